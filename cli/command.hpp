@@ -1,0 +1,37 @@
+#pragma once
+// Each `mhc` subcommand lives in its own cli/cmd_<name>.cpp and registers itself with a
+// static Registration, so front-end files never collide. main.cpp builds the CLI11 app
+// from the registry, runs the chosen command and maps errors to exit statuses.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mhc::cli {
+
+// Exit statuses shared by every command.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInternal = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitOom = 3;   // a simulation or replay that ran out of memory
+
+struct Command {
+    std::string name;
+    std::string help;
+    // Adds options to `sub` and returns the action to run when `sub` is chosen. The action
+    // returns the exit status; it may throw mhc::Error for bad input.
+    std::function<std::function<int()>(CLI::App& sub)> setup;
+};
+
+std::vector<Command>& registry();
+
+struct Registration {
+    explicit Registration(Command c) { registry().push_back(std::move(c)); }
+};
+
+// True when stderr is a terminal and --quiet was not given: long commands show progress.
+bool show_progress();
+void set_quiet(bool quiet);
+
+}  // namespace mhc::cli
