@@ -1,0 +1,34 @@
+#pragma once
+// Trace validation (`mhc check`, and the same rules run by importers and the simulator).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mhc/trace/columns.hpp"
+
+namespace mhc::trace {
+
+struct Problem {
+    std::string rule;     // short rule name, e.g. "free-before-alloc"
+    std::string table;    // table the row is in ("file" for file-level problems)
+    int64_t row = 0;      // row id (allocation id, kernel id, access rowid, ...), 0 for file
+    std::string message;  // a plain sentence
+};
+
+struct CheckReport {
+    std::vector<Problem> problems;
+    bool ok() const { return problems.empty(); }
+};
+
+// Checks a loaded trace: every rule of docs/trace-format.md except file-level ones.
+CheckReport check_trace(const TraceData& t);
+// Checks a file: opens it (file-level problems: missing, not SQLite, truncated, corrupt,
+// wrong version, missing tables, invalid codes), then loads it and runs check_trace.
+// Never throws for problems in the file; they become Problems.
+CheckReport check_file(const std::string& path);
+
+// Throws mhc::Error naming the file and the first problem (with the count of others) when
+// the report is not ok: what importers and the simulator do with bad input.
+void require_ok(const CheckReport& report, const std::string& path);
+
+}  // namespace mhc::trace

@@ -1,0 +1,94 @@
+#pragma once
+// A whole trace in columnar in-memory arrays, as the simulator, checks and summaries use it.
+// Rows keep their file order (id order). References between tables are resolved to dense
+// indices once, here: accesses are grouped by kernel (CSR) and point at allocation indices.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mhc/trace/model.hpp"
+
+namespace mhc::trace {
+
+// id -> dense index. O(1) when ids are contiguous (every writer of ours), else binary search.
+// Holds no pointer into the ids, so TraceData stays movable.
+class IdIndex {
+public:
+    void build(const std::vector<int64_t>& ids);   // ids must be strictly increasing
+    // Returns -1 for an unknown id; `ids` is the vector given to build().
+    int64_t find(const std::vector<int64_t>& ids, int64_t id) const;
+
+private:
+    bool contiguous_ = true;
+    int64_t base_ = 0;
+};
+
+struct AllocationColumns {
+    std::vector<int64_t> id, address, bytes, t_alloc, t_free, stream, label;
+    std::vector<int32_t> device;
+    std::vector<Category> category;
+    size_t size() const { return id.size(); }
+};
+
+struct KernelColumns {
+    std::vector<int64_t> id, stream, name, t_start, t_end, correlation;
+    std::vector<int32_t> device, step;
+    // Accesses of kernel i are access_alloc[access_begin[i] .. access_begin[i+1]).
+    std::vector<int64_t> access_begin;
+    size_t size() const { return id.size(); }
+};
+
+struct AccessColumns {
+    std::vector<int32_t> allocation;   // dense allocation index
+    std::vector<AccessMode> mode;
+    size_t size() const { return allocation.size(); }
+};
+
+struct CopyColumns {
+    std::vector<int64_t> id, stream, bytes, t_start, t_end;
+    std::vector<int32_t> device;
+    std::vector<CopyKind> kind;
+    size_t size() const { return id.size(); }
+};
+
+struct MarkerColumns {
+    std::vector<int64_t> id, name, t_start, t_end;
+    std::vector<MarkerKind> kind;
+    std::vector<int32_t> index;
+    size_t size() const { return id.size(); }
+};
+
+// An access row whose kernel or allocation id is not in the trace (kept for `mhc check`).
+struct DanglingAccess {
+    int64_t rowid, kernel, allocation;
+};
+
+struct TraceData {
+    std::string path;
+    std::map<std::string, std::string> meta;
+    std::vector<std::string> strings;   // strings[id]
+    AllocationColumns allocations;
+    KernelColumns kernels;
+    AccessColumns accesses;
+    CopyColumns copies;
+    MarkerColumns markers;
+    IdIndex allocation_index, kernel_index;
+    std::vector<DanglingAccess> dangling_accesses;
+
+    // Dense index of an allocation / kernel id, -1 if unknown.
+    int64_t allocation_at(int64_t id) const { return allocation_index.find(allocations.id, id); }
+    int64_t kernel_at(int64_t id) const { return kernel_index.find(kernels.id, id); }
+
+    const std::string& str(int64_t id) const;
+    std::string meta_or(const std::string& key, const std::string& fallback) const;
+    int64_t rows() const;
+    // First kernel start / allocation to last end, over all tables.
+    int64_t t_begin() const;
+    int64_t t_end() const;
+};
+
+// Loads the whole trace. Throws mhc::Error (file problems) like Reader.
+TraceData load_trace(const std::string& path);
+
+}  // namespace mhc::trace

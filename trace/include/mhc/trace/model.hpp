@@ -1,0 +1,81 @@
+#pragma once
+// The trace model (DESIGN.md §3): plain rows as they are stored. Time is int64 nanoseconds
+// from the start of the trace, sizes are int64 bytes. Names and labels are ids into the
+// trace's string table (see Writer::intern).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mhc::trace {
+
+inline constexpr int64_t kNoTime = INT64_MAX;   // t_free of an allocation alive at the end
+inline constexpr int64_t kNoString = 0;         // string id 0: no name
+
+enum class Category : uint8_t { Param = 0, Grad, Optimizer, Activation, Workspace, Comm, Other };
+inline constexpr int kCategoryCount = 7;
+enum class AccessMode : uint8_t { Read = 1, Write = 2, ReadWrite = 3 };
+enum class CopyKind : uint8_t { H2D = 0, D2H, D2D, P2P, Memset, H2H };
+inline constexpr int kCopyKindCount = 6;
+enum class MarkerKind : uint8_t { Step = 0, Layer, Range };
+
+struct Allocation {
+    int64_t id = 0;
+    int32_t device = 0;
+    int64_t address = 0;      // 0 if unknown
+    int64_t bytes = 0;
+    int64_t t_alloc = 0;
+    int64_t t_free = kNoTime;  // kNoTime: alive at the end (NULL in SQLite)
+    int64_t stream = 0;
+    Category category = Category::Other;
+    int64_t label = kNoString;
+};
+
+struct Kernel {
+    int64_t id = 0;
+    int32_t device = 0;
+    int64_t stream = 0;
+    int64_t name = kNoString;
+    int64_t t_start = 0;
+    int64_t t_end = 0;
+    int32_t step = -1;         // training step, -1 if unknown
+    int32_t grid[3] = {0, 0, 0};
+    int32_t block[3] = {0, 0, 0};
+    int32_t shared_mem = 0;    // bytes, static + dynamic
+    int32_t registers = 0;     // per thread
+    int64_t correlation = 0;
+};
+
+struct Access {
+    int64_t kernel = 0;
+    int64_t allocation = 0;
+    AccessMode mode = AccessMode::Read;
+};
+
+struct Copy {
+    int64_t id = 0;
+    int32_t device = 0;
+    int64_t stream = 0;
+    CopyKind kind = CopyKind::H2D;
+    int64_t bytes = 0;
+    int64_t t_start = 0;
+    int64_t t_end = 0;
+};
+
+struct Marker {
+    int64_t id = 0;
+    int64_t name = kNoString;
+    int64_t t_start = 0;
+    int64_t t_end = 0;
+    MarkerKind kind = MarkerKind::Range;
+    int32_t index = -1;        // step number or layer number, -1 if none
+};
+
+std::string_view to_string(Category c);
+std::string_view to_string(AccessMode m);
+std::string_view to_string(CopyKind k);
+std::string_view to_string(MarkerKind k);
+std::optional<Category> category_from_string(std::string_view s);
+std::optional<CopyKind> copy_kind_from_string(std::string_view s);
+
+}  // namespace mhc::trace

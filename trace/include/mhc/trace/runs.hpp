@@ -1,0 +1,76 @@
+#pragma once
+// Simulated and replayed runs live in the trace file beside the trace (DESIGN.md §2):
+// tables runs, run_config, run_metrics, run_events, run_kernels, run_memory.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mhc::trace {
+
+// What happened to an allocation or a kernel during a simulated or replayed run.
+enum class EventKind : uint8_t {
+    SwapOut = 0,   // D2H copy of a dirty allocation; memory released at t_end
+    SwapIn,        // H2D copy back before use (prefetch or on demand)
+    EvictClean,    // eviction whose host copy was still valid: no transfer
+    Drop,          // activation dropped, to be recomputed
+    Recompute,     // recomputation of a dropped activation (its producer's duration)
+    Stall,         // kernel waited for its operands; kernel = the waiting kernel
+    Oom,           // the run stopped: bytes = bytes short
+    Prefetch,      // a prefetch decision (the SwapIn that follows carries the transfer)
+};
+inline constexpr int kEventKindCount = 8;
+std::string_view to_string(EventKind k);
+
+struct RunEvent {
+    EventKind kind = EventKind::Stall;
+    int64_t t_start = 0;
+    int64_t t_end = 0;
+    int64_t allocation = 0;   // allocation id, 0 if none
+    int64_t kernel = 0;       // kernel id, 0 if none
+    int64_t bytes = 0;
+};
+
+struct RunKernelTime {
+    int64_t kernel = 0;       // kernel id
+    int64_t t_start = 0;
+    int64_t t_end = 0;
+};
+
+struct RunMemorySample {
+    int64_t t = 0;
+    int64_t device_bytes = 0;  // resident + in-flight reservations
+    int64_t host_bytes = 0;
+};
+
+// One run as it is written in one transaction.
+struct Run {
+    std::string kind = "simulated";   // simulated | replayed
+    std::string name;                 // e.g. "cost_aware+periodic@60%/pcie4"
+    std::string status = "complete";  // complete | oom | incomplete | failed
+    int64_t base_run = 0;             // for a replay: the simulated run it executed
+    std::map<std::string, std::string> config;
+    std::map<std::string, double> metrics;
+    std::vector<RunEvent> events;
+    std::vector<RunKernelTime> kernel_times;  // may be empty (identical to recorded)
+    std::vector<RunMemorySample> memory;
+};
+
+struct RunInfo {
+    int64_t id = 0;
+    std::string kind, name, status, created;
+    int64_t base_run = 0;
+};
+
+// Adds a run to an existing trace file in one transaction; returns its id.
+int64_t add_run(const std::string& trace_path, const Run& run);
+// Marks a run begun earlier (status "incomplete") as finished: used by replays that write
+// a placeholder row first so that an interruption leaves a run marked incomplete.
+int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name);
+void finish_run(const std::string& trace_path, int64_t run_id, const Run& run);
+
+std::vector<RunInfo> list_runs(const std::string& trace_path);
+// Loads one run whole. Throws mhc::Error naming the file when the id does not exist.
+Run load_run(const std::string& trace_path, int64_t run_id);
+
+}  // namespace mhc::trace

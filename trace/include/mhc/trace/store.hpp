@@ -1,0 +1,103 @@
+#pragma once
+// The SQLite store. Writer streams rows into a new file in batched transactions with
+// prepared statements and makes it appear atomically (temp file + rename); Reader opens a
+// trace read-only, refuses files that are not traces of this schema version, and streams
+// rows back. docs/trace-format.md documents the schema.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "mhc/trace/model.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace mhc::trace {
+
+inline constexpr int kSchemaVersion = 1;
+// Written into meta as "format" so that a foreign SQLite file is told apart from a trace.
+inline constexpr const char* kFormatName = "mhc-trace";
+
+class Writer {
+public:
+    // Creates `path` on finish(); until then rows go to a temporary file beside it.
+    explicit Writer(std::string path);
+    ~Writer();   // without finish(): the temporary file is removed, `path` untouched
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+
+    // Returns the id of `text` in the string table, adding it once.
+    int64_t intern(std::string_view text);
+    void set_meta(const std::string& key, const std::string& value);
+
+    void add(const Allocation& a);
+    void add(const Kernel& k);
+    void add(const Access& a);
+    void add(const Copy& c);
+    void add(const Marker& m);
+
+    // Sets t_free of an allocation already added (importers learn frees late).
+    void set_free_time(int64_t allocation_id, int64_t t_free);
+
+    int64_t rows_written() const { return rows_; }
+    // Builds indexes, writes the schema version, commits and renames into place.
+    void finish();
+
+private:
+    void row_done();
+    struct Statements;
+    std::string path_, tmp_path_;
+    sqlite3* db_ = nullptr;
+    std::unique_ptr<Statements> st_;
+    std::unordered_map<std::string, int64_t> strings_;
+    std::map<std::string, std::string> meta_;
+    int64_t rows_ = 0, rows_in_txn_ = 0;
+    bool finished_ = false;
+};
+
+struct TableCounts {
+    int64_t allocations = 0, kernels = 0, accesses = 0, copies = 0, markers = 0, strings = 0;
+    int64_t total() const { return allocations + kernels + accesses + copies + markers + strings; }
+};
+
+class Reader {
+public:
+    // Throws mhc::Error naming the file: missing, not SQLite, truncated or corrupt, not a
+    // trace, a different schema version, missing tables.
+    explicit Reader(std::string path);
+    ~Reader();
+    Reader(const Reader&) = delete;
+    Reader& operator=(const Reader&) = delete;
+
+    const std::string& path() const { return path_; }
+    std::map<std::string, std::string> meta() const;
+    TableCounts counts() const;
+    // strings[id]; id 0 is the empty name.
+    std::vector<std::string> strings() const;
+
+    // Stream rows in id order (accesses in row order). The callback may not throw.
+    void for_each(const std::function<void(const Allocation&)>& fn) const;
+    void for_each(const std::function<void(const Kernel&)>& fn) const;
+    void for_each(const std::function<void(const Access&)>& fn) const;
+    void for_each(const std::function<void(const Copy&)>& fn) const;
+    void for_each(const std::function<void(const Marker&)>& fn) const;
+    // Accesses with their row id (for checks that name rows).
+    void for_each_access_row(const std::function<void(int64_t rowid, const Access&)>& fn) const;
+
+    sqlite3* handle() const { return db_; }
+
+private:
+    std::string path_;
+    sqlite3* db_ = nullptr;
+};
+
+// Problems that make a file unreadable as a trace, without throwing: empty when the file
+// opens as a trace of this version. Used by `mhc check` to report instead of stop.
+std::string open_problem(const std::string& path);
+
+}  // namespace mhc::trace

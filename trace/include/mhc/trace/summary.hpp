@@ -1,0 +1,43 @@
+#pragma once
+// `mhc info`: what a trace holds, where its memory peak is and where its time goes.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mhc/trace/columns.hpp"
+
+namespace mhc::trace {
+
+// The peak of live allocation bytes on one device (frees at time t happen before
+// allocations at t). Allocations alive at the end count until the end.
+struct LivePeak {
+    int64_t bytes = 0;
+    int64_t time = 0;
+    std::array<int64_t, kCategoryCount> by_category{};   // live bytes by category at the peak
+};
+LivePeak live_peak(const TraceData& t, int32_t device);
+
+struct Summary {
+    std::string path, source, device_name;
+    int64_t device_memory = 0;
+    int64_t t_begin = 0, t_end = 0;
+    int64_t allocations = 0, kernels = 0, accesses = 0, copies = 0, markers = 0;
+    std::vector<int32_t> devices;
+    int32_t peak_device = 0;
+    LivePeak peak;
+    int64_t kernel_time = 0;   // summed kernel durations
+    int64_t steps = 0, layers = 0;
+    std::vector<int64_t> step_durations;
+    struct Top { std::string name; int64_t count = 0, total = 0, bytes = 0; std::string category; };
+    std::vector<Top> top_kernels;      // by total time
+    std::vector<Top> top_allocations;  // by size
+    std::vector<std::pair<std::string, std::string>> meta;
+    bool has_accesses = false;
+};
+
+Summary summarize(const TraceData& t, int top_n = 10);
+std::string to_text(const Summary& s);
+std::string to_json(const Summary& s);
+
+}  // namespace mhc::trace

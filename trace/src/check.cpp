@@ -1,0 +1,201 @@
+#include "mhc/trace/check.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "mhc/trace/store.hpp"
+#include "sqlite_util.hpp"
+
+namespace mhc::trace {
+
+namespace {
+
+std::string t_str(int64_t t) { return std::to_string(t) + " ns"; }
+
+void check_allocations(const TraceData& t, CheckReport& r) {
+    const auto& a = t.allocations;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.bytes[i] <= 0)
+            r.problems.push_back({"size", "allocations", a.id[i],
+                                  "size is " + std::to_string(a.bytes[i]) +
+                                      " bytes; an allocation must have a positive size"});
+        if (a.t_free[i] != kNoTime && a.t_free[i] < a.t_alloc[i])
+            r.problems.push_back({"free-before-alloc", "allocations", a.id[i],
+                                  "freed at " + t_str(a.t_free[i]) + ", before it was allocated at " +
+                                      t_str(a.t_alloc[i])});
+    }
+    // Live ranges at one address on one device must not overlap. Two overlapping ranges that
+    // end at the same time are one free applied twice: reported as a double free.
+    std::vector<size_t> order;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a.address[i] != 0) order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        if (a.device[x] != a.device[y]) return a.device[x] < a.device[y];
+        if (a.address[x] != a.address[y]) return a.address[x] < a.address[y];
+        if (a.t_alloc[x] != a.t_alloc[y]) return a.t_alloc[x] < a.t_alloc[y];
+        return a.id[x] < a.id[y];
+    });
+    for (size_t k = 1; k < order.size(); ++k) {
+        size_t p = order[k - 1], i = order[k];
+        if (a.device[p] != a.device[i] || a.address[p] != a.address[i]) continue;
+        if (a.t_alloc[i] < a.t_free[p]) {
+            if (a.t_free[i] == a.t_free[p] && a.t_free[i] != kNoTime)
+                r.problems.push_back({"double-free", "allocations", a.id[i],
+                                      "address 0x" + [&] { char b[32]; snprintf(b, sizeof b, "%llx", (unsigned long long)a.address[i]); return std::string(b); }() +
+                                          " is freed twice at " + t_str(a.t_free[i]) +
+                                          " (also by allocation " + std::to_string(a.id[p]) + ")"});
+            else
+                r.problems.push_back({"overlap", "allocations", a.id[i],
+                                      "allocated at " + t_str(a.t_alloc[i]) + " at an address still held by allocation " +
+                                          std::to_string(a.id[p]) + " on device " +
+                                          std::to_string(a.device[i]) + " (freed at " +
+                                          (a.t_free[p] == kNoTime ? std::string("the end") : t_str(a.t_free[p])) + ")"});
+        }
+    }
+}
+
+void check_kernels(const TraceData& t, CheckReport& r) {
+    const auto& k = t.kernels;
+    for (size_t i = 0; i < k.size(); ++i)
+        if (k.t_end[i] < k.t_start[i])
+            r.problems.push_back({"end-before-start", "kernels", k.id[i],
+                                  "ends at " + t_str(k.t_end[i]) + ", before it starts at " +
+                                      t_str(k.t_start[i])});
+    // Kernels on one stream run one after another.
+    std::vector<size_t> order(k.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        if (k.device[x] != k.device[y]) return k.device[x] < k.device[y];
+        if (k.stream[x] != k.stream[y]) return k.stream[x] < k.stream[y];
+        if (k.t_start[x] != k.t_start[y]) return k.t_start[x] < k.t_start[y];
+        return k.id[x] < k.id[y];
+    });
+    for (size_t j = 1; j < order.size(); ++j) {
+        size_t p = order[j - 1], i = order[j];
+        if (k.device[p] != k.device[i] || k.stream[p] != k.stream[i]) continue;
+        if (k.t_start[i] < k.t_end[p])
+            r.problems.push_back({"stream-overlap", "kernels", k.id[i],
+                                  "starts at " + t_str(k.t_start[i]) + " while kernel " +
+                                      std::to_string(k.id[p]) + " still runs on stream " +
+                                      std::to_string(k.stream[i]) + " (until " + t_str(k.t_end[p]) + ")"});
+    }
+    for (size_t i = 0; i < k.size(); ++i)
+        if (k.name[i] < 0 || static_cast<size_t>(k.name[i]) >= t.strings.size())
+            r.problems.push_back({"unknown-string", "kernels", k.id[i],
+                                  "name refers to string " + std::to_string(k.name[i]) +
+                                      ", which does not exist"});
+}
+
+void check_accesses(const TraceData& t, CheckReport& r) {
+    for (const auto& d : t.dangling_accesses) {
+        bool kernel_known = t.kernel_at(d.kernel) >= 0;
+        r.problems.push_back({"unknown-id", "accesses", d.rowid,
+                              kernel_known ? "refers to allocation " + std::to_string(d.allocation) +
+                                                 ", which does not exist"
+                                           : "refers to kernel " + std::to_string(d.kernel) +
+                                                 ", which does not exist"});
+    }
+    // Row ids of resolved accesses are not kept in memory; name the kernel and allocation.
+    const auto& k = t.kernels;
+    const auto& a = t.allocations;
+    for (size_t i = 0; i < k.size(); ++i) {
+        for (int64_t j = k.access_begin[i]; j < k.access_begin[i + 1]; ++j) {
+            size_t al = static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)]);
+            if (k.t_start[i] < a.t_alloc[al] || k.t_end[i] > a.t_free[al])
+                r.problems.push_back(
+                    {"access-outside-lifetime", "accesses", k.id[i],
+                     "kernel " + std::to_string(k.id[i]) + " [" + t_str(k.t_start[i]) + ", " +
+                         t_str(k.t_end[i]) + "] accesses allocation " + std::to_string(a.id[al]) +
+                         ", alive only over [" + t_str(a.t_alloc[al]) + ", " +
+                         (a.t_free[al] == kNoTime ? std::string("end") : t_str(a.t_free[al])) + "]"});
+        }
+    }
+}
+
+void check_copies_markers(const TraceData& t, CheckReport& r) {
+    const auto& c = t.copies;
+    for (size_t i = 0; i < c.size(); ++i) {
+        if (c.t_end[i] < c.t_start[i])
+            r.problems.push_back({"end-before-start", "copies", c.id[i],
+                                  "ends at " + t_str(c.t_end[i]) + ", before it starts at " + t_str(c.t_start[i])});
+        if (c.bytes[i] < 0)
+            r.problems.push_back({"size", "copies", c.id[i],
+                                  "size is " + std::to_string(c.bytes[i]) + " bytes"});
+    }
+    const auto& m = t.markers;
+    for (size_t i = 0; i < m.size(); ++i)
+        if (m.t_end[i] < m.t_start[i])
+            r.problems.push_back({"end-before-start", "markers", m.id[i],
+                                  "ends at " + t_str(m.t_end[i]) + ", before it starts at " + t_str(m.t_start[i])});
+}
+
+// Codes the loader would silently map: checked on the file itself.
+void check_codes(const Reader& reader, CheckReport& r) {
+    struct Rule { const char* table; const char* sql; const char* what; };
+    static const Rule rules[] = {
+        {"allocations", "SELECT id, category FROM allocations WHERE category NOT BETWEEN 0 AND 6", "category code"},
+        {"accesses", "SELECT rowid, mode FROM accesses WHERE mode NOT BETWEEN 1 AND 3", "access mode code"},
+        {"copies", "SELECT id, kind FROM copies WHERE kind NOT BETWEEN 0 AND 5", "copy kind code"},
+        {"markers", "SELECT id, kind FROM markers WHERE kind NOT BETWEEN 0 AND 2", "marker kind code"},
+    };
+    for (const auto& rule : rules) {
+        sql::Stmt s(reader.handle(), reader.path(), rule.sql);
+        while (s.step())
+            r.problems.push_back({"invalid-code", rule.table, s.i64(0),
+                                  std::string(rule.what) + " " + std::to_string(s.i64(1)) + " is not defined"});
+    }
+}
+
+}  // namespace
+
+CheckReport check_trace(const TraceData& t) {
+    CheckReport r;
+    check_allocations(t, r);
+    check_kernels(t, r);
+    check_accesses(t, r);
+    check_copies_markers(t, r);
+    return r;
+}
+
+CheckReport check_file(const std::string& path) {
+    CheckReport r;
+    std::string problem = open_problem(path);
+    if (!problem.empty()) {
+        r.problems.push_back({"file", "file", 0, problem});
+        return r;
+    }
+    try {
+        Reader reader(path);
+        {
+            // quick_check reads every page: a truncated or corrupt file shows up here.
+            sql::Stmt s(reader.handle(), path, "PRAGMA quick_check");
+            while (s.step()) {
+                std::string m = s.text(0);
+                if (m != "ok")
+                    r.problems.push_back({"corrupt", "file", 0, path + ": the file is truncated or corrupt: " + m});
+            }
+        }
+        if (!r.ok()) return r;
+        check_codes(reader, r);
+        TraceData t = load_trace(path);
+        CheckReport rows = check_trace(t);
+        r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
+    } catch (const Error& e) {
+        r.problems.push_back({"corrupt", "file", 0, e.what()});
+    }
+    return r;
+}
+
+void require_ok(const CheckReport& report, const std::string& path) {
+    if (report.ok()) return;
+    const Problem& p = report.problems.front();
+    std::string msg = p.table == "file"
+                          ? p.message
+                          : where_row(path, p.table, p.row, p.message + " [" + p.rule + "]");
+    if (report.problems.size() > 1)
+        msg += " (and " + std::to_string(report.problems.size() - 1) +
+               " more problems; run `mhc check` for the list)";
+    throw Error(msg);
+}
+
+}  // namespace mhc::trace

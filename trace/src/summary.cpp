@@ -1,0 +1,184 @@
+#include "mhc/trace/summary.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "mhc/common/units.hpp"
+
+namespace mhc::trace {
+
+LivePeak live_peak(const TraceData& t, int32_t device) {
+    const auto& a = t.allocations;
+    struct Ev { int64_t time; int64_t delta; size_t idx; };
+    std::vector<Ev> ev;
+    ev.reserve(a.size() * 2);
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != device || a.bytes[i] <= 0) continue;
+        ev.push_back({a.t_alloc[i], a.bytes[i], i});
+        if (a.t_free[i] != kNoTime) ev.push_back({a.t_free[i], -a.bytes[i], i});
+    }
+    // Frees before allocations at the same instant.
+    std::sort(ev.begin(), ev.end(), [](const Ev& x, const Ev& y) {
+        return x.time != y.time ? x.time < y.time : x.delta < y.delta;
+    });
+    LivePeak p;
+    int64_t live = 0;
+    for (const auto& e : ev) {
+        live += e.delta;
+        if (live > p.bytes) { p.bytes = live; p.time = e.time; }
+    }
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a.device[i] == device && a.bytes[i] > 0 && a.t_alloc[i] <= p.time && a.t_free[i] > p.time)
+            p.by_category[static_cast<size_t>(a.category[i])] += a.bytes[i];
+    return p;
+}
+
+Summary summarize(const TraceData& t, int top_n) {
+    Summary s;
+    s.path = t.path;
+    s.source = t.meta_or("source", "unknown");
+    s.device_name = t.meta_or("device_name", "unknown");
+    try { s.device_memory = std::stoll(t.meta_or("device_memory", "0")); } catch (...) {}
+    s.t_begin = t.t_begin();
+    s.t_end = t.t_end();
+    s.allocations = static_cast<int64_t>(t.allocations.size());
+    s.kernels = static_cast<int64_t>(t.kernels.size());
+    s.accesses = static_cast<int64_t>(t.accesses.size());
+    s.copies = static_cast<int64_t>(t.copies.size());
+    s.markers = static_cast<int64_t>(t.markers.size());
+    s.has_accesses = s.accesses > 0;
+    for (auto& [k, v] : t.meta) s.meta.emplace_back(k, v);
+
+    std::set<int32_t> devs(t.allocations.device.begin(), t.allocations.device.end());
+    devs.insert(t.kernels.device.begin(), t.kernels.device.end());
+    s.devices.assign(devs.begin(), devs.end());
+    for (int32_t d : s.devices) {
+        LivePeak p = live_peak(t, d);
+        if (p.bytes > s.peak.bytes || s.peak.bytes == 0) { s.peak = p; s.peak_device = d; }
+    }
+
+    std::unordered_map<int64_t, Summary::Top> by_name;
+    for (size_t i = 0; i < t.kernels.size(); ++i) {
+        int64_t d = t.kernels.t_end[i] - t.kernels.t_start[i];
+        s.kernel_time += d;
+        auto& e = by_name[t.kernels.name[i]];
+        e.count++;
+        e.total += d;
+    }
+    for (auto& [name, e] : by_name) {
+        e.name = t.str(name);
+        s.top_kernels.push_back(e);
+    }
+    std::sort(s.top_kernels.begin(), s.top_kernels.end(),
+              [](const auto& x, const auto& y) { return x.total > y.total; });
+    if (static_cast<int>(s.top_kernels.size()) > top_n) s.top_kernels.resize(static_cast<size_t>(top_n));
+
+    std::vector<size_t> idx(t.allocations.size());
+    std::iota(idx.begin(), idx.end(), size_t{0});
+    size_t n = std::min(idx.size(), static_cast<size_t>(top_n));
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<long>(n), idx.end(),
+                      [&](size_t x, size_t y) { return t.allocations.bytes[x] > t.allocations.bytes[y]; });
+    for (size_t i = 0; i < n; ++i) {
+        size_t a = idx[i];
+        Summary::Top e;
+        e.name = t.str(t.allocations.label[a]);
+        if (e.name.empty()) e.name = "allocation " + std::to_string(t.allocations.id[a]);
+        e.bytes = t.allocations.bytes[a];
+        e.count = 1;
+        e.total = (t.allocations.t_free[a] == kNoTime ? s.t_end : t.allocations.t_free[a]) - t.allocations.t_alloc[a];
+        e.category = std::string(to_string(t.allocations.category[a]));
+        s.top_allocations.push_back(e);
+    }
+    for (size_t i = 0; i < t.markers.size(); ++i) {
+        if (t.markers.kind[i] == MarkerKind::Step) {
+            ++s.steps;
+            s.step_durations.push_back(t.markers.t_end[i] - t.markers.t_start[i]);
+        } else if (t.markers.kind[i] == MarkerKind::Layer) {
+            ++s.layers;
+        }
+    }
+    return s;
+}
+
+std::string to_text(const Summary& s) {
+    std::string o;
+    char buf[512];
+    auto line = [&](const char* fmt, auto... args) {
+        std::snprintf(buf, sizeof buf, fmt, args...);
+        o += buf;
+    };
+    line("trace       %s\n", s.path.c_str());
+    line("source      %s\n", s.source.c_str());
+    line("device      %s%s\n", s.device_name.c_str(),
+         s.device_memory > 0 ? (" (" + format_bytes(s.device_memory) + ")").c_str() : "");
+    line("duration    %s\n", format_ns(s.t_end - s.t_begin).c_str());
+    line("rows        %lld allocations, %lld kernels, %lld accesses, %lld copies, %lld markers\n",
+         (long long)s.allocations, (long long)s.kernels, (long long)s.accesses, (long long)s.copies,
+         (long long)s.markers);
+    if (!s.has_accesses)
+        o += "accesses    none: simulation will use allocation lifetimes only (coarser results)\n";
+    line("kernel time %s (%.1f%% of the duration)\n", format_ns(s.kernel_time).c_str(),
+         s.t_end > s.t_begin ? 100.0 * s.kernel_time / double(s.t_end - s.t_begin) : 0.0);
+    line("peak        %s live on device %d at %s\n", format_bytes(s.peak.bytes).c_str(),
+         s.peak_device, format_ns(s.peak.time - s.t_begin).c_str());
+    for (int c = 0; c < kCategoryCount; ++c)
+        if (s.peak.by_category[static_cast<size_t>(c)] > 0)
+            line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
+                 format_bytes(s.peak.by_category[static_cast<size_t>(c)]).c_str(),
+                 100.0 * s.peak.by_category[static_cast<size_t>(c)] / double(std::max<int64_t>(1, s.peak.bytes)));
+    if (s.steps > 0) {
+        int64_t tot = std::accumulate(s.step_durations.begin(), s.step_durations.end(), int64_t{0});
+        line("steps       %lld (mean %s)\n", (long long)s.steps, format_ns(tot / s.steps).c_str());
+    } else {
+        o += "steps       none marked\n";
+    }
+    if (s.layers > 0) line("layers      %lld layer markers\n", (long long)s.layers);
+    if (!s.top_allocations.empty()) {
+        o += "largest allocations\n";
+        for (const auto& e : s.top_allocations)
+            line("  %12s  %-10s %s\n", format_bytes(e.bytes).c_str(), e.category.c_str(), e.name.c_str());
+    }
+    if (!s.top_kernels.empty()) {
+        o += "kernels by total time\n";
+        for (const auto& e : s.top_kernels)
+            line("  %12s  %8lldx  %s\n", format_ns(e.total).c_str(), (long long)e.count,
+                 e.name.substr(0, 100).c_str());
+    }
+    return o;
+}
+
+std::string to_json(const Summary& s) {
+    nlohmann::json j;
+    j["trace"] = s.path;
+    j["source"] = s.source;
+    j["device_name"] = s.device_name;
+    j["device_memory"] = s.device_memory;
+    j["t_begin_ns"] = s.t_begin;
+    j["t_end_ns"] = s.t_end;
+    j["duration_ns"] = s.t_end - s.t_begin;
+    j["counts"] = {{"allocations", s.allocations}, {"kernels", s.kernels}, {"accesses", s.accesses},
+                   {"copies", s.copies}, {"markers", s.markers}};
+    j["has_accesses"] = s.has_accesses;
+    j["kernel_time_ns"] = s.kernel_time;
+    j["peak"] = {{"bytes", s.peak.bytes}, {"time_ns", s.peak.time}, {"device", s.peak_device}};
+    for (int c = 0; c < kCategoryCount; ++c)
+        j["peak"]["by_category"][std::string(to_string(static_cast<Category>(c)))] =
+            s.peak.by_category[static_cast<size_t>(c)];
+    j["steps"] = s.steps;
+    j["layers"] = s.layers;
+    j["step_durations_ns"] = s.step_durations;
+    for (const auto& e : s.top_kernels)
+        j["top_kernels"].push_back({{"name", e.name}, {"count", e.count}, {"total_ns", e.total}});
+    for (const auto& e : s.top_allocations)
+        j["largest_allocations"].push_back(
+            {{"label", e.name}, {"bytes", e.bytes}, {"category", e.category}, {"lifetime_ns", e.total}});
+    for (const auto& [k, v] : s.meta) j["meta"][k] = v;
+    return j.dump(2);
+}
+
+}  // namespace mhc::trace
