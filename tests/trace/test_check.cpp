@@ -1,0 +1,206 @@
+// Every check rule on a small hand-built trace, and the file-level problems.
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <functional>
+
+#include "mhc/trace/check.hpp"
+#include "mhc/trace/store.hpp"
+#include "tmpfile.hpp"
+
+using namespace mhc::trace;
+
+namespace {
+
+Kernel kernel(int64_t id, int64_t stream, int64_t t0, int64_t t1) {
+    Kernel k{};
+    k.id = id; k.stream = stream; k.t_start = t0; k.t_end = t1;
+    return k;
+}
+
+// A clean base trace; `edit` adds the flaw under test.
+CheckReport check_with(const std::function<void(Writer&)>& edit) {
+    TempPath p("check.db");
+    {
+        Writer w(p.path);
+        w.add(Allocation{1, 0, 0x1000, 256, 0, 100, 0, Category::Activation, 0});
+        w.add(Allocation{2, 0, 0x2000, 256, 0, 100, 0, Category::Activation, 0});
+        w.add(kernel(1, 0, 10, 20));
+        w.add(Access{1, 1, AccessMode::Read});
+        edit(w);
+        w.finish();
+    }
+    return check_file(p.path);
+}
+
+bool has(const CheckReport& r, const std::string& rule, const std::string& table, int64_t row) {
+    for (auto& p : r.problems)
+        if (p.rule == rule && p.table == table && p.row == row) return true;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a clean trace has no problems", "[check]") {
+    auto r = check_with([](Writer&) {});
+    CHECK(r.ok());
+}
+
+TEST_CASE("each rule names its table and row", "[check]") {
+    SECTION("free before alloc") {
+        auto r = check_with([](Writer& w) { w.add(Allocation{3, 0, 0x5000, 8, 50, 40, 0, Category::Other, 0}); });
+        CHECK(has(r, "free-before-alloc", "allocations", 3));
+    }
+    SECTION("size <= 0") {
+        auto r = check_with([](Writer& w) {
+            w.add(Allocation{3, 0, 0x5000, 0, 0, 40, 0, Category::Other, 0});
+            w.add(Allocation{4, 0, 0x6000, -8, 0, 40, 0, Category::Other, 0});
+        });
+        CHECK(has(r, "size", "allocations", 3));
+        CHECK(has(r, "size", "allocations", 4));
+    }
+    SECTION("overlapping live ranges at one address on one device") {
+        auto r = check_with([](Writer& w) { w.add(Allocation{3, 0, 0x1000, 64, 50, 150, 0, Category::Other, 0}); });
+        CHECK(has(r, "overlap", "allocations", 3));
+        REQUIRE(r.problems.size() == 1);
+        CHECK(r.problems[0].message.find("allocation 1") != std::string::npos);
+    }
+    SECTION("the same address on another device is fine") {
+        auto r = check_with([](Writer& w) { w.add(Allocation{3, 1, 0x1000, 64, 50, 150, 0, Category::Other, 0}); });
+        CHECK(r.ok());
+    }
+    SECTION("reuse of an address after its free is fine") {
+        auto r = check_with([](Writer& w) { w.add(Allocation{3, 0, 0x1000, 64, 100, 150, 0, Category::Other, 0}); });
+        CHECK(r.ok());
+    }
+    SECTION("double free") {
+        auto r = check_with([](Writer& w) { w.add(Allocation{3, 0, 0x2000, 256, 50, 100, 0, Category::Other, 0}); });
+        CHECK(has(r, "double-free", "allocations", 3));
+    }
+    SECTION("kernel ends before it starts") {
+        auto r = check_with([](Writer& w) { w.add(kernel(2, 1, 30, 25)); });
+        CHECK(has(r, "end-before-start", "kernels", 2));
+    }
+    SECTION("copy and marker end before start") {
+        auto r = check_with([](Writer& w) {
+            w.add(Copy{5, 0, 0, CopyKind::D2H, 10, 9, 3});
+            w.add(Marker{6, 0, 9, 3, MarkerKind::Step, 0});
+        });
+        CHECK(has(r, "end-before-start", "copies", 5));
+        CHECK(has(r, "end-before-start", "markers", 6));
+    }
+    SECTION("kernels overlapping on one stream") {
+        auto r = check_with([](Writer& w) { w.add(kernel(2, 0, 15, 25)); });
+        CHECK(has(r, "stream-overlap", "kernels", 2));
+    }
+    SECTION("kernels overlapping on different streams are fine") {
+        auto r = check_with([](Writer& w) { w.add(kernel(2, 1, 15, 25)); });
+        CHECK(r.ok());
+    }
+    SECTION("access outside the allocation's lifetime") {
+        auto r = check_with([](Writer& w) {
+            w.add(kernel(2, 0, 120, 130));
+            w.add(Access{2, 2, AccessMode::Write});
+        });
+        CHECK(has(r, "access-outside-lifetime", "accesses", 2));
+    }
+    SECTION("access to an unknown allocation or kernel") {
+        auto r = check_with([](Writer& w) {
+            w.add(Access{1, 77, AccessMode::Read});   // row 2
+            w.add(Access{88, 1, AccessMode::Read});   // row 3
+        });
+        CHECK(has(r, "unknown-id", "accesses", 2));
+        CHECK(has(r, "unknown-id", "accesses", 3));
+    }
+    SECTION("codes outside their enums") {
+        auto r = check_with([](Writer& w) {
+            w.add(Copy{5, 0, 0, static_cast<CopyKind>(9), 10, 1, 3});
+            w.add(Access{1, 2, static_cast<AccessMode>(7)});
+        });
+        CHECK(has(r, "invalid-code", "copies", 5));
+        CHECK(has(r, "invalid-code", "accesses", 2));
+    }
+}
+
+TEST_CASE("file-level problems are reported, not thrown", "[check]") {
+    TempPath p("file.db");
+    auto only = [](const CheckReport& r, const std::string& text) {
+        REQUIRE(r.problems.size() == 1);
+        CHECK(r.problems[0].table == "file");
+        CHECK_THAT(r.problems[0].message, Catch::Contains(text));
+    };
+    SECTION("missing") { only(check_file(p.path), "no such file"); }
+    SECTION("empty") {
+        std::ofstream(p.path).close();
+        only(check_file(p.path), "empty");
+    }
+    SECTION("not SQLite") {
+        std::ofstream(p.path) << std::string(4096, 'x');
+        only(check_file(p.path), "not an SQLite database");
+    }
+    SECTION("truncated") {
+        {
+            Writer w(p.path);
+            for (int i = 1; i <= 20000; ++i)
+                w.add(Allocation{i, 0, 0, 64, i, i + 1, 0, Category::Other, 0});
+            w.finish();
+        }
+        auto size = std::filesystem::file_size(p.path);
+        std::filesystem::resize_file(p.path, size / 2);
+        auto r = check_file(p.path);
+        REQUIRE_FALSE(r.ok());
+        CHECK_THAT(r.problems[0].message, Catch::Contains("truncated or corrupt") ||
+                                              Catch::Contains("corrupt"));
+    }
+    SECTION("corrupt pages") {
+        {
+            Writer w(p.path);
+            for (int i = 1; i <= 20000; ++i)
+                w.add(Allocation{i, 0, 0, 64, i, i + 1, 0, Category::Other, 0});
+            w.finish();
+        }
+        {
+            // Overwrite a whole page in the middle of the allocations b-tree, header included.
+            auto size = std::filesystem::file_size(p.path);
+            std::fstream f(p.path, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(static_cast<std::streamoff>((size / 2 / 16384) * 16384));
+            std::string junk(16384, '\x5a');
+            f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+        }
+        auto r = check_file(p.path);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.problems[0].table == "file");
+    }
+    SECTION("wrong version") {
+        {
+            Writer w(p.path);
+            w.finish();
+        }
+        sqlite3* db = nullptr;
+        sqlite3_open(p.path.c_str(), &db);
+        sqlite3_exec(db, "PRAGMA user_version=2", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        only(check_file(p.path), "schema version 2");
+    }
+    SECTION("missing tables") {
+        {
+            Writer w(p.path);
+            w.finish();
+        }
+        sqlite3* db = nullptr;
+        sqlite3_open(p.path.c_str(), &db);
+        sqlite3_exec(db, "DROP TABLE kernels", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        only(check_file(p.path), "missing table 'kernels'");
+    }
+}
+
+TEST_CASE("require_ok names the file, the row and how many more", "[check]") {
+    CheckReport r;
+    r.problems.push_back({"size", "allocations", 12, "size is 0 bytes"});
+    r.problems.push_back({"size", "allocations", 13, "size is 0 bytes"});
+    CHECK_THROWS_WITH(require_ok(r, "t.db"),
+                      Catch::Contains("t.db: allocations row 12: size is 0 bytes") &&
+                          Catch::Contains("1 more"));
+}

@@ -1,0 +1,170 @@
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/store.hpp"
+#include "tmpfile.hpp"
+
+using namespace mhc::trace;
+
+namespace {
+
+// A small trace: two kernels on one stream, three allocations, accesses, a copy and a step.
+void write_small(const std::string& path) {
+    Writer w(path);
+    w.set_meta("source", "test");
+    int64_t k1 = w.intern("gemm"), k2 = w.intern("softmax"), lab = w.intern("weights");
+    w.add(Allocation{1, 0, 0x1000, 4096, 0, kNoTime, 7, Category::Param, lab});
+    w.add(Allocation{2, 0, 0x3000, 1024, 5, 40, 7, Category::Activation, kNoString});
+    w.add(Allocation{3, 1, 0x1000, 512, 0, 100, 7, Category::Workspace, kNoString});
+    Kernel a{}; a.id = 1; a.stream = 7; a.name = k1; a.t_start = 10; a.t_end = 20; a.step = 0;
+    a.grid[0] = 128; a.block[0] = 256; a.registers = 64; a.correlation = 99;
+    Kernel b = a; b.id = 2; b.name = k2; b.t_start = 25; b.t_end = 30;
+    w.add(a);
+    w.add(b);
+    w.add(Access{1, 1, AccessMode::Read});
+    w.add(Access{1, 2, AccessMode::Write});
+    w.add(Access{2, 2, AccessMode::Read});
+    w.add(Copy{1, 0, 7, CopyKind::H2D, 4096, 1, 4});
+    w.add(Marker{1, w.intern("step 0"), 0, 35, MarkerKind::Step, 0});
+    w.finish();
+}
+
+}  // namespace
+
+TEST_CASE("a written trace reads back row for row", "[store]") {
+    TempPath p("small.db");
+    write_small(p.path);
+    Reader r(p.path);
+    auto meta = r.meta();
+    CHECK(meta["source"] == "test");
+    CHECK(meta["format"] == kFormatName);
+    auto c = r.counts();
+    CHECK(c.allocations == 3);
+    CHECK(c.kernels == 2);
+    CHECK(c.accesses == 3);
+    CHECK(c.copies == 1);
+    CHECK(c.markers == 1);
+    auto strings = r.strings();
+    REQUIRE(strings.size() == 5);
+    CHECK(strings[1] == "gemm");
+
+    std::vector<Allocation> allocs;
+    r.for_each([&](const Allocation& a) { allocs.push_back(a); });
+    REQUIRE(allocs.size() == 3);
+    CHECK(allocs[0].t_free == kNoTime);
+    CHECK(allocs[1].t_free == 40);
+    CHECK(allocs[2].device == 1);
+    CHECK(allocs[0].category == Category::Param);
+
+    std::vector<Kernel> kernels;
+    r.for_each([&](const Kernel& k) { kernels.push_back(k); });
+    REQUIRE(kernels.size() == 2);
+    CHECK(kernels[0].grid[0] == 128);
+    CHECK(kernels[0].block[0] == 256);
+    CHECK(kernels[0].registers == 64);
+    CHECK(kernels[0].correlation == 99);
+    CHECK(kernels[1].t_start == 25);
+}
+
+TEST_CASE("the columnar loader groups accesses by kernel", "[store]") {
+    TempPath p("cols.db");
+    write_small(p.path);
+    TraceData t = load_trace(p.path);
+    REQUIRE(t.kernels.size() == 2);
+    REQUIRE(t.kernels.access_begin.size() == 3);
+    CHECK(t.kernels.access_begin[1] - t.kernels.access_begin[0] == 2);
+    CHECK(t.kernels.access_begin[2] - t.kernels.access_begin[1] == 1);
+    CHECK(t.accesses.allocation[0] == 0);   // dense index of allocation id 1
+    CHECK(t.accesses.mode[1] == AccessMode::Write);
+    CHECK(t.str(t.kernels.name[1]) == "softmax");
+    CHECK(t.allocation_at(3) == 2);
+    CHECK(t.allocation_at(4) == -1);
+    CHECK(t.dangling_accesses.empty());
+    TraceData moved = std::move(t);   // indices hold no pointers into the moved-from columns
+    CHECK(moved.kernel_at(2) == 1);
+}
+
+TEST_CASE("ids need not be contiguous", "[store]") {
+    TempPath p("sparse.db");
+    {
+        Writer w(p.path);
+        w.add(Allocation{10, 0, 0, 64, 0, 50, 0, Category::Other, 0});
+        w.add(Allocation{30, 0, 0, 64, 0, 50, 0, Category::Other, 0});
+        Kernel k{}; k.id = 5; k.t_start = 1; k.t_end = 2;
+        w.add(k);
+        w.add(Access{5, 30, AccessMode::Read});
+        w.finish();
+    }
+    TraceData t = load_trace(p.path);
+    CHECK(t.allocation_at(30) == 1);
+    CHECK(t.allocation_at(20) == -1);
+    CHECK(t.accesses.allocation.at(0) == 1);
+}
+
+TEST_CASE("an unfinished writer leaves nothing behind", "[store]") {
+    TempPath p("abandoned.db");
+    {
+        Writer w(p.path);
+        w.add(Allocation{1, 0, 0, 64, 0, 50, 0, Category::Other, 0});
+    }
+    CHECK_FALSE(std::filesystem::exists(p.path));
+    for (auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+        CHECK(e.path().string().find(p.path + ".tmp") == std::string::npos);
+}
+
+TEST_CASE("a finished writer replaces an existing file atomically", "[store]") {
+    TempPath p("replace.db");
+    write_small(p.path);
+    {
+        Writer w(p.path);
+        w.add(Allocation{1, 0, 0, 64, 0, 50, 0, Category::Other, 0});
+        // Before finish(), the old trace is still the one readers see.
+        CHECK(Reader(p.path).counts().allocations == 3);
+        w.finish();
+    }
+    CHECK(Reader(p.path).counts().allocations == 1);
+}
+
+TEST_CASE("the reader refuses files that are not traces", "[store]") {
+    TempPath p("bad.db");
+    SECTION("missing") {
+        CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("no such file"));
+    }
+    SECTION("empty") {
+        std::ofstream(p.path).close();
+        CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("empty"));
+    }
+    SECTION("not SQLite") {
+        std::ofstream(p.path) << "this is a text file, long enough to look like something........"
+                                 "........................................................";
+        CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("not an SQLite database"));
+    }
+    SECTION("SQLite but not a trace") {
+        sqlite3* db = nullptr;
+        sqlite3_open(p.path.c_str(), &db);
+        sqlite3_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES (1);", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("not an mhc trace"));
+    }
+    SECTION("another schema version") {
+        write_small(p.path);
+        sqlite3* db = nullptr;
+        sqlite3_open(p.path.c_str(), &db);
+        sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("schema version 99"));
+    }
+    SECTION("a missing table") {
+        write_small(p.path);
+        sqlite3* db = nullptr;
+        sqlite3_open(p.path.c_str(), &db);
+        sqlite3_exec(db, "DROP TABLE copies", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("missing table 'copies'"));
+    }
+}
