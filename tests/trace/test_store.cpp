@@ -89,6 +89,22 @@ TEST_CASE("the columnar loader groups accesses by kernel", "[store]") {
     CHECK(moved.kernel_at(2) == 1);
 }
 
+TEST_CASE("a kernel's repeated accesses to one allocation merge their modes", "[store]") {
+    TempPath p("merge.db");
+    {
+        Writer w(p.path);
+        w.add(Allocation{1, 0, 0, 64, 0, 50, 0, Category::Other, 0});
+        Kernel k{}; k.id = 1; k.t_start = 1; k.t_end = 2;
+        w.add(k);
+        w.add(Access{1, 1, AccessMode::Read});
+        w.add(Access{1, 1, AccessMode::Write});
+        w.finish();
+    }
+    TraceData t = load_trace(p.path);
+    REQUIRE(t.accesses.size() == 1);
+    CHECK(t.accesses.mode[0] == AccessMode::ReadWrite);
+}
+
 TEST_CASE("ids need not be contiguous", "[store]") {
     TempPath p("sparse.db");
     {

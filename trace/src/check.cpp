@@ -89,13 +89,13 @@ void check_kernels(const TraceData& t, CheckReport& r) {
 void check_accesses(const TraceData& t, CheckReport& r) {
     for (const auto& d : t.dangling_accesses) {
         bool kernel_known = t.kernel_at(d.kernel) >= 0;
-        r.problems.push_back({"unknown-id", "accesses", d.rowid,
+        r.problems.push_back({"unknown-id", "accesses", d.kernel,
                               kernel_known ? "refers to allocation " + std::to_string(d.allocation) +
                                                  ", which does not exist"
                                            : "refers to kernel " + std::to_string(d.kernel) +
                                                  ", which does not exist"});
     }
-    // Row ids of resolved accesses are not kept in memory; name the kernel and allocation.
+    // An access row is named by its kernel id (the table's key is kernel, allocation).
     const auto& k = t.kernels;
     const auto& a = t.allocations;
     for (size_t i = 0; i < k.size(); ++i) {
@@ -134,7 +134,7 @@ void check_codes(const Reader& reader, CheckReport& r) {
     struct Rule { const char* table; const char* sql; const char* what; };
     static const Rule rules[] = {
         {"allocations", "SELECT id, category FROM allocations WHERE category NOT BETWEEN 0 AND 6", "category code"},
-        {"accesses", "SELECT rowid, mode FROM accesses WHERE mode NOT BETWEEN 1 AND 3", "access mode code"},
+        {"accesses", "SELECT kernel, mode FROM accesses WHERE mode NOT BETWEEN 1 AND 3", "access mode code"},
         {"copies", "SELECT id, kind FROM copies WHERE kind NOT BETWEEN 0 AND 5", "copy kind code"},
         {"markers", "SELECT id, kind FROM markers WHERE kind NOT BETWEEN 0 AND 2", "marker kind code"},
     };

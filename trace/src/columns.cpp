@@ -106,15 +106,15 @@ void load_accesses(const Reader& r, TraceData& t, int64_t n) {
     std::vector<AccessMode> mode_of;
     kernel_of.reserve(n); alloc_of.reserve(n); mode_of.reserve(n);
     sql::Stmt s(r.handle(), r.path(),
-                "SELECT rowid, kernel, allocation, mode FROM accesses ORDER BY rowid");
+                "SELECT kernel, allocation, mode FROM accesses");
     while (s.step()) {
-        int64_t k = t.kernel_at(s.i64(1));
-        int64_t a = t.allocation_at(s.i64(2));
+        int64_t k = t.kernel_at(s.i64(0));
+        int64_t a = t.allocation_at(s.i64(1));
         if (k < 0 || a < 0) {
-            t.dangling_accesses.push_back({s.i64(0), s.i64(1), s.i64(2)});
+            t.dangling_accesses.push_back({s.i64(0), s.i64(1)});
             continue;
         }
-        int64_t m = s.i64(3);
+        int64_t m = s.i64(2);
         kernel_of.push_back(static_cast<int32_t>(k));
         alloc_of.push_back(static_cast<int32_t>(a));
         mode_of.push_back((m >= 1 && m <= 3) ? static_cast<AccessMode>(m) : AccessMode::ReadWrite);

@@ -178,21 +178,16 @@ void Reader::for_each(const std::function<void(const Kernel&)>& fn) const {
     }
 }
 
-void Reader::for_each_access_row(
-    const std::function<void(int64_t, const Access&)>& fn) const {
-    sql::Stmt s(db_, path_, "SELECT rowid, kernel, allocation, mode FROM accesses ORDER BY rowid");
+void Reader::for_each(const std::function<void(const Access&)>& fn) const {
+    sql::Stmt s(db_, path_, "SELECT kernel, allocation, mode FROM accesses");
     Access a;
     while (s.step()) {
-        a.kernel = s.i64(1);
-        a.allocation = s.i64(2);
-        int64_t m = s.i64(3);
+        a.kernel = s.i64(0);
+        a.allocation = s.i64(1);
+        int64_t m = s.i64(2);
         a.mode = (m >= 1 && m <= 3) ? static_cast<AccessMode>(m) : AccessMode::ReadWrite;
-        fn(s.i64(0), a);
+        fn(a);
     }
-}
-
-void Reader::for_each(const std::function<void(const Access&)>& fn) const {
-    for_each_access_row([&](int64_t, const Access& a) { fn(a); });
 }
 
 void Reader::for_each(const std::function<void(const Copy&)>& fn) const {

@@ -16,7 +16,8 @@ CREATE TABLE kernels (
   grid_z INTEGER NOT NULL, block_x INTEGER NOT NULL, block_y INTEGER NOT NULL,
   block_z INTEGER NOT NULL, shared_mem INTEGER NOT NULL, registers INTEGER NOT NULL,
   correlation INTEGER NOT NULL);
-CREATE TABLE accesses (kernel INTEGER NOT NULL, allocation INTEGER NOT NULL, mode INTEGER NOT NULL);
+CREATE TABLE accesses (kernel INTEGER NOT NULL, allocation INTEGER NOT NULL, mode INTEGER NOT NULL,
+  PRIMARY KEY (kernel, allocation)) WITHOUT ROWID;
 CREATE TABLE copies (
   id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
   kind INTEGER NOT NULL, bytes INTEGER NOT NULL, t_start INTEGER NOT NULL,
@@ -56,10 +57,7 @@ INSERT INTO event_kinds VALUES (0,'swap_out'),(1,'swap_in'),(2,'evict_clean'),(3
 )SQL";
 
 const char* const kIndexes = R"SQL(
-CREATE INDEX accesses_by_kernel ON accesses (kernel);
 CREATE INDEX accesses_by_allocation ON accesses (allocation);
-CREATE INDEX kernels_by_start ON kernels (t_start);
-CREATE INDEX allocations_by_alloc ON allocations (t_alloc);
 CREATE INDEX run_events_by_run ON run_events (run, t_start);
 CREATE INDEX run_memory_by_run ON run_memory (run, t);
 )SQL";

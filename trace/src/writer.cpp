@@ -43,7 +43,10 @@ Writer::Writer(std::string path) : path_(std::move(path)) {
         sql::Stmt(db_, path_, "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?)");
     st_->kernel = sql::Stmt(db_, path_,
                             "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-    st_->access = sql::Stmt(db_, path_, "INSERT INTO accesses VALUES (?,?,?)");
+    st_->access = sql::Stmt(db_, path_,
+                          // A kernel that touches an allocation twice has one access with the union of the modes.
+                          "INSERT INTO accesses VALUES (?,?,?) ON CONFLICT DO UPDATE "
+                          "SET mode = mode | excluded.mode");
     st_->copy = sql::Stmt(db_, path_, "INSERT INTO copies VALUES (?,?,?,?,?,?,?)");
     st_->marker = sql::Stmt(db_, path_, "INSERT INTO markers VALUES (?,?,?,?,?,?)");
     st_->set_free = sql::Stmt(db_, path_, "UPDATE allocations SET t_free=? WHERE id=?");

@@ -59,9 +59,9 @@ struct MarkerColumns {
     size_t size() const { return id.size(); }
 };
 
-// An access row whose kernel or allocation id is not in the trace (kept for `mhc check`).
+// An access whose kernel or allocation id is not in the trace (kept for `mhc check`).
 struct DanglingAccess {
-    int64_t rowid, kernel, allocation;
+    int64_t kernel, allocation;
 };
 
 struct TraceData {

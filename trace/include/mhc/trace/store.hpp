@@ -80,14 +80,12 @@ public:
     // strings[id]; id 0 is the empty name.
     std::vector<std::string> strings() const;
 
-    // Stream rows in id order (accesses in row order). The callback may not throw.
+    // Stream rows in id order (accesses by kernel, then allocation). The callback may not throw.
     void for_each(const std::function<void(const Allocation&)>& fn) const;
     void for_each(const std::function<void(const Kernel&)>& fn) const;
     void for_each(const std::function<void(const Access&)>& fn) const;
     void for_each(const std::function<void(const Copy&)>& fn) const;
     void for_each(const std::function<void(const Marker&)>& fn) const;
-    // Accesses with their row id (for checks that name rows).
-    void for_each_access_row(const std::function<void(int64_t rowid, const Access&)>& fn) const;
 
     sqlite3* handle() const { return db_; }
 

@@ -1,0 +1,88 @@
+// Store throughput: writes a trace of N rows (default 10M) shaped like a training trace
+// (per kernel: 3 accesses; one allocation per 2 kernels; a few copies and markers), then
+// reads it back by streaming every table and by loading it into columns.
+// Usage: bench_store [ROWS] [PATH]      prints rows/s and bytes per row.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/store.hpp"
+
+using namespace mhc::trace;
+using Clock = std::chrono::steady_clock;
+
+static double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int main(int argc, char** argv) {
+    int64_t target = argc > 1 ? std::atoll(argv[1]) : 10'000'000;
+    std::string path = argc > 2 ? argv[2] : "/tmp/mhc-bench-store.db";
+
+    auto t0 = Clock::now();
+    int64_t rows = 0;
+    {
+        Writer w(path);
+        w.set_meta("source", "bench_store");
+        int64_t names[16];
+        for (int i = 0; i < 16; ++i) names[i] = w.intern("kernel_" + std::to_string(i));
+        int64_t t = 0, kid = 0, aid = 0, cid = 0, mid = 0;
+        uint64_t rng = 42;
+        auto next = [&] { rng = rng * 6364136223846793005ULL + 1442695040888963407ULL; return rng >> 33; };
+        while (w.rows_written() < target) {
+            // One allocation every other kernel, freed 64 kernels later (time in ns).
+            if (kid % 2 == 0) {
+                ++aid;
+                w.add(Allocation{aid, 0, static_cast<int64_t>(0x7f0000000000 + aid * 4096),
+                                 static_cast<int64_t>(512 + next() % (1 << 20)), t, t + 640000, 7,
+                                 static_cast<Category>(aid % 7), 0});
+            }
+            ++kid;
+            Kernel k{};
+            k.id = kid; k.stream = 7; k.name = names[kid % 16]; k.t_start = t; k.t_end = t + 8000;
+            k.step = static_cast<int32_t>(kid / 100000); k.grid[0] = 1024; k.block[0] = 256;
+            k.correlation = kid;
+            w.add(k);
+            for (int j = 0; j < 3; ++j)
+                w.add(Access{kid, std::max<int64_t>(1, aid - j), j == 0 ? AccessMode::Write : AccessMode::Read});
+            if (kid % 50 == 0) w.add(Copy{++cid, 0, 8, CopyKind::H2D, 1 << 20, t, t + 40000});
+            if (kid % 100000 == 0) w.add(Marker{++mid, names[0], t - 1000000000, t, MarkerKind::Step, static_cast<int32_t>(mid)});
+            t += 10000;
+        }
+        rows = w.rows_written();
+        w.finish();
+    }
+    double write_s = seconds_since(t0);
+    auto bytes = std::filesystem::file_size(path);
+
+    t0 = Clock::now();
+    int64_t streamed = 0, checksum = 0;
+    {
+        Reader r(path);
+        r.for_each([&](const Allocation& a) { ++streamed; checksum += a.bytes; });
+        r.for_each([&](const Kernel& k) { ++streamed; checksum += k.t_end; });
+        r.for_each([&](const Access& a) { ++streamed; checksum += a.allocation; });
+        r.for_each([&](const Copy& c) { ++streamed; checksum += c.bytes; });
+        r.for_each([&](const Marker& m) { ++streamed; checksum += m.t_end; });
+        streamed += static_cast<int64_t>(r.strings().size()) - 1;
+    }
+    double stream_s = seconds_since(t0);
+
+    t0 = Clock::now();
+    TraceData data = load_trace(path);
+    double load_s = seconds_since(t0);
+
+    std::printf("rows                 %lld (%zu allocations, %zu kernels, %zu accesses, %zu copies)\n",
+                static_cast<long long>(rows), data.allocations.size(), data.kernels.size(),
+                data.accesses.size(), data.copies.size());
+    std::printf("write                %.2f s  %.2f M rows/s (incl. indexes and rename)\n", write_s, rows / write_s / 1e6);
+    std::printf("read (stream)        %.2f s  %.2f M rows/s\n", stream_s, streamed / stream_s / 1e6);
+    std::printf("read (load columns)  %.2f s  %.2f M rows/s\n", load_s, data.rows() / load_s / 1e6);
+    std::printf("file                 %.1f MB  %.1f bytes/row\n", bytes / 1e6, double(bytes) / rows);
+    std::printf("checksum             %lld\n", static_cast<long long>(checksum));
+    if (!std::getenv("MHC_BENCH_KEEP")) std::filesystem::remove(path);
+    return streamed == rows ? 0 : 1;
+}
