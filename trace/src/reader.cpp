@@ -69,7 +69,7 @@ sqlite3* open_readonly(const std::string& path, std::string& problem) {
         return nullptr;
     }
     sqlite3* db = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
         problem = path + ": cannot open: " + (db ? sqlite3_errmsg(db) : "error");
         sqlite3_close(db);
         return nullptr;
