@@ -19,7 +19,7 @@ static inline void undo_step(int n_rt, bool rows, const Lanes* M, const Lanes* R
         Lanes d = {}, inv;
         for (int b = 0; b < n; ++b) {
             const int k = rows ? a * n + b : b * n + a;
-            for (int l = 0; l < W; ++l) d[l] += g[k][l] * (Rn[a][l] * M[k][l] * Oth[b][l]);
+            for (int l = 0; l < W; ++l) d[l] += g[k][l] * ((M[k][l] * Rn[a][l]) * Oth[b][l]);
         }
         for (int l = 0; l < W; ++l) {
             inv[l] = Rn[a][l] / Ro[a][l];
@@ -90,9 +90,7 @@ static void backward_range(const Job& job, int64_t t0, int64_t t1, RangeStats& s
             alignas(64) Lanes p[NN];
             const Lanes* R = Rh + K * n;
             const Lanes* C = Ch + K * n;
-            for (int i = 0; i < n; ++i)
-                for (int j = 0; j < n; ++j)
-                    for (int l = 0; l < W; ++l) p[i * n + j][l] = R[i][l] * m[i * n + j][l] * C[j][l];
+            scale_out<NC>(n, m, R, C, p);
             marginal_errors(n, p, row_err, col_err);
             for (int l = 0; l < count; ++l) add_token(st, b + l, row_err[l], col_err[l], its[l]);
             if (job.P.data) store_block(job.P, nn, b, count, p);

@@ -17,9 +17,7 @@ static void forward_range(const Job& job, int64_t t0, int64_t t1, RangeStats& st
         load_block(job.H, nn, b, count, m, 0.0f);
         exp_shift_rows(n, m, nullptr);
         run_plain<NC>(o, n, count, m, R, C, its);
-        for (int i = 0; i < n; ++i)
-            for (int j = 0; j < n; ++j)
-                for (int l = 0; l < W; ++l) m[i * n + j][l] *= R[i][l] * C[j][l];
+        scale_out<NC>(n, m, R, C, m);
         marginal_errors(n, m, row_err, col_err);
         for (int l = 0; l < count; ++l) add_token(st, b + l, row_err[l], col_err[l], its[l]);
         store_block(job.P, nn, b, count, m);

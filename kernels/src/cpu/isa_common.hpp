@@ -92,8 +92,10 @@ static inline void marginal_errors(int n, const Lanes* p, Lanes row_err, Lanes c
         for (int j = 0; j < n; ++j)
             for (int l = 0; l < W; ++l) { r[l] += p[i * n + j][l]; c[l] += p[j * n + i][l]; }
         for (int l = 0; l < W; ++l) {
-            row_err[l] = maxf(row_err[l], absf(r[l] - 1.0f));
-            col_err[l] = maxf(col_err[l], absf(c[l] - 1.0f));
+            // A NaN must show in the report (as inf), not vanish in the comparisons.
+            float dr = absf(r[l] - 1.0f), dc = absf(c[l] - 1.0f);
+            row_err[l] = maxf(row_err[l], dr == dr ? dr : __builtin_inff());
+            col_err[l] = maxf(col_err[l], dc == dc ? dc : __builtin_inff());
         }
     }
 }

@@ -9,6 +9,13 @@
 
 namespace mhc::kernels::cpu::MHC_ISA {
 
+// The scales stay finite: a column of M0 that underflowed to zero would push its C by
+// 1/eps every step, and a zero pattern that admits no doubly stochastic scaling makes R and
+// C drift apart geometrically. Capping them keeps the output finite (the affected rows or
+// columns stay off, and the report shows it); inputs that get there need the log domain.
+// Products are formed as (M R) C so that a zero entry never meets inf * 0.
+inline constexpr float kScaleMax = 1e30f;
+
 template <int NC>
 static inline void row_step(int n_rt, const Lanes* M, Lanes* R, const Lanes* C, float eps) {
     const int n = NC ? NC : n_rt;
@@ -16,7 +23,7 @@ static inline void row_step(int n_rt, const Lanes* M, Lanes* R, const Lanes* C, 
         Lanes s = {};
         for (int j = 0; j < n; ++j)
             for (int l = 0; l < W; ++l) s[l] += M[i * n + j][l] * C[j][l];
-        for (int l = 0; l < W; ++l) R[i][l] = R[i][l] / (R[i][l] * s[l] + eps);
+        for (int l = 0; l < W; ++l) R[i][l] = minf(R[i][l] / (R[i][l] * s[l] + eps), kScaleMax);
     }
 }
 
@@ -28,7 +35,7 @@ static inline void col_step(int n_rt, const Lanes* M, const Lanes* R, Lanes* C, 
         for (int j = 0; j < n; ++j)
             for (int l = 0; l < W; ++l) s[j][l] += M[i * n + j][l] * R[i][l];
     for (int j = 0; j < n; ++j)
-        for (int l = 0; l < W; ++l) C[j][l] = C[j][l] / (C[j][l] * s[j][l] + eps);
+        for (int l = 0; l < W; ++l) C[j][l] = minf(C[j][l] / (C[j][l] * s[j][l] + eps), kScaleMax);
 }
 
 // Largest marginal error of diag(R) M diag(C) per lane (for the tolerance test).
@@ -41,9 +48,8 @@ static inline void scaled_errors(int n_rt, const Lanes* M, const Lanes* R, const
         Lanes rs = {};
         for (int j = 0; j < n; ++j)
             for (int l = 0; l < W; ++l) {
-                float a = M[i * n + j][l] * C[j][l];
-                rs[l] += a;
-                cs[j][l] += a * R[i][l];
+                rs[l] += M[i * n + j][l] * C[j][l];
+                cs[j][l] += M[i * n + j][l] * R[i][l];
             }
         for (int l = 0; l < W; ++l) err[l] = maxf(err[l], absf(rs[l] * R[i][l] - 1.0f));
     }
@@ -66,6 +72,15 @@ static inline void iterate(int n, const Lanes* M, Lanes* R, Lanes* C, float eps,
 static inline void set_ones(int n, Lanes* v) {
     for (int i = 0; i < n; ++i)
         for (int l = 0; l < W; ++l) v[i][l] = 1.0f;
+}
+
+// P = diag(R) M diag(C); the one formula for forward and backward so both give the same bits.
+template <int NC>
+static inline void scale_out(int n_rt, const Lanes* M, const Lanes* R, const Lanes* C, Lanes* P) {
+    const int n = NC ? NC : n_rt;
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+            for (int l = 0; l < W; ++l) P[i * n + j][l] = (M[i * n + j][l] * R[i][l]) * C[j][l];
 }
 
 // Runs the iterations on one block; returns per-lane iteration counts in its[].

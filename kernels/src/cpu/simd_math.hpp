@@ -9,7 +9,8 @@
 namespace mhc::kernels::cpu {
 
 static inline float vexp(float x) {
-    x = x < -104.0f ? -104.0f : x;
+    const bool zero = x < -104.0f;  // below half the smallest denormal
+    x = zero ? -104.0f : x;
     x = x > 88.72f ? 88.72f : x;
     const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
     float n = (x * 1.44269504088896341f + magic) - magic;
@@ -28,7 +29,7 @@ static inline float vexp(float x) {
     int32_t b = ni - a;
     float sa = __builtin_bit_cast(float, (a + 127) << 23);
     float sb = __builtin_bit_cast(float, (b + 127) << 23);
-    return p * sa * sb;
+    return zero ? 0.0f : p * sa * sb;
 }
 
 // Natural log of a positive normal float.
