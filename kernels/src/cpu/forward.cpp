@@ -1,5 +1,5 @@
 // Fused plain Sinkhorn forward on the CPU: each block of W tokens is loaded once, iterated
-// in L1 (n = 4: in registers) and stored once.
+// in L1 (n = 4: 16 vectors of W lanes) and stored once.
 #include "plain_steps.hpp"
 
 namespace mhc::kernels::cpu::MHC_ISA {
@@ -9,15 +9,13 @@ static void forward_range(const Job& job, int64_t t0, int64_t t1, RangeStats& st
     const SinkhornOptions& o = job.opt;
     const int n = NC ? NC : o.n, nn = n * n;
     alignas(64) Lanes m[NC ? NC * NC : kSinkhornMaxN * kSinkhornMaxN];
-    alignas(64) Lanes R[NC ? NC : kSinkhornMaxN], C[NC ? NC : kSinkhornMaxN];
     Lanes row_err, col_err;
     int its[W];
     for (int64_t b = t0; b < t1; b += W) {
         const int count = t1 - b < W ? static_cast<int>(t1 - b) : W;
         load_block(job.H, nn, b, count, m, 0.0f);
         exp_shift_rows(n, m, nullptr);
-        run_plain<NC>(o, n, count, m, R, C, its);
-        scale_out<NC>(n, m, R, C, m);
+        run_plain<NC>(o, n, count, m, its, nullptr);
         marginal_errors(n, m, row_err, col_err);
         for (int l = 0; l < count; ++l) add_token(st, b + l, row_err[l], col_err[l], its[l]);
         store_block(job.P, nn, b, count, m);
