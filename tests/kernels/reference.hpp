@@ -17,6 +17,10 @@ struct Opts {
     int n = 4, iters = 20;
     double eps = 1e-6;
     bool column_first = false, log_domain = false;
+    // Round M0 = exp(H - rowmax) to fp32 as the kernels store it: where exp underflows in
+    // fp32 but not in float64 (logits 104+ below the row maximum), the float64 iteration
+    // would otherwise revive entries that fp32 has flushed to zero.
+    bool fp32_m0 = false;
 };
 
 // One seed per test run, printed so a failure can be repeated (MHC_TEST_SEED=...).
@@ -76,7 +80,7 @@ inline std::vector<Mat> iterates(const Opts& o, const float* h, std::vector<int>
     Mat a(h, h + o.n * o.n);
     rowmax_shift(o, a, amax);
     if (!o.log_domain)
-        for (auto& x : a) x = std::exp(x);
+        for (auto& x : a) x = o.fp32_m0 ? static_cast<double>(static_cast<float>(std::exp(x))) : std::exp(x);
     std::vector<Mat> out{a};
     for (int s = 0; s < 2 * o.iters; ++s) {
         normalise(o, a, is_row_step(o, s));
