@@ -1,0 +1,184 @@
+// mhc generate: a synthetic training trace of a decoder-only transformer (docs/datasets.md).
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "command.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+#include "mhc/datasets/formulas.hpp"
+#include "mhc/datasets/generate.hpp"
+
+namespace {
+
+using namespace mhc::datasets;
+
+// SIGINT sets a flag the generator checks; it then throws Cancelled and the Writer removes
+// its temporary file, so an interrupted run leaves nothing behind.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+struct Options {
+    std::string preset = "gpt2-small", output, arch, dtype, gpu, bucket, gpu_memory, gpu_bw;
+    int steps = 0, layers = 0, heads = 0, kv_heads = 0, micro_batches = 0, dp = 0, tp = 0, pp = 0;
+    int hc = 0, sinkhorn_iters = 0, hc_block = 0;
+    int64_t hidden = 0, ffn = 0, seq = 0, micro_batch = 0, vocab = 0, max_positions = 0;
+    uint64_t seed = 0;
+    double jitter = 0, gpu_flops = 0;
+    bool zero1 = false, recompute = false, flash = false, dropout = false, hc_recompute = false;
+    std::map<std::string, CLI::Option*> opt;
+    bool given(const char* name) const { return opt.at(name)->count() > 0; }
+};
+
+template <class T>
+void set_if(const Options& o, const char* name, T& dst, const T& src) {
+    if (o.given(name)) dst = src;
+}
+
+GeneratorConfig build(const Options& o) {
+    GeneratorConfig c = preset(o.preset);
+    set_if(o, "steps", c.steps, o.steps);
+    set_if(o, "seed", c.seed, o.seed);
+    set_if(o, "layers", c.layers, o.layers);
+    set_if(o, "hidden", c.hidden, o.hidden);
+    set_if(o, "heads", c.heads, o.heads);
+    // New heads without --kv-heads: keep the preset's kind of attention (MHA stays MHA).
+    if (o.given("heads") && !o.given("kv-heads"))
+        c.kv_heads = preset(o.preset).kv_heads == preset(o.preset).heads ? c.heads : std::min(c.kv_heads, c.heads);
+    set_if(o, "kv-heads", c.kv_heads, o.kv_heads);
+    set_if(o, "ffn", c.ffn, o.ffn);
+    set_if(o, "seq", c.seq, o.seq);
+    if (o.given("seq") && !o.given("max-positions") && c.max_positions && c.max_positions < c.seq)
+        c.max_positions = c.seq;
+    set_if(o, "micro-batch", c.micro_batch, o.micro_batch);
+    set_if(o, "micro-batches", c.micro_batches, o.micro_batches);
+    set_if(o, "vocab", c.vocab, o.vocab);
+    set_if(o, "max-positions", c.max_positions, o.max_positions);
+    set_if(o, "dp", c.dp, o.dp);
+    set_if(o, "tp", c.tp, o.tp);
+    set_if(o, "pp", c.pp, o.pp);
+    set_if(o, "zero1", c.zero1, o.zero1);
+    set_if(o, "recompute", c.recompute, o.recompute);
+    set_if(o, "flash", c.flash, o.flash);
+    set_if(o, "dropout", c.dropout, o.dropout);
+    set_if(o, "hc", c.hc, o.hc);
+    set_if(o, "sinkhorn-iters", c.sinkhorn_iters, o.sinkhorn_iters);
+    set_if(o, "hc-recompute", c.hc_recompute, o.hc_recompute);
+    set_if(o, "hc-block", c.hc_block, o.hc_block);
+    set_if(o, "jitter", c.jitter, o.jitter);
+    if (o.given("arch")) c.arch = o.arch == "gpt2" ? Arch::Gpt2 : Arch::Llama;
+    if (o.given("dtype")) c.dtype = o.dtype == "bf16" ? DType::BF16 : o.dtype == "fp16" ? DType::FP16 : DType::FP32;
+    if (o.given("gpu")) c.gpu = gpu_spec(o.gpu);
+    if (o.given("gpu-flops")) c.gpu.matmul_flops = o.gpu_flops;
+    if (o.given("gpu-bw")) c.gpu.mem_bw = mhc::parse_bandwidth(o.gpu_bw);
+    if (o.given("gpu-memory")) c.gpu.memory_bytes = mhc::parse_bytes(o.gpu_memory);
+    if (o.given("bucket")) c.bucket_bytes = mhc::parse_bytes(o.bucket);
+    return c;
+}
+
+std::string names_list(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& n : v) s += (s.empty() ? "" : "|") + n;
+    return s;
+}
+
+int run(const Options& o) {
+    GeneratorConfig cfg = build(o);
+    validate(cfg);
+    GenerateHooks hooks;
+    hooks.cancel = &g_interrupted;
+    const bool progress = mhc::cli::show_progress();
+    int last = -1;
+    if (progress)
+        hooks.progress = [&last](double f) {
+            int pct = static_cast<int>(f * 100);
+            if (pct != last) {
+                last = pct;
+                std::fprintf(stderr, "\rgenerating: %3d%%", pct);
+            }
+        };
+    g_interrupted.store(false);
+    struct sigaction sa {}, old {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    GenerateStats st;
+    try {
+        st = generate_file(cfg, o.output, hooks);
+    } catch (const Cancelled&) {
+        sigaction(SIGINT, &old, nullptr);
+        if (progress) std::fprintf(stderr, "\n");
+        std::fprintf(stderr, "mhc: generate interrupted; %s was not written\n", o.output.c_str());
+        return 130;
+    } catch (...) {
+        sigaction(SIGINT, &old, nullptr);
+        if (progress) std::fprintf(stderr, "\n");
+        throw;
+    }
+    sigaction(SIGINT, &old, nullptr);
+    if (progress) std::fprintf(stderr, "\r                 \r");
+    Dims d = dims(cfg);
+    std::printf(
+        "%s: %lld rows (%lld allocations, %lld kernels, %lld accesses, %lld markers, %lld copies) "
+        "in %.2f s (%.0f rows/s). Preset %s, %s, %d steps x %d micro-batch(es) of %lld x %lld tokens, "
+        "seed %llu: %.3f B parameters (%.3f B on this GPU: tp %d, pp %d stage 0, dp %d%s), "
+        "%.3g FLOP/step, %s saved activations per layer (%lld local layers, hc n=%d%s%s%s), "
+        "simulated time %s on %s.\n",
+        o.output.c_str(), (long long)st.rows, (long long)st.allocations, (long long)st.kernels,
+        (long long)st.accesses, (long long)st.markers, (long long)st.copies, st.seconds,
+        st.seconds > 0 ? st.rows / st.seconds : 0.0, cfg.preset.c_str(),
+        std::string(to_string(cfg.arch)).c_str(), cfg.steps, cfg.micro_batches,
+        (long long)cfg.micro_batch, (long long)cfg.seq, (unsigned long long)cfg.seed,
+        st.parameters / 1e9, st.local_parameters / 1e9, cfg.tp, cfg.pp, cfg.dp, cfg.zero1 ? " ZeRO-1" : "",
+        st.flops_per_step, mhc::format_bytes(st.activation_bytes_per_layer).c_str(), (long long)d.layers, cfg.hc,
+        cfg.flash ? ", flash" : "", cfg.recompute ? ", recompute" : "",
+        cfg.hc_recompute && cfg.hc > 1 ? ", mHC block recompute" : "",
+        mhc::format_ns(st.end_time_ns).c_str(), cfg.gpu.device_name.c_str());
+    return mhc::cli::kExitOk;
+}
+
+mhc::cli::Registration reg{mhc::cli::Command{
+    "generate", "Write a synthetic training trace of a transformer (presets and overrides)",
+    [](CLI::App& app) -> std::function<int()> {
+        auto o = std::make_shared<Options>();
+        auto& m = o->opt;
+        m["preset"] = app.add_option("--preset", o->preset, "Preset: " + names_list(preset_names()))
+                          ->check(CLI::IsMember(preset_names()));
+        app.add_option("-o,--output", o->output, "Trace file to write")->required();
+        m["steps"] = app.add_option("--steps", o->steps, "Training steps")->check(CLI::Range(1, 1000000));
+        m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter");
+        m["arch"] = app.add_option("--arch", o->arch, "gpt2|llama")->check(CLI::IsMember({"gpt2", "llama"}));
+        m["layers"] = app.add_option("--layers", o->layers, "Transformer layers (whole model)")->check(CLI::Range(1, 4096));
+        m["hidden"] = app.add_option("--hidden", o->hidden, "Hidden size")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+        m["heads"] = app.add_option("--heads", o->heads, "Attention heads")->check(CLI::Range(1, 16384));
+        m["kv-heads"] = app.add_option("--kv-heads", o->kv_heads, "Key/value heads (GQA)")->check(CLI::Range(1, 16384));
+        m["ffn"] = app.add_option("--ffn", o->ffn, "MLP inner size")->check(CLI::Range(int64_t(1), int64_t(1) << 22));
+        m["seq"] = app.add_option("--seq", o->seq, "Sequence length")->check(CLI::Range(int64_t(1), int64_t(1) << 22));
+        m["micro-batch"] = app.add_option("--micro-batch", o->micro_batch, "Sequences per micro-batch")->check(CLI::Range(int64_t(1), int64_t(65536)));
+        m["micro-batches"] = app.add_option("--micro-batches", o->micro_batches, "Micro-batches per step (accumulation / pipeline)")->check(CLI::Range(1, 4096));
+        m["vocab"] = app.add_option("--vocab", o->vocab, "Vocabulary size")->check(CLI::Range(int64_t(1), int64_t(1) << 26));
+        m["max-positions"] = app.add_option("--max-positions", o->max_positions, "gpt2 learned positions (0: seq)")->check(CLI::Range(int64_t(0), int64_t(1) << 22));
+        m["dtype"] = app.add_option("--dtype", o->dtype, "bf16|fp16|fp32")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+        m["dp"] = app.add_option("--dp", o->dp, "Data-parallel size")->check(CLI::Range(1, 65536));
+        m["tp"] = app.add_option("--tp", o->tp, "Tensor-parallel size")->check(CLI::Range(1, 1024));
+        m["pp"] = app.add_option("--pp", o->pp, "Pipeline-parallel size (the trace is stage 0)")->check(CLI::Range(1, 1024));
+        m["zero1"] = app.add_flag("--zero1,!--no-zero1", o->zero1, "Shard optimizer states over dp");
+        m["bucket"] = app.add_option("--bucket", o->bucket, "Gradient bucket size (e.g. 25MiB)");
+        m["recompute"] = app.add_flag("--recompute,!--no-recompute", o->recompute, "Full activation recomputation");
+        m["flash"] = app.add_flag("--flash,!--no-flash", o->flash, "Flash attention");
+        m["dropout"] = app.add_flag("--dropout,!--no-dropout", o->dropout, "Dropout (saves masks)");
+        m["hc"] = app.add_option("--hc", o->hc, "Hyper-connection streams n (1 plain, 4 mHC)")->check(CLI::Range(1, 16));
+        m["sinkhorn-iters"] = app.add_option("--sinkhorn-iters", o->sinkhorn_iters, "Sinkhorn-Knopp iterations")->check(CLI::Range(1, 1000));
+        m["hc-recompute"] = app.add_flag("--hc-recompute,!--no-hc-recompute", o->hc_recompute, "mHC block recomputation of the n-stream residual");
+        m["hc-block"] = app.add_option("--hc-block", o->hc_block, "Layers per mHC recompute block (0: sqrt(nL/(n+2)))")->check(CLI::Range(0, 4096));
+        m["gpu"] = app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(CLI::IsMember(gpu_names()));
+        m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")->check(CLI::PositiveNumber);
+        m["gpu-bw"] = app.add_option("--gpu-bw", o->gpu_bw, "Memory bandwidth override (e.g. 3.35TB/s)");
+        m["gpu-memory"] = app.add_option("--gpu-memory", o->gpu_memory, "Device memory override (e.g. 80GiB)");
+        m["jitter"] = app.add_option("--jitter", o->jitter, "Relative jitter of durations (0..0.5)")->check(CLI::Range(0.0, 0.5));
+        return [o] { return run(*o); };
+    }}};
+
+}  // namespace

@@ -1,0 +1,178 @@
+// `mhc kernels sinkhorn`: runs the batched Sinkhorn-Knopp kernels on raw tensors in files
+// (little-endian, T x n x n, row-major; T from the file size), forward or backward.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/kernels/device.hpp"
+#include "mhc/kernels/sinkhorn.hpp"
+
+namespace mhc::cli {
+namespace {
+
+namespace k = mhc::kernels;
+
+k::DType parse_dtype(const std::string& s, const char* option) {
+    if (s == "f32" || s == "float32") return k::DType::F32;
+    if (s == "bf16" || s == "bfloat16") return k::DType::BF16;
+    throw Error(std::string(option) + ": unknown element type '" + s + "' (f32 or bf16)");
+}
+
+// Reads a T x n x n tensor; the size must be a whole number of matrices.
+std::vector<unsigned char> read_tensor(const std::string& path, int n, k::DType t, int64_t& tokens) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) throw Error(where(path, "cannot open for reading"));
+    const auto size = static_cast<int64_t>(in.tellg());
+    const int64_t per = static_cast<int64_t>(n) * n * k::dtype_size(t);
+    if (size == 0) throw Error(where(path, "is empty"));
+    if (size % per != 0)
+        throw Error(where(path, std::to_string(size) + " bytes is not a whole number of " + std::to_string(n) + "x" +
+                                    std::to_string(n) + " " + k::to_string(t) + " matrices (" +
+                                    std::to_string(per) + " bytes each)"));
+    tokens = size / per;
+    std::vector<unsigned char> data(static_cast<size_t>(size));
+    in.seekg(0);
+    if (!in.read(reinterpret_cast<char*>(data.data()), size)) throw Error(where(path, "read failed"));
+    return data;
+}
+
+void check_finite(const std::string& path, int n, int64_t tokens, k::DType t, const std::vector<unsigned char>& d) {
+    int64_t bad = k::first_nonfinite_token(n, tokens, {d.data(), t});
+    if (bad >= 0)
+        throw Error(where(path, "token " + std::to_string(bad) + " contains NaN or Inf"));
+}
+
+// All-or-nothing: write a temporary file beside the target, then rename over it.
+void write_atomic(const std::string& path, const void* data, size_t bytes) {
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw Error(where(path, "cannot open for writing"));
+        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+        out.flush();
+        if (!out) {
+            std::remove(tmp.c_str());
+            throw Error(where(path, "write failed"));
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw Error(where(path, "cannot rename the temporary file into place"));
+    }
+}
+
+struct Args {
+    int n = 4, iters = 20, threads = 0;
+    float eps = 1e-6f, tol = 0.0f;
+    bool column_first = false, log_domain = false, backward = false;
+    std::string device = "cpu", input, output, grad, grad_output;
+    std::string input_dtype = "f32", output_dtype = "f32";
+};
+
+int run_sinkhorn(const Args& a) {
+    k::SinkhornOptions o;
+    o.n = a.n;
+    o.iters = a.iters;
+    o.eps = a.eps;
+    o.tol = a.tol;
+    o.column_first = a.column_first;
+    o.log_domain = a.log_domain;
+    o.threads = a.threads;
+    if (a.device == "cpu") o.device = k::Device::Cpu;
+    else if (a.device == "cuda") o.device = k::Device::Cuda;
+    else throw Error("--device: unknown device '" + a.device + "' (cpu or cuda)");
+    k::validate(o);
+    k::require_device(o.device);
+    if (a.backward && (a.grad.empty() || a.grad_output.empty()))
+        throw Error("--backward needs --grad G.f32 and --grad-output dH.f32");
+    if (!a.backward && (!a.grad.empty() || !a.grad_output.empty()))
+        throw Error("--grad and --grad-output only make sense with --backward");
+    const k::DType in_t = parse_dtype(a.input_dtype, "--input-dtype");
+    const k::DType out_t = parse_dtype(a.output_dtype, "--output-dtype");
+
+    int64_t T = 0, TG = 0;
+    auto H = read_tensor(a.input, a.n, in_t, T);
+    check_finite(a.input, a.n, T, in_t, H);
+    std::vector<unsigned char> G;
+    if (a.backward) {
+        G = read_tensor(a.grad, a.n, in_t, TG);
+        if (TG != T)
+            throw Error(where(a.grad, "has " + std::to_string(TG) + " matrices but " + a.input + " has " +
+                                          std::to_string(T)));
+        check_finite(a.grad, a.n, TG, in_t, G);
+    }
+    const size_t out_bytes = static_cast<size_t>(T) * a.n * a.n * k::dtype_size(out_t);
+    std::vector<unsigned char> P(out_bytes), dH(a.backward ? out_bytes : 0);
+
+    auto t0 = std::chrono::steady_clock::now();
+    k::SinkhornReport r;
+    if (o.device == k::Device::Cpu) {
+        r = a.backward ? k::sinkhorn_backward(o, T, {H.data(), in_t}, {G.data(), in_t}, {dH.data(), out_t},
+                                              {P.data(), out_t})
+                       : k::sinkhorn_forward(o, T, {H.data(), in_t}, {P.data(), out_t});
+    } else {
+        k::DeviceBuffer dHin(H.size()), dP(out_bytes), dG(G.size()), ddH(dH.size());
+        dHin.upload(H.data(), H.size());
+        if (a.backward) {
+            dG.upload(G.data(), G.size());
+            r = k::sinkhorn_backward(o, T, {dHin.data(), in_t}, {dG.data(), in_t}, {ddH.data(), out_t},
+                                     {dP.data(), out_t});
+            ddH.download(dH.data(), dH.size());
+        } else {
+            r = k::sinkhorn_forward(o, T, {dHin.data(), in_t}, {dP.data(), out_t});
+        }
+        dP.download(P.data(), P.size());
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    write_atomic(a.output, P.data(), P.size());
+    if (a.backward) write_atomic(a.grad_output, dH.data(), dH.size());
+
+    std::printf("sinkhorn %s: %lld tokens, n=%d, %s, %s order, %s%d iterations, %s -> %s, %s, %.3f s\n",
+                a.backward ? "backward" : "forward", static_cast<long long>(T), a.n,
+                a.log_domain ? "log-domain" : "plain", a.column_first ? "column-first" : "row-first",
+                a.tol > 0 ? "up to " : "", a.iters, k::to_string(in_t), k::to_string(out_t), r.backend.c_str(),
+                secs);
+    std::printf("convergence: max |row sum - 1| = %.3g, max |column sum - 1| = %.3g (worst token %lld)\n",
+                r.max_row_err, r.max_col_err, static_cast<long long>(r.worst_token));
+    if (a.tol > 0)
+        std::printf("iterations: mean %.2f, max %d (tolerance %g)\n", r.iters_mean, r.iters_max, a.tol);
+    return kExitOk;
+}
+
+Registration reg{Command{
+    "kernels", "Run the kernels library (batched Sinkhorn-Knopp) on files",
+    [](CLI::App& sub) -> std::function<int()> {
+        sub.require_subcommand(1);
+        auto args = std::make_shared<Args>();
+        CLI::App* sk = sub.add_subcommand("sinkhorn", "Batched Sinkhorn-Knopp on raw T x n x n tensors");
+        sk->add_option("--n", args->n, "Matrix size n (2..16)")->capture_default_str();
+        sk->add_option("--iters", args->iters, "Iterations (the cap when --tol is given)")->capture_default_str();
+        sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")->capture_default_str();
+        sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol (0: fixed iterations)");
+        sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
+        sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");
+        sk->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
+        sk->add_option("--threads", args->threads, "CPU threads (0: all)");
+        sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required();
+        sk->add_option("--output", args->output, "Result P (written atomically)")->required();
+        sk->add_option("--input-dtype", args->input_dtype, "f32 or bf16 (input and --grad files)")
+            ->capture_default_str();
+        sk->add_option("--output-dtype", args->output_dtype, "f32 or bf16 (output files)")->capture_default_str();
+        sk->add_flag("--backward", args->backward, "Also compute dH from the upstream gradient --grad");
+        sk->add_option("--grad", args->grad, "Upstream gradient dL/dP, same shape as the input");
+        sk->add_option("--grad-output", args->grad_output, "Where to write dL/dH");
+        return [args, sk]() -> int {
+            if (!sk->parsed()) return kExitBadInput;
+            return run_sinkhorn(*args);
+        };
+    }}};
+
+}  // namespace
+}  // namespace mhc::cli

@@ -1,0 +1,49 @@
+#pragma once
+// The synthetic trace generator (docs/datasets.md): one GPU's view of a few training steps
+// of a decoder-only transformer, written through mhc::trace::Writer.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "mhc/datasets/config.hpp"
+#include "mhc/trace/store.hpp"
+
+namespace mhc::datasets {
+
+struct GenerateStats {
+    int64_t rows = 0;                 // rows the writer wrote (strings included)
+    int64_t allocations = 0, kernels = 0, accesses = 0, copies = 0, markers = 0;
+    int64_t parameters = 0;           // whole model (parameter_count)
+    int64_t local_parameters = 0;     // on the traced GPU (local_parameter_count)
+    int64_t param_bytes = 0;          // bytes of category param allocations
+    double flops_per_step = 0;        // summed over the emitted kernels, averaged per step
+    double gemm_flops_per_step = 0;   // cuBLAS GEMM part of it
+    int64_t activation_bytes_per_layer = 0;   // activation_bytes_per_layer(cfg, 0)
+    int64_t end_time_ns = 0;          // end of the last step
+    double seconds = 0;               // wall time generate() took
+};
+
+// Thrown when the cancel flag of GenerateHooks becomes true; the writer is left unfinished
+// so that its destructor removes the temporary file.
+class Cancelled : public std::runtime_error {
+public:
+    Cancelled() : std::runtime_error("generation interrupted") {}
+};
+
+struct GenerateHooks {
+    const std::atomic<bool>* cancel = nullptr;       // checked often; true: throw Cancelled
+    std::function<void(double)> progress;            // fraction done, called now and then
+};
+
+// Validates `cfg` (mhc::Error on bad values), then streams the trace into `w` and sets its
+// meta keys. Does not call w.finish().
+GenerateStats generate(const GeneratorConfig& cfg, trace::Writer& w,
+                       const GenerateHooks& hooks = {});
+
+// generate() into a new file at `path`, made to appear atomically (Writer::finish).
+GenerateStats generate_file(const GeneratorConfig& cfg, const std::string& path,
+                            const GenerateHooks& hooks = {});
+
+}  // namespace mhc::datasets

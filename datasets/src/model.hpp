@@ -1,0 +1,97 @@
+#pragma once
+// One GPU's share of a decoder-only transformer in training: its parameter tensors, and
+// the forward and backward pass of each layer as kernels with exact accesses.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "emitter.hpp"
+#include "names.hpp"
+
+namespace mhc::datasets::detail {
+
+// Parameters of a layer, by role; -1 where the architecture has none.
+enum P : int { Ln1W, Ln1B, QkvW, QkvB, OW, OB, Ln2W, Ln2B, Fc1W, Fc1B, Fc2W, Fc2B,
+               HcFnA, HcBaseA, HcScaleA, HcFnM, HcBaseM, HcScaleM, kPCount };
+
+// What the forward pass keeps for the backward pass of one layer and micro-batch.
+enum Slot : int { XsA, CoeffA, HresA, FoutA, XsM, CoeffM, HresM, FoutM,
+                  LnIn1, LnOut1, Qkv, Probs, ProbsDrop, AttnDropMask, Lse, Ctx, MaskA,
+                  LnIn2, LnOut2, H1, G, MaskM, kSlotCount };
+
+struct Param {
+    int64_t numel = 0;
+    int64_t buf = -1, grad = -1, master = -1, m = -1, v = -1;
+    int64_t shard = 0;           // elements of the optimizer shard on this GPU
+    std::string name;
+};
+
+class Model {
+public:
+    Model(Emitter& e, const KernelNames& k);
+
+    // One training step: every micro-batch (1F1B when pp > 1), gradient collectives,
+    // optimizer. Layer markers and a step marker are written.
+    void step(int index);
+
+private:
+    using Saved = std::array<int64_t, kSlotCount>;
+    struct MicroBatch {
+        std::vector<Saved> layers;
+        int64_t input_ids = -1, labels = -1;
+        int64_t head_in = -1, final_in = -1, logits = -1, lse = -1, loss = -1;
+        int64_t out = -1;            // stage output (pp > 1) until sent
+        int64_t fwd_end = 0;
+    };
+
+    int64_t param(const std::string& name, int64_t numel);
+    int64_t label(int layer, const char* what);
+    int64_t layer_marker_name(int layer, bool backward);
+    Acc grad(int p);                              // write on first touch, then read-write
+    Acc R(int64_t b) const { return {b, AccessMode::Read}; }
+    Acc W(int64_t b) const { return {b, AccessMode::Write}; }
+    Acc RW(int64_t b) const { return {b, AccessMode::ReadWrite}; }
+    int64_t pid(int layer, P p) const { return layer_params_[layer][p]; }
+    int64_t pbuf(int layer, P p) const { return params_[pid(layer, p)].buf; }
+    void add_params(std::vector<Acc>& acc, int layer, std::initializer_list<P> ps) const;
+    void add_grads(std::vector<Acc>& acc, int layer, std::initializer_list<P> ps);
+
+    void forward(MicroBatch& mb, int index);
+    void backward(MicroBatch& mb);
+    int64_t forward_layer(MicroBatch& mb, int l, int64_t x_in, bool keep_all);
+    int64_t backward_layer(MicroBatch& mb, int l, int64_t dy);
+    int64_t hc_pre(int l, int sub, int64_t xs, int64_t& coeff, int64_t& hres);
+    int64_t hc_post(int l, int sub, int64_t xs, int64_t fo, int64_t coeff, int64_t hres, int64_t lbl);
+    int64_t hc_backward(int l, int sub, Saved& s, int64_t dy, int64_t& dfo);
+    int64_t hc_backward_pre(int l, int sub, Saved& s, int64_t dhin, int64_t dxs, int64_t dcoeff);
+    void hc_recompute_block(MicroBatch& mb, int last);
+    void tp_allreduce(int64_t buf);
+    void layer_grads_ready(std::initializer_list<int> params);
+    void flush_bucket(bool force);
+    void optimizer(int index);
+    void free_slot(Saved& s, Slot k);
+
+    Emitter& e_;
+    const KernelNames& k_;
+    const GeneratorConfig& c_;
+    Dims d_;
+    bool hopper_;
+    std::vector<Param> params_;
+    std::vector<std::array<int64_t, kPCount>> layer_params_;
+    int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_ = -1;
+    std::vector<std::vector<int>> groups_;       // optimizer groups: params per layer etc.
+    int64_t nccl_dp_ = -1, nccl_tp_ = -1, nccl_pp_ = -1, cublas_ws_ = -1;
+    // Gradient buckets of the current backward (data parallel, last micro-batch only).
+    std::vector<int> bucket_;
+    int64_t bucket_bytes_ = 0;
+    bool reduce_grads_ = false;
+    double fwd_time_ = 0, bwd_time_ = 0;          // per micro-batch, measured
+    std::unordered_map<const char*, std::vector<int64_t>> labels_;   // by layer + 1
+    std::vector<int64_t> marker_names_;
+    int64_t step_name_, opt_name_;
+    int progress_done_ = 0, progress_total_ = 1;
+};
+
+}  // namespace mhc::datasets::detail

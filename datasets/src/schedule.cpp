@@ -1,0 +1,260 @@
+// The training step around the layers: inputs, embedding, head and loss, pipeline
+// send/receive, the 1F1B micro-batch order, gradient buckets and the optimizer.
+#include <algorithm>
+
+#include "model.hpp"
+
+namespace mhc::datasets::detail {
+
+using trace::Category;
+using trace::CopyKind;
+using trace::MarkerKind;
+
+namespace {
+constexpr Category kAct = Category::Activation;
+constexpr Category kWs = Category::Workspace;
+}  // namespace
+
+// Bandwidth of the data-parallel group: NVLink while it fits in one 8-GPU node with its
+// tensor-parallel peers, the network beyond.
+static double dp_bandwidth(const GeneratorConfig& c) {
+    return (c.tp * c.dp <= 8 ? c.gpu.nvlink_bw : c.gpu.net_bw) * c.gpu.comm_eff;
+}
+
+void Model::layer_grads_ready(std::initializer_list<int> groups) {
+    if (!reduce_grads_) return;
+    for (int g : groups)
+        for (int p : groups_[static_cast<size_t>(g)]) {
+            bucket_.push_back(p);
+            bucket_bytes_ += params_[p].numel * d_.d;
+        }
+    if (bucket_bytes_ >= c_.bucket_bytes) flush_bucket(false);
+}
+
+void Model::flush_bucket(bool) {
+    if (bucket_.empty()) return;
+    const GpuSpec& g = c_.gpu;
+    double dp = double(c_.dp);
+    double factor = c_.zero1 ? (dp - 1) / dp : 2 * (dp - 1) / dp;
+    double secs = g.comm_latency_s + factor * double(bucket_bytes_) / dp_bandwidth(c_);
+    std::vector<Acc> acc{RW(nccl_dp_)};
+    for (int p : bucket_) acc.push_back(RW(params_[p].grad));
+    e_.kernel(kComm, c_.zero1 ? k_.reduce_scatter : k_.allreduce, KClass::Comm, 0, acc, launch_nccl(16),
+              e_.now(kCompute), secs);
+    bucket_.clear();
+    bucket_bytes_ = 0;
+}
+
+void Model::forward(MicroBatch& mb, int index) {
+    const bool gpt2 = c_.arch == Arch::Gpt2, hc = d_.n > 1;
+    const int64_t T = d_.tokens, h = c_.hidden, B = d_.d;
+    const double pcie = hopper_ ? 50e9 : 24e9;
+    int64_t t0 = e_.now(kCompute);
+    (void)index;
+    mb.layers.assign(static_cast<size_t>(d_.layers), Saved{});
+    for (auto& s : mb.layers) s.fill(-1);
+    mb.input_ids = e_.alloc(T * 8, Category::Other, label(-1, "batch.input_ids"));
+    e_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
+    if (d_.has_head) {
+        mb.labels = e_.alloc(T * 8, Category::Other, label(-1, "batch.labels"));
+        e_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
+    }
+    int64_t emb = e_.alloc(B * T * h, hc ? kWs : kAct, hc ? label(-1, "embed.out") : label(0, "attn.residual"));
+    std::vector<Acc> acc{R(mb.input_ids), R(params_[wte_].buf), W(emb)};
+    if (gpt2) acc.push_back(R(params_[wpe_].buf));
+    e_.kernel(kCompute, k_.embed_fwd, KClass::Memory, 0, acc, launch_elementwise(T * h));
+    tp_allreduce(emb);
+    int64_t x = emb;
+    if (hc) {
+        x = e_.alloc(d_.n * B * T * h, kAct, label(0, "attn.residual"));
+        e_.kernel(kCompute, k_.hc_expand, KClass::Memory, 0, {R(emb), W(x)}, launch_elementwise(d_.n * T * h));
+        e_.free(emb);
+    }
+    for (int l = 0; l < d_.layers; ++l) {
+        int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
+        x = forward_layer(mb, l, x, false);
+        e_.marker_end(m, marker_names_[2 * l], ts, MarkerKind::Layer, l, e_.now(kCompute));
+        e_.progress(double(++progress_done_) / progress_total_);
+    }
+    if (d_.has_head) {
+        int64_t xf = x;
+        if (hc) {
+            xf = e_.alloc(B * T * h, kAct, label(-1, "final_norm.input"));
+            e_.kernel(kCompute, k_.hc_merge, KClass::Memory, 0, {R(x), W(xf)}, launch_elementwise(d_.n * T * h));
+            e_.free(x);
+        }
+        mb.final_in = xf;
+        mb.head_in = e_.alloc(B * T * h, kAct, label(-1, "head.input"));
+        acc = {R(xf), R(params_[lnf_w_].buf), W(mb.head_in)};
+        if (gpt2) acc.push_back(R(params_[lnf_b_].buf));
+        e_.kernel(kCompute, k_.norm_fwd, KClass::Memory, 0, acc, launch_rows(T, 256));
+        int head = gpt2 ? wte_ : head_;
+        mb.logits = e_.alloc(B * T * d_.vocab, kAct, label(-1, "logits"));
+        e_.kernel(kCompute, k_.gemm_fwd, KClass::Gemm, 2.0 * T * h * d_.vocab,
+                  {R(mb.head_in), R(params_[head].buf), W(mb.logits)}, launch_gemm(T, d_.vocab, hopper_));
+        mb.lse = e_.alloc(4 * T, kAct, label(-1, "loss.lse"));
+        mb.loss = e_.alloc(4, Category::Other, label(-1, "loss"));
+        e_.kernel(kCompute, k_.xent_fwd, KClass::Memory, 0, {R(mb.logits), R(mb.labels), W(mb.lse), W(mb.loss)},
+                  launch_rows(T, 256));
+        tp_allreduce(mb.lse);   // vocabulary-parallel softmax statistics
+    } else {
+        // Send the stage output to the next stage; Megatron frees it once sent.
+        const GpuSpec& g = c_.gpu;
+        double bw = (c_.tp * c_.pp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
+        double secs = g.comm_latency_s + double(e_.bytes(x)) / bw;
+        e_.kernel(kComm, k_.sendrecv, KClass::Comm, 0, {R(x), RW(nccl_pp_)}, launch_nccl(4), e_.now(kCompute), secs);
+        e_.free(x);
+    }
+    mb.fwd_end = e_.now(kCompute);
+    if (fwd_time_ == 0) fwd_time_ = double(mb.fwd_end - t0);
+}
+
+void Model::backward(MicroBatch& mb) {
+    const bool gpt2 = c_.arch == Arch::Gpt2, hc = d_.n > 1;
+    const int64_t T = d_.tokens, h = c_.hidden, B = d_.d;
+    int64_t t0 = e_.now(kCompute);
+    int64_t dy;
+    std::vector<Acc> acc;
+    if (d_.has_head) {
+        int head = gpt2 ? wte_ : head_;
+        int64_t dlogits = e_.alloc(B * T * d_.vocab, kWs, label(-1, "grad.logits"));
+        e_.kernel(kCompute, k_.xent_bwd, KClass::Memory, 0, {R(mb.logits), R(mb.lse), R(mb.labels), W(dlogits)},
+                  launch_rows(T, 256));
+        for (int64_t* b : {&mb.logits, &mb.lse, &mb.labels, &mb.loss}) {
+            e_.free(*b);
+            *b = -1;
+        }
+        int64_t dnf = e_.alloc(B * T * h, kWs, label(-1, "grad.head.input"));
+        e_.kernel(kCompute, k_.gemm_dgrad, KClass::Gemm, 2.0 * T * h * d_.vocab,
+                  {R(dlogits), R(params_[head].buf), W(dnf)}, launch_gemm(T, h, hopper_));
+        e_.kernel(kCompute, k_.gemm_wgrad, KClass::Gemm, 2.0 * T * h * d_.vocab,
+                  {R(dlogits), R(mb.head_in), grad(head)}, launch_gemm(d_.vocab, h, hopper_));
+        e_.free(dlogits);
+        e_.free(mb.head_in);
+        tp_allreduce(dnf);
+        int64_t dxf = e_.alloc(B * T * h, kWs, label(-1, hc ? "grad.final" : "grad.residual"));
+        e_.kernel(kCompute, k_.norm_bwd_input, KClass::Memory, 0,
+                  {R(dnf), R(mb.final_in), R(params_[lnf_w_].buf), W(dxf)}, launch_rows(T, 256));
+        acc = {R(dnf), R(mb.final_in), grad(lnf_w_)};
+        if (gpt2) acc.push_back(grad(lnf_b_));
+        e_.kernel(kCompute, k_.norm_bwd_weight, KClass::Memory, 0, acc, launch_rows(h / 32 + 1, 1024));
+        e_.free(dnf);
+        e_.free(mb.final_in);
+        dy = dxf;
+        if (hc) {
+            dy = e_.alloc(d_.n * B * T * h, kWs, label(-1, "grad.residual"));
+            e_.kernel(kCompute, k_.hc_merge_bwd, KClass::Memory, 0, {R(dxf), W(dy)}, launch_elementwise(d_.n * T * h));
+            e_.free(dxf);
+        }
+        layer_grads_ready({static_cast<int>(groups_.size() - 1)});
+    } else {
+        // The gradient of the stage output comes back from the next stage after the rest of
+        // the pipeline ran this micro-batch forward and backward.
+        const GpuSpec& g = c_.gpu;
+        dy = e_.alloc(d_.n * B * T * h, kWs, label(-1, "pp.recv_grad"));
+        double bw = (c_.tp * c_.pp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
+        double secs = g.comm_latency_s + double(e_.bytes(dy)) / bw;
+        double bwd = bwd_time_ > 0 ? bwd_time_ : 2 * fwd_time_;
+        int64_t ready = mb.fwd_end + static_cast<int64_t>((c_.pp - 1) * (fwd_time_ + bwd));
+        int64_t end = e_.kernel(kComm, k_.sendrecv, KClass::Comm, 0, {W(dy), RW(nccl_pp_)}, launch_nccl(4),
+                                std::max(ready, e_.now(kCompute)), secs);
+        e_.wait_until(kCompute, end);
+        t0 = e_.now(kCompute);
+    }
+    for (int l = static_cast<int>(d_.layers) - 1; l >= 0; --l) {
+        int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
+        dy = backward_layer(mb, l, dy);
+        e_.marker_end(m, marker_names_[2 * l + 1], ts, MarkerKind::Layer, l, e_.now(kCompute));
+        layer_grads_ready({l + 1});
+        e_.progress(double(++progress_done_) / progress_total_);
+    }
+    int64_t demb = dy;
+    if (hc) {
+        demb = e_.alloc(B * T * h, kWs, label(-1, "grad.embed.out"));
+        e_.kernel(kCompute, k_.hc_expand_bwd, KClass::Memory, 0, {R(dy), W(demb)}, launch_elementwise(d_.n * T * h));
+        e_.free(dy);
+    }
+    e_.kernel(kCompute, k_.embed_bwd, KClass::Memory, 0, {R(demb), R(mb.input_ids), grad(wte_)},
+              launch_elementwise(T * h));
+    if (gpt2)
+        e_.kernel(kCompute, k_.pos_bwd, KClass::Memory, 0, {R(demb), grad(wpe_)}, launch_elementwise(T * h));
+    e_.free(demb);
+    e_.free(mb.input_ids);
+    mb.input_ids = -1;
+    layer_grads_ready({0});
+    if (bwd_time_ == 0) bwd_time_ = double(e_.now(kCompute) - t0);
+}
+
+void Model::optimizer(int index) {
+    (void)index;
+    const GpuSpec& g = c_.gpu;
+    e_.wait_until(kCompute, e_.now(kComm));
+    int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
+    int64_t norm = e_.alloc(4096, kWs, label(-1, "optimizer.grad_norm"));
+    // clip_grad_norm_: one multi-tensor L2 norm per group.
+    for (const auto& grp : groups_) {
+        std::vector<Acc> acc{RW(norm)};
+        for (int p : grp) acc.push_back(R(params_[p].grad));
+        e_.kernel(kCompute, k_.l2norm, KClass::Memory, 0, acc, launch_elementwise(1 << 20));
+    }
+    for (const auto& grp : groups_) {
+        std::vector<Acc> acc;
+        double bytes = 0;
+        for (int p : grp) {
+            Param& q = params_[p];
+            if (q.m < 0) {   // Adam's moments appear at the first step
+                q.m = e_.alloc(q.shard * 4, Category::Optimizer, e_.intern(q.name + ".exp_avg"), kCompute, true);
+                q.v = e_.alloc(q.shard * 4, Category::Optimizer, e_.intern(q.name + ".exp_avg_sq"), kCompute, true);
+            }
+            acc.push_back(R(q.grad));
+            acc.push_back(RW(q.master));
+            acc.push_back(RW(q.m));
+            acc.push_back(RW(q.v));
+            acc.push_back(c_.zero1 ? RW(q.buf) : W(q.buf));
+            bytes += double(q.shard) * (2.0 * d_.d + 24);   // grad + param, 3 fp32 read-written
+        }
+        double secs = std::max(g.launch_floor_s, bytes / (g.mem_bw * g.mem_eff));
+        int64_t end = e_.kernel(kCompute, k_.adam, KClass::Memory, 0, acc, launch_elementwise(1 << 20), 0, secs);
+        if (c_.zero1 && c_.dp > 1) {
+            // Distributed optimizer: every rank gathers the updated parameter shards.
+            std::vector<Acc> ag{RW(nccl_dp_)};
+            double pbytes = 0;
+            for (int p : grp) {
+                ag.push_back(RW(params_[p].buf));
+                pbytes += double(params_[p].numel * d_.d);
+            }
+            double dp = double(c_.dp);
+            double s = g.comm_latency_s + (dp - 1) / dp * pbytes / dp_bandwidth(c_);
+            e_.kernel(kComm, k_.allgather, KClass::Comm, 0, ag, launch_nccl(16), end, s);
+        }
+    }
+    e_.free(norm);
+    for (auto& p : params_) {   // zero_grad(set_to_none=True)
+        if (p.grad >= 0) e_.free(p.grad);
+        p.grad = -1;
+    }
+    e_.wait_until(kCompute, e_.now(kComm));
+    e_.marker_end(m, opt_name_, ts, MarkerKind::Range, -1, e_.now(kCompute));
+}
+
+void Model::step(int index) {
+    e_.set_step(index);
+    e_.idle(kCompute, 120e-6);   // data loader and Python between steps
+    e_.wait_until(kComm, e_.now(kCompute));
+    int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
+    const int nmb = c_.micro_batches;
+    std::vector<MicroBatch> mbs(static_cast<size_t>(nmb));
+    const int warm = std::min(c_.pp - 1, nmb);
+    for (int i = 0; i < warm; ++i) forward(mbs[i], i);
+    for (int i = 0; i < nmb; ++i) {
+        if (i + warm < nmb) forward(mbs[i + warm], i + warm);
+        reduce_grads_ = c_.dp > 1 && i == nmb - 1;
+        backward(mbs[i]);
+    }
+    flush_bucket(true);
+    reduce_grads_ = false;
+    optimizer(index);
+    e_.marker_end(m, step_name_, ts, MarkerKind::Step, index, std::max(e_.now(kCompute), e_.now(kComm)));
+}
+
+}  // namespace mhc::datasets::detail

@@ -1,0 +1,45 @@
+#pragma once
+// What the build and the machine offer, and device memory for callers that do not include
+// CUDA headers (the CLI, the tests). Without CUDA every device call throws mhc::Error.
+#include <cstddef>
+#include <string>
+
+#include "mhc/kernels/types.hpp"
+
+namespace mhc::kernels {
+
+bool built_with_cuda();
+// Number of usable CUDA devices; 0 without CUDA or without a GPU (never throws).
+int cuda_device_count();
+// One line naming the device (e.g. "NVIDIA H200, 132 SMs, 141 GiB"); throws when absent.
+std::string cuda_device_name();
+// Copy engines of device 0 (cudaDeviceProp::asyncEngineCount); throws when absent.
+int cuda_copy_engines();
+// Throws mhc::Error naming what is missing (no CUDA build, no device) unless usable.
+void require_device(Device d);
+
+// Device memory that frees itself. Copies are synchronous and checked.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(size_t bytes);
+    ~DeviceBuffer();
+    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+    void* data() const { return ptr_; }
+    size_t size() const { return bytes_; }
+    void upload(const void* host, size_t bytes, size_t offset = 0);
+    void download(void* host, size_t bytes, size_t offset = 0) const;
+    void fill_bytes(int value);  // cudaMemset, e.g. 0xff to poison outputs with NaN
+
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+void device_synchronize();
+
+}  // namespace mhc::kernels

@@ -1,0 +1,89 @@
+#pragma once
+// Swap paths: copies of allocation-sized buffers between a host arena and a device arena.
+// SwapEngine is what replay programs against; make_swap_engine(Device::Cpu) gives the host
+// backend (two arenas in RAM, copy threads, memcpy by chunks) and Device::Cuda the GPU one
+// (pinned mapped host arena, a stream per direction, cudaMemcpyAsync by chunks through the
+// copy engines, or a zero-copy kernel that moves 16-byte words over the mapped memory).
+// Every transfer can be verified: the source is checksummed before, the destination after.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mhc/kernels/types.hpp"
+
+namespace mhc::kernels {
+
+// 64-bit checksum. A sum over 8-byte words of a keyed mix of (word, position): any order
+// and any split into parts give the same value (so threads and GPU blocks can share the
+// work), yet moved, lost or changed words change it. Not cryptographic.
+uint64_t checksum64(const void* data, size_t bytes);
+// Parts: partial(data + off, len, off / 8) summed (mod 2^64) over parts that tile the buffer
+// at 8-byte boundaries, then finish(sum, total bytes) == checksum64(data, total bytes).
+uint64_t checksum64_partial(const void* data, size_t bytes, uint64_t first_word);
+uint64_t checksum64_finish(uint64_t sum, size_t total_bytes);
+
+enum class SwapDir { HostToDevice, DeviceToHost };
+enum class SwapPath { CopyEngine, ZeroCopy };
+const char* to_string(SwapDir d);
+const char* to_string(SwapPath p);
+
+struct SwapConfig {
+    size_t device_bytes = 64 << 20;   // the device arena (host backend: RAM standing in for it)
+    size_t host_bytes = 64 << 20;     // the host arena (CUDA: pinned and mapped)
+    size_t chunk_bytes = 2 << 20;     // each transfer moves in chunks of this size
+    double max_ops_per_s = 0;         // transfers start no faster than this; 0 = unlimited
+    bool verify = true;               // checksum every transfer
+    int threads_per_direction = 1;    // host backend: copy threads per direction
+    SwapPath path = SwapPath::CopyEngine;  // CUDA backend only
+    int zero_copy_blocks = 0;         // CUDA zero-copy kernel blocks; 0 = one per SM
+};
+
+struct SwapResult {
+    uint64_t id = 0;
+    SwapDir dir = SwapDir::HostToDevice;
+    size_t bytes = 0;
+    double start_s = 0, end_s = 0;    // seconds since the engine was made (host clock)
+    bool verified = false;            // checksums were compared
+    bool ok = true;                   // false: checksum mismatch (lost, stale or damaged)
+    uint64_t source_sum = 0, dest_sum = 0;
+};
+
+struct SwapStats {
+    uint64_t transfers = 0, verified = 0, mismatches = 0;
+    uint64_t bytes_h2d = 0, bytes_d2h = 0;
+};
+
+class SwapEngine {
+public:
+    virtual ~SwapEngine() = default;
+    virtual std::string name() const = 0;
+    virtual const SwapConfig& config() const = 0;
+    // Base of the arenas. Host backend: both are RAM. CUDA: device_arena is device memory.
+    virtual void* device_arena() = 0;
+    virtual void* host_arena() = 0;
+
+    // Queues a copy of `bytes` between host_arena + host_off and device_arena + dev_off and
+    // returns its id. Transfers of one direction complete in submission order; the two
+    // directions proceed concurrently. Throws mhc::Error for ranges outside the arenas.
+    virtual uint64_t submit(SwapDir dir, size_t host_off, size_t dev_off, size_t bytes) = 0;
+    virtual bool done(uint64_t id) = 0;
+    // Waits for the transfer and returns its result (once; an id not pending throws).
+    virtual SwapResult wait(uint64_t id) = 0;
+    // Waits for every queued transfer; returns the results not yet collected by wait().
+    virtual std::vector<SwapResult> drain() = 0;
+    virtual SwapStats stats() const = 0;
+
+    // Test hook: damage the next transfer in `dir`: Corrupt flips one byte of the copy,
+    // Drop leaves its last chunk uncopied (stale). Verification must catch both.
+    enum class Fault { None, Corrupt, Drop };
+    virtual void inject_fault(SwapDir dir, Fault f) = 0;
+
+    // wait() that throws mhc::Error (internal) on a checksum mismatch.
+    SwapResult wait_checked(uint64_t id);
+};
+
+std::unique_ptr<SwapEngine> make_swap_engine(Device device, const SwapConfig& config);
+
+}  // namespace mhc::kernels

@@ -1,0 +1,225 @@
+// CUDA kernels against the CPU ones on random inputs, with poisoned outputs. Where the build
+// has no CUDA, checks that asking for the device fails with a clear error; where it has
+// CUDA but the machine has no GPU, skips with a warning.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "helpers.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/kernels/device.hpp"
+#include "mhc/kernels/standin.hpp"
+#include "mhc/kernels/swap.hpp"
+
+using namespace kt;
+
+namespace {
+
+bool have_gpu() {
+    if (!k::built_with_cuda()) return false;
+    if (k::cuda_device_count() == 0) {
+        WARN("built with CUDA but no CUDA device is present: CUDA test skipped");
+        return false;
+    }
+    return true;
+}
+
+template <typename T>
+std::vector<T> to_dtype(const std::vector<float>& v) {
+    if constexpr (std::is_same_v<T, float>) {
+        return v;
+    } else {
+        std::vector<k::bf16> out(v.size());
+        for (size_t i = 0; i < v.size(); ++i) out[i] = k::float_to_bf16(v[i]);
+        return out;
+    }
+}
+
+float as_float(float x) { return x; }
+float as_float(k::bf16 x) { return k::bf16_to_float(x); }
+
+// Runs forward (and backward when g is given) on the GPU with outputs poisoned (all-ones
+// bytes: NaN in fp32 and bf16) and returns the outputs as floats.
+template <typename In, typename Out>
+void run_gpu(const k::SinkhornOptions& o, const std::vector<float>& h, const std::vector<float>* g,
+             std::vector<float>& p, std::vector<float>& dh, k::SinkhornReport& rep) {
+    const int64_t T = static_cast<int64_t>(h.size()) / (o.n * o.n);
+    auto hi = to_dtype<In>(h);
+    k::DeviceBuffer dH(hi.size() * sizeof(In)), dP(h.size() * sizeof(Out)), dG, ddH;
+    dH.upload(hi.data(), dH.size());
+    dP.fill_bytes(0xff);
+    std::vector<Out> po(h.size()), dho(h.size());
+    if (g) {
+        auto gi = to_dtype<In>(*g);
+        dG = k::DeviceBuffer(gi.size() * sizeof(In));
+        ddH = k::DeviceBuffer(h.size() * sizeof(Out));
+        dG.upload(gi.data(), dG.size());
+        ddH.fill_bytes(0xff);
+        rep = k::sinkhorn_backward(o, T, {dH.data(), k::view(hi.data()).dtype}, {dG.data(), k::view(gi.data()).dtype},
+                                   {ddH.data(), k::view(po.data()).dtype}, {dP.data(), k::view(po.data()).dtype});
+        ddH.download(dho.data(), ddH.size());
+    } else {
+        rep = k::sinkhorn_forward(o, T, {dH.data(), k::view(hi.data()).dtype}, {dP.data(), k::view(po.data()).dtype});
+    }
+    dP.download(po.data(), dP.size());
+    p.resize(h.size());
+    dh.resize(g ? h.size() : 0);
+    for (size_t i = 0; i < h.size(); ++i) p[i] = as_float(po[i]);
+    for (size_t i = 0; i < dh.size(); ++i) dh[i] = as_float(dho[i]);
+}
+
+template <typename In, typename Out>
+void compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool backward) {
+    const int n = og.n;
+    const int64_t T = 3001;
+    auto h = ref::random_logits(rng, T * n * n, 2.0);
+    auto g = ref::random_logits(rng, T * n * n, 1.0);
+    // The CPU sees exactly the values the GPU sees.
+    std::vector<float> hc(h.size()), gc(g.size());
+    for (size_t i = 0; i < h.size(); ++i) {
+        hc[i] = as_float(to_dtype<In>({h[i]})[0]);
+        gc[i] = as_float(to_dtype<In>({g[i]})[0]);
+    }
+    k::SinkhornOptions oc = og;
+    oc.device = k::Device::Cpu;
+    std::vector<float> pc, dhc, pg, dhg;
+    k::SinkhornReport rc, rg;
+    if (backward) {
+        dhc = bwd(oc, hc, gc, &pc);
+        run_gpu<In, Out>(og, h, &g, pg, dhg, rg);
+    } else {
+        pc = fwd(oc, hc, &rc);
+        run_gpu<In, Out>(og, h, nullptr, pg, dhg, rg);
+    }
+    const bool bf16_out = std::is_same_v<Out, k::bf16>;
+    const bool bf16_in = std::is_same_v<In, k::bf16>;
+    INFO("n " << n << " log " << og.log_domain << " column_first " << og.column_first << " tol " << og.tol
+              << " backward " << backward << " bf16 in " << bf16_in << " bf16 out " << bf16_out);
+    for (size_t i = 0; i < h.size(); ++i) {
+        REQUIRE(std::isfinite(pg[i]));  // every poisoned output was overwritten
+        const double tol = bf16_out ? 1e-6 + std::abs(pc[i]) / 128 : 2e-6;
+        REQUIRE(std::abs(pg[i] - pc[i]) <= tol);
+    }
+    if (backward) {
+        double scale = 1;
+        for (float x : dhc) scale = std::max(scale, double(std::abs(x)));
+        for (size_t i = 0; i < h.size(); ++i) {
+            REQUIRE(std::isfinite(dhg[i]));
+            const double tol = (bf16_out ? 1e-6 + std::abs(dhc[i]) / 128 : 0) + 1e-4 * scale;
+            REQUIRE(std::abs(dhg[i] - dhc[i]) <= tol);
+        }
+    } else {
+        CHECK(rg.tokens == T);
+        CHECK(rg.max_row_err == Approx(rc.max_row_err).margin(2e-6));
+        CHECK(rg.max_col_err == Approx(rc.max_col_err).margin(2e-6));
+        CHECK(rg.iters_max == rc.iters_max);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("kernels: asking for CUDA without it fails clearly", "[kernels][cuda]") {
+    if (k::cuda_device_count() > 0) return;  // covered by the tests below
+    std::vector<float> h(16), p(16);
+    k::SinkhornOptions o;
+    o.device = k::Device::Cuda;
+    CHECK_THROWS_AS(k::sinkhorn_forward(o, 1, k::view(h.data()), k::view(p.data())), mhc::Error);
+    CHECK_THROWS_WITH(k::require_device(k::Device::Cuda), Catch::Contains("cuda") || Catch::Contains("CUDA"));
+    CHECK_THROWS_AS(k::make_swap_engine(k::Device::Cuda, {}), mhc::Error);
+    CHECK_THROWS_AS(k::make_standin(k::Device::Cuda), mhc::Error);
+    CHECK_THROWS_AS(k::DeviceBuffer(64), mhc::Error);
+    CHECK_NOTHROW(k::require_device(k::Device::Cpu));
+}
+
+TEST_CASE("kernels: CUDA Sinkhorn forward matches the CPU", "[kernels][cuda]") {
+    if (!have_gpu()) return;
+    std::mt19937_64 rng(ref::seed() + 30);
+    for (int n : {2, 4, 5, 16})
+        for (int variant = 0; variant < 8; ++variant) {
+            k::SinkhornOptions o;
+            o.device = k::Device::Cuda;
+            o.n = n;
+            o.column_first = variant & 1;
+            o.log_domain = variant & 2;
+            if (variant & 4) {
+                o.tol = 1e-4f;
+                o.iters = 200;
+            }
+            compare_with_cpu<float, float>(rng, o, false);
+            compare_with_cpu<k::bf16, k::bf16>(rng, o, false);
+            compare_with_cpu<k::bf16, float>(rng, o, false);
+        }
+}
+
+TEST_CASE("kernels: CUDA Sinkhorn backward matches the CPU", "[kernels][cuda]") {
+    if (!have_gpu()) return;
+    std::mt19937_64 rng(ref::seed() + 31);
+    for (int n : {2, 4, 7, 16})
+        for (int variant = 0; variant < 8; ++variant) {
+            k::SinkhornOptions o;
+            o.device = k::Device::Cuda;
+            o.n = n;
+            o.column_first = variant & 1;
+            o.log_domain = variant & 2;
+            if (variant & 4) {
+                o.tol = 1e-4f;
+                o.iters = 100;
+            }
+            compare_with_cpu<float, float>(rng, o, true);
+            compare_with_cpu<k::bf16, k::bf16>(rng, o, true);
+        }
+}
+
+TEST_CASE("kernels: CUDA swap engine verifies every transfer on both paths", "[kernels][cuda][swap]") {
+    if (!have_gpu()) return;
+    std::mt19937_64 rng(ref::seed() + 32);
+    for (auto path : {k::SwapPath::CopyEngine, k::SwapPath::ZeroCopy}) {
+        k::SwapConfig c;
+        c.device_bytes = c.host_bytes = 16 << 20;
+        c.chunk_bytes = 1 << 20;
+        c.path = path;
+        auto e = k::make_swap_engine(k::Device::Cuda, c);
+        auto* host = static_cast<unsigned char*>(e->host_arena());
+        for (size_t i = 0; i < (16u << 20); ++i) host[i] = static_cast<unsigned char>(rng());
+        std::vector<unsigned char> expect(host, host + (8 << 20));
+        // Out to the device and back to the other half of the host arena.
+        std::vector<uint64_t> in_ids;
+        for (size_t off = 0; off < (8u << 20); off += 3 << 20)
+            in_ids.push_back(e->submit(k::SwapDir::HostToDevice, off, off, std::min<size_t>(3 << 20, (8 << 20) - off)));
+        for (auto id : in_ids) CHECK(e->wait_checked(id).ok);
+        auto out = e->submit(k::SwapDir::DeviceToHost, 8 << 20, 0, 8 << 20);
+        auto r = e->wait_checked(out);
+        CHECK(r.verified);
+        CHECK(std::memcmp(host + (8 << 20), expect.data(), 8 << 20) == 0);
+        for (auto dir : {k::SwapDir::HostToDevice, k::SwapDir::DeviceToHost})
+            for (auto f : {k::SwapEngine::Fault::Corrupt, k::SwapEngine::Fault::Drop}) {
+                for (size_t i = 0; i < (4u << 20); ++i) host[i] = static_cast<unsigned char>(rng());
+                e->inject_fault(dir, f);
+                INFO("path " << k::to_string(path) << " dir " << k::to_string(dir));
+                CHECK_FALSE(e->wait(e->submit(dir, 0, 0, 4 << 20)).ok);
+            }
+        CHECK(e->stats().mismatches == 4);
+    }
+}
+
+TEST_CASE("kernels: CUDA stand-ins run and touch", "[kernels][cuda][standin]") {
+    if (!have_gpu()) return;
+    auto s = k::make_standin(k::Device::Cuda);
+    double prev = 0;
+    for (double want : {20e-6, 200e-6, 2e-3}) {
+        s->run_for(want);
+        s->synchronize();
+        double got = s->last_elapsed_s();
+        CHECK(got >= want * 0.9);
+        CHECK(got > prev);
+        prev = got;
+    }
+    k::DeviceBuffer r(8 << 20), w(8 << 20);
+    r.fill_bytes(0x11);
+    w.fill_bytes(0);
+    s->touch(r.data(), r.size(), w.data(), w.size());
+    s->synchronize();
+    std::vector<unsigned char> back(w.size());
+    w.download(back.data(), back.size());
+    CHECK(std::all_of(back.begin(), back.end(), [](unsigned char c) { return c == 0x3c; }));
+}

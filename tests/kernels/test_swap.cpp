@@ -1,0 +1,137 @@
+// Host swap engine: every transfer checksummed and compared; faults are caught.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "mhc/common/error.hpp"
+#include "mhc/kernels/swap.hpp"
+#include "reference.hpp"
+
+namespace k = mhc::kernels;
+
+namespace {
+void fill_random(std::mt19937_64& rng, void* p, size_t bytes) {
+    auto* b = static_cast<unsigned char*>(p);
+    for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<unsigned char>(rng());
+}
+}  // namespace
+
+TEST_CASE("kernels: checksum64 parts, positions and damage", "[kernels][swap]") {
+    std::mt19937_64 rng(ref::seed() + 20);
+    std::vector<unsigned char> buf(100003);
+    fill_random(rng, buf.data(), buf.size());
+    const uint64_t whole = k::checksum64(buf.data(), buf.size());
+    // Any split at 8-byte boundaries, summed in any order, gives the same value.
+    for (size_t cut : {8ul, 4096ul, 50000ul, 99992ul}) {
+        uint64_t s = k::checksum64_partial(buf.data() + cut, buf.size() - cut, cut / 8) +
+                     k::checksum64_partial(buf.data(), cut, 0);
+        CHECK(k::checksum64_finish(s, buf.size()) == whole);
+    }
+    // Every single-bit flip at random places changes it.
+    for (int i = 0; i < 2000; ++i) {
+        size_t pos = rng() % buf.size();
+        int bit = rng() % 8;
+        buf[pos] ^= 1 << bit;
+        REQUIRE(k::checksum64(buf.data(), buf.size()) != whole);
+        buf[pos] ^= 1 << bit;
+    }
+    // Swapping two different words, a shorter length, all-zero data: all differ.
+    auto swapped = buf;
+    std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 800);
+    CHECK(k::checksum64(swapped.data(), swapped.size()) != whole);
+    CHECK(k::checksum64(buf.data(), buf.size() - 1) != whole);
+    std::vector<unsigned char> z1(4096, 0), z2(4104, 0);
+    CHECK(k::checksum64(z1.data(), z1.size()) != k::checksum64(z2.data(), z2.size()));
+}
+
+TEST_CASE("kernels: host swap moves data and verifies every transfer", "[kernels][swap]") {
+    std::mt19937_64 rng(ref::seed() + 21);
+    for (int threads : {1, 3}) {
+        k::SwapConfig c;
+        c.device_bytes = 8 << 20;
+        c.host_bytes = 8 << 20;
+        c.chunk_bytes = 64 << 10;
+        c.threads_per_direction = threads;
+        auto e = k::make_swap_engine(k::Device::Cpu, c);
+        auto* host = static_cast<unsigned char*>(e->host_arena());
+        auto* dev = static_cast<unsigned char*>(e->device_arena());
+        fill_random(rng, host, 4 << 20);
+        fill_random(rng, dev + (4 << 20), 4 << 20);
+        // Swap in [0, 4 MiB) host -> device while swapping out the upper half, in pieces of
+        // odd sizes and offsets, both directions queued at once.
+        std::vector<uint64_t> ids;
+        size_t off = 0;
+        while (off < (4u << 20)) {
+            size_t len = std::min<size_t>((4u << 20) - off, 1 + rng() % (300 << 10));
+            ids.push_back(e->submit(k::SwapDir::HostToDevice, off, off, len));
+            ids.push_back(e->submit(k::SwapDir::DeviceToHost, off + (4 << 20), off + (4 << 20), len));
+            off += len;
+        }
+        for (uint64_t id : ids) {
+            auto r = e->wait_checked(id);
+            CHECK(r.verified);
+            CHECK(r.ok);
+            CHECK(r.end_s >= r.start_s);
+        }
+        CHECK(std::memcmp(host, dev, 8 << 20) == 0);
+        auto s = e->stats();
+        CHECK(s.transfers == ids.size());
+        CHECK(s.verified == ids.size());
+        CHECK(s.mismatches == 0);
+        CHECK(s.bytes_h2d == (4u << 20));
+        CHECK(s.bytes_d2h == (4u << 20));
+        CHECK(e->drain().empty());
+        CHECK_THROWS_AS(e->wait(ids.front()), mhc::Error);  // already collected
+    }
+}
+
+TEST_CASE("kernels: host swap detects corrupted and dropped chunks", "[kernels][swap]") {
+    std::mt19937_64 rng(ref::seed() + 22);
+    k::SwapConfig c;
+    c.device_bytes = c.host_bytes = 4 << 20;
+    c.chunk_bytes = 256 << 10;
+    auto e = k::make_swap_engine(k::Device::Cpu, c);
+    fill_random(rng, e->host_arena(), 4 << 20);
+    fill_random(rng, e->device_arena(), 4 << 20);
+    for (auto dir : {k::SwapDir::HostToDevice, k::SwapDir::DeviceToHost})
+        for (auto fault : {k::SwapEngine::Fault::Corrupt, k::SwapEngine::Fault::Drop}) {
+            fill_random(rng, e->host_arena(), 1 << 20);
+            fill_random(rng, e->device_arena(), 1 << 20);
+            e->inject_fault(dir, fault);
+            auto bad = e->submit(dir, 0, 0, 1 << 20);
+            auto good = e->submit(dir, 1 << 20, 1 << 20, 1 << 20);  // the fault is one-shot
+            auto r = e->wait(bad);
+            CHECK(r.verified);
+            CHECK_FALSE(r.ok);
+            CHECK(r.source_sum != r.dest_sum);
+            CHECK(e->wait(good).ok);
+            e->inject_fault(dir, fault);
+            CHECK_THROWS_WITH(e->wait_checked(e->submit(dir, 0, 0, 1 << 20)), Catch::Contains("checksum"));
+        }
+    CHECK(e->stats().mismatches == 8);
+}
+
+TEST_CASE("kernels: host swap checks ranges and limits the rate", "[kernels][swap]") {
+    k::SwapConfig c;
+    c.device_bytes = c.host_bytes = 1 << 20;
+    c.chunk_bytes = 4096;
+    c.max_ops_per_s = 500;
+    auto e = k::make_swap_engine(k::Device::Cpu, c);
+    CHECK_THROWS_AS(e->submit(k::SwapDir::HostToDevice, (1 << 20) - 10, 0, 11), mhc::Error);
+    CHECK_THROWS_AS(e->submit(k::SwapDir::DeviceToHost, 0, 1 << 20, 1), mhc::Error);
+    // 40 operations at 500/s cannot finish in less than 39 periods (a lower bound only).
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) {
+        e->submit(k::SwapDir::HostToDevice, 0, 0, 4096);
+        e->submit(k::SwapDir::DeviceToHost, 8192, 8192, 4096);
+    }
+    auto results = e->drain();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(results.size() == 40);
+    CHECK(secs >= 39.0 / 500 * 0.99);
+    k::SwapConfig badc;
+    badc.chunk_bytes = 12;
+    CHECK_THROWS_AS(k::make_swap_engine(k::Device::Cpu, badc), mhc::Error);
+}

@@ -1,0 +1,143 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "fixtures.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/summary.hpp"
+#include "mhc/viewer/bands.hpp"
+#include "mhc/viewer/data.hpp"
+#include "mhc/viewer/stats.hpp"
+#include "mhc/viewer/timeline.hpp"
+
+using namespace mhc::viewer;
+using fixture::MiB;
+using fixture::us;
+
+TEST_CASE("the known trace loads into lanes, steps, allocations and a live curve") {
+    fixture::TempPath p("known.db");
+    fixture::write_known_trace(p.path);
+    ViewTrace t = load_view_trace(p.path);
+    REQUIRE(t.kernel_lanes.size() == 2);
+    CHECK(t.kernel_lanes[0].stream == 7);
+    CHECK(t.kernel_lanes[0].size() == 2);
+    CHECK(t.kernel_lanes[1].size() == 200);
+    CHECK(t.kernel_lanes[0].title == "stream 7");
+    CHECK(t.copy_lanes.size() == 1);
+    CHECK(t.copy_lanes[0].title == "copies H2D");
+    REQUIRE(t.steps.size() == 1);
+    CHECK(t.steps[0].t1 == 1000 * us);
+    CHECK(t.kernel_count == 202);
+    CHECK(t.access_count == 4);
+    CHECK(t.t_begin == 0);
+    CHECK(t.t_end == 1000 * us);
+    // The live-bytes peak agrees with the trace library's own summary.
+    mhc::trace::TraceData full = mhc::trace::load_trace(p.path);
+    mhc::trace::LivePeak lp = mhc::trace::live_peak(full, 0);
+    CHECK(t.live.peak() == static_cast<double>(lp.bytes));
+    CHECK(t.live.peak_time() == lp.time);
+    CHECK(t.live.peak() == static_cast<double>(1424 * MiB));
+    // Largest first.
+    CHECK(t.allocations.id[t.allocations.by_size[0]] == 2);
+}
+
+TEST_CASE("accesses are read on demand and highlight the kernels that touched an allocation") {
+    fixture::TempPath p("known.db");
+    fixture::write_known_trace(p.path);
+    ViewTrace t = load_view_trace(p.path);
+    CHECK(access_count_of(t, 1) == 2);
+    auto hits = accesses_of(t, 1);
+    REQUIRE(hits.size() == 2);
+    CHECK(hits[0].kernel == 1);
+    CHECK(hits[1].kernel == 2);
+    auto lanes = highlight_lanes(t, nullptr, hits);
+    REQUIRE(lanes.size() == 1);
+    CHECK(lanes[0].t_start == std::vector<int64_t>{100 * us, 500 * us});
+    // With a run, the highlights follow the run's kernel times.
+    ViewRun run = load_view_run(t, 1);
+    auto shifted = highlight_lanes(t, &run, hits);
+    REQUIRE(shifted.size() == 1);
+    CHECK(shifted[0].t_start == std::vector<int64_t>{100 * us, 550 * us});
+}
+
+TEST_CASE("runs load with their kernel times, event lanes, memory and capacity") {
+    fixture::TempPath p("known.db");
+    fixture::write_known_trace(p.path);
+    ViewTrace t = load_view_trace(p.path);
+    ViewRun r = load_view_run(t, 2);
+    CHECK(r.info.name == "cost_aware@1GiB");
+    CHECK(r.label() == "#2 cost_aware@1GiB");
+    CHECK(r.capacity == 1024 * MiB);
+    REQUIRE(r.kernel_lanes.size() == 2);
+    CHECK(r.kernel_lanes[0].t_start[1] == 510 * us);
+    REQUIRE(r.event_lanes.size() == 3);   // swap_out, swap_in, stall
+    CHECK(r.event_lanes[0].title == "swap_out");
+    CHECK(r.memory.peak() == static_cast<double>(900 * MiB));
+    CHECK(r.memory.peak_time() == 450 * us);
+    CHECK(r.metrics.at("stall_ns") == 10e3);
+    // The run's tracks replace the recorded kernels and add one per event kind.
+    auto tracks = timeline_tracks(t, &r);
+    CHECK(tracks.size() == 1 + 2 + 1 + 3);
+    CHECK(tracks[1].lane == &r.kernel_lanes[0]);
+}
+
+TEST_CASE("bad input: a missing file, a foreign file, an unknown run") {
+    CHECK_THROWS_AS(load_view_trace("/nonexistent/trace.db"), mhc::Error);
+    fixture::TempPath junk("junk.db");
+    { std::ofstream(junk.path) << "not a database at all, not even close to one\n"; }
+    CHECK_THROWS_AS(load_view_trace(junk.path), mhc::Error);
+    fixture::TempPath p("known.db");
+    fixture::write_known_trace(p.path, false);
+    ViewTrace t = load_view_trace(p.path);
+    try {
+        load_view_run(t, 42);
+        FAIL("no throw");
+    } catch (const mhc::Error& e) {
+        CHECK(std::string(e.what()).find("42") != std::string::npos);
+        CHECK(std::string(e.what()).find(p.path) != std::string::npos);
+    }
+}
+
+TEST_CASE("active-memory bands: largest drawn, stacked in allocation order, rest summarised") {
+    fixture::TempPath p("known.db");
+    fixture::write_known_trace(p.path, false);
+    ViewTrace t = load_view_trace(p.path);
+    BandLayout b;
+    layout_bands(t.allocations, t.live, {0, 1000 * us}, 1000, 400, 2, b);
+    // Two bands allowed: act_big (1024 MiB) and weights (400 MiB); ws (64 MiB) summarised.
+    REQUIRE(b.bands.size() == 2);
+    CHECK(t.allocations.id[b.bands[0]] == 1);   // weights first: allocated first, at the bottom
+    CHECK(t.allocations.id[b.bands[1]] == 2);
+    CHECK(b.summarised == 1);
+    // At 500 us act_big sits on top of weights.
+    CHECK(b.hit(500, 100.0 * MiB) == 0);                 // allocation index of weights
+    CHECK(b.hit(500, 900.0 * MiB) == 1);                 // act_big
+    CHECK(b.hit(200, 420.0 * MiB) == -1);                // ws, in the summary band
+    CHECK(b.hit(800, 420.0 * MiB) == -2);                // nothing there
+    CHECK(b.drawn_top[500] == 1424.0 * MiB);
+    CHECK(b.total[200] == 464.0 * MiB);
+    for (size_t x = 0; x < b.total.size(); ++x) CHECK(b.drawn_top[x] <= b.total[x]);
+    // Segments are merged: weights is one rectangle across the whole width.
+    size_t weights_segments = 0;
+    for (const BandSegment& s : b.segments) weights_segments += s.band == 0;
+    CHECK(weights_segments == 1);
+    // Stats over the same trace.
+    auto cats = category_stats(t);
+    CHECK(cats[static_cast<size_t>(mhc::trace::Category::Activation)].bytes == 1024 * MiB);
+    auto steps = step_stats(t);
+    REQUIRE(steps.size() == 1);
+    CHECK(steps[0].peak == 1424.0 * MiB);
+    auto kt = kernel_table(t, "", KernelSort::Total, false);
+    REQUIRE(kt.size() == 3);
+    CHECK(t.str(t.kernel_stats[kt[0]].name) == "alpha");   // 200 us, ties with beta; stable: alpha first
+    CHECK(t.str(t.kernel_stats[kt[2]].name) == "tiny");    // 200 x 100 ns = 20 us
+    auto filtered = kernel_table(t, "TIN", KernelSort::Name, true);
+    REQUIRE(filtered.size() == 1);
+    auto at = allocation_table(t, "", AllocSort::Bytes, false, 10);
+    REQUIRE(at.size() == 3);
+    CHECK(t.allocations.id[at[0]] == 2);
+    auto by_label = allocation_table(t, "w", AllocSort::Label, true, 10);
+    REQUIRE(by_label.size() == 2);   // "weights", "ws"
+    CHECK(t.str(t.allocations.label[by_label[0]]) == "weights");
+}

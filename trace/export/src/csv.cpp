@@ -1,0 +1,49 @@
+// CSV tables: allocations.csv and kernels.csv, times in ns, names resolved.
+#include <filesystem>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/export/export.hpp"
+#include "mhc/trace/store.hpp"
+#include "output.hpp"
+
+namespace mhc::trace::exporter {
+
+int64_t export_csv(const std::string& trace_path, const std::string& dir) {
+    Reader reader(trace_path);
+    auto strings = reader.strings();
+    auto str = [&](int64_t id) -> std::string {
+        return id >= 0 && static_cast<size_t>(id) < strings.size() ? csv_field(strings[id]) : std::string();
+    };
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw Error(where(dir, "cannot create directory: " + ec.message()));
+    int64_t rows = 0;
+    // Both files are complete before either is renamed into place.
+    Output a(dir + "/allocations.csv", false), k(dir + "/kernels.csv", false);
+    a << "id,device,address,bytes,t_alloc_ns,t_free_ns,stream,category,label\n";
+    reader.for_each([&](const Allocation& r) {
+        std::string line = std::to_string(r.id) + "," + std::to_string(r.device) + "," + std::to_string(r.address) + "," +
+                           std::to_string(r.bytes) + "," + std::to_string(r.t_alloc) + "," +
+                           (r.t_free == kNoTime ? std::string() : std::to_string(r.t_free)) + "," +
+                           std::to_string(r.stream) + "," + std::string(to_string(r.category)) + "," + str(r.label) + "\n";
+        a << line;
+        ++rows;
+    });
+    k << "id,device,stream,name,t_start_ns,t_end_ns,step,grid_x,grid_y,grid_z,block_x,block_y,block_z,shared_mem,registers,correlation\n";
+    reader.for_each([&](const Kernel& r) {
+        std::string line = std::to_string(r.id) + "," + std::to_string(r.device) + "," + std::to_string(r.stream) + "," +
+                           str(r.name) + "," + std::to_string(r.t_start) + "," + std::to_string(r.t_end) + "," +
+                           std::to_string(r.step);
+        for (int i = 0; i < 3; ++i) line += "," + std::to_string(r.grid[i]);
+        for (int i = 0; i < 3; ++i) line += "," + std::to_string(r.block[i]);
+        line += "," + std::to_string(r.shared_mem) + "," + std::to_string(r.registers) + "," +
+                std::to_string(r.correlation) + "\n";
+        k << line;
+        ++rows;
+    });
+    a.commit();
+    k.commit();
+    return rows;
+}
+
+}  // namespace mhc::trace::exporter

@@ -1,0 +1,101 @@
+#include "output.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "mhc/common/error.hpp"
+
+namespace mhc::trace::exporter {
+
+Output::Output(std::string path, bool gzip) : path_(std::move(path)), gzip_(gzip) {
+    tmp_ = path_ + ".tmp-" + std::to_string(getpid());
+    if (gzip_) gz_ = gzopen(tmp_.c_str(), "wb6");
+    else f_ = std::fopen(tmp_.c_str(), "wb");
+    if (!gz_ && !f_) throw Error(where(path_, std::string("cannot write: ") + std::strerror(errno)));
+    buf_.reserve(1 << 20);
+}
+
+Output::~Output() {
+    if (f_) std::fclose(f_);
+    if (gz_) gzclose(gz_);
+    if (!done_) {
+        std::error_code ec;
+        std::filesystem::remove(tmp_, ec);
+    }
+}
+
+void Output::flush() {
+    if (buf_.empty()) return;
+    bool ok = gzip_ ? gzwrite(gz_, buf_.data(), static_cast<unsigned>(buf_.size())) == static_cast<int>(buf_.size())
+                    : std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
+    if (!ok) throw Error(where(path_, "write failed (disk full?)"), Error::Kind::Internal);
+    buf_.clear();
+}
+
+void Output::write(const char* p, size_t n) {
+    buf_.append(p, n);
+    if (buf_.size() >= (1 << 20)) flush();
+}
+
+Output& Output::operator<<(int64_t v) {
+    char b[24];
+    int n = std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
+    write(b, static_cast<size_t>(n));
+    return *this;
+}
+
+void Output::commit() {
+    flush();
+    int rc = 0;
+    if (gz_) { rc = gzclose(gz_) == Z_OK ? 0 : -1; gz_ = nullptr; }
+    if (f_) { rc = std::fclose(f_); f_ = nullptr; }
+    if (rc != 0) throw Error(where(path_, "write failed (disk full?)"), Error::Kind::Internal);
+    std::error_code ec;
+    std::filesystem::rename(tmp_, path_, ec);
+    if (ec) throw Error(where(path_, "cannot write: " + ec.message()), Error::Kind::Internal);
+    done_ = true;
+}
+
+void json_escape(std::string& out, const std::string& s) {
+    for (unsigned char c : s) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            case '\r': out += "\\r"; break;
+            default:
+                if (c < 0x20) {
+                    char b[8];
+                    std::snprintf(b, sizeof b, "\\u%04x", c);
+                    out += b;
+                } else {
+                    out += static_cast<char>(c);
+                }
+        }
+    }
+}
+
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+    std::string o = "\"";
+    for (char c : s) {
+        if (c == '"') o += '"';
+        o += c;
+    }
+    return o + "\"";
+}
+
+std::string us(int64_t ns) {
+    char b[40];
+    const char* sign = ns < 0 ? "-" : "";
+    uint64_t a = ns < 0 ? static_cast<uint64_t>(-(ns + 1)) + 1 : static_cast<uint64_t>(ns);
+    std::snprintf(b, sizeof b, "%s%llu.%03llu", sign, static_cast<unsigned long long>(a / 1000),
+                  static_cast<unsigned long long>(a % 1000));
+    return b;
+}
+
+}  // namespace mhc::trace::exporter

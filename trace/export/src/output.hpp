@@ -1,0 +1,41 @@
+#pragma once
+// An output file written to a temporary name and renamed on commit(); gzip when asked.
+#include <zlib.h>
+
+#include <cstdio>
+#include <string>
+
+namespace mhc::trace::exporter {
+
+class Output {
+public:
+    Output(std::string path, bool gzip);
+    ~Output();   // without commit(): the temporary file is removed
+    Output(const Output&) = delete;
+    Output& operator=(const Output&) = delete;
+
+    void write(const char* p, size_t n);
+    void write(const std::string& s) { write(s.data(), s.size()); }
+    Output& operator<<(const std::string& s) { write(s); return *this; }
+    Output& operator<<(const char* s) { write(s, std::char_traits<char>::length(s)); return *this; }
+    Output& operator<<(int64_t v);
+    void commit();
+
+private:
+    void flush();
+    std::string path_, tmp_;
+    bool gzip_;
+    FILE* f_ = nullptr;
+    gzFile gz_ = nullptr;
+    std::string buf_;
+    bool done_ = false;
+};
+
+// JSON string body (without quotes) with escapes.
+void json_escape(std::string& out, const std::string& s);
+// CSV field, quoted when needed.
+std::string csv_field(const std::string& s);
+// ns -> microseconds with 3 decimals, as Chrome trace JSON wants.
+std::string us(int64_t ns);
+
+}  // namespace mhc::trace::exporter

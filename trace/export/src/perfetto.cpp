@@ -1,0 +1,213 @@
+// Chrome trace JSON for ui.perfetto.dev: one process per device (kernels per stream as
+// threads, copies on their own tracks), a process for markers, counter tracks of live
+// allocated bytes per device, and with a run: its kernels at simulated times, its events
+// (swaps, evictions, stalls, ...) per kind and its memory samples.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/export/export.hpp"
+#include "mhc/trace/runs.hpp"
+#include "mhc/trace/store.hpp"
+#include "output.hpp"
+
+namespace mhc::trace::exporter {
+
+namespace {
+
+constexpr int64_t kMarkerPid = 1;
+constexpr int64_t kDevicePid = 100;    // + device (host, device -1, is 99)
+constexpr int64_t kRunPid = 10000;     // + device: simulated kernels
+constexpr int64_t kRunEventsPid = 20000;
+constexpr int64_t kCopyTid = 1000000;  // + copy kind: copy tracks
+
+class Json {
+public:
+    explicit Json(Output& o) : out_(o) {}
+    // Starts one event object; fields are appended by the caller, then end().
+    std::string& begin() {
+        s_.clear();
+        s_ += first_ ? "\n{" : ",\n{";
+        first_ = false;
+        ++count_;
+        return s_;
+    }
+    void end() {
+        s_ += '}';
+        out_.write(s_);
+    }
+    int64_t count() const { return count_; }
+
+private:
+    Output& out_;
+    std::string s_;
+    bool first_ = true;
+    int64_t count_ = 0;
+};
+
+void str_field(std::string& s, const char* key, const std::string& v) {
+    s += '"';
+    s += key;
+    s += "\":\"";
+    json_escape(s, v);
+    s += '"';
+}
+
+void meta_event(Json& j, const char* what, int64_t pid, int64_t tid, const std::string& name, int64_t sort) {
+    std::string& s = j.begin();
+    s += "\"ph\":\"M\",\"name\":\"";
+    s += what;
+    s += "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"args\":{";
+    str_field(s, "name", name);
+    s += "}";
+    j.end();
+    if (std::string(what) == "process_name") {
+        std::string& t = j.begin();
+        t += "\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + std::to_string(pid) +
+             ",\"tid\":0,\"args\":{\"sort_index\":" + std::to_string(sort) + "}";
+        j.end();
+    }
+}
+
+void slice(Json& j, int64_t pid, int64_t tid, const std::string& name, const char* cat, int64_t t0, int64_t t1,
+           const std::string& args) {
+    std::string& s = j.begin();
+    s += "\"ph\":\"X\",";
+    str_field(s, "name", name);
+    s += ",\"cat\":\"";
+    s += cat;
+    s += "\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + us(t0) +
+         ",\"dur\":" + us(std::max<int64_t>(0, t1 - t0));
+    if (!args.empty()) s += ",\"args\":{" + args + "}";
+    j.end();
+}
+
+void counter(Json& j, int64_t pid, const std::string& name, int64_t t, const std::string& key, int64_t v) {
+    std::string& s = j.begin();
+    s += "\"ph\":\"C\",";
+    str_field(s, "name", name);
+    s += ",\"pid\":" + std::to_string(pid) + ",\"tid\":0,\"ts\":" + us(t) + ",\"args\":{\"" + key +
+         "\":" + std::to_string(v) + "}";
+    j.end();
+}
+
+std::string device_label(int32_t d) { return d < 0 ? std::string("host") : "GPU " + std::to_string(d); }
+
+}  // namespace
+
+int64_t export_perfetto(const std::string& trace_path, const std::string& out, const PerfettoOptions& opt) {
+    Reader reader(trace_path);
+    Run run;
+    if (opt.run_id > 0) run = load_run(trace_path, opt.run_id);   // throws for an unknown id
+    auto strings = reader.strings();
+    auto str = [&](int64_t id) -> const std::string& {
+        static const std::string empty;
+        return id >= 0 && static_cast<size_t>(id) < strings.size() ? strings[id] : empty;
+    };
+    bool gz = out.size() > 3 && out.compare(out.size() - 3, 3, ".gz") == 0;
+    Output o(out, gz);
+    o << "{\"displayTimeUnit\":\"ns\",\"otherData\":{";
+    {
+        std::string m;
+        bool first = true;
+        for (auto& [k, v] : reader.meta()) {
+            m += first ? "\"" : ",\"";
+            first = false;
+            json_escape(m, k);
+            m += "\":\"";
+            json_escape(m, v);
+            m += '"';
+        }
+        o << m;
+    }
+    o << "},\"traceEvents\":[";
+    Json j(o);
+
+    std::set<int32_t> devices;
+    std::set<std::pair<int32_t, int64_t>> streams, copy_tracks;
+    std::map<int64_t, std::pair<int32_t, int64_t>> kernel_info;   // id -> (device, name) for the run
+    reader.for_each([&](const Kernel& k) {
+        devices.insert(k.device);
+        streams.insert({k.device, k.stream});
+        std::string args = "\"id\":" + std::to_string(k.id) + ",\"step\":" + std::to_string(k.step) +
+                           ",\"correlation\":" + std::to_string(k.correlation) + ",\"grid\":[" +
+                           std::to_string(k.grid[0]) + "," + std::to_string(k.grid[1]) + "," + std::to_string(k.grid[2]) +
+                           "],\"block\":[" + std::to_string(k.block[0]) + "," + std::to_string(k.block[1]) + "," +
+                           std::to_string(k.block[2]) + "]";
+        slice(j, kDevicePid + k.device, k.stream, str(k.name), "kernel", k.t_start, k.t_end, args);
+        if (opt.run_id > 0) kernel_info[k.id] = {k.device, k.name};
+    });
+    reader.for_each([&](const Copy& c) {
+        devices.insert(c.device);
+        int64_t tid = kCopyTid + static_cast<int64_t>(c.kind);
+        copy_tracks.insert({c.device, tid});
+        slice(j, kDevicePid + c.device, tid, std::string(to_string(c.kind)) + " " + std::to_string(c.bytes) + " B",
+              "copy", c.t_start, c.t_end, "\"id\":" + std::to_string(c.id) + ",\"bytes\":" + std::to_string(c.bytes));
+    });
+    bool markers = false;
+    reader.for_each([&](const Marker& m) {
+        markers = true;
+        slice(j, kMarkerPid, static_cast<int64_t>(m.kind), str(m.name), "marker", m.t_start, m.t_end,
+              "\"index\":" + std::to_string(m.index));
+    });
+    // Live allocated bytes per device: +bytes at t_alloc, -bytes at t_free.
+    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> deltas;
+    reader.for_each([&](const Allocation& a) {
+        devices.insert(a.device);
+        deltas[a.device].push_back({a.t_alloc, a.bytes});
+        if (a.t_free != kNoTime) deltas[a.device].push_back({a.t_free, -a.bytes});
+    });
+    for (auto& [dev, v] : deltas) {
+        std::sort(v.begin(), v.end());
+        int64_t live = 0;
+        for (size_t i = 0; i < v.size(); ++i) {
+            live += v[i].second;
+            if (i + 1 < v.size() && v[i + 1].first == v[i].first) continue;   // one sample per instant
+            counter(j, kDevicePid + dev, "live bytes", v[i].first, "bytes", live);
+        }
+    }
+    for (int32_t d : devices) meta_event(j, "process_name", kDevicePid + d, 0, device_label(d), kDevicePid + d);
+    for (auto& [d, s] : streams) meta_event(j, "thread_name", kDevicePid + d, s, "stream " + std::to_string(s), 0);
+    for (auto& [d, t] : copy_tracks)
+        meta_event(j, "thread_name", kDevicePid + d, t,
+                   std::string("copies ") + std::string(to_string(static_cast<CopyKind>(t - kCopyTid))), 0);
+    if (markers) {
+        meta_event(j, "process_name", kMarkerPid, 0, "markers", kMarkerPid);
+        for (int k = 0; k < 3; ++k)
+            meta_event(j, "thread_name", kMarkerPid, k, std::string(to_string(static_cast<MarkerKind>(k))), 0);
+    }
+
+    if (opt.run_id > 0) {
+        const std::string tag = "run " + std::to_string(opt.run_id) + " (" + run.name + ")";
+        std::set<int32_t> run_devices;
+        for (const auto& kt : run.kernel_times) {
+            auto it = kernel_info.find(kt.kernel);
+            int32_t dev = it == kernel_info.end() ? 0 : it->second.first;
+            run_devices.insert(dev);
+            slice(j, kRunPid + dev, 0, it == kernel_info.end() ? "kernel " + std::to_string(kt.kernel) : str(it->second.second),
+                  "simulated", kt.t_start, kt.t_end, "\"kernel\":" + std::to_string(kt.kernel));
+        }
+        for (int32_t d : run_devices)
+            meta_event(j, "process_name", kRunPid + d, 0, tag + " " + device_label(d) + " kernels", kRunPid + d);
+        std::set<int> kinds;
+        for (const auto& e : run.events) {
+            int k = static_cast<int>(e.kind);
+            kinds.insert(k);
+            slice(j, kRunEventsPid, k, std::string(to_string(e.kind)), "run-event", e.t_start, e.t_end,
+                  "\"allocation\":" + std::to_string(e.allocation) + ",\"kernel\":" + std::to_string(e.kernel) +
+                      ",\"bytes\":" + std::to_string(e.bytes));
+        }
+        for (const auto& m : run.memory) {
+            counter(j, kRunEventsPid, "simulated device bytes", m.t, "bytes", m.device_bytes);
+            counter(j, kRunEventsPid, "simulated host bytes", m.t, "bytes", m.host_bytes);
+        }
+        meta_event(j, "process_name", kRunEventsPid, 0, tag + " events", kRunEventsPid);
+        for (int k : kinds) meta_event(j, "thread_name", kRunEventsPid, k, std::string(to_string(static_cast<EventKind>(k))), 0);
+    }
+    o << "\n]}\n";
+    o.commit();
+    return j.count();
+}
+
+}  // namespace mhc::trace::exporter

@@ -1,0 +1,50 @@
+#pragma once
+// Importers for traces users already have (docs/import.md): PyTorch CUDA memory snapshots,
+// Kineto Chrome-trace JSON, PyTorch execution traces (optionally joined with Kineto) and
+// Nsight Systems SQLite exports. Each writes one mhc trace through mhc::trace::Writer.
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace mhc::trace {
+class Writer;
+}
+
+namespace mhc::trace::import {
+
+enum class Format { Auto, Snapshot, Kineto, ExecutionTrace, Nsys };
+
+std::string_view to_string(Format f);
+// "snapshot", "kineto", "et", "nsys" (also "auto"); throws mhc::Error otherwise.
+Format format_from_string(std::string_view s);
+
+// Looks at the first bytes (and, for JSON, the first keys; for SQLite, the tables) of `path`.
+// Throws mhc::Error naming the file when it is none of the known formats.
+Format detect_format(const std::string& path);
+
+struct Options {
+    Format format = Format::Auto;
+    std::string kineto_path;   // execution traces: Kineto trace of the same run, for timing
+    bool warn = true;          // print warnings (missing nsys tables, ...) on stderr
+};
+
+// What an import did: the meta written into the trace and the row counts.
+struct Result {
+    Format format = Format::Auto;
+    std::map<std::string, std::string> meta;
+    int64_t allocations = 0, kernels = 0, accesses = 0, copies = 0, markers = 0;
+    int64_t events = 0;        // input events read (snapshot trace entries, Kineto events, ...)
+};
+
+// Imports `in` into a new trace file `out`. All or nothing: the trace is written to a
+// temporary file, checked with check_trace (require_ok), then renamed into place; on any
+// error nothing is left at `out`. Throws mhc::Error ("<file>: <what is wrong>") on bad input.
+Result import_file(const std::string& in, const std::string& out, const Options& opt = {});
+
+// The per-format importers: they write rows into `w` and fill `r` (meta is also set on w).
+void import_snapshot(const std::string& in, Writer& w, Result& r);
+void import_kineto(const std::string& in, Writer& w, Result& r);
+void import_et(const std::string& in, const std::string& kineto, Writer& w, Result& r);
+void import_nsys(const std::string& in, Writer& w, Result& r, bool warn);
+
+}  // namespace mhc::trace::import

@@ -1,0 +1,53 @@
+#pragma once
+// A small, safe reader for Python pickles (protocols 2-5) that holds only plain data:
+// dict, list, tuple, set, str, bytes, int, float, bool and None. Opcodes that would import
+// or call code (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, ...) are refused
+// with an error naming the opcode and its byte offset. Strings point into the input buffer,
+// which must outlive the document.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mhc::trace::import {
+
+class PickleDoc {
+public:
+    enum class Kind : uint8_t { None, Bool, Int, BigInt, Float, Str, Bytes, List, Tuple, Dict };
+    using Id = uint32_t;   // node index
+
+    // Parses `data`; `name` is used in error messages ("<name>: pickle: ...").
+    PickleDoc(std::string_view data, const std::string& name);
+
+    Id root() const { return root_; }
+    Kind kind(Id v) const { return nodes_[v].kind; }
+    bool is_int(Id v) const { return nodes_[v].kind == Kind::Int || nodes_[v].kind == Kind::Bool; }
+    int64_t as_int(Id v) const { return nodes_[v].i; }
+    double as_float(Id v) const {
+        return nodes_[v].kind == Kind::Float ? nodes_[v].f : static_cast<double>(nodes_[v].i);
+    }
+    bool is_number(Id v) const { return is_int(v) || nodes_[v].kind == Kind::Float; }
+    std::string_view as_str(Id v) const;   // empty unless Str or Bytes
+    // Items of a list/tuple/set; for a dict, keys and values alternate.
+    const std::vector<Id>& items(Id v) const;
+    size_t size(Id v) const;   // list/tuple length, dict entry count
+    // Dict lookup by string key (dicts here are small: a linear scan).
+    std::optional<Id> get(Id dict, std::string_view key) const;
+    size_t node_count() const { return nodes_.size(); }
+
+private:
+    struct Node {
+        Kind kind = Kind::None;
+        uint32_t len = 0;        // string length
+        int64_t i = 0;           // int value, or string offset into data_, or items index
+        double f = 0;
+    };
+    Id push(Node n);
+    std::string_view data_;
+    std::vector<Node> nodes_;
+    std::vector<std::vector<Id>> items_;   // container contents
+    Id root_ = 0;
+};
+
+}  // namespace mhc::trace::import

@@ -1,0 +1,101 @@
+// Format detection from content: pickle protocol byte, SQLite header + Nsight tables,
+// JSON (plain or gzip) by its first top-level keys.
+#include <sqlite3.h>
+
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/import/import.hpp"
+#include "source.hpp"
+
+namespace mhc::trace::import {
+
+std::string_view to_string(Format f) {
+    switch (f) {
+        case Format::Auto: return "auto";
+        case Format::Snapshot: return "snapshot";
+        case Format::Kineto: return "kineto";
+        case Format::ExecutionTrace: return "et";
+        case Format::Nsys: return "nsys";
+    }
+    return "?";
+}
+
+Format format_from_string(std::string_view s) {
+    for (Format f : {Format::Auto, Format::Snapshot, Format::Kineto, Format::ExecutionTrace, Format::Nsys})
+        if (to_string(f) == s) return f;
+    throw Error("unknown format '" + std::string(s) + "' (known: auto, snapshot, kineto, et, nsys)");
+}
+
+// Tables of an SQLite file, or why it cannot be opened.
+static std::vector<std::string> sqlite_tables(const std::string& path) {
+    sqlite3* db = nullptr;
+    std::vector<std::string> out;
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+        std::string m = db ? sqlite3_errmsg(db) : "cannot open";
+        sqlite3_close(db);
+        throw Error(where(path, "cannot open as SQLite: " + m));
+    }
+    sqlite3_stmt* st = nullptr;
+    int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type IN ('table','view')", -1, &st, nullptr);
+    if (rc == SQLITE_OK) {
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+    }
+    std::string msg = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    if (!msg.empty()) throw Error(where(path, "the SQLite file is corrupt or truncated: " + msg));
+    return out;
+}
+
+static bool is_nsys_table(const std::string& t) {
+    return t == "StringIds" || t.rfind("CUPTI_ACTIVITY_KIND_", 0) == 0 || t.rfind("TARGET_INFO_", 0) == 0 ||
+           t == "NVTX_EVENTS" || t == "CUDA_GPU_MEMORY_USAGE_EVENTS";
+}
+
+Format detect_format(const std::string& path) {
+    char head[16] = {};
+    {
+        std::ifstream f(path, std::ios::binary);
+        if (!f) throw Error(where(path, "cannot open"));
+        f.read(head, sizeof head);
+        if (f.gcount() == 0) throw Error(where(path, "the file is empty"));
+    }
+    if (static_cast<uint8_t>(head[0]) == 0x80) return Format::Snapshot;   // pickle PROTO
+    if (std::memcmp(head, "SQLite format 3", 16) == 0) {
+        auto tables = sqlite_tables(path);
+        bool mhc = false, nsys = false;
+        for (auto& t : tables) {
+            if (t == "allocations" || t == "runs") mhc = true;
+            if (is_nsys_table(t)) nsys = true;
+        }
+        if (nsys) return Format::Nsys;
+        if (mhc) throw Error(where(path, "this is already an mhc trace; nothing to import"));
+        throw Error(where(path, "an SQLite file but not an Nsight Systems export (no StringIds, "
+                                "TARGET_INFO_* or CUPTI_ACTIVITY_KIND_* tables)"));
+    }
+    // JSON, plain or gzip: look for the top-level keys near the start.
+    std::string prefix;
+    {
+        GzSource s(path);
+        prefix.resize(1 << 20);
+        size_t got = 0, r;
+        while (got < prefix.size() && (r = s.read(prefix.data() + got, prefix.size() - got)) > 0) got += r;
+        prefix.resize(got);
+    }
+    size_t p = prefix.find_first_not_of(" \t\r\n");
+    if (p != std::string::npos && static_cast<uint8_t>(prefix[p]) == 0x80) return Format::Snapshot;
+    if (p != std::string::npos && prefix[p] == '{') {
+        if (prefix.find("\"traceEvents\"") != std::string::npos) return Format::Kineto;
+        if (prefix.find("\"nodes\"") != std::string::npos) return Format::ExecutionTrace;
+        throw Error(where(path, "JSON without 'traceEvents' (Kineto) or 'nodes' (execution trace) "
+                                "in its first MiB: not a known trace format"));
+    }
+    throw Error(where(path, "unknown format: not a pickle (memory snapshot), JSON (Kineto or "
+                            "execution trace, optionally gzip) or SQLite (Nsight Systems) file"));
+}
+
+}  // namespace mhc::trace::import

@@ -1,0 +1,55 @@
+// import_file: run one importer into a temporary trace, check it, rename it into place.
+#include "mhc/trace/import/import.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/check.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/store.hpp"
+
+namespace mhc::trace::import {
+
+Result import_file(const std::string& in, const std::string& out, const Options& opt) {
+    Result r;
+    r.format = opt.format == Format::Auto ? detect_format(in) : opt.format;
+    if (!opt.kineto_path.empty() && r.format != Format::ExecutionTrace)
+        throw Error(where(in, "--kineto is only for execution traces (this is " +
+                                  std::string(to_string(r.format)) + ")"));
+    const std::string tmp = out + ".importing-" + std::to_string(getpid());
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    try {
+        {
+            Writer w(tmp);
+            switch (r.format) {
+                case Format::Snapshot: import_snapshot(in, w, r); break;
+                case Format::Kineto: import_kineto(in, w, r); break;
+                case Format::ExecutionTrace: import_et(in, opt.kineto_path, w, r); break;
+                case Format::Nsys: import_nsys(in, w, r, opt.warn); break;
+                case Format::Auto: break;
+            }
+            r.meta["import.input"] = std::filesystem::path(in).filename().string();
+            for (auto& [k, v] : r.meta) w.set_meta(k, v);
+            w.finish();
+        }
+        TraceData t = load_trace(tmp);
+        // Problems in the imported rows are problems of the input file.
+        require_ok(check_trace(t), in);
+        r.allocations = static_cast<int64_t>(t.allocations.size());
+        r.kernels = static_cast<int64_t>(t.kernels.size());
+        r.accesses = static_cast<int64_t>(t.accesses.size());
+        r.copies = static_cast<int64_t>(t.copies.size());
+        r.markers = static_cast<int64_t>(t.markers.size());
+        std::filesystem::rename(tmp, out, ec);
+        if (ec) throw Error(where(out, "cannot write: " + ec.message()), Error::Kind::Internal);
+    } catch (...) {
+        std::filesystem::remove(tmp, ec);
+        throw;
+    }
+    return r;
+}
+
+}  // namespace mhc::trace::import

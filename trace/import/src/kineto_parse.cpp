@@ -1,0 +1,406 @@
+// SAX parse of Kineto JSON with rapidjson over a gzip stream: one event is assembled at a
+// time from its keys and kept in compact form, so memory stays proportional to the kept
+// events, not to the JSON text.
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "kineto_parse.hpp"
+#include "mhc/common/error.hpp"
+#include "source.hpp"
+
+namespace mhc::trace::import {
+
+uint32_t KStrings::intern(const std::string& s) {
+    auto it = index.find(s);
+    if (it != index.end()) return it->second;
+    uint32_t id = static_cast<uint32_t>(list.size());
+    list.push_back(s);
+    index.emplace(s, id);
+    return id;
+}
+
+namespace {
+
+// Microseconds as written ("4458676983543.183") -> integer nanoseconds, exactly.
+bool parse_us_to_ns(const char* s, size_t n, int64_t& out) {
+    size_t i = 0;
+    bool neg = false;
+    if (i < n && s[i] == '-') { neg = true; ++i; }
+    int64_t ip = 0;
+    size_t digits = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+        if (ip > (INT64_MAX / 1000 - 9) / 10) return false;
+        ip = ip * 10 + (s[i++] - '0');
+        ++digits;
+    }
+    int64_t frac = 0;
+    int fd = 0;
+    if (i < n && s[i] == '.') {
+        ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            if (fd < 3) { frac = frac * 10 + (s[i] - '0'); ++fd; }
+            ++i;
+        }
+    }
+    if (i != n || digits == 0) {   // exponent form: go through double
+        char buf[64];
+        if (n >= sizeof buf) return false;
+        std::memcpy(buf, s, n);
+        buf[n] = 0;
+        char* end = nullptr;
+        double v = std::strtod(buf, &end);
+        if (end != buf + n || !(v * 1000 < 9.2e18 && v * 1000 > -9.2e18)) return false;
+        out = static_cast<int64_t>(v * 1000.0);
+        return true;
+    }
+    while (fd < 3) { frac *= 10; ++fd; }
+    out = ip * 1000 + frac;
+    if (neg) out = -out;
+    return true;
+}
+
+int64_t parse_int(const char* s, size_t n) {
+    char buf[64];
+    if (n == 0 || n >= sizeof buf) return 0;
+    std::memcpy(buf, s, n);
+    buf[n] = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(buf, &end, 10);
+    if (*end == '.' || *end == 'e' || *end == 'E') return static_cast<int64_t>(std::strtod(buf, nullptr));
+    if (v == LLONG_MAX) return static_cast<int64_t>(std::strtoull(buf, nullptr, 10));
+    return v;
+}
+
+enum class F : uint8_t {
+    None, Ph, Cat, Name, Pid, Tid, Ts, Dur, Id, Args,
+    // args
+    ExtId, Corr, Device, Stream, Bytes, Regs, Smem, Grid, Block, Addr, MemBytes, Total, DevType, DevId,
+    RfId, EvIdx,
+    // deviceProperties
+    DpId, DpName, DpMem,
+};
+
+F event_key(const char* k, size_t n) {
+    std::string_view s(k, n);
+    if (s == "ph") return F::Ph;
+    if (s == "cat") return F::Cat;
+    if (s == "name") return F::Name;
+    if (s == "pid") return F::Pid;
+    if (s == "tid") return F::Tid;
+    if (s == "ts") return F::Ts;
+    if (s == "dur") return F::Dur;
+    if (s == "id") return F::Id;
+    if (s == "args") return F::Args;
+    return F::None;
+}
+
+F arg_key(const char* k, size_t n) {
+    std::string_view s(k, n);
+    if (s == "External id") return F::ExtId;
+    if (s == "correlation") return F::Corr;
+    if (s == "device") return F::Device;
+    if (s == "stream") return F::Stream;
+    if (s == "bytes") return F::Bytes;
+    if (s == "registers per thread") return F::Regs;
+    if (s == "shared memory") return F::Smem;
+    if (s == "grid") return F::Grid;
+    if (s == "block") return F::Block;
+    if (s == "Addr") return F::Addr;
+    if (s == "Bytes") return F::MemBytes;
+    if (s == "Total Allocated") return F::Total;
+    if (s == "Device Type") return F::DevType;
+    if (s == "Device Id") return F::DevId;
+    if (s == "Record function id") return F::RfId;
+    if (s == "Ev Idx") return F::EvIdx;
+    return F::None;
+}
+
+struct Event {
+    char ph = 0;
+    std::string cat, name;
+    int64_t pid = 0, tid = 0, ts = 0, dur = 0, id = 0;
+    bool has_ts = false;
+    int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
+    int64_t addr = 0, mem_bytes = 0, total = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
+    int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+    bool has_mem = false;
+    void clear() { *this = Event{}; }
+};
+
+uint8_t copy_kind(const std::string& name) {
+    if (name.find("HtoD") != std::string::npos) return 0;
+    if (name.find("DtoH") != std::string::npos) return 1;
+    if (name.find("DtoD") != std::string::npos) return 2;
+    if (name.find("PtoP") != std::string::npos) return 3;
+    if (name.find("HtoH") != std::string::npos) return 5;
+    return 2;
+}
+
+struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
+    KinetoData& d;
+    const std::string& path;
+    int depth = 0;          // open containers
+    int events_depth = -1;  // depth of the traceEvents array
+    int props_depth = -1;   // depth of the deviceProperties array
+    bool saw_events = false;
+    F key = F::None;
+    bool in_args = false;
+    F arr_key = F::None;    // grid / block inside args
+    int arr_i = 0;
+    Event e;
+    // deviceProperties entry
+    std::string dp_name;
+    int64_t dp_id = -1, dp_mem = 0;
+
+    Handler(KinetoData& data, const std::string& p) : d(data), path(p) {}
+
+    bool in_event() const { return events_depth >= 0 && depth >= events_depth + 1; }
+
+    bool StartObject() {
+        ++depth;
+        if (depth == 1) return true;
+        if (events_depth >= 0 && depth == events_depth + 1) e.clear();
+        if (events_depth >= 0 && depth == events_depth + 2 && key == F::Args) in_args = true;
+        if (props_depth >= 0 && depth == props_depth + 1) { dp_name.clear(); dp_id = -1; dp_mem = 0; }
+        key = F::None;
+        return true;
+    }
+    bool EndObject(rapidjson::SizeType) {
+        if (events_depth >= 0 && depth == events_depth + 1) finish_event();
+        if (events_depth >= 0 && depth == events_depth + 2) in_args = false;
+        if (props_depth >= 0 && depth == props_depth + 1) {
+            ++d.device_count;
+            if (d.device_name.empty() || dp_id == 0) { d.device_name = dp_name; d.device_memory = dp_mem; }
+        }
+        --depth;
+        key = F::None;
+        return true;
+    }
+    bool StartArray() {
+        ++depth;
+        if (depth == 2 && key == F::Id && top_key == "traceEvents") { events_depth = depth; saw_events = true; }
+        if (depth == 2 && top_key == "deviceProperties") props_depth = depth;
+        if (in_args && (key == F::Grid || key == F::Block)) { arr_key = key; arr_i = 0; }
+        return true;
+    }
+    bool EndArray(rapidjson::SizeType) {
+        if (depth == events_depth) events_depth = -1;
+        if (depth == props_depth) props_depth = -1;
+        arr_key = F::None;
+        --depth;
+        key = F::None;
+        return true;
+    }
+    std::string top_key;
+    bool Key(const char* s, rapidjson::SizeType n, bool) {
+        if (depth == 1) {
+            top_key.assign(s, n);
+            key = F::Id;   // marks "a top-level key was just read"
+            return true;
+        }
+        if (in_args && depth == events_depth + 2) key = arg_key(s, n);
+        else if (events_depth >= 0 && depth == events_depth + 1) key = event_key(s, n);
+        else if (props_depth >= 0 && depth == props_depth + 1) {
+            std::string_view k(s, n);
+            key = k == "id" ? F::DpId : k == "name" ? F::DpName : k == "totalGlobalMem" ? F::DpMem : F::None;
+        } else key = F::None;
+        return true;
+    }
+    void num(const char* s, size_t n) {
+        if (arr_key != F::None && depth == events_depth + 3) {
+            if (arr_i < 3) (arr_key == F::Grid ? e.grid : e.block)[arr_i++] = static_cast<int32_t>(parse_int(s, n));
+            return;
+        }
+        if (props_depth >= 0 && depth == props_depth + 1) {
+            if (key == F::DpId) dp_id = parse_int(s, n);
+            if (key == F::DpMem) dp_mem = parse_int(s, n);
+            return;
+        }
+        if (!in_event()) return;
+        if (in_args && depth == events_depth + 2) {
+            int64_t v = parse_int(s, n);
+            switch (key) {
+                case F::ExtId: e.ext = v; break;
+                case F::Corr: e.corr = v; break;
+                case F::Device: e.device = v; break;
+                case F::Stream: e.stream = v; break;
+                case F::Bytes: e.bytes = v; break;
+                case F::Regs: e.regs = v; break;
+                case F::Smem: e.smem = v; break;
+                case F::Addr: e.addr = v; e.has_mem = true; break;
+                case F::MemBytes: e.mem_bytes = v; e.has_mem = true; break;
+                case F::Total: e.total = v; break;
+                case F::DevType: e.dev_type = v; break;
+                case F::DevId: e.dev_id = v; break;
+                case F::RfId: e.rf_id = v; break;
+                case F::EvIdx: e.ev_idx = v; break;
+                default: break;
+            }
+        } else if (depth == events_depth + 1) {
+            switch (key) {
+                case F::Ts: e.has_ts = parse_us_to_ns(s, n, e.ts); break;
+                case F::Dur: { int64_t v; if (parse_us_to_ns(s, n, v)) e.dur = v; } break;
+                case F::Pid: e.pid = parse_int(s, n); break;
+                case F::Tid: e.tid = parse_int(s, n); break;
+                case F::Id: e.id = parse_int(s, n); break;
+                default: break;
+            }
+        }
+        key = F::None;
+    }
+    bool RawNumber(const char* s, rapidjson::SizeType n, bool) { num(s, n); return true; }
+    bool String(const char* s, rapidjson::SizeType n, bool) {
+        if (props_depth >= 0 && depth == props_depth + 1 && key == F::DpName) dp_name.assign(s, n);
+        if (in_event() && !in_args && depth == events_depth + 1) {
+            switch (key) {
+                case F::Ph: e.ph = n ? s[0] : 0; break;
+                case F::Cat: e.cat.assign(s, n); break;
+                case F::Name: e.name.assign(s, n); break;
+                // string pids/tids ("Traces", "stream 7"): a stable number
+                case F::Pid: e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
+                case F::Tid: e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
+                case F::Id: e.id = parse_int(s, n); break;
+                default: break;
+            }
+        }
+        key = F::None;
+        return true;
+    }
+    bool Null() { key = F::None; return true; }
+    bool Bool(bool) { key = F::None; return true; }
+
+    void finish_event() {
+        ++d.events;
+        if (!e.has_ts) return;
+        const std::string& c = e.cat;
+        if (e.ph == 'X') {
+            if (c == "kernel" || c == "Kernel" || c == "gpu_memcpy" || c == "Memcpy" || c == "gpu_memset" || c == "Memset") {
+                KKernel k;
+                k.ts = e.ts;
+                k.dur = std::max<int64_t>(0, e.dur);
+                k.device = static_cast<int32_t>(e.device);
+                k.stream = e.stream;
+                k.correlation = e.corr;
+                k.external = e.ext;
+                k.tid = e.tid;
+                k.name = d.strings.intern(e.name);
+                k.registers = static_cast<int32_t>(e.regs);
+                k.shared_mem = static_cast<int32_t>(e.smem);
+                std::copy(e.grid, e.grid + 3, k.grid);
+                std::copy(e.block, e.block + 3, k.block);
+                k.is_copy = c == "gpu_memcpy" || c == "Memcpy";
+                k.is_memset = c == "gpu_memset" || c == "Memset";
+                k.bytes = e.bytes;
+                if (k.is_copy) k.copy_kind = copy_kind(e.name);
+                d.kernels.push_back(k);
+                d.t_min = std::min(d.t_min, k.ts);
+            } else if (c == "cuda_runtime" || c == "cuda_driver" || c == "Runtime" || c == "Driver") {
+                if (e.corr >= 0) d.launches[e.corr] = KLaunch{e.ts, e.tid};
+            } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
+                       c == "gpu_user_annotation") {
+                bool step = e.name.rfind("ProfilerStep#", 0) == 0;
+                if (c == "gpu_user_annotation" || c == "user_annotation" || step) {
+                    KRange r;
+                    r.ts = e.ts;
+                    r.dur = std::max<int64_t>(0, e.dur);
+                    r.name = d.strings.intern(e.name);
+                    r.gpu = c == "gpu_user_annotation";
+                    if (step && !r.gpu) r.step = static_cast<int32_t>(parse_int(e.name.data() + 13, e.name.size() - 13));
+                    d.ranges.push_back(r);
+                    d.t_min = std::min(d.t_min, r.ts);
+                }
+                if (c != "gpu_user_annotation" && c != "python_function") {
+                    KOp o;
+                    o.ts = e.ts;
+                    o.dur = std::max<int64_t>(0, e.dur);
+                    o.tid = e.tid;
+                    o.external = e.ext;
+                    o.rf_id = e.rf_id;
+                    o.ev_idx = e.ev_idx;
+                    if (e.rf_id >= 0) d.has_rf_id = true;
+                    o.name = d.strings.intern(e.name);
+                    d.ops.push_back(o);
+                }
+            }
+        } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[memory]" && e.has_mem) {
+            KMemory m;
+            m.ts = e.ts;
+            m.addr = e.addr;
+            m.bytes = e.mem_bytes;
+            m.total = e.total;
+            // Device Type 1 is CUDA; 0 (CPU) and anything else are host memory: device -1.
+            m.device = e.dev_type == 1 ? static_cast<int32_t>(e.dev_id) : -1;
+            if (m.device < 0) ++d.host_memory_events;
+            d.memory.push_back(m);
+            d.t_min = std::min(d.t_min, m.ts);
+        } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
+            ++d.flows;
+            d.flow_starts[e.id] = KLaunch{e.ts, e.tid};
+        } else if (e.ph == 'f' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
+            ++d.flows;
+        }
+    }
+};
+
+}  // namespace
+
+void KinetoData::link_ops() {
+    std::sort(ops.begin(), ops.end(), [](const KOp& a, const KOp& b) {
+        if (a.tid != b.tid) return a.tid < b.tid;
+        if (a.ts != b.ts) return a.ts < b.ts;
+        return a.dur > b.dur;   // the enclosing op first
+    });
+    thread_ops_.clear();
+    std::vector<int32_t> stack;
+    for (size_t i = 0; i < ops.size(); ++i) {
+        if (i == 0 || ops[i].tid != ops[i - 1].tid) {
+            stack.clear();
+            thread_ops_[ops[i].tid] = {i, i};
+        }
+        thread_ops_[ops[i].tid].second = i + 1;
+        while (!stack.empty() && ops[stack.back()].ts + ops[stack.back()].dur <= ops[i].ts) stack.pop_back();
+        ops[i].parent = stack.empty() ? -1 : stack.back();
+        stack.push_back(static_cast<int32_t>(i));
+    }
+}
+
+int32_t KinetoData::op_at(int64_t tid, int64_t t) const {
+    auto it = thread_ops_.find(tid);
+    if (it == thread_ops_.end()) return -1;
+    auto b = ops.begin() + static_cast<long>(it->second.first);
+    auto e = ops.begin() + static_cast<long>(it->second.second);
+    auto p = std::upper_bound(b, e, t, [](int64_t v, const KOp& o) { return v < o.ts; });
+    if (p == b) return -1;
+    int32_t i = static_cast<int32_t>(p - ops.begin() - 1);
+    while (i >= 0 && !(ops[i].ts <= t && t <= ops[i].ts + ops[i].dur)) i = ops[i].parent;
+    return i;
+}
+
+int32_t KinetoData::launcher(const KKernel& k) const {
+    auto it = launches.find(k.correlation);
+    if (it != launches.end()) return op_at(it->second.tid, it->second.ts);
+    auto f = flow_starts.find(k.correlation);
+    if (f != flow_starts.end()) return op_at(f->second.tid, f->second.ts);
+    return -1;
+}
+
+KinetoData parse_kineto(const std::string& path) {
+    KinetoData d;
+    GzSource src(path);
+    JsonStream js{&src};
+    Handler h(d, path);
+    rapidjson::Reader reader;
+    auto res = reader.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag>(js, h);
+    if (res.IsError())
+        throw Error(where(path, std::string("invalid JSON at byte ") + std::to_string(res.Offset()) + ": " +
+                                    rapidjson::GetParseError_En(res.Code())));
+    if (!h.saw_events)
+        throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
+    return d;
+}
+
+}  // namespace mhc::trace::import

@@ -1,0 +1,80 @@
+#pragma once
+// Streaming parse of a Kineto (PyTorch profiler) Chrome-trace JSON into compact arrays.
+// Shared by the Kineto importer and the execution-trace importer (which takes its timing
+// from Kineto). Only what the trace model uses is kept; the JSON is never held whole.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mhc::trace::import {
+
+struct KStrings {
+    std::vector<std::string> list;
+    std::unordered_map<std::string, uint32_t> index;
+    uint32_t intern(const std::string& s);
+};
+
+struct KKernel {
+    int64_t ts = 0, dur = 0, stream = 0, correlation = 0, external = 0, tid = 0;
+    int32_t device = 0, registers = 0, shared_mem = 0;
+    int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+    uint32_t name = 0;
+    bool is_copy = false, is_memset = false;
+    int64_t bytes = 0;   // copies
+    uint8_t copy_kind = 0;
+};
+
+struct KMemory {
+    int64_t ts = 0, addr = 0, bytes = 0, total = -1;
+    int32_t device = 0;   // -1: host (Device Type 0)
+};
+
+struct KOp {   // cpu_op / user_annotation on a CPU thread
+    int64_t ts = 0, dur = 0, tid = 0, external = -1, rf_id = -1, ev_idx = -1;
+    uint32_t name = 0;
+    int32_t parent = -1;   // enclosing op (same thread), filled by link_ops
+};
+
+struct KLaunch {   // cuda_runtime / cuda_driver call, by correlation id
+    int64_t ts = 0, tid = 0;
+};
+
+struct KRange {
+    int64_t ts = 0, dur = 0;
+    uint32_t name = 0;
+    int32_t step = -1;
+    bool gpu = false;
+};
+
+struct KinetoData {
+    KStrings strings;
+    std::vector<KKernel> kernels;   // kernels, memcpy and memset
+    std::vector<KMemory> memory;
+    std::vector<KOp> ops;
+    std::unordered_map<int64_t, KLaunch> launches;   // correlation -> runtime call
+    std::unordered_map<int64_t, KLaunch> flow_starts;   // ac2g flow id -> start
+    std::vector<KRange> ranges;   // ProfilerStep#N and annotations
+    int64_t events = 0, flows = 0, host_memory_events = 0;
+    int64_t t_min = INT64_MAX;
+    std::string device_name;
+    int64_t device_memory = 0;
+    int device_count = 0;
+    bool has_rf_id = false;
+
+    // Sorts ops per thread and sets each op's enclosing op.
+    void link_ops();
+    // Innermost op on thread `tid` containing time t, -1 if none.
+    int32_t op_at(int64_t tid, int64_t t) const;
+    // The CPU op that launched kernel k (runtime call by correlation, else ac2g flow), -1.
+    int32_t launcher(const KKernel& k) const;
+
+private:
+    std::unordered_map<int64_t, std::pair<size_t, size_t>> thread_ops_;   // tid -> [begin,end) in ops
+};
+
+// Throws mhc::Error naming the file on invalid JSON, truncated gzip, or a JSON that is not
+// a Kineto trace.
+KinetoData parse_kineto(const std::string& path);
+
+}  // namespace mhc::trace::import

@@ -1,0 +1,297 @@
+// Safe pickle reader: a stack machine over the data-only opcodes (see pickle.hpp).
+#include "mhc/trace/import/pickle.hpp"
+
+#include <cstring>
+
+#include "mhc/common/error.hpp"
+
+namespace mhc::trace::import {
+
+namespace {
+
+const char* refused_name(uint8_t op) {
+    switch (op) {
+        case 'c': return "GLOBAL";
+        case 0x93: return "STACK_GLOBAL";
+        case 'R': return "REDUCE";
+        case 'b': return "BUILD";
+        case 'i': return "INST";
+        case 'o': return "OBJ";
+        case 0x81: return "NEWOBJ";
+        case 0x92: return "NEWOBJ_EX";
+        case 0x82: return "EXT1";
+        case 0x83: return "EXT2";
+        case 0x84: return "EXT4";
+        case 'P': return "PERSID";
+        case 'Q': return "BINPERSID";
+        case 0x97: return "NEXT_BUFFER";
+        case 0x98: return "READONLY_BUFFER";
+        default: return nullptr;
+    }
+}
+
+std::string hex(uint8_t op) {
+    char b[8];
+    std::snprintf(b, sizeof b, "0x%02x", op);
+    return b;
+}
+
+}  // namespace
+
+PickleDoc::Id PickleDoc::push(Node n) {
+    nodes_.push_back(n);
+    return static_cast<Id>(nodes_.size() - 1);
+}
+
+std::string_view PickleDoc::as_str(Id v) const {
+    const Node& n = nodes_[v];
+    if (n.kind != Kind::Str && n.kind != Kind::Bytes) return {};
+    return data_.substr(static_cast<size_t>(n.i), n.len);
+}
+
+const std::vector<PickleDoc::Id>& PickleDoc::items(Id v) const {
+    static const std::vector<Id> empty;
+    const Node& n = nodes_[v];
+    if (n.kind != Kind::List && n.kind != Kind::Tuple && n.kind != Kind::Dict) return empty;
+    return items_[static_cast<size_t>(n.i)];
+}
+
+size_t PickleDoc::size(Id v) const {
+    size_t s = items(v).size();
+    return nodes_[v].kind == Kind::Dict ? s / 2 : s;
+}
+
+std::optional<PickleDoc::Id> PickleDoc::get(Id dict, std::string_view key) const {
+    if (nodes_[dict].kind != Kind::Dict) return std::nullopt;
+    const auto& it = items(dict);
+    for (size_t k = 0; k + 1 < it.size(); k += 2)
+        if (nodes_[it[k]].kind == Kind::Str && as_str(it[k]) == key) return it[k + 1];
+    return std::nullopt;
+}
+
+PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(data) {
+    nodes_.reserve(data.size() / 6 + 16);
+    std::vector<Id> stack;
+    std::vector<size_t> marks;
+    std::vector<Id> memo;
+    const size_t n = data.size();
+    size_t pos = 0, op_pos = 0;
+    uint8_t op = 0;
+
+    auto fail = [&](const std::string& what) -> void {
+        throw Error(where(name, "pickle: " + what + " (opcode " + hex(op) + " at byte " +
+                                    std::to_string(op_pos) + ")"));
+    };
+    auto need = [&](size_t k) {
+        if (k > n - pos) fail("truncated: the file ends inside an opcode");
+    };
+    auto u8 = [&]() -> uint64_t { need(1); return static_cast<uint8_t>(data[pos++]); };
+    auto le = [&](int bytes) -> uint64_t {
+        need(static_cast<size_t>(bytes));
+        uint64_t v = 0;
+        for (int k = 0; k < bytes; ++k) v |= uint64_t(static_cast<uint8_t>(data[pos + k])) << (8 * k);
+        pos += static_cast<size_t>(bytes);
+        return v;
+    };
+    auto pop = [&]() -> Id {
+        if (stack.empty() || (!marks.empty() && stack.size() <= marks.back())) fail("stack underflow");
+        Id v = stack.back();
+        stack.pop_back();
+        return v;
+    };
+    auto top = [&]() -> Id {
+        if (stack.empty()) fail("stack underflow");
+        return stack.back();
+    };
+    auto pop_mark = [&]() -> size_t {
+        if (marks.empty()) fail("no MARK on the stack");
+        size_t m = marks.back();
+        marks.pop_back();
+        return m;
+    };
+    auto container = [&](Kind k) -> Id {
+        items_.emplace_back();
+        Node nd;
+        nd.kind = k;
+        nd.i = static_cast<int64_t>(items_.size() - 1);
+        return push(nd);
+    };
+    auto string_node = [&](Kind k, uint64_t len) {
+        if (len > n - pos) fail("truncated: a string runs past the end of the file");
+        if (len > UINT32_MAX) fail("string too long");
+        Node nd;
+        nd.kind = k;
+        nd.i = static_cast<int64_t>(pos);
+        nd.len = static_cast<uint32_t>(len);
+        pos += static_cast<size_t>(len);
+        stack.push_back(push(nd));
+    };
+    auto int_node = [&](int64_t v) {
+        Node nd;
+        nd.kind = Kind::Int;
+        nd.i = v;
+        stack.push_back(push(nd));
+    };
+    auto long_node = [&](uint64_t len) {
+        if (len > n - pos) fail("truncated: a long runs past the end of the file");
+        Node nd;
+        if (len <= 8) {
+            uint64_t v = 0;
+            for (size_t k = 0; k < len; ++k) v |= uint64_t(static_cast<uint8_t>(data[pos + k])) << (8 * k);
+            if (len > 0 && len < 8 && (static_cast<uint8_t>(data[pos + len - 1]) & 0x80))
+                v |= ~uint64_t(0) << (8 * len);   // sign-extend two's complement
+            nd.kind = Kind::Int;
+            nd.i = static_cast<int64_t>(v);
+        } else {
+            nd.kind = Kind::BigInt;   // beyond int64: kept as an opaque number
+        }
+        pos += static_cast<size_t>(len);
+        stack.push_back(push(nd));
+    };
+    auto mutable_items = [&](Id c, Kind want1, Kind want2) -> std::vector<Id>& {
+        Kind k = nodes_[c].kind;
+        if (k != want1 && k != want2) fail("the target is not a container of the right kind");
+        return items_[static_cast<size_t>(nodes_[c].i)];
+    };
+    auto memo_put = [&](uint64_t idx) {
+        if (idx > 0x7fffffff) fail("memo index too large");
+        Id v = top();
+        if (memo.size() <= idx) memo.resize(static_cast<size_t>(idx) + 1, UINT32_MAX);
+        memo[static_cast<size_t>(idx)] = v;
+    };
+    auto memo_get = [&](uint64_t idx) {
+        if (idx >= memo.size() || memo[static_cast<size_t>(idx)] == UINT32_MAX)
+            fail("memo entry " + std::to_string(idx) + " does not exist");
+        stack.push_back(memo[static_cast<size_t>(idx)]);
+    };
+
+    while (true) {
+        if (pos >= n) {
+            op_pos = pos;
+            fail("truncated: no STOP opcode before the end of the file");
+        }
+        op_pos = pos;
+        op = static_cast<uint8_t>(data[pos++]);
+        switch (op) {
+            case 0x80: {   // PROTO
+                uint64_t p = u8();
+                if (p > 5) fail("unsupported protocol " + std::to_string(p));
+                break;
+            }
+            case 0x95: le(8); break;   // FRAME: a length hint only
+            case '.': {                // STOP
+                if (stack.size() != 1 || !marks.empty()) {
+                    if (stack.empty()) fail("STOP with an empty stack");
+                }
+                root_ = stack.back();
+                return;
+            }
+            case '(': marks.push_back(stack.size()); break;
+            case '0': pop(); break;
+            case '1': stack.resize(pop_mark()); break;
+            case '2': stack.push_back(top()); break;
+            case 'N': stack.push_back(push(Node{})); break;
+            case 0x88:
+            case 0x89: {
+                Node nd;
+                nd.kind = Kind::Bool;
+                nd.i = op == 0x88;
+                stack.push_back(push(nd));
+                break;
+            }
+            case 'J': int_node(static_cast<int32_t>(static_cast<uint32_t>(le(4)))); break;
+            case 'K': int_node(static_cast<int64_t>(u8())); break;
+            case 'M': int_node(static_cast<int64_t>(le(2))); break;
+            case 0x8a: long_node(u8()); break;
+            case 0x8b: long_node(le(4)); break;
+            case 'G': {
+                need(8);
+                uint64_t bits = 0;
+                for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(data[pos + k]);
+                pos += 8;
+                Node nd;
+                nd.kind = Kind::Float;
+                std::memcpy(&nd.f, &bits, sizeof bits);
+                stack.push_back(push(nd));
+                break;
+            }
+            case 0x8c: string_node(Kind::Str, u8()); break;                 // SHORT_BINUNICODE
+            case 'X': string_node(Kind::Str, le(4)); break;                 // BINUNICODE
+            case 0x8d: string_node(Kind::Str, le(8)); break;                // BINUNICODE8
+            case 'U': string_node(Kind::Str, u8()); break;                  // SHORT_BINSTRING
+            case 'T': string_node(Kind::Str, le(4)); break;                 // BINSTRING
+            case 'C': string_node(Kind::Bytes, u8()); break;                // SHORT_BINBYTES
+            case 'B': string_node(Kind::Bytes, le(4)); break;               // BINBYTES
+            case 0x8e: case 0x96: string_node(Kind::Bytes, le(8)); break;   // BINBYTES8, BYTEARRAY8
+            case ']': stack.push_back(container(Kind::List)); break;
+            case '}': stack.push_back(container(Kind::Dict)); break;
+            case ')': stack.push_back(container(Kind::Tuple)); break;
+            case 0x8f: stack.push_back(container(Kind::List)); break;       // EMPTY_SET (as a list)
+            case 'a': {   // APPEND
+                Id v = pop();
+                mutable_items(top(), Kind::List, Kind::List).push_back(v);
+                break;
+            }
+            case 'e':       // APPENDS
+            case 0x90: {    // ADDITEMS (sets)
+                size_t m = pop_mark();
+                if (m == 0) fail("no list below the MARK");
+                Id list = stack[m - 1];
+                auto& it = mutable_items(list, Kind::List, Kind::List);
+                it.insert(it.end(), stack.begin() + static_cast<long>(m), stack.end());
+                stack.resize(m);
+                break;
+            }
+            case 's': {   // SETITEM
+                Id v = pop();
+                Id k = pop();
+                auto& it = mutable_items(top(), Kind::Dict, Kind::Dict);
+                it.push_back(k);
+                it.push_back(v);
+                break;
+            }
+            case 'u': {   // SETITEMS
+                size_t m = pop_mark();
+                if (m == 0) fail("no dict below the MARK");
+                if ((stack.size() - m) % 2) fail("SETITEMS with an odd number of items");
+                auto& it = mutable_items(stack[m - 1], Kind::Dict, Kind::Dict);
+                it.insert(it.end(), stack.begin() + static_cast<long>(m), stack.end());
+                stack.resize(m);
+                break;
+            }
+            case 'l': case 't': case 'd': case 0x91: {   // LIST, TUPLE, DICT, FROZENSET
+                size_t m = pop_mark();
+                Kind k = op == 't' ? Kind::Tuple : op == 'd' ? Kind::Dict : Kind::List;
+                if (k == Kind::Dict && (stack.size() - m) % 2) fail("DICT with an odd number of items");
+                Id c = container(k);
+                items_.back().assign(stack.begin() + static_cast<long>(m), stack.end());
+                stack.resize(m);
+                stack.push_back(c);
+                break;
+            }
+            case 0x85: case 0x86: case 0x87: {   // TUPLE1..3
+                size_t k = op - 0x84u;
+                if (stack.size() < k || (!marks.empty() && stack.size() - k < marks.back()))
+                    fail("stack underflow");
+                Id c = container(Kind::Tuple);
+                items_.back().assign(stack.end() - static_cast<long>(k), stack.end());
+                stack.resize(stack.size() - k);
+                stack.push_back(c);
+                break;
+            }
+            case 'q': memo_put(u8()); break;
+            case 'r': memo_put(le(4)); break;
+            case 0x94: memo_put(memo.size()); break;
+            case 'h': memo_get(u8()); break;
+            case 'j': memo_get(le(4)); break;
+            default: {
+                if (const char* r = refused_name(op))
+                    fail(std::string("refused opcode ") + r +
+                         ": it would import or call code; only plain data is read");
+                fail("unknown or unsupported opcode");
+            }
+        }
+    }
+}
+
+}  // namespace mhc::trace::import

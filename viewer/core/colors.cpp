@@ -1,0 +1,79 @@
+#include "mhc/viewer/colors.hpp"
+
+#include <cmath>
+
+namespace mhc::viewer {
+
+namespace {
+uint32_t hsv(float h, float s, float v) {
+    float c = v * s, x = c * (1 - std::fabs(std::fmod(h * 6, 2.f) - 1)), m = v - c;
+    float r = 0, g = 0, b = 0;
+    int i = static_cast<int>(h * 6) % 6;
+    if (i == 0) { r = c; g = x; } else if (i == 1) { r = x; g = c; } else if (i == 2) { g = c; b = x; }
+    else if (i == 3) { g = x; b = c; } else if (i == 4) { r = x; b = c; } else { r = c; b = x; }
+    auto q = [&](float f) { return static_cast<uint8_t>(std::lround((f + m) * 255)); };
+    return rgb(q(r), q(g), q(b));
+}
+}  // namespace
+
+uint32_t name_color(std::string_view name) {
+    uint64_t h = 1469598103934665603ull;   // FNV-1a
+    for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+    float hue = static_cast<float>(h % 360) / 360.f;
+    float sat = 0.45f + static_cast<float>((h >> 16) % 25) / 100.f;
+    float val = 0.70f + static_cast<float>((h >> 24) % 20) / 100.f;
+    return hsv(hue, sat, val);
+}
+
+uint32_t category_color(trace::Category c) {
+    static constexpr uint32_t k[trace::kCategoryCount] = {
+        rgb(76, 120, 200),   // param
+        rgb(220, 130, 50),   // grad
+        rgb(160, 90, 200),   // optimizer
+        rgb(80, 180, 100),   // activation
+        rgb(200, 190, 70),   // workspace
+        rgb(60, 190, 200),   // comm
+        rgb(150, 150, 150),  // other
+    };
+    int i = static_cast<int>(c);
+    return (i >= 0 && i < trace::kCategoryCount) ? k[i] : k[6];
+}
+
+uint32_t event_color(trace::EventKind e) {
+    static constexpr uint32_t k[trace::kEventKindCount] = {
+        rgb(235, 110, 60),   // swap_out
+        rgb(70, 160, 240),   // swap_in
+        rgb(150, 150, 150),  // evict_clean
+        rgb(190, 100, 190),  // drop
+        rgb(230, 180, 60),   // recompute
+        rgb(230, 50, 50),    // stall
+        rgb(255, 0, 0),      // oom
+        rgb(100, 200, 160),  // prefetch
+    };
+    int i = static_cast<int>(e);
+    return (i >= 0 && i < trace::kEventKindCount) ? k[i] : kFolded;
+}
+
+uint32_t copy_color(trace::CopyKind c) {
+    static constexpr uint32_t k[trace::kCopyKindCount] = {
+        rgb(70, 160, 240), rgb(235, 110, 60), rgb(120, 200, 120), rgb(200, 120, 200),
+        rgb(170, 170, 120), rgb(140, 140, 160)};
+    int i = static_cast<int>(c);
+    return (i >= 0 && i < trace::kCopyKindCount) ? k[i] : kFolded;
+}
+
+uint32_t marker_color(trace::MarkerKind m) {
+    switch (m) {
+        case trace::MarkerKind::Step: return rgb(90, 110, 150);
+        case trace::MarkerKind::Layer: return rgb(100, 140, 120);
+        default: return rgb(140, 120, 100);
+    }
+}
+
+uint32_t series_color(size_t i) {
+    static constexpr uint32_t k[] = {rgb(90, 170, 250), rgb(250, 150, 60), rgb(110, 210, 110),
+                                     rgb(230, 90, 160), rgb(200, 200, 90), rgb(160, 130, 240)};
+    return k[i % (sizeof k / sizeof k[0])];
+}
+
+}  // namespace mhc::viewer

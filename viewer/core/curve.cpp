@@ -1,0 +1,133 @@
+#include "mhc/viewer/curve.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "mhc/trace/model.hpp"
+
+namespace mhc::viewer {
+
+void Curve::assign(std::vector<int64_t> t, std::vector<double> v) {
+    // Coalesce equal times (last value wins) so that every sample has its own time.
+    size_t w = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (w > 0 && t[w - 1] == t[i]) { v[w - 1] = v[i]; continue; }
+        t[w] = t[i]; v[w] = v[i]; ++w;
+    }
+    t.resize(w); v.resize(w);
+    t_ = std::move(t);
+    v_ = std::move(v);
+    levels_.clear();
+    peak_ = 0; peak_t_ = t_.empty() ? 0 : t_.front();
+    for (size_t i = 0; i < v_.size(); ++i)
+        if (v_[i] > peak_) { peak_ = v_[i]; peak_t_ = t_[i]; }
+    // Level 0 pairs the raw values; each next level pairs the previous one.
+    if (v_.size() < 2) return;
+    std::vector<MinMax> cur((v_.size() + 1) / 2);
+    for (size_t i = 0; i < cur.size(); ++i) {
+        double a = v_[2 * i], b = (2 * i + 1 < v_.size()) ? v_[2 * i + 1] : a;
+        cur[i] = {std::min(a, b), std::max(a, b)};
+    }
+    levels_.push_back(std::move(cur));
+    while (levels_.back().size() > 1) {
+        const auto& p = levels_.back();
+        std::vector<MinMax> next((p.size() + 1) / 2);
+        for (size_t i = 0; i < next.size(); ++i) {
+            MinMax a = p[2 * i], b = (2 * i + 1 < p.size()) ? p[2 * i + 1] : a;
+            next[i] = {std::min(a.min, b.min), std::max(a.max, b.max)};
+        }
+        levels_.push_back(std::move(next));
+    }
+}
+
+Curve Curve::from_intervals(const std::vector<int64_t>& t_alloc, const std::vector<int64_t>& t_free,
+                            const std::vector<int64_t>& bytes) {
+    struct Ev { int64_t t; int64_t d; };
+    std::vector<Ev> ev;
+    ev.reserve(t_alloc.size() * 2);
+    for (size_t i = 0; i < t_alloc.size(); ++i) {
+        ev.push_back({t_alloc[i], bytes[i]});
+        if (t_free[i] != trace::kNoTime) ev.push_back({t_free[i], -bytes[i]});
+    }
+    // Frees before allocations at the same instant: a buffer reused at once is not counted twice.
+    std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t != b.t ? a.t < b.t : a.d < b.d; });
+    std::vector<int64_t> t;
+    std::vector<double> v;
+    t.reserve(ev.size()); v.reserve(ev.size());
+    int64_t live = 0;
+    for (const Ev& e : ev) {
+        live += e.d;
+        t.push_back(e.t);
+        v.push_back(static_cast<double>(live));
+    }
+    Curve c;
+    c.assign(std::move(t), std::move(v));
+    return c;
+}
+
+double Curve::value_at(int64_t t) const {
+    auto it = std::upper_bound(t_.begin(), t_.end(), t);
+    return it == t_.begin() ? 0.0 : v_[static_cast<size_t>(it - t_.begin()) - 1];
+}
+
+Curve::MinMax Curve::index_range(size_t lo, size_t hi) const {
+    MinMax r{v_[lo], v_[lo]};
+    auto take = [&](MinMax m) { r.min = std::min(r.min, m.min); r.max = std::max(r.max, m.max); };
+    // Raw values at the ragged ends, then whole blocks from the pyramid, bottom up.
+    if (lo % 2 == 1) { take({v_[lo], v_[lo]}); ++lo; }
+    if (hi % 2 == 0 && hi >= lo) { take({v_[hi], v_[hi]}); if (hi == 0) return r; --hi; }
+    if (lo > hi) return r;
+    size_t a = lo / 2, b = hi / 2;
+    for (size_t k = 0; k < levels_.size() && a <= b; ++k) {
+        const auto& L = levels_[k];
+        if (a % 2 == 1) take(L[a++]);
+        if (b % 2 == 0 && a <= b) { take(L[b]); if (b == 0) break; --b; }
+        if (a > b) break;
+        a /= 2; b /= 2;
+    }
+    return r;
+}
+
+Curve::MinMax Curve::range(int64_t a, int64_t b) const {
+    if (t_.empty()) return {0, 0};
+    // The sample in force at a, then every sample that starts inside [a, b).
+    auto first = std::upper_bound(t_.begin(), t_.end(), a);
+    auto last = std::lower_bound(t_.begin(), t_.end(), b);
+    bool before_start = first == t_.begin();
+    size_t lo = before_start ? 0 : static_cast<size_t>(first - t_.begin()) - 1;
+    if (last == t_.begin()) return {0, 0};
+    size_t hi = static_cast<size_t>(last - t_.begin()) - 1;
+    MinMax r = index_range(lo, hi);
+    if (before_start) r.min = std::min(r.min, 0.0);
+    return r;
+}
+
+int64_t Curve::argmax(int64_t a, int64_t b) const {
+    double m = range(a, b).max;
+    // Descend: narrow [a, b) by halves while the maximum stays inside (O(log^2 n)).
+    while (b - a > 1) {
+        int64_t mid = a + (b - a) / 2;
+        if (range(a, mid).max >= m) b = mid; else a = mid;
+    }
+    return a;
+}
+
+void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out) {
+    out.min.assign(static_cast<size_t>(std::max(width, 0)), 0.f);
+    out.max.assign(out.min.size(), 0.f);
+    out.y_max = 0;
+    out.peak_col = -1;
+    if (width <= 0 || range.span() <= 0) return;
+    const double ns_per_col = static_cast<double>(range.span()) / width;
+    for (int x = 0; x < width; ++x) {
+        int64_t a = range.t0 + static_cast<int64_t>(x * ns_per_col);
+        int64_t b = range.t0 + static_cast<int64_t>((x + 1) * ns_per_col);
+        if (b <= a) b = a + 1;
+        Curve::MinMax m = c.range(a, b);
+        out.min[static_cast<size_t>(x)] = static_cast<float>(m.min);
+        out.max[static_cast<size_t>(x)] = static_cast<float>(m.max);
+        if (m.max > out.y_max) { out.y_max = m.max; out.peak_col = x; }
+    }
+}
+
+}  // namespace mhc::viewer

@@ -1,0 +1,241 @@
+// The viewer's loading path: raw statements over the trace file, reading only the columns the
+// viewer shows (no accesses, no launch geometry), straight into lanes.
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/store.hpp"
+#include "mhc/viewer/data.hpp"
+#include "sqlite_util.hpp"
+
+namespace mhc::viewer {
+
+namespace {
+
+using trace::sql::Stmt;
+
+// (device, stream) -> lane index, with a one-entry cache: consecutive rows share a stream.
+class LaneMap {
+public:
+    size_t get(std::vector<Lane>& lanes, int32_t device, int64_t key, LaneKind kind) {
+        if (last_ < lanes.size() && lanes[last_].device == device && lanes[last_].stream == key) return last_;
+        auto it = index_.find({device, key});
+        if (it != index_.end()) return last_ = it->second;
+        Lane l;
+        l.kind = kind;
+        l.device = device;
+        l.stream = key;
+        lanes.push_back(std::move(l));
+        index_.emplace(std::pair{device, key}, lanes.size() - 1);
+        return last_ = lanes.size() - 1;
+    }
+
+private:
+    struct Hash {
+        size_t operator()(const std::pair<int32_t, int64_t>& p) const {
+            return std::hash<int64_t>()(p.second * 131 + p.first);
+        }
+    };
+    std::unordered_map<std::pair<int32_t, int64_t>, size_t, Hash> index_;
+    size_t last_ = SIZE_MAX;
+};
+
+void sort_lanes(std::vector<Lane>& lanes) {
+    std::sort(lanes.begin(), lanes.end(), [](const Lane& a, const Lane& b) {
+        return a.device != b.device ? a.device < b.device : a.stream < b.stream;
+    });
+    for (Lane& l : lanes) l.finish();
+}
+
+struct Loader {
+    ViewTrace& t;
+    Progress progress;
+    void* user;
+    int64_t total = 1, done = 0;
+    void tick(int64_t rows) {
+        done += rows;
+        if (progress) progress(std::min(1.0, static_cast<double>(done) / static_cast<double>(total)), user);
+    }
+
+    void kernels(bool multi_device) {
+        Stmt s(t.reader->handle(), t.path,
+               "SELECT id, device, stream, name, t_start, t_end, step FROM kernels ORDER BY id");
+        LaneMap map;
+        std::vector<KernelNameStat> stats(t.strings.size());
+        std::unordered_map<int32_t, StepSpan> steps;
+        StepSpan* last_step = nullptr;
+        int64_t n = 0;
+        while (s.step()) {
+            int32_t dev = static_cast<int32_t>(s.i64(1));
+            int64_t name = s.i64(3), a = s.i64(4), b = s.i64(5);
+            int32_t step = static_cast<int32_t>(s.i64(6));
+            Lane& lane = t.kernel_lanes[map.get(t.kernel_lanes, dev, s.i64(2), LaneKind::Kernels)];
+            lane.push(a, b, static_cast<int32_t>(name), s.i64(0));
+            if (name >= 0 && static_cast<size_t>(name) < stats.size()) {
+                KernelNameStat& k = stats[static_cast<size_t>(name)];
+                ++k.count;
+                k.total_ns += b - a;
+                k.max_ns = std::max(k.max_ns, b - a);
+            }
+            if (step >= 0) {
+                if (!last_step || last_step->step != step) {
+                    auto [it, fresh] = steps.try_emplace(step, StepSpan{step, a, b});
+                    last_step = &it->second;
+                }
+                last_step->t0 = std::min(last_step->t0, a);
+                last_step->t1 = std::max(last_step->t1, b);
+            }
+            if (++n % 262144 == 0) tick(262144);
+        }
+        tick(n % 262144);
+        t.kernel_count = n;
+        for (size_t i = 0; i < stats.size(); ++i)
+            if (stats[i].count > 0) { stats[i].name = static_cast<int32_t>(i); t.kernel_stats.push_back(stats[i]); }
+        for (auto& [k, v] : steps) t.steps.push_back(v);
+        sort_lanes(t.kernel_lanes);
+        for (Lane& l : t.kernel_lanes)
+            l.title = (multi_device ? "GPU" + std::to_string(l.device) + " " : "") + "stream " + std::to_string(l.stream);
+    }
+
+    void allocations() {
+        Stmt s(t.reader->handle(), t.path,
+               "SELECT id, device, bytes, t_alloc, t_free, category, label FROM allocations ORDER BY id");
+        AllocationTable& a = t.allocations;
+        while (s.step()) {
+            a.id.push_back(s.i64(0));
+            a.device.push_back(static_cast<int32_t>(s.i64(1)));
+            a.bytes.push_back(s.i64(2));
+            a.t_alloc.push_back(s.i64(3));
+            a.t_free.push_back(s.is_null(4) ? trace::kNoTime : s.i64(4));
+            int64_t c = s.i64(5);
+            a.category.push_back((c >= 0 && c < trace::kCategoryCount) ? static_cast<trace::Category>(c)
+                                                                       : trace::Category::Other);
+            a.label.push_back(s.i64(6));
+            if (a.id.size() % 262144 == 0) tick(262144);
+        }
+        tick(static_cast<int64_t>(a.id.size() % 262144));
+        a.by_size.resize(a.size());
+        std::iota(a.by_size.begin(), a.by_size.end(), 0u);
+        std::stable_sort(a.by_size.begin(), a.by_size.end(),
+                         [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
+        a.by_size_alloc.resize(a.size());
+        a.by_size_free.resize(a.size());
+        for (size_t r = 0; r < a.size(); ++r) {
+            a.by_size_alloc[r] = a.t_alloc[a.by_size[r]];
+            a.by_size_free[r] = a.t_free[a.by_size[r]];
+        }
+        t.live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
+    }
+
+    void copies(bool multi_device) {
+        Stmt s(t.reader->handle(), t.path, "SELECT id, device, kind, bytes, t_start, t_end FROM copies ORDER BY id");
+        LaneMap map;
+        while (s.step()) {
+            int64_t kind = s.i64(2);
+            Lane& l = t.copy_lanes[map.get(t.copy_lanes, static_cast<int32_t>(s.i64(1)), kind, LaneKind::Copies)];
+            l.push(s.i64(4), s.i64(5), static_cast<int32_t>(kind), s.i64(0));
+            ++t.copy_count;
+        }
+        tick(t.copy_count);
+        sort_lanes(t.copy_lanes);
+        for (Lane& l : t.copy_lanes) {
+            auto k = (l.stream >= 0 && l.stream < trace::kCopyKindCount) ? static_cast<trace::CopyKind>(l.stream)
+                                                                         : trace::CopyKind::D2D;
+            l.title = (multi_device ? "GPU" + std::to_string(l.device) + " " : "") + "copies " +
+                      std::string(trace::to_string(k));
+        }
+    }
+
+    void markers() {
+        Stmt s(t.reader->handle(), t.path, "SELECT id, name, t_start, t_end, kind, idx FROM markers ORDER BY id");
+        LaneMap map;
+        std::vector<StepSpan> marker_steps;
+        while (s.step()) {
+            int64_t kind = s.i64(4);
+            Lane& l = t.marker_lanes[map.get(t.marker_lanes, 0, kind, LaneKind::Markers)];
+            l.push(s.i64(2), s.i64(3), static_cast<int32_t>(s.i64(1)), s.i64(0));
+            if (kind == static_cast<int64_t>(trace::MarkerKind::Step) && s.i64(5) >= 0)
+                marker_steps.push_back({static_cast<int32_t>(s.i64(5)), s.i64(2), s.i64(3)});
+            ++t.marker_count;
+        }
+        tick(t.marker_count);
+        sort_lanes(t.marker_lanes);
+        for (Lane& l : t.marker_lanes) {
+            auto k = (l.stream >= 0 && l.stream <= 2) ? static_cast<trace::MarkerKind>(l.stream)
+                                                      : trace::MarkerKind::Range;
+            l.title = std::string(trace::to_string(k)) + " markers";
+        }
+        // Step markers are the authority on steps when a trace has them.
+        if (!marker_steps.empty()) t.steps = std::move(marker_steps);
+        std::sort(t.steps.begin(), t.steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.step < b.step; });
+    }
+
+    void bounds() {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        auto lanes = [&](const std::vector<Lane>& ls) {
+            for (const Lane& l : ls) {
+                if (l.empty()) continue;
+                lo = std::min(lo, l.t_start.front());
+                hi = std::max(hi, l.end_max(l.size() - 1));
+            }
+        };
+        lanes(t.kernel_lanes);
+        lanes(t.copy_lanes);
+        lanes(t.marker_lanes);
+        if (!t.live.empty()) {
+            lo = std::min(lo, t.live.times().front());
+            hi = std::max(hi, t.live.times().back());
+        }
+        if (lo > hi) { lo = 0; hi = 1; }
+        t.t_begin = lo;
+        t.t_end = std::max(hi, lo + 1);
+    }
+};
+
+}  // namespace
+
+ViewTrace load_view_trace(const std::string& path, Progress progress, void* user) {
+    ViewTrace t;
+    t.path = path;
+    t.reader = std::make_shared<trace::Reader>(path);   // validates: throws mhc::Error naming the file
+    t.meta = t.reader->meta();
+    t.strings = t.reader->strings();
+    trace::TableCounts n = t.reader->counts();
+    t.access_count = n.accesses;
+    bool multi_device = false;
+    {
+        Stmt s(t.reader->handle(), path, "SELECT count(DISTINCT device) FROM (SELECT device FROM kernels LIMIT 100000)");
+        multi_device = s.step() && s.i64(0) > 1;
+    }
+    Loader l{t, progress, user};
+    l.total = std::max<int64_t>(1, n.kernels + n.allocations + n.copies + n.markers);
+    l.kernels(multi_device);
+    l.allocations();
+    l.copies(multi_device);
+    l.markers();
+    l.bounds();
+    return t;
+}
+
+int64_t access_count_of(const ViewTrace& t, int64_t allocation_id) {
+    Stmt s(t.reader->handle(), t.path, "SELECT count(*) FROM accesses WHERE allocation=?");
+    s.bind(1, allocation_id);
+    return s.step() ? s.i64(0) : 0;
+}
+
+std::vector<AccessHit> accesses_of(const ViewTrace& t, int64_t allocation_id) {
+    Stmt s(t.reader->handle(), t.path,
+           "SELECT a.kernel, a.mode, k.device, k.stream, k.t_start, k.t_end FROM accesses a "
+           "JOIN kernels k ON k.id = a.kernel WHERE a.allocation=? ORDER BY k.t_start");
+    s.bind(1, allocation_id);
+    std::vector<AccessHit> out;
+    while (s.step()) {
+        int64_t m = s.i64(1);
+        out.push_back({s.i64(0), s.i64(3), s.i64(4), s.i64(5), static_cast<int32_t>(s.i64(2)),
+                       (m >= 1 && m <= 3) ? static_cast<trace::AccessMode>(m) : trace::AccessMode::ReadWrite});
+    }
+    return out;
+}
+
+}  // namespace mhc::viewer

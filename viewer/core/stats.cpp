@@ -1,0 +1,96 @@
+#include "mhc/viewer/stats.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+
+namespace mhc::viewer {
+
+bool contains_ci(std::string_view hay, std::string_view needle) {
+    if (needle.empty()) return true;
+    auto it = std::search(hay.begin(), hay.end(), needle.begin(), needle.end(), [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+    });
+    return it != hay.end();
+}
+
+std::vector<uint32_t> kernel_table(const ViewTrace& t, std::string_view filter, KernelSort by, bool ascending) {
+    std::vector<uint32_t> out;
+    for (uint32_t i = 0; i < t.kernel_stats.size(); ++i)
+        if (contains_ci(t.str(t.kernel_stats[i].name), filter)) out.push_back(i);
+    auto key = [&](uint32_t i) -> double {
+        const KernelNameStat& k = t.kernel_stats[i];
+        switch (by) {
+            case KernelSort::Count: return static_cast<double>(k.count);
+            case KernelSort::Total: return static_cast<double>(k.total_ns);
+            case KernelSort::Mean: return static_cast<double>(k.total_ns) / static_cast<double>(std::max<int64_t>(k.count, 1));
+            case KernelSort::Max: return static_cast<double>(k.max_ns);
+            default: return 0;
+        }
+    };
+    std::stable_sort(out.begin(), out.end(), [&](uint32_t a, uint32_t b) {
+        bool less = by == KernelSort::Name ? t.str(t.kernel_stats[a].name) < t.str(t.kernel_stats[b].name)
+                                           : key(a) < key(b);
+        bool greater = by == KernelSort::Name ? t.str(t.kernel_stats[b].name) < t.str(t.kernel_stats[a].name)
+                                              : key(b) < key(a);
+        return ascending ? less : greater;
+    });
+    return out;
+}
+
+std::vector<uint32_t> allocation_table(const ViewTrace& t, std::string_view filter, AllocSort by,
+                                       bool ascending, size_t limit) {
+    const AllocationTable& a = t.allocations;
+    std::vector<uint32_t> out;
+    // by_size is already sorted by bytes: walk it in the wanted direction, filter, stop early.
+    if (by == AllocSort::Bytes) {
+        for (size_t r = 0; r < a.size() && out.size() < limit; ++r) {
+            uint32_t i = a.by_size[ascending ? a.size() - 1 - r : r];
+            if (contains_ci(t.str(a.label[i]), filter)) out.push_back(i);
+        }
+        return out;
+    }
+    for (uint32_t i = 0; i < a.size(); ++i)
+        if (contains_ci(t.str(a.label[i]), filter)) out.push_back(i);
+    auto cmp = [&](uint32_t p, uint32_t q) {
+        switch (by) {
+            case AllocSort::Label: return t.str(a.label[p]) < t.str(a.label[q]);
+            case AllocSort::Category: return a.category[p] < a.category[q];
+            case AllocSort::Lifetime: return a.end_or(p, t.t_end) - a.t_alloc[p] < a.end_or(q, t.t_end) - a.t_alloc[q];
+            default: return a.t_alloc[p] < a.t_alloc[q];
+        }
+    };
+    size_t k = std::min(limit, out.size());
+    if (ascending) std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(), cmp);
+    else std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(),
+                           [&](uint32_t p, uint32_t q) { return cmp(q, p); });
+    out.resize(k);
+    return out;
+}
+
+std::vector<CategoryStat> category_stats(const ViewTrace& t) {
+    const AllocationTable& a = t.allocations;
+    std::vector<CategoryStat> out(trace::kCategoryCount);
+    std::vector<std::vector<int64_t>> ta(trace::kCategoryCount), tf(trace::kCategoryCount), by(trace::kCategoryCount);
+    for (size_t i = 0; i < a.size(); ++i) {
+        auto c = static_cast<size_t>(a.category[i]);
+        out[c].count++;
+        out[c].bytes += a.bytes[i];
+        out[c].largest = std::max(out[c].largest, a.bytes[i]);
+        ta[c].push_back(a.t_alloc[i]); tf[c].push_back(a.t_free[i]); by[c].push_back(a.bytes[i]);
+    }
+    for (size_t c = 0; c < out.size(); ++c) {
+        out[c].category = static_cast<trace::Category>(c);
+        out[c].peak_live = Curve::from_intervals(ta[c], tf[c], by[c]).peak();
+    }
+    return out;
+}
+
+std::vector<StepStat> step_stats(const ViewTrace& t) {
+    std::vector<StepStat> out;
+    for (const StepSpan& s : t.steps)
+        out.push_back({s.step, s.t0, s.t1, t.live.range(s.t0, std::max(s.t1, s.t0 + 1)).max});
+    return out;
+}
+
+}  // namespace mhc::viewer

@@ -1,0 +1,33 @@
+#pragma once
+// Time axis: tick placement and readable labels, and the navigation arithmetic (zoom about
+// a point, pan, clamp) shared by every view.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mhc/viewer/lod.hpp"
+
+namespace mhc::viewer {
+
+struct Tick {
+    int64_t t = 0;
+    float x = 0;
+    bool major = false;
+    std::string label;   // only on major ticks
+};
+
+// Ticks on a 1-2-5 grid with at least `min_px` between minor ticks; major every 5 or 10.
+std::vector<Tick> time_ticks(TimeRange r, float width, float min_px = 12.f);
+// "1.2345 s" with as many decimals as `resolution_ns` needs, in the unit that suits `t`.
+std::string format_time(int64_t t, int64_t resolution_ns);
+// A duration in readable units: "850 ns", "12.3 us", "4.56 ms", "1.23 s".
+std::string format_duration(int64_t ns);
+
+inline constexpr int64_t kMinSpan = 100;   // ns: the deepest zoom
+
+// Zoom by `factor` (<1 zooms in) keeping `anchor` at the same screen position.
+TimeRange zoom(TimeRange r, double factor, int64_t anchor, TimeRange limits);
+TimeRange pan(TimeRange r, int64_t dt, TimeRange limits);
+TimeRange clamp(TimeRange r, TimeRange limits);
+
+}  // namespace mhc::viewer

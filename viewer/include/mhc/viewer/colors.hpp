@@ -1,0 +1,34 @@
+#pragma once
+// Colours as ImGui packs them (0xAABBGGRR), chosen here so that tests can predict pixels.
+#include <cstdint>
+#include <string_view>
+
+#include "mhc/trace/model.hpp"
+#include "mhc/trace/runs.hpp"
+
+namespace mhc::viewer {
+
+constexpr uint32_t rgb(uint8_t r, uint8_t g, uint8_t b, uint8_t a = 255) {
+    return (uint32_t{a} << 24) | (uint32_t{b} << 16) | (uint32_t{g} << 8) | r;
+}
+constexpr uint8_t red(uint32_t c) { return c & 0xff; }
+constexpr uint8_t green(uint32_t c) { return (c >> 8) & 0xff; }
+constexpr uint8_t blue(uint32_t c) { return (c >> 16) & 0xff; }
+
+inline constexpr uint32_t kBackground = rgb(30, 30, 34);
+inline constexpr uint32_t kFolded = rgb(110, 110, 120);       // folded runs of narrow items
+inline constexpr uint32_t kHighlight = rgb(255, 230, 40);
+inline constexpr uint32_t kCapacity = rgb(230, 60, 60);
+inline constexpr uint32_t kCurve = rgb(90, 170, 250);
+inline constexpr uint32_t kSummary = rgb(120, 120, 130);
+
+// A stable colour per kernel name (hash of the text, not of the string id).
+uint32_t name_color(std::string_view name);
+uint32_t category_color(trace::Category c);
+uint32_t event_color(trace::EventKind k);
+uint32_t copy_color(trace::CopyKind k);
+uint32_t marker_color(trace::MarkerKind k);
+// Distinct colours for runs overlaid in the compare view.
+uint32_t series_color(size_t i);
+
+}  // namespace mhc::viewer

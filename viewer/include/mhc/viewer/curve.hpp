@@ -1,0 +1,51 @@
+#pragma once
+// A step curve (memory in bytes over time) with a min/max pyramid, so that the min and max
+// over any time slice cost O(log n): a frame asks for one slice per pixel column.
+#include <cstdint>
+#include <vector>
+
+#include "mhc/viewer/lod.hpp"
+
+namespace mhc::viewer {
+
+class Curve {
+public:
+    // Samples (t[i], v[i]): the value is v[i] from t[i] until t[i+1]; before t[0] it is 0.
+    // Times must be non-decreasing; equal times keep the last value.
+    void assign(std::vector<int64_t> t, std::vector<double> v);
+    // Builds the curve of live bytes from allocation intervals [t_alloc, t_free).
+    static Curve from_intervals(const std::vector<int64_t>& t_alloc, const std::vector<int64_t>& t_free,
+                                const std::vector<int64_t>& bytes);
+
+    size_t size() const { return t_.size(); }
+    bool empty() const { return t_.empty(); }
+    const std::vector<int64_t>& times() const { return t_; }
+    const std::vector<double>& values() const { return v_; }
+    double peak() const { return peak_; }
+    int64_t peak_time() const { return peak_t_; }
+    double value_at(int64_t t) const;
+
+    struct MinMax { double min = 0, max = 0; };
+    // Min and max of the value over [a, b) (b > a).
+    MinMax range(int64_t a, int64_t b) const;
+    // Time of the first maximum inside [a, b).
+    int64_t argmax(int64_t a, int64_t b) const;
+
+private:
+    MinMax index_range(size_t lo, size_t hi) const;   // samples [lo, hi], inclusive
+    std::vector<int64_t> t_;
+    std::vector<double> v_;
+    std::vector<std::vector<MinMax>> levels_;   // levels_[k][i]: samples [i*2^(k+1), (i+1)*2^(k+1))
+    double peak_ = 0;
+    int64_t peak_t_ = 0;
+};
+
+// One min/max per pixel column of `range` on `width` columns.
+struct CurveColumns {
+    std::vector<float> min, max;   // bytes
+    double y_max = 0;              // largest max over the columns
+    int peak_col = -1;             // first column that reaches y_max
+};
+void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out);
+
+}  // namespace mhc::viewer

@@ -1,0 +1,99 @@
+#pragma once
+// What the viewer holds of a trace: lanes for the timeline, allocation columns, the live-bytes
+// curve, steps and per-name kernel statistics. Leaner than trace::TraceData (no accesses in
+// memory, no launch geometry): accesses are queried from the file when the user asks for them.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mhc/trace/model.hpp"
+#include "mhc/trace/runs.hpp"
+#include "mhc/viewer/curve.hpp"
+#include "mhc/viewer/lane.hpp"
+
+namespace mhc::trace { class Reader; }
+
+namespace mhc::viewer {
+
+struct AllocationTable {
+    std::vector<int64_t> id, bytes, t_alloc, t_free, label;
+    std::vector<int32_t> device;
+    std::vector<trace::Category> category;
+    // Allocation indices by bytes, largest first, with their intervals copied alongside so
+    // that the band layout scans contiguous memory.
+    std::vector<uint32_t> by_size;
+    std::vector<int64_t> by_size_alloc, by_size_free;
+    size_t size() const { return id.size(); }
+    int64_t end_or(size_t i, int64_t t_end) const {
+        return t_free[i] == trace::kNoTime ? t_end : t_free[i];
+    }
+};
+
+struct StepSpan {
+    int32_t step = 0;
+    int64_t t0 = 0, t1 = 0;
+};
+
+struct KernelNameStat {
+    int32_t name = 0;   // string id
+    int64_t count = 0, total_ns = 0, max_ns = 0;
+};
+
+struct ViewTrace {
+    std::string path;
+    std::map<std::string, std::string> meta;
+    std::vector<std::string> strings;
+    std::vector<Lane> kernel_lanes, copy_lanes, marker_lanes;
+    AllocationTable allocations;
+    Curve live;                       // live bytes, all devices
+    std::vector<StepSpan> steps;      // from step markers, else from kernels' step column
+    std::vector<KernelNameStat> kernel_stats;   // one per kernel name, unsorted
+    int64_t kernel_count = 0, copy_count = 0, marker_count = 0, access_count = 0;
+    int64_t t_begin = 0, t_end = 1;
+    std::shared_ptr<trace::Reader> reader;   // kept open for on-demand queries
+
+    const std::string& str(int64_t id) const {
+        static const std::string empty;
+        return (id >= 0 && static_cast<size_t>(id) < strings.size()) ? strings[static_cast<size_t>(id)] : empty;
+    }
+};
+
+// A run of the trace, prepared for display.
+struct ViewRun {
+    trace::RunInfo info;
+    std::map<std::string, std::string> config;
+    std::map<std::string, double> metrics;
+    std::vector<Lane> kernel_lanes;   // run_kernels times, same order as the trace's lanes;
+                                      // empty when the run keeps the recorded times
+    std::vector<Lane> event_lanes;    // one per event kind present
+    std::vector<trace::RunEvent> events;
+    Curve memory;                     // run_memory device bytes
+    Curve host;                       // run_memory host bytes
+    int64_t capacity = -1;            // config "capacity_bytes", -1 if absent
+    int64_t t_end = 0;                // last kernel end or event end
+    std::string label() const;        // "#id name"
+};
+
+// Progress callback: fraction done in [0, 1]. Called from the loading thread.
+using Progress = void (*)(double fraction, void* user);
+
+// Opens and loads a trace through the trace library. Throws mhc::Error naming the file.
+ViewTrace load_view_trace(const std::string& path, Progress progress = nullptr, void* user = nullptr);
+// Loads run `run_id`. Throws mhc::Error naming the file when the id does not exist.
+ViewRun load_view_run(const ViewTrace& t, int64_t run_id);
+
+// Accesses of one allocation, read from the file on demand.
+struct AccessHit {
+    int64_t kernel = 0, stream = 0, t_start = 0, t_end = 0;
+    int32_t device = 0;
+    trace::AccessMode mode = trace::AccessMode::Read;
+};
+std::vector<AccessHit> accesses_of(const ViewTrace& t, int64_t allocation_id);
+int64_t access_count_of(const ViewTrace& t, int64_t allocation_id);
+
+// Lanes (one per stream) marking the given kernels, with a run's times when `run` has them.
+std::vector<Lane> highlight_lanes(const ViewTrace& t, const ViewRun* run, const std::vector<AccessHit>& hits);
+
+}  // namespace mhc::viewer

@@ -1,0 +1,38 @@
+#pragma once
+// Tables of the statistics view: computed once per trace, sorted and filtered per request.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mhc/viewer/data.hpp"
+
+namespace mhc::viewer {
+
+// Case-insensitive substring test; an empty needle matches everything.
+bool contains_ci(std::string_view hay, std::string_view needle);
+
+enum class KernelSort { Name, Count, Total, Mean, Max };
+// Indices into t.kernel_stats whose names match `filter`, sorted by `by`.
+std::vector<uint32_t> kernel_table(const ViewTrace& t, std::string_view filter, KernelSort by, bool ascending);
+
+enum class AllocSort { Label, Bytes, Category, Lifetime, Alloc };
+// At most `limit` allocation indices whose labels match `filter`, sorted by `by`.
+std::vector<uint32_t> allocation_table(const ViewTrace& t, std::string_view filter, AllocSort by,
+                                       bool ascending, size_t limit);
+
+struct CategoryStat {
+    trace::Category category = trace::Category::Other;
+    int64_t count = 0, bytes = 0, largest = 0;
+    double peak_live = 0;   // peak of this category's live bytes
+};
+std::vector<CategoryStat> category_stats(const ViewTrace& t);
+
+struct StepStat {
+    int32_t step = 0;
+    int64_t t0 = 0, t1 = 0;
+    double peak = 0;   // peak live bytes during the step
+};
+std::vector<StepStat> step_stats(const ViewTrace& t);
+
+}  // namespace mhc::viewer
