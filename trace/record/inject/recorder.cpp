@@ -118,8 +118,9 @@ void Recorder::fail(const std::string& what) {
         std::lock_guard<std::mutex> lk(error_mu_);
         error_ = what;
     }
-    std::fprintf(stderr, "mhc-record: %s; recording stopped (the trace so far is kept)\n",
-                 what.c_str());
+    std::fprintf(stderr, "mhc-record: %s; %s\n", what.c_str(),
+                 started_.load() ? "recording stopped (the trace so far is kept, marked incomplete)"
+                                 : "not recording; the program runs on");
 }
 
 bool Recorder::start(Config cfg, uint64_t origin) {
