@@ -35,12 +35,12 @@ double wall_s() {
 
 // 8 compute streams of back-to-back kernels (0.5..40 us, 0..5 us gaps), 64 kernel names,
 // a step marker every 20k kernels; allocations with log-uniform sizes (4 KiB..2 GiB) and
-// lifetimes from one kernel to the whole trace.
+// lifetimes from 1 us to 1% of the trace.
 void write_trace(const std::string& path, int64_t kernels, int64_t allocations) {
     std::mt19937_64 rng(42);
     trace::Writer w(path);
     w.set_meta("source", "bench_viewer");
-    w.set_meta("bench_size", std::to_string(kernels) + "/" + std::to_string(allocations));
+    w.set_meta("bench_size", std::to_string(kernels) + "/" + std::to_string(allocations) + "/v2");
     std::vector<int64_t> names;
     for (int i = 0; i < 64; ++i) names.push_back(w.intern("kernel_" + std::to_string(i)));
     const int streams = 8;
@@ -70,7 +70,8 @@ void write_trace(const std::string& path, int64_t kernels, int64_t allocations) 
         al.bytes = static_cast<int64_t>(std::exp(std::log(4096.0) + (std::log(2.0 * (1 << 30)) - std::log(4096.0)) *
                                                  std::pow(static_cast<double>(rng() % 1000000) / 1e6, 3.0)));
         al.t_alloc = static_cast<int64_t>(rng() % static_cast<uint64_t>(t_max));
-        double life = std::pow(static_cast<double>(rng() % 1000000) / 1e6, 4.0);
+        // Mean lifetime 0.2% of the trace: about 2,000 allocations live at a time, as in a step.
+        double life = 0.01 * std::pow(static_cast<double>(rng() % 1000000) / 1e6, 4.0);
         al.t_free = std::min(t_max, al.t_alloc + 1000 + static_cast<int64_t>(life * static_cast<double>(t_max)));
         al.category = static_cast<trace::Category>(rng() % trace::kCategoryCount);
         al.label = names[rng() % names.size()];
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--trace")) path = argv[i + 1];
         else if (!std::strcmp(argv[i], "--width")) width = std::stoi(argv[i + 1]);
     }
-    std::string want = std::to_string(kernels) + "/" + std::to_string(allocations);
+    std::string want = std::to_string(kernels) + "/" + std::to_string(allocations) + "/v2";
     bool reuse = false;
     if (std::filesystem::exists(path)) {
         try { reuse = trace::Reader(path).meta()["bench_size"] == want; } catch (const std::exception&) {}

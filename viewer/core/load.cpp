@@ -126,6 +126,9 @@ struct Loader {
             a.by_size_free[r] = a.t_free[a.by_size[r]];
         }
         t.live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
+        a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
+        a.sorted_alloc = a.t_alloc;
+        std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
     }
 
     void copies(bool multi_device) {
