@@ -83,3 +83,20 @@ TEST_CASE("mhc simulate: bad configurations exit 2 with one line", "[sim][cli]")
     CHECK(m.status == 2);
 }
 #endif
+
+#ifdef MHC_EXE
+TEST_CASE("mhc sweep runs the grid, bisects and stores every run", "[sim][cli]") {
+    std::string t = small_trace();
+    auto o = run("sweep " + t + " --policies lru,belady --capacities 90%,70% --links pcie4,pcie5 --budget 50% --jobs 2");
+    INFO(o.err);
+    CHECK(o.status == 0);
+    CHECK(o.out.find("smallest capacity") != std::string::npos);
+    // 2 policies x 2 capacities x 2 links grid runs + 4 bisection answers
+    CHECK(mhc::trace::list_runs(t).size() == 12);
+    auto bad = run("sweep " + t + " --policies lru,fifo --no-store");
+    CHECK(bad.status == 2);
+    CHECK(lines(bad.err) == 1);
+    auto neg = run("sweep " + t + " --capacities=90%,-1GiB --no-store");
+    CHECK(neg.status == 2);
+}
+#endif
