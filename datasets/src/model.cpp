@@ -15,6 +15,14 @@ using trace::MarkerKind;
 namespace {
 constexpr Category kAct = Category::Activation;
 constexpr Category kWs = Category::Workspace;
+
+// a + number + b, built by appending (GCC 12 warns falsely on chained operator+ at -O3).
+std::string cat(const char* a, int64_t number, const char* b) {
+    std::string s(a);
+    s += std::to_string(number);
+    s += b;
+    return s;
+}
 }  // namespace
 
 Model::Model(Emitter& e, const KernelNames& k)
@@ -29,7 +37,7 @@ Model::Model(Emitter& e, const KernelNames& k)
     for (int l = 0; l < d_.layers; ++l) {
         auto& lp = layer_params_[l];
         lp.fill(-1);
-        std::string pre = "L" + std::to_string(l) + ".";
+        std::string pre = cat("L", l, ".");
         auto add = [&](P role, const char* name, int64_t numel) {
             lp[role] = param(pre + name, numel);
         };
@@ -86,8 +94,8 @@ Model::Model(Emitter& e, const KernelNames& k)
     if (c_.pp > 1) nccl_pp_ = e_.alloc(nccl, Category::Comm, e_.intern("nccl.pp.buffers"), kComm, true);
     marker_names_.resize(static_cast<size_t>(2 * d_.layers));
     for (int l = 0; l < d_.layers; ++l) {
-        marker_names_[2 * l] = e_.intern("layer " + std::to_string(l) + " forward");
-        marker_names_[2 * l + 1] = e_.intern("layer " + std::to_string(l) + " backward");
+        marker_names_[2 * l] = e_.intern(cat("layer ", l, " forward"));
+        marker_names_[2 * l + 1] = e_.intern(cat("layer ", l, " backward"));
     }
     step_name_ = e_.intern("step");
     opt_name_ = e_.intern("optimizer.step");
@@ -108,7 +116,7 @@ int64_t Model::label(int layer, const char* what) {
     size_t i = static_cast<size_t>(layer + 1);
     if (v.size() <= i) v.resize(i + 1, -1);
     if (v[i] < 0)
-        v[i] = e_.intern(layer >= 0 ? "L" + std::to_string(layer) + "." + what : std::string(what));
+        v[i] = e_.intern(layer >= 0 ? cat("L", layer, ".") + what : std::string(what));
     return v[i];
 }
 

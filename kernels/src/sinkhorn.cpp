@@ -2,6 +2,7 @@
 // the CUDA ones.
 #include "mhc/kernels/sinkhorn.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <new>
@@ -65,14 +66,17 @@ SinkhornReport run(const SinkhornOptions& o, int64_t T, bool backward, const Job
     if (per > 0)
         scratch.reset(static_cast<float*>(::operator new[](sizeof(float) * per * workers, std::align_val_t{64})));
     std::vector<RangeStats> stats(workers);
+    const auto t0 = std::chrono::steady_clock::now();
     parallel_for(T, workers, W, [&](int w, int64_t b, int64_t e) {
         Job job = proto;
         job.scratch = scratch ? scratch.get() + per * w : nullptr;
         fn(job, b, e, stats[w]);
     });
+    const auto t1 = std::chrono::steady_clock::now();
     RangeStats all;
     for (const auto& s : stats) merge(all, s);
     SinkhornReport r;
+    r.seconds = std::chrono::duration<double>(t1 - t0).count();
     r.tokens = T;
     r.max_row_err = all.max_row;
     r.max_col_err = all.max_col;

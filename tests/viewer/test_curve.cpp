@@ -74,3 +74,50 @@ TEST_CASE("the peak lands in the column that holds its time") {
     CHECK(cols.y_max == 1000);
     CHECK(cols.peak_col == 0);
 }
+
+#include "mhc/viewer/bands.hpp"
+#include "mhc/viewer/data.hpp"
+
+TEST_CASE("bands: drawn + summarised = allocations overlapping the range; bands bounded") {
+    std::mt19937_64 rng(5);
+    AllocationTable a;
+    for (int i = 0; i < 5000; ++i) {
+        int64_t t0 = static_cast<int64_t>(rng() % 1'000'000);
+        int64_t life = static_cast<int64_t>(rng() % 4 == 0 ? rng() % 500'000 : rng() % 5'000);
+        a.id.push_back(i + 1);
+        a.bytes.push_back(1 + static_cast<int64_t>(rng() % (1 << 20)) * static_cast<int64_t>(1 + rng() % 3 * 100));
+        a.t_alloc.push_back(t0);
+        a.t_free.push_back(rng() % 50 == 0 ? mhc::trace::kNoTime : t0 + life);
+        a.label.push_back(0);
+        a.device.push_back(0);
+        a.category.push_back(mhc::trace::Category::Activation);
+    }
+    // The loader's derived columns, built the same way.
+    a.by_size.resize(a.size());
+    for (uint32_t i = 0; i < a.size(); ++i) a.by_size[i] = i;
+    std::stable_sort(a.by_size.begin(), a.by_size.end(), [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
+    for (uint32_t i : a.by_size) { a.by_size_alloc.push_back(a.t_alloc[i]); a.by_size_free.push_back(a.t_free[i]); }
+    a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
+    a.sorted_alloc = a.t_alloc;
+    std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
+    Curve live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
+    for (int q = 0; q < 50; ++q) {
+        int64_t t0 = static_cast<int64_t>(rng() % 1'200'000);
+        int64_t t1 = t0 + 1 + static_cast<int64_t>(rng() % 300'000);
+        size_t brute = 0;
+        for (size_t i = 0; i < a.size(); ++i) brute += a.t_alloc[i] < t1 && a.t_free[i] > t0;
+        REQUIRE(a.overlapping(t0, t1) == brute);
+        BandLayout b;
+        layout_bands(a, live, {t0, t1}, 800, 300, 64, b);
+        CHECK(b.bands.size() + b.summarised == brute);
+        CHECK(b.bands.size() <= 64);
+        CHECK(b.segments.size() <= 64 * 800);
+        // Drawn bands are the largest visible ones: none summarised is larger than a drawn one
+        // unless the band budget ran out.
+        if (!b.bands.empty() && b.bands.size() < 64) {
+            int64_t smallest = INT64_MAX;
+            for (uint32_t i : b.bands) smallest = std::min(smallest, a.bytes[i]);
+            CHECK(static_cast<double>(smallest) >= 0.5 * b.y_max / 300 - 1e-9);
+        }
+    }
+}

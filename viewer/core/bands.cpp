@@ -14,6 +14,14 @@ int64_t BandLayout::hit(int x, double y) const {
     return -2;
 }
 
+size_t AllocationTable::overlapping(int64_t t0, int64_t t1) const {
+    // Live at t0 (allocated at or before t0, freed after it) plus allocated in (t0, t1).
+    auto live = static_cast<size_t>(live_count.value_at(t0));
+    auto a = std::upper_bound(sorted_alloc.begin(), sorted_alloc.end(), t0);
+    auto b = std::lower_bound(sorted_alloc.begin(), sorted_alloc.end(), t1);
+    return live + static_cast<size_t>(std::max<std::ptrdiff_t>(b - a, 0));
+}
+
 void layout_bands(const AllocationTable& a, const Curve& live, TimeRange range, int width,
                   int height_px, size_t max_bands, BandLayout& out) {
     out.bands.clear();
@@ -31,15 +39,15 @@ void layout_bands(const AllocationTable& a, const Curve& live, TimeRange range, 
     out.y_max = std::max(cols.y_max, 1.0);
     const double min_bytes = 0.5 * out.y_max / std::max(height_px, 1);
 
-    // Largest visible allocations first; everything after the cut is summarised.
-    for (size_t r = 0; r < a.by_size.size(); ++r) {
-        if (a.by_size_alloc[r] >= range.t1 || a.by_size_free[r] <= range.t0) continue;
+    // Largest visible allocations first; the scan stops at the first one too thin to draw,
+    // and everything not drawn is summarised (counted without a scan).
+    for (size_t r = 0; r < a.by_size.size() && out.bands.size() < max_bands; ++r) {
         uint32_t i = a.by_size[r];
-        if (out.bands.size() < max_bands && static_cast<double>(a.bytes[i]) >= min_bytes)
-            out.bands.push_back(i);
-        else
-            ++out.summarised;
+        if (static_cast<double>(a.bytes[i]) < min_bytes) break;
+        if (a.by_size_alloc[r] >= range.t1 || a.by_size_free[r] <= range.t0) continue;
+        out.bands.push_back(i);
     }
+    out.summarised = a.overlapping(range.t0, range.t1) - out.bands.size();
     std::sort(out.bands.begin(), out.bands.end(), [&](uint32_t p, uint32_t q) {
         return a.t_alloc[p] != a.t_alloc[q] ? a.t_alloc[p] < a.t_alloc[q] : p < q;
     });

@@ -126,6 +126,9 @@ struct Loader {
             a.by_size_free[r] = a.t_free[a.by_size[r]];
         }
         t.live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
+        a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
+        a.sorted_alloc = a.t_alloc;
+        std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
     }
 
     void copies(bool multi_device) {
@@ -199,6 +202,8 @@ ViewTrace load_view_trace(const std::string& path, Progress progress, void* user
     ViewTrace t;
     t.path = path;
     t.reader = std::make_shared<trace::Reader>(path);   // validates: throws mhc::Error naming the file
+    // Memory-mapped reads: one sequential pass over a large file without a copy per page.
+    sqlite3_exec(t.reader->handle(), "PRAGMA mmap_size=17179869184", nullptr, nullptr, nullptr);
     t.meta = t.reader->meta();
     t.strings = t.reader->strings();
     trace::TableCounts n = t.reader->counts();

@@ -41,6 +41,7 @@ struct SinkhornReport {
     int iters_max = 0;         // iterations run (== iters unless tol > 0)
     double iters_mean = 0.0;
     std::string backend;       // e.g. "cpu-avx512 x2 threads", "cuda"
+    double seconds = 0.0;      // the computation alone: CPU wall time; CUDA kernel time (events)
 };
 
 // P = sinkhorn(H). H and P hold T*n*n elements. Throws mhc::Error on bad options or an

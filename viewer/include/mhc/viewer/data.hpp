@@ -25,6 +25,11 @@ struct AllocationTable {
     // that the band layout scans contiguous memory.
     std::vector<uint32_t> by_size;
     std::vector<int64_t> by_size_alloc, by_size_free;
+    // Counting allocations overlapping a range without a scan: live count at t0 plus the
+    // allocations made inside the range.
+    Curve live_count;
+    std::vector<int64_t> sorted_alloc;
+    size_t overlapping(int64_t t0, int64_t t1) const;
     size_t size() const { return id.size(); }
     int64_t end_or(size_t i, int64_t t_end) const {
         return t_free[i] == trace::kNoTime ? t_end : t_free[i];

@@ -1,0 +1,54 @@
+// bench_datasets [PRESET] [MIN_ROWS] [OUT]: generates PRESET (default llama2-7b) with enough
+// steps for at least MIN_ROWS rows (default 10,000,000) and prints rows/s and bytes/row.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "mhc/datasets/generate.hpp"
+
+int main(int argc, char** argv) {
+    using namespace mhc::datasets;
+    std::string name = argc > 1 ? argv[1] : "llama2-7b";
+    int64_t min_rows = argc > 2 ? std::atoll(argv[2]) : 10000000;
+    std::string out = argc > 3 ? argv[3]
+                               : (std::filesystem::temp_directory_path() /
+                                  ("mhc_bench_generate_" + std::to_string(getpid()) + ".db")).string();
+    try {
+        GeneratorConfig c = preset(name);
+        // Rows per step from one- and two-step runs (the first step also holds the
+        // parameters and the lazily created optimizer states), then enough steps.
+        c.steps = 1;
+        int64_t r1 = generate_file(c, out).rows;
+        std::filesystem::remove(out);
+        c.steps = 2;
+        int64_t r2 = generate_file(c, out).rows;
+        int64_t per_step = r2 - r1;
+        c.steps = static_cast<int>(1 + (min_rows - r1 + per_step - 1) / per_step);
+        std::filesystem::remove(out);
+        auto cpu = [] {
+            rusage u{};
+            getrusage(RUSAGE_SELF, &u);
+            return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+        };
+        double c0 = cpu();
+        auto t0 = std::chrono::steady_clock::now();
+        GenerateStats st = generate_file(c, out);   // includes indexes, commit and rename
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        double cpu_secs = cpu() - c0;
+        auto size = std::filesystem::file_size(out);
+        std::printf("preset %s, %d steps: %lld rows in %.2f s wall = %.0f rows/s; %.2f s CPU = %.0f rows/s "
+                    "(generate, write, index, rename), %.1f bytes/row, file %.1f MB\n",
+                    name.c_str(), c.steps, (long long)st.rows, secs, st.rows / secs, cpu_secs, st.rows / cpu_secs,
+                    double(size) / double(st.rows), double(size) / 1e6);
+        if (argc <= 3) std::filesystem::remove(out);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_datasets: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

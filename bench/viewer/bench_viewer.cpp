@@ -1,0 +1,147 @@
+// bench_viewer [--kernels N] [--allocations M] [--trace PATH] [--width PX]
+// Writes a synthetic trace with mhc::trace::Writer (kept at PATH between runs; rewritten when
+// its size differs), opens it through the viewer's loading path (load_view_trace), then times
+// the per-frame preparation of the timeline (folded lanes) and the memory view (curve columns
+// from the pyramid + band layout) at several zoom levels. Prints figures; not a test.
+#include <time.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "mhc/trace/store.hpp"
+#include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/bands.hpp"
+#include "mhc/viewer/data.hpp"
+#include "mhc/viewer/timeline.hpp"
+
+using namespace mhc;
+using namespace mhc::viewer;
+
+namespace {
+
+double cpu_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+double wall_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// 8 compute streams of back-to-back kernels (0.5..40 us, 0..5 us gaps), 64 kernel names,
+// a step marker every 20k kernels; allocations with log-uniform sizes (4 KiB..2 GiB) and
+// lifetimes from 1 us to 1% of the trace.
+void write_trace(const std::string& path, int64_t kernels, int64_t allocations) {
+    std::mt19937_64 rng(42);
+    trace::Writer w(path);
+    w.set_meta("source", "bench_viewer");
+    w.set_meta("bench_size", std::to_string(kernels) + "/" + std::to_string(allocations) + "/v2");
+    std::vector<int64_t> names;
+    for (int i = 0; i < 64; ++i) names.push_back(w.intern("kernel_" + std::to_string(i)));
+    const int streams = 8;
+    std::vector<int64_t> clock(streams, 0);
+    trace::Kernel k;
+    int64_t per_step = 20000, step_t0 = 0, t_max = 0;
+    for (int64_t i = 0; i < kernels; ++i) {
+        int s = static_cast<int>(i % streams);
+        k.id = i + 1;
+        k.stream = 7 + s;
+        k.name = names[rng() % names.size()];
+        k.t_start = clock[static_cast<size_t>(s)] + static_cast<int64_t>(rng() % 5000);
+        k.t_end = k.t_start + 500 + static_cast<int64_t>(rng() % 40000);
+        k.step = static_cast<int32_t>(i / per_step);
+        clock[static_cast<size_t>(s)] = k.t_end;
+        t_max = std::max(t_max, k.t_end);
+        w.add(k);
+        if ((i + 1) % per_step == 0) {
+            w.add(trace::Marker{(i + 1) / per_step, w.intern("step"), step_t0, t_max, trace::MarkerKind::Step,
+                                static_cast<int32_t>(i / per_step)});
+            step_t0 = t_max;
+        }
+    }
+    for (int64_t a = 0; a < allocations; ++a) {
+        trace::Allocation al;
+        al.id = a + 1;
+        al.bytes = static_cast<int64_t>(std::exp(std::log(4096.0) + (std::log(2.0 * (1 << 30)) - std::log(4096.0)) *
+                                                 std::pow(static_cast<double>(rng() % 1000000) / 1e6, 3.0)));
+        al.t_alloc = static_cast<int64_t>(rng() % static_cast<uint64_t>(t_max));
+        // Mean lifetime 0.2% of the trace: about 2,000 allocations live at a time, as in a step.
+        double life = 0.01 * std::pow(static_cast<double>(rng() % 1000000) / 1e6, 4.0);
+        al.t_free = std::min(t_max, al.t_alloc + 1000 + static_cast<int64_t>(life * static_cast<double>(t_max)));
+        al.category = static_cast<trace::Category>(rng() % trace::kCategoryCount);
+        al.label = names[rng() % names.size()];
+        w.add(al);
+    }
+    w.finish();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int64_t kernels = 10'000'000, allocations = 1'000'000;
+    std::string path = (std::filesystem::temp_directory_path() / "mhc-bench-viewer.db").string();
+    int width = 1600;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--kernels")) kernels = std::stoll(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--allocations")) allocations = std::stoll(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--trace")) path = argv[i + 1];
+        else if (!std::strcmp(argv[i], "--width")) width = std::stoi(argv[i + 1]);
+    }
+    std::string want = std::to_string(kernels) + "/" + std::to_string(allocations) + "/v2";
+    bool reuse = false;
+    if (std::filesystem::exists(path)) {
+        try { reuse = trace::Reader(path).meta()["bench_size"] == want; } catch (const std::exception&) {}
+    }
+    if (!reuse) {
+        double t = wall_s();
+        std::filesystem::remove(path);
+        write_trace(path, kernels, allocations);
+        std::printf("wrote %s (%lld kernels, %lld allocations) in %.1f s\n", path.c_str(),
+                    static_cast<long long>(kernels), static_cast<long long>(allocations), wall_s() - t);
+    }
+    std::printf("trace file: %.0f MB\n", static_cast<double>(std::filesystem::file_size(path)) / 1e6);
+
+    double w0 = wall_s(), c0 = cpu_ms();
+    ViewTrace t = load_view_trace(path);
+    std::printf("open (load_view_trace): %.2f s wall, %.2f s CPU; %lld kernels in %zu lanes, %zu allocations, "
+                "%zu curve samples\n",
+                wall_s() - w0, (cpu_ms() - c0) / 1e3, static_cast<long long>(t.kernel_count), t.kernel_lanes.size(),
+                t.allocations.size(), t.live.size());
+
+    std::vector<Track> tracks = timeline_tracks(t, nullptr);
+    std::vector<TrackFrame> frame;
+    CurveColumns cols;
+    BandLayout bands;
+    std::printf("%-14s %12s %12s %12s %12s %10s\n", "span", "timeline ms", "items", "memory ms", "segments", "bands");
+    const int reps = 20;
+    for (double frac : {1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6}) {
+        int64_t span = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(t.t_end - t.t_begin) * frac), 1000);
+        double tl = 0, mem = 0;
+        size_t items = 0, max_items = 0;
+        std::mt19937_64 rng(1);
+        for (int r = 0; r < reps; ++r) {
+            int64_t room = std::max<int64_t>(t.t_end - t.t_begin - span, 1);
+            int64_t a = t.t_begin + static_cast<int64_t>(rng() % static_cast<uint64_t>(room));
+            TimeRange range{a, a + span};
+            double c = cpu_ms();
+            prepare_timeline(tracks, range, static_cast<float>(width), frame);
+            tl = std::max(tl, cpu_ms() - c);
+            items = draw_item_count(frame);
+            max_items = std::max(max_items, items);
+            c = cpu_ms();
+            prepare_curve(t.live, range, width, cols);
+            layout_bands(t.allocations, t.live, range, width, 300, 1024, bands);   // as the memory view
+            mem = std::max(mem, cpu_ms() - c);
+        }
+        std::printf("%-14s %12.3f %12zu %12.3f %12zu %10zu\n", format_duration(span).c_str(), tl, max_items,
+                    mem, bands.segments.size(), bands.bands.size());
+    }
+    std::printf("(worst of %d random ranges per span, CPU time; width %d px, %zu tracks, bound on items %zu)\n", reps,
+                width, tracks.size(), tracks.size() * static_cast<size_t>(width / kFoldPx + 2));
+    return 0;
+}

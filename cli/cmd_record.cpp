@@ -1,0 +1,219 @@
+// `mhc record [-o run.db] [--torch] [--no-accesses] -- CMD...`: runs CMD with the CUPTI
+// injection library (libmhc_record.so) loaded by the CUDA driver, and reports the trace
+// file each CUDA process wrote (docs/recording.md).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "mhc/common/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mhc::cli {
+namespace {
+
+constexpr const char* kLibraryName = "libmhc_record.so";
+
+std::string find_library(const std::string& given) {
+    if (!given.empty()) {
+        if (!fs::is_regular_file(given))
+            throw Error("--library: " + given + ": no such file", Error::Kind::BadInput);
+        return fs::absolute(given).string();
+    }
+    if (const char* env = std::getenv("MHC_RECORD_LIBRARY"); env && *env) {
+        if (!fs::is_regular_file(env))
+            throw Error(std::string("MHC_RECORD_LIBRARY: ") + env + ": no such file",
+                        Error::Kind::BadInput);
+        return fs::absolute(env).string();
+    }
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        fs::path dir = exe.parent_path();
+        // Installed (bin/ + lib/), beside the binary, or the build tree (cli/ + trace/record/).
+        for (const fs::path& p : {dir / kLibraryName, dir / ".." / "lib" / kLibraryName,
+                                  dir / ".." / "trace" / "record" / kLibraryName})
+            if (fs::is_regular_file(p, ec)) return fs::canonical(p, ec).string();
+    }
+    throw Error(std::string("cannot find ") + kLibraryName +
+                    " (it is built only when the CUDA toolkit is found); pass --library PATH "
+                    "or set MHC_RECORD_LIBRARY",
+                Error::Kind::BadInput);
+}
+
+// NVTX ranges reach CUPTI only when NVTX_INJECTION64_PATH names libcupti; the build writes
+// its path beside the injection library.
+void point_nvtx_at_cupti(const std::string& library) {
+    if (std::getenv("NVTX_INJECTION64_PATH")) return;
+    std::ifstream f(fs::path(library).parent_path() / "mhc_record_cupti_path.txt");
+    std::string cupti;
+    if (f && std::getline(f, cupti) && !cupti.empty() && fs::exists(cupti))
+        setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 1);
+}
+
+void set_torch_allocator() {
+    const char* cur = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+    std::string conf = cur ? cur : "";
+    if (conf.find("backend:") != std::string::npos) {
+        std::fprintf(stderr,
+                     "mhc record: --torch: PYTORCH_CUDA_ALLOC_CONF already chooses a backend "
+                     "(%s); left as is\n",
+                     conf.c_str());
+        return;
+    }
+    conf = conf.empty() ? "backend:cudaMallocAsync" : conf + ",backend:cudaMallocAsync";
+    setenv("PYTORCH_CUDA_ALLOC_CONF", conf.c_str(), 1);
+    std::fprintf(stderr,
+                 "mhc record: --torch: PYTORCH_CUDA_ALLOC_CONF=%s, so that each tensor is its "
+                 "own cudaMallocAsync allocation (not a slice of a cached segment)\n",
+                 conf.c_str());
+}
+
+pid_t g_child = -1;
+void forward_signal(int sig) {
+    if (g_child > 0) kill(g_child, sig);
+}
+
+struct Written {
+    std::string path, status, detail;
+};
+
+std::vector<Written> read_manifest(const std::string& manifest) {
+    std::vector<Written> out;
+    std::ifstream f(manifest);
+    std::string line;
+    while (std::getline(f, line)) {
+        size_t a = line.find('\t');
+        if (a == std::string::npos) continue;
+        size_t b = line.find('\t', a + 1);
+        Written w{line.substr(0, a), line.substr(a + 1, b == std::string::npos ? b : b - a - 1), ""};
+        if (b != std::string::npos) {
+            w.detail = line.substr(b + 1);
+            for (char& c : w.detail)
+                if (c == '\t') c = ',';
+        }
+        out.push_back(std::move(w));
+    }
+    return out;
+}
+
+int run_record(const std::string& output, bool torch, bool no_accesses,
+               const std::string& library_opt, const std::vector<std::string>& cmd) {
+    if (cmd.empty()) throw Error("record: no command given (mhc record [options] -- CMD ...)",
+                                 Error::Kind::BadInput);
+    std::string library = find_library(library_opt);
+    fs::path out = fs::absolute(output);   // the program may change directory
+    if (!fs::is_directory(out.parent_path()))
+        throw Error("-o " + output + ": directory " + out.parent_path().string() +
+                        " does not exist",
+                    Error::Kind::BadInput);
+
+    char manifest_tmpl[] = "/tmp/mhc-record-XXXXXX";
+    int mfd = mkstemp(manifest_tmpl);
+    if (mfd < 0) throw Error(std::string("cannot create a temporary file: ") + std::strerror(errno),
+                             Error::Kind::Internal);
+    close(mfd);
+    std::string manifest = manifest_tmpl;
+
+    if (const char* prev = std::getenv("CUDA_INJECTION64_PATH"); prev && library != prev)
+        std::fprintf(stderr, "mhc record: replacing CUDA_INJECTION64_PATH=%s\n", prev);
+    setenv("CUDA_INJECTION64_PATH", library.c_str(), 1);
+    setenv("MHC_RECORD_OUTPUT", out.c_str(), 1);
+    setenv("MHC_RECORD_MANIFEST", manifest.c_str(), 1);
+    setenv("MHC_RECORD_ACCESSES", no_accesses ? "0" : "1", 1);
+    point_nvtx_at_cupti(library);
+    if (torch) set_torch_allocator();
+
+    std::vector<char*> argv;
+    for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        unlink(manifest.c_str());
+        throw Error(std::string("fork: ") + std::strerror(errno), Error::Kind::Internal);
+    }
+    if (pid == 0) {
+        // The process started here writes `output` itself; others get rank or pid names.
+        setenv("MHC_RECORD_ROOT_PID", std::to_string(getpid()).c_str(), 1);
+        execvp(argv[0], argv.data());
+        std::fprintf(stderr, "mhc record: cannot run %s: %s\n", argv[0], std::strerror(errno));
+        _exit(127);
+    }
+    // Ctrl-C reaches the whole process group, the child included: wait for it to write its
+    // trace instead of dying first. SIGTERM sent to us is passed on.
+    g_child = pid;
+    struct sigaction ign {}, fwd {}, old_int {}, old_quit {}, old_term {};
+    ign.sa_handler = SIG_IGN;
+    fwd.sa_handler = forward_signal;
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    sigaction(SIGTERM, &fwd, &old_term);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGQUIT, &old_quit, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    g_child = -1;
+
+    auto written = read_manifest(manifest);
+    unlink(manifest.c_str());
+    for (const auto& w : written)
+        std::printf("mhc record: wrote %s (%s; %s)\n", w.path.c_str(), w.status.c_str(),
+                    w.detail.c_str());
+    if (written.empty())
+        std::printf("mhc record: no trace written: %s did not initialise CUDA, or the recorder "
+                    "could not start (see messages above)\n",
+                    cmd[0].c_str());
+
+    int code;
+    if (WIFEXITED(status)) {
+        code = WEXITSTATUS(status);
+        std::printf("mhc record: %s exited with status %d\n", cmd[0].c_str(), code);
+    } else if (WIFSIGNALED(status)) {
+        code = 128 + WTERMSIG(status);
+        std::printf("mhc record: %s was ended by signal %d (%s)\n", cmd[0].c_str(),
+                    WTERMSIG(status), strsignal(WTERMSIG(status)));
+    } else {
+        code = kExitInternal;
+    }
+    return code;
+}
+
+std::function<int()> setup(CLI::App& sub) {
+    struct Opts {
+        std::string output = "run.db", library;
+        bool torch = false, no_accesses = false;
+        std::vector<std::string> cmd;
+    };
+    auto o = std::make_shared<Opts>();
+    sub.add_option("-o,--output", o->output,
+                   "Trace file (default run.db); other processes get .rankN / .pidN names");
+    sub.add_flag("--torch", o->torch,
+                 "PyTorch: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync so tensors are "
+                 "recorded one by one");
+    sub.add_flag("--no-accesses", o->no_accesses,
+                 "Do not infer accesses from kernel arguments (cheaper; coarser simulation)");
+    sub.add_option("--library", o->library,
+                   "Path of libmhc_record.so (default: beside mhc, or $MHC_RECORD_LIBRARY)");
+    sub.add_option("command", o->cmd, "The program and its arguments, after --")->required();
+    sub.footer("Exit status: the command's (128+N if it died of signal N); 2 for bad options.");
+    return [o] { return run_record(o->output, o->torch, o->no_accesses, o->library, o->cmd); };
+}
+
+Registration reg{Command{"record", "Run a CUDA program under the CUPTI recorder and write its trace", setup}};
+
+}  // namespace
+}  // namespace mhc::cli

@@ -1,0 +1,129 @@
+// `mhc sweep TRACE`: policies x prefetchers x capacities x links on all cores, a table, every
+// run stored, and per policy the smallest capacity within a throughput-loss budget.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "command.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/sim/sweep.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/runs.hpp"
+
+namespace mhc::cli {
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+struct SweepOptions {
+    std::string trace, policies = "lru,largest,belady,dtr,cost_aware", prefetchers = "none";
+    std::string capacities = "90%,70%,50%", links = "pcie4", budget = "3%", allocator = "ideal";
+    double cpu_buffer_ratio = 0, max_swap_ops = 0;
+    int jobs = 0, bisect_steps = 8, device = -1;
+    bool no_store = false, no_bisect = false, json = false;
+};
+
+double parse_budget(const std::string& s) {
+    std::string num = !s.empty() && s.back() == '%' ? s.substr(0, s.size() - 1) : s;
+    char* end = nullptr;
+    double v = std::strtod(num.c_str(), &end);
+    if (num.empty() || *end != '\0' || !(v >= 0) || v > 1000)
+        throw Error("--budget '" + s + "': a percentage such as 3%");
+    return s.back() == '%' ? v / 100.0 : v;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto o = std::make_shared<SweepOptions>();
+    app.add_option("trace", o->trace, "Trace file")->required()->check(CLI::ExistingFile);
+    auto* pol = app.add_option("--policies", o->policies, "Eviction policies, comma-separated");
+    app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated");
+    app.add_option("--capacities", o->capacities, "Capacities, comma-separated (90%,70%,50% or 40GiB)");
+    app.add_option("--links", o->links, "Links (presets or link profile files), comma-separated");
+    app.add_option("--budget", o->budget, "Throughput-loss budget for the bisection (3%)");
+    app.add_option("--allocator", o->allocator, "Allocator model: ideal, caching");
+    auto* ratio = app.add_option("--cpu-buffer-ratio", o->cpu_buffer_ratio, "Host buffer / GPU capacity (0: unlimited)");
+    auto* ops = app.add_option("--max-swap-ops-per-sec", o->max_swap_ops, "Cap on swap transfers per second");
+    app.add_option("--jobs,-j", o->jobs, "Threads (0: all cores)");
+    app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)");
+    app.add_option("--device", o->device, "Device to simulate");
+    app.add_flag("--no-store", o->no_store, "Do not store the runs");
+    app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
+    return [o, pol, ratio, ops] {
+        sim::SweepSpec spec;
+        spec.base.allocator = o->allocator;
+        spec.base.cpu_buffer_ratio = o->cpu_buffer_ratio;
+        spec.base.max_swap_ops_per_sec = o->max_swap_ops;
+        spec.base.device = o->device;
+        spec.base.record_events = !o->no_store;
+        sim::apply_environment(spec.base, {ratio->count() > 0, true, ops->count() > 0});
+        spec.policies = split(o->policies);
+        if (pol->count() == 0 && std::getenv("MHC_EVICTION_STRATEGY")) {
+            sim::Config env;
+            sim::apply_environment(env, {true, false, true});
+            spec.policies = {env.eviction};
+        }
+        spec.prefetchers = split(o->prefetchers);
+        for (const auto& c : split(o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
+        for (const auto& l : split(o->links)) spec.links.push_back(sim::link_from_spec(l));
+        spec.budget = parse_budget(o->budget);
+        if (o->jobs < 0) throw Error("--jobs must be >= 0");
+        if (o->bisect_steps < 1 || o->bisect_steps > 30) throw Error("--bisect-steps must be in 1..30");
+        spec.jobs = o->jobs;
+        spec.bisect_steps = o->bisect_steps;
+        spec.bisect = !o->no_bisect;
+        if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty())
+            throw Error("sweep: empty --policies, --prefetchers or --links");
+        for (const auto& p : spec.policies)
+            for (const auto& f : spec.prefetchers) {
+                sim::Config c = spec.base;
+                c.eviction = p;
+                c.prefetch = f;
+                sim::validate(c);   // fail before loading the trace
+            }
+
+        trace::TraceData t = trace::load_trace(o->trace);
+        auto prepared = sim::prepare(t, o->device);
+        if (sim::assumed_accesses(*prepared))
+            std::fprintf(stderr, "mhc: %s has no accesses: assuming each allocation is written by the first kernel "
+                                 "after its allocation and read by the last kernel before its free\n", o->trace.c_str());
+        bool tty = show_progress();
+        auto progress = [tty](size_t done, size_t total) {
+            if (tty) std::fprintf(stderr, "\rsimulating %zu/%zu", done, total);
+        };
+        sim::SweepResult s = sim::sweep(*prepared, spec, progress);
+        if (tty) std::fprintf(stderr, "\r%40s\r", "");
+        std::cout << sim::to_text(s, sim::baseline_peak(*prepared, o->allocator));
+        std::printf("%zu runs in %.2f s\n", s.grid.size(), s.seconds);
+        if (!o->no_store) {
+            for (const auto& r : s.grid) trace::add_run(o->trace, sim::to_run(r));
+            for (const auto& a : s.answers)
+                if (a.found) {
+                    trace::Run run = sim::to_run(a.result);
+                    run.name = "bisect:" + run.name;
+                    run.config["bisect_budget"] = o->budget;
+                    trace::add_run(o->trace, run);
+                }
+            std::printf("stored %zu runs in %s\n", s.grid.size() + s.answers.size(), o->trace.c_str());
+        }
+        for (const auto& r : s.grid)
+            if (!r.invariant_violation.empty()) {
+                std::fprintf(stderr, "mhc: simulator invariant violated in %s: %s\n",
+                             sim::run_name(r.config).c_str(), r.invariant_violation.c_str());
+                return kExitInternal;
+            }
+        return kExitOk;
+    };
+}
+
+Registration reg{Command{"sweep", "Run policies x prefetchers x capacities x links and find the smallest capacity within a loss budget", setup}};
+
+}  // namespace
+}  // namespace mhc::cli

@@ -1,0 +1,65 @@
+#pragma once
+// Configuration of one simulated run.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mhc/sim/link.hpp"
+
+namespace mhc::sim {
+
+inline constexpr int64_t kUnlimited = INT64_MAX / 4;
+
+#ifdef NDEBUG
+inline constexpr bool kCheckInvariantsByDefault = false;
+#else
+inline constexpr bool kCheckInvariantsByDefault = true;
+#endif
+
+// GPU capacity: bytes, or a share of the unlimited (baseline) peak of the trace.
+struct Capacity {
+    int64_t bytes = kUnlimited;
+    double fraction = 0;   // > 0: capacity = fraction x baseline peak (bytes ignored)
+    bool unlimited() const { return fraction <= 0 && bytes >= kUnlimited; }
+    std::string to_string() const;
+};
+// "60%", "0.6" is not accepted (ambiguous); "40GiB", "123456", "unlimited".
+// Throws mhc::Error for negative, zero or malformed values.
+Capacity parse_capacity(const std::string& text);
+
+struct Config {
+    Capacity capacity;
+    double cpu_buffer_ratio = 0;    // host buffer = ratio x GPU capacity; 0: unlimited
+    std::string eviction = "lru";   // lru | largest | belady | dtr | cost_aware
+    std::string prefetch = "none";  // none | lookahead:K | periodic[:K] | capuchin | forecast[:H]
+    std::string allocator = "ideal";// ideal | caching
+    LinkModel link;                 // default: pcie4 (set by the constructor)
+    double max_swap_ops_per_sec = 0;// 0: unlimited
+    int32_t device = -1;            // -1: the device with the largest live peak
+    bool check_invariants = kCheckInvariantsByDefault;
+    bool record_events = true;      // timeline events and per-kernel times in the Result
+    int memory_samples = 4096;      // memory timeline buckets (peak kept in each)
+    Config();
+};
+
+// Throws mhc::Error (bad input) with one clear line: unknown policy, bad numbers.
+void validate(const Config& c);
+
+// Names known to the registries, with one line each (for --help and errors).
+struct PolicyInfo { std::string name, help, source; };
+const std::vector<PolicyInfo>& eviction_policies();
+const std::vector<PolicyInfo>& prefetch_policies();
+const std::vector<PolicyInfo>& allocator_models();
+
+// Environment defaults for users of existing mHC deployments: MHC_CPU_BUFFER_RATIO,
+// MHC_EVICTION_STRATEGY, MHC_MAX_SWAP_OPS_PER_SEC. Applied only to fields whose option was
+// not given (options win). Throws mhc::Error naming the variable when a value is malformed.
+struct GivenOptions { bool cpu_buffer_ratio = false, eviction = false, max_swap_ops = false; };
+void apply_environment(Config& c, const GivenOptions& given);
+
+// "cost_aware+periodic@60%/pcie4[/caching]"
+std::string run_name(const Config& c);
+std::map<std::string, std::string> to_map(const Config& c);
+
+}  // namespace mhc::sim

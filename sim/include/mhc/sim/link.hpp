@@ -1,0 +1,39 @@
+#pragma once
+// Interconnect models between GPU memory and the memory evicted into (host over PCIe or
+// NVLink-C2C, or a neighbouring GPU over NVLink). docs/simulator.md states how a transfer's
+// time is computed from these figures.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mhc::sim {
+
+struct Direction {
+    double bandwidth_Bps = 0;   // one direction alone, pinned memory
+    double latency_s = 0;       // fixed cost per transfer
+};
+
+struct LinkModel {
+    std::string name;
+    Direction h2d, d2h;
+    int copy_engines = 2;        // 1: H2D and D2H share one queue; >= 2: one queue each way
+    double duplex_factor = 1.0;  // bandwidth multiplier of a transfer started while the other
+                                 // direction is busy (pcie4: 12.5/25 = 0.5)
+    double nccl_share = 0.5;     // bandwidth share lost while a recorded NCCL kernel runs
+    double memcpy_share = 0.5;   // share lost while a recorded memcpy of that direction runs
+    std::string source;          // where the figures come from
+    struct Chunk { int64_t bytes = 0; double h2d_Bps = 0, d2h_Bps = 0; };
+    std::vector<Chunk> by_chunk; // optional calibration detail (kept, printed, not used)
+};
+
+// Preset names: pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer.
+const std::vector<LinkModel>& link_presets();
+// A preset by name, or a link profile JSON file when `spec` names an existing file
+// (format in docs/simulator.md, written by `mhc calibrate`). Throws mhc::Error (exit 2)
+// naming the preset list, or the file and the field.
+LinkModel link_from_spec(const std::string& spec);
+LinkModel load_link_profile(const std::string& path);
+// Throws mhc::Error naming `what` when a figure is not positive / in range.
+void validate(const LinkModel& link, const std::string& what);
+
+}  // namespace mhc::sim

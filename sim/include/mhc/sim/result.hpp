@@ -1,0 +1,64 @@
+#pragma once
+// What one simulated run produced: the metrics of DESIGN.md §4 and the timeline.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mhc/sim/config.hpp"
+#include "mhc/trace/runs.hpp"
+
+namespace mhc::sim {
+
+struct Oom {
+    bool happened = false;
+    std::string where;            // "allocation 42" / "kernel 7 (name)"
+    std::string why;              // one sentence with the numbers
+    int64_t time = 0;             // simulated ns
+    int64_t allocation = 0;       // allocation id being placed, 0 if none
+    int64_t kernel = 0;           // kernel id starting, 0 if none
+    int64_t bytes_needed = 0;     // the request (rounded by the allocator model)
+    int64_t bytes_short = 0;      // how many more bytes the GPU would have needed
+    int64_t bytes_pinned = 0;     // bytes held by running kernels (not evictable)
+    bool fragmentation = false;   // the bytes fit, the caching allocator's blocks did not
+    int64_t largest_free_block = 0;
+};
+
+struct Result {
+    Config config;                // as run, capacity resolved
+    int32_t device = 0;
+    int64_t capacity = 0;         // bytes (kUnlimited when unlimited)
+    int64_t host_capacity = 0;
+    int64_t baseline_peak = 0;    // unlimited capacity, same allocator model
+    int64_t simulated_peak = 0;   // resident + in-flight reservations (or reserved segments)
+    double peak_reduction = 0;    // 1 - simulated / baseline
+    int64_t baseline_makespan = 0, simulated_makespan = 0;
+    double throughput_loss = 0;   // simulated / baseline makespan - 1
+    int64_t stall_time = 0, stall_count = 0;
+    int64_t swap_in_bytes = 0, swap_in_count = 0;
+    int64_t swap_out_bytes = 0, swap_out_count = 0;
+    int64_t evict_clean_count = 0, prefetch_count = 0;
+    int64_t drop_count = 0, recompute_count = 0, recompute_time = 0;
+    int64_t host_peak = 0;
+    Oom oom;
+    // Demand forecaster (prefetch "forecast"): mean absolute error of the predicted live
+    // bytes at each kernel, relative to the actual, and the same for each step's peak.
+    double forecast_error = NAN, forecast_peak_error = NAN;
+    int64_t forecast_evictions = 0;
+    bool assumed_accesses = false;  // the trace had none; see docs/simulator.md
+    std::string invariant_violation;// empty unless a checked invariant failed
+    int64_t rows = 0;               // trace rows the run covered
+    double seconds = 0;             // wall time of simulate()
+
+    std::vector<trace::RunEvent> events;
+    std::vector<trace::RunKernelTime> kernel_times;   // kernels whose time moved
+    std::vector<trace::RunMemorySample> memory;
+};
+
+std::string to_text(const Result& r);
+std::string to_json(const Result& r);
+std::vector<std::pair<std::string, double>> metrics(const Result& r);
+// A run to store with trace::add_run.
+trace::Run to_run(const Result& r);
+
+}  // namespace mhc::sim

@@ -1,0 +1,27 @@
+#pragma once
+// The simulator's entry points. prepare() does the per-trace work once (event order,
+// next-use tables, step structure, contention intervals, baseline peaks); simulate() runs
+// one configuration over it and may be called from many threads at once.
+#include <memory>
+
+#include "mhc/sim/config.hpp"
+#include "mhc/sim/result.hpp"
+#include "mhc/trace/columns.hpp"
+
+namespace mhc::sim {
+
+struct Prepared;   // opaque, read-only once built (sim/src/prepared.hpp)
+
+// Validates the trace (trace::check_trace; throws mhc::Error naming the file and row).
+// device -1: the device with the largest live peak.
+std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device = -1);
+
+Result simulate(const Prepared& p, const Config& c);
+Result simulate(const trace::TraceData& t, const Config& c);
+
+int64_t baseline_peak(const Prepared& p, const std::string& allocator);
+int32_t device_of(const Prepared& p);
+bool assumed_accesses(const Prepared& p);
+const trace::TraceData& trace_of(const Prepared& p);
+
+}  // namespace mhc::sim

@@ -1,0 +1,190 @@
+#include "mhc/sim/config.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+
+namespace mhc::sim {
+
+Config::Config() : link(link_presets()[1]) {}   // pcie4
+
+std::string Capacity::to_string() const {
+    if (fraction > 0) {
+        std::ostringstream s;
+        s << fraction * 100 << "%";
+        return s.str();
+    }
+    if (bytes >= kUnlimited) return "unlimited";
+    return format_bytes(bytes);
+}
+
+Capacity parse_capacity(const std::string& text) {
+    Capacity c;
+    if (text == "unlimited" || text == "inf") return c;
+    if (!text.empty() && text.back() == '%') {
+        std::string num = text.substr(0, text.size() - 1);
+        char* end = nullptr;
+        double v = std::strtod(num.c_str(), &end);
+        if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v))
+            throw Error("capacity '" + text + "': not a percentage");
+        if (v <= 0) throw Error("capacity '" + text + "': must be positive");
+        c.fraction = v / 100.0;
+        return c;
+    }
+    if (!text.empty() && text[0] == '-') throw Error("capacity '" + text + "': must be positive");
+    int64_t b = parse_bytes(text);
+    if (b <= 0) throw Error("capacity '" + text + "': must be positive");
+    c.bytes = b;
+    return c;
+}
+
+const std::vector<PolicyInfo>& eviction_policies() {
+    static const std::vector<PolicyInfo> v{
+        {"lru", "least recently used allocation first", "classic; the common default"},
+        {"largest", "largest allocation first (ties: least recently used)",
+         "vDNN, Rhu et al., MICRO 2016 (offload the big feature maps)"},
+        {"belady", "farthest next use first (offline oracle; the reference bound)",
+         "Belady, IBM Systems Journal 1966"},
+        {"dtr", "smallest h = cost / (size x staleness); drops and recomputes activations",
+         "DTR, Kirisame et al., ICLR 2021"},
+        {"cost_aware",
+         "largest (time to next use / reload cost), reload = min(swap, recompute), weighted by "
+         "depth in the step and by whether the transfer hides behind compute",
+         "the claimed mHC scheduler; Capuchin (Peng et al., ASPLOS 2020) for swap-vs-recompute"},
+    };
+    return v;
+}
+
+const std::vector<PolicyInfo>& prefetch_policies() {
+    static const std::vector<PolicyInfo> v{
+        {"none", "swap in on demand only", "vDNN on-demand mode"},
+        {"lookahead:K", "oracle: swap in the operands of the next K kernels (default 8)",
+         "the bound used with belady"},
+        {"periodic[:K]", "learns step i-1's access sequence from step markers and prefetches "
+                         "the next K kernels' operands of step i (no oracle)",
+         "iteration periodicity, as in vDNN/SwapAdvisor/Capuchin"},
+        {"capuchin", "per-access prefetch trigger, moved earlier after each stall by the stall "
+                     "time (feedback), learnt from step i-1",
+         "Capuchin, Peng et al., ASPLOS 2020"},
+        {"forecast[:H]", "periodic prefetch plus a demand forecaster: predicts live bytes over "
+                         "the next H kernels from the previous step and evicts early to keep "
+                         "headroom; reports its error",
+         "the claimed mHC dynamic scheduler"},
+    };
+    return v;
+}
+
+const std::vector<PolicyInfo>& allocator_models() {
+    static const std::vector<PolicyInfo> v{
+        {"ideal", "no fragmentation: usage is the sum of resident bytes", ""},
+        {"caching", "PyTorch CUDA caching allocator (pools, segments, best fit, splitting)",
+         "c10/cuda/CUDACachingAllocator.cpp"},
+    };
+    return v;
+}
+
+namespace {
+
+std::string names_of(const std::vector<PolicyInfo>& v) {
+    std::string s;
+    for (const auto& p : v) s += (s.empty() ? "" : ", ") + p.name;
+    return s;
+}
+
+bool known(const std::vector<PolicyInfo>& v, const std::string& name) {
+    for (const auto& p : v) {
+        std::string base = p.name.substr(0, p.name.find_first_of(":["));
+        if (base == name) return true;
+    }
+    return false;
+}
+
+double env_number(const char* var) {
+    const char* s = std::getenv(var);
+    char* end = nullptr;
+    double v = std::strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !std::isfinite(v) || v < 0)
+        throw Error(std::string("environment variable ") + var + "='" + s +
+                    "': must be a non-negative number");
+    return v;
+}
+
+}  // namespace
+
+void validate(const Config& c) {
+    if (c.capacity.fraction < 0 || c.capacity.bytes <= 0)
+        throw Error("capacity must be positive");
+    if (!std::isfinite(c.cpu_buffer_ratio) || c.cpu_buffer_ratio < 0)
+        throw Error("--cpu-buffer-ratio must be >= 0 (0: unlimited host buffer)");
+    if (!std::isfinite(c.max_swap_ops_per_sec) || c.max_swap_ops_per_sec < 0)
+        throw Error("--max-swap-ops-per-sec must be >= 0 (0: unlimited)");
+    if (!known(eviction_policies(), c.eviction))
+        throw Error("unknown eviction policy '" + c.eviction + "': use one of " +
+                    names_of(eviction_policies()));
+    std::string base = c.prefetch.substr(0, c.prefetch.find(':'));
+    if (!known(prefetch_policies(), base))
+        throw Error("unknown prefetch policy '" + c.prefetch + "': use one of " +
+                    names_of(prefetch_policies()));
+    if (c.prefetch.find(':') != std::string::npos) {
+        if (base == "capuchin" || base == "none")
+            throw Error("prefetch policy '" + base + "' takes no parameter");
+        std::string k = c.prefetch.substr(c.prefetch.find(':') + 1);
+        char* end = nullptr;
+        long v = std::strtol(k.c_str(), &end, 10);
+        if (k.empty() || *end != '\0' || v < 1 || v > 100000)
+            throw Error("prefetch '" + c.prefetch + "': the window must be an integer in 1..100000");
+    }
+    if (!known(allocator_models(), c.allocator))
+        throw Error("unknown allocator model '" + c.allocator + "': use one of " +
+                    names_of(allocator_models()));
+    validate(c.link, "link " + c.link.name);
+    if (c.memory_samples < 1) throw Error("memory samples must be >= 1");
+}
+
+void apply_environment(Config& c, const GivenOptions& given) {
+    if (!given.cpu_buffer_ratio && std::getenv("MHC_CPU_BUFFER_RATIO"))
+        c.cpu_buffer_ratio = env_number("MHC_CPU_BUFFER_RATIO");
+    if (!given.max_swap_ops && std::getenv("MHC_MAX_SWAP_OPS_PER_SEC"))
+        c.max_swap_ops_per_sec = env_number("MHC_MAX_SWAP_OPS_PER_SEC");
+    if (!given.eviction && std::getenv("MHC_EVICTION_STRATEGY")) {
+        std::string s = std::getenv("MHC_EVICTION_STRATEGY");
+        if (!known(eviction_policies(), s))
+            throw Error("environment variable MHC_EVICTION_STRATEGY='" + s +
+                        "': unknown eviction policy; use one of " + names_of(eviction_policies()));
+        c.eviction = s;
+    }
+}
+
+std::string run_name(const Config& c) {
+    std::string n = c.eviction + "+" + c.prefetch + "@" + c.capacity.to_string() + "/" + c.link.name;
+    if (c.allocator != "ideal") n += "/" + c.allocator;
+    return n;
+}
+
+std::map<std::string, std::string> to_map(const Config& c) {
+    auto num = [](double v) { std::ostringstream s; s << v; return s.str(); };
+    std::map<std::string, std::string> m{
+        {"capacity", c.capacity.to_string()},
+        {"cpu_buffer_ratio", num(c.cpu_buffer_ratio)},
+        {"eviction", c.eviction},
+        {"prefetch", c.prefetch},
+        {"allocator", c.allocator},
+        {"link", c.link.name},
+        {"link.h2d_Bps", num(c.link.h2d.bandwidth_Bps)},
+        {"link.d2h_Bps", num(c.link.d2h.bandwidth_Bps)},
+        {"link.h2d_latency_s", num(c.link.h2d.latency_s)},
+        {"link.d2h_latency_s", num(c.link.d2h.latency_s)},
+        {"link.copy_engines", std::to_string(c.link.copy_engines)},
+        {"link.duplex_factor", num(c.link.duplex_factor)},
+        {"link.nccl_share", num(c.link.nccl_share)},
+        {"link.memcpy_share", num(c.link.memcpy_share)},
+        {"max_swap_ops_per_sec", num(c.max_swap_ops_per_sec)},
+        {"device", std::to_string(c.device)},
+    };
+    return m;
+}
+
+}  // namespace mhc::sim

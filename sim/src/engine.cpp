@@ -1,0 +1,668 @@
+// The engine: one pass over the recorded events in time order (docs/simulator.md).
+#include "engine.hpp"
+
+#include <chrono>
+
+#include "mhc/common/error.hpp"
+
+namespace mhc::sim {
+
+PrefetchSpec parse_prefetch(const std::string& s) {
+    PrefetchSpec p;
+    std::string base = s.substr(0, s.find(':'));
+    if (s.find(':') != std::string::npos) p.window = std::stoi(s.substr(s.find(':') + 1));
+    if (base == "none") p.kind = Prefetch::None;
+    else if (base == "lookahead") p.kind = Prefetch::Lookahead;
+    else if (base == "periodic") p.kind = Prefetch::Periodic;
+    else if (base == "capuchin") p.kind = Prefetch::Capuchin;
+    else if (base == "forecast") p.kind = Prefetch::Forecast;
+    return p;
+}
+
+template <class Policy>
+Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity,
+                       int64_t host_capacity)
+    : P(p), C(c), R(r), pf(parse_prefetch(c.prefetch)), caching(c.allocator == "caching"),
+      ca(capacity), cap(capacity), host_cap(host_capacity) {
+    size_t na = P.t->allocations.size();
+    ctx.P = &P;
+    ctx.bytes = P.t->allocations.bytes.data();
+    ctx.category = P.t->allocations.category.data();
+    ctx.last_touch.assign(na, 0);
+    ctx.last_time.assign(na, 0);
+    ctx.next_of.assign(na, kNever);
+    ctx.writer.assign(na, -1);
+    ctx.host_valid.assign(na, 0);
+    ctx.h2d_ns_per_byte = 1e9 / C.link.h2d.bandwidth_Bps;
+    ctx.d2h_ns_per_byte = 1e9 / C.link.d2h.bandwidth_Bps;
+    ctx.h2d_lat_ns = C.link.h2d.latency_s * 1e9;
+    ctx.d2h_lat_ns = C.link.d2h.latency_s * 1e9;
+    pol.init(&ctx, na);
+    state.assign(na, kNotYet);
+    pins.assign(na, 0);
+    epoch.assign(na, 0);
+    ready_at.assign(na, 0);
+    if (caching) block.assign(na, -1);
+    protect.assign(na, 0);
+    cached_host.init(na);
+    if (C.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / C.max_swap_ops_per_sec));
+    buckets.assign(static_cast<size_t>(C.memory_samples), Bucket{});
+}
+
+// ---- memory -------------------------------------------------------------------------------
+
+template <class Policy>
+bool Engine<Policy>::try_reserve(int32_t a) {
+    int64_t b = P.t->allocations.bytes[a];
+    if (!caching) {
+        if (used + b > cap) return false;
+        used += b;
+    } else {
+        int32_t blk = ca.allocate(b);
+        if (blk < 0) { used = ca.reserved(); return false; }
+        block[a] = blk;
+        used = ca.reserved();
+    }
+    note_peak();
+    return true;
+}
+
+template <class Policy>
+void Engine<Policy>::release(int32_t a) {
+    if (!caching) {
+        used -= P.t->allocations.bytes[a];
+    } else {
+        ca.free(block[a]);
+        block[a] = -1;
+        used = ca.reserved();
+    }
+}
+
+template <class Policy>
+bool Engine<Policy>::fits_after_pending(int32_t a) const {
+    int64_t b = P.t->allocations.bytes[a];
+    if (!caching) return used - pending_release + b <= cap;
+    return pending_release >= CachingAllocator::round_size(b);
+}
+
+template <class Policy>
+void Engine<Policy>::note_peak() {
+    if (used > R.simulated_peak) R.simulated_peak = used;
+    if (C.check_invariants && used > cap)
+        fail_invariant("device bytes " + std::to_string(used) + " exceed the capacity " + std::to_string(cap));
+}
+
+// ---- transfers ----------------------------------------------------------------------------
+
+template <class Policy>
+int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
+    int dir = h2d ? 0 : 1;
+    int q = C.link.copy_engines >= 2 ? dir : 0;
+    int64_t start = std::max(t, busy[q]);
+    if (op_gap > 0) {
+        start = std::max(start, last_op + op_gap);
+        last_op = start;
+    }
+    const Direction& d = h2d ? C.link.h2d : C.link.d2h;
+    double bw = d.bandwidth_Bps;
+    if (C.link.copy_engines >= 2 && busy[1 - dir] > start) bw *= C.link.duplex_factor;
+    int64_t recorded = start - shift;
+    if (P.nccl.contains(recorded)) bw *= 1.0 - C.link.nccl_share;
+    if ((h2d ? P.h2d_busy : P.d2h_busy).contains(recorded)) bw *= 1.0 - C.link.memcpy_share;
+    int64_t bytes = P.t->allocations.bytes[a];
+    int64_t dur = static_cast<int64_t>(std::ceil(d.latency_s * 1e9 + static_cast<double>(bytes) / bw * 1e9));
+    dur = std::max<int64_t>(dur, 1);
+    int64_t end = start + dur;
+    busy[q] = end;
+    (h2d ? ctx.h2d_busy_until : ctx.d2h_busy_until) = end;
+    inflight.push({end, a, epoch[a], h2d});
+    if (h2d) {
+        ++R.swap_in_count;
+        R.swap_in_bytes += bytes;
+        event(EK::SwapIn, start, end, a, -1, bytes);
+    } else {
+        ++R.swap_out_count;
+        R.swap_out_bytes += bytes;
+        event(EK::SwapOut, start, end, a, -1, bytes);
+    }
+    return end;
+}
+
+template <class Policy>
+void Engine<Policy>::complete_until(int64_t t) {
+    while (!inflight.empty() && inflight.top().end <= t) {
+        Transfer x = inflight.top();
+        inflight.pop();
+        int32_t a = x.alloc;
+        if (x.epoch != epoch[a]) continue;   // freed or rescued meanwhile
+        if (x.h2d) {
+            if (state[a] != kInH2D) continue;
+            state[a] = kGpu;
+            if (ctx.host_valid[a]) cached_host.insert(a);
+            if (pins[a] == 0) pol.insert(a);
+        } else {
+            if (state[a] != kInD2H) continue;
+            state[a] = kHost;
+            ctx.host_valid[a] = 1;
+            pending_release -= P.t->allocations.bytes[a];
+            release(a);
+        }
+    }
+}
+
+// Room on the host for `bytes`, discarding host copies of resident allocations if needed.
+template <class Policy>
+bool Engine<Policy>::host_room(int64_t bytes) {
+    if (host_used + bytes <= host_cap) return true;
+    while (host_used + bytes > host_cap && !cached_host.items.empty())
+        drop_host_copy(cached_host.items.back());
+    return host_used + bytes <= host_cap;
+}
+
+template <class Policy>
+void Engine<Policy>::drop_host_copy(int32_t a) {
+    if (!ctx.host_valid[a]) return;
+    ctx.host_valid[a] = 0;
+    host_used -= P.t->allocations.bytes[a];
+    cached_host.erase(a);
+}
+
+// ---- eviction -----------------------------------------------------------------------------
+
+template <class Policy>
+int32_t Engine<Policy>::pick_victim(bool for_prefetch) {
+    for (;;) {
+        int32_t v = pol.pick();
+        if (v < 0) return -1;
+        if (for_prefetch && protect[v] == stamp) return -1;   // needed in the window: stop
+        int64_t b = P.t->allocations.bytes[v];
+        if (ctx.host_valid[v] || pol.may_drop(v) || host_room(b)) return v;
+        pol.erase(v);            // dirty and the host buffer is full: cannot evict it now
+        aside.push_back(v);
+    }
+}
+
+template <class Policy>
+void Engine<Policy>::restore_aside() {
+    for (int32_t v : aside)
+        if (state[v] == kGpu && pins[v] == 0 && !pol.contains(v)) pol.insert(v);
+    aside.clear();
+}
+
+template <class Policy>
+void Engine<Policy>::evict(int32_t v, int64_t t) {
+    pol.erase(v);
+    int64_t b = P.t->allocations.bytes[v];
+    if (ctx.host_valid[v]) {
+        cached_host.erase(v);
+        state[v] = kHost;
+        release(v);
+        ++R.evict_clean_count;
+        event(EK::EvictClean, t, t, v, -1, b);
+    } else if (pol.may_drop(v)) {
+        state[v] = kDropped;
+        release(v);
+        ++R.drop_count;
+        event(EK::Drop, t, t, v, -1, b);
+    } else {
+        state[v] = kInD2H;
+        host_used += b;
+        R.host_peak = std::max(R.host_peak, host_used);
+        if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
+        pending_release += b;
+        ++epoch[v];
+        start_transfer(v, false, t);
+    }
+}
+
+// Makes room for allocation a at time t (advanced while waiting for swap-outs); reserves
+// its bytes on success. A prefetch never waits and never evicts what its window needs.
+template <class Policy>
+bool Engine<Policy>::make_room(int32_t a, int64_t& t, bool for_prefetch) {
+    bool ok = false;
+    for (;;) {
+        complete_until(t);
+        ctx.now = t;
+        if (try_reserve(a)) { ok = true; break; }
+        if (!fits_after_pending(a)) {
+            int32_t v = pick_victim(for_prefetch);
+            if (v >= 0) { evict(v, t); continue; }
+        }
+        if (for_prefetch || inflight.empty()) break;
+        t = std::max(t, inflight.top().end);
+    }
+    restore_aside();
+    return ok;
+}
+
+// ---- events -------------------------------------------------------------------------------
+
+template <class Policy>
+void Engine<Policy>::event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes) {
+    if (!C.record_events) return;
+    R.events.push_back({k, t0, t1, alloc_id(a), kernel_id(s), bytes});
+}
+
+template <class Policy>
+void Engine<Policy>::sample(int64_t recorded) {
+    int64_t span = std::max<int64_t>(P.t_end - P.t_begin, 1);
+    int64_t nb = static_cast<int64_t>(buckets.size());
+    int64_t b = std::clamp<int64_t>((recorded - P.t_begin) * nb / (span + 1), 0, nb - 1);
+    Bucket& k = buckets[static_cast<size_t>(b)];
+    if (used > k.dev) { k.dev = used; k.t = recorded + shift; k.host = host_used; }
+}
+
+template <class Policy>
+void Engine<Policy>::fail_invariant(const std::string& what) {
+    if (R.invariant_violation.empty())
+        R.invariant_violation = what + " (at simulated " + std::to_string(ctx.now) + " ns)";
+    done = true;
+}
+
+template <class Policy>
+void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
+    Oom& o = R.oom;
+    o.happened = true;
+    o.time = t;
+    o.allocation = alloc_id(a);
+    o.kernel = kernel_id(s);
+    const auto& al = P.t->allocations;
+    int64_t pinned = 0, live = 0;
+    for (size_t i = 0; i < state.size(); ++i) {   // once, at the end of a failed run
+        bool on_gpu = state[i] == kGpu || state[i] == kInH2D || state[i] == kInD2H;
+        if (on_gpu) live += caching && block[i] >= 0 ? ca.block_size(block[i]) : al.bytes[i];
+        if (on_gpu && pins[i] > 0) pinned += al.bytes[i];
+    }
+    o.bytes_needed = caching ? CachingAllocator::round_size(al.bytes[a]) : need;
+    o.bytes_pinned = pinned;
+    if (s >= 0) {
+        o.where = "kernel " + std::to_string(o.kernel) + " (" + P.t->str(P.t->kernels.name[P.korder[s]]) +
+                  ") needs allocation " + std::to_string(o.allocation);
+    } else {
+        o.where = "allocation " + std::to_string(o.allocation) + " (" + P.t->str(al.label[a]) + ")";
+    }
+    if (caching) {
+        o.largest_free_block = ca.largest_free_block();
+        int64_t free_bytes = cap - live;
+        o.fragmentation = free_bytes >= o.bytes_needed;
+        o.bytes_short = o.fragmentation ? std::max<int64_t>(o.bytes_needed - std::max(o.largest_free_block, cap - ca.reserved()), 0)
+                                        : o.bytes_needed - free_bytes;
+        o.why = "needs " + format_bytes(o.bytes_needed) + "; " + format_bytes(live) + " in use (" +
+                format_bytes(pinned) + " pinned by running kernels), " + format_bytes(ca.reserved()) +
+                " reserved in segments of " + format_bytes(cap) +
+                (o.fragmentation ? "; the free bytes suffice but no free block or new segment fits "
+                                   "(fragmentation), largest free block " + format_bytes(o.largest_free_block)
+                                 : "; short by " + format_bytes(o.bytes_short));
+    } else {
+        o.bytes_short = used + need - cap;
+        o.why = "needs " + format_bytes(need) + " but " + format_bytes(used) + " of " + format_bytes(cap) +
+                " are held and nothing more can be evicted (" + format_bytes(pinned) +
+                " pinned by running kernels); short by " + format_bytes(o.bytes_short);
+    }
+    event(EK::Oom, t, t, a, s, o.bytes_short);
+    done = true;
+}
+
+template <class Policy>
+bool Engine<Policy>::on_alloc(int32_t a) {
+    int64_t now = P.t->allocations.t_alloc[a] + shift;
+    int64_t t = now;
+    ctx.last_touch[a] = ++tick;
+    ctx.last_time[a] = now;
+    if (!make_room(a, t, false)) {
+        oom(t, a, -1, P.t->allocations.bytes[a]);
+        return false;
+    }
+    if (t > now) {
+        int64_t stall = t - now;
+        shift += stall;
+        R.stall_time += stall;
+        ++R.stall_count;
+        event(EK::Stall, now, t, a, -1, 0);
+    }
+    state[a] = kGpu;
+    ctx.next_of[a] = P.first_use[a];
+    pol.insert(a);
+    t_last = std::max(t_last, t);
+    return true;
+}
+
+template <class Policy>
+void Engine<Policy>::on_free(int32_t a) {
+    int64_t now = P.t->allocations.t_free[a] + shift;
+    complete_until(now);
+    if (C.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
+    int64_t b = P.t->allocations.bytes[a];
+    switch (state[a]) {
+        case kGpu: pol.erase(a); release(a); break;
+        case kInH2D: release(a); ++epoch[a]; break;
+        case kInD2H: release(a); pending_release -= b; host_used -= b; ++epoch[a]; break;
+        default: break;
+    }
+    if (ctx.host_valid[a]) {
+        ctx.host_valid[a] = 0;
+        host_used -= b;
+        cached_host.erase(a);
+    }
+    state[a] = kFreed;
+    if (C.check_invariants && pol.contains(a)) fail_invariant("freed allocation still resident");
+    t_last = std::max(t_last, now);
+}
+
+template <class Policy>
+bool Engine<Policy>::on_kernel_start(int32_t s) {
+    int64_t now = P.kstart[s] + shift;
+    complete_until(now);
+    ctx.now = now;
+    ctx.cur_seq = s;
+    int64_t b0 = P.acc_begin[s], b1 = P.acc_begin[s + 1];
+    for (int64_t j = b0; j < b1; ++j) {
+        int32_t a = P.acc_alloc[j];
+        if (++pins[a] == 1 && pol.contains(a)) pol.erase(a);
+    }
+    int64_t t = now, ready = now;
+    for (int64_t j = b0; j < b1; ++j) {
+        int32_t a = P.acc_alloc[j];
+        int64_t need_at = now;
+        switch (state[a]) {
+            case kGpu: break;
+            case kInH2D: need_at = ready_at[a]; break;
+            case kInD2H:   // still on the GPU: cancel the eviction
+                state[a] = kGpu;
+                pending_release -= P.t->allocations.bytes[a];
+                host_used -= P.t->allocations.bytes[a];
+                ++epoch[a];
+                break;
+            case kHost:
+                if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
+                state[a] = kInH2D;
+                need_at = ready_at[a] = start_transfer(a, true, t);
+                break;
+            case kDropped: {
+                if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
+                int32_t w = ctx.writer[a];
+                int64_t cost = P.kend[w] - P.kstart[w];
+                int64_t st = std::max(t, recompute_free);
+                recompute_free = need_at = st + cost;
+                state[a] = kGpu;
+                ++R.recompute_count;
+                R.recompute_time += cost;
+                event(EK::Recompute, st, st + cost, a, w, P.t->allocations.bytes[a]);
+                break;
+            }
+            default: break;   // kNotYet/kFreed cannot happen: check_trace rejects such accesses
+        }
+        if (pf.kind == Prefetch::Capuchin && need_at > now) capuchin_learn(s, j, need_at - now);
+        ready = std::max(ready, need_at);
+    }
+    int64_t start = std::max(ready, t);
+    complete_until(start);
+    if (start > now) {
+        int64_t stall = start - now;
+        shift += stall;
+        R.stall_time += stall;
+        ++R.stall_count;
+        event(EK::Stall, now, start, -1, s, 0);
+    }
+    ctx.now = start;
+    for (int64_t j = b0; j < b1; ++j) {
+        int32_t a = P.acc_alloc[j];
+        // (a zero-length kernel may meet an allocation freed at its very instant)
+        if (C.check_invariants && state[a] != kGpu && state[a] != kFreed)
+            fail_invariant("kernel " + std::to_string(kernel_id(s)) + " starts with allocation " +
+                           std::to_string(alloc_id(a)) + " not resident");
+        ctx.last_touch[a] = ++tick;
+        ctx.last_time[a] = start;
+        ctx.next_of[a] = P.next_use[j];
+        if (P.acc_write[j]) {
+            ctx.writer[a] = s;
+            drop_host_copy(a);   // the host copy is stale now
+        }
+    }
+    int64_t dur = P.kend[s] - P.kstart[s];
+    if (shift != 0 && C.record_events) R.kernel_times.push_back({kernel_id(s), start, start + dur});
+    t_last = std::max(t_last, start + dur);
+    if (pf.kind != Prefetch::None) prefetch_round(s, start);
+    return true;
+}
+
+template <class Policy>
+void Engine<Policy>::on_kernel_end(int32_t s) {
+    complete_until(P.kend[s] + shift);
+    for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) {
+        int32_t a = P.acc_alloc[j];
+        if (--pins[a] == 0 && state[a] == kGpu && !pol.contains(a)) pol.insert(a);
+    }
+}
+
+// ---- prefetch -----------------------------------------------------------------------------
+
+template <class Policy>
+void Engine<Policy>::try_prefetch(int32_t a, int64_t t) {
+    if (a < 0 || state[a] != kHost) return;
+    if (!make_room(a, t, true)) return;
+    state[a] = kInH2D;
+    ++R.prefetch_count;
+    event(EK::Prefetch, t, t, a, -1, P.t->allocations.bytes[a]);
+    ready_at[a] = start_transfer(a, true, t);
+}
+
+// An allocation of step `step`-1 seen in the learnt sequence, as the allocation of step
+// `step` that plays its part: the one allocated at the same rank within its step, or the
+// same allocation when it outlives steps. -1 when there is none (yet).
+template <class Policy>
+int32_t Engine<Policy>::translate(int32_t a_prev, int32_t step) {
+    if (P.alloc_step[a_prev] == step - 1) {
+        int64_t idx = P.step_allocs_begin[step] + P.alloc_ordinal[a_prev];
+        if (idx >= P.step_allocs_begin[step + 1]) return -1;
+        int32_t a = P.step_allocs[idx];
+        return state[a] == kNotYet ? -1 : a;
+    }
+    return state[a_prev] == kFreed ? -1 : a_prev;
+}
+
+template <class Policy>
+void Engine<Policy>::prefetch_round(int32_t s, int64_t t) {
+    int32_t n = static_cast<int32_t>(P.korder.size());
+    ++stamp;
+    if (pf.kind == Prefetch::Lookahead) {
+        int32_t last = std::min<int64_t>(n - 1, static_cast<int64_t>(s) + pf.window);
+        for (int32_t q = s; q <= last; ++q)
+            for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) protect[P.acc_alloc[j]] = stamp;
+        for (int32_t q = s + 1; q <= last; ++q)
+            for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) try_prefetch(P.acc_alloc[j], t);
+        return;
+    }
+    int32_t st = P.step_of[s];
+    if (st < 1) return;   // nothing learnt yet
+    int32_t pos = s - P.step_begin[st];
+    int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
+    if (pf.kind == Prefetch::Capuchin) {
+        if (s == P.step_begin[st]) capuchin_plan(st);
+        for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) protect[P.acc_alloc[j]] = stamp;
+        while (plan_cursor < plan.size() && plan[plan_cursor].first <= pos) {
+            int32_t a = translate(P.acc_alloc[plan[plan_cursor].second], st);
+            ++plan_cursor;
+            if (a >= 0) { protect[a] = stamp; try_prefetch(a, t); }
+        }
+        return;
+    }
+    // periodic and forecast: the next `window` kernels of the previous step's sequence
+    int32_t lo = prev + pos, hi = std::min(prev + pos + pf.window, prev_end - 1);
+    for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) protect[P.acc_alloc[j]] = stamp;
+    for (int32_t q = lo + 1; q <= hi; ++q)
+        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) {
+            int32_t a = translate(P.acc_alloc[j], st);
+            if (a >= 0) protect[a] = stamp;
+        }
+    if (pf.kind == Prefetch::Forecast) forecast_round(s, t);
+    for (int32_t q = lo + 1; q <= hi; ++q)
+        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) try_prefetch(translate(P.acc_alloc[j], st), t);
+}
+
+// Capuchin's feedback: an access that stalled gets its prefetch trigger moved earlier by
+// the stall time (in recorded kernel start times), for the next step.
+template <class Policy>
+void Engine<Policy>::capuchin_learn(int32_t s, int64_t j, int64_t stall) {
+    int32_t st = P.step_of[s];
+    if (st < 0) return;
+    int32_t base = P.step_begin[st];
+    size_t q = static_cast<size_t>(j - P.acc_begin[base]);
+    if (q >= trig.size()) trig.resize(q + 1, 0);
+    int32_t pos = s - base;
+    int32_t old_pos = pos - trig[q];
+    int32_t np = old_pos;
+    while (np > 0 && P.kstart[base + old_pos] - P.kstart[base + np] < stall) --np;
+    trig[q] = pos - np;
+}
+
+// At the start of step `step`: the triggers learnt so far, as (position, access of the
+// previous step) sorted by position.
+template <class Policy>
+void Engine<Policy>::capuchin_plan(int32_t step) {
+    plan.clear();
+    plan_cursor = 0;
+    int32_t prev = P.step_begin[step - 1], prev_end = P.step_begin[step];
+    int64_t a0 = P.acc_begin[prev];
+    for (int32_t q = prev; q < prev_end; ++q)
+        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) {
+            size_t k = static_cast<size_t>(j - a0);
+            if (k < trig.size() && trig[k] > 0) plan.push_back({std::max(q - prev - trig[k], 0), j});
+        }
+    std::stable_sort(plan.begin(), plan.end(), [](auto& x, auto& y) { return x.first < y.first; });
+}
+
+// Demand forecaster: live bytes at position p of this step are predicted as those at p in
+// the previous step. When the predicted growth over the window would not fit, evict now so
+// that the swap-outs overlap compute instead of stalling the allocation that needs room.
+template <class Policy>
+void Engine<Policy>::forecast_round(int32_t s, int64_t t) {
+    int32_t st = P.step_of[s];
+    int32_t pos = s - P.step_begin[st];
+    int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
+    if (st != fc_step) {   // a new step: close the previous step's peak error
+        if (fc_step >= 1) {
+            int64_t pred = 0;
+            for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
+            fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
+            ++fc_peak_n;
+        }
+        fc_step = st;
+        fc_step_actual_max = 0;
+    }
+    fc_step_actual_max = std::max(fc_step_actual_max, P.live_at[s]);
+    if (prev + pos >= prev_end) return;
+    int64_t pred_now = P.live_at[prev + pos];
+    fc_err_sum += std::abs(static_cast<double>(pred_now - P.live_at[s])) / std::max<double>(P.live_at[s], 1);
+    ++fc_n;
+    int64_t pred_max = pred_now;
+    for (int32_t q = prev + pos + 1; q <= std::min(prev + pos + pf.window, prev_end - 1); ++q)
+        pred_max = std::max(pred_max, P.live_at[q]);
+    int64_t growth = pred_max - pred_now;
+    if (growth <= 0) return;
+    ctx.now = t;
+    while (used - pending_release + growth > cap) {
+        int32_t v = pick_victim(true);
+        if (v < 0) break;
+        evict(v, t);
+        ++R.forecast_evictions;
+    }
+    restore_aside();
+}
+
+// ---- main loop ----------------------------------------------------------------------------
+
+template <class Policy>
+void Engine<Policy>::run() {
+    const auto& a = P.t->allocations;
+    size_t na = P.alloc_order.size(), nf = P.free_order.size(), nk = P.korder.size();
+    size_t ia = 0, iff = 0, ik = 0, ie = 0;
+    // At one recorded instant: kernel ends, then frees, then allocations, then kernel starts.
+    while (!done) {
+        int64_t te = ie < nk ? P.kend[P.kend_order[ie]] : INT64_MAX;
+        int64_t tf = iff < nf ? a.t_free[P.free_order[iff]] : INT64_MAX;
+        int64_t ta = ia < na ? a.t_alloc[P.alloc_order[ia]] : INT64_MAX;
+        int64_t ts = ik < nk ? P.kstart[ik] : INT64_MAX;
+        int64_t m = std::min(std::min(te, tf), std::min(ta, ts));
+        if (m == INT64_MAX) break;
+        // a zero-length kernel's end waits for its start
+        if (te == m && P.kend_order[ie] < static_cast<int32_t>(ik)) {
+            on_kernel_end(P.kend_order[ie++]);
+        } else if (tf == m) {
+            on_free(P.free_order[iff++]);
+        } else if (ta == m) {
+            if (!on_alloc(P.alloc_order[ia++])) break;
+        } else {
+            if (!on_kernel_start(static_cast<int32_t>(ik++))) break;
+        }
+        sample(m);
+        if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
+    }
+    if (pf.kind == Prefetch::Forecast) {
+        if (fc_step >= 1) {   // the last step's peak
+            int64_t pred = 0;
+            for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
+            fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
+            ++fc_peak_n;
+        }
+        if (fc_n > 0) R.forecast_error = fc_err_sum / static_cast<double>(fc_n);
+        if (fc_peak_n > 0) R.forecast_peak_error = fc_peak_err_sum / static_cast<double>(fc_peak_n);
+    }
+    R.baseline_makespan = P.t_end - P.t_begin;
+    R.simulated_makespan = std::max(t_last, P.t_end + (R.oom.happened ? 0 : shift)) - P.t_begin;
+    for (const Bucket& b : buckets)
+        if (b.dev >= 0) R.memory.push_back({b.t, b.dev, b.host});
+}
+
+template class Engine<LruPolicy>;
+template class Engine<LargestPolicy>;
+template class Engine<BeladyPolicy>;
+template class Engine<DtrPolicy>;
+template class Engine<CostAwarePolicy>;
+
+// ---- entry points -------------------------------------------------------------------------
+
+namespace {
+template <class Policy>
+void run_with(const Prepared& p, const Config& c, Result& r, int64_t cap, int64_t host_cap) {
+    Engine<Policy> e(p, c, r, cap, host_cap);
+    e.run();
+}
+}  // namespace
+
+Result simulate(const Prepared& p, const Config& c) {
+    validate(c);
+    auto t0 = std::chrono::steady_clock::now();
+    Result r;
+    r.config = c;
+    r.device = p.device;
+    r.assumed_accesses = p.assumed_accesses;
+    r.baseline_peak = baseline_peak(p, c.allocator);
+    int64_t cap = c.capacity.fraction > 0
+                      ? static_cast<int64_t>(std::floor(c.capacity.fraction * static_cast<double>(r.baseline_peak)))
+                      : c.capacity.bytes;
+    int64_t host_cap = kUnlimited;
+    if (c.cpu_buffer_ratio > 0 && cap < kUnlimited)
+        host_cap = static_cast<int64_t>(c.cpu_buffer_ratio * static_cast<double>(cap));
+    r.capacity = cap;
+    r.host_capacity = host_cap;
+    r.rows = p.rows;
+    if (c.eviction == "lru") run_with<LruPolicy>(p, c, r, cap, host_cap);
+    else if (c.eviction == "largest") run_with<LargestPolicy>(p, c, r, cap, host_cap);
+    else if (c.eviction == "belady") run_with<BeladyPolicy>(p, c, r, cap, host_cap);
+    else if (c.eviction == "dtr") run_with<DtrPolicy>(p, c, r, cap, host_cap);
+    else run_with<CostAwarePolicy>(p, c, r, cap, host_cap);
+    r.peak_reduction = r.baseline_peak > 0 ? 1.0 - static_cast<double>(r.simulated_peak) / static_cast<double>(r.baseline_peak) : 0;
+    r.throughput_loss = r.baseline_makespan > 0
+                            ? static_cast<double>(r.simulated_makespan) / static_cast<double>(r.baseline_makespan) - 1.0
+                            : 0;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+Result simulate(const trace::TraceData& t, const Config& c) {
+    auto p = prepare(t, c.device);
+    return simulate(*p, c);
+}
+
+}  // namespace mhc::sim

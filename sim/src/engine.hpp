@@ -1,0 +1,124 @@
+#pragma once
+// The event-driven engine (docs/simulator.md states every rule it follows). A template over
+// the eviction policy, so that the per-event calls into the policy are direct calls.
+#include <algorithm>
+#include <cmath>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "mhc/common/units.hpp"
+#include "mhc/sim/allocator.hpp"
+#include "mhc/sim/result.hpp"
+#include "policies.hpp"
+#include "prepared.hpp"
+
+namespace mhc::sim {
+
+enum class Prefetch { None, Lookahead, Periodic, Capuchin, Forecast };
+
+struct PrefetchSpec {
+    Prefetch kind = Prefetch::None;
+    int window = 8;
+};
+PrefetchSpec parse_prefetch(const std::string& s);
+
+enum State : uint8_t { kNotYet, kGpu, kHost, kInH2D, kInD2H, kDropped, kFreed };
+
+template <class Policy>
+class Engine {
+public:
+    Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity, int64_t host_capacity);
+    void run();
+
+private:
+    using EK = trace::EventKind;
+    struct Transfer {
+        int64_t end;
+        int32_t alloc;
+        uint32_t epoch;
+        bool h2d;
+        bool operator>(const Transfer& o) const {
+            return end != o.end ? end > o.end : alloc > o.alloc;
+        }
+    };
+
+    // memory (ideal or caching allocator)
+    bool try_reserve(int32_t a);
+    void release(int32_t a);
+    bool fits_after_pending(int32_t a) const;
+    void note_peak();
+    // transfers
+    int64_t start_transfer(int32_t a, bool h2d, int64_t t);
+    void complete_until(int64_t t);
+    bool host_room(int64_t bytes);
+    void drop_host_copy(int32_t a);
+    // eviction
+    int32_t pick_victim(bool for_prefetch);
+    void evict(int32_t v, int64_t t);
+    bool make_room(int32_t a, int64_t& t, bool for_prefetch);
+    void restore_aside();
+    // events
+    bool on_alloc(int32_t a);
+    void on_free(int32_t a);
+    bool on_kernel_start(int32_t s);
+    void on_kernel_end(int32_t s);
+    // prefetchers
+    void prefetch_round(int32_t s, int64_t t);
+    void try_prefetch(int32_t a, int64_t t);
+    int32_t translate(int32_t a_prev, int32_t step);
+    void capuchin_learn(int32_t s, int64_t j, int64_t stall);
+    void capuchin_plan(int32_t step);
+    void forecast_round(int32_t s, int64_t t);
+
+    void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
+    void sample(int64_t recorded);
+    void fail_invariant(const std::string& what);
+    void oom(int64_t t, int32_t a, int32_t s, int64_t bytes_needed);
+    int64_t alloc_id(int32_t a) const { return a >= 0 ? P.t->allocations.id[a] : 0; }
+    int64_t kernel_id(int32_t s) const { return s >= 0 ? P.t->kernels.id[P.korder[s]] : 0; }
+
+    const Prepared& P;
+    const Config& C;
+    Result& R;
+    Ctx ctx;
+    Policy pol;
+    PrefetchSpec pf;
+    bool caching;
+    CachingAllocator ca;
+    int64_t cap, host_cap;
+    bool done = false;
+
+    std::vector<uint8_t> state;
+    std::vector<int16_t> pins;
+    std::vector<uint32_t> epoch;
+    std::vector<int64_t> ready_at;
+    std::vector<int32_t> block;
+    std::vector<int32_t> protect;     // == stamp: needed inside the current prefetch window
+    int32_t stamp = 0;
+    std::vector<int32_t> aside;       // victims set aside during one make_room
+    SampledSet cached_host;           // resident allocations whose host copy is also valid
+    std::priority_queue<Transfer, std::vector<Transfer>, std::greater<Transfer>> inflight;
+
+    int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;
+    int64_t busy[2] = {0, 0};         // link queues: [0] H2D (or both), [1] D2H
+    int64_t last_op = INT64_MIN / 2, op_gap = 0;
+    int64_t recompute_free = 0;       // the GPU is busy recomputing until then
+    int64_t t_last = 0;
+
+    // memory samples: peak per bucket of recorded time
+    struct Bucket { int64_t t = -1, dev = -1, host = 0; };
+    std::vector<Bucket> buckets;
+    int64_t cur_recorded = 0;
+
+    // capuchin: per access position in a step, how many kernels before its use to prefetch
+    std::vector<int32_t> trig;
+    std::vector<std::pair<int32_t, int64_t>> plan;   // (position in step, access of prev step)
+    size_t plan_cursor = 0;
+    // forecaster
+    double fc_err_sum = 0, fc_peak_err_sum = 0;
+    int64_t fc_n = 0, fc_peak_n = 0, fc_step_actual_max = 0;
+    int32_t fc_step = -1;
+};
+
+}  // namespace mhc::sim

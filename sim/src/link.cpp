@@ -1,0 +1,142 @@
+#include "mhc/sim/link.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "mhc/common/error.hpp"
+
+namespace mhc::sim {
+
+// Figures from DESIGN.md §4 (measured, pinned memory, one direction). duplex_factor is the
+// per-direction bandwidth when both directions run divided by the one-way figure.
+const std::vector<LinkModel>& link_presets() {
+    static const std::vector<LinkModel> presets = [] {
+        auto mk = [](std::string name, double gbps, double duplex, std::string src) {
+            LinkModel l;
+            l.name = std::move(name);
+            l.h2d = {gbps * 1e9, 6e-6};
+            l.d2h = {gbps * 1e9, 6e-6};
+            l.copy_engines = 2;
+            l.duplex_factor = duplex;
+            l.source = std::move(src);
+            return l;
+        };
+        return std::vector<LinkModel>{
+            mk("pcie3", 12, 0.5,
+               "PCIe 3 x16 ~12 GB/s one way; both-directions slowdown assumed like PCIe 4 (no "
+               "measured figure); 6 us per transfer"),
+            mk("pcie4", 25, 0.5,
+               "A100 PCIe 4: 25-26 GB/s one way, 12-13 GB/s each when both run; 6 us per transfer"),
+            mk("pcie5", 55, 52.0 / 55.0,
+               "H100 PCIe 5: 55 GB/s each way measured, ~52 GB/s both ways; 6 us per transfer"),
+            mk("nvlink-c2c", 320, 160.0 / 320.0,
+               "GH200 NVLink-C2C: 300-340 GB/s measured (450 by spec), ~160 GB/s H2D when both "
+               "run; 6 us per transfer"),
+            mk("nvlink4-peer", 380, 375.0 / 380.0,
+               "H100 NVLink 4 peer-to-peer: 370-390 GB/s one way, ~750 GB/s both ways; 6 us per "
+               "transfer"),
+        };
+    }();
+    return presets;
+}
+
+void validate(const LinkModel& l, const std::string& what) {
+    auto bad = [&](const std::string& field, const std::string& why) {
+        throw Error(where(what, "field '" + field + "': " + why));
+    };
+    auto finite_pos = [](double v) { return std::isfinite(v) && v > 0; };
+    if (!finite_pos(l.h2d.bandwidth_Bps)) bad("h2d.bandwidth_Bps", "must be a positive number");
+    if (!finite_pos(l.d2h.bandwidth_Bps)) bad("d2h.bandwidth_Bps", "must be a positive number");
+    if (!std::isfinite(l.h2d.latency_s) || l.h2d.latency_s < 0) bad("h2d.latency_s", "must be >= 0");
+    if (!std::isfinite(l.d2h.latency_s) || l.d2h.latency_s < 0) bad("d2h.latency_s", "must be >= 0");
+    if (l.copy_engines < 1) bad("copy_engines", "must be >= 1");
+    if (!(l.duplex_factor > 0 && l.duplex_factor <= 1)) bad("duplex_factor", "must be in (0, 1]");
+    if (!(l.nccl_share >= 0 && l.nccl_share < 1)) bad("nccl_share", "must be in [0, 1)");
+    if (!(l.memcpy_share >= 0 && l.memcpy_share < 1)) bad("memcpy_share", "must be in [0, 1)");
+}
+
+namespace {
+
+using nlohmann::json;
+
+double number(const json& obj, const std::string& key, const std::string& path,
+              const std::string& prefix) {
+    std::string field = prefix + key;
+    if (!obj.is_object() || !obj.contains(key))
+        throw Error(where(path, "field '" + field + "': missing"));
+    const json& v = obj.at(key);
+    if (!v.is_number()) throw Error(where(path, "field '" + field + "': must be a number"));
+    return v.get<double>();
+}
+
+Direction direction(const json& root, const std::string& key, const std::string& path) {
+    if (!root.contains(key)) throw Error(where(path, "field '" + key + "': missing"));
+    const json& d = root.at(key);
+    if (!d.is_object()) throw Error(where(path, "field '" + key + "': must be an object"));
+    return {number(d, "bandwidth_Bps", path, key + "."), number(d, "latency_s", path, key + ".")};
+}
+
+}  // namespace
+
+LinkModel load_link_profile(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw Error(where(path, "cannot open the link profile"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    json root;
+    try {
+        root = json::parse(ss.str());
+    } catch (const json::parse_error& e) {
+        throw Error(where(path, std::string("not valid JSON: ") + e.what()));
+    }
+    if (!root.is_object()) throw Error(where(path, "a link profile must be a JSON object"));
+    LinkModel l;
+    if (!root.contains("name") || !root.at("name").is_string())
+        throw Error(where(path, "field 'name': missing or not a string"));
+    l.name = root.at("name").get<std::string>();
+    l.h2d = direction(root, "h2d", path);
+    l.d2h = direction(root, "d2h", path);
+    if (!root.contains("copy_engines") || !root.at("copy_engines").is_number_integer())
+        throw Error(where(path, "field 'copy_engines': missing or not an integer"));
+    l.copy_engines = root.at("copy_engines").get<int>();
+    l.duplex_factor = number(root, "duplex_factor", path, "");
+    if (root.contains("source")) {
+        if (!root.at("source").is_string())
+            throw Error(where(path, "field 'source': must be a string"));
+        l.source = root.at("source").get<std::string>();
+    }
+    if (root.contains("nccl_share")) l.nccl_share = number(root, "nccl_share", path, "");
+    if (root.contains("memcpy_share")) l.memcpy_share = number(root, "memcpy_share", path, "");
+    if (root.contains("by_chunk")) {
+        const json& bc = root.at("by_chunk");
+        if (!bc.is_array()) throw Error(where(path, "field 'by_chunk': must be an array"));
+        for (size_t i = 0; i < bc.size(); ++i) {
+            std::string pre = "by_chunk[" + std::to_string(i) + "].";
+            const json& c = bc[i];
+            if (!c.is_object()) throw Error(where(path, "field '" + pre.substr(0, pre.size() - 1) + "': must be an object"));
+            LinkModel::Chunk ch;
+            ch.bytes = static_cast<int64_t>(number(c, "bytes", path, pre));
+            if (c.contains("h2d_Bps")) ch.h2d_Bps = number(c, "h2d_Bps", path, pre);
+            if (c.contains("d2h_Bps")) ch.d2h_Bps = number(c, "d2h_Bps", path, pre);
+            l.by_chunk.push_back(ch);
+        }
+    }
+    validate(l, path);
+    return l;
+}
+
+LinkModel link_from_spec(const std::string& spec) {
+    for (const auto& p : link_presets())
+        if (p.name == spec) return p;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(spec, ec)) return load_link_profile(spec);
+    std::string names;
+    for (const auto& p : link_presets()) names += (names.empty() ? "" : ", ") + p.name;
+    throw Error("unknown link '" + spec + "': use one of " + names + " or a link profile JSON file");
+}
+
+}  // namespace mhc::sim

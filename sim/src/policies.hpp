@@ -1,0 +1,212 @@
+#pragma once
+// Eviction policies. Each is a small concrete type with the same four members, so that the
+// engine (a template over the policy) calls them without virtual dispatch:
+//   insert(a)   allocation a became evictable (resident, unpinned, not in transfer)
+//   erase(a)    it no longer is
+//   pick()      the victim the policy prefers now, or -1 (not removed)
+//   may_drop(a) evict by dropping (recompute later) rather than swapping
+// Heap policies keep an indexed binary heap keyed when the allocation is inserted (keys
+// only change on access, and an accessed allocation is pinned, hence out of the heap).
+// Score policies whose order changes with time (dtr, cost_aware) scan a bounded random
+// sample of the evictable set, as DTR's own implementation does.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "prepared.hpp"
+
+namespace mhc::sim {
+
+// What the engine exposes to policies (read-only for them).
+struct Ctx {
+    const Prepared* P = nullptr;
+    const int64_t* bytes = nullptr;
+    const trace::Category* category = nullptr;
+    std::vector<int64_t> last_touch;      // logical clock of the last access/allocation
+    std::vector<int64_t> last_time;       // simulated ns of the last access/allocation
+    std::vector<int32_t> next_of;         // seq of the next access, kNever
+    std::vector<int32_t> writer;          // seq of the last kernel that wrote it, -1
+    std::vector<uint8_t> host_valid;
+    int64_t now = 0;                      // simulated ns
+    int32_t cur_seq = 0;                  // next kernel to start
+    int64_t h2d_busy_until = 0, d2h_busy_until = 0;
+    double h2d_ns_per_byte = 0, d2h_ns_per_byte = 0, h2d_lat_ns = 0, d2h_lat_ns = 0;
+
+    double swap_in_ns(int32_t a) const { return h2d_lat_ns + bytes[a] * h2d_ns_per_byte; }
+    double swap_out_ns(int32_t a) const { return d2h_lat_ns + bytes[a] * d2h_ns_per_byte; }
+    // Recompute cost: the duration of the kernel that last wrote it (activations only).
+    double recompute_ns(int32_t a) const {
+        if (category[a] != trace::Category::Activation || writer[a] < 0) return INFINITY;
+        return static_cast<double>(P->kend[writer[a]] - P->kstart[writer[a]]);
+    }
+};
+
+class IndexedHeap {
+public:
+    void init(size_t n) { pos_.assign(n, -1); k1_.assign(n, 0); k2_.assign(n, 0); heap_.clear(); }
+    bool contains(int32_t a) const { return pos_[a] >= 0; }
+    int32_t top() const { return heap_.empty() ? -1 : heap_[0]; }
+    size_t size() const { return heap_.size(); }
+    void push(int32_t a, int64_t k1, int64_t k2) {
+        k1_[a] = k1; k2_[a] = k2;
+        pos_[a] = static_cast<int32_t>(heap_.size());
+        heap_.push_back(a);
+        up(pos_[a]);
+    }
+    void erase(int32_t a) {
+        int32_t i = pos_[a];
+        if (i < 0) return;
+        int32_t last = heap_.back();
+        heap_.pop_back();
+        pos_[a] = -1;
+        if (last == a) return;
+        heap_[i] = last;
+        pos_[last] = i;
+        up(i);
+        down(pos_[last]);
+    }
+
+private:
+    bool less(int32_t a, int32_t b) const {
+        return k1_[a] != k1_[b] ? k1_[a] < k1_[b] : k2_[a] < k2_[b];
+    }
+    void up(int32_t i) {
+        int32_t a = heap_[i];
+        while (i > 0) {
+            int32_t p = (i - 1) / 2;
+            if (!less(a, heap_[p])) break;
+            heap_[i] = heap_[p]; pos_[heap_[i]] = i; i = p;
+        }
+        heap_[i] = a; pos_[a] = i;
+    }
+    void down(int32_t i) {
+        int32_t n = static_cast<int32_t>(heap_.size());
+        int32_t a = heap_[i];
+        for (;;) {
+            int32_t c = 2 * i + 1;
+            if (c >= n) break;
+            if (c + 1 < n && less(heap_[c + 1], heap_[c])) ++c;
+            if (!less(heap_[c], a)) break;
+            heap_[i] = heap_[c]; pos_[heap_[i]] = i; i = c;
+        }
+        heap_[i] = a; pos_[a] = i;
+    }
+    std::vector<int32_t> heap_, pos_;
+    std::vector<int64_t> k1_, k2_;
+};
+
+// Least recently used first.
+struct LruPolicy {
+    const Ctx* c = nullptr;
+    IndexedHeap h;
+    void init(const Ctx* ctx, size_t n) { c = ctx; h.init(n); }
+    bool contains(int32_t a) const { return h.contains(a); }
+    void insert(int32_t a) { h.push(a, c->last_touch[a], a); }
+    void erase(int32_t a) { h.erase(a); }
+    int32_t pick() const { return h.top(); }
+    bool may_drop(int32_t) const { return false; }
+};
+
+// Largest first (vDNN offloads the big feature maps); ties least recently used.
+struct LargestPolicy : LruPolicy {
+    void insert(int32_t a) { h.push(a, -c->bytes[a], c->last_touch[a]); }
+};
+
+// Farthest next use first (Belady's MIN); never-used-again first of all.
+struct BeladyPolicy : LruPolicy {
+    void insert(int32_t a) { h.push(a, -static_cast<int64_t>(c->next_of[a]), a); }
+};
+
+// Dense evictable set with O(1) insert/erase and a sampled scan for time-varying scores.
+struct SampledSet {
+    std::vector<int32_t> items, pos;
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    static constexpr size_t kSample = 64;
+    void init(size_t n) { pos.assign(n, -1); items.clear(); }
+    bool contains(int32_t a) const { return pos[a] >= 0; }
+    void insert(int32_t a) { pos[a] = static_cast<int32_t>(items.size()); items.push_back(a); }
+    void erase(int32_t a) {
+        int32_t i = pos[a];
+        if (i < 0) return;
+        int32_t last = items.back();
+        items[i] = last; pos[last] = i;
+        items.pop_back(); pos[a] = -1;
+    }
+    uint64_t next() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+    // Calls score(a) on every item (small sets) or kSample random ones; returns the best
+    // (largest score), ties by smaller index for determinism.
+    template <class Score>
+    int32_t best(Score score) {
+        if (items.empty()) return -1;
+        int32_t arg = -1;
+        double b = -INFINITY;
+        auto consider = [&](int32_t a) {
+            double s = score(a);
+            if (arg < 0 || s > b || (s == b && a < arg)) { b = s; arg = a; }
+        };
+        if (items.size() <= kSample) {
+            for (int32_t a : items) consider(a);
+        } else {
+            for (size_t i = 0; i < kSample; ++i) consider(items[next() % items.size()]);
+        }
+        return arg;
+    }
+};
+
+// DTR (Kirisame et al., ICLR 2021): evict the smallest h = cost / (size x staleness).
+// cost = recompute time for an activation with a known producer, else the swap round trip.
+struct DtrPolicy {
+    const Ctx* c = nullptr;
+    SampledSet s;
+    void init(const Ctx* ctx, size_t n) { c = ctx; s.init(n); }
+    bool contains(int32_t a) const { return s.contains(a); }
+    void insert(int32_t a) { s.insert(a); }
+    void erase(int32_t a) { s.erase(a); }
+    double cost(int32_t a) const {
+        return std::min(c->recompute_ns(a), c->swap_out_ns(a) + c->swap_in_ns(a));
+    }
+    int32_t pick() {
+        return s.best([&](int32_t a) {
+            double staleness = static_cast<double>(c->now - c->last_time[a]) + 1.0;
+            return -cost(a) / (static_cast<double>(c->bytes[a]) * staleness);
+        });
+    }
+    bool may_drop(int32_t a) const {
+        return c->recompute_ns(a) <= c->swap_out_ns(a) + c->swap_in_ns(a);
+    }
+};
+
+// The cost-aware scheduler claimed for mHC: prefer allocations whose next use is far
+// relative to what bringing them back costs, that were produced early in the step, and
+// whose round trip hides behind the time until their next use (link backlog included).
+struct CostAwarePolicy {
+    const Ctx* c = nullptr;
+    SampledSet s;
+    void init(const Ctx* ctx, size_t n) { c = ctx; s.init(n); }
+    bool contains(int32_t a) const { return s.contains(a); }
+    void insert(int32_t a) { s.insert(a); }
+    void erase(int32_t a) { s.erase(a); }
+    double reload_ns(int32_t a) const { return std::min(c->swap_in_ns(a), c->recompute_ns(a)); }
+    double score(int32_t a) const {
+        const Prepared& P = *c->P;
+        int32_t nu = c->next_of[a];
+        double ttnu = nu == kNever ? 1e18
+                                   : static_cast<double>(P.kstart[nu] - P.kstart[std::min<size_t>(c->cur_seq, P.kstart.size() - 1)]);
+        ttnu = std::max(ttnu, 1.0);
+        double reload = std::max(reload_ns(a), 1.0);
+        double backlog = static_cast<double>(std::max<int64_t>(0, c->d2h_busy_until - c->now));
+        bool hides = ttnu >= backlog + c->swap_out_ns(a) + reload;
+        double depth = 0.5;   // position in its step of its producer, 0 first .. 1 last
+        int32_t w = c->writer[a];
+        if (w >= 0 && P.step_of[w] >= 0) {
+            int32_t st = P.step_of[w];
+            double len = P.step_begin[st + 1] - P.step_begin[st];
+            depth = (w - P.step_begin[st]) / std::max(len, 1.0);
+        }
+        return ttnu / reload * (hides ? 1.0 : 0.1) * (1.25 - 0.5 * depth);
+    }
+    int32_t pick() { return s.best([&](int32_t a) { return score(a); }); }
+    bool may_drop(int32_t a) const { return c->recompute_ns(a) < c->swap_in_ns(a); }
+};
+
+}  // namespace mhc::sim

@@ -1,0 +1,316 @@
+// prepare(): everything a run needs that does not depend on the configuration.
+#include <algorithm>
+#include <numeric>
+
+#include "mhc/common/error.hpp"
+#include "mhc/sim/allocator.hpp"
+#include "mhc/trace/check.hpp"
+#include "mhc/trace/summary.hpp"
+#include "prepared.hpp"
+
+namespace mhc::sim {
+
+void Intervals::build(std::vector<std::pair<int64_t, int64_t>> v) {
+    std::sort(v.begin(), v.end());
+    for (auto& [b, e] : v) {
+        if (e <= b) continue;
+        if (!end.empty() && b <= end.back()) {
+            end.back() = std::max(end.back(), e);
+        } else {
+            begin.push_back(b);
+            end.push_back(e);
+        }
+    }
+}
+
+bool Intervals::contains(int64_t t) const {
+    auto it = std::upper_bound(begin.begin(), begin.end(), t);
+    if (it == begin.begin()) return false;
+    return t < end[static_cast<size_t>(it - begin.begin() - 1)];
+}
+
+namespace {
+
+template <class Less>
+std::vector<int32_t> sorted_indices(std::vector<int32_t> idx, Less less) {
+    if (!std::is_sorted(idx.begin(), idx.end(), less)) std::sort(idx.begin(), idx.end(), less);
+    return idx;
+}
+
+int32_t pick_device(const trace::TraceData& t) {
+    std::vector<int32_t> devs(t.allocations.device.begin(), t.allocations.device.end());
+    devs.insert(devs.end(), t.kernels.device.begin(), t.kernels.device.end());
+    std::sort(devs.begin(), devs.end());
+    devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
+    if (devs.size() <= 1) return devs.empty() ? 0 : devs[0];
+    int32_t best = devs[0];
+    int64_t best_peak = -1;
+    for (int32_t d : devs) {
+        int64_t p = trace::live_peak(t, d).bytes;
+        if (p > best_peak) { best_peak = p; best = d; }
+    }
+    return best;
+}
+
+void build_kernels(Prepared& p) {
+    const auto& k = p.t->kernels;
+    std::vector<int32_t> idx;
+    for (size_t i = 0; i < k.size(); ++i)
+        if (k.device[i] == p.device) idx.push_back(static_cast<int32_t>(i));
+    p.korder = sorted_indices(std::move(idx), [&](int32_t a, int32_t b) {
+        return k.t_start[a] != k.t_start[b] ? k.t_start[a] < k.t_start[b] : a < b;
+    });
+    size_t n = p.korder.size();
+    p.kstart.resize(n);
+    p.kend.resize(n);
+    for (size_t s = 0; s < n; ++s) {
+        p.kstart[s] = k.t_start[p.korder[s]];
+        p.kend[s] = k.t_end[p.korder[s]];
+    }
+    std::vector<int32_t> seqs(n);
+    std::iota(seqs.begin(), seqs.end(), 0);
+    p.kend_order = sorted_indices(std::move(seqs), [&](int32_t a, int32_t b) {
+        return p.kend[a] != p.kend[b] ? p.kend[a] < p.kend[b] : a < b;
+    });
+}
+
+void build_allocations(Prepared& p) {
+    const auto& a = p.t->allocations;
+    p.on_device.assign(a.size(), 0);
+    std::vector<int32_t> idx, fidx;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != p.device) continue;
+        p.on_device[i] = 1;
+        idx.push_back(static_cast<int32_t>(i));
+        if (a.t_free[i] != trace::kNoTime) fidx.push_back(static_cast<int32_t>(i));
+    }
+    p.alloc_order = sorted_indices(std::move(idx), [&](int32_t x, int32_t y) {
+        return a.t_alloc[x] != a.t_alloc[y] ? a.t_alloc[x] < a.t_alloc[y] : x < y;
+    });
+    p.free_order = sorted_indices(std::move(fidx), [&](int32_t x, int32_t y) {
+        return a.t_free[x] != a.t_free[y] ? a.t_free[x] < a.t_free[y] : x < y;
+    });
+}
+
+// Accesses in seq order; when the trace has none, each allocation is assumed written by
+// the first kernel starting at or after its allocation and read by the last kernel ending
+// at or before its free (docs/simulator.md).
+void build_accesses(Prepared& p) {
+    const auto& t = *p.t;
+    size_t n = p.korder.size();
+    p.acc_begin.assign(n + 1, 0);
+    if (t.accesses.size() > 0) {
+        for (size_t s = 0; s < n; ++s) {
+            int32_t k = p.korder[s];
+            for (int64_t j = t.kernels.access_begin[k]; j < t.kernels.access_begin[k + 1]; ++j) {
+                int32_t al = t.accesses.allocation[j];
+                if (!p.on_device[al]) continue;
+                p.acc_alloc.push_back(al);
+                p.acc_write.push_back(t.accesses.mode[j] != trace::AccessMode::Read);
+            }
+            p.acc_begin[s + 1] = static_cast<int64_t>(p.acc_alloc.size());
+        }
+        return;
+    }
+    p.assumed_accesses = !p.alloc_order.empty() && n > 0;
+    const auto& a = t.allocations;
+    std::vector<std::vector<std::pair<int32_t, uint8_t>>> per(n);
+    // kernels by end time for "last kernel ending at or before the free"
+    for (int32_t al : p.alloc_order) {
+        auto it = std::lower_bound(p.kstart.begin(), p.kstart.end(), a.t_alloc[al]);
+        int64_t first = it - p.kstart.begin();
+        int64_t last = -1;
+        if (a.t_free[al] != trace::kNoTime) {
+            auto e = std::upper_bound(p.kend_order.begin(), p.kend_order.end(), a.t_free[al],
+                                      [&](int64_t tf, int32_t s) { return tf < p.kend[s]; });
+            // the latest-starting kernel among those ending by the free
+            int64_t best = -1;
+            for (auto q = e; q != p.kend_order.begin() && e - q < 64;) {
+                --q;
+                if (*q >= first) best = std::max<int64_t>(best, *q);
+            }
+            last = best;
+        }
+        if (first < static_cast<int64_t>(n) && (a.t_free[al] == trace::kNoTime || p.kstart[first] < a.t_free[al]))
+            per[first].push_back({al, 1});
+        if (last > first) per[last].push_back({al, 0});
+    }
+    for (size_t s = 0; s < n; ++s) {
+        for (auto& [al, w] : per[s]) { p.acc_alloc.push_back(al); p.acc_write.push_back(w); }
+        p.acc_begin[s + 1] = static_cast<int64_t>(p.acc_alloc.size());
+    }
+}
+
+void build_next_use(Prepared& p) {
+    size_t n = p.korder.size();
+    p.next_use.assign(p.acc_alloc.size(), kNever);
+    p.first_use.assign(p.t->allocations.size(), kNever);
+    for (size_t s = n; s-- > 0;) {
+        for (int64_t j = p.acc_begin[s]; j < p.acc_begin[s + 1]; ++j) {
+            int32_t al = p.acc_alloc[j];
+            p.next_use[j] = p.first_use[al] == static_cast<int32_t>(s) ? kNever : p.first_use[al];
+            p.first_use[al] = static_cast<int32_t>(s);
+        }
+    }
+    // An allocation accessed twice by one kernel: the inner loop above set next_use of the
+    // first of the two to s itself; point both at the next kernel instead.
+    for (size_t s = 0; s < n; ++s)
+        for (int64_t j = p.acc_begin[s]; j < p.acc_begin[s + 1]; ++j)
+            if (p.next_use[j] == static_cast<int32_t>(s)) {
+                for (int64_t q = j + 1; q < p.acc_begin[s + 1]; ++q)
+                    if (p.acc_alloc[q] == p.acc_alloc[j]) { p.next_use[j] = p.next_use[q]; break; }
+            }
+}
+
+void build_steps(Prepared& p) {
+    const auto& t = *p.t;
+    size_t n = p.korder.size();
+    p.step_of.assign(n, -1);
+    size_t known = 0;
+    for (size_t s = 0; s < n; ++s) known += t.kernels.step[p.korder[s]] >= 0;
+    std::vector<int64_t> raw(n, -1);
+    if (known * 2 >= n && n > 0) {
+        for (size_t s = 0; s < n; ++s) raw[s] = t.kernels.step[p.korder[s]];
+    } else {
+        // From step markers: the step whose marker contains the kernel's start.
+        std::vector<std::pair<int64_t, int64_t>> mk;   // (t_start, marker index)
+        for (size_t m = 0; m < t.markers.size(); ++m)
+            if (t.markers.kind[m] == trace::MarkerKind::Step) mk.push_back({t.markers.t_start[m], static_cast<int64_t>(m)});
+        std::sort(mk.begin(), mk.end());
+        for (size_t s = 0; s < n && !mk.empty(); ++s) {
+            auto it = std::upper_bound(mk.begin(), mk.end(), std::make_pair(p.kstart[s], INT64_MAX));
+            if (it == mk.begin()) continue;
+            --it;
+            if (p.kstart[s] < t.markers.t_end[it->second]) raw[s] = it - mk.begin();
+        }
+    }
+    // Dense step numbers in order of appearance; a step is the run of kernels sharing one.
+    int32_t cur = -1;
+    int64_t last_raw = INT64_MIN;
+    for (size_t s = 0; s < n; ++s) {
+        if (raw[s] < 0) continue;
+        if (raw[s] != last_raw) {
+            ++cur;
+            last_raw = raw[s];
+            p.step_begin.push_back(static_cast<int32_t>(s));
+        }
+        p.step_of[s] = cur;
+    }
+    p.step_begin.push_back(static_cast<int32_t>(n));
+    // Allocation step: the step of the latest kernel started at or before the allocation.
+    const auto& a = t.allocations;
+    p.alloc_step.assign(a.size(), -1);
+    p.alloc_ordinal.assign(a.size(), -1);
+    int32_t steps = static_cast<int32_t>(p.step_begin.size()) - 1;
+    std::vector<int64_t> count(static_cast<size_t>(std::max(steps, 0)) + 1, 0);
+    for (int32_t al : p.alloc_order) {
+        auto it = std::upper_bound(p.kstart.begin(), p.kstart.end(), a.t_alloc[al]);
+        int64_t s = (it - p.kstart.begin()) - 1;
+        if (s < 0) continue;
+        int32_t st = p.step_of[static_cast<size_t>(s)];
+        if (st < 0) continue;
+        p.alloc_step[al] = st;
+        p.alloc_ordinal[al] = static_cast<int32_t>(count[st]++);
+    }
+    p.step_allocs_begin.assign(count.size() + 1, 0);
+    for (size_t s = 0; s < count.size(); ++s) p.step_allocs_begin[s + 1] = p.step_allocs_begin[s] + count[s];
+    p.step_allocs.assign(static_cast<size_t>(p.step_allocs_begin.back()), -1);
+    for (int32_t al : p.alloc_order)
+        if (p.alloc_step[al] >= 0)
+            p.step_allocs[p.step_allocs_begin[p.alloc_step[al]] + p.alloc_ordinal[al]] = al;
+}
+
+// Live bytes at each kernel start and the peaks of both allocator models, by one merge of
+// allocations, frees and kernel starts (frees before allocations before kernels at a tie).
+void build_live(Prepared& p) {
+    const auto& a = p.t->allocations;
+    size_t n = p.korder.size();
+    p.live_at.assign(n, 0);
+    CachingAllocator ca(INT64_MAX / 2);
+    std::vector<int32_t> block(a.size(), -1);
+    int64_t live = 0;
+    size_t ia = 0, iff = 0, ik = 0;
+    while (ia < p.alloc_order.size() || iff < p.free_order.size() || ik < n) {
+        int64_t ta = ia < p.alloc_order.size() ? a.t_alloc[p.alloc_order[ia]] : INT64_MAX;
+        int64_t tf = iff < p.free_order.size() ? a.t_free[p.free_order[iff]] : INT64_MAX;
+        int64_t tk = ik < n ? p.kstart[ik] : INT64_MAX;
+        if (tf <= ta && tf <= tk) {
+            int32_t al = p.free_order[iff++];
+            live -= a.bytes[al];
+            if (block[al] >= 0) ca.free(block[al]);
+            block[al] = -1;
+        } else if (ta <= tk) {
+            int32_t al = p.alloc_order[ia++];
+            live += a.bytes[al];
+            block[al] = ca.allocate(a.bytes[al]);
+            p.peak_ideal = std::max(p.peak_ideal, live);
+            p.peak_caching = std::max(p.peak_caching, ca.reserved());
+        } else {
+            p.live_at[ik++] = live;
+        }
+    }
+}
+
+void build_contention(Prepared& p) {
+    const auto& t = *p.t;
+    std::vector<std::pair<int64_t, int64_t>> nccl, h2d, d2h;
+    std::vector<char> is_nccl(t.strings.size(), 0);
+    for (size_t i = 0; i < t.strings.size(); ++i) {
+        std::string s = t.strings[i];
+        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+        is_nccl[i] = s.find("nccl") != std::string::npos;
+    }
+    for (size_t s = 0; s < p.korder.size(); ++s) {
+        int64_t name = t.kernels.name[p.korder[s]];
+        if (name >= 0 && static_cast<size_t>(name) < is_nccl.size() && is_nccl[name])
+            nccl.push_back({p.kstart[s], p.kend[s]});
+    }
+    for (size_t c = 0; c < t.copies.size(); ++c) {
+        if (t.copies.device[c] != p.device) continue;
+        if (t.copies.kind[c] == trace::CopyKind::H2D) h2d.push_back({t.copies.t_start[c], t.copies.t_end[c]});
+        if (t.copies.kind[c] == trace::CopyKind::D2H) d2h.push_back({t.copies.t_start[c], t.copies.t_end[c]});
+    }
+    p.nccl.build(std::move(nccl));
+    p.h2d_busy.build(std::move(h2d));
+    p.d2h_busy.build(std::move(d2h));
+}
+
+}  // namespace
+
+std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device) {
+    trace::require_ok(trace::check_trace(t), t.path.empty() ? "trace" : t.path);
+    auto p = std::make_shared<Prepared>();
+    p->t = &t;
+    p->device = device >= 0 ? device : pick_device(t);
+    build_kernels(*p);
+    build_allocations(*p);
+    build_accesses(*p);
+    build_next_use(*p);
+    build_steps(*p);
+    build_live(*p);
+    build_contention(*p);
+    const auto& a = t.allocations;
+    int64_t b = INT64_MAX, e = INT64_MIN;
+    for (int32_t al : p->alloc_order) {
+        b = std::min(b, a.t_alloc[al]);
+        e = std::max(e, a.t_alloc[al]);
+        if (a.t_free[al] != trace::kNoTime) e = std::max(e, a.t_free[al]);
+    }
+    for (size_t s = 0; s < p->korder.size(); ++s) {
+        b = std::min(b, p->kstart[s]);
+        e = std::max(e, p->kend[s]);
+    }
+    p->t_begin = b == INT64_MAX ? 0 : b;
+    p->t_end = e == INT64_MIN ? 0 : e;
+    p->rows = static_cast<int64_t>(p->alloc_order.size() + p->korder.size() + p->acc_alloc.size());
+    return p;
+}
+
+int64_t baseline_peak(const Prepared& p, const std::string& allocator) {
+    return allocator == "caching" ? p.peak_caching : p.peak_ideal;
+}
+int32_t device_of(const Prepared& p) { return p.device; }
+bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
+const trace::TraceData& trace_of(const Prepared& p) { return *p.t; }
+
+}  // namespace mhc::sim

@@ -1,0 +1,56 @@
+#pragma once
+// Per-trace tables the engine reads: built once by prepare(), shared read-only by every run
+// (sweeps run many configurations on threads over one Prepared).
+#include <cstdint>
+#include <vector>
+
+#include "mhc/sim/simulate.hpp"
+#include "mhc/trace/columns.hpp"
+
+namespace mhc::sim {
+
+inline constexpr int32_t kNever = INT32_MAX;
+
+// Sorted, merged [begin, end) intervals of recorded time; lookups by binary search.
+struct Intervals {
+    std::vector<int64_t> begin, end;
+    void build(std::vector<std::pair<int64_t, int64_t>> v);
+    bool contains(int64_t t) const;
+};
+
+struct Prepared {
+    const trace::TraceData* t = nullptr;
+    int32_t device = 0;
+    bool assumed_accesses = false;
+    int64_t t_begin = 0, t_end = 0;     // recorded span of this device's rows
+    int64_t rows = 0;
+
+    // Kernels of the device in start order (t_start, id): seq -> kernel index.
+    std::vector<int32_t> korder;
+    std::vector<int64_t> kstart, kend;  // recorded times by seq
+    std::vector<int32_t> kend_order;    // seqs by (t_end, seq)
+    // Accesses by seq (CSR), restricted to allocations of the device.
+    std::vector<int64_t> acc_begin;     // size korder+1
+    std::vector<int32_t> acc_alloc;
+    std::vector<uint8_t> acc_write;     // 1 if the mode writes
+    std::vector<int32_t> next_use;      // per access: seq of the next access to it, kNever
+    std::vector<int32_t> first_use;     // per allocation: seq of its first access, kNever
+
+    // Allocations of the device by (t_alloc, id) and frees by (t_free, id).
+    std::vector<int32_t> alloc_order, free_order;
+    std::vector<uint8_t> on_device;     // per allocation
+
+    // Steps (dense 0..S-1 by first appearance), -1 where unknown.
+    std::vector<int32_t> step_of;       // per seq
+    std::vector<int32_t> step_begin;    // first seq of each step; size S+1 (last: korder size)
+    std::vector<int32_t> alloc_step;    // per allocation: step it was allocated in, -1 before
+    std::vector<int32_t> alloc_ordinal; // per allocation: its rank among its step's allocations
+    std::vector<int64_t> step_allocs_begin;   // CSR over steps
+    std::vector<int32_t> step_allocs;          // allocations of each step in allocation order
+    std::vector<int64_t> live_at;       // per seq: live bytes (ideal) when the kernel starts
+
+    Intervals nccl, h2d_busy, d2h_busy; // recorded contention on the link
+    int64_t peak_ideal = 0, peak_caching = 0;
+};
+
+}  // namespace mhc::sim

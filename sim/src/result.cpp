@@ -1,0 +1,134 @@
+#include <cmath>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "mhc/common/units.hpp"
+#include "mhc/sim/result.hpp"
+
+namespace mhc::sim {
+
+std::vector<std::pair<std::string, double>> metrics(const Result& r) {
+    auto d = [](int64_t v) { return static_cast<double>(v); };
+    std::vector<std::pair<std::string, double>> m{
+        {"capacity_bytes", d(r.capacity >= kUnlimited ? -1 : r.capacity)},
+        {"host_capacity_bytes", d(r.host_capacity >= kUnlimited ? -1 : r.host_capacity)},
+        {"baseline_peak_bytes", d(r.baseline_peak)},
+        {"simulated_peak_bytes", d(r.simulated_peak)},
+        {"peak_reduction", r.peak_reduction},
+        {"baseline_makespan_ns", d(r.baseline_makespan)},
+        {"simulated_makespan_ns", d(r.simulated_makespan)},
+        {"throughput_loss", r.throughput_loss},
+        {"stall_ns", d(r.stall_time)},
+        {"stalls", d(r.stall_count)},
+        {"swap_in_bytes", d(r.swap_in_bytes)},
+        {"swap_ins", d(r.swap_in_count)},
+        {"swap_out_bytes", d(r.swap_out_bytes)},
+        {"swap_outs", d(r.swap_out_count)},
+        {"clean_evictions", d(r.evict_clean_count)},
+        {"prefetches", d(r.prefetch_count)},
+        {"drops", d(r.drop_count)},
+        {"recomputations", d(r.recompute_count)},
+        {"recompute_ns", d(r.recompute_time)},
+        {"host_peak_bytes", d(r.host_peak)},
+        {"oom", r.oom.happened ? 1.0 : 0.0},
+        {"assumed_accesses", r.assumed_accesses ? 1.0 : 0.0},
+        {"sim_seconds", r.seconds},
+    };
+    if (r.oom.happened) {
+        m.push_back({"oom_time_ns", d(r.oom.time)});
+        m.push_back({"oom_bytes_needed", d(r.oom.bytes_needed)});
+        m.push_back({"oom_bytes_short", d(r.oom.bytes_short)});
+        m.push_back({"oom_bytes_pinned", d(r.oom.bytes_pinned)});
+        m.push_back({"oom_fragmentation", r.oom.fragmentation ? 1.0 : 0.0});
+    }
+    if (!std::isnan(r.forecast_error)) m.push_back({"forecast_error", r.forecast_error});
+    if (!std::isnan(r.forecast_peak_error)) m.push_back({"forecast_peak_error", r.forecast_peak_error});
+    if (r.forecast_evictions > 0) m.push_back({"forecast_evictions", d(r.forecast_evictions)});
+    return m;
+}
+
+namespace {
+std::string pct(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f%%", v * 100);
+    return b;
+}
+}  // namespace
+
+std::string to_text(const Result& r) {
+    std::ostringstream o;
+    o << "run            " << run_name(r.config) << " (device " << r.device << ")\n";
+    if (r.assumed_accesses)
+        o << "note           the trace has no accesses: each allocation is assumed written by the first "
+             "kernel after its allocation and read by the last kernel before its free\n";
+    o << "capacity       " << (r.capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.capacity))
+      << "   host buffer " << (r.host_capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.host_capacity))
+      << "\n";
+    o << "peak           baseline " << format_bytes(r.baseline_peak) << " -> simulated "
+      << format_bytes(r.simulated_peak) << " (reduction " << pct(r.peak_reduction) << ")\n";
+    o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
+      << format_ns(r.simulated_makespan) << " (throughput loss " << pct(r.throughput_loss) << ")\n";
+    o << "stalls         " << r.stall_count << " totalling " << format_ns(r.stall_time) << "\n";
+    o << "swap-in (H2D)  " << r.swap_in_count << " transfers, " << format_bytes(r.swap_in_bytes)
+      << " (" << r.prefetch_count << " prefetched)\n";
+    o << "swap-out (D2H) " << r.swap_out_count << " transfers, " << format_bytes(r.swap_out_bytes)
+      << "; " << r.evict_clean_count << " clean evictions\n";
+    o << "recompute      " << r.drop_count << " drops, " << r.recompute_count << " recomputations, "
+      << format_ns(r.recompute_time) << "\n";
+    o << "host peak      " << format_bytes(r.host_peak) << "\n";
+    if (!std::isnan(r.forecast_error))
+        o << "forecast error " << pct(r.forecast_error) << " per kernel, "
+          << (std::isnan(r.forecast_peak_error) ? std::string("-") : pct(r.forecast_peak_error))
+          << " per step peak (predicted vs actual live bytes); " << r.forecast_evictions << " early evictions\n";
+    if (r.oom.happened)
+        o << "OOM            at " << format_ns(r.oom.time) << ": " << r.oom.where << ": " << r.oom.why << "\n";
+    if (!r.invariant_violation.empty()) o << "INVARIANT      " << r.invariant_violation << "\n";
+    char b[96];
+    std::snprintf(b, sizeof b, "%.3f s, %.2f M rows/s", r.seconds, r.seconds > 0 ? r.rows / r.seconds / 1e6 : 0.0);
+    o << "simulated in   " << b << "\n";
+    return o.str();
+}
+
+std::string to_json(const Result& r) {
+    nlohmann::json j;
+    j["run"] = run_name(r.config);
+    j["config"] = to_map(r.config);
+    j["device"] = r.device;
+    nlohmann::json m = nlohmann::json::object();
+    for (auto& [k, v] : metrics(r)) m[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+    j["metrics"] = m;
+    if (r.oom.happened)
+        j["oom"] = {{"where", r.oom.where}, {"why", r.oom.why}, {"time_ns", r.oom.time},
+                    {"allocation", r.oom.allocation}, {"kernel", r.oom.kernel},
+                    {"bytes_needed", r.oom.bytes_needed}, {"bytes_short", r.oom.bytes_short},
+                    {"bytes_pinned", r.oom.bytes_pinned}, {"fragmentation", r.oom.fragmentation},
+                    {"largest_free_block", r.oom.largest_free_block}};
+    else
+        j["oom"] = nullptr;
+    j["assumed_accesses"] = r.assumed_accesses;
+    if (!r.invariant_violation.empty()) j["invariant_violation"] = r.invariant_violation;
+    return j.dump(2);
+}
+
+trace::Run to_run(const Result& r) {
+    trace::Run run;
+    run.kind = "simulated";
+    run.name = run_name(r.config);
+    run.status = !r.invariant_violation.empty() ? "failed" : r.oom.happened ? "oom" : "complete";
+    run.config = to_map(r.config);
+    run.config["capacity_bytes"] = std::to_string(r.capacity >= kUnlimited ? -1 : r.capacity);
+    if (r.oom.happened) {
+        run.config["oom_where"] = r.oom.where;
+        run.config["oom_why"] = r.oom.why;
+    }
+    if (r.assumed_accesses) run.config["note"] = "trace has no accesses: assumed first-kernel write, last-kernel read";
+    for (auto& [k, v] : metrics(r))
+        if (std::isfinite(v)) run.metrics[k] = v;
+    run.events = r.events;
+    run.kernel_times = r.kernel_times;
+    run.memory = r.memory;
+    return run;
+}
+
+}  // namespace mhc::sim

@@ -1,0 +1,163 @@
+#include "mhc/sim/sweep.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "mhc/common/units.hpp"
+
+namespace mhc::sim {
+
+namespace {
+
+int worker_count(int jobs, size_t tasks) {
+    int n = jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return static_cast<int>(std::min<size_t>(static_cast<size_t>(n), std::max<size_t>(tasks, 1)));
+}
+
+// Runs task(i) for i in [0, n) on `jobs` threads; exceptions are rethrown on the caller.
+template <class Task>
+void parallel_for(size_t n, int jobs, Task task, const std::function<void(size_t, size_t)>& progress) {
+    std::atomic<size_t> next{0}, done{0};
+    std::mutex mu;
+    std::exception_ptr error;
+    auto worker = [&] {
+        for (;;) {
+            size_t i = next.fetch_add(1);
+            if (i >= n) return;
+            try {
+                task(i);
+            } catch (...) {
+                std::lock_guard<std::mutex> g(mu);
+                if (!error) error = std::current_exception();
+            }
+            size_t d = done.fetch_add(1) + 1;
+            if (progress) {
+                std::lock_guard<std::mutex> g(mu);
+                progress(d, n);
+            }
+        }
+    };
+    int w = worker_count(jobs, n);
+    std::vector<std::thread> threads;
+    for (int i = 1; i < w; ++i) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+}
+
+bool within(const Result& r, double budget) {
+    return !r.oom.happened && r.invariant_violation.empty() && r.throughput_loss <= budget;
+}
+
+}  // namespace
+
+std::vector<Result> run_all(const Prepared& p, const std::vector<Config>& configs, int jobs,
+                            const std::function<void(size_t, size_t)>& progress) {
+    std::vector<Result> out(configs.size());
+    parallel_for(configs.size(), jobs, [&](size_t i) { out[i] = simulate(p, configs[i]); }, progress);
+    return out;
+}
+
+SweepResult sweep(const Prepared& p, const SweepSpec& spec,
+                  const std::function<void(size_t, size_t)>& progress) {
+    auto t0 = std::chrono::steady_clock::now();
+    SweepResult s;
+    std::vector<LinkModel> links = spec.links.empty() ? std::vector<LinkModel>{spec.base.link} : spec.links;
+    std::vector<Config> grid;
+    for (const auto& pol : spec.policies)
+        for (const auto& pre : spec.prefetchers)
+            for (const auto& cap : spec.capacities)
+                for (const auto& link : links) {
+                    Config c = spec.base;
+                    c.eviction = pol;
+                    c.prefetch = pre;
+                    c.capacity = cap;
+                    c.link = link;
+                    validate(c);
+                    grid.push_back(c);
+                }
+    struct Combo { std::string pol, pre; LinkModel link; };
+    std::vector<Combo> combos;
+    if (spec.bisect)
+        for (const auto& pol : spec.policies)
+            for (const auto& pre : spec.prefetchers)
+                for (const auto& link : links) combos.push_back({pol, pre, link});
+    size_t total = grid.size() + combos.size() * static_cast<size_t>(spec.bisect_steps + 1);
+    std::atomic<size_t> done{0};
+    std::mutex mu;
+    auto tick = [&] {
+        size_t d = done.fetch_add(1) + 1;
+        if (progress) { std::lock_guard<std::mutex> g(mu); progress(d, total); }
+    };
+    s.grid.resize(grid.size());
+    s.answers.resize(combos.size());
+    // One pool over both kinds of task: grid runs, then one bisection per combination.
+    parallel_for(grid.size() + combos.size(), spec.jobs, [&](size_t i) {
+        if (i < grid.size()) {
+            s.grid[i] = simulate(p, grid[i]);
+            tick();
+            return;
+        }
+        const Combo& cb = combos[i - grid.size()];
+        BisectAnswer& ans = s.answers[i - grid.size()];
+        ans.policy = cb.pol; ans.prefetch = cb.pre; ans.link = cb.link.name;
+        Config c = spec.base;
+        c.eviction = cb.pol; c.prefetch = cb.pre; c.link = cb.link;
+        auto at = [&](double f) { c.capacity = Capacity{kUnlimited, f}; Result r = simulate(p, c); tick(); return r; };
+        Result hi_r = at(1.0);
+        if (!within(hi_r, spec.budget)) {
+            for (int k = 0; k < spec.bisect_steps; ++k) tick();
+            return;
+        }
+        double lo = 0, hi = 1.0;
+        for (int k = 0; k < spec.bisect_steps; ++k) {
+            double mid = (lo + hi) / 2;
+            Result r = at(mid);
+            if (within(r, spec.budget)) { hi = mid; hi_r = std::move(r); } else { lo = mid; }
+        }
+        ans.found = true;
+        ans.fraction = hi;
+        ans.result = std::move(hi_r);
+    }, {});
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return s;
+}
+
+std::string to_text(const SweepResult& s, int64_t baseline_peak) {
+    std::ostringstream o;
+    char line[256];
+    std::snprintf(line, sizeof line, "%-12s %-14s %-10s %-13s %10s %10s %9s %10s %10s\n", "policy", "prefetch",
+                  "capacity", "link", "peak", "reduction", "loss", "stall", "swapped");
+    o << line;
+    for (const auto& r : s.grid) {
+        std::string loss = r.oom.happened ? std::string("OOM") : [&] { char b[32]; std::snprintf(b, sizeof b, "%.2f%%", r.throughput_loss * 100); return std::string(b); }();
+        std::snprintf(line, sizeof line, "%-12s %-14s %-10s %-13s %10s %9.1f%% %9s %10s %10s\n",
+                      r.config.eviction.c_str(), r.config.prefetch.c_str(),
+                      r.config.capacity.to_string().c_str(), r.config.link.name.c_str(),
+                      format_bytes(r.simulated_peak).c_str(), r.peak_reduction * 100, loss.c_str(),
+                      format_ns(r.stall_time).c_str(), format_bytes(r.swap_in_bytes + r.swap_out_bytes).c_str());
+        o << line;
+    }
+    if (!s.answers.empty()) {
+        o << "\nsmallest capacity within the loss budget (baseline peak " << format_bytes(baseline_peak) << "):\n";
+        for (const auto& a : s.answers) {
+            if (!a.found) {
+                std::snprintf(line, sizeof line, "%-12s %-14s %-13s not within budget even at 100%%\n",
+                              a.policy.c_str(), a.prefetch.c_str(), a.link.c_str());
+            } else {
+                std::snprintf(line, sizeof line, "%-12s %-14s %-13s %6.1f%% = %-10s peak %-10s reduction %5.1f%%  loss %.2f%%\n",
+                              a.policy.c_str(), a.prefetch.c_str(), a.link.c_str(), a.fraction * 100,
+                              format_bytes(a.result.capacity).c_str(), format_bytes(a.result.simulated_peak).c_str(),
+                              a.result.peak_reduction * 100, a.result.throughput_loss * 100);
+            }
+            o << line;
+        }
+    }
+    return o.str();
+}
+
+}  // namespace mhc::sim

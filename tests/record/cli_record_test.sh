@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `mhc record` without a GPU: options, environment given to the command, exit statuses.
+# Usage: cli_record_test.sh MHC LIBRARY|none
+set -uo pipefail
+mhc=$(realpath "$1")
+lib=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+fake="$tmp/libfake.so"; : > "$fake"
+
+"$mhc" record >/dev/null 2>&1; [[ $? == 2 ]] || fail "no command: want exit 2"
+"$mhc" record --library "$tmp/missing.so" -- true >/dev/null 2>&1
+[[ $? == 2 ]] || fail "missing library: want exit 2"
+"$mhc" record --library "$fake" -o "$tmp/nodir/run.db" -- true >/dev/null 2>&1
+[[ $? == 2 ]] || fail "output in a missing directory: want exit 2"
+
+# The command's status is ours; a program that never initialises CUDA writes no trace.
+out=$("$mhc" record --library "$fake" -o "$tmp/run.db" -- sh -c 'exit 5' 2>&1); rc=$?
+[[ $rc == 5 ]] || fail "exit status: want 5, got $rc"
+grep -q "no trace written" <<<"$out" || fail "no-trace message missing: $out"
+grep -q "exited with status 5" <<<"$out" || fail "status message missing: $out"
+"$mhc" record --library "$fake" -- "$tmp/no-such-program" >/dev/null 2>&1; rc=$?
+[[ $rc == 127 ]] || fail "missing program: want 127, got $rc"
+"$mhc" record --library "$fake" -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
+[[ $rc == 143 ]] || fail "killed by SIGTERM: want 143, got $rc"
+
+# The environment the recorder reads.
+env_line='echo "$CUDA_INJECTION64_PATH|$MHC_RECORD_OUTPUT|$MHC_RECORD_ACCESSES|$PYTORCH_CUDA_ALLOC_CONF|$MHC_RECORD_ROOT_PID|$$"'
+out=$(cd "$tmp" && "$mhc" record --library "$fake" -o run.db --torch -- sh -c "$env_line" 2>"$tmp/err")
+IFS='|' read -r inj output acc conf root self <<<"$(head -1 <<<"$out")"
+[[ $inj == "$fake" ]] || fail "CUDA_INJECTION64_PATH=$inj"
+[[ $output == "$tmp/run.db" ]] || fail "MHC_RECORD_OUTPUT=$output (want an absolute path)"
+[[ $acc == 1 ]] || fail "MHC_RECORD_ACCESSES=$acc"
+[[ $conf == backend:cudaMallocAsync ]] || fail "PYTORCH_CUDA_ALLOC_CONF=$conf"
+[[ $root == "$self" ]] || fail "MHC_RECORD_ROOT_PID=$root, child pid $self"
+grep -q "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" "$tmp/err" || fail "--torch not announced"
+out=$(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$mhc" record --library "$fake" --torch --no-accesses -- sh -c "$env_line" 2>/dev/null)
+IFS='|' read -r inj output acc conf root self <<<"$(head -1 <<<"$out")"
+[[ $acc == 0 ]] || fail "--no-accesses: MHC_RECORD_ACCESSES=$acc"
+[[ $conf == "expandable_segments:True,backend:cudaMallocAsync" ]] || fail "appended conf: $conf"
+
+# The injection library is found beside the build's mhc when built.
+if [[ $lib != none ]]; then
+  out=$(MHC_RECORD_LIBRARY= "$mhc" record -o "$tmp/run.db" -- sh -c 'echo "$CUDA_INJECTION64_PATH"' 2>&1) \
+    || fail "auto-discovery of the library: $out"
+  [[ $(head -1 <<<"$out") -ef $lib ]] || fail "found $(head -1 <<<"$out"), built $lib"
+fi
+echo ok

@@ -1,0 +1,237 @@
+// CUPTI activity records built by hand (the real structs from the CUDA 13 headers) ->
+// trace rows. Built only with the CUDA toolkit; needs no GPU and no libcupti.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "helpers.hpp"
+#include "mhc/record/cupti_decode.hpp"
+
+using namespace mhc::record;
+using namespace mhc::record::test;
+using namespace mhc;
+
+namespace {
+constexpr uint64_t T0 = 5'000'000'000;
+
+template <typename T>
+T zeroed() {
+    T r;
+    std::memset(&r, 0, sizeof r);
+    return r;
+}
+
+CUpti_ActivityKernel10 kernel_record(uint32_t corr, uint64_t start, uint64_t end, const char* name) {
+    auto k = zeroed<CUpti_ActivityKernel10>();
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = T0 + start;
+    k.end = T0 + end;
+    k.deviceId = 0;
+    k.streamId = 7;
+    k.gridX = 108, k.gridY = 4, k.gridZ = 1;
+    k.blockX = 128, k.blockY = 2, k.blockZ = 1;
+    k.staticSharedMemory = 1024;
+    k.dynamicSharedMemory = 48 * 1024;
+    k.registersPerThread = 96;
+    k.correlationId = corr;
+    k.name = name;
+    return k;
+}
+
+CUpti_ActivityMemory4 memory_record(CUpti_ActivityMemoryOperationType op, uint64_t addr,
+                                    uint64_t bytes, uint64_t t, bool pool,
+                                    CUpti_ActivityMemoryKind kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
+    auto m = zeroed<CUpti_ActivityMemory4>();
+    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    m.memoryOperationType = op;
+    m.memoryKind = kind;
+    m.address = addr;
+    m.bytes = bytes;
+    m.timestamp = T0 + t;
+    m.deviceId = 0;
+    m.streamId = 13;
+    if (pool) {
+        m.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+        m.isAsync = 1;
+    }
+    return m;
+}
+
+const CUpti_Activity* as_record(const void* p) { return static_cast<const CUpti_Activity*>(p); }
+}  // namespace
+
+TEST_CASE("decode: memcpy kinds") {
+    CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD) == trace::CopyKind::H2D);
+    CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH) == trace::CopyKind::D2H);
+    CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD) == trace::CopyKind::D2D);
+    CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_HTOH) == trace::CopyKind::H2H);
+    CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP) == trace::CopyKind::P2P);
+    CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_HTOA) == trace::CopyKind::H2D);
+    CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_ATOH) == trace::CopyKind::D2H);
+    CHECK(copy_kind(CUPTI_ACTIVITY_MEMCPY_KIND_ATOD) == trace::CopyKind::D2D);
+}
+
+TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
+    TranslatorOptions opt;
+    opt.origin = static_cast<int64_t>(T0);
+    std::string path = translate_to_file([](Translator& t) {
+        auto dev = zeroed<CUpti_ActivityDevice5>();
+        dev.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+        dev.id = 0;
+        dev.name = "NVIDIA H200";
+        dev.globalMemorySize = 150ull << 30;
+        dev.computeCapabilityMajor = 9;
+        dev.numMultiprocessors = 132;
+        CHECK(decode_record(as_record(&dev), t));
+
+        // cudaMallocAsync (pool) allocation and a plain device allocation.
+        auto a1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000000000, 1 << 20, 100, true);
+        auto a2 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000200000, 4096, 150, false);
+        auto pinned = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x500000, 4096, 160, false,
+                                    CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
+        CHECK(decode_record(as_record(&a1), t));
+        CHECK(decode_record(as_record(&a2), t));
+        CHECK(decode_record(as_record(&pinned), t));
+
+        auto pool = zeroed<CUpti_ActivityMemoryPool3>();
+        pool.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+        pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
+        pool.size = 32 << 20;
+        pool.timestamp = T0 + 90;
+        CHECK(decode_record(as_record(&pool), t));
+
+        auto nvtx_start = zeroed<CUpti_ActivityMarker2>();
+        nvtx_start.kind = CUPTI_ACTIVITY_KIND_MARKER;
+        nvtx_start.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+        nvtx_start.id = 77;
+        nvtx_start.timestamp = T0 + 120;
+        nvtx_start.name = "train step 3";
+        CHECK(decode_record(as_record(&nvtx_start), t));
+
+        auto k = kernel_record(42, 200, 900, "ampere_sgemm_128x64_nn");
+        CHECK(decode_record(as_record(&k), t));
+
+        auto cpy = zeroed<CUpti_ActivityMemcpy6>();
+        cpy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+        cpy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+        cpy.bytes = 4096;
+        cpy.start = T0 + 950;
+        cpy.end = T0 + 1000;
+        cpy.streamId = 7;
+        CHECK(decode_record(as_record(&cpy), t));
+
+        auto p2p = zeroed<CUpti_ActivityMemcpyPtoP4>();
+        p2p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+        p2p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+        p2p.bytes = 1 << 20;
+        p2p.start = T0 + 1000;
+        p2p.end = T0 + 1100;
+        p2p.deviceId = 1;
+        p2p.streamId = 9;
+        CHECK(decode_record(as_record(&p2p), t));
+
+        auto ms = zeroed<CUpti_ActivityMemset4>();
+        ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+        ms.bytes = 1 << 20;
+        ms.start = T0 + 180;
+        ms.end = T0 + 190;
+        ms.streamId = 7;
+        CHECK(decode_record(as_record(&ms), t));
+
+        auto sync = zeroed<CUpti_ActivitySynchronization2>();
+        sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+        sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+        sync.start = T0 + 905;
+        sync.end = T0 + 940;
+        CHECK(decode_record(as_record(&sync), t));
+
+        auto nvtx_end = zeroed<CUpti_ActivityMarker2>();
+        nvtx_end.kind = CUPTI_ACTIVITY_KIND_MARKER;
+        nvtx_end.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+        nvtx_end.id = 77;
+        nvtx_end.timestamp = T0 + 1200;
+        CHECK(decode_record(as_record(&nvtx_end), t));
+
+        auto ovh = zeroed<CUpti_ActivityOverhead3>();
+        ovh.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+        ovh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+        ovh.start = T0 + 1300;
+        ovh.end = T0 + 1550;
+        CHECK(decode_record(as_record(&ovh), t));
+
+        auto f1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0x7f0000000000, 1 << 20, 1250, true);
+        CHECK(decode_record(as_record(&f1), t));
+
+        auto api = zeroed<CUpti_ActivityAPI>();
+        api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+        CHECK_FALSE(decode_record(as_record(&api), t));   // not used by the recorder
+    }, opt);
+    trace::TraceData d = trace::load_trace(path);
+    std::vector<trace::Kernel> rows;
+    trace::Reader(path).for_each([&](const trace::Kernel& k) { rows.push_back(k); });
+    std::filesystem::remove(path);
+    auto r = trace::check_trace(d);
+    INFO(problems(r));
+    REQUIRE(r.ok());
+
+    REQUIRE(d.kernels.size() == 1);
+    CHECK(d.str(d.kernels.name[0]) == "ampere_sgemm_128x64_nn");
+    CHECK(d.kernels.t_start[0] == 200);
+    CHECK(d.kernels.t_end[0] == 900);
+    CHECK(d.kernels.stream[0] == 7);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows[0].shared_mem == 1024 + 48 * 1024);
+    CHECK(rows[0].registers == 96);
+    CHECK(rows[0].grid[0] == 108);
+    CHECK(rows[0].grid[1] == 4);
+    CHECK(rows[0].grid[2] == 1);
+    CHECK(rows[0].block[0] == 128);
+    CHECK(rows[0].block[1] == 2);
+    CHECK(d.kernels.correlation[0] == 42);
+    CHECK(d.kernels.step[0] == 3);   // inside "train step 3"
+
+    REQUIRE(d.allocations.size() == 2);   // pinned host memory is not a GPU allocation
+    CHECK(d.allocations.address[0] == 0x7f0000000000);
+    CHECK(d.allocations.bytes[0] == 1 << 20);
+    CHECK(d.allocations.t_alloc[0] == 100);
+    CHECK(d.allocations.t_free[0] == 1250);
+    CHECK(d.allocations.stream[0] == 13);
+    CHECK(d.str(d.allocations.label[0]) == "memory:pool");
+    CHECK(d.str(d.allocations.label[1]) == "memory:device");
+    CHECK(d.allocations.t_free[1] == trace::kNoTime);
+
+    REQUIRE(d.copies.size() == 3);
+    CHECK(d.copies.kind[0] == trace::CopyKind::D2H);
+    CHECK(d.copies.kind[1] == trace::CopyKind::P2P);
+    CHECK(d.copies.device[1] == 1);
+    CHECK(d.copies.kind[2] == trace::CopyKind::Memset);
+    CHECK(d.copies.bytes[2] == 1 << 20);
+
+    REQUIRE(d.markers.size() == 2);
+    CHECK(d.str(d.markers.name[0]) == "cuda-sync:context");
+    CHECK(d.markers.kind[1] == trace::MarkerKind::Step);
+    CHECK(d.markers.index[1] == 3);
+    CHECK(d.markers.t_start[1] == 120);
+    CHECK(d.markers.t_end[1] == 1200);
+
+    CHECK(d.meta.at("device_name") == "NVIDIA H200");
+    CHECK(d.meta.at("device_memory") == std::to_string(150ull << 30));
+    CHECK(d.meta.at("device.0.compute_capability") == "9.0");
+    CHECK(d.meta.at("cupti_overhead_records") == "1");
+    CHECK(d.meta.at("cupti_overhead_ns") == "250");
+    CHECK(d.meta.at("record.host_allocations_skipped") == "1");
+    CHECK(d.meta.at("record.pools_created") == "1");
+    CHECK(d.meta.at("record.pool_max_bytes") == std::to_string(32 << 20));
+}
+
+TEST_CASE("decode: NVTX sync-object markers are not ranges") {
+    auto d = translate([](Translator& t) {
+        auto m = zeroed<CUpti_ActivityMarker2>();
+        m.kind = CUPTI_ACTIVITY_KIND_MARKER;
+        m.flags = static_cast<CUpti_ActivityFlag>(CUPTI_ACTIVITY_FLAG_MARKER_SYNC_ACQUIRE);
+        m.timestamp = T0;
+        m.name = "mutex";
+        CHECK(decode_record(as_record(&m), t));
+    });
+    CHECK(d.markers.size() == 0);
+}

@@ -1,0 +1,46 @@
+#include <catch2/catch.hpp>
+
+#include "mhc/record/markers.hpp"
+#include "mhc/record/output.hpp"
+
+using namespace mhc::record;
+using mhc::trace::MarkerKind;
+
+TEST_CASE("markers: step, layer and range names") {
+    auto c = classify_marker("ProfilerStep#12", 0);
+    CHECK(c.kind == MarkerKind::Step);
+    CHECK(c.index == 12);
+    c = classify_marker("train STEP 7", 0);
+    CHECK(c.kind == MarkerKind::Step);
+    CHECK(c.index == 7);
+    c = classify_marker("step", 4);   // no number: numbered by order
+    CHECK(c.kind == MarkerKind::Step);
+    CHECK(c.index == 4);
+    c = classify_marker("Layer_3.attn", 0);
+    CHECK(c.kind == MarkerKind::Layer);
+    CHECK(c.index == 3);
+    c = classify_marker("decoder layer", 0);
+    CHECK(c.kind == MarkerKind::Layer);
+    CHECK(c.index == -1);
+    c = classify_marker("forward", 0);
+    CHECK(c.kind == MarkerKind::Range);
+    CHECK(c.index == -1);
+    c = classify_marker("", 0);
+    CHECK(c.kind == MarkerKind::Range);
+}
+
+TEST_CASE("markers: last number") {
+    CHECK(last_number("a1b22c") == 22);
+    CHECK(last_number("no digits") == -1);
+    CHECK(last_number("x12345678901") == 345678901);   // kept within int32
+}
+
+TEST_CASE("output: one file per process") {
+    CHECK(output_path("run.db", nullptr, nullptr, 99, true) == "run.db");
+    CHECK(output_path("run.db", nullptr, nullptr, 99, false) == "run.pid99.db");
+    CHECK(output_path("run.db", "3", nullptr, 99, true) == "run.rank3.db");
+    CHECK(output_path("run.db", "", "1", 99, false) == "run.rank1.db");
+    CHECK(output_path("out/run.db", "0", "0", 99, false) == "out/run.rank0.db");
+    CHECK(output_path("dir.d/trace", nullptr, nullptr, 5, false) == "dir.d/trace.pid5");
+    CHECK(output_path("run.db", "x/y", nullptr, 5, false) == "run.pid5.db");   // not a rank
+}

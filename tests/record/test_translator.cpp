@@ -1,0 +1,311 @@
+// Events -> rows, written through the store and checked with check_trace.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+
+using namespace mhc::record;
+using namespace mhc::record::test;
+using namespace mhc;
+
+namespace {
+constexpr uint64_t T0 = 1'000'000'000;   // raw CUPTI time of the trace origin
+
+AllocEvent driver_alloc(uint64_t addr, uint64_t bytes, uint64_t t, const char* api = "cuMemAlloc") {
+    AllocEvent e;
+    e.address = addr;
+    e.bytes = bytes;
+    e.t = T0 + t;
+    e.t_enter = T0 + t - 100;
+    e.source = AllocSource::Driver;
+    e.api = api;
+    return e;
+}
+AllocEvent activity_alloc(uint64_t addr, uint64_t bytes, uint64_t t, bool pool = false) {
+    AllocEvent e;
+    e.address = addr;
+    e.bytes = bytes;
+    e.t = e.t_enter = T0 + t;
+    e.stream = 7;
+    e.source = AllocSource::Activity;
+    e.pool = pool;
+    e.api = pool ? "memory:pool" : "memory:device";
+    return e;
+}
+FreeEvent free_event(uint64_t addr, uint64_t t, AllocSource s = AllocSource::Driver) {
+    FreeEvent f;
+    f.address = addr;
+    f.t = T0 + t;
+    f.source = s;
+    return f;
+}
+LaunchEvent launch(uint32_t corr, uint64_t t, std::vector<uint64_t> words, uint32_t rcorr = 0) {
+    LaunchEvent l;
+    l.correlation = corr;
+    l.runtime_correlation = rcorr;
+    l.t = T0 + t;
+    l.words = std::move(words);
+    return l;
+}
+KernelEvent kernel(uint32_t corr, uint64_t start, uint64_t end, uint32_t stream = 1,
+                   const char* name = "k") {
+    KernelEvent k;
+    k.name = name;
+    k.start = T0 + start;
+    k.end = T0 + end;
+    k.stream = stream;
+    k.correlation = corr;
+    k.grid[0] = 64, k.grid[1] = 2, k.grid[2] = 1;
+    k.block[0] = 256, k.block[1] = 1, k.block[2] = 1;
+    k.shared_mem = 4096;
+    k.registers = 40;
+    return k;
+}
+TranslatorOptions at_origin() {
+    TranslatorOptions o;
+    o.origin = static_cast<int64_t>(T0);
+    return o;
+}
+void require_valid(const trace::TraceData& d) {
+    auto r = trace::check_trace(d);
+    INFO(problems(r));
+    REQUIRE(r.ok());
+}
+}  // namespace
+
+TEST_CASE("translator: kernels, launches and accesses, times from the origin") {
+    auto d = translate([](Translator& t) {
+        t.on_alloc(driver_alloc(0x10000, 4096, 1000));
+        t.on_alloc(driver_alloc(0x20000, 256, 2000));
+        t.on_launch(launch(11, 3000, {0x10000, 0x20080, 0x99999999, 5}));
+        t.on_launch(launch(12, 3500, {0x10fff}));
+        t.on_kernel(kernel(11, 5000, 6000, 1, "gemm"));
+        t.on_kernel(kernel(12, 6000, 6500, 1, "relu"));
+        t.on_kernel(kernel(13, 7000, 7100, 1, "no_launch_seen"));
+        t.on_free(free_event(0x10000, 9000));
+    }, at_origin());
+    require_valid(d);
+    REQUIRE(d.kernels.size() == 3);
+    CHECK(d.str(d.kernels.name[0]) == "gemm");
+    CHECK(d.kernels.t_start[0] == 5000);
+    CHECK(d.kernels.t_end[0] == 6000);
+    CHECK(d.kernels.correlation[0] == 11);
+    CHECK(d.kernels.stream[0] == 1);
+    REQUIRE(d.allocations.size() == 2);
+    CHECK(d.allocations.t_alloc[0] == 1000);
+    CHECK(d.allocations.t_free[0] == 9000);
+    CHECK(d.allocations.t_free[1] == trace::kNoTime);
+    CHECK(d.allocations.address[0] == 0x10000);
+    CHECK(d.str(d.allocations.label[0]) == "cuMemAlloc");
+    // gemm touched both allocations, relu the first, the third kernel nothing.
+    REQUIRE(d.kernels.access_begin == std::vector<int64_t>{0, 2, 3, 3});
+    CHECK(d.accesses.allocation[0] == 0);
+    CHECK(d.accesses.allocation[1] == 1);
+    CHECK(d.accesses.allocation[2] == 0);
+    CHECK(d.accesses.mode[0] == trace::AccessMode::ReadWrite);
+    CHECK(d.meta.at("accesses") == "inferred");
+    CHECK(d.meta.at("record.launches") == "2");
+    CHECK(d.meta.at("record.launches_unmatched") == "0");
+}
+
+TEST_CASE("translator: kernel records correlated through the runtime call's id") {
+    auto d = translate([](Translator& t) {
+        t.on_alloc(driver_alloc(0x10000, 4096, 1000));
+        t.on_launch(launch(501, 2000, {0x10008}, /*runtime*/ 500));
+        t.on_kernel(kernel(500, 3000, 4000));   // carries the runtime id
+    }, at_origin());
+    require_valid(d);
+    REQUIRE(d.accesses.size() == 1);
+    CHECK(d.meta.at("record.launches_unmatched") == "0");
+}
+
+TEST_CASE("translator: stream-ordered free extends the lifetime to the last accessing kernel") {
+    auto d = translate([](Translator& t) {
+        t.on_alloc(driver_alloc(0x10000, 1024, 1000, "cuMemAllocAsync"));
+        t.on_launch(launch(1, 2000, {0x10000}));
+        t.on_free(free_event(0x10000, 2500));             // host returns at once
+        t.on_alloc(driver_alloc(0x10000, 1024, 3000, "cuMemAllocAsync"));   // reused
+        t.on_launch(launch(2, 3500, {0x10000}));
+        t.on_kernel(kernel(1, 4000, 8000));               // ran after both host calls
+        t.on_kernel(kernel(2, 8000, 9000));
+        t.on_free(free_event(0x10000, 9500));
+    }, at_origin());
+    require_valid(d);   // no overlap at 0x10000, no access outside a lifetime
+    REQUIRE(d.allocations.size() == 2);
+    CHECK(d.allocations.t_free[0] == 8000);   // extended from 2500
+    CHECK(d.allocations.t_alloc[1] == 8000);  // delayed from 3000
+    CHECK(d.allocations.t_free[1] == 9500);
+    CHECK(d.meta.at("record.lifetimes_extended") == "1");
+    CHECK(d.meta.at("record.allocations_delayed") == "1");
+    CHECK(d.meta.at("record.lifetime_conflicts") == "0");
+}
+
+TEST_CASE("translator: activity records of callback allocations are merged, not repeated") {
+    auto d = translate([](Translator& t) {
+        // Callbacks come first; the activity buffer with the same operations comes later.
+        t.on_alloc(driver_alloc(0x10000, 1024, 1000));
+        t.on_free(free_event(0x10000, 2000));
+        t.on_alloc(driver_alloc(0x10000, 512, 3000));
+        t.on_free(free_event(0x10000, 4000));
+        t.on_alloc(activity_alloc(0x10000, 1024, 950));    // inside the first call
+        t.on_free(free_event(0x10000, 1990, AllocSource::Activity));
+        t.on_alloc(activity_alloc(0x10000, 512, 2950));
+        t.on_free(free_event(0x10000, 3990, AllocSource::Activity));
+    }, at_origin());
+    require_valid(d);
+    REQUIRE(d.allocations.size() == 2);
+    CHECK(d.allocations.bytes[0] == 1024);
+    CHECK(d.allocations.bytes[1] == 512);
+    CHECK(d.allocations.stream[0] == 7);   // filled from the activity record
+    CHECK(d.meta.at("record.activity_merged") == "2");
+    CHECK(d.meta.at("record.frees_unmatched") == "0");
+}
+
+TEST_CASE("translator: activity-only allocations (graph memory, pool) become rows") {
+    auto d = translate([](Translator& t) {
+        t.on_alloc(driver_alloc(0x50000, 64, 5000));          // a later callback allocation
+        t.on_alloc(activity_alloc(0x50000, 64, 1000, true));  // earlier, seen only by activity
+        t.on_free(free_event(0x50000, 2000, AllocSource::Activity));
+        t.on_alloc(activity_alloc(0x60000, 128, 1500, true));
+        t.on_launch(launch(3, 6000, {0x60010, 0x50000}));
+        t.on_kernel(kernel(3, 7000, 7500));
+    }, at_origin());
+    require_valid(d);
+    REQUIRE(d.allocations.size() == 3);
+    // Row ids follow arrival; the activity one at 0x50000 lived [1000, 2000].
+    CHECK(d.allocations.t_alloc[1] == 1000);
+    CHECK(d.allocations.t_free[1] == 2000);
+    CHECK(d.str(d.allocations.label[1]) == "memory:pool");
+    CHECK(d.allocations.t_free[0] == trace::kNoTime);   // the callback one is still live
+    CHECK(d.allocations.t_free[2] == trace::kNoTime);
+    // The kernel saw the live callback allocation and the pool one.
+    REQUIRE(d.accesses.size() == 2);
+    CHECK(d.meta.at("record.allocations_activity") == "2");
+    CHECK(d.meta.at("record.allocations_driver") == "1");
+}
+
+TEST_CASE("translator: a missed free is closed by the next allocation at that address") {
+    auto d = translate([](Translator& t) {
+        t.on_alloc(driver_alloc(0x70000, 64, 100));
+        t.on_alloc(driver_alloc(0x70000, 64, 300));
+        t.on_free(free_event(0x70000, 400));
+        t.on_free(free_event(0x70000, 500));   // nothing live there any more
+    }, at_origin());
+    require_valid(d);
+    CHECK(d.allocations.t_free[0] == 300);
+    CHECK(d.allocations.t_free[1] == 400);
+    CHECK(d.meta.at("record.implicit_frees") == "1");
+    CHECK(d.meta.at("record.frees_unmatched") == "1");
+}
+
+TEST_CASE("translator: VMM mappings are allocations until unmapped") {
+    auto d = translate([](Translator& t) {
+        AllocEvent m = driver_alloc(0x100000, 2 << 20, 100, "cuMemMap");
+        m.source = AllocSource::Vmm;
+        t.on_alloc(m);
+        AllocEvent m2 = driver_alloc(0x300000, 2 << 20, 150, "cuMemMap");
+        m2.source = AllocSource::Vmm;
+        t.on_alloc(m2);
+        t.on_launch(launch(9, 200, {0x100000 + 4096}));
+        t.on_kernel(kernel(9, 300, 400));
+        FreeEvent u = free_event(0x100000, 1000, AllocSource::Vmm);
+        u.bytes = 4 << 20;   // one unmap covering both mappings
+        t.on_free(u);
+    }, at_origin());
+    require_valid(d);
+    REQUIRE(d.allocations.size() == 2);
+    CHECK(d.allocations.t_free[0] == 1000);
+    CHECK(d.allocations.t_free[1] == 1000);
+    CHECK(d.meta.at("record.allocations_vmm") == "2");
+    REQUIRE(d.accesses.size() == 1);
+}
+
+TEST_CASE("translator: NVTX ranges become step, layer and range markers; kernels get steps") {
+    auto d = translate([](Translator& t) {
+        using P = MarkerEvent::Phase;
+        t.on_marker({1, P::Start, T0 + 100, "ProfilerStep#4"});
+        t.on_marker({2, P::Start, T0 + 150, "layer 0"});
+        t.on_launch(launch(20, 200, {}));
+        t.on_marker({2, P::End, T0 + 250, ""});
+        t.on_marker({1, P::End, T0 + 300, ""});
+        t.on_marker({3, P::Start, T0 + 400, "ProfilerStep#5"});
+        t.on_launch(launch(21, 450, {}));
+        t.on_marker({4, P::Instant, T0 + 460, "checkpoint"});
+        // Kernels run on the GPU after their step ended on the host.
+        t.on_kernel(kernel(20, 350, 380));
+        t.on_kernel(kernel(21, 500, 600));
+        t.on_kernel(kernel(22, 700, 800));   // no launch seen: step from its start time
+        t.on_marker({9, P::End, T0 + 900, ""});   // an end without a start
+        t.on_sync({3, T0 + 610, T0 + 650, 1});
+        // ProfilerStep#5 is still open: closed at the latest time seen.
+    }, at_origin());
+    require_valid(d);
+    REQUIRE(d.kernels.size() == 3);
+    CHECK(d.kernels.step[0] == 4);
+    CHECK(d.kernels.step[1] == 5);
+    CHECK(d.kernels.step[2] == 5);   // inside the open step 5
+    REQUIRE(d.markers.size() == 5);
+    // Written as they close: layer 0, step 4, checkpoint, sync, then step 5 at finish.
+    CHECK(d.str(d.markers.name[0]) == "layer 0");
+    CHECK(d.markers.kind[0] == trace::MarkerKind::Layer);
+    CHECK(d.markers.index[0] == 0);
+    CHECK(d.markers.kind[1] == trace::MarkerKind::Step);
+    CHECK(d.markers.index[1] == 4);
+    CHECK(d.markers.t_start[1] == 100);
+    CHECK(d.markers.t_end[1] == 300);
+    CHECK(d.markers.kind[2] == trace::MarkerKind::Range);
+    CHECK(d.markers.t_start[2] == d.markers.t_end[2]);
+    CHECK(d.str(d.markers.name[3]) == "cuda-sync:stream");
+    CHECK(d.markers.t_end[3] - d.markers.t_start[3] == 40);
+    CHECK(d.str(d.markers.name[4]) == "ProfilerStep#5");
+    CHECK(d.markers.t_end[4] == 900);
+    CHECK(d.meta.at("record.markers_left_open") == "1");
+    CHECK(d.meta.at("record.marker_ends_unmatched") == "1");
+}
+
+TEST_CASE("translator: origin from the first event, earlier records clamped and counted") {
+    auto d = translate([](Translator& t) {
+        t.on_alloc(driver_alloc(0x10000, 64, 1000));   // origin = T0 + 1000
+        t.on_copy({trace::CopyKind::H2D, 64, T0 + 1500, T0 + 1600, 0, 3});
+        t.on_copy({trace::CopyKind::Memset, 64, T0 + 900, T0 + 1200, 0, 3});
+    });
+    require_valid(d);
+    CHECK(d.meta.at("time_origin_ns") == std::to_string(T0 + 1000));
+    REQUIRE(d.copies.size() == 2);
+    CHECK(d.copies.t_start[0] == 500);
+    CHECK(d.copies.kind[0] == trace::CopyKind::H2D);
+    CHECK(d.copies.bytes[0] == 64);
+    CHECK(d.copies.stream[0] == 3);
+    CHECK(d.copies.t_start[1] == 0);   // clamped
+    CHECK(d.copies.t_end[1] == 200);
+    CHECK(d.meta.at("record.times_clamped") == "1");
+}
+
+TEST_CASE("translator: without access inference no accesses and meta says none") {
+    TranslatorOptions o = at_origin();
+    o.accesses = false;
+    auto d = translate([](Translator& t) {
+        t.on_alloc(driver_alloc(0x10000, 64, 10));
+        t.on_launch(launch(1, 20, {0x10000}));
+        t.on_kernel(kernel(1, 30, 40));
+    }, o);
+    require_valid(d);
+    CHECK(d.accesses.size() == 0);
+    CHECK(d.meta.at("accesses") == "none");
+}
+
+TEST_CASE("translator: records without timestamps and zero-size allocations are skipped") {
+    auto d = translate([](Translator& t) {
+        KernelEvent untimed = kernel(1, 0, 0);
+        untimed.start = untimed.end = 0;   // CUPTI: timestamps not collected
+        t.on_kernel(untimed);
+        KernelEvent backwards = kernel(2, 500, 400);
+        t.on_kernel(backwards);
+        t.on_alloc(driver_alloc(0x10000, 0, 10));
+        t.on_free(free_event(0, 20));   // cudaFree(nullptr)
+    }, at_origin());
+    require_valid(d);
+    CHECK(d.kernels.size() == 0);
+    CHECK(d.allocations.size() == 0);
+    CHECK(d.meta.at("record.kernels_without_time") == "2");
+    CHECK(d.meta.at("record.frees_unmatched") == "0");
+}

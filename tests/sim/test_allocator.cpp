@@ -1,0 +1,66 @@
+// The caching allocator model against PyTorch's rules, and fragmentation OOMs.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "mhc/sim/allocator.hpp"
+#include "mhc/sim/simulate.hpp"
+
+using namespace simtest;
+using namespace mhc;
+using sim::CachingAllocator;
+
+TEST_CASE("caching allocator: rounding and segment sizes follow PyTorch", "[sim][allocator]") {
+    CHECK(CachingAllocator::round_size(1) == 512);
+    CHECK(CachingAllocator::round_size(512) == 512);
+    CHECK(CachingAllocator::round_size(513) == 1024);
+    CHECK(CachingAllocator::segment_size(MiB) == 2 * MiB);          // small pool
+    CHECK(CachingAllocator::segment_size(MiB + 512) == 20 * MiB);   // 1-10 MiB
+    CHECK(CachingAllocator::segment_size(10 * MiB) == 10 * MiB);    // >= 10 MiB: rounded to 2 MiB
+    CHECK(CachingAllocator::segment_size(11 * MiB) == 12 * MiB);
+}
+
+TEST_CASE("caching allocator: best fit, splitting, merging, release on retry", "[sim][allocator]") {
+    CachingAllocator ca(40 * MiB);
+    int32_t a = ca.allocate(6 * MiB);   // new 20 MiB segment, split 6 + 14
+    int32_t b = ca.allocate(6 * MiB);   // from the 14 MiB rest: 6 + 8
+    CHECK(ca.reserved() == 20 * MiB);
+    CHECK(ca.allocated() == 12 * MiB);
+    CHECK(ca.largest_free_block() == 8 * MiB);
+    int32_t s1 = ca.allocate(1000);     // small pool: its own 2 MiB segment
+    CHECK(ca.reserved() == 22 * MiB);
+    CHECK(ca.block_size(s1) == 1024);
+    ca.free(a);                         // 6 free | 6 used | 8 free: no merge across b
+    CHECK(ca.largest_free_block() == 8 * MiB);
+    int32_t c = ca.allocate(5 * MiB);   // best fit: the 6 MiB hole, rest 1 MiB not split (large needs > 1 MiB)
+    CHECK(ca.block_size(c) == 6 * MiB);
+    ca.free(c);
+    ca.free(b);                         // merges 6 + 6 + 8 back into one 20 MiB free segment
+    CHECK(ca.largest_free_block() == 20 * MiB);
+    // 30 MiB request: 22 reserved + 30 > 40: release the free 20 MiB segment, then fits.
+    int32_t d = ca.allocate(30 * MiB);
+    REQUIRE(d >= 0);
+    CHECK(ca.reserved() == 32 * MiB);
+    ca.free(s1);
+    CHECK(ca.allocate(9 * MiB) == -1);  // 32 + 20 > 40 even after releasing the 2 MiB segment
+    CHECK(ca.reserved() == 30 * MiB);   // (the small segment was released on the retry)
+}
+
+TEST_CASE("a capacity that fits the bytes but not the blocks is a fragmentation OOM", "[sim][allocator]") {
+    // A, B: 6 MiB each, pinned by k1 (1-10 ms); C: 12 MiB allocated at 5 ms.
+    // Ideal: 24 MiB of 30 fit. Caching: A+B share one 20 MiB segment (8 MiB free in it), C
+    // needs a new 12 MiB segment: 20 + 12 > 30, and nothing is free to release.
+    auto t = build({{6 * MiB, 0, trace::kNoTime}, {6 * MiB, 0, trace::kNoTime}, {12 * MiB, 5 * ms, trace::kNoTime}},
+                   {{1 * ms, 10 * ms, {{0, 'r'}, {1, 'r'}}}, {11 * ms, 12 * ms, {{2, 'w'}}}});
+    auto ideal = sim::simulate(t, config("lru", 30 * MiB));
+    CHECK_FALSE(ideal.oom.happened);
+    auto c = config("lru", 30 * MiB);
+    c.allocator = "caching";
+    auto r = sim::simulate(t, c);
+    REQUIRE(r.oom.happened);
+    CHECK(r.oom.fragmentation);
+    CHECK(r.oom.bytes_needed == 12 * MiB);
+    CHECK(r.oom.bytes_pinned == 12 * MiB);
+    CHECK(r.oom.largest_free_block == 8 * MiB);
+    CHECK(r.oom.why.find("fragmentation") != std::string::npos);
+    CHECK(r.baseline_peak == 32 * MiB);   // unlimited caching: 20 + 12 MiB reserved
+}

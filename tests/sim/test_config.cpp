@@ -1,0 +1,101 @@
+// Configuration parsing: capacities, links, link profile files, environment variables.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "helpers.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/sim/config.hpp"
+#include "mhc/sim/link.hpp"
+
+using namespace mhc;
+
+TEST_CASE("capacities parse as bytes or shares and reject nonsense", "[sim][config]") {
+    CHECK(sim::parse_capacity("60%").fraction == Approx(0.6));
+    CHECK(sim::parse_capacity("40GiB").bytes == 40LL << 30);
+    CHECK(sim::parse_capacity("unlimited").unlimited());
+    CHECK_THROWS_AS(sim::parse_capacity("-5GiB"), Error);
+    CHECK_THROWS_AS(sim::parse_capacity("-5%"), Error);
+    CHECK_THROWS_AS(sim::parse_capacity("0"), Error);
+    CHECK_THROWS_AS(sim::parse_capacity("abc%"), Error);
+}
+
+TEST_CASE("link presets carry DESIGN.md's figures", "[sim][config]") {
+    auto p4 = sim::link_from_spec("pcie4");
+    CHECK(p4.h2d.bandwidth_Bps == Approx(25e9));
+    CHECK(p4.duplex_factor == Approx(0.5));
+    auto p5 = sim::link_from_spec("pcie5");
+    CHECK(p5.h2d.bandwidth_Bps * p5.duplex_factor == Approx(52e9));
+    CHECK(sim::link_from_spec("nvlink4-peer").h2d.bandwidth_Bps >= 370e9);
+    CHECK_THROWS_WITH(sim::link_from_spec("pcie9"), Catch::Contains("pcie4"));
+}
+
+TEST_CASE("link profile files: the calibrate format, and errors naming the field", "[sim][config]") {
+    std::string path = simtest::temp_path("link.json");
+    {
+        std::ofstream f(path);
+        f << R"({"name": "a100-box", "h2d": {"bandwidth_Bps": 2.4e10, "latency_s": 5e-6},
+                 "d2h": {"bandwidth_Bps": 2.5e10, "latency_s": 6e-6}, "copy_engines": 2,
+                 "duplex_factor": 0.52, "source": "mhc calibrate",
+                 "by_chunk": [{"bytes": 1048576, "h2d_Bps": 2e10, "d2h_Bps": 2.1e10}]})";
+    }
+    auto l = sim::link_from_spec(path);
+    CHECK(l.name == "a100-box");
+    CHECK(l.h2d.bandwidth_Bps == Approx(2.4e10));
+    CHECK(l.d2h.latency_s == Approx(6e-6));
+    CHECK(l.duplex_factor == Approx(0.52));
+    CHECK(l.by_chunk.size() == 1);
+    {
+        std::ofstream f(path);
+        f << R"({"name": "x", "h2d": {"latency_s": 5e-6}, "d2h": {"bandwidth_Bps": 1e9, "latency_s": 0},
+                 "copy_engines": 2, "duplex_factor": 1})";
+    }
+    CHECK_THROWS_WITH(sim::load_link_profile(path), Catch::Contains(path) && Catch::Contains("h2d.bandwidth_Bps"));
+    {
+        std::ofstream f(path);
+        f << R"({"name": "x", "h2d": {"bandwidth_Bps": 1e9, "latency_s": 0}, "d2h": {"bandwidth_Bps": 1e9, "latency_s": 0},
+                 "copy_engines": 2, "duplex_factor": 1.5})";
+    }
+    CHECK_THROWS_WITH(sim::load_link_profile(path), Catch::Contains("duplex_factor"));
+    {
+        std::ofstream f(path);
+        f << "{not json";
+    }
+    CHECK_THROWS_WITH(sim::load_link_profile(path), Catch::Contains("not valid JSON"));
+}
+
+TEST_CASE("environment variables fill options that were not given", "[sim][config]") {
+    setenv("MHC_CPU_BUFFER_RATIO", "2.5", 1);
+    setenv("MHC_EVICTION_STRATEGY", "belady", 1);
+    setenv("MHC_MAX_SWAP_OPS_PER_SEC", "1000", 1);
+    sim::Config c;
+    sim::apply_environment(c, {});
+    CHECK(c.cpu_buffer_ratio == 2.5);
+    CHECK(c.eviction == "belady");
+    CHECK(c.max_swap_ops_per_sec == 1000);
+    sim::Config d;
+    d.eviction = "dtr";
+    sim::apply_environment(d, {true, true, true});   // options win
+    CHECK(d.eviction == "dtr");
+    CHECK(d.cpu_buffer_ratio == 0);
+    setenv("MHC_EVICTION_STRATEGY", "fifo", 1);
+    sim::Config e;
+    CHECK_THROWS_WITH(sim::apply_environment(e, {}), Catch::Contains("MHC_EVICTION_STRATEGY"));
+    unsetenv("MHC_CPU_BUFFER_RATIO");
+    unsetenv("MHC_EVICTION_STRATEGY");
+    unsetenv("MHC_MAX_SWAP_OPS_PER_SEC");
+}
+
+TEST_CASE("validate rejects unknown policies and bad windows", "[sim][config]") {
+    sim::Config c;
+    c.eviction = "fifo";
+    CHECK_THROWS_WITH(sim::validate(c), Catch::Contains("unknown eviction policy 'fifo'"));
+    c.eviction = "lru";
+    c.prefetch = "lookahead:0";
+    CHECK_THROWS_AS(sim::validate(c), Error);
+    c.prefetch = "lookahead:16";
+    CHECK_NOTHROW(sim::validate(c));
+    c.allocator = "buddy";
+    CHECK_THROWS_WITH(sim::validate(c), Catch::Contains("allocator"));
+}

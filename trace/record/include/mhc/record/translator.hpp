@@ -1,0 +1,131 @@
+#pragma once
+// Events -> trace rows. One thread feeds a Translator in the order events were produced:
+// callback events (allocations, frees, launches) as they happen, activity records when
+// CUPTI hands over a buffer, which is later than the callbacks of the same operations.
+// Kernels, accesses, copies and markers are written as they come; allocation rows are held
+// until finish() so that their lifetimes can be settled (see docs/recording.md):
+//  - an activity record of an allocation a driver callback already reported is merged
+//    into it (same address, time inside its lifetime) instead of duplicated;
+//  - a stream-ordered free (cuMemFreeAsync) returns on the host before the kernels that
+//    use the memory have run, so t_free is extended to the end of the last kernel found
+//    to access the allocation, and a later allocation at the same address starts no
+//    earlier than that.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mhc/record/events.hpp"
+#include "mhc/record/params.hpp"
+#include "mhc/trace/store.hpp"
+
+namespace mhc::record {
+
+struct TranslatorOptions {
+    int64_t origin = -1;            // raw timestamp of t = 0; -1: the first event's time
+    bool accesses = true;           // match launches to kernels and write accesses
+    uint64_t match_slack_ns = 1000;   // tolerance when matching activity to callbacks
+};
+
+struct TranslatorStats {
+    int64_t allocations = 0, allocations_driver = 0, allocations_activity = 0,
+            allocations_vmm = 0;
+    int64_t activity_merged = 0;        // activity allocations merged into a callback one
+    int64_t host_allocations = 0;       // pinned/pageable memory records, not GPU memory
+    int64_t zero_size = 0;
+    int64_t implicit_frees = 0;         // a new allocation at a live address
+    int64_t frees_unmatched = 0;        // free of an address not known to be live
+    int64_t lifetimes_extended = 0;     // t_free moved to the end of an accessing kernel
+    int64_t allocs_delayed = 0;         // t_alloc moved after the previous holder's free
+    int64_t lifetime_conflicts = 0;     // an access before the allocation could start
+    int64_t kernels = 0, kernels_without_time = 0;
+    int64_t launches = 0, launches_with_hits = 0, launches_unmatched = 0;
+    int64_t accesses = 0;
+    int64_t copies = 0, markers = 0, syncs = 0, marker_ends_unmatched = 0,
+            markers_left_open = 0;
+    int64_t overhead_records = 0, overhead_ns = 0;
+    int64_t pools_created = 0, pools_destroyed = 0, pools_trimmed = 0, pool_max_bytes = 0;
+    int64_t times_clamped = 0;          // records earlier than the origin
+    int64_t last_time = 0;              // latest time seen, relative to the origin
+};
+
+class Translator {
+public:
+    explicit Translator(trace::Writer& writer, TranslatorOptions options = {});
+
+    void on_alloc(const AllocEvent& e);
+    void on_free(const FreeEvent& e);
+    void on_launch(const LaunchEvent& e);
+    void on_kernel(const KernelEvent& e);
+    void on_copy(const CopyEvent& e);
+    void on_marker(const MarkerEvent& e);
+    void on_sync(const SyncEvent& e);
+    void on_overhead(const OverheadEvent& e);
+    void on_pool(const PoolEvent& e);
+    void on_device(const DeviceEvent& e);
+    // A memory record of pinned or pageable host memory: counted, not a GPU allocation.
+    void on_host_memory() { ++stats_.host_allocations; }
+
+    // Settles and writes the held allocations, closes markers still open at the latest
+    // time seen, and puts the statistics into the writer's meta. Call once, before
+    // Writer::finish(); no events after it.
+    void finish();
+
+    const TranslatorStats& stats() const { return stats_; }
+    // Origin in raw timestamps (known after the first event when not given).
+    int64_t origin() const { return origin_; }
+
+private:
+    struct Held {
+        trace::Allocation row;
+        int64_t t_enter = 0;
+        int64_t use_start = INT64_MAX, use_end = INT64_MIN;   // accessing kernels
+        AllocSource source = AllocSource::Driver;
+        bool freed = false, activity_alloc = false, activity_release = false;
+    };
+    struct Launch {
+        std::vector<int64_t> ids;
+        int64_t t = 0;
+        uint32_t keys[2] = {0, 0};
+    };
+    struct Open {
+        int64_t name = 0, t = 0;
+        trace::MarkerKind kind = trace::MarkerKind::Range;
+        int32_t index = -1;
+        int64_t step_slot = -1;
+    };
+    struct StepRange { int64_t start, end; int32_t index; };
+
+    int64_t rel(uint64_t t);
+    int64_t new_allocation(const AllocEvent& e, int64_t t);
+    void free_held(Held& h, int64_t t);
+    void remember(uint64_t address, int64_t id);
+    int32_t step_at(int64_t t) const;
+    void write_marker(int64_t name, int64_t start, int64_t end, trace::MarkerKind kind,
+                      int32_t index);
+    void settle_allocations();
+    void release_launch(uint32_t slot);
+
+    trace::Writer& w_;
+    TranslatorOptions opt_;
+    int64_t origin_;
+    TranslatorStats stats_;
+
+    std::vector<Held> allocs_;   // id = index + 1
+    LiveMap live_;
+    // Recent allocation ids by start address (oldest first), for matching activity records.
+    std::unordered_map<uint64_t, std::vector<int64_t>> history_;
+    std::unordered_map<std::string, int64_t> labels_;
+
+    std::vector<Launch> launches_;
+    std::vector<uint32_t> free_slots_;
+    std::unordered_map<uint32_t, uint32_t> launch_by_corr_;
+    std::vector<int64_t> scratch_;
+
+    std::unordered_map<uint32_t, Open> open_;
+    std::vector<StepRange> steps_;   // sorted by start
+    int32_t steps_seen_ = 0;
+    bool first_device_ = true;
+};
+
+}  // namespace mhc::record

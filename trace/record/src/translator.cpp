@@ -1,0 +1,448 @@
+#include "mhc/record/translator.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "mhc/record/markers.hpp"
+
+namespace mhc::record {
+
+namespace {
+constexpr size_t kHistoryPerAddress = 8;
+// Launches whose kernel record never came (dropped, or a launch that failed) are
+// forgotten beyond this many, oldest slots first reused.
+constexpr size_t kMaxPendingLaunches = size_t{1} << 22;
+
+const char* sync_name(uint32_t type) {
+    switch (type) {
+        case 1: return "cuda-sync:event";
+        case 2: return "cuda-sync:stream-wait-event";
+        case 3: return "cuda-sync:stream";
+        case 4: return "cuda-sync:context";
+        default: return "cuda-sync";
+    }
+}
+}  // namespace
+
+Translator::Translator(trace::Writer& writer, TranslatorOptions options)
+    : w_(writer), opt_(options), origin_(options.origin) {}
+
+int64_t Translator::rel(uint64_t t) {
+    auto raw = static_cast<int64_t>(t);
+    if (origin_ < 0) origin_ = raw;
+    if (raw < origin_) {
+        ++stats_.times_clamped;
+        return 0;
+    }
+    int64_t r = raw - origin_;
+    stats_.last_time = std::max(stats_.last_time, r);
+    return r;
+}
+
+void Translator::remember(uint64_t address, int64_t id) {
+    auto& h = history_[address];
+    if (h.size() >= kHistoryPerAddress) h.erase(h.begin());
+    h.push_back(id);
+}
+
+int64_t Translator::new_allocation(const AllocEvent& e, int64_t t) {
+    Held h;
+    h.row.id = static_cast<int64_t>(allocs_.size()) + 1;
+    h.row.device = static_cast<int32_t>(e.device);
+    h.row.address = static_cast<int64_t>(e.address);
+    h.row.bytes = static_cast<int64_t>(e.bytes);
+    h.row.t_alloc = t;
+    h.row.stream = static_cast<int64_t>(e.stream);
+    h.row.category = trace::Category::Other;   // the driver cannot tell tensor roles
+    std::string label(e.api);
+    if (e.pool && label.find("pool") == std::string::npos) label += " (pool)";
+    h.row.label = w_.intern(label);
+    // Matching window only: may lie before the origin, so it is not clamped.
+    h.t_enter = e.t_enter ? std::min(static_cast<int64_t>(e.t_enter) - origin_, t) : t;
+    h.source = e.source;
+    h.activity_alloc = e.source == AllocSource::Activity;
+    allocs_.push_back(h);
+    ++stats_.allocations;
+    switch (e.source) {
+        case AllocSource::Driver: ++stats_.allocations_driver; break;
+        case AllocSource::Activity: ++stats_.allocations_activity; break;
+        case AllocSource::Vmm: ++stats_.allocations_vmm; break;
+    }
+    return h.row.id;
+}
+
+void Translator::free_held(Held& h, int64_t t) {
+    h.freed = true;
+    h.row.t_free = std::max(t, h.row.t_alloc);
+}
+
+void Translator::on_alloc(const AllocEvent& e) {
+    if (e.bytes == 0 || e.address == 0) {
+        ++stats_.zero_size;
+        return;
+    }
+    const int64_t t = rel(e.t);
+    const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
+    auto layer = e.source == AllocSource::Vmm ? LiveMap::Layer::Vmm : LiveMap::Layer::Fine;
+
+    if (e.source == AllocSource::Activity) {
+        // The same allocation seen earlier by a driver callback: merge, oldest first.
+        auto it = history_.find(e.address);
+        if (it != history_.end()) {
+            for (int64_t id : it->second) {
+                Held& h = allocs_[static_cast<size_t>(id - 1)];
+                if (h.source != AllocSource::Driver || h.activity_alloc ||
+                    h.row.device != static_cast<int32_t>(e.device))
+                    continue;
+                bool after_start = t >= h.t_enter - slack;
+                bool before_end = !h.freed || t <= h.row.t_free + slack;
+                if (after_start && before_end) {
+                    h.activity_alloc = true;
+                    if (h.row.stream == 0) h.row.stream = static_cast<int64_t>(e.stream);
+                    ++stats_.activity_merged;
+                    return;
+                }
+            }
+        }
+        // Activity arrives late: a driver allocation made later at this address may already
+        // be live. Then this one is history and stays out of the live map.
+        int64_t cur = live_.at(e.address, layer);
+        if (cur >= 0 && allocs_[static_cast<size_t>(cur - 1)].row.t_alloc > t) {
+            int64_t id = new_allocation(e, t);
+            remember(e.address, id);
+            return;
+        }
+    }
+    int64_t id = new_allocation(e, t);
+    int64_t old = live_.insert(e.address, e.bytes, id, layer);
+    if (old >= 0) {
+        Held& o = allocs_[static_cast<size_t>(old - 1)];
+        if (!o.freed) {
+            free_held(o, t);
+            ++stats_.implicit_frees;
+        }
+    }
+    remember(e.address, id);
+}
+
+void Translator::on_free(const FreeEvent& e) {
+    if (e.address == 0) return;   // cudaFree(nullptr)
+    const int64_t t = rel(e.t);
+    if (e.source == AllocSource::Vmm) {
+        std::vector<int64_t> ids;
+        live_.erase_range(e.address, e.bytes, ids);
+        if (ids.empty()) ++stats_.frees_unmatched;
+        for (int64_t id : ids) free_held(allocs_[static_cast<size_t>(id - 1)], t);
+        return;
+    }
+    if (e.source == AllocSource::Driver) {
+        int64_t id = live_.erase(e.address);
+        if (id < 0) {
+            ++stats_.frees_unmatched;
+            return;
+        }
+        free_held(allocs_[static_cast<size_t>(id - 1)], t);
+        return;
+    }
+    // Activity release: the oldest allocation at this address it can describe.
+    const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
+    auto it = history_.find(e.address);
+    if (it != history_.end()) {
+        for (int64_t id : it->second) {
+            Held& h = allocs_[static_cast<size_t>(id - 1)];
+            if (h.activity_release || h.source == AllocSource::Vmm ||
+                h.row.device != static_cast<int32_t>(e.device))
+                continue;
+            if (t < h.t_enter - slack) continue;
+            if (h.freed && t > h.row.t_free + slack) continue;
+            h.activity_release = true;
+            if (!h.freed) {
+                // No callback saw this free (or the allocation is activity-only).
+                if (live_.at(e.address) == id) live_.erase(e.address);
+                free_held(h, t);
+            }
+            return;
+        }
+    }
+    ++stats_.frees_unmatched;
+}
+
+void Translator::on_launch(const LaunchEvent& e) {
+    if (!opt_.accesses) return;
+    ++stats_.launches;
+    uint32_t slot;
+    if (!free_slots_.empty()) {
+        slot = free_slots_.back();
+        free_slots_.pop_back();
+    } else if (launches_.size() < kMaxPendingLaunches) {
+        slot = static_cast<uint32_t>(launches_.size());
+        launches_.emplace_back();
+    } else {
+        // Full of launches that never met their kernel: start over.
+        stats_.launches_unmatched += static_cast<int64_t>(launch_by_corr_.size());
+        launch_by_corr_.clear();
+        free_slots_.clear();
+        for (uint32_t i = 1; i < launches_.size(); ++i) free_slots_.push_back(i);
+        slot = 0;
+    }
+    Launch& l = launches_[slot];
+    scan_words(e.words, live_, l.ids);
+    if (!l.ids.empty()) ++stats_.launches_with_hits;
+    l.t = rel(e.t);
+    l.keys[0] = e.correlation;
+    l.keys[1] = e.runtime_correlation != e.correlation ? e.runtime_correlation : 0;
+    for (uint32_t k : l.keys) {
+        if (k == 0) continue;
+        auto [it, added] = launch_by_corr_.try_emplace(k, slot);
+        if (!added) {   // a stale launch with this id: forget it
+            uint32_t old = it->second;
+            it->second = slot;
+            if (old != slot) {
+                for (uint32_t& ok : launches_[old].keys)
+                    if (ok == k) ok = 0;
+                if (launches_[old].keys[0] == 0 && launches_[old].keys[1] == 0) {
+                    ++stats_.launches_unmatched;
+                    free_slots_.push_back(old);
+                }
+            }
+        }
+    }
+}
+
+void Translator::release_launch(uint32_t slot) {
+    Launch& l = launches_[slot];
+    for (uint32_t k : l.keys)
+        if (k != 0) launch_by_corr_.erase(k);
+    l.keys[0] = l.keys[1] = 0;
+    l.ids.clear();
+    free_slots_.push_back(slot);
+}
+
+int32_t Translator::step_at(int64_t t) const {
+    auto it = std::upper_bound(steps_.begin(), steps_.end(), t,
+                               [](int64_t v, const StepRange& s) { return v < s.start; });
+    if (it == steps_.begin()) return -1;
+    --it;
+    return t < it->end ? it->index : -1;
+}
+
+void Translator::on_kernel(const KernelEvent& e) {
+    if (e.start == 0 || e.end == 0 || e.end < e.start) {
+        ++stats_.kernels_without_time;
+        return;
+    }
+    trace::Kernel k;
+    k.id = ++stats_.kernels;
+    k.device = static_cast<int32_t>(e.device);
+    k.stream = e.stream;
+    k.name = w_.intern(e.name);
+    k.t_start = rel(e.start);
+    k.t_end = rel(e.end);
+    for (int i = 0; i < 3; ++i) {
+        k.grid[i] = e.grid[i];
+        k.block[i] = e.block[i];
+    }
+    k.shared_mem = e.shared_mem;
+    k.registers = e.registers;
+    k.correlation = e.correlation;
+
+    int64_t slot = -1;
+    if (opt_.accesses && e.correlation != 0) {
+        auto it = launch_by_corr_.find(e.correlation);
+        if (it != launch_by_corr_.end()) slot = it->second;
+    }
+    // The step is the one the host was in when it launched the kernel, when known.
+    k.step = step_at(slot >= 0 ? launches_[static_cast<size_t>(slot)].t : k.t_start);
+    w_.add(k);
+    if (slot < 0) return;
+    for (int64_t id : launches_[static_cast<size_t>(slot)].ids) {
+        w_.add(trace::Access{k.id, id, trace::AccessMode::ReadWrite});
+        ++stats_.accesses;
+        Held& h = allocs_[static_cast<size_t>(id - 1)];
+        h.use_start = std::min(h.use_start, k.t_start);
+        h.use_end = std::max(h.use_end, k.t_end);
+    }
+    release_launch(static_cast<uint32_t>(slot));
+}
+
+void Translator::on_copy(const CopyEvent& e) {
+    if (e.start == 0 || e.end < e.start) return;
+    trace::Copy c;
+    c.id = ++stats_.copies;
+    c.device = static_cast<int32_t>(e.device);
+    c.stream = e.stream;
+    c.kind = e.kind;
+    c.bytes = static_cast<int64_t>(e.bytes);
+    c.t_start = rel(e.start);
+    c.t_end = rel(e.end);
+    w_.add(c);
+}
+
+void Translator::write_marker(int64_t name, int64_t start, int64_t end, trace::MarkerKind kind,
+                              int32_t index) {
+    trace::Marker m;
+    m.id = ++stats_.markers;
+    m.name = name;
+    m.t_start = start;
+    m.t_end = std::max(end, start);
+    m.kind = kind;
+    m.index = index;
+    w_.add(m);
+}
+
+void Translator::on_marker(const MarkerEvent& e) {
+    const int64_t t = rel(e.t);
+    using P = MarkerEvent::Phase;
+    if (e.phase == P::End) {
+        auto it = open_.find(e.id);
+        if (it == open_.end()) {
+            ++stats_.marker_ends_unmatched;
+            return;
+        }
+        const Open& o = it->second;
+        if (o.step_slot >= 0) steps_[static_cast<size_t>(o.step_slot)].end = std::max(t, o.t);
+        write_marker(o.name, o.t, t, o.kind, o.index);
+        open_.erase(it);
+        return;
+    }
+    MarkerClass c = classify_marker(e.name, steps_seen_);
+    if (c.kind == trace::MarkerKind::Step) ++steps_seen_;
+    int64_t name = w_.intern(e.name);
+    if (e.phase == P::Instant) {
+        write_marker(name, t, t, c.kind, c.index);
+        return;
+    }
+    Open o{name, t, c.kind, c.index, -1};
+    if (c.kind == trace::MarkerKind::Step) {
+        StepRange r{t, INT64_MAX, c.index};
+        auto pos = std::upper_bound(steps_.begin(), steps_.end(), t,
+                                    [](int64_t v, const StepRange& s) { return v < s.start; });
+        // Ranges nearly always come in order; an out-of-order one shifts the slots after it.
+        if (pos != steps_.end())
+            for (auto& [id, op] : open_)
+                if (op.step_slot >= pos - steps_.begin()) ++op.step_slot;
+        o.step_slot = pos - steps_.begin();
+        steps_.insert(pos, r);
+    }
+    open_[e.id] = o;
+}
+
+void Translator::on_sync(const SyncEvent& e) {
+    if (e.start == 0 || e.end < e.start) return;
+    ++stats_.syncs;
+    write_marker(w_.intern(sync_name(e.type)), rel(e.start), rel(e.end),
+                 trace::MarkerKind::Range, -1);
+}
+
+void Translator::on_overhead(const OverheadEvent& e) {
+    ++stats_.overhead_records;
+    if (e.end > e.start) stats_.overhead_ns += static_cast<int64_t>(e.end - e.start);
+}
+
+void Translator::on_pool(const PoolEvent& e) {
+    switch (e.op) {
+        case 1: ++stats_.pools_created; break;
+        case 2: ++stats_.pools_destroyed; break;
+        case 3: ++stats_.pools_trimmed; break;
+        default: break;
+    }
+    stats_.pool_max_bytes = std::max(stats_.pool_max_bytes, static_cast<int64_t>(e.size));
+}
+
+void Translator::on_device(const DeviceEvent& e) {
+    std::string p = "device." + std::to_string(e.id) + ".";
+    w_.set_meta(p + "name", std::string(e.name));
+    w_.set_meta(p + "memory", std::to_string(e.memory));
+    w_.set_meta(p + "compute_capability",
+                std::to_string(e.cc_major) + "." + std::to_string(e.cc_minor));
+    w_.set_meta(p + "multiprocessors", std::to_string(e.multiprocessors));
+    if (first_device_ || e.id == 0) {
+        w_.set_meta("device_name", std::string(e.name));
+        w_.set_meta("device_memory", std::to_string(e.memory));
+        first_device_ = false;
+    }
+}
+
+void Translator::settle_allocations() {
+    // Memory is in use until the last kernel that accesses it has run.
+    for (Held& h : allocs_) {
+        if (h.freed && h.use_end > h.row.t_free) {
+            h.row.t_free = h.use_end;
+            ++stats_.lifetimes_extended;
+        }
+    }
+    // At one address, an allocation starts no earlier than the previous holder's free.
+    std::vector<size_t> order(allocs_.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        const auto& a = allocs_[x].row;
+        const auto& b = allocs_[y].row;
+        if (a.device != b.device) return a.device < b.device;
+        if (a.address != b.address) return a.address < b.address;
+        if (a.t_alloc != b.t_alloc) return a.t_alloc < b.t_alloc;
+        return a.id < b.id;
+    });
+    for (size_t k = 1; k < order.size(); ++k) {
+        Held& p = allocs_[order[k - 1]];
+        Held& h = allocs_[order[k]];
+        if (p.row.device != h.row.device || p.row.address != h.row.address) continue;
+        if (!p.freed) {   // its free was never seen: it ended when the next one began
+            p.freed = true;
+            p.row.t_free = std::max(p.row.t_alloc, std::max(h.row.t_alloc, p.use_end));
+            ++stats_.implicit_frees;
+        }
+        if (h.row.t_alloc < p.row.t_free) {
+            h.row.t_alloc = p.row.t_free;
+            ++stats_.allocs_delayed;
+            if (h.use_start < h.row.t_alloc) ++stats_.lifetime_conflicts;
+            if (h.freed && h.row.t_free < h.row.t_alloc) h.row.t_free = h.row.t_alloc;
+        }
+    }
+}
+
+void Translator::finish() {
+    settle_allocations();
+    for (const Held& h : allocs_) w_.add(h.row);
+    // Ranges still open (an interrupted run): they end at the latest time seen.
+    std::vector<std::pair<uint32_t, Open>> still(open_.begin(), open_.end());
+    std::sort(still.begin(), still.end(),
+              [](const auto& a, const auto& b) { return a.second.t < b.second.t; });
+    for (const auto& [id, o] : still) {
+        write_marker(o.name, o.t, stats_.last_time, o.kind, o.index);
+        ++stats_.markers_left_open;
+    }
+    open_.clear();
+    stats_.launches_unmatched += static_cast<int64_t>(launches_.size() - free_slots_.size());
+
+    const TranslatorStats& s = stats_;
+    auto put = [this](const char* key, int64_t v) { w_.set_meta(key, std::to_string(v)); };
+    w_.set_meta("accesses", opt_.accesses ? "inferred" : "none");
+    w_.set_meta("timing", "exact");
+    put("time_origin_ns", origin_);
+    put("record.allocations_driver", s.allocations_driver);
+    put("record.allocations_activity", s.allocations_activity);
+    put("record.allocations_vmm", s.allocations_vmm);
+    put("record.activity_merged", s.activity_merged);
+    put("record.host_allocations_skipped", s.host_allocations);
+    put("record.implicit_frees", s.implicit_frees);
+    put("record.frees_unmatched", s.frees_unmatched);
+    put("record.lifetimes_extended", s.lifetimes_extended);
+    put("record.allocations_delayed", s.allocs_delayed);
+    put("record.lifetime_conflicts", s.lifetime_conflicts);
+    put("record.kernels_without_time", s.kernels_without_time);
+    put("record.launches", s.launches);
+    put("record.launches_with_hits", s.launches_with_hits);
+    put("record.launches_unmatched", s.launches_unmatched);
+    put("record.syncs", s.syncs);
+    put("record.marker_ends_unmatched", s.marker_ends_unmatched);
+    put("record.markers_left_open", s.markers_left_open);
+    put("record.times_clamped", s.times_clamped);
+    put("cupti_overhead_records", s.overhead_records);
+    put("cupti_overhead_ns", s.overhead_ns);
+    put("record.pools_created", s.pools_created);
+    put("record.pools_destroyed", s.pools_destroyed);
+    put("record.pools_trimmed", s.pools_trimmed);
+    put("record.pool_max_bytes", s.pool_max_bytes);
+}
+
+}  // namespace mhc::record

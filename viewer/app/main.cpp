@@ -1,0 +1,139 @@
+// mhc-view TRACE [--screenshot out.png [--run ID]... [--range T0:T1] [--view V] [--size WxH]]
+// Interactive: a GLFW window; the trace loads on a worker thread and errors show in the window.
+// Screenshot: loads first (bad trace or run id: one line on stderr, exit 2), renders a few
+// frames off-screen in a hidden window and writes the last one as a PNG.
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <GLFW/glfw3.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "app.hpp"
+#include "mhc/common/error.hpp"
+#include "screenshot.hpp"
+
+namespace {
+
+void style() {
+    ImGui::StyleColorsDark();
+    ImGuiStyle& s = ImGui::GetStyle();
+    s.WindowPadding = {8, 6};
+    s.FrameRounding = 3;
+    s.TabRounding = 3;
+    s.Colors[ImGuiCol_WindowBg] = ImGui::ColorConvertU32ToFloat4(IM_COL32(30, 30, 34, 255));
+}
+
+int run_gui(mhc::view::App& app, bool screenshot) {
+    glfwSetErrorCallback([](int, const char* what) { std::fprintf(stderr, "mhc-view: GLFW: %s\n", what); });
+    if (!glfwInit()) {
+        std::fprintf(stderr, "mhc-view: cannot open a display%s\n",
+                     screenshot ? " (for --screenshot without a screen, run under xvfb-run -a)" : "");
+        return 1;
+    }
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+    glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GL_TRUE);
+    if (screenshot) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+    std::string title = "mhc-view " + app.opt.trace;
+    GLFWwindow* w = glfwCreateWindow(app.opt.width, app.opt.height, title.c_str(), nullptr, nullptr);
+    if (!w) {
+        std::fprintf(stderr, "mhc-view: cannot create an OpenGL 3.3 window\n");
+        glfwTerminate();
+        return 1;
+    }
+    glfwMakeContextCurrent(w);
+    glfwSwapInterval(screenshot ? 0 : 1);
+    IMGUI_CHECKVERSION();
+    ImGui::CreateContext();
+    ImGui::GetIO().IniFilename = nullptr;
+    style();
+    ImGui_ImplGlfw_InitForOpenGL(w, true);
+    ImGui_ImplOpenGL3_Init("#version 330");
+
+    int rc = 0;
+    // A few frames let tab selection and layout settle before the one that is saved.
+    for (int n = 0; screenshot ? n < 4 : !glfwWindowShouldClose(w); ++n) {
+        glfwPollEvents();
+        ImGui_ImplOpenGL3_NewFrame();
+        ImGui_ImplGlfw_NewFrame();
+        ImGui::NewFrame();
+        int fw, fh;
+        glfwGetFramebufferSize(w, &fw, &fh);
+        app.frame(static_cast<float>(fw), static_cast<float>(fh));
+        ImGui::Render();
+        glViewport(0, 0, fw, fh);
+        glClearColor(30 / 255.f, 30 / 255.f, 34 / 255.f, 1);
+        glClear(GL_COLOR_BUFFER_BIT);
+        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        if (screenshot && n == 3) {
+            try {
+                mhc::view::write_framebuffer_png(app.opt.screenshot, fw, fh);
+                if (!app.opt.layout.empty()) {
+                    std::ofstream(app.opt.layout) << app.layout.dump(1) << "\n";
+                }
+            } catch (const mhc::Error& e) {
+                std::fprintf(stderr, "mhc-view: %s\n", e.what());
+                rc = e.exit_code();
+            }
+        }
+        glfwSwapBuffers(w);
+    }
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(w);
+    glfwTerminate();
+    return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    mhc::view::Options o;
+    CLI::App cli{"mhc-view: browse a trace and its simulated runs"};
+    std::string size;
+    cli.add_option("trace", o.trace, "trace file (SQLite)")->required();
+    cli.add_option("--screenshot", o.screenshot, "render one frame off-screen and write it as a PNG");
+    cli.add_option("--run", o.runs, "run id to show (repeat to compare several)");
+    cli.add_option("--range", o.range, "time range T0:T1, e.g. 0:2ms or 1500000:1600000 (ns)");
+    cli.add_option("--view", o.view, "view for --screenshot")
+        ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}));
+    cli.add_option("--size", size, "window size WxH (default 1600x900)");
+    cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
+    CLI11_PARSE(cli, argc, argv);
+    if (!size.empty()) {
+        int w = 0, h = 0;
+        if (std::sscanf(size.c_str(), "%dx%d", &w, &h) != 2 || w < 320 || h < 240 || w > 8192 || h > 8192) {
+            std::fprintf(stderr, "mhc-view: --size '%s': expected WxH between 320x240 and 8192x8192\n", size.c_str());
+            return 2;
+        }
+        o.width = w;
+        o.height = h;
+    }
+    const bool screenshot = !o.screenshot.empty();
+    mhc::view::App app(o);
+    if (screenshot) {
+        try {
+            app.load_now();
+        } catch (const mhc::Error& e) {
+            std::fprintf(stderr, "mhc-view: %s\n", e.what());
+            return e.exit_code();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "mhc-view: %s\n", e.what());
+            return 1;
+        }
+    } else {
+        try {
+            if (!o.range.empty()) mhc::view::parse_range(o.range);
+        } catch (const mhc::Error& e) {
+            std::fprintf(stderr, "mhc-view: %s\n", e.what());
+            return 2;
+        }
+        app.load_async();
+    }
+    return run_gui(app, screenshot);
+}

@@ -1,0 +1,41 @@
+#include "screenshot.hpp"
+
+#define GL_GLEXT_PROTOTYPES
+#include <GL/gl.h>
+#include <stb_image_write.h>   // implementation compiled into Debian's libstb
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "mhc/common/error.hpp"
+
+namespace mhc::view {
+
+void write_framebuffer_png(const std::string& path, int width, int height) {
+    std::vector<unsigned char> px(static_cast<size_t>(width) * static_cast<size_t>(height) * 4);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);
+    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+    if (glGetError() != GL_NO_ERROR) throw Error(path + ": cannot read the rendered frame", Error::Kind::Internal);
+    // GL rows go bottom-up; PNG rows top-down. Opaque alpha: the window has no transparency.
+    std::vector<unsigned char> out(px.size());
+    size_t row = static_cast<size_t>(width) * 4;
+    for (int y = 0; y < height; ++y)
+        std::copy_n(px.data() + static_cast<size_t>(height - 1 - y) * row, row, out.data() + static_cast<size_t>(y) * row);
+    for (size_t i = 3; i < out.size(); i += 4) out[i] = 255;
+    std::string tmp = path + ".tmp";
+    if (!stbi_write_png(tmp.c_str(), width, height, 4, out.data(), static_cast<int>(row))) {
+        std::remove(tmp.c_str());
+        throw Error(path + ": cannot write the PNG");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) {
+        std::remove(tmp.c_str());
+        throw Error(path + ": cannot write the PNG: " + ec.message());
+    }
+}
+
+}  // namespace mhc::view

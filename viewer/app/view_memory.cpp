@@ -1,0 +1,144 @@
+// Memory view: the live-bytes curve (the selected run's device bytes, or the recorded live
+// bytes) with the capacity line, and memory_viz-style active-memory bands of the allocations.
+#include <algorithm>
+
+#include "mhc/common/units.hpp"
+#include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/colors.hpp"
+#include "widgets.hpp"
+
+namespace mhc::view {
+
+namespace {
+
+// Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
+constexpr size_t kMaxBands = 1024;
+
+void band_tooltip(App& app, int64_t idx) {
+    const AllocationTable& a = app.trace->allocations;
+    auto i = static_cast<size_t>(idx);
+    static int64_t cached_id = -1, cached_count = 0;
+    if (cached_id != a.id[i]) { cached_id = a.id[i]; cached_count = access_count_of(*app.trace, a.id[i]); }
+    ImGui::BeginTooltip();
+    ImGui::Text("%s", app.trace->str(a.label[i]).empty() ? "(no label)" : app.trace->str(a.label[i]).c_str());
+    ImGui::Text("allocation #%lld, %s, %s", static_cast<long long>(a.id[i]), format_bytes(a.bytes[i]).c_str(),
+                std::string(trace::to_string(a.category[i])).c_str());
+    std::string end = a.t_free[i] == trace::kNoTime ? std::string("end of trace") : format_time(a.t_free[i], 1);
+    ImGui::Text("alive %s .. %s (%s)", format_time(a.t_alloc[i], 1).c_str(), end.c_str(),
+                format_duration(a.end_or(i, app.trace->t_end) - a.t_alloc[i]).c_str());
+    ImGui::Text("%lld accesses", static_cast<long long>(cached_count));
+    ImGui::TextDisabled("click: highlight the kernels that touched it");
+    ImGui::EndTooltip();
+}
+
+}  // namespace
+
+void draw_memory(App& app) {
+    toolbar(app);
+    const ViewRun* run = app.selected_run();
+    const bool run_curve = run && !run->memory.empty();
+    const Curve& curve = run_curve ? run->memory : app.trace->live;
+
+    ImVec2 avail = ImGui::GetContentRegionAvail();
+    ImVec2 origin = ImGui::GetCursorScreenPos();
+    float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
+    int W = static_cast<int>(plot_w);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range);
+
+    // Upper plot: the curve.
+    float top_h = std::max((avail.y - kAxisHeight) * 0.42f, 60.f);
+    ImVec2 c0{plot_x, origin.y + kAxisHeight + 8}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
+    dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
+    static CurveColumns cols, rec;
+    prepare_curve(curve, app.range, W, cols);
+    double y_max = std::max(cols.y_max, 1.0);
+    if (run_curve) {
+        prepare_curve(app.trace->live, app.range, W, rec);
+        y_max = std::max(y_max, rec.y_max);
+    }
+    if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
+    y_max *= 1.08;
+    draw_bytes_axis(dl, c0, c1, y_max);
+    if (run_curve) draw_curve(dl, rec, c0, c1, y_max, IM_COL32(150, 150, 160, 255), false);
+    draw_curve(dl, cols, c0, c1, y_max, kCurve, true);
+    if (run && run->capacity > 0) {
+        std::string s = "capacity " + format_bytes(run->capacity);
+        draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y_max, kCapacity, s.c_str());
+    }
+    if (cols.peak_col >= 0) {
+        float px = c0.x + static_cast<float>(cols.peak_col);
+        float py = c1.y - static_cast<float>(cols.y_max / y_max) * (c1.y - c0.y);
+        dl->AddCircleFilled({px, py}, 4, IM_COL32(255, 255, 255, 255));
+        std::string s = "peak " + format_bytes(static_cast<int64_t>(cols.y_max));
+        float tx = std::min(px + 6, c1.x - ImGui::CalcTextSize(s.c_str()).x);
+        dl->AddText({tx, py - 16}, IM_COL32(255, 255, 255, 255), s.c_str());
+    }
+    std::string legend = run_curve ? run->label() + ": device bytes (grey: recorded live bytes)"
+                                   : std::string("recorded live bytes");
+    dl->AddText({origin.x + 4, c0.y + 4}, kCurve, "live bytes");
+    ImVec4 clip{origin.x, c0.y, plot_x - 4, c1.y};
+    dl->AddText(nullptr, 0, {origin.x + 4, c0.y + 20}, IM_COL32(170, 170, 180, 255), legend.c_str(), nullptr,
+                static_cast<float>(kLabelWidth - 70), &clip);
+
+    // Lower plot: the bands.
+    ImVec2 b0{plot_x, c1.y + 16}, b1{plot_x + plot_w, origin.y + avail.y - 4};
+    dl->AddRectFilled(b0, b1, IM_COL32(36, 36, 42, 255));
+    static BandLayout bands;
+    int bh = static_cast<int>(b1.y - b0.y);
+    layout_bands(app.trace->allocations, app.trace->live, app.range, W, bh, kMaxBands, bands);
+    double by_max = bands.y_max * 1.05;
+    auto y_of = [&](double v) { return b1.y - static_cast<float>(v / by_max) * (b1.y - b0.y); };
+    draw_bytes_axis(dl, b0, b1, by_max);
+    for (const BandSegment& s : bands.segments) {
+        uint32_t i = bands.bands[s.band];
+        uint32_t c = category_color(app.trace->allocations.category[i]);
+        if (app.trace->allocations.id[i] == app.highlight_alloc) c = kHighlight;
+        dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, c);
+        // A darker line at the top edge separates neighbouring bands of one category.
+        dl->AddLine({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y1)}, IM_COL32(20, 20, 25, 160));
+    }
+    for (size_t x = 0; x < bands.total.size(); ++x)
+        if (bands.total[x] > bands.drawn_top[x])
+            dl->AddRectFilled({b0.x + x, y_of(bands.total[x])}, {b0.x + x + 1, y_of(bands.drawn_top[x])}, kSummary);
+    // Legend: categories.
+    float ly = b0.y + 4;
+    dl->AddText({origin.x + 4, ly}, IM_COL32(210, 210, 215, 255), "active memory");
+    ly += 18;
+    for (int c = 0; c < trace::kCategoryCount; ++c) {
+        dl->AddRectFilled({origin.x + 6, ly + 3}, {origin.x + 16, ly + 13}, category_color(static_cast<trace::Category>(c)));
+        dl->AddText({origin.x + 22, ly}, IM_COL32(200, 200, 205, 255),
+                    std::string(trace::to_string(static_cast<trace::Category>(c))).c_str());
+        ly += 16;
+    }
+    dl->AddRectFilled({origin.x + 6, ly + 3}, {origin.x + 16, ly + 13}, kSummary);
+    std::string summ = std::to_string(bands.summarised) + " summarised";
+    dl->AddText({origin.x + 22, ly}, IM_COL32(200, 200, 205, 255), summ.c_str());
+
+    ImGui::Dummy(avail);
+    bool hovered = navigate(app, {plot_x, c0.y}, {plot_x + plot_w, b1.y});
+    draw_selection(app, dl, {plot_x, c0.y}, {plot_x + plot_w, b1.y});
+    ImVec2 m = ImGui::GetIO().MousePos;
+    if (hovered && m.y >= b0.y && m.y < b1.y) {
+        int x = static_cast<int>(m.x - b0.x);
+        double v = (b1.y - m.y) / (b1.y - b0.y) * by_max;
+        int64_t hit = bands.hit(x, v);
+        if (hit >= 0) {
+            band_tooltip(app, hit);
+            if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && ImGui::GetIO().MouseDragMaxDistanceSqr[0] < 9)
+                app.select_allocation(app.trace->allocations.id[static_cast<size_t>(hit)]);
+        } else if (hit == -1) {
+            ImGui::SetTooltip("%zu smaller allocations, summarised\n%s live in all", bands.summarised,
+                              format_bytes(static_cast<int64_t>(bands.total[static_cast<size_t>(x)])).c_str());
+        }
+    } else if (hovered && m.y >= c0.y && m.y < c1.y) {
+        int64_t t = app.range.t_of(m.x - plot_x, plot_w);
+        ImGui::SetTooltip("%s: %s", format_time(t, 1).c_str(), format_bytes(static_cast<int64_t>(curve.value_at(t))).c_str());
+    }
+    app.layout["memory"] = {{"curve", rect_json(c0, c1)}, {"bands", rect_json(b0, b1)},
+                            {"t0", app.range.t0}, {"t1", app.range.t1}, {"y_max", y_max}, {"band_y_max", by_max},
+                            {"peak_col", cols.peak_col}, {"peak_bytes", cols.y_max},
+                            {"bands_drawn", bands.bands.size()}, {"segments", bands.segments.size()}};
+}
+
+}  // namespace mhc::view

@@ -1,0 +1,263 @@
+#include "widgets.hpp"
+
+#include <GLFW/glfw3.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "mhc/common/units.hpp"
+#include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/colors.hpp"
+
+namespace mhc::view {
+
+nlohmann::json rect_json(ImVec2 p0, ImVec2 p1) {
+    return {{"x0", p0.x}, {"y0", p0.y}, {"x1", p1.x}, {"y1", p1.y}};
+}
+
+void draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r) {
+    dl->AddRectFilled(p0, {p0.x + w, p0.y + h}, IM_COL32(42, 42, 48, 255));
+    for (const Tick& t : time_ticks(r, w, 10.f)) {
+        float x = std::floor(p0.x + t.x) + 0.5f;
+        dl->AddLine({x, p0.y + h - (t.major ? 8.f : 4.f)}, {x, p0.y + h}, IM_COL32(170, 170, 180, 255));
+        if (t.major) dl->AddText({x + 3, p0.y + 2}, IM_COL32(210, 210, 215, 255), t.label.c_str());
+    }
+}
+
+bool navigate(App& app, ImVec2 p0, ImVec2 p1) {
+    ImGuiIO& io = ImGui::GetIO();
+    float w = p1.x - p0.x;
+    bool hovered = ImGui::IsMouseHoveringRect(p0, p1) && ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows);
+    int64_t at_mouse = app.range.t_of(std::clamp(io.MousePos.x - p0.x, 0.f, w), w);
+    int64_t anchor = hovered ? at_mouse : app.range.t0 + app.range.span() / 2;
+    if (hovered && io.MouseWheel != 0)
+        app.range = zoom(app.range, std::pow(0.8, io.MouseWheel), anchor, app.limits);
+    if (!io.WantTextInput) {
+        float dt = io.DeltaTime > 0 ? io.DeltaTime : 1.f / 60;
+        if (ImGui::IsKeyDown(GLFW_KEY_W)) app.range = zoom(app.range, std::pow(0.1, dt), anchor, app.limits);
+        if (ImGui::IsKeyDown(GLFW_KEY_S)) app.range = zoom(app.range, std::pow(10.0, dt), anchor, app.limits);
+        auto step = static_cast<int64_t>(static_cast<double>(app.range.span()) * dt);
+        if (ImGui::IsKeyDown(GLFW_KEY_A)) app.range = pan(app.range, -step, app.limits);
+        if (ImGui::IsKeyDown(GLFW_KEY_D)) app.range = pan(app.range, step, app.limits);
+        if (ImGui::IsKeyPressed(GLFW_KEY_Z) && app.sel.active) {
+            app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);
+            app.sel.active = false;
+        }
+    }
+    if (hovered && ImGui::IsMouseDragging(ImGuiMouseButton_Left) && io.MouseDelta.x != 0) {
+        auto dt = static_cast<int64_t>(-io.MouseDelta.x / w * static_cast<double>(app.range.span()));
+        app.range = pan(app.range, dt, app.limits);
+    }
+    if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+        app.sel = {true, true, at_mouse, at_mouse};
+    }
+    if (app.sel.dragging) {
+        app.sel.t1 = at_mouse;
+        if (!ImGui::IsMouseDown(ImGuiMouseButton_Right)) {
+            app.sel.dragging = false;
+            if (app.sel.t1 < app.sel.t0) std::swap(app.sel.t0, app.sel.t1);
+            app.sel.active = app.sel.t1 > app.sel.t0;
+        }
+    }
+    return hovered;
+}
+
+void draw_selection(App& app, ImDrawList* dl, ImVec2 p0, ImVec2 p1) {
+    if (!app.sel.active && !app.sel.dragging) return;
+    float w = p1.x - p0.x;
+    float a = p0.x + static_cast<float>(app.range.x_of(std::min(app.sel.t0, app.sel.t1), w));
+    float b = p0.x + static_cast<float>(app.range.x_of(std::max(app.sel.t0, app.sel.t1), w));
+    a = std::clamp(a, p0.x, p1.x);
+    b = std::clamp(b, p0.x, p1.x);
+    dl->AddRectFilled({a, p0.y}, {b, p1.y}, IM_COL32(120, 160, 255, 40));
+    dl->AddRect({a, p0.y}, {b, p1.y}, IM_COL32(120, 160, 255, 160));
+    if (!app.sel.dragging) {
+        std::string s = format_duration(std::abs(app.sel.t1 - app.sel.t0)) + "  (Z: zoom)";
+        dl->AddText({a + 4, p0.y + 2}, IM_COL32(200, 215, 255, 255), s.c_str());
+    }
+}
+
+namespace {
+
+uint32_t item_color(const App& app, const Lane& l, const DrawItem& d) {
+    if (d.count > 1) return l.kind == LaneKind::Highlight ? kHighlight : kFolded;
+    int32_t k = l.key[d.first];
+    switch (l.kind) {
+        case LaneKind::Kernels: return name_color(app.trace->str(k));
+        case LaneKind::Copies: return copy_color(static_cast<trace::CopyKind>(k));
+        case LaneKind::Markers: return marker_color(static_cast<trace::MarkerKind>(l.stream));
+        case LaneKind::Events: return event_color(static_cast<trace::EventKind>(k));
+        case LaneKind::Highlight: return kHighlight;
+    }
+    return kFolded;
+}
+
+std::string item_name(App& app, const Lane& l, size_t i) {
+    switch (l.kind) {
+        case LaneKind::Kernels: return app.trace->str(l.key[i]);
+        case LaneKind::Copies: return std::string(trace::to_string(static_cast<trace::CopyKind>(l.key[i])));
+        case LaneKind::Markers: return app.trace->str(l.key[i]);
+        case LaneKind::Events: return std::string(trace::to_string(static_cast<trace::EventKind>(l.key[i])));
+        case LaneKind::Highlight:
+            return std::string(trace::to_string(static_cast<trace::AccessMode>(l.key[i]))) + " by kernel #" +
+                   std::to_string(l.ref[i]);
+    }
+    return {};
+}
+
+void tooltip(App& app, const Lane& l, const DrawItem& d) {
+    ImGui::BeginTooltip();
+    if (d.count > 1) {
+        int64_t a = l.t_start[d.first], b = l.end_max(d.first + d.count - 1);
+        ImGui::Text("%u items folded (%s)", d.count, l.title.c_str());
+        ImGui::Text("%s .. %s  (%s)", format_time(a, 1000).c_str(), format_time(b, 1000).c_str(),
+                    format_duration(b - a).c_str());
+        ImGui::TextDisabled("zoom in to see them");
+    } else {
+        size_t i = d.first;
+        ImGui::Text("%s", item_name(app, l, i).c_str());
+        ImGui::Text("start %s, end %s", format_time(l.t_start[i], 1).c_str(), format_time(l.t_end[i], 1).c_str());
+        ImGui::Text("duration %s", format_duration(l.t_end[i] - l.t_start[i]).c_str());
+        if (l.kind == LaneKind::Kernels) ImGui::TextDisabled("kernel #%lld", static_cast<long long>(l.ref[i]));
+        if (l.kind == LaneKind::Events) {
+            const ViewRun* r = app.selected_run();
+            if (r && static_cast<size_t>(l.ref[i]) < r->events.size()) {
+                const trace::RunEvent& e = r->events[static_cast<size_t>(l.ref[i])];
+                if (e.allocation) {
+                    int64_t ai = -1;
+                    const auto& ids = app.trace->allocations.id;
+                    auto it = std::lower_bound(ids.begin(), ids.end(), e.allocation);
+                    if (it != ids.end() && *it == e.allocation) ai = it - ids.begin();
+                    ImGui::Text("allocation #%lld %s", static_cast<long long>(e.allocation),
+                                ai >= 0 ? app.trace->str(app.trace->allocations.label[static_cast<size_t>(ai)]).c_str() : "");
+                }
+                if (e.kernel) ImGui::Text("kernel #%lld", static_cast<long long>(e.kernel));
+                if (e.bytes) ImGui::Text("%s", format_bytes(e.bytes).c_str());
+            }
+        }
+    }
+    ImGui::EndTooltip();
+}
+
+}  // namespace
+
+void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float w, float h) {
+    const Lane& l = *f.lane;
+    ImVec2 mouse = ImGui::GetIO().MousePos;
+    bool row_hovered = mouse.y >= p0.y && mouse.y < p0.y + h && mouse.x >= p0.x && mouse.x < p0.x + w &&
+                       ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows);
+    const DrawItem* hovered = nullptr;
+    for (const DrawItem& d : f.items) {
+        ImVec2 a{p0.x + d.x0, p0.y + 1}, b{p0.x + std::max(d.x1, d.x0 + 1.f), p0.y + h - 1};
+        uint32_t c = item_color(app, l, d);
+        dl->AddRectFilled(a, b, c);
+        if (d.count > 1) {
+            // Folded runs: hatched edge so they read as "many", as Tracy's zig-zag does.
+            dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
+            if (b.x - a.x > 30) {
+                std::string n = std::to_string(d.count);
+                dl->AddText({a.x + 3, a.y}, IM_COL32(20, 20, 20, 255), n.c_str());
+            }
+        } else if (b.x - a.x > 24) {
+            std::string n = item_name(app, l, d.first);
+            ImVec4 clip{a.x + 2, a.y, b.x - 2, b.y};
+            dl->AddText(nullptr, 0, {a.x + 3, a.y}, IM_COL32(15, 15, 20, 255), n.c_str(), nullptr, 0, &clip);
+        }
+        if (row_hovered && mouse.x >= a.x && mouse.x < b.x) hovered = &d;
+    }
+    if (hovered) {
+        dl->AddRect({p0.x + hovered->x0, p0.y}, {p0.x + std::max(hovered->x1, hovered->x0 + 1.f), p0.y + h},
+                    IM_COL32(255, 255, 255, 255));
+        tooltip(app, l, *hovered);
+    }
+}
+
+void draw_track_label(ImDrawList* dl, const Lane& lane, ImVec2 p0, float h, bool from_run) {
+    uint32_t c = lane.kind == LaneKind::Events ? event_color(static_cast<trace::EventKind>(lane.stream))
+                 : lane.kind == LaneKind::Highlight ? kHighlight
+                 : from_run ? IM_COL32(150, 200, 255, 255) : IM_COL32(200, 200, 205, 255);
+    ImVec4 clip{p0.x, p0.y, p0.x + kLabelWidth - 6, p0.y + h};
+    dl->AddText(nullptr, 0, {p0.x + 4, p0.y + (h - ImGui::GetFontSize()) / 2}, c, lane.title.c_str(), nullptr, 0, &clip);
+}
+
+void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, double y_max, uint32_t color, bool fill) {
+    float h = p1.y - p0.y;
+    auto y_of = [&](double v) { return p1.y - static_cast<float>(v / y_max) * h; };
+    uint32_t soft = (color & 0x00ffffff) | (110u << 24);
+    float prev = -1;
+    for (size_t x = 0; x < c.max.size(); ++x) {
+        float px = p0.x + static_cast<float>(x);
+        float top = y_of(c.max[x]), low = y_of(c.min[x]);
+        if (fill) {
+            dl->AddRectFilled({px, top}, {px + 1, p1.y}, soft);
+            dl->AddRectFilled({px, top}, {px + 1, std::max(top + 1.5f, low)}, color);
+        } else {
+            // Line: join to the previous column, then span this column's min..max.
+            if (prev >= 0) dl->AddLine({px, prev}, {px + 0.5f, top}, color, 1.5f);
+            dl->AddRectFilled({px, top}, {px + 1.5f, std::max(top + 1.5f, low)}, color);
+        }
+        prev = low;
+    }
+}
+
+void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max) {
+    if (y_max <= 0) return;
+    // Steps of 1-2-5 x 1024^k bytes, so that labels read "512 MiB", "1 GiB", 3..8 grid lines.
+    double unit = 1;
+    while (unit * 1024 <= y_max / 2) unit *= 1024;
+    double step = unit * std::pow(10.0, std::floor(std::log10(y_max / 4 / unit)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (y_max / (step * m) <= 7) { step *= m; break; }
+    for (double v = step; v < y_max; v += step) {
+        float y = p1.y - static_cast<float>(v / y_max) * (p1.y - p0.y);
+        dl->AddLine({p0.x, y}, {p1.x, y}, IM_COL32(70, 70, 80, 255));
+        std::string s = format_bytes(static_cast<int64_t>(v));
+        dl->AddText({p0.x - ImGui::CalcTextSize(s.c_str()).x - 6, y - 7}, IM_COL32(180, 180, 190, 255), s.c_str());
+    }
+}
+
+void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, uint32_t color, const char* text) {
+    float py = p1.y - static_cast<float>(y / y_max) * (p1.y - p0.y);
+    if (py < p0.y) return;
+    for (float x = p0.x; x < p1.x; x += 10) dl->AddLine({x, py}, {std::min(x + 6, p1.x), py}, color, 2.f);
+    if (text) dl->AddText({p1.x - ImGui::CalcTextSize(text).x - 4, py - 16}, color, text);
+}
+
+void toolbar(App& app) {
+    const char* current = app.selected < 0 ? "recorded" : nullptr;
+    std::string label = current ? current : app.run_list[static_cast<size_t>(app.selected)].name;
+    ImGui::SetNextItemWidth(260);
+    if (ImGui::BeginCombo("run", label.c_str())) {
+        if (ImGui::Selectable("recorded", app.selected < 0)) { app.selected = -1; app.highlights.clear(); }
+        for (size_t i = 0; i < app.run_list.size(); ++i) {
+            const auto& r = app.run_list[i];
+            std::string s = "#" + std::to_string(r.id) + " " + r.name + " (" + r.status + ")";
+            if (ImGui::Selectable(s.c_str(), app.selected == static_cast<int>(i))) {
+                app.selected = static_cast<int>(i);
+                if (app.highlight_alloc) app.select_allocation(app.highlight_alloc);
+            }
+        }
+        ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    static int step = 0;
+    ImGui::SetNextItemWidth(90);
+    ImGui::InputInt("##step", &step);
+    ImGui::SameLine();
+    if (ImGui::Button("Go to step")) app.go_to_step(step);
+    ImGui::SameLine();
+    if (ImGui::Button("Zoom to selection") && app.sel.active) {
+        app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);
+        app.sel.active = false;
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Reset zoom")) app.range = app.limits;
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s .. %s (%s)   wheel/W/S zoom, drag/A/D pan, right-drag select",
+                        format_time(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
+                        format_time(app.range.t1, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
+                        format_duration(app.range.span()).c_str());
+    if (!app.status.empty()) ImGui::TextDisabled("%s", app.status.c_str());
+}
+
+}  // namespace mhc::view

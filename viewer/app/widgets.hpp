@@ -1,0 +1,36 @@
+#pragma once
+// Drawing helpers shared by the views: the time axis, tracks, curves and navigation.
+#include <imgui.h>
+
+#include "app.hpp"
+
+namespace mhc::view {
+
+inline constexpr float kLabelWidth = 170.f;
+inline constexpr float kAxisHeight = 22.f;
+
+// Ruler with ticks and labels over [x0, x0 + w).
+void draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r);
+// Wheel zoom about the mouse, W/S zoom about the mouse or centre, drag (left) pan, A/D pan,
+// right-drag selects a range (zoom to it with the toolbar or Z). Returns true if hovered.
+bool navigate(App& app, ImVec2 p0, ImVec2 p1);
+// The selection as a translucent band.
+void draw_selection(App& app, ImDrawList* dl, ImVec2 p0, ImVec2 p1);
+
+// One track row; shows a tooltip for the item under the mouse.
+void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float w, float h);
+// Track title in the label column.
+void draw_track_label(ImDrawList* dl, const Lane& lane, ImVec2 p0, float h, bool from_run);
+
+// Memory curve on [p0, p1]: filled from 0 to the column max when `fill`, else a line.
+void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, double y_max, uint32_t color, bool fill);
+// Horizontal grid and byte labels for a memory plot.
+void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max);
+void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, uint32_t color, const char* text);
+
+// The toolbar shared by timeline and memory views: range, run choice, go to step, zoom.
+void toolbar(App& app);
+
+nlohmann::json rect_json(ImVec2 p0, ImVec2 p1);
+
+}  // namespace mhc::view
