@@ -64,7 +64,10 @@ void import_nsys(const std::string& in, Writer& w, Result& r, bool warn) {
                             "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"};
     std::string missing;
     for (const char* t : wanted)
-        if (!tables.count(t)) missing += (missing.empty() ? "" : ",") + std::string(t);
+        if (!tables.count(t)) {
+            if (!missing.empty()) missing += ',';
+            missing += t;
+        }
     std::string version = "unknown";
     if (tables.count("EXPORT_META_DATA")) {
         sql::Stmt s(db.db, in, "SELECT name, value FROM EXPORT_META_DATA");

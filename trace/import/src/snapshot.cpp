@@ -51,7 +51,10 @@ std::string frame_label(const PickleDoc& d, std::optional<Id> frames) {
     if (file) {
         s += " (";
         s += basename(d.as_str(*file));
-        if (line && d.is_int(*line)) s += ":" + std::to_string(d.as_int(*line));
+        if (line && d.is_int(*line)) {
+            s += ':';
+            s += std::to_string(d.as_int(*line));
+        }
         s += ")";
     }
     return s;
