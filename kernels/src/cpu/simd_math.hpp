@@ -32,13 +32,13 @@ static inline float vexp(float x) {
     return zero ? 0.0f : p * sa * sb;
 }
 
-// Natural log of a positive normal float.
+// Natural log of a positive normal float. Float-only selects so that loops vectorise.
 static inline float vlog(float v) {
     uint32_t u = __builtin_bit_cast(uint32_t, v);
-    int32_t e = static_cast<int32_t>((u >> 23) & 0xffu) - 126;
+    float ef = static_cast<float>(static_cast<int32_t>(u >> 23)) - 126.0f;
     float m = __builtin_bit_cast(float, (u & 0x7fffffu) | 0x3f000000u);  // [0.5, 1)
-    bool low = m < 0.707106781186547524f;
-    float ef = static_cast<float>(low ? e - 1 : e);
+    const bool low = m < 0.707106781186547524f;
+    ef = low ? ef - 1.0f : ef;
     float x = low ? m + m - 1.0f : m - 1.0f;
     float z = x * x;
     float y = 7.0376836292e-2f;
