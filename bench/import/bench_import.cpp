@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "mhc/trace/import/import.hpp"
@@ -17,14 +19,26 @@
 namespace {
 
 // ---- a protocol-4 pickle writer for the subset snapshots use ----
+// Like CPython: every str/dict/list is memoized; a string object seen before (dict keys,
+// repeated file names) is written as a BINGET/LONG_BINGET of its memo slot.
 struct P {
     std::string b;
-    void op(uint8_t o) { b += static_cast<char>(o); }
+    uint32_t memo = 0;
+    std::unordered_map<std::string, uint32_t> seen;
+    void op(uint8_t o) { b += static_cast<char>(o); }   // an opcode or a raw byte
+    void memoize() { op(0x94); ++memo; }
     void str(const std::string& s) {
+        auto it = seen.find(s);
+        if (it != seen.end()) {
+            if (it->second < 256) { op('h'); op(static_cast<uint8_t>(it->second)); }
+            else { op('j'); uint32_t n = it->second; b.append(reinterpret_cast<char*>(&n), 4); }
+            return;
+        }
         if (s.size() < 256) { op(0x8c); op(static_cast<uint8_t>(s.size())); }
         else { op('X'); uint32_t n = static_cast<uint32_t>(s.size()); b.append(reinterpret_cast<char*>(&n), 4); }
         b += s;
-        op(0x94);   // MEMOIZE, as CPython does
+        seen.emplace(s, memo);
+        memoize();
     }
     void integer(int64_t v) {
         if (v >= 0 && v < 256) { op('K'); op(static_cast<uint8_t>(v)); }
@@ -36,16 +50,16 @@ struct P {
 void make_snapshot(const std::string& path, int64_t events) {
     P p;
     p.op(0x80); p.op(4);
-    p.op('}'); p.op(0x94); p.op('(');
-    p.str("segments"); p.op(']'); p.op(0x94);
-    p.str("device_traces"); p.op(']'); p.op(0x94); p.op(']'); p.op(0x94); p.op('(');
+    p.op('}'); p.memoize(); p.op('(');
+    p.str("segments"); p.op(']'); p.memoize();
+    p.str("device_traces"); p.op(']'); p.memoize(); p.op(']'); p.memoize(); p.op('(');
     std::mt19937_64 rng(1);
     std::vector<int64_t> live;
     int64_t t = 1700000000000000, n = 0, next_addr = 0x7f0000000000;
     auto frames = [&](int line) {
-        p.op(']'); p.op(0x94); p.op('(');
+        p.op(']'); p.memoize(); p.op('(');
         for (int f = 0; f < 3; ++f) {
-            p.op('}'); p.op(0x94); p.op('(');
+            p.op('}'); p.memoize(); p.op('(');
             p.str("name"); p.str(f == 0 ? "forward" : "_call_impl");
             p.str("filename"); p.str(f == 0 ? "/home/u/model.py" : "/usr/lib/python3/site-packages/torch/nn/module.py");
             p.str("line"); p.integer(line + f);
@@ -54,7 +68,7 @@ void make_snapshot(const std::string& path, int64_t events) {
         p.op('e');
     };
     auto event = [&](const char* action, int64_t addr, int64_t size) {
-        p.op('}'); p.op(0x94); p.op('(');
+        p.op('}'); p.memoize(); p.op('(');
         p.str("action"); p.str(action);
         p.str("addr"); p.integer(addr);
         p.str("size"); p.integer(size);
@@ -160,6 +174,7 @@ int main(int argc, char** argv) {
     time_import("snapshot (pickle)", snap, dir + "/bench-out.db");
     time_import("kineto (json)", kin, dir + "/bench-out.db");
     time_import("kineto (json.gz)", kin + ".gz", dir + "/bench-out.db");
-    for (auto& f : {snap, kin, kin + ".gz"}) std::filesystem::remove(f);
+    if (!std::getenv("MHC_BENCH_KEEP"))   // keep the inputs for profiling
+        for (auto& f : {snap, kin, kin + ".gz"}) std::filesystem::remove(f);
     return 0;
 }

@@ -12,14 +12,35 @@ PUB=${MHC_PUBLIC_DATASETS:-$(cd "$ROOT/.." && pwd)/shared/datasets/public}
 FIX=$ROOT/tests/import/fixtures
 CC=${CC:-$(command -v clang-14 || command -v clang)}
 CXX=${CXX:-$(command -v clang++-14 || command -v clang++)}
-SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# pointer-overflow is off: Debian's rapidjson 1.1.0 computes NULL + n in internal/stack.h on its
+# first allocation (UB reported on every input; fixed upstream after 1.1.0). Every other
+# ASan/UBSan check stays on.
+SAN="-fsanitize=address,undefined -fno-sanitize=pointer-overflow -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
-  -DCMAKE_C_FLAGS="$SAN -fsanitize=fuzzer-no-link" -DCMAKE_CXX_FLAGS="$SAN -fsanitize=fuzzer-no-link" \
-  -DCMAKE_EXE_LINKER_FLAGS="$SAN" \
-  -DMHC_FUZZ=ON -DMHC_WITH_CUDA=OFF -DMHC_WITH_VIEWER=OFF -DMHC_BUILD_BENCH=OFF >/dev/null
-ninja -C "$BUILD" -j"${MHC_FUZZ_JOBS:-2}" fuzz_import_pickle fuzz_import_kineto fuzz_import_et fuzz_import_nsys
+# Compiled directly (no CMake configure of the whole tree): only the libraries the importers
+# need, so a broken folder elsewhere cannot stop the fuzzing.
+mkdir -p "$BUILD/obj"
+# Objects are rebuilt when the flags change.
+if [ "$(cat "$BUILD/obj/flags" 2>/dev/null)" != "$CXX $SAN" ]; then rm -f "$BUILD"/obj/*.o; echo "$CXX $SAN" > "$BUILD/obj/flags"; fi
+INC="-I$ROOT/common/include -I$ROOT/trace/include -I$ROOT/trace/src -I$ROOT/trace/import/include -I$ROOT/trace/import/src"
+FLAGS="-std=c++20 -O1 -g $SAN -fsanitize=fuzzer-no-link $INC"
+objs=()
+pids=()
+for src in "$ROOT"/common/src/*.cpp "$ROOT"/trace/src/*.cpp "$ROOT"/trace/import/src/*.cpp; do
+  obj="$BUILD/obj/$(basename "$(dirname "$(dirname "$src")")")_$(basename "$src" .cpp).o"
+  objs+=("$obj")
+  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then
+    "$CXX" $FLAGS -c "$src" -o "$obj" &
+    pids+=($!)
+    if [ ${#pids[@]} -ge "${MHC_FUZZ_JOBS:-2}" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  fi
+done
+for p in "${pids[@]}"; do wait "$p"; done
+mkdir -p "$BUILD/tests/import"
+for t in pickle kineto et nsys; do
+  "$CXX" $FLAGS -fsanitize=fuzzer "$ROOT/tests/import/fuzz/fuzz_$t.cpp" "${objs[@]}" -lsqlite3 -lz \
+    -o "$BUILD/tests/import/fuzz_import_$t"
+done
 
 # Seed corpora (small, uncompressed).
 SEEDS=$BUILD/fuzz-seeds
