@@ -128,7 +128,7 @@ void import_kineto(const std::string& in, Writer& w, Result& r) {
         bool operator==(const Key& o) const { return dev == o.dev && addr == o.addr; }
     };
     struct KeyHash {
-        size_t operator()(const Key& k) const { return std::hash<int64_t>{}(k.addr * 31 + k.dev); }
+        size_t operator()(const Key& k) const { return std::hash<uint64_t>{}(uint64_t(k.addr) * 31u + uint64_t(k.dev)); }
     };
     // Allocations stay in memory until the end: frees set t_free here, not by UPDATEs.
     std::vector<Allocation> allocs;

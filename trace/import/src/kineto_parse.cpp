@@ -82,7 +82,10 @@ int64_t parse_int(const char* s, size_t n) {
     buf[n] = 0;
     char* end = nullptr;
     long long v = std::strtoll(buf, &end, 10);
-    if (*end == '.' || *end == 'e' || *end == 'E') return static_cast<int64_t>(std::strtod(buf, nullptr));
+    if (*end == '.' || *end == 'e' || *end == 'E') {
+        double d = std::strtod(buf, nullptr);
+        return d > -9e18 && d < 9e18 ? static_cast<int64_t>(d) : 0;   // NaN and huge: 0
+    }
     if (v == LLONG_MAX) return static_cast<int64_t>(std::strtoull(buf, nullptr, 10));
     return v;
 }

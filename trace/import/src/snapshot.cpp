@@ -85,7 +85,7 @@ private:
     };
     struct KeyHash {
         size_t operator()(const Key& k) const {
-            return std::hash<int64_t>{}(k.line * 1000003 + (int64_t(k.name) << 20) + k.file);
+            return std::hash<uint64_t>{}(uint64_t(k.line) * 1000003u + (uint64_t(k.name) << 20) + k.file);
         }
     };
     const PickleDoc& d_;
