@@ -241,6 +241,7 @@ template <class Policy>
 void Engine<Policy>::event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes) {
     if (!C.record_events) return;
     R.events.push_back({k, t0, t1, alloc_id(a), kernel_id(s), bytes});
+    R.event_origin.push_back(origin);
 }
 
 template <class Policy>
@@ -422,6 +423,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     int64_t dur = P.kend[s] - P.kstart[s];
     if (shift != 0 && C.record_events) R.kernel_times.push_back({kernel_id(s), start, start + dur});
     t_last = std::max(t_last, start + dur);
+    origin.after_launch = true;
     if (pf.kind != Prefetch::None) prefetch_round(s, start);
     return true;
 }
@@ -587,12 +589,16 @@ void Engine<Policy>::run() {
         if (m == INT64_MAX) break;
         // a zero-length kernel's end waits for its start
         if (te == m && P.kend_order[ie] < static_cast<int32_t>(ik)) {
+            origin = {3, false, P.korder[P.kend_order[ie]]};
             on_kernel_end(P.kend_order[ie++]);
         } else if (tf == m) {
+            origin = {1, false, P.free_order[iff]};
             on_free(P.free_order[iff++]);
         } else if (ta == m) {
+            origin = {0, false, P.alloc_order[ia]};
             if (!on_alloc(P.alloc_order[ia++])) break;
         } else {
+            origin = {2, false, P.korder[ik]};
             if (!on_kernel_start(static_cast<int32_t>(ik++))) break;
         }
         sample(m);

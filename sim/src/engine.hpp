@@ -88,6 +88,7 @@ private:
     CachingAllocator ca;
     int64_t cap, host_cap;
     bool done = false;
+    Result::EventOrigin origin;       // the recorded event being processed (for replay)
 
     std::vector<uint8_t> state;
     std::vector<int16_t> pins;

@@ -95,9 +95,12 @@ void compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool b
     const bool bf16_in = std::is_same_v<In, k::bf16>;
     INFO("n " << n << " log " << og.log_domain << " column_first " << og.column_first << " tol " << og.tol
               << " backward " << backward << " bf16 in " << bf16_in << " bf16 out " << bf16_out);
+    // With a tolerance, a token whose error lands within rounding of tol may stop one
+    // iteration earlier on one side; that moves P by about tol (and dH accordingly).
+    const double slack = og.tol > 0 ? 5.0 * og.tol : 0.0;
     for (size_t i = 0; i < h.size(); ++i) {
         REQUIRE(std::isfinite(pg[i]));  // every poisoned output was overwritten
-        const double tol = bf16_out ? 1e-6 + std::abs(pc[i]) / 128 : 2e-6;
+        const double tol = (bf16_out ? 1e-6 + std::abs(pc[i]) / 128 : 2e-6) + slack;
         REQUIRE(std::abs(pg[i] - pc[i]) <= tol);
     }
     if (backward) {
@@ -105,14 +108,19 @@ void compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool b
         for (float x : dhc) scale = std::max(scale, double(std::abs(x)));
         for (size_t i = 0; i < h.size(); ++i) {
             REQUIRE(std::isfinite(dhg[i]));
-            const double tol = (bf16_out ? 1e-6 + std::abs(dhc[i]) / 128 : 0) + 1e-4 * scale;
+            const double tol = (bf16_out ? 1e-6 + std::abs(dhc[i]) / 128 : 0) + (1e-4 + 100 * slack) * scale;
             REQUIRE(std::abs(dhg[i] - dhc[i]) <= tol);
         }
     } else {
         CHECK(rg.tokens == T);
-        CHECK(rg.max_row_err == Approx(rc.max_row_err).margin(2e-6));
-        CHECK(rg.max_col_err == Approx(rc.max_col_err).margin(2e-6));
-        CHECK(rg.iters_max == rc.iters_max);
+        CHECK(rg.max_row_err == Approx(rc.max_row_err).margin(2e-6 + slack));
+        CHECK(rg.max_col_err == Approx(rc.max_col_err).margin(2e-6 + slack));
+        if (og.tol > 0) {
+            CHECK(std::abs(rg.iters_max - rc.iters_max) <= 1);
+            CHECK(rg.iters_mean == Approx(rc.iters_mean).epsilon(0.01));
+        } else {
+            CHECK(rg.iters_max == rc.iters_max);
+        }
     }
 }
 

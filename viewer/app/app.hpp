@@ -26,6 +26,8 @@ struct Options {
     int width = 1600, height = 900;
 };
 
+struct LauncherUi;   // view_launcher.cpp
+
 struct Selection {
     bool active = false, dragging = false;
     int64_t t0 = 0, t1 = 0;
@@ -63,6 +65,9 @@ public:
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)
     std::mutex runs_mutex;                   // the launcher's worker adds runs
+    // The run launcher's widgets and worker (view_launcher.cpp; created on first use). A
+    // shared_ptr because its type is complete only there.
+    std::shared_ptr<LauncherUi> launcher;
 
     const ViewRun* run(int index);           // loads on first use; nullptr and sets error if it fails
     const ViewRun* selected_run() { return selected >= 0 ? run(selected) : nullptr; }

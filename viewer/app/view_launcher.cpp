@@ -2,14 +2,192 @@
 // the new run appears in the run list. Needs mhc_sim at build time (MHC_VIEWER_HAVE_SIM).
 #include "widgets.hpp"
 
+#ifdef MHC_VIEWER_HAVE_SIM
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "mhc/common/error.hpp"
+#include "mhc/sim/link.hpp"
+#include "mhc/viewer/launch.hpp"
+#endif
+
 namespace mhc::view {
 
 #ifndef MHC_VIEWER_HAVE_SIM
+struct LauncherUi {};
+
 void draw_launcher(App& app) {
     (void)app;
     ImGui::TextWrapped("This mhc-view was built without the simulator library (mhc_sim was not part of the "
                        "build), so it cannot launch runs. Simulate with `mhc simulate` and reopen the trace, "
                        "or rebuild with sim/ present.");
+}
+#else
+
+struct LauncherUi {
+    explicit LauncherUi(const std::string& path) : worker(path) {}
+    LaunchFields fields;
+    char capacity_text[64] = "40GiB";
+    char prefetch_arg[16] = "";
+    char link_file[512] = "";
+    bool use_link_file = false;
+    float percent = 70.f;
+    std::string error;          // the fields did not make a valid configuration
+    int64_t seen_generation = 0;
+    Launcher worker;
+};
+
+namespace {
+
+// A combo over a simulator registry; shows each entry's help as a tooltip.
+void registry_combo(const char* label, const std::vector<sim::PolicyInfo>& list, std::string& value, bool base) {
+    ImGui::SetNextItemWidth(220);
+    if (ImGui::BeginCombo(label, value.c_str())) {
+        for (const sim::PolicyInfo& p : list) {
+            std::string name = base ? policy_base_name(p.name) : p.name;
+            if (ImGui::Selectable(p.name.c_str(), name == value)) value = name;
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("%s%s%s", p.help.c_str(), p.source.empty() ? "" : "\n", p.source.c_str());
+        }
+        ImGui::EndCombo();
+    }
+}
+
+void spinner(float radius, uint32_t color) {
+    ImVec2 p = ImGui::GetCursorScreenPos();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    ImVec2 c{p.x + radius, p.y + radius};
+    float a0 = static_cast<float>(ImGui::GetTime()) * 6.f;
+    dl->PathArcTo(c, radius - 2, a0, a0 + 4.2f, 24);
+    dl->PathStroke(color, 0, 3.f);
+    ImGui::Dummy({radius * 2, radius * 2});
+}
+
+// A finished launch: re-read the run list, select and compare the new run.
+void adopt_run(App& app, int64_t run_id) {
+    app.refresh_runs();
+    for (size_t i = 0; i < app.run_list.size(); ++i)
+        if (app.run_list[i].id == run_id) {
+            app.selected = static_cast<int>(i);
+            app.compared[i] = true;
+            app.status = "run #" + std::to_string(run_id) + " " + app.run_list[i].name +
+                         " added (selected; see Timeline, Memory, Compare)";
+        }
+}
+
+void draw_fields(LauncherUi& ui, bool busy) {
+    LaunchFields& f = ui.fields;
+    ImGui::BeginDisabled(busy);
+    registry_combo("eviction policy", sim::eviction_policies(), f.eviction, false);
+    registry_combo("prefetch policy", sim::prefetch_policies(), f.prefetch, true);
+    const sim::PolicyInfo* pre = nullptr;
+    for (const sim::PolicyInfo& p : sim::prefetch_policies())
+        if (policy_base_name(p.name) == f.prefetch) pre = &p;
+    if (pre && policy_takes_argument(pre->name)) {
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(70);
+        ImGui::InputTextWithHint("##prefetch_arg", pre->name.substr(pre->name.find(':') + 1).c_str(),
+                                 ui.prefetch_arg, sizeof ui.prefetch_arg, ImGuiInputTextFlags_CharsDecimal);
+        ImGui::SameLine();
+        ImGui::TextDisabled("(empty: the policy's default)");
+    } else {
+        ui.prefetch_arg[0] = 0;
+    }
+
+    ImGui::Spacing();
+    ImGui::TextUnformatted("GPU capacity");
+    ImGui::SameLine();
+    if (ImGui::RadioButton("% of the unlimited peak", f.capacity_is_percent)) f.capacity_is_percent = true;
+    ImGui::SameLine();
+    if (ImGui::RadioButton("bytes", !f.capacity_is_percent)) f.capacity_is_percent = false;
+    ImGui::SetNextItemWidth(220);
+    if (f.capacity_is_percent)
+        ImGui::SliderFloat("capacity##pct", &ui.percent, 5.f, 150.f, "%.0f %%");
+    else
+        ImGui::InputTextWithHint("capacity##bytes", "40GiB, 1500MB, unlimited", ui.capacity_text,
+                                 sizeof ui.capacity_text);
+
+    ImGui::Spacing();
+    ImGui::Checkbox("link profile file", &ui.use_link_file);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ui.use_link_file ? 420.f : 220.f);
+    if (ui.use_link_file) {
+        ImGui::InputTextWithHint("##linkfile", "path of a JSON profile (mhc calibrate)", ui.link_file,
+                                 sizeof ui.link_file);
+    } else if (ImGui::BeginCombo("link preset", f.link.c_str())) {
+        for (const sim::LinkModel& l : sim::link_presets()) {
+            if (ImGui::Selectable(l.name.c_str(), l.name == f.link)) f.link = l.name;
+            if (ImGui::IsItemHovered())
+                ImGui::SetTooltip("H2D %.1f GB/s, D2H %.1f GB/s, %d copy engines\n%s", l.h2d.bandwidth_Bps / 1e9,
+                                  l.d2h.bandwidth_Bps / 1e9, l.copy_engines, l.source.c_str());
+        }
+        ImGui::EndCombo();
+    }
+    registry_combo("allocator model", sim::allocator_models(), f.allocator, false);
+    ImGui::Checkbox("record events (timeline tracks)", &f.record_events);
+    ImGui::EndDisabled();
+}
+
+}  // namespace
+
+void draw_launcher(App& app) {
+    if (!app.launcher) app.launcher = std::make_shared<LauncherUi>(app.trace->path);
+    LauncherUi& ui = *app.launcher;
+    bool busy = ui.worker.busy();
+    draw_fields(ui, busy);
+
+    ImGui::Spacing();
+    ImGui::BeginDisabled(busy);
+    if (ImGui::Button("Run simulation", {180, 0})) {
+        LaunchFields f = ui.fields;
+        f.capacity_percent = std::round(static_cast<double>(ui.percent));
+        f.capacity_text = ui.capacity_text;
+        f.prefetch_arg = ui.prefetch_arg;
+        f.link_file = ui.use_link_file ? std::string(ui.link_file) : std::string();
+        try {
+            ui.error.clear();
+            if (ui.use_link_file && f.link_file.empty()) throw Error("link profile file: no path given");
+            ui.worker.start(make_config(f));
+        } catch (const std::exception& e) {
+            ui.error = e.what();
+        }
+    }
+    ImGui::EndDisabled();
+    if (!ui.error.empty()) {
+        ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
+        ImGui::TextWrapped("%s", ui.error.c_str());
+        ImGui::PopStyleColor();
+    }
+
+    // The simulator reports no progress while it runs: a spinner, the phase and the time.
+    LaunchStatus s = ui.worker.status();
+    if (busy) {
+        spinner(9, IM_COL32(120, 180, 255, 255));
+        ImGui::SameLine();
+        ImGui::Text("%s: %s ... %.1f s", s.name.c_str(), phase_name(s.phase), s.elapsed_s);
+    }
+    if (s.generation != ui.seen_generation && !busy) {
+        ui.seen_generation = s.generation;
+        if (s.phase == LaunchPhase::Done) {
+            try { adopt_run(app, s.run_id); } catch (const std::exception& e) { ui.error = e.what(); }
+        }
+    }
+    if (s.phase == LaunchPhase::Done || s.phase == LaunchPhase::Failed) {
+        ImGui::Separator();
+        if (s.phase == LaunchPhase::Done)
+            ImGui::Text("run #%lld %s stored in %.1f s", static_cast<long long>(s.run_id), s.name.c_str(), s.elapsed_s);
+        if (!s.message.empty()) {
+            ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
+            ImGui::TextWrapped("%s%s", s.phase == LaunchPhase::Failed ? "simulation failed: " : "", s.message.c_str());
+            ImGui::PopStyleColor();
+        }
+        if (!s.summary.empty()) {
+            ImGui::BeginChild("summary", {0, 0}, true);
+            ImGui::TextUnformatted(s.summary.c_str());
+            ImGui::EndChild();
+        }
+    }
 }
 #endif
 

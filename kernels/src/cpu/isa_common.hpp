@@ -65,26 +65,34 @@ static inline void add_token(RangeStats& s, int64_t token, float row_err, float 
     if (iters > s.iter_max) s.iter_max = iters;
 }
 
-// M0 = exp(H - rowmax) in place; amax[i][l] receives the (first) argmax column of row i.
+// M0 = exp(H - rowmax) in place; amax (if given) receives the first argmax of each row.
 static inline void exp_shift_rows(int n, Lanes* m, Lanes* amax) {
     for (int i = 0; i < n; ++i) {
-        Lanes mx, am;
-        for (int l = 0; l < W; ++l) { mx[l] = m[i * n][l]; am[l] = 0; }
-        for (int j = 1; j < n; ++j)
-            for (int l = 0; l < W; ++l) {
-                bool gt = m[i * n + j][l] > mx[l];
-                am[l] = gt ? static_cast<float>(j) : am[l];
-                mx[l] = gt ? m[i * n + j][l] : mx[l];
-            }
+        Lanes mx;
+        for (int l = 0; l < W; ++l) mx[l] = m[i * n][l];
+        if (amax) {
+            Lanes am = {};
+            for (int j = 1; j < n; ++j)
+                for (int l = 0; l < W; ++l) {
+                    bool gt = m[i * n + j][l] > mx[l];
+                    am[l] = gt ? static_cast<float>(j) : am[l];
+                    mx[l] = gt ? m[i * n + j][l] : mx[l];
+                }
+            for (int l = 0; l < W; ++l) amax[i][l] = am[l];
+        } else {
+            for (int j = 1; j < n; ++j)
+                for (int l = 0; l < W; ++l) mx[l] = maxf(mx[l], m[i * n + j][l]);
+        }
         for (int j = 0; j < n; ++j)
             for (int l = 0; l < W; ++l) m[i * n + j][l] = vexp(m[i * n + j][l] - mx[l]);
-        if (amax)
-            for (int l = 0; l < W; ++l) amax[i][l] = am[l];
     }
 }
 
-// Largest |row sum - 1| and |column sum - 1| of the W matrices in p.
+// Largest |row sum - 1| and |column sum - 1| of the W matrices in p. A NaN anywhere must
+// show in the report (as inf) rather than vanish in the comparisons: the sums of all row
+// sums carries it to one check per lane.
 static inline void marginal_errors(int n, const Lanes* p, Lanes row_err, Lanes col_err) {
+    Lanes all = {};
     for (int l = 0; l < W; ++l) { row_err[l] = 0; col_err[l] = 0; }
     for (int i = 0; i < n; ++i) {
         Lanes r, c;
@@ -92,11 +100,15 @@ static inline void marginal_errors(int n, const Lanes* p, Lanes row_err, Lanes c
         for (int j = 0; j < n; ++j)
             for (int l = 0; l < W; ++l) { r[l] += p[i * n + j][l]; c[l] += p[j * n + i][l]; }
         for (int l = 0; l < W; ++l) {
-            // A NaN must show in the report (as inf), not vanish in the comparisons.
-            float dr = absf(r[l] - 1.0f), dc = absf(c[l] - 1.0f);
-            row_err[l] = maxf(row_err[l], dr == dr ? dr : __builtin_inff());
-            col_err[l] = maxf(col_err[l], dc == dc ? dc : __builtin_inff());
+            row_err[l] = maxf(row_err[l], absf(r[l] - 1.0f));
+            col_err[l] = maxf(col_err[l], absf(c[l] - 1.0f));
+            all[l] += r[l];
         }
+    }
+    for (int l = 0; l < W; ++l) {
+        const bool nan = all[l] != all[l];
+        row_err[l] = nan ? __builtin_inff() : row_err[l];
+        col_err[l] = nan ? __builtin_inff() : col_err[l];
     }
 }
 

@@ -9,8 +9,9 @@
 namespace mhc::kernels::cpu {
 
 static inline float vexp(float x) {
-    const bool zero = x < -104.0f;  // below half the smallest denormal
-    x = zero ? -104.0f : x;
+    // Clamps compile to min/max (no blends). Below -150 the result underflows to exactly 0
+    // through the two scale factors; above 88.72 it overflows to inf.
+    x = x < -150.0f ? -150.0f : x;
     x = x > 88.72f ? 88.72f : x;
     const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
     float n = (x * 1.44269504088896341f + magic) - magic;
@@ -23,22 +24,22 @@ static inline float vexp(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    // 2^n in two factors so that n down to -150 underflows gradually instead of wrapping.
+    // 2^n in two factors so that n down to -217 underflows gradually instead of wrapping.
     int32_t ni = static_cast<int32_t>(n);
     int32_t a = ni / 2;
     int32_t b = ni - a;
     float sa = __builtin_bit_cast(float, (a + 127) << 23);
     float sb = __builtin_bit_cast(float, (b + 127) << 23);
-    return zero ? 0.0f : p * sa * sb;
+    return p * sa * sb;
 }
 
-// Natural log of a positive normal float.
+// Natural log of a positive normal float. Float-only selects so that loops vectorise.
 static inline float vlog(float v) {
     uint32_t u = __builtin_bit_cast(uint32_t, v);
-    int32_t e = static_cast<int32_t>((u >> 23) & 0xffu) - 126;
+    float ef = static_cast<float>(static_cast<int32_t>(u >> 23)) - 126.0f;
     float m = __builtin_bit_cast(float, (u & 0x7fffffu) | 0x3f000000u);  // [0.5, 1)
-    bool low = m < 0.707106781186547524f;
-    float ef = static_cast<float>(low ? e - 1 : e);
+    const bool low = m < 0.707106781186547524f;
+    ef = low ? ef - 1.0f : ef;
     float x = low ? m + m - 1.0f : m - 1.0f;
     float z = x * x;
     float y = 7.0376836292e-2f;

@@ -34,10 +34,14 @@ int64_t export_csv(const std::string& trace_path, const std::string& dir) {
         std::string line = std::to_string(r.id) + "," + std::to_string(r.device) + "," + std::to_string(r.stream) + "," +
                            str(r.name) + "," + std::to_string(r.t_start) + "," + std::to_string(r.t_end) + "," +
                            std::to_string(r.step);
-        for (int i = 0; i < 3; ++i) line += "," + std::to_string(r.grid[i]);
-        for (int i = 0; i < 3; ++i) line += "," + std::to_string(r.block[i]);
-        line += "," + std::to_string(r.shared_mem) + "," + std::to_string(r.registers) + "," +
-                std::to_string(r.correlation) + "\n";
+        // Appended piecewise: g++ 12 gives a false -Wrestrict on "," + std::string here.
+        for (int64_t v : {int64_t{r.grid[0]}, int64_t{r.grid[1]}, int64_t{r.grid[2]}, int64_t{r.block[0]},
+                          int64_t{r.block[1]}, int64_t{r.block[2]}, int64_t{r.shared_mem}, int64_t{r.registers},
+                          r.correlation}) {
+            line += ',';
+            line += std::to_string(v);
+        }
+        line += '\n';
         k << line;
         ++rows;
     });

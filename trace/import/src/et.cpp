@@ -38,12 +38,17 @@ int32_t device_of(const json& v) {
     const std::string& s = v.get_ref<const std::string&>();
     if (s.rfind("cuda", 0) != 0) return -1;
     size_t c = s.find(':');
-    return c == std::string::npos ? 0 : static_cast<int32_t>(std::atoi(s.c_str() + c + 1));
+    if (c == std::string::npos) return 0;
+    long n = std::strtol(s.c_str() + c + 1, nullptr, 10);
+    return n >= 0 && n < 4096 ? static_cast<int32_t>(n) : -1;
 }
 
 int64_t as_i64(const json& v) {
     if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
-    if (v.is_number_float()) return static_cast<int64_t>(v.get<double>());
+    if (v.is_number_float()) {
+        double d = v.get<double>();
+        return d > -9e18 && d < 9e18 ? static_cast<int64_t>(d) : -1;
+    }
     return -1;
 }
 
@@ -136,7 +141,10 @@ void import_et(const std::string& in, const std::string& kineto, Writer& w, Resu
     // Step of a node: the ProfilerStep#N above it, if any.
     auto step_of = [&](size_t i) -> int32_t {
         for (int depth = 0; depth < 256; ++depth) {
-            if (nodes[i].name.rfind("ProfilerStep#", 0) == 0) return std::atoi(nodes[i].name.c_str() + 13);
+            if (nodes[i].name.rfind("ProfilerStep#", 0) == 0) {
+                long v = std::strtol(nodes[i].name.c_str() + 13, nullptr, 10);
+                return v >= 0 && v < INT32_MAX ? static_cast<int32_t>(v) : -1;
+            }
             auto p = node_at.find(nodes[i].parent);
             if (p == node_at.end() || p->second == i) return -1;
             i = p->second;

@@ -128,45 +128,41 @@ void import_kineto(const std::string& in, Writer& w, Result& r) {
         bool operator==(const Key& o) const { return dev == o.dev && addr == o.addr; }
     };
     struct KeyHash {
-        size_t operator()(const Key& k) const { return std::hash<int64_t>{}(k.addr * 31 + k.dev); }
+        size_t operator()(const Key& k) const { return std::hash<uint64_t>{}(uint64_t(k.addr) * 31u + uint64_t(k.dev)); }
     };
-    std::unordered_map<Key, int64_t, KeyHash> live;   // -> allocation id
+    // Allocations stay in memory until the end: frees set t_free here, not by UPDATEs.
+    std::vector<Allocation> allocs;
+    std::unordered_map<Key, size_t, KeyHash> live;   // -> index in allocs
     std::map<int32_t, int64_t> baseline, prefreed;       // per device: bytes live before the first event
-    int64_t next = 1, reconstructed = 0, unmatched_zero = 0;
-    int64_t t_end = 0;
-    for (const auto& k : d.kernels) t_end = std::max(t_end, k.ts + k.dur - base);
+    int64_t reconstructed = 0, unmatched_zero = 0;
     const int64_t pre_label = w.intern("(allocated before recording)");
+    auto add = [&](int32_t dev, int64_t addr, int64_t bytes, int64_t t0, int64_t t1, int64_t label) {
+        Allocation a;
+        a.id = static_cast<int64_t>(allocs.size()) + 1;
+        a.device = dev;
+        a.address = addr;
+        a.bytes = bytes;
+        a.t_alloc = t0;
+        a.t_free = t1;
+        a.label = label;
+        allocs.push_back(a);
+        return allocs.size() - 1;
+    };
     for (const auto& m : d.memory) {
         int64_t t = m.ts - base;
-        t_end = std::max(t_end, t);
         if (!baseline.count(m.device) && m.total >= 0) baseline[m.device] = m.total - m.bytes;
         if (m.bytes > 0) {
             Key key{m.device, m.addr};
             auto it = live.find(key);
-            if (it != live.end()) { w.set_free_time(it->second, t); live.erase(it); }
-            Allocation a;
-            a.id = next++;
-            a.device = m.device;
-            a.address = m.addr;
-            a.bytes = m.bytes;
-            a.t_alloc = t;
-            w.add(a);
-            live.emplace(key, a.id);
+            if (it != live.end()) { allocs[it->second].t_free = t; live.erase(it); }
+            live.emplace(key, add(m.device, m.addr, m.bytes, t, kNoTime, kNoString));
         } else if (m.bytes < 0) {
             auto it = live.find(Key{m.device, m.addr});
             if (it != live.end()) {
-                w.set_free_time(it->second, t);
+                allocs[it->second].t_free = t;
                 live.erase(it);
             } else {   // allocated before the profiler started
-                Allocation a;
-                a.id = next++;
-                a.device = m.device;
-                a.address = m.addr;
-                a.bytes = -m.bytes;
-                a.t_alloc = 0;
-                a.t_free = t;
-                a.label = pre_label;
-                w.add(a);
+                add(m.device, m.addr, -m.bytes, 0, t, pre_label);
                 ++reconstructed;
                 prefreed[m.device] += -m.bytes;
             }
@@ -180,16 +176,11 @@ void import_kineto(const std::string& in, Writer& w, Result& r) {
     for (auto& [dev, b] : baseline) {
         int64_t rest = b - prefreed[dev];
         if (rest <= 0) continue;
-        Allocation a;
-        a.id = next++;
-        a.device = dev;
-        a.bytes = rest;
-        a.t_alloc = 0;
-        a.label = w.intern("(allocated before recording, unattributed)");
-        w.add(a);
+        add(dev, 0, rest, 0, kNoTime, w.intern("(allocated before recording, unattributed)"));
         ++reconstructed;
         unattributed += rest;
     }
+    for (const auto& a : allocs) w.add(a);
     write_kineto_timeline(d, base, w, r, nullptr);
     r.meta["source"] = "pytorch-kineto";
     r.meta["import.format"] = "kineto";

@@ -1,8 +1,15 @@
 // SAX parse of Kineto JSON with rapidjson over a gzip stream: one event is assembled at a
 // time from its keys and kept in compact form, so memory stays proportional to the kept
 // events, not to the JSON text.
+#ifdef __SSE2__
+#define RAPIDJSON_SSE2   // SIMD whitespace skipping on the in-memory path
+#endif
+#include <fcntl.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/reader.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,8 +32,13 @@ uint32_t KStrings::intern(const std::string& s) {
 
 namespace {
 
+// ts must lie in [0, 2^62] ns and dur in [-2^61, 2^61] (negative durations become 0): then
+// ts + dur and differences of times stay inside int64.
+constexpr int64_t kMaxTs = INT64_C(1) << 62;
+constexpr int64_t kMaxDur = INT64_C(1) << 61;
+
 // Microseconds as written ("4458676983543.183") -> integer nanoseconds, exactly.
-bool parse_us_to_ns(const char* s, size_t n, int64_t& out) {
+bool parse_us_to_ns(const char* s, size_t n, int64_t& out, int64_t lo, int64_t hi) {
     size_t i = 0;
     bool neg = false;
     if (i < n && s[i] == '-') { neg = true; ++i; }
@@ -53,14 +65,14 @@ bool parse_us_to_ns(const char* s, size_t n, int64_t& out) {
         buf[n] = 0;
         char* end = nullptr;
         double v = std::strtod(buf, &end);
-        if (end != buf + n || !(v * 1000 < 9.2e18 && v * 1000 > -9.2e18)) return false;
+        if (end != buf + n || !(v * 1000 < 4.6e18 && v * 1000 > -4.6e18)) return false;
         out = static_cast<int64_t>(v * 1000.0);
-        return true;
+        return out <= hi && out >= lo;
     }
     while (fd < 3) { frac *= 10; ++fd; }
     out = ip * 1000 + frac;
     if (neg) out = -out;
-    return true;
+    return out <= hi && out >= lo;
 }
 
 int64_t parse_int(const char* s, size_t n) {
@@ -70,7 +82,10 @@ int64_t parse_int(const char* s, size_t n) {
     buf[n] = 0;
     char* end = nullptr;
     long long v = std::strtoll(buf, &end, 10);
-    if (*end == '.' || *end == 'e' || *end == 'E') return static_cast<int64_t>(std::strtod(buf, nullptr));
+    if (*end == '.' || *end == 'e' || *end == 'E') {
+        double d = std::strtod(buf, nullptr);
+        return d > -9e18 && d < 9e18 ? static_cast<int64_t>(d) : 0;   // NaN and huge: 0
+    }
     if (v == LLONG_MAX) return static_cast<int64_t>(std::strtoull(buf, nullptr, 10));
     return v;
 }
@@ -84,39 +99,31 @@ enum class F : uint8_t {
     DpId, DpName, DpMem,
 };
 
+// Key lookups switch on length first: they run for every key of every event.
 F event_key(const char* k, size_t n) {
     std::string_view s(k, n);
-    if (s == "ph") return F::Ph;
-    if (s == "cat") return F::Cat;
-    if (s == "name") return F::Name;
-    if (s == "pid") return F::Pid;
-    if (s == "tid") return F::Tid;
-    if (s == "ts") return F::Ts;
-    if (s == "dur") return F::Dur;
-    if (s == "id") return F::Id;
-    if (s == "args") return F::Args;
-    return F::None;
+    switch (n) {
+        case 2: return s == "ph" ? F::Ph : s == "ts" ? F::Ts : s == "id" ? F::Id : F::None;
+        case 3: return s == "cat" ? F::Cat : s == "pid" ? F::Pid : s == "tid" ? F::Tid : s == "dur" ? F::Dur : F::None;
+        case 4: return s == "name" ? F::Name : s == "args" ? F::Args : F::None;
+        default: return F::None;
+    }
 }
 
 F arg_key(const char* k, size_t n) {
     std::string_view s(k, n);
-    if (s == "External id") return F::ExtId;
-    if (s == "correlation") return F::Corr;
-    if (s == "device") return F::Device;
-    if (s == "stream") return F::Stream;
-    if (s == "bytes") return F::Bytes;
-    if (s == "registers per thread") return F::Regs;
-    if (s == "shared memory") return F::Smem;
-    if (s == "grid") return F::Grid;
-    if (s == "block") return F::Block;
-    if (s == "Addr") return F::Addr;
-    if (s == "Bytes") return F::MemBytes;
-    if (s == "Total Allocated") return F::Total;
-    if (s == "Device Type") return F::DevType;
-    if (s == "Device Id") return F::DevId;
-    if (s == "Record function id") return F::RfId;
-    if (s == "Ev Idx") return F::EvIdx;
-    return F::None;
+    switch (n) {
+        case 4: return s == "grid" ? F::Grid : s == "Addr" ? F::Addr : F::None;
+        case 5: return s == "bytes" ? F::Bytes : s == "Bytes" ? F::MemBytes : s == "block" ? F::Block : F::None;
+        case 6: return s == "device" ? F::Device : s == "stream" ? F::Stream : s == "Ev Idx" ? F::EvIdx : F::None;
+        case 9: return s == "Device Id" ? F::DevId : F::None;
+        case 11: return s == "correlation" ? F::Corr : s == "External id" ? F::ExtId : s == "Device Type" ? F::DevType : F::None;
+        case 13: return s == "shared memory" ? F::Smem : F::None;
+        case 15: return s == "Total Allocated" ? F::Total : F::None;
+        case 18: return s == "Record function id" ? F::RfId : F::None;
+        case 20: return s == "registers per thread" ? F::Regs : F::None;
+        default: return F::None;
+    }
 }
 
 struct Event {
@@ -128,7 +135,15 @@ struct Event {
     int64_t addr = 0, mem_bytes = 0, total = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
     int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
     bool has_mem = false;
-    void clear() { *this = Event{}; }
+    // Resets the fields but keeps the strings' buffers (no allocation per event).
+    void clear() {
+        std::string c = std::move(cat), n = std::move(name);
+        c.clear();
+        n.clear();
+        *this = Event{};
+        cat = std::move(c);
+        name = std::move(n);
+    }
 };
 
 uint8_t copy_kind(const std::string& name) {
@@ -242,8 +257,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             }
         } else if (depth == events_depth + 1) {
             switch (key) {
-                case F::Ts: e.has_ts = parse_us_to_ns(s, n, e.ts); break;
-                case F::Dur: { int64_t v; if (parse_us_to_ns(s, n, v)) e.dur = v; } break;
+                case F::Ts:
+                    if (!(e.has_ts = parse_us_to_ns(s, n, e.ts, 0, kMaxTs))) bad = "'ts' " + std::string(s, n) + " is out of range";
+                    break;
+                case F::Dur: {
+                    int64_t v = 0;
+                    if (parse_us_to_ns(s, n, v, -kMaxDur, kMaxDur)) e.dur = v;
+                    else bad = "'dur' " + std::string(s, n) + " is out of range";
+                } break;
                 case F::Pid: e.pid = parse_int(s, n); break;
                 case F::Tid: e.tid = parse_int(s, n); break;
                 case F::Id: e.id = parse_int(s, n); break;
@@ -252,7 +273,11 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         }
         key = F::None;
     }
-    bool RawNumber(const char* s, rapidjson::SizeType n, bool) { num(s, n); return true; }
+    std::string bad;   // set when a number cannot be used: stops the parse
+    bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+        num(s, n);
+        return bad.empty();
+    }
     bool String(const char* s, rapidjson::SizeType n, bool) {
         if (props_depth >= 0 && depth == props_depth + 1 && key == F::DpName) dp_name.assign(s, n);
         if (in_event() && !in_args && depth == events_depth + 1) {
@@ -388,13 +413,49 @@ int32_t KinetoData::launcher(const KKernel& k) const {
     return -1;
 }
 
+// A plain (not gzip) file mapped read-only, when its last page has room for the NUL that
+// rapidjson's fast in-memory stream needs (the kernel zero-fills the mapping past the end).
+struct Mapped {
+    const char* data = nullptr;
+    size_t size = 0;
+    explicit Mapped(const std::string& path) {
+        int fd = ::open(path.c_str(), O_RDONLY);
+        if (fd < 0) return;
+        struct stat st {};
+        unsigned char magic[2] = {0, 0};
+        long page = sysconf(_SC_PAGESIZE);
+        if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size % page != 0 && ::read(fd, magic, 2) == 2 &&
+            !(magic[0] == 0x1f && magic[1] == 0x8b)) {
+            void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p != MAP_FAILED) {
+                data = static_cast<const char*>(p);
+                size = static_cast<size_t>(st.st_size);
+                madvise(p, size, MADV_SEQUENTIAL);
+            }
+        }
+        ::close(fd);
+    }
+    ~Mapped() {
+        if (data) munmap(const_cast<char*>(data), size);
+    }
+};
+
 KinetoData parse_kineto(const std::string& path) {
+    constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag;
     KinetoData d;
-    GzSource src(path);
-    JsonStream js{&src};
     Handler h(d, path);
     rapidjson::Reader reader;
-    auto res = reader.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag>(js, h);
+    rapidjson::ParseResult res;
+    Mapped m(path);
+    if (m.data) {
+        rapidjson::StringStream ss(m.data);   // stops at the zero fill after the end
+        res = reader.Parse<kFlags>(ss, h);
+    } else {
+        GzSource src(path);   // gzip (or a file that could not be mapped): streamed
+        JsonStream js{&src};
+        res = reader.Parse<kFlags>(js, h);
+    }
+    if (!h.bad.empty()) throw Error(where(path, "traceEvents[" + std::to_string(d.events) + "]: " + h.bad));
     if (res.IsError())
         throw Error(where(path, std::string("invalid JSON at byte ") + std::to_string(res.Offset()) + ": " +
                                     rapidjson::GetParseError_En(res.Code())));

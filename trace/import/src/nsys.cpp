@@ -64,7 +64,10 @@ void import_nsys(const std::string& in, Writer& w, Result& r, bool warn) {
                             "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"};
     std::string missing;
     for (const char* t : wanted)
-        if (!tables.count(t)) missing += (missing.empty() ? "" : ",") + std::string(t);
+        if (!tables.count(t)) {
+            if (!missing.empty()) missing += ',';
+            missing += t;
+        }
     std::string version = "unknown";
     if (tables.count("EXPORT_META_DATA")) {
         sql::Stmt s(db.db, in, "SELECT name, value FROM EXPORT_META_DATA");
@@ -115,6 +118,13 @@ void import_nsys(const std::string& in, Writer& w, Result& r, bool warn) {
         if (s.step() && !s.is_null(0)) base = std::min(base, s.i64(0));
     }
     if (base == INT64_MAX) base = 0;
+    // Times relative to base; values whose difference does not fit in int64 are bad input.
+    auto rel = [&](int64_t t, const char* table) {
+        int64_t out;
+        if (__builtin_sub_overflow(t, base, &out))
+            throw Error(where(in, std::string("table ") + table + ": time " + std::to_string(t) + " is out of range"));
+        return out;
+    };
     int64_t events = 0;
 
     if (tables.count("TARGET_INFO_GPU")) {
@@ -140,7 +150,7 @@ void import_nsys(const std::string& in, Writer& w, Result& r, bool warn) {
         int64_t next = 1;
         while (s.step()) {
             ++events;
-            int64_t t = s.i64(0) - base;
+            int64_t t = rel(s.i64(0), "CUDA_GPU_MEMORY_USAGE_EVENTS");
             // memKind 0 pageable, 1 pinned: host memory (device -1); the rest is on the GPU.
             int64_t kind = s.i64(4);
             int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(s.i64(1));
@@ -202,8 +212,8 @@ void import_nsys(const std::string& in, Writer& w, Result& r, bool warn) {
             int64_t sid = s.i64(4);
             auto ni = name_ids.find(sid);
             k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w.intern(str(sid)));
-            k.t_start = s.i64(0) - base;
-            k.t_end = std::max(k.t_start, s.i64(1) - base);
+            k.t_start = rel(s.i64(0), "CUPTI_ACTIVITY_KIND_KERNEL");
+            k.t_end = std::max(k.t_start, rel(s.i64(1), "CUPTI_ACTIVITY_KIND_KERNEL"));
             auto& end = stream_end[{k.device, k.stream}];
             if (k.t_start < end) {
                 k.t_start = end;
@@ -238,8 +248,8 @@ void import_nsys(const std::string& in, Writer& w, Result& r, bool warn) {
             cp.stream = s.i64(3);
             cp.kind = memset ? CopyKind::Memset : copy_kind(s.i64(5));
             cp.bytes = std::max<int64_t>(0, s.i64(4));
-            cp.t_start = s.i64(0) - base;
-            cp.t_end = std::max(cp.t_start, s.i64(1) - base);
+            cp.t_start = rel(s.i64(0), t);
+            cp.t_end = std::max(cp.t_start, rel(s.i64(1), t));
             w.add(cp);
         }
     }
@@ -255,8 +265,8 @@ void import_nsys(const std::string& in, Writer& w, Result& r, bool warn) {
             m.id = ++nmarkers;
             std::string text = !s.is_null(2) ? s.text(2) : !s.is_null(3) ? str(s.i64(3)) : "nvtx";
             m.name = w.intern(text);
-            m.t_start = s.i64(0) - base;
-            m.t_end = s.is_null(1) ? m.t_start : std::max(m.t_start, s.i64(1) - base);
+            m.t_start = rel(s.i64(0), "NVTX_EVENTS");
+            m.t_end = s.is_null(1) ? m.t_start : std::max(m.t_start, rel(s.i64(1), "NVTX_EVENTS"));
             m.kind = MarkerKind::Range;
             w.add(m);
         }

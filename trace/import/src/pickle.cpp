@@ -1,6 +1,7 @@
 // Safe pickle reader: a stack machine over the data-only opcodes (see pickle.hpp).
 #include "mhc/trace/import/pickle.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "mhc/common/error.hpp"
@@ -49,11 +50,37 @@ std::string_view PickleDoc::as_str(Id v) const {
     return data_.substr(static_cast<size_t>(n.i), n.len);
 }
 
-const std::vector<PickleDoc::Id>& PickleDoc::items(Id v) const {
-    static const std::vector<Id> empty;
+PickleDoc::Items PickleDoc::items(Id v) const {
     const Node& n = nodes_[v];
-    if (n.kind != Kind::List && n.kind != Kind::Tuple && n.kind != Kind::Dict) return empty;
-    return items_[static_cast<size_t>(n.i)];
+    if (n.kind != Kind::List && n.kind != Kind::Tuple && n.kind != Kind::Dict) return {};
+    const Span& sp = spans_[static_cast<size_t>(n.i)];
+    const Id* b = arena_.data() + sp.off;
+    return {b, b + sp.size};
+}
+
+void PickleDoc::append(Id c, const Id* first, size_t n) {
+    Span& sp = spans_[static_cast<size_t>(nodes_[c].i)];
+    if (n == 0) return;
+    if (sp.off + sp.size == arena_.size()) {   // at the end: grow in place
+        arena_.insert(arena_.end(), first, first + n);
+        sp.size += static_cast<uint32_t>(n);
+        sp.cap = std::max(sp.cap, sp.size);
+        return;
+    }
+    if (sp.size + n <= sp.cap) {
+        std::copy(first, first + n, arena_.begin() + static_cast<long>(sp.off + sp.size));
+        sp.size += static_cast<uint32_t>(n);
+        return;
+    }
+    uint64_t off = arena_.size();
+    uint32_t cap = static_cast<uint32_t>(std::max<size_t>(2 * (sp.size + n), 4));
+    arena_.resize(off + cap);
+    std::copy(arena_.begin() + static_cast<long>(sp.off), arena_.begin() + static_cast<long>(sp.off + sp.size),
+              arena_.begin() + static_cast<long>(off));
+    std::copy(first, first + n, arena_.begin() + static_cast<long>(off + sp.size));
+    sp.off = off;
+    sp.size += static_cast<uint32_t>(n);
+    sp.cap = cap;
 }
 
 size_t PickleDoc::size(Id v) const {
@@ -63,14 +90,15 @@ size_t PickleDoc::size(Id v) const {
 
 std::optional<PickleDoc::Id> PickleDoc::get(Id dict, std::string_view key) const {
     if (nodes_[dict].kind != Kind::Dict) return std::nullopt;
-    const auto& it = items(dict);
+    auto it = items(dict);
     for (size_t k = 0; k + 1 < it.size(); k += 2)
         if (nodes_[it[k]].kind == Kind::Str && as_str(it[k]) == key) return it[k + 1];
     return std::nullopt;
 }
 
 PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(data) {
-    nodes_.reserve(data.size() / 6 + 16);
+    nodes_.reserve(data.size() / 12 + 16);
+    arena_.reserve(data.size() / 12 + 16);
     std::vector<Id> stack;
     std::vector<size_t> marks;
     std::vector<Id> memo;
@@ -110,10 +138,10 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
         return m;
     };
     auto container = [&](Kind k) -> Id {
-        items_.emplace_back();
+        spans_.emplace_back();
         Node nd;
         nd.kind = k;
-        nd.i = static_cast<int64_t>(items_.size() - 1);
+        nd.i = static_cast<int64_t>(spans_.size() - 1);
         return push(nd);
     };
     auto string_node = [&](Kind k, uint64_t len) {
@@ -148,13 +176,13 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
         pos += static_cast<size_t>(len);
         stack.push_back(push(nd));
     };
-    auto mutable_items = [&](Id c, Kind want1, Kind want2) -> std::vector<Id>& {
-        Kind k = nodes_[c].kind;
-        if (k != want1 && k != want2) fail("the target is not a container of the right kind");
-        return items_[static_cast<size_t>(nodes_[c].i)];
+    auto check_kind = [&](Id c, Kind want) {
+        if (nodes_[c].kind != want) fail("the target is not a container of the right kind");
     };
     auto memo_put = [&](uint64_t idx) {
-        if (idx > 0x7fffffff) fail("memo index too large");
+        // CPython numbers memo slots sequentially; a slot far beyond the objects read so far
+        // is corrupt input, not a reason to allocate gigabytes.
+        if (idx > 2 * nodes_.size() + 1024) fail("memo index " + std::to_string(idx) + " is implausibly large");
         Id v = top();
         if (memo.size() <= idx) memo.resize(static_cast<size_t>(idx) + 1, UINT32_MAX);
         memo[static_cast<size_t>(idx)] = v;
@@ -229,7 +257,9 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
             case 0x8f: stack.push_back(container(Kind::List)); break;       // EMPTY_SET (as a list)
             case 'a': {   // APPEND
                 Id v = pop();
-                mutable_items(top(), Kind::List, Kind::List).push_back(v);
+                Id list = top();
+                check_kind(list, Kind::List);
+                append(list, &v, 1);
                 break;
             }
             case 'e':       // APPENDS
@@ -237,25 +267,26 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
                 size_t m = pop_mark();
                 if (m == 0) fail("no list below the MARK");
                 Id list = stack[m - 1];
-                auto& it = mutable_items(list, Kind::List, Kind::List);
-                it.insert(it.end(), stack.begin() + static_cast<long>(m), stack.end());
+                check_kind(list, Kind::List);
+                append(list, stack.data() + m, stack.size() - m);
                 stack.resize(m);
                 break;
             }
             case 's': {   // SETITEM
                 Id v = pop();
                 Id k = pop();
-                auto& it = mutable_items(top(), Kind::Dict, Kind::Dict);
-                it.push_back(k);
-                it.push_back(v);
+                Id dict = top();
+                check_kind(dict, Kind::Dict);
+                Id kv[2] = {k, v};
+                append(dict, kv, 2);
                 break;
             }
             case 'u': {   // SETITEMS
                 size_t m = pop_mark();
                 if (m == 0) fail("no dict below the MARK");
                 if ((stack.size() - m) % 2) fail("SETITEMS with an odd number of items");
-                auto& it = mutable_items(stack[m - 1], Kind::Dict, Kind::Dict);
-                it.insert(it.end(), stack.begin() + static_cast<long>(m), stack.end());
+                check_kind(stack[m - 1], Kind::Dict);
+                append(stack[m - 1], stack.data() + m, stack.size() - m);
                 stack.resize(m);
                 break;
             }
@@ -264,7 +295,7 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
                 Kind k = op == 't' ? Kind::Tuple : op == 'd' ? Kind::Dict : Kind::List;
                 if (k == Kind::Dict && (stack.size() - m) % 2) fail("DICT with an odd number of items");
                 Id c = container(k);
-                items_.back().assign(stack.begin() + static_cast<long>(m), stack.end());
+                append(c, stack.data() + m, stack.size() - m);
                 stack.resize(m);
                 stack.push_back(c);
                 break;
@@ -274,7 +305,7 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
                 if (stack.size() < k || (!marks.empty() && stack.size() - k < marks.back()))
                     fail("stack underflow");
                 Id c = container(Kind::Tuple);
-                items_.back().assign(stack.end() - static_cast<long>(k), stack.end());
+                append(c, stack.data() + stack.size() - k, k);
                 stack.resize(stack.size() - k);
                 stack.push_back(c);
                 break;

@@ -3,6 +3,7 @@
 // Allocations that existed before recording began show up only as a free without an alloc
 // or as an allocated block in the end state: both are reconstructed as alive from t = 0.
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "mhc/common/error.hpp"
@@ -33,32 +34,87 @@ std::string_view basename(std::string_view f) {
     return p == std::string_view::npos ? f : f.substr(p + 1);
 }
 
-// "forward (model.py:54)" from the innermost user frame, else the innermost frame.
-std::string frame_label(const PickleDoc& d, std::optional<Id> frames) {
-    if (!frames) return {};
-    const auto& fs = d.items(*frames);
-    std::optional<Id> pick;
-    for (Id f : fs) {
-        auto file = d.get(f, "filename");
-        if (file && user_frame(d.as_str(*file))) { pick = f; break; }
+// Labels "forward (model.py:54)" from the innermost user frame, else the innermost frame.
+// CPython memoizes repeated strings, so (name node, file node, line) identifies a label and
+// the string is built and interned once per distinct frame.
+class Labels {
+public:
+    Labels(const PickleDoc& d, Writer& w) : d_(d), w_(w) {}
+    int64_t of(std::optional<Id> frames) {
+        if (!frames) return kNoString;
+        auto fs = d_.items(*frames);
+        std::optional<Id> pick;
+        for (Id f : fs) {
+            auto file = d_.get(f, "filename");
+            if (file && user_frame(file_str(*file))) { pick = f; break; }
+        }
+        if (!pick && !fs.empty()) pick = fs.front();
+        if (!pick) return kNoString;
+        auto name = d_.get(*pick, "name");
+        auto file = d_.get(*pick, "filename");
+        auto line = d_.get(*pick, "line");
+        Key key{name ? *name : UINT32_MAX, file ? *file : UINT32_MAX,
+                line && d_.is_int(*line) ? d_.as_int(*line) : INT64_MIN};
+        auto it = cache_.find(key);
+        if (it != cache_.end()) return it->second;
+        std::string s(name ? d_.as_str(*name) : std::string_view{});
+        if (file) {
+            s += " (";
+            s += basename(d_.as_str(*file));
+            if (key.line != INT64_MIN) {
+                s += ':';
+                s += std::to_string(key.line);
+            }
+            s += ')';
+        }
+        int64_t id = s.empty() ? kNoString : w_.intern(s);
+        cache_.emplace(key, id);
+        return id;
     }
-    if (!pick && !fs.empty()) pick = fs.front();
-    if (!pick) return {};
-    auto name = d.get(*pick, "name");
-    auto file = d.get(*pick, "filename");
-    auto line = d.get(*pick, "line");
-    std::string s(name ? d.as_str(*name) : std::string_view{});
-    if (file) {
-        s += " (";
-        s += basename(d.as_str(*file));
-        if (line && d.is_int(*line)) s += ":" + std::to_string(d.as_int(*line));
-        s += ")";
+
+private:
+    std::string_view file_str(Id f) {
+        auto it = user_.find(f);
+        if (it == user_.end()) it = user_.emplace(f, user_frame(d_.as_str(f))).first;
+        return it->second ? d_.as_str(f) : std::string_view{};
     }
-    return s;
+    struct Key {
+        Id name, file;
+        int64_t line;
+        bool operator==(const Key& o) const { return name == o.name && file == o.file && line == o.line; }
+    };
+    struct KeyHash {
+        size_t operator()(const Key& k) const {
+            return std::hash<uint64_t>{}(uint64_t(k.line) * 1000003u + (uint64_t(k.name) << 20) + k.file);
+        }
+    };
+    const PickleDoc& d_;
+    Writer& w_;
+    std::unordered_map<Key, int64_t, KeyHash> cache_;
+    std::unordered_map<Id, bool> user_;
+};
+
+enum Action : uint8_t {
+    kAlloc, kFreeRequested, kFreeCompleted, kFree, kSegAlloc, kSegFree, kSegMap, kSegUnmap, kOom, kSnapshot,
+    kUnknown, kActionCount
+};
+const char* const kActionNames[kActionCount] = {"alloc", "free_requested", "free_completed", "free",
+                                                "segment_alloc", "segment_free", "segment_map",
+                                                "segment_unmap", "oom", "snapshot", "other"};
+
+Action action_of(std::string_view a) {
+    for (int i = 0; i < kUnknown; ++i)
+        if (a == kActionNames[i]) return static_cast<Action>(i);
+    return kUnknown;
 }
 
-struct Live {
-    int64_t id, bytes;
+// One trace entry, decoded with a single pass over its dict.
+struct Event {
+    Action action = kUnknown;
+    bool has_action = false, timed = false;
+    int64_t addr = 0, size = 0, stream = 0;
+    double time_us = 0;
+    std::optional<Id> frames;
 };
 
 }  // namespace
@@ -75,121 +131,170 @@ void import_snapshot(const std::string& in, Writer& w, Result& r) {
     if (!traces || d.kind(*traces) != PickleDoc::Kind::List)
         throw Error(where(in, "snapshot has no 'device_traces': record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+
+    // Decode every event once. Action strings are memo-shared objects: map node -> code.
+    std::unordered_map<Id, Action> action_codes;
+    std::vector<std::vector<Event>> devices;
     int64_t events = 0;
     bool all_timed = true;
-    int64_t t_min = INT64_MAX;
-    for (Id dev : d.items(*traces))
+    double t_min = 0;
+    bool have_t = false;
+    for (Id dev : d.items(*traces)) {
+        auto& evs = devices.emplace_back();
+        evs.reserve(d.size(dev));
         for (Id e : d.items(dev)) {
+            Event ev;
+            auto kv = d.items(e);
+            for (size_t i = 0; i + 1 < kv.size(); i += 2) {
+                std::string_view key = d.as_str(kv[i]);
+                Id v = kv[i + 1];
+                if (key.empty()) continue;
+                switch (key[0]) {
+                    case 'a':
+                        if (key == "action" && d.kind(v) == PickleDoc::Kind::Str) {
+                            auto it = action_codes.find(v);
+                            if (it == action_codes.end()) it = action_codes.emplace(v, action_of(d.as_str(v))).first;
+                            ev.action = it->second;
+                            ev.has_action = true;
+                        } else if (key == "addr" && d.is_int(v)) {
+                            ev.addr = d.as_int(v);
+                        }
+                        break;
+                    case 's':
+                        if (key == "size" && d.is_int(v)) ev.size = d.as_int(v);
+                        else if (key == "stream" && d.is_int(v)) ev.stream = d.as_int(v);
+                        break;
+                    case 't':
+                        if (key == "time_us" && d.is_number(v)) {
+                            ev.time_us = d.as_float(v);
+                            // |t| <= 4e15 us keeps differences * 1000 inside int64 nanoseconds.
+                            if (!(std::fabs(ev.time_us) <= 4e15))
+                                throw Error(where(in, "device_traces[" + std::to_string(devices.size() - 1) + "][" +
+                                                          std::to_string(evs.size()) + "]: time_us is out of range"));
+                            ev.timed = true;
+                        }
+                        break;
+                    case 'f':
+                        if (key == "frames") ev.frames = v;
+                        break;
+                    default: break;
+                }
+            }
+            if (!ev.has_action)
+                throw Error(where(in, "device_traces[" + std::to_string(devices.size() - 1) + "][" +
+                                          std::to_string(evs.size()) + "]: event has no 'action'"));
+            if (ev.timed) {
+                t_min = have_t ? std::min(t_min, ev.time_us) : ev.time_us;
+                have_t = true;
+            } else {
+                all_timed = false;
+            }
+            evs.push_back(ev);
             ++events;
-            auto t = d.get(e, "time_us");
-            if (t && d.is_number(*t)) t_min = std::min<int64_t>(t_min, static_cast<int64_t>(d.as_float(*t)));
-            else all_timed = false;
         }
+    }
     if (events == 0)
         throw Error(where(in, "snapshot has no trace events (device_traces is empty): record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
 
-    // Snapshots record free_completed when the block really returns to the allocator; very
-    // old ones have only 'free'. free_requested marks the end only where nothing else does.
-    int64_t next_id = 1, reconstructed = 0, reconstructed_bytes = 0, freed_unknown = 0, ooms = 0;
-    int64_t segment_events = 0, unknown_actions = 0, reserved_peak_total = 0;
-    std::map<std::string, int64_t> actions;
-    int32_t dev_index = -1;
-    std::vector<std::unordered_map<int64_t, Live>> live_by_dev;
-    std::vector<std::unordered_map<int64_t, int64_t>> last_free_by_dev;
-    for (Id dev : d.items(*traces)) {
-        ++dev_index;
-        live_by_dev.emplace_back();
-        last_free_by_dev.emplace_back();
-        auto& live = live_by_dev.back();
-        auto& last_free = last_free_by_dev.back();
-        bool has_completed = false;
-        for (Id e : d.items(dev)) {
-            auto a = d.get(e, "action");
-            if (a && d.as_str(*a) == "free_completed") { has_completed = true; break; }
-        }
-        int64_t k = 0, reserved = 0, reserved_peak = 0;
-        for (Id e : d.items(dev)) {
-            ++k;
-            auto act = d.get(e, "action");
-            if (!act || d.kind(*act) != PickleDoc::Kind::Str)
-                throw Error(where(in, "device_traces[" + std::to_string(dev_index) + "][" +
-                                          std::to_string(k - 1) + "]: event has no 'action'"));
-            std::string_view action = d.as_str(*act);
-            ++actions[std::string(action)];
-            int64_t t = k;   // order only: one nanosecond per event
-            if (all_timed) {
-                auto tu = d.get(e, "time_us");
-                t = (static_cast<int64_t>(d.as_float(*tu)) - t_min) * 1000;
-            }
-            auto addr_v = d.get(e, "addr");
-            auto size_v = d.get(e, "size");
-            int64_t addr = addr_v && d.is_int(*addr_v) ? d.as_int(*addr_v) : 0;
-            int64_t size = size_v && d.is_int(*size_v) ? d.as_int(*size_v) : 0;
+    // Allocations are kept here until the end so that frees set t_free in memory, not by
+    // UPDATEs in the file; rows go out in id order.
+    std::vector<Allocation> allocs;
+    Labels labels(d, w);
+    const int64_t pre_label = w.intern("(allocated before recording)");
+    int64_t reconstructed = 0, reconstructed_bytes = 0, freed_unknown = 0, ooms = 0;
+    int64_t segment_events = 0, reserved_peak_total = 0;
+    int64_t action_counts[kActionCount] = {};
+    std::vector<std::unordered_map<int64_t, size_t>> live_by_dev(devices.size());
+    std::vector<std::unordered_map<int64_t, int64_t>> last_free_by_dev(devices.size());
+    for (size_t dev = 0; dev < devices.size(); ++dev) {
+        const auto& evs = devices[dev];
+        auto& live = live_by_dev[dev];
+        auto& last_free = last_free_by_dev[dev];
+        live.reserve(1024);
+        // Snapshots record free_completed when the block really returns to the allocator; very
+        // old ones have only 'free'. free_requested marks the end only where nothing else does.
+        bool has_completed = std::any_of(evs.begin(), evs.end(), [](const Event& e) { return e.action == kFreeCompleted; });
+        int64_t reserved = 0, reserved_peak = 0;
+        for (size_t k = 0; k < evs.size(); ++k) {
+            const Event& e = evs[k];
+            ++action_counts[e.action];
+            // Order only: one nanosecond per event. Times are rounded to whole microseconds.
+            int64_t t = all_timed ? static_cast<int64_t>(e.time_us - t_min) * 1000 : static_cast<int64_t>(k + 1);
             auto bad = [&](const char* what) {
-                return Error(where(in, "device_traces[" + std::to_string(dev_index) + "][" +
-                                           std::to_string(k - 1) + "] (" + std::string(action) + "): " + what));
+                return Error(where(in, "device_traces[" + std::to_string(dev) + "][" + std::to_string(k) + "] (" +
+                                           kActionNames[e.action] + "): " + what));
             };
-            if (action == "alloc") {
-                if (size <= 0) throw bad("size is missing or not positive");
-                auto it = live.find(addr);
-                if (it != live.end()) {   // a free we never saw: end the old block here
-                    w.set_free_time(it->second.id, t);
-                    live.erase(it);
-                }
-                Allocation al;
-                al.id = next_id++;
-                al.device = dev_index;
-                al.address = addr;
-                al.bytes = size;
-                al.t_alloc = t;
-                auto st = d.get(e, "stream");
-                al.stream = st && d.is_int(*st) ? d.as_int(*st) : 0;
-                std::string label = frame_label(d, d.get(e, "frames"));
-                al.label = label.empty() ? kNoString : w.intern(label);
-                w.add(al);
-                live.emplace(addr, Live{al.id, size});
-            } else if (action == "free_completed" || action == "free" ||
-                       (action == "free_requested" && !has_completed)) {
-                auto it = live.find(addr);
-                if (it != live.end()) {
-                    w.set_free_time(it->second.id, t);
-                    live.erase(it);
-                } else {
-                    // Allocated before recording began: alive from the start until now.
-                    if (size <= 0) throw bad("frees an unknown block of unknown size");
+            switch (e.action) {
+                case kAlloc: {
+                    if (e.size <= 0) throw bad("size is missing or not positive");
+                    auto it = live.find(e.addr);
+                    if (it != live.end()) {   // a free we never saw: end the old block here
+                        allocs[it->second].t_free = t;
+                        live.erase(it);
+                    }
                     Allocation al;
-                    al.id = next_id++;
-                    al.device = dev_index;
-                    al.address = addr;
-                    al.bytes = size;
-                    al.t_alloc = 0;
-                    al.t_free = t;
-                    al.label = w.intern("(allocated before recording)");
-                    w.add(al);
-                    ++reconstructed;
-                    ++freed_unknown;
-                    reconstructed_bytes += size;
+                    al.id = static_cast<int64_t>(allocs.size()) + 1;
+                    al.device = static_cast<int32_t>(dev);
+                    al.address = e.addr;
+                    al.bytes = e.size;
+                    al.t_alloc = t;
+                    al.stream = e.stream;
+                    al.label = labels.of(e.frames);
+                    live.emplace(e.addr, allocs.size());
+                    allocs.push_back(al);
+                    break;
                 }
-                last_free[addr] = t;
-            } else if (action == "free_requested") {
-                // the block returns to the allocator at free_completed
-            } else if (action == "segment_alloc" || action == "segment_map") {
-                ++segment_events;
-                reserved += size;
-                reserved_peak = std::max(reserved_peak, reserved);
-            } else if (action == "segment_free" || action == "segment_unmap") {
-                ++segment_events;
-                reserved -= size;
-            } else if (action == "oom") {
-                Marker m;
-                m.id = ++ooms;
-                m.name = w.intern("oom: " + std::to_string(size) + " bytes requested");
-                m.t_start = m.t_end = t;
-                m.kind = MarkerKind::Range;
-                w.add(m);
-            } else if (action != "snapshot") {
-                ++unknown_actions;
+                case kFreeRequested:
+                    if (has_completed) break;   // the block returns at free_completed
+                    [[fallthrough]];
+                case kFreeCompleted:
+                case kFree: {
+                    auto it = live.find(e.addr);
+                    if (it != live.end()) {
+                        allocs[it->second].t_free = t;
+                        live.erase(it);
+                    } else {
+                        // Allocated before recording began: alive from the start until now.
+                        if (e.size <= 0) throw bad("frees an unknown block of unknown size");
+                        Allocation al;
+                        al.id = static_cast<int64_t>(allocs.size()) + 1;
+                        al.device = static_cast<int32_t>(dev);
+                        al.address = e.addr;
+                        al.bytes = e.size;
+                        al.t_alloc = 0;
+                        al.t_free = t;
+                        al.stream = e.stream;
+                        al.label = pre_label;
+                        allocs.push_back(al);
+                        ++reconstructed;
+                        ++freed_unknown;
+                        reconstructed_bytes += e.size;
+                    }
+                    last_free[e.addr] = t;
+                    break;
+                }
+                case kSegAlloc:
+                case kSegMap:
+                    ++segment_events;
+                    reserved += e.size;
+                    reserved_peak = std::max(reserved_peak, reserved);
+                    break;
+                case kSegFree:
+                case kSegUnmap:
+                    ++segment_events;
+                    reserved -= e.size;
+                    break;
+                case kOom: {
+                    Marker m;
+                    m.id = ++ooms;
+                    m.name = w.intern("oom: " + std::to_string(e.size) + " bytes requested");
+                    m.t_start = m.t_end = t;
+                    m.kind = MarkerKind::Range;
+                    w.add(m);
+                    break;
+                }
+                default: break;
             }
         }
         reserved_peak_total += reserved_peak;
@@ -214,32 +319,38 @@ void import_snapshot(const std::string& in, Writer& w, Result& r) {
                 if (s != "active_allocated" && s != "active_pending_free") continue;
                 ++end_blocks;
                 int64_t addr = d.as_int(*addr_v), size = d.as_int(*size_v);
-                if (dev >= 0 && static_cast<size_t>(dev) < live_by_dev.size() && live_by_dev[dev].count(addr))
-                    continue;
-                if (size <= 0) continue;
+                bool known_dev = dev >= 0 && static_cast<size_t>(dev) < live_by_dev.size();
+                if ((known_dev && live_by_dev[dev].count(addr)) || size <= 0) continue;
                 Allocation al;
-                al.id = next_id++;
+                al.id = static_cast<int64_t>(allocs.size()) + 1;
                 al.device = dev;
                 al.address = addr;
                 al.bytes = size;
                 // Alive from the start, or from the last free at its address if the trace saw one.
                 al.t_alloc = 0;
-                if (dev >= 0 && static_cast<size_t>(dev) < last_free_by_dev.size()) {
+                if (known_dev) {
                     auto lf = last_free_by_dev[dev].find(addr);
                     if (lf != last_free_by_dev[dev].end()) al.t_alloc = lf->second;
                 }
                 al.stream = st && d.is_int(*st) ? d.as_int(*st) : 0;
-                std::string label = frame_label(d, d.get(b, "frames"));
-                al.label = w.intern(label.empty() ? "(allocated before recording)" : label);
-                w.add(al);
+                int64_t label = labels.of(d.get(b, "frames"));
+                al.label = label == kNoString ? pre_label : label;
+                allocs.push_back(al);
                 ++reconstructed;
                 reconstructed_bytes += size;
             }
         }
     }
+    for (const auto& a : allocs) w.add(a);
 
     std::string act_list;
-    for (auto& [a, c] : actions) act_list += (act_list.empty() ? "" : ", ") + a + "=" + std::to_string(c);
+    for (int i = 0; i < kActionCount; ++i)
+        if (action_counts[i]) {
+            if (!act_list.empty()) act_list += ", ";
+            act_list += kActionNames[i];
+            act_list += '=';
+            act_list += std::to_string(action_counts[i]);
+        }
     r.meta["source"] = "pytorch-memory-snapshot";
     r.meta["import.format"] = "snapshot";
     r.meta["import.events"] = std::to_string(events);
@@ -256,8 +367,8 @@ void import_snapshot(const std::string& in, Writer& w, Result& r) {
     r.meta["snapshot.segment_events"] = std::to_string(segment_events);
     r.meta["snapshot.reserved_peak_from_segment_events"] = std::to_string(reserved_peak_total);
     r.meta["snapshot.oom_events"] = std::to_string(ooms);
-    r.meta["snapshot.devices"] = std::to_string(live_by_dev.size());
-    if (unknown_actions) r.meta["snapshot.unknown_actions"] = std::to_string(unknown_actions);
+    r.meta["snapshot.devices"] = std::to_string(devices.size());
+    if (action_counts[kUnknown]) r.meta["snapshot.unknown_actions"] = std::to_string(action_counts[kUnknown]);
 }
 
 }  // namespace mhc::trace::import

@@ -37,6 +37,10 @@ public:
     int64_t capacity() const { return capacity_; }
     int64_t largest_free_block() const;
     int64_t block_size(int32_t b) const { return blocks_[static_cast<std::size_t>(b)].size; }
+    // Placement (replay/ lays segments out in a real arena): a block's segment (numbered in
+    // creation order) and its offset inside that segment.
+    int32_t block_segment(int32_t b) const { return blocks_[static_cast<std::size_t>(b)].segment; }
+    int64_t block_offset(int32_t b) const { return blocks_[static_cast<std::size_t>(b)].offset; }
     std::size_t segments() const { return live_segments_; }
 
 private:

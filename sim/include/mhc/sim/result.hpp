@@ -51,6 +51,12 @@ struct Result {
     double seconds = 0;             // wall time of simulate()
 
     std::vector<trace::RunEvent> events;
+    // Which recorded event was being processed when each event was decided (parallel to
+    // `events`): replay/ turns a run into an ordered plan with it. what: 0 allocation,
+    // 1 free, 2 kernel start, 3 kernel end; index: dense allocation / kernel index of the
+    // TraceData; after_launch: decided after the kernel started (its prefetch round).
+    struct EventOrigin { uint8_t what = 0; bool after_launch = false; int32_t index = -1; };
+    std::vector<EventOrigin> event_origin;
     std::vector<trace::RunKernelTime> kernel_times;   // kernels whose time moved
     std::vector<trace::RunMemorySample> memory;
 };

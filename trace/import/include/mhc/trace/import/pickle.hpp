@@ -30,7 +30,17 @@ public:
     bool is_number(Id v) const { return is_int(v) || nodes_[v].kind == Kind::Float; }
     std::string_view as_str(Id v) const;   // empty unless Str or Bytes
     // Items of a list/tuple/set; for a dict, keys and values alternate.
-    const std::vector<Id>& items(Id v) const;
+    struct Items {
+        const Id* b = nullptr;
+        const Id* e = nullptr;
+        const Id* begin() const { return b; }
+        const Id* end() const { return e; }
+        size_t size() const { return static_cast<size_t>(e - b); }
+        bool empty() const { return b == e; }
+        Id operator[](size_t i) const { return b[i]; }
+        Id front() const { return *b; }
+    };
+    Items items(Id v) const;
     size_t size(Id v) const;   // list/tuple length, dict entry count
     // Dict lookup by string key (dicts here are small: a linear scan).
     std::optional<Id> get(Id dict, std::string_view key) const;
@@ -40,13 +50,23 @@ private:
     struct Node {
         Kind kind = Kind::None;
         uint32_t len = 0;        // string length
-        int64_t i = 0;           // int value, or string offset into data_, or items index
-        double f = 0;
+        union {
+            int64_t i = 0;       // int value, string offset into data_, or span index
+            double f;
+        };
+    };
+    // Container contents live in one arena; a span that must grow while not at the arena's
+    // end moves there with doubled capacity (amortised O(1) per item, no per-container heap).
+    struct Span {
+        uint64_t off = 0;
+        uint32_t size = 0, cap = 0;
     };
     Id push(Node n);
+    void append(Id container, const Id* first, size_t n);
     std::string_view data_;
     std::vector<Node> nodes_;
-    std::vector<std::vector<Id>> items_;   // container contents
+    std::vector<Span> spans_;
+    std::vector<Id> arena_;
     Id root_ = 0;
 };
 

@@ -1,0 +1,180 @@
+// mhc_bench_import [EVENTS] [DIR]: writes a synthetic PyTorch memory snapshot pickle and a
+// synthetic Kineto JSON (plain and gzip) of about EVENTS events each (default 2,000,000), then
+// times import_file on each (one thread) and prints events per second. Inputs are made here,
+// so the figures can be reproduced on any machine.
+#include <zlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mhc/trace/import/import.hpp"
+
+namespace {
+
+// ---- a protocol-4 pickle writer for the subset snapshots use ----
+// Like CPython: every str/dict/list is memoized; a string object seen before (dict keys,
+// repeated file names) is written as a BINGET/LONG_BINGET of its memo slot.
+struct P {
+    std::string b;
+    uint32_t memo = 0;
+    std::unordered_map<std::string, uint32_t> seen;
+    void op(uint8_t o) { b += static_cast<char>(o); }   // an opcode or a raw byte
+    void memoize() { op(0x94); ++memo; }
+    void str(const std::string& s) {
+        auto it = seen.find(s);
+        if (it != seen.end()) {
+            if (it->second < 256) { op('h'); op(static_cast<uint8_t>(it->second)); }
+            else { op('j'); uint32_t n = it->second; b.append(reinterpret_cast<char*>(&n), 4); }
+            return;
+        }
+        if (s.size() < 256) { op(0x8c); op(static_cast<uint8_t>(s.size())); }
+        else { op('X'); uint32_t n = static_cast<uint32_t>(s.size()); b.append(reinterpret_cast<char*>(&n), 4); }
+        b += s;
+        seen.emplace(s, memo);
+        memoize();
+    }
+    void integer(int64_t v) {
+        if (v >= 0 && v < 256) { op('K'); op(static_cast<uint8_t>(v)); }
+        else if (v >= INT32_MIN && v <= INT32_MAX) { op('J'); int32_t x = static_cast<int32_t>(v); b.append(reinterpret_cast<char*>(&x), 4); }
+        else { op(0x8a); op(8); b.append(reinterpret_cast<char*>(&v), 8); }
+    }
+};
+
+void make_snapshot(const std::string& path, int64_t events) {
+    P p;
+    p.op(0x80); p.op(4);
+    p.op('}'); p.memoize(); p.op('(');
+    p.str("segments"); p.op(']'); p.memoize();
+    p.str("device_traces"); p.op(']'); p.memoize(); p.op(']'); p.memoize(); p.op('(');
+    std::mt19937_64 rng(1);
+    std::vector<int64_t> live;
+    int64_t t = 1700000000000000, n = 0, next_addr = 0x7f0000000000;
+    auto frames = [&](int line) {
+        p.op(']'); p.memoize(); p.op('(');
+        for (int f = 0; f < 3; ++f) {
+            p.op('}'); p.memoize(); p.op('(');
+            p.str("name"); p.str(f == 0 ? "forward" : "_call_impl");
+            p.str("filename"); p.str(f == 0 ? "/home/u/model.py" : "/usr/lib/python3/site-packages/torch/nn/module.py");
+            p.str("line"); p.integer(line + f);
+            p.op('u');
+        }
+        p.op('e');
+    };
+    auto event = [&](const char* action, int64_t addr, int64_t size) {
+        p.op('}'); p.memoize(); p.op('(');
+        p.str("action"); p.str(action);
+        p.str("addr"); p.integer(addr);
+        p.str("size"); p.integer(size);
+        p.str("stream"); p.integer(0);
+        p.str("time_us"); p.integer(t);
+        p.str("frames"); frames(static_cast<int>(n % 500));
+        p.op('u');
+        ++n;
+        t += 1 + static_cast<int64_t>(rng() % 5);
+        if (n % 1000 == 0) { p.op('e'); p.op('('); }   // APPENDS in batches, as CPython
+    };
+    while (n < events) {
+        if (live.size() < 200 || (rng() % 2 && live.size() < 5000)) {
+            int64_t size = 512 * (1 + static_cast<int64_t>(rng() % 4096));
+            next_addr += 1 << 22;
+            live.push_back(next_addr);
+            event("alloc", next_addr, size);
+        } else {
+            size_t i = rng() % live.size();
+            std::swap(live[i], live.back());
+            event("free_requested", live.back(), 512);
+            event("free_completed", live.back(), 512);
+            live.pop_back();
+        }
+    }
+    p.op('e'); p.op('a');   // close the device list and append it to device_traces
+    p.op('u'); p.op('.');
+    std::ofstream(path, std::ios::binary).write(p.b.data(), static_cast<std::streamsize>(p.b.size()));
+}
+
+void make_kineto(const std::string& path, int64_t events) {
+    std::string s = "{\"schemaVersion\": 1, \"deviceProperties\": [{\"id\": 0, \"name\": \"Synthetic GPU\", "
+                    "\"totalGlobalMem\": 85899345920}], \"traceEvents\": [\n";
+    std::mt19937_64 rng(2);
+    double ts = 5116365092788.754;
+    std::vector<int64_t> live;
+    int64_t addr = 0x7f0000000000, total = 0;
+    char buf[1024];
+    for (int64_t i = 0; i < events; ++i) {
+        int kind = static_cast<int>(i % 4);
+        int n = 0;
+        if (kind == 0) {
+            n = std::snprintf(buf, sizeof buf,
+                "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::addmm\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, \"dur\": 3.5, "
+                "\"args\": {\"External id\": %lld, \"Record function id\": %lld, \"Input Dims\": [[16, 32], [64, 32], [64]]}}",
+                ts, static_cast<long long>(i), static_cast<long long>(i));
+        } else if (kind == 1) {
+            n = std::snprintf(buf, sizeof buf,
+                "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, "
+                "\"dur\": 1.2, \"args\": {\"External id\": %lld, \"correlation\": %lld}}",
+                ts + 0.5, static_cast<long long>(i), static_cast<long long>(i));
+        } else if (kind == 2) {
+            n = std::snprintf(buf, sizeof buf,
+                "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ampere_sgemm_128x64_tn\", \"pid\": 0, \"tid\": 7, \"ts\": %.3f, "
+                "\"dur\": 2.0, \"args\": {\"External id\": %lld, \"device\": 0, \"stream\": 7, \"correlation\": %lld, "
+                "\"registers per thread\": 128, \"shared memory\": 32768, \"grid\": [64, 2, 1], \"block\": [256, 1, 1]}}",
+                ts + 1.0, static_cast<long long>(i - 1), static_cast<long long>(i - 1));
+        } else {
+            bool alloc = live.size() < 100 || (rng() % 2 && live.size() < 5000);
+            int64_t a, b;
+            if (alloc) { addr += 1 << 20; a = addr; b = 512 * (1 + static_cast<int64_t>(rng() % 1000)); live.push_back(a); }
+            else { size_t k = rng() % live.size(); std::swap(live[k], live.back()); a = live.back(); live.pop_back(); b = -512; }
+            total += b;
+            n = std::snprintf(buf, sizeof buf,
+                "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": 1, \"tid\": 1, "
+                "\"ts\": %.3f, \"args\": {\"Total Reserved\": 0, \"Total Allocated\": %lld, \"Bytes\": %lld, \"Device Id\": 0, "
+                "\"Device Type\": 1, \"Addr\": %lld}}",
+                ts + 0.2, static_cast<long long>(total), static_cast<long long>(b), static_cast<long long>(a));
+            ts += 4.0;
+        }
+        s.append(buf, static_cast<size_t>(n));
+        s += i + 1 < events ? ",\n" : "\n";
+    }
+    s += "]}\n";
+    std::ofstream(path, std::ios::binary).write(s.data(), static_cast<std::streamsize>(s.size()));
+    gzFile g = gzopen((path + ".gz").c_str(), "wb6");
+    gzwrite(g, s.data(), static_cast<unsigned>(s.size()));
+    gzclose(g);
+}
+
+void time_import(const std::string& label, const std::string& in, const std::string& out) {
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = mhc::trace::import::import_file(in, out, opt);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double mb = static_cast<double>(std::filesystem::file_size(in)) / 1e6;
+    std::printf("%-22s %9lld events %8.1f MB in %6.2f s  %6.2f M events/s  (%lld rows: %lld allocations, %lld kernels)\n",
+                label.c_str(), static_cast<long long>(r.events), mb, s, static_cast<double>(r.events) / s / 1e6,
+                static_cast<long long>(r.allocations + r.kernels + r.copies + r.markers),
+                static_cast<long long>(r.allocations), static_cast<long long>(r.kernels));
+    std::filesystem::remove(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int64_t events = argc > 1 ? std::stoll(argv[1]) : 2000000;
+    std::string dir = argc > 2 ? argv[2] : std::filesystem::temp_directory_path().string();
+    std::string snap = dir + "/bench-snapshot.pickle", kin = dir + "/bench-kineto.json";
+    make_snapshot(snap, events);
+    make_kineto(kin, events);
+    time_import("snapshot (pickle)", snap, dir + "/bench-out.db");
+    time_import("kineto (json)", kin, dir + "/bench-out.db");
+    time_import("kineto (json.gz)", kin + ".gz", dir + "/bench-out.db");
+    if (!std::getenv("MHC_BENCH_KEEP"))   // keep the inputs for profiling
+        for (auto& f : {snap, kin, kin + ".gz"}) std::filesystem::remove(f);
+    return 0;
+}

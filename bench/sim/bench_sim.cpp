@@ -1,0 +1,128 @@
+// Prints the simulator's speed (docs/sim-results.md): trace rows per second on one core for
+// lru/belady with none/lookahead at 1, 4 and 16 million rows (traces built in memory),
+// loading a trace from SQLite vs simulating it, and a 100-run sweep on 1 vs 2 threads.
+// Usage: bench_sim [max_million_rows=16] [tmp_dir=/tmp]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "mhc/sim/simulate.hpp"
+#include "mhc/sim/sweep.hpp"
+#include "mhc/sim/synthetic.hpp"
+#include "mhc/trace/store.hpp"
+
+using namespace mhc;
+using Clock = std::chrono::steady_clock;
+
+static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+static void write_trace(const trace::TraceData& t, const std::string& path) {
+    std::filesystem::remove(path);
+    trace::Writer w(path);
+    for (const auto& s : t.strings) w.intern(s);
+    const auto& a = t.allocations;
+    for (size_t i = 0; i < a.size(); ++i) {
+        trace::Allocation x;
+        x.id = a.id[i]; x.bytes = a.bytes[i]; x.t_alloc = a.t_alloc[i]; x.t_free = a.t_free[i];
+        x.category = a.category[i];
+        w.add(x);
+    }
+    const auto& k = t.kernels;
+    for (size_t i = 0; i < k.size(); ++i) {
+        trace::Kernel x;
+        x.id = k.id[i]; x.stream = k.stream[i]; x.name = k.name[i]; x.t_start = k.t_start[i];
+        x.t_end = k.t_end[i]; x.step = k.step[i];
+        w.add(x);
+        for (int64_t j = k.access_begin[i]; j < k.access_begin[i + 1]; ++j)
+            w.add(trace::Access{k.id[i], a.id[t.accesses.allocation[j]], t.accesses.mode[j]});
+    }
+    w.finish();
+}
+
+int main(int argc, char** argv) {
+    int max_m = argc > 1 ? std::atoi(argv[1]) : 16;
+    std::string tmp = argc > 2 ? argv[2] : "/tmp";
+    std::printf("== simulate, one core, capacity 60%% of the peak, pcie4 ==\n");
+    std::printf("%8s %10s %10s %-20s %10s %12s %8s\n", "rows", "build s", "prepare s", "config", "sim s", "rows/s", "loss");
+    for (int m : {1, 4, 16}) {
+        if (m > max_m) break;
+        auto t0 = Clock::now();
+        auto t = sim::synthetic::training(42, static_cast<int64_t>(m) * 1'000'000, 32, 2);
+        double build = since(t0);
+        t0 = Clock::now();
+        auto p = sim::prepare(t);
+        double prep = since(t0);
+        for (std::string ev : {"lru", "belady"})
+            for (std::string pf : {"none", "lookahead:8"}) {
+                sim::Config c;
+                c.eviction = ev;
+                c.prefetch = pf;
+                c.capacity.fraction = 0.6;
+                c.check_invariants = false;
+                c.record_events = false;   // a stored run's timeline is written separately
+                auto r = sim::simulate(*p, c);
+                std::printf("%8lld %10.2f %10.2f %-20s %10.3f %12.3g %7.1f%%\n", static_cast<long long>(r.rows), build,
+                            prep, (ev + "+" + pf).c_str(), r.seconds, r.rows / r.seconds, r.throughput_loss * 100);
+            }
+        sim::Config c;
+        c.eviction = "belady";
+        c.capacity.fraction = 0.6;
+        c.check_invariants = false;
+        auto r = sim::simulate(*p, c);
+        std::printf("%8s %10s %10s %-20s %10.3f %12.3g   (with events: %lld)\n", "", "", "", "belady+none+events",
+                    r.seconds, r.rows / r.seconds, static_cast<long long>(r.events.size()));
+    }
+
+    std::printf("\n== load from SQLite vs simulate (4M rows) ==\n");
+    {
+        auto t = sim::synthetic::training(7, std::min(max_m, 4) * 1'000'000LL, 32, 2);
+        std::string path = tmp + "/mhc-bench-sim.db";
+        auto t0 = Clock::now();
+        write_trace(t, path);
+        double wr = since(t0);
+        t0 = Clock::now();
+        auto loaded = trace::load_trace(path);
+        double load = since(t0);
+        t0 = Clock::now();
+        auto p = sim::prepare(loaded);
+        double prep = since(t0);
+        sim::Config c;
+        c.eviction = "lru";
+        c.capacity.fraction = 0.6;
+        c.check_invariants = false;
+        c.record_events = false;
+        auto r = sim::simulate(*p, c);
+        std::printf("rows %lld: write %.2f s, load %.2f s, prepare %.2f s (incl. checks), simulate lru %.2f s\n",
+                    static_cast<long long>(loaded.rows()), wr, load, prep, r.seconds);
+        std::filesystem::remove(path);
+    }
+
+    std::printf("\n== sweep of 100 runs (200k-row trace) ==\n");
+    {
+        auto t = sim::synthetic::training(5, 200'000, 16, 1);
+        auto p = sim::prepare(t);
+        std::vector<sim::Config> configs;
+        const char* evs[] = {"lru", "largest", "belady", "dtr", "cost_aware"};
+        const char* pfs[] = {"none", "lookahead:8", "periodic", "capuchin", "forecast"};
+        for (int i = 0; i < 100; ++i) {
+            sim::Config c;
+            c.eviction = evs[i % 5];
+            c.prefetch = pfs[(i / 5) % 5];
+            c.capacity.fraction = 0.5 + 0.1 * (i / 25);
+            c.check_invariants = false;
+            c.record_events = false;
+            configs.push_back(c);
+        }
+        double secs[3] = {0, 0, 0};
+        for (int jobs : {1, 2}) {
+            auto t0 = Clock::now();
+            auto res = sim::run_all(*p, configs, jobs);
+            secs[jobs] = since(t0);
+            std::printf("%d thread(s): %.2f s\n", jobs, secs[jobs]);
+        }
+        std::printf("speedup %.2fx\n", secs[1] / secs[2]);
+    }
+    return 0;
+}

@@ -1,0 +1,67 @@
+#pragma once
+// A plan: what a simulated run did, as an ordered list of actions with the dependencies
+// replay honours (docs/validation.md). It keeps the *order* of the simulator's decisions,
+// never their simulated times: timed actions carry their recorded time (the workload's own
+// host gaps and kernel durations), everything else is executed as soon as its dependencies
+// allow.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mhc/sim/result.hpp"
+#include "mhc/trace/columns.hpp"
+
+namespace mhc::replay {
+
+enum class Op : uint8_t {
+    Alloc,        // place the allocation in the arena (waits for pending releases)
+    Free,         // release it (deferred while a transfer of it is in flight)
+    KernelStart,  // launch: waits for every operand to be resident
+    KernelEnd,    // the kernel's operands are no longer pinned
+    SwapOut,      // D2H; the device range is released when the copy completes
+    SwapIn,       // place it again, then H2D (after its swap-out completed)
+    EvictClean,   // the host copy is valid: release the device range now
+    Drop,         // release now; recomputed before its next use
+    Recompute,    // place it again and rerun its producer (on the needing kernel's stream)
+};
+const char* to_string(Op op);
+inline bool timed(Op op) { return op <= Op::KernelEnd; }
+
+struct Action {
+    Op op = Op::Alloc;
+    bool prefetch = false;   // SwapIn decided by the prefetcher (not on demand)
+    int32_t alloc = -1;      // dense allocation index
+    int32_t kernel = -1;     // dense kernel index (KernelStart/End; Recompute: the producer)
+    int64_t recorded = 0;    // recorded ns (timed ops)
+};
+
+struct Plan {
+    int32_t device = 0;
+    int64_t capacity = 0;        // bytes (the run's, resolved)
+    std::string allocator;       // ideal | caching
+    int64_t t_begin = 0, t_end = 0;   // recorded span of the device
+    int64_t predicted_peak = 0;
+    std::vector<Action> actions;
+    // The simulator's OOM, when the run ended with one: replay must meet the same.
+    bool oom = false;
+    int64_t oom_allocation = -1, oom_kernel = -1;   // dense indices, -1 if none
+    // Per dense kernel index: its stream's number among the device's streams (0..S-1);
+    // -1 for kernels of other devices.
+    std::vector<int32_t> stream_of;
+    int32_t streams = 0;
+};
+
+// Builds the plan of a run of `trace` (the Result must have been simulated on this trace with
+// record_events on; sim::Result::event_origin ties each event to the recorded event that
+// decided it). Throws mhc::Error when the Result has no event origins.
+Plan make_plan(const trace::TraceData& trace, const sim::Result& run);
+
+// Checks that the plan respects the dependencies replay relies on, by walking it with the
+// states of the allocations: every kernel starts with its operands resident (allocated, swapped
+// in or recomputed before), every victim is resident and not accessed by a running kernel,
+// every swap-in follows a swap-out or clean eviction of the same allocation, nothing is used
+// after its free, and the bytes placed never exceed the capacity (ideal allocator; swap-outs
+// hold their bytes until a later action needs them). Returns "" or the first violation.
+std::string check_plan(const trace::TraceData& trace, const Plan& plan);
+
+}  // namespace mhc::replay

@@ -1,0 +1,84 @@
+#pragma once
+// Executes a plan on a backend and measures it (docs/validation.md).
+//
+// Host backend: the device arena and the host arena are RAM, swaps are the kernels library's
+// host SwapEngine (a copy thread per direction, memcpy by chunks, checksums), kernels run on
+// one worker thread per recorded stream as stand-ins of their recorded duration (x time
+// scale) that touch every 4 KiB page of their operands, and Sinkhorn-Knopp kernels run the
+// real CPU Sinkhorn-Knopp on buffers of their real size. CUDA backend: the same through the
+// CUDA SwapEngine (cudaMalloc'd arena, a stream per copy direction), CUDA stand-ins (a stream
+// per recorded stream) and the CUDA Sinkhorn kernel.
+//
+// A control thread walks the plan. Timed actions (allocations, frees, kernel starts and ends)
+// happen at their recorded time x scale + the lag accumulated so far; whatever makes one later
+// (an operand still in transfer, a kernel running over, an allocation waiting for a swap-out)
+// adds to the lag: the measured counterpart of the simulator's global shift.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mhc/kernels/swap.hpp"
+#include "mhc/replay/plan.hpp"
+#include "mhc/trace/runs.hpp"
+
+namespace mhc::replay {
+
+enum class Backend { Host, Cuda };
+Backend parse_backend(const std::string& s);   // "host" | "cuda"; throws mhc::Error
+const char* to_string(Backend b);
+
+struct Options {
+    Backend backend = Backend::Host;
+    double time_scale = 1.0;        // recorded durations and gaps are multiplied by this
+    size_t chunk_bytes = 2 << 20;   // swap chunk
+    int copy_threads = 1;           // host backend: copy threads per direction
+    int sinkhorn_threads = 1;       // host backend: CPU Sinkhorn threads
+    bool real_sinkhorn = true;      // run Sinkhorn-Knopp for kernels named "*sinkhorn*"
+    // Test hooks: called before each action with the number done; returning true stops the
+    // replay (replay() throws Cancelled). A fault injected into the first swap of `fault_dir`.
+    std::function<bool(size_t)> cancel;
+    kernels::SwapEngine::Fault fault = kernels::SwapEngine::Fault::None;
+    kernels::SwapDir fault_dir = kernels::SwapDir::DeviceToHost;
+    // Progress (actions done, total), from the control thread.
+    std::function<void(size_t, size_t)> progress;
+};
+
+struct Cancelled : std::exception {
+    const char* what() const noexcept override { return "replay cancelled"; }
+};
+
+struct Measured {
+    std::string status = "complete";   // complete | oom | failed
+    std::string failure;               // why, when failed
+    int64_t capacity = 0;
+    int64_t peak = 0;                  // highest arena bytes in use (ideal: placed; caching: reserved)
+    int64_t high_water = 0;            // highest end offset ever placed in the arena
+    int64_t makespan_ns = 0;           // wall time, divided by the time scale (trace ns)
+    int64_t lag_ns = 0;                // final lag, divided by the time scale
+    int64_t stall_ns = 0, stalls = 0;  // kernel starts that waited for operands
+    int64_t swap_in_bytes = 0, swap_ins = 0, swap_out_bytes = 0, swap_outs = 0;
+    int64_t evict_clean = 0, drops = 0, recomputes = 0;
+    int64_t checksums = 0, mismatches = 0;   // end-to-end and per-transfer checks
+    int64_t overruns = 0;              // kernels that ran longer than their scaled duration
+    int64_t overrun_ns = 0;            // their total excess (trace ns)
+    int64_t sinkhorn_kernels = 0;
+    int64_t host_arena_bytes = 0;
+    double link_h2d_Bps = 0, link_d2h_Bps = 0;   // achieved by the transfers (bytes / busy time)
+    // OOM: the action that did not fit.
+    bool oom = false, oom_fragmentation = false;
+    int64_t oom_allocation = -1, oom_kernel = -1;   // dense indices
+    int64_t oom_bytes = 0, oom_short = 0, oom_largest_free = 0;
+    std::string oom_where;
+    double seconds = 0;                // wall time of the whole replay
+    std::vector<trace::RunEvent> events;            // measured, in trace ns (t0 = t_begin)
+    std::vector<trace::RunKernelTime> kernel_times; // measured start/end of every kernel
+    std::vector<trace::RunMemorySample> memory;
+};
+
+// Executes `plan` (made from a run of `trace`). Throws mhc::Error when the backend is not
+// usable (cuda without a CUDA build or a GPU), Cancelled when options.cancel says so.
+Measured replay(const trace::TraceData& trace, const Plan& plan, const Options& options);
+
+}  // namespace mhc::replay

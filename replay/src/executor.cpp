@@ -1,0 +1,548 @@
+// The control thread of a replay (replay.hpp says what it does; docs/validation.md why).
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <thread>
+#include <unordered_map>
+
+#include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+#include "mhc/kernels/device.hpp"
+#include "mhc/kernels/sinkhorn.hpp"
+#include "mhc/replay/arena.hpp"
+#include "mhc/replay/replay.hpp"
+#include "worker.hpp"
+
+namespace mhc::replay {
+
+Backend parse_backend(const std::string& s) {
+    if (s == "host") return Backend::Host;
+    if (s == "cuda") return Backend::Cuda;
+    throw Error("unknown backend '" + s + "' (host|cuda)");
+}
+const char* to_string(Backend b) { return b == Backend::Host ? "host" : "cuda"; }
+
+namespace {
+
+using detail::Clock;
+using kernels::SwapDir;
+
+enum State : uint8_t { kNotYet, kGpu, kHost, kInH2D, kInD2H, kDropped, kFreed };
+
+bool contains_ci(const std::string& s, const char* what) {
+    std::string l = s;
+    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+    return l.find(what) != std::string::npos;
+}
+
+// "..._kernel<4, 20>": n and iterations from the template arguments, else mHC's 4 and 20.
+void sinkhorn_shape(const std::string& name, int& n, int& iters) {
+    n = 4;
+    iters = 20;
+    auto lt = name.find('<');
+    if (lt == std::string::npos) return;
+    int a = 0, b = 0;
+    if (std::sscanf(name.c_str() + lt, "<%d, %d>", &a, &b) == 2 && a >= kernels::kSinkhornMinN &&
+        a <= kernels::kSinkhornMaxN && b > 0) {
+        n = a;
+        iters = b;
+    }
+}
+
+class Executor {
+public:
+    Executor(const trace::TraceData& t, const Plan& p, const Options& o) : T(t), P(p), O(o) {}
+    Measured run();
+
+private:
+    struct Pending {
+        uint64_t id;
+        int32_t alloc;
+    };
+    // arena
+    bool place(int32_t a, size_t action);
+    void release_device(int32_t a);
+    void release_host(int32_t a);
+    // transfers
+    void submit(int32_t a, SwapDir dir);
+    void poll();
+    void wait_one(SwapDir dir);
+    void wait_for(int32_t a);
+    void complete(const kernels::SwapResult& r, int32_t a);
+    // actions
+    void kernel_start(const Action& x, size_t i);
+    void kernel_end(const Action& x);
+    void recompute(const Action& x, size_t i);
+    detail::Job kernel_job(int32_t k);
+    void fail(const std::string& why);
+    void sample();
+    int64_t trace_ns(Clock::time_point t) const {
+        return P.t_begin + static_cast<int64_t>(std::chrono::duration<double, std::nano>(t - t0).count() / O.time_scale);
+    }
+    Clock::time_point target(int64_t recorded) const {
+        return t0 + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double, std::nano>(static_cast<double>(recorded - P.t_begin) * O.time_scale)) + lag;
+    }
+    void note_lag(int64_t recorded) {
+        auto late = Clock::now() - (target(recorded) - lag);
+        if (late > lag) lag = late;
+    }
+    unsigned char* dev(int32_t a) const { return static_cast<unsigned char*>(eng->device_arena()) + dev_off[a]; }
+    int32_t worker_of_kernel(int32_t k) const { return std::max(P.stream_of[static_cast<size_t>(k)], 0); }
+
+    const trace::TraceData& T;
+    const Plan& P;
+    const Options& O;
+    Measured M;
+    kernels::Device device = kernels::Device::Cpu;
+    std::unique_ptr<kernels::SwapEngine> eng;
+    Clock::time_point eng_epoch, t0;
+    Clock::duration lag{0};
+    std::unique_ptr<Arena> arena;
+    std::unique_ptr<FreeList> host;
+    std::vector<std::unique_ptr<detail::Worker>> workers;
+    std::vector<detail::JobTimes> times;   // per kernel index, then per recompute
+    std::vector<int64_t> job_of;           // per kernel index: worker job number, -1
+    std::vector<uint8_t> state, freed_in_flight, cancelled, host_valid;
+    std::vector<int64_t> dev_off, host_off, sum, version;
+    std::vector<uint64_t> xfer;            // per allocation: its transfer in flight
+    std::deque<Pending> q[2];              // per direction, in submission order
+    std::unordered_map<uint64_t, Clock::time_point> submitted;
+    std::vector<std::pair<int64_t, int64_t>> mem;   // (trace ns, bytes in use)
+    int64_t recomputes = 0;
+    bool stopped = false;
+    double busy_s[2] = {0, 0};
+    int64_t busy_bytes[2] = {0, 0};
+};
+
+void Executor::fail(const std::string& why) {
+    if (M.failure.empty()) M.failure = why;
+    M.status = "failed";
+}
+
+void Executor::sample() { mem.push_back({trace_ns(Clock::now()), arena->in_use()}); }
+
+// Places `a`, waiting for transfers in flight whose completion releases memory, as the
+// simulator's make_room waits for swap-outs. OOM when nothing is left to wait for.
+bool Executor::place(int32_t a, size_t action) {
+    const int64_t bytes = T.allocations.bytes[a];
+    for (;;) {
+        poll();
+        int64_t off = arena->allocate(a, bytes);
+        if (off >= 0) {
+            dev_off[a] = off;
+            M.peak = std::max(M.peak, arena->in_use());
+            sample();
+            return true;
+        }
+        if (!q[1].empty()) { wait_one(SwapDir::DeviceToHost); continue; }
+        if (!q[0].empty()) { wait_one(SwapDir::HostToDevice); continue; }
+        M.oom = true;
+        M.status = "oom";
+        M.oom_allocation = a;
+        M.oom_fragmentation = arena->last_failure_fragmentation();
+        M.oom_bytes = P.allocator == "caching" ? sim::CachingAllocator::round_size(bytes) : bytes;
+        M.oom_largest_free = arena->largest_free();
+        M.oom_short = std::max<int64_t>(arena->in_use() + M.oom_bytes - P.capacity, 0);
+        const Action& x = P.actions[action];
+        int32_t k = -1;
+        if (x.op != Op::Alloc)   // a swap-in or recompute for the next kernel
+            for (size_t j = action; j < P.actions.size(); ++j)
+                if (P.actions[j].op == Op::KernelStart) { k = P.actions[j].kernel; break; }
+        M.oom_kernel = k;
+        M.oom_where = k >= 0 ? "kernel " + std::to_string(T.kernels.id[k]) + " needs allocation " + std::to_string(T.allocations.id[a])
+                             : "allocation " + std::to_string(T.allocations.id[a]);
+        stopped = true;
+        return false;
+    }
+}
+
+void Executor::release_device(int32_t a) {
+    if (dev_off[a] < 0) return;
+    arena->free(a);
+    dev_off[a] = -1;
+    sample();
+}
+
+void Executor::release_host(int32_t a) {
+    if (host_off[a] < 0) return;
+    host->free(host_off[a]);
+    host_off[a] = -1;
+    host_valid[a] = 0;
+}
+
+void Executor::submit(int32_t a, SwapDir dir) {
+    const int64_t bytes = T.allocations.bytes[a];
+    if (dir == SwapDir::DeviceToHost) {
+        host_off[a] = host->allocate(bytes);
+        if (host_off[a] < 0) {
+            fail("the host arena (" + format_bytes(host->size()) + ") has no room for allocation " +
+                 std::to_string(T.allocations.id[a]));
+            stopped = true;
+            return;
+        }
+    }
+    uint64_t id = eng->submit(dir, static_cast<size_t>(host_off[a]), static_cast<size_t>(dev_off[a]), static_cast<size_t>(bytes));
+    xfer[a] = id;
+    q[dir == SwapDir::HostToDevice ? 0 : 1].push_back({id, a});
+    state[a] = dir == SwapDir::HostToDevice ? kInH2D : kInD2H;
+    if (dir == SwapDir::HostToDevice) { ++M.swap_ins; M.swap_in_bytes += bytes; }
+    else { ++M.swap_outs; M.swap_out_bytes += bytes; }
+}
+
+void Executor::poll() {
+    for (int d = 0; d < 2; ++d)
+        while (!q[d].empty() && eng->done(q[d].front().id)) {
+            Pending p = q[d].front();
+            q[d].pop_front();
+            complete(eng->wait(p.id), p.alloc);
+        }
+}
+
+void Executor::wait_one(SwapDir dir) {
+    auto& dq = q[dir == SwapDir::HostToDevice ? 0 : 1];
+    Pending p = dq.front();
+    dq.pop_front();
+    complete(eng->wait(p.id), p.alloc);
+}
+
+// Waits until the transfer in flight of `a` (if any) has completed.
+void Executor::wait_for(int32_t a) {
+    while (state[a] == kInH2D || state[a] == kInD2H || (freed_in_flight[a] && dev_off[a] >= 0)) {
+        SwapDir d = state[a] == kInH2D ? SwapDir::HostToDevice : SwapDir::DeviceToHost;
+        auto& dq = q[d == SwapDir::HostToDevice ? 0 : 1];
+        if (dq.empty()) break;
+        wait_one(d);
+    }
+}
+
+void Executor::complete(const kernels::SwapResult& r, int32_t a) {
+    const bool h2d = r.dir == SwapDir::HostToDevice;
+    ++M.checksums;
+    if (!r.ok) {
+        ++M.mismatches;
+        fail(std::string(h2d ? "swap-in" : "swap-out") + " of allocation " + std::to_string(T.allocations.id[a]) +
+             ": checksum mismatch (the copy was damaged or incomplete)");
+    }
+    double dur = r.end_s - r.start_s;
+    busy_s[h2d ? 0 : 1] += dur;
+    busy_bytes[h2d ? 0 : 1] += static_cast<int64_t>(r.bytes);
+    auto to_ns = [&](double s) {
+        return trace_ns(eng_epoch + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)));
+    };
+    M.events.push_back({h2d ? trace::EventKind::SwapIn : trace::EventKind::SwapOut, to_ns(r.start_s), to_ns(r.end_s),
+                        T.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
+    if (!h2d) {
+        sum[a] = static_cast<int64_t>(r.dest_sum);   // what must come back
+        if (state[a] == kFreed || freed_in_flight[a]) {
+            release_device(a);
+            release_host(a);
+            state[a] = kFreed;
+        } else if (cancelled[a]) {   // a kernel needed it again: it never left
+            cancelled[a] = 0;
+            release_host(a);
+            state[a] = kGpu;
+        } else {
+            release_device(a);
+            host_valid[a] = 1;
+            state[a] = kHost;
+        }
+    } else {
+        ++M.checksums;   // end to end: what came back is what went out
+        if (r.verified && (static_cast<int64_t>(r.source_sum) != sum[a] || static_cast<int64_t>(r.dest_sum) != sum[a])) {
+            ++M.mismatches;
+            fail("allocation " + std::to_string(T.allocations.id[a]) +
+                 " came back different from what was swapped out (stale or lost data)");
+        }
+        if (state[a] == kFreed || freed_in_flight[a]) {
+            release_device(a);
+            release_host(a);
+            state[a] = kFreed;
+        } else {
+            state[a] = kGpu;
+        }
+    }
+    freed_in_flight[a] = 0;
+}
+
+detail::Job Executor::kernel_job(int32_t k) {
+    const auto& K = T.kernels;
+    const auto& A = T.allocations;
+    detail::Job j;
+    j.slot = k;
+    j.seconds = static_cast<double>(K.t_end[k] - K.t_start[k]) * 1e-9 * O.time_scale;
+    struct Op_ { int32_t a; bool r, w; };
+    std::vector<Op_> ops;
+    for (int64_t x = K.access_begin[k]; x < K.access_begin[k + 1]; ++x) {
+        int32_t a = T.accesses.allocation[x];
+        if (A.device[a] != P.device || dev_off[a] < 0) continue;
+        auto m = T.accesses.mode[x];
+        ops.push_back({a, m != trace::AccessMode::Write, m != trace::AccessMode::Read});
+    }
+    for (const auto& o : ops) {
+        detail::Range rg{dev(o.a), static_cast<size_t>(A.bytes[o.a])};
+        if (o.r) j.reads.push_back(rg);
+        if (o.w) {
+            j.writes.push_back(rg);
+            j.seeds.push_back(static_cast<uint64_t>(A.id[o.a]) * 1000003u + static_cast<uint64_t>(++version[o.a]));
+        }
+    }
+    const std::string& name = T.str(K.name[k]);
+    if (O.real_sinkhorn && contains_ci(name, "sinkhorn")) {
+        detail::SinkhornJob& s = j.sk;
+        sinkhorn_shape(name, s.n, s.iters);
+        const int64_t mat = 4ll * s.n * s.n;
+        s.backward = contains_ci(name, "bwd") || contains_ci(name, "backward");
+        std::vector<Op_> reads, writes, rws;
+        for (const auto& o : ops) (o.r && o.w ? rws : o.r ? reads : writes).push_back(o);
+        auto by_size = [&](const Op_& x, const Op_& y) { return A.bytes[x.a] < A.bytes[y.a]; };
+        std::sort(reads.begin(), reads.end(), by_size);
+        if (!s.backward && !writes.empty() && !reads.empty()) {
+            s.tokens = A.bytes[writes[0].a] / mat;
+            const Op_& h = reads.back();
+            if (s.tokens > 0 && A.bytes[h.a] >= s.tokens * mat) {
+                s.on = true;
+                s.H = dev(h.a);
+                s.P = dev(writes[0].a);
+            }
+        } else if (s.backward && reads.size() >= 2 && !rws.empty()) {
+            s.tokens = A.bytes[reads.front().a] / mat;
+            if (s.tokens > 0 && A.bytes[reads.back().a] >= s.tokens * mat && A.bytes[rws[0].a] >= s.tokens * mat) {
+                s.on = true;
+                s.G = dev(reads.front().a);
+                s.H = dev(reads.back().a);
+                s.dH = dev(rws[0].a);
+            }
+        }
+        if (s.on) ++M.sinkhorn_kernels;
+    }
+    return j;
+}
+
+void Executor::kernel_start(const Action& x, size_t) {
+    const int32_t k = x.kernel;
+    const auto& K = T.kernels;
+    auto t_ready = Clock::now();
+    bool waited = false;
+    for (int64_t j = K.access_begin[k]; j < K.access_begin[k + 1]; ++j) {
+        int32_t a = T.accesses.allocation[j];
+        if (T.allocations.device[a] != P.device) continue;
+        bool writes = T.accesses.mode[j] != trace::AccessMode::Read;
+        if (state[a] == kInH2D) { wait_for(a); waited = true; }
+        if (state[a] == kInD2H) {
+            cancelled[a] = 1;   // the simulator cancels: the data never left the GPU
+            if (writes) { wait_for(a); waited = true; }   // but a copy may not read what a kernel writes
+        }
+        if (writes && host_valid[a] && state[a] == kGpu) release_host(a);   // the host copy is stale now
+    }
+    if (waited) {
+        auto w = Clock::now() - t_ready;
+        if (w > Clock::duration(0)) {
+            ++M.stalls;
+            M.stall_ns += static_cast<int64_t>(std::chrono::duration<double, std::nano>(w).count() / O.time_scale);
+            M.events.push_back({trace::EventKind::Stall, trace_ns(t_ready), trace_ns(Clock::now()), 0, K.id[k], 0});
+        }
+    }
+    note_lag(x.recorded);
+    detail::Job job = kernel_job(k);
+    job_of[static_cast<size_t>(k)] = static_cast<int64_t>(workers[static_cast<size_t>(worker_of_kernel(k))]->push(std::move(job)));
+}
+
+void Executor::kernel_end(const Action& x) {
+    int64_t n = job_of[static_cast<size_t>(x.kernel)];
+    if (n < 0) return;
+    workers[static_cast<size_t>(worker_of_kernel(x.kernel))]->wait(static_cast<uint64_t>(n));
+    note_lag(x.recorded);
+}
+
+// Reruns the producer of a dropped allocation on the stream of the kernel that needs it, so
+// that kernel starts after it.
+void Executor::recompute(const Action& x, size_t i) {
+    const int32_t a = x.alloc;
+    if (!place(a, i)) return;
+    state[a] = kGpu;
+    int32_t needer = -1;
+    for (size_t j = i + 1; j < P.actions.size(); ++j)
+        if (P.actions[j].op == Op::KernelStart) { needer = P.actions[j].kernel; break; }
+    detail::Job job;
+    job.slot = static_cast<int32_t>(T.kernels.size()) + static_cast<int32_t>(recomputes++);
+    int32_t w = x.kernel;
+    job.seconds = w >= 0 ? static_cast<double>(T.kernels.t_end[w] - T.kernels.t_start[w]) * 1e-9 * O.time_scale : 0;
+    job.writes.push_back({dev(a), static_cast<size_t>(T.allocations.bytes[a])});
+    job.seeds.push_back(static_cast<uint64_t>(T.allocations.id[a]) * 1000003u + static_cast<uint64_t>(++version[a]));
+    workers[static_cast<size_t>(needer >= 0 ? worker_of_kernel(needer) : 0)]->push(std::move(job));
+    ++M.recomputes;
+}
+
+Measured Executor::run() {
+    auto wall0 = Clock::now();
+    const auto& A = T.allocations;
+    const size_t na = A.size(), nk = T.kernels.size();
+    device = O.backend == Backend::Cuda ? kernels::Device::Cuda : kernels::Device::Cpu;
+    if (device == kernels::Device::Cuda) kernels::require_device(kernels::Device::Cuda);
+    if (!(O.time_scale > 0)) throw Error("time scale must be positive");
+
+    // The arena: exactly the run's capacity; an unlimited run gets its peak plus room for
+    // placement (its high water mark is reported).
+    int64_t cap = P.capacity;
+    if (cap >= sim::kUnlimited) cap = P.predicted_peak + P.predicted_peak / 8 + (64 << 20);
+    M.capacity = cap;
+    arena = std::make_unique<Arena>(P.allocator, cap);
+    int64_t host_need = 0;   // host arena: the bytes swapped out, bounded by a generous share
+    for (const Action& x : P.actions)
+        if (x.op == Op::SwapOut) host_need += A.bytes[x.alloc];
+    host_need = std::min<int64_t>(host_need, std::max<int64_t>(cap, 1)) + (16 << 20);
+    host = std::make_unique<FreeList>(host_need, 16);
+    M.host_arena_bytes = host->size();
+
+    kernels::SwapConfig sc;
+    sc.device_bytes = static_cast<size_t>(cap);
+    sc.host_bytes = static_cast<size_t>(host->size());
+    sc.chunk_bytes = O.chunk_bytes;
+    sc.verify = true;
+    sc.threads_per_direction = O.copy_threads;
+    eng = kernels::make_swap_engine(device, sc);
+    eng_epoch = Clock::now();
+    if (O.fault != kernels::SwapEngine::Fault::None) eng->inject_fault(O.fault_dir, O.fault);
+
+    size_t nrec = 0;   // sized once: workers write into it while the control thread runs
+    for (const Action& x : P.actions) nrec += x.op == Op::Recompute;
+    times.resize(nk + nrec);
+    job_of.assign(nk, -1);
+    state.assign(na, kNotYet);
+    freed_in_flight.assign(na, 0);
+    cancelled.assign(na, 0);
+    host_valid.assign(na, 0);
+    dev_off.assign(na, -1);
+    host_off.assign(na, -1);
+    sum.assign(na, 0);
+    version.assign(na, 0);
+    xfer.assign(na, 0);
+    for (int32_t s = 0; s < std::max(P.streams, 1); ++s)
+        workers.push_back(std::make_unique<detail::Worker>(device, O.sinkhorn_threads, &times));
+
+    t0 = Clock::now();
+    size_t i = 0;
+    try {
+        for (; i < P.actions.size() && !stopped; ++i) {
+            if (O.cancel && O.cancel(i)) throw Cancelled();
+            if (O.progress && (i & 255) == 0) O.progress(i, P.actions.size());
+            const Action& x = P.actions[i];
+            poll();
+            if (timed(x.op)) {
+                auto when = target(x.recorded);
+                auto now = Clock::now();
+                if (when - now > std::chrono::microseconds(200)) std::this_thread::sleep_until(when - std::chrono::microseconds(150));
+                while (Clock::now() < when) {}
+            }
+            const int32_t a = x.alloc;
+            switch (x.op) {
+                case Op::Alloc:
+                    if (place(a, i)) state[a] = kGpu;
+                    note_lag(x.recorded);
+                    break;
+                case Op::Free:
+                    if (state[a] == kInH2D || state[a] == kInD2H) {
+                        freed_in_flight[a] = 1;   // released when the copy completes
+                    } else {
+                        release_device(a);
+                        release_host(a);
+                        state[a] = kFreed;
+                    }
+                    note_lag(x.recorded);
+                    break;
+                case Op::KernelStart: kernel_start(x, i); break;
+                case Op::KernelEnd: kernel_end(x); break;
+                case Op::SwapOut:
+                    if (state[a] == kInD2H || state[a] == kInH2D) wait_for(a);   // a cancelled swap-out still copying
+                    if (state[a] == kGpu) submit(a, SwapDir::DeviceToHost);
+                    break;
+                case Op::SwapIn:
+                    if (state[a] == kInD2H) wait_for(a);   // the host copy must have landed
+                    if (state[a] != kHost) break;
+                    if (place(a, i)) submit(a, SwapDir::HostToDevice);
+                    break;
+                case Op::EvictClean:
+                    if (state[a] == kInH2D || state[a] == kInD2H) wait_for(a);
+                    if (state[a] == kGpu) {
+                        release_device(a);
+                        state[a] = kHost;
+                        ++M.evict_clean;
+                    }
+                    break;
+                case Op::Drop:
+                    if (state[a] == kInH2D || state[a] == kInD2H) wait_for(a);
+                    if (state[a] == kGpu) {
+                        release_device(a);
+                        release_host(a);
+                        state[a] = kDropped;
+                        ++M.drops;
+                    }
+                    break;
+                case Op::Recompute:
+                    if (state[a] == kDropped) recompute(x, i);
+                    break;
+            }
+        }
+        // Drain: every kernel and every transfer in flight (their checksums count).
+        for (auto& w : workers) w->stop();
+        for (auto& r : eng->drain()) {
+            int32_t a = -1;
+            for (int d = 0; d < 2; ++d)
+                for (auto it = q[d].begin(); it != q[d].end(); ++it)
+                    if (it->id == r.id) { a = it->alloc; q[d].erase(it); break; }
+            if (a >= 0) complete(r, a);
+        }
+    } catch (...) {
+        for (auto& w : workers) w->stop();
+        eng->drain();
+        throw;
+    }
+    auto t_last = t0 + lag;
+    for (size_t k = 0; k < nk; ++k)
+        if (job_of[k] >= 0) {
+            t_last = std::max(t_last, times[k].end);
+            M.kernel_times.push_back({T.kernels.id[k], trace_ns(times[k].start), trace_ns(times[k].end)});
+            double took = std::chrono::duration<double, std::nano>(times[k].end - times[k].start).count() / O.time_scale;
+            if (times[k].overrun) {
+                ++M.overruns;
+                M.overrun_ns += std::max<int64_t>(static_cast<int64_t>(took) - (T.kernels.t_end[k] - T.kernels.t_start[k]), 0);
+            }
+        }
+    // The run ends at the end of the recorded span, shifted by the lag, or at the last kernel.
+    auto span_end = target(P.t_end);
+    if (!M.oom) t_last = std::max(t_last, span_end);
+    M.makespan_ns = trace_ns(t_last) - P.t_begin;
+    M.lag_ns = static_cast<int64_t>(std::chrono::duration<double, std::nano>(lag).count() / O.time_scale);
+    M.high_water = arena->high_water();
+    M.peak = std::max(M.peak, arena->peak());
+    if (M.oom && !P.oom) fail("OOM in replay at " + M.oom_where + " where the simulator had none");
+    for (int d = 0; d < 2; ++d)
+        if (busy_s[d] > 0) (d ? M.link_d2h_Bps : M.link_h2d_Bps) = static_cast<double>(busy_bytes[d]) / busy_s[d];
+    // Memory timeline: at most 4096 buckets of the measured span, each keeping its peak.
+    if (!mem.empty()) {
+        const int64_t lo = mem.front().first, hi = std::max(mem.back().first, lo + 1);
+        const int64_t nb = 4096;
+        std::vector<trace::RunMemorySample> b(static_cast<size_t>(nb), {0, -1, 0});
+        for (auto [tn, bytes] : mem) {
+            auto& s = b[static_cast<size_t>(std::clamp<int64_t>((tn - lo) * nb / (hi - lo + 1), 0, nb - 1))];
+            if (bytes > s.device_bytes) s = {tn, bytes, 0};
+        }
+        for (auto& s : b)
+            if (s.device_bytes >= 0) M.memory.push_back(s);
+    }
+    std::sort(M.events.begin(), M.events.end(), [](const auto& x, const auto& y) { return x.t_start < y.t_start; });
+    M.seconds = std::chrono::duration<double>(Clock::now() - wall0).count();
+    return M;
+}
+
+}  // namespace
+
+Measured replay(const trace::TraceData& trace, const Plan& plan, const Options& options) {
+    Executor e(trace, plan, options);
+    return e.run();
+}
+
+}  // namespace mhc::replay

@@ -1,0 +1,120 @@
+#include "worker.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "mhc/kernels/sinkhorn.hpp"
+
+namespace mhc::replay::detail {
+
+Worker::Worker(kernels::Device device, int sinkhorn_threads, std::vector<JobTimes>* times)
+    : device_(device), sinkhorn_threads_(sinkhorn_threads), times_(times),
+      standin_(kernels::make_standin(device, 1)) {
+    thread_ = std::thread([this] { loop(); });
+}
+
+Worker::~Worker() { stop(); }
+
+void Worker::stop() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+uint64_t Worker::push(Job job) {
+    uint64_t n;
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        queue_.push_back(std::move(job));
+        n = pushed_++;
+    }
+    cv_.notify_one();
+    return n;
+}
+
+void Worker::wait(uint64_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    done_cv_.wait(l, [&] { return done_ > n; });
+}
+
+bool Worker::finished(uint64_t n) {
+    std::lock_guard<std::mutex> l(mu_);
+    return done_ > n;
+}
+
+void Worker::loop() {
+    for (;;) {
+        Job j;
+        {
+            std::unique_lock<std::mutex> l(mu_);
+            cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+            if (queue_.empty()) return;   // stopping with nothing left
+            j = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        run(j);
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            ++done_;
+        }
+        done_cv_.notify_all();
+    }
+}
+
+void Worker::run(Job& j) {
+    JobTimes& t = (*times_)[static_cast<size_t>(j.slot)];
+    t.start = Clock::now();
+    if (device_ == kernels::Device::Cpu) {
+        // Touch every page: one read per page of the inputs, a versioned stamp per page of
+        // the outputs (the pattern the end-to-end checksums see).
+        uint64_t acc = 0;
+        for (const Range& r : j.reads)
+            for (size_t o = 0; o + 8 <= r.bytes; o += kPage) {
+                uint64_t v;
+                std::memcpy(&v, r.p + o, 8);
+                acc += v;
+            }
+        sink_ = sink_ + acc;
+        for (size_t w = 0; w < j.writes.size(); ++w) {
+            const Range& r = j.writes[w];
+            for (size_t o = 0, p = 0; o + 8 <= r.bytes; o += kPage, ++p) {
+                uint64_t v = stamp(j.seeds[w], p);
+                std::memcpy(r.p + o, &v, 8);
+            }
+        }
+    } else {
+        size_t n = std::max(j.reads.size(), j.writes.size());
+        for (size_t i = 0; i < n; ++i) {
+            const Range r = i < j.reads.size() ? j.reads[i] : Range{};
+            const Range w = i < j.writes.size() ? j.writes[i] : Range{};
+            standin_->touch(r.p, r.bytes, w.p, w.bytes);
+        }
+    }
+    if (j.sk.on) {
+        kernels::SinkhornOptions o;
+        o.n = j.sk.n;
+        o.iters = j.sk.iters;
+        o.device = device_;
+        o.threads = sinkhorn_threads_;
+        if (!j.sk.backward)
+            kernels::sinkhorn_forward(o, j.sk.tokens, {j.sk.H, kernels::DType::F32}, {j.sk.P, kernels::DType::F32});
+        else
+            kernels::sinkhorn_backward(o, j.sk.tokens, {j.sk.H, kernels::DType::F32}, {j.sk.G, kernels::DType::F32},
+                                       {j.sk.dH, kernels::DType::F32});
+    }
+    double spent = std::chrono::duration<double>(Clock::now() - t.start).count();
+    if (device_ != kernels::Device::Cpu) {
+        standin_->synchronize();
+        spent = std::chrono::duration<double>(Clock::now() - t.start).count();
+    }
+    if (j.seconds > spent) standin_->run_for(j.seconds - spent);
+    standin_->synchronize();
+    t.end = Clock::now();
+    double took = std::chrono::duration<double>(t.end - t.start).count();
+    t.overrun = took > j.seconds * 1.02 + 50e-6;
+}
+
+}  // namespace mhc::replay::detail

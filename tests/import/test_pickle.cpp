@@ -1,0 +1,126 @@
+// The safe pickle reader on hand-checked pickles (bytes from CPython's pickle module) and
+// on the public snapshots.
+#include <catch2/catch.hpp>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/import/pickle.hpp"
+#include "util.hpp"
+
+using mhc::trace::import::PickleDoc;
+
+namespace {
+
+std::string unhex(const std::string& h) {
+    std::string out;
+    for (size_t i = 0; i + 1 < h.size(); i += 2) out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+    return out;
+}
+
+// python3 -c "import pickle; print(pickle.dumps({'a':[1,-2,300,70000,2**40,-2**63,1.5,True,None,
+//   'h\u00e9llo',b'xy',(1,2),2**70], 'b':{}, 'n': 2**64-1}, protocol=P).hex())"   (P = 4, 5)
+const char* kProto4 =
+    "8004956d000000000000007d94288c0161945d94284b014afeffffff4d2c014a701101008a060000000000018a08000000000000"
+    "0080473ff8000000000000884e8c0668c3a96c6c6f9443027879944b014b0286948a09000000000000000040658c0162947d948c"
+    "016e948a09ffffffffffffffff00752e";
+const char* kProto5 =
+    "8005956d000000000000007d94288c0161945d94284b014afeffffff4d2c014a701101008a060000000000018a08000000000000"
+    "0080473ff8000000000000884e8c0668c3a96c6c6f9443027879944b014b0286948a09000000000000000040658c0162947d948c"
+    "016e948a09ffffffffffffffff00752e";
+// pickle.dumps([s, s], protocol=2) with s = [1, 2]: the second item is a memo reference.
+const char* kMemo = "80025d7100285d7101284b014b02656801652e";
+// pickle.dumps(collections.OrderedDict(a=1), protocol=2): GLOBAL at byte 2.
+const char* kGlobal = "800263636f6c6c656374696f6e730a4f726465726564446963740a71002952710158010000006171024b01732e";
+
+}  // namespace
+
+TEST_CASE("pickle: plain data of protocols 4 and 5", "[pickle]") {
+    for (const char* hex : {kProto4, kProto5}) {
+        std::string bytes = unhex(hex);
+        PickleDoc d(bytes, "mem");
+        auto root = d.root();
+        REQUIRE(d.kind(root) == PickleDoc::Kind::Dict);
+        REQUIRE(d.size(root) == 3);
+        auto a = d.get(root, "a");
+        REQUIRE(a);
+        const auto& it = d.items(*a);
+        REQUIRE(it.size() == 13);
+        CHECK(d.as_int(it[0]) == 1);
+        CHECK(d.as_int(it[1]) == -2);
+        CHECK(d.as_int(it[2]) == 300);
+        CHECK(d.as_int(it[3]) == 70000);
+        CHECK(d.as_int(it[4]) == (int64_t(1) << 40));
+        CHECK(d.as_int(it[5]) == INT64_MIN);
+        CHECK(d.kind(it[6]) == PickleDoc::Kind::Float);
+        CHECK(d.as_float(it[6]) == 1.5);
+        CHECK(d.kind(it[7]) == PickleDoc::Kind::Bool);
+        CHECK(d.as_int(it[7]) == 1);
+        CHECK(d.kind(it[8]) == PickleDoc::Kind::None);
+        CHECK(d.as_str(it[9]) == "h\xc3\xa9llo");
+        CHECK(d.kind(it[10]) == PickleDoc::Kind::Bytes);
+        CHECK(d.as_str(it[10]) == "xy");
+        CHECK(d.kind(it[11]) == PickleDoc::Kind::Tuple);
+        CHECK(d.size(it[11]) == 2);
+        CHECK(d.kind(it[12]) == PickleDoc::Kind::BigInt);   // 2**70 does not fit
+        CHECK(d.size(*d.get(root, "b")) == 0);
+        CHECK(d.kind(*d.get(root, "n")) == PickleDoc::Kind::BigInt);   // 2**64-1 neither
+        CHECK_FALSE(d.get(root, "missing"));
+    }
+}
+
+TEST_CASE("pickle: memo references share one object", "[pickle]") {
+    std::string bytes = unhex(kMemo);
+    PickleDoc d(bytes, "mem");
+    const auto& outer = d.items(d.root());
+    REQUIRE(outer.size() == 2);
+    CHECK(outer[0] == outer[1]);
+    CHECK(d.size(outer[0]) == 2);
+}
+
+TEST_CASE("pickle: code-calling opcodes are refused with opcode and offset", "[pickle]") {
+    std::string bytes = unhex(kGlobal);
+    try {
+        PickleDoc d(bytes, "evil.pickle");
+        FAIL("GLOBAL was accepted");
+    } catch (const mhc::Error& e) {
+        std::string m = e.what();
+        CHECK(m.find("evil.pickle") == 0);
+        CHECK(m.find("GLOBAL") != std::string::npos);
+        CHECK(m.find("byte 2") != std::string::npos);
+    }
+    // REDUCE, BUILD, STACK_GLOBAL, NEWOBJ alone after PROTO: each named.
+    for (auto [op, name] : {std::pair{'R', "REDUCE"}, {'b', "BUILD"}, {'\x93', "STACK_GLOBAL"}, {'\x81', "NEWOBJ"}, {'i', "INST"}}) {
+        std::string p = std::string("\x80\x04", 2) + op + ".";
+        try {
+            PickleDoc d(p, "x");
+            FAIL(name);
+        } catch (const mhc::Error& e) {
+            CHECK(std::string(e.what()).find(name) != std::string::npos);
+            CHECK(std::string(e.what()).find("byte 2") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("pickle: truncated and malformed input is an error, never a crash", "[pickle]") {
+    std::string bytes = unhex(kProto4);
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+        std::string part = bytes.substr(0, cut);
+        CHECK_THROWS_AS(PickleDoc(part, "cut"), mhc::Error);
+    }
+    CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x02h\x05.", 4), "m"), Catch::Contains("memo entry 5"));
+    CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x02" "a.", 4), "m"), Catch::Contains("stack underflow"));
+    CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x02\xff.", 4), "m"), Catch::Contains("unknown"));
+}
+
+TEST_CASE("pickle: the public snapshots parse to the event counts SOURCES.md gives", "[pickle]") {
+    // SOURCES.md: 5,163 trace events and 1,040 alloc/free_completed events.
+    for (auto [file, events] : {std::pair{"torch-snapshot/stanford-cs336-training-step.pickle", 5163},
+                                {"torch-snapshot/mosaic-synthetic.pickle", 1040}}) {
+        std::string bytes = test::read_file(test::pub(file));
+        PickleDoc d(bytes, file);
+        auto traces = d.get(d.root(), "device_traces");
+        REQUIRE(traces);
+        size_t n = 0;
+        for (auto dev : d.items(*traces)) n += d.size(dev);
+        CHECK(n == static_cast<size_t>(events));
+    }
+}

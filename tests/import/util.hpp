@@ -1,0 +1,58 @@
+#pragma once
+// Shared helpers of the importer tests: a scratch directory, importing into it, running mhc.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/import/import.hpp"
+#include "mhc/trace/summary.hpp"
+
+namespace test {
+
+inline std::string pub(const std::string& rel) { return std::string(MHC_PUBLIC_DATASETS) + "/" + rel; }
+inline std::string fixture(const std::string& rel) { return std::string(MHC_IMPORT_FIXTURES) + "/" + rel; }
+
+struct TempDir {
+    std::filesystem::path path;
+    TempDir() {
+        path = std::filesystem::temp_directory_path() /
+               ("mhc-import-test-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
+        std::filesystem::create_directories(path);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    std::string file(const std::string& name) const { return (path / name).string(); }
+    size_t entries() const {
+        size_t n = 0;
+        for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator(path)) ++n;
+        return n;
+    }
+    static int& counter() { static int c = 0; return c; }
+};
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Runs `mhc ARGS`, returns the exit status; stderr goes to `err`.
+inline int run_mhc(const std::string& args, std::string* err = nullptr) {
+    TempDir t;
+    std::string e = t.file("stderr");
+    int rc = std::system((std::string(MHC_EXE) + " " + args + " >/dev/null 2>" + e).c_str());
+    if (err) *err = read_file(e);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+}  // namespace test

@@ -1,0 +1,213 @@
+// The run launcher's core, without a window: fields -> Config, and the worker that simulates
+// and stores a run (checked against an independent sim::simulate of the same configuration).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "fixtures.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/datasets/config.hpp"
+#include "mhc/datasets/generate.hpp"
+#include "mhc/sim/simulate.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/runs.hpp"
+#include "mhc/viewer/launch.hpp"
+
+using namespace mhc::viewer;
+
+TEST_CASE("launcher: policy names from the registries", "[launch]") {
+    CHECK(policy_base_name("lookahead:K") == "lookahead");
+    CHECK(policy_base_name("periodic[:K]") == "periodic");
+    CHECK(policy_base_name("forecast[:H]") == "forecast");
+    CHECK(policy_base_name("cost_aware") == "cost_aware");
+    CHECK(policy_takes_argument("periodic[:K]"));
+    CHECK(policy_takes_argument("lookahead:K"));
+    CHECK_FALSE(policy_takes_argument("capuchin"));
+    // Every registry entry's base name makes a valid configuration on its own.
+    for (const auto& p : mhc::sim::prefetch_policies()) {
+        LaunchFields f;
+        f.prefetch = policy_base_name(p.name);
+        CHECK_NOTHROW(make_config(f));
+    }
+    for (const auto& p : mhc::sim::eviction_policies()) {
+        LaunchFields f;
+        f.eviction = p.name;
+        CHECK(make_config(f).eviction == p.name);
+    }
+}
+
+TEST_CASE("launcher: fields to Config", "[launch]") {
+    LaunchFields f;
+    f.eviction = "cost_aware";
+    f.prefetch = "forecast";
+    f.capacity_percent = 70;
+    f.link = "pcie5";
+    f.allocator = "caching";
+    mhc::sim::Config c = make_config(f);
+    CHECK(c.eviction == "cost_aware");
+    CHECK(c.prefetch == "forecast");
+    CHECK(c.capacity.fraction == Approx(0.70));
+    CHECK(c.link.name == "pcie5");
+    CHECK(c.allocator == "caching");
+    CHECK(c.record_events);
+    CHECK(mhc::sim::run_name(c) == "cost_aware+forecast@70%/pcie5/caching");
+
+    f.prefetch = "lookahead";
+    f.prefetch_arg = "4";
+    CHECK(make_config(f).prefetch == "lookahead:4");
+
+    f.capacity_is_percent = false;
+    f.capacity_text = "40GiB";
+    c = make_config(f);
+    CHECK(c.capacity.fraction == 0);
+    CHECK(c.capacity.bytes == (int64_t{40} << 30));
+    f.capacity_text = "unlimited";
+    CHECK(make_config(f).capacity.unlimited());
+}
+
+TEST_CASE("launcher: bad fields are one-line errors", "[launch]") {
+    LaunchFields f;
+    f.capacity_is_percent = false;
+    for (const char* bad : {"", "-5GiB", "0", "lots", "12%%"}) {
+        f.capacity_text = bad;
+        CHECK_THROWS_AS(make_config(f), mhc::Error);
+    }
+    f = LaunchFields{};
+    f.capacity_percent = 0;
+    CHECK_THROWS_AS(make_config(f), mhc::Error);
+    f = LaunchFields{};
+    f.eviction = "fifo";
+    CHECK_THROWS_AS(make_config(f), mhc::Error);
+    f = LaunchFields{};
+    f.prefetch = "capuchin";
+    f.prefetch_arg = "3";   // capuchin takes no argument
+    CHECK_THROWS_WITH(make_config(f), Catch::Contains("takes no argument"));
+    f.prefetch = "lookahead";
+    f.prefetch_arg = "0";
+    CHECK_THROWS_AS(make_config(f), mhc::Error);
+    f.prefetch_arg = "99999999999999999999";
+    CHECK_THROWS_AS(make_config(f), mhc::Error);
+    f = LaunchFields{};
+    f.link = "pcie9";
+    CHECK_THROWS_AS(make_config(f), mhc::Error);
+    f = LaunchFields{};
+    f.link_file = "/nonexistent/link.json";
+    CHECK_THROWS_WITH(make_config(f), Catch::Contains("/nonexistent/link.json"));
+}
+
+namespace {
+
+LaunchStatus run_to_end(Launcher& l, const mhc::sim::Config& c) {
+    REQUIRE(l.start(c));
+    l.wait();
+    LaunchStatus s = l.status();
+    REQUIRE_FALSE(l.busy());
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("launcher: simulates on the worker and stores the run", "[launch]") {
+    fixture::TempPath path("launch.db");
+    auto g = mhc::datasets::preset("gpt2-small");
+    g.layers = 2;
+    g.steps = 2;
+    mhc::datasets::generate_file(g, path.path);
+
+    LaunchFields f;
+    f.capacity_percent = 60;
+    mhc::sim::Config c = make_config(f);
+    Launcher l(path.path);
+    LaunchStatus s = run_to_end(l, c);
+    INFO(s.message);
+    REQUIRE(s.phase == LaunchPhase::Done);
+    CHECK(s.generation == 1);
+    CHECK(s.name == "lru+none@60%/pcie4");
+    CHECK_FALSE(s.summary.empty());
+
+    auto runs = mhc::trace::list_runs(path.path);
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].id == s.run_id);
+    CHECK(runs[0].name == s.name);
+    mhc::trace::Run stored = mhc::trace::load_run(path.path, s.run_id);
+
+    // The same configuration simulated directly, without the launcher.
+    mhc::trace::TraceData t = mhc::trace::load_trace(path.path);
+    mhc::sim::Result r = mhc::sim::simulate(t, c);
+    CHECK(stored.status == (r.oom.happened ? "oom" : "complete"));
+    CHECK(stored.metrics.at("simulated_peak_bytes") == static_cast<double>(r.simulated_peak));
+    CHECK(stored.metrics.at("baseline_peak_bytes") == static_cast<double>(r.baseline_peak));
+    CHECK(stored.metrics.at("stall_ns") == static_cast<double>(r.stall_time));
+    CHECK(stored.events.size() == r.events.size());
+    CHECK(r.simulated_peak <= r.capacity);
+
+    // A second launch reuses the prepared trace and adds a second run.
+    f.eviction = "cost_aware";
+    f.prefetch = "forecast";
+    s = run_to_end(l, make_config(f));
+    REQUIRE(s.phase == LaunchPhase::Done);
+    CHECK(s.generation == 2);
+    CHECK(mhc::trace::list_runs(path.path).size() == 2);
+}
+
+namespace {
+
+// Valid trace: "weights" 400 MiB [0, end), "act" 1024 MiB [100, 900) us; kernel "k" [200, 300) us
+// reads weights and writes act, so both must be resident together: 1424 MiB.
+void write_two_allocations(const std::string& path) {
+    using namespace mhc::trace;
+    using fixture::MiB;
+    using fixture::us;
+    Writer w(path);
+    w.add(Allocation{1, 0, 0, 400 * MiB, 0, kNoTime, 7, Category::Param, w.intern("weights")});
+    w.add(Allocation{2, 0, 0, 1024 * MiB, 100 * us, 900 * us, 7, Category::Activation, w.intern("act")});
+    Kernel k;
+    k.id = 1; k.stream = 7; k.step = 0; k.name = w.intern("k"); k.t_start = 200 * us; k.t_end = 300 * us;
+    w.add(k);
+    w.add(Access{1, 1, AccessMode::Read});
+    w.add(Access{1, 2, AccessMode::Write});
+    w.finish();
+}
+
+}  // namespace
+
+TEST_CASE("launcher: out of memory and broken files are reported, not thrown", "[launch]") {
+    fixture::TempPath path("launch-oom.db");
+    write_two_allocations(path.path);
+    LaunchFields f;
+    f.capacity_is_percent = false;
+    f.capacity_text = "1GiB";
+    Launcher l(path.path);
+    LaunchStatus s = run_to_end(l, make_config(f));
+    INFO(s.message);
+    REQUIRE(s.phase == LaunchPhase::Done);
+    CHECK(s.oom);
+    CHECK_THAT(s.message, Catch::StartsWith("out of memory at "));
+    auto runs = mhc::trace::list_runs(path.path);
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].status == "oom");
+    // With room for both it completes, on the same (already prepared) trace.
+    f.capacity_text = "1500MiB";
+    s = run_to_end(l, make_config(f));
+    CHECK(s.phase == LaunchPhase::Done);
+    CHECK_FALSE(s.oom);
+    CHECK(s.message.empty());
+
+    // A trace that fails the checker (an access outside its allocation's lifetime): the
+    // checker's line, naming the file, and no run stored.
+    fixture::TempPath invalid("launch-invalid.db");
+    fixture::write_known_trace(invalid.path, false);
+    Launcher bad(invalid.path);
+    s = run_to_end(bad, make_config(LaunchFields{}));
+    CHECK(s.phase == LaunchPhase::Failed);
+    CHECK_THAT(s.message, Catch::Contains(invalid.path) && Catch::Contains("access-outside-lifetime"));
+    CHECK(s.generation == 1);
+    CHECK(mhc::trace::list_runs(invalid.path).empty());
+
+    fixture::TempPath junk("launch-junk.db");
+    { std::ofstream(junk.path) << "not a trace"; }
+    Launcher worse(junk.path);
+    s = run_to_end(worse, make_config(LaunchFields{}));
+    CHECK(s.phase == LaunchPhase::Failed);
+    CHECK_THAT(s.message, Catch::Contains(junk.path));
+}

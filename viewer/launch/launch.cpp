@@ -1,0 +1,167 @@
+#include "mhc/viewer/launch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <sstream>
+
+#include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+#include "mhc/sim/link.hpp"
+#include "mhc/sim/result.hpp"
+#include "mhc/sim/simulate.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/runs.hpp"
+
+namespace mhc::viewer {
+
+std::string policy_base_name(const std::string& registry_name) {
+    auto cut = registry_name.find_first_of(":[");
+    return cut == std::string::npos ? registry_name : registry_name.substr(0, cut);
+}
+
+bool policy_takes_argument(const std::string& registry_name) {
+    return registry_name.find(':') != std::string::npos;
+}
+
+namespace {
+
+const sim::PolicyInfo* find_policy(const std::vector<sim::PolicyInfo>& list, const std::string& base) {
+    for (const sim::PolicyInfo& p : list)
+        if (policy_base_name(p.name) == base) return &p;
+    return nullptr;
+}
+
+}  // namespace
+
+sim::Config make_config(const LaunchFields& f) {
+    sim::Config c;
+    if (f.capacity_is_percent) {
+        if (!std::isfinite(f.capacity_percent) || f.capacity_percent <= 0)
+            throw Error("capacity: the percentage of the baseline peak must be positive");
+        std::ostringstream s;
+        s << f.capacity_percent << "%";
+        c.capacity = sim::parse_capacity(s.str());
+    } else {
+        c.capacity = sim::parse_capacity(f.capacity_text);
+    }
+    c.eviction = f.eviction;
+
+    const sim::PolicyInfo* pre = find_policy(sim::prefetch_policies(), f.prefetch);
+    if (!pre) throw Error("prefetch '" + f.prefetch + "': unknown policy");
+    c.prefetch = f.prefetch;
+    if (!f.prefetch_arg.empty()) {
+        if (!policy_takes_argument(pre->name))
+            throw Error("prefetch '" + f.prefetch + "' takes no argument (got '" + f.prefetch_arg + "')");
+        bool digits = std::all_of(f.prefetch_arg.begin(), f.prefetch_arg.end(),
+                                  [](char ch) { return ch >= '0' && ch <= '9'; });
+        if (!digits || f.prefetch_arg.size() > 9 || std::stoll(f.prefetch_arg) <= 0)
+            throw Error("prefetch argument '" + f.prefetch_arg + "': expected a positive whole number");
+        c.prefetch += ":" + f.prefetch_arg;
+    }
+
+    c.allocator = f.allocator;
+    c.link = f.link_file.empty() ? sim::link_from_spec(f.link) : sim::load_link_profile(f.link_file);
+    c.record_events = f.record_events;
+    sim::validate(c);
+    return c;
+}
+
+const char* phase_name(LaunchPhase p) {
+    switch (p) {
+    case LaunchPhase::Idle: return "idle";
+    case LaunchPhase::Loading: return "loading the trace";
+    case LaunchPhase::Preparing: return "preparing (event order, next uses, baseline peak)";
+    case LaunchPhase::Simulating: return "simulating";
+    case LaunchPhase::Storing: return "storing the run";
+    case LaunchPhase::Done: return "done";
+    case LaunchPhase::Failed: return "failed";
+    }
+    return "?";
+}
+
+Launcher::Launcher(std::string trace_path) : path_(std::move(trace_path)) {}
+
+Launcher::~Launcher() {
+    if (worker_.joinable()) worker_.join();
+}
+
+bool Launcher::start(const sim::Config& c) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (busy_) return false;
+    if (worker_.joinable()) worker_.join();   // finished: its thread only has to be reaped
+    busy_ = true;
+    started_ = std::chrono::steady_clock::now();
+    int64_t gen = status_.generation;
+    status_ = LaunchStatus{};
+    status_.generation = gen;
+    status_.phase = LaunchPhase::Loading;
+    status_.name = sim::run_name(c);
+    worker_ = std::thread(&Launcher::work, this, c);
+    return true;
+}
+
+bool Launcher::busy() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return busy_;
+}
+
+LaunchStatus Launcher::status() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    LaunchStatus s = status_;
+    if (busy_) s.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    return s;
+}
+
+void Launcher::wait() {
+    std::thread t;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        t = std::move(worker_);
+    }
+    if (t.joinable()) t.join();
+}
+
+void Launcher::set_phase(LaunchPhase p) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_.phase = p;
+}
+
+void Launcher::work(sim::Config c) {
+    LaunchStatus out;
+    try {
+        if (!prepared_) {
+            set_phase(LaunchPhase::Loading);
+            auto data = std::make_unique<trace::TraceData>(trace::load_trace(path_));
+            set_phase(LaunchPhase::Preparing);
+            prepared_ = sim::prepare(*data, c.device);   // validates the trace
+            data_ = std::move(data);
+        }
+        set_phase(LaunchPhase::Simulating);
+        sim::Result r = sim::simulate(*prepared_, c);
+        set_phase(LaunchPhase::Storing);
+        // Stored even when it ran out of memory, as `mhc simulate` does: the run then shows
+        // where (its oom event) and why (its status and metrics).
+        out.run_id = trace::add_run(path_, sim::to_run(r));
+        out.summary = sim::to_text(r);
+        out.phase = LaunchPhase::Done;
+        if (r.oom.happened) {
+            out.oom = true;
+            out.message = "out of memory at " + format_ns(r.oom.time) + ": " + r.oom.where + ": " + r.oom.why;
+        }
+        if (!r.invariant_violation.empty())
+            out.message += (out.message.empty() ? "" : "; ") + std::string("simulator invariant violated: ") +
+                           r.invariant_violation;
+    } catch (const std::exception& e) {
+        out.phase = LaunchPhase::Failed;
+        out.message = e.what();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.name = status_.name;
+    out.generation = status_.generation + 1;
+    out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    status_ = std::move(out);
+    busy_ = false;
+}
+
+}  // namespace mhc::viewer
