@@ -3,6 +3,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <thread>
 #include <unordered_map>
@@ -64,6 +65,7 @@ private:
     // arena
     bool place(int32_t a, size_t action);
     void release_device(int32_t a);
+    void fill_pattern(int32_t a);
     void release_host(int32_t a);
     // transfers
     void submit(int32_t a, SwapDir dir);
@@ -130,7 +132,7 @@ bool Executor::place(int32_t a, size_t action) {
     const int64_t bytes = T.allocations.bytes[a];
     for (;;) {
         poll();
-        int64_t off = arena->allocate(a, bytes);
+        int64_t off = arena->allocate(a, bytes, T.allocations.t_free[a] == trace::kNoTime);
         if (off >= 0) {
             dev_off[a] = off;
             M.peak = std::max(M.peak, arena->in_use());
@@ -156,6 +158,19 @@ bool Executor::place(int32_t a, size_t action) {
                              : "allocation " + std::to_string(T.allocations.id[a]);
         stopped = true;
         return false;
+    }
+}
+
+// A fresh allocation gets its own pattern (one stamp per page), so that even a buffer no
+// kernel writes before it is swapped out is told apart from stale or zeroed memory.
+void Executor::fill_pattern(int32_t a) {
+    if (device != kernels::Device::Cpu) return;   // CUDA: the stand-ins' writes are the pattern
+    unsigned char* p = dev(a);
+    const size_t bytes = static_cast<size_t>(T.allocations.bytes[a]);
+    const uint64_t seed = static_cast<uint64_t>(T.allocations.id[a]) * 1000003u;
+    for (size_t o = 0, pg = 0; o + 8 <= bytes; o += detail::kPage, ++pg) {
+        uint64_t v = detail::stamp(seed, pg);
+        std::memcpy(p + o, &v, 8);
     }
 }
 
@@ -440,7 +455,10 @@ Measured Executor::run() {
             const int32_t a = x.alloc;
             switch (x.op) {
                 case Op::Alloc:
-                    if (place(a, i)) state[a] = kGpu;
+                    if (place(a, i)) {
+                        state[a] = kGpu;
+                        fill_pattern(a);
+                    }
                     note_lag(x.recorded);
                     break;
                 case Op::Free:
