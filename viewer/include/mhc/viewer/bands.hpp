@@ -1,9 +1,12 @@
 #pragma once
 // The active-memory view in the manner of PyTorch's memory_viz: every live allocation is a
 // band stacked on the ones allocated before it, so a band drops when one below it is freed.
-// Only the largest allocations visible in the range are drawn as bands (up to `max_bands`,
-// and none under half a pixel tall); the rest are summarised in one band on top, whose top
-// is the live-bytes curve. Work per frame: O(n scan of a size-sorted copy + bands x width).
+// Only the largest allocations visible in the range are drawn as bands: up to `max_bands`,
+// none under half a pixel tall, and a band only while one of its columns has fewer than
+// `per_column` drawn bands (so every part of the range gets its largest bands, not only the
+// earliest steps of a trace of equal-sized activations). The rest are summarised in one band
+// on top, whose top is the live-bytes curve. Work per frame: O(scan of a size-sorted copy x
+// log width + bands x width).
 #include <cstdint>
 #include <vector>
 
@@ -32,8 +35,10 @@ struct BandLayout {
     int64_t hit(int x, double y) const;
 };
 
+inline constexpr size_t kBandsPerColumn = 64;
+
 // `height_px` sets the half-pixel threshold below which allocations are summarised.
 void layout_bands(const AllocationTable& allocs, const Curve& live, TimeRange range, int width,
-                  int height_px, size_t max_bands, BandLayout& out);
+                  int height_px, size_t max_bands, BandLayout& out, size_t per_column = kBandsPerColumn);
 
 }  // namespace mhc::viewer
