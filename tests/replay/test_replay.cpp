@@ -208,6 +208,7 @@ TEST_CASE("an interrupted validation leaves one run marked incomplete and nothin
 
     // Uninterrupted: each replayed run points at its simulated run.
     spec.replay.cancel = {};
+    spec.capacities = {sim::parse_capacity("85%")};
     replay::Report rep = replay::validate(path, spec);
     INFO(replay::to_text(rep));
     REQUIRE(rep.ok());
