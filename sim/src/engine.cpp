@@ -44,6 +44,7 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     ready_at.assign(na, 0);
     if (caching) block.assign(na, -1);
     protect.assign(na, 0);
+    if (pf.kind == Prefetch::Periodic || pf.kind == Prefetch::Forecast) learnt_next.assign(na, -1);
     cached_host.init(na);
     if (C.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / C.max_swap_ops_per_sec));
     buckets.assign(static_cast<size_t>(C.memory_samples), Bucket{});
@@ -423,6 +424,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         ctx.last_touch[a] = ++tick;
         ctx.last_time[a] = start;
         ctx.next_of[a] = P.next_use[j];
+        if (!learnt_next.empty()) learn_next(s, j, a);
         if (P.acc_write[j]) {
             ctx.writer[a] = s;
             drop_host_copy(a);   // the host copy is stale now
@@ -569,6 +571,21 @@ void Engine<Policy>::forecast_round(int32_t s) {
     ++fc_n;
 }
 
+// periodic/forecast: the next use of `a`, accessed by access j of kernel s, learnt from the
+// previous step: the access at the same position and operand rank in step i-1 was next
+// used d kernels later, so this one is predicted d kernels after s. -1: unknown (step 0,
+// or the steps' kernels or operands do not line up).
+template <class Policy>
+void Engine<Policy>::learn_next(int32_t s, int64_t j, int32_t a) {
+    learnt_next[a] = -1;
+    int32_t st = P.step_of[s];
+    if (st < 1) return;
+    int32_t q = P.step_begin[st - 1] + (s - P.step_begin[st]);
+    if (q >= P.step_begin[st] || P.acc_begin[q + 1] - P.acc_begin[q] != P.acc_begin[s + 1] - P.acc_begin[s]) return;
+    int32_t nu = P.next_use[P.acc_begin[q] + (j - P.acc_begin[s])];
+    learnt_next[a] = nu == kNever ? kNever : static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + (nu - q)));
+}
+
 // Early (proactive) swap-out, docs/simulator.md rule 10. While the eviction queue is free
 // before the next kernel starts, and the demand foreseen while the victim would be away
 // does not fit beside what is already off the GPU, evict the policy's next victim now, so
@@ -582,13 +599,14 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
     int32_t n = static_cast<int32_t>(P.korder.size());
     if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited) return;
     bool oracle = pf.kind == Prefetch::Lookahead;
-    int64_t predicted = INT64_MIN;
+    int32_t prev = 0, prev_end = 0, pos = 0;
     if (!oracle) {
         int32_t st = P.step_of[s];
         if (st < 1) return;
-        int32_t lo = P.step_begin[st - 1] + (s - P.step_begin[st]) + 1, hi = P.step_begin[st] - 1;
-        if (lo > hi) return;
-        predicted = P.live_max.max(static_cast<size_t>(lo), static_cast<size_t>(hi));
+        prev = P.step_begin[st - 1];
+        prev_end = P.step_begin[st];
+        pos = s - P.step_begin[st];
+        if (prev + pos >= prev_end) return;
     }
     int q = C.link.copy_engines >= 2 ? 1 : 0;
     int64_t next_start = P.kstart[s + 1] + shift;
@@ -597,8 +615,25 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
     while (busy[q] <= next_start && !done) {
         int32_t v = pick_victim(true);
         if (v < 0) break;
-        int64_t demand = predicted;
-        if (oracle) {
+        if (ctx.host_valid[v] || pol.may_drop(v)) {
+            // a clean eviction or a drop is instant: nothing to gain by doing it early
+            if (++skipped > kEarlySkips) break;
+            pol.erase(v);
+            aside.push_back(v);
+            continue;
+        }
+        int64_t demand = INT64_MIN;
+        if (!oracle) {
+            // the previous step's live bytes over the next (learnt next use - s - 1)
+            // positions, continuing from its first kernel when they run past its end
+            int32_t nu = learnt_next[v];   // unknown (-1): not a candidate
+            int64_t len = nu < 0 ? 0 : nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - s - 1;
+            int64_t rest = prev_end - 1 - (prev + pos);
+            if (len > 0) demand = P.live_max.max(static_cast<size_t>(prev + pos + 1),
+                                                 static_cast<size_t>(prev + pos + std::min(len, rest)));
+            if (len > rest) demand = std::max(demand, P.live_max.max(static_cast<size_t>(prev),
+                                              static_cast<size_t>(prev + std::min<int64_t>(len - rest, prev_end - prev) - 1)));
+        } else {
             // kernels s+1 .. e run while v would be away and still allocated
             int32_t nu = ctx.next_of[v];
             int32_t e = nu == kNever ? n - 1 : nu - 1;
@@ -609,8 +644,8 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
             demand = e > s ? P.live_max.max(static_cast<size_t>(s) + 1, static_cast<size_t>(e)) : INT64_MIN;
         }
         if (demand == INT64_MIN || demand - (live_bytes - resident_bytes) <= cap) {
-            // the oracle looks past a victim that is freed (or back) before any pressure
-            if (!oracle || ++skipped > kEarlySkips) break;
+            // look past a victim that is freed (or back) before any pressure
+            if (++skipped > kEarlySkips) break;
             pol.erase(v);
             aside.push_back(v);
             continue;

@@ -71,6 +71,7 @@ private:
     void capuchin_plan(int32_t step);
     void forecast_round(int32_t s);
     void early_round(int32_t s, int64_t t);
+    void learn_next(int32_t s, int64_t j, int32_t a);
 
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
@@ -117,6 +118,9 @@ private:
 
     // capuchin: per access position in a step, how many kernels before its use to prefetch
     std::vector<int32_t> trig;
+    // periodic/forecast: next use of each allocation as learnt from the previous step (the
+    // access at the same position of step i-1 and its next use, shifted by one step)
+    std::vector<int32_t> learnt_next;
     std::vector<std::pair<int32_t, int64_t>> plan;   // (position in step, access of prev step)
     size_t plan_cursor = 0;
     // forecaster
