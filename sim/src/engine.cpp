@@ -633,6 +633,8 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
                                                  static_cast<size_t>(prev + pos + std::min(len, rest)));
             if (len > rest) demand = std::max(demand, P.live_max.max(static_cast<size_t>(prev),
                                               static_cast<size_t>(prev + std::min<int64_t>(len - rest, prev_end - prev) - 1)));
+            // shifted by today's drift from the previous step (allocations that outlive steps)
+            if (demand != INT64_MIN) demand += live_bytes - P.live_at[prev + pos];
         } else {
             // kernels s+1 .. e run while v would be away and still allocated
             int32_t nu = ctx.next_of[v];
