@@ -64,22 +64,30 @@ TEST_CASE("bands: equal-sized activations of every step are drawn at full zoom-o
     layout_bands(a, live, {0, 6 * step_ns}, W, H, 1024, b, 64);
     REQUIRE(b.bands.size() <= 1024);
     CHECK(b.bands.size() + b.summarised == a.size());
+    // Cap 64 draws 6 x 63 + 1 = 379 bands, within half the budget, so the cap doubles to 128:
+    // 6 x 127 + 1 = 763 bands; 256 would overflow 1024.
+    CHECK(b.per_column == 128);
+    CHECK(b.bands.size() == 763);
     std::vector<int> per_step(6, 0);
     for (uint32_t i : b.bands)
         if (i > 0) ++per_step[static_cast<size_t>((a.t_alloc[i]) / step_ns)];
     for (int s = 0; s < 6; ++s) {
         INFO("step " << s);
-        CHECK(per_step[static_cast<size_t>(s)] == 63);   // 64 per column, one of them the weights
+        CHECK(per_step[static_cast<size_t>(s)] == 127);   // 128 per column, one of them the weights
     }
     CHECK(std::find(b.bands.begin(), b.bands.end(), 0u) != b.bands.end());
-    // Each step's peak column (its middle) holds 64 drawn bands: 64 x 16 MiB of activations
-    // plus the weights... minus one activation, as the weights take a slot.
+    // Each step's peak column (its middle) holds 128 drawn bands: the weights and 127 activations.
     auto n = drawn_per_column(b, W);
     for (int s = 0; s < 6; ++s) {
         size_t mid = static_cast<size_t>((s * step_ns + 450'000) * W / (6 * step_ns));
-        CHECK(n[mid] == 64);
-        CHECK(b.drawn_top[mid] == Approx(400.0 * MiB + 63 * 16.0 * MiB));
+        CHECK(n[mid] == 128);
+        CHECK(b.drawn_top[mid] == Approx(400.0 * MiB + 127 * 16.0 * MiB));
     }
+    // Zoomed into one step, its 301 bands fit the budget: all drawn, no cap.
+    layout_bands(a, live, {2 * step_ns, 3 * step_ns}, W, H, 1024, b, 64);
+    CHECK(b.per_column == 0);
+    CHECK(b.bands.size() == 301);
+    CHECK(b.summarised == 0);
     // Without the per-column cap the old behaviour comes back: the last steps get nothing.
     layout_bands(a, live, {0, 6 * step_ns}, W, H, 1024, b, SIZE_MAX);
     REQUIRE(b.bands.size() == 1024);
@@ -96,13 +104,22 @@ TEST_CASE("bands: drawn iff among the per_column largest of one of its columns (
         add(a, (1 + static_cast<int64_t>(rng() % 6)) * MiB, t0, rng() % 40 == 0 ? mhc::trace::kNoTime : t0 + life);
     }
     Curve live = finish(a);
-    for (int q = 0; q < 30; ++q) {
+    int capped = 0, uncapped = 0;
+    for (int q = 0; q < 40; ++q) {
         int64_t t0 = static_cast<int64_t>(rng() % 1'100'000);
-        int64_t t1 = t0 + 1 + static_cast<int64_t>(rng() % 600'000);
+        int64_t t1 = t0 + 1 + static_cast<int64_t>(q % 2 ? rng() % 600'000 : rng() % 20'000);
         const int W = 200 + static_cast<int>(rng() % 600), H = 2000;
-        const size_t K = 1 + rng() % 12;
+        const size_t start = 1 + rng() % 12, budget = 150;
         BandLayout b;
-        layout_bands(a, live, {t0, t1}, W, H, SIZE_MAX, b, K);
+        layout_bands(a, live, {t0, t1}, W, H, budget, b, start);
+        CHECK(b.bands.size() <= budget);
+        // The cap: none when everything eligible fits, else start x 2^k.
+        const size_t K = b.per_column ? b.per_column : SIZE_MAX;
+        if (b.per_column) {
+            size_t c = start;
+            while (c < b.per_column) c *= 2;
+            CHECK(c == b.per_column);
+        }
         CurveColumns cols;
         prepare_curve(live, {t0, t1}, W, cols);
         const double min_bytes = 0.5 * std::max(cols.y_max, 1.0) / H;
@@ -124,13 +141,28 @@ TEST_CASE("bands: drawn iff among the per_column largest of one of its columns (
             }
         }
         std::set<uint32_t> got(b.bands.begin(), b.bands.end());
-        CHECK(got == expect);
+        if (expect.size() <= budget) CHECK(got == expect);
+        else CHECK(got.size() == budget);   // even the first cap overflows: its first `budget`
+        if (b.per_column) {
+            // Capped because everything eligible did not fit.
+            std::set<uint32_t> all;
+            for (size_t r = 0; r < a.size(); ++r) {
+                uint32_t i = a.by_size[r];
+                if (static_cast<double>(a.bytes[i]) >= min_bytes && a.t_alloc[i] < t1 && a.t_free[i] > t0) all.insert(i);
+            }
+            CHECK(all.size() > budget);
+            ++capped;
+        } else {
+            ++uncapped;
+        }
         // Every column holds at least min(K, its eligible live allocations) drawn bands.
         auto n = drawn_per_column(b, W);
         size_t short_columns = 0;
         for (size_t x = 0; x < static_cast<size_t>(W); ++x)
             short_columns += static_cast<size_t>(n[x]) < std::min(K, eligible[x]);
-        CHECK(short_columns == 0);
+        if (expect.size() <= budget) CHECK(short_columns == 0);
         CHECK(b.bands.size() + b.summarised == a.overlapping(t0, t1));
     }
+    CHECK(capped > 0);     // both regimes were exercised
+    CHECK(uncapped > 0);
 }

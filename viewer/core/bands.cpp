@@ -82,32 +82,60 @@ void layout_bands(const AllocationTable& a, const Curve& live, TimeRange range, 
     out.y_max = std::max(cols.y_max, 1.0);
     const double min_bytes = 0.5 * out.y_max / std::max(height_px, 1);
 
-    // Largest visible allocations first, each kept only while some column it covers has
-    // fewer than `per_column` drawn bands: a band is drawn iff it is among the per_column
-    // largest live in at least one of its columns. So equal-sized activations of early steps
-    // cannot use up the budget of later ones. The scan stops at the first allocation too thin
-    // to draw, at max_bands, or when every column is full; the rest is summarised (counted
-    // without a scan).
+    // Largest visible allocations first. When they all fit in max_bands, that is all. If not,
+    // a band is kept only while some column it covers has fewer than `cap` drawn bands: a band
+    // is drawn iff it is among the cap largest live in at least one of its columns, so
+    // equal-sized activations of early steps cannot use up the budget of later ones. The cap
+    // starts at per_column and doubles while the bands stay within half the budget. Each scan
+    // stops at the first allocation too thin to draw or when every column is full; the rest is
+    // summarised (counted without a scan).
     const double ns_per_col = static_cast<double>(range.span()) / width;
     auto col_t0 = [&](size_t x) { return range.t0 + static_cast<int64_t>(static_cast<double>(x) * ns_per_col); };
     auto col_t1 = [&](size_t x) { return std::max(col_t0(x) + 1, col_t0(x + 1)); };
-    ColumnCounts counts(W);
-    const int32_t cap = static_cast<int32_t>(std::min<size_t>(std::max<size_t>(per_column, 1), INT32_MAX));
-    for (size_t r = 0; r < a.by_size.size() && out.bands.size() < max_bands; ++r) {
-        uint32_t i = a.by_size[r];
-        if (static_cast<double>(a.bytes[i]) < min_bytes) break;
-        int64_t ta = a.by_size_alloc[r], tf = a.by_size_free[r];
-        if (ta >= range.t1 || tf <= range.t0) continue;
-        // Columns [x0, x1) the band is drawn in, by the same test as the stacking below.
-        size_t x0 = first_column(W, [&](size_t x) { return col_t1(x) > ta; });
-        size_t x1 = first_column(W, [&](size_t x) { return col_t0(x) >= tf; });
-        if (x0 >= x1) continue;
-        if (counts.min(x0, x1) >= cap) {
-            if (counts.min(0, W) >= cap) break;
-            continue;
+    // false: a (max_bands + 1)-th band would have been kept (`bands` holds the first max_bands).
+    auto select = [&](size_t cap, std::vector<uint32_t>& bands) {
+        bands.clear();
+        ColumnCounts counts(cap ? W : 0);
+        const int32_t c = static_cast<int32_t>(std::min<size_t>(cap, INT32_MAX));
+        for (size_t r = 0; r < a.by_size.size(); ++r) {
+            uint32_t i = a.by_size[r];
+            if (static_cast<double>(a.bytes[i]) < min_bytes) break;
+            int64_t ta = a.by_size_alloc[r], tf = a.by_size_free[r];
+            if (ta >= range.t1 || tf <= range.t0) continue;
+            size_t x0 = 0, x1 = W;
+            if (cap) {
+                // Columns [x0, x1) the band is drawn in, by the same test as the stacking below.
+                x0 = first_column(W, [&](size_t x) { return col_t1(x) > ta; });
+                x1 = first_column(W, [&](size_t x) { return col_t0(x) >= tf; });
+                if (x0 >= x1) continue;
+                if (counts.min(x0, x1) >= c) {
+                    if (counts.min(0, W) >= c) break;
+                    continue;
+                }
+            }
+            if (bands.size() == max_bands) return false;
+            if (cap) counts.add(x0, x1);
+            bands.push_back(i);
         }
-        counts.add(x0, x1);
-        out.bands.push_back(i);
+        return true;
+    };
+    out.per_column = 0;
+    if (!select(0, out.bands)) {
+        std::vector<uint32_t> trial;
+        size_t cap = std::max<size_t>(per_column, 1);
+        bool fits = false;
+        for (;;) {
+            if (!select(cap, trial)) break;
+            out.bands.swap(trial);
+            out.per_column = cap;
+            fits = true;
+            if (out.bands.size() > max_bands / 2 || cap >= max_bands) break;
+            cap *= 2;
+        }
+        if (!fits) {   // even the first cap overflows the budget: its first max_bands
+            out.bands.swap(trial);
+            out.per_column = cap;
+        }
     }
     out.summarised = a.overlapping(range.t0, range.t1) - out.bands.size();
     std::sort(out.bands.begin(), out.bands.end(), [&](uint32_t p, uint32_t q) {
