@@ -18,7 +18,7 @@ struct SimOptions {
     std::string allocator = "ideal", h2d_bw, d2h_bw, latency;
     double cpu_buffer_ratio = 0, max_swap_ops = 0, duplex = 0, nccl_share = -1, memcpy_share = -1;
     int copy_engines = 0, device = -1, samples = 4096;
-    bool json = false, no_store = false, check = false, no_events = false;
+    bool json = false, no_store = false, check = false, no_events = false, no_early = false;
 };
 
 std::function<int()> setup(CLI::App& app) {
@@ -43,6 +43,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--json", o->json, "Print the result as JSON");
     app.add_flag("--no-store", o->no_store, "Do not store the run in the trace file");
     app.add_flag("--check", o->check, "Check the invariants while running");
+    app.add_flag("--no-early", o->no_early, "No early swap-out: evict only on demand (ablation of rule 10)");
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
     return [o, pol, ratio, ops] {
         sim::Config c;
@@ -65,6 +66,7 @@ std::function<int()> setup(CLI::App& app) {
         c.device = o->device;
         c.memory_samples = o->samples;
         c.record_events = !o->no_events;
+        c.early_swap_out = !o->no_early;
         if (o->check) c.check_invariants = true;
         sim::apply_environment(c, {ratio->count() > 0, pol->count() > 0, ops->count() > 0});
         sim::validate(c);

@@ -28,7 +28,7 @@ struct SweepOptions {
     std::string capacities = "90%,70%,50%", links = "pcie4", budget = "3%", allocator = "ideal";
     double cpu_buffer_ratio = 0, max_swap_ops = 0;
     int jobs = 0, bisect_steps = 8, device = -1;
-    bool no_store = false, no_bisect = false, json = false;
+    bool no_store = false, no_bisect = false, json = false, no_early = false;
 };
 
 double parse_budget(const std::string& s) {
@@ -56,6 +56,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--device", o->device, "Device to simulate");
     app.add_flag("--no-store", o->no_store, "Do not store the runs");
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
+    app.add_flag("--no-early", o->no_early, "No early swap-out: evict only on demand (ablation)");
     return [o, pol, ratio, ops] {
         sim::SweepSpec spec;
         spec.base.allocator = o->allocator;
@@ -63,6 +64,7 @@ std::function<int()> setup(CLI::App& app) {
         spec.base.max_swap_ops_per_sec = o->max_swap_ops;
         spec.base.device = o->device;
         spec.base.record_events = !o->no_store;
+        spec.base.early_swap_out = !o->no_early;
         sim::apply_environment(spec.base, {ratio->count() > 0, true, ops->count() > 0});
         spec.policies = split(o->policies);
         if (pol->count() == 0 && std::getenv("MHC_EVICTION_STRATEGY")) {

@@ -12,8 +12,26 @@ FreeList::FreeList(int64_t size, int64_t align) : size_(size / align * align), a
     }
 }
 
-int64_t FreeList::allocate(int64_t bytes) {
+int64_t FreeList::allocate(int64_t bytes, bool from_top) {
     int64_t need = std::max<int64_t>(round(bytes), align_);
+    if (from_top) {
+        for (auto r = free_by_off_.rbegin(); r != free_by_off_.rend(); ++r) {
+            if (r->second < need) continue;
+            int64_t off = r->first, sz = r->second;
+            free_by_size_.erase({sz, off});
+            free_by_off_.erase(off);
+            if (sz > need) {
+                free_by_off_[off] = sz - need;
+                free_by_size_.insert({sz - need, off});
+            }
+            off += sz - need;
+            placed_[off] = need;
+            used_ += need;
+            high_water_ = std::max(high_water_, off + need);
+            return off;
+        }
+        return -1;
+    }
     auto it = free_by_size_.lower_bound({need, INT64_MIN});
     if (it == free_by_size_.end()) return -1;
     auto [sz, off] = *it;
@@ -73,10 +91,10 @@ void Arena::sync_segments() {
         }
 }
 
-int64_t Arena::allocate(int32_t key, int64_t bytes) {
+int64_t Arena::allocate(int32_t key, int64_t bytes, bool long_lived) {
     frag_ = false;
     if (!caching_) {
-        int64_t off = list_.allocate(bytes);
+        int64_t off = list_.allocate(bytes, long_lived);
         if (off < 0) {
             frag_ = list_.used() + list_.round(bytes) <= list_.size();
             return -1;

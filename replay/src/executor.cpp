@@ -3,6 +3,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <thread>
 #include <unordered_map>
@@ -64,6 +65,8 @@ private:
     // arena
     bool place(int32_t a, size_t action);
     void release_device(int32_t a);
+    void fill_pattern(int32_t a);
+    bool release_lazy();
     void release_host(int32_t a);
     // transfers
     void submit(int32_t a, SwapDir dir);
@@ -112,6 +115,7 @@ private:
     std::unordered_map<uint64_t, Clock::time_point> submitted;
     std::vector<std::pair<int64_t, int64_t>> mem;   // (trace ns, bytes in use)
     int64_t recomputes = 0;
+    std::vector<int32_t> lazy;             // swapped out, device range not yet released
     bool stopped = false;
     double busy_s[2] = {0, 0};
     int64_t busy_bytes[2] = {0, 0};
@@ -130,13 +134,14 @@ bool Executor::place(int32_t a, size_t action) {
     const int64_t bytes = T.allocations.bytes[a];
     for (;;) {
         poll();
-        int64_t off = arena->allocate(a, bytes);
+        int64_t off = arena->allocate(a, bytes, T.allocations.t_free[a] == trace::kNoTime);
         if (off >= 0) {
             dev_off[a] = off;
             M.peak = std::max(M.peak, arena->in_use());
             sample();
             return true;
         }
+        if (release_lazy()) continue;
         if (!q[1].empty()) { wait_one(SwapDir::DeviceToHost); continue; }
         if (!q[0].empty()) { wait_one(SwapDir::HostToDevice); continue; }
         M.oom = true;
@@ -157,6 +162,27 @@ bool Executor::place(int32_t a, size_t action) {
         stopped = true;
         return false;
     }
+}
+
+// A fresh allocation gets its own pattern (one stamp per page), so that even a buffer no
+// kernel writes before it is swapped out is told apart from stale or zeroed memory.
+void Executor::fill_pattern(int32_t a) {
+    if (device != kernels::Device::Cpu) return;   // CUDA: the stand-ins' writes are the pattern
+    unsigned char* p = dev(a);
+    const size_t bytes = static_cast<size_t>(T.allocations.bytes[a]);
+    const uint64_t seed = static_cast<uint64_t>(T.allocations.id[a]) * 1000003u;
+    for (size_t o = 0, pg = 0; o + 8 <= bytes; o += detail::kPage, ++pg) {
+        uint64_t v = detail::stamp(seed, pg);
+        std::memcpy(p + o, &v, 8);
+    }
+}
+
+bool Executor::release_lazy() {
+    bool any = false;
+    for (int32_t a : lazy)
+        if (state[a] == kHost && dev_off[a] >= 0) { release_device(a); any = true; }
+    lazy.clear();
+    return any;
 }
 
 void Executor::release_device(int32_t a) {
@@ -245,9 +271,12 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
             release_host(a);
             state[a] = kGpu;
         } else {
-            release_device(a);
+            // The copy is done; the device range is released when memory is needed (as the
+            // simulator releases it at completion, before anything that needs room), so that a
+            // kernel the simulator let cancel this eviction still finds its data.
             host_valid[a] = 1;
             state[a] = kHost;
+            lazy.push_back(a);
         }
     } else {
         ++M.checksums;   // end to end: what came back is what went out
@@ -321,7 +350,7 @@ detail::Job Executor::kernel_job(int32_t k) {
     return j;
 }
 
-void Executor::kernel_start(const Action& x, size_t) {
+void Executor::kernel_start(const Action& x, size_t i) {
     const int32_t k = x.kernel;
     const auto& K = T.kernels;
     auto t_ready = Clock::now();
@@ -330,6 +359,12 @@ void Executor::kernel_start(const Action& x, size_t) {
         int32_t a = T.accesses.allocation[j];
         if (T.allocations.device[a] != P.device) continue;
         bool writes = T.accesses.mode[j] != trace::AccessMode::Read;
+        if (state[a] == kHost && dev_off[a] >= 0) state[a] = kGpu;   // never left: the eviction is cancelled
+        if (state[a] == kHost) {   // released already: bring it back (not in the plan)
+            ++M.unplanned_swap_ins;
+            if (!place(a, i)) return;
+            submit(a, SwapDir::HostToDevice);
+        }
         if (state[a] == kInH2D) { wait_for(a); waited = true; }
         if (state[a] == kInD2H) {
             cancelled[a] = 1;   // the simulator cancels: the data never left the GPU
@@ -440,7 +475,10 @@ Measured Executor::run() {
             const int32_t a = x.alloc;
             switch (x.op) {
                 case Op::Alloc:
-                    if (place(a, i)) state[a] = kGpu;
+                    if (place(a, i)) {
+                        state[a] = kGpu;
+                        fill_pattern(a);
+                    }
                     note_lag(x.recorded);
                     break;
                 case Op::Free:
@@ -462,6 +500,7 @@ Measured Executor::run() {
                 case Op::SwapIn:
                     if (state[a] == kInD2H) wait_for(a);   // the host copy must have landed
                     if (state[a] != kHost) break;
+                    if (dev_off[a] >= 0) { state[a] = kGpu; break; }   // still there: nothing to copy
                     if (place(a, i)) submit(a, SwapDir::HostToDevice);
                     break;
                 case Op::EvictClean:

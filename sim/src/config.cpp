@@ -161,6 +161,7 @@ void apply_environment(Config& c, const GivenOptions& given) {
 std::string run_name(const Config& c) {
     std::string n = c.eviction + "+" + c.prefetch + "@" + c.capacity.to_string() + "/" + c.link.name;
     if (c.allocator != "ideal") n += "/" + c.allocator;
+    if (!c.early_swap_out) n += "/no-early";
     return n;
 }
 
@@ -172,6 +173,7 @@ std::map<std::string, std::string> to_map(const Config& c) {
         {"eviction", c.eviction},
         {"prefetch", c.prefetch},
         {"allocator", c.allocator},
+        {"early_swap_out", c.early_swap_out ? "1" : "0"},
         {"link", c.link.name},
         {"link.h2d_Bps", num(c.link.h2d.bandwidth_Bps)},
         {"link.d2h_Bps", num(c.link.d2h.bandwidth_Bps)},

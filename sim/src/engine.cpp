@@ -44,6 +44,7 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     ready_at.assign(na, 0);
     if (caching) block.assign(na, -1);
     protect.assign(na, 0);
+    if (pf.kind == Prefetch::Periodic || pf.kind == Prefetch::Forecast) learnt_next.assign(na, -1);
     cached_host.init(na);
     if (C.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / C.max_swap_ops_per_sec));
     buckets.assign(static_cast<size_t>(C.memory_samples), Bucket{});
@@ -193,6 +194,7 @@ template <class Policy>
 void Engine<Policy>::evict(int32_t v, int64_t t) {
     pol.erase(v);
     int64_t b = P.t->allocations.bytes[v];
+    resident_bytes -= b;
     if (ctx.host_valid[v]) {
         cached_host.erase(v);
         state[v] = kHost;
@@ -322,6 +324,8 @@ bool Engine<Policy>::on_alloc(int32_t a) {
         event(EK::Stall, now, t, a, -1, 0);
     }
     state[a] = kGpu;
+    live_bytes += P.t->allocations.bytes[a];
+    resident_bytes += P.t->allocations.bytes[a];
     ctx.next_of[a] = P.first_use[a];
     pol.insert(a);
     t_last = std::max(t_last, t);
@@ -334,6 +338,8 @@ void Engine<Policy>::on_free(int32_t a) {
     complete_until(now);
     if (C.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
     int64_t b = P.t->allocations.bytes[a];
+    if (state[a] != kNotYet && state[a] != kFreed) live_bytes -= b;
+    if (state[a] == kGpu || state[a] == kInH2D) resident_bytes -= b;
     switch (state[a]) {
         case kGpu: pol.erase(a); release(a); break;
         case kInH2D: release(a); ++epoch[a]; break;
@@ -370,6 +376,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
             case kInH2D: need_at = ready_at[a]; break;
             case kInD2H:   // still on the GPU: cancel the eviction
                 state[a] = kGpu;
+                resident_bytes += P.t->allocations.bytes[a];
                 pending_release -= P.t->allocations.bytes[a];
                 host_used -= P.t->allocations.bytes[a];
                 ++epoch[a];
@@ -377,6 +384,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
             case kHost:
                 if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
                 state[a] = kInH2D;
+                resident_bytes += P.t->allocations.bytes[a];
                 need_at = ready_at[a] = start_transfer(a, true, t);
                 break;
             case kDropped: {
@@ -386,6 +394,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
                 int64_t st = std::max(t, recompute_free);
                 recompute_free = need_at = st + cost;
                 state[a] = kGpu;
+                resident_bytes += P.t->allocations.bytes[a];
                 ++R.recompute_count;
                 R.recompute_time += cost;
                 event(EK::Recompute, st, st + cost, a, w, P.t->allocations.bytes[a]);
@@ -415,6 +424,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         ctx.last_touch[a] = ++tick;
         ctx.last_time[a] = start;
         ctx.next_of[a] = P.next_use[j];
+        if (!learnt_next.empty()) learn_next(s, j, a);
         if (P.acc_write[j]) {
             ctx.writer[a] = s;
             drop_host_copy(a);   // the host copy is stale now
@@ -444,6 +454,7 @@ void Engine<Policy>::try_prefetch(int32_t a, int64_t t) {
     if (a < 0 || state[a] != kHost) return;
     if (!make_room(a, t, true)) return;
     state[a] = kInH2D;
+    resident_bytes += P.t->allocations.bytes[a];
     ++R.prefetch_count;
     event(EK::Prefetch, t, t, a, -1, P.t->allocations.bytes[a]);
     ready_at[a] = start_transfer(a, true, t);
@@ -473,6 +484,7 @@ void Engine<Policy>::prefetch_round(int32_t s, int64_t t) {
             for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) protect[P.acc_alloc[j]] = stamp;
         for (int32_t q = s + 1; q <= last; ++q)
             for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) try_prefetch(P.acc_alloc[j], t);
+        early_round(s, t);
         return;
     }
     int32_t st = P.step_of[s];
@@ -497,9 +509,10 @@ void Engine<Policy>::prefetch_round(int32_t s, int64_t t) {
             int32_t a = translate(P.acc_alloc[j], st);
             if (a >= 0) protect[a] = stamp;
         }
-    if (pf.kind == Prefetch::Forecast) forecast_round(s, t);
+    if (pf.kind == Prefetch::Forecast) forecast_round(s);
     for (int32_t q = lo + 1; q <= hi; ++q)
         for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) try_prefetch(translate(P.acc_alloc[j], st), t);
+    early_round(s, t);
 }
 
 // Capuchin's feedback: an access that stalled gets its prefetch trigger moved earlier by
@@ -535,10 +548,9 @@ void Engine<Policy>::capuchin_plan(int32_t step) {
 }
 
 // Demand forecaster: live bytes at position p of this step are predicted as those at p in
-// the previous step. When the predicted growth over the window would not fit, evict now so
-// that the swap-outs overlap compute instead of stalling the allocation that needs room.
+// the previous step; this accounts its error (early_round acts on the same prediction).
 template <class Policy>
-void Engine<Policy>::forecast_round(int32_t s, int64_t t) {
+void Engine<Policy>::forecast_round(int32_t s) {
     int32_t st = P.step_of[s];
     int32_t pos = s - P.step_begin[st];
     int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
@@ -557,17 +569,92 @@ void Engine<Policy>::forecast_round(int32_t s, int64_t t) {
     int64_t pred_now = P.live_at[prev + pos];
     fc_err_sum += std::abs(static_cast<double>(pred_now - P.live_at[s])) / std::max<double>(P.live_at[s], 1);
     ++fc_n;
-    int64_t pred_max = pred_now;
-    for (int32_t q = prev + pos + 1; q <= std::min(prev + pos + pf.window, prev_end - 1); ++q)
-        pred_max = std::max(pred_max, P.live_at[q]);
-    int64_t growth = pred_max - pred_now;
-    if (growth <= 0) return;
+}
+
+// periodic/forecast: the next use of `a`, accessed by access j of kernel s, learnt from the
+// previous step: the access at the same position and operand rank in step i-1 was next
+// used d kernels later, so this one is predicted d kernels after s. -1: unknown (step 0,
+// or the steps' kernels or operands do not line up).
+template <class Policy>
+void Engine<Policy>::learn_next(int32_t s, int64_t j, int32_t a) {
+    learnt_next[a] = -1;
+    int32_t st = P.step_of[s];
+    if (st < 1) return;
+    int32_t q = P.step_begin[st - 1] + (s - P.step_begin[st]);
+    if (q >= P.step_begin[st] || P.acc_begin[q + 1] - P.acc_begin[q] != P.acc_begin[s + 1] - P.acc_begin[s]) return;
+    int32_t nu = P.next_use[P.acc_begin[q] + (j - P.acc_begin[s])];
+    learnt_next[a] = nu == kNever ? kNever : static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + (nu - q)));
+}
+
+// Early (proactive) swap-out, docs/simulator.md rule 10. While the eviction queue is free
+// before the next kernel starts, and the demand foreseen while the victim would be away
+// does not fit beside what is already off the GPU, evict the policy's next victim now, so
+// that its transfer overlaps compute instead of stalling the allocation that needs room.
+// lookahead (oracle): the recorded live bytes until the victim's next use (Belady's MIN
+// done ahead of time); periodic/forecast: the previous step's live bytes over the rest of
+// the step, and no knowledge of next uses beyond the protected window.
+template <class Policy>
+void Engine<Policy>::early_round(int32_t s, int64_t t) {
+    constexpr int kEarlySkips = 8;
+    int32_t n = static_cast<int32_t>(P.korder.size());
+    if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited) return;
+    bool oracle = pf.kind == Prefetch::Lookahead;
+    int32_t prev = 0, prev_end = 0, pos = 0;
+    if (!oracle) {
+        int32_t st = P.step_of[s];
+        if (st < 1) return;
+        prev = P.step_begin[st - 1];
+        prev_end = P.step_begin[st];
+        pos = s - P.step_begin[st];
+        if (prev + pos >= prev_end) return;
+    }
+    int q = C.link.copy_engines >= 2 ? 1 : 0;
+    int64_t next_start = P.kstart[s + 1] + shift;
     ctx.now = t;
-    while (used - pending_release + growth > cap) {
+    int skipped = 0;
+    while (busy[q] <= next_start && !done) {
         int32_t v = pick_victim(true);
         if (v < 0) break;
+        if (ctx.host_valid[v] || pol.may_drop(v)) {
+            // a clean eviction or a drop is instant: nothing to gain by doing it early
+            if (++skipped > kEarlySkips) break;
+            pol.erase(v);
+            aside.push_back(v);
+            continue;
+        }
+        int64_t demand = INT64_MIN;
+        if (!oracle) {
+            // the previous step's live bytes over the next (learnt next use - s - 1)
+            // positions, continuing from its first kernel when they run past its end
+            int32_t nu = learnt_next[v];   // unknown (-1): not a candidate
+            int64_t len = nu < 0 ? 0 : nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - s - 1;
+            int64_t rest = prev_end - 1 - (prev + pos);
+            if (len > 0) demand = P.live_max.max(static_cast<size_t>(prev + pos + 1),
+                                                 static_cast<size_t>(prev + pos + std::min(len, rest)));
+            if (len > rest) demand = std::max(demand, P.live_max.max(static_cast<size_t>(prev),
+                                              static_cast<size_t>(prev + std::min<int64_t>(len - rest, prev_end - prev) - 1)));
+            // shifted by today's drift from the previous step (allocations that outlive steps)
+            if (demand != INT64_MIN) demand += live_bytes - P.live_at[prev + pos];
+        } else {
+            // kernels s+1 .. e run while v would be away and still allocated
+            int32_t nu = ctx.next_of[v];
+            int32_t e = nu == kNever ? n - 1 : nu - 1;
+            int64_t tf = P.t->allocations.t_free[v];
+            if (tf != trace::kNoTime)
+                e = std::min<int32_t>(e, static_cast<int32_t>(std::lower_bound(P.kstart.begin(), P.kstart.end(), tf) -
+                                                               P.kstart.begin()) - 1);
+            demand = e > s ? P.live_max.max(static_cast<size_t>(s) + 1, static_cast<size_t>(e)) : INT64_MIN;
+        }
+        if (demand == INT64_MIN || demand - (live_bytes - resident_bytes) <= cap) {
+            // look past a victim that is freed (or back) before any pressure
+            if (++skipped > kEarlySkips) break;
+            pol.erase(v);
+            aside.push_back(v);
+            continue;
+        }
         evict(v, t);
-        ++R.forecast_evictions;
+        ++R.early_evictions;
+        if (pf.kind == Prefetch::Forecast) ++R.forecast_evictions;
     }
     restore_aside();
 }

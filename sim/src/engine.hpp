@@ -69,7 +69,9 @@ private:
     int32_t translate(int32_t a_prev, int32_t step);
     void capuchin_learn(int32_t s, int64_t j, int64_t stall);
     void capuchin_plan(int32_t step);
-    void forecast_round(int32_t s, int64_t t);
+    void forecast_round(int32_t s);
+    void early_round(int32_t s, int64_t t);
+    void learn_next(int32_t s, int64_t j, int32_t a);
 
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
@@ -102,6 +104,8 @@ private:
     std::priority_queue<Transfer, std::vector<Transfer>, std::greater<Transfer>> inflight;
 
     int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;
+    // ideal bytes: allocated and not freed / of those, on the GPU or in H2D (early swap-out)
+    int64_t live_bytes = 0, resident_bytes = 0;
     int64_t busy[2] = {0, 0};         // link queues: [0] H2D (or both), [1] D2H
     int64_t last_op = INT64_MIN / 2, op_gap = 0;
     int64_t recompute_free = 0;       // the GPU is busy recomputing until then
@@ -114,6 +118,9 @@ private:
 
     // capuchin: per access position in a step, how many kernels before its use to prefetch
     std::vector<int32_t> trig;
+    // periodic/forecast: next use of each allocation as learnt from the previous step (the
+    // access at the same position of step i-1 and its next use, shifted by one step)
+    std::vector<int32_t> learnt_next;
     std::vector<std::pair<int32_t, int64_t>> plan;   // (position in step, access of prev step)
     size_t plan_cursor = 0;
     // forecaster

@@ -29,6 +29,24 @@ bool Intervals::contains(int64_t t) const {
     return t < end[static_cast<size_t>(it - begin.begin() - 1)];
 }
 
+void MaxTree::build(const std::vector<int64_t>& v) {
+    n = v.size();
+    t.assign(2 * n, INT64_MIN);
+    std::copy(v.begin(), v.end(), t.begin() + static_cast<std::ptrdiff_t>(n));
+    for (size_t i = n; i-- > 1;) t[i] = std::max(t[2 * i], t[2 * i + 1]);
+}
+
+int64_t MaxTree::max(size_t lo, size_t hi) const {
+    int64_t m = INT64_MIN;
+    if (hi >= n) hi = n - 1;
+    if (n == 0 || lo > hi) return m;
+    for (size_t l = lo + n, r = hi + n + 1; l < r; l >>= 1, r >>= 1) {
+        if (l & 1) m = std::max(m, t[l++]);
+        if (r & 1) m = std::max(m, t[--r]);
+    }
+    return m;
+}
+
 namespace {
 
 template <class Less>
@@ -288,6 +306,7 @@ std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t devic
     build_next_use(*p);
     build_steps(*p);
     build_live(*p);
+    p->live_max.build(p->live_at);
     build_contention(*p);
     const auto& a = t.allocations;
     int64_t b = INT64_MAX, e = INT64_MIN;

@@ -11,6 +11,14 @@ namespace mhc::sim {
 
 inline constexpr int32_t kNever = INT32_MAX;
 
+// Range maximum over a fixed array (iterative segment tree: 2n values, O(log n) query).
+struct MaxTree {
+    size_t n = 0;
+    std::vector<int64_t> t;
+    void build(const std::vector<int64_t>& v);
+    int64_t max(size_t lo, size_t hi) const;   // over [lo, hi] inclusive; INT64_MIN if empty
+};
+
 // Sorted, merged [begin, end) intervals of recorded time; lookups by binary search.
 struct Intervals {
     std::vector<int64_t> begin, end;
@@ -48,6 +56,7 @@ struct Prepared {
     std::vector<int64_t> step_allocs_begin;   // CSR over steps
     std::vector<int32_t> step_allocs;          // allocations of each step in allocation order
     std::vector<int64_t> live_at;       // per seq: live bytes (ideal) when the kernel starts
+    MaxTree live_max;                   // range maxima of live_at (early swap-out demand)
 
     Intervals nccl, h2d_busy, d2h_busy; // recorded contention on the link
     int64_t peak_ideal = 0, peak_caching = 0;

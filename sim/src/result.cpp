@@ -45,6 +45,7 @@ std::vector<std::pair<std::string, double>> metrics(const Result& r) {
     if (!std::isnan(r.forecast_error)) m.push_back({"forecast_error", r.forecast_error});
     if (!std::isnan(r.forecast_peak_error)) m.push_back({"forecast_peak_error", r.forecast_peak_error});
     if (r.forecast_evictions > 0) m.push_back({"forecast_evictions", d(r.forecast_evictions)});
+    m.push_back({"early_evictions", d(r.early_evictions)});
     return m;
 }
 
@@ -73,7 +74,8 @@ std::string to_text(const Result& r) {
     o << "swap-in (H2D)  " << r.swap_in_count << " transfers, " << format_bytes(r.swap_in_bytes)
       << " (" << r.prefetch_count << " prefetched)\n";
     o << "swap-out (D2H) " << r.swap_out_count << " transfers, " << format_bytes(r.swap_out_bytes)
-      << "; " << r.evict_clean_count << " clean evictions\n";
+      << "; " << r.evict_clean_count << " clean evictions; " << r.early_evictions
+      << " early evictions\n";
     o << "recompute      " << r.drop_count << " drops, " << r.recompute_count << " recomputations, "
       << format_ns(r.recompute_time) << "\n";
     o << "host peak      " << format_bytes(r.host_peak) << "\n";

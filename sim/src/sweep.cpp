@@ -55,6 +55,10 @@ bool within(const Result& r, double budget) {
 
 }  // namespace
 
+void parallel_for_each(size_t n, int jobs, const std::function<void(size_t)>& task) {
+    parallel_for(n, jobs, task, {});
+}
+
 std::vector<Result> run_all(const Prepared& p, const std::vector<Config>& configs, int jobs,
                             const std::function<void(size_t, size_t)>& progress) {
     std::vector<Result> out(configs.size());

@@ -43,8 +43,6 @@ void App::finish_load() {
     runs.resize(run_list.size());
     compared.assign(run_list.size(), false);
     limits = {trace->t_begin, trace->t_end};
-    range = limits;
-    if (!opt.range.empty()) range = clamp(parse_range(opt.range), limits);
     // --run IDs: the first is the selected run, all of them are compared.
     for (size_t k = 0; k < opt.runs.size(); ++k) {
         auto it = std::find_if(run_list.begin(), run_list.end(),
@@ -57,6 +55,9 @@ void App::finish_load() {
         if (k == 0) selected = idx;
         if (!run(idx)) throw Error(error);
     }
+    // After the runs: a run slower than the recording extends the time axis (run()).
+    range = limits;
+    if (!opt.range.empty()) range = clamp(parse_range(opt.range), limits);
     // Without --run the compare view shows every run (up to six).
     if (opt.runs.empty())
         for (size_t i = 0; i < run_list.size() && i < 6; ++i) compared[i] = true;
@@ -87,6 +88,8 @@ const ViewRun* App::run(int index) {
     if (!slot) {
         try {
             slot = std::make_unique<ViewRun>(load_view_run(*trace, run_list[static_cast<size_t>(index)].id));
+            // Simulated time can run past the recording (stalls): keep all of it reachable.
+            limits.t1 = std::max(limits.t1, slot->t_end);
         } catch (const std::exception& e) {
             error = e.what();
             return nullptr;

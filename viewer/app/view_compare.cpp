@@ -18,6 +18,10 @@ std::string metric_text(const std::string& key, double v) {
     char buf[64];
     if (ends("bytes")) return format_bytes(static_cast<int64_t>(v));
     if (ends("_ns")) return format_duration(static_cast<int64_t>(v));
+    if (ends("_loss") || ends("_reduction") || ends("_error")) {   // ratios
+        std::snprintf(buf, sizeof buf, "%.2f %%", v * 100);
+        return buf;
+    }
     std::snprintf(buf, sizeof buf, "%.4g", v);
     return buf;
 }
@@ -30,13 +34,17 @@ void draw_compare(App& app) {
                            "and the runs appear here.");
         return;
     }
+    // The run checkboxes are the legend: each ticked run's name in its curve's colour.
     std::vector<int> chosen;
-    ImGui::Text("Runs:");
+    ImGui::TextColored(ImVec4(150 / 255.f, 150 / 255.f, 160 / 255.f, 1), "recorded (no limit)");
     for (size_t i = 0; i < app.run_list.size(); ++i) {
-        ImGui::SameLine();
+        ImGui::SameLine(0, 18);
         bool on = app.compared[i];
         std::string s = "#" + std::to_string(app.run_list[i].id) + " " + app.run_list[i].name;
+        bool coloured = on;
+        if (coloured) ImGui::PushStyleColor(ImGuiCol_Text, series_color(chosen.size()));
         if (ImGui::Checkbox(s.c_str(), &on)) app.compared[i] = on;
+        if (coloured) ImGui::PopStyleColor();
         if (on) chosen.push_back(static_cast<int>(i));
     }
     std::vector<const ViewRun*> runs;
@@ -65,23 +73,19 @@ void draw_compare(App& app) {
     }
     y_max = std::max(y_max, 1.0) * 1.08;
     draw_bytes_axis(dl, c0, c1, y_max);
-    draw_curve(dl, cols[0], c0, c1, y_max, IM_COL32(150, 150, 160, 255), false);
+    draw_curve(dl, cols[0], c0, c1, y_max, IM_COL32(150, 150, 160, 255), false,
+               columns_before(app.range, W, app.trace->t_end));
     std::set<int64_t> capacities;
     for (size_t k = 0; k < runs.size(); ++k) {
         if (runs[k]->capacity > 0 && capacities.insert(runs[k]->capacity).second) {
             std::string s = "capacity " + format_bytes(runs[k]->capacity);
             draw_hline(dl, c0, c1, static_cast<double>(runs[k]->capacity), y_max, kCapacity, s.c_str());
         }
-        draw_curve(dl, cols[k + 1], c0, c1, y_max, series_color(k), false);
+        draw_curve(dl, cols[k + 1], c0, c1, y_max, series_color(k), false,
+                   columns_before(app.range, W, runs[k]->t_end));
     }
-    // Legend in the label column.
-    float ly = c0.y + 2;
-    dl->AddText({origin.x + 4, ly}, IM_COL32(150, 150, 160, 255), "recorded");
     nlohmann::json jruns = nlohmann::json::array();
     for (size_t k = 0; k < runs.size(); ++k) {
-        ly += 16;
-        ImVec4 clip{origin.x, ly, plot_x - 4, ly + 16};
-        dl->AddText(nullptr, 0, {origin.x + 4, ly}, series_color(k), runs[k]->label().c_str(), nullptr, 0, &clip);
         jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"peak", cols[k + 1].y_max},
                          {"peak_col", cols[k + 1].peak_col}});
     }
@@ -113,12 +117,19 @@ void draw_compare(App& app) {
     }
     navigate(app, {plot_x, c0.y}, {plot_x + plot_w, std::max(y, c1.y)});
     draw_selection(app, dl, {plot_x, c0.y}, {plot_x + plot_w, std::max(y, c1.y)});
-    ImGui::Dummy({avail.x, std::max(y, tl_bottom) - origin.y});
+    ImGui::Dummy({avail.x, y - origin.y});   // the metrics table takes the rest
 
-    // Metrics table: union of metric keys, one column per run.
-    std::set<std::string> keys;
+    // Metrics table: union of metric keys, one column per run; the headline figures first.
+    static const char* const kFirst[] = {"throughput_loss", "simulated_makespan_ns", "baseline_makespan_ns",
+                                         "stall_ns", "simulated_peak_bytes", "baseline_peak_bytes",
+                                         "capacity_bytes", "swap_in_bytes", "swap_out_bytes", "recompute_ns"};
+    std::set<std::string> rest;
     for (const ViewRun* r : runs)
-        for (const auto& [key, v] : r->metrics) keys.insert(key);
+        for (const auto& [key, v] : r->metrics) rest.insert(key);
+    std::vector<std::string> keys;
+    for (const char* k : kFirst)
+        if (rest.erase(k)) keys.push_back(k);
+    keys.insert(keys.end(), rest.begin(), rest.end());
     int ncols = static_cast<int>(runs.size()) + 1;
     if (!runs.empty() && ImGui::BeginTable("metrics", ncols, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg |
                                                                ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchSame)) {

@@ -60,8 +60,9 @@ void draw_memory(App& app) {
     if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
     y_max *= 1.08;
     draw_bytes_axis(dl, c0, c1, y_max);
-    if (run_curve) draw_curve(dl, rec, c0, c1, y_max, IM_COL32(150, 150, 160, 255), false);
-    draw_curve(dl, cols, c0, c1, y_max, kCurve, true);
+    size_t rec_end = columns_before(app.range, W, app.trace->t_end);
+    if (run_curve) draw_curve(dl, rec, c0, c1, y_max, IM_COL32(150, 150, 160, 255), false, rec_end);
+    draw_curve(dl, cols, c0, c1, y_max, kCurve, true, columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end));
     if (run && run->capacity > 0) {
         std::string s = "capacity " + format_bytes(run->capacity);
         draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y_max, kCapacity, s.c_str());

@@ -180,12 +180,19 @@ void draw_track_label(ImDrawList* dl, const Lane& lane, ImVec2 p0, float h, bool
     dl->AddText(nullptr, 0, {p0.x + 4, p0.y + (h - ImGui::GetFontSize()) / 2}, c, lane.title.c_str(), nullptr, 0, &clip);
 }
 
-void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, double y_max, uint32_t color, bool fill) {
+size_t columns_before(TimeRange r, int width, int64_t t_end) {
+    if (width <= 0 || r.span() <= 0 || t_end <= r.t0) return 0;
+    double x = std::ceil(static_cast<double>(t_end - r.t0) / static_cast<double>(r.span()) * width);
+    return static_cast<size_t>(std::min(x, static_cast<double>(width)));
+}
+
+void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, double y_max, uint32_t color, bool fill,
+                size_t columns) {
     float h = p1.y - p0.y;
     auto y_of = [&](double v) { return p1.y - static_cast<float>(v / y_max) * h; };
     uint32_t soft = (color & 0x00ffffff) | (110u << 24);
     float prev = -1;
-    for (size_t x = 0; x < c.max.size(); ++x) {
+    for (size_t x = 0; x < std::min(c.max.size(), columns); ++x) {
         float px = p0.x + static_cast<float>(x);
         float top = y_of(c.max[x]), low = y_of(c.min[x]);
         if (fill) {

@@ -22,8 +22,12 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
 // Track title in the label column.
 void draw_track_label(ImDrawList* dl, const Lane& lane, ImVec2 p0, float h, bool from_run);
 
-// Memory curve on [p0, p1]: filled from 0 to the column max when `fill`, else a line.
-void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, double y_max, uint32_t color, bool fill);
+// Memory curve on [p0, p1]: filled from 0 to the column max when `fill`, else a line; only
+// the first `columns` columns (a curve stops where its recording or run ends).
+void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, double y_max, uint32_t color, bool fill,
+                size_t columns = SIZE_MAX);
+// Columns of a `width`-column plot of `r` that start before `t_end`.
+size_t columns_before(TimeRange r, int width, int64_t t_end);
 // Horizontal grid and byte labels for a memory plot.
 void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max);
 void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, uint32_t color, const char* text);

@@ -76,6 +76,15 @@ bool parse_us_to_ns(const char* s, size_t n, int64_t& out, int64_t lo, int64_t h
 }
 
 int64_t parse_int(const char* s, size_t n) {
+    // Fast path: an optional '-' and up to 18 digits (every id, size and address seen).
+    if (n > 0 && n <= 19) {
+        size_t i = s[0] == '-' ? 1 : 0;
+        if (i < n && n - i <= 18) {
+            int64_t v = 0;
+            for (; i < n && s[i] >= '0' && s[i] <= '9'; ++i) v = v * 10 + (s[i] - '0');
+            if (i == n) return s[0] == '-' ? -v : v;
+        }
+    }
     char buf[64];
     if (n == 0 || n >= sizeof buf) return 0;
     std::memcpy(buf, s, n);

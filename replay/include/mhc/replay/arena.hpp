@@ -20,7 +20,9 @@ namespace mhc::replay {
 class FreeList {
 public:
     FreeList(int64_t size, int64_t align);
-    int64_t allocate(int64_t bytes);   // offset, or -1
+    // Offset, or -1. from_top: the highest free range that fits, placed at its top (long-lived
+    // allocations gather at the top, short-lived ones best-fit from the bottom).
+    int64_t allocate(int64_t bytes, bool from_top = false);
     void free(int64_t offset);
     int64_t size() const { return size_; }
     int64_t used() const { return used_; }                  // bytes in placed ranges
@@ -40,7 +42,8 @@ class Arena {
 public:
     Arena(const std::string& model, int64_t capacity, int64_t align = 16);
     // Offset of the placed allocation (caller's handle `key`), or -1 when it does not fit.
-    int64_t allocate(int32_t key, int64_t bytes);
+    // long_lived: alive to the end of the trace (parameters, optimizer states).
+    int64_t allocate(int32_t key, int64_t bytes, bool long_lived = false);
     void free(int32_t key);
     int64_t in_use() const;       // ideal: placed bytes; caching: reserved segment bytes
     int64_t peak() const { return peak_; }

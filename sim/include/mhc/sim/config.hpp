@@ -34,6 +34,7 @@ struct Config {
     std::string eviction = "lru";   // lru | largest | belady | dtr | cost_aware
     std::string prefetch = "none";  // none | lookahead:K | periodic[:K] | capuchin | forecast[:H]
     std::string allocator = "ideal";// ideal | caching
+    bool early_swap_out = true;     // rule 10: lookahead/periodic/forecast evict ahead of demand
     LinkModel link;                 // default: pcie4 (set by the constructor)
     double max_swap_ops_per_sec = 0;// 0: unlimited
     int32_t device = -1;            // -1: the device with the largest live peak

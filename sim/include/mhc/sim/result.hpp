@@ -45,6 +45,8 @@ struct Result {
     // bytes at each kernel, relative to the actual, and the same for each step's peak.
     double forecast_error = NAN, forecast_peak_error = NAN;
     int64_t forecast_evictions = 0;
+    // Early (proactive) evictions decided ahead of demand (rule 10 of docs/simulator.md).
+    int64_t early_evictions = 0;
     bool assumed_accesses = false;  // the trace had none; see docs/simulator.md
     std::string invariant_violation;// empty unless a checked invariant failed
     int64_t rows = 0;               // trace rows the run covered

@@ -40,6 +40,10 @@ struct SweepResult {
 std::vector<Result> run_all(const Prepared& p, const std::vector<Config>& configs, int jobs,
                             const std::function<void(size_t, size_t)>& progress = {});
 
+// The pool under run_all and sweep: task(i) for i in [0, n) on `jobs` threads (0: all
+// cores), each thread taking the next index; the first exception is rethrown.
+void parallel_for_each(size_t n, int jobs, const std::function<void(size_t)>& task);
+
 SweepResult sweep(const Prepared& p, const SweepSpec& spec,
                   const std::function<void(size_t, size_t)>& progress = {});
 std::string to_text(const SweepResult& s, int64_t baseline_peak);

@@ -1,0 +1,223 @@
+// Replay on the host backend: small generated traces (a tiny llama and a tiny mHC model), a
+// time scale that keeps each replay to well under a second.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <sqlite3.h>
+#include <string>
+
+#include "mhc/datasets/generate.hpp"
+#include "mhc/replay/plan.hpp"
+#include "mhc/replay/replay.hpp"
+#include "mhc/replay/validate.hpp"
+#include "mhc/sim/simulate.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/runs.hpp"
+
+using namespace mhc;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A small trace: 2 layers, 2 steps, short sequences; mHC (n = 4) when hc.
+std::string small_trace(const std::string& name, bool hc) {
+    fs::path dir = fs::temp_directory_path() / "mhc_replay_tests";
+    fs::create_directories(dir);
+    fs::path p = dir / (name + ".db");
+    fs::remove(p);
+    datasets::GeneratorConfig c = datasets::preset(hc ? "mhc-27b" : "llama2-7b");
+    c.layers = 2;
+    c.steps = 2;
+    c.seq = 128;
+    c.hidden = 256;
+    c.heads = 4;
+    c.kv_heads = 4;
+    c.ffn = 704;
+    c.vocab = 1000;
+    c.tp = c.pp = c.dp = 1;
+    c.zero1 = false;
+    datasets::generate_file(c, p.string());
+    return p.string();
+}
+
+sim::Result simulate(const trace::TraceData& t, double fraction, const std::string& allocator = "ideal",
+                     const std::string& policy = "lru") {
+    sim::Config c;
+    c.capacity.fraction = fraction;
+    c.eviction = policy;
+    c.allocator = allocator;
+    c.check_invariants = true;
+    c.link = replay::scaled_link(sim::link_from_spec("pcie4"), 1.0);
+    return sim::simulate(t, c);
+}
+
+replay::Options fast() {
+    replay::Options o;
+    o.time_scale = 0.05;   // kernels and gaps 20x shorter than recorded: functional checks only
+    o.chunk_bytes = 64 << 10;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("the plan keeps every dependency the simulator kept", "[replay][plan]") {
+    for (bool hc : {false, true}) {
+        auto t = trace::load_trace(small_trace(hc ? "plan_hc" : "plan", hc));
+        for (const char* pol : {"lru", "belady", "dtr"}) {
+            sim::Result r = simulate(t, 0.6, "ideal", pol);
+            REQUIRE_FALSE(r.oom.happened);
+            REQUIRE(r.swap_out_count + r.drop_count > 0);   // the capacity bites
+            replay::Plan p = replay::make_plan(t, r);
+            INFO(pol << (hc ? " mhc" : " llama"));
+            CHECK(replay::check_plan(t, p).empty());
+            // Every recorded kernel start and end is in it once, starts before ends.
+            size_t starts = 0, ends = 0;
+            for (const auto& x : p.actions) {
+                starts += x.op == replay::Op::KernelStart;
+                ends += x.op == replay::Op::KernelEnd;
+            }
+            CHECK(starts == t.kernels.size());
+            CHECK(ends == t.kernels.size());
+            // The checker is not vacuous: launching a kernel before its swap-in is caught.
+            for (size_t i = 0; i + 1 < p.actions.size(); ++i)
+                if (p.actions[i].op == replay::Op::SwapIn && !p.actions[i].prefetch) {
+                    replay::Plan bad = p;
+                    size_t k = i + 1;
+                    while (k < bad.actions.size() && bad.actions[k].op != replay::Op::KernelStart) ++k;
+                    REQUIRE(k < bad.actions.size());
+                    std::swap(bad.actions[i], bad.actions[k]);
+                    CHECK_FALSE(replay::check_plan(t, bad).empty());
+                    break;
+                }
+        }
+    }
+}
+
+TEST_CASE("replay stays within the capacity and every swap comes back intact", "[replay][host]") {
+    for (bool hc : {false, true}) {
+        auto t = trace::load_trace(small_trace(hc ? "run_hc" : "run", hc));
+        for (const char* alloc : {"ideal", "caching"}) {
+            INFO(alloc << (hc ? " mhc" : " llama"));
+            sim::Result r = simulate(t, 0.7, alloc);
+            REQUIRE_FALSE(r.oom.happened);
+            replay::Measured m = replay::replay(t, replay::make_plan(t, r), fast());
+            if (m.oom) {
+                // Only placement may stop it (ideal counts bytes only; caching releases
+                // swapped-out blocks when the real copy completes, so its block order can
+                // differ from the simulator's), and it says so.
+                CHECK(m.oom_fragmentation);
+                continue;
+            }
+            CHECK(m.status == "complete");
+            CHECK(m.peak <= r.capacity);
+            CHECK(m.high_water <= r.capacity);
+            CHECK(m.mismatches == 0);
+            CHECK(m.swap_outs > 0);
+            CHECK(m.checksums >= m.swap_outs + 2 * m.swap_ins);
+            if (std::string(alloc) == "caching") CHECK(m.peak == r.simulated_peak);   // same model, same segments
+            if (hc) CHECK(m.sinkhorn_kernels > 0);
+        }
+    }
+}
+
+TEST_CASE("an impossible capacity fails where the simulator fails", "[replay][oom]") {
+    auto t = trace::load_trace(small_trace("oom", false));
+    for (const char* alloc : {"ideal", "caching"}) {
+        sim::Result r = simulate(t, 0.05, alloc);
+        REQUIRE(r.oom.happened);
+        replay::Plan p = replay::make_plan(t, r);
+        REQUIRE(p.oom);
+        replay::Measured m = replay::replay(t, p, fast());
+        INFO(alloc);
+        CHECK(m.oom);
+        CHECK(m.status == "oom");
+        if (std::string(alloc) == "caching") {   // the same model places the same blocks
+            CHECK(m.oom_allocation == p.oom_allocation);
+            CHECK(m.oom_kernel == p.oom_kernel);
+            CHECK(m.oom_bytes == r.oom.bytes_needed);
+        } else if (m.oom_allocation != p.oom_allocation) {
+            // ideal counts bytes only: placing them may fail earlier, and then says why
+            CHECK(m.oom_fragmentation);
+        }
+    }
+}
+
+TEST_CASE("a corrupted or dropped swap is detected", "[replay][checksum]") {
+    auto t = trace::load_trace(small_trace("fault", false));
+    sim::Result r = simulate(t, 0.6, "caching");
+    REQUIRE(r.swap_out_count > 0);
+    replay::Plan p = replay::make_plan(t, r);
+    using F = kernels::SwapEngine::Fault;
+    for (auto [f, dir] : {std::pair{F::Corrupt, kernels::SwapDir::DeviceToHost},
+                          std::pair{F::Drop, kernels::SwapDir::DeviceToHost},
+                          std::pair{F::Corrupt, kernels::SwapDir::HostToDevice}}) {
+        replay::Options o = fast();
+        o.fault = f;
+        o.fault_dir = dir;
+        replay::Measured m = replay::replay(t, p, o);
+        INFO(int(f) << " " << kernels::to_string(dir) << " " << m.status << " " << m.failure << " swaps " << m.swap_outs << "/" << m.swap_ins);
+        CHECK(m.mismatches >= 1);
+        CHECK(m.status == "failed");
+        CHECK(m.failure.find("allocation") != std::string::npos);
+    }
+    replay::Measured clean = replay::replay(t, p, fast());
+    CHECK(clean.mismatches == 0);
+}
+
+namespace {
+// Every row of the trace tables (not the run tables), as text.
+std::string dump_trace_tables(const std::string& path) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    std::string out;
+    for (const char* table : {"allocations", "kernels", "accesses", "copies", "markers", "meta", "strings"}) {
+        std::string q = std::string("SELECT * FROM ") + table + " ORDER BY 1, 2";
+        sqlite3_stmt* s = nullptr;
+        if (sqlite3_prepare_v2(db, q.c_str(), -1, &s, nullptr) != SQLITE_OK) continue;   // table absent
+        while (sqlite3_step(s) == SQLITE_ROW) {
+            for (int c = 0; c < sqlite3_column_count(s); ++c) {
+                const unsigned char* v = sqlite3_column_text(s, c);
+                out += v ? reinterpret_cast<const char*>(v) : "NULL";
+                out += '|';
+            }
+            out += '\n';
+        }
+        sqlite3_finalize(s);
+    }
+    sqlite3_close(db);
+    return out;
+}
+}  // namespace
+
+TEST_CASE("an interrupted validation leaves one run marked incomplete and nothing else", "[replay][interrupt]") {
+    std::string path = small_trace("interrupt", false);
+    std::string before = dump_trace_tables(path);
+    REQUIRE(trace::list_runs(path).empty());
+    replay::ValidateSpec spec;
+    spec.base.link = sim::link_from_spec("pcie4");
+    spec.base.allocator = "caching";
+    spec.capacities.push_back(sim::parse_capacity("60%"));
+    spec.replay = fast();
+    spec.replay.cancel = [](size_t done) { return done == 200; };
+    CHECK_THROWS_AS(replay::validate(path, spec), replay::Cancelled);
+    auto runs = trace::list_runs(path);
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].kind == "replayed");
+    CHECK(runs[0].status == "incomplete");
+    CHECK(dump_trace_tables(path) == before);
+
+    // Uninterrupted: each replayed run points at its simulated run.
+    spec.replay.cancel = {};
+    spec.capacities = {sim::parse_capacity("85%")};
+    replay::Report rep = replay::validate(path, spec);
+    INFO(replay::to_text(rep));
+    REQUIRE(rep.ok());
+    for (const auto& row : {rep.baseline, rep.rows[0]}) {
+        trace::Run run = trace::load_run(path, row.replay_run);
+        CHECK(run.kind == "replayed");
+        CHECK(run.base_run == row.sim_run);
+        CHECK(trace::load_run(path, row.sim_run).kind == "simulated");
+        CHECK(run.metrics.at("checksum_mismatches") == 0);
+    }
+    CHECK(dump_trace_tables(path) == before);
+}

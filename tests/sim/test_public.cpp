@@ -1,0 +1,84 @@
+// Identity on the public traces (MHC_PUBLIC_DATASETS), imported with the importer library:
+// at unlimited capacity every kernel keeps its recorded start and end, with no stalls and
+// no traffic, for every policy and prefetcher; at a tight capacity a run completes within
+// the invariants or stops with a clean OOM.
+#include <catch2/catch.hpp>
+
+#if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
+#include <filesystem>
+
+#include "helpers.hpp"
+#include "mhc/sim/simulate.hpp"
+#include "mhc/trace/import/import.hpp"
+
+using namespace mhc;
+namespace imp = mhc::trace::import;
+
+namespace {
+struct PublicTrace { std::string file, kineto; };
+
+void check_identity_and_limits(const std::string& name, const trace::TraceData& t) {
+    auto p = sim::prepare(t);
+    for (std::string ev : {"lru", "largest", "belady", "dtr", "cost_aware"})
+        for (std::string pf : {"none", "lookahead:8", "periodic", "capuchin", "forecast"}) {
+            INFO(name << " " << ev << "+" << pf);
+            sim::Config c;
+            c.eviction = ev;
+            c.prefetch = pf;
+            c.check_invariants = true;
+            auto r = sim::simulate(*p, c);
+            CHECK(r.invariant_violation.empty());
+            CHECK_FALSE(r.oom.happened);
+            CHECK(r.stall_time == 0);
+            CHECK(r.swap_in_bytes + r.swap_out_bytes == 0);
+            CHECK(r.evict_clean_count + r.drop_count + r.early_evictions == 0);
+            CHECK(r.kernel_times.empty());   // holds every kernel whose start moved
+            CHECK(r.simulated_makespan == r.baseline_makespan);
+            CHECK(r.simulated_peak == r.baseline_peak);
+            for (double f : {0.9, 0.5}) {
+                c.capacity.fraction = f;
+                auto tight = sim::simulate(*p, c);
+                INFO("capacity " << f);
+                CHECK(tight.invariant_violation.empty());
+                if (tight.oom.happened) {
+                    CHECK_FALSE(tight.oom.where.empty());
+                    CHECK(tight.oom.bytes_needed > 0);
+                } else {
+                    CHECK(tight.simulated_peak <= tight.capacity);
+                    CHECK(tight.simulated_makespan >= tight.baseline_makespan);
+                }
+            }
+        }
+}
+}  // namespace
+
+TEST_CASE("identity on every public trace, imported", "[sim][identity][public]") {
+    const std::string root = MHC_PUBLIC_DATASETS;
+    std::vector<PublicTrace> traces{
+        {"torch-snapshot/stanford-cs336-training-step.pickle", ""},
+        {"torch-snapshot/mosaic-synthetic.pickle", ""},
+        {"kineto/simple_add_trace.json.gz", ""},
+        {"kineto/nccl_data.json.gz", ""},
+        {"nsys/con_kernel.sqlite", ""},
+        {"chakra/simple_add_et.json.gz", "kineto/simple_add_trace.json.gz"},
+        {"chakra/chakra-1.0.2-et.json.gz", ""},
+    };
+    for (const auto& pt : traces) {
+        std::string in = root + "/" + pt.file;
+        if (!std::filesystem::exists(in)) {
+            WARN(in << " is missing: skipped");
+            continue;
+        }
+        imp::Options opt;
+        opt.warn = false;
+        if (!pt.kineto.empty()) opt.kineto_path = root + "/" + pt.kineto;
+        std::string out = simtest::temp_path(std::filesystem::path(pt.file).stem().string() + ".db");
+        imp::import_file(in, out, opt);
+        auto t = trace::load_trace(out);
+        INFO(pt.file << ": " << t.allocations.size() << " allocations, " << t.kernels.size() << " kernels");
+        REQUIRE(t.allocations.size() + t.kernels.size() > 0);
+        check_identity_and_limits(pt.file, t);
+        std::filesystem::remove(out);
+    }
+}
+#endif
