@@ -48,7 +48,7 @@ section_build() {
     logged cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMHC_WITH_CUDA=ON \
         ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} -DMHC_WITH_VIEWER=OFF
     logged cmake --build "$BUILD" -j "$JOBS" --target mhc mhc_kernels_tests bench_sinkhorn bench_sinkhorn_cuda \
-        bench_swap_standin
+        bench_swap_standin mhc_record
 }
 
 section_kernels_tests() {
@@ -88,7 +88,23 @@ section_kernels_bench_cpu() {
     logged "$BUILD/bench/kernels/bench_sinkhorn" --reps 2
 }
 
-SECTIONS=(device build kernels_tests kernels_bench_gpu kernels_torch kernels_swap kernels_bench_cpu)
+section_record() {
+    # CUPTI recorder on a small PyTorch training loop (issue 6): trace, check, info, overhead.
+    # shellcheck source=gpu/record.sh
+    source "$ROOT/scripts/gpu/record.sh"
+    OUT="$OUT/record" MHC="$BUILD/cli/mhc" mhc_gpu_record 2>&1 | tee -a "$LOG"
+    return "${PIPESTATUS[0]}"
+}
+
+section_validate() {
+    # Replay of simulated plans on the GPU (issue 7); uses the recorded trace when there is one.
+    local recorded
+    recorded=$(ls "$OUT"/record/*.db 2>/dev/null | head -1 || true)
+    OUT="$OUT" MHC="$BUILD/cli/mhc" RECORDED_TRACE="$recorded" bash "$ROOT/scripts/gpu/validate.sh" 2>&1 | tee -a "$LOG"
+    return "${PIPESTATUS[0]}"
+}
+
+SECTIONS=(device build kernels_tests kernels_bench_gpu kernels_torch kernels_swap record validate kernels_bench_cpu)
 # MHC_GPU_CHECK_SECTIONS="build kernels_tests" runs a subset (e.g. to repeat one).
 if [ -n "${MHC_GPU_CHECK_SECTIONS:-}" ]; then read -r -a SECTIONS <<<"$MHC_GPU_CHECK_SECTIONS"; fi
 
