@@ -97,8 +97,9 @@ std::optional<PickleDoc::Id> PickleDoc::get(Id dict, std::string_view key) const
 }
 
 PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(data) {
-    nodes_.reserve(data.size() / 12 + 16);
-    arena_.reserve(data.size() / 12 + 16);
+    // About one node per 8 input bytes in real snapshots (most strings are memo references).
+    nodes_.reserve(data.size() / 8 + 16);
+    arena_.reserve(data.size() / 8 + 16);
     std::vector<Id> stack;
     std::vector<size_t> marks;
     std::vector<Id> memo;
