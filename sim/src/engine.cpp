@@ -595,7 +595,7 @@ void Engine<Policy>::learn_next(int32_t s, int64_t j, int32_t a) {
 // the step, and no knowledge of next uses beyond the protected window.
 template <class Policy>
 void Engine<Policy>::early_round(int32_t s, int64_t t) {
-    constexpr int kEarlySkips = 8;
+    constexpr int kEarlySkips = 4;
     int32_t n = static_cast<int32_t>(P.korder.size());
     if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited) return;
     bool oracle = pf.kind == Prefetch::Lookahead;
