@@ -55,6 +55,19 @@ TEST_CASE("mhc simulate prints metrics and stores the run", "[sim][cli]") {
     CHECK(mhc::trace::list_runs(t).size() == 1);
 }
 
+TEST_CASE("mhc simulate --no-early records the ablation in the stored run", "[sim][cli][early]") {
+    std::string t = small_trace();
+    auto o = run("simulate " + t + " --capacity 70% --policy belady --prefetch lookahead:4 --no-early");
+    INFO(o.err);
+    REQUIRE(o.status == 0);
+    CHECK(o.out.find("0 early evictions") != std::string::npos);
+    auto runs = mhc::trace::list_runs(t);
+    REQUIRE(runs.size() == 1);
+    auto r = mhc::trace::load_run(t, runs[0].id);
+    CHECK(r.config.at("early_swap_out") == "0");
+    CHECK(r.metrics.at("early_evictions") == 0);
+}
+
 TEST_CASE("mhc simulate: an impossible capacity is an OOM with exit 3", "[sim][cli]") {
     std::string t = small_trace();
     auto o = run("simulate " + t + " --capacity 512KiB --no-store");
