@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "mhc/common/error.hpp"
+
 namespace mhc::replay {
 
 FreeList::FreeList(int64_t size, int64_t align) : size_(size / align * align), align_(align) {
@@ -74,71 +76,144 @@ void FreeList::free(int64_t off) {
 
 int64_t FreeList::largest_free() const { return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first; }
 
-Arena::Arena(const std::string& model, int64_t capacity, int64_t align)
-    : caching_(model == "caching"), list_(capacity, align), ca_(capacity) {}
-
-int64_t Arena::in_use() const { return caching_ ? ca_.reserved() : list_.used(); }
-
-int64_t Arena::largest_free() const { return caching_ ? ca_.largest_free_block() : list_.largest_free(); }
-
-// Segments the caching model released (every fully free one, when a segment did not fit)
-// leave the arena; new ones are placed in it.
-void Arena::sync_segments() {
-    for (size_t s = 0; s < seg_off_.size(); ++s)
-        if (seg_off_[s] >= 0 && seg_live_[s] == 0) {
-            list_.free(seg_off_[s]);
-            seg_off_[s] = -1;
-        }
+Arena::Arena(const std::string& model, int64_t capacity, PageMapper* mapper)
+    : caching_(model == "caching"), capacity_(capacity), pages_(pool_pages(capacity)), mapper_(mapper),
+      va_(mapper ? mapper->va_bytes() : default_va(capacity), kPage), ca_(capacity) {
+    if (mapper && mapper->pool_pages() < pages_) throw Error("arena: the page pool is smaller than the capacity", Error::Kind::Internal);
+    for (int32_t p = 0; p < pages_; ++p) free_pages_.insert(free_pages_.end(), p);
 }
 
-int64_t Arena::allocate(int32_t key, int64_t bytes, bool long_lived) {
+Arena::~Arena() {   // leave the reservation as it was (the mapper may outlive the arena)
+    if (!mapper_) return;
+    for (auto& r : seg_) if (r.va >= 0) mapper_->unmap(r.va, static_cast<int64_t>(r.pages.size()));
+    for (auto& [k, r] : own_) mapper_->unmap(r.va, static_cast<int64_t>(r.pages.size()));
+    for (auto& s : small_) if (s.r.va >= 0) mapper_->unmap(s.r.va, 1);
+}
+
+// Pages (lowest free first: consecutive pages map in one call) and a virtual range.
+bool Arena::map_range(int64_t bytes, Range& r) {
+    const int64_t n = (bytes + kPage - 1) / kPage;
+    if (n > static_cast<int64_t>(free_pages_.size())) return false;
+    r.va = va_.allocate(n * kPage);
+    if (r.va < 0) return false;
+    r.pages.clear();
+    for (int64_t i = 0; i < n; ++i) {
+        r.pages.push_back(*free_pages_.begin());
+        free_pages_.erase(free_pages_.begin());
+        high_page_ = std::max<int64_t>(high_page_, r.pages.back() + 1);
+    }
+    if (mapper_) mapper_->map(r.va, r.pages.data(), n);
+    peak_ = std::max(peak_, in_use());
+    return true;
+}
+
+void Arena::unmap_range(Range& r) {
+    if (r.va < 0) return;
+    if (mapper_) mapper_->unmap(r.va, static_cast<int64_t>(r.pages.size()));
+    va_.free(r.va);
+    for (int32_t p : r.pages) free_pages_.insert(p);
+    r.va = -1;
+    r.pages.clear();
+}
+
+int64_t Arena::largest_free() const {
+    return caching_ ? ca_.largest_free_block() : static_cast<int64_t>(free_pages_.size()) * kPage;
+}
+
+// The caching model released every fully free segment (it does so when a segment did not
+// fit): their pages go back to the pool.
+void Arena::sync_segments() {
+    for (size_t s = 0; s < seg_.size(); ++s)
+        if (seg_[s].va >= 0 && seg_live_[s] == 0) unmap_range(seg_[s]);
+}
+
+int64_t Arena::allocate(int32_t key, int64_t bytes) {
     frag_ = false;
     if (!caching_) {
-        int64_t off = list_.allocate(bytes, long_lived);
-        if (off < 0) {
-            frag_ = list_.used() + list_.round(bytes) <= list_.size();
-            return -1;
+        const int64_t need = ideal_round(bytes);
+        Placed pl{-1, -1};
+        if (need <= kSmallIdeal) {   // a shared page: best fit among them, else a new one
+            int64_t best = -1, best_free = INT64_MAX;
+            for (size_t i = 0; i < small_.size(); ++i)
+                if (small_[i].r.va >= 0) {
+                    int64_t f = small_[i].list.largest_free();
+                    if (f >= need && f < best_free) { best = static_cast<int64_t>(i); best_free = f; }
+                }
+            if (best < 0) {
+                size_t slot = 0;
+                while (slot < small_.size() && small_[slot].r.va >= 0) ++slot;
+                if (slot == small_.size()) small_.emplace_back();
+                if (!map_range(kPage, small_[slot].r)) {
+                    frag_ = ideal_bytes_ + bytes <= capacity_;
+                    return -1;
+                }
+                small_[slot].list = FreeList(kPage, kIdealAlign);
+                best = static_cast<int64_t>(slot);
+            }
+            SmallPage& sp = small_[static_cast<size_t>(best)];
+            pl.small_page = static_cast<int32_t>(best);
+            pl.va = sp.r.va + sp.list.allocate(need);
+        } else {
+            Range r;
+            if (!map_range(need, r)) {
+                frag_ = ideal_bytes_ + bytes <= capacity_;
+                return -1;
+            }
+            pl.va = r.va;
+            own_[key] = std::move(r);
         }
-        off_[key] = off;
-        peak_ = std::max(peak_, list_.used());
-        return off;
+        placed_[key] = pl;
+        ideal_bytes_ += bytes;
+        ideal_live_[key] = bytes;
+        return pl.va;
     }
     int64_t before = ca_.reserved();
     int32_t b = ca_.allocate(bytes);
-    int64_t rounded = sim::CachingAllocator::round_size(bytes);
-    bool small = rounded <= sim::CachingAllocator::kSmallSize;
-    int64_t seg_bytes = small ? sim::CachingAllocator::kSmallBuffer : sim::CachingAllocator::segment_size(rounded);
-    if (ca_.reserved() < before + (b >= 0 && ca_.block_segment(b) >= static_cast<int32_t>(seg_off_.size()) ? seg_bytes : 0))
-        sync_segments();   // the model released its free segments
-    if (b < 0) {
-        frag_ = true;
+    const bool new_seg = b >= 0 && ca_.block_segment(b) >= static_cast<int32_t>(seg_.size());
+    const int64_t rounded = sim::CachingAllocator::round_size(bytes);
+    const int64_t seg_bytes = !new_seg ? 0
+                              : rounded <= sim::CachingAllocator::kSmallSize ? sim::CachingAllocator::kSmallBuffer
+                                                                             : sim::CachingAllocator::segment_size(rounded);
+    // Fewer bytes reserved than before plus the new segment: the model released its free segments.
+    if (b < 0 ? ca_.reserved() < before : ca_.reserved() < before + seg_bytes) sync_segments();
+    if (b < 0) {   // the model is out of memory; fragmentation if its blocks held the bytes
+        frag_ = ca_.allocated() + rounded <= capacity_;
         return -1;
     }
     int32_t seg = ca_.block_segment(b);
-    if (seg >= static_cast<int32_t>(seg_off_.size())) {   // a new segment: cudaMalloc it
-        seg_off_.resize(static_cast<size_t>(seg) + 1, -1);
+    if (new_seg) {
+        // The new segment's size: reserved grew by it after any release.
+        seg_.resize(static_cast<size_t>(seg) + 1);
         seg_live_.resize(static_cast<size_t>(seg) + 1, 0);
-        int64_t off = list_.allocate(seg_bytes);
-        if (off < 0) {   // the model's bytes fit the capacity, the arena's layout does not
+        const int64_t sz = ca_.reserved() - in_use();   // == seg_bytes: every other segment is mapped
+        if (!map_range(sz, seg_[static_cast<size_t>(seg)])) {   // only a broken invariant gets here
             ca_.free(b);
-            seg_live_[static_cast<size_t>(seg)] = 0;
             frag_ = true;
             return -1;
         }
-        seg_off_[static_cast<size_t>(seg)] = off;
     }
     ++seg_live_[static_cast<size_t>(seg)];
     block_[key] = b;
-    peak_ = std::max(peak_, ca_.reserved());
-    return seg_off_[static_cast<size_t>(seg)] + ca_.block_offset(b);
+    return seg_[static_cast<size_t>(seg)].va + ca_.block_offset(b);
 }
 
 void Arena::free(int32_t key) {
     if (!caching_) {
-        auto it = off_.find(key);
-        if (it == off_.end()) return;
-        list_.free(it->second);
-        off_.erase(it);
+        auto it = placed_.find(key);
+        if (it == placed_.end()) return;
+        Placed pl = it->second;
+        placed_.erase(it);
+        ideal_bytes_ -= ideal_live_[key];
+        ideal_live_.erase(key);
+        if (pl.small_page >= 0) {
+            SmallPage& sp = small_[static_cast<size_t>(pl.small_page)];
+            sp.list.free(pl.va - sp.r.va);
+            if (sp.list.used() == 0) unmap_range(sp.r);
+        } else {
+            auto o = own_.find(key);
+            unmap_range(o->second);
+            own_.erase(o);
+        }
         return;
     }
     auto it = block_.find(key);

@@ -66,7 +66,6 @@ private:
     bool place(int32_t a, size_t action);
     void release_device(int32_t a);
     void fill_pattern(int32_t a);
-    bool release_lazy();
     void release_host(int32_t a);
     // transfers
     void submit(int32_t a, SwapDir dir);
@@ -100,6 +99,7 @@ private:
     const Options& O;
     Measured M;
     kernels::Device device = kernels::Device::Cpu;
+    std::unique_ptr<PageMapper> vm;        // outlives the engine and the arena that use it
     std::unique_ptr<kernels::SwapEngine> eng;
     Clock::time_point eng_epoch, t0;
     Clock::duration lag{0};
@@ -115,7 +115,6 @@ private:
     std::unordered_map<uint64_t, Clock::time_point> submitted;
     std::vector<std::pair<int64_t, int64_t>> mem;   // (trace ns, bytes in use)
     int64_t recomputes = 0;
-    std::vector<int32_t> lazy;             // swapped out, device range not yet released
     bool stopped = false;
     double busy_s[2] = {0, 0};
     int64_t busy_bytes[2] = {0, 0};
@@ -134,14 +133,13 @@ bool Executor::place(int32_t a, size_t action) {
     const int64_t bytes = T.allocations.bytes[a];
     for (;;) {
         poll();
-        int64_t off = arena->allocate(a, bytes, T.allocations.t_free[a] == trace::kNoTime);
+        int64_t off = arena->allocate(a, bytes);
         if (off >= 0) {
             dev_off[a] = off;
             M.peak = std::max(M.peak, arena->in_use());
             sample();
             return true;
         }
-        if (release_lazy()) continue;
         if (!q[1].empty()) { wait_one(SwapDir::DeviceToHost); continue; }
         if (!q[0].empty()) { wait_one(SwapDir::HostToDevice); continue; }
         M.oom = true;
@@ -175,14 +173,6 @@ void Executor::fill_pattern(int32_t a) {
         uint64_t v = detail::stamp(seed, pg);
         std::memcpy(p + o, &v, 8);
     }
-}
-
-bool Executor::release_lazy() {
-    bool any = false;
-    for (int32_t a : lazy)
-        if (state[a] == kHost && dev_off[a] >= 0) { release_device(a); any = true; }
-    lazy.clear();
-    return any;
 }
 
 void Executor::release_device(int32_t a) {
@@ -271,12 +261,14 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
             release_host(a);
             state[a] = kGpu;
         } else {
-            // The copy is done; the device range is released when memory is needed (as the
-            // simulator releases it at completion, before anything that needs room), so that a
-            // kernel the simulator let cancel this eviction still finds its data.
+            // The copy is done: the block goes back to the allocator model now, as the simulator
+            // releases it at completion. Holding it until room is needed made the caching
+            // model's later blocks land elsewhere than the simulator's (other segments, a
+            // different fragmentation, OOMs the simulator had not); a kernel that wants it
+            // after this swaps it back in (counted as unplanned).
             host_valid[a] = 1;
             state[a] = kHost;
-            lazy.push_back(a);
+            release_device(a);
         }
     } else {
         ++M.checksums;   // end to end: what came back is what went out
@@ -424,7 +416,11 @@ Measured Executor::run() {
     int64_t cap = P.capacity;
     if (cap >= sim::kUnlimited) cap = P.predicted_peak + P.predicted_peak / 8 + (64 << 20);
     M.capacity = cap;
-    arena = std::make_unique<Arena>(P.allocator, cap);
+    // Device memory: a pool of the capacity in 2 MiB pages, segments mapped into a large
+    // virtual range (pages.hpp); the swap engine copies to and from that range.
+    const int64_t pages = Arena::pool_pages(cap), va = Arena::default_va(cap);
+    vm = device == kernels::Device::Cuda ? make_cuda_mapper(pages, va) : make_host_mapper(pages, va);
+    arena = std::make_unique<Arena>(P.allocator, cap, vm.get());
     int64_t host_need = 0;   // host arena: the bytes swapped out, bounded by a generous share
     for (const Action& x : P.actions)
         if (x.op == Op::SwapOut) host_need += A.bytes[x.alloc];
@@ -433,7 +429,8 @@ Measured Executor::run() {
     M.host_arena_bytes = host->size();
 
     kernels::SwapConfig sc;
-    sc.device_bytes = static_cast<size_t>(cap);
+    sc.device_bytes = static_cast<size_t>(vm->va_bytes());
+    sc.device_memory = vm->base();
     sc.host_bytes = static_cast<size_t>(host->size());
     sc.chunk_bytes = O.chunk_bytes;
     sc.verify = true;

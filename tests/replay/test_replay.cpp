@@ -101,13 +101,16 @@ TEST_CASE("replay stays within the capacity and every swap comes back intact", "
             sim::Result r = simulate(t, 0.7, alloc);
             REQUIRE_FALSE(r.oom.happened);
             replay::Measured m = replay::replay(t, replay::make_plan(t, r), fast());
-            if (m.oom) {
-                // Only placement may stop it (ideal counts bytes only; caching releases
-                // swapped-out blocks when the real copy completes, so its block order can
-                // differ from the simulator's), and it says so.
+            INFO(m.status << " " << m.failure);
+            // Paged device memory does not fragment between segments: the caching model never
+            // runs out where the simulator did not. ideal counts bytes only, and rounding them
+            // to pages (shared pages for small ones) may not fit a capacity the simulator filled
+            // to the byte; then it says so.
+            if (std::string(alloc) == "ideal" && m.oom) {
                 CHECK(m.oom_fragmentation);
                 continue;
             }
+            REQUIRE_FALSE(m.oom);
             CHECK(m.status == "complete");
             CHECK(m.peak <= r.capacity);
             CHECK(m.high_water <= r.capacity);

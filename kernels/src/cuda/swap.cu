@@ -63,7 +63,10 @@ __global__ void flip_byte_kernel(unsigned char* p) { *p ^= 0x5a; }
 class CudaSwapEngine final : public SwapEngine {
 public:
     explicit CudaSwapEngine(const SwapConfig& c) : cfg_(c), limiter_(c.max_ops_per_s) {
-        MHC_CUDA_CHECK(cudaMalloc(&dev_, c.device_bytes));
+        if (c.device_memory)
+            dev_ = static_cast<unsigned char*>(c.device_memory);   // the caller's (cuMemMap'd) memory
+        else
+            MHC_CUDA_CHECK(cudaMalloc(&dev_, c.device_bytes));
         MHC_CUDA_CHECK(cudaHostAlloc(&host_, c.host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
         MHC_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_dev_), host_, 0));
         for (auto& s : streams_) MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -78,7 +81,7 @@ public:
         for (auto& [id, op] : ops_) release(op);
         for (auto& s : streams_) cudaStreamDestroy(s);
         cudaEventDestroy(base_);
-        cudaFree(dev_);
+        if (!cfg_.device_memory) cudaFree(dev_);
         cudaFreeHost(host_);
     }
 

@@ -38,6 +38,9 @@ struct SwapConfig {
     int threads_per_direction = 1;    // host backend: copy threads per direction
     SwapPath path = SwapPath::CopyEngine;  // CUDA backend only
     int zero_copy_blocks = 0;         // CUDA zero-copy kernel blocks; 0 = one per SM
+    // When set: the device arena is this memory of device_bytes, owned by the caller (replay's
+    // page-mapped pool: virtual ranges backed by 2 MiB pages), instead of one the engine allocates.
+    void* device_memory = nullptr;
 };
 
 struct SwapResult {

@@ -1,9 +1,17 @@
 #pragma once
-// Placement of allocations in one arena of a fixed size (the run's capacity). The simulator's
-// `ideal` model only counts bytes; a real arena must also place them, so replay uses a best-fit
-// free list and reports what placement costs (fragmentation). The `caching` model is the
-// simulator's own CachingAllocator, its segments laid out in the arena by the same free list
-// (standing in for cudaMalloc).
+// The device arena as GPU memory behaves: a pool of exactly the run's capacity in 2 MiB pages
+// (pages.hpp), a segment (caching model) or allocation (ideal model) taking whole pages from
+// anywhere in the pool and seen as one contiguous virtual range. Memory in use is pages in use
+// x 2 MiB, and an allocation fails only when pages run out, so the pool never fragments
+// between segments (it does inside them, as the allocator model says).
+//
+// caching: the simulator's own CachingAllocator decides blocks and segments; each new segment
+// gets pages and a virtual range, each segment it releases gives them back. Its segments are
+// multiples of 2 MiB, so pages in use = its reserved bytes exactly.
+// ideal: the simulator counts bytes only. Allocations above 1 MiB take whole pages; smaller
+// ones share pages (best fit inside pages, 512-byte granules), a page returning to the pool
+// when it empties. The rounding is what the measured peak adds to the predicted one.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -11,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mhc/replay/pages.hpp"
 #include "mhc/sim/allocator.hpp"
 
 namespace mhc::replay {
@@ -20,8 +29,7 @@ namespace mhc::replay {
 class FreeList {
 public:
     FreeList(int64_t size, int64_t align);
-    // Offset, or -1. from_top: the highest free range that fits, placed at its top (long-lived
-    // allocations gather at the top, short-lived ones best-fit from the bottom).
+    // Offset, or -1. from_top: the highest free range that fits, placed at its top.
     int64_t allocate(int64_t bytes, bool from_top = false);
     void free(int64_t offset);
     int64_t size() const { return size_; }
@@ -37,33 +45,66 @@ private:
     std::unordered_map<int64_t, int64_t> placed_;      // offset -> size
 };
 
-// The device arena as the run's allocator model manages it.
 class Arena {
 public:
-    Arena(const std::string& model, int64_t capacity, int64_t align = 16);
-    // Offset of the placed allocation (caller's handle `key`), or -1 when it does not fit.
-    // long_lived: alive to the end of the trace (parameters, optimizer states).
-    int64_t allocate(int32_t key, int64_t bytes, bool long_lived = false);
+    static constexpr int64_t kPage = PageMapper::kPage;
+    // Pool of capacity / 2 MiB pages. mapper: maps the pages for real (nullptr: bookkeeping
+    // only); its pool must hold those pages. Offsets are in the mapper's virtual range (else
+    // one of default_va(capacity) bytes).
+    Arena(const std::string& model, int64_t capacity, PageMapper* mapper = nullptr);
+    ~Arena();
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    static int64_t pool_pages(int64_t capacity) { return capacity / kPage; }
+    // A virtual range generous enough that placing ranges in it never fails in practice.
+    static int64_t default_va(int64_t capacity) { return (pool_pages(capacity) * 8 + 64) * kPage; }
+
+    // Offset in the virtual range of the placed allocation (caller's handle `key`), or -1
+    // when it does not fit.
+    int64_t allocate(int32_t key, int64_t bytes);
     void free(int32_t key);
-    int64_t in_use() const;       // ideal: placed bytes; caching: reserved segment bytes
+    int64_t in_use() const { return (pages_ - static_cast<int64_t>(free_pages_.size())) * kPage; }
     int64_t peak() const { return peak_; }
-    int64_t high_water() const { return list_.high_water(); }
+    int64_t capacity() const { return capacity_; }
+    int64_t pool_bytes() const { return pages_ * kPage; }
+    // Highest pool page ever used + 1, x 2 MiB (never above the pool).
+    int64_t high_water() const { return high_page_ * kPage; }
     int64_t largest_free() const;
-    int64_t capacity() const { return list_.size(); }
-    // Whether the last failed allocate() had the bytes but no place (fragmentation).
+    // Whether the last failed allocate() had the bytes by the model's count but not the
+    // pages (page rounding, or no virtual range).
     bool last_failure_fragmentation() const { return frag_; }
 
 private:
-    bool caching_;
-    FreeList list_;
-    sim::CachingAllocator ca_;
-    std::unordered_map<int32_t, int64_t> off_;      // ideal: key -> offset
-    std::unordered_map<int32_t, int32_t> block_;    // caching: key -> block
-    std::vector<int64_t> seg_off_;                  // caching: segment -> arena offset (-1 gone)
-    std::vector<int32_t> seg_live_;                 // caching: live blocks per segment
-    int64_t peak_ = 0;
-    bool frag_ = false;
+    struct Range {   // a mapped virtual range and its pool pages
+        int64_t va = -1;
+        std::vector<int32_t> pages;
+    };
+    bool map_range(int64_t bytes, Range& r);   // false: not enough pages or virtual range
+    void unmap_range(Range& r);
     void sync_segments();
+
+    bool caching_;
+    int64_t capacity_, pages_;
+    PageMapper* mapper_;
+    FreeList va_;
+    std::set<int32_t> free_pages_;
+    int64_t peak_ = 0, high_page_ = 0;
+    bool frag_ = false;
+    // caching
+    sim::CachingAllocator ca_;
+    std::unordered_map<int32_t, int32_t> block_;   // key -> block
+    std::vector<Range> seg_;                       // segment -> its range (va -1: gone)
+    std::vector<int32_t> seg_live_;                // live blocks per segment
+    // ideal
+    static constexpr int64_t kIdealAlign = 512, kSmallIdeal = 1 << 20;
+    static int64_t ideal_round(int64_t b) { return std::max<int64_t>((b + kIdealAlign - 1) / kIdealAlign * kIdealAlign, kIdealAlign); }
+    struct Placed { int64_t va; int32_t small_page; };   // small_page -1: its own range
+    std::unordered_map<int32_t, Placed> placed_;
+    std::unordered_map<int32_t, Range> own_;       // allocations above 1 MiB: their pages
+    std::unordered_map<int32_t, int64_t> ideal_live_;   // key -> bytes
+    struct SmallPage { Range r; FreeList list{kPage, 512}; };
+    std::vector<SmallPage> small_;                 // shared pages (r.va -1: free slot)
+    int64_t ideal_bytes_ = 0;                      // live bytes by the model's count
 };
 
 }  // namespace mhc::replay

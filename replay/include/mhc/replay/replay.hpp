@@ -53,8 +53,8 @@ struct Measured {
     std::string status = "complete";   // complete | oom | failed
     std::string failure;               // why, when failed
     int64_t capacity = 0;
-    int64_t peak = 0;                  // highest arena bytes in use (ideal: placed; caching: reserved)
-    int64_t high_water = 0;            // highest end offset ever placed in the arena
+    int64_t peak = 0;                  // highest arena bytes in use: pool pages in use x 2 MiB
+    int64_t high_water = 0;            // highest pool page ever used + 1, x 2 MiB
     int64_t makespan_ns = 0;           // wall time, divided by the time scale (trace ns)
     int64_t lag_ns = 0;                // final lag, divided by the time scale
     int64_t stall_ns = 0, stalls = 0;  // kernel starts that waited for operands

@@ -1,0 +1,34 @@
+#pragma once
+// Device memory as a GPU driver hands it out: a pool of physical memory in 2 MiB pages and a
+// reserved virtual range much larger than the pool. A segment (caching model) or allocation
+// (ideal model) is a virtual range whose pages are mapped from anywhere in the pool, so the
+// pool never fragments between segments: what PyTorch's expandable segments and
+// cuMemCreate + cuMemMap do. Host: a memfd of the pool's size, mapped with mmap(MAP_FIXED |
+// MAP_SHARED) into a PROT_NONE reservation. CUDA: one cuMemCreate handle per page, mapped with
+// cuMemMap into a cuMemAddressReserve range.
+#include <cstdint>
+#include <memory>
+
+namespace mhc::replay {
+
+class PageMapper {
+public:
+    static constexpr int64_t kPage = 2 << 20;
+    virtual ~PageMapper() = default;
+    virtual unsigned char* base() = 0;          // start of the reserved virtual range
+    virtual int64_t va_bytes() const = 0;       // its size (a multiple of kPage)
+    virtual int64_t pool_pages() const = 0;     // physical pages
+    // Maps pool pages pages[0..n) at base + va_off, in order (va_off page-aligned, the range
+    // unmapped). Throws mhc::Error when the system refuses.
+    virtual void map(int64_t va_off, const int32_t* pages, int64_t n) = 0;
+    // Returns [va_off, va_off + n pages) to the reservation (data in the pages is kept).
+    virtual void unmap(int64_t va_off, int64_t n) = 0;
+    virtual int64_t mapped_pages() const = 0;   // pages currently mapped (all ranges)
+};
+
+// Throws mhc::Error when the kernel refuses (memfd_create, ftruncate, mmap).
+std::unique_ptr<PageMapper> make_host_mapper(int64_t pool_pages, int64_t va_bytes);
+// Throws mhc::Error without a CUDA build, without a GPU, or when the driver refuses.
+std::unique_ptr<PageMapper> make_cuda_mapper(int64_t pool_pages, int64_t va_bytes);
+
+}  // namespace mhc::replay

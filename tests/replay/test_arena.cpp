@@ -1,0 +1,118 @@
+// The paged arena (arena.hpp, pages.hpp): segments take whole 2 MiB pages from anywhere in a
+// pool of the capacity, so a pattern that fragments a contiguous arena fits; the pool never
+// exceeds the capacity; and on the host the pages are really mapped (data written through one
+// virtual range is read back through another mapping of the same page).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "mhc/replay/arena.hpp"
+#include "mhc/replay/pages.hpp"
+
+using namespace mhc;
+using replay::Arena;
+constexpr int64_t MiB = 1 << 20, kPage = replay::PageMapper::kPage;
+
+namespace {
+// Fills [p, p + bytes) with words derived from seed; checks them back.
+void fill(unsigned char* p, int64_t bytes, uint64_t seed) {
+    for (int64_t o = 0; o + 8 <= bytes; o += 8) {
+        uint64_t v = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(o);
+        std::memcpy(p + o, &v, 8);
+    }
+}
+bool same(const unsigned char* p, int64_t bytes, uint64_t seed) {
+    for (int64_t o = 0; o + 8 <= bytes; o += 8) {
+        uint64_t v = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(o), w;
+        std::memcpy(&w, p + o, 8);
+        if (v != w) return false;
+    }
+    return true;
+}
+}  // namespace
+
+TEST_CASE("host page mapper: pages are shared memory of the pool, mapped anywhere", "[replay][arena]") {
+    auto vm = replay::make_host_mapper(4, 16 * kPage);
+    unsigned char* b = vm->base();
+    int32_t p2 = 2;
+    vm->map(0, &p2, 1);                    // pool page 2 at virtual page 0
+    fill(b, kPage, 7);
+    vm->map(5 * kPage, &p2, 1);            // and again at virtual page 5: the same memory
+    CHECK(same(b + 5 * kPage, kPage, 7));
+    CHECK(vm->mapped_pages() == 2);
+    vm->unmap(0, 1);
+    CHECK(same(b + 5 * kPage, kPage, 7));  // the page keeps its data
+    int32_t bad = 4;
+    CHECK_THROWS(vm->map(0, &bad, 1));     // outside the pool
+    CHECK_THROWS(vm->map(16 * kPage, &p2, 1));   // outside the reservation
+    CHECK_THROWS(vm->map(MiB, &p2, 1));    // not page-aligned
+}
+
+TEST_CASE("a pattern that fragments a contiguous arena fits in pages", "[replay][arena]") {
+    // ideal: ten 2 MiB allocations fill 20 MiB, every other one is freed; a 10 MiB one fits
+    // only because its pages need not be contiguous.
+    const int64_t cap = 10 * kPage;
+    replay::FreeList contiguous(cap, 512);
+    auto vm = replay::make_host_mapper(Arena::pool_pages(cap), Arena::default_va(cap));
+    Arena a("ideal", cap, vm.get());
+    std::vector<int64_t> off(10), va(10);
+    for (int32_t k = 0; k < 10; ++k) {
+        off[static_cast<size_t>(k)] = contiguous.allocate(kPage);
+        va[static_cast<size_t>(k)] = a.allocate(k, kPage);
+        REQUIRE(va[static_cast<size_t>(k)] >= 0);
+        fill(vm->base() + va[static_cast<size_t>(k)], kPage, static_cast<uint64_t>(k));
+    }
+    CHECK(a.in_use() == cap);
+    CHECK(a.allocate(99, 512) < 0);   // the pool is full
+    CHECK(a.last_failure_fragmentation() == false);
+    for (int32_t k = 0; k < 10; k += 2) {
+        contiguous.free(off[static_cast<size_t>(k)]);
+        a.free(k);
+    }
+    CHECK(contiguous.allocate(5 * kPage) < 0);   // contiguous: 5 holes of 2 MiB
+    int64_t v = a.allocate(50, 5 * kPage - 4096);
+    REQUIRE(v >= 0);
+    // The whole range is usable memory and the other allocations are untouched by it.
+    fill(vm->base() + v, 5 * kPage - 4096, 50);
+    CHECK(same(vm->base() + v, 5 * kPage - 4096, 50));
+    for (int32_t k = 1; k < 10; k += 2) CHECK(same(vm->base() + va[static_cast<size_t>(k)], kPage, static_cast<uint64_t>(k)));
+    CHECK(a.in_use() <= cap);
+    CHECK(a.high_water() <= cap);
+    CHECK(vm->mapped_pages() * kPage == a.in_use());
+}
+
+TEST_CASE("caching segments are placed by pages; the pool never exceeds the capacity", "[replay][arena]") {
+    // Eight 12 MiB blocks (one 12 MiB segment each) in a 100 MiB pool; freeing every other one
+    // leaves 48 MiB in four holes; a 40 MiB block makes the model release the free segments and
+    // add a 40 MiB one: contiguous placement has no 40 MiB hole, pages do.
+    const int64_t cap = 100 * MiB;
+    replay::FreeList contiguous(cap, 512);
+    auto vm = replay::make_host_mapper(Arena::pool_pages(cap), Arena::default_va(cap));
+    Arena a("caching", cap, vm.get());
+    std::vector<int64_t> off(8), va(8);
+    for (int32_t k = 0; k < 8; ++k) {
+        off[static_cast<size_t>(k)] = contiguous.allocate(12 * MiB);
+        va[static_cast<size_t>(k)] = a.allocate(k, 12 * MiB);
+        REQUIRE(va[static_cast<size_t>(k)] >= 0);
+        fill(vm->base() + va[static_cast<size_t>(k)], 12 * MiB, static_cast<uint64_t>(k));
+    }
+    CHECK(a.in_use() == 96 * MiB);
+    for (int32_t k = 0; k < 8; k += 2) {
+        contiguous.free(off[static_cast<size_t>(k)]);
+        a.free(k);
+    }
+    CHECK(a.in_use() == 96 * MiB);   // cached, as the model keeps them
+    CHECK(contiguous.allocate(40 * MiB) < 0);
+    int64_t v = a.allocate(100, 40 * MiB);
+    REQUIRE(v >= 0);
+    CHECK(a.in_use() == 88 * MiB);   // 4 x 12 MiB live + 40 MiB
+    fill(vm->base() + v, 40 * MiB, 100);
+    CHECK(same(vm->base() + v, 40 * MiB, 100));
+    for (int32_t k = 1; k < 8; k += 2) CHECK(same(vm->base() + va[static_cast<size_t>(k)], 12 * MiB, static_cast<uint64_t>(k)));
+    CHECK(a.peak() <= cap);
+    CHECK(a.high_water() <= cap);
+    CHECK(vm->mapped_pages() * kPage == a.in_use());
+    // Beyond the pool: the model says no, as the simulator would.
+    CHECK(a.allocate(101, 20 * MiB) < 0);
+}
