@@ -4,12 +4,8 @@
 #ifdef __SSE2__
 #define RAPIDJSON_SSE2   // SIMD whitespace skipping on the in-memory path
 #endif
-#include <fcntl.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/reader.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,12 +17,12 @@
 
 namespace mhc::trace::import {
 
-uint32_t KStrings::intern(const std::string& s) {
-    auto it = index.find(s);
+uint32_t KStrings::intern(std::string_view s) {
+    auto it = index.find(s);   // heterogeneous lookup: no string built for known names
     if (it != index.end()) return it->second;
     uint32_t id = static_cast<uint32_t>(list.size());
-    list.push_back(s);
-    index.emplace(s, id);
+    list.emplace_back(s);
+    index.emplace(std::string(s), id);
     return id;
 }
 
@@ -137,30 +133,24 @@ F arg_key(const char* k, size_t n) {
 
 struct Event {
     char ph = 0;
-    std::string cat, name;
+    // Views of the JSON text (in-situ parse) or of own_cat/own_name (streamed parse, where
+    // rapidjson's strings die with the callback); valid until the event is finished.
+    std::string_view cat, name;
     int64_t pid = 0, tid = 0, ts = 0, dur = 0, id = 0;
     bool has_ts = false;
     int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
     int64_t addr = 0, mem_bytes = 0, total = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
     int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
     bool has_mem = false;
-    // Resets the fields but keeps the strings' buffers (no allocation per event).
-    void clear() {
-        std::string c = std::move(cat), n = std::move(name);
-        c.clear();
-        n.clear();
-        *this = Event{};
-        cat = std::move(c);
-        name = std::move(n);
-    }
+    void clear() { *this = Event{}; }
 };
 
-uint8_t copy_kind(const std::string& name) {
-    if (name.find("HtoD") != std::string::npos) return 0;
-    if (name.find("DtoH") != std::string::npos) return 1;
-    if (name.find("DtoD") != std::string::npos) return 2;
-    if (name.find("PtoP") != std::string::npos) return 3;
-    if (name.find("HtoH") != std::string::npos) return 5;
+uint8_t copy_kind(std::string_view name) {
+    if (name.find("HtoD") != std::string_view::npos) return 0;
+    if (name.find("DtoH") != std::string_view::npos) return 1;
+    if (name.find("DtoD") != std::string_view::npos) return 2;
+    if (name.find("PtoP") != std::string_view::npos) return 3;
+    if (name.find("HtoH") != std::string_view::npos) return 5;
     return 2;
 }
 
@@ -176,6 +166,8 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     F arr_key = F::None;    // grid / block inside args
     int arr_i = 0;
     Event e;
+    bool copy_strings = true;   // false for the in-situ parse: strings stay in the buffer
+    std::string own_cat, own_name;
     // deviceProperties entry
     std::string dp_name;
     int64_t dp_id = -1, dp_mem = 0;
@@ -292,8 +284,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         if (in_event() && !in_args && depth == events_depth + 1) {
             switch (key) {
                 case F::Ph: e.ph = n ? s[0] : 0; break;
-                case F::Cat: e.cat.assign(s, n); break;
-                case F::Name: e.name.assign(s, n); break;
+                case F::Cat:
+                    if (copy_strings) { own_cat.assign(s, n); e.cat = own_cat; }
+                    else e.cat = {s, n};
+                    break;
+                case F::Name:
+                    if (copy_strings) { own_name.assign(s, n); e.name = own_name; }
+                    else e.name = {s, n};
+                    break;
                 // string pids/tids ("Traces", "stream 7"): a stable number
                 case F::Pid: e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
                 case F::Tid: e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
@@ -310,7 +308,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     void finish_event() {
         ++d.events;
         if (!e.has_ts) return;
-        const std::string& c = e.cat;
+        std::string_view c = e.cat;
         if (e.ph == 'X') {
             if (c == "kernel" || c == "Kernel" || c == "gpu_memcpy" || c == "Memcpy" || c == "gpu_memset" || c == "Memset") {
                 KKernel k;
@@ -336,7 +334,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 if (e.corr >= 0) d.launches[e.corr] = KLaunch{e.ts, e.tid};
             } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
                        c == "gpu_user_annotation") {
-                bool step = e.name.rfind("ProfilerStep#", 0) == 0;
+                bool step = e.name.substr(0, 13) == "ProfilerStep#";
                 if (c == "gpu_user_annotation" || c == "user_annotation" || step) {
                     KRange r;
                     r.ts = e.ts;
@@ -422,52 +420,152 @@ int32_t KinetoData::launcher(const KKernel& k) const {
     return -1;
 }
 
-// A plain (not gzip) file mapped read-only, when its last page has room for the NUL that
-// rapidjson's fast in-memory stream needs (the kernel zero-fills the mapping past the end).
-struct Mapped {
-    const char* data = nullptr;
-    size_t size = 0;
-    explicit Mapped(const std::string& path) {
-        int fd = ::open(path.c_str(), O_RDONLY);
-        if (fd < 0) return;
-        struct stat st {};
-        unsigned char magic[2] = {0, 0};
-        long page = sysconf(_SC_PAGESIZE);
-        if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size % page != 0 && ::read(fd, magic, 2) == 2 &&
-            !(magic[0] == 0x1f && magic[1] == 0x8b)) {
-            void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-            if (p != MAP_FAILED) {
-                data = static_cast<const char*>(p);
-                size = static_cast<size_t>(st.st_size);
-                madvise(p, size, MADV_SEQUENTIAL);
-            }
-        }
-        ::close(fd);
-    }
-    ~Mapped() {
-        if (data) munmap(const_cast<char*>(data), size);
-    }
-};
+namespace {
 
-KinetoData parse_kineto(const std::string& path) {
-    constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag;
-    KinetoData d;
-    Handler h(d, path);
+constexpr unsigned kStreamFlags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag;
+constexpr unsigned kInsituFlags = kStreamFlags | rapidjson::kParseInsituFlag | rapidjson::kParseStopWhenDoneFlag;
+
+// The reference parse: rapidjson over a character stream, strings copied. Used for inputs
+// the windowed parse does not take, and to report errors.
+void parse_streamed(const std::string& path, KinetoData& d, Handler& h) {
     rapidjson::Reader reader;
-    rapidjson::ParseResult res;
-    Mapped m(path);
-    if (m.data) {
-        rapidjson::StringStream ss(m.data);   // stops at the zero fill after the end
-        res = reader.Parse<kFlags>(ss, h);
-    } else {
-        GzSource src(path);   // gzip (or a file that could not be mapped): streamed
-        JsonStream js{&src};
-        res = reader.Parse<kFlags>(js, h);
-    }
+    GzSource src(path);
+    JsonStream js{&src};
+    rapidjson::ParseResult res = reader.Parse<kStreamFlags>(js, h);
     if (!h.bad.empty()) throw Error(where(path, "traceEvents[" + std::to_string(d.events) + "]: " + h.bad));
     if (res.IsError())
         throw Error(where(path, std::string("invalid JSON at byte ") + std::to_string(res.Offset()) + ": " +
                                     rapidjson::GetParseError_En(res.Code())));
+}
+
+struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> {
+    std::string_view s;
+    bool ok = false;
+    bool String(const char* p, rapidjson::SizeType n, bool) { s = {p, n}; ok = true; return true; }
+    bool Default() { return false; }   // a key must be a string
+};
+
+// Fast path: the JSON text, plain or gzip, is read into a sliding window; the top-level
+// object and the traceEvents array are walked here and each member value / event is
+// parsed by rapidjson in situ (no string or number is copied; the handler sees views of
+// the window). The window holds at least kKeep bytes ahead of each value, so an event is
+// parsed while whole in memory. Anything unexpected (a syntax error, a value longer than
+// the window, a root that is not an object) returns false: the caller starts again with
+// parse_streamed, which gives the same result or the error message.
+class Windowed {
+public:
+    Windowed(const std::string& path, Handler& h) : src_(path), h_(h) { buf_.resize(kCap + kPad); }
+
+    bool run() {
+        if (!ws() || at() != '{') return false;
+        ++beg_;
+        h_.depth = 1;
+        if (!ws()) return false;
+        if (at() == '}') {
+            ++beg_;
+        } else {
+            while (true) {
+                if (!ws() || at() != '"') return false;
+                KeyCatcher kc;
+                if (!value(kc) || !kc.ok) return false;
+                h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false);
+                if (!ws() || at() != ':') return false;
+                ++beg_;
+                if (!ws()) return false;
+                if (h_.top_key == "traceEvents" && at() == '[') {
+                    ++beg_;
+                    h_.StartArray();
+                    if (!ws()) return false;
+                    if (at() == ']') {
+                        ++beg_;
+                    } else {
+                        while (true) {
+                            if (!value(h_) || !ws()) return false;
+                            char c = at();
+                            ++beg_;
+                            if (c == ']') break;
+                            if (c != ',' || !ws()) return false;
+                        }
+                    }
+                    h_.EndArray(0);
+                } else if (!value(h_)) {
+                    return false;
+                }
+                if (!ws()) return false;
+                char c = at();
+                ++beg_;
+                if (c == '}') break;
+                if (c != ',') return false;
+            }
+        }
+        h_.depth = 0;
+        ws();
+        return beg_ == end_ && eof_;   // nothing but whitespace after the root
+    }
+
+private:
+    static constexpr size_t kCap = size_t(32) << 20, kKeep = size_t(4) << 20, kPad = 64;
+
+    char at() const { return buf_[beg_]; }
+    // Keeps at least kKeep bytes ahead of beg_ (or all that is left), a NUL after them.
+    void fill() {
+        if (eof_ || end_ - beg_ >= kKeep) return;
+        std::memmove(buf_.data(), buf_.data() + beg_, end_ - beg_);
+        end_ -= beg_;
+        beg_ = 0;
+        while (end_ < kCap && !eof_) {
+            size_t got = src_.read(buf_.data() + end_, kCap - end_);
+            if (got == 0) eof_ = true;
+            end_ += got;
+        }
+        std::memset(buf_.data() + end_, 0, kPad);   // sentinel, and room for 16-byte loads
+    }
+    // Skips whitespace; false at the end of the input.
+    bool ws() {
+        while (true) {
+            fill();
+            while (beg_ < end_) {
+                char c = buf_[beg_];
+                if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return true;
+                ++beg_;
+            }
+            if (eof_) return false;
+        }
+    }
+    template <typename H>
+    bool value(H& handler) {
+        fill();
+        rapidjson::InsituStringStream ss(buf_.data() + beg_);
+        rapidjson::ParseResult res = reader_.Parse<kInsituFlags>(ss, handler);
+        if (res.IsError()) return false;
+        beg_ += ss.Tell();
+        return beg_ <= end_;
+    }
+
+    GzSource src_;
+    Handler& h_;
+    rapidjson::Reader reader_;
+    std::vector<char> buf_;
+    size_t beg_ = 0, end_ = 0;
+    bool eof_ = false;
+};
+
+}  // namespace
+
+KinetoData parse_kineto(const std::string& path) {
+    {
+        KinetoData d;
+        Handler h(d, path);
+        h.copy_strings = false;
+        if (Windowed(path, h).run()) {
+            if (!h.saw_events)
+                throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
+            return d;
+        }
+    }
+    KinetoData d;
+    Handler h(d, path);
+    parse_streamed(path, d, h);
     if (!h.saw_events)
         throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
     return d;

@@ -4,15 +4,20 @@
 // from Kineto). Only what the trace model uses is kept; the JSON is never held whole.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 namespace mhc::trace::import {
 
 struct KStrings {
+    struct Hash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
     std::vector<std::string> list;
-    std::unordered_map<std::string, uint32_t> index;
-    uint32_t intern(const std::string& s);
+    std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> index;
+    uint32_t intern(std::string_view s);
 };
 
 struct KKernel {
