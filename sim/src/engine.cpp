@@ -44,7 +44,10 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     ready_at.assign(na, 0);
     if (caching) block.assign(na, -1);
     protect.assign(na, 0);
-    if (pf.kind == Prefetch::Periodic || pf.kind == Prefetch::Forecast) learnt_next.assign(na, -1);
+    if (pf.kind == Prefetch::Periodic || pf.kind == Prefetch::Forecast) {
+        learnt_next.assign(na, -1);
+        last_seq.assign(na, -1);
+    }
     cached_host.init(na);
     if (C.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / C.max_swap_ops_per_sec));
     buckets.assign(static_cast<size_t>(C.memory_samples), Bucket{});
@@ -327,6 +330,7 @@ bool Engine<Policy>::on_alloc(int32_t a) {
     live_bytes += P.t->allocations.bytes[a];
     resident_bytes += P.t->allocations.bytes[a];
     ctx.next_of[a] = P.first_use[a];
+    if (!learnt_next.empty()) learn_first(a);
     pol.insert(a);
     t_last = std::max(t_last, t);
     return true;
@@ -424,7 +428,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         ctx.last_touch[a] = ++tick;
         ctx.last_time[a] = start;
         ctx.next_of[a] = P.next_use[j];
-        if (!learnt_next.empty()) learn_next(s, j, a);
+        if (!learnt_next.empty()) { learn_next(s, j, a); last_seq[a] = s; }
         if (P.acc_write[j]) {
             ctx.writer[a] = s;
             drop_host_copy(a);   // the host copy is stale now
@@ -586,6 +590,20 @@ void Engine<Policy>::learn_next(int32_t s, int64_t j, int32_t a) {
     learnt_next[a] = nu == kNever ? kNever : static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + (nu - q)));
 }
 
+// periodic/forecast: a new allocation's first use, learnt from its counterpart in the
+// previous step (same rank among the step's allocations): its first use shifted by the
+// distance between the two steps' first kernels, or never.
+template <class Policy>
+void Engine<Policy>::learn_first(int32_t a) {
+    learnt_next[a] = -1;
+    int32_t st = P.alloc_step[a];
+    if (st < 1) return;
+    int64_t idx = P.step_allocs_begin[st - 1] + P.alloc_ordinal[a];
+    if (idx >= P.step_allocs_begin[st]) return;
+    int32_t f = P.first_use[P.step_allocs[idx]];
+    learnt_next[a] = f == kNever ? kNever : f + (P.step_begin[st] - P.step_begin[st - 1]);
+}
+
 // Early (proactive) swap-out, docs/simulator.md rule 10. While the eviction queue is free
 // before the next kernel starts, and the demand foreseen while the victim would be away
 // does not fit beside what is already off the GPU, evict the policy's next victim now, so
@@ -626,7 +644,9 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
         if (!oracle) {
             // the previous step's live bytes over the next (learnt next use - s - 1)
             // positions, continuing from its first kernel when they run past its end
-            int32_t nu = learnt_next[v];   // unknown (-1): not a candidate
+            int32_t nu = learnt_next[v];   // unknown (-1): not a candidate, unless...
+            if (nu < 0 && last_seq[v] < prev && P.t->allocations.t_alloc[v] < P.kstart[prev])
+                nu = kNever;   // ...it lived through the whole previous step unused: far
             int64_t len = nu < 0 ? 0 : nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - s - 1;
             int64_t rest = prev_end - 1 - (prev + pos);
             if (len > 0) demand = P.live_max.max(static_cast<size_t>(prev + pos + 1),

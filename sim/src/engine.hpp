@@ -72,6 +72,7 @@ private:
     void forecast_round(int32_t s);
     void early_round(int32_t s, int64_t t);
     void learn_next(int32_t s, int64_t j, int32_t a);
+    void learn_first(int32_t a);
 
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
@@ -121,6 +122,7 @@ private:
     // periodic/forecast: next use of each allocation as learnt from the previous step (the
     // access at the same position of step i-1 and its next use, shifted by one step)
     std::vector<int32_t> learnt_next;
+    std::vector<int32_t> last_seq;    // seq of the last access, -1 (periodic/forecast only)
     std::vector<std::pair<int32_t, int64_t>> plan;   // (position in step, access of prev step)
     size_t plan_cursor = 0;
     // forecaster
