@@ -564,6 +564,7 @@ KinetoData parse_kineto(const std::string& path) {
         }
     }
     KinetoData d;
+    d.streamed = true;
     Handler h(d, path);
     parse_streamed(path, d, h);
     if (!h.saw_events)

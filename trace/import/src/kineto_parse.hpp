@@ -66,6 +66,7 @@ struct KinetoData {
     int64_t device_memory = 0;
     int device_count = 0;
     bool has_rf_id = false;
+    bool streamed = false;   // parsed by the reference (streamed) parse, not the windowed one
 
     // Sorts ops per thread and sets each op's enclosing op.
     void link_ops();
