@@ -51,6 +51,7 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["measured_peak_bytes"] = static_cast<double>(m.peak);
     x["predicted_peak_bytes"] = static_cast<double>(p.simulated_peak);
     x["arena_high_water_bytes"] = static_cast<double>(m.high_water);
+    x["page_map_seconds"] = m.map_seconds;
     x["peak_error"] = row.peak_error;
     x["measured_makespan_ns"] = static_cast<double>(m.makespan_ns);
     x["measured_baseline_makespan_ns"] = static_cast<double>(base_makespan);
@@ -164,12 +165,12 @@ std::string to_text(const Report& r) {
         }
         std::snprintf(buf, sizeof buf,
                       "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
-                      "overruns %lld (%s); sinkhorn %lld; arena high water %s\n",
+                      "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)\n",
                       100 * p.peak_reduction, format_ns(p.simulated_makespan).c_str(), format_ns(m.makespan_ns).c_str(),
                       static_cast<long long>(p.stall_count), format_ns(p.stall_time).c_str(),
                       static_cast<long long>(m.stalls), format_ns(m.stall_ns).c_str(), static_cast<long long>(m.overruns),
                       format_ns(m.overrun_ns).c_str(), static_cast<long long>(m.sinkhorn_kernels),
-                      format_bytes(m.high_water).c_str());
+                      format_bytes(m.high_water).c_str(), m.map_seconds);
         out += buf;
     };
     line(r.baseline);

@@ -73,6 +73,7 @@ struct Measured {
     int64_t oom_bytes = 0, oom_short = 0, oom_largest_free = 0;
     std::string oom_where;
     double seconds = 0;                // wall time of the whole replay
+    double map_seconds = 0;            // wall time mapping/unmapping pages (the replay clock paused)
     std::vector<trace::RunEvent> events;            // measured, in trace ns (t0 = t_begin)
     std::vector<trace::RunKernelTime> kernel_times; // measured start/end of every kernel
     std::vector<trace::RunMemorySample> memory;
