@@ -61,6 +61,14 @@ PickleDoc::Items PickleDoc::items(Id v) const {
 void PickleDoc::append(Id c, const Id* first, size_t n) {
     Span& sp = spans_[static_cast<size_t>(nodes_[c].i)];
     if (n == 0) return;
+    // Most containers get all their items in one APPENDS/SETITEMS: exactly n slots at the
+    // end (a doubled capacity here doubled the arena, the largest array of a snapshot).
+    if (sp.cap == 0) {
+        sp.off = arena_.size();
+        arena_.insert(arena_.end(), first, first + n);
+        sp.size = sp.cap = static_cast<uint32_t>(n);
+        return;
+    }
     if (sp.off + sp.size == arena_.size()) {   // at the end: grow in place
         arena_.insert(arena_.end(), first, first + n);
         sp.size += static_cast<uint32_t>(n);
@@ -98,11 +106,15 @@ std::optional<PickleDoc::Id> PickleDoc::get(Id dict, std::string_view key) const
 
 PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(data) {
     // About one node per 8 input bytes in real snapshots (most strings are memo references).
+    // Container items: about one per 3 bytes (a memo reference is 2). Reserving untouched
+    // capacity costs address space only; regrowing copies and faults in fresh pages.
     nodes_.reserve(data.size() / 8 + 16);
-    arena_.reserve(data.size() / 8 + 16);
+    arena_.reserve(data.size() / 3 + 16);
+    spans_.reserve(data.size() / 16 + 16);
     std::vector<Id> stack;
     std::vector<size_t> marks;
     std::vector<Id> memo;
+    memo.reserve(data.size() / 16 + 16);
     const size_t n = data.size();
     size_t pos = 0, op_pos = 0;
     uint8_t op = 0;

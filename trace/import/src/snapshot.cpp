@@ -120,8 +120,8 @@ struct Event {
 }  // namespace
 
 void import_snapshot(const std::string& in, Writer& w, Result& r) {
-    std::string data = read_all(in);
-    PickleDoc d(data, in);
+    FileBytes data(in);
+    PickleDoc d(data.view(), in);
     Id root = d.root();
     if (d.kind(root) != PickleDoc::Kind::Dict)
         throw Error(where(in, "not a PyTorch memory snapshot: the pickle holds no dict with "

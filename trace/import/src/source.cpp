@@ -1,5 +1,10 @@
 #include "source.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -73,6 +78,28 @@ std::string read_all(const std::string& path) {
     }
     out.resize(len);
     return out;
+}
+
+FileBytes::FileBytes(const std::string& path) {
+    if (!gzdirect_hint(path)) {
+        copy_ = read_all(path);
+        return;
+    }
+    int fd = ::open(path.c_str(), O_RDONLY);
+    struct stat st {};
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (p != MAP_FAILED) {
+            map_ = static_cast<const char*>(p);
+            size_ = static_cast<size_t>(st.st_size);
+        }
+    }
+    if (fd >= 0) ::close(fd);
+    if (!map_) copy_ = read_all(path);   // empty, special or unmappable: read it (errors name the file)
+}
+
+FileBytes::~FileBytes() {
+    if (map_) munmap(const_cast<char*>(map_), size_);
 }
 
 }  // namespace mhc::trace::import

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace mhc::trace::import {
 
@@ -42,6 +43,22 @@ private:
 
 // The whole (decompressed) file.
 std::string read_all(const std::string& path);
+
+// The whole file as bytes: a plain file is mapped read-only (no copy, pages come from the
+// page cache), a gzip file is decompressed into memory with read_all.
+class FileBytes {
+public:
+    explicit FileBytes(const std::string& path);
+    ~FileBytes();
+    FileBytes(const FileBytes&) = delete;
+    FileBytes& operator=(const FileBytes&) = delete;
+    std::string_view view() const { return map_ ? std::string_view(map_, size_) : std::string_view(copy_); }
+
+private:
+    const char* map_ = nullptr;
+    size_t size_ = 0;
+    std::string copy_;
+};
 
 // rapidjson stream adapter over GzSource.
 struct JsonStream {
