@@ -133,7 +133,7 @@ struct Unit {   // one row of the kernels table
 
 }  // namespace
 
-void import_et(const std::string& in, const std::string& kineto, Writer& w, Result& r) {
+void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r) {
     std::vector<Node> nodes = parse_nodes(in);
     r.events = static_cast<int64_t>(nodes.size());
     std::unordered_map<int64_t, size_t> node_at;

@@ -8,6 +8,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
+#include "mhc/trace/import/rows.hpp"
 #include "mhc/trace/store.hpp"
 
 namespace mhc::trace::import {
@@ -22,8 +23,11 @@ Result import_file(const std::string& in, const std::string& out, const Options&
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
     try {
+        TraceData t;
+        bool in_memory = false;
         {
-            Writer w(tmp);
+            Writer writer(tmp);
+            Rows w(writer);
             switch (r.format) {
                 case Format::Snapshot: import_snapshot(in, w, r); break;
                 case Format::Kineto: import_kineto(in, w, r); break;
@@ -33,9 +37,24 @@ Result import_file(const std::string& in, const std::string& out, const Options&
             }
             r.meta["import.input"] = std::filesystem::path(in).filename().string();
             for (auto& [k, v] : r.meta) w.set_meta(k, v);
-            w.finish();
+            writer.finish();
+            in_memory = w.take(t);
         }
-        TraceData t = load_trace(tmp);
+        if (in_memory) {
+            // The check runs on the rows as written; the file must open as a trace and
+            // hold that many rows (the Writer's own tests cover the values).
+            TableCounts n = Reader(tmp).counts();
+            if (n.allocations != static_cast<int64_t>(t.allocations.size()) ||
+                n.kernels != static_cast<int64_t>(t.kernels.size()) || n.copies != static_cast<int64_t>(t.copies.size()) ||
+                n.markers != static_cast<int64_t>(t.markers.size()) ||
+                n.strings + 1 != static_cast<int64_t>(t.strings.size()) ||
+                n.accesses != static_cast<int64_t>(t.accesses.size() + t.dangling_accesses.size()))
+                throw Error(where(out, "the trace written holds other row counts than the rows imported"),
+                            Error::Kind::Internal);
+            t.path = tmp;
+        } else {
+            t = load_trace(tmp);
+        }
         // Problems in the imported rows are problems of the input file.
         require_ok(check_trace(t), in);
         r.allocations = static_cast<int64_t>(t.allocations.size());

@@ -15,7 +15,7 @@ int64_t kineto_base(const KinetoData& d) {
     return b == INT64_MAX ? 0 : b;
 }
 
-void write_kineto_timeline(KinetoData& d, int64_t base, Writer& w, Result& r,
+void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
                            const std::function<void(size_t, int64_t)>& on_kernel) {
     std::stable_sort(d.kernels.begin(), d.kernels.end(),
                      [](const KKernel& a, const KKernel& b) { return a.ts < b.ts; });
@@ -115,7 +115,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Writer& w, Result& r,
     if (d.device_memory > 0) r.meta["device_memory"] = std::to_string(d.device_memory);
 }
 
-void import_kineto(const std::string& in, Writer& w, Result& r) {
+void import_kineto(const std::string& in, Rows& w, Result& r) {
     KinetoData d = parse_kineto(in);
     int64_t base = kineto_base(d);
     r.events = d.events;

@@ -5,7 +5,7 @@
 
 #include "kineto_parse.hpp"
 #include "mhc/trace/import/import.hpp"
-#include "mhc/trace/store.hpp"
+#include "mhc/trace/import/rows.hpp"
 
 namespace mhc::trace::import {
 
@@ -15,7 +15,7 @@ int64_t kineto_base(const KinetoData& d);
 // Writes kernels (ids 1..), copies and markers. Sorts d.kernels by start time first.
 // on_kernel(index into d.kernels, kernel id) is called after each kernel row (for accesses).
 // Fills r.meta with the timeline keys.
-void write_kineto_timeline(KinetoData& d, int64_t base, Writer& w, Result& r,
+void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
                            const std::function<void(size_t, int64_t)>& on_kernel);
 
 }  // namespace mhc::trace::import

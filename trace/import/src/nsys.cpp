@@ -10,7 +10,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/import/import.hpp"
-#include "mhc/trace/store.hpp"
+#include "mhc/trace/import/rows.hpp"
 #include "sqlite_util.hpp"
 
 namespace mhc::trace::import {
@@ -53,7 +53,7 @@ CopyKind copy_kind(int64_t k) {
 
 }  // namespace
 
-void import_nsys(const std::string& in, Writer& w, Result& r, bool warn) {
+void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
     Db db(in);
     std::set<std::string> tables;
     {

@@ -9,7 +9,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/pickle.hpp"
-#include "mhc/trace/store.hpp"
+#include "mhc/trace/import/rows.hpp"
 #include "source.hpp"
 
 namespace mhc::trace::import {
@@ -39,7 +39,7 @@ std::string_view basename(std::string_view f) {
 // the string is built and interned once per distinct frame.
 class Labels {
 public:
-    Labels(const PickleDoc& d, Writer& w) : d_(d), w_(w) {}
+    Labels(const PickleDoc& d, Rows& w) : d_(d), w_(w) {}
     int64_t of(std::optional<Id> frames) {
         if (!frames) return kNoString;
         auto fs = d_.items(*frames);
@@ -89,7 +89,7 @@ private:
         }
     };
     const PickleDoc& d_;
-    Writer& w_;
+    Rows& w_;
     std::unordered_map<Key, int64_t, KeyHash> cache_;
     std::unordered_map<Id, bool> user_;
 };
@@ -119,7 +119,7 @@ struct Event {
 
 }  // namespace
 
-void import_snapshot(const std::string& in, Writer& w, Result& r) {
+void import_snapshot(const std::string& in, Rows& w, Result& r) {
     FileBytes data(in);
     PickleDoc d(data.view(), in);
     Id root = d.root();

@@ -6,11 +6,9 @@
 #include <map>
 #include <string>
 
-namespace mhc::trace {
-class Writer;
-}
-
 namespace mhc::trace::import {
+
+class Rows;
 
 enum class Format { Auto, Snapshot, Kineto, ExecutionTrace, Nsys };
 
@@ -41,10 +39,11 @@ struct Result {
 // error nothing is left at `out`. Throws mhc::Error ("<file>: <what is wrong>") on bad input.
 Result import_file(const std::string& in, const std::string& out, const Options& opt = {});
 
-// The per-format importers: they write rows into `w` and fill `r` (meta is also set on w).
-void import_snapshot(const std::string& in, Writer& w, Result& r);
-void import_kineto(const std::string& in, Writer& w, Result& r);
-void import_et(const std::string& in, const std::string& kineto, Writer& w, Result& r);
-void import_nsys(const std::string& in, Writer& w, Result& r, bool warn);
+// The per-format importers: they write rows into `w` (a Writer and the columns checked after
+// it) and fill `r` (meta is also set on w).
+void import_snapshot(const std::string& in, Rows& w, Result& r);
+void import_kineto(const std::string& in, Rows& w, Result& r);
+void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r);
+void import_nsys(const std::string& in, Rows& w, Result& r, bool warn);
 
 }  // namespace mhc::trace::import
