@@ -85,7 +85,7 @@ GeneratorConfig preset(std::string_view name) {
         // ZeRO-1 so that the optimizer states fit; micro-batch 2 x 4096 tokens.
         c.arch = Arch::Llama;
         c.layers = 32; c.hidden = 4096; c.heads = 32; c.kv_heads = 32; c.ffn = 11008;
-        c.seq = 4096; c.micro_batch = 2; c.vocab = 32000;
+        c.seq = 4096; c.micro_batch = 3; c.vocab = 32000;
         c.dp = 8; c.zero1 = true;
         c.gpu = gpu_spec("h100");
     } else if (name == "llama2-70b-slice") {

@@ -560,6 +560,7 @@ int64_t Model::backward_layer(MicroBatch& mb, int l, int64_t dy) {
     }
     e_.free(dctx);
     free_slot(s, Ctx);
+    free_slot(s, Qkv);   // last read by the attention backward above
     if (!gpt2) e_.kernel(kCompute, k_.rope_bwd, KClass::Memory, 0, {RW(dqkv)}, launch_elementwise(T * (d_.q + d_.kv)));
     dln = e_.alloc(B * T * h, kWs, label(-1, "grad.norm_out"));
     e_.kernel(kCompute, k_.gemm_dgrad, KClass::Gemm, 2 * Td * hd * double(d_.q + 2 * d_.kv),
