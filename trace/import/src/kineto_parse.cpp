@@ -381,11 +381,12 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
 }  // namespace
 
 void KinetoData::link_ops() {
-    std::sort(ops.begin(), ops.end(), [](const KOp& a, const KOp& b) {
+    auto order = [](const KOp& a, const KOp& b) {
         if (a.tid != b.tid) return a.tid < b.tid;
         if (a.ts != b.ts) return a.ts < b.ts;
         return a.dur > b.dur;   // the enclosing op first
-    });
+    };
+    if (!std::is_sorted(ops.begin(), ops.end(), order)) std::sort(ops.begin(), ops.end(), order);
     thread_ops_.clear();
     std::vector<int32_t> stack;
     for (size_t i = 0; i < ops.size(); ++i) {
