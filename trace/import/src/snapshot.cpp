@@ -200,6 +200,15 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
     // Allocations are kept here until the end so that frees set t_free in memory, not by
     // UPDATEs in the file; rows go out in id order.
     std::vector<Allocation> allocs;
+    {
+        // At most one row per alloc or free event (plus the end-state blocks): reserved once
+        // instead of regrown (each regrowth copies and touches fresh pages).
+        size_t upper = 0;
+        for (const auto& evs : devices)
+            for (const Event& e : evs)
+                upper += e.action == kAlloc || e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
+        allocs.reserve(upper + 64);
+    }
     Labels labels(d, w);
     const int64_t pre_label = w.intern("(allocated before recording)");
     int64_t reconstructed = 0, reconstructed_bytes = 0, freed_unknown = 0, ooms = 0;
