@@ -185,6 +185,9 @@ void import_kineto(const std::string& in, Rows& w, Result& r) {
         ++reconstructed;
         unattributed += rest;
     }
+    size_t copies = static_cast<size_t>(std::count_if(d.kernels.begin(), d.kernels.end(),
+                                                      [](const KKernel& k) { return k.is_copy || k.is_memset; }));
+    w.reserve(allocs.size(), d.kernels.size() - copies, copies);
     for (const auto& a : allocs) w.add(a);
     write_kineto_timeline(d, base, w, r, nullptr);
     r.meta["source"] = "pytorch-kineto";

@@ -221,6 +221,9 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
         auto& live = live_by_dev[dev];
         auto& last_free = last_free_by_dev[dev];
         live.reserve(1024);
+        last_free.reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& e) {
+            return e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
+        })));
         // Snapshots record free_completed when the block really returns to the allocator; very
         // old ones have only 'free'. free_requested marks the end only where nothing else does.
         bool has_completed = std::any_of(evs.begin(), evs.end(), [](const Event& e) { return e.action == kFreeCompleted; });
@@ -350,6 +353,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
             }
         }
     }
+    w.reserve(allocs.size());
     for (const auto& a : allocs) w.add(a);
 
     std::string act_list;
