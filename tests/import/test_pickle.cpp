@@ -124,3 +124,48 @@ TEST_CASE("pickle: the public snapshots parse to the event counts SOURCES.md giv
         CHECK(n == static_cast<size_t>(events));
     }
 }
+
+// pickle.dumps([2**30-1, 2**30, -2**30, -2**30-1, 2**31-1, -2**31, 255, 65535], protocol=4):
+// ints on both sides of the reader's inline range [-2^30, 2^30).
+TEST_CASE("pickle: ints around the inline range keep their values", "[pickle]") {
+    // The first is CPython's output (BININT/BININT1/BININT2); the second was written by hand:
+    // the same list with 2^30 and -2^30-1 as LONG1 (4 and 5 bytes).
+    for (const char* hex :
+         {"80049528000000000000005d94284affffff3f4a000000404a000000c04affffffbf4affffff7f4a000000804bff4dffff652e",
+          "80049535000000000000005d94284affffff3f8a04000000404a000000c08a05ffffffbfff4affffff7f4a000000804bff4dffff652e"}) {
+    std::string bytes = unhex(hex);
+    PickleDoc d(bytes, "mem");
+    auto it = d.items(d.root());
+    REQUIRE(it.size() == 8);
+    const int64_t want[] = {(1 << 30) - 1, 1 << 30, -(1 << 30), -(1 << 30) - 1, INT32_MAX, INT32_MIN, 255, 65535};
+    for (size_t i = 0; i < 8; ++i) {
+        CHECK(d.kind(it[i]) == PickleDoc::Kind::Int);
+        CHECK(d.as_int(it[i]) == want[i]);
+        CHECK(d.as_float(it[i]) == static_cast<double>(want[i]));
+        CHECK(d.as_str(it[i]).empty());
+        CHECK(d.items(it[i]).empty());
+    }
+    }
+}
+
+// A list filled by APPENDS in batches of 1000 with other containers built in between (as
+// CPython writes long lists of lists): items are moved and grown, never lost or reordered.
+TEST_CASE("pickle: a list appended in batches between other containers", "[pickle]") {
+    std::string b = "\x80\x04]\x94(";
+    const int n = 2500;
+    for (int i = 0; i < n; ++i) {
+        b += "]\x94K";
+        b += static_cast<char>(i % 256);
+        b += 'a';
+        if ((i + 1) % 1000 == 0) b += "e(";
+    }
+    b += "e.";
+    PickleDoc d(b, "mem");
+    auto it = d.items(d.root());
+    REQUIRE(it.size() == n);
+    for (int i = 0; i < n; ++i) {
+        auto inner = d.items(it[i]);
+        REQUIRE(inner.size() == 1);
+        CHECK(d.as_int(inner[0]) == i % 256);
+    }
+}

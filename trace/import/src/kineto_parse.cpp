@@ -381,11 +381,12 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
 }  // namespace
 
 void KinetoData::link_ops() {
-    std::sort(ops.begin(), ops.end(), [](const KOp& a, const KOp& b) {
+    auto order = [](const KOp& a, const KOp& b) {
         if (a.tid != b.tid) return a.tid < b.tid;
         if (a.ts != b.ts) return a.ts < b.ts;
         return a.dur > b.dur;   // the enclosing op first
-    });
+    };
+    if (!std::is_sorted(ops.begin(), ops.end(), order)) std::sort(ops.begin(), ops.end(), order);
     thread_ops_.clear();
     std::vector<int32_t> stack;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -448,13 +449,13 @@ struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> 
 // Fast path: the JSON text, plain or gzip, is read into a sliding window; the top-level
 // object and the traceEvents array are walked here and each member value / event is
 // parsed by rapidjson in situ (no string or number is copied; the handler sees views of
-// the window). The window holds at least kKeep bytes ahead of each value, so an event is
-// parsed while whole in memory. Anything unexpected (a syntax error, a value longer than
+// the window). The window (256 KiB, doubled up to 32 MiB while the input lasts) holds at
+// least kKeep bytes ahead of each value, so an event is parsed while whole in memory. Anything unexpected (a syntax error, a value longer than
 // the window, a root that is not an object) returns false: the caller starts again with
 // parse_streamed, which gives the same result or the error message.
 class Windowed {
 public:
-    Windowed(const std::string& path, Handler& h) : src_(path), h_(h) { buf_.resize(kCap + kPad); }
+    Windowed(const std::string& path, Handler& h) : src_(path), h_(h) { buf_.resize(cap_ + kPad); }
 
     bool run() {
         if (!ws() || at() != '{') return false;
@@ -513,8 +514,13 @@ private:
         std::memmove(buf_.data(), buf_.data() + beg_, end_ - beg_);
         end_ -= beg_;
         beg_ = 0;
-        while (end_ < kCap && !eof_) {
-            size_t got = src_.read(buf_.data() + end_, kCap - end_);
+        while (!eof_) {
+            if (end_ == cap_) {   // small inputs keep a small buffer; large ones grow it to kCap
+                if (cap_ >= kCap) break;
+                cap_ *= 2;
+                buf_.resize(cap_ + kPad);
+            }
+            size_t got = src_.read(buf_.data() + end_, cap_ - end_);
             if (got == 0) eof_ = true;
             end_ += got;
         }
@@ -546,7 +552,7 @@ private:
     Handler& h_;
     rapidjson::Reader reader_;
     std::vector<char> buf_;
-    size_t beg_ = 0, end_ = 0;
+    size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10;
     bool eof_ = false;
 };
 

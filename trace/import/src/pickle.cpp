@@ -40,77 +40,82 @@ std::string hex(uint8_t op) {
 }  // namespace
 
 PickleDoc::Id PickleDoc::push(Node n) {
+    if (nodes_.size() >= kInline) throw Error(where(name_, "pickle: more than 2^31 objects"));
     nodes_.push_back(n);
     return static_cast<Id>(nodes_.size() - 1);
 }
 
 std::string_view PickleDoc::as_str(Id v) const {
+    if (is_inline(v)) return {};
     const Node& n = nodes_[v];
     if (n.kind != Kind::Str && n.kind != Kind::Bytes) return {};
     return data_.substr(static_cast<size_t>(n.i), n.len);
 }
 
 PickleDoc::Items PickleDoc::items(Id v) const {
+    if (is_inline(v)) return {};
     const Node& n = nodes_[v];
     if (n.kind != Kind::List && n.kind != Kind::Tuple && n.kind != Kind::Dict) return {};
-    const Span& sp = spans_[static_cast<size_t>(n.i)];
-    const Id* b = arena_.data() + sp.off;
-    return {b, b + sp.size};
+    const Id* b = arena_.data() + n.i;
+    return {b, b + n.len};
 }
 
 void PickleDoc::append(Id c, const Id* first, size_t n) {
-    Span& sp = spans_[static_cast<size_t>(nodes_[c].i)];
+    Node& nd = nodes_[c];
     if (n == 0) return;
+    uint64_t off = static_cast<uint64_t>(nd.i), size = nd.len;
+    if (size + n > UINT32_MAX) throw Error(where(name_, "pickle: a container with more than 2^32 items"));
     // Most containers get all their items in one APPENDS/SETITEMS: exactly n slots at the
     // end (a doubled capacity here doubled the arena, the largest array of a snapshot).
-    if (sp.cap == 0) {
-        sp.off = arena_.size();
+    if (size == 0 && nd.cap_log2 == 0) {
+        nd.i = static_cast<int64_t>(arena_.size());
         arena_.insert(arena_.end(), first, first + n);
-        sp.size = sp.cap = static_cast<uint32_t>(n);
+        nd.len = static_cast<uint32_t>(n);
         return;
     }
-    if (sp.off + sp.size == arena_.size()) {   // at the end: grow in place
+    if (off + size == arena_.size()) {   // at the end: grow in place, capacity = size
         arena_.insert(arena_.end(), first, first + n);
-        sp.size += static_cast<uint32_t>(n);
-        sp.cap = std::max(sp.cap, sp.size);
+        nd.len += static_cast<uint32_t>(n);
+        nd.cap_log2 = 0;
         return;
     }
-    if (sp.size + n <= sp.cap) {
-        std::copy(first, first + n, arena_.begin() + static_cast<long>(sp.off + sp.size));
-        sp.size += static_cast<uint32_t>(n);
+    uint64_t cap = nd.cap_log2 ? uint64_t(1) << nd.cap_log2 : size;
+    if (size + n <= cap) {
+        std::copy(first, first + n, arena_.begin() + static_cast<long>(off + size));
+        nd.len += static_cast<uint32_t>(n);
         return;
     }
-    uint64_t off = arena_.size();
-    uint32_t cap = static_cast<uint32_t>(std::max<size_t>(2 * (sp.size + n), 4));
-    arena_.resize(off + cap);
-    std::copy(arena_.begin() + static_cast<long>(sp.off), arena_.begin() + static_cast<long>(sp.off + sp.size),
-              arena_.begin() + static_cast<long>(off));
-    std::copy(first, first + n, arena_.begin() + static_cast<long>(off + sp.size));
-    sp.off = off;
-    sp.size += static_cast<uint32_t>(n);
-    sp.cap = cap;
+    uint8_t lg = 2;
+    while ((uint64_t(1) << lg) < 2 * (size + n)) ++lg;
+    uint64_t to = arena_.size();
+    arena_.resize(to + (uint64_t(1) << lg));
+    std::copy(arena_.begin() + static_cast<long>(off), arena_.begin() + static_cast<long>(off + size),
+              arena_.begin() + static_cast<long>(to));
+    std::copy(first, first + n, arena_.begin() + static_cast<long>(to + size));
+    nd.i = static_cast<int64_t>(to);
+    nd.len += static_cast<uint32_t>(n);
+    nd.cap_log2 = lg;
 }
 
 size_t PickleDoc::size(Id v) const {
     size_t s = items(v).size();
-    return nodes_[v].kind == Kind::Dict ? s / 2 : s;
+    return kind(v) == Kind::Dict ? s / 2 : s;
 }
 
 std::optional<PickleDoc::Id> PickleDoc::get(Id dict, std::string_view key) const {
-    if (nodes_[dict].kind != Kind::Dict) return std::nullopt;
+    if (kind(dict) != Kind::Dict) return std::nullopt;
     auto it = items(dict);
     for (size_t k = 0; k + 1 < it.size(); k += 2)
-        if (nodes_[it[k]].kind == Kind::Str && as_str(it[k]) == key) return it[k + 1];
+        if (kind(it[k]) == Kind::Str && as_str(it[k]) == key) return it[k + 1];
     return std::nullopt;
 }
 
-PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(data) {
+PickleDoc::PickleDoc(std::string_view data, const std::string& name) : name_(name), data_(data) {
     // About one node per 8 input bytes in real snapshots (most strings are memo references).
     // Container items: about one per 3 bytes (a memo reference is 2). Reserving untouched
     // capacity costs address space only; regrowing copies and faults in fresh pages.
     nodes_.reserve(data.size() / 8 + 16);
     arena_.reserve(data.size() / 3 + 16);
-    spans_.reserve(data.size() / 16 + 16);
     std::vector<Id> stack;
     std::vector<size_t> marks;
     std::vector<Id> memo;
@@ -151,10 +156,8 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
         return m;
     };
     auto container = [&](Kind k) -> Id {
-        spans_.emplace_back();
         Node nd;
         nd.kind = k;
-        nd.i = static_cast<int64_t>(spans_.size() - 1);
         return push(nd);
     };
     auto string_node = [&](Kind k, uint64_t len) {
@@ -168,6 +171,10 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
         stack.push_back(push(nd));
     };
     auto int_node = [&](int64_t v) {
+        if (v >= kInlineMin && v <= kInlineMax) {
+            stack.push_back(make_inline(v));
+            return;
+        }
         Node nd;
         nd.kind = Kind::Int;
         nd.i = v;
@@ -183,6 +190,11 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
                 v |= ~uint64_t(0) << (8 * len);   // sign-extend two's complement
             nd.kind = Kind::Int;
             nd.i = static_cast<int64_t>(v);
+            if (nd.i >= kInlineMin && nd.i <= kInlineMax) {
+                pos += static_cast<size_t>(len);
+                stack.push_back(make_inline(nd.i));
+                return;
+            }
         } else {
             nd.kind = Kind::BigInt;   // beyond int64: kept as an opaque number
         }
@@ -190,7 +202,7 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : data_(dat
         stack.push_back(push(nd));
     };
     auto check_kind = [&](Id c, Kind want) {
-        if (nodes_[c].kind != want) fail("the target is not a container of the right kind");
+        if (kind(c) != want) fail("the target is not a container of the right kind");
     };
     auto memo_put = [&](uint64_t idx) {
         // CPython numbers memo slots sequentially; a slot far beyond the objects read so far

@@ -27,6 +27,21 @@ void Rows::set_meta(const std::string& key, const std::string& value) {
     t_.meta[key] = value;
 }
 
+void Rows::reserve(size_t allocations, size_t kernels, size_t copies) {
+    auto& a = t_.allocations;
+    size_t n = a.size() + allocations;
+    a.id.reserve(n); a.device.reserve(n); a.address.reserve(n); a.bytes.reserve(n); a.t_alloc.reserve(n);
+    a.t_free.reserve(n); a.stream.reserve(n); a.category.reserve(n); a.label.reserve(n);
+    auto& k = t_.kernels;
+    n = k.size() + kernels;
+    k.id.reserve(n); k.device.reserve(n); k.stream.reserve(n); k.name.reserve(n); k.t_start.reserve(n);
+    k.t_end.reserve(n); k.step.reserve(n); k.correlation.reserve(n);
+    auto& c = t_.copies;
+    n = c.size() + copies;
+    c.id.reserve(n); c.device.reserve(n); c.stream.reserve(n); c.kind.reserve(n); c.bytes.reserve(n);
+    c.t_start.reserve(n); c.t_end.reserve(n);
+}
+
 void Rows::add(const Allocation& a) {
     w_.add(a);
     auto& c = t_.allocations;

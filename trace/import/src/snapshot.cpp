@@ -200,6 +200,15 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
     // Allocations are kept here until the end so that frees set t_free in memory, not by
     // UPDATEs in the file; rows go out in id order.
     std::vector<Allocation> allocs;
+    {
+        // At most one row per alloc or free event (plus the end-state blocks): reserved once
+        // instead of regrown (each regrowth copies and touches fresh pages).
+        size_t upper = 0;
+        for (const auto& evs : devices)
+            for (const Event& e : evs)
+                upper += e.action == kAlloc || e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
+        allocs.reserve(upper + 64);
+    }
     Labels labels(d, w);
     const int64_t pre_label = w.intern("(allocated before recording)");
     int64_t reconstructed = 0, reconstructed_bytes = 0, freed_unknown = 0, ooms = 0;
@@ -212,6 +221,9 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
         auto& live = live_by_dev[dev];
         auto& last_free = last_free_by_dev[dev];
         live.reserve(1024);
+        last_free.reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& e) {
+            return e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
+        })));
         // Snapshots record free_completed when the block really returns to the allocator; very
         // old ones have only 'free'. free_requested marks the end only where nothing else does.
         bool has_completed = std::any_of(evs.begin(), evs.end(), [](const Event& e) { return e.action == kFreeCompleted; });
@@ -341,6 +353,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
             }
         }
     }
+    w.reserve(allocs.size());
     for (const auto& a : allocs) w.add(a);
 
     std::string act_list;

@@ -21,10 +21,11 @@ public:
     PickleDoc(std::string_view data, const std::string& name);
 
     Id root() const { return root_; }
-    Kind kind(Id v) const { return nodes_[v].kind; }
-    bool is_int(Id v) const { return nodes_[v].kind == Kind::Int || nodes_[v].kind == Kind::Bool; }
-    int64_t as_int(Id v) const { return nodes_[v].i; }
+    Kind kind(Id v) const { return is_inline(v) ? Kind::Int : nodes_[v].kind; }
+    bool is_int(Id v) const { return is_inline(v) || nodes_[v].kind == Kind::Int || nodes_[v].kind == Kind::Bool; }
+    int64_t as_int(Id v) const { return is_inline(v) ? inline_value(v) : nodes_[v].i; }
     double as_float(Id v) const {
+        if (is_inline(v)) return static_cast<double>(inline_value(v));
         return nodes_[v].kind == Kind::Float ? nodes_[v].f : static_cast<double>(nodes_[v].i);
     }
     bool is_number(Id v) const { return is_int(v) || nodes_[v].kind == Kind::Float; }
@@ -47,25 +48,31 @@ public:
     size_t node_count() const { return nodes_.size(); }
 
 private:
+    // Ints in [-2^30, 2^30) (sizes, streams, line numbers: most ints of a snapshot) live in
+    // the id itself, top bit set: no node. Node ids stay below 2^31.
+    static constexpr Id kInline = 0x80000000u;
+    static constexpr int64_t kInlineMin = -(int64_t(1) << 30), kInlineMax = (int64_t(1) << 30) - 1;
+    static bool is_inline(Id v) { return (v & kInline) != 0; }
+    static int64_t inline_value(Id v) { return static_cast<int32_t>(v << 1) >> 1; }
+    static Id make_inline(int64_t x) { return (static_cast<Id>(x) & ~kInline) | kInline; }
+
+    // 16 bytes. Containers keep their items in one arena: `i` is the offset, `len` the
+    // size; capacity is the size (cap_log2 = 0) until a batch that cannot grow in place
+    // moves the items to the end with 2^cap_log2 slots (amortised O(1) per item).
     struct Node {
         Kind kind = Kind::None;
-        uint32_t len = 0;        // string length
+        uint8_t cap_log2 = 0;
+        uint32_t len = 0;        // string length, container size
         union {
-            int64_t i = 0;       // int value, string offset into data_, or span index
+            int64_t i = 0;       // int value, string offset into data_, arena offset
             double f;
         };
     };
-    // Container contents live in one arena; a span that must grow while not at the arena's
-    // end moves there with doubled capacity (amortised O(1) per item, no per-container heap).
-    struct Span {
-        uint64_t off = 0;
-        uint32_t size = 0, cap = 0;
-    };
     Id push(Node n);
     void append(Id container, const Id* first, size_t n);
+    std::string name_;
     std::string_view data_;
     std::vector<Node> nodes_;
-    std::vector<Span> spans_;
     std::vector<Id> arena_;
     Id root_ = 0;
 };

@@ -29,6 +29,8 @@ public:
     void add(const Access& a);
     void add(const Copy& c);
     void add(const Marker& m);
+    // Capacity for rows about to be added (saves regrowing the columns).
+    void reserve(size_t allocations, size_t kernels = 0, size_t copies = 0);
     // Sets t_free of an allocation already added.
     void set_free_time(int64_t allocation_id, int64_t t_free);
 
