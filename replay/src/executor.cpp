@@ -72,6 +72,7 @@ private:
     void poll();
     void wait_one(SwapDir dir);
     void wait_for(int32_t a);
+    void measured_wait(int32_t a, int32_t k);
     void complete(const kernels::SwapResult& r, int32_t a);
     // actions
     void kernel_start(const Action& x, size_t i);
@@ -236,6 +237,21 @@ void Executor::wait_one(SwapDir dir) {
     complete(eng->wait(p.id), p.alloc);
 }
 
+// Waits, as measured delay (a stall of kernel `k`, or of no kernel when -1), until the
+// transfer in flight of `a` has completed.
+void Executor::measured_wait(int32_t a, int32_t k) {
+    if (state[a] != kInH2D && state[a] != kInD2H && !(freed_in_flight[a] && dev_off[a] >= 0)) return;
+    auto t_ready = Clock::now();
+    wait_for(a);
+    auto w = Clock::now() - t_ready;
+    if (w > Clock::duration(0)) {
+        ++M.stalls;
+        M.stall_ns += static_cast<int64_t>(std::chrono::duration<double, std::nano>(w).count() / O.time_scale);
+        M.events.push_back({trace::EventKind::Stall, trace_ns(t_ready), trace_ns(Clock::now()),
+                            T.allocations.id[a], k >= 0 ? T.kernels.id[k] : 0, 0});
+    }
+}
+
 // Waits until the transfer in flight of `a` (if any) has completed.
 void Executor::wait_for(int32_t a) {
     while (state[a] == kInH2D || state[a] == kInD2H || (freed_in_flight[a] && dev_off[a] >= 0)) {
@@ -273,14 +289,11 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
             release_host(a);
             state[a] = kGpu;
         } else {
-            // The copy is done: the block goes back to the allocator model now, as the simulator
-            // releases it at completion. Holding it until room is needed made the caching
-            // model's later blocks land elsewhere than the simulator's (other segments, a
-            // different fragmentation, OOMs the simulator had not); a kernel that wants it
-            // after this swaps it back in (counted as unplanned).
+            // The copy is done; the block stays placed until the plan's Release action, at the
+            // point where the simulator released it, so the caching model sees the simulator's
+            // sequence of calls (releasing at real completion diverged from it and ran out).
             host_valid[a] = 1;
             state[a] = kHost;
-            release_device(a);
         }
     } else {
         ++M.checksums;   // end to end: what came back is what went out
@@ -491,9 +504,14 @@ Measured Executor::run() {
                     note_lag(x.recorded);
                     break;
                 case Op::Free:
+                    // The simulator frees the block here even with a copy of it in flight; the
+                    // range is reusable only once the copy lands, so wait for it (measured) and
+                    // give the allocator model the free at the simulator's point.
                     if (state[a] == kInH2D || state[a] == kInD2H) {
-                        freed_in_flight[a] = 1;   // released when the copy completes
-                    } else {
+                        freed_in_flight[a] = 1;
+                        measured_wait(a, -1);
+                    }
+                    if (state[a] != kFreed) {
                         release_device(a);
                         release_host(a);
                         state[a] = kFreed;
@@ -531,6 +549,10 @@ Measured Executor::run() {
                     break;
                 case Op::Recompute:
                     if (state[a] == kDropped) recompute(x, i);
+                    break;
+                case Op::Release:   // where the simulator's copy completed: wait for the real one
+                    if (state[a] == kInD2H) measured_wait(a, -1);
+                    if (state[a] == kHost) release_device(a);
                     break;
             }
         }

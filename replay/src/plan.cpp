@@ -4,6 +4,7 @@
 #include "mhc/replay/plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <numeric>
 
@@ -22,6 +23,7 @@ const char* to_string(Op op) {
         case Op::EvictClean: return "evict_clean";
         case Op::Drop: return "drop";
         case Op::Recompute: return "recompute";
+        case Op::Release: return "release";
     }
     return "?";
 }
@@ -111,9 +113,28 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
             if (r.events[i].kind == EK::Oom) oom_origin = {r.event_origin[i].what, r.event_origin[i].index};
     }
 
-    auto emit_events = [&](const std::vector<size_t>& ids) {
+    // Swap-out completions by origin, in the simulator's order.
+    std::map<std::pair<int, int32_t>, std::vector<size_t>> rel_before, rel_after;
+    for (size_t i = 0; i < r.releases.size(); ++i) {
+        const auto& o = r.releases[i].origin;
+        (o.after_launch ? rel_after : rel_before)[{o.what, o.index}].push_back(i);
+    }
+    static const std::vector<size_t> kNone;
+    // The events of one origin with its releases interleaved: a release recorded when n events
+    // existed goes before event n.
+    auto emit_events = [&](const std::vector<size_t>& ids, const std::vector<size_t>& rels) {
         bool next_is_prefetch = false;
+        size_t ir = 0;
+        auto releases_before = [&](size_t n) {
+            for (; ir < rels.size() && static_cast<size_t>(r.releases[rels[ir]].before) <= n; ++ir) {
+                Action x;
+                x.op = Op::Release;
+                x.alloc = r.releases[rels[ir]].alloc;
+                plan.actions.push_back(x);
+            }
+        };
         for (size_t i : ids) {
+            releases_before(i);
             const auto& e = r.events[i];
             Action x;
             x.alloc = e.allocation ? static_cast<int32_t>(t.allocation_at(e.allocation)) : -1;
@@ -131,6 +152,7 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
             }
             plan.actions.push_back(x);
         }
+        releases_before(SIZE_MAX);
     };
     auto events_of = [&](auto& m, int what, int32_t idx) -> const std::vector<size_t>* {
         auto it = m.find({what, idx});
@@ -160,11 +182,17 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
         } else {
             what = 2; idx = korder[ik++]; x.op = Op::KernelStart; x.kernel = idx;
         }
-        if (auto* ev = events_of(before, what, idx)) emit_events(*ev);
+        {
+            auto* ev = events_of(before, what, idx);
+            auto* rl = events_of(rel_before, what, idx);
+            if (ev || rl) emit_events(ev ? *ev : kNone, rl ? *rl : kNone);
+        }
         bool is_oom = plan.oom && oom_origin == std::pair<int, int32_t>{what, idx};
         plan.actions.push_back(x);   // an OOM action stays: replay must fail on it too
         if (is_oom) break;
-        if (auto* ev = events_of(after, what, idx)) emit_events(*ev);
+        auto* ev = events_of(after, what, idx);
+        auto* rl = events_of(rel_after, what, idx);
+        if (ev || rl) emit_events(ev ? *ev : kNone, rl ? *rl : kNone);
     }
     return plan;
 }
@@ -229,6 +257,10 @@ std::string check_plan(const trace::TraceData& t, const Plan& plan) {
                 if (st[a] != Out && st[a] != Host) return at + name(a) + " swapped in without a host copy";
                 st[a] = Gpu;
                 if (auto e = place(a, i); !e.empty()) return e;
+                break;
+            case Op::Release:
+                if (st[a] != Out) return at + name(a) + " released without a swap-out in flight";
+                st[a] = Host;
                 break;
             case Op::Recompute:
                 if (st[a] != Dropped) return at + name(a) + " recomputed but not dropped";

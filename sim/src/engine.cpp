@@ -150,6 +150,7 @@ void Engine<Policy>::complete_until(int64_t t) {
             ctx.host_valid[a] = 1;
             pending_release -= P.t->allocations.bytes[a];
             release(a);
+            if (C.record_events) R.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin});
         }
     }
 }

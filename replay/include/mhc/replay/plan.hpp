@@ -18,11 +18,13 @@ enum class Op : uint8_t {
     Free,         // release it (deferred while a transfer of it is in flight)
     KernelStart,  // launch: waits for every operand to be resident
     KernelEnd,    // the kernel's operands are no longer pinned
-    SwapOut,      // D2H; the device range is released when the copy completes
+    SwapOut,      // D2H; the device range is released by its Release action
     SwapIn,       // place it again, then H2D (after its swap-out completed)
     EvictClean,   // the host copy is valid: release the device range now
     Drop,         // release now; recomputed before its next use
     Recompute,    // place it again and rerun its producer (on the needing kernel's stream)
+    Release,      // a swap-out's device block goes back, where the simulator released it
+                  // (waits for that copy to complete; the wait is measured delay)
 };
 const char* to_string(Op op);
 inline bool timed(Op op) { return op <= Op::KernelEnd; }

@@ -59,6 +59,11 @@ struct Result {
     // TraceData; after_launch: decided after the kernel started (its prefetch round).
     struct EventOrigin { uint8_t what = 0; bool after_launch = false; int32_t index = -1; };
     std::vector<EventOrigin> event_origin;
+    // Swap-outs whose completion gave their device block back, in the simulator's order:
+    // alloc (dense index), before: how many events were recorded then, origin as above.
+    // replay/ releases the block at that point of its plan (the caching model's call order).
+    struct Release { int32_t alloc = -1; int32_t before = 0; EventOrigin origin; };
+    std::vector<Release> releases;
     std::vector<trace::RunKernelTime> kernel_times;   // kernels whose time moved
     std::vector<trace::RunMemorySample> memory;
 };
