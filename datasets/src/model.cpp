@@ -406,6 +406,29 @@ int64_t Model::forward_layer(MicroBatch& mb, int l, int64_t x_in, bool keep_all)
     return x_out;
 }
 
+// The gradient entering a sublayer's output: with hyper-connections first through the post-mix
+// of sub-stream `sub` (its output gradient was saved in `fout`), without them it also flows on
+// along the residual (`dres`); then back through the dropout mask, if any.
+int64_t Model::sublayer_out_grad(int l, int sub, Saved& s, int64_t dy, Slot mask, Slot fout,
+                                 int64_t& dres, int64_t& dxs, int64_t& dcoeff) {
+    const int64_t T = d_.tokens, h = c_.hidden, B = d_.d;
+    int64_t g = dy;
+    const bool hc = d_.n > 1;
+    if (hc) {
+        dxs = hc_backward(l, sub, s, dy, dcoeff);
+        g = s[fout];
+        s[fout] = -1;
+    } else {
+        dres = dy;
+    }
+    if (!c_.dropout) return g;
+    int64_t d = e_.alloc(B * T * h, kWs, label(-1, "grad.sublayer_out"));
+    e_.kernel(kCompute, k_.dropout_bwd, KClass::Memory, 0, {R(g), R(s[mask]), W(d)}, launch_elementwise(T * h));
+    if (hc) e_.free(g);
+    free_slot(s, mask);
+    return d;
+}
+
 int64_t Model::backward_layer(MicroBatch& mb, int l, int64_t dy) {
     Saved& s = mb.layers[l];
     const bool gpt2 = c_.arch == Arch::Gpt2, hc = d_.n > 1;
@@ -424,29 +447,8 @@ int64_t Model::backward_layer(MicroBatch& mb, int l, int64_t dy) {
     }
 
     // MLP sublayer. `dres` is the gradient flowing along the residual path.
-    int64_t dmo, dres = -1, dxs = -1, dcoeff = -1;
-    if (!hc) {
-        dres = dy;
-        if (c_.dropout) {
-            dmo = e_.alloc(B * T * h, kWs, label(-1, "grad.sublayer_out"));
-            e_.kernel(kCompute, k_.dropout_bwd, KClass::Memory, 0, {R(dy), R(s[MaskM]), W(dmo)}, launch_elementwise(T * h));
-            free_slot(s, MaskM);
-        } else {
-            dmo = dy;
-        }
-    } else {
-        dxs = hc_backward(l, 1, s, dy, dcoeff);
-        int64_t dfo = s[FoutM];
-        s[FoutM] = -1;
-        if (c_.dropout) {
-            dmo = e_.alloc(B * T * h, kWs, label(-1, "grad.sublayer_out"));
-            e_.kernel(kCompute, k_.dropout_bwd, KClass::Memory, 0, {R(dfo), R(s[MaskM]), W(dmo)}, launch_elementwise(T * h));
-            e_.free(dfo);
-            free_slot(s, MaskM);
-        } else {
-            dmo = dfo;
-        }
-    }
+    int64_t dres = -1, dxs = -1, dcoeff = -1;
+    int64_t dmo = sublayer_out_grad(l, 1, s, dy, MaskM, FoutM, dres, dxs, dcoeff);
     const int64_t up = gpt2 ? d_.ffn : 2 * d_.ffn;
     int64_t dg = e_.alloc(B * T * d_.ffn, kWs, label(-1, "grad.mlp.act"));
     e_.kernel(kCompute, k_.gemm_dgrad, KClass::Gemm, 2 * Td * double(d_.ffn) * hd,
@@ -488,30 +490,8 @@ int64_t Model::backward_layer(MicroBatch& mb, int l, int64_t dy) {
     }
 
     // Attention sublayer.
-    int64_t dout;
     dres = -1;
-    if (!hc) {
-        dres = d2;
-        if (c_.dropout) {
-            dout = e_.alloc(B * T * h, kWs, label(-1, "grad.sublayer_out"));
-            e_.kernel(kCompute, k_.dropout_bwd, KClass::Memory, 0, {R(d2), R(s[MaskA]), W(dout)}, launch_elementwise(T * h));
-            free_slot(s, MaskA);
-        } else {
-            dout = d2;
-        }
-    } else {
-        dxs = hc_backward(l, 0, s, d2, dcoeff);
-        int64_t dfo = s[FoutA];
-        s[FoutA] = -1;
-        if (c_.dropout) {
-            dout = e_.alloc(B * T * h, kWs, label(-1, "grad.sublayer_out"));
-            e_.kernel(kCompute, k_.dropout_bwd, KClass::Memory, 0, {R(dfo), R(s[MaskA]), W(dout)}, launch_elementwise(T * h));
-            e_.free(dfo);
-            free_slot(s, MaskA);
-        } else {
-            dout = dfo;
-        }
-    }
+    int64_t dout = sublayer_out_grad(l, 0, s, d2, MaskA, FoutA, dres, dxs, dcoeff);
     int64_t dctx = e_.alloc(B * T * d_.q, kWs, label(-1, "grad.attn.context"));
     e_.kernel(kCompute, k_.gemm_dgrad, KClass::Gemm, 2 * Td * double(d_.q) * hd,
               {R(dout), R(pbuf(l, OW)), W(dctx)}, launch_gemm(T, d_.q, hopper_));
