@@ -4,6 +4,8 @@
 // or as an allocated block in the end state: both are reconstructed as alive from t = 0.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <unordered_map>
 
 #include "mhc/common/error.hpp"
@@ -34,25 +36,67 @@ std::string_view basename(std::string_view f) {
     return p == std::string_view::npos ? f : f.substr(p + 1);
 }
 
+// A byte per pickle node, computed once per distinct string object: CPython memoizes
+// strings, so every "action" key, every "alloc" value and every file name is one node, and
+// a lookup here replaces string compares per event. calloc'd: only the pages of the nodes
+// looked up are ever touched. Inline ints (ids >= node count) are computed every time.
+class NodeCodes {
+public:
+    explicit NodeCodes(size_t n) : p_(static_cast<uint8_t*>(std::calloc(n ? n : 1, 1))), n_(n) {
+        if (!p_) throw std::bad_alloc();
+    }
+    ~NodeCodes() { std::free(p_); }
+    NodeCodes(const NodeCodes&) = delete;
+    NodeCodes& operator=(const NodeCodes&) = delete;
+    template <class F>
+    uint8_t get(Id v, F compute) {
+        if (v >= n_) return compute();
+        uint8_t& c = p_[v];
+        if (!c) c = static_cast<uint8_t>(compute() + 1);
+        return static_cast<uint8_t>(c - 1);
+    }
+
+private:
+    uint8_t* p_;
+    size_t n_;
+};
+
+enum KeyCode : uint8_t { kKeyOther, kKeyAction, kKeyAddr, kKeySize, kKeyStream, kKeyTimeUs, kKeyFrames, kKeyName,
+                         kKeyFilename, kKeyLine };
+
+KeyCode key_code(std::string_view k) {
+    if (k == "action") return kKeyAction;
+    if (k == "addr") return kKeyAddr;
+    if (k == "size") return kKeySize;
+    if (k == "stream") return kKeyStream;
+    if (k == "time_us") return kKeyTimeUs;
+    if (k == "frames") return kKeyFrames;
+    if (k == "name") return kKeyName;
+    if (k == "filename") return kKeyFilename;
+    if (k == "line") return kKeyLine;
+    return kKeyOther;
+}
+
 // Labels "forward (model.py:54)" from the innermost user frame, else the innermost frame.
 // CPython memoizes repeated strings, so (name node, file node, line) identifies a label and
 // the string is built and interned once per distinct frame.
 class Labels {
 public:
-    Labels(const PickleDoc& d, Rows& w) : d_(d), w_(w) {}
+    Labels(const PickleDoc& d, Rows& w, NodeCodes& keys)
+        : d_(d), w_(w), keys_(keys), user_(d.node_count()) {}
     int64_t of(std::optional<Id> frames) {
         if (!frames) return kNoString;
         auto fs = d_.items(*frames);
         std::optional<Id> pick;
         for (Id f : fs) {
-            auto file = d_.get(f, "filename");
-            if (file && user_frame(file_str(*file))) { pick = f; break; }
+            auto file = field(f, kKeyFilename);
+            if (file && is_user(*file)) { pick = f; break; }
         }
         if (!pick && !fs.empty()) pick = fs.front();
         if (!pick) return kNoString;
-        auto name = d_.get(*pick, "name");
-        auto file = d_.get(*pick, "filename");
-        auto line = d_.get(*pick, "line");
+        auto name = field(*pick, kKeyName);
+        auto file = field(*pick, kKeyFilename);
+        auto line = field(*pick, kKeyLine);
         Key key{name ? *name : UINT32_MAX, file ? *file : UINT32_MAX,
                 line && d_.is_int(*line) ? d_.as_int(*line) : INT64_MIN};
         auto it = cache_.find(key);
@@ -73,10 +117,18 @@ public:
     }
 
 private:
-    std::string_view file_str(Id f) {
-        auto it = user_.find(f);
-        if (it == user_.end()) it = user_.emplace(f, user_frame(d_.as_str(f))).first;
-        return it->second ? d_.as_str(f) : std::string_view{};
+    // The value of the first `key` in dict `v` (as PickleDoc::get), by key code.
+    std::optional<Id> field(Id v, KeyCode key) {
+        if (d_.kind(v) != PickleDoc::Kind::Dict) return std::nullopt;
+        auto kv = d_.items(v);
+        for (size_t k = 0; k + 1 < kv.size(); k += 2)
+            if (keys_.get(kv[k], [&] { return key_code(d_.as_str(kv[k])); }) == key &&
+                d_.kind(kv[k]) == PickleDoc::Kind::Str)
+                return kv[k + 1];
+        return std::nullopt;
+    }
+    bool is_user(Id file) {
+        return user_.get(file, [&] { return static_cast<uint8_t>(user_frame(d_.as_str(file))); }) != 0;
     }
     struct Key {
         Id name, file;
@@ -90,8 +142,9 @@ private:
     };
     const PickleDoc& d_;
     Rows& w_;
+    NodeCodes& keys_;
+    NodeCodes user_;   // file name node -> is a user frame
     std::unordered_map<Key, int64_t, KeyHash> cache_;
-    std::unordered_map<Id, bool> user_;
 };
 
 enum Action : uint8_t {
@@ -132,8 +185,9 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
         throw Error(where(in, "snapshot has no 'device_traces': record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
 
-    // Decode every event once. Action strings are memo-shared objects: map node -> code.
-    std::unordered_map<Id, Action> action_codes;
+    // Decode every event once. Keys and action strings are memo-shared objects: their codes
+    // are looked up per node, not per event.
+    NodeCodes keys(d.node_count()), actions(d.node_count());
     std::vector<std::vector<Event>> devices;
     int64_t events = 0;
     bool all_timed = true;
@@ -146,26 +200,25 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
             Event ev;
             auto kv = d.items(e);
             for (size_t i = 0; i + 1 < kv.size(); i += 2) {
-                std::string_view key = d.as_str(kv[i]);
-                Id v = kv[i + 1];
-                if (key.empty()) continue;
-                switch (key[0]) {
-                    case 'a':
-                        if (key == "action" && d.kind(v) == PickleDoc::Kind::Str) {
-                            auto it = action_codes.find(v);
-                            if (it == action_codes.end()) it = action_codes.emplace(v, action_of(d.as_str(v))).first;
-                            ev.action = it->second;
+                Id k = kv[i], v = kv[i + 1];
+                switch (keys.get(k, [&] { return key_code(d.as_str(k)); })) {
+                    case kKeyAction:
+                        if (d.kind(v) == PickleDoc::Kind::Str) {
+                            ev.action = static_cast<Action>(actions.get(v, [&] { return action_of(d.as_str(v)); }));
                             ev.has_action = true;
-                        } else if (key == "addr" && d.is_int(v)) {
-                            ev.addr = d.as_int(v);
                         }
                         break;
-                    case 's':
-                        if (key == "size" && d.is_int(v)) ev.size = d.as_int(v);
-                        else if (key == "stream" && d.is_int(v)) ev.stream = d.as_int(v);
+                    case kKeyAddr:
+                        if (d.is_int(v)) ev.addr = d.as_int(v);
                         break;
-                    case 't':
-                        if (key == "time_us" && d.is_number(v)) {
+                    case kKeySize:
+                        if (d.is_int(v)) ev.size = d.as_int(v);
+                        break;
+                    case kKeyStream:
+                        if (d.is_int(v)) ev.stream = d.as_int(v);
+                        break;
+                    case kKeyTimeUs:
+                        if (d.is_number(v)) {
                             ev.time_us = d.as_float(v);
                             // |t| <= 4e15 us keeps differences * 1000 inside int64 nanoseconds.
                             if (!(std::fabs(ev.time_us) <= 4e15))
@@ -174,9 +227,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
                             ev.timed = true;
                         }
                         break;
-                    case 'f':
-                        if (key == "frames") ev.frames = v;
-                        break;
+                    case kKeyFrames: ev.frames = v; break;
                     default: break;
                 }
             }
@@ -209,7 +260,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
                 upper += e.action == kAlloc || e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
         allocs.reserve(upper + 64);
     }
-    Labels labels(d, w);
+    Labels labels(d, w, keys);
     const int64_t pre_label = w.intern("(allocated before recording)");
     int64_t reconstructed = 0, reconstructed_bytes = 0, freed_unknown = 0, ooms = 0;
     int64_t segment_events = 0, reserved_peak_total = 0;
