@@ -65,7 +65,7 @@ struct RunInfo {
 // Adds a run to an existing trace file in one transaction; returns its id.
 int64_t add_run(const std::string& trace_path, const Run& run);
 // Marks a run begun earlier (status "incomplete") as finished: used by replays that write
-// a placeholder row first so that an interruption leaves a run marked incomplete.
+// the run's row first, so that an interruption leaves a run marked incomplete.
 int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name);
 void finish_run(const std::string& trace_path, int64_t run_id, const Run& run);
 
