@@ -14,7 +14,7 @@ namespace mhc::cli {
 namespace {
 
 struct ValOptions {
-    std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "pcie4", allocator = "ideal";
+    std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "pcie4", allocator = "caching";
     std::string backend = "host", chunk = "2MiB";
     double time_scale = 1.0, cpu_buffer_ratio = 0;
     int copy_threads = 1, device = -1;
@@ -31,7 +31,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
     app.add_option("--link", o->link,
                    "The replay machine's link: a preset or a profile from `mhc calibrate` (host: --backend host)");
-    app.add_option("--allocator", o->allocator, "Allocator model: ideal, caching");
+    app.add_option("--allocator", o->allocator, "Allocator model: caching (default: PyTorch's rules, placed in 2 MiB pages as on a GPU) or ideal (bytes only; page rounding may not fit)");
     app.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
     app.add_option("--time-scale", o->time_scale,
                    "Run kernels and gaps this many times slower (the prediction uses the link x this)")
