@@ -262,6 +262,20 @@ void Model::hc_recompute_block(MicroBatch& mb, int last) {
 
 // ---- one layer -------------------------------------------------------------------------
 
+// out = x + dropout(o), or x + o without dropout: the residual add that closes a plain
+// (n = 1) sublayer. The dropout mask is saved in `mask` for the backward; `o` is freed.
+void Model::residual_add(Saved& s, Slot mask, int l, const char* mask_name, int64_t o, int64_t x, int64_t out) {
+    const int64_t T = d_.tokens, h = c_.hidden;
+    if (c_.dropout) {
+        s[mask] = e_.alloc(T * h, kAct, label(l, mask_name));   // interned only when used
+        e_.kernel(kCompute, k_.dropout_add, KClass::Memory, 0, {R(o), R(x), W(out), W(s[mask])},
+                  launch_elementwise(T * h));
+    } else {
+        e_.kernel(kCompute, k_.add, KClass::Memory, 0, {R(o), R(x), W(out)}, launch_elementwise(T * h));
+    }
+    e_.free(o);
+}
+
 int64_t Model::forward_layer(MicroBatch& mb, int l, int64_t x_in, bool keep_all) {
     Saved& s = mb.layers[l];
     const bool gpt2 = c_.arch == Arch::Gpt2, hc = d_.n > 1;
@@ -326,14 +340,7 @@ int64_t Model::forward_layer(MicroBatch& mb, int l, int64_t x_in, bool keep_all)
     int64_t x_mid = -1;
     if (!hc) {
         x_mid = e_.alloc(B * T * h, kAct, label(l, "mlp.residual"));
-        if (c_.dropout) {
-            s[MaskA] = e_.alloc(T * h, kAct, label(l, "attn.dropout_mask"));
-            e_.kernel(kCompute, k_.dropout_add, KClass::Memory, 0, {R(o), R(x_in), W(x_mid), W(s[MaskA])},
-                      launch_elementwise(T * h));
-        } else {
-            e_.kernel(kCompute, k_.add, KClass::Memory, 0, {R(o), R(x_in), W(x_mid)}, launch_elementwise(T * h));
-        }
-        e_.free(o);
+        residual_add(s, MaskA, l, "attn.dropout_mask", o, x_in, x_mid);
         s[LnIn2] = x_mid;
     } else {
         if (c_.dropout) {
@@ -372,14 +379,7 @@ int64_t Model::forward_layer(MicroBatch& mb, int l, int64_t x_in, bool keep_all)
     int64_t x_out;
     if (!hc) {
         x_out = e_.alloc(B * T * h, kAct, next_label);
-        if (c_.dropout) {
-            s[MaskM] = e_.alloc(T * h, kAct, label(l, "mlp.dropout_mask"));
-            e_.kernel(kCompute, k_.dropout_add, KClass::Memory, 0, {R(mo), R(x_mid), W(x_out), W(s[MaskM])},
-                      launch_elementwise(T * h));
-        } else {
-            e_.kernel(kCompute, k_.add, KClass::Memory, 0, {R(mo), R(x_mid), W(x_out)}, launch_elementwise(T * h));
-        }
-        e_.free(mo);
+        residual_add(s, MaskM, l, "mlp.dropout_mask", mo, x_mid, x_out);
     } else {
         if (c_.dropout) {
             s[FoutM] = e_.alloc(B * T * h, kAct, label(l, "mlp.out"));

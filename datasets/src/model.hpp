@@ -66,6 +66,7 @@ private:
     int64_t hc_post(int l, int sub, int64_t xs, int64_t fo, int64_t coeff, int64_t hres, int64_t lbl);
     int64_t hc_backward(int l, int sub, Saved& s, int64_t dy, int64_t& dfo);
     int64_t hc_backward_pre(int l, int sub, Saved& s, int64_t dhin, int64_t dxs, int64_t dcoeff);
+    void residual_add(Saved& s, Slot mask, int l, const char* mask_name, int64_t o, int64_t x, int64_t out);
     int64_t sublayer_out_grad(int l, int sub, Saved& s, int64_t dy, Slot mask, Slot fout,
                               int64_t& dres, int64_t& dxs, int64_t& dcoeff);
     void hc_recompute_block(MicroBatch& mb, int last);

@@ -22,6 +22,68 @@ int64_t IdIndex::find(const std::vector<int64_t>& ids, int64_t id) const {
     return (it != ids.end() && *it == id) ? it - ids.begin() : -1;
 }
 
+void AllocationColumns::reserve(size_t n) {
+    id.reserve(n); address.reserve(n); bytes.reserve(n); t_alloc.reserve(n); t_free.reserve(n);
+    stream.reserve(n); label.reserve(n); device.reserve(n); category.reserve(n);
+}
+
+void AllocationColumns::push(const Allocation& a) {
+    id.push_back(a.id);
+    device.push_back(a.device);
+    address.push_back(a.address);
+    bytes.push_back(a.bytes);
+    t_alloc.push_back(a.t_alloc);
+    t_free.push_back(a.t_free);
+    stream.push_back(a.stream);
+    category.push_back(a.category);
+    label.push_back(a.label);
+}
+
+void KernelColumns::reserve(size_t n) {
+    id.reserve(n); stream.reserve(n); name.reserve(n); t_start.reserve(n); t_end.reserve(n);
+    correlation.reserve(n); device.reserve(n); step.reserve(n);
+}
+
+void KernelColumns::push(const Kernel& k) {
+    id.push_back(k.id);
+    device.push_back(k.device);
+    stream.push_back(k.stream);
+    name.push_back(k.name);
+    t_start.push_back(k.t_start);
+    t_end.push_back(k.t_end);
+    step.push_back(k.step);
+    correlation.push_back(k.correlation);
+}
+
+void CopyColumns::reserve(size_t n) {
+    id.reserve(n); stream.reserve(n); bytes.reserve(n); t_start.reserve(n); t_end.reserve(n);
+    device.reserve(n); kind.reserve(n);
+}
+
+void CopyColumns::push(const Copy& c) {
+    id.push_back(c.id);
+    device.push_back(c.device);
+    stream.push_back(c.stream);
+    kind.push_back(c.kind);
+    bytes.push_back(c.bytes);
+    t_start.push_back(c.t_start);
+    t_end.push_back(c.t_end);
+}
+
+void MarkerColumns::reserve(size_t n) {
+    id.reserve(n); name.reserve(n); t_start.reserve(n); t_end.reserve(n); kind.reserve(n);
+    index.reserve(n);
+}
+
+void MarkerColumns::push(const Marker& m) {
+    id.push_back(m.id);
+    name.push_back(m.name);
+    t_start.push_back(m.t_start);
+    t_end.push_back(m.t_end);
+    kind.push_back(m.kind);
+    index.push_back(m.index);
+}
+
 const std::string& TraceData::str(int64_t id) const {
     static const std::string empty;
     return (id >= 0 && static_cast<size_t>(id) < strings.size()) ? strings[static_cast<size_t>(id)]
@@ -58,48 +120,6 @@ int64_t TraceData::t_end() const {
 
 namespace {
 
-// The columns are read with raw statements rather than Reader::for_each: one virtual call
-// per row is measurable at 10M rows.
-void load_allocations(const Reader& r, AllocationColumns& a, int64_t n) {
-    a.id.reserve(n); a.address.reserve(n); a.bytes.reserve(n); a.t_alloc.reserve(n);
-    a.t_free.reserve(n); a.stream.reserve(n); a.label.reserve(n); a.device.reserve(n);
-    a.category.reserve(n);
-    sql::Stmt s(r.handle(), r.path(),
-                "SELECT id, device, address, bytes, t_alloc, t_free, stream, category, label "
-                "FROM allocations ORDER BY id");
-    while (s.step()) {
-        a.id.push_back(s.i64(0));
-        a.device.push_back(static_cast<int32_t>(s.i64(1)));
-        a.address.push_back(s.i64(2));
-        a.bytes.push_back(s.i64(3));
-        a.t_alloc.push_back(s.i64(4));
-        a.t_free.push_back(s.is_null(5) ? kNoTime : s.i64(5));
-        a.stream.push_back(s.i64(6));
-        int64_t c = s.i64(7);
-        a.category.push_back((c >= 0 && c < kCategoryCount) ? static_cast<Category>(c)
-                                                            : Category::Other);
-        a.label.push_back(s.i64(8));
-    }
-}
-
-void load_kernels(const Reader& r, KernelColumns& k, int64_t n) {
-    k.id.reserve(n); k.stream.reserve(n); k.name.reserve(n); k.t_start.reserve(n);
-    k.t_end.reserve(n); k.correlation.reserve(n); k.device.reserve(n); k.step.reserve(n);
-    sql::Stmt s(r.handle(), r.path(),
-                "SELECT id, device, stream, name, t_start, t_end, step, correlation FROM kernels "
-                "ORDER BY id");
-    while (s.step()) {
-        k.id.push_back(s.i64(0));
-        k.device.push_back(static_cast<int32_t>(s.i64(1)));
-        k.stream.push_back(s.i64(2));
-        k.name.push_back(s.i64(3));
-        k.t_start.push_back(s.i64(4));
-        k.t_end.push_back(s.i64(5));
-        k.step.push_back(static_cast<int32_t>(s.i64(6)));
-        k.correlation.push_back(s.i64(7));
-    }
-}
-
 // Reads accesses and groups them by kernel index with a counting sort.
 void load_accesses(const Reader& r, TraceData& t, int64_t n) {
     std::vector<int32_t> kernel_of, alloc_of;
@@ -133,23 +153,6 @@ void load_accesses(const Reader& r, TraceData& t, int64_t n) {
     }
 }
 
-void load_copies(const Reader& r, CopyColumns& c, int64_t n) {
-    c.id.reserve(n); c.stream.reserve(n); c.bytes.reserve(n); c.t_start.reserve(n);
-    c.t_end.reserve(n); c.device.reserve(n); c.kind.reserve(n);
-    sql::Stmt s(r.handle(), r.path(),
-                "SELECT id, device, stream, kind, bytes, t_start, t_end FROM copies ORDER BY id");
-    while (s.step()) {
-        c.id.push_back(s.i64(0));
-        c.device.push_back(static_cast<int32_t>(s.i64(1)));
-        c.stream.push_back(s.i64(2));
-        int64_t k = s.i64(3);
-        c.kind.push_back((k >= 0 && k < kCopyKindCount) ? static_cast<CopyKind>(k) : CopyKind::D2D);
-        c.bytes.push_back(s.i64(4));
-        c.t_start.push_back(s.i64(5));
-        c.t_end.push_back(s.i64(6));
-    }
-}
-
 }  // namespace
 
 TraceData load_trace(const std::string& path) {
@@ -159,20 +162,18 @@ TraceData load_trace(const std::string& path) {
     t.meta = r.meta();
     t.strings = r.strings();
     TableCounts n = r.counts();
-    load_allocations(r, t.allocations, n.allocations);
-    load_kernels(r, t.kernels, n.kernels);
+    // Rows are decoded once, by the Reader, and appended through the columns' push().
+    t.allocations.reserve(static_cast<size_t>(n.allocations));
+    r.for_each([&](const Allocation& a) { t.allocations.push(a); });
+    t.kernels.reserve(static_cast<size_t>(n.kernels));
+    r.for_each([&](const Kernel& k) { t.kernels.push(k); });
     t.allocation_index.build(t.allocations.id);
     t.kernel_index.build(t.kernels.id);
     load_accesses(r, t, n.accesses);
-    load_copies(r, t.copies, n.copies);
-    r.for_each([&](const Marker& m) {
-        t.markers.id.push_back(m.id);
-        t.markers.name.push_back(m.name);
-        t.markers.t_start.push_back(m.t_start);
-        t.markers.t_end.push_back(m.t_end);
-        t.markers.kind.push_back(m.kind);
-        t.markers.index.push_back(m.index);
-    });
+    t.copies.reserve(static_cast<size_t>(n.copies));
+    r.for_each([&](const Copy& c) { t.copies.push(c); });
+    t.markers.reserve(static_cast<size_t>(n.markers));
+    r.for_each([&](const Marker& m) { t.markers.push(m); });
     return t;
 }
 

@@ -8,9 +8,8 @@ namespace mhc::trace::import {
 
 namespace {
 // Ids must grow strictly, as load_trace's ORDER BY id would return them.
-void next_id(std::vector<int64_t>& ids, int64_t id, bool& ordered) {
+void check_order(const std::vector<int64_t>& ids, int64_t id, bool& ordered) {
     if (!ids.empty() && id <= ids.back()) ordered = false;
-    ids.push_back(id);
 }
 }  // namespace
 
@@ -28,45 +27,21 @@ void Rows::set_meta(const std::string& key, const std::string& value) {
 }
 
 void Rows::reserve(size_t allocations, size_t kernels, size_t copies) {
-    auto& a = t_.allocations;
-    size_t n = a.size() + allocations;
-    a.id.reserve(n); a.device.reserve(n); a.address.reserve(n); a.bytes.reserve(n); a.t_alloc.reserve(n);
-    a.t_free.reserve(n); a.stream.reserve(n); a.category.reserve(n); a.label.reserve(n);
-    auto& k = t_.kernels;
-    n = k.size() + kernels;
-    k.id.reserve(n); k.device.reserve(n); k.stream.reserve(n); k.name.reserve(n); k.t_start.reserve(n);
-    k.t_end.reserve(n); k.step.reserve(n); k.correlation.reserve(n);
-    auto& c = t_.copies;
-    n = c.size() + copies;
-    c.id.reserve(n); c.device.reserve(n); c.stream.reserve(n); c.kind.reserve(n); c.bytes.reserve(n);
-    c.t_start.reserve(n); c.t_end.reserve(n);
+    t_.allocations.reserve(t_.allocations.size() + allocations);
+    t_.kernels.reserve(t_.kernels.size() + kernels);
+    t_.copies.reserve(t_.copies.size() + copies);
 }
 
 void Rows::add(const Allocation& a) {
     w_.add(a);
-    auto& c = t_.allocations;
-    next_id(c.id, a.id, ordered_);
-    c.device.push_back(a.device);
-    c.address.push_back(a.address);
-    c.bytes.push_back(a.bytes);
-    c.t_alloc.push_back(a.t_alloc);
-    c.t_free.push_back(a.t_free);
-    c.stream.push_back(a.stream);
-    c.category.push_back(a.category);
-    c.label.push_back(a.label);
+    check_order(t_.allocations.id, a.id, ordered_);
+    t_.allocations.push(a);
 }
 
 void Rows::add(const Kernel& k) {
     w_.add(k);
-    auto& c = t_.kernels;
-    next_id(c.id, k.id, ordered_);
-    c.device.push_back(k.device);
-    c.stream.push_back(k.stream);
-    c.name.push_back(k.name);
-    c.t_start.push_back(k.t_start);
-    c.t_end.push_back(k.t_end);
-    c.step.push_back(k.step);
-    c.correlation.push_back(k.correlation);
+    check_order(t_.kernels.id, k.id, ordered_);
+    t_.kernels.push(k);
 }
 
 void Rows::add(const Access& a) {
@@ -74,27 +49,16 @@ void Rows::add(const Access& a) {
     accesses_.push_back({a.kernel, a.allocation, a.mode});
 }
 
-void Rows::add(const Copy& cp) {
-    w_.add(cp);
-    auto& c = t_.copies;
-    next_id(c.id, cp.id, ordered_);
-    c.device.push_back(cp.device);
-    c.stream.push_back(cp.stream);
-    c.kind.push_back(cp.kind);
-    c.bytes.push_back(cp.bytes);
-    c.t_start.push_back(cp.t_start);
-    c.t_end.push_back(cp.t_end);
+void Rows::add(const Copy& c) {
+    w_.add(c);
+    check_order(t_.copies.id, c.id, ordered_);
+    t_.copies.push(c);
 }
 
 void Rows::add(const Marker& m) {
     w_.add(m);
-    auto& c = t_.markers;
-    next_id(c.id, m.id, ordered_);
-    c.name.push_back(m.name);
-    c.t_start.push_back(m.t_start);
-    c.t_end.push_back(m.t_end);
-    c.kind.push_back(m.kind);
-    c.index.push_back(m.index);
+    check_order(t_.markers.id, m.id, ordered_);
+    t_.markers.push(m);
 }
 
 void Rows::set_free_time(int64_t allocation_id, int64_t t_free) {

@@ -29,6 +29,8 @@ struct AllocationColumns {
     std::vector<int32_t> device;
     std::vector<Category> category;
     size_t size() const { return id.size(); }
+    void reserve(size_t n);
+    void push(const Allocation& r);   // appends one row (kernels: not its accesses)
 };
 
 struct KernelColumns {
@@ -37,6 +39,8 @@ struct KernelColumns {
     // Accesses of kernel i are access_alloc[access_begin[i] .. access_begin[i+1]).
     std::vector<int64_t> access_begin;
     size_t size() const { return id.size(); }
+    void reserve(size_t n);
+    void push(const Kernel& r);   // appends one row (kernels: not its accesses)
 };
 
 struct AccessColumns {
@@ -50,6 +54,8 @@ struct CopyColumns {
     std::vector<int32_t> device;
     std::vector<CopyKind> kind;
     size_t size() const { return id.size(); }
+    void reserve(size_t n);
+    void push(const Copy& r);   // appends one row (kernels: not its accesses)
 };
 
 struct MarkerColumns {
@@ -57,6 +63,8 @@ struct MarkerColumns {
     std::vector<MarkerKind> kind;
     std::vector<int32_t> index;
     size_t size() const { return id.size(); }
+    void reserve(size_t n);
+    void push(const Marker& r);   // appends one row (kernels: not its accesses)
 };
 
 // An access whose kernel or allocation id is not in the trace (kept for `mhc check`).
