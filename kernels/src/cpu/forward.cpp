@@ -1,5 +1,6 @@
 // Fused plain Sinkhorn forward on the CPU: each block of W tokens is loaded once, iterated
 // in L1 (n = 4: 16 vectors of W lanes) and stored once.
+#include "fixed_n4.hpp"
 #include "plain_steps.hpp"
 
 namespace mhc::kernels::cpu::MHC_ISA {
@@ -23,7 +24,9 @@ static void forward_range(const Job& job, int64_t t0, int64_t t1, RangeStats& st
 }
 
 void forward(const Job& job, int64_t t0, int64_t t1, RangeStats& st) {
-    if (job.opt.n == 4)
+    if (job.opt.n == 4 && job.opt.tol <= 0.0f)
+        forward_fixed_n4(job, t0, t1, st);
+    else if (job.opt.n == 4)
         forward_range<4>(job, t0, t1, st);
     else
         forward_range<0>(job, t0, t1, st);
