@@ -446,10 +446,12 @@ Measured Executor::run() {
     const int64_t pages = Arena::pool_pages(cap), va = Arena::default_va(cap);
     vm = device == kernels::Device::Cuda ? make_cuda_mapper(pages, va) : make_host_mapper(pages, va);
     arena = std::make_unique<Arena>(P.allocator, cap, vm.get());
-    int64_t host_need = 0;   // host arena: the bytes swapped out, bounded by a generous share
+    // Host arena: what the simulator held on the host at once, with room for placement (it
+    // is a first-fit free list, so it fragments), never more than all the bytes swapped out.
+    int64_t swapped_out = 0;
     for (const Action& x : P.actions)
-        if (x.op == Op::SwapOut) host_need += A.bytes[x.alloc];
-    host_need = std::min<int64_t>(host_need, std::max<int64_t>(cap, 1)) + (16 << 20);
+        if (x.op == Op::SwapOut) swapped_out += A.bytes[x.alloc];
+    const int64_t host_need = std::min<int64_t>(swapped_out, P.predicted_host_peak + P.predicted_host_peak / 2) + (64 << 20);
     host = std::make_unique<FreeList>(host_need, 16);
     M.host_arena_bytes = host->size();
 
@@ -549,6 +551,19 @@ Measured Executor::run() {
                     break;
                 case Op::Recompute:
                     if (state[a] == kDropped) recompute(x, i);
+                    break;
+                case Op::FailedAlloc:
+                    // The model is in the state the simulator's was, so the call fails the same
+                    // way and gives back the same cached segments. Should it fit after all
+                    // (the runs have diverged), the block goes straight back.
+                    if (dev_off[a] < 0 && P.allocator == "caching") {
+                        auto m0 = Clock::now();
+                        if (arena->allocate(a, T.allocations.bytes[a]) >= 0) {
+                            arena->free(a);
+                            ++M.diverged_allocations;
+                        }
+                        pause_clock(m0);
+                    }
                     break;
                 case Op::Release:   // where the simulator's copy completed: wait for the real one
                     if (state[a] == kInD2H) measured_wait(a, -1);

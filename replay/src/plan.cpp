@@ -24,6 +24,7 @@ const char* to_string(Op op) {
         case Op::Drop: return "drop";
         case Op::Recompute: return "recompute";
         case Op::Release: return "release";
+        case Op::FailedAlloc: return "failed-alloc";
     }
     return "?";
 }
@@ -47,6 +48,7 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     plan.capacity = r.capacity;
     plan.allocator = r.config.allocator;
     plan.predicted_peak = r.simulated_peak;
+    plan.predicted_host_peak = r.host_peak;
     const auto& A = t.allocations;
     const auto& K = t.kernels;
 
@@ -128,7 +130,7 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
         auto releases_before = [&](size_t n) {
             for (; ir < rels.size() && static_cast<size_t>(r.releases[rels[ir]].before) <= n; ++ir) {
                 Action x;
-                x.op = Op::Release;
+                x.op = r.releases[rels[ir]].failed_allocation ? Op::FailedAlloc : Op::Release;
                 x.alloc = r.releases[rels[ir]].alloc;
                 plan.actions.push_back(x);
             }
@@ -261,6 +263,8 @@ std::string check_plan(const trace::TraceData& t, const Plan& plan) {
             case Op::Release:
                 if (st[a] != Out) return at + name(a) + " released without a swap-out in flight";
                 st[a] = Host;
+                break;
+            case Op::FailedAlloc:   // changes the allocator model only, never residency
                 break;
             case Op::Recompute:
                 if (st[a] != Dropped) return at + name(a) + " recomputed but not dropped";

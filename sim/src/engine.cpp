@@ -62,8 +62,16 @@ bool Engine<Policy>::try_reserve(int32_t a) {
         if (used + b > cap) return false;
         used += b;
     } else {
+        const int64_t reserved_before = ca.reserved();
         int32_t blk = ca.allocate(b);
-        if (blk < 0) { used = ca.reserved(); return false; }
+        if (blk < 0) {
+            // The failed call still gave the cached free segments back (PyTorch's retry after
+            // a failed cudaMalloc); replay repeats it here to keep its model in step.
+            if (C.record_events && ca.reserved() < reserved_before)
+                R.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin, true});
+            used = ca.reserved();
+            return false;
+        }
         block[a] = blk;
         used = ca.reserved();
     }

@@ -224,3 +224,46 @@ TEST_CASE("an interrupted validation leaves one run marked incomplete and nothin
     }
     CHECK(dump_trace_tables(path) == before);
 }
+
+TEST_CASE("replay repeats the simulator's failed allocations and keeps its allocator in step", "[replay][caching]") {
+    // A caching-model allocation that fails still gives the cached free segments back (as
+    // PyTorch's allocator does before its retry). The simulator tries, fails, waits for a
+    // swap-out, tries again; replay reaches that point with the swap-out's release already
+    // in its plan and, without the failed call, placed the block in another segment and later
+    // ran out where the simulator had not (this 2-layer llama slice at 70% and 80%, and a
+    // 2-layer llama2-7b slice at 80%). The plan carries the failed call (FailedAlloc).
+    fs::path p = fs::temp_directory_path() / "mhc_replay_tests" / "failed_alloc.db";
+    fs::create_directories(p.parent_path());
+    fs::remove(p);
+    datasets::GeneratorConfig c = datasets::preset("llama2-7b");
+    c.layers = 2;
+    c.steps = 2;
+    c.seq = 128;
+    c.hidden = 1024;
+    c.heads = c.kv_heads = 8;
+    c.ffn = 2816;
+    c.vocab = 1000;
+    c.tp = c.pp = c.dp = 1;
+    c.zero1 = false;
+    datasets::generate_file(c, p.string());
+    auto t = trace::load_trace(p.string());
+    int with_failed = 0;
+    for (double fraction : {0.7, 0.8})
+        for (const char* policy : {"lru", "belady"}) {
+            sim::Result r = simulate(t, fraction, "caching", policy);
+            REQUIRE_FALSE(r.oom.happened);
+            replay::Plan plan = replay::make_plan(t, r);
+            int failed = 0;
+            for (const auto& x : plan.actions) failed += x.op == replay::Op::FailedAlloc;
+            with_failed += failed > 0;
+            replay::Measured m = replay::replay(t, plan, fast());
+            INFO(fraction << " " << policy << ": " << m.status << " " << m.failure << ", " << failed << " failed allocations");
+            CHECK(m.status == "complete");
+            CHECK(m.diverged_allocations == 0);
+            CHECK(m.peak == r.simulated_peak);
+            CHECK(m.swap_out_bytes == r.swap_out_bytes);
+            CHECK(m.swap_in_bytes == r.swap_in_bytes);
+            CHECK(m.mismatches == 0);
+        }
+    CHECK(with_failed > 0);   // the trace must exercise the case
+}

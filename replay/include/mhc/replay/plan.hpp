@@ -25,6 +25,8 @@ enum class Op : uint8_t {
     Recompute,    // place it again and rerun its producer (on the needing kernel's stream)
     Release,      // a swap-out's device block goes back, where the simulator released it
                   // (waits for that copy to complete; the wait is measured delay)
+    FailedAlloc,  // caching model: an allocation the simulator tried here and could not place,
+                  // which released the model's cached free segments; replay makes the same call
 };
 const char* to_string(Op op);
 inline bool timed(Op op) { return op <= Op::KernelEnd; }
@@ -43,6 +45,7 @@ struct Plan {
     std::string allocator;       // ideal | caching
     int64_t t_begin = 0, t_end = 0;   // recorded span of the device
     int64_t predicted_peak = 0;
+    int64_t predicted_host_peak = 0;   // host copies held at once (sim::Result::host_peak)
     std::vector<Action> actions;
     // The simulator's OOM, when the run ended with one: replay must meet the same.
     bool oom = false;

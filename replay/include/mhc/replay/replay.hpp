@@ -61,6 +61,7 @@ struct Measured {
     int64_t swap_in_bytes = 0, swap_ins = 0, swap_out_bytes = 0, swap_outs = 0;
     int64_t evict_clean = 0, drops = 0, recomputes = 0;
     int64_t unplanned_swap_ins = 0;    // operands the plan kept resident that replay had released
+    int64_t diverged_allocations = 0;  // FailedAlloc actions that fitted (the model left the simulator's path)
     int64_t checksums = 0, mismatches = 0;   // end-to-end and per-transfer checks
     int64_t overruns = 0;              // kernels that ran longer than their scaled duration
     int64_t overrun_ns = 0;            // their total excess (trace ns)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mhc/replay/replay.hpp"
+#include "mhc/replay/retime.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/result.hpp"
 
@@ -18,6 +19,9 @@ struct ValidateSpec {
     std::vector<sim::Capacity> capacities;  // limited configurations (the baseline is added)
     Options replay;
     bool store = true;
+    // Predict the limited runs on the trace moved onto the baseline replay's clock
+    // (retime.hpp), not on the recorded one.
+    bool retime = true;
 };
 
 // The link as a trace stretched `scale` times sees it: bandwidths x scale, latencies / scale.
@@ -39,6 +43,8 @@ struct Report {
     Row baseline;
     std::vector<Row> rows;
     sim::LinkModel link;            // the (scaled) link the predictions used
+    bool retimed = false;           // limited runs predicted on the baseline's clock
+    RetimeSummary retime;
     bool ok() const;                // no failure, no checksum mismatch
 };
 

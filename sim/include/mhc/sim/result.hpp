@@ -59,10 +59,12 @@ struct Result {
     // TraceData; after_launch: decided after the kernel started (its prefetch round).
     struct EventOrigin { uint8_t what = 0; bool after_launch = false; int32_t index = -1; };
     std::vector<EventOrigin> event_origin;
-    // Swap-outs whose completion gave their device block back, in the simulator's order:
-    // alloc (dense index), before: how many events were recorded then, origin as above.
-    // replay/ releases the block at that point of its plan (the caching model's call order).
-    struct Release { int32_t alloc = -1; int32_t before = 0; EventOrigin origin; };
+    // Allocator calls that are not events, in the simulator's order: swap-outs whose
+    // completion gave their device block back, and (failed_allocation) allocations of the
+    // caching model that failed but released its cached free segments on the way. alloc: dense
+    // index; before: how many events were recorded then; origin as above. replay/ repeats
+    // each at that point of its plan, so its allocator model sees the simulator's calls.
+    struct Release { int32_t alloc = -1; int32_t before = 0; EventOrigin origin; bool failed_allocation = false; };
     std::vector<Release> releases;
     std::vector<trace::RunKernelTime> kernel_times;   // kernels whose time moved
     std::vector<trace::RunMemorySample> memory;
