@@ -158,10 +158,15 @@ std::string to_text(const Report& r) {
     auto line = [&](const Row& x) {
         const auto& p = x.predicted;
         const auto& m = x.measured;
+        // A run that ran out of memory has no throughput to lose.
+        char lp[16], lm[16], le[16];
+        std::snprintf(lp, sizeof lp, p.oom.happened ? "oom" : "%.2f%%", 100 * p.throughput_loss);
+        std::snprintf(lm, sizeof lm, m.oom ? "oom" : "%.2f%%", 100 * x.measured_loss);
+        std::snprintf(le, sizeof le, p.oom.happened || m.oom ? "-" : "%+.2f", x.loss_error_pp);
         std::snprintf(buf, sizeof buf,
-                      "%-34s %10s %10s %6.2f%% | %7.2f%% %7.2f%% %+7.2f | %10s %10s | %10s %10s | %6lld %s%s%s\n",
+                      "%-34s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
                       x.name.c_str(), format_bytes(p.simulated_peak).c_str(), format_bytes(m.peak).c_str(),
-                      100 * x.peak_error, 100 * p.throughput_loss, 100 * x.measured_loss, x.loss_error_pp,
+                      100 * x.peak_error, lp, lm, le,
                       format_bytes(p.swap_in_bytes).c_str(), format_bytes(m.swap_in_bytes).c_str(),
                       format_bytes(p.swap_out_bytes).c_str(), format_bytes(m.swap_out_bytes).c_str(),
                       static_cast<long long>(m.checksums), m.status.c_str(),
