@@ -17,7 +17,7 @@ struct ValOptions {
     std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "pcie4", allocator = "caching";
     std::string backend = "host", chunk = "2MiB";
     double time_scale = 1.0, cpu_buffer_ratio = 0;
-    int copy_threads = 1, device = -1;
+    int copy_threads = 1, device = -1, repeat = 1;
     bool no_store = false, no_sinkhorn = false, recorded_timing = false;
 };
 
@@ -42,6 +42,10 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--device", o->device, "Device of the trace (default: the one with the largest peak)");
     app.add_flag("--no-store", o->no_store, "Do not store the runs in the trace file");
     app.add_flag("--no-sinkhorn", o->no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
+    app.add_option("--repeat", o->repeat,
+                   "Replay each configuration this many times and use the one with the median makespan "
+                   "(the host is noisy)")
+        ->check(CLI::Range(1, 99));
     app.add_flag("--recorded-timing", o->recorded_timing,
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
@@ -66,6 +70,7 @@ std::function<int()> setup(CLI::App& app) {
         spec.replay.real_sinkhorn = !o->no_sinkhorn;
         spec.store = !o->no_store;
         spec.retime = !o->recorded_timing;
+        spec.repeat = o->repeat;
         auto note = [](const std::string& s) {
             if (show_progress()) std::fprintf(stderr, "mhc: %s\n", s.c_str());
         };

@@ -1,5 +1,6 @@
 #include "mhc/replay/validate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -18,9 +19,33 @@ sim::LinkModel scaled_link(const sim::LinkModel& link, double scale) {
     }
     if (scale != 1.0) {
         char buf[64];
-        std::snprintf(buf, sizeof buf, "x%g", scale);
+        std::snprintf(buf, sizeof buf, " x%g", scale);
         l.name += buf;
     }
+    return l;
+}
+
+sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk) {
+    const auto& rows = link.by_chunk;
+    if (rows.empty() || chunk <= 0) return link;
+    sim::LinkModel l = link;
+    // Interpolate in log(chunk size) between the measured rows around `chunk`; beyond the
+    // ends, the end row.
+    auto at = [&](double sim::LinkModel::Chunk::*rate) {
+        if (chunk <= rows.front().bytes) return rows.front().*rate;
+        for (size_t i = 1; i < rows.size(); ++i)
+            if (chunk <= rows[i].bytes) {
+                const double x0 = std::log(static_cast<double>(rows[i - 1].bytes));
+                const double x1 = std::log(static_cast<double>(rows[i].bytes));
+                const double w = (std::log(static_cast<double>(chunk)) - x0) / (x1 - x0);
+                return rows[i - 1].*rate + w * (rows[i].*rate - rows[i - 1].*rate);
+            }
+        return rows.back().*rate;
+    };
+    const double h = at(&sim::LinkModel::Chunk::h2d_Bps), d = at(&sim::LinkModel::Chunk::d2h_Bps);
+    if (h > 0) l.h2d.bandwidth_Bps = h;
+    if (d > 0) l.d2h.bandwidth_Bps = d;
+    l.name += " @" + format_bytes(chunk) + " chunks";
     return l;
 }
 
@@ -96,7 +121,15 @@ Report validate(const std::string& path, const ValidateSpec& spec,
     trace::TraceData t = trace::load_trace(path);
     auto prepared = sim::prepare(t, spec.base.device);
     sim::Config base = spec.base;
-    base.link = scaled_link(spec.base.link, spec.replay.time_scale);
+    // Replay copies in chunks of spec.replay.chunk_bytes: a calibrated profile's rate for that
+    // chunk size is the rate to predict with, not its best one.
+    base.link = scaled_link(link_at_chunk(spec.base.link, static_cast<int64_t>(spec.replay.chunk_bytes)),
+                            spec.replay.time_scale);
+    // Replay runs NCCL and memcpy kernels as stand-ins, which do not load the link: the
+    // prediction of a replay must not take bandwidth away for them (a prediction of the real
+    // training run does, with the profile's shares).
+    base.link.nccl_share = 0;
+    base.link.memcpy_share = 0;
     base.record_events = true;
     rep.link = base.link;
 
@@ -114,7 +147,21 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         if (note) note("replaying " + row.name);
         Plan plan = make_plan(*timed, row.predicted);
         int64_t id = spec.store ? trace::begin_run(path, "replayed", row.name + "/" + to_string(spec.replay.backend)) : 0;
-        row.measured = replay(*timed, plan, spec.replay);
+        // Repeats: the run with the median makespan stands for the configuration (a failing
+        // or mismatching one instead, so that no failure is averaged away).
+        std::vector<Measured> runs;
+        for (int i = 0; i < std::max(spec.repeat, 1); ++i) {
+            runs.push_back(replay(*timed, plan, spec.replay));
+            const Measured& m = runs.back();
+            if (m.status == "failed" || m.mismatches) break;
+        }
+        for (const Measured& m : runs) row.makespans.push_back(m.makespan_ns);
+        std::sort(runs.begin(), runs.end(), [](const Measured& a, const Measured& b) {
+            const bool fa = a.status == "failed" || a.mismatches, fb = b.status == "failed" || b.mismatches;
+            return fa != fb ? fa : a.makespan_ns < b.makespan_ns;
+        });
+        const bool any_failed = runs.front().status == "failed" || runs.front().mismatches;
+        row.measured = std::move(runs[any_failed ? 0 : (runs.size() - 1) / 2]);
         int64_t bm = base_makespan > 0 ? base_makespan : row.measured.makespan_ns;
         row.measured_loss = bm > 0 ? static_cast<double>(row.measured.makespan_ns) / static_cast<double>(bm) - 1.0 : 0;
         row.loss_error_pp = 100.0 * (row.measured_loss - row.predicted.throughput_loss);
@@ -143,6 +190,22 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         one(cap, rep.baseline.measured.makespan_ns, rep.rows.back());
     }
     return rep;
+}
+
+namespace {
+// The rates the replay's transfers achieved (bytes per second of real time, while busy).
+std::string link_seen(const Measured& m) {
+    if (m.link_h2d_Bps <= 0 && m.link_d2h_Bps <= 0) return "";
+    return "; transfers ran at H2D " + format_rate(m.link_h2d_Bps) + ", D2H " + format_rate(m.link_d2h_Bps) + " (real time)";
+}
+}  // namespace
+
+// With repeats: how far the replays of one configuration were apart.
+static std::string spread(const Row& x) {
+    if (x.makespans.size() < 2) return "";
+    auto [lo, hi] = std::minmax_element(x.makespans.begin(), x.makespans.end());
+    return "; " + std::to_string(x.makespans.size()) + " replays, makespan " + format_ns(*lo) + " .. " +
+           format_ns(*hi) + " (median shown)";
 }
 
 std::string to_text(const Report& r) {
@@ -180,12 +243,12 @@ std::string to_text(const Report& r) {
         }
         std::snprintf(buf, sizeof buf,
                       "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
-                      "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)\n",
+                      "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)%s%s\n",
                       100 * p.peak_reduction, format_ns(p.simulated_makespan).c_str(), format_ns(m.makespan_ns).c_str(),
                       static_cast<long long>(p.stall_count), format_ns(p.stall_time).c_str(),
                       static_cast<long long>(m.stalls), format_ns(m.stall_ns).c_str(), static_cast<long long>(m.overruns),
                       format_ns(m.overrun_ns).c_str(), static_cast<long long>(m.sinkhorn_kernels),
-                      format_bytes(m.high_water).c_str(), m.map_seconds);
+                      format_bytes(m.high_water).c_str(), m.map_seconds, link_seen(m).c_str(), spread(x).c_str());
         out += buf;
     };
     line(r.baseline);

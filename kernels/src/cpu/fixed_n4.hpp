@@ -12,6 +12,11 @@
 // divisions; docs/kernels.md counts what bounds it.
 #include "isa_common.hpp"
 
+// GCC's vector extensions (__builtin_shuffle with a mask vector); other compilers use the
+// general steps for n = 4 too.
+#if defined(__GNUC__) && !defined(__clang__)
+#define MHC_HAVE_FIXED_N4 1
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -222,3 +227,5 @@ static void forward_fixed_n4(const Job& job, int64_t t0, int64_t t1, RangeStats&
 }
 
 }  // namespace mhc::kernels::cpu::MHC_ISA
+
+#endif  // MHC_HAVE_FIXED_N4

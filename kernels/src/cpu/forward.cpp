@@ -24,9 +24,12 @@ static void forward_range(const Job& job, int64_t t0, int64_t t1, RangeStats& st
 }
 
 void forward(const Job& job, int64_t t0, int64_t t1, RangeStats& st) {
+#if defined(MHC_HAVE_FIXED_N4)
     if (job.opt.n == 4 && job.opt.tol <= 0.0f)
         forward_fixed_n4(job, t0, t1, st);
-    else if (job.opt.n == 4)
+    else
+#endif
+    if (job.opt.n == 4)
         forward_range<4>(job, t0, t1, st);
     else
         forward_range<0>(job, t0, t1, st);

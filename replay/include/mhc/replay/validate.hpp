@@ -22,11 +22,15 @@ struct ValidateSpec {
     // Predict the limited runs on the trace moved onto the baseline replay's clock
     // (retime.hpp), not on the recorded one.
     bool retime = true;
+    int repeat = 1;   // replays per configuration; the median makespan's stands for it
 };
 
 // The link as a trace stretched `scale` times sees it: bandwidths x scale, latencies / scale.
 // Replaying at a time scale X and predicting with this link are the same experiment.
 sim::LinkModel scaled_link(const sim::LinkModel& link, double scale);
+// The link's bandwidths for transfers copied in `chunk`-byte pieces, from a calibrated
+// profile's by_chunk rows (interpolated in log size); unchanged without rows.
+sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk);
 
 struct Row {
     std::string name;
@@ -36,6 +40,7 @@ struct Row {
     double loss_error_pp = 0;       // (measured - predicted) loss, percentage points
     double peak_error = 0;          // (measured - predicted) / predicted peak
     int64_t sim_run = 0, replay_run = 0;
+    std::vector<int64_t> makespans;   // of every replay of this configuration (repeats)
 };
 
 struct Report {
