@@ -171,8 +171,13 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         if (plan.oom && row.measured.oom && row.measured.oom_allocation != plan.oom_allocation)
             row.measured.failure = "OOM at another allocation than the simulator's";
         if (spec.store) {
-            row.sim_run = trace::add_run(path, sim::to_run(row.predicted));
+            // Runs predicted on the retimed trace say so: their times are the baseline replay's.
+            const char* timing = timed == &t ? "recorded" : "baseline replay";
+            trace::Run sim_run = sim::to_run(row.predicted);
+            sim_run.config["timing"] = timing;
+            row.sim_run = trace::add_run(path, sim_run);
             trace::Run run = replay_run(row, c, spec.replay, bm);
+            run.config["timing"] = timing;
             run.base_run = row.sim_run;
             trace::finish_run(path, id, run);
             row.replay_run = id;
