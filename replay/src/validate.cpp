@@ -95,6 +95,7 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["recomputations"] = static_cast<double>(m.recomputes);
     x["checksums"] = static_cast<double>(m.checksums);
     x["checksum_mismatches"] = static_cast<double>(m.mismatches);
+    x["diverged_allocations"] = static_cast<double>(m.diverged_allocations);
     x["kernel_overruns"] = static_cast<double>(m.overruns);
     x["kernel_overrun_ns"] = static_cast<double>(m.overrun_ns);
     x["sinkhorn_kernels"] = static_cast<double>(m.sinkhorn_kernels);
@@ -168,6 +169,9 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         row.peak_error = row.predicted.simulated_peak > 0
                              ? static_cast<double>(row.measured.peak - row.predicted.simulated_peak) / static_cast<double>(row.predicted.simulated_peak)
                              : 0;
+        if (row.measured.diverged_allocations > 0 && row.measured.failure.empty())
+            row.measured.failure = std::to_string(row.measured.diverged_allocations) +
+                                   " allocations fitted where the simulator's had failed (the allocator models diverged)";
         if (plan.oom && row.measured.oom && row.measured.oom_allocation != plan.oom_allocation)
             row.measured.failure = "OOM at another allocation than the simulator's";
         if (spec.store) {
