@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/simulate.hpp"
@@ -15,10 +16,11 @@ namespace {
 
 struct SimOptions {
     std::string trace, capacity = "unlimited", policy = "lru", prefetch = "none", link = "pcie4";
-    std::string allocator = "ideal", h2d_bw, d2h_bw, latency;
-    double cpu_buffer_ratio = 0, max_swap_ops = 0, duplex = 0, nccl_share = -1, memcpy_share = -1;
-    int copy_engines = 0, device = -1, samples = 4096;
-    bool json = false, no_store = false, check = false, no_events = false, no_early = false;
+    std::string h2d_bw, d2h_bw, latency;
+    double duplex = 0, nccl_share = -1, memcpy_share = -1;
+    int copy_engines = 0, samples = 4096;
+    bool json = false, no_store = false, check = false, no_events = false;
+    SimBaseOptions base;
 };
 
 std::function<int()> setup(CLI::App& app) {
@@ -28,9 +30,7 @@ std::function<int()> setup(CLI::App& app) {
     auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
     app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
     app.add_option("--link", o->link, "pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer, or a link profile JSON file");
-    app.add_option("--allocator", o->allocator, "Allocator model: ideal, caching");
-    auto* ratio = app.add_option("--cpu-buffer-ratio", o->cpu_buffer_ratio, "Host buffer as a ratio of GPU capacity (0: unlimited)");
-    auto* ops = app.add_option("--max-swap-ops-per-sec", o->max_swap_ops, "Cap on swap transfers per second (0: none)");
+    add_sim_base_options(app, o->base, "ideal");
     app.add_option("--h2d-bandwidth", o->h2d_bw, "Override the link's H2D bandwidth (25GB/s)");
     app.add_option("--d2h-bandwidth", o->d2h_bw, "Override the link's D2H bandwidth");
     app.add_option("--latency", o->latency, "Override the per-transfer latency both ways (6us)");
@@ -38,19 +38,16 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--duplex-factor", o->duplex, "Override the both-directions bandwidth factor (0,1]");
     app.add_option("--nccl-share", o->nccl_share, "Bandwidth share lost while NCCL kernels run [0,1)");
     app.add_option("--memcpy-share", o->memcpy_share, "Bandwidth share lost to the trace's own memcpys [0,1)");
-    app.add_option("--device", o->device, "Device to simulate (default: the one with the largest peak)");
     app.add_option("--memory-samples", o->samples, "Memory timeline samples stored");
     app.add_flag("--json", o->json, "Print the result as JSON");
     app.add_flag("--no-store", o->no_store, "Do not store the run in the trace file");
     app.add_flag("--check", o->check, "Check the invariants while running");
-    app.add_flag("--no-early", o->no_early, "No early swap-out: evict only on demand (ablation of rule 10)");
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
-    return [o, pol, ratio, ops] {
+    return [o, pol] {
         sim::Config c;
         c.capacity = sim::parse_capacity(o->capacity);
         c.eviction = o->policy;
         c.prefetch = o->prefetch;
-        c.allocator = o->allocator;
         c.link = sim::link_from_spec(o->link);
         if (!o->h2d_bw.empty()) c.link.h2d.bandwidth_Bps = parse_bandwidth(o->h2d_bw);
         if (!o->d2h_bw.empty()) c.link.d2h.bandwidth_Bps = parse_bandwidth(o->d2h_bw);
@@ -61,21 +58,14 @@ std::function<int()> setup(CLI::App& app) {
         if (o->memcpy_share >= 0) c.link.memcpy_share = o->memcpy_share;
         if (!o->h2d_bw.empty() || !o->d2h_bw.empty() || !o->latency.empty() || o->copy_engines || o->duplex)
             c.link.name += "-custom";
-        c.cpu_buffer_ratio = o->cpu_buffer_ratio;
-        c.max_swap_ops_per_sec = o->max_swap_ops;
-        c.device = o->device;
         c.memory_samples = o->samples;
         c.record_events = !o->no_events;
-        c.early_swap_out = !o->no_early;
         if (o->check) c.check_invariants = true;
-        sim::apply_environment(c, {ratio->count() > 0, pol->count() > 0, ops->count() > 0});
+        apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);
 
         trace::TraceData t = trace::load_trace(o->trace);
-        auto prepared = sim::prepare(t, c.device);
-        if (sim::assumed_accesses(*prepared))
-            std::fprintf(stderr, "mhc: %s has no accesses: assuming each allocation is written by the first kernel "
-                                 "after its allocation and read by the last kernel before its free\n", o->trace.c_str());
+        auto prepared = prepare_for_simulation(t, c.device, o->trace);
         sim::Result r = sim::simulate(*prepared, c);
         int64_t run_id = 0;
         if (!o->no_store) run_id = trace::add_run(o->trace, sim::to_run(r));

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "command.hpp"
+#include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/sim/sweep.hpp"
 #include "mhc/trace/columns.hpp"
@@ -14,21 +14,12 @@
 namespace mhc::cli {
 namespace {
 
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ','))
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
-
 struct SweepOptions {
     std::string trace, policies = "lru,largest,belady,dtr,cost_aware", prefetchers = "none";
-    std::string capacities = "90%,70%,50%", links = "pcie4", budget = "3%", allocator = "ideal";
-    double cpu_buffer_ratio = 0, max_swap_ops = 0;
-    int jobs = 0, bisect_steps = 8, device = -1;
-    bool no_store = false, no_bisect = false, json = false, no_early = false;
+    std::string capacities = "90%,70%,50%", links = "pcie4", budget = "3%";
+    int jobs = 0, bisect_steps = 8;
+    bool no_store = false, no_bisect = false;
+    SimBaseOptions base;
 };
 
 double parse_budget(const std::string& s) {
@@ -48,33 +39,24 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--capacities", o->capacities, "Capacities, comma-separated (90%,70%,50% or 40GiB)");
     app.add_option("--links", o->links, "Links (presets or link profile files), comma-separated");
     app.add_option("--budget", o->budget, "Throughput-loss budget for the bisection (3%)");
-    app.add_option("--allocator", o->allocator, "Allocator model: ideal, caching");
-    auto* ratio = app.add_option("--cpu-buffer-ratio", o->cpu_buffer_ratio, "Host buffer / GPU capacity (0: unlimited)");
-    auto* ops = app.add_option("--max-swap-ops-per-sec", o->max_swap_ops, "Cap on swap transfers per second");
+    add_sim_base_options(app, o->base, "ideal");
     app.add_option("--jobs,-j", o->jobs, "Threads (0: all cores)");
     app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)");
-    app.add_option("--device", o->device, "Device to simulate");
     app.add_flag("--no-store", o->no_store, "Do not store the runs");
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
-    app.add_flag("--no-early", o->no_early, "No early swap-out: evict only on demand (ablation)");
-    return [o, pol, ratio, ops] {
+    return [o, pol] {
         sim::SweepSpec spec;
-        spec.base.allocator = o->allocator;
-        spec.base.cpu_buffer_ratio = o->cpu_buffer_ratio;
-        spec.base.max_swap_ops_per_sec = o->max_swap_ops;
-        spec.base.device = o->device;
         spec.base.record_events = !o->no_store;
-        spec.base.early_swap_out = !o->no_early;
-        sim::apply_environment(spec.base, {ratio->count() > 0, true, ops->count() > 0});
-        spec.policies = split(o->policies);
+        apply_sim_base_options(o->base, spec.base, true);   // the policy list is handled below
+        spec.policies = split_list(o->policies);
         if (pol->count() == 0 && std::getenv("MHC_EVICTION_STRATEGY")) {
             sim::Config env;
             sim::apply_environment(env, {true, false, true});
             spec.policies = {env.eviction};
         }
-        spec.prefetchers = split(o->prefetchers);
-        for (const auto& c : split(o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
-        for (const auto& l : split(o->links)) spec.links.push_back(sim::link_from_spec(l));
+        spec.prefetchers = split_list(o->prefetchers);
+        for (const auto& c : split_list(o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
+        for (const auto& l : split_list(o->links)) spec.links.push_back(sim::link_from_spec(l));
         spec.budget = parse_budget(o->budget);
         if (o->jobs < 0) throw Error("--jobs must be >= 0");
         if (o->bisect_steps < 1 || o->bisect_steps > 30) throw Error("--bisect-steps must be in 1..30");
@@ -92,17 +74,14 @@ std::function<int()> setup(CLI::App& app) {
             }
 
         trace::TraceData t = trace::load_trace(o->trace);
-        auto prepared = sim::prepare(t, o->device);
-        if (sim::assumed_accesses(*prepared))
-            std::fprintf(stderr, "mhc: %s has no accesses: assuming each allocation is written by the first kernel "
-                                 "after its allocation and read by the last kernel before its free\n", o->trace.c_str());
+        auto prepared = prepare_for_simulation(t, o->base.device, o->trace);
         bool tty = show_progress();
         auto progress = [tty](size_t done, size_t total) {
             if (tty) std::fprintf(stderr, "\rsimulating %zu/%zu", done, total);
         };
         sim::SweepResult s = sim::sweep(*prepared, spec, progress);
         if (tty) std::fprintf(stderr, "\r%40s\r", "");
-        std::cout << sim::to_text(s, sim::baseline_peak(*prepared, o->allocator));
+        std::cout << sim::to_text(s, sim::baseline_peak(*prepared, o->base.allocator));
         std::printf("%zu runs in %.2f s\n", s.grid.size(), s.seconds);
         if (!o->no_store) {
             for (const auto& r : s.grid) trace::add_run(o->trace, sim::to_run(r));

@@ -2,9 +2,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "command.hpp"
+#include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/replay/validate.hpp"
@@ -14,10 +14,11 @@ namespace mhc::cli {
 namespace {
 
 struct ValOptions {
-    std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "pcie4", allocator = "caching";
+    std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "pcie4";
     std::string backend = "host", chunk = "2MiB";
-    double time_scale = 1.0, cpu_buffer_ratio = 0;
-    int copy_threads = 1, device = -1, repeat = 1;
+    double time_scale = 1.0;
+    int copy_threads = 1, repeat = 1;
+    SimBaseOptions base;
     bool no_store = false, no_sinkhorn = false, recorded_timing = false;
 };
 
@@ -27,19 +28,18 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--capacity", o->capacity,
                    "Limited capacities, comma-separated: bytes (40GiB) or shares of the peak (60%,70%); "
                    "the unlimited baseline is always run");
-    app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
+    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
     app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
     app.add_option("--link", o->link,
                    "The replay machine's link: a preset or a profile from `mhc calibrate` (host: --backend host)");
-    app.add_option("--allocator", o->allocator, "Allocator model: caching (default: PyTorch's rules, placed in 2 MiB pages as on a GPU) or ideal (bytes only; page rounding may not fit)");
+    add_sim_base_options(app, o->base, "caching",
+                         " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
     app.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
     app.add_option("--time-scale", o->time_scale,
                    "Run kernels and gaps this many times slower (the prediction uses the link x this)")
         ->check(CLI::Range(1e-3, 1e6));
-    app.add_option("--cpu-buffer-ratio", o->cpu_buffer_ratio, "Host buffer as a ratio of GPU capacity (0: unlimited)");
     app.add_option("--chunk", o->chunk, "Swap chunk size");
     app.add_option("--copy-threads", o->copy_threads, "Host backend: copy threads per direction")->check(CLI::Range(1, 64));
-    app.add_option("--device", o->device, "Device of the trace (default: the one with the largest peak)");
     app.add_flag("--no-store", o->no_store, "Do not store the runs in the trace file");
     app.add_flag("--no-sinkhorn", o->no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
     app.add_option("--repeat", o->repeat,
@@ -49,19 +49,15 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--recorded-timing", o->recorded_timing,
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
-    return [o] {
+    return [o, pol] {
         replay::ValidateSpec spec;
         sim::Config& c = spec.base;
         c.eviction = o->policy;
         c.prefetch = o->prefetch;
-        c.allocator = o->allocator;
         c.link = sim::link_from_spec(o->link);
-        c.cpu_buffer_ratio = o->cpu_buffer_ratio;
-        c.device = o->device;
+        apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);
-        std::stringstream caps(o->capacity);
-        for (std::string item; std::getline(caps, item, ',');)
-            if (!item.empty()) spec.capacities.push_back(sim::parse_capacity(item));
+        for (const auto& item : split_list(o->capacity)) spec.capacities.push_back(sim::parse_capacity(item));
         spec.replay.backend = replay::parse_backend(o->backend);
         spec.replay.time_scale = o->time_scale;
         spec.replay.chunk_bytes = static_cast<size_t>(parse_bytes(o->chunk));

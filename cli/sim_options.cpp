@@ -1,0 +1,46 @@
+#include "sim_options.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+namespace mhc::cli {
+
+void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& default_allocator,
+                          const std::string& allocator_note) {
+    o.allocator = default_allocator;
+    app.add_option("--allocator", o.allocator,
+                   "Allocator model: ideal (bytes only) or caching (PyTorch's block and segment rules); default " +
+                       default_allocator + allocator_note);
+    o.ratio = app.add_option("--cpu-buffer-ratio", o.cpu_buffer_ratio, "Host buffer as a ratio of GPU capacity (0: unlimited)");
+    o.ops = app.add_option("--max-swap-ops-per-sec", o.max_swap_ops, "Cap on swap transfers per second (0: none)");
+    app.add_option("--device", o.device, "Device to simulate (default: the one with the largest peak)");
+    app.add_flag("--no-early", o.no_early, "No early swap-out: evict only on demand (ablation of rule 10)");
+}
+
+void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given) {
+    c.allocator = o.allocator;
+    c.cpu_buffer_ratio = o.cpu_buffer_ratio;
+    c.max_swap_ops_per_sec = o.max_swap_ops;
+    c.device = o.device;
+    c.early_swap_out = !o.no_early;
+    sim::apply_environment(c, {o.ratio && o.ratio->count() > 0, policy_given, o.ops && o.ops->count() > 0});
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');)
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+std::shared_ptr<const sim::Prepared> prepare_for_simulation(const trace::TraceData& t, int device,
+                                                            const std::string& trace_path) {
+    auto prepared = sim::prepare(t, device);
+    if (sim::assumed_accesses(*prepared))
+        std::fprintf(stderr, "mhc: %s has no accesses: assuming each allocation is written by the first kernel "
+                             "after its allocation and read by the last kernel before its free\n", trace_path.c_str());
+    return prepared;
+}
+
+}  // namespace mhc::cli

@@ -1,0 +1,39 @@
+#pragma once
+// What the simulating commands (simulate, sweep, validate) share: the options that shape a
+// simulation besides policy, capacity and link, declared once, and the small steps each
+// command repeats around them.
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "mhc/sim/config.hpp"
+#include "mhc/sim/simulate.hpp"
+
+namespace mhc::cli {
+
+struct SimBaseOptions {
+    std::string allocator;
+    double cpu_buffer_ratio = 0, max_swap_ops = 0;
+    int device = -1;
+    bool no_early = false;
+    CLI::Option* ratio = nullptr;   // to tell a given option from the environment's default
+    CLI::Option* ops = nullptr;
+};
+
+// --allocator (default `default_allocator`; `allocator_note` is appended to its help),
+// --cpu-buffer-ratio, --max-swap-ops-per-sec, --device, --no-early.
+void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& default_allocator,
+                          const std::string& allocator_note = "");
+// Copies them into `c`, then lets the environment variables fill what was not given
+// (docs/simulator.md); `policy_given`: whether the command's eviction option was given.
+void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given);
+
+// "a,b,,c" -> {"a", "b", "c"}
+std::vector<std::string> split_list(const std::string& s);
+
+// The trace prepared for simulation, with a warning on stderr when it has no accesses.
+std::shared_ptr<const sim::Prepared> prepare_for_simulation(const trace::TraceData& t, int device,
+                                                            const std::string& trace_path);
+
+}  // namespace mhc::cli
