@@ -79,8 +79,8 @@ section_kernels_torch() {
 
 section_kernels_swap() {
     logged "$BUILD/bench/kernels/bench_swap_standin" --cuda
-    logged "$BUILD/mhc" calibrate --backend cuda -o "$OUT/link-cuda.json"
-    logged "$BUILD/mhc" calibrate --backend cuda --path zero-copy -o "$OUT/link-cuda-zero-copy.json"
+    logged "$BUILD/cli/mhc" calibrate --backend cuda -o "$OUT/link-cuda.json"
+    logged "$BUILD/cli/mhc" calibrate --backend cuda --path zero-copy -o "$OUT/link-cuda-zero-copy.json"
     logged cat "$OUT/link-cuda.json"
 }
 
