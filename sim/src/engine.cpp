@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "mhc/common/error.hpp"
+#include "mhc/sim/simulate.hpp"
 
 namespace mhc::sim {
 
@@ -696,7 +697,8 @@ void Engine<Policy>::run() {
     size_t na = P.alloc_order.size(), nf = P.free_order.size(), nk = P.korder.size();
     size_t ia = 0, iff = 0, ik = 0, ie = 0;
     // At one recorded instant: kernel ends, then frees, then allocations, then kernel starts.
-    while (!done) {
+    for (uint32_t n = 0; !done; ++n) {
+        if ((n & 4095) == 0 && C.cancel && C.cancel->load(std::memory_order_relaxed)) throw Cancelled();
         int64_t te = ie < nk ? P.kend[P.kend_order[ie]] : INT64_MAX;
         int64_t tf = iff < nf ? a.t_free[P.free_order[iff]] : INT64_MAX;
         int64_t ta = ia < na ? a.t_alloc[P.alloc_order[ia]] : INT64_MAX;
@@ -757,6 +759,7 @@ Result simulate(const Prepared& p, const Config& c) {
     auto t0 = std::chrono::steady_clock::now();
     Result r;
     r.config = c;
+    r.config.cancel = nullptr;   // the flag belongs to the caller, not to the result
     r.device = p.device;
     r.assumed_accesses = p.assumed_accesses;
     r.baseline_peak = baseline_peak(p, c.allocator);

@@ -1,6 +1,7 @@
 // Configuration parsing: capacities, links, link profile files, environment variables.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 
@@ -8,6 +9,8 @@
 #include "mhc/common/error.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/link.hpp"
+#include "mhc/sim/simulate.hpp"
+#include "mhc/trace/model.hpp"
 
 using namespace mhc;
 
@@ -98,4 +101,24 @@ TEST_CASE("validate rejects unknown policies and bad windows", "[sim][config]") 
     CHECK_NOTHROW(sim::validate(c));
     c.allocator = "buddy";
     CHECK_THROWS_WITH(sim::validate(c), Catch::Contains("allocator"));
+}
+
+TEST_CASE("a set cancel flag stops simulate() with sim::Cancelled; a clear one changes nothing", "[sim][config]") {
+    using namespace simtest;
+    // 10000 kernels: the engine checks the flag every 4096 events, from the first.
+    std::vector<Tensor> ts{{MiB, 0, mhc::trace::kNoTime}};
+    std::vector<K> ks;
+    for (int i = 0; i < 10000; ++i) ks.push_back({(2 * i + 1) * ms / 10, (2 * i + 2) * ms / 10, {{0, 'x'}}});
+    auto t = build(ts, ks);
+    std::atomic<bool> flag{true};
+    auto c = config("lru", 4 * MiB);
+    c.cancel = &flag;
+    CHECK_THROWS_AS(mhc::sim::simulate(t, c), mhc::sim::Cancelled);
+    flag = false;
+    auto r = mhc::sim::simulate(t, c);
+    CHECK(r.config.cancel == nullptr);   // the result does not keep the caller's flag
+    c.cancel = nullptr;
+    auto plain = mhc::sim::simulate(t, c);
+    CHECK(r.simulated_makespan == plain.simulated_makespan);
+    CHECK(r.events.size() == plain.events.size());
 }

@@ -211,3 +211,42 @@ TEST_CASE("launcher: out of memory and broken files are reported, not thrown", "
     CHECK(s.phase == LaunchPhase::Failed);
     CHECK_THAT(s.message, Catch::Contains(junk.path));
 }
+
+TEST_CASE("launcher: a cancelled simulation stops and stores nothing", "[launch]") {
+    fixture::TempPath path("launch-cancel.db");
+    auto g = mhc::datasets::preset("gpt2-small");
+    g.layers = 2;
+    g.steps = 2;
+    mhc::datasets::generate_file(g, path.path);
+    LaunchFields f;
+    f.capacity_percent = 60;
+    Launcher l(path.path);
+    // Cancelled before the worker reaches the simulator (it loads and prepares the trace
+    // first, milliseconds, while cancel() follows start() at once): the simulator stops at
+    // its first check.
+    // On a loaded machine the main thread may be descheduled long enough for the whole launch
+    // to finish first: that attempt counts as done (its run stored) and the next one retries.
+    LaunchStatus s;
+    size_t stored = 0;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        REQUIRE(l.start(make_config(f)));
+        l.cancel();
+        l.wait();
+        s = l.status();
+        REQUIRE_FALSE(l.busy());
+        CHECK(s.generation == attempt + 1);
+        if (s.phase != LaunchPhase::Cancelled) {
+            CHECK(s.phase == LaunchPhase::Done);
+            ++stored;
+            continue;
+        }
+        CHECK(s.message == "cancelled; nothing stored");
+        break;
+    }
+    REQUIRE(s.phase == LaunchPhase::Cancelled);
+    CHECK(mhc::trace::list_runs(path.path).size() == stored);
+    // The next launch is not cancelled by the last one's request.
+    s = run_to_end(l, make_config(f));
+    CHECK(s.phase == LaunchPhase::Done);
+    CHECK(mhc::trace::list_runs(path.path).size() == stored + 1);
+}

@@ -166,12 +166,18 @@ void draw_launcher(App& app) {
         spinner(9, IM_COL32(120, 180, 255, 255));
         ImGui::SameLine();
         ImGui::Text("%s: %s ... %.1f s", s.name.c_str(), phase_name(s.phase), s.elapsed_s);
+        ImGui::SameLine();
+        if (ImGui::Button("Cancel")) ui.worker.cancel();
     }
     if (s.generation != ui.seen_generation && !busy) {
         ui.seen_generation = s.generation;
         if (s.phase == LaunchPhase::Done) {
             try { adopt_run(app, s.run_id); } catch (const std::exception& e) { ui.error = e.what(); }
         }
+    }
+    if (s.phase == LaunchPhase::Cancelled) {
+        ImGui::Separator();
+        ImGui::Text("%s cancelled after %.1f s; nothing stored", s.name.c_str(), s.elapsed_s);
     }
     if (s.phase == LaunchPhase::Done || s.phase == LaunchPhase::Failed) {
         ImGui::Separator();

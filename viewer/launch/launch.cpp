@@ -76,6 +76,7 @@ const char* phase_name(LaunchPhase p) {
     case LaunchPhase::Storing: return "storing the run";
     case LaunchPhase::Done: return "done";
     case LaunchPhase::Failed: return "failed";
+    case LaunchPhase::Cancelled: return "cancelled";
     }
     return "?";
 }
@@ -83,8 +84,11 @@ const char* phase_name(LaunchPhase p) {
 Launcher::Launcher(std::string trace_path) : path_(std::move(trace_path)) {}
 
 Launcher::~Launcher() {
+    cancel_ = true;
     if (worker_.joinable()) worker_.join();
 }
+
+void Launcher::cancel() { cancel_ = true; }
 
 bool Launcher::start(const sim::Config& c) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -97,7 +101,10 @@ bool Launcher::start(const sim::Config& c) {
     status_.generation = gen;
     status_.phase = LaunchPhase::Loading;
     status_.name = sim::run_name(c);
-    worker_ = std::thread(&Launcher::work, this, c);
+    cancel_ = false;
+    sim::Config run = c;
+    run.cancel = &cancel_;
+    worker_ = std::thread(&Launcher::work, this, run);
     return true;
 }
 
@@ -152,6 +159,9 @@ void Launcher::work(sim::Config c) {
         if (!r.invariant_violation.empty())
             out.message += (out.message.empty() ? "" : "; ") + std::string("simulator invariant violated: ") +
                            r.invariant_violation;
+    } catch (const sim::Cancelled&) {
+        out.phase = LaunchPhase::Cancelled;
+        out.message = "cancelled; nothing stored";
     } catch (const std::exception& e) {
         out.phase = LaunchPhase::Failed;
         out.message = e.what();

@@ -1,5 +1,6 @@
 #pragma once
 // Configuration of one simulated run.
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -41,6 +42,9 @@ struct Config {
     bool check_invariants = kCheckInvariantsByDefault;
     bool record_events = true;      // timeline events and per-kernel times in the Result
     int memory_samples = 4096;      // memory timeline buckets (peak kept in each)
+    // When given and set (by another thread), simulate() stops within a few thousand events
+    // and throws sim::Cancelled. Not part of the run's configuration (to_map, run_name).
+    const std::atomic<bool>* cancel = nullptr;
     Config();
 };
 

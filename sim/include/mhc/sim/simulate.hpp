@@ -2,6 +2,7 @@
 // The simulator's entry points. prepare() does the per-trace work once (event order,
 // next-use tables, step structure, contention intervals, baseline peaks); simulate() runs
 // one configuration over it and may be called from many threads at once.
+#include <exception>
 #include <memory>
 
 #include "mhc/sim/config.hpp"
@@ -15,6 +16,11 @@ struct Prepared;   // opaque, read-only once built (sim/src/prepared.hpp)
 // Validates the trace (trace::check_trace; throws mhc::Error naming the file and row).
 // device -1: the device with the largest live peak.
 std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device = -1);
+
+// Thrown by simulate() when Config::cancel was set while it ran.
+struct Cancelled : std::exception {
+    const char* what() const noexcept override { return "simulation cancelled"; }
+};
 
 Result simulate(const Prepared& p, const Config& c);
 Result simulate(const trace::TraceData& t, const Config& c);

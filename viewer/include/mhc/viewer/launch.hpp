@@ -3,6 +3,7 @@
 // worker that loads and prepares the trace once, simulates one configuration at a time off
 // the UI thread and stores the run in the trace file. Plain C++ (no GL), tested with Catch2.
 // Built only when mhc_sim is part of the build (library mhc_viewer_launch).
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -41,7 +42,7 @@ bool policy_takes_argument(const std::string& registry_name);
 // (capacity, prefetch argument, link file, unknown policy).
 sim::Config make_config(const LaunchFields& f);
 
-enum class LaunchPhase { Idle, Loading, Preparing, Simulating, Storing, Done, Failed };
+enum class LaunchPhase { Idle, Loading, Preparing, Simulating, Storing, Done, Failed, Cancelled };
 const char* phase_name(LaunchPhase p);
 
 // The state of the current or last launch, copied out under the launcher's lock.
@@ -59,13 +60,16 @@ struct LaunchStatus {
 class Launcher {
 public:
     explicit Launcher(std::string trace_path);
-    ~Launcher();   // waits for a running simulation (the simulator cannot be interrupted)
+    ~Launcher();   // cancels a running simulation and waits for its thread
     Launcher(const Launcher&) = delete;
     Launcher& operator=(const Launcher&) = delete;
 
     // Starts simulating `c` on the worker thread; false (and nothing started) while busy.
     bool start(const sim::Config& c);
     bool busy() const;
+    // Asks a running simulation to stop (it stops within a few thousand events; nothing is
+    // stored). Loading and preparing the trace run to their end first.
+    void cancel();
     LaunchStatus status() const;
     // Blocks until the current launch (if any) has finished. For tests and screenshot mode.
     void wait();
@@ -79,6 +83,7 @@ private:
     LaunchStatus status_;
     std::chrono::steady_clock::time_point started_;
     bool busy_ = false;
+    std::atomic<bool> cancel_{false};
     std::thread worker_;
     // Loaded and prepared on the first launch, reused by later ones (the trace's rows do not
     // change when runs are added). Prepared points into TraceData: both live here.
