@@ -11,6 +11,7 @@
 // sample of the evictable set, as DTR's own implementation does.
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "prepared.hpp"
@@ -34,11 +35,33 @@ struct Ctx {
 
     double swap_in_ns(int32_t a) const { return h2d_lat_ns + bytes[a] * h2d_ns_per_byte; }
     double swap_out_ns(int32_t a) const { return d2h_lat_ns + bytes[a] * d2h_ns_per_byte; }
-    // Recompute cost: the duration of the kernel that last wrote it (activations only).
+    // Recompute cost: the duration of the kernel that last wrote it (activations only). That
+    // kernel reruns on what it accessed, so every other buffer it touched must still exist
+    // when `a` is next needed; if one is freed before then, `a` cannot be recomputed
+    // (INFINITY: the policies swap it instead). Bringing those buffers back if they are not
+    // resident is not charged (docs/simulator.md).
     double recompute_ns(int32_t a) const {
         if (category[a] != trace::Category::Activation || writer[a] < 0) return INFINITY;
-        return static_cast<double>(P->kend[writer[a]] - P->kstart[writer[a]]);
+        const int32_t w = writer[a], next = next_of[a];
+        // Policies ask this in their scans; the answer only changes with (writer, next use).
+        if (rc_key[a].first != w || rc_key[a].second != next) {
+            bool ok = true;
+            if (next != kNever) {
+                const int64_t need = P->kstart[next];
+                const auto& t_free = P->t->allocations.t_free;
+                for (int64_t i = P->acc_begin[w]; i < P->acc_begin[w + 1] && ok; ++i) {
+                    const int32_t b = P->acc_alloc[i];
+                    ok = b == a || t_free[b] > need;
+                }
+            }
+            rc_key[a] = {w, next};
+            rc_ok[a] = ok;
+        }
+        return rc_ok[a] ? static_cast<double>(P->kend[w] - P->kstart[w]) : INFINITY;
     }
+    // recompute_ns's cache, per allocation: the (writer, next use) it was computed for.
+    mutable std::vector<std::pair<int32_t, int32_t>> rc_key;
+    mutable std::vector<uint8_t> rc_ok;
 };
 
 class IndexedHeap {

@@ -28,6 +28,35 @@ TEST_CASE("dtr drops an activation whose producer is cheaper than the swap and r
     CHECK(l.stall_time == 2 * ms);
 }
 
+TEST_CASE("an activation whose producer's input is freed before it is needed is swapped, not dropped", "[sim][dtr]") {
+    // X (1 MiB) is produced at 1 ms by a 0.1 ms kernel that reads W (a small buffer); Y's
+    // allocation at 2 ms evicts X; k3 reads X at 4 ms. When W is still allocated at 4 ms the
+    // producer can rerun: dtr drops X (as above). When W is freed at 3 ms it cannot: dtr must
+    // swap X out and back in, like LRU.
+    for (int64_t w_free : {10 * ms, 3 * ms}) {
+        std::vector<Tensor> ts{{MiB, 0, 10 * ms, trace::Category::Activation},
+                               {MiB, 2 * ms, 3 * ms},
+                               {4096, 0, w_free, trace::Category::Param}};
+        std::vector<K> ks{{1 * ms, 1 * ms + 100'000, {{0, 'w'}, {2, 'r'}}},
+                          {2 * ms, 3 * ms, {{1, 'w'}}},
+                          {4 * ms, 5 * ms, {{0, 'r'}}}};
+        auto t = build(ts, ks);
+        auto r = sim::simulate(t, config("dtr", MiB + 4096));
+        INFO("W freed at " << w_free / ms << " ms");
+        REQUIRE_FALSE(r.oom.happened);
+        CHECK(r.invariant_violation.empty());
+        if (w_free > 4 * ms) {
+            CHECK(r.drop_count == 1);
+            CHECK(r.swap_out_count == 0);
+        } else {
+            CHECK(r.drop_count == 0);
+            CHECK(r.recompute_count == 0);
+            CHECK(r.swap_out_count == 1);
+            CHECK(r.swap_in_count == 1);
+        }
+    }
+}
+
 TEST_CASE("the swap-operation cap spaces transfers", "[sim][limits]") {
     auto t = sim::synthetic::random_reads(5, 8, 200, 1, MiB);
     auto free_run = sim::simulate(t, config("lru", 4 * MiB));
