@@ -6,10 +6,11 @@
 // entry on AVX-512, two ymm on AVX2), transposed in and out with shuffles, and two groups are
 // iterated together so that one group's division latency hides behind the other's work.
 //
-// The arithmetic is the plain steps' exactly (sums in the same order, a true division,
-// then the multiply), so results are bit-identical to plain_steps.hpp and to the backward's
-// recomputed forward. Per group and iteration that is 32 adds, 32 multiplies and 8
-// divisions; docs/kernels.md counts what bounds it.
+// The arithmetic is the plain steps' (sums in the same order, a true division, then the
+// multiply), so on the generic unit the results are bit-identical to plain_steps.hpp and to
+// the backward's recomputed forward; elsewhere the compiler may fuse the exponential's
+// multiply-adds differently (≤ 1e-6, tested). Per group and iteration that is 32 adds, 32
+// multiplies and 8 divisions; docs/kernels.md counts what bounds it.
 #include "isa_common.hpp"
 
 // GCC's vector extensions (__builtin_shuffle with a mask vector); other compilers use the
