@@ -33,8 +33,6 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     ctx.last_time.assign(na, 0);
     ctx.next_of.assign(na, kNever);
     ctx.writer.assign(na, -1);
-    ctx.rc_key.assign(na, {-1, -1});
-    ctx.rc_ok.assign(na, 0);
     ctx.host_valid.assign(na, 0);
     ctx.h2d_ns_per_byte = 1e9 / C.link.h2d.bandwidth_Bps;
     ctx.d2h_ns_per_byte = 1e9 / C.link.d2h.bandwidth_Bps;

@@ -11,7 +11,6 @@
 // sample of the evictable set, as DTR's own implementation does.
 #include <cmath>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "prepared.hpp"
@@ -42,26 +41,13 @@ struct Ctx {
     // resident is not charged (docs/simulator.md).
     double recompute_ns(int32_t a) const {
         if (category[a] != trace::Category::Activation || writer[a] < 0) return INFINITY;
-        const int32_t w = writer[a], next = next_of[a];
-        // Policies ask this in their scans; the answer only changes with (writer, next use).
-        if (rc_key[a].first != w || rc_key[a].second != next) {
-            bool ok = true;
-            if (next != kNever) {
-                const int64_t need = P->kstart[next];
-                const auto& t_free = P->t->allocations.t_free;
-                for (int64_t i = P->acc_begin[w]; i < P->acc_begin[w + 1] && ok; ++i) {
-                    const int32_t b = P->acc_alloc[i];
-                    ok = b == a || t_free[b] > need;
-                }
-            }
-            rc_key[a] = {w, next};
-            rc_ok[a] = ok;
+        const int32_t w = writer[a];
+        if (next_of[a] != kNever) {
+            const int64_t others_free = P->operand_free1_alloc[w] == a ? P->operand_free2[w] : P->operand_free1[w];
+            if (others_free <= P->kstart[next_of[a]]) return INFINITY;
         }
-        return rc_ok[a] ? static_cast<double>(P->kend[w] - P->kstart[w]) : INFINITY;
+        return static_cast<double>(P->kend[w] - P->kstart[w]);
     }
-    // recompute_ns's cache, per allocation: the (writer, next use) it was computed for.
-    mutable std::vector<std::pair<int32_t, int32_t>> rc_key;
-    mutable std::vector<uint8_t> rc_ok;
 };
 
 class IndexedHeap {

@@ -180,6 +180,27 @@ void build_next_use(Prepared& p) {
             }
 }
 
+void build_operand_frees(Prepared& p) {
+    const size_t n = p.korder.size();
+    const auto& t_free = p.t->allocations.t_free;
+    p.operand_free1.assign(n, trace::kNoTime);
+    p.operand_free2.assign(n, trace::kNoTime);
+    p.operand_free1_alloc.assign(n, -1);
+    for (size_t s = 0; s < n; ++s)
+        for (int64_t j = p.acc_begin[s]; j < p.acc_begin[s + 1]; ++j) {
+            const int32_t al = p.acc_alloc[j];
+            const int64_t f = t_free[al];
+            if (al == p.operand_free1_alloc[s]) continue;   // an allocation accessed twice
+            if (f < p.operand_free1[s]) {
+                p.operand_free2[s] = p.operand_free1[s];
+                p.operand_free1[s] = f;
+                p.operand_free1_alloc[s] = al;
+            } else if (f < p.operand_free2[s]) {
+                p.operand_free2[s] = f;
+            }
+        }
+}
+
 void build_steps(Prepared& p) {
     const auto& t = *p.t;
     size_t n = p.korder.size();
@@ -304,6 +325,7 @@ std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t devic
     build_allocations(*p);
     build_accesses(*p);
     build_next_use(*p);
+    build_operand_frees(*p);
     build_steps(*p);
     build_live(*p);
     p->live_max.build(p->live_at);

@@ -43,6 +43,11 @@ struct Prepared {
     std::vector<uint8_t> acc_write;     // 1 if the mode writes
     std::vector<int32_t> next_use;      // per access: seq of the next access to it, kNever
     std::vector<int32_t> first_use;     // per allocation: seq of its first access, kNever
+    // Per seq: the earliest t_free among the allocations the kernel accesses, which one that
+    // is, and the earliest among the others (recompute feasibility: can the kernel rerun
+    // at time T for an output a? yes iff the earliest free other than a's is after T).
+    std::vector<int64_t> operand_free1, operand_free2;
+    std::vector<int32_t> operand_free1_alloc;
 
     // Allocations of the device by (t_alloc, id) and frees by (t_free, id).
     std::vector<int32_t> alloc_order, free_order;
