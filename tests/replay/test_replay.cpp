@@ -2,6 +2,7 @@
 // time scale that keeps each replay to well under a second.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <sqlite3.h>
 #include <string>
@@ -304,4 +305,41 @@ TEST_CASE("retime moves the trace onto the baseline replay's clock and keeps eve
     sim::Result rb = simulate(x, 10.0, "caching");
     CHECK(rb.invariant_violation.empty());
     CHECK(rb.throughput_loss == 0);
+}
+
+TEST_CASE("validation predicts with the calibrated rate of the replay's chunk size", "[replay][link]") {
+    sim::LinkModel l = sim::link_from_spec("pcie4");
+    CHECK(replay::link_at_chunk(l, 2 << 20).h2d.bandwidth_Bps == l.h2d.bandwidth_Bps);   // no rows: unchanged
+    l.by_chunk = {{1 << 20, 4e9, 5e9}, {4 << 20, 8e9, 6e9}};
+    auto at = [&](int64_t chunk) { return replay::link_at_chunk(l, chunk); };
+    CHECK(at(1 << 20).h2d.bandwidth_Bps == 4e9);
+    CHECK(at(4 << 20).d2h.bandwidth_Bps == 6e9);
+    CHECK(at(2 << 20).h2d.bandwidth_Bps == Approx(6e9));    // halfway in log size
+    CHECK(at(2 << 20).d2h.bandwidth_Bps == Approx(5.5e9));
+    CHECK(at(64 << 10).h2d.bandwidth_Bps == 4e9);           // below the rows: the first
+    CHECK(at(1 << 30).h2d.bandwidth_Bps == 8e9);            // above: the last
+    CHECK(at(2 << 20).name.find("@2.00 MiB chunks") != std::string::npos);
+    CHECK(at(2 << 20).h2d.latency_s == l.h2d.latency_s);
+}
+
+TEST_CASE("validation with repeats reports the median replay and keeps every makespan", "[replay][repeat]") {
+    std::string path = small_trace("repeat", false);
+    replay::ValidateSpec spec;
+    spec.base.link = sim::link_from_spec("pcie4");
+    spec.base.allocator = "caching";
+    spec.capacities = {sim::parse_capacity("70%")};
+    spec.replay = fast();
+    spec.repeat = 3;
+    spec.store = false;
+    replay::Report rep = replay::validate(path, spec);
+    REQUIRE(rep.ok());
+    for (const replay::Row* row : {&rep.baseline, &rep.rows.at(0)}) {
+        REQUIRE(row->makespans.size() == 3);
+        auto sorted = row->makespans;
+        std::sort(sorted.begin(), sorted.end());
+        CHECK(row->measured.makespan_ns == sorted[1]);
+        CHECK(row->measured.status == "complete");
+    }
+    CHECK(rep.retimed);   // limited runs predicted on the baseline replay's clock
+    CHECK(rep.retime.span_after_ns >= rep.retime.span_before_ns);
 }
