@@ -21,8 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A small trace: 2 layers, 2 steps, short sequences; mHC (n = 4) when hc.
-std::string small_trace(const std::string& name, bool hc) {
+// A small trace: 2 layers, 2 steps, short sequences, one GPU; mHC (n = 4) when hc. `hidden`
+// sets the width (heads of 64 or 32 wide, the FFN at 11/4 of it).
+std::string small_trace(const std::string& name, bool hc, int hidden = 256) {
     fs::path dir = fs::temp_directory_path() / "mhc_replay_tests";
     fs::create_directories(dir);
     fs::path p = dir / (name + ".db");
@@ -31,10 +32,9 @@ std::string small_trace(const std::string& name, bool hc) {
     c.layers = 2;
     c.steps = 2;
     c.seq = 128;
-    c.hidden = 256;
-    c.heads = 4;
-    c.kv_heads = 4;
-    c.ffn = 704;
+    c.hidden = hidden;
+    c.heads = c.kv_heads = hidden / 128 > 4 ? hidden / 128 : 4;
+    c.ffn = hidden * 11 / 4;
     c.vocab = 1000;
     c.tp = c.pp = c.dp = 1;
     c.zero1 = false;
@@ -234,21 +234,7 @@ TEST_CASE("replay repeats the simulator's failed allocations and keeps its alloc
     // in its plan and, without the failed call, placed the block in another segment and later
     // ran out where the simulator had not (this 2-layer llama slice at 70% and 80%, and a
     // 2-layer llama2-7b slice at 80%). The plan carries the failed call (FailedAlloc).
-    fs::path p = fs::temp_directory_path() / "mhc_replay_tests" / "failed_alloc.db";
-    fs::create_directories(p.parent_path());
-    fs::remove(p);
-    datasets::GeneratorConfig c = datasets::preset("llama2-7b");
-    c.layers = 2;
-    c.steps = 2;
-    c.seq = 128;
-    c.hidden = 1024;
-    c.heads = c.kv_heads = 8;
-    c.ffn = 2816;
-    c.vocab = 1000;
-    c.tp = c.pp = c.dp = 1;
-    c.zero1 = false;
-    datasets::generate_file(c, p.string());
-    auto t = trace::load_trace(p.string());
+    auto t = trace::load_trace(small_trace("failed_alloc", false, 1024));
     int with_failed = 0;
     for (double fraction : {0.7, 0.8})
         for (const char* policy : {"lru", "belady"}) {

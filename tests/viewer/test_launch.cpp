@@ -97,6 +97,14 @@ TEST_CASE("launcher: bad fields are one-line errors", "[launch]") {
 
 namespace {
 
+// gpt2-small, 2 layers, 2 steps: a trace that loads and simulates in milliseconds.
+void write_small_gpt2(const std::string& path) {
+    auto g = mhc::datasets::preset("gpt2-small");
+    g.layers = 2;
+    g.steps = 2;
+    mhc::datasets::generate_file(g, path);
+}
+
 LaunchStatus run_to_end(Launcher& l, const mhc::sim::Config& c) {
     REQUIRE(l.start(c));
     l.wait();
@@ -109,10 +117,7 @@ LaunchStatus run_to_end(Launcher& l, const mhc::sim::Config& c) {
 
 TEST_CASE("launcher: simulates on the worker and stores the run", "[launch]") {
     fixture::TempPath path("launch.db");
-    auto g = mhc::datasets::preset("gpt2-small");
-    g.layers = 2;
-    g.steps = 2;
-    mhc::datasets::generate_file(g, path.path);
+    write_small_gpt2(path.path);
 
     LaunchFields f;
     f.capacity_percent = 60;
@@ -214,10 +219,7 @@ TEST_CASE("launcher: out of memory and broken files are reported, not thrown", "
 
 TEST_CASE("launcher: a cancelled simulation stops and stores nothing", "[launch]") {
     fixture::TempPath path("launch-cancel.db");
-    auto g = mhc::datasets::preset("gpt2-small");
-    g.layers = 2;
-    g.steps = 2;
-    mhc::datasets::generate_file(g, path.path);
+    write_small_gpt2(path.path);
     LaunchFields f;
     f.capacity_percent = 60;
     Launcher l(path.path);
