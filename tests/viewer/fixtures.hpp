@@ -28,10 +28,16 @@ struct TempPath {
 constexpr int64_t us = 1000;
 constexpr int64_t MiB = 1 << 20;
 
+// Kernel names of three families (GEMM, attention, elementwise), spelled as cuBLAS,
+// flash-attention and PyTorch name them.
+inline const char* const kAlpha = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn";
+inline const char* const kBeta = "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>";
+inline const char* const kTiny = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>";
+
 // The known trace, 0..1 ms:
-//  stream 7: "alpha" [100, 300) us, "beta" [500, 700) us (both access "act_big")
-//  stream 8: 200 "tiny" kernels of 100 ns every 500 ns from 800 us (fold into one run)
-//  copies: H2D [300, 350) us; markers: step 0 [0, 1000) us
+//  stream 7: "alpha" (kAlpha) [100, 300) us, "beta" (kBeta) [500, 700) us (both access "act_big")
+//  stream 8: 200 "tiny" (kTiny) kernels of 100 ns every 500 ns from 800 us (fold into one run)
+//  copies: H2D [300, 350) us and [750, 790) us; markers: step 0 [0, 1000) us, layer 3 [720, 780) us
 //  allocations: "weights" param 400 MiB [0, end); "act_big" activation 1024 MiB [450, 550) us;
 //               "ws" workspace 64 MiB [100, 300) us  -> peak 1424 MiB at 450 us
 //  runs (when with_runs): #1 "lru@1GiB" and #2 "cost_aware@1GiB" with memory samples and events.
@@ -40,8 +46,8 @@ inline void write_known_trace(const std::string& path, bool with_runs = true) {
     {
         Writer w(path);
         w.set_meta("source", "viewer-test");
-        int64_t alpha = w.intern("alpha"), beta = w.intern("beta"), tiny = w.intern("tiny");
-        int64_t step = w.intern("step 0");
+        int64_t alpha = w.intern(kAlpha), beta = w.intern(kBeta), tiny = w.intern(kTiny);
+        int64_t step = w.intern("step 0"), layer = w.intern("layer 3");
         Allocation weights{1, 0, 0, 400 * MiB, 0, kNoTime, 7, Category::Param, w.intern("weights")};
         Allocation act{2, 0, 0, 1024 * MiB, 450 * us, 550 * us, 7, Category::Activation, w.intern("act_big")};
         Allocation ws{3, 0, 0, 64 * MiB, 100 * us, 300 * us, 7, Category::Workspace, w.intern("ws")};
@@ -60,7 +66,9 @@ inline void write_known_trace(const std::string& path, bool with_runs = true) {
         w.add(Access{2, 1, AccessMode::Read});
         w.add(Access{2, 2, AccessMode::Write});
         w.add(Copy{1, 0, 3, CopyKind::H2D, 64 * MiB, 300 * us, 350 * us});
+        w.add(Copy{2, 0, 3, CopyKind::H2D, 32 * MiB, 750 * us, 790 * us});
         w.add(Marker{1, step, 0, 1000 * us, MarkerKind::Step, 0});
+        w.add(Marker{2, layer, 720 * us, 780 * us, MarkerKind::Layer, 3});
         w.finish();
     }
     if (!with_runs) return;
@@ -84,6 +92,34 @@ inline void write_known_trace(const std::string& path, bool with_runs = true) {
                       {440 * us, 0, 400 * MiB}, {450 * us, peak, 400 * MiB}, {600 * us, 400 * MiB, 0}};
         add_run(path, run);
     }
+}
+
+// A trace as an importer writes it: no categories (every allocation "other"), labels that
+// are source frames, and nested NVTX ranges, 0..1 ms:
+//  ranges: "forward" [100, 900) us > "layer.0" [150, 450) us > "attention" [200, 300) us,
+//          "layer.1" [500, 850) us; one kernel kTiny [100, 900) us on stream 1
+//  allocations (all live [0, 1000) us, stacked in id order): 2 x 256 MiB "model.py:41 forward",
+//          1 x 512 MiB "optim.py:88 step", 1 x 64 MiB "data.py:12 load"
+inline const char* const kFrameA = "model.py:41 forward";
+inline const char* const kFrameB = "optim.py:88 step";
+inline const char* const kFrameC = "data.py:12 load";
+inline void write_imported_trace(const std::string& path) {
+    using namespace mhc::trace;
+    Writer w(path);
+    w.set_meta("source", "viewer-test-import");
+    int64_t a = w.intern(kFrameA), b = w.intern(kFrameB), c = w.intern(kFrameC);
+    w.add(Allocation{1, 0, 0, 256 * MiB, 0, 1000 * us, 1, Category::Other, a});
+    w.add(Allocation{2, 0, 0, 256 * MiB, 0, 1000 * us, 1, Category::Other, a});
+    w.add(Allocation{3, 0, 0, 512 * MiB, 0, 1000 * us, 1, Category::Other, b});
+    w.add(Allocation{4, 0, 0, 64 * MiB, 0, 1000 * us, 1, Category::Other, c});
+    Kernel k;
+    k.id = 1; k.stream = 1; k.step = 0; k.name = w.intern(kTiny); k.t_start = 100 * us; k.t_end = 900 * us;
+    w.add(k);
+    w.add(Marker{1, w.intern("forward"), 100 * us, 900 * us, MarkerKind::Range, 0});
+    w.add(Marker{2, w.intern("layer.0"), 150 * us, 450 * us, MarkerKind::Range, 0});
+    w.add(Marker{3, w.intern("attention"), 200 * us, 300 * us, MarkerKind::Range, 0});
+    w.add(Marker{4, w.intern("layer.1"), 500 * us, 850 * us, MarkerKind::Range, 0});
+    w.finish();
 }
 
 }  // namespace fixture

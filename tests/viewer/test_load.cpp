@@ -78,8 +78,8 @@ TEST_CASE("runs load with their kernel times, event lanes, memory and capacity")
     CHECK(r.metrics.at("stall_ns") == 10e3);
     // The run's tracks replace the recorded kernels and add one per event kind.
     auto tracks = timeline_tracks(t, &r);
-    CHECK(tracks.size() == 1 + 2 + 1 + 3);
-    CHECK(tracks[1].lane == &r.kernel_lanes[0]);
+    CHECK(tracks.size() == 2 + 2 + 1 + 3);   // step and layer markers, 2 streams, H2D copies, 3 event kinds
+    CHECK(tracks[2].lane == &r.kernel_lanes[0]);
 }
 
 TEST_CASE("bad input: a missing file, a foreign file, an unknown run") {
@@ -130,9 +130,9 @@ TEST_CASE("active-memory bands: largest drawn, stacked in allocation order, rest
     CHECK(steps[0].peak == 1424.0 * MiB);
     auto kt = kernel_table(t, "", KernelSort::Total, false);
     REQUIRE(kt.size() == 3);
-    CHECK(t.str(t.kernel_stats[kt[0]].name) == "alpha");   // 200 us, ties with beta; stable: alpha first
-    CHECK(t.str(t.kernel_stats[kt[2]].name) == "tiny");    // 200 x 100 ns = 20 us
-    auto filtered = kernel_table(t, "TIN", KernelSort::Name, true);
+    CHECK(t.str(t.kernel_stats[kt[0]].name) == fixture::kAlpha);   // 200 us, ties with beta; stable: alpha first
+    CHECK(t.str(t.kernel_stats[kt[2]].name) == fixture::kTiny);    // 200 x 100 ns = 20 us
+    auto filtered = kernel_table(t, "FLASH", KernelSort::Name, true);   // case-insensitive
     REQUIRE(filtered.size() == 1);
     auto at = allocation_table(t, "", AllocSort::Bytes, false, 10);
     REQUIRE(at.size() == 3);

@@ -122,9 +122,13 @@ void App::select_allocation(int64_t allocation_id) {
 void App::go_to_step(int32_t step) {
     for (const StepSpan& s : trace->steps)
         if (s.step == step) {
-            int64_t pad = std::max<int64_t>((s.t1 - s.t0) / 50, 1);
-            range = clamp({s.t0 - pad, s.t1 + pad}, limits);
-            status = "step " + std::to_string(step);
+            // On the selected run's clock when its kernels moved.
+            const ViewRun* r = selected_run();
+            int64_t t0 = s.t0, t1 = s.t1;
+            if (r && !r->clock.empty()) { t0 = r->clock.map(t0); t1 = std::max(t0 + 1, r->clock.map(t1)); }
+            int64_t pad = std::max<int64_t>((t1 - t0) / 50, 1);
+            range = clamp({t0 - pad, t1 + pad}, limits);
+            status = "step " + std::to_string(step) + (r && !r->clock.empty() ? " (on the run's clock)" : "");
             return;
         }
     status = "no step " + std::to_string(step) + " in this trace";

@@ -62,6 +62,9 @@ public:
     int64_t highlight_alloc = 0;
     std::vector<Lane> highlights;
     std::string status;                      // one line under the toolbar
+    int step_input = 0;                      // the toolbar's "step" field
+    bool memory_strip = true;                // timeline: the memory curve under the tracks
+    int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)
     std::mutex runs_mutex;                   // the launcher's worker adds runs

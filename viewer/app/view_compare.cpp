@@ -7,26 +7,10 @@
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/viewer/metrics.hpp"
 #include "widgets.hpp"
 
 namespace mhc::view {
-
-namespace {
-
-std::string metric_text(const std::string& key, double v) {
-    auto ends = [&](const char* s) { return key.size() >= std::strlen(s) && key.compare(key.size() - std::strlen(s), std::string::npos, s) == 0; };
-    char buf[64];
-    if (ends("bytes")) return format_bytes(static_cast<int64_t>(v));
-    if (ends("_ns")) return format_duration(static_cast<int64_t>(v));
-    if (ends("_loss") || ends("_reduction") || ends("_error")) {   // ratios
-        std::snprintf(buf, sizeof buf, "%.2f %%", v * 100);
-        return buf;
-    }
-    std::snprintf(buf, sizeof buf, "%.4g", v);
-    return buf;
-}
-
-}  // namespace
 
 void draw_compare(App& app) {
     if (app.run_list.empty()) {
@@ -119,17 +103,13 @@ void draw_compare(App& app) {
     draw_selection(app, dl, {plot_x, c0.y}, {plot_x + plot_w, std::max(y, c1.y)});
     ImGui::Dummy({avail.x, y - origin.y});   // the metrics table takes the rest
 
-    // Metrics table: union of metric keys, one column per run; the headline figures first.
-    static const char* const kFirst[] = {"throughput_loss", "simulated_makespan_ns", "baseline_makespan_ns",
-                                         "stall_ns", "simulated_peak_bytes", "baseline_peak_bytes",
-                                         "capacity_bytes", "swap_in_bytes", "swap_out_bytes", "recompute_ns"};
-    std::set<std::string> rest;
+    // Metrics table: union of metric keys, one column per run; the headline figures first,
+    // readable names, values in the unit the key names (mhc/viewer/metrics.hpp).
+    std::vector<std::string> all;
     for (const ViewRun* r : runs)
-        for (const auto& [key, v] : r->metrics) rest.insert(key);
-    std::vector<std::string> keys;
-    for (const char* k : kFirst)
-        if (rest.erase(k)) keys.push_back(k);
-    keys.insert(keys.end(), rest.begin(), rest.end());
+        for (const auto& [key, v] : r->metrics) all.push_back(key);
+    std::vector<std::string> keys = metric_order(all);
+    nlohmann::json jrows = nlohmann::json::array();
     int ncols = static_cast<int>(runs.size()) + 1;
     if (!runs.empty() && ImGui::BeginTable("metrics", ncols, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg |
                                                                ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchSame)) {
@@ -147,18 +127,24 @@ void draw_compare(App& app) {
         for (const std::string& key : keys) {
             ImGui::TableNextRow();
             ImGui::TableSetColumnIndex(0);
-            ImGui::TextUnformatted(key.c_str());
+            std::string label = metric_label(key);
+            ImGui::TextUnformatted(label.c_str());
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", key.c_str());   // the stored key
+            nlohmann::json row = {{"key", key}, {"label", label}, {"values", nlohmann::json::array()}};
             for (size_t k = 0; k < runs.size(); ++k) {
                 ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
                 auto it = runs[k]->metrics.find(key);
-                if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(metric_text(key, it->second).c_str());
+                std::string v = it != runs[k]->metrics.end() ? format_metric(key, it->second) : "-";
+                if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(v.c_str());
                 else ImGui::TextDisabled("-");
+                row["values"].push_back(v);
             }
+            jrows.push_back(row);
         }
         ImGui::EndTable();
     }
     app.layout["compare"] = {{"curve", rect_json(c0, c1)}, {"t0", app.range.t0}, {"t1", app.range.t1},
-                             {"y_max", y_max}, {"runs", jruns}};
+                             {"y_max", y_max}, {"runs", jruns}, {"metrics", jrows}};
 }
 
 }  // namespace mhc::view

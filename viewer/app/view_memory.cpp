@@ -4,6 +4,7 @@
 
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
 #include "widgets.hpp"
 
@@ -31,10 +32,42 @@ void band_tooltip(App& app, int64_t idx) {
     ImGui::EndTooltip();
 }
 
+// Swatch + text entries left to right from `p`; each entry's rectangle goes to `out`.
+float legend_row(ImDrawList* dl, ImVec2 p, float x_max, const std::vector<LegendEntry>& entries, nlohmann::json& out) {
+    float x = p.x;
+    for (const LegendEntry& e : entries) {
+        float w = ImGui::CalcTextSize(e.text.c_str()).x + (e.color ? 16.f : 0.f);
+        if (x + w > x_max) break;
+        float tx = x;
+        if (e.color) {
+            dl->AddRectFilled({x, p.y + 3}, {x + 11, p.y + 14}, e.color);
+            tx += 16;
+        }
+        dl->AddText({tx, p.y}, IM_COL32(200, 200, 205, 255), e.text.c_str());
+        out.push_back({{"text", e.text}, {"color", e.color}, {"x0", x}, {"y0", p.y}, {"x1", x + w},
+                       {"y1", p.y + ImGui::GetFontSize()}});
+        x += w + 14;
+    }
+    return x;
+}
+
 }  // namespace
 
 void draw_memory(App& app) {
     toolbar(app);
+    // Colour of the bands: by category, or for imported traces (no categories) by the
+    // allocation's source frame or size class; chosen for the trace unless the user picks.
+    const BandColoring auto_coloring = choose_band_coloring(*app.trace);
+    const BandColoring coloring = app.band_coloring < 0 ? auto_coloring : static_cast<BandColoring>(app.band_coloring);
+    ImGui::SameLine(0, 20);
+    ImGui::SetNextItemWidth(150);
+    if (ImGui::BeginCombo("band colour", coloring_name(coloring))) {
+        for (BandColoring c : {BandColoring::Category, BandColoring::Label, BandColoring::SizeClass}) {
+            std::string s = std::string(coloring_name(c)) + (c == auto_coloring ? " (this trace)" : "");
+            if (ImGui::Selectable(s.c_str(), c == coloring)) app.band_coloring = static_cast<int>(c);
+        }
+        ImGui::EndCombo();
+    }
     const ViewRun* run = app.selected_run();
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;
@@ -46,9 +79,11 @@ void draw_memory(App& app) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range);
 
-    // Upper plot: the curve.
+    // Upper plot: the curve, under its legend row (legends sit over the plots, right of the
+    // byte labels, never in the label column where the byte labels are).
+    const float legend_h = 18.f;
     float top_h = std::max((avail.y - kAxisHeight) * 0.42f, 60.f);
-    ImVec2 c0{plot_x, origin.y + kAxisHeight + 8}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
+    ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
     static CurveColumns cols, rec;
     prepare_curve(curve, app.range, W, cols);
@@ -59,7 +94,8 @@ void draw_memory(App& app) {
     }
     if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
     y_max *= 1.08;
-    draw_bytes_axis(dl, c0, c1, y_max);
+    nlohmann::json axis_labels = nlohmann::json::array(), legend = nlohmann::json::array();
+    draw_bytes_axis(dl, c0, c1, y_max, &axis_labels);
     size_t rec_end = columns_before(app.range, W, app.trace->t_end);
     if (run_curve) draw_curve(dl, rec, c0, c1, y_max, IM_COL32(150, 150, 160, 255), false, rec_end);
     draw_curve(dl, cols, c0, c1, y_max, kCurve, true, columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end));
@@ -75,25 +111,25 @@ void draw_memory(App& app) {
         float tx = std::min(px + 6, c1.x - ImGui::CalcTextSize(s.c_str()).x);
         dl->AddText({tx, py - 16}, IM_COL32(255, 255, 255, 255), s.c_str());
     }
-    std::string legend = run_curve ? run->label() + ": device bytes (grey: recorded live bytes)"
-                                   : std::string("recorded live bytes");
-    dl->AddText({origin.x + 4, c0.y + 4}, kCurve, "live bytes");
-    ImVec4 clip{origin.x, c0.y, plot_x - 4, c1.y};
-    dl->AddText(nullptr, 0, {origin.x + 4, c0.y + 20}, IM_COL32(170, 170, 180, 255), legend.c_str(), nullptr,
-                static_cast<float>(kLabelWidth - 70), &clip);
+    {
+        std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : std::string("recorded live bytes")}};
+        if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), "recorded live bytes"});
+        if (run && run->capacity > 0) e.push_back({kCapacity, "capacity"});
+        legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
+    }
 
     // Lower plot: the bands.
-    ImVec2 b0{plot_x, c1.y + 16}, b1{plot_x + plot_w, origin.y + avail.y - 4};
+    ImVec2 b0{plot_x, c1.y + 8 + legend_h}, b1{plot_x + plot_w, origin.y + avail.y - 4};
     dl->AddRectFilled(b0, b1, IM_COL32(36, 36, 42, 255));
     static BandLayout bands;
     int bh = static_cast<int>(b1.y - b0.y);
     layout_bands(app.trace->allocations, app.trace->live, app.range, W, bh, kMaxBands, bands);
     double by_max = bands.y_max * 1.05;
     auto y_of = [&](double v) { return b1.y - static_cast<float>(v / by_max) * (b1.y - b0.y); };
-    draw_bytes_axis(dl, b0, b1, by_max);
+    draw_bytes_axis(dl, b0, b1, by_max, &axis_labels);
     for (const BandSegment& s : bands.segments) {
         uint32_t i = bands.bands[s.band];
-        uint32_t c = category_color(app.trace->allocations.category[i]);
+        uint32_t c = band_color(*app.trace, i, coloring);
         if (app.trace->allocations.id[i] == app.highlight_alloc) c = kHighlight;
         dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, c);
         // A darker line at the top edge separates neighbouring bands of one category.
@@ -102,19 +138,13 @@ void draw_memory(App& app) {
     for (size_t x = 0; x < bands.total.size(); ++x)
         if (bands.total[x] > bands.drawn_top[x])
             dl->AddRectFilled({b0.x + x, y_of(bands.total[x])}, {b0.x + x + 1, y_of(bands.drawn_top[x])}, kSummary);
-    // Legend: categories.
-    float ly = b0.y + 4;
-    dl->AddText({origin.x + 4, ly}, IM_COL32(210, 210, 215, 255), "active memory");
-    ly += 18;
-    for (int c = 0; c < trace::kCategoryCount; ++c) {
-        dl->AddRectFilled({origin.x + 6, ly + 3}, {origin.x + 16, ly + 13}, category_color(static_cast<trace::Category>(c)));
-        dl->AddText({origin.x + 22, ly}, IM_COL32(200, 200, 205, 255),
-                    std::string(trace::to_string(static_cast<trace::Category>(c))).c_str());
-        ly += 16;
+    // Legend: what the colours are, then the summary band.
+    {
+        std::vector<LegendEntry> e{{0, std::string("active memory by ") + coloring_name(coloring) + ":"}};
+        for (LegendEntry& x : band_legend(*app.trace, bands, coloring)) e.push_back(std::move(x));
+        e.push_back({kSummary, std::to_string(bands.summarised) + " summarised"});
+        legend_row(dl, {b0.x, b0.y - legend_h}, b1.x, e, legend);
     }
-    dl->AddRectFilled({origin.x + 6, ly + 3}, {origin.x + 16, ly + 13}, kSummary);
-    std::string summ = std::to_string(bands.summarised) + " summarised";
-    dl->AddText({origin.x + 22, ly}, IM_COL32(200, 200, 205, 255), summ.c_str());
 
     ImGui::Dummy(avail);
     bool hovered = navigate(app, {plot_x, c0.y}, {plot_x + plot_w, b1.y});
@@ -139,7 +169,8 @@ void draw_memory(App& app) {
     app.layout["memory"] = {{"curve", rect_json(c0, c1)}, {"bands", rect_json(b0, b1)},
                             {"t0", app.range.t0}, {"t1", app.range.t1}, {"y_max", y_max}, {"band_y_max", by_max},
                             {"peak_col", cols.peak_col}, {"peak_bytes", cols.y_max},
-                            {"bands_drawn", bands.bands.size()}, {"segments", bands.segments.size()}};
+                            {"bands_drawn", bands.bands.size()}, {"segments", bands.segments.size()},
+                            {"coloring", coloring_name(coloring)}, {"legend", legend}, {"axis_labels", axis_labels}};
 }
 
 }  // namespace mhc::view

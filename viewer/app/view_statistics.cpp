@@ -61,7 +61,7 @@ void draw_statistics(App& app) {
                     const KernelNameStat& k = t.kernel_stats[rows[static_cast<size_t>(r)]];
                     ImGui::TableNextRow();
                     ImGui::TableNextColumn();
-                    ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(name_color(t.str(k.name))),
+                    ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(kernel_color(t.str(k.name))),
                                        ImGuiColorEditFlags_NoTooltip, {10, 10});
                     ImGui::SameLine();
                     ImGui::TextUnformatted(t.str(k.name).c_str());

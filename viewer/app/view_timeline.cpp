@@ -1,14 +1,65 @@
 // Timeline view: one time axis; markers, kernels per stream, copies per direction and, for a
-// selected run, its events per kind. Items come folded from the core (prepare_timeline).
+// selected run, its events per kind; under them an optional memory strip on the same axis.
+// Items come folded from the core (prepare_timeline); row heights fill the window
+// (track_heights); kernels are coloured by family (legend under the axis).
 #include <algorithm>
+#include <cstdio>
 
+#include "mhc/common/units.hpp"
 #include "mhc/viewer/colors.hpp"
 #include "widgets.hpp"
 
 namespace mhc::view {
 
+namespace {
+
+// The families present and their share of kernel time, in their colours, on one line.
+void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::json& out) {
+    float x = p.x;
+    for (const FamilyShare& f : family_shares(*app.trace)) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s %.0f%%", family_name(f.family), f.share * 100);
+        float w = ImGui::CalcTextSize(buf).x + 22;
+        if (x + w > x_max) break;
+        dl->AddRectFilled({x, p.y + 3}, {x + 12, p.y + 13}, family_color(f.family));
+        dl->AddText({x + 16, p.y}, IM_COL32(200, 200, 205, 255), buf);
+        out.push_back({{"family", family_name(f.family)}, {"color", family_color(f.family)}, {"x0", x}, {"y0", p.y + 3},
+                       {"x1", x + 12}, {"y1", p.y + 13}});
+        x += w;
+    }
+}
+
+// The selected run's device bytes (or the recorded live bytes) under the tracks.
+void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec2 p1, nlohmann::json& out) {
+    const bool run_curve = run && !run->memory.empty();
+    const Curve& curve = run_curve ? run->memory : app.trace->live;
+    int W = static_cast<int>(p1.x - p0.x);
+    static CurveColumns cols;
+    prepare_curve(curve, app.range, W, cols);
+    double y_max = std::max(cols.y_max, 1.0);
+    if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
+    y_max *= 1.1;
+    dl->AddRectFilled(p0, p1, IM_COL32(36, 36, 42, 255));
+    nlohmann::json labels = nlohmann::json::array();
+    draw_bytes_axis(dl, p0, p1, y_max, &labels);
+    draw_curve(dl, cols, p0, p1, y_max, kCurve, true,
+               columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end));
+    if (run && run->capacity > 0) {
+        std::string s = "capacity " + format_bytes(run->capacity);
+        draw_hline(dl, p0, p1, static_cast<double>(run->capacity), y_max, kCapacity, s.c_str());
+    }
+    std::string title = run_curve ? "device bytes, " + run->label() : std::string("live bytes (recorded)");
+    dl->AddText({p0.x + 4, p0.y + 2}, kCurve, title.c_str());
+    out = {{"rect", rect_json(p0, p1)}, {"y_max", y_max}, {"peak_bytes", cols.y_max}, {"peak_col", cols.peak_col},
+           {"axis_labels", labels}};
+}
+
+}  // namespace
+
 void draw_timeline(App& app) {
     toolbar(app);
+    ImGui::SameLine(0, 20);
+    ImGui::Checkbox("memory strip", &app.memory_strip);
     const ViewRun* run = app.selected_run();
     std::vector<Track> tracks = timeline_tracks(*app.trace, run, app.highlights.empty() ? nullptr : &app.highlights);
     static std::vector<TrackFrame> frame;   // buffers reused across frames
@@ -18,34 +69,55 @@ void draw_timeline(App& app) {
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth, 10.f);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range);
-    ImGui::Dummy({avail.x, kAxisHeight});
+    nlohmann::json legend = nlohmann::json::array();
+    const float legend_h = 18.f;
+    dl->AddText({origin.x + 4, origin.y + kAxisHeight + 2}, IM_COL32(150, 150, 160, 255), "kernel families");
+    family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w, legend);
+    ImGui::Dummy({avail.x, kAxisHeight + legend_h});
 
+    // The tracks fill what the memory strip leaves; they scroll when they do not fit.
+    const float strip_h = app.memory_strip ? std::max(70.f, (avail.y - kAxisHeight - legend_h) * 0.24f) : 0.f;
+    const float tracks_h = std::max(avail.y - kAxisHeight - legend_h - strip_h - (app.memory_strip ? 6.f : 0.f), 40.f);
+    std::vector<float> heights = track_heights(tracks, tracks_h - 8.f);
     prepare_timeline(tracks, app.range, plot_w, frame);
-    ImGui::BeginChild("tracks", {0, 0}, false);
+    ImGui::BeginChild("tracks", {0, tracks_h}, false);
     dl = ImGui::GetWindowDrawList();
     ImVec2 p = ImGui::GetCursorScreenPos();
-    const float row = 20.f;
     float y = p.y;
     nlohmann::json jt = nlohmann::json::array();
     for (size_t i = 0; i < frame.size(); ++i) {
         const Lane& l = *frame[i].lane;
-        float h = l.kind == LaneKind::Markers ? 16.f : row;
+        float h = heights[i];
         // Separators between the trace's tracks and the run's, so that a run reads as a block.
         if (i > 0 && frame[i].from_run != frame[i - 1].from_run) y += 4;
-        if (i % 2 == 0) dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + h}, IM_COL32(38, 38, 44, 255));
+        if (l.row == 0 && i % 2 == 0) dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + h}, IM_COL32(38, 38, 44, 255));
         draw_track_label(dl, l, {origin.x, y}, h, frame[i].from_run);
         draw_track(app, dl, frame[i], {plot_x, y}, plot_w, h);
-        jt.push_back({{"title", l.title}, {"y0", y}, {"y1", y + h}, {"items", frame[i].items.size()}});
+        jt.push_back({{"title", l.title}, {"kind", static_cast<int>(l.kind)}, {"stream", l.stream}, {"row", l.row},
+                      {"y0", y}, {"y1", y + h}, {"items", frame[i].items.size()}});
         y += h + 2;
     }
     float bottom = std::max(y, p.y + ImGui::GetContentRegionAvail().y);
     ImGui::Dummy({avail.x, y - p.y});
-    navigate(app, {plot_x, p.y}, {plot_x + plot_w, bottom});
     draw_selection(app, dl, {plot_x, p.y}, {plot_x + plot_w, bottom});
     ImGui::EndChild();
+    float nav_bottom = p.y + tracks_h;
+
+    nlohmann::json strip;
+    if (app.memory_strip) {
+        dl = ImGui::GetWindowDrawList();
+        ImVec2 s0{plot_x, ImGui::GetCursorScreenPos().y + 4}, s1{plot_x + plot_w - 2, s0.y + strip_h};
+        memory_strip(app, run, dl, s0, s1, strip);
+        ImGui::Dummy({avail.x, strip_h + 4});
+        draw_selection(app, dl, s0, s1);
+        nav_bottom = s1.y;
+    }
+    // One navigation call per frame (keys would act twice otherwise), over tracks and strip.
+    navigate(app, {plot_x, p.y}, {plot_x + plot_w, nav_bottom});
 
     app.layout["timeline"] = {{"plot", rect_json({plot_x, p.y}, {plot_x + plot_w, bottom})},
                               {"t0", app.range.t0}, {"t1", app.range.t1}, {"tracks", jt},
+                              {"legend", legend}, {"memory_strip", strip},
                               {"draw_items", draw_item_count(frame)}};
 }
 

@@ -8,6 +8,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/viewer/families.hpp"
 
 namespace mhc::view {
 
@@ -80,10 +81,17 @@ void draw_selection(App& app, ImDrawList* dl, ImVec2 p0, ImVec2 p1) {
 namespace {
 
 uint32_t item_color(const App& app, const Lane& l, const DrawItem& d) {
+    // Kernels keep their family's colour when folded (the run's dominant family by time).
+    if (l.kind == LaneKind::Kernels) {
+        if (d.count > 1) return family_color(static_cast<KernelFamily>(d.cls));
+        auto k = static_cast<size_t>(l.key[d.first]);
+        const auto& c = app.trace->color_of_name;
+        return k < c.size() && c[k] ? c[k] : kernel_color(app.trace->str(l.key[d.first]));
+    }
     if (d.count > 1) return l.kind == LaneKind::Highlight ? kHighlight : kFolded;
     int32_t k = l.key[d.first];
     switch (l.kind) {
-        case LaneKind::Kernels: return name_color(app.trace->str(k));
+        case LaneKind::Kernels: break;
         case LaneKind::Copies: return copy_color(static_cast<trace::CopyKind>(k));
         case LaneKind::Markers: return marker_color(static_cast<trace::MarkerKind>(l.stream));
         case LaneKind::Events: return event_color(static_cast<trace::EventKind>(k));
@@ -110,6 +118,8 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
     if (d.count > 1) {
         int64_t a = l.t_start[d.first], b = l.end_max(d.first + d.count - 1);
         ImGui::Text("%u items folded (%s)", d.count, l.title.c_str());
+        if (l.kind == LaneKind::Kernels)
+            ImGui::Text("mostly %s kernels (by time)", family_name(static_cast<KernelFamily>(d.cls)));
         ImGui::Text("%s .. %s  (%s)", format_time(a, 1000).c_str(), format_time(b, 1000).c_str(),
                     format_duration(b - a).c_str());
         ImGui::TextDisabled("zoom in to see them");
@@ -118,7 +128,9 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         ImGui::Text("%s", item_name(app, l, i).c_str());
         ImGui::Text("start %s, end %s", format_time(l.t_start[i], 1).c_str(), format_time(l.t_end[i], 1).c_str());
         ImGui::Text("duration %s", format_duration(l.t_end[i] - l.t_start[i]).c_str());
-        if (l.kind == LaneKind::Kernels) ImGui::TextDisabled("kernel #%lld", static_cast<long long>(l.ref[i]));
+        if (l.kind == LaneKind::Kernels)
+            ImGui::TextDisabled("kernel #%lld, %s", static_cast<long long>(l.ref[i]),
+                                family_name(classify_kernel(app.trace->str(l.key[i]))));
         if (l.kind == LaneKind::Events) {
             const ViewRun* r = app.selected_run();
             if (r && static_cast<size_t>(l.ref[i]) < r->events.size()) {
@@ -156,12 +168,16 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
             dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
             if (b.x - a.x > 30) {
                 std::string n = std::to_string(d.count);
-                dl->AddText({a.x + 3, a.y}, IM_COL32(20, 20, 20, 255), n.c_str());
+                if (l.kind == LaneKind::Kernels) n += std::string(" ") + family_name(static_cast<KernelFamily>(d.cls));
+                ImVec4 clip{a.x + 2, a.y, b.x - 2, b.y};
+                dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2}, IM_COL32(20, 20, 20, 255),
+                            n.c_str(), nullptr, 0, &clip);
             }
         } else if (b.x - a.x > 24) {
             std::string n = item_name(app, l, d.first);
             ImVec4 clip{a.x + 2, a.y, b.x - 2, b.y};
-            dl->AddText(nullptr, 0, {a.x + 3, a.y}, IM_COL32(15, 15, 20, 255), n.c_str(), nullptr, 0, &clip);
+            dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2}, IM_COL32(15, 15, 20, 255),
+                        n.c_str(), nullptr, 0, &clip);
         }
         if (row_hovered && mouse.x >= a.x && mouse.x < b.x) hovered = &d;
     }
@@ -207,7 +223,7 @@ void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, dou
     }
 }
 
-void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max) {
+void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohmann::json* label_rects) {
     if (y_max <= 0) return;
     // Steps of 1-2-5 x 1024^k bytes, so that labels read "512 MiB", "1 GiB", 3..8 grid lines.
     double unit = 1;
@@ -219,7 +235,10 @@ void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max) {
         float y = p1.y - static_cast<float>(v / y_max) * (p1.y - p0.y);
         dl->AddLine({p0.x, y}, {p1.x, y}, IM_COL32(70, 70, 80, 255));
         std::string s = format_bytes(static_cast<int64_t>(v));
-        dl->AddText({p0.x - ImGui::CalcTextSize(s.c_str()).x - 6, y - 7}, IM_COL32(180, 180, 190, 255), s.c_str());
+        ImVec2 sz = ImGui::CalcTextSize(s.c_str());
+        ImVec2 at{p0.x - sz.x - 6, y - 7};
+        dl->AddText(at, IM_COL32(180, 180, 190, 255), s.c_str());
+        if (label_rects) label_rects->push_back(rect_json(at, {at.x + sz.x, at.y + sz.y}));
     }
 }
 
@@ -231,10 +250,18 @@ void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, ui
 }
 
 void toolbar(App& app) {
+    // Each field's label on its left ("run [combo]   step [-][+] Go"), so that no value reads
+    // as belonging to the widget before it.
+    nlohmann::json& jt = app.layout["toolbar"];
+    auto last_rect = [] { return rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()); };
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("run");
+    jt["run_label"] = last_rect();
+    ImGui::SameLine();
     const char* current = app.selected < 0 ? "recorded" : nullptr;
     std::string label = current ? current : app.run_list[static_cast<size_t>(app.selected)].name;
     ImGui::SetNextItemWidth(260);
-    if (ImGui::BeginCombo("run", label.c_str())) {
+    if (ImGui::BeginCombo("##run", label.c_str())) {
         if (ImGui::Selectable("recorded", app.selected < 0)) { app.selected = -1; app.highlights.clear(); }
         for (size_t i = 0; i < app.run_list.size(); ++i) {
             const auto& r = app.run_list[i];
@@ -246,12 +273,18 @@ void toolbar(App& app) {
         }
         ImGui::EndCombo();
     }
+    jt["run_combo"] = last_rect();
+    ImGui::SameLine(0, 24);
+    ImGui::TextUnformatted("step");
+    jt["step_label"] = last_rect();
     ImGui::SameLine();
-    static int step = 0;
-    ImGui::SetNextItemWidth(90);
-    ImGui::InputInt("##step", &step);
+    ImGui::SetNextItemWidth(100);
+    ImGui::InputInt("##step", &app.step_input);
+    jt["step_input"] = last_rect();
+    if (!app.trace->steps.empty())
+        app.step_input = std::clamp(app.step_input, app.trace->steps.front().step, app.trace->steps.back().step);
     ImGui::SameLine();
-    if (ImGui::Button("Go to step")) app.go_to_step(step);
+    if (ImGui::Button("Go")) app.go_to_step(app.step_input);
     ImGui::SameLine();
     if (ImGui::Button("Zoom to selection") && app.sel.active) {
         app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);

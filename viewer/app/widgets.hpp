@@ -29,7 +29,8 @@ void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, dou
 // Columns of a `width`-column plot of `r` that start before `t_end`.
 size_t columns_before(TimeRange r, int width, int64_t t_end);
 // Horizontal grid and byte labels for a memory plot.
-void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max);
+// With `label_rects`, each label's rectangle is appended (for the layout JSON).
+void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohmann::json* label_rects = nullptr);
 void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, uint32_t color, const char* text);
 
 // The toolbar shared by timeline and memory views: range, run choice, go to step, zoom.

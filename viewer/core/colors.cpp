@@ -1,5 +1,6 @@
 #include "mhc/viewer/colors.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mhc::viewer {
@@ -25,6 +26,54 @@ uint32_t name_color(std::string_view name) {
     return hsv(hue, sat, val);
 }
 
+uint32_t family_color(KernelFamily f) {
+    static constexpr uint32_t k[kFamilyCount] = {
+        rgb(70, 130, 220),   // GEMM: blue
+        rgb(40, 170, 200),   // conv: cyan
+        rgb(220, 90, 80),    // attention: red
+        rgb(230, 190, 60),   // norm: yellow
+        rgb(110, 190, 90),   // elementwise: green
+        rgb(170, 120, 220),  // reduce/softmax: violet
+        rgb(240, 140, 40),   // NCCL/comm: orange
+        rgb(230, 90, 190),   // Sinkhorn: magenta
+        rgb(200, 140, 170),  // mHC mix: pink
+        rgb(150, 160, 100),  // memory/copy: olive
+        rgb(80, 190, 170),   // optimizer: teal
+        rgb(140, 140, 150),  // other: grey
+    };
+    auto i = static_cast<int>(f);
+    return (i >= 0 && i < kFamilyCount) ? k[i] : k[kFamilyCount - 1];
+}
+
+uint32_t kernel_color(std::string_view name) {
+    uint32_t base = family_color(classify_kernel(name));
+    uint64_t h = 1469598103934665603ull;   // FNV-1a
+    for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+    float f = 0.82f + static_cast<float>(h % 31) / 100.f;   // 0.82 .. 1.12
+    auto scale = [&](uint8_t v) { return static_cast<uint8_t>(std::min(255.f, std::round(static_cast<float>(v) * f))); };
+    return rgb(scale(red(base)), scale(green(base)), scale(blue(base)));
+}
+
+int size_class(int64_t bytes) {
+    constexpr int64_t MiB = int64_t{1} << 20;
+    if (bytes < MiB) return 0;
+    if (bytes < 16 * MiB) return 1;
+    if (bytes < 128 * MiB) return 2;
+    if (bytes < 1024 * MiB) return 3;
+    return 4;
+}
+
+const char* size_class_name(int c) {
+    static constexpr const char* k[kSizeClassCount] = {"< 1 MiB", "1-16 MiB", "16-128 MiB", "128 MiB-1 GiB", ">= 1 GiB"};
+    return (c >= 0 && c < kSizeClassCount) ? k[c] : "?";
+}
+
+uint32_t size_class_color(int c) {
+    static constexpr uint32_t k[kSizeClassCount] = {rgb(120, 190, 230), rgb(90, 200, 140), rgb(230, 200, 80),
+                                                    rgb(240, 140, 60), rgb(220, 70, 90)};
+    return (c >= 0 && c < kSizeClassCount) ? k[c] : kSummary;
+}
+
 uint32_t category_color(trace::Category c) {
     static constexpr uint32_t k[trace::kCategoryCount] = {
         rgb(76, 120, 200),   // param
@@ -33,7 +82,7 @@ uint32_t category_color(trace::Category c) {
         rgb(80, 180, 100),   // activation
         rgb(200, 190, 70),   // workspace
         rgb(60, 190, 200),   // comm
-        rgb(150, 150, 150),  // other
+        rgb(175, 150, 120),  // other: tan, not the summary band's slate
     };
     int i = static_cast<int>(c);
     return (i >= 0 && i < trace::kCategoryCount) ? k[i] : k[6];

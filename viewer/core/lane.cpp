@@ -35,6 +35,77 @@ void Lane::finish() {
     }
 }
 
+void Lane::classify(const std::vector<uint8_t>& class_of_key, uint8_t fallback, int classes) {
+    classes_ = classes;
+    cls_.resize(size());
+    for (size_t i = 0; i < size(); ++i) {
+        auto k = static_cast<size_t>(key[i]);
+        uint8_t c = (key[i] >= 0 && k < class_of_key.size()) ? class_of_key[k] : fallback;
+        cls_[i] = c < classes ? c : fallback;
+    }
+    size_t blocks = size() / kClassBlock;
+    block_prefix_.assign((blocks + 1) * static_cast<size_t>(classes), 0);
+    auto C = static_cast<size_t>(classes);
+    for (size_t b = 0; b < blocks; ++b) {
+        int64_t* next = &block_prefix_[(b + 1) * C];
+        std::copy_n(&block_prefix_[b * C], C, next);
+        for (size_t i = b * kClassBlock; i < (b + 1) * kClassBlock; ++i) next[cls_[i]] += t_end[i] - t_start[i];
+    }
+}
+
+uint8_t Lane::dominant_class(size_t first, size_t count) const {
+    if (cls_.empty() || count == 0) return 0;
+    auto C = static_cast<size_t>(classes_);
+    int64_t sum[256] = {};
+    size_t end = std::min(first + count, size());
+    size_t b0 = (first + kClassBlock - 1) / kClassBlock, b1 = end / kClassBlock;   // whole blocks [b0, b1)
+    auto add = [&](size_t a, size_t z) {
+        for (size_t i = a; i < z; ++i) sum[cls_[i]] += t_end[i] - t_start[i];
+    };
+    if (b0 < b1) {
+        add(first, b0 * kClassBlock);
+        for (size_t c = 0; c < C; ++c) sum[c] += block_prefix_[b1 * C + c] - block_prefix_[b0 * C + c];
+        add(b1 * kClassBlock, end);
+    } else {
+        add(first, end);
+    }
+    // Ties (e.g. zero-length items only) go to the class of the run's first item.
+    uint8_t best = cls_[first];
+    for (size_t c = 0; c < C; ++c)
+        if (sum[c] > sum[best]) best = static_cast<uint8_t>(c);
+    return best;
+}
+
+std::vector<Lane> split_rows(const Lane& lane, size_t max_rows) {
+    std::vector<Lane> rows;
+    std::vector<int64_t> row_end;   // largest end placed in each row
+    max_rows = std::max<size_t>(max_rows, 1);
+    for (size_t i = 0; i < lane.size(); ++i) {
+        size_t r = 0;
+        while (r < row_end.size() && row_end[r] > lane.t_start[i]) ++r;
+        if (r == row_end.size()) {
+            if (r < max_rows) {
+                Lane l;
+                l.kind = lane.kind; l.device = lane.device; l.stream = lane.stream;
+                l.row = static_cast<uint16_t>(r);
+                if (r == 0) l.title = lane.title;
+                rows.push_back(std::move(l));
+                row_end.push_back(INT64_MIN);
+            } else {
+                r = max_rows - 1;
+            }
+        }
+        rows[r].push(lane.t_start[i], lane.t_end[i], lane.key[i], lane.ref[i]);
+        row_end[r] = std::max(row_end[r], lane.t_end[i]);
+    }
+    if (rows.empty()) {
+        rows.push_back(lane);
+        return rows;
+    }
+    for (Lane& l : rows) l.finish();
+    return rows;
+}
+
 size_t Lane::first_ending_at_or_after(int64_t t) const {
     // end_max is non-decreasing, so the first index with end_max >= t is a partition point.
     size_t lo = 0, hi = size();

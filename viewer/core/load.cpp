@@ -6,6 +6,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/store.hpp"
+#include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/data.hpp"
 #include "sqlite_util.hpp"
 
@@ -40,6 +41,14 @@ private:
     std::unordered_map<std::pair<int32_t, int64_t>, size_t, Hash> index_;
     size_t last_ = SIZE_MAX;
 };
+
+// Overlapping items (nested ranges, concurrent copies) on rows of their own.
+std::vector<Lane> split_all(const std::vector<Lane>& lanes) {
+    std::vector<Lane> out;
+    for (const Lane& l : lanes)
+        for (Lane& r : split_rows(l, kMaxRows)) out.push_back(std::move(r));
+    return out;
+}
 
 void sort_lanes(std::vector<Lane>& lanes) {
     std::sort(lanes.begin(), lanes.end(), [](const Lane& a, const Lane& b) {
@@ -96,6 +105,19 @@ struct Loader {
         sort_lanes(t.kernel_lanes);
         for (Lane& l : t.kernel_lanes)
             l.title = (multi_device ? "GPU" + std::to_string(l.device) + " " : "") + "stream " + std::to_string(l.stream);
+        // Families and colours of the kernel names, once per name.
+        t.family_of_name.assign(t.strings.size(), static_cast<uint8_t>(KernelFamily::Other));
+        t.color_of_name.assign(t.strings.size(), 0);
+        t.family_ns.assign(kFamilyCount, 0);
+        for (const KernelNameStat& k : t.kernel_stats) {
+            auto i = static_cast<size_t>(k.name);
+            KernelFamily f = classify_kernel(t.strings[i]);
+            t.family_of_name[i] = static_cast<uint8_t>(f);
+            t.color_of_name[i] = kernel_color(t.strings[i]);
+            t.family_ns[static_cast<size_t>(f)] += k.total_ns;
+        }
+        for (Lane& l : t.kernel_lanes)
+            l.classify(t.family_of_name, static_cast<uint8_t>(KernelFamily::Other), kFamilyCount);
     }
 
     void allocations() {
@@ -148,6 +170,7 @@ struct Loader {
             l.title = (multi_device ? "GPU" + std::to_string(l.device) + " " : "") + "copies " +
                       std::string(trace::to_string(k));
         }
+        t.copy_lanes = split_all(t.copy_lanes);
     }
 
     void markers() {
@@ -169,6 +192,7 @@ struct Loader {
                                                       : trace::MarkerKind::Range;
             l.title = std::string(trace::to_string(k)) + " markers";
         }
+        t.marker_lanes = split_all(t.marker_lanes);
         // Step markers are the authority on steps when a trace has them.
         if (!marker_steps.empty()) t.steps = std::move(marker_steps);
         std::sort(t.steps.begin(), t.steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.step < b.step; });

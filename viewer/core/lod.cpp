@@ -23,7 +23,7 @@ void prepare_lane(const Lane& lane, TimeRange range, float width, float min_px,
     while (i < last) {
         int64_t end = lane.end_max(i);
         if (static_cast<double>(lane.t_end[i] - st[i]) * px_per_ns >= min_px) {
-            out.push_back({x_of(st[i]), x_of(lane.t_end[i]), static_cast<uint32_t>(i), 1});
+            out.push_back({x_of(st[i]), x_of(lane.t_end[i]), static_cast<uint32_t>(i), 1, lane.item_class(i)});
             ++i;
             continue;
         }
@@ -45,7 +45,8 @@ void prepare_lane(const Lane& lane, TimeRange range, float width, float min_px,
             j = k;
         }
         DrawItem d{x_of(st[i]), x_of(std::max(end, st[i])), static_cast<uint32_t>(i),
-                   static_cast<uint32_t>(j - i)};
+                   static_cast<uint32_t>(j - i), 0};
+        if (lane.classified()) d.cls = j - i == 1 ? lane.item_class(i) : lane.dominant_class(i, j - i);
         // A run is drawn at least min_px wide so that it stays visible.
         if (d.x1 - d.x0 < min_px) d.x1 = std::min(width, d.x0 + min_px);
         out.push_back(d);

@@ -77,6 +77,7 @@ ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
         std::sort(run.kernel_times.begin(), run.kernel_times.end(),
                   [](const trace::RunKernelTime& a, const trace::RunKernelTime& b) { return a.kernel < b.kernel; });
         KernelTimes kt(run.kernel_times);
+        RunClock& clock = r.clock;
         r.kernel_lanes.reserve(t.kernel_lanes.size());
         for (const Lane& src : t.kernel_lanes) {
             Lane l;
@@ -88,11 +89,20 @@ ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
                 // Kernels a run did not reach (OOM) keep no time: they are not drawn.
                 if (!k) continue;
                 l.push(k->t_start, k->t_end, src.key[i], src.ref[i]);
+                clock.add(src.t_start[i], k->t_start);
                 t_end = std::max(t_end, k->t_end);
             }
             l.finish();
+            l.classify(t.family_of_name, static_cast<uint8_t>(KernelFamily::Other), kFamilyCount);
             r.kernel_lanes.push_back(std::move(l));
         }
+        // Markers and copies have no simulated times: they follow the kernels (RunClock).
+        clock.finish();
+        for (const Lane& src : t.marker_lanes) r.marker_lanes.push_back(clock.map_lane(src));
+        for (const Lane& src : t.copy_lanes) r.copy_lanes.push_back(clock.map_lane(src));
+        for (const auto* lanes : {&r.marker_lanes, &r.copy_lanes})
+            for (const Lane& l : *lanes)
+                if (!l.empty()) t_end = std::max(t_end, l.end_max(l.size() - 1));
     } else {
         t_end = t.t_end;
     }

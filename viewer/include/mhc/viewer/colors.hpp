@@ -5,6 +5,7 @@
 
 #include "mhc/trace/model.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/viewer/families.hpp"
 
 namespace mhc::viewer {
 
@@ -20,11 +21,24 @@ inline constexpr uint32_t kFolded = rgb(110, 110, 120);       // folded runs of 
 inline constexpr uint32_t kHighlight = rgb(255, 230, 40);
 inline constexpr uint32_t kCapacity = rgb(230, 60, 60);
 inline constexpr uint32_t kCurve = rgb(90, 170, 250);
-inline constexpr uint32_t kSummary = rgb(120, 120, 130);
+// The memory view's summary band (allocations too small to draw): a dark slate, distinct from
+// every category colour (the "other" category included) and from the size-class colours.
+inline constexpr uint32_t kSummary = rgb(72, 78, 104);
 
 // A stable colour per kernel name (hash of the text, not of the string id).
 uint32_t name_color(std::string_view name);
+// One hue per kernel family (the timeline's legend).
+uint32_t family_color(KernelFamily f);
+// A kernel: its family's hue, lighter or darker by a hash of the name, so that neighbouring
+// kernels of one family stay apart.
+uint32_t kernel_color(std::string_view name);
 uint32_t category_color(trace::Category c);
+// Allocation size classes for traces without categories: < 1 MiB, < 16 MiB, < 128 MiB,
+// < 1 GiB, >= 1 GiB.
+inline constexpr int kSizeClassCount = 5;
+int size_class(int64_t bytes);
+const char* size_class_name(int c);
+uint32_t size_class_color(int c);
 uint32_t event_color(trace::EventKind k);
 uint32_t copy_color(trace::CopyKind k);
 uint32_t marker_color(trace::MarkerKind k);

@@ -10,7 +10,9 @@
 
 #include "mhc/trace/model.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/viewer/clock.hpp"
 #include "mhc/viewer/curve.hpp"
+#include "mhc/viewer/families.hpp"
 #include "mhc/viewer/lane.hpp"
 
 namespace mhc::trace { class Reader; }
@@ -50,7 +52,12 @@ struct ViewTrace {
     std::string path;
     std::map<std::string, std::string> meta;
     std::vector<std::string> strings;
-    std::vector<Lane> kernel_lanes, copy_lanes, marker_lanes;
+    std::vector<Lane> kernel_lanes, copy_lanes, marker_lanes;   // markers and copies split into
+                                                                // rows where they overlap (split_rows)
+    // Per string id, for kernel names: family and colour (classified once at load).
+    std::vector<uint8_t> family_of_name;
+    std::vector<uint32_t> color_of_name;
+    std::vector<int64_t> family_ns;   // kernel time per family (kFamilyCount entries)
     AllocationTable allocations;
     Curve live;                       // live bytes, all devices
     std::vector<StepSpan> steps;      // from step markers, else from kernels' step column
@@ -73,6 +80,10 @@ struct ViewRun {
     std::vector<Lane> kernel_lanes;   // run_kernels times, same order as the trace's lanes;
                                       // empty when the run keeps the recorded times
     std::vector<Lane> event_lanes;    // one per event kind present
+    // The trace's markers and copies on the run's clock (RunClock), same order as the trace's
+    // lanes; empty when the run keeps the recorded times.
+    std::vector<Lane> marker_lanes, copy_lanes;
+    RunClock clock;                   // recorded -> run times (empty: the run keeps recorded times)
     std::vector<trace::RunEvent> events;
     Curve memory;                     // run_memory device bytes
     Curve host;                       // run_memory host bytes
@@ -97,6 +108,9 @@ struct AccessHit {
 };
 std::vector<AccessHit> accesses_of(const ViewTrace& t, int64_t allocation_id);
 int64_t access_count_of(const ViewTrace& t, int64_t allocation_id);
+
+// Rows kept when a marker or copy lane is split (split_rows); the last row takes the rest.
+inline constexpr size_t kMaxRows = 6;
 
 // Lanes (one per stream) marking the given kernels, with a run's times when `run` has them.
 std::vector<Lane> highlight_lanes(const ViewTrace& t, const ViewRun* run, const std::vector<AccessHit>& hits);

@@ -15,6 +15,7 @@ struct Lane {
     std::string title;
     int32_t device = 0;
     int64_t stream = 0;       // kernels/copies: stream; markers: marker kind; events: event kind
+    uint16_t row = 0;         // sub-row of a lane split so that overlapping items do not cover each other
     std::vector<int64_t> t_start, t_end;
     std::vector<int32_t> key;  // colour/label key: string id (kernels, markers), event kind, ...
     std::vector<int64_t> ref;  // row id: kernel id, copy id, marker id, event row index
@@ -32,9 +33,29 @@ struct Lane {
     // Largest end among items [0, i] (t_end itself when ends are already monotonic).
     int64_t end_max(size_t i) const { return end_sorted_ ? t_end[i] : end_max_[i]; }
 
+    // Colour classes (kernel families): item i gets class_of_key[key[i]] (or `fallback`). Call
+    // after finish(). Per-block duration sums make dominant_class O(classes + block) per query.
+    void classify(const std::vector<uint8_t>& class_of_key, uint8_t fallback, int classes);
+    bool classified() const { return !cls_.empty(); }
+    uint8_t item_class(size_t i) const { return cls_.empty() ? 0 : cls_[i]; }
+    // The class with the largest total duration among items [first, first + count).
+    uint8_t dominant_class(size_t first, size_t count) const;
+
 private:
+    static constexpr size_t kClassBlock = 64;
+    std::vector<uint8_t> cls_;
+    int classes_ = 0;
+    std::vector<int64_t> block_prefix_;   // [(b * classes_) + c]: duration of class c in blocks [0, b)
+
     bool end_sorted_ = true;
     std::vector<int64_t> end_max_;   // prefix max of t_end, only when ends are not monotonic
 };
+
+// Splits a lane whose items overlap (nested NVTX ranges, concurrent collectives) into rows in
+// which no two items overlap: each item, by start, goes to the first row free at its start, so
+// a range nested in another lands one row below it. At most `max_rows` rows; the last row takes
+// what does not fit. A lane without overlaps comes back as one row. Rows are finished; row 0
+// keeps the title.
+std::vector<Lane> split_rows(const Lane& lane, size_t max_rows);
 
 }  // namespace mhc::viewer

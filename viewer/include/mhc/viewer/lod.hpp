@@ -25,6 +25,7 @@ struct DrawItem {
     float x0 = 0, x1 = 0;   // pixels from the left of the plot, clipped to [0, width]
     uint32_t first = 0;     // index into the lane
     uint32_t count = 1;     // 1: one item; >1: a folded run of `count` items from `first`
+    uint8_t cls = 0;        // classified lanes: the item's class, or the run's dominant class by time
 };
 
 inline constexpr float kFoldPx = 3.0f;   // Tracy's MinVisSize

@@ -29,4 +29,17 @@ void prepare_timeline(const std::vector<Track>& tracks, TimeRange range, float w
                       std::vector<TrackFrame>& out, float min_px = kFoldPx);
 size_t draw_item_count(const std::vector<TrackFrame>& frame);
 
+// Row heights that use the height available: marker rows and the extra rows of a split lane
+// (Lane::row > 0) get `compact`; the other tracks share the rest equally, between `min_row`
+// and `max_row`. Rows are `gap` apart.
+std::vector<float> track_heights(const std::vector<Track>& tracks, float avail, float min_row = 20.f,
+                                 float max_row = 64.f, float compact = 16.f, float gap = 2.f);
+
+// Kernel families present in the trace with their share of kernel time, largest first.
+struct FamilyShare {
+    KernelFamily family = KernelFamily::Other;
+    double share = 0;
+};
+std::vector<FamilyShare> family_shares(const ViewTrace& t);
+
 }  // namespace mhc::viewer

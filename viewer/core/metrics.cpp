@@ -1,0 +1,122 @@
+#include "mhc/viewer/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "mhc/common/units.hpp"
+#include "mhc/viewer/axis.hpp"
+
+namespace mhc::viewer {
+
+namespace {
+
+enum class Unit { Bytes, Nanoseconds, Seconds, Ratio, Count, Flag, Plain };
+
+struct Known {
+    const char* label;
+    Unit unit;
+};
+
+// The simulator's metrics (sim::metrics); anything else falls back to its key's suffix.
+const std::map<std::string, Known>& known() {
+    static const std::map<std::string, Known> k = {
+        {"throughput_loss", {"throughput loss (slower by)", Unit::Ratio}},
+        {"simulated_makespan_ns", {"makespan, simulated", Unit::Nanoseconds}},
+        {"baseline_makespan_ns", {"makespan, recorded", Unit::Nanoseconds}},
+        {"stall_ns", {"stall time", Unit::Nanoseconds}},
+        {"simulated_peak_bytes", {"peak memory, simulated", Unit::Bytes}},
+        {"baseline_peak_bytes", {"peak memory, recorded (no limit)", Unit::Bytes}},
+        {"peak_reduction", {"peak reduction", Unit::Ratio}},
+        {"capacity_bytes", {"capacity (memory limit)", Unit::Bytes}},
+        {"host_capacity_bytes", {"host capacity", Unit::Bytes}},
+        {"host_peak_bytes", {"host peak memory", Unit::Bytes}},
+        {"swap_in_bytes", {"swapped in", Unit::Bytes}},
+        {"swap_out_bytes", {"swapped out", Unit::Bytes}},
+        {"swap_ins", {"swap-ins", Unit::Count}},
+        {"swap_outs", {"swap-outs", Unit::Count}},
+        {"stalls", {"stalls", Unit::Count}},
+        {"recompute_ns", {"recompute time", Unit::Nanoseconds}},
+        {"recomputations", {"recomputations", Unit::Count}},
+        {"drops", {"drops (freed, recomputed later)", Unit::Count}},
+        {"clean_evictions", {"clean evictions", Unit::Count}},
+        {"prefetches", {"prefetches", Unit::Count}},
+        {"early_evictions", {"early evictions", Unit::Count}},
+        {"forecast_evictions", {"forecast evictions", Unit::Count}},
+        {"forecast_error", {"forecast error per kernel", Unit::Ratio}},
+        {"forecast_peak_error", {"forecast error per step peak", Unit::Ratio}},
+        {"oom", {"out of memory", Unit::Flag}},
+        {"oom_time_ns", {"OOM at (simulated time)", Unit::Nanoseconds}},
+        {"oom_bytes_needed", {"OOM: bytes needed", Unit::Bytes}},
+        {"oom_bytes_short", {"OOM: short by", Unit::Bytes}},
+        {"oom_bytes_pinned", {"OOM: bytes pinned", Unit::Bytes}},
+        {"oom_fragmentation", {"OOM from fragmentation", Unit::Flag}},
+        {"assumed_accesses", {"accesses assumed (none in trace)", Unit::Flag}},
+        {"sim_seconds", {"simulator wall time", Unit::Seconds}},
+    };
+    return k;
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+    std::string x(suffix);
+    return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+Unit unit_of(const std::string& key) {
+    if (auto it = known().find(key); it != known().end()) return it->second.unit;
+    if (ends_with(key, "_bytes")) return Unit::Bytes;
+    if (ends_with(key, "_ns")) return Unit::Nanoseconds;
+    if (ends_with(key, "_seconds")) return Unit::Seconds;
+    if (ends_with(key, "_loss") || ends_with(key, "_reduction") || ends_with(key, "_error") || ends_with(key, "_ratio"))
+        return Unit::Ratio;
+    return Unit::Plain;
+}
+
+}  // namespace
+
+std::string metric_label(const std::string& key) {
+    if (auto it = known().find(key); it != known().end()) return it->second.label;
+    std::string s = key;
+    for (const char* suffix : {"_bytes", "_ns", "_seconds"})
+        if (ends_with(s, suffix) && s.size() > std::string(suffix).size()) { s.resize(s.size() - std::string(suffix).size()); break; }
+    std::replace(s.begin(), s.end(), '_', ' ');
+    return s;
+}
+
+std::string format_metric(const std::string& key, double v) {
+    char buf[64];
+    if (!std::isfinite(v)) return "-";
+    switch (unit_of(key)) {
+        case Unit::Bytes:
+            if (v < 0) return "unlimited";
+            return format_bytes(static_cast<int64_t>(v));
+        case Unit::Nanoseconds: return format_duration(static_cast<int64_t>(std::llround(v)));
+        case Unit::Seconds: return format_duration(static_cast<int64_t>(std::llround(v * 1e9)));
+        case Unit::Ratio: std::snprintf(buf, sizeof buf, "%.2f %%", v * 100); return buf;
+        case Unit::Count: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(std::llround(v))); return buf;
+        case Unit::Flag: return v != 0 ? "yes" : "no";
+        case Unit::Plain: break;
+    }
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+}
+
+std::vector<std::string> metric_order(std::vector<std::string> keys) {
+    static const char* const kFirst[] = {"throughput_loss", "simulated_makespan_ns", "baseline_makespan_ns",
+                                         "stall_ns", "simulated_peak_bytes", "baseline_peak_bytes", "peak_reduction",
+                                         "capacity_bytes", "swap_in_bytes", "swap_out_bytes", "recompute_ns"};
+    auto rank = [](const std::string& k) {
+        for (size_t i = 0; i < std::size(kFirst); ++i)
+            if (k == kFirst[i]) return i;
+        return std::size(kFirst);
+    };
+    std::sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
+        size_t ra = rank(a), rb = rank(b);
+        return ra != rb ? ra < rb : a < b;
+    });
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    return keys;
+}
+
+}  // namespace mhc::viewer
