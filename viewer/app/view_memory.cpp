@@ -59,9 +59,11 @@ void draw_memory(App& app) {
     // allocation's source frame or size class; chosen for the trace unless the user picks.
     const BandColoring auto_coloring = choose_band_coloring(*app.trace);
     const BandColoring coloring = app.band_coloring < 0 ? auto_coloring : static_cast<BandColoring>(app.band_coloring);
-    ImGui::SameLine(0, 20);
-    ImGui::SetNextItemWidth(150);
-    if (ImGui::BeginCombo("band colour", coloring_name(coloring))) {
+    ImGui::SameLine(0, 24);
+    ImGui::TextUnformatted("band colour");   // the label before its field, as in the toolbar
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(190);
+    if (ImGui::BeginCombo("##band colour", coloring_name(coloring))) {
         for (BandColoring c : {BandColoring::Category, BandColoring::Label, BandColoring::SizeClass}) {
             std::string s = std::string(coloring_name(c)) + (c == auto_coloring ? " (this trace)" : "");
             if (ImGui::Selectable(s.c_str(), c == coloring)) app.band_coloring = static_cast<int>(c);

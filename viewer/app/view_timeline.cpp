@@ -33,6 +33,12 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
 void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec2 p1, nlohmann::json& out) {
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;
+    if (curve.empty() || curve.peak() <= 0) {
+        dl->AddRectFilled(p0, p1, IM_COL32(36, 36, 42, 255));
+        dl->AddText({p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), "no allocations in this trace: no memory curve");
+        out = {{"rect", rect_json(p0, p1)}, {"empty", true}};
+        return;
+    }
     int W = static_cast<int>(p1.x - p0.x);
     static CurveColumns cols;
     prepare_curve(curve, app.range, W, cols);
@@ -49,6 +55,8 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
         draw_hline(dl, p0, p1, static_cast<double>(run->capacity), y_max, kCapacity, s.c_str());
     }
     std::string title = run_curve ? "device bytes, " + run->label() : std::string("live bytes (recorded)");
+    ImVec2 ts = ImGui::CalcTextSize(title.c_str());
+    dl->AddRectFilled({p0.x + 2, p0.y + 1}, {p0.x + 8 + ts.x, p0.y + 3 + ts.y}, IM_COL32(36, 36, 42, 220));
     dl->AddText({p0.x + 4, p0.y + 2}, kCurve, title.c_str());
     out = {{"rect", rect_json(p0, p1)}, {"y_max", y_max}, {"peak_bytes", cols.y_max}, {"peak_col", cols.peak_col},
            {"axis_labels", labels}};
@@ -76,9 +84,16 @@ void draw_timeline(App& app) {
     ImGui::Dummy({avail.x, kAxisHeight + legend_h});
 
     // The tracks fill what the memory strip leaves; they scroll when they do not fit.
-    const float strip_h = app.memory_strip ? std::max(70.f, (avail.y - kAxisHeight - legend_h) * 0.24f) : 0.f;
-    const float tracks_h = std::max(avail.y - kAxisHeight - legend_h - strip_h - (app.memory_strip ? 6.f : 0.f), 40.f);
+    // When the rows reach their largest height with room to spare, the strip takes the rest.
+    const float body_h = avail.y - kAxisHeight - legend_h;
+    float strip_h = app.memory_strip ? std::max(70.f, body_h * 0.24f) : 0.f;
+    float tracks_h = std::max(body_h - strip_h - (app.memory_strip ? 6.f : 0.f), 40.f);
     std::vector<float> heights = track_heights(tracks, tracks_h - 8.f);
+    if (app.memory_strip) {
+        float rows = 8.f;
+        for (size_t i = 0; i < heights.size(); ++i) rows += heights[i] + 2.f + (i > 0 && tracks[i].from_run != tracks[i - 1].from_run ? 4.f : 0.f);
+        if (rows < tracks_h) { strip_h += tracks_h - rows; tracks_h = rows; }
+    }
     prepare_timeline(tracks, app.range, plot_w, frame);
     ImGui::BeginChild("tracks", {0, tracks_h}, false);
     dl = ImGui::GetWindowDrawList();

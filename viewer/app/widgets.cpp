@@ -88,8 +88,9 @@ uint32_t item_color(const App& app, const Lane& l, const DrawItem& d) {
         const auto& c = app.trace->color_of_name;
         return k < c.size() && c[k] ? c[k] : kernel_color(app.trace->str(l.key[d.first]));
     }
-    if (d.count > 1) return l.kind == LaneKind::Highlight ? kHighlight : kFolded;
-    int32_t k = l.key[d.first];
+    // Other lanes hold one kind each (a copy direction, a marker kind, an event kind): a folded
+    // run keeps that kind's colour (its hatched edge says "many").
+    int32_t k = d.count > 1 ? static_cast<int32_t>(l.stream) : l.key[d.first];
     switch (l.kind) {
         case LaneKind::Kernels: break;
         case LaneKind::Copies: return copy_color(static_cast<trace::CopyKind>(k));
@@ -293,10 +294,13 @@ void toolbar(App& app) {
     ImGui::SameLine();
     if (ImGui::Button("Reset zoom")) app.range = app.limits;
     ImGui::SameLine();
-    ImGui::TextDisabled("%s .. %s (%s)   wheel/W/S zoom, drag/A/D pan, right-drag select",
+    ImGui::TextDisabled("%s .. %s (%s)",
                         format_time(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
                         format_time(app.range.t1, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
                         format_duration(app.range.span()).c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("(?)");
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it");
     if (!app.status.empty()) ImGui::TextDisabled("%s", app.status.c_str());
 }
 
