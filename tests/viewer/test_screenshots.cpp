@@ -271,6 +271,14 @@ TEST_CASE("memory screenshot: the peak's column, its height, and the bands") {
     REQUIRE(m["axis_labels"].size() >= 4);
     for (const auto& e : m["legend"])
         for (const auto& l : m["axis_labels"]) CHECK(!overlap(e, l));
+    // Legends sit over the plots, right of the byte labels' column; also in a short window,
+    // where a list down the label column would run into the labels.
+    for (const auto& e : m["legend"]) CHECK(e["x0"].get<double>() >= c["x0"].get<double>() - 1);
+    Shot small = shoot(db.path, "--view memory --size 1400x380");
+    REQUIRE(small.rc == 0);
+    const auto& sm = small.layout["memory"];
+    for (const auto& e : sm["legend"])
+        for (const auto& l : sm["axis_labels"]) CHECK(!overlap(e, l));
 }
 
 TEST_CASE("memory screenshot of an imported trace: bands by source frame, not one grey") {
