@@ -47,7 +47,8 @@ struct Shot {
 Shot shoot(const std::string& trace, const std::string& args) {
     fixture::TempPath png("shot.png"), json("shot.json"), err("stderr.txt");
     std::string cmd = std::string("'") + MHC_VIEW_EXE + "' '" + trace + "' --screenshot '" + png.path +
-                      "' --layout '" + json.path + "' --size 1400x700 " + args + " 2>'" + err.path + "'";
+                      "' --layout '" + json.path + "'" + (args.find("--size") == std::string::npos ? " --size 1400x700 " : " ") +
+                      args + " 2>'" + err.path + "'";
     int st = std::system(cmd.c_str());
     Shot s;
     s.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -275,6 +276,7 @@ TEST_CASE("memory screenshot: the peak's column, its height, and the bands") {
     // where a list down the label column would run into the labels.
     for (const auto& e : m["legend"]) CHECK(e["x0"].get<double>() >= c["x0"].get<double>() - 1);
     Shot small = shoot(db.path, "--view memory --size 1400x380");
+    INFO(small.err);
     REQUIRE(small.rc == 0);
     const auto& sm = small.layout["memory"];
     for (const auto& e : sm["legend"])
