@@ -18,7 +18,8 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
     float x = p.x;
     for (const FamilyShare& f : family_shares(*app.trace)) {
         char buf[64];
-        std::snprintf(buf, sizeof buf, "%s %.0f%%", family_name(f.family), f.share * 100);
+        if (f.share < 0.005) std::snprintf(buf, sizeof buf, "%s <1%%", family_name(f.family));
+        else std::snprintf(buf, sizeof buf, "%s %.0f%%", family_name(f.family), f.share * 100);
         float w = ImGui::CalcTextSize(buf).x + 22;
         if (x + w > x_max) break;
         dl->AddRectFilled({x, p.y + 3}, {x + 12, p.y + 13}, family_color(f.family));
