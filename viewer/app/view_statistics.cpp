@@ -63,6 +63,8 @@ void draw_statistics(App& app) {
                     ImGui::TableNextColumn();
                     ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(kernel_color(t.str(k.name))),
                                        ImGuiColorEditFlags_NoTooltip, {10, 10});
+                    if (ImGui::IsItemHovered() && static_cast<size_t>(k.name) < t.family_of_name.size())
+                        ImGui::SetTooltip("%s kernel", family_name(static_cast<KernelFamily>(t.family_of_name[static_cast<size_t>(k.name)])));
                     ImGui::SameLine();
                     ImGui::TextUnformatted(t.str(k.name).c_str());
                     ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(k.count));
