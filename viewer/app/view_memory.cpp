@@ -59,7 +59,7 @@ void draw_memory(App& app) {
     // allocation's source frame or size class; chosen for the trace unless the user picks.
     const BandColoring auto_coloring = choose_band_coloring(*app.trace);
     const BandColoring coloring = app.band_coloring < 0 ? auto_coloring : static_cast<BandColoring>(app.band_coloring);
-    ImGui::SameLine(0, 24);
+    same_line_if_fits(ImGui::CalcTextSize("band colour").x + 200, 24);
     ImGui::TextUnformatted("band colour");   // the label before its field, as in the toolbar
     ImGui::SameLine();
     ImGui::SetNextItemWidth(190);
@@ -111,7 +111,7 @@ void draw_memory(App& app) {
         dl->AddCircleFilled({px, py}, 4, IM_COL32(255, 255, 255, 255));
         std::string s = "peak " + format_bytes(static_cast<int64_t>(cols.y_max));
         float tx = std::min(px + 6, c1.x - ImGui::CalcTextSize(s.c_str()).x);
-        dl->AddText({tx, py - 16}, IM_COL32(255, 255, 255, 255), s.c_str());
+        dl->AddText({tx, std::max(py - 16, c0.y + 2)}, IM_COL32(255, 255, 255, 255), s.c_str());
     }
     {
         std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : std::string("recorded live bytes")}};

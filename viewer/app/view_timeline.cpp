@@ -67,7 +67,7 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
 
 void draw_timeline(App& app) {
     toolbar(app);
-    ImGui::SameLine(0, 20);
+    same_line_if_fits(ImGui::CalcTextSize("memory strip").x + 40);
     ImGui::Checkbox("memory strip", &app.memory_strip);
     const ViewRun* run = app.selected_run();
     std::vector<Track> tracks = timeline_tracks(*app.trace, run, app.highlights.empty() ? nullptr : &app.highlights);

@@ -16,6 +16,11 @@ nlohmann::json rect_json(ImVec2 p0, ImVec2 p1) {
     return {{"x0", p0.x}, {"y0", p0.y}, {"x1", p1.x}, {"y1", p1.y}};
 }
 
+void same_line_if_fits(float width, float spacing) {
+    float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    if (ImGui::GetItemRectMax().x + spacing + width <= right) ImGui::SameLine(0, spacing);
+}
+
 void draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r) {
     dl->AddRectFilled(p0, {p0.x + w, p0.y + h}, IM_COL32(42, 42, 48, 255));
     for (const Tick& t : time_ticks(r, w, 10.f)) {

@@ -37,5 +37,7 @@ void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, ui
 void toolbar(App& app);
 
 nlohmann::json rect_json(ImVec2 p0, ImVec2 p1);
+// SameLine when `width` more pixels fit after the last item, else start a new line.
+void same_line_if_fits(float width, float spacing = 20.f);
 
 }  // namespace mhc::view
