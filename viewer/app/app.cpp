@@ -38,6 +38,7 @@ App::~App() {
 }
 
 void App::finish_load() {
+    band_coloring_auto = -1;
     run_list = trace::list_runs(trace->path);
     runs.clear();
     runs.resize(run_list.size());

@@ -65,6 +65,7 @@ public:
     int step_input = 0;                      // the toolbar's "step" field
     bool memory_strip = true;                // timeline: the memory curve under the tracks
     int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
+    int band_coloring_auto = -1;             // the trace's choice, computed once (scans allocations)
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)
     std::mutex runs_mutex;                   // the launcher's worker adds runs

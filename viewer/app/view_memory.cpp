@@ -57,7 +57,8 @@ void draw_memory(App& app) {
     toolbar(app);
     // Colour of the bands: by category, or for imported traces (no categories) by the
     // allocation's source frame or size class; chosen for the trace unless the user picks.
-    const BandColoring auto_coloring = choose_band_coloring(*app.trace);
+    if (app.band_coloring_auto < 0) app.band_coloring_auto = static_cast<int>(choose_band_coloring(*app.trace));
+    const auto auto_coloring = static_cast<BandColoring>(app.band_coloring_auto);
     const BandColoring coloring = app.band_coloring < 0 ? auto_coloring : static_cast<BandColoring>(app.band_coloring);
     same_line_if_fits(ImGui::CalcTextSize("band colour").x + 200, 24);
     ImGui::TextUnformatted("band colour");   // the label before its field, as in the toolbar
