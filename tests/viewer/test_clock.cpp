@@ -1,6 +1,8 @@
 // A run's clock (RunClock): recorded marker and copy times placed among the run's kernels.
 #include <catch2/catch.hpp>
 
+#include <random>
+
 #include "fixtures.hpp"
 #include "mhc/viewer/clock.hpp"
 #include "mhc/viewer/data.hpp"
@@ -46,6 +48,30 @@ TEST_CASE("the run clock: kernels starting together take the largest shift; ends
     CHECK(m.t_start[1] == 310);
     CHECK(m.t_end[1] == 310);
     CHECK(m.ref[1] == 1);
+}
+
+TEST_CASE("the run clock equals a brute-force 'last kernel starting at or before t' on random runs") {
+    std::mt19937_64 rng(11);
+    for (int trial = 0; trial < 20; ++trial) {
+        std::vector<std::pair<int64_t, int64_t>> k;   // (recorded start, run start)
+        RunClock c;
+        int64_t shift = 0;
+        for (int i = 0; i < 500; ++i) {
+            int64_t s = static_cast<int64_t>(rng() % 100000);
+            if (rng() % 10 == 0) shift += static_cast<int64_t>(rng() % 1000);   // a stall: shifts grow in steps
+            int64_t d = rng() % 7 == 0 ? static_cast<int64_t>(rng() % 500) : shift;   // some streams shift less
+            k.push_back({s, s + d});
+            c.add(s, s + d);
+        }
+        c.finish();
+        for (int q = 0; q < 300; ++q) {
+            int64_t t = static_cast<int64_t>(rng() % 110000) - 5000;
+            int64_t best_s = INT64_MIN, best_d = 0;
+            for (const auto& [s, r] : k)
+                if (s <= t && (s > best_s || (s == best_s && r - s > best_d))) { best_s = s; best_d = r - s; }
+            CHECK(c.map(t) == (best_s == INT64_MIN ? t : t + best_d));
+        }
+    }
 }
 
 TEST_CASE("a selected run draws the trace's markers and copies on its clock") {

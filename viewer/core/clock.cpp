@@ -12,8 +12,13 @@ void RunClock::finish() {
     // (start, shift) ascending: among kernels starting together the last, largest shift wins.
     std::sort(pending_.begin(), pending_.end());
     start_.clear(); shift_.clear();
-    start_.reserve(pending_.size()); shift_.reserve(pending_.size());
-    for (const auto& [s, d] : pending_) { start_.push_back(s); shift_.push_back(d); }
+    // Keep only the kernels where the shift changes: map() takes the last entry at or before t,
+    // and a run's shifts stay constant between stalls, so this is usually far fewer entries.
+    for (const auto& [s, d] : pending_) {
+        if (!shift_.empty() && shift_.back() == d) continue;
+        start_.push_back(s);
+        shift_.push_back(d);
+    }
     pending_.clear();
     pending_.shrink_to_fit();
 }

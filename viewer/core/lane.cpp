@@ -36,6 +36,7 @@ void Lane::finish() {
 }
 
 void Lane::classify(const std::vector<uint8_t>& class_of_key, uint8_t fallback, int classes) {
+    classes = std::clamp(classes, 1, 256);   // dominant_class sums into 256 slots
     classes_ = classes;
     cls_.resize(size());
     for (size_t i = 0; i < size(); ++i) {

@@ -26,7 +26,7 @@ public:
     Lane map_lane(const Lane& recorded) const;
 
 private:
-    std::vector<int64_t> start_, shift_;   // by recorded start
+    std::vector<int64_t> start_, shift_;   // by recorded start, only where the shift changes
     std::vector<std::pair<int64_t, int64_t>> pending_;
 };
 
