@@ -24,7 +24,7 @@ TEST_CASE("capacities parse as bytes or shares and reject nonsense", "[sim][conf
     CHECK_THROWS_AS(sim::parse_capacity("abc%"), Error);
 }
 
-TEST_CASE("link presets carry DESIGN.md's figures", "[sim][config]") {
+TEST_CASE("link presets carry docs/design.md's figures", "[sim][config]") {
     auto p4 = sim::link_from_spec("pcie4");
     CHECK(p4.h2d.bandwidth_Bps == Approx(25e9));
     CHECK(p4.duplex_factor == Approx(0.5));

@@ -1,5 +1,5 @@
 #pragma once
-// What one simulated run produced: the metrics of DESIGN.md §4 and the timeline.
+// What one simulated run produced: the metrics of docs/design.md §4 and the timeline.
 #include <cmath>
 #include <cstdint>
 #include <string>

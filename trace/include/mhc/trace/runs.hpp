@@ -1,5 +1,5 @@
 #pragma once
-// Simulated and replayed runs live in the trace file beside the trace (DESIGN.md §2):
+// Simulated and replayed runs live in the trace file beside the trace (docs/design.md §2):
 // tables runs, run_config, run_metrics, run_events, run_kernels, run_memory.
 #include <cstdint>
 #include <map>
