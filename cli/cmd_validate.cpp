@@ -32,7 +32,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
     app.add_option("--link", o->link,
                    "The replay machine's link: a preset or a profile from `mhc calibrate` (host: --backend host)");
-    add_sim_base_options(app, o->base, "caching",
+    add_sim_base_options(app, o->base,
                          " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
     app.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
     app.add_option("--time-scale", o->time_scale,
