@@ -28,8 +28,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("trace", o->trace, "Trace file")->required()->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
                    "GPU capacity (required): a share of the unlimited peak (60%, at most 100%), a size with a unit "
-                   "(40GiB, 40GB, 512MiB), or 'unlimited' for the baseline")
-        ->required();
+                   "(40GiB, 40GB, 512MiB), or 'unlimited' for the baseline");
     auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
     app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
     app.add_option("--link", o->link, "pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer, or a link profile JSON file");
@@ -37,16 +36,21 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--h2d-bandwidth", o->h2d_bw, "Override the link's H2D bandwidth (25GB/s)");
     app.add_option("--d2h-bandwidth", o->d2h_bw, "Override the link's D2H bandwidth");
     app.add_option("--latency", o->latency, "Override the per-transfer latency both ways (6us)");
-    app.add_option("--copy-engines", o->copy_engines, "Override the number of copy engines");
-    app.add_option("--duplex-factor", o->duplex, "Override the both-directions bandwidth factor (0,1]");
-    app.add_option("--nccl-share", o->nccl_share, "Bandwidth share lost while NCCL kernels run [0,1)");
-    app.add_option("--memcpy-share", o->memcpy_share, "Bandwidth share lost to the trace's own memcpys [0,1)");
+    app.add_option("--copy-engines", o->copy_engines, "Override the number of copy engines (0: the link's)");
+    app.add_option("--duplex-factor", o->duplex, "Override the both-directions bandwidth factor (0,1] (0: the link's)");
+    app.add_option("--nccl-share", o->nccl_share, "Bandwidth share lost while NCCL kernels run [0,1) (-1: the link's)");
+    app.add_option("--memcpy-share", o->memcpy_share,
+                   "Bandwidth share lost to the trace's own memcpys [0,1) (-1: the link's)");
     app.add_option("--memory-samples", o->samples, "Memory timeline samples stored");
     app.add_flag("--json", o->json, "Print the result as JSON");
     app.add_flag("--no-store", o->no_store, "Do not store the run in the trace file");
     app.add_flag("--check", o->check, "Check the invariants while running");
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
     return [o, pol] {
+        // Without a limit a run says nothing, and storing it by accident clutters the trace.
+        if (o->capacity.empty())
+            throw Error("simulate: --capacity is required: a share of the unlimited peak (60%), a size (40GiB), "
+                        "or 'unlimited' for the baseline");
         sim::Config c;
         c.capacity = sim::parse_capacity(o->capacity);
         c.eviction = o->policy;

@@ -89,17 +89,19 @@ std::function<int()> setup(CLI::App& app) {
             std::printf(", %zu bisection probes for %zu answers", s.simulations - s.grid.size(), s.answers.size());
         std::printf("\n");
         if (!o->no_store) {
+            // An answer at 100% ("no saving") is the unlimited run again: nothing to store.
+            auto saving = [](const sim::BisectAnswer& a) { return a.found && a.fraction < 1.0; };
             size_t found = 0;
-            for (const auto& a : s.answers) found += a.found;
+            for (const auto& a : s.answers) found += saving(a);
             for (const auto& r : s.grid) trace::add_run(o->trace, sim::to_run(r));
             for (const auto& a : s.answers)
-                if (a.found) {
+                if (saving(a)) {
                     trace::Run run = sim::to_run(a.result);
                     run.name = "bisect:" + run.name;
                     run.config["bisect_budget"] = o->budget;
                     trace::add_run(o->trace, run);
                 }
-            std::printf("stored %zu runs in %s: the %zu grid runs and %zu bisection answers (bisect:*)\n",
+            std::printf("stored %zu runs in %s: the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",
                         s.grid.size() + found, o->trace.c_str(), s.grid.size(), found);
         }
         for (const auto& r : s.grid)

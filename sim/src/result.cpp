@@ -65,9 +65,14 @@ std::string to_text(const Result& r) {
     // throughput loss to report, only what happened before it stopped.
     if (r.oom.happened) {
         o << "OUT OF MEMORY  " << r.oom.where << ": " << r.oom.why << "\n";
+        // Simulated time runs later than recorded time by every stall and recomputation before
+        // the OOM: an OOM "at 19.6 s" of a 109 ms trace is a run that stalled for 19.5 s.
         o << "               at " << format_ns(r.oom.time) << " of simulated time (the recorded trace lasts "
-          << format_ns(r.baseline_makespan) << "; stalls before the OOM added " << format_ns(r.stall_time)
-          << " and recomputations " << format_ns(r.recompute_time) << ")\n";
+          << format_ns(r.baseline_makespan);
+        if (r.stall_time + r.recompute_time > 0)
+            o << "; stalls and recomputations before the OOM delayed it by "
+              << format_ns(r.stall_time + r.recompute_time);
+        o << ")\n";
     }
     o << "capacity       " << (r.capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.capacity))
       << "   host buffer " << (r.host_capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.host_capacity))

@@ -39,16 +39,16 @@ has "more than 100%" "$tmp/err"
 
 # ---- 5: simulate requires --capacity; every default shown in --help, one allocator ----
 run 2 simulate "$t"
-has "capacity" "$tmp/err"
+has "--capacity is required" "$tmp/err"
 [[ $(sqlite3 "$t" "SELECT count(*) FROM runs") == 0 ]] || fail "simulate without --capacity stored a run"
 run 0 simulate --help
-for d in "\[lru\]" "\[none\]" "\[pcie4\]" "\[caching\]" "required"; do has "$d" "$tmp/out" "simulate --help"; done
+for d in "=lru" "=none" "=pcie4" "=caching" "(required)"; do has "$d" "$tmp/out" "simulate --help"; done
 run 0 sweep --help
-for d in "\[lru,largest,belady,dtr,cost_aware\]" "\[90%,70%,50%\]" "\[pcie4\]" "\[3%\]" "\[caching\]" "\[8\]"; do
+for d in "=lru,largest,belady,dtr,cost_aware" "=90%,70%,50%" "=pcie4" "=3%" "=caching" "=8"; do
     has "$d" "$tmp/out" "sweep --help"
 done
 run 0 validate --help
-for d in "\[60%\]" "\[caching\]" "\[host\]"; do has "$d" "$tmp/out" "validate --help"; done
+for d in "=60%" "=caching" "=host"; do has "$d" "$tmp/out" "validate --help"; done
 run 0 simulate "$t" --capacity 80% --no-store --json
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['config']['allocator']=='caching', j['config']" "$tmp/out" \
     || fail "simulate's default allocator is not caching"
@@ -111,7 +111,8 @@ grep "^lru  *none  " "$tmp/out" | grep -q "\*" && fail "lru+none marked as an or
 grid=$(grep -oE "[0-9]+ grid runs" "$tmp/out" | grep -oE "^[0-9]+")
 [[ $grid == 8 ]] || fail "grid runs: $grid, want 8: $(cat "$tmp/out")"
 stored=$(grep -oE "stored [0-9]+ runs" "$tmp/out" | grep -oE "[0-9]+")
-answers=$(grep -oE "and [0-9]+ bisection answers" "$tmp/out" | grep -oE "[0-9]+")
+answers=$(grep -oE "and [0-9]+ bisection answers with a saving" "$tmp/out" | grep -oE "[0-9]+")
+[[ $answers == 0 ]] || fail "answers without a saving were stored: $(cat "$tmp/out")"
 [[ $stored == $((grid + answers)) ]] || fail "stored $stored runs, said $grid grid runs + $answers answers"
 [[ $(sqlite3 "$t" "SELECT count(*) FROM runs") == "$stored" ]] || fail "the file holds $(sqlite3 "$t" "SELECT count(*) FROM runs") runs, said $stored"
 sims=$(grep -oE "^[0-9]+ simulations" "$tmp/out" | grep -oE "[0-9]+")
