@@ -9,6 +9,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/replay/validate.hpp"
 #include "mhc/sim/link.hpp"
+#include "mhc/trace/store.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -67,6 +68,9 @@ std::function<int()> setup(CLI::App& app) {
         spec.store = !o->no_store;
         spec.retime = !o->recorded_timing;
         spec.repeat = o->repeat;
+        // Nothing to limit, nothing to replay: refuse as simulate does (before any replay).
+        if (trace::Reader(o->trace).counts().allocations == 0)
+            throw Error(o->trace + ": no allocations: nothing to simulate or replay under a memory limit");
         auto note = [](const std::string& s) {
             if (show_progress()) std::fprintf(stderr, "mhc: %s\n", s.c_str());
         };

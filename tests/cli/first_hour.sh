@@ -93,6 +93,8 @@ has "no allocations" "$tmp/err"
 [[ $(wc -l <"$tmp/err") == 1 ]] || fail "no allocations: want one line"
 run 2 sweep "$tmp/kineto.db" --no-store
 has "no allocations" "$tmp/err"
+run 2 validate "$tmp/kineto.db" --no-store
+has "no allocations" "$tmp/err"
 run 0 info "$tmp/kineto.db"
 hasnt "peak .* at -" "$tmp/out" "info without allocations"
 hasnt "peak        0 B" "$tmp/out" "info without allocations"
