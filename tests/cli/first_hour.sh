@@ -83,7 +83,7 @@ run 0 sweep "$tmp/snap.db" --policies lru --capacities 90% --no-store --no-bisec
 has "warning: .*no kernels" "$tmp/out" "sweep of a snapshot"
 # Nsight Systems: kernels and allocations, no accesses.
 run 0 import "$pub/nsys/con_kernel.sqlite" -o "$tmp/nsys.db"
-run 0 simulate "$tmp/nsys.db" --capacity 90% --no-store --json
+run 0 simulate "$tmp/nsys.db" --capacity 100% --device 0 --no-store --json
 python3 -c "import json,sys; w=json.load(open(sys.argv[1]))['warnings']; assert any('no accesses' in x for x in w), w" "$tmp/out" \
     || fail "--json lacks the no-accesses warning"
 # A timeline without allocations: nothing to simulate.

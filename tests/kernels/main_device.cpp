@@ -20,5 +20,11 @@ int main(int argc, char** argv) {
                         : "no CUDA device (or a build without CUDA): skipped\n");
         return 77;
     }
+    // Run by hand without arguments: only this program's tests (ctest names each one).
+    if (argc == 1) {
+        static char gpu_tag[] = "[gpu]", nocuda_tag[] = "[nocuda]";
+        char* args[] = {argv[0], MHC_TESTS_NEED_GPU ? gpu_tag : nocuda_tag, nullptr};
+        return Catch::Session().run(2, args);
+    }
     return Catch::Session().run(argc, argv);
 }
