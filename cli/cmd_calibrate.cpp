@@ -133,7 +133,7 @@ int run(const Args& a) {
     nlohmann::json by_chunk = nlohmann::json::array();
     const int rounds = a.quick ? std::min(a.rounds, 3) : a.rounds;
     std::printf("median of %d rounds (min-max in brackets)\n", rounds);
-    std::printf("%-10s %24s %24s %24s %24s\n", "chunk", "h2d", "d2h", "both: h2d", "both: d2h");
+    std::printf("%-10s %32s %32s %32s %32s\n", "chunk", "h2d", "d2h", "both: h2d", "both: d2h");
     auto cell = [](const Stat& st) {
         return format_rate(st.median) + " [" + format_rate(st.lo) + "-" + format_rate(st.hi) + "]";
     };
@@ -143,7 +143,7 @@ int run(const Args& a) {
         int count = a.repeat > 0 ? a.repeat : static_cast<int>(std::clamp(budget / s, 4.0, 4096.0));
         measure(*engine, s, std::min(count, 4), true, true);  // warm-up
         ChunkRates c = measure_rounds(*engine, s, count, rounds);
-        std::printf("%-10s %24s %24s %24s %24s\n", format_bytes(static_cast<int64_t>(s)).c_str(),
+        std::printf("%-10s %32s %32s %32s %32s\n", format_bytes(static_cast<int64_t>(s)).c_str(),
                     cell(c.h2d).c_str(), cell(c.d2h).c_str(), cell(c.both_h2d).c_str(), cell(c.both_d2h).c_str());
         by_chunk.push_back({{"bytes", s}, {"h2d_Bps", c.h2d.median}, {"d2h_Bps", c.d2h.median},
                             {"both_h2d_Bps", c.both_h2d.median}, {"both_d2h_Bps", c.both_d2h.median}});
@@ -161,10 +161,12 @@ int run(const Args& a) {
     const int reps = a.quick ? 50 : 200;
     Stat lh = latency(*engine, k::SwapDir::HostToDevice, small, reps);
     Stat ld = latency(*engine, k::SwapDir::DeviceToHost, small, reps);
-    double lat_h2d = std::max(0.0, lh.median - small / best_one.h2d);
-    double lat_d2h = std::max(0.0, ld.median - small / best_one.d2h);
+    auto fixed = [&](double t, double bw) { return std::max(0.0, t - small / bw) * 1e6; };   // us
+    double lat_h2d = fixed(lh.median, best_one.h2d) * 1e-6;
+    double lat_d2h = fixed(ld.median, best_one.d2h) * 1e-6;
     std::printf("latency (4 KiB, %d transfers): h2d %.2f us [p10-p90 %.2f-%.2f]; d2h %.2f us [%.2f-%.2f]\n", reps,
-                lat_h2d * 1e6, lh.lo * 1e6, lh.hi * 1e6, lat_d2h * 1e6, ld.lo * 1e6, ld.hi * 1e6);
+                lat_h2d * 1e6, fixed(lh.lo, best_one.h2d), fixed(lh.hi, best_one.h2d), lat_d2h * 1e6,
+                fixed(ld.lo, best_one.d2h), fixed(ld.hi, best_one.d2h));
     // Duplex factor: both directions at once relative to one, the median over chunk sizes.
     // The model needs it in (0, 1]: running both directions cannot be faster than one. A host
     // backend (memcpy threads, no shared link) can measure above 1 by noise; clamp and say so.

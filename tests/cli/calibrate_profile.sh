@@ -10,7 +10,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 cd "$tmp" || exit 1
-"$mhc" generate --preset gpt2-small --layers 2 --steps 1 -o t.db >/dev/null || fail "generate"
+# Small enough for a quick replay on a shared 2-core machine.
+"$mhc" generate --preset gpt2-small --layers 2 --steps 1 --seq 128 --hidden 256 --heads 4 --ffn 1024 -o t.db >/dev/null \
+    || fail "generate"
 for i in 1 2 3; do
     "$mhc" calibrate --backend host --quick --max-chunk 256KiB -o link$i.json >cal.txt 2>&1 || fail "calibrate $i: $(cat cal.txt)"
     grep -q "median of 3 rounds" cal.txt || fail "calibrate does not say it takes medians: $(cat cal.txt)"

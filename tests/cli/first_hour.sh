@@ -110,7 +110,7 @@ has "belady  *none \*" "$tmp/out" "oracle mark on belady"
 has "lru  *lookahead:8 \*" "$tmp/out" "oracle mark on lookahead"
 has "^\* oracle" "$tmp/out" "oracle legend"
 grep "^lru  *none  " "$tmp/out" | grep -q "\*" && fail "lru+none marked as an oracle"
-grid=$(grep -oE "[0-9]+ grid runs" "$tmp/out" | grep -oE "^[0-9]+")
+grid=$(grep -oE "s: [0-9]+ grid runs" "$tmp/out" | grep -oE "[0-9]+")
 [[ $grid == 8 ]] || fail "grid runs: $grid, want 8: $(cat "$tmp/out")"
 stored=$(grep -oE "stored [0-9]+ runs" "$tmp/out" | grep -oE "[0-9]+")
 answers=$(grep -oE "and [0-9]+ bisection answers with a saving" "$tmp/out" | grep -oE "[0-9]+")
