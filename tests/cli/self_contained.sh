@@ -31,4 +31,10 @@ for sec in $(grep -rhoE 'docs/design\.md` ?§[0-9]+|docs/design\.md §[0-9]+' --
              --include='*.md' --include='CMakeLists.txt' . | grep -oE '[0-9]+$' | sort -u); do
     grep -q "^## $sec\. " docs/design.md || fail "docs/design.md has no section $sec"
 done
+# The README says plainly what has never run on a GPU (item 3).
+for part in "mhc record" "CUDA kernels" "validate --backend cuda" "calibrate --backend cuda"; do
+    grep -A8 "What has run on a GPU" README.md | tr '\n' ' ' | grep -q -- "$part" \
+        || fail "README's GPU paragraph does not name $part"
+done
+grep -q "Unverified on a GPU" README.md || fail "README does not say what is unverified on a GPU"
 echo ok
