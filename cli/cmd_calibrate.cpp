@@ -16,6 +16,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/swap.hpp"
+#include "mhc/sim/link.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -25,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Args {
     std::string backend, output, name, path = "copy-engine", max_chunk = "64MiB";
-    int repeat = 0;
+    int repeat = 0, rounds = 5;
     bool quick = false;
 };
 
@@ -53,13 +54,43 @@ Rates measure(k::SwapEngine& e, size_t bytes, int count, bool h2d, bool d2h) {
     }
     Rates out;
     const double total = static_cast<double>(bytes) * count;
-    if (h2d) out.h2d = total / end[0];
-    if (d2h) out.d2h = total / end[1];
+    // A clock too coarse for the transfer gives no rate rather than an infinite one.
+    if (h2d && end[0] > 0) out.h2d = total / end[0];
+    if (d2h && end[1] > 0) out.d2h = total / end[1];
     return out;
 }
 
-// Mean seconds of one isolated small transfer, submit to completion.
-double latency(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int reps) {
+// Median and spread of repeated measurements: one run of a shared host (or a GPU with other
+// work on it) can be off by a factor, the median of several is not.
+struct Stat {
+    double median = 0, lo = 0, hi = 0;
+};
+Stat stat(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    if (v.empty()) return {};
+    return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// The rates of `rounds` repetitions of each measurement, interleaved so that a slow moment
+// of the machine touches all three kinds alike; medians per kind.
+struct ChunkRates {
+    Stat h2d, d2h, both_h2d, both_d2h;
+};
+ChunkRates measure_rounds(k::SwapEngine& e, size_t bytes, int count, int rounds) {
+    std::vector<double> h, d, bh, bd;
+    for (int r = 0; r < rounds; ++r) {
+        h.push_back(measure(e, bytes, count, true, false).h2d);
+        d.push_back(measure(e, bytes, count, false, true).d2h);
+        Rates b = measure(e, bytes, count, true, true);
+        bh.push_back(b.h2d);
+        bd.push_back(b.d2h);
+    }
+    return {stat(h), stat(d), stat(bh), stat(bd)};
+}
+
+// Seconds of one isolated small transfer, submit to completion: median and the 10th-90th
+// percentile spread (a descheduled thread shows as a long tail, not as the figure).
+Stat latency(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int reps) {
     std::vector<double> t;
     for (int i = 0; i < reps; ++i) {
         auto t0 = Clock::now();
@@ -67,7 +98,7 @@ double latency(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int reps) {
         t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     std::sort(t.begin(), t.end());
-    return t[t.size() / 2];  // median: robust to a descheduled thread
+    return {t[t.size() / 2], t[t.size() / 10], t[t.size() * 9 / 10]};
 }
 
 int run(const Args& a) {
@@ -100,28 +131,59 @@ int run(const Args& a) {
     };
     auto engine = make(path);
     nlohmann::json by_chunk = nlohmann::json::array();
-    std::printf("%-10s %12s %12s %14s %14s\n", "chunk", "h2d", "d2h", "both: h2d", "both: d2h");
-    Rates best_one, best_both;
+    const int rounds = a.quick ? std::min(a.rounds, 3) : a.rounds;
+    std::printf("median of %d rounds (min-max in brackets)\n", rounds);
+    std::printf("%-10s %32s %32s %32s %32s\n", "chunk", "h2d", "d2h", "both: h2d", "both: d2h");
+    auto cell = [](const Stat& st) {
+        return format_rate(st.median) + " [" + format_rate(st.lo) + "-" + format_rate(st.hi) + "]";
+    };
+    ChunkRates best_h2d, best_d2h;
+    std::vector<double> duplex_ratios;
     for (size_t s : sizes) {
         int count = a.repeat > 0 ? a.repeat : static_cast<int>(std::clamp(budget / s, 4.0, 4096.0));
         measure(*engine, s, std::min(count, 4), true, true);  // warm-up
-        Rates h = measure(*engine, s, count, true, false);
-        Rates d = measure(*engine, s, count, false, true);
-        Rates b = measure(*engine, s, count, true, true);
-        std::printf("%-10s %12s %12s %14s %14s\n", format_bytes(static_cast<int64_t>(s)).c_str(),
-                    format_rate(h.h2d).c_str(), format_rate(d.d2h).c_str(), format_rate(b.h2d).c_str(),
-                    format_rate(b.d2h).c_str());
-        by_chunk.push_back({{"bytes", s}, {"h2d_Bps", h.h2d}, {"d2h_Bps", d.d2h},
-                            {"both_h2d_Bps", b.h2d}, {"both_d2h_Bps", b.d2h}});
-        if (h.h2d > best_one.h2d) { best_one.h2d = h.h2d; best_both.h2d = b.h2d; }
-        if (d.d2h > best_one.d2h) { best_one.d2h = d.d2h; best_both.d2h = b.d2h; }
+        ChunkRates c = measure_rounds(*engine, s, count, rounds);
+        std::printf("%-10s %32s %32s %32s %32s\n", format_bytes(static_cast<int64_t>(s)).c_str(),
+                    cell(c.h2d).c_str(), cell(c.d2h).c_str(), cell(c.both_h2d).c_str(), cell(c.both_d2h).c_str());
+        by_chunk.push_back({{"bytes", s}, {"h2d_Bps", c.h2d.median}, {"d2h_Bps", c.d2h.median},
+                            {"both_h2d_Bps", c.both_h2d.median}, {"both_d2h_Bps", c.both_d2h.median}});
+        if (c.h2d.median > best_h2d.h2d.median) best_h2d = c;
+        if (c.d2h.median > best_d2h.d2h.median) best_d2h = c;
+        if (c.h2d.median > 0 && c.d2h.median > 0)
+            duplex_ratios.push_back(0.5 * (c.both_h2d.median / c.h2d.median + c.both_d2h.median / c.d2h.median));
     }
+    if (!(best_h2d.h2d.median > 0) || !(best_d2h.d2h.median > 0))
+        throw Error("calibrate: no transfer took measurable time (the clock is too coarse for these sizes); "
+                    "raise --max-chunk or --repeat", Error::Kind::Internal);
+    Rates best_one{best_h2d.h2d.median, best_d2h.d2h.median};
     // Latency: the fixed cost of a transfer = time of a tiny one minus its bytes at full rate.
     const size_t small = 4096;
     const int reps = a.quick ? 50 : 200;
-    double lat_h2d = std::max(0.0, latency(*engine, k::SwapDir::HostToDevice, small, reps) - small / best_one.h2d);
-    double lat_d2h = std::max(0.0, latency(*engine, k::SwapDir::DeviceToHost, small, reps) - small / best_one.d2h);
-    const double duplex = 0.5 * (best_both.h2d / best_one.h2d + best_both.d2h / best_one.d2h);
+    Stat lh = latency(*engine, k::SwapDir::HostToDevice, small, reps);
+    Stat ld = latency(*engine, k::SwapDir::DeviceToHost, small, reps);
+    auto fixed = [&](double t, double bw) { return std::max(0.0, t - small / bw) * 1e6; };   // us
+    double lat_h2d = fixed(lh.median, best_one.h2d) * 1e-6;
+    double lat_d2h = fixed(ld.median, best_one.d2h) * 1e-6;
+    std::printf("latency (4 KiB, %d transfers): h2d %.2f us [p10-p90 %.2f-%.2f]; d2h %.2f us [%.2f-%.2f]\n", reps,
+                lat_h2d * 1e6, fixed(lh.lo, best_one.h2d), fixed(lh.hi, best_one.h2d), lat_d2h * 1e6,
+                fixed(ld.lo, best_one.d2h), fixed(ld.hi, best_one.d2h));
+    // Duplex factor: both directions at once relative to one, the median over chunk sizes.
+    // The model needs it in (0, 1]: running both directions cannot be faster than one. A host
+    // backend (memcpy threads, no shared link) can measure above 1 by noise; clamp and say so.
+    double duplex = stat(duplex_ratios).median;
+    std::vector<std::string> notes;
+    if (!(duplex <= 1.0)) {
+        char b[160];
+        std::snprintf(b, sizeof b, "duplex factor measured %.2f (> 1: both directions no slower than one); clamped to 1.00", duplex);
+        notes.push_back(b);
+        duplex = 1.0;
+    } else if (!(duplex >= 0.05)) {
+        char b[160];
+        std::snprintf(b, sizeof b, "duplex factor measured %.3f (both directions nearly stalled); clamped to 0.05", duplex);
+        notes.push_back(b);
+        duplex = 0.05;
+    }
+    for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
 
     if (dev == k::Device::Cuda) {  // copy engines vs zero-copy, for the record
         auto other = make(path == k::SwapPath::CopyEngine ? k::SwapPath::ZeroCopy : k::SwapPath::CopyEngine);
@@ -133,7 +195,8 @@ int run(const Args& a) {
                     format_rate(od.d2h).c_str());
     }
 
-    std::string source = "mhc calibrate --backend " + backend + " --path " + a.path + " --max-chunk " + a.max_chunk;
+    std::string source = "mhc calibrate --backend " + backend + " --path " + a.path + " --max-chunk " + a.max_chunk +
+                         " --rounds " + std::to_string(rounds);
     if (a.quick) source += " --quick";
     std::string name = a.name;
     if (name.empty())
@@ -146,6 +209,7 @@ int run(const Args& a) {
         {"duplex_factor", duplex},
         {"source", source},
         {"by_chunk", by_chunk}};
+    if (!notes.empty()) j["notes"] = notes;
     const std::string text = j.dump(2) + "\n";
     const std::string tmp = a.output + ".tmp." + std::to_string(::getpid());
     {
@@ -156,6 +220,14 @@ int run(const Args& a) {
             std::remove(tmp.c_str());
             throw Error(where(a.output, "write failed"));
         }
+    }
+    // The profile must load where it will be used: the simulator's own reader is the judge,
+    // before the file takes its name.
+    try {
+        sim::link_from_spec(tmp);
+    } catch (const Error& e) {
+        std::remove(tmp.c_str());
+        throw Error(std::string("calibrate wrote a profile the simulator rejects: ") + e.what(), Error::Kind::Internal);
     }
     if (std::rename(tmp.c_str(), a.output.c_str()) != 0) {
         std::remove(tmp.c_str());
@@ -176,7 +248,9 @@ Registration reg{Command{
         sub.add_option("--name", args->name, "Name recorded in the profile");
         sub.add_option("--path", args->path, "copy-engine or zero-copy (cuda)")->capture_default_str();
         sub.add_option("--max-chunk", args->max_chunk, "Largest chunk size measured")->capture_default_str();
-        sub.add_option("--repeat", args->repeat, "Transfers per measurement (default: by size)");
+        sub.add_option("--repeat", args->repeat, "Transfers per measurement (0: by size)");
+        sub.add_option("--rounds", args->rounds, "Repetitions of each measurement; the median is kept (--quick: at most 3)")
+            ->check(CLI::Range(1, 99));
         sub.add_flag("--quick", args->quick, "Fewer bytes per measurement");
         return [args]() { return run(*args); };
     }}};

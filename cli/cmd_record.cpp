@@ -139,6 +139,13 @@ int run_record(const std::string& output, bool torch, bool no_accesses,
     for (const auto& a : cmd) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
 
+    // A close-on-exec pipe tells a command that never started (not found, not executable)
+    // from one that ran: exec closes it, a failed exec writes its errno into it.
+    int exec_pipe[2];
+    if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+        unlink(manifest.c_str());
+        throw Error(std::string("pipe: ") + std::strerror(errno), Error::Kind::Internal);
+    }
     std::fflush(nullptr);
     pid_t pid = fork();
     if (pid < 0) {
@@ -147,11 +154,20 @@ int run_record(const std::string& output, bool torch, bool no_accesses,
     }
     if (pid == 0) {
         // The process started here writes `output` itself; others get rank or pid names.
+        close(exec_pipe[0]);
         setenv("MHC_RECORD_ROOT_PID", std::to_string(getpid()).c_str(), 1);
         execvp(argv[0], argv.data());
-        std::fprintf(stderr, "mhc record: cannot run %s: %s\n", argv[0], std::strerror(errno));
-        _exit(127);
+        int err = errno;
+        ssize_t ignored = write(exec_pipe[1], &err, sizeof err);
+        (void)ignored;
+        _exit(err == ENOENT ? 127 : 126);
     }
+    close(exec_pipe[1]);
+    int exec_errno = 0;
+    ssize_t got;
+    while ((got = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
+    close(exec_pipe[0]);
+    if (got != static_cast<ssize_t>(sizeof exec_errno)) exec_errno = 0;
     // Ctrl-C reaches the whole process group, the child included: wait for it to write its
     // trace instead of dying first. SIGTERM sent to us is passed on.
     g_child = pid;
@@ -173,8 +189,14 @@ int run_record(const std::string& output, bool torch, bool no_accesses,
     for (const auto& w : written)
         std::printf("mhc record: wrote %s (%s; %s)\n", w.path.c_str(), w.status.c_str(),
                     w.detail.c_str());
+    if (exec_errno != 0) {
+        // The shell's statuses: 127 not found, 126 found but not runnable.
+        std::fprintf(stderr, "mhc record: %s: %s; no trace written\n", cmd[0].c_str(),
+                     exec_errno == ENOENT ? "command not found" : std::strerror(exec_errno));
+        return exec_errno == ENOENT ? 127 : 126;
+    }
     if (written.empty())
-        std::printf("mhc record: no trace written: %s did not initialise CUDA, or the recorder "
+        std::printf("mhc record: no trace written: %s ran but never initialised CUDA, or the recorder "
                     "could not start (see messages above)\n",
                     cmd[0].c_str());
 
@@ -188,6 +210,11 @@ int run_record(const std::string& output, bool torch, bool no_accesses,
                     WTERMSIG(status), strsignal(WTERMSIG(status)));
     } else {
         code = kExitInternal;
+    }
+    // A successful command that left no trace is not a successful recording.
+    if (written.empty() && code == 0) {
+        std::printf("mhc record: exit status %d: no trace\n", kExitNoTrace);
+        return kExitNoTrace;
     }
     return code;
 }
@@ -209,7 +236,8 @@ std::function<int()> setup(CLI::App& sub) {
     sub.add_option("--library", o->library,
                    "Path of libmhc_record.so (default: beside mhc, or $MHC_RECORD_LIBRARY)");
     sub.add_option("command", o->cmd, "The program and its arguments, after --")->required();
-    sub.footer("Exit status: the command's (128+N if it died of signal N); 2 for bad options.");
+    sub.footer("Exit status: the command's (128+N if it died of signal N; 127 not found, 126 not runnable); "
+               "4 when it exited 0 but no trace was written; 2 for bad options.");
     return [o] { return run_record(o->output, o->torch, o->no_accesses, o->library, o->cmd); };
 }
 

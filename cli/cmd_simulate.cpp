@@ -15,7 +15,7 @@ namespace mhc::cli {
 namespace {
 
 struct SimOptions {
-    std::string trace, capacity = "unlimited", policy = "lru", prefetch = "none", link = "pcie4";
+    std::string trace, capacity, policy = "lru", prefetch = "none", link = "pcie4";
     std::string h2d_bw, d2h_bw, latency;
     double duplex = 0, nccl_share = -1, memcpy_share = -1;
     int copy_engines = 0, samples = 4096;
@@ -26,24 +26,31 @@ struct SimOptions {
 std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<SimOptions>();
     app.add_option("trace", o->trace, "Trace file")->required()->check(CLI::ExistingFile);
-    app.add_option("--capacity", o->capacity, "GPU capacity: bytes (40GiB) or a share of the unlimited peak (60%)");
+    app.add_option("--capacity", o->capacity,
+                   "GPU capacity (required): a share of the unlimited peak (60%, at most 100%), a size with a unit "
+                   "(40GiB, 40GB, 512MiB), or 'unlimited' for the baseline");
     auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
     app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
     app.add_option("--link", o->link, "pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer, or a link profile JSON file");
-    add_sim_base_options(app, o->base, "ideal");
+    add_sim_base_options(app, o->base);
     app.add_option("--h2d-bandwidth", o->h2d_bw, "Override the link's H2D bandwidth (25GB/s)");
     app.add_option("--d2h-bandwidth", o->d2h_bw, "Override the link's D2H bandwidth");
     app.add_option("--latency", o->latency, "Override the per-transfer latency both ways (6us)");
-    app.add_option("--copy-engines", o->copy_engines, "Override the number of copy engines");
-    app.add_option("--duplex-factor", o->duplex, "Override the both-directions bandwidth factor (0,1]");
-    app.add_option("--nccl-share", o->nccl_share, "Bandwidth share lost while NCCL kernels run [0,1)");
-    app.add_option("--memcpy-share", o->memcpy_share, "Bandwidth share lost to the trace's own memcpys [0,1)");
+    app.add_option("--copy-engines", o->copy_engines, "Override the number of copy engines (0: the link's)");
+    app.add_option("--duplex-factor", o->duplex, "Override the both-directions bandwidth factor (0,1] (0: the link's)");
+    app.add_option("--nccl-share", o->nccl_share, "Bandwidth share lost while NCCL kernels run [0,1) (-1: the link's)");
+    app.add_option("--memcpy-share", o->memcpy_share,
+                   "Bandwidth share lost to the trace's own memcpys [0,1) (-1: the link's)");
     app.add_option("--memory-samples", o->samples, "Memory timeline samples stored");
     app.add_flag("--json", o->json, "Print the result as JSON");
     app.add_flag("--no-store", o->no_store, "Do not store the run in the trace file");
     app.add_flag("--check", o->check, "Check the invariants while running");
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
     return [o, pol] {
+        // Without a limit a run says nothing, and storing it by accident clutters the trace.
+        if (o->capacity.empty())
+            throw Error("simulate: --capacity is required: a share of the unlimited peak (60%), a size (40GiB), "
+                        "or 'unlimited' for the baseline");
         sim::Config c;
         c.capacity = sim::parse_capacity(o->capacity);
         c.eviction = o->policy;
@@ -80,8 +87,11 @@ std::function<int()> setup(CLI::App& app) {
             return kExitInternal;
         }
         if (r.oom.happened) {
-            std::fprintf(stderr, "mhc: out of memory at %s: %s: %s\n", format_ns(r.oom.time).c_str(),
-                         r.oom.where.c_str(), r.oom.why.c_str());
+            // The text result opens with the OOM; with --json, stdout is for machines and the
+            // one human line goes to stderr.
+            if (o->json)
+                std::fprintf(stderr, "mhc: out of memory at %s of simulated time: %s: %s\n",
+                             format_ns(r.oom.time).c_str(), r.oom.where.c_str(), r.oom.why.c_str());
             return kExitOom;
         }
         return kExitOk;

@@ -39,7 +39,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--capacities", o->capacities, "Capacities, comma-separated (90%,70%,50% or 40GiB)");
     app.add_option("--links", o->links, "Links (presets or link profile files), comma-separated");
     app.add_option("--budget", o->budget, "Throughput-loss budget for the bisection (3%)");
-    add_sim_base_options(app, o->base, "ideal");
+    add_sim_base_options(app, o->base);
     app.add_option("--jobs,-j", o->jobs, "Threads (0: all cores)");
     app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)");
     app.add_flag("--no-store", o->no_store, "Do not store the runs");
@@ -75,6 +75,7 @@ std::function<int()> setup(CLI::App& app) {
 
         trace::TraceData t = trace::load_trace(o->trace);
         auto prepared = prepare_for_simulation(t, o->base.device, o->trace);
+        for (const auto& w : sim::trace_warnings(*prepared)) std::printf("warning: %s\n", w.c_str());
         bool tty = show_progress();
         auto progress = [tty](size_t done, size_t total) {
             if (tty) std::fprintf(stderr, "\rsimulating %zu/%zu", done, total);
@@ -82,17 +83,26 @@ std::function<int()> setup(CLI::App& app) {
         sim::SweepResult s = sim::sweep(*prepared, spec, progress);
         if (tty) std::fprintf(stderr, "\r%40s\r", "");
         std::cout << sim::to_text(s, sim::baseline_peak(*prepared, o->base.allocator));
-        std::printf("%zu runs in %.2f s\n", s.grid.size(), s.seconds);
+        // The bisection simulates bisect-steps + 1 capacities per combination and keeps one.
+        std::printf("%zu simulations in %.2f s: %zu grid runs", s.simulations, s.seconds, s.grid.size());
+        if (!s.answers.empty())
+            std::printf(", %zu bisection probes for %zu answers", s.simulations - s.grid.size(), s.answers.size());
+        std::printf("\n");
         if (!o->no_store) {
+            // An answer at 100% ("no saving") is the unlimited run again: nothing to store.
+            auto saving = [](const sim::BisectAnswer& a) { return a.found && a.fraction < 1.0; };
+            size_t found = 0;
+            for (const auto& a : s.answers) found += saving(a);
             for (const auto& r : s.grid) trace::add_run(o->trace, sim::to_run(r));
             for (const auto& a : s.answers)
-                if (a.found) {
+                if (saving(a)) {
                     trace::Run run = sim::to_run(a.result);
                     run.name = "bisect:" + run.name;
                     run.config["bisect_budget"] = o->budget;
                     trace::add_run(o->trace, run);
                 }
-            std::printf("stored %zu runs in %s\n", s.grid.size() + s.answers.size(), o->trace.c_str());
+            std::printf("stored %zu runs in %s: the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",
+                        s.grid.size() + found, o->trace.c_str(), s.grid.size(), found);
         }
         for (const auto& r : s.grid)
             if (!r.invariant_violation.empty()) {

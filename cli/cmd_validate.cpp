@@ -9,6 +9,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/replay/validate.hpp"
 #include "mhc/sim/link.hpp"
+#include "mhc/trace/store.hpp"
 
 namespace mhc::cli {
 namespace {
@@ -32,7 +33,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
     app.add_option("--link", o->link,
                    "The replay machine's link: a preset or a profile from `mhc calibrate` (host: --backend host)");
-    add_sim_base_options(app, o->base, "caching",
+    add_sim_base_options(app, o->base,
                          " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
     app.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
     app.add_option("--time-scale", o->time_scale,
@@ -67,6 +68,9 @@ std::function<int()> setup(CLI::App& app) {
         spec.store = !o->no_store;
         spec.retime = !o->recorded_timing;
         spec.repeat = o->repeat;
+        // Nothing to limit, nothing to replay: refuse as simulate does (before any replay).
+        if (trace::Reader(o->trace).counts().allocations == 0)
+            throw Error(o->trace + ": no allocations: nothing to simulate or replay under a memory limit");
         auto note = [](const std::string& s) {
             if (show_progress()) std::fprintf(stderr, "mhc: %s\n", s.c_str());
         };

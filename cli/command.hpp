@@ -15,6 +15,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitOom = 3;   // a simulation or replay that ran out of memory
+inline constexpr int kExitNoTrace = 4;   // `mhc record`: the command succeeded but no trace was written
 
 struct Command {
     std::string name;

@@ -2,7 +2,10 @@
 // cmd_*.cpp file that registers itself (see command.hpp).
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <exception>
 #include <iostream>
 
@@ -18,7 +21,23 @@ std::vector<Command>& registry() {
 
 namespace {
 bool g_quiet = false;
+
+// CLI11 says "<option>: File does not exist: <path>"; the documented form of every input error
+// is "<file>: <what is wrong>", so the path leads.
+std::string path_first(const std::string& msg) {
+    static const char* reasons[] = {"File does not exist: ", "File is actually a directory: ",
+                                    "Directory does not exist: ", "Directory is actually a file: ",
+                                    "Path does not exist: ", "Path already exists: "};
+    for (const char* reason : reasons) {
+        auto at = msg.find(reason);
+        if (at == std::string::npos) continue;
+        std::string what(reason, std::strlen(reason) - 2);   // without ": "
+        what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
+        return msg.substr(at + std::strlen(reason)) + ": " + what;
+    }
+    return msg;
 }
+}  // namespace
 void set_quiet(bool quiet) { g_quiet = quiet; }
 bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
 
@@ -28,6 +47,7 @@ int main(int argc, char** argv) {
     using namespace mhc::cli;
     CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit"};
     app.require_subcommand(1);
+    app.option_defaults()->always_capture_default();   // --help shows every default
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "No progress output");
     std::function<int()> action;
@@ -35,6 +55,21 @@ int main(int argc, char** argv) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
         auto run = cmd.setup(*sub);
         sub->callback([&action, run] { action = run; });
+    }
+    // The first word that is not an option must be a command; say so when it is not one
+    // (CLI11 would only say that a subcommand is required).
+    std::string names;
+    for (const auto& cmd : registry()) names += (names.empty() ? "" : ", ") + cmd.name;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (!a.empty() && a[0] == '-') continue;
+        bool known = false;
+        for (const auto& cmd : registry()) known |= cmd.name == a;
+        if (!known) {
+            std::fprintf(stderr, "mhc: '%s' is not a command; commands: %s (mhc --help)\n", a.c_str(), names.c_str());
+            return kExitBadInput;
+        }
+        break;
     }
     try {
         app.parse(argc, argv);
@@ -46,7 +81,9 @@ int main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         // One line, exit 2: unknown options, missing files, wrong values.
-        std::fprintf(stderr, "mhc: %s\n", e.what());
+        std::string msg = path_first(e.what());
+        if (argc < 2) msg += "; commands: " + names + " (mhc --help)";
+        std::fprintf(stderr, "mhc: %s\n", msg.c_str());
         return kExitBadInput;
     }
     set_quiet(quiet);

@@ -1,16 +1,18 @@
 #include "sim_options.hpp"
 
+#include <algorithm>
 #include <cstdio>
+
+#include "mhc/common/error.hpp"
 #include <sstream>
 
 namespace mhc::cli {
 
-void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& default_allocator,
-                          const std::string& allocator_note) {
-    o.allocator = default_allocator;
+void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& allocator_note) {
+    o.allocator = kDefaultAllocator;
     app.add_option("--allocator", o.allocator,
-                   "Allocator model: ideal (bytes only) or caching (PyTorch's block and segment rules); default " +
-                       default_allocator + allocator_note);
+                   "Allocator model: caching (PyTorch's block and segment rules) or ideal (bytes only)" +
+                       allocator_note);
     o.ratio = app.add_option("--cpu-buffer-ratio", o.cpu_buffer_ratio, "Host buffer as a ratio of GPU capacity (0: unlimited)");
     o.ops = app.add_option("--max-swap-ops-per-sec", o.max_swap_ops, "Cap on swap transfers per second (0: none)");
     app.add_option("--device", o.device, "Device to simulate (default: the one with the largest peak)");
@@ -37,9 +39,12 @@ std::vector<std::string> split_list(const std::string& s) {
 std::shared_ptr<const sim::Prepared> prepare_for_simulation(const trace::TraceData& t, int device,
                                                             const std::string& trace_path) {
     auto prepared = sim::prepare(t, device);
-    if (sim::assumed_accesses(*prepared))
-        std::fprintf(stderr, "mhc: %s has no accesses: assuming each allocation is written by the first kernel "
-                             "after its allocation and read by the last kernel before its free\n", trace_path.c_str());
+    const int32_t dev = sim::device_of(*prepared);
+    const auto& devices = t.allocations.device;
+    if (std::find(devices.begin(), devices.end(), dev) == devices.end())
+        throw Error(trace_path + ": no allocations on device " + std::to_string(dev) +
+                    ": nothing to simulate under a memory limit (a timeline-only trace? import its memory "
+                    "snapshot or use --device)");
     return prepared;
 }
 

@@ -12,6 +12,10 @@
 
 namespace mhc::cli {
 
+// One allocator model for every command (simulate, sweep, validate and the viewer's launcher):
+// PyTorch's caching allocator is what a training job meets; `ideal` (bytes only) is the bound.
+inline constexpr const char* kDefaultAllocator = "caching";
+
 struct SimBaseOptions {
     std::string allocator;
     double cpu_buffer_ratio = 0, max_swap_ops = 0;
@@ -21,10 +25,9 @@ struct SimBaseOptions {
     CLI::Option* ops = nullptr;
 };
 
-// --allocator (default `default_allocator`; `allocator_note` is appended to its help),
+// --allocator (default kDefaultAllocator; `allocator_note` is appended to its help),
 // --cpu-buffer-ratio, --max-swap-ops-per-sec, --device, --no-early.
-void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& default_allocator,
-                          const std::string& allocator_note = "");
+void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& allocator_note = "");
 // Copies them into `c`, then lets the environment variables fill what was not given
 // (docs/simulator.md); `policy_given`: whether the command's eviction option was given.
 void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given);
@@ -32,7 +35,8 @@ void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> split_list(const std::string& s);
 
-// The trace prepared for simulation, with a warning on stderr when it has no accesses.
+// The trace prepared for simulation. Throws mhc::Error (exit 2) when the simulated device has
+// no allocations: there is nothing to limit. What else it lacks is in sim::trace_warnings.
 std::shared_ptr<const sim::Prepared> prepare_for_simulation(const trace::TraceData& t, int device,
                                                             const std::string& trace_path);
 

@@ -219,11 +219,15 @@ static std::string spread(const Row& x) {
 
 std::string to_text(const Report& r) {
     std::string out;
-    char buf[512];
+    char buf[1024];
     std::snprintf(buf, sizeof buf, "link (as the scaled replay sees it): %s, H2D %s, D2H %s\n", r.link.name.c_str(),
                   format_rate(r.link.h2d.bandwidth_Bps).c_str(), format_rate(r.link.d2h.bandwidth_Bps).c_str());
     out += buf;
-    std::snprintf(buf, sizeof buf, "%-34s %10s %10s %7s | %8s %8s %7s | %10s %10s | %10s %10s | %6s %s\n", "configuration",
+    // The configuration column fits the longest name (a calibrated link's name can be long).
+    int width = 34;
+    width = std::max(width, static_cast<int>(r.baseline.name.size()));
+    for (const auto& x : r.rows) width = std::max(width, static_cast<int>(x.name.size()));
+    std::snprintf(buf, sizeof buf, "%-*s %10s %10s %7s | %8s %8s %7s | %10s %10s | %10s %10s | %6s %s\n", width, "configuration",
                   "peak pred", "peak meas", "err", "loss pred", "meas", "err pp", "in pred", "in meas", "out pred",
                   "out meas", "checks", "status");
     out += buf;
@@ -236,8 +240,8 @@ std::string to_text(const Report& r) {
         std::snprintf(lm, sizeof lm, m.oom ? "oom" : "%.2f%%", 100 * x.measured_loss);
         std::snprintf(le, sizeof le, p.oom.happened || m.oom ? "-" : "%+.2f", x.loss_error_pp);
         std::snprintf(buf, sizeof buf,
-                      "%-34s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
-                      x.name.c_str(), format_bytes(p.simulated_peak).c_str(), format_bytes(m.peak).c_str(),
+                      "%-*s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
+                      width, x.name.c_str(), format_bytes(p.simulated_peak).c_str(), format_bytes(m.peak).c_str(),
                       100 * x.peak_error, lp, lm, le,
                       format_bytes(p.swap_in_bytes).c_str(), format_bytes(m.swap_in_bytes).c_str(),
                       format_bytes(p.swap_out_bytes).c_str(), format_bytes(m.swap_out_bytes).c_str(),

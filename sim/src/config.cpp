@@ -31,12 +31,23 @@ Capacity parse_capacity(const std::string& text) {
         if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v))
             throw Error("capacity '" + text + "': not a percentage");
         if (v <= 0) throw Error("capacity '" + text + "': must be positive");
+        // Above the unlimited peak nothing is limited: such a run would be stored as if it
+        // said something about a limit.
+        if (v > 100)
+            throw Error("capacity '" + text + "': more than 100% of the peak limits nothing; give at most 100% "
+                        "(or 'unlimited' for the baseline)");
         c.fraction = v / 100.0;
         return c;
     }
     if (!text.empty() && text[0] == '-') throw Error("capacity '" + text + "': must be positive");
     int64_t b = parse_bytes(text);
     if (b <= 0) throw Error("capacity '" + text + "': must be positive");
+    // A bare number is bytes; "--capacity 70" almost always meant 70% or 70 GiB, and a GPU
+    // smaller than 1 MiB is never what was meant.
+    bool bare = text.find_first_not_of("0123456789.eE+") == std::string::npos;
+    if (bare && b < (1LL << 20))
+        throw Error("capacity '" + text + "': a number without a unit is bytes (" + text +
+                    " B); give a unit: " + text + "% of the peak, " + text + "GiB, " + text + "GB or " + text + "B");
     c.bytes = b;
     return c;
 }

@@ -762,6 +762,7 @@ Result simulate(const Prepared& p, const Config& c) {
     r.config.cancel = nullptr;   // the flag belongs to the caller, not to the result
     r.device = p.device;
     r.assumed_accesses = p.assumed_accesses;
+    r.warnings = trace_warnings(p);
     r.baseline_peak = baseline_peak(p, c.allocator);
     int64_t cap = c.capacity.fraction > 0
                       ? static_cast<int64_t>(std::floor(c.capacity.fraction * static_cast<double>(r.baseline_peak)))

@@ -11,7 +11,7 @@
 
 namespace mhc::sim {
 
-// Figures from DESIGN.md §4 (measured, pinned memory, one direction). duplex_factor is the
+// Figures from docs/design.md §4 (measured, pinned memory, one direction). duplex_factor is the
 // per-direction bandwidth when both directions run divided by the one-way figure.
 const std::vector<LinkModel>& link_presets() {
     static const std::vector<LinkModel> presets = [] {

@@ -354,4 +354,18 @@ int32_t device_of(const Prepared& p) { return p.device; }
 bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
 const trace::TraceData& trace_of(const Prepared& p) { return *p.t; }
 
+std::vector<std::string> trace_warnings(const Prepared& p) {
+    std::vector<std::string> w;
+    std::string dev = "device " + std::to_string(p.device);
+    if (p.alloc_order.empty())
+        w.push_back(dev + " has no allocations: there is nothing to limit, so the run says nothing about memory");
+    if (p.korder.empty())
+        w.push_back(dev + " has no kernels (a memory snapshot?): nothing waits for a swap-in, so the throughput "
+                          "loss comes from swap-outs delaying allocations only and understates the real cost");
+    else if (p.assumed_accesses)
+        w.push_back("the trace has no accesses: each allocation is assumed written by the first kernel after its "
+                    "allocation and read by the last kernel before its free (coarser results; docs/simulator.md)");
+    return w;
+}
+
 }  // namespace mhc::sim

@@ -60,17 +60,35 @@ std::string pct(double v) {
 std::string to_text(const Result& r) {
     std::ostringstream o;
     o << "run            " << run_name(r.config) << " (device " << r.device << ")\n";
-    if (r.assumed_accesses)
-        o << "note           the trace has no accesses: each allocation is assumed written by the first "
-             "kernel after its allocation and read by the last kernel before its free\n";
+    for (const auto& w : r.warnings) o << "warning        " << w << "\n";
+    // An OOM run did not finish: its headline is the OOM, and it has no peak reduction or
+    // throughput loss to report, only what happened before it stopped.
+    if (r.oom.happened) {
+        o << "OUT OF MEMORY  " << r.oom.where << ": " << r.oom.why << "\n";
+        // Simulated time runs later than recorded time by every stall and recomputation before
+        // the OOM: an OOM "at 19.6 s" of a 109 ms trace is a run that stalled for 19.5 s.
+        o << "               at " << format_ns(r.oom.time) << " of simulated time (the recorded trace lasts "
+          << format_ns(r.baseline_makespan);
+        if (r.stall_time + r.recompute_time > 0)
+            o << "; stalls and recomputations before the OOM delayed it by "
+              << format_ns(r.stall_time + r.recompute_time);
+        o << ")\n";
+    }
     o << "capacity       " << (r.capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.capacity))
       << "   host buffer " << (r.host_capacity >= kUnlimited ? std::string("unlimited") : format_bytes(r.host_capacity))
       << "\n";
-    o << "peak           baseline " << format_bytes(r.baseline_peak) << " -> simulated "
-      << format_bytes(r.simulated_peak) << " (reduction " << pct(r.peak_reduction) << ")\n";
-    o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
-      << format_ns(r.simulated_makespan) << " (throughput loss " << pct(r.throughput_loss) << ")\n";
-    o << "stalls         " << r.stall_count << " totalling " << format_ns(r.stall_time) << "\n";
+    if (r.oom.happened) {
+        o << "peak           baseline " << format_bytes(r.baseline_peak) << "; the run stopped at the OOM "
+          << "(no peak reduction or throughput loss: it did not finish)\n";
+        o << "before the OOM ";
+    } else {
+        o << "peak           baseline " << format_bytes(r.baseline_peak) << " -> simulated "
+          << format_bytes(r.simulated_peak) << " (reduction " << pct(r.peak_reduction) << ")\n";
+        o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
+          << format_ns(r.simulated_makespan) << " (throughput loss " << pct(r.throughput_loss) << ")\n";
+        o << "stalls         ";
+    }
+    o << r.stall_count << " stalls totalling " << format_ns(r.stall_time) << "\n";
     o << "swap-in (H2D)  " << r.swap_in_count << " transfers, " << format_bytes(r.swap_in_bytes)
       << " (" << r.prefetch_count << " prefetched)\n";
     o << "swap-out (D2H) " << r.swap_out_count << " transfers, " << format_bytes(r.swap_out_bytes)
@@ -83,8 +101,6 @@ std::string to_text(const Result& r) {
         o << "forecast error " << pct(r.forecast_error) << " per kernel, "
           << (std::isnan(r.forecast_peak_error) ? std::string("-") : pct(r.forecast_peak_error))
           << " per step peak (predicted vs actual live bytes); " << r.forecast_evictions << " early evictions\n";
-    if (r.oom.happened)
-        o << "OOM            at " << format_ns(r.oom.time) << ": " << r.oom.where << ": " << r.oom.why << "\n";
     if (!r.invariant_violation.empty()) o << "INVARIANT      " << r.invariant_violation << "\n";
     char b[96];
     std::snprintf(b, sizeof b, "%.3f s, %.2f M rows/s", r.seconds, r.seconds > 0 ? r.rows / r.seconds / 1e6 : 0.0);
@@ -99,7 +115,12 @@ std::string to_json(const Result& r) {
     j["device"] = r.device;
     nlohmann::json m = nlohmann::json::object();
     for (auto& [k, v] : metrics(r)) m[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+    if (r.oom.happened) {   // the run did not finish: there is no reduction or loss to report
+        m["peak_reduction"] = nullptr;
+        m["throughput_loss"] = nullptr;
+    }
     j["metrics"] = m;
+    j["warnings"] = r.warnings;
     if (r.oom.happened)
         j["oom"] = {{"where", r.oom.where}, {"why", r.oom.why}, {"time_ns", r.oom.time},
                     {"allocation", r.oom.allocation}, {"kernel", r.oom.kernel},
@@ -123,6 +144,11 @@ trace::Run to_run(const Result& r) {
     if (r.oom.happened) {
         run.config["oom_where"] = r.oom.where;
         run.config["oom_why"] = r.oom.why;
+    }
+    if (!r.warnings.empty()) {
+        std::string w;
+        for (const auto& x : r.warnings) w += (w.empty() ? "" : "\n") + x;
+        run.config["warnings"] = w;
     }
     if (r.assumed_accesses) run.config["note"] = "trace has no accesses: assumed first-kernel write, last-kernel read";
     for (auto& [k, v] : metrics(r))

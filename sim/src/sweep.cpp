@@ -99,6 +99,8 @@ SweepResult sweep(const Prepared& p, const SweepSpec& spec,
     };
     s.grid.resize(grid.size());
     s.answers.resize(combos.size());
+    s.budget = spec.budget;
+    s.simulations = total;
     // One pool over both kinds of task: grid runs, then one bisection per combination.
     parallel_for(grid.size() + combos.size(), spec.jobs, [&](size_t i) {
         if (i < grid.size()) {
@@ -131,36 +133,64 @@ SweepResult sweep(const Prepared& p, const SweepSpec& spec,
     return s;
 }
 
+bool is_oracle(const std::string& eviction, const std::string& prefetch) {
+    return eviction == "belady" || prefetch.rfind("lookahead", 0) == 0;
+}
+
 std::string to_text(const SweepResult& s, int64_t baseline_peak) {
     std::ostringstream o;
-    char line[256];
-    std::snprintf(line, sizeof line, "%-12s %-14s %-10s %-13s %10s %10s %9s %10s %10s\n", "policy", "prefetch",
+    char line[320];
+    bool any_oracle = false;
+    std::snprintf(line, sizeof line, "%-12s %-16s %-10s %-13s %10s %10s %9s %10s %10s\n", "policy", "prefetch",
                   "capacity", "link", "peak", "reduction", "loss", "stall", "swapped");
     o << line;
     for (const auto& r : s.grid) {
-        std::string loss = r.oom.happened ? std::string("OOM") : [&] { char b[32]; std::snprintf(b, sizeof b, "%.2f%%", r.throughput_loss * 100); return std::string(b); }();
-        std::snprintf(line, sizeof line, "%-12s %-14s %-10s %-13s %10s %9.1f%% %9s %10s %10s\n",
-                      r.config.eviction.c_str(), r.config.prefetch.c_str(),
-                      r.config.capacity.to_string().c_str(), r.config.link.name.c_str(),
-                      format_bytes(r.simulated_peak).c_str(), r.peak_reduction * 100, loss.c_str(),
+        bool oracle = is_oracle(r.config.eviction, r.config.prefetch);
+        any_oracle |= oracle;
+        std::string prefetch = r.config.prefetch + (oracle ? " *" : "");
+        // An OOM run did not finish: no peak reduction, no loss.
+        std::string peak = r.oom.happened ? std::string("-") : format_bytes(r.simulated_peak);
+        char red[32], loss[32];
+        if (r.oom.happened) {
+            std::snprintf(red, sizeof red, "-");
+            std::snprintf(loss, sizeof loss, "OOM");
+        } else {
+            std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
+            std::snprintf(loss, sizeof loss, "%.2f%%", r.throughput_loss * 100);
+        }
+        std::snprintf(line, sizeof line, "%-12s %-16s %-10s %-13s %10s %10s %9s %10s %10s\n",
+                      r.config.eviction.c_str(), prefetch.c_str(),
+                      r.config.capacity.to_string().c_str(), r.config.link.name.c_str(), peak.c_str(), red, loss,
                       format_ns(r.stall_time).c_str(), format_bytes(r.swap_in_bytes + r.swap_out_bytes).c_str());
         o << line;
     }
     if (!s.answers.empty()) {
-        o << "\nsmallest capacity within the loss budget (baseline peak " << format_bytes(baseline_peak) << "):\n";
+        char budget[32];
+        std::snprintf(budget, sizeof budget, "%g%%", s.budget * 100);
+        o << "\nsmallest capacity within the loss budget of " << budget << " (baseline peak "
+          << format_bytes(baseline_peak) << "):\n";
         for (const auto& a : s.answers) {
+            bool oracle = is_oracle(a.policy, a.prefetch);
+            any_oracle |= oracle;
+            std::string prefetch = a.prefetch + (oracle ? " *" : "");
             if (!a.found) {
-                std::snprintf(line, sizeof line, "%-12s %-14s %-13s not within budget even at 100%%\n",
-                              a.policy.c_str(), a.prefetch.c_str(), a.link.c_str());
+                std::snprintf(line, sizeof line, "%-12s %-16s %-13s not within the %s budget even at 100%%\n",
+                              a.policy.c_str(), prefetch.c_str(), a.link.c_str(), budget);
+            } else if (a.fraction >= 1.0) {
+                // Every capacity below the peak that the bisection tried lost more than the budget.
+                std::snprintf(line, sizeof line, "%-12s %-16s %-13s no saving within the %s budget\n",
+                              a.policy.c_str(), prefetch.c_str(), a.link.c_str(), budget);
             } else {
-                std::snprintf(line, sizeof line, "%-12s %-14s %-13s %6.1f%% = %-10s peak %-10s reduction %5.1f%%  loss %.2f%%\n",
-                              a.policy.c_str(), a.prefetch.c_str(), a.link.c_str(), a.fraction * 100,
+                std::snprintf(line, sizeof line, "%-12s %-16s %-13s %6.1f%% = %-10s peak %-10s reduction %5.1f%%  loss %.2f%%\n",
+                              a.policy.c_str(), prefetch.c_str(), a.link.c_str(), a.fraction * 100,
                               format_bytes(a.result.capacity).c_str(), format_bytes(a.result.simulated_peak).c_str(),
                               a.result.peak_reduction * 100, a.result.throughput_loss * 100);
             }
             o << line;
         }
     }
+    if (any_oracle)
+        o << "* oracle: reads the trace's future (belady, lookahead:K); a bound to compare with, not a deployable policy\n";
     return o.str();
 }
 

@@ -1,7 +1,7 @@
 // Every public trace and our own fixtures import, pass the checks, and give the numbers the
 // files themselves imply. The constants come from tests/import/fixtures/expected_numbers.py
 // (Python's pickle/json/sqlite3, no mhc code):
-//   python3 tests/import/fixtures/expected_numbers.py /work/shared/datasets/public tests/import/fixtures
+//   python3 tests/import/fixtures/expected_numbers.py tests/data/public tests/import/fixtures
 #include <catch2/catch.hpp>
 
 #include <algorithm>

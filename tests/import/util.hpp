@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "mhc/trace/columns.hpp"
@@ -41,8 +42,11 @@ inline void write_file(const std::string& path, const std::string& bytes) {
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+// A missing fixture is a failure that names the file, not an empty string (which a parser
+// would then report as a truncated input).
 inline std::string read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error(path + ": cannot open (missing fixture?)");
     return std::string(std::istreambuf_iterator<char>(f), {});
 }
 

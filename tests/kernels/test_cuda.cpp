@@ -1,6 +1,7 @@
-// CUDA kernels against the CPU ones on random inputs, with poisoned outputs. Where the build
-// has no CUDA, checks that asking for the device fails with a clear error; where it has
-// CUDA but the machine has no GPU, skips with a warning.
+// CUDA kernels against the CPU ones on random inputs, with poisoned outputs ([gpu]: built into
+// mhc_kernels_cuda_tests, skipped where no CUDA device is present), and where CUDA cannot be
+// used, that asking for the device fails with a clear error ([nocuda]: mhc_kernels_nocuda_tests,
+// skipped where a device is present). main_device.cpp decides; the tests assume it.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -15,14 +16,8 @@ using namespace kt;
 
 namespace {
 
-bool have_gpu() {
-    if (!k::built_with_cuda()) return false;
-    if (k::cuda_device_count() == 0) {
-        WARN("built with CUDA but no CUDA device is present: CUDA test skipped");
-        return false;
-    }
-    return true;
-}
+// main_device.cpp runs the [gpu] tests only where this holds; a failure here means it did not.
+void require_gpu() { REQUIRE((k::built_with_cuda() && k::cuda_device_count() > 0)); }
 
 template <typename T>
 std::vector<T> to_dtype(const std::vector<float>& v) {
@@ -126,8 +121,8 @@ void compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool b
 
 }  // namespace
 
-TEST_CASE("kernels: asking for CUDA without it fails clearly", "[kernels][cuda]") {
-    if (k::cuda_device_count() > 0) return;  // covered by the tests below
+TEST_CASE("kernels: asking for CUDA without it fails clearly", "[kernels][cuda][nocuda]") {
+    REQUIRE(k::cuda_device_count() == 0);
     std::vector<float> h(16), p(16);
     k::SinkhornOptions o;
     o.device = k::Device::Cuda;
@@ -139,8 +134,8 @@ TEST_CASE("kernels: asking for CUDA without it fails clearly", "[kernels][cuda]"
     CHECK_NOTHROW(k::require_device(k::Device::Cpu));
 }
 
-TEST_CASE("kernels: CUDA Sinkhorn forward matches the CPU", "[kernels][cuda]") {
-    if (!have_gpu()) return;
+TEST_CASE("kernels: CUDA Sinkhorn forward matches the CPU", "[kernels][cuda][gpu]") {
+    require_gpu();
     std::mt19937_64 rng(ref::seed() + 30);
     for (int n : {2, 4, 5, 16})
         for (int variant = 0; variant < 8; ++variant) {
@@ -159,8 +154,8 @@ TEST_CASE("kernels: CUDA Sinkhorn forward matches the CPU", "[kernels][cuda]") {
         }
 }
 
-TEST_CASE("kernels: CUDA Sinkhorn backward matches the CPU", "[kernels][cuda]") {
-    if (!have_gpu()) return;
+TEST_CASE("kernels: CUDA Sinkhorn backward matches the CPU", "[kernels][cuda][gpu]") {
+    require_gpu();
     std::mt19937_64 rng(ref::seed() + 31);
     for (int n : {2, 4, 7, 16})
         for (int variant = 0; variant < 8; ++variant) {
@@ -178,8 +173,8 @@ TEST_CASE("kernels: CUDA Sinkhorn backward matches the CPU", "[kernels][cuda]") 
         }
 }
 
-TEST_CASE("kernels: CUDA swap engine verifies every transfer on both paths", "[kernels][cuda][swap]") {
-    if (!have_gpu()) return;
+TEST_CASE("kernels: CUDA swap engine verifies every transfer on both paths", "[kernels][cuda][gpu][swap]") {
+    require_gpu();
     std::mt19937_64 rng(ref::seed() + 32);
     for (auto path : {k::SwapPath::CopyEngine, k::SwapPath::ZeroCopy}) {
         k::SwapConfig c;
@@ -210,8 +205,8 @@ TEST_CASE("kernels: CUDA swap engine verifies every transfer on both paths", "[k
     }
 }
 
-TEST_CASE("kernels: CUDA stand-ins run and touch", "[kernels][cuda][standin]") {
-    if (!have_gpu()) return;
+TEST_CASE("kernels: CUDA stand-ins run and touch", "[kernels][cuda][gpu][standin]") {
+    require_gpu();
     auto s = k::make_standin(k::Device::Cuda);
     double prev = 0;
     for (double want : {20e-6, 200e-6, 2e-3}) {

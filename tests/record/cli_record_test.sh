@@ -20,8 +20,20 @@ out=$("$mhc" record --library "$fake" -o "$tmp/run.db" -- sh -c 'exit 5' 2>&1); 
 [[ $rc == 5 ]] || fail "exit status: want 5, got $rc"
 grep -q "no trace written" <<<"$out" || fail "no-trace message missing: $out"
 grep -q "exited with status 5" <<<"$out" || fail "status message missing: $out"
-"$mhc" record --library "$fake" -- "$tmp/no-such-program" >/dev/null 2>&1; rc=$?
+out=$("$mhc" record --library "$fake" -- "$tmp/no-such-program" 2>&1); rc=$?
 [[ $rc == 127 ]] || fail "missing program: want 127, got $rc"
+grep -q "no-such-program: command not found" <<<"$out" || fail "missing program: not said: $out"
+grep -q "initialise CUDA" <<<"$out" && fail "missing program blamed on CUDA: $out"
+out=$("$mhc" record --library "$fake" -- nosuchcmd-mhc-test 2>&1); rc=$?
+[[ $rc == 127 ]] || fail "command not in PATH: want 127, got $rc"
+grep -q "nosuchcmd-mhc-test: command not found" <<<"$out" || fail "command not in PATH: not said: $out"
+: > "$tmp/not-executable"
+"$mhc" record --library "$fake" -- "$tmp/not-executable" >/dev/null 2>&1; rc=$?
+[[ $rc == 126 ]] || fail "not executable: want 126, got $rc"
+# A command that succeeds without writing a trace is not a successful recording.
+out=$("$mhc" record --library "$fake" -o "$tmp/run.db" -- true 2>&1); rc=$?
+[[ $rc == 4 ]] || fail "no trace after exit 0: want 4, got $rc"
+grep -q "no trace written" <<<"$out" || fail "no-trace message missing: $out"
 "$mhc" record --library "$fake" -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
 [[ $rc == 143 ]] || fail "killed by SIGTERM: want 143, got $rc"
 
@@ -42,8 +54,8 @@ IFS='|' read -r inj output acc conf root self <<<"$(head -1 <<<"$out")"
 
 # The injection library is found beside the build's mhc when built.
 if [[ $lib != none ]]; then
-  out=$(MHC_RECORD_LIBRARY= "$mhc" record -o "$tmp/run.db" -- sh -c 'echo "$CUDA_INJECTION64_PATH"' 2>&1) \
-    || fail "auto-discovery of the library: $out"
+  out=$(MHC_RECORD_LIBRARY= "$mhc" record -o "$tmp/run.db" -- sh -c 'echo "$CUDA_INJECTION64_PATH"' 2>&1)
+  [[ $? == 4 ]] || fail "auto-discovery of the library (want 4: no trace without a GPU): $out"
   [[ $(head -1 <<<"$out") -ef $lib ]] || fail "found $(head -1 <<<"$out"), built $lib"
 fi
 echo ok

@@ -72,28 +72,34 @@ TEST_CASE("mhc simulate: an impossible capacity is an OOM with exit 3", "[sim][c
     std::string t = small_trace();
     auto o = run("simulate " + t + " --capacity 512KiB --no-store");
     CHECK(o.status == 3);
-    CHECK(o.err.find("out of memory") != std::string::npos);
-    CHECK(o.err.find("allocation 1") != std::string::npos);
+    // The OOM is the headline of the result, said once (not again on stderr).
+    CHECK(o.out.find("OUT OF MEMORY  allocation 1") != std::string::npos);
+    CHECK(o.err.find("out of memory") == std::string::npos);
+    CHECK(o.out.find("(reduction ") == std::string::npos);   // no peak reduction figure
 }
 
 TEST_CASE("mhc simulate: bad configurations exit 2 with one line", "[sim][cli]") {
     std::string t = small_trace();
     for (std::string args : {"--capacity=-5GiB", "--policy fifo", "--prefetch sometimes", "--link pcie9",
                              "--allocator buddy", "--cpu-buffer-ratio=-1"}) {
-        auto o = run("simulate " + t + " " + args + " --no-store");
+        // Each refusal must be about `args`, not about a missing --capacity.
+        std::string cap = args.find("--capacity") == std::string::npos ? " --capacity 50%" : "";
+        auto o = run("simulate " + t + " " + args + cap + " --no-store");
         INFO(args << ": " << o.err);
         CHECK(o.status == 2);
         CHECK(lines(o.err) == 1);
+        CHECK(o.err.find("--capacity is required") == std::string::npos);
     }
     std::string bad = temp_path("bad-link.json");
     { std::ofstream f(bad); f << R"({"name": "x", "h2d": {"bandwidth_Bps": "fast", "latency_s": 0}})"; }
-    auto o = run("simulate " + t + " --link " + bad + " --no-store");
+    auto o = run("simulate " + t + " --capacity 50% --link " + bad + " --no-store");
     CHECK(o.status == 2);
     CHECK(lines(o.err) == 1);
     CHECK(o.err.find(bad) != std::string::npos);
     CHECK(o.err.find("h2d.bandwidth_Bps") != std::string::npos);
-    auto m = run("simulate /nonexistent/trace.db");
+    auto m = run("simulate /nonexistent/trace.db --capacity 50%");
     CHECK(m.status == 2);
+    CHECK(m.err == "mhc: /nonexistent/trace.db: file does not exist\n");
 }
 #endif
 

@@ -24,7 +24,28 @@ TEST_CASE("capacities parse as bytes or shares and reject nonsense", "[sim][conf
     CHECK_THROWS_AS(sim::parse_capacity("abc%"), Error);
 }
 
-TEST_CASE("link presets carry DESIGN.md's figures", "[sim][config]") {
+TEST_CASE("a capacity without a unit below 1 MiB and one above 100% are refused with a hint", "[sim][config]") {
+    // "--capacity 70" meant 70% or 70 GiB, not 70 bytes.
+    for (const char* bare : {"70", "1000", "1048575", "60.5"}) {
+        INFO(bare);
+        try {
+            sim::parse_capacity(bare);
+            FAIL("accepted a bare number below 1 MiB");
+        } catch (const Error& e) {
+            std::string msg = e.what();
+            CHECK(msg.find("without a unit") != std::string::npos);
+            CHECK(msg.find(std::string(bare) + "%") != std::string::npos);
+        }
+    }
+    CHECK(sim::parse_capacity("1048576").bytes == 1048576);   // a byte count of real size stays valid
+    CHECK(sim::parse_capacity("70B").bytes == 70);            // explicit bytes mean what they say
+    CHECK(sim::parse_capacity("70GB").bytes == 70'000'000'000LL);
+    CHECK(sim::parse_capacity("100%").fraction == Approx(1.0));
+    CHECK_THROWS_WITH(sim::parse_capacity("150%"), Catch::Contains("more than 100%"));
+    CHECK_THROWS_AS(sim::parse_capacity("100.5%"), Error);
+}
+
+TEST_CASE("link presets carry docs/design.md's figures", "[sim][config]") {
     auto p4 = sim::link_from_spec("pcie4");
     CHECK(p4.h2d.bandwidth_Bps == Approx(25e9));
     CHECK(p4.duplex_factor == Approx(0.5));

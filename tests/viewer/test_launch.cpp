@@ -127,7 +127,7 @@ TEST_CASE("launcher: simulates on the worker and stores the run", "[launch]") {
     INFO(s.message);
     REQUIRE(s.phase == LaunchPhase::Done);
     CHECK(s.generation == 1);
-    CHECK(s.name == "lru+none@60%/pcie4");
+    CHECK(s.name == "lru+none@60%/pcie4/caching");   // the launcher defaults to the mhc commands' allocator
     CHECK_FALSE(s.summary.empty());
 
     auto runs = mhc::trace::list_runs(path.path);

@@ -120,12 +120,17 @@ std::string to_text(const Summary& s) {
     line("rows        %lld allocations, %lld kernels, %lld accesses, %lld copies, %lld markers\n",
          (long long)s.allocations, (long long)s.kernels, (long long)s.accesses, (long long)s.copies,
          (long long)s.markers);
-    if (!s.has_accesses)
+    if (!s.has_accesses && s.allocations > 0)
         o += "accesses    none: simulation will use allocation lifetimes only (coarser results)\n";
+    if (s.kernels == 0 && s.allocations > 0)
+        o += "kernels     none: a simulation's throughput loss then comes from swap-outs only\n";
     line("kernel time %s (%.1f%% of the duration)\n", format_ns(s.kernel_time).c_str(),
          s.t_end > s.t_begin ? 100.0 * s.kernel_time / double(s.t_end - s.t_begin) : 0.0);
-    line("peak        %s live on device %d at %s\n", format_bytes(s.peak.bytes).c_str(),
-         s.peak_device, format_ns(s.peak.time - s.t_begin).c_str());
+    if (s.allocations == 0)
+        o += "peak        none: the trace has no allocations (a timeline only; nothing to simulate)\n";
+    else
+        line("peak        %s live on device %d at %s\n", format_bytes(s.peak.bytes).c_str(),
+             s.peak_device, format_ns(s.peak.time - s.t_begin).c_str());
     for (int c = 0; c < kCategoryCount; ++c)
         if (s.peak.by_category[static_cast<size_t>(c)] > 0)
             line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
@@ -165,8 +170,11 @@ std::string to_json(const Summary& s) {
                    {"copies", s.copies}, {"markers", s.markers}};
     j["has_accesses"] = s.has_accesses;
     j["kernel_time_ns"] = s.kernel_time;
-    j["peak"] = {{"bytes", s.peak.bytes}, {"time_ns", s.peak.time}, {"device", s.peak_device}};
-    for (int c = 0; c < kCategoryCount; ++c)
+    if (s.allocations == 0)
+        j["peak"] = nullptr;   // no allocations: no peak, and no time at which it happened
+    else
+        j["peak"] = {{"bytes", s.peak.bytes}, {"time_ns", s.peak.time}, {"device", s.peak_device}};
+    for (int c = 0; c < kCategoryCount && s.allocations > 0; ++c)
         j["peak"]["by_category"][std::string(to_string(static_cast<Category>(c)))] =
             s.peak.by_category[static_cast<size_t>(c)];
     j["steps"] = s.steps;

@@ -8,7 +8,7 @@ set -euo pipefail
 SECONDS_EACH=${1:-60}
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 BUILD=${MHC_FUZZ_BUILD:-$ROOT/build-fuzz-import}
-PUB=${MHC_PUBLIC_DATASETS:-$(cd "$ROOT/.." && pwd)/shared/datasets/public}
+PUB=${MHC_PUBLIC_DATASETS:-$ROOT/tests/data/public}
 FIX=$ROOT/tests/import/fixtures
 CC=${CC:-$(command -v clang-14 || command -v clang)}
 CXX=${CXX:-$(command -v clang++-14 || command -v clang++)}

@@ -25,8 +25,9 @@ struct Capacity {
     bool unlimited() const { return fraction <= 0 && bytes >= kUnlimited; }
     std::string to_string() const;
 };
-// "60%", "0.6" is not accepted (ambiguous); "40GiB", "123456", "unlimited".
-// Throws mhc::Error for negative, zero or malformed values.
+// "60%" (at most 100%), "40GiB", "40GB", "512B", "unlimited"; a number without a unit is bytes
+// and must be at least 1 MiB ("70" is refused with a hint: 70% or 70GiB was meant).
+// Throws mhc::Error for negative, zero, > 100% or malformed values.
 Capacity parse_capacity(const std::string& text);
 
 struct Config {

@@ -1,5 +1,5 @@
 #pragma once
-// What one simulated run produced: the metrics of DESIGN.md §4 and the timeline.
+// What one simulated run produced: the metrics of docs/design.md §4 and the timeline.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -48,6 +48,7 @@ struct Result {
     // Early (proactive) evictions decided ahead of demand (rule 10 of docs/simulator.md).
     int64_t early_evictions = 0;
     bool assumed_accesses = false;  // the trace had none; see docs/simulator.md
+    std::vector<std::string> warnings;  // what the trace lacks for a faithful run (trace_warnings)
     std::string invariant_violation;// empty unless a checked invariant failed
     int64_t rows = 0;               // trace rows the run covered
     double seconds = 0;             // wall time of simulate()

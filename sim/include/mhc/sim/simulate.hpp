@@ -28,6 +28,10 @@ Result simulate(const trace::TraceData& t, const Config& c);
 int64_t baseline_peak(const Prepared& p, const std::string& allocator);
 int32_t device_of(const Prepared& p);
 bool assumed_accesses(const Prepared& p);
+// What the prepared device's trace lacks for a faithful simulation, one sentence each: no
+// kernels (losses then come from swap-outs only), no accesses (assumed), no allocations.
+// simulate() copies them into Result::warnings.
+std::vector<std::string> trace_warnings(const Prepared& p);
 const trace::TraceData& trace_of(const Prepared& p);
 
 }  // namespace mhc::sim

@@ -32,6 +32,8 @@ struct BisectAnswer {
 struct SweepResult {
     std::vector<Result> grid;             // in grid order: policy, prefetch, capacity, link
     std::vector<BisectAnswer> answers;    // one per policy x prefetch x link
+    double budget = 0;                    // the loss budget the answers were bisected for
+    size_t simulations = 0;               // runs simulated: the grid plus every bisection probe
     double seconds = 0;
 };
 
@@ -47,5 +49,7 @@ void parallel_for_each(size_t n, int jobs, const std::function<void(size_t)>& ta
 SweepResult sweep(const Prepared& p, const SweepSpec& spec,
                   const std::function<void(size_t, size_t)>& progress = {});
 std::string to_text(const SweepResult& s, int64_t baseline_peak);
+// Policies that read the future of the trace (belady, lookahead:K): bounds, not deployable.
+bool is_oracle(const std::string& eviction, const std::string& prefetch);
 
 }  // namespace mhc::sim

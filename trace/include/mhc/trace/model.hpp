@@ -1,5 +1,5 @@
 #pragma once
-// The trace model (DESIGN.md §3): plain rows as they are stored. Time is int64 nanoseconds
+// The trace model (docs/design.md §3): plain rows as they are stored. Time is int64 nanoseconds
 // from the start of the trace, sizes are int64 bytes. Names and labels are ids into the
 // trace's string table (see Writer::intern).
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Simulated and replayed runs live in the trace file beside the trace (DESIGN.md §2):
+// Simulated and replayed runs live in the trace file beside the trace (docs/design.md §2):
 // tables runs, run_config, run_metrics, run_events, run_kernels, run_memory.
 #include <cstdint>
 #include <map>
@@ -60,6 +60,7 @@ struct RunInfo {
     int64_t id = 0;
     std::string kind, name, status, created;
     int64_t base_run = 0;
+    std::map<std::string, double> metrics;   // the run's key figures (run_metrics), no events
 };
 
 // Adds a run to an existing trace file in one transaction; returns its id.

@@ -29,7 +29,7 @@ struct LaunchFields {
     std::string capacity_text = "40GiB";   // bytes, or anything sim::parse_capacity accepts
     std::string link = "pcie4";       // a preset name (sim::link_presets())
     std::string link_file;            // non-empty: a link profile JSON file instead of the preset
-    std::string allocator = "ideal";  // a name of sim::allocator_models()
+    std::string allocator = "caching";  // a name of sim::allocator_models(); the mhc commands' default
     bool record_events = true;
 };
 

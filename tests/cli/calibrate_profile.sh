@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A profile written by `mhc calibrate` is always accepted by the commands that load it
+# (issue 14, item 10): three quick host calibrations in a row (a noisy host measured duplex
+# factors above 1 in 3 of 4 runs before), each loaded by simulate and by validate; and
+# validate's table stays aligned with the long link name a profile carries.
+# Usage: calibrate_profile.sh MHC
+set -uo pipefail
+mhc=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$tmp" || exit 1
+# Small enough for a quick replay on a shared 2-core machine.
+"$mhc" generate --preset gpt2-small --layers 2 --steps 1 --seq 128 --hidden 256 --heads 4 --ffn 1024 -o t.db >/dev/null \
+    || fail "generate"
+for i in 1 2 3; do
+    "$mhc" calibrate --backend host --quick --max-chunk 256KiB -o link$i.json >cal.txt 2>&1 || fail "calibrate $i: $(cat cal.txt)"
+    grep -q "median of 3 rounds" cal.txt || fail "calibrate does not say it takes medians: $(cat cal.txt)"
+    grep -q "p10-p90" cal.txt || fail "calibrate does not report the latency spread: $(cat cal.txt)"
+    python3 - link$i.json <<'PY' || fail "link$i.json: $(cat link$i.json)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert 0 < j["duplex_factor"] <= 1, j["duplex_factor"]
+for d in ("h2d", "d2h"):
+    assert j[d]["bandwidth_Bps"] > 0 and j[d]["latency_s"] >= 0
+# A clamped figure carries its note.
+for n in j.get("notes", []):
+    assert "clamped" in n, n
+PY
+    "$mhc" simulate t.db --capacity 80% --link link$i.json --no-store >sim.txt 2>&1 \
+        || fail "simulate rejected calibrate's profile $i: $(cat sim.txt)"
+done
+# Replay with the profile, under a name longer than the table's column.
+python3 - <<'PY'
+import json
+j = json.load(open("link1.json"))
+j["name"] = "host memcpy calibrated on a machine with a rather long descriptive name"
+json.dump(j, open("long.json", "w"))
+PY
+"$mhc" validate t.db --capacity 80% --link long.json --no-store >val.txt 2>&1 || fail "validate rejected the profile: $(cat val.txt)"
+python3 - val.txt <<'PY' || fail "validate's table lost its alignment: $(cat val.txt)"
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+head = next(l for l in lines if l.startswith("configuration"))
+rows = [l for l in lines if "long descriptive name" in l and "|" in l]
+assert rows, "no table rows name the link"
+for r in rows:
+    assert r.index("|") == head.index("|"), (head, r)
+PY
+echo ok
