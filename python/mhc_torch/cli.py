@@ -1,0 +1,84 @@
+"""mhc-torch: capture a named model's training steps as a trace (see docs/torch.md)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def _capture(a) -> int:
+    import torch
+
+    from .capturing import CaptureError, capture
+    from .models import preset
+
+    build, make_batch, loss_fn, layers = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}[a.autocast]
+    meta = {"capture.model": a.model, "capture.batch": str(a.batch), "capture.seq": str(a.seq),
+            "capture.hc": str(a.hc) if a.model.endswith("mhc") or a.model.startswith("mhc") else ""}
+    meta = {k: v for k, v in meta.items() if v}
+    t0 = time.perf_counter()
+    try:
+        r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
+                    autocast_dtype=dtype, meta=meta)
+    except CaptureError as e:
+        print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - t0
+    step_ms = ", ".join(f"{t / 1e6:.1f}" for t in r.step_time_ns)
+    print(f"{r.path}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
+          f"peak {r.peak_bytes / 2**30:.2f} GiB; estimated step time {step_ms} ms on {a.gpu}; "
+          f"captured in {wall:.1f} s")
+    return 0
+
+
+def _runs(a) -> int:
+    import pandas as pd
+
+    from .store import TraceError, read_runs
+
+    try:
+        df = read_runs(a.trace)
+    except TraceError as e:
+        print(f"mhc-torch: {e}", file=sys.stderr)
+        return 2
+    with pd.option_context("display.max_columns", None, "display.width", 200):
+        print(df.to_string() if len(df) else f"{a.trace}: no runs")
+    return 0
+
+
+def main(argv=None) -> int:
+    from .gpus import GPUS
+
+    p = argparse.ArgumentParser(prog="mhc-torch", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture", help="capture training steps of a named model on fake tensors")
+    from .models import PRESETS
+    c.add_argument("model", choices=PRESETS)
+    c.add_argument("-o", "--out", required=True, help="trace file to write (.db)")
+    c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS))
+    c.add_argument("--steps", type=int, default=1)
+    c.add_argument("--batch", type=int, default=1)
+    c.add_argument("--seq", type=int, default=4096)
+    c.add_argument("--layers", type=int, default=None, help="transformer layers (default: the model's)")
+    c.add_argument("--hc", type=int, default=4, help="mHC residual streams n (mhc models; 1 = plain)")
+    c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"])
+    r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
+    r.add_argument("trace")
+    a = p.parse_args(argv)
+    if a.cmd == "capture":
+        for name, v, lo in (("--steps", a.steps, 1), ("--batch", a.batch, 1), ("--seq", a.seq, 1),
+                            ("--hc", a.hc, 1), ("--layers", a.layers if a.layers is not None else 1, 1)):
+            if v < lo:
+                print(f"mhc-torch: {name} must be at least {lo} (got {v})", file=sys.stderr)
+                return 2
+        if not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
+            print(f"mhc-torch: {a.out}: the folder does not exist", file=sys.stderr)
+            return 2
+        return _capture(a)
+    return _runs(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
