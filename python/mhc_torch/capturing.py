@@ -35,6 +35,13 @@ _ALLOCATE_ONLY = {
 }
 
 
+# Factories that take a tensor for its shape, dtype and device only: they do not read it.
+_SHAPE_ONLY_INPUT = {
+    "aten::zeros_like", "aten::ones_like", "aten::full_like", "aten::empty_like", "aten::rand_like",
+    "aten::randn_like", "aten::randint_like", "aten::new_zeros", "aten::new_ones", "aten::new_full",
+}
+
+
 class CaptureError(Exception):
     """The model cannot be captured: the message names the op and the reason (one line)."""
 
@@ -175,6 +182,8 @@ class Recording:
                 mutated.extend(ts)
             else:
                 reads.extend(ts)
+        if name in _SHAPE_ONLY_INPUT:
+            reads = []
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
         new_outs = [o for o in outs if id(o.untyped_storage()) not in self.storages]
         if not new_outs and not mutated:

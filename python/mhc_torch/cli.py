@@ -7,13 +7,35 @@ import sys
 import time
 
 
+def _load_model_file(path: str):
+    """build_model, make_batch and loss_fn (optional) defined by a Python file."""
+    import importlib.util
+
+    if not os.path.isfile(path):
+        raise OSError("no such file")
+    spec = importlib.util.spec_from_file_location("mhc_torch_user_model", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for name in ("build_model", "make_batch"):
+        if not callable(getattr(mod, name, None)):
+            raise AttributeError(f"defines no function {name}()")
+    return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None)
+
+
 def _capture(a) -> int:
     import torch
 
     from .capturing import CaptureError, capture
     from .models import preset
 
-    build, make_batch, loss_fn, layers = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
+    if a.model.endswith(".py"):
+        try:
+            build, make_batch, loss_fn = _load_model_file(a.model)
+        except (OSError, SyntaxError, AttributeError, ImportError) as e:
+            print(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+            return 2
+    else:
+        build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}[a.autocast]
     meta = {"capture.model": a.model, "capture.batch": str(a.batch), "capture.seq": str(a.seq),
             "capture.hc": str(a.hc) if a.model.endswith("mhc") or a.model.startswith("mhc") else ""}
@@ -55,7 +77,8 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("capture", help="capture training steps of a named model on fake tensors")
     from .models import PRESETS
-    c.add_argument("model", choices=PRESETS)
+    c.add_argument("model", help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), "
+                                 "make_batch() and optionally loss_fn(model, batch)")
     c.add_argument("-o", "--out", required=True, help="trace file to write (.db)")
     c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS))
     c.add_argument("--steps", type=int, default=1)
@@ -68,6 +91,9 @@ def main(argv=None) -> int:
     r.add_argument("trace")
     a = p.parse_args(argv)
     if a.cmd == "capture":
+        if not a.model.endswith(".py") and a.model not in PRESETS:
+            print(f"mhc-torch: unknown model '{a.model}'; valid: {', '.join(PRESETS)} or FILE.py", file=sys.stderr)
+            return 2
         for name, v, lo in (("--steps", a.steps, 1), ("--batch", a.batch, 1), ("--seq", a.seq, 1),
                             ("--hc", a.hc, 1), ("--layers", a.layers if a.layers is not None else 1, 1)):
             if v < lo:
