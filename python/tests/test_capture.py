@@ -240,6 +240,8 @@ def test_runs_as_dataframes(tmp_path, mhc_exe):
     assert runs.loc[1, "stalls"] == 0
     mem = mhc_torch.read_run_table(path, "run_memory", run=2)
     assert len(mem) > 0 and set(mem["run"]) == {2}
+    cli = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "runs", path], capture_output=True, text=True)
+    assert cli.returncode == 0 and "lru+none@80%" in cli.stdout, cli.stdout + cli.stderr
     kernels = mhc_torch.read_table(path, "kernels")
     assert kernels["name"].iloc[0] == "aten::addmm"
     with pytest.raises(mhc_torch.TraceError):
