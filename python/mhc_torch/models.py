@@ -2,23 +2,13 @@
 transformer. Each preset gives a builder, a batch maker and a loss for `capture`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
-import torch
-
-
-@dataclass
-class ModelPreset:
-    name: str
-    build: Callable[[], torch.nn.Module]
-    make_batch: Callable[[], Any]
-    layers: int
-    describe: str
+# torch is imported inside the builders: the CLI validates its arguments and reads runs without it.
 
 
 def _tokens(batch: int, seq: int, vocab: int):
     def make():
+        import torch
+
         ids = torch.randint(0, vocab, (batch, seq))
         return {"input_ids": ids, "labels": ids.clone()}
     return make
