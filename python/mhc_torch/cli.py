@@ -40,10 +40,14 @@ def _capture(a) -> int:
     meta = {"capture.model": a.model, "capture.batch": str(a.batch), "capture.seq": str(a.seq),
             "capture.hc": str(a.hc) if a.model.endswith("mhc") or a.model.startswith("mhc") else ""}
     meta = {k: v for k, v in meta.items() if v}
+    meta["capture.optimizer"] = a.optimizer
+    # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
+    fused = a.optimizer == "adamw-fused"
+    optimizer = lambda ps: torch.optim.AdamW(ps, lr=1e-4, fused=fused, foreach=None if fused else True)  # noqa: E731
     t0 = time.perf_counter()
     try:
         r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
-                    autocast_dtype=dtype, meta=meta)
+                    optimizer=optimizer, autocast_dtype=dtype, meta=meta)
     except CaptureError as e:
         print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
         return 2
@@ -87,6 +91,8 @@ def main(argv=None) -> int:
     c.add_argument("--layers", type=int, default=None, help="transformer layers (default: the model's)")
     c.add_argument("--hc", type=int, default=4, help="mHC residual streams n (mhc models; 1 = plain)")
     c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"])
+    c.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw-fused"],
+                   help="AdamW with foreach kernels (default) or the fused kernel")
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
     r.add_argument("trace")
     a = p.parse_args(argv)

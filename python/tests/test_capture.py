@@ -248,3 +248,20 @@ def test_runs_as_dataframes(tmp_path, mhc_exe):
         bad = tmp_path / "not.db"
         bad.write_text("not sqlite")
         mhc_torch.read_runs(str(bad))
+
+
+def test_fused_adamw_has_no_optimizer_temporary(tmp_path):
+    """foreach AdamW allocates sqrt(exp_avg_sq), the size of all parameters, during the step; the
+    fused kernel updates in place: the captured peak shows the difference."""
+    peaks = {}
+    for fused in (False, True):
+        path = str(tmp_path / f"adam-{fused}.db")
+        r = mhc_torch.capture(lambda: torch.nn.Linear(256, 256), lambda: (torch.randn(4, 256),), steps=2, path=path,
+                              autocast_dtype=None, loss_fn=lambda m, b: m(*b).sum(),
+                              optimizer=lambda ps: torch.optim.AdamW(ps, fused=fused, foreach=None if fused else True))
+        names = {n for (n,) in _rows(path, "SELECT DISTINCT s.text FROM kernels k JOIN strings s ON s.id = k.name")}
+        assert ("aten::_fused_adamw_" in names) == fused and ("aten::_foreach_sqrt" in names) != fused
+        peaks[fused] = r.peak_bytes
+    param_bytes = (256 * 256 + 256) * 4
+    # The two implementations also differ in a few scalar tensors (step counters, constants).
+    assert abs(peaks[False] - peaks[True] - param_bytes) <= 64
