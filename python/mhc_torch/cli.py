@@ -1,0 +1,116 @@
+"""mhc-torch: capture a named model's training steps as a trace (see docs/torch.md)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def _load_model_file(path: str):
+    """build_model, make_batch and loss_fn (optional) defined by a Python file."""
+    import importlib.util
+
+    if not os.path.isfile(path):
+        raise OSError("no such file")
+    spec = importlib.util.spec_from_file_location("mhc_torch_user_model", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for name in ("build_model", "make_batch"):
+        if not callable(getattr(mod, name, None)):
+            raise AttributeError(f"defines no function {name}()")
+    return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None)
+
+
+def _capture(a) -> int:
+    import torch
+
+    from .capturing import CaptureError, capture
+    from .models import preset
+
+    if a.model.endswith(".py"):
+        try:
+            build, make_batch, loss_fn = _load_model_file(a.model)
+        except (OSError, SyntaxError, AttributeError, ImportError) as e:
+            print(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+            return 2
+    else:
+        build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}[a.autocast]
+    meta = {"capture.model": a.model, "capture.batch": str(a.batch), "capture.seq": str(a.seq),
+            "capture.hc": str(a.hc) if a.model.endswith("mhc") or a.model.startswith("mhc") else ""}
+    meta = {k: v for k, v in meta.items() if v}
+    meta["capture.optimizer"] = a.optimizer
+    # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
+    fused = a.optimizer == "adamw-fused"
+    optimizer = lambda ps: torch.optim.AdamW(ps, lr=1e-4, fused=fused, foreach=None if fused else True)  # noqa: E731
+    t0 = time.perf_counter()
+    try:
+        r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
+                    optimizer=optimizer, autocast_dtype=dtype, meta=meta)
+    except CaptureError as e:
+        print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - t0
+    step_ms = ", ".join(f"{t / 1e6:.1f}" for t in r.step_time_ns)
+    print(f"{r.path}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
+          f"peak {r.peak_bytes / 2**30:.2f} GiB; estimated step time {step_ms} ms on {a.gpu}; "
+          f"captured in {wall:.1f} s")
+    return 0
+
+
+def _runs(a) -> int:
+    import pandas as pd
+
+    from .store import TraceError, read_runs
+
+    try:
+        df = read_runs(a.trace)
+    except TraceError as e:
+        print(f"mhc-torch: {e}", file=sys.stderr)
+        return 2
+    with pd.option_context("display.max_columns", None, "display.width", 200):
+        print(df.to_string() if len(df) else f"{a.trace}: no runs")
+    return 0
+
+
+def main(argv=None) -> int:
+    from .gpus import GPUS
+
+    p = argparse.ArgumentParser(prog="mhc-torch", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture", help="capture training steps of a named model on fake tensors")
+    from .models import PRESETS
+    c.add_argument("model", help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), "
+                                 "make_batch() and optionally loss_fn(model, batch)")
+    c.add_argument("-o", "--out", required=True, help="trace file to write (.db)")
+    c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS))
+    c.add_argument("--steps", type=int, default=1)
+    c.add_argument("--batch", type=int, default=1)
+    c.add_argument("--seq", type=int, default=4096)
+    c.add_argument("--layers", type=int, default=None, help="transformer layers (default: the model's)")
+    c.add_argument("--hc", type=int, default=4, help="mHC residual streams n (mhc models; 1 = plain)")
+    c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"])
+    c.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw-fused"],
+                   help="AdamW with foreach kernels (default) or the fused kernel")
+    r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
+    r.add_argument("trace")
+    a = p.parse_args(argv)
+    if a.cmd == "capture":
+        if not a.model.endswith(".py") and a.model not in PRESETS:
+            print(f"mhc-torch: unknown model '{a.model}'; valid: {', '.join(PRESETS)} or FILE.py", file=sys.stderr)
+            return 2
+        for name, v, lo in (("--steps", a.steps, 1), ("--batch", a.batch, 1), ("--seq", a.seq, 1),
+                            ("--hc", a.hc, 1), ("--layers", a.layers if a.layers is not None else 1, 1)):
+            if v < lo:
+                print(f"mhc-torch: {name} must be at least {lo} (got {v})", file=sys.stderr)
+                return 2
+        if not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
+            print(f"mhc-torch: {a.out}: the folder does not exist", file=sys.stderr)
+            return 2
+        return _capture(a)
+    return _runs(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""Writes traces in the toolkit's SQLite format (docs/trace-format.md, schema version 1) and reads
+their runs back as pandas DataFrames.
+
+The DDL is the C++ store's (trace/src/schema.cpp), statement for statement; `mhc check` is the
+judge of what this writes. A trace is written to PATH.tmp-PID and renamed into place when complete,
+so an interrupted capture leaves no half-written file.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+FORMAT_NAME = "mhc-trace"
+
+# Category, access-mode and marker-kind codes of the format.
+PARAM, GRAD, OPTIMIZER, ACTIVATION, WORKSPACE, COMM, OTHER = range(7)
+CATEGORY_NAMES = ["param", "grad", "optimizer", "activation", "workspace", "comm", "other"]
+READ, WRITE, READ_WRITE = 1, 2, 3
+MARKER_STEP, MARKER_LAYER, MARKER_RANGE = 0, 1, 2
+
+_TABLES = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE strings (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE allocations (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, address INTEGER NOT NULL,
+  bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
+  stream INTEGER NOT NULL, category INTEGER NOT NULL, label INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE kernels (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
+  name INTEGER NOT NULL, t_start INTEGER NOT NULL, t_end INTEGER NOT NULL,
+  step INTEGER NOT NULL, grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL,
+  grid_z INTEGER NOT NULL, block_x INTEGER NOT NULL, block_y INTEGER NOT NULL,
+  block_z INTEGER NOT NULL, shared_mem INTEGER NOT NULL, registers INTEGER NOT NULL,
+  correlation INTEGER NOT NULL);
+CREATE TABLE accesses (kernel INTEGER NOT NULL, allocation INTEGER NOT NULL, mode INTEGER NOT NULL,
+  PRIMARY KEY (kernel, allocation)) WITHOUT ROWID;
+CREATE TABLE copies (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
+  kind INTEGER NOT NULL, bytes INTEGER NOT NULL, t_start INTEGER NOT NULL,
+  t_end INTEGER NOT NULL);
+CREATE TABLE markers (
+  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, t_start INTEGER NOT NULL,
+  t_end INTEGER NOT NULL, kind INTEGER NOT NULL, idx INTEGER NOT NULL);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
+  created TEXT NOT NULL, base_run INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE run_config (run INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY (run, key)) WITHOUT ROWID;
+CREATE TABLE run_metrics (run INTEGER NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,
+  PRIMARY KEY (run, key)) WITHOUT ROWID;
+CREATE TABLE run_events (run INTEGER NOT NULL, kind INTEGER NOT NULL, t_start INTEGER NOT NULL,
+  t_end INTEGER NOT NULL, allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+  bytes INTEGER NOT NULL);
+CREATE TABLE run_kernels (run INTEGER NOT NULL, kernel INTEGER NOT NULL,
+  t_start INTEGER NOT NULL, t_end INTEGER NOT NULL, PRIMARY KEY (run, kernel)) WITHOUT ROWID;
+CREATE TABLE run_memory (run INTEGER NOT NULL, t INTEGER NOT NULL,
+  device_bytes INTEGER NOT NULL, host_bytes INTEGER NOT NULL);
+"""
+
+_LOOKUPS = """
+CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO categories VALUES (0,'param'),(1,'grad'),(2,'optimizer'),(3,'activation'),
+  (4,'workspace'),(5,'comm'),(6,'other');
+CREATE TABLE access_modes (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO access_modes VALUES (1,'read'),(2,'write'),(3,'read-write');
+CREATE TABLE copy_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO copy_kinds VALUES (0,'H2D'),(1,'D2H'),(2,'D2D'),(3,'P2P'),(4,'memset'),(5,'H2H');
+CREATE TABLE marker_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO marker_kinds VALUES (0,'step'),(1,'layer'),(2,'range');
+CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO event_kinds VALUES (0,'swap_out'),(1,'swap_in'),(2,'evict_clean'),(3,'drop'),
+  (4,'recompute'),(5,'stall'),(6,'oom'),(7,'prefetch');
+"""
+
+_INDEXES = """
+CREATE INDEX accesses_by_allocation ON accesses (allocation);
+CREATE INDEX run_events_by_run ON run_events (run, t_start);
+CREATE INDEX run_memory_by_run ON run_memory (run, t);
+"""
+
+
+@dataclass
+class Allocation:
+    id: int
+    bytes: int
+    t_alloc: int
+    t_free: int | None
+    category: int
+    label: str = ""
+    device: int = 0
+    stream: int = 0
+
+
+@dataclass
+class Kernel:
+    id: int
+    name: str
+    t_start: int
+    t_end: int
+    step: int
+    accesses: dict[int, int] = field(default_factory=dict)  # allocation id -> mode
+    stream: int = 0
+    device: int = 0
+
+
+@dataclass
+class Marker:
+    name: str
+    t_start: int
+    t_end: int
+    kind: int
+    idx: int
+
+
+def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str]) -> None:
+    """Writes a complete trace to `path` atomically (temporary file, then rename)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    if os.path.exists(tmp):
+        os.remove(tmp)
+    strings: dict[str, int] = {"": 0}
+
+    def intern(text: str) -> int:
+        sid = strings.get(text)
+        if sid is None:
+            sid = strings[text] = len(strings)  # "" holds id 0 and is not stored
+        return sid
+
+    try:
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=16384;")
+            db.executescript(_TABLES)
+            db.executescript(_LOOKUPS)
+            db.execute("BEGIN")
+            db.executemany(
+                "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?)",
+                ((a.id, a.device, 0, a.bytes, a.t_alloc, a.t_free, a.stream, a.category, intern(a.label))
+                 for a in allocations))
+            db.executemany(
+                "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,0,0,0,0,0,0,0,0,0)",
+                ((k.id, k.device, k.stream, intern(k.name), k.t_start, k.t_end, k.step) for k in kernels))
+            db.executemany(
+                "INSERT INTO accesses VALUES (?,?,?)",
+                ((k.id, a, m) for k in kernels for a, m in sorted(k.accesses.items())))
+            db.executemany(
+                "INSERT INTO markers VALUES (?,?,?,?,?,?)",
+                ((i + 1, intern(m.name), m.t_start, m.t_end, m.kind, m.idx) for i, m in enumerate(markers)))
+            db.executemany("INSERT INTO strings VALUES (?,?)",
+                           ((sid, text) for text, sid in strings.items() if sid))
+            full_meta = dict(meta)
+            full_meta["format"] = FORMAT_NAME
+            full_meta["schema_version"] = str(SCHEMA_VERSION)
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", sorted(full_meta.items()))
+            db.execute("COMMIT")
+            db.executescript(_INDEXES)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        finally:
+            db.close()
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+class TraceError(Exception):
+    """A trace file that cannot be read: the message names the file and the reason."""
+
+
+def _open(path: str) -> sqlite3.Connection:
+    if not os.path.isfile(path):
+        raise TraceError(f"{path}: no such file")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as e:
+        db.close()
+        raise TraceError(f"{path}: not a trace: {e}") from None
+    if "meta" not in tables:
+        db.close()
+        raise TraceError(f"{path}: not a trace (no meta table)")
+    if version != SCHEMA_VERSION:
+        db.close()
+        raise TraceError(f"{path}: schema version {version}, expected {SCHEMA_VERSION}")
+    return db
+
+
+def read_meta(path: str) -> dict[str, str]:
+    db = _open(path)
+    try:
+        return dict(db.execute("SELECT key, value FROM meta"))
+    finally:
+        db.close()
+
+
+def read_runs(path: str):
+    """The trace's runs as one DataFrame, a row per run: id, kind, name, status, created, base_run,
+    then one column per `run_config` key (prefixed `config.`) and per `run_metrics` key."""
+    import pandas as pd
+
+    db = _open(path)
+    try:
+        runs = pd.read_sql("SELECT * FROM runs ORDER BY id", db)
+        cfg = pd.read_sql("SELECT run, key, value FROM run_config", db)
+        met = pd.read_sql("SELECT run, key, value FROM run_metrics", db)
+    finally:
+        db.close()
+    runs = runs.set_index("id")
+    if len(cfg):
+        wide = cfg.pivot(index="run", columns="key", values="value").add_prefix("config.")
+        runs = runs.join(wide)
+    if len(met):
+        runs = runs.join(met.pivot(index="run", columns="key", values="value"))
+    return runs
+
+
+def read_run_table(path: str, table: str, run: int | None = None):
+    """One of the per-run tables (run_events, run_kernels, run_memory, run_config, run_metrics) as
+    a DataFrame, for one run or all; run_events gets the event kind's name as `kind_name`."""
+    import pandas as pd
+
+    allowed = {"run_events", "run_kernels", "run_memory", "run_config", "run_metrics"}
+    if table not in allowed:
+        raise ValueError(f"unknown run table '{table}'; valid: {', '.join(sorted(allowed))}")
+    db = _open(path)
+    try:
+        where, args = ("WHERE run = ?", (run,)) if run is not None else ("", ())
+        df = pd.read_sql(f"SELECT * FROM {table} {where}", db, params=args)
+        if table == "run_events":
+            kinds = dict(db.execute("SELECT id, name FROM event_kinds"))
+            df["kind_name"] = df["kind"].map(kinds)
+        return df
+    finally:
+        db.close()
+
+
+def read_table(path: str, table: str):
+    """Any trace table (allocations, kernels, accesses, markers, …) as a DataFrame, with names
+    (kernels.name, allocations.label, markers.name) resolved to text."""
+    import pandas as pd
+
+    db = _open(path)
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if table not in tables:
+            raise TraceError(f"{path}: no table '{table}'")
+        df = pd.read_sql(f"SELECT * FROM {table}", db)
+        strings = dict(db.execute("SELECT id, text FROM strings"))
+        strings[0] = ""
+        for col in {"kernels": ["name"], "allocations": ["label"], "markers": ["name"]}.get(table, []):
+            df[col] = df[col].map(strings)
+        if table == "allocations":
+            df["category_name"] = df["category"].map(dict(enumerate(CATEGORY_NAMES)))
+        return df
+    finally:
+        db.close()
