@@ -24,7 +24,7 @@ def step_ms(path):
 
 
 def overhead(paths):
-    names = ["baseline cudaMallocAsync", "  again after the recordings", "record --torch",
+    names = ["baseline cudaMallocAsync", "baseline, after the recordings", "record --torch",
              "record --torch --no-accesses", "baseline native allocator", "record (native allocator)"]
     ms = [step_ms(p) for p in paths]
     print("median step time (ms, after 5 warm-up steps):")
