@@ -14,22 +14,13 @@ namespace {
 std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
 // What stands between this build and a GPU, in one phrase; empty when the driver is usable.
-// A CUDA runtime runs on any driver of the same or a newer major version (minor version
-// compatibility), so only the major versions are compared.
-std::string driver_problem() {
+std::string this_machines_driver_problem() {
     int driver = 0;
-    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) {
         cudaGetLastError();
-        return "no NVIDIA driver found (libcuda.so.1 is not installed or not on the library path)";
+        driver = 0;
     }
-    if (driver / 1000 < CUDART_VERSION / 1000) {
-        // The oldest Linux driver branch of each CUDA major version (CUDA release notes).
-        const char* branch = CUDART_VERSION / 1000 == 13 ? "580" : CUDART_VERSION / 1000 == 12 ? "525" : nullptr;
-        return "the NVIDIA driver supports CUDA " + cuda_version_string(driver) + ", older than this build's CUDA " +
-               cuda_version_string(CUDART_VERSION) + " runtime: it needs a driver for CUDA " +
-               std::to_string(CUDART_VERSION / 1000) + ".x" + (branch ? std::string(" (") + branch + " or newer)" : "");
-    }
-    return {};
+    return driver_problem(driver, CUDART_VERSION);
 }
 
 }  // namespace
@@ -45,7 +36,7 @@ int cuda_device_count() {
 
 void require_device(Device d) {
     if (d != Device::Cuda) return;
-    if (std::string why = driver_problem(); !why.empty())
+    if (std::string why = this_machines_driver_problem(); !why.empty())
         throw Error("device cuda requested, but " + why);
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -58,7 +49,7 @@ void require_device(Device d) {
 
 std::string cuda_summary() {
     std::string s = "CUDA: runtime " + cuda_version_string(CUDART_VERSION);
-    if (std::string why = driver_problem(); !why.empty()) return s + "; " + why;
+    if (std::string why = this_machines_driver_problem(); !why.empty()) return s + "; " + why;
     int driver = 0;
     cudaDriverGetVersion(&driver);
     s += ", driver " + cuda_version_string(driver);
