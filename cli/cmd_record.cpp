@@ -53,13 +53,16 @@ std::string find_library(const std::string& given) {
 }
 
 // NVTX ranges reach CUPTI only when NVTX_INJECTION64_PATH names libcupti; the build writes
-// its path beside the injection library.
+// its path beside the injection library (relative to that folder in the release, which
+// bundles libcupti there).
 void point_nvtx_at_cupti(const std::string& library) {
     if (std::getenv("NVTX_INJECTION64_PATH")) return;
-    std::ifstream f(fs::path(library).parent_path() / "mhc_record_cupti_path.txt");
-    std::string cupti;
-    if (f && std::getline(f, cupti) && !cupti.empty() && fs::exists(cupti))
-        setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 1);
+    const fs::path dir = fs::path(library).parent_path();
+    std::ifstream f(dir / "mhc_record_cupti_path.txt");
+    std::string name;
+    if (!f || !std::getline(f, name) || name.empty()) return;
+    const fs::path cupti = dir / name;   // an absolute name stays as it is
+    if (fs::exists(cupti)) setenv("NVTX_INJECTION64_PATH", cupti.c_str(), 1);
 }
 
 void set_torch_allocator() {

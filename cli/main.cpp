@@ -11,6 +11,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/kernels/device.hpp"
 
 namespace mhc::cli {
 
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
     app.option_defaults()->always_capture_default();   // --help shows every default
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "No progress output");
+    // The version, and whether this machine's driver can run the CUDA parts of this build.
+    app.set_version_flag("--version", [] { return "mhc " MHC_VERSION "\n" + mhc::kernels::cuda_summary(); });
     std::function<int()> action;
     for (auto& cmd : registry()) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);

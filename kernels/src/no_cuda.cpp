@@ -19,6 +19,7 @@ bool built_with_cuda() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_name() { no_cuda(); }
 int cuda_copy_engines() { no_cuda(); }
+std::string cuda_summary() { return "CUDA: not in this build"; }
 void require_device(Device d) {
     if (d == Device::Cuda) no_cuda();
 }

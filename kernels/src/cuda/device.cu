@@ -9,6 +9,22 @@ namespace mhc::kernels {
 
 bool built_with_cuda() { return true; }
 
+namespace {
+
+std::string cuda_version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+// What stands between this build and a GPU, in one phrase; empty when the driver is usable.
+std::string this_machines_driver_problem() {
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) {
+        cudaGetLastError();
+        driver = 0;
+    }
+    return driver_problem(driver, CUDART_VERSION);
+}
+
+}  // namespace
+
 int cuda_device_count() {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -20,6 +36,8 @@ int cuda_device_count() {
 
 void require_device(Device d) {
     if (d != Device::Cuda) return;
+    if (std::string why = this_machines_driver_problem(); !why.empty())
+        throw Error("device cuda requested, but " + why);
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -27,6 +45,27 @@ void require_device(Device d) {
         throw Error(std::string("device cuda requested, but no CUDA device is available (") +
                     (e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount returned 0") + ")");
     }
+}
+
+std::string cuda_summary() {
+    std::string s = "CUDA: runtime " + cuda_version_string(CUDART_VERSION);
+    if (std::string why = this_machines_driver_problem(); !why.empty()) return s + "; " + why;
+    int driver = 0;
+    cudaDriverGetVersion(&driver);
+    s += ", driver " + cuda_version_string(driver);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return s + "; no CUDA device (" + (e != cudaSuccess ? cudaGetErrorString(e) : "none visible") + ")";
+    }
+    s += "; " + std::to_string(n) + (n == 1 ? " device: " : " devices, the first: ");
+    try {
+        s += cuda_device_name();
+    } catch (const std::exception& ex) {
+        s += ex.what();
+    }
+    return s;
 }
 
 std::string cuda_device_name() {

@@ -2,6 +2,7 @@
 // names this library (at cuInit). It configures CUPTI activity recording and callbacks and
 // starts the writer thread. It never aborts the host: on any failure it prints one line
 // and leaves the program running unrecorded.
+#include <cuda.h>
 #include <cupti.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -43,7 +44,22 @@ void point_nvtx_at_cupti() {
         setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
 }
 
+// CUPTI of CUDA N needs a driver for CUDA N or newer (minor versions are compatible). An
+// older driver is named in one line, instead of an obscure CUPTI error later.
+bool driver_supports_this_cupti() {
+    int driver = 0;
+    if (cuDriverGetVersion(&driver) != CUDA_SUCCESS || driver / 1000 >= CUDA_VERSION / 1000) return true;
+    std::fprintf(stderr,
+                 "mhc-record: the NVIDIA driver supports CUDA %d.%d, older than the CUDA %d.%d this "
+                 "recorder and its CUPTI were built for (it needs a driver for CUDA %d.x%s); not "
+                 "recording; the program runs on\n",
+                 driver / 1000, driver % 1000 / 10, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
+                 CUDA_VERSION / 1000, CUDA_VERSION / 1000 == 13 ? ", Linux 580 or newer" : "");
+    return false;
+}
+
 bool setup() {
+    if (!driver_supports_this_cupti()) return false;
     Config cfg = config_from_env();
     Recorder& rec = Recorder::get();
     // Registered first, so that a recorder started and then stopped by a failure below

@@ -15,8 +15,17 @@ int cuda_device_count();
 std::string cuda_device_name();
 // Copy engines of device 0 (cudaDeviceProp::asyncEngineCount); throws when absent.
 int cuda_copy_engines();
-// Throws mhc::Error naming what is missing (no CUDA build, no device) unless usable.
+// Throws mhc::Error naming what is missing (no CUDA build, no driver, a driver older than
+// the CUDA runtime this was built with, no device) unless usable.
 void require_device(Device d);
+// One line for `mhc --version`: the CUDA runtime this build carries, the driver's CUDA
+// version and the devices, or what is missing (e.g. "driver supports CUDA 12.4, older than
+// this build's CUDA 13.0 runtime: needs an NVIDIA driver >= 580"). Never throws.
+std::string cuda_summary();
+// Why a driver of CUDA version `driver` (cudaDriverGetVersion: 1000 * major + 10 * minor; 0:
+// no driver) cannot run a CUDA `runtime` build, in one phrase; empty when it can. Only the
+// major versions are compared (minor version compatibility).
+std::string driver_problem(int driver, int runtime);
 
 // Device memory that frees itself. Copies are synchronous and checked.
 class DeviceBuffer {

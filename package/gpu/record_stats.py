@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Figures gpu-check prints about its recordings (standard library only).
+
+    record_stats.py overhead BASE.json BASE2.json REC.json NOACC.json NATIVE_BASE.json NATIVE_REC.json
+        median step times (after 5 warm-up steps) and the overhead of recording; a missing or
+        empty file counts as "n/a"
+    record_stats.py trace TRACE.db
+        what the recorder wrote: allocations (tensor- or segment-level?), labels, kernels with
+        a step, accesses, marker kinds, the recorder's meta entries
+"""
+import json
+import sqlite3
+import statistics
+import sys
+
+
+def step_ms(path):
+    try:
+        lines = [l for l in open(path) if l.startswith("{")]
+        t = json.loads(lines[-1])["step_s"][5:]
+        return statistics.median(t) * 1e3
+    except (OSError, IndexError, KeyError, ValueError, statistics.StatisticsError):
+        return None
+
+
+def overhead(paths):
+    names = ["baseline cudaMallocAsync", "baseline, after the recordings", "record --torch",
+             "record --torch --no-accesses", "baseline native allocator", "record (native allocator)"]
+    ms = [step_ms(p) for p in paths]
+    print("median step time (ms, after 5 warm-up steps):")
+    for n, m in zip(names, ms):
+        print(f"  {n:30s} {'n/a' if m is None else f'{m:.3f}'}")
+    b1, b2, r1, r2, bn, rn = ms
+    if None not in (b1, b2, r1, r2):
+        base = (b1 + b2) / 2
+        print(f"overhead vs the mean cudaMallocAsync baseline {base:.3f} ms:")
+        print(f"  kernels + memory + accesses: {100 * (r1 / base - 1):+.2f}%")
+        print(f"  kernels + memory only:       {100 * (r2 / base - 1):+.2f}%")
+        print(f"  access inference alone:      {100 * (r1 - r2) / base:+.2f}% of a step")
+        print(f"  baseline drift between runs: {100 * abs(b2 - b1) / base:.2f}%")
+    if bn and rn:
+        print(f"  native allocator, all on:    {100 * (rn / bn - 1):+.2f}%")
+
+
+def trace(path):
+    c = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    sizes = [r[0] for r in c.execute("SELECT bytes FROM allocations")]
+    if sizes:
+        print(f"  allocations {len(sizes)}, median {statistics.median(sizes):.0f} B, max {max(sizes)} B")
+    for label, n in c.execute("SELECT s.text, count(*) FROM allocations a JOIN strings s ON s.id = a.label "
+                              "GROUP BY 1 ORDER BY 2 DESC LIMIT 12"):
+        print(f"    {label}: {n}")
+    n_acc = c.execute("SELECT count(*) FROM accesses").fetchone()[0]
+    n_k = c.execute("SELECT count(*) FROM kernels").fetchone()[0]
+    n_ks = c.execute("SELECT count(*) FROM kernels WHERE step >= 0").fetchone()[0]
+    print(f"  kernels {n_k} ({n_ks} with a step), accesses {n_acc}")
+    for k, n in c.execute("SELECT kind, count(*) FROM markers GROUP BY 1"):
+        print(f"    marker kind {k}: {n}")
+    for k, v in c.execute("SELECT key, value FROM meta WHERE key LIKE 'record.%' OR key IN ('complete', "
+                          "'dropped_records', 'cupti_overhead_ns', 'cupti_overhead_records', 'device_name', "
+                          "'driver_cuda_version')"):
+        print(f"    {k} = {v}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 8 and sys.argv[1] == "overhead":
+        overhead(sys.argv[2:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "trace":
+        trace(sys.argv[2])
+    else:
+        sys.exit(__doc__)
