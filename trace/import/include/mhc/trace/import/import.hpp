@@ -10,6 +10,9 @@ namespace mhc::trace::import {
 
 class Rows;
 
+// Default Options::max_input_size: 4 GiB.
+constexpr uint64_t kDefaultMaxInputSize = uint64_t(4) << 30;
+
 enum class Format { Auto, Snapshot, Kineto, ExecutionTrace, Nsys };
 
 std::string_view to_string(Format f);
@@ -24,6 +27,10 @@ struct Options {
     Format format = Format::Auto;
     std::string kineto_path;   // execution traces: Kineto trace of the same run, for timing
     bool warn = true;          // print warnings (missing nsys tables, ...) on stderr
+    // The most decompressed bytes of one gzip input held in memory at once (a whole memory
+    // snapshot, one execution-trace node, one Kineto event): beyond it the import stops with
+    // "expands past N; raise with --max-input-size" instead of exhausting memory.
+    uint64_t max_input_size = kDefaultMaxInputSize;
 };
 
 // What an import did: the meta written into the trace and the row counts.
@@ -41,9 +48,10 @@ Result import_file(const std::string& in, const std::string& out, const Options&
 
 // The per-format importers: they write rows into `w` (a Writer and the columns checked after
 // it) and fill `r` (meta is also set on w).
-void import_snapshot(const std::string& in, Rows& w, Result& r);
-void import_kineto(const std::string& in, Rows& w, Result& r);
-void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r);
+void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize);
+void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize);
+void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r,
+               uint64_t max_input_size = kDefaultMaxInputSize);
 void import_nsys(const std::string& in, Rows& w, Result& r, bool warn);
 
 }  // namespace mhc::trace::import
