@@ -10,8 +10,8 @@ namespace mhc::trace::import {
 
 class Rows;
 
-// Default Options::max_input_size: 4 GiB.
-constexpr uint64_t kDefaultMaxInputSize = uint64_t(4) << 30;
+// Default Options::max_input_size: 1 GiB (a gzip bomb of ~1 MB expands to about that).
+constexpr uint64_t kDefaultMaxInputSize = uint64_t(1) << 30;
 
 enum class Format { Auto, Snapshot, Kineto, ExecutionTrace, Nsys };
 
