@@ -192,7 +192,7 @@ TEST_CASE("gzip input that expands past --max-input-size is refused", "[import][
     }
 }
 
-TEST_CASE("Kineto: out-of-range and non-numeric fields are refused, absent ones tolerated", "[import][hostile]") {
+TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent ones tolerated", "[import][hostile]") {
     test::TempDir dir;
     struct Case {
         const char* name;
@@ -231,7 +231,7 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused, absent ones 
     }
 }
 
-TEST_CASE("nsys: typed columns, integer extremes and views are refused", "[import][hostile]") {
+TEST_CASE("nsys: mistyped columns and integer extremes and views are refused", "[import][hostile]") {
     test::TempDir dir;
     struct Case {
         const char* name;
@@ -312,7 +312,7 @@ TEST_CASE("perfetto export of names that are not UTF-8 is valid JSON", "[export]
     CHECK(found);
 }
 
-TEST_CASE("import errors name the output, not the temporary trace", "[import][hostile]") {
+TEST_CASE("import errors name the output and not the temporary trace", "[import][hostile]") {
     test::TempDir dir;
     std::string in = dir.file("ok.json");
     test::write_file(in, kineto());
