@@ -6,9 +6,10 @@
 //
 // mhc_bench_import memory [EVENTS] [DIR]: memory instead of speed (issue 13). Snapshot, Kineto and
 // execution-trace inputs of EVENTS and 4 x EVENTS events (default 250,000), plain and gzip, plus a
-// 1 MB gzip bomb; each is imported in a fresh process (this program, re-run) and its peak RSS
-// (wait4 ru_maxrss) is printed, less the peak of a process that imports a one-event trace, per
-// input event. Proportional memory shows as the same bytes per event at both sizes.
+// 1 MB gzip bomb; each is imported in a fresh process (this program, re-run), which reports its
+// peak RSS (VmHWM of its own address space: wait4's ru_maxrss would include the parent's peak,
+// which exec carries over); printed less the peak of a process that imports a one-event trace,
+// per input event. Proportional memory shows as the same bytes per event at both sizes.
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -189,9 +190,19 @@ void gzip_file(const std::string& in, const std::string& out) {
     gzclose(g);
 }
 
-// Peak RSS (bytes) of `self --import-one IN OUT` and its exit status.
+// VmHWM of this process, bytes.
+int64_t vm_hwm() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+    return -1;
+}
+
+// Peak RSS (bytes) of `self --import-one IN OUT RESULT` and its exit status.
 std::pair<int64_t, int> peak_rss(const std::string& self, const std::string& in, const std::string& out) {
-    std::vector<std::string> args = {self, "--import-one", in, out};
+    std::string result = out + ".rss";
+    std::vector<std::string> args = {self, "--import-one", in, out, result};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -201,7 +212,10 @@ std::pair<int64_t, int> peak_rss(const std::string& self, const std::string& in,
     rusage ru{};
     wait4(pid, &status, 0, &ru);
     std::filesystem::remove(out);
-    return {static_cast<int64_t>(ru.ru_maxrss) * 1024, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+    int64_t peak = -1;
+    std::ifstream(result) >> peak;
+    std::filesystem::remove(result);
+    return {peak, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
 }
 
 int memory_bench(const std::string& self, int64_t events, const std::string& dir) {
@@ -301,16 +315,18 @@ void time_import(const std::string& label, const std::string& in, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc == 4 && std::string(argv[1]) == "--import-one") {   // a child of the memory benchmark
+    if (argc == 5 && std::string(argv[1]) == "--import-one") {   // a child of the memory benchmark
         mhc::trace::import::Options opt;
         opt.warn = false;
+        int rc = 0;
         try {
             mhc::trace::import::import_file(argv[2], argv[3], opt);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "%s\n", e.what());
-            return 2;
+            rc = 2;
         }
-        return 0;
+        std::ofstream(argv[4]) << vm_hwm();
+        return rc;
     }
     if (argc > 1 && std::string(argv[1]) == "memory")
         return memory_bench("/proc/self/exe", argc > 2 ? std::stoll(argv[2]) : 250000,

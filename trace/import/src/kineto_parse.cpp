@@ -560,7 +560,13 @@ struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> 
 // parse_streamed, which gives the same result or the error message.
 class Windowed {
 public:
-    Windowed(const std::string& path, Handler& h) : src_(path), h_(h) { buf_.resize(cap_ + kPad); }
+    // The window stays within `limit` too (at least its first 256 KiB): an event longer than it
+    // goes to the streamed parse, which refuses it past the limit.
+    Windowed(const std::string& path, Handler& h, uint64_t limit)
+        : src_(path), h_(h), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
+          keep_(std::min(kKeep, max_cap_ / 2)) {
+        buf_.resize(cap_ + kPad);
+    }
 
     bool run() {
         if (!ws() || at() != '{') return false;
@@ -615,13 +621,13 @@ private:
     char at() const { return buf_[beg_]; }
     // Keeps at least kKeep bytes ahead of beg_ (or all that is left), a NUL after them.
     void fill() {
-        if (eof_ || end_ - beg_ >= kKeep) return;
+        if (eof_ || end_ - beg_ >= keep_) return;
         std::memmove(buf_.data(), buf_.data() + beg_, end_ - beg_);
         end_ -= beg_;
         beg_ = 0;
         while (!eof_) {
             if (end_ == cap_) {   // small inputs keep a small buffer; large ones grow it to kCap
-                if (cap_ >= kCap) break;
+                if (cap_ >= max_cap_) break;
                 cap_ *= 2;
                 buf_.resize(cap_ + kPad);
             }
@@ -657,7 +663,7 @@ private:
     Handler& h_;
     rapidjson::Reader reader_;
     std::vector<char> buf_;
-    size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10;
+    size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10, max_cap_, keep_;
     bool eof_ = false;
 };
 
@@ -668,7 +674,7 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size) {
         KinetoData d;
         Handler h(d, path);
         h.copy_strings = false;
-        if (Windowed(path, h).run()) {
+        if (Windowed(path, h, max_input_size).run()) {
             if (!h.saw_events)
                 throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
             return d;
