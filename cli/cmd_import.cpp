@@ -26,7 +26,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->check(CLI::ExistingFile);
         app.add_option("--max-input-size", *max_input,
                        "Most decompressed bytes of a gzip input held at once (a snapshot, one ET node or "
-                       "Kineto event); 1GiB by default, suffixes KiB/MiB/GiB")
+                       "Kineto event); 256MiB by default, suffixes KiB/MiB/GiB")
             ->transform(CLI::AsSizeValue(false));
         return [in, out, format, kineto, max_input] {
             imp::Options opt;

@@ -5,7 +5,7 @@
 // so the figures can be reproduced on any machine.
 //
 // mhc_bench_import memory [EVENTS] [DIR]: memory instead of speed (issue 13). Snapshot, Kineto and
-// execution-trace inputs of EVENTS and 4 x EVENTS events (default 250,000), plain and gzip, plus a
+// execution-trace inputs of EVENTS and 4 x EVENTS events (default 250,000; 0: none), plain and gzip, plus a
 // 1 MB gzip bomb; each is imported in a fresh process (this program, re-run), which reports its
 // peak RSS (VmHWM of its own address space: wait4's ru_maxrss would include the parent's peak,
 // which exec carries over); printed less the peak of a process that imports a one-event trace,
@@ -229,6 +229,7 @@ int memory_bench(const std::string& self, int64_t events, const std::string& dir
                 "peak MiB", "bytes/event", "");
     std::vector<std::string> made = {tiny};
     for (int64_t n : {events, 4 * events}) {
+        if (n <= 0) continue;   // EVENTS 0: the bomb alone
         std::string tag = std::to_string(n);
         std::string snap = dir + "/bench-mem-" + tag + ".pickle", kin = dir + "/bench-mem-" + tag + ".json",
                     et = dir + "/bench-mem-et-" + tag + ".json";
@@ -248,8 +249,8 @@ int memory_bench(const std::string& self, int64_t events, const std::string& dir
             made.push_back(in);
         }
     }
-    // ~1 MB of gzip that expands to ~1 GiB: one node with a ~1 GiB name. Refused at the default
-    // --max-input-size (1 GiB) once that much is decompressed.
+    // ~1 MB of gzip that expands to ~1.1 GiB: one node with a ~1.1 GiB name. Refused once the
+    // default --max-input-size (256 MiB) is decompressed.
     std::string bomb = dir + "/bench-mem-bomb.json.gz";
     {
         gzFile g = gzopen(bomb.c_str(), "wb9");
@@ -260,7 +261,7 @@ int memory_bench(const std::string& self, int64_t events, const std::string& dir
         gzclose(g);
     }
     auto [peak, rc] = peak_rss(self, bomb, out);
-    std::printf("%-26s %9s %10.1f %10.1f %12s exit %d (expands to 1100 MiB: refused past the 1 GiB default)\n",
+    std::printf("%-26s %9s %10.1f %10.1f %12s exit %d (expands to 1100 MiB: refused past the 256 MiB default)\n",
                 "gzip bomb (et json.gz)", "1", static_cast<double>(std::filesystem::file_size(bomb)) / 1e6,
                 static_cast<double>(peak) / (1 << 20), "-", rc);
     made.push_back(bomb);

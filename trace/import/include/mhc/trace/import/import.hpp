@@ -10,8 +10,9 @@ namespace mhc::trace::import {
 
 class Rows;
 
-// Default Options::max_input_size: 1 GiB (a gzip bomb of ~1 MB expands to about that).
-constexpr uint64_t kDefaultMaxInputSize = uint64_t(1) << 30;
+// Default Options::max_input_size: 256 MiB. A JSON parser holds up to ~3 bytes per byte of a
+// value being read (nlohmann keeps the token and its raw text), so a gzip bomb stops at < 1 GB.
+constexpr uint64_t kDefaultMaxInputSize = uint64_t(256) << 20;
 
 enum class Format { Auto, Snapshot, Kineto, ExecutionTrace, Nsys };
 
