@@ -67,10 +67,10 @@ void expect_refused(const test::TempDir& dir, const std::string& in, const std::
     CHECK(dir.entries() == before);
 }
 
-imp::Result accepted(const test::TempDir& dir, const std::string& in) {
+imp::Result accepted(const std::string& in) {
     imp::Options opt;
     opt.warn = false;
-    return imp::import_file(in, dir.file("ok.db"), opt);
+    return imp::import_file(in, in + ".db", opt);   // one output per input: none is overwritten
 }
 
 // A Kineto trace: a kernel, a copy and a [memory] allocation; the three fields are spliced in.
@@ -133,7 +133,7 @@ TEST_CASE("deep nesting is refused in every JSON and pickle reader", "[import][h
         std::string in = dir.file("900.json");
         test::write_file(in, kineto().substr(0, kineto().size() - 2) + ",{\"ph\":\"X\",\"args\":{\"x\":" +
                                  repeat("[", 895) + repeat("]", 895) + "}}]}");
-        CHECK(accepted(dir, in).kernels == 1);
+        CHECK(accepted(in).kernels == 1);
     }
     SECTION("execution trace, inside a node and in another member") {
         std::string a = dir.file("deep-node.json.gz"), b = dir.file("deep-member-et.json.gz");
@@ -220,14 +220,14 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
     SECTION("the same trace with sane values, and with optional fields absent, is read") {
         std::string in = dir.file("ok.json");
         test::write_file(in, kineto());
-        imp::Result r = accepted(dir, in);
+        imp::Result r = accepted(in);
         CHECK(r.kernels == 1);
         CHECK(r.copies == 1);
         CHECK(r.allocations == 1);
         std::string sparse = dir.file("sparse.json");   // no dur, no args, a metadata event without ts
         test::write_file(sparse, "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"args\":{\"name\":\"x\"}},"
                                  "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":3}]}");
-        CHECK(accepted(dir, sparse).kernels == 1);
+        CHECK(accepted(sparse).kernels == 1);
     }
 }
 
@@ -264,7 +264,43 @@ TEST_CASE("nsys: mistyped columns and integer extremes and views are refused", "
     SECTION("the unchanged export, with NULL in an optional column, is read") {
         std::string in = dir.file("ok.sqlite");
         make_nsys(in, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 1;");
-        CHECK(accepted(dir, in).kernels == 2);
+        CHECK(accepted(in).kernels == 2);
+    }
+}
+
+TEST_CASE("execution trace: out-of-range ids and tensor fields are refused", "[import][hostile]") {
+    test::TempDir dir;
+    auto et = [](const std::string& id, const std::string& tensor) {
+        return "{\"schema\":\"1.0.1\",\"nodes\":[{\"id\":1,\"name\":\"root\"},{\"id\":" + id +
+               ",\"name\":\"aten::add\",\"parent\":1,\"inputs\":[" + tensor +
+               "],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}";
+    };
+    const std::string ok = "[1,1,0,16,4,\"cuda:0\"]";
+    struct Case {
+        const char* name;
+        std::string json, expect;
+    };
+    const std::vector<Case> cases = {
+        {"numel-int64-max", et("2", "[1,1,0,9223372036854775807,4,\"cuda:0\"]"),
+         "nodes[1]: tensor numel 9223372036854775807 is out of range"},
+        {"offset-negative", et("2", "[1,1,-8,16,4,\"cuda:0\"]"), "nodes[1]: tensor offset -8 is out of range"},
+        {"itemsize-float", et("2", "[1,1,0,16,4.5,\"cuda:0\"]"), "nodes[1]: tensor itemsize 4.5 is out of range"},
+        {"id-float", et("2.5", ok), "nodes[1]: 'id' 2.5 is not an int64 integer"},
+        {"id-past-int64", et("18446744073709551615", ok), "nodes[1]: 'id' 18446744073709551615 is not an int64 integer"},
+    };
+    for (const auto& c : cases) {
+        DYNAMIC_SECTION(c.name) {
+            std::string in = dir.file(std::string(c.name) + ".json");
+            test::write_file(in, c.json);
+            expect_refused(dir, in, c.expect);
+        }
+    }
+    SECTION("the same trace with a sane tensor, and with an undefined (all-zero) one, is read") {
+        std::string in = dir.file("ok.json"), undef = dir.file("undefined.json");
+        test::write_file(in, et("2", ok));
+        test::write_file(undef, et("2", "[1,0,0,0,0,\"\"]"));
+        CHECK(accepted(in).allocations == 1);
+        CHECK(accepted(undef).allocations == 0);
     }
 }
 

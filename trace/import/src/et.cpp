@@ -54,23 +54,34 @@ int64_t as_i64(const json& v) {
     return -1;
 }
 
-// [tensor_id, storage_id, offset, numel, itemsize, device]
-void tensor_from(const json& v, std::vector<TensorUse>& out) {
+// [tensor_id, storage_id, offset, numel, itemsize, device]. Zero storage, numel or itemsize is an
+// undefined tensor (skipped); a field that is not an integer, is negative, or is past 2^40
+// elements/offset or 64-byte items is bad input (`bad` names it).
+void tensor_from(const json& v, std::vector<TensorUse>& out, std::string& bad) {
     if (!v.is_array() || v.size() < 5 || !v[0].is_number()) return;
-    int64_t storage = as_i64(v[1]), offset = as_i64(v[2]), numel = as_i64(v[3]), item = as_i64(v[4]);
-    if (storage <= 0 || numel <= 0 || item <= 0 || offset < 0) return;
-    if (numel > (INT64_C(1) << 40) || offset > (INT64_C(1) << 40) || item > 64) return;   // not a tensor
-    out.push_back({storage, v.size() > 5 ? device_of(v[5]) : -1, (offset + numel) * item});
+    static const char* names[] = {"tensor_id", "storage_id", "offset", "numel", "itemsize"};
+    static const int64_t max[] = {INT64_MAX, INT64_MAX, INT64_C(1) << 40, INT64_C(1) << 40, 64};
+    int64_t f[5] = {};
+    for (int k = 1; k < 5; ++k) {
+        f[k] = v[k].is_number_integer() ? as_i64(v[k]) : -1;
+        if (f[k] < 0 || f[k] > max[k]) {
+            if (bad.empty()) bad = std::string(names[k]) + " " + v[k].dump() + " is out of range";
+            return;
+        }
+    }
+    int64_t storage = f[1], offset = f[2], numel = f[3], item = f[4];
+    if (storage == 0 || numel == 0 || item == 0) return;
+    out.push_back({storage, v.size() > 5 ? device_of(v[5]) : -1, (offset + numel) * item});   // < 2^47
 }
 
-void values_from(const json& values, const json& types, std::vector<TensorUse>& out) {
+void values_from(const json& values, const json& types, std::vector<TensorUse>& out, std::string& bad) {
     if (!values.is_array() || !types.is_array()) return;
     for (size_t i = 0; i < values.size() && i < types.size(); ++i) {
         if (!types[i].is_string()) continue;
         const std::string& t = types[i].get_ref<const std::string&>();
-        if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out);
+        if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out, bad);
         else if (t.rfind("GenericList", 0) == 0 && t.find("Tensor") != std::string::npos && values[i].is_array())
-            for (const auto& e : values[i]) tensor_from(e, out);
+            for (const auto& e : values[i]) tensor_from(e, out, bad);
     }
 }
 
@@ -78,15 +89,19 @@ void values_from(const json& values, const json& types, std::vector<TensorUse>& 
 Node node_from(const std::string& in, const json& n, size_t row) {
     if (!n.is_object() || !n.contains("id") || !n["id"].is_number())
         throw Error(where(in, "nodes[" + std::to_string(row) + "]: no numeric 'id'"));
+    const json& id = n["id"];
+    if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX))
+        throw Error(where(in, "nodes[" + std::to_string(row) + "]: 'id' " + id.dump() + " is not an int64 integer"));
     Node x;
-    x.id = as_i64(n["id"]);
+    x.id = id.get<int64_t>();
+    std::string bad;
     if (n.contains("name") && n["name"].is_string()) x.name = n["name"].get<std::string>();
     auto ins = n.find("inputs");
     auto outs = n.find("outputs");
     if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types}, attrs list
-        values_from(ins->value("values", json()), ins->value("types", json()), x.ins);
+        values_from(ins->value("values", json()), ins->value("types", json()), x.ins, bad);
         if (outs != n.end() && outs->is_object())
-            values_from(outs->value("values", json()), outs->value("types", json()), x.outs);
+            values_from(outs->value("values", json()), outs->value("types", json()), x.outs, bad);
         if (n.contains("ctrl_deps")) x.parent = as_i64(n["ctrl_deps"]);
         if (n.contains("attrs") && n["attrs"].is_array())
             for (const auto& a : n["attrs"]) {
@@ -95,12 +110,13 @@ Node node_from(const std::string& in, const json& n, size_t row) {
                 if (a["name"] == "tid") x.tid = as_i64(a["value"]);
             }
     } else {   // 1.0.x style: inputs / input_types lists
-        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins);
-        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs);
+        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins, bad);
+        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs, bad);
         if (n.contains("parent")) x.parent = as_i64(n["parent"]);
         if (n.contains("rf_id")) x.rf_id = as_i64(n["rf_id"]);
         if (n.contains("tid")) x.tid = as_i64(n["tid"]);
     }
+    if (!bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "]: tensor " + bad));
     return x;
 }
 
