@@ -17,16 +17,22 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto out = std::make_shared<std::string>();
         auto format = std::make_shared<std::string>("auto");
         auto kineto = std::make_shared<std::string>();
+        auto max_input = std::make_shared<uint64_t>(imp::kDefaultMaxInputSize);
         app.add_option("file", *in, "Input file")->required()->check(CLI::ExistingFile);
         app.add_option("-o,--output", *out, "Trace file to write (.db)")->required();
         app.add_option("--format", *format, "Input format (detected from content when omitted)")
             ->check(CLI::IsMember({"auto", "snapshot", "kineto", "et", "nsys"}));
         app.add_option("--kineto", *kineto, "Kineto trace of the same run (execution traces: timing)")
             ->check(CLI::ExistingFile);
-        return [in, out, format, kineto] {
+        app.add_option("--max-input-size", *max_input,
+                       "Most decompressed bytes of a gzip input held at once (a snapshot, one ET node or "
+                       "Kineto event); 256MiB by default, suffixes KiB/MiB/GiB")
+            ->transform(CLI::AsSizeValue(false));
+        return [in, out, format, kineto, max_input] {
             imp::Options opt;
             opt.format = imp::format_from_string(*format);
             opt.kineto_path = *kineto;
+            opt.max_input_size = *max_input;
             imp::Result r = imp::import_file(*in, *out, opt);
             std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
                         "%lld copies, %lld markers\n",

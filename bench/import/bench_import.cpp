@@ -3,7 +3,17 @@
 // times import_file on each (one thread, REPS times, default 3) and prints events per second
 // of CPU time (user + sys, median run). Inputs are made here,
 // so the figures can be reproduced on any machine.
+//
+// mhc_bench_import memory [EVENTS] [DIR]: memory instead of speed (issue 13). Snapshot, Kineto and
+// execution-trace inputs of EVENTS and 4 x EVENTS events (default 250,000; 0: none), plain and gzip, plus a
+// 1 MB gzip bomb; each is imported in a fresh process (this program, re-run), which reports its
+// peak RSS (VmHWM of its own address space: wait4's ru_maxrss would include the parent's peak,
+// which exec carries over); printed less the peak of a process that imports a one-event trace,
+// per input event. Proportional memory shows as the same bytes per event at both sizes.
+#include <spawn.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -152,6 +162,114 @@ void make_kineto(const std::string& path, int64_t events) {
     gzclose(g);
 }
 
+// An execution trace (1.0.x schema): one root node, then ops with two input and one output tensor.
+void make_et(const std::string& path, int64_t events) {
+    std::string s = "{\"schema\": \"1.0.1\", \"pid\": 1, \"nodes\": [\n"
+                    "{\"id\": 1, \"name\": \"[pytorch|profiler|execution_trace|thread]\", \"parent\": 1, \"tid\": 1}";
+    char buf[1024];
+    for (int64_t i = 2; i <= events; ++i) {
+        long long st = 1 + i % 5000, a = 1 + (i * 7) % 5000, o = 1 + (i * 13) % 5000;
+        int n = std::snprintf(buf, sizeof buf,
+            ",\n{\"id\": %lld, \"name\": \"aten::addmm\", \"parent\": 1, \"rf_id\": %lld, \"tid\": 1, "
+            "\"inputs\": [[%lld, %lld, 0, 4096, 4, \"cuda:0\"], [%lld, %lld, 0, 1024, 4, \"cuda:0\"], 1.0], "
+            "\"input_shapes\": [[64, 64], [1024], []], \"input_types\": [\"Tensor(float)\", \"Tensor(float)\", \"Scalar\"], "
+            "\"outputs\": [[%lld, %lld, 0, 4096, 4, \"cuda:0\"]], \"output_shapes\": [[64, 64]], \"output_types\": [\"Tensor(float)\"]}",
+            static_cast<long long>(i), static_cast<long long>(i), st, st, a, a, o, o);
+        s.append(buf, static_cast<size_t>(n));
+    }
+    s += "\n]}\n";
+    std::ofstream(path, std::ios::binary).write(s.data(), static_cast<std::streamsize>(s.size()));
+}
+
+void gzip_file(const std::string& in, const std::string& out) {
+    std::ifstream f(in, std::ios::binary);
+    gzFile g = gzopen(out.c_str(), "wb6");
+    std::vector<char> buf(1 << 20);
+    while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0)
+        gzwrite(g, buf.data(), static_cast<unsigned>(f.gcount()));
+    gzclose(g);
+}
+
+// VmHWM of this process, bytes.
+int64_t vm_hwm() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+    return -1;
+}
+
+// Peak RSS (bytes) of `self --import-one IN OUT RESULT` and its exit status.
+std::pair<int64_t, int> peak_rss(const std::string& self, const std::string& in, const std::string& out) {
+    std::string result = out + ".rss";
+    std::vector<std::string> args = {self, "--import-one", in, out, result};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return {-1, -1};
+    int status = 0;
+    rusage ru{};
+    wait4(pid, &status, 0, &ru);
+    std::filesystem::remove(out);
+    int64_t peak = -1;
+    std::ifstream(result) >> peak;
+    std::filesystem::remove(result);
+    return {peak, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+int memory_bench(const std::string& self, int64_t events, const std::string& dir) {
+    std::string out = dir + "/bench-mem-out.db";
+    std::string tiny = dir + "/bench-mem-tiny.json";
+    std::ofstream(tiny) << "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, \"dur\": 1, "
+                           "\"args\": {\"device\": 0, \"stream\": 7}}]}\n";
+    int64_t base = peak_rss(self, tiny, out).first;
+    std::printf("peak RSS of a process importing a one-event trace (subtracted below): %.1f MiB\n"
+                "%-26s %9s %10s %10s %12s %s\n", static_cast<double>(base) / (1 << 20), "input", "events", "file MB",
+                "peak MiB", "bytes/event", "");
+    std::vector<std::string> made = {tiny};
+    for (int64_t n : {events, 4 * events}) {
+        if (n <= 0) continue;   // EVENTS 0: the bomb alone
+        std::string tag = std::to_string(n);
+        std::string snap = dir + "/bench-mem-" + tag + ".pickle", kin = dir + "/bench-mem-" + tag + ".json",
+                    et = dir + "/bench-mem-et-" + tag + ".json";
+        make_snapshot(snap, n);
+        make_kineto(kin, n);   // also writes kin + ".gz"
+        make_et(et, n);
+        gzip_file(snap, snap + ".gz");
+        gzip_file(et, et + ".gz");
+        for (auto& [label, in] : std::vector<std::pair<std::string, std::string>>{
+                 {"snapshot (pickle)", snap}, {"snapshot (pickle.gz)", snap + ".gz"}, {"kineto (json)", kin},
+                 {"kineto (json.gz)", kin + ".gz"}, {"execution trace (json)", et}, {"execution trace (json.gz)", et + ".gz"}}) {
+            auto [peak, rc] = peak_rss(self, in, out);
+            std::printf("%-26s %9lld %10.1f %10.1f %12.0f %s\n", label.c_str(), static_cast<long long>(n),
+                        static_cast<double>(std::filesystem::file_size(in)) / 1e6, static_cast<double>(peak) / (1 << 20),
+                        static_cast<double>(peak - base) / static_cast<double>(n), rc == 0 ? "" : "(import failed)");
+            std::fflush(stdout);
+            made.push_back(in);
+        }
+    }
+    // ~1 MB of gzip that expands to ~1.1 GiB: one node with a ~1.1 GiB name. Refused once the
+    // default --max-input-size (256 MiB) is decompressed.
+    std::string bomb = dir + "/bench-mem-bomb.json.gz";
+    {
+        gzFile g = gzopen(bomb.c_str(), "wb9");
+        std::string head = "{\"schema\": \"1.0.1\", \"nodes\": [{\"id\": 1, \"name\": \"", chunk(1 << 20, 'a');
+        gzwrite(g, head.data(), static_cast<unsigned>(head.size()));
+        for (int i = 0; i < 1100; ++i) gzwrite(g, chunk.data(), static_cast<unsigned>(chunk.size()));
+        gzwrite(g, "\"}]}", 4);
+        gzclose(g);
+    }
+    auto [peak, rc] = peak_rss(self, bomb, out);
+    std::printf("%-26s %9s %10.1f %10.1f %12s exit %d (expands to 1100 MiB: refused past the 256 MiB default)\n",
+                "gzip bomb (et json.gz)", "1", static_cast<double>(std::filesystem::file_size(bomb)) / 1e6,
+                static_cast<double>(peak) / (1 << 20), "-", rc);
+    made.push_back(bomb);
+    if (!std::getenv("MHC_BENCH_KEEP"))
+        for (auto& f : made) std::filesystem::remove(f);
+    return 0;
+}
+
 double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; }
 
 std::string loadavg() {
@@ -198,6 +316,22 @@ void time_import(const std::string& label, const std::string& in, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 5 && std::string(argv[1]) == "--import-one") {   // a child of the memory benchmark
+        mhc::trace::import::Options opt;
+        opt.warn = false;
+        int rc = 0;
+        try {
+            mhc::trace::import::import_file(argv[2], argv[3], opt);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s\n", e.what());
+            rc = 2;
+        }
+        std::ofstream(argv[4]) << vm_hwm();
+        return rc;
+    }
+    if (argc > 1 && std::string(argv[1]) == "memory")
+        return memory_bench("/proc/self/exe", argc > 2 ? std::stoll(argv[2]) : 250000,
+                            argc > 3 ? argv[3] : std::filesystem::temp_directory_path().string());
     int64_t events = argc > 1 ? std::stoll(argv[1]) : 2000000;
     std::string dir = argc > 2 ? argv[2] : std::filesystem::temp_directory_path().string();
     std::string snap = dir + "/bench-snapshot.pickle", kin = dir + "/bench-kineto.json";

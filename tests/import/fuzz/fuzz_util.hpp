@@ -31,6 +31,9 @@ inline void import_bytes(std::string_view bytes, mhc::trace::import::Format form
     mhc::trace::import::Options opt;
     opt.format = format;
     opt.warn = false;
+    // A small limit, so that gzip expansion bombs reach the refusal (and stay fast) instead of
+    // decompressing up to the 4 GiB default on every run.
+    opt.max_input_size = 1 << 20;
     try {
         mhc::trace::import::import_file(in, out, opt);
     } catch (const mhc::Error&) {

@@ -60,8 +60,56 @@ open(f"{out}/kineto/cpu_memory", "w").write(json.dumps(m))
 open(f"{out}/et/simple_add", "w").write(json.dumps(json.load(gzip.open(f"{pub}/chakra/simple_add_et.json.gz"))))
 c = json.load(gzip.open(f"{pub}/chakra/chakra-1.0.2-et.json.gz")); c["nodes"] = c["nodes"][:40]
 open(f"{out}/et/chakra", "w").write(json.dumps(c))
+# Hostile seeds (issue 13): deep nesting, gzip expansion, integer extremes in every format.
+deep = "[" * 20000 + "]" * 20000
+open(f"{out}/kineto/deep_event", "w").write('{"traceEvents":[{"ph":"X","args":%s}]}' % deep)
+open(f"{out}/kineto/deep_member", "w").write('{"traceEvents":[],"x":%s}' % deep)
+open(f"{out}/kineto/deep_member.gz", "wb").write(gzip.compress(('{"traceEvents":[],"x":%s}' % ("[" * 100000 + "]" * 100000)).encode()))
+open(f"{out}/kineto/bomb.gz", "wb").write(gzip.compress(('{"traceEvents":[{"ph":"X","cat":"kernel","ts":1,"name":"%s"}]}' % ("a" * (4 << 20))).encode(), 9))
+ev = ('{"ph":"X","cat":"kernel","name":"k","ts":%s,"dur":5,"args":{"device":0,"stream":7}},'
+      '{"ph":"i","name":"[memory]","ts":11,"args":{"Addr":4096,"Bytes":%s,"Total Allocated":4096,"Device Type":1,"Device Id":0}}')
+for i, (ts, b) in enumerate([("9223372036854775.807", "1"), ("1e300", "1"), ("NaN", "1"), ('"abc"', "1"), ("null", "1"),
+                             ("10", "9223372036854775807"), ("10", "-9223372036854775808"), ("10", "NaN"), ("10", "18446744073709551616")]):
+    open(f"{out}/kineto/extreme{i}", "w").write('{"traceEvents":[%s]}' % (ev % (ts, b)))
+open(f"{out}/et/deep_node", "w").write('{"schema":"1.0.1","nodes":[{"id":1,"inputs":%s}]}' % deep)
+open(f"{out}/et/deep_member", "w").write('{"schema":"1.0.1","x":%s,"nodes":[]}' % deep)
+open(f"{out}/et/bomb.gz", "wb").write(gzip.compress(('{"schema":"1.0.1","nodes":[{"id":1,"name":"%s"}]}' % ("a" * (4 << 20))).encode(), 9))
+open(f"{out}/et/extreme", "w").write(json.dumps({"schema": "1.0.1", "nodes": [
+    {"id": 9223372036854775807, "name": "aten::add", "inputs": [[1, 1, 0, 9223372036854775807, 4, "cuda:0"]],
+     "input_types": ["Tensor(float)"], "outputs": [[2, 2, -1, 4, 4, "cuda:0"]], "output_types": ["Tensor(float)"]},
+    {"id": -9223372036854775808, "name": "aten::mul", "inputs": [[3, 3, 0, 1e300, 4, "cuda:99999999999"]],
+     "input_types": ["Tensor(float)"], "parent": 9223372036854775807}]}))
+hdr = b"\x80\x02}X\x0d\x00\x00\x00device_traces"
+open(f"{out}/pickle/deep_lists", "wb").write(hdr + b"]" * 20000 + b"a" * 19999 + b"s.")
+open(f"{out}/pickle/deep_marks", "wb").write(hdr + b"(" * 20000 + b"s.")
+open(f"{out}/pickle/frame", "wb").write(b"\x80\x04\x95" + (1 << 40).to_bytes(8, "little") + b"}.")
+open(f"{out}/pickle/bomb.gz", "wb").write(gzip.compress(hdr + b"\x8d" + (4 << 20).to_bytes(8, "little") + b"a" * (4 << 20) + b"s.", 9))
+for i, size in enumerate((2**63 - 1, -2**63, 2**50 + 1)):
+    big = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": size, "stream": 0, "time_us": 1},
+                                              {"action": "free_completed", "addr": 1, "size": size, "time_us": 1e300}]]}
+    open(f"{out}/pickle/extreme{i}", "wb").write(pickle.dumps(big, protocol=4))
 PY
 cp "$PUB/nsys/con_kernel.sqlite" "$SEEDS/nsys/" && chmod u+w "$SEEDS/nsys/con_kernel.sqlite"
+# nsys: integer extremes, text and NULL in integer columns, a view in place of a table.
+python3 - "$SEEDS/nsys" <<'PY'
+import shutil, sqlite3, sys
+d = sys.argv[1]
+edits = {
+    "int64_max_end": "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 9223372036854775807 WHERE rowid = 1",
+    "int64_min_start": "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775808 WHERE rowid = 1",
+    "text_start": "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' WHERE rowid = 1",
+    "text_end": "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 'x' WHERE rowid = 2",   # end is NOT NULL here
+    "bytes_max": "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 9223372036854775807 WHERE rowid = 1",
+    "view": "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO k2; CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM k2",
+}
+for name, sql in edits.items():
+    p = f"{d}/{name}.sqlite"
+    shutil.copy(f"{d}/con_kernel.sqlite", p)
+    db = sqlite3.connect(p)
+    db.executescript(sql)
+    db.commit()
+    db.close()
+PY
 
 fail=0
 for t in pickle kineto et nsys; do

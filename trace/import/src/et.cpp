@@ -7,10 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <istream>
 #include <map>
 #include <unordered_map>
 
 #include "kineto_write.hpp"
+#include "limits.hpp"
 #include "mhc/common/error.hpp"
 #include "source.hpp"
 
@@ -52,66 +54,180 @@ int64_t as_i64(const json& v) {
     return -1;
 }
 
-// [tensor_id, storage_id, offset, numel, itemsize, device]
-void tensor_from(const json& v, std::vector<TensorUse>& out) {
+// [tensor_id, storage_id, offset, numel, itemsize, device]. Zero storage, numel or itemsize is an
+// undefined tensor (skipped); a field that is not an integer, is negative, or is past 2^40
+// elements/offset or 64-byte items is bad input (`bad` names it).
+void tensor_from(const json& v, std::vector<TensorUse>& out, std::string& bad) {
     if (!v.is_array() || v.size() < 5 || !v[0].is_number()) return;
-    int64_t storage = as_i64(v[1]), offset = as_i64(v[2]), numel = as_i64(v[3]), item = as_i64(v[4]);
-    if (storage <= 0 || numel <= 0 || item <= 0 || offset < 0) return;
-    if (numel > (INT64_C(1) << 40) || offset > (INT64_C(1) << 40) || item > 64) return;   // not a tensor
-    out.push_back({storage, v.size() > 5 ? device_of(v[5]) : -1, (offset + numel) * item});
+    static const char* names[] = {"tensor_id", "storage_id", "offset", "numel", "itemsize"};
+    static const int64_t max[] = {INT64_MAX, INT64_MAX, INT64_C(1) << 40, INT64_C(1) << 40, 64};
+    int64_t f[5] = {};
+    for (int k = 1; k < 5; ++k) {
+        f[k] = v[k].is_number_integer() ? as_i64(v[k]) : -1;
+        if (f[k] < 0 || f[k] > max[k]) {
+            if (bad.empty()) bad = std::string(names[k]) + " " + v[k].dump() + " is out of range";
+            return;
+        }
+    }
+    int64_t storage = f[1], offset = f[2], numel = f[3], item = f[4];
+    if (storage == 0 || numel == 0 || item == 0) return;
+    out.push_back({storage, v.size() > 5 ? device_of(v[5]) : -1, (offset + numel) * item});   // < 2^47
 }
 
-void values_from(const json& values, const json& types, std::vector<TensorUse>& out) {
+void values_from(const json& values, const json& types, std::vector<TensorUse>& out, std::string& bad) {
     if (!values.is_array() || !types.is_array()) return;
     for (size_t i = 0; i < values.size() && i < types.size(); ++i) {
         if (!types[i].is_string()) continue;
         const std::string& t = types[i].get_ref<const std::string&>();
-        if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out);
+        if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out, bad);
         else if (t.rfind("GenericList", 0) == 0 && t.find("Tensor") != std::string::npos && values[i].is_array())
-            for (const auto& e : values[i]) tensor_from(e, out);
+            for (const auto& e : values[i]) tensor_from(e, out, bad);
     }
 }
 
-std::vector<Node> parse_nodes(const std::string& in) {
-    std::string text = read_all(in);
-    json doc = json::parse(text, nullptr, false);
-    if (doc.is_discarded()) throw Error(where(in, "invalid JSON"));
-    text.clear();
-    text.shrink_to_fit();
-    if (!doc.is_object() || !doc.contains("nodes") || !doc["nodes"].is_array())
-        throw Error(where(in, "not an execution trace: no top-level 'nodes' array"));
-    std::vector<Node> nodes;
-    nodes.reserve(doc["nodes"].size());
-    size_t row = 0;
-    for (const auto& n : doc["nodes"]) {
-        if (!n.is_object() || !n.contains("id") || !n["id"].is_number())
-            throw Error(where(in, "nodes[" + std::to_string(row) + "]: no numeric 'id'"));
-        Node x;
-        x.id = as_i64(n["id"]);
-        if (n.contains("name") && n["name"].is_string()) x.name = n["name"].get<std::string>();
-        auto ins = n.find("inputs");
-        auto outs = n.find("outputs");
-        if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types}, attrs list
-            values_from(ins->value("values", json()), ins->value("types", json()), x.ins);
-            if (outs != n.end() && outs->is_object())
-                values_from(outs->value("values", json()), outs->value("types", json()), x.outs);
-            if (n.contains("ctrl_deps")) x.parent = as_i64(n["ctrl_deps"]);
-            if (n.contains("attrs") && n["attrs"].is_array())
-                for (const auto& a : n["attrs"]) {
-                    if (!a.is_object() || !a.contains("name") || !a.contains("value")) continue;
-                    if (a["name"] == "rf_id") x.rf_id = as_i64(a["value"]);
-                    if (a["name"] == "tid") x.tid = as_i64(a["value"]);
-                }
-        } else {   // 1.0.x style: inputs / input_types lists
-            if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins);
-            if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs);
-            if (n.contains("parent")) x.parent = as_i64(n["parent"]);
-            if (n.contains("rf_id")) x.rf_id = as_i64(n["rf_id"]);
-            if (n.contains("tid")) x.tid = as_i64(n["tid"]);
-        }
-        nodes.push_back(std::move(x));
-        ++row;
+// One element of "nodes" (a small DOM) -> Node.
+Node node_from(const std::string& in, const json& n, size_t row) {
+    if (!n.is_object() || !n.contains("id") || !n["id"].is_number())
+        throw Error(where(in, "nodes[" + std::to_string(row) + "]: no numeric 'id'"));
+    const json& id = n["id"];
+    if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX))
+        throw Error(where(in, "nodes[" + std::to_string(row) + "]: 'id' " + id.dump() + " is not an int64 integer"));
+    Node x;
+    x.id = id.get<int64_t>();
+    std::string bad;
+    if (n.contains("name") && n["name"].is_string()) x.name = n["name"].get<std::string>();
+    auto ins = n.find("inputs");
+    auto outs = n.find("outputs");
+    if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types}, attrs list
+        values_from(ins->value("values", json()), ins->value("types", json()), x.ins, bad);
+        if (outs != n.end() && outs->is_object())
+            values_from(outs->value("values", json()), outs->value("types", json()), x.outs, bad);
+        if (n.contains("ctrl_deps")) x.parent = as_i64(n["ctrl_deps"]);
+        if (n.contains("attrs") && n["attrs"].is_array())
+            for (const auto& a : n["attrs"]) {
+                if (!a.is_object() || !a.contains("name") || !a.contains("value")) continue;
+                if (a["name"] == "rf_id") x.rf_id = as_i64(a["value"]);
+                if (a["name"] == "tid") x.tid = as_i64(a["value"]);
+            }
+    } else {   // 1.0.x style: inputs / input_types lists
+        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins, bad);
+        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs, bad);
+        if (n.contains("parent")) x.parent = as_i64(n["parent"]);
+        if (n.contains("rf_id")) x.rf_id = as_i64(n["rf_id"]);
+        if (n.contains("tid")) x.tid = as_i64(n["tid"]);
     }
+    if (!bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "]: tensor " + bad));
+    return x;
+}
+
+// SAX over the streamed JSON: each element of the top-level "nodes" array is built as a small
+// DOM, turned into a Node and dropped, so memory holds the Nodes kept, not the JSON (a DOM of
+// the whole file took several bytes per input byte). Depth is bounded (kMaxNesting), and the
+// gzip input limit counts the bytes of one node or top-level member.
+class NodeReader {
+public:
+    NodeReader(const std::string& in, GzSource& src, GzStreamBuf& buf, std::vector<Node>& out)
+        : in_(in), src_(src), buf_(buf), out_(out) {}
+
+    bool null() { return scalar(json(nullptr)); }
+    bool boolean(bool v) { return scalar(json(v)); }
+    bool number_integer(json::number_integer_t v) { return scalar(json(v)); }
+    bool number_unsigned(json::number_unsigned_t v) { return scalar(json(v)); }
+    bool number_float(json::number_float_t v, const json::string_t&) { return scalar(json(v)); }
+    bool string(json::string_t& v) { return scalar(json(std::move(v))); }
+    bool binary(json::binary_t&) { return scalar(json()); }   // not produced by JSON text
+    bool start_object(std::size_t) { return open(json::object()); }
+    bool start_array(std::size_t) { return open(json::array()); }
+    bool key(json::string_t& k) {
+        if (depth_ == 1) {
+            top_key_ = k;
+            boundary();
+        } else if (depth_ >= 3 && in_nodes_) {
+            key_ = std::move(k);
+        }
+        return true;
+    }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& e) {
+        std::string m = e.what();
+        auto p = m.find("] ");   // drop nlohmann's "[json.exception.parse_error.101] "
+        error_ = "invalid JSON at byte " + std::to_string(pos) + ": " + (p == std::string::npos ? m : m.substr(p + 2));
+        return false;
+    }
+
+    const std::string& error() const { return error_; }
+    bool saw_nodes() const { return saw_nodes_; }
+
+private:
+    void boundary() {
+        if (depth_ <= 2) src_.mark(buf_.pos());
+    }
+    json* insert(json v) {
+        json* parent = stack_.back();
+        if (parent->is_object()) {
+            json& slot = (*parent)[key_];
+            slot = std::move(v);
+            return &slot;
+        }
+        parent->push_back(std::move(v));
+        return &parent->back();
+    }
+    bool open(json v) {
+        if (++depth_ > kMaxNesting) throw Error(where(in_, nesting_message()));
+        if (depth_ == 1) root_object_ = v.is_object();
+        if (depth_ == 2 && root_object_ && top_key_ == "nodes" && v.is_array()) {
+            in_nodes_ = saw_nodes_ = true;
+        } else if (depth_ == 3 && in_nodes_) {
+            node_ = std::move(v);
+            stack_.assign(1, &node_);
+        } else if (depth_ > 3 && in_nodes_) {
+            stack_.push_back(insert(std::move(v)));
+        }
+        return true;
+    }
+    bool close() {
+        if (in_nodes_ && depth_ >= 3) stack_.pop_back();
+        if (in_nodes_ && depth_ == 3) finish();
+        if (depth_ == 2) in_nodes_ = false;
+        --depth_;
+        boundary();
+        return true;
+    }
+    bool scalar(json v) {
+        if (in_nodes_ && depth_ == 2) {   // a node that is not an object
+            node_ = std::move(v);
+            finish();
+        } else if (in_nodes_ && depth_ >= 3) {
+            insert(std::move(v));
+        }
+        boundary();
+        return true;
+    }
+    void finish() {
+        out_.push_back(node_from(in_, node_, out_.size()));
+        node_ = json();
+    }
+
+    const std::string& in_;
+    GzSource& src_;
+    GzStreamBuf& buf_;
+    std::vector<Node>& out_;
+    int depth_ = 0;
+    bool root_object_ = false, in_nodes_ = false, saw_nodes_ = false;
+    std::string top_key_, key_, error_;
+    json node_;
+    std::vector<json*> stack_;
+};
+
+std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size) {
+    std::vector<Node> nodes;
+    GzSource src(in, max_input_size);
+    GzStreamBuf buf(src);
+    std::istream is(&buf);
+    NodeReader reader(in, src, buf, nodes);
+    if (!json::sax_parse(is, &reader)) throw Error(where(in, reader.error().empty() ? "invalid JSON" : reader.error()));
+    if (!reader.saw_nodes()) throw Error(where(in, "not an execution trace: no top-level 'nodes' array"));
     std::sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) { return a.id < b.id; });
     std::unordered_map<int64_t, size_t> at;
     for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i].id] = i;
@@ -133,8 +249,8 @@ struct Unit {   // one row of the kernels table
 
 }  // namespace
 
-void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r) {
-    std::vector<Node> nodes = parse_nodes(in);
+void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
+    std::vector<Node> nodes = parse_nodes(in, max_input_size);
     r.events = static_cast<int64_t>(nodes.size());
     std::unordered_map<int64_t, size_t> node_at;
     for (size_t i = 0; i < nodes.size(); ++i) node_at[nodes[i].id] = i;
@@ -160,7 +276,7 @@ void import_et(const std::string& in, const std::string& kineto, Rows& w, Result
     bool joined = !kineto.empty(), gpu = false;
     int64_t base = 0, matched = 0, leaf_ops = 0, unmatched = 0;
     if (joined) {
-        kd = parse_kineto(kineto);
+        kd = parse_kineto(kineto, max_input_size);
         kd.link_ops();
         base = kineto_base(kd);
         // Kineto op -> ET node: Record function id (newer traces) or External id (older)

@@ -29,9 +29,9 @@ Result import_file(const std::string& in, const std::string& out, const Options&
             Writer writer(tmp);
             Rows w(writer);
             switch (r.format) {
-                case Format::Snapshot: import_snapshot(in, w, r); break;
-                case Format::Kineto: import_kineto(in, w, r); break;
-                case Format::ExecutionTrace: import_et(in, opt.kineto_path, w, r); break;
+                case Format::Snapshot: import_snapshot(in, w, r, opt.max_input_size); break;
+                case Format::Kineto: import_kineto(in, w, r, opt.max_input_size); break;
+                case Format::ExecutionTrace: import_et(in, opt.kineto_path, w, r, opt.max_input_size); break;
                 case Format::Nsys: import_nsys(in, w, r, opt.warn); break;
                 case Format::Auto: break;
             }
@@ -64,6 +64,13 @@ Result import_file(const std::string& in, const std::string& out, const Options&
         r.markers = static_cast<int64_t>(t.markers.size());
         std::filesystem::rename(tmp, out, ec);
         if (ec) throw Error(where(out, "cannot write: " + ec.message()), Error::Kind::Internal);
+    } catch (const Error& e) {
+        std::filesystem::remove(tmp, ec);
+        // The temporary trace is an implementation detail: messages of the Writer and Reader
+        // that name it (cannot create, disk full, ...) name the output the user asked for.
+        std::string m = e.what();
+        for (size_t p = 0; (p = m.find(tmp, p)) != std::string::npos; p += out.size()) m.replace(p, tmp.size(), out);
+        throw Error(m, e.kind());
     } catch (...) {
         std::filesystem::remove(tmp, ec);
         throw;

@@ -118,8 +118,8 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     if (d.device_memory > 0) r.meta["device_memory"] = std::to_string(d.device_memory);
 }
 
-void import_kineto(const std::string& in, Rows& w, Result& r) {
-    KinetoData d = parse_kineto(in);
+void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
+    KinetoData d = parse_kineto(in, max_input_size);
     int64_t base = kineto_base(d);
     r.events = d.events;
 
@@ -169,7 +169,10 @@ void import_kineto(const std::string& in, Rows& w, Result& r) {
             } else {   // allocated before the profiler started
                 add(m.device, m.addr, -m.bytes, 0, t, pre_label);
                 ++reconstructed;
-                prefreed[m.device] += -m.bytes;
+                // Each free is at most kMaxBytes (the parser's range), their sum may not be.
+                if (__builtin_add_overflow(prefreed[m.device], -m.bytes, &prefreed[m.device]))
+                    throw Error(where(in, "the [memory] frees of device " + std::to_string(m.device) +
+                                              " add up to more than 2^63 bytes"));
             }
         } else {
             ++unmatched_zero;
@@ -183,7 +186,8 @@ void import_kineto(const std::string& in, Rows& w, Result& r) {
         if (rest <= 0) continue;
         add(dev, 0, rest, 0, kNoTime, w.intern("(allocated before recording, unattributed)"));
         ++reconstructed;
-        unattributed += rest;
+        if (__builtin_add_overflow(unattributed, rest, &unattributed))
+            throw Error(where(in, "the bytes allocated before recording add up to more than 2^63"));
     }
     size_t copies = static_cast<size_t>(std::count_if(d.kernels.begin(), d.kernels.end(),
                                                       [](const KKernel& k) { return k.is_copy || k.is_memset; }));

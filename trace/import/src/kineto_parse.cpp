@@ -8,10 +8,13 @@
 #include <rapidjson/reader.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
 #include "kineto_parse.hpp"
+#include "limits.hpp"
 #include "mhc/common/error.hpp"
 #include "source.hpp"
 
@@ -30,7 +33,7 @@ namespace {
 
 // ts must lie in [0, 2^62] ns and dur in [-2^61, 2^61] (negative durations become 0): then
 // ts + dur and differences of times stay inside int64.
-constexpr int64_t kMaxTs = INT64_C(1) << 62;
+constexpr int64_t kMaxTs = kMaxTime;
 constexpr int64_t kMaxDur = INT64_C(1) << 61;
 
 // Microseconds as written ("4458676983543.183") -> integer nanoseconds, exactly.
@@ -71,28 +74,51 @@ bool parse_us_to_ns(const char* s, size_t n, int64_t& out, int64_t lo, int64_t h
     return out <= hi && out >= lo;
 }
 
-int64_t parse_int(const char* s, size_t n) {
+// An integer as written (a JSON number; an integral float such as 1e3 is taken too). False for
+// NaN, Inf, fractions beyond int64 and anything else: the caller reports the field.
+bool parse_int(const char* s, size_t n, int64_t& out) {
     // Fast path: an optional '-' and up to 18 digits (every id, size and address seen).
     if (n > 0 && n <= 19) {
         size_t i = s[0] == '-' ? 1 : 0;
         if (i < n && n - i <= 18) {
             int64_t v = 0;
             for (; i < n && s[i] >= '0' && s[i] <= '9'; ++i) v = v * 10 + (s[i] - '0');
-            if (i == n) return s[0] == '-' ? -v : v;
+            if (i == n) {
+                out = s[0] == '-' ? -v : v;
+                return true;
+            }
         }
     }
     char buf[64];
-    if (n == 0 || n >= sizeof buf) return 0;
+    if (n == 0 || n >= sizeof buf) return false;
     std::memcpy(buf, s, n);
     buf[n] = 0;
     char* end = nullptr;
+    errno = 0;
     long long v = std::strtoll(buf, &end, 10);
-    if (*end == '.' || *end == 'e' || *end == 'E') {
-        double d = std::strtod(buf, nullptr);
-        return d > -9e18 && d < 9e18 ? static_cast<int64_t>(d) : 0;   // NaN and huge: 0
+    if (end == buf + n && errno == 0) {
+        out = v;
+        return true;
     }
-    if (v == LLONG_MAX) return static_cast<int64_t>(std::strtoull(buf, nullptr, 10));
-    return v;
+    double d = std::strtod(buf, &end);
+    if (end != buf + n || !(d >= -9.2e18 && d <= 9.2e18)) return false;   // NaN fails too
+    out = static_cast<int64_t>(d);
+    return true;
+}
+
+// Addresses are unsigned 64-bit in some traces: kept as their two's-complement bits.
+bool parse_addr(const char* s, size_t n, int64_t& out) {
+    if (parse_int(s, n, out)) return true;
+    char buf[64];
+    if (n == 0 || n >= sizeof buf || s[0] == '-') return false;
+    std::memcpy(buf, s, n);
+    buf[n] = 0;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(buf, &end, 10);
+    if (end != buf + n || errno != 0) return false;
+    out = static_cast<int64_t>(v);
+    return true;
 }
 
 enum class F : uint8_t {
@@ -171,13 +197,48 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     // deviceProperties entry
     std::string dp_name;
     int64_t dp_id = -1, dp_mem = 0;
+    bool too_deep = false;       // nesting past kMaxNesting: stops the parse
+    GzSource* src = nullptr;     // streamed parse: marked between events (the input limit)
 
     Handler(KinetoData& data, const std::string& p) : d(data), path(p) {}
 
     bool in_event() const { return events_depth >= 0 && depth >= events_depth + 1; }
+    // Between top-level members and between events nothing of the input is held.
+    void boundary(int at_depth) {
+        if (src && at_depth <= 2) src->mark(src->tell());
+    }
+    bool enter() {
+        boundary(depth);
+        if (++depth > kMaxNesting) too_deep = true;
+        return !too_deep;
+    }
+    // A string, null, bool, array or object where a number is read: a bad field.
+    void not_number(const char* what) {
+        if (!in_event()) return;
+        const char* name = nullptr;
+        if (in_args && depth == events_depth + 2) {
+            switch (key) {
+                case F::Bytes: name = "args.bytes"; break;
+                case F::MemBytes: name = "args.Bytes"; break;
+                case F::Addr: name = "args.Addr"; break;
+                case F::Total: name = "args.Total Allocated"; break;
+                case F::Device: name = "args.device"; break;
+                case F::DevId: name = "args.Device Id"; break;
+                case F::DevType: name = "args.Device Type"; break;
+                case F::Stream: name = "args.stream"; break;
+                case F::Corr: name = "args.correlation"; break;
+                default: break;
+            }
+        } else if (!in_args && depth == events_depth + 1) {
+            if (key == F::Ts) name = "'ts'";
+            if (key == F::Dur) name = "'dur'";
+        }
+        if (name && bad.empty()) bad = std::string(name) + " is " + what + ", not a number";
+    }
 
     bool StartObject() {
-        ++depth;
+        not_number("an object");
+        if (!enter() || !bad.empty()) return false;
         if (depth == 1) return true;
         if (events_depth >= 0 && depth == events_depth + 1) e.clear();
         if (events_depth >= 0 && depth == events_depth + 2 && key == F::Args) in_args = true;
@@ -193,11 +254,13 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             if (d.device_name.empty() || dp_id == 0) { d.device_name = dp_name; d.device_memory = dp_mem; }
         }
         --depth;
+        boundary(depth);
         key = F::None;
         return true;
     }
     bool StartArray() {
-        ++depth;
+        if (!(in_args && (key == F::Grid || key == F::Block))) not_number("an array");
+        if (!enter() || !bad.empty()) return false;
         if (depth == 2 && key == F::Id && top_key == "traceEvents") { events_depth = depth; saw_events = true; }
         if (depth == 2 && top_key == "deviceProperties") props_depth = depth;
         if (in_args && (key == F::Grid || key == F::Block)) { arr_key = key; arr_i = 0; }
@@ -208,12 +271,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         if (depth == props_depth) props_depth = -1;
         arr_key = F::None;
         --depth;
+        boundary(depth);
         key = F::None;
         return true;
     }
     std::string top_key;
     bool Key(const char* s, rapidjson::SizeType n, bool) {
         if (depth == 1) {
+            boundary(depth);
             top_key.assign(s, n);
             key = F::Id;   // marks "a top-level key was just read"
             return true;
@@ -226,34 +291,48 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         } else key = F::None;
         return true;
     }
+    // One integer field: parsed, then checked against [lo, hi]; otherwise `bad` names it.
+    bool field(const char* s, size_t n, const char* name, int64_t& out, int64_t lo, int64_t hi, bool addr = false) {
+        int64_t v = 0;
+        bool number = addr ? parse_addr(s, n, v) : parse_int(s, n, v);
+        if (!number || v < lo || v > hi) {
+            if (bad.empty()) bad = std::string(name) + " " + std::string(s, n) + (number ? " is out of range" : " is not an integer");
+            return false;
+        }
+        out = v;
+        return true;
+    }
     void num(const char* s, size_t n) {
         if (arr_key != F::None && depth == events_depth + 3) {
-            if (arr_i < 3) (arr_key == F::Grid ? e.grid : e.block)[arr_i++] = static_cast<int32_t>(parse_int(s, n));
+            int64_t v = 0;
+            if (arr_i < 3 && field(s, n, arr_key == F::Grid ? "args.grid" : "args.block", v, 0, INT32_MAX))
+                (arr_key == F::Grid ? e.grid : e.block)[arr_i++] = static_cast<int32_t>(v);
             return;
         }
         if (props_depth >= 0 && depth == props_depth + 1) {
-            if (key == F::DpId) dp_id = parse_int(s, n);
-            if (key == F::DpMem) dp_mem = parse_int(s, n);
+            int64_t v = 0;
+            if (key == F::DpId && parse_int(s, n, v)) dp_id = v;
+            if (key == F::DpMem && field(s, n, "deviceProperties.totalGlobalMem", v, 0, kMaxBytes)) dp_mem = v;
             return;
         }
         if (!in_event()) return;
         if (in_args && depth == events_depth + 2) {
-            int64_t v = parse_int(s, n);
+            constexpr int64_t lo = INT64_MIN, hi = INT64_MAX;
             switch (key) {
-                case F::ExtId: e.ext = v; break;
-                case F::Corr: e.corr = v; break;
-                case F::Device: e.device = v; break;
-                case F::Stream: e.stream = v; break;
-                case F::Bytes: e.bytes = v; break;
-                case F::Regs: e.regs = v; break;
-                case F::Smem: e.smem = v; break;
-                case F::Addr: e.addr = v; e.has_mem = true; break;
-                case F::MemBytes: e.mem_bytes = v; e.has_mem = true; break;
-                case F::Total: e.total = v; break;
-                case F::DevType: e.dev_type = v; break;
-                case F::DevId: e.dev_id = v; break;
-                case F::RfId: e.rf_id = v; break;
-                case F::EvIdx: e.ev_idx = v; break;
+                case F::ExtId: field(s, n, "args.External id", e.ext, lo, hi); break;
+                case F::Corr: field(s, n, "args.correlation", e.corr, lo, hi); break;
+                case F::Device: field(s, n, "args.device", e.device, -1, INT32_MAX); break;
+                case F::Stream: field(s, n, "args.stream", e.stream, lo, hi); break;
+                case F::Bytes: field(s, n, "args.bytes", e.bytes, 0, kMaxBytes); break;
+                case F::Regs: field(s, n, "args.registers per thread", e.regs, 0, INT32_MAX); break;
+                case F::Smem: field(s, n, "args.shared memory", e.smem, 0, INT32_MAX); break;
+                case F::Addr: e.has_mem |= field(s, n, "args.Addr", e.addr, lo, hi, true); break;
+                case F::MemBytes: e.has_mem |= field(s, n, "args.Bytes", e.mem_bytes, -kMaxBytes, kMaxBytes); break;
+                case F::Total: field(s, n, "args.Total Allocated", e.total, -kMaxBytes, kMaxBytes); break;
+                case F::DevType: field(s, n, "args.Device Type", e.dev_type, lo, hi); break;
+                case F::DevId: field(s, n, "args.Device Id", e.dev_id, -1, INT32_MAX); break;
+                case F::RfId: field(s, n, "args.Record function id", e.rf_id, lo, hi); break;
+                case F::EvIdx: field(s, n, "args.Ev Idx", e.ev_idx, lo, hi); break;
                 default: break;
             }
         } else if (depth == events_depth + 1) {
@@ -266,9 +345,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                     if (parse_us_to_ns(s, n, v, -kMaxDur, kMaxDur)) e.dur = v;
                     else bad = "'dur' " + std::string(s, n) + " is out of range";
                 } break;
-                case F::Pid: e.pid = parse_int(s, n); break;
-                case F::Tid: e.tid = parse_int(s, n); break;
-                case F::Id: e.id = parse_int(s, n); break;
+                case F::Pid: field(s, n, "'pid'", e.pid, INT64_MIN, INT64_MAX); break;
+                case F::Tid: field(s, n, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
+                case F::Id: field(s, n, "'id'", e.id, INT64_MIN, INT64_MAX); break;
                 default: break;
             }
         }
@@ -277,9 +356,12 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     std::string bad;   // set when a number cannot be used: stops the parse
     bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
         num(s, n);
+        boundary(depth);
         return bad.empty();
     }
     bool String(const char* s, rapidjson::SizeType n, bool) {
+        boundary(depth);
+        not_number("a string");
         if (props_depth >= 0 && depth == props_depth + 1 && key == F::DpName) dp_name.assign(s, n);
         if (in_event() && !in_args && depth == events_depth + 1) {
             switch (key) {
@@ -295,15 +377,28 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 // string pids/tids ("Traces", "stream 7"): a stable number
                 case F::Pid: e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
                 case F::Tid: e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
-                case F::Id: e.id = parse_int(s, n); break;
+                case F::Id: {   // flow ids are sometimes strings: a number when they are one
+                    int64_t v = 0;
+                    e.id = parse_int(s, n, v) ? v : static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
+                } break;
                 default: break;
             }
         }
         key = F::None;
-        return true;
+        return bad.empty();
     }
-    bool Null() { key = F::None; return true; }
-    bool Bool(bool) { key = F::None; return true; }
+    bool Null() {
+        boundary(depth);
+        not_number("null");
+        key = F::None;
+        return bad.empty();
+    }
+    bool Bool(bool) {
+        boundary(depth);
+        not_number("a boolean");
+        key = F::None;
+        return bad.empty();
+    }
 
     void finish_event() {
         ++d.events;
@@ -341,7 +436,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                     r.dur = std::max<int64_t>(0, e.dur);
                     r.name = d.strings.intern(e.name);
                     r.gpu = c == "gpu_user_annotation";
-                    if (step && !r.gpu) r.step = static_cast<int32_t>(parse_int(e.name.data() + 13, e.name.size() - 13));
+                    int64_t n = -1;
+                    if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
+                        r.step = static_cast<int32_t>(n);
                     d.ranges.push_back(r);
                     d.t_min = std::min(d.t_min, r.ts);
                 }
@@ -428,12 +525,20 @@ constexpr unsigned kInsituFlags = kStreamFlags | rapidjson::kParseInsituFlag | r
 
 // The reference parse: rapidjson over a character stream, strings copied. Used for inputs
 // the windowed parse does not take, and to report errors.
-void parse_streamed(const std::string& path, KinetoData& d, Handler& h) {
+// Errors the handler found (a bad field, too deep a nesting) before any syntax error.
+void throw_handler_error(const std::string& path, const KinetoData& d, const Handler& h) {
+    if (h.too_deep) throw Error(where(path, nesting_message()));
+    if (!h.bad.empty()) throw Error(where(path, "traceEvents[" + std::to_string(d.events) + "]: " + h.bad));
+}
+
+void parse_streamed(const std::string& path, KinetoData& d, Handler& h, uint64_t max_input_size) {
     rapidjson::Reader reader;
-    GzSource src(path);
+    GzSource src(path, max_input_size);
+    h.src = &src;
     JsonStream js{&src};
     rapidjson::ParseResult res = reader.Parse<kStreamFlags>(js, h);
-    if (!h.bad.empty()) throw Error(where(path, "traceEvents[" + std::to_string(d.events) + "]: " + h.bad));
+    h.src = nullptr;
+    throw_handler_error(path, d, h);
     if (res.IsError())
         throw Error(where(path, std::string("invalid JSON at byte ") + std::to_string(res.Offset()) + ": " +
                                     rapidjson::GetParseError_En(res.Code())));
@@ -455,7 +560,13 @@ struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> 
 // parse_streamed, which gives the same result or the error message.
 class Windowed {
 public:
-    Windowed(const std::string& path, Handler& h) : src_(path), h_(h) { buf_.resize(cap_ + kPad); }
+    // The window stays within `limit` too (at least its first 256 KiB): an event longer than it
+    // goes to the streamed parse, which refuses it past the limit.
+    Windowed(const std::string& path, Handler& h, uint64_t limit)
+        : src_(path), h_(h), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
+          keep_(std::min(kKeep, max_cap_ / 2)) {
+        buf_.resize(cap_ + kPad);
+    }
 
     bool run() {
         if (!ws() || at() != '{') return false;
@@ -510,13 +621,13 @@ private:
     char at() const { return buf_[beg_]; }
     // Keeps at least kKeep bytes ahead of beg_ (or all that is left), a NUL after them.
     void fill() {
-        if (eof_ || end_ - beg_ >= kKeep) return;
+        if (eof_ || end_ - beg_ >= keep_) return;
         std::memmove(buf_.data(), buf_.data() + beg_, end_ - beg_);
         end_ -= beg_;
         beg_ = 0;
         while (!eof_) {
             if (end_ == cap_) {   // small inputs keep a small buffer; large ones grow it to kCap
-                if (cap_ >= kCap) break;
+                if (cap_ >= max_cap_) break;
                 cap_ *= 2;
                 buf_.resize(cap_ + kPad);
             }
@@ -552,27 +663,30 @@ private:
     Handler& h_;
     rapidjson::Reader reader_;
     std::vector<char> buf_;
-    size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10;
+    size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10, max_cap_, keep_;
     bool eof_ = false;
 };
 
 }  // namespace
 
-KinetoData parse_kineto(const std::string& path) {
+KinetoData parse_kineto(const std::string& path, uint64_t max_input_size) {
     {
         KinetoData d;
         Handler h(d, path);
         h.copy_strings = false;
-        if (Windowed(path, h).run()) {
+        if (Windowed(path, h, max_input_size).run()) {
             if (!h.saw_events)
                 throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
             return d;
         }
+        // Too deep a nesting stops the streamed parse at the same place (and it recurses); a
+        // bad field is reported by the streamed parse, which sees every value whole.
+        if (h.too_deep) throw Error(where(path, nesting_message()));
     }
     KinetoData d;
     d.streamed = true;
     Handler h(d, path);
-    parse_streamed(path, d, h);
+    parse_streamed(path, d, h, max_input_size);
     if (!h.saw_events)
         throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
     return d;

@@ -81,6 +81,7 @@ private:
 
 // Throws mhc::Error naming the file on invalid JSON, truncated gzip, or a JSON that is not
 // a Kineto trace.
-KinetoData parse_kineto(const std::string& path);
+// Gzip input: one event (or top-level member) may not expand past `max_input_size` bytes.
+KinetoData parse_kineto(const std::string& path, uint64_t max_input_size = UINT64_MAX);
 
 }  // namespace mhc::trace::import

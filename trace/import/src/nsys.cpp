@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "limits.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/rows.hpp"
@@ -41,6 +42,30 @@ std::string col(const std::set<std::string>& cols, const char* name, const char*
     return cols.count(name) ? std::string("\"") + name + "\"" : std::string(fallback);
 }
 
+// One integer cell of the current row, by the column's stored type (typeof): an INTEGER in
+// [lo, hi], or NULL for an optional column (then `absent`). Text, REAL, BLOB, a NULL in a
+// required column or an out-of-range value is bad input naming table, row and column (the
+// rowid is the statement's last column). sqlite3_column_int64 would read all of them as 0.
+struct Cells {
+    const sql::Stmt& s;
+    const std::string& file;
+    const char* table;
+    int rowid_col;
+    int64_t get(int col, const char* name, int64_t lo, int64_t hi, bool required = true, int64_t absent = 0) const {
+        int type = sqlite3_column_type(s.get(), col);
+        if (type == SQLITE_NULL && !required) return absent;
+        if (type != SQLITE_INTEGER) {
+            const char* what = type == SQLITE_NULL ? "NULL" : type == SQLITE_TEXT ? "text" : type == SQLITE_FLOAT ? "a real number" : "a blob";
+            throw Error(where_row(file, table, s.i64(rowid_col), std::string("column '") + name + "' is " + what + ", not an integer"));
+        }
+        int64_t v = s.i64(col);
+        if (v < lo || v > hi)
+            throw Error(where_row(file, table, s.i64(rowid_col),
+                                  std::string("column '") + name + "' = " + std::to_string(v) + " is out of range"));
+        return v;
+    }
+};
+
 CopyKind copy_kind(int64_t k) {
     switch (k) {   // CUPTI_ACTIVITY_MEMCPY_KIND
         case 1: case 6: return CopyKind::H2D;   // HtoD, HtoA
@@ -55,11 +80,16 @@ CopyKind copy_kind(int64_t k) {
 
 void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
     Db db(in);
-    std::set<std::string> tables;
+    std::set<std::string> tables, views;
     {
-        sql::Stmt s(db.db, in, "SELECT name FROM sqlite_master WHERE type IN ('table','view')");
-        while (s.step()) tables.insert(s.text(0));
+        sql::Stmt s(db.db, in, "SELECT name, type FROM sqlite_master WHERE type IN ('table','view')");
+        while (s.step()) (s.text(1) == "view" ? views : tables).insert(s.text(0));
     }
+    // What nsys writes are tables; a view of the same name computes rows nsys never recorded.
+    for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                          "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
+                          "EXPORT_META_DATA"})
+        if (views.count(t)) throw Error(where(in, std::string(t) + " is a view, not a table: not an nsys export"));
     const char* wanted[] = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                             "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"};
     std::string missing;
@@ -114,8 +144,9 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
         if (!tables.count(t)) continue;
         auto c = db.columns(t);
         need(t, c, {"start"});
-        sql::Stmt s(db.db, in, (std::string("SELECT MIN(start) FROM ") + t).c_str());
-        if (s.step() && !s.is_null(0)) base = std::min(base, s.i64(0));
+        // Integers only: each row's own check below names any other value.
+        sql::Stmt s(db.db, in, (std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'").c_str());
+        if (s.step() && !s.is_null(0)) base = std::min(base, std::max(s.i64(0), -kMaxTime));
     }
     if (base == INT64_MAX) base = 0;
     // Times relative to base; values whose difference does not fit in int64 are bad input.
@@ -130,11 +161,11 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
     if (tables.count("TARGET_INFO_GPU")) {
         auto c = db.columns("TARGET_INFO_GPU");
         std::string q = "SELECT " + col(c, "name", "''") + ", " + col(c, "totalMemory") + ", " + col(c, "id") +
-                        " FROM TARGET_INFO_GPU ORDER BY " + col(c, "totalMemory") + " DESC LIMIT 1";
+                        ", rowid FROM TARGET_INFO_GPU ORDER BY " + col(c, "totalMemory") + " DESC LIMIT 1";
         sql::Stmt s(db.db, in, q.c_str());
         if (s.step()) {
             r.meta["device_name"] = s.text(0);
-            r.meta["device_memory"] = std::to_string(s.i64(1));
+            r.meta["device_memory"] = std::to_string(Cells{s, in, "TARGET_INFO_GPU", 3}.get(1, "totalMemory", 0, kMaxBytes, false));
         }
     }
 
@@ -146,15 +177,18 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
         std::string q = "SELECT start, " + col(c, "deviceId") + ", address, bytes, " + col(c, "memKind", "2") +
                         ", memoryOperationType, rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
         sql::Stmt s(db.db, in, q.c_str());
+        Cells cell{s, in, "CUDA_GPU_MEMORY_USAGE_EVENTS", 6};
         std::map<std::pair<int32_t, int64_t>, int64_t> live;
         int64_t next = 1;
         while (s.step()) {
             ++events;
-            int64_t t = rel(s.i64(0), "CUDA_GPU_MEMORY_USAGE_EVENTS");
+            int64_t t = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
             // memKind 0 pageable, 1 pinned: host memory (device -1); the rest is on the GPU.
-            int64_t kind = s.i64(4);
-            int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(s.i64(1));
-            int64_t addr = s.i64(2), bytes = s.i64(3), op = s.i64(5);
+            int64_t kind = cell.get(4, "memKind", INT64_MIN, INT64_MAX, false, 2);
+            int64_t device = cell.get(1, "deviceId", -1, INT32_MAX, false);
+            int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(device);
+            int64_t addr = cell.get(2, "address", INT64_MIN, INT64_MAX), bytes = cell.get(3, "bytes", 0, kMaxBytes),
+                    op = cell.get(5, "memoryOperationType", INT64_MIN, INT64_MAX);
             auto key = std::make_pair(dev, addr);
             if (op == 0) {
                 if (bytes <= 0) throw Error(where_row(in, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(6), "allocation of " + std::to_string(bytes) + " bytes"));
@@ -199,21 +233,22 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
                         col(c, "correlationId") + ", " + col(c, "gridX") + ", " + col(c, "gridY") + ", " + col(c, "gridZ") +
                         ", " + col(c, "blockX") + ", " + col(c, "blockY") + ", " + col(c, "blockZ") + ", " +
                         col(c, "staticSharedMemory") + " + " + col(c, "dynamicSharedMemory") + ", " +
-                        col(c, "registersPerThread") + " FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
+                        col(c, "registersPerThread") + ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
         sql::Stmt s(db.db, in, q.c_str());
+        Cells cell{s, in, "CUPTI_ACTIVITY_KIND_KERNEL", 14};
         std::map<std::pair<int32_t, int64_t>, int64_t> stream_end;
         std::unordered_map<int64_t, int64_t> name_ids;
         while (s.step()) {
             ++events;
             Kernel k;
             k.id = ++nkernels;
-            k.device = static_cast<int32_t>(s.i64(2));
-            k.stream = s.i64(3);
-            int64_t sid = s.i64(4);
+            k.device = static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false));
+            k.stream = cell.get(3, "streamId", INT64_MIN, INT64_MAX, false);
+            int64_t sid = cell.get(4, "demangledName", INT64_MIN, INT64_MAX, false, -1);
             auto ni = name_ids.find(sid);
             k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w.intern(str(sid)));
-            k.t_start = rel(s.i64(0), "CUPTI_ACTIVITY_KIND_KERNEL");
-            k.t_end = std::max(k.t_start, rel(s.i64(1), "CUPTI_ACTIVITY_KIND_KERNEL"));
+            k.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUPTI_ACTIVITY_KIND_KERNEL");
+            k.t_end = std::max(k.t_start, rel(cell.get(1, "end", -kMaxTime, kMaxTime), "CUPTI_ACTIVITY_KIND_KERNEL"));
             auto& end = stream_end[{k.device, k.stream}];
             if (k.t_start < end) {
                 k.t_start = end;
@@ -221,13 +256,14 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
                 ++clamped;
             }
             end = std::max(end, k.t_end);
-            k.correlation = s.i64(5);
+            k.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
+            static const char* grid[] = {"gridX", "gridY", "gridZ"}, *block[] = {"blockX", "blockY", "blockZ"};
             for (int i = 0; i < 3; ++i) {
-                k.grid[i] = static_cast<int32_t>(s.i64(6 + i));
-                k.block[i] = static_cast<int32_t>(s.i64(9 + i));
+                k.grid[i] = static_cast<int32_t>(cell.get(6 + i, grid[i], 0, INT32_MAX, false));
+                k.block[i] = static_cast<int32_t>(cell.get(9 + i, block[i], 0, INT32_MAX, false));
             }
-            k.shared_mem = static_cast<int32_t>(s.i64(12));
-            k.registers = static_cast<int32_t>(s.i64(13));
+            k.shared_mem = static_cast<int32_t>(cell.get(12, "staticSharedMemory + dynamicSharedMemory", 0, INT32_MAX, false));
+            k.registers = static_cast<int32_t>(cell.get(13, "registersPerThread", 0, INT32_MAX, false));
             w.add(k);
         }
     }
@@ -238,18 +274,19 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
         auto c = db.columns(t);
         need(t, c, {"start", "end"});
         std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " + col(c, "bytes") +
-                        ", " + (memset ? std::string("-1") : col(c, "copyKind")) + " FROM " + t + " ORDER BY start, rowid";
+                        ", " + (memset ? std::string("-1") : col(c, "copyKind")) + ", rowid FROM " + t + " ORDER BY start, rowid";
         sql::Stmt s(db.db, in, q.c_str());
+        Cells cell{s, in, t, 6};
         while (s.step()) {
             ++events;
             Copy cp;
             cp.id = ++ncopies;
-            cp.device = static_cast<int32_t>(s.i64(2));
-            cp.stream = s.i64(3);
-            cp.kind = memset ? CopyKind::Memset : copy_kind(s.i64(5));
-            cp.bytes = std::max<int64_t>(0, s.i64(4));
-            cp.t_start = rel(s.i64(0), t);
-            cp.t_end = std::max(cp.t_start, rel(s.i64(1), t));
+            cp.device = static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false));
+            cp.stream = cell.get(3, "streamId", INT64_MIN, INT64_MAX, false);
+            cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", INT64_MIN, INT64_MAX, false));
+            cp.bytes = cell.get(4, "bytes", 0, kMaxBytes, false);
+            cp.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), t);
+            cp.t_end = std::max(cp.t_start, rel(cell.get(1, "end", -kMaxTime, kMaxTime), t));
             w.add(cp);
         }
     }
@@ -257,16 +294,17 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
     if (tables.count("NVTX_EVENTS")) {
         auto c = db.columns("NVTX_EVENTS");
         std::string q = "SELECT start, " + col(c, "end", "NULL") + ", " + col(c, "text", "NULL") + ", " +
-                        col(c, "textId", "NULL") + " FROM NVTX_EVENTS ORDER BY start, rowid";
+                        col(c, "textId", "NULL") + ", rowid FROM NVTX_EVENTS ORDER BY start, rowid";
         sql::Stmt s(db.db, in, q.c_str());
+        Cells cell{s, in, "NVTX_EVENTS", 4};
         while (s.step()) {
             ++events;
             Marker m;
             m.id = ++nmarkers;
-            std::string text = !s.is_null(2) ? s.text(2) : !s.is_null(3) ? str(s.i64(3)) : "nvtx";
+            std::string text = !s.is_null(2) ? s.text(2) : !s.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
             m.name = w.intern(text);
-            m.t_start = rel(s.i64(0), "NVTX_EVENTS");
-            m.t_end = s.is_null(1) ? m.t_start : std::max(m.t_start, rel(s.i64(1), "NVTX_EVENTS"));
+            m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
+            m.t_end = s.is_null(1) ? m.t_start : std::max(m.t_start, rel(cell.get(1, "end", -kMaxTime, kMaxTime), "NVTX_EVENTS"));
             m.kind = MarkerKind::Range;
             w.add(m);
         }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "limits.hpp"
 #include "mhc/common/error.hpp"
 
 namespace mhc::trace::import {
@@ -61,8 +62,14 @@ PickleDoc::Items PickleDoc::items(Id v) const {
 }
 
 void PickleDoc::append(Id c, const Id* first, size_t n) {
-    Node& nd = nodes_[c];
     if (n == 0) return;
+    // Depth is known when an item is added (pickles build containers bottom up); a nesting
+    // past the bound is refused here, before anything walks the document.
+    int deepest = nodes_[c].depth;
+    for (size_t k = 0; k < n; ++k) deepest = std::max(deepest, depth(first[k]) + 1);
+    if (deepest > kMaxNesting) throw Error(where(name_, "pickle: " + nesting_message()));
+    Node& nd = nodes_[c];
+    nd.depth = static_cast<uint16_t>(deepest);
     uint64_t off = static_cast<uint64_t>(nd.i), size = nd.len;
     if (size + n > UINT32_MAX) throw Error(where(name_, "pickle: a container with more than 2^32 items"));
     // Most containers get all their items in one APPENDS/SETITEMS: exactly n slots at the
@@ -158,6 +165,7 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : name_(nam
     auto container = [&](Kind k) -> Id {
         Node nd;
         nd.kind = k;
+        nd.depth = 1;
         return push(nd);
     };
     auto string_node = [&](Kind k, uint64_t len) {
@@ -231,7 +239,13 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : name_(nam
                 if (p > 5) fail("unsupported protocol " + std::to_string(p));
                 break;
             }
-            case 0x95: le(8); break;   // FRAME: a length hint only
+            case 0x95: {   // FRAME: the next opcodes; as CPython, a frame past the end is an error
+                uint64_t len = le(8);
+                if (len > n - pos)
+                    fail("truncated: a FRAME of " + std::to_string(len) + " bytes runs past the end of the file (" +
+                         std::to_string(n - pos) + " bytes left)");
+                break;
+            }
             case '.': {                // STOP
                 if (stack.size() != 1 || !marks.empty()) {
                     if (stack.empty()) fail("STOP with an empty stack");
@@ -239,7 +253,10 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : name_(nam
                 root_ = stack.back();
                 return;
             }
-            case '(': marks.push_back(stack.size()); break;
+            case '(':
+                if (marks.size() >= static_cast<size_t>(kMaxNesting)) fail(nesting_message());
+                marks.push_back(stack.size());
+                break;
             case '0': pop(); break;
             case '1': stack.resize(pop_mark()); break;
             case '2': stack.push_back(top()); break;

@@ -12,6 +12,7 @@
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/pickle.hpp"
 #include "mhc/trace/import/rows.hpp"
+#include "limits.hpp"
 #include "source.hpp"
 
 namespace mhc::trace::import {
@@ -172,8 +173,8 @@ struct Event {
 
 }  // namespace
 
-void import_snapshot(const std::string& in, Rows& w, Result& r) {
-    FileBytes data(in);
+void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
+    FileBytes data(in, max_input_size);
     PickleDoc d(data.view(), in);
     Id root = d.root();
     if (d.kind(root) != PickleDoc::Kind::Dict)
@@ -213,6 +214,10 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
                         break;
                     case kKeySize:
                         if (d.is_int(v)) ev.size = d.as_int(v);
+                        if (ev.size < 0 || ev.size > kMaxBytes)
+                            throw Error(where(in, "device_traces[" + std::to_string(devices.size() - 1) + "][" +
+                                                      std::to_string(evs.size()) + "]: size " + std::to_string(ev.size) +
+                                                      " is out of range"));
                         break;
                     case kKeyStream:
                         if (d.is_int(v)) ev.stream = d.as_int(v);
@@ -261,6 +266,10 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
         allocs.reserve(upper + 64);
     }
     Labels labels(d, w, keys);
+    // Sizes are at most kMaxBytes each; sums of many may still pass int64.
+    auto add_bytes = [&](int64_t& sum, int64_t v) {
+        if (__builtin_add_overflow(sum, v, &sum)) throw Error(where(in, "sizes add up to more than 2^63 bytes"));
+    };
     const int64_t pre_label = w.intern("(allocated before recording)");
     int64_t reconstructed = 0, reconstructed_bytes = 0, freed_unknown = 0, ooms = 0;
     int64_t segment_events = 0, reserved_peak_total = 0;
@@ -332,7 +341,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
                         allocs.push_back(al);
                         ++reconstructed;
                         ++freed_unknown;
-                        reconstructed_bytes += e.size;
+                        add_bytes(reconstructed_bytes, e.size);
                     }
                     last_free[e.addr] = t;
                     break;
@@ -340,7 +349,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
                 case kSegAlloc:
                 case kSegMap:
                     ++segment_events;
-                    reserved += e.size;
+                    add_bytes(reserved, e.size);
                     reserved_peak = std::max(reserved_peak, reserved);
                     break;
                 case kSegFree:
@@ -360,7 +369,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
                 default: break;
             }
         }
-        reserved_peak_total += reserved_peak;
+        add_bytes(reserved_peak_total, reserved_peak);
     }
     r.events = events;
 
@@ -384,6 +393,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
                 int64_t addr = d.as_int(*addr_v), size = d.as_int(*size_v);
                 bool known_dev = dev >= 0 && static_cast<size_t>(dev) < live_by_dev.size();
                 if ((known_dev && live_by_dev[dev].count(addr)) || size <= 0) continue;
+                if (size > kMaxBytes) throw Error(where(in, "segments: a block of " + std::to_string(size) + " bytes is out of range"));
                 Allocation al;
                 al.id = static_cast<int64_t>(allocs.size()) + 1;
                 al.device = dev;
@@ -400,7 +410,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r) {
                 al.label = label == kNoString ? pre_label : label;
                 allocs.push_back(al);
                 ++reconstructed;
-                reconstructed_bytes += size;
+                add_bytes(reconstructed_bytes, size);
             }
         }
     }

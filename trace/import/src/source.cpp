@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "limits.hpp"
 #include "mhc/common/error.hpp"
 
 namespace mhc::trace::import {
@@ -29,7 +30,8 @@ bool gzdirect_hint(const std::string& path) {
 }
 }  // namespace
 
-GzSource::GzSource(const std::string& path) : path_(path) {
+GzSource::GzSource(const std::string& path, uint64_t limit) : path_(path) {
+    if (!gzdirect_hint(path)) limit_ = limit;
     f_ = gzopen(path.c_str(), "rb");
     if (!f_) throw Error(where(path, std::string("cannot open: ") + std::strerror(errno)));
     gzbuffer(f_, 1 << 17);
@@ -51,7 +53,15 @@ size_t GzSource::read(char* buf, size_t cap) {
         throw Error(where(path_, m));
     }
     total_ += static_cast<uint64_t>(got);
+    if (total_ - mark_ > limit_) throw Error(where(path_, expansion_message(limit_)));
     return static_cast<size_t>(got);
+}
+
+GzStreamBuf::int_type GzStreamBuf::underflow() {
+    size_t got = src_.read(buf_, sizeof buf_);
+    if (got == 0) return traits_type::eof();
+    setg(buf_, buf_, buf_ + got);
+    return traits_type::to_int_type(buf_[0]);
 }
 
 void GzSource::refill() {
@@ -60,8 +70,8 @@ void GzSource::refill() {
     end_ = buf_ + got;
 }
 
-std::string read_all(const std::string& path) {
-    GzSource s(path);
+std::string read_all(const std::string& path, uint64_t limit) {
+    GzSource s(path, limit);
     std::string out;
     // Plain files: one allocation of the right size (growing by doubling costs copies and
     // page faults on large inputs); gzip input grows from 4x its compressed size.
@@ -80,9 +90,36 @@ std::string read_all(const std::string& path) {
     return out;
 }
 
-FileBytes::FileBytes(const std::string& path) {
+FileBytes::FileBytes(const std::string& path, uint64_t limit) {
     if (!gzdirect_hint(path)) {
-        copy_ = read_all(path);
+        // A std::string regrown by doubling held up to 3 bytes per decompressed byte (old and
+        // new buffer during the copy, zero-filled slack); mremap moves pages without copying.
+        GzSource s(path, limit);
+        const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        size_t cap = size_t(1) << 20, len = 0;
+        void* p = mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) throw Error(where(path, "out of memory decompressing the file"), Error::Kind::Internal);
+        try {
+            while (true) {
+                if (len == cap) {
+                    size_t grown = (cap * 2 + page - 1) / page * page;
+                    void* q = mremap(p, cap, grown, MREMAP_MAYMOVE);
+                    if (q == MAP_FAILED)
+                        throw Error(where(path, "out of memory decompressing the file"), Error::Kind::Internal);
+                    p = q;
+                    cap = grown;
+                }
+                size_t got = s.read(static_cast<char*>(p) + len, cap - len);   // throws past `limit`
+                if (got == 0) break;
+                len += got;
+            }
+        } catch (...) {
+            munmap(p, cap);
+            throw;
+        }
+        map_ = static_cast<const char*>(p);
+        size_ = len;
+        mapped_ = cap;
         return;
     }
     int fd = ::open(path.c_str(), O_RDONLY);
@@ -91,7 +128,7 @@ FileBytes::FileBytes(const std::string& path) {
         void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (p != MAP_FAILED) {
             map_ = static_cast<const char*>(p);
-            size_ = static_cast<size_t>(st.st_size);
+            size_ = mapped_ = static_cast<size_t>(st.st_size);
         }
     }
     if (fd >= 0) ::close(fd);
@@ -99,7 +136,20 @@ FileBytes::FileBytes(const std::string& path) {
 }
 
 FileBytes::~FileBytes() {
-    if (map_) munmap(const_cast<char*>(map_), size_);
+    if (map_) munmap(const_cast<char*>(map_), mapped_);
 }
+
+std::string human_bytes(uint64_t n) {
+    for (auto [shift, unit] : {std::pair{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}})
+        if (n >= (uint64_t(1) << shift) && n % (uint64_t(1) << shift) == 0)
+            return std::to_string(n >> shift) + " " + unit;
+    return std::to_string(n) + " bytes";
+}
+
+std::string expansion_message(uint64_t limit) {
+    return "expands past " + human_bytes(limit) + "; raise with --max-input-size";
+}
+
+std::string nesting_message() { return "nested deeper than " + std::to_string(kMaxNesting) + " levels"; }
 
 }  // namespace mhc::trace::import

@@ -10,6 +10,10 @@ namespace mhc::trace::import {
 
 class Rows;
 
+// Default Options::max_input_size: 256 MiB. A JSON parser holds up to ~3 bytes per byte of a
+// value being read (nlohmann keeps the token and its raw text), so a gzip bomb stops at < 1 GB.
+constexpr uint64_t kDefaultMaxInputSize = uint64_t(256) << 20;
+
 enum class Format { Auto, Snapshot, Kineto, ExecutionTrace, Nsys };
 
 std::string_view to_string(Format f);
@@ -24,6 +28,10 @@ struct Options {
     Format format = Format::Auto;
     std::string kineto_path;   // execution traces: Kineto trace of the same run, for timing
     bool warn = true;          // print warnings (missing nsys tables, ...) on stderr
+    // The most decompressed bytes of one gzip input held in memory at once (a whole memory
+    // snapshot, one execution-trace node, one Kineto event): beyond it the import stops with
+    // "expands past N; raise with --max-input-size" instead of exhausting memory.
+    uint64_t max_input_size = kDefaultMaxInputSize;
 };
 
 // What an import did: the meta written into the trace and the row counts.
@@ -41,9 +49,10 @@ Result import_file(const std::string& in, const std::string& out, const Options&
 
 // The per-format importers: they write rows into `w` (a Writer and the columns checked after
 // it) and fill `r` (meta is also set on w).
-void import_snapshot(const std::string& in, Rows& w, Result& r);
-void import_kineto(const std::string& in, Rows& w, Result& r);
-void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r);
+void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize);
+void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize);
+void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r,
+               uint64_t max_input_size = kDefaultMaxInputSize);
 void import_nsys(const std::string& in, Rows& w, Result& r, bool warn);
 
 }  // namespace mhc::trace::import

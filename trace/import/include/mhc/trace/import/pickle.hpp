@@ -2,7 +2,8 @@
 // A small, safe reader for Python pickles (protocols 2-5) that holds only plain data:
 // dict, list, tuple, set, str, bytes, int, float, bool and None. Opcodes that would import
 // or call code (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, ...) are refused
-// with an error naming the opcode and its byte offset. Strings point into the input buffer,
+// with an error naming the opcode and its byte offset. Containers and MARKs nested deeper
+// than kMaxNesting (limits.hpp) are refused too. Strings point into the input buffer,
 // which must outlive the document.
 #include <cstdint>
 #include <optional>
@@ -62,6 +63,7 @@ private:
     struct Node {
         Kind kind = Kind::None;
         uint8_t cap_log2 = 0;
+        uint16_t depth = 0;      // containers: nesting depth (1 + the deepest item's), bounded
         uint32_t len = 0;        // string length, container size
         union {
             int64_t i = 0;       // int value, string offset into data_, arena offset
@@ -69,6 +71,7 @@ private:
         };
     };
     Id push(Node n);
+    uint16_t depth(Id v) const { return is_inline(v) ? 0 : nodes_[v].depth; }
     void append(Id container, const Id* first, size_t n);
     std::string name_;
     std::string_view data_;

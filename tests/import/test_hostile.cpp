@@ -1,0 +1,371 @@
+// Hostile inputs (issue 13), generated here: deep nesting, gzip expansion, integer extremes,
+// bad field types, nsys type confusion, pickle FRAMEs, names that are not UTF-8. Each is
+// refused with exit 2 and one line naming the file and what is wrong (or, for the export,
+// written as valid JSON); nothing is left behind.
+#include <sqlite3.h>
+#include <zlib.h>
+
+#include <functional>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/export/export.hpp"
+#include "util.hpp"
+
+namespace imp = mhc::trace::import;
+
+namespace {
+
+void write_gz(const std::string& path, const std::string& bytes) {
+    gzFile f = gzopen(path.c_str(), "wb9");
+    REQUIRE(f);
+    for (size_t i = 0; i < bytes.size(); i += 1 << 20) {
+        unsigned n = static_cast<unsigned>(std::min<size_t>(1 << 20, bytes.size() - i));
+        REQUIRE(gzwrite(f, bytes.data() + i, n) == static_cast<int>(n));
+    }
+    REQUIRE(gzclose(f) == Z_OK);
+}
+
+std::string repeat(const std::string& s, size_t n) {
+    std::string out;
+    out.reserve(s.size() * n);
+    for (size_t i = 0; i < n; ++i) out += s;
+    return out;
+}
+
+// The CLI first (a crash there fails the test without taking the test binary down), then the
+// library: exit 2, one line that starts with the file and contains `expect`, no file left.
+void expect_refused(const test::TempDir& dir, const std::string& in, const std::string& expect,
+                    uint64_t max_input_size = imp::kDefaultMaxInputSize, const std::string& cli_args = "") {
+    std::string out = dir.file("out.db");
+    size_t before = dir.entries();
+    std::string err;
+    CHECK(test::run_mhc("import " + in + " -o " + out + " " + cli_args, &err) == 2);
+    INFO(err);
+    // Warnings (missing nsys tables) come on lines of their own, before the error.
+    while (err.rfind("mhc: warning:", 0) == 0) err.erase(0, err.find('\n') + 1);
+    CHECK(err.find(in) != std::string::npos);
+    CHECK(err.find(expect) != std::string::npos);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK(dir.entries() == before);
+    imp::Options opt;
+    opt.warn = false;
+    opt.max_input_size = max_input_size;
+    try {
+        imp::import_file(in, out, opt);
+        FAIL("accepted: " + in);
+    } catch (const mhc::Error& e) {
+        std::string m = e.what();
+        INFO(m);
+        CHECK(m.rfind(in, 0) == 0);
+        CHECK(m.find(expect) != std::string::npos);
+        CHECK(m.find('\n') == std::string::npos);
+        CHECK(e.exit_code() == 2);
+    }
+    CHECK(dir.entries() == before);
+}
+
+imp::Result accepted(const std::string& in) {
+    imp::Options opt;
+    opt.warn = false;
+    return imp::import_file(in, in + ".db", opt);   // one output per input: none is overwritten
+}
+
+// A Kineto trace: a kernel, a copy and a [memory] allocation; the three fields are spliced in.
+std::string kineto(const std::string& ts = "10", const std::string& mem_bytes = "4096",
+                   const std::string& copy_bytes = "64") {
+    return "{\"traceEvents\":[\n"
+           "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":" + ts + ",\"dur\":5,\"args\":{\"device\":0,\"stream\":7}},\n"
+           "{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":11,\"args\":{\"Addr\":4096,\"Bytes\":" + mem_bytes +
+           ",\"Total Allocated\":4096,\"Device Type\":1,\"Device Id\":0}},\n"
+           "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD\",\"ts\":12,\"dur\":1,\"args\":{\"device\":0,"
+           "\"stream\":7,\"bytes\":" + copy_bytes + "}}\n]}";
+}
+
+// Pickle (protocol 2) of {'device_traces': V} where V is `value_ops`.
+std::string pickle_dict(const std::string& value_ops) {
+    return std::string("\x80\x02}X\x0d\x00\x00\x00" "device_traces", 2 + 1 + 5 + 13) + value_ops + "s.";
+}
+
+// A minimal Nsight Systems export with one kernel; `after` changes it.
+void make_nsys(const std::string& path, const std::string& after) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    std::string sql =
+        "CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT); INSERT INTO StringIds VALUES(1, 'k');"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER,"
+        " demangledName INTEGER, correlationId INTEGER);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(1000, 2000, 0, 7, 1, 1);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES(3000, 4000, 0, 7, 1, 2);" + after;
+    char* msg = nullptr;
+    int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg);
+    INFO((msg ? msg : ""));
+    sqlite3_free(msg);
+    sqlite3_close(db);
+    REQUIRE(rc == SQLITE_OK);
+}
+
+}  // namespace
+
+TEST_CASE("deep nesting is refused in every JSON and pickle reader", "[import][hostile]") {
+    test::TempDir dir;
+    const std::string deep = repeat("[", 30000) + repeat("]", 30000);
+    SECTION("Kineto, 30,000 levels inside an event, as a ~137-byte .json.gz") {
+        std::string in = dir.file("deep-event.json.gz");
+        write_gz(in, "{\"traceEvents\":[{\"ph\":\"X\",\"args\":" + deep + "}]}");
+        CHECK(test::read_file(in).size() < 200);
+        expect_refused(dir, in, "nested deeper than 1000 levels");
+    }
+    SECTION("Kineto, in another top-level member") {
+        std::string in = dir.file("deep-member.json.gz");
+        write_gz(in, "{\"traceEvents\":[], \"distributedInfo\":" + deep + "}");
+        expect_refused(dir, in, "nested deeper than 1000 levels");
+    }
+    SECTION("Kineto, deep objects as an arg value") {
+        std::string in = dir.file("deep-objects.json");
+        test::write_file(in, "{\"traceEvents\":[{\"ph\":\"X\",\"args\":{\"x\":" + repeat("{\"a\":", 5000) + "1" +
+                                 repeat("}", 5000) + "}}]}");
+        expect_refused(dir, in, "nested deeper than 1000 levels");
+    }
+    SECTION("Kineto, 900 levels are still read") {
+        std::string in = dir.file("900.json");
+        test::write_file(in, kineto().substr(0, kineto().size() - 2) + ",{\"ph\":\"X\",\"args\":{\"x\":" +
+                                 repeat("[", 895) + repeat("]", 895) + "}}]}");
+        CHECK(accepted(in).kernels == 1);
+    }
+    SECTION("execution trace, inside a node and in another member") {
+        std::string a = dir.file("deep-node.json.gz"), b = dir.file("deep-member-et.json.gz");
+        write_gz(a, "{\"schema\":\"1.0.1\",\"nodes\":[{\"id\":1,\"inputs\":" + deep + "}]}");
+        write_gz(b, "{\"schema\":\"1.0.1\",\"x\":" + deep + ",\"nodes\":[]}");
+        expect_refused(dir, a, "nested deeper than 1000 levels", imp::kDefaultMaxInputSize, "--format et");
+        expect_refused(dir, b, "nested deeper than 1000 levels", imp::kDefaultMaxInputSize, "--format et");
+    }
+    SECTION("pickle: nested lists and nested MARKs") {
+        std::string lists = dir.file("deep-lists.pickle"), marks = dir.file("deep-marks.pickle");
+        test::write_file(lists, pickle_dict(repeat("]", 30000) + repeat("a", 29999)));
+        test::write_file(marks, pickle_dict(repeat("(", 30000)));
+        expect_refused(dir, lists, "nested deeper than 1000 levels");
+        expect_refused(dir, marks, "nested deeper than 1000 levels");
+    }
+}
+
+TEST_CASE("gzip input that expands past --max-input-size is refused", "[import][hostile]") {
+    test::TempDir dir;
+    const std::string big(64 << 20, 'a');   // 64 MiB: past the Kineto window (32 MiB) too
+    SECTION("execution trace: one node") {
+        std::string in = dir.file("bomb-et.json.gz");
+        write_gz(in, "{\"schema\":\"1.0.1\",\"nodes\":[{\"id\":1,\"name\":\"" + big + "\"}]}");
+        CHECK(test::read_file(in).size() < 200000);
+        expect_refused(dir, in, "expands past 1 MiB; raise with --max-input-size", 1 << 20, "--max-input-size 1MiB");
+    }
+    SECTION("Kineto: one over-long event") {
+        std::string in = dir.file("bomb-kineto.json.gz");
+        write_gz(in, "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"ts\":1,\"name\":\"" + big + "\"}]}");
+        expect_refused(dir, in, "expands past 1 MiB; raise with --max-input-size", 1 << 20, "--max-input-size 1MiB");
+    }
+    SECTION("gzipped pickle") {
+        std::string in = dir.file("bomb.pickle.gz");
+        std::string len(8, '\0');
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((big.size() >> (8 * i)) & 0xff);
+        write_gz(in, pickle_dict("\x8d" + len + big));
+        expect_refused(dir, in, "expands past 1 MiB; raise with --max-input-size", 1 << 20, "--max-input-size 1MiB");
+    }
+    SECTION("the limit counts one event, not the whole stream") {
+        // 20,000 events of ~1 KiB: 20 MiB of JSON, far past the 1 MiB limit in total.
+        std::string events;
+        for (int i = 0; i < 20000; ++i)
+            events += std::string(i ? "," : "") + "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"" + std::string(1000, 'k') +
+                      "\",\"ts\":" + std::to_string(10 * i) + ",\"dur\":5,\"args\":{\"device\":0,\"stream\":7}}";
+        std::string in = dir.file("many.json.gz");
+        write_gz(in, "{\"traceEvents\":[" + events + "]}");
+        imp::Options opt;
+        opt.warn = false;
+        opt.max_input_size = 1 << 20;
+        CHECK(imp::import_file(in, dir.file("many.db"), opt).kernels == 20000);
+        std::string et = dir.file("many-et.json.gz"), nodes;
+        for (int i = 0; i < 20000; ++i)
+            nodes += std::string(i ? "," : "") + "{\"id\":" + std::to_string(i + 1) + ",\"name\":\"" + std::string(1000, 'n') + "\"}";
+        write_gz(et, "{\"schema\":\"1.0.1\",\"nodes\":[" + nodes + "]}");
+        CHECK(imp::import_file(et, dir.file("many-et.db"), opt).events == 20000);
+    }
+}
+
+TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent ones tolerated", "[import][hostile]") {
+    test::TempDir dir;
+    struct Case {
+        const char* name;
+        std::string json, expect;
+    };
+    const std::vector<Case> cases = {
+        {"bytes-int64-max", kineto("10", "9223372036854775807"), "traceEvents[1]: args.Bytes 9223372036854775807 is out of range"},
+        {"bytes-past-int64", kineto("10", "99999999999999999999"), "traceEvents[1]: args.Bytes"},
+        {"bytes-nan", kineto("10", "NaN"), "traceEvents[1]: args.Bytes NaN"},
+        {"bytes-string", kineto("10", "\"4096\""), "traceEvents[1]: args.Bytes is a string, not a number"},
+        {"copy-bytes-negative", kineto("10", "4096", "-64"), "traceEvents[2]: args.bytes -64 is out of range"},
+        {"ts-string", kineto("\"abc\""), "traceEvents[0]: 'ts' is a string, not a number"},
+        {"ts-null", kineto("null"), "traceEvents[0]: 'ts' is null, not a number"},
+        {"ts-ns-overflow", kineto("9223372036854775.807"), "traceEvents[0]: 'ts' 9223372036854775.807 is out of range"},
+        {"ts-huge-float", kineto("1e300"), "traceEvents[0]: 'ts' 1e300 is out of range"},
+        {"ts-nan", kineto("NaN"), "traceEvents[0]: 'ts' NaN is out of range"},
+    };
+    for (const auto& c : cases) {
+        DYNAMIC_SECTION(c.name) {
+            std::string in = dir.file(std::string(c.name) + ".json");
+            test::write_file(in, c.json);
+            expect_refused(dir, in, c.expect);
+        }
+    }
+    SECTION("the same trace with sane values, and with optional fields absent, is read") {
+        std::string in = dir.file("ok.json");
+        test::write_file(in, kineto());
+        imp::Result r = accepted(in);
+        CHECK(r.kernels == 1);
+        CHECK(r.copies == 1);
+        CHECK(r.allocations == 1);
+        std::string sparse = dir.file("sparse.json");   // no dur, no args, a metadata event without ts
+        test::write_file(sparse, "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"args\":{\"name\":\"x\"}},"
+                                 "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":3}]}");
+        CHECK(accepted(sparse).kernels == 1);
+    }
+}
+
+TEST_CASE("nsys: mistyped columns and integer extremes and views are refused", "[import][hostile]") {
+    test::TempDir dir;
+    struct Case {
+        const char* name;
+        std::string sql, expect;
+    };
+    const std::vector<Case> cases = {
+        {"text-start", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' WHERE rowid = 2;",
+         "CUPTI_ACTIVITY_KIND_KERNEL row 2: column 'start' is text, not an integer"},
+        {"null-end", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = NULL WHERE rowid = 1;",
+         "CUPTI_ACTIVITY_KIND_KERNEL row 1: column 'end' is NULL, not an integer"},
+        {"real-end", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 2500.5 WHERE rowid = 1;",
+         "column 'end' is a real number"},
+        {"int64-max-end", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 9223372036854775807 WHERE rowid = 2;",
+         "column 'end' = 9223372036854775807 is out of range"},
+        {"int64-min-start", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775808 WHERE rowid = 1;",
+         "column 'start' = -9223372036854775808 is out of range"},
+        {"text-device", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 'gpu0' WHERE rowid = 1;",
+         "column 'deviceId' is text"},
+        {"view", "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO k2;"
+                 "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM k2;",
+         "CUPTI_ACTIVITY_KIND_KERNEL is a view, not a table"},
+    };
+    for (const auto& c : cases) {
+        DYNAMIC_SECTION(c.name) {
+            std::string in = dir.file(std::string(c.name) + ".sqlite");
+            make_nsys(in, c.sql);
+            expect_refused(dir, in, c.expect);
+        }
+    }
+    SECTION("the unchanged export, with NULL in an optional column, is read") {
+        std::string in = dir.file("ok.sqlite");
+        make_nsys(in, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 1;");
+        CHECK(accepted(in).kernels == 2);
+    }
+}
+
+TEST_CASE("execution trace: out-of-range ids and tensor fields are refused", "[import][hostile]") {
+    test::TempDir dir;
+    auto et = [](const std::string& id, const std::string& tensor) {
+        return "{\"schema\":\"1.0.1\",\"nodes\":[{\"id\":1,\"name\":\"root\"},{\"id\":" + id +
+               ",\"name\":\"aten::add\",\"parent\":1,\"inputs\":[" + tensor +
+               "],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}";
+    };
+    const std::string ok = "[1,1,0,16,4,\"cuda:0\"]";
+    struct Case {
+        const char* name;
+        std::string json, expect;
+    };
+    const std::vector<Case> cases = {
+        {"numel-int64-max", et("2", "[1,1,0,9223372036854775807,4,\"cuda:0\"]"),
+         "nodes[1]: tensor numel 9223372036854775807 is out of range"},
+        {"offset-negative", et("2", "[1,1,-8,16,4,\"cuda:0\"]"), "nodes[1]: tensor offset -8 is out of range"},
+        {"itemsize-float", et("2", "[1,1,0,16,4.5,\"cuda:0\"]"), "nodes[1]: tensor itemsize 4.5 is out of range"},
+        {"id-float", et("2.5", ok), "nodes[1]: 'id' 2.5 is not an int64 integer"},
+        {"id-past-int64", et("18446744073709551615", ok), "nodes[1]: 'id' 18446744073709551615 is not an int64 integer"},
+    };
+    for (const auto& c : cases) {
+        DYNAMIC_SECTION(c.name) {
+            std::string in = dir.file(std::string(c.name) + ".json");
+            test::write_file(in, c.json);
+            expect_refused(dir, in, c.expect);
+        }
+    }
+    SECTION("the same trace with a sane tensor, and with an undefined (all-zero) one, is read") {
+        std::string in = dir.file("ok.json"), undef = dir.file("undefined.json");
+        test::write_file(in, et("2", ok));
+        test::write_file(undef, et("2", "[1,0,0,0,0,\"\"]"));
+        CHECK(accepted(in).allocations == 1);
+        CHECK(accepted(undef).allocations == 0);
+    }
+}
+
+TEST_CASE("pickle: a FRAME longer than the file is reported as such", "[import][hostile]") {
+    test::TempDir dir;
+    std::string in = dir.file("frame.pickle");
+    // PROTO 4, FRAME of 2^40 bytes, then an empty dict and STOP.
+    test::write_file(in, std::string("\x80\x04\x95\x00\x00\x00\x00\x00\x01\x00\x00}.", 13));
+    expect_refused(dir, in, "truncated: a FRAME of 1099511627776 bytes runs past the end of the file");
+}
+
+TEST_CASE("a snapshot size beyond 2^50 bytes is refused", "[import][hostile]") {
+    test::TempDir dir;
+    std::string in = dir.file("size.pickle");
+    // {'device_traces': [[{'action': 'alloc', 'addr': 1, 'size': 2^63-1}]]}: LONG1 of 8 bytes.
+    std::string ev = std::string("}(X\x06\x00\x00\x00", 7) + "action" + std::string("X\x05\x00\x00\x00", 5) + "alloc" +
+                     std::string("X\x04\x00\x00\x00", 5) + "addr" + "K\x01" + std::string("X\x04\x00\x00\x00", 5) + "size" +
+                     std::string("\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f", 10) + "u";
+    test::write_file(in, pickle_dict("]](" + ev + "ea"));
+    expect_refused(dir, in, "size 9223372036854775807 is out of range");
+}
+
+TEST_CASE("perfetto export of names that are not UTF-8 is valid JSON", "[export][hostile]") {
+    test::TempDir dir;
+    std::string in = dir.file("names.json");
+    // Stray continuation byte, truncated sequence, overlong '/', a surrogate, and valid "é".
+    const std::string bad = "k\xff\x80 \xc3 \xc0\xaf \xed\xa0\x80 caf\xc3\xa9";
+    test::write_file(in, "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"" + bad +
+                             "\",\"ts\":1,\"dur\":2,\"args\":{\"device\":0,\"stream\":7}}]}");
+    imp::Options opt;
+    opt.warn = false;
+    std::string db = dir.file("names.db");
+    imp::import_file(in, db, opt);
+    std::string out = dir.file("names.perfetto.json");
+    mhc::trace::exporter::export_perfetto(db, out);
+    nlohmann::json j;
+    REQUIRE_NOTHROW(j = nlohmann::json::parse(test::read_file(out)));   // strict: rejects ill-formed UTF-8
+    bool found = false;
+    for (const auto& e : j["traceEvents"])
+        if (e["ph"] == "X" && e["cat"] == "kernel") {
+            CHECK(e["name"].get<std::string>() ==
+                  "k\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd caf\xc3\xa9");
+            found = true;
+        }
+    CHECK(found);
+}
+
+TEST_CASE("import errors name the output and not the temporary trace", "[import][hostile]") {
+    test::TempDir dir;
+    std::string in = dir.file("ok.json");
+    test::write_file(in, kineto());
+    std::string out = dir.file("no-such-dir/out.db");
+    imp::Options opt;
+    opt.warn = false;
+    try {
+        imp::import_file(in, out, opt);
+        FAIL("wrote into a missing directory");
+    } catch (const mhc::Error& e) {
+        std::string m = e.what();
+        INFO(m);
+        CHECK(m.rfind(out + ":", 0) == 0);
+        CHECK(m.find(".importing-") == std::string::npos);
+    }
+    std::string err;
+    CHECK(test::run_mhc("import " + in + " -o " + out, &err) != 0);
+    CHECK(err.find(out + ":") != std::string::npos);
+    CHECK(err.find(".importing-") == std::string::npos);
+}
