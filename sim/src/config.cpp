@@ -184,7 +184,7 @@ std::map<std::string, std::string> to_map(const Config& c) {
         {"link.nccl_share", num(c.link.nccl_share)},
         {"link.memcpy_share", num(c.link.memcpy_share)},
         {"max_swap_ops_per_sec", num(c.max_swap_ops_per_sec)},
-        {"device", std::to_string(c.device)},
+        {"device", c.device == kAutoDevice ? std::string("auto") : std::to_string(c.device)},
     };
     return m;
 }

@@ -147,14 +147,12 @@ void Engine<Policy>::complete_until(int64_t t) {
         Transfer x = inflight.top();
         inflight.pop();
         int32_t a = x.alloc;
-        if (x.epoch != epoch[a]) continue;   // freed or rescued meanwhile
+        if (!live(x)) continue;   // freed or rescued meanwhile
         if (x.h2d) {
-            if (state[a] != kInH2D) continue;
             state[a] = kGpu;
             if (ctx.host_valid[a]) cached_host.insert(a);
             if (pins[a] == 0) pol.insert(a);
         } else {
-            if (state[a] != kInD2H) continue;
             state[a] = kHost;
             ctx.host_valid[a] = 1;
             pending_release -= P.t->allocations.bytes[a];
@@ -243,6 +241,10 @@ bool Engine<Policy>::make_room(int32_t a, int64_t& t, bool for_prefetch) {
             int32_t v = pick_victim(for_prefetch);
             if (v >= 0) { evict(v, t); continue; }
         }
+        // Wait only for a transfer whose completion changes something: a cancelled swap-out
+        // (or a transfer of a freed allocation) keeps its queue busy (its link time is spent,
+        // rule 2) but frees nothing when it lands.
+        while (!inflight.empty() && !live(inflight.top())) inflight.pop();
         if (for_prefetch || inflight.empty()) break;
         t = std::max(t, inflight.top().end);
     }
@@ -280,6 +282,7 @@ void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
     Oom& o = R.oom;
     o.happened = true;
     o.time = t;
+    o.recorded = s >= 0 ? P.kstart[s] : P.t->allocations.t_alloc[a];
     o.allocation = alloc_id(a);
     o.kernel = kernel_id(s);
     const auto& al = P.t->allocations;
@@ -350,6 +353,7 @@ template <class Policy>
 void Engine<Policy>::on_free(int32_t a) {
     int64_t now = P.t->allocations.t_free[a] + shift;
     complete_until(now);
+    ctx.now = now;
     if (C.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
     int64_t b = P.t->allocations.bytes[a];
     if (state[a] != kNotYet && state[a] != kFreed) live_bytes -= b;
@@ -431,8 +435,10 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     ctx.now = start;
     for (int64_t j = b0; j < b1; ++j) {
         int32_t a = P.acc_alloc[j];
-        // (a zero-length kernel may meet an allocation freed at its very instant)
-        if (C.check_invariants && state[a] != kGpu && state[a] != kFreed)
+        // The one exemption: a zero-length kernel at the instant its operand is freed (frees
+        // come first at an instant) needs nothing for no time; its operand is skipped.
+        if (state[a] == kFreed && P.kstart[s] == P.kend[s] && P.t->allocations.t_free[a] == P.kstart[s]) continue;
+        if (C.check_invariants && state[a] != kGpu)
             fail_invariant("kernel " + std::to_string(kernel_id(s)) + " starts with allocation " +
                            std::to_string(alloc_id(a)) + " not resident");
         ctx.last_touch[a] = ++tick;
@@ -455,6 +461,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
 template <class Policy>
 void Engine<Policy>::on_kernel_end(int32_t s) {
     complete_until(P.kend[s] + shift);
+    ctx.now = P.kend[s] + shift;
     for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) {
         int32_t a = P.acc_alloc[j];
         if (--pins[a] == 0 && state[a] == kGpu && !pol.contains(a)) pol.insert(a);
@@ -733,7 +740,8 @@ void Engine<Policy>::run() {
         if (fc_peak_n > 0) R.forecast_peak_error = fc_peak_err_sum / static_cast<double>(fc_peak_n);
     }
     R.baseline_makespan = P.t_end - P.t_begin;
-    R.simulated_makespan = std::max(t_last, P.t_end + (R.oom.happened ? 0 : shift)) - P.t_begin;
+    // An OOM run ends at its OOM: its makespan is how far it got (simulated time).
+    R.simulated_makespan = (R.oom.happened ? R.oom.time : std::max(t_last, P.t_end + shift)) - P.t_begin;
     for (const Bucket& b : buckets)
         if (b.dev >= 0) R.memory.push_back({b.t, b.dev, b.host});
 }
@@ -778,8 +786,11 @@ Result simulate(const Prepared& p, const Config& c) {
     else if (c.eviction == "dtr") run_with<DtrPolicy>(p, c, r, cap, host_cap);
     else run_with<CostAwarePolicy>(p, c, r, cap, host_cap);
     r.peak_reduction = r.baseline_peak > 0 ? 1.0 - static_cast<double>(r.simulated_peak) / static_cast<double>(r.baseline_peak) : 0;
-    r.throughput_loss = r.baseline_makespan > 0
-                            ? static_cast<double>(r.simulated_makespan) / static_cast<double>(r.baseline_makespan) - 1.0
+    // An OOM run's loss is that of the part that ran: simulated time to the OOM over the
+    // recorded time of the event that failed (0 when it failed at the first event).
+    const int64_t recorded_span = r.oom.happened ? r.oom.recorded - p.t_begin : r.baseline_makespan;
+    r.throughput_loss = recorded_span > 0
+                            ? static_cast<double>(r.simulated_makespan) / static_cast<double>(recorded_span) - 1.0
                             : 0;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;

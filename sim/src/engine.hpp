@@ -80,6 +80,10 @@ private:
     void oom(int64_t t, int32_t a, int32_t s, int64_t bytes_needed);
     int64_t alloc_id(int32_t a) const { return a >= 0 ? P.t->allocations.id[a] : 0; }
     int64_t kernel_id(int32_t s) const { return s >= 0 ? P.t->kernels.id[P.korder[s]] : 0; }
+    // A transfer in flight whose completion still changes something (not freed or cancelled).
+    bool live(const Transfer& x) const {
+        return x.epoch == epoch[x.alloc] && state[x.alloc] == (x.h2d ? kInH2D : kInD2H);
+    }
 
     const Prepared& P;
     const Config& C;

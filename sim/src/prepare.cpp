@@ -55,12 +55,23 @@ std::vector<int32_t> sorted_indices(std::vector<int32_t> idx, Less less) {
     return idx;
 }
 
+// The GPU device (>= 0) with the largest live peak (ties: the lowest number). The host
+// (device -1) is never picked: nsys and ET imports record its pinned buffers, which are not
+// the GPU memory the simulator models.
 int32_t pick_device(const trace::TraceData& t) {
     std::vector<int32_t> devs(t.allocations.device.begin(), t.allocations.device.end());
     devs.insert(devs.end(), t.kernels.device.begin(), t.kernels.device.end());
     std::sort(devs.begin(), devs.end());
     devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
-    if (devs.size() <= 1) return devs.empty() ? 0 : devs[0];
+    const bool has_host = !devs.empty() && devs.front() < 0;
+    devs.erase(std::remove_if(devs.begin(), devs.end(), [](int32_t d) { return d < 0; }), devs.end());
+    if (devs.empty()) {
+        if (has_host)
+            throw Error(std::string(t.path.empty() ? "trace" : t.path) +
+                            ": only host memory (device -1) in this trace; simulate it with --device -1",
+                        Error::Kind::BadInput);
+        return 0;
+    }
     int32_t best = devs[0];
     int64_t best_peak = -1;
     for (int32_t d : devs) {
@@ -110,9 +121,11 @@ void build_allocations(Prepared& p) {
     });
 }
 
-// Accesses in seq order; when the trace has none, each allocation is assumed written by
-// the first kernel starting at or after its allocation and read by the last kernel ending
-// at or before its free (docs/simulator.md).
+// Accesses in seq order. When the trace has none, each allocation is assumed written by the
+// first kernel starting at or after its allocation, if that kernel also ends by its free
+// (so that it never runs past the free, rule 4), and read by the latest-starting kernel
+// that ends at or before its free (an allocation never freed: the trace's last kernel), if
+// that is a later kernel (docs/simulator.md, Inputs).
 void build_accesses(Prepared& p) {
     const auto& t = *p.t;
     size_t n = p.korder.size();
@@ -130,27 +143,26 @@ void build_accesses(Prepared& p) {
         }
         return;
     }
+    // Accesses are assumed only where there is something to assume: kernels and allocations.
     p.assumed_accesses = !p.alloc_order.empty() && n > 0;
     const auto& a = t.allocations;
+    // latest[i]: the largest seq among the first i+1 kernels by end time (kend_order)
+    std::vector<int32_t> latest(n);
+    for (size_t i = 0; i < n; ++i) latest[i] = std::max(i ? latest[i - 1] : -1, p.kend_order[i]);
     std::vector<std::vector<std::pair<int32_t, uint8_t>>> per(n);
-    // kernels by end time for "last kernel ending at or before the free"
     for (int32_t al : p.alloc_order) {
-        auto it = std::lower_bound(p.kstart.begin(), p.kstart.end(), a.t_alloc[al]);
-        int64_t first = it - p.kstart.begin();
+        const int64_t tf = a.t_free[al];
+        const bool freed = tf != trace::kNoTime;
+        const int64_t first = std::lower_bound(p.kstart.begin(), p.kstart.end(), a.t_alloc[al]) - p.kstart.begin();
         int64_t last = -1;
-        if (a.t_free[al] != trace::kNoTime) {
-            auto e = std::upper_bound(p.kend_order.begin(), p.kend_order.end(), a.t_free[al],
-                                      [&](int64_t tf, int32_t s) { return tf < p.kend[s]; });
-            // the latest-starting kernel among those ending by the free
-            int64_t best = -1;
-            for (auto q = e; q != p.kend_order.begin() && e - q < 64;) {
-                --q;
-                if (*q >= first) best = std::max<int64_t>(best, *q);
-            }
-            last = best;
+        if (!freed) {
+            last = static_cast<int64_t>(n) - 1;
+        } else {
+            auto e = std::upper_bound(p.kend_order.begin(), p.kend_order.end(), tf,
+                                      [&](int64_t f, int32_t s) { return f < p.kend[s]; });
+            if (e != p.kend_order.begin()) last = latest[static_cast<size_t>(e - p.kend_order.begin() - 1)];
         }
-        if (first < static_cast<int64_t>(n) && (a.t_free[al] == trace::kNoTime || p.kstart[first] < a.t_free[al]))
-            per[first].push_back({al, 1});
+        if (first < static_cast<int64_t>(n) && (!freed || p.kend[first] <= tf)) per[first].push_back({al, 1});
         if (last > first) per[last].push_back({al, 0});
     }
     for (size_t s = 0; s < n; ++s) {
@@ -320,7 +332,7 @@ std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t devic
     trace::require_ok(trace::check_trace(t), t.path.empty() ? "trace" : t.path);
     auto p = std::make_shared<Prepared>();
     p->t = &t;
-    p->device = device >= 0 ? device : pick_device(t);
+    p->device = device != kAutoDevice ? device : pick_device(t);
     build_kernels(*p);
     build_allocations(*p);
     build_accesses(*p);

@@ -11,6 +11,9 @@
 namespace mhc::sim {
 
 inline constexpr int64_t kUnlimited = INT64_MAX / 4;
+// Config::device when none is given: the GPU device (>= 0) with the largest live peak. The
+// host (device -1, pinned buffers of nsys/ET imports) is simulated only when asked for.
+inline constexpr int32_t kAutoDevice = INT32_MIN;
 
 #ifdef NDEBUG
 inline constexpr bool kCheckInvariantsByDefault = false;
@@ -38,7 +41,7 @@ struct Config {
     bool early_swap_out = true;     // rule 10: lookahead/periodic/forecast evict ahead of demand
     LinkModel link;                 // default: pcie4 (set by the constructor)
     double max_swap_ops_per_sec = 0;// 0: unlimited
-    int32_t device = -1;            // -1: the device with the largest live peak
+    int32_t device = kAutoDevice;   // kAutoDevice: the GPU with the largest live peak; -1: the host
     bool check_invariants = kCheckInvariantsByDefault;
     bool record_events = true;      // timeline events and per-kernel times in the Result
     int memory_samples = 4096;      // memory timeline buckets (peak kept in each)

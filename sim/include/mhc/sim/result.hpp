@@ -15,6 +15,7 @@ struct Oom {
     std::string where;            // "allocation 42" / "kernel 7 (name)"
     std::string why;              // one sentence with the numbers
     int64_t time = 0;             // simulated ns
+    int64_t recorded = 0;         // recorded ns of the allocation or kernel start that failed
     int64_t allocation = 0;       // allocation id being placed, 0 if none
     int64_t kernel = 0;           // kernel id starting, 0 if none
     int64_t bytes_needed = 0;     // the request (rounded by the allocator model)
