@@ -30,7 +30,7 @@ namespace {
 using detail::Clock;
 using kernels::SwapDir;
 
-enum State : uint8_t { kNotYet, kGpu, kHost, kInH2D, kInD2H, kDropped, kFreed };
+using enum sim::Residency;   // one residency vocabulary with the simulator
 
 bool contains_ci(const std::string& s, const char* what) {
     std::string l = s;
@@ -117,7 +117,8 @@ private:
     std::vector<std::unique_ptr<detail::Worker>> workers;
     std::vector<detail::JobTimes> times;   // per kernel index, then per recompute
     std::vector<int64_t> job_of;           // per kernel index: worker job number, -1
-    std::vector<uint8_t> state, freed_in_flight, cancelled, host_valid;
+    std::vector<sim::Residency> state;
+    std::vector<uint8_t> freed_in_flight, cancelled, host_valid;
     std::vector<int64_t> dev_off, host_off, sum, version;
     std::vector<uint64_t> xfer;            // per allocation: its transfer in flight
     std::deque<Pending> q[2];              // per direction, in submission order
@@ -216,7 +217,7 @@ void Executor::submit(int32_t a, SwapDir dir) {
     uint64_t id = eng->submit(dir, static_cast<size_t>(host_off[a]), static_cast<size_t>(dev_off[a]), static_cast<size_t>(bytes));
     xfer[a] = id;
     q[dir == SwapDir::HostToDevice ? 0 : 1].push_back({id, a});
-    state[a] = dir == SwapDir::HostToDevice ? kInH2D : kInD2H;
+    state[a] = dir == SwapDir::HostToDevice ? InH2D : InD2H;
     if (dir == SwapDir::HostToDevice) { ++M.swap_ins; M.swap_in_bytes += bytes; }
     else { ++M.swap_outs; M.swap_out_bytes += bytes; }
 }
@@ -240,7 +241,7 @@ void Executor::wait_one(SwapDir dir) {
 // Waits, as measured delay (a stall of kernel `k`, or of no kernel when -1), until the
 // transfer in flight of `a` has completed.
 void Executor::measured_wait(int32_t a, int32_t k) {
-    if (state[a] != kInH2D && state[a] != kInD2H && !(freed_in_flight[a] && dev_off[a] >= 0)) return;
+    if (state[a] != InH2D && state[a] != InD2H && !(freed_in_flight[a] && dev_off[a] >= 0)) return;
     auto t_ready = Clock::now();
     wait_for(a);
     auto w = Clock::now() - t_ready;
@@ -254,8 +255,8 @@ void Executor::measured_wait(int32_t a, int32_t k) {
 
 // Waits until the transfer in flight of `a` (if any) has completed.
 void Executor::wait_for(int32_t a) {
-    while (state[a] == kInH2D || state[a] == kInD2H || (freed_in_flight[a] && dev_off[a] >= 0)) {
-        SwapDir d = state[a] == kInH2D ? SwapDir::HostToDevice : SwapDir::DeviceToHost;
+    while (state[a] == InH2D || state[a] == InD2H || (freed_in_flight[a] && dev_off[a] >= 0)) {
+        SwapDir d = state[a] == InH2D ? SwapDir::HostToDevice : SwapDir::DeviceToHost;
         auto& dq = q[d == SwapDir::HostToDevice ? 0 : 1];
         if (dq.empty()) break;
         wait_one(d);
@@ -280,20 +281,20 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
                         T.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
     if (!h2d) {
         sum[a] = static_cast<int64_t>(r.dest_sum);   // what must come back
-        if (state[a] == kFreed || freed_in_flight[a]) {
+        if (state[a] == Freed || freed_in_flight[a]) {
             release_device(a);
             release_host(a);
-            state[a] = kFreed;
+            state[a] = Freed;
         } else if (cancelled[a]) {   // a kernel needed it again: it never left
             cancelled[a] = 0;
             release_host(a);
-            state[a] = kGpu;
+            state[a] = Gpu;
         } else {
             // The copy is done; the block stays placed until the plan's Release action, at the
             // point where the simulator released it, so the caching model sees the simulator's
             // sequence of calls (releasing at real completion diverged from it and ran out).
             host_valid[a] = 1;
-            state[a] = kHost;
+            state[a] = Host;
         }
     } else {
         ++M.checksums;   // end to end: what came back is what went out
@@ -302,12 +303,12 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
             fail("allocation " + std::to_string(T.allocations.id[a]) +
                  " came back different from what was swapped out (stale or lost data)");
         }
-        if (state[a] == kFreed || freed_in_flight[a]) {
+        if (state[a] == Freed || freed_in_flight[a]) {
             release_device(a);
             release_host(a);
-            state[a] = kFreed;
+            state[a] = Freed;
         } else {
-            state[a] = kGpu;
+            state[a] = Gpu;
         }
     }
     freed_in_flight[a] = 0;
@@ -376,18 +377,18 @@ void Executor::kernel_start(const Action& x, size_t i) {
         int32_t a = T.accesses.allocation[j];
         if (T.allocations.device[a] != P.device) continue;
         bool writes = T.accesses.mode[j] != trace::AccessMode::Read;
-        if (state[a] == kHost && dev_off[a] >= 0) state[a] = kGpu;   // never left: the eviction is cancelled
-        if (state[a] == kHost) {   // released already: bring it back (not in the plan)
+        if (state[a] == Host && dev_off[a] >= 0) state[a] = Gpu;   // never left: the eviction is cancelled
+        if (state[a] == Host) {   // released already: bring it back (not in the plan)
             ++M.unplanned_swap_ins;
             if (!place(a, i)) return;
             submit(a, SwapDir::HostToDevice);
         }
-        if (state[a] == kInH2D) { wait_for(a); waited = true; }
-        if (state[a] == kInD2H) {
+        if (state[a] == InH2D) { wait_for(a); waited = true; }
+        if (state[a] == InD2H) {
             cancelled[a] = 1;   // the simulator cancels: the data never left the GPU
             if (writes) { wait_for(a); waited = true; }   // but a copy may not read what a kernel writes
         }
-        if (writes && host_valid[a] && state[a] == kGpu) release_host(a);   // the host copy is stale now
+        if (writes && host_valid[a] && state[a] == Gpu) release_host(a);   // the host copy is stale now
     }
     if (waited) {
         auto w = Clock::now() - t_ready;
@@ -414,7 +415,7 @@ void Executor::kernel_end(const Action& x) {
 void Executor::recompute(const Action& x, size_t i) {
     const int32_t a = x.alloc;
     if (!place(a, i)) return;
-    state[a] = kGpu;
+    state[a] = Gpu;
     int32_t needer = -1;
     for (size_t j = i + 1; j < P.actions.size(); ++j)
         if (P.actions[j].op == Op::KernelStart) { needer = P.actions[j].kernel; break; }
@@ -470,7 +471,7 @@ Measured Executor::run() {
     for (const Action& x : P.actions) nrec += x.op == Op::Recompute;
     times.resize(nk + nrec);
     job_of.assign(nk, -1);
-    state.assign(na, kNotYet);
+    state.assign(na, NotYet);
     freed_in_flight.assign(na, 0);
     cancelled.assign(na, 0);
     host_valid.assign(na, 0);
@@ -500,7 +501,7 @@ Measured Executor::run() {
             switch (x.op) {
                 case Op::Alloc:
                     if (place(a, i)) {
-                        state[a] = kGpu;
+                        state[a] = Gpu;
                         fill_pattern(a);
                     }
                     note_lag(x.recorded);
@@ -509,48 +510,48 @@ Measured Executor::run() {
                     // The simulator frees the block here even with a copy of it in flight; the
                     // range is reusable only once the copy lands, so wait for it (measured) and
                     // give the allocator model the free at the simulator's point.
-                    if (state[a] == kInH2D || state[a] == kInD2H) {
+                    if (state[a] == InH2D || state[a] == InD2H) {
                         freed_in_flight[a] = 1;
                         measured_wait(a, -1);
                     }
-                    if (state[a] != kFreed) {
+                    if (state[a] != Freed) {
                         release_device(a);
                         release_host(a);
-                        state[a] = kFreed;
+                        state[a] = Freed;
                     }
                     note_lag(x.recorded);
                     break;
                 case Op::KernelStart: kernel_start(x, i); break;
                 case Op::KernelEnd: kernel_end(x); break;
                 case Op::SwapOut:
-                    if (state[a] == kInD2H || state[a] == kInH2D) wait_for(a);   // a cancelled swap-out still copying
-                    if (state[a] == kGpu) submit(a, SwapDir::DeviceToHost);
+                    if (state[a] == InD2H || state[a] == InH2D) wait_for(a);   // a cancelled swap-out still copying
+                    if (state[a] == Gpu) submit(a, SwapDir::DeviceToHost);
                     break;
                 case Op::SwapIn:
-                    if (state[a] == kInD2H) wait_for(a);   // the host copy must have landed
-                    if (state[a] != kHost) break;
-                    if (dev_off[a] >= 0) { state[a] = kGpu; break; }   // still there: nothing to copy
+                    if (state[a] == InD2H) wait_for(a);   // the host copy must have landed
+                    if (state[a] != Host) break;
+                    if (dev_off[a] >= 0) { state[a] = Gpu; break; }   // still there: nothing to copy
                     if (place(a, i)) submit(a, SwapDir::HostToDevice);
                     break;
                 case Op::EvictClean:
-                    if (state[a] == kInH2D || state[a] == kInD2H) wait_for(a);
-                    if (state[a] == kGpu) {
+                    if (state[a] == InH2D || state[a] == InD2H) wait_for(a);
+                    if (state[a] == Gpu) {
                         release_device(a);
-                        state[a] = kHost;
+                        state[a] = Host;
                         ++M.evict_clean;
                     }
                     break;
                 case Op::Drop:
-                    if (state[a] == kInH2D || state[a] == kInD2H) wait_for(a);
-                    if (state[a] == kGpu) {
+                    if (state[a] == InH2D || state[a] == InD2H) wait_for(a);
+                    if (state[a] == Gpu) {
                         release_device(a);
                         release_host(a);
-                        state[a] = kDropped;
+                        state[a] = Dropped;
                         ++M.drops;
                     }
                     break;
                 case Op::Recompute:
-                    if (state[a] == kDropped) recompute(x, i);
+                    if (state[a] == Dropped) recompute(x, i);
                     break;
                 case Op::FailedAlloc:
                     // The model is in the state the simulator's was, so the call fails the same
@@ -566,8 +567,8 @@ Measured Executor::run() {
                     }
                     break;
                 case Op::Release:   // where the simulator's copy completed: wait for the real one
-                    if (state[a] == kInD2H) measured_wait(a, -1);
-                    if (state[a] == kHost) release_device(a);
+                    if (state[a] == InD2H) measured_wait(a, -1);
+                    if (state[a] == Host) release_device(a);
                     break;
             }
         }

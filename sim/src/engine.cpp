@@ -39,7 +39,7 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     ctx.h2d_lat_ns = C.link.h2d.latency_s * 1e9;
     ctx.d2h_lat_ns = C.link.d2h.latency_s * 1e9;
     pol.init(&ctx, na);
-    state.assign(na, kNotYet);
+    state.assign(na, Residency::NotYet);
     pins.assign(na, 0);
     epoch.assign(na, 0);
     ready_at.assign(na, 0);
@@ -69,7 +69,7 @@ bool Engine<Policy>::try_reserve(int32_t a) {
             // The failed call still gave the cached free segments back (PyTorch's retry after
             // a failed cudaMalloc); replay repeats it here to keep its model in step.
             if (C.record_events && ca.reserved() < reserved_before)
-                R.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin, true});
+                R.plan_log.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin, true});
             used = ca.reserved();
             return false;
         }
@@ -149,15 +149,15 @@ void Engine<Policy>::complete_until(int64_t t) {
         int32_t a = x.alloc;
         if (!live(x)) continue;   // freed or rescued meanwhile
         if (x.h2d) {
-            state[a] = kGpu;
+            state[a] = Residency::Gpu;
             if (ctx.host_valid[a]) cached_host.insert(a);
             if (pins[a] == 0) pol.insert(a);
         } else {
-            state[a] = kHost;
+            state[a] = Residency::Host;
             ctx.host_valid[a] = 1;
             pending_release -= P.t->allocations.bytes[a];
             release(a);
-            if (C.record_events) R.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin});
+            if (C.record_events) R.plan_log.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin});
         }
     }
 }
@@ -197,7 +197,7 @@ int32_t Engine<Policy>::pick_victim(bool for_prefetch) {
 template <class Policy>
 void Engine<Policy>::restore_aside() {
     for (int32_t v : aside)
-        if (state[v] == kGpu && pins[v] == 0 && !pol.contains(v)) pol.insert(v);
+        if (state[v] == Residency::Gpu && pins[v] == 0 && !pol.contains(v)) pol.insert(v);
     aside.clear();
 }
 
@@ -208,17 +208,17 @@ void Engine<Policy>::evict(int32_t v, int64_t t) {
     resident_bytes -= b;
     if (ctx.host_valid[v]) {
         cached_host.erase(v);
-        state[v] = kHost;
+        state[v] = Residency::Host;
         release(v);
         ++R.evict_clean_count;
         event(EK::EvictClean, t, t, v, -1, b);
     } else if (pol.may_drop(v)) {
-        state[v] = kDropped;
+        state[v] = Residency::Dropped;
         release(v);
         ++R.drop_count;
         event(EK::Drop, t, t, v, -1, b);
     } else {
-        state[v] = kInD2H;
+        state[v] = Residency::InD2H;
         host_used += b;
         R.host_peak = std::max(R.host_peak, host_used);
         if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
@@ -258,7 +258,7 @@ template <class Policy>
 void Engine<Policy>::event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes) {
     if (!C.record_events) return;
     R.events.push_back({k, t0, t1, alloc_id(a), kernel_id(s), bytes});
-    R.event_origin.push_back(origin);
+    R.plan_log.origins.push_back(origin);
 }
 
 template <class Policy>
@@ -288,7 +288,7 @@ void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
     const auto& al = P.t->allocations;
     int64_t pinned = 0, live = 0;
     for (size_t i = 0; i < state.size(); ++i) {   // once, at the end of a failed run
-        bool on_gpu = state[i] == kGpu || state[i] == kInH2D || state[i] == kInD2H;
+        bool on_gpu = state[i] == Residency::Gpu || state[i] == Residency::InH2D || state[i] == Residency::InD2H;
         if (on_gpu) live += caching && block[i] >= 0 ? ca.block_size(block[i]) : al.bytes[i];
         if (on_gpu && pins[i] > 0) pinned += al.bytes[i];
     }
@@ -339,7 +339,7 @@ bool Engine<Policy>::on_alloc(int32_t a) {
         ++R.stall_count;
         event(EK::Stall, now, t, a, -1, 0);
     }
-    state[a] = kGpu;
+    state[a] = Residency::Gpu;
     live_bytes += P.t->allocations.bytes[a];
     resident_bytes += P.t->allocations.bytes[a];
     ctx.next_of[a] = P.first_use[a];
@@ -356,12 +356,12 @@ void Engine<Policy>::on_free(int32_t a) {
     ctx.now = now;
     if (C.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
     int64_t b = P.t->allocations.bytes[a];
-    if (state[a] != kNotYet && state[a] != kFreed) live_bytes -= b;
-    if (state[a] == kGpu || state[a] == kInH2D) resident_bytes -= b;
+    if (state[a] != Residency::NotYet && state[a] != Residency::Freed) live_bytes -= b;
+    if (state[a] == Residency::Gpu || state[a] == Residency::InH2D) resident_bytes -= b;
     switch (state[a]) {
-        case kGpu: pol.erase(a); release(a); break;
-        case kInH2D: release(a); ++epoch[a]; break;
-        case kInD2H: release(a); pending_release -= b; host_used -= b; ++epoch[a]; break;
+        case Residency::Gpu: pol.erase(a); release(a); break;
+        case Residency::InH2D: release(a); ++epoch[a]; break;
+        case Residency::InD2H: release(a); pending_release -= b; host_used -= b; ++epoch[a]; break;
         default: break;
     }
     if (ctx.host_valid[a]) {
@@ -369,7 +369,7 @@ void Engine<Policy>::on_free(int32_t a) {
         host_used -= b;
         cached_host.erase(a);
     }
-    state[a] = kFreed;
+    state[a] = Residency::Freed;
     if (C.check_invariants && pol.contains(a)) fail_invariant("freed allocation still resident");
     t_last = std::max(t_last, now);
 }
@@ -390,35 +390,35 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         int32_t a = P.acc_alloc[j];
         int64_t need_at = now;
         switch (state[a]) {
-            case kGpu: break;
-            case kInH2D: need_at = ready_at[a]; break;
-            case kInD2H:   // still on the GPU: cancel the eviction
-                state[a] = kGpu;
+            case Residency::Gpu: break;
+            case Residency::InH2D: need_at = ready_at[a]; break;
+            case Residency::InD2H:   // still on the GPU: cancel the eviction
+                state[a] = Residency::Gpu;
                 resident_bytes += P.t->allocations.bytes[a];
                 pending_release -= P.t->allocations.bytes[a];
                 host_used -= P.t->allocations.bytes[a];
                 ++epoch[a];
                 break;
-            case kHost:
+            case Residency::Host:
                 if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
-                state[a] = kInH2D;
+                state[a] = Residency::InH2D;
                 resident_bytes += P.t->allocations.bytes[a];
                 need_at = ready_at[a] = start_transfer(a, true, t);
                 break;
-            case kDropped: {
+            case Residency::Dropped: {
                 if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
                 int32_t w = ctx.writer[a];
                 int64_t cost = P.kend[w] - P.kstart[w];
                 int64_t st = std::max(t, recompute_free);
                 recompute_free = need_at = st + cost;
-                state[a] = kGpu;
+                state[a] = Residency::Gpu;
                 resident_bytes += P.t->allocations.bytes[a];
                 ++R.recompute_count;
                 R.recompute_time += cost;
                 event(EK::Recompute, st, st + cost, a, w, P.t->allocations.bytes[a]);
                 break;
             }
-            default: break;   // kNotYet/kFreed cannot happen: check_trace rejects such accesses
+            default: break;   // Residency::NotYet/Residency::Freed cannot happen: check_trace rejects such accesses
         }
         if (pf.kind == Prefetch::Capuchin && need_at > now) capuchin_learn(s, j, need_at - now);
         ready = std::max(ready, need_at);
@@ -437,8 +437,8 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         int32_t a = P.acc_alloc[j];
         // The one exemption: a zero-length kernel at the instant its operand is freed (frees
         // come first at an instant) needs nothing for no time; its operand is skipped.
-        if (state[a] == kFreed && P.kstart[s] == P.kend[s] && P.t->allocations.t_free[a] == P.kstart[s]) continue;
-        if (C.check_invariants && state[a] != kGpu)
+        if (state[a] == Residency::Freed && P.kstart[s] == P.kend[s] && P.t->allocations.t_free[a] == P.kstart[s]) continue;
+        if (C.check_invariants && state[a] != Residency::Gpu)
             fail_invariant("kernel " + std::to_string(kernel_id(s)) + " starts with allocation " +
                            std::to_string(alloc_id(a)) + " not resident");
         ctx.last_touch[a] = ++tick;
@@ -464,7 +464,7 @@ void Engine<Policy>::on_kernel_end(int32_t s) {
     ctx.now = P.kend[s] + shift;
     for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) {
         int32_t a = P.acc_alloc[j];
-        if (--pins[a] == 0 && state[a] == kGpu && !pol.contains(a)) pol.insert(a);
+        if (--pins[a] == 0 && state[a] == Residency::Gpu && !pol.contains(a)) pol.insert(a);
     }
 }
 
@@ -472,9 +472,9 @@ void Engine<Policy>::on_kernel_end(int32_t s) {
 
 template <class Policy>
 void Engine<Policy>::try_prefetch(int32_t a, int64_t t) {
-    if (a < 0 || state[a] != kHost) return;
+    if (a < 0 || state[a] != Residency::Host) return;
     if (!make_room(a, t, true)) return;
-    state[a] = kInH2D;
+    state[a] = Residency::InH2D;
     resident_bytes += P.t->allocations.bytes[a];
     ++R.prefetch_count;
     event(EK::Prefetch, t, t, a, -1, P.t->allocations.bytes[a]);
@@ -490,9 +490,9 @@ int32_t Engine<Policy>::translate(int32_t a_prev, int32_t step) {
         int64_t idx = P.step_allocs_begin[step] + P.alloc_ordinal[a_prev];
         if (idx >= P.step_allocs_begin[step + 1]) return -1;
         int32_t a = P.step_allocs[idx];
-        return state[a] == kNotYet ? -1 : a;
+        return state[a] == Residency::NotYet ? -1 : a;
     }
-    return state[a_prev] == kFreed ? -1 : a_prev;
+    return state[a_prev] == Residency::Freed ? -1 : a_prev;
 }
 
 template <class Policy>
@@ -700,33 +700,20 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
 
 template <class Policy>
 void Engine<Policy>::run() {
-    const auto& a = P.t->allocations;
-    size_t na = P.alloc_order.size(), nf = P.free_order.size(), nk = P.korder.size();
-    size_t ia = 0, iff = 0, ik = 0, ie = 0;
-    // At one recorded instant: kernel ends, then frees, then allocations, then kernel starts.
-    for (uint32_t n = 0; !done; ++n) {
+    EventCursor events(P, *P.t);
+    RecordedEvent e;
+    for (uint32_t n = 0; !done && events.next(e); ++n) {
         if ((n & 4095) == 0 && C.cancel && C.cancel->load(std::memory_order_relaxed)) throw Cancelled();
-        int64_t te = ie < nk ? P.kend[P.kend_order[ie]] : INT64_MAX;
-        int64_t tf = iff < nf ? a.t_free[P.free_order[iff]] : INT64_MAX;
-        int64_t ta = ia < na ? a.t_alloc[P.alloc_order[ia]] : INT64_MAX;
-        int64_t ts = ik < nk ? P.kstart[ik] : INT64_MAX;
-        int64_t m = std::min(std::min(te, tf), std::min(ta, ts));
-        if (m == INT64_MAX) break;
-        // a zero-length kernel's end waits for its start
-        if (te == m && P.kend_order[ie] < static_cast<int32_t>(ik)) {
-            origin = {3, false, P.korder[P.kend_order[ie]]};
-            on_kernel_end(P.kend_order[ie++]);
-        } else if (tf == m) {
-            origin = {1, false, P.free_order[iff]};
-            on_free(P.free_order[iff++]);
-        } else if (ta == m) {
-            origin = {0, false, P.alloc_order[ia]};
-            if (!on_alloc(P.alloc_order[ia++])) break;
-        } else {
-            origin = {2, false, P.korder[ik]};
-            if (!on_kernel_start(static_cast<int32_t>(ik++))) break;
+        origin = {e.what, false, e.row};
+        bool oom_here = false;
+        switch (e.what) {
+            case Recorded::KernelEnd: on_kernel_end(e.seq); break;
+            case Recorded::Free: on_free(e.row); break;
+            case Recorded::Allocation: oom_here = !on_alloc(e.row); break;
+            case Recorded::KernelStart: oom_here = !on_kernel_start(e.seq); break;
         }
-        sample(m);
+        if (oom_here) break;
+        sample(e.time);
         if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
     }
     if (pf.kind == Prefetch::Forecast) {

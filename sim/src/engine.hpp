@@ -23,7 +23,6 @@ struct PrefetchSpec {
 };
 PrefetchSpec parse_prefetch(const std::string& s);
 
-enum State : uint8_t { kNotYet, kGpu, kHost, kInH2D, kInD2H, kDropped, kFreed };
 
 template <class Policy>
 class Engine {
@@ -82,7 +81,7 @@ private:
     int64_t kernel_id(int32_t s) const { return s >= 0 ? P.t->kernels.id[P.korder[s]] : 0; }
     // A transfer in flight whose completion still changes something (not freed or cancelled).
     bool live(const Transfer& x) const {
-        return x.epoch == epoch[x.alloc] && state[x.alloc] == (x.h2d ? kInH2D : kInD2H);
+        return x.epoch == epoch[x.alloc] && state[x.alloc] == (x.h2d ? Residency::InH2D : Residency::InD2H);
     }
 
     const Prepared& P;
@@ -95,9 +94,9 @@ private:
     CachingAllocator ca;
     int64_t cap, host_cap;
     bool done = false;
-    Result::EventOrigin origin;       // the recorded event being processed (for replay)
+    EventOrigin origin;               // the recorded event being processed (for replay)
 
-    std::vector<uint8_t> state;
+    std::vector<Residency> state;
     std::vector<int16_t> pins;
     std::vector<uint32_t> epoch;
     std::vector<int64_t> ready_at;

@@ -81,44 +81,10 @@ int32_t pick_device(const trace::TraceData& t) {
     return best;
 }
 
-void build_kernels(Prepared& p) {
-    const auto& k = p.t->kernels;
-    std::vector<int32_t> idx;
-    for (size_t i = 0; i < k.size(); ++i)
-        if (k.device[i] == p.device) idx.push_back(static_cast<int32_t>(i));
-    p.korder = sorted_indices(std::move(idx), [&](int32_t a, int32_t b) {
-        return k.t_start[a] != k.t_start[b] ? k.t_start[a] < k.t_start[b] : a < b;
-    });
-    size_t n = p.korder.size();
-    p.kstart.resize(n);
-    p.kend.resize(n);
-    for (size_t s = 0; s < n; ++s) {
-        p.kstart[s] = k.t_start[p.korder[s]];
-        p.kend[s] = k.t_end[p.korder[s]];
-    }
-    std::vector<int32_t> seqs(n);
-    std::iota(seqs.begin(), seqs.end(), 0);
-    p.kend_order = sorted_indices(std::move(seqs), [&](int32_t a, int32_t b) {
-        return p.kend[a] != p.kend[b] ? p.kend[a] < p.kend[b] : a < b;
-    });
-}
-
-void build_allocations(Prepared& p) {
+void build_on_device(Prepared& p) {
     const auto& a = p.t->allocations;
     p.on_device.assign(a.size(), 0);
-    std::vector<int32_t> idx, fidx;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (a.device[i] != p.device) continue;
-        p.on_device[i] = 1;
-        idx.push_back(static_cast<int32_t>(i));
-        if (a.t_free[i] != trace::kNoTime) fidx.push_back(static_cast<int32_t>(i));
-    }
-    p.alloc_order = sorted_indices(std::move(idx), [&](int32_t x, int32_t y) {
-        return a.t_alloc[x] != a.t_alloc[y] ? a.t_alloc[x] < a.t_alloc[y] : x < y;
-    });
-    p.free_order = sorted_indices(std::move(fidx), [&](int32_t x, int32_t y) {
-        return a.t_free[x] != a.t_free[y] ? a.t_free[x] < a.t_free[y] : x < y;
-    });
+    for (size_t i = 0; i < a.size(); ++i) p.on_device[i] = a.device[i] == p.device;
 }
 
 // Accesses in seq order. When the trace has none, each allocation is assumed written by the
@@ -328,13 +294,50 @@ void build_contention(Prepared& p) {
 
 }  // namespace
 
+EventStreams event_streams(const trace::TraceData& t, int32_t device) {
+    EventStreams e;
+    const auto& k = t.kernels;
+    std::vector<int32_t> idx;
+    for (size_t i = 0; i < k.size(); ++i)
+        if (k.device[i] == device) idx.push_back(static_cast<int32_t>(i));
+    e.korder = sorted_indices(std::move(idx), [&](int32_t x, int32_t y) {
+        return k.t_start[x] != k.t_start[y] ? k.t_start[x] < k.t_start[y] : x < y;
+    });
+    const size_t n = e.korder.size();
+    e.kstart.resize(n);
+    e.kend.resize(n);
+    for (size_t s = 0; s < n; ++s) {
+        e.kstart[s] = k.t_start[e.korder[s]];
+        e.kend[s] = k.t_end[e.korder[s]];
+    }
+    std::vector<int32_t> seqs(n);
+    std::iota(seqs.begin(), seqs.end(), 0);
+    e.kend_order = sorted_indices(std::move(seqs), [&](int32_t x, int32_t y) {
+        return e.kend[x] != e.kend[y] ? e.kend[x] < e.kend[y] : x < y;
+    });
+    const auto& a = t.allocations;
+    std::vector<int32_t> aidx, fidx;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != device) continue;
+        aidx.push_back(static_cast<int32_t>(i));
+        if (a.t_free[i] != trace::kNoTime) fidx.push_back(static_cast<int32_t>(i));
+    }
+    e.alloc_order = sorted_indices(std::move(aidx), [&](int32_t x, int32_t y) {
+        return a.t_alloc[x] != a.t_alloc[y] ? a.t_alloc[x] < a.t_alloc[y] : x < y;
+    });
+    e.free_order = sorted_indices(std::move(fidx), [&](int32_t x, int32_t y) {
+        return a.t_free[x] != a.t_free[y] ? a.t_free[x] < a.t_free[y] : x < y;
+    });
+    return e;
+}
+
 std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device) {
     trace::require_ok(trace::check_trace(t), t.path.empty() ? "trace" : t.path);
     auto p = std::make_shared<Prepared>();
     p->t = &t;
     p->device = device != kAutoDevice ? device : pick_device(t);
-    build_kernels(*p);
-    build_allocations(*p);
+    static_cast<EventStreams&>(*p) = event_streams(t, p->device);
+    build_on_device(*p);
     build_accesses(*p);
     build_next_use(*p);
     build_operand_frees(*p);

@@ -5,6 +5,7 @@
 
 #include "helpers.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/sim/event_order.hpp"
 #include "mhc/sim/simulate.hpp"
 
 using namespace simtest;
@@ -162,4 +163,19 @@ TEST_CASE("spec: a zero-length kernel at its operand's free instant skips that o
     CHECK_FALSE(r.oom.happened);
     CHECK(r.swap_in_count == 0);
     CHECK(r.simulated_makespan == 5 * ms);
+}
+
+TEST_CASE("spec: the event order (shared by the engine and replay's plan)", "[sim][spec]") {
+    // At 2 ms: k1's end, A's free, B's allocation, Z's start, Z's end (zero length), K3's start.
+    auto t = build({{MiB, 0, 2 * ms}, {MiB, 2 * ms, kNoTime}},
+                   {{1 * ms, 2 * ms, {{0, 'w'}}}, {2 * ms, 2 * ms, {{1, 'r'}}}, {2 * ms, 3 * ms, {{1, 'r'}}}});
+    auto ev = sim::event_streams(t, 0);
+    sim::EventCursor c(ev, t);
+    using R = sim::Recorded;
+    std::vector<std::pair<R, int32_t>> got;
+    for (sim::RecordedEvent e; c.next(e);) got.push_back({e.what, e.row});
+    std::vector<std::pair<R, int32_t>> want{{R::Allocation, 0}, {R::KernelStart, 0}, {R::KernelEnd, 0},
+                                            {R::Free, 0},       {R::Allocation, 1},  {R::KernelStart, 1},
+                                            {R::KernelEnd, 1},  {R::KernelStart, 2}, {R::KernelEnd, 2}};
+    CHECK(got == want);
 }
