@@ -27,8 +27,8 @@ std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<SimOptions>();
     app.add_option("trace", o->trace, "Trace file")->required()->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity, "GPU capacity: bytes (40GiB) or a share of the unlimited peak (60%)");
-    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
-    app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
+    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction (default lru): " + sim::registry_help(sim::eviction_policies()));
+    app.add_option("--prefetch", o->prefetch, "Prefetch (default none): " + sim::registry_help(sim::prefetch_policies()));
     app.add_option("--link", o->link, "pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer, or a link profile JSON file");
     add_sim_base_options(app, o->base, "ideal");
     app.add_option("--h2d-bandwidth", o->h2d_bw, "Override the link's H2D bandwidth (25GB/s)");

@@ -8,18 +8,6 @@
 
 namespace mhc::sim {
 
-PrefetchSpec parse_prefetch(const std::string& s) {
-    PrefetchSpec p;
-    std::string base = s.substr(0, s.find(':'));
-    if (s.find(':') != std::string::npos) p.window = std::stoi(s.substr(s.find(':') + 1));
-    if (base == "none") p.kind = Prefetch::None;
-    else if (base == "lookahead") p.kind = Prefetch::Lookahead;
-    else if (base == "periodic") p.kind = Prefetch::Periodic;
-    else if (base == "capuchin") p.kind = Prefetch::Capuchin;
-    else if (base == "forecast") p.kind = Prefetch::Forecast;
-    return p;
-}
-
 template <class Policy>
 Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity,
                        int64_t host_capacity)
@@ -45,6 +33,7 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     ready_at.assign(na, 0);
     if (caching) block.assign(na, -1);
     protect.assign(na, 0);
+    rc_active.assign(na, 0);
     if (pf.kind == Prefetch::Periodic || pf.kind == Prefetch::Forecast) {
         learnt_next.assign(na, -1);
         last_seq.assign(na, -1);
@@ -224,7 +213,7 @@ void Engine<Policy>::evict(int32_t v, int64_t t) {
         if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
         pending_release += b;
         ++epoch[v];
-        start_transfer(v, false, t);
+        ready_at[v] = start_transfer(v, false, t);   // when the copy lands (recompute inputs)
     }
 }
 
@@ -405,24 +394,19 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
                 resident_bytes += P.t->allocations.bytes[a];
                 need_at = ready_at[a] = start_transfer(a, true, t);
                 break;
-            case Residency::Dropped: {
-                if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
-                int32_t w = ctx.writer[a];
-                int64_t cost = P.kend[w] - P.kstart[w];
-                int64_t st = std::max(t, recompute_free);
-                recompute_free = need_at = st + cost;
-                state[a] = Residency::Gpu;
-                resident_bytes += P.t->allocations.bytes[a];
-                ++R.recompute_count;
-                R.recompute_time += cost;
-                event(EK::Recompute, st, st + cost, a, w, P.t->allocations.bytes[a]);
+            case Residency::Dropped:
+                if (!recompute(a, s, t, 1, need_at)) {
+                    unpin_recompute_inputs();
+                    oom(t, rc_oom, s, P.t->allocations.bytes[rc_oom]);
+                    return false;
+                }
                 break;
-            }
             default: break;   // Residency::NotYet/Residency::Freed cannot happen: check_trace rejects such accesses
         }
         if (pf.kind == Prefetch::Capuchin && need_at > now) capuchin_learn(s, j, need_at - now);
         ready = std::max(ready, need_at);
     }
+    if (!rc_pinned.empty()) unpin_recompute_inputs();
     int64_t start = std::max(ready, t);
     complete_until(start);
     if (start > now) {
@@ -456,6 +440,72 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     origin.after_launch = true;
     if (pf.kind != Prefetch::None) prefetch_round(s, start);
     return true;
+}
+
+// Recomputes the dropped allocation `a` for kernel s as DTR does: each input (a read operand)
+// of its producer that is not resident is first brought back — swapped in, or recomputed in
+// turn (depth + 1) — and pinned until the kernel's operands are all restored; then `a` gets
+// room and the producer reruns once its inputs are ready, after earlier recomputations (one
+// at a time). `ready`: when `a` is ready. False on OOM (rc_oom: the allocation that failed).
+template <class Policy>
+bool Engine<Policy>::recompute(int32_t a, int32_t s, int64_t& t, int depth, int64_t& ready) {
+    const auto& al = P.t->allocations;
+    R.recompute_depth_max = std::max<int64_t>(R.recompute_depth_max, depth);
+    const int32_t w = ctx.writer[a];
+    int64_t inputs_ready = t;
+    rc_active[a] = 1;
+    for (int64_t j = P.acc_begin[w]; j < P.acc_begin[w + 1]; ++j) {
+        const int32_t b = P.acc_alloc[j];
+        if (b == a || !P.acc_read[j]) continue;
+        if (++pins[b] == 1 && pol.contains(b)) pol.erase(b);   // kept while the chain is restored
+        rc_pinned.push_back(b);
+        if (state[b] == Residency::InD2H) {
+            // Being swapped out: unlike an operand (rule 2), not cancelled — the chain waits for
+            // the copy to land and swaps it back in (replay's plan has no silent cancellation).
+            t = std::max(t, ready_at[b]);
+            complete_until(t);
+            ctx.now = t;
+        }
+        switch (state[b]) {
+            case Residency::Gpu: break;
+            case Residency::InH2D: inputs_ready = std::max(inputs_ready, ready_at[b]); break;
+            case Residency::Host:
+                if (!make_room(b, t, false)) { rc_oom = b; rc_active[a] = 0; return false; }
+                state[b] = Residency::InH2D;
+                resident_bytes += al.bytes[b];
+                ready_at[b] = start_transfer(b, true, t);
+                inputs_ready = std::max(inputs_ready, ready_at[b]);
+                break;
+            case Residency::Dropped:
+                if (depth < kMaxRecomputeDepth && !rc_active[b] && ctx.writer[b] >= 0) {
+                    int64_t rb = t;
+                    if (!recompute(b, s, t, depth + 1, rb)) { rc_active[a] = 0; return false; }
+                    inputs_ready = std::max(inputs_ready, rb);
+                } else {
+                    ++R.recompute_inputs_assumed;   // a cycle or beyond the bound: assumed there
+                }
+                break;
+            default: ++R.recompute_inputs_assumed; break;   // freed (or not yet): cannot come back
+        }
+    }
+    rc_active[a] = 0;
+    if (!make_room(a, t, false)) { rc_oom = a; return false; }
+    const int64_t cost = P.kend[w] - P.kstart[w];
+    const int64_t st = std::max({t, recompute_free, inputs_ready});
+    recompute_free = ready = st + cost;
+    state[a] = Residency::Gpu;
+    resident_bytes += al.bytes[a];
+    ++R.recompute_count;
+    R.recompute_time += cost;
+    event(EK::Recompute, st, st + cost, a, w, al.bytes[a]);
+    return true;
+}
+
+template <class Policy>
+void Engine<Policy>::unpin_recompute_inputs() {
+    for (int32_t b : rc_pinned)
+        if (--pins[b] == 0 && state[b] == Residency::Gpu && !pol.contains(b)) pol.insert(b);
+    rc_pinned.clear();
 }
 
 template <class Policy>
@@ -576,12 +626,7 @@ void Engine<Policy>::forecast_round(int32_t s) {
     int32_t pos = s - P.step_begin[st];
     int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
     if (st != fc_step) {   // a new step: close the previous step's peak error
-        if (fc_step >= 1) {
-            int64_t pred = 0;
-            for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
-            fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
-            ++fc_peak_n;
-        }
+        close_forecast_step();
         fc_step = st;
         fc_step_actual_max = 0;
     }
@@ -590,6 +635,17 @@ void Engine<Policy>::forecast_round(int32_t s) {
     int64_t pred_now = P.live_at[prev + pos];
     fc_err_sum += std::abs(static_cast<double>(pred_now - P.live_at[s])) / std::max<double>(P.live_at[s], 1);
     ++fc_n;
+}
+
+// The peak error of the step just finished (fc_step): its peak predicted as the previous
+// step's, against the peak seen.
+template <class Policy>
+void Engine<Policy>::close_forecast_step() {
+    if (fc_step < 1) return;
+    int64_t pred = 0;
+    for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
+    fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
+    ++fc_peak_n;
 }
 
 // periodic/forecast: the next use of `a`, accessed by access j of kernel s, learnt from the
@@ -717,12 +773,7 @@ void Engine<Policy>::run() {
         if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
     }
     if (pf.kind == Prefetch::Forecast) {
-        if (fc_step >= 1) {   // the last step's peak
-            int64_t pred = 0;
-            for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
-            fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
-            ++fc_peak_n;
-        }
+        close_forecast_step();   // the last step's peak
         if (fc_n > 0) R.forecast_error = fc_err_sum / static_cast<double>(fc_n);
         if (fc_peak_n > 0) R.forecast_peak_error = fc_peak_err_sum / static_cast<double>(fc_peak_n);
     }

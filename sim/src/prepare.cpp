@@ -104,6 +104,7 @@ void build_accesses(Prepared& p) {
                 if (!p.on_device[al]) continue;
                 p.acc_alloc.push_back(al);
                 p.acc_write.push_back(t.accesses.mode[j] != trace::AccessMode::Read);
+                p.acc_read.push_back(t.accesses.mode[j] != trace::AccessMode::Write);
             }
             p.acc_begin[s + 1] = static_cast<int64_t>(p.acc_alloc.size());
         }
@@ -132,7 +133,11 @@ void build_accesses(Prepared& p) {
         if (last > first) per[last].push_back({al, 0});
     }
     for (size_t s = 0; s < n; ++s) {
-        for (auto& [al, w] : per[s]) { p.acc_alloc.push_back(al); p.acc_write.push_back(w); }
+        for (auto& [al, w] : per[s]) {
+            p.acc_alloc.push_back(al);
+            p.acc_write.push_back(w);
+            p.acc_read.push_back(!w);
+        }
         p.acc_begin[s + 1] = static_cast<int64_t>(p.acc_alloc.size());
     }
 }

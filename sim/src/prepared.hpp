@@ -40,6 +40,7 @@ struct Prepared : EventStreams {
     std::vector<int64_t> acc_begin;     // size korder+1
     std::vector<int32_t> acc_alloc;
     std::vector<uint8_t> acc_write;     // 1 if the mode writes
+    std::vector<uint8_t> acc_read;      // 1 if the mode reads (a recomputation needs it back)
     std::vector<int32_t> next_use;      // per access: seq of the next access to it, kNever
     std::vector<int32_t> first_use;     // per allocation: seq of its first access, kNever
     // Per seq: the earliest t_free among the allocations the kernel accesses, which one that

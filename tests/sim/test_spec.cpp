@@ -179,3 +179,30 @@ TEST_CASE("spec: the event order (shared by the engine and replay's plan)", "[si
                                             {R::KernelEnd, 1},  {R::KernelStart, 2}, {R::KernelEnd, 2}};
     CHECK(got == want);
 }
+
+TEST_CASE("recompute is recursive: a dropped input of the producer is recomputed first", "[sim][spec][recompute]") {
+    // Activations X (written by k1 [1, 1.1 ms]) and Y (k2 [2, 2.1 ms] reads X, writes Y), never
+    // freed. Z (2 MiB, [3, 5 ms]) needs the whole 2 MiB: dtr drops X and Y (recompute 0.1 ms
+    // each, cheaper than a 2 ms round trip). k4 [6, 7] reads Y: Y's producer k2 needs X, which
+    // is dropped too: X is recomputed first (6 - 6.1 ms, depth 2), then Y (6.1 - 6.2 ms, depth
+    // 1): k4 waits 0.2 ms (the one-kernel-deep model charged 0.1 ms and never brought X back).
+    using trace::Category;
+    const int64_t us = 1000;
+    auto t = build({{MiB, 0, kNoTime, Category::Activation}, {MiB, 0, kNoTime, Category::Activation},
+                    {2 * MiB, 3 * ms, 5 * ms}},
+                   {{1 * ms, 1 * ms + 100 * us, {{0, 'w'}}},
+                    {2 * ms, 2 * ms + 100 * us, {{0, 'r'}, {1, 'w'}}},
+                    {3 * ms, 4 * ms, {{2, 'w'}}},
+                    {6 * ms, 7 * ms, {{1, 'r'}}}});
+    auto r = sim::simulate(t, config("dtr", 2 * MiB));
+    REQUIRE_FALSE(r.oom.happened);
+    CHECK(r.invariant_violation.empty());
+    CHECK(r.drop_count == 2);
+    CHECK(r.recompute_count == 2);
+    CHECK(r.recompute_time == 200 * us);
+    CHECK(r.recompute_depth_max == 2);
+    CHECK(r.recompute_inputs_assumed == 0);
+    CHECK(r.stall_time == 200 * us);
+    CHECK(r.simulated_makespan == 7 * ms + 200 * us);
+    CHECK(r.swap_in_count == 0);
+}

@@ -54,11 +54,23 @@ struct Config {
 // Throws mhc::Error (bad input) with one clear line: unknown policy, bad numbers.
 void validate(const Config& c);
 
+// A prefetch policy, parsed once from its name ("none", "lookahead:K", "periodic[:K]",
+// "capuchin", "forecast[:H]"); the window defaults to 8. Throws mhc::Error (bad input) naming
+// the text for an unknown name or a window that is not an integer in 1..100000.
+enum class PrefetchKind { None, Lookahead, Periodic, Capuchin, Forecast };
+struct PrefetchSpec {
+    PrefetchKind kind = PrefetchKind::None;
+    int window = 8;
+};
+PrefetchSpec parse_prefetch(const std::string& text);
+
 // Names known to the registries, with one line each (for --help and errors).
 struct PolicyInfo { std::string name, help, source; };
 const std::vector<PolicyInfo>& eviction_policies();
 const std::vector<PolicyInfo>& prefetch_policies();
 const std::vector<PolicyInfo>& allocator_models();
+// "name: help; name: help; ..." for an option's --help, from a registry above.
+std::string registry_help(const std::vector<PolicyInfo>& v);
 
 // Environment defaults for users of existing mHC deployments: MHC_CPU_BUFFER_RATIO,
 // MHC_EVICTION_STRATEGY, MHC_MAX_SWAP_OPS_PER_SEC. Applied only to fields whose option was

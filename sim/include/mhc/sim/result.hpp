@@ -41,6 +41,10 @@ struct Result {
     int64_t swap_out_bytes = 0, swap_out_count = 0;
     int64_t evict_clean_count = 0, prefetch_count = 0;
     int64_t drop_count = 0, recompute_count = 0, recompute_time = 0;
+    // Recursive recomputation (DTR): the deepest chain (1: the producer's inputs were all
+    // there), and inputs that could be neither swapped in nor recomputed (freed, or beyond
+    // the depth bound) and were assumed available.
+    int64_t recompute_depth_max = 0, recompute_inputs_assumed = 0;
     int64_t host_peak = 0;
     Oom oom;
     // Demand forecaster (prefetch "forecast"): mean absolute error of the predicted live
