@@ -206,3 +206,18 @@ TEST_CASE("recompute is recursive: a dropped input of the producer is recomputed
     CHECK(r.simulated_makespan == 7 * ms + 200 * us);
     CHECK(r.swap_in_count == 0);
 }
+
+TEST_CASE("prefetch names are parsed once, into types; unknown names are errors", "[sim][config]") {
+    auto p = sim::parse_prefetch("lookahead:12");
+    CHECK(p.kind == sim::PrefetchKind::Lookahead);
+    CHECK(p.window == 12);
+    CHECK(sim::parse_prefetch("forecast").kind == sim::PrefetchKind::Forecast);
+    CHECK(sim::parse_prefetch("forecast").window == 8);
+    CHECK(sim::parse_prefetch("periodic:3").window == 3);
+    CHECK_THROWS_AS(sim::parse_prefetch("lookahed:8"), Error);   // was silently "none"
+    CHECK_THROWS_AS(sim::parse_prefetch("lookahead:x"), Error);  // was std::stoi's exception
+    CHECK_THROWS_AS(sim::parse_prefetch("lookahead:0"), Error);
+    CHECK_THROWS_WITH(sim::parse_prefetch("capuchin:3"), Catch::Contains("takes no argument"));
+    auto c = config("lru", MiB, "nonesuch");
+    CHECK_THROWS_AS(sim::simulate(build({{MiB, 0, kNoTime}}, {{1, 2, {{0, 'w'}}}}), c), Error);
+}
