@@ -29,8 +29,8 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--capacity", o->capacity,
                    "GPU capacity (required): a share of the unlimited peak (60%, at most 100%), a size with a unit "
                    "(40GiB, 40GB, 512MiB), or 'unlimited' for the baseline");
-    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
-    app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
+    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction (default lru): " + sim::registry_help(sim::eviction_policies()));
+    app.add_option("--prefetch", o->prefetch, "Prefetch (default none): " + sim::registry_help(sim::prefetch_policies()));
     app.add_option("--link", o->link, "pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer, or a link profile JSON file");
     add_sim_base_options(app, o->base);
     app.add_option("--h2d-bandwidth", o->h2d_bw, "Override the link's H2D bandwidth (25GB/s)");

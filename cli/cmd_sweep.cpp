@@ -34,8 +34,8 @@ double parse_budget(const std::string& s) {
 std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<SweepOptions>();
     app.add_option("trace", o->trace, "Trace file")->required()->check(CLI::ExistingFile);
-    auto* pol = app.add_option("--policies", o->policies, "Eviction policies, comma-separated");
-    app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated");
+    auto* pol = app.add_option("--policies", o->policies, "Eviction policies, comma-separated: " + sim::registry_help(sim::eviction_policies()));
+    app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated: " + sim::registry_help(sim::prefetch_policies()));
     app.add_option("--capacities", o->capacities, "Capacities, comma-separated (90%,70%,50% or 40GiB)");
     app.add_option("--links", o->links, "Links (presets or link profile files), comma-separated");
     app.add_option("--budget", o->budget, "Throughput-loss budget for the bisection (3%)");

@@ -19,7 +19,7 @@ inline constexpr const char* kDefaultAllocator = "caching";
 struct SimBaseOptions {
     std::string allocator;
     double cpu_buffer_ratio = 0, max_swap_ops = 0;
-    int device = -1;
+    int device = sim::kAutoDevice;
     bool no_early = false;
     CLI::Option* ratio = nullptr;   // to tell a given option from the environment's default
     CLI::Option* ops = nullptr;

@@ -1,7 +1,8 @@
 // Prints the simulator's speed (docs/sim-results.md): trace rows per second on one core for
 // lru/belady with none/lookahead at 1, 4 and 16 million rows (traces built in memory),
 // loading a trace from SQLite vs simulating it, and a 100-run sweep on 1 vs 2 threads.
-// Usage: bench_sim [max_million_rows=16] [tmp_dir=/tmp]
+// Usage: bench_sim [max_million_rows=16] [tmp_dir=/tmp] | sweep [reps] | recompute [reps]
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdio>
@@ -96,7 +97,48 @@ static void bench_sweep(int reps) {
     }
 }
 
+// The recompute policies alone (dtr, cost_aware x the five prefetchers x 50/60/70/80%), one
+// thread, on the 200k-row training trace and on a 1M-row one: CPU seconds per policy (the
+// cost of recursive recomputation, issue 15). Best of `reps`.
+static void bench_recompute(int reps) {
+    std::printf("\n== dtr / cost_aware sweeps (20 runs each, one thread) ==\n");
+    for (int64_t rows : {200'000, 1'000'000}) {
+        auto t = sim::synthetic::training(5, rows, 16, 1);
+        auto p = sim::prepare(t);
+        for (const char* ev : {"dtr", "cost_aware"}) {
+            double best = 1e300;
+            int64_t drops = 0, recs = 0;
+            for (int rep = 0; rep < reps; ++rep) {
+                double cpu = 0;
+                drops = recs = 0;
+                for (const char* pf : {"none", "lookahead:8", "periodic", "capuchin", "forecast"})
+                    for (double f : {0.5, 0.6, 0.7, 0.8}) {
+                        sim::Config c;
+                        c.eviction = ev;
+                        c.prefetch = pf;
+                        c.capacity.fraction = f;
+                        c.check_invariants = false;
+                        c.record_events = false;
+                        double c0 = thread_cpu();
+                        auto r = sim::simulate(*p, c);
+                        cpu += thread_cpu() - c0;
+                        drops += r.drop_count;
+                        recs += r.recompute_count;
+                    }
+                best = std::min(best, cpu);
+            }
+            std::printf("%8lld rows %-11s CPU %.3f s (best of %d), %lld drops, %lld recomputations, load %s\n",
+                        static_cast<long long>(rows), ev, best, reps, static_cast<long long>(drops),
+                        static_cast<long long>(recs), loadavg().c_str());
+        }
+    }
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "recompute") {
+        bench_recompute(argc > 2 ? std::atoi(argv[2]) : 3);
+        return 0;
+    }
     if (argc > 1 && std::string(argv[1]) == "sweep") {
         bench_sweep(argc > 2 ? std::atoi(argv[2]) : 3);
         return 0;

@@ -11,9 +11,9 @@
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
-#include "mhc/kernels/sinkhorn.hpp"
 #include "mhc/replay/arena.hpp"
 #include "mhc/replay/replay.hpp"
+#include "sinkhorn_job.hpp"
 #include "worker.hpp"
 
 namespace mhc::replay {
@@ -30,27 +30,7 @@ namespace {
 using detail::Clock;
 using kernels::SwapDir;
 
-enum State : uint8_t { kNotYet, kGpu, kHost, kInH2D, kInD2H, kDropped, kFreed };
-
-bool contains_ci(const std::string& s, const char* what) {
-    std::string l = s;
-    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
-    return l.find(what) != std::string::npos;
-}
-
-// "..._kernel<4, 20>": n and iterations from the template arguments, else mHC's 4 and 20.
-void sinkhorn_shape(const std::string& name, int& n, int& iters) {
-    n = 4;
-    iters = 20;
-    auto lt = name.find('<');
-    if (lt == std::string::npos) return;
-    int a = 0, b = 0;
-    if (std::sscanf(name.c_str() + lt, "<%d, %d>", &a, &b) == 2 && a >= kernels::kSinkhornMinN &&
-        a <= kernels::kSinkhornMaxN && b > 0) {
-        n = a;
-        iters = b;
-    }
-}
+using enum sim::Residency;   // one residency vocabulary with the simulator
 
 class Executor {
 public:
@@ -58,6 +38,11 @@ public:
     Measured run();
 
 private:
+    // run(), in its phases
+    void setup();
+    void execute(const Action& x, size_t i);
+    void drain();
+    void finish();
     struct Pending {
         uint64_t id;
         int32_t alloc;
@@ -117,7 +102,8 @@ private:
     std::vector<std::unique_ptr<detail::Worker>> workers;
     std::vector<detail::JobTimes> times;   // per kernel index, then per recompute
     std::vector<int64_t> job_of;           // per kernel index: worker job number, -1
-    std::vector<uint8_t> state, freed_in_flight, cancelled, host_valid;
+    std::vector<sim::Residency> state;
+    std::vector<uint8_t> freed_in_flight, cancelled, host_valid;
     std::vector<int64_t> dev_off, host_off, sum, version;
     std::vector<uint64_t> xfer;            // per allocation: its transfer in flight
     std::deque<Pending> q[2];              // per direction, in submission order
@@ -216,7 +202,7 @@ void Executor::submit(int32_t a, SwapDir dir) {
     uint64_t id = eng->submit(dir, static_cast<size_t>(host_off[a]), static_cast<size_t>(dev_off[a]), static_cast<size_t>(bytes));
     xfer[a] = id;
     q[dir == SwapDir::HostToDevice ? 0 : 1].push_back({id, a});
-    state[a] = dir == SwapDir::HostToDevice ? kInH2D : kInD2H;
+    state[a] = dir == SwapDir::HostToDevice ? InH2D : InD2H;
     if (dir == SwapDir::HostToDevice) { ++M.swap_ins; M.swap_in_bytes += bytes; }
     else { ++M.swap_outs; M.swap_out_bytes += bytes; }
 }
@@ -240,7 +226,7 @@ void Executor::wait_one(SwapDir dir) {
 // Waits, as measured delay (a stall of kernel `k`, or of no kernel when -1), until the
 // transfer in flight of `a` has completed.
 void Executor::measured_wait(int32_t a, int32_t k) {
-    if (state[a] != kInH2D && state[a] != kInD2H && !(freed_in_flight[a] && dev_off[a] >= 0)) return;
+    if (state[a] != InH2D && state[a] != InD2H && !(freed_in_flight[a] && dev_off[a] >= 0)) return;
     auto t_ready = Clock::now();
     wait_for(a);
     auto w = Clock::now() - t_ready;
@@ -254,8 +240,8 @@ void Executor::measured_wait(int32_t a, int32_t k) {
 
 // Waits until the transfer in flight of `a` (if any) has completed.
 void Executor::wait_for(int32_t a) {
-    while (state[a] == kInH2D || state[a] == kInD2H || (freed_in_flight[a] && dev_off[a] >= 0)) {
-        SwapDir d = state[a] == kInH2D ? SwapDir::HostToDevice : SwapDir::DeviceToHost;
+    while (state[a] == InH2D || state[a] == InD2H || (freed_in_flight[a] && dev_off[a] >= 0)) {
+        SwapDir d = state[a] == InH2D ? SwapDir::HostToDevice : SwapDir::DeviceToHost;
         auto& dq = q[d == SwapDir::HostToDevice ? 0 : 1];
         if (dq.empty()) break;
         wait_one(d);
@@ -280,20 +266,20 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
                         T.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
     if (!h2d) {
         sum[a] = static_cast<int64_t>(r.dest_sum);   // what must come back
-        if (state[a] == kFreed || freed_in_flight[a]) {
+        if (state[a] == Freed || freed_in_flight[a]) {
             release_device(a);
             release_host(a);
-            state[a] = kFreed;
+            state[a] = Freed;
         } else if (cancelled[a]) {   // a kernel needed it again: it never left
             cancelled[a] = 0;
             release_host(a);
-            state[a] = kGpu;
+            state[a] = Gpu;
         } else {
             // The copy is done; the block stays placed until the plan's Release action, at the
             // point where the simulator released it, so the caching model sees the simulator's
             // sequence of calls (releasing at real completion diverged from it and ran out).
             host_valid[a] = 1;
-            state[a] = kHost;
+            state[a] = Host;
         }
     } else {
         ++M.checksums;   // end to end: what came back is what went out
@@ -302,12 +288,12 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
             fail("allocation " + std::to_string(T.allocations.id[a]) +
                  " came back different from what was swapped out (stale or lost data)");
         }
-        if (state[a] == kFreed || freed_in_flight[a]) {
+        if (state[a] == Freed || freed_in_flight[a]) {
             release_device(a);
             release_host(a);
-            state[a] = kFreed;
+            state[a] = Freed;
         } else {
-            state[a] = kGpu;
+            state[a] = Gpu;
         }
     }
     freed_in_flight[a] = 0;
@@ -335,34 +321,11 @@ detail::Job Executor::kernel_job(int32_t k) {
             j.seeds.push_back(static_cast<uint64_t>(A.id[o.a]) * 1000003u + static_cast<uint64_t>(++version[o.a]));
         }
     }
-    const std::string& name = T.str(K.name[k]);
-    if (O.real_sinkhorn && contains_ci(name, "sinkhorn")) {
-        detail::SinkhornJob& s = j.sk;
-        sinkhorn_shape(name, s.n, s.iters);
-        const int64_t mat = 4ll * s.n * s.n;
-        s.backward = contains_ci(name, "bwd") || contains_ci(name, "backward");
-        std::vector<Op_> reads, writes, rws;
-        for (const auto& o : ops) (o.r && o.w ? rws : o.r ? reads : writes).push_back(o);
-        auto by_size = [&](const Op_& x, const Op_& y) { return A.bytes[x.a] < A.bytes[y.a]; };
-        std::sort(reads.begin(), reads.end(), by_size);
-        if (!s.backward && !writes.empty() && !reads.empty()) {
-            s.tokens = A.bytes[writes[0].a] / mat;
-            const Op_& h = reads.back();
-            if (s.tokens > 0 && A.bytes[h.a] >= s.tokens * mat) {
-                s.on = true;
-                s.H = dev(h.a);
-                s.P = dev(writes[0].a);
-            }
-        } else if (s.backward && reads.size() >= 2 && !rws.empty()) {
-            s.tokens = A.bytes[reads.front().a] / mat;
-            if (s.tokens > 0 && A.bytes[reads.back().a] >= s.tokens * mat && A.bytes[rws[0].a] >= s.tokens * mat) {
-                s.on = true;
-                s.G = dev(reads.front().a);
-                s.H = dev(reads.back().a);
-                s.dH = dev(rws[0].a);
-            }
-        }
-        if (s.on) ++M.sinkhorn_kernels;
+    if (O.real_sinkhorn) {   // the real kernel instead of a timed stand-in, when recognised
+        std::vector<detail::KernelOperand> kops;
+        for (const auto& o : ops) kops.push_back({dev(o.a), A.bytes[o.a], o.r, o.w});
+        detail::recognise_sinkhorn(T.str(K.name[k]), std::move(kops), j.sk);
+        if (j.sk.on) ++M.sinkhorn_kernels;
     }
     return j;
 }
@@ -376,18 +339,18 @@ void Executor::kernel_start(const Action& x, size_t i) {
         int32_t a = T.accesses.allocation[j];
         if (T.allocations.device[a] != P.device) continue;
         bool writes = T.accesses.mode[j] != trace::AccessMode::Read;
-        if (state[a] == kHost && dev_off[a] >= 0) state[a] = kGpu;   // never left: the eviction is cancelled
-        if (state[a] == kHost) {   // released already: bring it back (not in the plan)
+        if (state[a] == Host && dev_off[a] >= 0) state[a] = Gpu;   // never left: the eviction is cancelled
+        if (state[a] == Host) {   // released already: bring it back (not in the plan)
             ++M.unplanned_swap_ins;
             if (!place(a, i)) return;
             submit(a, SwapDir::HostToDevice);
         }
-        if (state[a] == kInH2D) { wait_for(a); waited = true; }
-        if (state[a] == kInD2H) {
+        if (state[a] == InH2D) { wait_for(a); waited = true; }
+        if (state[a] == InD2H) {
             cancelled[a] = 1;   // the simulator cancels: the data never left the GPU
             if (writes) { wait_for(a); waited = true; }   // but a copy may not read what a kernel writes
         }
-        if (writes && host_valid[a] && state[a] == kGpu) release_host(a);   // the host copy is stale now
+        if (writes && host_valid[a] && state[a] == Gpu) release_host(a);   // the host copy is stale now
     }
     if (waited) {
         auto w = Clock::now() - t_ready;
@@ -414,7 +377,7 @@ void Executor::kernel_end(const Action& x) {
 void Executor::recompute(const Action& x, size_t i) {
     const int32_t a = x.alloc;
     if (!place(a, i)) return;
-    state[a] = kGpu;
+    state[a] = Gpu;
     int32_t needer = -1;
     for (size_t j = i + 1; j < P.actions.size(); ++j)
         if (P.actions[j].op == Op::KernelStart) { needer = P.actions[j].kernel; break; }
@@ -430,6 +393,37 @@ void Executor::recompute(const Action& x, size_t i) {
 
 Measured Executor::run() {
     auto wall0 = Clock::now();
+    setup();
+    t0 = Clock::now();
+    try {
+        for (size_t i = 0; i < P.actions.size() && !stopped; ++i) {
+            if (O.cancel && O.cancel(i)) throw Cancelled();
+            if (O.progress && (i & 255) == 0) O.progress(i, P.actions.size());
+            const Action& x = P.actions[i];
+            poll();
+            if (timed(x.op)) {
+                auto when = target(x.recorded);
+                auto now = Clock::now();
+                if (when - now > std::chrono::microseconds(200)) std::this_thread::sleep_until(when - std::chrono::microseconds(150));
+                while (Clock::now() < when) {}
+            }
+            execute(x, i);
+        }
+        drain();
+    } catch (...) {
+        for (auto& w : workers) w->stop();
+        eng->drain();
+        throw;
+    }
+    finish();
+    M.seconds = std::chrono::duration<double>(Clock::now() - wall0).count();
+    M.map_seconds = std::chrono::duration<double>(map_pause).count();
+    return M;
+}
+
+// The arenas (device: exactly the run's capacity; host: what the simulator held at once), the
+// swap engine and one worker per recorded stream.
+void Executor::setup() {
     const auto& A = T.allocations;
     const size_t na = A.size(), nk = T.kernels.size();
     device = O.backend == Backend::Cuda ? kernels::Device::Cuda : kernels::Device::Cpu;
@@ -470,7 +464,7 @@ Measured Executor::run() {
     for (const Action& x : P.actions) nrec += x.op == Op::Recompute;
     times.resize(nk + nrec);
     job_of.assign(nk, -1);
-    state.assign(na, kNotYet);
+    state.assign(na, NotYet);
     freed_in_flight.assign(na, 0);
     cancelled.assign(na, 0);
     host_valid.assign(na, 0);
@@ -482,109 +476,101 @@ Measured Executor::run() {
     for (int32_t s = 0; s < std::max(P.streams, 1); ++s)
         workers.push_back(std::make_unique<detail::Worker>(device, O.sinkhorn_threads, &times));
 
-    t0 = Clock::now();
-    size_t i = 0;
-    try {
-        for (; i < P.actions.size() && !stopped; ++i) {
-            if (O.cancel && O.cancel(i)) throw Cancelled();
-            if (O.progress && (i & 255) == 0) O.progress(i, P.actions.size());
-            const Action& x = P.actions[i];
-            poll();
-            if (timed(x.op)) {
-                auto when = target(x.recorded);
-                auto now = Clock::now();
-                if (when - now > std::chrono::microseconds(200)) std::this_thread::sleep_until(when - std::chrono::microseconds(150));
-                while (Clock::now() < when) {}
+}
+
+// One action of the plan, at its time (timed actions) or as soon as it comes.
+void Executor::execute(const Action& x, size_t i) {
+    const int32_t a = x.alloc;
+    switch (x.op) {
+        case Op::Alloc:
+            if (place(a, i)) {
+                state[a] = Gpu;
+                fill_pattern(a);
             }
-            const int32_t a = x.alloc;
-            switch (x.op) {
-                case Op::Alloc:
-                    if (place(a, i)) {
-                        state[a] = kGpu;
-                        fill_pattern(a);
-                    }
-                    note_lag(x.recorded);
-                    break;
-                case Op::Free:
-                    // The simulator frees the block here even with a copy of it in flight; the
-                    // range is reusable only once the copy lands, so wait for it (measured) and
-                    // give the allocator model the free at the simulator's point.
-                    if (state[a] == kInH2D || state[a] == kInD2H) {
-                        freed_in_flight[a] = 1;
-                        measured_wait(a, -1);
-                    }
-                    if (state[a] != kFreed) {
-                        release_device(a);
-                        release_host(a);
-                        state[a] = kFreed;
-                    }
-                    note_lag(x.recorded);
-                    break;
-                case Op::KernelStart: kernel_start(x, i); break;
-                case Op::KernelEnd: kernel_end(x); break;
-                case Op::SwapOut:
-                    if (state[a] == kInD2H || state[a] == kInH2D) wait_for(a);   // a cancelled swap-out still copying
-                    if (state[a] == kGpu) submit(a, SwapDir::DeviceToHost);
-                    break;
-                case Op::SwapIn:
-                    if (state[a] == kInD2H) wait_for(a);   // the host copy must have landed
-                    if (state[a] != kHost) break;
-                    if (dev_off[a] >= 0) { state[a] = kGpu; break; }   // still there: nothing to copy
-                    if (place(a, i)) submit(a, SwapDir::HostToDevice);
-                    break;
-                case Op::EvictClean:
-                    if (state[a] == kInH2D || state[a] == kInD2H) wait_for(a);
-                    if (state[a] == kGpu) {
-                        release_device(a);
-                        state[a] = kHost;
-                        ++M.evict_clean;
-                    }
-                    break;
-                case Op::Drop:
-                    if (state[a] == kInH2D || state[a] == kInD2H) wait_for(a);
-                    if (state[a] == kGpu) {
-                        release_device(a);
-                        release_host(a);
-                        state[a] = kDropped;
-                        ++M.drops;
-                    }
-                    break;
-                case Op::Recompute:
-                    if (state[a] == kDropped) recompute(x, i);
-                    break;
-                case Op::FailedAlloc:
-                    // The model is in the state the simulator's was, so the call fails the same
-                    // way and gives back the same cached segments. Should it fit after all
-                    // (the runs have diverged), the block goes straight back.
-                    if (dev_off[a] < 0 && P.allocator == "caching") {
-                        auto m0 = Clock::now();
-                        if (arena->allocate(a, T.allocations.bytes[a]) >= 0) {
-                            arena->free(a);
-                            ++M.diverged_allocations;
-                        }
-                        pause_clock(m0);
-                    }
-                    break;
-                case Op::Release:   // where the simulator's copy completed: wait for the real one
-                    if (state[a] == kInD2H) measured_wait(a, -1);
-                    if (state[a] == kHost) release_device(a);
-                    break;
+            note_lag(x.recorded);
+            break;
+        case Op::Free:
+            // The simulator frees the block here even with a copy of it in flight; the
+            // range is reusable only once the copy lands, so wait for it (measured) and
+            // give the allocator model the free at the simulator's point.
+            if (state[a] == InH2D || state[a] == InD2H) {
+                freed_in_flight[a] = 1;
+                measured_wait(a, -1);
             }
-        }
-        // Drain: every kernel and every transfer in flight (their checksums count).
-        for (auto& w : workers) w->stop();
-        for (auto& r : eng->drain()) {
-            int32_t a = -1;
-            for (int d = 0; d < 2; ++d)
-                for (auto it = q[d].begin(); it != q[d].end(); ++it)
-                    if (it->id == r.id) { a = it->alloc; q[d].erase(it); break; }
-            if (a >= 0) complete(r, a);
-        }
-    } catch (...) {
-        for (auto& w : workers) w->stop();
-        eng->drain();
-        throw;
+            if (state[a] != Freed) {
+                release_device(a);
+                release_host(a);
+                state[a] = Freed;
+            }
+            note_lag(x.recorded);
+            break;
+        case Op::KernelStart: kernel_start(x, i); break;
+        case Op::KernelEnd: kernel_end(x); break;
+        case Op::SwapOut:
+            if (state[a] == InD2H || state[a] == InH2D) wait_for(a);   // a cancelled swap-out still copying
+            if (state[a] == Gpu) submit(a, SwapDir::DeviceToHost);
+            break;
+        case Op::SwapIn:
+            if (state[a] == InD2H) wait_for(a);   // the host copy must have landed
+            if (state[a] != Host) break;
+            if (dev_off[a] >= 0) { state[a] = Gpu; break; }   // still there: nothing to copy
+            if (place(a, i)) submit(a, SwapDir::HostToDevice);
+            break;
+        case Op::EvictClean:
+            if (state[a] == InH2D || state[a] == InD2H) wait_for(a);
+            if (state[a] == Gpu) {
+                release_device(a);
+                state[a] = Host;
+                ++M.evict_clean;
+            }
+            break;
+        case Op::Drop:
+            if (state[a] == InH2D || state[a] == InD2H) wait_for(a);
+            if (state[a] == Gpu) {
+                release_device(a);
+                release_host(a);
+                state[a] = Dropped;
+                ++M.drops;
+            }
+            break;
+        case Op::Recompute:
+            if (state[a] == Dropped) recompute(x, i);
+            break;
+        case Op::FailedAlloc:
+            // The model is in the state the simulator's was, so the call fails the same
+            // way and gives back the same cached segments. Should it fit after all
+            // (the runs have diverged), the block goes straight back.
+            if (dev_off[a] < 0 && P.allocator == "caching") {
+                auto m0 = Clock::now();
+                if (arena->allocate(a, T.allocations.bytes[a]) >= 0) {
+                    arena->free(a);
+                    ++M.diverged_allocations;
+                }
+                pause_clock(m0);
+            }
+            break;
+        case Op::Release:   // where the simulator's copy completed: wait for the real one
+            if (state[a] == InD2H) measured_wait(a, -1);
+            if (state[a] == Host) release_device(a);
+            break;
     }
+}
+
+// Every kernel and every transfer in flight (their checksums count).
+void Executor::drain() {
+    for (auto& w : workers) w->stop();
+    for (auto& r : eng->drain()) {
+        int32_t a = -1;
+        for (int d = 0; d < 2; ++d)
+            for (auto it = q[d].begin(); it != q[d].end(); ++it)
+                if (it->id == r.id) { a = it->alloc; q[d].erase(it); break; }
+        if (a >= 0) complete(r, a);
+    }
+}
+
+// Makespan, lag, kernel times, overruns, link rates and the memory timeline.
+void Executor::finish() {
+    const size_t nk = T.kernels.size();
     auto t_last = t0 + lag;
     for (size_t k = 0; k < nk; ++k)
         if (job_of[k] >= 0) {
@@ -619,9 +605,6 @@ Measured Executor::run() {
             if (s.device_bytes >= 0) M.memory.push_back(s);
     }
     std::sort(M.events.begin(), M.events.end(), [](const auto& x, const auto& y) { return x.t_start < y.t_start; });
-    M.seconds = std::chrono::duration<double>(Clock::now() - wall0).count();
-    M.map_seconds = std::chrono::duration<double>(map_pause).count();
-    return M;
 }
 
 }  // namespace

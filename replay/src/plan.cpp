@@ -1,14 +1,16 @@
-// Plan construction: the recorded events of the device merged in the simulator's order
-// (docs/simulator.md: at one instant kernel ends, frees, allocations, kernel starts), with
-// each simulated event inserted where the simulator decided it (Result::event_origin).
+// Plan construction: the recorded events of the device in the simulator's own order
+// (sim::EventCursor, shared with the engine's main loop), with each simulated event inserted
+// where the simulator decided it (sim::Result::plan_log).
 #include "mhc/replay/plan.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "mhc/common/error.hpp"
+#include "mhc/sim/event_order.hpp"
 
 namespace mhc::replay {
 
@@ -33,15 +35,11 @@ namespace {
 
 using EK = trace::EventKind;
 
-// Events grouped by the recorded event that decided them: key (what, index).
-struct Groups {
-    std::map<std::pair<int, int32_t>, std::vector<size_t>> by_origin;
-};
-
 }  // namespace
 
 Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
-    if (r.event_origin.size() != r.events.size())
+    const sim::PlanLog& log = r.plan_log;
+    if (log.origins.size() != r.events.size())
         throw Error("replay needs a run simulated with its events and their origins (record_events on)");
     Plan plan;
     plan.device = r.device;
@@ -52,30 +50,10 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     const auto& A = t.allocations;
     const auto& K = t.kernels;
 
-    // Recorded event orders, as the simulator's prepare() builds them.
-    std::vector<int32_t> korder, aorder, forder;
-    for (size_t k = 0; k < K.size(); ++k)
-        if (K.device[k] == plan.device) korder.push_back(static_cast<int32_t>(k));
-    std::sort(korder.begin(), korder.end(), [&](int32_t x, int32_t y) {
-        return K.t_start[x] != K.t_start[y] ? K.t_start[x] < K.t_start[y] : K.id[x] < K.id[y];
-    });
-    std::vector<int32_t> kend(korder.size());
-    std::iota(kend.begin(), kend.end(), 0);
-    std::sort(kend.begin(), kend.end(), [&](int32_t x, int32_t y) {
-        int64_t ex = K.t_end[korder[x]], ey = K.t_end[korder[y]];
-        return ex != ey ? ex < ey : x < y;
-    });
-    for (size_t a = 0; a < A.size(); ++a) {
-        if (A.device[a] != plan.device) continue;
-        aorder.push_back(static_cast<int32_t>(a));
-        if (A.t_free[a] != trace::kNoTime) forder.push_back(static_cast<int32_t>(a));
-    }
-    std::sort(aorder.begin(), aorder.end(), [&](int32_t x, int32_t y) {
-        return A.t_alloc[x] != A.t_alloc[y] ? A.t_alloc[x] < A.t_alloc[y] : A.id[x] < A.id[y];
-    });
-    std::sort(forder.begin(), forder.end(), [&](int32_t x, int32_t y) {
-        return A.t_free[x] != A.t_free[y] ? A.t_free[x] < A.t_free[y] : A.id[x] < A.id[y];
-    });
+    // The recorded event order of the simulator (one definition: sim::event_streams).
+    const sim::EventStreams ev = sim::event_streams(t, plan.device);
+    const std::vector<int32_t>& korder = ev.korder;
+    const std::vector<int32_t>& aorder = ev.alloc_order;
 
     // Streams of the device, numbered.
     plan.stream_of.assign(K.size(), -1);
@@ -101,24 +79,25 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     if (plan.t_begin > plan.t_end) plan.t_begin = plan.t_end = 0;
 
     // Events by origin, in emission order.
-    std::map<std::pair<int, int32_t>, std::vector<size_t>> before, after;
+    using Key = std::pair<sim::Recorded, int32_t>;
+    std::map<Key, std::vector<size_t>> before, after;
     for (size_t i = 0; i < r.events.size(); ++i) {
-        const auto& o = r.event_origin[i];
+        const auto& o = log.origins[i];
         (o.after_launch ? after : before)[{o.what, o.index}].push_back(i);
     }
-    std::pair<int, int32_t> oom_origin{-1, -1};
+    std::optional<Key> oom_origin;
     if (r.oom.happened) {
         plan.oom = true;
         plan.oom_allocation = r.oom.allocation ? t.allocation_at(r.oom.allocation) : -1;
         plan.oom_kernel = r.oom.kernel ? t.kernel_at(r.oom.kernel) : -1;
         for (size_t i = 0; i < r.events.size(); ++i)
-            if (r.events[i].kind == EK::Oom) oom_origin = {r.event_origin[i].what, r.event_origin[i].index};
+            if (r.events[i].kind == EK::Oom) oom_origin = Key{log.origins[i].what, log.origins[i].index};
     }
 
     // Swap-out completions by origin, in the simulator's order.
-    std::map<std::pair<int, int32_t>, std::vector<size_t>> rel_before, rel_after;
-    for (size_t i = 0; i < r.releases.size(); ++i) {
-        const auto& o = r.releases[i].origin;
+    std::map<Key, std::vector<size_t>> rel_before, rel_after;
+    for (size_t i = 0; i < log.releases.size(); ++i) {
+        const auto& o = log.releases[i].origin;
         (o.after_launch ? rel_after : rel_before)[{o.what, o.index}].push_back(i);
     }
     static const std::vector<size_t> kNone;
@@ -128,10 +107,10 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
         bool next_is_prefetch = false;
         size_t ir = 0;
         auto releases_before = [&](size_t n) {
-            for (; ir < rels.size() && static_cast<size_t>(r.releases[rels[ir]].before) <= n; ++ir) {
+            for (; ir < rels.size() && static_cast<size_t>(log.releases[rels[ir]].before) <= n; ++ir) {
                 Action x;
-                x.op = r.releases[rels[ir]].failed_allocation ? Op::FailedAlloc : Op::Release;
-                x.alloc = r.releases[rels[ir]].alloc;
+                x.op = log.releases[rels[ir]].failed_allocation ? Op::FailedAlloc : Op::Release;
+                x.alloc = log.releases[rels[ir]].alloc;
                 plan.actions.push_back(x);
             }
         };
@@ -156,54 +135,46 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
         }
         releases_before(SIZE_MAX);
     };
-    auto events_of = [&](auto& m, int what, int32_t idx) -> const std::vector<size_t>* {
-        auto it = m.find({what, idx});
+    auto events_of = [&](auto& m, const Key& key) -> const std::vector<size_t>* {
+        auto it = m.find(key);
         return it == m.end() ? nullptr : &it->second;
     };
 
-    // Merge exactly as the engine's main loop does.
-    size_t ia = 0, iff = 0, ik = 0, ie = 0;
-    const size_t na = aorder.size(), nf = forder.size(), nk = korder.size();
-    for (;;) {
-        int64_t te = ie < nk ? K.t_end[korder[kend[ie]]] : INT64_MAX;
-        int64_t tf = iff < nf ? A.t_free[forder[iff]] : INT64_MAX;
-        int64_t ta = ia < na ? A.t_alloc[aorder[ia]] : INT64_MAX;
-        int64_t ts = ik < nk ? K.t_start[korder[ik]] : INT64_MAX;
-        int64_t m = std::min(std::min(te, tf), std::min(ta, ts));
-        if (m == INT64_MAX) break;
-        int what;
-        int32_t idx;
+    // The recorded events in the engine's order, each with the decisions taken before and
+    // after it (its prefetch round).
+    sim::EventCursor cursor(ev, t);
+    for (sim::RecordedEvent e; cursor.next(e);) {
+        const Key key{e.what, e.row};
         Action x;
-        x.recorded = m;
-        if (te == m && static_cast<size_t>(kend[ie]) < ik) {
-            what = 3; idx = korder[kend[ie++]]; x.op = Op::KernelEnd; x.kernel = idx;
-        } else if (tf == m) {
-            what = 1; idx = forder[iff++]; x.op = Op::Free; x.alloc = idx;
-        } else if (ta == m) {
-            what = 0; idx = aorder[ia++]; x.op = Op::Alloc; x.alloc = idx;
-        } else {
-            what = 2; idx = korder[ik++]; x.op = Op::KernelStart; x.kernel = idx;
+        x.recorded = e.time;
+        switch (e.what) {
+            case sim::Recorded::KernelEnd: x.op = Op::KernelEnd; x.kernel = e.row; break;
+            case sim::Recorded::Free: x.op = Op::Free; x.alloc = e.row; break;
+            case sim::Recorded::Allocation: x.op = Op::Alloc; x.alloc = e.row; break;
+            case sim::Recorded::KernelStart: x.op = Op::KernelStart; x.kernel = e.row; break;
         }
         {
-            auto* ev = events_of(before, what, idx);
-            auto* rl = events_of(rel_before, what, idx);
-            if (ev || rl) emit_events(ev ? *ev : kNone, rl ? *rl : kNone);
+            auto* evs = events_of(before, key);
+            auto* rl = events_of(rel_before, key);
+            if (evs || rl) emit_events(evs ? *evs : kNone, rl ? *rl : kNone);
         }
-        bool is_oom = plan.oom && oom_origin == std::pair<int, int32_t>{what, idx};
+        const bool is_oom = plan.oom && oom_origin && *oom_origin == key;
         plan.actions.push_back(x);   // an OOM action stays: replay must fail on it too
         if (is_oom) break;
-        auto* ev = events_of(after, what, idx);
-        auto* rl = events_of(rel_after, what, idx);
-        if (ev || rl) emit_events(ev ? *ev : kNone, rl ? *rl : kNone);
+        auto* evs = events_of(after, key);
+        auto* rl = events_of(rel_after, key);
+        if (evs || rl) emit_events(evs ? *evs : kNone, rl ? *rl : kNone);
     }
     return plan;
 }
 
 std::string check_plan(const trace::TraceData& t, const Plan& plan) {
-    enum S : uint8_t { NotYet, Gpu, Host, Out, Dropped, Freed };
+    using enum sim::Residency;   // Out: a swap-out in flight (InD2H)
+    constexpr sim::Residency Out = InD2H;
     const auto& A = t.allocations;
     const auto& K = t.kernels;
-    std::vector<uint8_t> st(A.size(), NotYet), host_valid(A.size(), 0);
+    std::vector<sim::Residency> st(A.size(), NotYet);
+    std::vector<uint8_t> host_valid(A.size(), 0);
     std::vector<int32_t> pins(A.size(), 0);
     int64_t resident = 0;   // placed bytes, swap-outs in flight excluded (releasable)
     auto name = [&](int32_t a) { return "allocation " + std::to_string(A.id[a]); };

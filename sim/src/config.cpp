@@ -80,10 +80,10 @@ const std::vector<PolicyInfo>& prefetch_policies() {
         {"capuchin", "per-access prefetch trigger, moved earlier after each stall by the stall "
                      "time (feedback), learnt from step i-1",
          "Capuchin, Peng et al., ASPLOS 2020"},
-        {"forecast[:H]", "periodic prefetch plus a demand forecaster: predicts live bytes over "
-                         "the next H kernels from the previous step and evicts early to keep "
-                         "headroom; reports its error",
-         "the claimed mHC dynamic scheduler"},
+        {"forecast[:H]", "periodic:H plus a demand forecaster that only reports its error (live "
+                         "bytes predicted from the previous step); its decisions, and so its "
+                         "numbers, are periodic:H's: not the claimed mHC scheduler",
+         "a stand-in for the claimed mHC dynamic scheduler (docs/simulator.md)"},
     };
     return v;
 }
@@ -135,24 +135,41 @@ void validate(const Config& c) {
     if (!known(eviction_policies(), c.eviction))
         throw Error("unknown eviction policy '" + c.eviction + "': use one of " +
                     names_of(eviction_policies()));
-    std::string base = c.prefetch.substr(0, c.prefetch.find(':'));
-    if (!known(prefetch_policies(), base))
-        throw Error("unknown prefetch policy '" + c.prefetch + "': use one of " +
-                    names_of(prefetch_policies()));
-    if (c.prefetch.find(':') != std::string::npos) {
-        if (base == "capuchin" || base == "none")
-            throw Error("prefetch policy '" + base + "' takes no parameter");
-        std::string k = c.prefetch.substr(c.prefetch.find(':') + 1);
-        char* end = nullptr;
-        long v = std::strtol(k.c_str(), &end, 10);
-        if (k.empty() || *end != '\0' || v < 1 || v > 100000)
-            throw Error("prefetch '" + c.prefetch + "': the window must be an integer in 1..100000");
-    }
+    parse_prefetch(c.prefetch);
     if (!known(allocator_models(), c.allocator))
         throw Error("unknown allocator model '" + c.allocator + "': use one of " +
                     names_of(allocator_models()));
     validate(c.link, "link " + c.link.name);
     if (c.memory_samples < 1) throw Error("memory samples must be >= 1");
+}
+
+PrefetchSpec parse_prefetch(const std::string& text) {
+    const size_t colon = text.find(':');
+    const std::string base = text.substr(0, colon);
+    PrefetchSpec p;
+    if (base == "none") p.kind = PrefetchKind::None;
+    else if (base == "lookahead") p.kind = PrefetchKind::Lookahead;
+    else if (base == "periodic") p.kind = PrefetchKind::Periodic;
+    else if (base == "capuchin") p.kind = PrefetchKind::Capuchin;
+    else if (base == "forecast") p.kind = PrefetchKind::Forecast;
+    else throw Error("unknown prefetch policy '" + text + "': use one of " + names_of(prefetch_policies()));
+    if (colon != std::string::npos) {
+        if (p.kind == PrefetchKind::Capuchin || p.kind == PrefetchKind::None)
+            throw Error("prefetch policy '" + base + "' takes no argument");
+        const std::string k = text.substr(colon + 1);
+        char* end = nullptr;
+        const long v = std::strtol(k.c_str(), &end, 10);
+        if (k.empty() || *end != '\0' || v < 1 || v > 100000)
+            throw Error("prefetch '" + text + "': the window must be an integer in 1..100000");
+        p.window = static_cast<int>(v);
+    }
+    return p;
+}
+
+std::string registry_help(const std::vector<PolicyInfo>& v) {
+    std::string s;
+    for (const auto& p : v) s += (s.empty() ? "" : "; ") + p.name + ": " + p.help;
+    return s;
 }
 
 void apply_environment(Config& c, const GivenOptions& given) {
@@ -195,7 +212,7 @@ std::map<std::string, std::string> to_map(const Config& c) {
         {"link.nccl_share", num(c.link.nccl_share)},
         {"link.memcpy_share", num(c.link.memcpy_share)},
         {"max_swap_ops_per_sec", num(c.max_swap_ops_per_sec)},
-        {"device", std::to_string(c.device)},
+        {"device", c.device == kAutoDevice ? std::string("auto") : std::to_string(c.device)},
     };
     return m;
 }

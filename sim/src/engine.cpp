@@ -8,18 +8,6 @@
 
 namespace mhc::sim {
 
-PrefetchSpec parse_prefetch(const std::string& s) {
-    PrefetchSpec p;
-    std::string base = s.substr(0, s.find(':'));
-    if (s.find(':') != std::string::npos) p.window = std::stoi(s.substr(s.find(':') + 1));
-    if (base == "none") p.kind = Prefetch::None;
-    else if (base == "lookahead") p.kind = Prefetch::Lookahead;
-    else if (base == "periodic") p.kind = Prefetch::Periodic;
-    else if (base == "capuchin") p.kind = Prefetch::Capuchin;
-    else if (base == "forecast") p.kind = Prefetch::Forecast;
-    return p;
-}
-
 template <class Policy>
 Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity,
                        int64_t host_capacity)
@@ -39,12 +27,13 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     ctx.h2d_lat_ns = C.link.h2d.latency_s * 1e9;
     ctx.d2h_lat_ns = C.link.d2h.latency_s * 1e9;
     pol.init(&ctx, na);
-    state.assign(na, kNotYet);
+    state.assign(na, Residency::NotYet);
     pins.assign(na, 0);
     epoch.assign(na, 0);
     ready_at.assign(na, 0);
     if (caching) block.assign(na, -1);
     protect.assign(na, 0);
+    rc_active.assign(na, 0);
     if (pf.kind == Prefetch::Periodic || pf.kind == Prefetch::Forecast) {
         learnt_next.assign(na, -1);
         last_seq.assign(na, -1);
@@ -69,7 +58,7 @@ bool Engine<Policy>::try_reserve(int32_t a) {
             // The failed call still gave the cached free segments back (PyTorch's retry after
             // a failed cudaMalloc); replay repeats it here to keep its model in step.
             if (C.record_events && ca.reserved() < reserved_before)
-                R.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin, true});
+                R.plan_log.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin, true});
             used = ca.reserved();
             return false;
         }
@@ -147,19 +136,17 @@ void Engine<Policy>::complete_until(int64_t t) {
         Transfer x = inflight.top();
         inflight.pop();
         int32_t a = x.alloc;
-        if (x.epoch != epoch[a]) continue;   // freed or rescued meanwhile
+        if (!live(x)) continue;   // freed or rescued meanwhile
         if (x.h2d) {
-            if (state[a] != kInH2D) continue;
-            state[a] = kGpu;
+            state[a] = Residency::Gpu;
             if (ctx.host_valid[a]) cached_host.insert(a);
             if (pins[a] == 0) pol.insert(a);
         } else {
-            if (state[a] != kInD2H) continue;
-            state[a] = kHost;
+            state[a] = Residency::Host;
             ctx.host_valid[a] = 1;
             pending_release -= P.t->allocations.bytes[a];
             release(a);
-            if (C.record_events) R.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin});
+            if (C.record_events) R.plan_log.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin});
         }
     }
 }
@@ -199,7 +186,7 @@ int32_t Engine<Policy>::pick_victim(bool for_prefetch) {
 template <class Policy>
 void Engine<Policy>::restore_aside() {
     for (int32_t v : aside)
-        if (state[v] == kGpu && pins[v] == 0 && !pol.contains(v)) pol.insert(v);
+        if (state[v] == Residency::Gpu && pins[v] == 0 && !pol.contains(v)) pol.insert(v);
     aside.clear();
 }
 
@@ -210,23 +197,23 @@ void Engine<Policy>::evict(int32_t v, int64_t t) {
     resident_bytes -= b;
     if (ctx.host_valid[v]) {
         cached_host.erase(v);
-        state[v] = kHost;
+        state[v] = Residency::Host;
         release(v);
         ++R.evict_clean_count;
         event(EK::EvictClean, t, t, v, -1, b);
     } else if (pol.may_drop(v)) {
-        state[v] = kDropped;
+        state[v] = Residency::Dropped;
         release(v);
         ++R.drop_count;
         event(EK::Drop, t, t, v, -1, b);
     } else {
-        state[v] = kInD2H;
+        state[v] = Residency::InD2H;
         host_used += b;
         R.host_peak = std::max(R.host_peak, host_used);
         if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
         pending_release += b;
         ++epoch[v];
-        start_transfer(v, false, t);
+        ready_at[v] = start_transfer(v, false, t);   // when the copy lands (recompute inputs)
     }
 }
 
@@ -243,6 +230,10 @@ bool Engine<Policy>::make_room(int32_t a, int64_t& t, bool for_prefetch) {
             int32_t v = pick_victim(for_prefetch);
             if (v >= 0) { evict(v, t); continue; }
         }
+        // Wait only for a transfer whose completion changes something: a cancelled swap-out
+        // (or a transfer of a freed allocation) keeps its queue busy (its link time is spent,
+        // rule 2) but frees nothing when it lands.
+        while (!inflight.empty() && !live(inflight.top())) inflight.pop();
         if (for_prefetch || inflight.empty()) break;
         t = std::max(t, inflight.top().end);
     }
@@ -256,7 +247,7 @@ template <class Policy>
 void Engine<Policy>::event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes) {
     if (!C.record_events) return;
     R.events.push_back({k, t0, t1, alloc_id(a), kernel_id(s), bytes});
-    R.event_origin.push_back(origin);
+    R.plan_log.origins.push_back(origin);
 }
 
 template <class Policy>
@@ -280,12 +271,13 @@ void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
     Oom& o = R.oom;
     o.happened = true;
     o.time = t;
+    o.recorded = s >= 0 ? P.kstart[s] : P.t->allocations.t_alloc[a];
     o.allocation = alloc_id(a);
     o.kernel = kernel_id(s);
     const auto& al = P.t->allocations;
     int64_t pinned = 0, live = 0;
     for (size_t i = 0; i < state.size(); ++i) {   // once, at the end of a failed run
-        bool on_gpu = state[i] == kGpu || state[i] == kInH2D || state[i] == kInD2H;
+        bool on_gpu = state[i] == Residency::Gpu || state[i] == Residency::InH2D || state[i] == Residency::InD2H;
         if (on_gpu) live += caching && block[i] >= 0 ? ca.block_size(block[i]) : al.bytes[i];
         if (on_gpu && pins[i] > 0) pinned += al.bytes[i];
     }
@@ -336,7 +328,7 @@ bool Engine<Policy>::on_alloc(int32_t a) {
         ++R.stall_count;
         event(EK::Stall, now, t, a, -1, 0);
     }
-    state[a] = kGpu;
+    state[a] = Residency::Gpu;
     live_bytes += P.t->allocations.bytes[a];
     resident_bytes += P.t->allocations.bytes[a];
     ctx.next_of[a] = P.first_use[a];
@@ -350,14 +342,15 @@ template <class Policy>
 void Engine<Policy>::on_free(int32_t a) {
     int64_t now = P.t->allocations.t_free[a] + shift;
     complete_until(now);
+    ctx.now = now;
     if (C.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
     int64_t b = P.t->allocations.bytes[a];
-    if (state[a] != kNotYet && state[a] != kFreed) live_bytes -= b;
-    if (state[a] == kGpu || state[a] == kInH2D) resident_bytes -= b;
+    if (state[a] != Residency::NotYet && state[a] != Residency::Freed) live_bytes -= b;
+    if (state[a] == Residency::Gpu || state[a] == Residency::InH2D) resident_bytes -= b;
     switch (state[a]) {
-        case kGpu: pol.erase(a); release(a); break;
-        case kInH2D: release(a); ++epoch[a]; break;
-        case kInD2H: release(a); pending_release -= b; host_used -= b; ++epoch[a]; break;
+        case Residency::Gpu: pol.erase(a); release(a); break;
+        case Residency::InH2D: release(a); ++epoch[a]; break;
+        case Residency::InD2H: release(a); pending_release -= b; host_used -= b; ++epoch[a]; break;
         default: break;
     }
     if (ctx.host_valid[a]) {
@@ -365,7 +358,7 @@ void Engine<Policy>::on_free(int32_t a) {
         host_used -= b;
         cached_host.erase(a);
     }
-    state[a] = kFreed;
+    state[a] = Residency::Freed;
     if (C.check_invariants && pol.contains(a)) fail_invariant("freed allocation still resident");
     t_last = std::max(t_last, now);
 }
@@ -386,39 +379,34 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         int32_t a = P.acc_alloc[j];
         int64_t need_at = now;
         switch (state[a]) {
-            case kGpu: break;
-            case kInH2D: need_at = ready_at[a]; break;
-            case kInD2H:   // still on the GPU: cancel the eviction
-                state[a] = kGpu;
+            case Residency::Gpu: break;
+            case Residency::InH2D: need_at = ready_at[a]; break;
+            case Residency::InD2H:   // still on the GPU: cancel the eviction
+                state[a] = Residency::Gpu;
                 resident_bytes += P.t->allocations.bytes[a];
                 pending_release -= P.t->allocations.bytes[a];
                 host_used -= P.t->allocations.bytes[a];
                 ++epoch[a];
                 break;
-            case kHost:
+            case Residency::Host:
                 if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
-                state[a] = kInH2D;
+                state[a] = Residency::InH2D;
                 resident_bytes += P.t->allocations.bytes[a];
                 need_at = ready_at[a] = start_transfer(a, true, t);
                 break;
-            case kDropped: {
-                if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
-                int32_t w = ctx.writer[a];
-                int64_t cost = P.kend[w] - P.kstart[w];
-                int64_t st = std::max(t, recompute_free);
-                recompute_free = need_at = st + cost;
-                state[a] = kGpu;
-                resident_bytes += P.t->allocations.bytes[a];
-                ++R.recompute_count;
-                R.recompute_time += cost;
-                event(EK::Recompute, st, st + cost, a, w, P.t->allocations.bytes[a]);
+            case Residency::Dropped:
+                if (!recompute(a, s, t, 1, need_at)) {
+                    unpin_recompute_inputs();
+                    oom(t, rc_oom, s, P.t->allocations.bytes[rc_oom]);
+                    return false;
+                }
                 break;
-            }
-            default: break;   // kNotYet/kFreed cannot happen: check_trace rejects such accesses
+            default: break;   // Residency::NotYet/Residency::Freed cannot happen: check_trace rejects such accesses
         }
         if (pf.kind == Prefetch::Capuchin && need_at > now) capuchin_learn(s, j, need_at - now);
         ready = std::max(ready, need_at);
     }
+    if (!rc_pinned.empty()) unpin_recompute_inputs();
     int64_t start = std::max(ready, t);
     complete_until(start);
     if (start > now) {
@@ -431,8 +419,10 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     ctx.now = start;
     for (int64_t j = b0; j < b1; ++j) {
         int32_t a = P.acc_alloc[j];
-        // (a zero-length kernel may meet an allocation freed at its very instant)
-        if (C.check_invariants && state[a] != kGpu && state[a] != kFreed)
+        // The one exemption: a zero-length kernel at the instant its operand is freed (frees
+        // come first at an instant) needs nothing for no time; its operand is skipped.
+        if (state[a] == Residency::Freed && P.kstart[s] == P.kend[s] && P.t->allocations.t_free[a] == P.kstart[s]) continue;
+        if (C.check_invariants && state[a] != Residency::Gpu)
             fail_invariant("kernel " + std::to_string(kernel_id(s)) + " starts with allocation " +
                            std::to_string(alloc_id(a)) + " not resident");
         ctx.last_touch[a] = ++tick;
@@ -452,12 +442,79 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     return true;
 }
 
+// Recomputes the dropped allocation `a` for kernel s as DTR does: each input (a read operand)
+// of its producer that is not resident is first brought back — swapped in, or recomputed in
+// turn (depth + 1) — and pinned until the kernel's operands are all restored; then `a` gets
+// room and the producer reruns once its inputs are ready, after earlier recomputations (one
+// at a time). `ready`: when `a` is ready. False on OOM (rc_oom: the allocation that failed).
+template <class Policy>
+bool Engine<Policy>::recompute(int32_t a, int32_t s, int64_t& t, int depth, int64_t& ready) {
+    const auto& al = P.t->allocations;
+    R.recompute_depth_max = std::max<int64_t>(R.recompute_depth_max, depth);
+    const int32_t w = ctx.writer[a];
+    int64_t inputs_ready = t;
+    rc_active[a] = 1;
+    for (int64_t j = P.acc_begin[w]; j < P.acc_begin[w + 1]; ++j) {
+        const int32_t b = P.acc_alloc[j];
+        if (b == a || !P.acc_read[j]) continue;
+        if (++pins[b] == 1 && pol.contains(b)) pol.erase(b);   // kept while the chain is restored
+        rc_pinned.push_back(b);
+        if (state[b] == Residency::InD2H) {
+            // Being swapped out: unlike an operand (rule 2), not cancelled — the chain waits for
+            // the copy to land and swaps it back in (replay's plan has no silent cancellation).
+            t = std::max(t, ready_at[b]);
+            complete_until(t);
+            ctx.now = t;
+        }
+        switch (state[b]) {
+            case Residency::Gpu: break;
+            case Residency::InH2D: inputs_ready = std::max(inputs_ready, ready_at[b]); break;
+            case Residency::Host:
+                if (!make_room(b, t, false)) { rc_oom = b; rc_active[a] = 0; return false; }
+                state[b] = Residency::InH2D;
+                resident_bytes += al.bytes[b];
+                ready_at[b] = start_transfer(b, true, t);
+                inputs_ready = std::max(inputs_ready, ready_at[b]);
+                break;
+            case Residency::Dropped:
+                if (depth < kMaxRecomputeDepth && !rc_active[b] && ctx.writer[b] >= 0) {
+                    int64_t rb = t;
+                    if (!recompute(b, s, t, depth + 1, rb)) { rc_active[a] = 0; return false; }
+                    inputs_ready = std::max(inputs_ready, rb);
+                } else {
+                    ++R.recompute_inputs_assumed;   // a cycle or beyond the bound: assumed there
+                }
+                break;
+            default: ++R.recompute_inputs_assumed; break;   // freed (or not yet): cannot come back
+        }
+    }
+    rc_active[a] = 0;
+    if (!make_room(a, t, false)) { rc_oom = a; return false; }
+    const int64_t cost = P.kend[w] - P.kstart[w];
+    const int64_t st = std::max({t, recompute_free, inputs_ready});
+    recompute_free = ready = st + cost;
+    state[a] = Residency::Gpu;
+    resident_bytes += al.bytes[a];
+    ++R.recompute_count;
+    R.recompute_time += cost;
+    event(EK::Recompute, st, st + cost, a, w, al.bytes[a]);
+    return true;
+}
+
+template <class Policy>
+void Engine<Policy>::unpin_recompute_inputs() {
+    for (int32_t b : rc_pinned)
+        if (--pins[b] == 0 && state[b] == Residency::Gpu && !pol.contains(b)) pol.insert(b);
+    rc_pinned.clear();
+}
+
 template <class Policy>
 void Engine<Policy>::on_kernel_end(int32_t s) {
     complete_until(P.kend[s] + shift);
+    ctx.now = P.kend[s] + shift;
     for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) {
         int32_t a = P.acc_alloc[j];
-        if (--pins[a] == 0 && state[a] == kGpu && !pol.contains(a)) pol.insert(a);
+        if (--pins[a] == 0 && state[a] == Residency::Gpu && !pol.contains(a)) pol.insert(a);
     }
 }
 
@@ -465,9 +522,9 @@ void Engine<Policy>::on_kernel_end(int32_t s) {
 
 template <class Policy>
 void Engine<Policy>::try_prefetch(int32_t a, int64_t t) {
-    if (a < 0 || state[a] != kHost) return;
+    if (a < 0 || state[a] != Residency::Host) return;
     if (!make_room(a, t, true)) return;
-    state[a] = kInH2D;
+    state[a] = Residency::InH2D;
     resident_bytes += P.t->allocations.bytes[a];
     ++R.prefetch_count;
     event(EK::Prefetch, t, t, a, -1, P.t->allocations.bytes[a]);
@@ -483,9 +540,9 @@ int32_t Engine<Policy>::translate(int32_t a_prev, int32_t step) {
         int64_t idx = P.step_allocs_begin[step] + P.alloc_ordinal[a_prev];
         if (idx >= P.step_allocs_begin[step + 1]) return -1;
         int32_t a = P.step_allocs[idx];
-        return state[a] == kNotYet ? -1 : a;
+        return state[a] == Residency::NotYet ? -1 : a;
     }
-    return state[a_prev] == kFreed ? -1 : a_prev;
+    return state[a_prev] == Residency::Freed ? -1 : a_prev;
 }
 
 template <class Policy>
@@ -569,12 +626,7 @@ void Engine<Policy>::forecast_round(int32_t s) {
     int32_t pos = s - P.step_begin[st];
     int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
     if (st != fc_step) {   // a new step: close the previous step's peak error
-        if (fc_step >= 1) {
-            int64_t pred = 0;
-            for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
-            fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
-            ++fc_peak_n;
-        }
+        close_forecast_step();
         fc_step = st;
         fc_step_actual_max = 0;
     }
@@ -583,6 +635,17 @@ void Engine<Policy>::forecast_round(int32_t s) {
     int64_t pred_now = P.live_at[prev + pos];
     fc_err_sum += std::abs(static_cast<double>(pred_now - P.live_at[s])) / std::max<double>(P.live_at[s], 1);
     ++fc_n;
+}
+
+// The peak error of the step just finished (fc_step): its peak predicted as the previous
+// step's, against the peak seen.
+template <class Policy>
+void Engine<Policy>::close_forecast_step() {
+    if (fc_step < 1) return;
+    int64_t pred = 0;
+    for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
+    fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
+    ++fc_peak_n;
 }
 
 // periodic/forecast: the next use of `a`, accessed by access j of kernel s, learnt from the
@@ -693,47 +756,30 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
 
 template <class Policy>
 void Engine<Policy>::run() {
-    const auto& a = P.t->allocations;
-    size_t na = P.alloc_order.size(), nf = P.free_order.size(), nk = P.korder.size();
-    size_t ia = 0, iff = 0, ik = 0, ie = 0;
-    // At one recorded instant: kernel ends, then frees, then allocations, then kernel starts.
-    for (uint32_t n = 0; !done; ++n) {
+    EventCursor events(P, *P.t);
+    RecordedEvent e;
+    for (uint32_t n = 0; !done && events.next(e); ++n) {
         if ((n & 4095) == 0 && C.cancel && C.cancel->load(std::memory_order_relaxed)) throw Cancelled();
-        int64_t te = ie < nk ? P.kend[P.kend_order[ie]] : INT64_MAX;
-        int64_t tf = iff < nf ? a.t_free[P.free_order[iff]] : INT64_MAX;
-        int64_t ta = ia < na ? a.t_alloc[P.alloc_order[ia]] : INT64_MAX;
-        int64_t ts = ik < nk ? P.kstart[ik] : INT64_MAX;
-        int64_t m = std::min(std::min(te, tf), std::min(ta, ts));
-        if (m == INT64_MAX) break;
-        // a zero-length kernel's end waits for its start
-        if (te == m && P.kend_order[ie] < static_cast<int32_t>(ik)) {
-            origin = {3, false, P.korder[P.kend_order[ie]]};
-            on_kernel_end(P.kend_order[ie++]);
-        } else if (tf == m) {
-            origin = {1, false, P.free_order[iff]};
-            on_free(P.free_order[iff++]);
-        } else if (ta == m) {
-            origin = {0, false, P.alloc_order[ia]};
-            if (!on_alloc(P.alloc_order[ia++])) break;
-        } else {
-            origin = {2, false, P.korder[ik]};
-            if (!on_kernel_start(static_cast<int32_t>(ik++))) break;
+        origin = {e.what, false, e.row};
+        bool oom_here = false;
+        switch (e.what) {
+            case Recorded::KernelEnd: on_kernel_end(e.seq); break;
+            case Recorded::Free: on_free(e.row); break;
+            case Recorded::Allocation: oom_here = !on_alloc(e.row); break;
+            case Recorded::KernelStart: oom_here = !on_kernel_start(e.seq); break;
         }
-        sample(m);
+        if (oom_here) break;
+        sample(e.time);
         if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
     }
     if (pf.kind == Prefetch::Forecast) {
-        if (fc_step >= 1) {   // the last step's peak
-            int64_t pred = 0;
-            for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
-            fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
-            ++fc_peak_n;
-        }
+        close_forecast_step();   // the last step's peak
         if (fc_n > 0) R.forecast_error = fc_err_sum / static_cast<double>(fc_n);
         if (fc_peak_n > 0) R.forecast_peak_error = fc_peak_err_sum / static_cast<double>(fc_peak_n);
     }
     R.baseline_makespan = P.t_end - P.t_begin;
-    R.simulated_makespan = std::max(t_last, P.t_end + (R.oom.happened ? 0 : shift)) - P.t_begin;
+    // An OOM run ends at its OOM: its makespan is how far it got (simulated time).
+    R.simulated_makespan = (R.oom.happened ? R.oom.time : std::max(t_last, P.t_end + shift)) - P.t_begin;
     for (const Bucket& b : buckets)
         if (b.dev >= 0) R.memory.push_back({b.t, b.dev, b.host});
 }
@@ -779,8 +825,11 @@ Result simulate(const Prepared& p, const Config& c) {
     else if (c.eviction == "dtr") run_with<DtrPolicy>(p, c, r, cap, host_cap);
     else run_with<CostAwarePolicy>(p, c, r, cap, host_cap);
     r.peak_reduction = r.baseline_peak > 0 ? 1.0 - static_cast<double>(r.simulated_peak) / static_cast<double>(r.baseline_peak) : 0;
-    r.throughput_loss = r.baseline_makespan > 0
-                            ? static_cast<double>(r.simulated_makespan) / static_cast<double>(r.baseline_makespan) - 1.0
+    // An OOM run's loss is that of the part that ran: simulated time to the OOM over the
+    // recorded time of the event that failed (0 when it failed at the first event).
+    const int64_t recorded_span = r.oom.happened ? r.oom.recorded - p.t_begin : r.baseline_makespan;
+    r.throughput_loss = recorded_span > 0
+                            ? static_cast<double>(r.simulated_makespan) / static_cast<double>(recorded_span) - 1.0
                             : 0;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;

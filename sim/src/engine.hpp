@@ -15,15 +15,8 @@
 
 namespace mhc::sim {
 
-enum class Prefetch { None, Lookahead, Periodic, Capuchin, Forecast };
+using Prefetch = PrefetchKind;
 
-struct PrefetchSpec {
-    Prefetch kind = Prefetch::None;
-    int window = 8;
-};
-PrefetchSpec parse_prefetch(const std::string& s);
-
-enum State : uint8_t { kNotYet, kGpu, kHost, kInH2D, kInD2H, kDropped, kFreed };
 
 template <class Policy>
 class Engine {
@@ -62,6 +55,8 @@ private:
     bool on_alloc(int32_t a);
     void on_free(int32_t a);
     bool on_kernel_start(int32_t s);
+    bool recompute(int32_t a, int32_t s, int64_t& t, int depth, int64_t& ready);
+    void unpin_recompute_inputs();
     void on_kernel_end(int32_t s);
     // prefetchers
     void prefetch_round(int32_t s, int64_t t);
@@ -70,6 +65,7 @@ private:
     void capuchin_learn(int32_t s, int64_t j, int64_t stall);
     void capuchin_plan(int32_t step);
     void forecast_round(int32_t s);
+    void close_forecast_step();
     void early_round(int32_t s, int64_t t);
     void learn_next(int32_t s, int64_t j, int32_t a);
     void learn_first(int32_t a);
@@ -80,6 +76,10 @@ private:
     void oom(int64_t t, int32_t a, int32_t s, int64_t bytes_needed);
     int64_t alloc_id(int32_t a) const { return a >= 0 ? P.t->allocations.id[a] : 0; }
     int64_t kernel_id(int32_t s) const { return s >= 0 ? P.t->kernels.id[P.korder[s]] : 0; }
+    // A transfer in flight whose completion still changes something (not freed or cancelled).
+    bool live(const Transfer& x) const {
+        return x.epoch == epoch[x.alloc] && state[x.alloc] == (x.h2d ? Residency::InH2D : Residency::InD2H);
+    }
 
     const Prepared& P;
     const Config& C;
@@ -91,9 +91,9 @@ private:
     CachingAllocator ca;
     int64_t cap, host_cap;
     bool done = false;
-    Result::EventOrigin origin;       // the recorded event being processed (for replay)
+    EventOrigin origin;               // the recorded event being processed (for replay)
 
-    std::vector<uint8_t> state;
+    std::vector<Residency> state;
     std::vector<int16_t> pins;
     std::vector<uint32_t> epoch;
     std::vector<int64_t> ready_at;
@@ -110,6 +110,12 @@ private:
     int64_t busy[2] = {0, 0};         // link queues: [0] H2D (or both), [1] D2H
     int64_t last_op = INT64_MIN / 2, op_gap = 0;
     int64_t recompute_free = 0;       // the GPU is busy recomputing until then
+    // Recursive recomputation: inputs pinned while the current kernel's operands are
+    // restored, the chain being recomputed (cycle guard), and the allocation that failed.
+    std::vector<int32_t> rc_pinned;
+    std::vector<uint8_t> rc_active;
+    int32_t rc_oom = -1;
+    static constexpr int kMaxRecomputeDepth = 32;
     int64_t t_last = 0;
 
     // memory samples: peak per bucket of recorded time

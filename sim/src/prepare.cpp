@@ -55,12 +55,23 @@ std::vector<int32_t> sorted_indices(std::vector<int32_t> idx, Less less) {
     return idx;
 }
 
+// The GPU device (>= 0) with the largest live peak (ties: the lowest number). The host
+// (device -1) is never picked: nsys and ET imports record its pinned buffers, which are not
+// the GPU memory the simulator models.
 int32_t pick_device(const trace::TraceData& t) {
     std::vector<int32_t> devs(t.allocations.device.begin(), t.allocations.device.end());
     devs.insert(devs.end(), t.kernels.device.begin(), t.kernels.device.end());
     std::sort(devs.begin(), devs.end());
     devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
-    if (devs.size() <= 1) return devs.empty() ? 0 : devs[0];
+    const bool has_host = !devs.empty() && devs.front() < 0;
+    devs.erase(std::remove_if(devs.begin(), devs.end(), [](int32_t d) { return d < 0; }), devs.end());
+    if (devs.empty()) {
+        if (has_host)
+            throw Error(std::string(t.path.empty() ? "trace" : t.path) +
+                            ": only host memory (device -1) in this trace; simulate it with --device -1",
+                        Error::Kind::BadInput);
+        return 0;
+    }
     int32_t best = devs[0];
     int64_t best_peak = -1;
     for (int32_t d : devs) {
@@ -70,49 +81,17 @@ int32_t pick_device(const trace::TraceData& t) {
     return best;
 }
 
-void build_kernels(Prepared& p) {
-    const auto& k = p.t->kernels;
-    std::vector<int32_t> idx;
-    for (size_t i = 0; i < k.size(); ++i)
-        if (k.device[i] == p.device) idx.push_back(static_cast<int32_t>(i));
-    p.korder = sorted_indices(std::move(idx), [&](int32_t a, int32_t b) {
-        return k.t_start[a] != k.t_start[b] ? k.t_start[a] < k.t_start[b] : a < b;
-    });
-    size_t n = p.korder.size();
-    p.kstart.resize(n);
-    p.kend.resize(n);
-    for (size_t s = 0; s < n; ++s) {
-        p.kstart[s] = k.t_start[p.korder[s]];
-        p.kend[s] = k.t_end[p.korder[s]];
-    }
-    std::vector<int32_t> seqs(n);
-    std::iota(seqs.begin(), seqs.end(), 0);
-    p.kend_order = sorted_indices(std::move(seqs), [&](int32_t a, int32_t b) {
-        return p.kend[a] != p.kend[b] ? p.kend[a] < p.kend[b] : a < b;
-    });
-}
-
-void build_allocations(Prepared& p) {
+void build_on_device(Prepared& p) {
     const auto& a = p.t->allocations;
     p.on_device.assign(a.size(), 0);
-    std::vector<int32_t> idx, fidx;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (a.device[i] != p.device) continue;
-        p.on_device[i] = 1;
-        idx.push_back(static_cast<int32_t>(i));
-        if (a.t_free[i] != trace::kNoTime) fidx.push_back(static_cast<int32_t>(i));
-    }
-    p.alloc_order = sorted_indices(std::move(idx), [&](int32_t x, int32_t y) {
-        return a.t_alloc[x] != a.t_alloc[y] ? a.t_alloc[x] < a.t_alloc[y] : x < y;
-    });
-    p.free_order = sorted_indices(std::move(fidx), [&](int32_t x, int32_t y) {
-        return a.t_free[x] != a.t_free[y] ? a.t_free[x] < a.t_free[y] : x < y;
-    });
+    for (size_t i = 0; i < a.size(); ++i) p.on_device[i] = a.device[i] == p.device;
 }
 
-// Accesses in seq order; when the trace has none, each allocation is assumed written by
-// the first kernel starting at or after its allocation and read by the last kernel ending
-// at or before its free (docs/simulator.md).
+// Accesses in seq order. When the trace has none, each allocation is assumed written by the
+// first kernel starting at or after its allocation, if that kernel also ends by its free
+// (so that it never runs past the free, rule 4), and read by the latest-starting kernel
+// that ends at or before its free (an allocation never freed: the trace's last kernel), if
+// that is a later kernel (docs/simulator.md, Inputs).
 void build_accesses(Prepared& p) {
     const auto& t = *p.t;
     size_t n = p.korder.size();
@@ -125,36 +104,40 @@ void build_accesses(Prepared& p) {
                 if (!p.on_device[al]) continue;
                 p.acc_alloc.push_back(al);
                 p.acc_write.push_back(t.accesses.mode[j] != trace::AccessMode::Read);
+                p.acc_read.push_back(t.accesses.mode[j] != trace::AccessMode::Write);
             }
             p.acc_begin[s + 1] = static_cast<int64_t>(p.acc_alloc.size());
         }
         return;
     }
+    // Accesses are assumed only where there is something to assume: kernels and allocations.
     p.assumed_accesses = !p.alloc_order.empty() && n > 0;
     const auto& a = t.allocations;
+    // latest[i]: the largest seq among the first i+1 kernels by end time (kend_order)
+    std::vector<int32_t> latest(n);
+    for (size_t i = 0; i < n; ++i) latest[i] = std::max(i ? latest[i - 1] : -1, p.kend_order[i]);
     std::vector<std::vector<std::pair<int32_t, uint8_t>>> per(n);
-    // kernels by end time for "last kernel ending at or before the free"
     for (int32_t al : p.alloc_order) {
-        auto it = std::lower_bound(p.kstart.begin(), p.kstart.end(), a.t_alloc[al]);
-        int64_t first = it - p.kstart.begin();
+        const int64_t tf = a.t_free[al];
+        const bool freed = tf != trace::kNoTime;
+        const int64_t first = std::lower_bound(p.kstart.begin(), p.kstart.end(), a.t_alloc[al]) - p.kstart.begin();
         int64_t last = -1;
-        if (a.t_free[al] != trace::kNoTime) {
-            auto e = std::upper_bound(p.kend_order.begin(), p.kend_order.end(), a.t_free[al],
-                                      [&](int64_t tf, int32_t s) { return tf < p.kend[s]; });
-            // the latest-starting kernel among those ending by the free
-            int64_t best = -1;
-            for (auto q = e; q != p.kend_order.begin() && e - q < 64;) {
-                --q;
-                if (*q >= first) best = std::max<int64_t>(best, *q);
-            }
-            last = best;
+        if (!freed) {
+            last = static_cast<int64_t>(n) - 1;
+        } else {
+            auto e = std::upper_bound(p.kend_order.begin(), p.kend_order.end(), tf,
+                                      [&](int64_t f, int32_t s) { return f < p.kend[s]; });
+            if (e != p.kend_order.begin()) last = latest[static_cast<size_t>(e - p.kend_order.begin() - 1)];
         }
-        if (first < static_cast<int64_t>(n) && (a.t_free[al] == trace::kNoTime || p.kstart[first] < a.t_free[al]))
-            per[first].push_back({al, 1});
+        if (first < static_cast<int64_t>(n) && (!freed || p.kend[first] <= tf)) per[first].push_back({al, 1});
         if (last > first) per[last].push_back({al, 0});
     }
     for (size_t s = 0; s < n; ++s) {
-        for (auto& [al, w] : per[s]) { p.acc_alloc.push_back(al); p.acc_write.push_back(w); }
+        for (auto& [al, w] : per[s]) {
+            p.acc_alloc.push_back(al);
+            p.acc_write.push_back(w);
+            p.acc_read.push_back(!w);
+        }
         p.acc_begin[s + 1] = static_cast<int64_t>(p.acc_alloc.size());
     }
 }
@@ -316,13 +299,50 @@ void build_contention(Prepared& p) {
 
 }  // namespace
 
+EventStreams event_streams(const trace::TraceData& t, int32_t device) {
+    EventStreams e;
+    const auto& k = t.kernels;
+    std::vector<int32_t> idx;
+    for (size_t i = 0; i < k.size(); ++i)
+        if (k.device[i] == device) idx.push_back(static_cast<int32_t>(i));
+    e.korder = sorted_indices(std::move(idx), [&](int32_t x, int32_t y) {
+        return k.t_start[x] != k.t_start[y] ? k.t_start[x] < k.t_start[y] : x < y;
+    });
+    const size_t n = e.korder.size();
+    e.kstart.resize(n);
+    e.kend.resize(n);
+    for (size_t s = 0; s < n; ++s) {
+        e.kstart[s] = k.t_start[e.korder[s]];
+        e.kend[s] = k.t_end[e.korder[s]];
+    }
+    std::vector<int32_t> seqs(n);
+    std::iota(seqs.begin(), seqs.end(), 0);
+    e.kend_order = sorted_indices(std::move(seqs), [&](int32_t x, int32_t y) {
+        return e.kend[x] != e.kend[y] ? e.kend[x] < e.kend[y] : x < y;
+    });
+    const auto& a = t.allocations;
+    std::vector<int32_t> aidx, fidx;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != device) continue;
+        aidx.push_back(static_cast<int32_t>(i));
+        if (a.t_free[i] != trace::kNoTime) fidx.push_back(static_cast<int32_t>(i));
+    }
+    e.alloc_order = sorted_indices(std::move(aidx), [&](int32_t x, int32_t y) {
+        return a.t_alloc[x] != a.t_alloc[y] ? a.t_alloc[x] < a.t_alloc[y] : x < y;
+    });
+    e.free_order = sorted_indices(std::move(fidx), [&](int32_t x, int32_t y) {
+        return a.t_free[x] != a.t_free[y] ? a.t_free[x] < a.t_free[y] : x < y;
+    });
+    return e;
+}
+
 std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device) {
     trace::require_ok(trace::check_trace(t), t.path.empty() ? "trace" : t.path);
     auto p = std::make_shared<Prepared>();
     p->t = &t;
-    p->device = device >= 0 ? device : pick_device(t);
-    build_kernels(*p);
-    build_allocations(*p);
+    p->device = device != kAutoDevice ? device : pick_device(t);
+    static_cast<EventStreams&>(*p) = event_streams(t, p->device);
+    build_on_device(*p);
     build_accesses(*p);
     build_next_use(*p);
     build_operand_frees(*p);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "mhc/sim/event_order.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
 
@@ -26,21 +27,20 @@ struct Intervals {
     bool contains(int64_t t) const;
 };
 
-struct Prepared {
+// The event streams (korder, kstart, kend, kend_order, alloc_order, free_order) come from
+// event_streams(), the one definition of the event order that replay shares.
+struct Prepared : EventStreams {
     const trace::TraceData* t = nullptr;
     int32_t device = 0;
     bool assumed_accesses = false;
     int64_t t_begin = 0, t_end = 0;     // recorded span of this device's rows
     int64_t rows = 0;
 
-    // Kernels of the device in start order (t_start, id): seq -> kernel index.
-    std::vector<int32_t> korder;
-    std::vector<int64_t> kstart, kend;  // recorded times by seq
-    std::vector<int32_t> kend_order;    // seqs by (t_end, seq)
     // Accesses by seq (CSR), restricted to allocations of the device.
     std::vector<int64_t> acc_begin;     // size korder+1
     std::vector<int32_t> acc_alloc;
     std::vector<uint8_t> acc_write;     // 1 if the mode writes
+    std::vector<uint8_t> acc_read;      // 1 if the mode reads (a recomputation needs it back)
     std::vector<int32_t> next_use;      // per access: seq of the next access to it, kNever
     std::vector<int32_t> first_use;     // per allocation: seq of its first access, kNever
     // Per seq: the earliest t_free among the allocations the kernel accesses, which one that
@@ -49,8 +49,6 @@ struct Prepared {
     std::vector<int64_t> operand_free1, operand_free2;
     std::vector<int32_t> operand_free1_alloc;
 
-    // Allocations of the device by (t_alloc, id) and frees by (t_free, id).
-    std::vector<int32_t> alloc_order, free_order;
     std::vector<uint8_t> on_device;     // per allocation
 
     // Steps (dense 0..S-1 by first appearance), -1 where unknown.

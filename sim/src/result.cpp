@@ -30,6 +30,8 @@ std::vector<std::pair<std::string, double>> metrics(const Result& r) {
         {"drops", d(r.drop_count)},
         {"recomputations", d(r.recompute_count)},
         {"recompute_ns", d(r.recompute_time)},
+        {"recompute_depth_max", d(r.recompute_depth_max)},
+        {"recompute_inputs_assumed", d(r.recompute_inputs_assumed)},
         {"host_peak_bytes", d(r.host_peak)},
         {"oom", r.oom.happened ? 1.0 : 0.0},
         {"assumed_accesses", r.assumed_accesses ? 1.0 : 0.0},
@@ -95,7 +97,7 @@ std::string to_text(const Result& r) {
       << "; " << r.evict_clean_count << " clean evictions; " << r.early_evictions
       << " early evictions\n";
     o << "recompute      " << r.drop_count << " drops, " << r.recompute_count << " recomputations, "
-      << format_ns(r.recompute_time) << "\n";
+      << format_ns(r.recompute_time) << ", deepest chain " << r.recompute_depth_max << "\n";
     o << "host peak      " << format_bytes(r.host_peak) << "\n";
     if (!std::isnan(r.forecast_error))
         o << "forecast error " << pct(r.forecast_error) << " per kernel, "

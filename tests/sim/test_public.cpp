@@ -75,6 +75,8 @@ TEST_CASE("identity on every public trace, imported", "[sim][identity][public]")
         auto t = trace::load_trace(out);
         INFO(pt.file << ": " << t.allocations.size() << " allocations, " << t.kernels.size() << " kernels");
         REQUIRE(t.allocations.size() + t.kernels.size() > 0);
+        // the host's pinned buffers (device -1, nsys/ET) are never the default device
+        CHECK(sim::device_of(*sim::prepare(t)) >= 0);
         check_identity_and_limits(pt.file, t);
         std::filesystem::remove(out);
     }

@@ -24,16 +24,6 @@ bool policy_takes_argument(const std::string& registry_name) {
     return registry_name.find(':') != std::string::npos;
 }
 
-namespace {
-
-const sim::PolicyInfo* find_policy(const std::vector<sim::PolicyInfo>& list, const std::string& base) {
-    for (const sim::PolicyInfo& p : list)
-        if (policy_base_name(p.name) == base) return &p;
-    return nullptr;
-}
-
-}  // namespace
-
 sim::Config make_config(const LaunchFields& f) {
     sim::Config c;
     if (f.capacity_is_percent) {
@@ -47,18 +37,8 @@ sim::Config make_config(const LaunchFields& f) {
     }
     c.eviction = f.eviction;
 
-    const sim::PolicyInfo* pre = find_policy(sim::prefetch_policies(), f.prefetch);
-    if (!pre) throw Error("prefetch '" + f.prefetch + "': unknown policy");
-    c.prefetch = f.prefetch;
-    if (!f.prefetch_arg.empty()) {
-        if (!policy_takes_argument(pre->name))
-            throw Error("prefetch '" + f.prefetch + "' takes no argument (got '" + f.prefetch_arg + "')");
-        bool digits = std::all_of(f.prefetch_arg.begin(), f.prefetch_arg.end(),
-                                  [](char ch) { return ch >= '0' && ch <= '9'; });
-        if (!digits || f.prefetch_arg.size() > 9 || std::stoll(f.prefetch_arg) <= 0)
-            throw Error("prefetch argument '" + f.prefetch_arg + "': expected a positive whole number");
-        c.prefetch += ":" + f.prefetch_arg;
-    }
+    c.prefetch = f.prefetch_arg.empty() ? f.prefetch : f.prefetch + ":" + f.prefetch_arg;
+    sim::parse_prefetch(c.prefetch);   // the simulator's one parser: unknown names, bad windows
 
     c.allocator = f.allocator;
     c.link = f.link_file.empty() ? sim::link_from_spec(f.link) : sim::load_link_profile(f.link_file);

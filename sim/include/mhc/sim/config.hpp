@@ -11,6 +11,9 @@
 namespace mhc::sim {
 
 inline constexpr int64_t kUnlimited = INT64_MAX / 4;
+// Config::device when none is given: the GPU device (>= 0) with the largest live peak. The
+// host (device -1, pinned buffers of nsys/ET imports) is simulated only when asked for.
+inline constexpr int32_t kAutoDevice = INT32_MIN;
 
 #ifdef NDEBUG
 inline constexpr bool kCheckInvariantsByDefault = false;
@@ -39,7 +42,7 @@ struct Config {
     bool early_swap_out = true;     // rule 10: lookahead/periodic/forecast evict ahead of demand
     LinkModel link;                 // default: pcie4 (set by the constructor)
     double max_swap_ops_per_sec = 0;// 0: unlimited
-    int32_t device = -1;            // -1: the device with the largest live peak
+    int32_t device = kAutoDevice;   // kAutoDevice: the GPU with the largest live peak; -1: the host
     bool check_invariants = kCheckInvariantsByDefault;
     bool record_events = true;      // timeline events and per-kernel times in the Result
     int memory_samples = 4096;      // memory timeline buckets (peak kept in each)
@@ -52,11 +55,23 @@ struct Config {
 // Throws mhc::Error (bad input) with one clear line: unknown policy, bad numbers.
 void validate(const Config& c);
 
+// A prefetch policy, parsed once from its name ("none", "lookahead:K", "periodic[:K]",
+// "capuchin", "forecast[:H]"); the window defaults to 8. Throws mhc::Error (bad input) naming
+// the text for an unknown name or a window that is not an integer in 1..100000.
+enum class PrefetchKind { None, Lookahead, Periodic, Capuchin, Forecast };
+struct PrefetchSpec {
+    PrefetchKind kind = PrefetchKind::None;
+    int window = 8;
+};
+PrefetchSpec parse_prefetch(const std::string& text);
+
 // Names known to the registries, with one line each (for --help and errors).
 struct PolicyInfo { std::string name, help, source; };
 const std::vector<PolicyInfo>& eviction_policies();
 const std::vector<PolicyInfo>& prefetch_policies();
 const std::vector<PolicyInfo>& allocator_models();
+// "name: help; name: help; ..." for an option's --help, from a registry above.
+std::string registry_help(const std::vector<PolicyInfo>& v);
 
 // Environment defaults for users of existing mHC deployments: MHC_CPU_BUFFER_RATIO,
 // MHC_EVICTION_STRATEGY, MHC_MAX_SWAP_OPS_PER_SEC. Applied only to fields whose option was

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mhc/sim/config.hpp"
+#include "mhc/sim/event_order.hpp"
 #include "mhc/trace/runs.hpp"
 
 namespace mhc::sim {
@@ -15,6 +16,7 @@ struct Oom {
     std::string where;            // "allocation 42" / "kernel 7 (name)"
     std::string why;              // one sentence with the numbers
     int64_t time = 0;             // simulated ns
+    int64_t recorded = 0;         // recorded ns of the allocation or kernel start that failed
     int64_t allocation = 0;       // allocation id being placed, 0 if none
     int64_t kernel = 0;           // kernel id starting, 0 if none
     int64_t bytes_needed = 0;     // the request (rounded by the allocator model)
@@ -39,6 +41,10 @@ struct Result {
     int64_t swap_out_bytes = 0, swap_out_count = 0;
     int64_t evict_clean_count = 0, prefetch_count = 0;
     int64_t drop_count = 0, recompute_count = 0, recompute_time = 0;
+    // Recursive recomputation (DTR): the deepest chain (1: the producer's inputs were all
+    // there), and inputs that could be neither swapped in nor recomputed (freed, or beyond
+    // the depth bound) and were assumed available.
+    int64_t recompute_depth_max = 0, recompute_inputs_assumed = 0;
     int64_t host_peak = 0;
     Oom oom;
     // Demand forecaster (prefetch "forecast"): mean absolute error of the predicted live
@@ -54,19 +60,9 @@ struct Result {
     double seconds = 0;             // wall time of simulate()
 
     std::vector<trace::RunEvent> events;
-    // Which recorded event was being processed when each event was decided (parallel to
-    // `events`): replay/ turns a run into an ordered plan with it. what: 0 allocation,
-    // 1 free, 2 kernel start, 3 kernel end; index: dense allocation / kernel index of the
-    // TraceData; after_launch: decided after the kernel started (its prefetch round).
-    struct EventOrigin { uint8_t what = 0; bool after_launch = false; int32_t index = -1; };
-    std::vector<EventOrigin> event_origin;
-    // Allocator calls that are not events, in the simulator's order: swap-outs whose
-    // completion gave their device block back, and (failed_allocation) allocations of the
-    // caching model that failed but released its cached free segments on the way. alloc: dense
-    // index; before: how many events were recorded then; origin as above. replay/ repeats
-    // each at that point of its plan, so its allocator model sees the simulator's calls.
-    struct Release { int32_t alloc = -1; int32_t before = 0; EventOrigin origin; bool failed_allocation = false; };
-    std::vector<Release> releases;
+    // What replay needs to rebuild the run's plan: the recorded event behind each of
+    // `events` and the allocator calls that are not events (event_order.hpp, PlanLog).
+    PlanLog plan_log;
     std::vector<trace::RunKernelTime> kernel_times;   // kernels whose time moved
     std::vector<trace::RunMemorySample> memory;
 };

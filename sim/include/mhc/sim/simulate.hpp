@@ -14,8 +14,9 @@ namespace mhc::sim {
 struct Prepared;   // opaque, read-only once built (sim/src/prepared.hpp)
 
 // Validates the trace (trace::check_trace; throws mhc::Error naming the file and row).
-// device -1: the device with the largest live peak.
-std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device = -1);
+// device kAutoDevice: the GPU device (>= 0) with the largest live peak, never the host (-1);
+// a trace whose only memory is the host's then throws mhc::Error (bad input) naming --device -1.
+std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device = kAutoDevice);
 
 // Thrown by simulate() when Config::cancel was set while it ran.
 struct Cancelled : std::exception {

@@ -1,0 +1,107 @@
+#pragma once
+// The order in which the simulator processes a device's recorded events (docs/simulator.md,
+// Inputs), and the vocabulary that ties a run's decisions to those events. One definition,
+// used by the engine's main loop and by replay's plan (replay/src/plan.cpp), so that both
+// walk the recorded events in exactly the same order.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "mhc/trace/columns.hpp"
+
+namespace mhc::sim {
+
+// Where an allocation is, in the simulator and in a replay of its plan.
+enum class Residency : uint8_t { NotYet, Gpu, Host, InH2D, InD2H, Dropped, Freed };
+
+// The kind of a recorded event.
+enum class Recorded : uint8_t { Allocation, Free, KernelStart, KernelEnd };
+
+// The recorded event being processed when a decision was taken: `index` is the dense
+// allocation row (Allocation, Free) or kernel row (KernelStart, KernelEnd) of the TraceData;
+// after_launch: decided after the kernel started (its prefetch round).
+struct EventOrigin {
+    Recorded what = Recorded::Allocation;
+    bool after_launch = false;
+    int32_t index = -1;
+    bool operator==(const EventOrigin& o) const { return what == o.what && index == o.index; }
+};
+
+// The four recorded streams of one device, each sorted: kernels by (t_start, row) — the
+// position is the kernel's `seq` —, kernel ends by (t_end, seq), allocations by
+// (t_alloc, row), frees by (t_free, row) (allocations without a free have none).
+struct EventStreams {
+    std::vector<int32_t> korder;        // seq -> kernel row
+    std::vector<int64_t> kstart, kend;  // recorded times by seq
+    std::vector<int32_t> kend_order;    // seqs by (t_end, seq)
+    std::vector<int32_t> alloc_order, free_order;
+};
+EventStreams event_streams(const trace::TraceData& t, int32_t device);
+
+// One recorded event: its kind, recorded time, row and (kernels) seq.
+struct RecordedEvent {
+    Recorded what = Recorded::Allocation;
+    int64_t time = 0;
+    int32_t row = -1;   // allocation or kernel row
+    int32_t seq = -1;   // kernels: position in start order
+};
+
+// Merges the four streams: at one recorded instant kernel ends, then frees, then
+// allocations, then kernel starts; a zero-length kernel's end comes right after its start.
+class EventCursor {
+public:
+    EventCursor(const EventStreams& s, const trace::TraceData& t)
+        : S(s), t_alloc(t.allocations.t_alloc.data()), t_free(t.allocations.t_free.data()) {}
+    // The next event, or false at the end.
+    bool next(RecordedEvent& e) {
+        const size_t na = S.alloc_order.size(), nf = S.free_order.size(), nk = S.korder.size();
+        const int64_t te = ie < nk ? S.kend[S.kend_order[ie]] : INT64_MAX;
+        const int64_t tf = iff < nf ? t_free[S.free_order[iff]] : INT64_MAX;
+        const int64_t ta = ia < na ? t_alloc[S.alloc_order[ia]] : INT64_MAX;
+        const int64_t ts = ik < nk ? S.kstart[ik] : INT64_MAX;
+        const int64_t m = std::min(std::min(te, tf), std::min(ta, ts));
+        if (m == INT64_MAX) return false;
+        e.time = m;
+        e.seq = -1;
+        if (te == m && S.kend_order[ie] < static_cast<int32_t>(ik)) {   // its start was processed
+            e.what = Recorded::KernelEnd;
+            e.seq = S.kend_order[ie++];
+            e.row = S.korder[e.seq];
+        } else if (tf == m) {
+            e.what = Recorded::Free;
+            e.row = S.free_order[iff++];
+        } else if (ta == m) {
+            e.what = Recorded::Allocation;
+            e.row = S.alloc_order[ia++];
+        } else {
+            e.what = Recorded::KernelStart;
+            e.seq = static_cast<int32_t>(ik++);
+            e.row = S.korder[e.seq];
+        }
+        return true;
+    }
+
+private:
+    const EventStreams& S;
+    const int64_t* t_alloc;
+    const int64_t* t_free;
+    size_t ia = 0, iff = 0, ik = 0, ie = 0;
+};
+
+// What replay needs of a run to rebuild its plan (replay::make_plan): for each timeline event
+// (parallel to Result::events) the recorded event that decided it, and the allocator calls
+// that are not events, in the simulator's order: swap-outs whose completion gave their device
+// block back, and (failed_allocation) allocations of the caching model that failed but
+// released its cached free segments on the way. before: how many events existed then.
+struct PlanLog {
+    struct Release {
+        int32_t alloc = -1;
+        int32_t before = 0;
+        EventOrigin origin;
+        bool failed_allocation = false;
+    };
+    std::vector<EventOrigin> origins;
+    std::vector<Release> releases;
+};
+
+}  // namespace mhc::sim
