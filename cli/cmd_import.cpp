@@ -17,16 +17,19 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto out = std::make_shared<std::string>();
         auto format = std::make_shared<std::string>("auto");
         auto kineto = std::make_shared<std::string>();
+        auto force = std::make_shared<bool>(false);
         app.add_option("file", *in, "Input file")->required()->check(CLI::ExistingFile);
         app.add_option("-o,--output", *out, "Trace file to write (.db)")->required();
         app.add_option("--format", *format, "Input format (detected from content when omitted)")
             ->check(CLI::IsMember({"auto", "snapshot", "kineto", "et", "nsys"}));
         app.add_option("--kineto", *kineto, "Kineto trace of the same run (execution traces: timing)")
             ->check(CLI::ExistingFile);
-        return [in, out, format, kineto] {
+        app.add_flag("--force", *force, "Replace an existing output file (and the runs stored in it)");
+        return [in, out, format, kineto, force] {
             imp::Options opt;
             opt.format = imp::format_from_string(*format);
             opt.kineto_path = *kineto;
+            opt.if_exists = *force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
             imp::Result r = imp::import_file(*in, *out, opt);
             std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
                         "%lld copies, %lld markers\n",

@@ -15,6 +15,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitOom = 3;   // a simulation or replay that ran out of memory
+// The result was computed and printed but could not be stored (trace read-only, locked past
+// the busy timeout, disk full): rerun with --no-store or --runs-db FILE. Takes precedence over
+// kExitOom; kExitInternal (an invariant violated) takes precedence over both.
+inline constexpr int kExitNotStored = 4;
 
 struct Command {
     std::string name;

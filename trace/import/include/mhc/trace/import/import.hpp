@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 
+#include "mhc/common/output_file.hpp"
+
 namespace mhc::trace::import {
 
 class Rows;
@@ -24,6 +26,7 @@ struct Options {
     Format format = Format::Auto;
     std::string kineto_path;   // execution traces: Kineto trace of the same run, for timing
     bool warn = true;          // print warnings (missing nsys tables, ...) on stderr
+    mhc::IfExists if_exists = mhc::IfExists::Replace;   // an existing output: replaced, or an error (the CLI without --force)
 };
 
 // What an import did: the meta written into the trace and the row counts.
