@@ -13,6 +13,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/swap.hpp"
@@ -147,20 +148,7 @@ int run(const Args& a) {
         {"source", source},
         {"by_chunk", by_chunk}};
     const std::string text = j.dump(2) + "\n";
-    const std::string tmp = a.output + ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp, std::ios::trunc);
-        if (!out) throw Error(where(a.output, "cannot open for writing"));
-        out << text;
-        if (!out.flush()) {
-            std::remove(tmp.c_str());
-            throw Error(where(a.output, "write failed"));
-        }
-    }
-    if (std::rename(tmp.c_str(), a.output.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error(where(a.output, "cannot rename the temporary file into place"));
-    }
+    mhc::write_file_atomically(a.output, text, mhc::IfExists::Replace);
     std::printf("h2d %s, latency %.2f us; d2h %s, latency %.2f us; duplex factor %.2f -> %s\n",
                 format_rate(best_one.h2d).c_str(), lat_h2d * 1e6, format_rate(best_one.d2h).c_str(),
                 lat_d2h * 1e6, duplex, a.output.c_str());

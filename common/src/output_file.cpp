@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -31,7 +32,6 @@ Slot g_slots[kSlots];
 std::mutex g_mutex;   // guards claiming slots and installing handlers (not the handler itself)
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
-bool g_installed = false;
 
 extern "C" void remove_temps_and_die(int sig) {
     for (auto& s : g_slots)
@@ -42,12 +42,12 @@ extern "C" void remove_temps_and_die(int sig) {
     ::raise(sig);
 }
 
+// Checked at every new file: a handler reset to the default since (a forked child) is put back.
 void install_handlers() {
-    if (g_installed) return;
-    g_installed = true;
     for (int i = 0; i < 3; ++i) {
         struct sigaction cur {};
         ::sigaction(kSignals[i], nullptr, &cur);
+        if (cur.sa_handler == remove_temps_and_die) continue;
         g_previous[i] = cur;
         // A command that handles the signal itself (generate's graceful SIGINT) keeps its handler:
         // it unwinds, and the destructor removes the file. An ignored signal stays ignored.
@@ -160,6 +160,16 @@ void OutputFile::commit() {
     committed_ = true;
     release(slot_);
     slot_ = -1;
+}
+
+void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists) {
+    OutputFile out(path, if_exists);
+    FILE* f = std::fopen(out.temp_path().c_str(), "wb");
+    if (!f) throw Error(path + ": cannot open for writing: " + std::strerror(errno));
+    bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) throw Error(path + ": write failed (disk full?)");
+    out.commit();
 }
 
 }  // namespace mhc

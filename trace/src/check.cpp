@@ -219,6 +219,21 @@ void check_values(const Reader& reader, CheckReport& r) {
                 "SELECT id, count(*) FROM strings GROUP BY id HAVING count(*) > 1");
     while (d.step())
         r.problems.push_back({"duplicate-id", "strings", d.i64(0), "id appears " + std::to_string(d.i64(1)) + " times"});
+    // All allocations together (total() is a real: it cannot overflow): the row where the sum
+    // passes 2^62 is named, as loading would.
+    sql::Stmt tot(reader.handle(), reader.path(), "SELECT total(bytes) FROM allocations");
+    if (r.ok() && tot.step() && tot.f64(0) > static_cast<double>(limits::kMaxTotalBytes) * 0.999) {
+        sql::Stmt rows(reader.handle(), reader.path(), "SELECT id, bytes FROM allocations ORDER BY id");
+        int64_t total = 0;
+        while (rows.step()) {
+            if (total > limits::kMaxTotalBytes - rows.i64(1)) {
+                r.problems.push_back({"total-size", "allocations", rows.i64(0),
+                                      "the allocations up to this one hold more than 2^62 bytes together"});
+                break;
+            }
+            total += rows.i64(1);
+        }
+    }
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ std::string bound(int64_t v) {
 const Table& allocations() {
     static const Table t{"allocations",
                          {id("id"), device(), any("address"),
-                          {"bytes", 1, kMaxBytes, false, "range", "a size in bytes"},
+                          {"bytes", 1, kMaxBytes, false, "size", "a size in bytes"},
                           time("t_alloc"), time("t_free", true), any("stream"),
                           code("category", 0, 6, "a category code"), string_id("label")},
                          "id", true};
@@ -65,7 +65,7 @@ const Table& accesses() {
 const Table& copies() {
     static const Table t{"copies",
                          {id("id"), device(), any("stream"), code("kind", 0, 5, "a copy kind code"),
-                          {"bytes", 0, kMaxBytes, false, "range", "a size in bytes"},
+                          {"bytes", 0, kMaxBytes, false, "size", "a size in bytes"},
                           time("t_start"), time("t_end")},
                          "id", true};
     return t;

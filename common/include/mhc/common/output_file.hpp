@@ -6,6 +6,7 @@
 // SIGHUP, and, after a SIGKILL or a power cut, by the next OutputFile for the same target (the
 // pid in the name no longer runs). Errors name the target, never the temporary file.
 #include <string>
+#include <string_view>
 
 namespace mhc {
 
@@ -36,6 +37,9 @@ private:
     bool committed_ = false;
     int slot_ = -1;   // in the signal handler's list of files to remove
 };
+
+// Writes `content` as the whole of `path` through an OutputFile (temp + rename).
+void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists);
 
 // Removes "<path>.mhc-tmp-<pid>" files (and those of earlier versions, ".tmp-<pid>" and
 // ".importing-<pid>") whose process no longer runs. Returns how many it removed.
