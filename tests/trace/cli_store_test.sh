@@ -41,7 +41,7 @@ fi
 # --runs-db stores beside a read-only trace; info reads them back.
 "$mhc" simulate "$t" --capacity 80% --runs-db "$tmp/runs.db" >"$tmp/out" || fail "simulate --runs-db failed"
 grep -q "runs.db" "$tmp/out" || fail "simulate did not say where it stored the run"
-"$mhc" sweep "$t" --policies lru,largest --capacities 80% --links pcie4 --runs-db "$tmp/runs.db" >/dev/null \
+"$mhc" sweep "$t" --policies lru,largest --capacities 80% --links pcie4 --no-bisect --runs-db "$tmp/runs.db" >/dev/null \
     || fail "sweep --runs-db failed"
 n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -c "simulated")
 [ "$n" = 3 ] || fail "info --runs-db listed $n runs, wanted 3"
