@@ -24,9 +24,24 @@ gen --seed 7 --force -o "$t" || fail "generate --force failed"
 "$mhc" info "$t" | grep -q "simulated" && fail "generate --force kept the old runs"
 ls "$tmp" | grep -q "tmp-" && fail "temporary file left: $(ls "$tmp")"
 
-# Defect 4: a read-only trace: the result is printed, the run is not stored, exit 4, one line.
+# Defect 4: a run that cannot be stored: the result is printed, exit 4, one line. Root writes
+# 0444 files, so the store also fails here through a runs database that cannot be created.
+not_stored() {   # not_stored ARGS...: simulate and sweep with these storage arguments
+    "$mhc" simulate "$t" --capacity 80% "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 4 ] || fail "simulate $* exited $rc, wanted 4: $(cat "$tmp/err")"
+    grep -q "loss" "$tmp/out" || fail "no result printed: $(cat "$tmp/out")"
+    [ "$(wc -l <"$tmp/err")" = 1 ] || fail "expected one line on stderr: $(cat "$tmp/err")"
+    grep -q -- "--no-store" "$tmp/err" || fail "no --no-store hint: $(cat "$tmp/err")"
+    "$mhc" simulate "$t" --capacity 80% --json "$@" >"$tmp/out" 2>/dev/null; rc=$?
+    [ $rc = 4 ] || fail "simulate --json $* exited $rc, wanted 4"
+    grep -q "^{" "$tmp/out" || fail "no JSON printed"
+    "$mhc" sweep "$t" --policies lru --capacities 80% --links pcie4 "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 4 ] || fail "sweep $* exited $rc, wanted 4: $(cat "$tmp/err")"
+}
+not_stored --runs-db "$tmp/no/such/dir/runs.db"
 chmod 0444 "$t"
 if [ "$(id -u)" != 0 ]; then
+    not_stored
     "$mhc" simulate "$t" --capacity 80% >"$tmp/out" 2>"$tmp/err"; rc=$?
     [ $rc = 4 ] || fail "simulate on a read-only trace exited $rc, wanted 4: $(cat "$tmp/err")"
     grep -q "throughput" "$tmp/out" || grep -q "loss" "$tmp/out" || fail "no result printed: $(cat "$tmp/out")"
