@@ -258,7 +258,7 @@ TEST_CASE("concurrent writers all store their runs under distinct ids, readers n
     CHECK(ids.size() == runs.size());
 }
 
-TEST_CASE("--runs-db: runs stored beside a trace, tied to it", "[store][robust]") {
+TEST_CASE("a runs database (--runs-db) stores runs beside a trace, tied to it", "[store][robust]") {
     TempPath p("rdb.db"), other("rdb-other.db"), runs_db("rdb-runs.db");
     write_trace(p.path);
     int64_t id = add_run(p.path, small_run("elsewhere"), runs_db.path);
