@@ -13,6 +13,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/swap.hpp"
@@ -211,27 +212,22 @@ int run(const Args& a) {
         {"by_chunk", by_chunk}};
     if (!notes.empty()) j["notes"] = notes;
     const std::string text = j.dump(2) + "\n";
-    const std::string tmp = a.output + ".tmp." + std::to_string(::getpid());
     {
-        std::ofstream out(tmp, std::ios::trunc);
-        if (!out) throw Error(where(a.output, "cannot open for writing"));
-        out << text;
-        if (!out.flush()) {
-            std::remove(tmp.c_str());
-            throw Error(where(a.output, "write failed"));
+        mhc::OutputFile out(a.output, mhc::IfExists::Replace);
+        {
+            std::ofstream f(out.temp_path(), std::ios::trunc);
+            if (!f) throw Error(where(a.output, "cannot open for writing"));
+            f << text;
+            if (!f.flush()) throw Error(where(a.output, "write failed"));
         }
-    }
-    // The profile must load where it will be used: the simulator's own reader is the judge,
-    // before the file takes its name.
-    try {
-        sim::link_from_spec(tmp);
-    } catch (const Error& e) {
-        std::remove(tmp.c_str());
-        throw Error(std::string("calibrate wrote a profile the simulator rejects: ") + e.what(), Error::Kind::Internal);
-    }
-    if (std::rename(tmp.c_str(), a.output.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error(where(a.output, "cannot rename the temporary file into place"));
+        // The profile must load where it will be used: the simulator's own reader is the judge,
+        // before the file takes its name.
+        try {
+            sim::link_from_spec(out.temp_path());
+        } catch (const Error& e) {
+            throw Error(std::string("calibrate wrote a profile the simulator rejects: ") + e.what(), Error::Kind::Internal);
+        }
+        out.commit();
     }
     std::printf("h2d %s, latency %.2f us; d2h %s, latency %.2f us; duplex factor %.2f -> %s\n",
                 format_rate(best_one.h2d).c_str(), lat_h2d * 1e6, format_rate(best_one.d2h).c_str(),

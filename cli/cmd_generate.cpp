@@ -28,6 +28,7 @@ struct Options {
     uint64_t seed = 0;
     double jitter = 0, gpu_flops = 0;
     bool zero1 = false, recompute = false, flash = false, dropout = false, hc_recompute = false;
+    bool force = false;
     std::map<std::string, CLI::Option*> opt;
     bool given(const char* name) const { return opt.at(name)->count() > 0; }
 };
@@ -89,6 +90,7 @@ int run(const Options& o) {
     validate(cfg);
     GenerateHooks hooks;
     hooks.cancel = &g_interrupted;
+    hooks.if_exists = o.force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
     const bool progress = mhc::cli::show_progress();
     int last = -1;
     if (progress)
@@ -147,6 +149,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["preset"] = app.add_option("--preset", o->preset, "Preset: " + names_list(preset_names()))
                           ->check(CLI::IsMember(preset_names()));
         app.add_option("-o,--output", o->output, "Trace file to write")->required();
+        app.add_flag("--force", o->force, "Replace an existing output file (and the runs stored in it)");
         m["steps"] = app.add_option("--steps", o->steps, "Training steps")->check(CLI::Range(1, 1000000));
         m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter");
         m["arch"] = app.add_option("--arch", o->arch, "gpt2|llama")->check(CLI::IsMember({"gpt2", "llama"}));

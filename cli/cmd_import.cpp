@@ -18,6 +18,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto format = std::make_shared<std::string>("auto");
         auto kineto = std::make_shared<std::string>();
         auto max_input = std::make_shared<uint64_t>(imp::kDefaultMaxInputSize);
+        auto force = std::make_shared<bool>(false);
         app.add_option("file", *in, "Input file")->required()->check(CLI::ExistingFile);
         app.add_option("-o,--output", *out, "Trace file to write (.db)")->required();
         app.add_option("--format", *format, "Input format (detected from content when omitted)")
@@ -28,11 +29,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
                        "Most decompressed bytes of a gzip input held at once (a snapshot, one ET node or "
                        "Kineto event); 256MiB by default, suffixes KiB/MiB/GiB")
             ->transform(CLI::AsSizeValue(false));
-        return [in, out, format, kineto, max_input] {
+        app.add_flag("--force", *force, "Replace an existing output file (and the runs stored in it)");
+        return [in, out, format, kineto, max_input, force] {
             imp::Options opt;
             opt.format = imp::format_from_string(*format);
             opt.kineto_path = *kineto;
             opt.max_input_size = *max_input;
+            opt.if_exists = *force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
             imp::Result r = imp::import_file(*in, *out, opt);
             std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
                         "%lld copies, %lld markers\n",

@@ -5,6 +5,7 @@
 
 #include "command.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/summary.hpp"
@@ -46,14 +47,18 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto path = std::make_shared<std::string>();
         auto json = std::make_shared<bool>(false);
         auto top = std::make_shared<int>(10);
+        auto runs_db = std::make_shared<std::string>();
         app.add_option("trace", *path, "Trace file (.db)")->required();
         app.add_flag("--json", *json, "Machine-readable output");
         app.add_option("--top", *top, "How many allocations and kernels to list")
             ->check(CLI::PositiveNumber);
-        return [path, json, top] {
-            auto data = mhc::trace::load_trace(*path);
+        app.add_option("--runs-db", *runs_db, "List the runs stored in this runs database (simulate --runs-db) "
+                                              "instead of those in the trace");
+        return [path, json, top, runs_db] {
+            // The full check: info computes peaks and sums, so it refuses what `mhc check` refuses.
+            auto data = mhc::trace::load_checked_trace(*path);
             auto summary = mhc::trace::summarize(data, *top);
-            auto runs = mhc::trace::list_runs(*path);
+            auto runs = mhc::trace::list_runs(*path, *runs_db);
             if (*json) {
                 std::printf("%s\n", mhc::trace::to_json(summary).c_str());
                 return mhc::cli::kExitOk;

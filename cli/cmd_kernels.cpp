@@ -10,6 +10,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/sinkhorn.hpp"
 
@@ -50,21 +51,7 @@ void check_finite(const std::string& path, int n, int64_t tokens, k::DType t, co
 
 // All-or-nothing: write a temporary file beside the target, then rename over it.
 void write_atomic(const std::string& path, const void* data, size_t bytes) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error(where(path, "cannot open for writing"));
-        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-        out.flush();
-        if (!out) {
-            std::remove(tmp.c_str());
-            throw Error(where(path, "write failed"));
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error(where(path, "cannot rename the temporary file into place"));
-    }
+    mhc::write_file_atomically(path, std::string_view(static_cast<const char*>(data), bytes), mhc::IfExists::Replace);
 }
 
 struct Args {

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
@@ -19,7 +20,8 @@ struct SimOptions {
     std::string h2d_bw, d2h_bw, latency;
     double duplex = 0, nccl_share = -1, memcpy_share = -1;
     int copy_engines = 0, samples = 4096;
-    bool json = false, no_store = false, check = false, no_events = false;
+    bool json = false, check = false, no_events = false;
+    StoreOptions store;
     SimBaseOptions base;
 };
 
@@ -43,7 +45,7 @@ std::function<int()> setup(CLI::App& app) {
                    "Bandwidth share lost to the trace's own memcpys [0,1) (-1: the link's)");
     app.add_option("--memory-samples", o->samples, "Memory timeline samples stored");
     app.add_flag("--json", o->json, "Print the result as JSON");
-    app.add_flag("--no-store", o->no_store, "Do not store the run in the trace file");
+    add_store_options(app, o->store);
     app.add_flag("--check", o->check, "Check the invariants while running");
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
     return [o, pol] {
@@ -74,18 +76,22 @@ std::function<int()> setup(CLI::App& app) {
         trace::TraceData t = trace::load_trace(o->trace);
         auto prepared = prepare_for_simulation(t, c.device, o->trace);
         sim::Result r = sim::simulate(*prepared, c);
-        int64_t run_id = 0;
-        if (!o->no_store) run_id = trace::add_run(o->trace, sim::to_run(r));
-        if (o->json) {
-            std::cout << sim::to_json(r) << "\n";
-        } else {
-            std::cout << sim::to_text(r);
-            if (run_id) std::cout << "stored         run " << run_id << " in " << o->trace << "\n";
+        // The result first: a run that cannot be stored must not cost the computation.
+        if (o->json) std::cout << sim::to_json(r) << "\n";
+        else std::cout << sim::to_text(r);
+        std::cout.flush();
+        bool stored = true;
+        if (!o->store.no_store) {
+            auto ids = store_runs(o->trace, {sim::to_run(r)}, o->store);
+            stored = ids.has_value();
+            if (ids && !o->json)
+                std::cout << "stored         run " << ids->at(0) << " in " << store_target(o->trace, o->store) << "\n";
         }
         if (!r.invariant_violation.empty()) {
             std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", r.invariant_violation.c_str());
             return kExitInternal;
         }
+        if (!stored) return kExitNotStored;
         if (r.oom.happened) {
             // The text result opens with the OOM; with --json, stdout is for machines and the
             // one human line goes to stderr.

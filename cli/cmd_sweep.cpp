@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/sim/sweep.hpp"
@@ -18,7 +19,8 @@ struct SweepOptions {
     std::string trace, policies = "lru,largest,belady,dtr,cost_aware", prefetchers = "none";
     std::string capacities = "90%,70%,50%", links = "pcie4", budget = "3%";
     int jobs = 0, bisect_steps = 8;
-    bool no_store = false, no_bisect = false;
+    bool no_bisect = false;
+    StoreOptions store;
     SimBaseOptions base;
 };
 
@@ -42,11 +44,11 @@ std::function<int()> setup(CLI::App& app) {
     add_sim_base_options(app, o->base);
     app.add_option("--jobs,-j", o->jobs, "Threads (0: all cores)");
     app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)");
-    app.add_flag("--no-store", o->no_store, "Do not store the runs");
+    add_store_options(app, o->store);
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
     return [o, pol] {
         sim::SweepSpec spec;
-        spec.base.record_events = !o->no_store;
+        spec.base.record_events = !o->store.no_store;
         apply_sim_base_options(o->base, spec.base, true);   // the policy list is handled below
         spec.policies = split_list(o->policies);
         if (pol->count() == 0 && std::getenv("MHC_EVICTION_STRATEGY")) {
@@ -88,21 +90,28 @@ std::function<int()> setup(CLI::App& app) {
         if (!s.answers.empty())
             std::printf(", %zu bisection probes for %zu answers", s.simulations - s.grid.size(), s.answers.size());
         std::printf("\n");
-        if (!o->no_store) {
+        bool stored = true;
+        if (!o->store.no_store) {
             // An answer at 100% ("no saving") is the unlimited run again: nothing to store.
             auto saving = [](const sim::BisectAnswer& a) { return a.found && a.fraction < 1.0; };
             size_t found = 0;
             for (const auto& a : s.answers) found += saving(a);
-            for (const auto& r : s.grid) trace::add_run(o->trace, sim::to_run(r));
+            std::vector<trace::Run> runs;
+            for (const auto& r : s.grid) runs.push_back(sim::to_run(r));
             for (const auto& a : s.answers)
                 if (saving(a)) {
                     trace::Run run = sim::to_run(a.result);
                     run.name = "bisect:" + run.name;
                     run.config["bisect_budget"] = o->budget;
-                    trace::add_run(o->trace, run);
+                    runs.push_back(std::move(run));
                 }
-            std::printf("stored %zu runs in %s: the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",
-                        s.grid.size() + found, o->trace.c_str(), s.grid.size(), found);
+            std::cout.flush();
+            std::fflush(stdout);
+            auto ids = store_runs(o->trace, runs, o->store);   // one transaction: all or none
+            stored = ids.has_value();
+            if (ids)
+                std::printf("stored %zu runs in %s: the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",
+                            runs.size(), store_target(o->trace, o->store).c_str(), s.grid.size(), found);
         }
         for (const auto& r : s.grid)
             if (!r.invariant_violation.empty()) {
@@ -110,7 +119,7 @@ std::function<int()> setup(CLI::App& app) {
                              sim::run_name(r.config).c_str(), r.invariant_violation.c_str());
                 return kExitInternal;
             }
-        return kExitOk;
+        return stored ? kExitOk : kExitNotStored;
     };
 }
 

@@ -15,7 +15,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
 inline constexpr int kExitBadInput = 2;
 inline constexpr int kExitOom = 3;   // a simulation or replay that ran out of memory
-inline constexpr int kExitNoTrace = 4;   // `mhc record`: the command succeeded but no trace was written
+// The result was computed and printed but could not be stored (trace read-only, locked past
+// the busy timeout, disk full): rerun with --no-store or --runs-db FILE. Takes precedence over
+// kExitOom; kExitInternal (an invariant violated) takes precedence over both.
+inline constexpr int kExitNotStored = 4;
+inline constexpr int kExitNoTrace = 5;   // `mhc record`: the command succeeded but no trace was written
 
 struct Command {
     std::string name;

@@ -87,7 +87,7 @@ GenerateStats generate(const GeneratorConfig& cfg, trace::Writer& w, const Gener
 
 GenerateStats generate_file(const GeneratorConfig& cfg, const std::string& path, const GenerateHooks& hooks) {
     validate(cfg);   // before a temporary file exists
-    trace::Writer w(path);
+    trace::Writer w(path, hooks.if_exists);
     GenerateStats st = generate(cfg, w, hooks);
     w.finish();
     st.rows = w.rows_written();

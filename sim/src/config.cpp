@@ -140,7 +140,12 @@ void validate(const Config& c) {
         throw Error("unknown allocator model '" + c.allocator + "': use one of " +
                     names_of(allocator_models()));
     validate(c.link, "link " + c.link.name);
-    if (c.memory_samples < 1) throw Error("memory samples must be >= 1");
+    // Each sample is a stored row and a bucket in memory: a million is finer than any screen.
+    if (c.memory_samples < 1 || c.memory_samples > kMaxMemorySamples)
+        throw Error("--memory-samples must be in 1.." + std::to_string(kMaxMemorySamples));
+    if (c.max_swap_ops_per_sec != 0 &&
+        (c.max_swap_ops_per_sec < kMinSwapOpsPerSec || c.max_swap_ops_per_sec > kMaxSwapOpsPerSec))
+        throw Error("--max-swap-ops-per-sec must be 0 (unlimited) or in [0.001, 1e12]");
 }
 
 PrefetchSpec parse_prefetch(const std::string& text) {

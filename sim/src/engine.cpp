@@ -112,8 +112,15 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     if (P.nccl.contains(recorded)) bw *= 1.0 - C.link.nccl_share;
     if ((h2d ? P.h2d_busy : P.d2h_busy).contains(recorded)) bw *= 1.0 - C.link.memcpy_share;
     int64_t bytes = P.t->allocations.bytes[a];
-    int64_t dur = static_cast<int64_t>(std::ceil(d.latency_s * 1e9 + static_cast<double>(bytes) / bw * 1e9));
-    dur = std::max<int64_t>(dur, 1);
+    double dur_ns = std::ceil(d.latency_s * 1e9 + static_cast<double>(bytes) / bw * 1e9);
+    // Times stay within +-2^62 ns (trace limits): a transfer past that is a link too slow for
+    // this trace, not a number to wrap around.
+    constexpr int64_t kTimeLimit = int64_t{1} << 62;
+    if (!(dur_ns < static_cast<double>(kTimeLimit)) || start > kTimeLimit - static_cast<int64_t>(dur_ns))
+        throw Error("link " + C.link.name + ": a transfer of " + std::to_string(bytes) + " bytes takes " +
+                    std::to_string(dur_ns / 1e9) + " s, past the simulator's time range (2^62 ns): "
+                    "the link is too slow for this trace");
+    int64_t dur = std::max<int64_t>(static_cast<int64_t>(dur_ns), 1);
     int64_t end = start + dur;
     busy[q] = end;
     (h2d ? ctx.h2d_busy_until : ctx.d2h_busy_until) = end;

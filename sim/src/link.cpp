@@ -48,12 +48,21 @@ void validate(const LinkModel& l, const std::string& what) {
     auto bad = [&](const std::string& field, const std::string& why) {
         throw Error(where(what, "field '" + field + "': " + why));
     };
-    auto finite_pos = [](double v) { return std::isfinite(v) && v > 0; };
-    if (!finite_pos(l.h2d.bandwidth_Bps)) bad("h2d.bandwidth_Bps", "must be a positive number");
-    if (!finite_pos(l.d2h.bandwidth_Bps)) bad("d2h.bandwidth_Bps", "must be a positive number");
-    if (!std::isfinite(l.h2d.latency_s) || l.h2d.latency_s < 0) bad("h2d.latency_s", "must be >= 0");
-    if (!std::isfinite(l.d2h.latency_s) || l.d2h.latency_s < 0) bad("d2h.latency_s", "must be >= 0");
-    if (l.copy_engines < 1) bad("copy_engines", "must be >= 1");
+    // Bounds (docs/simulator.md) keep every transfer time inside the int64 ns range.
+    auto bandwidth_ok = [](double v) { return v >= kMinBandwidthBps && v <= kMaxBandwidthBps; };
+    const std::string bw_range = "must be a number in [1e3, 1e15] B/s";
+    if (!bandwidth_ok(l.h2d.bandwidth_Bps)) bad("h2d.bandwidth_Bps", bw_range);
+    if (!bandwidth_ok(l.d2h.bandwidth_Bps)) bad("d2h.bandwidth_Bps", bw_range);
+    if (!(l.h2d.latency_s >= 0 && l.h2d.latency_s <= kMaxLatencyS)) bad("h2d.latency_s", "must be in [0, 10] s");
+    if (!(l.d2h.latency_s >= 0 && l.d2h.latency_s <= kMaxLatencyS)) bad("d2h.latency_s", "must be in [0, 10] s");
+    if (l.copy_engines < 1 || l.copy_engines > kMaxCopyEngines) bad("copy_engines", "must be in 1..64");
+    for (size_t i = 0; i < l.by_chunk.size(); ++i) {
+        const auto& c = l.by_chunk[i];
+        std::string pre = "by_chunk[" + std::to_string(i) + "].";
+        if (c.bytes < 1) bad(pre + "bytes", "must be in [1, 2^56]");
+        if (c.h2d_Bps != 0 && !bandwidth_ok(c.h2d_Bps)) bad(pre + "h2d_Bps", bw_range);
+        if (c.d2h_Bps != 0 && !bandwidth_ok(c.d2h_Bps)) bad(pre + "d2h_Bps", bw_range);
+    }
     if (!(l.duplex_factor > 0 && l.duplex_factor <= 1)) bad("duplex_factor", "must be in (0, 1]");
     if (!(l.nccl_share >= 0 && l.nccl_share < 1)) bad("nccl_share", "must be in [0, 1)");
     if (!(l.memcpy_share >= 0 && l.memcpy_share < 1)) bad("memcpy_share", "must be in [0, 1)");
@@ -102,7 +111,14 @@ LinkModel load_link_profile(const std::string& path) {
     l.d2h = direction(root, "d2h", path);
     if (!root.contains("copy_engines") || !root.at("copy_engines").is_number_integer())
         throw Error(where(path, "field 'copy_engines': missing or not an integer"));
-    l.copy_engines = root.at("copy_engines").get<int>();
+    {
+        // Read wide, then range-check: get<int>() would cut 2^32+1 to 1.
+        const json& ce = root.at("copy_engines");
+        bool in_range = ce.is_number_unsigned() ? ce.get<uint64_t>() <= static_cast<uint64_t>(kMaxCopyEngines)
+                                                : ce.get<int64_t>() >= 1 && ce.get<int64_t>() <= kMaxCopyEngines;
+        if (!in_range) throw Error(where(path, "field 'copy_engines': must be in 1..64"));
+        l.copy_engines = static_cast<int>(ce.get<int64_t>());
+    }
     l.duplex_factor = number(root, "duplex_factor", path, "");
     if (root.contains("source")) {
         if (!root.at("source").is_string())
@@ -119,7 +135,10 @@ LinkModel load_link_profile(const std::string& path) {
             const json& c = bc[i];
             if (!c.is_object()) throw Error(where(path, "field '" + pre.substr(0, pre.size() - 1) + "': must be an object"));
             LinkModel::Chunk ch;
-            ch.bytes = static_cast<int64_t>(number(c, "bytes", path, pre));
+            double b = number(c, "bytes", path, pre);
+            if (!(b >= 1 && b <= 72057594037927936.0))
+                throw Error(where(path, "field '" + pre + "bytes': must be in [1, 2^56]"));
+            ch.bytes = static_cast<int64_t>(b);
             if (c.contains("h2d_Bps")) ch.h2d_Bps = number(c, "h2d_Bps", path, pre);
             if (c.contains("d2h_Bps")) ch.d2h_Bps = number(c, "d2h_Bps", path, pre);
             l.by_chunk.push_back(ch);

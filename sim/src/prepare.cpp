@@ -340,6 +340,20 @@ std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t devic
     trace::require_ok(trace::check_trace(t), t.path.empty() ? "trace" : t.path);
     auto p = std::make_shared<Prepared>();
     p->t = &t;
+    if (device >= 0) {
+        // A device the trace does not have would simulate nothing and report a clean run.
+        std::vector<int32_t> devs(t.allocations.device.begin(), t.allocations.device.end());
+        devs.insert(devs.end(), t.kernels.device.begin(), t.kernels.device.end());
+        std::sort(devs.begin(), devs.end());
+        devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
+        if (!std::binary_search(devs.begin(), devs.end(), device)) {
+            std::string list;
+            for (int32_t d : devs) list += (list.empty() ? "" : ", ") + std::to_string(d);
+            throw Error(where(t.path.empty() ? "trace" : t.path,
+                              "has no device " + std::to_string(device) + " (--device); its devices: " +
+                                  (list.empty() ? "none" : list)));
+        }
+    }
     p->device = device != kAutoDevice ? device : pick_device(t);
     static_cast<EventStreams&>(*p) = event_streams(t, p->device);
     build_on_device(*p);

@@ -280,7 +280,7 @@ TEST_CASE("an interrupted generation leaves no file behind") {
     std::string path = (tmp_dir() / "cancel.db").string();
     CHECK_THROWS_AS(generate_file(small("gpt2-small"), path, hooks), Cancelled);
     CHECK(!fs::exists(path));
-    CHECK(!fs::exists(path + ".tmp-" + std::to_string(getpid())));
+    CHECK(!fs::exists(path + ".mhc-tmp-" + std::to_string(getpid())));
     GeneratorConfig bad = small("gpt2-small");
     bad.heads = 5;
     CHECK_THROWS_AS(generate_file(bad, path), mhc::Error);

@@ -32,7 +32,7 @@ grep -q "nosuchcmd-mhc-test: command not found" <<<"$out" || fail "command not i
 [[ $rc == 126 ]] || fail "not executable: want 126, got $rc"
 # A command that succeeds without writing a trace is not a successful recording.
 out=$("$mhc" record --library "$fake" -o "$tmp/run.db" -- true 2>&1); rc=$?
-[[ $rc == 4 ]] || fail "no trace after exit 0: want 4, got $rc"
+[[ $rc == 5 ]] || fail "no trace after exit 0: want 5, got $rc"
 grep -q "no trace written" <<<"$out" || fail "no-trace message missing: $out"
 "$mhc" record --library "$fake" -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
 [[ $rc == 143 ]] || fail "killed by SIGTERM: want 143, got $rc"
@@ -55,7 +55,7 @@ IFS='|' read -r inj output acc conf root self <<<"$(head -1 <<<"$out")"
 # The injection library is found beside the build's mhc when built.
 if [[ $lib != none ]]; then
   out=$(MHC_RECORD_LIBRARY= "$mhc" record -o "$tmp/run.db" -- sh -c 'echo "$CUDA_INJECTION64_PATH"' 2>&1)
-  [[ $? == 4 ]] || fail "auto-discovery of the library (want 4: no trace without a GPU): $out"
+  [[ $? == 5 ]] || fail "auto-discovery of the library (want 5: no trace without a GPU): $out"
   [[ $(head -1 <<<"$out") -ef $lib ]] || fail "found $(head -1 <<<"$out"), built $lib"
 fi
 echo ok

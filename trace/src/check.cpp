@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "mhc/trace/limits.hpp"
 #include "mhc/trace/store.hpp"
+#include "rules.hpp"
 #include "sqlite_util.hpp"
 
 namespace mhc::trace {
@@ -12,9 +14,58 @@ namespace {
 
 std::string t_str(int64_t t) { return std::to_string(t) + " ns"; }
 
-void check_allocations(const TraceData& t, CheckReport& r) {
+// The value ranges of limits.hpp on rows built in memory (importers check before writing);
+// rows read from a file were held to them by the Reader already.
+void check_ranges(const TraceData& t, CheckReport& r) {
+    auto time = [&](const char* table, int64_t id, const char* col, int64_t v) {
+        if (v < -limits::kMaxAbsTime || v > limits::kMaxAbsTime)
+            r.problems.push_back({"range", table, id, std::string(col) + " is " + std::to_string(v) +
+                                                          ", outside [-2^62, 2^62] (a time in ns)"});
+    };
+    auto bytes = [&](const char* table, int64_t id, int64_t v) {
+        if (v > limits::kMaxBytes)
+            r.problems.push_back({"range", table, id, "bytes is " + std::to_string(v) +
+                                                          ", more than 2^56 (a size in bytes)"});
+    };
     const auto& a = t.allocations;
     for (size_t i = 0; i < a.size(); ++i) {
+        time("allocations", a.id[i], "t_alloc", a.t_alloc[i]);
+        if (a.t_free[i] != kNoTime) time("allocations", a.id[i], "t_free", a.t_free[i]);
+        bytes("allocations", a.id[i], a.bytes[i]);
+    }
+    const auto& k = t.kernels;
+    for (size_t i = 0; i < k.size(); ++i) {
+        time("kernels", k.id[i], "t_start", k.t_start[i]);
+        time("kernels", k.id[i], "t_end", k.t_end[i]);
+    }
+    const auto& c = t.copies;
+    for (size_t i = 0; i < c.size(); ++i) {
+        time("copies", c.id[i], "t_start", c.t_start[i]);
+        time("copies", c.id[i], "t_end", c.t_end[i]);
+        bytes("copies", c.id[i], c.bytes[i]);
+    }
+    const auto& m = t.markers;
+    for (size_t i = 0; i < m.size(); ++i) {
+        time("markers", m.id[i], "t_start", m.t_start[i]);
+        time("markers", m.id[i], "t_end", m.t_end[i]);
+    }
+}
+
+void check_allocations(const TraceData& t, CheckReport& r) {
+    const auto& a = t.allocations;
+    int64_t total = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.bytes[i] > 0 && a.bytes[i] <= limits::kMaxBytes) {
+            if (total > limits::kMaxTotalBytes - a.bytes[i]) {
+                r.problems.push_back({"total-size", "allocations", a.id[i],
+                                      "the allocations up to this one hold more than 2^62 bytes together"});
+                total = 0;
+            }
+            total += a.bytes[i];
+        }
+        if (a.label[i] < 0 || static_cast<size_t>(a.label[i]) >= t.strings.size())
+            r.problems.push_back({"unknown-string", "allocations", a.id[i],
+                                  "label refers to string " + std::to_string(a.label[i]) + ", which does not exist"});
         if (a.bytes[i] <= 0)
             r.problems.push_back({"size", "allocations", a.id[i],
                                   "size is " + std::to_string(a.bytes[i]) +
@@ -129,20 +180,59 @@ void check_copies_markers(const TraceData& t, CheckReport& r) {
                                   "ends at " + t_str(m.t_end[i]) + ", before it starts at " + t_str(m.t_start[i])});
 }
 
-// Codes the loader would silently map: checked on the file itself.
-void check_codes(const Reader& reader, CheckReport& r) {
-    struct Rule { const char* table; const char* sql; const char* what; };
-    static const Rule rules[] = {
-        {"allocations", "SELECT id, category FROM allocations WHERE category NOT BETWEEN 0 AND 6", "category code"},
-        {"accesses", "SELECT kernel, mode FROM accesses WHERE mode NOT BETWEEN 1 AND 3", "access mode code"},
-        {"copies", "SELECT id, kind FROM copies WHERE kind NOT BETWEEN 0 AND 5", "copy kind code"},
-        {"markers", "SELECT id, kind FROM markers WHERE kind NOT BETWEEN 0 AND 2", "marker kind code"},
-    };
-    for (const auto& rule : rules) {
-        sql::Stmt s(reader.handle(), reader.path(), rule.sql);
-        while (s.step())
-            r.problems.push_back({"invalid-code", rule.table, s.i64(0),
-                                  std::string(rule.what) + " " + std::to_string(s.i64(1)) + " is not defined"});
+// The value rules (rules.hpp) on the file itself: every row that breaks one is listed, where
+// the Reader stops at the first.
+void check_values(const Reader& reader, CheckReport& r) {
+    for (const rules::Table* t : rules::all()) {
+        sql::Stmt s(reader.handle(), reader.path(), rules::violations_sql(*t).c_str());
+        while (s.step()) {
+            int64_t row = s.i64(0);
+            for (size_t i = 0; i < t->columns.size(); ++i) {
+                std::string p = rules::value_problem(t->columns[i], s.get(), static_cast<int>(i));
+                if (p.empty()) continue;
+                bool range = p.find("outside") != std::string::npos;
+                r.problems.push_back({range ? t->columns[i].rule : "type", t->name, row, p});
+            }
+        }
+        if (!t->unique_first) continue;
+        std::string dup = std::string("SELECT ") + t->columns[0].name + ", count(*) FROM " + t->name +
+                          " GROUP BY 1 HAVING count(*) > 1";
+        sql::Stmt d(reader.handle(), reader.path(), dup.c_str());
+        while (d.step())
+            r.problems.push_back({"duplicate-id", t->name, d.i64(0),
+                                  "id appears " + std::to_string(d.i64(1)) + " times"});
+    }
+    // String ids index an array: they must run densely from 1 to the row count.
+    sql::Stmt s(reader.handle(), reader.path(),
+                "SELECT id, typeof(id), typeof(text), (SELECT count(*) FROM strings) FROM strings "
+                "WHERE typeof(id) != 'integer' OR typeof(text) != 'text' OR id < 0 OR "
+                "id > (SELECT count(*) FROM strings)");
+    while (s.step()) {
+        std::string msg = s.text(1) != "integer" ? "id holds " + s.text(1) + ", not an integer"
+                          : s.text(2) != "text"  ? "text is " + s.text(2) + ", not text"
+                                                 : "id is outside [0, " + std::to_string(s.i64(3)) +
+                                                       "]: string ids run densely from 1 to the row count";
+        r.problems.push_back({s.text(1) != "integer" || s.text(2) != "text" ? "type" : "range", "strings",
+                              s.i64(0), msg});
+    }
+    sql::Stmt d(reader.handle(), reader.path(),
+                "SELECT id, count(*) FROM strings GROUP BY id HAVING count(*) > 1");
+    while (d.step())
+        r.problems.push_back({"duplicate-id", "strings", d.i64(0), "id appears " + std::to_string(d.i64(1)) + " times"});
+    // All allocations together (total() is a real: it cannot overflow): the row where the sum
+    // passes 2^62 is named, as loading would.
+    sql::Stmt tot(reader.handle(), reader.path(), "SELECT total(bytes) FROM allocations");
+    if (r.ok() && tot.step() && tot.f64(0) > static_cast<double>(limits::kMaxTotalBytes) * 0.999) {
+        sql::Stmt rows(reader.handle(), reader.path(), "SELECT id, bytes FROM allocations ORDER BY id");
+        int64_t total = 0;
+        while (rows.step()) {
+            if (total > limits::kMaxTotalBytes - rows.i64(1)) {
+                r.problems.push_back({"total-size", "allocations", rows.i64(0),
+                                      "the allocations up to this one hold more than 2^62 bytes together"});
+                break;
+            }
+            total += rows.i64(1);
+        }
     }
 }
 
@@ -150,6 +240,7 @@ void check_codes(const Reader& reader, CheckReport& r) {
 
 CheckReport check_trace(const TraceData& t) {
     CheckReport r;
+    check_ranges(t, r);
     check_allocations(t, r);
     check_kernels(t, r);
     check_accesses(t, r);
@@ -176,7 +267,8 @@ CheckReport check_file(const std::string& path) {
             }
         }
         if (!r.ok()) return r;
-        check_codes(reader, r);
+        check_values(reader, r);
+        if (!r.ok()) return r;   // loading would stop at the first of them
         TraceData t = load_trace(path);
         CheckReport rows = check_trace(t);
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
@@ -196,6 +288,12 @@ void require_ok(const CheckReport& report, const std::string& path) {
         msg += " (and " + std::to_string(report.problems.size() - 1) +
                " more problems; run `mhc check` for the list)";
     throw Error(msg);
+}
+
+TraceData load_checked_trace(const std::string& path) {
+    TraceData t = load_trace(path);
+    require_ok(check_trace(t), path);
+    return t;
 }
 
 }  // namespace mhc::trace

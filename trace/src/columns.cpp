@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "mhc/common/error.hpp"
+#include "mhc/trace/limits.hpp"
 #include "mhc/trace/store.hpp"
 #include "sqlite_util.hpp"
 
@@ -125,20 +127,17 @@ void load_accesses(const Reader& r, TraceData& t, int64_t n) {
     std::vector<int32_t> kernel_of, alloc_of;
     std::vector<AccessMode> mode_of;
     kernel_of.reserve(n); alloc_of.reserve(n); mode_of.reserve(n);
-    sql::Stmt s(r.handle(), r.path(),
-                "SELECT kernel, allocation, mode FROM accesses");
-    while (s.step()) {
-        int64_t k = t.kernel_at(s.i64(0));
-        int64_t a = t.allocation_at(s.i64(1));
+    r.for_each([&](const Access& x) {
+        int64_t k = t.kernel_at(x.kernel);
+        int64_t a = t.allocation_at(x.allocation);
         if (k < 0 || a < 0) {
-            t.dangling_accesses.push_back({s.i64(0), s.i64(1)});
-            continue;
+            t.dangling_accesses.push_back({x.kernel, x.allocation});
+            return;
         }
-        int64_t m = s.i64(2);
         kernel_of.push_back(static_cast<int32_t>(k));
         alloc_of.push_back(static_cast<int32_t>(a));
-        mode_of.push_back((m >= 1 && m <= 3) ? static_cast<AccessMode>(m) : AccessMode::ReadWrite);
-    }
+        mode_of.push_back(x.mode);
+    });
     auto& begin = t.kernels.access_begin;
     begin.assign(t.kernels.size() + 1, 0);
     for (int32_t k : kernel_of) ++begin[static_cast<size_t>(k) + 1];
@@ -155,8 +154,9 @@ void load_accesses(const Reader& r, TraceData& t, int64_t n) {
 
 }  // namespace
 
-TraceData load_trace(const std::string& path) {
-    Reader r(path);
+TraceData load_trace(const std::string& file, const std::string& name) {
+    Reader r(file, name);
+    const std::string& path = r.path();
     TraceData t;
     t.path = path;
     t.meta = r.meta();
@@ -164,7 +164,15 @@ TraceData load_trace(const std::string& path) {
     TableCounts n = r.counts();
     // Rows are decoded once, by the Reader, and appended through the columns' push().
     t.allocations.reserve(static_cast<size_t>(n.allocations));
-    r.for_each([&](const Allocation& a) { t.allocations.push(a); });
+    // All allocations together bound every sum of live bytes the toolkit forms (limits.hpp).
+    int64_t total = 0;
+    r.for_each([&](const Allocation& a) {
+        if (total > limits::kMaxTotalBytes - a.bytes)
+            throw Error(where_row(path, "allocations", a.id,
+                                  "the allocations up to this one hold more than 2^62 bytes together [total-size]"));
+        total += a.bytes;
+        t.allocations.push(a);
+    });
     t.kernels.reserve(static_cast<size_t>(n.kernels));
     r.for_each([&](const Kernel& k) { t.kernels.push(k); });
     t.allocation_index.build(t.allocations.id);

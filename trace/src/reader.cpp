@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include "mhc/trace/store.hpp"
+#include "rules.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
 
@@ -17,11 +18,14 @@ std::string validate(sqlite3* db, const std::string& path) {
     int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type='table'", -1, &s,
                                 nullptr);
     if (rc != SQLITE_OK) {
-        int code = sqlite3_errcode(db);
+        int code = sqlite3_extended_errcode(db);
         std::string m = sqlite3_errmsg(db);
         sqlite3_finalize(s);
-        if (code == SQLITE_NOTADB) return path + ": not an mhc trace (not an SQLite database)";
-        if (code == SQLITE_CORRUPT)
+        if ((code & 0xff) == SQLITE_NOTADB) return path + ": not an mhc trace (not an SQLite database)";
+        if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_READONLY) {
+            try { sql::fail(db, path, "cannot read"); } catch (const Error& e) { return e.what(); }
+        }
+        if ((code & 0xff) == SQLITE_CORRUPT)
             return path + ": the file is truncated or corrupt (" + m + ")";
         return path + ": cannot read: " + m;
     }
@@ -51,10 +55,26 @@ std::string validate(sqlite3* db, const std::string& path) {
             return path + ": missing table '" + std::string(schema::kRequiredTables[i]) +
                    "' (a damaged or foreign file)";
     }
+    // meta must say what the file is: a foreign file with the same tables is not a trace.
+    std::map<std::string, std::string> meta;
+    if (sqlite3_prepare_v2(db, "SELECT key, value FROM meta WHERE key IN ('format','schema_version')",
+                           -1, &s, nullptr) == SQLITE_OK) {
+        while (sqlite3_step(s) == SQLITE_ROW) {
+            const unsigned char* k = sqlite3_column_text(s, 0);
+            const unsigned char* v = sqlite3_column_text(s, 1);
+            if (k && v) meta[reinterpret_cast<const char*>(k)] = reinterpret_cast<const char*>(v);
+        }
+    }
+    sqlite3_finalize(s);
+    if (meta["format"] != kFormatName)
+        return path + ": not an mhc trace (meta format is '" + meta["format"] + "', not '" + kFormatName + "')";
+    if (meta["schema_version"] != std::to_string(kSchemaVersion))
+        return path + ": meta schema_version is '" + meta["schema_version"] + "', not " +
+               std::to_string(kSchemaVersion) + " as PRAGMA user_version says (a damaged or foreign file)";
     return {};
 }
 
-sqlite3* open_readonly(const std::string& path, std::string& problem) {
+sqlite3* open_readonly(const std::string& path, std::string& problem, const std::string& name) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         problem = path + ": no such file";
@@ -68,32 +88,66 @@ sqlite3* open_readonly(const std::string& path, std::string& problem) {
         problem = path + ": not an mhc trace (the file is empty)";
         return nullptr;
     }
-    sqlite3* db = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-        problem = path + ": cannot open: " + (db ? sqlite3_errmsg(db) : "error");
-        sqlite3_close(db);
-        return nullptr;
-    }
-    problem = validate(db, path);
+    sqlite3* db = sql::open_existing(path, true, problem);
+    if (!db) return nullptr;
+    problem = validate(db, name);
     if (!problem.empty()) {
         sqlite3_close(db);
         return nullptr;
     }
+    // A reader never writes: its read-write handle only lets SQLite roll back a killed writer's journal.
+    sqlite3_exec(db, "PRAGMA query_only=1", nullptr, nullptr, nullptr);
     return db;
 }
+
+// Steps through the rows of one trace table, applying rules.hpp to every value so that no
+// command computes on a row `mhc check` would reject. Throws mhc::Error naming file, table, row.
+class CheckedRows {
+public:
+    CheckedRows(const Reader& r, const rules::Table& t)
+        : s_(r.handle(), r.path(), rules::select_sql(t).c_str()), t_(t), path_(r.path()) {}
+    bool next() {
+        if (!s_.step()) return false;
+        ++row_;
+        sqlite3_stmt* st = s_.get();
+        for (size_t i = 0; i < t_.columns.size(); ++i) {
+            std::string p = rules::value_problem(t_.columns[i], st, static_cast<int>(i));
+            if (!p.empty()) fail(p + " [" + (p.find("outside") != std::string::npos ? t_.columns[i].rule : "type") + "]");
+        }
+        if (t_.unique_first) {
+            int64_t id = s_.i64(0);
+            if (row_ > 1 && id <= last_id_) fail("id " + std::to_string(id) + " appears twice [duplicate-id]");
+            last_id_ = id;
+        }
+        return true;
+    }
+    int64_t operator[](int col) const { return s_.i64(col); }
+    bool is_null(int col) const { return s_.is_null(col); }
+
+private:
+    [[noreturn]] void fail(const std::string& what) const {
+        sqlite3_stmt* st = s_.get();
+        long long row = sqlite3_column_type(st, 0) == SQLITE_INTEGER ? sqlite3_column_int64(st, 0) : row_;
+        throw Error(where_row(path_, t_.name, row, what));
+    }
+    sql::Stmt s_;
+    const rules::Table& t_;
+    std::string path_;
+    int64_t row_ = 0, last_id_ = 0;
+};
 
 }  // namespace
 
 std::string open_problem(const std::string& path) {
     std::string problem;
-    sqlite3* db = open_readonly(path, problem);
+    sqlite3* db = open_readonly(path, problem, path);
     sqlite3_close(db);
     return problem;
 }
 
-Reader::Reader(std::string path) : path_(std::move(path)) {
+Reader::Reader(std::string path, std::string name) : path_(name.empty() ? path : std::move(name)) {
     std::string problem;
-    db_ = open_readonly(path_, problem);
+    db_ = open_readonly(path, problem, path_);
     if (!db_) throw Error(problem);
     sql::exec(db_, path_, "PRAGMA cache_size=-65536; PRAGMA mmap_size=1073741824;");
 }
@@ -123,12 +177,29 @@ TableCounts Reader::counts() const {
 }
 
 std::vector<std::string> Reader::strings() const {
+    // Ids index the vector, so they must be dense: an id past the row count is refused rather
+    // than allowed to size an array (2^31 would be 64 GB of empty strings).
+    int64_t rows = 0;
+    {
+        sql::Stmt n(db_, path_, "SELECT count(*) FROM strings");
+        if (n.step()) rows = n.i64(0);
+    }
     std::vector<std::string> out(1);
+    out.reserve(static_cast<size_t>(rows) + 1);
     sql::Stmt s(db_, path_, "SELECT id, text FROM strings ORDER BY id");
+    int64_t last = -1;
     while (s.step()) {
+        if (sqlite3_column_type(s.get(), 0) != SQLITE_INTEGER)
+            throw Error(where(path_, "strings: an id holds " + s.text(0) + ", not an integer [type]"));
         int64_t id = s.i64(0);
-        if (id < 0 || id > (int64_t{1} << 31))
-            throw Error(where_row(path_, "strings", id, "string id out of range"));
+        if (id < 0 || id > rows)
+            throw Error(where_row(path_, "strings", id, "id is outside [0, " + std::to_string(rows) +
+                                                          "]: string ids run densely from 1 to the row count [range]"));
+        if (id == last) throw Error(where_row(path_, "strings", id, "id appears twice [duplicate-id]"));
+        if (sqlite3_column_type(s.get(), 1) != SQLITE_TEXT)
+            throw Error(where_row(path_, "strings", id, "text is " +
+                                  std::string(s.is_null(1) ? "NULL" : "not text") + " [type]"));
+        last = id;
         if (static_cast<size_t>(id) >= out.size()) out.resize(static_cast<size_t>(id) + 1);
         out[static_cast<size_t>(id)] = s.text(1);
     }
@@ -136,89 +207,78 @@ std::vector<std::string> Reader::strings() const {
 }
 
 void Reader::for_each(const std::function<void(const Allocation&)>& fn) const {
-    sql::Stmt s(db_, path_,
-                "SELECT id, device, address, bytes, t_alloc, t_free, stream, category, label "
-                "FROM allocations ORDER BY id");
+    CheckedRows s(*this, rules::allocations());
     Allocation a;
-    while (s.step()) {
-        a.id = s.i64(0);
-        a.device = static_cast<int32_t>(s.i64(1));
-        a.address = s.i64(2);
-        a.bytes = s.i64(3);
-        a.t_alloc = s.i64(4);
-        a.t_free = s.is_null(5) ? kNoTime : s.i64(5);
-        a.stream = s.i64(6);
-        int64_t c = s.i64(7);
-        a.category = (c >= 0 && c < kCategoryCount) ? static_cast<Category>(c) : Category::Other;
-        a.label = s.i64(8);
+    while (s.next()) {
+        a.id = s[0];
+        a.device = static_cast<int32_t>(s[1]);
+        a.address = s[2];
+        a.bytes = s[3];
+        a.t_alloc = s[4];
+        a.t_free = s.is_null(5) ? kNoTime : s[5];
+        a.stream = s[6];
+        a.category = static_cast<Category>(s[7]);
+        a.label = s[8];
         fn(a);
     }
 }
 
 void Reader::for_each(const std::function<void(const Kernel&)>& fn) const {
-    sql::Stmt s(db_, path_,
-                "SELECT id, device, stream, name, t_start, t_end, step, grid_x, grid_y, grid_z, "
-                "block_x, block_y, block_z, shared_mem, registers, correlation FROM kernels "
-                "ORDER BY id");
+    CheckedRows s(*this, rules::kernels());
     Kernel k;
-    while (s.step()) {
-        k.id = s.i64(0);
-        k.device = static_cast<int32_t>(s.i64(1));
-        k.stream = s.i64(2);
-        k.name = s.i64(3);
-        k.t_start = s.i64(4);
-        k.t_end = s.i64(5);
-        k.step = static_cast<int32_t>(s.i64(6));
-        for (int i = 0; i < 3; ++i) k.grid[i] = static_cast<int32_t>(s.i64(7 + i));
-        for (int i = 0; i < 3; ++i) k.block[i] = static_cast<int32_t>(s.i64(10 + i));
-        k.shared_mem = static_cast<int32_t>(s.i64(13));
-        k.registers = static_cast<int32_t>(s.i64(14));
-        k.correlation = s.i64(15);
+    while (s.next()) {
+        k.id = s[0];
+        k.device = static_cast<int32_t>(s[1]);
+        k.stream = s[2];
+        k.name = s[3];
+        k.t_start = s[4];
+        k.t_end = s[5];
+        k.step = static_cast<int32_t>(s[6]);
+        for (int i = 0; i < 3; ++i) k.grid[i] = static_cast<int32_t>(s[7 + i]);
+        for (int i = 0; i < 3; ++i) k.block[i] = static_cast<int32_t>(s[10 + i]);
+        k.shared_mem = static_cast<int32_t>(s[13]);
+        k.registers = static_cast<int32_t>(s[14]);
+        k.correlation = s[15];
         fn(k);
     }
 }
 
 void Reader::for_each(const std::function<void(const Access&)>& fn) const {
-    sql::Stmt s(db_, path_, "SELECT kernel, allocation, mode FROM accesses");
+    CheckedRows s(*this, rules::accesses());
     Access a;
-    while (s.step()) {
-        a.kernel = s.i64(0);
-        a.allocation = s.i64(1);
-        int64_t m = s.i64(2);
-        a.mode = (m >= 1 && m <= 3) ? static_cast<AccessMode>(m) : AccessMode::ReadWrite;
+    while (s.next()) {
+        a.kernel = s[0];
+        a.allocation = s[1];
+        a.mode = static_cast<AccessMode>(s[2]);
         fn(a);
     }
 }
 
 void Reader::for_each(const std::function<void(const Copy&)>& fn) const {
-    sql::Stmt s(db_, path_,
-                "SELECT id, device, stream, kind, bytes, t_start, t_end FROM copies ORDER BY id");
+    CheckedRows s(*this, rules::copies());
     Copy c;
-    while (s.step()) {
-        c.id = s.i64(0);
-        c.device = static_cast<int32_t>(s.i64(1));
-        c.stream = s.i64(2);
-        int64_t k = s.i64(3);
-        c.kind = (k >= 0 && k < kCopyKindCount) ? static_cast<CopyKind>(k) : CopyKind::D2D;
-        c.bytes = s.i64(4);
-        c.t_start = s.i64(5);
-        c.t_end = s.i64(6);
+    while (s.next()) {
+        c.id = s[0];
+        c.device = static_cast<int32_t>(s[1]);
+        c.stream = s[2];
+        c.kind = static_cast<CopyKind>(s[3]);
+        c.bytes = s[4];
+        c.t_start = s[5];
+        c.t_end = s[6];
         fn(c);
     }
 }
 
 void Reader::for_each(const std::function<void(const Marker&)>& fn) const {
-    sql::Stmt s(db_, path_,
-                "SELECT id, name, t_start, t_end, kind, idx FROM markers ORDER BY id");
+    CheckedRows s(*this, rules::markers());
     Marker m;
-    while (s.step()) {
-        m.id = s.i64(0);
-        m.name = s.i64(1);
-        m.t_start = s.i64(2);
-        m.t_end = s.i64(3);
-        int64_t k = s.i64(4);
-        m.kind = (k >= 0 && k <= 2) ? static_cast<MarkerKind>(k) : MarkerKind::Range;
-        m.index = static_cast<int32_t>(s.i64(5));
+    while (s.next()) {
+        m.id = s[0];
+        m.name = s[1];
+        m.t_start = s[2];
+        m.t_end = s[3];
+        m.kind = static_cast<MarkerKind>(s[4]);
+        m.index = static_cast<int32_t>(s[5]);
         fn(m);
     }
 }

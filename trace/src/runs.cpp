@@ -2,9 +2,13 @@
 // simulation or replay leaves the file as it was (or a run explicitly marked incomplete).
 #include "mhc/trace/runs.hpp"
 
+#include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <memory>
 
 #include "mhc/trace/store.hpp"
+#include "schema.hpp"
 #include "sqlite_util.hpp"
 
 namespace mhc::trace {
@@ -27,20 +31,145 @@ std::string now_utc() {
     return buf;
 }
 
-// Opens a trace for writing runs after validating it as a trace.
-struct RwDb {
+// What ties a runs database to its trace: a hash of the trace's meta and row counts, which
+// change whenever the trace is regenerated or reimported (its runs then no longer apply).
+std::string fingerprint(const Reader& r) {
+    uint64_t h = 1469598103934665603ull;   // FNV-1a
+    auto mix = [&h](const std::string& s) {
+        for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+    };
+    for (auto& [k, v] : r.meta()) { mix(k); mix(v); }
+    TableCounts n = r.counts();
+    for (int64_t c : {n.allocations, n.kernels, n.accesses, n.copies, n.markers, n.strings})
+        mix(std::to_string(c));
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+}
+
+bool separate(const std::string& trace_path, const std::string& runs_db) {
+    return !runs_db.empty() && runs_db != trace_path;
+}
+
+std::string meta_value(sqlite3* db, const std::string& file, const char* key) {
+    sql::Stmt s(db, file, "SELECT value FROM meta WHERE key=?");
+    s.bind(1, std::string(key));
+    return s.step() ? s.text(0) : std::string();
+}
+
+// A runs database must be one (format mhc-runs) and belong to this trace.
+void verify_runs_db(sqlite3* db, const std::string& runs_db, const std::string& trace_path,
+                    const std::string& print) {
+    if (meta_value(db, runs_db, "format") != kRunsFormatName)
+        throw Error(runs_db + ": not an mhc runs database (meta format is not '" + kRunsFormatName + "')");
+    if (meta_value(db, runs_db, "schema_version") != std::to_string(kSchemaVersion))
+        throw Error(runs_db + ": runs database schema version " + meta_value(db, runs_db, "schema_version") +
+                    " is not supported");
+    std::string theirs = meta_value(db, runs_db, "trace_fingerprint");
+    if (theirs != print)
+        throw Error(runs_db + ": holds runs of another trace (" + meta_value(db, runs_db, "trace") +
+                    ", fingerprint " + theirs + "), not of " + trace_path + " (" + print + ")");
+}
+
+bool has_table(sqlite3* db, const std::string& file, const char* name) {
+    sql::Stmt s(db, file, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
+    s.bind(1, std::string(name));
+    return s.step();
+}
+
+// A connection that writes runs: into the trace itself, or into a runs database beside it
+// (created on first use). Every write is one BEGIN IMMEDIATE transaction: writers queue on
+// the lock (busy timeout) instead of failing, and ids are assigned under it, so they never collide.
+struct RunWriter {
     sqlite3* db = nullptr;
-    std::string path;
-    explicit RwDb(const std::string& p) : path(p) {
-        { Reader check(p); }   // throws on anything that is not a trace of this version
-        if (sqlite3_open_v2(p.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-            std::string m = db ? sqlite3_errmsg(db) : "cannot open";
-            sqlite3_close(db);
-            throw Error(p + ": cannot open for writing: " + m);
+    std::string file;
+    RunWriter(const std::string& trace_path, const std::string& runs_db) {
+        std::string print;
+        {
+            Reader check(trace_path);   // throws on anything that is not a trace of this version
+            if (separate(trace_path, runs_db)) print = fingerprint(check);
         }
-        sqlite3_busy_timeout(db, 10000);
+        file = separate(trace_path, runs_db) ? runs_db : trace_path;
+        std::string problem;
+        if (separate(trace_path, runs_db)) {
+            if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+                problem = file + ": cannot open or create: " + (db ? sqlite3_errmsg(db) : "error");
+                sqlite3_close(db);
+                throw Error(problem);
+            }
+            sqlite3_busy_timeout(db, sql::busy_timeout_ms());
+            sqlite3_extended_result_codes(db, 1);
+        } else {
+            db = sql::open_existing(file, true, problem);
+            if (!db) throw Error(problem);
+        }
+        if (sqlite3_db_readonly(db, "main") == 1) {
+            sqlite3_close(db);
+            db = nullptr;
+            throw Error(file + ": cannot store runs: the file is read-only");
+        }
+        try {
+            sql::exec(db, file, "BEGIN IMMEDIATE");
+            if (separate(trace_path, runs_db)) {
+                if (!has_table(db, file, "meta")) {
+                    if (has_table(db, file, "runs") || has_table(db, file, "allocations"))
+                        throw Error(file + ": not an mhc runs database (it has tables but no meta)");
+                    sql::exec(db, file, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID");
+                    sql::exec(db, file, schema::kRunTables);
+                    sql::exec(db, file, schema::kRunIndexes);
+                    sql::Stmt m(db, file, "INSERT INTO meta VALUES (?,?)");
+                    std::error_code ec;
+                    auto abs = std::filesystem::absolute(trace_path, ec);
+                    for (auto [k, v] : std::map<std::string, std::string>{
+                             {"format", kRunsFormatName},
+                             {"schema_version", std::to_string(kSchemaVersion)},
+                             {"trace", ec ? trace_path : abs.lexically_normal().string()},
+                             {"trace_fingerprint", print}}) {
+                        m.bind(1, k); m.bind(2, v); m.run();
+                    }
+                } else {
+                    verify_runs_db(db, file, trace_path, print);
+                }
+            }
+        } catch (...) {
+            sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+            sqlite3_close(db);
+            db = nullptr;
+            throw;
+        }
     }
-    ~RwDb() { sqlite3_close(db); }
+    void commit() { sql::exec(db, file, "COMMIT"); }
+    ~RunWriter() {
+        if (db && !sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+    }
+};
+
+// A read connection on where the runs are: the trace (through its Reader), or a runs
+// database checked to belong to the trace.
+struct RunReader {
+    std::unique_ptr<Reader> trace;
+    sqlite3* own = nullptr;
+    std::string file;
+    RunReader(const std::string& trace_path, const std::string& runs_db) {
+        trace = std::make_unique<Reader>(trace_path);
+        file = trace_path;
+        if (!separate(trace_path, runs_db)) return;
+        file = runs_db;
+        std::string problem;
+        own = sql::open_existing(runs_db, true, problem);
+        if (!own) throw Error(problem);
+        sqlite3_exec(own, "PRAGMA query_only=1", nullptr, nullptr, nullptr);
+        if (!has_table(own, file, "meta"))
+            throw Error(runs_db + ": not an mhc runs database (no meta table)");
+        verify_runs_db(own, runs_db, trace_path, fingerprint(*trace));
+        for (int i = 0; schema::kRunTableNames[i]; ++i)
+            if (!has_table(own, file, schema::kRunTableNames[i]))
+                throw Error(runs_db + ": missing table '" + schema::kRunTableNames[i] + "'");
+    }
+    ~RunReader() { sqlite3_close(own); }
+    sqlite3* db() const { return own ? own : trace->handle(); }
 };
 
 void write_body(sqlite3* db, const std::string& path, int64_t id, const Run& run) {
@@ -76,56 +205,54 @@ void write_body(sqlite3* db, const std::string& path, int64_t id, const Run& run
 
 }  // namespace
 
-int64_t add_run(const std::string& trace_path, const Run& run) {
-    RwDb w(trace_path);
-    sql::exec(w.db, trace_path, "BEGIN IMMEDIATE");
-    try {
-        sql::Stmt ins(w.db, trace_path,
-                      "INSERT INTO runs (kind, name, status, created, base_run) VALUES (?,?,?,?,?)");
+std::vector<int64_t> add_runs(const std::string& trace_path, const std::vector<Run>& runs,
+                              const std::string& runs_db) {
+    RunWriter w(trace_path, runs_db);
+    std::vector<int64_t> ids;
+    sql::Stmt ins(w.db, w.file,
+                  "INSERT INTO runs (kind, name, status, created, base_run) VALUES (?,?,?,?,?)");
+    for (const Run& run : runs) {
         ins.bind(1, run.kind); ins.bind(2, run.name); ins.bind(3, run.status);
         ins.bind(4, now_utc()); ins.bind(5, run.base_run);
         ins.run();
         int64_t id = sqlite3_last_insert_rowid(w.db);
-        write_body(w.db, trace_path, id, run);
-        sql::exec(w.db, trace_path, "COMMIT");
-        return id;
-    } catch (...) {
-        sqlite3_exec(w.db, "ROLLBACK", nullptr, nullptr, nullptr);
-        throw;
+        write_body(w.db, w.file, id, run);
+        ids.push_back(id);
     }
+    w.commit();
+    return ids;
+}
+
+int64_t add_run(const std::string& trace_path, const Run& run, const std::string& runs_db) {
+    return add_runs(trace_path, {run}, runs_db).at(0);
 }
 
 int64_t begin_run(const std::string& trace_path, const std::string& kind,
-                  const std::string& name) {
+                  const std::string& name, const std::string& runs_db) {
     Run r;
     r.kind = kind;
     r.name = name;
     r.status = "incomplete";
-    return add_run(trace_path, r);
+    return add_run(trace_path, r, runs_db);
 }
 
-void finish_run(const std::string& trace_path, int64_t run_id, const Run& run) {
-    RwDb w(trace_path);
-    sql::exec(w.db, trace_path, "BEGIN IMMEDIATE");
-    try {
-        sql::Stmt up(w.db, trace_path,
-                     "UPDATE runs SET name=?, status=?, base_run=? WHERE id=?");
-        up.bind(1, run.name); up.bind(2, run.status); up.bind(3, run.base_run); up.bind(4, run_id);
-        up.run();
-        if (sqlite3_changes(w.db) != 1)
-            throw Error(trace_path + ": run " + std::to_string(run_id) + " does not exist");
-        write_body(w.db, trace_path, run_id, run);
-        sql::exec(w.db, trace_path, "COMMIT");
-    } catch (...) {
-        sqlite3_exec(w.db, "ROLLBACK", nullptr, nullptr, nullptr);
-        throw;
-    }
+void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
+                const std::string& runs_db) {
+    RunWriter w(trace_path, runs_db);
+    sql::Stmt up(w.db, w.file, "UPDATE runs SET name=?, status=?, base_run=? WHERE id=?");
+    up.bind(1, run.name); up.bind(2, run.status); up.bind(3, run.base_run); up.bind(4, run_id);
+    up.run();
+    if (sqlite3_changes(w.db) != 1)
+        throw Error(w.file + ": run " + std::to_string(run_id) + " does not exist");
+    write_body(w.db, w.file, run_id, run);
+    w.commit();
 }
 
-std::vector<RunInfo> list_runs(const std::string& trace_path) {
-    Reader r(trace_path);
+std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db) {
+    RunReader r(trace_path, runs_db);
+    const std::string& trace_path_ = r.file;
     std::vector<RunInfo> out;
-    sql::Stmt s(r.handle(), trace_path,
+    sql::Stmt s(r.db(), trace_path_,
                 "SELECT id, kind, name, status, created, base_run FROM runs ORDER BY id");
     while (s.step())
         out.push_back({s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.i64(5), {}});
@@ -137,9 +264,10 @@ std::vector<RunInfo> list_runs(const std::string& trace_path) {
     return out;
 }
 
-Run load_run(const std::string& trace_path, int64_t run_id) {
-    Reader r(trace_path);
-    sqlite3* db = r.handle();
+Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::string& runs_db) {
+    RunReader r(trace_path_arg, runs_db);
+    sqlite3* db = r.db();
+    const std::string& trace_path = r.file;
     Run run;
     {
         sql::Stmt s(db, trace_path, "SELECT kind, name, status, base_run FROM runs WHERE id=?");

@@ -2,7 +2,7 @@
 
 namespace mhc::trace::schema {
 
-const char* const kTables = R"SQL(
+const char* const kTraceTables = R"SQL(
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE strings (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE allocations (
@@ -25,6 +25,9 @@ CREATE TABLE copies (
 CREATE TABLE markers (
   id INTEGER PRIMARY KEY, name INTEGER NOT NULL, t_start INTEGER NOT NULL,
   t_end INTEGER NOT NULL, kind INTEGER NOT NULL, idx INTEGER NOT NULL);
+)SQL";
+
+const char* const kRunTables = R"SQL(
 CREATE TABLE runs (
   id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
   created TEXT NOT NULL, base_run INTEGER NOT NULL DEFAULT 0);
@@ -58,6 +61,9 @@ INSERT INTO event_kinds VALUES (0,'swap_out'),(1,'swap_in'),(2,'evict_clean'),(3
 
 const char* const kIndexes = R"SQL(
 CREATE INDEX accesses_by_allocation ON accesses (allocation);
+)SQL";
+
+const char* const kRunIndexes = R"SQL(
 CREATE INDEX run_events_by_run ON run_events (run, t_start);
 CREATE INDEX run_memory_by_run ON run_memory (run, t);
 )SQL";
@@ -65,5 +71,8 @@ CREATE INDEX run_memory_by_run ON run_memory (run, t);
 const char* const kRequiredTables[] = {"meta", "strings", "allocations", "kernels", "accesses",
                                        "copies", "markers", "runs", "run_config", "run_metrics",
                                        "run_events", "run_kernels", "run_memory", nullptr};
+
+const char* const kRunTableNames[] = {"runs", "run_config", "run_metrics", "run_events",
+                                      "run_kernels", "run_memory", nullptr};
 
 }  // namespace mhc::trace::schema

@@ -2,13 +2,17 @@
 // The schema of a trace file, version kSchemaVersion. docs/trace-format.md explains it.
 namespace mhc::trace::schema {
 
-// Tables of the trace itself and of runs, without secondary indexes (bulk loads are faster
-// with indexes built once at the end).
-extern const char* const kTables;
+// Tables of the trace itself, and of runs (in a trace, or alone in a runs database made by
+// --runs-db), without secondary indexes (bulk loads are faster with indexes built at the end).
+extern const char* const kTraceTables;
+extern const char* const kRunTables;
 // Lookup tables that give the integer codes their names, for people querying with sqlite3.
 extern const char* const kLookups;
-extern const char* const kIndexes;
+extern const char* const kIndexes;      // of the trace tables
+extern const char* const kRunIndexes;   // of the run tables
 // Tables a file must have to be read as a trace.
 extern const char* const kRequiredTables[];
+// Tables a runs database must have.
+extern const char* const kRunTableNames[];
 
 }  // namespace mhc::trace::schema

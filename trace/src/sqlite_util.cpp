@@ -1,11 +1,47 @@
 #include "sqlite_util.hpp"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 namespace mhc::trace::sql {
+
+int busy_timeout_ms() {
+    if (const char* e = std::getenv("MHC_BUSY_TIMEOUT_MS")) {
+        char* end = nullptr;
+        long v = std::strtol(e, &end, 10);
+        if (end != e && *end == 0 && v >= 0 && v <= 3600000) return static_cast<int>(v);
+    }
+    return 600000;   // 10 minutes: a long reader (a multi-GB trace loading) never costs a run
+}
+
+sqlite3* open_existing(const std::string& file, bool writable, std::string& problem) {
+    sqlite3* db = nullptr;
+    // READWRITE opens read-only by itself when the file is write-protected; opening for writing
+    // whenever possible lets SQLite roll back the journal a killed writer left (a "hot journal"),
+    // which a read-only connection cannot do.
+    int flags = (writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+        problem = file + ": cannot open: " + (db ? sqlite3_errmsg(db) : "error");
+        sqlite3_close(db);
+        return nullptr;
+    }
+    sqlite3_busy_timeout(db, busy_timeout_ms());
+    sqlite3_extended_result_codes(db, 1);
+    return db;
+}
 
 void fail(sqlite3* db, const std::string& file, const std::string& what) {
     std::string msg = db ? sqlite3_errmsg(db) : "cannot open";
-    int code = db ? sqlite3_errcode(db) : SQLITE_CANTOPEN;
+    int ext = db ? sqlite3_extended_errcode(db) : SQLITE_CANTOPEN;
+    int code = ext & 0xff;
     if (code == SQLITE_NOTADB) msg = "not an SQLite database (wrong format or corrupt header)";
+    else if ((code & 0xff) == SQLITE_BUSY)
+        msg = "the file stayed locked by another process for " +
+              std::to_string(busy_timeout_ms() / 1000) + " s (" + msg + ")";
+    else if (ext == SQLITE_READONLY_ROLLBACK)
+        msg = "an interrupted write left " + file + "-journal, which only a process that can write "
+              "the file and its directory can roll back: make them writable and rerun";
     else if (code == SQLITE_CORRUPT) msg = "the file is corrupt or truncated (" + msg + ")";
     throw Error(file + ": " + what + ": " + msg);
 }

@@ -9,6 +9,17 @@
 
 namespace mhc::trace::sql {
 
+// How long any connection waits for another process's lock before giving up: writers wait
+// for readers to finish a read and for other writers to commit; readers wait for a commit.
+// MHC_BUSY_TIMEOUT_MS overrides it (tests use a short one to see a refusal quickly).
+int busy_timeout_ms();
+
+// Opens an existing SQLite file with the busy timeout set. `writable`: read-write, or read-only
+// when the file or its directory cannot be written (then an interrupted writer's journal cannot
+// be rolled back, and the open fails with a sentence saying so). Returns nullptr and sets
+// `problem` (naming `file`) on failure.
+sqlite3* open_existing(const std::string& file, bool writable, std::string& problem);
+
 // Throws mhc::Error "<file>: <what>: <sqlite message>".
 [[noreturn]] void fail(sqlite3* db, const std::string& file, const std::string& what);
 

@@ -20,10 +20,9 @@ struct Writer::Statements {
     sql::Stmt string, allocation, kernel, access, copy, marker, set_free;
 };
 
-Writer::Writer(std::string path) : path_(std::move(path)) {
-    tmp_path_ = path_ + ".tmp-" + std::to_string(getpid());
-    std::error_code ec;
-    std::filesystem::remove(tmp_path_, ec);
+Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path)) {
+    out_ = std::make_unique<OutputFile>(path_, if_exists);
+    tmp_path_ = out_->temp_path();
     if (sqlite3_open_v2(tmp_path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         nullptr) != SQLITE_OK) {
         std::string m = db_ ? sqlite3_errmsg(db_) : "cannot open";
@@ -36,7 +35,8 @@ Writer::Writer(std::string path) : path_(std::move(path)) {
     sql::exec(db_, path_, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; "
                           "PRAGMA page_size=16384; PRAGMA cache_size=-65536; "
                           "PRAGMA locking_mode=EXCLUSIVE;");
-    sql::exec(db_, path_, schema::kTables);
+    sql::exec(db_, path_, schema::kTraceTables);
+    sql::exec(db_, path_, schema::kRunTables);
     sql::exec(db_, path_, schema::kLookups);
     st_ = std::make_unique<Statements>();
     st_->string = sql::Stmt(db_, path_, "INSERT INTO strings VALUES (?,?)");
@@ -58,9 +58,7 @@ Writer::Writer(std::string path) : path_(std::move(path)) {
 Writer::~Writer() {
     if (!finished_) {
         st_.reset();
-        sqlite3_close(db_);
-        std::error_code ec;
-        std::filesystem::remove(tmp_path_, ec);
+        sqlite3_close(db_);   // then out_ removes the temporary file
     }
 }
 
@@ -163,7 +161,7 @@ void Writer::set_free_time(int64_t allocation_id, int64_t t_free) {
     s.run();
 }
 
-void Writer::finish() {
+void Writer::finish(const std::function<void(const std::string&)>& verify) {
     if (finished_) return;
     meta_["format"] = kFormatName;
     meta_["schema_version"] = std::to_string(kSchemaVersion);
@@ -177,16 +175,13 @@ void Writer::finish() {
     }
     sql::exec(db_, path_, "COMMIT");
     sql::exec(db_, path_, schema::kIndexes);
+    sql::exec(db_, path_, schema::kRunIndexes);
     sql::exec(db_, path_, ("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
     st_.reset();
     if (sqlite3_close(db_) != SQLITE_OK) throw Error(path_ + ": cannot close the new trace");
     db_ = nullptr;
-    std::error_code ec;
-    std::filesystem::rename(tmp_path_, path_, ec);
-    if (ec) {
-        std::filesystem::remove(tmp_path_, ec);
-        throw Error(path_ + ": cannot move the new trace into place: " + ec.message());
-    }
+    if (verify) verify(tmp_path_);
+    out_->commit();
     finished_ = true;
 }
 

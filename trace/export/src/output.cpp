@@ -11,7 +11,8 @@
 namespace mhc::trace::exporter {
 
 Output::Output(std::string path, bool gzip) : path_(std::move(path)), gzip_(gzip) {
-    tmp_ = path_ + ".tmp-" + std::to_string(getpid());
+    out_ = std::make_unique<OutputFile>(path_, IfExists::Replace);
+    tmp_ = out_->temp_path();
     if (gzip_) gz_ = gzopen(tmp_.c_str(), "wb6");
     else f_ = std::fopen(tmp_.c_str(), "wb");
     if (!gz_ && !f_) throw Error(where(path_, std::string("cannot write: ") + std::strerror(errno)));
@@ -21,10 +22,7 @@ Output::Output(std::string path, bool gzip) : path_(std::move(path)), gzip_(gzip
 Output::~Output() {
     if (f_) std::fclose(f_);
     if (gz_) gzclose(gz_);
-    if (!done_) {
-        std::error_code ec;
-        std::filesystem::remove(tmp_, ec);
-    }
+    // Then out_, uncommitted, removes the temporary file.
 }
 
 void Output::flush() {
@@ -53,9 +51,7 @@ void Output::commit() {
     if (gz_) { rc = gzclose(gz_) == Z_OK ? 0 : -1; gz_ = nullptr; }
     if (f_) { rc = std::fclose(f_); f_ = nullptr; }
     if (rc != 0) throw Error(where(path_, "write failed (disk full?)"), Error::Kind::Internal);
-    std::error_code ec;
-    std::filesystem::rename(tmp_, path_, ec);
-    if (ec) throw Error(where(path_, "cannot write: " + ec.message()), Error::Kind::Internal);
+    out_->commit();
     done_ = true;
 }
 

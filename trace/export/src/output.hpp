@@ -3,7 +3,10 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
+
+#include "mhc/common/output_file.hpp"
 
 namespace mhc::trace::exporter {
 
@@ -24,6 +27,7 @@ public:
 private:
     void flush();
     std::string path_, tmp_;
+    std::unique_ptr<OutputFile> out_;   // the temporary name, its cleanup and the rename
     bool gzip_;
     FILE* f_ = nullptr;
     gzFile gz_ = nullptr;

@@ -19,31 +19,26 @@ Result import_file(const std::string& in, const std::string& out, const Options&
     if (!opt.kineto_path.empty() && r.format != Format::ExecutionTrace)
         throw Error(where(in, "--kineto is only for execution traces (this is " +
                                   std::string(to_string(r.format)) + ")"));
-    const std::string tmp = out + ".importing-" + std::to_string(getpid());
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    try {
-        TraceData t;
-        bool in_memory = false;
-        {
-            Writer writer(tmp);
-            Rows w(writer);
-            switch (r.format) {
-                case Format::Snapshot: import_snapshot(in, w, r, opt.max_input_size); break;
-                case Format::Kineto: import_kineto(in, w, r, opt.max_input_size); break;
-                case Format::ExecutionTrace: import_et(in, opt.kineto_path, w, r, opt.max_input_size); break;
-                case Format::Nsys: import_nsys(in, w, r, opt.warn); break;
-                case Format::Auto: break;
-            }
-            r.meta["import.input"] = std::filesystem::path(in).filename().string();
-            for (auto& [k, v] : r.meta) w.set_meta(k, v);
-            writer.finish();
-            in_memory = w.take(t);
-        }
+    TraceData t;
+    bool in_memory = false;
+    Writer writer(out, opt.if_exists);   // refuses an existing output before reading the input
+    Rows w(writer);
+    switch (r.format) {
+        case Format::Snapshot: import_snapshot(in, w, r, opt.max_input_size); break;
+        case Format::Kineto: import_kineto(in, w, r, opt.max_input_size); break;
+        case Format::ExecutionTrace: import_et(in, opt.kineto_path, w, r, opt.max_input_size); break;
+        case Format::Nsys: import_nsys(in, w, r, opt.warn); break;
+        case Format::Auto: break;
+    }
+    r.meta["import.input"] = std::filesystem::path(in).filename().string();
+    for (auto& [k, v] : r.meta) w.set_meta(k, v);
+    // Checked on the complete temporary file, which only then becomes `out`; errors name `out`.
+    writer.finish([&](const std::string& tmp) {
+        in_memory = w.take(t);
         if (in_memory) {
             // The check runs on the rows as written; the file must open as a trace and
             // hold that many rows (the Writer's own tests cover the values).
-            TableCounts n = Reader(tmp).counts();
+            TableCounts n = Reader(tmp, out).counts();
             if (n.allocations != static_cast<int64_t>(t.allocations.size()) ||
                 n.kernels != static_cast<int64_t>(t.kernels.size()) || n.copies != static_cast<int64_t>(t.copies.size()) ||
                 n.markers != static_cast<int64_t>(t.markers.size()) ||
@@ -51,30 +46,18 @@ Result import_file(const std::string& in, const std::string& out, const Options&
                 n.accesses != static_cast<int64_t>(t.accesses.size() + t.dangling_accesses.size()))
                 throw Error(where(out, "the trace written holds other row counts than the rows imported"),
                             Error::Kind::Internal);
-            t.path = tmp;
+            t.path = out;
         } else {
-            t = load_trace(tmp);
+            t = load_trace(tmp, out);
         }
         // Problems in the imported rows are problems of the input file.
         require_ok(check_trace(t), in);
-        r.allocations = static_cast<int64_t>(t.allocations.size());
-        r.kernels = static_cast<int64_t>(t.kernels.size());
-        r.accesses = static_cast<int64_t>(t.accesses.size());
-        r.copies = static_cast<int64_t>(t.copies.size());
-        r.markers = static_cast<int64_t>(t.markers.size());
-        std::filesystem::rename(tmp, out, ec);
-        if (ec) throw Error(where(out, "cannot write: " + ec.message()), Error::Kind::Internal);
-    } catch (const Error& e) {
-        std::filesystem::remove(tmp, ec);
-        // The temporary trace is an implementation detail: messages of the Writer and Reader
-        // that name it (cannot create, disk full, ...) name the output the user asked for.
-        std::string m = e.what();
-        for (size_t p = 0; (p = m.find(tmp, p)) != std::string::npos; p += out.size()) m.replace(p, tmp.size(), out);
-        throw Error(m, e.kind());
-    } catch (...) {
-        std::filesystem::remove(tmp, ec);
-        throw;
-    }
+    });
+    r.allocations = static_cast<int64_t>(t.allocations.size());
+    r.kernels = static_cast<int64_t>(t.kernels.size());
+    r.accesses = static_cast<int64_t>(t.accesses.size());
+    r.copies = static_cast<int64_t>(t.copies.size());
+    r.markers = static_cast<int64_t>(t.markers.size());
     return r;
 }
 

@@ -35,6 +35,7 @@ public:
 struct GenerateHooks {
     const std::atomic<bool>* cancel = nullptr;       // checked often; true: throw Cancelled
     std::function<void(double)> progress;            // fraction done, called now and then
+    mhc::IfExists if_exists = mhc::IfExists::Replace;   // generate_file: an existing `path`
 };
 
 // Validates `cfg` (mhc::Error on bad values), then streams the trace into `w` and sets its

@@ -33,6 +33,11 @@ struct Capacity {
 // Throws mhc::Error for negative, zero, > 100% or malformed values.
 Capacity parse_capacity(const std::string& text);
 
+// Bounds of the options validate() accepts (docs/simulator.md): beyond them a run would
+// allocate without end or leave the int64 nanosecond range.
+inline constexpr int kMaxMemorySamples = 1000000;
+inline constexpr double kMinSwapOpsPerSec = 1e-3, kMaxSwapOpsPerSec = 1e12;
+
 struct Config {
     Capacity capacity;
     double cpu_buffer_ratio = 0;    // host buffer = ratio x GPU capacity; 0: unlimited
@@ -45,7 +50,7 @@ struct Config {
     int32_t device = kAutoDevice;   // kAutoDevice: the GPU with the largest live peak; -1: the host
     bool check_invariants = kCheckInvariantsByDefault;
     bool record_events = true;      // timeline events and per-kernel times in the Result
-    int memory_samples = 4096;      // memory timeline buckets (peak kept in each)
+    int memory_samples = 4096;      // memory timeline buckets (peak kept in each), 1..kMaxMemorySamples
     // When given and set (by another thread), simulate() stops within a few thousand events
     // and throws sim::Cancelled. Not part of the run's configuration (to_map, run_name).
     const std::atomic<bool>* cancel = nullptr;

@@ -8,6 +8,12 @@
 
 namespace mhc::sim {
 
+// Bounds of a link profile (docs/simulator.md). A transfer that still would not fit the
+// simulator's time range (2^62 ns) is refused by the simulation as it happens.
+inline constexpr double kMinBandwidthBps = 1e3, kMaxBandwidthBps = 1e15;
+inline constexpr double kMaxLatencyS = 10;
+inline constexpr int kMaxCopyEngines = 64;
+
 struct Direction {
     double bandwidth_Bps = 0;   // one direction alone, pinned memory
     double latency_s = 0;       // fixed cost per transfer

@@ -31,4 +31,8 @@ CheckReport check_file(const std::string& path);
 // the report is not ok: what importers and the simulator do with bad input.
 void require_ok(const CheckReport& report, const std::string& path);
 
+// load_trace (whose Reader applies the value rules) followed by check_trace: what a command
+// that computes on a trace calls, so that none computes on a trace `mhc check` rejects.
+TraceData load_checked_trace(const std::string& path);
+
 }  // namespace mhc::trace

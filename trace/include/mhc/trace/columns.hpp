@@ -97,6 +97,7 @@ struct TraceData {
 };
 
 // Loads the whole trace. Throws mhc::Error (file problems) like Reader.
-TraceData load_trace(const std::string& path);
+// `name`: what errors call the file (import reads its temporary file as the output it becomes).
+TraceData load_trace(const std::string& path, const std::string& name = "");
 
 }  // namespace mhc::trace

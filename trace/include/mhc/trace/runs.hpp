@@ -63,15 +63,30 @@ struct RunInfo {
     std::map<std::string, double> metrics;   // the run's key figures (run_metrics), no events
 };
 
-// Adds a run to an existing trace file in one transaction; returns its id.
-int64_t add_run(const std::string& trace_path, const Run& run);
+// Where runs are stored. By default in the trace file itself. `runs_db` (when not empty and
+// not the trace itself) names a separate SQLite file holding only the run tables and a meta
+// table (format mhc-runs, the trace's absolute path and fingerprint): created on the first
+// run stored, refused by every function here when it belongs to another trace. It lets runs
+// be stored when the trace cannot be written (read-only file or medium), and keeps sets of
+// runs apart. docs/trace-format.md, "Runs databases".
+inline constexpr const char* kRunsFormatName = "mhc-runs";
+
+// Adds runs in one transaction (all or none); returns their ids. Waits for other writers and
+// readers (busy timeout), so concurrent processes each store every run, under distinct ids.
+// Throws mhc::Error naming the file when the runs cannot be stored (read-only, locked past
+// the timeout, disk full, not a trace).
+std::vector<int64_t> add_runs(const std::string& trace_path, const std::vector<Run>& runs,
+                              const std::string& runs_db = "");
+int64_t add_run(const std::string& trace_path, const Run& run, const std::string& runs_db = "");
 // Marks a run begun earlier (status "incomplete") as finished: used by replays that write
 // the run's row first, so that an interruption leaves a run marked incomplete.
-int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name);
-void finish_run(const std::string& trace_path, int64_t run_id, const Run& run);
+int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name,
+                  const std::string& runs_db = "");
+void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
+                const std::string& runs_db = "");
 
-std::vector<RunInfo> list_runs(const std::string& trace_path);
+std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db = "");
 // Loads one run whole. Throws mhc::Error naming the file when the id does not exist.
-Run load_run(const std::string& trace_path, int64_t run_id);
+Run load_run(const std::string& trace_path, int64_t run_id, const std::string& runs_db = "");
 
 }  // namespace mhc::trace

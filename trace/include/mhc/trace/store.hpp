@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mhc/common/output_file.hpp"
 #include "mhc/trace/model.hpp"
 
 struct sqlite3;
@@ -25,8 +26,11 @@ inline constexpr const char* kFormatName = "mhc-trace";
 
 class Writer {
 public:
-    // Creates `path` on finish(); until then rows go to a temporary file beside it.
-    explicit Writer(std::string path);
+    // Creates `path` on finish(); until then rows go to a temporary file beside it (an
+    // OutputFile: removed on failure, on SIGINT/SIGTERM/SIGHUP, or by the next writer of
+    // `path` after a SIGKILL). `if_exists`: whether an existing `path` is an error (the CLI's
+    // default, --force to replace) or replaced atomically (tests, benchmarks).
+    explicit Writer(std::string path, mhc::IfExists if_exists = mhc::IfExists::Replace);
     ~Writer();   // without finish(): the temporary file is removed, `path` untouched
     Writer(const Writer&) = delete;
     Writer& operator=(const Writer&) = delete;
@@ -45,13 +49,17 @@ public:
     void set_free_time(int64_t allocation_id, int64_t t_free);
 
     int64_t rows_written() const { return rows_; }
-    // Builds indexes, writes the schema version, commits and renames into place.
-    void finish();
+    // Builds indexes, writes the schema version, commits and renames into place. `verify`, when
+    // given, runs on the complete temporary file first (name it as path() in errors); if it
+    // throws, `path` is left as it was.
+    void finish(const std::function<void(const std::string& temp_path)>& verify = {});
+    const std::string& path() const { return path_; }
 
 private:
     void row_done();
     struct Statements;
     std::string path_, tmp_path_;
+    std::unique_ptr<OutputFile> out_;
     sqlite3* db_ = nullptr;
     std::unique_ptr<Statements> st_;
     std::unordered_map<std::string, int64_t> strings_;
@@ -69,7 +77,8 @@ class Reader {
 public:
     // Throws mhc::Error naming the file: missing, not SQLite, truncated or corrupt, not a
     // trace, a different schema version, missing tables.
-    explicit Reader(std::string path);
+    // `name`, when given, is what errors call the file (path() returns it).
+    explicit Reader(std::string path, std::string name = "");
     ~Reader();
     Reader(const Reader&) = delete;
     Reader& operator=(const Reader&) = delete;
@@ -80,7 +89,9 @@ public:
     // strings[id]; id 0 is the empty name.
     std::vector<std::string> strings() const;
 
-    // Stream rows in id order (accesses by kernel, then allocation). The callback may not throw.
+    // Stream rows in id order (accesses by kernel, then allocation). Every value is checked
+    // against the value rules first (docs/trace-format.md): NULL or text where an integer
+    // belongs, an out-of-range value or code, a repeated id throw mhc::Error naming the row.
     void for_each(const std::function<void(const Allocation&)>& fn) const;
     void for_each(const std::function<void(const Kernel&)>& fn) const;
     void for_each(const std::function<void(const Access&)>& fn) const;

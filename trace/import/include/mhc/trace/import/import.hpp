@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 
+#include "mhc/common/output_file.hpp"
+
 namespace mhc::trace::import {
 
 class Rows;
@@ -32,6 +34,7 @@ struct Options {
     // snapshot, one execution-trace node, one Kineto event): beyond it the import stops with
     // "expands past N; raise with --max-input-size" instead of exhausting memory.
     uint64_t max_input_size = kDefaultMaxInputSize;
+    mhc::IfExists if_exists = mhc::IfExists::Replace;   // an existing output: replaced, or an error (the CLI without --force)
 };
 
 // What an import did: the meta written into the trace and the row counts.

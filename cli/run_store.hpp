@@ -1,0 +1,32 @@
+#pragma once
+// How the commands that compute runs (simulate, sweep) store them: after the result is printed,
+// in one transaction, into the trace or a --runs-db file. A run that cannot be stored costs one
+// line on stderr and exit status kExitNotStored, never the printed result.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mhc/trace/runs.hpp"
+
+namespace mhc::cli {
+
+struct StoreOptions {
+    bool no_store = false;
+    std::string runs_db;   // empty: the trace itself
+};
+
+// --no-store and --runs-db FILE.
+void add_store_options(CLI::App& app, StoreOptions& o);
+
+// The file the runs go to.
+std::string store_target(const std::string& trace, const StoreOptions& o);
+
+// Stores `runs` (all or none). On failure prints "mhc: ... not stored: <why>; ..." on stderr
+// and returns nothing.
+std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::vector<trace::Run>& runs,
+                                               const StoreOptions& o);
+
+}  // namespace mhc::cli

@@ -1,0 +1,48 @@
+#pragma once
+// OutputFile: the one way mhc writes a whole file (a trace, an export, a profile). The content
+// goes to "<path>.mhc-tmp-<pid>" beside the target and is renamed into place by commit(), so
+// the target is either the old file or the complete new one, never half of one. The temporary
+// file is removed when the object dies uncommitted, when the process gets SIGINT, SIGTERM or
+// SIGHUP, and, after a SIGKILL or a power cut, by the next OutputFile for the same target (the
+// pid in the name no longer runs). Errors name the target, never the temporary file.
+#include <string>
+#include <string_view>
+
+namespace mhc {
+
+enum class IfExists {
+    Refuse,    // an existing target is an error ("pass --force to replace it")
+    Replace,   // an existing target is replaced atomically
+};
+
+class OutputFile {
+public:
+    // Throws mhc::Error (bad input) when `path` exists and `if_exists` is Refuse, or when the
+    // directory cannot be written.
+    OutputFile(std::string path, IfExists if_exists);
+    ~OutputFile();   // uncommitted: the temporary file is removed
+    OutputFile(const OutputFile&) = delete;
+    OutputFile& operator=(const OutputFile&) = delete;
+
+    const std::string& path() const { return path_; }
+    const std::string& temp_path() const { return temp_; }
+    // Moves the temporary file into place. With Refuse, a target that appeared meanwhile (another
+    // process) is not replaced: commit() throws and the temporary file is removed.
+    void commit();
+    bool committed() const { return committed_; }
+
+private:
+    std::string path_, temp_;
+    IfExists if_exists_;
+    bool committed_ = false;
+    int slot_ = -1;   // in the signal handler's list of files to remove
+};
+
+// Writes `content` as the whole of `path` through an OutputFile (temp + rename).
+void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists);
+
+// Removes "<path>.mhc-tmp-<pid>" files (and those of earlier versions, ".tmp-<pid>" and
+// ".importing-<pid>") whose process no longer runs. Returns how many it removed.
+int remove_stale_temps(const std::string& path);
+
+}  // namespace mhc

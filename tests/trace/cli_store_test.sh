@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The CLI's storage contract (issue 13): no silent overwrite, a result printed before it is
+# stored, a distinct exit status when it cannot be stored, --runs-db, and inputs to the
+# simulator range-checked (devices, samples, link profiles).
+set -u
+mhc=$1
+tmp=$(mktemp -d)
+trap 'chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+gen() { "$mhc" generate --preset gpt2-small --steps 1 --layers 2 --seq 128 "$@" >/dev/null; }
+t=$tmp/t.db
+
+# Defect 9: an existing output is refused without --force, and left as it was.
+gen -o "$t" || fail "generate failed"
+"$mhc" simulate "$t" --capacity 80% >/dev/null || fail "simulate failed"
+gen --seed 7 -o "$t" 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] || fail "generate over an existing trace exited $rc, wanted 2"
+grep -q -- "--force" "$tmp/err" || fail "no --force hint: $(cat "$tmp/err")"
+"$mhc" info "$t" | grep -q "simulated" || fail "the refused generate lost the stored run"
+chmod 0444 "$t"
+gen --seed 7 -o "$t" 2>/dev/null && fail "generate replaced a read-only trace without --force"
+chmod 0644 "$t"
+gen --seed 7 --force -o "$t" || fail "generate --force failed"
+"$mhc" info "$t" | grep -q "simulated" && fail "generate --force kept the old runs"
+ls "$tmp" | grep -q "tmp-" && fail "temporary file left: $(ls "$tmp")"
+
+# Defect 4: a run that cannot be stored: the result is printed, exit 4, one line. Root writes
+# 0444 files, so the store also fails here through a runs database that cannot be created.
+not_stored() {   # not_stored ARGS...: simulate and sweep with these storage arguments
+    "$mhc" simulate "$t" --capacity 80% "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 4 ] || fail "simulate $* exited $rc, wanted 4: $(cat "$tmp/err")"
+    grep -q "loss" "$tmp/out" || fail "no result printed: $(cat "$tmp/out")"
+    [ "$(wc -l <"$tmp/err")" = 1 ] || fail "expected one line on stderr: $(cat "$tmp/err")"
+    grep -q -- "--no-store" "$tmp/err" || fail "no --no-store hint: $(cat "$tmp/err")"
+    "$mhc" simulate "$t" --capacity 80% --json "$@" >"$tmp/out" 2>/dev/null; rc=$?
+    [ $rc = 4 ] || fail "simulate --json $* exited $rc, wanted 4"
+    grep -q "^{" "$tmp/out" || fail "no JSON printed"
+    "$mhc" sweep "$t" --policies lru --capacities 80% --links pcie4 "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 4 ] || fail "sweep $* exited $rc, wanted 4: $(cat "$tmp/err")"
+}
+not_stored --runs-db "$tmp/no/such/dir/runs.db"
+chmod 0444 "$t"
+if [ "$(id -u)" != 0 ]; then
+    not_stored
+    "$mhc" simulate "$t" --capacity 80% >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 4 ] || fail "simulate on a read-only trace exited $rc, wanted 4: $(cat "$tmp/err")"
+    grep -q "throughput" "$tmp/out" || grep -q "loss" "$tmp/out" || fail "no result printed: $(cat "$tmp/out")"
+    [ "$(wc -l <"$tmp/err")" = 1 ] || fail "expected one line on stderr: $(cat "$tmp/err")"
+    grep -q -- "--runs-db" "$tmp/err" || fail "no --runs-db hint: $(cat "$tmp/err")"
+    "$mhc" simulate "$t" --capacity 80% --json >"$tmp/out" 2>/dev/null; rc=$?
+    [ $rc = 4 ] || fail "simulate --json on a read-only trace exited $rc, wanted 4"
+    grep -q "^{" "$tmp/out" || fail "no JSON printed"
+    "$mhc" sweep "$t" --policies lru --capacities 80% --links pcie4 >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 4 ] || fail "sweep on a read-only trace exited $rc, wanted 4: $(cat "$tmp/err")"
+fi
+# --runs-db stores beside a read-only trace; info reads them back.
+"$mhc" simulate "$t" --capacity 80% --runs-db "$tmp/runs.db" >"$tmp/out" || fail "simulate --runs-db failed"
+grep -q "runs.db" "$tmp/out" || fail "simulate did not say where it stored the run"
+"$mhc" sweep "$t" --policies lru,largest --capacities 80% --links pcie4 --no-bisect --runs-db "$tmp/runs.db" >/dev/null \
+    || fail "sweep --runs-db failed"
+n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -c "simulated")
+[ "$n" = 3 ] || fail "info --runs-db listed $n runs, wanted 3"
+"$mhc" check "$t" >/dev/null || fail "check of a read-only trace failed"
+"$mhc" export "$t" -o "$tmp/t.json" >/dev/null || fail "export of a read-only trace failed"
+chmod 0644 "$t"
+gen -o "$tmp/u.db"
+"$mhc" info "$tmp/u.db" --runs-db "$tmp/runs.db" 2>"$tmp/err" && fail "info accepted runs of another trace"
+grep -q "another trace" "$tmp/err" || fail "wrong message: $(cat "$tmp/err")"
+
+# Defect 10 and 6: options and link profiles out of range are exit 2, nothing stored.
+expect2() {
+    "$@" >/dev/null 2>"$tmp/err"; local rc=$?
+    [ $rc = 2 ] || fail "$* exited $rc, wanted 2: $(cat "$tmp/err")"
+    [ "$(wc -l <"$tmp/err")" -le 2 ] || fail "$*: long error: $(cat "$tmp/err")"
+}
+runs_before=$("$mhc" info "$t" | grep -c "simulated")
+expect2 "$mhc" simulate "$t" --device 99
+grep -q "its devices: 0" "$tmp/err" || fail "--device 99 did not list the devices: $(cat "$tmp/err")"
+expect2 "$mhc" simulate "$t" --memory-samples 2147483647
+expect2 "$mhc" simulate "$t" --max-swap-ops-per-sec 1e-20
+expect2 "$mhc" simulate "$t" --latency 1e10s
+expect2 "$mhc" simulate "$t" --h2d-bandwidth 1e-12B/s
+cat >"$tmp/link.json" <<'JSON'
+{"name": "huge", "h2d": {"bandwidth_Bps": 2.5e10, "latency_s": 6e-6},
+ "d2h": {"bandwidth_Bps": 2.5e10, "latency_s": 6e-6}, "copy_engines": 4294967297, "duplex_factor": 0.8}
+JSON
+expect2 "$mhc" simulate "$t" --link "$tmp/link.json"
+grep -q "copy_engines" "$tmp/err" || fail "copy_engines not named: $(cat "$tmp/err")"
+sed -i 's/4294967297/2/; s/"latency_s": 6e-6}, "copy/"latency_s": 1e10}, "copy/' "$tmp/link.json"
+expect2 "$mhc" simulate "$t" --link "$tmp/link.json"
+[ "$("$mhc" info "$t" | grep -c "simulated")" = "$runs_before" ] || fail "a refused simulate stored a run"
+echo ok

@@ -1,0 +1,342 @@
+// Hostile traces, interrupted writes and concurrent writers (issue 13): the store either does
+// its job or refuses with one sentence naming the file, table and row.
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
+#include "mhc/trace/check.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/runs.hpp"
+#include "mhc/trace/store.hpp"
+#include "tmpfile.hpp"
+
+using namespace mhc::trace;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_trace(const std::string& path) {
+    Writer w(path);
+    w.set_meta("source", "test");
+    int64_t k = w.intern("gemm");
+    w.add(Allocation{1, 0, 0x1000, 4096, 0, kNoTime, 7, Category::Param, kNoString});
+    w.add(Allocation{2, 0, 0x3000, 1024, 5, 40, 7, Category::Activation, kNoString});
+    Kernel a{}; a.id = 1; a.stream = 7; a.name = k; a.t_start = 10; a.t_end = 20; a.step = 0;
+    w.add(a);
+    w.add(Access{1, 1, AccessMode::Read});
+    w.add(Access{1, 2, AccessMode::Write});
+    w.finish();
+}
+
+void sql(const std::string& path, const std::string& q) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    char* err = nullptr;
+    int rc = sqlite3_exec(db, q.c_str(), nullptr, nullptr, &err);
+    INFO((err ? err : "") << " in " << q);
+    sqlite3_free(err);
+    sqlite3_close(db);
+    REQUIRE(rc == SQLITE_OK);
+}
+
+// The message load_trace throws, or "" when it loads.
+std::string load_error(const std::string& path) {
+    try {
+        load_trace(path);
+    } catch (const mhc::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+bool has_rule(const CheckReport& r, const std::string& rule, const std::string& table) {
+    for (const auto& p : r.problems)
+        if (p.rule == rule && p.table == table) return true;
+    return false;
+}
+
+Run small_run(const std::string& name) {
+    Run r;
+    r.name = name;
+    r.metrics["peak_bytes"] = 1;
+    for (int i = 0; i < 50; ++i) r.events.push_back({EventKind::SwapOut, i, i + 1, 1, 1, 64});
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("a string id past the row count is refused, not used to size an array", "[store][robust]") {
+    TempPath p("strid.db");
+    write_trace(p.path);
+    sql(p.path, "INSERT INTO strings VALUES (134217728, 'far')");
+    auto t0 = std::chrono::steady_clock::now();
+    std::string e = load_error(p.path);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+    CHECK_THAT(e, Catch::Contains(p.path) && Catch::Contains("strings row 134217728") &&
+                      Catch::Contains("densely"));
+    CHECK(has_rule(check_file(p.path), "range", "strings"));
+}
+
+TEST_CASE("int64 extremes of times and sizes are input errors", "[store][robust]") {
+    TempPath p("edges.db");
+    SECTION("t_alloc = INT64_MIN") {
+        write_trace(p.path);
+        sql(p.path, "UPDATE allocations SET t_alloc = -9223372036854775808 WHERE id = 2");
+        CHECK_THAT(load_error(p.path), Catch::Contains("allocations row 2") && Catch::Contains("t_alloc") &&
+                                           Catch::Contains("2^62"));
+        CHECK(has_rule(check_file(p.path), "range", "allocations"));
+    }
+    SECTION("bytes = INT64_MAX") {
+        write_trace(p.path);
+        sql(p.path, "UPDATE allocations SET bytes = 9223372036854775807 WHERE id = 1");
+        CHECK_THAT(load_error(p.path), Catch::Contains("allocations row 1") && Catch::Contains("bytes"));
+        CHECK(!check_file(p.path).ok());
+    }
+    SECTION("all allocations together past 2^62 bytes") {
+        write_trace(p.path);
+        std::string q;
+        for (int i = 0; i < 70; ++i)
+            q += "INSERT INTO allocations VALUES (" + std::to_string(100 + i) +
+                 ", 0, 0, 72057594037927936, 0, 10, 7, 0, 0);";
+        sql(p.path, q);
+        CHECK_THAT(load_error(p.path), Catch::Contains("total-size"));
+        CHECK(has_rule(check_file(p.path), "total-size", "allocations"));
+    }
+    SECTION("a device id beyond 32 bits") {
+        write_trace(p.path);
+        sql(p.path, "UPDATE kernels SET device = 4294967296 WHERE id = 1");
+        CHECK_THAT(load_error(p.path), Catch::Contains("kernels row 1") && Catch::Contains("device"));
+    }
+}
+
+TEST_CASE("NULL, text and reals in integer columns are refused by every reader", "[store][robust]") {
+    TempPath p("types.db");
+    write_trace(p.path);
+    // SQLite keeps 'abc' as text in an INTEGER column; only a table without NOT NULL holds NULL.
+    SECTION("text size") {
+        sql(p.path, "UPDATE allocations SET bytes = 'abc' WHERE id = 2");
+        CHECK_THAT(load_error(p.path), Catch::Contains("allocations row 2") && Catch::Contains("text 'abc'"));
+        auto r = check_file(p.path);
+        CHECK(has_rule(r, "type", "allocations"));
+        for (const auto& pr : r.problems) CHECK_THAT(pr.message, !Catch::Contains("size is 0"));
+    }
+    SECTION("text device") {
+        sql(p.path, "UPDATE kernels SET device = 'gpu0' WHERE id = 1");
+        CHECK_THAT(load_error(p.path), Catch::Contains("kernels row 1") && Catch::Contains("device holds text"));
+    }
+    SECTION("NULL t_alloc") {
+        sql(p.path, "CREATE TABLE a2 AS SELECT * FROM allocations; DROP TABLE allocations; "
+                    "ALTER TABLE a2 RENAME TO allocations; UPDATE allocations SET t_alloc = NULL WHERE id = 1");
+        CHECK_THAT(load_error(p.path), Catch::Contains("allocations row 1") && Catch::Contains("t_alloc is NULL"));
+        CHECK(has_rule(check_file(p.path), "type", "allocations"));
+    }
+    SECTION("an invalid access mode is refused by loading, not mapped") {
+        sql(p.path, "UPDATE accesses SET mode = 9 WHERE kernel = 1 AND allocation = 1");
+        CHECK_THAT(load_error(p.path), Catch::Contains("accesses row 1") && Catch::Contains("invalid-code"));
+        CHECK(has_rule(check_file(p.path), "invalid-code", "accesses"));
+    }
+}
+
+TEST_CASE("duplicate allocation ids are refused", "[store][robust]") {
+    TempPath p("dup.db");
+    write_trace(p.path);
+    // A hostile file whose table has no primary key.
+    sql(p.path, "CREATE TABLE a2 AS SELECT * FROM allocations; DROP TABLE allocations; "
+                "ALTER TABLE a2 RENAME TO allocations; "
+                "INSERT INTO allocations SELECT * FROM allocations WHERE id = 2");
+    CHECK_THAT(load_error(p.path), Catch::Contains("allocations row 2") && Catch::Contains("twice"));
+    CHECK(has_rule(check_file(p.path), "duplicate-id", "allocations"));
+}
+
+TEST_CASE("meta format and schema_version are checked", "[store][robust]") {
+    TempPath p("meta.db");
+    write_trace(p.path);
+    SECTION("format") {
+        sql(p.path, "UPDATE meta SET value = 'other' WHERE key = 'format'");
+        CHECK_THAT(load_error(p.path), Catch::Contains("not an mhc trace"));
+    }
+    SECTION("schema_version") {
+        sql(p.path, "UPDATE meta SET value = '7' WHERE key = 'schema_version'");
+        CHECK_THAT(load_error(p.path), Catch::Contains("schema_version"));
+    }
+}
+
+TEST_CASE("a writer killed mid-commit leaves a journal every reader recovers", "[store][robust]") {
+    TempPath p("hot.db");
+    write_trace(p.path);
+    add_run(p.path, small_run("before"));
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        // A big transaction with a tiny cache spills pages into the file before COMMIT: dying
+        // now leaves a hot journal, as a SIGKILL while `mhc simulate` stores its run does.
+        sqlite3* db = nullptr;
+        sqlite3_open(p.path.c_str(), &db);
+        sqlite3_exec(db, "PRAGMA cache_size=2; BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+        for (int i = 0; i < 2000; ++i)
+            sqlite3_exec(db, "INSERT INTO run_events VALUES (1,0,0,1,1,1,4096)", nullptr, nullptr, nullptr);
+        sqlite3_exec(db, "UPDATE runs SET name = 'torn'", nullptr, nullptr, nullptr);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    REQUIRE(fs::exists(p.path + "-journal"));
+    // Without recovery a read-only reader fails with "attempt to write a readonly database".
+    auto runs = list_runs(p.path);
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].name == "before");
+    CHECK(load_run(p.path, runs[0].id).events.size() == 50);
+    CHECK(check_file(p.path).ok());
+    CHECK(!fs::exists(p.path + "-journal"));
+}
+
+TEST_CASE("a read-only trace is read, and refuses runs with a sentence", "[store][robust]") {
+    TempPath p("ro.db");
+    write_trace(p.path);
+    add_run(p.path, small_run("one"));
+    fs::permissions(p.path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+    CHECK(load_trace(p.path).allocations.size() == 2);
+    CHECK(list_runs(p.path).size() == 1);
+    CHECK(check_file(p.path).ok());
+    if (geteuid() != 0)   // root writes 0444 files anyway
+        CHECK_THROWS_WITH(add_run(p.path, small_run("two")), Catch::Contains(p.path) && Catch::Contains("read-only"));
+    fs::permissions(p.path, fs::perms::owner_read | fs::perms::owner_write);
+}
+
+TEST_CASE("concurrent writers all store their runs under distinct ids, readers never fail", "[store][robust]") {
+    TempPath p("conc.db");
+    write_trace(p.path);
+    constexpr int kWriters = 8;
+    std::vector<pid_t> kids;
+    for (int i = 0; i < kWriters; ++i) {
+        pid_t c = fork();
+        REQUIRE(c >= 0);
+        if (c == 0) {
+            int rc = 0;
+            try {
+                for (int j = 0; j < 5; ++j) add_run(p.path, small_run("w" + std::to_string(i)));
+            } catch (...) {
+                rc = 1;
+            }
+            _exit(rc);
+        }
+        kids.push_back(c);
+    }
+    int reader_failures = 0, reads = 0;
+    for (bool running = true; running;) {
+        try {
+            load_trace(p.path);
+            list_runs(p.path);
+            ++reads;
+        } catch (const mhc::Error&) {
+            ++reader_failures;
+        }
+        running = false;
+        for (pid_t k : kids) running |= waitpid(k, nullptr, WNOHANG) == 0 ? true : false;
+        if (!running) break;
+    }
+    for (pid_t k : kids) {
+        int st = 0;
+        if (waitpid(k, &st, 0) == k) CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+    }
+    CHECK(reader_failures == 0);
+    auto runs = list_runs(p.path);
+    CHECK(runs.size() == kWriters * 5);
+    std::set<int64_t> ids;
+    for (auto& r : runs) ids.insert(r.id);
+    CHECK(ids.size() == runs.size());
+}
+
+TEST_CASE("a runs database (--runs-db) stores runs beside a trace, tied to it", "[store][robust]") {
+    TempPath p("rdb.db"), other("rdb-other.db"), runs_db("rdb-runs.db");
+    write_trace(p.path);
+    int64_t id = add_run(p.path, small_run("elsewhere"), runs_db.path);
+    CHECK(list_runs(p.path).empty());
+    auto runs = list_runs(p.path, runs_db.path);
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].id == id);
+    CHECK(load_run(p.path, id, runs_db.path).events.size() == 50);
+    // Another trace is refused.
+    {
+        Writer w(other.path);
+        w.set_meta("source", "other");
+        w.finish();
+    }
+    CHECK_THROWS_WITH(list_runs(other.path, runs_db.path), Catch::Contains("another trace"));
+    CHECK_THROWS_WITH(add_run(other.path, small_run("x"), runs_db.path), Catch::Contains("another trace"));
+    // A trace is not a runs database.
+    CHECK_THROWS_WITH(add_run(p.path, small_run("x"), other.path), Catch::Contains("not an mhc runs database"));
+}
+
+TEST_CASE("OutputFile: refuses an existing target, cleans up after signals and dead processes", "[store][robust]") {
+    TempPath p("out.db");
+    SECTION("refuse") {
+        { std::ofstream(p.path) << "old"; }
+        CHECK_THROWS_WITH(mhc::OutputFile(p.path, mhc::IfExists::Refuse), Catch::Contains("--force"));
+        CHECK_THROWS_WITH(Writer(p.path, mhc::IfExists::Refuse), Catch::Contains("already exists"));
+        std::ifstream in(p.path);
+        std::string s;
+        in >> s;
+        CHECK(s == "old");
+    }
+    SECTION("a target that appears meanwhile is not replaced") {
+        mhc::OutputFile f(p.path, mhc::IfExists::Refuse);
+        { std::ofstream(f.temp_path()) << "new"; }
+        { std::ofstream(p.path) << "other"; }
+        CHECK_THROWS_WITH(f.commit(), Catch::Contains("appeared"));
+        CHECK(!fs::exists(f.temp_path()));
+    }
+    SECTION("a temporary file of a dead process is removed by the next writer") {
+        pid_t c = fork();
+        if (c == 0) _exit(0);
+        waitpid(c, nullptr, 0);
+        std::string stale = p.path + ".mhc-tmp-" + std::to_string(c);
+        std::string live = p.path + ".mhc-tmp-" + std::to_string(getppid());
+        { std::ofstream(stale) << "x"; }
+        { std::ofstream(live) << "x"; }
+        write_trace(p.path);
+        CHECK(!fs::exists(stale));
+        CHECK(fs::exists(live));   // its process still runs
+        fs::remove(live);
+    }
+    SECTION("SIGTERM, SIGINT and SIGHUP remove the temporary file") {
+        for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+            int fd[2];
+            REQUIRE(pipe(fd) == 0);
+            pid_t c = fork();
+            if (c == 0) {
+                close(fd[0]);
+                signal(sig, SIG_DFL);
+                Writer w(p.path);
+                w.add(Allocation{1, 0, 0, 64, 0, kNoTime, 0, Category::Other, 0});
+                (void)!write(fd[1], "x", 1);
+                pause();
+                _exit(0);
+            }
+            close(fd[1]);
+            char b;
+            REQUIRE(read(fd[0], &b, 1) == 1);
+            close(fd[0]);
+            std::string tmp = p.path + ".mhc-tmp-" + std::to_string(c);
+            CHECK(fs::exists(tmp));
+            kill(c, sig);
+            int st = 0;
+            waitpid(c, &st, 0);
+            CHECK(WIFSIGNALED(st));
+            CHECK(WTERMSIG(st) == sig);
+            CHECK(!fs::exists(tmp));
+            CHECK(!fs::exists(p.path));
+        }
+    }
+}
