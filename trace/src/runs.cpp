@@ -258,7 +258,7 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
         out.push_back({s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.i64(5), {}});
     std::map<int64_t, RunInfo*> by_id;
     for (auto& run : out) by_id[run.id] = &run;
-    sql::Stmt m(r.handle(), trace_path, "SELECT run, key, value FROM run_metrics");
+    sql::Stmt m(r.db(), trace_path_, "SELECT run, key, value FROM run_metrics");
     while (m.step())
         if (auto it = by_id.find(m.i64(0)); it != by_id.end()) it->second->metrics[m.text(1)] = m.f64(2);
     return out;
