@@ -74,19 +74,23 @@ expect2() {
     [ "$(wc -l <"$tmp/err")" -le 2 ] || fail "$*: long error: $(cat "$tmp/err")"
 }
 runs_before=$("$mhc" info "$t" | grep -c "simulated")
-expect2 "$mhc" simulate "$t" --device 99
+expect2 "$mhc" simulate "$t" --capacity 50% --device 99
 grep -q "its devices: 0" "$tmp/err" || fail "--device 99 did not list the devices: $(cat "$tmp/err")"
-expect2 "$mhc" simulate "$t" --memory-samples 2147483647
-expect2 "$mhc" simulate "$t" --max-swap-ops-per-sec 1e-20
-expect2 "$mhc" simulate "$t" --latency 1e10s
-expect2 "$mhc" simulate "$t" --h2d-bandwidth 1e-12B/s
+expect2 "$mhc" simulate "$t" --capacity 50% --memory-samples 2147483647
+grep -q "memory-samples" "$tmp/err" || fail "--memory-samples 2147483647: the error does not name memory-samples: $(cat "$tmp/err")"
+expect2 "$mhc" simulate "$t" --capacity 50% --max-swap-ops-per-sec 1e-20
+grep -q "max-swap-ops-per-sec" "$tmp/err" || fail "--max-swap-ops-per-sec 1e-20: the error does not name max-swap-ops-per-sec: $(cat "$tmp/err")"
+expect2 "$mhc" simulate "$t" --capacity 50% --latency 1e10s
+grep -q "latency_s" "$tmp/err" || fail "--latency 1e10s: the error does not name latency_s: $(cat "$tmp/err")"
+expect2 "$mhc" simulate "$t" --capacity 50% --h2d-bandwidth 1e-12B/s
+grep -q "bandwidth_Bps" "$tmp/err" || fail "--h2d-bandwidth 1e-12B/s: the error does not name bandwidth_Bps: $(cat "$tmp/err")"
 cat >"$tmp/link.json" <<'JSON'
 {"name": "huge", "h2d": {"bandwidth_Bps": 2.5e10, "latency_s": 6e-6},
  "d2h": {"bandwidth_Bps": 2.5e10, "latency_s": 6e-6}, "copy_engines": 4294967297, "duplex_factor": 0.8}
 JSON
-expect2 "$mhc" simulate "$t" --link "$tmp/link.json"
+expect2 "$mhc" simulate "$t" --capacity 50% --link "$tmp/link.json"
 grep -q "copy_engines" "$tmp/err" || fail "copy_engines not named: $(cat "$tmp/err")"
 sed -i 's/4294967297/2/; s/"latency_s": 6e-6}, "copy/"latency_s": 1e10}, "copy/' "$tmp/link.json"
-expect2 "$mhc" simulate "$t" --link "$tmp/link.json"
+expect2 "$mhc" simulate "$t" --capacity 50% --link "$tmp/link.json"
 [ "$("$mhc" info "$t" | grep -c "simulated")" = "$runs_before" ] || fail "a refused simulate stored a run"
 echo ok

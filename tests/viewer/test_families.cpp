@@ -1,6 +1,6 @@
 // Kernel families from real kernel names: those `mhc generate` writes (datasets/src/names.cpp,
 // GPT-2 and Llama/mHC presets, bf16) and those in the public Kineto traces
-// (shared/datasets/public/kineto: nccl_data.json.gz, simple_add_trace.json.gz; names cut at
+// (tests/data/public/kineto: nccl_data.json.gz, simple_add_trace.json.gz; names cut at
 // their argument lists, as the traces spell them).
 #include <catch2/catch.hpp>
 
