@@ -39,6 +39,7 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     buckets.assign(static_cast<size_t>(C.memory_samples), Bucket{});
     pre = make_prefetcher(parse_prefetch(C.prefetch), P, *this);
     pre_watches = pre->watches_accesses;
+    pre_waits = pre->learns_from_waits;
     pre_acts = pre->acts_after_launch;
 }
 
@@ -402,7 +403,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
                 break;
             default: break;   // Residency::NotYet/Residency::Freed cannot happen: check_trace rejects such accesses
         }
-        if (need_at > now) pre->on_wait(s, j, need_at - now);
+        if (pre_waits && need_at > now) pre->on_wait(s, j, need_at - now);
         ready = std::max(ready, need_at);
     }
     if (!rc_pinned.empty()) unpin_recompute_inputs();

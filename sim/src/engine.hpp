@@ -80,7 +80,7 @@ private:
     Ctx ctx;
     Policy pol;
     std::unique_ptr<Prefetcher> pre;
-    bool pre_watches = false, pre_acts = false;   // its per-row and per-launch hooks wanted
+    bool pre_watches = false, pre_waits = false, pre_acts = false;   // which of its hooks it wants
     bool caching;
     CachingAllocator ca;
     int64_t cap, host_cap;

@@ -54,6 +54,8 @@ public:
     // Set by policies that learn from every allocation and access (on_alloc, on_access);
     // the engine skips those per-row calls otherwise.
     bool watches_accesses = false;
+    // Set by policies that learn from operands that were not ready in time (on_wait).
+    bool learns_from_waits = false;
     // Set by policies that act after a kernel launches (after_launch).
     bool acts_after_launch = true;
 

@@ -59,7 +59,7 @@ private:
 // Capuchin uses periodic's translation of step i-1's allocations, not its learning.
 class CapuchinPrefetcher final : public Prefetcher {
 public:
-    CapuchinPrefetcher(const Prepared& p, PrefetchTarget& e) : Prefetcher(p, e) {}
+    CapuchinPrefetcher(const Prepared& p, PrefetchTarget& e) : Prefetcher(p, e) { learns_from_waits = true; }
     void on_wait(int32_t s, int64_t j, int64_t stall) override;
     void after_launch(int32_t s, int64_t t) override;
 
