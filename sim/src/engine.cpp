@@ -11,7 +11,7 @@ namespace mhc::sim {
 template <class Policy>
 Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity,
                        int64_t host_capacity)
-    : P(p), C(c), R(r), pf(parse_prefetch(c.prefetch)), caching(c.allocator == "caching"),
+    : P(p), C(c), R(r), caching(c.allocator == "caching"),
       ca(capacity), cap(capacity), host_cap(host_capacity) {
     size_t na = P.t->allocations.size();
     ctx.P = &P;
@@ -32,15 +32,15 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     epoch.assign(na, 0);
     ready_at.assign(na, 0);
     if (caching) block.assign(na, -1);
-    protect.assign(na, 0);
+    protect_stamp.assign(na, 0);
     rc_active.assign(na, 0);
-    if (pf.kind == Prefetch::Periodic || pf.kind == Prefetch::Forecast) {
-        learnt_next.assign(na, -1);
-        last_seq.assign(na, -1);
-    }
     cached_host.init(na);
     if (C.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / C.max_swap_ops_per_sec));
     buckets.assign(static_cast<size_t>(C.memory_samples), Bucket{});
+    pre = make_prefetcher(parse_prefetch(C.prefetch), P, *this);
+    pre_watches = pre->watches_accesses;
+    pre_waits = pre->learns_from_waits;
+    pre_acts = pre->acts_after_launch;
 }
 
 // ---- memory -------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ int32_t Engine<Policy>::pick_victim(bool for_prefetch) {
     for (;;) {
         int32_t v = pol.pick();
         if (v < 0) return -1;
-        if (for_prefetch && protect[v] == stamp) return -1;   // needed in the window: stop
+        if (for_prefetch && protect_stamp[v] == stamp) return -1;   // needed in the window: stop
         int64_t b = P.t->allocations.bytes[v];
         if (ctx.host_valid[v] || pol.may_drop(v) || host_room(b)) return v;
         pol.erase(v);            // dirty and the host buffer is full: cannot evict it now
@@ -336,10 +336,10 @@ bool Engine<Policy>::on_alloc(int32_t a) {
         event(EK::Stall, now, t, a, -1, 0);
     }
     state[a] = Residency::Gpu;
-    live_bytes += P.t->allocations.bytes[a];
+    allocated_bytes += P.t->allocations.bytes[a];
     resident_bytes += P.t->allocations.bytes[a];
     ctx.next_of[a] = P.first_use[a];
-    if (!learnt_next.empty()) learn_first(a);
+    if (pre_watches) pre->on_alloc(a);
     pol.insert(a);
     t_last = std::max(t_last, t);
     return true;
@@ -352,7 +352,7 @@ void Engine<Policy>::on_free(int32_t a) {
     ctx.now = now;
     if (C.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
     int64_t b = P.t->allocations.bytes[a];
-    if (state[a] != Residency::NotYet && state[a] != Residency::Freed) live_bytes -= b;
+    if (state[a] != Residency::NotYet && state[a] != Residency::Freed) allocated_bytes -= b;
     if (state[a] == Residency::Gpu || state[a] == Residency::InH2D) resident_bytes -= b;
     switch (state[a]) {
         case Residency::Gpu: pol.erase(a); release(a); break;
@@ -410,7 +410,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
                 break;
             default: break;   // Residency::NotYet/Residency::Freed cannot happen: check_trace rejects such accesses
         }
-        if (pf.kind == Prefetch::Capuchin && need_at > now) capuchin_learn(s, j, need_at - now);
+        if (pre_waits && need_at > now) pre->on_wait(s, j, need_at - now);
         ready = std::max(ready, need_at);
     }
     if (!rc_pinned.empty()) unpin_recompute_inputs();
@@ -435,7 +435,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         ctx.last_touch[a] = ++tick;
         ctx.last_time[a] = start;
         ctx.next_of[a] = P.next_use[j];
-        if (!learnt_next.empty()) { learn_next(s, j, a); last_seq[a] = s; }
+        if (pre_watches) pre->on_access(s, j, a);
         if (P.acc_write[j]) {
             ctx.writer[a] = s;
             drop_host_copy(a);   // the host copy is stale now
@@ -445,7 +445,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     if (shift != 0 && C.record_events) R.kernel_times.push_back({kernel_id(s), start, start + dur});
     t_last = std::max(t_last, start + dur);
     origin.after_launch = true;
-    if (pf.kind != Prefetch::None) prefetch_round(s, start);
+    if (pre_acts) pre->after_launch(s, start);
     return true;
 }
 
@@ -525,11 +525,12 @@ void Engine<Policy>::on_kernel_end(int32_t s) {
     }
 }
 
-// ---- prefetch -----------------------------------------------------------------------------
+// ---- what prefetchers may ask ---------------------------------------------------------------
 
+// A swap-in requested by the prefetcher (`a` is on the host): never waits, and never evicts
+// what the current window protects.
 template <class Policy>
-void Engine<Policy>::try_prefetch(int32_t a, int64_t t) {
-    if (a < 0 || state[a] != Residency::Host) return;
+void Engine<Policy>::start_prefetch(int32_t a, int64_t t) {
     if (!make_room(a, t, true)) return;
     state[a] = Residency::InH2D;
     resident_bytes += P.t->allocations.bytes[a];
@@ -538,178 +539,21 @@ void Engine<Policy>::try_prefetch(int32_t a, int64_t t) {
     ready_at[a] = start_transfer(a, true, t);
 }
 
-// An allocation of step `step`-1 seen in the learnt sequence, as the allocation of step
-// `step` that plays its part: the one allocated at the same rank within its step, or the
-// same allocation when it outlives steps. -1 when there is none (yet).
-template <class Policy>
-int32_t Engine<Policy>::translate(int32_t a_prev, int32_t step) {
-    if (P.alloc_step[a_prev] == step - 1) {
-        int64_t idx = P.step_allocs_begin[step] + P.alloc_ordinal[a_prev];
-        if (idx >= P.step_allocs_begin[step + 1]) return -1;
-        int32_t a = P.step_allocs[idx];
-        return state[a] == Residency::NotYet ? -1 : a;
-    }
-    return state[a_prev] == Residency::Freed ? -1 : a_prev;
-}
-
-template <class Policy>
-void Engine<Policy>::prefetch_round(int32_t s, int64_t t) {
-    int32_t n = static_cast<int32_t>(P.korder.size());
-    ++stamp;
-    if (pf.kind == Prefetch::Lookahead) {
-        int32_t last = std::min<int64_t>(n - 1, static_cast<int64_t>(s) + pf.window);
-        for (int32_t q = s; q <= last; ++q)
-            for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) protect[P.acc_alloc[j]] = stamp;
-        for (int32_t q = s + 1; q <= last; ++q)
-            for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) try_prefetch(P.acc_alloc[j], t);
-        early_round(s, t);
-        return;
-    }
-    int32_t st = P.step_of[s];
-    if (st < 1) return;   // nothing learnt yet
-    int32_t pos = s - P.step_begin[st];
-    int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
-    if (pf.kind == Prefetch::Capuchin) {
-        if (s == P.step_begin[st]) capuchin_plan(st);
-        for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) protect[P.acc_alloc[j]] = stamp;
-        while (plan_cursor < plan.size() && plan[plan_cursor].first <= pos) {
-            int32_t a = translate(P.acc_alloc[plan[plan_cursor].second], st);
-            ++plan_cursor;
-            if (a >= 0) { protect[a] = stamp; try_prefetch(a, t); }
-        }
-        return;
-    }
-    // periodic and forecast: the next `window` kernels of the previous step's sequence
-    int32_t lo = prev + pos, hi = std::min(prev + pos + pf.window, prev_end - 1);
-    for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) protect[P.acc_alloc[j]] = stamp;
-    for (int32_t q = lo + 1; q <= hi; ++q)
-        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) {
-            int32_t a = translate(P.acc_alloc[j], st);
-            if (a >= 0) protect[a] = stamp;
-        }
-    if (pf.kind == Prefetch::Forecast) forecast_round(s);
-    for (int32_t q = lo + 1; q <= hi; ++q)
-        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) try_prefetch(translate(P.acc_alloc[j], st), t);
-    early_round(s, t);
-}
-
-// Capuchin's feedback: an access that stalled gets its prefetch trigger moved earlier by
-// the stall time (in recorded kernel start times), for the next step.
-template <class Policy>
-void Engine<Policy>::capuchin_learn(int32_t s, int64_t j, int64_t stall) {
-    int32_t st = P.step_of[s];
-    if (st < 0) return;
-    int32_t base = P.step_begin[st];
-    size_t q = static_cast<size_t>(j - P.acc_begin[base]);
-    if (q >= trig.size()) trig.resize(q + 1, 0);
-    int32_t pos = s - base;
-    int32_t old_pos = pos - trig[q];
-    int32_t np = old_pos;
-    while (np > 0 && P.kstart[base + old_pos] - P.kstart[base + np] < stall) --np;
-    trig[q] = pos - np;
-}
-
-// At the start of step `step`: the triggers learnt so far, as (position, access of the
-// previous step) sorted by position.
-template <class Policy>
-void Engine<Policy>::capuchin_plan(int32_t step) {
-    plan.clear();
-    plan_cursor = 0;
-    int32_t prev = P.step_begin[step - 1], prev_end = P.step_begin[step];
-    int64_t a0 = P.acc_begin[prev];
-    for (int32_t q = prev; q < prev_end; ++q)
-        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) {
-            size_t k = static_cast<size_t>(j - a0);
-            if (k < trig.size() && trig[k] > 0) plan.push_back({std::max(q - prev - trig[k], 0), j});
-        }
-    std::stable_sort(plan.begin(), plan.end(), [](auto& x, auto& y) { return x.first < y.first; });
-}
-
-// Demand forecaster: live bytes at position p of this step are predicted as those at p in
-// the previous step; this accounts its error (early_round acts on the same prediction).
-template <class Policy>
-void Engine<Policy>::forecast_round(int32_t s) {
-    int32_t st = P.step_of[s];
-    int32_t pos = s - P.step_begin[st];
-    int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
-    if (st != fc_step) {   // a new step: close the previous step's peak error
-        close_forecast_step();
-        fc_step = st;
-        fc_step_actual_max = 0;
-    }
-    fc_step_actual_max = std::max(fc_step_actual_max, P.live_at[s]);
-    if (prev + pos >= prev_end) return;
-    int64_t pred_now = P.live_at[prev + pos];
-    fc_err_sum += std::abs(static_cast<double>(pred_now - P.live_at[s])) / std::max<double>(P.live_at[s], 1);
-    ++fc_n;
-}
-
-// The peak error of the step just finished (fc_step): its peak predicted as the previous
-// step's, against the peak seen.
-template <class Policy>
-void Engine<Policy>::close_forecast_step() {
-    if (fc_step < 1) return;
-    int64_t pred = 0;
-    for (int32_t q = P.step_begin[fc_step - 1]; q < P.step_begin[fc_step]; ++q) pred = std::max(pred, P.live_at[q]);
-    fc_peak_err_sum += std::abs(static_cast<double>(pred - fc_step_actual_max)) / std::max<double>(fc_step_actual_max, 1);
-    ++fc_peak_n;
-}
-
-// periodic/forecast: the next use of `a`, accessed by access j of kernel s, learnt from the
-// previous step: the access at the same position and operand rank in step i-1 was next
-// used d kernels later, so this one is predicted d kernels after s. -1: unknown (step 0,
-// or the steps' kernels or operands do not line up).
-template <class Policy>
-void Engine<Policy>::learn_next(int32_t s, int64_t j, int32_t a) {
-    learnt_next[a] = -1;
-    int32_t st = P.step_of[s];
-    if (st < 1) return;
-    int32_t q = P.step_begin[st - 1] + (s - P.step_begin[st]);
-    if (q >= P.step_begin[st] || P.acc_begin[q + 1] - P.acc_begin[q] != P.acc_begin[s + 1] - P.acc_begin[s]) return;
-    int32_t nu = P.next_use[P.acc_begin[q] + (j - P.acc_begin[s])];
-    learnt_next[a] = nu == kNever ? kNever : static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + (nu - q)));
-}
-
-// periodic/forecast: a new allocation's first use, learnt from its counterpart in the
-// previous step (same rank among the step's allocations): its first use shifted by the
-// distance between the two steps' first kernels, or never.
-template <class Policy>
-void Engine<Policy>::learn_first(int32_t a) {
-    learnt_next[a] = -1;
-    int32_t st = P.alloc_step[a];
-    if (st < 1) return;
-    int64_t idx = P.step_allocs_begin[st - 1] + P.alloc_ordinal[a];
-    if (idx >= P.step_allocs_begin[st]) return;
-    int32_t f = P.first_use[P.step_allocs[idx]];
-    learnt_next[a] = f == kNever ? kNever : f + (P.step_begin[st] - P.step_begin[st - 1]);
-}
-
 // Early (proactive) swap-out, docs/simulator.md rule 10. While the eviction queue is free
-// before the next kernel starts, and the demand foreseen while the victim would be away
-// does not fit beside what is already off the GPU, evict the policy's next victim now, so
-// that its transfer overlaps compute instead of stalling the allocation that needs room.
-// lookahead (oracle): the recorded live bytes until the victim's next use (Belady's MIN
-// done ahead of time); periodic/forecast: the previous step's live bytes over the rest of
-// the step, and no knowledge of next uses beyond the protected window.
+// before the next kernel starts, and the demand the prefetcher foresees while the victim
+// would be away does not fit beside what is already off the GPU, evict the policy's next
+// victim now, so that its transfer overlaps compute instead of stalling the allocation that
+// needs room.
 template <class Policy>
-void Engine<Policy>::early_round(int32_t s, int64_t t) {
+int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& by) {
     constexpr int kEarlySkips = 4;
     int32_t n = static_cast<int32_t>(P.korder.size());
-    if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited) return;
-    bool oracle = pf.kind == Prefetch::Lookahead;
-    int32_t prev = 0, prev_end = 0, pos = 0;
-    if (!oracle) {
-        int32_t st = P.step_of[s];
-        if (st < 1) return;
-        prev = P.step_begin[st - 1];
-        prev_end = P.step_begin[st];
-        pos = s - P.step_begin[st];
-        if (prev + pos >= prev_end) return;
-    }
+    if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited) return 0;
     int q = C.link.copy_engines >= 2 ? 1 : 0;
     int64_t next_start = P.kstart[s + 1] + shift;
     ctx.now = t;
     int skipped = 0;
+    int64_t evicted = 0;
     while (busy[q] <= next_start && !done) {
         int32_t v = pick_victim(true);
         if (v < 0) break;
@@ -720,32 +564,8 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
             aside.push_back(v);
             continue;
         }
-        int64_t demand = INT64_MIN;
-        if (!oracle) {
-            // the previous step's live bytes over the next (learnt next use - s - 1)
-            // positions, continuing from its first kernel when they run past its end
-            int32_t nu = learnt_next[v];   // unknown (-1): not a candidate, unless...
-            if (nu < 0 && last_seq[v] < prev && P.t->allocations.t_alloc[v] < P.kstart[prev])
-                nu = kNever;   // ...it lived through the whole previous step unused: far
-            int64_t len = nu < 0 ? 0 : nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - s - 1;
-            int64_t rest = prev_end - 1 - (prev + pos);
-            if (len > 0) demand = P.live_max.max(static_cast<size_t>(prev + pos + 1),
-                                                 static_cast<size_t>(prev + pos + std::min(len, rest)));
-            if (len > rest) demand = std::max(demand, P.live_max.max(static_cast<size_t>(prev),
-                                              static_cast<size_t>(prev + std::min<int64_t>(len - rest, prev_end - prev) - 1)));
-            // shifted by today's drift from the previous step (allocations that outlive steps)
-            if (demand != INT64_MIN) demand += live_bytes - P.live_at[prev + pos];
-        } else {
-            // kernels s+1 .. e run while v would be away and still allocated
-            int32_t nu = ctx.next_of[v];
-            int32_t e = nu == kNever ? n - 1 : nu - 1;
-            int64_t tf = P.t->allocations.t_free[v];
-            if (tf != trace::kNoTime)
-                e = std::min<int32_t>(e, static_cast<int32_t>(std::lower_bound(P.kstart.begin(), P.kstart.end(), tf) -
-                                                               P.kstart.begin()) - 1);
-            demand = e > s ? P.live_max.max(static_cast<size_t>(s) + 1, static_cast<size_t>(e)) : INT64_MIN;
-        }
-        if (demand == INT64_MIN || demand - (live_bytes - resident_bytes) <= cap) {
+        const int64_t demand = by.early_demand(v, s);
+        if (demand == INT64_MIN || demand - (allocated_bytes - resident_bytes) <= cap) {
             // look past a victim that is freed (or back) before any pressure
             if (++skipped > kEarlySkips) break;
             pol.erase(v);
@@ -754,9 +574,10 @@ void Engine<Policy>::early_round(int32_t s, int64_t t) {
         }
         evict(v, t);
         ++R.early_evictions;
-        if (pf.kind == Prefetch::Forecast) ++R.forecast_evictions;
+        ++evicted;
     }
     restore_aside();
+    return evicted;
 }
 
 // ---- main loop ----------------------------------------------------------------------------
@@ -779,11 +600,7 @@ void Engine<Policy>::run() {
         sample(e.time);
         if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
     }
-    if (pf.kind == Prefetch::Forecast) {
-        close_forecast_step();   // the last step's peak
-        if (fc_n > 0) R.forecast_error = fc_err_sum / static_cast<double>(fc_n);
-        if (fc_peak_n > 0) R.forecast_peak_error = fc_peak_err_sum / static_cast<double>(fc_peak_n);
-    }
+    pre->finish(R);
     R.baseline_makespan = P.t_end - P.t_begin;
     // An OOM run ends at its OOM: its makespan is how far it got (simulated time).
     R.simulated_makespan = (R.oom.happened ? R.oom.time : std::max(t_last, P.t_end + shift)) - P.t_begin;

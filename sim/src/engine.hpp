@@ -1,6 +1,7 @@
 #pragma once
 // The event-driven engine (docs/simulator.md states every rule it follows). A template over
-// the eviction policy, so that the per-event calls into the policy are direct calls.
+// the eviction policy, so that the per-event calls into the policy are direct calls; the
+// prefetcher (prefetch/*.cpp) is a plug-in that asks for swap-ins through PrefetchTarget.
 #include <algorithm>
 #include <cmath>
 #include <queue>
@@ -11,15 +12,13 @@
 #include "mhc/sim/allocator.hpp"
 #include "mhc/sim/result.hpp"
 #include "policies.hpp"
+#include "prefetch/prefetcher.hpp"
 #include "prepared.hpp"
 
 namespace mhc::sim {
 
-using Prefetch = PrefetchKind;
-
-
 template <class Policy>
-class Engine {
+class Engine final : public PrefetchTarget {
 public:
     Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity, int64_t host_capacity);
     void run();
@@ -58,17 +57,11 @@ private:
     bool recompute(int32_t a, int32_t s, int64_t& t, int depth, int64_t& ready);
     void unpin_recompute_inputs();
     void on_kernel_end(int32_t s);
-    // prefetchers
-    void prefetch_round(int32_t s, int64_t t);
-    void try_prefetch(int32_t a, int64_t t);
-    int32_t translate(int32_t a_prev, int32_t step);
-    void capuchin_learn(int32_t s, int64_t j, int64_t stall);
-    void capuchin_plan(int32_t step);
-    void forecast_round(int32_t s);
-    void close_forecast_step();
-    void early_round(int32_t s, int64_t t);
-    void learn_next(int32_t s, int64_t j, int32_t a);
-    void learn_first(int32_t a);
+    // what prefetchers may ask (PrefetchTarget)
+    void start_prefetch(int32_t a, int64_t t) override;
+    int64_t early_swap_out(int32_t s, int64_t t, const Prefetcher& by) override;
+    int64_t live_bytes() const override { return allocated_bytes; }
+    const Ctx& context() const override { return ctx; }
 
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
@@ -86,27 +79,25 @@ private:
     Result& R;
     Ctx ctx;
     Policy pol;
-    PrefetchSpec pf;
+    std::unique_ptr<Prefetcher> pre;
+    bool pre_watches = false, pre_waits = false, pre_acts = false;   // which of its hooks it wants
     bool caching;
     CachingAllocator ca;
     int64_t cap, host_cap;
     bool done = false;
     EventOrigin origin;               // the recorded event being processed (for replay)
 
-    std::vector<Residency> state;
     std::vector<int16_t> pins;
     std::vector<uint32_t> epoch;
     std::vector<int64_t> ready_at;
     std::vector<int32_t> block;
-    std::vector<int32_t> protect;     // == stamp: needed inside the current prefetch window
-    int32_t stamp = 0;
     std::vector<int32_t> aside;       // victims set aside during one make_room
     SampledSet cached_host;           // resident allocations whose host copy is also valid
     std::priority_queue<Transfer, std::vector<Transfer>, std::greater<Transfer>> inflight;
 
     int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;
     // ideal bytes: allocated and not freed / of those, on the GPU or in H2D (early swap-out)
-    int64_t live_bytes = 0, resident_bytes = 0;
+    int64_t allocated_bytes = 0, resident_bytes = 0;
     int64_t busy[2] = {0, 0};         // link queues: [0] H2D (or both), [1] D2H
     int64_t last_op = INT64_MIN / 2, op_gap = 0;
     int64_t recompute_free = 0;       // the GPU is busy recomputing until then
@@ -122,19 +113,6 @@ private:
     struct Bucket { int64_t t = -1, dev = -1, host = 0; };
     std::vector<Bucket> buckets;
     int64_t cur_recorded = 0;
-
-    // capuchin: per access position in a step, how many kernels before its use to prefetch
-    std::vector<int32_t> trig;
-    // periodic/forecast: next use of each allocation as learnt from the previous step (the
-    // access at the same position of step i-1 and its next use, shifted by one step)
-    std::vector<int32_t> learnt_next;
-    std::vector<int32_t> last_seq;    // seq of the last access, -1 (periodic/forecast only)
-    std::vector<std::pair<int32_t, int64_t>> plan;   // (position in step, access of prev step)
-    size_t plan_cursor = 0;
-    // forecaster
-    double fc_err_sum = 0, fc_peak_err_sum = 0;
-    int64_t fc_n = 0, fc_peak_n = 0, fc_step_actual_max = 0;
-    int32_t fc_step = -1;
 };
 
 }  // namespace mhc::sim

@@ -1,0 +1,33 @@
+// prefetch lookahead:K, the oracle: swap in the operands of the next K kernels, and swap out
+// early what the recorded future says will not fit (docs/simulator.md rules 9 and 10).
+#include "prefetchers.hpp"
+
+#include <algorithm>
+
+namespace mhc::sim {
+
+void LookaheadPrefetcher::after_launch(int32_t s, int64_t t) {
+    const int32_t n = static_cast<int32_t>(P.korder.size());
+    eng.new_window();
+    int32_t last = std::min<int64_t>(n - 1, static_cast<int64_t>(s) + window);
+    for (int32_t q = s; q <= last; ++q)
+        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.protect(P.acc_alloc[j]);
+    for (int32_t q = s + 1; q <= last; ++q)
+        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.prefetch(P.acc_alloc[j], t);
+    eng.early_swap_out(s, t, *this);
+}
+
+// Belady's MIN done ahead of time: the recorded live bytes over kernels s+1 .. e, which run
+// while v would be away and still allocated (until its next use or its free).
+int64_t LookaheadPrefetcher::early_demand(int32_t v, int32_t s) const {
+    const int32_t n = static_cast<int32_t>(P.korder.size());
+    int32_t nu = eng.context().next_of[v];
+    int32_t e = nu == kNever ? n - 1 : nu - 1;
+    int64_t tf = P.t->allocations.t_free[v];
+    if (tf != trace::kNoTime)
+        e = std::min<int32_t>(e, static_cast<int32_t>(std::lower_bound(P.kstart.begin(), P.kstart.end(), tf) -
+                                                       P.kstart.begin()) - 1);
+    return e > s ? P.live_max.max(static_cast<size_t>(s) + 1, static_cast<size_t>(e)) : INT64_MIN;
+}
+
+}  // namespace mhc::sim

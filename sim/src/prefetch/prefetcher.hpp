@@ -1,0 +1,84 @@
+#pragma once
+// Prefetchers: the policies that swap allocations in before a kernel needs them and, with
+// early swap-out (docs/simulator.md rule 10), say how much memory is coming. The engine keeps
+// memory, transfers, eviction and events; a prefetcher sees the engine only through
+// PrefetchTarget and is told about the run through the hooks of Prefetcher.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "../policies.hpp"
+#include "mhc/sim/config.hpp"
+#include "mhc/sim/result.hpp"
+
+namespace mhc::sim {
+
+class Prefetcher;
+
+// What the engine offers a prefetcher (Engine<Policy> implements it). The cheap checks are
+// inline here so that scanning a window of candidates costs no virtual call per candidate.
+class PrefetchTarget {
+public:
+    virtual ~PrefetchTarget() = default;
+    Residency residency(int32_t a) const { return state[a]; }
+    // Starts a new protection window: what protect() marks from now on is not evicted to make
+    // room for a prefetch or by an early swap-out; what the previous window marked may be.
+    void new_window() { ++stamp; }
+    void protect(int32_t a) { protect_stamp[a] = stamp; }
+    // Swaps `a` in at t if it is on the host and room can be made without waiting and
+    // without evicting anything protected; otherwise nothing happens. a < 0: nothing.
+    void prefetch(int32_t a, int64_t t) {
+        if (a >= 0 && state[a] == Residency::Host) start_prefetch(a, t);
+    }
+    // Early swap-out after kernel s launched at t: evicts the eviction policy's victims while
+    // the link is free, as long as `by` foresees a demand that does not fit (rule 10).
+    // Returns how many allocations it evicted.
+    virtual int64_t early_swap_out(int32_t s, int64_t t, const Prefetcher& by) = 0;
+    // Bytes allocated and not freed (ideal sizes).
+    virtual int64_t live_bytes() const = 0;
+    // The engine's view of each allocation (next use, last writer, ...).
+    virtual const Ctx& context() const = 0;
+
+protected:
+    virtual void start_prefetch(int32_t a, int64_t t) = 0;
+    std::vector<Residency> state;        // per allocation
+    std::vector<int32_t> protect_stamp;  // == stamp: protected in the current window
+    int32_t stamp = 0;
+};
+
+// A prefetch policy. Hooks the engine calls, in event order:
+class Prefetcher {
+public:
+    Prefetcher(const Prepared& p, PrefetchTarget& e) : P(p), eng(e) {}
+    virtual ~Prefetcher() = default;
+    // Set by policies that learn from every allocation and access (on_alloc, on_access);
+    // the engine skips those per-row calls otherwise.
+    bool watches_accesses = false;
+    // Set by policies that learn from operands that were not ready in time (on_wait).
+    bool learns_from_waits = false;
+    // Set by policies that act after a kernel launches (after_launch).
+    bool acts_after_launch = true;
+
+    // Allocation a was allocated (and is resident).
+    virtual void on_alloc(int32_t) {}
+    // Access j (of allocation a) by kernel s, when s starts.
+    virtual void on_access(int32_t, int64_t, int32_t) {}
+    // Kernel s waited `wait` ns for its access j (swap-in or recompute not done in time).
+    virtual void on_wait(int32_t, int64_t, int64_t) {}
+    // Kernel s launched at simulated time t: request swap-ins (and early swap-outs).
+    virtual void after_launch(int32_t, int64_t) {}
+    // For early swap-out after kernel s: the peak live bytes foreseen while victim v would be
+    // off the GPU; INT64_MIN when none is foreseen (v is not worth evicting early).
+    virtual int64_t early_demand(int32_t, int32_t) const { return INT64_MIN; }
+    // The run ended: report what the policy measured.
+    virtual void finish(Result&) {}
+
+protected:
+    const Prepared& P;
+    PrefetchTarget& eng;
+};
+
+// The prefetcher named by a parsed --prefetch (sim/src/prefetch/<name>.cpp).
+std::unique_ptr<Prefetcher> make_prefetcher(const PrefetchSpec& spec, const Prepared& p, PrefetchTarget& e);
+
+}  // namespace mhc::sim
