@@ -155,7 +155,9 @@ def test_two_layer_model_two_steps_checks_and_simulates(tmp_path, mhc_exe):
     cats = dict(_rows(path, "SELECT c.name, count(*) FROM allocations a JOIN categories c ON c.id = a.category GROUP BY 1"))
     assert cats["param"] > 0 and cats["grad"] > 0 and cats["optimizer"] > 0 and cats["activation"] > 0
     # Identity: with the whole peak as capacity nothing moves and the makespan is the trace's.
-    sim = subprocess.run([mhc_exe, "simulate", path, "--capacity", "100%", "--check", "--json", "--no-store"],
+    # The ideal allocator: its baseline peak is the live bytes (the default, caching, rounds to segments).
+    sim = subprocess.run([mhc_exe, "simulate", path, "--capacity", "100%", "--allocator", "ideal", "--check",
+                          "--json", "--no-store"],
                          capture_output=True, text=True)
     assert sim.returncode == 0, sim.stdout + sim.stderr
     m = json.loads(sim.stdout)["metrics"]
@@ -231,7 +233,9 @@ def test_runs_as_dataframes(tmp_path, mhc_exe):
     _linear_trace(path)
     assert len(mhc_torch.read_runs(path)) == 0
     for cap in ("100%", "80%"):
-        r = subprocess.run([mhc_exe, "simulate", path, "--capacity", cap], capture_output=True, text=True)
+        # ideal: at 80% the caching model's 2 MiB segments leave a model this small out of memory.
+        r = subprocess.run([mhc_exe, "simulate", path, "--capacity", cap, "--allocator", "ideal"],
+                           capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
     runs = mhc_torch.read_runs(path)
     assert list(runs.index) == [1, 2]
