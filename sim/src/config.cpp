@@ -80,10 +80,11 @@ const std::vector<PolicyInfo>& prefetch_policies() {
         {"capuchin", "per-access prefetch trigger, moved earlier after each stall by the stall "
                      "time (feedback), learnt from step i-1",
          "Capuchin, Peng et al., ASPLOS 2020"},
-        {"forecast[:H]", "periodic:H plus a demand forecaster that only reports its error (live "
-                         "bytes predicted from the previous step); its decisions, and so its "
-                         "numbers, are periodic:H's: not the claimed mHC scheduler",
-         "a stand-in for the claimed mHC dynamic scheduler (docs/simulator.md)"},
+        {"forecast[:H]", "demand forecaster: live bytes per step position from all steps seen "
+                         "(median of the last 32, with a trend), reported H steps ahead (default "
+                         "8); early swap-out of its own victims, ranked by time to next use, "
+                         "reload cost, graph depth and compute load; prefetches as periodic:8",
+         "the claimed mHC dynamic scheduler, as docs/simulator.md states it"},
     };
     return v;
 }

@@ -46,6 +46,8 @@ std::vector<std::pair<std::string, double>> metrics(const Result& r) {
     }
     if (!std::isnan(r.forecast_error)) m.push_back({"forecast_error", r.forecast_error});
     if (!std::isnan(r.forecast_peak_error)) m.push_back({"forecast_peak_error", r.forecast_peak_error});
+    if (!std::isnan(r.forecast_horizon_error)) m.push_back({"forecast_horizon_error", r.forecast_horizon_error});
+    if (r.forecast_horizon_steps > 0) m.push_back({"forecast_horizon_steps", d(r.forecast_horizon_steps)});
     if (r.forecast_evictions > 0) m.push_back({"forecast_evictions", d(r.forecast_evictions)});
     m.push_back({"early_evictions", d(r.early_evictions)});
     return m;
@@ -102,7 +104,9 @@ std::string to_text(const Result& r) {
     if (!std::isnan(r.forecast_error))
         o << "forecast error " << pct(r.forecast_error) << " per kernel, "
           << (std::isnan(r.forecast_peak_error) ? std::string("-") : pct(r.forecast_peak_error))
-          << " per step peak (predicted vs actual live bytes); " << r.forecast_evictions << " early evictions\n";
+          << " per step peak (predicted vs actual live bytes, 1 step ahead); "
+          << (std::isnan(r.forecast_horizon_error) ? std::string("-") : pct(r.forecast_horizon_error)) << " per kernel "
+          << r.forecast_horizon_steps << " steps ahead; " << r.forecast_evictions << " early evictions\n";
     if (!r.invariant_violation.empty()) o << "INVARIANT      " << r.invariant_violation << "\n";
     char b[96];
     std::snprintf(b, sizeof b, "%.3f s, %.2f M rows/s", r.seconds, r.seconds > 0 ? r.rows / r.seconds / 1e6 : 0.0);

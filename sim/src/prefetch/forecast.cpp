@@ -1,6 +1,11 @@
-// prefetch forecast[:H]: periodic:H plus a demand forecaster that predicts the live bytes at
-// each position of a step as those at the same position of the previous step and reports
-// its error. Its decisions are periodic:H's, so are its numbers (docs/simulator.md).
+// prefetch forecast[:H]: the demand forecaster and early eviction described by the mHC claim
+// (docs/simulator.md, "forecast"). It predicts the live bytes at each position of a step from
+// every step seen (the median over the last kMaxSteps steps of the detrended bytes at that
+// position, plus a trend: the median step-to-step change of the steps' mean live bytes),
+// H steps ahead for its error report; when that forecast, over the time a victim is predicted
+// to be away, does not fit, it swaps out early the victim it ranks first by time to next use,
+// reload cost, depth in the graph and compute load. Prefetching is periodic:8's. Causal: it
+// reads the recorded tables only for kernels that have started (and allocations made).
 #include "prefetchers.hpp"
 
 #include <algorithm>
@@ -8,37 +13,299 @@
 
 namespace mhc::sim {
 
-// Accounts the forecast error at kernel s (the live bytes predicted from the previous step).
-void ForecastPrefetcher::observe(int32_t s) {
-    int32_t st = P.step_of[s];
-    int32_t pos = s - P.step_begin[st];
-    int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
-    if (st != step) {   // a new step: close the previous step's peak error
-        close_step();
-        step = st;
-        step_actual_max = 0;
-    }
-    step_actual_max = std::max(step_actual_max, P.live_at[s]);
-    if (prev + pos >= prev_end) return;
-    int64_t pred_now = P.live_at[prev + pos];
-    err_sum += std::abs(static_cast<double>(pred_now - P.live_at[s])) / std::max<double>(P.live_at[s], 1);
-    ++n;
+ForecastPrefetcher::ForecastPrefetcher(const Prepared& p, PrefetchTarget& e, int horizon_steps)
+    : PeriodicPrefetcher(p, e, kPrefetchWindow), horizon(std::max(horizon_steps, 1)) {
+    const size_t na = P.t->allocations.size();
+    last_acc.assign(na, -1);
+    next_pred.assign(na, -1);
+    depth.assign(na, 0);
+    depth_step.assign(na, -1);
+    live.init(na);
+    ahead.resize(static_cast<size_t>(horizon));
+    ahead_step.assign(static_cast<size_t>(horizon), -1);
 }
 
-// The peak error of the step just finished: its peak predicted as the previous step's,
-// against the peak seen.
-void ForecastPrefetcher::close_step() {
-    if (step < 1) return;
-    int64_t pred = 0;
-    for (int32_t q = P.step_begin[step - 1]; q < P.step_begin[step]; ++q) pred = std::max(pred, P.live_at[q]);
-    peak_err_sum += std::abs(static_cast<double>(pred - step_actual_max)) / std::max<double>(step_actual_max, 1);
+void ForecastPrefetcher::on_alloc(int32_t a) {
+    live.insert(a);
+    last_acc[a] = -1;
+    next_pred[a] = -1;
+    // A new allocation's first use: where its counterpart (same rank among a step's
+    // allocations) of an earlier step was first used, from its step's first kernel.
+    const int32_t st = P.alloc_step[a];
+    if (st < 0) return;
+    const size_t rank = static_cast<size_t>(P.alloc_ordinal[a]);
+    if (rank < first_pos.size() && first_pos[rank] >= 0) next_pred[a] = P.step_begin[st] + first_pos[rank];
+}
+
+// Learns, for the previous access of `a`, how many kernels later it was used again (by its
+// access offset within its step), and predicts this access's next use from what the same
+// offset did in an earlier step.
+void ForecastPrefetcher::on_access(int32_t s, int64_t j, int32_t a) {
+    const int32_t st = P.step_of[s];
+    const int64_t jp = last_acc[a];
+    if (jp >= 0) {
+        const int32_t sp = last_seen_of(jp);
+        const int32_t stp = P.step_of[sp];
+        if (stp >= 0 && sp < s) {
+            const size_t k = static_cast<size_t>(jp - P.acc_begin[P.step_begin[stp]]);
+            if (k >= off_pos.size()) { off_pos.resize(k + 1, -1); off_dist.resize(k + 1, -1); }
+            off_pos[k] = sp - P.step_begin[stp];
+            off_dist[k] = s - sp;
+        }
+    } else if (P.alloc_step[a] >= 0) {   // its first use, from its step's first kernel
+        const size_t rank = static_cast<size_t>(P.alloc_ordinal[a]);
+        if (rank >= first_pos.size()) first_pos.resize(rank + 1, -1);
+        first_pos[rank] = s - P.step_begin[P.alloc_step[a]];
+    }
+    last_acc[a] = j;
+    next_pred[a] = -1;
+    if (st < 0) return;
+    const size_t k = static_cast<size_t>(j - P.acc_begin[P.step_begin[st]]);
+    if (k < off_pos.size() && off_pos[k] == s - P.step_begin[st] && off_dist[k] > 0)
+        next_pred[a] = static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + off_dist[k]));
+}
+
+// The kernel of access j (accesses are stored by kernel in seq order).
+int32_t ForecastPrefetcher::last_seen_of(int64_t j) const {
+    return static_cast<int32_t>(std::upper_bound(P.acc_begin.begin(), P.acc_begin.end(), j) - P.acc_begin.begin()) - 1;
+}
+
+void ForecastPrefetcher::after_launch(int32_t s, int64_t t) {
+    observe(s);
+    PeriodicPrefetcher::after_launch(s, t);
+}
+
+// Kernel s started: step changes (refit, predictions for this step and H steps ahead), the
+// depth of what it writes, and the error of the forecast for it.
+void ForecastPrefetcher::observe(int32_t s) {
+    last_seen = s;
+    const int32_t st = P.step_of[s];
+    if (st < 0) return;
+    if (st != cur_step) {
+        close_step(cur_step);   // its peak error
+        if (st > cur_step) refit(st);   // from the steps before st
+        else pred_cur.clear();          // steps out of order: no forecast
+        cur_step = st;
+        step_actual_max = 0;
+        depth_max_prev = std::max(depth_max_cur, 1);
+        depth_max_cur = 0;
+    }
+    // depth in this step's graph: 1 + the deepest input written in this step
+    int32_t d = 0;
+    for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) {
+        const int32_t a = P.acc_alloc[j];
+        if (P.acc_read[j] && depth_step[a] == st) d = std::max(d, depth[a]);
+    }
+    ++d;
+    for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j)
+        if (P.acc_write[j]) { depth[P.acc_alloc[j]] = d; depth_step[P.acc_alloc[j]] = st; }
+    depth_max_cur = std::max(depth_max_cur, d);
+    // error of the forecast: 1 step ahead (what the scheduler uses) and H steps ahead
+    const int64_t actual = P.live_at[s];
+    step_actual_max = std::max(step_actual_max, actual);
+    const size_t pos = static_cast<size_t>(s - P.step_begin[st]);
+    const double denom = std::max<double>(static_cast<double>(actual), 1);
+    if (pos < pred_cur.size()) {
+        err_sum += std::abs(static_cast<double>(pred_cur[pos] - actual)) / denom;
+        ++n;
+    }
+    const size_t slot = static_cast<size_t>(st % horizon);
+    if (ahead_step[slot] == st && pos < ahead[slot].size()) {
+        hor_sum += std::abs(static_cast<double>(ahead[slot][pos] - actual)) / denom;
+        ++hor_n;
+    }
+}
+
+// The peak error of step st, just finished: its predicted peak against the peak seen.
+void ForecastPrefetcher::close_step(int32_t st) {
+    if (st < 0 || pred_cur.empty()) return;
+    peak_err_sum += std::abs(static_cast<double>(pred_peak - step_actual_max)) /
+                    std::max<double>(static_cast<double>(step_actual_max), 1);
     ++peak_n;
 }
 
+namespace {
+// The median of v (reordered); for an even count, `even` picks from the two middle values.
+template <class T, class Even>
+T median(std::vector<T>& v, Even even) {
+    const size_t m = v.size() / 2;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(m), v.end());
+    if (v.size() % 2 == 1) return v[m];
+    const T hi = v[m];
+    const T lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(m));
+    return even(lo, hi);
+}
+}  // namespace
+
+// Step st begins: fit the model on the completed steps max(0, st - kMaxSteps) .. st-1 (all
+// recorded, all seen), predict this step and the step H-1 after it.
+void ForecastPrefetcher::refit(int32_t st) {
+    const int32_t first = std::max(0, st - kMaxSteps);
+    // trend: the median change of the steps' mean live bytes (0 with fewer than two changes;
+    // of the two middle changes, the smaller in magnitude: one odd step does not make a trend)
+    std::vector<double> means, diffs;
+    size_t len = 0;
+    for (int32_t k = first; k < st; ++k) {
+        const int32_t b = P.step_begin[k], e = P.step_begin[k + 1];
+        if (e <= b) continue;
+        double sum = 0;
+        for (int32_t q = b; q < e; ++q) sum += static_cast<double>(P.live_at[q]);
+        means.push_back(sum / (e - b));
+        len = std::max(len, static_cast<size_t>(e - b));
+    }
+    for (size_t i = 1; i < means.size(); ++i) diffs.push_back(means[i] - means[i - 1]);
+    trend = diffs.size() < 2 ? 0.0 : median(diffs, [](double a, double b) { return std::abs(a) <= std::abs(b) ? a : b; });
+    // level per position: the median of (live - trend x step) over the steps that have it
+    level.assign(len, 0);
+    std::vector<double> vals;
+    for (size_t p = 0; p < len; ++p) {
+        vals.clear();
+        for (int32_t k = first; k < st; ++k)
+            if (P.step_begin[k] + static_cast<int64_t>(p) < P.step_begin[k + 1])
+                vals.push_back(static_cast<double>(P.live_at[P.step_begin[k] + p]) - trend * k);
+        level[p] = std::llround(median(vals, [](double a, double b) { return (a + b) / 2; }));
+    }
+    pred_cur = predict(st);
+    pred_max.build(pred_cur);
+    pred_peak = pred_cur.empty() ? INT64_MIN : *std::max_element(pred_cur.begin(), pred_cur.end());
+    const int32_t target = st - 1 + horizon;   // made with steps up to st-1: H steps ahead
+    const size_t slot = static_cast<size_t>(target % horizon);
+    ahead[slot] = predict(target);
+    ahead_step[slot] = target;
+}
+
+std::vector<int64_t> ForecastPrefetcher::predict(int32_t target) const {
+    std::vector<int64_t> v(level.size());
+    for (size_t p = 0; p < level.size(); ++p)
+        v[p] = std::max<int64_t>(0, level[p] + std::llround(trend * target));
+    return v;
+}
+
+// v's next use as learnt: its access offset's distance in an earlier step; never, when it
+// lived through the whole previous step unused; -1 unknown.
+int32_t ForecastPrefetcher::predicted_next(int32_t v, int32_t s) const {
+    if (next_pred[v] >= 0) return next_pred[v];
+    const int32_t st = P.step_of[s];
+    if (st < 1) return -1;
+    const int32_t prev = P.step_begin[st - 1];
+    const int32_t last = last_acc[v] < 0 ? -1 : last_seen_of(last_acc[v]);
+    if (last < prev && P.t->allocations.t_alloc[v] < P.kstart[prev]) return kNever;
+    return -1;
+}
+
+// The forecast live bytes over the kernels that run while v would be away (s+1 .. its
+// predicted next use - 1): this step's predicted positions, then whole steps (with the trend)
+// up to H steps ahead; shifted by today's drift from the forecast (live now - predicted now).
+int64_t ForecastPrefetcher::early_demand(int32_t v, int32_t s) const {
+    const int32_t st = P.step_of[s];
+    if (st < 0 || st != cur_step || pred_cur.empty()) return INT64_MIN;
+    const int64_t L = static_cast<int64_t>(pred_cur.size());
+    const int64_t pos = s - P.step_begin[st];
+    if (pos >= L) return INT64_MIN;
+    const int32_t nu = predicted_next(v, s);
+    if (nu < 0) return INT64_MIN;
+    const int64_t len = nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - s - 1;
+    if (len <= 0) return INT64_MIN;
+    const int64_t rest = L - 1 - pos;
+    int64_t demand = INT64_MIN;
+    if (rest > 0) demand = pred_max.max(static_cast<size_t>(pos + 1), static_cast<size_t>(pos + std::min(len, rest)));
+    if (len > rest) {
+        const int64_t over = len - rest;   // kernels into the following steps
+        const int64_t step_trend = std::llround(trend);
+        demand = std::max(demand, pred_max.max(0, static_cast<size_t>(std::min(over, L) - 1)) + step_trend);
+        const int64_t steps = over > L ? std::min<int64_t>(horizon, (over + L - 1) / L) : 1;
+        if (steps >= 2) demand = std::max(demand, pred_peak + step_trend * (step_trend > 0 ? steps : 2));
+    }
+    return demand + eng.live_bytes() - pred_cur[static_cast<size_t>(pos)];
+}
+
+// Rank for early eviction (larger first): time to next use over reload cost, down-weighted
+// 10x when the round trip and the eviction queue's backlog do not fit in the compute time
+// before the next use (time to next use x compute load), and weighted by depth in the step's
+// graph (shallow first: produced early, needed last by the backward pass).
+double ForecastPrefetcher::score(int32_t v, int32_t s, int32_t nu, double load) const {
+    const Ctx& c = eng.context();
+    double ttnu = 1e18;
+    if (nu != kNever) {
+        const int32_t st = P.step_of[s];
+        const int64_t d = static_cast<int64_t>(nu) - s;
+        const int64_t pos = s - P.step_begin[st];
+        const int64_t q0 = P.step_begin[st - 1] + pos, q1 = q0 + d;
+        if (q1 < s) ttnu = static_cast<double>(P.kstart[q1] - P.kstart[q0]);   // as the previous step ran
+        else ttnu = static_cast<double>(d) * static_cast<double>(P.kstart[s] - P.kstart[0]) / std::max(s, 1);
+        ttnu = std::max(ttnu, 1.0);
+    }
+    const double reload = std::max(c.swap_in_ns(v), 1.0);
+    const double backlog = static_cast<double>(std::max<int64_t>(0, c.d2h_busy_until - c.now));
+    const bool hides = backlog + c.swap_out_ns(v) + reload <= ttnu * load;
+    const int32_t ref = depth_step[v] == cur_step ? std::max(depth_max_cur, depth_max_prev) : depth_max_prev;
+    const double frac = depth_step[v] < 0 ? 0.0 : std::min(1.0, depth[v] / static_cast<double>(std::max(ref, 1)));
+    return ttnu / reload * (hides ? 1.0 : 0.1) * (1.25 - 0.5 * frac);
+}
+
+// Compute load: the share of the recorded time since kernel s-kLoadWindow that kernels ran
+// (up to kernel s's start: nothing later is read).
+double ForecastPrefetcher::compute_load(int32_t s) const {
+    const int32_t b = std::max(0, s - kLoadWindow);
+    const int64_t span = P.kstart[s] - P.kstart[b];
+    if (span <= 0) return 1.0;
+    int64_t busy = 0, covered = P.kstart[b];   // union of kernel intervals, clipped at kstart[s]
+    for (int32_t q = b; q < s; ++q) {
+        const int64_t lo = std::max(P.kstart[q], covered), hi = std::min(P.kend[q], P.kstart[s]);
+        if (hi > lo) { busy += hi - lo; covered = hi; }
+    }
+    return std::min(1.0, static_cast<double>(busy) / static_cast<double>(span));
+}
+
+// Rule 10 with the forecaster's own victims: sample the live allocations, keep the resident,
+// dirty, unprotected ones with a learnt next use, rank them, and evict in rank order while the
+// forecast demand over each one's absence does not fit and the link is free.
+void ForecastPrefetcher::swap_out_early(int32_t s, int64_t t) {
+    if (pred_cur.empty() || P.step_of[s] != cur_step) return;
+    constexpr size_t kSample = SampledSet::kSample;
+    constexpr int kSkips = 4;
+    cand.clear();
+    if (live.items.size() <= kSample) cand = live.items;
+    else for (size_t i = 0; i < kSample; ++i) cand.push_back(live.items[live.next() % live.items.size()]);
+    const Ctx& c = eng.context();
+    const double load = compute_load(s);
+    ranked.clear();
+    for (int32_t a : cand) {
+        const Residency r = eng.residency(a);
+        if (r == Residency::Freed) { live.erase(a); continue; }
+        if (r != Residency::Gpu || eng.is_protected(a) || c.host_valid[a]) continue;
+        const int32_t nu = predicted_next(a, s);
+        if (nu < 0 || (nu != kNever && nu <= s + 1)) continue;
+        ranked.push_back({score(a, s, nu, load), a});
+    }
+    std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) {
+        return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    ranked.erase(std::unique(ranked.begin(), ranked.end()), ranked.end());
+    const int64_t cap = eng.capacity();
+    int skipped = 0;
+    for (const auto& [sc, v] : ranked) {
+        const int64_t demand = early_demand(v, s);
+        if (demand == INT64_MIN || demand - eng.off_bytes() <= cap) {
+            if (++skipped > kSkips) break;
+            continue;
+        }
+        const auto r = eng.early_swap_out_of(v, s, t);
+        if (r == PrefetchTarget::Early::LinkBusy) break;
+        if (r == PrefetchTarget::Early::Refused) {
+            if (++skipped > kSkips) break;
+            continue;
+        }
+        ++evictions;
+    }
+}
+
 void ForecastPrefetcher::finish(Result& r) {
-    close_step();   // the last step's peak
+    close_step(cur_step);   // the last step's peak
     if (n > 0) r.forecast_error = err_sum / static_cast<double>(n);
     if (peak_n > 0) r.forecast_peak_error = peak_err_sum / static_cast<double>(peak_n);
+    if (hor_n > 0) r.forecast_horizon_error = hor_sum / static_cast<double>(hor_n);
+    r.forecast_horizon_steps = horizon;
     r.forecast_evictions = evictions;
 }
 

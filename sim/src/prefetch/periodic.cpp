@@ -42,12 +42,10 @@ void PeriodicPrefetcher::after_launch(int32_t s, int64_t t) {
             int32_t a = translate_to_step(P, eng, P.acc_alloc[j], st);
             if (a >= 0) eng.protect(a);
         }
-    observe(s);
     for (int32_t q = lo + 1; q <= hi; ++q)
         for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.prefetch(translate_to_step(P, eng, P.acc_alloc[j], st), t);
     if (prev + pos >= prev_end) return;   // past the previous step's end: no demand known
-    const int64_t evicted = eng.early_swap_out(s, t, *this);
-    on_early_evictions(evicted);
+    swap_out_early(s, t);
 }
 
 // The next use of `a`, accessed by access j of kernel s, learnt from the previous step: the

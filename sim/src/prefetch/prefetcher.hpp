@@ -30,10 +30,20 @@ public:
     void prefetch(int32_t a, int64_t t) {
         if (a >= 0 && state[a] == Residency::Host) start_prefetch(a, t);
     }
+    bool is_protected(int32_t a) const { return protect_stamp[a] == stamp; }
     // Early swap-out after kernel s launched at t: evicts the eviction policy's victims while
     // the link is free, as long as `by` foresees a demand that does not fit (rule 10).
     // Returns how many allocations it evicted.
     virtual int64_t early_swap_out(int32_t s, int64_t t, const Prefetcher& by) = 0;
+    // Early swap-out of a victim the prefetcher chose itself (forecast, rule 10): `v` is
+    // swapped out at t if the eviction queue is free by kernel s+1's start (else LinkBusy) and
+    // `v` is evictable, dirty, not protected and fits in the host buffer (else Refused).
+    enum class Early { Evicted, LinkBusy, Refused };
+    virtual Early early_swap_out_of(int32_t v, int32_t s, int64_t t) = 0;
+    // Bytes allocated and not resident (on the host, dropped or being swapped out), and the
+    // device capacity (ideal bytes).
+    virtual int64_t off_bytes() const = 0;
+    virtual int64_t capacity() const = 0;
     // Bytes allocated and not freed (ideal sizes).
     virtual int64_t live_bytes() const = 0;
     // The engine's view of each allocation (next use, last writer, ...).

@@ -31,8 +31,9 @@ public:
     int64_t early_demand(int32_t v, int32_t s) const override;
 
 protected:
-    virtual void observe(int32_t) {}               // kernel s launched in a step >= 1
-    virtual void on_early_evictions(int64_t) {}    // what early_swap_out evicted
+    // Early swap-out after kernel s of a step >= 1 (rule 10): by the eviction policy's
+    // victims and early_demand().
+    virtual void swap_out_early(int32_t s, int64_t t) { eng.early_swap_out(s, t, *this); }
 
 private:
     int window;
@@ -41,19 +42,60 @@ private:
     std::vector<int32_t> last_seq;   // seq of its last access, -1
 };
 
-// periodic:H's decisions plus a demand forecast whose error it reports.
+// The demand forecaster (forecast.cpp, docs/simulator.md "forecast"): live bytes per position
+// of a step from all steps seen (median over the last kMaxSteps, with a trend), next uses
+// learnt from earlier steps, and its own early-eviction choice (depth in the graph, time to
+// next use, reload cost, compute load). Prefetches as periodic:8. Causal: it reads only what
+// the kernels started so far recorded.
 class ForecastPrefetcher final : public PeriodicPrefetcher {
 public:
-    using PeriodicPrefetcher::PeriodicPrefetcher;
+    ForecastPrefetcher(const Prepared& p, PrefetchTarget& e, int horizon_steps);
+    void on_alloc(int32_t a) override;
+    void on_access(int32_t s, int64_t j, int32_t a) override;
+    void after_launch(int32_t s, int64_t t) override;
+    int64_t early_demand(int32_t v, int32_t s) const override;
     void finish(Result& r) override;
 
+    static constexpr int kMaxSteps = 32;      // steps the statistics look back over
+    static constexpr int kPrefetchWindow = 8; // kernels (periodic's default)
+    static constexpr int kLoadWindow = 32;    // kernels over which the compute load is measured
+
 private:
-    void observe(int32_t s) override;
-    void on_early_evictions(int64_t k) override { evictions += k; }
-    void close_step();
-    double err_sum = 0, peak_err_sum = 0;
-    int64_t n = 0, peak_n = 0, step_actual_max = 0, evictions = 0;
-    int32_t step = -1;
+    void swap_out_early(int32_t s, int64_t t) override;
+    void observe(int32_t s);                 // kernel s started: depth, error, steps
+    void close_step(int32_t st);             // step st is complete: its peak error
+    void refit(int32_t st);                  // step st begins: fit on the steps before it
+    std::vector<int64_t> predict(int32_t target_step) const;   // live bytes per position
+    int32_t predicted_next(int32_t v, int32_t s) const;        // kNever, -1 unknown
+    int32_t last_seen_of(int64_t j) const;                     // the kernel of access j
+    double compute_load(int32_t s) const;
+    double score(int32_t v, int32_t s, int32_t nu, double load) const;
+
+    int horizon;                               // steps ahead (forecast_horizon_error)
+    int32_t cur_step = -1, last_seen = -1;     // step of the last kernel seen, its seq
+    // the model, refit at each step's end
+    std::vector<int64_t> level;                // per position: median of detrended live bytes
+    double trend = 0;                          // bytes per step
+    std::vector<int64_t> pred_cur;             // predicted live bytes of the current step
+    MaxTree pred_max;                          // range maxima of pred_cur
+    int64_t pred_peak = INT64_MIN;
+    std::vector<std::vector<int64_t>> ahead;   // [target step % horizon]: made horizon steps before
+    std::vector<int32_t> ahead_step;           // target step of each slot, -1
+    // next uses learnt from earlier steps, by access offset within a step
+    std::vector<int32_t> off_pos, off_dist;    // kernel position of the offset, distance (-1)
+    std::vector<int32_t> first_pos;            // by allocation rank: kernels from its step's start to its first use
+    std::vector<int64_t> last_acc;             // per allocation: its last access (global index)
+    std::vector<int32_t> next_pred;            // per allocation: predicted next use, -1 unknown
+    std::vector<int32_t> depth;                // per allocation: depth of its writer in its step
+    std::vector<int32_t> depth_step;           // step of that depth
+    int32_t depth_max_prev = 0, depth_max_cur = 0;
+    double load_busy = 0;                      // kernel time over the last kLoadWindow kernels
+    SampledSet live;                           // allocations allocated and not known freed
+    std::vector<int32_t> cand;
+    std::vector<std::pair<double, int32_t>> ranked;
+    // error accounting
+    double err_sum = 0, peak_err_sum = 0, hor_sum = 0;
+    int64_t n = 0, peak_n = 0, hor_n = 0, step_actual_max = 0, evictions = 0;
 };
 
 // Capuchin uses periodic's translation of step i-1's allocations, not its learning.

@@ -50,6 +50,10 @@ struct Result {
     // Demand forecaster (prefetch "forecast"): mean absolute error of the predicted live
     // bytes at each kernel, relative to the actual, and the same for each step's peak.
     double forecast_error = NAN, forecast_peak_error = NAN;
+    // ... and of the prediction made forecast_horizon_steps steps before (kernels of steps
+    // >= H only; NAN when the trace has no such step).
+    double forecast_horizon_error = NAN;
+    int64_t forecast_horizon_steps = 0;
     int64_t forecast_evictions = 0;
     // Early (proactive) evictions decided ahead of demand (rule 10 of docs/simulator.md).
     int64_t early_evictions = 0;

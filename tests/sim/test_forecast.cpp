@@ -1,0 +1,135 @@
+// The demand forecaster (prefetch forecast[:H], docs/simulator.md "forecast"): its predictions
+// and errors worked out by hand on a hand-built trace, and causality (what happens after a
+// time t changes nothing it decided before t).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "helpers.hpp"
+#include "mhc/sim/simulate.hpp"
+#include "mhc/sim/synthetic.hpp"
+
+using namespace simtest;
+using namespace mhc;
+
+namespace {
+// Five steps of 10 ms, two kernels each: step k allocates A_k (2 + g_k MiB) at 10k ms, k0
+// [10k+1, 10k+2] writes it, B_k (1 MiB) at 10k+3, k1 [10k+4, 10k+5] writes it, both freed at
+// 10k+6. Live bytes at the kernels' starts: (2 + g_k, 3 + g_k) MiB.
+trace::TraceData steps_trace(const std::vector<int64_t>& g) {
+    std::vector<Tensor> ts;
+    std::vector<K> ks;
+    for (int k = 0; k < static_cast<int>(g.size()); ++k) {
+        const int64_t t0 = 10 * k * ms;
+        ts.push_back({(2 + g[k]) * MiB, t0, t0 + 6 * ms, trace::Category::Activation});
+        ts.push_back({MiB, t0 + 3 * ms, t0 + 6 * ms, trace::Category::Activation});
+        ks.push_back({t0 + 1 * ms, t0 + 2 * ms, {{2 * k, 'w'}}, k});
+        ks.push_back({t0 + 4 * ms, t0 + 5 * ms, {{2 * k + 1, 'w'}}, k});
+    }
+    return build(ts, ks);
+}
+}  // namespace
+
+TEST_CASE("forecast: predictions from all steps seen, with a trend, and their errors by hand", "[sim][forecast]") {
+    // g = 0, 1, 2, 6, 4 MiB: a trend of +1 MiB per step with one odd step (3). Live bytes per
+    // step (k0, k1): (2,3) (3,4) (4,5) (8,9) (6,7) MiB; step means 2.5 3.5 4.5 8.5 6.5.
+    // The model before step i (docs/simulator.md): trend = the median change of the step
+    // means (0 with fewer than two changes; of the two middle ones the smaller), level(p) =
+    // median over the steps of live(p) - trend x step (the mean of the two middle ones for
+    // an even count), prediction = level(p) + trend x i.
+    //   step 1 (from step 0): trend 0, levels (2,3): predicted (2,3), actual (3,4)
+    //   step 2 (0,1): one change: trend 0; levels (2.5,3.5): predicted (2.5,3.5), actual (4,5)
+    //   step 3 (0..2): changes 1,1: trend 1; detrended k0: 2,2,2 -> 2; predicted (2+3, 3+3) =
+    //     (5,6), actual (8,9)
+    //   step 4 (0..3): changes 1,1,4: trend 1; detrended k0: 2,2,2,5 -> 2; predicted
+    //     (2+4, 3+4) = (6,7), actual (6,7): exact (the last step alone would say (8,9))
+    // forecast_error = mean |pred - actual| / actual over the 8 kernels of steps 1..4.
+    const double e1 = (1.0 / 3 + 1.0 / 4 + 1.5 / 4 + 1.5 / 5 + 3.0 / 8 + 3.0 / 9 + 0 + 0) / 8;
+    // forecast_peak_error: step peaks predicted 3, 3.5, 6, 7 against 4, 5, 9, 7.
+    const double ep = (1.0 / 4 + 1.5 / 5 + 3.0 / 9 + 0) / 4;
+    // H = 2 steps ahead: step i predicted from steps 0..i-2 (made when step i-1 began):
+    //   step 2 from step 0: (2,3) vs (4,5); step 3 from 0..1: trend 0, (2.5,3.5) vs (8,9);
+    //   step 4 from 0..2: trend 1, (2+4, 3+4) vs (6,7).
+    const double eh = (2.0 / 4 + 2.0 / 5 + 5.5 / 8 + 5.5 / 9 + 0 + 0) / 6;
+    auto t = steps_trace({0, 1, 2, 6, 4});
+    for (int64_t cap : {sim::kUnlimited, 9 * MiB}) {   // the forecast does not depend on the capacity
+        auto r = sim::simulate(t, config("lru", cap, "forecast:2"));
+        INFO(cap);
+        CHECK(r.invariant_violation.empty());
+        CHECK(r.forecast_error == Approx(e1).epsilon(1e-12));
+        CHECK(r.forecast_peak_error == Approx(ep).epsilon(1e-12));
+        CHECK(r.forecast_horizon_error == Approx(eh).epsilon(1e-12));
+        CHECK(r.forecast_horizon_steps == 2);
+    }
+    // With the default H = 8 no step of five is 8 steps ahead: no horizon error is reported.
+    auto r8 = sim::simulate(t, config("lru", sim::kUnlimited, "forecast"));
+    CHECK(std::isnan(r8.forecast_horizon_error));
+    CHECK(r8.forecast_error == Approx(e1).epsilon(1e-12));
+    bool listed = false;
+    for (const auto& [k, v] : sim::metrics(r8)) listed = listed || k == "forecast_horizon_error";
+    CHECK_FALSE(listed);
+}
+
+TEST_CASE("forecast: a repeating trace is forecast exactly once a step has been seen", "[sim][forecast]") {
+    auto t = steps_trace({1, 1, 1, 1});
+    auto r = sim::simulate(t, config("lru", sim::kUnlimited, "forecast:1"));
+    CHECK(r.forecast_error == 0);
+    CHECK(r.forecast_peak_error == 0);
+    CHECK(r.forecast_horizon_error == 0);
+}
+
+TEST_CASE("forecast: causal, a change after time T changes nothing decided before T", "[sim][forecast][causality]") {
+    // A training trace; the copy shrinks every allocation made at or after T (half way) 16x:
+    // live bytes, and so the recorded demand, change only after T. Every event of the run
+    // (swap-outs, early evictions, swap-ins, stalls) that starts before T must be the same.
+    // (A forecaster fitted on the current step's recorded live bytes, a peek, fails this test:
+    // checked by hand, docs/simulator.md.)
+    auto base = sim::synthetic::training(3, 60'000, 8, 1);
+    auto changed = base;
+    const auto& al = base.allocations;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < al.size(); ++i) { lo = std::min(lo, al.t_alloc[i]); hi = std::max(hi, al.t_alloc[i]); }
+    const int64_t T = lo + (hi - lo) / 2;
+    for (size_t i = 0; i < al.size(); ++i)
+        if (al.t_alloc[i] >= T) changed.allocations.bytes[i] = std::max<int64_t>(1, al.bytes[i] / 16);
+    // ... and drops the accesses of the kernels that start at or after T.
+    {
+        auto& k = changed.kernels;
+        trace::AccessColumns kept;
+        std::vector<int64_t> begin{0};
+        for (size_t i = 0; i < k.size(); ++i) {
+            if (k.t_start[i] < T)
+                for (int64_t j = k.access_begin[i]; j < k.access_begin[i + 1]; ++j) {
+                    kept.allocation.push_back(changed.accesses.allocation[j]);
+                    kept.mode.push_back(changed.accesses.mode[j]);
+                }
+            begin.push_back(static_cast<int64_t>(kept.allocation.size()));
+        }
+        changed.accesses = std::move(kept);
+        k.access_begin = std::move(begin);
+    }
+    const int64_t cap = sim::baseline_peak(*sim::prepare(base), "ideal") * 6 / 10;
+    auto before_T = [&](const sim::Result& r) {
+        std::vector<std::tuple<int, int64_t, int64_t, int64_t, int64_t>> v;
+        for (const auto& e : r.events)
+            if (e.t_start < T) v.emplace_back(static_cast<int>(e.kind), e.t_start, e.t_end, e.allocation, e.bytes);
+        return v;
+    };
+    for (std::string ev : {"lru", "largest"}) {
+        auto c = config(ev, cap, "forecast");
+        c.link = sim::link_from_spec("pcie4");
+        auto a = sim::simulate(base, c), b = sim::simulate(changed, c);
+        INFO(ev);
+        REQUIRE(a.forecast_evictions > 0);
+        auto pa = before_T(a), pb = before_T(b);
+        CHECK(pa.size() > 100);
+        size_t same = 0;   // events before T that agree, in order
+        while (same < pa.size() && same < pb.size() && pa[same] == pb[same]) ++same;
+        INFO("first difference at event " << same << " of " << pa.size() << " / " << pb.size()
+             << (same < pa.size() ? " at " + std::to_string(std::get<1>(pa[same])) : std::string()) << ", T = " << T);
+        CHECK(same == pa.size());
+        CHECK(pa.size() == pb.size());
+        CHECK(a.events.size() != b.events.size());   // the change does show after T
+    }
+}

@@ -1,0 +1,84 @@
+// Rule 6 of docs/simulator.md on a hand-built trace: a cancelled swap-out keeps its link
+// queue busy until its end (its link time is spent), and make room does not wait for it.
+// Every number is worked out by hand from the document (helpers.hpp: 1 MiB takes 1 ms each
+// way, two copy engines, no latency, no duplex slowdown).
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <vector>
+
+#include "helpers.hpp"
+#include "mhc/sim/simulate.hpp"
+
+using namespace simtest;
+using namespace mhc;
+using trace::kNoTime;
+
+namespace {
+constexpr int64_t us100 = ms / 10;   // 0.1 ms
+}  // namespace
+
+TEST_CASE("rule 6: a cancelled swap-out occupies its queue; the next swap-out starts after it", "[sim][spec][transfers]") {
+    // Capacity 4 MiB, lru, lookahead:1 (window: the kernel and the next), no early swap-out.
+    // Tensors: X 1 MiB [0, -), B 3 MiB [0, -), C 1 MiB [2, 3.5], D 1 MiB [4.6, -).
+    // Kernels: k0 [0,1] writes X, B; k1 [3,3.5] writes C; k2 [4,4.2] read-writes X;
+    // k3 [4.5,5] reads B.
+    //  * LRU clock: X alloc 1, B alloc 2, k0: X 3, B 4.
+    //  * C at 2 ms: 4 + 1 > 4, victim X (dirty): D2H 2-3; C waits: stall 1 (shift 1).
+    //  * k1 at 4 (3 + 1): the window is {k1, k2}; prefetch X (k2 reads it): room needs a
+    //    victim, B (C pinned; B not in the window): D2H 4-7 (3 MiB); the room is not there
+    //    now, so the prefetch is skipped (rule 9). C freed at 3.5 + 1 = 4.5 (after k1's end).
+    //  * k2 at 5: X on the host, 3 (B in D2H) + 1 <= 4: H2D 5-6; k2 starts at 6: stall 1
+    //    (shift 2). Its write makes X dirty.
+    //  * k3 at 6.5: B still in D2H (ends 7): the swap-out is cancelled (rule 2), B is on the
+    //    GPU; no stall. The D2H queue stays busy until 7.
+    //  * D at 6.6: 1 + 3 + 1 > 4, victim X (B pinned by k3), dirty: D2H starts at
+    //    max(6.6, queue busy until 7) = 7, ends 8. Make room waits for X's copy (not for the
+    //    cancelled one, which frees nothing): D at 8, stall 1.4 (shift 3.4).
+    //    Had the cancelled copy freed its queue, X's copy would run 6.6-7.6 (stall 1.0).
+    //  * Makespan: last recorded event 5 (k3's end) + 3.4 = 8.4 ms. Stalls 1 + 1 + 1.4 = 3.4.
+    auto t = build({{MiB, 0, kNoTime}, {3 * MiB, 0, kNoTime}, {MiB, 2 * ms, 35 * us100}, {MiB, 46 * us100, kNoTime}},
+                   {{0, 1 * ms, {{0, 'w'}, {1, 'w'}}},
+                    {3 * ms, 35 * us100, {{2, 'w'}}},
+                    {4 * ms, 42 * us100, {{0, 'x'}}},
+                    {45 * us100, 5 * ms, {{1, 'r'}}}});
+    auto c = config("lru", 4 * MiB, "lookahead:1");
+    c.early_swap_out = false;
+    auto r = sim::simulate(t, c);
+    REQUIRE_FALSE(r.oom.happened);
+    CHECK(r.invariant_violation.empty());
+    CHECK(r.swap_out_count == 3);
+    CHECK(r.swap_out_bytes == 5 * MiB);
+    CHECK(r.swap_in_count == 1);
+    CHECK(r.prefetch_count == 0);
+    CHECK(r.stall_count == 3);
+    CHECK(r.stall_time == 34 * us100);
+    CHECK(r.simulated_makespan == 84 * us100);
+    CHECK(r.host_peak == 4 * MiB);   // X's copy and B's reservation, before the cancellation
+    // The swap-outs as the link ran them: X 2-3, B 4-7 (cancelled, still on the link), X 7-8.
+    std::vector<std::array<int64_t, 3>> outs;
+    for (const auto& e : r.events)
+        if (e.kind == trace::EventKind::SwapOut) outs.push_back({e.allocation, e.t_start, e.t_end});
+    CHECK(outs == std::vector<std::array<int64_t, 3>>{{1, 2 * ms, 3 * ms}, {2, 4 * ms, 7 * ms}, {1, 7 * ms, 8 * ms}});
+}
+
+TEST_CASE("rule 6: make room does not wait for a cancelled swap-out (it frees nothing)", "[sim][spec][transfers]") {
+    // The same first 6.5 ms, except that k3 reads X as well as B, and E (1 MiB) comes at 4.6
+    // instead of D. At 6.6: 1 (X) + 3 (B) + 1 > 4, both pinned by k3, nothing to evict; the
+    // only transfer in flight is B's cancelled copy (ends 7), which frees nothing when it
+    // lands: no wait, an OOM at 6.6 ms (had make room waited for it: at 7 ms), short by
+    // 1 MiB with 4 MiB pinned.
+    auto t = build({{MiB, 0, kNoTime}, {3 * MiB, 0, kNoTime}, {MiB, 2 * ms, 35 * us100}, {MiB, 46 * us100, kNoTime}},
+                   {{0, 1 * ms, {{0, 'w'}, {1, 'w'}}},
+                    {3 * ms, 35 * us100, {{2, 'w'}}},
+                    {4 * ms, 42 * us100, {{0, 'x'}}},
+                    {45 * us100, 5 * ms, {{1, 'r'}, {0, 'r'}}}});
+    auto c = config("lru", 4 * MiB, "lookahead:1");
+    c.early_swap_out = false;
+    auto r = sim::simulate(t, c);
+    REQUIRE(r.oom.happened);
+    CHECK(r.oom.time == 66 * us100);
+    CHECK(r.oom.bytes_pinned == 4 * MiB);
+    CHECK(r.oom.bytes_short == MiB);
+    CHECK(r.stall_time == 2 * ms);   // C's 1 ms and k2's 1 ms, as in the first case
+}
