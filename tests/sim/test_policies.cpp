@@ -101,9 +101,12 @@ TEST_CASE("learning prefetchers beat on-demand swapping on a periodic trace", "[
     auto forecast = run("lru", "forecast");
     CHECK(periodic.stall_time < none.stall_time);
     CHECK(capuchin.stall_time < none.stall_time);
-    // Early eviction (rule 10) hides swap-outs: periodic and forecast share that rule (and
-    // their window), so they stall the same; without it periodic stalls more.
-    CHECK(forecast.stall_time == periodic.stall_time);
+    // Early eviction (rule 10) hides swap-outs: forecast does it with its own victims (so its
+    // stalls differ from periodic's), and stalls less than on demand; without it periodic
+    // stalls more.
+    CHECK(forecast.stall_time < none.stall_time);
+    CHECK(forecast.early_evictions > 0);
+    CHECK(forecast.forecast_evictions == forecast.early_evictions);
     CHECK(periodic.early_evictions > 0);
     {
         sim::Config c;
