@@ -30,6 +30,25 @@ trace::TraceData steps_trace(const std::vector<int64_t>& g) {
     }
     return build(ts, ks);
 }
+// The decisions (events) taken while processing the recorded events before T, in order.
+// Simulated time runs later than recorded time by every stall, so the events' own times
+// cannot say that: each event's origin (plan_log) names the recorded row being processed.
+using Decision = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
+std::vector<Decision> decisions_before(const sim::Result& r, const trace::TraceData& t, int64_t T) {
+    std::vector<Decision> v;
+    for (size_t i = 0; i < r.events.size(); ++i) {
+        const auto& o = r.plan_log.origins[i];
+        const auto row = static_cast<size_t>(o.index);
+        const int64_t at = o.what == sim::Recorded::Allocation    ? t.allocations.t_alloc[row]
+                           : o.what == sim::Recorded::Free        ? t.allocations.t_free[row]
+                           : o.what == sim::Recorded::KernelStart ? t.kernels.t_start[row]
+                                                                  : t.kernels.t_end[row];
+        if (at >= T) break;   // events are recorded in processing order
+        const auto& e = r.events[i];
+        v.emplace_back(static_cast<int>(e.kind), e.t_start, e.t_end, e.allocation, e.bytes);
+    }
+    return v;
+}
 }  // namespace
 
 TEST_CASE("forecast: predictions from all steps seen, with a trend, and their errors by hand", "[sim][forecast]") {
@@ -111,24 +130,7 @@ TEST_CASE("forecast: causal, a change after time T changes nothing decided befor
         k.access_begin = std::move(begin);
     }
     const int64_t cap = sim::baseline_peak(*sim::prepare(base), "ideal") * 6 / 10;
-    // The decisions taken while processing the recorded events before T (simulated time runs
-    // later than recorded time by every stall, so the events' own times cannot say that):
-    // each event's origin (plan_log) names the recorded row that was being processed.
-    auto before_T = [&](const sim::Result& r) {
-        std::vector<std::tuple<int, int64_t, int64_t, int64_t, int64_t>> v;
-        for (size_t i = 0; i < r.events.size(); ++i) {
-            const auto& o = r.plan_log.origins[i];
-            const auto row = static_cast<size_t>(o.index);
-            const int64_t at = o.what == sim::Recorded::Allocation ? al.t_alloc[row]
-                               : o.what == sim::Recorded::Free     ? al.t_free[row]
-                               : o.what == sim::Recorded::KernelStart ? base.kernels.t_start[row]
-                                                                      : base.kernels.t_end[row];
-            if (at >= T) break;   // events are recorded in processing order
-            const auto& e = r.events[i];
-            v.emplace_back(static_cast<int>(e.kind), e.t_start, e.t_end, e.allocation, e.bytes);
-        }
-        return v;
-    };
+    auto before_T = [&](const sim::Result& r) { return decisions_before(r, base, T); };
     for (std::string ev : {"lru", "largest"}) {
         auto c = config(ev, cap, "forecast");
         c.link = sim::link_from_spec("pcie4");
@@ -150,3 +152,42 @@ TEST_CASE("forecast: causal, a change after time T changes nothing decided befor
     const bool oracle_same = before_T(sim::simulate(base, c)) == before_T(sim::simulate(changed, c));
     CHECK_FALSE(oracle_same);
 }
+
+TEST_CASE("forecast: causal, the live bytes later in the current step are not read before they happen", "[sim][forecast][causality]") {
+    // Four steps of 20 ms, 12 kernels of 0.5 ms at 0, 1, .., 11 ms of each step. V (2 MiB,
+    // never freed) is read by k11 of every step; X_i (1 MiB) is allocated at 0.7 ms, written
+    // by k1, freed at 10.7 ms. Live bytes: k0 2 MiB, k1..k10 3 MiB, k11 2 MiB. Capacity 3 MiB.
+    // At k0 of step 2 (40 ms) the forecast (steps 0, 1) for positions 1..10, while V would be
+    // away (its next use, learnt: 12 kernels after k11 of step 1), is 3 MiB: it fits, V stays.
+    // The copy makes X_2, allocated at 40.7 ms (after T = 40.6), 2 MiB: live 4 MiB later in
+    // step 2. A forecaster that read the recorded live bytes of the current step would swap V
+    // out early at 40 ms; this one decides the same before T in both, and swaps V out only
+    // when X_2 needs the room.
+    auto make = [](int64_t x2) {
+        std::vector<Tensor> ts{{2 * MiB, 0, trace::kNoTime, trace::Category::Param}};
+        std::vector<K> ks;
+        for (int st = 0; st < 4; ++st) {
+            const int64_t t0 = 20 * st * ms;
+            ts.push_back({st == 2 ? x2 : MiB, t0 + 7 * ms / 10, t0 + 107 * ms / 10, trace::Category::Activation});
+            for (int i = 0; i < 12; ++i) {
+                std::vector<Use> uses;
+                if (i == 1) uses.push_back({st + 1, 'w'});
+                if (i == 11) uses.push_back({0, 'r'});
+                ks.push_back({t0 + i * ms, t0 + i * ms + ms / 2, uses, st});
+            }
+        }
+        return build(ts, ks);
+    };
+    auto base = make(MiB), changed = make(2 * MiB);
+    const int64_t T = 40 * ms + 6 * ms / 10;
+    auto c = config("lru", 3 * MiB, "forecast");
+    auto a = sim::simulate(base, c), b = sim::simulate(changed, c);
+    CHECK(a.invariant_violation.empty());
+    CHECK(b.invariant_violation.empty());
+    CHECK(a.swap_out_count == 0);   // it all fits: nothing forecast, nothing evicted
+    CHECK(a.forecast_error == 0);
+    CHECK(decisions_before(a, base, T) == decisions_before(b, changed, T));
+    CHECK(b.swap_out_count >= 1);   // the change shows after T
+    CHECK(b.early_evictions == 0);  // nothing foresaw it
+}
+
