@@ -17,6 +17,7 @@ ForecastPrefetcher::ForecastPrefetcher(const Prepared& p, PrefetchTarget& e, int
     : PeriodicPrefetcher(p, e, kPrefetchWindow), horizon(std::max(horizon_steps, 1)) {
     const size_t na = P.t->allocations.size();
     last_acc.assign(na, -1);
+    last_kernel.assign(na, -1);
     next_pred.assign(na, -1);
     depth.assign(na, 0);
     depth_step.assign(na, -1);
@@ -44,7 +45,7 @@ void ForecastPrefetcher::on_access(int32_t s, int64_t j, int32_t a) {
     const int32_t st = P.step_of[s];
     const int64_t jp = last_acc[a];
     if (jp >= 0) {
-        const int32_t sp = last_seen_of(jp);
+        const int32_t sp = last_kernel[a];
         const int32_t stp = P.step_of[sp];
         if (stp >= 0 && sp < s) {
             const size_t k = static_cast<size_t>(jp - P.acc_begin[P.step_begin[stp]]);
@@ -58,16 +59,12 @@ void ForecastPrefetcher::on_access(int32_t s, int64_t j, int32_t a) {
         first_pos[rank] = s - P.step_begin[P.alloc_step[a]];
     }
     last_acc[a] = j;
+    last_kernel[a] = s;
     next_pred[a] = -1;
     if (st < 0) return;
     const size_t k = static_cast<size_t>(j - P.acc_begin[P.step_begin[st]]);
     if (k < off_pos.size() && off_pos[k] == s - P.step_begin[st] && off_dist[k] > 0)
         next_pred[a] = static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + off_dist[k]));
-}
-
-// The kernel of access j (accesses are stored by kernel in seq order).
-int32_t ForecastPrefetcher::last_seen_of(int64_t j) const {
-    return static_cast<int32_t>(std::upper_bound(P.acc_begin.begin(), P.acc_begin.end(), j) - P.acc_begin.begin()) - 1;
 }
 
 void ForecastPrefetcher::after_launch(int32_t s, int64_t t) {
@@ -78,7 +75,6 @@ void ForecastPrefetcher::after_launch(int32_t s, int64_t t) {
 // Kernel s started: step changes (refit, predictions for this step and H steps ahead), the
 // depth of what it writes, and the error of the forecast for it.
 void ForecastPrefetcher::observe(int32_t s) {
-    last_seen = s;
     const int32_t st = P.step_of[s];
     if (st < 0) return;
     if (st != cur_step) {
@@ -188,7 +184,7 @@ int32_t ForecastPrefetcher::predicted_next(int32_t v, int32_t s) const {
     const int32_t st = P.step_of[s];
     if (st < 1) return -1;
     const int32_t prev = P.step_begin[st - 1];
-    const int32_t last = last_acc[v] < 0 ? -1 : last_seen_of(last_acc[v]);
+    const int32_t last = last_acc[v] < 0 ? -1 : last_kernel[v];
     if (last < prev && P.t->allocations.t_alloc[v] < P.kstart[prev]) return kNever;
     return -1;
 }

@@ -67,12 +67,11 @@ private:
     void refit(int32_t st);                  // step st begins: fit on the steps before it
     std::vector<int64_t> predict(int32_t target_step) const;   // live bytes per position
     int32_t predicted_next(int32_t v, int32_t s) const;        // kNever, -1 unknown
-    int32_t last_seen_of(int64_t j) const;                     // the kernel of access j
     double compute_load(int32_t s) const;
     double score(int32_t v, int32_t s, int32_t nu, double load) const;
 
     int horizon;                               // steps ahead (forecast_horizon_error)
-    int32_t cur_step = -1, last_seen = -1;     // step of the last kernel seen, its seq
+    int32_t cur_step = -1;                     // step of the last kernel seen
     // the model, refit at each step's end
     std::vector<int64_t> level;                // per position: median of detrended live bytes
     double trend = 0;                          // bytes per step
@@ -85,6 +84,7 @@ private:
     std::vector<int32_t> off_pos, off_dist;    // kernel position of the offset, distance (-1)
     std::vector<int32_t> first_pos;            // by allocation rank: kernels from its step's start to its first use
     std::vector<int64_t> last_acc;             // per allocation: its last access (global index)
+    std::vector<int32_t> last_kernel;          // ... and the kernel (seq) that made it
     std::vector<int32_t> next_pred;            // per allocation: predicted next use, -1 unknown
     std::vector<int32_t> depth;                // per allocation: depth of its writer in its step
     std::vector<int32_t> depth_step;           // step of that depth
