@@ -8,6 +8,7 @@
 
 #include "helpers.hpp"
 #include "mhc/sim/event_order.hpp"
+#include "mhc/sim/result.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/sim/synthetic.hpp"
 
@@ -81,6 +82,12 @@ TEST_CASE("forecast: predictions from all steps seen, with a trend, and their er
         CHECK(r.forecast_peak_error == Approx(ep).epsilon(1e-12));
         CHECK(r.forecast_horizon_error == Approx(eh).epsilon(1e-12));
         CHECK(r.forecast_horizon_steps == 2);
+        // stored with the run and printed in --json like every metric
+        const auto run = sim::to_run(r);
+        REQUIRE(run.metrics.count("forecast_horizon_error") == 1);
+        CHECK(run.metrics.at("forecast_horizon_error") == Approx(eh).epsilon(1e-12));
+        CHECK(run.metrics.at("forecast_horizon_steps") == 2);
+        CHECK(sim::to_json(r).find("\"forecast_horizon_error\"") != std::string::npos);
     }
     // With the default H = 8 no step of five is 8 steps ahead: no horizon error is reported.
     auto r8 = sim::simulate(t, config("lru", sim::kUnlimited, "forecast"));
