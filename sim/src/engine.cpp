@@ -584,11 +584,15 @@ int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& b
 // early_swap_out's loop (queue free by the next kernel's start, an evictable dirty victim
 // outside the window that the host buffer can take), the victim being the prefetcher's.
 template <class Policy>
-typename PrefetchTarget::Early Engine<Policy>::early_swap_out_of(int32_t v, int32_t s, int64_t t) {
+bool Engine<Policy>::early_swap_out_open(int32_t s) const {
     const int32_t n = static_cast<int32_t>(P.korder.size());
-    if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited || done) return Early::LinkBusy;
-    const int q = C.link.copy_engines >= 2 ? 1 : 0;
-    if (busy[q] > P.kstart[s + 1] + shift) return Early::LinkBusy;
+    if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited || done) return false;
+    return busy[C.link.copy_engines >= 2 ? 1 : 0] <= P.kstart[s + 1] + shift;
+}
+
+template <class Policy>
+typename PrefetchTarget::Early Engine<Policy>::early_swap_out_of(int32_t v, int32_t s, int64_t t) {
+    if (!early_swap_out_open(s)) return Early::LinkBusy;
     if (state[v] != Residency::Gpu || pins[v] != 0 || !pol.contains(v) || is_protected(v) || ctx.host_valid[v] ||
         pol.may_drop(v) || !host_room(P.t->allocations.bytes[v]))
         return Early::Refused;

@@ -61,6 +61,7 @@ private:
     void start_prefetch(int32_t a, int64_t t) override;
     int64_t early_swap_out(int32_t s, int64_t t, const Prefetcher& by) override;
     Early early_swap_out_of(int32_t v, int32_t s, int64_t t) override;
+    bool early_swap_out_open(int32_t s) const override;
     int64_t live_bytes() const override { return allocated_bytes; }
     int64_t off_bytes() const override { return allocated_bytes - resident_bytes; }
     int64_t capacity() const override { return cap; }

@@ -257,7 +257,14 @@ double ForecastPrefetcher::compute_load(int32_t s) const {
 // dirty, unprotected ones with a learnt next use, rank them, and evict in rank order while the
 // forecast demand over each one's absence does not fit and the link is free.
 void ForecastPrefetcher::swap_out_early(int32_t s, int64_t t) {
-    if (pred_cur.empty() || P.step_of[s] != cur_step) return;
+    if (pred_cur.empty() || P.step_of[s] != cur_step || !eng.early_swap_out_open(s)) return;
+    // No victim's demand can exceed the forecast peak up to H steps ahead plus the drift:
+    // when that fits, nothing is ranked (the common case, kept cheap).
+    const int64_t pos = s - P.step_begin[cur_step];
+    if (pos >= static_cast<int64_t>(pred_cur.size())) return;
+    const int64_t bound = pred_peak + std::max<int64_t>(0, std::llround(trend)) * horizon + eng.live_bytes() -
+                          pred_cur[static_cast<size_t>(pos)];
+    if (bound - eng.off_bytes() <= eng.capacity()) return;
     constexpr size_t kSample = SampledSet::kSample;
     constexpr int kSkips = 4;
     cand.clear();

@@ -40,6 +40,9 @@ public:
     // `v` is evictable, dirty, not protected and fits in the host buffer (else Refused).
     enum class Early { Evicted, LinkBusy, Refused };
     virtual Early early_swap_out_of(int32_t v, int32_t s, int64_t t) = 0;
+    // Whether early_swap_out_of(., s, .) could evict anything now (early swap-out on, the
+    // eviction queue free by kernel s+1's start): a cheap test before ranking candidates.
+    virtual bool early_swap_out_open(int32_t s) const = 0;
     // Bytes allocated and not resident (on the host, dropped or being swapped out), and the
     // device capacity (ideal bytes).
     virtual int64_t off_bytes() const = 0;
