@@ -31,6 +31,6 @@ for r in $(seq 1 "$rounds"); do
     bin=$old; [ "$side" = after ] && bin=$new
     echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
     "$bin" 4 "${TMPDIR:-/tmp}" | grep -E '^ +[0-9]+ .*(none|lookahead:8) ' | sed "s/^/$side /"
-    "$bin" recompute 2 | grep -E 'rows (dtr|cost_aware)' | sed "s/^/$side /"
+    "$bin" recompute 2 | grep -E 'rows (dtr|cost_aware)' | sed "s/^/$side /"   # totals, then by prefetcher
   done
 done
