@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/trace/store.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
@@ -78,6 +80,50 @@ bool has_table(sqlite3* db, const std::string& file, const char* name) {
     return s.step();
 }
 
+// The tables and meta rows of a new runs database, inside the caller's transaction.
+void init_runs_db(sqlite3* db, const std::string& file, const std::string& trace_path, const std::string& print) {
+    sql::exec(db, file, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID");
+    sql::exec(db, file, schema::kRunTables);
+    sql::exec(db, file, schema::kRunIndexes);
+    sql::Stmt m(db, file, "INSERT INTO meta VALUES (?,?)");
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(trace_path, ec);
+    for (auto [k, v] : std::map<std::string, std::string>{
+             {"format", kRunsFormatName},
+             {"schema_version", std::to_string(kSchemaVersion)},
+             {"trace", ec ? trace_path : abs.lexically_normal().string()},
+             {"trace_fingerprint", print}}) {
+        m.bind(1, k); m.bind(2, v); m.run();
+    }
+}
+
+// A runs database that does not exist yet is made whole beside it and renamed into place
+// (OutputFile), so a failure (a full disk, a signal) never leaves an empty or half-made one. When
+// another process creates it meanwhile, theirs is kept and used.
+void create_runs_db(const std::string& file, const std::string& trace_path, const std::string& print) {
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec) || ec) return;   // opened (and checked) as it is
+    OutputFile out(file, IfExists::Refuse);
+    sqlite3* db = nullptr;
+    int rc = sqlite3_open_v2(out.temp_path().c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    try {
+        if (rc != SQLITE_OK) throw Error(file + ": cannot create: " + (db ? sqlite3_errmsg(db) : "error"));
+        sqlite3_extended_result_codes(db, 1);
+        sql::exec(db, file, "BEGIN IMMEDIATE");
+        init_runs_db(db, file, trace_path, print);
+        sql::exec(db, file, "COMMIT");
+    } catch (...) {
+        sqlite3_close(db);
+        throw;
+    }
+    sqlite3_close(db);
+    try {
+        out.commit();
+    } catch (const Error&) {
+        if (!std::filesystem::exists(file, ec)) throw;   // not "appeared": a real failure
+    }
+}
+
 // A connection that writes runs: into the trace itself, or into a runs database beside it
 // (created on first use). Every write is one BEGIN IMMEDIATE transaction: writers queue on
 // the lock (busy timeout) instead of failing, and ids are assigned under it, so they never collide.
@@ -93,7 +139,8 @@ struct RunWriter {
         file = separate(trace_path, runs_db) ? runs_db : trace_path;
         std::string problem;
         if (separate(trace_path, runs_db)) {
-            if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+            create_runs_db(file, trace_path, print);
+            if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
                 problem = file + ": cannot open or create: " + (db ? sqlite3_errmsg(db) : "error");
                 sqlite3_close(db);
                 throw Error(problem);
@@ -112,22 +159,10 @@ struct RunWriter {
         try {
             sql::exec(db, file, "BEGIN IMMEDIATE");
             if (separate(trace_path, runs_db)) {
-                if (!has_table(db, file, "meta")) {
+                if (!has_table(db, file, "meta")) {   // an empty file the user made: use it
                     if (has_table(db, file, "runs") || has_table(db, file, "allocations"))
                         throw Error(file + ": not an mhc runs database (it has tables but no meta)");
-                    sql::exec(db, file, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID");
-                    sql::exec(db, file, schema::kRunTables);
-                    sql::exec(db, file, schema::kRunIndexes);
-                    sql::Stmt m(db, file, "INSERT INTO meta VALUES (?,?)");
-                    std::error_code ec;
-                    auto abs = std::filesystem::absolute(trace_path, ec);
-                    for (auto [k, v] : std::map<std::string, std::string>{
-                             {"format", kRunsFormatName},
-                             {"schema_version", std::to_string(kSchemaVersion)},
-                             {"trace", ec ? trace_path : abs.lexically_normal().string()},
-                             {"trace_fingerprint", print}}) {
-                        m.bind(1, k); m.bind(2, v); m.run();
-                    }
+                    init_runs_db(db, file, trace_path, print);
                 } else {
                     verify_runs_db(db, file, trace_path, print);
                 }
