@@ -23,6 +23,31 @@ chmod 0644 "$t"
 gen --seed 7 --force -o "$t" || fail "generate --force failed"
 "$mhc" info "$t" | grep -q "simulated" && fail "generate --force kept the old runs"
 ls "$tmp" | grep -q "tmp-" && fail "temporary file left: $(ls "$tmp")"
+# export: an existing output (here another trace, with its runs) is refused without --force, and
+# the trace being exported is never its own output, nor an import's input its output.
+gen -o "$tmp/other.db"
+"$mhc" simulate "$tmp/other.db" --capacity 80% >/dev/null || fail "simulate other"
+sum=$(sha256sum <"$tmp/other.db")
+"$mhc" export "$t" -o "$tmp/other.db" >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] || fail "export over an existing trace exited $rc, wanted 2"
+grep -q -- "--force" "$tmp/err" || fail "export: no --force hint: $(cat "$tmp/err")"
+"$mhc" export "$t" --format csv -o "$tmp/csv" >/dev/null || fail "export csv"
+"$mhc" export "$t" --format csv -o "$tmp/csv" >/dev/null 2>&1 && fail "export csv replaced existing tables without --force"
+"$mhc" export "$t" --format csv --force -o "$tmp/csv" >/dev/null || fail "export csv --force"
+for f in "$t" "$tmp/other.db"; do
+    "$mhc" export "$f" --force -o "$f" >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc = 2 ] || fail "export of $f onto itself with --force exited $rc, wanted 2"
+    grep -q "input file" "$tmp/err" || fail "export onto itself: $(cat "$tmp/err")"
+done
+ln -s "$tmp/other.db" "$tmp/link.db"
+"$mhc" export "$tmp/other.db" --force -o "$tmp/link.db" >/dev/null 2>&1 && fail "export onto a link to its input"
+[ "$(sha256sum <"$tmp/other.db")" = "$sum" ] || fail "export damaged an existing trace"
+echo '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2}]}' >"$tmp/k.json"
+ksum=$(sha256sum <"$tmp/k.json")
+"$mhc" import "$tmp/k.json" --force -o "$tmp/k.json" >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 2 ] && grep -q "input file" "$tmp/err" || fail "import onto its own input exited $rc: $(cat "$tmp/err")"
+[ "$(sha256sum <"$tmp/k.json")" = "$ksum" ] || fail "import replaced its own input"
+rm -f "$tmp/link.db" "$tmp/k.json"
 
 # Defect 4: a run that cannot be stored: the result is printed, exit 4, one line. Root writes
 # 0444 files, so the store also fails here through a runs database that cannot be created.

@@ -19,7 +19,7 @@ RANDOM=${KILL_TEST_SEED:-13}
 works() {   # every reading command on $1, and a stored run
     "$mhc" check "$1" >/dev/null 2>"$tmp/err" || fail "check after a kill: $(cat "$tmp/err")"
     "$mhc" info "$1" >/dev/null 2>"$tmp/err" || fail "info after a kill: $(cat "$tmp/err")"
-    "$mhc" export "$1" -o "$tmp/x.json" >/dev/null 2>"$tmp/err" || fail "export after a kill: $(cat "$tmp/err")"
+    "$mhc" export "$1" --force -o "$tmp/x.json" >/dev/null 2>"$tmp/err" || fail "export after a kill: $(cat "$tmp/err")"
     # The imported fixture is a CPU profile: its memory is the host's (device -1), which is
     # simulated only when asked for.
     local dev=(); [ "$1" = "$tmp/i.db" ] && dev=(--device -1)
