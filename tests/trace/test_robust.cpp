@@ -374,3 +374,43 @@ TEST_CASE("OutputFile: refuses an existing target, cleans up after signals and d
         }
     }
 }
+
+TEST_CASE("stored runs with rows out of range or of the wrong type are refused, not read as 0", "[store][robust]") {
+    TempPath p("badrun.db");
+    write_trace(p.path);
+    int64_t id = add_run(p.path, small_run("good"));
+    std::string run = std::to_string(id);
+    auto load_error = [&]() -> std::string {
+        try {
+            load_run(p.path, id);
+        } catch (const mhc::Error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    REQUIRE(load_error().empty());
+    SECTION("an unknown event kind (was read as a stall)") {
+        sql(p.path, "UPDATE run_events SET kind = 99 WHERE rowid = (SELECT min(rowid) FROM run_events)");
+        CHECK_THAT(load_error(), Catch::Contains(p.path) && Catch::Contains("run_events row") &&
+                                     Catch::Contains("(run " + run + ")") && Catch::Contains("kind is 99"));
+    }
+    SECTION("an event time at INT64_MIN") {
+        sql(p.path, "UPDATE run_events SET t_start = -9223372036854775808 WHERE rowid = (SELECT min(rowid) FROM run_events)");
+        CHECK_THAT(load_error(), Catch::Contains("t_start is -9223372036854775808"));
+    }
+    SECTION("text in an event's bytes") {
+        sql(p.path, "UPDATE run_events SET bytes = 'abc' WHERE rowid = (SELECT min(rowid) FROM run_events)");
+        CHECK_THAT(load_error(), Catch::Contains("bytes holds text 'abc'"));
+    }
+    SECTION("a kernel time as text, a negative memory sample") {
+        sql(p.path, "INSERT INTO run_kernels VALUES (" + run + ", 1, 'x', 5)");
+        CHECK_THAT(load_error(), Catch::Contains("run_kernels row 1") && Catch::Contains("t_start holds text"));
+        sql(p.path, "DELETE FROM run_kernels; INSERT INTO run_memory VALUES (" + run + ", 0, -1, 0)");
+        CHECK_THAT(load_error(), Catch::Contains("run_memory row") && Catch::Contains("device_bytes is -1"));
+    }
+    SECTION("a metric that is text (was read as 0)") {
+        sql(p.path, "UPDATE run_metrics SET value = 'abc' WHERE run = " + run);
+        CHECK_THAT(load_error(), Catch::Contains("'peak_bytes' is not a number"));
+        CHECK_THROWS_WITH(list_runs(p.path), Catch::Contains(p.path) && Catch::Contains("'peak_bytes' is not a number"));
+    }
+}
