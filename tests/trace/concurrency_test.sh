@@ -36,6 +36,20 @@ n=$("$mhc" info "$t" | grep -c "simulated")
 ids=$("$mhc" info "$t" | awk '/simulated/ {print $1}' | sort -u | wc -l)
 [ "$ids" = 12 ] || fail "run ids collide: $ids distinct"
 
+# 8 simulate processes at once into a runs database that none of them finds: one creates it
+# (built whole, renamed into place), the others use it; every run is stored.
+pids=()
+for i in 1 2 3 4 5 6 7 8; do
+    "$mhc" simulate "$t" --capacity $((50 + 5 * i))% --runs-db "$tmp/runs.db" >"$tmp/rdb.$i" 2>&1 &
+    pids+=($!)
+done
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; rc=$?
+    [ $rc = 0 ] || [ $rc = 3 ] || fail "simulate --runs-db $i exited $rc: $(cat "$tmp/rdb.$((i + 1))")"
+done
+n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -c "simulated")
+[ "$n" = 8 ] || fail "$n runs stored in a new runs database by 8 processes, wanted 8"
+
 # 8 validate processes at once on a tiny trace: each stores a simulated and a replayed run for
 # the baseline and for its capacity (4 runs), the same transaction contract as simulate.
 v=$tmp/v.db
