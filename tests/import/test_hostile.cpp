@@ -401,3 +401,16 @@ TEST_CASE("import errors name the output and not the temporary trace", "[import]
     CHECK(err.find(out + ":") != std::string::npos);
     CHECK(err.find(".importing-") == std::string::npos);
 }
+
+TEST_CASE("a device or pipe as input is read at most --max-input-size bytes, not forever", "[import][hostile]") {
+    test::TempDir dir;
+    std::string out = dir.file("zero.db"), err;
+    // /dev/zero has no end: a snapshot (read whole) grew without bound before the limit applied.
+    CHECK(test::run_mhc("import --format snapshot --max-input-size 1MiB /dev/zero -o " + out, &err) == 2);
+    CHECK_THAT(err, Catch::Contains("/dev/zero: not a regular file, and reads past 1 MiB"));
+    CHECK(dir.entries() == 0);
+    imp::Options opt;
+    opt.format = imp::Format::Snapshot;
+    opt.max_input_size = 1 << 20;
+    CHECK_THROWS_WITH(imp::import_file("/dev/zero", out, opt), Catch::Contains("not a regular file"));
+}
