@@ -414,3 +414,68 @@ TEST_CASE("stored runs with rows out of range or of the wrong type are refused, 
         CHECK_THROWS_WITH(list_runs(p.path), Catch::Contains(p.path) && Catch::Contains("'peak_bytes' is not a number"));
     }
 }
+
+TEST_CASE("a hot journal beside a trace that cannot be written is reported in one sentence", "[store][robust]") {
+    // The trace lives in a folder of its own: readable by all, writable by its owner only.
+    std::string dir = fs::temp_directory_path() / ("mhc-test-hotro-" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+    std::string path = dir + "/t.db";
+    write_trace(path);
+    add_run(path, small_run("before"));
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {   // dies mid-commit, as in the test above
+        sqlite3* db = nullptr;
+        sqlite3_open(path.c_str(), &db);
+        sqlite3_exec(db, "PRAGMA cache_size=2; BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+        for (int i = 0; i < 2000; ++i)
+            sqlite3_exec(db, "INSERT INTO run_events VALUES (1,0,0,1,1,1,4096)", nullptr, nullptr, nullptr);
+        sqlite3_exec(db, "UPDATE runs SET name = 'torn'", nullptr, nullptr, nullptr);
+        _exit(0);
+    }
+    waitpid(child, nullptr, 0);
+    REQUIRE(fs::exists(path + "-journal"));
+    fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+    auto reader_error = [&]() -> std::string {
+        try {
+            list_runs(path);
+        } catch (const mhc::Error& e) {
+            return e.what();
+        }
+        return "read";
+    };
+    std::string msg;
+    if (geteuid() != 0) {
+        msg = reader_error();
+    } else {   // root may write anything: the reader is the unprivileged user nobody
+        int fd[2];
+        REQUIRE(pipe(fd) == 0);
+        pid_t c = fork();
+        REQUIRE(c >= 0);
+        if (c == 0) {
+            close(fd[0]);
+            std::string m = "could not become nobody";
+            if (setgroups(0, nullptr) == 0 && setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
+                m = reader_error();
+            (void)!write(fd[1], m.data(), m.size());
+            _exit(0);
+        }
+        close(fd[1]);
+        char buf[512];
+        for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
+        close(fd[0]);
+        waitpid(c, nullptr, 0);
+    }
+    CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("interrupted write left") &&
+                        Catch::Contains("-journal") && !Catch::Contains("readonly database"));
+    CHECK(msg.find('\n') == std::string::npos);
+    // Made writable again, the next reader rolls the journal back: the run as it was.
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+    auto runs = list_runs(path);
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].name == "before");
+    CHECK(!fs::exists(path + "-journal"));
+    fs::remove_all(dir);
+}
