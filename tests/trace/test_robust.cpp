@@ -479,3 +479,21 @@ TEST_CASE("a hot journal beside a trace that cannot be written is reported in on
     CHECK(!fs::exists(path + "-journal"));
     fs::remove_all(dir);
 }
+
+// (The lock is taken before the reader prepares its first statement. A lock that appears between
+// prepare and step, as under 8 writers with a zero timeout, takes the other branch of
+// reader.cpp's validate(); no test here makes that interleaving happen on demand.)
+TEST_CASE("a lock held past the busy timeout while a reader opens the trace is reported as a lock", "[store][robust]") {
+    TempPath p("locked.db");
+    write_trace(p.path);
+    sqlite3* holder = nullptr;
+    REQUIRE(sqlite3_open(p.path.c_str(), &holder) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(holder, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    setenv("MHC_BUSY_TIMEOUT_MS", "50", 1);
+    std::string e = load_error(p.path);
+    unsetenv("MHC_BUSY_TIMEOUT_MS");
+    sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(holder);
+    CHECK_THAT(e, Catch::Contains(p.path) && Catch::Contains("locked") && !Catch::Contains("corrupt"));
+    CHECK(load_error(p.path).empty());
+}
