@@ -111,7 +111,7 @@ std::vector<Written> read_manifest(const std::string& manifest) {
     return out;
 }
 
-int run_record(const std::string& output, bool torch, bool no_accesses,
+int run_record(const std::string& output, bool torch, bool no_accesses, bool force,
                const std::string& library_opt, const std::vector<std::string>& cmd) {
     if (cmd.empty()) throw Error("record: no command given (mhc record [options] -- CMD ...)",
                                  Error::Kind::BadInput);
@@ -120,6 +120,11 @@ int run_record(const std::string& output, bool torch, bool no_accesses,
     if (!fs::is_directory(out.parent_path()))
         throw Error("-o " + output + ": directory " + out.parent_path().string() +
                         " does not exist",
+                    Error::Kind::BadInput);
+    // Refused before the program runs (it may run for hours); the recorder refuses rank and pid
+    // names that exist too (MHC_RECORD_FORCE).
+    if (!force && fs::exists(out))
+        throw Error(output + ": already exists; pass --force to replace it (and everything in it)",
                     Error::Kind::BadInput);
 
     char manifest_tmpl[] = "/tmp/mhc-record-XXXXXX";
@@ -135,6 +140,7 @@ int run_record(const std::string& output, bool torch, bool no_accesses,
     setenv("MHC_RECORD_OUTPUT", out.c_str(), 1);
     setenv("MHC_RECORD_MANIFEST", manifest.c_str(), 1);
     setenv("MHC_RECORD_ACCESSES", no_accesses ? "0" : "1", 1);
+    setenv("MHC_RECORD_FORCE", force ? "1" : "0", 1);
     point_nvtx_at_cupti(library);
     if (torch) set_torch_allocator();
 
@@ -225,12 +231,13 @@ int run_record(const std::string& output, bool torch, bool no_accesses,
 std::function<int()> setup(CLI::App& sub) {
     struct Opts {
         std::string output = "run.db", library;
-        bool torch = false, no_accesses = false;
+        bool torch = false, no_accesses = false, force = false;
         std::vector<std::string> cmd;
     };
     auto o = std::make_shared<Opts>();
     sub.add_option("-o,--output", o->output,
                    "Trace file (default run.db); other processes get .rankN / .pidN names");
+    sub.add_flag("--force", o->force, "Replace existing trace files (and the runs stored in them)");
     sub.add_flag("--torch", o->torch,
                  "PyTorch: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync so tensors are "
                  "recorded one by one");
@@ -240,8 +247,8 @@ std::function<int()> setup(CLI::App& sub) {
                    "Path of libmhc_record.so (default: beside mhc, or $MHC_RECORD_LIBRARY)");
     sub.add_option("command", o->cmd, "The program and its arguments, after --")->required();
     sub.footer("Exit status: the command's (128+N if it died of signal N; 127 not found, 126 not runnable); "
-               "4 when it exited 0 but no trace was written; 2 for bad options.");
-    return [o] { return run_record(o->output, o->torch, o->no_accesses, o->library, o->cmd); };
+               "5 when it exited 0 but no trace was written; 2 for bad options or an existing output without --force.");
+    return [o] { return run_record(o->output, o->torch, o->no_accesses, o->force, o->library, o->cmd); };
 }
 
 Registration reg{Command{"record", "Run a CUDA program under the CUPTI recorder and write its trace", setup}};

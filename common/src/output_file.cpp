@@ -95,6 +95,12 @@ long pid_after(const std::string& name, const std::string& base, const char* mar
 
 }  // namespace
 
+void refuse_input_as_output(const std::string& input, const std::string& output) {
+    std::error_code ec;
+    if (!input.empty() && std::filesystem::equivalent(input, output, ec) && !ec)
+        throw Error(output + ": is the input file " + input + "; write the output to another file");
+}
+
 int remove_stale_temps(const std::string& path) {
     namespace fs = std::filesystem;
     fs::path p(path);

@@ -12,6 +12,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/export/export.hpp"
+#include "mhc/trace/store.hpp"
 #include "util.hpp"
 
 namespace imp = mhc::trace::import;
@@ -261,6 +262,37 @@ TEST_CASE("nsys: mistyped columns and integer extremes and views are refused", "
             expect_refused(dir, in, c.expect);
         }
     }
+    const std::string memcpy =
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY(start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER,"
+        " bytes INTEGER, copyKind INTEGER);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(1100, 1200, 0, 7, 64, 3);"    // HtoA
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(1300, 1400, 0, 7, 64, 6);";   // AtoD
+    const std::string usage =
+        "CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS(start INTEGER, deviceId INTEGER, address INTEGER,"
+        " bytes INTEGER, memKind INTEGER, memoryOperationType INTEGER);"
+        "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES(900, 0, 4096, 1024, 2, 0);";
+    for (const auto& c : std::vector<Case>{
+             {"copy-kind-past-cupti", memcpy + "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 99 WHERE rowid = 1;",
+              "CUPTI_ACTIVITY_KIND_MEMCPY row 1: column 'copyKind' = 99 is out of range"},
+             {"copy-kind-2^32+1", memcpy + "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 4294967297 WHERE rowid = 2;",
+              "CUPTI_ACTIVITY_KIND_MEMCPY row 2: column 'copyKind' = 4294967297 is out of range"},
+             {"memory-operation-99", usage + "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memoryOperationType = 99;",
+              "CUDA_GPU_MEMORY_USAGE_EVENTS row 1: column 'memoryOperationType' = 99 is out of range"}}) {
+        DYNAMIC_SECTION(c.name) {
+            std::string in = dir.file(std::string(c.name) + ".sqlite");
+            make_nsys(in, c.sql);
+            expect_refused(dir, in, c.expect);
+        }
+    }
+    SECTION("CUPTI copy kinds: HtoA is host to device, AtoD stays on the device") {
+        std::string in = dir.file("arrays.sqlite");
+        make_nsys(in, memcpy + usage);
+        CHECK(accepted(in).copies == 2);
+        auto t = mhc::trace::load_trace(in + ".db");
+        REQUIRE(t.copies.size() == 2);
+        CHECK(t.copies.kind[0] == mhc::trace::CopyKind::H2D);
+        CHECK(t.copies.kind[1] == mhc::trace::CopyKind::D2D);
+    }
     SECTION("the unchanged export, with NULL in an optional column, is read") {
         std::string in = dir.file("ok.sqlite");
         make_nsys(in, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 1;");
@@ -368,4 +400,17 @@ TEST_CASE("import errors name the output and not the temporary trace", "[import]
     CHECK(test::run_mhc("import " + in + " -o " + out, &err) != 0);
     CHECK(err.find(out + ":") != std::string::npos);
     CHECK(err.find(".importing-") == std::string::npos);
+}
+
+TEST_CASE("a device or pipe as input is read at most --max-input-size bytes, not forever", "[import][hostile]") {
+    test::TempDir dir;
+    std::string out = dir.file("zero.db"), err;
+    // /dev/zero has no end: a snapshot (read whole) grew without bound before the limit applied.
+    CHECK(test::run_mhc("import --format snapshot --max-input-size 1MiB /dev/zero -o " + out, &err) == 2);
+    CHECK_THAT(err, Catch::Contains("/dev/zero: not a regular file, and reads past 1 MiB"));
+    CHECK(dir.entries() == 0);
+    imp::Options opt;
+    opt.format = imp::Format::Snapshot;
+    opt.max_input_size = 1 << 20;
+    CHECK_THROWS_WITH(imp::import_file("/dev/zero", out, opt), Catch::Contains("not a regular file"));
 }

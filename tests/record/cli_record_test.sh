@@ -15,6 +15,19 @@ fake="$tmp/libfake.so"; : > "$fake"
 "$mhc" record --library "$fake" -o "$tmp/nodir/run.db" -- true >/dev/null 2>&1
 [[ $? == 2 ]] || fail "output in a missing directory: want exit 2"
 
+# An existing output is refused before the command runs, unless --force (then the recorder is
+# told to replace it, rank and pid files included).
+echo "old" > "$tmp/exists.db"
+"$mhc" record --library "$fake" -o "$tmp/exists.db" -- touch "$tmp/ran" >/dev/null 2>"$tmp/err"; rc=$?
+[[ $rc == 2 ]] || fail "existing output: want exit 2, got $rc"
+grep -q -- "--force" "$tmp/err" || fail "existing output: no --force hint: $(cat "$tmp/err")"
+[[ ! -e $tmp/ran ]] || fail "existing output: the command ran anyway"
+[[ $(cat "$tmp/exists.db") == old ]] || fail "existing output was changed"
+out=$("$mhc" record --library "$fake" --force -o "$tmp/exists.db" -- sh -c 'echo "$MHC_RECORD_FORCE"' 2>/dev/null)
+[[ $(head -1 <<<"$out") == 1 ]] || fail "--force: MHC_RECORD_FORCE=$(head -1 <<<"$out")"
+out=$("$mhc" record --library "$fake" -o "$tmp/new.db" -- sh -c 'echo "$MHC_RECORD_FORCE"' 2>/dev/null)
+[[ $(head -1 <<<"$out") == 0 ]] || fail "without --force: MHC_RECORD_FORCE=$(head -1 <<<"$out")"
+
 # The command's status is ours; a program that never initialises CUDA writes no trace.
 out=$("$mhc" record --library "$fake" -o "$tmp/run.db" -- sh -c 'exit 5' 2>&1); rc=$?
 [[ $rc == 5 ]] || fail "exit status: want 5, got $rc"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 13, defect 3: 8 `mhc simulate` and 2 `mhc sweep` at once on one trace store every run
-# under distinct ids, while `info` and `check` run in a loop and are never refused.
+# under distinct ids, while `info` and `check` run in a loop and are never refused; then 8
+# `mhc validate` at once on a tiny trace (host backend) store all their runs the same way.
 set -u
 mhc=$1
 tmp=$(mktemp -d)
@@ -34,4 +35,50 @@ n=$("$mhc" info "$t" | grep -c "simulated")
 [ "$n" = 12 ] || fail "$n runs stored, wanted 12 (8 simulate + 2 sweeps of 2)"
 ids=$("$mhc" info "$t" | awk '/simulated/ {print $1}' | sort -u | wc -l)
 [ "$ids" = 12 ] || fail "run ids collide: $ids distinct"
-echo "ok ($reads reader rounds)"
+
+# 8 simulate processes at once into a runs database that none of them finds: one creates it
+# (built whole, renamed into place), the others use it; every run is stored.
+pids=()
+for i in 1 2 3 4 5 6 7 8; do
+    "$mhc" simulate "$t" --capacity $((50 + 5 * i))% --runs-db "$tmp/runs.db" >"$tmp/rdb.$i" 2>&1 &
+    pids+=($!)
+done
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; rc=$?
+    [ $rc = 0 ] || [ $rc = 3 ] || fail "simulate --runs-db $i exited $rc: $(cat "$tmp/rdb.$((i + 1))")"
+done
+n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -c "simulated")
+[ "$n" = 8 ] || fail "$n runs stored in a new runs database by 8 processes, wanted 8"
+
+# 8 validate processes at once on a tiny trace: each stores a simulated and a replayed run for
+# the baseline and for its capacity (4 runs), the same transaction contract as simulate.
+v=$tmp/v.db
+"$mhc" generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 \
+    --vocab 1000 -o "$v" >/dev/null || fail "generate tiny"
+pids=()
+for i in 1 2 3 4 5 6 7 8; do
+    "$mhc" validate "$v" --capacity $((50 + 5 * i))% >"$tmp/val.$i" 2>&1 &
+    pids+=($!)
+done
+vreads=0
+while :; do
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 1 ] || break
+    "$mhc" info "$v" >/dev/null 2>"$tmp/rerr" || fail "info refused while validate ran: $(cat "$tmp/rerr")"
+    "$mhc" check "$v" >/dev/null 2>"$tmp/rerr" || fail "check refused while validate ran: $(cat "$tmp/rerr")"
+    vreads=$((vreads + 1))
+done
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; rc=$?
+    # 1: a replay that disagrees with its prediction (status column) still stored its runs.
+    [ $rc = 0 ] || [ $rc = 1 ] || [ $rc = 3 ] || fail "validate $i exited $rc: $(grep mhc: "$tmp"/val.*)"
+    grep -q "stored runs" "$tmp/val.$((i + 1))" || fail "validate $i did not store: $(cat "$tmp/val.$((i + 1))")"
+done
+n=$("$mhc" info "$v" | grep -cE "simulated|replayed")
+[ "$n" = 32 ] || fail "$n validate runs stored, wanted 32 (8 x baseline and one capacity, simulated and replayed)"
+ids=$("$mhc" info "$v" | awk '/simulated|replayed/ {print $1}' | sort -u | wc -l)
+[ "$ids" = 32 ] || fail "validate run ids collide: $ids distinct"
+left=$(ls "$tmp" | grep -E "tmp-[0-9]+|-journal$" || true)
+[ -z "$left" ] || fail "temporary files left: $left"
+echo "ok ($reads + $vreads reader rounds)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 13, defects 2 and 8: SIGINT and SIGKILL at random moments of generate, import, simulate
-# and sweep; afterwards every command works on the trace with no outside tool, and no temporary
+# Issue 13, defects 2 and 8: SIGINT and SIGKILL at random moments of generate, import, simulate,
+# sweep and validate (host backend, on a tiny trace); afterwards every command works on the trace with no outside tool, and no temporary
 # file survives the next run of the same command. Bounded: ROUNDS rounds of small inputs.
 set -u
 mhc=$1
@@ -12,11 +12,14 @@ fail() { echo "FAIL: $*"; exit 1; }
 gen() { "$mhc" generate --preset gpt2-small --steps 2 --layers 4 --seq 256 "$@" >/dev/null 2>&1; }
 t=$tmp/t.db
 gen -o "$t" || fail "generate"
+v=$tmp/v.db
+"$mhc" generate --preset gpt2-small --steps 1 --layers 1 --hidden 64 --heads 2 --seq 32 --micro-batch 1 \
+    --vocab 1000 -o "$v" >/dev/null || fail "generate tiny"
 RANDOM=${KILL_TEST_SEED:-13}
 works() {   # every reading command on $1, and a stored run
     "$mhc" check "$1" >/dev/null 2>"$tmp/err" || fail "check after a kill: $(cat "$tmp/err")"
     "$mhc" info "$1" >/dev/null 2>"$tmp/err" || fail "info after a kill: $(cat "$tmp/err")"
-    "$mhc" export "$1" -o "$tmp/x.json" >/dev/null 2>"$tmp/err" || fail "export after a kill: $(cat "$tmp/err")"
+    "$mhc" export "$1" --force -o "$tmp/x.json" >/dev/null 2>"$tmp/err" || fail "export after a kill: $(cat "$tmp/err")"
     # The imported fixture is a CPU profile: its memory is the host's (device -1), which is
     # simulated only when asked for.
     local dev=(); [ "$1" = "$tmp/i.db" ] && dev=(--device -1)
@@ -30,11 +33,14 @@ no_temps() {
 for r in $(seq 1 "$rounds"); do
     sig=$([ $((RANDOM % 2)) = 0 ] && echo INT || echo KILL)
     delay=0.$(printf "%03d" $((RANDOM % 400)))
-    case $((r % 4)) in
+    case $((r % 5)) in
         0) gen --force -o "$tmp/g.db" & out=$tmp/g.db; what=generate ;;
         1) "$mhc" import "$fixture" --force -o "$tmp/i.db" >/dev/null 2>&1 & out=$tmp/i.db; what=import ;;
         2) "$mhc" simulate "$t" --capacity 70% >/dev/null 2>&1 & out=$t; what=simulate ;;
         3) "$mhc" sweep "$t" --policies lru,largest --capacities 80%,60% --links pcie4 >/dev/null 2>&1 & out=$t; what=sweep ;;
+        4) "$mhc" validate "$v" --capacity 70% >/dev/null 2>&1 & out=$v; what=validate
+           # validate takes about 2 s (it replays): kill it anywhere in that span, stores included.
+           delay=$((RANDOM % 2)).$(printf "%03d" $((RANDOM % 1000))) ;;
     esac
     pid=$!
     sleep "$delay"
@@ -50,4 +56,5 @@ for r in $(seq 1 "$rounds"); do
     no_temps
 done
 works "$t"
+works "$v"
 echo ok

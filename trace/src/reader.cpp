@@ -33,8 +33,13 @@ std::string validate(sqlite3* db, const std::string& path) {
     while ((rc = sqlite3_step(s)) == SQLITE_ROW)
         tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)));
     sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) return path + ": the file is truncated or corrupt (" +
-                                  std::string(sqlite3_errmsg(db)) + ")";
+    if (rc != SQLITE_DONE) {
+        // A lock held past the busy timeout is not damage: say which it is.
+        if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED || (rc & 0xff) == SQLITE_READONLY) {
+            try { sql::fail(db, path, "cannot read"); } catch (const Error& e) { return e.what(); }
+        }
+        return path + ": the file is truncated or corrupt (" + std::string(sqlite3_errmsg(db)) + ")";
+    }
     if (tables.empty()) return path + ": not an mhc trace (an empty SQLite database)";
     bool has_meta = false;
     for (auto& t : tables) has_meta |= (t == "meta");

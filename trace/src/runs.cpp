@@ -7,7 +7,11 @@
 #include <filesystem>
 #include <memory>
 
+#include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/trace/store.hpp"
+#include "mhc/trace/limits.hpp"
+#include "rules.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
 
@@ -78,6 +82,50 @@ bool has_table(sqlite3* db, const std::string& file, const char* name) {
     return s.step();
 }
 
+// The tables and meta rows of a new runs database, inside the caller's transaction.
+void init_runs_db(sqlite3* db, const std::string& file, const std::string& trace_path, const std::string& print) {
+    sql::exec(db, file, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID");
+    sql::exec(db, file, schema::kRunTables);
+    sql::exec(db, file, schema::kRunIndexes);
+    sql::Stmt m(db, file, "INSERT INTO meta VALUES (?,?)");
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(trace_path, ec);
+    for (auto [k, v] : std::map<std::string, std::string>{
+             {"format", kRunsFormatName},
+             {"schema_version", std::to_string(kSchemaVersion)},
+             {"trace", ec ? trace_path : abs.lexically_normal().string()},
+             {"trace_fingerprint", print}}) {
+        m.bind(1, k); m.bind(2, v); m.run();
+    }
+}
+
+// A runs database that does not exist yet is made whole beside it and renamed into place
+// (OutputFile), so a failure (a full disk, a signal) never leaves an empty or half-made one. When
+// another process creates it meanwhile, theirs is kept and used.
+void create_runs_db(const std::string& file, const std::string& trace_path, const std::string& print) {
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec) || ec) return;   // opened (and checked) as it is
+    OutputFile out(file, IfExists::Refuse);
+    sqlite3* db = nullptr;
+    int rc = sqlite3_open_v2(out.temp_path().c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    try {
+        if (rc != SQLITE_OK) throw Error(file + ": cannot create: " + (db ? sqlite3_errmsg(db) : "error"));
+        sqlite3_extended_result_codes(db, 1);
+        sql::exec(db, file, "BEGIN IMMEDIATE");
+        init_runs_db(db, file, trace_path, print);
+        sql::exec(db, file, "COMMIT");
+    } catch (...) {
+        sqlite3_close(db);
+        throw;
+    }
+    sqlite3_close(db);
+    try {
+        out.commit();
+    } catch (const Error&) {
+        if (!std::filesystem::exists(file, ec)) throw;   // not "appeared": a real failure
+    }
+}
+
 // A connection that writes runs: into the trace itself, or into a runs database beside it
 // (created on first use). Every write is one BEGIN IMMEDIATE transaction: writers queue on
 // the lock (busy timeout) instead of failing, and ids are assigned under it, so they never collide.
@@ -93,7 +141,8 @@ struct RunWriter {
         file = separate(trace_path, runs_db) ? runs_db : trace_path;
         std::string problem;
         if (separate(trace_path, runs_db)) {
-            if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+            create_runs_db(file, trace_path, print);
+            if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
                 problem = file + ": cannot open or create: " + (db ? sqlite3_errmsg(db) : "error");
                 sqlite3_close(db);
                 throw Error(problem);
@@ -112,22 +161,10 @@ struct RunWriter {
         try {
             sql::exec(db, file, "BEGIN IMMEDIATE");
             if (separate(trace_path, runs_db)) {
-                if (!has_table(db, file, "meta")) {
+                if (!has_table(db, file, "meta")) {   // an empty file the user made: use it
                     if (has_table(db, file, "runs") || has_table(db, file, "allocations"))
                         throw Error(file + ": not an mhc runs database (it has tables but no meta)");
-                    sql::exec(db, file, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID");
-                    sql::exec(db, file, schema::kRunTables);
-                    sql::exec(db, file, schema::kRunIndexes);
-                    sql::Stmt m(db, file, "INSERT INTO meta VALUES (?,?)");
-                    std::error_code ec;
-                    auto abs = std::filesystem::absolute(trace_path, ec);
-                    for (auto [k, v] : std::map<std::string, std::string>{
-                             {"format", kRunsFormatName},
-                             {"schema_version", std::to_string(kSchemaVersion)},
-                             {"trace", ec ? trace_path : abs.lexically_normal().string()},
-                             {"trace_fingerprint", print}}) {
-                        m.bind(1, k); m.bind(2, v); m.run();
-                    }
+                    init_runs_db(db, file, trace_path, print);
                 } else {
                     verify_runs_db(db, file, trace_path, print);
                 }
@@ -171,6 +208,41 @@ struct RunReader {
     ~RunReader() { sqlite3_close(own); }
     sqlite3* db() const { return own ? own : trace->handle(); }
 };
+
+// The rows of a stored run obey rules like the trace's (a damaged or hostile file must not give
+// a run silently wrong events: an unknown kind read as a stall, text read as 0, a time that
+// overflows a difference). Checked as load_run decodes them; `where` names the row.
+namespace run_rules {
+using rules::Column;
+using namespace limits;
+const Column kTime{"t_start", -kMaxAbsTime, kMaxAbsTime, false, "range", "a time in ns"};
+const Column kEndTime{"t_end", -kMaxAbsTime, kMaxAbsTime, false, "range", "a time in ns"};
+const Column kSampleTime{"t", -kMaxAbsTime, kMaxAbsTime, false, "range", "a time in ns"};
+const Column kKind{"kind", 0, kEventKindCount - 1, false, "invalid-code", "an event kind code"};
+const Column kId{"id", INT64_MIN, INT64_MAX, false, "range", "an id"};
+const Column kBytes{"bytes", 0, kMaxTotalBytes, false, "range", "a size in bytes"};
+const Column kDeviceBytes{"device_bytes", 0, kMaxTotalBytes, false, "range", "a size in bytes"};
+const Column kHostBytes{"host_bytes", 0, kMaxTotalBytes, false, "range", "a size in bytes"};
+
+// Throws naming FILE, the table, the run and the row when a column of `s` breaks its rule.
+void check(const std::string& file, const char* table, int64_t run, int64_t row, const sql::Stmt& s,
+           std::initializer_list<std::pair<const Column*, int>> cols) {
+    for (auto [c, col] : cols) {
+        std::string p = rules::value_problem(*c, s.get(), col);
+        if (!p.empty())
+            throw Error(file + ": " + table + " row " + std::to_string(row) + " (run " + std::to_string(run) +
+                        "): " + p + " [" + c->rule + "]");
+    }
+}
+
+// A metric is a number: text or a blob is refused rather than read as 0.
+double metric(const std::string& file, int64_t run, const std::string& key, const sql::Stmt& s, int col) {
+    int type = sqlite3_column_type(s.get(), col);
+    if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
+        throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is not a number [type]");
+    return s.f64(col);
+}
+}  // namespace run_rules
 
 void write_body(sqlite3* db, const std::string& path, int64_t id, const Run& run) {
     sql::Stmt cfg(db, path, "INSERT OR REPLACE INTO run_config VALUES (?,?,?)");
@@ -260,7 +332,8 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
     for (auto& run : out) by_id[run.id] = &run;
     sql::Stmt m(r.db(), trace_path_, "SELECT run, key, value FROM run_metrics");
     while (m.step())
-        if (auto it = by_id.find(m.i64(0)); it != by_id.end()) it->second->metrics[m.text(1)] = m.f64(2);
+        if (auto it = by_id.find(m.i64(0)); it != by_id.end())
+            it->second->metrics[m.text(1)] = run_rules::metric(trace_path_, m.i64(0), m.text(1), m, 2);
     return out;
 }
 
@@ -284,17 +357,19 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
     {
         sql::Stmt s(db, trace_path, "SELECT key, value FROM run_metrics WHERE run=?");
         s.bind(1, run_id);
-        while (s.step()) run.metrics[s.text(0)] = s.f64(1);
+        while (s.step()) run.metrics[s.text(0)] = run_rules::metric(trace_path, run_id, s.text(0), s, 1);
     }
     {
         sql::Stmt s(db, trace_path,
-                    "SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events "
+                    "SELECT kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
                     "WHERE run=? ORDER BY t_start, rowid");
         s.bind(1, run_id);
+        using namespace run_rules;
         while (s.step()) {
-            int64_t k = s.i64(0);
+            check(trace_path, "run_events", run_id, s.i64(6), s,
+                  {{&kKind, 0}, {&kTime, 1}, {&kEndTime, 2}, {&kId, 3}, {&kId, 4}, {&kBytes, 5}});
             RunEvent e;
-            e.kind = (k >= 0 && k < kEventKindCount) ? static_cast<EventKind>(k) : EventKind::Stall;
+            e.kind = static_cast<EventKind>(s.i64(0));
             e.t_start = s.i64(1); e.t_end = s.i64(2); e.allocation = s.i64(3);
             e.kernel = s.i64(4); e.bytes = s.i64(5);
             run.events.push_back(e);
@@ -304,13 +379,22 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
         sql::Stmt s(db, trace_path,
                     "SELECT kernel, t_start, t_end FROM run_kernels WHERE run=? ORDER BY kernel");
         s.bind(1, run_id);
-        while (s.step()) run.kernel_times.push_back({s.i64(0), s.i64(1), s.i64(2)});
+        int64_t row = 0;
+        while (s.step()) {
+            run_rules::check(trace_path, "run_kernels", run_id, ++row, s,
+                             {{&run_rules::kId, 0}, {&run_rules::kTime, 1}, {&run_rules::kEndTime, 2}});
+            run.kernel_times.push_back({s.i64(0), s.i64(1), s.i64(2)});
+        }
     }
     {
         sql::Stmt s(db, trace_path,
-                    "SELECT t, device_bytes, host_bytes FROM run_memory WHERE run=? ORDER BY t");
+                    "SELECT t, device_bytes, host_bytes, rowid FROM run_memory WHERE run=? ORDER BY t");
         s.bind(1, run_id);
-        while (s.step()) run.memory.push_back({s.i64(0), s.i64(1), s.i64(2)});
+        while (s.step()) {
+            run_rules::check(trace_path, "run_memory", run_id, s.i64(3), s,
+                             {{&run_rules::kSampleTime, 0}, {&run_rules::kDeviceBytes, 1}, {&run_rules::kHostBytes, 2}});
+            run.memory.push_back({s.i64(0), s.i64(1), s.i64(2)});
+        }
     }
     return run;
 }

@@ -101,6 +101,15 @@ edits = {
     "text_end": "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 'x' WHERE rowid = 2",   # end is NOT NULL here
     "bytes_max": "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 9223372036854775807 WHERE rowid = 1",
     "view": "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO k2; CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM k2",
+    "copy_kind_2p32": "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 4294967297 WHERE rowid = 1",
+    "copy_kind_min": "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = -9223372036854775808 WHERE rowid = 1",
+    "mem_op_99": "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memoryOperationType = 99 WHERE rowid = 1",
+    "mem_bytes_max": "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET bytes = 9223372036854775807 WHERE rowid = 1",
+    "mem_start_min": "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET start = -9223372036854775808 WHERE rowid = 1",
+    "string_id_max": "UPDATE StringIds SET id = 9223372036854775807 WHERE rowid = 1",
+    "device_2p32": "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 4294967296 WHERE rowid = 1",
+    "gpu_memory_max": "UPDATE TARGET_INFO_GPU SET totalMemory = 9223372036854775807",
+    "meta_view": "ALTER TABLE EXPORT_META_DATA RENAME TO e2; CREATE VIEW EXPORT_META_DATA AS SELECT * FROM e2",
 }
 for name, sql in edits.items():
     p = f"{d}/{name}.sqlite"

@@ -8,7 +8,8 @@
 
 namespace mhc::trace::exporter {
 
-int64_t export_csv(const std::string& trace_path, const std::string& dir) {
+int64_t export_csv(const std::string& trace_path, const std::string& dir, IfExists if_exists) {
+    for (const char* name : {"/allocations.csv", "/kernels.csv"}) refuse_input_as_output(trace_path, dir + name);
     Reader reader(trace_path);
     auto strings = reader.strings();
     auto str = [&](int64_t id) -> std::string {
@@ -19,7 +20,7 @@ int64_t export_csv(const std::string& trace_path, const std::string& dir) {
     if (ec) throw Error(where(dir, "cannot create directory: " + ec.message()));
     int64_t rows = 0;
     // Both files are complete before either is renamed into place.
-    Output a(dir + "/allocations.csv", false), k(dir + "/kernels.csv", false);
+    Output a(dir + "/allocations.csv", false, if_exists), k(dir + "/kernels.csv", false, if_exists);
     a << "id,device,address,bytes,t_alloc_ns,t_free_ns,stream,category,label\n";
     reader.for_each([&](const Allocation& r) {
         std::string line = std::to_string(r.id) + "," + std::to_string(r.device) + "," + std::to_string(r.address) + "," +

@@ -10,8 +10,8 @@
 
 namespace mhc::trace::exporter {
 
-Output::Output(std::string path, bool gzip) : path_(std::move(path)), gzip_(gzip) {
-    out_ = std::make_unique<OutputFile>(path_, IfExists::Replace);
+Output::Output(std::string path, bool gzip, IfExists if_exists) : path_(std::move(path)), gzip_(gzip) {
+    out_ = std::make_unique<OutputFile>(path_, if_exists);
     tmp_ = out_->temp_path();
     if (gzip_) gz_ = gzopen(tmp_.c_str(), "wb6");
     else f_ = std::fopen(tmp_.c_str(), "wb");

@@ -12,7 +12,7 @@ namespace mhc::trace::exporter {
 
 class Output {
 public:
-    Output(std::string path, bool gzip);
+    Output(std::string path, bool gzip, IfExists if_exists);
     ~Output();   // without commit(): the temporary file is removed
     Output(const Output&) = delete;
     Output& operator=(const Output&) = delete;

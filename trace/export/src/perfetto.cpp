@@ -97,6 +97,7 @@ std::string device_label(int32_t d) { return d < 0 ? std::string("host") : "GPU 
 }  // namespace
 
 int64_t export_perfetto(const std::string& trace_path, const std::string& out, const PerfettoOptions& opt) {
+    refuse_input_as_output(trace_path, out);
     Reader reader(trace_path);
     Run run;
     if (opt.run_id > 0) run = load_run(trace_path, opt.run_id);   // throws for an unknown id
@@ -106,7 +107,7 @@ int64_t export_perfetto(const std::string& trace_path, const std::string& out, c
         return id >= 0 && static_cast<size_t>(id) < strings.size() ? strings[id] : empty;
     };
     bool gz = out.size() > 3 && out.compare(out.size() - 3, 3, ".gz") == 0;
-    Output o(out, gz);
+    Output o(out, gz, opt.if_exists);
     o << "{\"displayTimeUnit\":\"ns\",\"otherData\":{";
     {
         std::string m;

@@ -21,6 +21,8 @@ Result import_file(const std::string& in, const std::string& out, const Options&
                                   std::string(to_string(r.format)) + ")"));
     TraceData t;
     bool in_memory = false;
+    refuse_input_as_output(in, out);
+    refuse_input_as_output(opt.kineto_path, out);
     Writer writer(out, opt.if_exists);   // refuses an existing output before reading the input
     Rows w(writer);
     switch (r.format) {

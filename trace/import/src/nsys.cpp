@@ -66,13 +66,16 @@ struct Cells {
     }
 };
 
+// CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h): 0 unknown, 1 HtoD, 2 DtoH, 3 HtoA, 4 AtoH,
+// 5 AtoA, 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP; other codes are refused as the row is read.
+constexpr int64_t kMaxCuptiMemcpyKind = 10;
 CopyKind copy_kind(int64_t k) {
-    switch (k) {   // CUPTI_ACTIVITY_MEMCPY_KIND
-        case 1: case 6: return CopyKind::H2D;   // HtoD, HtoA
+    switch (k) {
+        case 1: case 3: return CopyKind::H2D;   // HtoD, HtoA (a CUDA array is device memory)
         case 2: case 4: return CopyKind::D2H;   // DtoH, AtoH
         case 10: return CopyKind::P2P;
         case 9: return CopyKind::H2H;
-        default: return CopyKind::D2D;          // DtoD, AtoA, AtoD, DtoA
+        default: return CopyKind::D2D;          // DtoD, AtoA, AtoD, DtoA, and unknown (0)
     }
 }
 
@@ -188,7 +191,7 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
             int64_t device = cell.get(1, "deviceId", -1, INT32_MAX, false);
             int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(device);
             int64_t addr = cell.get(2, "address", INT64_MIN, INT64_MAX), bytes = cell.get(3, "bytes", 0, kMaxBytes),
-                    op = cell.get(5, "memoryOperationType", INT64_MIN, INT64_MAX);
+                    op = cell.get(5, "memoryOperationType", 0, 1);   // nsys: 0 allocation, 1 free
             auto key = std::make_pair(dev, addr);
             if (op == 0) {
                 if (bytes <= 0) throw Error(where_row(in, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(6), "allocation of " + std::to_string(bytes) + " bytes"));
@@ -283,7 +286,7 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
             cp.id = ++ncopies;
             cp.device = static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false));
             cp.stream = cell.get(3, "streamId", INT64_MIN, INT64_MAX, false);
-            cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", INT64_MIN, INT64_MAX, false));
+            cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", 0, kMaxCuptiMemcpyKind, false));
             cp.bytes = cell.get(4, "bytes", 0, kMaxBytes, false);
             cp.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), t);
             cp.t_end = std::max(cp.t_start, rel(cell.get(1, "end", -kMaxTime, kMaxTime), t));

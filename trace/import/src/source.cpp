@@ -30,8 +30,15 @@ bool gzdirect_hint(const std::string& path) {
 }
 }  // namespace
 
+// A pipe, a device (/dev/zero) or a /proc file: no size bounds what is read from it.
+static bool special_file(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
 GzSource::GzSource(const std::string& path, uint64_t limit) : path_(path) {
-    if (!gzdirect_hint(path)) limit_ = limit;
+    special_ = special_file(path);
+    if (special_ || !gzdirect_hint(path)) limit_ = limit;
     f_ = gzopen(path.c_str(), "rb");
     if (!f_) throw Error(where(path, std::string("cannot open: ") + std::strerror(errno)));
     gzbuffer(f_, 1 << 17);
@@ -53,7 +60,10 @@ size_t GzSource::read(char* buf, size_t cap) {
         throw Error(where(path_, m));
     }
     total_ += static_cast<uint64_t>(got);
-    if (total_ - mark_ > limit_) throw Error(where(path_, expansion_message(limit_)));
+    if (total_ - mark_ > limit_)
+        throw Error(where(path_, special_ ? "not a regular file, and reads past " + human_bytes(limit_) +
+                                                "; raise with --max-input-size"
+                                          : expansion_message(limit_)));
     return static_cast<size_t>(got);
 }
 
@@ -132,7 +142,7 @@ FileBytes::FileBytes(const std::string& path, uint64_t limit) {
         }
     }
     if (fd >= 0) ::close(fd);
-    if (!map_) copy_ = read_all(path);   // empty, special or unmappable: read it (errors name the file)
+    if (!map_) copy_ = read_all(path, limit);   // empty, special or unmappable: read it (errors name the file)
 }
 
 FileBytes::~FileBytes() {

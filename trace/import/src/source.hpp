@@ -13,8 +13,9 @@ namespace mhc::trace::import {
 
 class GzSource {
 public:
-    // `limit`: the most decompressed bytes of a gzip input read since the last mark() (plain
-    // files are not limited: what a reader holds of them is bounded by their own size).
+    // `limit`: the most decompressed bytes of a gzip input read since the last mark(), and the
+    // most bytes of a pipe or device (plain regular files are not limited: what a reader holds
+    // of them is bounded by their own size; /dev/zero has none).
     explicit GzSource(const std::string& path, uint64_t limit = UINT64_MAX);
     ~GzSource();
     GzSource(const GzSource&) = delete;
@@ -43,6 +44,7 @@ private:
     std::string path_;
     gzFile f_ = nullptr;
     uint64_t total_ = 0, mark_ = 0, limit_ = UINT64_MAX;
+    bool special_ = false;   // not a regular file
     char* buf_ = nullptr;
     char* cur_ = nullptr;
     char* end_ = nullptr;

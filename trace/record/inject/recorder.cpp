@@ -89,6 +89,7 @@ Config config_from_env() {
     if (const char* m = std::getenv("MHC_RECORD_MANIFEST")) c.manifest = m;
     if (const char* a = std::getenv("MHC_RECORD_ACCESSES")) c.accesses = std::strcmp(a, "0") != 0;
     if (const char* s = std::getenv("MHC_RECORD_SIGNALS")) c.signals = std::strcmp(s, "0") != 0;
+    if (const char* f = std::getenv("MHC_RECORD_FORCE")) c.replace = std::strcmp(f, "1") == 0;
     c.buffer_bytes = env_mb("MHC_RECORD_BUFFER_MB", c.buffer_bytes);
     c.device_buffer_bytes = env_mb("MHC_RECORD_DEVICE_BUFFER_MB", c.device_buffer_bytes);
     return c;
@@ -189,7 +190,7 @@ void Recorder::run() {
     std::unique_ptr<trace::Writer> writer;
     std::unique_ptr<Translator> tr;
     try {
-        writer = std::make_unique<trace::Writer>(cfg_.output);
+        writer = std::make_unique<trace::Writer>(cfg_.output, cfg_.replace ? IfExists::Replace : IfExists::Refuse);
         TranslatorOptions o;
         o.origin = static_cast<int64_t>(origin_);
         o.accesses = cfg_.accesses;

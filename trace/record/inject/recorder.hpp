@@ -21,6 +21,7 @@ struct Config {
     std::string output;          // this process's trace file
     std::string manifest;        // file to append "path<TAB>status" to, or empty
     bool accesses = true;
+    bool replace = false;        // an existing output is replaced (MHC_RECORD_FORCE=1), else refused
     size_t buffer_bytes = 8u << 20;         // host activity buffers
     size_t device_buffer_bytes = 32u << 20; // CUPTI device buffer
     bool signals = true;

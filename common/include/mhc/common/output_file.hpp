@@ -41,6 +41,10 @@ private:
 // Writes `content` as the whole of `path` through an OutputFile (temp + rename).
 void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists);
 
+// Throws mhc::Error (bad input) when `output` is the same file as `input` (the same path, a
+// link to it): writing would replace what the command reads, even with --force.
+void refuse_input_as_output(const std::string& input, const std::string& output);
+
 // Removes "<path>.mhc-tmp-<pid>" files (and those of earlier versions, ".tmp-<pid>" and
 // ".importing-<pid>") whose process no longer runs. Returns how many it removed.
 int remove_stale_temps(const std::string& path);
