@@ -7,6 +7,21 @@ mhc=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# Runs info and check on TRACE in a loop while any of the processes in pids[] is alive; every
+# read must succeed. Leaves the number of rounds in $reads.
+read_while_writers_run() {
+    local trace=$1 what=$2 alive p
+    reads=0
+    while :; do
+        alive=0
+        for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ $alive = 1 ] || break
+        "$mhc" info "$trace" >/dev/null 2>"$tmp/rerr" || fail "info refused while $what ran: $(cat "$tmp/rerr")"
+        "$mhc" check "$trace" >/dev/null 2>"$tmp/rerr" || fail "check refused while $what ran: $(cat "$tmp/rerr")"
+        reads=$((reads + 1))
+    done
+}
+
 t=$tmp/t.db
 "$mhc" generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o "$t" >/dev/null || fail "generate"
 pids=()
@@ -18,15 +33,8 @@ for i in 1 2; do
     "$mhc" sweep "$t" --policies lru,largest --capacities 70% --links pcie4 --no-bisect >"$tmp/sweep.$i" 2>&1 &
     pids+=($!)
 done
-reads=0
-while :; do
-    alive=0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 1 ] || break
-    "$mhc" info "$t" >/dev/null 2>"$tmp/rerr" || fail "info refused while writers ran: $(cat "$tmp/rerr")"
-    "$mhc" check "$t" >/dev/null 2>"$tmp/rerr" || fail "check refused while writers ran: $(cat "$tmp/rerr")"
-    reads=$((reads + 1))
-done
+read_while_writers_run "$t" writers
+wreads=$reads
 for i in "${!pids[@]}"; do
     wait "${pids[$i]}"; rc=$?
     [ $rc = 0 ] || [ $rc = 3 ] || fail "writer $i exited $rc: $(cat "$tmp"/sim.* "$tmp"/sweep.* | grep mhc:)"
@@ -60,15 +68,8 @@ for i in 1 2 3 4 5 6 7 8; do
     "$mhc" validate "$v" --capacity $((50 + 5 * i))% >"$tmp/val.$i" 2>&1 &
     pids+=($!)
 done
-vreads=0
-while :; do
-    alive=0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 1 ] || break
-    "$mhc" info "$v" >/dev/null 2>"$tmp/rerr" || fail "info refused while validate ran: $(cat "$tmp/rerr")"
-    "$mhc" check "$v" >/dev/null 2>"$tmp/rerr" || fail "check refused while validate ran: $(cat "$tmp/rerr")"
-    vreads=$((vreads + 1))
-done
+read_while_writers_run "$v" validate
+vreads=$reads
 for i in "${!pids[@]}"; do
     wait "${pids[$i]}"; rc=$?
     # 1: a replay that disagrees with its prediction (status column) still stored its runs.
@@ -81,4 +82,4 @@ ids=$("$mhc" info "$v" | awk '/simulated|replayed/ {print $1}' | sort -u | wc -l
 [ "$ids" = 32 ] || fail "validate run ids collide: $ids distinct"
 left=$(ls "$tmp" | grep -E "tmp-[0-9]+|-journal$" || true)
 [ -z "$left" ] || fail "temporary files left: $left"
-echo "ok ($reads + $vreads reader rounds)"
+echo "ok ($wreads + $vreads reader rounds)"

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -26,6 +27,31 @@ using namespace mhc::trace;
 namespace fs = std::filesystem;
 
 namespace {
+
+// Runs `fn` as the unprivileged user nobody when this process is root (root writes 0444 files
+// anyway, and CI runs as root), else in this process; returns what `fn` returned.
+std::string as_unprivileged(const std::function<std::string()>& fn) {
+    if (geteuid() != 0) return fn();
+    int fd[2];
+    REQUIRE(pipe(fd) == 0);
+    pid_t c = fork();
+    REQUIRE(c >= 0);
+    if (c == 0) {
+        close(fd[0]);
+        std::string m = "could not become nobody";
+        if (setgroups(0, nullptr) == 0 && setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
+            m = fn();
+        (void)!write(fd[1], m.data(), m.size());
+        _exit(0);
+    }
+    close(fd[1]);
+    std::string msg;
+    char buf[512];
+    for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
+    close(fd[0]);
+    waitpid(c, nullptr, 0);
+    return msg;
+}
 
 void write_trace(const std::string& path) {
     Writer w(path);
@@ -220,30 +246,7 @@ TEST_CASE("a read-only trace is read, and refuses runs with a sentence", "[store
         }
         return "stored";
     };
-    if (geteuid() != 0) {
-        CHECK_THAT(refusal(), Catch::Contains(p.path) && Catch::Contains("read-only"));
-    } else {
-        int fd[2];
-        REQUIRE(pipe(fd) == 0);
-        pid_t c = fork();
-        REQUIRE(c >= 0);
-        if (c == 0) {
-            close(fd[0]);
-            std::string msg = "could not become nobody";
-            if (setgroups(0, nullptr) == 0 && setresgid(65534, 65534, 65534) == 0 &&
-                setresuid(65534, 65534, 65534) == 0)
-                msg = refusal();
-            (void)!write(fd[1], msg.data(), msg.size());
-            _exit(0);
-        }
-        close(fd[1]);
-        std::string msg;
-        char buf[512];
-        for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
-        close(fd[0]);
-        waitpid(c, nullptr, 0);
-        CHECK_THAT(msg, Catch::Contains(p.path) && Catch::Contains("read-only"));
-    }
+    CHECK_THAT(as_unprivileged(refusal), Catch::Contains(p.path) && Catch::Contains("read-only"));
     CHECK(list_runs(p.path).size() == 1);
     fs::permissions(p.path, fs::perms::owner_read | fs::perms::owner_write);
 }
@@ -446,28 +449,7 @@ TEST_CASE("a hot journal beside a trace that cannot be written is reported in on
         }
         return "read";
     };
-    std::string msg;
-    if (geteuid() != 0) {
-        msg = reader_error();
-    } else {   // root may write anything: the reader is the unprivileged user nobody
-        int fd[2];
-        REQUIRE(pipe(fd) == 0);
-        pid_t c = fork();
-        REQUIRE(c >= 0);
-        if (c == 0) {
-            close(fd[0]);
-            std::string m = "could not become nobody";
-            if (setgroups(0, nullptr) == 0 && setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
-                m = reader_error();
-            (void)!write(fd[1], m.data(), m.size());
-            _exit(0);
-        }
-        close(fd[1]);
-        char buf[512];
-        for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
-        close(fd[0]);
-        waitpid(c, nullptr, 0);
-    }
+    std::string msg = as_unprivileged(reader_error);
     CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("interrupted write left") &&
                         Catch::Contains("-journal") && !Catch::Contains("readonly database"));
     CHECK(msg.find('\n') == std::string::npos);
