@@ -547,8 +547,7 @@ void Engine<Policy>::start_prefetch(int32_t a, int64_t t) {
 template <class Policy>
 int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& by) {
     constexpr int kEarlySkips = 4;
-    int32_t n = static_cast<int32_t>(P.korder.size());
-    if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited) return 0;
+    if (!early_swap_out_open(s)) return 0;
     int q = C.link.copy_engines >= 2 ? 1 : 0;
     int64_t next_start = P.kstart[s + 1] + shift;
     ctx.now = t;
@@ -580,9 +579,8 @@ int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& b
     return evicted;
 }
 
-// Early swap-out of one victim chosen by the prefetcher (forecast): the same conditions as
-// early_swap_out's loop (queue free by the next kernel's start, an evictable dirty victim
-// outside the window that the host buffer can take), the victim being the prefetcher's.
+// Early swap-outs are open while the queue is free by the next kernel's start (checked once here
+// for both early_swap_out's loop and the forecast's own victims).
 template <class Policy>
 bool Engine<Policy>::early_swap_out_open(int32_t s) const {
     const int32_t n = static_cast<int32_t>(P.korder.size());
@@ -590,6 +588,8 @@ bool Engine<Policy>::early_swap_out_open(int32_t s) const {
     return busy[C.link.copy_engines >= 2 ? 1 : 0] <= P.kstart[s + 1] + shift;
 }
 
+// Early swap-out of one victim chosen by the prefetcher (forecast): an evictable dirty victim
+// outside the window that the host buffer can take.
 template <class Policy>
 typename PrefetchTarget::Early Engine<Policy>::early_swap_out_of(int32_t v, int32_t s, int64_t t) {
     if (!early_swap_out_open(s)) return Early::LinkBusy;
