@@ -6,14 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
-#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/swap.hpp"
@@ -131,7 +128,7 @@ int run(const Args& a) {
         return k::make_swap_engine(dev, c);
     };
     auto engine = make(path);
-    nlohmann::json by_chunk = nlohmann::json::array();
+    std::vector<sim::LinkModel::Chunk> by_chunk;
     const int rounds = a.quick ? std::min(a.rounds, 3) : a.rounds;
     std::printf("median of %d rounds (min-max in brackets)\n", rounds);
     std::printf("%-10s %32s %32s %32s %32s\n", "chunk", "h2d", "d2h", "both: h2d", "both: d2h");
@@ -146,8 +143,7 @@ int run(const Args& a) {
         ChunkRates c = measure_rounds(*engine, s, count, rounds);
         std::printf("%-10s %32s %32s %32s %32s\n", format_bytes(static_cast<int64_t>(s)).c_str(),
                     cell(c.h2d).c_str(), cell(c.d2h).c_str(), cell(c.both_h2d).c_str(), cell(c.both_d2h).c_str());
-        by_chunk.push_back({{"bytes", s}, {"h2d_Bps", c.h2d.median}, {"d2h_Bps", c.d2h.median},
-                            {"both_h2d_Bps", c.both_h2d.median}, {"both_d2h_Bps", c.both_d2h.median}});
+        by_chunk.push_back({static_cast<int64_t>(s), c.h2d.median, c.d2h.median, c.both_h2d.median, c.both_d2h.median});
         if (c.h2d.median > best_h2d.h2d.median) best_h2d = c;
         if (c.d2h.median > best_d2h.d2h.median) best_d2h = c;
         if (c.h2d.median > 0 && c.d2h.median > 0)
@@ -169,22 +165,9 @@ int run(const Args& a) {
                 lat_h2d * 1e6, fixed(lh.lo, best_one.h2d), fixed(lh.hi, best_one.h2d), lat_d2h * 1e6,
                 fixed(ld.lo, best_one.d2h), fixed(ld.hi, best_one.d2h));
     // Duplex factor: both directions at once relative to one, the median over chunk sizes.
-    // The model needs it in (0, 1]: running both directions cannot be faster than one. A host
-    // backend (memcpy threads, no shared link) can measure above 1 by noise; clamp and say so.
-    double duplex = stat(duplex_ratios).median;
-    std::vector<std::string> notes;
-    if (!(duplex <= 1.0)) {
-        char b[160];
-        std::snprintf(b, sizeof b, "duplex factor measured %.2f (> 1: both directions no slower than one); clamped to 1.00", duplex);
-        notes.push_back(b);
-        duplex = 1.0;
-    } else if (!(duplex >= 0.05)) {
-        char b[160];
-        std::snprintf(b, sizeof b, "duplex factor measured %.3f (both directions nearly stalled); clamped to 0.05", duplex);
-        notes.push_back(b);
-        duplex = 0.05;
-    }
-    for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
+    // The model needs it in (0, 1]; sim::write_link_profile clamps a noisy measurement (a host
+    // backend's memcpy threads share no link and can measure above 1) and notes it.
+    const double duplex = stat(duplex_ratios).median;
 
     if (dev == k::Device::Cuda) {  // copy engines vs zero-copy, for the record
         auto other = make(path == k::SwapPath::CopyEngine ? k::SwapPath::ZeroCopy : k::SwapPath::CopyEngine);
@@ -202,36 +185,19 @@ int run(const Args& a) {
     std::string name = a.name;
     if (name.empty())
         name = dev == k::Device::Cuda ? k::cuda_device_name() + " (" + a.path + ")" : "host memcpy (" + engine->name() + ")";
-    nlohmann::json j = {
-        {"name", name},
-        {"h2d", {{"bandwidth_Bps", best_one.h2d}, {"latency_s", lat_h2d}}},
-        {"d2h", {{"bandwidth_Bps", best_one.d2h}, {"latency_s", lat_d2h}}},
-        {"copy_engines", dev == k::Device::Cuda ? k::cuda_copy_engines() : 2},
-        {"duplex_factor", duplex},
-        {"source", source},
-        {"by_chunk", by_chunk}};
-    if (!notes.empty()) j["notes"] = notes;
-    const std::string text = j.dump(2) + "\n";
-    {
-        mhc::OutputFile out(a.output, mhc::IfExists::Replace);
-        {
-            std::ofstream f(out.temp_path(), std::ios::trunc);
-            if (!f) throw Error(where(a.output, "cannot open for writing"));
-            f << text;
-            if (!f.flush()) throw Error(where(a.output, "write failed"));
-        }
-        // The profile must load where it will be used: the simulator's own reader is the judge,
-        // before the file takes its name.
-        try {
-            sim::link_from_spec(out.temp_path());
-        } catch (const Error& e) {
-            throw Error(std::string("calibrate wrote a profile the simulator rejects: ") + e.what(), Error::Kind::Internal);
-        }
-        out.commit();
-    }
+    sim::LinkModel l;
+    l.name = name;
+    l.h2d = {best_one.h2d, lat_h2d};
+    l.d2h = {best_one.d2h, lat_d2h};
+    l.copy_engines = dev == k::Device::Cuda ? k::cuda_copy_engines() : 2;
+    l.duplex_factor = duplex;
+    l.source = source;
+    l.by_chunk = std::move(by_chunk);
+    for (const auto& n : sim::write_link_profile(a.output, l)) std::printf("note: %s\n", n.c_str());
+    const double written_duplex = std::clamp(duplex, 0.05, 1.0);
     std::printf("h2d %s, latency %.2f us; d2h %s, latency %.2f us; duplex factor %.2f -> %s\n",
                 format_rate(best_one.h2d).c_str(), lat_h2d * 1e6, format_rate(best_one.d2h).c_str(),
-                lat_d2h * 1e6, duplex, a.output.c_str());
+                lat_d2h * 1e6, written_duplex, a.output.c_str());
     return kExitOk;
 }
 

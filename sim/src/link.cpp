@@ -1,6 +1,8 @@
 #include "mhc/sim/link.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 
 namespace mhc::sim {
 
@@ -62,6 +65,8 @@ void validate(const LinkModel& l, const std::string& what) {
         if (c.bytes < 1) bad(pre + "bytes", "must be in [1, 2^56]");
         if (c.h2d_Bps != 0 && !bandwidth_ok(c.h2d_Bps)) bad(pre + "h2d_Bps", bw_range);
         if (c.d2h_Bps != 0 && !bandwidth_ok(c.d2h_Bps)) bad(pre + "d2h_Bps", bw_range);
+        if (c.both_h2d_Bps != 0 && !bandwidth_ok(c.both_h2d_Bps)) bad(pre + "both_h2d_Bps", bw_range);
+        if (c.both_d2h_Bps != 0 && !bandwidth_ok(c.both_d2h_Bps)) bad(pre + "both_d2h_Bps", bw_range);
     }
     if (!(l.duplex_factor > 0 && l.duplex_factor <= 1)) bad("duplex_factor", "must be in (0, 1]");
     if (!(l.nccl_share >= 0 && l.nccl_share < 1)) bad("nccl_share", "must be in [0, 1)");
@@ -125,6 +130,14 @@ LinkModel load_link_profile(const std::string& path) {
             throw Error(where(path, "field 'source': must be a string"));
         l.source = root.at("source").get<std::string>();
     }
+    if (root.contains("notes")) {
+        const json& n = root.at("notes");
+        if (!n.is_array()) throw Error(where(path, "field 'notes': must be an array of strings"));
+        for (size_t i = 0; i < n.size(); ++i) {
+            if (!n[i].is_string()) throw Error(where(path, "field 'notes[" + std::to_string(i) + "]': must be a string"));
+            l.notes.push_back(n[i].get<std::string>());
+        }
+    }
     if (root.contains("nccl_share")) l.nccl_share = number(root, "nccl_share", path, "");
     if (root.contains("memcpy_share")) l.memcpy_share = number(root, "memcpy_share", path, "");
     if (root.contains("by_chunk")) {
@@ -141,11 +154,92 @@ LinkModel load_link_profile(const std::string& path) {
             ch.bytes = static_cast<int64_t>(b);
             if (c.contains("h2d_Bps")) ch.h2d_Bps = number(c, "h2d_Bps", path, pre);
             if (c.contains("d2h_Bps")) ch.d2h_Bps = number(c, "d2h_Bps", path, pre);
+            if (c.contains("both_h2d_Bps")) ch.both_h2d_Bps = number(c, "both_h2d_Bps", path, pre);
+            if (c.contains("both_d2h_Bps")) ch.both_d2h_Bps = number(c, "both_d2h_Bps", path, pre);
             l.by_chunk.push_back(ch);
         }
     }
     validate(l, path);
     return l;
+}
+
+std::vector<std::string> clamp_measured_link(LinkModel& l) {
+    std::vector<std::string> notes;
+    auto fmt = [](double v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.3g", v);
+        return std::string(b);
+    };
+    // NaN is "not measured": the lower bound. Returns whether it changed `v`.
+    auto clamp = [&](double& v, double lo, double hi, const std::string& field, const std::string& why) {
+        double to = std::isnan(v) ? lo : std::clamp(v, lo, hi);
+        if (to == v) return;
+        notes.push_back(field + " measured " + fmt(v) + why + "; clamped to " + fmt(to));
+        v = to;
+    };
+    // Above 1 (both directions at once no slower than one) is noise for the model, which
+    // needs (0, 1]; 0.05 keeps a nearly stalled measurement finite.
+    clamp(l.duplex_factor, 0.05, 1.0, "duplex factor",
+          l.duplex_factor > 1 ? " (> 1: both directions no slower than one)" : " (both directions nearly stalled)");
+    clamp(l.h2d.bandwidth_Bps, kMinBandwidthBps, kMaxBandwidthBps, "h2d bandwidth", " B/s (out of range)");
+    clamp(l.d2h.bandwidth_Bps, kMinBandwidthBps, kMaxBandwidthBps, "d2h bandwidth", " B/s (out of range)");
+    clamp(l.h2d.latency_s, 0, kMaxLatencyS, "h2d latency", " s (out of range)");
+    clamp(l.d2h.latency_s, 0, kMaxLatencyS, "d2h latency", " s (out of range)");
+    if (l.copy_engines < 1 || l.copy_engines > kMaxCopyEngines) {
+        int to = std::clamp(l.copy_engines, 1, kMaxCopyEngines);
+        notes.push_back("copy engines " + std::to_string(l.copy_engines) + " out of range; clamped to " + std::to_string(to));
+        l.copy_engines = to;
+    }
+    for (size_t i = 0; i < l.by_chunk.size(); ++i) {
+        auto& c = l.by_chunk[i];
+        const std::string pre = "by_chunk[" + std::to_string(i) + "].";
+        // A rate of 0 means "not measured" in a row; anything else must be in range.
+        for (auto [v, name] : {std::pair{&c.h2d_Bps, "h2d_Bps"}, {&c.d2h_Bps, "d2h_Bps"},
+                               {&c.both_h2d_Bps, "both_h2d_Bps"}, {&c.both_d2h_Bps, "both_d2h_Bps"}})
+            if (*v != 0) clamp(*v, kMinBandwidthBps, kMaxBandwidthBps, pre + name, " B/s (out of range)");
+    }
+    if (!(l.nccl_share >= 0 && l.nccl_share < 1)) { notes.push_back("nccl_share out of [0, 1); set to 0"); l.nccl_share = 0; }
+    if (!(l.memcpy_share >= 0 && l.memcpy_share < 1)) { notes.push_back("memcpy_share out of [0, 1); set to 0"); l.memcpy_share = 0; }
+    l.notes.insert(l.notes.end(), notes.begin(), notes.end());
+    return notes;
+}
+
+std::vector<std::string> write_link_profile(const std::string& path, LinkModel l) {
+    std::vector<std::string> notes = clamp_measured_link(l);
+    json by_chunk = json::array();
+    for (const auto& c : l.by_chunk) {
+        json row = {{"bytes", c.bytes}, {"h2d_Bps", c.h2d_Bps}, {"d2h_Bps", c.d2h_Bps}};
+        if (c.both_h2d_Bps != 0) row["both_h2d_Bps"] = c.both_h2d_Bps;
+        if (c.both_d2h_Bps != 0) row["both_d2h_Bps"] = c.both_d2h_Bps;
+        by_chunk.push_back(row);
+    }
+    json j = {{"name", l.name},
+              {"h2d", {{"bandwidth_Bps", l.h2d.bandwidth_Bps}, {"latency_s", l.h2d.latency_s}}},
+              {"d2h", {{"bandwidth_Bps", l.d2h.bandwidth_Bps}, {"latency_s", l.d2h.latency_s}}},
+              {"copy_engines", l.copy_engines},
+              {"duplex_factor", l.duplex_factor},
+              {"nccl_share", l.nccl_share},
+              {"memcpy_share", l.memcpy_share},
+              {"source", l.source}};
+    if (!by_chunk.empty()) j["by_chunk"] = by_chunk;
+    if (!l.notes.empty()) j["notes"] = l.notes;
+    const std::string text = j.dump(2) + "\n";
+    OutputFile out(path, IfExists::Replace);
+    {
+        std::ofstream f(out.temp_path(), std::ios::trunc);
+        if (!f) throw Error(where(path, "cannot open for writing"));
+        f << text;
+        if (!f.flush()) throw Error(where(path, "write failed"));
+    }
+    // The profile must load where it will be used: the reader is the judge, before the file
+    // takes its name.
+    try {
+        load_link_profile(out.temp_path());
+    } catch (const Error& e) {
+        throw Error(where(path, std::string("the profile written does not load: ") + e.what()), Error::Kind::Internal);
+    }
+    out.commit();
+    return notes;
 }
 
 LinkModel link_from_spec(const std::string& spec) {

@@ -28,8 +28,13 @@ struct LinkModel {
     double nccl_share = 0.5;     // bandwidth share lost while a recorded NCCL kernel runs
     double memcpy_share = 0.5;   // share lost while a recorded memcpy of that direction runs
     std::string source;          // where the figures come from
-    struct Chunk { int64_t bytes = 0; double h2d_Bps = 0, d2h_Bps = 0; };
-    std::vector<Chunk> by_chunk; // optional calibration detail (kept, printed, not used)
+    struct Chunk {
+        int64_t bytes = 0;
+        double h2d_Bps = 0, d2h_Bps = 0;
+        double both_h2d_Bps = 0, both_d2h_Bps = 0;   // each direction while the other runs (0: not measured)
+    };
+    std::vector<Chunk> by_chunk; // optional calibration detail (validate predicts with its chunk's row)
+    std::vector<std::string> notes;   // what the writer or the calibration adjusted, in words
 };
 
 // Preset names: pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer.
@@ -41,5 +46,16 @@ LinkModel link_from_spec(const std::string& spec);
 LinkModel load_link_profile(const std::string& path);
 // Throws mhc::Error naming `what` when a figure is not positive / in range.
 void validate(const LinkModel& link, const std::string& what);
+
+// Brings every figure of a measured link into the bounds validate() checks, so that a
+// profile written from a measurement always loads: a duplex factor measured above 1 (both
+// directions no slower than one: noise on a host, whose memcpy threads share no link) becomes
+// 1, one below 0.05 becomes 0.05, bandwidths and latencies are clamped into their ranges,
+// copy engines into 1..64. Returns one note per figure changed (also appended to link.notes).
+std::vector<std::string> clamp_measured_link(LinkModel& link);
+// Writes `link` as a link profile (docs/simulator.md), atomically: clamped first
+// (clamp_measured_link), read back with load_link_profile before it takes its name (the
+// reader is the judge). Returns the clamp notes. Throws mhc::Error naming the file.
+std::vector<std::string> write_link_profile(const std::string& path, LinkModel link);
 
 }  // namespace mhc::sim
