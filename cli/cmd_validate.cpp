@@ -1,12 +1,15 @@
 // `mhc validate TRACE`: simulate, replay each plan on a backend, compare (docs/validation.md).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "command.hpp"
+#include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/replay/calibrate.hpp"
 #include "mhc/replay/validate.hpp"
 #include "mhc/sim/link.hpp"
 #include "mhc/trace/store.hpp"
@@ -15,12 +18,15 @@ namespace mhc::cli {
 namespace {
 
 struct ValOptions {
-    std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "pcie4";
-    std::string backend = "host", chunk = "2MiB";
-    double time_scale = 1.0;
-    int copy_threads = 1, repeat = 1;
+    std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "auto", model_link = "pcie4";
+    std::string backend = "host", chunk = "2MiB", time_scale = "auto";
+    double max_age_h = 24;
+    int copy_threads = 1, repeat = 3;
+    bool recalibrate = false;
     SimBaseOptions base;
-    bool no_store = false, no_sinkhorn = false, recorded_timing = false;
+    StoreOptions store;
+    double target_pp = 5;
+    bool json = false, no_sinkhorn = false, recorded_timing = false;
 };
 
 std::function<int()> setup(CLI::App& app) {
@@ -32,20 +38,37 @@ std::function<int()> setup(CLI::App& app) {
     auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
     app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
     app.add_option("--link", o->link,
-                   "The replay machine's link: a preset or a profile from `mhc calibrate` (host: --backend host)");
+                   "The replay machine's link: auto (measured under the replay's own conditions and cached per "
+                   "machine), a preset, or a profile from `mhc calibrate`")
+        ->capture_default_str();
+    app.add_option("--model-link", o->model_link,
+                   "The link the trace's machine had (a preset or profile): --time-scale auto makes the replay's "
+                   "compute/transfer ratio its ratio")
+        ->capture_default_str();
+    app.add_flag("--recalibrate", o->recalibrate, "--link auto: measure again even when a fresh calibration is cached");
+    app.add_option("--calibration-max-age", o->max_age_h, "--link auto: hours after which a cached calibration is measured again")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
     add_sim_base_options(app, o->base,
                          " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
     app.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
     app.add_option("--time-scale", o->time_scale,
-                   "Run kernels and gaps this many times slower (the prediction uses the link x this)")
-        ->check(CLI::Range(1e-3, 1e6));
+                   "Run kernels and gaps this many times slower (the prediction uses the link x this); auto: the "
+                   "modelled link's bandwidth over the replay link's")
+        ->capture_default_str();
     app.add_option("--chunk", o->chunk, "Swap chunk size");
     app.add_option("--copy-threads", o->copy_threads, "Host backend: copy threads per direction")->check(CLI::Range(1, 64));
-    app.add_flag("--no-store", o->no_store, "Do not store the runs in the trace file");
+    add_store_options(app, o->store);
+    app.add_flag("--json", o->json, "Print the report as JSON (stdout); verdicts and warnings stay in it");
+    app.add_option("--target", o->target_pp,
+                   "Loss error target in percentage points: a configuration within it is validated, one whose "
+                   "repeats spread more is inconclusive")
+        ->check(CLI::Range(0.0, 1000.0));
     app.add_flag("--no-sinkhorn", o->no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
     app.add_option("--repeat", o->repeat,
                    "Replay each configuration this many times and use the one with the median makespan "
-                   "(the host is noisy)")
+                   "(the host is noisy; their spread decides whether a result is conclusive)")
+        ->capture_default_str()
         ->check(CLI::Range(1, 99));
     app.add_flag("--recorded-timing", o->recorded_timing,
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
@@ -55,38 +78,98 @@ std::function<int()> setup(CLI::App& app) {
         sim::Config& c = spec.base;
         c.eviction = o->policy;
         c.prefetch = o->prefetch;
-        c.link = sim::link_from_spec(o->link);
+        const bool auto_link = o->link == "auto";
+        c.link = sim::link_from_spec(auto_link ? "pcie4" : o->link);   // auto: replaced below, once the input is checked
+        const sim::LinkModel modelled = sim::link_from_spec(o->model_link);
         apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);
         for (const auto& item : split_list(o->capacity)) spec.capacities.push_back(sim::parse_capacity(item));
         spec.replay.backend = replay::parse_backend(o->backend);
-        spec.replay.time_scale = o->time_scale;
+        double scale = 0;
+        if (o->time_scale != "auto") {
+            try {
+                size_t used = 0;
+                scale = std::stod(o->time_scale, &used);
+                if (used != o->time_scale.size()) scale = -1;
+            } catch (const std::exception&) {
+                scale = -1;
+            }
+            if (!(scale >= 1e-3 && scale <= 1e6))
+                throw Error("--time-scale '" + o->time_scale + "': auto or a number in [0.001, 1e6]");
+        }
         spec.replay.chunk_bytes = static_cast<size_t>(parse_bytes(o->chunk));
         if (spec.replay.chunk_bytes < 4096) throw Error("--chunk: at least 4 KiB");
         spec.replay.copy_threads = o->copy_threads;
         spec.replay.real_sinkhorn = !o->no_sinkhorn;
-        spec.store = !o->no_store;
+        spec.store = !o->store.no_store;
+        spec.runs_db = o->store.runs_db;
+        spec.target_pp = o->target_pp;
         spec.retime = !o->recorded_timing;
         spec.repeat = o->repeat;
         // Nothing to limit, nothing to replay: refuse as simulate does (before any replay).
         if (trace::Reader(o->trace).counts().allocations == 0)
             throw Error(o->trace + ": no allocations: nothing to simulate or replay under a memory limit");
-        auto note = [](const std::string& s) {
-            if (show_progress()) std::fprintf(stderr, "mhc: %s\n", s.c_str());
+        // The replay machine's link: measured under the replay's conditions (cached), or given.
+        if (auto_link) {
+            replay::CalibrationSpec cs;
+            cs.backend = spec.replay.backend;
+            cs.chunk_bytes = spec.replay.chunk_bytes;
+            cs.copy_threads = spec.replay.copy_threads;
+            if (show_progress()) std::fprintf(stderr, "\r\033[Kmhc: calibrating the replay's link");
+            replay::LinkCalibration cal = replay::replay_link(cs, o->recalibrate, o->max_age_h * 3600);
+            c.link = cal.link;
+            spec.link_origin = "--link auto: " + cal.origin;
+        } else {
+            spec.link_origin = "--link " + o->link + (std::filesystem::is_regular_file(o->link) ? " (profile)" : " (preset)");
+        }
+        std::string scale_why;
+        if (o->time_scale == "auto") {
+            scale = replay::auto_time_scale(replay::link_at_chunk(modelled, static_cast<int64_t>(spec.replay.chunk_bytes)),
+                                            replay::link_at_chunk(c.link, static_cast<int64_t>(spec.replay.chunk_bytes)),
+                                            &scale_why);
+        } else {
+            scale_why = "--time-scale " + o->time_scale;
+        }
+        spec.replay.time_scale = scale;
+        // Progress on a terminal only: the phase and configuration i/N, then the replay's share
+        // of actions done, rewritten in place.
+        const bool tty = show_progress();
+        auto phase = std::make_shared<std::string>();
+        auto note = [tty, phase](const std::string& s) {
+            *phase = s;
+            if (tty) std::fprintf(stderr, "\r\033[Kmhc: %s", s.c_str());
+        };
+        if (tty)
+            spec.replay.progress = [phase](size_t done, size_t total) {
+                std::fprintf(stderr, "\r\033[Kmhc: %s %3.0f%%", phase->c_str(), total ? 100.0 * done / total : 100.0);
+            };
+        // The results first: runs that cannot be stored must not cost the replays.
+        spec.time_scale_origin = scale_why;
+        spec.before_store = [o, tty](const replay::Report& r) {
+            if (tty) std::fprintf(stderr, "\r\033[K");
+            if (o->json) std::cout << replay::to_json(r) << "\n";
+            else std::cout << replay::to_text(r);
+            std::cout.flush();
+            if (r.load.loaded())
+                std::fprintf(stderr, "mhc: warning: the machine was loaded during the validation (%s): "
+                                     "measured times include other work\n", r.load.text().c_str());
         };
         replay::Report r = replay::validate(o->trace, spec, note);
-        std::cout << replay::to_text(r);
-        if (spec.store) {
+        if (spec.store && r.stored && !o->json) {
             std::cout << "stored runs (simulated -> replayed):";
             auto ids = [&](const replay::Row& x) { std::cout << " " << x.sim_run << "->" << x.replay_run; };
             ids(r.baseline);
             for (const auto& x : r.rows) ids(x);
-            std::cout << " in " << o->trace << "\n";
+            std::cout << " in " << store_target(o->trace, o->store) << "\n";
         }
+        if (spec.store && !r.stored)
+            std::fprintf(stderr, "mhc: the runs were not stored (%s); the results above are complete: rerun with "
+                                 "--no-store, or --runs-db FILE to store them in another file\n", r.store_error.c_str());
         if (!r.ok()) {
             std::fprintf(stderr, "mhc: validation failed (see the status column)\n");
             return kExitInternal;
         }
+        if (spec.store && !r.stored) return kExitNotStored;
         return kExitOk;
     };
 }

@@ -94,6 +94,7 @@ private:
     Measured M;
     kernels::Device device = kernels::Device::Cpu;
     std::unique_ptr<PageMapper> vm;        // outlives the engine and the arena that use it
+    PageMapper* pm = nullptr;              // vm, or the shared one of Options::mapper
     std::unique_ptr<kernels::SwapEngine> eng;
     Clock::time_point eng_epoch, t0;
     Clock::duration lag{0}, map_pause{0};
@@ -432,14 +433,18 @@ void Executor::setup() {
 
     // The arena: exactly the run's capacity; an unlimited run gets its peak plus room for
     // placement (its high water mark is reported).
-    int64_t cap = P.capacity;
-    if (cap >= sim::kUnlimited) cap = P.predicted_peak + P.predicted_peak / 8 + (64 << 20);
+    const int64_t cap = replay_capacity(P.capacity, P.predicted_peak);
     M.capacity = cap;
     // Device memory: a pool of the capacity in 2 MiB pages, segments mapped into a large
     // virtual range (pages.hpp); the swap engine copies to and from that range.
     const int64_t pages = Arena::pool_pages(cap), va = Arena::default_va(cap);
-    vm = device == kernels::Device::Cuda ? make_cuda_mapper(pages, va) : make_host_mapper(pages, va);
-    arena = std::make_unique<Arena>(P.allocator, cap, vm.get());
+    if (O.mapper && O.mapper->pool_pages() >= pages && O.mapper->va_bytes() >= va && O.mapper->mapped_pages() == 0) {
+        pm = O.mapper;
+    } else {
+        vm = device == kernels::Device::Cuda ? make_cuda_mapper(pages, va) : make_host_mapper(pages, va);
+        pm = vm.get();
+    }
+    arena = std::make_unique<Arena>(P.allocator, cap, pm);
     // Host arena: what the simulator held on the host at once, with room for placement (it
     // is a first-fit free list, so it fragments), never more than all the bytes swapped out.
     int64_t swapped_out = 0;
@@ -450,8 +455,8 @@ void Executor::setup() {
     M.host_arena_bytes = host->size();
 
     kernels::SwapConfig sc;
-    sc.device_bytes = static_cast<size_t>(vm->va_bytes());
-    sc.device_memory = vm->base();
+    sc.device_bytes = static_cast<size_t>(pm->va_bytes());
+    sc.device_memory = pm->base();
     sc.host_bytes = static_cast<size_t>(host->size());
     sc.chunk_bytes = O.chunk_bytes;
     sc.verify = true;
@@ -608,6 +613,10 @@ void Executor::finish() {
 }
 
 }  // namespace
+
+int64_t replay_capacity(int64_t capacity, int64_t predicted_peak) {
+    return capacity >= sim::kUnlimited ? predicted_peak + predicted_peak / 8 + (64 << 20) : capacity;
+}
 
 Measured replay(const trace::TraceData& trace, const Plan& plan, const Options& options) {
     Executor e(trace, plan, options);

@@ -2,9 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <sys/resource.h>
+
+#include <nlohmann/json.hpp>
 
 #include "mhc/common/error.hpp"
+#include "mhc/replay/arena.hpp"
+#include "mhc/replay/pages.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/runs.hpp"
@@ -115,10 +123,93 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
 
 }  // namespace
 
+namespace {
+
+// Busy and total jiffies of all CPUs (/proc/stat), and this process's CPU seconds.
+struct CpuSample {
+    double busy = -1, total = -1, self_s = 0;
+    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+};
+CpuSample cpu_sample() {
+    CpuSample c;
+    if (FILE* f = std::fopen("/proc/stat", "r")) {
+        unsigned long long v[10] = {};
+        if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                        &v[6], &v[7], &v[8], &v[9]) >= 4) {
+            double total = 0;
+            for (int i = 0; i < 8; ++i) total += static_cast<double>(v[i]);   // guest time is in user already
+            c.total = total;
+            c.busy = total - static_cast<double>(v[3]) - static_cast<double>(v[4]);   // minus idle, iowait
+        }
+        std::fclose(f);
+    }
+    rusage ru{};
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        c.self_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                   1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    return c;
+}
+double load_average() {
+    double l[1];
+    return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+}  // namespace
+
+bool Load::loaded() const {
+    return (others_share > 0.25) || (cores > 0 && before > 0.5 * cores);
+}
+
+std::string Load::text() const {
+    char b[256];
+    if (others_share >= 0)
+        std::snprintf(b, sizeof b, "load average %.2f before, %.2f after, %d cores; other processes used %.0f%% of the CPUs meanwhile",
+                      before, after, cores, 100 * others_share);
+    else
+        std::snprintf(b, sizeof b, "load average %.2f before, %.2f after, %d cores", before, after, cores);
+    return b;
+}
+
+std::string verdict(const Row& x, double target, const Load& load) {
+    const auto& p = x.predicted;
+    const auto& m = x.measured;
+    char b[512];
+    std::string v;
+    if (m.status == "failed" || m.mismatches) {
+        v = "FAILED: " + (m.failure.empty() ? std::string("checksum mismatch") : m.failure);
+    } else if (p.oom.happened || m.oom) {
+        if (p.oom.happened && m.oom) v = "agrees: out of memory, predicted and measured";
+        else v = std::string("not validated: out of memory ") + (p.oom.happened ? "predicted only" : "measured only");
+    } else {
+        const double e = std::fabs(x.loss_error_pp);
+        if (x.spread_pp < 0)
+            std::snprintf(b, sizeof b, "%s: error %+.2f pp %s target %.1f pp (one replay: its noise is unknown; --repeat 3 measures it)",
+                          e <= target ? "within target, unconfirmed" : "not validated", x.loss_error_pp, e <= target ? "<=" : ">", target);
+        else if (x.spread_pp > target)
+            std::snprintf(b, sizeof b, "inconclusive: the %zu replays spread %.2f pp, more than the %.1f pp target (error %+.2f pp)",
+                          x.makespans.size(), x.spread_pp, target, x.loss_error_pp);
+        else
+            std::snprintf(b, sizeof b, "%s: error %+.2f pp %s target %.1f pp (%zu replays spread %.2f pp)",
+                          e <= target ? "validated" : "not validated", x.loss_error_pp, e <= target ? "<=" : ">", target,
+                          x.makespans.size(), x.spread_pp);
+        v = b;
+    }
+    if (load.loaded()) v += "; the machine was loaded (" + load.text() + ")";
+    return v;
+}
+
 Report validate(const std::string& path, const ValidateSpec& spec,
                 const std::function<void(const std::string&)>& note) {
     Report rep;
     rep.trace = path;
+    rep.target_pp = spec.target_pp;
+    rep.repeat = std::max(spec.repeat, 1);
+    rep.time_scale = spec.replay.time_scale;
+    rep.link_origin = spec.link_origin;
+    rep.time_scale_origin = spec.time_scale_origin;
+    rep.load.cores = static_cast<int>(std::thread::hardware_concurrency());
+    rep.load.before = load_average();
+    const CpuSample cpu0 = cpu_sample();
     trace::TraceData t = trace::load_trace(path);
     auto prepared = sim::prepare(t, spec.base.device);
     sim::Config base = spec.base;
@@ -134,25 +225,64 @@ Report validate(const std::string& path, const ValidateSpec& spec,
     base.record_events = true;
     rep.link = base.link;
 
+    // Storing: each replayed run is begun ("incomplete") before its replay, so that an
+    // interruption leaves exactly that behind; everything else is stored after every replay
+    // (and after spec.before_store). A store that fails stops storing, never the validation.
+    auto store_failed = [&](const std::exception& e) {
+        if (rep.store_error.empty()) rep.store_error = e.what();
+    };
+    const int n_configs = 1 + static_cast<int>(spec.capacities.size());
+    int config_no = 0;
+
     // The limited runs are predicted and replayed on `timed`: the recorded trace, or (after the
     // baseline, with spec.retime) the trace on the baseline replay's clock.
     const trace::TraceData* timed = &t;
     trace::TraceData retimed;
-    auto one = [&](const sim::Capacity& cap, int64_t base_makespan, Row& row) {
+    std::unique_ptr<PageMapper> pool;
+    // MHC_VALIDATE_POOL_PER_REPLAY=1: the old way (a pool per replay), for the "before" figure
+    // of bench/replay/validate_speed.sh.
+    const char* per_replay = std::getenv("MHC_VALIDATE_POOL_PER_REPLAY");
+    const bool shared_pool = !(per_replay && per_replay[0] == '1');
+    auto one = [&](const sim::Capacity& cap, const Row* baseline, Row& row) {
+        ++config_no;
         sim::Config c = base;
         c.capacity = cap;
+        if (note) note("configuration " + std::to_string(config_no) + "/" + std::to_string(n_configs) + ": simulating");
         row.predicted = sim::simulate(*prepared, c);
         if (!row.predicted.invariant_violation.empty())
             throw Error(path + ": the simulator failed an invariant: " + row.predicted.invariant_violation, Error::Kind::Internal);
         row.name = sim::run_name(c);
-        if (note) note("replaying " + row.name);
         Plan plan = make_plan(*timed, row.predicted);
-        int64_t id = spec.store ? trace::begin_run(path, "replayed", row.name + "/" + to_string(spec.replay.backend)) : 0;
+        // One page pool for every configuration: allocated and populated once (the baseline's,
+        // the largest), mapped and unmapped by each replay.
+        const int64_t cap_bytes = replay_capacity(plan.capacity, plan.predicted_peak);
+        if (shared_pool && (!pool || pool->pool_pages() < Arena::pool_pages(cap_bytes) || pool->va_bytes() < Arena::default_va(cap_bytes))) {
+            pool.reset();
+            const auto t_pool = std::chrono::steady_clock::now();
+            pool = spec.replay.backend == Backend::Cuda
+                       ? make_cuda_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes))
+                       : make_host_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes));
+            rep.pool_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pool).count();
+        }
+        Options ro = spec.replay;
+        ro.mapper = pool.get();
+        int64_t id = 0;
+        if (spec.store && rep.store_error.empty()) {
+            try {
+                id = trace::begin_run(path, "replayed", row.name + "/" + to_string(spec.replay.backend), spec.runs_db);
+            } catch (const std::exception& e) {
+                store_failed(e);
+            }
+        }
         // Repeats: the run with the median makespan stands for the configuration (a failing
         // or mismatching one instead, so that no failure is averaged away).
         std::vector<Measured> runs;
-        for (int i = 0; i < std::max(spec.repeat, 1); ++i) {
-            runs.push_back(replay(*timed, plan, spec.replay));
+        const int reps = std::max(spec.repeat, 1);
+        for (int i = 0; i < reps; ++i) {
+            if (note)
+                note("configuration " + std::to_string(config_no) + "/" + std::to_string(n_configs) + ": replaying " + row.name +
+                     (reps > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(reps) + ")" : ""));
+            runs.push_back(replay(*timed, plan, ro));
             const Measured& m = runs.back();
             if (m.status == "failed" || m.mismatches) break;
         }
@@ -163,31 +293,36 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         });
         const bool any_failed = runs.front().status == "failed" || runs.front().mismatches;
         row.measured = std::move(runs[any_failed ? 0 : (runs.size() - 1) / 2]);
-        int64_t bm = base_makespan > 0 ? base_makespan : row.measured.makespan_ns;
+        const int64_t bm = baseline && baseline->measured.makespan_ns > 0 ? baseline->measured.makespan_ns : row.measured.makespan_ns;
         row.measured_loss = bm > 0 ? static_cast<double>(row.measured.makespan_ns) / static_cast<double>(bm) - 1.0 : 0;
         row.loss_error_pp = 100.0 * (row.measured_loss - row.predicted.throughput_loss);
         row.peak_error = row.predicted.simulated_peak > 0
                              ? static_cast<double>(row.measured.peak - row.predicted.simulated_peak) / static_cast<double>(row.predicted.simulated_peak)
                              : 0;
+        // The spread of the loss: this configuration's replays, and the baseline's (the
+        // denominator), each relative to the baseline's median.
+        if (bm > 0 && row.makespans.size() > 1) {
+            auto [lo, hi] = std::minmax_element(row.makespans.begin(), row.makespans.end());
+            row.spread_pp = 100.0 * static_cast<double>(*hi - *lo) / static_cast<double>(bm);
+            if (baseline && baseline->makespans.size() > 1) {
+                auto [blo, bhi] = std::minmax_element(baseline->makespans.begin(), baseline->makespans.end());
+                row.spread_pp += 100.0 * (1.0 + row.measured_loss) * static_cast<double>(*bhi - *blo) / static_cast<double>(bm);
+            }
+        }
         if (row.measured.diverged_allocations > 0 && row.measured.failure.empty())
             row.measured.failure = std::to_string(row.measured.diverged_allocations) +
                                    " allocations fitted where the simulator's had failed (the allocator models diverged)";
         if (plan.oom && row.measured.oom && row.measured.oom_allocation != plan.oom_allocation)
             row.measured.failure = "OOM at another allocation than the simulator's";
-        if (spec.store) {
-            // Runs predicted on the retimed trace say so: their times are the baseline replay's.
-            const char* timing = timed == &t ? "recorded" : "baseline replay";
-            trace::Run sim_run = sim::to_run(row.predicted);
-            sim_run.config["timing"] = timing;
-            row.sim_run = trace::add_run(path, sim_run);
-            trace::Run run = replay_run(row, c, spec.replay, bm);
-            run.config["timing"] = timing;
-            run.base_run = row.sim_run;
-            trace::finish_run(path, id, run);
-            row.replay_run = id;
-        }
+        // Runs predicted on the retimed trace say so: their times are the baseline replay's.
+        const char* timing = timed == &t ? "recorded" : "baseline replay";
+        row.sim_record = sim::to_run(row.predicted);
+        row.sim_record.config["timing"] = timing;
+        row.replay_record = replay_run(row, c, spec.replay, bm);
+        row.replay_record.config["timing"] = timing;
+        row.replay_run = id;
     };
-    one(sim::Capacity{}, 0, rep.baseline);
+    one(sim::Capacity{}, nullptr, rep.baseline);
     if (spec.retime && rep.baseline.measured.status == "complete" && !spec.capacities.empty()) {
         retimed = retime(t, rep.baseline.measured, &rep.retime);
         timed = &retimed;
@@ -196,7 +331,38 @@ Report validate(const std::string& path, const ValidateSpec& spec,
     }
     for (const sim::Capacity& cap : spec.capacities) {
         rep.rows.emplace_back();
-        one(cap, rep.baseline.measured.makespan_ns, rep.rows.back());
+        one(cap, &rep.baseline, rep.rows.back());
+    }
+
+    const CpuSample cpu1 = cpu_sample();
+    rep.load.after = load_average();
+    if (cpu0.total >= 0 && cpu1.total > cpu0.total && rep.load.cores > 0) {
+        // Jiffies to seconds by the wall time they span: total jiffies = wall x cores x HZ.
+        const double wall = std::chrono::duration<double>(cpu1.at - cpu0.at).count();
+        const double hz = (cpu1.total - cpu0.total) / (wall * rep.load.cores);
+        if (hz > 0 && wall > 0) {
+            const double busy_s = (cpu1.busy - cpu0.busy) / hz, self_s = cpu1.self_s - cpu0.self_s;
+            rep.load.others_share = std::clamp((busy_s - self_s) / (wall * rep.load.cores), 0.0, 1.0);
+        }
+    }
+    rep.baseline.verdict = "baseline";
+    for (Row& x : rep.rows) x.verdict = verdict(x, spec.target_pp, rep.load);
+    if (spec.before_store) spec.before_store(rep);
+    if (spec.store) {
+        auto store_row = [&](Row& row) {
+            if (!rep.store_error.empty()) return;
+            try {
+                row.sim_run = trace::add_run(path, row.sim_record, spec.runs_db);
+                row.replay_record.base_run = row.sim_run;
+                if (row.replay_run > 0) trace::finish_run(path, row.replay_run, row.replay_record, spec.runs_db);
+                else row.replay_run = trace::add_run(path, row.replay_record, spec.runs_db);
+            } catch (const std::exception& e) {
+                store_failed(e);
+            }
+        };
+        store_row(rep.baseline);
+        for (Row& x : rep.rows) store_row(x);
+        rep.stored = rep.store_error.empty();
     }
     return rep;
 }
@@ -220,8 +386,12 @@ static std::string spread(const Row& x) {
 std::string to_text(const Report& r) {
     std::string out;
     char buf[1024];
-    std::snprintf(buf, sizeof buf, "link (as the scaled replay sees it): %s, H2D %s, D2H %s\n", r.link.name.c_str(),
-                  format_rate(r.link.h2d.bandwidth_Bps).c_str(), format_rate(r.link.d2h.bandwidth_Bps).c_str());
+    std::snprintf(buf, sizeof buf, "link (as the scaled replay sees it): %s, H2D %s, D2H %s, duplex factor %.2f\n", r.link.name.c_str(),
+                  format_rate(r.link.h2d.bandwidth_Bps).c_str(), format_rate(r.link.d2h.bandwidth_Bps).c_str(), r.link.duplex_factor);
+    out += buf;
+    if (!r.link_origin.empty()) out += "  obtained: " + r.link_origin + "\n";
+    std::snprintf(buf, sizeof buf, "time scale x%g%s%s\n", r.time_scale, r.time_scale_origin.empty() ? "" : ": ",
+                  r.time_scale_origin.c_str());
     out += buf;
     // The configuration column fits the longest name (a calibrated link's name can be long).
     int width = 34;
@@ -274,7 +444,82 @@ std::string to_text(const Report& r) {
         out += buf;
     }
     for (const Row& x : r.rows) line(x);
+    out += "machine: " + r.load.text() + (r.load.loaded() ? " -- LOADED: measured times include other work\n" : "\n");
+    for (const Row& x : r.rows) out += "verdict " + x.name + ": " + x.verdict + "\n";
     return out;
+}
+
+std::string to_json(const Report& r) {
+    using nlohmann::json;
+    auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+    auto row = [&](const Row& x) {
+        const auto& p = x.predicted;
+        const auto& m = x.measured;
+        json j;
+        j["name"] = x.name;
+        j["capacity_bytes"] = m.capacity;
+        j["status"] = m.status;
+        if (!m.failure.empty()) j["failure"] = m.failure;
+        j["verdict"] = x.verdict;
+        j["predicted"] = {{"peak_bytes", p.simulated_peak},
+                          {"peak_reduction", num(p.peak_reduction)},
+                          {"makespan_ns", p.simulated_makespan},
+                          {"loss", num(p.throughput_loss)},
+                          {"swap_in_bytes", p.swap_in_bytes},
+                          {"swap_out_bytes", p.swap_out_bytes},
+                          {"stalls", p.stall_count},
+                          {"stall_ns", p.stall_time},
+                          {"oom", p.oom.happened}};
+        j["measured"] = {{"peak_bytes", m.peak},
+                         {"makespan_ns", m.makespan_ns},
+                         {"loss", num(x.measured_loss)},
+                         {"swap_in_bytes", m.swap_in_bytes},
+                         {"swap_out_bytes", m.swap_out_bytes},
+                         {"swap_ins", m.swap_ins},
+                         {"swap_outs", m.swap_outs},
+                         {"stalls", m.stalls},
+                         {"stall_ns", m.stall_ns},
+                         {"checksums", m.checksums},
+                         {"checksum_mismatches", m.mismatches},
+                         {"kernel_overruns", m.overruns},
+                         {"sinkhorn_kernels", m.sinkhorn_kernels},
+                         {"link_h2d_Bps", num(m.link_h2d_Bps)},
+                         {"link_d2h_Bps", num(m.link_d2h_Bps)},
+                         {"replay_seconds", num(m.seconds)},
+                         {"page_map_seconds", num(m.map_seconds)},
+                         {"oom", m.oom}};
+        j["loss_error_pp"] = (p.oom.happened || m.oom) ? json(nullptr) : num(x.loss_error_pp);
+        j["peak_error"] = num(x.peak_error);
+        j["repeats"] = {{"makespans_ns", x.makespans}, {"spread_pp", x.spread_pp < 0 ? json(nullptr) : num(x.spread_pp)}};
+        if (x.sim_run) j["sim_run"] = x.sim_run;
+        if (x.replay_run) j["replay_run"] = x.replay_run;
+        return j;
+    };
+    json j;
+    j["trace"] = r.trace;
+    j["link"] = {{"name", r.link.name},
+                 {"h2d_Bps", num(r.link.h2d.bandwidth_Bps)},
+                 {"d2h_Bps", num(r.link.d2h.bandwidth_Bps)},
+                 {"h2d_latency_s", num(r.link.h2d.latency_s)},
+                 {"d2h_latency_s", num(r.link.d2h.latency_s)},
+                 {"duplex_factor", num(r.link.duplex_factor)},
+                 {"copy_engines", r.link.copy_engines},
+                 {"obtained", r.link_origin},
+                 {"notes", r.link.notes}};
+    j["time_scale"] = num(r.time_scale);
+    j["time_scale_origin"] = r.time_scale_origin;
+    j["target_pp"] = num(r.target_pp);
+    j["repeat"] = r.repeat;
+    j["retimed"] = r.retimed;
+    j["pool_seconds"] = num(r.pool_seconds);
+    j["load"] = {{"before", num(r.load.before)}, {"after", num(r.load.after)}, {"cores", r.load.cores},
+                 {"others_share", r.load.others_share < 0 ? json(nullptr) : num(r.load.others_share)},
+                 {"loaded", r.load.loaded()}};
+    j["baseline"] = row(r.baseline);
+    j["configurations"] = json::array();
+    for (const Row& x : r.rows) j["configurations"].push_back(row(x));
+    j["ok"] = r.ok();
+    return j.dump(2);
 }
 
 }  // namespace mhc::replay

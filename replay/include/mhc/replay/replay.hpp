@@ -25,6 +25,8 @@
 
 namespace mhc::replay {
 
+class PageMapper;   // pages.hpp
+
 enum class Backend { Host, Cuda };
 Backend parse_backend(const std::string& s);   // "host" | "cuda"; throws mhc::Error
 const char* to_string(Backend b);
@@ -43,7 +45,16 @@ struct Options {
     kernels::SwapDir fault_dir = kernels::SwapDir::DeviceToHost;
     // Progress (actions done, total), from the control thread.
     std::function<void(size_t, size_t)> progress;
+    // Device pages shared by replays (mhc validate maps one pool for all its configurations:
+    // allocating and populating a pool of GiBs per replay cost more than the replays). Used when
+    // it holds the run's pool (replay_capacity) and virtual range; otherwise the replay makes
+    // its own. Every replay leaves it as it found it (nothing mapped).
+    PageMapper* mapper = nullptr;
 };
+
+// The device capacity a replay's pool has: the run's capacity, or for an unlimited run its
+// predicted peak plus 1/8 and 64 MiB of room for placement.
+int64_t replay_capacity(int64_t capacity, int64_t predicted_peak);
 
 struct Cancelled : std::exception {
     const char* what() const noexcept override { return "replay cancelled"; }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "mhc/trace/runs.hpp"
+
 #include "mhc/replay/replay.hpp"
 #include "mhc/replay/retime.hpp"
 #include "mhc/sim/config.hpp"
@@ -14,11 +16,20 @@
 
 namespace mhc::replay {
 
+struct Report;
+
 struct ValidateSpec {
     sim::Config base;                       // policy, prefetch, allocator, link of the machine
     std::vector<sim::Capacity> capacities;  // limited configurations (the baseline is added)
     Options replay;
     bool store = true;
+    std::string runs_db;                    // store there instead of the trace (empty: the trace)
+    // Called once every replay is done, before anything is stored: a caller prints the
+    // results here, so that a store that fails costs no result.
+    std::function<void(const Report&)> before_store;
+    double target_pp = 5;                   // the loss error a configuration must stay within
+    std::string link_origin = "given";      // how the link was obtained (printed, in --json)
+    std::string time_scale_origin;          // why replay.time_scale is what it is
     // Predict the limited runs on the trace moved onto the baseline replay's clock
     // (retime.hpp), not on the recorded one.
     bool retime = true;
@@ -41,6 +52,23 @@ struct Row {
     double peak_error = 0;          // (measured - predicted) / predicted peak
     int64_t sim_run = 0, replay_run = 0;
     std::vector<int64_t> makespans;   // of every replay of this configuration (repeats)
+    // How far the repeats are apart, in loss points: (max - min makespan) / baseline median,
+    // plus the baseline's own spread carried into this row's loss; -1 with a single replay.
+    double spread_pp = -1;
+    std::string verdict;              // one line: validated / not validated / inconclusive / ...
+    // Stored after every replay (begun first as "incomplete" when storing).
+    trace::Run sim_record, replay_record;
+};
+
+// CPU load around a validation: the load averages, and the share of all cores that other
+// processes used while it ran (/proc/stat busy time minus this process's, over wall x cores).
+struct Load {
+    double before = -1, after = -1;   // 1-minute load average
+    int cores = 0;
+    double others_share = -1;         // -1: not measured
+    bool loaded() const;              // others used more than a quarter of the cores, or the
+                                      // load average before was above half of them
+    std::string text() const;
 };
 
 struct Report {
@@ -48,13 +76,28 @@ struct Report {
     Row baseline;
     std::vector<Row> rows;
     sim::LinkModel link;            // the (scaled) link the predictions used
+    std::string link_origin;        // how it was obtained
+    double time_scale = 1;
+    std::string time_scale_origin;  // why this scale (set by the caller: "--time-scale 20", auto: ...)
     bool retimed = false;           // limited runs predicted on the baseline's clock
     RetimeSummary retime;
+    double target_pp = 5;
+    int repeat = 1;
+    Load load;
+    double pool_seconds = 0;        // allocating the shared page pool (once, before the replays)
+    std::string store_error;        // set when the runs could not (all) be stored
+    bool stored = false;
     bool ok() const;                // no failure, no checksum mismatch
 };
 
 Report validate(const std::string& trace_path, const ValidateSpec& spec,
                 const std::function<void(const std::string&)>& note = {});
 std::string to_text(const Report& r);
+// The report as one JSON object (mhc validate --json): per configuration the predicted and
+// measured peak, loss, error in points, traffic, checksums, repeats and their spread, the
+// verdict; the link used and how it was obtained; the load.
+std::string to_json(const Report& r);
+// The verdict of a limited configuration against `target_pp` (Row::verdict).
+std::string verdict(const Row& row, double target_pp, const Load& load);
 
 }  // namespace mhc::replay

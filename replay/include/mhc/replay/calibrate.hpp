@@ -1,0 +1,67 @@
+#pragma once
+// The link a replay actually gets (docs/validation.md, "Self-calibration"). `mhc calibrate`
+// measures copies on an idle engine without checksums at their best chunk size; a replay
+// copies in its own chunk size, checksums every transfer, and its copy threads share the
+// cores with the compute stand-ins and the control thread. On a 2-core host that halved the
+// rate (3 GB/s measured in replay against a 6 GB/s calibration). measure_replay_link measures
+// under the replay's conditions; replay_link caches the result per machine and configuration.
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "mhc/replay/replay.hpp"
+#include "mhc/sim/link.hpp"
+
+namespace mhc::replay {
+
+// What runs on the cores while the copies are measured.
+enum class Competition {
+    None,       // the copy threads alone (what `mhc calibrate` measures)
+    Sleeping,   // a stand-in worker as replay runs one: touch a few MiB of pages, then wait
+                // (sleep, spin the last 150 us), over and over; plus a control thread that
+                // sleeps until just before each timed action and spins the rest
+    Spinning,   // the same worker spinning its whole duration (a stand-in that never sleeps)
+};
+const char* to_string(Competition c);
+
+struct CalibrationSpec {
+    Backend backend = Backend::Host;
+    size_t chunk_bytes = 2 << 20;   // the replay's chunk size
+    int copy_threads = 1;           // per direction
+    bool verify = true;             // replay checksums every transfer
+    Competition competition = Competition::Sleeping;
+    int repeats = 5;                // each measurement; the median is kept, the range reported
+    size_t transfer_bytes = 16 << 20;   // one transfer (chunked by the engine)
+    size_t bytes_per_measure = 128 << 20;
+};
+
+struct LinkCalibration {
+    sim::LinkModel link;             // h2d/d2h: medians; duplex: both at once / alone; one by_chunk row
+    double h2d_lo = 0, h2d_hi = 0, d2h_lo = 0, d2h_hi = 0;   // range over the repeats
+    int repeats = 0;
+    double load_average = -1;        // when measured
+    std::string origin;              // how it was obtained, in words
+    std::string cache_path;          // where it is cached ("" if not)
+};
+
+// Measures now (about a second on the host). Throws mhc::Error when the backend is unusable.
+LinkCalibration measure_replay_link(const CalibrationSpec& spec);
+
+// The cache file for `spec` on this machine: $XDG_CACHE_HOME/mhc (else ~/.cache/mhc, else
+// /tmp/mhc-<uid>) / replay-link-<backend>-<host>-<cores>c-<chunk>-<threads>t.json.
+std::string calibration_cache_path(const CalibrationSpec& spec);
+
+// The cached calibration when it exists, loads, and is younger than max_age_s; otherwise (or
+// with `recalibrate`) measures with `measure` (default measure_replay_link), writes the cache
+// (sim::write_link_profile: clamped, atomic, read back) and returns it. One process measures at
+// a time (a lock beside the cache), so parallel validations do not measure each other. A cache
+// that does not load is measured again (and says so in `origin`).
+LinkCalibration replay_link(const CalibrationSpec& spec, bool recalibrate, double max_age_s,
+                            const std::function<LinkCalibration(const CalibrationSpec&)>& measure = {});
+
+// The time scale at which the replay's compute/transfer ratio is the modelled link's: the
+// modelled link's bandwidth over the measured one (both directions' mean), kept in [1, 1000].
+// `why` says so in words.
+double auto_time_scale(const sim::LinkModel& modelled, const sim::LinkModel& measured, std::string* why = nullptr);
+
+}  // namespace mhc::replay

@@ -1,0 +1,164 @@
+// Self-calibration's logic with injected measurements (nothing here depends on how fast this
+// machine copies): the cache per machine and configuration, staleness, --recalibrate, a
+// broken cache, clamping, and the automatic time scale.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "mhc/replay/calibrate.hpp"
+#include "mhc/sim/link.hpp"
+
+using namespace mhc;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CacheDir {
+    fs::path dir = fs::temp_directory_path() / "mhc_calibrate_tests";
+    CacheDir() {
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+    }
+    ~CacheDir() { unsetenv("XDG_CACHE_HOME"); }
+};
+
+replay::LinkCalibration fake(double h2d, double d2h, double duplex) {
+    replay::LinkCalibration c;
+    c.link.name = "fake replay link";
+    c.link.h2d = {h2d, 5e-6};
+    c.link.d2h = {d2h, 5e-6};
+    c.link.duplex_factor = duplex;
+    c.link.nccl_share = c.link.memcpy_share = 0;
+    c.link.by_chunk = {{2 << 20, h2d, d2h, h2d * duplex, d2h * duplex}};
+    c.link.source = "test";
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("self-calibration is cached per machine and measured again when stale or asked", "[replay][calibrate]") {
+    CacheDir cache;
+    replay::CalibrationSpec spec;
+    int measured = 0;
+    double h2d = 3e9;
+    auto measure = [&](const replay::CalibrationSpec&) {
+        ++measured;
+        return fake(h2d, 2.5e9, 0.8);
+    };
+    const std::string path = replay::calibration_cache_path(spec);
+    CHECK(path.rfind((cache.dir / "mhc").string(), 0) == 0);   // under $XDG_CACHE_HOME/mhc
+    CHECK(path.find("2097152") != std::string::npos);          // the chunk size is part of the key
+
+    auto a = replay::replay_link(spec, false, 3600, measure);
+    CHECK(measured == 1);
+    CHECK(a.origin.find("measured now (no cached calibration)") == 0);
+    CHECK(a.cache_path == path);
+    CHECK(fs::exists(path));
+    CHECK(a.link.h2d.bandwidth_Bps == 3e9);
+
+    h2d = 9e9;   // a second measurement would differ: the cache is what is read
+    auto b = replay::replay_link(spec, false, 3600, measure);
+    CHECK(measured == 1);
+    CHECK(b.origin.find("cached ") == 0);
+    CHECK(b.link.h2d.bandwidth_Bps == 3e9);
+    CHECK(b.link.duplex_factor == 0.8);
+
+    auto c = replay::replay_link(spec, true, 3600, measure);   // --recalibrate
+    CHECK(measured == 2);
+    CHECK(c.origin.find("--recalibrate") != std::string::npos);
+    CHECK(c.link.h2d.bandwidth_Bps == 9e9);
+
+    // Stale: older than the maximum age.
+    fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(48));
+    auto d = replay::replay_link(spec, false, 24 * 3600, measure);
+    CHECK(measured == 3);
+    CHECK(d.origin.find("48.0 h old") != std::string::npos);
+
+    // Another configuration (copy threads) has its own entry.
+    replay::CalibrationSpec two = spec;
+    two.copy_threads = 2;
+    CHECK(replay::calibration_cache_path(two) != path);
+    replay::replay_link(two, false, 3600, measure);
+    CHECK(measured == 4);
+}
+
+TEST_CASE("a broken cache is measured again, and a measured duplex factor above 1 is clamped", "[replay][calibrate]") {
+    CacheDir cache;
+    replay::CalibrationSpec spec;
+    const std::string path = replay::calibration_cache_path(spec);
+    fs::create_directories(fs::path(path).parent_path());
+    std::ofstream(path) << "{ not json";
+    int measured = 0;
+    auto cal = replay::replay_link(spec, false, 3600, [&](const replay::CalibrationSpec&) {
+        ++measured;
+        return fake(4e9, 4e9, 1.2);   // both directions "faster" than one: noise
+    });
+    CHECK(measured == 1);
+    CHECK(cal.origin.find("does not load") != std::string::npos);
+    CHECK(cal.link.duplex_factor == 1.0);
+    REQUIRE(cal.link.notes.size() == 1);
+    CHECK(cal.link.notes[0].find("duplex factor measured 1.2") != std::string::npos);
+    CHECK(sim::link_from_spec(path).duplex_factor == 1.0);   // the cache loads where --link would
+}
+
+TEST_CASE("the automatic time scale makes the replay's compute/transfer ratio the modelled link's", "[replay][calibrate]") {
+    sim::LinkModel pcie4 = sim::link_from_spec("pcie4");   // 25 GB/s each way
+    sim::LinkModel host = fake(5e9, 7.5e9, 0.9).link;      // mean 6.25 GB/s
+    std::string why;
+    CHECK(replay::auto_time_scale(pcie4, host, &why) == Approx(4.0));
+    CHECK(why.find("pcie4") != std::string::npos);
+    CHECK(why.find("x4 slower") != std::string::npos);
+    // Scaled by it, the replay's link is the modelled link's bandwidth.
+    // A host faster than the modelled link: not below 1 (kernels would be shorter than recorded).
+    sim::LinkModel fast = fake(100e9, 100e9, 1).link;
+    CHECK(replay::auto_time_scale(pcie4, fast, &why) == 1.0);
+    CHECK(why.find("not matched") != std::string::npos);
+}
+
+#include "mhc/replay/validate.hpp"
+
+TEST_CASE("a verdict is a validation only when the error and the spread of repeats are within the target",
+          "[replay][verdict]") {
+    replay::Load idle;
+    idle.cores = 2;
+    idle.before = 0.3;
+    idle.others_share = 0.05;
+    replay::Row r;
+    r.makespans = {100, 102, 101};
+    r.loss_error_pp = -3.2;
+    r.spread_pp = 2.0;
+    CHECK(replay::verdict(r, 5, idle).rfind("validated: error -3.20 pp <= target 5.0 pp (3 replays spread 2.00 pp)", 0) == 0);
+    r.loss_error_pp = 7.5;
+    CHECK(replay::verdict(r, 5, idle).rfind("not validated: error +7.50 pp > target 5.0 pp", 0) == 0);
+    // Replays further apart than the target: no point estimate is a validation, good or bad.
+    r.loss_error_pp = 0.4;
+    r.spread_pp = 6.1;
+    CHECK(replay::verdict(r, 5, idle).rfind("inconclusive: the 3 replays spread 6.10 pp, more than the 5.0 pp target", 0) == 0);
+    // One replay: its noise is unknown, and the verdict says so.
+    r.makespans = {100};
+    r.spread_pp = -1;
+    CHECK(replay::verdict(r, 5, idle).rfind("within target, unconfirmed", 0) == 0);
+    // Failures and OOMs before any number.
+    r.measured.status = "failed";
+    r.measured.failure = "checksum";
+    CHECK(replay::verdict(r, 5, idle).rfind("FAILED: checksum", 0) == 0);
+    r.measured.status = "oom";
+    r.measured.oom = true;
+    r.predicted.oom.happened = true;
+    CHECK(replay::verdict(r, 5, idle).rfind("agrees: out of memory", 0) == 0);
+    // A loaded machine is said in every verdict.
+    replay::Load busy = idle;
+    busy.others_share = 0.6;
+    CHECK(busy.loaded());
+    CHECK(!idle.loaded());
+    CHECK(replay::verdict(r, 5, busy).find("the machine was loaded (load average") != std::string::npos);
+    replay::Load before = idle;
+    before.others_share = -1;
+    before.before = 1.5;   // above half of the 2 cores before it started
+    CHECK(before.loaded());
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `mhc validate` output and storage (issue 16): --json carries every figure; results are
+# printed before they are stored, so a store that fails (--runs-db in a place that cannot be
+# written) still prints them and exits 4; progress stays off a non-terminal stderr; --link auto
+# measures once and then reads its per-machine cache. Functional only: no figure is timed.
+# Usage: validate_cli.sh MHC
+set -uo pipefail
+mhc=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$tmp" || exit 1
+export XDG_CACHE_HOME=$tmp/cache
+"$mhc" generate --preset gpt2-small --layers 2 --steps 1 --seq 128 --hidden 256 --heads 4 --ffn 1024 -o t.db >/dev/null \
+    || fail "generate"
+
+# --json, with a store that cannot succeed (the runs database's directory is a file).
+touch afile
+"$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat 2 --json --runs-db afile/runs.db \
+    >out.json 2>err.txt
+rc=$?
+[ $rc = 4 ] || fail "a failed store must exit 4, got $rc: $(cat err.txt)"
+grep -q "not stored" err.txt || fail "no 'not stored' line: $(cat err.txt)"
+grep -q $'\r' err.txt && fail "progress written to a non-terminal stderr: $(cat -A err.txt | head -5)"
+python3 - out.json <<'PY' || fail "--json: $(head -c 2000 out.json)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["link"]["obtained"] == "--link pcie4 (preset)", j["link"]
+assert j["time_scale"] == 0.2 and j["time_scale_origin"] == "--time-scale 0.2", j["time_scale_origin"]
+assert j["repeat"] == 2 and j["target_pp"] == 5
+for k in ("before", "after", "cores", "loaded"):
+    assert k in j["load"], j["load"]
+[c] = j["configurations"]
+for side in ("predicted", "measured"):
+    for k in ("peak_bytes", "loss", "swap_in_bytes", "swap_out_bytes"):
+        assert k in c[side], (side, k)
+assert c["measured"]["checksums"] > 0 and c["measured"]["checksum_mismatches"] == 0
+assert c["measured"]["peak_bytes"] == c["predicted"]["peak_bytes"]   # caching model: exact
+assert c["measured"]["swap_out_bytes"] == c["predicted"]["swap_out_bytes"]
+assert len(c["repeats"]["makespans_ns"]) == 2 and c["repeats"]["spread_pp"] is not None
+assert isinstance(c["loss_error_pp"], float)
+assert c["verdict"].split(":")[0] in ("validated", "not validated", "inconclusive"), c["verdict"]
+assert len(j["baseline"]["repeats"]["makespans_ns"]) == 2
+assert "sim_run" not in c   # nothing was stored
+PY
+
+# Text: one verdict line per configuration, the machine's load, stored ids when stored.
+"$mhc" validate t.db --capacity 90%,80% --link pcie4 --time-scale 0.2 --repeat 1 --runs-db runs.db >out.txt 2>err.txt \
+    || fail "validate with --runs-db: $(cat err.txt)"
+[ "$(grep -c '^verdict ' out.txt)" = 2 ] || fail "want 2 verdict lines: $(cat out.txt)"
+grep -q "one replay: its noise is unknown" out.txt || fail "a single replay must say its noise is unknown: $(cat out.txt)"
+grep -q "^machine: load average" out.txt || fail "no load line: $(cat out.txt)"
+grep -q "stored runs (simulated -> replayed):.* in runs.db" out.txt || fail "not stored in runs.db: $(cat out.txt)"
+"$mhc" info t.db --runs-db runs.db >info.txt 2>&1 || fail "info --runs-db: $(cat info.txt)"
+[ "$(grep -c replayed info.txt)" -ge 3 ] || fail "3 replayed runs wanted in runs.db: $(cat info.txt)"
+
+# --link auto: measured once (cached under $XDG_CACHE_HOME/mhc), then read from the cache.
+"$mhc" validate t.db --capacity 80% --repeat 1 --no-store >a1.txt 2>&1 || fail "--link auto: $(cat a1.txt)"
+grep -q "obtained: --link auto: measured now (no cached calibration), cached in $XDG_CACHE_HOME/mhc/replay-link-host-" a1.txt \
+    || fail "first auto run: $(cat a1.txt)"
+grep -q "^time scale x.*: auto: pcie4 moves" a1.txt || fail "the automatic time scale is not explained: $(cat a1.txt)"
+ls "$XDG_CACHE_HOME"/mhc/replay-link-host-*.json >/dev/null || fail "no cache file"
+"$mhc" validate t.db --capacity 80% --repeat 1 --no-store >a2.txt 2>&1 || fail "--link auto again: $(cat a2.txt)"
+grep -q "obtained: --link auto: cached " a2.txt || fail "second auto run did not use the cache: $(cat a2.txt)"
+"$mhc" validate t.db --capacity 80% --repeat 1 --no-store --recalibrate >a3.txt 2>&1 || fail "--recalibrate: $(cat a3.txt)"
+grep -q "measured now (--recalibrate)" a3.txt || fail "--recalibrate did not measure: $(cat a3.txt)"
+"$mhc" validate t.db --time-scale fast --no-store >bad.txt 2>&1
+[ $? = 2 ] || fail "--time-scale fast must exit 2: $(cat bad.txt)"
+echo ok
