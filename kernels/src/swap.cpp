@@ -39,6 +39,7 @@ void check_swap_range(const SwapConfig& c, size_t host_off, size_t dev_off, size
 std::unique_ptr<SwapEngine> make_swap_engine(Device device, const SwapConfig& config) {
     check_swap_config(config);
     if (device == Device::Cuda) {
+        if (config.host_memory) throw Error("swap engine: host_memory is for the host backend (CUDA pins its own)", Error::Kind::Internal);
         require_device(Device::Cuda);
         return cuda_impl::make_swap_engine(config);
     }

@@ -30,7 +30,7 @@ Arena make_arena(size_t bytes) {
 class HostSwapEngine final : public SwapEngine {
 public:
     explicit HostSwapEngine(const SwapConfig& c)
-        : cfg_(c), dev_(c.device_memory ? Arena{} : make_arena(c.device_bytes)), host_(make_arena(c.host_bytes)), limiter_(c.max_ops_per_s),
+        : cfg_(c), dev_(c.device_memory ? Arena{} : make_arena(c.device_bytes)), host_(c.host_memory ? Arena{} : make_arena(c.host_bytes)), limiter_(c.max_ops_per_s),
           t0_(std::chrono::steady_clock::now()) {
         for (int d = 0; d < 2; ++d) workers_[d] = std::thread([this, d] { work(static_cast<SwapDir>(d)); });
     }
@@ -46,7 +46,7 @@ public:
     std::string name() const override { return "host-swap"; }
     const SwapConfig& config() const override { return cfg_; }
     void* device_arena() override { return dev(); }
-    void* host_arena() override { return host_.get(); }
+    void* host_arena() override { return host(); }
 
     uint64_t submit(SwapDir dir, size_t host_off, size_t dev_off, size_t bytes) override {
         check_swap_range(cfg_, host_off, dev_off, bytes);
@@ -137,8 +137,8 @@ private:
         r.bytes = op.bytes;
         r.start_s = now_s();
         const bool h2d = op.dir == SwapDir::HostToDevice;
-        const unsigned char* src = h2d ? host_.get() + op.host_off : dev() + op.dev_off;
-        unsigned char* dst = h2d ? dev() + op.dev_off : host_.get() + op.host_off;
+        const unsigned char* src = h2d ? host() + op.host_off : dev() + op.dev_off;
+        unsigned char* dst = h2d ? dev() + op.dev_off : host() + op.host_off;
         const size_t chunk = cfg_.chunk_bytes;
         const int64_t chunks = static_cast<int64_t>((op.bytes + chunk - 1) / chunk);
         const int workers = std::min<int64_t>(cfg_.threads_per_direction, std::max<int64_t>(chunks, 1));
@@ -169,8 +169,9 @@ private:
     }
 
     SwapConfig cfg_;
-    Arena dev_, host_;   // dev_ empty when the caller owns the device memory
+    Arena dev_, host_;   // empty when the caller owns that memory
     unsigned char* dev() const { return cfg_.device_memory ? static_cast<unsigned char*>(cfg_.device_memory) : dev_.get(); }
+    unsigned char* host() const { return cfg_.host_memory ? static_cast<unsigned char*>(cfg_.host_memory) : host_.get(); }
     RateLimiter limiter_;
     std::chrono::steady_clock::time_point t0_;
     mutable std::mutex mu_;

@@ -447,10 +447,7 @@ void Executor::setup() {
     arena = std::make_unique<Arena>(P.allocator, cap, pm);
     // Host arena: what the simulator held on the host at once, with room for placement (it
     // is a first-fit free list, so it fragments), never more than all the bytes swapped out.
-    int64_t swapped_out = 0;
-    for (const Action& x : P.actions)
-        if (x.op == Op::SwapOut) swapped_out += A.bytes[x.alloc];
-    const int64_t host_need = std::min<int64_t>(swapped_out, P.predicted_host_peak + P.predicted_host_peak / 2) + (64 << 20);
+    const int64_t host_need = host_arena_bytes(T, P);
     host = std::make_unique<FreeList>(host_need, 16);
     M.host_arena_bytes = host->size();
 
@@ -458,6 +455,7 @@ void Executor::setup() {
     sc.device_bytes = static_cast<size_t>(pm->va_bytes());
     sc.device_memory = pm->base();
     sc.host_bytes = static_cast<size_t>(host->size());
+    if (device == kernels::Device::Cpu && O.host_memory && O.host_memory_bytes >= sc.host_bytes) sc.host_memory = O.host_memory;
     sc.chunk_bytes = O.chunk_bytes;
     sc.verify = true;
     sc.threads_per_direction = O.copy_threads;
@@ -616,6 +614,13 @@ void Executor::finish() {
 
 int64_t replay_capacity(int64_t capacity, int64_t predicted_peak) {
     return capacity >= sim::kUnlimited ? predicted_peak + predicted_peak / 8 + (64 << 20) : capacity;
+}
+
+int64_t host_arena_bytes(const trace::TraceData& T, const Plan& P) {
+    int64_t swapped_out = 0;
+    for (const Action& x : P.actions)
+        if (x.op == Op::SwapOut) swapped_out += T.allocations.bytes[x.alloc];
+    return std::min<int64_t>(swapped_out, P.predicted_host_peak + P.predicted_host_peak / 2) + (64 << 20);
 }
 
 Measured replay(const trace::TraceData& trace, const Plan& plan, const Options& options) {

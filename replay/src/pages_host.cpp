@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -34,6 +35,8 @@ public:
             throw Error(e);
         }
         base_ = static_cast<unsigned char*>(p);
+        shown_.assign(static_cast<size_t>(va / kPage), -1);
+        live_.assign(static_cast<size_t>(va / kPage), 0);
     }
     ~HostMapper() override {
         munmap(base_, static_cast<size_t>(va_));
@@ -44,27 +47,42 @@ public:
     int64_t pool_pages() const override { return pages_; }
     int64_t mapped_pages() const override { return mapped_; }
 
+    // Page tables are what costs here (this host's shmem has no huge pages: 512 entries per
+    // 2 MiB page, built by MAP_POPULATE and torn down by every unmap). So unmap only marks the
+    // range free and leaves its pages mapped; map then calls mmap only for the virtual pages
+    // that do not already show the requested pool page. A replay's segments often come back at
+    // the same place with the same pages (best fit, lowest pages first), and a repeat replays
+    // the very same sequence. The price: a stale range still reaches its old pages instead of
+    // faulting; the checksums of every transfer and end to end catch misplaced data.
     void map(int64_t va_off, const int32_t* pages, int64_t n) override {
         check(va_off, n);
-        // One mmap per run of consecutive pool pages; MAP_POPULATE builds the page tables now.
+        const size_t v0 = static_cast<size_t>(va_off / kPage);
+        for (int64_t i = 0; i < n; ++i) {
+            if (pages[i] < 0 || pages[i] >= pages_) throw Error("page pool: page outside the pool", Error::Kind::Internal);
+            if (live_[v0 + static_cast<size_t>(i)]) throw Error("page pool: virtual page mapped twice", Error::Kind::Internal);
+        }
+        // One mmap per run of virtual pages that need it and whose pool pages are consecutive.
         for (int64_t i = 0; i < n;) {
+            if (shown_[v0 + static_cast<size_t>(i)] == pages[i]) { ++i; continue; }
             int64_t j = i + 1;
-            while (j < n && pages[j] == pages[j - 1] + 1) ++j;
-            if (pages[i] < 0 || pages[j - 1] >= pages_) throw Error("page pool: page outside the pool", Error::Kind::Internal);
+            while (j < n && pages[j] == pages[j - 1] + 1 && shown_[v0 + static_cast<size_t>(j)] != pages[j]) ++j;
             void* at = base_ + va_off + i * kPage;
             void* p = mmap(at, static_cast<size_t>((j - i) * kPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
                            fd_, static_cast<off_t>(pages[i]) * kPage);
             if (p != at) throw Error(sys_error("page pool: mapping pages"));
+            for (int64_t k = i; k < j; ++k) shown_[v0 + static_cast<size_t>(k)] = pages[k];
             i = j;
         }
+        for (int64_t i = 0; i < n; ++i) live_[v0 + static_cast<size_t>(i)] = 1;
         mapped_ += n;
     }
     void unmap(int64_t va_off, int64_t n) override {
         check(va_off, n);
-        // Back to PROT_NONE (not munmap: nothing else may land in the reservation).
-        void* at = base_ + va_off;
-        if (mmap(at, static_cast<size_t>(n * kPage), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != at)
-            throw Error(sys_error("page pool: unmapping pages"));
+        const size_t v0 = static_cast<size_t>(va_off / kPage);
+        for (int64_t i = 0; i < n; ++i) {
+            if (!live_[v0 + static_cast<size_t>(i)]) throw Error("page pool: unmapping a page not mapped", Error::Kind::Internal);
+            live_[v0 + static_cast<size_t>(i)] = 0;
+        }
         mapped_ -= n;
     }
 
@@ -74,6 +92,8 @@ private:
             throw Error("page pool: virtual range outside the reservation", Error::Kind::Internal);
     }
     int64_t pages_, va_, mapped_ = 0;
+    std::vector<int32_t> shown_;   // per virtual page: the pool page its mapping shows, -1: PROT_NONE
+    std::vector<uint8_t> live_;    // per virtual page: mapped by map() and not unmapped since
     int fd_ = -1;
     unsigned char* base_ = nullptr;
 };

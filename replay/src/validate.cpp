@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <new>
 #include <thread>
 #include <sys/resource.h>
 
@@ -239,6 +241,11 @@ Report validate(const std::string& path, const ValidateSpec& spec,
     const trace::TraceData* timed = &t;
     trace::TraceData retimed;
     std::unique_ptr<PageMapper> pool;
+    struct AlignedFree {
+        void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t{4096}); }
+    };
+    std::unique_ptr<unsigned char[], AlignedFree> host_mem;
+    size_t host_mem_bytes = 0;
     // MHC_VALIDATE_POOL_PER_REPLAY=1: the old way (a pool per replay), for the "before" figure
     // of bench/replay/validate_speed.sh.
     const char* per_replay = std::getenv("MHC_VALIDATE_POOL_PER_REPLAY");
@@ -266,6 +273,18 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         }
         Options ro = spec.replay;
         ro.mapper = pool.get();
+        // The host arena likewise (host backend): allocated and zeroed once, grown when needed.
+        const size_t host_bytes = static_cast<size_t>(host_arena_bytes(*timed, plan));
+        if (shared_pool && spec.replay.backend == Backend::Host && host_bytes > host_mem_bytes) {
+            host_mem.reset();
+            const auto t_pool = std::chrono::steady_clock::now();
+            host_mem.reset(static_cast<unsigned char*>(::operator new[](host_bytes, std::align_val_t{4096})));
+            std::memset(host_mem.get(), 0, host_bytes);   // fault the pages in now, not in a timed transfer
+            host_mem_bytes = host_bytes;
+            rep.pool_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pool).count();
+        }
+        ro.host_memory = host_mem.get();
+        ro.host_memory_bytes = host_mem_bytes;
         int64_t id = 0;
         if (spec.store && rep.store_error.empty()) {
             try {

@@ -49,6 +49,33 @@ TEST_CASE("host page mapper: pages are shared memory of the pool, mapped anywher
     CHECK_THROWS(vm->map(MiB, &p2, 1));    // not page-aligned
 }
 
+TEST_CASE("host page mapper: a range unmapped and mapped again shows the pages asked for", "[replay][arena]") {
+    // Unmapping keeps the mapping until the range gets other pages (page tables cost most of a
+    // validation otherwise): what the range shows must still be exactly what map() asked.
+    auto vm = replay::make_host_mapper(4, 16 * kPage);
+    unsigned char* b = vm->base();
+    int32_t pages[2] = {0, 1};
+    vm->map(0, pages, 2);
+    fill(b, kPage, 10);
+    fill(b + kPage, kPage, 11);
+    CHECK_THROWS(vm->map(kPage, pages, 1));   // mapped already
+    vm->unmap(0, 2);
+    CHECK(vm->mapped_pages() == 0);
+    CHECK_THROWS(vm->unmap(0, 1));            // not mapped
+    int32_t swapped[2] = {1, 0};              // the same range, the pages the other way round
+    vm->map(0, swapped, 2);
+    CHECK(same(b, kPage, 11));
+    CHECK(same(b + kPage, kPage, 10));
+    vm->unmap(0, 2);
+    int32_t again[2] = {1, 3};                // one page as it was, one new
+    vm->map(0, again, 2);
+    CHECK(same(b, kPage, 11));
+    vm->map(4 * kPage, pages + 1, 1);         // pool page 1 elsewhere too: the same memory
+    fill(b + 4 * kPage, kPage, 12);
+    CHECK(same(b, kPage, 12));
+    CHECK(vm->mapped_pages() == 3);
+}
+
 TEST_CASE("a pattern that fragments a contiguous arena fits in pages", "[replay][arena]") {
     // ideal: ten 2 MiB allocations fill 20 MiB, every other one is freed; a 10 MiB one fits
     // only because its pages need not be contiguous.

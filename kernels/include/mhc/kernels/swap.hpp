@@ -41,6 +41,10 @@ struct SwapConfig {
     // When set: the device arena is this memory of device_bytes, owned by the caller (replay's
     // page-mapped pool: virtual ranges backed by 2 MiB pages), instead of one the engine allocates.
     void* device_memory = nullptr;
+    // Host backend only (the CUDA engine's host arena must be pinned; it refuses this): the host
+    // arena is this memory of host_bytes, owned by the caller, instead of one the engine
+    // allocates and zeroes (replay shares one between its replays).
+    void* host_memory = nullptr;
 };
 
 struct SwapResult {

@@ -21,7 +21,9 @@ public:
     // Maps pool pages pages[0..n) at base + va_off, in order (va_off page-aligned, the range
     // unmapped). Throws mhc::Error when the system refuses.
     virtual void map(int64_t va_off, const int32_t* pages, int64_t n) = 0;
-    // Returns [va_off, va_off + n pages) to the reservation (data in the pages is kept).
+    // Returns [va_off, va_off + n pages) to the reservation (data in the pages is kept). The
+    // host mapper leaves the old mapping in place until the range is mapped to other pages
+    // (pages_host.cpp says why); a range may not be mapped twice without an unmap between.
     virtual void unmap(int64_t va_off, int64_t n) = 0;
     virtual int64_t mapped_pages() const = 0;   // pages currently mapped (all ranges)
 };

@@ -50,11 +50,18 @@ struct Options {
     // it holds the run's pool (replay_capacity) and virtual range; otherwise the replay makes
     // its own. Every replay leaves it as it found it (nothing mapped).
     PageMapper* mapper = nullptr;
+    // Host backend: a host arena shared by replays the same way (zeroing GiBs per replay cost
+    // seconds); used when it holds host_arena_bytes(). Its content is not relied on.
+    unsigned char* host_memory = nullptr;
+    size_t host_memory_bytes = 0;
 };
 
 // The device capacity a replay's pool has: the run's capacity, or for an unlimited run its
 // predicted peak plus 1/8 and 64 MiB of room for placement.
 int64_t replay_capacity(int64_t capacity, int64_t predicted_peak);
+// The host arena a replay of `plan` uses: what the simulator held on the host at once, with
+// room for placement, never more than all the bytes swapped out (plus 64 MiB).
+int64_t host_arena_bytes(const trace::TraceData& trace, const Plan& plan);
 
 struct Cancelled : std::exception {
     const char* what() const noexcept override { return "replay cancelled"; }
