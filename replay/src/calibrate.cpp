@@ -172,9 +172,8 @@ LinkCalibration measure_replay_link(const CalibrationSpec& spec) {
     if (!(median(h) > 0) || !(median(d) > 0))
         throw Error("self-calibration: no transfer took measurable time (clock too coarse)", Error::Kind::Internal);
     sim::LinkModel& l = out.link;
-    l.name = std::string(spec.backend == Backend::Cuda ? "cuda" : "host") + " replay link (" +
-             format_bytes(static_cast<int64_t>(spec.chunk_bytes)) + " chunks, " + std::to_string(spec.copy_threads) +
-             " copy thread" + (spec.copy_threads > 1 ? "s" : "") + ", " + to_string(spec.competition) + ")";
+    // Short: the name is part of every run's name; what was measured is in `source`.
+    l.name = std::string(spec.backend == Backend::Cuda ? "cuda" : "host") + "-replay";
     l.h2d.bandwidth_Bps = median(h);
     l.d2h.bandwidth_Bps = median(d);
     // A transfer's fixed cost is in the queued rate already (back-to-back transfers); the
@@ -202,9 +201,10 @@ LinkCalibration measure_replay_link(const CalibrationSpec& spec) {
     out.repeats = static_cast<int>(h.size());
     char src[512];
     std::snprintf(src, sizeof src,
-                  "mhc validate self-calibration at %s: %d repeats of %s in %s transfers, checksums %s, %s, load average %.2f; "
+                  "mhc validate self-calibration at %s: %s chunks, %d copy thread(s) per direction, %d repeats of %s in %s "
+                  "transfers, checksums %s, beside %s, load average %.2f; "
                   "h2d %s (%s-%s), d2h %s (%s-%s)",
-                  now_utc().c_str(), out.repeats, format_bytes(static_cast<int64_t>(transfer) * count).c_str(),
+                  now_utc().c_str(), format_bytes(static_cast<int64_t>(spec.chunk_bytes)).c_str(), spec.copy_threads, out.repeats, format_bytes(static_cast<int64_t>(transfer) * count).c_str(),
                   format_bytes(static_cast<int64_t>(transfer)).c_str(), spec.verify ? "on" : "off",
                   to_string(spec.competition), out.load_average, format_rate(l.h2d.bandwidth_Bps).c_str(),
                   format_rate(out.h2d_lo).c_str(), format_rate(out.h2d_hi).c_str(), format_rate(l.d2h.bandwidth_Bps).c_str(),

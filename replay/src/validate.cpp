@@ -409,6 +409,7 @@ std::string to_text(const Report& r) {
                   format_rate(r.link.h2d.bandwidth_Bps).c_str(), format_rate(r.link.d2h.bandwidth_Bps).c_str(), r.link.duplex_factor);
     out += buf;
     if (!r.link_origin.empty()) out += "  obtained: " + r.link_origin + "\n";
+    if (!r.link.source.empty()) out += "  source: " + r.link.source + "\n";
     std::snprintf(buf, sizeof buf, "time scale x%g%s%s\n", r.time_scale, r.time_scale_origin.empty() ? "" : ": ",
                   r.time_scale_origin.c_str());
     out += buf;
@@ -524,6 +525,7 @@ std::string to_json(const Report& r) {
                  {"duplex_factor", num(r.link.duplex_factor)},
                  {"copy_engines", r.link.copy_engines},
                  {"obtained", r.link_origin},
+                 {"source", r.link.source},
                  {"notes", r.link.notes}};
     j["time_scale"] = num(r.time_scale);
     j["time_scale_origin"] = r.time_scale_origin;
