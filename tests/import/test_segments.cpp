@@ -174,3 +174,41 @@ TEST_CASE("snapshot: the public snapshots' segments", "[import][segments][public
         CHECK(mhc::trace::load_trace(out).meta.count("allocator.conf") == 0);
     }
 }
+
+TEST_CASE("what-if: expandable segments avoid a fragmentation OOM; mhc allocator's refusals", "[import][segments][cli]") {
+    // bench/allocator/whatif_fragmentation.py's sequence: x, y 6 MiB in one 20 MiB segment, x
+    // freed, z 12 MiB (its own segment), w 10 MiB: at 40 MiB, with nothing evictable (a 4-byte
+    // host buffer), cudaMalloc'd segments run out with 18 MiB in use; expandable ones do not.
+    const int64_t X = 0x7f0000000000, Y = X + 6 * MiB, Z = 0x7f0001400000, W = 0x7f0002000000;
+    std::vector<Py> evs{event("segment_alloc", X, 20 * MiB, 0, 1), event("alloc", X, 6 * MiB, 0, 1),
+                        event("alloc", Y, 6 * MiB, 0, 2), event("free_completed", X, 6 * MiB, 0, 3),
+                        event("segment_alloc", Z, 12 * MiB, 0, 4), event("alloc", Z, 12 * MiB, 0, 4),
+                        event("segment_alloc", W, 10 * MiB, 0, 5), event("alloc", W, 10 * MiB, 0, 5),
+                        event("free_completed", W, 10 * MiB, 0, 6), event("free_completed", Y, 6 * MiB, 0, 7),
+                        event("free_completed", Z, 12 * MiB, 0, 8)};
+    Py settings = Py::dict({{"expandable_segments", Py::boolean(false)}, {"max_split_size", -1},
+                            {"garbage_collection_threshold", 0.0}});
+    test::TempDir dir;
+    std::string in = dir.file("frag.pickle"), db = dir.file("frag.db");
+    test::write_file(in, Py::dict({{"device_traces", Py::list({Py::list(evs)})}, {"allocator_settings", settings}}).pickle());
+    REQUIRE(test::run_mhc("-q import " + in + " -o " + db) == 0);
+    const std::string sim = "simulate " + db + " --allocator caching --capacity 40MiB --cpu-buffer-ratio 0.0000001 --no-store";
+    CHECK(test::run_mhc(sim) == 3);
+    CHECK(test::run_mhc(sim + " --allocator-conf expandable_segments:True") == 0);
+    std::string err;
+    CHECK(test::run_mhc(sim + " --allocator-conf expandable_segments:yes", &err) == 2);
+    CHECK(err == "mhc: --allocator-conf: expandable_segments: 'yes' is not True or False\n");
+    CHECK(test::run_mhc("simulate " + db + " --allocator ideal --capacity 40MiB --allocator-conf expandable_segments:True",
+                        &err) == 2);
+    CHECK(err.find("--allocator-conf applies to the caching allocator model") != std::string::npos);
+
+    CHECK(test::run_mhc("allocator " + db) == 0);
+    CHECK(test::run_mhc("allocator " + db + " --allocator-conf garbage_collection:0.5", &err) == 2);
+    CHECK(err.find("--allocator-conf: garbage_collection: not an option") != std::string::npos);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    // A trace without segments (an Nsight Systems export).
+    std::string nsys = dir.file("nsys.db");
+    REQUIRE(test::run_mhc("-q import " + test::pub("nsys/con_kernel.sqlite") + " -o " + nsys) == 0);
+    CHECK(test::run_mhc("allocator " + nsys, &err) == 2);
+    CHECK(err.find(nsys + ": no segments recorded") != std::string::npos);
+}

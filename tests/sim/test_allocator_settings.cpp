@@ -323,3 +323,58 @@ TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator
     CHECK_THROWS_WITH(sim::compare_allocator(t, s, 0, "max_split_size_mb:1"),
                       "--allocator-conf: max_split_size_mb: 1 is too small: it must be more than 20 (MiB)");
 }
+
+#if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
+#include <filesystem>
+
+#include "mhc/trace/import/import.hpp"
+#include "mhc/trace/store.hpp"
+
+namespace {
+sim::AllocatorComparison compare_public(const std::string& rel, const std::string& conf_text = "") {
+    std::string in = std::string(MHC_PUBLIC_DATASETS) + "/" + rel;
+    std::string db = temp_path(std::filesystem::path(rel).stem().string() + ".db");
+    trace::import::import_file(in, db);
+    auto t = trace::load_trace(db);
+    std::vector<trace::Segment> s;
+    trace::Reader(db).for_each([&](const trace::Segment& g) { s.push_back(g); });
+    std::filesystem::remove(db);
+    return sim::compare_allocator(t, s, -1, conf_text);
+}
+}  // namespace
+
+// The figures of docs/results.md "Caching allocator model against recorded segments (issue 17)".
+TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md", "[sim][allocator][compare][public]") {
+    SECTION("stanford-cs336 training step: every segment held before recording") {
+        auto c = compare_public("torch-snapshot/stanford-cs336-training-step.pickle");
+        CHECK(c.settings.empty());   // recorded expandable_segments:False, nothing else set
+        CHECK(c.allocations == 1950);
+        CHECK(c.seeded_segments == 216);
+        CHECK(c.seeded_blocks == 230);
+        CHECK(c.recorded_peak == 14180941824);
+        CHECK(c.model_peak == 14180941824);   // within 0.5%: exactly
+        CHECK(c.recorded_segments == 216);
+        CHECK(c.model_segments == 216);       // within 2%: exactly
+        CHECK(c.recorded_mallocs == 0);
+        CHECK(c.model_mallocs == 0);
+        CHECK(c.max_abs_diff == 0);
+        CHECK_FALSE(c.diverged);
+        // From an empty cache the model reserves 0.65% less in 24 more segments.
+        CHECK(c.cold_peak == 14088667136);
+        CHECK(c.cold_segments == 240);
+        auto e = compare_public("torch-snapshot/stanford-cs336-training-step.pickle", "expandable_segments:True");
+        CHECK(e.cold_peak == 13941866496);
+        CHECK(e.cold_segments == 247);
+    }
+    SECTION("mosaic (synthetic): its segments cannot hold its own blocks") {
+        auto c = compare_public("torch-snapshot/mosaic-synthetic.pickle");
+        CHECK(c.settings == "expandable_segments:True");   // inferred from the segments
+        CHECK(c.recorded_peak == 262144000);
+        CHECK(c.recorded_segments == 5);
+        CHECK(c.model_peak == 2329935872);
+        CHECK(c.model_segments == 47);
+        CHECK(c.diverged);
+        CHECK(c.diverge_time == 0);
+    }
+}
+#endif
