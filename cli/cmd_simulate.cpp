@@ -35,6 +35,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--prefetch", o->prefetch, "Prefetch (default none): " + sim::registry_help(sim::prefetch_policies()));
     app.add_option("--link", o->link, "pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer, or a link profile JSON file");
     add_sim_base_options(app, o->base);
+    add_allocator_conf_option(app, o->base);
     app.add_option("--h2d-bandwidth", o->h2d_bw, "Override the link's H2D bandwidth (25GB/s)");
     app.add_option("--d2h-bandwidth", o->d2h_bw, "Override the link's D2H bandwidth");
     app.add_option("--latency", o->latency, "Override the per-transfer latency both ways (6us)");

@@ -42,6 +42,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--links", o->links, "Links (presets or link profile files), comma-separated");
     app.add_option("--budget", o->budget, "Throughput-loss budget for the bisection (3%)");
     add_sim_base_options(app, o->base);
+    add_allocator_conf_option(app, o->base);
     app.add_option("--jobs,-j", o->jobs, "Threads (0: all cores)");
     app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)");
     add_store_options(app, o->store);

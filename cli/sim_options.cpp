@@ -20,8 +20,15 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
     app.add_flag("--no-early", o.no_early, "No early swap-out: evict only on demand (ablation of rule 10)");
 }
 
+void add_allocator_conf_option(CLI::App& app, SimBaseOptions& o) {
+    app.add_option("--allocator-conf", o.allocator_conf,
+                   "Caching allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax over those the trace recorded, e.g. "
+                   "expandable_segments:True (what-if); see docs/simulator.md");
+}
+
 void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given) {
     c.allocator = o.allocator;
+    c.allocator_conf = o.allocator_conf;
     c.cpu_buffer_ratio = o.cpu_buffer_ratio;
     c.max_swap_ops_per_sec = o.max_swap_ops;
     c.device = o.device;

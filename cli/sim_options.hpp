@@ -23,11 +23,14 @@ struct SimBaseOptions {
     bool no_early = false;
     CLI::Option* ratio = nullptr;   // to tell a given option from the environment's default
     CLI::Option* ops = nullptr;
+    std::string allocator_conf;     // --allocator-conf (simulate and sweep only)
 };
 
 // --allocator (default kDefaultAllocator; `allocator_note` is appended to its help),
 // --cpu-buffer-ratio, --max-swap-ops-per-sec, --device, --no-early.
 void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& allocator_note = "");
+// --allocator-conf: PYTORCH_CUDA_ALLOC_CONF over the trace's recorded allocator settings.
+void add_allocator_conf_option(CLI::App& app, SimBaseOptions& o);
 // Copies them into `c`, then lets the environment variables fill what was not given
 // (docs/simulator.md); `policy_given`: whether the command's eviction option was given.
 void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given);

@@ -1,141 +1,692 @@
+// The caching allocator model. Every rule names the function of PyTorch's
+// c10/cuda/CUDACachingAllocator.cpp (or CUDAAllocatorConfig.cpp) it follows; docs/simulator.md
+// lists them with the commit read.
 #include "mhc/sim/allocator.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "mhc/common/error.hpp"
 
 namespace mhc::sim {
+
+// ---- settings -----------------------------------------------------------------------------
+
+int32_t AllocatorSettings::divisions_for(int64_t size) const {
+    // CUDAAllocatorConfig::roundup_power2_divisions: interval log2(size) - log2(1 MiB), clamped.
+    int log = 63 - __builtin_clzll(static_cast<unsigned long long>(size));
+    int index = std::clamp(log - 20, 0, kIntervals - 1);
+    return roundup_power2_divisions[static_cast<size_t>(index)];
+}
+
+std::string AllocatorSettings::conf() const {
+    std::string out;
+    auto put = [&](const std::string& kv) { out += (out.empty() ? "" : ",") + kv; };
+    if (expandable_segments) put("expandable_segments:True");
+    if (max_split_size != kNoLimit) put("max_split_size_mb:" + std::to_string(max_split_size >> 20));
+    if (max_non_split_rounding != (20 << 20)) put("max_non_split_rounding_mb:" + std::to_string(max_non_split_rounding >> 20));
+    bool any = false, same = true;
+    for (int32_t d : roundup_power2_divisions) {
+        any |= d != 0;
+        same &= d == roundup_power2_divisions[0];
+    }
+    if (any) {
+        if (same) {
+            put("roundup_power2_divisions:" + std::to_string(roundup_power2_divisions[0]));
+        } else {
+            std::string l;
+            for (int i = 0; i < kIntervals; ++i)
+                l += (i ? "," : "") + std::to_string(int64_t{1} << i) + ":" + std::to_string(roundup_power2_divisions[static_cast<size_t>(i)]);
+            put("roundup_power2_divisions:[" + l + "]");
+        }
+    }
+    if (garbage_collection_threshold > 0) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", garbage_collection_threshold);
+        put(std::string("garbage_collection_threshold:") + b);
+    }
+    return out;
+}
+
+namespace {
+
+std::string trim(std::string_view s) {
+    size_t a = 0, b = s.size();
+    while (a < b && (s[a] == ' ' || s[a] == '\t')) ++a;
+    while (b > a && (s[b - 1] == ' ' || s[b - 1] == '\t')) --b;
+    return std::string(s.substr(a, b - a));
+}
+
+bool parse_u64(const std::string& s, uint64_t& v) {
+    if (s.empty() || s.size() > 18) return false;
+    v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return false;
+        v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return true;
+}
+
+bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+}  // namespace
+
+AllocatorSettings parse_allocator_conf(std::string_view text, const std::string& what, const AllocatorSettings& base) {
+    AllocatorSettings s = base;
+    // Options are separated by commas outside brackets (a roundup list holds commas).
+    std::vector<std::string> opts;
+    std::string cur;
+    int depth = 0;
+    for (char c : text) {
+        if (c == '[') ++depth;
+        if (c == ']') --depth;
+        if (c == ',' && depth == 0) {
+            opts.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    if (depth != 0) throw Error(what + ": '" + std::string(text) + "': unbalanced brackets");
+    opts.push_back(cur);
+    for (const std::string& raw : opts) {
+        std::string opt = trim(raw);
+        if (opt.empty()) continue;
+        size_t colon = opt.find(':');
+        if (colon == std::string::npos)
+            throw Error(what + ": '" + opt + "': expected key:value (PYTORCH_CUDA_ALLOC_CONF syntax)");
+        std::string key = trim(std::string_view(opt).substr(0, colon));
+        std::string val = trim(std::string_view(opt).substr(colon + 1));
+        auto bad = [&](const std::string& why) { return Error(what + ": " + key + ": " + why); };
+        uint64_t n = 0;
+        if (key == "expandable_segments") {
+            if (val != "True" && val != "False") throw bad("'" + val + "' is not True or False");
+            s.expandable_segments = val == "True";
+        } else if (key == "max_split_size_mb" || key == "max_non_split_rounding_mb") {
+            // parseMaxSplitSize / parseMaxNonSplitRoundingSize: MiB, more than kLargeBuffer (20 MiB).
+            if (!parse_u64(val, n)) throw bad("'" + val + "' is not a whole number of MiB");
+            if (n <= 20) throw bad(std::to_string(n) + " is too small: it must be more than 20 (MiB)");
+            if (n > (uint64_t{1} << 30)) throw bad(std::to_string(n) + " MiB is more than 2^50 bytes");
+            (key == "max_split_size_mb" ? s.max_split_size : s.max_non_split_rounding) = static_cast<int64_t>(n) << 20;
+        } else if (key == "garbage_collection_threshold") {
+            // parseGarbageCollectionThreshold: a fraction strictly between 0 and 1.
+            char* end = nullptr;
+            double x = std::strtod(val.c_str(), &end);
+            if (val.empty() || *end != '\0' || !std::isfinite(x)) throw bad("'" + val + "' is not a number");
+            if (!(x > 0 && x < 1)) throw bad(val + " is not strictly between 0 and 1");
+            s.garbage_collection_threshold = x;
+        } else if (key == "roundup_power2_divisions") {
+            // parseRoundUpPower2Divisions: one power of two for every size, or
+            // [MiB:divisions,...,>:divisions]; the first entry also covers the intervals below it.
+            std::array<int32_t, AllocatorSettings::kIntervals> d{};
+            if (!val.empty() && val.front() == '[') {
+                if (val.back() != ']') throw bad("'" + val + "': a list ends with ']'");
+                std::string body = val.substr(1, val.size() - 2);
+                d = s.roundup_power2_divisions;
+                bool first = true;
+                size_t last = 0;
+                size_t pos = 0;
+                while (pos <= body.size()) {
+                    size_t comma = body.find(',', pos);
+                    std::string item = trim(std::string_view(body).substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+                    pos = comma == std::string::npos ? body.size() + 1 : comma + 1;
+                    if (item.empty()) throw bad("'" + val + "': an empty list entry");
+                    size_t c = item.find(':');
+                    if (c == std::string::npos) throw bad("'" + item + "': expected MiB:divisions");
+                    std::string k = trim(std::string_view(item).substr(0, c)), v = trim(std::string_view(item).substr(c + 1));
+                    uint64_t div = 0;
+                    if (!parse_u64(v, div) || (div != 0 && !pow2(div)) || div > (1u << 20))
+                        throw bad("'" + v + "': the divisions must be a power of 2 (or 0)");
+                    if (k == ">") {
+                        for (size_t i = last + 1; i < d.size(); ++i) d[i] = static_cast<int32_t>(div);
+                        continue;
+                    }
+                    uint64_t mb = 0;
+                    if (!parse_u64(k, mb) || !pow2(mb)) throw bad("'" + k + "': an interval must be a power of 2 (MiB)");
+                    size_t idx = std::min<size_t>(static_cast<size_t>(63 - __builtin_clzll(mb)), d.size() - 1);
+                    if (first) {
+                        for (size_t i = 0; i < idx; ++i) d[i] = static_cast<int32_t>(div);
+                        first = false;
+                    }
+                    d[idx] = static_cast<int32_t>(div);
+                    last = idx;
+                }
+            } else {
+                if (!parse_u64(val, n) || (n != 0 && !pow2(n)) || n > (1u << 20))
+                    throw bad("'" + val + "': the divisions must be a power of 2 (or 0)");
+                d.fill(static_cast<int32_t>(n));
+            }
+            s.roundup_power2_divisions = d;
+        } else if (key == "backend") {
+            if (val == "cudaMallocAsync") throw bad("cudaMallocAsync is not the caching allocator this model follows");
+            if (val != "native") throw bad("'" + val + "' is not native or cudaMallocAsync");
+        } else if (key == "release_lock_on_cudamalloc" || key == "pinned_use_cuda_host_register" ||
+                   key == "pinned_num_register_threads" || key == "pinned_use_background_threads" ||
+                   key == "graph_capture_record_stream_reuse" || key == "pinned_reserve_segment_size_mb" ||
+                   key == "per_process_memory_fraction") {
+            // Accepted by PyTorch; no effect on where blocks go.
+        } else {
+            throw Error(what + ": " + key + ": not an option of PYTORCH_CUDA_ALLOC_CONF this model knows "
+                        "(expandable_segments, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
+                        "max_non_split_rounding_mb)");
+        }
+    }
+    return s;
+}
+
+AllocatorSettings allocator_settings_for(const std::map<std::string, std::string>& meta,
+                                         const std::string& override_conf) {
+    AllocatorSettings s;
+    auto it = meta.find("allocator.conf");
+    if (it != meta.end()) s = parse_allocator_conf(it->second, "trace meta allocator.conf");
+    return parse_allocator_conf(override_conf, "--allocator-conf", s);
+}
+
+// ---- sizes --------------------------------------------------------------------------------
 
 int64_t CachingAllocator::round_size(int64_t bytes) {
     if (bytes < kMinBlock) return kMinBlock;
     return (bytes + kMinBlock - 1) / kMinBlock * kMinBlock;
 }
 
+int64_t CachingAllocator::rounded(int64_t bytes) const {
+    // round_size / roundup_power2_next_division.
+    if (bytes < kMinBlock) return kMinBlock;
+    int64_t div = set_.divisions_for(bytes);
+    if (div > 1 && bytes > kMinBlock * div) {
+        auto u = static_cast<uint64_t>(bytes);
+        if (pow2(u)) return bytes;
+        uint64_t floor2 = uint64_t{1} << (63 - __builtin_clzll(u));
+        uint64_t step = floor2 >> (63 - __builtin_clzll(static_cast<unsigned long long>(div)));
+        if (step == 0) return static_cast<int64_t>(floor2 << 1);
+        uint64_t lo = u & ~(step - 1);
+        return static_cast<int64_t>(lo == u ? u : lo + step);
+    }
+    return round_size(bytes);
+}
+
 int64_t CachingAllocator::segment_size(int64_t rounded) {
+    // get_allocation_size.
     if (rounded <= kSmallSize) return kSmallBuffer;
     if (rounded < kMinLargeAlloc) return kLargeBuffer;
     return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
+// ---- blocks -------------------------------------------------------------------------------
+
+CachingAllocator::CachingAllocator(int64_t capacity, AllocatorSettings settings)
+    : capacity_(capacity), set_(std::move(settings)) {}
+
 int32_t CachingAllocator::new_block() {
     if (!spare_.empty()) {
         int32_t b = spare_.back();
         spare_.pop_back();
-        blocks_[b] = Block{};
+        blocks_[static_cast<size_t>(b)] = Block{};
         return b;
     }
     blocks_.push_back(Block{});
     return static_cast<int32_t>(blocks_.size() - 1);
 }
 
-CachingAllocator::Key CachingAllocator::key(int32_t b) const {
-    const Block& x = blocks_[b];
-    return {x.size, x.segment, x.offset, b};
+void CachingAllocator::drop_block(int32_t b) {
+    blocks_[static_cast<size_t>(b)].alive = false;
+    spare_.push_back(b);
 }
 
-int32_t CachingAllocator::try_pool(bool small, int64_t size) {
-    auto& pool = small ? free_small_ : free_large_;
-    auto it = pool.lower_bound(Key{size, INT32_MIN, INT64_MIN, -1});
-    if (it == pool.end()) return -1;
+CachingAllocator::Key CachingAllocator::key(int32_t b) const {
+    const Block& x = blocks_[static_cast<size_t>(b)];
+    return {x.stream, x.mapped ? x.size : 0, x.segment, x.offset, b};
+}
+
+void CachingAllocator::to_pool(int32_t b) {
+    Block& x = blocks_[static_cast<size_t>(b)];
+    if (x.mapped) {
+        x.gc_base = gc_calls_[x.small ? 1 : 0];   // BlockPool::insert_into_blocks
+        pool_of(b).insert(key(b));
+    } else {
+        unmapped_of(b).insert(key(b));
+    }
+}
+
+bool CachingAllocator::free_here(int32_t b) const {
+    return b >= 0 && !blocks_[static_cast<size_t>(b)].in_use;
+}
+
+int32_t CachingAllocator::merge(int32_t dst, int32_t src) {
+    // try_merge_blocks: only a free neighbour of the same mapped state is absorbed.
+    if (src < 0) return dst;
+    Block& s = blocks_[static_cast<size_t>(src)];
+    if (s.in_use || s.mapped != blocks_[static_cast<size_t>(dst)].mapped) return dst;
+    (s.mapped ? pool_of(src) : unmapped_of(src)).erase(key(src));
+    Block& d = blocks_[static_cast<size_t>(dst)];
+    if (d.prev == src) {
+        d.offset = s.offset;
+        d.prev = s.prev;
+        if (s.prev >= 0) blocks_[static_cast<size_t>(s.prev)].next = dst;
+    } else {
+        d.next = s.next;
+        if (s.next >= 0) blocks_[static_cast<size_t>(s.next)].prev = dst;
+    }
+    d.size += s.size;
+    drop_block(src);
+    return dst;
+}
+
+int32_t CachingAllocator::get_free_block(int p, int64_t stream, int64_t size) {
+    auto& pool = free_[p];
+    if (set_.garbage_collection_threshold > 0) ++gc_calls_[p];
+    auto it = pool.lower_bound(Key{stream, size, INT32_MIN, INT64_MIN, -1});
+    if (it == pool.end() || it->stream != stream) return -1;
+    auto expandable = [&](int32_t b) { return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].expandable; };
+    if (expandable(it->block)) {
+        if (set_.expandable_segments) {
+            // Best fit counts a block followed by unmapped space at the size it can grow to.
+            auto grow = [&](int32_t b) {
+                const Block& x = blocks_[static_cast<size_t>(b)];
+                return x.size + (x.next >= 0 && !blocks_[static_cast<size_t>(x.next)].mapped ? blocks_[static_cast<size_t>(x.next)].size : 0);
+            };
+            auto next = std::next(it);
+            while (expandable(it->block) && next != pool.end() && next->stream == stream &&
+                   grow(next->block) < grow(it->block))
+                it = next++;
+        } else {
+            do ++it;
+            while (it != pool.end() && it->stream == stream && expandable(it->block));
+            if (it == pool.end() || it->stream != stream) return -1;
+        }
+    }
+    const int64_t found = blocks_[static_cast<size_t>(it->block)].size;
+    // No oversize block for a request under max_split_size; an oversize request takes an
+    // oversize block at most max_non_split_rounding larger.
+    if (size < set_.max_split_size && found >= set_.max_split_size) return -1;
+    if (size >= set_.max_split_size && found >= size + set_.max_non_split_rounding) return -1;
     int32_t b = it->block;
     pool.erase(it);
-    Block& blk = blocks_[b];
-    int64_t rest = blk.size - size;
-    bool split = small ? rest >= kMinBlock : rest > kSmallSize;
-    if (split) {
-        int32_t r = new_block();
-        Block& blk2 = blocks_[b];   // blocks_ may have moved
-        Block& rb = blocks_[r];
-        rb.size = rest;
-        rb.offset = blk2.offset + size;
-        rb.segment = blk2.segment;
-        rb.small = small;
-        rb.alive = true;
-        rb.prev = b;
-        rb.next = blk2.next;
-        if (blk2.next >= 0) blocks_[blk2.next].prev = r;
-        blk2.next = r;
-        blk2.size = size;
-        pool.insert(key(r));
-    }
-    blocks_[b].in_use = true;
-    allocated_ += blocks_[b].size;
     return b;
 }
 
-bool CachingAllocator::add_segment(bool small, int64_t size) {
-    int64_t seg = small ? kSmallBuffer : segment_size(size);
-    if (reserved_ + seg > capacity_) return false;
+bool CachingAllocator::should_split(int32_t b, int64_t size) const {
+    const Block& x = blocks_[static_cast<size_t>(b)];
+    int64_t remaining = x.size - size;
+    if (x.small || set_.expandable_segments) return remaining >= kMinBlock;
+    return size < set_.max_split_size && remaining > kSmallSize;
+}
+
+void CachingAllocator::split(int32_t b, int64_t size) {
+    // alloc_found_block: the request takes the front, the rest goes back to the pool.
+    int32_t r = new_block();
+    Block& x = blocks_[static_cast<size_t>(b)];
+    Block& rb = blocks_[static_cast<size_t>(r)];
+    rb.size = x.size - size;
+    rb.offset = x.offset + size;
+    rb.segment = x.segment;
+    rb.stream = x.stream;
+    rb.small = x.small;
+    rb.alive = true;
+    rb.prev = b;
+    rb.next = x.next;
+    if (x.next >= 0) blocks_[static_cast<size_t>(x.next)].prev = r;
+    x.next = r;
+    x.size = size;
+    to_pool(r);
+}
+
+void CachingAllocator::log(bool alloc, int32_t seg, int64_t offset, int64_t bytes) {
+    (alloc ? device_allocs_ : device_frees_)++;
+    if (log_) {
+        const Segment& s = segs_[static_cast<size_t>(seg)];
+        log_->push_back({alloc, s.expandable, bytes, s.stream, offset, seg});
+    }
+}
+
+int32_t CachingAllocator::alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size) {
+    if (set_.expandable_segments) return try_allocate_expandable(p, stream, size);
+    if (alloc_size > capacity_ - reserved_) return -1;   // cudaMalloc fails
     int32_t b = new_block();
-    Block& blk = blocks_[b];
-    blk.size = seg;
-    blk.offset = 0;
-    blk.segment = segments_made_++;
-    blk.small = small;
-    blk.alive = true;
-    reserved_ += seg;
+    Block& x = blocks_[static_cast<size_t>(b)];
+    x.size = alloc_size;
+    x.segment = static_cast<int32_t>(segs_.size());
+    x.stream = stream;
+    x.small = p == 1;
+    x.alive = true;
+    segs_.push_back({stream, 0, p == 1, false, true});
+    reserved_ += alloc_size;
     ++live_segments_;
-    (small ? free_small_ : free_large_).insert(key(b));
+    log(true, x.segment, 0, alloc_size);
+    return b;
+}
+
+int32_t CachingAllocator::find_expandable_block(int p, int64_t stream, int64_t size) {
+    // find_expandable_block: the lowest unmapped range of the stream's segments with room,
+    // starting at the free block before it when there is one; else a new segment.
+    auto& un = unmapped_[p];
+    for (auto it = un.lower_bound(Key{stream, 0, INT32_MIN, INT64_MIN, -1}); it != un.end() && it->stream == stream; ++it) {
+        int32_t c = it->block;
+        int32_t prev = blocks_[static_cast<size_t>(c)].prev;
+        if (free_here(prev)) c = prev;
+        int64_t room = 0;
+        for (int32_t x = c; room < size && free_here(x); x = blocks_[static_cast<size_t>(x)].next)
+            room += blocks_[static_cast<size_t>(x)].size;
+        if (room >= size) return c;
+    }
+    // Address space: 1 1/8 of the device memory (ExpandableSegment), at most 2^50 bytes here.
+    const int64_t page = p == 1 ? kSmallBuffer : kLargeBuffer;
+    int64_t va = capacity_ >= (int64_t{1} << 50) ? (int64_t{1} << 50) : capacity_ + capacity_ / 8;
+    va = std::max(page, (va + page - 1) / page * page);
+    int32_t b = new_block();
+    Block& x = blocks_[static_cast<size_t>(b)];
+    x.size = va;
+    x.segment = static_cast<int32_t>(segs_.size());
+    x.stream = stream;
+    x.small = p == 1;
+    x.alive = true;
+    x.mapped = false;
+    segs_.push_back({stream, page, p == 1, true, true});
+    ++live_segments_;
+    to_pool(b);
+    return b;
+}
+
+bool CachingAllocator::map_block(int32_t b, int64_t size) {
+    // map_block / ExpandableSegment::map: whole pages from the block's (page-aligned) start;
+    // all or nothing.
+    Block& x = blocks_[static_cast<size_t>(b)];
+    const int64_t page = segs_[static_cast<size_t>(x.segment)].page;
+    const int64_t bytes = std::min(x.size, (size + page - 1) / page * page);
+    if (bytes > capacity_ - reserved_) return false;
+    unmapped_of(b).erase(key(b));
+    x.mapped = true;
+    if (bytes < x.size) {
+        int32_t r = new_block();
+        Block& y = blocks_[static_cast<size_t>(r)];
+        Block& z = blocks_[static_cast<size_t>(b)];
+        y.size = z.size - bytes;
+        y.offset = z.offset + bytes;
+        y.segment = z.segment;
+        y.stream = z.stream;
+        y.small = z.small;
+        y.alive = true;
+        y.mapped = false;
+        y.prev = b;
+        y.next = z.next;
+        if (z.next >= 0) blocks_[static_cast<size_t>(z.next)].prev = r;
+        z.next = r;
+        z.size = bytes;
+        to_pool(r);
+    }
+    const int64_t offset = blocks_[static_cast<size_t>(b)].offset;
+    merge(b, blocks_[static_cast<size_t>(b)].prev);
+    merge(b, blocks_[static_cast<size_t>(b)].next);
+    to_pool(b);
+    reserved_ += bytes;
+    log(true, blocks_[static_cast<size_t>(b)].segment, offset, bytes);
     return true;
 }
 
-void CachingAllocator::release_free_segments() {
-    for (auto* pool : {&free_small_, &free_large_}) {
-        for (auto it = pool->begin(); it != pool->end();) {
-            const Block& b = blocks_[it->block];
-            if (b.prev < 0 && b.next < 0) {   // the block is its whole segment
-                reserved_ -= b.size;
-                --live_segments_;
-                blocks_[it->block].alive = false;
-                spare_.push_back(it->block);
-                it = pool->erase(it);
-            } else {
-                ++it;
-            }
+int32_t CachingAllocator::try_allocate_expandable(int p, int64_t stream, int64_t size) {
+    // try_allocate_expandable_block: map the candidate, then the unmapped space after it,
+    // until the free block holds `size`.
+    int32_t c = find_expandable_block(p, stream, size);
+    if (!blocks_[static_cast<size_t>(c)].mapped && !map_block(c, std::min(blocks_[static_cast<size_t>(c)].size, size)))
+        return -1;
+    while (blocks_[static_cast<size_t>(c)].size < size) {
+        int32_t n = blocks_[static_cast<size_t>(c)].next;
+        if (n < 0) return -1;   // the request is larger than the segment's address space
+        int64_t remaining = size - blocks_[static_cast<size_t>(c)].size;
+        if (!map_block(n, std::min(remaining, blocks_[static_cast<size_t>(n)].size))) return -1;
+        c = n;   // n absorbed c
+    }
+    pool_of(c).erase(key(c));
+    return c;
+}
+
+void CachingAllocator::unmap_block(int32_t b) {
+    // unmap_block / ExpandableSegment::unmap: the whole pages inside a free block; what is left
+    // on either side stays mapped and free.
+    Block x = blocks_[static_cast<size_t>(b)];
+    const int64_t page = segs_[static_cast<size_t>(x.segment)].page;
+    const int64_t begin = (x.offset + page - 1) / page * page, end = (x.offset + x.size) / page * page;
+    if (begin >= end) return;
+    pool_of(b).erase(key(b));
+    auto piece = [&](int64_t off, int64_t size) {
+        int32_t r = new_block();
+        Block& y = blocks_[static_cast<size_t>(r)];
+        y.size = size;
+        y.offset = off;
+        y.segment = x.segment;
+        y.stream = x.stream;
+        y.small = x.small;
+        y.alive = true;
+        return r;
+    };
+    if (begin > x.offset) {
+        int32_t r = piece(x.offset, begin - x.offset);
+        Block& y = blocks_[static_cast<size_t>(r)];
+        y.prev = x.prev;
+        y.next = b;
+        if (x.prev >= 0) blocks_[static_cast<size_t>(x.prev)].next = r;
+        blocks_[static_cast<size_t>(b)].prev = r;
+        to_pool(r);
+    }
+    if (end < x.offset + x.size) {
+        int32_t r = piece(end, x.offset + x.size - end);
+        Block& y = blocks_[static_cast<size_t>(r)];
+        y.prev = b;
+        y.next = x.next;
+        if (x.next >= 0) blocks_[static_cast<size_t>(x.next)].prev = r;
+        blocks_[static_cast<size_t>(b)].next = r;
+        to_pool(r);
+    }
+    Block& z = blocks_[static_cast<size_t>(b)];
+    z.offset = begin;
+    z.size = end - begin;
+    z.mapped = false;
+    merge(b, blocks_[static_cast<size_t>(b)].prev);
+    merge(b, blocks_[static_cast<size_t>(b)].next);
+    to_pool(b);
+    reserved_ -= end - begin;
+    log(false, x.segment, begin, end - begin);
+}
+
+void CachingAllocator::release_block(int32_t b) {
+    // release_block: cudaFree of a whole free segment.
+    Block& x = blocks_[static_cast<size_t>(b)];
+    pool_of(b).erase(key(b));
+    reserved_ -= x.size;
+    --live_segments_;
+    segs_[static_cast<size_t>(x.segment)].alive = false;
+    log(false, x.segment, 0, x.size);
+    drop_block(b);
+}
+
+bool CachingAllocator::release_available(int p, int64_t stream, int64_t size) {
+    // release_available_cached_blocks: with max_split_size set, free one oversize block that
+    // covers the request, else oversize blocks from the largest down until enough is freed.
+    if (set_.max_split_size == AllocatorSettings::kNoLimit) return false;
+    auto& pool = free_[p];
+    const int64_t want = std::max(size, set_.max_split_size);
+    auto whole = [&](int32_t b) {
+        const Block& x = blocks_[static_cast<size_t>(b)];
+        return x.prev < 0 && x.next < 0 && !segs_[static_cast<size_t>(x.segment)].expandable;
+    };
+    auto it = pool.lower_bound(Key{stream, want, INT32_MIN, INT64_MIN, -1});
+    if (it != pool.end() && it->stream == stream) {
+        if (!whole(it->block)) return false;
+        release_block(it->block);
+        return true;
+    }
+    if (it == pool.begin()) return false;
+    --it;
+    std::vector<int32_t> victims;
+    int64_t total = 0;
+    while (total < want && it->stream == stream && it->size >= set_.max_split_size && whole(it->block)) {
+        victims.push_back(it->block);
+        total += it->size;
+        if (it == pool.begin()) break;
+        --it;
+    }
+    for (int32_t v : victims) release_block(v);
+    return total >= want;
+}
+
+void CachingAllocator::release_cached() {
+    // release_cached_blocks / release_blocks: every free whole segment; the free pages of
+    // expandable segments are unmapped, and a segment left wholly unmapped goes too.
+    for (auto& pool : free_) {
+        std::vector<int32_t> whole, unmap;
+        for (const Key& k : pool) {
+            const Block& x = blocks_[static_cast<size_t>(k.block)];
+            if (segs_[static_cast<size_t>(x.segment)].expandable) unmap.push_back(k.block);
+            else if (x.prev < 0 && x.next < 0) whole.push_back(k.block);
+        }
+        for (int32_t b : whole) release_block(b);
+        for (int32_t b : unmap) {
+            if (!blocks_[static_cast<size_t>(b)].alive || blocks_[static_cast<size_t>(b)].in_use) continue;
+            unmap_block(b);
+        }
+    }
+    for (auto& un : unmapped_) {
+        std::vector<int32_t> gone;
+        for (const Key& k : un) {
+            const Block& x = blocks_[static_cast<size_t>(k.block)];
+            if (x.prev < 0 && x.next < 0) gone.push_back(k.block);
+        }
+        for (int32_t b : gone) {   // release_expandable_segment: address space only, no event
+            un.erase(key(b));
+            segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].alive = false;
+            --live_segments_;
+            drop_block(b);
         }
     }
 }
 
-int32_t CachingAllocator::allocate(int64_t bytes) {
-    int64_t size = round_size(bytes);
-    bool small = size <= kSmallSize;
-    int32_t b = try_pool(small, size);
-    if (b >= 0) return b;
-    if (!add_segment(small, size)) {
-        release_free_segments();   // PyTorch: free cached blocks and retry cudaMalloc
-        if (!add_segment(small, size)) return -1;
+void CachingAllocator::garbage_collect() {
+    // garbage_collect_cached_blocks: above threshold x capacity, free whole large-pool blocks
+    // whose age (get_free_block calls since they were freed) is at least the average, until
+    // reserved is back under the threshold.
+    const auto threshold = static_cast<int64_t>(set_.garbage_collection_threshold * static_cast<double>(capacity_));
+    if (reserved_ <= threshold) return;
+    const int64_t target = reserved_ - threshold;
+    auto freeable = [&](int32_t b) {
+        const Block& x = blocks_[static_cast<size_t>(b)];
+        return x.prev < 0 && x.next < 0 && !segs_[static_cast<size_t>(x.segment)].expandable;
+    };
+    double total_age = 0;
+    int count = 0;
+    for (const Key& k : free_[0])
+        if (freeable(k.block)) {
+            total_age += static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(k.block)].gc_base);
+            ++count;
+        }
+    int64_t reclaimed = 0;
+    bool freed = true;
+    while (reclaimed < target && freed && count > 0) {
+        const double threshold_age = total_age / count;
+        freed = false;
+        std::vector<int32_t> go;
+        for (const Key& k : free_[0]) {
+            if (!freeable(k.block)) continue;
+            double age = static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(k.block)].gc_base);
+            if (age >= threshold_age) {
+                go.push_back(k.block);
+                reclaimed += k.size;
+                total_age -= age;
+                --count;
+                freed = true;
+            }
+        }
+        for (int32_t b : go) release_block(b);
     }
-    return try_pool(small, size);
+}
+
+int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool small) {
+    int32_t b = new_block();
+    Block& x = blocks_[static_cast<size_t>(b)];
+    x.size = bytes;
+    x.segment = static_cast<int32_t>(segs_.size());
+    x.stream = stream;
+    x.small = small;
+    x.alive = true;
+    segs_.push_back({stream, 0, small, false, true});
+    reserved_ += bytes;
+    ++live_segments_;
+    to_pool(b);
+    return x.segment;
+}
+
+int32_t CachingAllocator::allocate_at(int32_t segment, int64_t offset, int64_t bytes) {
+    const int64_t size = rounded(bytes);
+    for (auto& pool : free_) {
+        for (const Key& k : pool) {
+            const Block& x = blocks_[static_cast<size_t>(k.block)];
+            if (x.segment != segment || offset < x.offset || offset + size > x.offset + x.size) continue;
+            int32_t b = k.block;
+            pool.erase(k);
+            if (offset > blocks_[static_cast<size_t>(b)].offset) {   // the free part before stays in the pool
+                split(b, offset - blocks_[static_cast<size_t>(b)].offset);
+                int32_t front = b;
+                b = blocks_[static_cast<size_t>(front)].next;
+                pool_of(b).erase(key(b));
+                to_pool(front);
+            }
+            if (blocks_[static_cast<size_t>(b)].size > size) split(b, size);
+            blocks_[static_cast<size_t>(b)].in_use = true;
+            allocated_ += blocks_[static_cast<size_t>(b)].size;
+            return b;
+        }
+    }
+    return -1;
+}
+
+int32_t CachingAllocator::allocate(int64_t bytes, int64_t stream) {
+    if (!any_alloc_) {
+        first_stream_ = stream;
+        any_alloc_ = true;
+    } else if (stream != first_stream_) {
+        many_streams_ = true;
+    }
+    const int64_t size = rounded(bytes);
+    const int p = size <= kSmallSize ? 1 : 0;
+    const int64_t alloc_size = segment_size(size);
+    int32_t b = get_free_block(p, stream, size);
+    if (b < 0) {
+        if (set_.garbage_collection_threshold > 0) garbage_collect();
+        b = alloc_block(p, stream, size, alloc_size);
+        if (b < 0 && release_available(p, stream, size)) b = alloc_block(p, stream, size, alloc_size);
+        if (b < 0) {
+            release_cached();
+            b = alloc_block(p, stream, size, alloc_size);
+        }
+        if (b < 0) return -1;
+    }
+    if (should_split(b, size)) split(b, size);
+    Block& x = blocks_[static_cast<size_t>(b)];
+    x.in_use = true;
+    allocated_ += x.size;
+    return b;
 }
 
 void CachingAllocator::free(int32_t b) {
-    Block& blk = blocks_[b];
-    allocated_ -= blk.size;
-    blk.in_use = false;
-    auto& pool = blk.small ? free_small_ : free_large_;
-    // Merge with free neighbours in the same segment.
-    for (int32_t nb : {blocks_[b].prev, blocks_[b].next}) {
-        if (nb < 0 || blocks_[nb].in_use) continue;
-        pool.erase(key(nb));
-        Block& x = blocks_[b];
-        Block& y = blocks_[nb];
-        if (nb == x.prev) {
-            x.offset = y.offset;
-            x.prev = y.prev;
-            if (y.prev >= 0) blocks_[y.prev].next = b;
-        } else {
-            x.next = y.next;
-            if (y.next >= 0) blocks_[y.next].prev = b;
-        }
-        x.size += y.size;
-        y.alive = false;
-        spare_.push_back(nb);
-    }
-    pool.insert(key(b));
+    // free_block: merge with free neighbours, back to the pool (nothing is given back here).
+    Block& x = blocks_[static_cast<size_t>(b)];
+    allocated_ -= x.size;
+    x.in_use = false;
+    merge(b, blocks_[static_cast<size_t>(b)].prev);
+    merge(b, blocks_[static_cast<size_t>(b)].next);
+    to_pool(b);
 }
 
 int64_t CachingAllocator::largest_free_block() const {
     int64_t m = 0;
-    if (!free_small_.empty()) m = std::max(m, free_small_.rbegin()->size);
-    if (!free_large_.empty()) m = std::max(m, free_large_.rbegin()->size);
+    for (const auto& pool : free_) {
+        if (pool.empty()) continue;
+        if (!many_streams_) {
+            m = std::max(m, pool.rbegin()->size);
+        } else {
+            for (const Key& k : pool) m = std::max(m, k.size);
+        }
+    }
     return m;
 }
 

@@ -1,4 +1,5 @@
 #include "mhc/sim/config.hpp"
+#include "mhc/sim/allocator.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -140,6 +141,11 @@ void validate(const Config& c) {
     if (!known(allocator_models(), c.allocator))
         throw Error("unknown allocator model '" + c.allocator + "': use one of " +
                     names_of(allocator_models()));
+    if (!c.allocator_conf.empty()) {
+        if (c.allocator != "caching")
+            throw Error("--allocator-conf applies to the caching allocator model (--allocator caching)");
+        parse_allocator_conf(c.allocator_conf, "--allocator-conf");
+    }
     validate(c.link, "link " + c.link.name);
     // Each sample is a stored row and a bucket in memory: a million is finer than any screen.
     if (c.memory_samples < 1 || c.memory_samples > kMaxMemorySamples)
@@ -195,6 +201,7 @@ void apply_environment(Config& c, const GivenOptions& given) {
 std::string run_name(const Config& c) {
     std::string n = c.eviction + "+" + c.prefetch + "@" + c.capacity.to_string() + "/" + c.link.name;
     if (c.allocator != "ideal") n += "/" + c.allocator;
+    if (!c.allocator_conf.empty()) n += "[" + c.allocator_conf + "]";
     if (!c.early_swap_out) n += "/no-early";
     return n;
 }
@@ -220,6 +227,7 @@ std::map<std::string, std::string> to_map(const Config& c) {
         {"max_swap_ops_per_sec", num(c.max_swap_ops_per_sec)},
         {"device", c.device == kAutoDevice ? std::string("auto") : std::to_string(c.device)},
     };
+    if (!c.allocator_conf.empty()) m["allocator_conf"] = c.allocator_conf;
     return m;
 }
 

@@ -12,7 +12,8 @@ template <class Policy>
 Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity,
                        int64_t host_capacity)
     : P(p), C(c), R(r), caching(c.allocator == "caching"),
-      ca(capacity), cap(capacity), host_cap(host_capacity) {
+      ca(capacity, c.allocator == "caching" ? allocator_settings_for(p.t->meta, c.allocator_conf) : AllocatorSettings{}),
+      cap(capacity), host_cap(host_capacity) {
     size_t na = P.t->allocations.size();
     ctx.P = &P;
     ctx.bytes = P.t->allocations.bytes.data();
@@ -53,7 +54,7 @@ bool Engine<Policy>::try_reserve(int32_t a) {
         used += b;
     } else {
         const int64_t reserved_before = ca.reserved();
-        int32_t blk = ca.allocate(b);
+        int32_t blk = ca.allocate(b, P.t->allocations.stream[a]);
         if (blk < 0) {
             // The failed call still gave the cached free segments back (PyTorch's retry after
             // a failed cudaMalloc); replay repeats it here to keep its model in step.
@@ -84,7 +85,7 @@ template <class Policy>
 bool Engine<Policy>::fits_after_pending(int32_t a) const {
     int64_t b = P.t->allocations.bytes[a];
     if (!caching) return used - pending_release + b <= cap;
-    return pending_release >= CachingAllocator::round_size(b);
+    return pending_release >= ca.rounded(b);
 }
 
 template <class Policy>
@@ -288,7 +289,7 @@ void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
         if (on_gpu) live += caching && block[i] >= 0 ? ca.block_size(block[i]) : al.bytes[i];
         if (on_gpu && pins[i] > 0) pinned += al.bytes[i];
     }
-    o.bytes_needed = caching ? CachingAllocator::round_size(al.bytes[a]) : need;
+    o.bytes_needed = caching ? ca.rounded(al.bytes[a]) : need;
     o.bytes_pinned = pinned;
     if (s >= 0) {
         o.where = "kernel " + std::to_string(o.kernel) + " (" + P.t->str(P.t->kernels.name[P.korder[s]]) +

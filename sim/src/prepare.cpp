@@ -248,7 +248,8 @@ void build_live(Prepared& p) {
     const auto& a = p.t->allocations;
     size_t n = p.korder.size();
     p.live_at.assign(n, 0);
-    CachingAllocator ca(INT64_MAX / 2);
+    // The caching peak under the settings the trace recorded (meta allocator.conf).
+    CachingAllocator ca(INT64_MAX / 2, allocator_settings_for(p.t->meta, ""));
     std::vector<int32_t> block(a.size(), -1);
     int64_t live = 0;
     size_t ia = 0, iff = 0, ik = 0;
@@ -264,7 +265,7 @@ void build_live(Prepared& p) {
         } else if (ta <= tk) {
             int32_t al = p.alloc_order[ia++];
             live += a.bytes[al];
-            block[al] = ca.allocate(a.bytes[al]);
+            block[al] = ca.allocate(a.bytes[al], a.stream[al]);
             p.peak_ideal = std::max(p.peak_ideal, live);
             p.peak_caching = std::max(p.peak_caching, ca.reserved());
         } else {

@@ -353,3 +353,32 @@ TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one li
     CHECK(range.rc == 2);
     CHECK(range.err.find("--range") != std::string::npos);
 }
+
+TEST_CASE("memory screenshot of a trace with segments: recorded reserved over allocated") {
+    // Issue 17: 2 GiB of segments from 0 to the end over the imported fixture's 1088 MiB of
+    // allocations; the upper plot scales to the reserved bytes and names the curve.
+    fixture::TempPath db("segments.db");
+    {
+        using namespace mhc::trace;
+        Writer w(db.path);
+        w.set_meta("source", "viewer-test-segments");
+        int64_t a = w.intern(fixture::kFrameA);
+        w.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, a});
+        Segment s;
+        s.id = 1;
+        s.address = 0x1000;
+        s.bytes = 2048 * MiB;
+        s.t_alloc = 0;
+        s.reconstructed = true;
+        w.add(s);
+        w.finish();
+    }
+    Shot s = shoot(db.path, "--view memory");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    CHECK(m["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
+    bool named = false;
+    for (const auto& e : m["legend"]) named |= e["text"] == "recorded reserved (segments)";
+    CHECK(named);
+}

@@ -183,7 +183,9 @@ void check_copies_markers(const TraceData& t, CheckReport& r) {
 // The value rules (rules.hpp) on the file itself: every row that breaks one is listed, where
 // the Reader stops at the first.
 void check_values(const Reader& reader, CheckReport& r) {
-    for (const rules::Table* t : rules::all()) {
+    std::vector<const rules::Table*> tables = rules::all();
+    if (reader.has_segments()) tables.push_back(&rules::segments());   // absent from older traces
+    for (const rules::Table* t : tables) {
         sql::Stmt s(reader.handle(), reader.path(), rules::violations_sql(*t).c_str());
         while (s.step()) {
             int64_t row = s.i64(0);

@@ -289,3 +289,30 @@ void Reader::for_each(const std::function<void(const Marker&)>& fn) const {
 }
 
 }  // namespace mhc::trace
+
+namespace mhc::trace {
+
+bool Reader::has_segments() const {
+    sql::Stmt s(db_, path_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='segments'");
+    return s.step() && s.i64(0) > 0;
+}
+
+void Reader::for_each(const std::function<void(const Segment&)>& fn) const {
+    if (!has_segments()) return;
+    CheckedRows s(*this, rules::segments());
+    Segment g;
+    while (s.next()) {
+        g.id = s[0];
+        g.device = static_cast<int32_t>(s[1]);
+        g.stream = s[2];
+        g.address = s[3];
+        g.bytes = s[4];
+        g.t_alloc = s[5];
+        g.t_free = s.is_null(6) ? kNoTime : s[6];
+        g.expandable = s[7] != 0;
+        g.reconstructed = s[8] != 0;
+        fn(g);
+    }
+}
+
+}  // namespace mhc::trace

@@ -79,6 +79,16 @@ const Table& markers() {
     return t;
 }
 
+const Table& segments() {
+    static const Table t{"segments",
+                         {id("id"), device(), any("stream"), any("address"),
+                          {"bytes", 1, kMaxBytes, false, "size", "a size in bytes"},
+                          time("t_alloc"), time("t_free", true),
+                          code("expandable", 0, 1, "0 or 1"), code("reconstructed", 0, 1, "0 or 1")},
+                         "id", true};
+    return t;
+}
+
 const std::vector<const Table*>& all() {
     static const std::vector<const Table*> v{&allocations(), &kernels(), &accesses(), &copies(), &markers()};
     return v;

@@ -30,6 +30,8 @@ const Table& kernels();
 const Table& accesses();
 const Table& copies();
 const Table& markers();
+// Not in all(): traces written before the segments table existed lack it (Reader::has_segments).
+const Table& segments();
 const std::vector<const Table*>& all();
 
 // "SELECT c1, c2, ... FROM t ORDER BY ..." for the Reader.

@@ -25,6 +25,10 @@ CREATE TABLE copies (
 CREATE TABLE markers (
   id INTEGER PRIMARY KEY, name INTEGER NOT NULL, t_start INTEGER NOT NULL,
   t_end INTEGER NOT NULL, kind INTEGER NOT NULL, idx INTEGER NOT NULL);
+CREATE TABLE segments (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
+  address INTEGER NOT NULL, bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
+  expandable INTEGER NOT NULL, reconstructed INTEGER NOT NULL);
 )SQL";
 
 const char* const kRunTables = R"SQL(

@@ -17,7 +17,7 @@ constexpr int64_t kRowsPerTransaction = 200000;
 }  // namespace
 
 struct Writer::Statements {
-    sql::Stmt string, allocation, kernel, access, copy, marker, set_free;
+    sql::Stmt string, allocation, kernel, access, copy, marker, set_free, segment;
 };
 
 Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path)) {
@@ -51,6 +51,7 @@ Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path
     st_->copy = sql::Stmt(db_, path_, "INSERT INTO copies VALUES (?,?,?,?,?,?,?)");
     st_->marker = sql::Stmt(db_, path_, "INSERT INTO markers VALUES (?,?,?,?,?,?)");
     st_->set_free = sql::Stmt(db_, path_, "UPDATE allocations SET t_free=? WHERE id=?");
+    st_->segment = sql::Stmt(db_, path_, "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?)");
     sql::exec(db_, path_, "BEGIN");
     strings_.emplace("", kNoString);
 }
@@ -149,6 +150,22 @@ void Writer::add(const Marker& m) {
     s.bind(4, m.t_end);
     s.bind(5, static_cast<int64_t>(m.kind));
     s.bind(6, static_cast<int64_t>(m.index));
+    s.run();
+    row_done();
+}
+
+void Writer::add(const Segment& g) {
+    auto& s = st_->segment;
+    s.bind(1, g.id);
+    s.bind(2, static_cast<int64_t>(g.device));
+    s.bind(3, g.stream);
+    s.bind(4, g.address);
+    s.bind(5, g.bytes);
+    s.bind(6, g.t_alloc);
+    if (g.t_free == kNoTime) s.bind_null(7);
+    else s.bind(7, g.t_free);
+    s.bind(8, static_cast<int64_t>(g.expandable ? 1 : 0));
+    s.bind(9, static_cast<int64_t>(g.reconstructed ? 1 : 0));
     s.run();
     row_done();
 }

@@ -1,16 +1,44 @@
 // Memory view: the live-bytes curve (the selected run's device bytes, or the recorded live
-// bytes) with the capacity line, and memory_viz-style active-memory bands of the allocations.
+// bytes) with the capacity line, the recorded reserved bytes (segments, when the trace has them:
+// reserved vs allocated as memory_viz's segment view), and memory_viz-style active-memory bands
+// of the allocations.
 #include <algorithm>
 
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/trace/store.hpp"
 #include "widgets.hpp"
 
 namespace mhc::view {
 
 namespace {
+
+// The recorded reserved bytes (the segments table, docs/trace-format.md), all devices as the live
+// curve: read once per opened trace through its Reader. Empty without segments (or when they do
+// not read: the view then shows what it showed before).
+const Curve& recorded_reserved(const ViewTrace& tr) {
+    static const trace::Reader* key = nullptr;
+    static Curve c;
+    if (key == tr.reader.get()) return c;
+    key = tr.reader.get();
+    c = Curve{};
+    if (!tr.reader) return c;
+    std::vector<int64_t> t_alloc, t_free, bytes;
+    try {
+        tr.reader->for_each([&](const trace::Segment& s) {
+            t_alloc.push_back(s.t_alloc);
+            t_free.push_back(s.t_free);
+            bytes.push_back(s.bytes);
+        });
+    } catch (const std::exception&) {
+        return c;
+    }
+    if (!t_alloc.empty()) c = Curve::from_intervals(t_alloc, t_free, bytes);
+    return c;
+}
+constexpr ImU32 kReserved = IM_COL32(190, 120, 230, 255);
 
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
@@ -96,10 +124,17 @@ void draw_memory(App& app) {
         y_max = std::max(y_max, rec.y_max);
     }
     if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
+    const Curve& reserved = recorded_reserved(*app.trace);
+    static CurveColumns res;
+    if (!reserved.empty()) {
+        prepare_curve(reserved, app.range, W, res);
+        y_max = std::max(y_max, res.y_max);
+    }
     y_max *= 1.08;
     nlohmann::json axis_labels = nlohmann::json::array(), legend = nlohmann::json::array();
     draw_bytes_axis(dl, c0, c1, y_max, &axis_labels);
     size_t rec_end = columns_before(app.range, W, app.trace->t_end);
+    if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_max, kReserved, false, rec_end);
     if (run_curve) draw_curve(dl, rec, c0, c1, y_max, IM_COL32(150, 150, 160, 255), false, rec_end);
     draw_curve(dl, cols, c0, c1, y_max, kCurve, true, columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end));
     if (run && run->capacity > 0) {
@@ -117,6 +152,7 @@ void draw_memory(App& app) {
     {
         std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : std::string("recorded live bytes")}};
         if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), "recorded live bytes"});
+        if (!reserved.empty()) e.push_back({kReserved, "recorded reserved (segments)"});
         if (run && run->capacity > 0) e.push_back({kCapacity, "capacity"});
         legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
     }

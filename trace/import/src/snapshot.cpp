@@ -4,7 +4,9 @@
 // or as an allocated block in the end state: both are reconstructed as alive from t = 0.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <new>
 #include <unordered_map>
 
@@ -13,6 +15,7 @@
 #include "mhc/trace/import/pickle.hpp"
 #include "mhc/trace/import/rows.hpp"
 #include "limits.hpp"
+#include "segments.hpp"
 #include "source.hpp"
 
 namespace mhc::trace::import {
@@ -171,6 +174,46 @@ struct Event {
     std::optional<Id> frames;
 };
 
+// snapshot['allocator_settings'] (PyTorch >= 2.4) as PYTORCH_CUDA_ALLOC_CONF text, the keys the
+// caching model follows: expandable_segments, max_split_size_mb, roundup_power2_divisions,
+// garbage_collection_threshold. max_split_size is in bytes there (-1 or SIZE_MAX: unlimited);
+// roundup_power2_divisions maps each power-of-two interval start in MiB to its divisions.
+void add_allocator_settings(const PickleDoc& d, std::optional<Id> settings, std::map<std::string, std::string>& meta) {
+    if (!settings || d.kind(*settings) != PickleDoc::Kind::Dict) return;
+    std::string conf;
+    auto put = [&](const std::string& kv) { conf += (conf.empty() ? "" : ",") + kv; };
+    if (auto v = d.get(*settings, "PYTORCH_CUDA_ALLOC_CONF"); v && d.kind(*v) == PickleDoc::Kind::Str)
+        meta["allocator.PYTORCH_CUDA_ALLOC_CONF"] = std::string(d.as_str(*v));
+    if (auto v = d.get(*settings, "expandable_segments"); v && d.is_int(*v))
+        put(std::string("expandable_segments:") + (d.as_int(*v) ? "True" : "False"));
+    if (auto v = d.get(*settings, "max_split_size"); v && d.is_int(*v)) {
+        int64_t b = d.as_int(*v);
+        if (b > 0 && b < (int64_t{1} << 56)) put("max_split_size_mb:" + std::to_string(b >> 20));
+    }
+    if (auto v = d.get(*settings, "roundup_power2_divisions"); v && d.kind(*v) == PickleDoc::Kind::Dict) {
+        auto kv = d.items(*v);
+        std::string list;
+        bool any = false;
+        for (size_t i = 0; i + 1 < kv.size(); i += 2) {
+            if (!d.is_int(kv[i + 1])) continue;
+            int64_t n = d.as_int(kv[i + 1]);
+            any |= n != 0;
+            std::string key = d.kind(kv[i]) == PickleDoc::Kind::Str ? std::string(d.as_str(kv[i]))
+                                                                   : std::to_string(d.as_int(kv[i]));
+            list += (list.empty() ? "" : ",") + key + ":" + std::to_string(n);
+        }
+        if (any) put("roundup_power2_divisions:[" + list + "]");
+    } else if (v && d.is_int(*v) && d.as_int(*v) > 0) {
+        put("roundup_power2_divisions:" + std::to_string(d.as_int(*v)));
+    }
+    if (auto v = d.get(*settings, "garbage_collection_threshold"); v && d.is_number(*v) && d.as_float(*v) > 0) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", d.as_float(*v));
+        put(std::string("garbage_collection_threshold:") + b);
+    }
+    meta["allocator.conf"] = conf;
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
@@ -274,6 +317,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     int64_t reconstructed = 0, reconstructed_bytes = 0, freed_unknown = 0, ooms = 0;
     int64_t segment_events = 0, reserved_peak_total = 0;
     int64_t action_counts[kActionCount] = {};
+    SegmentLog seglog(in);
     std::vector<std::unordered_map<int64_t, size_t>> live_by_dev(devices.size());
     std::vector<std::unordered_map<int64_t, int64_t>> last_free_by_dev(devices.size());
     for (size_t dev = 0; dev < devices.size(); ++dev) {
@@ -349,12 +393,16 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                 case kSegAlloc:
                 case kSegMap:
                     ++segment_events;
+                    seglog.alloc(static_cast<int32_t>(dev), k, kActionNames[e.action], t, e.addr, e.size, e.stream,
+                                 e.action == kSegMap);
                     add_bytes(reserved, e.size);
                     reserved_peak = std::max(reserved_peak, reserved);
                     break;
                 case kSegFree:
                 case kSegUnmap:
                     ++segment_events;
+                    seglog.free(static_cast<int32_t>(dev), k, kActionNames[e.action], t, e.addr, e.size, e.stream,
+                                e.action == kSegUnmap);
                     reserved -= e.size;
                     break;
                 case kOom: {
@@ -374,12 +422,26 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     r.events = events;
 
     // End state: blocks allocated at the end that no trace event accounts for.
-    int64_t end_blocks = 0;
+    int64_t end_blocks = 0, end_segments = 0;
     if (segments && d.kind(*segments) == PickleDoc::Kind::List) {
         for (Id seg : d.items(*segments)) {
             auto dv = d.get(seg, "device");
             int32_t dev = dv && d.is_int(*dv) ? static_cast<int32_t>(d.as_int(*dv)) : 0;
             auto st = d.get(seg, "stream");
+            {
+                // The segment itself: what the trace's live segments do not cover began before recording.
+                auto sa = d.get(seg, "address");
+                auto sz = d.get(seg, "total_size");
+                auto ex = d.get(seg, "is_expandable");
+                if (sa && sz && d.is_int(*sa) && d.is_int(*sz)) {
+                    if (d.as_int(*sz) > kMaxBytes)
+                        throw Error(where(in, "segments[" + std::to_string(end_segments) + "]: total_size " +
+                                                  std::to_string(d.as_int(*sz)) + " is out of range"));
+                    seglog.end_state(static_cast<size_t>(end_segments), dev, d.as_int(*sa), d.as_int(*sz),
+                                     st && d.is_int(*st) ? d.as_int(*st) : 0, ex && d.is_int(*ex) && d.as_int(*ex) != 0);
+                }
+                ++end_segments;
+            }
             auto blocks = d.get(seg, "blocks");
             if (!blocks) continue;
             for (Id b : d.items(*blocks)) {
@@ -416,6 +478,9 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     }
     w.reserve(allocs.size());
     for (const auto& a : allocs) w.add(a);
+    std::vector<Segment> segment_rows = seglog.take();
+    for (const auto& g : segment_rows) w.add(g);
+    add_allocator_settings(d, d.get(root, "allocator_settings"), r.meta);
 
     std::string act_list;
     for (int i = 0; i < kActionCount; ++i)
@@ -441,6 +506,10 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     r.meta["snapshot.segment_events"] = std::to_string(segment_events);
     r.meta["snapshot.reserved_peak_from_segment_events"] = std::to_string(reserved_peak_total);
     r.meta["snapshot.oom_events"] = std::to_string(ooms);
+    r.meta["segments"] = std::to_string(segment_rows.size()) + " rows (segment events and end state)";
+    r.meta["segments.reconstructed"] = std::to_string(seglog.reconstructed);
+    if (seglog.live_not_in_end_state)
+        r.meta["segments.live_not_in_end_state"] = std::to_string(seglog.live_not_in_end_state);
     r.meta["snapshot.devices"] = std::to_string(devices.size());
     if (action_counts[kUnknown]) r.meta["snapshot.unknown_actions"] = std::to_string(action_counts[kUnknown]);
 }

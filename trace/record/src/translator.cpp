@@ -60,6 +60,7 @@ int64_t Translator::new_allocation(const AllocEvent& e, int64_t t) {
     // Matching window only: may lie before the origin, so it is not clamped.
     h.t_enter = e.t_enter ? std::min(static_cast<int64_t>(e.t_enter) - origin_, t) : t;
     h.source = e.source;
+    h.pool = e.pool;
     h.activity_alloc = e.source == AllocSource::Activity;
     allocs_.push_back(h);
     ++stats_.allocations;
@@ -403,6 +404,25 @@ void Translator::settle_allocations() {
 void Translator::finish() {
     settle_allocations();
     for (const Held& h : allocs_) w_.add(h.row);
+    if (opt_.segments) {
+        // Settled lifetimes, as the allocation rows: a segment is held until its last use.
+        int64_t n = 0;
+        for (const Held& h : allocs_) {
+            if (h.pool) continue;
+            trace::Segment s;
+            s.id = ++n;
+            s.device = h.row.device;
+            s.stream = h.row.stream;
+            s.address = h.row.address;
+            s.bytes = h.row.bytes;
+            s.t_alloc = h.row.t_alloc;
+            s.t_free = h.row.t_free;
+            s.expandable = h.source == AllocSource::Vmm;
+            w_.add(s);
+        }
+        w_.set_meta("segments", std::to_string(n) + " rows: the driver allocations not from a pool (cudaMalloc, "
+                                                    "cuMemMap), PyTorch's segments under its caching allocator");
+    }
     // Ranges still open (an interrupted run): they end at the latest time seen.
     std::vector<std::pair<uint32_t, Open>> still(open_.begin(), open_.end());
     std::sort(still.begin(), still.end(),

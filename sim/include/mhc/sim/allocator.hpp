@@ -1,17 +1,57 @@
 #pragma once
-// Model of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): requests
-// rounded up to 512 bytes; requests <= 1 MiB served from the small pool in 2 MiB segments;
-// larger ones from the large pool: 1-10 MiB requests get 20 MiB segments, larger requests
-// a segment of the request rounded up to 2 MiB; best fit (smallest free block that fits);
-// a block is split when the rest is >= 512 B (small) or > 1 MiB (large); freed blocks merge
-// with free neighbours; on failure every fully free segment is released and the segment
-// allocation retried. Streams are not modelled (one stream's pools).
-#include <cstdint>
+// Model of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp and
+// CUDAAllocatorConfig.cpp; docs/simulator.md "The caching allocator" states every rule with its
+// source). Requests are rounded up to 512 bytes (or to a power-of-two division with
+// roundup_power2_divisions); requests <= 1 MiB are served from the small pool, larger ones from
+// the large pool, each pool per stream (a block freed on one stream is not reused by another).
+// Best fit: the smallest free block of the stream's pool that fits. Without a fit a segment is
+// created: 2 MiB (small), 20 MiB (large requests under 10 MiB), else the request rounded up to
+// 2 MiB; with expandable_segments, one segment per stream and pool grows by mapping pages of
+// 2 MiB (small pool) or 20 MiB (large pool) instead. A block is split when the rest is >= 512 B
+// (small pool, or expandable segments) or > 1 MiB (large pool) and the request is under
+// max_split_size; free blocks merge with free neighbours. When a segment cannot be added, free
+// oversize blocks (max_split_size) and then every fully free segment (and the free pages of
+// expandable segments) are given back and the segment retried.
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <set>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace mhc::sim {
+
+// The settings of PYTORCH_CUDA_ALLOC_CONF the model follows.
+struct AllocatorSettings {
+    static constexpr int64_t kNoLimit = INT64_MAX;
+    static constexpr int kIntervals = 16;   // roundup intervals: [1,2) MiB (and below), [2,4), ... [32 GiB, ...)
+    bool expandable_segments = false;
+    int64_t max_split_size = kNoLimit;              // bytes; blocks this size or larger are not split
+    int64_t max_non_split_rounding = 20 << 20;      // an oversize block serves requests this much smaller
+    std::array<int32_t, kIntervals> roundup_power2_divisions{};   // 0 or 1: plain 512-byte rounding
+    double garbage_collection_threshold = 0;        // 0: off; else a fraction of the capacity
+
+    int32_t divisions_for(int64_t size) const;
+    bool is_default() const { return conf().empty(); }
+    // The settings in PYTORCH_CUDA_ALLOC_CONF syntax, only what differs from the defaults
+    // ("" when nothing does); parse_allocator_conf(conf()) gives the same settings back.
+    std::string conf() const;
+    bool operator==(const AllocatorSettings& o) const { return conf() == o.conf(); }
+};
+
+// Parses PYTORCH_CUDA_ALLOC_CONF text ("expandable_segments:True,max_split_size_mb:128") over
+// `base`. Bad syntax or a value PyTorch refuses throws mhc::Error "<what>: <key>: <why>"; keys of
+// PyTorch's that do not change block placement (pinned_*, release_lock_on_cudamalloc, ...) are
+// accepted and ignored; backend:cudaMallocAsync is refused (not this allocator).
+AllocatorSettings parse_allocator_conf(std::string_view text, const std::string& what,
+                                       const AllocatorSettings& base = {});
+// The settings a run of the caching model uses: those the trace recorded (meta
+// "allocator.conf", written by the snapshot importer), then `override_conf` (--allocator-conf)
+// over them. Throws mhc::Error naming the meta key or --allocator-conf.
+AllocatorSettings allocator_settings_for(const std::map<std::string, std::string>& meta,
+                                         const std::string& override_conf);
 
 class CachingAllocator {
 public:
@@ -22,15 +62,28 @@ public:
     static constexpr int64_t kMinLargeAlloc = 10 << 20;   // 10 MiB
     static constexpr int64_t kRoundLarge = 2 << 20;       // 2 MiB
 
-    explicit CachingAllocator(int64_t capacity) : capacity_(capacity) {}
+    explicit CachingAllocator(int64_t capacity, AllocatorSettings settings = {});
 
+    // Default rounding (no roundup_power2_divisions) and segment size of a rounded request.
     static int64_t round_size(int64_t bytes);
     static int64_t segment_size(int64_t rounded);
+    // Rounding under this allocator's settings.
+    int64_t rounded(int64_t bytes) const;
 
     // Returns a block handle >= 0, or -1 when no block fits and no segment can be added
-    // (after releasing every fully free segment).
-    int32_t allocate(int64_t bytes);
+    // (after giving back the cached memory PyTorch gives back before it reports an OOM).
+    int32_t allocate(int64_t bytes, int64_t stream = 0);
     void free(int32_t block);
+    // torch.cuda.empty_cache(): every fully free segment and free expandable page is given back.
+    void empty_cache() { release_cached(); }
+
+    // A warm start: a free cudaMalloc'd segment the allocator already holds (a recording's
+    // segments from before it began); counts in reserved(), not in device_allocs(). Returns
+    // its segment number. `small`: the small pool's (PyTorch makes small-pool segments of 2 MiB).
+    int32_t add_cached_segment(int64_t bytes, int64_t stream, bool small);
+    // A block of `bytes` (rounded) at `offset` of a segment made by add_cached_segment, where a
+    // recording had it; -1 when that range is not free.
+    int32_t allocate_at(int32_t segment, int64_t offset, int64_t bytes);
 
     int64_t reserved() const { return reserved_; }       // segment bytes held from the GPU
     int64_t allocated() const { return allocated_; }     // bytes in blocks in use (rounded)
@@ -42,34 +95,76 @@ public:
     int32_t block_segment(int32_t b) const { return blocks_[static_cast<std::size_t>(b)].segment; }
     int64_t block_offset(int32_t b) const { return blocks_[static_cast<std::size_t>(b)].offset; }
     std::size_t segments() const { return live_segments_; }
+    const AllocatorSettings& settings() const { return set_; }
+
+    // cudaMalloc + cuMemMap calls, cudaFree + cuMemUnmap calls so far.
+    int64_t device_allocs() const { return device_allocs_; }
+    int64_t device_frees() const { return device_frees_; }
+    // Each cudaMalloc/cudaFree (expandable false) or map/unmap of pages (true), when a log is set.
+    struct SegmentEvent {
+        bool alloc;
+        bool expandable;
+        int64_t bytes, stream, offset;
+        int32_t segment;
+    };
+    void set_log(std::vector<SegmentEvent>* log) { log_ = log; }
 
 private:
     struct Block {
-        int64_t size = 0, offset = 0;
+        int64_t size = 0, offset = 0, stream = 0, gc_base = 0;
         int32_t segment = -1, prev = -1, next = -1;
-        bool small = false, in_use = false, alive = false;
+        bool small = false, in_use = false, alive = false, mapped = true;
     };
-    struct Key {   // best fit: by size, then segment, then offset (deterministic)
-        int64_t size; int32_t segment; int64_t offset; int32_t block;
+    struct Segment {
+        int64_t stream = 0, page = 0;
+        bool small = false, expandable = false, alive = false;
+    };
+    struct Key {   // best fit: by stream, size, then segment and offset (deterministic)
+        int64_t stream, size; int32_t segment; int64_t offset; int32_t block;
         bool operator<(const Key& o) const {
+            if (stream != o.stream) return stream < o.stream;
             if (size != o.size) return size < o.size;
             if (segment != o.segment) return segment < o.segment;
             return offset < o.offset;
         }
     };
     int32_t new_block();
+    void drop_block(int32_t b);
     Key key(int32_t b) const;
-    int32_t try_pool(bool small, int64_t size);
-    bool add_segment(bool small, int64_t size);
-    void release_free_segments();
+    void to_pool(int32_t b);
+    std::set<Key>& pool_of(int32_t b) { return free_[blocks_[static_cast<std::size_t>(b)].small ? 1 : 0]; }
+    std::set<Key>& unmapped_of(int32_t b) { return unmapped_[blocks_[static_cast<std::size_t>(b)].small ? 1 : 0]; }
+    bool free_here(int32_t b) const;   // exists, not in use
+    int32_t get_free_block(int p, int64_t stream, int64_t size);
+    bool should_split(int32_t b, int64_t size) const;
+    void split(int32_t b, int64_t size);
+    int32_t alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size);
+    int32_t try_allocate_expandable(int p, int64_t stream, int64_t size);
+    int32_t find_expandable_block(int p, int64_t stream, int64_t size);
+    bool map_block(int32_t b, int64_t size);
+    void unmap_block(int32_t b);
+    int32_t merge(int32_t dst, int32_t src);   // src into dst when both free and alike; returns dst
+    bool release_available(int p, int64_t stream, int64_t size);
+    void release_block(int32_t b);
+    void release_cached();
+    void garbage_collect();
+    void log(bool alloc, int32_t seg, int64_t offset, int64_t bytes);
 
     int64_t capacity_;
+    AllocatorSettings set_;
     int64_t reserved_ = 0, allocated_ = 0;
     std::size_t live_segments_ = 0;
     std::vector<Block> blocks_;
     std::vector<int32_t> spare_;
-    std::set<Key> free_small_, free_large_;
-    int32_t segments_made_ = 0;
+    std::vector<Segment> segs_;
+    std::set<Key> free_[2];       // [0] large pool, [1] small pool: free mapped blocks
+    std::set<Key> unmapped_[2];   // unmapped ranges of expandable segments (size field: 0; ordered by address)
+    int64_t gc_calls_[2] = {0, 0};
+    int64_t device_allocs_ = 0, device_frees_ = 0;
+    bool many_streams_ = false;
+    int64_t first_stream_ = 0;
+    bool any_alloc_ = false;
+    std::vector<SegmentEvent>* log_ = nullptr;
 };
 
 }  // namespace mhc::sim

@@ -44,6 +44,9 @@ struct Config {
     std::string eviction = "lru";   // lru | largest | belady | dtr | cost_aware
     std::string prefetch = "none";  // none | lookahead:K | periodic[:K] | capuchin | forecast[:H]
     std::string allocator = "ideal";// ideal | caching
+    // PYTORCH_CUDA_ALLOC_CONF text applied over the trace's recorded allocator settings
+    // (caching only; "" keeps the recorded ones).
+    std::string allocator_conf;
     bool early_swap_out = true;     // rule 10: lookahead/periodic/forecast evict ahead of demand
     LinkModel link;                 // default: pcie4 (set by the constructor)
     double max_swap_ops_per_sec = 0;// 0: unlimited

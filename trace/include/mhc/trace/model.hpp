@@ -71,6 +71,21 @@ struct Marker {
     int32_t index = -1;        // step number or layer number, -1 if none
 };
 
+// A segment of the allocator's reserved memory (PyTorch: a cudaMalloc'd segment, or one mapped
+// range of an expandable segment; docs/trace-format.md "segments"). Allocations live inside
+// segments; reserved bytes at time t are the bytes of the segments alive at t.
+struct Segment {
+    int64_t id = 0;
+    int32_t device = 0;
+    int64_t stream = 0;
+    int64_t address = 0;
+    int64_t bytes = 0;
+    int64_t t_alloc = 0;
+    int64_t t_free = kNoTime;  // kNoTime: alive at the end (NULL in SQLite)
+    bool expandable = false;   // a mapped range of an expandable segment (cuMemMap), not a cudaMalloc
+    bool reconstructed = false;   // began before recording: t_alloc is not when it was allocated
+};
+
 std::string_view to_string(Category c);
 std::string_view to_string(AccessMode m);
 std::string_view to_string(CopyKind k);

@@ -44,6 +44,7 @@ public:
     void add(const Access& a);
     void add(const Copy& c);
     void add(const Marker& m);
+    void add(const Segment& s);
 
     // Sets t_free of an allocation already added (importers learn frees late).
     void set_free_time(int64_t allocation_id, int64_t t_free);
@@ -97,6 +98,9 @@ public:
     void for_each(const std::function<void(const Access&)>& fn) const;
     void for_each(const std::function<void(const Copy&)>& fn) const;
     void for_each(const std::function<void(const Marker&)>& fn) const;
+    // Segments: a trace written before the segments table existed has none (has_segments false).
+    bool has_segments() const;
+    void for_each(const std::function<void(const Segment&)>& fn) const;
 
     sqlite3* handle() const { return db_; }
 

@@ -25,6 +25,10 @@ struct TranslatorOptions {
     int64_t origin = -1;            // raw timestamp of t = 0; -1: the first event's time
     bool accesses = true;           // match launches to kernels and write accesses
     uint64_t match_slack_ns = 1000;   // tolerance when matching activity to callbacks
+    // Also write each device allocation that is not from a stream-ordered pool as a `segments`
+    // row (cuMemMap'd ones as expandable): under PyTorch's caching allocator (recorded without
+    // --torch) the driver sees only its segments (docs/trace-format.md "segments").
+    bool segments = true;
 };
 
 struct TranslatorStats {
@@ -81,7 +85,7 @@ private:
         int64_t t_enter = 0;
         int64_t use_start = INT64_MAX, use_end = INT64_MIN;   // accessing kernels
         AllocSource source = AllocSource::Driver;
-        bool freed = false, activity_alloc = false, activity_release = false;
+        bool freed = false, activity_alloc = false, activity_release = false, pool = false;
     };
     struct Launch {
         std::vector<int64_t> ids;

@@ -29,6 +29,8 @@ public:
     void add(const Access& a);
     void add(const Copy& c);
     void add(const Marker& m);
+    // Segments go to the file only (check_trace does not look at them).
+    void add(const Segment& s);
     // Capacity for rows about to be added (saves regrowing the columns).
     void reserve(size_t allocations, size_t kernels = 0, size_t copies = 0);
     // Sets t_free of an allocation already added.

@@ -1,0 +1,49 @@
+#pragma once
+// `mhc allocator`: the caching model against a recording's own segments. The recorded
+// allocations are replayed through CachingAllocator at unlimited capacity, under the settings
+// the trace recorded (or --allocator-conf), starting from the segments the recording already
+// held when it began (warm start); the model's segments are compared with the recorded ones.
+// docs/simulator.md "Comparing with a recording" states the rules.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/model.hpp"
+
+namespace mhc::sim {
+
+struct AllocatorComparison {
+    int32_t device = 0;
+    std::string settings;          // PYTORCH_CUDA_ALLOC_CONF text of the settings used ("" = defaults)
+    std::string settings_source;   // where they came from
+    int64_t allocations = 0;       // replayed
+    int64_t seeded_segments = 0, seeded_bytes = 0;   // warm start: held before recording began
+    int64_t seeded_blocks = 0;                       // pre-recording allocations placed where recorded
+    int64_t empty_cache_calls = 0;  // recorded segment frees outside any allocation, mirrored
+    // Reserved peak; segments (cudaMalloc'd segments or mapped ranges over the run, warm start
+    // included); cudaMalloc/map and cudaFree/unmap calls during the trace.
+    int64_t recorded_peak = 0, model_peak = 0;
+    int64_t recorded_segments = 0, model_segments = 0;
+    int64_t recorded_mallocs = 0, model_mallocs = 0, recorded_frees = 0, model_frees = 0;
+    // Reserved bytes over time, model minus recorded, sampled after every event time.
+    int64_t max_abs_diff = 0;
+    double mean_abs_diff = 0;      // time-weighted over the trace (plain mean when untimed)
+    int64_t cold_peak = 0, cold_segments = 0;   // the model from an empty cache
+    bool diverged = false;
+    int64_t diverge_time = 0;      // ns
+    int64_t diverge_allocation = 0;   // id of the allocation event there (0: none)
+    std::string why;               // the first divergence in words
+    double peak_error() const;     // (model - recorded) / recorded
+    double segment_error() const;
+};
+
+// Throws mhc::Error (bad input) when the trace has no segments on `device` (-1: the device with
+// the largest recorded reserved peak) or the settings do not parse.
+AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vector<trace::Segment>& segments,
+                                      int32_t device, const std::string& conf_override);
+
+std::string to_text(const AllocatorComparison& c);
+std::string to_json(const AllocatorComparison& c);
+
+}  // namespace mhc::sim

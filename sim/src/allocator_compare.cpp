@@ -1,0 +1,351 @@
+#include "mhc/sim/allocator_compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+#include "mhc/sim/allocator.hpp"
+
+namespace mhc::sim {
+
+double AllocatorComparison::peak_error() const {
+    return recorded_peak > 0 ? static_cast<double>(model_peak - recorded_peak) / static_cast<double>(recorded_peak) : 0;
+}
+double AllocatorComparison::segment_error() const {
+    return recorded_segments > 0
+               ? static_cast<double>(model_segments - recorded_segments) / static_cast<double>(recorded_segments)
+               : 0;
+}
+
+namespace {
+
+struct Ev {
+    int64_t t;
+    int kind;   // 0 free, 1 empty_cache, 2 alloc
+    int64_t i;  // allocation index
+    bool operator<(const Ev& o) const {
+        if (t != o.t) return t < o.t;
+        if (kind != o.kind) return kind < o.kind;
+        return i < o.i;
+    }
+};
+
+struct Run {
+    int64_t peak = 0, segments = 0, mallocs = 0, frees = 0, seeded = 0, seeded_bytes = 0, seeded_blocks = 0;
+    std::vector<int64_t> reserved_at;   // per time of `times`
+    std::vector<std::pair<size_t, size_t>> log_at;   // model log entries [begin, end) per time
+    std::vector<int64_t> alloc_at;      // first allocation index at each time (-1: none)
+    std::vector<CachingAllocator::SegmentEvent> log;
+};
+
+std::string seg_words(const CachingAllocator::SegmentEvent& e) {
+    std::string what = e.expandable ? (e.alloc ? "map " : "unmap ") : (e.alloc ? "cudaMalloc " : "cudaFree ");
+    return what + format_bytes(e.bytes) + " (stream " + std::to_string(e.stream) + ")";
+}
+
+std::string json_str(const std::string& s) {
+    std::string o = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') o += '\\';
+        if (static_cast<unsigned char>(c) < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            o += b;
+            continue;
+        }
+        o += c;
+    }
+    return o + "\"";
+}
+
+}  // namespace
+
+AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vector<trace::Segment>& segments,
+                                      int32_t device, const std::string& conf_override) {
+    if (segments.empty())
+        throw Error(t.path + ": no segments recorded: import a PyTorch memory snapshot (mhc import), or record "
+                             "with the CUPTI recorder without --torch, to compare the allocator model with");
+    // The device with the largest recorded reserved peak, unless given.
+    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> deltas;
+    for (const auto& s : segments) {
+        deltas[s.device].push_back({s.t_alloc, s.bytes});
+        if (s.t_free != trace::kNoTime) deltas[s.device].push_back({s.t_free, -s.bytes});
+    }
+    auto peak_of = [](std::vector<std::pair<int64_t, int64_t>>& d) {
+        std::sort(d.begin(), d.end());   // at one time, frees (negative) first
+        int64_t cur = 0, peak = 0;
+        for (size_t k = 0; k < d.size(); ++k) {
+            cur += d[k].second;
+            if (k + 1 == d.size() || d[k + 1].first != d[k].first) peak = std::max(peak, cur);
+        }
+        return peak;
+    };
+    if (device < 0) {
+        int64_t best = -1;
+        for (auto& [dev, d] : deltas) {
+            int64_t p = peak_of(d);
+            if (p > best) {
+                best = p;
+                device = dev;
+            }
+        }
+    }
+    if (!deltas.count(device))
+        throw Error(t.path + ": no segments recorded on device " + std::to_string(device));
+    auto& rec = deltas[device];
+    std::sort(rec.begin(), rec.end());
+
+    AllocatorComparison c;
+    c.device = device;
+    std::vector<const trace::Segment*> S;
+    bool any_expandable = false;
+    for (const auto& s : segments)
+        if (s.device == device) {
+            S.push_back(&s);
+            any_expandable |= s.expandable;
+        }
+
+    // Settings: recorded, else inferred, then the override.
+    AllocatorSettings base;
+    auto mc = t.meta.find("allocator.conf");
+    if (mc != t.meta.end()) {
+        base = parse_allocator_conf(mc->second, "trace meta allocator.conf");
+        c.settings_source = "recorded (meta allocator.conf)";
+    } else if (any_expandable) {
+        base.expandable_segments = true;
+        c.settings_source = "inferred: the recorded segments are expandable (no settings recorded)";
+    } else {
+        c.settings_source = "defaults (no settings recorded)";
+    }
+    AllocatorSettings set = parse_allocator_conf(conf_override, "--allocator-conf", base);
+    if (!conf_override.empty()) c.settings_source += ", then --allocator-conf";
+    c.settings = set.conf();
+
+    // Recorded figures.
+    c.recorded_peak = peak_of(rec);
+    c.recorded_segments = static_cast<int64_t>(S.size());
+    for (const auto* s : S) {
+        if (!s->reconstructed) ++c.recorded_mallocs;
+        if (s->t_free != trace::kNoTime) ++c.recorded_frees;
+    }
+
+    // Events: allocations of the device, and the recording's segment frees that no allocation
+    // at the same time explains (torch.cuda.empty_cache()), mirrored.
+    const auto& a = t.allocations;
+    std::vector<Ev> evs;
+    std::set<int64_t> alloc_times;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != device) continue;
+        ++c.allocations;
+        evs.push_back({a.t_alloc[i], 2, static_cast<int64_t>(i)});
+        alloc_times.insert(a.t_alloc[i]);
+        if (a.t_free[i] != trace::kNoTime) evs.push_back({a.t_free[i], 0, static_cast<int64_t>(i)});
+    }
+    std::set<int64_t> cache_times;
+    for (const auto* s : S)
+        if (s->t_free != trace::kNoTime && !alloc_times.count(s->t_free)) cache_times.insert(s->t_free);
+    for (int64_t ct : cache_times) evs.push_back({ct, 1, -1});
+    c.empty_cache_calls = static_cast<int64_t>(cache_times.size());
+    std::sort(evs.begin(), evs.end());
+
+    std::vector<int64_t> times;
+    for (const auto& e : evs) times.push_back(e.t);
+    for (const auto& d : rec) times.push_back(d.first);
+    std::sort(times.begin(), times.end());
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+
+    auto run = [&](bool warm) {
+        Run r;
+        CachingAllocator ca(INT64_MAX / 2, set);
+        ca.set_log(&r.log);
+        std::map<int64_t, std::pair<int32_t, int64_t>> seeded;   // address -> (segment, bytes)
+        if (warm)
+            for (const auto* s : S)
+                if (s->reconstructed && !s->expandable && s->t_alloc == 0) {
+                    int32_t id = ca.add_cached_segment(s->bytes, s->stream, s->bytes == CachingAllocator::kSmallBuffer);
+                    seeded[s->address] = {id, s->bytes};
+                    ++r.seeded;
+                    r.seeded_bytes += s->bytes;
+                }
+        r.peak = ca.reserved();
+        std::vector<int32_t> block(a.size(), -1);
+        size_t k = 0;
+        for (int64_t tm : times) {
+            const size_t log0 = r.log.size();
+            int64_t first_alloc = -1;
+            for (; k < evs.size() && evs[k].t == tm; ++k) {
+                const Ev& e = evs[k];
+                if (e.kind == 0) {
+                    if (block[static_cast<size_t>(e.i)] >= 0) ca.free(block[static_cast<size_t>(e.i)]);
+                    block[static_cast<size_t>(e.i)] = -1;
+                } else if (e.kind == 1) {
+                    ca.empty_cache();
+                } else {
+                    const auto i = static_cast<size_t>(e.i);
+                    if (first_alloc < 0) first_alloc = e.i;
+                    int32_t b = -1;
+                    if (warm && a.t_alloc[i] == 0 && !seeded.empty()) {
+                        auto it = seeded.upper_bound(a.address[i]);
+                        if (it != seeded.begin()) {
+                            --it;
+                            if (a.address[i] + a.bytes[i] <= it->first + it->second.second) {
+                                b = ca.allocate_at(it->second.first, a.address[i] - it->first, a.bytes[i]);
+                                if (b >= 0) ++r.seeded_blocks;
+                            }
+                        }
+                    }
+                    if (b < 0) b = ca.allocate(a.bytes[i], a.stream[i]);
+                    block[i] = b;
+                }
+                r.peak = std::max(r.peak, ca.reserved());
+            }
+            r.reserved_at.push_back(ca.reserved());
+            r.log_at.push_back({log0, r.log.size()});
+            r.alloc_at.push_back(first_alloc);
+        }
+        r.mallocs = ca.device_allocs();
+        r.frees = ca.device_frees();
+        r.segments = r.seeded + r.mallocs;
+        return r;
+    };
+
+    Run w = run(true);
+    c.seeded_segments = w.seeded;
+    c.seeded_bytes = w.seeded_bytes;
+    c.seeded_blocks = w.seeded_blocks;
+    c.model_peak = w.peak;
+    c.model_segments = w.segments;
+    c.model_mallocs = w.mallocs;
+    c.model_frees = w.frees;
+    Run cold = run(false);
+    c.cold_peak = cold.peak;
+    c.cold_segments = cold.segments;
+
+    // Reserved over time.
+    int64_t cur = 0;
+    size_t j = 0;
+    double weighted = 0, plain = 0;
+    for (size_t k = 0; k < times.size(); ++k) {
+        const int64_t tm = times[k];
+        std::vector<std::string> rec_words;
+        for (; j < rec.size() && rec[j].first == tm; ++j) cur += rec[j].second;
+        const int64_t diff = w.reserved_at[k] - cur;
+        const int64_t ad = diff < 0 ? -diff : diff;
+        c.max_abs_diff = std::max(c.max_abs_diff, ad);
+        plain += static_cast<double>(ad);
+        if (k + 1 < times.size()) weighted += static_cast<double>(ad) * static_cast<double>(times[k + 1] - tm);
+        if (diff != 0 && !c.diverged) {
+            c.diverged = true;
+            c.diverge_time = tm;
+            int64_t ai = w.alloc_at[k];
+            c.diverge_allocation = ai >= 0 ? a.id[static_cast<size_t>(ai)] : 0;
+            std::string model;
+            for (size_t q = w.log_at[k].first; q < w.log_at[k].second; ++q)
+                model += (model.empty() ? "" : ", ") + seg_words(w.log[q]);
+            std::string recd;
+            int64_t rec_alloc = 0, rec_free = 0;
+            for (const auto* s : S) {
+                if (s->t_alloc == tm && !s->reconstructed) {
+                    recd += (recd.empty() ? "" : ", ") + std::string(s->expandable ? "map " : "cudaMalloc ") +
+                            format_bytes(s->bytes) + " (stream " + std::to_string(s->stream) + ")";
+                    ++rec_alloc;
+                }
+                if (s->t_free == tm) {
+                    recd += (recd.empty() ? "" : ", ") + std::string(s->expandable ? "unmap " : "cudaFree ") +
+                            format_bytes(s->bytes) + " (stream " + std::to_string(s->stream) + ")";
+                    ++rec_free;
+                }
+            }
+            std::string at = "at " + std::to_string(tm) + " ns";
+            if (ai >= 0)
+                at += " (allocation " + std::to_string(a.id[static_cast<size_t>(ai)]) + ", " +
+                      format_bytes(a.bytes[static_cast<size_t>(ai)]) + ", stream " +
+                      std::to_string(a.stream[static_cast<size_t>(ai)]) + ")";
+            std::string hint;
+            if (model.empty() && rec_alloc > 0)
+                hint = "the recording made a segment where the model reused a cached block: the blocks were placed "
+                       "differently before, or the recording's cache had been emptied";
+            else if (!model.empty() && rec_alloc == 0 && rec_free == 0)
+                hint = "the model made a segment where the recording had cached room: the blocks were placed "
+                       "differently before (best-fit ties, rounding, or streams)";
+            else if (rec_free > 0 && w.log_at[k].first == w.log_at[k].second)
+                hint = "the recording gave segments back (an out-of-memory retry or garbage collection) that the "
+                       "model keeps at unlimited capacity";
+            else
+                hint = "both changed their segments, by different amounts";
+            c.why = at + ": model " + (model.empty() ? "no segment change" : model) + "; recording " +
+                    (recd.empty() ? "no segment change" : recd) + "; reserved " + format_bytes(w.reserved_at[k]) +
+                    " (model) vs " + format_bytes(cur) + " (recorded): " + hint;
+        }
+    }
+    const int64_t span = times.empty() ? 0 : times.back() - times.front();
+    c.mean_abs_diff = span > 0 ? weighted / static_cast<double>(span)
+                               : (times.empty() ? 0 : plain / static_cast<double>(times.size()));
+    return c;
+}
+
+std::string to_text(const AllocatorComparison& c) {
+    std::ostringstream o;
+    char b[256];
+    auto pct = [](double x) {
+        char s[32];
+        std::snprintf(s, sizeof s, "%+.2f%%", x * 100);
+        return std::string(s);
+    };
+    o << "device        " << c.device << "\n";
+    o << "settings      " << (c.settings.empty() ? std::string("(PyTorch defaults)") : c.settings) << "  ["
+      << c.settings_source << "]\n";
+    o << "replayed      " << c.allocations << " allocations at unlimited capacity; warm start: " << c.seeded_segments
+      << " segments (" << format_bytes(c.seeded_bytes) << ") held before recording, " << c.seeded_blocks
+      << " blocks placed where recorded; " << c.empty_cache_calls << " empty_cache calls mirrored\n";
+    std::snprintf(b, sizeof b, "%-16s %16s %16s %12s\n", "", "recorded", "model", "difference");
+    o << b;
+    std::snprintf(b, sizeof b, "%-16s %16s %16s %12s\n", "reserved peak", format_bytes(c.recorded_peak).c_str(),
+                  format_bytes(c.model_peak).c_str(), pct(c.peak_error()).c_str());
+    o << b;
+    std::snprintf(b, sizeof b, "%-16s %16lld %16lld %12s\n", "segments", static_cast<long long>(c.recorded_segments),
+                  static_cast<long long>(c.model_segments), pct(c.segment_error()).c_str());
+    o << b;
+    std::snprintf(b, sizeof b, "%-16s %16lld %16lld\n", "cudaMalloc/map", static_cast<long long>(c.recorded_mallocs),
+                  static_cast<long long>(c.model_mallocs));
+    o << b;
+    std::snprintf(b, sizeof b, "%-16s %16lld %16lld\n", "cudaFree/unmap", static_cast<long long>(c.recorded_frees),
+                  static_cast<long long>(c.model_frees));
+    o << b;
+    o << "reserved over time (model - recorded): max |diff| " << format_bytes(c.max_abs_diff) << ", mean |diff| "
+      << format_bytes(static_cast<int64_t>(std::llround(c.mean_abs_diff))) << "\n";
+    o << "first divergence: " << (c.diverged ? c.why : std::string("none")) << "\n";
+    o << "cold start (the model from an empty cache): reserved peak " << format_bytes(c.cold_peak) << ", "
+      << c.cold_segments << " segments\n";
+    return o.str();
+}
+
+std::string to_json(const AllocatorComparison& c) {
+    std::ostringstream o;
+    o.precision(17);
+    o << "{\"device\":" << c.device << ",\"settings\":" << json_str(c.settings)
+      << ",\"settings_source\":" << json_str(c.settings_source) << ",\"allocations\":" << c.allocations
+      << ",\"seeded_segments\":" << c.seeded_segments << ",\"seeded_bytes\":" << c.seeded_bytes
+      << ",\"seeded_blocks\":" << c.seeded_blocks << ",\"empty_cache_calls\":" << c.empty_cache_calls
+      << ",\"recorded\":{\"reserved_peak\":" << c.recorded_peak << ",\"segments\":" << c.recorded_segments
+      << ",\"device_allocs\":" << c.recorded_mallocs << ",\"device_frees\":" << c.recorded_frees << "}"
+      << ",\"model\":{\"reserved_peak\":" << c.model_peak << ",\"segments\":" << c.model_segments
+      << ",\"device_allocs\":" << c.model_mallocs << ",\"device_frees\":" << c.model_frees << "}"
+      << ",\"reserved_peak_error\":" << c.peak_error() << ",\"segment_count_error\":" << c.segment_error()
+      << ",\"reserved_diff\":{\"max_abs\":" << c.max_abs_diff << ",\"mean_abs\":" << c.mean_abs_diff << "}"
+      << ",\"first_divergence\":";
+    if (c.diverged)
+        o << "{\"t\":" << c.diverge_time << ",\"allocation\":" << c.diverge_allocation << ",\"why\":" << json_str(c.why)
+          << "}";
+    else
+        o << "null";
+    o << ",\"cold_start\":{\"reserved_peak\":" << c.cold_peak << ",\"segments\":" << c.cold_segments << "}}";
+    return o.str();
+}
+
+}  // namespace mhc::sim

@@ -1,0 +1,86 @@
+#pragma once
+// A small pickle writer (protocol 2 opcodes: dict, list, str, int, bool, float) for tests that
+// build PyTorch memory snapshots by hand: Py::dict({{"action", "alloc"}, {"size", 512}}).
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace test {
+
+struct Py {
+    enum Kind { Int, Str, Bool, Float, List, Dict } kind = Int;
+    int64_t i = 0;
+    double f = 0;
+    std::string s;
+    std::vector<Py> items;                          // List
+    std::vector<std::pair<std::string, Py>> kv;     // Dict
+
+    Py(int v) : kind(Int), i(v) {}
+    Py(int64_t v) : kind(Int), i(v) {}
+    Py(long long v) : kind(Int), i(static_cast<int64_t>(v)) {}
+    Py(double v) : kind(Float), f(v) {}
+    Py(const char* v) : kind(Str), s(v) {}
+    Py(std::string v) : kind(Str), s(std::move(v)) {}
+    static Py boolean(bool b) { Py p(0); p.kind = Bool; p.i = b; return p; }
+    static Py list(std::vector<Py> v) { Py p(0); p.kind = List; p.items = std::move(v); return p; }
+    static Py dict(std::vector<std::pair<std::string, Py>> v) { Py p(0); p.kind = Dict; p.kv = std::move(v); return p; }
+
+    void write(std::string& o) const {
+        switch (kind) {
+            case Int: {   // LONG1: little-endian two's complement, 8 bytes
+                o += '\x8a';
+                o += '\x08';
+                for (int k = 0; k < 8; ++k) o += static_cast<char>((static_cast<uint64_t>(i) >> (8 * k)) & 0xff);
+                break;
+            }
+            case Bool: o += i ? '\x88' : '\x89'; break;
+            case Float: {
+                uint64_t bits;
+                std::memcpy(&bits, &f, sizeof bits);
+                o += 'G';
+                for (int k = 7; k >= 0; --k) o += static_cast<char>((bits >> (8 * k)) & 0xff);
+                break;
+            }
+            case Str: {
+                o += 'X';
+                auto n = static_cast<uint32_t>(s.size());
+                for (int k = 0; k < 4; ++k) o += static_cast<char>((n >> (8 * k)) & 0xff);
+                o += s;
+                break;
+            }
+            case List:
+                o += ']';
+                if (items.empty()) break;
+                o += '(';
+                for (const auto& x : items) x.write(o);
+                o += 'e';
+                break;
+            case Dict:
+                o += '}';
+                if (kv.empty()) break;
+                o += '(';
+                for (const auto& [k, v] : kv) {
+                    Py(k).write(o);
+                    v.write(o);
+                }
+                o += 'u';
+                break;
+        }
+    }
+    std::string pickle() const {
+        std::string o = "\x80\x02";
+        write(o);
+        return o + '.';
+    }
+};
+
+// One trace entry of a snapshot.
+inline Py event(const char* action, int64_t addr, int64_t size, int64_t stream = 0, double time_us = -1) {
+    std::vector<std::pair<std::string, Py>> kv{{"action", action}, {"addr", addr}, {"size", size}, {"stream", stream}};
+    if (time_us >= 0) kv.push_back({"time_us", time_us});
+    return Py::dict(std::move(kv));
+}
+
+}  // namespace test

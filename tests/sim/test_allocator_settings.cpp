@@ -1,0 +1,380 @@
+// The caching model under PYTORCH_CUDA_ALLOC_CONF settings, on hand-built sequences whose
+// segments are worked out from PyTorch's rules (c10/cuda/CUDACachingAllocator.cpp @001074d2;
+// the function each case follows is named), and `mhc allocator`'s comparison.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/sim/allocator.hpp"
+#include "mhc/sim/allocator_compare.hpp"
+
+using namespace simtest;
+using namespace mhc;
+using sim::AllocatorSettings;
+using sim::CachingAllocator;
+
+namespace {
+AllocatorSettings conf(const std::string& text) { return sim::parse_allocator_conf(text, "--allocator-conf"); }
+constexpr int64_t kBig = INT64_MAX / 2;
+}  // namespace
+
+TEST_CASE("allocator conf: PYTORCH_CUDA_ALLOC_CONF syntax, round trip and refusals", "[sim][allocator][conf]") {
+    auto s = conf("expandable_segments:True, max_split_size_mb:128,garbage_collection_threshold:0.8,"
+                  "roundup_power2_divisions:[1:2,4:4,>:8],release_lock_on_cudamalloc:True");
+    CHECK(s.expandable_segments);
+    CHECK(s.max_split_size == 128 * MiB);
+    CHECK(s.garbage_collection_threshold == Approx(0.8));
+    // parseRoundUpPower2Divisions: the first entry also fills the intervals below it, '>' those
+    // after the last entry, an interval between entries keeps its value (0).
+    CHECK(s.roundup_power2_divisions[0] == 2);   // [1, 2) MiB and below
+    CHECK(s.roundup_power2_divisions[1] == 0);   // [2, 4) MiB
+    CHECK(s.roundup_power2_divisions[2] == 4);   // [4, 8) MiB
+    CHECK(s.roundup_power2_divisions[3] == 8);
+    CHECK(s.roundup_power2_divisions[15] == 8);
+    CHECK(conf(s.conf()) == s);
+    CHECK(conf("").conf().empty());
+    CHECK(conf("roundup_power2_divisions:4").conf() == "roundup_power2_divisions:4");
+
+    auto refused = [](const std::string& text) {
+        try {
+            conf(text);
+        } catch (const Error& e) {
+            CHECK(e.exit_code() == 2);
+            return std::string(e.what());
+        }
+        return std::string("(accepted)");
+    };
+    CHECK(refused("max_split_size_mb:20") ==
+          "--allocator-conf: max_split_size_mb: 20 is too small: it must be more than 20 (MiB)");
+    CHECK(refused("max_split_size_mb:abc") == "--allocator-conf: max_split_size_mb: 'abc' is not a whole number of MiB");
+    CHECK(refused("expandable_segments:yes") == "--allocator-conf: expandable_segments: 'yes' is not True or False");
+    CHECK(refused("garbage_collection_threshold:1.0") ==
+          "--allocator-conf: garbage_collection_threshold: 1.0 is not strictly between 0 and 1");
+    CHECK(refused("roundup_power2_divisions:3") ==
+          "--allocator-conf: roundup_power2_divisions: '3': the divisions must be a power of 2 (or 0)");
+    CHECK(refused("roundup_power2_divisions:[3:2]") ==
+          "--allocator-conf: roundup_power2_divisions: '3': an interval must be a power of 2 (MiB)");
+    CHECK(refused("expandable_segments") ==
+          "--allocator-conf: 'expandable_segments': expected key:value (PYTORCH_CUDA_ALLOC_CONF syntax)");
+    CHECK(refused("backend:cudaMallocAsync").find("backend: cudaMallocAsync is not") != std::string::npos);
+    CHECK(refused("max_splitsize_mb:64").rfind("--allocator-conf: max_splitsize_mb: not an option", 0) == 0);
+}
+
+TEST_CASE("allocator: default settings keep the earlier model's numbers", "[sim][allocator][conf]") {
+    // The sequence of test_allocator.cpp's first case, with an explicit stream 0.
+    CachingAllocator ca(40 * MiB, conf(""));
+    int32_t a = ca.allocate(6 * MiB, 0);
+    ca.allocate(6 * MiB, 0);
+    CHECK(ca.reserved() == 20 * MiB);
+    CHECK(ca.largest_free_block() == 8 * MiB);
+    ca.free(a);
+    CHECK(ca.device_allocs() == 1);
+    CHECK(ca.device_frees() == 0);
+}
+
+TEST_CASE("allocator: per-stream pools", "[sim][allocator][conf]") {
+    // get_free_block searches the pool by (stream, size): a block freed on stream 1 is not
+    // handed to stream 2.
+    CachingAllocator ca(kBig);
+    int32_t a = ca.allocate(6 * MiB, 1);   // 20 MiB segment of stream 1
+    ca.free(a);
+    CHECK(ca.reserved() == 20 * MiB);
+    int32_t b = ca.allocate(6 * MiB, 2);   // stream 2: a segment of its own
+    CHECK(ca.reserved() == 40 * MiB);
+    CHECK(ca.block_segment(b) == 1);
+    int32_t c = ca.allocate(6 * MiB, 1);   // stream 1 reuses its cached block
+    CHECK(ca.reserved() == 40 * MiB);
+    CHECK(ca.block_segment(c) == 0);
+    CHECK(ca.device_allocs() == 2);
+}
+
+TEST_CASE("allocator: max_split_size_mb", "[sim][allocator][conf]") {
+    // get_free_block: a request under max_split_size takes no block of max_split_size or more; a
+    // request of max_split_size or more takes one at most kLargeBuffer (20 MiB) larger.
+    // should_split: blocks are split only for requests under max_split_size.
+    CachingAllocator ca(kBig, conf("max_split_size_mb:64"));
+    int32_t a = ca.allocate(100 * MiB);   // a 100 MiB segment
+    ca.free(a);
+    int32_t b = ca.allocate(30 * MiB);    // 30 < 64 and the cached 100 MiB block is oversize: new 30 MiB segment
+    CHECK(ca.reserved() == 130 * MiB);
+    CHECK(ca.block_segment(b) == 1);
+    int32_t c = ca.allocate(90 * MiB);    // 90 >= 64: the 100 MiB block (100 < 90 + 20), not split
+    CHECK(ca.block_segment(c) == 0);
+    CHECK(ca.block_size(c) == 100 * MiB);
+    ca.free(c);
+    int32_t d = ca.allocate(70 * MiB);    // 100 >= 70 + 20: refused, a new 70 MiB segment
+    CHECK(ca.block_segment(d) == 2);
+    CHECK(ca.reserved() == 200 * MiB);
+
+    // Without the setting the 30 MiB request splits the cached 100 MiB block.
+    CachingAllocator plain(kBig);
+    plain.free(plain.allocate(100 * MiB));
+    int32_t e = plain.allocate(30 * MiB);
+    CHECK(plain.reserved() == 100 * MiB);
+    CHECK(plain.block_size(e) == 30 * MiB);
+
+    // release_available_cached_blocks: when the segment does not fit, one cached oversize block
+    // of at least max(request, max_split_size) is given back and the cudaMalloc retried.
+    CachingAllocator lim(150 * MiB, conf("max_split_size_mb:64"));
+    lim.free(lim.allocate(100 * MiB));
+    lim.allocate(30 * MiB);                 // 130 MiB reserved
+    int32_t f = lim.allocate(40 * MiB);     // 130 + 40 > 150: the 100 MiB block goes, then 30 + 40
+    REQUIRE(f >= 0);
+    CHECK(lim.reserved() == 70 * MiB);
+    CHECK(lim.device_frees() == 1);
+}
+
+TEST_CASE("allocator: roundup_power2_divisions", "[sim][allocator][conf]") {
+    // round_size / roundup_power2_next_division: above 512 x divisions, a size rounds up to the
+    // next of `divisions` equal steps between the powers of two around it.
+    CachingAllocator four(kBig, conf("roundup_power2_divisions:4"));
+    CHECK(four.rounded(1200) == 1536);              // 1200 <= 512 x 4: plain 512-byte rounding
+    CHECK(four.rounded(5 * MiB + 1) == 6 * MiB);    // [4, 8) MiB in steps of 1 MiB
+    CHECK(four.rounded(8 * MiB) == 8 * MiB);        // a power of two stays
+    CHECK(four.rounded(3000) == 3072);              // [2048, 4096) in steps of 512
+    int32_t b = four.allocate(5 * MiB + 1);
+    CHECK(four.block_size(b) == 6 * MiB);           // from a 20 MiB segment, split 6 + 14
+    CHECK(four.reserved() == 20 * MiB);
+    CHECK(four.largest_free_block() == 14 * MiB);
+    CachingAllocator list(kBig, conf("roundup_power2_divisions:[1:2,4:4,>:8]"));
+    CHECK(list.rounded(3 * MiB + 1) == 3 * MiB + 512);    // [2, 4) MiB: 0 divisions
+    CHECK(list.rounded(5 * MiB + 1) == 6 * MiB);          // [4, 8) MiB: 4
+    CHECK(list.rounded(9 * MiB + 1) == 10 * MiB);         // [8, 16) MiB: 8, steps of 1 MiB
+    CHECK(list.rounded(1536 * 1024 + 1) == 2 * MiB);      // [1, 2) MiB: 2, steps of 512 KiB
+}
+
+TEST_CASE("allocator: expandable_segments", "[sim][allocator][conf]") {
+    // try_allocate_expandable_block / map_block: one segment per stream and pool grows by pages
+    // of 20 MiB (large pool) or 2 MiB (small pool); should_split: any rest >= 512 B is split.
+    CachingAllocator ca(kBig, conf("expandable_segments:True"));
+    std::vector<CachingAllocator::SegmentEvent> log;
+    ca.set_log(&log);
+    int32_t a = ca.allocate(6 * MiB);       // maps one 20 MiB page, split 6 + 14
+    CHECK(ca.reserved() == 20 * MiB);
+    int32_t b = ca.allocate(16 * MiB);      // the free 14 MiB grows by one more page: 34, split 16 + 18
+    CHECK(ca.reserved() == 40 * MiB);
+    CHECK(ca.block_segment(b) == ca.block_segment(a));
+    CHECK(ca.block_offset(b) == 6 * MiB);
+    CHECK(ca.largest_free_block() == 18 * MiB);
+    int32_t s = ca.allocate(1000);          // small pool: its own segment, one 2 MiB page
+    CHECK(ca.reserved() == 42 * MiB);
+    REQUIRE(log.size() == 3);
+    CHECK(log[0].expandable);
+    CHECK(log[0].bytes == 20 * MiB);
+    CHECK(log[1].offset == 20 * MiB);
+    CHECK(log[2].bytes == 2 * MiB);
+    CHECK(ca.segments() == 2);
+    // release_cached_blocks: the free pages are unmapped (one range per free block), a segment
+    // left wholly unmapped is released.
+    ca.free(a);
+    ca.free(b);
+    ca.free(s);
+    ca.empty_cache();
+    CHECK(ca.reserved() == 0);
+    CHECK(ca.device_frees() == 2);
+    CHECK(ca.segments() == 0);
+    // Without the setting the second request is a 16 MiB segment of its own.
+    CachingAllocator plain(kBig);
+    plain.allocate(6 * MiB);
+    plain.allocate(16 * MiB);
+    CHECK(plain.reserved() == 36 * MiB);
+}
+
+TEST_CASE("allocator: expandable_segments avoid a fragmentation OOM", "[sim][allocator][conf]") {
+    // 40 MiB: x, y 6 MiB in one 20 MiB segment, x freed (6 free | 6 used | 8 free), z 12 MiB,
+    // w 10 MiB. cudaMalloc'd: z is a 12 MiB segment (32 reserved), w needs 10 more: 42 > 40 and
+    // no segment is wholly free: OOM with 18 MiB in use. Expandable: z grows the 8 MiB free block
+    // by a page (40 reserved, 16 MiB left free after z), w fits in that.
+    auto run = [](const std::string& c) {
+        CachingAllocator ca(40 * MiB, conf(c));
+        int32_t x = ca.allocate(6 * MiB);
+        ca.allocate(6 * MiB);
+        ca.free(x);
+        ca.allocate(12 * MiB);
+        return ca.allocate(10 * MiB) >= 0;
+    };
+    CHECK_FALSE(run(""));
+    CHECK(run("expandable_segments:True"));
+}
+
+TEST_CASE("allocator: garbage_collection_threshold", "[sim][allocator][conf]") {
+    // garbage_collect_cached_blocks: above threshold x capacity, whole large-pool blocks at least
+    // as old as the average (in get_free_block calls since they were cached) are given back until
+    // reserved is under the threshold.
+    CachingAllocator ca(100 * MiB, conf("garbage_collection_threshold:0.5"));
+    ca.free(ca.allocate(30 * MiB));   // call 1; cached at count 1
+    ca.free(ca.allocate(40 * MiB));   // call 2: 30 < 40, new segment (70 reserved); cached at count 2
+    int32_t c = ca.allocate(50 * MiB);   // call 3: no fit; 70 > 50: ages 2 and 1, average 1.5:
+    REQUIRE(c >= 0);                      // the 30 MiB block goes (enough), the 40 MiB one stays
+    CHECK(ca.reserved() == 90 * MiB);
+    CHECK(ca.device_frees() == 1);
+    int32_t d = ca.allocate(40 * MiB);   // the kept 40 MiB block
+    CHECK(ca.block_segment(d) == 1);
+    CHECK(ca.reserved() == 90 * MiB);
+    // Without it, the 50 MiB segment does not fit (70 + 50 > 100): every cached segment goes.
+    CachingAllocator plain(100 * MiB);
+    plain.free(plain.allocate(30 * MiB));
+    plain.free(plain.allocate(40 * MiB));
+    REQUIRE(plain.allocate(50 * MiB) >= 0);
+    CHECK(plain.reserved() == 50 * MiB);
+    CHECK(plain.device_frees() == 2);
+}
+
+namespace {
+
+// One allocation on device 0: bytes, t_alloc, t_free, address, stream.
+struct A { int64_t bytes, t_alloc, t_free, address = 0, stream = 0; };
+
+trace::TraceData allocations(const std::vector<A>& v) {
+    trace::TraceData t;
+    t.path = "hand.db";
+    t.strings = {""};
+    for (size_t i = 0; i < v.size(); ++i) {
+        trace::Allocation a;
+        a.id = static_cast<int64_t>(i) + 1;
+        a.bytes = v[i].bytes;
+        a.t_alloc = v[i].t_alloc;
+        a.t_free = v[i].t_free;
+        a.address = v[i].address;
+        a.stream = v[i].stream;
+        t.allocations.push(a);
+    }
+    return t;
+}
+
+trace::Segment seg(int64_t addr, int64_t bytes, int64_t t_alloc, int64_t t_free, bool recon = false) {
+    trace::Segment s;
+    s.address = addr;
+    s.bytes = bytes;
+    s.t_alloc = t_alloc;
+    s.t_free = t_free;
+    s.reconstructed = recon;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("mhc allocator: a recording the model follows exactly", "[sim][allocator][compare]") {
+    // 6 MiB at 10 (a 20 MiB segment), freed at 20; 16 MiB at 30 (the cached 20 MiB block fits
+    // it: no new segment); 25 MiB at 40 (a 26 MiB segment).
+    auto t = allocations({{6 * MiB, 10, 20}, {16 * MiB, 30, 50}, {25 * MiB, 40, 60}});
+    std::vector<trace::Segment> s{seg(0x1000000, 20 * MiB, 10, trace::kNoTime), seg(0x9000000, 26 * MiB, 40, trace::kNoTime)};
+    auto c = sim::compare_allocator(t, s, -1, "");
+    CHECK(c.recorded_peak == 46 * MiB);
+    CHECK(c.model_peak == 46 * MiB);
+    CHECK(c.recorded_segments == 2);
+    CHECK(c.model_segments == 2);
+    CHECK(c.model_mallocs == 2);
+    CHECK(c.recorded_mallocs == 2);
+    CHECK(c.max_abs_diff == 0);
+    CHECK_FALSE(c.diverged);
+    CHECK(c.settings_source == "defaults (no settings recorded)");
+}
+
+TEST_CASE("mhc allocator: the first divergence and why", "[sim][allocator][compare]") {
+    // The recording made one 36 MiB segment up front (not PyTorch's rule for 6 MiB); the model
+    // makes 20 MiB at 10 and 16 MiB at 30: they differ from t = 10 on.
+    auto t = allocations({{6 * MiB, 10, 100}, {16 * MiB, 30, 100}});
+    std::vector<trace::Segment> s{seg(0x1000000, 36 * MiB, 10, trace::kNoTime)};
+    auto c = sim::compare_allocator(t, s, 0, "");
+    CHECK(c.recorded_peak == 36 * MiB);
+    CHECK(c.model_peak == 36 * MiB);
+    CHECK(c.model_segments == 2);
+    CHECK(c.segment_error() == Approx(1.0));
+    REQUIRE(c.diverged);
+    CHECK(c.diverge_time == 10);
+    CHECK(c.diverge_allocation == 1);
+    CHECK(c.max_abs_diff == 16 * MiB);
+    // |diff| 16 MiB from 10 to 30, 0 after: time-weighted over 10..100.
+    CHECK(c.mean_abs_diff == Approx(16.0 * MiB * 20 / 90));
+    CHECK(c.why.find("at 10 ns (allocation 1, 6.00 MiB, stream 0): model cudaMalloc 20.00 MiB (stream 0); "
+                     "recording cudaMalloc 36.00 MiB (stream 0)") == 0);
+}
+
+TEST_CASE("mhc allocator: warm start from the segments held before recording", "[sim][allocator][compare]") {
+    // A 20 MiB segment held before recording with a 6 MiB block at its offset 4 MiB: free are
+    // 4 MiB before it and 10 MiB after. 12 MiB at 10 fits neither: a new 12 MiB segment, as
+    // recorded; 9 MiB at 30 takes the 10 MiB block (the 1 MiB rest is not split).
+    const int64_t base = 0x7f0000000;
+    auto t = allocations({{6 * MiB, 0, trace::kNoTime, base + 4 * MiB}, {12 * MiB, 10, 20}, {9 * MiB, 30, 40}});
+    std::vector<trace::Segment> s{seg(base, 20 * MiB, 0, trace::kNoTime, true), seg(0x900000000, 12 * MiB, 10, trace::kNoTime)};
+    auto c = sim::compare_allocator(t, s, 0, "");
+    CHECK(c.seeded_segments == 1);
+    CHECK(c.seeded_blocks == 1);
+    CHECK(c.model_peak == 32 * MiB);
+    CHECK(c.recorded_peak == 32 * MiB);
+    CHECK(c.model_mallocs == 1);    // the 9 MiB request at 30 fits the 10 MiB free after the 6 MiB block
+    CHECK_FALSE(c.diverged);
+    // From an empty cache: 6 MiB opens a 20 MiB segment whose 14 MiB rest takes 12 MiB and later 9 MiB.
+    CHECK(c.cold_peak == 20 * MiB);
+    CHECK(c.cold_segments == 1);
+    // --allocator-conf over the recorded settings.
+    auto e = sim::compare_allocator(t, s, 0, "expandable_segments:True");
+    CHECK(e.settings == "expandable_segments:True");
+    CHECK(e.settings_source == "defaults (no settings recorded), then --allocator-conf");
+}
+
+TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator][compare]") {
+    auto t = allocations({{6 * MiB, 10, 20}});
+    CHECK_THROWS_WITH(sim::compare_allocator(t, {}, -1, ""),
+                      Catch::StartsWith("hand.db: no segments recorded"));
+    std::vector<trace::Segment> s{seg(0x1000000, 20 * MiB, 10, trace::kNoTime)};
+    CHECK_THROWS_WITH(sim::compare_allocator(t, s, 3, ""), "hand.db: no segments recorded on device 3");
+    CHECK_THROWS_WITH(sim::compare_allocator(t, s, 0, "max_split_size_mb:1"),
+                      "--allocator-conf: max_split_size_mb: 1 is too small: it must be more than 20 (MiB)");
+}
+
+#if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
+#include <filesystem>
+
+#include "mhc/trace/import/import.hpp"
+#include "mhc/trace/store.hpp"
+
+namespace {
+sim::AllocatorComparison compare_public(const std::string& rel, const std::string& conf_text = "") {
+    std::string in = std::string(MHC_PUBLIC_DATASETS) + "/" + rel;
+    std::string db = temp_path(std::filesystem::path(rel).stem().string() + ".db");
+    trace::import::import_file(in, db);
+    auto t = trace::load_trace(db);
+    std::vector<trace::Segment> s;
+    trace::Reader(db).for_each([&](const trace::Segment& g) { s.push_back(g); });
+    std::filesystem::remove(db);
+    return sim::compare_allocator(t, s, -1, conf_text);
+}
+}  // namespace
+
+// The figures of docs/results.md "Caching allocator model against recorded segments (issue 17)".
+TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md", "[sim][allocator][compare][public]") {
+    SECTION("stanford-cs336 training step: every segment held before recording") {
+        auto c = compare_public("torch-snapshot/stanford-cs336-training-step.pickle");
+        CHECK(c.settings.empty());   // recorded expandable_segments:False, nothing else set
+        CHECK(c.allocations == 1950);
+        CHECK(c.seeded_segments == 216);
+        CHECK(c.seeded_blocks == 230);
+        CHECK(c.recorded_peak == 14180941824);
+        CHECK(c.model_peak == 14180941824);   // within 0.5%: exactly
+        CHECK(c.recorded_segments == 216);
+        CHECK(c.model_segments == 216);       // within 2%: exactly
+        CHECK(c.recorded_mallocs == 0);
+        CHECK(c.model_mallocs == 0);
+        CHECK(c.max_abs_diff == 0);
+        CHECK_FALSE(c.diverged);
+        // From an empty cache the model reserves 0.65% less in 24 more segments.
+        CHECK(c.cold_peak == 14088667136);
+        CHECK(c.cold_segments == 240);
+        auto e = compare_public("torch-snapshot/stanford-cs336-training-step.pickle", "expandable_segments:True");
+        CHECK(e.cold_peak == 13941866496);
+        CHECK(e.cold_segments == 247);
+    }
+    SECTION("mosaic (synthetic): its segments cannot hold its own blocks") {
+        auto c = compare_public("torch-snapshot/mosaic-synthetic.pickle");
+        CHECK(c.settings == "expandable_segments:True");   // inferred from the segments
+        CHECK(c.recorded_peak == 262144000);
+        CHECK(c.recorded_segments == 5);
+        CHECK(c.model_peak == 2329935872);
+        CHECK(c.model_segments == 47);
+        CHECK(c.diverged);
+        CHECK(c.diverge_time == 0);
+    }
+}
+#endif
