@@ -12,7 +12,7 @@
 #include "mhc/viewer/launch.hpp"
 #endif
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 #ifndef MHC_VIEWER_HAVE_SIM
 struct LauncherUi {};
@@ -197,4 +197,4 @@ void draw_launcher(App& app) {
 }
 #endif
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

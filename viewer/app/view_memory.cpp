@@ -8,7 +8,7 @@
 #include "mhc/viewer/colors.hpp"
 #include "widgets.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 namespace {
 
@@ -176,4 +176,4 @@ void draw_memory(App& app) {
                             {"coloring", coloring_name(coloring)}, {"legend", legend}, {"axis_labels", axis_labels}};
 }
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

@@ -29,7 +29,8 @@ struct LinkModel {
     double memcpy_share = 0.5;   // share lost while a recorded memcpy of that direction runs
     std::string source;          // where the figures come from
     struct Chunk { int64_t bytes = 0; double h2d_Bps = 0, d2h_Bps = 0; };
-    std::vector<Chunk> by_chunk; // optional calibration detail (kept, printed, not used)
+    std::vector<Chunk> by_chunk; // optional calibration detail (`mhc calibrate`); the simulator
+                                 // uses the flat figures, replay's validate interpolates these
 };
 
 // Preset names: pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer.
