@@ -387,7 +387,6 @@ int64_t baseline_peak(const Prepared& p, const std::string& allocator) {
 }
 int32_t device_of(const Prepared& p) { return p.device; }
 bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
-const trace::TraceData& trace_of(const Prepared& p) { return *p.t; }
 
 std::vector<std::string> trace_warnings(const Prepared& p) {
     std::vector<std::string> w;

@@ -3,6 +3,7 @@
 
 #include "helpers.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/kernels/eigen_reference.hpp"
 
 using namespace kt;
 
@@ -187,6 +188,26 @@ TEST_CASE("kernels: the straightforward baseline agrees", "[kernels][sinkhorn]")
         double worst = 0;
         for (int t = 0; t < T; ++t) worst = std::max(worst, max_abs_diff(&p[t * 16], ref::forward(to_ref(o), &h[t * 16])));
         CHECK(worst < kFp32Tol);
+    }
+}
+
+TEST_CASE("kernels: the Eigen reference agrees, n = 4 and other n, both orders", "[kernels][sinkhorn]") {
+    std::mt19937_64 rng(ref::seed() + 9);
+    for (int n : {4, 3, 7}) {
+        for (bool cf : {false, true}) {
+            k::SinkhornOptions o;
+            o.n = n;
+            o.column_first = cf;
+            const int T = 500, nn = n * n;
+            auto h = ref::random_logits(rng, int64_t{T} * nn, 2.0);
+            std::vector<float> p(h.size());
+            k::sinkhorn_forward_eigen(o, T, h.data(), p.data());
+            double worst = 0;
+            for (int t = 0; t < T; ++t)
+                worst = std::max(worst, max_abs_diff(&p[size_t(t) * nn], ref::forward(to_ref(o), &h[size_t(t) * nn])));
+            INFO("n " << n << " column_first " << cf);
+            CHECK(worst < kFp32Tol);
+        }
     }
 }
 

@@ -36,6 +36,49 @@ void write_small(const std::string& path) {
 
 }  // namespace
 
+TEST_CASE("a column projection reads the named columns in id order, unchecked", "[store]") {
+    TempPath p("scan.db");
+    write_small(p.path);
+    Reader r(p.path);
+    Scan s = r.scan(TraceTable::Allocations, {"t_free", "id", "category"});
+    std::vector<std::vector<int64_t>> rows;
+    std::vector<bool> null_free;
+    while (s.next()) {
+        rows.push_back({s[0], s[1], s[2]});
+        null_free.push_back(s.is_null(0));
+    }
+    // t_free NULL (alive at the end) reads as 0 with is_null set; columns come in the order asked.
+    CHECK(rows == std::vector<std::vector<int64_t>>{{0, 1, 0}, {40, 2, 3}, {100, 3, 4}});
+    CHECK(null_free == std::vector<bool>{true, false, false});
+    Scan acc = r.scan(TraceTable::Accesses, {"allocation", "mode"});
+    std::vector<int64_t> flat;
+    while (acc.next()) { flat.push_back(acc[0]); flat.push_back(acc[1]); }
+    CHECK(flat == std::vector<int64_t>{1, 1, 2, 2, 2, 1});   // by kernel, then allocation
+    // Only the table's own columns: a name it lacks is refused before any SQL is built.
+    CHECK_THROWS_WITH(r.scan(TraceTable::Kernels, {"id", "bytes"}),
+                      Catch::Contains("table kernels has no column 'bytes'"));
+    CHECK_THROWS_WITH(r.scan(TraceTable::Copies, {"id; DROP TABLE copies"}), Catch::Contains("has no column"));
+}
+
+TEST_CASE("the accesses to an allocation come with their kernels' times, by start", "[store]") {
+    TempPath p("accesses_to.db");
+    write_small(p.path);
+    Reader r(p.path);
+    CHECK(r.access_count(2) == 2);
+    CHECK(r.access_count(3) == 0);
+    std::vector<TimedAccess> a = r.accesses_to(2);
+    REQUIRE(a.size() == 2);
+    CHECK(a[0].kernel == 1);
+    CHECK(a[0].mode == AccessMode::Write);
+    CHECK(a[0].t_start == 10);
+    CHECK(a[0].t_end == 20);
+    CHECK(a[0].stream == 7);
+    CHECK(a[1].kernel == 2);
+    CHECK(a[1].mode == AccessMode::Read);
+    CHECK(a[1].t_start == 25);
+    CHECK(r.accesses_to(3).empty());
+}
+
 TEST_CASE("a written trace reads back row for row", "[store]") {
     TempPath p("small.db");
     write_small(p.path);

@@ -288,6 +288,62 @@ void Reader::for_each(const std::function<void(const Marker&)>& fn) const {
     }
 }
 
+struct Scan::Impl {
+    sql::Stmt s;
+};
+
+Scan::Scan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Scan::~Scan() = default;
+Scan::Scan(Scan&&) noexcept = default;
+Scan& Scan::operator=(Scan&&) noexcept = default;
+bool Scan::next() { return impl_->s.step(); }
+int64_t Scan::operator[](int i) const { return impl_->s.i64(i); }
+bool Scan::is_null(int i) const { return impl_->s.is_null(i); }
+
+Scan Reader::scan(TraceTable table, std::initializer_list<std::string_view> columns) const {
+    const rules::Table& t = table == TraceTable::Allocations ? rules::allocations()
+                            : table == TraceTable::Kernels   ? rules::kernels()
+                            : table == TraceTable::Accesses  ? rules::accesses()
+                            : table == TraceTable::Copies    ? rules::copies()
+                                                             : rules::markers();
+    // Only names of the table's own columns reach the statement.
+    std::string q = "SELECT ";
+    for (std::string_view c : columns) {
+        bool known = false;
+        for (const rules::Column& col : t.columns) known |= c == col.name;
+        if (!known) throw Error(path_ + ": table " + t.name + " has no column '" + std::string(c) + "'");
+        if (q.size() > 7) q += ", ";
+        q += c;
+    }
+    if (columns.size() == 0) throw Error(path_ + ": a scan of " + std::string(t.name) + " names no column");
+    q += std::string(" FROM ") + t.name + " ORDER BY " + t.order_by;
+    return Scan(std::make_unique<Scan::Impl>(Scan::Impl{sql::Stmt(db_, path_, q.c_str())}));
+}
+
+std::vector<TimedAccess> Reader::accesses_to(int64_t allocation_id) const {
+    sql::Stmt s(db_, path_,
+                "SELECT a.kernel, a.mode, k.device, k.stream, k.t_start, k.t_end FROM accesses a "
+                "JOIN kernels k ON k.id = a.kernel WHERE a.allocation=? ORDER BY k.t_start");
+    s.bind(1, allocation_id);
+    std::vector<TimedAccess> out;
+    while (s.step()) {
+        int64_t m = s.i64(1);
+        out.push_back({s.i64(0), s.i64(3), s.i64(4), s.i64(5), static_cast<int32_t>(s.i64(2)),
+                       (m >= 1 && m <= 3) ? static_cast<AccessMode>(m) : AccessMode::ReadWrite});
+    }
+    return out;
+}
+
+int64_t Reader::access_count(int64_t allocation_id) const {
+    sql::Stmt s(db_, path_, "SELECT count(*) FROM accesses WHERE allocation=?");
+    s.bind(1, allocation_id);
+    return s.step() ? s.i64(0) : 0;
+}
+
+void Reader::map_up_to(int64_t bytes) const {
+    sql::exec(db_, path_, ("PRAGMA mmap_size=" + std::to_string(bytes)).c_str());
+}
+
 }  // namespace mhc::trace
 
 namespace mhc::trace {

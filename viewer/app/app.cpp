@@ -10,7 +10,7 @@
 #include "mhc/viewer/axis.hpp"
 #include "widgets.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 TimeRange parse_range(const std::string& text) {
     auto colon = text.find(':');
@@ -188,4 +188,4 @@ void App::frame(float width, float height) {
     ImGui::End();
 }
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

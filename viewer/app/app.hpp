@@ -13,9 +13,7 @@
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/timeline.hpp"
 
-namespace mhc::view {
-
-using namespace mhc::viewer;
+namespace mhc::viewer {
 
 enum class ViewId { Timeline = 0, Memory, Compare, Statistics, Launcher };
 
@@ -101,4 +99,4 @@ void draw_launcher(App& app);
 // Parses "T0:T1" (each "123", "1.5ms", "200us", ...) into ns; throws mhc::Error.
 TimeRange parse_range(const std::string& text);
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

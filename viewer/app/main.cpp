@@ -26,7 +26,7 @@ void style() {
     s.Colors[ImGuiCol_WindowBg] = ImGui::ColorConvertU32ToFloat4(IM_COL32(30, 30, 34, 255));
 }
 
-int run_gui(mhc::view::App& app, bool screenshot) {
+int run_gui(mhc::viewer::App& app, bool screenshot) {
     glfwSetErrorCallback([](int, const char* what) { std::fprintf(stderr, "mhc-view: GLFW: %s\n", what); });
     if (!glfwInit()) {
         std::fprintf(stderr, "mhc-view: cannot open a display%s\n",
@@ -71,7 +71,7 @@ int run_gui(mhc::view::App& app, bool screenshot) {
         ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
         if (screenshot && n == 3) {
             try {
-                mhc::view::write_framebuffer_png(app.opt.screenshot, fw, fh);
+                mhc::viewer::write_framebuffer_png(app.opt.screenshot, fw, fh);
                 if (!app.opt.layout.empty()) {
                     std::ofstream(app.opt.layout) << app.layout.dump(1) << "\n";
                 }
@@ -93,7 +93,7 @@ int run_gui(mhc::view::App& app, bool screenshot) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    mhc::view::Options o;
+    mhc::viewer::Options o;
     CLI::App cli{"mhc-view: browse a trace and its simulated runs"};
     std::string size;
     cli.add_option("trace", o.trace, "trace file (SQLite)")->required();
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
         o.height = h;
     }
     const bool screenshot = !o.screenshot.empty();
-    mhc::view::App app(o);
+    mhc::viewer::App app(o);
     if (screenshot) {
         try {
             app.load_now();
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
         }
     } else {
         try {
-            if (!o.range.empty()) mhc::view::parse_range(o.range);
+            if (!o.range.empty()) mhc::viewer::parse_range(o.range);
         } catch (const mhc::Error& e) {
             std::fprintf(stderr, "mhc-view: %s\n", e.what());
             return 2;

@@ -11,7 +11,7 @@
 
 #include "mhc/common/error.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 void write_framebuffer_png(const std::string& path, int width, int height) {
     std::vector<unsigned char> px(static_cast<size_t>(width) * static_cast<size_t>(height) * 4);
@@ -38,4 +38,4 @@ void write_framebuffer_png(const std::string& path, int width, int height) {
     }
 }
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

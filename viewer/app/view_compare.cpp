@@ -10,7 +10,7 @@
 #include "mhc/viewer/metrics.hpp"
 #include "widgets.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 void draw_compare(App& app) {
     if (app.run_list.empty()) {
@@ -147,4 +147,4 @@ void draw_compare(App& app) {
                              {"y_max", y_max}, {"runs", jruns}, {"metrics", jrows}};
 }
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

@@ -1,8 +1,5 @@
 // Run launcher: choose policy, prefetch, capacity and link, simulate on a worker thread, and
-// the new run appears in the run list. Needs mhc_sim at build time (MHC_VIEWER_HAVE_SIM).
-#include "widgets.hpp"
-
-#ifdef MHC_VIEWER_HAVE_SIM
+// the new run appears in the run list.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,20 +7,9 @@
 #include "mhc/common/error.hpp"
 #include "mhc/sim/link.hpp"
 #include "mhc/viewer/launch.hpp"
-#endif
+#include "widgets.hpp"
 
-namespace mhc::view {
-
-#ifndef MHC_VIEWER_HAVE_SIM
-struct LauncherUi {};
-
-void draw_launcher(App& app) {
-    (void)app;
-    ImGui::TextWrapped("This mhc-view was built without the simulator library (mhc_sim was not part of the "
-                       "build), so it cannot launch runs. Simulate with `mhc simulate` and reopen the trace, "
-                       "or rebuild with sim/ present.");
-}
-#else
+namespace mhc::viewer {
 
 struct LauncherUi {
     explicit LauncherUi(const std::string& path) : worker(path) {}
@@ -195,6 +181,5 @@ void draw_launcher(App& app) {
         }
     }
 }
-#endif
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

@@ -11,7 +11,7 @@
 #include "mhc/trace/store.hpp"
 #include "widgets.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 namespace {
 
@@ -212,4 +212,4 @@ void draw_memory(App& app) {
                             {"coloring", coloring_name(coloring)}, {"legend", legend}, {"axis_labels", axis_labels}};
 }
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

@@ -8,7 +8,7 @@
 #include "mhc/viewer/stats.hpp"
 #include "widgets.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 namespace {
 
@@ -167,4 +167,4 @@ void draw_statistics(App& app) {
     ImGui::EndTabBar();
 }
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

@@ -9,7 +9,7 @@
 #include "mhc/viewer/colors.hpp"
 #include "widgets.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 namespace {
 
@@ -137,4 +137,4 @@ void draw_timeline(App& app) {
                               {"draw_items", draw_item_count(frame)}};
 }
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

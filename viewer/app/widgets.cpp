@@ -10,7 +10,7 @@
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/families.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 nlohmann::json rect_json(ImVec2 p0, ImVec2 p1) {
     return {{"x0", p0.x}, {"y0", p0.y}, {"x1", p1.x}, {"y1", p1.y}};
@@ -309,4 +309,4 @@ void toolbar(App& app) {
     if (!app.status.empty()) ImGui::TextDisabled("%s", app.status.c_str());
 }
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

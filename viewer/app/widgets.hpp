@@ -4,7 +4,7 @@
 
 #include "app.hpp"
 
-namespace mhc::view {
+namespace mhc::viewer {
 
 inline constexpr float kLabelWidth = 170.f;
 inline constexpr float kAxisHeight = 22.f;
@@ -40,4 +40,4 @@ nlohmann::json rect_json(ImVec2 p0, ImVec2 p1);
 // SameLine when `width` more pixels fit after the last item, else start a new line.
 void same_line_if_fits(float width, float spacing = 20.f);
 
-}  // namespace mhc::view
+}  // namespace mhc::viewer

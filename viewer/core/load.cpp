@@ -1,5 +1,5 @@
-// The viewer's loading path: raw statements over the trace file, reading only the columns the
-// viewer shows (no accesses, no launch geometry), straight into lanes.
+// The viewer's loading path: column projections of the trace tables (trace::Reader::scan),
+// only the columns the viewer shows (no accesses, no launch geometry), straight into lanes.
 #include <algorithm>
 #include <numeric>
 #include <unordered_map>
@@ -8,13 +8,10 @@
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/data.hpp"
-#include "sqlite_util.hpp"
 
 namespace mhc::viewer {
 
 namespace {
-
-using trace::sql::Stmt;
 
 // (device, stream) -> lane index, with a one-entry cache: consecutive rows share a stream.
 class LaneMap {
@@ -62,25 +59,29 @@ struct Loader {
     Progress progress;
     void* user;
     int64_t total = 1, done = 0;
+    bool multi_device = false;   // kernels on more than one device: lane titles name the GPU
     void tick(int64_t rows) {
         done += rows;
         if (progress) progress(std::min(1.0, static_cast<double>(done) / static_cast<double>(total)), user);
     }
 
-    void kernels(bool multi_device) {
-        Stmt s(t.reader->handle(), t.path,
-               "SELECT id, device, stream, name, t_start, t_end, step FROM kernels ORDER BY id");
+    void kernels() {
+        trace::Scan s = t.reader->scan(trace::TraceTable::Kernels,
+                                       {"id", "device", "stream", "name", "t_start", "t_end", "step"});
         LaneMap map;
         std::vector<KernelNameStat> stats(t.strings.size());
         std::unordered_map<int32_t, StepSpan> steps;
         StepSpan* last_step = nullptr;
         int64_t n = 0;
-        while (s.step()) {
-            int32_t dev = static_cast<int32_t>(s.i64(1));
-            int64_t name = s.i64(3), a = s.i64(4), b = s.i64(5);
-            int32_t step = static_cast<int32_t>(s.i64(6));
-            Lane& lane = t.kernel_lanes[map.get(t.kernel_lanes, dev, s.i64(2), LaneKind::Kernels)];
-            lane.push(a, b, static_cast<int32_t>(name), s.i64(0));
+        int32_t first_device = 0;
+        while (s.next()) {
+            int32_t dev = static_cast<int32_t>(s[1]);
+            int64_t name = s[3], a = s[4], b = s[5];
+            int32_t step = static_cast<int32_t>(s[6]);
+            if (n > 0 && dev != first_device) multi_device = true;
+            if (n == 0) first_device = dev;
+            Lane& lane = t.kernel_lanes[map.get(t.kernel_lanes, dev, s[2], LaneKind::Kernels)];
+            lane.push(a, b, static_cast<int32_t>(name), s[0]);
             if (name >= 0 && static_cast<size_t>(name) < stats.size()) {
                 KernelNameStat& k = stats[static_cast<size_t>(name)];
                 ++k.count;
@@ -121,19 +122,19 @@ struct Loader {
     }
 
     void allocations() {
-        Stmt s(t.reader->handle(), t.path,
-               "SELECT id, device, bytes, t_alloc, t_free, category, label FROM allocations ORDER BY id");
+        trace::Scan s = t.reader->scan(trace::TraceTable::Allocations,
+                                       {"id", "device", "bytes", "t_alloc", "t_free", "category", "label"});
         AllocationTable& a = t.allocations;
-        while (s.step()) {
-            a.id.push_back(s.i64(0));
-            a.device.push_back(static_cast<int32_t>(s.i64(1)));
-            a.bytes.push_back(s.i64(2));
-            a.t_alloc.push_back(s.i64(3));
-            a.t_free.push_back(s.is_null(4) ? trace::kNoTime : s.i64(4));
-            int64_t c = s.i64(5);
+        while (s.next()) {
+            a.id.push_back(s[0]);
+            a.device.push_back(static_cast<int32_t>(s[1]));
+            a.bytes.push_back(s[2]);
+            a.t_alloc.push_back(s[3]);
+            a.t_free.push_back(s.is_null(4) ? trace::kNoTime : s[4]);
+            int64_t c = s[5];
             a.category.push_back((c >= 0 && c < trace::kCategoryCount) ? static_cast<trace::Category>(c)
                                                                        : trace::Category::Other);
-            a.label.push_back(s.i64(6));
+            a.label.push_back(s[6]);
             if (a.id.size() % 262144 == 0) tick(262144);
         }
         tick(static_cast<int64_t>(a.id.size() % 262144));
@@ -153,13 +154,13 @@ struct Loader {
         std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
     }
 
-    void copies(bool multi_device) {
-        Stmt s(t.reader->handle(), t.path, "SELECT id, device, kind, bytes, t_start, t_end FROM copies ORDER BY id");
+    void copies() {
+        trace::Scan s = t.reader->scan(trace::TraceTable::Copies, {"id", "device", "kind", "t_start", "t_end"});
         LaneMap map;
-        while (s.step()) {
-            int64_t kind = s.i64(2);
-            Lane& l = t.copy_lanes[map.get(t.copy_lanes, static_cast<int32_t>(s.i64(1)), kind, LaneKind::Copies)];
-            l.push(s.i64(4), s.i64(5), static_cast<int32_t>(kind), s.i64(0));
+        while (s.next()) {
+            int64_t kind = s[2];
+            Lane& l = t.copy_lanes[map.get(t.copy_lanes, static_cast<int32_t>(s[1]), kind, LaneKind::Copies)];
+            l.push(s[3], s[4], static_cast<int32_t>(kind), s[0]);
             ++t.copy_count;
         }
         tick(t.copy_count);
@@ -174,15 +175,16 @@ struct Loader {
     }
 
     void markers() {
-        Stmt s(t.reader->handle(), t.path, "SELECT id, name, t_start, t_end, kind, idx FROM markers ORDER BY id");
+        trace::Scan s =
+            t.reader->scan(trace::TraceTable::Markers, {"id", "name", "t_start", "t_end", "kind", "idx"});
         LaneMap map;
         std::vector<StepSpan> marker_steps;
-        while (s.step()) {
-            int64_t kind = s.i64(4);
+        while (s.next()) {
+            int64_t kind = s[4];
             Lane& l = t.marker_lanes[map.get(t.marker_lanes, 0, kind, LaneKind::Markers)];
-            l.push(s.i64(2), s.i64(3), static_cast<int32_t>(s.i64(1)), s.i64(0));
-            if (kind == static_cast<int64_t>(trace::MarkerKind::Step) && s.i64(5) >= 0)
-                marker_steps.push_back({static_cast<int32_t>(s.i64(5)), s.i64(2), s.i64(3)});
+            l.push(s[2], s[3], static_cast<int32_t>(s[1]), s[0]);
+            if (kind == static_cast<int64_t>(trace::MarkerKind::Step) && s[5] >= 0)
+                marker_steps.push_back({static_cast<int32_t>(s[5]), s[2], s[3]});
             ++t.marker_count;
         }
         tick(t.marker_count);
@@ -226,44 +228,27 @@ ViewTrace load_view_trace(const std::string& path, Progress progress, void* user
     ViewTrace t;
     t.path = path;
     t.reader = std::make_shared<trace::Reader>(path);   // validates: throws mhc::Error naming the file
-    // Memory-mapped reads: one sequential pass over a large file without a copy per page.
-    sqlite3_exec(t.reader->handle(), "PRAGMA mmap_size=17179869184", nullptr, nullptr, nullptr);
+    t.reader->map_up_to(int64_t{16} << 30);
     t.meta = t.reader->meta();
     t.strings = t.reader->strings();
     trace::TableCounts n = t.reader->counts();
     t.access_count = n.accesses;
-    bool multi_device = false;
-    {
-        Stmt s(t.reader->handle(), path, "SELECT count(DISTINCT device) FROM (SELECT device FROM kernels LIMIT 100000)");
-        multi_device = s.step() && s.i64(0) > 1;
-    }
     Loader l{t, progress, user};
     l.total = std::max<int64_t>(1, n.kernels + n.allocations + n.copies + n.markers);
-    l.kernels(multi_device);
+    l.kernels();
     l.allocations();
-    l.copies(multi_device);
+    l.copies();
     l.markers();
     l.bounds();
     return t;
 }
 
-int64_t access_count_of(const ViewTrace& t, int64_t allocation_id) {
-    Stmt s(t.reader->handle(), t.path, "SELECT count(*) FROM accesses WHERE allocation=?");
-    s.bind(1, allocation_id);
-    return s.step() ? s.i64(0) : 0;
-}
+int64_t access_count_of(const ViewTrace& t, int64_t allocation_id) { return t.reader->access_count(allocation_id); }
 
 std::vector<AccessHit> accesses_of(const ViewTrace& t, int64_t allocation_id) {
-    Stmt s(t.reader->handle(), t.path,
-           "SELECT a.kernel, a.mode, k.device, k.stream, k.t_start, k.t_end FROM accesses a "
-           "JOIN kernels k ON k.id = a.kernel WHERE a.allocation=? ORDER BY k.t_start");
-    s.bind(1, allocation_id);
     std::vector<AccessHit> out;
-    while (s.step()) {
-        int64_t m = s.i64(1);
-        out.push_back({s.i64(0), s.i64(3), s.i64(4), s.i64(5), static_cast<int32_t>(s.i64(2)),
-                       (m >= 1 && m <= 3) ? static_cast<trace::AccessMode>(m) : trace::AccessMode::ReadWrite});
-    }
+    for (const trace::TimedAccess& a : t.reader->accesses_to(allocation_id))
+        out.push_back({a.kernel, a.stream, a.t_start, a.t_end, a.device, a.mode});
     return out;
 }
 

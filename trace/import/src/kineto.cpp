@@ -68,7 +68,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
             c.id = ++cid;
             c.device = k.device;
             c.stream = k.stream;
-            c.kind = k.is_memset ? CopyKind::Memset : static_cast<CopyKind>(k.copy_kind);
+            c.kind = k.copy_kind;
             c.bytes = std::max<int64_t>(0, k.bytes);
             c.t_start = k.ts - base;
             c.t_end = k.ts + k.dur - base;

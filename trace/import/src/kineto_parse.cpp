@@ -1,6 +1,7 @@
-// SAX parse of Kineto JSON with rapidjson over a gzip stream: one event is assembled at a
-// time from its keys and kept in compact form, so memory stays proportional to the kept
-// events, not to the JSON text.
+// The Kineto tokenizer: a SAX parse of the JSON with rapidjson (over a sliding window, or a
+// gzip stream) that assembles one event at a time from its keys (KEvent) and hands it to the
+// mapping (map_event, kineto_map.cpp), which keeps it in compact form: memory stays
+// proportional to the kept events, not to the JSON text.
 #ifdef __SSE2__
 #define RAPIDJSON_SSE2   // SIMD whitespace skipping on the in-memory path
 #endif
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kineto_map.hpp"
 #include "kineto_parse.hpp"
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
@@ -74,6 +76,8 @@ bool parse_us_to_ns(const char* s, size_t n, int64_t& out, int64_t lo, int64_t h
     return out <= hi && out >= lo;
 }
 
+}  // namespace
+
 // An integer as written (a JSON number; an integral float such as 1e3 is taken too). False for
 // NaN, Inf, fractions beyond int64 and anything else: the caller reports the field.
 bool parse_int(const char* s, size_t n, int64_t& out) {
@@ -106,6 +110,8 @@ bool parse_int(const char* s, size_t n, int64_t& out) {
     return true;
 }
 
+namespace {
+
 // Addresses are unsigned 64-bit in some traces: kept as their two's-complement bits.
 bool parse_addr(const char* s, size_t n, int64_t& out) {
     if (parse_int(s, n, out)) return true;
@@ -128,6 +134,7 @@ enum class F : uint8_t {
     RfId, EvIdx,
     // deviceProperties
     DpId, DpName, DpMem,
+    TopKey,   // a key of the root object was just read (its name in Handler::top_key)
 };
 
 // Key lookups switch on length first: they run for every key of every event.
@@ -157,41 +164,29 @@ F arg_key(const char* k, size_t n) {
     }
 }
 
-struct Event {
-    char ph = 0;
-    // Views of the JSON text (in-situ parse) or of own_cat/own_name (streamed parse, where
-    // rapidjson's strings die with the callback); valid until the event is finished.
-    std::string_view cat, name;
-    int64_t pid = 0, tid = 0, ts = 0, dur = 0, id = 0;
-    bool has_ts = false;
-    int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
-    int64_t addr = 0, mem_bytes = 0, total = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
-    int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
-    bool has_mem = false;
-    void clear() { *this = Event{}; }
+// Where the tokenizer is: the container it is directly inside. A stack of these replaces
+// depth arithmetic; only the named containers are read, every other one is skipped whole.
+enum class In : uint8_t {
+    Root,         // the top-level object
+    Events,       // the traceEvents array
+    Event,        // one event object
+    Args,         // an event's args object
+    GridDims,     // args.grid
+    BlockDims,    // args.block
+    EventOther,   // any other container inside an event (skipped)
+    Props,        // the deviceProperties array
+    Prop,         // one deviceProperties object
+    Other,        // any other container (skipped)
 };
-
-uint8_t copy_kind(std::string_view name) {
-    if (name.find("HtoD") != std::string_view::npos) return 0;
-    if (name.find("DtoH") != std::string_view::npos) return 1;
-    if (name.find("DtoD") != std::string_view::npos) return 2;
-    if (name.find("PtoP") != std::string_view::npos) return 3;
-    if (name.find("HtoH") != std::string_view::npos) return 5;
-    return 2;
-}
 
 struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     KinetoData& d;
     const std::string& path;
-    int depth = 0;          // open containers
-    int events_depth = -1;  // depth of the traceEvents array
-    int props_depth = -1;   // depth of the deviceProperties array
+    std::vector<In> stack;   // open containers, innermost last
     bool saw_events = false;
     F key = F::None;
-    bool in_args = false;
-    F arr_key = F::None;    // grid / block inside args
-    int arr_i = 0;
-    Event e;
+    int dim_i = 0;           // next index of args.grid / args.block
+    KEvent e;
     bool copy_strings = true;   // false for the in-situ parse: strings stay in the buffer
     std::string own_cat, own_name;
     // deviceProperties entry
@@ -200,23 +195,37 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     bool too_deep = false;       // nesting past kMaxNesting: stops the parse
     GzSource* src = nullptr;     // streamed parse: marked between events (the input limit)
 
-    Handler(KinetoData& data, const std::string& p) : d(data), path(p) {}
+    Handler(KinetoData& data, const std::string& p) : d(data), path(p) { stack.reserve(16); }
 
-    bool in_event() const { return events_depth >= 0 && depth >= events_depth + 1; }
-    // Between top-level members and between events nothing of the input is held.
-    void boundary(int at_depth) {
-        if (src && at_depth <= 2) src->mark(src->tell());
+    bool at(In w) const { return !stack.empty() && stack.back() == w; }
+    bool in_event() const {
+        if (stack.empty()) return false;
+        In w = stack.back();
+        return w == In::Event || w == In::Args || w == In::GridDims || w == In::BlockDims || w == In::EventOther;
     }
-    bool enter() {
-        boundary(depth);
-        if (++depth > kMaxNesting) too_deep = true;
+    // Between top-level members and between the items of a top-level array (the events)
+    // nothing of the input is held: the streamed parse may forget what it has read.
+    void boundary() {
+        if (src && stack.size() <= 2) src->mark(src->tell());
+    }
+    // The windowed parse walks the root object itself and hands each member value over.
+    void open_root() { stack.assign(1, In::Root); }
+    void close_root() { stack.clear(); }
+    bool enter(In w) {
+        boundary();
+        stack.push_back(w);
+        if (stack.size() > static_cast<size_t>(kMaxNesting)) too_deep = true;
         return !too_deep;
+    }
+    void leave() {
+        stack.pop_back();
+        boundary();
+        key = F::None;
     }
     // A string, null, bool, array or object where a number is read: a bad field.
     void not_number(const char* what) {
-        if (!in_event()) return;
         const char* name = nullptr;
-        if (in_args && depth == events_depth + 2) {
+        if (at(In::Args)) {
             switch (key) {
                 case F::Bytes: name = "args.bytes"; break;
                 case F::MemBytes: name = "args.Bytes"; break;
@@ -229,7 +238,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 case F::Corr: name = "args.correlation"; break;
                 default: break;
             }
-        } else if (!in_args && depth == events_depth + 1) {
+        } else if (at(In::Event)) {
             if (key == F::Ts) name = "'ts'";
             if (key == F::Dur) name = "'dur'";
         }
@@ -238,57 +247,64 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
 
     bool StartObject() {
         not_number("an object");
-        if (!enter() || !bad.empty()) return false;
-        if (depth == 1) return true;
-        if (events_depth >= 0 && depth == events_depth + 1) e.clear();
-        if (events_depth >= 0 && depth == events_depth + 2 && key == F::Args) in_args = true;
-        if (props_depth >= 0 && depth == props_depth + 1) { dp_name.clear(); dp_id = -1; dp_mem = 0; }
+        In w = stack.empty()                     ? In::Root
+               : at(In::Events)                  ? In::Event
+               : at(In::Event) && key == F::Args ? In::Args
+               : at(In::Props)                   ? In::Prop
+               : in_event()                      ? In::EventOther
+                                                 : In::Other;
+        if (!enter(w) || !bad.empty()) return false;
+        if (w == In::Event) e = KEvent{};
+        if (w == In::Prop) { dp_name.clear(); dp_id = -1; dp_mem = 0; }
         key = F::None;
         return true;
     }
     bool EndObject(rapidjson::SizeType) {
-        if (events_depth >= 0 && depth == events_depth + 1) finish_event();
-        if (events_depth >= 0 && depth == events_depth + 2) in_args = false;
-        if (props_depth >= 0 && depth == props_depth + 1) {
+        if (at(In::Event)) {
+            ++d.events;
+            map_event(e, d);
+        }
+        if (at(In::Prop)) {
             ++d.device_count;
             if (d.device_name.empty() || dp_id == 0) { d.device_name = dp_name; d.device_memory = dp_mem; }
         }
-        --depth;
-        boundary(depth);
-        key = F::None;
+        leave();
         return true;
     }
     bool StartArray() {
-        if (!(in_args && (key == F::Grid || key == F::Block))) not_number("an array");
-        if (!enter() || !bad.empty()) return false;
-        if (depth == 2 && key == F::Id && top_key == "traceEvents") { events_depth = depth; saw_events = true; }
-        if (depth == 2 && top_key == "deviceProperties") props_depth = depth;
-        if (in_args && (key == F::Grid || key == F::Block)) { arr_key = key; arr_i = 0; }
+        bool dims = at(In::Args) && (key == F::Grid || key == F::Block);
+        if (!dims) not_number("an array");
+        bool top = at(In::Root) && key == F::TopKey;
+        In w = dims                                       ? (key == F::Grid ? In::GridDims : In::BlockDims)
+               : top && top_key == "traceEvents"          ? In::Events
+               : top && top_key == "deviceProperties"     ? In::Props
+               : in_event()                               ? In::EventOther
+                                                          : In::Other;
+        if (!enter(w) || !bad.empty()) return false;
+        if (w == In::Events) saw_events = true;
+        if (dims) dim_i = 0;
         return true;
     }
     bool EndArray(rapidjson::SizeType) {
-        if (depth == events_depth) events_depth = -1;
-        if (depth == props_depth) props_depth = -1;
-        arr_key = F::None;
-        --depth;
-        boundary(depth);
-        key = F::None;
+        leave();
         return true;
     }
     std::string top_key;
     bool Key(const char* s, rapidjson::SizeType n, bool) {
-        if (depth == 1) {
-            boundary(depth);
+        if (at(In::Root)) {
+            boundary();
             top_key.assign(s, n);
-            key = F::Id;   // marks "a top-level key was just read"
-            return true;
-        }
-        if (in_args && depth == events_depth + 2) key = arg_key(s, n);
-        else if (events_depth >= 0 && depth == events_depth + 1) key = event_key(s, n);
-        else if (props_depth >= 0 && depth == props_depth + 1) {
+            key = F::TopKey;
+        } else if (at(In::Args)) {
+            key = arg_key(s, n);
+        } else if (at(In::Event)) {
+            key = event_key(s, n);
+        } else if (at(In::Prop)) {
             std::string_view k(s, n);
             key = k == "id" ? F::DpId : k == "name" ? F::DpName : k == "totalGlobalMem" ? F::DpMem : F::None;
-        } else key = F::None;
+        } else {
+            key = F::None;
+        }
         return true;
     }
     // One integer field: parsed, then checked against [lo, hi]; otherwise `bad` names it.
@@ -303,20 +319,21 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         return true;
     }
     void num(const char* s, size_t n) {
-        if (arr_key != F::None && depth == events_depth + 3) {
+        if (at(In::GridDims) || at(In::BlockDims)) {
+            bool grid = at(In::GridDims);
             int64_t v = 0;
-            if (arr_i < 3 && field(s, n, arr_key == F::Grid ? "args.grid" : "args.block", v, 0, INT32_MAX))
-                (arr_key == F::Grid ? e.grid : e.block)[arr_i++] = static_cast<int32_t>(v);
+            if (dim_i < 3 && field(s, n, grid ? "args.grid" : "args.block", v, 0, INT32_MAX))
+                (grid ? e.grid : e.block)[dim_i++] = static_cast<int32_t>(v);
             return;
         }
-        if (props_depth >= 0 && depth == props_depth + 1) {
+        if (at(In::Prop)) {
             int64_t v = 0;
             if (key == F::DpId && parse_int(s, n, v)) dp_id = v;
             if (key == F::DpMem && field(s, n, "deviceProperties.totalGlobalMem", v, 0, kMaxBytes)) dp_mem = v;
             return;
         }
         if (!in_event()) return;
-        if (in_args && depth == events_depth + 2) {
+        if (at(In::Args)) {
             constexpr int64_t lo = INT64_MIN, hi = INT64_MAX;
             switch (key) {
                 case F::ExtId: field(s, n, "args.External id", e.ext, lo, hi); break;
@@ -335,7 +352,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 case F::EvIdx: field(s, n, "args.Ev Idx", e.ev_idx, lo, hi); break;
                 default: break;
             }
-        } else if (depth == events_depth + 1) {
+        } else if (at(In::Event)) {
             switch (key) {
                 case F::Ts:
                     if (!(e.has_ts = parse_us_to_ns(s, n, e.ts, 0, kMaxTs))) bad = "'ts' " + std::string(s, n) + " is out of range";
@@ -356,14 +373,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     std::string bad;   // set when a number cannot be used: stops the parse
     bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
         num(s, n);
-        boundary(depth);
+        boundary();
         return bad.empty();
     }
     bool String(const char* s, rapidjson::SizeType n, bool) {
-        boundary(depth);
+        boundary();
         not_number("a string");
-        if (props_depth >= 0 && depth == props_depth + 1 && key == F::DpName) dp_name.assign(s, n);
-        if (in_event() && !in_args && depth == events_depth + 1) {
+        if (at(In::Prop) && key == F::DpName) dp_name.assign(s, n);
+        if (at(In::Event)) {
             switch (key) {
                 case F::Ph: e.ph = n ? s[0] : 0; break;
                 case F::Cat:
@@ -388,135 +405,20 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         return bad.empty();
     }
     bool Null() {
-        boundary(depth);
+        boundary();
         not_number("null");
         key = F::None;
         return bad.empty();
     }
     bool Bool(bool) {
-        boundary(depth);
+        boundary();
         not_number("a boolean");
         key = F::None;
         return bad.empty();
     }
-
-    void finish_event() {
-        ++d.events;
-        if (!e.has_ts) return;
-        std::string_view c = e.cat;
-        if (e.ph == 'X') {
-            if (c == "kernel" || c == "Kernel" || c == "gpu_memcpy" || c == "Memcpy" || c == "gpu_memset" || c == "Memset") {
-                KKernel k;
-                k.ts = e.ts;
-                k.dur = std::max<int64_t>(0, e.dur);
-                k.device = static_cast<int32_t>(e.device);
-                k.stream = e.stream;
-                k.correlation = e.corr;
-                k.external = e.ext;
-                k.tid = e.tid;
-                k.name = d.strings.intern(e.name);
-                k.registers = static_cast<int32_t>(e.regs);
-                k.shared_mem = static_cast<int32_t>(e.smem);
-                std::copy(e.grid, e.grid + 3, k.grid);
-                std::copy(e.block, e.block + 3, k.block);
-                k.is_copy = c == "gpu_memcpy" || c == "Memcpy";
-                k.is_memset = c == "gpu_memset" || c == "Memset";
-                k.bytes = e.bytes;
-                if (k.is_copy) k.copy_kind = copy_kind(e.name);
-                d.kernels.push_back(k);
-                d.t_min = std::min(d.t_min, k.ts);
-            } else if (c == "cuda_runtime" || c == "cuda_driver" || c == "Runtime" || c == "Driver") {
-                if (e.corr >= 0) d.launches[e.corr] = KLaunch{e.ts, e.tid};
-            } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
-                       c == "gpu_user_annotation") {
-                bool step = e.name.substr(0, 13) == "ProfilerStep#";
-                if (c == "gpu_user_annotation" || c == "user_annotation" || step) {
-                    KRange r;
-                    r.ts = e.ts;
-                    r.dur = std::max<int64_t>(0, e.dur);
-                    r.name = d.strings.intern(e.name);
-                    r.gpu = c == "gpu_user_annotation";
-                    int64_t n = -1;
-                    if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
-                        r.step = static_cast<int32_t>(n);
-                    d.ranges.push_back(r);
-                    d.t_min = std::min(d.t_min, r.ts);
-                }
-                if (c != "gpu_user_annotation" && c != "python_function") {
-                    KOp o;
-                    o.ts = e.ts;
-                    o.dur = std::max<int64_t>(0, e.dur);
-                    o.tid = e.tid;
-                    o.external = e.ext;
-                    o.rf_id = e.rf_id;
-                    o.ev_idx = e.ev_idx;
-                    if (e.rf_id >= 0) d.has_rf_id = true;
-                    o.name = d.strings.intern(e.name);
-                    d.ops.push_back(o);
-                }
-            }
-        } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[memory]" && e.has_mem) {
-            KMemory m;
-            m.ts = e.ts;
-            m.addr = e.addr;
-            m.bytes = e.mem_bytes;
-            m.total = e.total;
-            // Device Type 1 is CUDA; 0 (CPU) and anything else are host memory: device -1.
-            m.device = e.dev_type == 1 ? static_cast<int32_t>(e.dev_id) : -1;
-            if (m.device < 0) ++d.host_memory_events;
-            d.memory.push_back(m);
-            d.t_min = std::min(d.t_min, m.ts);
-        } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
-            ++d.flows;
-            d.flow_starts[e.id] = KLaunch{e.ts, e.tid};
-        } else if (e.ph == 'f' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
-            ++d.flows;
-        }
-    }
 };
 
 }  // namespace
-
-void KinetoData::link_ops() {
-    auto order = [](const KOp& a, const KOp& b) {
-        if (a.tid != b.tid) return a.tid < b.tid;
-        if (a.ts != b.ts) return a.ts < b.ts;
-        return a.dur > b.dur;   // the enclosing op first
-    };
-    if (!std::is_sorted(ops.begin(), ops.end(), order)) std::sort(ops.begin(), ops.end(), order);
-    thread_ops_.clear();
-    std::vector<int32_t> stack;
-    for (size_t i = 0; i < ops.size(); ++i) {
-        if (i == 0 || ops[i].tid != ops[i - 1].tid) {
-            stack.clear();
-            thread_ops_[ops[i].tid] = {i, i};
-        }
-        thread_ops_[ops[i].tid].second = i + 1;
-        while (!stack.empty() && ops[stack.back()].ts + ops[stack.back()].dur <= ops[i].ts) stack.pop_back();
-        ops[i].parent = stack.empty() ? -1 : stack.back();
-        stack.push_back(static_cast<int32_t>(i));
-    }
-}
-
-int32_t KinetoData::op_at(int64_t tid, int64_t t) const {
-    auto it = thread_ops_.find(tid);
-    if (it == thread_ops_.end()) return -1;
-    auto b = ops.begin() + static_cast<long>(it->second.first);
-    auto e = ops.begin() + static_cast<long>(it->second.second);
-    auto p = std::upper_bound(b, e, t, [](int64_t v, const KOp& o) { return v < o.ts; });
-    if (p == b) return -1;
-    int32_t i = static_cast<int32_t>(p - ops.begin() - 1);
-    while (i >= 0 && !(ops[i].ts <= t && t <= ops[i].ts + ops[i].dur)) i = ops[i].parent;
-    return i;
-}
-
-int32_t KinetoData::launcher(const KKernel& k) const {
-    auto it = launches.find(k.correlation);
-    if (it != launches.end()) return op_at(it->second.tid, it->second.ts);
-    auto f = flow_starts.find(k.correlation);
-    if (f != flow_starts.end()) return op_at(f->second.tid, f->second.ts);
-    return -1;
-}
 
 namespace {
 
@@ -571,7 +473,7 @@ public:
     bool run() {
         if (!ws() || at() != '{') return false;
         ++beg_;
-        h_.depth = 1;
+        h_.open_root();
         if (!ws()) return false;
         if (at() == '}') {
             ++beg_;
@@ -610,7 +512,7 @@ public:
                 if (c != ',') return false;
             }
         }
-        h_.depth = 0;
+        h_.close_root();
         ws();
         return beg_ == end_ && eof_;   // nothing but whitespace after the root
     }

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mhc/trace/model.hpp"
+
 namespace mhc::trace::import {
 
 struct KStrings {
@@ -27,7 +29,7 @@ struct KKernel {
     uint32_t name = 0;
     bool is_copy = false, is_memset = false;
     int64_t bytes = 0;   // copies
-    uint8_t copy_kind = 0;
+    CopyKind copy_kind = CopyKind::D2D;   // copies and memsets (Memset)
 };
 
 struct KMemory {

@@ -33,7 +33,8 @@ struct LinkModel {
         double h2d_Bps = 0, d2h_Bps = 0;
         double both_h2d_Bps = 0, both_d2h_Bps = 0;   // each direction while the other runs (0: not measured)
     };
-    std::vector<Chunk> by_chunk; // optional calibration detail (validate predicts with its chunk's row)
+    std::vector<Chunk> by_chunk; // optional calibration detail (`mhc calibrate`); the simulator
+                                 // uses the flat figures, replay's validate its chunk's row
     std::vector<std::string> notes;   // what the writer or the calibration adjusted, in words
 };
 

@@ -33,6 +33,5 @@ bool assumed_accesses(const Prepared& p);
 // kernels (losses then come from swap-outs only), no accesses (assumed), no allocations.
 // simulate() copies them into Result::warnings.
 std::vector<std::string> trace_warnings(const Prepared& p);
-const trace::TraceData& trace_of(const Prepared& p);
 
 }  // namespace mhc::sim

@@ -30,17 +30,17 @@ struct AllocationColumns {
     std::vector<Category> category;
     size_t size() const { return id.size(); }
     void reserve(size_t n);
-    void push(const Allocation& r);   // appends one row (kernels: not its accesses)
+    void push(const Allocation& r);   // appends one row
 };
 
 struct KernelColumns {
     std::vector<int64_t> id, stream, name, t_start, t_end, correlation;
     std::vector<int32_t> device, step;
-    // Accesses of kernel i are access_alloc[access_begin[i] .. access_begin[i+1]).
+    // Accesses of kernel i are TraceData::accesses rows [access_begin[i] .. access_begin[i+1]).
     std::vector<int64_t> access_begin;
     size_t size() const { return id.size(); }
     void reserve(size_t n);
-    void push(const Kernel& r);   // appends one row (kernels: not its accesses)
+    void push(const Kernel& r);   // appends one row; access_begin is filled once all are in (load_trace)
 };
 
 struct AccessColumns {
@@ -55,7 +55,7 @@ struct CopyColumns {
     std::vector<CopyKind> kind;
     size_t size() const { return id.size(); }
     void reserve(size_t n);
-    void push(const Copy& r);   // appends one row (kernels: not its accesses)
+    void push(const Copy& r);   // appends one row
 };
 
 struct MarkerColumns {
@@ -64,7 +64,7 @@ struct MarkerColumns {
     std::vector<int32_t> index;
     size_t size() const { return id.size(); }
     void reserve(size_t n);
-    void push(const Marker& r);   // appends one row (kernels: not its accesses)
+    void push(const Marker& r);   // appends one row
 };
 
 // An access whose kernel or allocation id is not in the trace (kept for `mhc check`).

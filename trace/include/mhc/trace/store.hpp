@@ -5,6 +5,7 @@
 // rows back. docs/trace-format.md documents the schema.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,6 +70,37 @@ private:
     bool finished_ = false;
 };
 
+// The trace tables a Reader projects (Reader::scan).
+enum class TraceTable : uint8_t { Allocations, Kernels, Accesses, Copies, Markers };
+
+// A column projection of one trace table, row by row in the order of Reader::for_each. Values
+// are read as stored, without the value rules: for browsing paths that map unknown codes
+// themselves (the viewer). Every path that computes on a trace uses for_each.
+class Scan {
+public:
+    ~Scan();
+    Scan(Scan&&) noexcept;
+    Scan& operator=(Scan&&) noexcept;
+    // Steps to the next row; false after the last. Throws mhc::Error naming the file.
+    bool next();
+    // Column `i` of the projection, in the order asked: NULL reads as 0 (is_null tells).
+    int64_t operator[](int i) const;
+    bool is_null(int i) const;
+
+private:
+    friend class Reader;
+    struct Impl;
+    explicit Scan(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// One access to an allocation, with its kernel's place on the timeline (Reader::accesses_to).
+struct TimedAccess {
+    int64_t kernel = 0, stream = 0, t_start = 0, t_end = 0;
+    int32_t device = 0;
+    AccessMode mode = AccessMode::Read;
+};
+
 struct TableCounts {
     int64_t allocations = 0, kernels = 0, accesses = 0, copies = 0, markers = 0, strings = 0;
     int64_t total() const { return allocations + kernels + accesses + copies + markers + strings; }
@@ -102,6 +134,18 @@ public:
     bool has_segments() const;
     void for_each(const std::function<void(const Segment&)>& fn) const;
 
+    // Column projection: `columns` of `table` (names as in docs/trace-format.md), in id order
+    // (accesses: by kernel, then allocation). A name the table lacks throws mhc::Error.
+    Scan scan(TraceTable table, std::initializer_list<std::string_view> columns) const;
+    // The accesses to one allocation with their kernels' times, by kernel start (an index
+    // lookup, for on-demand queries); a mode code outside 1..3 reads as ReadWrite.
+    std::vector<TimedAccess> accesses_to(int64_t allocation_id) const;
+    int64_t access_count(int64_t allocation_id) const;
+    // Memory-maps up to `bytes` of the file (SQLite mmap_size; the Reader starts at 1 GiB):
+    // one sequential pass over a large file then reads it without a copy per page.
+    void map_up_to(int64_t bytes) const;
+
+    // The connection, for the trace library's own files (runs, checks): SQL stays inside trace/.
     sqlite3* handle() const { return db_; }
 
 private:

@@ -1,0 +1,165 @@
+// Golden cases of the Kineto mapping rules (trace/import/src/kineto_map.hpp), one rule per
+// case: a few JSON events in, the rows KinetoData keeps out. The whole-file public traces
+// (test_formats.cpp) check the rules together; these say which rule gives which row.
+#include <catch2/catch.hpp>
+
+#include "kineto_map.hpp"
+#include "kineto_parse.hpp"
+#include "util.hpp"
+
+using namespace mhc::trace::import;
+using mhc::trace::CopyKind;
+
+namespace {
+
+// The events, comma-separated, inside a minimal Kineto document.
+KinetoData parse_events(const std::string& events) {
+    test::TempDir dir;
+    test::write_file(dir.file("t.json"), "{\"traceEvents\": [" + events + "]}");
+    return parse_kineto(dir.file("t.json"));
+}
+
+std::string name_of(const KinetoData& d, uint32_t id) { return d.strings.list.at(id); }
+
+}  // namespace
+
+TEST_CASE("kineto map: a kernel event is a kernel row with its launch geometry", "[import][kineto-map]") {
+    KinetoData d = parse_events(
+        R"j({"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":10.5,"dur":2.25,)j"
+        R"j("args":{"device":1,"stream":7,"correlation":42,"External id":5,"registers per thread":32,)j"
+        R"j("shared memory":1024,"grid":[4,2,1],"block":[128,1,1]}},)j"
+        R"j({"ph":"X","cat":"Kernel","name":"old_cat","ts":20,"dur":-3})j");
+    CHECK(d.events == 2);
+    REQUIRE(d.kernels.size() == 2);
+    const KKernel& k = d.kernels[0];
+    CHECK(name_of(d, k.name) == "gemm");
+    CHECK(k.ts == 10500);   // microseconds as written -> ns, exactly
+    CHECK(k.dur == 2250);
+    CHECK(k.device == 1);
+    CHECK(k.stream == 7);
+    CHECK(k.correlation == 42);
+    CHECK(k.external == 5);
+    CHECK(k.tid == 7);
+    CHECK(k.registers == 32);
+    CHECK(k.shared_mem == 1024);
+    CHECK((k.grid[0] == 4 && k.grid[1] == 2 && k.grid[2] == 1));
+    CHECK((k.block[0] == 128 && k.block[1] == 1 && k.block[2] == 1));
+    CHECK(!k.is_copy);
+    CHECK(!k.is_memset);
+    // The older category name maps the same way; a negative duration becomes 0.
+    CHECK(name_of(d, d.kernels[1].name) == "old_cat");
+    CHECK(d.kernels[1].dur == 0);
+    CHECK(d.kernels[1].correlation == -1);   // absent
+    CHECK(d.t_min == 10500);
+}
+
+TEST_CASE("kineto map: a memcpy's name gives its direction, a memset is a memset", "[import][kineto-map]") {
+    KinetoData d = parse_events(
+        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pageable -> Device)","ts":1,"dur":1,"args":{"bytes":4096}},)j"
+        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoH (Device -> Pinned)","ts":2,"dur":1,"args":{"bytes":8}},)j"
+        R"j({"ph":"X","cat":"Memcpy","name":"Memcpy DtoD (Device -> Device)","ts":3,"dur":1},)j"
+        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy PtoP (Device -> Device)","ts":4,"dur":1},)j"
+        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoH (Pinned -> Pinned)","ts":5,"dur":1},)j"
+        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy","ts":6,"dur":1},)j"
+        R"j({"ph":"X","cat":"gpu_memset","name":"Memset (Device)","ts":7,"dur":1,"args":{"bytes":64}})j");
+    REQUIRE(d.kernels.size() == 7);
+    const CopyKind want[] = {CopyKind::H2D, CopyKind::D2H, CopyKind::D2D, CopyKind::P2P,
+                             CopyKind::H2H, CopyKind::D2D, CopyKind::Memset};
+    for (size_t i = 0; i < 7; ++i) {
+        INFO("event " << i);
+        CHECK(d.kernels[i].copy_kind == want[i]);
+        CHECK(d.kernels[i].is_copy == (i < 6));
+        CHECK(d.kernels[i].is_memset == (i == 6));
+    }
+    CHECK(d.kernels[0].bytes == 4096);
+    CHECK(d.kernels[6].bytes == 64);
+    CHECK(copy_kind_of("Memcpy HtoD") == CopyKind::H2D);
+    CHECK(copy_kind_of("something else") == CopyKind::D2D);
+}
+
+TEST_CASE("kineto map: a runtime or driver call with a correlation id is that kernel's launch", "[import][kineto-map]") {
+    KinetoData d = parse_events(
+        R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","tid":3,"ts":100,"dur":5,"args":{"correlation":42}},)j"
+        R"j({"ph":"X","cat":"cuda_driver","name":"cuLaunchKernel","tid":4,"ts":200,"dur":5,"args":{"correlation":43}},)j"
+        R"j({"ph":"X","cat":"cuda_runtime","name":"cudaStreamSynchronize","tid":3,"ts":300,"dur":5})j");
+    CHECK(d.kernels.empty());
+    CHECK(d.ops.empty());
+    REQUIRE(d.launches.size() == 2);   // the call without a correlation id launches nothing
+    CHECK(d.launches.at(42).ts == 100000);
+    CHECK(d.launches.at(42).tid == 3);
+    CHECK(d.launches.at(43).tid == 4);
+}
+
+TEST_CASE("kineto map: annotations and ProfilerStep#N are ranges, CPU operators are ops", "[import][kineto-map]") {
+    KinetoData d = parse_events(
+        R"j({"ph":"X","cat":"cpu_op","name":"aten::mm","tid":1,"ts":10,"dur":4,)j"
+        R"j("args":{"External id":7,"Record function id":11,"Ev Idx":2}},)j"
+        R"j({"ph":"X","cat":"user_annotation","name":"forward","tid":1,"ts":9,"dur":8},)j"
+        R"j({"ph":"X","cat":"gpu_user_annotation","name":"forward","tid":9,"ts":12,"dur":3},)j"
+        R"j({"ph":"X","cat":"cpu_op","name":"ProfilerStep#3","tid":1,"ts":8,"dur":20},)j"
+        R"j({"ph":"X","cat":"python_function","name":"model.py(12): forward","tid":1,"ts":9,"dur":1},)j"
+        R"j({"ph":"X","cat":"python_function","name":"ProfilerStep#4","tid":1,"ts":30,"dur":20})j");
+    // Ranges: the annotation, the GPU annotation, both steps (a python_function only when it is a step).
+    REQUIRE(d.ranges.size() == 4);
+    CHECK(name_of(d, d.ranges[0].name) == "forward");
+    CHECK(!d.ranges[0].gpu);
+    CHECK(d.ranges[0].step == -1);
+    CHECK(d.ranges[1].gpu);
+    CHECK(d.ranges[1].ts == 12000);
+    CHECK(d.ranges[1].dur == 3000);
+    CHECK(name_of(d, d.ranges[2].name) == "ProfilerStep#3");
+    CHECK(d.ranges[2].step == 3);
+    CHECK(d.ranges[3].step == 4);
+    // Ops: cpu_op and user_annotation (the step op too); not python_function, not the GPU annotation.
+    REQUIRE(d.ops.size() == 3);
+    CHECK(name_of(d, d.ops[0].name) == "aten::mm");
+    CHECK(d.ops[0].external == 7);
+    CHECK(d.ops[0].rf_id == 11);
+    CHECK(d.ops[0].ev_idx == 2);
+    CHECK(d.has_rf_id);
+    CHECK(name_of(d, d.ops[1].name) == "forward");
+    CHECK(name_of(d, d.ops[2].name) == "ProfilerStep#3");
+    CHECK(d.t_min == 8000);   // ranges count, ops alone do not
+}
+
+TEST_CASE("kineto map: [memory] instants are allocator events on the GPU or the host", "[import][kineto-map]") {
+    KinetoData d = parse_events(
+        R"j({"ph":"i","s":"t","name":"[memory]","ts":5,"args":{"Addr":140000000000000,"Bytes":512,)j"
+        R"j("Total Allocated":1024,"Device Type":1,"Device Id":2}},)j"
+        R"j({"ph":"I","name":"[memory]","ts":6,"args":{"Addr":4096,"Bytes":-512,"Device Type":0,"Device Id":-1}},)j"
+        R"j({"ph":"i","name":"[memory]","ts":7,"args":{"Device Type":1}},)j"
+        R"j({"ph":"X","name":"[memory]","ts":8,"dur":1,"args":{"Addr":1,"Bytes":1,"Device Type":1}})j");
+    REQUIRE(d.memory.size() == 2);   // without Addr or Bytes, or not an instant: no row
+    CHECK(d.memory[0].ts == 5000);
+    CHECK(d.memory[0].addr == 140000000000000);
+    CHECK(d.memory[0].bytes == 512);
+    CHECK(d.memory[0].total == 1024);
+    CHECK(d.memory[0].device == 2);
+    CHECK(d.memory[1].device == -1);   // Device Type 0: host memory
+    CHECK(d.memory[1].bytes == -512);
+    CHECK(d.memory[1].total == -1);    // absent
+    CHECK(d.host_memory_events == 1);
+}
+
+TEST_CASE("kineto map: ac2g flows link a kernel to its CPU op when no runtime call does", "[import][kineto-map]") {
+    KinetoData d = parse_events(
+        R"j({"ph":"X","cat":"cpu_op","name":"aten::add","tid":1,"ts":10,"dur":10},)j"
+        R"j({"ph":"s","cat":"ac2g","name":"launch","id":77,"tid":1,"ts":15},)j"
+        R"j({"ph":"f","cat":"ac2g","name":"launch","id":77,"tid":7,"ts":30},)j"
+        R"j({"ph":"X","cat":"kernel","name":"add_kernel","tid":7,"ts":30,"dur":1,"args":{"correlation":77}})j");
+    CHECK(d.flows == 2);
+    REQUIRE(d.flow_starts.size() == 1);   // only the start is kept, by flow id
+    CHECK(d.flow_starts.at(77).ts == 15000);
+    d.link_ops();
+    REQUIRE(d.kernels.size() == 1);
+    int32_t op = d.launcher(d.kernels[0]);
+    REQUIRE(op >= 0);
+    CHECK(name_of(d, d.ops[static_cast<size_t>(op)].name) == "aten::add");
+}
+
+TEST_CASE("kineto map: an event without 'ts' is counted and dropped", "[import][kineto-map]") {
+    KinetoData d = parse_events(R"j({"ph":"X","cat":"kernel","name":"k","dur":1},{"ph":"M","name":"process_name"})j");
+    CHECK(d.events == 2);
+    CHECK(d.kernels.empty());
+    CHECK(d.t_min == INT64_MAX);
+}

@@ -1,0 +1,133 @@
+// Kineto event -> KinetoData rows (kineto_map.hpp states the rules). The tokenizer
+// (kineto_parse.cpp) calls map_event once per traceEvents entry.
+#include "kineto_map.hpp"
+
+#include <algorithm>
+
+namespace mhc::trace::import {
+
+CopyKind copy_kind_of(std::string_view name) {
+    if (name.find("HtoD") != std::string_view::npos) return CopyKind::H2D;
+    if (name.find("DtoH") != std::string_view::npos) return CopyKind::D2H;
+    if (name.find("DtoD") != std::string_view::npos) return CopyKind::D2D;
+    if (name.find("PtoP") != std::string_view::npos) return CopyKind::P2P;
+    if (name.find("HtoH") != std::string_view::npos) return CopyKind::H2H;
+    return CopyKind::D2D;
+}
+
+void map_event(const KEvent& e, KinetoData& d) {
+    if (!e.has_ts) return;
+    std::string_view c = e.cat;
+    if (e.ph == 'X') {
+        if (c == "kernel" || c == "Kernel" || c == "gpu_memcpy" || c == "Memcpy" || c == "gpu_memset" || c == "Memset") {
+            KKernel k;
+            k.ts = e.ts;
+            k.dur = std::max<int64_t>(0, e.dur);
+            k.device = static_cast<int32_t>(e.device);
+            k.stream = e.stream;
+            k.correlation = e.corr;
+            k.external = e.ext;
+            k.tid = e.tid;
+            k.name = d.strings.intern(e.name);
+            k.registers = static_cast<int32_t>(e.regs);
+            k.shared_mem = static_cast<int32_t>(e.smem);
+            std::copy(e.grid, e.grid + 3, k.grid);
+            std::copy(e.block, e.block + 3, k.block);
+            k.is_copy = c == "gpu_memcpy" || c == "Memcpy";
+            k.is_memset = c == "gpu_memset" || c == "Memset";
+            k.bytes = e.bytes;
+            if (k.is_copy) k.copy_kind = copy_kind_of(e.name);
+            if (k.is_memset) k.copy_kind = CopyKind::Memset;
+            d.kernels.push_back(k);
+            d.t_min = std::min(d.t_min, k.ts);
+        } else if (c == "cuda_runtime" || c == "cuda_driver" || c == "Runtime" || c == "Driver") {
+            if (e.corr >= 0) d.launches[e.corr] = KLaunch{e.ts, e.tid};
+        } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
+                   c == "gpu_user_annotation") {
+            bool step = e.name.substr(0, 13) == "ProfilerStep#";
+            if (c == "gpu_user_annotation" || c == "user_annotation" || step) {
+                KRange r;
+                r.ts = e.ts;
+                r.dur = std::max<int64_t>(0, e.dur);
+                r.name = d.strings.intern(e.name);
+                r.gpu = c == "gpu_user_annotation";
+                int64_t n = -1;
+                if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
+                    r.step = static_cast<int32_t>(n);
+                d.ranges.push_back(r);
+                d.t_min = std::min(d.t_min, r.ts);
+            }
+            if (c != "gpu_user_annotation" && c != "python_function") {
+                KOp o;
+                o.ts = e.ts;
+                o.dur = std::max<int64_t>(0, e.dur);
+                o.tid = e.tid;
+                o.external = e.ext;
+                o.rf_id = e.rf_id;
+                o.ev_idx = e.ev_idx;
+                if (e.rf_id >= 0) d.has_rf_id = true;
+                o.name = d.strings.intern(e.name);
+                d.ops.push_back(o);
+            }
+        }
+    } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[memory]" && e.has_mem) {
+        KMemory m;
+        m.ts = e.ts;
+        m.addr = e.addr;
+        m.bytes = e.mem_bytes;
+        m.total = e.total;
+        // Device Type 1 is CUDA; 0 (CPU) and anything else are host memory: device -1.
+        m.device = e.dev_type == 1 ? static_cast<int32_t>(e.dev_id) : -1;
+        if (m.device < 0) ++d.host_memory_events;
+        d.memory.push_back(m);
+        d.t_min = std::min(d.t_min, m.ts);
+    } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
+        ++d.flows;
+        d.flow_starts[e.id] = KLaunch{e.ts, e.tid};
+    } else if (e.ph == 'f' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
+        ++d.flows;
+    }
+}
+
+void KinetoData::link_ops() {
+    auto order = [](const KOp& a, const KOp& b) {
+        if (a.tid != b.tid) return a.tid < b.tid;
+        if (a.ts != b.ts) return a.ts < b.ts;
+        return a.dur > b.dur;   // the enclosing op first
+    };
+    if (!std::is_sorted(ops.begin(), ops.end(), order)) std::sort(ops.begin(), ops.end(), order);
+    thread_ops_.clear();
+    std::vector<int32_t> stack;
+    for (size_t i = 0; i < ops.size(); ++i) {
+        if (i == 0 || ops[i].tid != ops[i - 1].tid) {
+            stack.clear();
+            thread_ops_[ops[i].tid] = {i, i};
+        }
+        thread_ops_[ops[i].tid].second = i + 1;
+        while (!stack.empty() && ops[stack.back()].ts + ops[stack.back()].dur <= ops[i].ts) stack.pop_back();
+        ops[i].parent = stack.empty() ? -1 : stack.back();
+        stack.push_back(static_cast<int32_t>(i));
+    }
+}
+
+int32_t KinetoData::op_at(int64_t tid, int64_t t) const {
+    auto it = thread_ops_.find(tid);
+    if (it == thread_ops_.end()) return -1;
+    auto b = ops.begin() + static_cast<long>(it->second.first);
+    auto e = ops.begin() + static_cast<long>(it->second.second);
+    auto p = std::upper_bound(b, e, t, [](int64_t v, const KOp& o) { return v < o.ts; });
+    if (p == b) return -1;
+    int32_t i = static_cast<int32_t>(p - ops.begin() - 1);
+    while (i >= 0 && !(ops[i].ts <= t && t <= ops[i].ts + ops[i].dur)) i = ops[i].parent;
+    return i;
+}
+
+int32_t KinetoData::launcher(const KKernel& k) const {
+    auto it = launches.find(k.correlation);
+    if (it != launches.end()) return op_at(it->second.tid, it->second.ts);
+    auto f = flow_starts.find(k.correlation);
+    if (f != flow_starts.end()) return op_at(f->second.tid, f->second.ts);
+    return -1;
+}
+
+}  // namespace mhc::trace::import

@@ -1,0 +1,53 @@
+#pragma once
+// The Kineto importer in two parts, as Perfetto's JSON importer has them: the tokenizer
+// (kineto_parse.cpp) walks the JSON and assembles one event at a time from its keys; the
+// mapping (kineto_map.cpp) turns one assembled event into KinetoData rows by the rules below.
+// The tokenizer knows no category; the mapping reads no JSON.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "kineto_parse.hpp"
+
+namespace mhc::trace::import {
+
+// One traceEvents entry, as far as the mapping reads it. Absent fields keep these defaults.
+// Strings are views into the tokenizer's buffers, valid while map_event runs.
+struct KEvent {
+    char ph = 0;
+    std::string_view cat, name;
+    int64_t pid = 0, tid = 0, ts = 0, dur = 0, id = 0;
+    bool has_ts = false;
+    // args
+    int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
+    int64_t addr = 0, mem_bytes = 0, total = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
+    int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+    bool has_mem = false;   // args.Addr or args.Bytes was read ([memory] events)
+};
+
+// The rules, one event at a time (the tokenizer has counted it in d.events already):
+//  - no 'ts': dropped;
+//  - ph X, cat kernel|Kernel: a kernel; gpu_memcpy|Memcpy: a copy whose kind the name gives
+//    (copy_kind_of); gpu_memset|Memset: a memset;
+//  - ph X, cat cuda_runtime|cuda_driver|Runtime|Driver with a correlation id: the launch of
+//    that correlation (where and on which thread the CPU called);
+//  - ph X, cat user_annotation|gpu_user_annotation, or cat cpu_op|Operator|python_function
+//    named ProfilerStep#N: a range (a CPU one named ProfilerStep#N is step N;
+//    gpu_user_annotation ranges are on the GPU timeline);
+//  - ph X, cat cpu_op|user_annotation|Operator: also a CPU op (python_function and
+//    gpu_user_annotation are not);
+//  - ph i|I named [memory] with args.Addr or args.Bytes: an allocator event, on device
+//    args.Device Id when args.Device Type is 1 (CUDA), else host memory (device -1);
+//  - ph s|f, cat ac2g|async_cpu_to_gpu: a CPU-to-GPU flow (s: its start, by flow id).
+// Negative durations become 0.
+void map_event(const KEvent& e, KinetoData& d);
+
+// A memcpy's direction from its Kineto name ("Memcpy HtoD (Pageable -> Device)"); a name
+// that names none is device to device.
+CopyKind copy_kind_of(std::string_view memcpy_name);
+
+// An integer as written (a JSON number; an integral float such as 1e3 is taken too). False for
+// NaN, Inf, fractions beyond int64 and anything else (kineto_parse.cpp).
+bool parse_int(const char* s, size_t n, int64_t& out);
+
+}  // namespace mhc::trace::import
