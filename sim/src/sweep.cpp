@@ -103,6 +103,7 @@ SweepResult sweep(const Prepared& p, const SweepSpec& spec,
     s.simulations = total;
     // One pool over both kinds of task: grid runs, then one bisection per combination.
     parallel_for(grid.size() + combos.size(), spec.jobs, [&](size_t i) {
+        if (spec.mine && !spec.mine(i)) return;   // another process runs it
         if (i < grid.size()) {
             s.grid[i] = simulate(p, grid[i]);
             tick();
