@@ -31,7 +31,7 @@ struct SimOptions {
 
 std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<SimOptions>();
-    app.add_option("trace", o->trace, "Trace file (or --ranks)")->check(CLI::ExistingFile);
+    app.add_option("trace", o->trace, "Trace file (required), or --ranks FILES... instead")->check(CLI::ExistingFile);
     app.add_option("--ranks", o->ranks,
                    "Coupled multi-rank run: one trace per rank (docs/simulator.md, Coupled ranks); under mpirun the "
                    "ranks are spread over the processes")

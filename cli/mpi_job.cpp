@@ -309,7 +309,7 @@ sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, co
         return true;
     };
     int64_t pauses = 0;
-    std::vector<sim::Result> results = sim::drive(plan, ranks, c, local, x, &pauses);
+    std::vector<sim::Result> results = sim::drive(plan, ranks, std::vector<sim::Config>(ranks.size(), c), local, x, &pauses);
     // Done: tell the others, then drain what they still send until each said it is done, so
     // that no message is left unreceived.
     {

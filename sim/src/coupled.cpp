@@ -193,6 +193,7 @@ JobPlan plan_job(const std::vector<RankTrace>& ranks) {
         for (const Raw& x : raw[size_t(r)]) {
             CrossEvent e;
             e.seq = x.seq;
+            e.row = ranks[size_t(r)].prepared->korder[size_t(x.seq)];
             e.comm = comm_index.at(specs[size_t(r)].at(x.stream).name);
             e.order = count[size_t(e.comm)]++;
             e.op = x.op;
@@ -397,14 +398,14 @@ int64_t coupling_delay(const JobPlan& plan, int r, int32_t g,
     return d;
 }
 
-std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ranks, const Config& c,
+std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ranks, const std::vector<Config>& configs,
                           const std::vector<int>& local, const Exchange& x, int64_t* pauses) {
     const size_t n = ranks.size();
     std::vector<std::unique_ptr<RankRunner>> run(n);
     std::vector<double> secs(n, 0);
     for (int r : local) {
         auto t0 = std::chrono::steady_clock::now();
-        run[size_t(r)] = make_runner(*ranks[size_t(r)].prepared, c, plan, r);
+        run[size_t(r)] = make_runner(*ranks[size_t(r)].prepared, configs.at(size_t(r)), plan, r);
         secs[size_t(r)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     // Arrival delays of every rank's events (local ones copied from the runners, remote ones
@@ -522,11 +523,15 @@ CoupledResult summarize(const JobPlan& plan, const std::vector<RankTrace>& ranks
 }
 
 CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPlan& plan, const Config& c) {
+    return simulate_coupled(ranks, plan, std::vector<Config>(ranks.size(), c));
+}
+
+CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPlan& plan, const std::vector<Config>& configs) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<int> all(ranks.size());
     for (size_t r = 0; r < ranks.size(); ++r) all[r] = static_cast<int>(r);
     int64_t pauses = 0;
-    CoupledResult out = summarize(plan, ranks, drive(plan, ranks, c, all, Exchange{}, &pauses));
+    CoupledResult out = summarize(plan, ranks, drive(plan, ranks, configs, all, Exchange{}, &pauses));
     out.pauses = pauses;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;

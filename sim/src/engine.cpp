@@ -650,6 +650,7 @@ void Engine<Policy>::begin(const std::vector<int32_t>* gate_of, size_t events) {
 
 template <class Policy>
 int32_t Engine<Policy>::advance() {
+    if (paused && done) paused = false;   // halted while it waited
     if (paused) return (*gates)[static_cast<size_t>(cur.seq)];
     while (!done && cursor->next(cur)) {
         if ((n_events++ & 4095) == 0 && C.cancel && C.cancel->load(std::memory_order_relaxed)) throw Cancelled();

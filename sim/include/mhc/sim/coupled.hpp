@@ -26,6 +26,7 @@ enum class CrossRole : uint8_t { Collective, Send, Recv, SendRecv };
 // A cross-rank event of one rank: an NCCL kernel, its communicator and its position there.
 struct CrossEvent {
     int32_t seq = -1;       // kernel position in the rank's start order
+    int32_t row = -1;       // kernel row in the rank's TraceData
     int32_t comm = -1;      // index into JobPlan::comm_names
     int32_t order = -1;     // 0-based position among the rank's kernels on that communicator
     std::string op;         // "AllReduce", "SendRecv", ...
@@ -87,7 +88,9 @@ struct Exchange {
     std::function<bool(const std::function<void(int32_t, int32_t, int64_t)>& set_arrival,
                        const std::function<void(int32_t)>& set_halted)> remote;
 };
-std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ranks, const Config& c,
+// configs: one per rank (the same for all in `mhc simulate --ranks`; answers of docs/results.md
+// limit one stage only).
+std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ranks, const std::vector<Config>& configs,
                           const std::vector<int>& local, const Exchange& x, int64_t* pauses = nullptr);
 
 struct CoupledResult {
@@ -110,6 +113,7 @@ struct CoupledResult {
 CoupledResult summarize(const JobPlan& plan, const std::vector<RankTrace>& ranks, std::vector<Result> results);
 // Every rank in this process.
 CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPlan& plan, const Config& c);
+CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPlan& plan, const std::vector<Config>& configs);
 
 std::string to_text(const CoupledResult& r);
 std::string to_json(const CoupledResult& r);
