@@ -87,19 +87,19 @@ std::function<int()> setup(CLI::App& app) {
         };
         // Under mpirun the tasks are spread over the processes (one thread each unless --jobs),
         // and rank 0 gathers them, prints and alone stores (docs/simulator.md, "MPI").
-        std::vector<int> owner;
         auto t_start = std::chrono::steady_clock::now();
         if (mpi::size() > 1) {
             size_t links = spec.links.size(), combos = spec.bisect ? spec.policies.size() * spec.prefetchers.size() * links : 0;
             size_t grid = spec.policies.size() * spec.prefetchers.size() * spec.capacities.size() * links;
-            owner = mpi::assign_tasks(grid, combos, spec.bisect_steps, mpi::size());
-            spec.mine = [&owner](size_t i) { return owner[i] == mpi::rank(); };
+            mpi::begin_claims(grid, combos);
+            spec.claim = [] { return mpi::claim(); };
             if (o->jobs == 0) spec.jobs = 1;
             tty = tty && mpi::is_root();
         }
         sim::SweepResult s = sim::sweep(*prepared, spec, progress);
         if (mpi::size() > 1) {
-            mpi::gather_sweep(s, owner);
+            mpi::end_claims();
+            mpi::gather_sweep(s);
             if (!mpi::is_root()) return kExitOk;
             s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
         }

@@ -3,11 +3,13 @@
 #include "mpi_job.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 
 #include "mhc/common/error.hpp"
 
@@ -199,46 +201,52 @@ sim::Result unpack(const std::string& bytes) {
     return r;
 }
 
-std::vector<int> assign_tasks(size_t grid, size_t combos, int bisect_steps, int processes) {
-    const size_t n = grid + combos;
-    std::vector<int64_t> cost(n);
-    for (size_t i = 0; i < n; ++i) cost[i] = i < grid ? 1 : bisect_steps + 1;
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
-    std::vector<int64_t> load(size_t(std::max(processes, 1)), 0);
-    std::vector<int> owner(n, 0);
-    for (size_t i : order) {
-        size_t p = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-        owner[i] = static_cast<int>(p);
-        load[p] += cost[i];
-    }
-    return owner;
-}
-
 #ifdef MHC_HAVE_MPI
 
 namespace {
 constexpr int kTagData = 1;
 
+// Waiting politely: OpenMPI's blocking calls poll at 100% of a core, which on a machine with
+// fewer free cores than processes takes the CPU from the process that is still computing.
+// These test, then sleep 100 us.
+void wait(MPI_Request& req) {
+    for (int done = 0;;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+}
+
+void send(const void* data, int count, MPI_Datatype type, int to, int tag) {
+    MPI_Request req;
+    MPI_Isend(data, count, type, to, tag, MPI_COMM_WORLD, &req);
+    wait(req);
+}
+
+void recv(void* data, int count, MPI_Datatype type, int from, int tag) {
+    MPI_Request req;
+    MPI_Irecv(data, count, type, from, tag, MPI_COMM_WORLD, &req);
+    wait(req);
+}
+
 void send_bytes(const std::string& b, int to, int tag) {
     int64_t n = static_cast<int64_t>(b.size());
-    MPI_Send(&n, 1, MPI_INT64_T, to, tag, MPI_COMM_WORLD);
+    send(&n, 1, MPI_INT64_T, to, tag);
     // In pieces below 2^31 bytes (MPI counts are int).
     for (int64_t off = 0; off < n;) {
         int part = static_cast<int>(std::min<int64_t>(n - off, int64_t{1} << 30));
-        MPI_Send(b.data() + off, part, MPI_BYTE, to, tag, MPI_COMM_WORLD);
+        send(b.data() + off, part, MPI_BYTE, to, tag);
         off += part;
     }
 }
 
 std::string recv_bytes(int from, int tag) {
     int64_t n = 0;
-    MPI_Recv(&n, 1, MPI_INT64_T, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    recv(&n, 1, MPI_INT64_T, from, tag);
     std::string b(size_t(n), '\0');
     for (int64_t off = 0; off < n;) {
         int part = static_cast<int>(std::min<int64_t>(n - off, int64_t{1} << 30));
-        MPI_Recv(b.data() + off, part, MPI_BYTE, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        recv(b.data() + off, part, MPI_BYTE, from, tag);
         off += part;
     }
     return b;
@@ -256,7 +264,13 @@ void init(int* argc, char*** argv) {
 }
 
 void finalize() {
-    if (g_init) MPI_Finalize();
+    if (g_init) {
+        // Everyone here first (politely), so that MPI_Finalize's own synchronisation is short.
+        MPI_Request req;
+        MPI_Ibarrier(MPI_COMM_WORLD, &req);
+        wait(req);
+        MPI_Finalize();
+    }
     g_init = false;
 }
 
@@ -286,18 +300,18 @@ sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, co
     sim::Exchange x;
     x.publish = [&](int32_t r, int32_t g, int64_t d) {
         int64_t m[4] = {0, r, g, d};
-        for (int p : readers[size_t(r)][size_t(g)]) MPI_Send(m, 4, MPI_INT64_T, p, kTagData, MPI_COMM_WORLD);
+        for (int p : readers[size_t(r)][size_t(g)]) send(m, 4, MPI_INT64_T, p, kTagData);
     };
     x.halted = [&](int32_t r) {
         int64_t m[4] = {1, r, 0, 0};
         for (int p = 0; p < P; ++p)
-            if (p != me) MPI_Send(m, 4, MPI_INT64_T, p, kTagData, MPI_COMM_WORLD);
+            if (p != me) send(m, 4, MPI_INT64_T, p, kTagData);
     };
     int done_from = 0;
     auto receive_one = [&](const std::function<void(int32_t, int32_t, int64_t)>& set_arrival,
                            const std::function<void(int32_t)>& set_halted) {
         int64_t m[4];
-        MPI_Recv(m, 4, MPI_INT64_T, MPI_ANY_SOURCE, kTagData, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        recv(m, 4, MPI_INT64_T, MPI_ANY_SOURCE, kTagData);
         if (m[0] == 0) set_arrival(static_cast<int32_t>(m[1]), static_cast<int32_t>(m[2]), m[3]);
         else if (m[0] == 1) set_halted(static_cast<int32_t>(m[1]));
         else ++done_from;
@@ -315,14 +329,18 @@ sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, co
     {
         int64_t m[4] = {2, 0, 0, 0};
         for (int p = 0; p < P; ++p)
-            if (p != me) MPI_Send(m, 4, MPI_INT64_T, p, kTagData, MPI_COMM_WORLD);
+            if (p != me) send(m, 4, MPI_INT64_T, p, kTagData);
         auto ignore_a = [](int32_t, int32_t, int64_t) {};
         auto ignore_h = [](int32_t) {};
         while (done_from < P - 1) receive_one(ignore_a, ignore_h);
     }
     // Gather every rank's result on rank 0.
     int64_t total_pauses = 0;
-    MPI_Reduce(&pauses, &total_pauses, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    {
+        MPI_Request req;
+        MPI_Ireduce(&pauses, &total_pauses, 1, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD, &req);
+        wait(req);
+    }
     if (me != 0) {
         for (int r : local) send_bytes(pack(results[size_t(r)]), 0, kTagData + 1);
         sim::CoupledResult partial;
@@ -337,33 +355,79 @@ sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, co
     return out;
 }
 
-void gather_sweep(sim::SweepResult& s, const std::vector<int>& owner) {
+namespace {
+MPI_Win g_win = MPI_WIN_NULL;
+int64_t* g_counter = nullptr;
+std::vector<size_t> g_order, g_ran;   // claim order (bisections first); tasks run here
+}  // namespace
+
+void begin_claims(size_t grid, size_t combos) {
+    g_order.clear();
+    g_ran.clear();
+    for (size_t i = 0; i < combos; ++i) g_order.push_back(grid + i);
+    for (size_t i = 0; i < grid; ++i) g_order.push_back(i);
+    MPI_Win_allocate(g_rank == 0 ? sizeof(int64_t) : 0, sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &g_counter, &g_win);
+    if (g_rank == 0) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, g_win);
+        *g_counter = 0;
+        MPI_Win_unlock(0, g_win);
+    }
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    wait(req);
+}
+
+size_t claim() {
+    const int64_t one = 1;
+    int64_t k = 0;
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, g_win);
+    MPI_Fetch_and_op(&one, &k, MPI_INT64_T, 0, 0, MPI_SUM, g_win);
+    MPI_Win_unlock(0, g_win);
+    if (k < 0 || size_t(k) >= g_order.size()) return SIZE_MAX;
+    g_ran.push_back(g_order[size_t(k)]);
+    return g_order[size_t(k)];
+}
+
+void end_claims() {
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    wait(req);
+    MPI_Win_free(&g_win);
+}
+
+void gather_sweep(sim::SweepResult& s) {
     const size_t grid = s.grid.size();
     if (g_rank != 0) {
-        for (size_t i = 0; i < owner.size(); ++i) {
-            if (owner[i] != g_rank) continue;
+        int64_t count = static_cast<int64_t>(g_ran.size());
+        send(&count, 1, MPI_INT64_T, 0, kTagData + 2);
+        for (size_t i : g_ran) {
+            Out o;
+            o.i(static_cast<int64_t>(i));
             if (i < grid) {
-                send_bytes(pack(s.grid[i]), 0, kTagData + 2);
+                o.s(pack(s.grid[i]));
             } else {
                 const sim::BisectAnswer& a = s.answers[i - grid];
-                Out o;
                 o.s(a.policy); o.s(a.prefetch); o.s(a.link); o.i(a.found); o.d(a.fraction);
                 o.s(pack(a.result));
-                send_bytes(o.b, 0, kTagData + 2);
             }
+            send_bytes(o.b, 0, kTagData + 2);
         }
         return;
     }
-    for (size_t i = 0; i < owner.size(); ++i) {
-        if (owner[i] == 0) continue;
-        std::string b = recv_bytes(owner[i], kTagData + 2);
-        if (i < grid) {
-            s.grid[i] = unpack(b);
-        } else {
+    for (int p = 1; p < g_size; ++p) {
+        int64_t count = 0;
+        recv(&count, 1, MPI_INT64_T, p, kTagData + 2);
+        for (int64_t k = 0; k < count; ++k) {
+            std::string b = recv_bytes(p, kTagData + 2);
             In in{b};
-            sim::BisectAnswer& a = s.answers[i - grid];
-            a.policy = in.s(); a.prefetch = in.s(); a.link = in.s(); a.found = in.i() != 0; a.fraction = in.d();
-            a.result = unpack(in.s());
+            size_t i = static_cast<size_t>(in.i());
+            if (i < grid) {
+                s.grid[i] = unpack(in.s());
+            } else {
+                sim::BisectAnswer& a = s.answers[i - grid];
+                a.policy = in.s(); a.prefetch = in.s(); a.link = in.s(); a.found = in.i() != 0; a.fraction = in.d();
+                a.result = unpack(in.s());
+            }
         }
     }
 }
@@ -377,7 +441,10 @@ sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, co
                                     const sim::Config& c) {
     return sim::simulate_coupled(ranks, plan, c);
 }
-void gather_sweep(sim::SweepResult&, const std::vector<int>&) {}
+void begin_claims(size_t, size_t) {}
+size_t claim() { return SIZE_MAX; }
+void end_claims() {}
+void gather_sweep(sim::SweepResult&) {}
 
 #endif
 

@@ -28,11 +28,15 @@ inline bool is_root() { return rank() == 0; }
 sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, const sim::JobPlan& plan,
                                     const sim::Config& c);
 
-// Which process runs each sweep task (the grid's cells, then one bisection per combination):
-// longest first onto the least loaded process, costs in simulations.
-std::vector<int> assign_tasks(size_t grid, size_t combos, int bisect_steps, int processes);
-// Sends this process's tasks' results to rank 0, which fills them into `s`.
-void gather_sweep(sim::SweepResult& s, const std::vector<int>& owner);
+// The sweep's tasks (the grid's cells, then one bisection per combination) are taken from one
+// counter on rank 0 (MPI one-sided fetch-and-add) by whichever process is free, the
+// bisections first (the longest). begin_claims() before sim::sweep, with the task count;
+// claim() gives this process its next task (>= count: none left); end_claims() after.
+void begin_claims(size_t grid, size_t combos);
+size_t claim();
+void end_claims();
+// Sends the results of the tasks this process ran to rank 0, which fills them into `s`.
+void gather_sweep(sim::SweepResult& s);
 
 // Every field of a sim::Result, for transport (a static_assert in mpi_job.cpp breaks when a
 // field is added to the struct and not here).

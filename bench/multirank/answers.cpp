@@ -53,12 +53,13 @@ int main(int argc, char** argv) {
     if (policies.empty()) policies = {"lru", "dtr", "cost_aware", "cost_aware+periodic"};
     std::filesystem::create_directories(dir);
     std::vector<datasets::RankFile> files;
-    std::vector<int> stage_of;
+    std::vector<int> stage_of, dp_of;
     for (int s = 0; s < cfg.pp; ++s)
         for (int d = 0; d < cfg.dp; ++d)
             for (int t = 0; t < cfg.tp; ++t) {
                 files.push_back({s, d, t, dir + "/job.rank" + std::to_string(datasets::global_rank(cfg, s, d, t)) + ".db"});
                 stage_of.push_back(s);
+                dp_of.push_back(d);
             }
     auto t0 = std::chrono::steady_clock::now();
     datasets::generate_ranks(cfg, files);
@@ -72,7 +73,8 @@ int main(int argc, char** argv) {
     sim::JobPlan plan = sim::plan_job(ranks);
     std::printf("job %s: pp %d x dp %d x tp %d, %d micro-batches, %d layers, %d steps: %zu ranks, %zu cross-rank events\n",
                 argv[1], cfg.pp, cfg.dp, cfg.tp, cfg.micro_batches, cfg.layers, cfg.steps, ranks.size(), plan.cross_events());
-    std::printf("%-20s %5s %10s %12s %12s %14s\n", "policy", "stage", "peak", "alone", "coupled", "job loss @alone");
+    std::printf("%-20s %5s %10s %12s %12s %16s %18s\n", "policy", "stage", "peak", "alone", "coupled", "job loss @alone",
+                "dp rank 0 only");
     for (const std::string& pp : policies) {
         sim::Config base;
         size_t plus = pp.find('+');
@@ -108,14 +110,20 @@ int main(int argc, char** argv) {
             only[size_t(s)] = alone[size_t(s)];
             sim::CoupledResult job = sim::simulate_coupled(ranks, plan, configs_with(only));
             const int64_t peak = sim::simulate(*ranks[r0].prepared, sim::Config{}).baseline_peak;
+            // The same, but only data-parallel rank 0 of the stage (with its tensor-parallel peers) limited.
+            std::vector<sim::Config> first = configs_with(std::vector<double>(size_t(cfg.pp), 1.0));
+            for (size_t r = 0; r < ranks.size(); ++r)
+                if (stage_of[r] == s && dp_of[r] == 0 && alone[size_t(s)] < 1.0)
+                    first[r].capacity = sim::Capacity{sim::kUnlimited, alone[size_t(s)]};
+            sim::CoupledResult job0 = sim::simulate_coupled(ranks, plan, first);
             char a[32], c[32];
             std::snprintf(a, sizeof a, fa && fa_v < 1.0 ? "%.1f%%" : "none", fa_v * 100);
             std::snprintf(c, sizeof c, fc && fc_v < 1.0 ? "%.1f%%" : "none", fc_v * 100);
-            std::printf("%-20s %5d %9.2fG %12s %12s %13.2f%%\n", pp.c_str(), s, double(peak) / (1 << 30), a, c,
-                        job.oom >= 0 ? -1.0 : job.job_loss * 100);
+            std::printf("%-20s %5d %9.2fG %12s %12s %15.2f%% %17.2f%%\n", pp.c_str(), s, double(peak) / (1 << 30), a, c,
+                        job.oom >= 0 ? -1.0 : job.job_loss * 100, job0.oom >= 0 ? -1.0 : job0.job_loss * 100);
         }
         sim::CoupledResult all = sim::simulate_coupled(ranks, plan, configs_with(alone));
-        std::printf("%-20s %5s %10s %12s %12s %13.2f%%  (every stage at its 'alone' answer)\n", pp.c_str(), "all", "", "",
+        std::printf("%-20s %5s %10s %12s %12s %15.2f%%  (every stage at its 'alone' answer)\n", pp.c_str(), "all", "", "",
                     "", all.oom >= 0 ? -1.0 : all.job_loss * 100);
         std::fflush(stdout);
     }

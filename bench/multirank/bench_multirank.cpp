@@ -1,7 +1,7 @@
 // Coupled simulation speed: generates a pp x dp job (gpt2-small shape, --layers/--steps from
 // the command line), then simulates it coupled under a few policies and prints ranks x events
 // per second next to the same ranks simulated one by one (the cost of the coupling).
-//   bench_multirank [pp] [dp] [micro_batches] [layers] [steps] [dir]
+//   bench_multirank [pp] [dp] [micro_batches] [layers] [steps] [dir] [preset]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
     int steps = argc > 5 ? std::atoi(argv[5]) : 2;
     std::string dir = argc > 6 ? argv[6] : (std::filesystem::temp_directory_path() / "mhc-bench-multirank").string();
     std::filesystem::create_directories(dir);
-    datasets::GeneratorConfig cfg = datasets::preset("gpt2-small");
-    cfg.pp = pp; cfg.dp = dp; cfg.micro_batches = mb; cfg.layers = layers; cfg.steps = steps;
+    datasets::GeneratorConfig cfg = datasets::preset(argc > 7 ? argv[7] : "gpt2-small");
+    cfg.pp = pp; cfg.dp = dp; cfg.tp = 1; cfg.micro_batches = mb; cfg.layers = layers; cfg.steps = steps;
     std::vector<datasets::RankFile> files;
     for (int s = 0; s < pp; ++s)
         for (int d = 0; d < dp; ++d)
@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
         ranks.push_back({f.path, &traces.back(), sim::prepare(traces.back())});
     }
     sim::JobPlan plan = sim::plan_job(ranks);
-    std::printf("job: pp %d x dp %d, %d micro-batches, %d layers, %d steps: %zu ranks, %zu cross-rank events; generated in %.2f s\n",
-                pp, dp, mb, layers, steps, ranks.size(), plan.cross_events(), gen);
+    std::printf("job %s: pp %d x dp %d, %d micro-batches, %d layers, %d steps: %zu ranks, %zu cross-rank events; generated in %.2f s\n",
+                cfg.preset.c_str(), pp, dp, mb, layers, steps, ranks.size(), plan.cross_events(), gen);
     std::printf("%-12s %-9s %12s %10s %14s %12s %10s %9s\n", "policy", "capacity", "events", "coupled s", "events/s",
                 "uncoupled s", "overhead", "job loss");
     for (const char* pol : {"lru", "dtr", "cost_aware"})

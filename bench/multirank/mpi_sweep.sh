@@ -13,8 +13,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 "$mhc" -q generate --preset "$preset" --layers "$layers" --steps "$steps" -o "$tmp/t.db" >/dev/null
 sw="--policies lru,dtr,cost_aware --prefetchers none,periodic --capacities 90%,70%,50% --no-store"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)  (nproc $(nproc))"
-t0=$(date +%s.%N); "$mhc" -q sweep "$tmp/t.db" $sw -j1 >"$tmp/one.txt"; t1=$(date +%s.%N)
-mpirun -n 2 --oversubscribe "$mhc" -q sweep "$tmp/t.db" $sw >"$tmp/two.txt"; t2=$(date +%s.%N)
+t0=$(date +%s.%N); /usr/bin/time -f "  1 process: CPU %U s user + %S s sys" "$mhc" -q sweep "$tmp/t.db" $sw -j1 >"$tmp/one.txt"; t1=$(date +%s.%N)
+mpirun -n 2 --oversubscribe /usr/bin/time -f "  one of 2 processes: CPU %U s user + %S s sys" "$mhc" -q sweep "$tmp/t.db" $sw >"$tmp/two.txt"; t2=$(date +%s.%N)
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 diff <(grep -v "simulations in" "$tmp/one.txt") <(grep -v "simulations in" "$tmp/two.txt") >/dev/null \
     && echo "tables identical" || echo "TABLES DIFFER"
