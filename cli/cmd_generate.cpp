@@ -2,6 +2,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -29,6 +30,8 @@ struct Options {
     double jitter = 0, gpu_flops = 0;
     bool zero1 = false, recompute = false, flash = false, dropout = false, hc_recompute = false;
     bool force = false;
+    bool all_ranks = false;
+    int pp_stage = 0, dp_rank = 0, tp_rank = 0;
     std::map<std::string, CLI::Option*> opt;
     bool given(const char* name) const { return opt.at(name)->count() > 0; }
 };
@@ -85,8 +88,53 @@ std::string names_list(const std::vector<std::string>& v) {
     return s;
 }
 
+// job.db -> job.rank3.db (before the extension of the last path component, as the recorder
+// names its per-rank files).
+std::string rank_path(const std::string& base, int rank) {
+    std::string tag = ".rank" + std::to_string(rank);
+    size_t slash = base.find_last_of('/');
+    size_t dot = base.find_last_of('.');
+    if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == slash + 1)
+        return base + tag;
+    return base.substr(0, dot) + tag + base.substr(dot);
+}
+
+int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks) {
+    std::vector<RankFile> files;
+    if (o.all_ranks) {
+        for (int s = 0; s < cfg.pp; ++s)
+            for (int d = 0; d < cfg.dp; ++d)
+                for (int t = 0; t < cfg.tp; ++t)
+                    files.push_back({s, d, t, rank_path(o.output, global_rank(cfg, s, d, t))});
+    } else {
+        files.push_back({o.pp_stage, o.dp_rank, o.tp_rank, o.output});
+    }
+    if (files.size() > 4096)
+        throw mhc::Error("--all-ranks: " + std::to_string(files.size()) + " ranks (pp x dp x tp) is more than 4096 files",
+                         mhc::Error::Kind::BadInput);
+    for (const auto& f : files)
+        if (!o.force && std::filesystem::exists(f.path))
+            throw mhc::Error(f.path + " exists; pass --force to replace it (and the runs stored in it)",
+                             mhc::Error::Kind::BadInput);
+    auto stats = generate_ranks(cfg, files, hooks);
+    for (size_t i = 0; i < files.size(); ++i)
+        std::printf("%s: rank %d (pp stage %d, dp rank %d, tp rank %d of %d x %d x %d): %lld rows (%lld kernels), "
+                    "simulated time %s\n",
+                    files[i].path.c_str(), global_rank(cfg, files[i].pp_stage, files[i].dp_rank, files[i].tp_rank),
+                    files[i].pp_stage, files[i].dp_rank, files[i].tp_rank, cfg.pp, cfg.dp, cfg.tp,
+                    (long long)stats[i].rows, (long long)stats[i].kernels, mhc::format_ns(stats[i].end_time_ns).c_str());
+    return mhc::cli::kExitOk;
+}
+
 int run(const Options& o) {
     GeneratorConfig cfg = build(o);
+    const bool ranks = o.all_ranks || o.given("pp-stage") || o.given("dp-rank") || o.given("tp-rank");
+    if (ranks) {
+        cfg.multi_rank = true;
+        cfg.pp_stage = o.pp_stage;
+        cfg.dp_rank = o.dp_rank;
+        cfg.tp_rank = o.tp_rank;
+    }
     validate(cfg);
     GenerateHooks hooks;
     hooks.cancel = &g_interrupted;
@@ -108,6 +156,12 @@ int run(const Options& o) {
     sigaction(SIGINT, &sa, &old);
     GenerateStats st;
     try {
+        if (ranks) {
+            int rc = run_ranks(o, cfg, hooks);
+            sigaction(SIGINT, &old, nullptr);
+            if (progress) std::fprintf(stderr, "\r                 \r");
+            return rc;
+        }
         st = generate_file(cfg, o.output, hooks);
     } catch (const Cancelled&) {
         sigaction(SIGINT, &old, nullptr);
@@ -166,7 +220,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["dtype"] = app.add_option("--dtype", o->dtype, "bf16|fp16|fp32")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
         m["dp"] = app.add_option("--dp", o->dp, "Data-parallel size")->check(CLI::Range(1, 65536));
         m["tp"] = app.add_option("--tp", o->tp, "Tensor-parallel size")->check(CLI::Range(1, 1024));
-        m["pp"] = app.add_option("--pp", o->pp, "Pipeline-parallel size (the trace is stage 0)")->check(CLI::Range(1, 1024));
+        m["pp"] = app.add_option("--pp", o->pp, "Pipeline-parallel size (the trace is stage 0 unless --pp-stage or --all-ranks)")->check(CLI::Range(1, 1024));
+        m["pp-stage"] = app.add_option("--pp-stage", o->pp_stage, "Multi-rank: the pipeline stage to write (whole pipeline simulated)")->check(CLI::Range(0, 1023));
+        m["dp-rank"] = app.add_option("--dp-rank", o->dp_rank, "Multi-rank: the data-parallel rank to write")->check(CLI::Range(0, 65535));
+        m["tp-rank"] = app.add_option("--tp-rank", o->tp_rank, "Multi-rank: the tensor-parallel rank to write")->check(CLI::Range(0, 1023));
+        m["all-ranks"] = app.add_flag("--all-ranks", o->all_ranks, "Multi-rank: write every rank, OUTPUT.rankN.ext each");
         m["zero1"] = app.add_flag("--zero1,!--no-zero1", o->zero1, "Shard optimizer states over dp");
         m["bucket"] = app.add_option("--bucket", o->bucket, "Gradient bucket size (e.g. 25MiB)");
         m["recompute"] = app.add_flag("--recompute,!--no-recompute", o->recompute, "Full activation recomputation");

@@ -4,15 +4,18 @@
 #include <memory>
 
 #include "command.hpp"
+#include "mpi_job.hpp"
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/sim/coupled.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
 
 namespace mhc::cli {
+int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, bool json, const StoreOptions& store);
 namespace {
 
 struct SimOptions {
@@ -21,13 +24,18 @@ struct SimOptions {
     double duplex = 0, nccl_share = -1, memcpy_share = -1;
     int copy_engines = 0, samples = 4096;
     bool json = false, check = false, no_events = false;
+    std::vector<std::string> ranks;
     StoreOptions store;
     SimBaseOptions base;
 };
 
 std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<SimOptions>();
-    app.add_option("trace", o->trace, "Trace file")->required()->check(CLI::ExistingFile);
+    app.add_option("trace", o->trace, "Trace file (required), or --ranks FILES... instead")->check(CLI::ExistingFile);
+    app.add_option("--ranks", o->ranks,
+                   "Coupled multi-rank run: one trace per rank (docs/simulator.md, Coupled ranks); under mpirun the "
+                   "ranks are spread over the processes")
+        ->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
                    "GPU capacity (required): a share of the unlimited peak (60%, at most 100%), a size with a unit "
                    "(40GiB, 40GB, 512MiB), or 'unlimited' for the baseline");
@@ -73,6 +81,13 @@ std::function<int()> setup(CLI::App& app) {
         if (o->check) c.check_invariants = true;
         apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);
+        if (!o->ranks.empty()) {
+            if (!o->trace.empty())
+                throw Error("simulate: give either a trace or --ranks FILES..., not both");
+            return run_coupled(o->ranks, c, o->json, o->store);
+        }
+        if (o->trace.empty()) throw Error("simulate: a trace file is required (or --ranks FILES... for a coupled run)");
+        if (!mpi::is_root()) return kExitOk;   // under mpirun a single-trace run is rank 0's alone
 
         trace::TraceData t = trace::load_trace(o->trace);
         auto prepared = prepare_for_simulation(t, c.device, o->trace);
@@ -104,6 +119,57 @@ std::function<int()> setup(CLI::App& app) {
         return kExitOk;
     };
 }
+
+}  // namespace
+
+// A coupled run over per-rank traces: printed (rank 0 under MPI), then each rank's run stored
+// in its own trace (or --runs-db).
+int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, bool json, const StoreOptions& store) {
+    std::vector<trace::TraceData> traces;
+    traces.reserve(paths.size());
+    std::vector<sim::RankTrace> ranks;
+    for (const auto& p : paths) {
+        traces.push_back(trace::load_trace(p));
+        ranks.push_back({p, &traces.back(), prepare_for_simulation(traces.back(), c.device, p)});
+    }
+    sim::JobPlan plan = sim::plan_job(ranks);
+    sim::CoupledResult r = mpi::size() > 1 ? mpi::simulate_coupled(ranks, plan, c) : sim::simulate_coupled(ranks, plan, c);
+    if (!mpi::is_root()) return kExitOk;
+    if (json) std::cout << sim::to_json(r) << "\n";
+    else std::cout << sim::to_text(r);
+    std::cout.flush();
+    bool stored = true;
+    if (!store.no_store) {
+        for (size_t i = 0; i < r.ranks.size(); ++i) {
+            trace::Run run = sim::to_run(r.ranks[i]);
+            run.name += " coupled";
+            run.config["coupled.ranks"] = std::to_string(r.ranks.size());
+            run.config["coupled.rank"] = std::to_string(r.global_rank[i]);
+            run.metrics["coupled_wait_time"] = static_cast<double>(r.ranks[i].coupled_wait_time);
+            run.metrics["coupled_wait_count"] = static_cast<double>(r.ranks[i].coupled_wait_count);
+            run.metrics["job_throughput_loss"] = r.job_loss;
+            auto ids = store_runs(paths[i], {run}, store);
+            if (!ids) stored = false;
+            else if (!json)
+                std::cout << "stored         run " << ids->at(0) << " in " << store_target(paths[i], store) << "\n";
+        }
+    }
+    for (const auto& x : r.ranks)
+        if (!x.invariant_violation.empty()) {
+            std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", x.invariant_violation.c_str());
+            return kExitInternal;
+        }
+    if (!stored) return kExitNotStored;
+    if (r.oom >= 0) {
+        if (json)
+            std::fprintf(stderr, "mhc: out of memory on rank %d: %s: %s\n", r.global_rank[size_t(r.oom)],
+                         r.ranks[size_t(r.oom)].oom.where.c_str(), r.ranks[size_t(r.oom)].oom.why.c_str());
+        return kExitOom;
+    }
+    return kExitOk;
+}
+
+namespace {
 
 Registration reg{Command{"simulate", "Simulate a trace under a GPU memory limit with eviction/prefetch policies", setup}};
 

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "mpi_job.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/kernels/device.hpp"
 
@@ -46,6 +47,11 @@ bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
 
 int main(int argc, char** argv) {
     using namespace mhc::cli;
+    // Under mpirun (a build with MPI): MPI_Init here, MPI_Finalize on every way out.
+    struct MpiSession {
+        MpiSession(int* c, char*** v) { mpi::init(c, v); }
+        ~MpiSession() { mpi::finalize(); }
+    } mpi_session(&argc, &argv);
     CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit"};
     app.require_subcommand(1);
     app.option_defaults()->always_capture_default();   // --help shows every default

@@ -137,6 +137,9 @@ void validate(const GeneratorConfig& c) {
     range("dp", c.dp, 1, 1 << 16);
     range("tp", c.tp, 1, 1024);
     range("pp", c.pp, 1, 1024);
+    range("pp-stage", c.pp_stage, 0, c.pp - 1);
+    range("dp-rank", c.dp_rank, 0, c.dp - 1);
+    range("tp-rank", c.tp_rank, 0, c.tp - 1);
     range("bucket-bytes", c.bucket_bytes, 1, int64_t(1) << 40);
     range("hc", c.hc, 1, 16);
     range("sinkhorn-iters", c.sinkhorn_iters, 1, 1000);
@@ -177,7 +180,8 @@ Dims dims(const GeneratorConfig& c) {
     d.vocab = (c.vocab + c.tp - 1) / c.tp;
     d.layers = c.layers / c.pp;
     d.n = c.hc;
-    d.has_head = c.pp == 1;
+    d.has_head = c.pp_stage == c.pp - 1;
+    d.has_embed = c.pp_stage == 0;
     if (c.hc_block > 0) {
         d.hc_block = c.hc_block;
     } else {

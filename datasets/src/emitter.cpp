@@ -8,7 +8,8 @@ namespace mhc::datasets::detail {
 
 namespace {
 constexpr int64_t kAlign = 512;                        // caching-allocator rounding
-constexpr int64_t kPoolBase[kStreamCount] = {0x7f0000000000ll, 0x7e0000000000ll};
+constexpr int64_t kPoolBase[kStreamCount] = {0x7f0000000000ll, 0x7e0000000000ll, 0x7d0000000000ll,
+                                             0x7c0000000000ll};
 
 int32_t clamp32(int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, 1, 2147483647)); }
 }  // namespace
@@ -122,8 +123,14 @@ int64_t Emitter::kernel(Stream s, int64_t name, KClass cls, double flops,
     return emit(s, name, cls, flops, acc.data(), acc.size(), launch, not_before, seconds);
 }
 
+int64_t Emitter::comm_kernel(Stream s, int64_t name, const std::vector<Acc>& acc, const Launch& launch,
+                             int64_t not_before, double seconds, int64_t min_end, int64_t stream_id) {
+    return emit(s, name, KClass::Comm, 0, acc.data(), acc.size(), launch, not_before, seconds, min_end, stream_id);
+}
+
 int64_t Emitter::emit(Stream s, int64_t name, KClass cls, double flops, const Acc* acc, size_t n,
-                      const Launch& launch, int64_t not_before, double seconds) {
+                      const Launch& launch, int64_t not_before, double seconds, int64_t min_end,
+                      int64_t stream_id) {
     const GpuSpec& g = cfg_.gpu;
     // Merge repeated buffers (one access row per kernel and allocation) and count traffic.
     scratch_.assign(acc, acc + n);
@@ -157,12 +164,13 @@ int64_t Emitter::emit(Stream s, int64_t name, KClass cls, double flops, const Ac
     dur *= 1.0 + cfg_.jitter * uniform();
     double gap = g.launch_gap_s * (1.0 + 4 * cfg_.jitter * uniform());
     int64_t t0 = std::max<int64_t>(cursor_[s] + std::max<int64_t>(200, std::llround(gap * 1e9)), not_before);
-    int64_t t1 = t0 + std::max<int64_t>(1000, std::llround(dur * 1e9));
+    int64_t t1 = std::max(t0 + std::max<int64_t>(1000, std::llround(dur * 1e9)), min_end);
     cursor_[s] = t1;
+    last_start_ = t0;
 
     trace::Kernel k;
     k.id = next_kernel_++;
-    k.stream = stream_ids_[s];
+    k.stream = stream_id >= 0 ? stream_id : stream_ids_[s];
     k.name = name;
     k.t_start = t0;
     k.t_end = t1;

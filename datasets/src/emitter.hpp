@@ -20,7 +20,9 @@ namespace mhc::datasets::detail {
 using trace::AccessMode;
 using trace::Category;
 
-enum Stream : int { kCompute = 0, kComm = 1, kStreamCount = 2 };
+// kPpNext / kPpPrev: the pipeline send/receive streams of a multi-rank trace (one NCCL
+// communicator each, with the next and the previous stage); single-rank traces use kComm.
+enum Stream : int { kCompute = 0, kComm = 1, kPpNext = 2, kPpPrev = 3, kStreamCount = 4 };
 
 // How a kernel's duration is derived (docs/datasets.md, "Roofline").
 enum class KClass : uint8_t {
@@ -67,6 +69,13 @@ public:
     int64_t kernel(Stream s, int64_t name, KClass cls, double flops, const std::vector<Acc>& acc,
                    const Launch& launch, int64_t not_before = 0, double seconds = -1);
 
+    // A collective or point-to-point kernel (KClass::Comm) of `seconds`, ending no earlier
+    // than min_end (a receive ends no earlier than its send), written with CUDA stream number
+    // stream_id (-1: the stream's own) so that each communicator has its own stream number.
+    int64_t comm_kernel(Stream s, int64_t name, const std::vector<Acc>& acc, const Launch& launch,
+                        int64_t not_before, double seconds, int64_t min_end, int64_t stream_id);
+    int64_t last_start() const { return last_start_; }
+
     int64_t now(Stream s) const { return cursor_[s]; }
     void wait_until(Stream s, int64_t t) {
         if (t > cursor_[s]) cursor_[s] = t;
@@ -99,14 +108,16 @@ private:
     void flush();
     double uniform();   // [-1, 1)
     int64_t emit(Stream s, int64_t name, KClass cls, double flops, const Acc* acc, size_t n,
-                 const Launch& launch, int64_t not_before, double seconds);
+                 const Launch& launch, int64_t not_before, double seconds, int64_t min_end = 0,
+                 int64_t stream_id = -1);
 
     trace::Writer& w_;
     const GeneratorConfig& cfg_;
     GenerateHooks hooks_;
     GenerateStats stats_;
     uint64_t rng_;
-    int64_t cursor_[kStreamCount] = {0, 0};
+    int64_t cursor_[kStreamCount] = {0, 0, 0, 0};
+    int64_t last_start_ = 0;
     int64_t next_alloc_ = 1, next_kernel_ = 1, next_copy_ = 1, next_marker_ = 1;
     int64_t first_pending_ = 1;
     std::deque<Slot> pending_;            // rows not yet written (id order)
@@ -116,7 +127,7 @@ private:
     std::unordered_map<int64_t, std::vector<Block>> free_blocks_[kStreamCount];
     int64_t pool_top_[kStreamCount];
     int32_t step_ = -1;
-    int64_t stream_ids_[kStreamCount] = {7, 13};   // as CUDA numbers them in nsys traces
+    int64_t stream_ids_[kStreamCount] = {7, 13, 23, 24};   // as CUDA numbers them in nsys traces
     std::vector<Acc> scratch_;
     int64_t kernels_since_check_ = 0;
 };

@@ -96,8 +96,11 @@ int64_t parameter_count(const GeneratorConfig& c) {
 int64_t local_parameter_count(const GeneratorConfig& c) {
     Dims d = dims(c);
     int64_t h = c.hidden;
-    int64_t p = d.layers * layer_params_local(c) + d.vocab * h;
-    if (c.arch == Arch::Gpt2) p += (c.max_positions ? c.max_positions : c.seq) * h;
+    int64_t p = d.layers * layer_params_local(c);
+    // The first stage holds the embeddings; a GPT-2 last stage of a pipeline holds its own
+    // copy of the token embedding for the tied head (Megatron's word-embedding copy).
+    if (d.has_embed || (d.has_head && c.arch == Arch::Gpt2)) p += d.vocab * h;
+    if (d.has_embed && c.arch == Arch::Gpt2) p += (c.max_positions ? c.max_positions : c.seq) * h;
     if (d.has_head) p += c.arch == Arch::Gpt2 ? 2 * h : d.vocab * h + h;
     return p;
 }

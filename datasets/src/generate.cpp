@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include "emitter.hpp"
 #include "mhc/datasets/formulas.hpp"
@@ -62,7 +63,133 @@ void write_meta(const GeneratorConfig& c, const GenerateStats& s, trace::Writer&
     w.set_meta("gen.activation_bytes_per_layer", std::to_string(s.activation_bytes_per_layer));
 }
 
+// The rank's place and its communicators (docs/trace-format.md, "Multi-rank traces"):
+// meta nccl.stream.N = "name:r0,r1,..." for each CUDA stream N that carries NCCL kernels.
+void write_rank_meta(const GeneratorConfig& c, trace::Writer& w) {
+    const int s = c.pp_stage, d = c.dp_rank, t = c.tp_rank;
+    auto list = [&](auto rank_of, int n) {
+        std::string v;
+        for (int i = 0; i < n; ++i) v += (i ? "," : "") + std::to_string(rank_of(i));
+        return v;
+    };
+    w.set_meta("rank", std::to_string(global_rank(c, s, d, t)));
+    w.set_meta("world_size", std::to_string(c.pp * c.dp * c.tp));
+    w.set_meta("gen.pp_stage", std::to_string(s));
+    w.set_meta("gen.dp_rank", std::to_string(d));
+    w.set_meta("gen.tp_rank", std::to_string(t));
+    const std::string ds = ".d" + std::to_string(d), ts = ".t" + std::to_string(t);
+    if (c.dp > 1)
+        w.set_meta("nccl.stream." + std::to_string(detail::kStreamDp),
+                   "dp.s" + std::to_string(s) + ts + ":" + list([&](int i) { return global_rank(c, s, i, t); }, c.dp));
+    if (c.tp > 1)
+        w.set_meta("nccl.stream." + std::to_string(detail::kStreamTp),
+                   "tp.s" + std::to_string(s) + ds + ":" + list([&](int i) { return global_rank(c, s, d, i); }, c.tp));
+    auto pair = [&](int a) {
+        return "pp.s" + std::to_string(a) + "-" + std::to_string(a + 1) + ds + ts + ":" +
+               std::to_string(global_rank(c, a, d, t)) + "," + std::to_string(global_rank(c, a + 1, d, t));
+    };
+    if (s + 1 < c.pp) w.set_meta("nccl.stream." + std::to_string(detail::kStreamPpNext), pair(s));
+    if (s > 0) w.set_meta("nccl.stream." + std::to_string(detail::kStreamPpPrev), pair(s - 1));
+}
+
+GenerateStats stats_of(const GeneratorConfig& cfg, detail::Emitter& e, trace::Writer& w) {
+    GenerateStats st = e.stats();
+    st.rows = w.rows_written();
+    st.parameters = parameter_count(cfg);
+    st.local_parameters = local_parameter_count(cfg);
+    st.activation_bytes_per_layer = activation_bytes_per_layer(cfg, 0);
+    st.flops_per_step /= cfg.steps;
+    st.gemm_flops_per_step /= cfg.steps;
+    st.end_time_ns = std::max({e.now(detail::kCompute), e.now(detail::kComm), e.now(detail::kPpNext),
+                               e.now(detail::kPpPrev)});
+    return st;
+}
+
 }  // namespace
+
+std::vector<GenerateStats> generate_ranks(const GeneratorConfig& cfg, const std::vector<RankFile>& files,
+                                          const GenerateHooks& hooks) {
+    validate(cfg);
+    for (const RankFile& f : files) {
+        GeneratorConfig c = cfg;
+        c.pp_stage = f.pp_stage;
+        c.dp_rank = f.dp_rank;
+        c.tp_rank = f.tp_rank;
+        validate(c);   // the rank is within the layout
+    }
+    std::vector<GenerateStats> out(files.size());
+    std::vector<bool> done(files.size(), false);
+    for (size_t first = 0; first < files.size(); ++first) {
+        if (done[first]) continue;
+        // The whole pipeline of this (dp, tp) rank pair is generated together: stage s's
+        // receives end no earlier than stage s -/+ 1's sends. Stages not asked for go to a
+        // writer that is never finished (its temporary file is removed).
+        const int dp = files[first].dp_rank, tp = files[first].tp_rank;
+        struct Stage {
+            GeneratorConfig c;
+            int file = -1;
+            std::unique_ptr<trace::Writer> w;
+            std::unique_ptr<detail::Emitter> e;
+            std::unique_ptr<detail::KernelNames> names;
+            std::unique_ptr<detail::Model> model;
+        };
+        std::vector<Stage> st(static_cast<size_t>(cfg.pp));
+        auto t0 = std::chrono::steady_clock::now();
+        for (int s = 0; s < cfg.pp; ++s) {
+            Stage& g = st[size_t(s)];
+            g.c = cfg;
+            g.c.multi_rank = true;
+            g.c.pp_stage = s;
+            g.c.dp_rank = dp;
+            g.c.tp_rank = tp;
+            for (size_t i = first; i < files.size(); ++i)
+                if (!done[i] && files[i].pp_stage == s && files[i].dp_rank == dp && files[i].tp_rank == tp)
+                    g.file = static_cast<int>(i);
+            std::string path = g.file >= 0 ? files[size_t(g.file)].path
+                                           : files[first].path + ".stage" + std::to_string(s) + ".unused";
+            g.w = std::make_unique<trace::Writer>(path, g.file >= 0 ? hooks.if_exists : mhc::IfExists::Replace);
+            GenerateHooks h = hooks;
+            if (g.file != int(first)) h.progress = nullptr;   // one progress line: the first file's
+            g.e = std::make_unique<detail::Emitter>(*g.w, g.c, h);
+            g.names = std::make_unique<detail::KernelNames>(*g.w, g.c);
+            g.model = std::make_unique<detail::Model>(*g.e, *g.names);
+        }
+        detail::PipeLinks pipe;
+        for (Stage& g : st) g.model->set_pipe(&pipe);
+        for (int step = 0; step < cfg.steps; ++step) {
+            pipe.reset(cfg.pp, cfg.micro_batches);
+            std::vector<const std::vector<detail::Model::Op>*> ops;
+            std::vector<size_t> next(st.size(), 0);
+            for (Stage& g : st) ops.push_back(&g.model->begin_step(step));
+            for (bool moved = true; moved;) {
+                moved = false;
+                for (size_t s = 0; s < st.size(); ++s)
+                    while (next[s] < ops[s]->size() && st[s].model->ready((*ops[s])[next[s]])) {
+                        st[s].model->run((*ops[s])[next[s]++]);
+                        moved = true;
+                    }
+            }
+            for (size_t s = 0; s < st.size(); ++s)
+                if (next[s] != ops[s]->size())
+                    throw std::logic_error("pipeline schedule stuck at stage " + std::to_string(s));
+            for (Stage& g : st) g.model->end_step(step);
+        }
+        for (Stage& g : st) {
+            g.e->finish();
+            if (g.file < 0) continue;
+            GenerateStats gs = stats_of(g.c, *g.e, *g.w);
+            write_meta(g.c, gs, *g.w);
+            write_rank_meta(g.c, *g.w);
+            g.w->finish();
+            gs.rows = g.w->rows_written();
+            gs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            out[size_t(g.file)] = gs;
+            done[size_t(g.file)] = true;
+        }
+        // Stages generated only for their timing: writers destroyed unfinished.
+    }
+    return out;
+}
 
 GenerateStats generate(const GeneratorConfig& cfg, trace::Writer& w, const GenerateHooks& hooks) {
     validate(cfg);
@@ -72,14 +199,7 @@ GenerateStats generate(const GeneratorConfig& cfg, trace::Writer& w, const Gener
     detail::Model model(e, names);
     for (int s = 0; s < cfg.steps; ++s) model.step(s);
     e.finish();
-    GenerateStats st = e.stats();
-    st.rows = w.rows_written();
-    st.parameters = parameter_count(cfg);
-    st.local_parameters = local_parameter_count(cfg);
-    st.activation_bytes_per_layer = activation_bytes_per_layer(cfg, 0);
-    st.flops_per_step /= cfg.steps;
-    st.gemm_flops_per_step /= cfg.steps;
-    st.end_time_ns = std::max(e.now(detail::kCompute), e.now(detail::kComm));
+    GenerateStats st = stats_of(cfg, e, w);
     write_meta(cfg, st, w);
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return st;

@@ -30,9 +30,15 @@ Model::Model(Emitter& e, const KernelNames& k)
     const int64_t h = c_.hidden;
     const bool gpt2 = c_.arch == Arch::Gpt2;
     // Parameters in model order, as a framework creates them at start-up.
-    wte_ = static_cast<int>(param("embed.tokens.weight", d_.vocab * h));
-    if (gpt2) wpe_ = static_cast<int>(param("embed.positions.weight", (c_.max_positions ? c_.max_positions : c_.seq) * h));
-    groups_.push_back(gpt2 ? std::vector<int>{wte_, wpe_} : std::vector<int>{wte_});
+    // The first stage holds the embeddings; a GPT-2 last stage of a pipeline keeps its own
+    // copy of the token embedding for the tied head (as Megatron does).
+    if (d_.has_embed || (gpt2 && d_.has_head))
+        wte_ = static_cast<int>(param(d_.has_embed ? "embed.tokens.weight" : "embed.tokens.weight.head_copy", d_.vocab * h));
+    if (gpt2 && d_.has_embed)
+        wpe_ = static_cast<int>(param("embed.positions.weight", (c_.max_positions ? c_.max_positions : c_.seq) * h));
+    groups_.emplace_back();
+    for (int p : {wte_, wpe_})
+        if (p >= 0) groups_.back().push_back(p);
     layer_params_.resize(static_cast<size_t>(d_.layers));
     for (int l = 0; l < d_.layers; ++l) {
         auto& lp = layer_params_[l];
@@ -91,7 +97,11 @@ Model::Model(Emitter& e, const KernelNames& k)
     const int64_t nccl = 16 * ((4ll << 20) + (9ll << 19) + (1ll << 18));
     if (c_.dp > 1) nccl_dp_ = e_.alloc(nccl, Category::Comm, e_.intern("nccl.dp.buffers"), kComm, true);
     if (c_.tp > 1) nccl_tp_ = e_.alloc(nccl, Category::Comm, e_.intern("nccl.tp.buffers"), kComm, true);
-    if (c_.pp > 1) nccl_pp_ = e_.alloc(nccl, Category::Comm, e_.intern("nccl.pp.buffers"), kComm, true);
+    if (!c_.multi_rank && c_.pp > 1) nccl_pp_ = e_.alloc(nccl, Category::Comm, e_.intern("nccl.pp.buffers"), kComm, true);
+    if (c_.multi_rank && c_.pp_stage + 1 < c_.pp)
+        nccl_pp_ = e_.alloc(nccl, Category::Comm, e_.intern("nccl.pp_next.buffers"), kPpNext, true);
+    if (c_.multi_rank && c_.pp_stage > 0)
+        nccl_pp_prev_ = e_.alloc(nccl, Category::Comm, e_.intern("nccl.pp_prev.buffers"), kPpPrev, true);
     marker_names_.resize(static_cast<size_t>(2 * d_.layers));
     for (int l = 0; l < d_.layers; ++l) {
         marker_names_[2 * l] = e_.intern(cat("layer ", l, " forward"));
@@ -152,7 +162,10 @@ void Model::tp_allreduce(int64_t buf) {
     double t = double(c_.tp);
     double bw = (c_.tp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
     double secs = g.comm_latency_s + 2 * (t - 1) / t * double(e_.bytes(buf)) / bw;
-    e_.kernel(kCompute, k_.allreduce, KClass::Comm, 0, {RW(buf), RW(nccl_tp_)}, launch_nccl(16), 0, secs);
+    if (c_.multi_rank)
+        e_.comm_kernel(kCompute, k_.allreduce, {RW(buf), RW(nccl_tp_)}, launch_nccl(16), 0, secs, 0, kStreamTp);
+    else
+        e_.kernel(kCompute, k_.allreduce, KClass::Comm, 0, {RW(buf), RW(nccl_tp_)}, launch_nccl(16), 0, secs);
 }
 
 // ---- mHC -----------------------------------------------------------------------------

@@ -28,6 +28,19 @@ struct Param {
     std::string name;
 };
 
+// The sends of a multi-rank pipeline in the current step: when stage s's send of
+// micro-batch i's activation (act) or of its input gradient (grad) ended; -1 until sent.
+struct PipeLinks {
+    std::vector<std::vector<int64_t>> act_end, grad_end;   // [stage][micro-batch]
+    void reset(int stages, int micro_batches) {
+        act_end.assign(size_t(stages), std::vector<int64_t>(size_t(micro_batches), -1));
+        grad_end = act_end;
+    }
+};
+
+// CUDA stream numbers of the communicators of a multi-rank trace (docs/trace-format.md).
+inline constexpr int64_t kStreamDp = 13, kStreamTp = 21, kStreamPpNext = 23, kStreamPpPrev = 24;
+
 class Model {
 public:
     Model(Emitter& e, const KernelNames& k);
@@ -35,6 +48,16 @@ public:
     // One training step: every micro-batch (1F1B when pp > 1), gradient collectives,
     // optimizer. Layer markers and a step marker are written.
     void step(int index);
+
+    // The same step in pieces, for the multi-rank pipeline driver (generate.cpp): begin,
+    // then the stage's 1F1B operations in order (each one runnable once ready() says its
+    // input was sent by the neighbouring stage), then end.
+    void set_pipe(PipeLinks* p) { pipe_ = p; }
+    struct Op { bool forward; int mb; };
+    const std::vector<Op>& begin_step(int index);
+    bool ready(const Op& op) const;
+    void run(const Op& op);
+    void end_step(int index);
 
 private:
     using Saved = std::array<int64_t, kSlotCount>;
@@ -59,7 +82,9 @@ private:
     void add_grads(std::vector<Acc>& acc, int layer, std::initializer_list<P> ps);
 
     void forward(MicroBatch& mb, int index);
-    void backward(MicroBatch& mb);
+    void backward(MicroBatch& mb, int index);
+    double p2p_seconds(int64_t bytes) const;
+    int64_t comm_done() const;
     int64_t forward_layer(MicroBatch& mb, int l, int64_t x_in, bool keep_all);
     int64_t backward_layer(MicroBatch& mb, int l, int64_t dy);
     int64_t hc_pre(int l, int sub, int64_t xs, int64_t& coeff, int64_t& hres);
@@ -85,7 +110,11 @@ private:
     std::vector<std::array<int64_t, kPCount>> layer_params_;
     int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_ = -1;
     std::vector<std::vector<int>> groups_;       // optimizer groups: params per layer etc.
-    int64_t nccl_dp_ = -1, nccl_tp_ = -1, nccl_pp_ = -1, cublas_ws_ = -1;
+    int64_t nccl_dp_ = -1, nccl_tp_ = -1, nccl_pp_ = -1, nccl_pp_prev_ = -1, cublas_ws_ = -1;
+    PipeLinks* pipe_ = nullptr;
+    std::vector<MicroBatch> mbs_;
+    std::vector<Op> ops_;
+    int64_t step_marker_ = 0, step_ts_ = 0;
     // Gradient buckets of the current backward (data parallel, last micro-batch only).
     std::vector<int> bucket_;
     int64_t bucket_bytes_ = 0;

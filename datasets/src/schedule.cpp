@@ -50,25 +50,39 @@ void Model::forward(MicroBatch& mb, int index) {
     const int64_t T = d_.tokens, h = c_.hidden, B = d_.d;
     const double pcie = hopper_ ? 50e9 : 24e9;
     int64_t t0 = e_.now(kCompute);
-    (void)index;
     mb.layers.assign(static_cast<size_t>(d_.layers), Saved{});
     for (auto& s : mb.layers) s.fill(-1);
-    mb.input_ids = e_.alloc(T * 8, Category::Other, label(-1, "batch.input_ids"));
-    e_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
+    if (d_.has_embed) {
+        mb.input_ids = e_.alloc(T * 8, Category::Other, label(-1, "batch.input_ids"));
+        e_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
+    }
     if (d_.has_head) {
         mb.labels = e_.alloc(T * 8, Category::Other, label(-1, "batch.labels"));
         e_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
     }
-    int64_t emb = e_.alloc(B * T * h, hc ? kWs : kAct, hc ? label(-1, "embed.out") : label(0, "attn.residual"));
-    std::vector<Acc> acc{R(mb.input_ids), R(params_[wte_].buf), W(emb)};
-    if (gpt2) acc.push_back(R(params_[wpe_].buf));
-    e_.kernel(kCompute, k_.embed_fwd, KClass::Memory, 0, acc, launch_elementwise(T * h));
-    tp_allreduce(emb);
-    int64_t x = emb;
-    if (hc) {
+    int64_t x;
+    std::vector<Acc> acc;
+    if (d_.has_embed) {
+        int64_t emb = e_.alloc(B * T * h, hc ? kWs : kAct, hc ? label(-1, "embed.out") : label(0, "attn.residual"));
+        acc = {R(mb.input_ids), R(params_[wte_].buf), W(emb)};
+        if (gpt2) acc.push_back(R(params_[wpe_].buf));
+        e_.kernel(kCompute, k_.embed_fwd, KClass::Memory, 0, acc, launch_elementwise(T * h));
+        tp_allreduce(emb);
+        x = emb;
+        if (hc) {
+            x = e_.alloc(d_.n * B * T * h, kAct, label(0, "attn.residual"));
+            e_.kernel(kCompute, k_.hc_expand, KClass::Memory, 0, {R(emb), W(x)}, launch_elementwise(d_.n * T * h));
+            e_.free(emb);
+        }
+    } else {
+        // Multi-rank pipeline: the stage input (the previous stage's output, n streams with
+        // mHC) arrives by a receive that ends no earlier than its send.
         x = e_.alloc(d_.n * B * T * h, kAct, label(0, "attn.residual"));
-        e_.kernel(kCompute, k_.hc_expand, KClass::Memory, 0, {R(emb), W(x)}, launch_elementwise(d_.n * T * h));
-        e_.free(emb);
+        int64_t sent = pipe_->act_end[size_t(c_.pp_stage - 1)][size_t(index)];
+        int64_t end = e_.comm_kernel(kPpPrev, k_.sendrecv, {W(x), RW(nccl_pp_prev_)}, launch_nccl(4), e_.now(kCompute),
+                                     p2p_seconds(e_.bytes(x)), sent, kStreamPpPrev);
+        e_.wait_until(kCompute, end);
+        t0 = e_.now(kCompute);
     }
     for (int l = 0; l < d_.layers; ++l) {
         int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
@@ -99,17 +113,31 @@ void Model::forward(MicroBatch& mb, int index) {
         tp_allreduce(mb.lse);   // vocabulary-parallel softmax statistics
     } else {
         // Send the stage output to the next stage; Megatron frees it once sent.
-        const GpuSpec& g = c_.gpu;
-        double bw = (c_.tp * c_.pp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
-        double secs = g.comm_latency_s + double(e_.bytes(x)) / bw;
-        e_.kernel(kComm, k_.sendrecv, KClass::Comm, 0, {R(x), RW(nccl_pp_)}, launch_nccl(4), e_.now(kCompute), secs);
+        double secs = p2p_seconds(e_.bytes(x));
+        if (c_.multi_rank) {
+            pipe_->act_end[size_t(c_.pp_stage)][size_t(index)] =
+                e_.comm_kernel(kPpNext, k_.sendrecv, {R(x), RW(nccl_pp_)}, launch_nccl(4), e_.now(kCompute), secs, 0,
+                               kStreamPpNext);
+        } else {
+            e_.kernel(kComm, k_.sendrecv, KClass::Comm, 0, {R(x), RW(nccl_pp_)}, launch_nccl(4), e_.now(kCompute), secs);
+        }
         e_.free(x);
     }
     mb.fwd_end = e_.now(kCompute);
     if (fwd_time_ == 0) fwd_time_ = double(mb.fwd_end - t0);
 }
 
-void Model::backward(MicroBatch& mb) {
+double Model::p2p_seconds(int64_t bytes) const {
+    const GpuSpec& g = c_.gpu;
+    double bw = (c_.tp * c_.pp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
+    return g.comm_latency_s + double(bytes) / bw;
+}
+
+int64_t Model::comm_done() const {
+    return std::max({e_.now(kComm), e_.now(kPpNext), e_.now(kPpPrev)});
+}
+
+void Model::backward(MicroBatch& mb, int index) {
     const bool gpt2 = c_.arch == Arch::Gpt2, hc = d_.n > 1;
     const int64_t T = d_.tokens, h = c_.hidden, B = d_.d;
     int64_t t0 = e_.now(kCompute);
@@ -150,14 +178,21 @@ void Model::backward(MicroBatch& mb) {
     } else {
         // The gradient of the stage output comes back from the next stage after the rest of
         // the pipeline ran this micro-batch forward and backward.
-        const GpuSpec& g = c_.gpu;
         dy = e_.alloc(d_.n * B * T * h, kWs, label(-1, "pp.recv_grad"));
-        double bw = (c_.tp * c_.pp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
-        double secs = g.comm_latency_s + double(e_.bytes(dy)) / bw;
-        double bwd = bwd_time_ > 0 ? bwd_time_ : 2 * fwd_time_;
-        int64_t ready = mb.fwd_end + static_cast<int64_t>((c_.pp - 1) * (fwd_time_ + bwd));
-        int64_t end = e_.kernel(kComm, k_.sendrecv, KClass::Comm, 0, {W(dy), RW(nccl_pp_)}, launch_nccl(4),
-                                std::max(ready, e_.now(kCompute)), secs);
+        double secs = p2p_seconds(e_.bytes(dy));
+        int64_t end;
+        if (c_.multi_rank) {
+            // Multi-rank: the next stage's send of this gradient, generated before.
+            int64_t sent = pipe_->grad_end[size_t(c_.pp_stage + 1)][size_t(index)];
+            end = e_.comm_kernel(kPpNext, k_.sendrecv, {W(dy), RW(nccl_pp_)}, launch_nccl(4), e_.now(kCompute), secs,
+                                 sent, kStreamPpNext);
+        } else {
+            // Single rank: the rest of the pipeline is estimated from this stage's times.
+            double bwd = bwd_time_ > 0 ? bwd_time_ : 2 * fwd_time_;
+            int64_t ready = mb.fwd_end + static_cast<int64_t>((c_.pp - 1) * (fwd_time_ + bwd));
+            end = e_.kernel(kComm, k_.sendrecv, KClass::Comm, 0, {W(dy), RW(nccl_pp_)}, launch_nccl(4),
+                            std::max(ready, e_.now(kCompute)), secs);
+        }
         e_.wait_until(kCompute, end);
         t0 = e_.now(kCompute);
     }
@@ -169,18 +204,26 @@ void Model::backward(MicroBatch& mb) {
         e_.progress(double(++progress_done_) / progress_total_);
     }
     int64_t demb = dy;
-    if (hc) {
+    if (hc && d_.has_embed) {
         demb = e_.alloc(B * T * h, kWs, label(-1, "grad.embed.out"));
         e_.kernel(kCompute, k_.hc_expand_bwd, KClass::Memory, 0, {R(dy), W(demb)}, launch_elementwise(d_.n * T * h));
         e_.free(dy);
     }
-    e_.kernel(kCompute, k_.embed_bwd, KClass::Memory, 0, {R(demb), R(mb.input_ids), grad(wte_)},
-              launch_elementwise(T * h));
-    if (gpt2)
-        e_.kernel(kCompute, k_.pos_bwd, KClass::Memory, 0, {R(demb), grad(wpe_)}, launch_elementwise(T * h));
-    e_.free(demb);
-    e_.free(mb.input_ids);
-    mb.input_ids = -1;
+    if (d_.has_embed) {
+        e_.kernel(kCompute, k_.embed_bwd, KClass::Memory, 0, {R(demb), R(mb.input_ids), grad(wte_)},
+                  launch_elementwise(T * h));
+        if (gpt2)
+            e_.kernel(kCompute, k_.pos_bwd, KClass::Memory, 0, {R(demb), grad(wpe_)}, launch_elementwise(T * h));
+        e_.free(demb);
+        e_.free(mb.input_ids);
+        mb.input_ids = -1;
+    } else {
+        // Multi-rank: the gradient of the stage input goes back to the previous stage.
+        pipe_->grad_end[size_t(c_.pp_stage)][size_t(index)] =
+            e_.comm_kernel(kPpPrev, k_.sendrecv, {R(demb), RW(nccl_pp_prev_)}, launch_nccl(4), e_.now(kCompute),
+                           p2p_seconds(e_.bytes(demb)), 0, kStreamPpPrev);
+        e_.free(demb);
+    }
     layer_grads_ready({0});
     if (bwd_time_ == 0) bwd_time_ = double(e_.now(kCompute) - t0);
 }
@@ -188,16 +231,18 @@ void Model::backward(MicroBatch& mb) {
 void Model::optimizer(int index) {
     (void)index;
     const GpuSpec& g = c_.gpu;
-    e_.wait_until(kCompute, e_.now(kComm));
+    e_.wait_until(kCompute, comm_done());
     int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
     int64_t norm = e_.alloc(4096, kWs, label(-1, "optimizer.grad_norm"));
     // clip_grad_norm_: one multi-tensor L2 norm per group.
     for (const auto& grp : groups_) {
+        if (grp.empty()) continue;   // a middle pipeline stage has no embedding group
         std::vector<Acc> acc{RW(norm)};
         for (int p : grp) acc.push_back(R(params_[p].grad));
         e_.kernel(kCompute, k_.l2norm, KClass::Memory, 0, acc, launch_elementwise(1 << 20));
     }
     for (const auto& grp : groups_) {
+        if (grp.empty()) continue;
         std::vector<Acc> acc;
         double bytes = 0;
         for (int p : grp) {
@@ -233,28 +278,56 @@ void Model::optimizer(int index) {
         if (p.grad >= 0) e_.free(p.grad);
         p.grad = -1;
     }
-    e_.wait_until(kCompute, e_.now(kComm));
+    e_.wait_until(kCompute, comm_done());
     e_.marker_end(m, opt_name_, ts, MarkerKind::Range, -1, e_.now(kCompute));
 }
 
 void Model::step(int index) {
+    for (const Op& op : begin_step(index)) run(op);
+    end_step(index);
+}
+
+// 1F1B (Narayanan et al. 2021): stage s runs min(pp - 1 - s, M) warm-up forwards, then one
+// forward and one backward in turn, then the remaining backwards.
+const std::vector<Model::Op>& Model::begin_step(int index) {
     e_.set_step(index);
     e_.idle(kCompute, 120e-6);   // data loader and Python between steps
     e_.wait_until(kComm, e_.now(kCompute));
-    int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
+    step_marker_ = e_.marker_begin();
+    step_ts_ = e_.now(kCompute);
     const int nmb = c_.micro_batches;
-    std::vector<MicroBatch> mbs(static_cast<size_t>(nmb));
-    const int warm = std::min(c_.pp - 1, nmb);
-    for (int i = 0; i < warm; ++i) forward(mbs[i], i);
+    mbs_.assign(static_cast<size_t>(nmb), MicroBatch{});
+    ops_.clear();
+    const int warm = std::min(c_.pp - 1 - c_.pp_stage, nmb);
+    for (int i = 0; i < warm; ++i) ops_.push_back({true, i});
     for (int i = 0; i < nmb; ++i) {
-        if (i + warm < nmb) forward(mbs[i + warm], i + warm);
-        reduce_grads_ = c_.dp > 1 && i == nmb - 1;
-        backward(mbs[i]);
+        if (i + warm < nmb) ops_.push_back({true, i + warm});
+        ops_.push_back({false, i});
     }
+    return ops_;
+}
+
+bool Model::ready(const Op& op) const {
+    if (!c_.multi_rank) return true;
+    if (op.forward) return d_.has_embed || pipe_->act_end[size_t(c_.pp_stage - 1)][size_t(op.mb)] >= 0;
+    return d_.has_head || pipe_->grad_end[size_t(c_.pp_stage + 1)][size_t(op.mb)] >= 0;
+}
+
+void Model::run(const Op& op) {
+    MicroBatch& mb = mbs_[static_cast<size_t>(op.mb)];
+    if (op.forward) {
+        forward(mb, op.mb);
+    } else {
+        reduce_grads_ = c_.dp > 1 && op.mb == c_.micro_batches - 1;
+        backward(mb, op.mb);
+    }
+}
+
+void Model::end_step(int index) {
     flush_bucket(true);
     reduce_grads_ = false;
     optimizer(index);
-    e_.marker_end(m, step_name_, ts, MarkerKind::Step, index, std::max(e_.now(kCompute), e_.now(kComm)));
+    e_.marker_end(step_marker_, step_name_, step_ts_, MarkerKind::Step, index, std::max(e_.now(kCompute), comm_done()));
 }
 
 }  // namespace mhc::datasets::detail

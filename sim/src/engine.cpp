@@ -606,29 +606,86 @@ typename PrefetchTarget::Early Engine<Policy>::early_swap_out_of(int32_t v, int3
 // ---- main loop ----------------------------------------------------------------------------
 
 template <class Policy>
+bool Engine<Policy>::step(const RecordedEvent& e) {
+    origin = {e.what, false, e.row};
+    bool oom_here = false;
+    switch (e.what) {
+        case Recorded::KernelEnd: on_kernel_end(e.seq); break;
+        case Recorded::Free: on_free(e.row); break;
+        case Recorded::Allocation: oom_here = !on_alloc(e.row); break;
+        case Recorded::KernelStart: oom_here = !on_kernel_start(e.seq); break;
+    }
+    if (oom_here) return false;
+    sample(e.time);
+    if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
+    return true;
+}
+
+template <class Policy>
 void Engine<Policy>::run() {
     EventCursor events(P, *P.t);
     RecordedEvent e;
     for (uint32_t n = 0; !done && events.next(e); ++n) {
         if ((n & 4095) == 0 && C.cancel && C.cancel->load(std::memory_order_relaxed)) throw Cancelled();
-        origin = {e.what, false, e.row};
-        bool oom_here = false;
-        switch (e.what) {
-            case Recorded::KernelEnd: on_kernel_end(e.seq); break;
-            case Recorded::Free: on_free(e.row); break;
-            case Recorded::Allocation: oom_here = !on_alloc(e.row); break;
-            case Recorded::KernelStart: oom_here = !on_kernel_start(e.seq); break;
-        }
-        if (oom_here) break;
-        sample(e.time);
-        if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
+        if (!step(e)) break;
     }
+    finish();
+}
+
+template <class Policy>
+void Engine<Policy>::finish() {
     pre->finish(R);
     R.baseline_makespan = P.t_end - P.t_begin;
     // An OOM run ends at its OOM: its makespan is how far it got (simulated time).
     R.simulated_makespan = (R.oom.happened ? R.oom.time : std::max(t_last, P.t_end + shift)) - P.t_begin;
     for (const Bucket& b : buckets)
         if (b.dev >= 0) R.memory.push_back({b.t, b.dev, b.host});
+}
+
+template <class Policy>
+void Engine<Policy>::begin(const std::vector<int32_t>* gate_of, size_t events) {
+    gates = gate_of;
+    arrivals.assign(events, kNoArrival);
+    cursor = std::make_unique<EventCursor>(P, *P.t);
+}
+
+template <class Policy>
+int32_t Engine<Policy>::advance() {
+    if (paused && done) paused = false;   // halted while it waited
+    if (paused) return (*gates)[static_cast<size_t>(cur.seq)];
+    while (!done && cursor->next(cur)) {
+        if ((n_events++ & 4095) == 0 && C.cancel && C.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        if (cur.what == Recorded::KernelEnd) {
+            const int32_t g = (*gates)[static_cast<size_t>(cur.seq)];
+            if (g >= 0) {
+                paused = true;
+                return g;
+            }
+        }
+        if (!step(cur)) { done = true; break; }
+        if (cur.what == Recorded::KernelStart) {
+            const int32_t g = (*gates)[static_cast<size_t>(cur.seq)];
+            if (g >= 0) arrivals[static_cast<size_t>(g)] = shift;   // started at kstart + shift
+        }
+    }
+    done = true;
+    return -1;
+}
+
+template <class Policy>
+void Engine<Policy>::release(int64_t delay) {
+    paused = false;
+    const int32_t s = cur.seq;
+    if (delay > shift) {
+        // A coupled wait: the collective (or receive) ends when its slowest participant lets it.
+        const int64_t now = P.kend[s] + shift;
+        event(EK::Stall, now, P.kend[s] + delay, -1, s, 0);
+        R.coupled_wait_time += delay - shift;
+        ++R.coupled_wait_count;
+        shift = delay;
+        t_last = std::max(t_last, P.kend[s] + shift);
+    }
+    if (!step(cur)) done = true;
 }
 
 template class Engine<LruPolicy>;
@@ -647,9 +704,7 @@ void run_with(const Prepared& p, const Config& c, Result& r, int64_t cap, int64_
 }
 }  // namespace
 
-Result simulate(const Prepared& p, const Config& c) {
-    validate(c);
-    auto t0 = std::chrono::steady_clock::now();
+Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap) {
     Result r;
     r.config = c;
     r.config.cancel = nullptr;   // the flag belongs to the caller, not to the result
@@ -657,20 +712,19 @@ Result simulate(const Prepared& p, const Config& c) {
     r.assumed_accesses = p.assumed_accesses;
     r.warnings = trace_warnings(p);
     r.baseline_peak = baseline_peak(p, c.allocator);
-    int64_t cap = c.capacity.fraction > 0
-                      ? static_cast<int64_t>(std::floor(c.capacity.fraction * static_cast<double>(r.baseline_peak)))
-                      : c.capacity.bytes;
-    int64_t host_cap = kUnlimited;
+    cap = c.capacity.fraction > 0
+              ? static_cast<int64_t>(std::floor(c.capacity.fraction * static_cast<double>(r.baseline_peak)))
+              : c.capacity.bytes;
+    host_cap = kUnlimited;
     if (c.cpu_buffer_ratio > 0 && cap < kUnlimited)
         host_cap = static_cast<int64_t>(c.cpu_buffer_ratio * static_cast<double>(cap));
     r.capacity = cap;
     r.host_capacity = host_cap;
     r.rows = p.rows;
-    if (c.eviction == "lru") run_with<LruPolicy>(p, c, r, cap, host_cap);
-    else if (c.eviction == "largest") run_with<LargestPolicy>(p, c, r, cap, host_cap);
-    else if (c.eviction == "belady") run_with<BeladyPolicy>(p, c, r, cap, host_cap);
-    else if (c.eviction == "dtr") run_with<DtrPolicy>(p, c, r, cap, host_cap);
-    else run_with<CostAwarePolicy>(p, c, r, cap, host_cap);
+    return r;
+}
+
+void end_result(const Prepared& p, Result& r, double seconds) {
     r.peak_reduction = r.baseline_peak > 0 ? 1.0 - static_cast<double>(r.simulated_peak) / static_cast<double>(r.baseline_peak) : 0;
     // An OOM run's loss is that of the part that ran: simulated time to the OOM over the
     // recorded time of the event that failed (0 when it failed at the first event).
@@ -678,7 +732,20 @@ Result simulate(const Prepared& p, const Config& c) {
     r.throughput_loss = recorded_span > 0
                             ? static_cast<double>(r.simulated_makespan) / static_cast<double>(recorded_span) - 1.0
                             : 0;
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.seconds = seconds;
+}
+
+Result simulate(const Prepared& p, const Config& c) {
+    validate(c);
+    auto t0 = std::chrono::steady_clock::now();
+    int64_t cap = 0, host_cap = 0;
+    Result r = start_result(p, c, cap, host_cap);
+    if (c.eviction == "lru") run_with<LruPolicy>(p, c, r, cap, host_cap);
+    else if (c.eviction == "largest") run_with<LargestPolicy>(p, c, r, cap, host_cap);
+    else if (c.eviction == "belady") run_with<BeladyPolicy>(p, c, r, cap, host_cap);
+    else if (c.eviction == "dtr") run_with<DtrPolicy>(p, c, r, cap, host_cap);
+    else run_with<CostAwarePolicy>(p, c, r, cap, host_cap);
+    end_result(p, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return r;
 }
 

@@ -23,6 +23,22 @@ public:
     Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity, int64_t host_capacity);
     void run();
 
+    // A coupled (multi-rank) run in pieces (coupled.cpp, docs/simulator.md "Coupled ranks").
+    // gate_of[seq]: the index of the kernel's cross-rank event, -1 for the others. begin(),
+    // then advance() until it returns -1 (the run ended); a value g >= 0 means the run is
+    // paused at the end of cross-rank event g, to be resumed by release(delay): the event's
+    // end moves to its recorded end + delay when that is later (a coupled wait). arrival(g):
+    // the delay (simulated - recorded start) with which the rank reached event g, kNoArrival
+    // until it did. halt() ends a run early (another rank ran out of memory); finish() last.
+    static constexpr int64_t kNoArrival = INT64_MIN;
+    void begin(const std::vector<int32_t>* gate_of, size_t events);
+    int32_t advance();
+    void release(int64_t delay);
+    void halt() { done = true; }
+    void finish();
+    int64_t arrival(int32_t g) const { return arrivals[static_cast<size_t>(g)]; }
+    bool oom_happened() const { return R.oom.happened; }
+
 private:
     using EK = trace::EventKind;
     struct Transfer {
@@ -117,6 +133,15 @@ private:
     struct Bucket { int64_t t = -1, dev = -1, host = 0; };
     std::vector<Bucket> buckets;
     int64_t cur_recorded = 0;
+
+    // coupled runs
+    std::unique_ptr<EventCursor> cursor;
+    RecordedEvent cur;
+    uint32_t n_events = 0;
+    const std::vector<int32_t>* gates = nullptr;
+    std::vector<int64_t> arrivals;
+    bool paused = false;
+    bool step(const RecordedEvent& e);   // one event; false when the run must stop (OOM)
 };
 
 }  // namespace mhc::sim

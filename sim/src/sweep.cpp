@@ -20,13 +20,14 @@ int worker_count(int jobs, size_t tasks) {
 
 // Runs task(i) for i in [0, n) on `jobs` threads; exceptions are rethrown on the caller.
 template <class Task>
-void parallel_for(size_t n, int jobs, Task task, const std::function<void(size_t, size_t)>& progress) {
+void parallel_for(size_t n, int jobs, Task task, const std::function<void(size_t, size_t)>& progress,
+                  const std::function<size_t()>& claim = {}) {
     std::atomic<size_t> next{0}, done{0};
     std::mutex mu;
     std::exception_ptr error;
     auto worker = [&] {
         for (;;) {
-            size_t i = next.fetch_add(1);
+            size_t i = claim ? claim() : next.fetch_add(1);
             if (i >= n) return;
             try {
                 task(i);
@@ -103,6 +104,7 @@ SweepResult sweep(const Prepared& p, const SweepSpec& spec,
     s.simulations = total;
     // One pool over both kinds of task: grid runs, then one bisection per combination.
     parallel_for(grid.size() + combos.size(), spec.jobs, [&](size_t i) {
+        if (spec.mine && !spec.mine(i)) return;   // another process runs it
         if (i < grid.size()) {
             s.grid[i] = simulate(p, grid[i]);
             tick();
@@ -128,7 +130,7 @@ SweepResult sweep(const Prepared& p, const SweepSpec& spec,
         ans.found = true;
         ans.fraction = hi;
         ans.result = std::move(hi_r);
-    }, {});
+    }, {}, spec.claim);
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return s;
 }

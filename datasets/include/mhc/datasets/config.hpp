@@ -61,6 +61,12 @@ struct GeneratorConfig {
     bool zero1 = false;          // optimizer states and fp32 master weights sharded over dp
     int tp = 1;
     int pp = 1;
+    // Multi-rank layout (docs/datasets.md, "Multi-rank traces"): when set, the traced GPU is
+    // pipeline stage pp_stage, data-parallel rank dp_rank and tensor-parallel rank tp_rank;
+    // every stage is generated (generate_ranks) and the stages exchange activations and
+    // gradients as NCCL SendRecv kernels on their own streams, one stream per communicator.
+    bool multi_rank = false;
+    int pp_stage = 0, dp_rank = 0, tp_rank = 0;
     int64_t bucket_bytes = 25ll << 20;   // gradient all-reduce bucket (PyTorch DDP default)
     bool recompute = false;      // full activation recomputation (checkpoint every layer)
     bool flash = true;           // flash attention (no s x s score matrices saved)
@@ -97,7 +103,13 @@ struct Dims {
     int64_t n = 1;          // residual streams
     int64_t hc_block = 1;   // layers per mHC recompute block
     bool has_head = true;   // last pipeline stage (pp == 1: this GPU)
+    bool has_embed = true;  // first pipeline stage
 };
 Dims dims(const GeneratorConfig& cfg);
+
+// Global rank of a multi-rank layout (Megatron order: tp fastest, then dp, then pp).
+inline int global_rank(const GeneratorConfig& c, int pp_stage, int dp_rank, int tp_rank) {
+    return (pp_stage * c.dp + dp_rank) * c.tp + tp_rank;
+}
 
 }  // namespace mhc::datasets

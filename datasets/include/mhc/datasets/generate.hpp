@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "mhc/datasets/config.hpp"
 #include "mhc/trace/store.hpp"
@@ -46,5 +47,17 @@ GenerateStats generate(const GeneratorConfig& cfg, trace::Writer& w,
 // generate() into a new file at `path`, made to appear atomically (Writer::finish).
 GenerateStats generate_file(const GeneratorConfig& cfg, const std::string& path,
                             const GenerateHooks& hooks = {});
+
+// One rank of a multi-rank layout (cfg.pp x cfg.dp x cfg.tp) and the file it goes to.
+struct RankFile {
+    int pp_stage = 0, dp_rank = 0, tp_rank = 0;
+    std::string path;
+};
+// Multi-rank traces (docs/datasets.md, "Multi-rank traces"): every pipeline stage of each
+// (dp, tp) pair asked for is generated together (1F1B with SendRecv kernels between the
+// stages); each file gets its rank's trace and its communicators in meta. Stats in `files`
+// order. Throws mhc::Error for a rank outside the layout.
+std::vector<GenerateStats> generate_ranks(const GeneratorConfig& cfg, const std::vector<RankFile>& files,
+                                          const GenerateHooks& hooks = {});
 
 }  // namespace mhc::datasets

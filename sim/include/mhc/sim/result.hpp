@@ -57,6 +57,9 @@ struct Result {
     int64_t forecast_evictions = 0;
     // Early (proactive) evictions decided ahead of demand (rule 10 of docs/simulator.md).
     int64_t early_evictions = 0;
+    // Coupled (multi-rank) runs: time this rank waited at collectives and receives for other
+    // ranks, beyond its own stalls (docs/simulator.md, "Coupled ranks"); 0 for a single rank.
+    int64_t coupled_wait_time = 0, coupled_wait_count = 0;
     bool assumed_accesses = false;  // the trace had none; see docs/simulator.md
     std::vector<std::string> warnings;  // what the trace lacks for a faithful run (trace_warnings)
     std::string invariant_violation;// empty unless a checked invariant failed

@@ -20,6 +20,12 @@ struct SweepSpec {
     int jobs = 0;                                 // 0: all cores
     int bisect_steps = 8;                         // capacity resolution 1/2^steps of the peak
     bool bisect = true;
+    // When set, only the tasks (grid cells 0..G-1, then one bisection per policy x prefetch
+    // x link) for which it is true run here; the others are left empty (MPI: cli/mpi_job.hpp).
+    std::function<bool(size_t)> mine;
+    // When set, workers take their tasks from it (a counter shared by the MPI processes) in
+    // place of the local next index; a value >= the task count ends the worker.
+    std::function<size_t()> claim;
 };
 
 struct BisectAnswer {
