@@ -175,7 +175,7 @@ TEST_CASE("snapshot: the public snapshots' segments", "[import][segments][public
     }
 }
 
-TEST_CASE("what-if: expandable segments avoid a fragmentation OOM; mhc allocator's refusals", "[import][segments][cli]") {
+TEST_CASE("what-if: expandable segments avoid a fragmentation OOM, and mhc allocator refuses bad input", "[import][segments][cli]") {
     // bench/allocator/whatif_fragmentation.py's sequence: x, y 6 MiB in one 20 MiB segment, x
     // freed, z 12 MiB (its own segment), w 10 MiB: at 40 MiB, with nothing evictable (a 4-byte
     // host buffer), cudaMalloc'd segments run out with 18 MiB in use; expandable ones do not.
