@@ -11,6 +11,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/datasets/formulas.hpp"
 #include "mhc/datasets/generate.hpp"
+#include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/summary.hpp"
@@ -24,11 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path tmp_dir() {
-    static fs::path d = [] {
-        fs::path p = fs::temp_directory_path() / ("mhc_datasets_test_" + std::to_string(getpid()));
-        fs::create_directories(p);
-        return p;
-    }();
+    static const fs::path d = mhc::test::scratch_dir("mhc_datasets_test");
     return d;
 }
 

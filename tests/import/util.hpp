@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "mhc/test/temp.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/summary.hpp"
@@ -17,25 +18,7 @@ namespace test {
 inline std::string pub(const std::string& rel) { return std::string(MHC_PUBLIC_DATASETS) + "/" + rel; }
 inline std::string fixture(const std::string& rel) { return std::string(MHC_IMPORT_FIXTURES) + "/" + rel; }
 
-struct TempDir {
-    std::filesystem::path path;
-    TempDir() {
-        path = std::filesystem::temp_directory_path() /
-               ("mhc-import-test-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
-        std::filesystem::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-    size_t entries() const {
-        size_t n = 0;
-        for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator(path)) ++n;
-        return n;
-    }
-    static int& counter() { static int c = 0; return c; }
-};
+using TempDir = mhc::test::TempDir;
 
 inline void write_file(const std::string& path, const std::string& bytes) {
     std::ofstream f(path, std::ios::binary);

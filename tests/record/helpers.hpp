@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mhc/record/translator.hpp"
+#include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 
@@ -15,10 +16,7 @@ namespace mhc::record::test {
 
 inline std::string temp_trace_path() {
     static std::atomic<int> n{0};
-    std::string name = "mhc-record-test-";
-    name.append(std::to_string(getpid()));   // (not operator+: GCC 12 -Wrestrict false positive)
-    auto dir = std::filesystem::temp_directory_path() / name;
-    std::filesystem::create_directories(dir);
+    auto dir = mhc::test::scratch_dir("mhc-record-test");
     std::string file = "t";
     file.append(std::to_string(n++)).append(".db");
     return (dir / file).string();

@@ -12,6 +12,7 @@
 #include "mhc/replay/replay.hpp"
 #include "mhc/replay/validate.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "mhc/test/temp.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
@@ -24,8 +25,7 @@ namespace {
 // A small trace: 2 layers, 2 steps, short sequences, one GPU; mHC (n = 4) when hc. `hidden`
 // sets the width (heads of 64 or 32 wide, the FFN at 11/4 of it).
 std::string small_trace(const std::string& name, bool hc, int hidden = 256) {
-    fs::path dir = fs::temp_directory_path() / "mhc_replay_tests";
-    fs::create_directories(dir);
+    fs::path dir = mhc::test::scratch_dir("mhc_replay_tests");
     fs::path p = dir / (name + ".db");
     fs::remove(p);
     datasets::GeneratorConfig c = datasets::preset(hc ? "mhc-27b" : "llama2-7b");

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "mhc/sim/synthetic.hpp"
+#include "mhc/test/temp.hpp"
 #include "mhc/trace/store.hpp"
 
 namespace simtest {
@@ -108,9 +109,7 @@ sim::Config config(const std::string& eviction, int64_t capacity, const std::str
 }
 
 std::string temp_path(const std::string& name) {
-    auto dir = std::filesystem::temp_directory_path() / ("mhc-sim-tests-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
-    return (dir / name).string();
+    return (mhc::test::scratch_dir("mhc-sim-tests") / name).string();
 }
 
 }  // namespace simtest

@@ -7,9 +7,10 @@
 
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/store.hpp"
-#include "tmpfile.hpp"
+#include "mhc/test/temp.hpp"
 
 using namespace mhc::trace;
+using mhc::test::TempPath;
 
 namespace {
 

@@ -21,9 +21,10 @@
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
-#include "tmpfile.hpp"
+#include "mhc/test/temp.hpp"
 
 using namespace mhc::trace;
+using mhc::test::TempPath;
 namespace fs = std::filesystem;
 
 namespace {

@@ -4,9 +4,10 @@
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/trace/summary.hpp"
-#include "tmpfile.hpp"
+#include "mhc/test/temp.hpp"
 
 using namespace mhc::trace;
+using mhc::test::TempPath;
 
 TEST_CASE("live peak counts frees before allocations at the same instant", "[summary]") {
     TempPath p("peak.db");

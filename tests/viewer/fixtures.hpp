@@ -6,24 +6,13 @@
 #include <filesystem>
 #include <string>
 
+#include "mhc/test/temp.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 
 namespace fixture {
 
-struct TempPath {
-    std::string path;
-    explicit TempPath(const std::string& name) {
-        static std::atomic<int> n{0};
-        path = (std::filesystem::temp_directory_path() /
-                ("mhc-viewer-test-" + std::to_string(getpid()) + "-" + std::to_string(n++) + "-" + name))
-                   .string();
-    }
-    ~TempPath() {
-        std::error_code ec;
-        std::filesystem::remove(path, ec);
-    }
-};
+using TempPath = mhc::test::TempPath;
 
 constexpr int64_t us = 1000;
 constexpr int64_t MiB = 1 << 20;

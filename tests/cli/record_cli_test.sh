@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `mhc record` without a GPU: options, environment given to the command, exit statuses.
-# Usage: cli_record_test.sh MHC LIBRARY|none
+# Usage: record_cli_test.sh MHC LIBRARY|none
 set -uo pipefail
 mhc=$(realpath "$1")
 lib=$2
