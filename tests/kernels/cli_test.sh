@@ -87,7 +87,9 @@ ls ./*.tmp.* >/dev/null 2>&1 && fail "temporary files left behind"
 python3 - <<'PY' || fail "link.json is not a valid link profile"
 import json
 j = json.load(open("link.json"))
-assert set(j) - {"notes"} == {"name", "h2d", "d2h", "copy_engines", "duplex_factor", "source", "by_chunk"}, set(j)
+# notes, nccl_share and memcpy_share are optional fields of the format (docs/simulator.md)
+assert set(j) - {"notes", "nccl_share", "memcpy_share"} == {"name", "h2d", "d2h", "copy_engines", "duplex_factor", "source", "by_chunk"}, set(j)
+assert all(0 <= j.get(k, 0) < 1 for k in ("nccl_share", "memcpy_share"))
 for d in ("h2d", "d2h"):
     assert j[d]["bandwidth_Bps"] > 0 and j[d]["latency_s"] >= 0
 assert isinstance(j["copy_engines"], int) and 0 < j["duplex_factor"] <= 1
