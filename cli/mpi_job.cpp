@@ -74,7 +74,12 @@ void put(Out& o, const sim::Config& c) {
     o.i(c.link.copy_engines); o.d(c.link.duplex_factor); o.d(c.link.nccl_share); o.d(c.link.memcpy_share);
     o.s(c.link.source);
     o.i(static_cast<int64_t>(c.link.by_chunk.size()));
-    for (const auto& k : c.link.by_chunk) { o.i(k.bytes); o.d(k.h2d_Bps); o.d(k.d2h_Bps); }
+    for (const auto& k : c.link.by_chunk) {
+        o.i(k.bytes); o.d(k.h2d_Bps); o.d(k.d2h_Bps); o.d(k.both_h2d_Bps); o.d(k.both_d2h_Bps);
+    }
+    o.i(static_cast<int64_t>(c.link.notes.size()));
+    for (const auto& n : c.link.notes) o.s(n);
+    o.s(c.allocator_conf);
     o.d(c.max_swap_ops_per_sec);
     o.i(c.device);
     o.i(c.check_invariants); o.i(c.record_events);
@@ -93,7 +98,12 @@ sim::Config get_config(In& in) {
     c.link.memcpy_share = in.d();
     c.link.source = in.s();
     c.link.by_chunk.resize(size_t(in.i()));
-    for (auto& k : c.link.by_chunk) { k.bytes = in.i(); k.h2d_Bps = in.d(); k.d2h_Bps = in.d(); }
+    for (auto& k : c.link.by_chunk) {
+        k.bytes = in.i(); k.h2d_Bps = in.d(); k.d2h_Bps = in.d(); k.both_h2d_Bps = in.d(); k.both_d2h_Bps = in.d();
+    }
+    c.link.notes.resize(size_t(in.i()));
+    for (auto& n : c.link.notes) n = in.s();
+    c.allocator_conf = in.s();
     c.max_swap_ops_per_sec = in.d();
     c.device = static_cast<int32_t>(in.i());
     c.check_invariants = in.i() != 0; c.record_events = in.i() != 0;
@@ -114,10 +124,11 @@ sim::EventOrigin get_origin(In& in) {
 // The sizes the packing below was written for (x86-64, libstdc++). A new field changes them:
 // pack it in put/get here, then update the figure.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-static_assert(sizeof(sim::Result) == 904, "sim::Result changed: pack the new field in cli/mpi_job.cpp");
+static_assert(sizeof(sim::Result) == 960, "sim::Result changed: pack the new field in cli/mpi_job.cpp");
 static_assert(sizeof(sim::Oom) == 144, "sim::Oom changed: pack the new field in cli/mpi_job.cpp");
-static_assert(sizeof(sim::Config) == 312, "sim::Config changed: pack the new field in cli/mpi_job.cpp");
-static_assert(sizeof(sim::LinkModel) == 152, "sim::LinkModel changed: pack the new field in cli/mpi_job.cpp");
+static_assert(sizeof(sim::Config) == 368, "sim::Config changed: pack the new field in cli/mpi_job.cpp");
+static_assert(sizeof(sim::LinkModel) == 176, "sim::LinkModel changed: pack the new field in cli/mpi_job.cpp");
+static_assert(sizeof(sim::LinkModel::Chunk) == 40, "LinkModel::Chunk changed: pack the new field in cli/mpi_job.cpp");
 static_assert(sizeof(sim::PlanLog::Release) == 20, "PlanLog::Release changed: pack it in cli/mpi_job.cpp");
 static_assert(sizeof(trace::RunEvent) == 48, "trace::RunEvent changed: pack it in cli/mpi_job.cpp");
 #endif
