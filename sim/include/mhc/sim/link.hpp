@@ -35,6 +35,7 @@ struct LinkModel {
     };
     std::vector<Chunk> by_chunk; // optional calibration detail (validate predicts with its chunk's row)
     std::vector<std::string> notes;   // what the writer or the calibration adjusted, in words
+    double measured_load_average = -1;   // 1-minute load average when measured (-1: unknown)
 };
 
 // Preset names: pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer.
