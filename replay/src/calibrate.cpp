@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cctype>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <memory>
@@ -210,6 +211,7 @@ LinkCalibration measure_replay_link(const CalibrationSpec& spec) {
                   format_rate(out.h2d_lo).c_str(), format_rate(out.h2d_hi).c_str(), format_rate(l.d2h.bandwidth_Bps).c_str(),
                   format_rate(out.d2h_lo).c_str(), format_rate(out.d2h_hi).c_str());
     l.source = src;
+    l.measured_load_average = out.load_average;
     out.origin = "measured now";
     return out;
 }
@@ -252,6 +254,15 @@ bool read_cache(const std::string& path, double max_age_s, LinkCalibration& out,
         out.link = sim::load_link_profile(path);
     } catch (const std::exception& e) {
         why = std::string("the cached calibration does not load (") + e.what() + ")";
+        return false;
+    }
+    const double now = load_average();
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (load_changed(out.link.measured_load_average, now, cores)) {
+        char b[160];
+        std::snprintf(b, sizeof b, "the load changed since the cached calibration (load average %.2f then, %.2f now)",
+                      out.link.measured_load_average, now);
+        why = b;
         return false;
     }
     char b[160];
@@ -304,6 +315,11 @@ LinkCalibration replay_link(const CalibrationSpec& spec, bool recalibrate, doubl
     }
     if (out.cache_path.empty()) sim::clamp_measured_link(out.link);   // predict with what a profile would hold
     return out;
+}
+
+bool load_changed(double then, double now, int cores) {
+    if (then < 0 || now < 0) return false;
+    return std::fabs(now - then) > std::max(0.5, 0.25 * std::max(cores, 1));
 }
 
 double auto_time_scale(const sim::LinkModel& modelled, const sim::LinkModel& measured, std::string* why) {

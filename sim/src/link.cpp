@@ -138,6 +138,8 @@ LinkModel load_link_profile(const std::string& path) {
             l.notes.push_back(n[i].get<std::string>());
         }
     }
+    if (root.contains("measured_load_average"))
+        l.measured_load_average = number(root, "measured_load_average", path, "");
     if (root.contains("nccl_share")) l.nccl_share = number(root, "nccl_share", path, "");
     if (root.contains("memcpy_share")) l.memcpy_share = number(root, "memcpy_share", path, "");
     if (root.contains("by_chunk")) {
@@ -218,11 +220,14 @@ std::vector<std::string> write_link_profile(const std::string& path, LinkModel l
               {"d2h", {{"bandwidth_Bps", l.d2h.bandwidth_Bps}, {"latency_s", l.d2h.latency_s}}},
               {"copy_engines", l.copy_engines},
               {"duplex_factor", l.duplex_factor},
-              {"nccl_share", l.nccl_share},
-              {"memcpy_share", l.memcpy_share},
               {"source", l.source}};
+    // The shares only when they are not the reader's default (calibrate measures neither).
+    const LinkModel defaults;
+    if (l.nccl_share != defaults.nccl_share) j["nccl_share"] = l.nccl_share;
+    if (l.memcpy_share != defaults.memcpy_share) j["memcpy_share"] = l.memcpy_share;
     if (!by_chunk.empty()) j["by_chunk"] = by_chunk;
     if (!l.notes.empty()) j["notes"] = l.notes;
+    if (l.measured_load_average >= 0) j["measured_load_average"] = l.measured_load_average;
     const std::string text = j.dump(2) + "\n";
     OutputFile out(path, IfExists::Replace);
     {

@@ -106,6 +106,29 @@ TEST_CASE("a broken cache is measured again, and a measured duplex factor above 
     CHECK(sim::link_from_spec(path).duplex_factor == 1.0);   // the cache loads where --link would
 }
 
+TEST_CASE("a cached calibration taken at another load is measured again", "[replay][calibrate]") {
+    // The rule on hand numbers (the cache applies it with the real load average).
+    CHECK(!replay::load_changed(0.8, 1.1, 2));    // within 0.5 on 2 cores
+    CHECK(replay::load_changed(9.5, 3.3, 2));     // the session's 7B run: cached at 9.5, run at 3.3
+    CHECK(replay::load_changed(0.5, 1.2, 2));
+    CHECK(!replay::load_changed(4.0, 5.5, 8));    // 8 cores: up to 2 apart
+    CHECK(replay::load_changed(4.0, 6.5, 8));
+    CHECK(!replay::load_changed(-1, 9.0, 2));     // unknown: the age decides
+    // The load is stored with the profile and read back.
+    CacheDir cache;
+    replay::CalibrationSpec spec;
+    auto cal = replay::replay_link(spec, false, 3600, [](const replay::CalibrationSpec&) {
+        auto c = fake(3e9, 3e9, 0.9);
+        c.link.measured_load_average = -1;
+        return c;
+    });
+    CHECK(sim::link_from_spec(cal.cache_path).measured_load_average == -1);
+    sim::LinkModel l = cal.link;
+    l.measured_load_average = 0.75;
+    sim::write_link_profile(cal.cache_path, l);
+    CHECK(sim::link_from_spec(cal.cache_path).measured_load_average == 0.75);
+}
+
 TEST_CASE("the automatic time scale makes the replay's compute/transfer ratio the modelled link's", "[replay][calibrate]") {
     sim::LinkModel pcie4 = sim::link_from_spec("pcie4");   // 25 GB/s each way
     sim::LinkModel host = fake(5e9, 7.5e9, 0.9).link;      // mean 6.25 GB/s

@@ -61,7 +61,9 @@ grep -q "obtained: --link auto: measured now (no cached calibration), cached in 
 grep -q "^time scale x.*: auto: pcie4 moves" a1.txt || fail "the automatic time scale is not explained: $(cat a1.txt)"
 ls "$XDG_CACHE_HOME"/mhc/replay-link-host-*.json >/dev/null || fail "no cache file"
 "$mhc" validate t.db --capacity 80% --repeat 1 --no-store >a2.txt 2>&1 || fail "--link auto again: $(cat a2.txt)"
-grep -q "obtained: --link auto: cached " a2.txt || fail "second auto run did not use the cache: $(cat a2.txt)"
+# Read from the cache, unless the load average moved by more than the rule allows meanwhile.
+grep -Eq "obtained: --link auto: (cached |measured now \(the load changed since the cached calibration)" a2.txt \
+    || fail "second auto run did not use the cache: $(cat a2.txt)"
 "$mhc" validate t.db --capacity 80% --repeat 1 --no-store --recalibrate >a3.txt 2>&1 || fail "--recalibrate: $(cat a3.txt)"
 grep -q "measured now (--recalibrate)" a3.txt || fail "--recalibrate did not measure: $(cat a3.txt)"
 "$mhc" validate t.db --time-scale fast --no-store >bad.txt 2>&1

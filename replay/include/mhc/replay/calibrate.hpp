@@ -51,13 +51,18 @@ LinkCalibration measure_replay_link(const CalibrationSpec& spec);
 // /tmp/mhc-<uid>) / replay-link-<backend>-<host>-<cores>c-<chunk>-<threads>t.json.
 std::string calibration_cache_path(const CalibrationSpec& spec);
 
-// The cached calibration when it exists, loads, and is younger than max_age_s; otherwise (or
+// The cached calibration when it exists, loads, is younger than max_age_s and was measured at
+// about the current load (load_changed); otherwise (or
 // with `recalibrate`) measures with `measure` (default measure_replay_link), writes the cache
 // (sim::write_link_profile: clamped, atomic, read back) and returns it. One process measures at
 // a time (a lock beside the cache), so parallel validations do not measure each other. A cache
 // that does not load is measured again (and says so in `origin`).
 LinkCalibration replay_link(const CalibrationSpec& spec, bool recalibrate, double max_age_s,
                             const std::function<LinkCalibration(const CalibrationSpec&)>& measure = {});
+
+// Whether a calibration taken at load average `then` is wrong for `now` on `cores` cores: the
+// two differ by more than a quarter of the cores (at least 0.5). Unknown loads (< 0): no.
+bool load_changed(double then, double now, int cores);
 
 // The time scale at which the replay's compute/transfer ratio is the modelled link's: the
 // modelled link's bandwidth over the measured one (both directions' mean), kept in [1, 1000].

@@ -36,6 +36,7 @@ struct LinkModel {
     std::vector<Chunk> by_chunk; // optional calibration detail (`mhc calibrate`); the simulator
                                  // uses the flat figures, replay's validate its chunk's row
     std::vector<std::string> notes;   // what the writer or the calibration adjusted, in words
+    double measured_load_average = -1;   // 1-minute load average when measured (-1: unknown)
 };
 
 // Preset names: pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer.
