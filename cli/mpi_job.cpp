@@ -72,7 +72,7 @@ void put(Out& o, const sim::Config& c) {
     o.i(c.early_swap_out);
     o.s(c.link.name); put(o, c.link.h2d); put(o, c.link.d2h);
     o.i(c.link.copy_engines); o.d(c.link.duplex_factor); o.d(c.link.nccl_share); o.d(c.link.memcpy_share);
-    o.s(c.link.source);
+    o.s(c.link.source); o.d(c.link.measured_load_average);
     o.i(static_cast<int64_t>(c.link.by_chunk.size()));
     for (const auto& k : c.link.by_chunk) {
         o.i(k.bytes); o.d(k.h2d_Bps); o.d(k.d2h_Bps); o.d(k.both_h2d_Bps); o.d(k.both_d2h_Bps);
@@ -96,7 +96,7 @@ sim::Config get_config(In& in) {
     c.link.name = in.s(); c.link.h2d = get_dir(in); c.link.d2h = get_dir(in);
     c.link.copy_engines = static_cast<int>(in.i()); c.link.duplex_factor = in.d(); c.link.nccl_share = in.d();
     c.link.memcpy_share = in.d();
-    c.link.source = in.s();
+    c.link.source = in.s(); c.link.measured_load_average = in.d();
     c.link.by_chunk.resize(size_t(in.i()));
     for (auto& k : c.link.by_chunk) {
         k.bytes = in.i(); k.h2d_Bps = in.d(); k.d2h_Bps = in.d(); k.both_h2d_Bps = in.d(); k.both_d2h_Bps = in.d();
@@ -124,10 +124,10 @@ sim::EventOrigin get_origin(In& in) {
 // The sizes the packing below was written for (x86-64, libstdc++). A new field changes them:
 // pack it in put/get here, then update the figure.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-static_assert(sizeof(sim::Result) == 960, "sim::Result changed: pack the new field in cli/mpi_job.cpp");
+static_assert(sizeof(sim::Result) == 968, "sim::Result changed: pack the new field in cli/mpi_job.cpp");
 static_assert(sizeof(sim::Oom) == 144, "sim::Oom changed: pack the new field in cli/mpi_job.cpp");
-static_assert(sizeof(sim::Config) == 368, "sim::Config changed: pack the new field in cli/mpi_job.cpp");
-static_assert(sizeof(sim::LinkModel) == 176, "sim::LinkModel changed: pack the new field in cli/mpi_job.cpp");
+static_assert(sizeof(sim::Config) == 376, "sim::Config changed: pack the new field in cli/mpi_job.cpp");
+static_assert(sizeof(sim::LinkModel) == 184, "sim::LinkModel changed: pack the new field in cli/mpi_job.cpp");
 static_assert(sizeof(sim::LinkModel::Chunk) == 40, "LinkModel::Chunk changed: pack the new field in cli/mpi_job.cpp");
 static_assert(sizeof(sim::PlanLog::Release) == 20, "PlanLog::Release changed: pack it in cli/mpi_job.cpp");
 static_assert(sizeof(trace::RunEvent) == 48, "trace::RunEvent changed: pack it in cli/mpi_job.cpp");

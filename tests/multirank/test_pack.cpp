@@ -26,7 +26,7 @@ int main() {
     r.config.early_swap_out = false;
     r.config.link.name = "l"; r.config.link.h2d = {1e9, 2e-6}; r.config.link.d2h = {3e9, 4e-6};
     r.config.link.copy_engines = 1; r.config.link.duplex_factor = 0.7; r.config.link.nccl_share = 0.3;
-    r.config.link.memcpy_share = 0.2; r.config.link.source = "src";
+    r.config.link.memcpy_share = 0.2; r.config.link.source = "src"; r.config.link.measured_load_average = 2.5;
     r.config.link.by_chunk = {{n(), 5e9, 6e9, 4e9, 4.5e9}};
     r.config.link.notes = {"duplex factor 1.14 -> 1", "n2"};
     r.config.allocator_conf = "expandable_segments:True";
@@ -55,7 +55,7 @@ int main() {
     EXPECT(u.config.prefetch == "forecast:3" && u.config.link.by_chunk.size() == 1 && u.config.memory_samples == 17);
     EXPECT(u.config.link.by_chunk[0].both_h2d_Bps == 4e9 && u.config.link.by_chunk[0].both_d2h_Bps == 4.5e9);
     EXPECT(u.config.link.notes.size() == 2 && u.config.link.notes[1] == "n2");
-    EXPECT(u.config.allocator_conf == "expandable_segments:True");
+    EXPECT(u.config.allocator_conf == "expandable_segments:True" && u.config.link.measured_load_average == 2.5);
     EXPECT(u.config.cancel == nullptr && !u.config.early_swap_out && u.config.link.duplex_factor == 0.7);
     EXPECT(u.oom.happened && u.oom.why == "why" && u.oom.fragmentation && u.oom.largest_free_block == r.oom.largest_free_block);
     EXPECT(std::isnan(u.forecast_peak_error) && u.forecast_horizon_error == 0.4);
