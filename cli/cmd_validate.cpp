@@ -51,6 +51,7 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str();
     add_sim_base_options(app, o->base,
                          " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
+    add_allocator_conf_option(app, o->base);   // the replay's arena follows the same settings
     app.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
     app.add_option("--time-scale", o->time_scale,
                    "Run kernels and gaps this many times slower (the prediction uses the link x this); auto: the "

@@ -76,16 +76,23 @@ void FreeList::free(int64_t off) {
 
 int64_t FreeList::largest_free() const { return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first; }
 
-Arena::Arena(const std::string& model, int64_t capacity, PageMapper* mapper)
+Arena::Arena(const std::string& model, int64_t capacity, PageMapper* mapper, sim::AllocatorSettings settings)
     : caching_(model == "caching"), capacity_(capacity), pages_(pool_pages(capacity)), mapper_(mapper),
-      va_(mapper ? mapper->va_bytes() : default_va(capacity), kPage), ca_(capacity) {
+      va_(mapper ? mapper->va_bytes() : default_va(capacity), kPage), ca_(capacity, std::move(settings)) {
+    ca_.set_log(&log_);
     if (mapper && mapper->pool_pages() < pages_) throw Error("arena: the page pool is smaller than the capacity", Error::Kind::Internal);
     for (int32_t p = 0; p < pages_; ++p) free_pages_.insert(free_pages_.end(), p);
 }
 
 Arena::~Arena() {   // leave the reservation as it was (the mapper may outlive the arena)
     if (!mapper_) return;
-    for (auto& r : seg_) if (r.va >= 0) mapper_->unmap(r.va, static_cast<int64_t>(r.pages.size()));
+    for (size_t s = 0; s < seg_.size(); ++s) {
+        if (seg_reserved_[s] > 0) {
+            for (auto [off, page] : seg_page_at_[s]) mapper_->unmap(seg_[s].va + off, 1);
+        } else if (seg_[s].va >= 0) {
+            mapper_->unmap(seg_[s].va, static_cast<int64_t>(seg_[s].pages.size()));
+        }
+    }
     for (auto& [k, r] : own_) mapper_->unmap(r.va, static_cast<int64_t>(r.pages.size()));
     for (auto& s : small_) if (s.r.va >= 0) mapper_->unmap(s.r.va, 1);
 }
@@ -120,14 +127,55 @@ int64_t Arena::largest_free() const {
     return caching_ ? ca_.largest_free_block() : static_cast<int64_t>(free_pages_.size()) * kPage;
 }
 
-// The caching model released every fully free segment (it does so when a segment did not
-// fit): their pages go back to the pool.
-void Arena::sync_segments() {
-    for (size_t s = 0; s < seg_.size(); ++s)
-        if (seg_[s].va >= 0 && seg_live_[s] == 0) unmap_range(seg_[s]);
+bool Arena::follow_log() {
+    bool ok = true;
+    for (const auto& e : log_) {
+        const size_t s = static_cast<size_t>(e.segment);
+        if (s >= seg_.size()) {
+            seg_.resize(s + 1);
+            seg_reserved_.resize(s + 1, 0);
+            seg_page_at_.resize(s + 1);
+        }
+        Range& r = seg_[s];
+        if (!e.expandable) {   // cudaMalloc / cudaFree of a whole segment
+            if (e.alloc) ok = map_range(e.bytes, r) && ok;
+            else unmap_range(r);
+            continue;
+        }
+        // An expandable segment: its virtual range once (as large as the model's: capacity
+        // + 1/8, CachingAllocator::new_expandable), then pages mapped or unmapped in place.
+        if (seg_reserved_[s] == 0) {
+            const int64_t want = (capacity_ + capacity_ / 8 + kPage - 1) / kPage * kPage;
+            r.va = va_.allocate(want);
+            if (r.va < 0)
+                throw Error("replay: the arena's virtual range cannot hold another expandable segment (" +
+                            std::to_string(s + 1) + " so far; one per stream and pool)", Error::Kind::Internal);
+            seg_reserved_[s] = want;
+        }
+        auto& at = seg_page_at_[s];
+        for (int64_t off = e.offset; off < e.offset + e.bytes; off += kPage) {
+            if (e.alloc) {
+                if (free_pages_.empty()) { ok = false; break; }
+                int32_t page = *free_pages_.begin();
+                free_pages_.erase(free_pages_.begin());
+                high_page_ = std::max<int64_t>(high_page_, page + 1);
+                at[off] = page;
+                if (mapper_) mapper_->map(r.va + off, &page, 1);
+            } else {
+                auto it = at.find(off);
+                if (it == at.end()) continue;
+                if (mapper_) mapper_->unmap(r.va + off, 1);
+                free_pages_.insert(it->second);
+                at.erase(it);
+            }
+        }
+        peak_ = std::max(peak_, in_use());
+    }
+    log_.clear();
+    return ok;
 }
 
-int64_t Arena::allocate(int32_t key, int64_t bytes) {
+int64_t Arena::allocate(int32_t key, int64_t bytes, int64_t stream) {
     frag_ = false;
     if (!caching_) {
         const int64_t need = ideal_round(bytes);
@@ -167,34 +215,23 @@ int64_t Arena::allocate(int32_t key, int64_t bytes) {
         ideal_live_[key] = bytes;
         return pl.va;
     }
-    int64_t before = ca_.reserved();
-    int32_t b = ca_.allocate(bytes);
-    const bool new_seg = b >= 0 && ca_.block_segment(b) >= static_cast<int32_t>(seg_.size());
-    const int64_t rounded = sim::CachingAllocator::round_size(bytes);
-    const int64_t seg_bytes = !new_seg ? 0
-                              : rounded <= sim::CachingAllocator::kSmallSize ? sim::CachingAllocator::kSmallBuffer
-                                                                             : sim::CachingAllocator::segment_size(rounded);
-    // Fewer bytes reserved than before plus the new segment: the model released its free segments.
-    if (b < 0 ? ca_.reserved() < before : ca_.reserved() < before + seg_bytes) sync_segments();
+    log_.clear();
+    int32_t b = ca_.allocate(bytes, stream);
+    // The model's cudaFrees (released cached segments) and cudaMallocs, in its order.
+    const bool mapped = follow_log();
     if (b < 0) {   // the model is out of memory; fragmentation if its blocks held the bytes
-        frag_ = ca_.allocated() + rounded <= capacity_;
+        frag_ = ca_.allocated() + ca_.rounded(bytes) <= capacity_;
         return -1;
     }
-    int32_t seg = ca_.block_segment(b);
-    if (new_seg) {
-        // The new segment's size: reserved grew by it after any release.
-        seg_.resize(static_cast<size_t>(seg) + 1);
-        seg_live_.resize(static_cast<size_t>(seg) + 1, 0);
-        const int64_t sz = ca_.reserved() - in_use();   // == seg_bytes: every other segment is mapped
-        if (!map_range(sz, seg_[static_cast<size_t>(seg)])) {   // only a broken invariant gets here
-            ca_.free(b);
-            frag_ = true;
-            return -1;
-        }
+    if (!mapped) {   // the model fit it but the pages did not: only a broken invariant gets here
+        ca_.free(b);
+        follow_log();
+        frag_ = true;
+        return -1;
     }
-    ++seg_live_[static_cast<size_t>(seg)];
     block_[key] = b;
-    return seg_[static_cast<size_t>(seg)].va + ca_.block_offset(b);
+    const Range& r = seg_[static_cast<size_t>(ca_.block_segment(b))];
+    return r.va + ca_.block_offset(b);
 }
 
 void Arena::free(int32_t key) {
@@ -218,9 +255,8 @@ void Arena::free(int32_t key) {
     }
     auto it = block_.find(key);
     if (it == block_.end()) return;
-    int32_t seg = ca_.block_segment(it->second);
     ca_.free(it->second);
-    --seg_live_[static_cast<size_t>(seg)];
+    follow_log();   // a free releases nothing today; should the model ever do so, follow it
     block_.erase(it);
 }
 

@@ -130,7 +130,7 @@ bool Executor::place(int32_t a, size_t action) {
     for (;;) {
         poll();
         auto m0 = Clock::now();
-        int64_t off = arena->allocate(a, bytes);
+        int64_t off = arena->allocate(a, bytes, T.allocations.stream[a]);
         pause_clock(m0);
         if (off >= 0) {
             dev_off[a] = off;
@@ -144,7 +144,7 @@ bool Executor::place(int32_t a, size_t action) {
         M.status = "oom";
         M.oom_allocation = a;
         M.oom_fragmentation = arena->last_failure_fragmentation();
-        M.oom_bytes = P.allocator == "caching" ? sim::CachingAllocator::round_size(bytes) : bytes;
+        M.oom_bytes = arena->rounded(bytes);
         M.oom_largest_free = arena->largest_free();
         M.oom_short = std::max<int64_t>(arena->in_use() + M.oom_bytes - P.capacity, 0);
         const Action& x = P.actions[action];
@@ -444,7 +444,11 @@ void Executor::setup() {
         vm = device == kernels::Device::Cuda ? make_cuda_mapper(pages, va) : make_host_mapper(pages, va);
         pm = vm.get();
     }
-    arena = std::make_unique<Arena>(P.allocator, cap, pm);
+    // The caching model with the simulator's settings: the trace's recorded ones under the
+    // run's --allocator-conf (sim::allocator_settings_for, as the engine does).
+    arena = std::make_unique<Arena>(P.allocator, cap, pm,
+                                    P.allocator == "caching" ? sim::allocator_settings_for(T.meta, P.allocator_conf)
+                                                             : sim::AllocatorSettings{});
     // Host arena: what the simulator held on the host at once, with room for placement (it
     // is a first-fit free list, so it fragments), never more than all the bytes swapped out.
     const int64_t host_need = host_arena_bytes(T, P);
@@ -545,7 +549,7 @@ void Executor::execute(const Action& x, size_t i) {
             // (the runs have diverged), the block goes straight back.
             if (dev_off[a] < 0 && P.allocator == "caching") {
                 auto m0 = Clock::now();
-                if (arena->allocate(a, T.allocations.bytes[a]) >= 0) {
+                if (arena->allocate(a, T.allocations.bytes[a], T.allocations.stream[a]) >= 0) {
                     arena->free(a);
                     ++M.diverged_allocations;
                 }

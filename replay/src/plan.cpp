@@ -45,6 +45,7 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     plan.device = r.device;
     plan.capacity = r.capacity;
     plan.allocator = r.config.allocator;
+    plan.allocator_conf = r.config.allocator_conf;
     plan.predicted_peak = r.simulated_peak;
     plan.predicted_host_peak = r.host_peak;
     const auto& A = t.allocations;

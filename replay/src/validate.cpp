@@ -158,8 +158,12 @@ double load_average() {
 
 }  // namespace
 
+// The other processes' measured share of the CPUs during the run decides; the load average
+// (a 1-minute decay that still counts work which ended before the run, and counts the
+// validation's own threads) only when /proc/stat could not be read.
 bool Load::loaded() const {
-    return (others_share > 0.25) || (cores > 0 && before > 0.5 * cores);
+    if (others_share >= 0) return others_share > 0.25;
+    return cores > 0 && before > 0.5 * cores;
 }
 
 std::string Load::text() const {

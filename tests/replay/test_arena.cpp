@@ -143,3 +143,67 @@ TEST_CASE("caching segments are placed by pages; the pool never exceeds the capa
     // Beyond the pool: the model says no, as the simulator would.
     CHECK(a.allocate(101, 20 * MiB) < 0);
 }
+
+// The arena follows the simulator's model exactly, whatever its settings and streams: on random
+// sequences of allocations and frees over two streams, every call succeeds or fails as the
+// model's does, and the pages in use (and mapped) are the model's reserved bytes after each call.
+// Expandable segments map pages in place inside one virtual range, so a block's bytes are
+// contiguous and survive the segment growing around them.
+TEST_CASE("the caching arena follows the model's settings and streams call by call", "[replay][arena][caching]") {
+    const int64_t cap = 256 * MiB;
+    for (const char* conf : {"", "expandable_segments:True", "roundup_power2_divisions:4,max_split_size_mb:40",
+                             "garbage_collection_threshold:0.6"}) {
+        INFO("allocator conf '" << conf << "'");
+        const sim::AllocatorSettings set = sim::parse_allocator_conf(conf, "test");
+        auto vm = replay::make_host_mapper(Arena::pool_pages(cap), Arena::default_va(cap));
+        Arena a("caching", cap, vm.get(), set);
+        sim::CachingAllocator ref(cap, set);
+        std::vector<std::pair<int32_t, int32_t>> live;   // (key, model block)
+        std::vector<int64_t> va_of(4000, -1), bytes_of(4000, 0);
+        uint64_t x = 12345;
+        auto rnd = [&x] { x = x * 6364136223846793005ull + 1442695040888963407ull; return x >> 33; };
+        for (int32_t key = 0; key < 4000; ++key) {
+            if (!live.empty() && rnd() % 3 == 0) {   // free a random live block
+                size_t i = rnd() % live.size();
+                auto [k, b] = live[i];
+                REQUIRE(same(vm->base() + va_of[static_cast<size_t>(k)], bytes_of[static_cast<size_t>(k)], static_cast<uint64_t>(k)));
+                a.free(k);
+                ref.free(b);
+                live[i] = live.back();
+                live.pop_back();
+            } else {
+                const int64_t bytes = rnd() % 4 == 0 ? static_cast<int64_t>(rnd() % (48 * MiB)) + 1
+                                                     : static_cast<int64_t>(rnd() % (900 << 10)) + 1;
+                const int64_t stream = static_cast<int64_t>(rnd() % 2);
+                const int32_t b = ref.allocate(bytes, stream);
+                const int64_t v = a.allocate(key, bytes, stream);
+                REQUIRE((b >= 0) == (v >= 0));
+                if (b >= 0) {
+                    live.push_back({key, b});
+                    va_of[static_cast<size_t>(key)] = v;
+                    bytes_of[static_cast<size_t>(key)] = bytes;
+                    fill(vm->base() + v, bytes, static_cast<uint64_t>(key));
+                }
+            }
+            REQUIRE(a.in_use() == ref.reserved());
+            REQUIRE(vm->mapped_pages() * kPage == a.in_use());
+        }
+        for (auto [k, b] : live)
+            CHECK(same(vm->base() + va_of[static_cast<size_t>(k)], bytes_of[static_cast<size_t>(k)], static_cast<uint64_t>(k)));
+        CHECK(a.peak() <= cap);
+    }
+}
+
+TEST_CASE("the caching arena keeps a pool per stream, as the model does", "[replay][arena][caching]") {
+    // A 12 MiB block freed on stream 0 is cached for stream 0 only: the same request on
+    // stream 1 takes a new segment (24 MiB in use), on stream 0 it reuses the cached one.
+    const int64_t cap = 100 * MiB;
+    Arena a("caching", cap);
+    REQUIRE(a.allocate(1, 12 * MiB, 0) >= 0);
+    a.free(1);
+    CHECK(a.in_use() == 12 * MiB);
+    REQUIRE(a.allocate(2, 12 * MiB, 1) >= 0);
+    CHECK(a.in_use() == 24 * MiB);
+    REQUIRE(a.allocate(3, 12 * MiB, 0) >= 0);
+    CHECK(a.in_use() == 24 * MiB);
+}

@@ -184,4 +184,10 @@ TEST_CASE("a verdict is a validation only when the error and the spread of repea
     before.others_share = -1;
     before.before = 1.5;   // above half of the 2 cores before it started
     CHECK(before.loaded());
+    // A load average left by work that ended before the run (or made by the run's own threads)
+    // is not a loaded machine when the other processes' share was measured.
+    replay::Load leftover = idle;
+    leftover.before = 1.5;
+    leftover.others_share = 0.0;
+    CHECK(!leftover.loaded());
 }

@@ -68,4 +68,26 @@ grep -Eq "obtained: --link auto: (cached |measured now \(the load changed since 
 grep -q "measured now (--recalibrate)" a3.txt || fail "--recalibrate did not measure: $(cat a3.txt)"
 "$mhc" validate t.db --time-scale fast --no-store >bad.txt 2>&1
 [ $? = 2 ] || fail "--time-scale fast must exit 2: $(cat bad.txt)"
+
+# Several streams (mhc-27b's NCCL kernels on their own stream: a caching pool per stream) and
+# allocator settings (--allocator-conf, expandable segments): the replay's arena follows the
+# simulator's model, so peaks and traffic still agree to the byte and the replay never meets
+# an OOM the simulator did not have.
+"$mhc" generate --preset mhc-27b --layers 4 --seq 256 --dp 1 --steps 1 -o m.db >/dev/null || fail "generate mhc-27b"
+for conf in "" "expandable_segments:True"; do
+  "$mhc" validate m.db --capacity 80% --link pcie4 --time-scale 1 --repeat 1 --no-store --json \
+      ${conf:+--allocator-conf "$conf"} >m.json 2>m.err
+  rc=$?
+  [ $rc = 0 ] || [ $rc = 1 ] || fail "validate mhc-27b '$conf' exited $rc: $(cat m.err)"
+  python3 - m.json "$conf" <<'PY' || fail "mhc-27b '$conf': $(head -c 3000 m.json)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+for c in j["configurations"]:
+    assert c["status"] == "complete" and not c["measured"]["oom"], (c["status"], c["verdict"])
+    assert c["measured"]["peak_bytes"] == c["predicted"]["peak_bytes"], (c["measured"]["peak_bytes"], c["predicted"]["peak_bytes"])
+    assert c["measured"]["swap_out_bytes"] == c["predicted"]["swap_out_bytes"]
+    assert c["measured"]["swap_in_bytes"] == c["predicted"]["swap_in_bytes"]
+assert len(j["configurations"]) == 1
+PY
+done
 echo ok

@@ -5,9 +5,12 @@
 // x 2 MiB, and an allocation fails only when pages run out, so the pool never fragments
 // between segments (it does inside them, as the allocator model says).
 //
-// caching: the simulator's own CachingAllocator decides blocks and segments; each new segment
-// gets pages and a virtual range, each segment it releases gives them back. Its segments are
-// multiples of 2 MiB, so pages in use = its reserved bytes exactly.
+// caching: the simulator's own CachingAllocator, with the run's settings (the trace's recorded
+// PYTORCH_CUDA_ALLOC_CONF and --allocator-conf) and each allocation's stream, decides blocks and
+// segments; the arena follows the model's own log of cudaMalloc/cudaFree (a segment gets pages
+// and a virtual range, a released one gives them back) and of expandable segments' page maps
+// (a segment reserves a virtual range once and maps pages at the offsets the model maps).
+// Segments and expandable pages are multiples of 2 MiB, so pages in use = reserved bytes.
 // ideal: the simulator counts bytes only. Allocations above 1 MiB take whole pages; smaller
 // ones share pages (best fit inside pages, 512-byte granules), a page returning to the pool
 // when it empties. The rounding is what the measured peak adds to the predicted one.
@@ -51,7 +54,8 @@ public:
     // Pool of capacity / 2 MiB pages. mapper: maps the pages for real (nullptr: bookkeeping
     // only); its pool must hold those pages. Offsets are in the mapper's virtual range (else
     // one of default_va(capacity) bytes).
-    Arena(const std::string& model, int64_t capacity, PageMapper* mapper = nullptr);
+    Arena(const std::string& model, int64_t capacity, PageMapper* mapper = nullptr,
+          sim::AllocatorSettings settings = {});
     ~Arena();
     Arena(const Arena&) = delete;
     Arena& operator=(const Arena&) = delete;
@@ -61,7 +65,8 @@ public:
 
     // Offset in the virtual range of the placed allocation (caller's handle `key`), or -1
     // when it does not fit.
-    int64_t allocate(int32_t key, int64_t bytes);
+    // `stream`: the allocation's recorded stream (the caching model keeps a pool per stream).
+    int64_t allocate(int32_t key, int64_t bytes, int64_t stream = 0);
     void free(int32_t key);
     int64_t in_use() const { return (pages_ - static_cast<int64_t>(free_pages_.size())) * kPage; }
     int64_t peak() const { return peak_; }
@@ -70,6 +75,8 @@ public:
     // Highest pool page ever used + 1, x 2 MiB (never above the pool).
     int64_t high_water() const { return high_page_ * kPage; }
     int64_t largest_free() const;
+    // The bytes the model takes for a request (caching: its rounding; ideal: the request).
+    int64_t rounded(int64_t bytes) const { return caching_ ? ca_.rounded(bytes) : bytes; }
     // Whether the last failed allocate() had the bytes by the model's count but not the
     // pages (page rounding, or no virtual range).
     bool last_failure_fragmentation() const { return frag_; }
@@ -81,7 +88,9 @@ private:
     };
     bool map_range(int64_t bytes, Range& r);   // false: not enough pages or virtual range
     void unmap_range(Range& r);
-    void sync_segments();
+    // Applies the model's segment log since the last call (cudaMalloc/cudaFree, page maps);
+    // false when the pages or the virtual range ran out (a broken invariant).
+    bool follow_log();
 
     bool caching_;
     int64_t capacity_, pages_;
@@ -93,8 +102,12 @@ private:
     // caching
     sim::CachingAllocator ca_;
     std::unordered_map<int32_t, int32_t> block_;   // key -> block
+    std::vector<sim::CachingAllocator::SegmentEvent> log_;   // the model's, drained by follow_log
     std::vector<Range> seg_;                       // segment -> its range (va -1: gone)
-    std::vector<int32_t> seg_live_;                // live blocks per segment
+    // Expandable segments: the reserved virtual range (seg_[s].va, no pages) and the pages
+    // mapped at each 2 MiB offset of it.
+    std::vector<int64_t> seg_reserved_;            // bytes of virtual range reserved (0: none)
+    std::vector<std::map<int64_t, int32_t>> seg_page_at_;   // segment -> offset -> pool page
     // ideal
     static constexpr int64_t kIdealAlign = 512, kSmallIdeal = 1 << 20;
     static int64_t ideal_round(int64_t b) { return std::max<int64_t>((b + kIdealAlign - 1) / kIdealAlign * kIdealAlign, kIdealAlign); }

@@ -43,6 +43,7 @@ struct Plan {
     int32_t device = 0;
     int64_t capacity = 0;        // bytes (the run's, resolved)
     std::string allocator;       // ideal | caching
+    std::string allocator_conf;  // the run's --allocator-conf (over the trace's recorded settings)
     int64_t t_begin = 0, t_end = 0;   // recorded span of the device
     int64_t predicted_peak = 0;
     int64_t predicted_host_peak = 0;   // host copies held at once (sim::Result::host_peak)
