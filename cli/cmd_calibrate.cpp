@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 struct Args {
     std::string backend, output, name, path = "copy-engine", max_chunk = "64MiB";
     int repeat = 0, rounds = 5;
-    bool quick = false;
+    bool quick = false, force = false;
 };
 
 struct Rates {
@@ -100,6 +101,10 @@ Stat latency(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int reps) {
 }
 
 int run(const Args& a) {
+    // A profile is a measurement that took minutes on a particular machine: never replaced
+    // silently (checked before measuring, so a refusal costs nothing).
+    if (!a.force && std::filesystem::exists(a.output))
+        throw Error(a.output + " exists; pass --force to replace it");
     k::Device dev;
     std::string backend = a.backend;
     if (backend.empty()) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
@@ -214,6 +219,7 @@ Registration reg{Command{
         sub.add_option("--rounds", args->rounds, "Repetitions of each measurement; the median is kept (--quick: at most 3)")
             ->check(CLI::Range(1, 99));
         sub.add_flag("--quick", args->quick, "Fewer bytes per measurement");
+        sub.add_flag("--force", args->force, "Replace an existing profile");
         return [args]() { return run(*args); };
     }}};
 
