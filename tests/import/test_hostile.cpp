@@ -5,7 +5,13 @@
 #include <sqlite3.h>
 #include <zlib.h>
 
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -413,4 +419,58 @@ TEST_CASE("a device or pipe as input is read at most --max-input-size bytes, not
     opt.format = imp::Format::Snapshot;
     opt.max_input_size = 1 << 20;
     CHECK_THROWS_WITH(imp::import_file("/dev/zero", out, opt), Catch::Contains("not a regular file"));
+}
+
+// A pipe (`mhc import <(zcat …)`, a FIFO, /dev/stdin) is read once: format detection used to
+// consume its head and the importer then read the rest ("unknown format"). It is copied into a
+// private temporary file first; errors still name the pipe, and the copy never outlives the call.
+TEST_CASE("a pipe as input is imported like the file it carries", "[import][hostile][pipe]") {
+    test::TempDir dir, spool;
+    const std::string src = std::string(MHC_PUBLIC_DATASETS) + "/kineto/simple_add_trace.json.gz";
+    const std::string fifo = dir.file("in.pipe");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    auto feed = [&](const std::string& bytes) {
+        return std::thread([fifo, bytes] {
+            std::FILE* f = std::fopen(fifo.c_str(), "wb");
+            if (!f) return;
+            std::fwrite(bytes.data(), 1, bytes.size(), f);
+            std::fclose(f);
+        });
+    };
+    std::string whole;
+    {
+        std::FILE* f = std::fopen(src.c_str(), "rb");
+        REQUIRE(f);
+        char b[4096];
+        for (size_t n; (n = std::fread(b, 1, sizeof b, f)) > 0;) whole.append(b, n);
+        std::fclose(f);
+    }
+    const char* old_tmp = std::getenv("TMPDIR");
+    const std::string keep = old_tmp ? old_tmp : "";
+    ::setenv("TMPDIR", spool.path.c_str(), 1);
+    imp::Options opt;
+    imp::Result direct = imp::import_file(src, dir.file("direct.db"), opt);
+    std::thread w = feed(whole);
+    imp::Result piped = imp::import_file(fifo, dir.file("piped.db"), opt);
+    w.join();
+    CHECK(piped.format == imp::Format::Kineto);
+    CHECK(piped.kernels == direct.kernels);
+    CHECK(piped.markers == direct.markers);
+    CHECK(piped.allocations == direct.allocations);
+    CHECK(spool.entries() == 0);
+    // Broken JSON through the pipe: the error names the pipe, not the temporary copy.
+    w = feed("{\"traceEvents\": [{\"ph\":\"X\"");
+    std::string msg;
+    try {
+        imp::import_file(fifo, dir.file("bad.db"), opt);
+    } catch (const mhc::Error& e) {
+        msg = e.what();
+    }
+    w.join();
+    if (old_tmp) ::setenv("TMPDIR", keep.c_str(), 1); else ::unsetenv("TMPDIR");
+    INFO(msg);
+    CHECK(msg.rfind(fifo + ":", 0) == 0);
+    CHECK(msg.find("mhc-import-") == std::string::npos);
+    CHECK(spool.entries() == 0);
+    CHECK(!std::filesystem::exists(dir.file("bad.db")));
 }

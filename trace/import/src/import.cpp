@@ -1,19 +1,109 @@
 // import_file: run one importer into a temporary trace, check it, rename it into place.
 #include "mhc/trace/import/import.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/import/rows.hpp"
 #include "mhc/trace/store.hpp"
+#include "limits.hpp"
 
 namespace mhc::trace::import {
 
+namespace {
+
+// A pipe or a device (`mhc import <(zcat t.json.gz)`, /dev/stdin): format detection reads its
+// head and the importers open it again (and Nsight Systems' SQLite needs random access), so it
+// is first copied into a private temporary file, at most max_input_size bytes, and imported
+// from there under the user's name. Regular files are read in place.
+class Spool {
+public:
+    Spool(const std::string& in, uint64_t limit) {
+        struct stat st {};
+        if (in.empty() || ::stat(in.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return;
+        const int src = ::open(in.c_str(), O_RDONLY | O_CLOEXEC);
+        if (src < 0) throw Error(where(in, std::string("cannot open: ") + std::strerror(errno)));
+        std::string tmpl = (std::filesystem::temp_directory_path() / "mhc-import-XXXXXX").string();
+        const int dst = ::mkstemp(tmpl.data());
+        if (dst < 0) {
+            ::close(src);
+            throw Error(where(tmpl, std::string("cannot create a temporary copy of the input: ") + std::strerror(errno)));
+        }
+        path_ = tmpl;
+        std::string err;
+        uint64_t total = 0;
+        std::vector<char> buf(1 << 16);
+        for (;;) {
+            ssize_t n = ::read(src, buf.data(), buf.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) { err = where(in, std::string("read failed: ") + std::strerror(errno)); break; }
+            if (n == 0) break;
+            total += static_cast<uint64_t>(n);
+            if (total > limit) {
+                err = where(in, "not a regular file, and reads past " + human_bytes(limit) + "; raise with --max-input-size");
+                break;
+            }
+            for (ssize_t off = 0; off < n;) {
+                ssize_t w = ::write(dst, buf.data() + off, static_cast<size_t>(n - off));
+                if (w < 0 && errno == EINTR) continue;
+                if (w < 0) { err = where(path_, std::string("cannot write the temporary copy of the input: ") + std::strerror(errno)); break; }
+                off += w;
+            }
+            if (!err.empty()) break;
+        }
+        ::close(src);
+        if (::close(dst) != 0 && err.empty()) err = where(path_, "cannot write the temporary copy of the input");
+        if (!err.empty()) {   // a throwing constructor runs no destructor: remove the copy here
+            ::unlink(path_.c_str());
+            throw Error(err);
+        }
+    }
+    ~Spool() { if (!path_.empty()) ::unlink(path_.c_str()); }
+    Spool(const Spool&) = delete;
+    Spool& operator=(const Spool&) = delete;
+    // The path to read: the copy, or the input itself.
+    const std::string& read_path(const std::string& in) const { return path_.empty() ? in : path_; }
+    // An error about the copy is an error about the input: the copy's name becomes the user's.
+    [[noreturn]] void rethrow(const Error& e, const std::string& in) const {
+        std::string m = e.what();
+        for (size_t at; !path_.empty() && (at = m.find(path_)) != std::string::npos;) m.replace(at, path_.size(), in);
+        throw Error(m, e.kind());
+    }
+    bool active() const { return !path_.empty(); }
+
+private:
+    std::string path_;
+};
+
+}  // namespace
+
+static Result import_regular(const std::string& in, const std::string& shown, const std::string& out, const Options& opt);
+
 Result import_file(const std::string& in, const std::string& out, const Options& opt) {
+    refuse_input_as_output(in, out);
+    refuse_input_as_output(opt.kineto_path, out);
+    // An output that may not be replaced is refused before a pipe is read (as for a file).
+    if (opt.if_exists == IfExists::Refuse && std::filesystem::exists(out)) Writer refuse(out, opt.if_exists);
+    Spool spool(in, opt.max_input_size);
+    if (!spool.active()) return import_regular(in, in, out, opt);
+    try {
+        return import_regular(spool.read_path(in), in, out, opt);
+    } catch (const Error& e) {
+        spool.rethrow(e, in);
+    }
+}
+
+// `in` is read; `shown` is the input's name in errors, in the meta and for the trace's check.
+static Result import_regular(const std::string& in, const std::string& shown, const std::string& out, const Options& opt) {
     Result r;
     r.format = opt.format == Format::Auto ? detect_format(in) : opt.format;
     if (!opt.kineto_path.empty() && r.format != Format::ExecutionTrace)
@@ -21,8 +111,6 @@ Result import_file(const std::string& in, const std::string& out, const Options&
                                   std::string(to_string(r.format)) + ")"));
     TraceData t;
     bool in_memory = false;
-    refuse_input_as_output(in, out);
-    refuse_input_as_output(opt.kineto_path, out);
     Writer writer(out, opt.if_exists);   // refuses an existing output before reading the input
     Rows w(writer);
     switch (r.format) {
@@ -32,7 +120,7 @@ Result import_file(const std::string& in, const std::string& out, const Options&
         case Format::Nsys: import_nsys(in, w, r, opt.warn); break;
         case Format::Auto: break;
     }
-    r.meta["import.input"] = std::filesystem::path(in).filename().string();
+    r.meta["import.input"] = std::filesystem::path(shown).filename().string();
     for (auto& [k, v] : r.meta) w.set_meta(k, v);
     // Checked on the complete temporary file, which only then becomes `out`; errors name `out`.
     writer.finish([&](const std::string& tmp) {
@@ -53,7 +141,7 @@ Result import_file(const std::string& in, const std::string& out, const Options&
             t = load_trace(tmp, out);
         }
         // Problems in the imported rows are problems of the input file.
-        require_ok(check_trace(t), in);
+        require_ok(check_trace(t), shown);
     });
     r.allocations = static_cast<int64_t>(t.allocations.size());
     r.kernels = static_cast<int64_t>(t.kernels.size());
