@@ -283,7 +283,16 @@ TEST_CASE("nsys: mistyped columns and integer extremes and views are refused", "
              {"copy-kind-2^32+1", memcpy + "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 4294967297 WHERE rowid = 2;",
               "CUPTI_ACTIVITY_KIND_MEMCPY row 2: column 'copyKind' = 4294967297 is out of range"},
              {"memory-operation-99", usage + "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memoryOperationType = 99;",
-              "CUDA_GPU_MEMORY_USAGE_EVENTS row 1: column 'memoryOperationType' = 99 is out of range"}}) {
+              "CUDA_GPU_MEMORY_USAGE_EVENTS row 1: column 'memoryOperationType' = 99 is out of range"},
+             // An end before its start is a corrupt row (it used to be clamped to a zero-length event).
+             {"kernel-end-before-start", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 2500 WHERE rowid = 2;",
+              "CUPTI_ACTIVITY_KIND_KERNEL row 2: end 2500 is before start 3000"},
+             {"copy-end-before-start", memcpy + "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end = 1000 WHERE rowid = 1;",
+              "CUPTI_ACTIVITY_KIND_MEMCPY row 1: end 1000 is before start 1100"},
+             {"nvtx-end-before-start",
+              "CREATE TABLE NVTX_EVENTS(start INTEGER, end INTEGER, text TEXT);"
+              "INSERT INTO NVTX_EVENTS VALUES(1500, 1400, 'step');",
+              "NVTX_EVENTS row 1: end 1400 is before start 1500"}}) {
         DYNAMIC_SECTION(c.name) {
             std::string in = dir.file(std::string(c.name) + ".sqlite");
             make_nsys(in, c.sql);

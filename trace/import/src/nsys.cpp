@@ -64,6 +64,16 @@ struct Cells {
                                   std::string("column '") + name + "' = " + std::to_string(v) + " is out of range"));
         return v;
     }
+    // The row's interval [start, end]: an end before its start is a corrupt row, not a
+    // zero-length event (it used to be clamped silently).
+    std::pair<int64_t, int64_t> interval(int start_col, int end_col) const {
+        const int64_t a = get(start_col, "start", -kMaxTime, kMaxTime);
+        const int64_t b = get(end_col, "end", -kMaxTime, kMaxTime);
+        if (b < a)
+            throw Error(where_row(file, table, s.i64(rowid_col),
+                                  "end " + std::to_string(b) + " is before start " + std::to_string(a)));
+        return {a, b};
+    }
 };
 
 // CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h): 0 unknown, 1 HtoD, 2 DtoH, 3 HtoA, 4 AtoH,
@@ -250,8 +260,9 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
             int64_t sid = cell.get(4, "demangledName", INT64_MIN, INT64_MAX, false, -1);
             auto ni = name_ids.find(sid);
             k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w.intern(str(sid)));
-            k.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUPTI_ACTIVITY_KIND_KERNEL");
-            k.t_end = std::max(k.t_start, rel(cell.get(1, "end", -kMaxTime, kMaxTime), "CUPTI_ACTIVITY_KIND_KERNEL"));
+            auto [ks, ke] = cell.interval(0, 1);
+            k.t_start = rel(ks, "CUPTI_ACTIVITY_KIND_KERNEL");
+            k.t_end = rel(ke, "CUPTI_ACTIVITY_KIND_KERNEL");
             auto& end = stream_end[{k.device, k.stream}];
             if (k.t_start < end) {
                 k.t_start = end;
@@ -288,8 +299,9 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
             cp.stream = cell.get(3, "streamId", INT64_MIN, INT64_MAX, false);
             cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", 0, kMaxCuptiMemcpyKind, false));
             cp.bytes = cell.get(4, "bytes", 0, kMaxBytes, false);
-            cp.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), t);
-            cp.t_end = std::max(cp.t_start, rel(cell.get(1, "end", -kMaxTime, kMaxTime), t));
+            auto [cs, ce] = cell.interval(0, 1);
+            cp.t_start = rel(cs, t);
+            cp.t_end = rel(ce, t);
             w.add(cp);
         }
     }
@@ -307,7 +319,7 @@ void import_nsys(const std::string& in, Rows& w, Result& r, bool warn) {
             std::string text = !s.is_null(2) ? s.text(2) : !s.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
             m.name = w.intern(text);
             m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
-            m.t_end = s.is_null(1) ? m.t_start : std::max(m.t_start, rel(cell.get(1, "end", -kMaxTime, kMaxTime), "NVTX_EVENTS"));
+            m.t_end = s.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
             m.kind = MarkerKind::Range;
             w.add(m);
         }
