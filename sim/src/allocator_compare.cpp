@@ -222,6 +222,8 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     c.model_segments = w.segments;
     c.model_mallocs = w.mallocs;
     c.model_frees = w.frees;
+    c.sample_times = times;
+    c.model_reserved = w.reserved_at;
     Run cold = run(false);
     c.cold_peak = cold.peak;
     c.cold_segments = cold.segments;

@@ -269,6 +269,10 @@ TEST_CASE("mhc allocator: a recording the model follows exactly", "[sim][allocat
     CHECK(c.max_abs_diff == 0);
     CHECK_FALSE(c.diverged);
     CHECK(c.settings_source == "defaults (no settings recorded)");
+    // The model's reserved bytes after each event time (what the viewer draws): 20 MiB from 10,
+    // still 20 at 20 (cached) and 30, 46 from 40 on (segments are not released at the frees).
+    CHECK(c.sample_times == std::vector<int64_t>{10, 20, 30, 40, 50, 60});
+    CHECK(c.model_reserved == std::vector<int64_t>{20 * MiB, 20 * MiB, 20 * MiB, 46 * MiB, 46 * MiB, 46 * MiB});
 }
 
 TEST_CASE("mhc allocator: the first divergence and why", "[sim][allocator][compare]") {

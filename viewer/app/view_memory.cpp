@@ -1,13 +1,15 @@
 // Memory view: the live-bytes curve (the selected run's device bytes, or the recorded live
 // bytes) with the capacity line, the recorded reserved bytes (segments, when the trace has them:
-// reserved vs allocated as memory_viz's segment view), and memory_viz-style active-memory bands
-// of the allocations.
+// reserved vs allocated as memory_viz's segment view) with the caching model's reserved bytes for
+// the same allocations, and memory_viz-style active-memory bands of the allocations.
 #include <algorithm>
 
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/sim/allocator_compare.hpp"
+#include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
 #include "widgets.hpp"
 
@@ -39,6 +41,37 @@ const Curve& recorded_reserved(const ViewTrace& tr) {
     return c;
 }
 constexpr ImU32 kReserved = IM_COL32(190, 120, 230, 255);
+
+// The caching allocator model's reserved bytes for the same allocations (`mhc allocator`'s
+// replay: warm start from the recorded segments, the recorded settings; docs/simulator.md
+// "Comparing with a recording"), on the device with the largest recorded reserved peak. Computed
+// once per opened trace with segments (it loads the trace's allocations; snapshot imports are
+// small); empty when the comparison cannot be made, and the view then shows what it showed before.
+struct ModelReserved {
+    Curve curve;
+    int32_t device = 0;
+};
+const ModelReserved& model_reserved(const ViewTrace& tr) {
+    static const trace::Reader* key = nullptr;
+    static ModelReserved m;
+    if (key == tr.reader.get()) return m;
+    key = tr.reader.get();
+    m = ModelReserved{};
+    if (!tr.reader || !tr.reader->has_segments()) return m;
+    try {
+        std::vector<trace::Segment> segs;
+        tr.reader->for_each([&](const trace::Segment& s) { segs.push_back(s); });
+        const trace::TraceData t = trace::load_trace(tr.path);
+        const sim::AllocatorComparison c = sim::compare_allocator(t, segs, -1, "");
+        std::vector<double> v(c.model_reserved.begin(), c.model_reserved.end());
+        m.curve.assign(c.sample_times, std::move(v));
+        m.device = c.device;
+    } catch (const std::exception&) {
+        m = ModelReserved{};
+    }
+    return m;
+}
+constexpr ImU32 kModelReserved = IM_COL32(240, 170, 60, 255);
 
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
@@ -130,11 +163,19 @@ void draw_memory(App& app) {
         prepare_curve(reserved, app.range, W, res);
         y_max = std::max(y_max, res.y_max);
     }
+    static const ModelReserved no_model;
+    const ModelReserved& model = reserved.empty() ? no_model : model_reserved(*app.trace);
+    static CurveColumns mres;
+    if (!model.curve.empty()) {
+        prepare_curve(model.curve, app.range, W, mres);
+        y_max = std::max(y_max, mres.y_max);
+    }
     y_max *= 1.08;
     nlohmann::json axis_labels = nlohmann::json::array(), legend = nlohmann::json::array();
     draw_bytes_axis(dl, c0, c1, y_max, &axis_labels);
     size_t rec_end = columns_before(app.range, W, app.trace->t_end);
     if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_max, kReserved, false, rec_end);
+    if (!model.curve.empty()) draw_curve(dl, mres, c0, c1, y_max, kModelReserved, false, rec_end);
     if (run_curve) draw_curve(dl, rec, c0, c1, y_max, IM_COL32(150, 150, 160, 255), false, rec_end);
     draw_curve(dl, cols, c0, c1, y_max, kCurve, true, columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end));
     if (run && run->capacity > 0) {
@@ -153,6 +194,8 @@ void draw_memory(App& app) {
         std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : std::string("recorded live bytes")}};
         if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), "recorded live bytes"});
         if (!reserved.empty()) e.push_back({kReserved, "recorded reserved (segments)"});
+        if (!model.curve.empty())
+            e.push_back({kModelReserved, "model reserved (caching allocator, device " + std::to_string(model.device) + ")"});
         if (run && run->capacity > 0) e.push_back({kCapacity, "capacity"});
         legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
     }

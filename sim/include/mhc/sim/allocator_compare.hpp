@@ -34,6 +34,8 @@ struct AllocatorComparison {
     int64_t diverge_time = 0;      // ns
     int64_t diverge_allocation = 0;   // id of the allocation event there (0: none)
     std::string why;               // the first divergence in words
+    // The model's reserved bytes after each event time (the viewer draws them over the recorded).
+    std::vector<int64_t> sample_times, model_reserved;
     double peak_error() const;     // (model - recorded) / recorded
     double segment_error() const;
 };
