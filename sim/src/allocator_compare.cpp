@@ -134,6 +134,37 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
         if (s->t_free != trace::kNoTime) ++c.recorded_frees;
     }
 
+    // Consistency of the recording: each allocation's bytes inside a segment alive at its time.
+    {
+        std::vector<const trace::Segment*> by_addr(S.begin(), S.end());
+        std::sort(by_addr.begin(), by_addr.end(), [](auto* x, auto* y) { return x->address < y->address; });
+        int64_t largest = 0;
+        for (const auto* s : by_addr) largest = std::max(largest, s->bytes);
+        const auto& al = t.allocations;
+        for (size_t i = 0; i < al.size(); ++i) {
+            if (al.device[i] != device) continue;
+            const int64_t hi = al.address[i] + al.bytes[i], when = al.t_alloc[i];
+            // The end of a segment alive at `when` that holds byte `at`, or -1. Segments starting
+            // at or below it, nearest first, while one could still reach it.
+            auto covering = [&](int64_t at) -> int64_t {
+                auto it = std::upper_bound(by_addr.begin(), by_addr.end(), at,
+                                           [](int64_t v, const trace::Segment* s) { return v < s->address; });
+                while (it != by_addr.begin()) {
+                    const trace::Segment* s = *--it;
+                    if (s->address + largest <= at) break;
+                    if (at < s->address + s->bytes && s->t_alloc <= when && (s->t_free == trace::kNoTime || when < s->t_free))
+                        return s->address + s->bytes;
+                }
+                return -1;
+            };
+            // Adjacent rows count as one range (an expandable segment's mapped pages are rows).
+            int64_t at = al.address[i];
+            while (at >= 0 && at < hi) at = covering(at);
+            const bool inside = at >= hi;
+            if (!inside) ++c.blocks_outside_segments;
+        }
+    }
+
     // Events: allocations of the device, and the recording's segment frees that no allocation
     // at the same time explains (torch.cuda.empty_cache()), mirrored.
     const auto& a = t.allocations;
@@ -305,6 +336,10 @@ std::string to_text(const AllocatorComparison& c) {
     o << "replayed      " << c.allocations << " allocations at unlimited capacity; warm start: " << c.seeded_segments
       << " segments (" << format_bytes(c.seeded_bytes) << ") held before recording, " << c.seeded_blocks
       << " blocks placed where recorded; " << c.empty_cache_calls << " empty_cache calls mirrored\n";
+    if (c.blocks_outside_segments > 0)
+        o << "recording inconsistent: " << c.blocks_outside_segments << " of " << c.allocations
+          << " allocations lie outside every recorded segment alive when they were made: no allocator can "
+             "reproduce these segments (a synthetic or damaged snapshot?)\n";
     std::snprintf(b, sizeof b, "%-16s %16s %16s %12s\n", "", "recorded", "model", "difference");
     o << b;
     std::snprintf(b, sizeof b, "%-16s %16s %16s %12s\n", "reserved peak", format_bytes(c.recorded_peak).c_str(),
@@ -334,6 +369,7 @@ std::string to_json(const AllocatorComparison& c) {
       << ",\"settings_source\":" << json_str(c.settings_source) << ",\"allocations\":" << c.allocations
       << ",\"seeded_segments\":" << c.seeded_segments << ",\"seeded_bytes\":" << c.seeded_bytes
       << ",\"seeded_blocks\":" << c.seeded_blocks << ",\"empty_cache_calls\":" << c.empty_cache_calls
+      << ",\"blocks_outside_segments\":" << c.blocks_outside_segments
       << ",\"recorded\":{\"reserved_peak\":" << c.recorded_peak << ",\"segments\":" << c.recorded_segments
       << ",\"device_allocs\":" << c.recorded_mallocs << ",\"device_frees\":" << c.recorded_frees << "}"
       << ",\"model\":{\"reserved_peak\":" << c.model_peak << ",\"segments\":" << c.model_segments

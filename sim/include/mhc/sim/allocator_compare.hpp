@@ -21,6 +21,10 @@ struct AllocatorComparison {
     int64_t seeded_segments = 0, seeded_bytes = 0;   // warm start: held before recording began
     int64_t seeded_blocks = 0;                       // pre-recording allocations placed where recorded
     int64_t empty_cache_calls = 0;  // recorded segment frees outside any allocation, mirrored
+    // Allocations of the device whose bytes lie in no recorded segment alive when they were made
+    // (by address): a recording whose segments cannot hold its own blocks, which no allocator
+    // model can reproduce (e.g. a synthetic snapshot); 0 for a consistent recording.
+    int64_t blocks_outside_segments = 0;
     // Reserved peak; segments (cudaMalloc'd segments or mapped ranges over the run, warm start
     // included); cudaMalloc/map and cudaFree/unmap calls during the trace.
     int64_t recorded_peak = 0, model_peak = 0;
