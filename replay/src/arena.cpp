@@ -215,7 +215,6 @@ int64_t Arena::allocate(int32_t key, int64_t bytes, int64_t stream) {
         ideal_live_[key] = bytes;
         return pl.va;
     }
-    log_.clear();
     int32_t b = ca_.allocate(bytes, stream);
     // The model's cudaFrees (released cached segments) and cudaMallocs, in its order.
     const bool mapped = follow_log();

@@ -313,9 +313,10 @@ bool CachingAllocator::should_split(int32_t b, int64_t size) const {
     return size < set_.max_split_size && remaining > kSmallSize;
 }
 
-void CachingAllocator::split(int32_t b, int64_t size) {
-    // alloc_found_block: the request takes the front, the rest goes back to the pool.
-    int32_t r = new_block();
+// Cuts block b after its first `size` bytes: the rest becomes a new block of the same segment,
+// stream, pool and mapping, linked after b. Returns it, not yet in a pool.
+int32_t CachingAllocator::split_off(int32_t b, int64_t size) {
+    int32_t r = new_block();   // may move blocks_: references are taken after it
     Block& x = blocks_[static_cast<size_t>(b)];
     Block& rb = blocks_[static_cast<size_t>(r)];
     rb.size = x.size - size;
@@ -323,13 +324,19 @@ void CachingAllocator::split(int32_t b, int64_t size) {
     rb.segment = x.segment;
     rb.stream = x.stream;
     rb.small = x.small;
+    rb.mapped = x.mapped;
     rb.alive = true;
     rb.prev = b;
     rb.next = x.next;
     if (x.next >= 0) blocks_[static_cast<size_t>(x.next)].prev = r;
     x.next = r;
     x.size = size;
-    to_pool(r);
+    return r;
+}
+
+void CachingAllocator::split(int32_t b, int64_t size) {
+    // alloc_found_block: the request takes the front, the rest goes back to the pool.
+    to_pool(split_off(b, size));
 }
 
 void CachingAllocator::log(bool alloc, int32_t seg, int64_t offset, int64_t bytes) {
@@ -397,22 +404,9 @@ bool CachingAllocator::map_block(int32_t b, int64_t size) {
     if (bytes > capacity_ - reserved_) return false;
     unmapped_of(b).erase(key(b));
     x.mapped = true;
-    if (bytes < x.size) {
-        int32_t r = new_block();
-        Block& y = blocks_[static_cast<size_t>(r)];
-        Block& z = blocks_[static_cast<size_t>(b)];
-        y.size = z.size - bytes;
-        y.offset = z.offset + bytes;
-        y.segment = z.segment;
-        y.stream = z.stream;
-        y.small = z.small;
-        y.alive = true;
-        y.mapped = false;
-        y.prev = b;
-        y.next = z.next;
-        if (z.next >= 0) blocks_[static_cast<size_t>(z.next)].prev = r;
-        z.next = r;
-        z.size = bytes;
+    if (bytes < x.size) {   // the pages past the request stay unmapped
+        int32_t r = split_off(b, bytes);
+        blocks_[static_cast<size_t>(r)].mapped = false;
         to_pool(r);
     }
     const int64_t offset = blocks_[static_cast<size_t>(b)].offset;

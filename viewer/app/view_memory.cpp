@@ -17,60 +17,49 @@ namespace mhc::viewer {
 
 namespace {
 
-// The recorded reserved bytes (the segments table, docs/trace-format.md), all devices as the live
-// curve: read once per opened trace through its Reader. Empty without segments (or when they do
-// not read: the view then shows what it showed before).
-const Curve& recorded_reserved(const ViewTrace& tr) {
+// The reserved-memory curves of a trace with a segments table (docs/trace-format.md), built once
+// per opened trace from one read of its segments through the Reader:
+// - recorded: the segments' bytes over time, all devices as the live curve;
+// - model: the caching allocator model's reserved bytes for the same allocations (`mhc
+//   allocator`'s replay: warm start from the recorded segments, the recorded settings;
+//   docs/simulator.md "Comparing with a recording"), on the device with the largest recorded
+//   reserved peak (it loads the trace's allocations; snapshot imports are small).
+// Either is empty when it cannot be made; the view then shows what it showed before.
+struct Reserved {
+    Curve recorded, model;
+    int32_t model_device = 0;
+};
+const Reserved& reserved_curves(const ViewTrace& tr) {
     static const trace::Reader* key = nullptr;
-    static Curve c;
-    if (key == tr.reader.get()) return c;
+    static Reserved r;
+    if (key == tr.reader.get()) return r;
     key = tr.reader.get();
-    c = Curve{};
-    if (!tr.reader) return c;
-    std::vector<int64_t> t_alloc, t_free, bytes;
+    r = Reserved{};
+    if (!tr.reader) return r;
+    std::vector<trace::Segment> segs;
     try {
-        tr.reader->for_each([&](const trace::Segment& s) {
-            t_alloc.push_back(s.t_alloc);
-            t_free.push_back(s.t_free);
-            bytes.push_back(s.bytes);
-        });
+        tr.reader->for_each([&](const trace::Segment& s) { segs.push_back(s); });
     } catch (const std::exception&) {
-        return c;
+        return r;
     }
-    if (!t_alloc.empty()) c = Curve::from_intervals(t_alloc, t_free, bytes);
-    return c;
+    if (segs.empty()) return r;
+    std::vector<int64_t> t_alloc, t_free, bytes;
+    for (const auto& s : segs) {
+        t_alloc.push_back(s.t_alloc);
+        t_free.push_back(s.t_free);
+        bytes.push_back(s.bytes);
+    }
+    r.recorded = Curve::from_intervals(t_alloc, t_free, bytes);
+    try {
+        const sim::AllocatorComparison c = sim::compare_allocator(trace::load_trace(tr.path), segs, -1, "");
+        r.model.assign(c.sample_times, std::vector<double>(c.model_reserved.begin(), c.model_reserved.end()));
+        r.model_device = c.device;
+    } catch (const std::exception&) {
+        r.model = Curve{};
+    }
+    return r;
 }
 constexpr ImU32 kReserved = IM_COL32(190, 120, 230, 255);
-
-// The caching allocator model's reserved bytes for the same allocations (`mhc allocator`'s
-// replay: warm start from the recorded segments, the recorded settings; docs/simulator.md
-// "Comparing with a recording"), on the device with the largest recorded reserved peak. Computed
-// once per opened trace with segments (it loads the trace's allocations; snapshot imports are
-// small); empty when the comparison cannot be made, and the view then shows what it showed before.
-struct ModelReserved {
-    Curve curve;
-    int32_t device = 0;
-};
-const ModelReserved& model_reserved(const ViewTrace& tr) {
-    static const trace::Reader* key = nullptr;
-    static ModelReserved m;
-    if (key == tr.reader.get()) return m;
-    key = tr.reader.get();
-    m = ModelReserved{};
-    if (!tr.reader || !tr.reader->has_segments()) return m;
-    try {
-        std::vector<trace::Segment> segs;
-        tr.reader->for_each([&](const trace::Segment& s) { segs.push_back(s); });
-        const trace::TraceData t = trace::load_trace(tr.path);
-        const sim::AllocatorComparison c = sim::compare_allocator(t, segs, -1, "");
-        std::vector<double> v(c.model_reserved.begin(), c.model_reserved.end());
-        m.curve.assign(c.sample_times, std::move(v));
-        m.device = c.device;
-    } catch (const std::exception&) {
-        m = ModelReserved{};
-    }
-    return m;
-}
 constexpr ImU32 kModelReserved = IM_COL32(240, 170, 60, 255);
 
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
@@ -157,17 +146,17 @@ void draw_memory(App& app) {
         y_max = std::max(y_max, rec.y_max);
     }
     if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
-    const Curve& reserved = recorded_reserved(*app.trace);
+    const Reserved& curves = reserved_curves(*app.trace);
+    const Curve& reserved = curves.recorded;
     static CurveColumns res;
     if (!reserved.empty()) {
         prepare_curve(reserved, app.range, W, res);
         y_max = std::max(y_max, res.y_max);
     }
-    static const ModelReserved no_model;
-    const ModelReserved& model = reserved.empty() ? no_model : model_reserved(*app.trace);
+    const Curve& model = curves.model;
     static CurveColumns mres;
-    if (!model.curve.empty()) {
-        prepare_curve(model.curve, app.range, W, mres);
+    if (!model.empty()) {
+        prepare_curve(model, app.range, W, mres);
         y_max = std::max(y_max, mres.y_max);
     }
     y_max *= 1.08;
@@ -175,7 +164,7 @@ void draw_memory(App& app) {
     draw_bytes_axis(dl, c0, c1, y_max, &axis_labels);
     size_t rec_end = columns_before(app.range, W, app.trace->t_end);
     if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_max, kReserved, false, rec_end);
-    if (!model.curve.empty()) draw_curve(dl, mres, c0, c1, y_max, kModelReserved, false, rec_end);
+    if (!model.empty()) draw_curve(dl, mres, c0, c1, y_max, kModelReserved, false, rec_end);
     if (run_curve) draw_curve(dl, rec, c0, c1, y_max, IM_COL32(150, 150, 160, 255), false, rec_end);
     draw_curve(dl, cols, c0, c1, y_max, kCurve, true, columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end));
     if (run && run->capacity > 0) {
@@ -194,8 +183,8 @@ void draw_memory(App& app) {
         std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : std::string("recorded live bytes")}};
         if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), "recorded live bytes"});
         if (!reserved.empty()) e.push_back({kReserved, "recorded reserved (segments)"});
-        if (!model.curve.empty())
-            e.push_back({kModelReserved, "model reserved (caching allocator, device " + std::to_string(model.device) + ")"});
+        if (!model.empty())
+            e.push_back({kModelReserved, "model reserved (caching allocator, device " + std::to_string(curves.model_device) + ")"});
         if (run && run->capacity > 0) e.push_back({kCapacity, "capacity"});
         legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
     }

@@ -137,6 +137,7 @@ private:
     bool free_here(int32_t b) const;   // exists, not in use
     int32_t get_free_block(int p, int64_t stream, int64_t size);
     bool should_split(int32_t b, int64_t size) const;
+    int32_t split_off(int32_t b, int64_t size);
     void split(int32_t b, int64_t size);
     int32_t alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size);
     int32_t try_allocate_expandable(int p, int64_t stream, int64_t size);
