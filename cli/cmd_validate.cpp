@@ -22,7 +22,7 @@ struct ValOptions {
     std::string backend = "host", chunk = "2MiB", time_scale = "auto";
     double max_age_h = 24;
     int copy_threads = 1, repeat = 3;
-    bool recalibrate = false;
+    bool recalibrate = false, unpaced = false;
     SimBaseOptions base;
     StoreOptions store;
     double target_pp = 5;
@@ -58,7 +58,10 @@ std::function<int()> setup(CLI::App& app) {
                    "modelled link's bandwidth over the replay link's")
         ->capture_default_str();
     app.add_option("--chunk", o->chunk, "Swap chunk size");
-    app.add_option("--copy-threads", o->copy_threads, "Host backend: copy threads per direction")->check(CLI::Range(1, 64));
+    app.add_option("--copy-threads", o->copy_threads, "Host backend, --unpaced: copy threads per direction")->check(CLI::Range(1, 64));
+    app.add_flag("--unpaced", o->unpaced,
+                 "Host backend: copy as fast as the host lets them instead of emulating the link at its rates "
+                 "(the rate then varies with what shares the cores; predictions use the calibrated medians)");
     add_store_options(app, o->store);
     app.add_flag("--json", o->json, "Print the report as JSON (stdout); verdicts and warnings stay in it");
     app.add_option("--target", o->target_pp,
@@ -107,6 +110,10 @@ std::function<int()> setup(CLI::App& app) {
         spec.target_pp = o->target_pp;
         spec.retime = !o->recorded_timing;
         spec.repeat = o->repeat;
+        spec.pace = !o->unpaced;
+        if (spec.pace && o->copy_threads > 1 && spec.replay.backend == replay::Backend::Host)
+            throw Error("--copy-threads " + std::to_string(o->copy_threads) +
+                        ": more copy threads are for --unpaced (the emulated link copies with one thread per direction)");
         // Nothing to limit, nothing to replay: refuse as simulate does (before any replay).
         if (trace::Reader(o->trace).counts().allocations == 0)
             throw Error(o->trace + ": no allocations: nothing to simulate or replay under a memory limit");
@@ -116,6 +123,7 @@ std::function<int()> setup(CLI::App& app) {
             cs.backend = spec.replay.backend;
             cs.chunk_bytes = spec.replay.chunk_bytes;
             cs.copy_threads = spec.replay.copy_threads;
+            cs.paced = spec.pace;
             if (show_progress()) std::fprintf(stderr, "\r\033[Kmhc: calibrating the replay's link");
             replay::LinkCalibration cal = replay::replay_link(cs, o->recalibrate, o->max_age_h * 3600);
             c.link = cal.link;

@@ -4,6 +4,9 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "cpu/threads.hpp"
 #include "swap_internal.hpp"
@@ -90,6 +93,33 @@ private:
 
 void host_wait_for(double seconds) {
     wait_until(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
+}
+
+long precise_timer_slack() {
+#if defined(__linux__)
+    const int previous = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    if (previous < 0 || prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) != 0) return -1;
+    return previous;
+#else
+    return -1;
+#endif
+}
+
+void restore_timer_slack(long previous_ns) {
+#if defined(__linux__)
+    if (previous_ns > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(previous_ns), 0, 0, 0);
+#else
+    (void)previous_ns;
+#endif
+}
+
+void host_wait_until(Clock::time_point due, const std::atomic<int64_t>* paused, int64_t paused_at_start) {
+    for (;;) {
+        const auto real = due + std::chrono::nanoseconds(paused ? paused->load() - paused_at_start : 0);
+        const auto now = Clock::now();
+        if (now >= real) return;
+        if (real - now > kSpinMargin) std::this_thread::sleep_for(real - now - kSpinMargin);
+    }
 }
 
 std::unique_ptr<Standin> make_host_standin(int threads) { return std::make_unique<HostStandin>(threads); }

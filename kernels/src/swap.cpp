@@ -25,6 +25,9 @@ void check_swap_config(const SwapConfig& c) {
     if (c.threads_per_direction < 1 || c.threads_per_direction > 64)
         throw Error("swap threads per direction must be in 1..64");
     if (c.device_bytes == 0 || c.host_bytes == 0) throw Error("swap arenas must not be empty");
+    if (!(c.pace_h2d_Bps >= 0 && c.pace_h2d_Bps < 1e300) || !(c.pace_d2h_Bps >= 0 && c.pace_d2h_Bps < 1e300))
+        throw Error("swap pace must be >= 0 bytes/s (0: unpaced)");
+    if (!(c.pace_duplex > 0 && c.pace_duplex <= 1)) throw Error("swap pace duplex factor must be in (0, 1]");
 }
 
 void check_swap_range(const SwapConfig& c, size_t host_off, size_t dev_off, size_t bytes) {
@@ -40,6 +43,9 @@ std::unique_ptr<SwapEngine> make_swap_engine(Device device, const SwapConfig& co
     check_swap_config(config);
     if (device == Device::Cuda) {
         if (config.host_memory) throw Error("swap engine: host_memory is for the host backend (CUDA pins its own)", Error::Kind::Internal);
+        if (config.pace_h2d_Bps > 0 || config.pace_d2h_Bps > 0)
+            throw Error("swap engine: a paced link is the host backend's emulation; a GPU's copies run at its link's speed",
+                        Error::Kind::Internal);
         require_device(Device::Cuda);
         return cuda_impl::make_swap_engine(config);
     }

@@ -1,6 +1,9 @@
 // Host swap backend: two RAM arenas, one copy worker per direction (its "stream"), each
 // transfer copied chunk by chunk with memcpy, checksummed on both sides when verifying.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -9,6 +12,7 @@
 #include <set>
 
 #include "cpu/threads.hpp"
+#include "mhc/kernels/standin.hpp"
 #include "mhc/common/error.hpp"
 #include "swap_internal.hpp"
 
@@ -107,7 +111,16 @@ private:
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     }
 
+    // The pace of a transfer that starts now in `dir`: the simulator's rule, decided once at
+    // its start (the other direction busy then: the duplex factor for the whole transfer).
+    double pace_for(SwapDir dir) const {
+        const double p = dir == SwapDir::HostToDevice ? cfg_.pace_h2d_Bps : cfg_.pace_d2h_Bps;
+        if (p <= 0) return 0;
+        return copying_[1 - idx(dir)].load() ? p * cfg_.pace_duplex : p;
+    }
+
     void work(SwapDir dir) {
+        if (cfg_.pace_h2d_Bps > 0 || cfg_.pace_d2h_Bps > 0) precise_timer_slack();   // the pace's sleeps end on time
         for (;;) {
             Op op;
             {
@@ -118,9 +131,16 @@ private:
                 queue_[idx(dir)].pop_front();
             }
             limiter_.acquire();
-            SwapResult r = copy(op);
+            const double pace = pace_for(dir);
+            copying_[idx(dir)] = true;
+            SwapResult r = pace > 0 ? copy_paced(op, pace) : copy(op);
+            copying_[idx(dir)] = false;
             std::lock_guard<std::mutex> lock(mu_);
             stats_.transfers++;
+            if (r.late_s > 0) {
+                stats_.late++;
+                stats_.late_s += r.late_s;
+            }
             (dir == SwapDir::HostToDevice ? stats_.bytes_h2d : stats_.bytes_d2h) += r.bytes;
             if (r.verified) stats_.verified++;
             if (!r.ok) stats_.mismatches++;
@@ -144,27 +164,78 @@ private:
         const int workers = std::min<int64_t>(cfg_.threads_per_direction, std::max<int64_t>(chunks, 1));
         std::vector<uint64_t> ssum(workers, 0), dsum(workers, 0);
         cpu::parallel_for(chunks, workers, 1, [&](int w, int64_t c0, int64_t c1) {
-            for (int64_t c = c0; c < c1; ++c) {
-                const size_t off = static_cast<size_t>(c) * chunk;
-                const size_t len = std::min(chunk, op.bytes - off);
-                if (cfg_.verify) ssum[w] += checksum64_partial(src + off, len, off / 8);
-                if (!(op.fault == Fault::Drop && c == chunks - 1)) std::memcpy(dst + off, src + off, len);
-                if (op.fault == Fault::Corrupt && c == chunks / 2) dst[off + len / 2] ^= 0x5a;
-                if (cfg_.verify) dsum[w] += checksum64_partial(dst + off, len, off / 8);
-            }
+            for (int64_t c = c0; c < c1; ++c) copy_chunk(op, src, dst, c, chunks, ssum[w], dsum[w]);
         });
-        if (cfg_.verify) {
-            uint64_t s = 0, d = 0;
-            for (int w = 0; w < workers; ++w) {
-                s += ssum[w];
-                d += dsum[w];
-            }
-            r.verified = true;
-            r.source_sum = checksum64_finish(s, op.bytes);
-            r.dest_sum = checksum64_finish(d, op.bytes);
-            r.ok = r.source_sum == r.dest_sum;
-        }
+        finish_sums(op, r, ssum, dsum);
         r.end_s = now_s();
+        return r;
+    }
+
+    // One chunk of a transfer, its source and destination checksummed when verifying (the
+    // source while it is copied); the test faults applied.
+    void copy_chunk(const Op& op, const unsigned char* src, unsigned char* dst, int64_t c, int64_t chunks, uint64_t& ssum,
+                    uint64_t& dsum) const {
+        const size_t off = static_cast<size_t>(c) * cfg_.chunk_bytes;
+        const size_t len = std::min(cfg_.chunk_bytes, op.bytes - off);
+        const bool drop = op.fault == Fault::Drop && c == chunks - 1;
+        if (cfg_.verify && !drop) ssum += checksum64_copy_partial(dst + off, src + off, len, off / 8);
+        else if (cfg_.verify) ssum += checksum64_partial(src + off, len, off / 8);
+        else if (!drop) std::memcpy(dst + off, src + off, len);
+        if (op.fault == Fault::Corrupt && c == chunks / 2) dst[off + len / 2] ^= 0x5a;
+        if (cfg_.verify) dsum += checksum64_partial(dst + off, len, off / 8);
+    }
+
+    void finish_sums(const Op& op, SwapResult& r, const std::vector<uint64_t>& ssum, const std::vector<uint64_t>& dsum) const {
+        if (!cfg_.verify) return;
+        uint64_t s = 0, d = 0;
+        for (size_t w = 0; w < ssum.size(); ++w) {
+            s += ssum[w];
+            d += dsum[w];
+        }
+        r.verified = true;
+        r.source_sum = checksum64_finish(s, op.bytes);
+        r.dest_sum = checksum64_finish(d, op.bytes);
+        r.ok = r.source_sum == r.dest_sum;
+    }
+
+    // The emulated link: chunk c may not end before start + (bytes up to its end) / pace. The
+    // deadlines are absolute, so a late wake-up is made up by the next chunk, not added up;
+    // the last one is waited for by sleeping to 150 us before it and spinning the rest. Time
+    // the caller's clock stood still (SwapConfig::paused_ns) moves them all.
+    SwapResult copy_paced(const Op& op, double pace) {
+        using Clock = std::chrono::steady_clock;
+        SwapResult r;
+        r.id = op.id;
+        r.dir = op.dir;
+        r.bytes = op.bytes;
+        const auto t0 = Clock::now();
+        r.start_s = std::chrono::duration<double>(t0 - t0_).count();
+        const bool h2d = op.dir == SwapDir::HostToDevice;
+        const unsigned char* src = h2d ? host() + op.host_off : dev() + op.dev_off;
+        unsigned char* dst = h2d ? dev() + op.dev_off : host() + op.host_off;
+        const int64_t chunks = static_cast<int64_t>((op.bytes + cfg_.chunk_bytes - 1) / cfg_.chunk_bytes);
+        std::vector<uint64_t> ssum(1, 0), dsum(1, 0);
+        auto at = [&](double bytes) {
+            return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bytes / pace));
+        };
+        const int64_t paused0 = cfg_.paused_ns ? cfg_.paused_ns->load() : 0;
+        for (int64_t c = 0; c < chunks; ++c) {
+            copy_chunk(op, src, dst, c, chunks, ssum[0], dsum[0]);
+            const bool last = c == chunks - 1;
+            const auto due = at(static_cast<double>(std::min(static_cast<size_t>(c + 1) * cfg_.chunk_bytes, op.bytes)));
+            if (last) host_wait_until(due, cfg_.paused_ns, paused0);   // sleeps, spins the end
+            else {
+                const auto real = due + std::chrono::nanoseconds(cfg_.paused_ns ? cfg_.paused_ns->load() - paused0 : 0);
+                if (real > Clock::now()) std::this_thread::sleep_until(real);
+            }
+        }
+        finish_sums(op, r, ssum, dsum);
+        const auto end = Clock::now();
+        r.end_s = std::chrono::duration<double>(end - t0_).count();
+        // Late: the host could not keep the pace (50 us of a wake-up's slack aside).
+        const auto stood = std::chrono::nanoseconds(cfg_.paused_ns ? cfg_.paused_ns->load() - paused0 : 0);
+        const double late = std::chrono::duration<double>(end - at(static_cast<double>(op.bytes)) - stood).count();
+        if (late > 50e-6) r.late_s = late;
         return r;
     }
 
@@ -184,6 +255,7 @@ private:
     std::map<uint64_t, SwapResult> finished_;
     SwapStats stats_;
     std::thread workers_[2];
+    std::atomic<bool> copying_[2] = {false, false};   // per direction: a transfer is being copied
 };
 
 }  // namespace

@@ -174,7 +174,8 @@ LinkCalibration measure_replay_link(const CalibrationSpec& spec) {
         throw Error("self-calibration: no transfer took measurable time (clock too coarse)", Error::Kind::Internal);
     sim::LinkModel& l = out.link;
     // Short: the name is part of every run's name; what was measured is in `source`.
-    l.name = std::string(spec.backend == Backend::Cuda ? "cuda" : "host") + "-replay";
+    const bool paced = spec.paced && spec.backend == Backend::Host;
+    l.name = std::string(spec.backend == Backend::Cuda ? "cuda" : "host") + (paced ? "-paced" : "-replay");
     l.h2d.bandwidth_Bps = median(h);
     l.d2h.bandwidth_Bps = median(d);
     // A transfer's fixed cost is in the queued rate already (back-to-back transfers); the
@@ -192,24 +193,39 @@ LinkCalibration measure_replay_link(const CalibrationSpec& spec) {
     l.copy_engines = 2;
     l.duplex_factor = 0.5 * (median(bh) / l.h2d.bandwidth_Bps + median(bd) / l.d2h.bandwidth_Bps);
     l.nccl_share = l.memcpy_share = 0;
-    l.by_chunk = {{static_cast<int64_t>(spec.chunk_bytes), l.h2d.bandwidth_Bps, l.d2h.bandwidth_Bps, median(bh), median(bd)}};
     auto [hlo, hhi] = std::minmax_element(h.begin(), h.end());
     auto [dlo, dhi] = std::minmax_element(d.begin(), d.end());
     out.h2d_lo = *hlo;
     out.h2d_hi = *hhi;
     out.d2h_lo = *dlo;
     out.d2h_hi = *dhi;
+    out.both_lo = std::min(*std::min_element(bh.begin(), bh.end()), *std::min_element(bd.begin(), bd.end()));
     out.repeats = static_cast<int>(h.size());
-    char src[512];
-    std::snprintf(src, sizeof src,
-                  "mhc validate self-calibration at %s: %s chunks, %d copy thread(s) per direction, %d repeats of %s in %s "
-                  "transfers, checksums %s, beside %s, load average %.2f; "
-                  "h2d %s (%s-%s), d2h %s (%s-%s)",
-                  now_utc().c_str(), format_bytes(static_cast<int64_t>(spec.chunk_bytes)).c_str(), spec.copy_threads, out.repeats, format_bytes(static_cast<int64_t>(transfer) * count).c_str(),
-                  format_bytes(static_cast<int64_t>(transfer)).c_str(), spec.verify ? "on" : "off",
-                  to_string(spec.competition), out.load_average, format_rate(l.h2d.bandwidth_Bps).c_str(),
-                  format_rate(out.h2d_lo).c_str(), format_rate(out.h2d_hi).c_str(), format_rate(l.d2h.bandwidth_Bps).c_str(),
-                  format_rate(out.d2h_lo).c_str(), format_rate(out.d2h_hi).c_str());
+    char raw[640];
+    std::snprintf(raw, sizeof raw,
+                  "%s chunks, %d copy thread(s) per direction, %d repeats of %s in %s transfers, checksums %s, beside %s, "
+                  "load average %.2f; h2d %s (%s-%s), d2h %s (%s-%s), both at once %s / %s (slowest %s)",
+                  format_bytes(static_cast<int64_t>(spec.chunk_bytes)).c_str(), spec.copy_threads, out.repeats,
+                  format_bytes(static_cast<int64_t>(transfer) * count).c_str(), format_bytes(static_cast<int64_t>(transfer)).c_str(),
+                  spec.verify ? "on" : "off", to_string(spec.competition), out.load_average,
+                  format_rate(l.h2d.bandwidth_Bps).c_str(), format_rate(out.h2d_lo).c_str(), format_rate(out.h2d_hi).c_str(),
+                  format_rate(l.d2h.bandwidth_Bps).c_str(), format_rate(out.d2h_lo).c_str(), format_rate(out.d2h_hi).c_str(),
+                  format_rate(median(bh)).c_str(), format_rate(median(bd)).c_str(), format_rate(out.both_lo).c_str());
+    char src[1024];
+    if (paced) {
+        // The emulated link: a pace the copy threads keep even in the slowest repeat with
+        // both directions copying (the replay's worst case), with some room to spare, so its
+        // transfers take bytes / pace and not what the host happens to give them.
+        const double pace = kPaceShare * out.both_lo;
+        l.h2d.bandwidth_Bps = l.d2h.bandwidth_Bps = pace;
+        l.duplex_factor = 1.0;
+        std::snprintf(src, sizeof src, "mhc validate self-calibration at %s, paced link: %s per direction = %.2f x the slowest "
+                      "both-directions rate; measured: %s", now_utc().c_str(), format_rate(pace).c_str(), kPaceShare, raw);
+    } else {
+        std::snprintf(src, sizeof src, "mhc validate self-calibration at %s: %s", now_utc().c_str(), raw);
+    }
+    l.by_chunk = {{static_cast<int64_t>(spec.chunk_bytes), l.h2d.bandwidth_Bps, l.d2h.bandwidth_Bps,
+                   paced ? l.h2d.bandwidth_Bps : median(bh), paced ? l.d2h.bandwidth_Bps : median(bd)}};
     l.source = src;
     l.measured_load_average = out.load_average;
     out.origin = "measured now";
@@ -222,10 +238,11 @@ std::string calibration_cache_path(const CalibrationSpec& spec) {
     else if (const char* home = std::getenv("HOME"); home && *home) dir = fs::path(home) / ".cache" / "mhc";
     else dir = fs::temp_directory_path() / ("mhc-" + std::to_string(getuid()));
     char name[512];
-    std::snprintf(name, sizeof name, "replay-link-%s-%s-%uc-%zu-%dt%s%s.json", spec.backend == Backend::Cuda ? "cuda" : "host",
+    std::snprintf(name, sizeof name, "replay-link-%s-%s-%uc-%zu-%dt%s%s%s.json", spec.backend == Backend::Cuda ? "cuda" : "host",
                   host_name().c_str(), std::thread::hardware_concurrency(), spec.chunk_bytes, spec.copy_threads,
                   spec.verify ? "" : "-noverify",
-                  spec.competition == Competition::Sleeping ? "" : spec.competition == Competition::None ? "-alone" : "-spin");
+                  spec.competition == Competition::Sleeping ? "" : spec.competition == Competition::None ? "-alone" : "-spin",
+                  spec.paced && spec.backend == Backend::Host ? "-paced" : "");
     return (dir / name).string();
 }
 

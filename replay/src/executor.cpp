@@ -1,5 +1,6 @@
 // The control thread of a replay (replay.hpp says what it does; docs/validation.md why).
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -80,6 +81,7 @@ private:
         auto d = Clock::now() - since;
         t0 += d;
         map_pause += d;
+        paused_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
     }
     void note_lag(int64_t recorded) {
         auto late = Clock::now() - (target(recorded) - lag);
@@ -98,6 +100,7 @@ private:
     std::unique_ptr<kernels::SwapEngine> eng;
     Clock::time_point eng_epoch, t0;
     Clock::duration lag{0}, map_pause{0};
+    std::atomic<int64_t> paused_ns{0};     // map_pause, for the threads that wait on the replay's clock
     std::unique_ptr<Arena> arena;
     std::unique_ptr<FreeList> host;
     std::vector<std::unique_ptr<detail::Worker>> workers;
@@ -257,6 +260,10 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
         fail(std::string(h2d ? "swap-in" : "swap-out") + " of allocation " + std::to_string(T.allocations.id[a]) +
              ": checksum mismatch (the copy was damaged or incomplete)");
     }
+    if (r.late_s > 0) {
+        ++M.late_transfers;
+        M.late_ns += static_cast<int64_t>(r.late_s * 1e9 / O.time_scale);
+    }
     double dur = r.end_s - r.start_s;
     busy_s[h2d ? 0 : 1] += dur;
     busy_bytes[h2d ? 0 : 1] += static_cast<int64_t>(r.bytes);
@@ -394,6 +401,11 @@ void Executor::recompute(const Action& x, size_t i) {
 
 Measured Executor::run() {
     auto wall0 = Clock::now();
+    // Timed actions sleep until just before their time: wake-ups must not be batched late.
+    struct Slack {
+        long previous = kernels::precise_timer_slack();
+        ~Slack() { kernels::restore_timer_slack(previous); }
+    } slack;
     setup();
     t0 = Clock::now();
     try {
@@ -463,6 +475,12 @@ void Executor::setup() {
     sc.chunk_bytes = O.chunk_bytes;
     sc.verify = true;
     sc.threads_per_direction = O.copy_threads;
+    if (device == kernels::Device::Cpu) {
+        sc.pace_h2d_Bps = O.pace_h2d_Bps;
+        sc.pace_d2h_Bps = O.pace_d2h_Bps;
+        sc.pace_duplex = O.pace_duplex;
+        sc.paused_ns = &paused_ns;
+    }
     eng = kernels::make_swap_engine(device, sc);
     eng_epoch = Clock::now();
     if (O.fault != kernels::SwapEngine::Fault::None) eng->inject_fault(O.fault_dir, O.fault);
@@ -481,7 +499,7 @@ void Executor::setup() {
     version.assign(na, 0);
     xfer.assign(na, 0);
     for (int32_t s = 0; s < std::max(P.streams, 1); ++s)
-        workers.push_back(std::make_unique<detail::Worker>(device, O.sinkhorn_threads, &times));
+        workers.push_back(std::make_unique<detail::Worker>(device, O.sinkhorn_threads, &times, &paused_ns));
 
 }
 
@@ -582,7 +600,11 @@ void Executor::finish() {
     for (size_t k = 0; k < nk; ++k)
         if (job_of[k] >= 0) {
             t_last = std::max(t_last, times[k].end);
-            M.kernel_times.push_back({T.kernels.id[k], trace_ns(times[k].start), trace_ns(times[k].end)});
+            // On the clock as it stood then: pauses after a time do not move it.
+            auto at = [&](Clock::time_point tp, int64_t paused_then) {
+                return trace_ns(tp + std::chrono::nanoseconds(paused_ns.load() - paused_then));
+            };
+            M.kernel_times.push_back({T.kernels.id[k], at(times[k].start, times[k].paused_start), at(times[k].end, times[k].paused_end)});
             double took = std::chrono::duration<double, std::nano>(times[k].end - times[k].start).count() / O.time_scale;
             if (times[k].overrun) {
                 ++M.overruns;

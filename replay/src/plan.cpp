@@ -169,6 +169,38 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     return plan;
 }
 
+Plan on_clock_of(Plan plan, const trace::TraceData& clock) {
+    const auto& A = clock.allocations;
+    const auto& K = clock.kernels;
+    for (Action& x : plan.actions) {
+        switch (x.op) {
+            case Op::Alloc: x.recorded = A.t_alloc[x.alloc]; break;
+            case Op::Free: x.recorded = A.t_free[x.alloc]; break;
+            case Op::KernelStart: x.recorded = K.t_start[x.kernel]; break;
+            case Op::KernelEnd: x.recorded = K.t_end[x.kernel]; break;
+            default: break;
+        }
+    }
+    // The span, as make_plan takes it: the device's kernels and allocations.
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t k = 0; k < K.size(); ++k)
+        if (plan.stream_of[k] >= 0) {
+            lo = std::min(lo, K.t_start[k]);
+            hi = std::max(hi, K.t_end[k]);
+        }
+    for (size_t a = 0; a < A.size(); ++a)
+        if (A.device[a] == plan.device) {
+            lo = std::min(lo, A.t_alloc[a]);
+            hi = std::max(hi, A.t_alloc[a]);
+            if (A.t_free[a] != trace::kNoTime) hi = std::max(hi, A.t_free[a]);
+        }
+    if (lo <= hi) {
+        plan.t_begin = lo;
+        plan.t_end = hi;
+    }
+    return plan;
+}
+
 std::string check_plan(const trace::TraceData& t, const Plan& plan) {
     using enum sim::Residency;   // Out: a swap-out in flight (InD2H)
     constexpr sim::Residency Out = InD2H;

@@ -109,6 +109,8 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["kernel_overruns"] = static_cast<double>(m.overruns);
     x["kernel_overrun_ns"] = static_cast<double>(m.overrun_ns);
     x["sinkhorn_kernels"] = static_cast<double>(m.sinkhorn_kernels);
+    x["late_transfers"] = static_cast<double>(m.late_transfers);
+    x["late_ns"] = static_cast<double>(m.late_ns);
     x["link_h2d_Bps"] = m.link_h2d_Bps;
     x["link_d2h_Bps"] = m.link_d2h_Bps;
     x["replay_seconds"] = m.seconds;
@@ -200,6 +202,13 @@ std::string verdict(const Row& x, double target, const Load& load) {
                           x.makespans.size(), x.spread_pp);
         v = b;
     }
+    // Paced copies the host could not keep up with ran slower than the link predicted with.
+    if (m.late_transfers > 0 && m.makespan_ns > 0 && m.late_ns * 100 > m.makespan_ns) {
+        std::snprintf(b, sizeof b, "; the host fell behind the emulated link (%lld transfers late by %s in all: "
+                                   "a slower --link or a larger --time-scale keeps the pace)",
+                      static_cast<long long>(m.late_transfers), format_ns(m.late_ns).c_str());
+        v += b;
+    }
     if (load.loaded()) v += "; the machine was loaded (" + load.text() + ")";
     return v;
 }
@@ -214,6 +223,7 @@ Report validate(const std::string& path, const ValidateSpec& spec,
     rep.link_origin = spec.link_origin;
     rep.time_scale_origin = spec.time_scale_origin;
     rep.load.cores = static_cast<int>(std::thread::hardware_concurrency());
+    rep.paced = spec.pace && spec.replay.backend == Backend::Host;
     rep.load.before = load_average();
     const CpuSample cpu0 = cpu_sample();
     trace::TraceData t = trace::load_trace(path);
@@ -230,6 +240,13 @@ Report validate(const std::string& path, const ValidateSpec& spec,
     base.link.memcpy_share = 0;
     base.record_events = true;
     rep.link = base.link;
+    Options replay_options = spec.replay;
+    if (spec.pace && spec.replay.backend == Backend::Host) {
+        const sim::LinkModel real = link_at_chunk(spec.base.link, static_cast<int64_t>(spec.replay.chunk_bytes));
+        replay_options.pace_h2d_Bps = real.h2d.bandwidth_Bps;
+        replay_options.pace_d2h_Bps = real.d2h.bandwidth_Bps;
+        replay_options.pace_duplex = real.copy_engines >= 2 ? real.duplex_factor : 1.0;
+    }
 
     // Storing: each replayed run is begun ("incomplete") before its replay, so that an
     // interruption leaves exactly that behind; everything else is stored after every replay
@@ -263,7 +280,9 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         if (!row.predicted.invariant_violation.empty())
             throw Error(path + ": the simulator failed an invariant: " + row.predicted.invariant_violation, Error::Kind::Internal);
         row.name = sim::run_name(c);
+        // Predicted on `timed`, replayed on the recorded trace (on_clock_of says why).
         Plan plan = make_plan(*timed, row.predicted);
+        if (timed != &t) plan = on_clock_of(std::move(plan), t);
         // One page pool for every configuration: allocated and populated once (the baseline's,
         // the largest), mapped and unmapped by each replay.
         const int64_t cap_bytes = replay_capacity(plan.capacity, plan.predicted_peak);
@@ -275,7 +294,7 @@ Report validate(const std::string& path, const ValidateSpec& spec,
                        : make_host_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes));
             rep.pool_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pool).count();
         }
-        Options ro = spec.replay;
+        Options ro = replay_options;
         ro.mapper = pool.get();
         // The host arena likewise (host backend): allocated and zeroed once, grown when needed.
         const size_t host_bytes = static_cast<size_t>(host_arena_bytes(*timed, plan));
@@ -305,7 +324,7 @@ Report validate(const std::string& path, const ValidateSpec& spec,
             if (note)
                 note("configuration " + std::to_string(config_no) + "/" + std::to_string(n_configs) + ": replaying " + row.name +
                      (reps > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(reps) + ")" : ""));
-            runs.push_back(replay(*timed, plan, ro));
+            runs.push_back(replay(t, plan, ro));
             const Measured& m = runs.back();
             if (m.status == "failed" || m.mismatches) break;
         }
@@ -394,7 +413,9 @@ namespace {
 // The rates the replay's transfers achieved (bytes per second of real time, while busy).
 std::string link_seen(const Measured& m) {
     if (m.link_h2d_Bps <= 0 && m.link_d2h_Bps <= 0) return "";
-    return "; transfers ran at H2D " + format_rate(m.link_h2d_Bps) + ", D2H " + format_rate(m.link_d2h_Bps) + " (real time)";
+    std::string s = "; transfers ran at H2D " + format_rate(m.link_h2d_Bps) + ", D2H " + format_rate(m.link_d2h_Bps) + " (real time)";
+    if (m.late_transfers > 0) s += ", " + std::to_string(m.late_transfers) + " late by " + format_ns(m.late_ns);
+    return s;
 }
 }  // namespace
 
@@ -414,6 +435,7 @@ std::string to_text(const Report& r) {
     out += buf;
     if (!r.link_origin.empty()) out += "  obtained: " + r.link_origin + "\n";
     if (!r.link.source.empty()) out += "  source: " + r.link.source + "\n";
+    if (r.paced) out += "  the host replay's copies are paced to this link (an emulated link; --unpaced: as fast as they go)\n";
     std::snprintf(buf, sizeof buf, "time scale x%g%s%s\n", r.time_scale, r.time_scale_origin.empty() ? "" : ": ",
                   r.time_scale_origin.c_str());
     out += buf;
@@ -507,6 +529,8 @@ std::string to_json(const Report& r) {
                          {"checksum_mismatches", m.mismatches},
                          {"kernel_overruns", m.overruns},
                          {"sinkhorn_kernels", m.sinkhorn_kernels},
+                         {"late_transfers", m.late_transfers},
+                         {"late_ns", m.late_ns},
                          {"link_h2d_Bps", num(m.link_h2d_Bps)},
                          {"link_d2h_Bps", num(m.link_d2h_Bps)},
                          {"replay_seconds", num(m.seconds)},
@@ -536,6 +560,7 @@ std::string to_json(const Report& r) {
     j["target_pp"] = num(r.target_pp);
     j["repeat"] = r.repeat;
     j["retimed"] = r.retimed;
+    j["paced"] = r.paced;
     j["pool_seconds"] = num(r.pool_seconds);
     j["load"] = {{"before", num(r.load.before)}, {"after", num(r.load.after)}, {"cores", r.load.cores},
                  {"others_share", r.load.others_share < 0 ? json(nullptr) : num(r.load.others_share)},

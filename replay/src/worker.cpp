@@ -7,8 +7,9 @@
 
 namespace mhc::replay::detail {
 
-Worker::Worker(kernels::Device device, int sinkhorn_threads, std::vector<JobTimes>* times)
-    : device_(device), sinkhorn_threads_(sinkhorn_threads), times_(times),
+Worker::Worker(kernels::Device device, int sinkhorn_threads, std::vector<JobTimes>* times,
+               const std::atomic<int64_t>* paused)
+    : device_(device), sinkhorn_threads_(sinkhorn_threads), times_(times), paused_(paused),
       standin_(kernels::make_standin(device, 1)) {
     thread_ = std::thread([this] { loop(); });
 }
@@ -46,6 +47,7 @@ bool Worker::finished(uint64_t n) {
 }
 
 void Worker::loop() {
+    if (device_ == kernels::Device::Cpu) kernels::precise_timer_slack();   // stand-ins end on time
     for (;;) {
         Job j;
         {
@@ -67,6 +69,8 @@ void Worker::loop() {
 void Worker::run(Job& j) {
     JobTimes& t = (*times_)[static_cast<size_t>(j.slot)];
     t.start = Clock::now();
+    const int64_t paused0 = paused_ ? paused_->load() : 0;
+    t.paused_start = paused0;
     if (device_ == kernels::Device::Cpu) {
         // Touch every page: one read per page of the inputs, a versioned stamp per page of
         // the outputs (the pattern the end-to-end checksums see).
@@ -105,15 +109,20 @@ void Worker::run(Job& j) {
             kernels::sinkhorn_backward(o, j.sk.tokens, {j.sk.H, kernels::DType::F32}, {j.sk.G, kernels::DType::F32},
                                        {j.sk.dH, kernels::DType::F32});
     }
-    double spent = std::chrono::duration<double>(Clock::now() - t.start).count();
-    if (device_ != kernels::Device::Cpu) {
+    const auto due = t.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(j.seconds));
+    if (device_ == kernels::Device::Cpu) {
+        // On the replay's clock: time it stood still (pages being mapped) does not count.
+        kernels::host_wait_until(due, paused_, paused0);
+    } else {
         standin_->synchronize();
-        spent = std::chrono::duration<double>(Clock::now() - t.start).count();
+        const double spent = std::chrono::duration<double>(Clock::now() - t.start).count();
+        if (j.seconds > spent) standin_->run_for(j.seconds - spent);
+        standin_->synchronize();
     }
-    if (j.seconds > spent) standin_->run_for(j.seconds - spent);
-    standin_->synchronize();
     t.end = Clock::now();
-    double took = std::chrono::duration<double>(t.end - t.start).count();
+    t.paused_end = paused_ ? paused_->load() : 0;
+    const double stood = 1e-9 * static_cast<double>(t.paused_end - paused0);
+    const double took = std::chrono::duration<double>(t.end - t.start).count() - stood;
     t.overrun = took > j.seconds * 1.02 + 50e-6;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // A stream worker: runs the kernels of one recorded stream, in order, on the backend (host:
 // a thread; CUDA: a thread driving its own stand-in stream). Private to the executor.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -42,12 +43,15 @@ struct Job {
 
 struct JobTimes {
     Clock::time_point start, end;
+    int64_t paused_start = 0, paused_end = 0;   // the replay clock's stood-still ns at each
     bool overrun = false;
 };
 
 class Worker {
 public:
-    Worker(kernels::Device device, int sinkhorn_threads, std::vector<JobTimes>* times);
+    // paused: ns the replay's clock stood still (may be null); host stand-ins end that much later.
+    Worker(kernels::Device device, int sinkhorn_threads, std::vector<JobTimes>* times,
+           const std::atomic<int64_t>* paused = nullptr);
     ~Worker();
     // Queues a job; returns its number in this worker.
     uint64_t push(Job job);
@@ -62,6 +66,7 @@ private:
     kernels::Device device_;
     int sinkhorn_threads_;
     std::vector<JobTimes>* times_;
+    const std::atomic<int64_t>* paused_;
     std::unique_ptr<kernels::Standin> standin_;
     std::mutex mu_;
     std::condition_variable cv_, done_cv_;

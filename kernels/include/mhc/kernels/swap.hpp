@@ -5,6 +5,7 @@
 // (pinned mapped host arena, a stream per direction, cudaMemcpyAsync by chunks through the
 // copy engines, or a zero-copy kernel that moves 16-byte words over the mapped memory).
 // Every transfer can be verified: the source is checksummed before, the destination after.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,9 @@ uint64_t checksum64(const void* data, size_t bytes);
 // at 8-byte boundaries, then finish(sum, total bytes) == checksum64(data, total bytes).
 uint64_t checksum64_partial(const void* data, size_t bytes, uint64_t first_word);
 uint64_t checksum64_finish(uint64_t sum, size_t total_bytes);
+// Copies `bytes` from src to dst (not overlapping) and returns checksum64_partial(src, bytes,
+// first_word), reading the source once.
+uint64_t checksum64_copy_partial(void* dst, const void* src, size_t bytes, uint64_t first_word);
 
 enum class SwapDir { HostToDevice, DeviceToHost };
 enum class SwapPath { CopyEngine, ZeroCopy };
@@ -35,7 +39,18 @@ struct SwapConfig {
     size_t chunk_bytes = 2 << 20;     // each transfer moves in chunks of this size
     double max_ops_per_s = 0;         // transfers start no faster than this; 0 = unlimited
     bool verify = true;               // checksum every transfer
-    int threads_per_direction = 1;    // host backend: copy threads per direction
+    int threads_per_direction = 1;    // host backend: copy threads per direction (unpaced)
+    // Host backend: an emulated link of known speed. A direction's transfers move no faster
+    // than pace_h2d_Bps / pace_d2h_Bps; one that starts while the other direction is copying
+    // moves at that times pace_duplex (the simulator's duplex rule). Paced, one thread per
+    // direction copies, chunk by chunk, and waits out each chunk's share of the pace; a host
+    // too slow for the pace makes transfers late (SwapResult::late_s), never faster. Without
+    // a pace the rate is whatever memcpy gets from a host whose cores the replay shares: it
+    // varied 1.4-3.2 GB/s between repeats on the 2-core host (docs/validation.md). 0 = unpaced.
+    double pace_h2d_Bps = 0, pace_d2h_Bps = 0, pace_duplex = 1.0;
+    // Paced: ns the caller's clock stood still (replay maps pages with its clock stopped); a
+    // transfer's deadlines move by what it grew during the transfer. Null: never paused.
+    const std::atomic<int64_t>* paused_ns = nullptr;
     SwapPath path = SwapPath::CopyEngine;  // CUDA backend only
     int zero_copy_blocks = 0;         // CUDA zero-copy kernel blocks; 0 = one per SM
     // When set: the device arena is this memory of device_bytes, owned by the caller (replay's
@@ -55,11 +70,14 @@ struct SwapResult {
     bool verified = false;            // checksums were compared
     bool ok = true;                   // false: checksum mismatch (lost, stale or damaged)
     uint64_t source_sum = 0, dest_sum = 0;
+    double late_s = 0;                // paced: how much later than the pace it ended
 };
 
 struct SwapStats {
     uint64_t transfers = 0, verified = 0, mismatches = 0;
     uint64_t bytes_h2d = 0, bytes_d2h = 0;
+    uint64_t late = 0;                // paced transfers that ended later than the pace allows
+    double late_s = 0;                // by how much, in all
 };
 
 class SwapEngine {

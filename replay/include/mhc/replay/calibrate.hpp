@@ -30,14 +30,23 @@ struct CalibrationSpec {
     int copy_threads = 1;           // per direction
     bool verify = true;             // replay checksums every transfer
     Competition competition = Competition::Sleeping;
+    // Host backend: the link a paced replay emulates (kernels::SwapConfig::pace_*): both
+    // directions at kPaceShare of the slowest both-directions-at-once rate the repeats saw,
+    // duplex factor 1, so the host keeps that pace even in its slow moments. Unpaced: the
+    // medians, and the duplex factor as measured.
+    bool paced = true;
     int repeats = 5;                // each measurement; the median is kept, the range reported
     size_t transfer_bytes = 16 << 20;   // one transfer (chunked by the engine)
     size_t bytes_per_measure = 128 << 20;
 };
 
+// The share of the slowest measured rate a paced link runs at (calibrate.cpp says why).
+inline constexpr double kPaceShare = 0.85;
+
 struct LinkCalibration {
-    sim::LinkModel link;             // h2d/d2h: medians; duplex: both at once / alone; one by_chunk row
-    double h2d_lo = 0, h2d_hi = 0, d2h_lo = 0, d2h_hi = 0;   // range over the repeats
+    sim::LinkModel link;             // paced: the emulated link; else h2d/d2h medians, duplex both at once / alone; one by_chunk row
+    double h2d_lo = 0, h2d_hi = 0, d2h_lo = 0, d2h_hi = 0;   // range over the repeats (one direction)
+    double both_lo = 0;              // the slowest direction's rate with both at once, slowest repeat
     int repeats = 0;
     double load_average = -1;        // when measured
     std::string origin;              // how it was obtained, in words
@@ -48,7 +57,7 @@ struct LinkCalibration {
 LinkCalibration measure_replay_link(const CalibrationSpec& spec);
 
 // The cache file for `spec` on this machine: $XDG_CACHE_HOME/mhc (else ~/.cache/mhc, else
-// /tmp/mhc-<uid>) / replay-link-<backend>-<host>-<cores>c-<chunk>-<threads>t.json.
+// /tmp/mhc-<uid>) / replay-link-<backend>-<host>-<cores>c-<chunk>-<threads>t[-paced].json.
 std::string calibration_cache_path(const CalibrationSpec& spec);
 
 // The cached calibration when it exists, loads, is younger than max_age_s and was measured at

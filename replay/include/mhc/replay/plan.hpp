@@ -62,6 +62,12 @@ struct Plan {
 // decided it). Throws mhc::Error when the Result has no event origins.
 Plan make_plan(const trace::TraceData& trace, const sim::Result& run);
 
+// The plan with its timed actions (and span) at `clock`'s times: a trace with the same rows as
+// the one the plan was made on, other times (retime.hpp). Validation predicts on the trace
+// moved onto the baseline replay's clock, whose gaps hold the replay's own overheads, and
+// replays the recorded one: replaying the moved trace would add those overheads twice.
+Plan on_clock_of(Plan plan, const trace::TraceData& clock);
+
 // Checks that the plan respects the dependencies replay relies on, by walking it with the
 // states of the allocations: every kernel starts with its operands resident (allocated, swapped
 // in or recomputed before), every victim is resident and not accessed by a running kernel,

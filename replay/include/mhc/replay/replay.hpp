@@ -35,7 +35,11 @@ struct Options {
     Backend backend = Backend::Host;
     double time_scale = 1.0;        // recorded durations and gaps are multiplied by this
     size_t chunk_bytes = 2 << 20;   // swap chunk
-    int copy_threads = 1;           // host backend: copy threads per direction
+    int copy_threads = 1;           // host backend: copy threads per direction (unpaced)
+    // Host backend: the emulated link's pace, real bytes per second per direction (and the
+    // factor for a transfer started while the other direction copies): kernels::SwapConfig
+    // says how. 0 = unpaced, copies as fast as the host lets them.
+    double pace_h2d_Bps = 0, pace_d2h_Bps = 0, pace_duplex = 1.0;
     int sinkhorn_threads = 1;       // host backend: CPU Sinkhorn threads
     bool real_sinkhorn = true;      // run Sinkhorn-Knopp for kernels named "*sinkhorn*"
     // Test hooks: called before each action with the number done; returning true stops the
@@ -86,6 +90,8 @@ struct Measured {
     int64_t sinkhorn_kernels = 0;
     int64_t host_arena_bytes = 0;
     double link_h2d_Bps = 0, link_d2h_Bps = 0;   // achieved by the transfers (bytes / busy time)
+    int64_t late_transfers = 0;        // paced: transfers the host could not copy at the pace
+    int64_t late_ns = 0;               // by how much in all (trace ns)
     // OOM: the action that did not fit.
     bool oom = false, oom_fragmentation = false;
     int64_t oom_allocation = -1, oom_kernel = -1;   // dense indices

@@ -34,6 +34,10 @@ struct ValidateSpec {
     // (retime.hpp), not on the recorded one.
     bool retime = true;
     int repeat = 1;   // replays per configuration; the median makespan's stands for it
+    // Host backend: the replay's copies emulate base.link (paced to its rates at the replay's
+    // chunk size and its duplex factor: kernels::SwapConfig::pace_*), so that the link the
+    // prediction uses is the link the replay has. false: copies as fast as the host lets them.
+    bool pace = true;
 };
 
 // The link as a trace stretched `scale` times sees it: bandwidths x scale, latencies / scale.
@@ -80,6 +84,7 @@ struct Report {
     double time_scale = 1;
     std::string time_scale_origin;  // why this scale (set by the caller: "--time-scale 20", auto: ...)
     bool retimed = false;           // limited runs predicted on the baseline's clock
+    bool paced = false;             // the host replay's copies emulated the link (ValidateSpec::pace)
     RetimeSummary retime;
     double target_pp = 5;
     int repeat = 1;
