@@ -70,8 +70,9 @@ std::function<int()> setup(CLI::App& app) {
         ->check(CLI::Range(0.0, 1000.0));
     app.add_flag("--no-sinkhorn", o->no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
     app.add_option("--repeat", o->repeat,
-                   "Replay each configuration this many times and use the one with the median makespan "
-                   "(the host is noisy; their spread decides whether a result is conclusive)")
+                   "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
+                   "times) and use the one with the median makespan (the host is noisy; their spread decides "
+                   "whether a result is conclusive)")
         ->capture_default_str()
         ->check(CLI::Range(1, 99));
     app.add_flag("--recorded-timing", o->recorded_timing,

@@ -163,17 +163,17 @@ bool Executor::place(int32_t a, size_t action) {
     }
 }
 
-// A fresh allocation gets its own pattern (one stamp per page), so that even a buffer no
+// A fresh allocation gets its own pattern (detail::for_each_stamp), so that even a buffer no
 // kernel writes before it is swapped out is told apart from stale or zeroed memory.
 void Executor::fill_pattern(int32_t a) {
     if (device != kernels::Device::Cpu) return;   // CUDA: the stand-ins' writes are the pattern
     unsigned char* p = dev(a);
     const size_t bytes = static_cast<size_t>(T.allocations.bytes[a]);
     const uint64_t seed = static_cast<uint64_t>(T.allocations.id[a]) * 1000003u;
-    for (size_t o = 0, pg = 0; o + 8 <= bytes; o += detail::kPage, ++pg) {
-        uint64_t v = detail::stamp(seed, pg);
+    detail::for_each_stamp(bytes, [&](size_t o, size_t i) {
+        uint64_t v = detail::stamp(seed, i);
         std::memcpy(p + o, &v, 8);
-    }
+    });
 }
 
 void Executor::release_device(int32_t a) {
@@ -445,7 +445,7 @@ void Executor::setup() {
 
     // The arena: exactly the run's capacity; an unlimited run gets its peak plus room for
     // placement (its high water mark is reported).
-    const int64_t cap = replay_capacity(P.capacity, P.predicted_peak);
+    const int64_t cap = replay_capacity(P.capacity, P.predicted_peak, P.allocator);
     M.capacity = cap;
     // Device memory: a pool of the capacity in 2 MiB pages, segments mapped into a large
     // virtual range (pages.hpp); the swap engine copies to and from that range.
@@ -638,8 +638,11 @@ void Executor::finish() {
 
 }  // namespace
 
-int64_t replay_capacity(int64_t capacity, int64_t predicted_peak) {
-    return capacity >= sim::kUnlimited ? predicted_peak + predicted_peak / 8 + (64 << 20) : capacity;
+int64_t replay_capacity(int64_t capacity, int64_t predicted_peak, const std::string& allocator) {
+    if (capacity < sim::kUnlimited) return capacity;
+    // The caching arena takes exactly the model's segments, so the predicted (reserved) peak
+    // fits; the ideal one places blocks itself and fragments.
+    return predicted_peak + predicted_peak / (allocator == "caching" ? 64 : 8) + (64 << 20);
 }
 
 int64_t host_arena_bytes(const trace::TraceData& T, const Plan& P) {

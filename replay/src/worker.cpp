@@ -72,22 +72,22 @@ void Worker::run(Job& j) {
     const int64_t paused0 = paused_ ? paused_->load() : 0;
     t.paused_start = paused0;
     if (device_ == kernels::Device::Cpu) {
-        // Touch every page: one read per page of the inputs, a versioned stamp per page of
-        // the outputs (the pattern the end-to-end checksums see).
+        // Touch the operands where stamps go (for_each_stamp): a read of the inputs, a
+        // versioned stamp in the outputs (the pattern the end-to-end checksums see).
         uint64_t acc = 0;
         for (const Range& r : j.reads)
-            for (size_t o = 0; o + 8 <= r.bytes; o += kPage) {
+            for_each_stamp(r.bytes, [&](size_t o, size_t) {
                 uint64_t v;
                 std::memcpy(&v, r.p + o, 8);
                 acc += v;
-            }
+            });
         sink_ = sink_ + acc;
         for (size_t w = 0; w < j.writes.size(); ++w) {
             const Range& r = j.writes[w];
-            for (size_t o = 0, p = 0; o + 8 <= r.bytes; o += kPage, ++p) {
+            for_each_stamp(r.bytes, [&](size_t o, size_t p) {
                 uint64_t v = stamp(j.seeds[w], p);
                 std::memcpy(r.p + o, &v, 8);
-            }
+            });
         }
     } else {
         size_t n = std::max(j.reads.size(), j.writes.size());

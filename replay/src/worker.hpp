@@ -87,4 +87,18 @@ inline uint64_t stamp(uint64_t seed, uint64_t page) {
 }
 inline constexpr size_t kPage = 4096;
 
+// Where stamps go: one word every kStampStride bytes and the buffer's last word. Every 4 KiB
+// page made the touches of big operands outrun short kernels' scaled durations (hundreds of
+// overruns a replay, each a random delay); 64 KiB still puts several stamps in every 2 MiB
+// pool page and every swap chunk, and the first and last words catch overlapping placements.
+inline constexpr size_t kStampStride = 64 << 10;
+template <class F>
+void for_each_stamp(size_t bytes, F&& f) {   // f(offset, stamp index)
+    if (bytes < 8) return;
+    size_t i = 0;
+    for (size_t o = 0; o + 8 <= bytes; o += kStampStride) f(o, i++);
+    const size_t last = (bytes - 8) / 8 * 8;
+    if (last % kStampStride != 0) f(last, i);
+}
+
 }  // namespace mhc::replay::detail

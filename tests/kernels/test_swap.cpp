@@ -1,7 +1,9 @@
 // Host swap engine: every transfer checksummed and compared; faults are caught.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstring>
 #include <random>
 
@@ -89,9 +91,11 @@ TEST_CASE("kernels: host swap moves data and verifies every transfer", "[kernels
 
 TEST_CASE("kernels: host swap detects corrupted and dropped chunks", "[kernels][swap]") {
     std::mt19937_64 rng(ref::seed() + 22);
+    const bool paced = GENERATE(false, true);   // the emulated link copies through the same path
     k::SwapConfig c;
     c.device_bytes = c.host_bytes = 4 << 20;
     c.chunk_bytes = 256 << 10;
+    if (paced) c.pace_h2d_Bps = c.pace_d2h_Bps = 2e9;
     auto e = k::make_swap_engine(k::Device::Cpu, c);
     fill_random(rng, e->host_arena(), 4 << 20);
     fill_random(rng, e->device_arena(), 4 << 20);
@@ -134,4 +138,68 @@ TEST_CASE("kernels: host swap checks ranges and limits the rate", "[kernels][swa
     k::SwapConfig badc;
     badc.chunk_bytes = 12;
     CHECK_THROWS_AS(k::make_swap_engine(k::Device::Cpu, badc), mhc::Error);
+}
+
+TEST_CASE("kernels: the copy with its checksum equals a copy and the checksum of the source", "[kernels][swap]") {
+    std::mt19937_64 rng(ref::seed() + 23);
+    for (size_t bytes : {0ul, 5ul, 8ul, 4096ul, 65541ul, (2ul << 20) + 3}) {
+        std::vector<unsigned char> src(bytes + 1), dst(bytes + 1, 0xee);
+        fill_random(rng, src.data(), bytes);
+        for (uint64_t first : {0ull, 7ull, 1000003ull}) {
+            std::fill(dst.begin(), dst.end(), 0xee);
+            CHECK(k::checksum64_copy_partial(dst.data(), src.data(), bytes, first) == k::checksum64_partial(src.data(), bytes, first));
+            CHECK(std::memcmp(dst.data(), src.data(), bytes) == 0);
+            CHECK(dst[bytes] == 0xee);   // not a byte past the end
+        }
+    }
+}
+
+// The emulated link (SwapConfig::pace_*): a transfer never completes before bytes / pace, the
+// duplex factor applies to one that starts while the other direction copies, and time the
+// caller's clock stood still moves the completion. Lower bounds only: what the pace promises.
+TEST_CASE("kernels: a paced host link is never faster than its pace", "[kernels][swap][pace]") {
+    std::mt19937_64 rng(ref::seed() + 24);
+    std::atomic<int64_t> paused{0};
+    k::SwapConfig c;
+    c.device_bytes = c.host_bytes = 48 << 20;
+    c.chunk_bytes = 1 << 20;
+    c.pace_h2d_Bps = c.pace_d2h_Bps = 400e6;
+    c.pace_duplex = 0.5;
+    c.paused_ns = &paused;
+    auto e = k::make_swap_engine(k::Device::Cpu, c);
+    fill_random(rng, e->host_arena(), 48 << 20);
+    fill_random(rng, e->device_arena(), 48 << 20);
+    const size_t mib8 = 8 << 20;
+    auto took = [](const k::SwapResult& r) { return r.end_s - r.start_s; };
+
+    // Alone: 8 MiB at 400 MB/s is 21 ms at least; data and checksums as unpaced.
+    auto r = e->wait(e->submit(k::SwapDir::HostToDevice, 0, 0, mib8));
+    CHECK(r.ok);
+    CHECK(took(r) >= mib8 / 400e6);
+    CHECK(std::memcmp(e->host_arena(), e->device_arena(), mib8) == 0);
+
+    // Started while the other direction copies (a 32 MiB swap-out: 84 ms): half the pace.
+    auto out = e->submit(k::SwapDir::DeviceToHost, 16 << 20, 16 << 20, 32 << 20);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto in = e->wait(e->submit(k::SwapDir::HostToDevice, 8 << 20, 8 << 20, mib8));
+    CHECK(took(in) >= mib8 / 200e6);
+    CHECK(e->wait(out).ok);
+
+    // The clock stood still 30 ms during a transfer: it completes that much later.
+    auto id = e->submit(k::SwapDir::DeviceToHost, 0, 0, 2 * mib8);   // 42 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));     // picked up, not yet due
+    paused += 30'000'000;
+    auto p = e->wait(id);
+    CHECK(took(p) >= 2 * mib8 / 400e6 + 0.030);
+    CHECK(p.late_s == 0);   // the pause is not lateness
+
+    // A GPU has a real link: pacing is refused there; a negative pace anywhere.
+    k::SwapConfig bad = c;
+    bad.paused_ns = nullptr;
+    CHECK_THROWS_WITH(k::make_swap_engine(k::Device::Cuda, bad), Catch::Contains("paced link"));
+    bad.pace_h2d_Bps = -1;
+    CHECK_THROWS_AS(k::make_swap_engine(k::Device::Cpu, bad), mhc::Error);
+    bad.pace_h2d_Bps = 1e9;
+    bad.pace_duplex = 0;
+    CHECK_THROWS_AS(k::make_swap_engine(k::Device::Cpu, bad), mhc::Error);
 }

@@ -40,7 +40,9 @@ assert c["measured"]["swap_out_bytes"] == c["predicted"]["swap_out_bytes"]
 assert len(c["repeats"]["makespans_ns"]) == 2 and c["repeats"]["spread_pp"] is not None
 assert isinstance(c["loss_error_pp"], float)
 assert c["verdict"].split(":")[0] in ("validated", "not validated", "inconclusive"), c["verdict"]
-assert len(j["baseline"]["repeats"]["makespans_ns"]) == 2
+assert len(j["baseline"]["repeats"]["makespans_ns"]) == 3   # the baseline 2N - 1 times
+assert j["paced"] is True   # host backend: the copies emulate the link
+assert c["measured"]["late_transfers"] >= 0 and c["measured"]["late_ns"] >= 0
 assert "sim_run" not in c   # nothing was stored
 PY
 
@@ -59,6 +61,8 @@ grep -q "stored runs (simulated -> replayed):.* in runs.db" out.txt || fail "not
 grep -q "obtained: --link auto: measured now (no cached calibration), cached in $XDG_CACHE_HOME/mhc/replay-link-host-" a1.txt \
     || fail "first auto run: $(cat a1.txt)"
 grep -q "^time scale x.*: auto: pcie4 moves" a1.txt || fail "the automatic time scale is not explained: $(cat a1.txt)"
+grep -q "paced to this link" a1.txt || fail "the emulated link is not said: $(cat a1.txt)"
+grep -q "source: mhc validate self-calibration .*paced link: .* per direction" a1.txt || fail "the pace's origin is not said: $(cat a1.txt)"
 ls "$XDG_CACHE_HOME"/mhc/replay-link-host-*.json >/dev/null || fail "no cache file"
 "$mhc" validate t.db --capacity 80% --repeat 1 --no-store >a2.txt 2>&1 || fail "--link auto again: $(cat a2.txt)"
 # Read from the cache, unless the load average moved by more than the rule allows meanwhile.
@@ -66,6 +70,13 @@ grep -Eq "obtained: --link auto: (cached |measured now \(the load changed since 
     || fail "second auto run did not use the cache: $(cat a2.txt)"
 "$mhc" validate t.db --capacity 80% --repeat 1 --no-store --recalibrate >a3.txt 2>&1 || fail "--recalibrate: $(cat a3.txt)"
 grep -q "measured now (--recalibrate)" a3.txt || fail "--recalibrate did not measure: $(cat a3.txt)"
+# --unpaced: copies as fast as they go, calibrated (and cached) apart from the paced link.
+"$mhc" validate t.db --capacity 80% --repeat 1 --no-store --unpaced --json >u.json 2>u.err || fail "--unpaced: $(cat u.err)"
+python3 -c "import json,sys; j=json.load(open('u.json')); assert j['paced'] is False and j['link']['name'].startswith('host-replay'), j['link']" \
+    || fail "--unpaced: $(head -c 1500 u.json)"
+ls "$XDG_CACHE_HOME"/mhc/replay-link-host-*-paced.json >/dev/null || fail "no paced cache file"
+"$mhc" validate t.db --capacity 80% --copy-threads 2 --no-store >ct.txt 2>&1
+[ $? = 2 ] || fail "--copy-threads 2 without --unpaced must exit 2: $(cat ct.txt)"
 "$mhc" validate t.db --time-scale fast --no-store >bad.txt 2>&1
 [ $? = 2 ] || fail "--time-scale fast must exit 2: $(cat bad.txt)"
 

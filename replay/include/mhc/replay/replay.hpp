@@ -61,8 +61,8 @@ struct Options {
 };
 
 // The device capacity a replay's pool has: the run's capacity, or for an unlimited run its
-// predicted peak plus 1/8 and 64 MiB of room for placement.
-int64_t replay_capacity(int64_t capacity, int64_t predicted_peak);
+// predicted peak plus 64 MiB and 1/64 (caching) or 1/8 (ideal) of it of room for placement.
+int64_t replay_capacity(int64_t capacity, int64_t predicted_peak, const std::string& allocator);
 // The host arena a replay of `plan` uses: what the simulator held on the host at once, with
 // room for placement, never more than all the bytes swapped out (plus 64 MiB).
 int64_t host_arena_bytes(const trace::TraceData& trace, const Plan& plan);

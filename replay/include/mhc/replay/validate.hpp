@@ -33,7 +33,7 @@ struct ValidateSpec {
     // Predict the limited runs on the trace moved onto the baseline replay's clock
     // (retime.hpp), not on the recorded one.
     bool retime = true;
-    int repeat = 1;   // replays per configuration; the median makespan's stands for it
+    int repeat = 1;   // replays per configuration (the baseline: 2N - 1); the median makespan's stands for it
     // Host backend: the replay's copies emulate base.link (paced to its rates at the replay's
     // chunk size and its duplex factor: kernels::SwapConfig::pace_*), so that the link the
     // prediction uses is the link the replay has. false: copies as fast as the host lets them.
@@ -47,6 +47,11 @@ sim::LinkModel scaled_link(const sim::LinkModel& link, double scale);
 // profile's by_chunk rows (interpolated in log size); unchanged without rows.
 sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk);
 
+// How far a configuration's replays are apart: the range of their makespans, without the
+// fastest and the slowest when there are 5 or more (a rare hiccup of the host that delays one
+// replay by 1-2% is not the spread of the others, which agreed to 0.3% in 7 of 8 baselines).
+int64_t makespan_spread(std::vector<int64_t> makespans);
+
 struct Row {
     std::string name;
     sim::Result predicted;
@@ -56,8 +61,8 @@ struct Row {
     double peak_error = 0;          // (measured - predicted) / predicted peak
     int64_t sim_run = 0, replay_run = 0;
     std::vector<int64_t> makespans;   // of every replay of this configuration (repeats)
-    // How far the repeats are apart, in loss points: (max - min makespan) / baseline median,
-    // plus the baseline's own spread carried into this row's loss; -1 with a single replay.
+    // How far the repeats are apart, in loss points: makespan_spread / baseline median, plus
+    // the baseline's own spread carried into this row's loss; -1 with a single replay.
     double spread_pp = -1;
     std::string verdict;              // one line: validated / not validated / inconclusive / ...
     // Stored after every replay (begun first as "incomplete" when storing).
