@@ -80,7 +80,6 @@ private:
     void pause_clock(Clock::time_point since) {
         auto d = Clock::now() - since;
         t0 += d;
-        map_pause += d;
         paused_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
     }
     void note_lag(int64_t recorded) {
@@ -99,8 +98,10 @@ private:
     PageMapper* pm = nullptr;              // vm, or the shared one of Options::mapper
     std::unique_ptr<kernels::SwapEngine> eng;
     Clock::time_point eng_epoch, t0;
-    Clock::duration lag{0}, map_pause{0};
-    std::atomic<int64_t> paused_ns{0};     // map_pause, for the threads that wait on the replay's clock
+    Clock::duration lag{0};
+    // How long the clock stood still mapping pages (ns): the page-mapping time reported, and
+    // what the threads that wait on the replay's clock add to their deadlines.
+    std::atomic<int64_t> paused_ns{0};
     std::unique_ptr<Arena> arena;
     std::unique_ptr<FreeList> host;
     std::vector<std::unique_ptr<detail::Worker>> workers;
@@ -430,7 +431,7 @@ Measured Executor::run() {
     }
     finish();
     M.seconds = std::chrono::duration<double>(Clock::now() - wall0).count();
-    M.map_seconds = std::chrono::duration<double>(map_pause).count();
+    M.map_seconds = 1e-9 * static_cast<double>(paused_ns.load());
     return M;
 }
 
@@ -597,13 +598,14 @@ void Executor::drain() {
 void Executor::finish() {
     const size_t nk = T.kernels.size();
     auto t_last = t0 + lag;
+    // A kernel's times on the clock as it stood then: pauses after a time do not move it.
+    const int64_t paused_end = paused_ns.load();
+    auto at = [&](Clock::time_point tp, int64_t paused_then) {
+        return trace_ns(tp + std::chrono::nanoseconds(paused_end - paused_then));
+    };
     for (size_t k = 0; k < nk; ++k)
         if (job_of[k] >= 0) {
             t_last = std::max(t_last, times[k].end);
-            // On the clock as it stood then: pauses after a time do not move it.
-            auto at = [&](Clock::time_point tp, int64_t paused_then) {
-                return trace_ns(tp + std::chrono::nanoseconds(paused_ns.load() - paused_then));
-            };
             M.kernel_times.push_back({T.kernels.id[k], at(times[k].start, times[k].paused_start), at(times[k].end, times[k].paused_end)});
             double took = std::chrono::duration<double, std::nano>(times[k].end - times[k].start).count() / O.time_scale;
             if (times[k].overrun) {

@@ -10,7 +10,8 @@ namespace mhc::replay::detail {
 Worker::Worker(kernels::Device device, int sinkhorn_threads, std::vector<JobTimes>* times,
                const std::atomic<int64_t>* paused)
     : device_(device), sinkhorn_threads_(sinkhorn_threads), times_(times), paused_(paused),
-      standin_(kernels::make_standin(device, 1)) {
+      // Host stand-ins are the worker's own touch and wait (run()); CUDA's run on the GPU.
+      standin_(device == kernels::Device::Cpu ? nullptr : kernels::make_standin(device, 1)) {
     thread_ = std::thread([this] { loop(); });
 }
 

@@ -350,17 +350,22 @@ void CachingAllocator::log(bool alloc, int32_t seg, int64_t offset, int64_t byte
 int32_t CachingAllocator::alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size) {
     if (set_.expandable_segments) return try_allocate_expandable(p, stream, size);
     if (alloc_size > capacity_ - reserved_) return -1;   // cudaMalloc fails
-    int32_t b = new_block();
+    const int32_t b = new_segment_block(p, stream, alloc_size, 0, false);
+    reserved_ += alloc_size;
+    log(true, blocks_[static_cast<size_t>(b)].segment, 0, alloc_size);
+    return b;
+}
+
+int32_t CachingAllocator::new_segment_block(int p, int64_t stream, int64_t size, int64_t page, bool expandable) {
+    const int32_t b = new_block();
     Block& x = blocks_[static_cast<size_t>(b)];
-    x.size = alloc_size;
+    x.size = size;
     x.segment = static_cast<int32_t>(segs_.size());
     x.stream = stream;
     x.small = p == 1;
     x.alive = true;
-    segs_.push_back({stream, 0, p == 1, false, true});
-    reserved_ += alloc_size;
+    segs_.push_back({stream, page, p == 1, expandable, true});
     ++live_segments_;
-    log(true, x.segment, 0, alloc_size);
     return b;
 }
 
@@ -381,16 +386,8 @@ int32_t CachingAllocator::find_expandable_block(int p, int64_t stream, int64_t s
     const int64_t page = p == 1 ? kSmallBuffer : kLargeBuffer;
     int64_t va = capacity_ >= (int64_t{1} << 50) ? (int64_t{1} << 50) : capacity_ + capacity_ / 8;
     va = std::max(page, (va + page - 1) / page * page);
-    int32_t b = new_block();
-    Block& x = blocks_[static_cast<size_t>(b)];
-    x.size = va;
-    x.segment = static_cast<int32_t>(segs_.size());
-    x.stream = stream;
-    x.small = p == 1;
-    x.alive = true;
-    x.mapped = false;
-    segs_.push_back({stream, page, p == 1, true, true});
-    ++live_segments_;
+    const int32_t b = new_segment_block(p, stream, va, page, true);
+    blocks_[static_cast<size_t>(b)].mapped = false;   // reserved address space, no pages yet
     to_pool(b);
     return b;
 }

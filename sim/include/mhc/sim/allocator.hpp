@@ -129,6 +129,8 @@ private:
         }
     };
     int32_t new_block();
+    // A new segment of `size` bytes on `stream`'s pool p, as one alive block covering it.
+    int32_t new_segment_block(int p, int64_t stream, int64_t size, int64_t page, bool expandable);
     void drop_block(int32_t b);
     Key key(int32_t b) const;
     void to_pool(int32_t b);
