@@ -589,12 +589,15 @@ std::string to_text(const CoupledResult& c) {
     for (size_t r = 0; r < c.ranks.size(); ++r) {
         const Result& x = c.ranks[r];
         const std::string loss = finished(c, r) ? fmt("%7.2f%%", x.throughput_loss * 100) : "-";
-        const char* note = x.oom.happened ? "  OUT OF MEMORY" : c.stopped[r] ? "  STOPPED (waits for a rank out of memory)" : "";
+        const std::string note = x.oom.happened ? "  OUT OF MEMORY"
+                                 : !c.stopped[r]  ? ""
+                                 : c.oom >= 0     ? fmt("  STOPPED (rank %d ran out of memory)", c.global_rank[size_t(c.oom)])
+                                                  : "  STOPPED (a rank it waits for failed)";
         s += fmt("%-6d %-10s %-10s %-10s %8s %10s %7lld %10s %7lld  %s%s\n", c.global_rank[r],
                  x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity).c_str(),
                  format_bytes(x.baseline_peak).c_str(), format_bytes(x.simulated_peak).c_str(), loss.c_str(),
                  format_ns(x.stall_time).c_str(), (long long)x.stall_count, format_ns(x.coupled_wait_time).c_str(),
-                 (long long)x.coupled_wait_count, c.paths[r].c_str(), note);
+                 (long long)x.coupled_wait_count, c.paths[r].c_str(), note.c_str());
     }
     int64_t stalls = 0, waits = 0;
     for (const Result& x : c.ranks) { stalls += x.stall_time; waits += x.coupled_wait_time; }

@@ -71,6 +71,15 @@ PY
 }
 
 check_job ""
+# Stored: rank 2's run is out of memory, ranks 0 and 1 did not finish (no loss), the job has
+# no loss.
+for r in 0 1 2; do cp oom3.rank$r.db stored.rank$r.db; done
+"$mhc" simulate --ranks stored.rank0.db stored.rank1.db stored.rank2.db --capacity 1500B --allocator ideal \
+    >/dev/null 2>&1
+q="select r.status || ' ' || (select count(*) from run_metrics m where m.run = r.id and m.key in
+   ('throughput_loss', 'job_throughput_loss', 'peak_reduction')) from runs r"
+[ "$(sqlite3 stored.rank0.db "$q"),$(sqlite3 stored.rank1.db "$q"),$(sqlite3 stored.rank2.db "$q")" = \
+  "incomplete 0,incomplete 0,oom 0" ] || fail "stored runs: $(sqlite3 stored.rank0.db "$q"),$(sqlite3 stored.rank2.db "$q")"
 command -v mpirun >/dev/null || { echo "one process ok; skipped: mpirun not found (openmpi-bin)"; exit 77; }
 for n in 2 3; do
     check_job ".$n" mpirun -n "$n" --oversubscribe
