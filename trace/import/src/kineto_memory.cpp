@@ -21,6 +21,8 @@ constexpr int64_t kMaxSum = INT64_C(1) << 62;
 
 struct DeviceState {
     KMemoryDevice info;
+    int64_t sum = 0, low = 0;   // running sum of Bytes and its lowest value (first pass)
+    bool has_total = false;     // some event records Total Allocated
     int64_t pool = 0;     // baseline bytes not freed yet
     int64_t last_t = -1;  // time given to the device's previous event
     std::unordered_map<int64_t, size_t> at_addr;              // address -> live row (pairing by address)
@@ -50,21 +52,23 @@ private:
     KMemoryResult r_;
     std::vector<DeviceState> states_;
     std::map<int32_t, size_t> index_;   // device -> states_
+    size_t last_ = 0;                   // the previous event's state: most events are one device's
 };
 
 DeviceState& Mapper::state(int32_t device) {
-    auto [it, fresh] = index_.emplace(device, states_.size());
-    if (fresh) {
+    if (last_ < states_.size() && states_[last_].info.device == device) return states_[last_];
+    auto it = index_.find(device);
+    if (it == index_.end()) {
+        it = index_.emplace(device, states_.size()).first;
         states_.emplace_back();
         states_.back().info.device = device;
     }
-    return states_[it->second];
+    return states_[last_ = it->second];
 }
 
 // Baselines: Total Allocated - Bytes of a device's first event where recorded, and never less
 // than the signed sum requires (a curve below zero is no curve).
 void Mapper::first_pass(const std::vector<KMemory>& events) {
-    std::map<int32_t, int64_t> sum, low;
     for (const auto& m : events) {
         DeviceState& s = state(m.device);
         if (s.info.events++ == 0 && m.total >= 0) {
@@ -72,16 +76,16 @@ void Mapper::first_pass(const std::vector<KMemory>& events) {
             s.info.baseline_recorded = true;
         }
         if (!m.has_addr) s.info.by_size = true;
+        if (m.total >= 0) s.has_total = true;
         s.info.reserved_peak = std::max(s.info.reserved_peak, m.reserved);
-        int64_t& v = sum[m.device];
-        v += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
-        if (v > kMaxSum || v < -kMaxSum)
+        s.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
+        if (s.sum > kMaxSum || s.sum < -kMaxSum)
             throw Error(where(in_, "the [memory] events of device " + std::to_string(m.device) +
                                        " add up to more than 2^62 bytes"));
-        low[m.device] = std::min(low[m.device], v);
+        s.low = std::min(s.low, s.sum);
     }
     for (auto& s : states_) {
-        s.info.baseline = std::max(s.info.baseline, -low[s.info.device]);
+        s.info.baseline = std::max(s.info.baseline, -s.low);
         s.pool = s.info.baseline;
         // Pieces of the baseline live from t = 0: the device's first event comes after.
         if (s.pool > 0) s.last_t = 0;
@@ -220,6 +224,7 @@ KMemoryResult Mapper::run(const std::vector<KMemory>& events, int64_t base) {
 // that records it.
 void Mapper::check_totals(const std::vector<KMemory>& events, const std::vector<int64_t>& times) {
     for (auto& s : states_) {
+        if (!s.has_total) continue;
         std::vector<std::pair<int64_t, int64_t>> deltas;   // (time, bytes)
         for (const auto& a : r_.rows) {
             if (a.device != s.info.device) continue;
