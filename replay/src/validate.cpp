@@ -158,6 +158,7 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["link_h2d_Bps"] = m.link_h2d_Bps;
     x["link_d2h_Bps"] = m.link_d2h_Bps;
     x["replay_seconds"] = m.seconds;
+    x["kernels_reached"] = static_cast<double>(m.kernel_times.size());   // every kernel it ran is in run_kernels
     if (m.oom) {
         x["oom"] = 1;
         x["oom_bytes_short"] = static_cast<double>(m.oom_short);

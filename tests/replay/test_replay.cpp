@@ -17,6 +17,7 @@
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/trace/store.hpp"
 
 using namespace mhc;
 namespace fs = std::filesystem;
@@ -224,6 +225,11 @@ TEST_CASE("an interrupted validation leaves one run marked incomplete and nothin
         CHECK(run.base_run == row.sim_run);
         CHECK(trace::load_run(path, row.sim_run).kind == "simulated");
         CHECK(run.metrics.at("checksum_mismatches") == 0);
+        // Both runs hold every kernel they reached (all of them: neither ran out of memory).
+        const auto kernels = static_cast<double>(trace::Reader(path).counts().kernels);
+        CHECK(run.metrics.at("kernels_reached") == kernels);
+        CHECK(static_cast<double>(run.kernel_times.size()) == kernels);
+        CHECK(static_cast<double>(trace::load_run(path, row.sim_run).kernel_times.size()) == kernels);
     }
     CHECK(dump_trace_tables(path) == before);
 }
