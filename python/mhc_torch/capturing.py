@@ -269,8 +269,10 @@ def _layer_lists(model: torch.nn.Module) -> dict[str, int]:
     return {f"{root}.{best}.{i}": i for i in range(len(model.get_submodule(best)))}
 
 
-def _fake_error(e: BaseException) -> CaptureError | None:
-    """A one-line CaptureError for the exceptions that fake tensors raise on data-dependent ops."""
+def _fake_error(e: BaseException, outer: BaseException | None = None) -> CaptureError | None:
+    """A one-line CaptureError for the exceptions that fake tensors raise on data-dependent ops,
+    naming the user's source line (from the traceback of `outer`, the exception that carried `e`
+    up through the model's code, when there is one)."""
     from torch._subclasses import fake_tensor as ft
 
     kinds = tuple(getattr(ft, n) for n in ("DynamicOutputShapeException", "DataDependentOutputException",
@@ -288,7 +290,10 @@ def _fake_error(e: BaseException) -> CaptureError | None:
            "DataDependentOutputException": "its result depends on tensor values",
            "UnsupportedOperatorException": "it has no fake-tensor implementation"}.get(
         type(e).__name__, "it depends on tensor values")
-    return CaptureError(f"op {op} cannot run on fake tensors: {why}")
+    from .errors import user_frame, where
+
+    at = where(user_frame(outer or e) or user_frame(e))
+    return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}")
 
 
 def capture(build_model: Callable[[], torch.nn.Module],
@@ -300,7 +305,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
             optimizer: Callable[[list], torch.optim.Optimizer] | None = None,
             autocast_dtype: torch.dtype | None = torch.bfloat16,
             device: str = "cpu",
-            meta: dict[str, str] | None = None) -> CaptureResult:
+            meta: dict[str, str] | None = None,
+            replace: bool = True) -> CaptureResult:
     """Runs `steps` training steps (forward, backward, optimizer step, zero_grad) of the model
     that `build_model()` returns, on fake tensors, and writes the trace to `path`.
 
@@ -308,12 +314,19 @@ def capture(build_model: Callable[[], torch.nn.Module],
     `loss_fn(model, batch)` returns the scalar loss (default: `model(**batch).loss` for a dict,
     `model(*batch).loss` or the output itself for a tuple); `optimizer(params)` builds the
     optimizer (default AdamW, foreach). Raises CaptureError when an op cannot run on fake tensors.
+    An output that cannot be written (a missing folder; an existing file when `replace` is False)
+    is refused before the capture runs (store.OutputError, one line naming the file).
     """
     spec = gpu if isinstance(gpu, GpuSpec) else gpu_by_name(gpu)
     if steps < 1:
         raise ValueError("steps must be at least 1")
+    store.check_output(path, replace)
     rec = Recording(spec)
     fake = FakeTensorMode(allow_non_fake_inputs=False)
+    # FakeTensorMode logs a traceback of its own before raising; the error raised says it all.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    fake_log_level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
     try:
         result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device)
     except CaptureError:
@@ -322,10 +335,12 @@ def capture(build_model: Callable[[], torch.nn.Module],
         err = _fake_error(e)
         if err is None:
             cause = e.__cause__ or e.__context__
-            err = _fake_error(cause) if cause is not None else None
+            err = _fake_error(cause, e) if cause is not None else None
         if err is not None:
             raise err from None
         raise
+    finally:
+        fake_log.setLevel(fake_log_level)
     layer_names, step_times = result
     rec.layer_markers()
     rec.finish_categories()
@@ -346,10 +361,24 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.autocast": str(autocast_dtype).replace("torch.", "") if autocast_dtype else "none",
         "capture.peak_bytes": str(rec.peak_bytes),
     }
+    full_meta.update(versions())
     full_meta.update(meta or {})
-    store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta)
+    store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, replace=replace)
     return CaptureResult(path=path, kernels=len(rec.kernels), allocations=len(rec.allocs), steps=steps,
                          peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta)
+
+
+def versions() -> dict[str, str]:
+    """The versions a capture depends on, for the trace's meta: what fake tensors, autocast and
+    the model code do changes with them (`mhc info` prints them; comparisons warn on a mismatch)."""
+    from importlib import metadata
+
+    out = {"torch_version": torch.__version__}
+    try:
+        out["transformers_version"] = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        out["transformers_version"] = "not installed"
+    return out
 
 
 def _default_loss(model, batch):

@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+from .output_file import OutputError, check_output
+
 
 def _load_model_file(path: str):
     """build_model, make_batch and loss_fn (optional) defined by a Python file."""
@@ -22,6 +24,19 @@ def _load_model_file(path: str):
     return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None)
 
 
+def _model_failed(model: str, e: BaseException) -> str:
+    """One line for an exception raised by the user's model code: the file and line where it
+    happened (the model file's innermost frame, else the innermost outside torch) and what."""
+    from .errors import one_line, user_frame, where
+
+    if isinstance(e, SystemExit):
+        what = f"the model called sys.exit({e.code!r}); no trace written"
+    else:
+        what = one_line(e)
+    frame = user_frame(e, prefer_file=model if model.endswith(".py") else None)
+    return f"mhc-torch: {where(frame) or model}: {what}"
+
+
 def _capture(a) -> int:
     import torch
 
@@ -31,8 +46,11 @@ def _capture(a) -> int:
     if a.model.endswith(".py"):
         try:
             build, make_batch, loss_fn = _load_model_file(a.model)
-        except (OSError, SyntaxError, AttributeError, ImportError) as e:
+        except OSError as e:
             print(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+            return 2
+        except (Exception, SystemExit) as e:  # the file's own code failed while loading
+            print(_model_failed(a.model, e), file=sys.stderr)
             return 2
     else:
         build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
@@ -47,9 +65,20 @@ def _capture(a) -> int:
     t0 = time.perf_counter()
     try:
         r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
-                    optimizer=optimizer, autocast_dtype=dtype, meta=meta)
+                    optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force)
     except CaptureError as e:
         print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"mhc-torch: {a.out}: interrupted; no trace written", file=sys.stderr)
+        return 130
+    except OutputError as e:  # the output, refused or unwritable
+        print(f"mhc-torch: {e}", file=sys.stderr)
+        return 2
+    except (Exception, SystemExit) as e:
+        if not a.model.endswith(".py"):
+            raise  # a preset failing is a bug of this package: keep the traceback
+        print(_model_failed(a.model, e), file=sys.stderr)
         return 2
     wall = time.perf_counter() - t0
     step_ms = ", ".join(f"{t / 1e6:.1f}" for t in r.step_time_ns)
@@ -83,7 +112,9 @@ def main(argv=None) -> int:
     from .models import PRESETS
     c.add_argument("model", help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), "
                                  "make_batch() and optionally loss_fn(model, batch)")
-    c.add_argument("-o", "--out", required=True, help="trace file to write (.db)")
+    c.add_argument("-o", "--out", required=True, help="trace file to write (.db); an existing file is refused "
+                                                      "unless --force")
+    c.add_argument("--force", action="store_true", help="replace an existing output (and the runs stored in it)")
     c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS))
     c.add_argument("--steps", type=int, default=1)
     c.add_argument("--batch", type=int, default=1)
@@ -105,8 +136,10 @@ def main(argv=None) -> int:
             if v < lo:
                 print(f"mhc-torch: {name} must be at least {lo} (got {v})", file=sys.stderr)
                 return 2
-        if not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
-            print(f"mhc-torch: {a.out}: the folder does not exist", file=sys.stderr)
+        try:  # before the model is loaded or run: a refused output costs nothing
+            check_output(a.out, replace=a.force, inputs=[a.model] if a.model.endswith(".py") else [])
+        except OutputError as e:
+            print(f"mhc-torch: {e}", file=sys.stderr)
             return 2
         return _capture(a)
     return _runs(a)
