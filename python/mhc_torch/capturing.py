@@ -11,7 +11,6 @@ mode below it sees every aten op after autograd and autocast:
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import weakref
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import store
+from .recipes import Recipe, StepRun
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
 logging.getLogger("torch.utils.flop_counter").setLevel(logging.ERROR)
@@ -91,6 +91,11 @@ def _tensors(value) -> list[torch.Tensor]:
     return []
 
 
+def _graph_task_id() -> int:
+    """The running backward's id, -1 outside the autograd engine."""
+    return torch._C._current_graph_task_id()
+
+
 class _Recorder(TorchDispatchMode):
     def __init__(self, rec: "Recording"):
         super().__init__()
@@ -121,6 +126,7 @@ class Recording:
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
         self.peak_bytes = 0
+        self.in_engine = False  # an op of the autograd engine ran since the backward began
 
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
@@ -166,8 +172,24 @@ class Recording:
                 s.alive_at_backward = True
         self.phase = "backward"
 
+    def end_backward(self) -> None:
+        self.in_engine = False
+        if self.phase == "backward":
+            self.phase = "forward"  # what follows is the next micro-batch's forward, or the step's end
+
+    def _follow_autograd(self) -> None:
+        """The backward phase from the autograd engine itself, for steps that call
+        loss.backward() without telling the capture (a step function of the user's own)."""
+        if _graph_task_id() != -1:
+            if self.phase != "backward":
+                self.begin_backward()
+            self.in_engine = True
+        elif self.in_engine:
+            self.end_backward()
+
     # Ops --------------------------------------------------------------------------------------
     def on_op(self, func, args, kwargs, out) -> None:
+        self._follow_autograd()
         schema = func._schema
         name = schema.name
         reads: list[torch.Tensor] = []
@@ -306,7 +328,13 @@ def capture(build_model: Callable[[], torch.nn.Module],
             autocast_dtype: torch.dtype | None = torch.bfloat16,
             device: str = "cpu",
             meta: dict[str, str] | None = None,
-            replace: bool = True) -> CaptureResult:
+            replace: bool = True,
+            autocast_policy: str = "cuda",
+            param_dtype: torch.dtype | None = None,
+            forward_only: bool = False,
+            micro_batches: int = 1,
+            zero_grad: str = "none",
+            step: Callable | None = None) -> CaptureResult:
     """Runs `steps` training steps (forward, backward, optimizer step, zero_grad) of the model
     that `build_model()` returns, on fake tensors, and writes the trace to `path`.
 
@@ -314,12 +342,21 @@ def capture(build_model: Callable[[], torch.nn.Module],
     `loss_fn(model, batch)` returns the scalar loss (default: `model(**batch).loss` for a dict,
     `model(*batch).loss` or the output itself for a tuple); `optimizer(params)` builds the
     optimizer (default AdamW, foreach). Raises CaptureError when an op cannot run on fake tensors.
+
+    The recipe (recipes.py, docs/torch.md): `autocast_dtype` with CUDA autocast's cast lists
+    (`autocast_policy="cuda"`, emulated on the fake CPU tensors; "cpu" keeps torch's CPU lists);
+    `param_dtype` casts the built model (bf16 weights); `forward_only` runs the forward under
+    no_grad; `micro_batches` forward+backward passes accumulate gradients before one optimizer
+    step; `zero_grad` "none" | "zeros" | "never" after it; or `step(model, batch, run)`, a step
+    function of one's own (recipes.StepRun).
     An output that cannot be written (a missing folder; an existing file when `replace` is False)
     is refused before the capture runs (store.OutputError, one line naming the file).
     """
     spec = gpu if isinstance(gpu, GpuSpec) else gpu_by_name(gpu)
     if steps < 1:
         raise ValueError("steps must be at least 1")
+    recipe = Recipe(autocast_dtype, autocast_policy, param_dtype, forward_only, micro_batches, zero_grad, step)
+    recipe.check()
     store.check_output(path, replace)
     rec = Recording(spec)
     fake = FakeTensorMode(allow_non_fake_inputs=False)
@@ -328,7 +365,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log_level = fake_log.level
     fake_log.setLevel(logging.CRITICAL)
     try:
-        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device)
+        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device)
     except CaptureError:
         raise
     except Exception as e:
@@ -358,9 +395,13 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.launch_overhead_ns": str(int(spec.launch_overhead_s * 1e9)),
         "capture.steps": str(steps),
         "capture.layers": str(len(layer_names)),
-        "capture.autocast": str(autocast_dtype).replace("torch.", "") if autocast_dtype else "none",
         "capture.peak_bytes": str(rec.peak_bytes),
     }
+    full_meta.update(recipe.meta())
+    if autocast_dtype is not None and autocast_policy == "cuda":
+        from .autocast_cuda import unmodelled_ops
+
+        full_meta["capture.autocast_unmodelled"] = " ".join(unmodelled_ops()) or "none"
     full_meta.update(versions())
     full_meta.update(meta or {})
     store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, replace=replace)
@@ -390,29 +431,7 @@ def _default_loss(model, batch):
     raise TypeError("the model's output has no .loss and is not a tensor; pass loss_fn")
 
 
-@contextlib.contextmanager
-def _autocast(device: str, dtype):
-    if dtype is None:
-        yield
-        return
-    dev = torch.device(device).type
-    # torch.autocast refuses device 'cuda' without a GPU; fake CUDA tensors carry the CUDA
-    # dispatch key, so switching the autocast state directly applies CUDA's cast policy to them.
-    prev_enabled = torch.is_autocast_enabled(dev)
-    prev_dtype = torch.get_autocast_dtype(dev)
-    torch.set_autocast_enabled(dev, True)
-    torch.set_autocast_dtype(dev, dtype)
-    torch.autocast_increment_nesting()
-    try:
-        yield
-    finally:
-        if torch.autocast_decrement_nesting() == 0:
-            torch.clear_autocast_cache()
-        torch.set_autocast_enabled(dev, prev_enabled)
-        torch.set_autocast_dtype(dev, prev_dtype)
-
-
-def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device):
+def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device):
     from torch.distributed._tools.mod_tracker import ModTracker
 
     loss_fn = loss_fn or _default_loss
@@ -421,6 +440,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
             model = build_model()
         if any(t.device.type != torch.device(device).type for t in list(model.parameters()) + list(model.buffers())):
             model = model.to(device)
+        if recipe.param_dtype is not None:
+            model = model.to(recipe.param_dtype)
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))([p for _, p in params])
         for n, p in model.named_parameters():
@@ -449,29 +470,14 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
-        with tracker, _Recorder(rec):
+        with tracker, _Recorder(rec), StepRun(rec, model, opt, loss_fn, recipe, device, param_name) as run:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
-                with _autocast(device, autocast_dtype):
-                    loss = loss_fn(model, batch)
-                rec.begin_backward()
-                loss.backward()
-                del loss
-                for p in model.parameters():
-                    if p.grad is not None:
-                        rec.set_category(p.grad, store.GRAD, param_name.get(id(p), "?") + ".grad")
-                rec.phase = "optimizer"
-                t_opt = rec.t
-                opt.step()
-                for p, state in opt.state.items():
-                    for key, v in state.items():
-                        if isinstance(v, torch.Tensor):
-                            rec.set_category(v, store.OPTIMIZER, f"{param_name.get(id(p), '?')}.{key}")
-                opt.zero_grad(set_to_none=True)
-                rec.markers.append(store.Marker("optimizer", t_opt, rec.t, store.MARKER_RANGE, -1))
+                run.run_step(s, batch)
+                rec.end_backward()
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
         rec.phase = "end"
-        del opt, model, batch
+        del run, opt, model, batch
     return list(layers), step_times

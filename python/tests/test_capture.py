@@ -209,7 +209,7 @@ def test_data_dependent_model_fails_with_one_line(tmp_path):
     """))
     out = tmp_path / "bad.db"
     out.write_bytes(b"previous contents")
-    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(model), "-o", str(out)],
+    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(model), "-o", str(out), "--force"],
                        capture_output=True, text=True)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
