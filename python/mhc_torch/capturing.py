@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import store
-from .recipes import Recipe, StepRun
+from .recipes import Recipe, StepRun, cast_model
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
 logging.getLogger("torch.utils.flop_counter").setLevel(logging.ERROR)
@@ -67,6 +67,7 @@ class CaptureResult:
     peak_bytes: int
     step_time_ns: list[int] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
+    flops_per_step: list[dict[str, int]] = field(default_factory=list)  # per step: phase -> FLOPs (kernel_info)
 
 
 def _flops_of(func, args, kwargs, out) -> int:
@@ -405,8 +406,12 @@ def capture(build_model: Callable[[], torch.nn.Module],
     full_meta.update(versions())
     full_meta.update(meta or {})
     store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, replace=replace)
+    flops = [dict.fromkeys(store.PHASE_NAMES, 0) for _ in range(steps)]
+    for k in rec.kernels:
+        if 0 <= k.step < steps:
+            flops[k.step][store.PHASE_NAMES[k.phase]] += k.flops
     return CaptureResult(path=path, kernels=len(rec.kernels), allocations=len(rec.allocs), steps=steps,
-                         peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta)
+                         peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta, flops_per_step=flops)
 
 
 def versions() -> dict[str, str]:
@@ -441,7 +446,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         if any(t.device.type != torch.device(device).type for t in list(model.parameters()) + list(model.buffers())):
             model = model.to(device)
         if recipe.param_dtype is not None:
-            model = model.to(recipe.param_dtype)
+            model = cast_model(model, recipe.param_dtype)
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))([p for _, p in params])
         for n, p in model.named_parameters():

@@ -42,6 +42,8 @@ class Recipe:
             raise ValueError(f"micro_batches must be at least 1 (got {self.micro_batches})")
         if self.zero_grad not in ZERO_GRAD:
             raise ValueError(f"zero_grad must be one of {', '.join(ZERO_GRAD)} (got {self.zero_grad!r})")
+        if self.forward_only and self.micro_batches != 1:
+            raise ValueError("a forward-only step has no micro-batches (nothing accumulates)")
         if self.step is not None and (self.forward_only or self.micro_batches != 1):
             raise ValueError("a step function says itself what a step does: forward_only and micro_batches "
                              "apply to the standard step only")
@@ -85,6 +87,25 @@ def autocast(device: str, dtype: torch.dtype | None, policy: str = "cuda"):
             torch.clear_autocast_cache()
         torch.set_autocast_enabled(dev, prev_enabled)
         torch.set_autocast_dtype(dev, prev_dtype)
+
+
+def cast_model(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """model.to(dtype) for floating parameters and buffers, done by hand: Module.to swaps fake
+    tensors in place, which fails on tensors that fake-tensor bookkeeping holds weak references
+    to. Tied parameters stay tied."""
+    new: dict[int, torch.Tensor] = {}
+    for m in model.modules():
+        for name, p in list(m._parameters.items()):
+            if p is not None and p.is_floating_point():
+                if id(p) not in new:
+                    new[id(p)] = torch.nn.Parameter(p.detach().to(dtype), requires_grad=p.requires_grad)
+                m._parameters[name] = new[id(p)]
+        for name, b in list(m._buffers.items()):
+            if b is not None and b.is_floating_point():
+                if id(b) not in new:
+                    new[id(b)] = b.to(dtype)
+                m._buffers[name] = new[id(b)]
+    return model
 
 
 class StepRun:
