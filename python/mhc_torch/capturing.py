@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import store
+from . import inplace_backward, store, workspaces
 from .recipes import Recipe, StepRun, cast_model
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
@@ -56,6 +56,8 @@ class _Storage:
     phase: str  # forward, backward, optimizer, setup
     step: int
     alive_at_backward: bool = False
+    refs: int = 1  # storages that stand for this allocation (inplace_backward folds two into one)
+    fresh: bool = False  # a factory made it in the backward and nothing used it since
 
 
 @dataclass
@@ -128,6 +130,8 @@ class Recording:
         self.live_bytes = 0
         self.peak_bytes = 0
         self.in_engine = False  # an op of the autograd engine ran since the backward began
+        self.workspaces = workspaces.Workspaces(spec)
+        self.accumulations = inplace_backward.Accumulations()
 
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
@@ -154,10 +158,21 @@ class Recording:
         return s
 
     def _freed(self, key: int, s: _Storage) -> None:
-        s.alloc.t_free = self.t
-        self.live_bytes -= s.alloc.bytes
         if self.storages.get(key) is s:
             del self.storages[key]
+        s.refs -= 1
+        if s.refs > 0:
+            return  # another storage still stands for this allocation
+        s.alloc.t_free = self.t
+        self.live_bytes -= s.alloc.bytes
+        self.accumulations.on_free(self, s)
+
+    def alias(self, t: torch.Tensor, s: _Storage) -> None:
+        """t's storage is the same allocation as `s` (an op recorded as in place)."""
+        st = t.untyped_storage()
+        self.storages[id(st)] = s
+        s.refs += 1
+        weakref.finalize(st, self._freed, id(st), s)
 
     def set_category(self, t: torch.Tensor, category: int, label: str) -> None:
         s = self.track(t, category, label)
@@ -213,6 +228,17 @@ class Recording:
             reads = []
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
         new_outs = [o for o in outs if id(o.untyped_storage()) not in self.storages]
+        folded = self.phase == "backward" and inplace_backward.fold(name, args, new_outs, self._is_fresh)
+        if folded:  # a backward formula that real tensors run in place (inplace_backward.py)
+            self_t, o = folded
+            self.alias(o, self.storages[id(self_t.untyped_storage())])
+            new_outs.remove(o)
+            reads = [t for t in reads if t is not self_t]
+            mutated.append(self_t)
+        for t in reads + mutated:
+            rec = self.storages.get(id(t.untyped_storage()))
+            if rec is not None:
+                rec.fresh = False
         if not new_outs and not mutated:
             return  # a view, an alias or a metadata query: no kernel
         start = self.t
@@ -235,8 +261,10 @@ class Recording:
             s = self.track(o, None, label)
             if s is not None:
                 accesses[s.alloc.id] = accesses.get(s.alloc.id, 0) | store.WRITE
+                s.fresh = self.phase == "backward" and name in inplace_backward.FRESH
         if not accesses:
             return
+        workspaces.add_persistent(self, self.workspaces.persistent(name, self.phase == "backward"), start, accesses)
         # Roofline: bytes moved are the tensors' own extents (views, not whole storages); a
         # mutated argument is read and written.
         moved = sum(t.numel() * t.element_size() for t in reads)
@@ -250,9 +278,15 @@ class Recording:
         k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur,
                          step=self.step, accesses=accesses, phase=_PHASE_CODE.get(self.phase, store.OTHER_PHASE),
                          flops=flops, moved_bytes=moved)
+        workspaces.add_transient(self, self.workspaces.transient(func, args, kwargs), start, start + dur, accesses)
         self.kernels.append(k)
+        self.accumulations.after_kernel(self, name, reads, new_outs, k)
         self.kernel_layer.append((self.layer_of(), self.phase))
         self.t = start + dur
+
+    def _is_fresh(self, t: torch.Tensor) -> bool:
+        s = self.storages.get(id(t.untyped_storage()))
+        return s is not None and s.fresh
 
     # Markers ----------------------------------------------------------------------------------
     def layer_markers(self) -> None:
@@ -382,6 +416,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
     layer_names, step_times = result
     rec.layer_markers()
     rec.finish_categories()
+    rec.peak_bytes = _device_peak(rec.allocs)  # after the folds above moved lifetimes
     full_meta = {
         "source": "captured",
         "generator": f"mhc-torch 0.1 (torch {torch.__version__})",
@@ -399,6 +434,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.peak_bytes": str(rec.peak_bytes),
     }
     full_meta.update(recipe.meta())
+    full_meta.update(rec.workspaces.meta())
     if autocast_dtype is not None and autocast_policy == "cuda":
         from .autocast_cuda import unmodelled_ops
 
@@ -412,6 +448,22 @@ def capture(build_model: Callable[[], torch.nn.Module],
             flops[k.step][store.PHASE_NAMES[k.phase]] += k.flops
     return CaptureResult(path=path, kernels=len(rec.kernels), allocations=len(rec.allocs), steps=steps,
                          peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta, flops_per_step=flops)
+
+
+def _device_peak(allocs, device: int = 0) -> int:
+    """The peak of live bytes on the device, frees before allocations at one instant (the
+    order the simulator and `mhc info` use)."""
+    events = []
+    for a in allocs:
+        if a.device == device:
+            events.append((a.t_alloc, 1, a.bytes))
+            if a.t_free is not None:
+                events.append((a.t_free, 0, -a.bytes))
+    live = peak = 0
+    for _, _, delta in sorted(events):
+        live += delta
+        peak = max(peak, live)
+    return peak
 
 
 def versions() -> dict[str, str]:

@@ -73,8 +73,9 @@ def test_forward_only(tmp_path):
     assert [name for _, name, _, s, _, _, _ in ks if s == 0] == ["aten::addmm", "aten::sum"]
     cats = {c for _, _, c, _, _, _ in _allocs(path)}
     assert cats == {"param", "other", "workspace"}  # nothing saved for a backward, no grads, no state
-    # Peak: parameters, the batch, the output and the loss, by hand.
-    assert r.peak_bytes == (N * K + N) * 4 + M * K * 4 + M * N * 4 + 4
+    # Peak: parameters, the batch, the output, the loss and the main thread's cuBLAS workspace
+    # (32 MiB on an H100), by hand.
+    assert r.peak_bytes == (N * K + N) * 4 + M * K * 4 + M * N * 4 + 4 + (32 << 20)
     assert store.read_meta(path)["capture.step"] == "forward"
 
 
