@@ -228,17 +228,7 @@ class Recording:
             reads = []
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
         new_outs = [o for o in outs if id(o.untyped_storage()) not in self.storages]
-        folded = self.phase == "backward" and inplace_backward.fold(name, args, new_outs, self._is_fresh)
-        if folded:  # a backward formula that real tensors run in place (inplace_backward.py)
-            self_t, o = folded
-            self.alias(o, self.storages[id(self_t.untyped_storage())])
-            new_outs.remove(o)
-            reads = [t for t in reads if t is not self_t]
-            mutated.append(self_t)
-        for t in reads + mutated:
-            rec = self.storages.get(id(t.untyped_storage()))
-            if rec is not None:
-                rec.fresh = False
+        reads = self._fold_backward_formula(name, args, reads, mutated, new_outs)
         if not new_outs and not mutated:
             return  # a view, an alias or a metadata query: no kernel
         start = self.t
@@ -261,7 +251,7 @@ class Recording:
             s = self.track(o, None, label)
             if s is not None:
                 accesses[s.alloc.id] = accesses.get(s.alloc.id, 0) | store.WRITE
-                s.fresh = self.phase == "backward" and name in inplace_backward.FRESH
+                s.fresh = self.in_backward_formula() and name in inplace_backward.FRESH
         if not accesses:
             return
         workspaces.add_persistent(self, self.workspaces.persistent(name, self.phase == "backward"), start, accesses)
@@ -284,9 +274,32 @@ class Recording:
         self.kernel_layer.append((self.layer_of(), self.phase))
         self.t = start + dur
 
+    def in_backward_formula(self) -> bool:
+        """A backward formula runs now (the engine, without grad mode: not a checkpoint's
+        recompute of forward code)."""
+        return self.phase == "backward" and not torch.is_grad_enabled()
+
     def _is_fresh(self, t: torch.Tensor) -> bool:
         s = self.storages.get(id(t.untyped_storage()))
         return s is not None and s.fresh
+
+    def _fold_backward_formula(self, name, args, reads, mutated, new_outs):
+        """Records an op that fake tensors run out of place as the in-place op a GPU runs
+        (inplace_backward.py): its output becomes its `self`'s allocation, read and written.
+        Updates `mutated` and `new_outs` and returns the reads; every input is then no longer
+        fresh."""
+        folded = self.in_backward_formula() and inplace_backward.fold(name, args, new_outs, self._is_fresh)
+        if folded:
+            self_t, o = folded
+            self.alias(o, self.storages[id(self_t.untyped_storage())])
+            new_outs.remove(o)
+            reads = [t for t in reads if t is not self_t]
+            mutated.append(self_t)
+        for t in reads + mutated:
+            s = self.storages.get(id(t.untyped_storage()))
+            if s is not None:
+                s.fresh = False
+        return reads
 
     # Markers ----------------------------------------------------------------------------------
     def layer_markers(self) -> None:

@@ -60,7 +60,7 @@ class Accumulations:
 
     def after_kernel(self, rec, name: str, reads, new_outs, kernel) -> None:
         self.pending = None
-        if name != "aten::add" or len(new_outs) != 1 or len(reads) != 2 or not rec.in_engine:
+        if name != "aten::add" or len(new_outs) != 1 or len(reads) != 2 or not rec.in_backward_formula():
             return
         out = new_outs[0]
         if any(t.shape != out.shape or t.dtype != out.dtype for t in reads):

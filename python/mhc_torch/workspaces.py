@@ -235,24 +235,20 @@ class Workspaces:
 
 def add_transient(rec, buffers, start: int, end: int, accesses: dict[int, int]) -> None:
     """Allocations alive from the kernel's start to its end, accessed by it (read-write)."""
-    extra = 0
     for nbytes, label in buffers:
-        if nbytes <= 0:
-            continue
-        a = store.Allocation(id=len(rec.allocs) + 1, bytes=nbytes, t_alloc=start, t_free=end,
-                             category=store.WORKSPACE, label=label)
-        rec.allocs.append(a)
-        accesses[a.id] = store.READ_WRITE
-        extra += nbytes
-    rec.peak_bytes = max(rec.peak_bytes, rec.live_bytes + extra)
+        if nbytes > 0:
+            _add(rec, nbytes, label, start, end, accesses)
 
 
 def add_persistent(rec, buffers, start: int, accesses: dict[int, int]) -> None:
     """Allocations taken at the kernel's start and never given back (cuBLAS workspaces)."""
     for nbytes, label in buffers:
-        a = store.Allocation(id=len(rec.allocs) + 1, bytes=nbytes, t_alloc=start, t_free=None,
-                             category=store.WORKSPACE, label=label)
-        rec.allocs.append(a)
-        accesses[a.id] = store.READ_WRITE
+        _add(rec, nbytes, label, start, None, accesses)
         rec.live_bytes += nbytes
-        rec.peak_bytes = max(rec.peak_bytes, rec.live_bytes)
+
+
+def _add(rec, nbytes: int, label: str, t_alloc: int, t_free: int | None, accesses: dict[int, int]) -> None:
+    a = store.Allocation(id=len(rec.allocs) + 1, bytes=nbytes, t_alloc=t_alloc, t_free=t_free,
+                         category=store.WORKSPACE, label=label)
+    rec.allocs.append(a)
+    accesses[a.id] = store.READ_WRITE
