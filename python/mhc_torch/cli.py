@@ -124,9 +124,9 @@ def _flops_line(r, gpu_name: str) -> str:
     at_peak = total / gpu(gpu_name).bf16_flops
     est = r.step_time_ns[-1] / 1e9
     parts = ", ".join(f"{phase} {_si(v, 'FLOP')}" for phase, v in f.items() if v)
+    estimated = f" ({100 * at_peak / est:.1f}% at the estimated {_si(est, 's')})" if est > 0 else ""
     return (f"FLOPs per step {_si(total, 'FLOP')} ({parts or 'none counted'}); {_si(at_peak, 's')} at "
-            f"{gpu_name}'s bf16 peak, so MFU = {_si(at_peak, 's')} / a measured step time "
-            f"({100 * at_peak / est:.1f}% at the estimated {_si(est, 's')})")
+            f"{gpu_name}'s bf16 peak, so MFU = {_si(at_peak, 's')} / a measured step time{estimated}")
 
 
 def _runs(a) -> int:

@@ -28,10 +28,21 @@ def user_frame(exc: BaseException, prefer_file: str | None = None) -> traceback.
         mine = [f for f in frames if os.path.abspath(f.filename) == want]
         if mine:
             return mine[-1]
-    skip = _library_dirs()
-    outside = [f for f in frames if not any(os.path.abspath(f.filename).startswith(d + os.sep) for d in skip)
-               and not f.filename.startswith("<")]
+    outside = [f for f in frames if not _machinery(f.filename)]
     return outside[-1] if outside else None
+
+
+def _machinery(filename: str) -> bool:
+    """torch, mhc_torch, the standard library (not the packages installed inside it), frozen code."""
+    if filename.startswith("<"):
+        return True
+    path = os.path.abspath(filename)
+    dirs = _library_dirs()
+    stdlib = dirs[-1]
+    for d in dirs[:-1]:
+        if path.startswith(d + os.sep):
+            return True
+    return path.startswith(stdlib + os.sep) and not any(p in path for p in ("site-packages", "dist-packages"))
 
 
 def where(frame: traceback.FrameSummary | None) -> str:
