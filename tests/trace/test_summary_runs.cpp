@@ -166,3 +166,24 @@ TEST_CASE("a begun run stays marked incomplete until finished", "[runs]") {
     CHECK(list_runs(p.path).at(0).status == "complete");
     CHECK(load_run(p.path, id).metrics.at("measured_peak_bytes") == 10);
 }
+
+TEST_CASE("info names the versions a captured trace was made with; a mix of versions is said", "[summary]") {
+    TempPath p("versions.db");
+    {
+        Writer w(p.path);
+        w.set_meta("source", "captured");
+        w.set_meta("torch_version", "2.15.0+cu132");
+        w.set_meta("transformers_version", "5.24.0");
+        w.finish();
+    }
+    TraceData t = load_trace(p.path);
+    CHECK(capture_versions(t.meta) == "torch 2.15.0+cu132, transformers 5.24.0");
+    CHECK(to_text(summarize(t)).find("captured    with torch 2.15.0+cu132, transformers 5.24.0\n") !=
+          std::string::npos);
+    CHECK(capture_versions({{"source", "generated"}}).empty());
+    CHECK(capture_versions({{"torch_version", "2.14.1"}}) == "torch 2.14.1");
+
+    CHECK(version_mismatch({{"a.db", "torch 2.15.0"}, {"b.db", ""}, {"c.db", "torch 2.15.0"}}).empty());
+    CHECK(version_mismatch({{"a.db", ""}, {"b.db", "torch 2.15.0"}, {"c.db", "torch 2.14.1"}}) ==
+          "traces captured with different versions are compared: b.db (torch 2.15.0) and c.db (torch 2.14.1)");
+}
