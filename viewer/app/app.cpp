@@ -64,8 +64,14 @@ void App::finish_load() {
         for (size_t i = 0; i < run_list.size() && i < 6; ++i) compared[i] = true;
 }
 
+LoadOptions App::load_options() const {
+    LoadOptions o;
+    if (!opt.families.empty()) o.families.load_file(opt.families);
+    return o;
+}
+
 void App::load_now() {
-    trace = std::make_unique<ViewTrace>(load_view_trace(opt.trace));
+    trace = std::make_unique<ViewTrace>(load_view_trace(opt.trace, load_options()));
     finish_load();
 }
 
@@ -73,8 +79,10 @@ void App::load_async() {
     loading = true;
     loader_ = std::thread([this] {
         try {
-            auto cb = [](double f, void* u) { static_cast<App*>(u)->progress = f; };
-            pending_ = std::make_unique<ViewTrace>(load_view_trace(opt.trace, cb, this));
+            LoadOptions o = load_options();
+            o.progress = [](double f, void* u) { static_cast<App*>(u)->progress = f; };
+            o.user = this;
+            pending_ = std::make_unique<ViewTrace>(load_view_trace(opt.trace, o));
         } catch (const std::exception& e) {
             pending_error_ = e.what();
         }

@@ -21,6 +21,7 @@ struct Options {
     std::string trace;
     std::vector<int64_t> runs;      // --run: selected run (first) and compare set
     std::string screenshot, layout, view = "timeline", range;
+    std::string families;           // --families FILE: the user's kernel family rules
     int width = 1600, height = 900;
 };
 
@@ -82,6 +83,7 @@ public:
     std::atomic<bool> loading{false};
 
 private:
+    LoadOptions load_options() const;   // throws mhc::Error for a bad --families file
     void finish_load();
     std::thread loader_;
     std::unique_ptr<ViewTrace> pending_;

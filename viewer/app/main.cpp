@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
     cli.add_option("--view", o.view, "view for --screenshot")
         ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}));
     cli.add_option("--size", size, "window size WxH (default 1600x900)");
+    cli.add_option("--families", o.families,
+                   "kernel family rules, one 'FAMILY TEXT' per line, checked before the built-in ones (docs/viewer.md)");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
     CLI11_PARSE(cli, argc, argv);
     if (!size.empty()) {
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
     } else {
         try {
             if (!o.range.empty()) mhc::viewer::parse_range(o.range);
+            if (!o.families.empty()) mhc::viewer::FamilyRules().load_file(o.families);
         } catch (const mhc::Error& e) {
             std::fprintf(stderr, "mhc-view: %s\n", e.what());
             return 2;

@@ -61,10 +61,9 @@ void draw_statistics(App& app) {
                     const KernelNameStat& k = t.kernel_stats[rows[static_cast<size_t>(r)]];
                     ImGui::TableNextRow();
                     ImGui::TableNextColumn();
-                    ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(kernel_color(t.str(k.name))),
+                    ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(t.color_of(k.name)),
                                        ImGuiColorEditFlags_NoTooltip, {10, 10});
-                    if (ImGui::IsItemHovered() && static_cast<size_t>(k.name) < t.family_of_name.size())
-                        ImGui::SetTooltip("%s kernel", family_name(static_cast<KernelFamily>(t.family_of_name[static_cast<size_t>(k.name)])));
+                    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s kernel", family_name(t.family_of(k.name)));
                     ImGui::SameLine();
                     ImGui::TextUnformatted(t.str(k.name).c_str());
                     ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(k.count));

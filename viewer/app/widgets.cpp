@@ -89,9 +89,7 @@ uint32_t item_color(const App& app, const Lane& l, const DrawItem& d) {
     // Kernels keep their family's colour when folded (the run's dominant family by time).
     if (l.kind == LaneKind::Kernels) {
         if (d.count > 1) return family_color(static_cast<KernelFamily>(d.cls));
-        auto k = static_cast<size_t>(l.key[d.first]);
-        const auto& c = app.trace->color_of_name;
-        return k < c.size() && c[k] ? c[k] : kernel_color(app.trace->str(l.key[d.first]));
+        return app.trace->color_of(l.key[d.first]);
     }
     // Other lanes hold one kind each (a copy direction, a marker kind, an event kind): a folded
     // run keeps that kind's colour (its hatched edge says "many").
@@ -136,7 +134,7 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         ImGui::Text("duration %s", format_duration(l.t_end[i] - l.t_start[i]).c_str());
         if (l.kind == LaneKind::Kernels)
             ImGui::TextDisabled("kernel #%lld, %s", static_cast<long long>(l.ref[i]),
-                                family_name(classify_kernel(app.trace->str(l.key[i]))));
+                                family_name(app.trace->family_of(l.key[i])));
         if (l.kind == LaneKind::Events) {
             const ViewRun* r = app.selected_run();
             if (r && static_cast<size_t>(l.ref[i]) < r->events.size()) {

@@ -45,8 +45,10 @@ uint32_t family_color(KernelFamily f) {
     return (i >= 0 && i < kFamilyCount) ? k[i] : k[kFamilyCount - 1];
 }
 
-uint32_t kernel_color(std::string_view name) {
-    uint32_t base = family_color(classify_kernel(name));
+uint32_t kernel_color(std::string_view name) { return kernel_color(name, classify_kernel(name)); }
+
+uint32_t kernel_color(std::string_view name, KernelFamily family) {
+    uint32_t base = family_color(family);
     uint64_t h = 1469598103934665603ull;   // FNV-1a
     for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
     float f = 0.82f + static_cast<float>(h % 31) / 100.f;   // 0.82 .. 1.12

@@ -56,13 +56,12 @@ void sort_lanes(std::vector<Lane>& lanes) {
 
 struct Loader {
     ViewTrace& t;
-    Progress progress;
-    void* user;
+    const LoadOptions& opt;
     int64_t total = 1, done = 0;
     bool multi_device = false;   // kernels on more than one device: lane titles name the GPU
     void tick(int64_t rows) {
         done += rows;
-        if (progress) progress(std::min(1.0, static_cast<double>(done) / static_cast<double>(total)), user);
+        if (opt.progress) opt.progress(std::min(1.0, static_cast<double>(done) / static_cast<double>(total)), opt.user);
     }
 
     void kernels() {
@@ -112,9 +111,9 @@ struct Loader {
         t.family_ns.assign(kFamilyCount, 0);
         for (const KernelNameStat& k : t.kernel_stats) {
             auto i = static_cast<size_t>(k.name);
-            KernelFamily f = classify_kernel(t.strings[i]);
+            KernelFamily f = opt.families.classify(t.strings[i]);
             t.family_of_name[i] = static_cast<uint8_t>(f);
-            t.color_of_name[i] = kernel_color(t.strings[i]);
+            t.color_of_name[i] = kernel_color(t.strings[i], f);
             t.family_ns[static_cast<size_t>(f)] += k.total_ns;
         }
         for (Lane& l : t.kernel_lanes)
@@ -224,7 +223,7 @@ struct Loader {
 
 }  // namespace
 
-ViewTrace load_view_trace(const std::string& path, Progress progress, void* user) {
+ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     ViewTrace t;
     t.path = path;
     t.reader = std::make_shared<trace::Reader>(path);   // validates: throws mhc::Error naming the file
@@ -233,7 +232,7 @@ ViewTrace load_view_trace(const std::string& path, Progress progress, void* user
     t.strings = t.reader->strings();
     trace::TableCounts n = t.reader->counts();
     t.access_count = n.accesses;
-    Loader l{t, progress, user};
+    Loader l{t, options};
     l.total = std::max<int64_t>(1, n.kernels + n.allocations + n.copies + n.markers);
     l.kernels();
     l.allocations();
@@ -241,6 +240,17 @@ ViewTrace load_view_trace(const std::string& path, Progress progress, void* user
     l.markers();
     l.bounds();
     return t;
+}
+
+KernelFamily ViewTrace::family_of(int64_t name_id) const {
+    auto i = static_cast<size_t>(name_id);
+    return name_id >= 0 && i < family_of_name.size() ? static_cast<KernelFamily>(family_of_name[i]) : KernelFamily::Other;
+}
+
+uint32_t ViewTrace::color_of(int64_t name_id) const {
+    auto i = static_cast<size_t>(name_id);
+    return name_id >= 0 && i < color_of_name.size() && color_of_name[i] ? color_of_name[i]
+                                                                        : family_color(KernelFamily::Other);
 }
 
 int64_t access_count_of(const ViewTrace& t, int64_t allocation_id) { return t.reader->access_count(allocation_id); }

@@ -30,7 +30,8 @@ uint32_t name_color(std::string_view name);
 // One hue per kernel family (the timeline's legend).
 uint32_t family_color(KernelFamily f);
 // A kernel: its family's hue, lighter or darker by a hash of the name, so that neighbouring
-// kernels of one family stay apart.
+// kernels of one family stay apart. Without a family: the built-in rules' (classify_kernel).
+uint32_t kernel_color(std::string_view name, KernelFamily family);
 uint32_t kernel_color(std::string_view name);
 uint32_t category_color(trace::Category c);
 // Allocation size classes for traces without categories: < 1 MiB, < 16 MiB, < 128 MiB,

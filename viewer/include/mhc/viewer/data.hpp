@@ -66,6 +66,9 @@ struct ViewTrace {
     int64_t t_begin = 0, t_end = 1;
     std::shared_ptr<trace::Reader> reader;   // kept open for on-demand queries
 
+    // A kernel name's family and colour (classified at load, the user's rules first).
+    KernelFamily family_of(int64_t name_id) const;
+    uint32_t color_of(int64_t name_id) const;
     const std::string& str(int64_t id) const {
         static const std::string empty;
         return (id >= 0 && static_cast<size_t>(id) < strings.size()) ? strings[static_cast<size_t>(id)] : empty;
@@ -95,8 +98,14 @@ struct ViewRun {
 // Progress callback: fraction done in [0, 1]. Called from the loading thread.
 using Progress = void (*)(double fraction, void* user);
 
+struct LoadOptions {
+    Progress progress = nullptr;
+    void* user = nullptr;
+    FamilyRules families;   // the user's kernel family rules (mhc-view --families FILE)
+};
+
 // Opens and loads a trace through the trace library. Throws mhc::Error naming the file.
-ViewTrace load_view_trace(const std::string& path, Progress progress = nullptr, void* user = nullptr);
+ViewTrace load_view_trace(const std::string& path, const LoadOptions& options = {});
 // Loads run `run_id`. Throws mhc::Error naming the file when the id does not exist.
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id);
 
