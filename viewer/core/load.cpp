@@ -242,6 +242,11 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     return t;
 }
 
+int64_t AllocationTable::index_of(int64_t allocation_id) const {
+    auto it = std::lower_bound(id.begin(), id.end(), allocation_id);
+    return it != id.end() && *it == allocation_id ? it - id.begin() : -1;
+}
+
 KernelFamily ViewTrace::family_of(int64_t name_id) const {
     auto i = static_cast<size_t>(name_id);
     return name_id >= 0 && i < family_of_name.size() ? static_cast<KernelFamily>(family_of_name[i]) : KernelFamily::Other;

@@ -32,6 +32,8 @@ struct AllocationTable {
     Curve live_count;
     std::vector<int64_t> sorted_alloc;
     size_t overlapping(int64_t t0, int64_t t1) const;
+    // Index of allocation `id` (ids are loaded in order: binary search); -1 when absent.
+    int64_t index_of(int64_t id) const;
     size_t size() const { return id.size(); }
     int64_t end_or(size_t i, int64_t t_end) const {
         return t_free[i] == trace::kNoTime ? t_end : t_free[i];
