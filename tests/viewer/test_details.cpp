@@ -72,9 +72,9 @@ TEST_CASE("kernel details: recorded and run times, operands, what the policy did
     CHECK(pane.rows[0][0] == "#1");
     CHECK(pane.rows[0][2] == "400.00 MiB");
     CHECK(pane.rows[0][3] == "param");
-    CHECK(pane.rows[0][5] == "swap_out 110 us before (400.00 MiB), swap_in up to the start (400.00 MiB)");
+    CHECK(pane.rows[0][5] == "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
     CHECK(pane.rows[0][6] == "-");
-    CHECK(kernel_pane(a, &run).rows[0][6] == "swap_out 100 us after (400.00 MiB), swap_in 200 us after (400.00 MiB)");
+    CHECK(kernel_pane(a, &run).rows[0][6] == "swapped out 40.0 us of 400.00 MiB, 100 us after; swapped in 50.0 us of 400.00 MiB, 200 us after");
 
     // Without a run: recorded times only, no policy columns.
     KernelDetails plain = kernel_details(t, nullptr, 2);

@@ -24,17 +24,14 @@ namespace {
 //   allocator`'s replay: warm start from the recorded segments, the recorded settings;
 //   docs/simulator.md "Comparing with a recording"), on the device with the largest recorded
 //   reserved peak (it loads the trace's allocations; snapshot imports are small).
-// Either is empty when it cannot be made; the view then shows what it showed before.
+// Either is empty when it cannot be made; the view then shows what it showed before. Made once,
+// when the memory view first opens.
 struct Reserved {
     Curve recorded, model;
     int32_t model_device = 0;
 };
-const Reserved& reserved_curves(const ViewTrace& tr) {
-    static const trace::Reader* key = nullptr;
-    static Reserved r;
-    if (key == tr.reader.get()) return r;
-    key = tr.reader.get();
-    r = Reserved{};
+Reserved reserved_curves(const ViewTrace& tr) {
+    Reserved r;
     if (!tr.reader) return r;
     std::vector<trace::Segment> segs;
     try {
@@ -65,11 +62,22 @@ constexpr ImU32 kModelReserved = IM_COL32(240, 170, 60, 255);
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
 
-void band_tooltip(App& app, int64_t idx) {
+}  // namespace
+
+struct MemoryUi {
+    bool reserved_ready = false;     // the reserved curves are made once, when the view first opens
+    Reserved reserved;
+    CurveColumns cols, rec, res, mres;
+    BandLayout bands;
+    int64_t tooltip_id = -1, tooltip_count = 0;   // access count of the hovered band, queried once
+};
+
+namespace {
+
+void band_tooltip(App& app, MemoryUi& ui, int64_t idx) {
     const AllocationTable& a = app.trace->allocations;
     auto i = static_cast<size_t>(idx);
-    static int64_t cached_id = -1, cached_count = 0;
-    if (cached_id != a.id[i]) { cached_id = a.id[i]; cached_count = access_count_of(*app.trace, a.id[i]); }
+    if (ui.tooltip_id != a.id[i]) { ui.tooltip_id = a.id[i]; ui.tooltip_count = access_count_of(*app.trace, a.id[i]); }
     ImGui::BeginTooltip();
     ImGui::Text("%s", app.trace->str(a.label[i]).empty() ? "(no label)" : app.trace->str(a.label[i]).c_str());
     ImGui::Text("allocation #%lld, %s, %s", static_cast<long long>(a.id[i]), format_bytes(a.bytes[i]).c_str(),
@@ -77,8 +85,8 @@ void band_tooltip(App& app, int64_t idx) {
     std::string end = a.t_free[i] == trace::kNoTime ? std::string("end of trace") : format_time(a.t_free[i], 1);
     ImGui::Text("alive %s .. %s (%s)", format_time(a.t_alloc[i], 1).c_str(), end.c_str(),
                 format_duration(a.end_or(i, app.trace->t_end) - a.t_alloc[i]).c_str());
-    ImGui::Text("%lld accesses", static_cast<long long>(cached_count));
-    ImGui::TextDisabled("click: highlight the kernels that touched it");
+    ImGui::Text("%lld accesses", static_cast<long long>(ui.tooltip_count));
+    ImGui::TextDisabled("click: its details, and the kernels that touched it highlighted on the timeline");
     ImGui::EndTooltip();
 }
 
@@ -104,6 +112,10 @@ float legend_row(ImDrawList* dl, ImVec2 p, float x_max, const std::vector<Legend
 }  // namespace
 
 void draw_memory(App& app) {
+    if (!app.memory_ui) app.memory_ui = std::make_shared<MemoryUi>();
+    MemoryUi& ui = *app.memory_ui;
+    CurveColumns &cols = ui.cols, &rec = ui.rec, &res = ui.res, &mres = ui.mres;
+    BandLayout& bands = ui.bands;
     toolbar(app);
     // Colour of the bands: by category, or for imported traces (no categories) by the
     // allocation's source frame or size class; chosen for the trace unless the user picks.
@@ -126,6 +138,9 @@ void draw_memory(App& app) {
     const Curve& curve = run_curve ? run->memory : app.trace->live;
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
+    // The selected allocation's details take the bottom of the view.
+    const float details_h = app.highlight_alloc ? std::clamp(avail.y * 0.34f, 150.f, 320.f) : 0.f;
+    avail.y -= details_h;
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
     int W = static_cast<int>(plot_w);
@@ -138,7 +153,6 @@ void draw_memory(App& app) {
     float top_h = std::max((avail.y - kAxisHeight) * 0.42f, 60.f);
     ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
-    static CurveColumns cols, rec;
     prepare_curve(curve, app.range, W, cols);
     double y_max = std::max(cols.y_max, 1.0);
     if (run_curve) {
@@ -146,15 +160,17 @@ void draw_memory(App& app) {
         y_max = std::max(y_max, rec.y_max);
     }
     if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
-    const Reserved& curves = reserved_curves(*app.trace);
+    if (!ui.reserved_ready) {
+        ui.reserved = reserved_curves(*app.trace);
+        ui.reserved_ready = true;
+    }
+    const Reserved& curves = ui.reserved;
     const Curve& reserved = curves.recorded;
-    static CurveColumns res;
     if (!reserved.empty()) {
         prepare_curve(reserved, app.range, W, res);
         y_max = std::max(y_max, res.y_max);
     }
     const Curve& model = curves.model;
-    static CurveColumns mres;
     if (!model.empty()) {
         prepare_curve(model, app.range, W, mres);
         y_max = std::max(y_max, mres.y_max);
@@ -192,7 +208,6 @@ void draw_memory(App& app) {
     // Lower plot: the bands.
     ImVec2 b0{plot_x, c1.y + 8 + legend_h}, b1{plot_x + plot_w, origin.y + avail.y - 4};
     dl->AddRectFilled(b0, b1, IM_COL32(36, 36, 42, 255));
-    static BandLayout bands;
     int bh = static_cast<int>(b1.y - b0.y);
     layout_bands(app.trace->allocations, app.trace->live, app.range, W, bh, kMaxBands, bands);
     double by_max = bands.y_max * 1.05;
@@ -226,9 +241,8 @@ void draw_memory(App& app) {
         double v = (b1.y - m.y) / (b1.y - b0.y) * by_max;
         int64_t hit = bands.hit(x, v);
         if (hit >= 0) {
-            band_tooltip(app, hit);
-            if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && ImGui::GetIO().MouseDragMaxDistanceSqr[0] < 9)
-                app.select_allocation(app.trace->allocations.id[static_cast<size_t>(hit)]);
+            band_tooltip(app, ui, hit);
+            if (clicked()) app.select_allocation(app.trace->allocations.id[static_cast<size_t>(hit)]);
         } else if (hit == -1) {
             ImGui::SetTooltip("%zu smaller allocations, summarised\n%s live in all", bands.summarised,
                               format_bytes(static_cast<int64_t>(bands.total[static_cast<size_t>(x)])).c_str());
@@ -237,7 +251,10 @@ void draw_memory(App& app) {
         int64_t t = app.range.t_of(m.x - plot_x, plot_w);
         ImGui::SetTooltip("%s: %s", format_time(t, 1).c_str(), format_bytes(static_cast<int64_t>(curve.value_at(t))).c_str());
     }
-    app.layout["memory"] = {{"curve", rect_json(c0, c1)}, {"bands", rect_json(b0, b1)},
+    nlohmann::json details;
+    if (app.highlight_alloc && draw_details("allocation details", app.allocation_info, details_h - 4, details))
+        app.select_allocation(0);
+    app.layout["memory"] = {{"details", details}, {"selected_allocation", app.highlight_alloc},{"curve", rect_json(c0, c1)}, {"bands", rect_json(b0, b1)},
                             {"t0", app.range.t0}, {"t1", app.range.t1}, {"y_max", y_max}, {"band_y_max", by_max},
                             {"peak_col", cols.peak_col}, {"peak_bytes", cols.y_max},
                             {"bands_drawn", bands.bands.size()}, {"segments", bands.segments.size()},

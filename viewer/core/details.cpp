@@ -126,16 +126,36 @@ AllocationDetails allocation_details(const ViewTrace& t, const ViewRun* run, int
     return d;
 }
 
+namespace {
+
+// What the policy did, in words: "swapped out", "waited for room" (an allocation's stall).
+const char* action(trace::EventKind k) {
+    switch (k) {
+        case trace::EventKind::SwapOut: return "swapped out";
+        case trace::EventKind::SwapIn: return "swapped in";
+        case trace::EventKind::EvictClean: return "evicted (host copy valid)";
+        case trace::EventKind::Drop: return "dropped";
+        case trace::EventKind::Recompute: return "recomputed";
+        case trace::EventKind::Stall: return "waited for room";
+        case trace::EventKind::Oom: return "out of memory";
+        case trace::EventKind::Prefetch: return "prefetch decided";
+    }
+    return "?";
+}
+
+}  // namespace
+
 std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t t, bool before) {
     if (events.empty()) return "-";
     std::string out;
     for (const trace::RunEvent& e : events) {
-        if (!out.empty()) out += ", ";
-        out += std::string(trace::to_string(e.kind)) + " ";
+        if (!out.empty()) out += "; ";
+        out += action(e.kind);
+        if (e.t_end > e.t_start) out += " " + format_duration(e.t_end - e.t_start);
+        if (e.bytes > 0 && e.kind != trace::EventKind::Stall) out += " of " + format_bytes(e.bytes);
         int64_t gap = before ? t - e.t_end : e.t_start - t;
-        if (gap <= 0) out += before ? "up to the start" : "from the end";
-        else out += format_duration(gap) + (before ? " before" : " after");
-        if (e.bytes > 0 && e.kind != trace::EventKind::Stall) out += " (" + format_bytes(e.bytes) + ")";
+        if (gap <= 0) out += before ? ", up to the start" : ", from the end";
+        else out += ", " + format_duration(gap) + (before ? " before" : " after");
     }
     return out;
 }

@@ -74,8 +74,9 @@ struct DetailsPane {
 DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run);
 DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run);
 
-// "swap_out 1.20 ms before, swap_in 30.0 us before (64.0 MiB)": the events with their distance to
-// `t` (the kernel's start for events before it, its end for events after it).
+// "swapped out 40.0 us of 64.00 MiB, 1.20 ms before; swapped in 50.0 us of 64.00 MiB, up to the
+// start": the events with their durations, bytes and distance to `t` (the kernel's start for
+// events before it, its end for events after it).
 std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t t, bool before);
 
 }  // namespace mhc::viewer
