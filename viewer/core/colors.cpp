@@ -122,8 +122,10 @@ uint32_t marker_color(trace::MarkerKind m) {
 }
 
 uint32_t series_color(size_t i) {
-    static constexpr uint32_t k[] = {rgb(90, 170, 250), rgb(250, 150, 60), rgb(110, 210, 110),
-                                     rgb(230, 90, 160), rgb(200, 200, 90), rgb(160, 130, 240)};
+    // Ten hues before they repeat (a sweep compares more runs than six).
+    static constexpr uint32_t k[] = {rgb(90, 170, 250), rgb(250, 150, 60), rgb(110, 210, 110), rgb(230, 90, 160),
+                                     rgb(200, 200, 90), rgb(160, 130, 240), rgb(70, 210, 200), rgb(240, 110, 90),
+                                     rgb(180, 230, 60), rgb(210, 160, 250)};
     return k[i % (sizeof k / sizeof k[0])];
 }
 
