@@ -28,10 +28,12 @@ struct Ev {
     int64_t t;
     int kind;   // 0 free, 1 empty_cache, 2 alloc
     int64_t i;  // allocation index
+    bool free_at_once = false;   // a kind-2 free: of allocation i, made at this instant (trace::MemoryEvent's order)
     bool operator<(const Ev& o) const {
         if (t != o.t) return t < o.t;
         if (kind != o.kind) return kind < o.kind;
-        return i < o.i;
+        if (i != o.i) return i < o.i;
+        return free_at_once < o.free_at_once;
     }
 };
 
@@ -175,7 +177,8 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
         ++c.allocations;
         evs.push_back({a.t_alloc[i], 2, static_cast<int64_t>(i)});
         alloc_times.insert(a.t_alloc[i]);
-        if (a.t_free[i] != trace::kNoTime) evs.push_back({a.t_free[i], 0, static_cast<int64_t>(i)});
+        if (a.t_free[i] == a.t_alloc[i]) evs.push_back({a.t_free[i], 2, static_cast<int64_t>(i), true});
+        else if (a.t_free[i] != trace::kNoTime) evs.push_back({a.t_free[i], 0, static_cast<int64_t>(i)});
     }
     std::set<int64_t> cache_times;
     for (const auto* s : S)
@@ -211,7 +214,7 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
             int64_t first_alloc = -1;
             for (; k < evs.size() && evs[k].t == tm; ++k) {
                 const Ev& e = evs[k];
-                if (e.kind == 0) {
+                if (e.kind == 0 || e.free_at_once) {
                     if (block[static_cast<size_t>(e.i)] >= 0) ca.free(block[static_cast<size_t>(e.i)]);
                     block[static_cast<size_t>(e.i)] = -1;
                 } else if (e.kind == 1) {

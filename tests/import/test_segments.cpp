@@ -45,7 +45,7 @@ TEST_CASE("snapshot: segment events, reconstruction and settings become rows and
     const int64_t A = 0x100000000, B = 0x200000000, C = 0x300000000, X = 0x400000000, Y = 0x500000000,
                   Z = 0x600000000;
     std::vector<Py> evs{
-        event("segment_alloc", A, 20 * MiB, 0, 100),   // t = 0 ns: a real cudaMalloc at the trace start
+        event("segment_alloc", A, 20 * MiB, 0, 100),   // t = 1 ns: a real cudaMalloc at the trace start
         event("alloc", A, 6 * MiB, 0, 101),
         event("segment_alloc", B, 2 * MiB, 0, 102),
         event("free_completed", A, 6 * MiB, 0, 103),
@@ -79,16 +79,16 @@ TEST_CASE("snapshot: segment events, reconstruction and settings become rows and
     REQUIRE(s.size() == 8);
     struct Want { int64_t addr, bytes, t_alloc, t_free; bool exp, recon; };
     const int64_t none = mhc::trace::kNoTime;
-    // By t_alloc, then address. Times: (time_us - 100) x 1000 ns.
+    // By t_alloc, then address. Times: (time_us - 100) x 1000 + 1 ns (0: before recording).
     const Want want[] = {
-        {A, 20 * MiB, 0, 4000, false, false},      // segment_alloc at the first event, freed at event 4
-        {C, 20 * MiB, 0, 5000, false, true},       // a free the trace cannot place: alive from 0
-        {Y, 20 * MiB, 0, 8000, true, true},        // an unmap of a page mapped before recording
+        {C, 20 * MiB, 0, 5001, false, true},       // a free the trace cannot place: alive from 0
+        {Y, 20 * MiB, 0, 8001, true, true},        // an unmap of a page mapped before recording
         {Z, 4 * MiB, 0, none, false, true},        // end state only: alive throughout
-        {B, 2 * MiB, 2000, none, false, false},
-        {A, 20 * MiB, 4000, none, false, true},    // end state at a freed place: from that free on
-        {X, 20 * MiB, 6000, none, true, false},    // the page that stays mapped
-        {X + 20 * MiB, 20 * MiB, 6000, 7000, true, false},   // the page unmapped at event 7
+        {A, 20 * MiB, 1, 4001, false, false},      // segment_alloc at the first event, freed at event 4
+        {B, 2 * MiB, 2001, none, false, false},
+        {A, 20 * MiB, 4001, none, false, true},    // end state at a freed place: from that free on
+        {X, 20 * MiB, 6001, none, true, false},    // the page that stays mapped
+        {X + 20 * MiB, 20 * MiB, 6001, 7001, true, false},   // the page unmapped at event 7
     };
     for (size_t i = 0; i < 8; ++i) {
         INFO("row " << i + 1);

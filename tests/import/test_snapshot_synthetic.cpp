@@ -2,7 +2,10 @@
 // a free of a block allocated before recording and an end-state block no event explains.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "mhc/trace/check.hpp"
+#include "pickle_writer.hpp"
 #include "util.hpp"
 
 namespace {
@@ -71,4 +74,42 @@ TEST_CASE("snapshot: two devices, order-only timing, reconstruction, oom, segmen
     REQUIRE(t.markers.size() == 1);
     CHECK(t.str(t.markers.name[0]) == "oom: 1073741824 bytes requested");
     CHECK(t.markers.t_start[0] == 5);
+}
+
+TEST_CASE("snapshot: blocks allocated and freed within one microsecond keep the file's order",
+          "[import][snapshot][event-order]") {
+    // 1 MiB allocated at 10 us and alive to the end; then, five times, a 512 MiB block whose
+    // alloc, free_requested and free_completed share one time_us (and at 14 us a 2 MiB block
+    // made in the same microsecond, after the 512 MiB one is freed).
+    using test::event;
+    const int64_t MiB = 1 << 20, A = 0x7f0000000000, B = 0x7f1000000000, C = 0x7f2000000000;
+    std::vector<test::Py> evs{event("alloc", A, MiB, 0, 10)};
+    for (int i = 0; i < 5; ++i) {
+        evs.push_back(event("alloc", B, 512 * MiB, 0, 11 + i));
+        evs.push_back(event("free_requested", B, 512 * MiB, 0, 11 + i));
+        evs.push_back(event("free_completed", B, 512 * MiB, 0, 11 + i));
+    }
+    evs.push_back(event("alloc", C, 2 * MiB, 0, 15));
+    test::Py snap = test::Py::dict({{"device_traces", test::Py::list({test::Py::list(evs)})}});
+    test::TempDir dir;
+    std::string in = dir.file("z.pickle"), out = dir.file("z.db");
+    test::write_file(in, snap.pickle());
+    mhc::trace::import::import_file(in, out);
+    auto t = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(t).ok());
+    REQUIRE(t.allocations.size() == 7);
+    // Times: 1000 x (time_us - 10) + 1 + the event's rank in its microsecond.
+    CHECK(t.allocations.t_alloc[0] == 1);
+    CHECK(t.allocations.t_alloc[1] == 1001);
+    CHECK(t.allocations.t_free[1] == 1003);   // free_completed, the third event of 11 us
+    CHECK(t.allocations.t_alloc[6] == 5004);  // after the last 512 MiB block's three events
+    // The briefly live blocks count once each, with the 1 MiB one: the peak the allocator saw.
+    CHECK(mhc::trace::live_peak(t, 0).bytes == 513 * MiB);
+    // Unlimited capacity gives back the recorded peak and frees every block.
+    int rc = -1;
+    auto j = nlohmann::json::parse(
+        test::mhc_stdout("simulate " + out + " --capacity unlimited --allocator ideal --no-store --json", &rc));
+    CHECK(rc == 0);
+    CHECK(j["metrics"]["baseline_peak_bytes"].get<double>() == 513.0 * MiB);
+    CHECK(j["metrics"]["simulated_peak_bytes"].get<double>() == 513.0 * MiB);
 }

@@ -205,3 +205,21 @@ TEST_CASE("require_ok names the file, the row and how many more", "[check]") {
                       Catch::Contains("t.db: allocations row 12: size is 0 bytes") &&
                           Catch::Contains("1 more"));
 }
+
+TEST_CASE("overlap follows the order of events at one instant", "[check][event-order]") {
+    // At 0x3000, t = 200: a block alive only at 200 (id 3), then a block from 200 on (id 4): the
+    // first is freed right after it is made, before the second is made: no overlap.
+    auto ok = check_with([](Writer& w) {
+        w.add(Allocation{3, 0, 0x3000, 64, 200, 200, 0, Category::Other, 0});
+        w.add(Allocation{4, 0, 0x3000, 64, 200, 300, 0, Category::Other, 0});
+        w.add(Allocation{5, 0, 0x3000, 64, 300, 300, 0, Category::Other, 0});   // made after id 4 is freed
+    });
+    CHECK(ok.ok());
+    // The other way round: the block from 200 on (id 3) is made first, the one alive only at 200
+    // (id 4) is made while it is held.
+    auto bad = check_with([](Writer& w) {
+        w.add(Allocation{3, 0, 0x3000, 64, 200, 300, 0, Category::Other, 0});
+        w.add(Allocation{4, 0, 0x3000, 64, 200, 200, 0, Category::Other, 0});
+    });
+    CHECK(has(bad, "overlap", "allocations", 4));
+}

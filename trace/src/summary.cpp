@@ -9,32 +9,29 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/units.hpp"
+#include "mhc/trace/event_order.hpp"
 
 namespace mhc::trace {
 
 LivePeak live_peak(const TraceData& t, int32_t device) {
+    // Replayed in the order of docs/trace-format.md "Events at one instant": a block alive
+    // only at one instant counts with everything alive when it was made.
     const auto& a = t.allocations;
-    struct Ev { int64_t time; int64_t delta; size_t idx; };
-    std::vector<Ev> ev;
-    ev.reserve(a.size() * 2);
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (a.device[i] != device || a.bytes[i] <= 0) continue;
-        ev.push_back({a.t_alloc[i], a.bytes[i], i});
-        if (a.t_free[i] != kNoTime) ev.push_back({a.t_free[i], -a.bytes[i], i});
-    }
-    // Frees before allocations at the same instant.
-    std::sort(ev.begin(), ev.end(), [](const Ev& x, const Ev& y) {
-        return x.time != y.time ? x.time < y.time : x.delta < y.delta;
-    });
     LivePeak p;
     int64_t live = 0;
-    for (const auto& e : ev) {
-        live += e.delta;
-        if (live > p.bytes) { p.bytes = live; p.time = e.time; }
+    std::array<int64_t, kCategoryCount> by_category{};
+    for (const MemoryEvent& e : memory_events(a, device)) {
+        const size_t i = static_cast<size_t>(e.row);
+        if (a.bytes[i] <= 0) continue;
+        const int64_t d = e.free ? -a.bytes[i] : a.bytes[i];
+        live += d;
+        by_category[static_cast<size_t>(a.category[i])] += d;
+        if (live > p.bytes) {
+            p.bytes = live;
+            p.time = e.time;
+            p.by_category = by_category;
+        }
     }
-    for (size_t i = 0; i < a.size(); ++i)
-        if (a.device[i] == device && a.bytes[i] > 0 && a.t_alloc[i] <= p.time && a.t_free[i] > p.time)
-            p.by_category[static_cast<size_t>(a.category[i])] += a.bytes[i];
     return p;
 }
 

@@ -214,6 +214,33 @@ void add_allocator_settings(const PickleDoc& d, std::optional<Id> settings, std:
     meta["allocator.conf"] = conf;
 }
 
+// The trace time (ns) of each event of one device: 1000 x (time_us - the first time_us) + 1 + k
+// for the k-th event (from 0, in the file's order) of its microsecond, or 1 + k * 1000 / n of
+// n when more than 1000 share one. So the trace keeps the order in which the allocator made
+// them (docs/trace-format.md "Events at one instant"), (t - 1) / 1000 is still the recorded
+// microsecond, and t = 0 is before the first event: blocks allocated before recording begin
+// there. Without time_us: event k (from 0) at k + 1 ns.
+std::vector<int64_t> event_times(const std::vector<Event>& evs, bool all_timed, double t_min) {
+    std::vector<int64_t> t(evs.size());
+    if (!all_timed) {
+        for (size_t k = 0; k < evs.size(); ++k) t[k] = static_cast<int64_t>(k) + 1;
+        return t;
+    }
+    std::unordered_map<int64_t, std::pair<int64_t, int64_t>> per_us;   // us -> (events, seen so far)
+    per_us.reserve(evs.size());
+    for (size_t k = 0; k < evs.size(); ++k) {
+        t[k] = static_cast<int64_t>(std::floor(evs[k].time_us - t_min));
+        ++per_us[t[k]].first;
+    }
+    for (size_t k = 0; k < evs.size(); ++k) {
+        auto& [n, seen] = per_us[t[k]];
+        const int64_t offset = n <= 1000 ? seen : seen * 1000 / n;
+        ++seen;
+        t[k] = t[k] * 1000 + 1 + offset;
+    }
+    return t;
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
@@ -332,11 +359,11 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         // old ones have only 'free'. free_requested marks the end only where nothing else does.
         bool has_completed = std::any_of(evs.begin(), evs.end(), [](const Event& e) { return e.action == kFreeCompleted; });
         int64_t reserved = 0, reserved_peak = 0;
+        const std::vector<int64_t> times = event_times(evs, all_timed, t_min);
         for (size_t k = 0; k < evs.size(); ++k) {
             const Event& e = evs[k];
             ++action_counts[e.action];
-            // Order only: one nanosecond per event. Times are rounded to whole microseconds.
-            int64_t t = all_timed ? static_cast<int64_t>(e.time_us - t_min) * 1000 : static_cast<int64_t>(k + 1);
+            const int64_t t = times[k];
             auto bad = [&](const char* what) {
                 return Error(where(in, "device_traces[" + std::to_string(dev) + "][" + std::to_string(k) + "] (" +
                                            kActionNames[e.action] + "): " + what));

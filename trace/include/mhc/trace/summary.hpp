@@ -9,8 +9,9 @@
 
 namespace mhc::trace {
 
-// The peak of live allocation bytes on one device (frees at time t happen before
-// allocations at t). Allocations alive at the end count until the end.
+// The peak of live allocation bytes on one device, events at one instant in the order of
+// event_order.hpp (a block alive only at one instant counts). Allocations alive at the end
+// count until the end.
 struct LivePeak {
     int64_t bytes = 0;
     int64_t time = 0;
