@@ -42,6 +42,10 @@ _SHAPE_ONLY_INPUT = {
 }
 
 
+# The capture's phases as the trace's `phases` codes.
+_PHASE_CODE = {"forward": store.FORWARD, "backward": store.BACKWARD, "optimizer": store.OPTIMIZER_PHASE}
+
+
 class CaptureError(Exception):
     """The model cannot be captured: the message names the op and the reason (one line)."""
 
@@ -221,7 +225,8 @@ class Recording:
                       moved / self.spec.hbm_bw) + self.spec.launch_overhead_s
         dur = max(1, int(round(seconds * 1e9)))
         k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur,
-                         step=self.step, accesses=accesses)
+                         step=self.step, accesses=accesses, phase=_PHASE_CODE.get(self.phase, store.OTHER_PHASE),
+                         flops=flops, moved_bytes=moved)
         self.kernels.append(k)
         self.kernel_layer.append((self.layer_of(), self.phase))
         self.t = start + dur

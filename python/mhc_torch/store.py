@@ -19,6 +19,8 @@ PARAM, GRAD, OPTIMIZER, ACTIVATION, WORKSPACE, COMM, OTHER = range(7)
 CATEGORY_NAMES = ["param", "grad", "optimizer", "activation", "workspace", "comm", "other"]
 READ, WRITE, READ_WRITE = 1, 2, 3
 MARKER_STEP, MARKER_LAYER, MARKER_RANGE = 0, 1, 2
+FORWARD, BACKWARD, OPTIMIZER_PHASE, RECOMPUTE, OTHER_PHASE = range(5)
+PHASE_NAMES = ["forward", "backward", "optimizer", "recompute", "other"]
 
 _TABLES = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -44,6 +46,17 @@ CREATE TABLE copies (
 CREATE TABLE markers (
   id INTEGER PRIMARY KEY, name INTEGER NOT NULL, t_start INTEGER NOT NULL,
   t_end INTEGER NOT NULL, kind INTEGER NOT NULL, idx INTEGER NOT NULL);
+CREATE TABLE segments (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
+  address INTEGER NOT NULL, bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
+  expandable INTEGER NOT NULL, reconstructed INTEGER NOT NULL);
+CREATE TABLE modules (
+  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, parent INTEGER NOT NULL, type INTEGER NOT NULL);
+CREATE TABLE kernel_info (
+  kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
+  flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
+CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+  PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
 CREATE TABLE runs (
   id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
   created TEXT NOT NULL, base_run INTEGER NOT NULL DEFAULT 0);
@@ -73,6 +86,8 @@ INSERT INTO marker_kinds VALUES (0,'step'),(1,'layer'),(2,'range');
 CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 INSERT INTO event_kinds VALUES (0,'swap_out'),(1,'swap_in'),(2,'evict_clean'),(3,'drop'),
   (4,'recompute'),(5,'stall'),(6,'oom'),(7,'prefetch');
+CREATE TABLE phases (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO phases VALUES (0,'forward'),(1,'backward'),(2,'optimizer'),(3,'recompute'),(4,'other');
 """
 
 _INDEXES = """
@@ -104,6 +119,17 @@ class Kernel:
     accesses: dict[int, int] = field(default_factory=dict)  # allocation id -> mode
     stream: int = 0
     device: int = 0
+    module: str = ""  # fully qualified name of the innermost module running it ("" outside any)
+    phase: int = OTHER_PHASE
+    flops: int = 0
+    moved_bytes: int = 0  # the bytes the roofline counted as read and written
+
+
+@dataclass
+class Module:
+    name: str  # fully qualified, as ModTracker spells it
+    parent: str  # "" for a root
+    type: str  # class name
 
 
 @dataclass
@@ -115,8 +141,14 @@ class Marker:
     idx: int
 
 
-def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str]) -> None:
-    """Writes a complete trace to `path` atomically (temporary file, then rename)."""
+def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
+                modules=(), saved=()) -> None:
+    """Writes a complete trace to `path` atomically (temporary file, then rename).
+
+    `modules` (Module records, parents before children) and the kernels' module/phase/flops fill
+    the capture tables `modules` and `kernel_info`; `saved` is (allocation id, kernel id) pairs
+    for `saved_tensors`: the storages autograd saved for the backward and the op that saved them.
+    """
     tmp = f"{path}.tmp-{os.getpid()}"
     if os.path.exists(tmp):
         os.remove(tmp)
@@ -145,6 +177,15 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str]) 
             db.executemany(
                 "INSERT INTO accesses VALUES (?,?,?)",
                 ((k.id, a, m) for k in kernels for a, m in sorted(k.accesses.items())))
+            module_id = {"": 0}
+            for m in modules:
+                module_id[m.name] = len(module_id)
+                db.execute("INSERT INTO modules VALUES (?,?,?,?)",
+                           (module_id[m.name], intern(m.name), module_id[m.parent], intern(m.type)))
+            db.executemany(
+                "INSERT INTO kernel_info VALUES (?,?,?,?,?)",
+                ((k.id, module_id[k.module], k.phase, k.flops, k.moved_bytes) for k in kernels))
+            db.executemany("INSERT INTO saved_tensors VALUES (?,?)", sorted(set(saved)))
             db.executemany(
                 "INSERT INTO markers VALUES (?,?,?,?,?,?)",
                 ((i + 1, intern(m.name), m.t_start, m.t_end, m.kind, m.idx) for i, m in enumerate(markers)))

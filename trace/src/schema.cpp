@@ -30,6 +30,13 @@ CREATE TABLE segments (
   id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
   address INTEGER NOT NULL, bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
   expandable INTEGER NOT NULL, reconstructed INTEGER NOT NULL);
+CREATE TABLE modules (
+  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, parent INTEGER NOT NULL, type INTEGER NOT NULL);
+CREATE TABLE kernel_info (
+  kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
+  flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
+CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+  PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
 )SQL";
 
 const char* const kRunTables = R"SQL(
@@ -62,6 +69,8 @@ INSERT INTO marker_kinds VALUES (0,'step'),(1,'layer'),(2,'range');
 CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 INSERT INTO event_kinds VALUES (0,'swap_out'),(1,'swap_in'),(2,'evict_clean'),(3,'drop'),
   (4,'recompute'),(5,'stall'),(6,'oom'),(7,'prefetch');
+CREATE TABLE phases (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO phases VALUES (0,'forward'),(1,'backward'),(2,'optimizer'),(3,'recompute'),(4,'other');
 )SQL";
 
 const char* const kIndexes = R"SQL(
