@@ -297,7 +297,7 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
                     ++rec_free;
                 }
             }
-            std::string at = "at " + std::to_string(tm) + " ns";
+            std::string at = t.order_only() ? "at event #" + std::to_string(tm) : "at " + std::to_string(tm) + " ns";
             if (ai >= 0)
                 at += " (allocation " + std::to_string(a.id[static_cast<size_t>(ai)]) + ", " +
                       format_bytes(a.bytes[static_cast<size_t>(ai)]) + ", stream " +

@@ -391,6 +391,9 @@ bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
 std::vector<std::string> trace_warnings(const Prepared& p) {
     std::vector<std::string> w;
     std::string dev = "device " + std::to_string(p.device);
+    if (p.t->order_only())
+        w.push_back("the trace's timing is order only (its source has no timestamps): times are event numbers, so "
+                    "throughput loss, stalls and makespan are not times and are not reported; memory figures stand");
     if (p.alloc_order.empty())
         w.push_back(dev + " has no allocations: there is nothing to limit, so the run says nothing about memory");
     if (p.korder.empty())

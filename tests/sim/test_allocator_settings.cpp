@@ -371,16 +371,11 @@ TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md
         CHECK(e.cold_peak == 13941866496);
         CHECK(e.cold_segments == 247);
     }
-    SECTION("mosaic (synthetic): its segments cannot hold its own blocks") {
-        auto c = compare_public("torch-snapshot/mosaic-synthetic.pickle");
-        CHECK(c.settings == "expandable_segments:True");   // inferred from the segments
-        CHECK(c.recorded_peak == 262144000);
-        CHECK(c.recorded_segments == 5);
-        CHECK(c.model_peak == 2329935872);
-        CHECK(c.model_segments == 47);
-        CHECK(c.diverged);
-        CHECK(c.diverge_time == 0);
-        CHECK(c.blocks_outside_segments == 520);   // of 537: said in the output, not only a divergence
+    SECTION("mosaic (synthetic): its segments cannot hold its own blocks, so the import leaves them out") {
+        // 520 of its 537 allocations lie in no segment: mhc import drops the 5 rows with a
+        // warning (meta segments), and there is nothing to compare with.
+        CHECK_THROWS_WITH(compare_public("torch-snapshot/mosaic-synthetic.pickle"),
+                          Catch::Contains("no segments recorded"));
     }
 }
 #endif

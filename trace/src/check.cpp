@@ -242,7 +242,10 @@ void check_segments(const TraceData& t, CheckReport& r) {
     }
 }
 
+// Only where the trace says its segments hold its allocations (a PyTorch snapshot): the
+// recorder's segments are the driver's allocations, and pool allocations lie outside them.
 void check_allocations_in_segments(const TraceData& t, CheckReport& r) {
+    if (t.meta_or("segments.hold_allocations", "") != "true") return;
     const auto& a = t.allocations;
     for (size_t i : allocations_outside_segments(t))
         r.problems.push_back({"outside-segment", "allocations", a.id[i],

@@ -557,6 +557,8 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     imp.block_sizes(segments, rules);
     imp.write(segments);
     r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
+    // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).
+    if (!segments.empty()) r.meta["segments.hold_allocations"] = "true";
     imp.meta(r, ev);
 }
 
