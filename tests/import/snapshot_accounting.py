@@ -16,8 +16,10 @@ For every device of every snapshot, replaying its events in file order:
   * the end state: the blocks the replay leaves alive are the end state's active blocks, and
     their sizes add up to the segments' own figures.
 `mhc info --json` must give the three peaks within 0.1%, and `mhc simulate --capacity unlimited`
-must give back the baseline (simulated peak = baseline peak = info's peak). Exit status 1 on a
-mismatch, with one line per figure.
+must give back the baseline (simulated peak = baseline peak = info's peak). The same holds for two
+variants of each file written here: without time_us (timing order-only, said by info and simulate)
+and with time_us rounded down to 100 us (blocks allocated and freed within one microsecond).
+Exit status 1 on a mismatch, with one line per figure.
 """
 import gzip
 import json
@@ -217,38 +219,70 @@ def mhc(exe, *args):
     return r.stdout
 
 
+def variants(snap):
+    """(name, snapshot, expected meta timing): the file as recorded, and two variants of its
+    shape: without time_us (order only), and with time_us rounded down to 100 us, where many
+    blocks are allocated and freed in one microsecond (file order decides, not the clock)."""
+    timed = all("time_us" in e for t in snap["device_traces"] for e in t)
+    yield "as recorded", snap, "exact" if timed else "order-only"
+    if not timed or not any(snap["device_traces"]):
+        return
+    strip = dict(snap, device_traces=[[{k: v for k, v in e.items() if k != "time_us"} for e in t]
+                                      for t in snap["device_traces"]])
+    yield "without time_us", strip, "order-only"
+    coarse = dict(snap, device_traces=[[dict(e, time_us=e["time_us"] // 100 * 100) for e in t]
+                                       for t in snap["device_traces"]])
+    yield "time_us rounded to 100 us", coarse, "exact"
+
+
+def check(exe, name, snap, timing, path, tmp):
+    failures = 0
+    db = os.path.join(tmp, "t.db")
+    mhc(exe, "import", path, "-o", db, "--force")
+    info = json.loads(mhc(exe, "info", db, "--json"))
+    got = {m["device"]: m for m in info.get("memory", [])}
+    if info.get("timing") != timing:
+        print(f"{name}: timing {info.get('timing')}, want {timing}  MISMATCH")
+        failures += 1
+    for device, trace in enumerate(snap["device_traces"]):
+        if not any(e["action"] == "alloc" for e in trace) and device not in got:
+            continue
+        want = replay(snap, device)
+        if not want["end_state"]:
+            print(f"{name} device {device}: the replay does not end in the snapshot's end state  MISMATCH")
+            failures += 1
+        for key in ("peak_bytes", "requested_peak_bytes", "reserved_peak_bytes"):
+            w, g = want[key], got.get(device, {}).get(key)
+            if w is None and g is None:
+                continue
+            ok = w is not None and g is not None and abs(g - w) <= TOLERANCE * max(w, 1)
+            print(f"{name} device {device}: {key} mhc {g} snapshot {w}" + ("" if ok else "  MISMATCH"))
+            failures += not ok
+    sim = json.loads(mhc(exe, "simulate", db, "--capacity", "unlimited", "--allocator", "ideal",
+                         "--no-store", "--json"))
+    m, peak = sim["metrics"], info["peak"]["bytes"]
+    ok = m["baseline_peak_bytes"] == peak and m["simulated_peak_bytes"] == peak and sim["timing"] == timing
+    ok = ok and (timing != "order-only" or any("order only" in w for w in sim["warnings"]))
+    print(f"{name}: simulate --capacity unlimited baseline {m['baseline_peak_bytes']:.0f} "
+          f"simulated {m['simulated_peak_bytes']:.0f} info {peak} timing {sim['timing']}" + ("" if ok else "  MISMATCH"))
+    return failures + (not ok)
+
+
 def main():
     exe, files = sys.argv[1], sys.argv[2:]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for path in files:
-            name = os.path.basename(path)
             snap = load(path)
-            db = os.path.join(tmp, name + ".db")
-            mhc(exe, "import", path, "-o", db, "--force")
-            info = json.loads(mhc(exe, "info", db, "--json"))
-            got = {m["device"]: m for m in info.get("memory", [])}
-            for device, trace in enumerate(snap["device_traces"]):
-                if not any(e["action"] == "alloc" for e in trace) and device not in got:
-                    continue
-                want = replay(snap, device)
-                if not want["end_state"]:
-                    print(f"{name} device {device}: the replay does not end in the snapshot's end state")
-                    failures += 1
-                for key in ("peak_bytes", "requested_peak_bytes", "reserved_peak_bytes"):
-                    w, g = want[key], got.get(device, {}).get(key)
-                    if w is None and g is None:
-                        continue
-                    ok = w is not None and g is not None and abs(g - w) <= TOLERANCE * max(w, 1)
-                    print(f"{name} device {device}: {key} mhc {g} snapshot {w}" + ("" if ok else "  MISMATCH"))
-                    failures += not ok
-            sim = json.loads(mhc(exe, "simulate", db, "--capacity", "unlimited", "--allocator", "ideal",
-                                 "--no-store", "--json"))["metrics"]
-            peak = info["peak"]["bytes"]
-            ok = sim["baseline_peak_bytes"] == peak and sim["simulated_peak_bytes"] == peak
-            print(f"{name}: simulate --capacity unlimited baseline {sim['baseline_peak_bytes']:.0f} "
-                  f"simulated {sim['simulated_peak_bytes']:.0f} info {peak}" + ("" if ok else "  MISMATCH"))
-            failures += not ok
+            for variant, s, timing in variants(snap):
+                name = f"{os.path.basename(path)} ({variant})"
+                p = path
+                if s is not snap:
+                    p = os.path.join(tmp, "variant.pickle")
+                    with open(p, "wb") as f:
+                        pickle.dump(s, f, protocol=4)
+                failures += check(exe, name, s, timing, p, tmp)
+    print(f"{failures} mismatches" if failures else "every figure matches")
     return 1 if failures else 0
 
 

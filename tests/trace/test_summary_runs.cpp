@@ -142,3 +142,23 @@ TEST_CASE("a begun run stays marked incomplete until finished", "[runs]") {
     CHECK(list_runs(p.path).at(0).status == "complete");
     CHECK(load_run(p.path, id).metrics.at("measured_peak_bytes") == 10);
 }
+
+TEST_CASE("info on an order-only trace: times are event numbers, memory figures stand", "[summary][order-only]") {
+    TempPath p("order.db");
+    {
+        Writer w(p.path);
+        w.set_meta("timing", "order-only");
+        w.add(Allocation{1, 0, 0, 100, 1, 7, 0, Category::Other, 0});
+        w.add(Allocation{2, 0, 0, 50, 3, kNoTime, 0, Category::Other, 0});
+        w.finish();
+    }
+    Summary s = summarize(load_trace(p.path));
+    std::string text = to_text(s);
+    CHECK(text.find("timing      order only") != std::string::npos);
+    CHECK(text.find("duration    6 events") != std::string::npos);
+    CHECK(text.find("peak        150 B live on device 0 at event #3") != std::string::npos);
+    CHECK(text.find("kernel time") == std::string::npos);   // a time: not said
+    CHECK(nlohmann::json::parse(to_json(s))["timing"] == "order-only");
+    CHECK(order_only_timing("order"));   // read the same
+    CHECK_FALSE(order_only_timing("exact"));
+}
