@@ -173,20 +173,20 @@ std::string to_text(const Summary& s) {
     else
         line("peak        %s live on device %d at %s\n", format_bytes(s.peak.bytes).c_str(),
              s.peak_device, when(s.peak.time).c_str());
-    for (const auto& m : s.memory) {
-        if (m.requested < 0 && m.reserved < 0) continue;
-        std::string dev = s.memory.size() > 1 ? " on device " + std::to_string(m.device) : "";
-        if (m.requested >= 0)
-            line("  requested %s peak%s (what the program asked for; the peak above counts the allocator's "
-                 "blocks)\n", format_bytes(m.requested).c_str(), dev.c_str());
-        if (m.reserved >= 0)
-            line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(m.reserved).c_str(), dev.c_str());
-    }
     for (int c = 0; c < kCategoryCount; ++c)
         if (s.peak.by_category[static_cast<size_t>(c)] > 0)
             line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
                  format_bytes(s.peak.by_category[static_cast<size_t>(c)]).c_str(),
                  100.0 * s.peak.by_category[static_cast<size_t>(c)] / double(std::max<int64_t>(1, s.peak.bytes)));
+    for (const auto& m : s.memory) {
+        if (m.requested < 0 && m.reserved < 0) continue;
+        std::string dev = s.memory.size() > 1 ? " on device " + std::to_string(m.device) : "";
+        if (m.requested >= 0)
+            line("requested   %s peak%s (what the program asked for; `peak` counts the allocator's blocks)\n",
+                 format_bytes(m.requested).c_str(), dev.c_str());
+        if (m.reserved >= 0)
+            line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(m.reserved).c_str(), dev.c_str());
+    }
     // Traces without addresses (Kineto before about PyTorch 1.10): say what is exact and what is not.
     for (const auto& [k, v] : s.meta)
         if (k == "pairing" && v == "size")
