@@ -1,7 +1,8 @@
-// PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot) -> trace.
+// PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot) -> trace (docs/import.md).
 // device_traces[d] is the event history of device d; `segments` is the allocator's end state.
 // Allocations that existed before recording began show up only as a free without an alloc
 // or as an allocated block in the end state: both are reconstructed as alive from t = 0.
+// Events carry requested sizes; each allocation's block is found by snapshot_blocks.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
