@@ -217,11 +217,13 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     c.empty_cache_calls = static_cast<int64_t>(calls.size());
     std::sort(evs.begin(), evs.end());
 
+    // Samples at the model's events. A recorded segment event counts at the next of them: a
+    // snapshot records the cudaMalloc an allocation needs (and the frees of an out-of-memory
+    // retry) just before that allocation, 1 ns apart in the trace (docs/import.md).
     std::vector<int64_t> times;
     for (const auto& e : evs) times.push_back(e.t);
-    for (const auto& d : rec) times.push_back(d.first);
-    std::sort(times.begin(), times.end());
     times.erase(std::unique(times.begin(), times.end()), times.end());
+    if (!rec.empty() && (times.empty() || rec.back().first > times.back())) times.push_back(rec.back().first);
 
     auto run = [&](bool warm) {
         Run r;
@@ -299,8 +301,8 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     double weighted = 0, plain = 0, covered = 0;
     int64_t compared = 0;
     for (size_t k = 0; k < times.size(); ++k) {
-        const int64_t tm = times[k];
-        for (; j < rec.size() && rec[j].first == tm; ++j) cur += rec[j].second;
+        const int64_t tm = times[k], since = k > 0 ? times[k - 1] : INT64_MIN;   // recorded events in (since, tm]
+        for (; j < rec.size() && rec[j].first <= tm; ++j) cur += rec[j].second;
         while (call < calls.size() && calls[call].last <= tm) ++call;
         if (call < calls.size() && calls[call].first <= tm) continue;
         const int64_t diff = w.reserved_at[k] - cur;
@@ -323,12 +325,12 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
             std::string recd;
             int64_t rec_alloc = 0, rec_free = 0;
             for (const auto* s : S) {
-                if (s->t_alloc == tm && !s->reconstructed) {
+                if (s->t_alloc > since && s->t_alloc <= tm && !s->reconstructed) {
                     recd += (recd.empty() ? "" : ", ") + std::string(s->expandable ? "map " : "cudaMalloc ") +
                             format_bytes(s->bytes) + " (stream " + std::to_string(s->stream) + ")";
                     ++rec_alloc;
                 }
-                if (s->t_free == tm) {
+                if (s->t_free != trace::kNoTime && s->t_free > since && s->t_free <= tm) {
                     recd += (recd.empty() ? "" : ", ") + std::string(s->expandable ? "unmap " : "cudaFree ") +
                             format_bytes(s->bytes) + " (stream " + std::to_string(s->stream) + ")";
                     ++rec_free;
