@@ -514,3 +514,15 @@ TEST_CASE("mhc allocator: allocations outside the recorded segments are counted 
     CHECK(sim::to_text(c).find("recording inconsistent: 2 of 4 allocations lie outside") != std::string::npos);
     CHECK(sim::to_json(c).find("\"blocks_outside_segments\":2") != std::string::npos);
 }
+
+TEST_CASE("mhc allocator on an order-only trace names the divergence by event", "[sim][allocator][compare][order-only]") {
+    // 6 MiB at event 10 in a recorded 8 MiB segment; the model makes its 20 MiB one.
+    auto t = allocations({{6 * MiB, 10, 20}});
+    std::vector<trace::Segment> s{seg(0x1000000, 8 * MiB, 10, trace::kNoTime)};
+    t.meta["timing"] = "order-only";
+    auto c = sim::compare_allocator(t, s, 0, "");
+    REQUIRE(c.diverged);
+    CHECK(c.why.rfind("at event #10 ", 0) == 0);
+    t.meta["timing"] = "exact";
+    CHECK(sim::compare_allocator(t, s, 0, "").why.rfind("at 10 ns ", 0) == 0);
+}
