@@ -96,6 +96,8 @@ public:
     std::shared_ptr<CompareUi> compare_ui;
     std::shared_ptr<StatisticsUi> statistics_ui;
 
+    // The trace's timing is order only (meta timing): its times are event numbers.
+    bool order_only() const;
     const ViewRun* run(int index);           // loads on first use; nullptr and sets error if it fails
     const ViewRun* selected_run() { return selected >= 0 ? run(selected) : nullptr; }
     void refresh_runs();                     // re-reads the run list (after a launch)
