@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
             max_items = std::max(max_items, items);
             c = cpu_ms();
             prepare_curve(t.live, range, width, cols);
-            layout_bands(t.allocations, t.live, range, width, 300, 1024, bands);   // as the memory view
+            layout_bands(t.allocations, t.live, &keys, range, width, 300, 1024, bands);   // as the memory view
             mem = std::max(mem, cpu_ms() - c);
         }
         std::printf("%-14s %12.3f %12zu %12.3f %12zu %10zu\n", format_duration(span).c_str(), tl, max_items,

@@ -25,15 +25,11 @@ void add(AllocationTable& a, int64_t bytes, int64_t t0, int64_t t1) {
     a.category.push_back(mhc::trace::Category::Activation);
 }
 
-// The loader's derived columns (load.cpp), built the same way.
+// The loader's derived columns (load.cpp, finish_allocations) and the live curve.
 Curve finish(AllocationTable& a) {
-    a.by_size.resize(a.size());
-    for (uint32_t i = 0; i < a.size(); ++i) a.by_size[i] = i;
-    std::stable_sort(a.by_size.begin(), a.by_size.end(), [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
-    for (uint32_t i : a.by_size) { a.by_size_alloc.push_back(a.t_alloc[i]); a.by_size_free.push_back(a.t_free[i]); }
-    a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
-    a.sorted_alloc = a.t_alloc;
-    std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
+    int64_t t1 = 0;
+    for (size_t i = 0; i < a.size(); ++i) t1 = std::max(t1, a.t_free[i] == mhc::trace::kNoTime ? a.t_alloc[i] : a.t_free[i]);
+    finish_allocations(a, 0, t1);
     return Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
 }
 
@@ -61,7 +57,7 @@ TEST_CASE("bands: equal-sized activations of every step are drawn at full zoom-o
     Curve live = finish(a);
     const int W = 600, H = 300;
     BandLayout b;
-    layout_bands(a, live, {0, 6 * step_ns}, W, H, 1024, b, 64);
+    layout_bands(a, live, nullptr, {0, 6 * step_ns}, W, H, 1024, b, 64);
     REQUIRE(b.bands.size() <= 1024);
     CHECK(b.bands.size() + b.summarised == a.size());
     // Cap 64 draws 6 x 63 + 1 = 379 bands, within half the budget, so the cap doubles to 128:
@@ -84,12 +80,12 @@ TEST_CASE("bands: equal-sized activations of every step are drawn at full zoom-o
         CHECK(b.drawn_top[mid] == Approx(400.0 * MiB + 127 * 16.0 * MiB));
     }
     // Zoomed into one step, its 301 bands fit the budget: all drawn, no cap.
-    layout_bands(a, live, {2 * step_ns, 3 * step_ns}, W, H, 1024, b, 64);
+    layout_bands(a, live, nullptr, {2 * step_ns, 3 * step_ns}, W, H, 1024, b, 64);
     CHECK(b.per_column == 0);
     CHECK(b.bands.size() == 301);
     CHECK(b.summarised == 0);
     // Without the per-column cap the old behaviour comes back: the last steps get nothing.
-    layout_bands(a, live, {0, 6 * step_ns}, W, H, 1024, b, SIZE_MAX);
+    layout_bands(a, live, nullptr, {0, 6 * step_ns}, W, H, 1024, b, SIZE_MAX);
     REQUIRE(b.bands.size() == 1024);
     for (uint32_t i : b.bands) CHECK(a.t_alloc[i] < 4 * step_ns);
 }
@@ -111,7 +107,7 @@ TEST_CASE("bands: drawn iff among the per_column largest of one of its columns (
         const int W = 200 + static_cast<int>(rng() % 600), H = 2000;
         const size_t start = 1 + rng() % 12, budget = 150;
         BandLayout b;
-        layout_bands(a, live, {t0, t1}, W, H, budget, b, start);
+        layout_bands(a, live, nullptr, {t0, t1}, W, H, budget, b, start);
         CHECK(b.bands.size() <= budget);
         // The cap: none when everything eligible fits, else start x 2^k.
         const size_t K = b.per_column ? b.per_column : SIZE_MAX;

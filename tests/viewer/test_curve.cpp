@@ -110,14 +110,8 @@ TEST_CASE("bands: drawn + summarised = allocations overlapping the range; bands 
         a.device.push_back(0);
         a.category.push_back(mhc::trace::Category::Activation);
     }
-    // The loader's derived columns, built the same way.
-    a.by_size.resize(a.size());
-    for (uint32_t i = 0; i < a.size(); ++i) a.by_size[i] = i;
-    std::stable_sort(a.by_size.begin(), a.by_size.end(), [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
-    for (uint32_t i : a.by_size) { a.by_size_alloc.push_back(a.t_alloc[i]); a.by_size_free.push_back(a.t_free[i]); }
-    a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
-    a.sorted_alloc = a.t_alloc;
-    std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
+    // The loader's derived columns.
+    finish_allocations(a, 0, 1'200'000);
     Curve live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
     for (int q = 0; q < 50; ++q) {
         int64_t t0 = static_cast<int64_t>(rng() % 1'200'000);
@@ -126,7 +120,7 @@ TEST_CASE("bands: drawn + summarised = allocations overlapping the range; bands 
         for (size_t i = 0; i < a.size(); ++i) brute += a.t_alloc[i] < t1 && a.t_free[i] > t0;
         REQUIRE(a.overlapping(t0, t1) == brute);
         BandLayout b;
-        layout_bands(a, live, {t0, t1}, 800, 300, 64, b);
+        layout_bands(a, live, nullptr, {t0, t1}, 800, 300, 64, b);
         CHECK(b.bands.size() + b.summarised == brute);
         CHECK(b.bands.size() <= 64);
         CHECK(b.segments.size() <= 64 * 800);

@@ -6,6 +6,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/summary.hpp"
+#include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/stats.hpp"
@@ -104,17 +105,26 @@ TEST_CASE("active-memory bands: largest drawn, stacked in allocation order, rest
     fixture::write_known_trace(p.path, false);
     ViewTrace t = load_view_trace(p.path);
     BandLayout b;
-    layout_bands(t.allocations, t.live, {0, 1000 * us}, 1000, 400, 2, b);
+    BandKeys keys = band_keys(t, BandColoring::Category);
+    layout_bands(t.allocations, t.live, &keys, {0, 1000 * us}, 1000, 400, 2, b);
     // Two bands allowed: act_big (1024 MiB) and weights (400 MiB); ws (64 MiB) summarised.
     REQUIRE(b.bands.size() == 2);
-    CHECK(t.allocations.id[b.bands[0]] == 1);   // weights first: allocated first, at the bottom
+    CHECK(t.allocations.id[b.bands[0]] == 1);   // weights first: a parameter, at the bottom
     CHECK(t.allocations.id[b.bands[1]] == 2);
     CHECK(b.summarised == 1);
     // At 500 us act_big sits on top of weights.
     CHECK(b.hit(500, 100.0 * MiB) == 0);                 // allocation index of weights
     CHECK(b.hit(500, 900.0 * MiB) == 1);                 // act_big
-    CHECK(b.hit(200, 420.0 * MiB) == -1);                // ws, in the summary band
+    int64_t summary = -1;
+    CHECK(b.hit(200, 420.0 * MiB, &summary) == -1);      // ws, summarised by bytes in its key's band
+    REQUIRE(summary >= 0);
+    CHECK(b.summaries[static_cast<size_t>(summary)].key == static_cast<uint8_t>(mhc::trace::Category::Workspace));
+    CHECK(b.summaries[static_cast<size_t>(summary)].y1 - b.summaries[static_cast<size_t>(summary)].y0 == 64.0 * MiB);
     CHECK(b.hit(800, 420.0 * MiB) == -2);                // nothing there
+    // The legend's figures at the peak (1424 MiB at 450 us): weights and act_big, nothing summarised.
+    CHECK(b.peak_key_bytes[static_cast<size_t>(mhc::trace::Category::Param)] == 400.0 * MiB);
+    CHECK(b.peak_key_bytes[static_cast<size_t>(mhc::trace::Category::Activation)] == 1024.0 * MiB);
+    CHECK(b.peak_summarised_bytes == 0);
     CHECK(b.drawn_top[500] == 1424.0 * MiB);
     CHECK(b.total[200] == 464.0 * MiB);
     for (size_t x = 0; x < b.total.size(); ++x) CHECK(b.drawn_top[x] <= b.total[x]);

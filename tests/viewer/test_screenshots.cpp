@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "fixtures.hpp"
+#include "mhc/trace/import/import.hpp"
+#include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
 
 using namespace mhc::viewer;
@@ -86,6 +88,16 @@ size_t distinct_colours(const Image& img) {
 }
 
 }  // namespace
+
+// The colour the memory view gives allocation `id`'s band under colouring `c` (computed by the
+// core from the same trace, independently of the window).
+uint32_t band_of(const std::string& db, BandColoring c, int64_t id) {
+    ViewTrace t = load_view_trace(db);
+    BandKeys keys = band_keys(t, c);
+    int64_t i = t.allocations.index_of(id);
+    REQUIRE(i >= 0);
+    return band_color(keys, t.allocations, static_cast<size_t>(i));
+}
 
 // A point inside a track's boxes clear of their centred label text.
 double row_y(const nlohmann::json& t) { return t["y1"].get<double>() - 4; }
@@ -260,9 +272,11 @@ TEST_CASE("memory screenshot: the peak's column, its height, and the bands") {
     const auto& b = m["bands"];
     double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
     double xb = x_at(b, m, 500 * us);
-    CHECK(near(s.img.at(xb, by - 200.0 * MiB / bmax * bh), category_color(mhc::trace::Category::Param)));
-    CHECK(near(s.img.at(xb, by - 900.0 * MiB / bmax * bh), category_color(mhc::trace::Category::Activation)));
-    CHECK(near(s.img.at(x_at(b, m, 200 * us), by - 430.0 * MiB / bmax * bh), category_color(mhc::trace::Category::Workspace)));
+    CHECK(near(s.img.at(xb, by - 200.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 1)));   // weights
+    CHECK(near(s.img.at(xb, by - 900.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 2)));   // act_big
+    CHECK(near(s.img.at(x_at(b, m, 200 * us), by - 430.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 3)));
+    // Bands keep their category's hue, a little lighter or darker each.
+    CHECK(std::abs(blue(band_of(db.path, BandColoring::Category, 1)) - blue(category_color(mhc::trace::Category::Param))) < 40);
     CHECK(m["coloring"] == "category");
     // No legend entry overlaps a byte label of either axis.
     auto overlap = [](const nlohmann::json& p, const nlohmann::json& q) {
@@ -297,19 +311,20 @@ TEST_CASE("memory screenshot of an imported trace: bands by source frame, not on
     double x = x_at(b, m, 500 * us);
     uint32_t a = s.img.at(x, by - 128.0 * MiB / bmax * bh), bb = s.img.at(x, by - 768.0 * MiB / bmax * bh),
              c = s.img.at(x, by - 1056.0 * MiB / bmax * bh);
-    CHECK(near(a, name_color(fixture::kFrameA)));
-    CHECK(near(bb, name_color(fixture::kFrameB)));
-    CHECK(near(c, name_color(fixture::kFrameC)));
+    CHECK(near(a, band_of(db.path, BandColoring::Label, 1)));
+    CHECK(near(bb, band_of(db.path, BandColoring::Label, 3)));
+    CHECK(near(c, band_of(db.path, BandColoring::Label, 4)));
     CHECK(!near(a, bb, 20));
     for (uint32_t px : {a, bb, c}) {
         CHECK(!near(px, kSummary, 20));
         CHECK(!near(px, category_color(mhc::trace::Category::Other), 20));
     }
-    // The legend names the frames, in their colours.
+    // The legend names the frames with their bytes at the peak, in their colours.
     std::set<std::string> texts;
     for (const auto& e : m["legend"]) texts.insert(e["text"].get<std::string>());
-    CHECK(texts.count(fixture::kFrameA));
-    CHECK(texts.count(fixture::kFrameB));
+    CHECK(texts.count(std::string(fixture::kFrameA) + ": 512 MiB"));
+    CHECK(texts.count(std::string(fixture::kFrameB) + ": 512 MiB"));
+    CHECK(texts.count(std::string(fixture::kFrameC) + ": 64 MiB"));
 }
 
 TEST_CASE("compare screenshot: both runs' curves overlaid") {
@@ -618,4 +633,93 @@ TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reac
     bool found = false;
     for (double dy = -2; dy <= 2; ++dy) found |= near(n.img.at(x_at(c, c9, 5700 * us), y + dy), series_color(8), 6);
     CHECK(found);
+}
+
+TEST_CASE("memory bands people can read: long-lived state at the bottom, the rest summarised by bytes") {
+    // A 512 MiB activation made first, the 1 GiB weights made after it (memory_viz's allocation
+    // order would put them on top), one 512 MiB activation and 2000 activations of 1 MiB, too
+    // thin to draw (half a pixel is ~5 MiB here), over [200, 800) us.
+    using namespace mhc::trace;
+    fixture::TempPath db("layers.db");
+    {
+        Writer w(db.path);
+        w.set_meta("source", "viewer-test-bands");
+        int64_t act = w.intern("act"), wt = w.intern("weights");
+        w.add(Allocation{1, 0, 0, 512 * MiB, 0, 1000 * us, 7, Category::Activation, act});
+        w.add(Allocation{2, 0, 0, 1024 * MiB, 100 * us, kNoTime, 7, Category::Param, wt});
+        w.add(Allocation{3, 0, 0, 512 * MiB, 300 * us, 700 * us, 7, Category::Activation, act});
+        for (int i = 0; i < 2000; ++i)
+            w.add(Allocation{4 + i, 0, 0, MiB, 200 * us + i, 800 * us - i, 7, Category::Activation, act});
+        w.finish();
+    }
+    Shot s = shoot(db.path, "--view memory --size 1400x700");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    const auto& b = m["bands"];
+    double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
+    double x = x_at(b, m, 500 * us);
+    auto at = [&](double mib) { return s.img.at(x, by - mib * MiB / bmax * bh); };
+    // At 500 us, bottom up: weights [0, 1024), activation #1 [1024, 1536), #3 [1536, 2048), the
+    // 2000 small ones drawn together, muted, [2048, 4048) MiB.
+    CHECK(near(at(500), band_of(db.path, BandColoring::Category, 2)));
+    CHECK(near(at(1300), band_of(db.path, BandColoring::Category, 1)));
+    CHECK(near(at(1800), band_of(db.path, BandColoring::Category, 3)));
+    BandKeys keys = band_keys(load_view_trace(db.path), BandColoring::Category);
+    const auto activation = static_cast<uint8_t>(Category::Activation);
+    CHECK(near(at(3000), summary_color(keys, activation)));
+    CHECK(near(at(3900), summary_color(keys, activation)));
+    CHECK(!near(at(4200), summary_color(keys, activation), 20));
+    // The muted colour is its key's hue, not one slate for everything.
+    CHECK(green(summary_color(keys, activation)) > red(summary_color(keys, activation)));
+    // The legend says bytes at the peak: the muted bytes, then each category.
+    std::vector<std::string> texts;   // the bands' legend: from its head on
+    for (const auto& e : m["legend"])
+        if (!texts.empty() || e["text"].get<std::string>().rfind("by category", 0) == 0) texts.push_back(e["text"]);
+    REQUIRE(texts.size() == 4);
+    CHECK(texts[0] == "by category, at the peak (3.95 GiB at 300 us):");
+    CHECK(texts[1] == "muted: 2000 smaller allocations, 1.95 GiB");
+    CHECK(texts[2] == "activation: 2.95 GiB");
+    CHECK(texts[3] == "param: 1 GiB");
+    CHECK(m["summarised"] == 2000);
+}
+
+TEST_CASE("memory bands of a real Kineto trace: size classes from its own sizes, told apart") {
+    // ResNet-50 (tests/data/public): no categories, no labels; 6 MiB to 98 MiB activations. Fixed
+    // classes put every drawn band in "16-128 MiB"; the trace's own fifths of bytes separate them.
+    fixture::TempPath db("resnet.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz",
+                                    db.path, opt);
+    Shot s = shoot(db.path, "--view memory --size 1400x700");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    CHECK(m["coloring"] == "size");
+    ViewTrace t = load_view_trace(db.path);
+    BandKeys keys = band_keys(t, BandColoring::SizeClass);
+    REQUIRE(keys.count() == 5);
+    // Every class holds bytes at the peak, and the legend says how many.
+    int classes = 0;
+    for (const auto& e : m["legend"]) {
+        std::string text = e["text"];
+        for (const std::string& n : keys.name)
+            if (text.rfind(n + ": ", 0) == 0) ++classes;
+    }
+    CHECK(classes == 5);
+    // Down the peak's column, the drawn bands take at least four classes' colours.
+    const auto& b = m["bands"];
+    double x = b["x0"].get<double>() + m["band_peak_col"].get<double>() + 0.5;
+    std::set<int> seen;
+    for (double y = b["y0"].get<double>() + 2; y < b["y1"].get<double>() - 1; y += 1)
+        for (size_t k = 0; k < keys.count(); ++k) {
+            uint32_t px = s.img.at(x, y), c = keys.color[k];
+            double f = static_cast<double>(red(px) + green(px) + blue(px) + 1) / (red(c) + green(c) + blue(c) + 1);
+            // The same hue, 0.86-1.14 as bright (each band's shade).
+            if (f > 0.8 && f < 1.2 && std::abs(red(px) - red(c) * f) < 12 && std::abs(green(px) - green(c) * f) < 12 &&
+                std::abs(blue(px) - blue(c) * f) < 12)
+                seen.insert(static_cast<int>(k));
+        }
+    CHECK(seen.size() >= 4);
 }

@@ -3,6 +3,7 @@
 // reserved vs allocated as memory_viz's segment view) with the caching model's reserved bytes for
 // the same allocations, and memory_viz-style active-memory bands of the allocations.
 #include <algorithm>
+#include <memory>
 
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
@@ -61,6 +62,7 @@ constexpr ImU32 kModelReserved = IM_COL32(240, 170, 60, 255);
 
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
+constexpr float kLegendRow = 17.f;
 
 }  // namespace
 
@@ -69,6 +71,7 @@ struct MemoryUi {
     Reserved reserved;
     CurveColumns cols, rec, res, mres;
     BandLayout bands;
+    std::unique_ptr<BandKeys> keys;   // the colour keys of the colouring in use
     int64_t tooltip_id = -1, tooltip_count = 0;   // access count of the hovered band, queried once
 };
 
@@ -90,23 +93,30 @@ void band_tooltip(App& app, MemoryUi& ui, int64_t idx) {
     ImGui::EndTooltip();
 }
 
-// Swatch + text entries left to right from `p`; each entry's rectangle goes to `out`.
-float legend_row(ImDrawList* dl, ImVec2 p, float x_max, const std::vector<LegendEntry>& entries, nlohmann::json& out) {
-    float x = p.x;
+// Swatch + text entries left to right from `p`, on up to `rows` rows; each entry's rectangle
+// goes to `out`. Entries that do not fit are left out.
+void legend_row(ImDrawList* dl, ImVec2 p, float x_max, const std::vector<LegendEntry>& entries, nlohmann::json& out,
+                int rows = 1) {
+    float x = p.x, y = p.y;
+    int row = 1;
     for (const LegendEntry& e : entries) {
         float w = ImGui::CalcTextSize(e.text.c_str()).x + (e.color ? 16.f : 0.f);
-        if (x + w > x_max) break;
+        if (x + w > x_max) {
+            if (row == rows) break;
+            ++row;
+            x = p.x + 12;
+            y += kLegendRow;
+        }
         float tx = x;
         if (e.color) {
-            dl->AddRectFilled({x, p.y + 3}, {x + 11, p.y + 14}, e.color);
+            dl->AddRectFilled({x, y + 3}, {x + 11, y + 14}, e.color);
             tx += 16;
         }
-        dl->AddText({tx, p.y}, IM_COL32(200, 200, 205, 255), e.text.c_str());
-        out.push_back({{"text", e.text}, {"color", e.color}, {"x0", x}, {"y0", p.y}, {"x1", x + w},
-                       {"y1", p.y + ImGui::GetFontSize()}});
+        dl->AddText({tx, y}, IM_COL32(200, 200, 205, 255), e.text.c_str());
+        out.push_back({{"text", e.text}, {"color", e.color}, {"x0", x}, {"y0", y}, {"x1", x + w},
+                       {"y1", y + ImGui::GetFontSize()}});
         x += w + 14;
     }
-    return x;
 }
 
 }  // namespace
@@ -205,31 +215,41 @@ void draw_memory(App& app) {
         legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
     }
 
-    // Lower plot: the bands.
-    ImVec2 b0{plot_x, c1.y + 8 + legend_h}, b1{plot_x + plot_w, origin.y + avail.y - 4};
+    // Lower plot: the bands, coloured by key (computed when the colouring changes).
+    if (!ui.keys || ui.keys->coloring != coloring) ui.keys = std::make_unique<BandKeys>(band_keys(*app.trace, coloring));
+    const BandKeys& keys = *ui.keys;
+    const AllocationTable& allocs = app.trace->allocations;
+    // (two legend rows: the keys' bytes may not fit on one)
+    ImVec2 b0{plot_x, c1.y + 8 + legend_h + kLegendRow}, b1{plot_x + plot_w, origin.y + avail.y - 4};
     dl->AddRectFilled(b0, b1, IM_COL32(36, 36, 42, 255));
     int bh = static_cast<int>(b1.y - b0.y);
-    layout_bands(app.trace->allocations, app.trace->live, app.range, W, bh, kMaxBands, bands);
+    layout_bands(allocs, app.trace->live, &keys, app.range, W, bh, kMaxBands, bands);
     double by_max = bands.y_max * 1.05;
     auto y_of = [&](double v) { return b1.y - static_cast<float>(v / by_max) * (b1.y - b0.y); };
     draw_bytes_axis(dl, b0, b1, by_max, &axis_labels);
+    for (const SummarySegment& s : bands.summaries)
+        dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, summary_color(keys, s.key));
     for (const BandSegment& s : bands.segments) {
         uint32_t i = bands.bands[s.band];
-        uint32_t c = band_color(*app.trace, i, coloring);
-        if (app.trace->allocations.id[i] == app.highlight_alloc) c = kHighlight;
+        uint32_t c = allocs.id[i] == app.highlight_alloc ? kHighlight : band_color(keys, allocs, i);
         dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, c);
-        // A darker line at the top edge separates neighbouring bands of one category.
+        // A darker line at the top edge separates neighbouring bands of one key.
         dl->AddLine({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y1)}, IM_COL32(20, 20, 25, 160));
     }
+    // The live bytes' maximum per column, where it rises above the stack (a spike inside a column).
     for (size_t x = 0; x < bands.total.size(); ++x)
-        if (bands.total[x] > bands.drawn_top[x])
-            dl->AddRectFilled({b0.x + x, y_of(bands.total[x])}, {b0.x + x + 1, y_of(bands.drawn_top[x])}, kSummary);
-    // Legend: what the colours are, then the summary band.
+        if (y_of(bands.stack_top[x]) - y_of(bands.total[x]) > 1)
+            dl->AddRectFilled({b0.x + x, y_of(bands.total[x])}, {b0.x + x + 1, y_of(bands.total[x]) + 1}, kCurve);
+    // Legend: each key's bytes at the range's peak, then what the muted bands hold.
     {
-        std::vector<LegendEntry> e{{0, std::string("active memory by ") + coloring_name(coloring) + ":"}};
-        for (LegendEntry& x : band_legend(*app.trace, bands, coloring)) e.push_back(std::move(x));
-        e.push_back({kSummary, std::to_string(bands.summarised) + " summarised"});
-        legend_row(dl, {b0.x, b0.y - legend_h}, b1.x, e, legend);
+        double at_peak = 0;
+        for (double v : bands.peak_key_bytes) at_peak += v;
+        std::string head = std::string("by ") + coloring_name(coloring) + ", at the peak (" +
+                           short_bytes(static_cast<int64_t>(at_peak)) + " at " +
+                           format_time(bands.peak_time, std::max<int64_t>(app.range.span() / 1000, 1)) + "):";
+        std::vector<LegendEntry> e{{0, head}};
+        for (LegendEntry& x : band_legend(keys, bands)) e.push_back(std::move(x));
+        legend_row(dl, {b0.x, b0.y - legend_h - kLegendRow}, b1.x, e, legend, 2);
     }
 
     ImGui::Dummy(avail);
@@ -239,12 +259,16 @@ void draw_memory(App& app) {
     if (hovered && m.y >= b0.y && m.y < b1.y) {
         int x = static_cast<int>(m.x - b0.x);
         double v = (b1.y - m.y) / (b1.y - b0.y) * by_max;
-        int64_t hit = bands.hit(x, v);
+        int64_t summary = -1;
+        int64_t hit = bands.hit(x, v, &summary);
         if (hit >= 0) {
             band_tooltip(app, ui, hit);
             if (clicked()) app.select_allocation(app.trace->allocations.id[static_cast<size_t>(hit)]);
-        } else if (hit == -1) {
-            ImGui::SetTooltip("%zu smaller allocations, summarised\n%s live in all", bands.summarised,
+        } else if (hit == -1 && summary >= 0) {
+            const SummarySegment& g = bands.summaries[static_cast<size_t>(summary)];
+            ImGui::SetTooltip("%s in %s allocations too small to draw one by one%s\n%s live in all here",
+                              format_bytes(static_cast<int64_t>(g.y1 - g.y0)).c_str(), keys.name[g.key].c_str(),
+                              g.long_lived ? " (long-lived)" : "",
                               format_bytes(static_cast<int64_t>(bands.total[static_cast<size_t>(x)])).c_str());
         }
     } else if (hovered && m.y >= c0.y && m.y < c1.y) {
@@ -258,6 +282,8 @@ void draw_memory(App& app) {
                             {"t0", app.range.t0}, {"t1", app.range.t1}, {"y_max", y_max}, {"band_y_max", by_max},
                             {"peak_col", cols.peak_col}, {"peak_bytes", cols.y_max},
                             {"bands_drawn", bands.bands.size()}, {"segments", bands.segments.size()},
+                            {"summaries", bands.summaries.size()}, {"summarised", bands.summarised},
+                            {"band_peak_col", bands.peak_col},
                             {"coloring", coloring_name(coloring)}, {"legend", legend}, {"axis_labels", axis_labels}};
 }
 

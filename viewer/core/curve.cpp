@@ -76,6 +76,20 @@ Curve Curve::from_intervals(const std::vector<int64_t>& t_alloc, const std::vect
     return c;
 }
 
+void StepSeries::push(int64_t t, double v) {
+    if (!t_.empty() && t_.back() == t) {
+        v_.back() = static_cast<float>(v);
+        return;
+    }
+    t_.push_back(t);
+    v_.push_back(static_cast<float>(v));
+}
+
+double StepSeries::value_at(int64_t t) const {
+    auto it = std::upper_bound(t_.begin(), t_.end(), t);
+    return it == t_.begin() ? 0.0 : v_[static_cast<size_t>(it - t_.begin()) - 1];
+}
+
 double Curve::value_at(int64_t t) const {
     auto it = std::upper_bound(t_.begin(), t_.end(), t);
     return it == t_.begin() ? 0.0 : v_[static_cast<size_t>(it - t_.begin()) - 1];

@@ -6,6 +6,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/store.hpp"
+#include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/data.hpp"
 
@@ -137,20 +138,7 @@ struct Loader {
             if (a.id.size() % 262144 == 0) tick(262144);
         }
         tick(static_cast<int64_t>(a.id.size() % 262144));
-        a.by_size.resize(a.size());
-        std::iota(a.by_size.begin(), a.by_size.end(), 0u);
-        std::stable_sort(a.by_size.begin(), a.by_size.end(),
-                         [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
-        a.by_size_alloc.resize(a.size());
-        a.by_size_free.resize(a.size());
-        for (size_t r = 0; r < a.size(); ++r) {
-            a.by_size_alloc[r] = a.t_alloc[a.by_size[r]];
-            a.by_size_free[r] = a.t_free[a.by_size[r]];
-        }
         t.live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
-        a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
-        a.sorted_alloc = a.t_alloc;
-        std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
     }
 
     void copies() {
@@ -239,7 +227,27 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     l.copies();
     l.markers();
     l.bounds();
+    finish_allocations(t.allocations, t.t_begin, t.t_end);
     return t;
+}
+
+void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end) {
+    a.by_size.resize(a.size());
+    std::iota(a.by_size.begin(), a.by_size.end(), 0u);
+    std::stable_sort(a.by_size.begin(), a.by_size.end(), [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
+    a.by_size_alloc.resize(a.size());
+    a.by_size_free.resize(a.size());
+    for (size_t r = 0; r < a.size(); ++r) {
+        a.by_size_alloc[r] = a.t_alloc[a.by_size[r]];
+        a.by_size_free[r] = a.t_free[a.by_size[r]];
+    }
+    a.sorted_alloc = a.t_alloc;
+    std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
+    a.sorted_free = a.t_free;
+    std::sort(a.sorted_free.begin(), a.sorted_free.end());
+    a.group.resize(a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+        a.group[i] = static_cast<uint8_t>(stack_group(a.category[i], a.t_alloc[i], a.t_free[i], t_begin, t_end));
 }
 
 int64_t AllocationTable::index_of(int64_t allocation_id) const {

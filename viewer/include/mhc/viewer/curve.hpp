@@ -40,6 +40,20 @@ private:
     int64_t peak_t_ = 0;
 };
 
+// A step function read only at given times (no min/max pyramid), values as floats: 12 bytes a
+// sample, for the many per-class byte counts of the memory view's summary.
+class StepSeries {
+public:
+    // Samples in non-decreasing time; a sample at the time of the last one replaces it.
+    void push(int64_t t, double v);
+    double value_at(int64_t t) const;   // 0 before the first sample
+    size_t size() const { return t_.size(); }
+
+private:
+    std::vector<int64_t> t_;
+    std::vector<float> v_;
+};
+
 // One min/max per pixel column of `range` on `width` columns.
 struct CurveColumns {
     std::vector<float> min, max;   // bytes

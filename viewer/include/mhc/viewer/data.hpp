@@ -27,10 +27,11 @@ struct AllocationTable {
     // that the band layout scans contiguous memory.
     std::vector<uint32_t> by_size;
     std::vector<int64_t> by_size_alloc, by_size_free;
-    // Counting allocations overlapping a range without a scan: live count at t0 plus the
-    // allocations made inside the range.
-    Curve live_count;
-    std::vector<int64_t> sorted_alloc;
+    // Counting allocations overlapping a range without a scan: those made before its end less
+    // those freed by its start.
+    std::vector<int64_t> sorted_alloc, sorted_free;
+    // Stack group of each allocation (StackGroup, bands.hpp): long-lived state at the bottom.
+    std::vector<uint8_t> group;
     size_t overlapping(int64_t t0, int64_t t1) const;
     // Index of allocation `id` (ids are loaded in order: binary search); -1 when absent.
     int64_t index_of(int64_t id) const;
@@ -39,6 +40,11 @@ struct AllocationTable {
         return t_free[i] == trace::kNoTime ? t_end : t_free[i];
     }
 };
+
+// The derived columns of a table whose base columns (id .. category) are filled: size order,
+// sorted times, stack groups (the trace spans [t_begin, t_end]). The loader's last step; tests
+// that build tables by hand call it too.
+void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end);
 
 struct StepSpan {
     int32_t step = 0;
