@@ -3,11 +3,14 @@
 // gives the plot rectangles; the pixel colours are then checked independently.
 #include <catch2/catch.hpp>
 #include <stb_image.h>   // implementation compiled into Debian's libstb
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <map>
 #include <set>
@@ -525,6 +528,11 @@ TEST_CASE("Go does not move the toolbar or the plots; statistics give names the 
     REQUIRE(go.rc == 0);
     // The step's range is shown and said in the status bar; nothing under the toolbar moved.
     CHECK(go.layout["status"]["text"] == "step 0");
+    // The status bar shows the frame time, as Tracy does: "frame 1.2 ms (mean 1.0, worst 3.4)".
+    const std::string frame = go.layout["status"]["frame"];
+    CHECK(frame.rfind("frame ", 0) == 0);
+    CHECK(frame.find(" ms (mean ") != std::string::npos);
+    CHECK(go.layout["status"]["frame_ms"].get<double>() > 0);
     CHECK(go.layout["timeline"]["t0"] != plain.layout["timeline"]["t0"]);
     CHECK(go.layout["timeline"]["plot"]["y0"] == plain.layout["timeline"]["plot"]["y0"]);
     CHECK(go.layout["toolbar"]["step_input"]["y0"] == plain.layout["toolbar"]["step_input"]["y0"]);
@@ -722,4 +730,44 @@ TEST_CASE("memory bands of a real Kineto trace: size classes from its own sizes,
                 seen.insert(static_cast<int>(k));
         }
     CHECK(seen.size() >= 4);
+}
+
+namespace {
+
+// CPU time (user + system) of process `pid` so far, in seconds (/proc/PID/stat, fields 14-15).
+double cpu_seconds(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));   // after "pid (comm) "
+    std::string field;
+    std::vector<std::string> f;
+    while (rest >> field) f.push_back(field);
+    REQUIRE(f.size() > 13);
+    return static_cast<double>(std::stoll(f[11]) + std::stoll(f[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+TEST_CASE("an idle window waits for events: it costs (almost) no CPU") {
+    // The interactive viewer on the known trace, in this test's X server (xvfb-run): once loaded
+    // and settled it must sleep in the event wait, not draw frames in a loop (a polling loop took
+    // 73-98% of a core).
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        execl(MHC_VIEW_EXE, MHC_VIEW_EXE, db.path.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    usleep(2'500'000);   // start, load on the worker thread, settle
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, WNOHANG) == 0);   // still running
+    double before = cpu_seconds(pid);
+    usleep(3'000'000);
+    double used = cpu_seconds(pid) - before;
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+    INFO("CPU seconds over 3 s idle: " << used);
+    CHECK(used < 0.15);   // under 5% of one core
 }

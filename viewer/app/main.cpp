@@ -84,8 +84,9 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     double wait = 0;
     for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
         // Interactive: draw while something moves or input arrives, else wait for events (an
-        // idle window costs nothing); an early return from the wait means input came.
-        bool had_input = true;
+        // idle window costs nothing); an early return from the wait means input came. Frames
+        // drawn without waiting (settling, animating) do not count as input.
+        bool had_input = n == 0;
         if (screenshot || wait <= 0) {
             glfwPollEvents();
         } else {
