@@ -133,3 +133,22 @@ TEST_CASE("bands: drawn + summarised = allocations overlapping the range; bands 
         }
     }
 }
+
+TEST_CASE("step series: values at increasing times with a galloping hint equal a binary search") {
+    std::mt19937_64 rng(11);
+    StepSeries s;
+    int64_t t = 100;
+    for (int i = 0; i < 20000; ++i) {
+        t += static_cast<int64_t>(rng() % 3);   // repeats: the later sample replaces the earlier
+        s.push(t, static_cast<double>(rng() % 1000));
+    }
+    CHECK(s.value_at(0) == 0.0);
+    for (int run = 0; run < 20; ++run) {
+        size_t hint = 0;
+        int64_t q = static_cast<int64_t>(rng() % 200);
+        while (q < t + 50) {
+            REQUIRE(s.value_at(q, hint) == s.value_at(q));
+            q += static_cast<int64_t>(rng() % (run < 10 ? 7 : 3000));   // small and large strides
+        }
+    }
+}

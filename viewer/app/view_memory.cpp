@@ -71,7 +71,7 @@ struct MemoryUi {
     Reserved reserved;
     CurveColumns cols, rec, res, mres;
     BandLayout bands;
-    std::unique_ptr<BandKeys> keys;   // the colour keys of the colouring in use
+    std::shared_ptr<const BandKeys> keys;   // the colour keys of the colouring in use
     int64_t tooltip_id = -1, tooltip_count = 0;   // access count of the hovered band, queried once
 };
 
@@ -216,7 +216,9 @@ void draw_memory(App& app) {
     }
 
     // Lower plot: the bands, coloured by key (computed when the colouring changes).
-    if (!ui.keys || ui.keys->coloring != coloring) ui.keys = std::make_unique<BandKeys>(band_keys(*app.trace, coloring));
+    // (the trace's own choice was made at load; another is computed when first picked)
+    if (app.trace->keys && app.trace->keys->coloring == coloring) ui.keys = app.trace->keys;
+    else if (!ui.keys || ui.keys->coloring != coloring) ui.keys = std::make_shared<const BandKeys>(band_keys(*app.trace, coloring));
     const BandKeys& keys = *ui.keys;
     const AllocationTable& allocs = app.trace->allocations;
     // (two legend rows: the keys' bytes may not fit on one)

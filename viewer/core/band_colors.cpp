@@ -134,6 +134,10 @@ std::string short_bytes(int64_t bytes) {
 }
 
 BandKeys band_keys(const ViewTrace& t, BandColoring c) {
+    return band_keys(t, c, trace::memory_events(t.allocations.t_alloc, t.allocations.t_free));
+}
+
+BandKeys band_keys(const ViewTrace& t, BandColoring c, const std::vector<trace::MemoryEvent>& events) {
     BandKeys k;
     k.coloring = c;
     if (c == BandColoring::Category) category_keys(t, k);
@@ -143,7 +147,7 @@ BandKeys band_keys(const ViewTrace& t, BandColoring c) {
     const AllocationTable& a = t.allocations;
     k.series.resize(2 * k.count());
     std::vector<double> live(k.series.size(), 0.0);
-    for (const trace::MemoryEvent& e : trace::memory_events(a.t_alloc, a.t_free)) {
+    for (const trace::MemoryEvent& e : events) {
         auto i = static_cast<size_t>(e.row);
         size_t s = 2 * k.key[i] + (long_lived(static_cast<StackGroup>(a.group[i])) ? 0 : 1);
         live[s] += e.free ? -static_cast<double>(a.bytes[i]) : static_cast<double>(a.bytes[i]);

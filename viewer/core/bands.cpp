@@ -123,11 +123,22 @@ struct Stacker {
         y += bytes;
     }
 
-    // The summaries of one group: per key, its live bytes at the column's middle less its drawn bands.
-    void summaries(size_t x, int64_t t_mid, bool long_group, double& y) {
+    // The summaries of one group: per key, its live bytes less its drawn bands. The bytes are
+    // read at the middle of blocks of kSummaryBlock columns (a summary is an aggregate: its
+    // outline need not follow each pixel), left to right with a galloping search.
+    static constexpr size_t kSummaryBlock = 4;
+    std::vector<double> block_bytes;   // per class, for the current block
+    std::vector<size_t> hint;          // per class: last sample found
+    template <class T0>
+    void summaries(size_t x, size_t W, T0 col_t0, bool long_group, double& y) {
         if (!keys) return;
+        if (x % kSummaryBlock == 0 && long_group) {
+            const size_t end = std::min(W, x + kSummaryBlock);
+            const int64_t t = col_t0(x) + (col_t0(end) - col_t0(x)) / 2;
+            for (size_t cls = 0; cls < classes(); ++cls) block_bytes[cls] = keys->series[cls].value_at(t, hint[cls]);
+        }
         for (size_t cls = long_group ? 0 : 1; cls < classes(); cls += 2)
-            summary(cls, x, std::max(0.0, keys->series[cls].value_at(t_mid) - drawn[cls]), y);
+            summary(cls, x, std::max(0.0, block_bytes[cls] - drawn[cls]), y);
     }
 
     template <class T0, class T1>
@@ -135,6 +146,8 @@ struct Stacker {
         const size_t B = out.bands.size();
         open.assign(B, -1);
         open_summary.assign(classes(), -1);
+        block_bytes.assign(classes(), 0.0);
+        hint.assign(classes(), 0);
         size_t split = 0;   // first band of the transient group
         while (split < B && long_lived(static_cast<StackGroup>(a.group[out.bands[split]]))) ++split;
         for (size_t x = 0; x < W; ++x) {
@@ -149,10 +162,10 @@ struct Stacker {
                 }
             };
             stack(0, split);
-            summaries(x, c0 + (c1 - c0) / 2, true, y);
+            summaries(x, W, col_t0, true, y);
             stack(split, B);
             out.drawn_top[x] = y;
-            summaries(x, c0 + (c1 - c0) / 2, false, y);
+            summaries(x, W, col_t0, false, y);
             if (!keys) summary(0, x, out.total[x] - y, y);
             out.stack_top[x] = y;
             // Bands live for part of a column can stack above the column's true maximum.

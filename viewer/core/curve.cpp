@@ -43,11 +43,14 @@ void Curve::assign(std::vector<int64_t> t, std::vector<double> v) {
 
 Curve Curve::from_intervals(const std::vector<int64_t>& t_alloc, const std::vector<int64_t>& t_free,
                             const std::vector<int64_t>& bytes) {
+    return from_events(trace::memory_events(t_alloc, t_free), bytes);
+}
+
+Curve Curve::from_events(const std::vector<trace::MemoryEvent>& ev, const std::vector<int64_t>& bytes) {
     // Events at one instant in the trace's order (trace/event_order.hpp): a buffer reused at
     // once is not counted twice. One sample per instant, its final value; a block alive only
     // at an instant (t_free == t_alloc) is drawn for 1 ns at the height it reached, so that
     // the curve's peak counts it as the trace's peak does.
-    const std::vector<trace::MemoryEvent> ev = trace::memory_events(t_alloc, t_free);
     std::vector<int64_t> t;
     std::vector<double> v;
     t.reserve(ev.size()); v.reserve(ev.size());
@@ -88,6 +91,20 @@ void StepSeries::push(int64_t t, double v) {
 double StepSeries::value_at(int64_t t) const {
     auto it = std::upper_bound(t_.begin(), t_.end(), t);
     return it == t_.begin() ? 0.0 : v_[static_cast<size_t>(it - t_.begin()) - 1];
+}
+
+double StepSeries::value_at(int64_t t, size_t& hint) const {
+    const size_t n = t_.size();
+    if (hint >= n || t_[hint] > t) return value_at(t);   // before the hint: no gallop
+    size_t lo = hint, step = 1;   // t_[lo] <= t
+    while (lo + step < n && t_[lo + step] <= t) {
+        lo += step;
+        step *= 2;
+    }
+    auto it = std::upper_bound(t_.begin() + static_cast<std::ptrdiff_t>(lo),
+                               t_.begin() + static_cast<std::ptrdiff_t>(std::min(n, lo + step)), t);
+    hint = static_cast<size_t>(it - t_.begin()) - 1;
+    return v_[hint];
 }
 
 double Curve::value_at(int64_t t) const {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/trace/event_order.hpp"
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/curve.hpp"
 #include "mhc/viewer/data.hpp"
@@ -37,6 +38,8 @@ struct BandKeys {
 };
 inline constexpr size_t kLabelKeys = 7;
 BandKeys band_keys(const ViewTrace& t, BandColoring c);
+// The same with the allocations' events already in the trace's order (the loader's).
+BandKeys band_keys(const ViewTrace& t, BandColoring c, const std::vector<trace::MemoryEvent>& events);
 
 // Size-class bounds from the sizes present: the sizes at which a fifth, two fifths... of the
 // allocated bytes are in smaller allocations (distinct, ascending; empty for one size only).

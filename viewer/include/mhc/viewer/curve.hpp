@@ -6,6 +6,8 @@
 
 #include "mhc/viewer/lod.hpp"
 
+namespace mhc::trace { struct MemoryEvent; }
+
 namespace mhc::viewer {
 
 class Curve {
@@ -16,6 +18,8 @@ public:
     // Builds the curve of live bytes from allocation intervals [t_alloc, t_free).
     static Curve from_intervals(const std::vector<int64_t>& t_alloc, const std::vector<int64_t>& t_free,
                                 const std::vector<int64_t>& bytes);
+    // The same from the allocations' events already in the trace's order (trace::memory_events).
+    static Curve from_events(const std::vector<trace::MemoryEvent>& ev, const std::vector<int64_t>& bytes);
 
     size_t size() const { return t_.size(); }
     bool empty() const { return t_.empty(); }
@@ -47,6 +51,9 @@ public:
     // Samples in non-decreasing time; a sample at the time of the last one replaces it.
     void push(int64_t t, double v);
     double value_at(int64_t t) const;   // 0 before the first sample
+    // The same for increasing times: `hint` (start at 0) keeps the last sample found, and the
+    // search gallops forward from it (a frame asks once per column, left to right).
+    double value_at(int64_t t, size_t& hint) const;
     size_t size() const { return t_.size(); }
 
 private:

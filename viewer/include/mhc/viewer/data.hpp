@@ -19,6 +19,8 @@ namespace mhc::trace { class Reader; }
 
 namespace mhc::viewer {
 
+struct BandKeys;   // band_colors.hpp
+
 struct AllocationTable {
     std::vector<int64_t> id, bytes, t_alloc, t_free, label;
     std::vector<int32_t> device;
@@ -73,6 +75,9 @@ struct ViewTrace {
     int64_t kernel_count = 0, copy_count = 0, marker_count = 0, access_count = 0;
     int64_t t_begin = 0, t_end = 1;
     std::shared_ptr<trace::Reader> reader;   // kept open for on-demand queries
+    // The memory view's colour keys for the colouring chosen for the trace (band_colors.hpp),
+    // made at load from the same ordering of events as `live`.
+    std::shared_ptr<const BandKeys> keys;
 
     // A kernel name's family and colour (classified at load, the user's rules first).
     KernelFamily family_of(int64_t name_id) const;
