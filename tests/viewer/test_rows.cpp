@@ -74,6 +74,10 @@ TEST_CASE("metrics read with human names in the unit of their key") {
     CHECK(format_metric("simulated_makespan_ns", 29.927e9).find(" s") != std::string::npos);
     CHECK(format_metric("simulated_makespan_ns", 29.927e9).find("29.9") == 0);
     CHECK(format_metric("stall_ns", 212e6) == "212 ms");
+    // Whole numbers of keys without a known unit read whole, not in exponent form.
+    CHECK(format_metric("kernels_reached", 13560) == "13560");
+    CHECK(format_metric("last_kernel_reached", 2.5e7) == "25000000");
+    CHECK(format_metric("forecast_horizon_steps", 1.5) == "1.5");
     CHECK(format_metric("throughput_loss", 0.0412) == "4.12 %");
     CHECK(format_metric("capacity_bytes", -1) == "unlimited");
     CHECK(format_metric("simulated_peak_bytes", 77.05 * 1024 * 1024 * 1024) == "77.05 GiB");

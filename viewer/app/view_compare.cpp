@@ -229,7 +229,9 @@ void draw_compare(App& app) {
             chosen.push_back(static_cast<int>(i));
         }
     const float full_h = ImGui::GetContentRegionAvail().y;
-    nlohmann::json picker = run_picker(app, ui, std::clamp(full_h * 0.26f, 110.f, 330.f), colour_of);
+    // The picker as tall as its rows (a header and at least three), at most a quarter of the view.
+    const float rows_h = (static_cast<float>(std::max<size_t>(app.run_list.size(), 3)) + 1) * ImGui::GetFrameHeight() + 6;
+    nlohmann::json picker = run_picker(app, ui, std::min(rows_h, std::max(full_h * 0.26f, 110.f)), colour_of);
     std::vector<const ViewRun*> runs;
     for (int i : chosen)
         if (const ViewRun* r = app.run(i)) runs.push_back(r);

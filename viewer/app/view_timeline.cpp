@@ -29,7 +29,7 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
         if (x + w > x_max) break;
         dl->AddRectFilled({x, p.y + 3}, {x + 12, p.y + 13}, family_color(f.family));
         dl->AddText({x + 16, p.y}, IM_COL32(200, 200, 205, 255), buf);
-        out.push_back({{"family", family_name(f.family)}, {"color", family_color(f.family)}, {"x0", x}, {"y0", p.y + 3},
+        out.push_back({{"family", family_name(f.family)}, {"text", buf}, {"color", family_color(f.family)}, {"x0", x}, {"y0", p.y + 3},
                        {"x1", x + 12}, {"y1", p.y + 13}});
         x += w;
     }
