@@ -52,12 +52,12 @@ double wall_s() {
 
 // 8 compute streams of back-to-back kernels (0.5..40 us, 0..5 us gaps), 64 kernel names,
 // a step marker every 20k kernels; allocations with log-uniform sizes (4 KiB..2 GiB) and
-// lifetimes from 1 us to 1% of the trace.
+// lifetimes from 1 us to 1% of the trace per million allocations (about 2,000 live at a time).
 void write_trace(const std::string& path, int64_t kernels, int64_t allocations) {
     std::mt19937_64 rng(42);
     trace::Writer w(path);
     w.set_meta("source", "bench_viewer");
-    w.set_meta("bench_size", std::to_string(kernels) + "/" + std::to_string(allocations) + "/v2");
+    w.set_meta("bench_size", std::to_string(kernels) + "/" + std::to_string(allocations) + "/v3");
     std::vector<int64_t> names;
     for (int i = 0; i < 64; ++i) names.push_back(w.intern("kernel_" + std::to_string(i)));
     const int streams = 8;
@@ -87,8 +87,9 @@ void write_trace(const std::string& path, int64_t kernels, int64_t allocations) 
         al.bytes = static_cast<int64_t>(std::exp(std::log(4096.0) + (std::log(2.0 * (1 << 30)) - std::log(4096.0)) *
                                                  std::pow(static_cast<double>(rng() % 1000000) / 1e6, 3.0)));
         al.t_alloc = static_cast<int64_t>(rng() % static_cast<uint64_t>(t_max));
-        // Mean lifetime 0.2% of the trace: about 2,000 allocations live at a time, as in a step.
-        double life = 0.01 * std::pow(static_cast<double>(rng() % 1000000) / 1e6, 4.0);
+        // About 2,000 allocations live at a time whatever their number, as in a training step:
+        // lifetimes up to 1% of the trace for 1M allocations, shorter in proportion for more.
+        double life = 0.01 * (1e6 / static_cast<double>(allocations)) * std::pow(static_cast<double>(rng() % 1000000) / 1e6, 4.0);
         al.t_free = std::min(t_max, al.t_alloc + 1000 + static_cast<int64_t>(life * static_cast<double>(t_max)));
         al.category = static_cast<trace::Category>(rng() % trace::kCategoryCount);
         al.label = names[rng() % names.size()];
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--trace")) path = argv[i + 1];
         else if (!std::strcmp(argv[i], "--width")) width = std::stoi(argv[i + 1]);
     }
-    std::string want = std::to_string(kernels) + "/" + std::to_string(allocations) + "/v2";
+    std::string want = std::to_string(kernels) + "/" + std::to_string(allocations) + "/v3";
     bool reuse = false;
     if (std::filesystem::exists(path)) {
         try { reuse = trace::Reader(path).meta()["bench_size"] == want; } catch (const std::exception&) {}
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
             max_items = std::max(max_items, draw_item_count(frame));
             c = cpu_ms();
             prepare_curve(t.live, range, width, cols);   // as the memory view: its curve, then the bands
-            layout_bands(t.allocations, t.live, &keys, range, width, 300, 1024, bands);
+            layout_bands(t.allocations, t.live, &keys, range, width, 300, 1024, bands, kBandsPerColumn, &cols);
             mem = std::max(mem, cpu_ms() - c);
             max_segments = std::max(max_segments, bands.segments.size() + bands.summaries.size());
             max_bands = std::max(max_bands, bands.bands.size());

@@ -225,7 +225,8 @@ void draw_memory(App& app) {
     ImVec2 b0{plot_x, c1.y + 8 + legend_h + kLegendRow}, b1{plot_x + plot_w, origin.y + avail.y - 4};
     dl->AddRectFilled(b0, b1, IM_COL32(36, 36, 42, 255));
     int bh = static_cast<int>(b1.y - b0.y);
-    layout_bands(allocs, app.trace->live, &keys, app.range, W, bh, kMaxBands, bands);
+    layout_bands(allocs, app.trace->live, &keys, app.range, W, bh, kMaxBands, bands, kBandsPerColumn,
+                 run_curve ? nullptr : &cols);   // the upper plot's columns, when it shows the same curve
     double by_max = bands.y_max * 1.05;
     auto y_of = [&](double v) { return b1.y - static_cast<float>(v / by_max) * (b1.y - b0.y); };
     draw_bytes_axis(dl, b0, b1, by_max, &axis_labels);

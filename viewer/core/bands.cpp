@@ -198,7 +198,7 @@ struct Stacker {
 }  // namespace
 
 void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* keys, TimeRange range, int width,
-                  int height_px, size_t max_bands, BandLayout& out, size_t per_column) {
+                  int height_px, size_t max_bands, BandLayout& out, size_t per_column, const CurveColumns* columns) {
     out.bands.clear();
     out.segments.clear();
     out.summaries.clear();
@@ -214,8 +214,9 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
     out.y_max = 0;
     if (W == 0 || range.span() <= 0) return;
 
-    CurveColumns cols;
-    prepare_curve(live, range, width, cols);
+    CurveColumns own;
+    if (!columns || columns->max.size() != W) prepare_curve(live, range, width, own);
+    const CurveColumns& cols = columns && columns->max.size() == W ? *columns : own;
     for (size_t x = 0; x < W; ++x) out.total[x] = cols.max[x];
     out.peak_col = cols.peak_col;   // the live bytes' peak (before bands stack above it)
     out.y_max = std::max(cols.y_max, 1.0);

@@ -70,8 +70,10 @@ struct BandLayout {
 inline constexpr size_t kBandsPerColumn = 64;
 
 // `height_px` sets the half-pixel threshold below which allocations are summarised. Without
-// `keys`, the summary is one area on top of each column, up to its live bytes.
+// `keys`, the summary is one area on top of each column, up to its live bytes. `columns`: the
+// live curve's columns over the same range and width when the caller has them already.
 void layout_bands(const AllocationTable& allocs, const Curve& live, const BandKeys* keys, TimeRange range, int width,
-                  int height_px, size_t max_bands, BandLayout& out, size_t per_column = kBandsPerColumn);
+                  int height_px, size_t max_bands, BandLayout& out, size_t per_column = kBandsPerColumn,
+                  const CurveColumns* columns = nullptr);
 
 }  // namespace mhc::viewer

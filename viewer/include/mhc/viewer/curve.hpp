@@ -32,6 +32,8 @@ public:
     struct MinMax { double min = 0, max = 0; };
     // Min and max of the value over [a, b) (b > a).
     MinMax range(int64_t a, int64_t b) const;
+    // The same given the first sample after a (`first`) and the first at or after b (`last`).
+    MinMax between(size_t first, size_t last) const;
     // Time of the first maximum inside [a, b).
     int64_t argmax(int64_t a, int64_t b) const;
 
