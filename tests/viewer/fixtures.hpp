@@ -111,4 +111,30 @@ inline void write_imported_trace(const std::string& path) {
     w.finish();
 }
 
+// A snapshot-like trace with segments: one 1088 MiB allocation [0, 1000 us) inside a 2 GiB
+// segment held from before recording to the end, and an empty 512 MiB segment [200, 600) us.
+// Recorded reserved: 2 GiB, 2.5 GiB from 200 to 600 us. The caching model, warm-started from the
+// recorded segments, places the allocation in the 2 GiB one and keeps 2 GiB.
+inline void write_segments_trace(const std::string& path) {
+    using namespace mhc::trace;
+    Writer w(path);
+    w.set_meta("source", "viewer-test-segments");
+    w.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, w.intern(kFrameA)});
+    Segment s;
+    s.id = 1;
+    s.address = 0x1000;
+    s.bytes = 2048 * MiB;
+    s.t_alloc = 0;
+    s.reconstructed = true;
+    w.add(s);
+    Segment e;
+    e.id = 2;
+    e.address = 0x100000000;
+    e.bytes = 512 * MiB;
+    e.t_alloc = 200 * us;
+    e.t_free = 600 * us;
+    w.add(e);
+    w.finish();
+}
+
 }  // namespace fixture

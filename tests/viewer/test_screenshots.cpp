@@ -3,6 +3,7 @@
 // gives the plot rectangles; the pixel colours are then checked independently.
 #include <catch2/catch.hpp>
 #include <stb_image.h>   // implementation compiled into Debian's libstb
+#include <sqlite3.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -407,6 +408,38 @@ TEST_CASE("memory screenshot of a trace with segments: recorded reserved over al
     // its reserved curve is drawn (named) and reaches the same 2 GiB, not above.
     CHECK(model);
     CHECK(m["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
+}
+
+TEST_CASE("memory screenshot: segments that cannot be read are said in the window, the rest drawn") {
+    fixture::TempPath db("broken-segments.db");
+    fixture::write_segments_trace(db.path);
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(db.path.c_str(), &h) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(h, "UPDATE segments SET bytes = 'lots' WHERE id = 2", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(h);
+    Shot s = shoot(db.path, "--view memory");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    const std::string message = m["message"];
+    CHECK_THAT(message, Catch::StartsWith("reserved memory not shown: ") && Catch::Contains(db.path) &&
+                            Catch::Contains("segments"));
+    for (const auto& e : m["legend"]) CHECK(e["text"] != "recorded reserved (segments)");
+    // The live bytes are drawn as without segments: 1088 MiB, the plot scaled to them.
+    CHECK(m["peak_bytes"].get<double>() == 1088.0 * MiB);
+    // The line is drawn over the plot: its warm text colour at the plot's top left.
+    const auto& c = m["curve"];
+    bool lit = false;
+    for (double x = c["x0"].get<double>() + 6; x < c["x0"].get<double>() + 200; x += 1)
+        for (double y = c["y0"].get<double>() + 4; y < c["y0"].get<double>() + 18; y += 1)
+            lit |= near(s.img.at(x, y), rgb(255, 200, 120), 40);
+    CHECK(lit);
+    // A good trace has no message once its curves are made.
+    fixture::TempPath good("segments.db");
+    fixture::write_segments_trace(good.path);
+    Shot g = shoot(good.path, "--view memory");
+    REQUIRE(g.rc == 0);
+    CHECK(g.layout["memory"]["message"] == "");
 }
 
 namespace {

@@ -42,7 +42,6 @@ App::~App() {
 }
 
 void App::finish_load() {
-    band_coloring_auto = -1;
     run_list = trace::list_runs(trace->path);
     ++run_list_generation;
     runs.clear();
@@ -186,8 +185,34 @@ void App::select_kernel(int64_t kernel_id) {
     }
 }
 
+Job<ReservedCurves>* App::reserved_curves() {
+    if (!reserved_) {
+        reserved_ = std::make_unique<Job<ReservedCurves>>([path = trace->path] { return viewer::reserved_curves(path); });
+        if (!opt.screenshot.empty()) reserved_->wait();
+    }
+    reserved_->done();
+    return reserved_.get();
+}
+
+const BandKeys* App::band_keys_for(BandColoring c, std::string& error) {
+    error.clear();
+    if (trace->keys && trace->keys->coloring == c) return trace->keys.get();
+    if (!picked_keys_ || picked_coloring_ != c) {
+        picked_keys_ = std::make_unique<Job<BandKeys>>([t = trace.get(), c] { return band_keys(*t, c); });
+        picked_coloring_ = c;
+        if (!opt.screenshot.empty()) picked_keys_->wait();
+    }
+    picked_keys_->done();
+    error = picked_keys_->error();
+    return picked_keys_->value();
+}
+
 bool App::animating() const {
     if (loading || launcher_busy(*this) || sel.dragging) return true;
+    // A worker's result is drawn when it arrives.
+    if ((reserved_ && !reserved_->value() && reserved_->error().empty()) ||
+        (picked_keys_ && !picked_keys_->value() && picked_keys_->error().empty()))
+        return true;
     if (ImGui::GetCurrentContext() == nullptr) return false;
     if (ImGui::IsAnyMouseDown()) return true;
     const ImGuiIO& io = ImGui::GetIO();

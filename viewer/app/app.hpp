@@ -9,10 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/details.hpp"
+#include "mhc/viewer/job.hpp"
 #include "mhc/viewer/pacing.hpp"
+#include "mhc/viewer/reserved.hpp"
 #include "mhc/viewer/timeline.hpp"
 
 namespace mhc::viewer {
@@ -84,7 +87,6 @@ public:
     int step_input = 0;                      // the toolbar's "step" field
     bool memory_strip = true;                // timeline: the memory curve under the tracks
     int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
-    int band_coloring_auto = -1;             // the trace's choice, computed once (scans allocations)
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)
     std::mutex runs_mutex;                   // the launcher's worker adds runs
@@ -95,6 +97,15 @@ public:
     std::shared_ptr<MemoryUi> memory_ui;
     std::shared_ptr<CompareUi> compare_ui;
     std::shared_ptr<StatisticsUi> statistics_ui;
+
+    // Work done on worker threads for the memory view (the view draws what is ready; an
+    // interactive window keeps drawing meanwhile, screenshot mode waits for it):
+    // the reserved curves, started when the view first opens; null before.
+    Job<ReservedCurves>* reserved_curves();
+    // The colour keys of colouring `c`: the trace's own (made at load) or those of another
+    // colouring the user picked, computed on a worker; nullptr while they are computed, and
+    // `error` says why when they could not be.
+    const BandKeys* band_keys_for(BandColoring c, std::string& error);
 
     // The trace's timing is order only (meta timing): its times are event numbers.
     bool order_only() const;
@@ -127,6 +138,10 @@ private:
     std::unique_ptr<ViewTrace> pending_;
     std::string pending_error_;
     std::atomic<bool> pending_ready_{false};
+    // After `trace`: their workers read it, and finish before it goes.
+    std::unique_ptr<Job<ReservedCurves>> reserved_;
+    std::unique_ptr<Job<BandKeys>> picked_keys_;
+    BandColoring picked_coloring_ = BandColoring::Category;
 };
 
 // The views; each in its own file.

@@ -9,56 +9,16 @@
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
-#include "mhc/sim/allocator_compare.hpp"
 #include "mhc/trace/columns.hpp"
-#include "mhc/trace/store.hpp"
 #include "widgets.hpp"
 
 namespace mhc::viewer {
 
 namespace {
 
-// The reserved-memory curves of a trace with a segments table (docs/trace-format.md), built once
-// per opened trace from one read of its segments through the Reader:
-// - recorded: the segments' bytes over time, all devices as the live curve;
-// - model: the caching allocator model's reserved bytes for the same allocations (`mhc
-//   allocator`'s replay: warm start from the recorded segments, the recorded settings;
-//   docs/simulator.md "Comparing with a recording"), on the device with the largest recorded
-//   reserved peak (it loads the trace's allocations; snapshot imports are small).
-// Either is empty when it cannot be made; the view then shows what it showed before. Made once,
-// when the memory view first opens.
-struct Reserved {
-    Curve recorded, model;
-    int32_t model_device = 0;
-};
-Reserved reserved_curves(const ViewTrace& tr) {
-    Reserved r;
-    if (!tr.reader) return r;
-    std::vector<trace::Segment> segs;
-    try {
-        tr.reader->for_each([&](const trace::Segment& s) { segs.push_back(s); });
-    } catch (const std::exception&) {
-        return r;
-    }
-    if (segs.empty()) return r;
-    std::vector<int64_t> t_alloc, t_free, bytes;
-    for (const auto& s : segs) {
-        t_alloc.push_back(s.t_alloc);
-        t_free.push_back(s.t_free);
-        bytes.push_back(s.bytes);
-    }
-    r.recorded = Curve::from_intervals(t_alloc, t_free, bytes);
-    try {
-        const sim::AllocatorComparison c = sim::compare_allocator(trace::load_trace(tr.path), segs, -1, "");
-        r.model.assign(c.sample_times, std::vector<double>(c.model_reserved.begin(), c.model_reserved.end()));
-        r.model_device = c.device;
-    } catch (const std::exception&) {
-        r.model = Curve{};
-    }
-    return r;
-}
 constexpr ImU32 kReserved = IM_COL32(190, 120, 230, 255);
 constexpr ImU32 kModelReserved = IM_COL32(240, 170, 60, 255);
+constexpr ImU32 kMessage = IM_COL32(255, 200, 120, 255);
 
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
@@ -67,11 +27,8 @@ constexpr float kLegendRow = 17.f;
 }  // namespace
 
 struct MemoryUi {
-    bool reserved_ready = false;     // the reserved curves are made once, when the view first opens
-    Reserved reserved;
     CurveColumns cols, rec, res, mres;
     BandLayout bands;
-    std::shared_ptr<const BandKeys> keys;   // the colour keys of the colouring in use
     int64_t tooltip_id = -1, tooltip_count = 0;   // access count of the hovered band, queried once
 };
 
@@ -119,6 +76,16 @@ void legend_row(ImDrawList* dl, ImVec2 p, float x_max, const std::vector<LegendE
     }
 }
 
+// One line of text over a plot, on a dark backing so that it reads over the curves, cut at
+// `x_max` (the full text is in the layout JSON).
+void message_line(ImDrawList* dl, ImVec2 p, float x_max, const std::string& text) {
+    ImVec2 size = ImGui::CalcTextSize(text.c_str());
+    dl->AddRectFilled({p.x - 3, p.y - 1}, {std::min(p.x + size.x + 3, x_max), p.y + size.y + 1}, IM_COL32(20, 20, 24, 230));
+    dl->PushClipRect({p.x - 3, p.y - 1}, {x_max, p.y + size.y + 1}, true);
+    dl->AddText(p, kMessage, text.c_str());
+    dl->PopClipRect();
+}
+
 }  // namespace
 
 void draw_memory(App& app) {
@@ -129,8 +96,7 @@ void draw_memory(App& app) {
     toolbar(app);
     // Colour of the bands: by category, or for imported traces (no categories) by the
     // allocation's source frame or size class; chosen for the trace unless the user picks.
-    if (app.band_coloring_auto < 0) app.band_coloring_auto = static_cast<int>(choose_band_coloring(*app.trace));
-    const auto auto_coloring = static_cast<BandColoring>(app.band_coloring_auto);
+    const BandColoring auto_coloring = app.trace->keys->coloring;   // chosen at load
     const BandColoring coloring = app.band_coloring < 0 ? auto_coloring : static_cast<BandColoring>(app.band_coloring);
     same_line_if_fits(ImGui::CalcTextSize("band colour").x + 200, 24);
     ImGui::TextUnformatted("band colour");   // the label before its field, as in the toolbar
@@ -170,11 +136,14 @@ void draw_memory(App& app) {
         y_max = std::max(y_max, rec.y_max);
     }
     if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
-    if (!ui.reserved_ready) {
-        ui.reserved = reserved_curves(*app.trace);
-        ui.reserved_ready = true;
-    }
-    const Reserved& curves = ui.reserved;
+    // The reserved curves come from a worker; until they arrive (or when they cannot be made)
+    // the plot shows the rest, and a line over it says which.
+    Job<ReservedCurves>& job = *app.reserved_curves();
+    const ReservedCurves none;
+    const ReservedCurves& curves = job.value() ? *job.value() : none;
+    std::string message = !job.error().empty() ? "reserved memory not shown: " + job.error()
+                          : !job.value()       ? std::string("reading the segments and replaying the caching allocator model...")
+                          : curves.model_error.empty() ? std::string() : "model reserved not shown: " + curves.model_error;
     const Curve& reserved = curves.recorded;
     if (!reserved.empty()) {
         prepare_curve(reserved, app.range, W, res);
@@ -214,12 +183,16 @@ void draw_memory(App& app) {
         if (run && run->capacity > 0) e.push_back({kCapacity, "capacity"});
         legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
     }
+    if (!message.empty()) message_line(dl, {c0.x + 6, c0.y + 4}, c1.x - 6, message);
 
     // Lower plot: the bands, coloured by key (computed when the colouring changes).
     // (the trace's own choice was made at load; another is computed when first picked)
-    if (app.trace->keys && app.trace->keys->coloring == coloring) ui.keys = app.trace->keys;
-    else if (!ui.keys || ui.keys->coloring != coloring) ui.keys = std::make_shared<const BandKeys>(band_keys(*app.trace, coloring));
-    const BandKeys& keys = *ui.keys;
+    // (another colouring's keys come from a worker; the trace's own until they arrive)
+    std::string keys_error, bands_message;
+    const BandKeys* picked = app.band_keys_for(coloring, keys_error);
+    const BandKeys& keys = picked ? *picked : *app.trace->keys;
+    if (!keys_error.empty()) bands_message = "colouring by " + std::string(coloring_name(coloring)) + " failed: " + keys_error;
+    else if (!picked) bands_message = "colouring by " + std::string(coloring_name(coloring)) + "...";
     const AllocationTable& allocs = app.trace->allocations;
     // (two legend rows: the keys' bytes may not fit on one)
     ImVec2 b0{plot_x, c1.y + 8 + legend_h + kLegendRow}, b1{plot_x + plot_w, origin.y + avail.y - 4};
@@ -239,6 +212,7 @@ void draw_memory(App& app) {
         // A darker line at the top edge separates neighbouring bands of one key.
         dl->AddLine({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y1)}, IM_COL32(20, 20, 25, 160));
     }
+    if (!bands_message.empty()) message_line(dl, {b0.x + 6, b0.y + 4}, b1.x - 6, bands_message);
     // The live bytes' maximum per column, where it rises above the stack (a spike inside a column).
     for (size_t x = 0; x < bands.total.size(); ++x)
         if (y_of(bands.stack_top[x]) - y_of(bands.total[x]) > 1)
@@ -287,7 +261,7 @@ void draw_memory(App& app) {
                             {"bands_drawn", bands.bands.size()}, {"segments", bands.segments.size()},
                             {"summaries", bands.summaries.size()}, {"summarised", bands.summarised},
                             {"band_peak_col", bands.peak_col},
-                            {"coloring", coloring_name(coloring)}, {"legend", legend}, {"axis_labels", axis_labels}};
+                            {"coloring", coloring_name(keys.coloring)}, {"message", message}, {"bands_message", bands_message}, {"legend", legend}, {"axis_labels", axis_labels}};
 }
 
 }  // namespace mhc::viewer
