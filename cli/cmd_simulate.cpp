@@ -98,7 +98,7 @@ std::function<int()> setup(CLI::App& app) {
         std::cout.flush();
         bool stored = true;
         if (!o->store.no_store) {
-            auto ids = store_runs(o->trace, {sim::to_run(r)}, o->store);
+            auto ids = store_runs(o->trace, t.fingerprint, {sim::to_run(r)}, o->store);
             stored = ids.has_value();
             if (ids && !o->json)
                 std::cout << "stored         run " << ids->at(0) << " in " << store_target(o->trace, o->store) << "\n";
@@ -140,6 +140,8 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     std::cout.flush();
     bool stored = true;
     if (!store.no_store) {
+        // A job is stored whole: every rank's run, or none (docs/trace-format.md).
+        std::vector<trace::JobRun> job;
         for (size_t i = 0; i < r.ranks.size(); ++i) {
             trace::Run run = sim::to_run(r.ranks[i]);
             run.name += " coupled";
@@ -148,11 +150,13 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
             run.metrics["coupled_wait_time"] = static_cast<double>(r.ranks[i].coupled_wait_time);
             run.metrics["coupled_wait_count"] = static_cast<double>(r.ranks[i].coupled_wait_count);
             run.metrics["job_throughput_loss"] = r.job_loss;
-            auto ids = store_runs(paths[i], {run}, store);
-            if (!ids) stored = false;
-            else if (!json)
-                std::cout << "stored         run " << ids->at(0) << " in " << store_target(paths[i], store) << "\n";
+            job.push_back({paths[i], traces[i].fingerprint, std::move(run)});
         }
+        auto ids = store_job_runs(job, store);
+        stored = ids.has_value();
+        if (ids && !json)
+            for (size_t i = 0; i < ids->size(); ++i)
+                std::cout << "stored         run " << ids->at(i) << " in " << store_target(paths[i], store) << "\n";
     }
     for (const auto& x : r.ranks)
         if (!x.invariant_violation.empty()) {

@@ -128,7 +128,7 @@ std::function<int()> setup(CLI::App& app) {
                 }
             std::cout.flush();
             std::fflush(stdout);
-            auto ids = store_runs(o->trace, runs, o->store);   // one transaction: all or none
+            auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);   // one transaction: all or none
             stored = ids.has_value();
             if (ids)
                 std::printf("stored %zu runs in %s: the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",

@@ -55,6 +55,13 @@ CREATE TABLE run_memory (run INTEGER NOT NULL, t INTEGER NOT NULL,
   device_bytes INTEGER NOT NULL, host_bytes INTEGER NOT NULL);
 )SQL";
 
+// A runs database (--runs-db) also says which traces its runs belong to: the trace, or every
+// trace of the job, it was created for, and each run's trace.
+const char* const kRunsDbTables = R"SQL(
+CREATE TABLE traces (id INTEGER PRIMARY KEY, path TEXT NOT NULL, fingerprint TEXT NOT NULL UNIQUE);
+CREATE TABLE run_trace (run INTEGER PRIMARY KEY, trace INTEGER NOT NULL);
+)SQL";
+
 const char* const kLookups = R"SQL(
 CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 INSERT INTO categories VALUES (0,'param'),(1,'grad'),(2,'optimizer'),(3,'activation'),

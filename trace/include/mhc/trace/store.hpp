@@ -106,6 +106,11 @@ struct TableCounts {
     int64_t total() const { return allocations + kernels + accesses + copies + markers + strings; }
 };
 
+// What ties a run to the trace it was computed on (docs/trace-format.md, "Runs databases"): a
+// 64-bit FNV-1a hash, in 16 hex digits, of the trace's meta rows and its tables' row counts, which
+// change whenever a trace is regenerated or reimported differently.
+std::string fingerprint(const std::map<std::string, std::string>& meta, const TableCounts& counts);
+
 class Reader {
 public:
     // Throws mhc::Error naming the file: missing, not SQLite, truncated or corrupt, not a
