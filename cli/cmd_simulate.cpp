@@ -10,6 +10,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/coupled.hpp"
+#include "mhc/sim/job.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
@@ -131,6 +132,13 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     for (const auto& p : paths) {
         traces.push_back(trace::load_trace(p));
         ranks.push_back({p, &traces.back(), prepare_for_simulation(traces.back(), c.device, p)});
+    }
+    // Ranks that do not belong to one job are refused; what older traces lack is said.
+    std::vector<std::string> assumed = sim::check_job_identity(ranks);
+    if (!assumed.empty() && mpi::is_root()) {
+        std::string line;
+        for (const auto& a : assumed) line += (line.empty() ? "" : "; ") + a;
+        std::fprintf(stderr, "mhc: warning: %s\n", line.c_str());
     }
     sim::JobPlan plan = sim::plan_job(ranks);
     sim::CoupledResult r = mpi::size() > 1 ? mpi::simulate_coupled(ranks, plan, c) : sim::simulate_coupled(ranks, plan, c);
