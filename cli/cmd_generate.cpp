@@ -1,5 +1,6 @@
 // mhc generate: a synthetic training trace of a decoder-only transformer (docs/datasets.md).
 #include <atomic>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +27,7 @@ struct Options {
     int steps = 0, layers = 0, heads = 0, kv_heads = 0, micro_batches = 0, dp = 0, tp = 0, pp = 0;
     int hc = 0, sinkhorn_iters = 0, hc_block = 0;
     int64_t hidden = 0, ffn = 0, seq = 0, micro_batch = 0, vocab = 0, max_positions = 0;
-    uint64_t seed = 0;
+    std::string seed;
     double jitter = 0, gpu_flops = 0;
     bool zero1 = false, recompute = false, flash = false, dropout = false, hc_recompute = false;
     bool force = false;
@@ -36,6 +37,15 @@ struct Options {
     bool given(const char* name) const { return opt.at(name)->count() > 0; }
 };
 
+// 0 ... 2^64 - 1, said rather than clamped when it is not one.
+uint64_t parse_seed(const std::string& text) {
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        throw mhc::Error("--seed " + text + ": not an integer in [0, 2^64 - 1]", mhc::Error::Kind::BadInput);
+    return v;
+}
+
 template <class T>
 void set_if(const Options& o, const char* name, T& dst, const T& src) {
     if (o.given(name)) dst = src;
@@ -44,7 +54,7 @@ void set_if(const Options& o, const char* name, T& dst, const T& src) {
 GeneratorConfig build(const Options& o) {
     GeneratorConfig c = preset(o.preset);
     set_if(o, "steps", c.steps, o.steps);
-    set_if(o, "seed", c.seed, o.seed);
+    if (o.given("seed")) c.seed = parse_seed(o.seed);
     set_if(o, "layers", c.layers, o.layers);
     set_if(o, "hidden", c.hidden, o.hidden);
     set_if(o, "heads", c.heads, o.heads);
@@ -109,6 +119,13 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     } else {
         files.push_back({o.pp_stage, o.dp_rank, o.tp_rank, o.output});
     }
+    // OUTPUT names the files (job.db -> job.rank0.db): a folder would give hidden ones (DIR/.rank0).
+    std::error_code ec;
+    if (o.output.empty() || o.output.back() == '/' || std::filesystem::is_directory(o.output, ec))
+        throw mhc::Error(o.output + ": is a directory; -o names the job's files, e.g. " +
+                             (std::filesystem::path(o.output) / "job.db").lexically_normal().string() +
+                             " for job.rank0.db, job.rank1.db, ...",
+                         mhc::Error::Kind::BadInput);
     if (files.size() > 4096)
         throw mhc::Error("--all-ranks: " + std::to_string(files.size()) + " ranks (pp x dp x tp) is more than 4096 files",
                          mhc::Error::Kind::BadInput);
@@ -166,7 +183,11 @@ int run(const Options& o) {
     } catch (const Cancelled&) {
         sigaction(SIGINT, &old, nullptr);
         if (progress) std::fprintf(stderr, "\n");
-        std::fprintf(stderr, "mhc: generate interrupted; %s was not written\n", o.output.c_str());
+        if (o.all_ranks)
+            std::fprintf(stderr, "mhc: generate interrupted; none of the job's files (%s, ...) was written\n",
+                         rank_path(o.output, 0).c_str());
+        else
+            std::fprintf(stderr, "mhc: generate interrupted; %s was not written\n", o.output.c_str());
         return 130;
     } catch (...) {
         sigaction(SIGINT, &old, nullptr);

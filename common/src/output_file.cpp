@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <new>
 
 #include "mhc/common/error.hpp"
 
@@ -21,12 +23,14 @@ namespace mhc {
 namespace {
 
 // Temporary files to remove on a fatal signal. The handler may only call async-signal-safe
-// functions, so the names live in fixed buffers, published with an atomic flag.
-constexpr int kSlots = 32;
-constexpr size_t kNameMax = 4096;
+// functions: each slot's name is written into its own buffer before the slot is published with
+// an atomic flag, and a buffer is never freed (a later file reuses it), so the handler never
+// reads freed memory. Enough slots for a job's every rank file (generate --all-ranks: 4096).
+constexpr int kSlots = 8192;
 struct Slot {
     std::atomic<bool> used{false};
-    char name[kNameMax];
+    char* name = nullptr;
+    size_t capacity = 0;
 };
 Slot g_slots[kSlots];
 std::mutex g_mutex;   // guards claiming slots and installing handlers (not the handler itself)
@@ -62,14 +66,20 @@ void install_handlers() {
 int claim(const std::string& name) {
     std::lock_guard<std::mutex> lock(g_mutex);
     install_handlers();
-    if (name.size() >= kNameMax) return -1;
-    for (int i = 0; i < kSlots; ++i)
-        if (!g_slots[i].used.load()) {
-            std::memcpy(g_slots[i].name, name.c_str(), name.size() + 1);
-            g_slots[i].used.store(true);
-            return i;
+    for (int i = 0; i < kSlots; ++i) {
+        Slot& s = g_slots[i];
+        if (s.used.load()) continue;
+        if (s.capacity < name.size() + 1) {   // unused: the handler does not read it
+            char* bigger = new (std::nothrow) char[name.size() + 1];
+            if (!bigger) return -1;
+            s.name = bigger;   // the old buffer is dropped, not freed (see above)
+            s.capacity = name.size() + 1;
         }
-    return -1;   // more than 32 files at once: still removed by the destructor or the next run
+        std::memcpy(s.name, name.c_str(), name.size() + 1);
+        s.used.store(true);
+        return i;
+    }
+    return -1;   // more files at once: still removed by the destructor or the next run
 }
 
 void release(int slot) {
@@ -276,6 +286,22 @@ bool TempFile::close() {
     int rc = ::close(fd_);
     fd_ = -1;
     return rc == 0;
+}
+
+void commit_together(const std::vector<OutputFile*>& files) {
+    sigset_t held, before;
+    sigemptyset(&held);
+    for (int sig : kSignals) sigaddset(&held, sig);
+    ::pthread_sigmask(SIG_BLOCK, &held, &before);
+    size_t done = 0;
+    try {
+        for (; done < files.size(); ++done) files[done]->commit();
+    } catch (...) {
+        for (size_t i = 0; i < done; ++i) ::unlink(files[i]->path().c_str());
+        ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+        throw;
+    }
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);   // a held signal is delivered now
 }
 
 void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists) {

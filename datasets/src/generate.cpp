@@ -143,6 +143,8 @@ std::vector<GenerateStats> generate_ranks(const GeneratorConfig& cfg, const std:
     }
     std::vector<GenerateStats> out(files.size());
     std::vector<bool> done(files.size(), false);
+    // Every file stays temporary until all are complete, then they appear together.
+    std::vector<std::unique_ptr<trace::Writer>> complete;
     for (size_t first = 0; first < files.size(); ++first) {
         if (done[first]) continue;
         // The whole pipeline of this (dp, tp) rank pair is generated together: stage s's
@@ -204,14 +206,19 @@ std::vector<GenerateStats> generate_ranks(const GeneratorConfig& cfg, const std:
             GenerateStats gs = stats_of(g.c, *g.e, *g.w);
             write_meta(g.c, gs, *g.w);
             write_rank_meta(g.c, *g.w);
-            g.w->finish();
+            g.w->close();
             gs.rows = g.w->rows_written();
             gs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             out[size_t(g.file)] = gs;
             done[size_t(g.file)] = true;
+            complete.push_back(std::move(g.w));
         }
         // Stages generated only for their timing: writers destroyed unfinished.
     }
+    if (hooks.cancel && hooks.cancel->load()) throw Cancelled();
+    std::vector<trace::Writer*> writers;
+    for (auto& w : complete) writers.push_back(w.get());
+    trace::finish_together(writers);
     return out;
 }
 

@@ -178,8 +178,8 @@ void Writer::set_free_time(int64_t allocation_id, int64_t t_free) {
     s.run();
 }
 
-void Writer::finish(const std::function<void(const std::string&)>& verify) {
-    if (finished_) return;
+void Writer::close(const std::function<void(const std::string&)>& verify) {
+    if (closed_) return;
     meta_["format"] = kFormatName;
     meta_["schema_version"] = std::to_string(kSchemaVersion);
     {
@@ -197,9 +197,26 @@ void Writer::finish(const std::function<void(const std::string&)>& verify) {
     st_.reset();
     if (sqlite3_close(db_) != SQLITE_OK) throw Error(path_ + ": cannot close the new trace");
     db_ = nullptr;
+    strings_ = {};   // a closed writer waiting for its job's other files holds nothing else
     if (verify) verify(tmp_path_);
+    closed_ = true;
+}
+
+void Writer::finish(const std::function<void(const std::string&)>& verify) {
+    if (finished_) return;
+    close(verify);
     out_->commit();
     finished_ = true;
+}
+
+void finish_together(const std::vector<Writer*>& writers) {
+    std::vector<OutputFile*> files;
+    for (Writer* w : writers) {
+        w->close();
+        files.push_back(w->out_.get());
+    }
+    commit_together(files);
+    for (Writer* w : writers) w->finished_ = true;
 }
 
 }  // namespace mhc::trace

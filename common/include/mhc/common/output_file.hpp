@@ -7,6 +7,7 @@
 // pid in the name no longer runs). Errors name the target, never the temporary file.
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mhc {
 
@@ -69,6 +70,13 @@ private:
     int fd_ = -1;
     int slot_ = -1;
 };
+
+// Moves every file into place together (the rank files of one job): SIGINT, SIGTERM and SIGHUP
+// are held back until the last is in place, so that a signal never leaves part of the set; when
+// one cannot be moved, those already moved are removed again, so that none of the set appears.
+// (A SIGKILL or a power cut during the renames, which take milliseconds, can still leave part
+// of them: each names its job, and `simulate --ranks` refuses an incomplete job.)
+void commit_together(const std::vector<OutputFile*>& files);
 
 // Writes `content` as the whole of `path` through an OutputFile (temp + rename).
 void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists);

@@ -55,9 +55,13 @@ public:
     // given, runs on the complete temporary file first (name it as path() in errors); if it
     // throws, `path` is left as it was.
     void finish(const std::function<void(const std::string& temp_path)>& verify = {});
+    // finish() without the rename: the temporary file is complete and closed, and stays
+    // temporary (removed with the Writer) until finish() or finish_together().
+    void close(const std::function<void(const std::string& temp_path)>& verify = {});
     const std::string& path() const { return path_; }
 
 private:
+    friend void finish_together(const std::vector<Writer*>& writers);
     void row_done();
     struct Statements;
     std::string path_, tmp_path_;
@@ -67,8 +71,12 @@ private:
     std::unordered_map<std::string, int64_t> strings_;
     std::map<std::string, std::string> meta_;
     int64_t rows_ = 0, rows_in_txn_ = 0;
-    bool finished_ = false;
+    bool closed_ = false, finished_ = false;
 };
+
+// Closes every writer, then moves all their files into place together (mhc::commit_together):
+// a job's rank files appear all at once or not at all.
+void finish_together(const std::vector<Writer*>& writers);
 
 // The trace tables a Reader projects (Reader::scan).
 enum class TraceTable : uint8_t { Allocations, Kernels, Accesses, Copies, Markers };
