@@ -22,7 +22,8 @@ std::string validate(sqlite3* db, const std::string& path) {
         std::string m = sqlite3_errmsg(db);
         sqlite3_finalize(s);
         if ((code & 0xff) == SQLITE_NOTADB) return path + ": not an mhc trace (not an SQLite database)";
-        if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_READONLY) {
+        if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED) sql::fail(db, path, "cannot read");   // Busy
+        if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_IOERR) {
             try { sql::fail(db, path, "cannot read"); } catch (const Error& e) { return e.what(); }
         }
         if ((code & 0xff) == SQLITE_CORRUPT)
@@ -35,7 +36,8 @@ std::string validate(sqlite3* db, const std::string& path) {
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
         // A lock held past the busy timeout is not damage: say which it is.
-        if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED || (rc & 0xff) == SQLITE_READONLY) {
+        if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) sql::fail(db, path, "cannot read");   // Busy
+        if ((rc & 0xff) == SQLITE_READONLY || (rc & 0xff) == SQLITE_IOERR) {
             try { sql::fail(db, path, "cannot read"); } catch (const Error& e) { return e.what(); }
         }
         return path + ": the file is truncated or corrupt (" + std::string(sqlite3_errmsg(db)) + ")";
@@ -95,7 +97,12 @@ sqlite3* open_readonly(const std::string& path, std::string& problem, const std:
     }
     sqlite3* db = sql::open_existing(path, true, problem);
     if (!db) return nullptr;
-    problem = validate(db, name);
+    try {
+        problem = validate(db, name);
+    } catch (...) {   // a lock held past the timeout: not a problem of the file
+        sqlite3_close(db);
+        throw;
+    }
     if (!problem.empty()) {
         sqlite3_close(db);
         return nullptr;

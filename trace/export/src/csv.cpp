@@ -16,10 +16,20 @@ int64_t export_csv(const std::string& trace_path, const std::string& dir, IfExis
         return id >= 0 && static_cast<size_t>(id) < strings.size() ? csv_field(strings[id]) : std::string();
     };
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    // A folder this export creates is removed again when the export fails (declared before the
+    // files, so that it is removed after their temporary files are).
+    struct MadeFolder {
+        std::string dir;
+        bool made = false, keep = false;
+        ~MadeFolder() {
+            std::error_code e;
+            if (made && !keep) std::filesystem::remove(dir, e);   // only when empty
+        }
+    } folder{dir};
+    folder.made = std::filesystem::create_directories(dir, ec);
     if (ec) throw Error(where(dir, "cannot create directory: " + ec.message()));
     int64_t rows = 0;
-    // Both files are complete before either is renamed into place.
+    // Both files are complete before either is renamed into place, and they appear together.
     Output a(dir + "/allocations.csv", false, if_exists), k(dir + "/kernels.csv", false, if_exists);
     a << "id,device,address,bytes,t_alloc_ns,t_free_ns,stream,category,label\n";
     reader.for_each([&](const Allocation& r) {
@@ -46,8 +56,10 @@ int64_t export_csv(const std::string& trace_path, const std::string& dir, IfExis
         k << line;
         ++rows;
     });
-    a.commit();
-    k.commit();
+    a.close();
+    k.close();
+    commit_together({&a.file(), &k.file()});
+    folder.keep = true;
     return rows;
 }
 
