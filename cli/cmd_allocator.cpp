@@ -25,7 +25,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_flag("--json", *json, "Machine-readable output");
         app.add_option("--allocator-conf", *conf,
                        "PYTORCH_CUDA_ALLOC_CONF settings over the recorded ones, e.g. expandable_segments:True");
-        app.add_option("--device", *device, "Device to compare (default: the one with the largest recorded reserved peak)");
+        app.add_option("--device", *device, "Device to compare (default: the one with the largest recorded reserved peak)")
+            ->check(CLI::Range(-1, INT32_MAX));
         return [path, json, conf, device] {
             auto data = mhc::trace::load_checked_trace(*path);
             std::vector<mhc::trace::Segment> segs;

@@ -12,6 +12,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/swap.hpp"
@@ -105,6 +106,7 @@ int run(const Args& a) {
     // silently (checked before measuring, so a refusal costs nothing).
     if (!a.force && std::filesystem::exists(a.output))
         throw Error(a.output + " exists; pass --force to replace it");
+    mhc::refuse_special_file(a.output);   // /dev/null, a FIFO: never replaced, even with --force
     k::Device dev;
     std::string backend = a.backend;
     if (backend.empty()) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
@@ -122,6 +124,18 @@ int run(const Args& a) {
     std::vector<size_t> sizes;
     for (size_t s = 4096; s <= static_cast<size_t>(max_chunk); s *= 4) sizes.push_back(s);
     const size_t arena = std::max<size_t>(sizes.back() * 2, 16 << 20);
+    // A device and a host buffer of `arena` bytes each (both in host memory on the host backend,
+    // the host one pinned): refused before anything is allocated when they take more than half
+    // of this machine's memory, rather than ending "out of host memory".
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const double memory = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+    if (memory > 0 && 2.0 * double(arena) > memory / 2) {
+        size_t most = 4096;
+        while (most * 4 * 4 <= memory / 2) most *= 4;   // 2 buffers of 2 chunks within half
+        throw Error("--max-chunk " + a.max_chunk + ": its buffers (" + format_bytes(int64_t(2 * arena)) +
+                    ") take more than half of this machine's memory (" + format_bytes(int64_t(memory)) +
+                    "); give at most " + format_bytes(int64_t(most)));
+    }
     const double budget = a.quick ? 16e6 : 256e6;  // bytes moved per measurement
 
     auto make = [&](k::SwapPath p) {

@@ -9,6 +9,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/datasets/formulas.hpp"
 #include "mhc/datasets/generate.hpp"
@@ -129,6 +130,7 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     if (files.size() > 4096)
         throw mhc::Error("--all-ranks: " + std::to_string(files.size()) + " ranks (pp x dp x tp) is more than 4096 files",
                          mhc::Error::Kind::BadInput);
+    for (const auto& f : files) mhc::refuse_special_file(f.path);   // before any file is generated
     for (const auto& f : files)
         if (!o.force && std::filesystem::exists(f.path))
             throw mhc::Error(f.path + " exists; pass --force to replace it (and the runs stored in it)",

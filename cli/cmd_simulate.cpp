@@ -36,6 +36,12 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--ranks", o->ranks,
                    "Coupled multi-rank run: one trace per rank (docs/simulator.md, Coupled ranks); under mpirun the "
                    "ranks are spread over the processes")
+        // Without a file after it, CLI11 would read the next option (--capacity) as one.
+        ->check(CLI::Validator(
+            [](std::string& v) {
+                return !v.empty() && v[0] == '-' ? "needs trace files, not the option " + v : std::string();
+            },
+            "FILE"))
         ->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
                    "GPU capacity (required): a share of the unlimited peak (60%, at most 100%), a size with a unit "

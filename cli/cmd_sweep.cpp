@@ -68,8 +68,8 @@ std::function<int()> setup(CLI::App& app) {
         spec.jobs = o->jobs;
         spec.bisect_steps = o->bisect_steps;
         spec.bisect = !o->no_bisect;
-        if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty())
-            throw Error("sweep: empty --policies, --prefetchers or --links");
+        if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty() || spec.capacities.empty())
+            throw Error("sweep: empty --policies, --prefetchers, --capacities or --links");
         for (const auto& p : spec.policies)
             for (const auto& f : spec.prefetchers) {
                 sim::Config c = spec.base;

@@ -89,6 +89,7 @@ std::function<int()> setup(CLI::App& app) {
         apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);
         for (const auto& item : split_list(o->capacity)) spec.capacities.push_back(sim::parse_capacity(item));
+        if (spec.capacities.empty()) throw Error("validate: --capacity '" + o->capacity + "' names no capacity");
         spec.replay.backend = replay::parse_backend(o->backend);
         double scale = 0;
         if (o->time_scale != "auto") {

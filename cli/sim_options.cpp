@@ -16,7 +16,8 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
     o.ratio = app.add_option("--cpu-buffer-ratio", o.cpu_buffer_ratio, "Host buffer as a ratio of GPU capacity (0: unlimited)");
     o.ops = app.add_option("--max-swap-ops-per-sec", o.max_swap_ops, "Cap on swap transfers per second (0: none)");
     app.add_option("--device", o.device, "Device to simulate (default: the GPU device with the largest peak; the host's pinned memory "
-                   "only with --device -1)");
+                   "only with --device -1)")
+        ->check(CLI::Range(-1, INT32_MAX));
     app.add_flag("--no-early", o.no_early, "No early swap-out: evict only on demand (ablation of rule 10)");
 }
 

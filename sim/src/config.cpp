@@ -22,6 +22,10 @@ std::string Capacity::to_string() const {
     return format_bytes(bytes);
 }
 
+namespace {
+constexpr double kMinPercent = 1e-4;   // 0.0001% of the peak: 80 KB of an 80 GB one
+}  // namespace
+
 Capacity parse_capacity(const std::string& text) {
     Capacity c;
     if (text == "unlimited" || text == "inf") return c;
@@ -32,6 +36,10 @@ Capacity parse_capacity(const std::string& text) {
         if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v))
             throw Error("capacity '" + text + "': not a percentage");
         if (v <= 0) throw Error("capacity '" + text + "': must be positive");
+        // A share so small that it is no capacity at all (1e-300% of any peak is 0 bytes).
+        if (v < kMinPercent)
+            throw Error("capacity '" + text + "': less than " + std::to_string(kMinPercent).substr(0, 6) +
+                        "% of the peak; give a size (512KiB) for a limit that small");
         // Above the unlimited peak nothing is limited: such a run would be stored as if it
         // said something about a limit.
         if (v > 100)

@@ -2,6 +2,7 @@
 // simulation or replay leaves the file as it was (or a run explicitly marked incomplete).
 #include "mhc/trace/runs.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -67,7 +68,12 @@ double metric(const std::string& file, int64_t run, const std::string& key, cons
     int type = sqlite3_column_type(s.get(), col);
     if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
         throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is not a number [type]");
-    return s.f64(col);
+    const double v = s.f64(col);
+    // Infinity is no figure (a peak of +Inf bytes printed as -8388608 TiB): never written, refused.
+    if (!std::isfinite(v))
+        throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is " + std::to_string(v) +
+                    ", not a finite number [range]");
+    return v;
 }
 }  // namespace run_rules
 
@@ -82,6 +88,9 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
     }
     sql::Stmt met(db, path, into("INSERT OR REPLACE", "run_metrics VALUES (?,?,?)").c_str());
     for (auto& [k, v] : run.metrics) {
+        if (!std::isfinite(v))
+            throw Error(path + ": run metric '" + k + "' is " + std::to_string(v) + ", not a finite number",
+                        Error::Kind::Internal);
         met.bind(1, id); met.bind(2, k); met.bind(3, v); met.run();
     }
     sql::Stmt ev(db, path, into("INSERT", "run_events VALUES (?,?,?,?,?,?,?)").c_str());

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -120,9 +121,13 @@ static Result import_regular(const std::string& in, const std::string& shown, co
         case Format::Snapshot: import_snapshot(in, w, r, opt.max_input_size); break;
         case Format::Kineto: import_kineto(in, w, r, opt.max_input_size); break;
         case Format::ExecutionTrace: import_et(in, opt.kineto_path, w, r, opt.max_input_size); break;
-        case Format::Nsys: import_nsys(in, w, r, opt.warn); break;
+        case Format::Nsys: import_nsys(in, w, r); break;
         case Format::Auto: break;
     }
+    // Named as the user gave it (a pipe's private copy is not the user's file).
+    if (auto it = r.meta.find("nsys.missing_tables"); it != r.meta.end() && opt.warn)
+        std::fprintf(stderr, "mhc: warning: %s: missing tables %s (imported without them)\n", shown.c_str(),
+                     it->second.c_str());
     r.meta["import.input"] = std::filesystem::path(shown).filename().string();
     for (auto& [k, v] : r.meta) w.set_meta(k, v);
     // Checked on the complete temporary file, which only then becomes `out`; errors name `out`.
