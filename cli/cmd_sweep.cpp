@@ -117,11 +117,20 @@ std::function<int()> setup(CLI::App& app) {
             auto saving = [](const sim::BisectAnswer& a) { return a.found && a.fraction < 1.0; };
             size_t found = 0;
             for (const auto& a : s.answers) found += saving(a);
+            // Each result's rows move into its run: a sweep holds every run once, not twice.
+            auto take = [](sim::Result& r) {
+                trace::Run run = sim::to_run(r);
+                std::vector<trace::RunEvent>().swap(r.events);
+                std::vector<trace::RunKernelTime>().swap(r.kernel_times);
+                std::vector<trace::RunMemorySample>().swap(r.memory);
+                return run;
+            };
             std::vector<trace::Run> runs;
-            for (const auto& r : s.grid) runs.push_back(sim::to_run(r));
-            for (const auto& a : s.answers)
+            runs.reserve(s.grid.size() + found);
+            for (auto& r : s.grid) runs.push_back(take(r));
+            for (auto& a : s.answers)
                 if (saving(a)) {
-                    trace::Run run = sim::to_run(a.result);
+                    trace::Run run = take(a.result);
                     run.name = "bisect:" + run.name;
                     run.config["bisect_budget"] = o->budget;
                     runs.push_back(std::move(run));

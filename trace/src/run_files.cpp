@@ -33,6 +33,15 @@ std::string fingerprint(const std::map<std::string, std::string>& meta, const Ta
     return buf;
 }
 
+int64_t stored_size(const Run& run) {
+    // Bytes per row, index entries included: measured with SQLite's dbstat on 2,000 stored
+    // sweep runs (docs/trace-format.md, "How big runs are").
+    constexpr int64_t kEvent = 45, kSample = 42, kKernel = 22, kConfig = 31, kMetric = 30, kRun = 90;
+    return kRun + kEvent * int64_t(run.events.size()) + kSample * int64_t(run.memory.size()) +
+           kKernel * int64_t(run.kernel_times.size()) + kConfig * int64_t(run.config.size()) +
+           kMetric * int64_t(run.metrics.size());
+}
+
 }  // namespace mhc::trace
 
 namespace mhc::trace::runfiles {

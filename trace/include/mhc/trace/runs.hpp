@@ -105,6 +105,10 @@ std::vector<int64_t> add_job_runs(const std::vector<JobRun>& ranks, const std::s
 // The most trace files whose runs one transaction can store together.
 int max_job_files();
 
+// About how many bytes storing `run` adds to a file: its rows with their index entries, at the
+// sizes measured on files of stored runs (docs/trace-format.md, "How big runs are").
+int64_t stored_size(const Run& run);
+
 std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db = "");
 // Loads one run whole. Throws mhc::Error naming the file when the id does not exist.
 Run load_run(const std::string& trace_path, int64_t run_id, const std::string& runs_db = "");
