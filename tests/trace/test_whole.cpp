@@ -384,3 +384,27 @@ TEST_CASE("a hot journal beside a writable trace in a read-only folder gets the 
     CHECK(list_runs(t).size() == 1);   // a process that can write the folder rolls it back
     CHECK(!fs::exists(t + "-journal"));
 }
+
+TEST_CASE("stored_size says about how much storing runs adds to a file", "[store][whole]") {
+    TempDir dir("mhc-whole");
+    const std::string t = dir.file("t.db");
+    write_trace(t);
+    std::vector<Run> runs;
+    int64_t estimate = 0;
+    for (int i = 0; i < 50; ++i) {
+        Run r = small_run("sized " + std::to_string(i));
+        for (int e = 0; e < 2000; ++e) r.events.push_back({EventKind::SwapIn, e * 10 + i, e * 10 + i + 5, e % 97 + 1, e % 13 + 1, 4096 + e});
+        for (int m = 0; m < 1000; ++m) r.memory.push_back({m * 100 + i, int64_t(m) << 20, int64_t(m) << 10});
+        for (int k = 0; k < 500; ++k) r.kernel_times.push_back({k + 1, k * 50, k * 50 + 40 + i});
+        for (int c = 0; c < 20; ++c) r.config["key." + std::to_string(c)] = "value " + std::to_string(c * i);
+        for (int m = 0; m < 30; ++m) r.metrics["metric." + std::to_string(m)] = m * 1.5 + i;
+        estimate += stored_size(r);
+        runs.push_back(std::move(r));
+    }
+    const auto before = static_cast<int64_t>(fs::file_size(t));
+    add_runs(t, runs);
+    const auto grown = static_cast<int64_t>(fs::file_size(t)) - before;
+    INFO("estimate " << estimate << " bytes, grown " << grown << " bytes");
+    CHECK(estimate > grown * 4 / 5);
+    CHECK(estimate < grown * 5 / 4);
+}
