@@ -104,9 +104,9 @@ Stat latency(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int reps) {
 int run(const Args& a) {
     // A profile is a measurement that took minutes on a particular machine: never replaced
     // silently (checked before measuring, so a refusal costs nothing).
+    mhc::refuse_special_file(a.output);   // /dev/null, a FIFO: never replaced, even with --force
     if (!a.force && std::filesystem::exists(a.output))
         throw Error(a.output + " exists; pass --force to replace it");
-    mhc::refuse_special_file(a.output);   // /dev/null, a FIFO: never replaced, even with --force
     k::Device dev;
     std::string backend = a.backend;
     if (backend.empty()) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
