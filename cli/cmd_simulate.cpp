@@ -14,6 +14,7 @@
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/trace/summary.hpp"
 
 namespace mhc::cli {
 int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, bool json, const StoreOptions& store);
@@ -135,9 +136,11 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     std::vector<trace::TraceData> traces;
     traces.reserve(paths.size());
     std::vector<sim::RankTrace> ranks;
+    std::vector<std::pair<std::string, std::string>> versions;
     for (const auto& p : paths) {
         traces.push_back(trace::load_trace(p));
         ranks.push_back({p, &traces.back(), prepare_for_simulation(traces.back(), c.device, p)});
+        versions.emplace_back(p, trace::capture_versions(traces.back().meta));
     }
     // Ranks that do not belong to one job are refused; what older traces lack is said.
     std::vector<std::string> assumed = sim::check_job_identity(ranks);
@@ -146,6 +149,8 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
         for (const auto& a : assumed) line += (line.empty() ? "" : "; ") + a;
         std::fprintf(stderr, "mhc: warning: %s\n", line.c_str());
     }
+    if (std::string w = trace::version_mismatch(versions); !w.empty() && mpi::is_root())
+        std::fprintf(stderr, "mhc: warning: %s\n", w.c_str());
     sim::JobPlan plan = sim::plan_job(ranks);
     sim::CoupledResult r = mpi::size() > 1 ? mpi::simulate_coupled(ranks, plan, c) : sim::simulate_coupled(ranks, plan, c);
     if (!mpi::is_root()) return kExitOk;
@@ -163,7 +168,14 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
             run.config["coupled.rank"] = std::to_string(r.global_rank[i]);
             run.metrics["coupled_wait_time"] = static_cast<double>(r.ranks[i].coupled_wait_time);
             run.metrics["coupled_wait_count"] = static_cast<double>(r.ranks[i].coupled_wait_count);
-            run.metrics["job_throughput_loss"] = r.job_loss;
+            if (r.stopped[i]) {
+                // It stopped waiting for the rank out of memory: it did not finish either.
+                run.status = "incomplete";
+                if (r.oom >= 0) run.config["coupled.stopped_by"] = std::to_string(r.global_rank[size_t(r.oom)]);
+                run.metrics.erase("peak_reduction");
+                run.metrics.erase("throughput_loss");
+            }
+            if (r.oom < 0) run.metrics["job_throughput_loss"] = r.job_loss;   // a job out of memory has none
             job.push_back({paths[i], traces[i].fingerprint, std::move(run)});
         }
         auto ids = store_job_runs(job, store);

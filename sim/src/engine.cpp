@@ -443,7 +443,11 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         }
     }
     int64_t dur = P.kend[s] - P.kstart[s];
-    if (shift != 0 && C.record_events) R.kernel_times.push_back({kernel_id(s), start, start + dur});
+    // Every kernel the run reaches is stored at its time, moved or not (a missing one is one the
+    // run never reached: docs/trace-format.md, run_kernels).
+    if (C.record_events) R.kernel_times.push_back({kernel_id(s), start, start + dur});
+    ++R.kernels_reached;
+    R.last_kernel = kernel_id(s);
     t_last = std::max(t_last, start + dur);
     origin.after_launch = true;
     if (pre_acts) pre->after_launch(s, start);
@@ -636,8 +640,10 @@ template <class Policy>
 void Engine<Policy>::finish() {
     pre->finish(R);
     R.baseline_makespan = P.t_end - P.t_begin;
-    // An OOM run ends at its OOM: its makespan is how far it got (simulated time).
-    R.simulated_makespan = (R.oom.happened ? R.oom.time : std::max(t_last, P.t_end + shift)) - P.t_begin;
+    // An OOM run ends at its OOM, a halted one at its last event: its makespan is how far it
+    // got (simulated time).
+    const int64_t end = R.oom.happened ? R.oom.time : halted ? std::max(t_last, P.t_begin) : std::max(t_last, P.t_end + shift);
+    R.simulated_makespan = end - P.t_begin;
     for (const Bucket& b : buckets)
         if (b.dev >= 0) R.memory.push_back({b.t, b.dev, b.host});
 }
