@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -139,6 +140,12 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
     setenv("CUDA_INJECTION64_PATH", library.c_str(), 1);
     setenv("MHC_RECORD_OUTPUT", out.c_str(), 1);
     setenv("MHC_RECORD_MANIFEST", manifest.c_str(), 1);
+    // Every process this command starts is one job (unless its launcher names the job itself).
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    const std::string job = std::string("mhc-record:") + host + ":" + std::to_string(getpid()) + ":" +
+                            std::to_string(static_cast<long long>(std::time(nullptr)));
+    setenv("MHC_RECORD_JOB", job.c_str(), 1);
     setenv("MHC_RECORD_ACCESSES", no_accesses ? "0" : "1", 1);
     setenv("MHC_RECORD_FORCE", force ? "1" : "0", 1);
     point_nvtx_at_cupti(library);

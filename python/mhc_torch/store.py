@@ -203,10 +203,13 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
         finally:
             db.close()
         commit(tmp, path, replace)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
         signals.reraise_fatal()
+        # A full disk or a file size limit: one line naming the output, not a traceback.
+        if isinstance(e, sqlite3.Error) or (isinstance(e, OSError) and not isinstance(e, OutputError)):
+            raise OutputError(f"{path}: cannot write the trace: {e}") from None
         raise
     finally:
         signals.restore()

@@ -549,3 +549,25 @@ TEST_CASE("a gzip bomb costs memory in proportion to --max-input-size before it 
     CHECK(k <= kLimit * 3);
     CHECK(!std::filesystem::exists(dir.file("p.db")));
 }
+
+TEST_CASE("Kineto: the rank and world size the profiler recorded, and negative durations said", "[import][hostile]") {
+    test::TempDir dir;
+    const std::string in = dir.file("dist.json"), out = dir.file("dist.db");
+    test::write_file(in, "{\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 3, \"world_size\": 4},\n"
+                         "\"traceEvents\":[\n"
+                         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k1\",\"ts\":10,\"dur\":5,\"args\":{\"device\":0,\"stream\":7}},\n"
+                         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k2\",\"ts\":20,\"dur\":-5000,\"args\":{\"device\":0,\"stream\":7}}\n"
+                         "]}");
+    std::string err;
+    REQUIRE(test::run_mhc("import " + in + " -o " + out, &err) == 0);
+    auto t = mhc::trace::load_trace(out);
+    CHECK(t.meta.at("rank") == "3");
+    CHECK(t.meta.at("world_size") == "4");
+    // A kernel of -5000 us is read as 0 ns long, and that is said, not done silently.
+    CHECK_THAT(t.meta.at("kineto.negative_durations"), Catch::Contains("1 events") && Catch::Contains("'k2'") &&
+                                                             Catch::Contains("-5000 us"));
+    // A rank that is no rank is refused, naming the field.
+    test::write_file(in, "{\"distributedInfo\": {\"rank\": -1}, \"traceEvents\":[]}");
+    CHECK(test::run_mhc("import " + in + " -o " + dir.file("bad.db"), &err) == 2);
+    CHECK_THAT(err, Catch::Contains("distributedInfo.rank"));
+}
