@@ -37,7 +37,16 @@ std::mutex g_mutex;   // guards claiming slots and installing handlers (not the 
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
 
+// While a set of files is moved into place together, a signal waits until the last one is
+// (commit_together), on whatever thread it arrives.
+std::atomic<bool> g_holding{false};
+std::atomic<int> g_held{0};
+
 extern "C" void remove_temps_and_die(int sig) {
+    if (g_holding.load()) {
+        g_held.store(sig);
+        return;
+    }
     for (auto& s : g_slots)
         if (s.used.load()) ::unlink(s.name);
     // Then die of the signal as the process would have (exit status 128+sig in a shell).
@@ -289,19 +298,28 @@ bool TempFile::close() {
 }
 
 void commit_together(const std::vector<OutputFile*>& files) {
+    // Held back on this thread (a command's own handler, generate's SIGINT flag, runs later) and,
+    // for the handler that removes temporary files, on every thread.
     sigset_t held, before;
     sigemptyset(&held);
     for (int sig : kSignals) sigaddset(&held, sig);
     ::pthread_sigmask(SIG_BLOCK, &held, &before);
+    g_held.store(0);
+    g_holding.store(true);
+    auto release = [&] {
+        g_holding.store(false);
+        ::pthread_sigmask(SIG_SETMASK, &before, nullptr);   // a signal blocked here is delivered now
+        if (int sig = g_held.exchange(0)) remove_temps_and_die(sig);
+    };
     size_t done = 0;
     try {
         for (; done < files.size(); ++done) files[done]->commit();
     } catch (...) {
         for (size_t i = 0; i < done; ++i) ::unlink(files[i]->path().c_str());
-        ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+        release();
         throw;
     }
-    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);   // a held signal is delivered now
+    release();
 }
 
 void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists) {

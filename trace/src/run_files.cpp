@@ -210,16 +210,20 @@ int max_files_per_transaction() {
     return 1 + n;
 }
 
-bool roll_back_hot_journal(const std::string& file) {
+bool roll_back_hot_journal(const std::string& file) noexcept {
     std::error_code ec;
     if (!fs::exists(file + "-journal", ec)) return true;
-    std::string problem;
-    sqlite3* db = sql::open_existing(file, true, problem);
-    if (!db) return false;
-    // Any read by a connection that may write the file rolls a hot journal back first.
-    int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
-    sqlite3_close(db);
-    return rc == SQLITE_OK;
+    try {
+        std::string problem;
+        sqlite3* db = sql::open_existing(file, true, problem);
+        if (!db) return false;
+        // Any read by a connection that may write the file rolls a hot journal back first.
+        int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        return rc == SQLITE_OK;
+    } catch (...) {   // called while unwinding: says "not rolled back" rather than throw
+        return false;
+    }
 }
 
 RunWriter::RunWriter(const std::vector<Target>& targets, const std::string& runs_db) {

@@ -85,6 +85,6 @@ private:
 
 // Rolls back the journal a failed or killed writer left beside `file` (a read by a connection
 // that may write the file does it). Returns false when it could not.
-bool roll_back_hot_journal(const std::string& file);
+bool roll_back_hot_journal(const std::string& file) noexcept;
 
 }  // namespace mhc::trace::runfiles
