@@ -1,0 +1,67 @@
+// Evaluating a setting: transforms, timing, live bytes, and the caching allocator model.
+#include "mhc/advise/evaluate.hpp"
+
+#include "mhc/sim/simulate.hpp"
+
+namespace mhc::advise {
+
+Memory measure(const trace::TraceData& t, const std::string& allocator_conf) {
+    auto prep = sim::prepare(t);
+    Memory m;
+    m.peak = sim::baseline_peak(*prep, "ideal");
+    if (allocator_conf.empty()) {
+        m.reserved = sim::baseline_peak(*prep, "caching");
+    } else {
+        sim::Config c;
+        c.allocator = "caching";
+        c.allocator_conf = allocator_conf;
+        c.record_events = false;
+        c.check_invariants = false;
+        c.memory_samples = 1;
+        m.reserved = sim::simulate(*prep, c).simulated_peak;
+    }
+    return m;
+}
+
+Evaluator::Evaluator(const Base& b, sim::LinkModel link, HostModel host) : b_(b), link_(std::move(link)), host_(host) {}
+
+Plan Evaluator::plan(const Setting& s) const {
+    Plan p = b_.plan;
+    Context c = make_context(b_, s, host_);
+    for (const auto& t : make_transforms(b_, s)) t->apply(c, p);
+    return p;
+}
+
+Evaluator::Quick Evaluator::quick(const Setting& s) const {
+    Plan p = plan(s);
+    Order o = order_of(p);
+    Quick q;
+    q.live = live_profile(p, o, b_.device);
+    q.step_time = timing(p, o, link_).makespan;
+    return q;
+}
+
+trace::TraceData Evaluator::trace(const Setting& s) const {
+    Plan p = plan(s);
+    Order o = order_of(p);
+    Timing tm = timing(p, o, link_);
+    return to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}, {"timing", "estimated"}});
+}
+
+Prediction Evaluator::predict(const Setting& s) const {
+    Plan p = plan(s);
+    Order o = order_of(p);
+    Timing tm = timing(p, o, link_);
+    LiveProfile lp = live_profile(p, o, b_.device);
+    trace::TraceData t = to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}});
+    Prediction r;
+    r.memory = measure(t, s.allocator);
+    r.host_peak = lp.host_peak;
+    r.step_time = tm.makespan;
+    r.waits = tm.waits;
+    r.h2d_bytes = tm.h2d_bytes;
+    r.d2h_bytes = tm.d2h_bytes;
+    return r;
+}
+
+}  // namespace mhc::advise
