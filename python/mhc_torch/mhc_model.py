@@ -56,6 +56,10 @@ def sinkhorn(logits: torch.Tensor, iters: int) -> torch.Tensor:
 
 
 class HyperConnection(nn.Module):
+    # The parts the "mhc" checkpoint policy recomputes in the backward (mhc_torch.checkpointing):
+    # everything but the sublayer, which runs between them.
+    RECOMPUTE_PARTS = ("read", "write")
+
     def __init__(self, n: int, hidden: int, iters: int):
         super().__init__()
         self.n, self.iters = n, iters
@@ -74,11 +78,18 @@ class HyperConnection(nn.Module):
         res = sinkhorn((self.gate[2] * h[..., 2 * n:] + b[2 * n:]).unflatten(-1, (n, n)), self.iters)
         return pre, post, res
 
-    def forward(self, x, sublayer):
+    def read(self, x):
+        """The maps and the sublayer's input u = H_pre x."""
         pre, post, res = self.maps(x)
-        u = torch.einsum("btn,btnc->btc", pre.to(x.dtype), x)
-        y = sublayer(u)
+        return torch.einsum("btn,btnc->btc", pre.to(x.dtype), x), post, res
+
+    def write(self, x, y, post, res):
+        """The new streams H_res x + H_post^T y from the sublayer's output y."""
         return torch.einsum("btnm,btmc->btnc", res.to(x.dtype), x) + post.to(y.dtype).unsqueeze(-1) * y.unsqueeze(-2)
+
+    def forward(self, x, sublayer):
+        u, post, res = self.read(x)
+        return self.write(x, sublayer(u), post, res)
 
 
 def _rope(q, cos, sin):
