@@ -41,7 +41,7 @@ def _suggest(name: str, by_name: dict) -> str:
     """The names nearest to a wrong one, or how names are spelled."""
     import difflib
 
-    close = difflib.get_close_matches(name, list(by_name), n=2, cutoff=0.75)
+    close = sorted(difflib.get_close_matches(name, list(by_name), n=2, cutoff=0.75))
     if close:
         return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
     example = next((n for n in list(by_name)[1:] if n.count(".") == 1), next(iter(by_name)))

@@ -7,12 +7,14 @@ Mixed into capturing.Recording; the methods here read and extend its allocations
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from . import placement, store
 
 _HOST_CATEGORY = {placement.ACTIVATION: store.ACTIVATION, placement.OPTIMIZER: store.OPTIMIZER,
-                  placement.GRAD: store.GRAD, placement.PARAM: store.PARAM}
+                  placement.GRAD: store.GRAD, placement.PARAM: store.PARAM, placement.WORKSPACE: store.WORKSPACE}
 _COPY_OPS = {"aten::copy_", "aten::_copy_from"}
 HOST = -1  # allocations.device of host memory
 
@@ -24,17 +26,21 @@ class SettingsRecording:
         self.copies: list[store.Copy] = []
         self.saves: list[tuple[int, int, bool, str]] = []  # (allocation, kernels so far, output?, module)
         self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
+        self.active: list[str] = []  # modules running (forward, or backward), innermost last
+        self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
         self.side_free = 0  # when the copy stream is next free (ns)
         self.host_live = self.host_peak = 0
 
     # Host memory ----------------------------------------------------------------------------
-    def host_kind(self, t: torch.Tensor, new: bool) -> str | None:
-        """What t's storage holds if it is host memory: marked so, or made inside an on_host region."""
-        return placement.host_kind(t) or (placement.host_region() if new else None)
+    def host_category(self, t: torch.Tensor, new: bool) -> int | None:
+        """The category of t's storage if it is host memory (placement.mark_host said so, or an op
+        made it inside a placement.on_host region), else None."""
+        what = placement.host_kind(t) or (placement.host_region() if new else None)
+        return None if what is None else _HOST_CATEGORY.get(what, store.OTHER)
 
-    def to_host(self, alloc: store.Allocation, what: str) -> None:
+    def to_host(self, alloc: store.Allocation, category: int) -> None:
         alloc.device = HOST
-        alloc.category = _HOST_CATEGORY.get(what, store.OTHER)
+        alloc.category = category
         self.host_live += alloc.bytes
         self.host_peak = max(self.host_peak, self.host_live)
 
@@ -91,10 +97,11 @@ class SettingsRecording:
 
     def saved_pairs(self) -> list[tuple[int, int]]:
         """(allocation, kernel) of every save: an output to the kernel that made it, an input to
-        the next kernel in the same module (else the last one before it)."""
+        the next kernel if it runs in the same module or inside it (else the last one before)."""
         pairs = set()
         for alloc, count, is_output, module in self.saves:
-            if is_output or count >= len(self.kernels) or self.kernels[count].module != module:
+            nxt = self.kernels[count].module if count < len(self.kernels) else None
+            if is_output or nxt is None or not (nxt == module or nxt.startswith(module + ".")):
                 if count > 0:
                     pairs.add((alloc, self.kernels[count - 1].id))
             else:
@@ -109,9 +116,29 @@ class SettingsRecording:
         return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
 
     # Modules ----------------------------------------------------------------------------------
-    def module_ran(self, name: str | None, module: torch.nn.Module) -> None:
-        if name and name not in self.module_types:
-            self.module_types[name] = type(module).__name__
+    def track_modules(self, tracker) -> None:
+        """Follows modules as a ModTracker sees them enter and leave, forward and backward.
+        The innermost running module is the one entered last: a module called from inside a
+        sibling's forward (an mHC connection running its sublayer) is inside it while it runs."""
+        self.name_of = tracker.get_known_fqn
+        tracker.register_user_hooks(pre_fw_hook=lambda m, _: self.on_module(m, True),
+                                    post_fw_hook=lambda m, _, __: self.on_module(m, False),
+                                    pre_bw_hook=lambda m, _: self.on_module(m, True),
+                                    post_bw_hook=lambda m, _: self.on_module(m, False))
+
+    def on_module(self, module: torch.nn.Module | None, entering: bool) -> None:
+        name = self.name_of(module) if module is not None else None
+        if not name:
+            return
+        if entering:
+            self.active.append(name)
+            self.module_types.setdefault(name, type(module).__name__)
+        elif name in self.active:
+            del self.active[len(self.active) - 1 - self.active[::-1].index(name)]
+
+    def module_of(self) -> str:
+        """The innermost module running now ("" outside every module)."""
+        return self.active[-1] if self.active else ""
 
     def module_records(self, model: torch.nn.Module) -> list[store.Module]:
         """Every module that ran or ran an op, with its ancestors, parents before children."""

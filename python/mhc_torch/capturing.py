@@ -113,7 +113,6 @@ class Recording(SettingsRecording):
         self.records: list[_Storage] = []
         self.phase = "setup"
         self.step = -1
-        self.module_of: Callable[[], str] = lambda: ""
         self.layer_of: Callable[[], int | None] = lambda: None
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
@@ -139,7 +138,7 @@ class Recording(SettingsRecording):
             s.phase = "fixed"
         self.storages[key] = s
         self.records.append(s)
-        host = self.host_kind(t, new=category is None)
+        host = self.host_category(t, new=category is None)
         if host is not None:
             self.to_host(a, host)
             s.phase = "fixed"
@@ -428,10 +427,6 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
         layers = _layer_lists(model)
         tracker = ModTracker()
 
-        def module_of():
-            ps = [p for p in tracker.parents if p != "Global"]
-            return max(ps, key=len) if ps else ""
-
         def layer_of():
             for p in tracker.parents:
                 i = layers.get(p)
@@ -439,17 +434,15 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
                     return i
             return None
 
-        rec.module_of, rec.layer_of = module_of, layer_of
+        rec.layer_of = layer_of
+        rec.track_modules(tracker)
         step_times = []
         with torch.device(device):
             batch = make_batch()
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
-        # Modules that ran, named by the tracker (whose own hook runs before this one).
-        ran = (lambda: torch.nn.modules.module.register_module_forward_pre_hook(
-            lambda mod, _: rec.module_ran(tracker.get_known_fqn(mod), mod)))
-        with tracker, ran(), _Recorder(rec), placement.listening_for_saved(rec.on_saved):
+        with tracker, _Recorder(rec), placement.listening(rec):
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t

@@ -19,6 +19,8 @@ import inspect
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
+from . import placement
+
 _aten = torch.ops.aten
 # Ops whose outputs save_matmuls keeps: matmuls and attention (CUDA kernels and their CPU twins).
 _MATMULS = {getattr(_aten, n) for n in (
@@ -32,19 +34,23 @@ def _save_matmuls_policy(ctx, op, *args, **kwargs):
     return CheckpointPolicy.MUST_SAVE if op.overloadpacket in _MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def _checkpointed(fn, context_fn=None):
-    """fn run under non-reentrant checkpointing when autograd records (plain when it does not).
-    What selective checkpointing keeps goes through the saved-tensor hooks around it (an offload
-    moves it like any saved tensor), where this PyTorch has the option."""
+def _checkpointed(fn, module: torch.nn.Module, context_fn=None):
+    """fn (a method of module) run under non-reentrant checkpointing when autograd records (plain
+    when it does not). What selective checkpointing keeps goes through the saved-tensor hooks
+    around it (an offload moves it like any saved tensor), where this PyTorch has the option."""
     kwargs = {} if context_fn is None else {"context_fn": context_fn}
     if context_fn is not None and "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters:
         kwargs["respect_saved_tensors_hooks"] = True
+
+    def region(*args, **kw):  # the recompute calls this, not the module: say whose code it is
+        with placement.in_module(module):
+            return fn(*args, **kw)
 
     @functools.wraps(fn)
     def run(*args, **kw):
         if not torch.is_grad_enabled():
             return fn(*args, **kw)
-        return checkpoint(fn, *args, use_reentrant=False, **kwargs, **kw)
+        return checkpoint(region, *args, use_reentrant=False, **kwargs, **kw)
     return run
 
 
@@ -53,11 +59,11 @@ def checkpoint_module(module: torch.nn.Module, policy: str) -> None:
     if policy == "mhc":
         for _, m in module.named_modules():
             for part in getattr(m, "RECOMPUTE_PARTS", ()):
-                setattr(m, part, _checkpointed(getattr(m, part)))
+                setattr(m, part, _checkpointed(getattr(m, part), m))
         return
     context_fn = (functools.partial(create_selective_checkpoint_contexts, _save_matmuls_policy)
                   if policy == "save_matmuls" else None)
-    module.forward = _checkpointed(module.forward, context_fn)
+    module.forward = _checkpointed(module.forward, module, context_fn)
 
 
 def has_recompute_parts(module: torch.nn.Module) -> bool:

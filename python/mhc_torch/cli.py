@@ -67,17 +67,18 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
 def _capture(a, parser: argparse.ArgumentParser) -> int:
     import json
 
-    import torch
-
-    from .capturing import CaptureError, capture
-    from .models import preset
     from .settings import SettingError, load_setting
 
-    try:
+    try:  # before torch is imported: a bad setting is told at once
         setting = load_setting(a.setting) if a.setting is not None else None
     except SettingError as e:
         print(f"mhc-torch: {e}", file=sys.stderr)
         return 2
+
+    import torch
+
+    from .capturing import CaptureError, capture
+    from .models import preset
 
     if a.model.endswith(".py"):
         try:
@@ -158,8 +159,11 @@ def main(argv=None) -> int:
             return 2
         try:
             rest = _recipe_argv(a.recipe, c)
-        except (OSError, ValueError) as e:
-            print(f"mhc-torch: recipe: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
+        except OSError as e:
+            print(f"mhc-torch: recipe: {a.recipe}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        except ValueError as e:
+            print(f"mhc-torch: recipe: {e}", file=sys.stderr)
             return 2
         a = p.parse_args(["capture", *rest, "-o", a.out] + (["--setting", a.setting] if a.setting is not None else []))
     if a.cmd == "capture":

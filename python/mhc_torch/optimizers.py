@@ -63,7 +63,7 @@ class _HostStep:
             raise ValueError("optimizer state on the host: step(closure) is not supported")
         for d in {p.device for p, _ in self.offloaded_params if p.is_cuda}:
             torch.cuda.synchronize(d)  # the gradients' device-to-host copies are complete
-        with placement.on_host(placement.OPTIMIZER):
+        with placement.on_host(placement.WORKSPACE):  # its new tensors: temporaries, and the state
             super().step()
         with torch.no_grad():
             for p, h in self.offloaded_params:
@@ -92,7 +92,7 @@ def _grad_to_host(host: torch.Tensor, param: torch.Tensor) -> None:
     if host.grad is None:
         host.grad = g
     else:  # gradients accumulated over several backward passes
-        with placement.on_host(placement.GRAD):
+        with placement.on_host(placement.WORKSPACE):
             host.grad.add_(g)
     param.grad = None
 

@@ -16,11 +16,11 @@ from typing import Callable
 import torch
 
 # What a host storage holds; a capture maps it to the trace's category.
-ACTIVATION, OPTIMIZER, GRAD, PARAM = "activation", "optimizer", "grad", "param"
+ACTIVATION, OPTIMIZER, GRAD, PARAM, WORKSPACE = "activation", "optimizer", "grad", "param", "workspace"
 
 _local = threading.local()
 _host: dict[int, tuple[weakref.ref, str]] = {}  # id(untyped storage) -> (the storage, what)
-_listeners: list[Callable[[torch.Tensor], None]] = []
+_listeners: list = []  # objects with on_saved(tensor) and on_module(module, entering)
 
 
 def host_empty_like(t: torch.Tensor, what: str) -> torch.Tensor:
@@ -81,15 +81,29 @@ def side_stream_active() -> bool:
 def note_saved(t: torch.Tensor) -> None:
     """Autograd saves t for the backward. Saved-tensor hooks that take the place of a capture's
     own (an offload's) report the tensors they receive here, so that the capture still sees them."""
-    for fn in _listeners:
-        fn(t)
+    for obj in _listeners:
+        obj.on_saved(t)
 
 
 @contextlib.contextmanager
-def listening_for_saved(fn: Callable[[torch.Tensor], None]):
-    """Calls fn(tensor) for each note_saved while inside."""
-    _listeners.append(fn)
+def in_module(module: torch.nn.Module):
+    """Code inside is `module`'s, though not called through the module: the part of a forward
+    that checkpointing runs again in the backward."""
+    for obj in _listeners:
+        obj.on_module(module, True)
     try:
         yield
     finally:
-        _listeners.remove(fn)
+        for obj in _listeners:
+            obj.on_module(module, False)
+
+
+@contextlib.contextmanager
+def listening(obj):
+    """Calls obj.on_saved(tensor) for each note_saved and obj.on_module(module, entering) around
+    each in_module while inside."""
+    _listeners.append(obj)
+    try:
+        yield
+    finally:
+        _listeners.remove(obj)

@@ -44,7 +44,7 @@ def load_setting(source) -> dict:
         data = source
     elif isinstance(source, (str, os.PathLike)):
         text = str(source)
-        if text.lstrip().startswith("{"):
+        if text.lstrip()[:1] in ("{", "[", '"') or not os.path.exists(text) and _is_json(text):
             where = "setting"
         else:
             where = text
@@ -60,6 +60,14 @@ def load_setting(source) -> dict:
     else:
         raise SettingError(f"setting: expected a dict, JSON text or a file name, got {type(source).__name__}")
     return check_setting(data)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+        return True
+    except json.JSONDecodeError:
+        return False
 
 
 def dumps(setting: dict) -> str:
