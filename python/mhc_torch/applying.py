@@ -48,12 +48,6 @@ def _suggest(name: str, by_name: dict) -> str:
     return f"names start with the model's class name, e.g. '{example}'"
 
 
-def _model_device(model: torch.nn.Module) -> torch.device:
-    for t in list(model.parameters()) + list(model.buffers()):
-        return t.device
-    return torch.device("cpu")
-
-
 def _wrap_forward_in(module: torch.nn.Module, hooks_of) -> None:
     """Runs the module's forward inside the context manager hooks_of() returns."""
     import functools
@@ -65,15 +59,6 @@ def _wrap_forward_in(module: torch.nn.Module, hooks_of) -> None:
         with hooks_of():
             return inner(*args, **kwargs)
     module.forward = forward
-
-
-def _bf16_weights(model: torch.nn.Module) -> None:
-    """Floating-point parameters in bfloat16, in place (the parameter objects stay the same, so
-    the optimizer built over them keeps them); buffers keep their dtype."""
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.is_floating_point() and p.dtype != torch.bfloat16:
-                p.data = p.data.to(torch.bfloat16)
 
 
 def _allocator(conf: str) -> None:
@@ -96,8 +81,8 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
     ck_modules = resolve_modules(model, ck["modules"], "checkpoint.modules") if ck else []
     if ck and ck["policy"] == "mhc":
         for name, m in zip(ck["modules"], ck_modules):
-            if not checkpointing.has_recompute_parts(m):
-                raise SettingError(f"setting: checkpoint.policy mhc: module '{name}' holds no mHC hyper-connection")
+            if not checkpointing.mhc_maps(m):
+                raise SettingError(f"setting: checkpoint.policy mhc: module '{name}' holds no mHC hyper-connection maps")
     off_modules = (resolve_modules(model, off["modules"], "offload.modules") if off and off["modules"] else
                    [model] if off else [])
     if (opt or s.get("weights") == "bf16") and optimizer is None:
@@ -107,11 +92,11 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         raise SettingError("setting: the optimizer has taken steps already; apply the setting before the first step")
 
     if s.get("weights") == "bf16":
-        _bf16_weights(model)
+        model.to(torch.bfloat16)  # parameters keep their identity: the optimizer still holds them
     for m in ck_modules:
         checkpointing.checkpoint_module(m, ck["policy"])
     if off:
-        manager = SavedTensorOffload(off["mode"], off["min_bytes"], off["max_stash_bytes"], _model_device(model))
+        manager = SavedTensorOffload(model, off["mode"], off["min_bytes"], off["max_fwd_stash"], off["prefetch"])
         for m in off_modules:
             _wrap_forward_in(m, manager.hooks)
     if opt.get("state") == "host":

@@ -96,16 +96,19 @@ class SettingsRecording:
         self.saves.append((s.alloc.id, len(self.kernels), is_output, self.module_of()))
 
     def saved_pairs(self) -> list[tuple[int, int]]:
-        """(allocation, kernel) of every save: an output to the kernel that made it, an input to
-        the next kernel if it runs in the same module or inside it (else the last one before)."""
+        """(allocation, kernel) of every save: an output to the kernel that made it (which ran in
+        the module saving it: nothing runs between an op and the saving of its outputs), an input
+        to the next kernel if it runs in the saving module or inside it (else the last one before)."""
         pairs = set()
         for alloc, count, is_output, module in self.saves:
-            nxt = self.kernels[count].module if count < len(self.kernels) else None
-            if is_output or nxt is None or not (nxt == module or nxt.startswith(module + ".")):
-                if count > 0:
-                    pairs.add((alloc, self.kernels[count - 1].id))
-            else:
-                pairs.add((alloc, self.kernels[count].id))
+            last = self.kernels[count - 1] if count > 0 else None
+            nxt = self.kernels[count] if count < len(self.kernels) else None
+            if is_output and last is not None and last.module == module:
+                pairs.add((alloc, last.id))
+            elif nxt is not None and (nxt.module == module or nxt.module.startswith(module + ".")):
+                pairs.add((alloc, nxt.id))
+            elif last is not None:
+                pairs.add((alloc, last.id))
         return sorted(pairs)
 
     def saved_hooks(self):

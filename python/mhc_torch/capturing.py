@@ -323,9 +323,10 @@ def capture(build_model: Callable[[], torch.nn.Module],
     if steps < 1:
         raise ValueError("steps must be at least 1")
     if setting is not None:
-        from .settings import dumps, load_setting
+        from .settings import check_setting, dumps, read_setting
 
-        setting = load_setting(setting)
+        setting_given = read_setting(setting)
+        setting = check_setting(setting_given)
     rec = Recording(spec)
     fake = FakeTensorMode(allow_non_fake_inputs=False)
     try:
@@ -362,7 +363,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.host_peak_bytes": str(rec.host_peak),
     }
     if setting is not None:
-        full_meta["capture.setting"] = dumps(setting)
+        full_meta["capture.setting"] = dumps(setting_given)
     full_meta.update(meta or {})
     store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
                       saved=rec.saved_pairs(), copies=rec.copies)

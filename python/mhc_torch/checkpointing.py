@@ -5,14 +5,14 @@
   has recomputed what the backward needs). Its inputs stay alive until then (the recompute reads them).
 - save_matmuls: selective checkpointing (create_selective_checkpoint_contexts): the outputs of
   matrix multiplications and attention are kept, every other op of the module is recomputed.
-- mhc: in each mHC hyper-connection inside the module, the parts that compute and apply the mixing
-  maps (RMSNorm, projection, sigmoids, Sinkhorn-Knopp, stream mixing) are checkpointed; the sublayer
-  they wrap (attention, MLP) is left as it is. A module declares those parts with the attribute
-  RECOMPUTE_PARTS (names of its methods), as mhc_model.HyperConnection does.
+- mhc: every mHC hyper-connection's maps inside the module (RMSNorm of the n streams, projection,
+  sigmoids, Sinkhorn-Knopp: mhc_model.HcMaps, or any module whose class sets MHC_RECOMPUTE) is
+  checkpointed as with full; the stream mixing and the sublayers (attention, MLP) are left as they are.
 The forward is wrapped on the module instance, so parameter names and state dicts do not change.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 
@@ -24,10 +24,10 @@ from . import placement
 _aten = torch.ops.aten
 # Ops whose outputs save_matmuls keeps: matmuls and attention (CUDA kernels and their CPU twins).
 _MATMULS = {getattr(_aten, n) for n in (
-    "mm", "bmm", "addmm", "baddbmm", "_scaled_mm", "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_flash_attention_for_cpu", "_flash_attention_forward",
-    "_efficient_attention_forward") if hasattr(_aten, n)}
+    "mm", "bmm", "addmm", "baddbmm", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
+    "_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps") if hasattr(_aten, n)}
 
 
 def _save_matmuls_policy(ctx, op, *args, **kwargs):
@@ -43,7 +43,7 @@ def _checkpointed(fn, module: torch.nn.Module, context_fn=None):
         kwargs["respect_saved_tensors_hooks"] = True
 
     def region(*args, **kw):  # the recompute calls this, not the module: say whose code it is
-        with placement.in_module(module):
+        with placement.in_module(module), _saves_told():
             return fn(*args, **kw)
 
     @functools.wraps(fn)
@@ -54,17 +54,41 @@ def _checkpointed(fn, module: torch.nn.Module, context_fn=None):
     return run
 
 
+@contextlib.contextmanager
+def _saves_told():
+    """Inside a checkpointed region autograd gives what it saves to the checkpoint's hook, which
+    keeps none of it, and hooks outside the region do not see it. While a capture listens, a hook
+    on top tells it each save of the region's first run (placement.note_saved) and passes the
+    tensor on to the checkpoint's hook, which it stands in for as the checkpoint's own would
+    (PyTorch's checkpoint-internal marks, so that selective checkpointing still finds the hooks
+    outside). Without a capture, or if the checkpoint's hook is not the one expected, nothing."""
+    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    if not placement.listened() or top is None or not getattr(top[0], "_checkpoint_internal", False):
+        yield
+        return
+    inner_pack, inner_unpack = top
+
+    def pack(t):
+        if torch._C._current_graph_task_id() == -1:  # the forward, not the backward's recompute
+            placement.note_saved(t)
+        return inner_pack(t)
+    pack._checkpoint_internal = True
+    pack._user_hooks = getattr(inner_pack, "_user_hooks", None)
+    with torch.autograd.graph.saved_tensors_hooks(pack, inner_unpack):
+        yield
+
+
 def checkpoint_module(module: torch.nn.Module, policy: str) -> None:
     """Checkpoints `module` in place with `policy` (full, save_matmuls, mhc)."""
     if policy == "mhc":
-        for _, m in module.named_modules():
-            for part in getattr(m, "RECOMPUTE_PARTS", ()):
-                setattr(m, part, _checkpointed(getattr(m, part), m))
+        for m in mhc_maps(module):
+            m.forward = _checkpointed(m.forward, m)
         return
     context_fn = (functools.partial(create_selective_checkpoint_contexts, _save_matmuls_policy)
                   if policy == "save_matmuls" else None)
     module.forward = _checkpointed(module.forward, module, context_fn)
 
 
-def has_recompute_parts(module: torch.nn.Module) -> bool:
-    return any(getattr(m, "RECOMPUTE_PARTS", ()) for _, m in module.named_modules())
+def mhc_maps(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """The hyper-connection maps inside module (itself included) that the mhc policy recomputes."""
+    return [m for m in module.modules() if getattr(type(m), "MHC_RECOMPUTE", False)]

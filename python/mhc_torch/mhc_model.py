@@ -55,10 +55,13 @@ def sinkhorn(logits: torch.Tensor, iters: int) -> torch.Tensor:
     return m
 
 
-class HyperConnection(nn.Module):
-    # The parts the "mhc" checkpoint policy recomputes in the backward (mhc_torch.checkpointing):
-    # everything but the sublayer, which runs between them.
-    RECOMPUTE_PARTS = ("read", "write")
+class HcMaps(nn.Module):
+    """The three maps of a hyper-connection from its n streams: RMSNorm of the flattened streams,
+    a linear projection, sigmoids for H_pre and H_post, Sinkhorn-Knopp for H_res. A module of its
+    own so that it can be recomputed in the backward alone (mhc_torch's "mhc" checkpoint policy
+    checkpoints every module marked MHC_RECOMPUTE); the sublayer and the stream mixing stay."""
+
+    MHC_RECOMPUTE = True
 
     def __init__(self, n: int, hidden: int, iters: int):
         super().__init__()
@@ -68,7 +71,7 @@ class HyperConnection(nn.Module):
         self.bias = nn.Parameter(torch.zeros(n * n + 2 * n))
         self.gate = nn.Parameter(torch.full((3,), 0.01))
 
-    def maps(self, x):
+    def forward(self, x):
         """x: (B, T, n, C) -> pre (B, T, n), post (B, T, n), res (B, T, n, n)."""
         n = self.n
         h = self.proj(self.norm(x.flatten(-2))).float()
@@ -78,18 +81,17 @@ class HyperConnection(nn.Module):
         res = sinkhorn((self.gate[2] * h[..., 2 * n:] + b[2 * n:]).unflatten(-1, (n, n)), self.iters)
         return pre, post, res
 
-    def read(self, x):
-        """The maps and the sublayer's input u = H_pre x."""
-        pre, post, res = self.maps(x)
-        return torch.einsum("btn,btnc->btc", pre.to(x.dtype), x), post, res
 
-    def write(self, x, y, post, res):
-        """The new streams H_res x + H_post^T y from the sublayer's output y."""
-        return torch.einsum("btnm,btmc->btnc", res.to(x.dtype), x) + post.to(y.dtype).unsqueeze(-1) * y.unsqueeze(-2)
+class HyperConnection(nn.Module):
+    def __init__(self, n: int, hidden: int, iters: int):
+        super().__init__()
+        self.maps = HcMaps(n, hidden, iters)
 
     def forward(self, x, sublayer):
-        u, post, res = self.read(x)
-        return self.write(x, sublayer(u), post, res)
+        pre, post, res = self.maps(x)
+        u = torch.einsum("btn,btnc->btc", pre.to(x.dtype), x)
+        y = sublayer(u)
+        return torch.einsum("btnm,btmc->btnc", res.to(x.dtype), x) + post.to(y.dtype).unsqueeze(-1) * y.unsqueeze(-2)
 
 
 def _rope(q, cos, sin):

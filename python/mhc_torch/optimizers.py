@@ -1,13 +1,14 @@
 """The optimizer's implementation (foreach, fused, for-loop) and optimizer state on the host.
 
 State on the host is ZeRO-Offload's placement (Ren et al. 2021; DeepSpeed's offload_optimizer
-with device "cpu"), for one process: the optimizer holds host copies of the parameters (pinned
-when the model is on a GPU) and keeps its state beside them; each gradient is copied to a host
-buffer as soon as the backward has accumulated it, and the device gradient is dropped at once (a
-post-accumulate-grad hook), so no full set of device gradients ever exists; step() runs the same
-optimizer on the CPU and copies the updated parameters back to the device. The math is the
-optimizer's own on the host copies (same dtype as the parameters): the results are bitwise the
-ones the device would give with the same implementation, on a CPU.
+with device "cpu"), for one process: the optimizer holds fp32 host copies of the parameters (the
+master weights; pinned when the model is on a GPU) and keeps its state beside them; each gradient
+is copied into a host buffer (fp32, allocated once and kept) as soon as the backward has
+accumulated it, and the device gradient is dropped at once (a post-accumulate-grad hook), so no
+device gradient outlives its op; step() runs the same optimizer on the CPU and copies the updated
+parameters back into the device ones. With fp32 weights the math is the optimizer's own on
+copies: bitwise what it gives on a CPU. Limits: step(closure) is refused; gradients are on the
+host only, so clip them there (optimizer.offloaded_params pairs each parameter with its copy).
 """
 from __future__ import annotations
 
@@ -54,20 +55,35 @@ def rebuild(optimizer: torch.optim.Optimizer, options: dict) -> torch.optim.Opti
 
 
 class _HostStep:
-    """Mixed into the optimizer's class: step() on the host copies, then parameters to the device."""
+    """Mixed into the optimizer's class: the step on the host copies, then parameters to the device."""
 
-    offloaded_params: list[tuple[torch.Tensor, torch.Tensor]]  # (device parameter, host copy)
+    offloaded_params: list[tuple[torch.Tensor, torch.Tensor]]  # (device parameter, host fp32 copy)
+    _fresh: set  # ids of the host copies whose gradient buffer holds this step's gradient
 
     def step(self, closure=None):
         if closure is not None:
             raise ValueError("optimizer state on the host: step(closure) is not supported")
         for d in {p.device for p, _ in self.offloaded_params if p.is_cuda}:
             torch.cuda.synchronize(d)  # the gradients' device-to-host copies are complete
-        with placement.on_host(placement.WORKSPACE):  # its new tensors: temporaries, and the state
-            super().step()
+        # A parameter that got no gradient this step has none for the optimizer (as set_to_none).
+        stale = [(h, h.grad) for _, h in self.offloaded_params if h.grad is not None and id(h) not in self._fresh]
+        for h, _ in stale:
+            h.grad = None
+        try:
+            with placement.on_host(placement.WORKSPACE):  # its new tensors: temporaries, and the state
+                super().step()
+        finally:
+            for h, g in stale:
+                h.grad = g
         with torch.no_grad():
             for p, h in self.offloaded_params:
                 p.copy_(h, non_blocking=h.is_pinned())
+
+    def zero_grad(self, set_to_none: bool = True):
+        """The host gradient buffers are kept (allocated once); the next gradient overwrites them."""
+        self._fresh.clear()
+        for p, _ in self.offloaded_params:
+            p.grad = None
 
 
 _HOST_CLASSES: dict[type, type] = {}
@@ -79,24 +95,32 @@ def _host_class(cls: type) -> type:
     return _HOST_CLASSES[cls]
 
 
-def _host_copy(t: torch.Tensor, what: str) -> torch.Tensor:
-    h = placement.host_empty_like(t, what)
+def _master_copy(p: torch.Tensor) -> torch.Tensor:
+    """The host copy of a parameter the optimizer updates: fp32 if the parameter is floating point."""
+    h = placement.host_empty_like(p, placement.PARAM, torch.float32 if p.is_floating_point() else p.dtype)
     with torch.no_grad():
-        h.copy_(t, non_blocking=t.is_cuda)
+        h.copy_(p, non_blocking=p.is_cuda)
     return h
 
 
-def _grad_to_host(host: torch.Tensor, param: torch.Tensor) -> None:
-    with placement.side_stream():
-        g = _host_copy(param.grad, placement.GRAD)
+def _grad_to_host(optimizer: "_HostStep", host: torch.Tensor, param: torch.Tensor) -> None:
+    """Moves the gradient the backward just accumulated into the host buffer; drops the device one."""
+    first = id(host) not in optimizer._fresh
     if host.grad is None:
-        host.grad = g
-    else:  # gradients accumulated over several backward passes
+        host.grad = placement.host_empty_like(host, placement.GRAD)
+    with placement.side_stream(), torch.no_grad():
+        if first:
+            host.grad.copy_(param.grad, non_blocking=param.is_cuda)
+        else:  # gradients accumulated over several backward passes
+            g = placement.host_empty_like(host, placement.WORKSPACE)
+            g.copy_(param.grad, non_blocking=param.is_cuda)
+    if not first:
+        if param.is_cuda:
+            torch.cuda.synchronize(param.device)
         with placement.on_host(placement.WORKSPACE):
             host.grad.add_(g)
+    optimizer._fresh.add(id(host))
     param.grad = None
-
-
 def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.optim.Optimizer:
     """The optimizer rebuilt over host copies of its parameters (see the module's docstring)."""
     if optimizer.state:
@@ -104,12 +128,13 @@ def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.opti
                            "apply the setting before the first step")
     pairs, groups = [], []
     for g in optimizer.param_groups:
-        hosts = [_host_copy(p, placement.PARAM) for p in g["params"]]
+        hosts = [_master_copy(p) for p in g["params"]]
         pairs += zip(g["params"], hosts)
         groups.append({**g, **options, "params": hosts})
     new = _host_class(type(optimizer))(groups, **_constructor_args(optimizer, options))
     new.offloaded_params = pairs
+    new._fresh = set()
     for p, h in pairs:
         if p.requires_grad:
-            p.register_post_accumulate_grad_hook(functools.partial(_grad_to_host, h))
+            p.register_post_accumulate_grad_hook(functools.partial(_grad_to_host, new, h))
     return new

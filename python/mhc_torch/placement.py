@@ -23,10 +23,10 @@ _host: dict[int, tuple[weakref.ref, str]] = {}  # id(untyped storage) -> (the st
 _listeners: list = []  # objects with on_saved(tensor) and on_module(module, entering)
 
 
-def host_empty_like(t: torch.Tensor, what: str) -> torch.Tensor:
+def host_empty_like(t: torch.Tensor, what: str, dtype: torch.dtype | None = None) -> torch.Tensor:
     """An uninitialised host tensor shaped like t holding `what` (pinned when t is on a GPU)."""
     with on_host(what):
-        h = torch.empty_like(t, device="cpu", pin_memory=t.is_cuda)
+        h = torch.empty_like(t, dtype=dtype, device="cpu", pin_memory=t.is_cuda)
     mark_host(h, what)
     return h
 
@@ -96,6 +96,11 @@ def in_module(module: torch.nn.Module):
     finally:
         for obj in _listeners:
             obj.on_module(module, False)
+
+
+def listened() -> bool:
+    """Whether a capture listens (settings skip work only a capture needs when none does)."""
+    return bool(_listeners)
 
 
 @contextlib.contextmanager

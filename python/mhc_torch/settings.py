@@ -2,7 +2,7 @@
 
     {"checkpoint": {"modules": [FQN, ...], "policy": "full" | "save_matmuls" | "mhc"},
      "offload":    {"mode": "sync" | "streamed", "modules": [FQN, ...] | null,
-                    "min_bytes": INT, "max_stash_bytes": INT | null},
+                    "min_bytes": INT, "max_fwd_stash": INT, "prefetch": INT},
      "optimizer":  {"impl": "foreach" | "fused" | "forloop", "state": "device" | "host"},
      "weights":    "fp32" | "bf16",
      "allocator":  "expandable_segments:True,max_split_size_mb:128"}
@@ -22,8 +22,11 @@ OFFLOAD_MODES = ("sync", "streamed")
 OPTIMIZER_IMPLS = ("foreach", "fused", "forloop")
 OPTIMIZER_STATES = ("device", "host")
 WEIGHTS = ("fp32", "bf16")
-# The smallest saved tensor an offload moves (torchtune's OffloadActivations default).
+# torchtune's OffloadActivations defaults: the smallest storage moved, how many later saves a
+# streamed offload keeps a device storage for; and how many saves ahead a streamed backward copies.
 DEFAULT_MIN_BYTES = 1024
+DEFAULT_MAX_FWD_STASH = 5
+DEFAULT_PREFETCH = 2
 
 # PYTORCH_CUDA_ALLOC_CONF options (PyTorch "CUDA memory management" notes) and how to read a value.
 _ALLOCATOR_OPTIONS = {
@@ -40,8 +43,13 @@ class SettingError(ValueError):
 
 def load_setting(source) -> dict:
     """A checked setting with its defaults filled, from a dict, a JSON text or a JSON file's path."""
+    return check_setting(read_setting(source))
+
+
+def read_setting(source):
+    """The setting as given (parsed JSON, not checked), from a dict, a JSON text or a file."""
     if isinstance(source, dict):
-        data = source
+        return source
     elif isinstance(source, (str, os.PathLike)):
         text = str(source)
         if text.lstrip()[:1] in ("{", "[", '"') or not os.path.exists(text) and _is_json(text):
@@ -59,7 +67,7 @@ def load_setting(source) -> dict:
             raise SettingError(f"{where}: not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     else:
         raise SettingError(f"setting: expected a dict, JSON text or a file name, got {type(source).__name__}")
-    return check_setting(data)
+    return data
 
 
 def _is_json(text: str) -> bool:
@@ -70,9 +78,9 @@ def _is_json(text: str) -> bool:
         return False
 
 
-def dumps(setting: dict) -> str:
-    """The setting as compact JSON with sorted keys (what a capture records in its meta)."""
-    return json.dumps(setting, sort_keys=True, separators=(",", ":"))
+def dumps(setting) -> str:
+    """A setting as compact JSON (what a capture records in its meta, as given)."""
+    return json.dumps(setting, separators=(",", ":"))
 
 
 def check_setting(data) -> dict:
@@ -124,11 +132,9 @@ def _modules(key: str, v, allow_null: bool) -> list[str] | None:
     return list(dict.fromkeys(v))  # in the given order, each once
 
 
-def _count(key: str, v, allow_null: bool = False) -> int | None:
-    if v is None and allow_null:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise SettingError(f"setting: {key}: expected a whole number of bytes >= 0, got {json.dumps(v)}")
+def _count(key: str, v, unit: str, least: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < least:
+        raise SettingError(f"setting: {key}: expected a whole number of {unit} >= {least}, got {json.dumps(v)}")
     return v
 
 
@@ -141,12 +147,19 @@ def _checkpoint(v) -> dict:
 
 
 def _offload(v) -> dict:
-    v = _object("offload", v, ("mode", "modules", "min_bytes", "max_stash_bytes"))
-    stash = _count("offload.max_stash_bytes", v.get("max_stash_bytes"), allow_null=True)
-    return {"mode": _choice("offload.mode", v.get("mode", "sync"), OFFLOAD_MODES),
-            "modules": _modules("offload.modules", v.get("modules"), True),
-            "min_bytes": _count("offload.min_bytes", v.get("min_bytes", DEFAULT_MIN_BYTES)),
-            "max_stash_bytes": stash or 0}
+    v = _object("offload", v, ("mode", "modules", "min_bytes", "max_fwd_stash", "prefetch"))
+    mode = _choice("offload.mode", v.get("mode", "sync"), OFFLOAD_MODES)
+    out = {"mode": mode, "modules": _modules("offload.modules", v.get("modules"), True),
+           "min_bytes": _count("offload.min_bytes", v.get("min_bytes", DEFAULT_MIN_BYTES), "bytes")}
+    if mode == "sync":
+        for key in ("max_fwd_stash", "prefetch"):
+            if v.get(key):
+                raise SettingError(f"setting: offload.{key}: only a streamed offload has one (mode is sync)")
+        out.update(max_fwd_stash=0, prefetch=0)
+        return out
+    out["max_fwd_stash"] = _count("offload.max_fwd_stash", v.get("max_fwd_stash", DEFAULT_MAX_FWD_STASH), "saves", 1)
+    out["prefetch"] = _count("offload.prefetch", v.get("prefetch", DEFAULT_PREFETCH), "saves")
+    return out
 
 
 def _optimizer(v) -> dict:

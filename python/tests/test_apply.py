@@ -52,7 +52,7 @@ def reference(mhc_model):
     {"checkpoint": {"modules": LAYERS[:1], "policy": "save_matmuls"}},
     {"checkpoint": {"modules": ["MhcTransformer"], "policy": "mhc"}},
     {"offload": {"mode": "sync", "min_bytes": 0}},
-    {"offload": {"mode": "streamed", "modules": LAYERS[1:], "max_stash_bytes": 4096}},
+    {"offload": {"mode": "streamed", "modules": LAYERS[1:], "max_fwd_stash": 1, "prefetch": 3}},
     {"checkpoint": {"modules": LAYERS[:1]}, "offload": {"mode": "streamed"}},
     {"optimizer": {"impl": "forloop"}},
     {"optimizer": {"state": "host"}},
@@ -81,17 +81,22 @@ def test_fused_optimizer_within_tolerance(mhc_model):
 
 
 def test_bf16_weights_within_tolerance(mhc_model):
-    """bf16 weights under bf16 autocast against fp32 weights under the same autocast: the matmuls
-    see the same bf16 operands; the rest runs in bf16 (8-bit mantissa, 2^-8 = 0.4% per rounding).
-    Stated tolerance: the loss within 1e-3 relative, every gradient within 5% (relative norm)."""
+    """bf16 weights (model.to(torch.bfloat16)) under bf16 autocast against fp32 weights under the
+    same autocast: the matmuls see the same bf16 operands; the rest (residual stream, norms' inputs,
+    gradients) is rounded to bf16's 8-bit mantissa. Stated tolerance: the loss within 1e-3
+    relative, all gradients together within 2% (relative norm), each parameter's gradient in the
+    same direction (cosine >= 0.99). Seen: 1.0e-4, 0.31%, 0.99992."""
     model, ids = mhc_model
     loss0, grads0, _ = _train(model, ids, None, steps=1, autocast=True)
     loss1, grads1, params1 = _train(model, ids, {"weights": "bf16"}, steps=1, autocast=True)
     assert all(p.dtype == torch.bfloat16 for p in params1.values())
     assert abs(loss1.float() - loss0.float()) / loss0.float() <= 1e-3
+    flat0 = torch.cat([g.flatten() for g in grads0.values()])
+    flat1 = torch.cat([grads1[n].float().flatten() for n in grads0])
+    assert ((flat1 - flat0).norm() / flat0.norm()).item() <= 0.02
     for n, g in grads0.items():
         if g.norm() > 0:
-            assert ((grads1[n].float() - g).norm() / g.norm()).item() <= 0.05, n
+            assert torch.nn.functional.cosine_similarity(grads1[n].float().flatten(), g.flatten(), dim=0) >= 0.99, n
 
 
 def test_gpt2_blocks_with_dropout_bitwise(tmp_path):
@@ -128,11 +133,14 @@ def test_gpt2_blocks_with_dropout_bitwise(tmp_path):
      "setting: offload.modules: MhcTransformer has no module 'layers.0' "
      "(names start with the model's class name, e.g. 'MhcTransformer.embed')"),
     ({"checkpoint": {"modules": ["MhcTransformer.layers.0.attn"], "policy": "mhc"}},
-     "setting: checkpoint.policy mhc: module 'MhcTransformer.layers.0.attn' holds no mHC hyper-connection"),
+     "setting: checkpoint.policy mhc: module 'MhcTransformer.layers.0.attn' holds no mHC hyper-connection maps"),
     ({"checkpoint": {"modules": []}}, "setting: checkpoint.modules: expected a non-empty array of module names"),
     ({"checkpoint": {"policy": "full"}}, "setting: checkpoint: 'modules' is missing (the modules to recompute)"),
     ({"offload": {"mode": "async"}}, 'setting: offload.mode: "async" is not one of sync, streamed'),
     ({"offload": {"min_bytes": -1}}, "setting: offload.min_bytes: expected a whole number of bytes >= 0, got -1"),
+    ({"offload": {"mode": "streamed", "max_fwd_stash": 0}},
+     "setting: offload.max_fwd_stash: expected a whole number of saves >= 1, got 0"),
+    ({"offload": {"prefetch": 2}}, "setting: offload.prefetch: only a streamed offload has one (mode is sync)"),
     ({"optimizer": {"impl": "fast"}}, 'setting: optimizer.impl: "fast" is not one of foreach, fused, forloop'),
     ({"weights": "fp8"}, 'setting: weights: "fp8" is not one of fp32, bf16'),
     ({"allocator": "expandable_segments:yes"}, "setting: allocator: expandable_segments:yes: expected True or False"),
@@ -158,7 +166,7 @@ def test_settings_from_a_file_and_defaults(tmp_path):
     f = tmp_path / "s.json"
     f.write_text('{"offload": {"mode": "streamed"}, "optimizer": {"impl": "fused"}}')
     assert mhc_torch.load_setting(str(f)) == {
-        "offload": {"mode": "streamed", "modules": None, "min_bytes": 1024, "max_stash_bytes": 0},
+        "offload": {"mode": "streamed", "modules": None, "min_bytes": 1024, "max_fwd_stash": 5, "prefetch": 2},
         "optimizer": {"state": "device", "impl": "fused"}}
     with pytest.raises(mhc_torch.SettingError, match=r"^.*none\.json: No such file or directory$"):
         mhc_torch.load_setting(str(tmp_path / "none.json"))

@@ -21,6 +21,9 @@ from mhc_torch import store  # noqa: E402
 # input is the batch, which needs no gradient, so block 0's fc1 saves the batch but not its weight.
 # The loss is the sum of the last output (saves nothing). Alive for the backward: a0, a1, a2
 # (3 x 8192) + x1, x2 (2 x 2048) + the loss (4) = 28,676 B of activations.
+# The forward's saves, numbered as an offload counts them (a matmul saves its weight's transpose,
+# then its input, before it runs; relu its output after): 0 batch; 1 a0; 2 W2^T, 3 a0 (block 0's
+# fc2); 4 W1^T, 5 x1; 6 a1; 7 W2^T, 8 a1; 9 W1^T, 10 x2; 11 a2; 12 W2^T, 13 a2.
 A, X, LOSS = 8192, 2048, 4
 BASELINE = 3 * A + 2 * X + LOSS
 PARAMS = 6 * 64 * 16 * 4
@@ -142,8 +145,17 @@ def test_checkpoint_block_recomputes_it_in_the_backward(tmp_path, mhc_exe):
     path = _capture(tmp_path, {"checkpoint": {"modules": ["Net.blocks.1"]}})
     assert _activations_at_backward(path) == BASELINE - A
     assert _recomputed(path) == [("aten::mm", "Net.blocks.1.fc1"), ("aten::relu", "Net.blocks.1")]
-    assert json.loads(store.read_meta(path)["capture.setting"]) == {"checkpoint": {"modules": ["Net.blocks.1"], "policy": "full"}}
+    assert store.read_meta(path)["capture.setting"] == '{"checkpoint":{"modules":["Net.blocks.1"]}}'  # as given
     assert subprocess.run([mhc_exe, "check", path], capture_output=True).returncode == 0
+
+
+def test_saves_inside_checkpointed_regions_are_recorded(tmp_path, baseline):
+    """What a checkpointed module's forward saves (to the checkpoint, which keeps none of it) is
+    recorded as in the baseline, and not its recompute's saves; the checkpoint's own save of the
+    region's input x1 is block 1's fc1 saving it, as in the baseline."""
+    path = _capture(tmp_path, {"checkpoint": {"modules": ["Net.blocks.1"]}})
+    pairs = "SELECT allocation, kernel FROM saved_tensors ORDER BY 1, 2"
+    assert _rows(path, pairs) == _rows(baseline, pairs)
 
 
 def test_selective_checkpoint_keeps_matmul_outputs(tmp_path):
@@ -155,26 +167,43 @@ def test_selective_checkpoint_keeps_matmul_outputs(tmp_path):
 
 
 def test_sync_offload_moves_saved_tensors_to_the_host(tmp_path, mhc_exe):
-    """min_bytes 4096: the three relu outputs go to the host (device -1, one copy each though each
-    is saved twice); the 2048-byte block outputs and the weights stay. The backward copies each
-    back once per use: 6 copies host-to-device."""
+    """min_bytes 4096: the three relu outputs go to the host (device -1, one copy of each storage
+    though each is saved twice); the 2048-byte block outputs and the weights stay. The backward
+    makes one device copy of each, which both of its uses get: 3 copies host-to-device."""
     path = _capture(tmp_path, {"offload": {"mode": "sync", "min_bytes": 4096}})
     assert _activations_at_backward(path) == BASELINE - 3 * A
     assert _host(path) == {"activation": 3 * A}
-    assert _copies(path) == [(store.H2D, 0, 6, 6 * A), (store.D2H, 0, 3, 3 * A)]
+    assert _copies(path) == [(store.H2D, 0, 3, 3 * A), (store.D2H, 0, 3, 3 * A)]
     meta = store.read_meta(path)
     assert int(meta["capture.host_peak_bytes"]) == 3 * A
     chk = subprocess.run([mhc_exe, "check", path], capture_output=True, text=True)
     assert chk.returncode == 0, chk.stdout + chk.stderr
 
 
-@pytest.mark.parametrize("stash, kept", [(0, A), (2 * A, 2 * A)])
+@pytest.mark.parametrize("stash, kept", [(1, 0), (5, A), (8, 2 * A)])
 def test_streamed_offload_stash(tmp_path, stash, kept):
-    """Streamed: the device tensor stays stashed until its copy is known done; the stash keeps the
-    newest tensors within max_stash_bytes (at least one): at the forward's end a2 (and a1) remain."""
-    path = _capture(tmp_path, {"offload": {"mode": "streamed", "min_bytes": 4096, "max_stash_bytes": stash}})
+    """Streamed: a device storage stays stashed until max_fwd_stash more saves have happened or the
+    backward starts. a0, a1, a2 are first saved as saves 1, 6, 11 of 14 (0-13): with 1, each is
+    dropped at the next save; with 5, a0 at save 6 and a1 at 11, a2 stays to the end; with 8, a0 at
+    save 9, and a1 and a2 stay."""
+    path = _capture(tmp_path, {"offload": {"mode": "streamed", "min_bytes": 4096, "max_fwd_stash": stash}})
     assert _activations_at_backward(path) == BASELINE - 3 * A + kept
-    assert _copies(path) == [(store.H2D, 1, 6, 6 * A), (store.D2H, 1, 3, 3 * A)]
+    assert _copies(path) == [(store.H2D, 1, 3, 3 * A), (store.D2H, 1, 3, 3 * A)]
+
+
+def test_streamed_offload_prefetch(tmp_path):
+    """Unpacking save 13 (a2, block 2's fc2) with prefetch 5 also copies back saves 12-8: save 8 is
+    a1, so block 1's storage is on the device again while block 2's relu backward runs."""
+    live, a1_back = {}, {}
+    for p in (0, 5):
+        path = _capture(tmp_path, {"offload": {"mode": "streamed", "min_bytes": 4096, "max_fwd_stash": 1,
+                                               "prefetch": p}}, f"p{p}.db")
+        relu_bw = _rows(path, "SELECT min(k.t_start) FROM kernels k JOIN strings s ON s.id = k.name "
+                              "WHERE s.text = 'aten::threshold_backward'")[0][0]
+        live[p] = _live(path, relu_bw, "device >= 0")
+        a1_back[p] = _rows(path, "SELECT t_start FROM copies WHERE kind = 0 ORDER BY t_start")[1][0] < relu_bw
+    assert live[5] - live[0] == A
+    assert a1_back == {0: False, 5: True}
 
 
 def test_optimizer_state_on_the_host(tmp_path):
@@ -185,17 +214,20 @@ def test_optimizer_state_on_the_host(tmp_path):
     path = _capture(tmp_path, {"optimizer": {"state": "host"}})
     assert _host(path) == {"param": PARAMS, "grad": PARAMS, "optimizer": 2 * PARAMS + 6 * 4,
                            "workspace": PARAMS + 4}  # foreach's sqrt(exp_avg_sq) and the step's increment
+    # The gradient buffers are allocated once and kept.
+    assert _rows(path, "SELECT count(*) FROM allocations WHERE device = -1 AND category = 1 AND t_free IS NULL") == [(6,)]
     assert _rows(path, "SELECT count(*) FROM allocations WHERE device >= 0 AND category IN (1, 2)") == [(0,)]
     assert _rows(path, "SELECT count(*) FROM kernel_info WHERE phase = 2") == [(0,)]
     assert _copies(path) == [(store.H2D, 0, 6, PARAMS), (store.D2H, 1, 6, PARAMS)]
     assert int(mhc_torch.read_meta(path)["capture.peak_bytes"]) < int(mhc_torch.read_meta(base)["capture.peak_bytes"])
 
 
-def test_mhc_policy_recomputes_hyper_connections_only(tmp_path):
-    """The mhc policy on a tiny mHC model: every recomputed kernel runs inside a hyper-connection
-    (not attention or the MLP), the Sinkhorn-Knopp iterations are among them, and a connection
-    keeps for the backward only its parts' inputs (x; the sublayer's output y and the maps
-    post, res for the write part), which the checkpoint saves: at most 4 storages each."""
+def test_mhc_policy_recomputes_the_maps_only(tmp_path):
+    """The mhc policy on a tiny mHC model checkpoints each hyper-connection's maps: every
+    recomputed kernel runs inside a `maps` module (not attention, the MLP or the stream mixing),
+    the Sinkhorn-Knopp iterations are among them (PyTorch stops recomputing once it has what the
+    backward needs), and what the backward no longer keeps is
+    exactly the storages that only the maps' ops saved (made inside them: not their input)."""
     from mhc_torch.models import preset
 
     build, make_batch, loss_fn, _ = preset("tiny-mhc", batch=1, seq=16, layers=2, hc=4)
@@ -203,18 +235,27 @@ def test_mhc_policy_recomputes_hyper_connections_only(tmp_path):
     for name, setting in (("base", None), ("mhc", {"checkpoint": {"modules": ["MhcTransformer"], "policy": "mhc"}})):
         paths[name] = str(tmp_path / f"{name}.db")
         mhc_torch.capture(build, make_batch, steps=1, path=paths[name], loss_fn=loss_fn, setting=setting)
-    mods = _rows(paths["mhc"], f"SELECT DISTINCT ms.text FROM kernel_info i JOIN modules m ON m.id = i.module "
-                               f"JOIN strings ms ON ms.id = m.name WHERE i.phase = 3")
-    assert mods and all(".hc_attn" in m or ".hc_mlp" in m for (m,) in mods)
+    # Attention runs inside the connection's forward (its sublayer) but is not part of it.
+    sdpa = _rows(paths["base"], "SELECT DISTINCT ms.text FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                                "JOIN strings s ON s.id = k.name JOIN modules m ON m.id = i.module "
+                                "JOIN strings ms ON ms.id = m.name WHERE s.text LIKE '%scaled_dot_product%' ORDER BY 1")
+    assert sdpa == [("MhcTransformer.layers.0.attn",), ("MhcTransformer.layers.1.attn",)]
+    mods = _rows(paths["mhc"], "SELECT DISTINCT ms.text FROM kernel_info i JOIN modules m ON m.id = i.module "
+                               "JOIN strings ms ON ms.id = m.name WHERE i.phase = 3")
+    assert mods and all(".maps" in m for (m,) in mods)
     divs = _rows(paths["mhc"], "SELECT count(*) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
                                "JOIN strings s ON s.id = k.name WHERE s.text = 'aten::div' AND i.phase = 3")[0][0]
-    assert divs == 2 * 2 * 20 * 2  # 2 layers x 2 connections x 20 iterations x (rows, columns)
-    saved_in_hc = ("SELECT s.text, count(DISTINCT st.allocation) FROM saved_tensors st JOIN kernel_info i ON i.kernel = st.kernel "
-                   "JOIN modules m ON m.id = i.module JOIN strings s ON s.id = m.name WHERE s.text LIKE '%.hc!_attn' ESCAPE '!' OR s.text LIKE '%.hc!_mlp' ESCAPE '!' "
-                   "GROUP BY 1")
-    base, mhc = dict(_rows(paths["base"], saved_in_hc)), dict(_rows(paths["mhc"], saved_in_hc))
-    assert len(base) == len(mhc) == 4 and all(n > 4 for n in base.values()) and all(n <= 4 for n in mhc.values())
-    assert _activations_at_backward(paths["mhc"]) < _activations_at_backward(paths["base"])
+    # 2 layers x 2 connections x 20 iterations x (rows, columns), but for the last division of
+    # each: it saves its inputs before it runs, and then the backward has all it needs.
+    assert divs == 2 * 2 * (20 * 2 - 1)
+    in_maps = ("(SELECT i.kernel FROM kernel_info i JOIN modules m ON m.id = i.module JOIN strings s ON s.id = m.name "
+               "WHERE s.text LIKE '%.maps' OR s.text LIKE '%.maps.%')")
+    only_maps = _rows(paths["base"], f"""
+        SELECT coalesce(sum(a.bytes), 0) FROM allocations a WHERE a.id IN (SELECT allocation FROM saved_tensors
+          WHERE kernel IN {in_maps}) AND a.id NOT IN (SELECT allocation FROM saved_tensors WHERE kernel NOT IN {in_maps})
+          AND a.id IN (SELECT allocation FROM accesses WHERE mode = 2 AND kernel IN {in_maps})""")[0][0]
+    assert only_maps > 0
+    assert _activations_at_backward(paths["base"]) - _activations_at_backward(paths["mhc"]) == only_maps
 
 
 def _cli(*args):
