@@ -76,13 +76,15 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
     s = load_setting(setting)
     if getattr(model, "_mhc_setting", None) is not None:
         raise SettingError("setting: mhc_torch.apply was called on this model already")
-    ck, off, opt = s.get("checkpoint"), s.get("offload"), s.get("optimizer", {})
+    off, opt = s.get("offload"), s.get("optimizer", {})
     # Check everything before changing anything.
-    ck_modules = resolve_modules(model, ck["modules"], "checkpoint.modules") if ck else []
-    if ck and ck["policy"] == "mhc":
-        for name, m in zip(ck["modules"], ck_modules):
-            if not checkpointing.mhc_maps(m):
-                raise SettingError(f"setting: checkpoint.policy mhc: module '{name}' holds no mHC hyper-connection maps")
+    checkpoints = []  # (module, policy)
+    for i, group in enumerate(s.get("checkpoint", [])):
+        key = "checkpoint" if len(s["checkpoint"]) == 1 else f"checkpoint[{i}]"
+        for name, m in zip(group["modules"], resolve_modules(model, group["modules"], f"{key}.modules")):
+            if group["policy"] == "mhc" and not checkpointing.mhc_maps(m):
+                raise SettingError(f"setting: {key}.policy mhc: module '{name}' holds no mHC hyper-connection maps")
+            checkpoints.append((m, group["policy"]))
     off_modules = (resolve_modules(model, off["modules"], "offload.modules") if off and off["modules"] else
                    [model] if off else [])
     if (opt or s.get("weights") == "bf16") and optimizer is None:
@@ -93,8 +95,8 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
 
     if s.get("weights") == "bf16":
         model.to(torch.bfloat16)  # parameters keep their identity: the optimizer still holds them
-    for m in ck_modules:
-        checkpointing.checkpoint_module(m, ck["policy"])
+    for m, policy in checkpoints:
+        checkpointing.checkpoint_module(m, policy)
     if off:
         manager = SavedTensorOffload(model, off["mode"], off["min_bytes"], off["max_fwd_stash"], off["prefetch"])
         for m in off_modules:

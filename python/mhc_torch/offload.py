@@ -16,7 +16,9 @@ Which saves are offloaded: those of a storage on the model's device, of at least
 copies the whole storage to the host once; later saves of it share that copy. In the backward the
 first unpack of a storage (or a prefetch) makes one device copy of it, which every unpack of that
 storage gets; the host copy is dropped then, and the device copy is held until the storage's last
-save is unpacked (then the backward's ops alone hold it). Without CUDA streams (CPU tensors, fake
+save is unpacked (then the backward's ops alone hold it). A storage that is still alive on the
+device when the backward unpacks it (another save outside these hooks kept it) is used as it is,
+without a copy. Without CUDA streams (CPU tensors, fake
 tensors in a capture) the same storages are kept and dropped at the same points; only the waits
 are no-ops, so a capture measures the memory a GPU would hold.
 """
@@ -33,12 +35,13 @@ from . import placement
 class _Stored:
     """One offloaded device storage: its host copy, then its device copy in the backward."""
 
-    __slots__ = ("host", "nbytes", "source", "device_copy", "ready", "pending", "__weakref__")
+    __slots__ = ("host", "nbytes", "source", "tensor", "device_copy", "ready", "pending", "__weakref__")
 
-    def __init__(self, host: torch.Tensor, nbytes: int, source: torch.UntypedStorage):
+    def __init__(self, host: torch.Tensor, nbytes: int, t: torch.Tensor):
         self.host: torch.Tensor | None = host  # uint8, the whole storage
         self.nbytes = nbytes
-        self.source = weakref.ref(source)  # a later storage at the same place is another one
+        self.source = weakref.ref(t.untyped_storage())  # a later storage at the same place is another one
+        self.tensor = weakref.ref(t)  # while alive, the device storage is too
         self.device_copy: torch.Tensor | None = None
         self.ready = None  # the copy stream's event after the device copy (CUDA only)
         self.pending = 0  # saves of it not unpacked yet
@@ -124,7 +127,7 @@ class SavedTensorOffload:
             event = self._record_event(src)
         if self.streamed:
             self._stash.append((index, src, event))
-        return _Stored(host, src.numel(), t.untyped_storage())
+        return _Stored(host, src.numel(), t)
 
     def _release_stash(self, keep_after: int) -> None:
         """Waits for and drops the stashed device storages saved at or before `keep_after`."""
@@ -141,6 +144,9 @@ class SavedTensorOffload:
             self._in_backward = True
             self._release_stash(keep_after=self._count)
         stored = saved.stored
+        live = self._still_on_device(stored, saved)
+        if live is not None:
+            return live
         if stored.device_copy is None:
             self._to_device(stored)
         dev = stored.device_copy
@@ -156,9 +162,22 @@ class SavedTensorOffload:
         for j in range(saved.index - 1, saved.index - 1 - self.prefetch, -1):
             ahead = self._saves.get(j)
             ahead = ahead() if ahead is not None else None
-            if ahead is not None and not ahead.unpacked and ahead.stored.device_copy is None:
+            if (ahead is not None and not ahead.unpacked and ahead.stored.device_copy is None
+                    and ahead.stored.host is not None and ahead.stored.tensor() is None):
                 self._to_device(ahead.stored)
         return out
+
+    def _still_on_device(self, stored: _Stored, saved: _Saved) -> torch.Tensor | None:
+        """The saved view of the device storage itself, when something else (a save outside these
+        hooks, the program) has kept it alive: no copy is needed, and the host copy is dropped."""
+        t = stored.tensor()
+        if t is None or stored.device_copy is not None or t.dtype != saved.dtype or stored.source() is None:
+            return None
+        stored.host = None
+        if not saved.unpacked:
+            saved.unpacked = True
+            stored.pending -= 1
+        return t.detach().as_strided(saved.size, saved.stride, saved.offset)
 
     def _to_device(self, stored: _Stored) -> None:
         if stored.host is None:

@@ -1,6 +1,7 @@
 """Memory settings a PyTorch user can turn on, as one JSON object (docs/torch.md, "Settings").
 
-    {"checkpoint": {"modules": [FQN, ...], "policy": "full" | "save_matmuls" | "mhc"},
+    {"checkpoint": {"modules": [FQN, ...], "policy": "full" | "save_matmuls" | "mhc"}
+                   or a list of such groups (a policy for each),
      "offload":    {"mode": "sync" | "streamed", "modules": [FQN, ...] | null,
                     "min_bytes": INT, "max_fwd_stash": INT, "prefetch": INT},
      "optimizer":  {"impl": "foreach" | "fused" | "forloop", "state": "device" | "host"},
@@ -10,7 +11,8 @@
 Every key is optional (absent: as the model and optimizer were built). Module names are fully
 qualified as the trace's `modules` table spells them: the root's class name, then the attribute
 path (`GPT2LMHeadModel.transformer.h.3`). load_setting() checks the text and fills the defaults;
-a problem is one SettingError line naming the key.
+a problem is one SettingError line naming the key. The checked form has "checkpoint" as a list of
+groups.
 """
 from __future__ import annotations
 
@@ -138,12 +140,23 @@ def _count(key: str, v, unit: str, least: int = 0) -> int:
     return v
 
 
-def _checkpoint(v) -> dict:
-    v = _object("checkpoint", v, ("modules", "policy"))
-    if "modules" not in v:
-        raise SettingError("setting: checkpoint: 'modules' is missing (the modules to recompute)")
-    return {"modules": _modules("checkpoint.modules", v["modules"], False),
-            "policy": _choice("checkpoint.policy", v.get("policy", "full"), CHECKPOINT_POLICIES)}
+def _checkpoint(v) -> list[dict]:
+    groups = v if isinstance(v, list) else [v]
+    if not groups:
+        raise SettingError("setting: checkpoint: expected an object or a non-empty array of them")
+    out, seen = [], set()
+    for i, g in enumerate(groups):
+        key = f"checkpoint[{i}]" if isinstance(v, list) else "checkpoint"
+        g = _object(key, g, ("modules", "policy"))
+        if "modules" not in g:
+            raise SettingError(f"setting: {key}: 'modules' is missing (the modules to recompute)")
+        modules = _modules(f"{key}.modules", g["modules"], False)
+        twice = next((m for m in modules if m in seen), None)
+        if twice is not None:
+            raise SettingError(f"setting: {key}.modules: '{twice}' is in an earlier group too")
+        seen.update(modules)
+        out.append({"modules": modules, "policy": _choice(f"{key}.policy", g.get("policy", "full"), CHECKPOINT_POLICIES)})
+    return out
 
 
 def _offload(v) -> dict:

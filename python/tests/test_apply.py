@@ -51,6 +51,7 @@ def reference(mhc_model):
     {"checkpoint": {"modules": LAYERS, "policy": "full"}},
     {"checkpoint": {"modules": LAYERS[:1], "policy": "save_matmuls"}},
     {"checkpoint": {"modules": ["MhcTransformer"], "policy": "mhc"}},
+    {"checkpoint": [{"modules": LAYERS[:1], "policy": "full"}, {"modules": LAYERS[1:], "policy": "save_matmuls"}]},
     {"offload": {"mode": "sync", "min_bytes": 0}},
     {"offload": {"mode": "streamed", "modules": LAYERS[1:], "max_fwd_stash": 1, "prefetch": 3}},
     {"checkpoint": {"modules": LAYERS[:1]}, "offload": {"mode": "streamed"}},
@@ -136,6 +137,10 @@ def test_gpt2_blocks_with_dropout_bitwise(tmp_path):
      "setting: checkpoint.policy mhc: module 'MhcTransformer.layers.0.attn' holds no mHC hyper-connection maps"),
     ({"checkpoint": {"modules": []}}, "setting: checkpoint.modules: expected a non-empty array of module names"),
     ({"checkpoint": {"policy": "full"}}, "setting: checkpoint: 'modules' is missing (the modules to recompute)"),
+    ({"checkpoint": [{"modules": LAYERS}, {"modules": LAYERS[1:], "policy": "mhc"}]},
+     "setting: checkpoint[1].modules: 'MhcTransformer.layers.1' is in an earlier group too"),
+    ({"checkpoint": [{"modules": LAYERS[:1]}, {"modules": ["MhcTransformer.layers.0.mlp"], "policy": "mhc"}]},
+     "setting: checkpoint[1].policy mhc: module 'MhcTransformer.layers.0.mlp' holds no mHC hyper-connection maps"),
     ({"offload": {"mode": "async"}}, 'setting: offload.mode: "async" is not one of sync, streamed'),
     ({"offload": {"min_bytes": -1}}, "setting: offload.min_bytes: expected a whole number of bytes >= 0, got -1"),
     ({"offload": {"mode": "streamed", "max_fwd_stash": 0}},
@@ -164,8 +169,9 @@ def test_bad_settings_one_line(mhc_model, setting, message):
 
 def test_settings_from_a_file_and_defaults(tmp_path):
     f = tmp_path / "s.json"
-    f.write_text('{"offload": {"mode": "streamed"}, "optimizer": {"impl": "fused"}}')
+    f.write_text('{"checkpoint": {"modules": ["M.a"]}, "offload": {"mode": "streamed"}, "optimizer": {"impl": "fused"}}')
     assert mhc_torch.load_setting(str(f)) == {
+        "checkpoint": [{"modules": ["M.a"], "policy": "full"}],
         "offload": {"mode": "streamed", "modules": None, "min_bytes": 1024, "max_fwd_stash": 5, "prefetch": 2},
         "optimizer": {"state": "device", "impl": "fused"}}
     with pytest.raises(mhc_torch.SettingError, match=r"^.*none\.json: No such file or directory$"):

@@ -206,6 +206,16 @@ def test_streamed_offload_prefetch(tmp_path):
     assert a1_back == {0: False, 5: True}
 
 
+def test_offloaded_storage_kept_by_another_save_is_not_copied_back(tmp_path):
+    """Offloading fc2 of block 1 only: fc2 saves its input a1, which relu (outside fc2) saves too,
+    so a1 stays on the device; the backward uses it as it is: one copy to the host, none back."""
+    path = _capture(tmp_path, {"offload": {"mode": "sync", "modules": ["Net.blocks.1.fc2"], "min_bytes": 4096}})
+    assert _activations_at_backward(path) == BASELINE
+    assert _copies(path) == [(store.D2H, 0, 1, A)]
+    dropped = _rows(path, "SELECT a.t_free FROM allocations a WHERE a.device = -1")[0][0]
+    assert dropped is not None and dropped <= _rows(path, "SELECT max(t_end) FROM kernels")[0][0]
+
+
 def test_optimizer_state_on_the_host(tmp_path):
     """AdamW's state (exp_avg, exp_avg_sq and a 4-byte step per parameter), the host copy of the
     parameters and of their gradients are host memory; the device holds no gradient after its
