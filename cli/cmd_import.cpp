@@ -43,10 +43,14 @@ mhc::cli::Registration reg{mhc::cli::Command{
                         static_cast<long long>(r.events), static_cast<long long>(r.allocations),
                         static_cast<long long>(r.kernels), static_cast<long long>(r.accesses),
                         static_cast<long long>(r.copies), static_cast<long long>(r.markers));
-            for (const char* k : {"timing", "accesses", "reconstructed_blocks", "missing"}) {
+            for (const char* k : {"timing", "accesses", "reconstructed_blocks", "pairing", "missing"}) {
                 auto it = r.meta.find(k);
                 if (it != r.meta.end()) std::printf("  %-21s %s\n", k, it->second.c_str());
             }
+            // Where a Kineto trace's Total Allocated and the imported curve disagree: one line per device.
+            for (const auto& [k, v] : r.meta)
+                if (k.rfind("kineto.total_allocated.", 0) == 0 && v.rfind("agrees", 0) != 0)
+                    std::printf("  warning               %s\n", v.c_str());
             return mhc::cli::kExitOk;
         };
     }}};

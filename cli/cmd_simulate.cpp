@@ -147,7 +147,14 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
             run.config["coupled.rank"] = std::to_string(r.global_rank[i]);
             run.metrics["coupled_wait_time"] = static_cast<double>(r.ranks[i].coupled_wait_time);
             run.metrics["coupled_wait_count"] = static_cast<double>(r.ranks[i].coupled_wait_count);
-            run.metrics["job_throughput_loss"] = r.job_loss;
+            if (r.stopped[i]) {
+                // It stopped waiting for the rank out of memory: it did not finish either.
+                run.status = "incomplete";
+                if (r.oom >= 0) run.config["coupled.stopped_by"] = std::to_string(r.global_rank[size_t(r.oom)]);
+                run.metrics.erase("peak_reduction");
+                run.metrics.erase("throughput_loss");
+            }
+            if (r.oom < 0) run.metrics["job_throughput_loss"] = r.job_loss;   // a job out of memory has none
             auto ids = store_runs(paths[i], {run}, store);
             if (!ids) stored = false;
             else if (!json)

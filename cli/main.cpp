@@ -45,13 +45,16 @@ bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
 
 }  // namespace mhc::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+using mhc::cli::mpi::Outcome;
+
+Outcome failure(int code, const std::string& what) { return {code, "mhc: " + what}; }
+
+// The command line, run: its exit code, and the one line to print when it failed (printed by
+// main(), once per job under mpirun).
+Outcome run(int argc, char** argv) {
     using namespace mhc::cli;
-    // Under mpirun (a build with MPI): MPI_Init here, MPI_Finalize on every way out.
-    struct MpiSession {
-        MpiSession(int* c, char*** v) { mpi::init(c, v); }
-        ~MpiSession() { mpi::finalize(); }
-    } mpi_session(&argc, &argv);
     CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit"};
     app.require_subcommand(1);
     app.option_defaults()->always_capture_default();   // --help shows every default
@@ -62,8 +65,8 @@ int main(int argc, char** argv) {
     std::function<int()> action;
     for (auto& cmd : registry()) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
-        auto run = cmd.setup(*sub);
-        sub->callback([&action, run] { action = run; });
+        auto setup = cmd.setup(*sub);
+        sub->callback([&action, setup] { action = setup; });
     }
     // The first word that is not an option must be a command; say so when it is not one
     // (CLI11 would only say that a subcommand is required).
@@ -74,38 +77,62 @@ int main(int argc, char** argv) {
         if (!a.empty() && a[0] == '-') continue;
         bool known = false;
         for (const auto& cmd : registry()) known |= cmd.name == a;
-        if (!known) {
-            std::fprintf(stderr, "mhc: '%s' is not a command; commands: %s (mhc --help)\n", a.c_str(), names.c_str());
-            return kExitBadInput;
-        }
+        if (!known) return failure(kExitBadInput, "'" + a + "' is not a command; commands: " + names + " (mhc --help)");
         break;
     }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
+        return {app.exit(e), ""};
     } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
+        return {app.exit(e), ""};
     } catch (const CLI::Success& e) {
-        return app.exit(e);
+        return {app.exit(e), ""};
     } catch (const CLI::ParseError& e) {
         // One line, exit 2: unknown options, missing files, wrong values.
         std::string msg = path_first(e.what());
         if (argc < 2) msg += "; commands: " + names + " (mhc --help)";
-        std::fprintf(stderr, "mhc: %s\n", msg.c_str());
-        return kExitBadInput;
+        return failure(kExitBadInput, msg);
     }
     set_quiet(quiet);
     try {
-        return action ? action() : kExitBadInput;
+        return {action ? action() : kExitBadInput, ""};
+    } catch (const mpi::AgreedFailure&) {
+        throw;   // for main()
     } catch (const mhc::Error& e) {
-        std::fprintf(stderr, "mhc: %s\n", e.what());
-        return e.exit_code();
+        return failure(e.exit_code(), e.what());
     } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "mhc: out of host memory\n");
-        return kExitInternal;
+        return failure(kExitInternal, "out of host memory");
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "mhc: internal error: %s\n", e.what());
-        return kExitInternal;
+        return failure(kExitInternal, std::string("internal error: ") + e.what());
     }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace mhc::cli;
+    // Under mpirun (a build with MPI): MPI_Init here, MPI_Finalize on every way out.
+    struct MpiSession {
+        MpiSession(int* c, char*** v) { mpi::init(c, v); }
+        ~MpiSession() { mpi::finalize(); }
+    } mpi_session(&argc, &argv);
+    Outcome out;
+    bool agreed = false;
+    try {
+        out = run(argc, argv);
+    } catch (const mpi::AgreedFailure& f) {   // another process failed first: every one knows
+        out = f.outcome;
+        agreed = true;
+    }
+    if (mpi::size() > 1 && !agreed) {
+        // Failed while the other processes may wait for this one: end them all.
+        if (out.code != 0 && mpi::in_parallel()) {
+            if (!out.message.empty()) std::fprintf(stderr, "%s\n", out.message.c_str());
+            mpi::abort_job(out.code);
+        }
+        out = mpi::agree(out);
+    }
+    if (!out.message.empty() && mpi::is_root()) std::fprintf(stderr, "%s\n", out.message.c_str());
+    return out.code;
 }

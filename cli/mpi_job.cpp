@@ -21,7 +21,6 @@ namespace mhc::cli::mpi {
 
 namespace {
 int g_size = 1, g_rank = 0;
-bool g_init = false;
 
 // ---- packing ------------------------------------------------------------------------------
 
@@ -216,6 +215,7 @@ sim::Result unpack(const std::string& bytes) {
 
 namespace {
 constexpr int kTagData = 1;
+bool g_init = false;
 
 // Waiting politely: OpenMPI's blocking calls poll at 100% of a core, which on a machine with
 // fewer free cores than processes takes the CPU from the process that is still computing.
@@ -275,20 +275,59 @@ void init(int* argc, char*** argv) {
 }
 
 void finalize() {
-    if (g_init) {
-        // Everyone here first (politely), so that MPI_Finalize's own synchronisation is short.
-        MPI_Request req;
-        MPI_Ibarrier(MPI_COMM_WORLD, &req);
-        wait(req);
-        MPI_Finalize();
-    }
+    // Every process got here through agree() (main), so MPI_Finalize's own synchronisation
+    // is short.
+    if (g_init) MPI_Finalize();
     g_init = false;
+}
+
+Outcome agree(const Outcome& mine) {
+    if (!g_init || g_size == 1) return mine;
+    // The lowest-numbered process that failed, then its code and message from it.
+    int64_t candidate = mine.code != 0 ? g_rank : g_size, first = g_size;
+    MPI_Request req;
+    MPI_Iallreduce(&candidate, &first, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD, &req);
+    wait(req);
+    if (first == g_size) return {};
+    const int from = static_cast<int>(first);
+    const std::string text = mine.message.substr(0, 4096);
+    int64_t head[2] = {mine.code, static_cast<int64_t>(text.size())};
+    MPI_Ibcast(head, 2, MPI_INT64_T, from, MPI_COMM_WORLD, &req);
+    wait(req);
+    Outcome agreed{static_cast<int>(head[0]), g_rank == from ? text : std::string(size_t(head[1]), '\0')};
+    if (head[1] > 0) {
+        MPI_Ibcast(agreed.message.data(), static_cast<int>(head[1]), MPI_CHAR, from, MPI_COMM_WORLD, &req);
+        wait(req);
+    }
+    return agreed;
+}
+
+namespace {
+bool g_parallel = false;
+}  // namespace
+
+void enter_parallel() {
+    if (!g_init || g_size == 1) return;
+    Outcome o = agree({});
+    if (o.code != 0) throw AgreedFailure{o};
+    g_parallel = true;
+}
+
+void leave_parallel() { g_parallel = false; }
+bool in_parallel() { return g_parallel; }
+
+void abort_job(int code) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);   // MPI_Abort does not return; in case it does
 }
 
 bool enabled() { return true; }
 
 sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, const sim::JobPlan& plan,
                                     const sim::Config& c) {
+    enter_parallel();
     auto t0 = std::chrono::steady_clock::now();
     const int P = g_size, me = g_rank;
     const int n = static_cast<int>(ranks.size());
@@ -333,8 +372,9 @@ sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, co
         receive_one(set_arrival, set_halted);
         return true;
     };
-    int64_t pauses = 0;
-    std::vector<sim::Result> results = sim::drive(plan, ranks, std::vector<sim::Config>(ranks.size(), c), local, x, &pauses);
+    sim::DriveStats stats;
+    std::vector<sim::Result> results = sim::drive(plan, ranks, std::vector<sim::Config>(ranks.size(), c), local, x, &stats);
+    const int64_t pauses = stats.pauses;
     // Done: tell the others, then drain what they still send until each said it is done, so
     // that no message is left unreceived.
     {
@@ -342,8 +382,8 @@ sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, co
         for (int p = 0; p < P; ++p)
             if (p != me) send(m, 4, MPI_INT64_T, p, kTagData);
         auto ignore_a = [](int32_t, int32_t, int64_t) {};
-        auto ignore_h = [](int32_t) {};
-        while (done_from < P - 1) receive_one(ignore_a, ignore_h);
+        auto note_h = [&](int32_t r) { stats.halted[size_t(r)] = 1; };   // for the report
+        while (done_from < P - 1) receive_one(ignore_a, note_h);
     }
     // Gather every rank's result on rank 0.
     int64_t total_pauses = 0;
@@ -354,13 +394,15 @@ sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, co
     }
     if (me != 0) {
         for (int r : local) send_bytes(pack(results[size_t(r)]), 0, kTagData + 1);
+        leave_parallel();
         sim::CoupledResult partial;
         partial.ranks = std::move(results);
         return partial;
     }
     for (int r = 0; r < n; ++r)
         if (owner(r) != 0) results[size_t(r)] = unpack(recv_bytes(owner(r), kTagData + 1));
-    sim::CoupledResult out = sim::summarize(plan, ranks, std::move(results));
+    leave_parallel();
+    sim::CoupledResult out = sim::summarize(plan, ranks, std::move(results), stats.halted);
     out.pauses = total_pauses;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
@@ -373,6 +415,7 @@ std::vector<size_t> g_order, g_ran;   // claim order (bisections first); tasks r
 }  // namespace
 
 void begin_claims(size_t grid, size_t combos) {
+    enter_parallel();
     g_order.clear();
     g_ran.clear();
     for (size_t i = 0; i < combos; ++i) g_order.push_back(grid + i);
@@ -423,6 +466,7 @@ void gather_sweep(sim::SweepResult& s) {
             }
             send_bytes(o.b, 0, kTagData + 2);
         }
+        leave_parallel();
         return;
     }
     for (int p = 1; p < g_size; ++p) {
@@ -441,6 +485,7 @@ void gather_sweep(sim::SweepResult& s) {
             }
         }
     }
+    leave_parallel();
 }
 
 #else  // no MPI in this build: one process
@@ -448,6 +493,11 @@ void gather_sweep(sim::SweepResult& s) {
 void init(int*, char***) {}
 void finalize() {}
 bool enabled() { return false; }
+Outcome agree(const Outcome& mine) { return mine; }
+void enter_parallel() {}
+void leave_parallel() {}
+bool in_parallel() { return false; }
+void abort_job(int code) { std::_Exit(code); }
 sim::CoupledResult simulate_coupled(const std::vector<sim::RankTrace>& ranks, const sim::JobPlan& plan,
                                     const sim::Config& c) {
     return sim::simulate_coupled(ranks, plan, c);

@@ -21,6 +21,27 @@ int size();       // processes (1 without MPI)
 int rank();
 inline bool is_root() { return rank() == 0; }
 
+// How every way out of a command ends every process (docs/simulator.md, "MPI"). A process
+// that fails outside a parallel phase (where no process waits for another: options, loading,
+// planning, printing, storing) reaches the agreement at the end of main() or at the next
+// enter_parallel() of the others, whichever they are at: every process learns the failure of
+// the lowest-numbered process that failed, rank 0 prints it once, every process exits with its
+// code. A process that fails inside a parallel phase prints its own message and ends the job
+// (abort_job), since the others may be waiting for it.
+struct Outcome {
+    int code = 0;
+    std::string message;   // the one line to print ("mhc: ..."), empty when printed already
+};
+// Thrown by enter_parallel() where another process failed before getting there.
+struct AgreedFailure {
+    Outcome outcome;
+};
+Outcome agree(const Outcome& mine);   // collective (every process calls it once at its end)
+void enter_parallel();                // collective; throws AgreedFailure
+void leave_parallel();
+bool in_parallel();
+[[noreturn]] void abort_job(int code);
+
 // The coupled simulation with the job's ranks spread round-robin over the processes, which
 // exchange only the arrival delays at cross-rank events (conservative parallel discrete-event
 // simulation). The result is complete on rank 0 (identical to sim::simulate_coupled, wall

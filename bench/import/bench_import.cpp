@@ -117,7 +117,7 @@ void make_kineto(const std::string& path, int64_t events) {
                     "\"totalGlobalMem\": 85899345920}], \"traceEvents\": [\n";
     std::mt19937_64 rng(2);
     double ts = 5116365092788.754;
-    std::vector<int64_t> live;
+    std::vector<std::pair<int64_t, int64_t>> live;   // (address, bytes)
     int64_t addr = 0x7f0000000000, total = 0;
     char buf[1024];
     for (int64_t i = 0; i < events; ++i) {
@@ -142,8 +142,9 @@ void make_kineto(const std::string& path, int64_t events) {
         } else {
             bool alloc = live.size() < 100 || (rng() % 2 && live.size() < 5000);
             int64_t a, b;
-            if (alloc) { addr += 1 << 20; a = addr; b = 512 * (1 + static_cast<int64_t>(rng() % 1000)); live.push_back(a); }
-            else { size_t k = rng() % live.size(); std::swap(live[k], live.back()); a = live.back(); live.pop_back(); b = -512; }
+            // A free names its block's size, as the allocator reports it.
+            if (alloc) { addr += 1 << 20; a = addr; b = 512 * (1 + static_cast<int64_t>(rng() % 1000)); live.push_back({a, b}); }
+            else { size_t k = rng() % live.size(); std::swap(live[k], live.back()); a = live.back().first; b = -live.back().second; live.pop_back(); }
             total += b;
             n = std::snprintf(buf, sizeof buf,
                 "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": 1, \"tid\": 1, "

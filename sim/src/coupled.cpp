@@ -44,9 +44,12 @@ const char* role_name(CrossRole r) {
 
 // A point-to-point kernel that writes a non-communication buffer receives; one that only
 // reads such buffers sends; otherwise (no accesses, or both) it does both (NCCL's SendRecv).
+// Only recorded accesses say so: accesses the simulator assumes (a trace without any) are
+// a guess about memory, not about the direction of a transfer.
 CrossRole p2p_role(const Prepared& P, int32_t seq, const std::string& op) {
     if (op == "Send") return CrossRole::Send;
     if (op == "Recv") return CrossRole::Recv;
+    if (P.assumed_accesses) return CrossRole::SendRecv;
     bool writes = false, reads = false;
     for (int64_t j = P.acc_begin[seq]; j < P.acc_begin[seq + 1]; ++j) {
         int32_t a = P.acc_alloc[j];
@@ -399,7 +402,7 @@ int64_t coupling_delay(const JobPlan& plan, int r, int32_t g,
 }
 
 std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ranks, const std::vector<Config>& configs,
-                          const std::vector<int>& local, const Exchange& x, int64_t* pauses) {
+                          const std::vector<int>& local, const Exchange& x, DriveStats* stats) {
     const size_t n = ranks.size();
     std::vector<std::unique_ptr<RankRunner>> run(n);
     std::vector<double> secs(n, 0);
@@ -440,7 +443,10 @@ std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ran
             if (g < 0) {
                 ended[size_t(r)] = 1;
                 --left;
-                if (run[size_t(r)]->oom()) {
+                // A rank that stopped waiting, or ended before reaching all its cross-rank
+                // events (out of memory), never delivers the rest: whoever waits for them
+                // stops too, however many ranks away the one out of memory is.
+                if (halted[size_t(r)] || pub < arr[size_t(r)].size()) {
                     halted[size_t(r)] = 1;
                     if (x.halted) x.halted(r);
                 }
@@ -460,6 +466,7 @@ std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ran
                 }
             if (blocked_by_halt) {
                 // A participant ran out of memory before it got there: this rank cannot go on.
+                halted[size_t(r)] = 1;
                 run[size_t(r)]->halt();
                 paused_at[size_t(r)] = -1;
                 runnable[size_t(r)] = 1;
@@ -488,29 +495,45 @@ std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ran
         secs[size_t(r)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         end_result(*ranks[size_t(r)].prepared, out[size_t(r)], secs[size_t(r)]);
     }
-    if (pauses) *pauses = n_pauses;
+    if (stats) {
+        stats->pauses = n_pauses;
+        stats->halted = halted;
+    }
     return out;
 }
 
-CoupledResult summarize(const JobPlan& plan, const std::vector<RankTrace>& ranks, std::vector<Result> results) {
+CoupledResult summarize(const JobPlan& plan, const std::vector<RankTrace>& ranks, std::vector<Result> results,
+                        const std::vector<uint8_t>& halted) {
     CoupledResult c;
     c.ranks = std::move(results);
+    c.stopped.assign(c.ranks.size(), 0);
+    for (size_t r = 0; r < halted.size() && r < c.ranks.size(); ++r)
+        c.stopped[r] = halted[r] && !c.ranks[r].oom.happened;
     c.global_rank = plan.global_rank;
     c.cross_events = plan.cross_events();
-    int64_t b0 = INT64_MAX, b1 = INT64_MIN, s1 = INT64_MIN, most_stall = 0, latest = INT64_MIN;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-        const Result& x = c.ranks[r];
-        c.paths.push_back(ranks[r].path);
-        const int64_t begin = plan.t_begin[r] + plan.origin[r];
+    // best = r when r's value beats best's (larger, or smaller when !largest); ties go to the
+    // lowest global rank, whatever the order in which the files were given.
+    auto pick = [&](int& best, int64_t& best_v, int r, int64_t v, bool largest) {
+        const bool better = best < 0 || (v != best_v ? (largest ? v > best_v : v < best_v)
+                                                     : plan.global_rank[size_t(r)] < plan.global_rank[size_t(best)]);
+        if (better) { best = r; best_v = v; }
+    };
+    int64_t b0 = INT64_MAX, b1 = INT64_MIN, s1 = INT64_MIN, most_stall = 0, first_oom = 0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+        const int r = static_cast<int>(i);
+        const Result& x = c.ranks[i];
+        c.paths.push_back(ranks[i].path);
+        const int64_t begin = plan.t_begin[i] + plan.origin[i];
         b0 = std::min(b0, begin);
-        b1 = std::max(b1, plan.t_end[r] + plan.origin[r]);
-        const int64_t end = begin + x.simulated_makespan;
-        s1 = std::max(s1, end);
-        if (end > latest) { latest = end; c.last = static_cast<int>(r); }
+        b1 = std::max(b1, plan.t_end[i] + plan.origin[i]);
+        // On the shared clock: the rank's simulated end (out of memory: its OOM's instant;
+        // stopped: where it stopped).
+        pick(c.last, s1, r, begin + x.simulated_makespan, true);
         c.job_peak = std::max(c.job_peak, x.simulated_peak);
         c.job_baseline_peak = std::max(c.job_baseline_peak, x.baseline_peak);
-        if (x.stall_time > most_stall) { most_stall = x.stall_time; c.limiting = static_cast<int>(r); }
-        if (x.oom.happened && c.oom < 0) c.oom = static_cast<int>(r);
+        if (x.stall_time > 0) pick(c.limiting, most_stall, r, x.stall_time, true);
+        // Several ranks out of memory: the first to run out on the shared clock.
+        if (x.oom.happened) pick(c.oom, first_oom, r, plan.origin[i] + x.oom.time, false);
         c.events += x.rows;
         c.seconds += x.seconds;
     }
@@ -530,9 +553,10 @@ CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPla
     auto t0 = std::chrono::steady_clock::now();
     std::vector<int> all(ranks.size());
     for (size_t r = 0; r < ranks.size(); ++r) all[r] = static_cast<int>(r);
-    int64_t pauses = 0;
-    CoupledResult out = summarize(plan, ranks, drive(plan, ranks, configs, all, Exchange{}, &pauses));
-    out.pauses = pauses;
+    DriveStats stats;
+    std::vector<Result> results = drive(plan, ranks, configs, all, Exchange{}, &stats);
+    CoupledResult out = summarize(plan, ranks, std::move(results), stats.halted);
+    out.pauses = stats.pauses;
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
 }
@@ -549,27 +573,44 @@ std::string fmt(const char* f, ...) {
 }
 }  // namespace
 
+namespace {
+// A rank that ran out of memory, or stopped waiting for one, did not finish: no loss (as for
+// one rank, docs/simulator.md "What the output says"); neither has a job with such a rank.
+bool finished(const CoupledResult& c, size_t r) { return !c.ranks[r].oom.happened && !c.stopped[r]; }
+}  // namespace
+
 std::string to_text(const CoupledResult& c) {
     std::string s;
     const Result& first = c.ranks.front();
     s += "coupled run    " + run_name(first.config) + " on " + std::to_string(c.ranks.size()) + " ranks, " +
-         std::to_string(c.cross_events) + " cross-rank events\n";
+         std::to_string(c.cross_events) + " cross-rank kernels\n";
     s += fmt("%-6s %-10s %-10s %-10s %8s %10s %7s %10s %7s  %s\n", "rank", "capacity", "baseline", "peak", "loss",
              "stalls", "count", "waits", "count", "trace");
     for (size_t r = 0; r < c.ranks.size(); ++r) {
         const Result& x = c.ranks[r];
-        s += fmt("%-6d %-10s %-10s %-10s %7.2f%% %10s %7lld %10s %7lld  %s%s\n", c.global_rank[r],
+        const std::string loss = finished(c, r) ? fmt("%7.2f%%", x.throughput_loss * 100) : "-";
+        const std::string note = x.oom.happened ? "  OUT OF MEMORY"
+                                 : !c.stopped[r]  ? ""
+                                 : c.oom >= 0     ? fmt("  STOPPED (rank %d ran out of memory)", c.global_rank[size_t(c.oom)])
+                                                  : "  STOPPED (a rank it waits for failed)";
+        s += fmt("%-6d %-10s %-10s %-10s %8s %10s %7lld %10s %7lld  %s%s\n", c.global_rank[r],
                  x.capacity >= kUnlimited ? "unlimited" : format_bytes(x.capacity).c_str(),
-                 format_bytes(x.baseline_peak).c_str(), format_bytes(x.simulated_peak).c_str(), x.throughput_loss * 100,
+                 format_bytes(x.baseline_peak).c_str(), format_bytes(x.simulated_peak).c_str(), loss.c_str(),
                  format_ns(x.stall_time).c_str(), (long long)x.stall_count, format_ns(x.coupled_wait_time).c_str(),
-                 (long long)x.coupled_wait_count, c.paths[r].c_str(), x.oom.happened ? "  OUT OF MEMORY" : "");
+                 (long long)x.coupled_wait_count, c.paths[r].c_str(), note.c_str());
     }
     int64_t stalls = 0, waits = 0;
     for (const Result& x : c.ranks) { stalls += x.stall_time; waits += x.coupled_wait_time; }
-    s += fmt("job            peak %s (baseline %s), makespan %s -> %s, loss %.2f%%, stalls %s, waits %s\n",
-             format_bytes(c.job_peak).c_str(), format_bytes(c.job_baseline_peak).c_str(),
-             format_ns(c.job_baseline_makespan).c_str(), format_ns(c.job_simulated_makespan).c_str(), c.job_loss * 100,
-             format_ns(stalls).c_str(), format_ns(waits).c_str());
+    if (c.oom >= 0)
+        s += fmt("job            peak %s (baseline %s), stopped at an out-of-memory after %s (no loss: it did not "
+                 "finish), stalls %s, waits %s\n",
+                 format_bytes(c.job_peak).c_str(), format_bytes(c.job_baseline_peak).c_str(),
+                 format_ns(c.job_simulated_makespan).c_str(), format_ns(stalls).c_str(), format_ns(waits).c_str());
+    else
+        s += fmt("job            peak %s (baseline %s), makespan %s -> %s, loss %.2f%%, stalls %s, waits %s\n",
+                 format_bytes(c.job_peak).c_str(), format_bytes(c.job_baseline_peak).c_str(),
+                 format_ns(c.job_baseline_makespan).c_str(), format_ns(c.job_simulated_makespan).c_str(), c.job_loss * 100,
+                 format_ns(stalls).c_str(), format_ns(waits).c_str());
     if (c.limiting >= 0)
         s += fmt("limiting rank  %d (%s of its own stalls; rank %d finishes last)\n", c.global_rank[size_t(c.limiting)],
                  format_ns(c.ranks[size_t(c.limiting)].stall_time).c_str(), c.global_rank[size_t(c.last)]);
@@ -582,6 +623,7 @@ std::string to_text(const CoupledResult& c) {
 }
 
 std::string to_json(const CoupledResult& c) {
+    auto loss = [](bool known, double v) { return known ? fmt("%.17g", v) : std::string("null"); };
     std::string s = "{\"ranks\":[";
     for (size_t r = 0; r < c.ranks.size(); ++r) {
         const Result& x = c.ranks[r];
@@ -592,20 +634,21 @@ std::string to_json(const CoupledResult& c) {
             path += ch;
         }
         s += fmt("%s{\"rank\":%d,\"trace\":\"%s\",\"capacity\":%lld,\"baseline_peak\":%lld,\"simulated_peak\":%lld,"
-                 "\"baseline_makespan\":%lld,\"simulated_makespan\":%lld,\"throughput_loss\":%.17g,"
+                 "\"baseline_makespan\":%lld,\"simulated_makespan\":%lld,\"throughput_loss\":%s,"
                  "\"stall_time\":%lld,\"stall_count\":%lld,\"coupled_wait_time\":%lld,\"coupled_wait_count\":%lld,"
-                 "\"oom\":%s}",
+                 "\"oom\":%s,\"stopped\":%s}",
                  r ? "," : "", c.global_rank[r], path.c_str(), (long long)x.capacity, (long long)x.baseline_peak,
                  (long long)x.simulated_peak, (long long)x.baseline_makespan, (long long)x.simulated_makespan,
-                 x.throughput_loss, (long long)x.stall_time, (long long)x.stall_count, (long long)x.coupled_wait_time,
-                 (long long)x.coupled_wait_count, x.oom.happened ? "true" : "false");
+                 loss(finished(c, r), x.throughput_loss).c_str(), (long long)x.stall_time, (long long)x.stall_count,
+                 (long long)x.coupled_wait_time, (long long)x.coupled_wait_count, x.oom.happened ? "true" : "false",
+                 c.stopped[r] ? "true" : "false");
     }
     s += fmt("],\"job\":{\"peak\":%lld,\"baseline_peak\":%lld,\"baseline_makespan\":%lld,\"simulated_makespan\":%lld,"
-             "\"throughput_loss\":%.17g,\"limiting_rank\":%d,\"last_rank\":%d,\"oom_rank\":%d,\"cross_events\":%zu}}",
+             "\"throughput_loss\":%s,\"limiting_rank\":%d,\"last_rank\":%d,\"oom_rank\":%d,\"cross_events\":%zu}}",
              (long long)c.job_peak, (long long)c.job_baseline_peak, (long long)c.job_baseline_makespan,
-             (long long)c.job_simulated_makespan, c.job_loss, c.limiting >= 0 ? c.global_rank[size_t(c.limiting)] : -1,
-             c.last >= 0 ? c.global_rank[size_t(c.last)] : -1, c.oom >= 0 ? c.global_rank[size_t(c.oom)] : -1,
-             c.cross_events);
+             (long long)c.job_simulated_makespan, loss(c.oom < 0, c.job_loss).c_str(),
+             c.limiting >= 0 ? c.global_rank[size_t(c.limiting)] : -1, c.last >= 0 ? c.global_rank[size_t(c.last)] : -1,
+             c.oom >= 0 ? c.global_rank[size_t(c.oom)] : -1, c.cross_events);
     return s;
 }
 

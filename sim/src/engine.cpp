@@ -636,8 +636,10 @@ template <class Policy>
 void Engine<Policy>::finish() {
     pre->finish(R);
     R.baseline_makespan = P.t_end - P.t_begin;
-    // An OOM run ends at its OOM: its makespan is how far it got (simulated time).
-    R.simulated_makespan = (R.oom.happened ? R.oom.time : std::max(t_last, P.t_end + shift)) - P.t_begin;
+    // An OOM run ends at its OOM, a halted one at its last event: its makespan is how far it
+    // got (simulated time).
+    const int64_t end = R.oom.happened ? R.oom.time : halted ? std::max(t_last, P.t_begin) : std::max(t_last, P.t_end + shift);
+    R.simulated_makespan = end - P.t_begin;
     for (const Bucket& b : buckets)
         if (b.dev >= 0) R.memory.push_back({b.t, b.dev, b.host});
 }

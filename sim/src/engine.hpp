@@ -29,12 +29,13 @@ public:
     // paused at the end of cross-rank event g, to be resumed by release(delay): the event's
     // end moves to its recorded end + delay when that is later (a coupled wait). arrival(g):
     // the delay (simulated - recorded start) with which the rank reached event g, kNoArrival
-    // until it did. halt() ends a run early (another rank ran out of memory); finish() last.
+    // until it did. halt() ends a run early (another rank ran out of memory: its makespan
+    // ends at the last event it processed); finish() last.
     static constexpr int64_t kNoArrival = INT64_MIN;
     void begin(const std::vector<int32_t>* gate_of, size_t events);
     int32_t advance();
     void release(int64_t delay);
-    void halt() { done = true; }
+    void halt() { done = halted = true; }
     void finish();
     int64_t arrival(int32_t g) const { return arrivals[static_cast<size_t>(g)]; }
     bool oom_happened() const { return R.oom.happened; }
@@ -141,6 +142,7 @@ private:
     const std::vector<int32_t>* gates = nullptr;
     std::vector<int64_t> arrivals;
     bool paused = false;
+    bool halted = false;                 // stopped by halt(): its makespan ends where it stopped
     bool step(const RecordedEvent& e);   // one event; false when the run must stop (OOM)
 };
 

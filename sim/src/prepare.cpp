@@ -87,11 +87,12 @@ void build_on_device(Prepared& p) {
     for (size_t i = 0; i < a.size(); ++i) p.on_device[i] = a.device[i] == p.device;
 }
 
-// Accesses in seq order. When the trace has none, each allocation is assumed written by the
-// first kernel starting at or after its allocation, if that kernel also ends by its free
-// (so that it never runs past the free, rule 4), and read by the latest-starting kernel
-// that ends at or before its free (an allocation never freed: the trace's last kernel), if
-// that is a later kernel (docs/simulator.md, Inputs).
+// Accesses in seq order. When the device has none (no kernel of the device accesses one of
+// its allocations), each allocation is assumed written by the first kernel starting at or
+// after its allocation, if that kernel also ends by its free (so that it never runs past the
+// free, rule 4), and read by the latest-starting kernel that ends at or before its free (ties:
+// the later in kernel order; an allocation never freed: the device's last kernel), if that is
+// a later kernel (docs/simulator.md, Inputs).
 void build_accesses(Prepared& p) {
     const auto& t = *p.t;
     size_t n = p.korder.size();
@@ -108,7 +109,8 @@ void build_accesses(Prepared& p) {
             }
             p.acc_begin[s + 1] = static_cast<int64_t>(p.acc_alloc.size());
         }
-        return;
+        // Per device: accesses recorded on other devices say nothing about this one's.
+        if (!p.acc_alloc.empty()) return;
     }
     // Accesses are assumed only where there is something to assume: kernels and allocations.
     p.assumed_accesses = !p.alloc_order.empty() && n > 0;
@@ -132,7 +134,11 @@ void build_accesses(Prepared& p) {
         if (first < static_cast<int64_t>(n) && (!freed || p.kend[first] <= tf)) per[first].push_back({al, 1});
         if (last > first) per[last].push_back({al, 0});
     }
+    // A kernel's operands in allocation id order, the order of a stored accesses table
+    // (primary key (kernel, allocation)): the same trace with these accesses written into it
+    // simulates the same (LRU's clock ticks per operand, in this order).
     for (size_t s = 0; s < n; ++s) {
+        std::sort(per[s].begin(), per[s].end(), [&](const auto& x, const auto& y) { return a.id[x.first] < a.id[y.first]; });
         for (auto& [al, w] : per[s]) {
             p.acc_alloc.push_back(al);
             p.acc_write.push_back(w);

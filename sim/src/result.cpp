@@ -15,10 +15,8 @@ std::vector<std::pair<std::string, double>> metrics(const Result& r) {
         {"host_capacity_bytes", d(r.host_capacity >= kUnlimited ? -1 : r.host_capacity)},
         {"baseline_peak_bytes", d(r.baseline_peak)},
         {"simulated_peak_bytes", d(r.simulated_peak)},
-        {"peak_reduction", r.peak_reduction},
         {"baseline_makespan_ns", d(r.baseline_makespan)},
         {"simulated_makespan_ns", d(r.simulated_makespan)},
-        {"throughput_loss", r.throughput_loss},
         {"stall_ns", d(r.stall_time)},
         {"stalls", d(r.stall_count)},
         {"swap_in_bytes", d(r.swap_in_bytes)},
@@ -37,6 +35,14 @@ std::vector<std::pair<std::string, double>> metrics(const Result& r) {
         {"assumed_accesses", r.assumed_accesses ? 1.0 : 0.0},
         {"sim_seconds", r.seconds},
     };
+    // A run that stopped at an OOM did not finish: it has no peak reduction or throughput
+    // loss (null in --json, absent here); the slowdown of the part that ran has its own name.
+    if (!r.oom.happened) {
+        m.push_back({"peak_reduction", r.peak_reduction});
+        m.push_back({"throughput_loss", r.throughput_loss});
+    } else {
+        m.push_back({"oom_slowdown", r.throughput_loss});
+    }
     if (r.oom.happened) {
         m.push_back({"oom_time_ns", d(r.oom.time)});
         m.push_back({"oom_bytes_needed", d(r.oom.bytes_needed)});

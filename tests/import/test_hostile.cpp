@@ -211,6 +211,8 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
         {"bytes-nan", kineto("10", "NaN"), "traceEvents[1]: args.Bytes NaN"},
         {"bytes-string", kineto("10", "\"4096\""), "traceEvents[1]: args.Bytes is a string, not a number"},
         {"copy-bytes-negative", kineto("10", "4096", "-64"), "traceEvents[2]: args.bytes -64 is out of range"},
+        {"copy-bytes-string", kineto("10", "4096", "\"64\""), "traceEvents[2]: args.bytes is a string, not a number"},
+        {"copy-bytes-null", kineto("10", "4096", "null"), "traceEvents[2]: args.bytes is null, not a number"},
         {"ts-string", kineto("\"abc\""), "traceEvents[0]: 'ts' is a string, not a number"},
         {"ts-null", kineto("null"), "traceEvents[0]: 'ts' is null, not a number"},
         {"ts-ns-overflow", kineto("9223372036854775.807"), "traceEvents[0]: 'ts' 9223372036854775.807 is out of range"},
@@ -235,6 +237,15 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
         test::write_file(sparse, "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"args\":{\"name\":\"x\"}},"
                                  "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":3}]}");
         CHECK(accepted(sparse).kernels == 1);
+    }
+    SECTION("args.bytes of an event that is not a copy is not read: ROCm runtime calls write a string") {
+        // As in TraceLens's MI300 traces: {"cat": "cuda_runtime", "name": "hipMemcpyWithStream",
+        // "args": {..., "bytes": "1", "kind": "2"}}.
+        std::string in = dir.file("rocm.json");
+        test::write_file(in, "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"hipMemcpyWithStream\","
+                             "\"ts\":3,\"dur\":1,\"args\":{\"correlation\":810,\"bytes\":\"1\",\"kind\":\"2\"}},"
+                             "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":5,\"dur\":1,\"args\":{\"correlation\":810}}]}");
+        CHECK(accepted(in).kernels == 1);
     }
 }
 

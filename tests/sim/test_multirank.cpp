@@ -14,6 +14,7 @@
 
 using namespace mhc;
 using namespace simtest;
+using trace::kNoTime;
 
 namespace {
 
@@ -186,6 +187,178 @@ TEST_CASE("coupled: mismatched collectives are one line naming the rank and the 
         CHECK(plan.comm_names == std::vector<std::string>{"stream 5"});
         CHECK(sim::simulate_coupled(job.ranks, plan, config("lru", MiB)).ranks[1].coupled_wait_time == 1 * ms);
     }
+}
+
+TEST_CASE("coupled: a rank that waits through another for a rank out of memory stops, the job is out of memory",
+          "[sim][multirank]") {
+    // Capacity 1500 B. Rank 2 allocates 2000 B at 0: out of memory at 0, before its
+    // all-reduce on communicator a (ranks 0, 2). Rank 0 reaches that all-reduce at [10, 20]
+    // and cannot finish it: it stops there, before its all-reduce on b (ranks 0, 1) at
+    // [30, 40], for which rank 1 waits in turn: rank 1 stops too. One rank ran out of
+    // memory, rank 2; no rank is left waiting (the job is out of memory, not a deadlock).
+    const std::map<std::string, std::string> a = {{"nccl.stream.13", "a:0,2"}};
+    const std::map<std::string, std::string> ab = {{"nccl.stream.13", "a:0,2"}, {"nccl.stream.21", "b:0,1"}};
+    const std::map<std::string, std::string> b = {{"nccl.stream.21", "b:0,1"}};
+    Job job({rank_trace(0, {{100, 0, kNoTime}}, {{10, 20, {}, -1, 13, kAllReduce}, {30, 40, {}, -1, 21, kAllReduce}}, ab),
+             rank_trace(1, {{100, 0, kNoTime}}, {{30, 40, {}, -1, 21, kAllReduce}}, b),
+             rank_trace(2, {{2000, 0, kNoTime}}, {{10, 20, {}, -1, 13, kAllReduce}}, a)});
+    sim::JobPlan plan = sim::plan_job(job.ranks);
+    sim::CoupledResult r = sim::simulate_coupled(job.ranks, plan, config("lru", 1500));
+    REQUIRE(r.oom == 2);
+    CHECK(r.ranks[2].oom.happened);
+    CHECK(r.ranks[2].oom.time == 0);
+    CHECK(r.ranks[2].oom.bytes_short == 500);
+    CHECK_FALSE(r.ranks[0].oom.happened);
+    CHECK_FALSE(r.ranks[1].oom.happened);
+    // Ranks 0 and 1 stopped where they waited: at the ends of their all-reduces (20 and 40);
+    // none finished, so neither they nor the job have a loss.
+    CHECK(r.stopped == std::vector<uint8_t>{1, 1, 0});
+    CHECK(r.ranks[0].simulated_makespan == 20);
+    CHECK(r.ranks[1].simulated_makespan == 40);
+    CHECK(r.ranks[2].simulated_makespan == 0);
+    CHECK(r.job_simulated_makespan == 40);
+    // Four cross-rank kernels (two all-reduces on a, one on b, counted on each rank).
+    CHECK(r.cross_events == 4);
+    const std::string j = sim::to_json(r);
+    CHECK_THAT(j, Catch::Contains("\"oom_rank\":2") && Catch::Contains("\"stopped\":true"));
+    CHECK_THAT(j, !Catch::Contains("\"throughput_loss\":0") && !Catch::Contains("\"throughput_loss\":-"));
+    CHECK_THAT(sim::to_text(r), Catch::Contains("out of memory  rank 2:") &&
+                                    Catch::Contains("rank0.db  STOPPED (rank 2 ran out of memory)"));
+    // The same with the ranks given in another order: the rank out of memory is named by
+    // its global rank.
+    Job rev({rank_trace(2, {{2000, 0, kNoTime}}, {{10, 20, {}, -1, 13, kAllReduce}}, a),
+             rank_trace(1, {{100, 0, kNoTime}}, {{30, 40, {}, -1, 21, kAllReduce}}, b),
+             rank_trace(0, {{100, 0, kNoTime}}, {{10, 20, {}, -1, 13, kAllReduce}, {30, 40, {}, -1, 21, kAllReduce}}, ab)});
+    sim::CoupledResult q = sim::simulate_coupled(rev.ranks, sim::plan_job(rev.ranks), config("lru", 1500));
+    REQUIRE(q.oom == 0);
+    CHECK(q.global_rank[size_t(q.oom)] == 2);
+}
+
+TEST_CASE("coupled: a SendRecv kernel without accesses is a send-receive, even where accesses are assumed",
+          "[sim][multirank]") {
+    // Two ranks, one SendRecv each on stream 23 at [10, 20]. Rank 0 has accesses (a GEMM
+    // reads its allocation 1 at [30, 40]; the SendRecv accesses nothing); rank 1 has none at
+    // all, so its allocation is assumed written by its first kernel, the SendRecv. Roles come
+    // from the recorded accesses only: both are send-receives, matched with each other.
+    const std::map<std::string, std::string> pp = {{"nccl.stream.23", "pp:0,1"}};
+    Job job({rank_trace(0, {{MiB, 0, kNoTime}}, {{10, 20, {}, -1, 23, kSendRecv}, {30, 40, {{0, 'r'}}}}, pp),
+             rank_trace(1, {{MiB, 0, kNoTime}}, {{10, 20, {}, -1, 23, kSendRecv}}, pp)});
+    REQUIRE(sim::assumed_accesses(*job.ranks[1].prepared));
+    sim::JobPlan plan = sim::plan_job(job.ranks);
+    CHECK(plan.events[0][0].role == sim::CrossRole::SendRecv);
+    CHECK(plan.events[1][0].role == sim::CrossRole::SendRecv);
+    REQUIRE(plan.waits[0][0].size() == 1);
+    REQUIRE(plan.waits[1][0].size() == 1);
+    CHECK(plan.waits[0][0][0].rank == 1);
+    CHECK(plan.waits[1][0][0].rank == 0);
+    sim::CoupledResult r = sim::simulate_coupled(job.ranks, plan, config("lru", sim::kUnlimited));
+    CHECK(r.job_loss == 0);
+    CHECK(r.job_simulated_makespan == 40);
+}
+
+TEST_CASE("coupled: a wait is up to the bound, not the bound on top of the rank's own delay, by hand",
+          "[sim][multirank][decided]") {
+    // Rank 0 reaches the all-reduce 1 ms late (its stall), rank 1 0.5 ms late (its own stall:
+    // two 512 KiB tensors in 512 KiB, a 0.5 ms swap-out). Rank 1's all-reduce ends at
+    // 6 + max(0.5, 1) = 7 ms: a wait of 0.5 ms, not 1 ms (bound plus own delay would end it at
+    // 7.5 ms). Rank 0's bound (0.5 ms) is below its own delay: no wait. Both end at 10 ms.
+    std::vector<Tensor> ts = {{MiB / 2, 0, 9 * ms}, {MiB / 2, 3 * ms, 9 * ms}};
+    std::vector<K> ks = {{1 * ms, 2 * ms, {{0, 'w'}}},
+                         {3 * ms, 4 * ms, {{1, 'w'}}},
+                         {5 * ms, 6 * ms, {}, -1, 5, kAllReduce},
+                         {7 * ms, 8 * ms, {{1, 'r'}}}};
+    Job job({stalling_rank(5 * ms, kAllReduce, 5, kDpMeta), rank_trace(1, ts, ks, kDpMeta)});
+    sim::CoupledResult r = sim::simulate_coupled(job.ranks, sim::plan_job(job.ranks),
+                                                 std::vector<sim::Config>{config("lru", MiB), config("lru", MiB / 2)});
+    CHECK(r.ranks[0].stall_time == 1 * ms);
+    CHECK(r.ranks[0].coupled_wait_time == 0);
+    CHECK(r.ranks[1].stall_time == ms / 2);
+    CHECK(r.ranks[1].coupled_wait_time == ms / 2);
+    CHECK(r.ranks[1].simulated_makespan == 10 * ms);
+    CHECK(r.ranks[0].simulated_makespan == 10 * ms);
+    CHECK(r.limiting == 0);
+}
+
+TEST_CASE("coupled: a send-receive matches only a send-receive, not a receive and a send", "[sim][multirank][decided]") {
+    // Rank 0's SendRecv reads X and writes Y (both directions in one kernel); rank 1 sends U
+    // and then receives into V in two kernels. Refused, naming the communicator.
+    const std::map<std::string, std::string> pp = {{"nccl.stream.23", "pp:0,1"}};
+    Job job({rank_trace(0, {{MiB, 0, kNoTime}, {MiB, 0, kNoTime}}, {{10, 20, {{0, 'r'}, {1, 'w'}}, -1, 23, kSendRecv}}, pp),
+             rank_trace(1, {{MiB, 0, kNoTime}, {MiB, 0, kNoTime}},
+                        {{10, 20, {{0, 'r'}}, -1, 23, kSendRecv}, {30, 40, {{1, 'w'}}, -1, 23, kSendRecv}}, pp)});
+    try {
+        sim::plan_job(job.ranks);
+        FAIL("a send-receive matched a receive and a send");
+    } catch (const Error& e) {
+        CHECK(e.kind() == Error::Kind::BadInput);
+        CHECK_THAT(std::string(e.what()), Catch::Contains("communicator pp") && Catch::Contains("rank1.db (rank 1)"));
+    }
+}
+
+TEST_CASE("coupled: ties between ranks go to the lowest global rank; no stall, no limiting rank", "[sim][multirank][decided]") {
+    // Two ranks that stall 1 ms each before an all-reduce recorded at [5, 6] ms by both, given
+    // rank 1 first: both stall as much and end at 10 ms; the limiting and the last rank are 0.
+    trace::TraceData one = stalling_rank(5 * ms, kAllReduce, 5, kDpMeta);
+    one.meta["rank"] = "1";
+    one.path = "rank1.db";
+    Job job({std::move(one), stalling_rank(5 * ms, kAllReduce, 5, kDpMeta)});
+    sim::JobPlan plan = sim::plan_job(job.ranks);
+    sim::CoupledResult r = sim::simulate_coupled(job.ranks, plan, config("lru", MiB));
+    CHECK(r.ranks[0].stall_time == 1 * ms);
+    CHECK(r.ranks[1].stall_time == 1 * ms);
+    CHECK(r.ranks[0].simulated_makespan == r.ranks[1].simulated_makespan);
+    REQUIRE(r.limiting == 1);
+    CHECK(r.global_rank[1] == 0);
+    CHECK(r.last == 1);
+    CHECK_THAT(sim::to_text(r), Catch::Contains("limiting rank  0 (1.00 ms of its own stalls; rank 0 finishes last)"));
+    // Unlimited: nobody stalls, no limiting rank (-1 in --json).
+    sim::CoupledResult u = sim::simulate_coupled(job.ranks, plan, config("lru", sim::kUnlimited));
+    CHECK(u.limiting == -1);
+    CHECK_THAT(sim::to_text(u), Catch::Contains("limiting rank  none (no rank stalls)"));
+    CHECK_THAT(sim::to_json(u), Catch::Contains("\"limiting_rank\":-1"));
+}
+
+TEST_CASE("coupled: of several ranks out of memory, the first on the shared clock is reported", "[sim][multirank][decided]") {
+    // 1500 B. Rank 0 allocates 2000 B at 50 ns (its clock starts at 0 on the shared clock),
+    // rank 1 at 5 ns of its own clock, which starts at 100: 105 on the shared clock. Both run
+    // out before their all-reduce; rank 0 ran out first (given second).
+    auto job_with = [](int64_t origin1) {
+        std::map<std::string, std::string> m0 = kDpMeta, m1 = kDpMeta;
+        m0["time_origin_ns"] = "0";
+        m1["time_origin_ns"] = std::to_string(origin1);
+        return Job({rank_trace(1, {{2000, 5, kNoTime}}, {{10, 20, {}, -1, 5, kAllReduce}}, m1),
+                    rank_trace(0, {{2000, 50, kNoTime}}, {{100, 110, {}, -1, 5, kAllReduce}}, m0)});
+    };
+    Job job = job_with(100);
+    sim::CoupledResult r = sim::simulate_coupled(job.ranks, sim::plan_job(job.ranks), config("lru", 1500));
+    REQUIRE(r.ranks[0].oom.happened);
+    REQUIRE(r.ranks[1].oom.happened);
+    CHECK(r.oom == 1);
+    CHECK(r.global_rank[1] == 0);
+    // At the same instant (rank 1's clock starting at 45): the lowest global rank, 0 again.
+    Job tie = job_with(45);
+    CHECK(sim::simulate_coupled(tie.ranks, sim::plan_job(tie.ranks), config("lru", 1500)).oom == 1);
+    // Rank 1 first (its clock at 0): rank 1.
+    Job early = job_with(0);
+    CHECK(sim::simulate_coupled(early.ranks, sim::plan_job(early.ranks), config("lru", 1500)).oom == 0);
+}
+
+TEST_CASE("coupled: an NCCL kernel's name starts with 'nccl' (that case) and its operation ends at the first "
+          "character that is not a letter or digit", "[sim][multirank][decided]") {
+    // Per rank, on stream 5 one after another: NCCL 2.x's two spellings (operation AllGather,
+    // then AllReduce), and three names that are not cross-rank kernels.
+    const std::vector<K> ks = {{10, 20, {}, -1, 5, "ncclKernel_AllGather_RING_LL_Sum_float(ncclWorkElem)"},
+                               {30, 40, {}, -1, 5, "NCCLDevKernel_AllReduce_Sum_f32_RING_LL"},
+                               {50, 60, {}, -1, 5, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"},
+                               {70, 80, {}, -1, 5, "nccl:all_reduce"},
+                               {90, 100, {}, -1, 5, "my_ncclKernel_AllReduce"}};
+    Job job({rank_trace(0, {{MiB, 0, kNoTime}}, ks, kDpMeta), rank_trace(1, {{MiB, 0, kNoTime}}, ks, kDpMeta)});
+    sim::JobPlan plan = sim::plan_job(job.ranks);
+    CHECK(plan.cross_events() == 4);
+    REQUIRE(plan.events[0].size() == 2);
+    CHECK(plan.events[0][0].op == "AllGather");
+    CHECK(plan.events[0][1].op == "AllReduce");
+    CHECK(plan.events[0][1].row == 2);
 }
 
 #ifdef MHC_HAVE_DATASETS

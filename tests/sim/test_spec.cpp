@@ -67,7 +67,7 @@ TEST_CASE("spec: the host (device -1) is simulated only when asked for", "[sim][
     }
 }
 
-TEST_CASE("spec: an allocation never freed is read by the trace's last kernel (assumed accesses)", "[sim][spec]") {
+TEST_CASE("spec: an allocation never freed is read by the device's last kernel (assumed accesses)", "[sim][spec]") {
     // No accesses. A (never freed): written by k1 [1,2], read by the last kernel k3 [5,6].
     // B [2, 4.5] ms: written by k2 [3,4]; no later kernel ends by its free: no read.
     // Capacity 1 MiB: B's allocation at 2 ms evicts A (dirty): D2H 2-3, stall 1 (shift 1).

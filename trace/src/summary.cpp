@@ -136,6 +136,10 @@ std::string to_text(const Summary& s) {
             line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
                  format_bytes(s.peak.by_category[static_cast<size_t>(c)]).c_str(),
                  100.0 * s.peak.by_category[static_cast<size_t>(c)] / double(std::max<int64_t>(1, s.peak.bytes)));
+    // Traces without addresses (Kineto before about PyTorch 1.10): say what is exact and what is not.
+    for (const auto& [k, v] : s.meta)
+        if (k == "pairing" && v == "size")
+            o += "frees       paired by size (no addresses recorded): live bytes exact, which block a free ended inferred\n";
     if (s.steps > 0) {
         int64_t tot = std::accumulate(s.step_durations.begin(), s.step_durations.end(), int64_t{0});
         line("steps       %lld (mean %s)\n", (long long)s.steps, format_ns(tot / s.steps).c_str());

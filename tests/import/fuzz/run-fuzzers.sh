@@ -57,6 +57,15 @@ open(f"{out}/kineto/simple_add", "w").write(json.dumps(k))
 m = json.load(gzip.open(f"{fix}/cpu_mlp_kineto.json.gz"))
 m["traceEvents"] = [e for e in m["traceEvents"] if e.get("name") == "[memory]" or "ProfilerStep" in e.get("name", "")][:40]
 open(f"{out}/kineto/cpu_memory", "w").write(json.dumps(m))
+# GPU [memory] events in the real shapes: no Addr (PyTorch 1.9), Addr + Total Allocated with
+# ties at one ts (CUDA), Device Type 6 (ROCm).
+for name, src in (("no_addr", "tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz"),
+                  ("total_allocated", "hta-df-index-resolver.json.gz"),
+                  ("hip", "tracelens-mi300x-normalization-layer-test.json.gz")):
+    g = json.load(gzip.open(f"{pub}/kineto/{src}"))
+    mem = [e for e in g["traceEvents"] if e.get("name") == "[memory]"][:60]
+    kern = [e for e in g["traceEvents"] if e.get("cat") in ("kernel", "Kernel")][:5]
+    open(f"{out}/kineto/{name}", "w").write(json.dumps({"traceEvents": mem + kern}))
 open(f"{out}/et/simple_add", "w").write(json.dumps(json.load(gzip.open(f"{pub}/chakra/simple_add_et.json.gz"))))
 c = json.load(gzip.open(f"{pub}/chakra/chakra-1.0.2-et.json.gz")); c["nodes"] = c["nodes"][:40]
 open(f"{out}/et/chakra", "w").write(json.dumps(c))

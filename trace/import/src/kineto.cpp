@@ -2,8 +2,10 @@
 // ProfilerStep#N as step markers, annotations as range markers.
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 
+#include "kineto_memory.hpp"
 #include "kineto_write.hpp"
 #include "mhc/common/error.hpp"
 
@@ -118,77 +120,66 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     if (d.device_memory > 0) r.meta["device_memory"] = std::to_string(d.device_memory);
 }
 
+namespace {
+
+void write_memory_meta(const KMemoryResult& mem, Result& r) {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    r.meta["reconstructed_blocks"] = n(mem.reconstructed);
+    r.meta["reconstructed_bytes.unattributed"] = n(mem.unattributed);
+    bool by_size = std::any_of(mem.devices.begin(), mem.devices.end(), [](const KMemoryDevice& v) { return v.by_size; });
+    if (!mem.devices.empty()) {
+        r.meta["pairing"] = by_size ? "size" : "address";
+        r.meta["pairing.frees_by_address"] = n(mem.by_address);
+        r.meta["pairing.frees_by_size"] = n(mem.by_size);
+        r.meta["kineto.frees_split"] = n(mem.split);
+        r.meta["kineto.memory_events_moved"] = n(mem.moved);
+        r.meta["kineto.memory_events_max_move_ns"] = n(mem.max_move);
+    }
+    if (mem.zero_bytes) r.meta["kineto.memory_events_zero_bytes"] = n(mem.zero_bytes);
+    for (const auto& v : mem.devices) {
+        std::string dev = ".device" + std::to_string(v.device);
+        r.meta["kineto.baseline" + dev] =
+            n(v.baseline) + (v.baseline_recorded ? " (Total Allocated before the first event)"
+                                                 : " (the least the signed sum of Bytes requires)");
+        if (v.reserved_peak >= 0) r.meta["kineto.reserved_peak" + dev] = n(v.reserved_peak);
+        if (v.checked == 0) continue;
+        std::string off = total_allocated_disagreement(v);
+        r.meta["kineto.total_allocated" + dev] = off.empty() ? "agrees at all " + n(v.checked) + " events" : off;
+    }
+}
+
+// ROCm traces number a kernel's device by the runtime's agent (2, 9, ...) and a [memory]
+// event's by the process's device index (0): with one GPU on each side and no kernel on the
+// memory's device, they are the same GPU, and the kernels take the memory's number.
+void unify_kernel_device(KinetoData& d, Result& r) {
+    std::set<int32_t> mem, kern;
+    for (const auto& m : d.memory)
+        if (m.device >= 0) mem.insert(m.device);
+    for (const auto& k : d.kernels) kern.insert(k.device);
+    if (mem.size() != 1 || kern.size() != 1 || *mem.begin() == *kern.begin()) return;
+    int32_t from = *kern.begin(), to = *mem.begin();
+    for (auto& k : d.kernels) k.device = to;
+    r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) +
+                                     " (one GPU: kernels numbered by the runtime, [memory] by Device Id)";
+}
+
+}  // namespace
+
 void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
     KinetoData d = parse_kineto(in, max_input_size);
     int64_t base = kineto_base(d);
     r.events = d.events;
 
-    // [memory] events: Bytes > 0 allocates at Addr, Bytes < 0 frees it.
+    // [memory] events: Bytes > 0 allocates, Bytes < 0 frees (kineto_memory.hpp has the rules).
     auto mem_by_ts = [](const KMemory& a, const KMemory& b) { return a.ts < b.ts; };
     if (!std::is_sorted(d.memory.begin(), d.memory.end(), mem_by_ts))
         std::stable_sort(d.memory.begin(), d.memory.end(), mem_by_ts);
-    struct Key {
-        int32_t dev;
-        int64_t addr;
-        bool operator==(const Key& o) const { return dev == o.dev && addr == o.addr; }
-    };
-    struct KeyHash {
-        size_t operator()(const Key& k) const { return std::hash<uint64_t>{}(uint64_t(k.addr) * 31u + uint64_t(k.dev)); }
-    };
-    // Allocations stay in memory until the end: frees set t_free here, not by UPDATEs.
-    std::vector<Allocation> allocs;
-    std::unordered_map<Key, size_t, KeyHash> live;   // -> index in allocs
-    std::map<int32_t, int64_t> baseline, prefreed;       // per device: bytes live before the first event
-    int64_t reconstructed = 0, unmatched_zero = 0;
-    const int64_t pre_label = w.intern("(allocated before recording)");
-    auto add = [&](int32_t dev, int64_t addr, int64_t bytes, int64_t t0, int64_t t1, int64_t label) {
-        Allocation a;
-        a.id = static_cast<int64_t>(allocs.size()) + 1;
-        a.device = dev;
-        a.address = addr;
-        a.bytes = bytes;
-        a.t_alloc = t0;
-        a.t_free = t1;
-        a.label = label;
-        allocs.push_back(a);
-        return allocs.size() - 1;
-    };
-    for (const auto& m : d.memory) {
-        int64_t t = m.ts - base;
-        if (!baseline.count(m.device) && m.total >= 0) baseline[m.device] = m.total - m.bytes;
-        if (m.bytes > 0) {
-            Key key{m.device, m.addr};
-            auto it = live.find(key);
-            if (it != live.end()) { allocs[it->second].t_free = t; live.erase(it); }
-            live.emplace(key, add(m.device, m.addr, m.bytes, t, kNoTime, kNoString));
-        } else if (m.bytes < 0) {
-            auto it = live.find(Key{m.device, m.addr});
-            if (it != live.end()) {
-                allocs[it->second].t_free = t;
-                live.erase(it);
-            } else {   // allocated before the profiler started
-                add(m.device, m.addr, -m.bytes, 0, t, pre_label);
-                ++reconstructed;
-                // Each free is at most kMaxBytes (the parser's range), their sum may not be.
-                if (__builtin_add_overflow(prefreed[m.device], -m.bytes, &prefreed[m.device]))
-                    throw Error(where(in, "the [memory] frees of device " + std::to_string(m.device) +
-                                              " add up to more than 2^63 bytes"));
-            }
-        } else {
-            ++unmatched_zero;
-        }
-    }
-    // Bytes the allocator held before the first event (Total Allocated minus the event's own
-    // bytes) that no free accounts for: one block alive over the whole trace, so peaks are right.
-    int64_t unattributed = 0;
-    for (auto& [dev, b] : baseline) {
-        int64_t rest = b - prefreed[dev];
-        if (rest <= 0) continue;
-        add(dev, 0, rest, 0, kNoTime, w.intern("(allocated before recording, unattributed)"));
-        ++reconstructed;
-        if (__builtin_add_overflow(unattributed, rest, &unattributed))
-            throw Error(where(in, "the bytes allocated before recording add up to more than 2^63"));
-    }
+    KMemoryLabels labels;
+    labels.before_recording = w.intern("(allocated before recording)");
+    labels.unattributed = w.intern("(allocated before recording, unattributed)");
+    KMemoryResult mem = map_memory(d.memory, base, labels, in);
+    unify_kernel_device(d, r);
+    const auto& allocs = mem.rows;
     size_t copies = static_cast<size_t>(std::count_if(d.kernels.begin(), d.kernels.end(),
                                                       [](const KKernel& k) { return k.is_copy || k.is_memset; }));
     w.reserve(allocs.size(), d.kernels.size() - copies, copies);
@@ -200,8 +191,7 @@ void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input
     r.meta["accesses"] = "none";   // Kineto links ops to kernels, not tensors to kernels: see docs/import.md
     r.meta["categories"] = "unknown";
     r.meta["kineto.memory_events"] = std::to_string(d.memory.size());
-    r.meta["reconstructed_blocks"] = std::to_string(reconstructed);
-    r.meta["reconstructed_bytes.unattributed"] = std::to_string(unattributed);
+    write_memory_meta(mem, r);
     if (d.host_memory_events)
         r.meta["kineto.host_memory_events"] = std::to_string(d.host_memory_events) +
                                               " (Device Type 0: imported on device -1, the host)";

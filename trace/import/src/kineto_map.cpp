@@ -15,11 +15,29 @@ CopyKind copy_kind_of(std::string_view name) {
     return CopyKind::D2D;
 }
 
+namespace {
+bool is_copy_category(std::string_view c) { return c == "gpu_memcpy" || c == "Memcpy"; }
+bool is_memset_category(std::string_view c) { return c == "gpu_memset" || c == "Memset"; }
+}  // namespace
+
+bool uses_copy_bytes(const KEvent& e) {
+    return e.has_ts && e.ph == 'X' && (is_copy_category(e.cat) || is_memset_category(e.cat));
+}
+
+bool is_accelerator(int64_t device_type) {
+    // c10::DeviceType (c10/core/DeviceType.h): CUDA 1, HIP 6 (ROCm builds), XPU 12, MPS 13,
+    // HPU 15, MTIA 19, PrivateUse1 20. CPU (0) and the CPU-side types are host memory.
+    switch (device_type) {
+        case 1: case 6: case 12: case 13: case 15: case 19: case 20: return true;
+        default: return false;
+    }
+}
+
 void map_event(const KEvent& e, KinetoData& d) {
     if (!e.has_ts) return;
     std::string_view c = e.cat;
     if (e.ph == 'X') {
-        if (c == "kernel" || c == "Kernel" || c == "gpu_memcpy" || c == "Memcpy" || c == "gpu_memset" || c == "Memset") {
+        if (c == "kernel" || c == "Kernel" || is_copy_category(c) || is_memset_category(c)) {
             KKernel k;
             k.ts = e.ts;
             k.dur = std::max<int64_t>(0, e.dur);
@@ -33,8 +51,8 @@ void map_event(const KEvent& e, KinetoData& d) {
             k.shared_mem = static_cast<int32_t>(e.smem);
             std::copy(e.grid, e.grid + 3, k.grid);
             std::copy(e.block, e.block + 3, k.block);
-            k.is_copy = c == "gpu_memcpy" || c == "Memcpy";
-            k.is_memset = c == "gpu_memset" || c == "Memset";
+            k.is_copy = is_copy_category(c);
+            k.is_memset = is_memset_category(c);
             k.bytes = e.bytes;
             if (k.is_copy) k.copy_kind = copy_kind_of(e.name);
             if (k.is_memset) k.copy_kind = CopyKind::Memset;
@@ -76,8 +94,10 @@ void map_event(const KEvent& e, KinetoData& d) {
         m.addr = e.addr;
         m.bytes = e.mem_bytes;
         m.total = e.total;
-        // Device Type 1 is CUDA; 0 (CPU) and anything else are host memory: device -1.
-        m.device = e.dev_type == 1 ? static_cast<int32_t>(e.dev_id) : -1;
+        m.reserved = e.reserved;
+        m.has_addr = e.has_addr;
+        m.index = d.events - 1;   // the tokenizer counted this event already
+        m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
         if (m.device < 0) ++d.host_memory_events;
         d.memory.push_back(m);
         d.t_min = std::min(d.t_min, m.ts);

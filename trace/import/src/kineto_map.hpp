@@ -20,9 +20,11 @@ struct KEvent {
     bool has_ts = false;
     // args
     int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
-    int64_t addr = 0, mem_bytes = 0, total = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
+    int64_t addr = 0, mem_bytes = 0, total = -1, reserved = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
     int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
-    bool has_mem = false;   // args.Addr or args.Bytes was read ([memory] events)
+    bool has_mem = false;    // args.Addr or args.Bytes was read ([memory] events)
+    bool has_addr = false;   // args.Addr was read (profilers before about PyTorch 1.10 write none)
+    const char* bytes_not_number = nullptr;   // args.bytes was "a string", "null", ...: bad only for a copy
 };
 
 // The rules, one event at a time (the tokenizer has counted it in d.events already):
@@ -37,10 +39,18 @@ struct KEvent {
 //  - ph X, cat cpu_op|user_annotation|Operator: also a CPU op (python_function and
 //    gpu_user_annotation are not);
 //  - ph i|I named [memory] with args.Addr or args.Bytes: an allocator event, on device
-//    args.Device Id when args.Device Type is 1 (CUDA), else host memory (device -1);
+//    args.Device Id when args.Device Type is an accelerator's (is_accelerator: CUDA 1, HIP 6
+//    on ROCm, ...), else host memory (device -1);
 //  - ph s|f, cat ac2g|async_cpu_to_gpu: a CPU-to-GPU flow (s: its start, by flow id).
 // Negative durations become 0.
 void map_event(const KEvent& e, KinetoData& d);
+
+// Whether the event is a memcpy or memset, the only events whose args.bytes is read.
+bool uses_copy_bytes(const KEvent& e);
+
+// Whether a c10::DeviceType number ([memory] args.Device Type) is a GPU-like accelerator
+// whose memory is a device's, not the host's.
+bool is_accelerator(int64_t device_type);
 
 // A memcpy's direction from its Kineto name ("Memcpy HtoD (Pageable -> Device)"); a name
 // that names none is device to device.

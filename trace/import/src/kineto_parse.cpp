@@ -130,7 +130,7 @@ bool parse_addr(const char* s, size_t n, int64_t& out) {
 enum class F : uint8_t {
     None, Ph, Cat, Name, Pid, Tid, Ts, Dur, Id, Args,
     // args
-    ExtId, Corr, Device, Stream, Bytes, Regs, Smem, Grid, Block, Addr, MemBytes, Total, DevType, DevId,
+    ExtId, Corr, Device, Stream, Bytes, Regs, Smem, Grid, Block, Addr, MemBytes, Total, Reserved, DevType, DevId,
     RfId, EvIdx,
     // deviceProperties
     DpId, DpName, DpMem,
@@ -157,6 +157,7 @@ F arg_key(const char* k, size_t n) {
         case 9: return s == "Device Id" ? F::DevId : F::None;
         case 11: return s == "correlation" ? F::Corr : s == "External id" ? F::ExtId : s == "Device Type" ? F::DevType : F::None;
         case 13: return s == "shared memory" ? F::Smem : F::None;
+        case 14: return s == "Total Reserved" ? F::Reserved : F::None;
         case 15: return s == "Total Allocated" ? F::Total : F::None;
         case 18: return s == "Record function id" ? F::RfId : F::None;
         case 20: return s == "registers per thread" ? F::Regs : F::None;
@@ -225,12 +226,18 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     // A string, null, bool, array or object where a number is read: a bad field.
     void not_number(const char* what) {
         const char* name = nullptr;
+        if (at(In::Args) && key == F::Bytes) {
+            // Only copies and memsets use args.bytes; ROCm runtime calls write it as a string
+            // ("bytes": "4096"): judged when the event is complete (EndObject).
+            if (!e.bytes_not_number) e.bytes_not_number = what;
+            return;
+        }
         if (at(In::Args)) {
             switch (key) {
-                case F::Bytes: name = "args.bytes"; break;
                 case F::MemBytes: name = "args.Bytes"; break;
                 case F::Addr: name = "args.Addr"; break;
                 case F::Total: name = "args.Total Allocated"; break;
+                case F::Reserved: name = "args.Total Reserved"; break;
                 case F::Device: name = "args.device"; break;
                 case F::DevId: name = "args.Device Id"; break;
                 case F::DevType: name = "args.Device Type"; break;
@@ -261,6 +268,10 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     bool EndObject(rapidjson::SizeType) {
         if (at(In::Event)) {
+            if (e.bytes_not_number && uses_copy_bytes(e)) {
+                bad = std::string("args.bytes is ") + e.bytes_not_number + ", not a number";
+                return false;
+            }
             ++d.events;
             map_event(e, d);
         }
@@ -343,9 +354,13 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 case F::Bytes: field(s, n, "args.bytes", e.bytes, 0, kMaxBytes); break;
                 case F::Regs: field(s, n, "args.registers per thread", e.regs, 0, INT32_MAX); break;
                 case F::Smem: field(s, n, "args.shared memory", e.smem, 0, INT32_MAX); break;
-                case F::Addr: e.has_mem |= field(s, n, "args.Addr", e.addr, lo, hi, true); break;
+                case F::Addr:
+                    e.has_addr = field(s, n, "args.Addr", e.addr, lo, hi, true);
+                    e.has_mem |= e.has_addr;
+                    break;
                 case F::MemBytes: e.has_mem |= field(s, n, "args.Bytes", e.mem_bytes, -kMaxBytes, kMaxBytes); break;
                 case F::Total: field(s, n, "args.Total Allocated", e.total, -kMaxBytes, kMaxBytes); break;
+                case F::Reserved: field(s, n, "args.Total Reserved", e.reserved, -kMaxBytes, kMaxBytes); break;
                 case F::DevType: field(s, n, "args.Device Type", e.dev_type, lo, hi); break;
                 case F::DevId: field(s, n, "args.Device Id", e.dev_id, -1, INT32_MAX); break;
                 case F::RfId: field(s, n, "args.Record function id", e.rf_id, lo, hi); break;

@@ -33,8 +33,11 @@ struct KKernel {
 };
 
 struct KMemory {
-    int64_t ts = 0, addr = 0, bytes = 0, total = -1;
-    int32_t device = 0;   // -1: host (Device Type 0)
+    int64_t ts = 0, addr = 0, bytes = 0;
+    int64_t total = -1, reserved = -1;   // args.Total Allocated / Total Reserved; -1: absent
+    int64_t index = 0;                   // position in traceEvents (for messages)
+    int32_t device = 0;                  // -1: host (Device Type 0)
+    bool has_addr = false;
 };
 
 struct KOp {   // cpu_op / user_annotation on a CPU thread

@@ -88,10 +88,18 @@ struct Exchange {
     std::function<bool(const std::function<void(int32_t, int32_t, int64_t)>& set_arrival,
                        const std::function<void(int32_t)>& set_halted)> remote;
 };
+// What drive() saw besides the results: the times a rank stopped at a cross-rank event, and
+// per rank (all of them, local or not) whether it ended before reaching every one of its
+// cross-rank events (out of memory, or stopped waiting for a rank that was); a remote rank's
+// news may still be on its way when drive() returns (Exchange: the MPI transport drains it).
+struct DriveStats {
+    int64_t pauses = 0;
+    std::vector<uint8_t> halted;
+};
 // configs: one per rank (the same for all in `mhc simulate --ranks`; answers of docs/results.md
 // limit one stage only).
 std::vector<Result> drive(const JobPlan& plan, const std::vector<RankTrace>& ranks, const std::vector<Config>& configs,
-                          const std::vector<int>& local, const Exchange& x, int64_t* pauses = nullptr);
+                          const std::vector<int>& local, const Exchange& x, DriveStats* stats = nullptr);
 
 struct CoupledResult {
     std::vector<Result> ranks;          // input order
@@ -100,17 +108,25 @@ struct CoupledResult {
     int64_t job_baseline_makespan = 0, job_simulated_makespan = 0;
     double job_loss = 0;
     int64_t job_peak = 0, job_baseline_peak = 0;
-    int limiting = -1;                  // input index of the rank with the most own stall time, -1 none
+    // input index of the rank with the most own stall time, -1 when none stalls (ties, here and
+    // for `last` and `oom`: the lowest global rank)
+    int limiting = -1;
     int last = -1;                      // input index of the rank that finishes last
-    int oom = -1;                       // input index of the first rank out of memory, -1 none
-    size_t cross_events = 0;            // over all ranks
+    // input index of the rank out of memory (several: the first on the shared clock), -1 none
+    int oom = -1;
+    // per rank: 1 when it stopped early waiting (directly or through others) for a rank out of
+    // memory; its figures are those of the part it ran
+    std::vector<uint8_t> stopped;
+    size_t cross_events = 0;            // cross-rank kernels over all ranks (not matched operations)
     int64_t events = 0;                 // recorded events simulated (rows) over all ranks
     int64_t pauses = 0;                 // times a rank stopped at a cross-rank event
     double seconds = 0;
 };
 
-// Job-level figures from the per-rank results (any process may compute them).
-CoupledResult summarize(const JobPlan& plan, const std::vector<RankTrace>& ranks, std::vector<Result> results);
+// Job-level figures from the per-rank results (any process may compute them); halted: per
+// rank, DriveStats::halted (empty: none).
+CoupledResult summarize(const JobPlan& plan, const std::vector<RankTrace>& ranks, std::vector<Result> results,
+                        const std::vector<uint8_t>& halted = {});
 // Every rank in this process.
 CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPlan& plan, const Config& c);
 CoupledResult simulate_coupled(const std::vector<RankTrace>& ranks, const JobPlan& plan, const std::vector<Config>& configs);

@@ -35,7 +35,9 @@ struct Result {
     int64_t simulated_peak = 0;   // resident + in-flight reservations (or reserved segments)
     double peak_reduction = 0;    // 1 - simulated / baseline
     int64_t baseline_makespan = 0, simulated_makespan = 0;
-    double throughput_loss = 0;   // simulated / baseline makespan - 1
+    // simulated / baseline makespan - 1; after an OOM, the slowdown of the part that ran
+    // (docs/simulator.md, Time), reported as metric oom_slowdown, not as a loss
+    double throughput_loss = 0;
     int64_t stall_time = 0, stall_count = 0;
     int64_t swap_in_bytes = 0, swap_in_count = 0;
     int64_t swap_out_bytes = 0, swap_out_count = 0;

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Every real public trace in tests/data/public, imported by mhc, against the source file's own
+accounting computed here with Python's json/gzip/sqlite3 and no mhc code.
+
+Usage: public_traces.py MHC PUBLIC_DIR WORK_DIR
+
+For each Kineto JSON (kineto/*.json.gz), Nsight Systems export (nsys/*.sqlite) and execution
+trace (chakra/*.json.gz):
+  - the source's live bytes per device: Kineto: Total Allocated where the trace records it,
+    else the running signed sum of Bytes (events in ts order, file order at one ts) plus the
+    least baseline that keeps it >= 0; nsys: the signed sum of CUDA_GPU_MEMORY_USAGE_EVENTS
+    (by start, then row); execution traces: each storage's bytes over the 1 us slots of the
+    first to the last leaf op that uses it (what the format implies, order only);
+  - the imported trace's peak per device (from its allocations table: frees before
+    allocations at one instant, docs/trace-format.md) and `mhc info`'s peak must equal them
+    within 0.1%; Kineto's reserved peak (meta) must equal the largest Total Reserved;
+  - `mhc simulate --capacity unlimited --allocator ideal` must give the baseline back:
+    simulated peak and makespan equal to the baseline's, no stalls, no swaps, and the
+    baseline peak equal to the source's on the simulated device;
+  - with one GPU, its kernels are on the device of its memory.
+Prints one line per trace with the figures; exits 1 on any mismatch.
+"""
+import glob
+import gzip
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+TOLERANCE = 0.001
+# c10::DeviceType numbers of accelerators (c10/core/DeviceType.h): CUDA, HIP, XPU, MPS, HPU,
+# MTIA, PrivateUse1. Other types (CPU 0, ...) are the host's memory.
+ACCELERATORS = {1, 6, 12, 13, 15, 19, 20}
+HOST = -1
+failures = []
+
+
+def fail(name, what):
+    failures.append(f"{name}: {what}")
+    print(f"  FAIL {what}")
+
+
+def close(a, b):
+    return abs(a - b) <= TOLERANCE * max(abs(b), 1)
+
+
+def rel(a, b):
+    return 0.0 if a == b else abs(a - b) / max(abs(b), 1)
+
+
+# ---- the source's own accounting ----
+
+def kineto_source(path):
+    """{device: (peak live bytes, reserved peak or None, how)}"""
+    events = json.load(gzip.open(path))["traceEvents"]
+    mem = [e for e in events if isinstance(e, dict) and e.get("name") == "[memory]" and "ts" in e
+           and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Bytes" in e["args"]]
+    mem.sort(key=lambda e: e["ts"])   # stable: file order at one ts
+    by_dev = {}
+    for e in mem:
+        a = e["args"]
+        dev = a.get("Device Id", 0) if a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0 else HOST
+        by_dev.setdefault(dev, []).append(a)
+    out = {}
+    for dev, ev in by_dev.items():
+        reserved = max((a["Total Reserved"] for a in ev if "Total Reserved" in a), default=None)
+        if "Total Allocated" in ev[0]:
+            before = ev[0]["Total Allocated"] - ev[0]["Bytes"]
+            out[dev] = (max([before] + [a["Total Allocated"] for a in ev if "Total Allocated" in a]), reserved,
+                        "Total Allocated")
+            continue
+        run = low = high = 0
+        for a in ev:
+            run += a["Bytes"]
+            low, high = min(low, run), max(high, run)
+        out[dev] = (high - low, reserved, "signed sum of Bytes")
+    return out
+
+
+def nsys_source(path):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE name='CUDA_GPU_MEMORY_USAGE_EVENTS'").fetchone():
+        return {}
+    rows = db.execute("SELECT deviceId, memKind, memoryOperationType, bytes FROM CUDA_GPU_MEMORY_USAGE_EVENTS "
+                      "ORDER BY start, rowid").fetchall()
+    run, low, high = {}, {}, {}
+    for device, kind, op, size in rows:
+        dev = HOST if kind in (0, 1) else device   # memKind 0 pageable, 1 pinned: host memory
+        run[dev] = run.get(dev, 0) + (size if op == 0 else -size)
+        low[dev] = min(low.get(dev, 0), run[dev])
+        high[dev] = max(high.get(dev, 0), run[dev])
+    return {d: (high[d] - low[d], None, "signed sum of memory events") for d in run}
+
+
+def et_tensors(values, types):
+    out = []
+    for v, t in zip(values, types):
+        if t.startswith("Tensor") and isinstance(v, list) and len(v) >= 5:
+            out.append(v)
+        elif t.startswith("GenericList") and "Tensor" in t and isinstance(v, list):
+            out += [x for x in v if isinstance(x, list) and len(x) >= 5]
+    res = []
+    for x in out:
+        storage, offset, numel, itemsize = x[1], x[2], x[3], x[4]
+        if storage == 0 or numel == 0 or itemsize == 0:
+            continue
+        device = x[5] if len(x) > 5 else "cpu"
+        dev = HOST
+        if isinstance(device, str) and device.startswith("cuda"):   # "cuda" alone is cuda:0
+            dev = int(device.split(":")[1]) if ":" in device else 0
+        res.append((storage, dev, (offset + numel) * itemsize))
+    return res
+
+
+def et_source(path):
+    nodes = json.load(gzip.open(path))["nodes"]
+    parents = set()
+    for n in nodes:
+        p = n.get("parent", n.get("ctrl_deps"))
+        if p is not None and p != n["id"]:
+            parents.add(p)
+    storages = {}   # (storage, device) -> [bytes, first slot, last slot]
+    slot = 0
+    for n in nodes:
+        if isinstance(n.get("inputs"), dict):
+            ts = et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
+                 et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+        else:
+            ts = et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
+                 et_tensors(n.get("outputs", []), n.get("output_types", []))
+        if n["id"] in parents or not ts or n["name"].startswith("[pytorch|"):
+            continue
+        for storage, dev, size in ts:
+            s = storages.setdefault((storage, dev), [0, slot, slot])
+            s[0], s[2] = max(s[0], size), slot
+        slot += 1
+    out = {}
+    for dev in {d for _, d in storages}:
+        live = [0] * (slot + 1)
+        for (_, d), (size, first, last) in storages.items():
+            if d == dev:
+                for k in range(first, last + 1):
+                    live[k] += size
+        out[dev] = (max(live), None, "storages over their first to last use")
+    return out
+
+
+# ---- the imported trace ----
+
+def mhc(exe, *args, ok=(0,)):
+    p = subprocess.run([exe, *args], capture_output=True, text=True)
+    if p.returncode not in ok:
+        raise RuntimeError(f"mhc {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
+    return p.stdout
+
+
+def imported_peaks(db_path):
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    deltas = {}
+    for dev, size, t0, t1 in db.execute("SELECT device, bytes, t_alloc, t_free FROM allocations"):
+        deltas.setdefault(dev, []).append((t0, 1, size))
+        if t1 is not None:
+            deltas[dev].append((t1, 0, -size))   # frees before allocations at one instant
+    peaks = {}
+    for dev, ds in deltas.items():
+        live = best = 0
+        for _, _, d in sorted(ds):
+            live += d
+            best = max(best, live)
+        peaks[dev] = best
+    meta = dict(db.execute("SELECT key, value FROM meta"))
+    return peaks, meta
+
+
+def check(exe, path, source, work):
+    name = os.path.relpath(path, PUBLIC)
+    print(name)
+    db = os.path.join(work, os.path.basename(path) + ".db")
+    mhc(exe, "import", path, "-o", db, "--force")
+    peaks, meta = imported_peaks(db)
+    if set(peaks) != set(source):
+        fail(name, f"devices with memory: imported {sorted(peaks)}, source {sorted(source)}")
+    for dev, (want, reserved, how) in sorted(source.items()):
+        got = peaks.get(dev, 0)
+        print(f"  device {dev}: peak {got} B imported, {want} B by the {how} (error {rel(got, want):.4%})")
+        if not close(got, want):
+            fail(name, f"device {dev}: imported peak {got} B, source {want} B")
+        if reserved is not None:
+            got_r = int(meta.get(f"kineto.reserved_peak.device{dev}", -1))
+            print(f"  device {dev}: reserved peak {got_r} B imported, {reserved} B by Total Reserved")
+            if not close(got_r, reserved):
+                fail(name, f"device {dev}: reserved peak {got_r} B, Total Reserved {reserved} B")
+    info = json.loads(mhc(exe, "info", db, "--json"))
+    if source:
+        want = max(p for p, _, _ in source.values())
+        if info["peak"] is None or not close(info["peak"]["bytes"], want):
+            fail(name, f"mhc info peak {info['peak']}, source {want} B")
+    gpus = [d for d in source if d >= 0]
+    kernel_devices = {d for (d,) in sqlite3.connect(db).execute("SELECT DISTINCT device FROM kernels WHERE device >= 0")}
+    if len(gpus) == 1 and kernel_devices and kernel_devices != set(gpus):
+        fail(name, f"one GPU's memory on device {gpus[0]}, its kernels on {sorted(kernel_devices)}")
+    if not source:
+        print("  no memory events: nothing to simulate")
+        return
+    device = max(gpus, key=lambda d: (source[d][0], -d)) if gpus else HOST
+    sim = json.loads(mhc(exe, "simulate", db, "--capacity", "unlimited", "--allocator", "ideal", "--json",
+                         "--no-store", "--device", str(device)))
+    m = sim["metrics"]
+    print(f"  simulate --capacity unlimited on device {device}: baseline peak {int(m['baseline_peak_bytes'])} B, "
+          f"simulated {int(m['simulated_peak_bytes'])} B, makespan {int(m['baseline_makespan_ns'])} -> "
+          f"{int(m['simulated_makespan_ns'])} ns, {int(m['stalls'])} stalls")
+    if not (m["simulated_peak_bytes"] == m["baseline_peak_bytes"] and
+            m["simulated_makespan_ns"] == m["baseline_makespan_ns"] and
+            m["stalls"] == 0 and m["swap_out_bytes"] == 0 and m["swap_in_bytes"] == 0):
+        fail(name, f"simulate --capacity unlimited is not the identity: {m}")
+    if not close(m["baseline_peak_bytes"], source[device][0]):
+        fail(name, f"simulate's baseline peak {m['baseline_peak_bytes']} B, source {source[device][0]} B")
+
+
+def main():
+    global PUBLIC
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    exe, PUBLIC, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(work, exist_ok=True)
+    files = [(p, kineto_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "kineto", "*.json.gz")))]
+    files += [(p, nsys_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "nsys", "*.sqlite")))]
+    files += [(p, et_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "chakra", "*.json.gz")))]
+    for path, source in files:
+        try:
+            check(exe, path, source(path), work)
+        except (RuntimeError, KeyError, ValueError) as e:
+            fail(os.path.relpath(path, PUBLIC), str(e))
+    print(f"{len(files)} traces, {len(failures)} failures")
+    for f in failures:
+        print("FAIL", f)
+    sys.exit(1 if failures else 0)
+
+
+PUBLIC = ""
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+// Kineto [memory] events -> allocation rows; the rules are in kineto_memory.hpp.
+#include "kineto_memory.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <map>
+#include <unordered_map>
+
+#include "limits.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+#include "source.hpp"
+
+namespace mhc::trace::import {
+
+namespace {
+
+// A device's running sum of Bytes stays within +-2^62 (each event is within 2^50), so that
+// baselines and their sums over devices fit int64.
+constexpr int64_t kMaxSum = INT64_C(1) << 62;
+
+struct DeviceState {
+    KMemoryDevice info;
+    int64_t sum = 0, low = 0;   // running sum of Bytes and its lowest value (first pass)
+    bool has_total = false;     // some event records Total Allocated
+    int64_t pool = 0;     // baseline bytes not freed yet
+    int64_t last_t = -1;  // time given to the device's previous event
+    std::unordered_map<int64_t, size_t> at_addr;              // address -> live row (pairing by address)
+    std::unordered_map<int64_t, std::vector<size_t>> of_size;  // bytes -> rows, latest last (by size)
+    std::vector<size_t> order;   // the device's rows in allocation order; freed ones are skipped lazily
+};
+
+class Mapper {
+public:
+    Mapper(const KMemoryLabels& labels, const std::string& in) : labels_(labels), in_(in) {}
+
+    KMemoryResult run(const std::vector<KMemory>& events, int64_t base);
+
+private:
+    DeviceState& state(int32_t device);
+    void first_pass(const std::vector<KMemory>& events);
+    size_t add(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label);
+    void allocate(DeviceState& s, const KMemory& m, int64_t t);
+    void free(DeviceState& s, const KMemory& m, int64_t t);
+    void release(DeviceState& s, int64_t row, int64_t need, int64_t t);
+    int64_t take(DeviceState& s, size_t row, int64_t need, int64_t t);
+    int64_t latest_live(DeviceState& s);
+    void check_totals(const std::vector<KMemory>& events, const std::vector<int64_t>& times);
+
+    const KMemoryLabels& labels_;
+    const std::string& in_;
+    KMemoryResult r_;
+    std::vector<DeviceState> states_;
+    std::map<int32_t, size_t> index_;   // device -> states_
+    size_t last_ = 0;                   // the previous event's state: most events are one device's
+};
+
+DeviceState& Mapper::state(int32_t device) {
+    if (last_ < states_.size() && states_[last_].info.device == device) return states_[last_];
+    auto it = index_.find(device);
+    if (it == index_.end()) {
+        it = index_.emplace(device, states_.size()).first;
+        states_.emplace_back();
+        states_.back().info.device = device;
+    }
+    return states_[last_ = it->second];
+}
+
+// Baselines: Total Allocated - Bytes of a device's first event where recorded, and never less
+// than the signed sum requires (a curve below zero is no curve).
+void Mapper::first_pass(const std::vector<KMemory>& events) {
+    for (const auto& m : events) {
+        DeviceState& s = state(m.device);
+        if (s.info.events++ == 0 && m.total >= 0) {
+            s.info.baseline = m.total - m.bytes;   // both within +-2^50
+            s.info.baseline_recorded = true;
+        }
+        if (!m.has_addr) s.info.by_size = true;
+        if (m.total >= 0) s.has_total = true;
+        s.info.reserved_peak = std::max(s.info.reserved_peak, m.reserved);
+        s.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
+        if (s.sum > kMaxSum || s.sum < -kMaxSum)
+            throw Error(where(in_, "the [memory] events of device " + std::to_string(m.device) +
+                                       " add up to more than 2^62 bytes"));
+        s.low = std::min(s.low, s.sum);
+    }
+    for (auto& s : states_) {
+        s.info.baseline = std::max(s.info.baseline, -s.low);
+        s.pool = s.info.baseline;
+        // Pieces of the baseline live from t = 0: the device's first event comes after.
+        if (s.pool > 0) s.last_t = 0;
+    }
+}
+
+size_t Mapper::add(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label) {
+    Allocation a;
+    a.id = static_cast<int64_t>(r_.rows.size()) + 1;
+    a.device = device;
+    a.address = address;
+    a.bytes = bytes;
+    a.t_alloc = t_alloc;
+    a.t_free = t_free;
+    a.label = label;
+    r_.rows.push_back(a);
+    return r_.rows.size() - 1;
+}
+
+void Mapper::allocate(DeviceState& s, const KMemory& m, int64_t t) {
+    size_t row = add(m.device, s.info.by_size ? 0 : m.addr, m.bytes, t, kNoTime, kNoString);
+    if (s.info.by_size) {
+        s.of_size[m.bytes].push_back(row);
+    } else {
+        // An allocation at an address still live: its free was not recorded (or comes later).
+        // The older row keeps its bytes (the curve follows the events) but leaves the address.
+        auto [it, fresh] = s.at_addr.emplace(m.addr, row);
+        if (!fresh) {
+            if (r_.rows[it->second].t_free == kNoTime) r_.rows[it->second].address = 0;
+            it->second = row;
+        }
+    }
+    s.order.push_back(row);
+}
+
+void Mapper::free(DeviceState& s, const KMemory& m, int64_t t) {
+    int64_t need = -m.bytes, row = -1;
+    if (s.info.by_size) {
+        auto it = s.of_size.find(need);
+        if (it != s.of_size.end()) {
+            auto& stack = it->second;
+            while (!stack.empty() && r_.rows[stack.back()].t_free != kNoTime) stack.pop_back();
+            if (!stack.empty()) {
+                row = static_cast<int64_t>(stack.back());
+                stack.pop_back();
+                ++r_.by_size;
+            }
+        }
+    } else {
+        auto it = s.at_addr.find(m.addr);
+        if (it != s.at_addr.end()) {
+            if (r_.rows[it->second].t_free == kNoTime) {
+                row = static_cast<int64_t>(it->second);
+                ++r_.by_address;
+            }
+            s.at_addr.erase(it);
+        }
+    }
+    release(s, row, need, t);
+}
+
+// Ends `need` bytes at t: the paired row first, then the baseline, then the latest live rows.
+void Mapper::release(DeviceState& s, int64_t row, int64_t need, int64_t t) {
+    if (row >= 0) need -= take(s, static_cast<size_t>(row), need, t);
+    bool split = false;
+    while (need > 0) {
+        if (s.pool > 0) {
+            int64_t piece = std::min(s.pool, need);
+            add(s.info.device, 0, piece, 0, t, labels_.before_recording);
+            ++r_.reconstructed;
+            s.pool -= piece;
+            need -= piece;
+            continue;
+        }
+        // The baseline is at least what the signed sum requires: live rows cover the rest.
+        int64_t other = latest_live(s);
+        assert(other >= 0);
+        if (other < 0) break;
+        split = true;
+        need -= take(s, static_cast<size_t>(other), need, t);
+    }
+    if (split) ++r_.split;
+}
+
+// Ends row at t and returns the bytes it ended (at most need): a larger row leaves a
+// remainder, a new row from t with the same address and label.
+int64_t Mapper::take(DeviceState& s, size_t row, int64_t need, int64_t t) {
+    Allocation& a = r_.rows[row];
+    a.t_free = t;
+    if (a.bytes <= need) return a.bytes;
+    int64_t address = a.address, label = a.label, rest = a.bytes - need;
+    size_t rem = add(s.info.device, address, rest, t, kNoTime, label);
+    if (s.info.by_size) s.of_size[rest].push_back(rem);
+    else if (address != 0) s.at_addr[address] = rem;
+    s.order.push_back(rem);
+    return need;
+}
+
+int64_t Mapper::latest_live(DeviceState& s) {
+    while (!s.order.empty() && r_.rows[s.order.back()].t_free != kNoTime) s.order.pop_back();
+    return s.order.empty() ? -1 : static_cast<int64_t>(s.order.back());
+}
+
+KMemoryResult Mapper::run(const std::vector<KMemory>& events, int64_t base) {
+    first_pass(events);
+    std::vector<int64_t> times(events.size());
+    for (size_t i = 0; i < events.size(); ++i) {
+        const KMemory& m = events[i];
+        DeviceState& s = state(m.device);
+        int64_t t = std::max(m.ts - base, s.last_t + 1);
+        if (t > kMaxTime)
+            throw Error(where(in_, "traceEvents[" + std::to_string(m.index) + "]: [memory] events at one time past 2^62 ns"));
+        if (t != m.ts - base) {
+            ++r_.moved;
+            r_.max_move = std::max(r_.max_move, t - (m.ts - base));
+        }
+        s.last_t = times[i] = t;
+        if (m.bytes > 0) allocate(s, m, t);
+        else if (m.bytes < 0) free(s, m, t);
+        else ++r_.zero_bytes;
+    }
+    for (auto& s : states_) {
+        if (s.pool > 0) {
+            add(s.info.device, 0, s.pool, 0, kNoTime, labels_.unattributed);
+            ++r_.reconstructed;
+            if (__builtin_add_overflow(r_.unattributed, s.pool, &r_.unattributed))
+                throw Error(where(in_, "the bytes allocated before recording add up to more than 2^63"));
+        }
+    }
+    check_totals(events, times);
+    for (auto& s : states_) r_.devices.push_back(s.info);
+    return std::move(r_);
+}
+
+// The imported curve, computed back from the rows, against Total Allocated at every event
+// that records it.
+void Mapper::check_totals(const std::vector<KMemory>& events, const std::vector<int64_t>& times) {
+    for (auto& s : states_) {
+        if (!s.has_total) continue;
+        std::vector<std::pair<int64_t, int64_t>> deltas;   // (time, bytes)
+        for (const auto& a : r_.rows) {
+            if (a.device != s.info.device) continue;
+            deltas.emplace_back(a.t_alloc, a.bytes);
+            if (a.t_free != kNoTime) deltas.emplace_back(a.t_free, -a.bytes);
+        }
+        std::sort(deltas.begin(), deltas.end());
+        size_t next = 0;
+        int64_t live = 0;
+        for (size_t i = 0; i < events.size(); ++i) {
+            const KMemory& m = events[i];
+            if (m.device != s.info.device) continue;
+            while (next < deltas.size() && deltas[next].first <= times[i]) live += deltas[next++].second;
+            if (m.total < 0) continue;
+            ++s.info.checked;
+            int64_t diff = live - m.total;
+            if (diff == 0) continue;
+            if (s.info.mismatches++ == 0) {
+                s.info.first_index = m.index;
+                s.info.first_t = times[i];
+                s.info.first_imported = live;
+                s.info.first_recorded = m.total;
+            }
+            s.info.max_diff = std::max(s.info.max_diff, diff < 0 ? -diff : diff);
+        }
+    }
+}
+
+}  // namespace
+
+KMemoryResult map_memory(const std::vector<KMemory>& events, int64_t base, const KMemoryLabels& labels,
+                         const std::string& in) {
+    return Mapper(labels, in).run(events, base);
+}
+
+std::string total_allocated_disagreement(const KMemoryDevice& d) {
+    if (d.mismatches == 0) return {};
+    return "device " + std::to_string(d.device) + ": the imported live bytes differ from Total Allocated at " +
+           std::to_string(d.mismatches) + " of " + std::to_string(d.checked) + " [memory] events; first at traceEvents[" +
+           std::to_string(d.first_index) + "] (t = " + format_ns(d.first_t) + "): " + std::to_string(d.first_imported) +
+           " B imported, " + std::to_string(d.first_recorded) + " B recorded; largest difference " +
+           std::to_string(d.max_diff) + " B";
+}
+
+}  // namespace mhc::trace::import
