@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import store
+from .capture_tables import HOST, SettingsRecording
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
 logging.getLogger("torch.utils.flop_counter").setLevel(logging.ERROR)
@@ -40,10 +41,6 @@ _SHAPE_ONLY_INPUT = {
     "aten::zeros_like", "aten::ones_like", "aten::full_like", "aten::empty_like", "aten::rand_like",
     "aten::randn_like", "aten::randint_like", "aten::new_zeros", "aten::new_ones", "aten::new_full",
 }
-
-
-# The capture's phases as the trace's `phases` codes.
-_PHASE_CODE = {"forward": store.FORWARD, "backward": store.BACKWARD, "optimizer": store.OPTIMIZER_PHASE}
 
 
 class CaptureError(Exception):
@@ -103,7 +100,7 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-class Recording:
+class Recording(SettingsRecording):
     """The trace being built: allocations, kernels and markers on one clock (ns)."""
 
     def __init__(self, spec: GpuSpec):
@@ -116,11 +113,11 @@ class Recording:
         self.records: list[_Storage] = []
         self.phase = "setup"
         self.step = -1
-        self.module_of: Callable[[], str] = lambda: ""
         self.layer_of: Callable[[], int | None] = lambda: None
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
         self.peak_bytes = 0
+        self.init_tables()
 
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
@@ -141,14 +138,22 @@ class Recording:
             s.phase = "fixed"
         self.storages[key] = s
         self.records.append(s)
-        self.live_bytes += nbytes
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        host = self.host_category(t, new=category is None)
+        if host is not None:
+            self.to_host(a, host)
+            s.phase = "fixed"
+        else:
+            self.live_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         weakref.finalize(st, self._freed, key, s)
         return s
 
     def _freed(self, key: int, s: _Storage) -> None:
         s.alloc.t_free = self.t
-        self.live_bytes -= s.alloc.bytes
+        if s.alloc.device == HOST:
+            self.host_live -= s.alloc.bytes
+        else:
+            self.live_bytes -= s.alloc.bytes
         if self.storages.get(key) is s:
             del self.storages[key]
 
@@ -199,6 +204,8 @@ class Recording:
             for o in new_outs:
                 self.track(o, None, label)
             return
+        if self.route_host_op(name, label, reads, mutated, new_outs):
+            return
         accesses: dict[int, int] = {}
         for t in reads:
             s = self.track(t, store.OTHER, f"untracked input of {name}")
@@ -225,8 +232,8 @@ class Recording:
                       moved / self.spec.hbm_bw) + self.spec.launch_overhead_s
         dur = max(1, int(round(seconds * 1e9)))
         k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur,
-                         step=self.step, accesses=accesses, phase=_PHASE_CODE.get(self.phase, store.OTHER_PHASE),
-                         flops=flops, moved_bytes=moved)
+                         step=self.step, accesses=accesses, phase=self.phase_code(),
+                         flops=flops, moved_bytes=moved, module=where)
         self.kernels.append(k)
         self.kernel_layer.append((self.layer_of(), self.phase))
         self.t = start + dur
@@ -300,22 +307,30 @@ def capture(build_model: Callable[[], torch.nn.Module],
             optimizer: Callable[[list], torch.optim.Optimizer] | None = None,
             autocast_dtype: torch.dtype | None = torch.bfloat16,
             device: str = "cpu",
-            meta: dict[str, str] | None = None) -> CaptureResult:
+            meta: dict[str, str] | None = None,
+            setting=None) -> CaptureResult:
     """Runs `steps` training steps (forward, backward, optimizer step, zero_grad) of the model
     that `build_model()` returns, on fake tensors, and writes the trace to `path`.
 
     `make_batch()` returns the inputs (called under fake tensors, so tensors cost nothing);
     `loss_fn(model, batch)` returns the scalar loss (default: `model(**batch).loss` for a dict,
     `model(*batch).loss` or the output itself for a tuple); `optimizer(params)` builds the
-    optimizer (default AdamW, foreach). Raises CaptureError when an op cannot run on fake tensors.
+    optimizer (default AdamW, foreach). `setting` (a dict, JSON text or file: mhc_torch.settings)
+    is applied to the model and optimizer with mhc_torch.apply before the first step and recorded
+    in meta `capture.setting`. Raises CaptureError when an op cannot run on fake tensors.
     """
     spec = gpu if isinstance(gpu, GpuSpec) else gpu_by_name(gpu)
     if steps < 1:
         raise ValueError("steps must be at least 1")
+    if setting is not None:
+        from .settings import check_setting, dumps, read_setting
+
+        setting_given = read_setting(setting)
+        setting = check_setting(setting_given)
     rec = Recording(spec)
     fake = FakeTensorMode(allow_non_fake_inputs=False)
     try:
-        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device)
+        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device, setting)
     except CaptureError:
         raise
     except Exception as e:
@@ -326,7 +341,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
         if err is not None:
             raise err from None
         raise
-    layer_names, step_times = result
+    layer_names, step_times, modules = result
     rec.layer_markers()
     rec.finish_categories()
     full_meta = {
@@ -345,9 +360,13 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.layers": str(len(layer_names)),
         "capture.autocast": str(autocast_dtype).replace("torch.", "") if autocast_dtype else "none",
         "capture.peak_bytes": str(rec.peak_bytes),
+        "capture.host_peak_bytes": str(rec.host_peak),
     }
+    if setting is not None:
+        full_meta["capture.setting"] = dumps(setting_given)
     full_meta.update(meta or {})
-    store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta)
+    store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
+                      saved=rec.saved_pairs(), copies=rec.copies)
     return CaptureResult(path=path, kernels=len(rec.kernels), allocations=len(rec.allocs), steps=steps,
                          peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta)
 
@@ -383,8 +402,10 @@ def _autocast(device: str, dtype):
         torch.set_autocast_dtype(dev, prev_dtype)
 
 
-def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device):
+def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device, setting):
     from torch.distributed._tools.mod_tracker import ModTracker
+
+    from . import placement
 
     loss_fn = loss_fn or _default_loss
     with fake:
@@ -394,17 +415,18 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
             model = model.to(device)
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))([p for _, p in params])
+        if setting is not None:
+            from .applying import apply
+
+            model, opt = apply(model, opt, setting)
         for n, p in model.named_parameters():
             rec.set_category(p, store.PARAM, n)
         for n, b in model.named_buffers():
             rec.set_category(b, store.OTHER, f"buffer {n}")
         param_name = {id(p): n for n, p in params}
+        param_name.update({id(h): param_name.get(id(p), "?") for p, h in getattr(opt, "offloaded_params", ())})
         layers = _layer_lists(model)
         tracker = ModTracker()
-
-        def module_of():
-            ps = [p for p in tracker.parents if p != "Global"]
-            return max(ps, key=len) if ps else ""
 
         def layer_of():
             for p in tracker.parents:
@@ -413,18 +435,19 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
                     return i
             return None
 
-        rec.module_of, rec.layer_of = module_of, layer_of
+        rec.layer_of = layer_of
+        rec.track_modules(tracker)
         step_times = []
         with torch.device(device):
             batch = make_batch()
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
-        with tracker, _Recorder(rec):
+        with tracker, _Recorder(rec), placement.listening(rec):
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
-                with _autocast(device, autocast_dtype):
+                with _autocast(device, autocast_dtype), rec.saved_hooks():
                     loss = loss_fn(model, batch)
                 rec.begin_backward()
                 loss.backward()
@@ -444,5 +467,6 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
         rec.phase = "end"
+        modules = rec.module_records(model)
         del opt, model, batch
-    return list(layers), step_times
+    return list(layers), step_times, modules

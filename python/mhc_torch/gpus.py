@@ -11,6 +11,10 @@ Figures are the vendors' public datasheet numbers, dense (no 2:4 sparsity):
 - L40S: NVIDIA L40S datasheet (2023): BF16 362.05 TFLOP/s, TF32 183, FP32 91.6, 48 GB GDDR6 at
   864 GB/s.
 
+The host link is the GPU's PCIe generation, one direction, pinned memory, as measured (the
+toolkit's link presets, docs/simulator.md): PCIe 4 (A100, L40S) 25 GB/s, PCIe 5 (H100, H200)
+55 GB/s. A capture times the copies of host-memory settings with it.
+
 The launch overhead is the gap a back-to-back kernel costs on one stream (a few microseconds on
 these GPUs with a busy CPU; the same 2 us for all, an assumption, not a datasheet figure).
 """
@@ -28,6 +32,7 @@ class GpuSpec:
     tf32_flops: float
     fp32_flops: float  # non-tensor-core fp32 (the default for fp32 matmuls in PyTorch)
     hbm_bw: float  # bytes/s
+    host_link_bw: float = 25e9  # bytes/s, one direction, pinned host memory
     launch_overhead_s: float = 2e-6
 
     def peak_flops(self, dtype) -> float:
@@ -44,9 +49,9 @@ class GpuSpec:
 GPUS: dict[str, GpuSpec] = {
     "a100-40g": GpuSpec("a100-40g", "NVIDIA A100-SXM4-40GB", 40 << 30, 312e12, 156e12, 19.5e12, 1.555e12),
     "a100-80g": GpuSpec("a100-80g", "NVIDIA A100-SXM4-80GB", 80 << 30, 312e12, 156e12, 19.5e12, 2.039e12),
-    "h100-pcie": GpuSpec("h100-pcie", "NVIDIA H100 PCIe", 80 << 30, 756e12, 378e12, 51.2e12, 2.0e12),
-    "h100-sxm": GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 80 << 30, 989.4e12, 494.7e12, 66.9e12, 3.35e12),
-    "h200": GpuSpec("h200", "NVIDIA H200", 141_000_000_000, 989.4e12, 494.7e12, 66.9e12, 4.8e12),
+    "h100-pcie": GpuSpec("h100-pcie", "NVIDIA H100 PCIe", 80 << 30, 756e12, 378e12, 51.2e12, 2.0e12, 55e9),
+    "h100-sxm": GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 80 << 30, 989.4e12, 494.7e12, 66.9e12, 3.35e12, 55e9),
+    "h200": GpuSpec("h200", "NVIDIA H200", 141_000_000_000, 989.4e12, 494.7e12, 66.9e12, 4.8e12, 55e9),
     "l40s": GpuSpec("l40s", "NVIDIA L40S", 48 << 30, 362.05e12, 183e12, 91.6e12, 0.864e12),
 }
 

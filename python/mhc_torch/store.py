@@ -20,6 +20,7 @@ CATEGORY_NAMES = ["param", "grad", "optimizer", "activation", "workspace", "comm
 READ, WRITE, READ_WRITE = 1, 2, 3
 MARKER_STEP, MARKER_LAYER, MARKER_RANGE = 0, 1, 2
 FORWARD, BACKWARD, OPTIMIZER_PHASE, RECOMPUTE, OTHER_PHASE = range(5)
+H2D, D2H = 0, 1  # copy kinds
 PHASE_NAMES = ["forward", "backward", "optimizer", "recompute", "other"]
 
 _TABLES = """
@@ -132,6 +133,17 @@ class Module:
 
 
 @dataclass
+class Copy:
+    id: int
+    kind: int  # H2D, D2H, ...
+    bytes: int
+    t_start: int
+    t_end: int
+    stream: int = 0
+    device: int = 0
+
+
+@dataclass
 class Marker:
     name: str
     t_start: int
@@ -141,7 +153,7 @@ class Marker:
 
 
 def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
-                modules=(), saved=()) -> None:
+                modules=(), saved=(), copies=()) -> None:
     """Writes a complete trace to `path` atomically (temporary file, then rename).
 
     `modules` (Module records, parents before children) and the kernels' module/phase/flops fill
@@ -185,6 +197,8 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
                 "INSERT INTO kernel_info VALUES (?,?,?,?,?)",
                 ((k.id, module_id[k.module], k.phase, k.flops, k.moved_bytes) for k in kernels))
             db.executemany("INSERT INTO saved_tensors VALUES (?,?)", sorted(set(saved)))
+            db.executemany("INSERT INTO copies VALUES (?,?,?,?,?,?,?)",
+                           ((c.id, c.device, c.stream, c.kind, c.bytes, c.t_start, c.t_end) for c in copies))
             db.executemany(
                 "INSERT INTO markers VALUES (?,?,?,?,?,?)",
                 ((i + 1, intern(m.name), m.t_start, m.t_end, m.kind, m.idx) for i, m in enumerate(markers)))
