@@ -25,9 +25,9 @@ namespace {
 using namespace mhc::advise;
 
 struct Options {
-    std::string trace, capacity, gpu, budget, link = "pcie5", setting, host_bw = "100GB/s";
+    std::string trace, capacity, gpu, budget, link = "pcie5", setting, host_bw = "100GB/s", trace_out;
     int top = 3;
-    bool verify = false, json = false;
+    bool verify = false, json = false, force = false;
 };
 
 struct Row {
@@ -113,6 +113,7 @@ void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::s
 
 int run(const Options& o) {
     const double budget = budget_of(o.budget);
+    if (!o.trace_out.empty() && o.setting.empty()) throw mhc::Error("--trace-out: give the setting to write with --setting");
     if (o.top < 1 || o.top > 100) throw mhc::Error("--top: " + std::to_string(o.top) + " is outside [1, 100]");
     std::string cap_what;
     const int64_t capacity = o.setting.empty() ? capacity_of(o, cap_what) : 0;
@@ -125,6 +126,7 @@ int run(const Options& o) {
     Advice a;
     if (!o.setting.empty()) {   // one given setting: predict (and verify) it
         Setting s = parse_setting(o.setting);
+        if (!o.trace_out.empty()) write_trace(ev.trace(s), o.trace_out, o.force);
         a.baseline = ev.predict(Setting{});
         Row r;
         r.c.setting = s;
@@ -222,6 +224,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_option("--host-bandwidth", o->host_bw, "Memory bandwidth a host optimizer step streams at (an assumption)");
         app.add_option("--top", o->top, "How many settings to print");
         app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching");
+        app.add_option("--trace-out", o->trace_out, "With --setting: write the step as the setting changes it (a trace)");
+        app.add_flag("--force", o->force, "Replace an existing --trace-out file");
         app.add_flag("--verify", o->verify, "Capture the step with each printed setting applied (mhc-torch) and compare");
         app.add_flag("--json", o->json, "Machine-readable output");
         return [o] { return run(*o); };

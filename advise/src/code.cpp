@@ -88,19 +88,18 @@ void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo&
             o << "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})\n";
             continue;
         }
-        if (g.policy == Policy::Mhc) {
-            o << "# mHC: recompute each hyper-connection's read and write parts (maps, Sinkhorn-Knopp, stream mixing)\n"
-              << "for name in " << names_expr(g.modules, info) << ":\n"
-              << "    for m in model.get_submodule(name).modules():\n"
-              << "        if type(m).__name__ == \"HyperConnection\":\n"
-              << "            for part in (\"read\", \"write\"):\n"
-              << "                setattr(m, part, functools.partial(torch.utils.checkpoint.checkpoint, getattr(m, part), use_reentrant=False))\n";
-            continue;
-        }
         if (!wrapper) {
             o << "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
               << "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n";
             wrapper = true;
+        }
+        if (g.policy == Policy::Mhc) {
+            o << "# mHC: recompute the hyper-connections' maps (RMSNorm, projection, Sinkhorn-Knopp) in the backward\n"
+              << "maps = {m for n in " << names_expr(g.modules, info) << " for m in model.get_submodule(n).modules()\n"
+              << "        if type(m).__name__ == \"" << kMhcMaps << "\"}\n"
+              << "apply_activation_checkpointing(model, check_fn=lambda m: m in maps, checkpoint_wrapper_fn=functools.partial(\n"
+              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT))\n";
+            continue;
         }
         if (g.policy == Policy::Full) {
             o << "full = {model.get_submodule(n) for n in " << names_expr(g.modules, info) << "}\n"

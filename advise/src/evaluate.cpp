@@ -65,3 +65,50 @@ Prediction Evaluator::predict(const Setting& s) const {
 }
 
 }  // namespace mhc::advise
+
+#include "mhc/trace/store.hpp"
+
+namespace mhc::advise {
+
+void write_trace(const trace::TraceData& t, const std::string& path, bool force) {
+    trace::Writer w(path, force ? IfExists::Replace : IfExists::Refuse);
+    for (size_t i = 1; i < t.strings.size(); ++i) w.intern(t.strings[i]);   // ids stay as they are
+    for (auto& [k, v] : t.meta)
+        if (k != "format" && k != "schema_version") w.set_meta(k, v);
+    for (size_t i = 0; i < t.allocations.size(); ++i) {
+        trace::Allocation a;
+        a.id = t.allocations.id[i];
+        a.device = t.allocations.device[i];
+        a.address = t.allocations.address[i];
+        a.bytes = t.allocations.bytes[i];
+        a.t_alloc = t.allocations.t_alloc[i];
+        a.t_free = t.allocations.t_free[i];
+        a.stream = t.allocations.stream[i];
+        a.category = t.allocations.category[i];
+        a.label = t.allocations.label[i];
+        w.add(a);
+    }
+    for (size_t k = 0; k < t.kernels.size(); ++k) {
+        trace::Kernel r;
+        r.id = t.kernels.id[k];
+        r.device = t.kernels.device[k];
+        r.stream = t.kernels.stream[k];
+        r.name = t.kernels.name[k];
+        r.t_start = t.kernels.t_start[k];
+        r.t_end = t.kernels.t_end[k];
+        r.step = t.kernels.step[k];
+        w.add(r);
+        for (int64_t j = t.kernels.access_begin[k]; j < t.kernels.access_begin[k + 1]; ++j)
+            w.add(trace::Access{r.id, t.allocations.id[static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)])],
+                                t.accesses.mode[static_cast<size_t>(j)]});
+    }
+    for (size_t c = 0; c < t.copies.size(); ++c)
+        w.add(trace::Copy{t.copies.id[c], t.copies.device[c], t.copies.stream[c], t.copies.kind[c], t.copies.bytes[c],
+                          t.copies.t_start[c], t.copies.t_end[c]});
+    for (size_t m = 0; m < t.markers.size(); ++m)
+        w.add(trace::Marker{t.markers.id[m], t.markers.name[m], t.markers.t_start[m], t.markers.t_end[m], t.markers.kind[m],
+                            t.markers.index[m]});
+    w.finish();
+}
+
+}  // namespace mhc::advise

@@ -2,6 +2,8 @@
 // combination and family of choices, exact predictions with the caching allocator model.
 #include "mhc/advise/planner.hpp"
 
+#include "mhc/advise/transforms.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -118,7 +120,7 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t
     e.time.assign(nb, std::vector<int64_t>(kChoices, 0));
     for (size_t k = 0; k < nb; ++k) {
         e.delta[k][0].assign(e.base_window.size(), 0);
-        const bool mhc = block_has_type(b, k, "HyperConnection");
+        const bool mhc = block_has_type(b, k, kMhcMaps);
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
             std::vector<BlockChoice> per(nb, BlockChoice::Keep);

@@ -89,11 +89,11 @@ TEST_CASE("selective checkpoint keeps matmul outputs and recomputes the rest", "
 
 TEST_CASE("mhc recomputes the hyper-connections inside the named modules", "[advise][transform]") {
     TinyTrace t = advisetest::two_blocks();
-    t.modules[2].second = "HyperConnection";
+    t.modules[2].second = "HcMaps";
     Fixture f(t);
     CHECK(predict(f, R"({"checkpoint": {"modules": ["M"], "policy": "mhc"}})").memory.peak == 3300);
     CHECK_THROWS_WITH(predict(f, R"({"checkpoint": {"modules": ["M.blocks.0"], "policy": "mhc"}})"),
-                      Catch::Contains("holds no mHC hyper-connection"));
+                      Catch::Contains("holds no mHC hyper-connection maps"));
 }
 
 TEST_CASE("sync offload: host copy in the forward, copied back before the backward needs it", "[advise][transform]") {
@@ -113,15 +113,21 @@ TEST_CASE("sync offload: host copy in the forward, copied back before the backwa
 
 TEST_CASE("streamed offload: side-stream copies, the stash, the wait for a copy", "[advise][transform]") {
     Fixture f(advisetest::two_blocks());
-    // One pack in the hook's scope: the stash keeps a0 until the forward ends (k4), so the peak
-    // stays 3210. The D2H runs beside k2..k4 ([20, 1020]); the backward's first kernel (k5)
-    // waits for it: k5 at 1020. The H2D is issued when k6 is reached (1030) and k6 waits:
-    // [2030, 2040].
+    // One pack in the hook's scope, so the stash keeps a0 until the hook's first unpack (k6),
+    // and the peak stays 3210. The D2H runs beside k2..k5 ([20, 1020]); the H2D is issued when
+    // the stream reaches k6 (60) on the other copy engine ([60, 1060]); k6 waits for both:
+    // [1060, 1070].
     Prediction p =
         predict(f, R"({"offload": {"mode": "streamed", "modules": ["M.blocks.0"], "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})");
     CHECK(p.memory.peak == 3210);
-    CHECK(p.step_time == 2040);
-    CHECK(p.waits == 1020 - 50 + 2030 - 1030);
+    CHECK(p.step_time == 1070);
+    CHECK(p.waits == 1060 - 60);
+    // a stash of one pack, two packs in scope: a0 leaves after the next pack (k3 saves a1), a1
+    // at the first unpack (k5); the backward's k5 waits for a1's copy, k6 for a0's:
+    //   1100, 1200, 3200, 3200, [a0 gone] 2210, [a1 gone, a1' back at k5] 2200, [a0' back] 1300
+    Prediction q = predict(f, R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})");
+    CHECK(q.memory.peak == 3200);
+    CHECK(q.host_peak == 3000);
 }
 
 TEST_CASE("fused AdamW: the foreach temporaries are gone, one kernel steps everything", "[advise][transform]") {

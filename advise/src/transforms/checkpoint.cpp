@@ -1,7 +1,8 @@
 // Activation checkpointing of modules: torch.utils.checkpoint(use_reentrant=False) with its
 // default early stop ("full"), or selective checkpointing that keeps matmul and attention
 // outputs ("save_matmuls"), or full checkpointing of mHC's hyper-connections around their
-// sublayers ("mhc": each contiguous part of a HyperConnection's forward is one checkpoint call).
+// maps ("mhc": full checkpointing of every HcMaps module, the RMSNorm, projection, sigmoids and
+// Sinkhorn-Knopp iterations of a hyper-connection, inside the named modules).
 // docs/simulator.md "Settings: checkpoint" states the rules this file follows.
 #include <algorithm>
 #include <unordered_map>
@@ -10,6 +11,8 @@
 #include "mhc/common/error.hpp"
 
 namespace mhc::advise {
+
+const std::string kMhcMaps = "HcMaps";
 
 namespace {
 
@@ -220,13 +223,13 @@ std::vector<Region> checkpoint_regions(const CaptureInfo& info, const std::vecto
             }
             size_t found = 0;
             for (size_t q = 0; q < info.module_name.size(); ++q)
-                if (info.module_type[q] == "HyperConnection" && info.within(static_cast<int32_t>(q), m)) {
+                if (info.module_type[q] == kMhcMaps && info.within(static_cast<int32_t>(q), m)) {
                     out.push_back({static_cast<int32_t>(q), Policy::Full});
                     ++found;
                 }
             if (found == 0)
                 throw Error("setting: field '" + field + "': policy mhc: module '" + info.module_name[static_cast<size_t>(m)] +
-                            "' holds no mHC hyper-connection (a module of type HyperConnection)");
+                            "' holds no mHC hyper-connection maps (a module of type " + kMhcMaps + ")");
         }
     }
     for (size_t i = 0; i < out.size(); ++i)

@@ -64,6 +64,12 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
         if (eligible(b, p, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
     const int32_t fwd_end = b.fwd_last[si];
     auto unpack_at = [&](int32_t x) { return b.first_access(x, Phase::Backward, step); };
+    // The hook's first unpack (of a storage it moved) releases what the stash still holds.
+    int32_t first_unpack = -1;
+    for (auto& [x, i] : first_pack) {
+        int32_t u = unpack_at(x);
+        if (u >= 0 && (first_unpack < 0 || u < first_unpack)) first_unpack = u;
+    }
 
     for (size_t i = 0; i < packs.size(); ++i) {
         const int32_t x = packs[i].alloc;
@@ -95,9 +101,11 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
             p.insert_after(k, p.add_op(cp));
         }
         const int32_t u = unpack_at(x);
-        // A storage some other pack (outside the hook, or too small... no: same storage) keeps on
-        // the device stays there; its unpack reuses it and the host copy is dropped then.
-        bool dies = true;
+        // A storage that a pack outside the hook keeps, or that the program holds (made before
+        // this step's forward: the batch, buffers), stays on the device; its unpack uses it and
+        // the host copy is dropped then.
+        const int32_t made_by = x < static_cast<int32_t>(b.creator.size()) ? b.creator[static_cast<size_t>(x)] : -1;
+        bool dies = made_by >= 0 && b.step[static_cast<size_t>(made_by)] == step && b.phase[static_cast<size_t>(made_by)] == Phase::Forward;
         b.for_savers(x, [&](int32_t s) { dies = dies && s >= 0 && in_scope(c, s); });
         if (!dies || u < 0) {
             h.freed = u >= 0 ? Point{u, false} : a.freed;
@@ -108,16 +116,17 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
         // more packs have happened or the forward ended.
         int32_t lf = b.last_access(x, Phase::Forward, step);
         if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
-        int32_t release = lf;
+        Point release{lf, true};
         if (streamed) {
+            // kept until max_fwd_stash more packs (the op of that pack ends), else until the
+            // hook's first unpack; the compute stream waits there for the copy to land
             size_t j = i + static_cast<size_t>(o_.max_fwd_stash);
-            int32_t stash = j < packs.size() ? packs[j].seq : fwd_end;
-            release = std::max(lf, stash);
-            // the compute stream waits for the copy where the stash lets the storage go
-            int32_t waiter = j < packs.size() ? stash + 1 : b.bwd_first[si];
+            Point stash = j < packs.size() ? Point{packs[j].seq, true} : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
+            release = p.later(release, stash);
+            int32_t waiter = j < packs.size() ? packs[j].seq + 1 : first_unpack >= 0 ? first_unpack : b.bwd_first[si];
             if (waiter >= 0 && waiter < p.recorded) p.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
         }
-        a.freed = {release, true};
+        a.freed = release;
         a.freed_offset = 0;
         // Back in the backward: at the unpack, or earlier when a later pack's unpack prefetches it.
         int32_t bring = u;

@@ -51,3 +51,9 @@ private:
 };
 
 }  // namespace mhc::advise
+
+namespace mhc::advise {
+// Writes a transformed step (Evaluator::trace) as a trace file, atomically; an existing `path`
+// is refused unless `force`.
+void write_trace(const trace::TraceData& t, const std::string& path, bool force);
+}  // namespace mhc::advise

@@ -49,6 +49,9 @@ std::unique_ptr<Transform> make_offload(const Base& b, const OffloadSetting& o);
 std::unique_ptr<Transform> make_fused_optimizer(const Base& b);
 std::unique_ptr<Transform> make_host_optimizer(const Base& b);
 
+// The class of mHC's hyper-connection maps (python/mhc_torch/mhc_model.py): what "mhc" recomputes.
+extern const std::string kMhcMaps;
+
 // The checkpointed regions of a setting (module, policy): "mhc" expands to the hyper-connection
 // maps under the named modules.
 struct Region {
