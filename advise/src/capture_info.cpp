@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/store.hpp"
@@ -132,21 +133,25 @@ CaptureInfo load_capture_info(const trace::TraceData& t) {
     if (info_rows < static_cast<int64_t>(nk))
         throw Error(t.path + ": " + std::to_string(nk - static_cast<size_t>(info_rows)) + " of " + std::to_string(nk) +
                     " kernels have no kernel_info row (phase and module)" + hint);
-    std::vector<std::pair<int32_t, int32_t>> saved;   // (allocation row, kernel row)
+    std::vector<std::tuple<int32_t, int32_t, int32_t>> saved;   // (allocation row, kernel row, packs)
     r.for_each([&](const trace::SavedTensor& s) {
         int64_t a = t.allocation_at(s.allocation), k = t.kernel_at(s.kernel);
         if (a < 0) throw Error(where_row(t.path, "saved_tensors", s.allocation, "names allocation " + std::to_string(s.allocation) + ", which the trace lacks"));
         if (k < 0) throw Error(where_row(t.path, "saved_tensors", s.allocation, "names kernel " + std::to_string(s.kernel) + ", which the trace lacks"));
-        saved.push_back({static_cast<int32_t>(a), static_cast<int32_t>(k)});
+        saved.push_back({static_cast<int32_t>(a), static_cast<int32_t>(k), s.packs});
     });
     if (saved.empty()) throw Error(t.path + ": no saved tensors recorded (which storages autograd keeps for the backward)" + hint);
     std::sort(saved.begin(), saved.end());
     c.saved_rows = static_cast<int64_t>(saved.size());
     c.saved_begin.assign(t.allocations.size() + 1, 0);
-    for (auto& [a, k] : saved) ++c.saved_begin[static_cast<size_t>(a) + 1];
+    for (auto& [a, k, n] : saved) ++c.saved_begin[static_cast<size_t>(a) + 1];
     for (size_t i = 1; i < c.saved_begin.size(); ++i) c.saved_begin[i] += c.saved_begin[i - 1];
     c.saved_by.resize(saved.size());
-    for (size_t i = 0; i < saved.size(); ++i) c.saved_by[i] = saved[i].second;
+    c.saved_packs.resize(saved.size());
+    for (size_t i = 0; i < saved.size(); ++i) {
+        c.saved_by[i] = std::get<1>(saved[i]);
+        c.saved_packs[i] = std::get<2>(saved[i]);
+    }
     find_blocks(c);
     return c;
 }

@@ -265,10 +265,10 @@ Base make_base(const trace::TraceData& t, CaptureInfo info) {
     {
         std::vector<int32_t> seq_of(t.kernels.size(), -1);
         for (size_t s = 0; s < n; ++s) seq_of[static_cast<size_t>(b.korder[s])] = static_cast<int32_t>(s);
+        // by kernel row (the capture's launch order, the same as seq for one stream)
         b.saved_seq.resize(b.info.saved_by.size());
+        b.saved_packs = b.info.saved_packs;
         for (size_t i = 0; i < b.info.saved_by.size(); ++i) b.saved_seq[i] = seq_of[static_cast<size_t>(b.info.saved_by[i])];
-        for (size_t a = 0; a + 1 < b.info.saved_begin.size(); ++a)
-            std::sort(b.saved_seq.begin() + b.info.saved_begin[a], b.saved_seq.begin() + b.info.saved_begin[a + 1]);
     }
     b.hbm_bw = meta_number(t, "capture.gpu.hbm_bw", 3.35e12);
     b.launch_overhead = static_cast<int64_t>(meta_number(t, "capture.launch_overhead_ns", 2000));
@@ -443,7 +443,8 @@ trace::TraceData to_trace(const Plan& p, const Order& o, const Timing& tm, const
         return (pt.at_end ? tm.end[op] : tm.start[op]) + offset;
     };
     // Allocations in the order they are made: by time, then (at one instant) those made at an
-    // op's end before those made at the next op's start, then recorded rows before added ones.
+    // op's end before those made at the next op's start, then added ones (a copy back from the
+    // host, made when autograd unpacks it) before the recorded op's own outputs.
     std::vector<int32_t> idx;
     for (size_t a = 0; a < p.allocs.size(); ++a)
         if (!p.allocs[a].removed) idx.push_back(static_cast<int32_t>(a));
@@ -451,7 +452,8 @@ trace::TraceData to_trace(const Plan& p, const Order& o, const Timing& tm, const
     for (int32_t a : idx) {
         const Alloc& al = p.allocs[static_cast<size_t>(a)];
         made[static_cast<size_t>(a)] = point_time(al.made, al.made_offset);
-        pos_key[static_cast<size_t>(a)] = 2 * static_cast<int64_t>(o.pos[static_cast<size_t>(al.made.op)]) + (al.made.at_end ? 1 : 0);
+        pos_key[static_cast<size_t>(a)] = 4 * static_cast<int64_t>(o.pos[static_cast<size_t>(al.made.op)]) + (al.made.at_end ? 2 : 0) +
+                                          (al.src >= 0 ? 1 : 0);
     }
     std::stable_sort(idx.begin(), idx.end(), [&](int32_t x, int32_t y) {
         if (made[static_cast<size_t>(x)] != made[static_cast<size_t>(y)]) return made[static_cast<size_t>(x)] < made[static_cast<size_t>(y)];

@@ -406,11 +406,15 @@ void Reader::for_each(const std::function<void(const KernelInfo&)>& fn) const {
 
 void Reader::for_each(const std::function<void(const SavedTensor&)>& fn) const {
     if (!has_table("saved_tensors")) return;
-    CheckedRows s(*this, rules::saved_tensors());
+    // `packs` came after the table: files without it read one pack per row
+    sql::Stmt c(db_, path_, "SELECT count(*) FROM pragma_table_info('saved_tensors') WHERE name='packs'");
+    const bool packs = c.step() && c.i64(0) > 0;
+    CheckedRows s(*this, packs ? rules::saved_tensors_packs() : rules::saved_tensors());
     SavedTensor t;
     while (s.next()) {
         t.allocation = s[0];
         t.kernel = s[1];
+        t.packs = packs && !s.is_null(2) ? static_cast<int32_t>(s[2]) : 1;
         fn(t);
     }
 }

@@ -111,6 +111,13 @@ const Table& saved_tensors() {
     return t;
 }
 
+const Table& saved_tensors_packs() {
+    static const Table t{"saved_tensors",
+                         {id("allocation"), id("kernel"), {"packs", 1, kI32, true, "range", "a count of packs"}},
+                         "allocation, kernel", false};
+    return t;
+}
+
 const std::vector<const Table*>& all() {
     static const std::vector<const Table*> v{&allocations(), &kernels(), &accesses(), &copies(), &markers()};
     return v;

@@ -37,6 +37,7 @@ const Table& segments();
 const Table& modules();
 const Table& kernel_info();
 const Table& saved_tensors();
+const Table& saved_tensors_packs();   // with the packs column (NULL: 1), when the file has it
 const std::vector<const Table*>& all();
 
 // "SELECT c1, c2, ... FROM t ORDER BY ..." for the Reader.

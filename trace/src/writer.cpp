@@ -54,7 +54,7 @@ Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path
     st_->segment = sql::Stmt(db_, path_, "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?)");
     st_->module = sql::Stmt(db_, path_, "INSERT INTO modules VALUES (?,?,?,?)");
     st_->kernel_info = sql::Stmt(db_, path_, "INSERT INTO kernel_info VALUES (?,?,?,?,?)");
-    st_->saved = sql::Stmt(db_, path_, "INSERT OR IGNORE INTO saved_tensors VALUES (?,?)");
+    st_->saved = sql::Stmt(db_, path_, "INSERT OR IGNORE INTO saved_tensors VALUES (?,?,?)");
     sql::exec(db_, path_, "BEGIN");
     strings_.emplace("", kNoString);
 }
@@ -198,6 +198,7 @@ void Writer::add(const SavedTensor& t) {
     auto& s = st_->saved;
     s.bind(1, t.allocation);
     s.bind(2, t.kernel);
+    s.bind(3, static_cast<int64_t>(t.packs));
     s.run();
     row_done();
 }

@@ -15,6 +15,8 @@ namespace {
 struct Pack {
     int32_t seq;     // the saving op
     int32_t alloc;   // the storage
+    bool output;     // made by the saving op: packed after it ran (its inputs are packed before)
+    Point at() const { return {seq, output}; }
 };
 
 class Offload final : public Transform {
@@ -54,11 +56,15 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
     // Packs the hook sees, in forward order.
     std::vector<Pack> packs;
     for (int32_t x = 0; x < nrec; ++x)
-        b.for_savers(x, [&](int32_t s) {
+        b.for_packs(x, [&](int32_t s, int32_t n) {
             if (s >= 0 && b.step[static_cast<size_t>(s)] == step && b.phase[static_cast<size_t>(s)] == Phase::Forward && in_scope(c, s))
-                packs.push_back({s, x});
+                for (int32_t i = 0; i < n; ++i) packs.push_back({s, x, b.creator[static_cast<size_t>(x)] == s});
         });
-    std::sort(packs.begin(), packs.end(), [](const Pack& a, const Pack& q) { return a.seq != q.seq ? a.seq < q.seq : a.alloc < q.alloc; });
+    std::sort(packs.begin(), packs.end(), [](const Pack& a, const Pack& q) {
+        if (a.seq != q.seq) return a.seq < q.seq;
+        if (a.output != q.output) return !a.output;
+        return a.alloc < q.alloc;
+    });
     std::unordered_map<int32_t, size_t> first_pack;   // storage -> its first eligible pack
     for (size_t i = 0; i < packs.size(); ++i)
         if (eligible(b, p, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
@@ -121,9 +127,10 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
             // kept until max_fwd_stash more packs (the op of that pack ends), else until the
             // hook's first unpack; the compute stream waits there for the copy to land
             size_t j = i + static_cast<size_t>(o_.max_fwd_stash);
-            Point stash = j < packs.size() ? Point{packs[j].seq, true} : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
+            Point stash = j < packs.size() ? packs[j].at() : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
             release = p.later(release, stash);
-            int32_t waiter = j < packs.size() ? packs[j].seq + 1 : first_unpack >= 0 ? first_unpack : b.bwd_first[si];
+            int32_t waiter = j < packs.size() ? packs[j].seq + (packs[j].output ? 1 : 0)
+                                              : first_unpack >= 0 ? first_unpack : b.bwd_first[si];
             if (waiter >= 0 && waiter < p.recorded) p.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
         }
         a.freed = release;

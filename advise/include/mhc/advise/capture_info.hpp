@@ -32,6 +32,7 @@ struct CaptureInfo {
     // saved_by[saved_begin[a] .. saved_begin[a+1]), in kernel order.
     std::vector<int64_t> saved_begin;
     std::vector<int32_t> saved_by;
+    std::vector<int32_t> saved_packs;     // parallel to saved_by: packs of the storage by that op
     int64_t saved_rows = 0;
 
     int32_t find_module(const std::string& name) const;   // -1 if the model has none so named

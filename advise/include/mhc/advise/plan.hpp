@@ -114,8 +114,8 @@ struct Base {
     std::vector<int64_t> made_begin;
     std::vector<int32_t> made_list;
     // The seqs of the ops that saved allocation row a for the backward (saved_tensors), by seq:
-    // saved_seq[info.saved_begin[a] .. info.saved_begin[a+1]).
-    std::vector<int32_t> saved_seq;
+    // saved_seq[info.saved_begin[a] .. info.saved_begin[a+1]), with how many packs each made.
+    std::vector<int32_t> saved_seq, saved_packs;
     std::vector<uint8_t> param_cast;    // made by aten::_to_copy of a parameter (autocast's cache)
     std::vector<int32_t> steps;         // step numbers present
     // Per step (index into steps): last forward seq (autocast ends), first backward seq, first
@@ -135,6 +135,10 @@ struct Base {
     template <class F> void for_savers(int32_t a, F&& f) const {
         for (int64_t j = info.saved_begin[static_cast<size_t>(a)]; j < info.saved_begin[static_cast<size_t>(a) + 1]; ++j)
             f(saved_seq[static_cast<size_t>(j)]);
+    }
+    template <class F> void for_packs(int32_t a, F&& f) const {   // f(seq, packs)
+        for (int64_t j = info.saved_begin[static_cast<size_t>(a)]; j < info.saved_begin[static_cast<size_t>(a) + 1]; ++j)
+            f(saved_seq[static_cast<size_t>(j)], saved_packs[static_cast<size_t>(j)]);
     }
     template <class F> void for_made(int32_t s, F&& f) const {
         for (int64_t j = made_begin[static_cast<size_t>(s)]; j < made_begin[static_cast<size_t>(s) + 1]; ++j)

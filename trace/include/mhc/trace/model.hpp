@@ -108,6 +108,7 @@ struct KernelInfo {
 struct SavedTensor {
     int64_t allocation = 0;
     int64_t kernel = 0;
+    int32_t packs = 1;         // how many times the op packed it (views of one storage); NULL reads 1
 };
 
 std::string_view to_string(Category c);
