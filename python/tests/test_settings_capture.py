@@ -232,6 +232,29 @@ def test_optimizer_state_on_the_host(tmp_path):
     assert int(mhc_torch.read_meta(path)["capture.peak_bytes"]) < int(mhc_torch.read_meta(base)["capture.peak_bytes"])
 
 
+def test_bf16_weights(tmp_path):
+    """bf16 weights under bf16 autocast: parameters, gradients and AdamW's moments take half the
+    bytes (the step counters stay 4-byte fp32), and the forward no longer casts the six weights
+    to bf16, whose copies five matmuls saved (block 0's fc1 does not save its weight): 5 x 2048 B
+    fewer activations. The two casts left are the batch's and the loss's."""
+    def run(setting, name):
+        path = str(tmp_path / name)
+        mhc_torch.capture(Net, lambda: (torch.randn(32, 16),), steps=1, path=path, autocast_dtype=torch.bfloat16,
+                          loss_fn=lambda m, b: m(*b).float().sum(), setting=setting)
+        cats = dict(_rows(path, "SELECT c.name, sum(a.bytes) FROM allocations a JOIN categories c ON c.id = a.category "
+                                "WHERE a.device >= 0 GROUP BY 1"))
+        casts = _rows(path, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name JOIN kernel_info i "
+                            "ON i.kernel = k.id WHERE s.text = 'aten::_to_copy' AND i.phase = 0")[0][0]
+        return cats, casts, _activations_at_backward(path)
+
+    cats0, casts0, act0 = run(None, "fp32.db")
+    cats1, casts1, act1 = run({"weights": "bf16"}, "bf16.db")
+    assert (cats0["param"], cats0["grad"], cats0["optimizer"]) == (PARAMS, PARAMS, 2 * PARAMS + 6 * 4)
+    assert (cats1["param"], cats1["grad"], cats1["optimizer"]) == (PARAMS // 2, PARAMS // 2, PARAMS + 6 * 4)
+    assert (casts0, casts1) == (8, 2)
+    assert act0 - act1 == 5 * 64 * 16 * 2
+
+
 def test_mhc_policy_recomputes_the_maps_only(tmp_path):
     """The mhc policy on a tiny mHC model checkpoints each hyper-connection's maps: every
     recomputed kernel runs inside a `maps` module (not attention, the MLP or the stream mixing),
