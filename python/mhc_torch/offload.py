@@ -188,6 +188,8 @@ class SavedTensorOffload:
         with torch.no_grad(), self._copy_context(dev):
             dev.copy_(host, non_blocking=host.is_pinned())
             stored.ready = self._record_event(dev)
+        if stored.ready is not None:  # a prefetch whose unpack never comes must not free it mid-copy
+            dev.record_stream(self._copy_stream)
         stored.device_copy = dev
 
     # Streams ----------------------------------------------------------------------------------
