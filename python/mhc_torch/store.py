@@ -55,7 +55,7 @@ CREATE TABLE modules (
 CREATE TABLE kernel_info (
   kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
   flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
-CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL, packs INTEGER,
   PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
 CREATE TABLE runs (
   id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
@@ -157,8 +157,9 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
     """Writes a complete trace to `path` atomically (temporary file, then rename).
 
     `modules` (Module records, parents before children) and the kernels' module/phase/flops fill
-    the capture tables `modules` and `kernel_info`; `saved` is (allocation id, kernel id) pairs
-    for `saved_tensors`: the storages autograd saved for the backward and the op that saved them.
+    the capture tables `modules` and `kernel_info`; `saved` is (allocation id, kernel id, packs)
+    for `saved_tensors`: the storages autograd saved for the backward, the op that saved them and
+    how many times (views of one storage); `copies` are Copy records.
     """
     tmp = f"{path}.tmp-{os.getpid()}"
     if os.path.exists(tmp):
@@ -196,7 +197,7 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
             db.executemany(
                 "INSERT INTO kernel_info VALUES (?,?,?,?,?)",
                 ((k.id, module_id[k.module], k.phase, k.flops, k.moved_bytes) for k in kernels))
-            db.executemany("INSERT INTO saved_tensors VALUES (?,?)", sorted(set(saved)))
+            db.executemany("INSERT INTO saved_tensors VALUES (?,?,?)", sorted(saved))
             db.executemany("INSERT INTO copies VALUES (?,?,?,?,?,?,?)",
                            ((c.id, c.device, c.stream, c.kind, c.bytes, c.t_start, c.t_end) for c in copies))
             db.executemany(

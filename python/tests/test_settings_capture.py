@@ -133,6 +133,27 @@ def test_saved_tensors_and_who_saved_them(baseline):
     assert rows == expected
 
 
+def test_saves_of_one_storage_are_counted(tmp_path):
+    """q and k, two halves (views) of one projection's output, saved by the op that multiplies
+    them: one row, two packs (what a streamed offload counts)."""
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 32, bias=False)
+
+        def forward(self, x):
+            q, k = self.fc(x).chunk(2, dim=-1)
+            return q * k
+
+    path = str(tmp_path / "gate.db")
+    mhc_torch.capture(Gate, lambda: (torch.randn(8, 16),), path=path, autocast_dtype=None,
+                      loss_fn=lambda m, b: m(*b).sum())
+    rows = _rows(path, "SELECT coalesce(la.text, ''), s.text, st.packs FROM saved_tensors st JOIN allocations a "
+                       "ON a.id = st.allocation LEFT JOIN strings la ON la.id = a.label JOIN kernels k ON k.id = st.kernel "
+                       "JOIN strings s ON s.id = k.name ORDER BY k.id")
+    assert rows == [("batch", "aten::mm", 1), ("Gate.fc:aten::mm", "aten::mul", 2)]
+
+
 def test_baseline_by_hand(baseline):
     assert _activations_at_backward(baseline) == BASELINE
     assert _recomputed(baseline) == [] and _copies(baseline) == [] and _host(baseline) == {}
