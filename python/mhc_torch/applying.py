@@ -15,6 +15,7 @@ import torch
 
 from . import checkpointing, optimizers
 from .offload import SavedTensorOffload
+from .recipes import cast_model
 from .settings import SettingError, load_setting
 
 
@@ -61,16 +62,6 @@ def _wrap_forward_in(module: torch.nn.Module, hooks_of) -> None:
     module.forward = forward
 
 
-def _to_bf16(model: torch.nn.Module) -> None:
-    """model.to(torch.bfloat16) keeping each parameter object (the optimizer built over them still
-    holds them): `.data` replaced, as Module.to does unless it swaps tensors, which fake tensors
-    with weak references (a capture's) refuse."""
-    with torch.no_grad():
-        for t in list(model.parameters()) + list(model.buffers()):
-            if t.is_floating_point() and t.dtype != torch.bfloat16:
-                t.data = t.data.to(torch.bfloat16)
-
-
 def _allocator(conf: str) -> None:
     """PYTORCH_CUDA_ALLOC_CONF for this process: set now if CUDA is initialised (the options
     that can change at run time do), else in the environment for CUDA's initialisation."""
@@ -104,7 +95,7 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         raise SettingError("setting: the optimizer has taken steps already; apply the setting before the first step")
 
     if s.get("weights") == "bf16":
-        _to_bf16(model)
+        cast_model(model, torch.bfloat16)  # the capture's --weights bf16 is this same cast
     for m, policy in checkpoints:
         checkpointing.checkpoint_module(m, policy)
     if off:

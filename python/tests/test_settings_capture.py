@@ -251,6 +251,11 @@ def test_optimizer_state_on_the_host(tmp_path):
     assert _rows(path, "SELECT count(*) FROM kernel_info WHERE phase = 2") == [(0,)]
     assert _copies(path) == [(store.H2D, 0, 6, PARAMS), (store.D2H, 1, 6, PARAMS)]
     assert int(mhc_torch.read_meta(path)["capture.peak_bytes"]) < int(mhc_torch.read_meta(base)["capture.peak_bytes"])
+    # One optimizer range (its step() calls the optimizer class's own: the capture's step hooks run
+    # at both levels), ending when the parameters' copies back to the device end.
+    ranges = _rows(path, "SELECT m.t_start, m.t_end FROM markers m JOIN strings s ON s.id = m.name "
+                         "WHERE s.text = 'optimizer'")
+    assert ranges == _rows(path, "SELECT min(t_start), max(t_end) FROM copies WHERE kind = ?", (store.H2D,))
 
 
 def test_bf16_weights(tmp_path):
@@ -274,6 +279,20 @@ def test_bf16_weights(tmp_path):
     assert (cats1["param"], cats1["grad"], cats1["optimizer"]) == (PARAMS // 2, PARAMS // 2, PARAMS + 6 * 4)
     assert (casts0, casts1) == (8, 2)
     assert act0 - act1 == 5 * 64 * 16 * 2
+
+
+def test_bf16_weights_setting_is_the_weights_option(tmp_path):
+    """A setting's "weights": "bf16" (cast inside mhc_torch.apply, after the optimizer is built)
+    and the capture's own bf16 weights (param_dtype, `--weights bf16`: before it) are one cast:
+    the same trace, and meta capture.param_dtype says bf16 for both."""
+    paths = [str(tmp_path / "setting.db"), str(tmp_path / "option.db")]
+    for path, kwargs in zip(paths, ({"setting": {"weights": "bf16"}}, {"param_dtype": torch.bfloat16})):
+        mhc_torch.capture(Net, lambda: (torch.randn(32, 16),), steps=2, path=path, autocast_dtype=torch.bfloat16,
+                          loss_fn=lambda m, b: m(*b).float().sum(), **kwargs)
+    tables = [[_rows(p, f"SELECT * FROM {t} ORDER BY 1, 2") for t in ("allocations", "kernels", "accesses")]
+              for p in paths]
+    assert tables[0] == tables[1]
+    assert [mhc_torch.read_meta(p)["capture.param_dtype"] for p in paths] == ["bfloat16", "bfloat16"]
 
 
 def test_mhc_policy_recomputes_the_maps_only(tmp_path):
@@ -365,7 +384,9 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
     assert json.loads(recipe) == {"model": net_file, "batch": 1, "seq": 32, "steps": 1, "layers": None, "hc": 4,
-                                  "gpu": "h100-sxm", "autocast": "none", "optimizer": "adamw"}
+                                  "gpu": "h100-sxm", "autocast": "none", "autocast_policy": "cuda",
+                                  "weights": "as-built", "forward_only": False, "micro_batches": 1,
+                                  "zero_grad": "none", "optimizer": "adamw"}
     setting = tmp_path / "s.json"
     setting.write_text('{"checkpoint": {"modules": ["Net.blocks.1"]}}')
     b = str(tmp_path / "b.db")
@@ -376,6 +397,30 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     assert _activations_at_backward(b) == BASELINE - A
     assert _recomputed(b) == [("aten::mm", "Net.blocks.1.fc1"), ("aten::relu", "Net.blocks.1")]
     assert subprocess.run([mhc_exe, "check", b], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("flags", [
+    ["--weights", "bf16", "--micro-batches", "2", "--zero-grad", "zeros", "--autocast-policy", "cpu", "--steps", "2"],
+    ["--forward-only", "--autocast", "bf16"],
+])
+def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
+    """Every option of the step goes into the recipe and comes back from it: the capture that
+    --recipe runs (--force replacing its output) is the same trace, op for op and byte for byte."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    r = _cli("capture", net_file, "--seq", "32", *flags, "-o", a)
+    assert r.returncode == 0, r.stderr
+    recipe = store.read_meta(a)["capture.recipe"]
+    open(b, "w").close()
+    r = _cli("capture", "--recipe", recipe, "--force", "-o", b)
+    assert r.returncode == 0, r.stderr
+    meta_a, meta_b = store.read_meta(a), store.read_meta(b)
+    for key in ("capture.recipe", "capture.autocast", "capture.autocast_policy", "capture.param_dtype",
+                "capture.step", "capture.micro_batches", "capture.zero_grad", "capture.peak_bytes", "capture.steps"):
+        assert meta_a[key] == meta_b[key], key
+    ka, kb = (store.read_table(p, "kernels")[["name", "t_start", "t_end"]] for p in (a, b))
+    assert ka.equals(kb)
+    aa, ab = (store.read_table(p, "allocations")[["bytes", "t_alloc", "t_free", "category"]] for p in (a, b))
+    assert aa.equals(ab)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -394,7 +439,8 @@ def test_cli_bad_setting_one_line(tmp_path, net_file, args, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--recipe", '{"model": "tiny-llama", "bath": 2}'],
-     "mhc-torch: recipe: unknown key 'bath'; valid: model, gpu, steps, batch, seq, layers, hc, autocast, optimizer"),
+     "mhc-torch: recipe: unknown key 'bath'; valid: model, gpu, steps, batch, seq, layers, hc, autocast, "
+     "autocast_policy, weights, forward_only, micro_batches, zero_grad, optimizer"),
     (["--recipe", '{"batch": 2}'], 'mhc-torch: recipe: expected a JSON object with a "model"'),
     (["--recipe", "none.json"], "mhc-torch: recipe: none.json: No such file or directory"),
     (["tiny-llama", "--recipe", '{"model": "tiny-llama"}'], "mhc-torch: give either MODEL with its options or --recipe"),
@@ -405,3 +451,4 @@ def test_cli_bad_recipe_one_line(tmp_path, args, message):
     r = _cli("capture", *args, "-o", str(out))
     assert r.returncode == 2 and r.stderr.strip() == message, r.stderr
     assert not out.exists()
+
