@@ -21,7 +21,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import inplace_backward, store, workspaces
+from . import inplace_backward, recipes, store, workspaces
 from .capture_tables import HOST, SettingsRecording
 from .recipes import Recipe, StepRun, cast_model
 
@@ -568,7 +568,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
-        with placement.listening(rec), tracker, _Recorder(rec), run:
+        with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, _Recorder(rec), run:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t

@@ -60,6 +60,21 @@ class Recipe:
 
 
 @contextlib.contextmanager
+def autocast_kernels(device: str, recipe: Recipe):
+    """For a whole capture: the cast rules that the recipe's autocast follows wherever autocast
+    is switched on, also where the capture's own autocast() is not the one switching it (a
+    checkpoint's recompute in the backward restores the forward's CPU autocast state). Only CUDA's
+    emulated lists need registering; torch's own are always there."""
+    if recipe.autocast_dtype is None or recipe.autocast_policy != "cuda" or torch.device(device).type != "cpu":
+        yield
+        return
+    from .autocast_cuda import cuda_autocast_kernels
+
+    with cuda_autocast_kernels(recipe.autocast_dtype, torch.device(device).type):
+        yield
+
+
+@contextlib.contextmanager
 def autocast(device: str, dtype: torch.dtype | None, policy: str = "cuda"):
     """Autocast to `dtype` on the capture's device with CUDA's lists ("cuda", emulated on fake CPU
     tensors) or the device's own ("cpu"); nothing when `dtype` is None."""

@@ -452,3 +452,59 @@ def test_cli_bad_recipe_one_line(tmp_path, args, message):
     assert r.returncode == 2 and r.stderr.strip() == message, r.stderr
     assert not out.exists()
 
+
+class SoftBlock(nn.Module):
+    """fc2(softmax(fc1(x))): under CUDA's autocast lists the matmuls run in bf16 and the softmax in
+    fp32 (CPU's lists would leave it in bf16)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 64, bias=False), nn.Linear(64, 16, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.softmax(self.fc1(x), dim=-1))
+
+
+class SoftNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(SoftBlock() for _ in range(2))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def _written(path, phase, module_prefix):
+    """(op, bytes it wrote) of the kernels of a phase inside a module, in order."""
+    return _rows(path, "SELECT s.text, coalesce(sum(a.bytes), 0) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                       "JOIN strings s ON s.id = k.name JOIN modules m ON m.id = i.module JOIN strings ms ON ms.id = m.name "
+                       "LEFT JOIN accesses x ON x.kernel = k.id AND x.mode = 2 LEFT JOIN allocations a ON a.id = x.allocation "
+                       "WHERE i.phase = ? AND (ms.text = ? OR ms.text LIKE ?) GROUP BY k.id ORDER BY k.id",
+                 (phase, module_prefix, module_prefix + ".%"))
+
+
+def test_checkpoint_recompute_under_cuda_autocast(tmp_path):
+    """A checkpointed block under bf16 autocast with CUDA's lists: the backward's recompute casts
+    as the forward did (checkpoint compares them and raised CheckpointError when the recompute got
+    CPU's lists), so it writes the same ops and bytes: the bf16 weight casts (64 x 16 x 2 =
+    2048 B), fc1's bf16 output (32 x 64 x 2 = 4096 B), the softmax in fp32 (its input cast, then
+    the softmax: 32 x 64 x 4 = 8192 B each), fc2's input cast back to bf16 (4096 B). And the
+    weight casts the recompute caches die when its autocast region ends, as on a GPU: nothing it
+    made is alive when the optimizer runs."""
+    path = str(tmp_path / "soft.db")
+    mhc_torch.capture(SoftNet, lambda: (torch.randn(32, 16),), steps=1, path=path, autocast_dtype=torch.bfloat16,
+                      loss_fn=lambda m, b: m(*b).sum(), setting={"checkpoint": {"modules": ["SoftNet.blocks.1"]}})
+    forward = _written(path, store.FORWARD, "SoftNet.blocks.1")
+    recompute = _written(path, store.RECOMPUTE, "SoftNet.blocks.1")
+    assert forward == [("aten::_to_copy", 2048), ("aten::mm", 4096), ("aten::_to_copy", 8192), ("aten::_softmax", 8192),
+                       ("aten::_to_copy", 4096), ("aten::_to_copy", 2048), ("aten::mm", 1024)]
+    # It stops once it has what the backward needs: fc2's inputs (the mm saves them before it runs).
+    assert recompute == forward[:-1]
+    optimizer_start = _rows(path, "SELECT min(k.t_start) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                                  "WHERE i.phase = 2")[0][0]
+    alive = _rows(path, "SELECT count(*) FROM allocations a WHERE a.id IN (SELECT x.allocation FROM accesses x "
+                        "JOIN kernel_info i ON i.kernel = x.kernel WHERE i.phase = 3 AND x.mode = 2) "
+                        "AND (a.t_free IS NULL OR a.t_free > ?)", (optimizer_start,))[0][0]
+    assert alive == 0
