@@ -13,6 +13,7 @@
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/trace/summary.hpp"
 
 namespace mhc::cli {
 int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, bool json, const StoreOptions& store);
@@ -128,10 +129,14 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     std::vector<trace::TraceData> traces;
     traces.reserve(paths.size());
     std::vector<sim::RankTrace> ranks;
+    std::vector<std::pair<std::string, std::string>> versions;
     for (const auto& p : paths) {
         traces.push_back(trace::load_trace(p));
         ranks.push_back({p, &traces.back(), prepare_for_simulation(traces.back(), c.device, p)});
+        versions.emplace_back(p, trace::capture_versions(traces.back().meta));
     }
+    if (std::string w = trace::version_mismatch(versions); !w.empty() && mpi::is_root())
+        std::fprintf(stderr, "mhc: warning: %s\n", w.c_str());
     sim::JobPlan plan = sim::plan_job(ranks);
     sim::CoupledResult r = mpi::size() > 1 ? mpi::simulate_coupled(ranks, plan, c) : sim::simulate_coupled(ranks, plan, c);
     if (!mpi::is_root()) return kExitOk;

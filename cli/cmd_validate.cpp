@@ -20,7 +20,7 @@ namespace {
 struct ValOptions {
     std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "auto", model_link = "pcie4";
     std::string backend = "host", chunk = "2MiB", time_scale = "auto";
-    double max_age_h = 24;
+    double max_age_h = 24, max_replay_minutes = 60;
     int copy_threads = 1, repeat = 3;
     bool recalibrate = false, unpaced = false;
     SimBaseOptions base;
@@ -69,6 +69,11 @@ std::function<int()> setup(CLI::App& app) {
                    "repeats spread more is inconclusive")
         ->check(CLI::Range(0.0, 1000.0));
     app.add_flag("--no-sinkhorn", o->no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
+    app.add_option("--max-replay-minutes", o->max_replay_minutes,
+                   "Refuse to start when the replays are estimated to take longer (predicted makespans x time scale x "
+                   "replays); 0: no limit")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1e9));
     app.add_option("--repeat", o->repeat,
                    "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
                    "times) and use the one with the median makespan (the host is noisy; their spread decides "
@@ -112,6 +117,9 @@ std::function<int()> setup(CLI::App& app) {
         spec.retime = !o->recorded_timing;
         spec.repeat = o->repeat;
         spec.pace = !o->unpaced;
+        spec.link_measured_here = auto_link;
+        spec.max_replay_seconds = 60 * o->max_replay_minutes;
+        spec.warn = [](const std::string& line) { std::fprintf(stderr, "mhc: warning: %s\n", line.c_str()); };
         if (spec.pace && o->copy_threads > 1 && spec.replay.backend == replay::Backend::Host)
             throw Error("--copy-threads " + std::to_string(o->copy_threads) +
                         ": more copy threads are for --unpaced (the emulated link copies with one thread per direction)");

@@ -123,7 +123,7 @@ sim::EventOrigin get_origin(In& in) {
 // The sizes the packing below was written for (x86-64, libstdc++). A new field changes them:
 // pack it in put/get here, then update the figure.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-static_assert(sizeof(sim::Result) == 968, "sim::Result changed: pack the new field in cli/mpi_job.cpp");
+static_assert(sizeof(sim::Result) == 984, "sim::Result changed: pack the new field in cli/mpi_job.cpp");
 static_assert(sizeof(sim::Oom) == 144, "sim::Oom changed: pack the new field in cli/mpi_job.cpp");
 static_assert(sizeof(sim::Config) == 376, "sim::Config changed: pack the new field in cli/mpi_job.cpp");
 static_assert(sizeof(sim::LinkModel) == 184, "sim::LinkModel changed: pack the new field in cli/mpi_job.cpp");
@@ -149,6 +149,7 @@ std::string pack(const sim::Result& r) {
     o.d(r.forecast_error); o.d(r.forecast_peak_error); o.d(r.forecast_horizon_error);
     o.i(r.forecast_horizon_steps); o.i(r.forecast_evictions); o.i(r.early_evictions);
     o.i(r.coupled_wait_time); o.i(r.coupled_wait_count);
+    o.i(r.kernels_reached); o.i(r.last_kernel);
     o.i(r.assumed_accesses);
     o.i(static_cast<int64_t>(r.warnings.size()));
     for (const auto& w : r.warnings) o.s(w);
@@ -186,6 +187,7 @@ sim::Result unpack(const std::string& bytes) {
     r.forecast_error = in.d(); r.forecast_peak_error = in.d(); r.forecast_horizon_error = in.d();
     r.forecast_horizon_steps = in.i(); r.forecast_evictions = in.i(); r.early_evictions = in.i();
     r.coupled_wait_time = in.i(); r.coupled_wait_count = in.i();
+    r.kernels_reached = in.i(); r.last_kernel = in.i();
     r.assumed_accesses = in.i() != 0;
     r.warnings.resize(size_t(in.i()));
     for (auto& w : r.warnings) w = in.s();

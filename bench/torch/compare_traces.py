@@ -58,14 +58,25 @@ def figures(path):
         "kernels_per_step": kernels_step,
         "step_ms": (s0[2] - s0[1]) / 1e6,
         "at_peak_gib": {k: v / 2**30 for k, v in sorted(at.items())},
+        # meta torch_version / transformers_version, as `mhc info` prints them ("" if none)
+        "versions": (f"torch {meta['torch_version']}" + (f", transformers {meta['transformers_version']}"
+                                                          if "transformers_version" in meta else ""))
+                    if "torch_version" in meta else "",
     }
 
 
 def main(paths):
     print("| trace | source | peak GiB | activations / layer MiB | kernels / step | est. step ms | at the peak (GiB) |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
+    seen = {}
     for p in paths:
         f = figures(p)
+        if f["versions"] and seen and f["versions"] not in seen.values():
+            first = next(iter(seen.items()))
+            print(f"warning: traces captured with different versions are compared: {first[0]} ({first[1]}) "
+                  f"and {p} ({f['versions']})", file=sys.stderr)
+        if f["versions"]:
+            seen.setdefault(p, f["versions"])
         split = ", ".join(f"{k} {v:.1f}" for k, v in f["at_peak_gib"].items() if v >= 0.05)
         print(f"| {p} | {f['source']} | {f['peak_gib']:.2f} | {f['act_per_layer_mib']:.1f} | {f['kernels_per_step']} "
               f"| {f['step_ms']:.1f} | {split} |")

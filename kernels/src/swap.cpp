@@ -28,6 +28,10 @@ void check_swap_config(const SwapConfig& c) {
     if (!(c.pace_h2d_Bps >= 0 && c.pace_h2d_Bps < 1e300) || !(c.pace_d2h_Bps >= 0 && c.pace_d2h_Bps < 1e300))
         throw Error("swap pace must be >= 0 bytes/s (0: unpaced)");
     if (!(c.pace_duplex > 0 && c.pace_duplex <= 1)) throw Error("swap pace duplex factor must be in (0, 1]");
+    if (!(c.pace_h2d_latency_s >= 0 && c.pace_h2d_latency_s <= 1e6) || !(c.pace_d2h_latency_s >= 0 && c.pace_d2h_latency_s <= 1e6))
+        throw Error("swap pace latency must be in [0, 1e6] s");
+    if ((c.pace_h2d_latency_s > 0 && !(c.pace_h2d_Bps > 0)) || (c.pace_d2h_latency_s > 0 && !(c.pace_d2h_Bps > 0)))
+        throw Error("swap latency is emulated on a paced link only (set the direction's pace)");
 }
 
 void check_swap_range(const SwapConfig& c, size_t host_off, size_t dev_off, size_t bytes) {

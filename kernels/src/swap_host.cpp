@@ -55,7 +55,8 @@ public:
     uint64_t submit(SwapDir dir, size_t host_off, size_t dev_off, size_t bytes) override {
         check_swap_range(cfg_, host_off, dev_off, bytes);
         std::lock_guard<std::mutex> lock(mu_);
-        Op op{next_id_++, dir, host_off, dev_off, bytes, fault_[idx(dir)]};
+        Op op{next_id_++, dir, host_off, dev_off, bytes, fault_[idx(dir)], std::chrono::steady_clock::now(),
+              cfg_.paused_ns ? cfg_.paused_ns->load() : 0};
         fault_[idx(dir)] = Fault::None;
         queue_[idx(dir)].push_back(op);
         pending_.insert(op.id);
@@ -100,11 +101,20 @@ public:
     }
 
 private:
+    using Clock = std::chrono::steady_clock;
     struct Op {
         uint64_t id;
         SwapDir dir;
         size_t host_off, dev_off, bytes;
         Fault fault;
+        std::chrono::steady_clock::time_point submitted;
+        int64_t paused_at_submit;   // SwapConfig::paused_ns then
+    };
+    // Paced: where a transfer's time on the emulated link starts, and the caller's stood-still
+    // counter at that point.
+    struct LinkStart {
+        std::chrono::steady_clock::time_point at;
+        int64_t paused;
     };
     static int idx(SwapDir d) { return d == SwapDir::HostToDevice ? 0 : 1; }
     double now_s() const {
@@ -130,10 +140,21 @@ private:
                 op = queue_[idx(dir)].front();
                 queue_[idx(dir)].pop_front();
             }
-            limiter_.acquire();
+            const auto slot = limiter_.acquire();
             const double pace = pace_for(dir);
             copying_[idx(dir)] = true;
-            SwapResult r = pace > 0 ? copy_paced(op, pace) : copy(op);
+            SwapResult r;
+            if (pace > 0) {
+                // The simulator's queue: submitted, or freed by the previous transfer, or given
+                // its slot by the rate limit, whichever is last.
+                LinkStart s{op.submitted, op.paused_at_submit};
+                if (link_free_[idx(dir)].at > s.at) s = link_free_[idx(dir)];
+                if (slot > s.at) s = {slot, cfg_.paused_ns ? cfg_.paused_ns->load() : 0};
+                r = copy_paced(op, pace, s);
+                link_free_[idx(dir)] = {Clock::now(), cfg_.paused_ns ? cfg_.paused_ns->load() : 0};
+            } else {
+                r = copy(op);
+            }
             copying_[idx(dir)] = false;
             std::lock_guard<std::mutex> lock(mu_);
             stats_.transfers++;
@@ -199,27 +220,28 @@ private:
     }
 
     // The emulated link: the copy runs as fast as it goes and the transfer completes at
-    // start + bytes / pace (what waits for it cannot see the data sooner). Pacing chunk by
-    // chunk made every slow moment of the host's memory late: on the 2-core VM a 2 MiB chunk
-    // takes 3-4 ms instead of 0.7 now and then, even with nothing else running, and one near
-    // a transfer's end had no time left to be made up. Time the caller's clock stood still
-    // (SwapConfig::paused_ns) moves the completion by as much.
-    SwapResult copy_paced(const Op& op, double pace) {
-        using Clock = std::chrono::steady_clock;
+    // start + latency + bytes / pace (what waits for it cannot see the data sooner), its start
+    // being the simulator's (`s`: submitted, or the previous transfer of the direction done).
+    // Pacing chunk by chunk made every slow moment of the host's memory late: on the 2-core VM
+    // a 2 MiB chunk takes 3-4 ms instead of 0.7 now and then, even with nothing else running,
+    // and one near a transfer's end had no time left to be made up. Time the caller's clock
+    // stood still (SwapConfig::paused_ns) since the start moves the completion by as much.
+    SwapResult copy_paced(const Op& op, double pace, LinkStart s) {
         SwapResult r;
         r.id = op.id;
         r.dir = op.dir;
         r.bytes = op.bytes;
-        const auto t0 = Clock::now();
-        r.start_s = std::chrono::duration<double>(t0 - t0_).count();
+        r.start_s = std::chrono::duration<double>(s.at - t0_).count();
         const bool h2d = op.dir == SwapDir::HostToDevice;
         const unsigned char* src = h2d ? host() + op.host_off : dev() + op.dev_off;
         unsigned char* dst = h2d ? dev() + op.dev_off : host() + op.host_off;
         const int64_t chunks = static_cast<int64_t>((op.bytes + cfg_.chunk_bytes - 1) / cfg_.chunk_bytes);
         std::vector<uint64_t> ssum(1, 0), dsum(1, 0);
-        const int64_t paused0 = cfg_.paused_ns ? cfg_.paused_ns->load() : 0;
+        const int64_t paused0 = s.paused;
         for (int64_t c = 0; c < chunks; ++c) copy_chunk(op, src, dst, c, chunks, ssum[0], dsum[0]);
-        const auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(static_cast<double>(op.bytes) / pace));
+        const double latency = h2d ? cfg_.pace_h2d_latency_s : cfg_.pace_d2h_latency_s;
+        const auto due = s.at + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(latency + static_cast<double>(op.bytes) / pace));
         finish_sums(op, r, ssum, dsum);
         const auto copied = Clock::now();
         host_wait_until(due, cfg_.paused_ns, paused0);   // sleeps, spins the last 150 us
@@ -237,6 +259,7 @@ private:
     unsigned char* host() const { return cfg_.host_memory ? static_cast<unsigned char*>(cfg_.host_memory) : host_.get(); }
     RateLimiter limiter_;
     std::chrono::steady_clock::time_point t0_;
+    LinkStart link_free_[2] = {};   // paced, per direction: when the previous transfer completed
     mutable std::mutex mu_;
     std::condition_variable work_cv_, done_cv_;
     bool stop_ = false;

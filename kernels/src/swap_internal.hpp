@@ -24,8 +24,9 @@ std::unique_ptr<Standin> make_standin();
 class RateLimiter {
 public:
     explicit RateLimiter(double ops_per_s) : period_(ops_per_s > 0 ? 1.0 / ops_per_s : 0.0) {}
-    void acquire() {
-        if (period_ <= 0) return;
+    // Returns the slot the operation was given (the epoch when there is no limit).
+    std::chrono::steady_clock::time_point acquire() {
+        if (period_ <= 0) return {};
         std::chrono::steady_clock::time_point slot;
         {
             std::lock_guard<std::mutex> lock(mu_);
@@ -36,6 +37,7 @@ public:
                 std::chrono::duration<double>(period_));
         }
         std::this_thread::sleep_until(slot);
+        return slot;
     }
 
 private:

@@ -15,6 +15,7 @@ import torch
 
 from . import checkpointing, optimizers
 from .offload import SavedTensorOffload
+from .recipes import cast_model
 from .settings import SettingError, load_setting
 
 
@@ -94,7 +95,7 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         raise SettingError("setting: the optimizer has taken steps already; apply the setting before the first step")
 
     if s.get("weights") == "bf16":
-        model.to(torch.bfloat16)  # parameters keep their identity: the optimizer still holds them
+        cast_model(model, torch.bfloat16)  # the capture's --weights bf16 is this same cast
     for m, policy in checkpoints:
         checkpointing.checkpoint_module(m, policy)
     if off:

@@ -95,21 +95,25 @@ class SettingsRecording:
         is_output = t.grad_fn is not None and t.grad_fn._sequence_nr() == newest
         self.saves.append((s.alloc.id, len(self.kernels), is_output, self.module_of()))
 
-    def saved_pairs(self) -> list[tuple[int, int]]:
-        """(allocation, kernel) of every save: an output to the kernel that made it (which ran in
-        the module saving it: nothing runs between an op and the saving of its outputs), an input
-        to the next kernel if it runs in the saving module or inside it (else the last one before)."""
-        pairs = set()
+    def saved_pairs(self) -> list[tuple[int, int, int]]:
+        """(allocation, kernel, packs) of the saves: an output to the kernel that made it (which ran
+        in the module saving it: nothing runs between an op and the saving of its outputs), an input
+        to the next kernel if it runs in the saving module or inside it (else the last one before);
+        packs counts an op's saves of one storage (views of it: q, k and v of one projection)."""
+        packs: dict[tuple[int, int], int] = {}
         for alloc, count, is_output, module in self.saves:
             last = self.kernels[count - 1] if count > 0 else None
             nxt = self.kernels[count] if count < len(self.kernels) else None
             if is_output and last is not None and last.module == module:
-                pairs.add((alloc, last.id))
+                kernel = last
             elif nxt is not None and (nxt.module == module or nxt.module.startswith(module + ".")):
-                pairs.add((alloc, nxt.id))
+                kernel = nxt
             elif last is not None:
-                pairs.add((alloc, last.id))
-        return sorted(pairs)
+                kernel = last
+            else:
+                continue
+            packs[(alloc, kernel.id)] = packs.get((alloc, kernel.id), 0) + 1
+        return sorted((a, k, n) for (a, k), n in packs.items())
 
     def saved_hooks(self):
         """The capture's own saved-tensor hooks for the forward: they record and keep the tensor."""

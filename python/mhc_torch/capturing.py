@@ -11,7 +11,6 @@ mode below it sees every aten op after autograd and autocast:
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import weakref
 from dataclasses import dataclass, field
@@ -22,8 +21,9 @@ from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import store
+from . import inplace_backward, recipes, store, workspaces
 from .capture_tables import HOST, SettingsRecording
+from .recipes import Recipe, StepRun, cast_model
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
 logging.getLogger("torch.utils.flop_counter").setLevel(logging.ERROR)
@@ -53,6 +53,8 @@ class _Storage:
     phase: str  # forward, backward, optimizer, setup
     step: int
     alive_at_backward: bool = False
+    refs: int = 1  # storages that stand for this allocation (inplace_backward folds two into one)
+    fresh: bool = False  # a factory made it in the backward and nothing used it since
 
 
 @dataclass
@@ -64,6 +66,7 @@ class CaptureResult:
     peak_bytes: int
     step_time_ns: list[int] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)
+    flops_per_step: list[dict[str, int]] = field(default_factory=list)  # per step: phase -> FLOPs (kernel_info)
 
 
 def _flops_of(func, args, kwargs, out) -> int:
@@ -86,6 +89,11 @@ def _tensors(value) -> list[torch.Tensor]:
     if isinstance(value, (list, tuple)):
         return [v for v in value if isinstance(v, FakeTensor)]
     return []
+
+
+def _graph_task_id() -> int:
+    """The running backward's id, -1 outside the autograd engine."""
+    return torch._C._current_graph_task_id()
 
 
 class _Recorder(TorchDispatchMode):
@@ -117,6 +125,9 @@ class Recording(SettingsRecording):
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
         self.peak_bytes = 0
+        self.in_engine = False  # an op of the autograd engine ran since the backward began
+        self.workspaces = workspaces.Workspaces(spec)
+        self.accumulations = inplace_backward.Accumulations()
         self.init_tables()
 
     # Storages -------------------------------------------------------------------------------
@@ -149,13 +160,24 @@ class Recording(SettingsRecording):
         return s
 
     def _freed(self, key: int, s: _Storage) -> None:
+        if self.storages.get(key) is s:
+            del self.storages[key]
+        s.refs -= 1
+        if s.refs > 0:
+            return  # another storage still stands for this allocation
         s.alloc.t_free = self.t
         if s.alloc.device == HOST:
             self.host_live -= s.alloc.bytes
         else:
             self.live_bytes -= s.alloc.bytes
-        if self.storages.get(key) is s:
-            del self.storages[key]
+        self.accumulations.on_free(self, s)
+
+    def alias(self, t: torch.Tensor, s: _Storage) -> None:
+        """t's storage is the same allocation as `s` (an op recorded as in place)."""
+        st = t.untyped_storage()
+        self.storages[id(st)] = s
+        s.refs += 1
+        weakref.finalize(st, self._freed, id(st), s)
 
     def set_category(self, t: torch.Tensor, category: int, label: str) -> None:
         s = self.track(t, category, label)
@@ -171,8 +193,24 @@ class Recording(SettingsRecording):
                 s.alive_at_backward = True
         self.phase = "backward"
 
+    def end_backward(self) -> None:
+        self.in_engine = False
+        if self.phase == "backward":
+            self.phase = "forward"  # what follows is the next micro-batch's forward, or the step's end
+
+    def _follow_autograd(self) -> None:
+        """The backward phase from the autograd engine itself, for steps that call
+        loss.backward() without telling the capture (a step function of the user's own)."""
+        if _graph_task_id() != -1:
+            if self.phase != "backward":
+                self.begin_backward()
+            self.in_engine = True
+        elif self.in_engine:
+            self.end_backward()
+
     # Ops --------------------------------------------------------------------------------------
     def on_op(self, func, args, kwargs, out) -> None:
+        self._follow_autograd()
         schema = func._schema
         name = schema.name
         reads: list[torch.Tensor] = []
@@ -195,6 +233,7 @@ class Recording(SettingsRecording):
             reads = []
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
         new_outs = [o for o in outs if id(o.untyped_storage()) not in self.storages]
+        reads = self._fold_backward_formula(name, args, reads, mutated, new_outs)
         if not new_outs and not mutated:
             return  # a view, an alias or a metadata query: no kernel
         start = self.t
@@ -219,8 +258,10 @@ class Recording(SettingsRecording):
             s = self.track(o, None, label)
             if s is not None:
                 accesses[s.alloc.id] = accesses.get(s.alloc.id, 0) | store.WRITE
+                s.fresh = self.in_backward_formula() and name in inplace_backward.FRESH
         if not accesses:
             return
+        workspaces.add_persistent(self, self.workspaces.persistent(name, self.phase == "backward"), start, accesses)
         # Roofline: bytes moved are the tensors' own extents (views, not whole storages); a
         # mutated argument is read and written.
         moved = sum(t.numel() * t.element_size() for t in reads)
@@ -234,9 +275,38 @@ class Recording(SettingsRecording):
         k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur,
                          step=self.step, accesses=accesses, phase=self.phase_code(),
                          flops=flops, moved_bytes=moved, module=where)
+        workspaces.add_transient(self, self.workspaces.transient(func, args, kwargs), start, start + dur, accesses)
         self.kernels.append(k)
+        self.accumulations.after_kernel(self, name, reads, new_outs, k)
         self.kernel_layer.append((self.layer_of(), self.phase))
         self.t = start + dur
+
+    def in_backward_formula(self) -> bool:
+        """A backward formula runs now (the engine, without grad mode: not a checkpoint's
+        recompute of forward code)."""
+        return self.phase == "backward" and not torch.is_grad_enabled()
+
+    def _is_fresh(self, t: torch.Tensor) -> bool:
+        s = self.storages.get(id(t.untyped_storage()))
+        return s is not None and s.fresh
+
+    def _fold_backward_formula(self, name, args, reads, mutated, new_outs):
+        """Records an op that fake tensors run out of place as the in-place op a GPU runs
+        (inplace_backward.py): its output becomes its `self`'s allocation, read and written.
+        Updates `mutated` and `new_outs` and returns the reads; every input is then no longer
+        fresh."""
+        folded = self.in_backward_formula() and inplace_backward.fold(name, args, new_outs, self._is_fresh)
+        if folded:
+            self_t, o = folded
+            self.alias(o, self.storages[id(self_t.untyped_storage())])
+            new_outs.remove(o)
+            reads = [t for t in reads if t is not self_t]
+            mutated.append(self_t)
+        for t in reads + mutated:
+            s = self.storages.get(id(t.untyped_storage()))
+            if s is not None:
+                s.fresh = False
+        return reads
 
     # Markers ----------------------------------------------------------------------------------
     def layer_markers(self) -> None:
@@ -276,8 +346,10 @@ def _layer_lists(model: torch.nn.Module) -> dict[str, int]:
     return {f"{root}.{best}.{i}": i for i in range(len(model.get_submodule(best)))}
 
 
-def _fake_error(e: BaseException) -> CaptureError | None:
-    """A one-line CaptureError for the exceptions that fake tensors raise on data-dependent ops."""
+def _fake_error(e: BaseException, outer: BaseException | None = None) -> CaptureError | None:
+    """A one-line CaptureError for the exceptions that fake tensors raise on data-dependent ops,
+    naming the user's source line (from the traceback of `outer`, the exception that carried `e`
+    up through the model's code, when there is one)."""
     from torch._subclasses import fake_tensor as ft
 
     kinds = tuple(getattr(ft, n) for n in ("DynamicOutputShapeException", "DataDependentOutputException",
@@ -295,7 +367,10 @@ def _fake_error(e: BaseException) -> CaptureError | None:
            "DataDependentOutputException": "its result depends on tensor values",
            "UnsupportedOperatorException": "it has no fake-tensor implementation"}.get(
         type(e).__name__, "it depends on tensor values")
-    return CaptureError(f"op {op} cannot run on fake tensors: {why}")
+    from .errors import user_frame, where
+
+    at = where(user_frame(outer or e) or user_frame(e))
+    return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}")
 
 
 def capture(build_model: Callable[[], torch.nn.Module],
@@ -308,6 +383,13 @@ def capture(build_model: Callable[[], torch.nn.Module],
             autocast_dtype: torch.dtype | None = torch.bfloat16,
             device: str = "cpu",
             meta: dict[str, str] | None = None,
+            replace: bool = True,
+            autocast_policy: str = "cuda",
+            param_dtype: torch.dtype | None = None,
+            forward_only: bool = False,
+            micro_batches: int = 1,
+            zero_grad: str = "none",
+            step: Callable | None = None,
             setting=None) -> CaptureResult:
     """Runs `steps` training steps (forward, backward, optimizer step, zero_grad) of the model
     that `build_model()` returns, on fake tensors, and writes the trace to `path`.
@@ -315,35 +397,56 @@ def capture(build_model: Callable[[], torch.nn.Module],
     `make_batch()` returns the inputs (called under fake tensors, so tensors cost nothing);
     `loss_fn(model, batch)` returns the scalar loss (default: `model(**batch).loss` for a dict,
     `model(*batch).loss` or the output itself for a tuple); `optimizer(params)` builds the
-    optimizer (default AdamW, foreach). `setting` (a dict, JSON text or file: mhc_torch.settings)
-    is applied to the model and optimizer with mhc_torch.apply before the first step and recorded
-    in meta `capture.setting`. Raises CaptureError when an op cannot run on fake tensors.
+    optimizer (default AdamW, foreach). Raises CaptureError when an op cannot run on fake tensors.
+
+    The recipe (recipes.py, docs/torch.md): `autocast_dtype` with CUDA autocast's cast lists
+    (`autocast_policy="cuda"`, emulated on the fake CPU tensors; "cpu" keeps torch's CPU lists);
+    `param_dtype` casts the built model (bf16 weights); `forward_only` runs the forward under
+    no_grad; `micro_batches` forward+backward passes accumulate gradients before one optimizer
+    step; `zero_grad` "none" | "zeros" | "never" after it; or `step(model, batch, run)`, a step
+    function of one's own (recipes.StepRun).
+    `setting` (a dict, JSON text or file: mhc_torch.settings) is applied to the model and
+    optimizer with mhc_torch.apply once both are built, before the first step, and recorded in
+    meta `capture.setting` (SettingError when it does not fit the model).
+    An output that cannot be written (a missing folder; an existing file when `replace` is False)
+    is refused before the capture runs (store.OutputError, one line naming the file).
     """
     spec = gpu if isinstance(gpu, GpuSpec) else gpu_by_name(gpu)
     if steps < 1:
         raise ValueError("steps must be at least 1")
+    recipe = Recipe(autocast_dtype, autocast_policy, param_dtype, forward_only, micro_batches, zero_grad, step)
+    recipe.check()
     if setting is not None:
         from .settings import check_setting, dumps, read_setting
 
         setting_given = read_setting(setting)
         setting = check_setting(setting_given)
+    store.check_output(path, replace)
     rec = Recording(spec)
     fake = FakeTensorMode(allow_non_fake_inputs=False)
+    # FakeTensorMode logs a traceback of its own before raising; the error raised says it all.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    fake_log_level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
     try:
-        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device, setting)
+        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
     except CaptureError:
         raise
     except Exception as e:
         err = _fake_error(e)
         if err is None:
             cause = e.__cause__ or e.__context__
-            err = _fake_error(cause) if cause is not None else None
+            err = _fake_error(cause, e) if cause is not None else None
         if err is not None:
             raise err from None
         raise
+    finally:
+        fake_log.setLevel(fake_log_level)
     layer_names, step_times, modules = result
     rec.layer_markers()
     rec.finish_categories()
+    rec.peak_bytes = _device_peak(rec.allocs)  # after the folds above moved lifetimes
+    rec.host_peak = _device_peak(rec.allocs, HOST)
     full_meta = {
         "source": "captured",
         "generator": f"mhc-torch 0.1 (torch {torch.__version__})",
@@ -358,17 +461,58 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.launch_overhead_ns": str(int(spec.launch_overhead_s * 1e9)),
         "capture.steps": str(steps),
         "capture.layers": str(len(layer_names)),
-        "capture.autocast": str(autocast_dtype).replace("torch.", "") if autocast_dtype else "none",
         "capture.peak_bytes": str(rec.peak_bytes),
         "capture.host_peak_bytes": str(rec.host_peak),
     }
+    full_meta.update(recipe.meta())
     if setting is not None:
         full_meta["capture.setting"] = dumps(setting_given)
+        if setting.get("weights") == "bf16" and param_dtype is None:
+            full_meta["capture.param_dtype"] = "bfloat16"  # the setting's weights, cast by apply
+    full_meta.update(rec.workspaces.meta())
+    if autocast_dtype is not None and autocast_policy == "cuda":
+        from .autocast_cuda import unmodelled_ops
+
+        full_meta["capture.autocast_unmodelled"] = " ".join(unmodelled_ops()) or "none"
+    full_meta.update(versions())
     full_meta.update(meta or {})
     store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
-                      saved=rec.saved_pairs(), copies=rec.copies)
+                      saved=rec.saved_pairs(), copies=rec.copies, replace=replace)
+    flops = [dict.fromkeys(store.PHASE_NAMES, 0) for _ in range(steps)]
+    for k in rec.kernels:
+        if 0 <= k.step < steps:
+            flops[k.step][store.PHASE_NAMES[k.phase]] += k.flops
     return CaptureResult(path=path, kernels=len(rec.kernels), allocations=len(rec.allocs), steps=steps,
-                         peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta)
+                         peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta, flops_per_step=flops)
+
+
+def _device_peak(allocs, device: int = 0) -> int:
+    """The peak of live bytes on the device, frees before allocations at one instant (the
+    order the simulator and `mhc info` use)."""
+    events = []
+    for a in allocs:
+        if a.device == device:
+            events.append((a.t_alloc, 1, a.bytes))
+            if a.t_free is not None:
+                events.append((a.t_free, 0, -a.bytes))
+    live = peak = 0
+    for _, _, delta in sorted(events):
+        live += delta
+        peak = max(peak, live)
+    return peak
+
+
+def versions() -> dict[str, str]:
+    """The versions a capture depends on, for the trace's meta: what fake tensors, autocast and
+    the model code do changes with them (`mhc info` prints them; comparisons warn on a mismatch)."""
+    from importlib import metadata
+
+    out = {"torch_version": torch.__version__}
+    try:
+        out["transformers_version"] = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        out["transformers_version"] = "not installed"
+    return out
 
 
 def _default_loss(model, batch):
@@ -380,29 +524,7 @@ def _default_loss(model, batch):
     raise TypeError("the model's output has no .loss and is not a tensor; pass loss_fn")
 
 
-@contextlib.contextmanager
-def _autocast(device: str, dtype):
-    if dtype is None:
-        yield
-        return
-    dev = torch.device(device).type
-    # torch.autocast refuses device 'cuda' without a GPU; fake CUDA tensors carry the CUDA
-    # dispatch key, so switching the autocast state directly applies CUDA's cast policy to them.
-    prev_enabled = torch.is_autocast_enabled(dev)
-    prev_dtype = torch.get_autocast_dtype(dev)
-    torch.set_autocast_enabled(dev, True)
-    torch.set_autocast_dtype(dev, dtype)
-    torch.autocast_increment_nesting()
-    try:
-        yield
-    finally:
-        if torch.autocast_decrement_nesting() == 0:
-            torch.clear_autocast_cache()
-        torch.set_autocast_enabled(dev, prev_enabled)
-        torch.set_autocast_dtype(dev, prev_dtype)
-
-
-def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast_dtype, device, setting):
+def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):
     from torch.distributed._tools.mod_tracker import ModTracker
 
     from . import placement
@@ -413,6 +535,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
             model = build_model()
         if any(t.device.type != torch.device(device).type for t in list(model.parameters()) + list(model.buffers())):
             model = model.to(device)
+        if recipe.param_dtype is not None:
+            model = cast_model(model, recipe.param_dtype)
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))([p for _, p in params])
         if setting is not None:
@@ -443,30 +567,17 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, autocast
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
-        with tracker, _Recorder(rec), placement.listening(rec):
+        run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
+        with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, _Recorder(rec), run:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
-                with _autocast(device, autocast_dtype), rec.saved_hooks():
-                    loss = loss_fn(model, batch)
-                rec.begin_backward()
-                loss.backward()
-                del loss
-                for p in model.parameters():
-                    if p.grad is not None:
-                        rec.set_category(p.grad, store.GRAD, param_name.get(id(p), "?") + ".grad")
-                rec.phase = "optimizer"
-                t_opt = rec.t
-                opt.step()
-                for p, state in opt.state.items():
-                    for key, v in state.items():
-                        if isinstance(v, torch.Tensor):
-                            rec.set_category(v, store.OPTIMIZER, f"{param_name.get(id(p), '?')}.{key}")
-                opt.zero_grad(set_to_none=True)
-                rec.markers.append(store.Marker("optimizer", t_opt, rec.t, store.MARKER_RANGE, -1))
+                with rec.saved_hooks():
+                    run.run_step(s, batch)
+                rec.end_backward()
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
         rec.phase = "end"
         modules = rec.module_records(model)
-        del opt, model, batch
+        del run, opt, model, batch
     return list(layers), step_times, modules

@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+from .output_file import OutputError, check_output
+
 
 def _load_model_file(path: str):
     """build_model, make_batch and loss_fn (optional) defined by a Python file."""
@@ -19,11 +21,24 @@ def _load_model_file(path: str):
     for name in ("build_model", "make_batch"):
         if not callable(getattr(mod, name, None)):
             raise AttributeError(f"defines no function {name}()")
-    return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None)
+    return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None), getattr(mod, "step", None)
+
+
+def _model_failed(model: str, e: BaseException) -> str:
+    """One line for an exception raised by the user's model code: the file and line where it
+    happened (the model file's innermost frame, else the innermost outside torch) and what."""
+    from .errors import one_line, user_frame, where
+
+    if isinstance(e, SystemExit):
+        what = f"the model called sys.exit({e.code!r}); no trace written"
+    else:
+        what = one_line(e)
+    frame = user_frame(e, prefer_file=model if model.endswith(".py") else None)
+    return f"mhc-torch: {where(frame) or model}: {what}"
 
 
 # Options that say where the trace goes or what is applied to the step, not what the step is.
-_NOT_RECIPE = {"help", "out", "setting", "recipe", "cmd"}
+_NOT_RECIPE = {"help", "out", "force", "setting", "recipe", "cmd"}
 
 
 def _recipe(a, parser: argparse.ArgumentParser) -> dict:
@@ -79,16 +94,33 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
 
     from .capturing import CaptureError, capture
     from .models import preset
+    from .recipes import Recipe
+
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "none": None, "as-built": None}
+    try:  # before the model is loaded: options that contradict each other
+        Recipe(dtypes[a.autocast], a.autocast_policy, dtypes[a.weights], a.forward_only, a.micro_batches,
+               a.zero_grad).check()
+    except ValueError as e:
+        print(f"mhc-torch: {e}", file=sys.stderr)
+        return 2
 
     if a.model.endswith(".py"):
         try:
-            build, make_batch, loss_fn = _load_model_file(a.model)
-        except (OSError, SyntaxError, AttributeError, ImportError) as e:
+            build, make_batch, loss_fn, step = _load_model_file(a.model)
+        except OSError as e:
             print(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+            return 2
+        except (Exception, SystemExit) as e:  # the file's own code failed while loading
+            print(_model_failed(a.model, e), file=sys.stderr)
+            return 2
+        if step is not None and (a.forward_only or a.micro_batches != 1):
+            print(f"mhc-torch: {a.model}: defines step(), which says itself what a step does: drop --forward-only "
+                  "and --micro-batches", file=sys.stderr)
             return 2
     else:
         build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "none": None}[a.autocast]
+        step = None
+    dtype = dtypes[a.autocast]
     meta = {"capture.model": a.model, "capture.batch": str(a.batch), "capture.seq": str(a.seq),
             "capture.hc": str(a.hc) if a.model.endswith("mhc") or a.model.startswith("mhc") else ""}
     meta = {k: v for k, v in meta.items() if v}
@@ -100,16 +132,54 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
     t0 = time.perf_counter()
     try:
         r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
-                    optimizer=optimizer, autocast_dtype=dtype, meta=meta, setting=setting)
+                    optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
+                    autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
+                    micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting)
     except (CaptureError, SettingError) as e:
         print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"mhc-torch: {a.out}: interrupted; no trace written", file=sys.stderr)
+        return 130
+    except OutputError as e:  # the output, refused or unwritable
+        print(f"mhc-torch: {e}", file=sys.stderr)
+        return 2
+    except (Exception, SystemExit) as e:
+        if not a.model.endswith(".py"):
+            raise  # a preset failing is a bug of this package: keep the traceback
+        print(_model_failed(a.model, e), file=sys.stderr)
         return 2
     wall = time.perf_counter() - t0
     step_ms = ", ".join(f"{t / 1e6:.1f}" for t in r.step_time_ns)
     print(f"{r.path}: {r.kernels} kernels, {r.allocations} allocations, {r.steps} steps; "
           f"peak {r.peak_bytes / 2**30:.2f} GiB; estimated step time {step_ms} ms on {a.gpu}; "
           f"captured in {wall:.1f} s")
+    print(_flops_line(r, a.gpu))
     return 0
+
+
+def _si(v: float, unit: str) -> str:
+    """3 significant digits with an SI prefix: 45.1 MFLOP, 2.37 ms."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
+                          (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+        if abs(v) >= scale or scale == 1e-9:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"0 {unit}"
+
+
+def _flops_line(r, gpu_name: str) -> str:
+    """The last step's FLOPs by phase and what they take at the GPU's bf16 peak: MFU is that time
+    over a measured step time (the capture's own step time is a roofline estimate)."""
+    from .gpus import gpu
+
+    f = r.flops_per_step[-1]
+    total = sum(f.values())
+    at_peak = total / gpu(gpu_name).bf16_flops
+    est = r.step_time_ns[-1] / 1e9
+    parts = ", ".join(f"{phase} {_si(v, 'FLOP')}" for phase, v in f.items() if v)
+    estimated = f" ({100 * at_peak / est:.1f}% at the estimated {_si(est, 's')})" if est > 0 else ""
+    return (f"FLOPs per step {_si(total, 'FLOP')} ({parts or 'none counted'}); {_si(at_peak, 's')} at "
+            f"{gpu_name}'s bf16 peak, so MFU = {_si(at_peak, 's')} / a measured step time{estimated}")
 
 
 def _runs(a) -> int:
@@ -135,8 +205,11 @@ def main(argv=None) -> int:
     c = sub.add_parser("capture", help="capture training steps of a named model on fake tensors")
     from .models import PRESETS
     c.add_argument("model", nargs="?", help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), "
-                                            "make_batch() and optionally loss_fn(model, batch)")
-    c.add_argument("-o", "--out", required=True, help="trace file to write (.db)")
+                                            "make_batch() and optionally loss_fn(model, batch) and "
+                                            "step(model, batch, run)")
+    c.add_argument("-o", "--out", required=True, help="trace file to write (.db); an existing file is refused "
+                                                      "unless --force")
+    c.add_argument("--force", action="store_true", help="replace an existing output (and the runs stored in it)")
     c.add_argument("--setting", metavar="JSON_OR_FILE",
                    help="apply a memory setting with mhc_torch.apply before the first step (docs/torch.md)")
     c.add_argument("--recipe", metavar="JSON_OR_FILE",
@@ -148,6 +221,15 @@ def main(argv=None) -> int:
     c.add_argument("--layers", type=int, default=None, help="transformer layers (default: the model's)")
     c.add_argument("--hc", type=int, default=4, help="mHC residual streams n (mhc models; 1 = plain)")
     c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"])
+    c.add_argument("--autocast-policy", default="cuda", choices=["cuda", "cpu"],
+                   help="CUDA autocast's cast lists (default: the target is a GPU) or torch's CPU lists")
+    c.add_argument("--weights", default="as-built", choices=["as-built", "bf16", "fp16", "fp32"],
+                   help="cast the model's parameters and buffers (bf16: bf16 weights, grads and optimizer state)")
+    c.add_argument("--forward-only", action="store_true", help="forward steps under torch.no_grad() (inference)")
+    c.add_argument("--micro-batches", type=int, default=1,
+                   help="forward+backward passes per optimizer step, gradients accumulated")
+    c.add_argument("--zero-grad", default="none", choices=["none", "zeros", "never"],
+                   help="after the optimizer step: grads set to None (default), zeroed and kept, or kept")
     c.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw-fused"],
                    help="AdamW with foreach kernels (default) or the fused kernel")
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
@@ -165,7 +247,8 @@ def main(argv=None) -> int:
         except ValueError as e:
             print(f"mhc-torch: recipe: {e}", file=sys.stderr)
             return 2
-        a = p.parse_args(["capture", *rest, "-o", a.out] + (["--setting", a.setting] if a.setting is not None else []))
+        a = p.parse_args(["capture", *rest, "-o", a.out] + (["--setting", a.setting] if a.setting is not None else [])
+                         + (["--force"] if a.force else []))
     if a.cmd == "capture":
         if a.model is None:
             print("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe", file=sys.stderr)
@@ -174,12 +257,15 @@ def main(argv=None) -> int:
             print(f"mhc-torch: unknown model '{a.model}'; valid: {', '.join(PRESETS)} or FILE.py", file=sys.stderr)
             return 2
         for name, v, lo in (("--steps", a.steps, 1), ("--batch", a.batch, 1), ("--seq", a.seq, 1),
-                            ("--hc", a.hc, 1), ("--layers", a.layers if a.layers is not None else 1, 1)):
+                            ("--hc", a.hc, 1), ("--layers", a.layers if a.layers is not None else 1, 1),
+                            ("--micro-batches", a.micro_batches, 1)):
             if v < lo:
                 print(f"mhc-torch: {name} must be at least {lo} (got {v})", file=sys.stderr)
                 return 2
-        if not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
-            print(f"mhc-torch: {a.out}: the folder does not exist", file=sys.stderr)
+        try:  # before the model is loaded or run: a refused output costs nothing
+            check_output(a.out, replace=a.force, inputs=[a.model] if a.model.endswith(".py") else [])
+        except OutputError as e:
+            print(f"mhc-torch: {e}", file=sys.stderr)
             return 2
         return _capture(a, c)
     return _runs(a)

@@ -15,6 +15,12 @@ The host link is the GPU's PCIe generation, one direction, pinned memory, as mea
 toolkit's link presets, docs/simulator.md): PCIe 4 (A100, L40S) 25 GB/s, PCIe 5 (H100, H200)
 55 GB/s. A capture times the copies of host-memory settings with it.
 
+Streaming multiprocessors: A100 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020),
+H100 SXM5 132 and H100 PCIe 114 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022), H200
+132 (the H100 SXM's GH100 configuration), L40S 142 (NVIDIA L40S datasheet, 2023). Resident threads
+per SM by compute capability (CUDA C++ Programming Guide, "Technical Specifications per Compute
+Capability"): 2048 on 8.0 and 9.0, 1536 on 8.9.
+
 The launch overhead is the gap a back-to-back kernel costs on one stream (a few microseconds on
 these GPUs with a busy CPU; the same 2 us for all, an assumption, not a datasheet figure).
 """
@@ -34,6 +40,10 @@ class GpuSpec:
     hbm_bw: float  # bytes/s
     host_link_bw: float = 25e9  # bytes/s, one direction, pinned host memory
     launch_overhead_s: float = 2e-6
+    # What the GPU's own buffers depend on (workspaces.py); None: not modelled for this GPU.
+    compute_capability: tuple[int, int] | None = None
+    sm_count: int | None = None
+    max_threads_per_sm: int | None = None
 
     def peak_flops(self, dtype) -> float:
         """Peak FLOP/s for a matmul-like op whose inputs have this torch dtype."""
@@ -47,12 +57,18 @@ class GpuSpec:
 
 
 GPUS: dict[str, GpuSpec] = {
-    "a100-40g": GpuSpec("a100-40g", "NVIDIA A100-SXM4-40GB", 40 << 30, 312e12, 156e12, 19.5e12, 1.555e12),
-    "a100-80g": GpuSpec("a100-80g", "NVIDIA A100-SXM4-80GB", 80 << 30, 312e12, 156e12, 19.5e12, 2.039e12),
-    "h100-pcie": GpuSpec("h100-pcie", "NVIDIA H100 PCIe", 80 << 30, 756e12, 378e12, 51.2e12, 2.0e12, 55e9),
-    "h100-sxm": GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 80 << 30, 989.4e12, 494.7e12, 66.9e12, 3.35e12, 55e9),
-    "h200": GpuSpec("h200", "NVIDIA H200", 141_000_000_000, 989.4e12, 494.7e12, 66.9e12, 4.8e12, 55e9),
-    "l40s": GpuSpec("l40s", "NVIDIA L40S", 48 << 30, 362.05e12, 183e12, 91.6e12, 0.864e12),
+    "a100-40g": GpuSpec("a100-40g", "NVIDIA A100-SXM4-40GB", 40 << 30, 312e12, 156e12, 19.5e12, 1.555e12,
+                        compute_capability=(8, 0), sm_count=108, max_threads_per_sm=2048),
+    "a100-80g": GpuSpec("a100-80g", "NVIDIA A100-SXM4-80GB", 80 << 30, 312e12, 156e12, 19.5e12, 2.039e12,
+                        compute_capability=(8, 0), sm_count=108, max_threads_per_sm=2048),
+    "h100-pcie": GpuSpec("h100-pcie", "NVIDIA H100 PCIe", 80 << 30, 756e12, 378e12, 51.2e12, 2.0e12, 55e9,
+                         compute_capability=(9, 0), sm_count=114, max_threads_per_sm=2048),
+    "h100-sxm": GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 80 << 30, 989.4e12, 494.7e12, 66.9e12, 3.35e12, 55e9,
+                        compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048),
+    "h200": GpuSpec("h200", "NVIDIA H200", 141_000_000_000, 989.4e12, 494.7e12, 66.9e12, 4.8e12, 55e9,
+                    compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048),
+    "l40s": GpuSpec("l40s", "NVIDIA L40S", 48 << 30, 362.05e12, 183e12, 91.6e12, 0.864e12,
+                    compute_capability=(8, 9), sm_count=142, max_threads_per_sm=1536),
 }
 
 

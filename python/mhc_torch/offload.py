@@ -25,6 +25,7 @@ are no-ops, so a capture measures the memory a GPU would hold.
 from __future__ import annotations
 
 import collections
+import contextlib
 import weakref
 
 import torch
@@ -35,16 +36,24 @@ from . import placement
 class _Stored:
     """One offloaded device storage: its host copy, then its device copy in the backward."""
 
-    __slots__ = ("host", "nbytes", "source", "tensor", "device_copy", "ready", "pending", "__weakref__")
+    __slots__ = ("host", "nbytes", "source", "tensors", "device_copy", "ready", "pending", "__weakref__")
 
     def __init__(self, host: torch.Tensor, nbytes: int, t: torch.Tensor):
         self.host: torch.Tensor | None = host  # uint8, the whole storage
         self.nbytes = nbytes
         self.source = weakref.ref(t.untyped_storage())  # a later storage at the same place is another one
-        self.tensor = weakref.ref(t)  # while alive, the device storage is too
+        self.tensors: list[weakref.ref] = []  # the tensors saved on it: while one lives, so does it
         self.device_copy: torch.Tensor | None = None
         self.ready = None  # the copy stream's event after the device copy (CUDA only)
         self.pending = 0  # saves of it not unpacked yet
+
+    def live_tensor(self) -> torch.Tensor | None:
+        """A tensor on the device storage if one that was saved is still alive."""
+        for ref in self.tensors:
+            t = ref()
+            if t is not None:
+                return t
+        return None
 
 
 class _Saved:
@@ -116,6 +125,7 @@ class SavedTensorOffload:
             self._stored[id(st)] = stored
         saved = _Saved(index, stored, t)
         stored.pending += 1
+        stored.tensors.append(weakref.ref(t))
         self._saves[index] = weakref.ref(saved)
         return saved
 
@@ -163,21 +173,21 @@ class SavedTensorOffload:
             ahead = self._saves.get(j)
             ahead = ahead() if ahead is not None else None
             if (ahead is not None and not ahead.unpacked and ahead.stored.device_copy is None
-                    and ahead.stored.host is not None and ahead.stored.tensor() is None):
+                    and ahead.stored.host is not None and ahead.stored.live_tensor() is None):
                 self._to_device(ahead.stored)
         return out
 
     def _still_on_device(self, stored: _Stored, saved: _Saved) -> torch.Tensor | None:
         """The saved view of the device storage itself, when something else (a save outside these
         hooks, the program) has kept it alive: no copy is needed, and the host copy is dropped."""
-        t = stored.tensor()
-        if t is None or stored.device_copy is not None or t.dtype != saved.dtype or stored.source() is None:
+        t = stored.live_tensor()
+        if t is None or stored.device_copy is not None or stored.source() is None:
             return None
         stored.host = None
         if not saved.unpacked:
             saved.unpacked = True
             stored.pending -= 1
-        return t.detach().as_strided(saved.size, saved.stride, saved.offset)
+        return _whole_storage(t.detach()).view(saved.dtype).as_strided(saved.size, saved.stride, saved.offset)
 
     def _to_device(self, stored: _Stored) -> None:
         if stored.host is None:
@@ -188,13 +198,15 @@ class SavedTensorOffload:
         with torch.no_grad(), self._copy_context(dev):
             dev.copy_(host, non_blocking=host.is_pinned())
             stored.ready = self._record_event(dev)
+        if stored.ready is not None:  # a prefetch whose unpack never comes must not free it mid-copy
+            dev.record_stream(self._copy_stream)
         stored.device_copy = dev
 
     # Streams ----------------------------------------------------------------------------------
     def _copy_context(self, t: torch.Tensor):
         """The copy stream for a streamed offload (after the compute stream's work so far)."""
         if not self.streamed:
-            return _null()
+            return contextlib.nullcontext()
         if not t.is_cuda:
             return placement.side_stream()
         if self._copy_stream is None:
@@ -205,8 +217,3 @@ class SavedTensorOffload:
     def _record_event(self, t: torch.Tensor):
         return self._copy_stream.record_event() if self.streamed and t.is_cuda else None
 
-
-def _null():
-    import contextlib
-
-    return contextlib.nullcontext()

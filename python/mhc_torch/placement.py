@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from typing import Callable
 
 import torch
 

@@ -2,14 +2,17 @@
 their runs back as pandas DataFrames.
 
 The DDL is the C++ store's (trace/src/schema.cpp), statement for statement; `mhc check` is the
-judge of what this writes. A trace is written to PATH.tmp-PID and renamed into place when complete,
-so an interrupted capture leaves no half-written file.
+judge of what this writes. A trace is written to PATH.mhc-tmp-PID and renamed into place when
+complete, so an interrupted capture leaves no half-written file (the C++ tools' convention:
+docs/trace-format.md, "Durability and concurrency").
 """
 from __future__ import annotations
 
 import os
 import sqlite3
 from dataclasses import dataclass, field
+
+from .output_file import OutputError, OutputExists, SignalGuard, begin_output, check_output, commit  # noqa: F401 (re-exported)
 
 SCHEMA_VERSION = 1
 FORMAT_NAME = "mhc-trace"
@@ -55,7 +58,7 @@ CREATE TABLE modules (
 CREATE TABLE kernel_info (
   kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
   flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
-CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL, packs INTEGER,
   PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
 CREATE TABLE runs (
   id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
@@ -153,16 +156,17 @@ class Marker:
 
 
 def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
-                modules=(), saved=(), copies=()) -> None:
+                modules=(), saved=(), copies=(), replace: bool = True) -> None:
     """Writes a complete trace to `path` atomically (temporary file, then rename).
 
     `modules` (Module records, parents before children) and the kernels' module/phase/flops fill
-    the capture tables `modules` and `kernel_info`; `saved` is (allocation id, kernel id) pairs
-    for `saved_tensors`: the storages autograd saved for the backward and the op that saved them.
+    the capture tables `modules` and `kernel_info`; `saved` is (allocation id, kernel id, packs)
+    for `saved_tensors`: the storages autograd saved for the backward, the op that saved them and
+    how many times (views of one storage); `copies` are Copy records.
+    With `replace` False an existing `path` is never replaced (OutputExists).
     """
-    tmp = f"{path}.tmp-{os.getpid()}"
-    if os.path.exists(tmp):
-        os.remove(tmp)
+    tmp = begin_output(path, replace)
+    signals = SignalGuard()
     strings: dict[str, int] = {"": 0}
 
     def intern(text: str) -> int:
@@ -196,7 +200,7 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
             db.executemany(
                 "INSERT INTO kernel_info VALUES (?,?,?,?,?)",
                 ((k.id, module_id[k.module], k.phase, k.flops, k.moved_bytes) for k in kernels))
-            db.executemany("INSERT INTO saved_tensors VALUES (?,?)", sorted(set(saved)))
+            db.executemany("INSERT INTO saved_tensors VALUES (?,?,?)", sorted(saved))
             db.executemany("INSERT INTO copies VALUES (?,?,?,?,?,?,?)",
                            ((c.id, c.device, c.stream, c.kind, c.bytes, c.t_start, c.t_end) for c in copies))
             db.executemany(
@@ -213,11 +217,14 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         finally:
             db.close()
-        os.replace(tmp, path)
+        commit(tmp, path, replace)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
+        signals.reraise_fatal()
         raise
+    finally:
+        signals.restore()
 
 
 class TraceError(Exception):

@@ -48,9 +48,11 @@ def test_linear_every_storage_and_op(tmp_path):
         (12, "param", "bias"),
         (32, "other", "batch"),                      # 2 x 4
         (24, "workspace", "Linear:aten::addmm"),     # y = x W^T + b: not saved (sum needs no input)
+        (32 << 20, "workspace", "cuBLAS workspace (main thread)"),      # H100: 32 MiB, at the first matmul
         (4, "activation", "aten::sum"),              # the loss: alive when the backward starts
         (4, "workspace", "aten::ones_like"),         # d loss / d loss
         (48, "grad", "weight.grad"),
+        (32 << 20, "workspace", "cuBLAS workspace (autograd thread)"),  # the backward's first matmul
         (12, "grad", "bias.grad"),
         (4, "optimizer", "weight.step"),
         (48, "optimizer", "weight.exp_avg"),
@@ -69,10 +71,12 @@ def test_linear_every_storage_and_op(tmp_path):
                                       {1: "R", 2: "W", 3: "RW"}[m]))
     s1, s2 = [f"aten::_foreach_sqrt#{i}" for i, _, _, lab in allocs if lab == "aten::_foreach_sqrt"]
     expected = [
-        ("aten::addmm", {("bias", "R"), ("batch", "R"), ("weight", "R"), ("Linear:aten::addmm", "W")}),
+        ("aten::addmm", {("bias", "R"), ("batch", "R"), ("weight", "R"), ("Linear:aten::addmm", "W"),
+                         ("cuBLAS workspace (main thread)", "RW")}),
         ("aten::sum", {("Linear:aten::addmm", "R"), ("aten::sum", "W")}),
         ("aten::ones_like", {("aten::ones_like", "W")}),  # takes the loss for its shape only
-        ("aten::mm", {("aten::ones_like", "R"), ("batch", "R"), ("weight.grad", "W")}),
+        ("aten::mm", {("aten::ones_like", "R"), ("batch", "R"), ("weight.grad", "W"),
+                      ("cuBLAS workspace (autograd thread)", "RW")}),
         ("aten::sum", {("aten::ones_like", "R"), ("bias.grad", "W")}),
         ("aten::lift_fresh", {("weight.step", "W")}),
         ("aten::zeros_like", {("weight.exp_avg", "W")}),
@@ -209,13 +213,13 @@ def test_data_dependent_model_fails_with_one_line(tmp_path):
     """))
     out = tmp_path / "bad.db"
     out.write_bytes(b"previous contents")
-    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(model), "-o", str(out)],
+    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(model), "-o", str(out), "--force"],
                        capture_output=True, text=True)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "aten.nonzero" in lines[0], r.stderr
     assert out.read_bytes() == b"previous contents"  # the old file is untouched
-    assert glob.glob(str(out) + ".tmp-*") == []
+    assert glob.glob(str(out) + ".*tmp-*") == []
 
 
 def test_missing_model_file_and_bad_options(tmp_path):

@@ -133,6 +133,27 @@ def test_saved_tensors_and_who_saved_them(baseline):
     assert rows == expected
 
 
+def test_saves_of_one_storage_are_counted(tmp_path):
+    """q and k, two halves (views) of one projection's output, saved by the op that multiplies
+    them: one row, two packs (what a streamed offload counts)."""
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 32, bias=False)
+
+        def forward(self, x):
+            q, k = self.fc(x).chunk(2, dim=-1)
+            return q * k
+
+    path = str(tmp_path / "gate.db")
+    mhc_torch.capture(Gate, lambda: (torch.randn(8, 16),), path=path, autocast_dtype=None,
+                      loss_fn=lambda m, b: m(*b).sum())
+    rows = _rows(path, "SELECT coalesce(la.text, ''), s.text, st.packs FROM saved_tensors st JOIN allocations a "
+                       "ON a.id = st.allocation LEFT JOIN strings la ON la.id = a.label JOIN kernels k ON k.id = st.kernel "
+                       "JOIN strings s ON s.id = k.name ORDER BY k.id")
+    assert rows == [("batch", "aten::mm", 1), ("Gate.fc:aten::mm", "aten::mul", 2)]
+
+
 def test_baseline_by_hand(baseline):
     assert _activations_at_backward(baseline) == BASELINE
     assert _recomputed(baseline) == [] and _copies(baseline) == [] and _host(baseline) == {}
@@ -230,6 +251,48 @@ def test_optimizer_state_on_the_host(tmp_path):
     assert _rows(path, "SELECT count(*) FROM kernel_info WHERE phase = 2") == [(0,)]
     assert _copies(path) == [(store.H2D, 0, 6, PARAMS), (store.D2H, 1, 6, PARAMS)]
     assert int(mhc_torch.read_meta(path)["capture.peak_bytes"]) < int(mhc_torch.read_meta(base)["capture.peak_bytes"])
+    # One optimizer range (its step() calls the optimizer class's own: the capture's step hooks run
+    # at both levels), ending when the parameters' copies back to the device end.
+    ranges = _rows(path, "SELECT m.t_start, m.t_end FROM markers m JOIN strings s ON s.id = m.name "
+                         "WHERE s.text = 'optimizer'")
+    assert ranges == _rows(path, "SELECT min(t_start), max(t_end) FROM copies WHERE kind = ?", (store.H2D,))
+
+
+def test_bf16_weights(tmp_path):
+    """bf16 weights under bf16 autocast: parameters, gradients and AdamW's moments take half the
+    bytes (the step counters stay 4-byte fp32), and the forward no longer casts the six weights
+    to bf16, whose copies five matmuls saved (block 0's fc1 does not save its weight): 5 x 2048 B
+    fewer activations. The two casts left are the batch's and the loss's."""
+    def run(setting, name):
+        path = str(tmp_path / name)
+        mhc_torch.capture(Net, lambda: (torch.randn(32, 16),), steps=1, path=path, autocast_dtype=torch.bfloat16,
+                          loss_fn=lambda m, b: m(*b).float().sum(), setting=setting)
+        cats = dict(_rows(path, "SELECT c.name, sum(a.bytes) FROM allocations a JOIN categories c ON c.id = a.category "
+                                "WHERE a.device >= 0 GROUP BY 1"))
+        casts = _rows(path, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name JOIN kernel_info i "
+                            "ON i.kernel = k.id WHERE s.text = 'aten::_to_copy' AND i.phase = 0")[0][0]
+        return cats, casts, _activations_at_backward(path)
+
+    cats0, casts0, act0 = run(None, "fp32.db")
+    cats1, casts1, act1 = run({"weights": "bf16"}, "bf16.db")
+    assert (cats0["param"], cats0["grad"], cats0["optimizer"]) == (PARAMS, PARAMS, 2 * PARAMS + 6 * 4)
+    assert (cats1["param"], cats1["grad"], cats1["optimizer"]) == (PARAMS // 2, PARAMS // 2, PARAMS + 6 * 4)
+    assert (casts0, casts1) == (8, 2)
+    assert act0 - act1 == 5 * 64 * 16 * 2
+
+
+def test_bf16_weights_setting_is_the_weights_option(tmp_path):
+    """A setting's "weights": "bf16" (cast inside mhc_torch.apply, after the optimizer is built)
+    and the capture's own bf16 weights (param_dtype, `--weights bf16`: before it) are one cast:
+    the same trace, and meta capture.param_dtype says bf16 for both."""
+    paths = [str(tmp_path / "setting.db"), str(tmp_path / "option.db")]
+    for path, kwargs in zip(paths, ({"setting": {"weights": "bf16"}}, {"param_dtype": torch.bfloat16})):
+        mhc_torch.capture(Net, lambda: (torch.randn(32, 16),), steps=2, path=path, autocast_dtype=torch.bfloat16,
+                          loss_fn=lambda m, b: m(*b).float().sum(), **kwargs)
+    tables = [[_rows(p, f"SELECT * FROM {t} ORDER BY 1, 2") for t in ("allocations", "kernels", "accesses")]
+              for p in paths]
+    assert tables[0] == tables[1]
+    assert [mhc_torch.read_meta(p)["capture.param_dtype"] for p in paths] == ["bfloat16", "bfloat16"]
 
 
 def test_mhc_policy_recomputes_the_maps_only(tmp_path):
@@ -321,7 +384,9 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
     assert json.loads(recipe) == {"model": net_file, "batch": 1, "seq": 32, "steps": 1, "layers": None, "hc": 4,
-                                  "gpu": "h100-sxm", "autocast": "none", "optimizer": "adamw"}
+                                  "gpu": "h100-sxm", "autocast": "none", "autocast_policy": "cuda",
+                                  "weights": "as-built", "forward_only": False, "micro_batches": 1,
+                                  "zero_grad": "none", "optimizer": "adamw"}
     setting = tmp_path / "s.json"
     setting.write_text('{"checkpoint": {"modules": ["Net.blocks.1"]}}')
     b = str(tmp_path / "b.db")
@@ -332,6 +397,30 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     assert _activations_at_backward(b) == BASELINE - A
     assert _recomputed(b) == [("aten::mm", "Net.blocks.1.fc1"), ("aten::relu", "Net.blocks.1")]
     assert subprocess.run([mhc_exe, "check", b], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("flags", [
+    ["--weights", "bf16", "--micro-batches", "2", "--zero-grad", "zeros", "--autocast-policy", "cpu", "--steps", "2"],
+    ["--forward-only", "--autocast", "bf16"],
+])
+def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
+    """Every option of the step goes into the recipe and comes back from it: the capture that
+    --recipe runs (--force replacing its output) is the same trace, op for op and byte for byte."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    r = _cli("capture", net_file, "--seq", "32", *flags, "-o", a)
+    assert r.returncode == 0, r.stderr
+    recipe = store.read_meta(a)["capture.recipe"]
+    open(b, "w").close()
+    r = _cli("capture", "--recipe", recipe, "--force", "-o", b)
+    assert r.returncode == 0, r.stderr
+    meta_a, meta_b = store.read_meta(a), store.read_meta(b)
+    for key in ("capture.recipe", "capture.autocast", "capture.autocast_policy", "capture.param_dtype",
+                "capture.step", "capture.micro_batches", "capture.zero_grad", "capture.peak_bytes", "capture.steps"):
+        assert meta_a[key] == meta_b[key], key
+    ka, kb = (store.read_table(p, "kernels")[["name", "t_start", "t_end"]] for p in (a, b))
+    assert ka.equals(kb)
+    aa, ab = (store.read_table(p, "allocations")[["bytes", "t_alloc", "t_free", "category"]] for p in (a, b))
+    assert aa.equals(ab)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -350,7 +439,8 @@ def test_cli_bad_setting_one_line(tmp_path, net_file, args, message):
 
 @pytest.mark.parametrize("args, message", [
     (["--recipe", '{"model": "tiny-llama", "bath": 2}'],
-     "mhc-torch: recipe: unknown key 'bath'; valid: model, gpu, steps, batch, seq, layers, hc, autocast, optimizer"),
+     "mhc-torch: recipe: unknown key 'bath'; valid: model, gpu, steps, batch, seq, layers, hc, autocast, "
+     "autocast_policy, weights, forward_only, micro_batches, zero_grad, optimizer"),
     (["--recipe", '{"batch": 2}'], 'mhc-torch: recipe: expected a JSON object with a "model"'),
     (["--recipe", "none.json"], "mhc-torch: recipe: none.json: No such file or directory"),
     (["tiny-llama", "--recipe", '{"model": "tiny-llama"}'], "mhc-torch: give either MODEL with its options or --recipe"),
@@ -361,3 +451,60 @@ def test_cli_bad_recipe_one_line(tmp_path, args, message):
     r = _cli("capture", *args, "-o", str(out))
     assert r.returncode == 2 and r.stderr.strip() == message, r.stderr
     assert not out.exists()
+
+
+class SoftBlock(nn.Module):
+    """fc2(softmax(fc1(x))): under CUDA's autocast lists the matmuls run in bf16 and the softmax in
+    fp32 (CPU's lists would leave it in bf16)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 64, bias=False), nn.Linear(64, 16, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.softmax(self.fc1(x), dim=-1))
+
+
+class SoftNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(SoftBlock() for _ in range(2))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def _written(path, phase, module_prefix):
+    """(op, bytes it wrote) of the kernels of a phase inside a module, in order."""
+    return _rows(path, "SELECT s.text, coalesce(sum(a.bytes), 0) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                       "JOIN strings s ON s.id = k.name JOIN modules m ON m.id = i.module JOIN strings ms ON ms.id = m.name "
+                       "LEFT JOIN accesses x ON x.kernel = k.id AND x.mode = 2 LEFT JOIN allocations a ON a.id = x.allocation "
+                       "WHERE i.phase = ? AND (ms.text = ? OR ms.text LIKE ?) GROUP BY k.id ORDER BY k.id",
+                 (phase, module_prefix, module_prefix + ".%"))
+
+
+def test_checkpoint_recompute_under_cuda_autocast(tmp_path):
+    """A checkpointed block under bf16 autocast with CUDA's lists: the backward's recompute casts
+    as the forward did (checkpoint compares them and raised CheckpointError when the recompute got
+    CPU's lists), so it writes the same ops and bytes: the bf16 weight casts (64 x 16 x 2 =
+    2048 B), fc1's bf16 output (32 x 64 x 2 = 4096 B), the softmax in fp32 (its input cast, then
+    the softmax: 32 x 64 x 4 = 8192 B each), fc2's input cast back to bf16 (4096 B). And the
+    weight casts the recompute caches die when its autocast region ends, as on a GPU: nothing it
+    made is alive when the optimizer runs."""
+    path = str(tmp_path / "soft.db")
+    mhc_torch.capture(SoftNet, lambda: (torch.randn(32, 16),), steps=1, path=path, autocast_dtype=torch.bfloat16,
+                      loss_fn=lambda m, b: m(*b).sum(), setting={"checkpoint": {"modules": ["SoftNet.blocks.1"]}})
+    forward = _written(path, store.FORWARD, "SoftNet.blocks.1")
+    recompute = _written(path, store.RECOMPUTE, "SoftNet.blocks.1")
+    assert forward == [("aten::_to_copy", 2048), ("aten::mm", 4096), ("aten::_to_copy", 8192), ("aten::_softmax", 8192),
+                       ("aten::_to_copy", 4096), ("aten::_to_copy", 2048), ("aten::mm", 1024)]
+    # It stops once it has what the backward needs: fc2's inputs (the mm saves them before it runs).
+    assert recompute == forward[:-1]
+    optimizer_start = _rows(path, "SELECT min(k.t_start) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                                  "WHERE i.phase = 2")[0][0]
+    alive = _rows(path, "SELECT count(*) FROM allocations a WHERE a.id IN (SELECT x.allocation FROM accesses x "
+                        "JOIN kernel_info i ON i.kernel = x.kernel WHERE i.phase = 3 AND x.mode = 2) "
+                        "AND (a.t_free IS NULL OR a.t_free > ?)", (optimizer_start,))[0][0]
+    assert alive == 0

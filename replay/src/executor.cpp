@@ -480,6 +480,8 @@ void Executor::setup() {
         sc.pace_h2d_Bps = O.pace_h2d_Bps;
         sc.pace_d2h_Bps = O.pace_d2h_Bps;
         sc.pace_duplex = O.pace_duplex;
+        sc.pace_h2d_latency_s = O.pace_h2d_latency_s;
+        sc.pace_d2h_latency_s = O.pace_d2h_latency_s;
         sc.paused_ns = &paused_ns;
     }
     eng = kernels::make_swap_engine(device, sc);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <thread>
+#include <unordered_map>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <cerrno>
@@ -68,6 +69,40 @@ int64_t makespan_spread(std::vector<int64_t> v) {
     return v[v.size() - 1 - drop] - v[drop];
 }
 
+Divergence first_divergence(const trace::TraceData& t, const std::vector<trace::RunKernelTime>& predicted,
+                            const std::vector<trace::RunKernelTime>& measured, int64_t threshold_ns) {
+    Divergence d;
+    d.threshold_ns = threshold_ns;
+    std::unordered_map<int64_t, int64_t> measured_start;
+    measured_start.reserve(measured.size());
+    for (const trace::RunKernelTime& m : measured) measured_start[m.kernel] = m.t_start;
+    std::vector<const trace::RunKernelTime*> by_start;
+    by_start.reserve(predicted.size());
+    for (const trace::RunKernelTime& p : predicted) by_start.push_back(&p);
+    std::stable_sort(by_start.begin(), by_start.end(), [](auto* a, auto* b) { return a->t_start < b->t_start; });
+    for (const trace::RunKernelTime* p : by_start) {
+        auto m = measured_start.find(p->kernel);
+        if (m == measured_start.end() || std::llabs(m->second - p->t_start) <= threshold_ns) continue;
+        d.found = true;
+        d.kernel = p->kernel;
+        const int64_t k = t.kernel_at(p->kernel);
+        if (k >= 0) d.name = t.str(t.kernels.name[static_cast<size_t>(k)]);
+        d.predicted_ns = p->t_start;
+        d.measured_ns = m->second;
+        break;
+    }
+    return d;
+}
+
+double estimated_replay_seconds(const std::vector<sim::Result>& predictions, double time_scale, int repeat) {
+    double seconds = 0;
+    for (size_t i = 0; i < predictions.size(); ++i) {
+        const int reps = i == 0 && repeat >= 2 ? 2 * repeat - 1 : std::max(repeat, 1);
+        seconds += reps * 1e-9 * static_cast<double>(predictions[i].simulated_makespan) * time_scale;
+    }
+    return seconds;
+}
+
 bool Report::ok() const {
     auto good = [](const Row& r) { return r.measured.status != "failed" && r.measured.mismatches == 0; };
     if (!good(baseline)) return false;
@@ -123,6 +158,7 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["link_h2d_Bps"] = m.link_h2d_Bps;
     x["link_d2h_Bps"] = m.link_d2h_Bps;
     x["replay_seconds"] = m.seconds;
+    x["kernels_reached"] = static_cast<double>(m.kernel_times.size());   // every kernel it ran is in run_kernels
     if (m.oom) {
         x["oom"] = 1;
         x["oom_bytes_short"] = static_cast<double>(m.oom_short);
@@ -187,10 +223,25 @@ std::string Load::text() const {
     return b;
 }
 
+namespace {
+// "; diverged first at kernel 81 (name): started 4.10 ms predicted, 5.02 ms measured (+0.92 ms,
+// more than the replays' spread of 0.31 ms)", or nothing.
+std::string diverged_first(const Row& x) {
+    const Divergence& d = x.divergence;
+    if (!d.found) return "; no kernel started further from its predicted time than that spread";
+    char b[512];
+    std::snprintf(b, sizeof b, "; diverged first at kernel %lld (%.80s): started %s predicted, %s measured (%s%s, more than %s)",
+                  static_cast<long long>(d.kernel), d.name.c_str(), format_ns(d.predicted_ns).c_str(),
+                  format_ns(d.measured_ns).c_str(), d.measured_ns >= d.predicted_ns ? "+" : "-",
+                  format_ns(std::llabs(d.measured_ns - d.predicted_ns)).c_str(), format_ns(d.threshold_ns).c_str());
+    return b;
+}
+}  // namespace
+
 std::string verdict(const Row& x, double target, const Load& load) {
     const auto& p = x.predicted;
     const auto& m = x.measured;
-    char b[512];
+    char b[1024];
     std::string v;
     if (m.status == "failed" || m.mismatches) {
         v = "FAILED: " + (m.failure.empty() ? std::string("checksum mismatch") : m.failure);
@@ -202,13 +253,17 @@ std::string verdict(const Row& x, double target, const Load& load) {
         if (x.spread_pp < 0)
             std::snprintf(b, sizeof b, "%s: error %+.2f pp %s target %.1f pp (one replay: its noise is unknown; --repeat 3 measures it)",
                           e <= target ? "within target, unconfirmed" : "not validated", x.loss_error_pp, e <= target ? "<=" : ">", target);
+        else if (e > target && e > kMissFactor * x.spread_pp)
+            std::snprintf(b, sizeof b, "missed: error %+.2f pp, beyond the %.1f pp target and %.1f x the %.2f pp the %zu replays spread%s",
+                          x.loss_error_pp, target, x.spread_pp > 0 ? e / x.spread_pp : INFINITY, x.spread_pp,
+                          x.makespans.size(), diverged_first(x).c_str());
         else if (x.spread_pp > target)
             std::snprintf(b, sizeof b, "inconclusive: the %zu replays spread %.2f pp, more than the %.1f pp target (error %+.2f pp)",
                           x.makespans.size(), x.spread_pp, target, x.loss_error_pp);
         else
-            std::snprintf(b, sizeof b, "%s: error %+.2f pp %s target %.1f pp (%zu replays spread %.2f pp)",
+            std::snprintf(b, sizeof b, "%s: error %+.2f pp %s target %.1f pp (%zu replays spread %.2f pp)%s",
                           e <= target ? "validated" : "not validated", x.loss_error_pp, e <= target ? "<=" : ">", target,
-                          x.makespans.size(), x.spread_pp);
+                          x.makespans.size(), x.spread_pp, e <= target ? "" : diverged_first(x).c_str());
         v = b;
     }
     // Paced copies the host could not keep up with ran slower than the link predicted with.
@@ -221,6 +276,56 @@ std::string verdict(const Row& x, double target, const Load& load) {
     if (load.loaded()) v += "; the machine was loaded (" + load.text() + ")";
     return v;
 }
+
+namespace {
+
+// "3.2 h", "14 min", "42 s".
+std::string human_seconds(double s) {
+    char b[64];
+    if (s >= 3600) std::snprintf(b, sizeof b, "%.1f h", s / 3600);
+    else if (s >= 60) std::snprintf(b, sizeof b, "%.0f min", s / 60);
+    else std::snprintf(b, sizeof b, "%.0f s", s);
+    return b;
+}
+
+// A backend that does not emulate the link runs its copies with their own latency: a link that
+// claims much more would be predicted and never measured.
+void refuse_unhonoured_latency(const ValidateSpec& spec) {
+    const sim::LinkModel& l = spec.base.link;
+    const double latency = std::max(l.h2d.latency_s, l.d2h.latency_s);
+    if (spec.link_measured_here || latency <= kMaxNativeLatencyS) return;
+    const bool cuda = spec.replay.backend == Backend::Cuda;
+    throw Error("link " + l.name + ": a per-transfer latency of " + format_ns(static_cast<int64_t>(latency * 1e9)) +
+                " would be predicted but not measured: the " +
+                (cuda ? std::string("cuda backend's copies have the GPU link's own latency")
+                      : std::string("unpaced host replay's copies have the host's own latency (the paced replay, "
+                                    "without --unpaced, emulates it)")) +
+                "; at most " + format_ns(static_cast<int64_t>(kMaxNativeLatencyS * 1e9)) + " is taken as the link's own");
+}
+
+// Refuses replays estimated to run past spec.max_replay_seconds, and says so in one line when
+// they will take long.
+void check_replay_duration(const std::string& path, const ValidateSpec& spec, const std::vector<sim::Result>& predicted,
+                           double seconds) {
+    size_t slowest = 0;
+    for (size_t i = 1; i < predicted.size(); ++i)
+        if (predicted[i].simulated_makespan > predicted[slowest].simulated_makespan) slowest = i;
+    char why[512];
+    const int reps = std::max(spec.repeat, 1);
+    std::snprintf(why, sizeof why, "%zu configurations, %d replay%s each%s, at time scale x%g; the slowest, %s, is predicted at %s",
+                  predicted.size(), reps, reps == 1 ? "" : "s", reps >= 2 ? (" (the baseline " + std::to_string(2 * reps - 1) + ")").c_str() : "",
+                  spec.replay.time_scale,
+                  slowest == 0 ? "the baseline" : sim::run_name(predicted[slowest].config).c_str(),
+                  format_ns(predicted[slowest].simulated_makespan).c_str());
+    if (spec.max_replay_seconds > 0 && seconds > spec.max_replay_seconds)
+        throw Error(path + ": the replays would take at least " + human_seconds(seconds) + " (" + why + "), more than the " +
+                    human_seconds(spec.max_replay_seconds) + " allowed: a faster --link, a smaller --time-scale or fewer "
+                    "--capacity values, or a larger --max-replay-minutes");
+    if (seconds > kLongReplaySeconds && spec.warn)
+        spec.warn("the replays will take at least " + human_seconds(seconds) + " (" + why + ")");
+}
+
+}  // namespace
 
 Report validate(const std::string& path, const ValidateSpec& spec,
                 const std::function<void(const std::string&)>& note) {
@@ -255,7 +360,22 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         replay_options.pace_h2d_Bps = real.h2d.bandwidth_Bps;
         replay_options.pace_d2h_Bps = real.d2h.bandwidth_Bps;
         replay_options.pace_duplex = real.copy_engines >= 2 ? real.duplex_factor : 1.0;
+        replay_options.pace_h2d_latency_s = real.h2d.latency_s;
+        replay_options.pace_d2h_latency_s = real.d2h.latency_s;
+    } else {
+        refuse_unhonoured_latency(spec);
     }
+    // What each configuration is predicted to do on the recorded trace: the replays' duration is
+    // estimated from it before any replay, and it is the prediction of every configuration
+    // predicted on the recorded clock (the baseline; all of them with --recorded-timing).
+    std::vector<sim::Result> on_recorded;
+    for (size_t i = 0; i <= spec.capacities.size(); ++i) {
+        sim::Config c = base;
+        c.capacity = i == 0 ? sim::Capacity{} : spec.capacities[i - 1];
+        on_recorded.push_back(sim::simulate(*prepared, c));
+    }
+    rep.estimated_seconds = estimated_replay_seconds(on_recorded, spec.replay.time_scale, spec.repeat);
+    check_replay_duration(path, spec, on_recorded, rep.estimated_seconds);
 
     // Storing: each replayed run is begun ("incomplete") before its replay, so that an
     // interruption leaves exactly that behind; everything else is stored after every replay
@@ -288,7 +408,7 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         sim::Config c = base;
         c.capacity = cap;
         if (note) note("configuration " + std::to_string(config_no) + "/" + std::to_string(n_configs) + ": simulating");
-        row.predicted = sim::simulate(*prepared, c);
+        row.predicted = timed == &t ? on_recorded[static_cast<size_t>(config_no - 1)] : sim::simulate(*prepared, c);
         if (!row.predicted.invariant_violation.empty())
             throw Error(path + ": the simulator failed an invariant: " + row.predicted.invariant_violation, Error::Kind::Internal);
         row.name = sim::run_name(c);
@@ -365,6 +485,12 @@ Report validate(const std::string& path, const ValidateSpec& spec,
             if (baseline && baseline->makespans.size() > 1)
                 row.spread_pp += 100.0 * (1.0 + row.measured_loss) * static_cast<double>(makespan_spread(baseline->makespans)) /
                                  static_cast<double>(bm);
+        }
+        // Where the measured timeline first left the predicted one by more than the noise.
+        if (baseline && bm > 0) {
+            const double band_pp = row.spread_pp >= 0 ? row.spread_pp : spec.target_pp;
+            row.divergence = first_divergence(*timed, row.predicted.kernel_times, row.measured.kernel_times,
+                                              static_cast<int64_t>(band_pp / 100.0 * static_cast<double>(bm)));
         }
         if (row.measured.diverged_allocations > 0 && row.measured.failure.empty())
             row.measured.failure = std::to_string(row.measured.diverged_allocations) +
@@ -554,6 +680,10 @@ std::string to_json(const Report& r) {
         j["loss_error_pp"] = (p.oom.happened || m.oom) ? json(nullptr) : num(x.loss_error_pp);
         j["peak_error"] = num(x.peak_error);
         j["repeats"] = {{"makespans_ns", x.makespans}, {"spread_pp", x.spread_pp < 0 ? json(nullptr) : num(x.spread_pp)}};
+        const Divergence& d = x.divergence;
+        j["first_divergence"] = d.found ? json{{"kernel", d.kernel}, {"name", d.name}, {"predicted_start_ns", d.predicted_ns},
+                                               {"measured_start_ns", d.measured_ns}, {"threshold_ns", d.threshold_ns}}
+                                        : json(nullptr);
         if (x.sim_run) j["sim_run"] = x.sim_run;
         if (x.replay_run) j["replay_run"] = x.replay_run;
         return j;
@@ -577,6 +707,7 @@ std::string to_json(const Report& r) {
     j["retimed"] = r.retimed;
     j["paced"] = r.paced;
     j["pool_seconds"] = num(r.pool_seconds);
+    j["estimated_replay_seconds"] = num(r.estimated_seconds);
     j["load"] = {{"before", num(r.load.before)}, {"after", num(r.load.after)}, {"cores", r.load.cores},
                  {"others_share", r.load.others_share < 0 ? json(nullptr) : num(r.load.others_share)},
                  {"loaded", r.load.loaded()}};

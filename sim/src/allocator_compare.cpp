@@ -43,6 +43,34 @@ struct Run {
     std::vector<CachingAllocator::SegmentEvent> log;
 };
 
+// One torch.cuda.empty_cache() as the recording shows it: segment frees from `first` to `last`.
+struct CacheCall {
+    int64_t first = 0, last = 0, frees = 0;
+};
+
+// Segment frees at times when nothing is allocated, grouped into calls: consecutive ones with no
+// allocation between them are one call (empty_cache frees its segments one cudaFree at a time).
+std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*>& S, const std::set<int64_t>& alloc_times) {
+    std::map<int64_t, int64_t> frees_at;
+    for (const auto* s : S)
+        if (s->t_free != trace::kNoTime && !alloc_times.count(s->t_free)) ++frees_at[s->t_free];
+    std::vector<CacheCall> calls;
+    for (auto [tm, n] : frees_at) {
+        bool same_call = !calls.empty();
+        if (same_call) {
+            auto next_alloc = alloc_times.upper_bound(calls.back().last);
+            same_call = next_alloc == alloc_times.end() || *next_alloc > tm;
+        }
+        if (same_call) {
+            calls.back().last = tm;
+            calls.back().frees += n;
+        } else {
+            calls.push_back({tm, tm, n});
+        }
+    }
+    return calls;
+}
+
 std::string seg_words(const CachingAllocator::SegmentEvent& e) {
     std::string what = e.expandable ? (e.alloc ? "map " : "unmap ") : (e.alloc ? "cudaMalloc " : "cudaFree ");
     return what + format_bytes(e.bytes) + " (stream " + std::to_string(e.stream) + ")";
@@ -165,8 +193,8 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
         }
     }
 
-    // Events: allocations of the device, and the recording's segment frees that no allocation
-    // at the same time explains (torch.cuda.empty_cache()), mirrored.
+    // Events: allocations of the device, and the recording's torch.cuda.empty_cache() calls
+    // (segment frees that no allocation explains), mirrored at each call's last segment free.
     const auto& a = t.allocations;
     std::vector<Ev> evs;
     std::set<int64_t> alloc_times;
@@ -177,11 +205,13 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
         alloc_times.insert(a.t_alloc[i]);
         if (a.t_free[i] != trace::kNoTime) evs.push_back({a.t_free[i], 0, static_cast<int64_t>(i)});
     }
-    std::set<int64_t> cache_times;
-    for (const auto* s : S)
-        if (s->t_free != trace::kNoTime && !alloc_times.count(s->t_free)) cache_times.insert(s->t_free);
-    for (int64_t ct : cache_times) evs.push_back({ct, 1, -1});
-    c.empty_cache_calls = static_cast<int64_t>(cache_times.size());
+    const std::vector<CacheCall> calls = empty_cache_calls(S, alloc_times);
+    for (const CacheCall& call : calls) {
+        evs.push_back({call.last, 1, -1});
+        c.empty_cache_segment_frees += call.frees;
+        c.empty_cache_span_ns += call.last - call.first;
+    }
+    c.empty_cache_calls = static_cast<int64_t>(calls.size());
     std::sort(evs.begin(), evs.end());
 
     std::vector<int64_t> times;
@@ -259,19 +289,26 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     c.cold_peak = cold.peak;
     c.cold_segments = cold.segments;
 
-    // Reserved over time.
+    // Reserved over time, outside the empty_cache calls' spans [first, last): there the
+    // recording has freed part of the call's segments and the model none yet.
     int64_t cur = 0;
-    size_t j = 0;
-    double weighted = 0, plain = 0;
+    size_t j = 0, call = 0;
+    double weighted = 0, plain = 0, covered = 0;
+    int64_t compared = 0;
     for (size_t k = 0; k < times.size(); ++k) {
         const int64_t tm = times[k];
-        std::vector<std::string> rec_words;
         for (; j < rec.size() && rec[j].first == tm; ++j) cur += rec[j].second;
+        while (call < calls.size() && calls[call].last <= tm) ++call;
+        if (call < calls.size() && calls[call].first <= tm) continue;
         const int64_t diff = w.reserved_at[k] - cur;
         const int64_t ad = diff < 0 ? -diff : diff;
         c.max_abs_diff = std::max(c.max_abs_diff, ad);
         plain += static_cast<double>(ad);
-        if (k + 1 < times.size()) weighted += static_cast<double>(ad) * static_cast<double>(times[k + 1] - tm);
+        ++compared;
+        if (k + 1 < times.size()) {
+            weighted += static_cast<double>(ad) * static_cast<double>(times[k + 1] - tm);
+            covered += static_cast<double>(times[k + 1] - tm);
+        }
         if (diff != 0 && !c.diverged) {
             c.diverged = true;
             c.diverge_time = tm;
@@ -316,9 +353,7 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
                     " (model) vs " + format_bytes(cur) + " (recorded): " + hint;
         }
     }
-    const int64_t span = times.empty() ? 0 : times.back() - times.front();
-    c.mean_abs_diff = span > 0 ? weighted / static_cast<double>(span)
-                               : (times.empty() ? 0 : plain / static_cast<double>(times.size()));
+    c.mean_abs_diff = covered > 0 ? weighted / covered : (compared > 0 ? plain / static_cast<double>(compared) : 0);
     return c;
 }
 
@@ -335,7 +370,11 @@ std::string to_text(const AllocatorComparison& c) {
       << c.settings_source << "]\n";
     o << "replayed      " << c.allocations << " allocations at unlimited capacity; warm start: " << c.seeded_segments
       << " segments (" << format_bytes(c.seeded_bytes) << ") held before recording, " << c.seeded_blocks
-      << " blocks placed where recorded; " << c.empty_cache_calls << " empty_cache calls mirrored\n";
+      << " blocks placed where recorded; " << c.empty_cache_calls << " empty_cache calls mirrored";
+    if (c.empty_cache_calls > 0)
+        o << " (" << c.empty_cache_segment_frees << " segment frees over " << format_ns(c.empty_cache_span_ns)
+          << "; the model empties its cache at each call's last free)";
+    o << "\n";
     if (c.blocks_outside_segments > 0)
         o << "recording inconsistent: " << c.blocks_outside_segments << " of " << c.allocations
           << " allocations lie outside every recorded segment alive when they were made: no allocator can "
@@ -354,7 +393,9 @@ std::string to_text(const AllocatorComparison& c) {
     std::snprintf(b, sizeof b, "%-16s %16lld %16lld\n", "cudaFree/unmap", static_cast<long long>(c.recorded_frees),
                   static_cast<long long>(c.model_frees));
     o << b;
-    o << "reserved over time (model - recorded): max |diff| " << format_bytes(c.max_abs_diff) << ", mean |diff| "
+    o << "reserved over time (model - recorded";
+    if (c.empty_cache_span_ns > 0) o << ", outside the empty_cache calls' " << format_ns(c.empty_cache_span_ns);
+    o << "): max |diff| " << format_bytes(c.max_abs_diff) << ", mean |diff| "
       << format_bytes(static_cast<int64_t>(std::llround(c.mean_abs_diff))) << "\n";
     o << "first divergence: " << (c.diverged ? c.why : std::string("none")) << "\n";
     o << "cold start (the model from an empty cache): reserved peak " << format_bytes(c.cold_peak) << ", "
@@ -369,6 +410,7 @@ std::string to_json(const AllocatorComparison& c) {
       << ",\"settings_source\":" << json_str(c.settings_source) << ",\"allocations\":" << c.allocations
       << ",\"seeded_segments\":" << c.seeded_segments << ",\"seeded_bytes\":" << c.seeded_bytes
       << ",\"seeded_blocks\":" << c.seeded_blocks << ",\"empty_cache_calls\":" << c.empty_cache_calls
+      << ",\"empty_cache_segment_frees\":" << c.empty_cache_segment_frees << ",\"empty_cache_span_ns\":" << c.empty_cache_span_ns
       << ",\"blocks_outside_segments\":" << c.blocks_outside_segments
       << ",\"recorded\":{\"reserved_peak\":" << c.recorded_peak << ",\"segments\":" << c.recorded_segments
       << ",\"device_allocs\":" << c.recorded_mallocs << ",\"device_frees\":" << c.recorded_frees << "}"

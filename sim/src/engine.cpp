@@ -443,7 +443,11 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
         }
     }
     int64_t dur = P.kend[s] - P.kstart[s];
-    if (shift != 0 && C.record_events) R.kernel_times.push_back({kernel_id(s), start, start + dur});
+    // Every kernel the run reaches is stored at its time, moved or not (a missing one is one the
+    // run never reached: docs/trace-format.md, run_kernels).
+    if (C.record_events) R.kernel_times.push_back({kernel_id(s), start, start + dur});
+    ++R.kernels_reached;
+    R.last_kernel = kernel_id(s);
     t_last = std::max(t_last, start + dur);
     origin.after_launch = true;
     if (pre_acts) pre->after_launch(s, start);

@@ -33,6 +33,7 @@ std::vector<std::pair<std::string, double>> metrics(const Result& r) {
         {"host_peak_bytes", d(r.host_peak)},
         {"oom", r.oom.happened ? 1.0 : 0.0},
         {"assumed_accesses", r.assumed_accesses ? 1.0 : 0.0},
+        {"kernels_reached", d(r.kernels_reached)},
         {"sim_seconds", r.seconds},
     };
     // A run that stopped at an OOM did not finish: it has no peak reduction or throughput
@@ -43,6 +44,7 @@ std::vector<std::pair<std::string, double>> metrics(const Result& r) {
     } else {
         m.push_back({"oom_slowdown", r.throughput_loss});
     }
+    if (r.last_kernel >= 0) m.push_back({"last_kernel_reached", d(r.last_kernel)});
     if (r.oom.happened) {
         m.push_back({"oom_time_ns", d(r.oom.time)});
         m.push_back({"oom_bytes_needed", d(r.oom.bytes_needed)});

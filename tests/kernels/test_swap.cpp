@@ -203,3 +203,34 @@ TEST_CASE("kernels: a paced host link is never faster than its pace", "[kernels]
     bad.pace_duplex = 0;
     CHECK_THROWS_AS(k::make_swap_engine(k::Device::Cpu, bad), mhc::Error);
 }
+
+TEST_CASE("kernels: a paced host link pays its latency per transfer, queued ones too", "[kernels][swap][pace]") {
+    k::SwapConfig c;
+    c.device_bytes = c.host_bytes = 4 << 20;
+    c.chunk_bytes = 1 << 20;
+    c.pace_h2d_Bps = c.pace_d2h_Bps = 1e12;   // bytes take no time: what remains is latency
+    c.pace_h2d_latency_s = 0.020;
+    auto e = k::make_swap_engine(k::Device::Cpu, c);
+    using Clock = std::chrono::steady_clock;
+    auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    // As the simulator: start = max(submitted, the previous transfer's end), end = start +
+    // latency + bytes / pace. Three transfers queued at once end 20, 40 and 60 ms after.
+    auto t0 = Clock::now();
+    auto a = e->submit(k::SwapDir::HostToDevice, 0, 0, 4096);
+    auto b = e->submit(k::SwapDir::HostToDevice, 4096, 4096, 4096);
+    auto d = e->submit(k::SwapDir::HostToDevice, 8192, 8192, 4096);
+    e->wait(a);
+    CHECK(since(t0) >= 0.020);
+    e->wait(b);
+    CHECK(since(t0) >= 0.040);
+    auto rd = e->wait(d);
+    CHECK(since(t0) >= 0.060);
+    CHECK(rd.end_s - rd.start_s >= 0.020);
+    // A latency is emulated on a paced direction only; never negative.
+    k::SwapConfig bad = c;
+    bad.pace_h2d_Bps = 0;
+    CHECK_THROWS_WITH(k::make_swap_engine(k::Device::Cpu, bad), Catch::Contains("paced link only"));
+    bad = c;
+    bad.pace_d2h_latency_s = -1;
+    CHECK_THROWS_AS(k::make_swap_engine(k::Device::Cpu, bad), mhc::Error);
+}

@@ -42,6 +42,7 @@ int main() {
     r.forecast_error = 0.3; r.forecast_peak_error = NAN; r.forecast_horizon_error = 0.4;
     r.forecast_horizon_steps = n(); r.forecast_evictions = n(); r.early_evictions = n();
     r.coupled_wait_time = n(); r.coupled_wait_count = n();
+    r.kernels_reached = n(); r.last_kernel = n();
     r.assumed_accesses = true; r.warnings = {"w1", "w2"}; r.invariant_violation = "inv"; r.rows = n(); r.seconds = 1.25;
     r.events = {{trace::EventKind::Recompute, n(), n(), n(), n(), n()}};
     r.plan_log.origins = {{sim::Recorded::KernelEnd, true, 7}};
@@ -60,6 +61,7 @@ int main() {
     EXPECT(u.oom.happened && u.oom.why == "why" && u.oom.fragmentation && u.oom.largest_free_block == r.oom.largest_free_block);
     EXPECT(std::isnan(u.forecast_peak_error) && u.forecast_horizon_error == 0.4);
     EXPECT(u.coupled_wait_time == r.coupled_wait_time && u.coupled_wait_count == r.coupled_wait_count);
+    EXPECT(u.kernels_reached == r.kernels_reached && u.last_kernel == r.last_kernel);
     EXPECT(u.warnings == r.warnings && u.invariant_violation == "inv" && u.seconds == 1.25);
     EXPECT(u.events.size() == 1 && u.events[0].kind == trace::EventKind::Recompute && u.events[0].bytes == r.events[0].bytes);
     EXPECT(u.plan_log.origins[0] == r.plan_log.origins[0] && u.plan_log.origins[0].after_launch);

@@ -156,13 +156,31 @@ TEST_CASE("a verdict is a validation only when the error and the spread of repea
     r.loss_error_pp = -3.2;
     r.spread_pp = 2.0;
     CHECK(replay::verdict(r, 5, idle).rfind("validated: error -3.20 pp <= target 5.0 pp (3 replays spread 2.00 pp)", 0) == 0);
-    r.loss_error_pp = 7.5;
-    CHECK(replay::verdict(r, 5, idle).rfind("not validated: error +7.50 pp > target 5.0 pp", 0) == 0);
+    r.loss_error_pp = 5.5;   // beyond the target, within 3 spreads
+    CHECK(replay::verdict(r, 5, idle).rfind("not validated: error +5.50 pp > target 5.0 pp", 0) == 0);
     // Replays further apart than the target: no point estimate is a validation, good or bad.
     r.loss_error_pp = 0.4;
     r.spread_pp = 6.1;
     CHECK(replay::verdict(r, 5, idle).rfind("inconclusive: the 3 replays spread 6.10 pp, more than the 5.0 pp target", 0) == 0);
+    r.loss_error_pp = 18.0;   // < 3 x 6.1: still within what the noise could make
+    CHECK(replay::verdict(r, 5, idle).rfind("inconclusive: ", 0) == 0);
+    // An error several times the spread is a miss, whatever the spread: gpt2-small (4 layers,
+    // 2 steps, seed 3) at 70% predicted 459.83% and measured 540.43% with a 9-point spread. The
+    // verdict names the first kernel that started further from its prediction than the spread.
+    r.loss_error_pp = 80.6;
+    r.spread_pp = 9.0;
+    r.divergence = {true, 81, "ampere_sgemm_128x64_nn", 4'100'000, 5'020'000, 310'000};
+    const std::string miss = replay::verdict(r, 5, idle);
+    CHECK(miss.rfind("missed: error +80.60 pp, beyond the 5.0 pp target and 9.0 x the 9.00 pp the 3 replays spread", 0) == 0);
+    CHECK_THAT(miss, Catch::Contains("diverged first at kernel 81 (ampere_sgemm_128x64_nn): started 4.10 ms predicted, "
+                                     "5.02 ms measured (+920.00 us, more than 310.00 us)"));
+    r.spread_pp = 2.0;
+    r.loss_error_pp = -7.5;   // 3.75 x the spread, below the prediction
+    CHECK(replay::verdict(r, 5, idle).rfind("missed: error -7.50 pp", 0) == 0);
+    r.divergence = {};
+    CHECK_THAT(replay::verdict(r, 5, idle), Catch::Contains("no kernel started further from its predicted time"));
     // One replay: its noise is unknown, and the verdict says so.
+    r.loss_error_pp = 0.4;
     r.makespans = {100};
     r.spread_pp = -1;
     CHECK(replay::verdict(r, 5, idle).rfind("within target, unconfirmed", 0) == 0);
@@ -190,4 +208,31 @@ TEST_CASE("a verdict is a validation only when the error and the spread of repea
     leftover.before = 1.5;
     leftover.others_share = 0.0;
     CHECK(!leftover.loaded());
+}
+
+TEST_CASE("the first divergence is the first kernel, by predicted start, beyond the threshold", "[replay][verdict]") {
+    trace::TraceData t;
+    t.strings = {"", "gemm", "softmax"};
+    for (int64_t id : {1, 2, 3, 4}) {
+        trace::Kernel k;
+        k.id = id * 10;
+        k.name = id % 2 ? 1 : 2;
+        k.t_start = id * 100;
+        k.t_end = id * 100 + 50;
+        t.kernels.push(k);
+    }
+    t.kernel_index.build(t.kernels.id);
+    // Predicted in start order 10, 20, 30, 40 (listed out of order); measured: 10 +5, 20 -30,
+    // 30 +40, 40 never ran. Threshold 20: kernel 20 (softmax) is the first beyond it.
+    std::vector<trace::RunKernelTime> predicted{{30, 300, 350}, {10, 100, 150}, {40, 400, 450}, {20, 200, 250}};
+    std::vector<trace::RunKernelTime> measured{{10, 105, 155}, {20, 170, 220}, {30, 340, 390}};
+    auto d = replay::first_divergence(t, predicted, measured, 20);
+    REQUIRE(d.found);
+    CHECK(d.kernel == 20);
+    CHECK(d.name == "softmax");
+    CHECK(d.predicted_ns == 200);
+    CHECK(d.measured_ns == 170);
+    CHECK(d.threshold_ns == 20);
+    CHECK(replay::first_divergence(t, predicted, measured, 35).kernel == 30);
+    CHECK_FALSE(replay::first_divergence(t, predicted, measured, 40).found);   // differences of at most the threshold
 }

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <string>
 
+#include "mhc/common/error.hpp"
 #include "mhc/datasets/generate.hpp"
 #include "mhc/replay/plan.hpp"
 #include "mhc/replay/replay.hpp"
@@ -16,6 +17,7 @@
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/trace/store.hpp"
 
 using namespace mhc;
 namespace fs = std::filesystem;
@@ -223,6 +225,11 @@ TEST_CASE("an interrupted validation leaves one run marked incomplete and nothin
         CHECK(run.base_run == row.sim_run);
         CHECK(trace::load_run(path, row.sim_run).kind == "simulated");
         CHECK(run.metrics.at("checksum_mismatches") == 0);
+        // Both runs hold every kernel they reached (all of them: neither ran out of memory).
+        const auto kernels = static_cast<double>(trace::Reader(path).counts().kernels);
+        CHECK(run.metrics.at("kernels_reached") == kernels);
+        CHECK(static_cast<double>(run.kernel_times.size()) == kernels);
+        CHECK(static_cast<double>(trace::load_run(path, row.sim_run).kernel_times.size()) == kernels);
     }
     CHECK(dump_trace_tables(path) == before);
 }
@@ -338,4 +345,88 @@ TEST_CASE("validation with repeats reports the median replay and keeps every mak
     }
     CHECK(rep.retimed);   // limited runs predicted on the baseline replay's clock
     CHECK(rep.retime.span_after_ns >= rep.retime.span_before_ns);
+}
+
+namespace {
+// A link of `Bps` each way with `latency_s` per transfer, two copy engines, no duplex slowdown.
+sim::LinkModel link_of(double Bps, double latency_s) {
+    sim::LinkModel l = sim::link_from_spec("pcie4");
+    l.name = "test-link";
+    l.by_chunk.clear();
+    l.h2d = l.d2h = sim::Direction{Bps, latency_s};
+    l.duplex_factor = 1.0;
+    return l;
+}
+}  // namespace
+
+TEST_CASE("the paced host replay emulates the link's latency, as the prediction counts it", "[replay][link][latency]") {
+    // 2 ms per transfer dominates the tiny llama's 70% run (tens of transfers, ~1 ms of compute):
+    // without the emulation the measured makespan stayed near the zero-latency one while the
+    // prediction grew with the latency.
+    std::string path = small_trace("latency", false);
+    replay::ValidateSpec spec;
+    spec.base.link = link_of(2e9, 0.002);
+    spec.base.allocator = "caching";
+    spec.capacities = {sim::parse_capacity("70%")};
+    spec.replay.time_scale = 1;
+    spec.store = false;
+    replay::Report rep = replay::validate(path, spec);
+    REQUIRE(rep.ok());
+    const replay::Row& x = rep.rows.at(0);
+    REQUIRE(x.measured.status == "complete");
+    const double predicted = static_cast<double>(x.predicted.simulated_makespan);
+    const double latency_part = 0.002e9 * static_cast<double>(x.predicted.swap_in_count + x.predicted.swap_out_count);
+    INFO("predicted " << predicted << " ns, measured " << x.measured.makespan_ns << " ns");
+    CHECK(predicted > 2 * static_cast<double>(x.predicted.baseline_makespan));   // the latency matters here
+    CHECK(latency_part > 0.2 * predicted);
+    // Without the emulation the measurement was 0.17 x the prediction; with it, 1.298 s predicted
+    // and 1.312 s measured in one `mhc validate` of this trace at 10 ms per transfer (a loaded
+    // machine adds its own delays: +22% seen here at load average 10 on 2 cores).
+    CHECK(static_cast<double>(x.measured.makespan_ns) >= 0.85 * predicted);
+    CHECK(static_cast<double>(x.measured.makespan_ns) <= 1.5 * predicted);
+
+    // A replay whose copies are the machine's own cannot honour such a latency: refused.
+    spec.base.link = link_of(2e9, 0.010);
+    spec.pace = false;
+    CHECK_THROWS_WITH(replay::validate(path, spec), Catch::Contains("latency of 10.00 ms would be predicted but not measured"));
+}
+
+TEST_CASE("validation estimates the replays' duration first and refuses or warns", "[replay][estimate]") {
+    std::vector<sim::Result> p(3);
+    p[0].simulated_makespan = 1'000'000'000;
+    p[1].simulated_makespan = 2'000'000'000;
+    p[2].simulated_makespan = 3'000'000'000;
+    // The baseline 2N - 1 = 5 times, the others 3: (5 x 1 + 3 x 2 + 3 x 3) s x 10.
+    CHECK(replay::estimated_replay_seconds(p, 10, 3) == Approx(200));
+    CHECK(replay::estimated_replay_seconds(p, 10, 1) == Approx(60));
+
+    // A 1 kB/s link: the 70% run's tens of MiB of swaps take hours. Refused before any replay
+    // (nothing stored), in one line naming the estimate.
+    std::string path = small_trace("estimate", false);
+    replay::ValidateSpec spec;
+    spec.base.link = link_of(1e3, 0);
+    spec.base.allocator = "caching";
+    spec.capacities = {sim::parse_capacity("70%")};
+    spec.replay.time_scale = 1;
+    spec.replay.cancel = [](size_t) { return true; };   // a replay that starts stops at once (and fails this test)
+    try {
+        replay::validate(path, spec);
+        FAIL("a validation of hours started");
+    } catch (const mhc::Error& e) {
+        const std::string what = e.what();
+        CHECK_THAT(what, Catch::Contains("the replays would take at least") && Catch::Contains(" h (2 configurations, 1 replay each, at time scale x1;") &&
+                             Catch::Contains("more than the 1.0 h allowed"));
+        CHECK(what.find('\n') == std::string::npos);
+    }
+    CHECK(trace::list_runs(path).empty());
+    // Without a limit it warns, in one line, before the first replay (the test stops it there).
+    spec.max_replay_seconds = 0;
+    std::string said;
+    spec.warn = [&](const std::string& line) {
+        said = line;
+        throw std::runtime_error("stopped by the test");
+    };
+    CHECK_THROWS_WITH(replay::validate(path, spec), "stopped by the test");
+    CHECK_THAT(said, Catch::StartsWith("the replays will take at least"));
+    CHECK(trace::list_runs(path).empty());
 }

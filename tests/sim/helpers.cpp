@@ -112,4 +112,15 @@ std::string temp_path(const std::string& name) {
     return (mhc::test::scratch_dir("mhc-sim-tests") / name).string();
 }
 
+int64_t kernels_off_recorded_time(const trace::TraceData& t, const sim::Result& r) {
+    int64_t on_device = 0;
+    for (size_t k = 0; k < t.kernels.size(); ++k) on_device += t.kernels.device[k] == r.device;
+    int64_t off = on_device - static_cast<int64_t>(r.kernel_times.size());   // kernels without a time
+    for (const trace::RunKernelTime& kt : r.kernel_times) {
+        const int64_t k = t.kernel_at(kt.kernel);
+        if (k < 0 || t.kernels.t_start[size_t(k)] != kt.t_start || t.kernels.t_end[size_t(k)] != kt.t_end) ++off;
+    }
+    return off + (r.kernels_reached != on_device);
+}
+
 }  // namespace simtest

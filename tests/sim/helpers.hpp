@@ -26,4 +26,8 @@ mhc::sim::Config config(const std::string& eviction, int64_t capacity, const std
 
 std::string temp_path(const std::string& name);
 
+// How many kernels of the simulated device the run does not hold at their recorded times (0 for
+// an identity run, which must store every kernel, unmoved, at its recorded time).
+int64_t kernels_off_recorded_time(const mhc::trace::TraceData& t, const mhc::sim::Result& r);
+
 }  // namespace simtest

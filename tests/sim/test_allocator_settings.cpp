@@ -318,6 +318,26 @@ TEST_CASE("mhc allocator: warm start from the segments held before recording", "
     CHECK(e.settings_source == "defaults (no settings recorded), then --allocator-conf");
 }
 
+TEST_CASE("mhc allocator: segment frees with an allocation between them are two empty_cache calls", "[sim][allocator][compare]") {
+    // Two 12 MiB blocks (own segments) from 10, freed at 20; empty_cache frees their segments at
+    // 30 and 40 (one call: no allocation between); 14 MiB at 50 (a new segment), freed at 60;
+    // a second empty_cache frees it at 70.
+    auto t = allocations({{12 * MiB, 10, 20}, {12 * MiB, 10, 20}, {14 * MiB, 50, 60}});
+    std::vector<trace::Segment> s{seg(0x1000000, 12 * MiB, 10, 30), seg(0x3000000, 12 * MiB, 10, 40),
+                                  seg(0x5000000, 14 * MiB, 50, 70)};
+    auto c = sim::compare_allocator(t, s, 0, "");
+    CHECK(c.empty_cache_calls == 2);
+    CHECK(c.empty_cache_segment_frees == 3);
+    CHECK(c.empty_cache_span_ns == 10);   // 30..40; the second call is one instant
+    CHECK(c.max_abs_diff == 0);           // compared at 10, 20, 40, 50, 60, 70 (30 is inside the first call)
+    CHECK_FALSE(c.diverged);
+    CHECK(c.model_frees == 3);
+    // The samples inside a call are not compared, but the model's curve is drawn at every time:
+    // it empties its cache at the call's last free (40), the recording frees one segment at 30.
+    CHECK(c.sample_times == std::vector<int64_t>{10, 20, 30, 40, 50, 60, 70});
+    CHECK(c.model_reserved == std::vector<int64_t>{24 * MiB, 24 * MiB, 24 * MiB, 0, 14 * MiB, 14 * MiB, 0});
+}
+
 TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator][compare]") {
     auto t = allocations({{6 * MiB, 10, 20}});
     CHECK_THROWS_WITH(sim::compare_allocator(t, {}, -1, ""),
@@ -331,8 +351,11 @@ TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator
 #if defined(MHC_HAVE_IMPORT) && defined(MHC_PUBLIC_DATASETS)
 #include <filesystem>
 
+#include <fstream>
+
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/store.hpp"
+#include "pickle_writer.hpp"
 
 namespace {
 sim::AllocatorComparison compare_public(const std::string& rel, const std::string& conf_text = "") {
@@ -346,6 +369,88 @@ sim::AllocatorComparison compare_public(const std::string& rel, const std::strin
     return sim::compare_allocator(t, s, -1, conf_text);
 }
 }  // namespace
+
+// A snapshot in the shape of a real one (device_traces of alloc, free_requested, free_completed,
+// segment_alloc and segment_free entries with addr, size, stream and time_us; end-state segments
+// with their blocks; allocator_settings): a step allocates 597 blocks of 12 to 38 MiB, each in its
+// own segment (a request of 10 MiB or more gets a segment of its size rounded to 2 MiB when no
+// cached block fits), frees them, and torch.cuda.empty_cache() gives the 597 segments (14 GiB)
+// back one cudaFree after another, 89 us apart (53 ms, as one real snapshot recorded it); the
+// next step allocates three blocks again and frees them (their segments stay cached).
+TEST_CASE("mhc allocator: one empty_cache() freeing 597 segments over 53 ms is one call", "[sim][allocator][compare]") {
+    using test::event;
+    using test::Py;
+    std::vector<Py> evs;
+    int64_t us = 1000;   // time_us: whole microseconds, as PyTorch records them
+    const int64_t base = 0x7f0000000000;
+    std::vector<std::pair<int64_t, int64_t>> step;   // (address, bytes)
+    int64_t addr = base, total = 0;
+    for (int i = 0; i < 597; ++i) {
+        const int64_t bytes = (12 + 2 * (i % 14)) * MiB;
+        evs.push_back(event("segment_alloc", addr, bytes, 0, us += 6));   // the cudaMalloc, then the block in it
+        evs.push_back(event("alloc", addr, bytes, 0, us));
+        step.push_back({addr, bytes});
+        total += bytes;
+        addr += bytes + 2 * MiB;
+    }
+    for (auto [a, b] : step) {
+        evs.push_back(event("free_requested", a, b, 0, us += 3));
+        evs.push_back(event("free_completed", a, b, 0, us += 1));
+    }
+    us += 500;
+    const int64_t cache_start = us;
+    for (auto [a, b] : step) evs.push_back(event("segment_free", a, b, 0, us += 89));
+    const int64_t cache_end = us;
+    std::vector<Py> end_segments;
+    for (int i = 0; i < 3; ++i) {
+        const int64_t bytes = 20 * MiB;
+        evs.push_back(event("segment_alloc", addr + i * bytes, bytes, 0, us += 50));
+        evs.push_back(event("alloc", addr + i * bytes, bytes, 0, us));
+    }
+    for (int i = 0; i < 3; ++i) {
+        const int64_t bytes = 20 * MiB;
+        evs.push_back(event("free_requested", addr, bytes, 0, us += 20));
+        evs.push_back(event("free_completed", addr, bytes, 0, us += 1));
+        Py block = Py::dict({{"address", addr}, {"size", bytes}, {"requested_size", bytes}, {"state", "inactive"}});
+        end_segments.push_back(Py::dict({{"device", 0}, {"address", addr}, {"total_size", bytes}, {"allocated_size", 0},
+                                         {"active_size", 0}, {"stream", 0}, {"segment_type", "large"},
+                                         {"is_expandable", Py::boolean(false)}, {"blocks", Py::list({block})}}));
+        addr += bytes;
+    }
+    Py settings = Py::dict({{"PYTORCH_CUDA_ALLOC_CONF", ""}, {"max_split_size", int64_t{-1}},
+                            {"expandable_segments", Py::boolean(false)}});
+    Py snap = Py::dict({{"segments", Py::list(end_segments)}, {"device_traces", Py::list({Py::list(evs)})},
+                        {"allocator_settings", settings}});
+    const std::string in = temp_path("empty-cache.pickle"), db = temp_path("empty-cache.db");
+    std::filesystem::remove(db);
+    { std::ofstream(in, std::ios::binary) << snap.pickle(); }
+    trace::import::import_file(in, db);
+    auto t = trace::load_trace(db);
+    std::vector<trace::Segment> s;
+    trace::Reader(db).for_each([&](const trace::Segment& g) { s.push_back(g); });
+    auto c = sim::compare_allocator(t, s, -1, "");
+    CHECK(c.allocations == 600);
+    CHECK(total > 14 * 1024 * MiB);
+    // One call of 597 segment frees (not 596 or 597 calls), over the recorded 53 ms.
+    CHECK(c.empty_cache_calls == 1);
+    CHECK(c.empty_cache_segment_frees == 597);
+    CHECK(c.empty_cache_span_ns == (cache_end - cache_start - 89) * 1000);   // 596 x 89 us
+    CHECK(c.recorded_peak == total);
+    CHECK(c.model_peak == total);
+    CHECK(c.model_mallocs == 600);
+    CHECK(c.model_frees == 597);
+    // Compared outside the call's span the model follows the recording exactly (inside it the
+    // recording is part-way through: 14 GiB apart at its first free when compared there).
+    CHECK(c.max_abs_diff == 0);
+    CHECK(c.mean_abs_diff == 0);
+    CHECK_FALSE(c.diverged);
+    const std::string text = sim::to_text(c);
+    CHECK_THAT(text, Catch::Contains("1 empty_cache calls mirrored (597 segment frees over 53.04 ms"));
+    CHECK_THAT(text, Catch::Contains("reserved over time (model - recorded, outside the empty_cache calls' 53.04 ms): max |diff| 0 B"));
+    CHECK_THAT(sim::to_json(c), Catch::Contains("\"empty_cache_calls\":1,\"empty_cache_segment_frees\":597"));
+    std::filesystem::remove(db);
+    std::filesystem::remove(in);
+}
 
 // The figures of docs/results.md "Caching allocator model against recorded segments (issue 17)".
 TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md", "[sim][allocator][compare][public]") {

@@ -1,6 +1,8 @@
 // Traces small enough to work out by hand; each expected number is derived in the comment.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "helpers.hpp"
 #include "mhc/sim/simulate.hpp"
 
@@ -45,11 +47,42 @@ TEST_CASE("three tensors: LRU and Belady differ as worked out by hand", "[sim][h
     CHECK(bel.swap_in_count == 1);
     CHECK(bel.swap_out_count == 2);
     CHECK(bel.simulated_makespan == 9 * ms);
-    // Stored timeline: k5 starts at 5 + 3 = 8 ms under Belady.
-    REQUIRE_FALSE(bel.kernel_times.empty());
-    CHECK(bel.kernel_times.back().kernel == 5);
-    CHECK(bel.kernel_times.back().t_start == 8 * ms);
-    CHECK(bel.kernel_times.back().t_end == 9 * ms);
+    // Stored timeline: every kernel at its time, moved or not. k1 and k2 ran before the first
+    // stall (recorded times); k3 (+1), k4 (+1) and k5 (+3) moved: k5 starts at 5 + 3 = 8 ms.
+    using KT = trace::RunKernelTime;
+    auto same = [](const std::vector<KT>& a, const std::vector<KT>& b) {
+        return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const KT& x, const KT& y) {
+            return x.kernel == y.kernel && x.t_start == y.t_start && x.t_end == y.t_end;
+        });
+    };
+    CHECK(same(bel.kernel_times, {{1, 1 * ms, 2 * ms}, {2, 2 * ms, 3 * ms}, {3, 4 * ms, 5 * ms}, {4, 5 * ms, 6 * ms},
+                                  {5, 8 * ms, 9 * ms}}));
+    CHECK(bel.kernels_reached == 5);
+    CHECK(bel.last_kernel == 5);
+}
+
+TEST_CASE("an OOM run stores every kernel it reached and says how far it got", "[sim][hand]") {
+    // LRU, capacity 2 MiB: k1 (1-2 ms) and k2 (2-3 ms) run unmoved; C at 3 ms evicts A (dirty:
+    // D2H 3-4 ms), a 1 ms stall, so k3 runs 4-5 ms; D (3 MiB) at 5 + 1 = 6 ms evicts B and C
+    // (D2H 6-7 and 7-8 ms) and still does not fit in 2 MiB: OOM at 8 ms, before k4 (recorded at
+    // 6 ms), which has no time.
+    auto t = build({{MiB, 0, kNoTime}, {MiB, 0, kNoTime}, {MiB, 3 * ms, kNoTime}, {3 * MiB, 5 * ms, kNoTime}},
+                   {{1 * ms, 2 * ms, {{0, 'w'}}}, {2 * ms, 3 * ms, {{1, 'w'}}}, {3 * ms, 4 * ms, {{2, 'w'}}},
+                    {6 * ms, 7 * ms, {{0, 'r'}}}});
+    auto r = sim::simulate(t, config("lru", 2 * MiB));
+    REQUIRE(r.oom.happened);
+    CHECK(r.oom.time == 8 * ms);
+    REQUIRE(r.kernel_times.size() == 3);
+    CHECK((r.kernel_times[0].kernel == 1 && r.kernel_times[0].t_start == 1 * ms && r.kernel_times[0].t_end == 2 * ms));
+    CHECK((r.kernel_times[1].kernel == 2 && r.kernel_times[1].t_start == 2 * ms && r.kernel_times[1].t_end == 3 * ms));
+    CHECK((r.kernel_times[2].kernel == 3 && r.kernel_times[2].t_start == 4 * ms && r.kernel_times[2].t_end == 5 * ms));
+    CHECK(r.kernels_reached == 3);
+    CHECK(r.last_kernel == 3);
+    // Stored: the metrics say how far it got.
+    trace::Run run = sim::to_run(r);
+    CHECK(run.metrics.at("kernels_reached") == 3);
+    CHECK(run.metrics.at("last_kernel_reached") == 3);
+    CHECK(run.kernel_times.size() == 3);
 }
 
 TEST_CASE("a clean eviction is free and a write makes the host copy stale", "[sim][hand]") {

@@ -1,4 +1,7 @@
 #include <catch2/catch.hpp>
+
+#include <array>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "mhc/trace/runs.hpp"
@@ -94,6 +97,59 @@ TEST_CASE("runs are added to a trace and read back whole", "[runs]") {
     CHECK_THROWS_WITH(load_run(p.path, 999), Catch::Contains("run 999 does not exist"));
 }
 
+namespace {
+// Kernel ids and times of a loaded run, in id order.
+std::vector<std::array<int64_t, 3>> times_of(const Run& r) {
+    std::vector<std::array<int64_t, 3>> v;
+    for (const RunKernelTime& k : r.kernel_times) v.push_back({k.kernel, k.t_start, k.t_end});
+    return v;
+}
+}  // namespace
+
+TEST_CASE("every reader of a run gets every kernel it reached, runs stored before that too", "[runs]") {
+    TempPath p("kernel-times.db");
+    {
+        Writer w(p.path);
+        Kernel k;
+        for (int64_t i = 1; i <= 4; ++i) {   // kernels 1..4 at [10 i, 10 i + 10)
+            k.id = i; k.t_start = 10 * i; k.t_end = 10 * i + 10;
+            w.add(k);
+        }
+        w.finish();
+    }
+    using V = std::vector<std::array<int64_t, 3>>;
+    // Stored now: every kernel reached, with the reach in the metrics; read as stored (kernels
+    // 3 and 4 were never reached by this OOM run).
+    Run now;
+    now.status = "oom";
+    now.metrics = {{"kernels_reached", 2}, {"last_kernel_reached", 2}, {"stall_ns", 5}};
+    now.kernel_times = {{1, 10, 20}, {2, 25, 35}};
+    CHECK(times_of(load_run(p.path, add_run(p.path, now))) == V{{1, 10, 20}, {2, 25, 35}});
+    // Stored before (no kernels_reached): only kernels that moved. The shift never decreases, so
+    // kernels 1 and 2 (up to the first moved one, kernel 3) ran at their recorded times.
+    Run before;
+    before.metrics = {{"stall_ns", 5}};
+    before.kernel_times = {{3, 35, 45}, {4, 45, 55}};
+    CHECK(times_of(load_run(p.path, add_run(p.path, before))) == V{{1, 10, 20}, {2, 20, 30}, {3, 35, 45}, {4, 45, 55}});
+    // ... none moved and no stall: complete, every kernel at its recorded time ...
+    before.metrics = {{"stall_ns", 0}};
+    before.kernel_times.clear();
+    CHECK(times_of(load_run(p.path, add_run(p.path, before))) == V{{1, 10, 20}, {2, 20, 30}, {3, 30, 40}, {4, 40, 50}});
+    // ... an OOM at 35 ns with none moved: the kernels that started before it ...
+    before.status = "oom";
+    before.metrics = {{"stall_ns", 0}, {"oom_time_ns", 35}};
+    CHECK(times_of(load_run(p.path, add_run(p.path, before))) == V{{1, 10, 20}, {2, 20, 30}, {3, 30, 40}});
+    // ... and stalls without kernel times: stored without its timeline, nothing to fill.
+    before.status = "complete";
+    before.metrics = {{"stall_ns", 7}};
+    CHECK(load_run(p.path, add_run(p.path, before)).kernel_times.empty());
+    // Replayed runs store every kernel they measured: read as stored.
+    Run replayed;
+    replayed.kind = "replayed";
+    replayed.kernel_times = {{4, 41, 51}};
+    CHECK(times_of(load_run(p.path, add_run(p.path, replayed))) == V{{4, 41, 51}});
+}
+
 TEST_CASE("a begun run stays marked incomplete until finished", "[runs]") {
     TempPath p("incomplete.db");
     {
@@ -109,4 +165,25 @@ TEST_CASE("a begun run stays marked incomplete until finished", "[runs]") {
     finish_run(p.path, id, r);
     CHECK(list_runs(p.path).at(0).status == "complete");
     CHECK(load_run(p.path, id).metrics.at("measured_peak_bytes") == 10);
+}
+
+TEST_CASE("info names the versions a captured trace was made with; a mix of versions is said", "[summary]") {
+    TempPath p("versions.db");
+    {
+        Writer w(p.path);
+        w.set_meta("source", "captured");
+        w.set_meta("torch_version", "2.15.0+cu132");
+        w.set_meta("transformers_version", "5.24.0");
+        w.finish();
+    }
+    TraceData t = load_trace(p.path);
+    CHECK(capture_versions(t.meta) == "torch 2.15.0+cu132, transformers 5.24.0");
+    CHECK(to_text(summarize(t)).find("captured    with torch 2.15.0+cu132, transformers 5.24.0\n") !=
+          std::string::npos);
+    CHECK(capture_versions({{"source", "generated"}}).empty());
+    CHECK(capture_versions({{"torch_version", "2.14.1"}}) == "torch 2.14.1");
+
+    CHECK(version_mismatch({{"a.db", "torch 2.15.0"}, {"b.db", ""}, {"c.db", "torch 2.15.0"}}).empty());
+    CHECK(version_mismatch({{"a.db", ""}, {"b.db", "torch 2.15.0"}, {"c.db", "torch 2.14.1"}}) ==
+          "traces captured with different versions are compared: b.db (torch 2.15.0) and c.db (torch 2.14.1)");
 }

@@ -11,6 +11,7 @@
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/viewer/data.hpp"
 #include "mhc/viewer/launch.hpp"
 
 using namespace mhc::viewer;
@@ -215,6 +216,58 @@ TEST_CASE("launcher: out of memory and broken files are reported, not thrown", "
     s = run_to_end(worse, make_config(LaunchFields{}));
     CHECK(s.phase == LaunchPhase::Failed);
     CHECK_THAT(s.message, Catch::Contains(junk.path));
+}
+
+namespace {
+size_t items(const std::vector<Lane>& lanes) {
+    size_t n = 0;
+    for (const Lane& l : lanes) n += l.size();
+    return n;
+}
+}  // namespace
+
+TEST_CASE("a run's timeline holds every kernel it reached, moved or not", "[launch]") {
+    fixture::TempPath path("launch-times.db");
+    write_small_gpt2(path.path);
+    // Belady at 99%: its one stall comes late in the trace, so most kernels run unmoved.
+    LaunchFields f;
+    f.eviction = "belady";
+    f.capacity_percent = 99;
+    Launcher l(path.path);
+    LaunchStatus s = run_to_end(l, make_config(f));
+    REQUIRE(s.phase == LaunchPhase::Done);
+    ViewTrace t = load_view_trace(path.path);
+    ViewRun r = load_view_run(t, s.run_id);
+    REQUIRE(r.metrics.at("stalls") >= 1);
+    CHECK(items(r.kernel_lanes) == static_cast<size_t>(t.kernel_count));
+    CHECK(r.metrics.at("kernels_reached") == static_cast<double>(t.kernel_count));
+    // Every kernel that started before the first stall sits at its recorded time.
+    int64_t first_stall = INT64_MAX;
+    for (const auto& e : r.events)
+        if (e.kind == mhc::trace::EventKind::Stall) first_stall = std::min(first_stall, e.t_start);
+    size_t unmoved = 0;
+    for (size_t i = 0; i < t.kernel_lanes.size(); ++i)
+        for (size_t k = 0; k < t.kernel_lanes[i].size(); ++k)
+            if (t.kernel_lanes[i].t_start[k] < first_stall) {
+                ++unmoved;
+                CHECK(r.kernel_lanes[i].t_start[k] == t.kernel_lanes[i].t_start[k]);
+            }
+    CHECK(unmoved > static_cast<size_t>(t.kernel_count) / 2);
+
+    // An OOM before the first kernel reaches none: the run draws no kernel (not the recorded ones).
+    fixture::TempPath oom("launch-times-oom.db");
+    write_two_allocations(oom.path);
+    f = LaunchFields{};
+    f.capacity_is_percent = false;
+    f.capacity_text = "1GiB";
+    Launcher lo(oom.path);
+    s = run_to_end(lo, make_config(f));
+    REQUIRE(s.oom);
+    ViewTrace to = load_view_trace(oom.path);
+    ViewRun ro = load_view_run(to, s.run_id);
+    CHECK(ro.metrics.at("kernels_reached") == 0);
+    CHECK_FALSE(ro.kernel_lanes.empty());
+    CHECK(items(ro.kernel_lanes) == 0);
 }
 
 TEST_CASE("launcher: a cancelled simulation stops and stores nothing", "[launch]") {

@@ -2,10 +2,13 @@
 // simulation or replay leaves the file as it was (or a run explicitly marked incomplete).
 #include "mhc/trace/runs.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <unordered_set>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/output_file.hpp"
@@ -275,6 +278,41 @@ void write_body(sqlite3* db, const std::string& path, int64_t id, const Run& run
     }
 }
 
+double metric_or(const Run& run, const char* key, double otherwise) {
+    auto it = run.metrics.find(key);
+    return it == run.metrics.end() ? otherwise : it->second;
+}
+
+// A simulated run stored before every reached kernel was kept (it has no `kernels_reached`
+// metric) holds only the kernels whose time moved. The simulator's shift never decreases, so
+// the unmoved kernels are those up to the first moved one (by recorded start): they get their
+// recorded times back. With none moved, a complete run without stalls ran every kernel at its
+// recorded time and an OOM run every kernel that started before its OOM (time unshifted). A run
+// with stalls and no kernel times was stored without its timeline: nothing to fill.
+void fill_unmoved_kernels(const Reader& trace, Run& run) {
+    if (run.kind != "simulated" || run.metrics.count("kernels_reached")) return;
+    if (run.status != "complete" && run.status != "oom") return;
+    std::vector<RunKernelTime> recorded;
+    {
+        Scan k = trace.scan(TraceTable::Kernels, {"id", "t_start", "t_end"});
+        while (k.next()) recorded.push_back({k[0], k[1], k[2]});
+    }
+    std::unordered_set<int64_t> stored;
+    for (const RunKernelTime& k : run.kernel_times) stored.insert(k.kernel);
+    int64_t last_unmoved = INT64_MIN;   // the latest recorded start an unmoved kernel can have
+    if (!stored.empty()) {
+        for (const RunKernelTime& k : recorded)
+            if (stored.count(k.kernel)) last_unmoved = last_unmoved == INT64_MIN ? k.t_start : std::min(last_unmoved, k.t_start);
+    } else if (metric_or(run, "stall_ns", 1) == 0 && metric_or(run, "coupled_wait_time", 0) == 0) {
+        if (run.status == "complete") last_unmoved = INT64_MAX;
+        else if (run.metrics.count("oom_time_ns")) last_unmoved = static_cast<int64_t>(run.metrics.at("oom_time_ns")) - 1;
+    }
+    for (const RunKernelTime& k : recorded)
+        if (k.t_start <= last_unmoved && !stored.count(k.kernel)) run.kernel_times.push_back(k);
+    std::sort(run.kernel_times.begin(), run.kernel_times.end(),
+              [](const RunKernelTime& a, const RunKernelTime& b) { return a.kernel < b.kernel; });
+}
+
 }  // namespace
 
 std::vector<int64_t> add_runs(const std::string& trace_path, const std::vector<Run>& runs,
@@ -396,6 +434,7 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
             run.memory.push_back({s.i64(0), s.i64(1), s.i64(2)});
         }
     }
+    fill_unmoved_kernels(*r.trace, run);
     return run;
 }
 

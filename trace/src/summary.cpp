@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -36,6 +37,25 @@ LivePeak live_peak(const TraceData& t, int32_t device) {
         if (a.device[i] == device && a.bytes[i] > 0 && a.t_alloc[i] <= p.time && a.t_free[i] > p.time)
             p.by_category[static_cast<size_t>(a.category[i])] += a.bytes[i];
     return p;
+}
+
+std::string capture_versions(const std::map<std::string, std::string>& meta) {
+    auto torch = meta.find("torch_version");
+    if (torch == meta.end()) return "";
+    auto hf = meta.find("transformers_version");
+    return "torch " + torch->second + (hf == meta.end() ? "" : ", transformers " + hf->second);
+}
+
+std::string version_mismatch(const std::vector<std::pair<std::string, std::string>>& versions) {
+    const std::pair<std::string, std::string>* first = nullptr;
+    for (const auto& v : versions) {
+        if (v.second.empty()) continue;
+        if (!first) first = &v;
+        else if (v.second != first->second)
+            return "traces captured with different versions are compared: " + first->first + " (" + first->second +
+                   ") and " + v.first + " (" + v.second + ")";
+    }
+    return "";
 }
 
 Summary summarize(const TraceData& t, int top_n) {
@@ -114,6 +134,8 @@ std::string to_text(const Summary& s) {
     };
     line("trace       %s\n", s.path.c_str());
     line("source      %s\n", s.source.c_str());
+    std::map<std::string, std::string> meta(s.meta.begin(), s.meta.end());
+    if (std::string v = capture_versions(meta); !v.empty()) line("captured    with %s\n", v.c_str());
     line("device      %s%s\n", s.device_name.c_str(),
          s.device_memory > 0 ? (" (" + format_bytes(s.device_memory) + ")").c_str() : "");
     line("duration    %s\n", format_ns(s.t_end - s.t_begin).c_str());

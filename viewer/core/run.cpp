@@ -73,7 +73,11 @@ ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
         try { r.capacity = parse_bytes(it->second); } catch (const Error&) { r.capacity = -1; }
     }
     int64_t t_end = 0;
-    if (!run.kernel_times.empty()) {
+    // The run's kernel times are every kernel it reached (a missing one was never reached); a
+    // run stored without its timeline has none and is drawn at the recorded times, one that
+    // reached no kernel (an OOM before the first) draws none.
+    auto reached = r.metrics.find("kernels_reached");
+    if (!run.kernel_times.empty() || (reached != r.metrics.end() && reached->second == 0)) {
         std::sort(run.kernel_times.begin(), run.kernel_times.end(),
                   [](const trace::RunKernelTime& a, const trace::RunKernelTime& b) { return a.kernel < b.kernel; });
         KernelTimes kt(run.kernel_times);
@@ -86,7 +90,7 @@ ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
             l.key.reserve(src.size()); l.ref.reserve(src.size());
             for (size_t i = 0; i < src.size(); ++i) {
                 const trace::RunKernelTime* k = kt.find(src.ref[i]);
-                // Kernels a run did not reach (OOM) keep no time: they are not drawn.
+                // Kernels the run did not reach (OOM) have no time: they are not drawn.
                 if (!k) continue;
                 l.push(k->t_start, k->t_end, src.key[i], src.ref[i]);
                 clock.add(src.t_start[i], k->t_start);

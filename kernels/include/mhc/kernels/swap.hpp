@@ -48,6 +48,10 @@ struct SwapConfig {
     // a pace the rate is whatever memcpy gets from a host whose cores the replay shares: it
     // varied 1.4-3.2 GB/s between repeats on the 2-core host (docs/validation.md). 0 = unpaced.
     double pace_h2d_Bps = 0, pace_d2h_Bps = 0, pace_duplex = 1.0;
+    // Paced: the link's per-transfer latency, each direction. As in the simulator, a transfer
+    // starts when it is submitted or when the one before it in its direction completed,
+    // whichever is later, and completes latency + bytes / pace after that start.
+    double pace_h2d_latency_s = 0, pace_d2h_latency_s = 0;
     // Paced: ns the caller's clock stood still (replay maps pages with its clock stopped); a
     // transfer's deadlines move by what it grew during the transfer. Null: never paused.
     const std::atomic<int64_t>* paused_ns = nullptr;

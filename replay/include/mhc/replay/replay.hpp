@@ -40,6 +40,7 @@ struct Options {
     // factor for a transfer started while the other direction copies): kernels::SwapConfig
     // says how. 0 = unpaced, copies as fast as the host lets them.
     double pace_h2d_Bps = 0, pace_d2h_Bps = 0, pace_duplex = 1.0;
+    double pace_h2d_latency_s = 0, pace_d2h_latency_s = 0;   // the emulated link's per-transfer latency
     int sinkhorn_threads = 1;       // host backend: CPU Sinkhorn threads
     bool real_sinkhorn = true;      // run Sinkhorn-Knopp for kernels named "*sinkhorn*"
     // Test hooks: called before each action with the number done; returning true stops the

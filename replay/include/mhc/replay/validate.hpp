@@ -38,7 +38,22 @@ struct ValidateSpec {
     // chunk size and its duplex factor: kernels::SwapConfig::pace_*), so that the link the
     // prediction uses is the link the replay has. false: copies as fast as the host lets them.
     bool pace = true;
+    // The link was measured on this machine by the replay's own engine (--link auto): its
+    // latency is the copies' own, honoured without emulation on every backend.
+    bool link_measured_here = false;
+    // Before the first replay the replays' duration is estimated from the predictions (each
+    // configuration's makespan x the time scale x its replays): above this many seconds the
+    // validation is refused (0: no limit); above kLongReplaySeconds `warn` is told, in one line.
+    double max_replay_seconds = 3600;
+    std::function<void(const std::string&)> warn;
 };
+
+inline constexpr double kLongReplaySeconds = 600;
+// A backend that does not emulate the link (cuda, the unpaced host replay) has its copies' own
+// per-transfer latency, microseconds; a profile that claims more than this is refused there.
+inline constexpr double kMaxNativeLatencyS = 1e-3;
+// An error this many times the replays' spread (and beyond the target) is a miss, not noise.
+inline constexpr double kMissFactor = 3;
 
 // The link as a trace stretched `scale` times sees it: bandwidths x scale, latencies / scale.
 // Replaying at a time scale X and predicting with this link are the same experiment.
@@ -52,6 +67,22 @@ sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk);
 // replay by 1-2% is not the spread of the others, which agreed to 0.3% in 7 of 8 baselines).
 int64_t makespan_spread(std::vector<int64_t> makespans);
 
+// Where a replay first left its prediction: the first kernel, by predicted start, whose
+// measured start differs from the predicted one by more than a threshold (the replays' spread).
+struct Divergence {
+    bool found = false;
+    int64_t kernel = 0;                 // kernel id
+    std::string name;
+    int64_t predicted_ns = 0, measured_ns = 0, threshold_ns = 0;
+};
+Divergence first_divergence(const trace::TraceData& t, const std::vector<trace::RunKernelTime>& predicted,
+                            const std::vector<trace::RunKernelTime>& measured, int64_t threshold_ns);
+
+// The real seconds the replays take at least: each configuration's predicted makespan x the
+// time scale x its replays (predictions[0] is the baseline, replayed 2N - 1 times with N >= 2
+// repeats); page mapping and the host's own overheads come on top.
+double estimated_replay_seconds(const std::vector<sim::Result>& predictions, double time_scale, int repeat);
+
 struct Row {
     std::string name;
     sim::Result predicted;
@@ -64,6 +95,7 @@ struct Row {
     // How far the repeats are apart, in loss points: makespan_spread / baseline median, plus
     // the baseline's own spread carried into this row's loss; -1 with a single replay.
     double spread_pp = -1;
+    Divergence divergence;            // beyond the spread (or the target with one replay)
     std::string verdict;              // one line: validated / not validated / inconclusive / ...
     // Stored after every replay (begun first as "incomplete" when storing).
     trace::Run sim_record, replay_record;
@@ -95,6 +127,7 @@ struct Report {
     int repeat = 1;
     Load load;
     double pool_seconds = 0;        // allocating the shared page pool (once, before the replays)
+    double estimated_seconds = 0;   // the replays' duration estimated before the first (estimated_replay_seconds)
     std::string store_error;        // set when the runs could not (all) be stored
     bool stored = false;
     bool ok() const;                // no failure, no checksum mismatch

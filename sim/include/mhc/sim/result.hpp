@@ -72,7 +72,10 @@ struct Result {
     // What replay needs to rebuild the run's plan: the recorded event behind each of
     // `events` and the allocator calls that are not events (event_order.hpp, PlanLog).
     PlanLog plan_log;
-    std::vector<trace::RunKernelTime> kernel_times;   // kernels whose time moved
+    // Every kernel the run started, at its simulated time, in the order it started (record_events
+    // on); how far the run got: kernels started and the last one's id (-1: none).
+    std::vector<trace::RunKernelTime> kernel_times;
+    int64_t kernels_reached = 0, last_kernel = -1;
     std::vector<trace::RunMemorySample> memory;
 };
 

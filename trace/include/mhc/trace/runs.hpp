@@ -52,7 +52,9 @@ struct Run {
     std::map<std::string, std::string> config;
     std::map<std::string, double> metrics;
     std::vector<RunEvent> events;
-    std::vector<RunKernelTime> kernel_times;  // may be empty (identical to recorded)
+    // Every kernel the run reached, at its time; a kernel without one was never reached (an OOM
+    // run stopped before it). A run stored without its timeline (`--no-events`) has none.
+    std::vector<RunKernelTime> kernel_times;
     std::vector<RunMemorySample> memory;
 };
 
@@ -86,7 +88,9 @@ void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
                 const std::string& runs_db = "");
 
 std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db = "");
-// Loads one run whole. Throws mhc::Error naming the file when the id does not exist.
+// Loads one run whole. Throws mhc::Error naming the file when the id does not exist. A
+// simulated run stored before runs kept every kernel's time (no `kernels_reached` metric: only
+// kernels that moved were stored) gets its unmoved kernels back at their recorded times.
 Run load_run(const std::string& trace_path, int64_t run_id, const std::string& runs_db = "");
 
 }  // namespace mhc::trace

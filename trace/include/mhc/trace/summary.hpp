@@ -2,6 +2,7 @@
 // `mhc info`: what a trace holds, where its memory peak is and where its time goes.
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,14 @@ struct Summary {
     std::vector<std::pair<std::string, std::string>> meta;
     bool has_accesses = false;
 };
+
+// The versions a captured trace was made with, as meta torch_version and transformers_version
+// record them ("torch 2.15.0, transformers 5.24.0"); "" for a trace that records none.
+std::string capture_versions(const std::map<std::string, std::string>& meta);
+// One warning line when traces captured with different versions are used together (fake
+// tensors, autocast's lists and model code change between versions), else "". Each entry is a
+// trace's path and its capture_versions(); traces that record none are not compared.
+std::string version_mismatch(const std::vector<std::pair<std::string, std::string>>& versions);
 
 Summary summarize(const TraceData& t, int top_n = 10);
 std::string to_text(const Summary& s);

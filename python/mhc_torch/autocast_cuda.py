@@ -1,0 +1,285 @@
+"""CUDA autocast's cast policy applied to fake CPU tensors.
+
+Captures run on fake *CPU* tensors (fake CUDA tensors fail in the backward without a GPU), so
+`torch.autocast` would apply the CPU cast lists, which differ from CUDA's: CPU autocast leaves
+`einsum` in fp32 and has no fp32 list for `exp`, `sum`, `pow`, `softmax`, `layer_norm`, ..., so an
+attention softmax stays bf16 where a GPU computes and saves it in fp32. `cuda_autocast_kernels()`
+replaces the kernels of the AutocastCPU dispatch key with kernels that apply CUDA's policy (the
+ops CUDA autocasts get CUDA's cast, the ops only CPU autocasts run uncast), and `cuda_autocast()`
+switches autocast on. A capture keeps the kernels registered for its whole run, so that code which
+switches CPU autocast on by itself (a checkpoint's recompute in the backward) gets the forward's
+policy too.
+
+The policy (facts, not code, from PyTorch 2.15):
+- the op lists `AT_FORALL_LOWER_PRECISION_FP`, `AT_FORALL_FP32`, `AT_FORALL_FP32_SET_OPT_DTYPE`,
+  `AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE` and `AT_FORALL_PROMOTE` in `ATen/autocast_mode.h`
+  (shipped with the wheel under `torch/include/`), which `aten/src/ATen/autocast_mode.cpp`
+  registers for the CUDA `Autocast` key with the policies lower_precision_fp, fp32,
+  fp32_set_opt_dtype, fp32_append_dtype and promote, plus `cudnn_convolution` and
+  `cudnn_convolution_transpose` (lower precision) and `binary_cross_entropy` (refused);
+- the policies' meaning (`WrapFunction_` in `autocast_mode.h`) and `cached_cast` (in
+  `autocast_mode.cpp`): only floating-point tensors other than float64 are cast; a lower-precision
+  cast of an fp32 leaf that requires grad (a weight) is cached until the outermost autocast
+  region exits; fp32_set_opt_dtype ops get `dtype=float32` unless one is given, when their first
+  argument is eligible; promote runs in float32 if any eligible argument is float32;
+- `linalg_matrix_sqrth` (registered for CUDA autocast in 2.15 outside these lists) runs in fp32
+  under real CUDA autocast: observed on fake CUDA tensors, whose forward does run CUDA autocast.
+`_cudnn_rnn` (cuDNN's RNN, cast by `aten/src/ATen/cudnn/AutocastRNN.cpp`) is not emulated: CPU
+RNNs take other ops. The table is checked against the installed torch's CUDA registrations by the
+tests (python/tests/test_autocast_cuda.py), and ops registered for CUDA autocast but missing from
+the table are listed in the capture's meta (`capture.autocast_unmodelled`).
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import torch
+
+LOWER_PRECISION_FP = """
+_convolution.deprecated _convolution conv1d conv2d conv3d conv_tbc conv_transpose1d
+conv_transpose2d.input conv_transpose3d.input convolution prelu addmm addmv addr matmul einsum mm
+mv linalg_vecdot linear addbmm baddbmm bmm chain_matmul linalg_multi_dot _thnn_fused_lstm_cell
+_thnn_fused_gru_cell lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
+_scaled_dot_product_flash_attention scaled_dot_product_attention cudnn_convolution
+cudnn_convolution_transpose
+""".split()
+
+FP32 = """
+acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan pow.Tensor_Scalar
+pow.Tensor_Tensor pow.Scalar softplus layer_norm native_layer_norm rms_norm group_norm
+frobenius_norm.dim nuclear_norm nuclear_norm.dim cosine_similarity poisson_nll_loss
+cosine_embedding_loss nll_loss nll_loss2d hinge_embedding_loss kl_div l1_loss smooth_l1_loss
+huber_loss mse_loss margin_ranking_loss multilabel_margin_loss soft_margin_loss
+triplet_margin_loss multi_margin_loss binary_cross_entropy_with_logits dist pdist cdist renorm
+logsumexp upsample_nearest1d _upsample_nearest_exact1d upsample_nearest2d
+_upsample_nearest_exact2d upsample_nearest3d _upsample_nearest_exact3d upsample_linear1d
+upsample_bilinear2d _upsample_bilinear2d_aa upsample_trilinear3d upsample_bicubic2d
+_upsample_bicubic2d_aa linalg_matrix_sqrth
+""".split()
+
+FP32_SET_OPT_DTYPE = """
+prod prod.dim_int softmax.int log_softmax.int cumprod cumsum linalg_vector_norm linalg_matrix_norm
+linalg_matrix_norm.str_ord sum sum.dim_IntList
+""".split()
+
+# The overload each one redispatches to, with the output dtype appended.
+FP32_APPEND_DTYPE = {"norm.Scalar": "norm.ScalarOpt_dtype", "norm.ScalarOpt_dim": "norm.ScalarOpt_dim_dtype"}
+
+PROMOTE = "addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_put tensordot scatter_add".split()
+
+REFUSED = {"binary_cross_entropy": "torch.nn.functional.binary_cross_entropy is unsafe to autocast and CUDA "
+                                   "autocast refuses it; use binary_cross_entropy_with_logits"}
+
+NOT_EMULATED = {"_cudnn_rnn": "cuDNN's RNN kernel; CPU RNNs run other ops"}
+
+_KEY = torch._C.DispatchKey.AutocastCPU
+
+
+def policy_table() -> dict[str, str]:
+    """aten overload name ("softmax.int", "mm") -> CUDA autocast policy name."""
+    table = {}
+    for names, policy in ((LOWER_PRECISION_FP, "lower_precision_fp"), (FP32, "fp32"),
+                          (FP32_SET_OPT_DTYPE, "fp32_set_opt_dtype"), (list(FP32_APPEND_DTYPE), "fp32_append_dtype"),
+                          (PROMOTE, "promote"), (list(REFUSED), "refused"), (list(NOT_EMULATED), "not_emulated")):
+        for n in names:
+            table[n] = policy
+    return table
+
+
+def _overload(name: str):
+    base, _, overload = name.partition(".")
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None:
+        return None
+    return getattr(packet, overload or "default", None)
+
+
+def _registered(key: str) -> set[str]:
+    """Overload names ("mm", "softmax.int") with a kernel for this dispatch key in this torch."""
+    return {n.removeprefix("aten::") for n in torch._C._dispatch_get_registrations_for_dispatch_key(key)
+            if n.startswith("aten::")}
+
+
+def unmodelled_ops() -> list[str]:
+    """Ops the installed torch autocasts on CUDA that the table does not know (a newer torch)."""
+    return sorted(_registered("AutocastCUDA") - set(policy_table()))
+
+
+class _Policy:
+    """Kernels for the AutocastCPU key that apply CUDA's policy to the emulated GPU's tensors."""
+
+    def __init__(self, lower: torch.dtype, device_type: str):
+        self.lower = lower
+        self.device_type = device_type
+        self.cache: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+
+    def eligible(self, t) -> bool:
+        return (isinstance(t, torch.Tensor) and t.device.type == self.device_type and t.is_floating_point()
+                and t.dtype != torch.float64)
+
+    def cast(self, to: torch.dtype, value):
+        """cached_cast: tensors and tensor lists; everything else as is."""
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.cast(to, v) for v in value)
+        if not self.eligible(value) or value.dtype == to:
+            return value
+        cacheable = (to == self.lower and value.dtype == torch.float32 and value.requires_grad and value.is_leaf
+                     and not value._is_view() and torch.is_autocast_cache_enabled())
+        if not cacheable:
+            return value.to(to)
+        hit = self.cache.get(id(value))
+        if hit is not None and hit[0]() is value:
+            return hit[1]
+        casted = value.to(to)
+        self.cache[id(value)] = (weakref.ref(value), casted)
+        return casted
+
+    def promote_type(self, values) -> torch.dtype:
+        """The widest eligible dtype among the arguments (tensor lists included), float64 ignored."""
+        to = self.lower
+        for v in values:
+            for t in (v if isinstance(v, (list, tuple)) else [v]):
+                if self.eligible(t):
+                    to = self._prioritize(to, t.dtype)
+        return to
+
+    def _prioritize(self, current: torch.dtype, nxt: torch.dtype) -> torch.dtype:
+        if current == torch.float32 or nxt == torch.float32:
+            return torch.float32
+        if current == self.lower and nxt == self.lower:
+            return self.lower
+        raise RuntimeError(f"CUDA autocast to {self.lower} cannot promote a {nxt} argument")
+
+    def kernel(self, op, policy: str, redispatch=None):
+        schema = op._schema
+        names = [a.name for a in schema.arguments]
+        kwarg_only = {a.name for a in schema.arguments if a.kwarg_only}
+
+        def bound(args, kwargs) -> dict:
+            values = dict(zip(names, args))
+            values.update(kwargs)
+            return values
+
+        def call(target, values):
+            tschema = target._schema
+            pos = [values[a.name] for a in tschema.arguments if not a.kwarg_only and a.name in values]
+            kw = {a.name: values[a.name] for a in tschema.arguments if a.kwarg_only and a.name in values}
+            with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(_KEY)):
+                return target(*pos, **kw)
+
+        def lower_precision_fp(*args, **kwargs):
+            values = bound(args, kwargs)
+            with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(_KEY)):
+                values = {k: self.cast(self.lower, v) for k, v in values.items()}
+            return call(op, values)
+
+        def fp32(*args, **kwargs):
+            values = bound(args, kwargs)
+            with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(_KEY)):
+                values = {k: self.cast(torch.float32, v) for k, v in values.items()}
+            return call(op, values)
+
+        def fp32_set_opt_dtype(*args, **kwargs):
+            values = bound(args, kwargs)
+            if self.eligible(values[names[0]]) and values.get("dtype") is None:
+                values["dtype"] = torch.float32
+            return call(op, values)
+
+        def fp32_append_dtype(*args, **kwargs):
+            values = bound(args, kwargs)
+            first = values[names[0]]
+            values["dtype"] = torch.float32 if self.eligible(first) else first.dtype
+            for a in schema.arguments:  # the new overload requires what this one defaults
+                if a.name not in values and a.has_default_value():
+                    values[a.name] = a.default_value
+            return call(redispatch, values)
+
+        def promote(*args, **kwargs):
+            values = bound(args, kwargs)
+            with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(_KEY)):
+                to = self.promote_type(list(values.values()))
+                values = {k: self.cast(to, v) for k, v in values.items()}
+            return call(op, values)
+
+        def refused(*args, **kwargs):
+            raise RuntimeError(REFUSED[_name(op)])
+
+        return {"lower_precision_fp": lower_precision_fp, "fp32": fp32, "fp32_set_opt_dtype": fp32_set_opt_dtype,
+                "fp32_append_dtype": fp32_append_dtype, "promote": promote, "refused": refused}[policy]
+
+
+def _name(op) -> str:
+    base = op._schema.name.removeprefix("aten::")
+    return base if op._overloadname == "default" else f"{base}.{op._overloadname}"
+
+
+_active: list[_Policy] = []  # the policies whose kernels are registered now, innermost last
+
+
+@contextlib.contextmanager
+def cuda_autocast_kernels(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu"):
+    """Registers CUDA's policy as the AutocastCPU kernels without switching autocast on. They act
+    wherever CPU autocast is on while registered: inside cuda_autocast(), and in code that switches
+    autocast on by itself, such as torch.utils.checkpoint's recompute in the backward, which
+    re-enters CPU autocast with the forward's state (with torch's CPU lists there, a recomputed op
+    would get another dtype than in the forward, which checkpoint refuses). A capture registers
+    them for its whole run. The policy's cached casts go when torch drops its own cache, as the
+    outermost autocast region exits: torch.autocast calls torch.clear_autocast_cache() then,
+    wrapped while registered. Yields the policy."""
+    policy = _Policy(dtype, device_type)
+    lib = torch.library.Library("aten", "IMPL")
+    clear = torch.clear_autocast_cache
+
+    def clear_autocast_cache():
+        policy.cache.clear()
+        clear()
+
+    try:
+        table = policy_table()
+        for name, kind in table.items():
+            op = _overload(name)
+            if op is None or kind == "not_emulated":
+                continue
+            redispatch = _overload(FP32_APPEND_DTYPE[name]) if kind == "fp32_append_dtype" else None
+            lib.impl(name, policy.kernel(op, kind, redispatch), "AutocastCPU")
+        # What CPU autocast casts and CUDA's does not falls through, as on CUDA: a composite op
+        # (cross_entropy_loss) then decomposes with autocast on (log_softmax in fp32).
+        for name in _registered("AutocastCPU") - set(table):
+            lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU")
+        torch.clear_autocast_cache = clear_autocast_cache
+        _active.append(policy)
+        yield policy
+    finally:
+        if policy in _active:
+            _active.remove(policy)
+        torch.clear_autocast_cache = clear
+        policy.cache.clear()
+        lib._destroy()
+
+
+@contextlib.contextmanager
+def cuda_autocast(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu"):
+    """Autocast with CUDA's policy on tensors of `device_type` (the capture's fake CPU tensors),
+    as `torch.autocast("cuda", dtype)` would on a GPU. While it is active, CPU autocast anywhere
+    in the process follows CUDA's lists, and `torch.is_autocast_enabled("cuda")` is true, as user
+    code that asks expects on a GPU. Uses the kernels cuda_autocast_kernels() registered for the
+    same dtype and device (a capture's), else registers them for its own duration. Yields the
+    list of CUDA-autocast ops it does not model."""
+    with contextlib.ExitStack() as stack:
+        inner = _active[-1] if _active else None
+        if inner is None or (inner.lower, inner.device_type) != (dtype, device_type):
+            stack.enter_context(cuda_autocast_kernels(dtype, device_type))
+        saved = {dev: (torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev)) for dev in (device_type, "cuda")}
+        for dev in saved:
+            torch.set_autocast_enabled(dev, True)
+            torch.set_autocast_dtype(dev, dtype)
+        torch.autocast_increment_nesting()
+        try:
+            yield unmodelled_ops()
+        finally:
+            if torch.autocast_decrement_nesting() == 0:
+                torch.clear_autocast_cache()  # the policy's cached casts too
+            for dev, (enabled, dt) in saved.items():
+                torch.set_autocast_enabled(dev, enabled)
+                torch.set_autocast_dtype(dev, dt)

@@ -1,0 +1,62 @@
+"""Where in the user's code an error happened: one line instead of a traceback through torch."""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+# Frames in these folders are the machinery between the user's code and the failing op.
+_PACKAGE_DIRS = [os.path.dirname(os.path.abspath(__file__))]
+
+
+def _library_dirs() -> list[str]:
+    dirs = list(_PACKAGE_DIRS)
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "__file__", None):
+        dirs.append(os.path.dirname(os.path.abspath(torch.__file__)))
+    dirs.append(os.path.dirname(os.__file__))  # the standard library (contextlib, functools, ...)
+    return dirs
+
+
+def user_frame(exc: BaseException, prefer_file: str | None = None) -> traceback.FrameSummary | None:
+    """The innermost frame of `exc`'s traceback in `prefer_file` if any, else the innermost one
+    outside torch, mhc_torch and the standard library (a model's own code, or a library such as
+    transformers that built it); None when every frame is machinery."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if prefer_file:
+        want = os.path.abspath(prefer_file)
+        mine = [f for f in frames if os.path.abspath(f.filename) == want]
+        if mine:
+            return mine[-1]
+    outside = [f for f in frames if not _machinery(f.filename)]
+    return outside[-1] if outside else None
+
+
+def _machinery(filename: str) -> bool:
+    """torch, mhc_torch, the standard library (not the packages installed inside it), frozen code."""
+    if filename.startswith("<"):
+        return True
+    path = os.path.abspath(filename)
+    dirs = _library_dirs()
+    stdlib = dirs[-1]
+    for d in dirs[:-1]:
+        if path.startswith(d + os.sep):
+            return True
+    return path.startswith(stdlib + os.sep) and not any(p in path for p in ("site-packages", "dist-packages"))
+
+
+def where(frame: traceback.FrameSummary | None) -> str:
+    """`file.py:12 in forward`, or "" without a frame."""
+    if frame is None:
+        return ""
+    name = frame.filename
+    rel = os.path.relpath(name) if os.path.isabs(name) else name
+    if not rel.startswith(".." + os.sep):
+        name = rel  # as the user would type it from here
+    return f"{name}:{frame.lineno} in {frame.name}"
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception's type and the first line of its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,130 @@
+"""Output files written the way the C++ tools write them (docs/trace-format.md, "Durability and
+concurrency"): checked before any work, written to OUT.mhc-tmp-PID, renamed into place when
+complete; the temporary file is removed on failure, on SIGINT, SIGTERM and SIGHUP, and, after a
+SIGKILL, by the next write of the same output."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+
+class OutputError(OSError):
+    """An output that cannot be written: the message is one line naming the file and why."""
+
+
+class OutputExists(OutputError):
+    """The output file exists and replacing it was not asked for."""
+
+
+def check_output(path: str, replace: bool = True, inputs=()) -> None:
+    """Refuses, before any work, an output that cannot be written: a missing or unwritable
+    folder, a directory, one of the command's own inputs (even when replacing), or an existing
+    file unless `replace`. Raises OutputError (OutputExists) with one line naming `path`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise OutputError(f"{path}: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise OutputError(f"{path}: is a directory")
+    for src in inputs:
+        if src and os.path.exists(path) and os.path.exists(src) and os.path.samefile(src, path):
+            raise OutputError(f"{path}: is the input file {src}; write the output to another file")
+    if os.path.exists(path) and not replace:
+        raise OutputExists(f"{path}: already exists; pass --force to replace it (and everything in it)")
+    if not os.access(folder, os.W_OK):
+        raise OutputError(f"{path}: the folder {folder} is not writable")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    return True
+
+
+def remove_stale_temps(path: str) -> int:
+    """Removes PATH.mhc-tmp-PID (and the older PATH.tmp-PID) left by processes that no longer run
+    (a SIGKILL or a power cut, which no handler sees); returns how many were removed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        for marker in (".mhc-tmp-", ".tmp-"):
+            tail = name[len(base) + len(marker):] if name.startswith(base + marker) else ""
+            if tail.isdigit() and int(tail) > 0 and int(tail) != os.getpid() and not _pid_alive(int(tail)):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(folder, name))
+                    removed += 1
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(folder, name) + "-journal")
+    return removed
+
+
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM or SIGHUP while a temporary file exists."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class SignalGuard:
+    """While a temporary file exists, SIGTERM and SIGHUP unwind (so that the caller's `except`
+    removes it), then `reraise_fatal` lets the process die of the signal as it would have.
+    SIGINT already unwinds (KeyboardInterrupt). Only the main thread may install handlers;
+    elsewhere nothing changes."""
+
+    def __init__(self):
+        self.previous = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                self.previous[sig] = signal.signal(sig, self._raise)
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise _Terminated(signum)
+
+    def restore(self) -> None:
+        for sig, h in self.previous.items():
+            signal.signal(sig, h)
+        self.previous = {}
+
+    def reraise_fatal(self) -> None:
+        t = sys.exc_info()[1]
+        if isinstance(t, _Terminated):
+            self.restore()
+            signal.signal(t.signum, signal.SIG_DFL)
+            os.kill(os.getpid(), t.signum)
+
+
+def begin_output(path: str, replace: bool) -> str:
+    """Checks `path`, removes dead processes' temporaries of it and returns this process's."""
+    check_output(path, replace)
+    remove_stale_temps(path)
+    tmp = f"{path}.mhc-tmp-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(tmp)  # ours from an earlier call of this process, never another's
+    return tmp
+
+
+def commit(tmp: str, path: str, replace: bool) -> None:
+    if replace:
+        os.replace(tmp, path)
+        return
+    # Rename unless the target appeared meanwhile (another process): a hard link fails if it exists.
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise OutputExists(f"{path}: appeared while it was being written (another process?); not replaced") from None
+    os.remove(tmp)

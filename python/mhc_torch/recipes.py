@@ -1,0 +1,219 @@
+"""What one captured step does: the training recipe (autocast and its policy, weight dtype,
+forward-only, micro-batches with gradient accumulation, where gradients are cleared) or a step
+function of the user's own.
+
+A step function is called as `step(model, batch, run)` once per captured step, under fake
+tensors. `run` is a StepRun: `run.autocast()` is the capture's autocast (CUDA's policy by
+default), `run.backward(loss)` runs the backward (phases and activations are then exact; a plain
+`loss.backward()` also works, its gradient seed then counts as forward), `run.optimizer_step()`
+and `run.zero_grad()` act on the capture's optimizer, `run.loss(model, batch)` is the capture's
+loss, and `run.state` is a dict that lives across steps: what a training loop keeps in variables
+from one iteration to the next (the last logits, the loss) stays alive until the step that
+replaces it, exactly as a reassigned Python variable would.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from . import store
+
+ZERO_GRAD = ("none", "zeros", "never")
+
+
+@dataclass
+class Recipe:
+    """How each captured step runs (see the module's docstring and docs/torch.md)."""
+    autocast_dtype: torch.dtype | None = torch.bfloat16
+    autocast_policy: str = "cuda"  # "cuda": CUDA autocast's lists (the target is a GPU); "cpu": torch's CPU lists
+    param_dtype: torch.dtype | None = None  # e.g. torch.bfloat16: weights (and so grads, optimizer state) in bf16
+    forward_only: bool = False  # forward under torch.no_grad(): no backward, no optimizer
+    micro_batches: int = 1  # forward + backward per micro-batch (the loss divided by their number), one optimizer step
+    zero_grad: str = "none"  # after the optimizer step: "none" (set_to_none=True), "zeros" (kept, zeroed), "never"
+    step: Callable[[torch.nn.Module, Any, "StepRun"], Any] | None = None  # a step function of one's own
+
+    def check(self) -> None:
+        if self.autocast_policy not in ("cuda", "cpu"):
+            raise ValueError(f"autocast_policy must be 'cuda' or 'cpu' (got {self.autocast_policy!r})")
+        if self.micro_batches < 1:
+            raise ValueError(f"micro_batches must be at least 1 (got {self.micro_batches})")
+        if self.zero_grad not in ZERO_GRAD:
+            raise ValueError(f"zero_grad must be one of {', '.join(ZERO_GRAD)} (got {self.zero_grad!r})")
+        if self.forward_only and self.micro_batches != 1:
+            raise ValueError("a forward-only step has no micro-batches (nothing accumulates)")
+        if self.step is not None and (self.forward_only or self.micro_batches != 1):
+            raise ValueError("a step function says itself what a step does: forward_only and micro_batches "
+                             "apply to the standard step only")
+
+    def meta(self) -> dict[str, str]:
+        dt = lambda d: str(d).replace("torch.", "") if d is not None else "none"  # noqa: E731
+        return {"capture.autocast": dt(self.autocast_dtype),
+                "capture.autocast_policy": self.autocast_policy if self.autocast_dtype is not None else "none",
+                "capture.param_dtype": dt(self.param_dtype) if self.param_dtype is not None else "as built",
+                "capture.step": ("custom" if self.step is not None else "forward" if self.forward_only
+                                 else "train"),
+                "capture.micro_batches": str(self.micro_batches),
+                "capture.zero_grad": self.zero_grad}
+
+
+@contextlib.contextmanager
+def autocast_kernels(device: str, recipe: Recipe):
+    """For a whole capture: the cast rules that the recipe's autocast follows wherever autocast
+    is switched on, also where the capture's own autocast() is not the one switching it (a
+    checkpoint's recompute in the backward restores the forward's CPU autocast state). Only CUDA's
+    emulated lists need registering; torch's own are always there."""
+    if recipe.autocast_dtype is None or recipe.autocast_policy != "cuda" or torch.device(device).type != "cpu":
+        yield
+        return
+    from .autocast_cuda import cuda_autocast_kernels
+
+    with cuda_autocast_kernels(recipe.autocast_dtype, torch.device(device).type):
+        yield
+
+
+@contextlib.contextmanager
+def autocast(device: str, dtype: torch.dtype | None, policy: str = "cuda"):
+    """Autocast to `dtype` on the capture's device with CUDA's lists ("cuda", emulated on fake CPU
+    tensors) or the device's own ("cpu"); nothing when `dtype` is None."""
+    if dtype is None:
+        yield
+        return
+    dev = torch.device(device).type
+    if policy == "cuda" and dev == "cpu":
+        from .autocast_cuda import cuda_autocast
+
+        with cuda_autocast(dtype, dev):
+            yield
+        return
+    # torch.autocast refuses device 'cuda' without a GPU; fake CUDA tensors carry the CUDA
+    # dispatch key, so switching the autocast state directly applies CUDA's cast policy to them.
+    prev_enabled = torch.is_autocast_enabled(dev)
+    prev_dtype = torch.get_autocast_dtype(dev)
+    torch.set_autocast_enabled(dev, True)
+    torch.set_autocast_dtype(dev, dtype)
+    torch.autocast_increment_nesting()
+    try:
+        yield
+    finally:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        torch.set_autocast_enabled(dev, prev_enabled)
+        torch.set_autocast_dtype(dev, prev_dtype)
+
+
+def cast_model(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """model.to(dtype) for floating parameters and buffers: the one cast of `--weights` and of a
+    setting's "weights" (mhc_torch.apply). Each tensor's `.data` is replaced, as Module.to does
+    unless it swaps tensors, which fails on fake tensors that fake-tensor bookkeeping holds weak
+    references to; so every Parameter object stays (an optimizer built over them still holds
+    them) and tied parameters stay tied."""
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            if t.is_floating_point() and t.dtype != dtype:
+                t.data = t.data.to(dtype)
+    return model
+
+
+class StepRun:
+    """The handle a step function gets: the capture's autocast, backward, optimizer and state."""
+
+    def __init__(self, rec, model, optimizer, loss_fn, recipe: Recipe, device: str, param_name: dict[int, str]):
+        self._rec = rec
+        self.model = model
+        self.optimizer = optimizer
+        self._loss_fn = loss_fn
+        self.recipe = recipe
+        self.device = device
+        self.state: dict[str, Any] = {}
+        self.step = -1
+        self._param_name = param_name
+        self._handles = []
+        self._t_opt = None
+        self._opt_depth = 0
+
+    # What a step function calls --------------------------------------------------------------
+    def autocast(self):
+        return autocast(self.device, self.recipe.autocast_dtype, self.recipe.autocast_policy)
+
+    def loss(self, model, batch):
+        return self._loss_fn(model, batch)
+
+    def backward(self, loss: torch.Tensor, **kwargs) -> None:
+        self._rec.begin_backward()
+        loss.backward(**kwargs)
+        self._rec.end_backward()
+
+    def optimizer_step(self) -> None:
+        self.optimizer.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        phase, self._rec.phase = self._rec.phase, "optimizer"
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+        self._rec.phase = phase
+
+    # The capture's side ----------------------------------------------------------------------
+    def __enter__(self):
+        """Hooks that categorise gradients when autograd accumulates them and optimizer state
+        when the optimizer has stepped, whoever calls backward() and step()."""
+        for p in self.model.parameters():
+            if p.requires_grad:
+                self._handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+        self._handles.append(self.optimizer.register_step_pre_hook(self._optimizer_begins))
+        self._handles.append(self.optimizer.register_step_post_hook(self._optimizer_ends))
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self.state.clear()
+
+    def _grad_ready(self, p) -> None:
+        if p.grad is not None:  # None: a hook registered before this one took it (optimizer state on the host)
+            self._rec.set_category(p.grad, store.GRAD, self._param_name.get(id(p), "?") + ".grad")
+
+    def _optimizer_begins(self, opt, args, kwargs) -> None:
+        # An optimizer class whose step() calls its base class's (mhc_torch.optimizers' host step)
+        # runs the hooks once per level: the outermost call is the optimizer phase.
+        self._opt_depth += 1
+        if self._opt_depth == 1:
+            self._rec.phase = "optimizer"
+            self._t_opt = self._rec.t
+
+    def _optimizer_ends(self, opt, args, kwargs) -> None:
+        self._opt_depth -= 1
+        if self._opt_depth > 0:
+            return
+        for p, state in opt.state.items():
+            for key, v in state.items():
+                if isinstance(v, torch.Tensor):
+                    self._rec.set_category(v, store.OPTIMIZER, f"{self._param_name.get(id(p), '?')}.{key}")
+        self._rec.markers.append(store.Marker("optimizer", self._t_opt, self._rec.t, store.MARKER_RANGE, -1))
+        self._rec.phase = "forward"
+
+    def run_step(self, index: int, batch) -> None:
+        self.step = index
+        if self.recipe.step is not None:
+            self.recipe.step(self.model, batch, self)
+        elif self.recipe.forward_only:
+            with torch.no_grad(), self.autocast():
+                out = self.loss(self.model, batch)
+            del out
+        else:
+            self._train_step(batch)
+
+    def _train_step(self, batch) -> None:
+        n = self.recipe.micro_batches
+        for _ in range(n):
+            with self.autocast():
+                loss = self.loss(self.model, batch)
+                if n > 1:
+                    loss = loss / n  # gradient accumulation: the mean over micro-batches
+            self.backward(loss)
+            del loss
+        self.optimizer_step()
+        if self.recipe.zero_grad != "never":
+            self.zero_grad(set_to_none=self.recipe.zero_grad == "none")

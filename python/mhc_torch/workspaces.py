@@ -1,0 +1,254 @@
+"""Memory a GPU allocates that fake tensors cannot see, modelled (docs/torch.md, "What fake
+tensors cannot see").
+
+Fake tensors run each op's meta function: the op's outputs are exact, but the buffers a CUDA
+kernel takes from the caching allocator for itself are not there. Three kinds are modelled, each
+with the rule of PyTorch's CUDA code (read, not copied; the figures were checked on the real
+snapshot tests/data/public/torch-snapshot/stanford-cs336-training-step.pickle):
+
+- cuBLAS workspaces (aten/src/ATen/cuda/CublasHandlePool.cpp): one per thread that runs cuBLAS
+  (the workspaces are kept per thread and stream: the main thread, and the autograd engine's
+  device thread, which runs the backward), taken at its first matmul and never given back. Size:
+  CUBLAS_WORKSPACE_CONFIG's `:SIZE_KIB:COUNT` pairs summed, else 32 MiB on compute capability
+  9.x, 10.x and 12.x (Hopper, Blackwell) and 4096 KiB x 2 + 16 KiB x 8 = 8,519,680 B on older
+  GPUs. The real snapshot holds two blocks of 8,519,680 B.
+- Reduction staging (aten/src/ATen/native/cuda/Reduce.cuh: setReduceConfig, ReduceConfig's
+  global_memory_size and semaphore_size; gpu_reduce_kernel allocates both): a reduction that
+  splits each output's inputs across thread blocks keeps partial results in a global buffer of
+  accumulator size x outputs x blocks per output (x block width x output vector size when the
+  block does not reduce along x), plus one int per block column as semaphores, for the length of
+  the kernel. The rule below follows setReduceConfig with TensorIterator's ordering of a
+  reduction (reduced dimensions first, each group by stride, contiguous neighbours merged) and the
+  GPU's SM count and threads per SM. The real snapshot: the RMSNorm weight gradient, 8,192 x 768
+  summed to 768, takes 50,331,648 B + 24 B, 25 times a step; so does the model here.
+- Sort temporaries of `index_put_(..., accumulate=True)` (aten/src/ATen/native/cuda/Indexing.cu:
+  index_put_with_sort_kernel; the backward of advanced indexing `w[ids]`): the linear index, the
+  sorted keys, the original positions and their range, int64 each, and cub's radix sort buffers
+  (alternate keys and values) for the kernel's length. The real snapshot: 4 x 65,536 B and
+  138,751 B for 8,192 indices; the model has 4 x 65,536 B and 131,072 B (cub's own few KiB of
+  bins and tile state are not modelled).
+
+Not modelled (stated in docs/torch.md): cuDNN's convolution workspaces, embedding_dense_backward's
+segment buffers (their size depends on how many indices are distinct), cub temporaries of other
+sorts (torch.sort, unique), NCCL buffers, and the CUDA context itself (not allocator memory).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import torch
+
+from . import store
+
+# ops that run a cuBLAS (or cuBLASLt) GEMM/GEMV on the thread that calls them
+CUBLAS_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::mv",
+              "aten::dot", "aten::vdot", "aten::_addmm_activation", "aten::_scaled_mm", "aten::_int_mm"}
+
+# gpu_reduce_kernel reductions: op -> accumulator ("acc": float for floating inputs below 8
+# bytes, else 8; "self": the input's own type; "pair": a value and an int64 index)
+REDUCTIONS = {"aten::sum": "acc", "aten::nansum": "acc", "aten::mean": "acc", "aten::prod": "acc",
+              "aten::linalg_vector_norm": "acc", "aten::norm": "acc", "aten::amax": "self", "aten::amin": "self",
+              "aten::max": "self", "aten::min": "self", "aten::argmax": "pair", "aten::argmin": "pair"}
+
+_MAX_NUM_THREADS = 512  # ReduceConfig's, for every type but complex<double>
+_WARP = 32
+_VT0 = 4  # values per thread and input vector size of gpu_reduce_kernel's defaults
+
+
+def cublas_workspace_bytes(compute_capability: tuple[int, int] | None, env=None) -> int:
+    """What one cuBLAS workspace takes (see the module's docstring)."""
+    env = os.environ if env is None else env
+    config = env.get("CUBLAS_WORKSPACE_CONFIG")
+    if config:
+        pairs = re.findall(r":([0-9]+):([0-9]+)", config)
+        if pairs:
+            return sum(int(size) * 1024 * int(count) for size, count in pairs)
+    major = compute_capability[0] if compute_capability else 0
+    return 4096 * 8 * 1024 if major in (9, 10, 12) else 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def _reduction_geometry(t: torch.Tensor, reduced: set[int]):
+    """TensorIterator's view of a reduction over `reduced` of tensor t: (shape, input strides,
+    number of reduced dimensions), reduced dimensions first, each group ordered by stride
+    (fastest first), size-1 dimensions dropped, contiguous neighbours merged."""
+    dims = [(t.stride(d), t.size(d), d in reduced) for d in range(t.dim()) if t.size(d) != 1]
+    groups = []
+    for is_reduced in (True, False):
+        group = sorted((s, n) for s, n, r in dims if r == is_reduced)
+        merged: list[list[int]] = []
+        for stride, size in group:
+            if merged and merged[-1][0] * merged[-1][1] == stride:
+                merged[-1][1] *= size
+            else:
+                merged.append([stride, size])
+        groups.append(merged)
+    shape = [n for _, n in groups[0] + groups[1]]
+    strides = [s * t.element_size() for s, _ in groups[0] + groups[1]]
+    return shape, strides, len(groups[0])
+
+
+def _output_vec_size(t: torch.Tensor, shape, strides, n_reduce: int) -> int:
+    vec = 4
+    for n in [t.storage_offset(), shape[n_reduce]] + [s // t.element_size() for i, s in enumerate(strides)
+                                                      if i != n_reduce]:
+        while n % vec:
+            vec //= 2
+    return vec
+
+
+def reduction_staging(t: torch.Tensor, reduced: set[int], acc_bytes: int, sm_count: int,
+                      max_threads_per_sm: int) -> tuple[int, int]:
+    """(global buffer bytes, semaphore bytes) that a CUDA reduction of t over `reduced` allocates
+    for its kernel; (0, 0) when each output is reduced inside one thread block."""
+    numel = t.numel()
+    if numel == 0:
+        return 0, 0
+    shape, strides, n_reduce = _reduction_geometry(t, reduced)
+    inputs_per_output = math.prod(shape[:n_reduce])
+    num_outputs = numel // max(inputs_per_output, 1)
+    if not shape:
+        fastest, moving, dim0, dim1 = True, t.element_size(), 1, 1
+    else:
+        fastest = n_reduce == len(shape) or strides[0] < strides[n_reduce]
+        dim0, dim1 = (inputs_per_output, num_outputs) if fastest else (num_outputs, inputs_per_output)
+        moving = strides[0] if fastest else strides[n_reduce]
+    out_vec = 1
+    if moving == t.element_size():
+        if fastest and dim0 >= 128 and n_reduce == 1:
+            dim0 //= _VT0  # vectorised along the input
+        elif not fastest:
+            out_vec = _output_vec_size(t, shape, strides, n_reduce)
+            dim0 //= out_vec
+    # block dimensions (ReduceConfig::set_block_dimension)
+    max_threads = _MAX_NUM_THREADS // out_vec
+    pow2 = lambda n: max(1, 1 << (max(int(n), 1).bit_length() - 1))  # noqa: E731
+    dim0_pow2 = pow2(dim0) if dim0 < max_threads else max_threads
+    dim1_pow2 = pow2(dim1) if dim1 < max_threads else max_threads
+    width = min(dim0_pow2, _WARP)
+    height = min(dim1_pow2, max_threads // width)
+    width = min(dim0_pow2, max_threads // height)
+    threads = width * height
+    step_input = step_output = 1
+    block_x_reduce = not shape or fastest
+    if block_x_reduce:
+        step_input *= width
+    else:
+        step_output *= width
+    values_per_thread = -(-inputs_per_output // step_input)
+    if values_per_thread >= min(height * 16, 256):
+        step_input *= height  # split across warps
+        split_warps = True
+    else:
+        step_output *= height
+        split_warps = False
+    values_per_thread = -(-inputs_per_output // step_input)
+    grid_x = -(-(num_outputs // out_vec) // step_output)
+    target_grid = sm_count * (max_threads_per_sm // threads)
+    if not (split_warps and values_per_thread >= 256 and grid_x <= target_grid):
+        return 0, 0
+    ctas = max(min(-(-target_grid // grid_x), -(-values_per_thread // 16)), -(-values_per_thread // 256))
+    if ctas <= 1:
+        return 0, 0
+    size = acc_bytes * num_outputs * ctas
+    if not block_x_reduce:
+        size *= width * out_vec
+    return size, 4 * grid_x
+
+
+def _arg(func, args, kwargs, name, default=None):
+    for i, a in enumerate(func._schema.arguments):
+        if a.name == name:
+            if a.kwarg_only or i >= len(args):
+                return kwargs.get(name, default)
+            return args[i]
+    return default
+
+
+def _reduced_dims(func, args, kwargs, t: torch.Tensor) -> set[int] | None:
+    names = [a.name for a in func._schema.arguments]
+    if "dim" not in names:
+        return set(range(t.dim()))
+    dim = _arg(func, args, kwargs, "dim")
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return set(range(t.dim()))
+    dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    return {d % max(t.dim(), 1) for d in dims}
+
+
+def _acc_bytes(kind: str, t: torch.Tensor) -> int:
+    if kind == "pair":
+        return 16
+    if kind == "self":
+        return t.element_size()
+    if t.is_floating_point():
+        return 4 if t.element_size() < 8 else 8
+    return 8
+
+
+class Workspaces:
+    """The modelled buffers of one capture: what each kernel takes for its length (transient)
+    and what stays once taken (persistent: the cuBLAS workspaces)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.cublas_bytes = cublas_workspace_bytes(getattr(spec, "compute_capability", None))
+        self.cublas_threads: set[str] = set()
+        self.sm_count = getattr(spec, "sm_count", None)
+        self.max_threads_per_sm = getattr(spec, "max_threads_per_sm", None)
+
+    def meta(self) -> dict[str, str]:
+        return {"capture.workspaces": "cublas reduction-staging index_put-sort",
+                "capture.cublas_workspace_bytes": str(self.cublas_bytes)}
+
+    def persistent(self, name: str, in_backward: bool) -> list[tuple[int, str]]:
+        """A cuBLAS workspace when this is the first cuBLAS kernel of its thread."""
+        if name not in CUBLAS_OPS:
+            return []
+        thread = "autograd thread" if in_backward else "main thread"
+        if thread in self.cublas_threads:
+            return []
+        self.cublas_threads.add(thread)
+        return [(self.cublas_bytes, f"cuBLAS workspace ({thread})")]
+
+    def transient(self, func, args, kwargs) -> list[tuple[int, str]]:
+        """Buffers the kernel takes from the caching allocator and gives back when it ends."""
+        name = func._schema.name
+        kind = REDUCTIONS.get(name)
+        if kind is not None and self.sm_count and args and isinstance(args[0], torch.Tensor):
+            t = args[0]
+            dims = _reduced_dims(func, args, kwargs, t)
+            buf, sem = reduction_staging(t, dims, _acc_bytes(kind, t), self.sm_count, self.max_threads_per_sm)
+            return [(buf, f"reduction staging ({name})"), (sem, f"reduction semaphores ({name})")] if buf else []
+        if name in ("aten::index_put", "aten::index_put_", "aten::_index_put_impl_") and \
+                _arg(func, args, kwargs, "accumulate", False):
+            indices = [i for i in _arg(func, args, kwargs, "indices", []) if isinstance(i, torch.Tensor)]
+            if not indices:
+                return []
+            n = math.prod(torch.broadcast_shapes(*(i.shape for i in indices)))
+            label = f"index_put sort ({name})"
+            return [(n * 8, label + ": linear index"), (n * 8, label + ": sorted"), (n * 8, label + ": positions"),
+                    (n * 8, label + ": range"), (n * 16, label + ": radix sort buffers")]
+        return []
+
+
+def add_transient(rec, buffers, start: int, end: int, accesses: dict[int, int]) -> None:
+    """Allocations alive from the kernel's start to its end, accessed by it (read-write)."""
+    for nbytes, label in buffers:
+        if nbytes > 0:
+            _add(rec, nbytes, label, start, end, accesses)
+
+
+def add_persistent(rec, buffers, start: int, accesses: dict[int, int]) -> None:
+    """Allocations taken at the kernel's start and never given back (cuBLAS workspaces)."""
+    for nbytes, label in buffers:
+        _add(rec, nbytes, label, start, None, accesses)
+        rec.live_bytes += nbytes
+
+
+def _add(rec, nbytes: int, label: str, t_alloc: int, t_free: int | None, accesses: dict[int, int]) -> None:
+    a = store.Allocation(id=len(rec.allocs) + 1, bytes=nbytes, t_alloc=t_alloc, t_free=t_free,
+                         category=store.WORKSPACE, label=label)
+    rec.allocs.append(a)
+    accesses[a.id] = store.READ_WRITE
