@@ -97,6 +97,8 @@ Setting combine(const Base& b, const Setting& global, const std::vector<BlockCho
     return s;
 }
 
+namespace {
+
 // What each block's choice does alone (global setting as captured).
 struct BlockEffects {
     std::vector<int64_t> base_window;
@@ -105,8 +107,6 @@ struct BlockEffects {
     std::vector<std::vector<std::vector<int64_t>>> delta;
     std::vector<std::vector<int64_t>> time;
 };
-
-namespace {
 
 BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t& evaluations) {
     const Base& b = ev.base();
@@ -178,14 +178,6 @@ SeparableModel build_model(const BlockEffects& e, const Windows& w, const std::v
 }
 
 }  // namespace
-
-SeparableModel separable_model(const Evaluator& ev, const Setting& global, const std::vector<BlockChoice>&) {
-    int64_t n = 0;
-    PlannerOptions o;
-    BlockEffects e = block_effects(ev, o, n);
-    Evaluator::Quick q = ev.quick(global);
-    return build_model(e, classify(ev.base()), q.live.window, ev.base().info.block_name.size());
-}
 
 Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     auto t0 = std::chrono::steady_clock::now();

@@ -54,11 +54,6 @@ struct Advice {
 
 Advice advise(const Evaluator& ev, const PlannerOptions& o);
 
-// The separable model of a step for the given global setting (dp.hpp), from single-block
-// evaluations; exposed for tests.
-struct BlockEffects;   // planner.cpp
-SeparableModel separable_model(const Evaluator& ev, const Setting& global, const std::vector<BlockChoice>& choices);
-
 // The setting that applies per-block choices on top of a global setting.
 Setting combine(const Base& b, const Setting& global, const std::vector<BlockChoice>& per_block, const OffloadSetting& offload);
 
