@@ -59,7 +59,7 @@ TEST_CASE("a bad setting names its field", "[advise][setting]") {
     bad(R"({"allocator": 3})", "field 'allocator': must be a string");
 }
 
-TEST_CASE("--gpu's memory sizes are mhc-torch's", "[advise][setting]") {
+TEST_CASE("the GPU sizes of mhc advise --gpu are mhc-torch's", "[advise][setting]") {
     // python/mhc_torch/gpus.py holds each GPU's figures for the capture; --gpu must agree.
     std::ifstream in(std::string(MHC_SOURCE_DIR) + "/python/mhc_torch/gpus.py");
     std::stringstream ss;
