@@ -113,7 +113,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     std::unordered_map<int32_t, int32_t> replayed_at;   // cached op seq -> its position in the recomputation
     int32_t last_recompute = -1;
     for (int32_t s = r.first; s <= stop; ++s) {
-        const Op& src = p.ops[static_cast<size_t>(s)];
+        const Op src = p.ops[static_cast<size_t>(s)];   // a copy: add_op below may move p.ops
         if (src.kind != OpKind::Kernel) continue;
         Op o;
         o.src = s;
