@@ -44,7 +44,7 @@ std::vector<std::unique_ptr<Transform>> make_transforms(const Base& b, const Set
     if (s.optimizer_on_host) t.push_back(make_host_optimizer(b));
     if (s.bf16_weights)
         throw Error("setting: field 'weights': bf16 weights change every activation's type, which a capture with fp32 "
-                    "weights does not record: capture the model with bf16 weights instead");
+                    "weights does not record: capture the step with bf16 weights instead (mhc-torch capture --weights bf16)");
     return t;
 }
 
