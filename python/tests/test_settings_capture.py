@@ -251,6 +251,10 @@ def test_optimizer_state_on_the_host(tmp_path):
     assert _rows(path, "SELECT count(*) FROM kernel_info WHERE phase = 2") == [(0,)]
     assert _copies(path) == [(store.H2D, 0, 6, PARAMS), (store.D2H, 1, 6, PARAMS)]
     assert int(mhc_torch.read_meta(path)["capture.peak_bytes"]) < int(mhc_torch.read_meta(base)["capture.peak_bytes"])
+    # The host's peak is in the step, in the order the host ran it (its ops take no capture time,
+    # so their storages begin and end at one instant): master copies, gradient buffers, state and
+    # the step counters, and foreach's sqrt(exp_avg_sq).
+    assert int(mhc_torch.read_meta(path)["capture.host_peak_bytes"]) == 5 * PARAMS + 6 * 4
     # One optimizer range (its step() calls the optimizer class's own: the capture's step hooks run
     # at both levels), ending when the parameters' copies back to the device end.
     ranges = _rows(path, "SELECT m.t_start, m.t_end FROM markers m JOIN strings s ON s.id = m.name "
