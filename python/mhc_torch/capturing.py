@@ -446,7 +446,6 @@ def capture(build_model: Callable[[], torch.nn.Module],
     rec.layer_markers()
     rec.finish_categories()
     rec.peak_bytes = _device_peak(rec.allocs)  # after the folds above moved lifetimes
-    rec.host_peak = _device_peak(rec.allocs, HOST)
     full_meta = {
         "source": "captured",
         "generator": f"mhc-torch 0.1 (torch {torch.__version__})",

@@ -32,7 +32,8 @@ CREATE TABLE strings (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE allocations (
   id INTEGER PRIMARY KEY, device INTEGER NOT NULL, address INTEGER NOT NULL,
   bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
-  stream INTEGER NOT NULL, category INTEGER NOT NULL, label INTEGER NOT NULL DEFAULT 0);
+  stream INTEGER NOT NULL, category INTEGER NOT NULL, label INTEGER NOT NULL DEFAULT 0,
+  requested_bytes INTEGER);
 CREATE TABLE kernels (
   id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
   name INTEGER NOT NULL, t_start INTEGER NOT NULL, t_end INTEGER NOT NULL,
@@ -183,7 +184,7 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
             db.executescript(_LOOKUPS)
             db.execute("BEGIN")
             db.executemany(
-                "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?,NULL)",
                 ((a.id, a.device, 0, a.bytes, a.t_alloc, a.t_free, a.stream, a.category, intern(a.label))
                  for a in allocations))
             db.executemany(

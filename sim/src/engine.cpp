@@ -722,6 +722,7 @@ Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& h
     r.device = p.device;
     r.assumed_accesses = p.assumed_accesses;
     r.warnings = trace_warnings(p);
+    r.order_only = p.t->order_only();
     r.baseline_peak = baseline_peak(p, c.allocator);
     cap = c.capacity.fraction > 0
               ? static_cast<int64_t>(std::floor(c.capacity.fraction * static_cast<double>(r.baseline_peak)))

@@ -212,7 +212,8 @@ std::vector<std::string> Reader::strings() const {
 }
 
 void Reader::for_each(const std::function<void(const Allocation&)>& fn) const {
-    CheckedRows s(*this, rules::allocations());
+    const bool requested = has_requested_bytes();
+    CheckedRows s(*this, requested ? rules::allocations_with_requested() : rules::allocations());
     Allocation a;
     while (s.next()) {
         a.id = s[0];
@@ -224,6 +225,7 @@ void Reader::for_each(const std::function<void(const Allocation&)>& fn) const {
         a.stream = s[6];
         a.category = static_cast<Category>(s[7]);
         a.label = s[8];
+        a.requested_bytes = requested && !s.is_null(9) ? s[9] : kNoBytes;
         fn(a);
     }
 }
@@ -350,6 +352,11 @@ namespace mhc::trace {
 
 bool Reader::has_segments() const {
     sql::Stmt s(db_, path_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='segments'");
+    return s.step() && s.i64(0) > 0;
+}
+
+bool Reader::has_requested_bytes() const {
+    sql::Stmt s(db_, path_, "SELECT count(*) FROM pragma_table_info('allocations') WHERE name='requested_bytes'");
     return s.step() && s.i64(0) > 0;
 }
 

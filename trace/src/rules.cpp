@@ -44,6 +44,15 @@ const Table& allocations() {
     return t;
 }
 
+const Table& allocations_with_requested() {
+    static const Table t = [] {
+        Table w = allocations();
+        w.columns.push_back({"requested_bytes", 1, kMaxBytes, true, "size", "a size in bytes"});
+        return w;
+    }();
+    return t;
+}
+
 const Table& kernels() {
     static const Table t{"kernels",
                          {id("id"), device(), any("stream"), string_id("name"), time("t_start"),

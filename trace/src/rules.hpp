@@ -26,6 +26,9 @@ struct Table {
 };
 
 const Table& allocations();
+// allocations with requested_bytes (nullable, 1 ... 2^56): a trace written before the column
+// existed lacks it (Reader::has_requested_bytes).
+const Table& allocations_with_requested();
 const Table& kernels();
 const Table& accesses();
 const Table& copies();

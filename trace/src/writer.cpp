@@ -41,7 +41,7 @@ Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path
     st_ = std::make_unique<Statements>();
     st_->string = sql::Stmt(db_, path_, "INSERT INTO strings VALUES (?,?)");
     st_->allocation =
-        sql::Stmt(db_, path_, "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?)");
+        sql::Stmt(db_, path_, "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?,?)");
     st_->kernel = sql::Stmt(db_, path_,
                             "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     st_->access = sql::Stmt(db_, path_,
@@ -101,6 +101,8 @@ void Writer::add(const Allocation& a) {
     s.bind(7, a.stream);
     s.bind(8, static_cast<int64_t>(a.category));
     s.bind(9, a.label);
+    if (a.requested_bytes == kNoBytes) s.bind_null(10);
+    else s.bind(10, a.requested_bytes);
     s.run();
     row_done();
 }

@@ -11,6 +11,7 @@ namespace mhc::trace {
 
 inline constexpr int64_t kNoTime = INT64_MAX;   // t_free of an allocation alive at the end
 inline constexpr int64_t kNoString = 0;         // string id 0: no name
+inline constexpr int64_t kNoBytes = -1;         // requested_bytes unknown (NULL in SQLite)
 
 enum class Category : uint8_t { Param = 0, Grad, Optimizer, Activation, Workspace, Comm, Other };
 inline constexpr int kCategoryCount = 7;
@@ -29,6 +30,9 @@ struct Allocation {
     int64_t stream = 0;
     Category category = Category::Other;
     int64_t label = kNoString;
+    // What the program asked for, where the source says (a PyTorch snapshot): `bytes` is the
+    // block the allocator gave (rounded, or a whole cached block it did not split).
+    int64_t requested_bytes = kNoBytes;
 };
 
 struct Kernel {

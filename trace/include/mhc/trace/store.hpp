@@ -135,6 +135,9 @@ public:
     void for_each(const std::function<void(const Marker&)>& fn) const;
     // Segments: a trace written before the segments table existed has none (has_segments false).
     bool has_segments() const;
+    // allocations.requested_bytes: traces written before the column existed lack it (read as
+    // kNoBytes).
+    bool has_requested_bytes() const;
     void for_each(const std::function<void(const Segment&)>& fn) const;
 
     // A model capture's tables: traces from other sources, or written before the tables
