@@ -260,6 +260,12 @@ void check_values(const Reader& reader, CheckReport& r) {
     std::vector<const rules::Table*> tables = rules::all();
     if (reader.has_requested_bytes()) tables.front() = &rules::allocations_with_requested();
     if (reader.has_segments()) tables.push_back(&rules::segments());   // absent from older traces
+    for (const rules::Table* c : {&rules::modules(), &rules::kernel_info()})
+        if (reader.has_table(c->name)) tables.push_back(c);
+    if (reader.has_table("saved_tensors")) {
+        sql::Stmt c(reader.handle(), reader.path(), "SELECT count(*) FROM pragma_table_info('saved_tensors') WHERE name='packs'");
+        tables.push_back(c.step() && c.i64(0) > 0 ? &rules::saved_tensors_packs() : &rules::saved_tensors());
+    }
     for (const rules::Table* t : tables) {
         sql::Stmt s(reader.handle(), reader.path(), rules::violations_sql(*t).c_str());
         while (s.step()) {

@@ -378,4 +378,52 @@ void Reader::for_each(const std::function<void(const Segment&)>& fn) const {
     }
 }
 
+bool Reader::has_table(const std::string& name) const {
+    sql::Stmt s(db_, path_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?");
+    s.bind(1, name);
+    return s.step() && s.i64(0) > 0;
+}
+
+void Reader::for_each(const std::function<void(const Module&)>& fn) const {
+    if (!has_table("modules")) return;
+    CheckedRows s(*this, rules::modules());
+    Module m;
+    while (s.next()) {
+        m.id = s[0];
+        m.name = s[1];
+        m.parent = s[2];
+        m.type = s[3];
+        fn(m);
+    }
+}
+
+void Reader::for_each(const std::function<void(const KernelInfo&)>& fn) const {
+    if (!has_table("kernel_info")) return;
+    CheckedRows s(*this, rules::kernel_info());
+    KernelInfo k;
+    while (s.next()) {
+        k.kernel = s[0];
+        k.module = s[1];
+        k.phase = static_cast<Phase>(s[2]);
+        k.flops = s[3];
+        k.bytes = s[4];
+        fn(k);
+    }
+}
+
+void Reader::for_each(const std::function<void(const SavedTensor&)>& fn) const {
+    if (!has_table("saved_tensors")) return;
+    // `packs` came after the table: files without it read one pack per row
+    sql::Stmt c(db_, path_, "SELECT count(*) FROM pragma_table_info('saved_tensors') WHERE name='packs'");
+    const bool packs = c.step() && c.i64(0) > 0;
+    CheckedRows s(*this, packs ? rules::saved_tensors_packs() : rules::saved_tensors());
+    SavedTensor t;
+    while (s.next()) {
+        t.allocation = s[0];
+        t.kernel = s[1];
+        t.packs = packs && !s.is_null(2) ? static_cast<int32_t>(s[2]) : 1;
+        fn(t);
+    }
+}
+
 }  // namespace mhc::trace

@@ -35,7 +35,7 @@ CREATE TABLE modules (
 CREATE TABLE kernel_info (
   kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
   flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
-CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL, packs INTEGER,
   PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
 )SQL";
 
