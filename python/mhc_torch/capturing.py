@@ -11,6 +11,8 @@ mode below it sees every aten op after autograd and autocast:
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import weakref
 from dataclasses import dataclass, field
@@ -373,6 +375,21 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
     return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}")
 
 
+@contextlib.contextmanager
+def _collector_at_step_ends():
+    """Python's cyclic garbage collector off during the capture (collected at each step's end
+    instead): a storage kept only by a reference cycle would otherwise be freed after whichever
+    op happened to trigger a collection, and two captures of one step would differ."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def capture(build_model: Callable[[], torch.nn.Module],
             make_batch: Callable[[], Any],
             steps: int = 1,
@@ -567,12 +584,14 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
-        with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, _Recorder(rec), run:
+        with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, _Recorder(rec), run, \
+                _collector_at_step_ends():
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
                 with rec.saved_hooks():
                     run.run_step(s, batch)
+                gc.collect()  # storages held only by reference cycles end here, not at a random op
                 rec.end_backward()
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
