@@ -129,6 +129,8 @@ static Result import_regular(const std::string& in, const std::string& shown, co
         std::fprintf(stderr, "mhc: warning: %s: missing tables %s (imported without them)\n", shown.c_str(),
                      it->second.c_str());
     r.meta["import.input"] = std::filesystem::path(shown).filename().string();
+    if (opt.warn)
+        for (const auto& m : r.warnings) std::fprintf(stderr, "mhc: warning: %s: %s\n", shown.c_str(), m.c_str());
     for (auto& [k, v] : r.meta) w.set_meta(k, v);
     // Checked on the complete temporary file, which only then becomes `out`; errors name `out`.
     writer.finish([&](const std::string& tmp) {
