@@ -5,10 +5,12 @@
     runs = mhc_torch.read_runs("model.db")      # pandas DataFrame, one row per simulated run
 """
 from .gpus import GPUS, GpuSpec, gpu
+from .sizes import SizeError, parse_bandwidth, parse_share, parse_size
 from .store import TraceError, read_meta, read_run_table, read_runs, read_table
 
 __all__ = ["capture", "CaptureError", "CaptureResult", "GPUS", "GpuSpec", "gpu", "TraceError",
-           "read_meta", "read_runs", "read_run_table", "read_table"]
+           "read_meta", "read_runs", "read_run_table", "read_table", "SizeError", "parse_size", "parse_share",
+           "parse_bandwidth"]
 
 
 def __getattr__(name):
