@@ -18,11 +18,17 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto run = std::make_shared<int64_t>(0);
         auto force = std::make_shared<bool>(false);
         app.add_option("trace", *in, "Trace file (.db)")->required()->check(CLI::ExistingFile);
-        app.add_option("-o,--output", *out, "perfetto: file (.json or .json.gz); csv: directory")->required();
-        app.add_option("--format", *format, "perfetto or csv")->check(CLI::IsMember({"perfetto", "csv"}));
+        app.add_option("-o,--output", *out, "perfetto: a file (.json or .json.gz); csv: a folder, one file per table")
+            ->required()
+            ->type_name("PATH");
+        app.add_option("--format", *format, "perfetto (ui.perfetto.dev) or csv")
+            ->check(CLI::IsMember({"perfetto", "csv"}))
+            ->type_name("FORMAT")
+            ->default_str(*format);
         app.add_option("--run", *run, "perfetto: also this simulated or replayed run; csv: only this run in the "
-                                      "run tables (default: every run)")
-            ->check(CLI::PositiveNumber);
+                                      "run tables (all runs without it)")
+            ->check(CLI::PositiveNumber)
+            ->type_name("ID");
         app.add_flag("--force", *force, "Replace existing output files (never the trace itself)");
         return [in, out, format, run, force] {
             auto if_exists = *force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
