@@ -7,7 +7,6 @@
 #include "command.hpp"
 #include "mhc/sim/allocator_compare.hpp"
 #include "mhc/trace/check.hpp"
-#include "mhc/trace/store.hpp"
 
 namespace {
 
@@ -32,10 +31,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("DEVICE")
             ->default_str("auto");
         return [path, json, conf, device] {
-            auto data = mhc::trace::load_checked_trace(*path);
-            std::vector<mhc::trace::Segment> segs;
-            mhc::trace::Reader(*path).for_each([&](const mhc::trace::Segment& s) { segs.push_back(s); });
-            auto c = mhc::sim::compare_allocator(data, segs, *device, *conf);
+            auto data = mhc::trace::load_checked_trace(*path);   // segments checked too (overlap, order)
+            auto c = mhc::sim::compare_allocator(data, data.segments, *device, *conf);
             if (*json) {
                 std::printf("%s\n", mhc::sim::to_json(c).c_str());
             } else {

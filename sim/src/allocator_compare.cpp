@@ -28,10 +28,12 @@ struct Ev {
     int64_t t;
     int kind;   // 0 free, 1 empty_cache, 2 alloc
     int64_t i;  // allocation index
+    bool free_at_once = false;   // a kind-2 free: of allocation i, made at this instant (trace::MemoryEvent's order)
     bool operator<(const Ev& o) const {
         if (t != o.t) return t < o.t;
         if (kind != o.kind) return kind < o.kind;
-        return i < o.i;
+        if (i != o.i) return i < o.i;
+        return free_at_once < o.free_at_once;
     }
 };
 
@@ -203,7 +205,8 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
         ++c.allocations;
         evs.push_back({a.t_alloc[i], 2, static_cast<int64_t>(i)});
         alloc_times.insert(a.t_alloc[i]);
-        if (a.t_free[i] != trace::kNoTime) evs.push_back({a.t_free[i], 0, static_cast<int64_t>(i)});
+        if (a.t_free[i] == a.t_alloc[i]) evs.push_back({a.t_free[i], 2, static_cast<int64_t>(i), true});
+        else if (a.t_free[i] != trace::kNoTime) evs.push_back({a.t_free[i], 0, static_cast<int64_t>(i)});
     }
     const std::vector<CacheCall> calls = empty_cache_calls(S, alloc_times);
     for (const CacheCall& call : calls) {
@@ -214,11 +217,13 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     c.empty_cache_calls = static_cast<int64_t>(calls.size());
     std::sort(evs.begin(), evs.end());
 
+    // Samples at the model's events. A recorded segment event counts at the next of them: a
+    // snapshot records the cudaMalloc an allocation needs (and the frees of an out-of-memory
+    // retry) just before that allocation, 1 ns apart in the trace (docs/import.md).
     std::vector<int64_t> times;
     for (const auto& e : evs) times.push_back(e.t);
-    for (const auto& d : rec) times.push_back(d.first);
-    std::sort(times.begin(), times.end());
     times.erase(std::unique(times.begin(), times.end()), times.end());
+    if (!rec.empty() && (times.empty() || rec.back().first > times.back())) times.push_back(rec.back().first);
 
     auto run = [&](bool warm) {
         Run r;
@@ -241,7 +246,7 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
             int64_t first_alloc = -1;
             for (; k < evs.size() && evs[k].t == tm; ++k) {
                 const Ev& e = evs[k];
-                if (e.kind == 0) {
+                if (e.kind == 0 || e.free_at_once) {
                     if (block[static_cast<size_t>(e.i)] >= 0) ca.free(block[static_cast<size_t>(e.i)]);
                     block[static_cast<size_t>(e.i)] = -1;
                 } else if (e.kind == 1) {
@@ -296,8 +301,8 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     double weighted = 0, plain = 0, covered = 0;
     int64_t compared = 0;
     for (size_t k = 0; k < times.size(); ++k) {
-        const int64_t tm = times[k];
-        for (; j < rec.size() && rec[j].first == tm; ++j) cur += rec[j].second;
+        const int64_t tm = times[k], since = k > 0 ? times[k - 1] : INT64_MIN;   // recorded events in (since, tm]
+        for (; j < rec.size() && rec[j].first <= tm; ++j) cur += rec[j].second;
         while (call < calls.size() && calls[call].last <= tm) ++call;
         if (call < calls.size() && calls[call].first <= tm) continue;
         const int64_t diff = w.reserved_at[k] - cur;
@@ -320,18 +325,18 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
             std::string recd;
             int64_t rec_alloc = 0, rec_free = 0;
             for (const auto* s : S) {
-                if (s->t_alloc == tm && !s->reconstructed) {
+                if (s->t_alloc > since && s->t_alloc <= tm && !s->reconstructed) {
                     recd += (recd.empty() ? "" : ", ") + std::string(s->expandable ? "map " : "cudaMalloc ") +
                             format_bytes(s->bytes) + " (stream " + std::to_string(s->stream) + ")";
                     ++rec_alloc;
                 }
-                if (s->t_free == tm) {
+                if (s->t_free != trace::kNoTime && s->t_free > since && s->t_free <= tm) {
                     recd += (recd.empty() ? "" : ", ") + std::string(s->expandable ? "unmap " : "cudaFree ") +
                             format_bytes(s->bytes) + " (stream " + std::to_string(s->stream) + ")";
                     ++rec_free;
                 }
             }
-            std::string at = "at " + std::to_string(tm) + " ns";
+            std::string at = t.order_only() ? "at event #" + std::to_string(tm) : "at " + std::to_string(tm) + " ns";
             if (ai >= 0)
                 at += " (allocation " + std::to_string(a.id[static_cast<size_t>(ai)]) + ", " +
                       format_bytes(a.bytes[static_cast<size_t>(ai)]) + ", stream " +

@@ -14,10 +14,7 @@ namespace mhc::sim {
 // ---- settings -----------------------------------------------------------------------------
 
 int32_t AllocatorSettings::divisions_for(int64_t size) const {
-    // CUDAAllocatorConfig::roundup_power2_divisions: interval log2(size) - log2(1 MiB), clamped.
-    int log = 63 - __builtin_clzll(static_cast<unsigned long long>(size));
-    int index = std::clamp(log - 20, 0, kIntervals - 1);
-    return roundup_power2_divisions[static_cast<size_t>(index)];
+    return roundup_power2_divisions[static_cast<size_t>(trace::torch::roundup_interval(size))];
 }
 
 std::string AllocatorSettings::conf() const {
@@ -185,25 +182,10 @@ AllocatorSettings allocator_settings_for(const std::map<std::string, std::string
 
 // ---- sizes --------------------------------------------------------------------------------
 
-int64_t CachingAllocator::round_size(int64_t bytes) {
-    if (bytes < kMinBlock) return kMinBlock;
-    return (bytes + kMinBlock - 1) / kMinBlock * kMinBlock;
-}
+int64_t CachingAllocator::round_size(int64_t bytes) { return trace::torch::round_size(bytes, 0); }
 
 int64_t CachingAllocator::rounded(int64_t bytes) const {
-    // round_size / roundup_power2_next_division.
-    if (bytes < kMinBlock) return kMinBlock;
-    int64_t div = set_.divisions_for(bytes);
-    if (div > 1 && bytes > kMinBlock * div) {
-        auto u = static_cast<uint64_t>(bytes);
-        if (pow2(u)) return bytes;
-        uint64_t floor2 = uint64_t{1} << (63 - __builtin_clzll(u));
-        uint64_t step = floor2 >> (63 - __builtin_clzll(static_cast<unsigned long long>(div)));
-        if (step == 0) return static_cast<int64_t>(floor2 << 1);
-        uint64_t lo = u & ~(step - 1);
-        return static_cast<int64_t>(lo == u ? u : lo + step);
-    }
-    return round_size(bytes);
+    return trace::torch::round_size(bytes, bytes < kMinBlock ? 0 : set_.divisions_for(bytes));
 }
 
 int64_t CachingAllocator::segment_size(int64_t rounded) {

@@ -85,6 +85,13 @@ void build_on_device(Prepared& p) {
     const auto& a = p.t->allocations;
     p.on_device.assign(a.size(), 0);
     for (size_t i = 0; i < a.size(); ++i) p.on_device[i] = a.device[i] == p.device;
+    if (p.device < 0) return;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != -1) continue;
+        p.host_events.push_back({a.t_alloc[i], a.bytes[i]});
+        if (a.t_free[i] != trace::kNoTime) p.host_events.push_back({a.t_free[i], -a.bytes[i]});
+    }
+    std::sort(p.host_events.begin(), p.host_events.end());   // at one time the negative (free) first
 }
 
 // Accesses in seq order. When the device has none (no kernel of the device accesses one of
@@ -248,34 +255,33 @@ void build_steps(Prepared& p) {
             p.step_allocs[p.step_allocs_begin[p.alloc_step[al]] + p.alloc_ordinal[al]] = al;
 }
 
-// Live bytes at each kernel start and the peaks of both allocator models, by one merge of
-// allocations, frees and kernel starts (frees before allocations before kernels at a tie).
+// Live bytes at each kernel start and the peaks of both allocator models, by one walk of the
+// recorded events in the simulator's order (EventCursor).
 void build_live(Prepared& p) {
     const auto& a = p.t->allocations;
-    size_t n = p.korder.size();
-    p.live_at.assign(n, 0);
+    p.live_at.assign(p.korder.size(), 0);
     // The caching peak under the settings the trace recorded (meta allocator.conf).
     CachingAllocator ca(INT64_MAX / 2, allocator_settings_for(p.t->meta, ""));
     std::vector<int32_t> block(a.size(), -1);
     int64_t live = 0;
-    size_t ia = 0, iff = 0, ik = 0;
-    while (ia < p.alloc_order.size() || iff < p.free_order.size() || ik < n) {
-        int64_t ta = ia < p.alloc_order.size() ? a.t_alloc[p.alloc_order[ia]] : INT64_MAX;
-        int64_t tf = iff < p.free_order.size() ? a.t_free[p.free_order[iff]] : INT64_MAX;
-        int64_t tk = ik < n ? p.kstart[ik] : INT64_MAX;
-        if (tf <= ta && tf <= tk) {
-            int32_t al = p.free_order[iff++];
-            live -= a.bytes[al];
-            if (block[al] >= 0) ca.free(block[al]);
-            block[al] = -1;
-        } else if (ta <= tk) {
-            int32_t al = p.alloc_order[ia++];
-            live += a.bytes[al];
-            block[al] = ca.allocate(a.bytes[al], a.stream[al]);
-            p.peak_ideal = std::max(p.peak_ideal, live);
-            p.peak_caching = std::max(p.peak_caching, ca.reserved());
-        } else {
-            p.live_at[ik++] = live;
+    EventCursor events(p, *p.t);
+    RecordedEvent e;
+    while (events.next(e)) {
+        const auto al = static_cast<size_t>(e.row);
+        switch (e.what) {
+            case Recorded::Free:
+                live -= a.bytes[al];
+                if (block[al] >= 0) ca.free(block[al]);
+                block[al] = -1;
+                break;
+            case Recorded::Allocation:
+                live += a.bytes[al];
+                block[al] = ca.allocate(a.bytes[al], a.stream[al]);
+                p.peak_ideal = std::max(p.peak_ideal, live);
+                p.peak_caching = std::max(p.peak_caching, ca.reserved());
+                break;
+            case Recorded::KernelStart: p.live_at[static_cast<size_t>(e.seq)] = live; break;
+            case Recorded::KernelEnd: break;
         }
     }
 }
@@ -332,7 +338,8 @@ EventStreams event_streams(const trace::TraceData& t, int32_t device) {
     for (size_t i = 0; i < a.size(); ++i) {
         if (a.device[i] != device) continue;
         aidx.push_back(static_cast<int32_t>(i));
-        if (a.t_free[i] != trace::kNoTime) fidx.push_back(static_cast<int32_t>(i));
+        // Freed at the instant it was made: EventCursor frees it right after its allocation.
+        if (a.t_free[i] != trace::kNoTime && a.t_free[i] != a.t_alloc[i]) fidx.push_back(static_cast<int32_t>(i));
     }
     e.alloc_order = sorted_indices(std::move(aidx), [&](int32_t x, int32_t y) {
         return a.t_alloc[x] != a.t_alloc[y] ? a.t_alloc[x] < a.t_alloc[y] : x < y;
@@ -397,6 +404,9 @@ bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
 std::vector<std::string> trace_warnings(const Prepared& p) {
     std::vector<std::string> w;
     std::string dev = "device " + std::to_string(p.device);
+    if (p.t->order_only())
+        w.push_back("the trace's timing is order only (its source has no timestamps): times are event numbers, so "
+                    "throughput loss, stalls and makespan are not times and are not reported; memory figures stand");
     if (p.alloc_order.empty())
         w.push_back(dev + " has no allocations: there is nothing to limit, so the run says nothing about memory");
     if (p.korder.empty())

@@ -98,11 +98,16 @@ std::string to_text(const Result& r) {
         std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
         o << "peak           baseline " << format_bytes(r.baseline_peak) << " -> simulated "
           << format_bytes(r.simulated_peak) << " (peak reduction " << red << ")\n";
-        o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
-          << format_ns(r.simulated_makespan) << " (throughput loss " << pct(r.throughput_loss) << ")\n";
+        if (r.order_only)
+            o << "makespan       not a time: the timing is order only (see the warning)\n";
+        else
+            o << "makespan       baseline " << format_ns(r.baseline_makespan) << " -> simulated "
+              << format_ns(r.simulated_makespan) << " (throughput loss " << pct(r.throughput_loss) << ")\n";
         o << "stalls         ";
     }
-    o << r.stall_count << " stalls totalling " << format_ns(r.stall_time) << "\n";
+    o << r.stall_count << " stalls";
+    if (!r.order_only) o << " totalling " << format_ns(r.stall_time);
+    o << "\n";
     o << "swap-in (H2D)  " << r.swap_in_count << " transfers, " << format_bytes(r.swap_in_bytes)
       << " (" << r.prefetch_count << " prefetched)\n";
     o << "swap-out (D2H) " << r.swap_out_count << " transfers, " << format_bytes(r.swap_out_bytes)
@@ -140,6 +145,8 @@ std::string to_json(const Result& r) {
         m["throughput_loss"] = nullptr;
     }
     j["metrics"] = m;
+    // order-only: the time metrics count event numbers, not nanoseconds (and a warning says so)
+    j["timing"] = r.order_only ? "order-only" : "exact";
     j["warnings"] = r.warnings;
     if (r.oom.happened)
         j["oom"] = {{"where", r.oom.where}, {"why", r.oom.why}, {"time_ns", r.oom.time},

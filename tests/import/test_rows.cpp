@@ -49,6 +49,14 @@ void same(const TraceData& a, const TraceData& b) {
     CHECK(a.markers.t_end == b.markers.t_end);
     CHECK(a.markers.kind == b.markers.kind);
     CHECK(a.markers.index == b.markers.index);
+    CHECK(x.requested_bytes == y.requested_bytes);
+    REQUIRE(a.segments.size() == b.segments.size());
+    for (size_t i = 0; i < a.segments.size(); ++i) {
+        const auto &s = a.segments[i], &g = b.segments[i];
+        CHECK((s.id == g.id && s.device == g.device && s.stream == g.stream && s.address == g.address &&
+               s.bytes == g.bytes && s.t_alloc == g.t_alloc && s.t_free == g.t_free && s.expandable == g.expandable &&
+               s.reconstructed == g.reconstructed));
+    }
 }
 
 template <class F>

@@ -2,6 +2,10 @@
 // allocator settings into meta, and inconsistent segment events refused naming the event.
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
+
+#include <algorithm>
+
 #include "mhc/common/error.hpp"
 #include "mhc/trace/store.hpp"
 #include "pickle_writer.hpp"
@@ -45,7 +49,7 @@ TEST_CASE("snapshot: segment events, reconstruction and settings become rows and
     const int64_t A = 0x100000000, B = 0x200000000, C = 0x300000000, X = 0x400000000, Y = 0x500000000,
                   Z = 0x600000000;
     std::vector<Py> evs{
-        event("segment_alloc", A, 20 * MiB, 0, 100),   // t = 0 ns: a real cudaMalloc at the trace start
+        event("segment_alloc", A, 20 * MiB, 0, 100),   // t = 1 ns: a real cudaMalloc at the trace start
         event("alloc", A, 6 * MiB, 0, 101),
         event("segment_alloc", B, 2 * MiB, 0, 102),
         event("free_completed", A, 6 * MiB, 0, 103),
@@ -79,16 +83,16 @@ TEST_CASE("snapshot: segment events, reconstruction and settings become rows and
     REQUIRE(s.size() == 8);
     struct Want { int64_t addr, bytes, t_alloc, t_free; bool exp, recon; };
     const int64_t none = mhc::trace::kNoTime;
-    // By t_alloc, then address. Times: (time_us - 100) x 1000 ns.
+    // By t_alloc, then address. Times: (time_us - 100) x 1000 + 1 ns (0: before recording).
     const Want want[] = {
-        {A, 20 * MiB, 0, 4000, false, false},      // segment_alloc at the first event, freed at event 4
-        {C, 20 * MiB, 0, 5000, false, true},       // a free the trace cannot place: alive from 0
-        {Y, 20 * MiB, 0, 8000, true, true},        // an unmap of a page mapped before recording
+        {C, 20 * MiB, 0, 5001, false, true},       // a free the trace cannot place: alive from 0
+        {Y, 20 * MiB, 0, 8001, true, true},        // an unmap of a page mapped before recording
         {Z, 4 * MiB, 0, none, false, true},        // end state only: alive throughout
-        {B, 2 * MiB, 2000, none, false, false},
-        {A, 20 * MiB, 4000, none, false, true},    // end state at a freed place: from that free on
-        {X, 20 * MiB, 6000, none, true, false},    // the page that stays mapped
-        {X + 20 * MiB, 20 * MiB, 6000, 7000, true, false},   // the page unmapped at event 7
+        {A, 20 * MiB, 1, 4001, false, false},      // segment_alloc at the first event, freed at event 4
+        {B, 2 * MiB, 2001, none, false, false},
+        {A, 20 * MiB, 4001, none, false, true},    // end state at a freed place: from that free on
+        {X, 20 * MiB, 6001, none, true, false},    // the page that stays mapped
+        {X + 20 * MiB, 20 * MiB, 6001, 7001, true, false},   // the page unmapped at event 7
     };
     for (size_t i = 0; i < 8; ++i) {
         INFO("row " << i + 1);
@@ -161,17 +165,18 @@ TEST_CASE("snapshot: the public snapshots' segments", "[import][segments][public
         auto t = mhc::trace::load_trace(out);
         CHECK(t.meta.at("allocator.conf") == "expandable_segments:False");
     }
-    SECTION("mosaic (synthetic): 5 expandable segments, no settings") {
+    SECTION("mosaic (synthetic): its 5 expandable segments cannot hold its blocks: imported without them") {
         std::string out = dir.file("mosaic.db");
-        mhc::trace::import::import_file(test::pub("torch-snapshot/mosaic-synthetic.pickle"), out);
-        auto s = segments_of(out);
-        REQUIRE(s.size() == 5);
-        for (const auto& g : s) {
-            CHECK(g.expandable);
-            CHECK(g.reconstructed);
-            CHECK(g.bytes == 52428800);
-        }
-        CHECK(mhc::trace::load_trace(out).meta.count("allocator.conf") == 0);
+        auto r = mhc::trace::import::import_file(test::pub("torch-snapshot/mosaic-synthetic.pickle"), out);
+        CHECK(segments_of(out).empty());
+        auto t = mhc::trace::load_trace(out);
+        CHECK(t.meta.at("segments") ==
+              "none: 5 rows dropped: 520 of 537 allocations lie in no segment alive when they were made "
+              "(a synthetic or damaged snapshot)");
+        CHECK(t.meta.count("segments.hold_allocations") == 0);
+        REQUIRE(r.warnings.size() == 1);
+        CHECK(r.warnings[0].find("imported without them") != std::string::npos);
+        CHECK(t.meta.count("allocator.conf") == 0);
     }
 }
 
@@ -211,4 +216,32 @@ TEST_CASE("what-if: expandable segments avoid a fragmentation OOM, and mhc alloc
     REQUIRE(test::run_mhc("-q import " + test::pub("nsys/con_kernel.sqlite") + " -o " + nsys) == 0);
     CHECK(test::run_mhc("allocator " + nsys, &err) == 2);
     CHECK(err.find(nsys + ": no segments recorded") != std::string::npos);
+}
+
+TEST_CASE("segments doubled and one freed before it was allocated: check and allocator refuse, naming rows",
+          "[import][segments][cli]") {
+    // The real CS336 step's 216 segments, each written twice, and one copy freed before it was
+    // allocated: a recorded reserved peak twice the real one (26.41 GiB against 13.21 GiB).
+    test::TempDir dir;
+    std::string db = dir.file("cs336.db");
+    mhc::trace::import::import_file(test::pub("torch-snapshot/stanford-cs336-training-step.pickle"), db);
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &h) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(h,
+                         "INSERT INTO segments SELECT id + 1000, device, stream, address, bytes, t_alloc, t_free, "
+                         "expandable, reconstructed FROM segments; "
+                         "UPDATE segments SET t_alloc = 500, t_free = 400 WHERE id = 1001;",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(h);
+    int rc = -1;
+    std::string out = test::mhc_stdout("check " + db, &rc);
+    CHECK(rc == 2);
+    CHECK(out.find("segments row 1001: freed at 400 ns, before it was allocated at 500 ns [free-before-alloc]") !=
+          std::string::npos);
+    CHECK(out.find("segments row 1002: ") != std::string::npos);   // each duplicate overlaps its original
+    CHECK(out.find("[overlap]") != std::string::npos);
+    std::string err;
+    CHECK(test::run_mhc("allocator " + db, &err) == 2);
+    CHECK(err.find("segments row 1001") != std::string::npos);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);   // one line
 }

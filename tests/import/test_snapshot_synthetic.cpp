@@ -2,7 +2,10 @@
 // a free of a block allocated before recording and an end-state block no event explains.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "mhc/trace/check.hpp"
+#include "pickle_writer.hpp"
 #include "util.hpp"
 
 namespace {
@@ -71,4 +74,168 @@ TEST_CASE("snapshot: two devices, order-only timing, reconstruction, oom, segmen
     REQUIRE(t.markers.size() == 1);
     CHECK(t.str(t.markers.name[0]) == "oom: 1073741824 bytes requested");
     CHECK(t.markers.t_start[0] == 5);
+}
+
+TEST_CASE("snapshot: blocks allocated and freed within one microsecond keep the file's order",
+          "[import][snapshot][event-order]") {
+    // 1 MiB allocated at 10 us and alive to the end; then, five times, a 512 MiB block whose
+    // alloc, free_requested and free_completed share one time_us (and at 14 us a 2 MiB block
+    // made in the same microsecond, after the 512 MiB one is freed).
+    using test::event;
+    const int64_t MiB = 1 << 20, A = 0x7f0000000000, B = 0x7f1000000000, C = 0x7f2000000000;
+    std::vector<test::Py> evs{event("alloc", A, MiB, 0, 10)};
+    for (int i = 0; i < 5; ++i) {
+        evs.push_back(event("alloc", B, 512 * MiB, 0, 11 + i));
+        evs.push_back(event("free_requested", B, 512 * MiB, 0, 11 + i));
+        evs.push_back(event("free_completed", B, 512 * MiB, 0, 11 + i));
+    }
+    evs.push_back(event("alloc", C, 2 * MiB, 0, 15));
+    test::Py snap = test::Py::dict({{"device_traces", test::Py::list({test::Py::list(evs)})}});
+    test::TempDir dir;
+    std::string in = dir.file("z.pickle"), out = dir.file("z.db");
+    test::write_file(in, snap.pickle());
+    mhc::trace::import::import_file(in, out);
+    auto t = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(t).ok());
+    REQUIRE(t.allocations.size() == 7);
+    // Times: 1000 x (time_us - 10) + 1 + the event's rank in its microsecond.
+    CHECK(t.allocations.t_alloc[0] == 1);
+    CHECK(t.allocations.t_alloc[1] == 1001);
+    CHECK(t.allocations.t_free[1] == 1003);   // free_completed, the third event of 11 us
+    CHECK(t.allocations.t_alloc[6] == 5004);  // after the last 512 MiB block's three events
+    // The briefly live blocks count once each, with the 1 MiB one: the peak the allocator saw.
+    CHECK(mhc::trace::live_peak(t, 0).bytes == 513 * MiB);
+    // Unlimited capacity gives back the recorded peak and frees every block.
+    int rc = -1;
+    auto j = nlohmann::json::parse(
+        test::mhc_stdout("simulate " + out + " --capacity unlimited --allocator ideal --no-store --json", &rc));
+    CHECK(rc == 0);
+    CHECK(j["metrics"]["baseline_peak_bytes"].get<double>() == 513.0 * MiB);
+    CHECK(j["metrics"]["simulated_peak_bytes"].get<double>() == 513.0 * MiB);
+}
+
+namespace {
+
+test::Py frame(const char* name, const char* file, int line) {
+    return test::Py::dict({{"name", name}, {"filename", file}, {"line", line}});
+}
+
+test::Py alloc_with(int64_t addr, int64_t size, std::vector<test::Py> frames, double t) {
+    return test::Py::dict({{"action", "alloc"}, {"addr", addr}, {"size", size}, {"stream", 0}, {"time_us", t},
+                           {"frames", test::Py::list(std::move(frames))}});
+}
+
+mhc::trace::TraceData import_snap(const test::TempDir& dir, const test::Py& snap, mhc::trace::import::Result* r = nullptr) {
+    std::string in = dir.file("s.pickle"), out = dir.file("s.db");
+    test::write_file(in, snap.pickle());
+    auto res = mhc::trace::import::import_file(in, out);
+    if (r) *r = res;
+    auto t = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(t).ok());
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("snapshot: an allocation is labelled by its first user or library Python frame", "[import][snapshot][labels]") {
+    // Stacks recorded with stacks="all": C++ and interpreter frames come first.
+    auto unwind = frame("torch::unwind::unwind()", "??", 0);
+    auto cfunc = frame("cfunction_call", "/usr/src/python/Objects/methodobject.c", 543);
+    auto eval = frame("_PyEval_EvalFrameDefault", "/usr/src/python/Python/ceval.c", 4200);
+    auto empty = frame("at::native::empty_cuda", "/pytorch/aten/src/ATen/native/cuda/EmptyTensor.cpp", 50);
+    auto linear = frame("linear", "/venv/lib/python3.11/site-packages/torch/nn/functional.py", 2000);
+    auto llama = frame("forward", "/venv/lib/python3.11/site-packages/transformers/models/llama/modeling_llama.py", 88);
+    auto adam = frame("step", "/venv/lib/python3.11/site-packages/torch/optim/adam.py", 123);
+    auto train = frame("main", "/home/me/train.py", 12);
+    using test::Py;
+    std::vector<Py> evs{
+        alloc_with(0x1000, 512, {unwind, cfunc, linear, llama, train}, 1),   // the library's Python frame
+        alloc_with(0x2000, 512, {unwind, cfunc, eval, adam}, 2),             // only PyTorch's own Python
+        alloc_with(0x3000, 512, {unwind, eval, empty}, 3),                   // no Python frame: the ATen op
+        alloc_with(0x4000, 512, {unwind}, 4),                                // nothing better than the first
+    };
+    test::TempDir dir;
+    auto t = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}));
+    REQUIRE(t.allocations.size() == 4);
+    CHECK(t.str(t.allocations.label[0]) == "forward (modeling_llama.py:88)");
+    CHECK(t.str(t.allocations.label[1]) == "step (adam.py:123)");
+    CHECK(t.str(t.allocations.label[2]) == "at::native::empty_cuda (EmptyTensor.cpp:50)");
+    CHECK(t.str(t.allocations.label[3]) == "torch::unwind::unwind() (??:0)");
+}
+
+TEST_CASE("snapshot: requested bytes and the allocator's blocks", "[import][snapshot][blocks]") {
+    // alloc events carry the requested size (CUDACachingAllocator records orig_size); the
+    // block is the request rounded, or the whole free block when the allocator did not split
+    // it (large pool: 1 MiB or less left over).
+    using test::event;
+    using test::Py;
+    const int64_t MiB = 1 << 20, S1 = 0x10000000, S2 = 0x20000000, S3 = 0x30000000, S4 = 0x40000000;
+    const int64_t a_req = 3 * MiB + 100, a_block = 3146240;             // rounded to 512 B; 17 MiB left: split
+    const int64_t b_room = 20 * MiB - a_block, b_req = b_room - 700 * 1024;   // 700 KiB left: given whole
+    const int64_t c_req = 30720000;                                     // a new 30 MiB segment, 720 KiB left: whole
+    std::vector<Py> evs{
+        event("segment_alloc", S1, 20 * MiB, 0, 1), event("alloc", S1, a_req, 0, 1),
+        event("alloc", S1 + a_block, b_req, 0, 2),
+        event("segment_alloc", S2, 30 * MiB, 0, 3), event("alloc", S2, c_req, 0, 3),
+        event("segment_alloc", S3, 2 * MiB, 0, 4), event("alloc", S3, 100, 0, 4),   // small pool: 512
+        event("segment_alloc", S4, 20 * MiB, 0, 5), event("alloc", S4, 5 * MiB + 1, 0, 5),   // 4 divisions of [4, 8) MiB
+        event("free_completed", S1, a_req, 0, 6), event("free_completed", S1 + a_block, b_req, 0, 7),
+        event("free_completed", S3, 100, 0, 8), event("free_completed", S4, 5 * MiB + 1, 0, 8),
+    };
+    auto block = [&](int64_t addr, int64_t size) {
+        return Py::dict({{"address", addr}, {"size", size}, {"requested_size", c_req}, {"state", "active_allocated"}});
+    };
+    auto seg = [&](int64_t addr, int64_t size, std::vector<Py> blocks) {
+        return Py::dict({{"device", 0}, {"address", addr}, {"total_size", size}, {"stream", 0},
+                         {"is_expandable", Py::boolean(false)}, {"blocks", Py::list(std::move(blocks))}});
+    };
+    Py settings = Py::dict({{"expandable_segments", Py::boolean(false)}, {"max_split_size", -1},
+                            {"roundup_power2_divisions", Py::dict({{"4", 4}})}});
+    auto snap = [&](int64_t c_end_size) {
+        return Py::dict({{"device_traces", Py::list({Py::list(evs)})},
+                         {"segments", Py::list({seg(S1, 20 * MiB, {}), seg(S2, 30 * MiB, {block(S2, c_end_size)}),
+                                                seg(S3, 2 * MiB, {}), seg(S4, 20 * MiB, {})})},
+                         {"allocator_settings", settings}});
+    };
+    test::TempDir dir;
+    auto t = import_snap(dir, snap(30 * MiB));
+    const auto& a = t.allocations;
+    REQUIRE(a.size() == 5);
+    CHECK(a.requested_bytes == std::vector<int64_t>{a_req, b_req, c_req, 100, 5 * MiB + 1});
+    CHECK(a.bytes == std::vector<int64_t>{a_block, b_room, 30 * MiB, 512, 6 * MiB});
+    CHECK(t.meta.at("snapshot.blocks_inferred") == "split 2, whole 2, no segment 0, no room 0");
+    CHECK(t.meta.at("snapshot.blocks_checked_at_end") == "1 (0 inferred another size)");
+    // The peak counts blocks (what max_memory_allocated counts), the requested peak requests.
+    CHECK(mhc::trace::live_peak(t, 0).bytes == 20 * MiB + 30 * MiB + 512 + 6 * MiB);
+    CHECK(mhc::trace::requested_peak(t, 0) == a_req + b_req + c_req + 100 + 5 * MiB + 1);
+    // An end state that says otherwise wins, and meta says the inference missed.
+    test::TempDir dir2;
+    auto u = import_snap(dir2, snap(c_req + 512));
+    CHECK(u.allocations.bytes[2] == c_req + 512);
+    CHECK(u.meta.at("snapshot.blocks_checked_at_end") == "1 (1 inferred another size)");
+}
+
+TEST_CASE("snapshot: PyTorch 2.0 end-state blocks without addresses tile their segment", "[import][snapshot]") {
+    // Old snapshots' blocks have no 'address' and keep frames and the requested size in 'history'.
+    using test::Py;
+    const int64_t MiB = 1 << 20, S = 0x7f0000000000;
+    auto hist = [](int64_t real, const char* name) {
+        return Py::list({Py::dict({{"addr", 0}, {"real_size", real},
+                                   {"frames", Py::list({frame(name, "/home/me/run.py", 7)})}})});
+    };
+    Py blocks = Py::list({Py::dict({{"size", 2 * MiB}, {"state", "active_allocated"}, {"history", hist(2 * MiB - 10, "a")}}),
+                          Py::dict({{"size", 4 * MiB}, {"state", "inactive"}}),
+                          Py::dict({{"size", 14 * MiB}, {"state", "active_allocated"}, {"history", hist(13 * MiB, "b")}})});
+    Py snap = Py::dict({{"device_traces", Py::list({Py::list({Py::dict({{"action", "snapshot"}, {"addr", 0}, {"size", 0},
+                                                                        {"stream", 0}})})})},
+                        {"segments", Py::list({Py::dict({{"device", 0}, {"address", S}, {"total_size", 20 * MiB},
+                                                         {"stream", 0}, {"blocks", blocks}})})}});
+    test::TempDir dir;
+    auto t = import_snap(dir, snap);
+    REQUIRE(t.allocations.size() == 2);
+    CHECK(t.allocations.address == std::vector<int64_t>{S, S + 6 * MiB});
+    CHECK(t.allocations.bytes == std::vector<int64_t>{2 * MiB, 14 * MiB});
+    CHECK(t.allocations.requested_bytes == std::vector<int64_t>{2 * MiB - 10, 13 * MiB});
+    CHECK(t.str(t.allocations.label[1]) == "b (run.py:7)");
+    CHECK(t.meta.at("timing") == "order-only");
 }

@@ -42,4 +42,13 @@ inline int run_mhc(const std::string& args, std::string* err = nullptr) {
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+// Runs `mhc ARGS` and returns its stdout (the exit status in `rc`).
+inline std::string mhc_stdout(const std::string& args, int* rc = nullptr) {
+    TempDir t;
+    std::string o = t.file("stdout");
+    int r = std::system((std::string(MHC_EXE) + " " + args + " >" + o + " 2>/dev/null").c_str());
+    if (rc) *rc = WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+    return read_file(o);
+}
+
 }  // namespace test

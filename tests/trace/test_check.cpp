@@ -205,3 +205,67 @@ TEST_CASE("require_ok names the file, the row and how many more", "[check]") {
                       Catch::Contains("t.db: allocations row 12: size is 0 bytes") &&
                           Catch::Contains("1 more"));
 }
+
+TEST_CASE("overlap follows the order of events at one instant", "[check][event-order]") {
+    // At 0x3000, t = 200: a block alive only at 200 (id 3), then a block from 200 on (id 4): the
+    // first is freed right after it is made, before the second is made: no overlap.
+    auto ok = check_with([](Writer& w) {
+        w.add(Allocation{3, 0, 0x3000, 64, 200, 200, 0, Category::Other, 0});
+        w.add(Allocation{4, 0, 0x3000, 64, 200, 300, 0, Category::Other, 0});
+        w.add(Allocation{5, 0, 0x3000, 64, 300, 300, 0, Category::Other, 0});   // made after id 4 is freed
+    });
+    CHECK(ok.ok());
+    // The other way round: the block from 200 on (id 3) is made first, the one alive only at 200
+    // (id 4) is made while it is held.
+    auto bad = check_with([](Writer& w) {
+        w.add(Allocation{3, 0, 0x3000, 64, 200, 300, 0, Category::Other, 0});
+        w.add(Allocation{4, 0, 0x3000, 64, 200, 200, 0, Category::Other, 0});
+    });
+    CHECK(has(bad, "overlap", "allocations", 4));
+}
+
+namespace {
+Segment segment(int64_t id, int64_t addr, int64_t bytes, int64_t t_alloc, int64_t t_free) {
+    Segment s;
+    s.id = id; s.address = addr; s.bytes = bytes; s.t_alloc = t_alloc; s.t_free = t_free;
+    return s;
+}
+}  // namespace
+
+TEST_CASE("segments: overlap, order and allocations outside them are named with table and row", "[check][segments]") {
+    TraceData t;
+    t.strings = {""};
+    t.allocations.push(Allocation{1, 0, 0x1000, 256, 10, 20, 0, Category::Other, 0});
+    t.allocations.push(Allocation{2, 0, 0x9000, 256, 10, 20, 0, Category::Other, 0});
+    t.allocation_index.build(t.allocations.id);
+    t.kernels.access_begin = {0};
+    // 1: [0x1000, 0x2000) over [0, 100); 2: the same bytes again (a duplicated row); 3: freed before
+    // it was allocated; 4: at 1's place once 1 is freed at 100 (frees first at one time): fine.
+    t.segments = {segment(1, 0x1000, 0x1000, 0, 100), segment(2, 0x1000, 0x1000, 0, 100),
+                  segment(3, 0x5000, 0x1000, 50, 40), segment(4, 0x1800, 0x1000, 100, kNoTime)};
+    auto r = check_trace(t);
+    CHECK(has(r, "overlap", "segments", 2));
+    CHECK(has(r, "free-before-alloc", "segments", 3));
+    CHECK_FALSE(has(r, "overlap", "segments", 4));
+    CHECK_FALSE(has(r, "outside-segment", "allocations", 2));   // only where the trace says segments hold its blocks
+    t.meta["segments.hold_allocations"] = "true";
+    r = check_trace(t);
+    CHECK(has(r, "outside-segment", "allocations", 2));        // 0x9000: in no segment
+    CHECK_FALSE(has(r, "outside-segment", "allocations", 1));
+    for (const auto& p : r.problems)
+        if (p.rule == "overlap") CHECK_THAT(p.message, Catch::Contains("segment 1"));
+}
+
+TEST_CASE("segments: the Reader's value rules and the row checks on a file", "[check][segments]") {
+    TempPath p("segs.db");
+    {
+        Writer w(p.path);
+        w.add(Allocation{1, 0, 0x1000, 256, 10, 20, 0, Category::Other, 0});
+        w.add(segment(1, 0x1000, 0x1000, 0, kNoTime));
+        w.add(segment(2, 0x1000, 0x1000, 0, kNoTime));
+        w.finish();
+    }
+    auto r = check_file(p.path);
+    CHECK(has(r, "overlap", "segments", 2));
+    CHECK_THROWS_WITH(load_checked_trace(p.path), Catch::Contains("segments row 2") && Catch::Contains("[overlap]"));
+}

@@ -135,7 +135,8 @@ TEST_CASE("int64 extremes of times and sizes are input errors", "[store][robust]
         write_trace(p.path);
         std::string q;
         for (int i = 0; i < 70; ++i)
-            q += "INSERT INTO allocations VALUES (" + std::to_string(100 + i) +
+            q += "INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, label) "
+                 "VALUES (" + std::to_string(100 + i) +
                  ", 0, 0, 72057594037927936, 0, 10, 7, 0, 0);";
         sql(p.path, q);
         CHECK_THAT(load_error(p.path), Catch::Contains("total-size"));

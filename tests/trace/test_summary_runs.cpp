@@ -4,6 +4,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "mhc/trace/event_order.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/trace/summary.hpp"
@@ -39,6 +40,37 @@ TEST_CASE("live peak counts frees before allocations at the same instant", "[sum
     CHECK(j["counts"]["allocations"] == 5);
     CHECK(j["has_accesses"] == false);
     CHECK(to_text(s).find("accesses    none") != std::string::npos);
+}
+
+TEST_CASE("events at one instant: earlier frees, then allocations by id, each briefly live block freed at once",
+          "[summary][event-order]") {
+    TempPath p("instant.db");
+    {
+        Writer w(p.path);
+        // At t = 10: A (100 B, since 0) is freed; B (50 B) lives only at 10; C (30 B) stays; D (1000 B)
+        // lives only at 10. The order: free A, alloc B, free B, alloc C, alloc D, free D.
+        w.add(Allocation{1, 0, 0, 100, 0, 10, 0, Category::Activation, 0});
+        w.add(Allocation{2, 0, 0, 50, 10, 10, 0, Category::Grad, 0});
+        w.add(Allocation{3, 0, 0, 30, 10, 20, 0, Category::Param, 0});
+        w.add(Allocation{4, 0, 0, 1000, 10, 10, 0, Category::Workspace, 0});
+        w.finish();
+    }
+    TraceData t = load_trace(p.path);
+    auto ev = memory_events(t.allocations, 0);
+    std::vector<std::pair<int64_t, bool>> got;
+    for (const auto& e : ev) got.push_back({e.row, e.free});
+    std::vector<std::pair<int64_t, bool>> want{{0, false}, {0, true},  {1, false}, {1, true},
+                                               {2, false}, {3, false}, {3, true},  {2, true}};
+    CHECK(got == want);
+    // D counts with C, alive when D was made: 30 + 1000. (Frees first at an instant gave 1080 and
+    // never freed B and D: their free came before their allocation.)
+    LivePeak peak = live_peak(t, 0);
+    CHECK(peak.bytes == 1030);
+    CHECK(peak.time == 10);
+    CHECK(peak.by_category[static_cast<size_t>(Category::Workspace)] == 1000);
+    CHECK(peak.by_category[static_cast<size_t>(Category::Param)] == 30);
+    CHECK(peak.by_category[static_cast<size_t>(Category::Grad)] == 0);
+    CHECK(peak.by_category[static_cast<size_t>(Category::Activation)] == 0);
 }
 
 TEST_CASE("summary lists kernels by total time and steps", "[summary]") {
@@ -165,6 +197,26 @@ TEST_CASE("a begun run stays marked incomplete until finished", "[runs]") {
     finish_run(p.path, id, r);
     CHECK(list_runs(p.path).at(0).status == "complete");
     CHECK(load_run(p.path, id).metrics.at("measured_peak_bytes") == 10);
+}
+
+TEST_CASE("info on an order-only trace: times are event numbers, memory figures stand", "[summary][order-only]") {
+    TempPath p("order.db");
+    {
+        Writer w(p.path);
+        w.set_meta("timing", "order-only");
+        w.add(Allocation{1, 0, 0, 100, 1, 7, 0, Category::Other, 0});
+        w.add(Allocation{2, 0, 0, 50, 3, kNoTime, 0, Category::Other, 0});
+        w.finish();
+    }
+    Summary s = summarize(load_trace(p.path));
+    std::string text = to_text(s);
+    CHECK(text.find("timing      order only") != std::string::npos);
+    CHECK(text.find("duration    6 events") != std::string::npos);
+    CHECK(text.find("peak        150 B live on device 0 at event #3") != std::string::npos);
+    CHECK(text.find("kernel time") == std::string::npos);   // a time: not said
+    CHECK(nlohmann::json::parse(to_json(s))["timing"] == "order-only");
+    CHECK(order_only_timing("order"));   // read the same
+    CHECK_FALSE(order_only_timing("exact"));
 }
 
 TEST_CASE("info names the versions a captured trace was made with; a mix of versions is said", "[summary]") {

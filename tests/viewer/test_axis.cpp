@@ -27,6 +27,18 @@ TEST_CASE("ticks sit on a 1-2-5 grid, at least min_px apart, with labelled major
     for (const Tick& k : ticks) CHECK(k.major == (k.t % 100'000 == 0));
 }
 
+TEST_CASE("an order-only trace's axis counts events, not time") {
+    // Times of a trace without timestamps are event numbers (event k at k ns): "event #N".
+    auto ticks = time_ticks({0, 10'324}, 800.f, 40.f, true);
+    REQUIRE(ticks.size() >= 2);
+    CHECK(ticks[0].label == "event #0");
+    for (const Tick& k : ticks) {
+        if (!k.major) continue;
+        CHECK(k.label == "event #" + std::to_string(k.t));
+        CHECK(k.label.find("us") == std::string::npos);
+    }
+}
+
 TEST_CASE("zoom keeps the anchor in place; pan and zoom stay inside the trace") {
     TimeRange lim{0, 1'000'000};
     TimeRange r = zoom(lim, 0.5, 250'000, lim);

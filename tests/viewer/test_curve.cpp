@@ -58,6 +58,24 @@ TEST_CASE("live bytes from intervals: frees before allocations at the same time"
     CHECK(c.argmax(0, 30) == 10);
 }
 
+TEST_CASE("live bytes from intervals: a block alive only at one instant is drawn for 1 ns and peaks") {
+    using mhc::trace::kNoTime;
+    // 4 B over [0, end); 100 B allocated and freed at 10 (trace-format.md, "Events at one
+    // instant"); 6 B from 20 with a 50 B block made and freed at 20 after it; and 30 B made
+    // and freed at 30 followed by a 1 B allocation at 31.
+    Curve c = Curve::from_intervals({0, 10, 20, 20, 30, 31}, {kNoTime, 10, kNoTime, 20, 30, kNoTime},
+                                    {4, 100, 6, 50, 30, 1});
+    CHECK(c.value_at(9) == 4);
+    CHECK(c.value_at(10) == 104);   // for 1 ns at the height it reached
+    CHECK(c.value_at(11) == 4);     // then freed: before, it was never freed (15 ... 115 B)
+    CHECK(c.value_at(20) == 60);    // made while the 6 B block was alive
+    CHECK(c.value_at(21) == 10);
+    CHECK(c.value_at(30) == 40);    // the next instant is 1 ns later: it sets the value after it
+    CHECK(c.value_at(31) == 11);
+    CHECK(c.peak() == 104);
+    CHECK(c.peak_time() == 10);
+}
+
 TEST_CASE("the peak lands in the column that holds its time") {
     // A plateau of 100 B with one 1 us spike of 500 B at t = 637 us, over 1 ms on 800 px.
     Curve c = Curve::from_intervals({0, 637'000}, {1'000'000, 638'000}, {100, 400});

@@ -1,7 +1,10 @@
 #include "mhc/trace/check.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "mhc/trace/limits.hpp"
 #include "mhc/trace/store.hpp"
@@ -180,11 +183,89 @@ void check_copies_markers(const TraceData& t, CheckReport& r) {
                                   "ends at " + t_str(m.t_end[i]) + ", before it starts at " + t_str(m.t_start[i])});
 }
 
+std::string hex(int64_t v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+    return b;
+}
+
+std::string seg_str(const Segment& s) {
+    return "segment " + std::to_string(s.id) + " (" + std::to_string(s.bytes) + " bytes at " + hex(s.address) +
+           " on device " + std::to_string(s.device) + ", [" + t_str(s.t_alloc) + ", " +
+           (s.t_free == kNoTime ? std::string("end") : t_str(s.t_free)) + "))";
+}
+
+// Segments: freed before allocated, and two segments holding the same bytes of one device at
+// once (one cudaMalloc recorded twice doubles the reserved bytes). At one time, frees first:
+// a segment freed at t and one allocated at t in its place do not overlap.
+void check_segments(const TraceData& t, CheckReport& r) {
+    const auto& S = t.segments;
+    struct Ev { int64_t time; int kind; size_t i; };   // kind 0: free, 1: allocation
+    std::vector<Ev> ev;
+    for (size_t i = 0; i < S.size(); ++i) {
+        if (S[i].t_free != kNoTime && S[i].t_free < S[i].t_alloc) {
+            r.problems.push_back({"free-before-alloc", "segments", S[i].id,
+                                  "freed at " + t_str(S[i].t_free) + ", before it was allocated at " + t_str(S[i].t_alloc)});
+            continue;
+        }
+        ev.push_back({S[i].t_alloc, 1, i});
+        if (S[i].t_free != kNoTime) ev.push_back({S[i].t_free, 0, i});
+    }
+    std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) {
+        return a.time != b.time ? a.time < b.time : a.kind != b.kind ? a.kind < b.kind : a.i < b.i;
+    });
+    std::map<std::pair<int32_t, int64_t>, size_t> live;   // (device, address) -> segment, disjoint per device
+    for (const Ev& e : ev) {
+        const Segment& s = S[e.i];
+        const std::pair<int32_t, int64_t> key{s.device, s.address};
+        if (e.kind == 0) {
+            auto it = live.find(key);
+            if (it != live.end() && it->second == e.i) live.erase(it);
+            continue;
+        }
+        // The live segment starting at or before this one's start, and the first after it.
+        auto next = live.lower_bound(key);
+        const Segment* clash = nullptr;
+        if (next != live.end() && next->first.first == s.device && next->first.second < s.address + s.bytes)
+            clash = &S[next->second];
+        if (!clash && next != live.begin()) {
+            const Segment& p = S[std::prev(next)->second];
+            if (p.device == s.device && p.address + p.bytes > s.address) clash = &p;
+        }
+        if (clash) {
+            r.problems.push_back({"overlap", "segments", s.id,
+                                  std::to_string(s.bytes) + " bytes at " + hex(s.address) + " allocated at " +
+                                      t_str(s.t_alloc) + " overlap " + seg_str(*clash) + ", alive then"});
+            continue;   // the first keeps the place
+        }
+        live.emplace(key, e.i);
+    }
+}
+
+// Only where the trace says its segments hold its allocations (a PyTorch snapshot): the
+// recorder's segments are the driver's allocations, and pool allocations lie outside them.
+void check_allocations_in_segments(const TraceData& t, CheckReport& r) {
+    if (t.meta_or("segments.hold_allocations", "") != "true") return;
+    const auto& a = t.allocations;
+    for (size_t i : allocations_outside_segments(t))
+        r.problems.push_back({"outside-segment", "allocations", a.id[i],
+                              std::to_string(a.bytes[i]) + " bytes at " + hex(a.address[i]) + " allocated at " +
+                                  t_str(a.t_alloc[i]) + " lie in no segment of device " + std::to_string(a.device[i]) +
+                                  " alive then"});
+}
+
 // The value rules (rules.hpp) on the file itself: every row that breaks one is listed, where
 // the Reader stops at the first.
 void check_values(const Reader& reader, CheckReport& r) {
     std::vector<const rules::Table*> tables = rules::all();
+    if (reader.has_requested_bytes()) tables.front() = &rules::allocations_with_requested();
     if (reader.has_segments()) tables.push_back(&rules::segments());   // absent from older traces
+    for (const rules::Table* c : {&rules::modules(), &rules::kernel_info()})
+        if (reader.has_table(c->name)) tables.push_back(c);
+    if (reader.has_table("saved_tensors")) {
+        sql::Stmt c(reader.handle(), reader.path(), "SELECT count(*) FROM pragma_table_info('saved_tensors') WHERE name='packs'");
+        tables.push_back(c.step() && c.i64(0) > 0 ? &rules::saved_tensors_packs() : &rules::saved_tensors());
+    }
     for (const rules::Table* t : tables) {
         sql::Stmt s(reader.handle(), reader.path(), rules::violations_sql(*t).c_str());
         while (s.step()) {
@@ -240,6 +321,60 @@ void check_values(const Reader& reader, CheckReport& r) {
 
 }  // namespace
 
+// Allocations on a device that has segments lie inside a segment alive when they are made
+// (adjacent segments, such as an expandable segment's mapped pages, count as one range): a
+// block outside every segment cannot come from the allocator the segments describe. At one
+// time: segment allocations, then the blocks made, then segment frees.
+std::vector<size_t> allocations_outside_segments(const TraceData& t) {
+    const auto& S = t.segments;
+    const auto& a = t.allocations;
+    std::vector<size_t> out;
+    if (S.empty()) return out;
+    std::set<int32_t> with_segments;
+    for (const auto& s : S) with_segments.insert(s.device);
+    struct Ev { int64_t time; int kind; size_t i; };   // 0: segment allocated, 1: block made, 2: segment freed
+    std::vector<Ev> ev;
+    for (size_t i = 0; i < S.size(); ++i) {
+        if (S[i].t_free != kNoTime && S[i].t_free < S[i].t_alloc) continue;   // free-before-alloc, reported apart
+        ev.push_back({S[i].t_alloc, 0, i});
+        if (S[i].t_free != kNoTime) ev.push_back({S[i].t_free, 2, i});
+    }
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a.address[i] != 0 && with_segments.count(a.device[i])) ev.push_back({a.t_alloc[i], 1, i});
+    std::sort(ev.begin(), ev.end(), [](const Ev& x, const Ev& y) {
+        return x.time != y.time ? x.time < y.time : x.kind != y.kind ? x.kind < y.kind : x.i < y.i;
+    });
+    // (device, start) -> segment; a segment freed at t and one made at t in its place are both
+    // there while the blocks of t are judged.
+    std::multimap<std::pair<int32_t, int64_t>, size_t> live;
+    for (const Ev& e : ev) {
+        const Segment& s = S[e.i];
+        if (e.kind == 0) {
+            live.emplace(std::make_pair(s.device, s.address), e.i);
+            continue;
+        }
+        if (e.kind == 2) {
+            auto [b, f] = live.equal_range({s.device, s.address});
+            for (auto it = b; it != f; ++it)
+                if (it->second == e.i) { live.erase(it); break; }
+            continue;
+        }
+        const int32_t dev = a.device[e.i];
+        const int64_t lo = a.address[e.i], hi = lo + a.bytes[e.i];
+        // From the last live segment starting at or before `lo` (segments of a device are
+        // disjoint, or rule `overlap` says otherwise), extend the covered range while the next
+        // ones touch it.
+        int64_t covered = lo;
+        auto it = live.upper_bound({dev, lo});
+        if (it != live.begin() && std::prev(it)->first.first == dev) --it;
+        for (; it != live.end() && it->first.first == dev && it->first.second <= covered && covered < hi; ++it)
+            covered = std::max(covered, S[it->second].address + S[it->second].bytes);
+        if (covered < hi) out.push_back(e.i);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 CheckReport check_trace(const TraceData& t) {
     CheckReport r;
     check_ranges(t, r);
@@ -247,6 +382,8 @@ CheckReport check_trace(const TraceData& t) {
     check_kernels(t, r);
     check_accesses(t, r);
     check_copies_markers(t, r);
+    check_segments(t, r);
+    check_allocations_in_segments(t, r);
     return r;
 }
 

@@ -26,7 +26,7 @@ int64_t IdIndex::find(const std::vector<int64_t>& ids, int64_t id) const {
 
 void AllocationColumns::reserve(size_t n) {
     id.reserve(n); address.reserve(n); bytes.reserve(n); t_alloc.reserve(n); t_free.reserve(n);
-    stream.reserve(n); label.reserve(n); device.reserve(n); category.reserve(n);
+    stream.reserve(n); label.reserve(n); device.reserve(n); category.reserve(n); requested_bytes.reserve(n);
 }
 
 void AllocationColumns::push(const Allocation& a) {
@@ -39,6 +39,8 @@ void AllocationColumns::push(const Allocation& a) {
     stream.push_back(a.stream);
     category.push_back(a.category);
     label.push_back(a.label);
+    requested_bytes.resize(id.size() - 1, kNoBytes);   // rows pushed column by column before this one
+    requested_bytes.push_back(a.requested_bytes);
 }
 
 void KernelColumns::reserve(size_t n) {
@@ -90,6 +92,13 @@ const std::string& TraceData::str(int64_t id) const {
     static const std::string empty;
     return (id >= 0 && static_cast<size_t>(id) < strings.size()) ? strings[static_cast<size_t>(id)]
                                                                   : empty;
+}
+
+bool order_only_timing(std::string_view timing) { return timing == "order-only" || timing == "order"; }
+
+bool TraceData::order_only() const {
+    auto it = meta.find("timing");
+    return it != meta.end() && order_only_timing(it->second);
 }
 
 std::string TraceData::meta_or(const std::string& key, const std::string& fallback) const {
@@ -182,6 +191,7 @@ TraceData load_trace(const std::string& file, const std::string& name) {
     r.for_each([&](const Copy& c) { t.copies.push(c); });
     t.markers.reserve(static_cast<size_t>(n.markers));
     r.for_each([&](const Marker& m) { t.markers.push(m); });
+    r.for_each([&](const Segment& g) { t.segments.push_back(g); });
     return t;
 }
 

@@ -212,7 +212,8 @@ std::vector<std::string> Reader::strings() const {
 }
 
 void Reader::for_each(const std::function<void(const Allocation&)>& fn) const {
-    CheckedRows s(*this, rules::allocations());
+    const bool requested = has_requested_bytes();
+    CheckedRows s(*this, requested ? rules::allocations_with_requested() : rules::allocations());
     Allocation a;
     while (s.next()) {
         a.id = s[0];
@@ -224,6 +225,7 @@ void Reader::for_each(const std::function<void(const Allocation&)>& fn) const {
         a.stream = s[6];
         a.category = static_cast<Category>(s[7]);
         a.label = s[8];
+        a.requested_bytes = requested && !s.is_null(9) ? s[9] : kNoBytes;
         fn(a);
     }
 }
@@ -353,6 +355,11 @@ bool Reader::has_segments() const {
     return s.step() && s.i64(0) > 0;
 }
 
+bool Reader::has_requested_bytes() const {
+    sql::Stmt s(db_, path_, "SELECT count(*) FROM pragma_table_info('allocations') WHERE name='requested_bytes'");
+    return s.step() && s.i64(0) > 0;
+}
+
 void Reader::for_each(const std::function<void(const Segment&)>& fn) const {
     if (!has_segments()) return;
     CheckedRows s(*this, rules::segments());
@@ -368,6 +375,54 @@ void Reader::for_each(const std::function<void(const Segment&)>& fn) const {
         g.expandable = s[7] != 0;
         g.reconstructed = s[8] != 0;
         fn(g);
+    }
+}
+
+bool Reader::has_table(const std::string& name) const {
+    sql::Stmt s(db_, path_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?");
+    s.bind(1, name);
+    return s.step() && s.i64(0) > 0;
+}
+
+void Reader::for_each(const std::function<void(const Module&)>& fn) const {
+    if (!has_table("modules")) return;
+    CheckedRows s(*this, rules::modules());
+    Module m;
+    while (s.next()) {
+        m.id = s[0];
+        m.name = s[1];
+        m.parent = s[2];
+        m.type = s[3];
+        fn(m);
+    }
+}
+
+void Reader::for_each(const std::function<void(const KernelInfo&)>& fn) const {
+    if (!has_table("kernel_info")) return;
+    CheckedRows s(*this, rules::kernel_info());
+    KernelInfo k;
+    while (s.next()) {
+        k.kernel = s[0];
+        k.module = s[1];
+        k.phase = static_cast<Phase>(s[2]);
+        k.flops = s[3];
+        k.bytes = s[4];
+        fn(k);
+    }
+}
+
+void Reader::for_each(const std::function<void(const SavedTensor&)>& fn) const {
+    if (!has_table("saved_tensors")) return;
+    // `packs` came after the table: files without it read one pack per row
+    sql::Stmt c(db_, path_, "SELECT count(*) FROM pragma_table_info('saved_tensors') WHERE name='packs'");
+    const bool packs = c.step() && c.i64(0) > 0;
+    CheckedRows s(*this, packs ? rules::saved_tensors_packs() : rules::saved_tensors());
+    SavedTensor t;
+    while (s.next()) {
+        t.allocation = s[0];
+        t.kernel = s[1];
+        t.packs = packs && !s.is_null(2) ? static_cast<int32_t>(s[2]) : 1;
+        fn(t);
     }
 }
 

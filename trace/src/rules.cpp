@@ -44,6 +44,15 @@ const Table& allocations() {
     return t;
 }
 
+const Table& allocations_with_requested() {
+    static const Table t = [] {
+        Table w = allocations();
+        w.columns.push_back({"requested_bytes", 1, kMaxBytes, true, "size", "a size in bytes"});
+        return w;
+    }();
+    return t;
+}
+
 const Table& kernels() {
     static const Table t{"kernels",
                          {id("id"), device(), any("stream"), string_id("name"), time("t_start"),
@@ -86,6 +95,35 @@ const Table& segments() {
                           time("t_alloc"), time("t_free", true),
                           code("expandable", 0, 1, "0 or 1"), code("reconstructed", 0, 1, "0 or 1")},
                          "id", true};
+    return t;
+}
+
+const Table& modules() {
+    static const Table t{"modules",
+                         {{"id", 1, kAny, false, "range", "a module id"}, string_id("name"),
+                          {"parent", 0, kAny, false, "range", "a module id or 0"}, string_id("type")},
+                         "id", true};
+    return t;
+}
+
+const Table& kernel_info() {
+    static const Table t{"kernel_info",
+                         {id("kernel"), {"module", 0, kAny, false, "range", "a module id or 0"},
+                          code("phase", 0, 4, "a phase code"), {"flops", 0, kAny, false, "range", "a count"},
+                          {"bytes", 0, kAny, false, "range", "a size in bytes"}},
+                         "kernel", true};
+    return t;
+}
+
+const Table& saved_tensors() {
+    static const Table t{"saved_tensors", {id("allocation"), id("kernel")}, "allocation, kernel", false};
+    return t;
+}
+
+const Table& saved_tensors_packs() {
+    static const Table t{"saved_tensors",
+                         {id("allocation"), id("kernel"), {"packs", 1, kI32, true, "range", "a count of packs"}},
+                         "allocation, kernel", false};
     return t;
 }
 

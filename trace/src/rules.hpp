@@ -26,12 +26,21 @@ struct Table {
 };
 
 const Table& allocations();
+// allocations with requested_bytes (nullable, 1 ... 2^56): a trace written before the column
+// existed lacks it (Reader::has_requested_bytes).
+const Table& allocations_with_requested();
 const Table& kernels();
 const Table& accesses();
 const Table& copies();
 const Table& markers();
 // Not in all(): traces written before the segments table existed lack it (Reader::has_segments).
 const Table& segments();
+// A model capture's tables (docs/trace-format.md "modules, kernel_info, saved_tensors"): not in
+// all() either, absent from traces written before them (Reader::has_table).
+const Table& modules();
+const Table& kernel_info();
+const Table& saved_tensors();
+const Table& saved_tensors_packs();   // with the packs column (NULL: 1), when the file has it
 const std::vector<const Table*>& all();
 
 // "SELECT c1, c2, ... FROM t ORDER BY ..." for the Reader.

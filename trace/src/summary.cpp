@@ -10,32 +10,58 @@
 #include <nlohmann/json.hpp>
 
 #include "mhc/common/units.hpp"
+#include "mhc/trace/event_order.hpp"
 
 namespace mhc::trace {
 
-LivePeak live_peak(const TraceData& t, int32_t device) {
+int64_t requested_peak(const TraceData& t, int32_t device) {
     const auto& a = t.allocations;
-    struct Ev { int64_t time; int64_t delta; size_t idx; };
-    std::vector<Ev> ev;
-    ev.reserve(a.size() * 2);
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (a.device[i] != device || a.bytes[i] <= 0) continue;
-        ev.push_back({a.t_alloc[i], a.bytes[i], i});
-        if (a.t_free[i] != kNoTime) ev.push_back({a.t_free[i], -a.bytes[i], i});
+    int64_t live = 0, peak = 0;
+    for (const MemoryEvent& e : memory_events(a, device)) {
+        const auto i = static_cast<size_t>(e.row);
+        const int64_t b = a.requested_at(i) != kNoBytes ? a.requested_at(i) : a.bytes[i];
+        live += e.free ? -b : b;
+        peak = std::max(peak, live);
     }
-    // Frees before allocations at the same instant.
-    std::sort(ev.begin(), ev.end(), [](const Ev& x, const Ev& y) {
-        return x.time != y.time ? x.time < y.time : x.delta < y.delta;
-    });
+    return peak;
+}
+
+int64_t reserved_peak(const TraceData& t, int32_t device) {
+    std::vector<std::pair<int64_t, int64_t>> ev;   // (time, delta): at one time frees (negative) first
+    for (const auto& s : t.segments) {
+        if (s.device != device) continue;
+        ev.push_back({s.t_alloc, s.bytes});
+        if (s.t_free != kNoTime) ev.push_back({s.t_free, -s.bytes});
+    }
+    if (ev.empty()) return -1;
+    std::sort(ev.begin(), ev.end());
+    int64_t live = 0, peak = 0;
+    for (const auto& [time, d] : ev) {
+        live += d;
+        peak = std::max(peak, live);
+    }
+    return peak;
+}
+
+LivePeak live_peak(const TraceData& t, int32_t device) {
+    // Replayed in the order of docs/trace-format.md "Events at one instant": a block alive
+    // only at one instant counts with everything alive when it was made.
+    const auto& a = t.allocations;
     LivePeak p;
     int64_t live = 0;
-    for (const auto& e : ev) {
-        live += e.delta;
-        if (live > p.bytes) { p.bytes = live; p.time = e.time; }
+    std::array<int64_t, kCategoryCount> by_category{};
+    for (const MemoryEvent& e : memory_events(a, device)) {
+        const size_t i = static_cast<size_t>(e.row);
+        if (a.bytes[i] <= 0) continue;
+        const int64_t d = e.free ? -a.bytes[i] : a.bytes[i];
+        live += d;
+        by_category[static_cast<size_t>(a.category[i])] += d;
+        if (live > p.bytes) {
+            p.bytes = live;
+            p.time = e.time;
+            p.by_category = by_category;
+        }
     }
-    for (size_t i = 0; i < a.size(); ++i)
-        if (a.device[i] == device && a.bytes[i] > 0 && a.t_alloc[i] <= p.time && a.t_free[i] > p.time)
-            p.by_category[static_cast<size_t>(a.category[i])] += a.bytes[i];
     return p;
 }
 
@@ -81,6 +107,12 @@ Summary summarize(const TraceData& t, int top_n) {
         LivePeak p = live_peak(t, d);
         if (p.bytes > s.peak.bytes || s.peak.bytes == 0) { s.peak = p; s.peak_device = d; }
     }
+    std::set<int32_t> alloc_devs(t.allocations.device.begin(), t.allocations.device.end());
+    bool any_requested = false;
+    for (size_t i = 0; i < t.allocations.size() && !any_requested; ++i) any_requested = t.allocations.requested_at(i) != kNoBytes;
+    for (int32_t d : alloc_devs)
+        s.memory.push_back({d, live_peak(t, d).bytes, any_requested ? requested_peak(t, d) : -1, reserved_peak(t, d)});
+    s.timing = t.meta_or("timing", "exact");
 
     std::unordered_map<int64_t, Summary::Top> by_name;
     for (size_t i = 0; i < t.kernels.size(); ++i) {
@@ -145,7 +177,16 @@ std::string to_text(const Summary& s) {
     if (std::string v = capture_versions(meta); !v.empty()) line("captured    with %s\n", v.c_str());
     line("device      %s%s\n", s.device_name.c_str(),
          s.device_memory > 0 ? (" (" + format_bytes(s.device_memory) + ")").c_str() : "");
-    line("duration    %s\n", format_ns(s.t_end - s.t_begin).c_str());
+    const bool order = order_only_timing(s.timing);
+    // A time of an order-only trace is an event number (event k at k ns).
+    auto when = [&](int64_t t) { return order ? "event #" + std::to_string(t) : format_ns(t - s.t_begin); };
+    if (order) {
+        o += "timing      order only: the source has no timestamps, so times are event numbers; time figures "
+             "(durations, loss, stalls, makespan) say nothing, memory figures stand\n";
+        line("duration    %lld events\n", (long long)(s.t_end - s.t_begin));
+    } else {
+        line("duration    %s\n", format_ns(s.t_end - s.t_begin).c_str());
+    }
     line("rows        %lld allocations, %lld kernels, %lld accesses, %lld copies, %lld markers\n",
          (long long)s.allocations, (long long)s.kernels, (long long)s.accesses, (long long)s.copies,
          (long long)s.markers);
@@ -153,18 +194,28 @@ std::string to_text(const Summary& s) {
         o += "accesses    none: simulation will use allocation lifetimes only (coarser results)\n";
     if (s.kernels == 0 && s.allocations > 0)
         o += "kernels     none: a simulation's throughput loss then comes from swap-outs only\n";
-    line("kernel time %s (%.1f%% of the duration)\n", format_ns(s.kernel_time).c_str(),
-         s.t_end > s.t_begin ? 100.0 * s.kernel_time / double(s.t_end - s.t_begin) : 0.0);
+    if (!order)
+        line("kernel time %s (%.1f%% of the duration)\n", format_ns(s.kernel_time).c_str(),
+             s.t_end > s.t_begin ? 100.0 * s.kernel_time / double(s.t_end - s.t_begin) : 0.0);
     if (s.allocations == 0)
         o += "peak        none: the trace has no allocations (a timeline only; nothing to simulate)\n";
     else
         line("peak        %s live on device %d at %s\n", format_bytes(s.peak.bytes).c_str(),
-             s.peak_device, format_ns(s.peak.time - s.t_begin).c_str());
+             s.peak_device, when(s.peak.time).c_str());
     for (int c = 0; c < kCategoryCount; ++c)
         if (s.peak.by_category[static_cast<size_t>(c)] > 0)
             line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
                  format_bytes(s.peak.by_category[static_cast<size_t>(c)]).c_str(),
                  100.0 * s.peak.by_category[static_cast<size_t>(c)] / double(std::max<int64_t>(1, s.peak.bytes)));
+    for (const auto& m : s.memory) {
+        if (m.requested < 0 && m.reserved < 0) continue;
+        std::string dev = s.memory.size() > 1 ? " on device " + std::to_string(m.device) : "";
+        if (m.requested >= 0)
+            line("requested   %s peak%s (what the program asked for; `peak` counts the allocator's blocks)\n",
+                 format_bytes(m.requested).c_str(), dev.c_str());
+        if (m.reserved >= 0)
+            line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(m.reserved).c_str(), dev.c_str());
+    }
     // Traces without addresses (Kineto before about PyTorch 1.10): say what is exact and what is not.
     for (const auto& [k, v] : s.meta)
         if (k == "pairing" && v == "size")
@@ -208,6 +259,13 @@ std::string to_json(const Summary& s) {
         j["peak"] = nullptr;   // no allocations: no peak, and no time at which it happened
     else
         j["peak"] = {{"bytes", s.peak.bytes}, {"time_ns", s.peak.time}, {"device", s.peak_device}};
+    j["timing"] = s.timing;
+    for (const auto& m : s.memory) {
+        nlohmann::json d{{"device", m.device}, {"peak_bytes", m.peak}};
+        d["requested_peak_bytes"] = m.requested >= 0 ? nlohmann::json(m.requested) : nlohmann::json(nullptr);
+        d["reserved_peak_bytes"] = m.reserved >= 0 ? nlohmann::json(m.reserved) : nlohmann::json(nullptr);
+        j["memory"].push_back(d);
+    }
     for (int c = 0; c < kCategoryCount && s.allocations > 0; ++c)
         j["peak"]["by_category"][std::string(to_string(static_cast<Category>(c)))] =
             s.peak.by_category[static_cast<size_t>(c)];

@@ -17,7 +17,7 @@ constexpr int64_t kRowsPerTransaction = 200000;
 }  // namespace
 
 struct Writer::Statements {
-    sql::Stmt string, allocation, kernel, access, copy, marker, set_free, segment;
+    sql::Stmt string, allocation, kernel, access, copy, marker, set_free, segment, module, kernel_info, saved;
 };
 
 Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path)) {
@@ -41,7 +41,7 @@ Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path
     st_ = std::make_unique<Statements>();
     st_->string = sql::Stmt(db_, path_, "INSERT INTO strings VALUES (?,?)");
     st_->allocation =
-        sql::Stmt(db_, path_, "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?)");
+        sql::Stmt(db_, path_, "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?,?)");
     st_->kernel = sql::Stmt(db_, path_,
                             "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     st_->access = sql::Stmt(db_, path_,
@@ -52,6 +52,9 @@ Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path
     st_->marker = sql::Stmt(db_, path_, "INSERT INTO markers VALUES (?,?,?,?,?,?)");
     st_->set_free = sql::Stmt(db_, path_, "UPDATE allocations SET t_free=? WHERE id=?");
     st_->segment = sql::Stmt(db_, path_, "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?)");
+    st_->module = sql::Stmt(db_, path_, "INSERT INTO modules VALUES (?,?,?,?)");
+    st_->kernel_info = sql::Stmt(db_, path_, "INSERT INTO kernel_info VALUES (?,?,?,?,?)");
+    st_->saved = sql::Stmt(db_, path_, "INSERT OR IGNORE INTO saved_tensors VALUES (?,?,?)");
     sql::exec(db_, path_, "BEGIN");
     strings_.emplace("", kNoString);
 }
@@ -98,6 +101,8 @@ void Writer::add(const Allocation& a) {
     s.bind(7, a.stream);
     s.bind(8, static_cast<int64_t>(a.category));
     s.bind(9, a.label);
+    if (a.requested_bytes == kNoBytes) s.bind_null(10);
+    else s.bind(10, a.requested_bytes);
     s.run();
     row_done();
 }
@@ -166,6 +171,36 @@ void Writer::add(const Segment& g) {
     else s.bind(7, g.t_free);
     s.bind(8, static_cast<int64_t>(g.expandable ? 1 : 0));
     s.bind(9, static_cast<int64_t>(g.reconstructed ? 1 : 0));
+    s.run();
+    row_done();
+}
+
+void Writer::add(const Module& m) {
+    auto& s = st_->module;
+    s.bind(1, m.id);
+    s.bind(2, m.name);
+    s.bind(3, m.parent);
+    s.bind(4, m.type);
+    s.run();
+    row_done();
+}
+
+void Writer::add(const KernelInfo& k) {
+    auto& s = st_->kernel_info;
+    s.bind(1, k.kernel);
+    s.bind(2, k.module);
+    s.bind(3, static_cast<int64_t>(k.phase));
+    s.bind(4, k.flops);
+    s.bind(5, k.bytes);
+    s.run();
+    row_done();
+}
+
+void Writer::add(const SavedTensor& t) {
+    auto& s = st_->saved;
+    s.bind(1, t.allocation);
+    s.bind(2, t.kernel);
+    s.bind(3, static_cast<int64_t>(t.packs));
     s.run();
     row_done();
 }

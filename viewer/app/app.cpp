@@ -6,6 +6,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "widgets.hpp"
@@ -80,6 +81,12 @@ void App::load_async() {
         }
         pending_ready_ = true;
     });
+}
+
+bool App::order_only() const {
+    if (!trace) return false;
+    auto it = trace->meta.find("timing");
+    return it != trace->meta.end() && trace::order_only_timing(it->second);
 }
 
 const ViewRun* App::run(int index) {

@@ -71,6 +71,8 @@ public:
     // shared_ptr because its type is complete only there.
     std::shared_ptr<LauncherUi> launcher;
 
+    // The trace's timing is order only (meta timing): its times are event numbers.
+    bool order_only() const;
     const ViewRun* run(int index);           // loads on first use; nullptr and sets error if it fails
     const ViewRun* selected_run() { return selected >= 0 ? run(selected) : nullptr; }
     void refresh_runs();                     // re-reads the run list (after a launch)

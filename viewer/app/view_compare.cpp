@@ -40,7 +40,7 @@ void draw_compare(App& app) {
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
     int W = static_cast<int>(plot_w);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range);
+    draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range, app.order_only());
 
     // Overlaid curves: the recorded live bytes, then each run's device bytes.
     float curve_h = std::max(avail.y * 0.36f, 80.f);

@@ -21,9 +21,9 @@ void same_line_if_fits(float width, float spacing) {
     if (ImGui::GetItemRectMax().x + spacing + width <= right) ImGui::SameLine(0, spacing);
 }
 
-void draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r) {
+void draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r, bool events) {
     dl->AddRectFilled(p0, {p0.x + w, p0.y + h}, IM_COL32(42, 42, 48, 255));
-    for (const Tick& t : time_ticks(r, w, 10.f)) {
+    for (const Tick& t : time_ticks(r, w, events ? 40.f : 10.f, events)) {
         float x = std::floor(p0.x + t.x) + 0.5f;
         dl->AddLine({x, p0.y + h - (t.major ? 8.f : 4.f)}, {x, p0.y + h}, IM_COL32(170, 170, 180, 255));
         if (t.major) dl->AddText({x + 3, p0.y + 2}, IM_COL32(210, 210, 215, 255), t.label.c_str());

@@ -10,7 +10,8 @@ inline constexpr float kLabelWidth = 170.f;
 inline constexpr float kAxisHeight = 22.f;
 
 // Ruler with ticks and labels over [x0, x0 + w).
-void draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r);
+// `events`: label ticks "event #N" (a trace whose timing is order only).
+void draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r, bool events = false);
 // Wheel zoom about the mouse, W/S zoom about the mouse or centre, drag (left) pan, A/D pan,
 // right-drag selects a range (zoom to it with the toolbar or Z). Returns true if hovered.
 bool navigate(App& app, ImVec2 p0, ImVec2 p1);

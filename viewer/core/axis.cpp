@@ -6,7 +6,7 @@
 
 namespace mhc::viewer {
 
-std::vector<Tick> time_ticks(TimeRange r, float width, float min_px) {
+std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events) {
     std::vector<Tick> out;
     if (r.span() <= 0 || width <= 0) return out;
     double ns_per_px = static_cast<double>(r.span()) / width;
@@ -26,7 +26,7 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px) {
         k.t = t;
         k.x = static_cast<float>(r.x_of(t, width));
         k.major = t % major == 0;
-        if (k.major) k.label = format_time(t, major);
+        if (k.major) k.label = events ? "event #" + std::to_string(t) : format_time(t, major);
         out.push_back(std::move(k));
         if (out.size() > 10000) break;
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "mhc/trace/event_order.hpp"
 #include "mhc/trace/model.hpp"
 
 namespace mhc::viewer {
@@ -42,23 +43,33 @@ void Curve::assign(std::vector<int64_t> t, std::vector<double> v) {
 
 Curve Curve::from_intervals(const std::vector<int64_t>& t_alloc, const std::vector<int64_t>& t_free,
                             const std::vector<int64_t>& bytes) {
-    struct Ev { int64_t t; int64_t d; };
-    std::vector<Ev> ev;
-    ev.reserve(t_alloc.size() * 2);
-    for (size_t i = 0; i < t_alloc.size(); ++i) {
-        ev.push_back({t_alloc[i], bytes[i]});
-        if (t_free[i] != trace::kNoTime) ev.push_back({t_free[i], -bytes[i]});
-    }
-    // Frees before allocations at the same instant: a buffer reused at once is not counted twice.
-    std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t != b.t ? a.t < b.t : a.d < b.d; });
+    // Events at one instant in the trace's order (trace/event_order.hpp): a buffer reused at
+    // once is not counted twice. One sample per instant, its final value; a block alive only
+    // at an instant (t_free == t_alloc) is drawn for 1 ns at the height it reached, so that
+    // the curve's peak counts it as the trace's peak does.
+    const std::vector<trace::MemoryEvent> ev = trace::memory_events(t_alloc, t_free);
     std::vector<int64_t> t;
     std::vector<double> v;
     t.reserve(ev.size()); v.reserve(ev.size());
     int64_t live = 0;
-    for (const Ev& e : ev) {
-        live += e.d;
-        t.push_back(e.t);
+    for (size_t k = 0; k < ev.size();) {
+        const int64_t now = ev[k].time;
+        int64_t high = INT64_MIN;
+        for (; k < ev.size() && ev[k].time == now; ++k) {
+            const int64_t b = bytes[static_cast<size_t>(ev[k].row)];
+            live += ev[k].free ? -b : b;
+            high = std::max(high, live);
+        }
+        const bool next_at_once = k < ev.size() && ev[k].time == now + 1;
+        if (high > live && !next_at_once && now < INT64_MAX) {
+            t.push_back(now);
+            v.push_back(static_cast<double>(high));
+            t.push_back(now + 1);
+        } else {
+            t.push_back(now);
+        }
         v.push_back(static_cast<double>(live));
+        if (high > live && next_at_once) v.back() = static_cast<double>(high);   // the next instant sets the value after it
     }
     Curve c;
     c.assign(std::move(t), std::move(v));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -121,6 +122,8 @@ static Result import_regular(const std::string& in, const std::string& shown, co
         case Format::Auto: break;
     }
     r.meta["import.input"] = std::filesystem::path(shown).filename().string();
+    if (opt.warn)
+        for (const auto& m : r.warnings) std::fprintf(stderr, "mhc: warning: %s: %s\n", shown.c_str(), m.c_str());
     for (auto& [k, v] : r.meta) w.set_meta(k, v);
     // Checked on the complete temporary file, which only then becomes `out`; errors name `out`.
     writer.finish([&](const std::string& tmp) {

@@ -61,7 +61,11 @@ void Rows::add(const Marker& m) {
     t_.markers.push(m);
 }
 
-void Rows::add(const Segment& s) { w_.add(s); }
+void Rows::add(const Segment& s) {
+    w_.add(s);
+    if (!t_.segments.empty() && s.id <= t_.segments.back().id) ordered_ = false;
+    t_.segments.push_back(s);
+}
 
 void Rows::set_free_time(int64_t allocation_id, int64_t t_free) {
     w_.set_free_time(allocation_id, t_free);

@@ -1,7 +1,8 @@
-// PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot) -> trace.
+// PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot) -> trace (docs/import.md).
 // device_traces[d] is the event history of device d; `segments` is the allocator's end state.
 // Allocations that existed before recording began show up only as a free without an alloc
 // or as an allocated block in the end state: both are reconstructed as alive from t = 0.
+// Events carry requested sizes; each allocation's block is found by snapshot_blocks.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,145 +12,21 @@
 #include <unordered_map>
 
 #include "mhc/common/error.hpp"
+#include "mhc/trace/check.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/pickle.hpp"
 #include "mhc/trace/import/rows.hpp"
 #include "limits.hpp"
 #include "segments.hpp"
+#include "snapshot_blocks.hpp"
+#include "snapshot_frames.hpp"
 #include "source.hpp"
 
 namespace mhc::trace::import {
 
 namespace {
 
-using Id = PickleDoc::Id;
-
-// Frames from PyTorch internals, the Python standard library or C++ are not "user" frames.
-bool user_frame(std::string_view file) {
-    if (file.empty() || file == "??") return false;
-    for (std::string_view bad : {"site-packages", "dist-packages", "/torch/", "\\torch\\", "/lib/python",
-                                 "<frozen", "\\Lib\\"})
-        if (file.find(bad) != std::string_view::npos) return false;
-    for (std::string_view ext : {".cpp", ".h", ".cc", ".cu", ".cuh", ".hpp"})
-        if (file.size() >= ext.size() && file.substr(file.size() - ext.size()) == ext) return false;
-    return true;
-}
-
-std::string_view basename(std::string_view f) {
-    size_t p = f.find_last_of("/\\");
-    return p == std::string_view::npos ? f : f.substr(p + 1);
-}
-
-// A byte per pickle node, computed once per distinct string object: CPython memoizes
-// strings, so every "action" key, every "alloc" value and every file name is one node, and
-// a lookup here replaces string compares per event. calloc'd: only the pages of the nodes
-// looked up are ever touched. Inline ints (ids >= node count) are computed every time.
-class NodeCodes {
-public:
-    explicit NodeCodes(size_t n) : p_(static_cast<uint8_t*>(std::calloc(n ? n : 1, 1))), n_(n) {
-        if (!p_) throw std::bad_alloc();
-    }
-    ~NodeCodes() { std::free(p_); }
-    NodeCodes(const NodeCodes&) = delete;
-    NodeCodes& operator=(const NodeCodes&) = delete;
-    template <class F>
-    uint8_t get(Id v, F compute) {
-        if (v >= n_) return compute();
-        uint8_t& c = p_[v];
-        if (!c) c = static_cast<uint8_t>(compute() + 1);
-        return static_cast<uint8_t>(c - 1);
-    }
-
-private:
-    uint8_t* p_;
-    size_t n_;
-};
-
-enum KeyCode : uint8_t { kKeyOther, kKeyAction, kKeyAddr, kKeySize, kKeyStream, kKeyTimeUs, kKeyFrames, kKeyName,
-                         kKeyFilename, kKeyLine };
-
-KeyCode key_code(std::string_view k) {
-    if (k == "action") return kKeyAction;
-    if (k == "addr") return kKeyAddr;
-    if (k == "size") return kKeySize;
-    if (k == "stream") return kKeyStream;
-    if (k == "time_us") return kKeyTimeUs;
-    if (k == "frames") return kKeyFrames;
-    if (k == "name") return kKeyName;
-    if (k == "filename") return kKeyFilename;
-    if (k == "line") return kKeyLine;
-    return kKeyOther;
-}
-
-// Labels "forward (model.py:54)" from the innermost user frame, else the innermost frame.
-// CPython memoizes repeated strings, so (name node, file node, line) identifies a label and
-// the string is built and interned once per distinct frame.
-class Labels {
-public:
-    Labels(const PickleDoc& d, Rows& w, NodeCodes& keys)
-        : d_(d), w_(w), keys_(keys), user_(d.node_count()) {}
-    int64_t of(std::optional<Id> frames) {
-        if (!frames) return kNoString;
-        auto fs = d_.items(*frames);
-        std::optional<Id> pick;
-        for (Id f : fs) {
-            auto file = field(f, kKeyFilename);
-            if (file && is_user(*file)) { pick = f; break; }
-        }
-        if (!pick && !fs.empty()) pick = fs.front();
-        if (!pick) return kNoString;
-        auto name = field(*pick, kKeyName);
-        auto file = field(*pick, kKeyFilename);
-        auto line = field(*pick, kKeyLine);
-        Key key{name ? *name : UINT32_MAX, file ? *file : UINT32_MAX,
-                line && d_.is_int(*line) ? d_.as_int(*line) : INT64_MIN};
-        auto it = cache_.find(key);
-        if (it != cache_.end()) return it->second;
-        std::string s(name ? d_.as_str(*name) : std::string_view{});
-        if (file) {
-            s += " (";
-            s += basename(d_.as_str(*file));
-            if (key.line != INT64_MIN) {
-                s += ':';
-                s += std::to_string(key.line);
-            }
-            s += ')';
-        }
-        int64_t id = s.empty() ? kNoString : w_.intern(s);
-        cache_.emplace(key, id);
-        return id;
-    }
-
-private:
-    // The value of the first `key` in dict `v` (as PickleDoc::get), by key code.
-    std::optional<Id> field(Id v, KeyCode key) {
-        if (d_.kind(v) != PickleDoc::Kind::Dict) return std::nullopt;
-        auto kv = d_.items(v);
-        for (size_t k = 0; k + 1 < kv.size(); k += 2)
-            if (keys_.get(kv[k], [&] { return key_code(d_.as_str(kv[k])); }) == key &&
-                d_.kind(kv[k]) == PickleDoc::Kind::Str)
-                return kv[k + 1];
-        return std::nullopt;
-    }
-    bool is_user(Id file) {
-        return user_.get(file, [&] { return static_cast<uint8_t>(user_frame(d_.as_str(file))); }) != 0;
-    }
-    struct Key {
-        Id name, file;
-        int64_t line;
-        bool operator==(const Key& o) const { return name == o.name && file == o.file && line == o.line; }
-    };
-    struct KeyHash {
-        size_t operator()(const Key& k) const {
-            return std::hash<uint64_t>{}(uint64_t(k.line) * 1000003u + (uint64_t(k.name) << 20) + k.file);
-        }
-    };
-    const PickleDoc& d_;
-    Rows& w_;
-    NodeCodes& keys_;
-    NodeCodes user_;   // file name node -> is a user frame
-    std::unordered_map<Key, int64_t, KeyHash> cache_;
-};
+using namespace snapshot;
 
 enum Action : uint8_t {
     kAlloc, kFreeRequested, kFreeCompleted, kFree, kSegAlloc, kSegFree, kSegMap, kSegUnmap, kOom, kSnapshot,
@@ -176,19 +53,26 @@ struct Event {
 
 // snapshot['allocator_settings'] (PyTorch >= 2.4) as PYTORCH_CUDA_ALLOC_CONF text, the keys the
 // caching model follows: expandable_segments, max_split_size_mb, roundup_power2_divisions,
-// garbage_collection_threshold. max_split_size is in bytes there (-1 or SIZE_MAX: unlimited);
-// roundup_power2_divisions maps each power-of-two interval start in MiB to its divisions.
-void add_allocator_settings(const PickleDoc& d, std::optional<Id> settings, std::map<std::string, std::string>& meta) {
-    if (!settings || d.kind(*settings) != PickleDoc::Kind::Dict) return;
+// garbage_collection_threshold, and as the rules of a block's size. max_split_size is in bytes
+// there (-1 or SIZE_MAX: unlimited); roundup_power2_divisions maps each power-of-two interval
+// start in MiB to its divisions.
+BlockRules add_allocator_settings(const PickleDoc& d, std::optional<Id> settings, std::map<std::string, std::string>& meta) {
+    BlockRules rules;
+    if (!settings || d.kind(*settings) != PickleDoc::Kind::Dict) return rules;
     std::string conf;
     auto put = [&](const std::string& kv) { conf += (conf.empty() ? "" : ",") + kv; };
     if (auto v = d.get(*settings, "PYTORCH_CUDA_ALLOC_CONF"); v && d.kind(*v) == PickleDoc::Kind::Str)
         meta["allocator.PYTORCH_CUDA_ALLOC_CONF"] = std::string(d.as_str(*v));
-    if (auto v = d.get(*settings, "expandable_segments"); v && d.is_int(*v))
-        put(std::string("expandable_segments:") + (d.as_int(*v) ? "True" : "False"));
+    if (auto v = d.get(*settings, "expandable_segments"); v && d.is_int(*v)) {
+        rules.expandable = d.as_int(*v) != 0;
+        put(std::string("expandable_segments:") + (rules.expandable ? "True" : "False"));
+    }
     if (auto v = d.get(*settings, "max_split_size"); v && d.is_int(*v)) {
         int64_t b = d.as_int(*v);
-        if (b > 0 && b < (int64_t{1} << 56)) put("max_split_size_mb:" + std::to_string(b >> 20));
+        if (b > 0 && b < (int64_t{1} << 56)) {
+            put("max_split_size_mb:" + std::to_string(b >> 20));
+            rules.max_split_size = b;
+        }
     }
     if (auto v = d.get(*settings, "roundup_power2_divisions"); v && d.kind(*v) == PickleDoc::Kind::Dict) {
         auto kv = d.items(*v);
@@ -201,10 +85,14 @@ void add_allocator_settings(const PickleDoc& d, std::optional<Id> settings, std:
             std::string key = d.kind(kv[i]) == PickleDoc::Kind::Str ? std::string(d.as_str(kv[i]))
                                                                    : std::to_string(d.as_int(kv[i]));
             list += (list.empty() ? "" : ",") + key + ":" + std::to_string(n);
+            int64_t mib = std::atoll(key.c_str());   // the interval [mib, 2 mib) MiB
+            if (mib > 0 && n > 0 && n <= (1 << 20))
+                rules.divisions[static_cast<size_t>(torch::roundup_interval(mib << 20))] = n;
         }
         if (any) put("roundup_power2_divisions:[" + list + "]");
     } else if (v && d.is_int(*v) && d.as_int(*v) > 0) {
         put("roundup_power2_divisions:" + std::to_string(d.as_int(*v)));
+        if (d.as_int(*v) <= (1 << 20)) rules.divisions.fill(d.as_int(*v));
     }
     if (auto v = d.get(*settings, "garbage_collection_threshold"); v && d.is_number(*v) && d.as_float(*v) > 0) {
         char b[32];
@@ -212,36 +100,61 @@ void add_allocator_settings(const PickleDoc& d, std::optional<Id> settings, std:
         put(std::string("garbage_collection_threshold:") + b);
     }
     meta["allocator.conf"] = conf;
+    return rules;
 }
 
-}  // namespace
+// The trace time (ns) of each event of one device: 1000 x (time_us - the first time_us) + 1 + k
+// for the k-th event (from 0, in the file's order) of its microsecond, or 1 + k * 1000 / n of
+// n when more than 1000 share one. So the trace keeps the order in which the allocator made
+// them (docs/trace-format.md "Events at one instant"), (t - 1) / 1000 is still the recorded
+// microsecond, and t = 0 is before the first event: blocks allocated before recording begin
+// there. Without time_us: event k (from 0) at k + 1 ns.
+std::vector<int64_t> event_times(const std::vector<Event>& evs, bool all_timed, double t_min) {
+    std::vector<int64_t> t(evs.size());
+    if (!all_timed) {
+        for (size_t k = 0; k < evs.size(); ++k) t[k] = static_cast<int64_t>(k) + 1;
+        return t;
+    }
+    std::unordered_map<int64_t, std::pair<int64_t, int64_t>> per_us;   // us -> (events, seen so far)
+    per_us.reserve(evs.size());
+    for (size_t k = 0; k < evs.size(); ++k) {
+        t[k] = static_cast<int64_t>(std::floor(evs[k].time_us - t_min));
+        ++per_us[t[k]].first;
+    }
+    for (size_t k = 0; k < evs.size(); ++k) {
+        auto& [n, seen] = per_us[t[k]];
+        const int64_t offset = n <= 1000 ? seen : seen * 1000 / n;
+        ++seen;
+        t[k] = t[k] * 1000 + 1 + offset;
+    }
+    return t;
+}
 
-void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
-    FileBytes data(in, max_input_size);
-    PickleDoc d(data.view(), in);
-    Id root = d.root();
-    if (d.kind(root) != PickleDoc::Kind::Dict)
-        throw Error(where(in, "not a PyTorch memory snapshot: the pickle holds no dict with "
-                              "'segments' and 'device_traces'"));
-    auto traces = d.get(root, "device_traces");
-    auto segments = d.get(root, "segments");
-    if (!traces || d.kind(*traces) != PickleDoc::Kind::List)
-        throw Error(where(in, "snapshot has no 'device_traces': record it with "
-                              "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+std::string at_event(size_t dev, size_t k) {
+    return "device_traces[" + std::to_string(dev) + "][" + std::to_string(k) + "]";
+}
 
-    // Decode every event once. Keys and action strings are memo-shared objects: their codes
-    // are looked up per node, not per event.
-    NodeCodes keys(d.node_count()), actions(d.node_count());
+// device_traces, decoded once. Keys and action strings are memo-shared objects: their codes
+// are looked up per node, not per event.
+struct Decoded {
     std::vector<std::vector<Event>> devices;
     int64_t events = 0;
     bool all_timed = true;
     double t_min = 0;
+};
+
+Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std::string& in) {
+    NodeCodes actions(d.node_count());
+    Decoded out;
     bool have_t = false;
-    for (Id dev : d.items(*traces)) {
-        auto& evs = devices.emplace_back();
+    for (Id dev : d.items(traces)) {
+        auto& evs = out.devices.emplace_back();
         evs.reserve(d.size(dev));
         for (Id e : d.items(dev)) {
             Event ev;
+            auto bad = [&](const std::string& what) {
+                return Error(where(in, at_event(out.devices.size() - 1, evs.size()) + ": " + what));
+            };
             auto kv = d.items(e);
             for (size_t i = 0; i + 1 < kv.size(); i += 2) {
                 Id k = kv[i], v = kv[i + 1];
@@ -258,9 +171,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                     case kKeySize:
                         if (d.is_int(v)) ev.size = d.as_int(v);
                         if (ev.size < 0 || ev.size > kMaxBytes)
-                            throw Error(where(in, "device_traces[" + std::to_string(devices.size() - 1) + "][" +
-                                                      std::to_string(evs.size()) + "]: size " + std::to_string(ev.size) +
-                                                      " is out of range"));
+                            throw bad("size " + std::to_string(ev.size) + " is out of range");
                         break;
                     case kKeyStream:
                         if (d.is_int(v)) ev.stream = d.as_int(v);
@@ -269,9 +180,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                         if (d.is_number(v)) {
                             ev.time_us = d.as_float(v);
                             // |t| <= 4e15 us keeps differences * 1000 inside int64 nanoseconds.
-                            if (!(std::fabs(ev.time_us) <= 4e15))
-                                throw Error(where(in, "device_traces[" + std::to_string(devices.size() - 1) + "][" +
-                                                          std::to_string(evs.size()) + "]: time_us is out of range"));
+                            if (!(std::fabs(ev.time_us) <= 4e15)) throw bad("time_us is out of range");
                             ev.timed = true;
                         }
                         break;
@@ -279,239 +188,379 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                     default: break;
                 }
             }
-            if (!ev.has_action)
-                throw Error(where(in, "device_traces[" + std::to_string(devices.size() - 1) + "][" +
-                                          std::to_string(evs.size()) + "]: event has no 'action'"));
+            if (!ev.has_action) throw bad("event has no 'action'");
             if (ev.timed) {
-                t_min = have_t ? std::min(t_min, ev.time_us) : ev.time_us;
+                out.t_min = have_t ? std::min(out.t_min, ev.time_us) : ev.time_us;
                 have_t = true;
             } else {
-                all_timed = false;
+                out.all_timed = false;
             }
             evs.push_back(ev);
-            ++events;
+            ++out.events;
         }
     }
-    if (events == 0)
-        throw Error(where(in, "snapshot has no trace events (device_traces is empty): record it with "
-                              "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+    return out;
+}
 
-    // Allocations are kept here until the end so that frees set t_free in memory, not by
-    // UPDATEs in the file; rows go out in id order.
-    std::vector<Allocation> allocs;
-    {
-        // At most one row per alloc or free event (plus the end-state blocks): reserved once
-        // instead of regrown (each regrowth copies and touches fresh pages).
-        size_t upper = 0;
-        for (const auto& evs : devices)
-            for (const Event& e : evs)
-                upper += e.action == kAlloc || e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
-        allocs.reserve(upper + 64);
-    }
-    Labels labels(d, w, keys);
-    // Sizes are at most kMaxBytes each; sums of many may still pass int64.
-    auto add_bytes = [&](int64_t& sum, int64_t v) {
-        if (__builtin_add_overflow(sum, v, &sum)) throw Error(where(in, "sizes add up to more than 2^63 bytes"));
-    };
-    const int64_t pre_label = w.intern("(allocated before recording)");
-    int64_t reconstructed = 0, reconstructed_bytes = 0, freed_unknown = 0, ooms = 0;
-    int64_t segment_events = 0, reserved_peak_total = 0;
-    int64_t action_counts[kActionCount] = {};
-    SegmentLog seglog(in);
-    std::vector<std::unordered_map<int64_t, size_t>> live_by_dev(devices.size());
-    std::vector<std::unordered_map<int64_t, int64_t>> last_free_by_dev(devices.size());
-    for (size_t dev = 0; dev < devices.size(); ++dev) {
-        const auto& evs = devices[dev];
-        auto& live = live_by_dev[dev];
-        auto& last_free = last_free_by_dev[dev];
-        live.reserve(1024);
-        last_free.reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& e) {
-            return e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
-        })));
-        // Snapshots record free_completed when the block really returns to the allocator; very
-        // old ones have only 'free'. free_requested marks the end only where nothing else does.
-        bool has_completed = std::any_of(evs.begin(), evs.end(), [](const Event& e) { return e.action == kFreeCompleted; });
-        int64_t reserved = 0, reserved_peak = 0;
-        for (size_t k = 0; k < evs.size(); ++k) {
-            const Event& e = evs[k];
-            ++action_counts[e.action];
-            // Order only: one nanosecond per event. Times are rounded to whole microseconds.
-            int64_t t = all_timed ? static_cast<int64_t>(e.time_us - t_min) * 1000 : static_cast<int64_t>(k + 1);
-            auto bad = [&](const char* what) {
-                return Error(where(in, "device_traces[" + std::to_string(dev) + "][" + std::to_string(k) + "] (" +
-                                           kActionNames[e.action] + "): " + what));
-            };
-            switch (e.action) {
-                case kAlloc: {
-                    if (e.size <= 0) throw bad("size is missing or not positive");
-                    auto it = live.find(e.addr);
-                    if (it != live.end()) {   // a free we never saw: end the old block here
-                        allocs[it->second].t_free = t;
-                        live.erase(it);
-                    }
-                    Allocation al;
-                    al.id = static_cast<int64_t>(allocs.size()) + 1;
-                    al.device = static_cast<int32_t>(dev);
-                    al.address = e.addr;
-                    al.bytes = e.size;
-                    al.t_alloc = t;
-                    al.stream = e.stream;
-                    al.label = labels.of(e.frames);
-                    live.emplace(e.addr, allocs.size());
-                    allocs.push_back(al);
-                    break;
-                }
-                case kFreeRequested:
-                    if (has_completed) break;   // the block returns at free_completed
-                    [[fallthrough]];
-                case kFreeCompleted:
-                case kFree: {
-                    auto it = live.find(e.addr);
-                    if (it != live.end()) {
-                        allocs[it->second].t_free = t;
-                        live.erase(it);
-                    } else {
-                        // Allocated before recording began: alive from the start until now.
-                        if (e.size <= 0) throw bad("frees an unknown block of unknown size");
-                        Allocation al;
-                        al.id = static_cast<int64_t>(allocs.size()) + 1;
-                        al.device = static_cast<int32_t>(dev);
-                        al.address = e.addr;
-                        al.bytes = e.size;
-                        al.t_alloc = 0;
-                        al.t_free = t;
-                        al.stream = e.stream;
-                        al.label = pre_label;
-                        allocs.push_back(al);
-                        ++reconstructed;
-                        ++freed_unknown;
-                        add_bytes(reconstructed_bytes, e.size);
-                    }
-                    last_free[e.addr] = t;
-                    break;
-                }
-                case kSegAlloc:
-                case kSegMap:
-                    ++segment_events;
-                    seglog.alloc(static_cast<int32_t>(dev), k, kActionNames[e.action], t, e.addr, e.size, e.stream,
-                                 e.action == kSegMap);
-                    add_bytes(reserved, e.size);
-                    reserved_peak = std::max(reserved_peak, reserved);
-                    break;
-                case kSegFree:
-                case kSegUnmap:
-                    ++segment_events;
-                    seglog.free(static_cast<int32_t>(dev), k, kActionNames[e.action], t, e.addr, e.size, e.stream,
-                                e.action == kSegUnmap);
-                    reserved -= e.size;
-                    break;
-                case kOom: {
-                    Marker m;
-                    m.id = ++ooms;
-                    m.name = w.intern("oom: " + std::to_string(e.size) + " bytes requested");
-                    m.t_start = m.t_end = t;
-                    m.kind = MarkerKind::Range;
-                    w.add(m);
-                    break;
-                }
-                default: break;
-            }
-        }
-        add_bytes(reserved_peak_total, reserved_peak);
-    }
-    r.events = events;
+// The rows an import builds, and what it counted on the way.
+class SnapshotImport {
+public:
+    SnapshotImport(const PickleDoc& d, const std::string& in, Rows& w, NodeCodes& keys)
+        : d_(d), in_(in), w_(w), labels_(d, w, keys), seglog_(in), pre_label_(w.intern("(allocated before recording)")) {}
 
-    // End state: blocks allocated at the end that no trace event accounts for.
-    int64_t end_blocks = 0, end_segments = 0;
-    if (segments && d.kind(*segments) == PickleDoc::Kind::List) {
-        for (Id seg : d.items(*segments)) {
-            auto dv = d.get(seg, "device");
-            int32_t dev = dv && d.is_int(*dv) ? static_cast<int32_t>(d.as_int(*dv)) : 0;
-            auto st = d.get(seg, "stream");
-            {
-                // The segment itself: what the trace's live segments do not cover began before recording.
-                auto sa = d.get(seg, "address");
-                auto sz = d.get(seg, "total_size");
-                auto ex = d.get(seg, "is_expandable");
-                if (sa && sz && d.is_int(*sa) && d.is_int(*sz)) {
-                    if (d.as_int(*sz) > kMaxBytes)
-                        throw Error(where(in, "segments[" + std::to_string(end_segments) + "]: total_size " +
-                                                  std::to_string(d.as_int(*sz)) + " is out of range"));
-                    seglog.end_state(static_cast<size_t>(end_segments), dev, d.as_int(*sa), d.as_int(*sz),
-                                     st && d.is_int(*st) ? d.as_int(*st) : 0, ex && d.is_int(*ex) && d.as_int(*ex) != 0);
+    void replay(const Decoded& ev);
+    void end_state(std::optional<Id> segments);
+    // Segment rows, or none when the allocations do not fit in them (said in meta).
+    std::vector<Segment> segment_rows();
+    void block_sizes(const std::vector<Segment>& segments, const BlockRules& rules);
+    void write(const std::vector<Segment>& segments);
+    void meta(Result& r, const Decoded& ev) const;
+
+private:
+    void replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times);
+    void free_block(size_t dev, size_t k, const Event& e, int64_t t);
+    void end_block(int32_t dev, int64_t stream, Id block, int64_t addr);
+    size_t add(int32_t dev, int64_t addr, int64_t bytes, int64_t requested, int64_t t_alloc, int64_t t_free,
+               int64_t stream, int64_t label);
+    void add_bytes(int64_t& sum, int64_t v) const {   // sizes are at most 2^50 each; many may pass int64
+        if (__builtin_add_overflow(sum, v, &sum)) throw Error(where(in_, "sizes add up to more than 2^63 bytes"));
+    }
+
+    const PickleDoc& d_;
+    const std::string& in_;
+    Rows& w_;
+    Labels labels_;
+    SegmentLog seglog_;
+    const int64_t pre_label_;
+    // Where a row's block size comes from: an alloc event (inferred from the layout), a free
+    // without one (the request rounded), or the end state (recorded).
+    enum SizeFrom : uint8_t { kFromEndState, kFromLayout, kFromRounding };
+    std::vector<Allocation> allocs_;
+    std::vector<SizeFrom> size_from_;
+    std::vector<std::unordered_map<int64_t, size_t>> live_;       // per device: address -> allocation
+    std::vector<std::unordered_map<int64_t, int64_t>> last_free_; // per device: address -> time
+    std::vector<std::unordered_map<int64_t, int64_t>> end_size_;  // per device: end-state block size at a live address
+    int64_t reconstructed_ = 0, freed_unknown_ = 0, ooms_ = 0;
+    int64_t segment_events_ = 0, reserved_peak_total_ = 0, end_blocks_ = 0, end_segments_ = 0;
+    int64_t action_counts_[kActionCount] = {};
+    int64_t end_size_checked_ = 0, end_size_differs_ = 0;
+    BlockReport blocks_;
+    std::string segments_dropped_;
+};
+
+size_t SnapshotImport::add(int32_t dev, int64_t addr, int64_t bytes, int64_t requested, int64_t t_alloc,
+                           int64_t t_free, int64_t stream, int64_t label) {
+    Allocation al;
+    al.id = static_cast<int64_t>(allocs_.size()) + 1;
+    al.device = dev;
+    al.address = addr;
+    al.bytes = bytes;
+    al.requested_bytes = requested;
+    al.t_alloc = t_alloc;
+    al.t_free = t_free;
+    al.stream = stream;
+    al.label = label;
+    allocs_.push_back(al);
+    size_from_.push_back(kFromEndState);
+    return allocs_.size() - 1;
+}
+
+void SnapshotImport::replay(const Decoded& ev) {
+    // At most one row per alloc or free event (plus the end-state blocks): reserved once
+    // instead of regrown (each regrowth copies and touches fresh pages).
+    size_t upper = 0;
+    for (const auto& evs : ev.devices)
+        for (const Event& e : evs)
+            upper += e.action == kAlloc || e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
+    allocs_.reserve(upper + 64);
+    size_from_.reserve(upper + 64);
+    live_.resize(ev.devices.size());
+    last_free_.resize(ev.devices.size());
+    end_size_.resize(ev.devices.size());
+    for (size_t dev = 0; dev < ev.devices.size(); ++dev)
+        replay_device(dev, ev.devices[dev], event_times(ev.devices[dev], ev.all_timed, ev.t_min));
+}
+
+void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t) {
+    auto& live = live_[dev];
+    auto it = live.find(e.addr);
+    if (it != live.end()) {
+        allocs_[it->second].t_free = t;
+        live.erase(it);
+    } else {
+        // Allocated before recording began: alive from the start until now. The event has
+        // the requested size; the block is that size rounded (its place is not known).
+        if (e.size <= 0)
+            throw Error(where(in_, at_event(dev, k) + " (" + kActionNames[e.action] +
+                                       "): frees an unknown block of unknown size"));
+        size_from_[add(static_cast<int32_t>(dev), e.addr, e.size, e.size, 0, t, e.stream, pre_label_)] = kFromRounding;
+        ++reconstructed_;
+        ++freed_unknown_;
+    }
+    last_free_[dev][e.addr] = t;
+}
+
+void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times) {
+    auto& live = live_[dev];
+    live.reserve(1024);
+    last_free_[dev].reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& e) {
+        return e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
+    })));
+    // Snapshots record free_completed when the block really returns to the allocator; very
+    // old ones have only 'free'. free_requested marks the end only where nothing else does.
+    const bool has_completed =
+        std::any_of(evs.begin(), evs.end(), [](const Event& e) { return e.action == kFreeCompleted; });
+    int64_t reserved = 0, reserved_peak = 0;
+    for (size_t k = 0; k < evs.size(); ++k) {
+        const Event& e = evs[k];
+        ++action_counts_[e.action];
+        const int64_t t = times[k];
+        switch (e.action) {
+            case kAlloc: {
+                if (e.size <= 0)
+                    throw Error(where(in_, at_event(dev, k) + " (alloc): size is missing or not positive"));
+                auto it = live.find(e.addr);
+                if (it != live.end()) {   // a free we never saw: end the old block here
+                    allocs_[it->second].t_free = t;
+                    live.erase(it);
                 }
-                ++end_segments;
+                size_t i = add(static_cast<int32_t>(dev), e.addr, e.size, e.size, t, kNoTime, e.stream, labels_.of(e.frames));
+                size_from_[i] = kFromLayout;
+                live.emplace(e.addr, i);
+                break;
             }
-            auto blocks = d.get(seg, "blocks");
-            if (!blocks) continue;
-            for (Id b : d.items(*blocks)) {
-                auto state = d.get(b, "state");
-                auto addr_v = d.get(b, "address");
-                auto size_v = d.get(b, "size");
-                if (!state || !addr_v || !size_v || !d.is_int(*addr_v) || !d.is_int(*size_v)) continue;
-                std::string_view s = d.as_str(*state);
-                if (s != "active_allocated" && s != "active_pending_free") continue;
-                ++end_blocks;
-                int64_t addr = d.as_int(*addr_v), size = d.as_int(*size_v);
-                bool known_dev = dev >= 0 && static_cast<size_t>(dev) < live_by_dev.size();
-                if ((known_dev && live_by_dev[dev].count(addr)) || size <= 0) continue;
-                if (size > kMaxBytes) throw Error(where(in, "segments: a block of " + std::to_string(size) + " bytes is out of range"));
-                Allocation al;
-                al.id = static_cast<int64_t>(allocs.size()) + 1;
-                al.device = dev;
-                al.address = addr;
-                al.bytes = size;
-                // Alive from the start, or from the last free at its address if the trace saw one.
-                al.t_alloc = 0;
-                if (known_dev) {
-                    auto lf = last_free_by_dev[dev].find(addr);
-                    if (lf != last_free_by_dev[dev].end()) al.t_alloc = lf->second;
-                }
-                al.stream = st && d.is_int(*st) ? d.as_int(*st) : 0;
-                int64_t label = labels.of(d.get(b, "frames"));
-                al.label = label == kNoString ? pre_label : label;
-                allocs.push_back(al);
-                ++reconstructed;
-                add_bytes(reconstructed_bytes, size);
+            case kFreeRequested:
+                if (has_completed) break;   // the block returns at free_completed
+                [[fallthrough]];
+            case kFreeCompleted:
+            case kFree: free_block(dev, k, e, t); break;
+            case kSegAlloc:
+            case kSegMap:
+                ++segment_events_;
+                seglog_.alloc(static_cast<int32_t>(dev), k, kActionNames[e.action], t, e.addr, e.size, e.stream,
+                              e.action == kSegMap);
+                add_bytes(reserved, e.size);
+                reserved_peak = std::max(reserved_peak, reserved);
+                break;
+            case kSegFree:
+            case kSegUnmap:
+                ++segment_events_;
+                seglog_.free(static_cast<int32_t>(dev), k, kActionNames[e.action], t, e.addr, e.size, e.stream,
+                             e.action == kSegUnmap);
+                reserved -= e.size;
+                break;
+            case kOom: {
+                Marker m;
+                m.id = ++ooms_;
+                m.name = w_.intern("oom: " + std::to_string(e.size) + " bytes requested");
+                m.t_start = m.t_end = t;
+                m.kind = MarkerKind::Range;
+                w_.add(m);
+                break;
             }
+            default: break;
         }
     }
-    w.reserve(allocs.size());
-    for (const auto& a : allocs) w.add(a);
-    std::vector<Segment> segment_rows = seglog.take();
-    for (const auto& g : segment_rows) w.add(g);
-    add_allocator_settings(d, d.get(root, "allocator_settings"), r.meta);
+    add_bytes(reserved_peak_total_, reserved_peak);
+}
 
+// One end-state block at `addr` (old snapshots give no address: the caller counts it from the
+// segment's start). An allocated block no trace event accounts for existed before recording.
+void SnapshotImport::end_block(int32_t dev, int64_t stream, Id b, int64_t addr) {
+    auto state = d_.get(b, "state");
+    auto size_v = d_.get(b, "size");
+    if (!state || !size_v || !d_.is_int(*size_v)) return;
+    std::string_view st = d_.as_str(*state);
+    if (st != "active_allocated" && st != "active_pending_free") return;
+    ++end_blocks_;
+    const int64_t size = d_.as_int(*size_v);
+    if (size <= 0) return;
+    if (size > kMaxBytes) throw Error(where(in_, "segments: a block of " + std::to_string(size) + " bytes is out of range"));
+    // Requested size: 'requested_size', or in old snapshots the first history entry's real_size.
+    auto history = d_.get(b, "history");
+    std::optional<Id> first;
+    if (history && d_.kind(*history) == PickleDoc::Kind::List && !d_.items(*history).empty())
+        first = d_.items(*history).front();
+    int64_t requested = kNoBytes;
+    if (auto rq = d_.get(b, "requested_size"); rq && d_.is_int(*rq) && d_.as_int(*rq) > 0) requested = d_.as_int(*rq);
+    else if (auto rs = first ? d_.get(*first, "real_size") : std::nullopt; rs && d_.is_int(*rs) && d_.as_int(*rs) > 0)
+        requested = d_.as_int(*rs);
+    if (requested > size) requested = kNoBytes;
+    const bool known_dev = dev >= 0 && static_cast<size_t>(dev) < live_.size();
+    if (known_dev && live_[dev].count(addr)) {   // the trace's own allocation: its block, recorded
+        end_size_[dev][addr] = size;
+        return;
+    }
+    // Alive from the start, or from the last free at its address if the trace saw one.
+    int64_t t_alloc = 0;
+    if (known_dev) {
+        auto lf = last_free_[dev].find(addr);
+        if (lf != last_free_[dev].end()) t_alloc = lf->second;
+    }
+    auto frames = d_.get(b, "frames");
+    if (!frames && first) frames = d_.get(*first, "frames");
+    int64_t label = labels_.of(frames);
+    add(dev, addr, size, requested, t_alloc, kNoTime, stream, label == kNoString ? pre_label_ : label);
+    ++reconstructed_;
+}
+
+// snapshot['segments']: the allocator's end state. What the trace's live segments and blocks
+// do not cover began before recording.
+void SnapshotImport::end_state(std::optional<Id> segments) {
+    if (!segments || d_.kind(*segments) != PickleDoc::Kind::List) return;
+    for (Id seg : d_.items(*segments)) {
+        auto dv = d_.get(seg, "device");
+        int32_t dev = dv && d_.is_int(*dv) ? static_cast<int32_t>(d_.as_int(*dv)) : 0;
+        auto st = d_.get(seg, "stream");
+        const int64_t stream = st && d_.is_int(*st) ? d_.as_int(*st) : 0;
+        auto sa = d_.get(seg, "address");
+        auto sz = d_.get(seg, "total_size");
+        auto ex = d_.get(seg, "is_expandable");
+        const bool has_address = sa && d_.is_int(*sa);
+        if (has_address && sz && d_.is_int(*sz)) {
+            if (d_.as_int(*sz) > kMaxBytes)
+                throw Error(where(in_, "segments[" + std::to_string(end_segments_) + "]: total_size " +
+                                           std::to_string(d_.as_int(*sz)) + " is out of range"));
+            seglog_.end_state(static_cast<size_t>(end_segments_), dev, d_.as_int(*sa), d_.as_int(*sz), stream,
+                              ex && d_.is_int(*ex) && d_.as_int(*ex) != 0);
+        }
+        ++end_segments_;
+        auto blocks = d_.get(seg, "blocks");
+        if (!blocks || d_.kind(*blocks) != PickleDoc::Kind::List) continue;
+        // Blocks tile their segment in order (memory_viz's annotate_snapshot): a block without
+        // 'address' (PyTorch 2.0) starts where the one before it ended.
+        int64_t next = has_address ? d_.as_int(*sa) : 0;
+        for (Id b : d_.items(*blocks)) {
+            auto addr_v = d_.get(b, "address");
+            auto size_v = d_.get(b, "size");
+            int64_t addr = addr_v && d_.is_int(*addr_v) ? d_.as_int(*addr_v) : next;
+            if (!addr_v && !has_address) break;   // nowhere to place it
+            end_block(dev, stream, b, addr);
+            if (size_v && d_.is_int(*size_v) && d_.as_int(*size_v) > 0 && d_.as_int(*size_v) <= kMaxBytes)
+                next = addr + d_.as_int(*size_v);
+        }
+    }
+}
+
+std::vector<Segment> SnapshotImport::segment_rows() {
+    std::vector<Segment> rows = seglog_.take();
+    if (rows.empty()) return rows;
+    // The allocations must lie in the segments (mhc check, rule outside-segment); a snapshot
+    // whose segments cannot hold its own blocks (a synthetic one) keeps its blocks, not them.
+    TraceData t;
+    t.allocations.reserve(allocs_.size());
+    for (const auto& a : allocs_) t.allocations.push(a);
+    t.segments = rows;
+    const size_t outside = allocations_outside_segments(t).size();
+    if (outside == 0) return rows;
+    segments_dropped_ = std::to_string(rows.size()) + " rows dropped: " + std::to_string(outside) + " of " +
+                        std::to_string(allocs_.size()) +
+                        " allocations lie in no segment alive when they were made (a synthetic or damaged snapshot)";
+    return {};
+}
+
+void SnapshotImport::block_sizes(const std::vector<Segment>& segments, const BlockRules& rules) {
+    std::vector<bool> infer(allocs_.size());
+    for (size_t i = 0; i < allocs_.size(); ++i) {
+        infer[i] = size_from_[i] == kFromLayout;
+        if (size_from_[i] == kFromRounding) allocs_[i].bytes = rules.rounded(allocs_[i].requested_bytes);
+    }
+    blocks_ = infer_block_sizes(allocs_, infer, segments, rules);
+    // Blocks still allocated at the end are in the end state with their size: the recorded
+    // size wins, and how often the inferred one differed is said in meta.
+    for (size_t i = 0; i < allocs_.size(); ++i) {
+        Allocation& a = allocs_[i];
+        if (!infer[i] || a.t_free != kNoTime || a.device < 0 || static_cast<size_t>(a.device) >= end_size_.size())
+            continue;
+        auto it = end_size_[a.device].find(a.address);
+        if (it == end_size_[a.device].end()) continue;
+        ++end_size_checked_;
+        if (it->second != a.bytes) ++end_size_differs_;
+        if (it->second >= a.requested_bytes) a.bytes = it->second;
+    }
+}
+
+void SnapshotImport::write(const std::vector<Segment>& segments) {
+    w_.reserve(allocs_.size());
+    for (const auto& a : allocs_) w_.add(a);
+    for (const auto& g : segments) w_.add(g);
+}
+
+void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     std::string act_list;
     for (int i = 0; i < kActionCount; ++i)
-        if (action_counts[i]) {
+        if (action_counts_[i]) {
             if (!act_list.empty()) act_list += ", ";
             act_list += kActionNames[i];
             act_list += '=';
-            act_list += std::to_string(action_counts[i]);
+            act_list += std::to_string(action_counts_[i]);
         }
-    r.meta["source"] = "pytorch-memory-snapshot";
-    r.meta["import.format"] = "snapshot";
-    r.meta["import.events"] = std::to_string(events);
-    r.meta["import.actions"] = act_list;
-    r.meta["accesses"] = "none";   // snapshots hold no kernels
-    r.meta["kernels"] = "none";
-    r.meta["timing"] = all_timed ? "exact" : "order-only";
-    r.meta["categories"] = "unknown";
-    r.meta["labels"] = "top user stack frame";
-    r.meta["reconstructed_blocks"] = std::to_string(reconstructed);
-    r.meta["reconstructed_blocks.freed_during_trace"] = std::to_string(freed_unknown);
-    r.meta["reconstructed_bytes"] = std::to_string(reconstructed_bytes);
-    r.meta["snapshot.end_state_allocated_blocks"] = std::to_string(end_blocks);
-    r.meta["snapshot.segment_events"] = std::to_string(segment_events);
-    r.meta["snapshot.reserved_peak_from_segment_events"] = std::to_string(reserved_peak_total);
-    r.meta["snapshot.oom_events"] = std::to_string(ooms);
-    r.meta["segments"] = std::to_string(segment_rows.size()) + " rows (segment events and end state)";
-    r.meta["segments.reconstructed"] = std::to_string(seglog.reconstructed);
-    if (seglog.live_not_in_end_state)
-        r.meta["segments.live_not_in_end_state"] = std::to_string(seglog.live_not_in_end_state);
-    r.meta["snapshot.devices"] = std::to_string(devices.size());
-    if (action_counts[kUnknown]) r.meta["snapshot.unknown_actions"] = std::to_string(action_counts[kUnknown]);
+    auto& m = r.meta;
+    m["source"] = "pytorch-memory-snapshot";
+    m["import.format"] = "snapshot";
+    m["import.events"] = std::to_string(ev.events);
+    m["import.actions"] = act_list;
+    m["accesses"] = "none";   // snapshots hold no kernels
+    m["kernels"] = "none";
+    m["timing"] = ev.all_timed ? "exact" : "order-only";
+    m["categories"] = "unknown";
+    m["labels"] = "first frame of user or library Python code, else of PyTorch, else native (docs/import.md)";
+    m["bytes"] = "block (the allocator's accounting: max_memory_allocated); requested_bytes: the request";
+    m["snapshot.blocks_inferred"] =
+        "split " + std::to_string(blocks_.split) + ", whole " + std::to_string(blocks_.whole) + ", no segment " +
+        std::to_string(blocks_.without_segment) + ", no room " + std::to_string(blocks_.no_room);
+    m["snapshot.blocks_checked_at_end"] =
+        std::to_string(end_size_checked_) + " (" + std::to_string(end_size_differs_) + " inferred another size)";
+    m["reconstructed_blocks"] = std::to_string(reconstructed_);
+    m["reconstructed_blocks.freed_during_trace"] = std::to_string(freed_unknown_);
+    int64_t reconstructed_bytes = 0;
+    for (size_t i = 0; i < allocs_.size(); ++i)
+        if (size_from_[i] != kFromLayout) add_bytes(reconstructed_bytes, allocs_[i].bytes);
+    m["reconstructed_bytes"] = std::to_string(reconstructed_bytes);
+    m["snapshot.end_state_allocated_blocks"] = std::to_string(end_blocks_);
+    m["snapshot.segment_events"] = std::to_string(segment_events_);
+    m["snapshot.reserved_peak_from_segment_events"] = std::to_string(reserved_peak_total_);
+    m["snapshot.oom_events"] = std::to_string(ooms_);
+    m["segments.reconstructed"] = std::to_string(seglog_.reconstructed);
+    if (seglog_.live_not_in_end_state) m["segments.live_not_in_end_state"] = std::to_string(seglog_.live_not_in_end_state);
+    m["snapshot.devices"] = std::to_string(ev.devices.size());
+    if (action_counts_[kUnknown]) m["snapshot.unknown_actions"] = std::to_string(action_counts_[kUnknown]);
+    if (!segments_dropped_.empty()) {
+        m["segments"] = "none: " + segments_dropped_;
+        r.warnings.push_back("segments " + segments_dropped_ + "; imported without them");
+    }
+}
+
+}  // namespace
+
+void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
+    FileBytes data(in, max_input_size);
+    PickleDoc d(data.view(), in);
+    Id root = d.root();
+    if (d.kind(root) != PickleDoc::Kind::Dict)
+        throw Error(where(in, "not a PyTorch memory snapshot: the pickle holds no dict with "
+                              "'segments' and 'device_traces'"));
+    auto traces = d.get(root, "device_traces");
+    if (!traces || d.kind(*traces) != PickleDoc::Kind::List)
+        throw Error(where(in, "snapshot has no 'device_traces': record it with "
+                              "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+    NodeCodes keys(d.node_count());
+    const Decoded ev = decode_events(d, *traces, keys, in);
+    if (ev.events == 0)
+        throw Error(where(in, "snapshot has no trace events (device_traces is empty): record it with "
+                              "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+    r.events = ev.events;
+    const BlockRules rules = add_allocator_settings(d, d.get(root, "allocator_settings"), r.meta);
+    SnapshotImport imp(d, in, w, keys);
+    imp.replay(ev);
+    imp.end_state(d.get(root, "segments"));
+    std::vector<Segment> segments = imp.segment_rows();
+    imp.block_sizes(segments, rules);
+    imp.write(segments);
+    r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
+    // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).
+    if (!segments.empty()) r.meta["segments.hold_allocations"] = "true";
+    imp.meta(r, ev);
 }
 
 }  // namespace mhc::trace::import

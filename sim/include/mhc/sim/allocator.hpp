@@ -21,12 +21,14 @@
 #include <string_view>
 #include <vector>
 
+#include "mhc/trace/torch_sizes.hpp"
+
 namespace mhc::sim {
 
 // The settings of PYTORCH_CUDA_ALLOC_CONF the model follows.
 struct AllocatorSettings {
     static constexpr int64_t kNoLimit = INT64_MAX;
-    static constexpr int kIntervals = 16;   // roundup intervals: [1,2) MiB (and below), [2,4), ... [32 GiB, ...)
+    static constexpr int kIntervals = trace::torch::kRoundupIntervals;   // [1,2) MiB (and below), [2,4), ... [32 GiB, ...)
     bool expandable_segments = false;
     int64_t max_split_size = kNoLimit;              // bytes; blocks this size or larger are not split
     int64_t max_non_split_rounding = 20 << 20;      // an oversize block serves requests this much smaller
@@ -55,12 +57,12 @@ AllocatorSettings allocator_settings_for(const std::map<std::string, std::string
 
 class CachingAllocator {
 public:
-    static constexpr int64_t kMinBlock = 512;
-    static constexpr int64_t kSmallSize = 1 << 20;        // 1 MiB
-    static constexpr int64_t kSmallBuffer = 2 << 20;      // 2 MiB
-    static constexpr int64_t kLargeBuffer = 20 << 20;     // 20 MiB
-    static constexpr int64_t kMinLargeAlloc = 10 << 20;   // 10 MiB
-    static constexpr int64_t kRoundLarge = 2 << 20;       // 2 MiB
+    static constexpr int64_t kMinBlock = trace::torch::kMinBlock;            // 512 B
+    static constexpr int64_t kSmallSize = trace::torch::kSmallSize;          // 1 MiB
+    static constexpr int64_t kSmallBuffer = trace::torch::kSmallBuffer;      // 2 MiB
+    static constexpr int64_t kLargeBuffer = trace::torch::kLargeBuffer;      // 20 MiB
+    static constexpr int64_t kMinLargeAlloc = trace::torch::kMinLargeAlloc;  // 10 MiB
+    static constexpr int64_t kRoundLarge = trace::torch::kRoundLarge;        // 2 MiB
 
     explicit CachingAllocator(int64_t capacity, AllocatorSettings settings = {});
 

@@ -29,7 +29,8 @@ struct EventOrigin {
 
 // The four recorded streams of one device, each sorted: kernels by (t_start, row) — the
 // position is the kernel's `seq` —, kernel ends by (t_end, seq), allocations by
-// (t_alloc, row), frees by (t_free, row) (allocations without a free have none).
+// (t_alloc, row), frees by (t_free, row) (allocations without a free have none, and one
+// freed at the instant it was made is freed by the cursor right after its allocation).
 struct EventStreams {
     std::vector<int32_t> korder;        // seq -> kernel row
     std::vector<int64_t> kstart, kend;  // recorded times by seq
@@ -47,13 +48,23 @@ struct RecordedEvent {
 };
 
 // Merges the four streams: at one recorded instant kernel ends, then frees, then
-// allocations, then kernel starts; a zero-length kernel's end comes right after its start.
+// allocations, then kernel starts; a zero-length kernel's end comes right after its start,
+// and an allocation freed at the instant it was made is freed right after it is made (the
+// order of trace::MemoryEvent, docs/trace-format.md "Events at one instant").
 class EventCursor {
 public:
     EventCursor(const EventStreams& s, const trace::TraceData& t)
         : S(s), t_alloc(t.allocations.t_alloc.data()), t_free(t.allocations.t_free.data()) {}
     // The next event, or false at the end.
     bool next(RecordedEvent& e) {
+        if (pending_free >= 0) {   // the allocation just made lives only at this instant
+            e.what = Recorded::Free;
+            e.row = pending_free;
+            e.time = t_free[pending_free];
+            e.seq = -1;
+            pending_free = -1;
+            return true;
+        }
         const size_t na = S.alloc_order.size(), nf = S.free_order.size(), nk = S.korder.size();
         const int64_t te = ie < nk ? S.kend[S.kend_order[ie]] : INT64_MAX;
         const int64_t tf = iff < nf ? t_free[S.free_order[iff]] : INT64_MAX;
@@ -73,6 +84,7 @@ public:
         } else if (ta == m) {
             e.what = Recorded::Allocation;
             e.row = S.alloc_order[ia++];
+            if (t_free[e.row] == t_alloc[e.row]) pending_free = e.row;
         } else {
             e.what = Recorded::KernelStart;
             e.seq = static_cast<int32_t>(ik++);
@@ -86,6 +98,7 @@ private:
     const int64_t* t_alloc;
     const int64_t* t_free;
     size_t ia = 0, iff = 0, ik = 0, ie = 0;
+    int32_t pending_free = -1;
 };
 
 // What replay needs of a run to rebuild its plan (replay::make_plan): for each timeline event

@@ -63,6 +63,7 @@ struct Result {
     // ranks, beyond its own stalls (docs/simulator.md, "Coupled ranks"); 0 for a single rank.
     int64_t coupled_wait_time = 0, coupled_wait_count = 0;
     bool assumed_accesses = false;  // the trace had none; see docs/simulator.md
+    bool order_only = false;        // the trace's timing is order only: loss, stalls, makespan are not times
     std::vector<std::string> warnings;  // what the trace lacks for a faithful run (trace_warnings)
     std::string invariant_violation;// empty unless a checked invariant failed
     int64_t rows = 0;               // trace rows the run covered

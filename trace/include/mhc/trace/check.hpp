@@ -22,6 +22,11 @@ struct CheckReport {
 
 // Checks a loaded trace: every rule of docs/trace-format.md except file-level ones.
 CheckReport check_trace(const TraceData& t);
+// The rows (dense indices, ascending) of allocations that lie in no segment of their device
+// alive when they were made (rule `outside-segment`; devices without segments are not
+// judged). Importers that drop an inconsistent segments table ask it before writing one.
+std::vector<size_t> allocations_outside_segments(const TraceData& t);
+
 // Checks a file: opens it (file-level problems: missing, not SQLite, truncated, corrupt,
 // wrong version, missing tables, invalid codes), then loads it and runs check_trace.
 // Never throws for problems in the file; they become Problems.

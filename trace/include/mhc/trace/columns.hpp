@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mhc/trace/model.hpp"
@@ -28,7 +29,10 @@ struct AllocationColumns {
     std::vector<int64_t> id, address, bytes, t_alloc, t_free, stream, label;
     std::vector<int32_t> device;
     std::vector<Category> category;
+    // One per row from push(); may be shorter (rows built column by column): kNoBytes past its end.
+    std::vector<int64_t> requested_bytes;
     size_t size() const { return id.size(); }
+    int64_t requested_at(size_t i) const { return i < requested_bytes.size() ? requested_bytes[i] : kNoBytes; }
     void reserve(size_t n);
     void push(const Allocation& r);   // appends one row
 };
@@ -83,6 +87,9 @@ struct TraceData {
     MarkerColumns markers;
     IdIndex allocation_index, kernel_index;
     std::vector<DanglingAccess> dangling_accesses;
+    // The allocator's segments (docs/trace-format.md "segments"), in id order; empty for a
+    // trace without the table.
+    std::vector<Segment> segments;
 
     // Dense index of an allocation / kernel id, -1 if unknown.
     int64_t allocation_at(int64_t id) const { return allocation_index.find(allocations.id, id); }
@@ -90,11 +97,17 @@ struct TraceData {
 
     const std::string& str(int64_t id) const;
     std::string meta_or(const std::string& key, const std::string& fallback) const;
+    // meta timing says the source had no timestamps: times are event numbers (order_only_timing).
+    bool order_only() const;
     int64_t rows() const;
     // First kernel start / allocation to last end, over all tables.
     int64_t t_begin() const;
     int64_t t_end() const;
 };
+
+// meta "timing" of a trace whose source has no timestamps: `order-only` (`order` reads the
+// same). Its times are event numbers; durations, losses, stalls and makespans say nothing.
+bool order_only_timing(std::string_view timing);
 
 // Loads the whole trace. Throws mhc::Error (file problems) like Reader.
 // `name`: what errors call the file (import reads its temporary file as the output it becomes).

@@ -46,6 +46,9 @@ public:
     void add(const Copy& c);
     void add(const Marker& m);
     void add(const Segment& s);
+    void add(const Module& m);
+    void add(const KernelInfo& k);
+    void add(const SavedTensor& s);
 
     // Sets t_free of an allocation already added (importers learn frees late).
     void set_free_time(int64_t allocation_id, int64_t t_free);
@@ -132,7 +135,17 @@ public:
     void for_each(const std::function<void(const Marker&)>& fn) const;
     // Segments: a trace written before the segments table existed has none (has_segments false).
     bool has_segments() const;
+    // allocations.requested_bytes: traces written before the column existed lack it (read as
+    // kNoBytes).
+    bool has_requested_bytes() const;
     void for_each(const std::function<void(const Segment&)>& fn) const;
+
+    // A model capture's tables: traces from other sources, or written before the tables
+    // existed, have none (has_table false: nothing is read).
+    bool has_table(const std::string& name) const;
+    void for_each(const std::function<void(const Module&)>& fn) const;
+    void for_each(const std::function<void(const KernelInfo&)>& fn) const;
+    void for_each(const std::function<void(const SavedTensor&)>& fn) const;
 
     // Column projection: `columns` of `table` (names as in docs/trace-format.md), in id order
     // (accesses: by kernel, then allocation). A name the table lacks throws mhc::Error.

@@ -10,14 +10,21 @@
 
 namespace mhc::trace {
 
-// The peak of live allocation bytes on one device (frees at time t happen before
-// allocations at t). Allocations alive at the end count until the end.
+// The peak of live allocation bytes on one device, events at one instant in the order of
+// event_order.hpp (a block alive only at one instant counts). Allocations alive at the end
+// count until the end.
 struct LivePeak {
     int64_t bytes = 0;
     int64_t time = 0;
     std::array<int64_t, kCategoryCount> by_category{};   // live bytes by category at the peak
 };
 LivePeak live_peak(const TraceData& t, int32_t device);
+// The same over the bytes requested (requested_bytes where known, else bytes): what memory_viz
+// plots for a snapshot, below the allocator's blocks by their rounding.
+int64_t requested_peak(const TraceData& t, int32_t device);
+// The peak of reserved bytes (segments alive; at one time frees first), -1 without segments on
+// the device.
+int64_t reserved_peak(const TraceData& t, int32_t device);
 
 struct Summary {
     std::string path, source, device_name;
@@ -27,6 +34,14 @@ struct Summary {
     std::vector<int32_t> devices;
     int32_t peak_device = 0;
     LivePeak peak;
+    struct DeviceMemory {
+        int32_t device = 0;
+        int64_t peak = 0;            // allocation bytes (the allocator's blocks)
+        int64_t requested = -1;      // requested bytes, -1: the trace does not say
+        int64_t reserved = -1;       // segments, -1: none recorded
+    };
+    std::vector<DeviceMemory> memory;   // per device with allocations, by device
+    std::string timing;                 // meta timing: exact, order-only, estimated
     int64_t kernel_time = 0;   // summed kernel durations
     int64_t steps = 0, layers = 0;
     std::vector<int64_t> step_durations;

@@ -17,7 +17,9 @@ struct Tick {
 };
 
 // Ticks on a 1-2-5 grid with at least `min_px` between minor ticks; major every 5 or 10.
-std::vector<Tick> time_ticks(TimeRange r, float width, float min_px = 12.f);
+// `events`: the trace's timing is order only (meta timing), its times are event numbers, and
+// labels read "event #N" instead of a time.
+std::vector<Tick> time_ticks(TimeRange r, float width, float min_px = 12.f, bool events = false);
 // "1.2345 s" with as many decimals as `resolution_ns` needs, in the unit that suits `t`.
 std::string format_time(int64_t t, int64_t resolution_ns);
 // A duration in readable units: "850 ns", "12.3 us", "4.56 ms", "1.23 s".

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "mhc/common/output_file.hpp"
 
@@ -43,6 +44,7 @@ struct Result {
     std::map<std::string, std::string> meta;
     int64_t allocations = 0, kernels = 0, accesses = 0, copies = 0, markers = 0;
     int64_t events = 0;        // input events read (snapshot trace entries, Kineto events, ...)
+    std::vector<std::string> warnings;   // what the import repaired or left out (printed unless Options::warn is false)
 };
 
 // Imports `in` into a new trace file `out`. All or nothing: the trace is written to a

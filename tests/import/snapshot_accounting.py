@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Checks `mhc import` of PyTorch memory snapshots against the snapshot's own accounting,
+computed here from the pickle with Python's standard library only (no mhc code):
+
+  python3 snapshot_accounting.py MHC_EXE SNAPSHOT...      (a .pickle or .pickle.gz each)
+
+For every device of every snapshot, replaying its events in file order:
+  * the peak of the allocator's blocks (what torch.cuda.max_memory_allocated counts): each
+    alloc event's block is its request rounded (round_size), or in the large pool without
+    expandable segments the whole free block it landed in when the allocator did not split it
+    (the room from its address to the next live block or the segment's end);
+  * the peak of requested bytes (memory_viz's accounting: event sizes, and requested_size for
+    blocks allocated before recording);
+  * the peak of reserved bytes: the end state's total_size, minus the segment events after
+    each point;
+  * the end state: the blocks the replay leaves alive are the end state's active blocks, and
+    their sizes add up to the segments' own figures.
+`mhc info --json` must give the three peaks within 0.1%, and `mhc simulate --capacity unlimited`
+must give back the baseline (simulated peak = baseline peak = info's peak). The same holds for two
+variants of each file written here: without time_us (timing order-only, said by info and simulate)
+and with time_us rounded down to 100 us (blocks allocated and freed within one microsecond).
+Exit status 1 on a mismatch, with one line per figure.
+"""
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+MIN_BLOCK, SMALL_SIZE = 512, 1 << 20
+TOLERANCE = 0.001
+
+
+class PlainData(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refused global {module}.{name}: a snapshot is plain data")
+
+
+def load(path):
+    with open(path, "rb") as f:
+        head = f.read(2)
+    opener = gzip.open if head == b"\x1f\x8b" else open
+    with opener(path, "rb") as f:
+        return PlainData(f).load()
+
+
+def round_size(size, divisions):
+    """CUDACachingAllocator round_size (with roundup_power2_divisions)."""
+    if size < MIN_BLOCK:
+        return MIN_BLOCK
+    div = divisions.get(min(max(size.bit_length() - 1 - 20, 0), 15), 0)
+    if div > 1 and size > MIN_BLOCK * div:
+        if size & (size - 1) == 0:
+            return size
+        floor2 = 1 << (size.bit_length() - 1)
+        step = floor2 >> (div.bit_length() - 1)
+        if step == 0:
+            return floor2 << 1
+        lo = size & ~(step - 1)
+        return size if lo == size else lo + step
+    return (size + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK
+
+
+def settings(snap):
+    s = snap.get("allocator_settings") or {}
+    divisions = {}
+    rp = s.get("roundup_power2_divisions")
+    if isinstance(rp, dict):
+        for k, v in rp.items():
+            if v:
+                divisions[min(max(int(k).bit_length() - 1, 0), 15)] = v
+    elif isinstance(rp, int) and rp > 0:
+        divisions = {i: rp for i in range(16)}
+    max_split = s.get("max_split_size", -1)
+    max_split = max_split if isinstance(max_split, int) and 0 < max_split < (1 << 56) else float("inf")
+    return bool(s.get("expandable_segments")), max_split, divisions
+
+
+def end_blocks(snap, device):
+    """Active end-state blocks of `device`: address -> (size, requested)."""
+    out = {}
+    for seg in snap.get("segments", []):
+        if seg.get("device", 0) != device:
+            continue
+        addr = seg.get("address")
+        for b in seg.get("blocks", []):
+            a = b.get("address", addr)
+            if a is None:
+                break
+            if b["state"] in ("active_allocated", "active_pending_free"):
+                req = b.get("requested_size") or (b.get("history") or [{}])[0].get("real_size") or b["size"]
+                out[a] = (b["size"], min(req, b["size"]))
+            addr = a + b["size"]
+    return out
+
+
+def segment_intervals(snap, device, trace):
+    """Non-expandable segments as (address, size, first, last): alive after event index
+    `first` (-1: from the start) until event index `last` (len(trace): to the end)."""
+    spans, open_at = [], {}
+    for k, e in enumerate(trace):
+        if e["action"] == "segment_alloc":
+            open_at[e["addr"]] = (e["size"], k)
+        elif e["action"] == "segment_free":
+            size, first = open_at.pop(e["addr"], (e["size"], -1))
+            spans.append((e["addr"], size, first, k))
+    last_event = {}
+    for k, e in enumerate(trace):
+        if e["action"] in ("segment_alloc", "segment_free"):
+            last_event[e["addr"]] = k
+    for seg in snap.get("segments", []):
+        if seg.get("device", 0) != device or seg.get("is_expandable"):
+            continue
+        a = seg["address"]
+        if a in open_at:
+            size, first = open_at.pop(a)
+        else:
+            size, first = seg["total_size"], last_event.get(a, -1)
+        spans.append((a, size, first, len(trace)))
+    for a, (size, first) in open_at.items():
+        spans.append((a, size, first, len(trace)))
+    return spans
+
+
+def replay(snap, device):
+    trace = snap["device_traces"][device]
+    expandable, max_split, divisions = settings(snap)
+    ends = end_blocks(snap, device)
+    completed = any(e["action"] == "free_completed" for e in trace)
+    free_actions = ("free_completed", "free") if completed else ("free_requested", "free")
+    spans = segment_intervals(snap, device, trace)
+    expandable_ranges = [(s["address"], s["address"] + s["total_size"]) for s in snap.get("segments", [])
+                         if s.get("device", 0) == device and s.get("is_expandable")]
+    expandable = expandable or any(e["action"] in ("segment_map", "segment_unmap") for e in trace)
+    # Blocks alive before recording: frees with no alloc before them, and end-state blocks the
+    # trace leaves unexplained (alive from the start, or from the last free at their address).
+    seen, pre_free = set(), []
+    last_free = {}
+    live_at_end = set()
+    for k, e in enumerate(trace):
+        if e["action"] == "alloc":
+            seen.add(e["addr"])
+            live_at_end.add(e["addr"])
+        elif e["action"] in free_actions:
+            if e["addr"] not in seen:
+                pre_free.append(e)
+            seen.add(e["addr"])
+            live_at_end.discard(e["addr"])
+            last_free[e["addr"]] = k
+    born_at = {}   # event index -> end-state blocks that appear right after it
+    for a, sb in ends.items():
+        if a not in live_at_end:
+            born_at.setdefault(last_free.get(a, -1), []).append((a, sb))
+    live = {}      # address -> (block, requested)
+    for e in pre_free:
+        live[e["addr"]] = (round_size(e["size"], divisions), e["size"])
+    for a, (size, req) in born_at.get(-1, []):
+        live[a] = (size, req)
+    block_sum = sum(b for b, _ in live.values())
+    req_sum = sum(r for _, r in live.values())
+    peak_block, peak_req = block_sum, req_sum
+
+    def block_of(k, e):
+        size = round_size(e["size"], divisions)
+        if size <= SMALL_SIZE:
+            return size
+        a = e["addr"]
+        if expandable or any(lo <= a < hi for lo, hi in expandable_ranges):
+            return size
+        seg = [s for s in spans if s[0] <= a < s[0] + s[1] and s[2] < k < s[3]]
+        if not seg:
+            return size
+        end = seg[0][0] + seg[0][1]
+        nxt = [b for b in live if a < b < end]
+        room = (min(nxt) if nxt else end) - a
+        return size if room < size or (size < max_split and room - size > SMALL_SIZE) else room
+
+    for k, e in enumerate(trace):
+        act = e["action"]
+        if act == "alloc":
+            if e["addr"] in live:   # a free the trace never recorded: the old block ends here
+                b, r = live.pop(e["addr"])
+                block_sum -= b
+                req_sum -= r
+            b = block_of(k, e)
+            live[e["addr"]] = (b, e["size"])
+            block_sum += b
+            req_sum += e["size"]
+            peak_block, peak_req = max(peak_block, block_sum), max(peak_req, req_sum)
+        elif act in free_actions and e["addr"] in live:
+            b, r = live.pop(e["addr"])
+            block_sum -= b
+            req_sum -= r
+        for a, (size, req) in born_at.get(k, []):
+            live[a] = (size, req)
+            block_sum += size
+            req_sum += req
+            peak_block, peak_req = max(peak_block, block_sum), max(peak_req, req_sum)
+    # Reserved: the end state's total, minus each segment event after a point.
+    reserved_end = sum(s["total_size"] for s in snap.get("segments", []) if s.get("device", 0) == device)
+    deltas = [(e["size"] if e["action"] in ("segment_alloc", "segment_map") else -e["size"])
+              for e in trace if e["action"] in ("segment_alloc", "segment_map", "segment_free", "segment_unmap")]
+    reserved = reserved_end - sum(deltas)
+    peak_reserved = reserved
+    for d in deltas:
+        reserved += d
+        peak_reserved = max(peak_reserved, reserved)
+    end_ok = sorted(live) == sorted(ends) and all(live[a][0] == ends[a][0] for a in ends)
+    return {"peak_bytes": peak_block, "requested_peak_bytes": peak_req,
+            "reserved_peak_bytes": peak_reserved if snap.get("segments") else None, "end_state": end_ok}
+
+
+def mhc(exe, *args):
+    r = subprocess.run([exe, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"mhc {' '.join(args)}: exit {r.returncode}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def variants(snap):
+    """(name, snapshot, expected meta timing): the file as recorded, and two variants of its
+    shape: without time_us (order only), and with time_us rounded down to 100 us, where many
+    blocks are allocated and freed in one microsecond (file order decides, not the clock)."""
+    timed = all("time_us" in e for t in snap["device_traces"] for e in t)
+    yield "as recorded", snap, "exact" if timed else "order-only"
+    if not timed or not any(snap["device_traces"]):
+        return
+    strip = dict(snap, device_traces=[[{k: v for k, v in e.items() if k != "time_us"} for e in t]
+                                      for t in snap["device_traces"]])
+    yield "without time_us", strip, "order-only"
+    coarse = dict(snap, device_traces=[[dict(e, time_us=e["time_us"] // 100 * 100) for e in t]
+                                       for t in snap["device_traces"]])
+    yield "time_us rounded to 100 us", coarse, "exact"
+
+
+def check(exe, name, snap, timing, path, tmp):
+    failures = 0
+    db = os.path.join(tmp, "t.db")
+    mhc(exe, "import", path, "-o", db, "--force")
+    info = json.loads(mhc(exe, "info", db, "--json"))
+    got = {m["device"]: m for m in info.get("memory", [])}
+    if info.get("timing") != timing:
+        print(f"{name}: timing {info.get('timing')}, want {timing}  MISMATCH")
+        failures += 1
+    for device, trace in enumerate(snap["device_traces"]):
+        if not any(e["action"] == "alloc" for e in trace) and device not in got:
+            continue
+        want = replay(snap, device)
+        if not want["end_state"]:
+            print(f"{name} device {device}: the replay does not end in the snapshot's end state  MISMATCH")
+            failures += 1
+        for key in ("peak_bytes", "requested_peak_bytes", "reserved_peak_bytes"):
+            w, g = want[key], got.get(device, {}).get(key)
+            if w is None and g is None:
+                continue
+            ok = w is not None and g is not None and abs(g - w) <= TOLERANCE * max(w, 1)
+            print(f"{name} device {device}: {key} mhc {g} snapshot {w}" + ("" if ok else "  MISMATCH"))
+            failures += not ok
+    sim = json.loads(mhc(exe, "simulate", db, "--capacity", "unlimited", "--allocator", "ideal",
+                         "--no-store", "--json"))
+    m, peak = sim["metrics"], info["peak"]["bytes"]
+    ok = m["baseline_peak_bytes"] == peak and m["simulated_peak_bytes"] == peak and sim["timing"] == timing
+    ok = ok and (timing != "order-only" or any("order only" in w for w in sim["warnings"]))
+    print(f"{name}: simulate --capacity unlimited baseline {m['baseline_peak_bytes']:.0f} "
+          f"simulated {m['simulated_peak_bytes']:.0f} info {peak} timing {sim['timing']}" + ("" if ok else "  MISMATCH"))
+    return failures + (not ok)
+
+
+def main():
+    exe, files = sys.argv[1], sys.argv[2:]
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in files:
+            snap = load(path)
+            for variant, s, timing in variants(snap):
+                name = f"{os.path.basename(path)} ({variant})"
+                p = path
+                if s is not snap:
+                    p = os.path.join(tmp, "variant.pickle")
+                    with open(p, "wb") as f:
+                        pickle.dump(s, f, protocol=4)
+                failures += check(exe, name, s, timing, p, tmp)
+    print(f"{failures} mismatches" if failures else "every figure matches")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
