@@ -39,21 +39,10 @@ struct Row {
 
 const char* kTimeNote = "times are estimates (the capture's roofline and the link model) until a GPU measures them";
 
+// A share in the size grammar (mhc help sizes), as sweep's --budget.
 double budget_of(const std::string& text) {
     if (text.empty()) return -1;
-    std::string t = text;
-    bool pct = !t.empty() && t.back() == '%';
-    if (pct) t.pop_back();
-    size_t used = 0;
-    double v = -1;
-    try {
-        v = std::stod(t, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used != t.size() || !(v >= 0) || !std::isfinite(v))
-        throw mhc::Error("--budget: '" + text + "' is not a loss such as 3% or 0.03");
-    return pct ? v / 100 : v;
+    return mhc::cli::option_value("--budget", [&] { return mhc::parse_share(text, 1000); });
 }
 
 int64_t capacity_of(const Options& o, std::string& what) {
@@ -118,7 +107,7 @@ int run(const Options& o) {
     std::string cap_what;
     const int64_t capacity = o.setting.empty() ? capacity_of(o, cap_what) : 0;
     HostModel host;
-    host.bandwidth_Bps = mhc::parse_bandwidth(o.host_bw);
+    host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] { return mhc::parse_bandwidth(o.host_bw); });
     auto data = mhc::trace::load_checked_trace(o.trace);
     Base base = make_base(data);
     Evaluator ev(base, mhc::sim::link_from_spec(o.link), host);
@@ -217,14 +206,22 @@ mhc::cli::Registration reg{mhc::cli::Command{
     [](CLI::App& app) -> std::function<int()> {
         auto o = std::make_shared<Options>();
         app.add_option("trace", o->trace, "A captured training step (mhc-torch capture)")->required()->check(CLI::ExistingFile);
-        app.add_option("--capacity", o->capacity, "GPU memory the reserved peak must fit, e.g. 80GiB");
-        app.add_option("--gpu", o->gpu, "The GPU: " + gpu_names() + " (its memory less 1 GiB for the CUDA context)");
-        app.add_option("--budget", o->budget, "Largest loss of step time against the baseline, e.g. 3%");
-        app.add_option("--link", o->link, "Link to the host: a preset (pcie3, pcie4, pcie5, nvlink-c2c) or a link profile");
-        app.add_option("--host-bandwidth", o->host_bw, "Memory bandwidth a host optimizer step streams at (an assumption)");
-        app.add_option("--top", o->top, "How many settings to print");
-        app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching");
-        app.add_option("--trace-out", o->trace_out, "With --setting: write the step as the setting changes it (a trace)");
+        app.add_option("--capacity", o->capacity, "GPU memory the reserved peak must fit, e.g. 80GiB")->type_name("SIZE");
+        app.add_option("--gpu", o->gpu, "The GPU: " + gpu_names() + " (its memory less 1 GiB for the CUDA context)")
+            ->type_name("NAME");
+        app.add_option("--budget", o->budget, "Largest loss of step time against the baseline, e.g. 3% (none without it)")
+            ->type_name("SHARE");
+        app.add_option("--link", o->link, "Link to the host: a preset (pcie3, pcie4, pcie5, nvlink-c2c) or a link profile")
+            ->type_name("LINK")
+            ->default_str(o->link);
+        app.add_option("--host-bandwidth", o->host_bw, "Memory bandwidth a host optimizer step streams at (an assumption)")
+            ->type_name("RATE")
+            ->default_str(o->host_bw);
+        app.add_option("--top", o->top, "How many settings to print")->default_str(std::to_string(o->top));
+        app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching")
+            ->type_name("JSON|FILE");
+        app.add_option("--trace-out", o->trace_out, "With --setting: write the step as the setting changes it (a trace)")
+            ->type_name("FILE");
         app.add_flag("--force", o->force, "Replace an existing --trace-out file");
         app.add_flag("--verify", o->verify, "Capture the step with each printed setting applied (mhc-torch) and compare");
         app.add_flag("--json", o->json, "Machine-readable output");

@@ -109,7 +109,7 @@ int run(const Args& a) {
         throw Error(a.output + " exists; pass --force to replace it");
     k::Device dev;
     std::string backend = a.backend;
-    if (backend.empty()) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
+    if (backend.empty() || backend == "auto") backend = k::cuda_device_count() > 0 ? "cuda" : "host";
     if (backend == "host") dev = k::Device::Cpu;
     else if (backend == "cuda") dev = k::Device::Cuda;
     else throw Error("--backend: unknown backend '" + backend + "' (host or cuda)");
@@ -118,8 +118,7 @@ int run(const Args& a) {
     if (a.path == "copy-engine") path = k::SwapPath::CopyEngine;
     else if (a.path == "zero-copy") path = k::SwapPath::ZeroCopy;
     else throw Error("--path: unknown path '" + a.path + "' (copy-engine or zero-copy)");
-    const int64_t max_chunk = parse_bytes(a.max_chunk);
-    if (max_chunk < 4096) throw Error("--max-chunk must be at least 4KiB");
+    const int64_t max_chunk = option_value("--max-chunk", [&] { return parse_size(a.max_chunk, 4096); });
 
     std::vector<size_t> sizes;
     for (size_t s = 4096; s <= static_cast<size_t>(max_chunk); s *= 4) sizes.push_back(s);
@@ -224,14 +223,19 @@ Registration reg{Command{
     "calibrate", "Measure host<->device transfers and write a link profile (JSON)",
     [](CLI::App& sub) -> std::function<int()> {
         auto args = std::make_shared<Args>();
-        sub.add_option("--backend", args->backend, "host or cuda (default: cuda when a GPU is present)");
-        sub.add_option("-o,--output", args->output, "Link profile to write")->required();
+        sub.add_option("--backend", args->backend, "host or cuda; auto is cuda when a GPU is present")
+            ->type_name("BACKEND")
+            ->default_str("auto");
+        sub.add_option("-o,--output", args->output, "Link profile to write (.json)")->required()->type_name("FILE");
         sub.add_option("--name", args->name, "Name recorded in the profile");
-        sub.add_option("--path", args->path, "copy-engine or zero-copy (cuda)")->capture_default_str();
-        sub.add_option("--max-chunk", args->max_chunk, "Largest chunk size measured")->capture_default_str();
-        sub.add_option("--repeat", args->repeat, "Transfers per measurement (0: by size)");
+        sub.add_option("--path", args->path, "copy-engine or zero-copy (cuda)")->type_name("PATH")->capture_default_str();
+        sub.add_option("--max-chunk", args->max_chunk, "Largest chunk size measured, at least 4KiB")
+            ->type_name("SIZE")
+            ->capture_default_str();
+        sub.add_option("--repeat", args->repeat, "Transfers per measurement, 0 for a number by size")->default_str("0");
         sub.add_option("--rounds", args->rounds, "Repetitions of each measurement; the median is kept (--quick: at most 3)")
-            ->check(CLI::Range(1, 99));
+            ->check(CLI::Range(1, 99))
+            ->capture_default_str();
         sub.add_flag("--quick", args->quick, "Fewer bytes per measurement");
         sub.add_flag("--force", args->force, "Replace an existing profile");
         return [args]() { return run(*args); };

@@ -87,9 +87,11 @@ GeneratorConfig build(const Options& o) {
     if (o.given("dtype")) c.dtype = o.dtype == "bf16" ? DType::BF16 : o.dtype == "fp16" ? DType::FP16 : DType::FP32;
     if (o.given("gpu")) c.gpu = gpu_spec(o.gpu);
     if (o.given("gpu-flops")) c.gpu.matmul_flops = o.gpu_flops;
-    if (o.given("gpu-bw")) c.gpu.mem_bw = mhc::parse_bandwidth(o.gpu_bw);
-    if (o.given("gpu-memory")) c.gpu.memory_bytes = mhc::parse_bytes(o.gpu_memory);
-    if (o.given("bucket")) c.bucket_bytes = mhc::parse_bytes(o.bucket);
+    using mhc::cli::option_value;
+    if (o.given("gpu-bw")) c.gpu.mem_bw = option_value("--gpu-bw", [&] { return mhc::parse_bandwidth(o.gpu_bw); });
+    if (o.given("gpu-memory"))
+        c.gpu.memory_bytes = option_value("--gpu-memory", [&] { return mhc::parse_size(o.gpu_memory, 1); });
+    if (o.given("bucket")) c.bucket_bytes = option_value("--bucket", [&] { return mhc::parse_size(o.bucket, 1); });
     return c;
 }
 
@@ -223,9 +225,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
     [](CLI::App& app) -> std::function<int()> {
         auto o = std::make_shared<Options>();
         auto& m = o->opt;
-        m["preset"] = app.add_option("--preset", o->preset, "Preset: " + names_list(preset_names()))
-                          ->check(CLI::IsMember(preset_names()));
-        app.add_option("-o,--output", o->output, "Trace file to write")->required();
+        m["preset"] = app.add_option("--preset", o->preset,
+                                     "Model, parallelism and GPU: " + names_list(preset_names()) +
+                                         "; the options below change them")
+                          ->check(CLI::IsMember(preset_names()))
+                          ->type_name("NAME")
+                          ->default_str(o->preset);
+        app.add_option("-o,--output", o->output, "Trace file to write (.db)")->required()->type_name("FILE");
         app.add_flag("--force", o->force, "Replace an existing output file (and the runs stored in it)");
         m["steps"] = app.add_option("--steps", o->steps, "Training steps")->check(CLI::Range(1, 1000000));
         m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter");
@@ -249,7 +255,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["tp-rank"] = app.add_option("--tp-rank", o->tp_rank, "Multi-rank: the tensor-parallel rank to write")->check(CLI::Range(0, 1023));
         m["all-ranks"] = app.add_flag("--all-ranks", o->all_ranks, "Multi-rank: write every rank, OUTPUT.rankN.ext each");
         m["zero1"] = app.add_flag("--zero1,!--no-zero1", o->zero1, "Shard optimizer states over dp");
-        m["bucket"] = app.add_option("--bucket", o->bucket, "Gradient bucket size (e.g. 25MiB)");
+        m["bucket"] = app.add_option("--bucket", o->bucket, "Gradient bucket size (e.g. 25MiB)")->type_name("SIZE");
         m["recompute"] = app.add_flag("--recompute,!--no-recompute", o->recompute, "Full activation recomputation");
         m["flash"] = app.add_flag("--flash,!--no-flash", o->flash, "Flash attention");
         m["dropout"] = app.add_flag("--dropout,!--no-dropout", o->dropout, "Dropout (saves masks)");
@@ -259,8 +265,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["hc-block"] = app.add_option("--hc-block", o->hc_block, "Layers per mHC recompute block (0: sqrt(nL/(n+2)))")->check(CLI::Range(0, 4096));
         m["gpu"] = app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(CLI::IsMember(gpu_names()));
         m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")->check(CLI::PositiveNumber);
-        m["gpu-bw"] = app.add_option("--gpu-bw", o->gpu_bw, "Memory bandwidth override (e.g. 3.35TB/s)");
-        m["gpu-memory"] = app.add_option("--gpu-memory", o->gpu_memory, "Device memory override (e.g. 80GiB)");
+        m["gpu-bw"] = app.add_option("--gpu-bw", o->gpu_bw, "Memory bandwidth override (e.g. 3.35TB/s)")->type_name("RATE");
+        m["gpu-memory"] = app.add_option("--gpu-memory", o->gpu_memory, "Device memory override (e.g. 80GiB)")->type_name("SIZE");
         m["jitter"] = app.add_option("--jitter", o->jitter, "Relative jitter of durations (0..0.5)")->check(CLI::Range(0.0, 0.5));
         return [o] { return run(*o); };
     }}};

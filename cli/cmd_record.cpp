@@ -27,7 +27,7 @@ namespace {
 constexpr const char* kLibraryName = "libmhc_record.so";
 
 std::string find_library(const std::string& given) {
-    if (!given.empty()) {
+    if (!given.empty() && given != "auto") {
         if (!fs::is_regular_file(given))
             throw Error("--library: " + given + ": no such file", Error::Kind::BadInput);
         return fs::absolute(given).string();
@@ -242,16 +242,18 @@ std::function<int()> setup(CLI::App& sub) {
         std::vector<std::string> cmd;
     };
     auto o = std::make_shared<Opts>();
-    sub.add_option("-o,--output", o->output,
-                   "Trace file (default run.db); other processes get .rankN / .pidN names");
+    sub.add_option("-o,--output", o->output, "Trace file; other processes get .rankN / .pidN names")
+        ->type_name("FILE")
+        ->default_str(o->output);
     sub.add_flag("--force", o->force, "Replace existing trace files (and the runs stored in them)");
     sub.add_flag("--torch", o->torch,
                  "PyTorch: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync so tensors are "
                  "recorded one by one");
     sub.add_flag("--no-accesses", o->no_accesses,
                  "Do not infer accesses from kernel arguments (cheaper; coarser simulation)");
-    sub.add_option("--library", o->library,
-                   "Path of libmhc_record.so (default: beside mhc, or $MHC_RECORD_LIBRARY)");
+    sub.add_option("--library", o->library, "Path of libmhc_record.so; auto is $MHC_RECORD_LIBRARY, else beside mhc")
+        ->type_name("FILE")
+        ->default_str("auto");
     sub.add_option("command", o->cmd, "The program and its arguments, after --")->required();
     sub.footer("Exit status: the command's (128+N if it died of signal N; 127 not found, 126 not runnable); "
                "5 when it exited 0 but no trace was written; 2 for bad options or an existing output without --force.");

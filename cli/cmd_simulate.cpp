@@ -33,7 +33,7 @@ struct SimOptions {
 
 std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<SimOptions>();
-    app.add_option("trace", o->trace, "Trace file (required), or --ranks FILES... instead")->check(CLI::ExistingFile);
+    app.add_option("trace", o->trace, "Trace file (.db), or --ranks instead")->check(CLI::ExistingFile);
     app.add_option("--ranks", o->ranks,
                    "Coupled multi-rank run: one trace per rank (docs/simulator.md, Coupled ranks); under mpirun the "
                    "ranks are spread over the processes")
@@ -43,24 +43,39 @@ std::function<int()> setup(CLI::App& app) {
                 return !v.empty() && v[0] == '-' ? "needs trace files, not the option " + v : std::string();
             },
             "FILE"))
+        ->type_name("FILE")
         ->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
-                   "GPU capacity (required): a share of the unlimited peak (60%, at most 100%), a size with a unit "
-                   "(40GiB, 40GB, 512MiB), or 'unlimited' for the baseline");
-    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction (default lru): " + sim::registry_help(sim::eviction_policies()));
-    app.add_option("--prefetch", o->prefetch, "Prefetch (default none): " + sim::registry_help(sim::prefetch_policies()));
-    app.add_option("--link", o->link, "pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer, or a link profile JSON file");
+                   "GPU memory: a share of the unlimited peak (60%, at most 100%), a size (40GiB, 40GB; mhc help "
+                   "sizes), or unlimited for the baseline (required)")
+        ->type_name("SHARE|SIZE");
+    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction policy: " + policy_names(sim::eviction_policies()) +
+                                                                     " (mhc help policies)")
+                    ->type_name("POLICY")
+                    ->default_str(o->policy);
+    app.add_option("--prefetch", o->prefetch, "Prefetch policy: " + policy_names(sim::prefetch_policies()) +
+                                                  " (mhc help prefetch)")
+        ->type_name("POLICY")
+        ->default_str(o->prefetch);
+    app.add_option("--link", o->link, "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
+                                      "link profile file (mhc help links)")
+        ->type_name("LINK")
+        ->default_str(o->link);
     add_sim_base_options(app, o->base);
     add_allocator_conf_option(app, o->base);
-    app.add_option("--h2d-bandwidth", o->h2d_bw, "Override the link's H2D bandwidth (25GB/s)");
-    app.add_option("--d2h-bandwidth", o->d2h_bw, "Override the link's D2H bandwidth");
-    app.add_option("--latency", o->latency, "Override the per-transfer latency both ways (6us)");
-    app.add_option("--copy-engines", o->copy_engines, "Override the number of copy engines (0: the link's)");
-    app.add_option("--duplex-factor", o->duplex, "Override the both-directions bandwidth factor (0,1] (0: the link's)");
-    app.add_option("--nccl-share", o->nccl_share, "Bandwidth share lost while NCCL kernels run [0,1) (-1: the link's)");
+    app.add_option("--h2d-bandwidth", o->h2d_bw, "The link's H2D bandwidth instead of its own: 25GB/s")
+        ->type_name("RATE");
+    app.add_option("--d2h-bandwidth", o->d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
+    app.add_option("--latency", o->latency, "The per-transfer latency both ways instead of the link's: 6us")
+        ->type_name("TIME");
+    app.add_option("--copy-engines", o->copy_engines, "Copy engines instead of the link's (0: the link's)");
+    app.add_option("--duplex-factor", o->duplex,
+                   "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)");
+    app.add_option("--nccl-share", o->nccl_share,
+                   "Bandwidth share lost while NCCL kernels run, in [0, 1) (-1: the link's)");
     app.add_option("--memcpy-share", o->memcpy_share,
-                   "Bandwidth share lost to the trace's own memcpys [0,1) (-1: the link's)");
-    app.add_option("--memory-samples", o->samples, "Memory timeline samples stored");
+                   "Bandwidth share lost to the trace's own memcpys, in [0, 1) (-1: the link's)");
+    app.add_option("--memory-samples", o->samples, "Memory timeline samples stored")->default_str(std::to_string(o->samples));
     app.add_flag("--json", o->json, "Print the result as JSON");
     add_store_options(app, o->store);
     app.add_flag("--check", o->check, "Check the invariants while running");
@@ -75,8 +90,10 @@ std::function<int()> setup(CLI::App& app) {
         c.eviction = o->policy;
         c.prefetch = o->prefetch;
         c.link = sim::link_from_spec(o->link);
-        if (!o->h2d_bw.empty()) c.link.h2d.bandwidth_Bps = parse_bandwidth(o->h2d_bw);
-        if (!o->d2h_bw.empty()) c.link.d2h.bandwidth_Bps = parse_bandwidth(o->d2h_bw);
+        if (!o->h2d_bw.empty())
+            c.link.h2d.bandwidth_Bps = option_value("--h2d-bandwidth", [&] { return parse_bandwidth(o->h2d_bw); });
+        if (!o->d2h_bw.empty())
+            c.link.d2h.bandwidth_Bps = option_value("--d2h-bandwidth", [&] { return parse_bandwidth(o->d2h_bw); });
         if (!o->latency.empty()) c.link.h2d.latency_s = c.link.d2h.latency_s = parse_seconds(o->latency);
         if (o->copy_engines != 0) c.link.copy_engines = o->copy_engines;
         if (o->duplex != 0) c.link.duplex_factor = o->duplex;

@@ -9,10 +9,11 @@
 namespace mhc::cli {
 
 void add_store_options(CLI::App& app, StoreOptions& o) {
-    app.add_flag("--no-store", o.no_store, "Do not store the run(s)");
+    app.add_flag("--no-store", o.no_store, "Do not store the runs");
     app.add_option("--runs-db", o.runs_db,
-                   "Store the run(s) in this SQLite file instead of the trace (created on first use; "
-                   "read back with `mhc info TRACE --runs-db FILE`)");
+                   "Store the runs in this file instead of the trace (created on first use; mhc info TRACE "
+                   "--runs-db FILE lists them)")
+        ->type_name("FILE");
 }
 
 std::string store_target(const std::string& trace, const StoreOptions& o) {

@@ -6,10 +6,12 @@
     model, opt = mhc_torch.apply(model, opt, {"checkpoint": {"modules": ["GPT2LMHeadModel.transformer.h.0"]}})
 """
 from .gpus import GPUS, GpuSpec, gpu
+from .sizes import SizeError, parse_bandwidth, parse_share, parse_size
 from .store import TraceError, read_meta, read_run_table, read_runs, read_table
 
 __all__ = ["capture", "CaptureError", "CaptureResult", "GPUS", "GpuSpec", "gpu", "TraceError",
-           "read_meta", "read_runs", "read_run_table", "read_table", "apply", "load_setting", "SettingError"]
+           "read_meta", "read_runs", "read_run_table", "read_table", "apply", "load_setting", "SettingError",
+           "SizeError", "parse_size", "parse_share", "parse_bandwidth"]
 
 
 def __getattr__(name):

@@ -79,7 +79,7 @@ TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
     one_line(run("advise " + t.path + " --gpu h100-sxm --capacity 1GiB"), "one of them");
     one_line(run("advise " + t.path + " --gpu v100"), "unknown GPU 'v100'");
     one_line(run("advise " + t.path + " --capacity 50%"), "--capacity: give bytes");
-    one_line(run("advise " + t.path + " --capacity 1GiB --budget lots"), "--budget: 'lots'");
+    one_line(run("advise " + t.path + " --capacity 1GiB --budget lots"), "--budget 'lots': not a share");
     one_line(run("advise " + t.path + " --capacity 1GiB --verify"), "no capture.recipe");
     one_line(run("advise " + t.path + " --capacity 1GiB --setting '{\"offload\": 1}'"), "field 'offload'");
     mhc::test::TempPath plain{"plain.db"};

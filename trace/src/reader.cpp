@@ -84,7 +84,7 @@ std::string validate(sqlite3* db, const std::string& path) {
 sqlite3* open_readonly(const std::string& path, std::string& problem, const std::string& name) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
-        problem = path + ": no such file";
+        problem = no_such_file(path);
         return nullptr;
     }
     if (S_ISDIR(st.st_mode)) {

@@ -104,7 +104,14 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}));
     cli.add_option("--size", size, "window size WxH (default 1600x900)");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
-    CLI11_PARSE(cli, argc, argv);
+    try {
+        cli.parse(argc, argv);
+    } catch (const CLI::Success& e) {   // --help
+        return cli.exit(e);
+    } catch (const CLI::ParseError& e) {   // bad options: one line, exit 2, as `mhc` does
+        std::fprintf(stderr, "mhc-view: %s\n", e.what());
+        return 2;
+    }
     if (!size.empty()) {
         int w = 0, h = 0;
         if (std::sscanf(size.c_str(), "%dx%d", &w, &h) != 2 || w < 320 || h < 240 || w > 8192 || h > 8192) {

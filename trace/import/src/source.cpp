@@ -41,7 +41,7 @@ GzSource::GzSource(const std::string& path, uint64_t limit) : path_(path) {
     special_ = special_file(path);
     if (special_ || !gzdirect_hint(path)) limit_ = limit;
     f_ = gzopen(path.c_str(), "rb");
-    if (!f_) throw Error(where(path, std::string("cannot open: ") + std::strerror(errno)));
+    if (!f_) throw Error(errno == ENOENT ? no_such_file(path) : where(path, std::string("cannot open: ") + std::strerror(errno)));
     gzbuffer(f_, 1 << 17);
     buf_ = new char[kChunk];
     cur_ = end_ = buf_;
