@@ -23,8 +23,14 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->required();
         app.add_flag("--json", *json, "Machine-readable output");
         app.add_option("--allocator-conf", *conf,
-                       "PYTORCH_CUDA_ALLOC_CONF settings over the recorded ones, e.g. expandable_segments:True");
-        app.add_option("--device", *device, "Device to compare (default: the one with the largest recorded reserved peak)");
+                       "What-if settings over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF syntax: "
+                       "expandable_segments:True")
+            ->type_name("CONF");
+        app.add_option("--device", *device, "Device to compare: auto is the one with the largest recorded reserved peak")
+            ->transform(CLI::Transformer({{"auto", "-1"}}))
+            ->type_name("DEVICE")
+            ->default_str("auto")
+            ->check(CLI::Range(-1, INT32_MAX));
         return [path, json, conf, device] {
             auto data = mhc::trace::load_checked_trace(*path);   // segments checked too (overlap, order)
             auto c = mhc::sim::compare_allocator(data, data.segments, *device, *conf);

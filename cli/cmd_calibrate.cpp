@@ -12,6 +12,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/swap.hpp"
@@ -103,11 +104,12 @@ Stat latency(k::SwapEngine& e, k::SwapDir dir, size_t bytes, int reps) {
 int run(const Args& a) {
     // A profile is a measurement that took minutes on a particular machine: never replaced
     // silently (checked before measuring, so a refusal costs nothing).
+    mhc::refuse_special_file(a.output);   // /dev/null, a FIFO: never replaced, even with --force
     if (!a.force && std::filesystem::exists(a.output))
         throw Error(a.output + " exists; pass --force to replace it");
     k::Device dev;
     std::string backend = a.backend;
-    if (backend.empty()) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
+    if (backend.empty() || backend == "auto") backend = k::cuda_device_count() > 0 ? "cuda" : "host";
     if (backend == "host") dev = k::Device::Cpu;
     else if (backend == "cuda") dev = k::Device::Cuda;
     else throw Error("--backend: unknown backend '" + backend + "' (host or cuda)");
@@ -116,12 +118,23 @@ int run(const Args& a) {
     if (a.path == "copy-engine") path = k::SwapPath::CopyEngine;
     else if (a.path == "zero-copy") path = k::SwapPath::ZeroCopy;
     else throw Error("--path: unknown path '" + a.path + "' (copy-engine or zero-copy)");
-    const int64_t max_chunk = parse_bytes(a.max_chunk);
-    if (max_chunk < 4096) throw Error("--max-chunk must be at least 4KiB");
+    const int64_t max_chunk = option_value("--max-chunk", [&] { return parse_size(a.max_chunk, 4096); });
 
     std::vector<size_t> sizes;
     for (size_t s = 4096; s <= static_cast<size_t>(max_chunk); s *= 4) sizes.push_back(s);
     const size_t arena = std::max<size_t>(sizes.back() * 2, 16 << 20);
+    // A device and a host buffer of `arena` bytes each (both in host memory on the host backend,
+    // the host one pinned): refused before anything is allocated when they take more than half
+    // of this machine's memory, rather than ending "out of host memory".
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const double memory = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+    if (memory > 0 && 2.0 * double(arena) > memory / 2) {
+        size_t most = 4096;
+        while (most * 4 * 4 <= memory / 2) most *= 4;   // 2 buffers of 2 chunks within half
+        throw Error("--max-chunk " + a.max_chunk + ": its buffers (" + format_bytes(int64_t(2 * arena)) +
+                    ") take more than half of this machine's memory (" + format_bytes(int64_t(memory)) +
+                    "); give at most " + format_bytes(int64_t(most)));
+    }
     const double budget = a.quick ? 16e6 : 256e6;  // bytes moved per measurement
 
     auto make = [&](k::SwapPath p) {
@@ -210,14 +223,19 @@ Registration reg{Command{
     "calibrate", "Measure host<->device transfers and write a link profile (JSON)",
     [](CLI::App& sub) -> std::function<int()> {
         auto args = std::make_shared<Args>();
-        sub.add_option("--backend", args->backend, "host or cuda (default: cuda when a GPU is present)");
-        sub.add_option("-o,--output", args->output, "Link profile to write")->required();
+        sub.add_option("--backend", args->backend, "host or cuda; auto is cuda when a GPU is present")
+            ->type_name("BACKEND")
+            ->default_str("auto");
+        sub.add_option("-o,--output", args->output, "Link profile to write (.json)")->required()->type_name("FILE");
         sub.add_option("--name", args->name, "Name recorded in the profile");
-        sub.add_option("--path", args->path, "copy-engine or zero-copy (cuda)")->capture_default_str();
-        sub.add_option("--max-chunk", args->max_chunk, "Largest chunk size measured")->capture_default_str();
-        sub.add_option("--repeat", args->repeat, "Transfers per measurement (0: by size)");
+        sub.add_option("--path", args->path, "copy-engine or zero-copy (cuda)")->type_name("PATH")->capture_default_str();
+        sub.add_option("--max-chunk", args->max_chunk, "Largest chunk size measured, at least 4KiB")
+            ->type_name("SIZE")
+            ->capture_default_str();
+        sub.add_option("--repeat", args->repeat, "Transfers per measurement, 0 for a number by size")->default_str("0");
         sub.add_option("--rounds", args->rounds, "Repetitions of each measurement; the median is kept (--quick: at most 3)")
-            ->check(CLI::Range(1, 99));
+            ->check(CLI::Range(1, 99))
+            ->capture_default_str();
         sub.add_flag("--quick", args->quick, "Fewer bytes per measurement");
         sub.add_flag("--force", args->force, "Replace an existing profile");
         return [args]() { return run(*args); };

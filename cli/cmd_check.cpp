@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "command.hpp"
+#include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
 
 namespace {
@@ -11,11 +12,19 @@ mhc::cli::Registration reg{mhc::cli::Command{
     [](CLI::App& app) -> std::function<int()> {
         auto path = std::make_shared<std::string>();
         auto max = std::make_shared<int>(1000);
+        auto full = std::make_shared<bool>(false);
         app.add_option("trace", *path, "Trace file (.db)")->required();
+        app.add_flag("--full", *full,
+                     "SQLite's full integrity check (every index matched with its table; slower) instead of its "
+                     "quick check of every page");
         app.add_option("--max", *max, "Print at most this many problems (all are counted)")
-            ->check(CLI::NonNegativeNumber);
-        return [path, max] {
-            auto report = mhc::trace::check_file(*path);
+            ->check(CLI::NonNegativeNumber)
+            ->default_str(std::to_string(*max));
+        return [path, max, full] {
+            auto report = mhc::trace::check_file(*path, *full);
+            // Not a trace at all (missing, not SQLite, another version): one line, as every
+            // command says it, without a count of problems.
+            if (!report.ok() && report.problems.front().rule == "file") throw mhc::Error(report.problems.front().message);
             if (report.ok()) {
                 std::printf("%s: ok\n", path->c_str());
                 return mhc::cli::kExitOk;

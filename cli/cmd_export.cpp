@@ -1,4 +1,4 @@
-// mhc export TRACE --format perfetto|csv -o OUT [--run ID]
+// mhc export TRACE --format perfetto|csv -o OUT [--run ID]: every table as CSV, or a Perfetto trace.
 #include <cstdio>
 #include <memory>
 
@@ -18,16 +18,26 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto run = std::make_shared<int64_t>(0);
         auto force = std::make_shared<bool>(false);
         app.add_option("trace", *in, "Trace file (.db)")->required()->check(CLI::ExistingFile);
-        app.add_option("-o,--output", *out, "perfetto: file (.json or .json.gz); csv: directory")->required();
-        app.add_option("--format", *format, "perfetto or csv")->check(CLI::IsMember({"perfetto", "csv"}));
-        app.add_option("--run", *run, "Also export this simulated or replayed run (perfetto)")
-            ->check(CLI::PositiveNumber);
+        app.add_option("-o,--output", *out, "perfetto: a file (.json or .json.gz); csv: a folder, one file per table")
+            ->required()
+            ->type_name("PATH");
+        app.add_option("--format", *format, "perfetto (ui.perfetto.dev) or csv")
+            ->check(CLI::IsMember({"perfetto", "csv"}))
+            ->type_name("FORMAT")
+            ->default_str(*format);
+        app.add_option("--run", *run, "perfetto: also this simulated or replayed run; csv: only this run in the "
+                                      "run tables (all runs without it)")
+            ->check(CLI::PositiveNumber)
+            ->type_name("ID");
         app.add_flag("--force", *force, "Replace existing output files (never the trace itself)");
         return [in, out, format, run, force] {
             auto if_exists = *force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
             if (*format == "csv") {
-                int64_t rows = ex::export_csv(*in, *out, if_exists);
-                std::printf("%s: allocations.csv, kernels.csv (%lld rows)\n", out->c_str(), static_cast<long long>(rows));
+                auto tables = ex::export_csv(*in, *out, {*run, if_exists});
+                int64_t rows = 0;
+                for (const auto& t : tables) rows += t.rows;
+                std::printf("%s: %zu tables, %lld rows\n", out->c_str(), tables.size(), static_cast<long long>(rows));
+                for (const auto& t : tables) std::printf("  %-20s %12lld\n", t.file.c_str(), static_cast<long long>(t.rows));
             } else {
                 ex::PerfettoOptions opt;
                 opt.run_id = *run;

@@ -1,5 +1,6 @@
 // mhc generate: a synthetic training trace of a decoder-only transformer (docs/datasets.md).
 #include <atomic>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/datasets/formulas.hpp"
 #include "mhc/datasets/generate.hpp"
@@ -26,7 +28,7 @@ struct Options {
     int steps = 0, layers = 0, heads = 0, kv_heads = 0, micro_batches = 0, dp = 0, tp = 0, pp = 0;
     int hc = 0, sinkhorn_iters = 0, hc_block = 0;
     int64_t hidden = 0, ffn = 0, seq = 0, micro_batch = 0, vocab = 0, max_positions = 0;
-    uint64_t seed = 0;
+    std::string seed;
     double jitter = 0, gpu_flops = 0;
     bool zero1 = false, recompute = false, flash = false, dropout = false, hc_recompute = false;
     bool force = false;
@@ -36,6 +38,15 @@ struct Options {
     bool given(const char* name) const { return opt.at(name)->count() > 0; }
 };
 
+// 0 ... 2^64 - 1, said rather than clamped when it is not one.
+uint64_t parse_seed(const std::string& text) {
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+        throw mhc::Error("--seed " + text + ": not an integer in [0, 2^64 - 1]", mhc::Error::Kind::BadInput);
+    return v;
+}
+
 template <class T>
 void set_if(const Options& o, const char* name, T& dst, const T& src) {
     if (o.given(name)) dst = src;
@@ -44,7 +55,7 @@ void set_if(const Options& o, const char* name, T& dst, const T& src) {
 GeneratorConfig build(const Options& o) {
     GeneratorConfig c = preset(o.preset);
     set_if(o, "steps", c.steps, o.steps);
-    set_if(o, "seed", c.seed, o.seed);
+    if (o.given("seed")) c.seed = parse_seed(o.seed);
     set_if(o, "layers", c.layers, o.layers);
     set_if(o, "hidden", c.hidden, o.hidden);
     set_if(o, "heads", c.heads, o.heads);
@@ -76,9 +87,11 @@ GeneratorConfig build(const Options& o) {
     if (o.given("dtype")) c.dtype = o.dtype == "bf16" ? DType::BF16 : o.dtype == "fp16" ? DType::FP16 : DType::FP32;
     if (o.given("gpu")) c.gpu = gpu_spec(o.gpu);
     if (o.given("gpu-flops")) c.gpu.matmul_flops = o.gpu_flops;
-    if (o.given("gpu-bw")) c.gpu.mem_bw = mhc::parse_bandwidth(o.gpu_bw);
-    if (o.given("gpu-memory")) c.gpu.memory_bytes = mhc::parse_bytes(o.gpu_memory);
-    if (o.given("bucket")) c.bucket_bytes = mhc::parse_bytes(o.bucket);
+    using mhc::cli::option_value;
+    if (o.given("gpu-bw")) c.gpu.mem_bw = option_value("--gpu-bw", [&] { return mhc::parse_bandwidth(o.gpu_bw); });
+    if (o.given("gpu-memory"))
+        c.gpu.memory_bytes = option_value("--gpu-memory", [&] { return mhc::parse_size(o.gpu_memory, 1); });
+    if (o.given("bucket")) c.bucket_bytes = option_value("--bucket", [&] { return mhc::parse_size(o.bucket, 1); });
     return c;
 }
 
@@ -109,9 +122,17 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     } else {
         files.push_back({o.pp_stage, o.dp_rank, o.tp_rank, o.output});
     }
+    // OUTPUT names the files (job.db -> job.rank0.db): a folder would give hidden ones (DIR/.rank0).
+    std::error_code ec;
+    if (o.output.empty() || o.output.back() == '/' || std::filesystem::is_directory(o.output, ec))
+        throw mhc::Error(o.output + ": is a directory; -o names the job's files, e.g. " +
+                             (std::filesystem::path(o.output) / "job.db").lexically_normal().string() +
+                             " for job.rank0.db, job.rank1.db, ...",
+                         mhc::Error::Kind::BadInput);
     if (files.size() > 4096)
         throw mhc::Error("--all-ranks: " + std::to_string(files.size()) + " ranks (pp x dp x tp) is more than 4096 files",
                          mhc::Error::Kind::BadInput);
+    for (const auto& f : files) mhc::refuse_special_file(f.path);   // before any file is generated
     for (const auto& f : files)
         if (!o.force && std::filesystem::exists(f.path))
             throw mhc::Error(f.path + " exists; pass --force to replace it (and the runs stored in it)",
@@ -166,7 +187,11 @@ int run(const Options& o) {
     } catch (const Cancelled&) {
         sigaction(SIGINT, &old, nullptr);
         if (progress) std::fprintf(stderr, "\n");
-        std::fprintf(stderr, "mhc: generate interrupted; %s was not written\n", o.output.c_str());
+        if (o.all_ranks)
+            std::fprintf(stderr, "mhc: generate interrupted; none of the job's files (%s, ...) was written\n",
+                         rank_path(o.output, 0).c_str());
+        else
+            std::fprintf(stderr, "mhc: generate interrupted; %s was not written\n", o.output.c_str());
         return 130;
     } catch (...) {
         sigaction(SIGINT, &old, nullptr);
@@ -200,9 +225,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
     [](CLI::App& app) -> std::function<int()> {
         auto o = std::make_shared<Options>();
         auto& m = o->opt;
-        m["preset"] = app.add_option("--preset", o->preset, "Preset: " + names_list(preset_names()))
-                          ->check(CLI::IsMember(preset_names()));
-        app.add_option("-o,--output", o->output, "Trace file to write")->required();
+        m["preset"] = app.add_option("--preset", o->preset,
+                                     "Model, parallelism and GPU: " + names_list(preset_names()) +
+                                         "; the options below change them")
+                          ->check(CLI::IsMember(preset_names()))
+                          ->type_name("NAME")
+                          ->default_str(o->preset);
+        app.add_option("-o,--output", o->output, "Trace file to write (.db)")->required()->type_name("FILE");
         app.add_flag("--force", o->force, "Replace an existing output file (and the runs stored in it)");
         m["steps"] = app.add_option("--steps", o->steps, "Training steps")->check(CLI::Range(1, 1000000));
         m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter");
@@ -226,7 +255,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["tp-rank"] = app.add_option("--tp-rank", o->tp_rank, "Multi-rank: the tensor-parallel rank to write")->check(CLI::Range(0, 1023));
         m["all-ranks"] = app.add_flag("--all-ranks", o->all_ranks, "Multi-rank: write every rank, OUTPUT.rankN.ext each");
         m["zero1"] = app.add_flag("--zero1,!--no-zero1", o->zero1, "Shard optimizer states over dp");
-        m["bucket"] = app.add_option("--bucket", o->bucket, "Gradient bucket size (e.g. 25MiB)");
+        m["bucket"] = app.add_option("--bucket", o->bucket, "Gradient bucket size (e.g. 25MiB)")->type_name("SIZE");
         m["recompute"] = app.add_flag("--recompute,!--no-recompute", o->recompute, "Full activation recomputation");
         m["flash"] = app.add_flag("--flash,!--no-flash", o->flash, "Flash attention");
         m["dropout"] = app.add_flag("--dropout,!--no-dropout", o->dropout, "Dropout (saves masks)");
@@ -236,8 +265,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["hc-block"] = app.add_option("--hc-block", o->hc_block, "Layers per mHC recompute block (0: sqrt(nL/(n+2)))")->check(CLI::Range(0, 4096));
         m["gpu"] = app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(CLI::IsMember(gpu_names()));
         m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")->check(CLI::PositiveNumber);
-        m["gpu-bw"] = app.add_option("--gpu-bw", o->gpu_bw, "Memory bandwidth override (e.g. 3.35TB/s)");
-        m["gpu-memory"] = app.add_option("--gpu-memory", o->gpu_memory, "Device memory override (e.g. 80GiB)");
+        m["gpu-bw"] = app.add_option("--gpu-bw", o->gpu_bw, "Memory bandwidth override (e.g. 3.35TB/s)")->type_name("RATE");
+        m["gpu-memory"] = app.add_option("--gpu-memory", o->gpu_memory, "Device memory override (e.g. 80GiB)")->type_name("SIZE");
         m["jitter"] = app.add_option("--jitter", o->jitter, "Relative jitter of durations (0..0.5)")->check(CLI::Range(0.0, 0.5));
         return [o] { return run(*o); };
     }}};

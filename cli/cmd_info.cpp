@@ -1,9 +1,11 @@
 // mhc info TRACE: source, device, duration, counts, peak and where time goes.
 #include <cstdio>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "command.hpp"
+#include "help.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
@@ -12,33 +14,45 @@
 
 namespace {
 
-// A run's key figures in one column: peak, reduction and loss; what stopped it otherwise.
-std::string run_figures(const mhc::trace::RunInfo& r) {
+// A run's row: its peak, peak reduction and throughput loss in the words and signs `simulate`
+// and `sweep` print (a replayed run's measured figures; "-" for what it lacks), then its name,
+// and for an OOM what was short: within 100 columns, a long name on a line of its own.
+std::string run_row(const mhc::trace::RunInfo& r) {
     auto get = [&](const char* key) {
         auto it = r.metrics.find(key);
         return it == r.metrics.end() ? std::optional<double>{} : std::optional<double>{it->second};
     };
-    auto bytes = [](double v) { return mhc::format_bytes(static_cast<int64_t>(v)); };
-    char b[160];
+    auto bytes = [](std::optional<double> v) { return v ? mhc::format_bytes(static_cast<int64_t>(*v)) : "-"; };
+    auto percent = [](std::optional<double> v, const char* f) {
+        char b[32] = "-";
+        if (v) std::snprintf(b, sizeof b, f, *v * 100);
+        return std::string(b);
+    };
+    const bool replayed = r.kind == "replayed";
+    auto peak = get(replayed ? "measured_peak_bytes" : "simulated_peak_bytes");
+    auto red = replayed ? std::nullopt : get("peak_reduction");
+    auto loss = get(replayed ? "measured_throughput_loss" : "throughput_loss");
+    std::string name = r.name, loss_text = percent(loss, "%.2f%%");
     if (r.status == "oom") {
-        auto shortby = get("oom_bytes_short");
-        std::snprintf(b, sizeof b, "out of memory%s%s", shortby ? ", short by " : "",
-                      shortby ? bytes(*shortby).c_str() : "");
-        return b;
+        peak = red = std::nullopt;
+        loss_text = "OOM";
+        if (auto s = get("oom_bytes_short")) name += " (out of memory, short by " + bytes(s) + ")";
     }
-    if (r.kind == "replayed") {
-        auto peak = get("measured_peak_bytes"), loss = get("measured_throughput_loss");
-        if (!peak) return r.status == "complete" ? "-" : "no figures";
-        if (loss)
-            std::snprintf(b, sizeof b, "measured peak %s, loss %.2f%%", bytes(*peak).c_str(), *loss * 100);
-        else
-            std::snprintf(b, sizeof b, "measured peak %s", bytes(*peak).c_str());
-        return b;
-    }
-    auto peak = get("simulated_peak_bytes"), red = get("peak_reduction"), loss = get("throughput_loss");
-    if (!peak || !red || !loss) return r.status == "complete" ? "-" : "no figures";
-    std::snprintf(b, sizeof b, "peak %s, -%.1f%%, loss %.2f%%", bytes(*peak).c_str(), *red * 100, *loss * 100);
-    return b;
+    char b[512];
+    std::snprintf(b, sizeof b, "%5lld %-9s %-10s %10s %9s %8s", static_cast<long long>(r.id), r.kind.c_str(),
+                  r.status.c_str(), bytes(peak).c_str(), percent(red, "%.1f%%").c_str(), loss_text.c_str());
+    // A name too long for the line goes under the row.
+    const std::string row = b;
+    return row.size() + 2 + name.size() <= 100 ? row + "  " + name + "\n" : row + "\n      " + name + "\n";
+}
+
+// Lines past `width` columns wrapped under the label column (12), as the rest of info is laid out.
+std::string within(const std::string& text, int width) {
+    std::string out;
+    std::istringstream lines(text);
+    for (std::string l; std::getline(lines, l);)
+        out += static_cast<int>(l.size()) <= width ? l + "\n" : l.substr(0, 12) + mhc::cli::wrap(l.substr(12), width, 12, 12).substr(12);
+    return out;
 }
 
 mhc::cli::Registration reg{mhc::cli::Command{
@@ -51,9 +65,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_option("trace", *path, "Trace file (.db)")->required();
         app.add_flag("--json", *json, "Machine-readable output");
         app.add_option("--top", *top, "How many allocations and kernels to list")
-            ->check(CLI::PositiveNumber);
-        app.add_option("--runs-db", *runs_db, "List the runs stored in this runs database (simulate --runs-db) "
-                                              "instead of those in the trace");
+            ->check(CLI::PositiveNumber)
+            ->default_str(std::to_string(*top));
+        app.add_option("--runs-db", *runs_db, "List the runs stored in this file (simulate --runs-db) instead of "
+                                              "those in the trace")
+            ->type_name("FILE");
         return [path, json, top, runs_db] {
             // The full check: info computes peaks and sums, so it refuses what `mhc check` refuses.
             auto data = mhc::trace::load_checked_trace(*path);
@@ -63,18 +79,23 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 std::printf("%s\n", mhc::trace::to_json(summary).c_str());
                 return mhc::cli::kExitOk;
             }
-            std::printf("%s", mhc::trace::to_text(summary).c_str());
+            std::string text = mhc::trace::to_text(summary);
             static const char* shown_meta[] = {"preset", "accesses", "timing", "dropped_records",
                                                "complete", "reconstructed_blocks", "missing"};
+            char line[4096];
             for (const char* key : shown_meta) {
                 auto it = data.meta.find(key);
-                if (it != data.meta.end()) std::printf("%-11s %s\n", key, it->second.c_str());
+                if (it == data.meta.end()) continue;
+                std::snprintf(line, sizeof line, "%-11s %s\n", key, it->second.c_str());
+                text += line;
             }
+            std::printf("%s", within(text, 100).c_str());
             if (!runs.empty()) {
-                std::printf("runs        id  kind      status     figures                                        name\n");
-                for (const auto& r : runs)
-                    std::printf("  %12lld  %-9s %-10s %-46s %s\n", static_cast<long long>(r.id), r.kind.c_str(),
-                                r.status.c_str(), run_figures(r).c_str(), r.name.c_str());
+                // Peak, peak reduction and throughput loss (a replay's measured ones), as sweep says them.
+                std::printf("runs        %zu stored\n"
+                            "   id kind      status           peak reduction     loss  name\n",
+                            runs.size());
+                for (const auto& r : runs) std::printf("%s", run_row(r).c_str());
             }
             return mhc::cli::kExitOk;
         };

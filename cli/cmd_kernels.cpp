@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ k::DType parse_dtype(const std::string& s, const char* option) {
 // Reads a T x n x n tensor; the size must be a whole number of matrices.
 std::vector<unsigned char> read_tensor(const std::string& path, int n, k::DType t, int64_t& tokens) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) throw Error(where(path, "cannot open for reading"));
+    if (!in) throw Error(std::filesystem::exists(path) ? where(path, "cannot open for reading") : no_such_file(path));
     const auto size = static_cast<int64_t>(in.tellg());
     const int64_t per = static_cast<int64_t>(n) * n * k::dtype_size(t);
     if (size == 0) throw Error(where(path, "is empty"));
@@ -142,19 +143,23 @@ Registration reg{Command{
         sk->add_option("--n", args->n, "Matrix size n (2..16)")->capture_default_str();
         sk->add_option("--iters", args->iters, "Iterations (the cap when --tol is given)")->capture_default_str();
         sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")->capture_default_str();
-        sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol (0: fixed iterations)");
+        sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol, 0 for fixed iterations")
+            ->default_str("0");
         sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
         sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");
-        sk->add_option("--device", args->device, "cpu or cuda")->capture_default_str();
-        sk->add_option("--threads", args->threads, "CPU threads (0: all)");
-        sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required();
-        sk->add_option("--output", args->output, "Result P (written atomically)")->required();
+        sk->add_option("--device", args->device, "cpu or cuda")->type_name("DEVICE")->capture_default_str();
+        sk->add_option("--threads", args->threads, "CPU threads, 0 for all")->default_str("0");
+        sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required()->type_name("FILE");
+        sk->add_option("--output", args->output, "Result P (written atomically)")->required()->type_name("FILE");
         sk->add_option("--input-dtype", args->input_dtype, "f32 or bf16 (input and --grad files)")
+            ->type_name("TYPE")
             ->capture_default_str();
-        sk->add_option("--output-dtype", args->output_dtype, "f32 or bf16 (output files)")->capture_default_str();
+        sk->add_option("--output-dtype", args->output_dtype, "f32 or bf16 (output files)")
+            ->type_name("TYPE")
+            ->capture_default_str();
         sk->add_flag("--backward", args->backward, "Also compute dH from the upstream gradient --grad");
-        sk->add_option("--grad", args->grad, "Upstream gradient dL/dP, same shape as the input");
-        sk->add_option("--grad-output", args->grad_output, "Where to write dL/dH");
+        sk->add_option("--grad", args->grad, "Upstream gradient dL/dP, same shape as the input")->type_name("FILE");
+        sk->add_option("--grad-output", args->grad_output, "Where to write dL/dH")->type_name("FILE");
         return [args, sk]() -> int {
             if (!sk->parsed()) return kExitBadInput;
             return run_sinkhorn(*args);

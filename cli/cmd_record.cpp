@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -26,7 +27,7 @@ namespace {
 constexpr const char* kLibraryName = "libmhc_record.so";
 
 std::string find_library(const std::string& given) {
-    if (!given.empty()) {
+    if (!given.empty() && given != "auto") {
         if (!fs::is_regular_file(given))
             throw Error("--library: " + given + ": no such file", Error::Kind::BadInput);
         return fs::absolute(given).string();
@@ -139,6 +140,12 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
     setenv("CUDA_INJECTION64_PATH", library.c_str(), 1);
     setenv("MHC_RECORD_OUTPUT", out.c_str(), 1);
     setenv("MHC_RECORD_MANIFEST", manifest.c_str(), 1);
+    // Every process this command starts is one job (unless its launcher names the job itself).
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    const std::string job = std::string("mhc-record:") + host + ":" + std::to_string(getpid()) + ":" +
+                            std::to_string(static_cast<long long>(std::time(nullptr)));
+    setenv("MHC_RECORD_JOB", job.c_str(), 1);
     setenv("MHC_RECORD_ACCESSES", no_accesses ? "0" : "1", 1);
     setenv("MHC_RECORD_FORCE", force ? "1" : "0", 1);
     point_nvtx_at_cupti(library);
@@ -235,16 +242,18 @@ std::function<int()> setup(CLI::App& sub) {
         std::vector<std::string> cmd;
     };
     auto o = std::make_shared<Opts>();
-    sub.add_option("-o,--output", o->output,
-                   "Trace file (default run.db); other processes get .rankN / .pidN names");
+    sub.add_option("-o,--output", o->output, "Trace file; other processes get .rankN / .pidN names")
+        ->type_name("FILE")
+        ->default_str(o->output);
     sub.add_flag("--force", o->force, "Replace existing trace files (and the runs stored in them)");
     sub.add_flag("--torch", o->torch,
                  "PyTorch: set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync so tensors are "
                  "recorded one by one");
     sub.add_flag("--no-accesses", o->no_accesses,
                  "Do not infer accesses from kernel arguments (cheaper; coarser simulation)");
-    sub.add_option("--library", o->library,
-                   "Path of libmhc_record.so (default: beside mhc, or $MHC_RECORD_LIBRARY)");
+    sub.add_option("--library", o->library, "Path of libmhc_record.so; auto is $MHC_RECORD_LIBRARY, else beside mhc")
+        ->type_name("FILE")
+        ->default_str("auto");
     sub.add_option("command", o->cmd, "The program and its arguments, after --")->required();
     sub.footer("Exit status: the command's (128+N if it died of signal N; 127 not found, 126 not runnable); "
                "5 when it exited 0 but no trace was written; 2 for bad options or an existing output without --force.");

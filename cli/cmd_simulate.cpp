@@ -10,6 +10,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/coupled.hpp"
+#include "mhc/sim/job.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
@@ -32,28 +33,49 @@ struct SimOptions {
 
 std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<SimOptions>();
-    app.add_option("trace", o->trace, "Trace file (required), or --ranks FILES... instead")->check(CLI::ExistingFile);
+    app.add_option("trace", o->trace, "Trace file (.db), or --ranks instead")->check(CLI::ExistingFile);
     app.add_option("--ranks", o->ranks,
                    "Coupled multi-rank run: one trace per rank (docs/simulator.md, Coupled ranks); under mpirun the "
                    "ranks are spread over the processes")
+        // Without a file after it, CLI11 would read the next option (--capacity) as one.
+        ->check(CLI::Validator(
+            [](std::string& v) {
+                return !v.empty() && v[0] == '-' ? "needs trace files, not the option " + v : std::string();
+            },
+            "FILE"))
+        ->type_name("FILE")
         ->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
-                   "GPU capacity (required): a share of the unlimited peak (60%, at most 100%), a size with a unit "
-                   "(40GiB, 40GB, 512MiB), or 'unlimited' for the baseline");
-    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction (default lru): " + sim::registry_help(sim::eviction_policies()));
-    app.add_option("--prefetch", o->prefetch, "Prefetch (default none): " + sim::registry_help(sim::prefetch_policies()));
-    app.add_option("--link", o->link, "pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer, or a link profile JSON file");
+                   "GPU memory: a share of the unlimited peak (60%, at most 100%), a size (40GiB, 40GB; mhc help "
+                   "sizes), or unlimited for the baseline (required)")
+        ->type_name("SHARE|SIZE");
+    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction policy: " + policy_names(sim::eviction_policies()) +
+                                                                     " (mhc help policies)")
+                    ->type_name("POLICY")
+                    ->default_str(o->policy);
+    app.add_option("--prefetch", o->prefetch, "Prefetch policy: " + policy_names(sim::prefetch_policies()) +
+                                                  " (mhc help prefetch)")
+        ->type_name("POLICY")
+        ->default_str(o->prefetch);
+    app.add_option("--link", o->link, "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
+                                      "link profile file (mhc help links)")
+        ->type_name("LINK")
+        ->default_str(o->link);
     add_sim_base_options(app, o->base);
     add_allocator_conf_option(app, o->base);
-    app.add_option("--h2d-bandwidth", o->h2d_bw, "Override the link's H2D bandwidth (25GB/s)");
-    app.add_option("--d2h-bandwidth", o->d2h_bw, "Override the link's D2H bandwidth");
-    app.add_option("--latency", o->latency, "Override the per-transfer latency both ways (6us)");
-    app.add_option("--copy-engines", o->copy_engines, "Override the number of copy engines (0: the link's)");
-    app.add_option("--duplex-factor", o->duplex, "Override the both-directions bandwidth factor (0,1] (0: the link's)");
-    app.add_option("--nccl-share", o->nccl_share, "Bandwidth share lost while NCCL kernels run [0,1) (-1: the link's)");
+    app.add_option("--h2d-bandwidth", o->h2d_bw, "The link's H2D bandwidth instead of its own: 25GB/s")
+        ->type_name("RATE");
+    app.add_option("--d2h-bandwidth", o->d2h_bw, "The link's D2H bandwidth instead of its own")->type_name("RATE");
+    app.add_option("--latency", o->latency, "The per-transfer latency both ways instead of the link's: 6us")
+        ->type_name("TIME");
+    app.add_option("--copy-engines", o->copy_engines, "Copy engines instead of the link's (0: the link's)");
+    app.add_option("--duplex-factor", o->duplex,
+                   "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)");
+    app.add_option("--nccl-share", o->nccl_share,
+                   "Bandwidth share lost while NCCL kernels run, in [0, 1) (-1: the link's)");
     app.add_option("--memcpy-share", o->memcpy_share,
-                   "Bandwidth share lost to the trace's own memcpys [0,1) (-1: the link's)");
-    app.add_option("--memory-samples", o->samples, "Memory timeline samples stored");
+                   "Bandwidth share lost to the trace's own memcpys, in [0, 1) (-1: the link's)");
+    app.add_option("--memory-samples", o->samples, "Memory timeline samples stored")->default_str(std::to_string(o->samples));
     app.add_flag("--json", o->json, "Print the result as JSON");
     add_store_options(app, o->store);
     app.add_flag("--check", o->check, "Check the invariants while running");
@@ -68,8 +90,10 @@ std::function<int()> setup(CLI::App& app) {
         c.eviction = o->policy;
         c.prefetch = o->prefetch;
         c.link = sim::link_from_spec(o->link);
-        if (!o->h2d_bw.empty()) c.link.h2d.bandwidth_Bps = parse_bandwidth(o->h2d_bw);
-        if (!o->d2h_bw.empty()) c.link.d2h.bandwidth_Bps = parse_bandwidth(o->d2h_bw);
+        if (!o->h2d_bw.empty())
+            c.link.h2d.bandwidth_Bps = option_value("--h2d-bandwidth", [&] { return parse_bandwidth(o->h2d_bw); });
+        if (!o->d2h_bw.empty())
+            c.link.d2h.bandwidth_Bps = option_value("--d2h-bandwidth", [&] { return parse_bandwidth(o->d2h_bw); });
         if (!o->latency.empty()) c.link.h2d.latency_s = c.link.d2h.latency_s = parse_seconds(o->latency);
         if (o->copy_engines != 0) c.link.copy_engines = o->copy_engines;
         if (o->duplex != 0) c.link.duplex_factor = o->duplex;
@@ -99,7 +123,7 @@ std::function<int()> setup(CLI::App& app) {
         std::cout.flush();
         bool stored = true;
         if (!o->store.no_store) {
-            auto ids = store_runs(o->trace, {sim::to_run(r)}, o->store);
+            auto ids = store_runs(o->trace, t.fingerprint, {sim::to_run(r)}, o->store);
             stored = ids.has_value();
             if (ids && !o->json)
                 std::cout << "stored         run " << ids->at(0) << " in " << store_target(o->trace, o->store) << "\n";
@@ -135,6 +159,13 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
         ranks.push_back({p, &traces.back(), prepare_for_simulation(traces.back(), c.device, p)});
         versions.emplace_back(p, trace::capture_versions(traces.back().meta));
     }
+    // Ranks that do not belong to one job are refused; what older traces lack is said.
+    std::vector<std::string> assumed = sim::check_job_identity(ranks);
+    if (!assumed.empty() && mpi::is_root()) {
+        std::string line;
+        for (const auto& a : assumed) line += (line.empty() ? "" : "; ") + a;
+        std::fprintf(stderr, "mhc: warning: %s\n", line.c_str());
+    }
     if (std::string w = trace::version_mismatch(versions); !w.empty() && mpi::is_root())
         std::fprintf(stderr, "mhc: warning: %s\n", w.c_str());
     sim::JobPlan plan = sim::plan_job(ranks);
@@ -145,6 +176,8 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     std::cout.flush();
     bool stored = true;
     if (!store.no_store) {
+        // A job is stored whole: every rank's run, or none (docs/trace-format.md).
+        std::vector<trace::JobRun> job;
         for (size_t i = 0; i < r.ranks.size(); ++i) {
             trace::Run run = sim::to_run(r.ranks[i]);
             run.name += " coupled";
@@ -160,11 +193,13 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
                 run.metrics.erase("throughput_loss");
             }
             if (r.oom < 0) run.metrics["job_throughput_loss"] = r.job_loss;   // a job out of memory has none
-            auto ids = store_runs(paths[i], {run}, store);
-            if (!ids) stored = false;
-            else if (!json)
-                std::cout << "stored         run " << ids->at(0) << " in " << store_target(paths[i], store) << "\n";
+            job.push_back({paths[i], traces[i].fingerprint, std::move(run)});
         }
+        auto ids = store_job_runs(job, store);
+        stored = ids.has_value();
+        if (ids && !json)
+            for (size_t i = 0; i < ids->size(); ++i)
+                std::cout << "stored         run " << ids->at(i) << " in " << store_target(paths[i], store) << "\n";
     }
     for (const auto& x : r.ranks)
         if (!x.invariant_violation.empty()) {

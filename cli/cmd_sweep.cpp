@@ -10,6 +10,7 @@
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
 #include "mhc/sim/sweep.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
@@ -26,27 +27,31 @@ struct SweepOptions {
     SimBaseOptions base;
 };
 
-double parse_budget(const std::string& s) {
-    std::string num = !s.empty() && s.back() == '%' ? s.substr(0, s.size() - 1) : s;
-    char* end = nullptr;
-    double v = std::strtod(num.c_str(), &end);
-    if (num.empty() || *end != '\0' || !(v >= 0) || v > 1000)
-        throw Error("--budget '" + s + "': a percentage such as 3%");
-    return s.back() == '%' ? v / 100.0 : v;
-}
-
 std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<SweepOptions>();
-    app.add_option("trace", o->trace, "Trace file")->required()->check(CLI::ExistingFile);
-    auto* pol = app.add_option("--policies", o->policies, "Eviction policies, comma-separated: " + sim::registry_help(sim::eviction_policies()));
-    app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated: " + sim::registry_help(sim::prefetch_policies()));
-    app.add_option("--capacities", o->capacities, "Capacities, comma-separated (90%,70%,50% or 40GiB)");
-    app.add_option("--links", o->links, "Links (presets or link profile files), comma-separated");
-    app.add_option("--budget", o->budget, "Throughput-loss budget for the bisection (3%)");
+    app.add_option("trace", o->trace, "Trace file (.db)")->required()->check(CLI::ExistingFile);
+    auto* pol = app.add_option("--policies", o->policies, "Eviction policies, comma-separated: " +
+                                                              policy_names(sim::eviction_policies()) + " (mhc help policies)")
+                    ->type_name("LIST")
+                    ->default_str(o->policies);
+    app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated: " +
+                                                         policy_names(sim::prefetch_policies()) + " (mhc help prefetch)")
+        ->type_name("LIST")
+        ->default_str(o->prefetchers);
+    app.add_option("--capacities", o->capacities, "Capacities, comma-separated: shares of the peak or sizes (40GiB)")
+        ->type_name("LIST")
+        ->default_str(o->capacities);
+    app.add_option("--links", o->links, "Links, comma-separated: presets or link profile files (mhc help links)")
+        ->type_name("LIST")
+        ->default_str(o->links);
+    app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection")
+        ->type_name("SHARE")
+        ->default_str(o->budget);
     add_sim_base_options(app, o->base);
     add_allocator_conf_option(app, o->base);
-    app.add_option("--jobs,-j", o->jobs, "Threads (0: all cores)");
-    app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)");
+    app.add_option("--jobs,-j", o->jobs, "Threads, 0 for all cores")->default_str("0");
+    app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)")
+        ->default_str(std::to_string(o->bisect_steps));
     add_store_options(app, o->store);
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
     return [o, pol] {
@@ -62,14 +67,15 @@ std::function<int()> setup(CLI::App& app) {
         spec.prefetchers = split_list(o->prefetchers);
         for (const auto& c : split_list(o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
         for (const auto& l : split_list(o->links)) spec.links.push_back(sim::link_from_spec(l));
-        spec.budget = parse_budget(o->budget);
+        // A loss can pass 100% (a run twice as slow loses 100%); past 1000% no budget means much.
+        spec.budget = option_value("--budget", [&] { return parse_share(o->budget, 1000); });
         if (o->jobs < 0) throw Error("--jobs must be >= 0");
         if (o->bisect_steps < 1 || o->bisect_steps > 30) throw Error("--bisect-steps must be in 1..30");
         spec.jobs = o->jobs;
         spec.bisect_steps = o->bisect_steps;
         spec.bisect = !o->no_bisect;
-        if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty())
-            throw Error("sweep: empty --policies, --prefetchers or --links");
+        if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty() || spec.capacities.empty())
+            throw Error("sweep: empty --policies, --prefetchers, --capacities or --links");
         for (const auto& p : spec.policies)
             for (const auto& f : spec.prefetchers) {
                 sim::Config c = spec.base;
@@ -117,21 +123,30 @@ std::function<int()> setup(CLI::App& app) {
             auto saving = [](const sim::BisectAnswer& a) { return a.found && a.fraction < 1.0; };
             size_t found = 0;
             for (const auto& a : s.answers) found += saving(a);
+            // Each result's rows move into its run: a sweep holds every run once, not twice.
+            auto take = [](sim::Result& r) {
+                trace::Run run = sim::to_run(r);
+                std::vector<trace::RunEvent>().swap(r.events);
+                std::vector<trace::RunKernelTime>().swap(r.kernel_times);
+                std::vector<trace::RunMemorySample>().swap(r.memory);
+                return run;
+            };
             std::vector<trace::Run> runs;
-            for (const auto& r : s.grid) runs.push_back(sim::to_run(r));
-            for (const auto& a : s.answers)
+            runs.reserve(s.grid.size() + found);
+            for (auto& r : s.grid) runs.push_back(take(r));
+            for (auto& a : s.answers)
                 if (saving(a)) {
-                    trace::Run run = sim::to_run(a.result);
+                    trace::Run run = take(a.result);
                     run.name = "bisect:" + run.name;
                     run.config["bisect_budget"] = o->budget;
                     runs.push_back(std::move(run));
                 }
             std::cout.flush();
             std::fflush(stdout);
-            auto ids = store_runs(o->trace, runs, o->store);   // one transaction: all or none
+            auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);   // one transaction: all or none
             stored = ids.has_value();
             if (ids)
-                std::printf("stored %zu runs in %s: the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",
+                std::printf("stored %zu runs in %s:\n  the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",
                             runs.size(), store_target(o->trace, o->store).c_str(), s.grid.size(), found);
         }
         for (const auto& r : s.grid)

@@ -31,34 +31,51 @@ struct ValOptions {
 
 std::function<int()> setup(CLI::App& app) {
     auto o = std::make_shared<ValOptions>();
-    app.add_option("trace", o->trace, "Trace file")->required()->check(CLI::ExistingFile);
+    app.add_option("trace", o->trace, "Trace file (.db)")->required()->check(CLI::ExistingFile);
     app.add_option("--capacity", o->capacity,
-                   "Limited capacities, comma-separated: bytes (40GiB) or shares of the peak (60%,70%); "
-                   "the unlimited baseline is always run");
-    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction: lru, largest, belady, dtr, cost_aware");
-    app.add_option("--prefetch", o->prefetch, "Prefetch: none, lookahead:K, periodic[:K], capuchin, forecast[:H]");
+                   "Limited capacities, comma-separated: shares of the peak (60%,70%) or sizes (40GiB); the "
+                   "unlimited baseline is always run")
+        ->type_name("LIST")
+        ->default_str(o->capacity);
+    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction policy: " + policy_names(sim::eviction_policies()) +
+                                                                     " (mhc help policies)")
+                    ->type_name("POLICY")
+                    ->default_str(o->policy);
+    app.add_option("--prefetch", o->prefetch, "Prefetch policy: " + policy_names(sim::prefetch_policies()) +
+                                                  " (mhc help prefetch)")
+        ->type_name("POLICY")
+        ->default_str(o->prefetch);
     app.add_option("--link", o->link,
-                   "The replay machine's link: auto (measured under the replay's own conditions and cached per "
-                   "machine), a preset, or a profile from `mhc calibrate`")
-        ->capture_default_str();
+                   "The replay machine's link: auto (measured under the replay's own conditions, cached per "
+                   "machine), a preset, or a profile from mhc calibrate")
+        ->type_name("LINK")
+        ->default_str(o->link);
     app.add_option("--model-link", o->model_link,
-                   "The link the trace's machine had (a preset or profile): --time-scale auto makes the replay's "
-                   "compute/transfer ratio its ratio")
-        ->capture_default_str();
+                   "The link the trace's machine had (a preset or profile): --time-scale auto gives the replay its "
+                   "compute/transfer ratio")
+        ->type_name("LINK")
+        ->default_str(o->model_link);
     app.add_flag("--recalibrate", o->recalibrate, "--link auto: measure again even when a fresh calibration is cached");
     app.add_option("--calibration-max-age", o->max_age_h, "--link auto: hours after which a cached calibration is measured again")
         ->check(CLI::Range(0.0, 1e6))
+        ->type_name("HOURS")
         ->capture_default_str();
     add_sim_base_options(app, o->base,
                          " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
     add_allocator_conf_option(app, o->base);   // the replay's arena follows the same settings
-    app.add_option("--backend", o->backend, "host or cuda")->check(CLI::IsMember({"host", "cuda"}));
+    app.add_option("--backend", o->backend, "Where to replay: host or cuda")
+        ->check(CLI::IsMember({"host", "cuda"}))
+        ->type_name("BACKEND")
+        ->default_str(o->backend);
     app.add_option("--time-scale", o->time_scale,
-                   "Run kernels and gaps this many times slower (the prediction uses the link x this); auto: the "
-                   "modelled link's bandwidth over the replay link's")
-        ->capture_default_str();
-    app.add_option("--chunk", o->chunk, "Swap chunk size");
-    app.add_option("--copy-threads", o->copy_threads, "Host backend, --unpaced: copy threads per direction")->check(CLI::Range(1, 64));
+                   "Run kernels and gaps this many times slower (the prediction uses the link times this); auto: "
+                   "the modelled link's bandwidth over the replay link's")
+        ->type_name("X|auto")
+        ->default_str(o->time_scale);
+    app.add_option("--chunk", o->chunk, "Swap chunk size, at least 4KiB")->type_name("SIZE")->default_str(o->chunk);
+    app.add_option("--copy-threads", o->copy_threads, "Host backend, --unpaced: copy threads per direction")
+        ->check(CLI::Range(1, 64))
+        ->default_str(std::to_string(o->copy_threads));
     app.add_flag("--unpaced", o->unpaced,
                  "Host backend: copy as fast as the host lets them instead of emulating the link at its rates "
                  "(the rate then varies with what shares the cores; predictions use the calibrated medians)");
@@ -67,11 +84,14 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--target", o->target_pp,
                    "Loss error target in percentage points: a configuration within it is validated, one whose "
                    "repeats spread more is inconclusive")
-        ->check(CLI::Range(0.0, 1000.0));
+        ->check(CLI::Range(0.0, 1000.0))
+        ->type_name("POINTS")
+        ->capture_default_str();
     app.add_flag("--no-sinkhorn", o->no_sinkhorn, "Stand-ins for Sinkhorn-Knopp kernels too");
     app.add_option("--max-replay-minutes", o->max_replay_minutes,
                    "Refuse to start when the replays are estimated to take longer (predicted makespans x time scale x "
                    "replays); 0: no limit")
+        ->type_name("MINUTES")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1e9));
     app.add_option("--repeat", o->repeat,
@@ -94,6 +114,7 @@ std::function<int()> setup(CLI::App& app) {
         apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);
         for (const auto& item : split_list(o->capacity)) spec.capacities.push_back(sim::parse_capacity(item));
+        if (spec.capacities.empty()) throw Error("validate: --capacity '" + o->capacity + "' names no capacity");
         spec.replay.backend = replay::parse_backend(o->backend);
         double scale = 0;
         if (o->time_scale != "auto") {
@@ -107,8 +128,7 @@ std::function<int()> setup(CLI::App& app) {
             if (!(scale >= 1e-3 && scale <= 1e6))
                 throw Error("--time-scale '" + o->time_scale + "': auto or a number in [0.001, 1e6]");
         }
-        spec.replay.chunk_bytes = static_cast<size_t>(parse_bytes(o->chunk));
-        if (spec.replay.chunk_bytes < 4096) throw Error("--chunk: at least 4 KiB");
+        spec.replay.chunk_bytes = static_cast<size_t>(option_value("--chunk", [&] { return parse_size(o->chunk, 4096); }));
         spec.replay.copy_threads = o->copy_threads;
         spec.replay.real_sinkhorn = !o->no_sinkhorn;
         spec.store = !o->store.no_store;

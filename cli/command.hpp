@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "mhc/common/error.hpp"
+
 namespace mhc::cli {
 
 // Exit statuses shared by every command.
@@ -34,6 +36,17 @@ std::vector<Command>& registry();
 struct Registration {
     explicit Registration(Command c) { registry().push_back(std::move(c)); }
 };
+
+// The value of `option` read by `parse` (a unit parser: parse_size, parse_share, ...); its error
+// names the option: "--bucket '25': a size needs a unit: ...".
+template <class Parse>
+auto option_value(const std::string& option, Parse&& parse) {
+    try {
+        return parse();
+    } catch (const Error& e) {
+        throw Error(option + " " + e.what(), e.kind());
+    }
+}
 
 // True when stderr is a terminal and --quiet was not given: long commands show progress.
 bool show_progress();

@@ -2,6 +2,7 @@
 // cmd_*.cpp file that registers itself (see command.hpp).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "help.hpp"
 #include "mpi_job.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/kernels/device.hpp"
@@ -25,19 +27,40 @@ namespace {
 bool g_quiet = false;
 
 // CLI11 says "<option>: File does not exist: <path>"; the documented form of every input error
-// is "<file>: <what is wrong>", so the path leads.
+// is "<file>: <what is wrong>", so the path leads, in the words every command uses.
 std::string path_first(const std::string& msg) {
-    static const char* reasons[] = {"File does not exist: ", "File is actually a directory: ",
-                                    "Directory does not exist: ", "Directory is actually a file: ",
-                                    "Path does not exist: ", "Path already exists: "};
-    for (const char* reason : reasons) {
+    static const std::pair<const char*, const char*> reasons[] = {
+        {"File does not exist: ", "no such file"},        {"File is actually a directory: ", "is a directory"},
+        {"Directory does not exist: ", "no such directory"}, {"Directory is actually a file: ", "is not a directory"},
+        {"Path does not exist: ", "no such file"},        {"Path already exists: ", "already exists"}};
+    for (const auto& [reason, words] : reasons) {
         auto at = msg.find(reason);
         if (at == std::string::npos) continue;
-        std::string what(reason, std::strlen(reason) - 2);   // without ": "
-        what[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(what[0])));
-        return msg.substr(at + std::strlen(reason)) + ": " + what;
+        std::string path = msg.substr(at + std::strlen(reason));
+        return words == std::string("no such file") ? mhc::no_such_file(path) : path + ": " + words;
     }
     return msg;
+}
+
+// "simulate: unknown option --capasity; did you mean --capacity? (mhc simulate --help)" for
+// the first argument `sub` (or the top level) did not expect.
+std::string unexpected(const CLI::App& app, const CLI::App* sub) {
+    const CLI::App& where = sub ? *sub : app;
+    std::vector<std::string> extras = where.remaining();
+    if (extras.empty()) extras = app.remaining();
+    const std::string prefix = sub ? sub->get_name() + ": " : "";
+    const std::string help = sub ? "(mhc " + sub->get_name() + " --help)" : "(mhc --help)";
+    if (extras.empty()) return prefix + "unexpected arguments " + help;
+    for (const auto& x : extras) {
+        if (x.size() < 2 || x[0] != '-') continue;
+        std::vector<std::string> names;
+        for (const CLI::Option* o : where.get_options()) {
+            for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+            for (const auto& s : o->get_snames()) names.push_back("-" + s);
+        }
+        return prefix + "unknown option " + x + mhc::did_you_mean(x.substr(0, x.find('=')), names) + " " + help;
+    }
+    return prefix + "unexpected argument '" + extras.front() + "' " + help;
 }
 }  // namespace
 void set_quiet(bool quiet) { g_quiet = quiet; }
@@ -55,9 +78,11 @@ Outcome failure(int code, const std::string& what) { return {code, "mhc: " + wha
 // main(), once per job under mpirun).
 Outcome run(int argc, char** argv) {
     using namespace mhc::cli;
-    CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit"};
+    CLI::App app{"mhc: GPU memory scheduling simulator and profiling toolkit", "mhc"};
     app.require_subcommand(1);
-    app.option_defaults()->always_capture_default();   // --help shows every default
+    // Wrapped at the terminal's width; each option's default is the text users write, given
+    // where the option is declared (default_str), never the C++ value (-2147483648).
+    app.formatter(std::make_shared<HelpFormatter>(help_width()));
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "No progress output");
     // The version, and whether this machine's driver can run the CUDA parts of this build.
@@ -68,16 +93,35 @@ Outcome run(int argc, char** argv) {
         auto setup = cmd.setup(*sub);
         sub->callback([&action, setup] { action = setup; });
     }
-    // The first word that is not an option must be a command; say so when it is not one
-    // (CLI11 would only say that a subcommand is required).
+    // The first word that is not an option must be a command; say so when it is not one, with
+    // the command a typo most likely meant (CLI11 would only say that a subcommand is required).
     std::string names;
-    for (const auto& cmd : registry()) names += (names.empty() ? "" : ", ") + cmd.name;
+    std::vector<std::string> name_list;
+    for (const auto& cmd : registry()) {
+        names += (names.empty() ? "" : ", ") + cmd.name;
+        name_list.push_back(cmd.name);
+    }
+    CLI::App* chosen = nullptr;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (!a.empty() && a[0] == '-') continue;
+        if (!a.empty() && a[0] == '-') {
+            std::vector<std::string> top;   // the options before the command
+            for (const CLI::Option* o : app.get_options())
+                for (const auto& l : o->get_lnames()) top.push_back("--" + l);
+            for (const CLI::Option* o : app.get_options())
+                for (const auto& s : o->get_snames()) top.push_back("-" + s);
+            if (std::find(top.begin(), top.end(), a) == top.end())
+                return failure(kExitBadInput, "unknown option " + a + mhc::did_you_mean(a, top) + " (mhc --help)");
+            continue;
+        }
         bool known = false;
         for (const auto& cmd : registry()) known |= cmd.name == a;
-        if (!known) return failure(kExitBadInput, "'" + a + "' is not a command; commands: " + names + " (mhc --help)");
+        if (!known) {
+            std::string guess = mhc::did_you_mean(a, name_list);
+            return failure(kExitBadInput, "'" + a + "' is not a command" +
+                                              (guess.empty() ? "; commands: " + names + " (mhc --help)" : guess));
+        }
+        chosen = app.get_subcommand(a);
         break;
     }
     try {
@@ -88,6 +132,8 @@ Outcome run(int argc, char** argv) {
         return {app.exit(e), ""};
     } catch (const CLI::Success& e) {
         return {app.exit(e), ""};
+    } catch (const CLI::ExtrasError&) {
+        return failure(kExitBadInput, unexpected(app, chosen));
     } catch (const CLI::ParseError& e) {
         // One line, exit 2: unknown options, missing files, wrong values.
         std::string msg = path_first(e.what());

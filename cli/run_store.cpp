@@ -1,33 +1,78 @@
 #include "run_store.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
 
 namespace mhc::cli {
 
 void add_store_options(CLI::App& app, StoreOptions& o) {
-    app.add_flag("--no-store", o.no_store, "Do not store the run(s)");
+    app.add_flag("--no-store", o.no_store, "Do not store the runs");
     app.add_option("--runs-db", o.runs_db,
-                   "Store the run(s) in this SQLite file instead of the trace (created on first use; "
-                   "read back with `mhc info TRACE --runs-db FILE`)");
+                   "Store the runs in this file instead of the trace (created on first use; mhc info TRACE "
+                   "--runs-db FILE lists them)")
+        ->type_name("FILE");
 }
 
 std::string store_target(const std::string& trace, const StoreOptions& o) {
     return o.runs_db.empty() ? trace : o.runs_db;
 }
 
-std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::vector<trace::Run>& runs,
-                                               const StoreOptions& o) {
+namespace {
+
+// Runs past this size together are stored with a word first (a 100,000-run sweep adds about
+// 1.5 GB to its trace): the user may prefer --no-store or a runs database. MHC_STORE_WARN_SIZE
+// sets another size.
+int64_t warn_size() {
+    const char* e = std::getenv("MHC_STORE_WARN_SIZE");
+    if (!e) return int64_t{256} << 20;
     try {
-        return trace::add_runs(trace, runs, o.runs_db);
+        return parse_bytes(e);
+    } catch (const Error&) {
+        throw Error(std::string("MHC_STORE_WARN_SIZE='") + e + "': not a size (256MiB)");
+    }
+}
+
+void warn_if_large(const std::vector<const trace::Run*>& runs, const std::string& where) {
+    int64_t bytes = 0;
+    for (const trace::Run* r : runs) bytes += trace::stored_size(*r);
+    const int64_t kWarnStoredBytes = warn_size();
+    if (bytes <= kWarnStoredBytes) return;
+    std::fprintf(stderr, "mhc: warning: storing %zu run%s adds about %s to %s (more than %s); --no-store keeps only the "
+                         "printed result, --runs-db FILE keeps the runs out of the trace\n",
+                 runs.size(), runs.size() == 1 ? "" : "s", format_bytes(bytes).c_str(), where.c_str(),
+                 format_bytes(kWarnStoredBytes).c_str());
+}
+
+template <class Store>
+std::optional<std::vector<int64_t>> store_or_say(size_t count, Store store) {
+    try {
+        return store();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "mhc: %s not stored (%s); the result above is complete: rerun with "
                              "--no-store, or --runs-db FILE to store %s in another file\n",
-                     runs.size() == 1 ? "the run was" : "the runs were", e.what(),
-                     runs.size() == 1 ? "it" : "them");
+                     count == 1 ? "the run was" : "the runs were", e.what(), count == 1 ? "it" : "them");
         return std::nullopt;
     }
+}
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::string& fingerprint,
+                                               const std::vector<trace::Run>& runs, const StoreOptions& o) {
+    std::vector<const trace::Run*> all;
+    for (const auto& r : runs) all.push_back(&r);
+    warn_if_large(all, store_target(trace, o));
+    return store_or_say(runs.size(), [&] { return trace::add_runs(trace, runs, o.runs_db, fingerprint); });
+}
+
+std::optional<std::vector<int64_t>> store_job_runs(const std::vector<trace::JobRun>& ranks, const StoreOptions& o) {
+    std::vector<const trace::Run*> all;
+    for (const auto& r : ranks) all.push_back(&r.run);
+    warn_if_large(all, o.runs_db.empty() ? "the rank traces" : o.runs_db);
+    return store_or_say(ranks.size(), [&] { return trace::add_job_runs(ranks, o.runs_db); });
 }
 
 }  // namespace mhc::cli

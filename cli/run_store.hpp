@@ -24,9 +24,12 @@ void add_store_options(CLI::App& app, StoreOptions& o);
 // The file the runs go to.
 std::string store_target(const std::string& trace, const StoreOptions& o);
 
-// Stores `runs` (all or none). On failure prints "mhc: ... not stored: <why>; ..." on stderr
-// and returns nothing.
-std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::vector<trace::Run>& runs,
-                                               const StoreOptions& o);
+// Stores `runs` (all or none), computed from `trace` as it was read (its fingerprint: a trace
+// replaced since is refused). On failure prints "mhc: ... not stored: <why>; ..." on stderr and
+// returns nothing.
+std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::string& fingerprint,
+                                               const std::vector<trace::Run>& runs, const StoreOptions& o);
+// A coupled job's runs, one per rank: all of them or none (trace::add_job_runs).
+std::optional<std::vector<int64_t>> store_job_runs(const std::vector<trace::JobRun>& ranks, const StoreOptions& o);
 
 }  // namespace mhc::cli

@@ -12,18 +12,35 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
     o.allocator = kDefaultAllocator;
     app.add_option("--allocator", o.allocator,
                    "Allocator model: caching (PyTorch's block and segment rules) or ideal (bytes only)" +
-                       allocator_note);
-    o.ratio = app.add_option("--cpu-buffer-ratio", o.cpu_buffer_ratio, "Host buffer as a ratio of GPU capacity (0: unlimited)");
-    o.ops = app.add_option("--max-swap-ops-per-sec", o.max_swap_ops, "Cap on swap transfers per second (0: none)");
-    app.add_option("--device", o.device, "Device to simulate (default: the GPU device with the largest peak; the host's pinned memory "
-                   "only with --device -1)");
+                       allocator_note)
+        ->type_name("MODEL")
+        ->default_str(kDefaultAllocator);
+    o.ratio = app.add_option("--cpu-buffer-ratio", o.cpu_buffer_ratio,
+                             "Host buffer as a ratio of GPU capacity, 0 for unlimited ($MHC_CPU_BUFFER_RATIO when not given)")
+                  ->default_str("0");
+    o.ops = app.add_option("--max-swap-ops-per-sec", o.max_swap_ops,
+                           "Cap on swap transfers per second, 0 for none ($MHC_MAX_SWAP_OPS_PER_SEC when not given)")
+                ->default_str("0");
+    app.add_option("--device", o.device,
+                   "Device to simulate: auto is the GPU with the largest peak; -1 is the host's pinned memory")
+        ->transform(CLI::Transformer({{"auto", std::to_string(sim::kAutoDevice)}}))
+        ->type_name("DEVICE")
+        ->default_str("auto")
+        // -1 and up, or auto (which the transform has made kAutoDevice).
+        ->check(CLI::Validator(
+            [](std::string& v) {
+                const long long d = std::strtoll(v.c_str(), nullptr, 10);
+                return d >= -1 || d == sim::kAutoDevice ? std::string() : "a device is -1 (the host), 0 or more, or auto";
+            },
+            "DEVICE"));
     app.add_flag("--no-early", o.no_early, "No early swap-out: evict only on demand (ablation of rule 10)");
 }
 
 void add_allocator_conf_option(CLI::App& app, SimBaseOptions& o) {
     app.add_option("--allocator-conf", o.allocator_conf,
-                   "Caching allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax over those the trace recorded, e.g. "
-                   "expandable_segments:True (what-if); see docs/simulator.md");
+                   "What-if caching allocator settings over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF syntax: "
+                   "expandable_segments:True")
+        ->type_name("CONF");
 }
 
 void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given) {
@@ -34,6 +51,12 @@ void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy
     c.device = o.device;
     c.early_swap_out = !o.no_early;
     sim::apply_environment(c, {o.ratio && o.ratio->count() > 0, policy_given, o.ops && o.ops->count() > 0});
+}
+
+std::string policy_names(const std::vector<sim::PolicyInfo>& v) {
+    std::string s;
+    for (const auto& p : v) s += (s.empty() ? "" : ", ") + p.name;
+    return s;
 }
 
 std::vector<std::string> split_list(const std::string& s) {

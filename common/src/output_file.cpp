@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <new>
 
 #include "mhc/common/error.hpp"
 
@@ -21,19 +23,30 @@ namespace mhc {
 namespace {
 
 // Temporary files to remove on a fatal signal. The handler may only call async-signal-safe
-// functions, so the names live in fixed buffers, published with an atomic flag.
-constexpr int kSlots = 32;
-constexpr size_t kNameMax = 4096;
+// functions: each slot's name is written into its own buffer before the slot is published with
+// an atomic flag, and a buffer is never freed (a later file reuses it), so the handler never
+// reads freed memory. Enough slots for a job's every rank file (generate --all-ranks: 4096).
+constexpr int kSlots = 8192;
 struct Slot {
     std::atomic<bool> used{false};
-    char name[kNameMax];
+    char* name = nullptr;
+    size_t capacity = 0;
 };
 Slot g_slots[kSlots];
 std::mutex g_mutex;   // guards claiming slots and installing handlers (not the handler itself)
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
 
+// While a set of files is moved into place together, a signal waits until the last one is
+// (commit_together), on whatever thread it arrives.
+std::atomic<bool> g_holding{false};
+std::atomic<int> g_held{0};
+
 extern "C" void remove_temps_and_die(int sig) {
+    if (g_holding.load()) {
+        g_held.store(sig);
+        return;
+    }
     for (auto& s : g_slots)
         if (s.used.load()) ::unlink(s.name);
     // Then die of the signal as the process would have (exit status 128+sig in a shell).
@@ -62,14 +75,20 @@ void install_handlers() {
 int claim(const std::string& name) {
     std::lock_guard<std::mutex> lock(g_mutex);
     install_handlers();
-    if (name.size() >= kNameMax) return -1;
-    for (int i = 0; i < kSlots; ++i)
-        if (!g_slots[i].used.load()) {
-            std::memcpy(g_slots[i].name, name.c_str(), name.size() + 1);
-            g_slots[i].used.store(true);
-            return i;
+    for (int i = 0; i < kSlots; ++i) {
+        Slot& s = g_slots[i];
+        if (s.used.load()) continue;
+        if (s.capacity < name.size() + 1) {   // unused: the handler does not read it
+            char* bigger = new (std::nothrow) char[name.size() + 1];
+            if (!bigger) return -1;
+            s.name = bigger;   // the old buffer is dropped, not freed (see above)
+            s.capacity = name.size() + 1;
         }
-    return -1;   // more than 32 files at once: still removed by the destructor or the next run
+        std::memcpy(s.name, name.c_str(), name.size() + 1);
+        s.used.store(true);
+        return i;
+    }
+    return -1;   // more files at once: still removed by the destructor or the next run
 }
 
 void release(int slot) {
@@ -101,11 +120,72 @@ void refuse_input_as_output(const std::string& input, const std::string& output)
         throw Error(output + ": is the input file " + input + "; write the output to another file");
 }
 
+namespace {
+
+const char* kind_of(mode_t m) {
+    if (S_ISDIR(m)) return "directory";
+    if (S_ISCHR(m)) return "character device";
+    if (S_ISBLK(m)) return "block device";
+    if (S_ISFIFO(m)) return "FIFO";
+    if (S_ISSOCK(m)) return "socket";
+    return "special file";
+}
+
+std::string link_target(const std::string& path) {
+    std::error_code ec;
+    auto t = std::filesystem::read_symlink(path, ec);
+    return ec ? std::string("?") : t.string();
+}
+
+long name_max(const std::string& dir) {
+    long m = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+    return m > 0 ? m : 255;
+}
+
+// "<name>" or, when "<name>.mhc-tmp-<pid>-journal" would pass the limit on a name, the start of
+// <name> and a hash of the whole (the same for every process: stale files are found by it).
+std::string temp_stem(const std::string& dir, const std::string& base) {
+    constexpr size_t kSuffix = sizeof(".mhc-tmp-") - 1 + 10 + sizeof("-journal") - 1;   // pid: at most 10 digits
+    const size_t limit = static_cast<size_t>(name_max(dir));
+    if (base.size() + kSuffix <= limit) return base;
+    uint64_t h = 1469598103934665603ull;   // FNV-1a
+    for (unsigned char c : base) h = (h ^ c) * 1099511628211ull;
+    char hash[18];
+    std::snprintf(hash, sizeof hash, "~%016llx", static_cast<unsigned long long>(h));
+    const size_t keep = limit > kSuffix + 17 ? limit - kSuffix - 17 : 0;
+    return base.substr(0, keep) + hash;
+}
+
+void split(const std::string& path, std::string& dir, std::string& base) {
+    std::filesystem::path p(path);
+    dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    base = p.filename().string();
+}
+
+}  // namespace
+
+void refuse_special_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+    struct stat lst {};
+    const bool link = ::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
+    throw Error(path + ": is " + (link ? "a symbolic link to " + link_target(path) + ", " : std::string()) + "a " +
+                kind_of(st.st_mode) + ", not a regular file");
+}
+
+std::string temp_name(const std::string& path, long pid) {
+    std::string dir, base;
+    split(path, dir, base);
+    std::filesystem::path p(path);
+    return (p.has_parent_path() ? p.parent_path().string() + "/" : std::string()) + temp_stem(dir, base) + ".mhc-tmp-" +
+           std::to_string(pid);
+}
+
 int remove_stale_temps(const std::string& path) {
     namespace fs = std::filesystem;
-    fs::path p(path);
-    std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-    std::string base = p.filename().string();
+    std::string dir, base;
+    split(path, dir, base);
+    const std::string stem = temp_stem(dir, base);
     int removed = 0;
     DIR* d = ::opendir(dir.c_str());
     if (!d) return 0;
@@ -113,7 +193,7 @@ int remove_stale_temps(const std::string& path) {
         std::string name = e->d_name;
         long pid = -1;
         for (const char* marker : {".mhc-tmp-", ".tmp-", ".importing-"})
-            if ((pid = pid_after(name, base, marker)) > 0) break;
+            if ((pid = pid_after(name, base, marker)) > 0 || (pid = pid_after(name, stem, marker)) > 0) break;
         if (pid <= 0 || process_alive(pid)) continue;
         std::string full = (fs::path(dir) / name).string();
         if (::unlink(full.c_str()) == 0) ++removed;
@@ -125,14 +205,25 @@ int remove_stale_temps(const std::string& path) {
 
 OutputFile::OutputFile(std::string path, IfExists if_exists)
     : path_(std::move(path)), if_exists_(if_exists) {
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) throw Error(path_ + ": is a directory");
+    struct stat lst {};
+    if (::lstat(path_.c_str(), &lst) == 0) {
+        const bool link = S_ISLNK(lst.st_mode);
+        struct stat st {};
+        const bool target = ::stat(path_.c_str(), &st) == 0;
+        if (S_ISDIR(target ? st.st_mode : lst.st_mode)) throw Error(path_ + ": is a directory");
+        refuse_special_file(path_);
+        if (!link && !S_ISREG(lst.st_mode))
+            throw Error(path_ + ": is a " + kind_of(lst.st_mode) + ", not a regular file");
+        const std::string what = link ? " (a symbolic link to " + link_target(path_) + ")" : "";
         if (if_exists_ == IfExists::Refuse)
-            throw Error(path_ + ": already exists; pass --force to replace it (and everything in it)");
+            throw Error(path_ + ": already exists" + what + "; pass --force to replace it (and everything in it)");
+        // The new file takes the link's place: say so, since the file it pointed to stays.
+        if (link)
+            std::fprintf(stderr, "mhc: %s is a symbolic link to %s: the link is replaced by the new file; %s is left as it is\n",
+                         path_.c_str(), link_target(path_).c_str(), link_target(path_).c_str());
     }
     remove_stale_temps(path_);
-    temp_ = path_ + ".mhc-tmp-" + std::to_string(::getpid());
+    temp_ = temp_name(path_, ::getpid());
     ::unlink(temp_.c_str());   // ours from an earlier object of this process, never another's
     slot_ = claim(temp_);
 }
@@ -166,6 +257,69 @@ void OutputFile::commit() {
     committed_ = true;
     release(slot_);
     slot_ = -1;
+}
+
+TempFile::TempFile(const std::string& purpose) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path dir = fs::temp_directory_path(ec);
+    if (ec) dir = "/tmp";
+    // Files of this purpose whose process no longer runs (killed before it could remove them).
+    const std::string prefix = "mhc-" + purpose + "-";
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (dirent* e = ::readdir(d)) {
+            std::string name = e->d_name;
+            if (name.compare(0, prefix.size(), prefix) != 0) continue;
+            size_t dash = name.find('-', prefix.size());
+            if (dash == std::string::npos) continue;
+            long pid = pid_after(name.substr(0, dash), prefix.substr(0, prefix.size() - 1), "-");
+            if (pid > 0 && !process_alive(pid)) ::unlink((dir / name).c_str());
+        }
+        ::closedir(d);
+    }
+    std::string tmpl = (dir / (prefix + std::to_string(::getpid()) + "-XXXXXX")).string();
+    fd_ = ::mkstemp(tmpl.data());
+    if (fd_ < 0) throw Error(tmpl + ": cannot create a temporary file: " + std::strerror(errno));
+    path_ = tmpl;
+    slot_ = claim(path_);
+}
+
+TempFile::~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    ::unlink(path_.c_str());
+    release(slot_);
+}
+
+bool TempFile::close() {
+    if (fd_ < 0) return true;
+    int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0;
+}
+
+void commit_together(const std::vector<OutputFile*>& files) {
+    // Held back on this thread (a command's own handler, generate's SIGINT flag, runs later) and,
+    // for the handler that removes temporary files, on every thread.
+    sigset_t held, before;
+    sigemptyset(&held);
+    for (int sig : kSignals) sigaddset(&held, sig);
+    ::pthread_sigmask(SIG_BLOCK, &held, &before);
+    g_held.store(0);
+    g_holding.store(true);
+    auto release = [&] {
+        g_holding.store(false);
+        ::pthread_sigmask(SIG_SETMASK, &before, nullptr);   // a signal blocked here is delivered now
+        if (int sig = g_held.exchange(0)) remove_temps_and_die(sig);
+    };
+    size_t done = 0;
+    try {
+        for (; done < files.size(); ++done) files[done]->commit();
+    } catch (...) {
+        for (size_t i = 0; i < done; ++i) ::unlink(files[i]->path().c_str());
+        release();
+        throw;
+    }
+    release();
 }
 
 void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists) {

@@ -29,25 +29,105 @@ std::pair<double, std::string> split_number(std::string_view text, const char* w
     return {v, std::string(end)};
 }
 
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    return s;
+}
+
+// The grammar's number and what follows it: "1.5 GiB" -> {"1.5", 1.5, "GiB"}.
+struct Quantity {
+    std::string number;   // as typed
+    double value = 0;
+    std::string unit;     // as typed, whitespace around it removed
+};
+
+// Throws "'TEXT': a <what> cannot be negative" or "'TEXT': not a <what> (<example>)".
+Quantity split_quantity(std::string_view text, const std::string& quoted, const char* what, const char* example) {
+    std::string_view t = trim(text);
+    if (!t.empty() && t.front() == '-')
+        throw Error(quoted + ": a " + std::string(what) + " cannot be negative");
+    size_t i = 0, digits = 0;
+    while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i, ++digits;
+    if (i < t.size() && t[i] == '.') {
+        ++i;
+        while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i, ++digits;
+    }
+    if (digits == 0) throw Error(quoted + ": not a " + what + " (" + example + ")");
+    Quantity q;
+    q.number = std::string(t.substr(0, i));
+    q.value = std::strtod(q.number.c_str(), nullptr);
+    q.unit = std::string(trim(t.substr(i)));
+    return q;
+}
+
+constexpr const char* kUnits = "B, KiB, MiB, GiB, TiB, kB, MB, GB, TB";
+
+// bytes per unit, 0 for a unit the grammar does not have.
+double unit_bytes(const std::string& unit) {
+    static const std::pair<const char*, double> units[] = {
+        {"b", 1},           {"k", 0x1p10},  {"kib", 0x1p10}, {"m", 0x1p20},  {"mib", 0x1p20}, {"g", 0x1p30},
+        {"gib", 0x1p30},    {"t", 0x1p40},  {"tib", 0x1p40}, {"kb", 1e3},    {"mb", 1e6},     {"gb", 1e9},
+        {"tb", 1e12},
+    };
+    std::string u;
+    for (char c : unit) u += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const auto& [name, bytes] : units)
+        if (u == name) return bytes;
+    return 0;
+}
+
+// "500GiB or 500GB": at most two of the number with a unit that fall within [min, max].
+std::string size_suggestions(const Quantity& q, int64_t min, int64_t max) {
+    std::string out;
+    int n = 0;
+    for (const char* unit : {"GiB", "GB", "MiB", "MB", "KiB", "kB", "B"}) {
+        double bytes = std::floor(q.value * unit_bytes(unit) + 0.5);
+        if (n == 2 || bytes < static_cast<double>(min) || bytes > static_cast<double>(max)) continue;
+        out += (n++ ? " or " : "") + q.number + unit;
+    }
+    return out;
+}
+
 }  // namespace
 
+int64_t parse_size(std::string_view text, int64_t min, int64_t max) {
+    const std::string quoted = "'" + std::string(text) + "'";
+    Quantity q = split_quantity(text, quoted, "size", "a number and a unit: 40GiB, 512 MB");
+    if (q.unit.empty()) {
+        std::string hint = size_suggestions(q, min, max);
+        throw Error(quoted + ": a size needs a unit" + (hint.empty() ? "" : ": " + hint) + " (mhc help sizes)");
+    }
+    const double per = unit_bytes(q.unit);
+    if (per == 0)
+        throw Error(quoted + ": unknown unit '" + q.unit + "' (" + kUnits + "; mhc help sizes)");
+    const double bytes = std::floor(q.value * per + 0.5);
+    if (bytes >= 0x1p63) throw Error(quoted + ": too large");
+    const auto b = static_cast<int64_t>(bytes);
+    if (b < min) throw Error(quoted + ": at least " + format_bytes(min));
+    if (b > max) throw Error(quoted + ": at most " + format_bytes(max));
+    return b;
+}
+
+double parse_share(std::string_view text, double max_percent) {
+    const std::string quoted = "'" + std::string(text) + "'";
+    Quantity q = split_quantity(text, quoted, "share", "a percentage: 70%");
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g%%", max_percent);
+    if (q.unit.empty()) {
+        if (q.value <= max_percent) throw Error(quoted + ": a share needs a '%': " + q.number + "%");
+        throw Error(quoted + ": a share needs a '%' and is at most " + limit);
+    }
+    if (q.unit != "%") throw Error(quoted + ": not a percentage (a number and '%': 70%)");
+    if (q.value > max_percent) throw Error(quoted + ": at most " + limit);
+    return q.value / 100.0;
+}
+
 int64_t parse_bytes(std::string_view text) {
-    auto [v, unit] = split_number(text, "size");
-    double mul = 1;
-    if (unit.empty() || unit == "b") mul = 1;
-    else if (unit == "k" || unit == "kib") mul = 1024.0;
-    else if (unit == "m" || unit == "mib") mul = 1024.0 * 1024;
-    else if (unit == "g" || unit == "gib") mul = 1024.0 * 1024 * 1024;
-    else if (unit == "t" || unit == "tib") mul = 1024.0 * 1024 * 1024 * 1024;
-    else if (unit == "kb") mul = 1e3;
-    else if (unit == "mb") mul = 1e6;
-    else if (unit == "gb") mul = 1e9;
-    else if (unit == "tb") mul = 1e12;
-    else throw Error("invalid size '" + std::string(text) + "': unknown unit '" + unit + "'");
-    double bytes = v * mul;
-    if (bytes < 0) throw Error("invalid size '" + std::string(text) + "': negative");
-    if (bytes > 9.2e18) throw Error("invalid size '" + std::string(text) + "': too large");
-    return static_cast<int64_t>(std::llround(bytes));
+    std::string_view t = trim(text);
+    if (!t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos && t.size() < 19)
+        return std::stoll(std::string(t));
+    return parse_size(text);
 }
 
 double parse_seconds(std::string_view text) {
@@ -63,19 +143,21 @@ double parse_seconds(std::string_view text) {
 }
 
 double parse_bandwidth(std::string_view text) {
-    auto [v, unit] = split_number(text, "bandwidth");
-    if (unit.size() >= 2 && unit.substr(unit.size() - 2) == "/s") unit.resize(unit.size() - 2);
-    double mul;
-    if (unit.empty() || unit == "b") mul = 1;
-    else if (unit == "kb") mul = 1e3;
-    else if (unit == "mb") mul = 1e6;
-    else if (unit == "gb") mul = 1e9;
-    else if (unit == "tb") mul = 1e12;
-    else if (unit == "gib") mul = 1024.0 * 1024 * 1024;
-    else if (unit == "mib") mul = 1024.0 * 1024;
-    else throw Error("invalid bandwidth '" + std::string(text) + "': unknown unit '" + unit + "'");
-    if (v <= 0) throw Error("invalid bandwidth '" + std::string(text) + "': must be positive");
-    return v * mul;
+    const std::string quoted = "'" + std::string(text) + "'";
+    std::string_view t = trim(text);
+    // "/s", with any spaces and case, is the same size per second.
+    if (size_t slash = t.rfind('/'); slash != std::string_view::npos) {
+        std::string per = lower(t.substr(slash + 1));
+        if (per != "s") throw Error(quoted + ": a bandwidth is a size per second (25GB/s; mhc help sizes)");
+        t = trim(t.substr(0, slash));
+    }
+    Quantity q = split_quantity(t, quoted, "bandwidth", "a size per second: 25GB/s");
+    if (q.unit.empty())
+        throw Error(quoted + ": a bandwidth needs a unit: " + q.number + "GB/s or " + q.number + "GiB/s (mhc help sizes)");
+    const double per = unit_bytes(q.unit);
+    if (per == 0) throw Error(quoted + ": unknown unit '" + q.unit + "' (" + kUnits + ", per second; mhc help sizes)");
+    if (q.value <= 0) throw Error(quoted + ": must be positive");
+    return q.value * per;
 }
 
 std::string format_bytes(int64_t bytes) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "mhc/common/error.hpp"
 
@@ -114,6 +115,14 @@ GeneratorConfig preset(std::string_view name) {
     return c;
 }
 
+namespace {
+std::string num_text(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+}
+}  // namespace
+
 void validate(const GeneratorConfig& c) {
     auto bad = [](const char* field, const std::string& why) {
         throw Error(std::string("field '") + field + "': " + why);
@@ -154,9 +163,20 @@ void validate(const GeneratorConfig& c) {
         bad("max-positions", "is smaller than seq");
     if (!(c.jitter >= 0 && c.jitter <= 0.5)) bad("jitter", "must be in [0, 0.5]");
     const GpuSpec& g = c.gpu;
-    if (!(g.matmul_flops > 0 && g.tf32_flops > 0 && g.fp32_flops > 0 && g.mem_bw > 0 &&
-          g.nvlink_bw > 0 && g.net_bw > 0 && g.memory_bytes > 0))
-        bad("gpu", "peak rates and memory must be positive");
+    // Rates a GPU can have, within many orders of magnitude either way: a trace's times come
+    // from them (a rate of 1e-3 FLOP/s made kernels of 10^18 ns).
+    auto rate = [&](const char* field, double v, double lo, double hi, const char* unit) {
+        if (!(v >= lo && v <= hi))
+            bad(field, num_text(v) + " " + unit + " is outside [" + num_text(lo) + ", " + num_text(hi) + "]");
+    };
+    rate("gpu-flops", g.matmul_flops, 1e6, 1e20, "FLOP/s");
+    rate("gpu", g.tf32_flops, 1e6, 1e20, "FLOP/s (tf32)");
+    rate("gpu", g.fp32_flops, 1e6, 1e20, "FLOP/s (fp32)");
+    rate("gpu-bw", g.mem_bw, 1e3, 1e16, "B/s");
+    rate("gpu", g.nvlink_bw, 1e3, 1e16, "B/s (NVLink)");
+    rate("gpu", g.net_bw, 1e3, 1e16, "B/s (network)");
+    if (!(g.memory_bytes > 0 && g.memory_bytes <= (int64_t{1} << 56)))
+        bad("gpu-memory", std::to_string(g.memory_bytes) + " bytes is outside [1, 2^56]");
     for (double e : {g.gemm_eff, g.attn_eff, g.mem_eff, g.comm_eff})
         if (!(e > 0 && e <= 1)) bad("gpu", "efficiency factors must be in (0, 1]");
     // The largest tensor (s x s scores, logits) must fit int64 bytes comfortably.

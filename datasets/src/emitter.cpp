@@ -4,6 +4,9 @@
 #include <cassert>
 #include <cmath>
 
+#include "mhc/common/error.hpp"
+#include "mhc/trace/limits.hpp"
+
 namespace mhc::datasets::detail {
 
 namespace {
@@ -12,6 +15,24 @@ constexpr int64_t kPoolBase[kStreamCount] = {0x7f0000000000ll, 0x7e0000000000ll,
                                              0x7c0000000000ll};
 
 int32_t clamp32(int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, 1, 2147483647)); }
+
+// Every trace the generator writes passes `mhc check`: its times stay within the value range
+// (docs/trace-format.md), and its sizes too. Options that would pass them are refused here, where
+// the time or size is computed, whatever combination of options led to it.
+using trace::limits::kMaxAbsTime;
+[[noreturn]] void too_long() {
+    throw Error("generate: the trace would last past 2^62 ns (146 years) of simulated time: fewer --steps or "
+                "--micro-batches, a smaller model, or a faster GPU (--gpu-flops, --gpu-bw)");
+}
+int64_t ns_of(double seconds) {
+    const double ns = seconds * 1e9;
+    if (!(ns >= -double(kMaxAbsTime) && ns <= double(kMaxAbsTime))) too_long();
+    return std::llround(ns);
+}
+int64_t later(int64_t t, int64_t d) {
+    if (d > 0 ? t > kMaxAbsTime - d : t < -kMaxAbsTime - d) too_long();
+    return t + d;
+}
 }  // namespace
 
 Launch launch_gemm(int64_t m, int64_t n, bool hopper) {
@@ -65,7 +86,15 @@ double Emitter::uniform() {
 }
 
 int64_t Emitter::alloc(int64_t bytes, Category cat, int64_t label, Stream s, bool persistent) {
-    assert(bytes > 0);
+    using trace::limits::kMaxBytes;
+    using trace::limits::kMaxTotalBytes;
+    if (bytes <= 0 || bytes > kMaxBytes)
+        throw Error("generate: a tensor of " + std::to_string(bytes) + " bytes is larger than 2^56 bytes (64 PiB), the "
+                    "most one allocation may hold: a smaller model, sequence or micro-batch");
+    if (total_bytes_ > kMaxTotalBytes - bytes)
+        throw Error("generate: the trace's allocations would hold more than 2^62 bytes together: fewer --steps or "
+                    "--micro-batches, or a smaller model");
+    total_bytes_ += bytes;
     Slot sl;
     sl.a.id = next_alloc_++;
     sl.a.bytes = bytes;
@@ -82,6 +111,10 @@ int64_t Emitter::alloc(int64_t bytes, Category cat, int64_t label, Stream s, boo
         sl.a.address = blocks.back().address;
         blocks.pop_back();
     } else {
+        // Each stream's pool lies below the previous one's base: it must not grow into it.
+        if (s > 0 && pool_top_[s] > kPoolBase[s - 1] - rounded)
+            throw Error("generate: the allocations of one stream would span more than 1 TiB of addresses, the room "
+                        "the generator gives each stream: a smaller model, sequence or micro-batch");
         sl.a.address = pool_top_[s];
         pool_top_[s] += rounded;
     }
@@ -163,8 +196,8 @@ int64_t Emitter::emit(Stream s, int64_t name, KClass cls, double flops, const Ac
     }
     dur *= 1.0 + cfg_.jitter * uniform();
     double gap = g.launch_gap_s * (1.0 + 4 * cfg_.jitter * uniform());
-    int64_t t0 = std::max<int64_t>(cursor_[s] + std::max<int64_t>(200, std::llround(gap * 1e9)), not_before);
-    int64_t t1 = std::max(t0 + std::max<int64_t>(1000, std::llround(dur * 1e9)), min_end);
+    int64_t t0 = std::max<int64_t>(later(cursor_[s], std::max<int64_t>(200, ns_of(gap))), not_before);
+    int64_t t1 = std::max(later(t0, std::max<int64_t>(1000, ns_of(dur))), min_end);
     cursor_[s] = t1;
     last_start_ = t0;
 
@@ -200,17 +233,19 @@ int64_t Emitter::emit(Stream s, int64_t name, KClass cls, double flops, const Ac
 }
 
 void Emitter::idle(Stream s, double seconds) {
-    cursor_[s] += std::llround(seconds * (1.0 + cfg_.jitter * uniform()) * 1e9);
+    cursor_[s] = later(cursor_[s], ns_of(seconds * (1.0 + cfg_.jitter * uniform())));
 }
 
 void Emitter::copy(Stream s, trace::CopyKind kind, int64_t bytes, double bw) {
+    if (bytes < 0 || bytes > trace::limits::kMaxBytes)
+        throw Error("generate: a copy of " + std::to_string(bytes) + " bytes is outside [0, 2^56]: a smaller model");
     trace::Copy c;
     c.id = next_copy_++;
     c.stream = stream_ids_[s];
     c.kind = kind;
     c.bytes = bytes;
-    c.t_start = cursor_[s] + 2000;
-    c.t_end = c.t_start + std::max<int64_t>(1500, std::llround((2e-6 + bytes / bw) * 1e9));
+    c.t_start = later(cursor_[s], 2000);
+    c.t_end = later(c.t_start, std::max<int64_t>(1500, ns_of(2e-6 + bytes / bw)));
     cursor_[s] = c.t_end;
     w_.add(c);
     ++stats_.copies;

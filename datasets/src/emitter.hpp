@@ -117,6 +117,7 @@ private:
     GenerateStats stats_;
     uint64_t rng_;
     int64_t cursor_[kStreamCount] = {0, 0, 0, 0};
+    int64_t total_bytes_ = 0;   // of every allocation so far
     int64_t last_start_ = 0;
     int64_t next_alloc_ = 1, next_kernel_ = 1, next_copy_ = 1, next_marker_ = 1;
     int64_t first_pending_ = 1;

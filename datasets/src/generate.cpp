@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "emitter.hpp"
@@ -19,48 +20,72 @@ std::string num(double v) {
     return b;
 }
 
-void write_meta(const GeneratorConfig& c, const GenerateStats& s, trace::Writer& w) {
+// The configuration as meta keys: what makes two generated traces of the same job.
+std::map<std::string, std::string> config_meta(const GeneratorConfig& c) {
     auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-    w.set_meta("source", "generate");
-    w.set_meta("generator", "mhc-datasets 1");
-    w.set_meta("preset", c.preset);
-    w.set_meta("device_name", c.gpu.device_name);
-    w.set_meta("device_memory", std::to_string(c.gpu.memory_bytes));
-    w.set_meta("seed", std::to_string(c.seed));
-    w.set_meta("gen.arch", std::string(to_string(c.arch)));
-    w.set_meta("gen.layers", std::to_string(c.layers));
-    w.set_meta("gen.hidden", std::to_string(c.hidden));
-    w.set_meta("gen.heads", std::to_string(c.heads));
-    w.set_meta("gen.kv_heads", std::to_string(c.kv_heads));
-    w.set_meta("gen.ffn", std::to_string(c.ffn));
-    w.set_meta("gen.seq", std::to_string(c.seq));
-    w.set_meta("gen.micro_batch", std::to_string(c.micro_batch));
-    w.set_meta("gen.vocab", std::to_string(c.vocab));
-    w.set_meta("gen.max_positions", std::to_string(c.max_positions));
-    w.set_meta("gen.dtype", std::string(to_string(c.dtype)));
-    w.set_meta("gen.steps", std::to_string(c.steps));
-    w.set_meta("gen.micro_batches", std::to_string(c.micro_batches));
-    w.set_meta("gen.dp", std::to_string(c.dp));
-    w.set_meta("gen.zero1", b(c.zero1));
-    w.set_meta("gen.tp", std::to_string(c.tp));
-    w.set_meta("gen.pp", std::to_string(c.pp));
-    w.set_meta("gen.bucket_bytes", std::to_string(c.bucket_bytes));
-    w.set_meta("gen.recompute", b(c.recompute));
-    w.set_meta("gen.flash", b(c.flash));
-    w.set_meta("gen.dropout", b(c.dropout));
-    w.set_meta("gen.hc", std::to_string(c.hc));
-    w.set_meta("gen.sinkhorn_iters", std::to_string(c.sinkhorn_iters));
-    w.set_meta("gen.hc_recompute", b(c.hc_recompute));
-    w.set_meta("gen.hc_block", std::to_string(dims(c).hc_block));
-    w.set_meta("gen.gpu", c.gpu.name);
-    w.set_meta("gen.gpu.matmul_flops", num(c.gpu.matmul_flops));
-    w.set_meta("gen.gpu.mem_bw", num(c.gpu.mem_bw));
-    w.set_meta("gen.jitter", num(c.jitter));
-    w.set_meta("gen.optimizer", "adamw (fp32 master + exp_avg + exp_avg_sq)");
+    std::map<std::string, std::string> m;
+    m.emplace("source", "generate");
+    m.emplace("generator", "mhc-datasets 1");
+    m.emplace("preset", c.preset);
+    m.emplace("device_name", c.gpu.device_name);
+    m.emplace("device_memory", std::to_string(c.gpu.memory_bytes));
+    m.emplace("seed", std::to_string(c.seed));
+    m.emplace("gen.arch", std::string(to_string(c.arch)));
+    m.emplace("gen.layers", std::to_string(c.layers));
+    m.emplace("gen.hidden", std::to_string(c.hidden));
+    m.emplace("gen.heads", std::to_string(c.heads));
+    m.emplace("gen.kv_heads", std::to_string(c.kv_heads));
+    m.emplace("gen.ffn", std::to_string(c.ffn));
+    m.emplace("gen.seq", std::to_string(c.seq));
+    m.emplace("gen.micro_batch", std::to_string(c.micro_batch));
+    m.emplace("gen.vocab", std::to_string(c.vocab));
+    m.emplace("gen.max_positions", std::to_string(c.max_positions));
+    m.emplace("gen.dtype", std::string(to_string(c.dtype)));
+    m.emplace("gen.steps", std::to_string(c.steps));
+    m.emplace("gen.micro_batches", std::to_string(c.micro_batches));
+    m.emplace("gen.dp", std::to_string(c.dp));
+    m.emplace("gen.zero1", b(c.zero1));
+    m.emplace("gen.tp", std::to_string(c.tp));
+    m.emplace("gen.pp", std::to_string(c.pp));
+    m.emplace("gen.bucket_bytes", std::to_string(c.bucket_bytes));
+    m.emplace("gen.recompute", b(c.recompute));
+    m.emplace("gen.flash", b(c.flash));
+    m.emplace("gen.dropout", b(c.dropout));
+    m.emplace("gen.hc", std::to_string(c.hc));
+    m.emplace("gen.sinkhorn_iters", std::to_string(c.sinkhorn_iters));
+    m.emplace("gen.hc_recompute", b(c.hc_recompute));
+    m.emplace("gen.hc_block", std::to_string(dims(c).hc_block));
+    m.emplace("gen.gpu", c.gpu.name);
+    m.emplace("gen.gpu.matmul_flops", num(c.gpu.matmul_flops));
+    m.emplace("gen.gpu.mem_bw", num(c.gpu.mem_bw));
+    m.emplace("gen.jitter", num(c.jitter));
+    m.emplace("gen.optimizer", "adamw (fp32 master + exp_avg + exp_avg_sq)");
+    return m;
+}
+
+void write_meta(const GeneratorConfig& c, const GenerateStats& s, trace::Writer& w) {
+    for (const auto& [k, v] : config_meta(c)) w.set_meta(k, v);
     w.set_meta("gen.parameters", std::to_string(s.parameters));
     w.set_meta("gen.local_parameters", std::to_string(s.local_parameters));
     w.set_meta("gen.flops_per_step", num(s.flops_per_step));
     w.set_meta("gen.activation_bytes_per_layer", std::to_string(s.activation_bytes_per_layer));
+}
+
+// The job identity (docs/trace-format.md, "Multi-rank traces"): the ranks generated from one
+// configuration are one job, on one clock starting at 0. A trace generated alone is a job of one.
+void write_job_meta(const GeneratorConfig& c, int rank, int world_size, trace::Writer& w) {
+    uint64_t h = 1469598103934665603ull;   // FNV-1a of the configuration
+    for (const auto& [k, v] : config_meta(c))
+        for (const std::string* x : {&k, &v}) {
+            for (unsigned char ch : *x) h = (h ^ ch) * 1099511628211ull;
+            h = (h ^ 0xff) * 1099511628211ull;
+        }
+    char id[32];
+    std::snprintf(id, sizeof id, "generate-%016llx", static_cast<unsigned long long>(h));
+    w.set_meta("job.id", id);
+    w.set_meta("world_size", std::to_string(world_size));
+    w.set_meta("rank", std::to_string(rank));
+    w.set_meta("time_origin_ns", "0");
 }
 
 // The rank's place and its communicators (docs/trace-format.md, "Multi-rank traces"):
@@ -72,8 +97,7 @@ void write_rank_meta(const GeneratorConfig& c, trace::Writer& w) {
         for (int i = 0; i < n; ++i) v += (i ? "," : "") + std::to_string(rank_of(i));
         return v;
     };
-    w.set_meta("rank", std::to_string(global_rank(c, s, d, t)));
-    w.set_meta("world_size", std::to_string(c.pp * c.dp * c.tp));
+    write_job_meta(c, global_rank(c, s, d, t), c.pp * c.dp * c.tp, w);
     w.set_meta("gen.pp_stage", std::to_string(s));
     w.set_meta("gen.dp_rank", std::to_string(d));
     w.set_meta("gen.tp_rank", std::to_string(t));
@@ -119,6 +143,8 @@ std::vector<GenerateStats> generate_ranks(const GeneratorConfig& cfg, const std:
     }
     std::vector<GenerateStats> out(files.size());
     std::vector<bool> done(files.size(), false);
+    // Every file stays temporary until all are complete, then they appear together.
+    std::vector<std::unique_ptr<trace::Writer>> complete;
     for (size_t first = 0; first < files.size(); ++first) {
         if (done[first]) continue;
         // The whole pipeline of this (dp, tp) rank pair is generated together: stage s's
@@ -180,14 +206,19 @@ std::vector<GenerateStats> generate_ranks(const GeneratorConfig& cfg, const std:
             GenerateStats gs = stats_of(g.c, *g.e, *g.w);
             write_meta(g.c, gs, *g.w);
             write_rank_meta(g.c, *g.w);
-            g.w->finish();
+            g.w->close();
             gs.rows = g.w->rows_written();
             gs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             out[size_t(g.file)] = gs;
             done[size_t(g.file)] = true;
+            complete.push_back(std::move(g.w));
         }
         // Stages generated only for their timing: writers destroyed unfinished.
     }
+    if (hooks.cancel && hooks.cancel->load()) throw Cancelled();
+    std::vector<trace::Writer*> writers;
+    for (auto& w : complete) writers.push_back(w.get());
+    trace::finish_together(writers);
     return out;
 }
 
@@ -201,6 +232,7 @@ GenerateStats generate(const GeneratorConfig& cfg, trace::Writer& w, const Gener
     e.finish();
     GenerateStats st = stats_of(cfg, e, w);
     write_meta(cfg, st, w);
+    write_job_meta(cfg, 0, 1, w);
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return st;
 }

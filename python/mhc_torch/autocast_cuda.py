@@ -3,9 +3,12 @@
 Captures run on fake *CPU* tensors (fake CUDA tensors fail in the backward without a GPU), so
 `torch.autocast` would apply the CPU cast lists, which differ from CUDA's: CPU autocast leaves
 `einsum` in fp32 and has no fp32 list for `exp`, `sum`, `pow`, `softmax`, `layer_norm`, ..., so an
-attention softmax stays bf16 where a GPU computes and saves it in fp32. `cuda_autocast()` replaces,
-for its duration, the kernels of the AutocastCPU dispatch key with kernels that apply CUDA's
-policy: the ops CUDA autocasts get CUDA's cast, the ops only CPU autocasts run uncast.
+attention softmax stays bf16 where a GPU computes and saves it in fp32. `cuda_autocast_kernels()`
+replaces the kernels of the AutocastCPU dispatch key with kernels that apply CUDA's policy (the
+ops CUDA autocasts get CUDA's cast, the ops only CPU autocasts run uncast), and `cuda_autocast()`
+switches autocast on. A capture keeps the kernels registered for its whole run, so that code which
+switches CPU autocast on by itself (a checkpoint's recompute in the backward) gets the forward's
+policy too.
 
 The policy (facts, not code, from PyTorch 2.15):
 - the op lists `AT_FORALL_LOWER_PRECISION_FP`, `AT_FORALL_FP32`, `AT_FORALL_FP32_SET_OPT_DTYPE`,
@@ -211,16 +214,29 @@ def _name(op) -> str:
     return base if op._overloadname == "default" else f"{base}.{op._overloadname}"
 
 
+_active: list[_Policy] = []  # the policies whose kernels are registered now, innermost last
+
+
 @contextlib.contextmanager
-def cuda_autocast(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu"):
-    """Autocast with CUDA's policy on tensors of `device_type` (the capture's fake CPU tensors),
-    as `torch.autocast("cuda", dtype)` would on a GPU. While it is active, CPU autocast anywhere
-    in the process follows CUDA's lists, and `torch.is_autocast_enabled("cuda")` is true, as user
-    code that asks expects on a GPU. Yields the list of CUDA-autocast ops it does not model."""
+def cuda_autocast_kernels(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu"):
+    """Registers CUDA's policy as the AutocastCPU kernels without switching autocast on. They act
+    wherever CPU autocast is on while registered: inside cuda_autocast(), and in code that switches
+    autocast on by itself, such as torch.utils.checkpoint's recompute in the backward, which
+    re-enters CPU autocast with the forward's state (with torch's CPU lists there, a recomputed op
+    would get another dtype than in the forward, which checkpoint refuses). A capture registers
+    them for its whole run. The policy's cached casts go when torch drops its own cache, as the
+    outermost autocast region exits: torch.autocast calls torch.clear_autocast_cache() then,
+    wrapped while registered. Yields the policy."""
     policy = _Policy(dtype, device_type)
-    table = policy_table()
     lib = torch.library.Library("aten", "IMPL")
+    clear = torch.clear_autocast_cache
+
+    def clear_autocast_cache():
+        policy.cache.clear()
+        clear()
+
     try:
+        table = policy_table()
         for name, kind in table.items():
             op = _overload(name)
             if op is None or kind == "not_emulated":
@@ -231,6 +247,29 @@ def cuda_autocast(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu")
         # (cross_entropy_loss) then decomposes with autocast on (log_softmax in fp32).
         for name in _registered("AutocastCPU") - set(table):
             lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU")
+        torch.clear_autocast_cache = clear_autocast_cache
+        _active.append(policy)
+        yield policy
+    finally:
+        if policy in _active:
+            _active.remove(policy)
+        torch.clear_autocast_cache = clear
+        policy.cache.clear()
+        lib._destroy()
+
+
+@contextlib.contextmanager
+def cuda_autocast(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu"):
+    """Autocast with CUDA's policy on tensors of `device_type` (the capture's fake CPU tensors),
+    as `torch.autocast("cuda", dtype)` would on a GPU. While it is active, CPU autocast anywhere
+    in the process follows CUDA's lists, and `torch.is_autocast_enabled("cuda")` is true, as user
+    code that asks expects on a GPU. Uses the kernels cuda_autocast_kernels() registered for the
+    same dtype and device (a capture's), else registers them for its own duration. Yields the
+    list of CUDA-autocast ops it does not model."""
+    with contextlib.ExitStack() as stack:
+        inner = _active[-1] if _active else None
+        if inner is None or (inner.lower, inner.device_type) != (dtype, device_type):
+            stack.enter_context(cuda_autocast_kernels(dtype, device_type))
         saved = {dev: (torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev)) for dev in (device_type, "cuda")}
         for dev in saved:
             torch.set_autocast_enabled(dev, True)
@@ -240,10 +279,7 @@ def cuda_autocast(dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu")
             yield unmodelled_ops()
         finally:
             if torch.autocast_decrement_nesting() == 0:
-                torch.clear_autocast_cache()
-            policy.cache.clear()
+                torch.clear_autocast_cache()  # the policy's cached casts too
             for dev, (enabled, dt) in saved.items():
                 torch.set_autocast_enabled(dev, enabled)
                 torch.set_autocast_dtype(dev, dt)
-    finally:
-        lib._destroy()

@@ -11,6 +11,8 @@ mode below it sees every aten op after autograd and autocast:
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import weakref
 from dataclasses import dataclass, field
@@ -21,7 +23,8 @@ from torch.utils._pytree import tree_flatten
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import inplace_backward, store, workspaces
+from . import inplace_backward, recipes, store, workspaces
+from .capture_tables import HOST, SettingsRecording
 from .recipes import Recipe, StepRun, cast_model
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
@@ -40,10 +43,6 @@ _SHAPE_ONLY_INPUT = {
     "aten::zeros_like", "aten::ones_like", "aten::full_like", "aten::empty_like", "aten::rand_like",
     "aten::randn_like", "aten::randint_like", "aten::new_zeros", "aten::new_ones", "aten::new_full",
 }
-
-
-# The capture's phases as the trace's `phases` codes.
-_PHASE_CODE = {"forward": store.FORWARD, "backward": store.BACKWARD, "optimizer": store.OPTIMIZER_PHASE}
 
 
 class CaptureError(Exception):
@@ -111,7 +110,7 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-class Recording:
+class Recording(SettingsRecording):
     """The trace being built: allocations, kernels and markers on one clock (ns)."""
 
     def __init__(self, spec: GpuSpec):
@@ -124,7 +123,6 @@ class Recording:
         self.records: list[_Storage] = []
         self.phase = "setup"
         self.step = -1
-        self.module_of: Callable[[], str] = lambda: ""
         self.layer_of: Callable[[], int | None] = lambda: None
         self.kernel_layer: list[tuple[int | None, str]] = []
         self.live_bytes = 0
@@ -132,6 +130,7 @@ class Recording:
         self.in_engine = False  # an op of the autograd engine ran since the backward began
         self.workspaces = workspaces.Workspaces(spec)
         self.accumulations = inplace_backward.Accumulations()
+        self.init_tables()
 
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
@@ -152,8 +151,13 @@ class Recording:
             s.phase = "fixed"
         self.storages[key] = s
         self.records.append(s)
-        self.live_bytes += nbytes
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        host = self.host_category(t, new=category is None)
+        if host is not None:
+            self.to_host(a, host)
+            s.phase = "fixed"
+        else:
+            self.live_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
         weakref.finalize(st, self._freed, key, s)
         return s
 
@@ -164,7 +168,10 @@ class Recording:
         if s.refs > 0:
             return  # another storage still stands for this allocation
         s.alloc.t_free = self.t
-        self.live_bytes -= s.alloc.bytes
+        if s.alloc.device == HOST:
+            self.host_live -= s.alloc.bytes
+        else:
+            self.live_bytes -= s.alloc.bytes
         self.accumulations.on_free(self, s)
 
     def alias(self, t: torch.Tensor, s: _Storage) -> None:
@@ -238,6 +245,8 @@ class Recording:
             for o in new_outs:
                 self.track(o, None, label)
             return
+        if self.route_host_op(name, label, reads, mutated, new_outs):
+            return
         accesses: dict[int, int] = {}
         for t in reads:
             s = self.track(t, store.OTHER, f"untracked input of {name}")
@@ -266,8 +275,8 @@ class Recording:
                       moved / self.spec.hbm_bw) + self.spec.launch_overhead_s
         dur = max(1, int(round(seconds * 1e9)))
         k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur,
-                         step=self.step, accesses=accesses, phase=_PHASE_CODE.get(self.phase, store.OTHER_PHASE),
-                         flops=flops, moved_bytes=moved)
+                         step=self.step, accesses=accesses, phase=self.phase_code(),
+                         flops=flops, moved_bytes=moved, module=where)
         workspaces.add_transient(self, self.workspaces.transient(func, args, kwargs), start, start + dur, accesses)
         self.kernels.append(k)
         self.accumulations.after_kernel(self, name, reads, new_outs, k)
@@ -366,6 +375,21 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
     return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}")
 
 
+@contextlib.contextmanager
+def _collector_at_step_ends():
+    """Python's cyclic garbage collector off during the capture (collected at each step's end
+    instead): a storage kept only by a reference cycle would otherwise be freed after whichever
+    op happened to trigger a collection, and two captures of one step would differ."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def capture(build_model: Callable[[], torch.nn.Module],
             make_batch: Callable[[], Any],
             steps: int = 1,
@@ -382,7 +406,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
             forward_only: bool = False,
             micro_batches: int = 1,
             zero_grad: str = "none",
-            step: Callable | None = None) -> CaptureResult:
+            step: Callable | None = None,
+            setting=None) -> CaptureResult:
     """Runs `steps` training steps (forward, backward, optimizer step, zero_grad) of the model
     that `build_model()` returns, on fake tensors, and writes the trace to `path`.
 
@@ -397,6 +422,9 @@ def capture(build_model: Callable[[], torch.nn.Module],
     no_grad; `micro_batches` forward+backward passes accumulate gradients before one optimizer
     step; `zero_grad` "none" | "zeros" | "never" after it; or `step(model, batch, run)`, a step
     function of one's own (recipes.StepRun).
+    `setting` (a dict, JSON text or file: mhc_torch.settings) is applied to the model and
+    optimizer with mhc_torch.apply once both are built, before the first step, and recorded in
+    meta `capture.setting` (SettingError when it does not fit the model).
     An output that cannot be written (a missing folder; an existing file when `replace` is False)
     is refused before the capture runs (store.OutputError, one line naming the file).
     """
@@ -405,6 +433,11 @@ def capture(build_model: Callable[[], torch.nn.Module],
         raise ValueError("steps must be at least 1")
     recipe = Recipe(autocast_dtype, autocast_policy, param_dtype, forward_only, micro_batches, zero_grad, step)
     recipe.check()
+    if setting is not None:
+        from .settings import check_setting, dumps, read_setting
+
+        setting_given = read_setting(setting)
+        setting = check_setting(setting_given)
     store.check_output(path, replace)
     rec = Recording(spec)
     fake = FakeTensorMode(allow_non_fake_inputs=False)
@@ -413,7 +446,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log_level = fake_log.level
     fake_log.setLevel(logging.CRITICAL)
     try:
-        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device)
+        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
     except CaptureError:
         raise
     except Exception as e:
@@ -426,7 +459,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
         raise
     finally:
         fake_log.setLevel(fake_log_level)
-    layer_names, step_times = result
+    layer_names, step_times, modules = result
     rec.layer_markers()
     rec.finish_categories()
     rec.peak_bytes = _device_peak(rec.allocs)  # after the folds above moved lifetimes
@@ -445,8 +478,13 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.steps": str(steps),
         "capture.layers": str(len(layer_names)),
         "capture.peak_bytes": str(rec.peak_bytes),
+        "capture.host_peak_bytes": str(rec.host_peak),
     }
     full_meta.update(recipe.meta())
+    if setting is not None:
+        full_meta["capture.setting"] = dumps(setting_given)
+        if setting.get("weights") == "bf16" and param_dtype is None:
+            full_meta["capture.param_dtype"] = "bfloat16"  # the setting's weights, cast by apply
     full_meta.update(rec.workspaces.meta())
     if autocast_dtype is not None and autocast_policy == "cuda":
         from .autocast_cuda import unmodelled_ops
@@ -454,7 +492,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
         full_meta["capture.autocast_unmodelled"] = " ".join(unmodelled_ops()) or "none"
     full_meta.update(versions())
     full_meta.update(meta or {})
-    store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, replace=replace)
+    store.write_trace(path, rec.allocs, rec.kernels, rec.markers, full_meta, modules=modules,
+                      saved=rec.saved_pairs(), copies=rec.copies, replace=replace)
     flops = [dict.fromkeys(store.PHASE_NAMES, 0) for _ in range(steps)]
     for k in rec.kernels:
         if 0 <= k.step < steps:
@@ -501,8 +540,10 @@ def _default_loss(model, batch):
     raise TypeError("the model's output has no .loss and is not a tensor; pass loss_fn")
 
 
-def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device):
+def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):
     from torch.distributed._tools.mod_tracker import ModTracker
+
+    from . import placement
 
     loss_fn = loss_fn or _default_loss
     with fake:
@@ -514,17 +555,18 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             model = cast_model(model, recipe.param_dtype)
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))([p for _, p in params])
+        if setting is not None:
+            from .applying import apply
+
+            model, opt = apply(model, opt, setting)
         for n, p in model.named_parameters():
             rec.set_category(p, store.PARAM, n)
         for n, b in model.named_buffers():
             rec.set_category(b, store.OTHER, f"buffer {n}")
         param_name = {id(p): n for n, p in params}
+        param_name.update({id(h): param_name.get(id(p), "?") for p, h in getattr(opt, "offloaded_params", ())})
         layers = _layer_lists(model)
         tracker = ModTracker()
-
-        def module_of():
-            ps = [p for p in tracker.parents if p != "Global"]
-            return max(ps, key=len) if ps else ""
 
         def layer_of():
             for p in tracker.parents:
@@ -533,21 +575,27 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                     return i
             return None
 
-        rec.module_of, rec.layer_of = module_of, layer_of
+        rec.layer_of = layer_of
+        rec.track_modules(tracker)
         step_times = []
         with torch.device(device):
             batch = make_batch()
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
-        with tracker, _Recorder(rec), StepRun(rec, model, opt, loss_fn, recipe, device, param_name) as run:
+        run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
+        with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, _Recorder(rec), run, \
+                _collector_at_step_ends():
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
-                run.run_step(s, batch)
+                with rec.saved_hooks():
+                    run.run_step(s, batch)
+                gc.collect()  # storages held only by reference cycles end here, not at a random op
                 rec.end_backward()
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
         rec.phase = "end"
+        modules = rec.module_records(model)
         del run, opt, model, batch
-    return list(layers), step_times
+    return list(layers), step_times, modules

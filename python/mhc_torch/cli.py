@@ -37,7 +37,59 @@ def _model_failed(model: str, e: BaseException) -> str:
     return f"mhc-torch: {where(frame) or model}: {what}"
 
 
-def _capture(a) -> int:
+# Options that say where the trace goes or what is applied to the step, not what the step is.
+_NOT_RECIPE = {"help", "out", "force", "setting", "recipe", "cmd"}
+
+
+def _recipe(a, parser: argparse.ArgumentParser) -> dict:
+    """What `mhc-torch capture` needs to run the same capture again: the model (a preset or the
+    absolute path of FILE.py) and every option of the step."""
+    recipe = {"model": os.path.abspath(a.model) if a.model.endswith(".py") else a.model}
+    for action in parser._actions:
+        if action.dest not in _NOT_RECIPE and action.dest != "model":
+            recipe[action.dest] = getattr(a, action.dest)
+    return recipe
+
+
+def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
+    """The command-line arguments that a recipe (JSON text or file, as _recipe writes) stands for."""
+    import json
+
+    if not text.lstrip().startswith("{"):
+        with open(text, encoding="utf-8") as f:
+            text = f.read()
+    try:
+        recipe = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("model"), str):
+        raise ValueError("expected a JSON object with a \"model\"")
+    options = {a.dest: a for a in parser._actions if a.dest not in _NOT_RECIPE and a.dest != "model"}
+    argv = [recipe["model"]]
+    for key, value in recipe.items():
+        if key == "model" or value is None:
+            continue
+        action = options.get(key)
+        if action is None:
+            raise ValueError(f"unknown key '{key}'; valid: model, {', '.join(options)}")
+        if isinstance(action, argparse._StoreTrueAction):
+            argv += [action.option_strings[-1]] if value else []
+        else:
+            argv += [action.option_strings[-1], str(value)]
+    return argv
+
+
+def _capture(a, parser: argparse.ArgumentParser) -> int:
+    import json
+
+    from .settings import SettingError, load_setting
+
+    try:  # before torch is imported: a bad setting is told at once
+        setting = load_setting(a.setting) if a.setting is not None else None
+    except SettingError as e:
+        print(f"mhc-torch: {e}", file=sys.stderr)
+        return 2
+
     import torch
 
     from .capturing import CaptureError, capture
@@ -73,6 +125,7 @@ def _capture(a) -> int:
             "capture.hc": str(a.hc) if a.model.endswith("mhc") or a.model.startswith("mhc") else ""}
     meta = {k: v for k, v in meta.items() if v}
     meta["capture.optimizer"] = a.optimizer
+    meta["capture.recipe"] = json.dumps(_recipe(a, parser), sort_keys=True)
     # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
     fused = a.optimizer == "adamw-fused"
     optimizer = lambda ps: torch.optim.AdamW(ps, lr=1e-4, fused=fused, foreach=None if fused else True)  # noqa: E731
@@ -81,8 +134,8 @@ def _capture(a) -> int:
         r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
                     optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
                     autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
-                    micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step)
-    except CaptureError as e:
+                    micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting)
+    except (CaptureError, SettingError) as e:
         print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -151,11 +204,16 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("capture", help="capture training steps of a named model on fake tensors")
     from .models import PRESETS
-    c.add_argument("model", help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), "
-                                 "make_batch() and optionally loss_fn(model, batch) and step(model, batch, run)")
+    c.add_argument("model", nargs="?", help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), "
+                                            "make_batch() and optionally loss_fn(model, batch) and "
+                                            "step(model, batch, run)")
     c.add_argument("-o", "--out", required=True, help="trace file to write (.db); an existing file is refused "
                                                       "unless --force")
     c.add_argument("--force", action="store_true", help="replace an existing output (and the runs stored in it)")
+    c.add_argument("--setting", metavar="JSON_OR_FILE",
+                   help="apply a memory setting with mhc_torch.apply before the first step (docs/torch.md)")
+    c.add_argument("--recipe", metavar="JSON_OR_FILE",
+                   help="the model and options as a trace's meta capture.recipe has them (instead of MODEL and options)")
     c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS))
     c.add_argument("--steps", type=int, default=1)
     c.add_argument("--batch", type=int, default=1)
@@ -177,7 +235,24 @@ def main(argv=None) -> int:
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
     r.add_argument("trace")
     a = p.parse_args(argv)
+    if a.cmd == "capture" and a.recipe is not None:
+        if a.model is not None:
+            print("mhc-torch: give either MODEL with its options or --recipe", file=sys.stderr)
+            return 2
+        try:
+            rest = _recipe_argv(a.recipe, c)
+        except OSError as e:
+            print(f"mhc-torch: recipe: {a.recipe}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        except ValueError as e:
+            print(f"mhc-torch: recipe: {e}", file=sys.stderr)
+            return 2
+        a = p.parse_args(["capture", *rest, "-o", a.out] + (["--setting", a.setting] if a.setting is not None else [])
+                         + (["--force"] if a.force else []))
     if a.cmd == "capture":
+        if a.model is None:
+            print("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe", file=sys.stderr)
+            return 2
         if not a.model.endswith(".py") and a.model not in PRESETS:
             print(f"mhc-torch: unknown model '{a.model}'; valid: {', '.join(PRESETS)} or FILE.py", file=sys.stderr)
             return 2
@@ -192,7 +267,7 @@ def main(argv=None) -> int:
         except OutputError as e:
             print(f"mhc-torch: {e}", file=sys.stderr)
             return 2
-        return _capture(a)
+        return _capture(a, c)
     return _runs(a)
 
 

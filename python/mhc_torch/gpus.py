@@ -11,6 +11,10 @@ Figures are the vendors' public datasheet numbers, dense (no 2:4 sparsity):
 - L40S: NVIDIA L40S datasheet (2023): BF16 362.05 TFLOP/s, TF32 183, FP32 91.6, 48 GB GDDR6 at
   864 GB/s.
 
+The host link is the GPU's PCIe generation, one direction, pinned memory, as measured (the
+toolkit's link presets, docs/simulator.md): PCIe 4 (A100, L40S) 25 GB/s, PCIe 5 (H100, H200)
+55 GB/s. A capture times the copies of host-memory settings with it.
+
 Streaming multiprocessors: A100 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020),
 H100 SXM5 132 and H100 PCIe 114 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022), H200
 132 (the H100 SXM's GH100 configuration), L40S 142 (NVIDIA L40S datasheet, 2023). Resident threads
@@ -34,6 +38,7 @@ class GpuSpec:
     tf32_flops: float
     fp32_flops: float  # non-tensor-core fp32 (the default for fp32 matmuls in PyTorch)
     hbm_bw: float  # bytes/s
+    host_link_bw: float = 25e9  # bytes/s, one direction, pinned host memory
     launch_overhead_s: float = 2e-6
     # What the GPU's own buffers depend on (workspaces.py); None: not modelled for this GPU.
     compute_capability: tuple[int, int] | None = None
@@ -56,11 +61,11 @@ GPUS: dict[str, GpuSpec] = {
                         compute_capability=(8, 0), sm_count=108, max_threads_per_sm=2048),
     "a100-80g": GpuSpec("a100-80g", "NVIDIA A100-SXM4-80GB", 80 << 30, 312e12, 156e12, 19.5e12, 2.039e12,
                         compute_capability=(8, 0), sm_count=108, max_threads_per_sm=2048),
-    "h100-pcie": GpuSpec("h100-pcie", "NVIDIA H100 PCIe", 80 << 30, 756e12, 378e12, 51.2e12, 2.0e12,
+    "h100-pcie": GpuSpec("h100-pcie", "NVIDIA H100 PCIe", 80 << 30, 756e12, 378e12, 51.2e12, 2.0e12, 55e9,
                          compute_capability=(9, 0), sm_count=114, max_threads_per_sm=2048),
-    "h100-sxm": GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 80 << 30, 989.4e12, 494.7e12, 66.9e12, 3.35e12,
+    "h100-sxm": GpuSpec("h100-sxm", "NVIDIA H100 80GB HBM3", 80 << 30, 989.4e12, 494.7e12, 66.9e12, 3.35e12, 55e9,
                         compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048),
-    "h200": GpuSpec("h200", "NVIDIA H200", 141_000_000_000, 989.4e12, 494.7e12, 66.9e12, 4.8e12,
+    "h200": GpuSpec("h200", "NVIDIA H200", 141_000_000_000, 989.4e12, 494.7e12, 66.9e12, 4.8e12, 55e9,
                     compute_capability=(9, 0), sm_count=132, max_threads_per_sm=2048),
     "l40s": GpuSpec("l40s", "NVIDIA L40S", 48 << 30, 362.05e12, 183e12, 91.6e12, 0.864e12,
                     compute_capability=(8, 9), sm_count=142, max_threads_per_sm=1536),

@@ -55,7 +55,14 @@ def sinkhorn(logits: torch.Tensor, iters: int) -> torch.Tensor:
     return m
 
 
-class HyperConnection(nn.Module):
+class HcMaps(nn.Module):
+    """The three maps of a hyper-connection from its n streams: RMSNorm of the flattened streams,
+    a linear projection, sigmoids for H_pre and H_post, Sinkhorn-Knopp for H_res. A module of its
+    own so that it can be recomputed in the backward alone (mhc_torch's "mhc" checkpoint policy
+    checkpoints every module marked MHC_RECOMPUTE); the sublayer and the stream mixing stay."""
+
+    MHC_RECOMPUTE = True
+
     def __init__(self, n: int, hidden: int, iters: int):
         super().__init__()
         self.n, self.iters = n, iters
@@ -64,7 +71,7 @@ class HyperConnection(nn.Module):
         self.bias = nn.Parameter(torch.zeros(n * n + 2 * n))
         self.gate = nn.Parameter(torch.full((3,), 0.01))
 
-    def maps(self, x):
+    def forward(self, x):
         """x: (B, T, n, C) -> pre (B, T, n), post (B, T, n), res (B, T, n, n)."""
         n = self.n
         h = self.proj(self.norm(x.flatten(-2))).float()
@@ -73,6 +80,12 @@ class HyperConnection(nn.Module):
         post = 2 * torch.sigmoid(self.gate[1] * h[..., n:2 * n] + b[n:2 * n])
         res = sinkhorn((self.gate[2] * h[..., 2 * n:] + b[2 * n:]).unflatten(-1, (n, n)), self.iters)
         return pre, post, res
+
+
+class HyperConnection(nn.Module):
+    def __init__(self, n: int, hidden: int, iters: int):
+        super().__init__()
+        self.maps = HcMaps(n, hidden, iters)
 
     def forward(self, x, sublayer):
         pre, post, res = self.maps(x)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import sys
 import threading
 
@@ -28,6 +29,14 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
         raise OutputError(f"{path}: the folder {folder} does not exist")
     if os.path.isdir(path):
         raise OutputError(f"{path}: is a directory")
+    # A device, a FIFO or a socket (or a link to one) is never replaced, even when replacing.
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None   # nothing there (or a dangling link): written as a new file
+    if mode is not None and not stat.S_ISREG(mode):
+        link = f"a symbolic link to {os.readlink(path)}, " if os.path.islink(path) else ""
+        raise OutputError(f"{path}: is {link}a {_kind(mode)}, not a regular file")
     for src in inputs:
         if src and os.path.exists(path) and os.path.exists(src) and os.path.samefile(src, path):
             raise OutputError(f"{path}: is the input file {src}; write the output to another file")
@@ -35,6 +44,38 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
         raise OutputExists(f"{path}: already exists; pass --force to replace it (and everything in it)")
     if not os.access(folder, os.W_OK):
         raise OutputError(f"{path}: the folder {folder} is not writable")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def temp_name(path: str, pid: int) -> str:
+    """PATH.mhc-tmp-PID beside PATH, its name shortened (its start and a 64-bit FNV-1a hash of the
+    whole) when it would leave no room for SQLite's "-journal" within the folder's limit on a
+    name, as the C++ tools name it (common/src/output_file.cpp)."""
+    folder, base = os.path.split(path)
+    return os.path.join(folder, _temp_stem(folder or ".", base) + f".mhc-tmp-{pid}")
+
+
+def _temp_stem(folder: str, base: str) -> str:
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    suffix = len(".mhc-tmp-") + 10 + len("-journal")   # a pid has at most 10 digits
+    raw = os.fsencode(base)
+    if len(raw) + suffix <= limit:
+        return base
+    h = 1469598103934665603
+    for c in raw:
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    keep = max(limit - suffix - 17, 0)
+    return os.fsdecode(raw[:keep]) + f"~{h:016x}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -52,14 +93,15 @@ def remove_stale_temps(path: str) -> int:
     (a SIGKILL or a power cut, which no handler sees); returns how many were removed."""
     folder = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
+    stem = _temp_stem(folder, base)
     removed = 0
     try:
         names = os.listdir(folder)
     except OSError:
         return 0
     for name in names:
-        for marker in (".mhc-tmp-", ".tmp-"):
-            tail = name[len(base) + len(marker):] if name.startswith(base + marker) else ""
+        for start, marker in ((base, ".mhc-tmp-"), (base, ".tmp-"), (stem, ".mhc-tmp-")):
+            tail = name[len(start) + len(marker):] if name.startswith(start + marker) else ""
             if tail.isdigit() and int(tail) > 0 and int(tail) != os.getpid() and not _pid_alive(int(tail)):
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(folder, name))
@@ -111,8 +153,12 @@ class SignalGuard:
 def begin_output(path: str, replace: bool) -> str:
     """Checks `path`, removes dead processes' temporaries of it and returns this process's."""
     check_output(path, replace)
+    if replace and os.path.islink(path):   # the new file takes the link's place: say so
+        target = os.readlink(path)
+        print(f"mhc-torch: {path} is a symbolic link to {target}: the link is replaced by the new file; {target} is "
+              "left as it is", file=sys.stderr)
     remove_stale_temps(path)
-    tmp = f"{path}.mhc-tmp-{os.getpid()}"
+    tmp = temp_name(path, os.getpid())
     with contextlib.suppress(FileNotFoundError):
         os.remove(tmp)  # ours from an earlier call of this process, never another's
     return tmp

@@ -60,6 +60,21 @@ class Recipe:
 
 
 @contextlib.contextmanager
+def autocast_kernels(device: str, recipe: Recipe):
+    """For a whole capture: the cast rules that the recipe's autocast follows wherever autocast
+    is switched on, also where the capture's own autocast() is not the one switching it (a
+    checkpoint's recompute in the backward restores the forward's CPU autocast state). Only CUDA's
+    emulated lists need registering; torch's own are always there."""
+    if recipe.autocast_dtype is None or recipe.autocast_policy != "cuda" or torch.device(device).type != "cpu":
+        yield
+        return
+    from .autocast_cuda import cuda_autocast_kernels
+
+    with cuda_autocast_kernels(recipe.autocast_dtype, torch.device(device).type):
+        yield
+
+
+@contextlib.contextmanager
 def autocast(device: str, dtype: torch.dtype | None, policy: str = "cuda"):
     """Autocast to `dtype` on the capture's device with CUDA's lists ("cuda", emulated on fake CPU
     tensors) or the device's own ("cpu"); nothing when `dtype` is None."""
@@ -90,21 +105,15 @@ def autocast(device: str, dtype: torch.dtype | None, policy: str = "cuda"):
 
 
 def cast_model(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """model.to(dtype) for floating parameters and buffers, done by hand: Module.to swaps fake
-    tensors in place, which fails on tensors that fake-tensor bookkeeping holds weak references
-    to. Tied parameters stay tied."""
-    new: dict[int, torch.Tensor] = {}
-    for m in model.modules():
-        for name, p in list(m._parameters.items()):
-            if p is not None and p.is_floating_point():
-                if id(p) not in new:
-                    new[id(p)] = torch.nn.Parameter(p.detach().to(dtype), requires_grad=p.requires_grad)
-                m._parameters[name] = new[id(p)]
-        for name, b in list(m._buffers.items()):
-            if b is not None and b.is_floating_point():
-                if id(b) not in new:
-                    new[id(b)] = b.to(dtype)
-                m._buffers[name] = new[id(b)]
+    """model.to(dtype) for floating parameters and buffers: the one cast of `--weights` and of a
+    setting's "weights" (mhc_torch.apply). Each tensor's `.data` is replaced, as Module.to does
+    unless it swaps tensors, which fails on fake tensors that fake-tensor bookkeeping holds weak
+    references to; so every Parameter object stays (an optimizer built over them still holds
+    them) and tied parameters stay tied."""
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            if t.is_floating_point() and t.dtype != dtype:
+                t.data = t.data.to(dtype)
     return model
 
 
@@ -123,6 +132,7 @@ class StepRun:
         self._param_name = param_name
         self._handles = []
         self._t_opt = None
+        self._opt_depth = 0
 
     # What a step function calls --------------------------------------------------------------
     def autocast(self):
@@ -162,13 +172,21 @@ class StepRun:
         self.state.clear()
 
     def _grad_ready(self, p) -> None:
-        self._rec.set_category(p.grad, store.GRAD, self._param_name.get(id(p), "?") + ".grad")
+        if p.grad is not None:  # None: a hook registered before this one took it (optimizer state on the host)
+            self._rec.set_category(p.grad, store.GRAD, self._param_name.get(id(p), "?") + ".grad")
 
     def _optimizer_begins(self, opt, args, kwargs) -> None:
-        self._rec.phase = "optimizer"
-        self._t_opt = self._rec.t
+        # An optimizer class whose step() calls its base class's (mhc_torch.optimizers' host step)
+        # runs the hooks once per level: the outermost call is the optimizer phase.
+        self._opt_depth += 1
+        if self._opt_depth == 1:
+            self._rec.phase = "optimizer"
+            self._t_opt = self._rec.t
 
     def _optimizer_ends(self, opt, args, kwargs) -> None:
+        self._opt_depth -= 1
+        if self._opt_depth > 0:
+            return
         for p, state in opt.state.items():
             for key, v in state.items():
                 if isinstance(v, torch.Tensor):

@@ -23,6 +23,7 @@ CATEGORY_NAMES = ["param", "grad", "optimizer", "activation", "workspace", "comm
 READ, WRITE, READ_WRITE = 1, 2, 3
 MARKER_STEP, MARKER_LAYER, MARKER_RANGE = 0, 1, 2
 FORWARD, BACKWARD, OPTIMIZER_PHASE, RECOMPUTE, OTHER_PHASE = range(5)
+H2D, D2H = 0, 1  # copy kinds
 PHASE_NAMES = ["forward", "backward", "optimizer", "recompute", "other"]
 
 _TABLES = """
@@ -58,7 +59,7 @@ CREATE TABLE modules (
 CREATE TABLE kernel_info (
   kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
   flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
-CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL, packs INTEGER,
   PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
 CREATE TABLE runs (
   id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
@@ -136,6 +137,17 @@ class Module:
 
 
 @dataclass
+class Copy:
+    id: int
+    kind: int  # H2D, D2H, ...
+    bytes: int
+    t_start: int
+    t_end: int
+    stream: int = 0
+    device: int = 0
+
+
+@dataclass
 class Marker:
     name: str
     t_start: int
@@ -145,12 +157,13 @@ class Marker:
 
 
 def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
-                modules=(), saved=(), replace: bool = True) -> None:
+                modules=(), saved=(), copies=(), replace: bool = True) -> None:
     """Writes a complete trace to `path` atomically (temporary file, then rename).
 
     `modules` (Module records, parents before children) and the kernels' module/phase/flops fill
-    the capture tables `modules` and `kernel_info`; `saved` is (allocation id, kernel id) pairs
-    for `saved_tensors`: the storages autograd saved for the backward and the op that saved them.
+    the capture tables `modules` and `kernel_info`; `saved` is (allocation id, kernel id, packs)
+    for `saved_tensors`: the storages autograd saved for the backward, the op that saved them and
+    how many times (views of one storage); `copies` are Copy records.
     With `replace` False an existing `path` is never replaced (OutputExists).
     """
     tmp = begin_output(path, replace)
@@ -188,7 +201,9 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
             db.executemany(
                 "INSERT INTO kernel_info VALUES (?,?,?,?,?)",
                 ((k.id, module_id[k.module], k.phase, k.flops, k.moved_bytes) for k in kernels))
-            db.executemany("INSERT INTO saved_tensors VALUES (?,?)", sorted(set(saved)))
+            db.executemany("INSERT INTO saved_tensors VALUES (?,?,?)", sorted(saved))
+            db.executemany("INSERT INTO copies VALUES (?,?,?,?,?,?,?)",
+                           ((c.id, c.device, c.stream, c.kind, c.bytes, c.t_start, c.t_end) for c in copies))
             db.executemany(
                 "INSERT INTO markers VALUES (?,?,?,?,?,?)",
                 ((i + 1, intern(m.name), m.t_start, m.t_end, m.kind, m.idx) for i, m in enumerate(markers)))
@@ -204,10 +219,13 @@ def write_trace(path: str, allocations, kernels, markers, meta: dict[str, str],
         finally:
             db.close()
         commit(tmp, path, replace)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.remove(tmp)
         signals.reraise_fatal()
+        # A full disk or a file size limit: one line naming the output, not a traceback.
+        if isinstance(e, sqlite3.Error) or (isinstance(e, OSError) and not isinstance(e, OutputError)):
+            raise OutputError(f"{path}: cannot write the trace: {e}") from None
         raise
     finally:
         signals.restore()

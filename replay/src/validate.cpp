@@ -446,7 +446,8 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         int64_t id = 0;
         if (spec.store && rep.store_error.empty()) {
             try {
-                id = trace::begin_run(path, "replayed", row.name + "/" + to_string(spec.replay.backend), spec.runs_db);
+                id = trace::begin_run(path, "replayed", row.name + "/" + to_string(spec.replay.backend), spec.runs_db,
+                                     t.fingerprint);
             } catch (const std::exception& e) {
                 store_failed(e);
             }
@@ -535,10 +536,10 @@ Report validate(const std::string& path, const ValidateSpec& spec,
         auto store_row = [&](Row& row) {
             if (!rep.store_error.empty()) return;
             try {
-                row.sim_run = trace::add_run(path, row.sim_record, spec.runs_db);
+                row.sim_run = trace::add_run(path, row.sim_record, spec.runs_db, t.fingerprint);
                 row.replay_record.base_run = row.sim_run;
-                if (row.replay_run > 0) trace::finish_run(path, row.replay_run, row.replay_record, spec.runs_db);
-                else row.replay_run = trace::add_run(path, row.replay_record, spec.runs_db);
+                if (row.replay_run > 0) trace::finish_run(path, row.replay_run, row.replay_record, spec.runs_db, t.fingerprint);
+                else row.replay_run = trace::add_run(path, row.replay_record, spec.runs_db, t.fingerprint);
             } catch (const std::exception& e) {
                 store_failed(e);
             }

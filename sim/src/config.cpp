@@ -1,6 +1,7 @@
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/allocator.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -22,34 +23,45 @@ std::string Capacity::to_string() const {
     return format_bytes(bytes);
 }
 
+namespace {
+constexpr double kMinPercent = 1e-4;   // 0.0001% of the peak: 80 KB of an 80 GB one
+}  // namespace
+
 Capacity parse_capacity(const std::string& text) {
     Capacity c;
-    if (text == "unlimited" || text == "inf") return c;
-    if (!text.empty() && text.back() == '%') {
-        std::string num = text.substr(0, text.size() - 1);
-        char* end = nullptr;
-        double v = std::strtod(num.c_str(), &end);
-        if (num.empty() || end != num.c_str() + num.size() || !std::isfinite(v))
-            throw Error("capacity '" + text + "': not a percentage");
-        if (v <= 0) throw Error("capacity '" + text + "': must be positive");
-        // Above the unlimited peak nothing is limited: such a run would be stored as if it
-        // said something about a limit.
-        if (v > 100)
-            throw Error("capacity '" + text + "': more than 100% of the peak limits nothing; give at most 100% "
-                        "(or 'unlimited' for the baseline)");
-        c.fraction = v / 100.0;
-        return c;
+    std::string t;
+    for (char ch : text)
+        if (!std::isspace(static_cast<unsigned char>(ch))) t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (t == "unlimited" || t == "inf") return c;
+    const std::string quoted = "capacity '" + text + "'";
+    // A number alone: 70% of the peak or 70 GiB was meant (never 70 bytes); suggest only what is
+    // accepted.
+    if (!t.empty() && t.find_first_not_of("0123456789.") == std::string::npos) {
+        const double v = std::strtod(t.c_str(), nullptr);
+        if (!(v > 0)) throw Error(quoted + ": must be positive");
+        throw Error(quoted + ": needs a unit: " + (v <= 100 ? t + "% of the peak, " : std::string()) + t + "GiB or " +
+                    t + "GB (mhc help sizes)");
     }
-    if (!text.empty() && text[0] == '-') throw Error("capacity '" + text + "': must be positive");
-    int64_t b = parse_bytes(text);
-    if (b <= 0) throw Error("capacity '" + text + "': must be positive");
-    // A bare number is bytes; "--capacity 70" almost always meant 70% or 70 GiB, and a GPU
-    // smaller than 1 MiB is never what was meant.
-    bool bare = text.find_first_not_of("0123456789.eE+") == std::string::npos;
-    if (bare && b < (1LL << 20))
-        throw Error("capacity '" + text + "': a number without a unit is bytes (" + text +
-                    " B); give a unit: " + text + "% of the peak, " + text + "GiB, " + text + "GB or " + text + "B");
-    c.bytes = b;
+    try {
+        if (!t.empty() && t.back() == '%') {
+            // Above the unlimited peak nothing is limited: such a run would be stored as if it
+            // said something about a limit.
+            c.fraction = parse_share(text, INFINITY);
+            if (c.fraction <= 0) throw Error("'" + text + "': must be positive");
+            if (c.fraction > 1)
+                throw Error("'" + text + "': more than 100% of the peak limits nothing; give at most 100% "
+                            "(or 'unlimited' for the baseline)");
+            // A share so small that it is no capacity at all (1e-300% of any peak is 0 bytes).
+            if (c.fraction * 100 < kMinPercent)
+                throw Error("'" + text + "': less than " + std::to_string(kMinPercent).substr(0, 6) +
+                            "% of the peak; give a size (512KiB) for a limit that small");
+        } else {
+            c.bytes = parse_size(text);
+            if (c.bytes <= 0) throw Error("'" + text + "': must be positive");
+        }
+    } catch (const Error& e) {
+        throw Error("capacity " + std::string(e.what()));
+    }
     return c;
 }
 
@@ -107,6 +119,13 @@ std::string names_of(const std::vector<PolicyInfo>& v) {
     return s;
 }
 
+// "; did you mean lru?" for a mistyped name.
+std::string guess(const std::vector<PolicyInfo>& v, const std::string& name) {
+    std::vector<std::string> bases;
+    for (const auto& p : v) bases.push_back(p.name.substr(0, p.name.find_first_of(":[")));
+    return did_you_mean(name, bases);
+}
+
 bool known(const std::vector<PolicyInfo>& v, const std::string& name) {
     for (const auto& p : v) {
         std::string base = p.name.substr(0, p.name.find_first_of(":["));
@@ -135,12 +154,12 @@ void validate(const Config& c) {
     if (!std::isfinite(c.max_swap_ops_per_sec) || c.max_swap_ops_per_sec < 0)
         throw Error("--max-swap-ops-per-sec must be >= 0 (0: unlimited)");
     if (!known(eviction_policies(), c.eviction))
-        throw Error("unknown eviction policy '" + c.eviction + "': use one of " +
-                    names_of(eviction_policies()));
+        throw Error("unknown eviction policy '" + c.eviction + "': use one of " + names_of(eviction_policies()) +
+                    guess(eviction_policies(), c.eviction));
     parse_prefetch(c.prefetch);
     if (!known(allocator_models(), c.allocator))
-        throw Error("unknown allocator model '" + c.allocator + "': use one of " +
-                    names_of(allocator_models()));
+        throw Error("unknown allocator model '" + c.allocator + "': use one of " + names_of(allocator_models()) +
+                    guess(allocator_models(), c.allocator));
     if (!c.allocator_conf.empty()) {
         if (c.allocator != "caching")
             throw Error("--allocator-conf applies to the caching allocator model (--allocator caching)");
@@ -164,7 +183,9 @@ PrefetchSpec parse_prefetch(const std::string& text) {
     else if (base == "periodic") p.kind = PrefetchKind::Periodic;
     else if (base == "capuchin") p.kind = PrefetchKind::Capuchin;
     else if (base == "forecast") p.kind = PrefetchKind::Forecast;
-    else throw Error("unknown prefetch policy '" + text + "': use one of " + names_of(prefetch_policies()));
+    else
+        throw Error("unknown prefetch policy '" + text + "': use one of " + names_of(prefetch_policies()) +
+                    guess(prefetch_policies(), base));
     if (colon != std::string::npos) {
         if (p.kind == PrefetchKind::Capuchin || p.kind == PrefetchKind::None)
             throw Error("prefetch policy '" + base + "' takes no argument");

@@ -217,7 +217,7 @@ void Engine<Policy>::evict(int32_t v, int64_t t) {
     } else {
         state[v] = Residency::InD2H;
         host_used += b;
-        R.host_peak = std::max(R.host_peak, host_used);
+        R.host_peak = std::max(R.host_peak, host_used + program_host);
         if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
         pending_release += b;
         ++epoch[v];
@@ -264,7 +264,7 @@ void Engine<Policy>::sample(int64_t recorded) {
     int64_t nb = static_cast<int64_t>(buckets.size());
     int64_t b = std::clamp<int64_t>((recorded - P.t_begin) * nb / (span + 1), 0, nb - 1);
     Bucket& k = buckets[static_cast<size_t>(b)];
-    if (used > k.dev) { k.dev = used; k.t = recorded + shift; k.host = host_used; }
+    if (used > k.dev) { k.dev = used; k.t = recorded + shift; k.host = host_used + program_host; }
 }
 
 template <class Policy>
@@ -612,6 +612,11 @@ typename PrefetchTarget::Early Engine<Policy>::early_swap_out_of(int32_t v, int3
 template <class Policy>
 bool Engine<Policy>::step(const RecordedEvent& e) {
     origin = {e.what, false, e.row};
+    // the program's host allocations and frees up to this instant (frees first at one instant)
+    for (; host_event < P.host_events.size() && P.host_events[host_event].first <= e.time; ++host_event) {
+        program_host += P.host_events[host_event].second;
+        R.host_peak = std::max(R.host_peak, host_used + program_host);
+    }
     bool oom_here = false;
     switch (e.what) {
         case Recorded::KernelEnd: on_kernel_end(e.seq); break;

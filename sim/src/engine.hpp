@@ -117,6 +117,10 @@ private:
     std::priority_queue<Transfer, std::vector<Transfer>, std::greater<Transfer>> inflight;
 
     int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;
+    // The program's own host memory (the trace's device -1 allocations), live at the current
+    // recorded time: counted in host bytes, not against the host buffer (docs/simulator.md).
+    int64_t program_host = 0;
+    size_t host_event = 0;
     // ideal bytes: allocated and not freed / of those, on the GPU or in H2D (early swap-out)
     int64_t allocated_bytes = 0, resident_bytes = 0;
     int64_t busy[2] = {0, 0};         // link queues: [0] H2D (or both), [1] D2H

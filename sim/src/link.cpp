@@ -98,7 +98,7 @@ Direction direction(const json& root, const std::string& key, const std::string&
 
 LinkModel load_link_profile(const std::string& path) {
     std::ifstream in(path);
-    if (!in) throw Error(where(path, "cannot open the link profile"));
+    if (!in) throw Error(std::filesystem::exists(path) ? where(path, "cannot open the link profile") : no_such_file(path));
     std::stringstream ss;
     ss << in.rdbuf();
     json root;
@@ -252,9 +252,16 @@ LinkModel link_from_spec(const std::string& spec) {
         if (p.name == spec) return p;
     std::error_code ec;
     if (std::filesystem::is_regular_file(spec, ec)) return load_link_profile(spec);
+    // A name with a folder or a .json ending meant a profile file.
+    if (spec.find('/') != std::string::npos || spec.ends_with(".json")) throw Error(no_such_file(spec));
     std::string names;
-    for (const auto& p : link_presets()) names += (names.empty() ? "" : ", ") + p.name;
-    throw Error("unknown link '" + spec + "': use one of " + names + " or a link profile JSON file");
+    std::vector<std::string> list;
+    for (const auto& p : link_presets()) {
+        names += (names.empty() ? "" : ", ") + p.name;
+        list.push_back(p.name);
+    }
+    throw Error("unknown link '" + spec + "': use one of " + names + " or a link profile JSON file" +
+                did_you_mean(spec, list));
 }
 
 }  // namespace mhc::sim

@@ -85,6 +85,13 @@ void build_on_device(Prepared& p) {
     const auto& a = p.t->allocations;
     p.on_device.assign(a.size(), 0);
     for (size_t i = 0; i < a.size(); ++i) p.on_device[i] = a.device[i] == p.device;
+    if (p.device < 0) return;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != -1) continue;
+        p.host_events.push_back({a.t_alloc[i], a.bytes[i]});
+        if (a.t_free[i] != trace::kNoTime) p.host_events.push_back({a.t_free[i], -a.bytes[i]});
+    }
+    std::sort(p.host_events.begin(), p.host_events.end());   // at one time the negative (free) first
 }
 
 // Accesses in seq order. When the device has none (no kernel of the device accesses one of

@@ -50,6 +50,9 @@ struct Prepared : EventStreams {
     std::vector<int32_t> operand_free1_alloc;
 
     std::vector<uint8_t> on_device;     // per allocation
+    // The trace's host allocations (device -1) when a GPU is simulated: (recorded time, +bytes
+    // at an allocation, -bytes at a free), by time, frees before allocations at one instant.
+    std::vector<std::pair<int64_t, int64_t>> host_events;
 
     // Steps (dense 0..S-1 by first appearance), -1 where unknown.
     std::vector<int32_t> step_of;       // per seq

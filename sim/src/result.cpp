@@ -94,8 +94,10 @@ std::string to_text(const Result& r) {
           << "(no peak reduction or throughput loss: it did not finish)\n";
         o << "before the OOM ";
     } else {
+        char red[32];
+        std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
         o << "peak           baseline " << format_bytes(r.baseline_peak) << " -> simulated "
-          << format_bytes(r.simulated_peak) << " (reduction " << pct(r.peak_reduction) << ")\n";
+          << format_bytes(r.simulated_peak) << " (peak reduction " << red << ")\n";
         if (r.order_only)
             o << "makespan       not a time: the timing is order only (see the warning)\n";
         else
@@ -114,12 +116,16 @@ std::string to_text(const Result& r) {
     o << "recompute      " << r.drop_count << " drops, " << r.recompute_count << " recomputations, "
       << format_ns(r.recompute_time) << ", deepest chain " << r.recompute_depth_max << "\n";
     o << "host peak      " << format_bytes(r.host_peak) << "\n";
-    if (!std::isnan(r.forecast_error))
-        o << "forecast error " << pct(r.forecast_error) << " per kernel, "
-          << (std::isnan(r.forecast_peak_error) ? std::string("-") : pct(r.forecast_peak_error))
-          << " per step peak (predicted vs actual live bytes, 1 step ahead); "
-          << (std::isnan(r.forecast_horizon_error) ? std::string("-") : pct(r.forecast_horizon_error)) << " per kernel "
-          << r.forecast_horizon_steps << " steps ahead; " << r.forecast_evictions << " early evictions\n";
+    if (!std::isnan(r.forecast_error)) {
+        // Predicted against actual live bytes; a figure the run could not measure (too few
+        // steps to look that far ahead) is left out, not printed as "-".
+        o << "forecast       error " << pct(r.forecast_error) << " per kernel";
+        if (!std::isnan(r.forecast_peak_error)) o << ", " << pct(r.forecast_peak_error) << " per step peak";
+        o << ", 1 step ahead\n               ";
+        if (!std::isnan(r.forecast_horizon_error))
+            o << pct(r.forecast_horizon_error) << " per kernel " << r.forecast_horizon_steps << " steps ahead; ";
+        o << r.forecast_evictions << " early evictions by the forecaster\n";
+    }
     if (!r.invariant_violation.empty()) o << "INVARIANT      " << r.invariant_violation << "\n";
     char b[96];
     std::snprintf(b, sizeof b, "%.3f s, %.2f M rows/s", r.seconds, r.seconds > 0 ? r.rows / r.seconds / 1e6 : 0.0);

@@ -1,6 +1,7 @@
 #include "mhc/sim/sweep.hpp"
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -139,52 +140,72 @@ bool is_oracle(const std::string& eviction, const std::string& prefetch) {
     return eviction == "belady" || prefetch.rfind("lookahead", 0) == 0;
 }
 
+// The grid and the answers of one link at a time (the link is the group's heading, not a
+// column): rows stay within 100 columns with the words and units `mhc simulate` prints
+// (peak reduction, throughput loss, bytes swapped in and out per direction).
 std::string to_text(const SweepResult& s, int64_t baseline_peak) {
     std::ostringstream o;
     char line[320];
     bool any_oracle = false;
-    std::snprintf(line, sizeof line, "%-12s %-16s %-10s %-13s %10s %10s %9s %10s %10s\n", "policy", "prefetch",
-                  "capacity", "link", "peak", "reduction", "loss", "stall", "swapped");
-    o << line;
-    for (const auto& r : s.grid) {
-        bool oracle = is_oracle(r.config.eviction, r.config.prefetch);
-        any_oracle |= oracle;
-        std::string prefetch = r.config.prefetch + (oracle ? " *" : "");
-        // An OOM run did not finish: no peak reduction, no loss.
-        std::string peak = r.oom.happened ? std::string("-") : format_bytes(r.simulated_peak);
-        char red[32], loss[32];
-        if (r.oom.happened) {
-            std::snprintf(red, sizeof red, "-");
-            std::snprintf(loss, sizeof loss, "OOM");
-        } else {
-            std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
-            std::snprintf(loss, sizeof loss, "%.2f%%", r.throughput_loss * 100);
+    std::vector<std::string> links;
+    for (const auto& r : s.grid)
+        if (std::find(links.begin(), links.end(), r.config.link.name) == links.end()) links.push_back(r.config.link.name);
+    for (const auto& a : s.answers)
+        if (std::find(links.begin(), links.end(), a.link) == links.end()) links.push_back(a.link);
+    const char* row = "%-10s %-15s %-9s %10s %9s %8s %9s %10s %10s\n";
+    for (const auto& link : links) {
+        if (&link != &links.front()) o << "\n";
+        o << "link " << link << "\n";
+        bool header = false;
+        for (const auto& r : s.grid) {
+            if (r.config.link.name != link) continue;
+            if (!header) {
+                std::snprintf(line, sizeof line, row, "policy", "prefetch", "capacity", "peak", "reduction", "loss",
+                              "stall", "swap-in", "swap-out");
+                o << line;
+                header = true;
+            }
+            bool oracle = is_oracle(r.config.eviction, r.config.prefetch);
+            any_oracle |= oracle;
+            std::string prefetch = r.config.prefetch + (oracle ? " *" : "");
+            // An OOM run did not finish: no peak reduction, no loss.
+            std::string peak = r.oom.happened ? std::string("-") : format_bytes(r.simulated_peak);
+            char red[32], loss[32];
+            if (r.oom.happened) {
+                std::snprintf(red, sizeof red, "-");
+                std::snprintf(loss, sizeof loss, "OOM");
+            } else {
+                std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
+                std::snprintf(loss, sizeof loss, "%.2f%%", r.throughput_loss * 100);
+            }
+            std::snprintf(line, sizeof line, row, r.config.eviction.c_str(), prefetch.c_str(),
+                          r.config.capacity.to_string().c_str(), peak.c_str(), red, loss, format_ns(r.stall_time).c_str(),
+                          format_bytes(r.swap_in_bytes).c_str(), format_bytes(r.swap_out_bytes).c_str());
+            o << line;
         }
-        std::snprintf(line, sizeof line, "%-12s %-16s %-10s %-13s %10s %10s %9s %10s %10s\n",
-                      r.config.eviction.c_str(), prefetch.c_str(),
-                      r.config.capacity.to_string().c_str(), r.config.link.name.c_str(), peak.c_str(), red, loss,
-                      format_ns(r.stall_time).c_str(), format_bytes(r.swap_in_bytes + r.swap_out_bytes).c_str());
-        o << line;
-    }
-    if (!s.answers.empty()) {
+        bool intro = false;
         char budget[32];
         std::snprintf(budget, sizeof budget, "%g%%", s.budget * 100);
-        o << "\nsmallest capacity within the loss budget of " << budget << " (baseline peak "
-          << format_bytes(baseline_peak) << "):\n";
         for (const auto& a : s.answers) {
+            if (a.link != link) continue;
+            if (!intro) {
+                o << (header ? "\n" : "") << "smallest capacity within the loss budget of " << budget << " (baseline peak "
+                  << format_bytes(baseline_peak) << "):\n";
+                intro = true;
+            }
             bool oracle = is_oracle(a.policy, a.prefetch);
             any_oracle |= oracle;
             std::string prefetch = a.prefetch + (oracle ? " *" : "");
             if (!a.found) {
-                std::snprintf(line, sizeof line, "%-12s %-16s %-13s not within the %s budget even at 100%%\n",
-                              a.policy.c_str(), prefetch.c_str(), a.link.c_str(), budget);
+                std::snprintf(line, sizeof line, "%-10s %-15s not within the %s budget even at 100%%\n", a.policy.c_str(),
+                              prefetch.c_str(), budget);
             } else if (a.fraction >= 1.0) {
                 // Every capacity below the peak that the bisection tried lost more than the budget.
-                std::snprintf(line, sizeof line, "%-12s %-16s %-13s no saving within the %s budget\n",
-                              a.policy.c_str(), prefetch.c_str(), a.link.c_str(), budget);
+                std::snprintf(line, sizeof line, "%-10s %-15s no saving within the %s budget\n", a.policy.c_str(),
+                              prefetch.c_str(), budget);
             } else {
-                std::snprintf(line, sizeof line, "%-12s %-16s %-13s %6.1f%% = %-10s peak %-10s reduction %5.1f%%  loss %.2f%%\n",
-                              a.policy.c_str(), prefetch.c_str(), a.link.c_str(), a.fraction * 100,
+                std::snprintf(line, sizeof line, "%-10s %-15s %5.1f%% = %-10s peak %s, reduction %.1f%%, loss %.2f%%\n",
+                              a.policy.c_str(), prefetch.c_str(), a.fraction * 100,
                               format_bytes(a.result.capacity).c_str(), format_bytes(a.result.simulated_peak).c_str(),
                               a.result.peak_reduction * 100, a.result.throughput_loss * 100);
             }
@@ -192,7 +213,7 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
         }
     }
     if (any_oracle)
-        o << "* oracle: reads the trace's future (belady, lookahead:K); a bound to compare with, not a deployable policy\n";
+        o << "* oracle: reads the trace's future (belady, lookahead:K); a bound to compare with, not a policy a scheduler can run\n";
     return o.str();
 }
 

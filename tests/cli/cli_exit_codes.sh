@@ -24,7 +24,7 @@ expect 2 "$mhc" info --no-such-option x.db
 expect 2 "$mhc" no-such-command
 echo "not sqlite at all" > "$tmp/text.db"
 expect 2 "$mhc" check "$tmp/text.db"
-grep -q "not an SQLite database" "$tmp/out" || fail "check did not say what is wrong: $(cat "$tmp/out")"
+grep -q "not an SQLite database" "$tmp/err" || fail "check did not say what is wrong: $(cat "$tmp/err")"
 expect 2 "$mhc" info "$tmp/text.db"
 grep -q "text.db" "$tmp/err" || fail "info did not name the file"
 : > "$tmp/empty.db"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Issue 13, defect 3: 8 `mhc simulate` and 2 `mhc sweep` at once on one trace store every run
-# under distinct ids, while `info` and `check` run in a loop and are never refused; then 8
+# 8 `mhc simulate` and 2 `mhc sweep` at once on one trace store every run under distinct ids,
+# while `info` and `check` run in a loop and are never refused; 8 `simulate --runs-db` create one
+# runs database; 4 coupled jobs (`simulate --ranks`) at once on the same rank traces, beside
+# single runs, each stored whole in both ranks, and 4 into one new runs database; then 8
 # `mhc validate` at once on a tiny trace (host backend) store all their runs the same way.
 set -u
 mhc=$1
@@ -58,6 +60,43 @@ done
 n=$("$mhc" info "$t" --runs-db "$tmp/runs.db" | grep -c "simulated")
 [ "$n" = 8 ] || fail "$n runs stored in a new runs database by 8 processes, wanted 8"
 
+# Coupled jobs at once on the same rank traces (each stores into both, in one transaction over
+# them), with single-trace runs into rank 0, while rank 1 is read in a loop: every job is stored
+# whole, in both ranks, under distinct ids.
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 --pp 2 --all-ranks -o "$tmp/j.db" >/dev/null \
+    || fail "generate --all-ranks"
+j0=$tmp/j.rank0.db j1=$tmp/j.rank1.db
+pids=()
+for i in 1 2 3 4; do
+    "$mhc" simulate --ranks "$j1" "$j0" --capacity $((55 + 5 * i))% >"$tmp/job.$i" 2>&1 &
+    pids+=($!)
+    "$mhc" simulate "$j0" --capacity $((55 + 5 * i))% >"$tmp/one.$i" 2>&1 &
+    pids+=($!)
+done
+read_while_writers_run "$j1" "coupled jobs"
+jreads=$reads
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; rc=$?
+    [ $rc = 0 ] || [ $rc = 3 ] || fail "a coupled or single simulate exited $rc: $(cat "$tmp"/job.* "$tmp"/one.* | grep mhc:)"
+done
+[ "$("$mhc" info "$j0" | grep -c " coupled")" = 4 ] && [ "$("$mhc" info "$j1" | grep -c " coupled")" = 4 ] \
+    || fail "coupled jobs at once: not every job in both ranks: $("$mhc" info "$j0" | grep -c coupled), $("$mhc" info "$j1" | grep -c coupled)"
+[ "$("$mhc" info "$j0" | grep -c simulated)" = 8 ] || fail "rank 0: wanted 4 coupled + 4 single runs"
+[ "$("$mhc" info "$j0" | awk '/simulated/ {print $1}' | sort -u | wc -l)" = 8 ] || fail "rank 0: run ids collide"
+# The same into one runs database that none of them finds: it is made once, for the job.
+pids=()
+for i in 1 2 3 4; do
+    "$mhc" simulate --ranks "$j0" "$j1" --capacity $((55 + 5 * i))% --runs-db "$tmp/jobruns.db" >"$tmp/jrdb.$i" 2>&1 &
+    pids+=($!)
+done
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; rc=$?
+    [ $rc = 0 ] || [ $rc = 3 ] || fail "simulate --ranks --runs-db $i exited $rc: $(cat "$tmp/jrdb.$((i + 1))")"
+done
+for r in "$j0" "$j1"; do
+    [ "$("$mhc" info "$r" --runs-db "$tmp/jobruns.db" | grep -c " coupled")" = 4 ] || fail "$r: not 4 jobs in the runs database"
+done
+
 # 8 validate processes at once on a tiny trace: each stores a simulated and a replayed run for
 # the baseline and for its capacity (4 runs), the same transaction contract as simulate.
 v=$tmp/v.db
@@ -82,4 +121,4 @@ ids=$("$mhc" info "$v" | awk '/simulated|replayed/ {print $1}' | sort -u | wc -l
 [ "$ids" = 32 ] || fail "validate run ids collide: $ids distinct"
 left=$(ls "$tmp" | grep -E "tmp-[0-9]+|-journal$" || true)
 [ -z "$left" ] || fail "temporary files left: $left"
-echo "ok ($wreads + $vreads reader rounds)"
+echo "ok ($wreads + $jreads + $vreads reader rounds)"

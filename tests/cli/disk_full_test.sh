@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Issue 13, defect 4 (and 8): a full disk. A run that cannot be stored for lack of space leaves
-# the trace intact, its result printed, one line on stderr and exit 4 (simulate, sweep); import
-# and generate onto a full disk leave no output and no temporary file and say why in one line.
+# A full disk. A run that cannot be stored for lack of space leaves the trace intact, its result
+# printed, one line on stderr and exit 4 (simulate, sweep, a coupled job in its rank traces or in
+# a runs database): no journal is left beside the trace, and a store that fails half-way (room for
+# its journal, not for its pages) is rolled back before the command ends, so that a copy of the
+# trace alone holds no part of it. import, generate (one trace or a job's rank files) and export
+# onto a full disk leave no output, no folder and no temporary file, say why in one line, exit 2.
 #
 # How the disk is filled, in order of preference:
 #  1. A 6 MiB tmpfs mounted in a private mount namespace (`unshare -m`, so nothing leaks to the
@@ -45,20 +48,26 @@ gen -o "$tmp/t.db" >/dev/null || fail "generate"
 "$mhc" simulate "$tmp/t.db" --capacity 80% >/dev/null || fail "simulate on a roomy disk"
 runs_before=$("$mhc" info "$tmp/t.db" | grep -c simulated)
 sum_before=$(sha256sum <"$tmp/t.db")
+# A job of two ranks, also copied onto the full medium.
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 --pp 2 --all-ranks -o "$tmp/j.db" >/dev/null \
+    || fail "generate --all-ranks"
+job_sum=$(cat "$tmp"/j.rank0.db "$tmp"/j.rank1.db | sha256sum)
 
 # run_full CMD...: runs CMD where writing more than the trace's size fails.
 if [ "$mode" = tmpfs ]; then
     mount -t tmpfs -o size=6m tmpfs "$tmp/full" || fail "mount"
     cp "$tmp/t.db" "$tmp/full/t.db"
+    cp "$tmp"/j.rank0.db "$tmp"/j.rank1.db "$tmp/full/"
     # Fill every block that is left (dd stops at ENOSPC).
     dd if=/dev/zero of="$tmp/full/filler" bs=4k >/dev/null 2>&1
     [ "$(df --output=avail -k "$tmp/full" | tail -1 | tr -d ' ')" -le 4 ] || fail "tmpfs not full"
     run_full() { "$@"; }
 else
     cp "$tmp/t.db" "$tmp/full/t.db"
-    # No file may be written past 4 KiB (ulimit -f counts 512-byte blocks): SQLite writes into the
-    # trace's free pages below its size, but the rollback journal (a header and a 4 KiB page) and
-    # every new trace or export pass that limit with their first pages, as on a full disk.
+    cp "$tmp"/j.rank0.db "$tmp"/j.rank1.db "$tmp/full/"
+    # No file may be written past 8 KiB (bash's ulimit -f counts 1024-byte blocks): SQLite writes
+    # into the trace's free pages below its size, but the rollback journal (a header and a 4 KiB
+    # page) and every new trace or export pass that limit with their first pages, as on a full disk.
     run_full() { (trap '' XFSZ; ulimit -f 8; "$@"); }
 fi
 t=$tmp/full/t.db
@@ -86,6 +95,23 @@ expect4 "$mhc" simulate "$t" --capacity 80% --runs-db "$tmp/full/runs.db"
 [ ! -e "$tmp/full/runs.db" ] || [ ! -s "$tmp/full/runs.db" ] || "$mhc" info "$t" --runs-db "$tmp/full/runs.db" >/dev/null \
     || fail "a half-created runs database was left"
 
+# A coupled job: in its rank traces or in one runs database, stored whole or not at all.
+j0=$tmp/full/j.rank0.db j1=$tmp/full/j.rank1.db
+job_unchanged() {
+    [ "$(cat "$j0" "$j1" | sha256sum)" = "$job_sum" ] || fail "$1: a rank trace changed"
+    [ ! -e "$j0-journal" ] && [ ! -e "$j1-journal" ] || fail "$1: a journal was left beside a rank trace"
+}
+run_full "$mhc" simulate --ranks "$j0" "$j1" --capacity 80% >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc = 4 ] || fail "simulate --ranks exited $rc on a full disk, wanted 4: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "not stored" "$tmp/err" || fail "simulate --ranks: $(cat "$tmp/err")"
+grep -q "coupled run" "$tmp/out" || fail "simulate --ranks: no result printed"
+show simulate --ranks
+job_unchanged "simulate --ranks"
+run_full "$mhc" simulate --ranks "$j0" "$j1" --capacity 80% --runs-db "$tmp/full/jr.db" >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc = 4 ] || fail "simulate --ranks --runs-db exited $rc on a full disk, wanted 4: $(cat "$tmp/err")"
+[ ! -e "$tmp/full/jr.db" ] || fail "a half-made runs database of a job was left"
+job_unchanged "simulate --ranks --runs-db"
+
 # The trace still works, with the one run it had.
 for c in check info; do
     "$mhc" $c "$t" >/dev/null 2>"$tmp/err" || fail "$c after a full disk: $(cat "$tmp/err")"
@@ -103,13 +129,16 @@ expect_clean() {   # expect_clean OUT CMD...
     grep -q "$out" "$tmp/err" || fail "$*: the error does not name $out: $(cat "$tmp/err")"
     grep -q "mhc-tmp" "$tmp/err" && fail "$*: the error names the temporary file: $(cat "$tmp/err")"
     [ "$mode" = fsize ] || grep -qiE "full|space" "$tmp/err" || fail "$*: the reason is not a full disk: $(cat "$tmp/err")"
+    [ $rc = 2 ] || fail "$* exited $rc on a full disk, wanted 2 (an environment problem, not an internal error)"
     [ ! -e "$out" ] || fail "$*: a half-written $out was left"
-    local left; left=$(ls "$tmp/full" | grep -vE '^(t\.db|filler)$')
+    local left; left=$(ls "$tmp/full" | grep -vE '^(t\.db|j\.rank[01]\.db|filler)$')
     [ -z "$left" ] || fail "$*: left behind: $left"
 }
 expect_clean "$tmp/full/g.db" "$mhc" generate --preset gpt2-small --steps 1 -o "$tmp/full/g.db"
 expect_clean "$tmp/full/i.db" "$mhc" import "$fixture" -o "$tmp/full/i.db"
 expect_clean "$tmp/full/x.json" "$mhc" export "$t" -o "$tmp/full/x.json"
+expect_clean "$tmp/full/csv" "$mhc" export "$t" --format csv -o "$tmp/full/csv"
+expect_clean "$tmp/full/k.rank0.db" "$mhc" generate --preset gpt2-small --steps 1 --pp 2 --all-ranks -o "$tmp/full/k.db"
 # --force over an existing trace on a full disk: the old trace survives whole.
 expect_force() {
     run_full "$@" --force -o "$t" >/dev/null 2>"$tmp/err"; local rc=$?
@@ -118,4 +147,32 @@ expect_force() {
 }
 expect_force "$mhc" generate --preset gpt2-small --steps 1
 expect_force "$mhc" import "$fixture"
+
+# Half-way: room for the journal but not for the run's pages. A run larger than SQLite's page
+# cache writes pages into the file before its commit; the write that fails leaves a hot journal,
+# which the command rolls back before it ends: the trace alone is as it was.
+if [ "$mode" = tmpfs ]; then umount "$tmp/full" || fail "umount"; fi
+rm -rf "$tmp/full" && mkdir "$tmp/full"
+"$mhc" -q generate --preset gpt2-small --steps 40 --seq 1024 -o "$tmp/big.db" >/dev/null || fail "generate big"
+cp "$tmp/big.db" "$tmp/grown.db"
+"$mhc" simulate "$tmp/grown.db" --capacity 40% >/dev/null || fail "simulate big"
+size=$(stat -c %s "$tmp/big.db")
+room=$(( size + ($(stat -c %s "$tmp/grown.db") - size) / 2 ))
+if [ "$mode" = tmpfs ]; then
+    mount -t tmpfs -o size=$(( room / 1024 ))k tmpfs "$tmp/full" || fail "mount"
+    run_half() { "$@"; }
+else
+    run_half() { (trap '' XFSZ; ulimit -f $(( room / 1024 )); "$@"); }   # bash counts KiB
+fi
+cp "$tmp/big.db" "$tmp/full/t.db"
+big_sum=$(sha256sum <"$tmp/big.db")
+run_half "$mhc" simulate "$tmp/full/t.db" --capacity 40% >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ $rc = 4 ] || fail "half-way: exited $rc, wanted 4: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "not stored" "$tmp/err" || fail "half-way: $(cat "$tmp/err")"
+show simulate, half-way
+[ ! -e "$tmp/full/t.db-journal" ] || fail "half-way: a hot journal was left beside the trace"
+cp "$tmp/full/t.db" "$tmp/copy.db"   # the trace alone, as a user copies or mails it
+[ "$(sha256sum <"$tmp/copy.db")" = "$big_sum" ] || fail "half-way: the trace alone is not as it was"
+"$mhc" check --full "$tmp/copy.db" >/dev/null || fail "half-way: the trace alone fails check --full"
+"$mhc" info "$tmp/copy.db" | grep -q simulated && fail "half-way: the trace alone holds part of the run"
 echo "ok ($mode)"

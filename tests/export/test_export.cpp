@@ -99,7 +99,7 @@ TEST_CASE("perfetto export of a run: its events, kernel times and memory", "[exp
     CHECK_FALSE(std::filesystem::exists(bad));
 }
 
-TEST_CASE("csv export: allocations and kernels, quoted names", "[export]") {
+TEST_CASE("csv export: quoted names, no temporaries left", "[export]") {
     test::TempDir dir;
     std::string db = imported_nsys(dir);
     std::string out = dir.file("csv");
@@ -111,7 +111,5 @@ TEST_CASE("csv export: allocations and kernels, quoted names", "[export]") {
     // Kernel names with commas are quoted: "test0(double *, unsigned long long, ...)".
     CHECK(k.find("\"test0(double *, unsigned long long, unsigned long long)\"") != std::string::npos);
     CHECK(std::filesystem::directory_iterator(out) != std::filesystem::directory_iterator());
-    size_t files = 0;
-    for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator(out)) ++files;
-    CHECK(files == 2);   // no temporaries left
+    for (auto& e : std::filesystem::directory_iterator(out)) CHECK(e.path().extension() == ".csv");   // no temporaries
 }

@@ -5,13 +5,18 @@
 #include <sqlite3.h>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -493,4 +498,76 @@ TEST_CASE("a pipe as input is imported like the file it carries", "[import][host
     CHECK(msg.find("mhc-import-") == std::string::npos);
     CHECK(spool.entries() == 0);
     CHECK(!std::filesystem::exists(dir.file("bad.db")));
+}
+
+namespace {
+
+// Peak resident memory (bytes) of `mhc ARGS`, run as a child process (wait4's rusage).
+int64_t peak_rss_of_mhc(const std::vector<std::string>& args) {
+    pid_t c = fork();
+    REQUIRE(c >= 0);
+    if (c == 0) {
+        std::vector<char*> argv{const_cast<char*>(MHC_EXE)};
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        int null = ::open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execv(MHC_EXE, argv.data());
+        _exit(127);
+    }
+    int st = 0;
+    rusage ru{};
+    REQUIRE(wait4(c, &st, 0, &ru) == c);
+    return int64_t(ru.ru_maxrss) * 1024;
+}
+
+}  // namespace
+
+TEST_CASE("a gzip bomb costs memory in proportion to --max-input-size before it is refused", "[import][hostile]") {
+    test::TempDir dir;
+    constexpr int64_t kLimit = 32 << 20;
+    const std::string pickle = dir.file("bomb.pickle.gz"), kineto = dir.file("bomb.json.gz");
+    {   // freed before the children start: a forked child's peak counts the pages it shares
+        const std::string big(128 << 20, 'a');   // 4 x the limit, about 130 KB gzipped
+        std::string len(8, '\0');
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((big.size() >> (8 * i)) & 0xff);
+        write_gz(pickle, pickle_dict("\x8d" + len + big));
+        write_gz(kineto, "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"ts\":1,\"name\":\"" + big + "\"}]}");
+    }
+    // What the command needs without any input held: a 1 KiB gzip pickle of the same shape.
+    const std::string small = dir.file("small.pickle.gz");
+    write_gz(small, pickle_dict("\x8d" + std::string("\x00\x04\x00\x00\x00\x00\x00\x00", 8) + std::string(1024, 'a')));
+    const int64_t base = peak_rss_of_mhc({"import", small, "-o", dir.file("small.db"), "--max-input-size", "32MiB"});
+    // docs/import.md: a gzipped pickle is held at one byte of memory per decompressed byte (it
+    // was two: a read of half a doubled mapping before the limit was checked); a Kineto event
+    // within the parser's few bytes per byte.
+    const int64_t p = peak_rss_of_mhc({"import", pickle, "-o", dir.file("p.db"), "--max-input-size", "32MiB"}) - base;
+    const int64_t k = peak_rss_of_mhc({"import", kineto, "-o", dir.file("k.db"), "--max-input-size", "32MiB"}) - base;
+    INFO("above the command's own " << base / 1e6 << " MB: pickle " << p / 1e6 << " MB, Kineto " << k / 1e6 << " MB");
+    CHECK(p <= kLimit * 5 / 4);
+    CHECK(k <= kLimit * 3);
+    CHECK(!std::filesystem::exists(dir.file("p.db")));
+}
+
+TEST_CASE("Kineto: the rank and world size the profiler recorded, and negative durations said", "[import][hostile]") {
+    test::TempDir dir;
+    const std::string in = dir.file("dist.json"), out = dir.file("dist.db");
+    test::write_file(in, "{\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 3, \"world_size\": 4},\n"
+                         "\"traceEvents\":[\n"
+                         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k1\",\"ts\":10,\"dur\":5,\"args\":{\"device\":0,\"stream\":7}},\n"
+                         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k2\",\"ts\":20,\"dur\":-5000,\"args\":{\"device\":0,\"stream\":7}}\n"
+                         "]}");
+    std::string err;
+    REQUIRE(test::run_mhc("import " + in + " -o " + out, &err) == 0);
+    auto t = mhc::trace::load_trace(out);
+    CHECK(t.meta.at("rank") == "3");
+    CHECK(t.meta.at("world_size") == "4");
+    // A kernel of -5000 us is read as 0 ns long, and that is said, not done silently.
+    CHECK_THAT(t.meta.at("kineto.negative_durations"), Catch::Contains("1 events") && Catch::Contains("'k2'") &&
+                                                             Catch::Contains("-5000 us"));
+    // A rank that is no rank is refused, naming the field.
+    test::write_file(in, "{\"distributedInfo\": {\"rank\": -1}, \"traceEvents\":[]}");
+    CHECK(test::run_mhc("import " + in + " -o " + dir.file("bad.db"), &err) == 2);
+    CHECK_THAT(err, Catch::Contains("distributedInfo.rank"));
 }

@@ -98,7 +98,7 @@ TEST_CASE("rows kept in memory are the rows load_trace reads back", "[import]") 
         imp::import_et(test::pub("chakra/simple_add_et.json.gz"), test::pub("kineto/simple_add_trace.json.gz"), w, r);
     });
     compare("nsys", [](imp::Rows& w, imp::Result& r) {
-        imp::import_nsys(test::pub("nsys/con_kernel.sqlite"), w, r, false);
+        imp::import_nsys(test::pub("nsys/con_kernel.sqlite"), w, r);
     });
 }
 

@@ -40,9 +40,16 @@ PY
 grep -q "^limiting rank" lim.out || fail "no limiting rank: $(cat lim.out)"
 [ "$(sqlite3 job.rank2.db "select count(*) from runs where name like '% coupled'")" = 1 ] || fail "run not stored in rank 2"
 
-# A rank from another job: its collectives do not match.
+# A rank from another job: its job identity says so (rank and field named).
 "$mhc" -q generate --preset gpt2-small --layers 4 --seq 256 --pp 2 --dp 2 --micro-batches 2 --steps 1 \
     --pp-stage 0 --dp-rank 1 -o other.db >/dev/null || fail "generate other"
+"$mhc" simulate --ranks job.rank0.db other.db job.rank2.db job.rank3.db --capacity 60% --no-store >out 2>err
+rc=$?
+[ "$rc" = 2 ] || fail "ranks of another job exited $rc: $(cat err)"
+[ "$(wc -l <err)" = 1 ] || fail "refusal is not one line: $(cat err)"
+grep -q "other.db (rank 1)" err && grep -q "job.id" err || fail "refusal does not name rank and field: $(cat err)"
+# The same rank claiming this job's identity: its collectives do not match.
+sqlite3 other.db "UPDATE meta SET value = '$(sqlite3 job.rank0.db "SELECT value FROM meta WHERE key = 'job.id'")' WHERE key = 'job.id'"
 "$mhc" simulate --ranks job.rank0.db other.db job.rank2.db job.rank3.db --capacity 60% --no-store >out 2>err
 rc=$?
 [ "$rc" = 2 ] || fail "mismatched ranks exited $rc: $(cat err)"

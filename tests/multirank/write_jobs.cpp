@@ -30,6 +30,12 @@ void write_rank(const std::string& path, int rank, const std::map<std::string, s
     std::filesystem::remove(path);
     trace::Writer w(path);
     w.set_meta("source", "tests/multirank/write_jobs");
+    // The job identity (docs/trace-format.md): the file name's job, its ranks on one clock.
+    const std::string name = std::filesystem::path(path).filename().string();
+    const std::string job = name.substr(0, name.find('.'));
+    w.set_meta("job.id", "tests/multirank/" + job);
+    w.set_meta("world_size", job == "oom3" ? "3" : "2");
+    w.set_meta("time_origin_ns", "0");
     w.set_meta("rank", std::to_string(rank));
     for (const auto& [k, v] : meta) w.set_meta(k, v);
     for (size_t i = 0; i < allocs.size(); ++i) {

@@ -99,7 +99,7 @@ TEST_CASE("mhc simulate: bad configurations exit 2 with one line", "[sim][cli]")
     CHECK(o.err.find("h2d.bandwidth_Bps") != std::string::npos);
     auto m = run("simulate /nonexistent/trace.db --capacity 50%");
     CHECK(m.status == 2);
-    CHECK(m.err == "mhc: /nonexistent/trace.db: file does not exist\n");
+    CHECK(m.err == "mhc: /nonexistent/trace.db: no such file\n");
 }
 #endif
 

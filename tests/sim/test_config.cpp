@@ -24,20 +24,30 @@ TEST_CASE("capacities parse as bytes or shares and reject nonsense", "[sim][conf
     CHECK_THROWS_AS(sim::parse_capacity("abc%"), Error);
 }
 
-TEST_CASE("a capacity without a unit below 1 MiB and one above 100% are refused with a hint", "[sim][config]") {
-    // "--capacity 70" meant 70% or 70 GiB, not 70 bytes.
-    for (const char* bare : {"70", "1000", "1048575", "60.5"}) {
+TEST_CASE("a capacity without a unit and one above 100% are refused with hints that are accepted", "[sim][config]") {
+    // "--capacity 70" meant 70% or 70 GiB, not 70 bytes; "--capacity 500" cannot mean 500%.
+    for (const char* bare : {"70", "1000", "1048576", "60.5", "100", "100.5"}) {
         INFO(bare);
         try {
             sim::parse_capacity(bare);
-            FAIL("accepted a bare number below 1 MiB");
+            FAIL("accepted a bare number");
         } catch (const Error& e) {
             std::string msg = e.what();
-            CHECK(msg.find("without a unit") != std::string::npos);
-            CHECK(msg.find(std::string(bare) + "%") != std::string::npos);
+            CHECK(msg.rfind("capacity '" + std::string(bare) + "': needs a unit: ", 0) == 0);
+            // Every suggestion is accepted.
+            const bool share = std::stod(bare) <= 100;
+            CHECK((msg.find(std::string(bare) + "%") != std::string::npos) == share);
+            if (share) CHECK(sim::parse_capacity(std::string(bare) + "%").fraction == Approx(std::stod(bare) / 100));
+            CHECK(sim::parse_capacity(std::string(bare) + "GiB").bytes > 0);
+            CHECK(sim::parse_capacity(std::string(bare) + "GB").bytes > 0);
         }
     }
-    CHECK(sim::parse_capacity("1048576").bytes == 1048576);   // a byte count of real size stays valid
+    CHECK(sim::parse_capacity("70 %").fraction == Approx(0.7));   // the size grammar's spaces and case
+    CHECK(sim::parse_capacity("80 gib").bytes == 80LL << 30);
+    CHECK(sim::parse_capacity("80gb").bytes == 80'000'000'000LL);
+    CHECK(sim::parse_capacity("Unlimited").unlimited());
+    CHECK_THROWS_WITH(sim::parse_capacity("0%"), Catch::Contains("must be positive"));
+    CHECK_THROWS_WITH(sim::parse_capacity("0B"), Catch::Contains("must be positive"));
     CHECK(sim::parse_capacity("70B").bytes == 70);            // explicit bytes mean what they say
     CHECK(sim::parse_capacity("70GB").bytes == 70'000'000'000LL);
     CHECK(sim::parse_capacity("100%").fraction == Approx(1.0));

@@ -1,25 +1,84 @@
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <sstream>
+
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 
-TEST_CASE("sizes parse in binary and decimal units", "[units]") {
-    CHECK(mhc::parse_bytes("123") == 123);
-    CHECK(mhc::parse_bytes("40GiB") == 40LL << 30);
-    CHECK(mhc::parse_bytes("1.5 GB") == 1500000000LL);
-    CHECK(mhc::parse_bytes("64k") == 65536);
-    CHECK(mhc::parse_bytes("2MiB") == 2 << 20);
-    CHECK_THROWS_AS(mhc::parse_bytes("-5GB"), mhc::Error);
-    CHECK_THROWS_AS(mhc::parse_bytes("abc"), mhc::Error);
-    CHECK_THROWS_WITH(mhc::parse_bytes("5 parsecs"), Catch::Contains("unknown unit"));
+namespace {
+
+struct GrammarRow {
+    int line = 0;
+    std::string kind, input, expected;
+};
+
+// tests/data/size-grammar.tsv: kind, input, expected (a value or "error: <part of the message>").
+std::vector<GrammarRow> grammar_table() {
+    std::ifstream f(MHC_SIZE_GRAMMAR);
+    REQUIRE(f);
+    std::vector<GrammarRow> rows;
+    std::string line;
+    for (int n = 1; std::getline(f, line); ++n) {
+        if (line.empty() || line[0] == '#') continue;
+        GrammarRow r;
+        r.line = n;
+        size_t a = line.find('\t'), b = line.find('\t', a + 1);
+        REQUIRE(b != std::string::npos);
+        r.kind = line.substr(0, a);
+        r.input = line.substr(a + 1, b - a - 1);
+        r.expected = line.substr(b + 1);
+        rows.push_back(r);
+    }
+    return rows;
 }
 
-TEST_CASE("durations and bandwidths parse", "[units]") {
+// The value a row's parser gives, as a double.
+double parse_row(const GrammarRow& r) {
+    if (r.kind == "size") return static_cast<double>(mhc::parse_size(r.input));
+    if (r.kind.rfind("size>=", 0) == 0) return static_cast<double>(mhc::parse_size(r.input, std::stoll(r.kind.substr(6))));
+    if (r.kind == "share") return mhc::parse_share(r.input);
+    if (r.kind.rfind("share<=", 0) == 0) return mhc::parse_share(r.input, std::stod(r.kind.substr(7)));
+    if (r.kind == "bandwidth") return mhc::parse_bandwidth(r.input);
+    FAIL("unknown kind " << r.kind);
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("the size grammar's table (shared with the Python package)", "[units]") {
+    auto rows = grammar_table();
+    REQUIRE(rows.size() > 50);
+    for (const auto& r : rows) {
+        INFO("size-grammar.tsv line " << r.line << ": " << r.kind << " '" << r.input << "'");
+        if (r.expected.rfind("error: ", 0) == 0) {
+            CHECK_THROWS_WITH(parse_row(r), Catch::Contains(r.expected.substr(7)));
+            // Every refusal quotes what was typed.
+            CHECK_THROWS_WITH(parse_row(r), Catch::StartsWith("'" + r.input + "': "));
+        } else {
+            CHECK(parse_row(r) == std::stod(r.expected));
+        }
+    }
+}
+
+TEST_CASE("a refused bare number is told only values the option accepts", "[units]") {
+    // Below the least value in every unit: no suggestion at all.
+    CHECK_THROWS_WITH(mhc::parse_size("0.000001", 4096), "'0.000001': a size needs a unit (mhc help sizes)");
+    // The suggestions themselves are accepted.
+    CHECK(mhc::parse_size("100GiB", 4096) == 100LL << 30);
+    CHECK(mhc::parse_size("100GB", 4096) == 100'000'000'000LL);
+    CHECK_THROWS_WITH(mhc::parse_size("3", 0, 10'000'000), Catch::Contains("3MiB or 3MB"));
+}
+
+TEST_CASE("stored byte counts read back as bytes", "[units]") {
+    CHECK(mhc::parse_bytes("123") == 123);
+    CHECK(mhc::parse_bytes("40GiB") == 40LL << 30);
+    CHECK_THROWS_AS(mhc::parse_bytes("-5"), mhc::Error);
+}
+
+TEST_CASE("durations parse", "[units]") {
     CHECK(mhc::parse_seconds("5us") == Approx(5e-6));
     CHECK(mhc::parse_seconds("2.5ms") == Approx(2.5e-3));
-    CHECK(mhc::parse_bandwidth("25GB/s") == Approx(25e9));
-    CHECK(mhc::parse_bandwidth("12.5e9") == Approx(12.5e9));
-    CHECK_THROWS_AS(mhc::parse_bandwidth("0GB/s"), mhc::Error);
 }
 
 TEST_CASE("formatting picks readable units", "[units]") {

@@ -260,6 +260,12 @@ void check_values(const Reader& reader, CheckReport& r) {
     std::vector<const rules::Table*> tables = rules::all();
     if (reader.has_requested_bytes()) tables.front() = &rules::allocations_with_requested();
     if (reader.has_segments()) tables.push_back(&rules::segments());   // absent from older traces
+    for (const rules::Table* c : {&rules::modules(), &rules::kernel_info()})
+        if (reader.has_table(c->name)) tables.push_back(c);
+    if (reader.has_table("saved_tensors")) {
+        sql::Stmt c(reader.handle(), reader.path(), "SELECT count(*) FROM pragma_table_info('saved_tensors') WHERE name='packs'");
+        tables.push_back(c.step() && c.i64(0) > 0 ? &rules::saved_tensors_packs() : &rules::saved_tensors());
+    }
     for (const rules::Table* t : tables) {
         sql::Stmt s(reader.handle(), reader.path(), rules::violations_sql(*t).c_str());
         while (s.step()) {
@@ -381,9 +387,9 @@ CheckReport check_trace(const TraceData& t) {
     return r;
 }
 
-CheckReport check_file(const std::string& path) {
+CheckReport check_file(const std::string& path, bool full) {
     CheckReport r;
-    std::string problem = open_problem(path);
+    std::string problem = open_problem(path);   // throws sql::Busy: a locked file is not a damaged one
     if (!problem.empty()) {
         r.problems.push_back({"file", "file", 0, problem});
         return r;
@@ -391,12 +397,15 @@ CheckReport check_file(const std::string& path) {
     try {
         Reader reader(path);
         {
-            // quick_check reads every page: a truncated or corrupt file shows up here.
-            sql::Stmt s(reader.handle(), path, "PRAGMA quick_check");
+            // quick_check reads every page: a truncated or corrupt file shows up here. The full
+            // integrity_check also matches every index entry with its row (an index damaged by
+            // a half-written transaction: "row 99825 missing from index").
+            sql::Stmt s(reader.handle(), path, full ? "PRAGMA integrity_check" : "PRAGMA quick_check");
             while (s.step()) {
                 std::string m = s.text(0);
-                if (m != "ok")
-                    r.problems.push_back({"corrupt", "file", 0, path + ": the file is truncated or corrupt: " + m});
+                if (m == "ok") continue;
+                const bool index = m.find("index") != std::string::npos;
+                r.problems.push_back({"corrupt", "file", 0, path + (index ? ": an index is damaged: " : ": the file is truncated or corrupt: ") + m});
             }
         }
         if (!r.ok()) return r;
@@ -405,6 +414,8 @@ CheckReport check_file(const std::string& path) {
         TraceData t = load_trace(path);
         CheckReport rows = check_trace(t);
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
+    } catch (const sql::Busy&) {
+        throw;
     } catch (const Error& e) {
         r.problems.push_back({"corrupt", "file", 0, e.what()});
     }

@@ -171,6 +171,7 @@ TraceData load_trace(const std::string& file, const std::string& name) {
     t.meta = r.meta();
     t.strings = r.strings();
     TableCounts n = r.counts();
+    t.fingerprint = fingerprint(t.meta, n);
     // Rows are decoded once, by the Reader, and appended through the columns' push().
     t.allocations.reserve(static_cast<size_t>(n.allocations));
     // All allocations together bound every sum of live bytes the toolkit forms (limits.hpp).

@@ -23,6 +23,17 @@ std::string_view to_string(AccessMode m) {
 
 std::string_view to_string(CopyKind k) { return kCopyNames[static_cast<int>(k)]; }
 
+std::string_view to_string(Phase p) {
+    switch (p) {
+        case Phase::Forward: return "forward";
+        case Phase::Backward: return "backward";
+        case Phase::Optimizer: return "optimizer";
+        case Phase::Recompute: return "recompute";
+        case Phase::Other: return "other";
+    }
+    return "?";
+}
+
 std::string_view to_string(MarkerKind k) {
     switch (k) {
         case MarkerKind::Step: return "step";

@@ -22,7 +22,8 @@ std::string validate(sqlite3* db, const std::string& path) {
         std::string m = sqlite3_errmsg(db);
         sqlite3_finalize(s);
         if ((code & 0xff) == SQLITE_NOTADB) return path + ": not an mhc trace (not an SQLite database)";
-        if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_READONLY) {
+        if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED) sql::fail(db, path, "cannot read");   // Busy
+        if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_IOERR) {
             try { sql::fail(db, path, "cannot read"); } catch (const Error& e) { return e.what(); }
         }
         if ((code & 0xff) == SQLITE_CORRUPT)
@@ -35,7 +36,8 @@ std::string validate(sqlite3* db, const std::string& path) {
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
         // A lock held past the busy timeout is not damage: say which it is.
-        if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED || (rc & 0xff) == SQLITE_READONLY) {
+        if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) sql::fail(db, path, "cannot read");   // Busy
+        if ((rc & 0xff) == SQLITE_READONLY || (rc & 0xff) == SQLITE_IOERR) {
             try { sql::fail(db, path, "cannot read"); } catch (const Error& e) { return e.what(); }
         }
         return path + ": the file is truncated or corrupt (" + std::string(sqlite3_errmsg(db)) + ")";
@@ -82,7 +84,7 @@ std::string validate(sqlite3* db, const std::string& path) {
 sqlite3* open_readonly(const std::string& path, std::string& problem, const std::string& name) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
-        problem = path + ": no such file";
+        problem = no_such_file(path);
         return nullptr;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -95,7 +97,12 @@ sqlite3* open_readonly(const std::string& path, std::string& problem, const std:
     }
     sqlite3* db = sql::open_existing(path, true, problem);
     if (!db) return nullptr;
-    problem = validate(db, name);
+    try {
+        problem = validate(db, name);
+    } catch (...) {   // a lock held past the timeout: not a problem of the file
+        sqlite3_close(db);
+        throw;
+    }
     if (!problem.empty()) {
         sqlite3_close(db);
         return nullptr;
@@ -427,6 +434,54 @@ void Reader::for_each(const std::function<void(const Segment&)>& fn) const {
         g.expandable = s[7] != 0;
         g.reconstructed = s[8] != 0;
         fn(g);
+    }
+}
+
+bool Reader::has_table(const std::string& name) const {
+    sql::Stmt s(db_, path_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?");
+    s.bind(1, name);
+    return s.step() && s.i64(0) > 0;
+}
+
+void Reader::for_each(const std::function<void(const Module&)>& fn) const {
+    if (!has_table("modules")) return;
+    CheckedRows s(*this, rules::modules());
+    Module m;
+    while (s.next()) {
+        m.id = s[0];
+        m.name = s[1];
+        m.parent = s[2];
+        m.type = s[3];
+        fn(m);
+    }
+}
+
+void Reader::for_each(const std::function<void(const KernelInfo&)>& fn) const {
+    if (!has_table("kernel_info")) return;
+    CheckedRows s(*this, rules::kernel_info());
+    KernelInfo k;
+    while (s.next()) {
+        k.kernel = s[0];
+        k.module = s[1];
+        k.phase = static_cast<Phase>(s[2]);
+        k.flops = s[3];
+        k.bytes = s[4];
+        fn(k);
+    }
+}
+
+void Reader::for_each(const std::function<void(const SavedTensor&)>& fn) const {
+    if (!has_table("saved_tensors")) return;
+    // `packs` came after the table: files without it read one pack per row
+    sql::Stmt c(db_, path_, "SELECT count(*) FROM pragma_table_info('saved_tensors') WHERE name='packs'");
+    const bool packs = c.step() && c.i64(0) > 0;
+    CheckedRows s(*this, packs ? rules::saved_tensors_packs() : rules::saved_tensors());
+    SavedTensor t;
+    while (s.next()) {
+        t.allocation = s[0];
+        t.kernel = s[1];
+        t.packs = packs && !s.is_null(2) ? static_cast<int32_t>(s[2]) : 1;
+        fn(t);
     }
 }
 

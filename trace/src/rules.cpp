@@ -98,6 +98,35 @@ const Table& segments() {
     return t;
 }
 
+const Table& modules() {
+    static const Table t{"modules",
+                         {{"id", 1, kAny, false, "range", "a module id"}, string_id("name"),
+                          {"parent", 0, kAny, false, "range", "a module id or 0"}, string_id("type")},
+                         "id", true};
+    return t;
+}
+
+const Table& kernel_info() {
+    static const Table t{"kernel_info",
+                         {id("kernel"), {"module", 0, kAny, false, "range", "a module id or 0"},
+                          code("phase", 0, 4, "a phase code"), {"flops", 0, kAny, false, "range", "a count"},
+                          {"bytes", 0, kAny, false, "range", "a size in bytes"}},
+                         "kernel", true};
+    return t;
+}
+
+const Table& saved_tensors() {
+    static const Table t{"saved_tensors", {id("allocation"), id("kernel")}, "allocation, kernel", false};
+    return t;
+}
+
+const Table& saved_tensors_packs() {
+    static const Table t{"saved_tensors",
+                         {id("allocation"), id("kernel"), {"packs", 1, kI32, true, "range", "a count of packs"}},
+                         "allocation, kernel", false};
+    return t;
+}
+
 const std::vector<const Table*>& all() {
     static const std::vector<const Table*> v{&allocations(), &kernels(), &accesses(), &copies(), &markers()};
     return v;

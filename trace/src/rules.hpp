@@ -35,6 +35,12 @@ const Table& copies();
 const Table& markers();
 // Not in all(): traces written before the segments table existed lack it (Reader::has_segments).
 const Table& segments();
+// A model capture's tables (docs/trace-format.md "modules, kernel_info, saved_tensors"): not in
+// all() either, absent from traces written before them (Reader::has_table).
+const Table& modules();
+const Table& kernel_info();
+const Table& saved_tensors();
+const Table& saved_tensors_packs();   // with the packs column (NULL: 1), when the file has it
 const std::vector<const Table*>& all();
 
 // "SELECT c1, c2, ... FROM t ORDER BY ..." for the Reader.

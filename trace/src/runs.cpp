@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "mhc/trace/store.hpp"
 #include "mhc/trace/limits.hpp"
 #include "rules.hpp"
+#include "run_files.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
 
@@ -37,180 +39,6 @@ std::string now_utc() {
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
 }
-
-// What ties a runs database to its trace: a hash of the trace's meta and row counts, which
-// change whenever the trace is regenerated or reimported (its runs then no longer apply).
-std::string fingerprint(const Reader& r) {
-    uint64_t h = 1469598103934665603ull;   // FNV-1a
-    auto mix = [&h](const std::string& s) {
-        for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-        h = (h ^ 0xff) * 1099511628211ull;
-    };
-    for (auto& [k, v] : r.meta()) { mix(k); mix(v); }
-    TableCounts n = r.counts();
-    for (int64_t c : {n.allocations, n.kernels, n.accesses, n.copies, n.markers, n.strings})
-        mix(std::to_string(c));
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-    return buf;
-}
-
-bool separate(const std::string& trace_path, const std::string& runs_db) {
-    return !runs_db.empty() && runs_db != trace_path;
-}
-
-std::string meta_value(sqlite3* db, const std::string& file, const char* key) {
-    sql::Stmt s(db, file, "SELECT value FROM meta WHERE key=?");
-    s.bind(1, std::string(key));
-    return s.step() ? s.text(0) : std::string();
-}
-
-// A runs database must be one (format mhc-runs) and belong to this trace.
-void verify_runs_db(sqlite3* db, const std::string& runs_db, const std::string& trace_path,
-                    const std::string& print) {
-    if (meta_value(db, runs_db, "format") != kRunsFormatName)
-        throw Error(runs_db + ": not an mhc runs database (meta format is not '" + kRunsFormatName + "')");
-    if (meta_value(db, runs_db, "schema_version") != std::to_string(kSchemaVersion))
-        throw Error(runs_db + ": runs database schema version " + meta_value(db, runs_db, "schema_version") +
-                    " is not supported");
-    std::string theirs = meta_value(db, runs_db, "trace_fingerprint");
-    if (theirs != print)
-        throw Error(runs_db + ": holds runs of another trace (" + meta_value(db, runs_db, "trace") +
-                    ", fingerprint " + theirs + "), not of " + trace_path + " (" + print + ")");
-}
-
-bool has_table(sqlite3* db, const std::string& file, const char* name) {
-    sql::Stmt s(db, file, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
-    s.bind(1, std::string(name));
-    return s.step();
-}
-
-// The tables and meta rows of a new runs database, inside the caller's transaction.
-void init_runs_db(sqlite3* db, const std::string& file, const std::string& trace_path, const std::string& print) {
-    sql::exec(db, file, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID");
-    sql::exec(db, file, schema::kRunTables);
-    sql::exec(db, file, schema::kRunIndexes);
-    sql::Stmt m(db, file, "INSERT INTO meta VALUES (?,?)");
-    std::error_code ec;
-    auto abs = std::filesystem::absolute(trace_path, ec);
-    for (auto [k, v] : std::map<std::string, std::string>{
-             {"format", kRunsFormatName},
-             {"schema_version", std::to_string(kSchemaVersion)},
-             {"trace", ec ? trace_path : abs.lexically_normal().string()},
-             {"trace_fingerprint", print}}) {
-        m.bind(1, k); m.bind(2, v); m.run();
-    }
-}
-
-// A runs database that does not exist yet is made whole beside it and renamed into place
-// (OutputFile), so a failure (a full disk, a signal) never leaves an empty or half-made one. When
-// another process creates it meanwhile, theirs is kept and used.
-void create_runs_db(const std::string& file, const std::string& trace_path, const std::string& print) {
-    std::error_code ec;
-    if (std::filesystem::exists(file, ec) || ec) return;   // opened (and checked) as it is
-    OutputFile out(file, IfExists::Refuse);
-    sqlite3* db = nullptr;
-    int rc = sqlite3_open_v2(out.temp_path().c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-    try {
-        if (rc != SQLITE_OK) throw Error(file + ": cannot create: " + (db ? sqlite3_errmsg(db) : "error"));
-        sqlite3_extended_result_codes(db, 1);
-        sql::exec(db, file, "BEGIN IMMEDIATE");
-        init_runs_db(db, file, trace_path, print);
-        sql::exec(db, file, "COMMIT");
-    } catch (...) {
-        sqlite3_close(db);
-        throw;
-    }
-    sqlite3_close(db);
-    try {
-        out.commit();
-    } catch (const Error&) {
-        if (!std::filesystem::exists(file, ec)) throw;   // not "appeared": a real failure
-    }
-}
-
-// A connection that writes runs: into the trace itself, or into a runs database beside it
-// (created on first use). Every write is one BEGIN IMMEDIATE transaction: writers queue on
-// the lock (busy timeout) instead of failing, and ids are assigned under it, so they never collide.
-struct RunWriter {
-    sqlite3* db = nullptr;
-    std::string file;
-    RunWriter(const std::string& trace_path, const std::string& runs_db) {
-        std::string print;
-        {
-            Reader check(trace_path);   // throws on anything that is not a trace of this version
-            if (separate(trace_path, runs_db)) print = fingerprint(check);
-        }
-        file = separate(trace_path, runs_db) ? runs_db : trace_path;
-        std::string problem;
-        if (separate(trace_path, runs_db)) {
-            create_runs_db(file, trace_path, print);
-            if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-                problem = file + ": cannot open or create: " + (db ? sqlite3_errmsg(db) : "error");
-                sqlite3_close(db);
-                throw Error(problem);
-            }
-            sqlite3_busy_timeout(db, sql::busy_timeout_ms());
-            sqlite3_extended_result_codes(db, 1);
-        } else {
-            db = sql::open_existing(file, true, problem);
-            if (!db) throw Error(problem);
-        }
-        if (sqlite3_db_readonly(db, "main") == 1) {
-            sqlite3_close(db);
-            db = nullptr;
-            throw Error(file + ": cannot store runs: the file is read-only");
-        }
-        try {
-            sql::exec(db, file, "BEGIN IMMEDIATE");
-            if (separate(trace_path, runs_db)) {
-                if (!has_table(db, file, "meta")) {   // an empty file the user made: use it
-                    if (has_table(db, file, "runs") || has_table(db, file, "allocations"))
-                        throw Error(file + ": not an mhc runs database (it has tables but no meta)");
-                    init_runs_db(db, file, trace_path, print);
-                } else {
-                    verify_runs_db(db, file, trace_path, print);
-                }
-            }
-        } catch (...) {
-            sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-            sqlite3_close(db);
-            db = nullptr;
-            throw;
-        }
-    }
-    void commit() { sql::exec(db, file, "COMMIT"); }
-    ~RunWriter() {
-        if (db && !sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-        sqlite3_close(db);
-    }
-};
-
-// A read connection on where the runs are: the trace (through its Reader), or a runs
-// database checked to belong to the trace.
-struct RunReader {
-    std::unique_ptr<Reader> trace;
-    sqlite3* own = nullptr;
-    std::string file;
-    RunReader(const std::string& trace_path, const std::string& runs_db) {
-        trace = std::make_unique<Reader>(trace_path);
-        file = trace_path;
-        if (!separate(trace_path, runs_db)) return;
-        file = runs_db;
-        std::string problem;
-        own = sql::open_existing(runs_db, true, problem);
-        if (!own) throw Error(problem);
-        sqlite3_exec(own, "PRAGMA query_only=1", nullptr, nullptr, nullptr);
-        if (!has_table(own, file, "meta"))
-            throw Error(runs_db + ": not an mhc runs database (no meta table)");
-        verify_runs_db(own, runs_db, trace_path, fingerprint(*trace));
-        for (int i = 0; schema::kRunTableNames[i]; ++i)
-            if (!has_table(own, file, schema::kRunTableNames[i]))
-                throw Error(runs_db + ": missing table '" + schema::kRunTableNames[i] + "'");
-    }
-    ~RunReader() { sqlite3_close(own); }
-    sqlite3* db() const { return own ? own : trace->handle(); }
-};
 
 // The rows of a stored run obey rules like the trace's (a damaged or hostile file must not give
 // a run silently wrong events: an unknown kind read as a stall, text read as 0, a time that
@@ -243,20 +71,32 @@ double metric(const std::string& file, int64_t run, const std::string& key, cons
     int type = sqlite3_column_type(s.get(), col);
     if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
         throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is not a number [type]");
-    return s.f64(col);
+    const double v = s.f64(col);
+    // Infinity is no figure (a peak of +Inf bytes printed as -8388608 TiB): never written, refused.
+    if (!std::isfinite(v))
+        throw Error(file + ": run_metrics of run " + std::to_string(run) + ": '" + key + "' is " + std::to_string(v) +
+                    ", not a finite number [range]");
+    return v;
 }
 }  // namespace run_rules
 
-void write_body(sqlite3* db, const std::string& path, int64_t id, const Run& run) {
-    sql::Stmt cfg(db, path, "INSERT OR REPLACE INTO run_config VALUES (?,?,?)");
+// The run's rows, into the run tables of `schema` (the trace's, or a runs database's).
+void write_body(sqlite3* db, const std::string& path, const std::string& schema, int64_t id, const Run& run) {
+    auto into = [&](const char* verb, const char* table_and_values) {
+        return std::string(verb) + " INTO " + schema + "." + table_and_values;
+    };
+    sql::Stmt cfg(db, path, into("INSERT OR REPLACE", "run_config VALUES (?,?,?)").c_str());
     for (auto& [k, v] : run.config) {
         cfg.bind(1, id); cfg.bind(2, k); cfg.bind(3, v); cfg.run();
     }
-    sql::Stmt met(db, path, "INSERT OR REPLACE INTO run_metrics VALUES (?,?,?)");
+    sql::Stmt met(db, path, into("INSERT OR REPLACE", "run_metrics VALUES (?,?,?)").c_str());
     for (auto& [k, v] : run.metrics) {
+        if (!std::isfinite(v))
+            throw Error(path + ": run metric '" + k + "' is " + std::to_string(v) + ", not a finite number",
+                        Error::Kind::Internal);
         met.bind(1, id); met.bind(2, k); met.bind(3, v); met.run();
     }
-    sql::Stmt ev(db, path, "INSERT INTO run_events VALUES (?,?,?,?,?,?,?)");
+    sql::Stmt ev(db, path, into("INSERT", "run_events VALUES (?,?,?,?,?,?,?)").c_str());
     for (auto& e : run.events) {
         ev.bind(1, id);
         ev.bind(2, static_cast<int64_t>(e.kind));
@@ -267,11 +107,11 @@ void write_body(sqlite3* db, const std::string& path, int64_t id, const Run& run
         ev.bind(7, e.bytes);
         ev.run();
     }
-    sql::Stmt kt(db, path, "INSERT OR REPLACE INTO run_kernels VALUES (?,?,?,?)");
+    sql::Stmt kt(db, path, into("INSERT OR REPLACE", "run_kernels VALUES (?,?,?,?)").c_str());
     for (auto& k : run.kernel_times) {
         kt.bind(1, id); kt.bind(2, k.kernel); kt.bind(3, k.t_start); kt.bind(4, k.t_end); kt.run();
     }
-    sql::Stmt mem(db, path, "INSERT INTO run_memory VALUES (?,?,?,?)");
+    sql::Stmt mem(db, path, into("INSERT", "run_memory VALUES (?,?,?,?)").c_str());
     for (auto& m : run.memory) {
         mem.bind(1, id); mem.bind(2, m.t); mem.bind(3, m.device_bytes); mem.bind(4, m.host_bytes);
         mem.run();
@@ -315,55 +155,92 @@ void fill_unmoved_kernels(const Reader& trace, Run& run) {
 
 }  // namespace
 
-std::vector<int64_t> add_runs(const std::string& trace_path, const std::vector<Run>& runs,
-                              const std::string& runs_db) {
-    RunWriter w(trace_path, runs_db);
-    std::vector<int64_t> ids;
-    sql::Stmt ins(w.db, w.file,
-                  "INSERT INTO runs (kind, name, status, created, base_run) VALUES (?,?,?,?,?)");
-    for (const Run& run : runs) {
-        ins.bind(1, run.kind); ins.bind(2, run.name); ins.bind(3, run.status);
-        ins.bind(4, now_utc()); ins.bind(5, run.base_run);
-        ins.run();
-        int64_t id = sqlite3_last_insert_rowid(w.db);
-        write_body(w.db, w.file, id, run);
-        ids.push_back(id);
+namespace {
+
+// Stores each run in its target's place, in one transaction over all of them. A failure rolls
+// every file back (no journal left behind) and says why in one line.
+std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const std::vector<std::pair<size_t, const Run*>>& runs,
+                           const std::string& runs_db) {
+    runfiles::RunWriter w(targets, runs_db);
+    try {
+        std::vector<int64_t> ids;
+        for (auto [i, run] : runs) {
+            sql::Stmt ins(w.db(), w.file(i),
+                          ("INSERT INTO " + w.schema(i) + ".runs (kind, name, status, created, base_run) VALUES (?,?,?,?,?)").c_str());
+            ins.bind(1, run->kind); ins.bind(2, run->name); ins.bind(3, run->status);
+            ins.bind(4, now_utc()); ins.bind(5, run->base_run);
+            ins.run();
+            int64_t id = sqlite3_last_insert_rowid(w.db());
+            w.claim(i, id);
+            write_body(w.db(), w.file(i), w.schema(i), id, *run);
+            ids.push_back(id);
+        }
+        w.commit();
+        return ids;
+    } catch (const Error& e) {
+        std::string left = w.abort();
+        throw Error(left.empty() ? e.what() : std::string(e.what()) + "; " + left, e.kind());
     }
-    w.commit();
-    return ids;
 }
 
-int64_t add_run(const std::string& trace_path, const Run& run, const std::string& runs_db) {
-    return add_runs(trace_path, {run}, runs_db).at(0);
+}  // namespace
+
+std::vector<int64_t> add_runs(const std::string& trace_path, const std::vector<Run>& runs,
+                              const std::string& runs_db, const std::string& trace_fingerprint) {
+    std::vector<std::pair<size_t, const Run*>> items;
+    for (const Run& r : runs) items.push_back({0, &r});
+    return store({{trace_path, trace_fingerprint}}, items, runs_db);
 }
 
-int64_t begin_run(const std::string& trace_path, const std::string& kind,
-                  const std::string& name, const std::string& runs_db) {
+std::vector<int64_t> add_job_runs(const std::vector<JobRun>& ranks, const std::string& runs_db) {
+    std::vector<runfiles::Target> targets;
+    std::vector<std::pair<size_t, const Run*>> items;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+        targets.push_back({ranks[i].trace, ranks[i].fingerprint});
+        items.push_back({i, &ranks[i].run});
+    }
+    return store(targets, items, runs_db);
+}
+
+int max_job_files() { return runfiles::max_files_per_transaction(); }
+
+int64_t add_run(const std::string& trace_path, const Run& run, const std::string& runs_db,
+                const std::string& trace_fingerprint) {
+    return add_runs(trace_path, {run}, runs_db, trace_fingerprint).at(0);
+}
+
+int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name,
+                  const std::string& runs_db, const std::string& trace_fingerprint) {
     Run r;
     r.kind = kind;
     r.name = name;
     r.status = "incomplete";
-    return add_run(trace_path, r, runs_db);
+    return add_run(trace_path, r, runs_db, trace_fingerprint);
 }
 
 void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
-                const std::string& runs_db) {
-    RunWriter w(trace_path, runs_db);
-    sql::Stmt up(w.db, w.file, "UPDATE runs SET name=?, status=?, base_run=? WHERE id=?");
-    up.bind(1, run.name); up.bind(2, run.status); up.bind(3, run.base_run); up.bind(4, run_id);
-    up.run();
-    if (sqlite3_changes(w.db) != 1)
-        throw Error(w.file + ": run " + std::to_string(run_id) + " does not exist");
-    write_body(w.db, w.file, run_id, run);
-    w.commit();
+                const std::string& runs_db, const std::string& trace_fingerprint) {
+    runfiles::RunWriter w({{trace_path, trace_fingerprint}}, runs_db);
+    try {
+        sql::Stmt up(w.db(), w.file(0), "UPDATE runs SET name=?, status=?, base_run=? WHERE id=?");
+        up.bind(1, run.name); up.bind(2, run.status); up.bind(3, run.base_run); up.bind(4, run_id);
+        up.run();
+        if (sqlite3_changes(w.db()) != 1)
+            throw Error(w.file(0) + ": run " + std::to_string(run_id) + " does not exist");
+        write_body(w.db(), w.file(0), w.schema(0), run_id, run);
+        w.commit();
+    } catch (const Error& e) {
+        std::string left = w.abort();
+        throw Error(left.empty() ? e.what() : std::string(e.what()) + "; " + left, e.kind());
+    }
 }
 
 std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db) {
-    RunReader r(trace_path, runs_db);
+    runfiles::RunReader r(trace_path, runs_db);
     const std::string& trace_path_ = r.file;
     std::vector<RunInfo> out;
     sql::Stmt s(r.db(), trace_path_,
-                "SELECT id, kind, name, status, created, base_run FROM runs ORDER BY id");
+                ("SELECT id, kind, name, status, created, base_run FROM runs WHERE " + r.runs_of_trace + " ORDER BY id").c_str());
     while (s.step())
         out.push_back({s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.i64(5), {}, {}});
     std::map<int64_t, RunInfo*> by_id;
@@ -379,12 +256,12 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
 }
 
 Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::string& runs_db) {
-    RunReader r(trace_path_arg, runs_db);
+    runfiles::RunReader r(trace_path_arg, runs_db);
     sqlite3* db = r.db();
     const std::string& trace_path = r.file;
     Run run;
     {
-        sql::Stmt s(db, trace_path, "SELECT kind, name, status, base_run FROM runs WHERE id=?");
+        sql::Stmt s(db, trace_path, ("SELECT kind, name, status, base_run FROM runs WHERE id=? AND " + r.runs_of_trace).c_str());
         s.bind(1, run_id);
         if (!s.step())
             throw Error(trace_path + ": run " + std::to_string(run_id) + " does not exist");

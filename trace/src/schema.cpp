@@ -35,7 +35,7 @@ CREATE TABLE modules (
 CREATE TABLE kernel_info (
   kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
   flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
-CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL, packs INTEGER,
   PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
 )SQL";
 
@@ -54,6 +54,13 @@ CREATE TABLE run_kernels (run INTEGER NOT NULL, kernel INTEGER NOT NULL,
   t_start INTEGER NOT NULL, t_end INTEGER NOT NULL, PRIMARY KEY (run, kernel)) WITHOUT ROWID;
 CREATE TABLE run_memory (run INTEGER NOT NULL, t INTEGER NOT NULL,
   device_bytes INTEGER NOT NULL, host_bytes INTEGER NOT NULL);
+)SQL";
+
+// A runs database (--runs-db) also says which traces its runs belong to: the trace, or every
+// trace of the job, it was created for, and each run's trace.
+const char* const kRunsDbTables = R"SQL(
+CREATE TABLE traces (id INTEGER PRIMARY KEY, path TEXT NOT NULL, fingerprint TEXT NOT NULL UNIQUE);
+CREATE TABLE run_trace (run INTEGER PRIMARY KEY, trace INTEGER NOT NULL);
 )SQL";
 
 const char* const kLookups = R"SQL(

@@ -6,6 +6,8 @@ namespace mhc::trace::schema {
 // --runs-db), without secondary indexes (bulk loads are faster with indexes built at the end).
 extern const char* const kTraceTables;
 extern const char* const kRunTables;
+// The tables only a runs database has: which traces (of a job) its runs belong to.
+extern const char* const kRunsDbTables;
 // Lookup tables that give the integer codes their names, for people querying with sqlite3.
 extern const char* const kLookups;
 extern const char* const kIndexes;      // of the trace tables

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 namespace mhc::trace::sql {
@@ -9,11 +11,32 @@ namespace mhc::trace::sql {
 int busy_timeout_ms() {
     if (const char* e = std::getenv("MHC_BUSY_TIMEOUT_MS")) {
         char* end = nullptr;
+        errno = 0;
         long v = std::strtol(e, &end, 10);
-        if (end != e && *end == 0 && v >= 0 && v <= 3600000) return static_cast<int>(v);
+        if (end == e || *end != 0 || errno != 0 || v < 0 || v > 3600000)
+            throw Error(std::string("MHC_BUSY_TIMEOUT_MS='") + e + "': not a whole number of milliseconds in [0, 3600000]");
+        return static_cast<int>(v);
     }
     return 600000;   // 10 minutes: a long reader (a multi-GB trace loading) never costs a run
 }
+
+namespace {
+// "600 s", "0.25 s"
+std::string timeout_text() {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g s", busy_timeout_ms() / 1000.0);
+    return b;
+}
+// A hot journal beside a file whose folder cannot be written: SQLite can roll the file back
+// but not delete the journal, and says only "disk I/O error".
+bool journal_stuck(const std::string& file) {
+    const std::string journal = file + "-journal";
+    if (::access(journal.c_str(), F_OK) != 0) return false;
+    const size_t slash = file.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
+    return ::access(dir.c_str(), W_OK) != 0;
+}
+}  // namespace
 
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem) {
     sqlite3* db = nullptr;
@@ -36,10 +59,10 @@ void fail(sqlite3* db, const std::string& file, const std::string& what) {
     int ext = db ? sqlite3_extended_errcode(db) : SQLITE_CANTOPEN;
     int code = ext & 0xff;
     if (code == SQLITE_NOTADB) msg = "not an SQLite database (wrong format or corrupt header)";
-    else if ((code & 0xff) == SQLITE_BUSY)
-        msg = "the file stayed locked by another process for " +
-              std::to_string(busy_timeout_ms() / 1000) + " s (" + msg + ")";
-    else if (ext == SQLITE_READONLY_ROLLBACK)
+    else if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        throw Busy(file + ": " + what + ": the file stayed locked by another process for " + timeout_text() +
+                   " (MHC_BUSY_TIMEOUT_MS; " + msg + ")");
+    else if (ext == SQLITE_READONLY_ROLLBACK || (code == SQLITE_IOERR && journal_stuck(file)))
         msg = "an interrupted write left " + file + "-journal, which only a process that can write "
               "the file and its directory can roll back: make them writable and rerun";
     else if (code == SQLITE_CORRUPT) msg = "the file is corrupt or truncated (" + msg + ")";

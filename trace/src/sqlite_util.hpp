@@ -11,8 +11,15 @@ namespace mhc::trace::sql {
 
 // How long any connection waits for another process's lock before giving up: writers wait
 // for readers to finish a read and for other writers to commit; readers wait for a commit.
-// MHC_BUSY_TIMEOUT_MS overrides it (tests use a short one to see a refusal quickly).
+// MHC_BUSY_TIMEOUT_MS overrides it (tests use a short one to see a refusal quickly); a value
+// that is not a whole number of milliseconds in [0, 3600000] throws mhc::Error.
 int busy_timeout_ms();
+
+// A lock another process held past the busy timeout: the file is fine, it was only busy.
+class Busy : public Error {
+public:
+    using Error::Error;
+};
 
 // Opens an existing SQLite file with the busy timeout set. `writable`: read-write, or read-only
 // when the file or its directory cannot be written (then an interrupted writer's journal cannot
@@ -20,7 +27,7 @@ int busy_timeout_ms();
 // `problem` (naming `file`) on failure.
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem);
 
-// Throws mhc::Error "<file>: <what>: <sqlite message>".
+// Throws mhc::Error "<file>: <what>: <sqlite message>" (Busy for a lock held past the timeout).
 [[noreturn]] void fail(sqlite3* db, const std::string& file, const std::string& what);
 
 void exec(sqlite3* db, const std::string& file, const char* sql);

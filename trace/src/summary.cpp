@@ -157,6 +157,13 @@ Summary summarize(const TraceData& t, int top_n) {
     return s;
 }
 
+namespace {
+// Names in the lists are cut to keep each line within 100 columns ("..." says so).
+std::string fit(const std::string& name, size_t room) {
+    return name.size() <= room ? name : name.substr(0, room - 3) + "...";
+}
+}  // namespace
+
 std::string to_text(const Summary& s) {
     std::string o;
     char buf[512];
@@ -212,7 +219,8 @@ std::string to_text(const Summary& s) {
     // Traces without addresses (Kineto before about PyTorch 1.10): say what is exact and what is not.
     for (const auto& [k, v] : s.meta)
         if (k == "pairing" && v == "size")
-            o += "frees       paired by size (no addresses recorded): live bytes exact, which block a free ended inferred\n";
+            o += "frees       paired by size (no addresses recorded): live bytes exact,\n"
+                 "            which block a free ended inferred\n";
     if (s.steps > 0) {
         int64_t tot = std::accumulate(s.step_durations.begin(), s.step_durations.end(), int64_t{0});
         line("steps       %lld (mean %s)\n", (long long)s.steps, format_ns(tot / s.steps).c_str());
@@ -223,13 +231,13 @@ std::string to_text(const Summary& s) {
     if (!s.top_allocations.empty()) {
         o += "largest allocations\n";
         for (const auto& e : s.top_allocations)
-            line("  %12s  %-10s %s\n", format_bytes(e.bytes).c_str(), e.category.c_str(), e.name.c_str());
+            line("  %12s  %-10s %s\n", format_bytes(e.bytes).c_str(), e.category.c_str(), fit(e.name, 100 - 27).c_str());
     }
     if (!s.top_kernels.empty()) {
         o += "kernels by total time\n";
         for (const auto& e : s.top_kernels)
             line("  %12s  %8lldx  %s\n", format_ns(e.total).c_str(), (long long)e.count,
-                 e.name.substr(0, 100).c_str());
+                 fit(e.name, 100 - 26).c_str());
     }
     return o;
 }

@@ -17,7 +17,7 @@ constexpr int64_t kRowsPerTransaction = 200000;
 }  // namespace
 
 struct Writer::Statements {
-    sql::Stmt string, allocation, kernel, access, copy, marker, set_free, segment;
+    sql::Stmt string, allocation, kernel, access, copy, marker, set_free, segment, module, kernel_info, saved;
 };
 
 Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path)) {
@@ -52,6 +52,9 @@ Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path
     st_->marker = sql::Stmt(db_, path_, "INSERT INTO markers VALUES (?,?,?,?,?,?)");
     st_->set_free = sql::Stmt(db_, path_, "UPDATE allocations SET t_free=? WHERE id=?");
     st_->segment = sql::Stmt(db_, path_, "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?)");
+    st_->module = sql::Stmt(db_, path_, "INSERT INTO modules VALUES (?,?,?,?)");
+    st_->kernel_info = sql::Stmt(db_, path_, "INSERT INTO kernel_info VALUES (?,?,?,?,?)");
+    st_->saved = sql::Stmt(db_, path_, "INSERT OR IGNORE INTO saved_tensors VALUES (?,?,?)");
     sql::exec(db_, path_, "BEGIN");
     strings_.emplace("", kNoString);
 }
@@ -172,6 +175,36 @@ void Writer::add(const Segment& g) {
     row_done();
 }
 
+void Writer::add(const Module& m) {
+    auto& s = st_->module;
+    s.bind(1, m.id);
+    s.bind(2, m.name);
+    s.bind(3, m.parent);
+    s.bind(4, m.type);
+    s.run();
+    row_done();
+}
+
+void Writer::add(const KernelInfo& k) {
+    auto& s = st_->kernel_info;
+    s.bind(1, k.kernel);
+    s.bind(2, k.module);
+    s.bind(3, static_cast<int64_t>(k.phase));
+    s.bind(4, k.flops);
+    s.bind(5, k.bytes);
+    s.run();
+    row_done();
+}
+
+void Writer::add(const SavedTensor& t) {
+    auto& s = st_->saved;
+    s.bind(1, t.allocation);
+    s.bind(2, t.kernel);
+    s.bind(3, static_cast<int64_t>(t.packs));
+    s.run();
+    row_done();
+}
+
 void Writer::set_free_time(int64_t allocation_id, int64_t t_free) {
     auto& s = st_->set_free;
     if (t_free == kNoTime) s.bind_null(1);
@@ -180,8 +213,8 @@ void Writer::set_free_time(int64_t allocation_id, int64_t t_free) {
     s.run();
 }
 
-void Writer::finish(const std::function<void(const std::string&)>& verify) {
-    if (finished_) return;
+void Writer::close(const std::function<void(const std::string&)>& verify) {
+    if (closed_) return;
     meta_["format"] = kFormatName;
     meta_["schema_version"] = std::to_string(kSchemaVersion);
     {
@@ -199,9 +232,26 @@ void Writer::finish(const std::function<void(const std::string&)>& verify) {
     st_.reset();
     if (sqlite3_close(db_) != SQLITE_OK) throw Error(path_ + ": cannot close the new trace");
     db_ = nullptr;
+    strings_ = {};   // a closed writer waiting for its job's other files holds nothing else
     if (verify) verify(tmp_path_);
+    closed_ = true;
+}
+
+void Writer::finish(const std::function<void(const std::string&)>& verify) {
+    if (finished_) return;
+    close(verify);
     out_->commit();
     finished_ = true;
+}
+
+void finish_together(const std::vector<Writer*>& writers) {
+    std::vector<OutputFile*> files;
+    for (Writer* w : writers) {
+        w->close();
+        files.push_back(w->out_.get());
+    }
+    commit_together(files);
+    for (Writer* w : writers) w->finished_ = true;
 }
 
 }  // namespace mhc::trace

@@ -151,7 +151,14 @@ int main(int argc, char** argv) {
     cli.add_option("--click", clicks, "with --screenshot: a left click at window pixel X,Y before the saved frame (repeat for more)");
     auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
-    CLI11_PARSE(cli, argc, argv);
+    try {
+        cli.parse(argc, argv);
+    } catch (const CLI::Success& e) {   // --help
+        return cli.exit(e);
+    } catch (const CLI::ParseError& e) {   // bad options: one line, exit 2, as `mhc` does
+        std::fprintf(stderr, "mhc-view: %s\n", e.what());
+        return 2;
+    }
     o.go_step = step->count() > 0;
     for (const std::string& c : clicks) {
         float x = 0, y = 0;

@@ -129,7 +129,7 @@ void Launcher::work(sim::Config c) {
         set_phase(LaunchPhase::Storing);
         // Stored even when it ran out of memory, as `mhc simulate` does: the run then shows
         // where (its oom event) and why (its status and metrics).
-        out.run_id = trace::add_run(path_, sim::to_run(r));
+        out.run_id = trace::add_run(path_, sim::to_run(r), "", data_->fingerprint);
         out.summary = sim::to_text(r);
         out.phase = LaunchPhase::Done;
         if (r.oom.happened) {

@@ -1,5 +1,13 @@
-// CSV tables: allocations.csv and kernels.csv, times in ns, names resolved.
+// CSV tables: one file per table of the trace (docs/trace-format.md), the schema's columns in
+// its order, names and codes written as text, times in ns. Tables are read generically, so a
+// table or column added to the schema is exported without a change here.
+#include <sqlite3.h>
+
+#include <charconv>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/export/export.hpp"
@@ -7,48 +15,191 @@
 #include "output.hpp"
 
 namespace mhc::trace::exporter {
+namespace {
 
-int64_t export_csv(const std::string& trace_path, const std::string& dir, IfExists if_exists) {
-    for (const char* name : {"/allocations.csv", "/kernels.csv"}) refuse_input_as_output(trace_path, dir + name);
-    Reader reader(trace_path);
-    auto strings = reader.strings();
-    auto str = [&](int64_t id) -> std::string {
-        return id >= 0 && static_cast<size_t>(id) < strings.size() ? csv_field(strings[id]) : std::string();
-    };
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw Error(where(dir, "cannot create directory: " + ec.message()));
+// Columns that hold a string id or a code, and the table that names them.
+struct Named {
+    const char* table;
+    const char* column;
+    const char* lookup;   // "strings" or a code table (id, name)
+};
+constexpr Named kNamed[] = {
+    {"allocations", "label", "strings"},   {"allocations", "category", "categories"},
+    {"kernels", "name", "strings"},        {"accesses", "mode", "access_modes"},
+    {"copies", "kind", "copy_kinds"},      {"markers", "name", "strings"},
+    {"markers", "kind", "marker_kinds"},   {"modules", "name", "strings"},
+    {"modules", "type", "strings"},        {"kernel_info", "phase", "phases"},
+    {"run_events", "kind", "event_kinds"},
+};
+// Tables that only name codes: their names appear in the tables that use them.
+const std::set<std::string> kLookupTables = {"strings",      "categories",  "access_modes", "copy_kinds",
+                                             "marker_kinds", "event_kinds", "phases"};
+
+struct Statement {
+    sqlite3_stmt* s = nullptr;
+    Statement(sqlite3* db, const std::string& sql, const std::string& file) {
+        if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+            throw Error(where(file, std::string("cannot read: ") + sqlite3_errmsg(db)));
+    }
+    ~Statement() { sqlite3_finalize(s); }
+    Statement(const Statement&) = delete;
+    Statement& operator=(const Statement&) = delete;
+};
+
+std::string text_at(sqlite3_stmt* s, int i) {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s, i))) : std::string();
+}
+
+// id -> name of a lookup table; empty when the file lacks it.
+std::map<int64_t, std::string> lookup(sqlite3* db, const std::string& table, const std::string& file) {
+    std::map<int64_t, std::string> out;
+    Statement st(db, "SELECT id, " + std::string(table == "strings" ? "text" : "name") + " FROM " + table, file);
+    while (sqlite3_step(st.s) == SQLITE_ROW) out[sqlite3_column_int64(st.s, 0)] = text_at(st.s, 1);
+    if (table == "strings") out[0] = "";   // id 0 is the empty name
+    return out;
+}
+
+struct Column {
+    std::string name;
+    int pk = 0;                                        // position in the primary key, 0: none
+    const std::map<int64_t, std::string>* names = nullptr;   // resolved through this lookup
+};
+
+std::vector<Column> columns_of(sqlite3* db, const std::string& table, const std::string& file) {
+    std::vector<Column> cols;
+    Statement st(db, "PRAGMA table_info(\"" + table + "\")", file);
+    while (sqlite3_step(st.s) == SQLITE_ROW) cols.push_back({text_at(st.s, 1), sqlite3_column_int(st.s, 5)});
+    return cols;
+}
+
+// The header name of a column: time columns say their unit.
+std::string header_name(const std::string& column) {
+    return column == "t" || column.rfind("t_", 0) == 0 ? column + "_ns" : column;
+}
+
+std::string value_text(sqlite3_stmt* s, int i) {
+    switch (sqlite3_column_type(s, i)) {
+    case SQLITE_NULL: return {};
+    case SQLITE_INTEGER: return std::to_string(sqlite3_column_int64(s, i));
+    case SQLITE_FLOAT: {
+        char b[32];   // the shortest text that reads back as the same double
+        auto r = std::to_chars(b, b + sizeof b, sqlite3_column_double(s, i));
+        return std::string(b, r.ptr);
+    }
+    default: return csv_field(text_at(s, i));
+    }
+}
+
+// The trace's tables in schema order, without the lookups.
+std::vector<std::string> exported_tables(sqlite3* db, const std::string& file) {
+    std::vector<std::string> out;
+    Statement st(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
+                 file);
+    while (sqlite3_step(st.s) == SQLITE_ROW)
+        if (std::string t = text_at(st.s, 0); !kLookupTables.count(t)) out.push_back(t);
+    return out;
+}
+
+bool is_run_table(const std::string& t) { return t == "runs" || t.rfind("run_", 0) == 0; }
+
+// Writes one table; returns its rows. A code or string id without a name is bad input.
+int64_t write_table(sqlite3* db, const std::string& file, const std::string& table, std::vector<Column> cols,
+                    int64_t run_id, Output& out) {
+    std::string select, order, header;
+    std::vector<std::pair<int, int>> pk;   // (position in the key, column)
+    for (size_t i = 0; i < cols.size(); ++i) {
+        select += (i ? ", \"" : "\"") + cols[i].name + "\"";
+        header += (i ? "," : "") + csv_field(header_name(cols[i].name));
+        if (cols[i].pk) pk.emplace_back(cols[i].pk, static_cast<int>(i));
+    }
+    std::sort(pk.begin(), pk.end());
+    for (auto [_, i] : pk) order += (order.empty() ? "\"" : ", \"") + cols[static_cast<size_t>(i)].name + "\"";
+    if (order.empty()) {   // tables without a key (run_events, run_memory): by run and time, as read
+        for (const auto& c : cols)
+            if (c.name == "run" || c.name == "t" || c.name == "t_start") order += "\"" + c.name + "\", ";
+        order += "rowid";
+    }
+    std::string filter;
+    if (run_id > 0 && is_run_table(table)) filter = table == "runs" ? " WHERE id = ?" : " WHERE run = ?";
+    Statement st(db, "SELECT " + select + " FROM \"" + table + "\"" + filter + " ORDER BY " + order, file);
+    if (!filter.empty()) sqlite3_bind_int64(st.s, 1, run_id);
+    out << header << "\n";
     int64_t rows = 0;
-    // Both files are complete before either is renamed into place.
-    Output a(dir + "/allocations.csv", false, if_exists), k(dir + "/kernels.csv", false, if_exists);
-    a << "id,device,address,bytes,t_alloc_ns,t_free_ns,stream,category,label\n";
-    reader.for_each([&](const Allocation& r) {
-        std::string line = std::to_string(r.id) + "," + std::to_string(r.device) + "," + std::to_string(r.address) + "," +
-                           std::to_string(r.bytes) + "," + std::to_string(r.t_alloc) + "," +
-                           (r.t_free == kNoTime ? std::string() : std::to_string(r.t_free)) + "," +
-                           std::to_string(r.stream) + "," + std::string(to_string(r.category)) + "," + str(r.label) + "\n";
-        a << line;
-        ++rows;
-    });
-    k << "id,device,stream,name,t_start_ns,t_end_ns,step,grid_x,grid_y,grid_z,block_x,block_y,block_z,shared_mem,registers,correlation\n";
-    reader.for_each([&](const Kernel& r) {
-        std::string line = std::to_string(r.id) + "," + std::to_string(r.device) + "," + std::to_string(r.stream) + "," +
-                           str(r.name) + "," + std::to_string(r.t_start) + "," + std::to_string(r.t_end) + "," +
-                           std::to_string(r.step);
-        // Appended piecewise: g++ 12 gives a false -Wrestrict on "," + std::string here.
-        for (int64_t v : {int64_t{r.grid[0]}, int64_t{r.grid[1]}, int64_t{r.grid[2]}, int64_t{r.block[0]},
-                          int64_t{r.block[1]}, int64_t{r.block[2]}, int64_t{r.shared_mem}, int64_t{r.registers},
-                          r.correlation}) {
-            line += ',';
-            line += std::to_string(v);
+    std::string line;
+    int rc;
+    while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+        line.clear();
+        for (size_t i = 0; i < cols.size(); ++i) {
+            if (i) line += ',';
+            const int c = static_cast<int>(i);
+            if (!cols[i].names || sqlite3_column_type(st.s, c) != SQLITE_INTEGER) {
+                line += value_text(st.s, c);
+                continue;
+            }
+            auto it = cols[i].names->find(sqlite3_column_int64(st.s, c));
+            if (it == cols[i].names->end())
+                throw Error(where_row(file, table, pk.size() == 1 ? sqlite3_column_int64(st.s, pk[0].second) : rows + 1,
+                                      cols[i].name + " " + std::to_string(sqlite3_column_int64(st.s, c)) +
+                                          " names nothing (mhc check " + file + ")"));
+            line += csv_field(it->second);
         }
         line += '\n';
-        k << line;
+        out << line;
         ++rows;
-    });
-    a.commit();
-    k.commit();
+    }
+    if (rc != SQLITE_DONE) throw Error(where(file, std::string("cannot read table ") + table + ": " + sqlite3_errmsg(db)));
     return rows;
+}
+
+}  // namespace
+
+std::vector<CsvTable> export_csv(const std::string& trace_path, const std::string& dir, const CsvOptions& opt) {
+    Reader reader(trace_path);
+    sqlite3* db = reader.handle();
+    const auto tables = exported_tables(db, trace_path);
+    if (opt.run_id > 0) {
+        Statement st(db, "SELECT 1 FROM runs WHERE id = ?", trace_path);
+        sqlite3_bind_int64(st.s, 1, opt.run_id);
+        if (sqlite3_step(st.s) != SQLITE_ROW)
+            throw Error(trace_path + ": run " + std::to_string(opt.run_id) + " does not exist");
+    }
+    for (const auto& t : tables) refuse_input_as_output(trace_path, dir + "/" + t + ".csv");
+    std::map<std::string, std::map<int64_t, std::string>> lookups;
+    for (const auto& n : kNamed) lookups.try_emplace(n.lookup);
+    for (auto& [name, ids] : lookups) ids = lookup(db, name, trace_path);
+    std::error_code ec;
+    // A folder this export creates is removed again when the export fails (declared before the
+    // files, so that it is removed after their temporary files are).
+    struct MadeFolder {
+        std::string dir;
+        bool made = false, keep = false;
+        ~MadeFolder() {
+            std::error_code e;
+            if (made && !keep) std::filesystem::remove(dir, e);   // only when empty
+        }
+    } folder{dir};
+    folder.made = std::filesystem::create_directories(dir, ec);
+    if (ec) throw Error(where(dir, "cannot create directory: " + ec.message()));
+    // Every file is complete before any is renamed into place, and they appear together.
+    std::vector<std::unique_ptr<Output>> outs;
+    std::vector<CsvTable> written;
+    for (const auto& t : tables) {
+        auto cols = columns_of(db, t, trace_path);
+        for (auto& c : cols)
+            for (const auto& n : kNamed)
+                if (t == n.table && c.name == n.column) c.names = &lookups[n.lookup];
+        outs.push_back(std::make_unique<Output>(dir + "/" + t + ".csv", false, opt.if_exists));
+        written.push_back({t + ".csv", write_table(db, trace_path, t, std::move(cols), opt.run_id, *outs.back())});
+    }
+    std::vector<OutputFile*> files;
+    for (auto& o : outs) {
+        o->close();
+        files.push_back(&o->file());
+    }
+    commit_together(files);
+    folder.keep = true;
+    return written;
 }
 
 }  // namespace mhc::trace::exporter

@@ -29,7 +29,7 @@ void Output::flush() {
     if (buf_.empty()) return;
     bool ok = gzip_ ? gzwrite(gz_, buf_.data(), static_cast<unsigned>(buf_.size())) == static_cast<int>(buf_.size())
                     : std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
-    if (!ok) throw Error(where(path_, "write failed (disk full?)"), Error::Kind::Internal);
+    if (!ok) write_failed();
     buf_.clear();
 }
 
@@ -45,14 +45,26 @@ Output& Output::operator<<(int64_t v) {
     return *this;
 }
 
-void Output::commit() {
+void Output::close() {
     flush();
     int rc = 0;
+    errno = 0;
     if (gz_) { rc = gzclose(gz_) == Z_OK ? 0 : -1; gz_ = nullptr; }
     if (f_) { rc = std::fclose(f_); f_ = nullptr; }
-    if (rc != 0) throw Error(where(path_, "write failed (disk full?)"), Error::Kind::Internal);
+    if (rc != 0) write_failed();
+}
+
+void Output::commit() {
+    close();
     out_->commit();
     done_ = true;
+}
+
+// A full disk or a file size limit: the environment, not the program (exit status 2, as for
+// a trace that cannot be written).
+void Output::write_failed() const {
+    const int err = errno;
+    throw Error(where(path_, std::string("write failed: ") + (err ? std::strerror(err) : "disk full?")));
 }
 
 namespace {

@@ -22,10 +22,14 @@ public:
     Output& operator<<(const std::string& s) { write(s); return *this; }
     Output& operator<<(const char* s) { write(s, std::char_traits<char>::length(s)); return *this; }
     Output& operator<<(int64_t v);
-    void commit();
+    // Writes what is buffered and closes the temporary file: complete, not yet in place.
+    void close();
+    void commit();   // close(), then rename into place
+    OutputFile& file() { return *out_; }
 
 private:
     void flush();
+    [[noreturn]] void write_failed() const;
     std::string path_, tmp_;
     std::unique_ptr<OutputFile> out_;   // the temporary name, its cleanup and the rename
     bool gzip_;

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -60,7 +61,7 @@ Format detect_format(const std::string& path) {
     char head[16] = {};
     {
         std::ifstream f(path, std::ios::binary);
-        if (!f) throw Error(where(path, "cannot open"));
+        if (!f) throw Error(std::filesystem::exists(path) ? where(path, "cannot open") : no_such_file(path));
         f.read(head, sizeof head);
         if (f.gcount() == 0) throw Error(where(path, "the file is empty"));
     }

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/import/rows.hpp"
@@ -33,13 +35,16 @@ public:
         if (in.empty() || ::stat(in.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return;
         const int src = ::open(in.c_str(), O_RDONLY | O_CLOEXEC);
         if (src < 0) throw Error(where(in, std::string("cannot open: ") + std::strerror(errno)));
-        std::string tmpl = (std::filesystem::temp_directory_path() / "mhc-import-XXXXXX").string();
-        const int dst = ::mkstemp(tmpl.data());
-        if (dst < 0) {
+        // Named with our pid and removed on SIGINT/SIGTERM/SIGHUP, or by the next import after a SIGKILL.
+        std::unique_ptr<TempFile> copy;
+        try {
+            copy = std::make_unique<TempFile>("import");
+        } catch (const Error& e) {
             ::close(src);
-            throw Error(where(tmpl, std::string("cannot create a temporary copy of the input: ") + std::strerror(errno)));
+            throw Error(std::string(e.what()) + " (for a copy of " + in + ", which is not a regular file)");
         }
-        path_ = tmpl;
+        const int dst = copy->fd();
+        const std::string& path = copy->path();
         std::string err;
         uint64_t total = 0;
         std::vector<char> buf(1 << 16);
@@ -56,33 +61,31 @@ public:
             for (ssize_t off = 0; off < n;) {
                 ssize_t w = ::write(dst, buf.data() + off, static_cast<size_t>(n - off));
                 if (w < 0 && errno == EINTR) continue;
-                if (w < 0) { err = where(path_, std::string("cannot write the temporary copy of the input: ") + std::strerror(errno)); break; }
+                if (w < 0) { err = where(path, std::string("cannot write the temporary copy of the input: ") + std::strerror(errno)); break; }
                 off += w;
             }
             if (!err.empty()) break;
         }
         ::close(src);
-        if (::close(dst) != 0 && err.empty()) err = where(path_, "cannot write the temporary copy of the input");
-        if (!err.empty()) {   // a throwing constructor runs no destructor: remove the copy here
-            ::unlink(path_.c_str());
-            throw Error(err);
-        }
+        if (!copy->close() && err.empty()) err = where(path, "cannot write the temporary copy of the input");
+        if (!err.empty()) throw Error(err);   // the copy is removed with `copy`
+        copy_ = std::move(copy);
     }
-    ~Spool() { if (!path_.empty()) ::unlink(path_.c_str()); }
     Spool(const Spool&) = delete;
     Spool& operator=(const Spool&) = delete;
     // The path to read: the copy, or the input itself.
-    const std::string& read_path(const std::string& in) const { return path_.empty() ? in : path_; }
+    const std::string& read_path(const std::string& in) const { return copy_ ? copy_->path() : in; }
     // An error about the copy is an error about the input: the copy's name becomes the user's.
     [[noreturn]] void rethrow(const Error& e, const std::string& in) const {
         std::string m = e.what();
-        for (size_t at; !path_.empty() && (at = m.find(path_)) != std::string::npos;) m.replace(at, path_.size(), in);
+        const std::string path = copy_ ? copy_->path() : std::string();
+        for (size_t at; !path.empty() && (at = m.find(path)) != std::string::npos;) m.replace(at, path.size(), in);
         throw Error(m, e.kind());
     }
-    bool active() const { return !path_.empty(); }
+    bool active() const { return copy_ != nullptr; }
 
 private:
-    std::string path_;
+    std::unique_ptr<TempFile> copy_;
 };
 
 }  // namespace
@@ -118,9 +121,13 @@ static Result import_regular(const std::string& in, const std::string& shown, co
         case Format::Snapshot: import_snapshot(in, w, r, opt.max_input_size); break;
         case Format::Kineto: import_kineto(in, w, r, opt.max_input_size); break;
         case Format::ExecutionTrace: import_et(in, opt.kineto_path, w, r, opt.max_input_size); break;
-        case Format::Nsys: import_nsys(in, w, r, opt.warn); break;
+        case Format::Nsys: import_nsys(in, w, r); break;
         case Format::Auto: break;
     }
+    // Named as the user gave it (a pipe's private copy is not the user's file).
+    if (auto it = r.meta.find("nsys.missing_tables"); it != r.meta.end() && opt.warn)
+        std::fprintf(stderr, "mhc: warning: %s: missing tables %s (imported without them)\n", shown.c_str(),
+                     it->second.c_str());
     r.meta["import.input"] = std::filesystem::path(shown).filename().string();
     if (opt.warn)
         for (const auto& m : r.warnings) std::fprintf(stderr, "mhc: warning: %s: %s\n", shown.c_str(), m.c_str());

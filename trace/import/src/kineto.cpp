@@ -116,6 +116,15 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     r.meta["kineto.flow_events"] = std::to_string(d.flows);
     r.meta["kineto.step_markers"] = std::to_string(steps.size());
     r.meta["kineto.kernel_starts_clamped"] = std::to_string(clamped);
+    // The job identity the profiler recorded (docs/trace-format.md, "Multi-rank traces"); it has
+    // no job id, and its times have no clock shared by the ranks.
+    if (d.rank >= 0) r.meta["rank"] = std::to_string(d.rank);
+    if (d.world_size >= 1) r.meta["world_size"] = std::to_string(d.world_size);
+    if (d.negative_durations > 0)
+        r.meta["kineto.negative_durations"] =
+            std::to_string(d.negative_durations) + " events with a negative 'dur', read as 0 ns (the first: traceEvents[" +
+            std::to_string(d.first_negative) + "] '" + d.first_negative_name + "', dur " +
+            std::to_string(d.first_negative_dur / 1000) + " us)";
     if (!d.device_name.empty()) r.meta["device_name"] = d.device_name;
     if (d.device_memory > 0) r.meta["device_memory"] = std::to_string(d.device_memory);
 }

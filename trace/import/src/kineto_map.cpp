@@ -36,6 +36,11 @@ bool is_accelerator(int64_t device_type) {
 void map_event(const KEvent& e, KinetoData& d) {
     if (!e.has_ts) return;
     std::string_view c = e.cat;
+    if (e.ph == 'X' && e.dur < 0 && d.negative_durations++ == 0) {
+        d.first_negative = d.events - 1;   // the tokenizer counted this event already
+        d.first_negative_dur = e.dur;
+        d.first_negative_name = std::string(e.name.substr(0, 80));
+    }
     if (e.ph == 'X') {
         if (c == "kernel" || c == "Kernel" || is_copy_category(c) || is_memset_category(c)) {
             KKernel k;

@@ -134,6 +134,8 @@ enum class F : uint8_t {
     RfId, EvIdx,
     // deviceProperties
     DpId, DpName, DpMem,
+    // distributedInfo
+    DistRank, DistWorld,
     TopKey,   // a key of the root object was just read (its name in Handler::top_key)
 };
 
@@ -177,6 +179,7 @@ enum class In : uint8_t {
     EventOther,   // any other container inside an event (skipped)
     Props,        // the deviceProperties array
     Prop,         // one deviceProperties object
+    Dist,         // the distributedInfo object (the process's rank in its job)
     Other,        // any other container (skipped)
 };
 
@@ -258,6 +261,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                : at(In::Events)                  ? In::Event
                : at(In::Event) && key == F::Args ? In::Args
                : at(In::Props)                   ? In::Prop
+               : at(In::Root) && key == F::TopKey && top_key == "distributedInfo" ? In::Dist
                : in_event()                      ? In::EventOther
                                                  : In::Other;
         if (!enter(w) || !bad.empty()) return false;
@@ -313,6 +317,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         } else if (at(In::Prop)) {
             std::string_view k(s, n);
             key = k == "id" ? F::DpId : k == "name" ? F::DpName : k == "totalGlobalMem" ? F::DpMem : F::None;
+        } else if (at(In::Dist)) {
+            std::string_view k(s, n);
+            key = k == "rank" ? F::DistRank : k == "world_size" ? F::DistWorld : F::None;
         } else {
             key = F::None;
         }
@@ -335,6 +342,12 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             int64_t v = 0;
             if (dim_i < 3 && field(s, n, grid ? "args.grid" : "args.block", v, 0, INT32_MAX))
                 (grid ? e.grid : e.block)[dim_i++] = static_cast<int32_t>(v);
+            return;
+        }
+        if (at(In::Dist)) {   // the job identity (docs/trace-format.md): a rank below 2^24
+            if (key == F::DistRank) field(s, n, "distributedInfo.rank", d.rank, 0, 1 << 24);
+            if (key == F::DistWorld) field(s, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
+            key = F::None;
             return;
         }
         if (at(In::Prop)) {

@@ -66,10 +66,15 @@ struct KinetoData {
     std::unordered_map<int64_t, KLaunch> flow_starts;   // ac2g flow id -> start
     std::vector<KRange> ranges;   // ProfilerStep#N and annotations
     int64_t events = 0, flows = 0, host_memory_events = 0;
+    // Events whose 'dur' is negative (read as 0 ns), and the first of them (its index in
+    // traceEvents and name): said in meta, never silently.
+    int64_t negative_durations = 0, first_negative = -1, first_negative_dur = 0;
+    std::string first_negative_name;
     int64_t t_min = INT64_MAX;
     std::string device_name;
     int64_t device_memory = 0;
     int device_count = 0;
+    int64_t rank = -1, world_size = -1;   // distributedInfo, -1 when the trace does not say
     bool has_rf_id = false;
     bool streamed = false;   // parsed by the reference (streamed) parse, not the windowed one
 

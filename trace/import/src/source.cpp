@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -40,7 +41,7 @@ GzSource::GzSource(const std::string& path, uint64_t limit) : path_(path) {
     special_ = special_file(path);
     if (special_ || !gzdirect_hint(path)) limit_ = limit;
     f_ = gzopen(path.c_str(), "rb");
-    if (!f_) throw Error(where(path, std::string("cannot open: ") + std::strerror(errno)));
+    if (!f_) throw Error(errno == ENOENT ? no_such_file(path) : where(path, std::string("cannot open: ") + std::strerror(errno)));
     gzbuffer(f_, 1 << 17);
     buf_ = new char[kChunk];
     cur_ = end_ = buf_;
@@ -52,6 +53,11 @@ GzSource::~GzSource() {
 }
 
 size_t GzSource::read(char* buf, size_t cap) {
+    // Never more than one byte past the limit: a read of the caller's whole buffer (half of a
+    // doubled mapping) would put up to twice the limit in memory before the limit is checked.
+    const uint64_t held = total_ - mark_;
+    if (limit_ != UINT64_MAX) cap = static_cast<size_t>(std::min<uint64_t>(cap, held < limit_ ? limit_ - held + 1 : 1));
+    cap = std::min<size_t>(cap, 1u << 30);   // gzread counts in unsigned int
     int got = gzread(f_, buf, static_cast<unsigned>(cap));
     int errnum = 0;
     const char* msg = gzerror(f_, &errnum);

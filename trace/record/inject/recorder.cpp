@@ -194,6 +194,7 @@ void Recorder::run() {
         TranslatorOptions o;
         o.origin = static_cast<int64_t>(origin_);
         o.accesses = cfg_.accesses;
+        o.job = job_identity([](const char* name) -> const char* { return std::getenv(name); });
         tr = std::make_unique<Translator>(*writer, o);
     } catch (const std::exception& e) {
         fail(e.what());

@@ -31,4 +31,30 @@ std::string output_path(std::string_view base, const char* rank, const char* loc
     return with_tag(base, "pid" + std::to_string(pid));
 }
 
+std::map<std::string, std::string> job_identity(const std::function<const char*(const char*)>& env) {
+    std::map<std::string, std::string> out;
+    auto first = [&](std::initializer_list<const char*> names, bool number) -> std::string {
+        for (const char* n : names) {
+            const char* v = env(n);
+            if (v && *v && (!number || usable(v))) return v;
+        }
+        return {};
+    };
+    if (std::string r = first({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, true); !r.empty())
+        out["rank"] = r;
+    if (std::string w = first({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, true); !w.empty())
+        out["world_size"] = w;
+    std::string id;
+    if (const char* t = env("TORCHELASTIC_RUN_ID"); t && *t && std::string_view(t) != "none") id = std::string("torchrun:") + t;
+    else if (const char* j = env("SLURM_JOB_ID"); j && *j)
+        id = std::string("slurm:") + j + (env("SLURM_STEP_ID") ? std::string(".") + env("SLURM_STEP_ID") : "");
+    else if (std::string o = first({"OMPI_MCA_ess_base_jobid"}, false); !o.empty()) id = "openmpi:" + o;
+    else if (std::string x = first({"PMIX_NAMESPACE"}, false); !x.empty()) id = "pmix:" + x;
+    else if (const char* a = env("MASTER_ADDR"); a && *a && env("MASTER_PORT"))
+        id = std::string("torch.distributed:") + a + ":" + env("MASTER_PORT");
+    else if (std::string m = first({"MHC_RECORD_JOB"}, false); !m.empty()) id = m;
+    if (!id.empty()) out["job.id"] = id;
+    return out;
+}
+
 }  // namespace mhc::record

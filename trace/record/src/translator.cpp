@@ -439,6 +439,7 @@ void Translator::finish() {
     w_.set_meta("accesses", opt_.accesses ? "inferred" : "none");
     w_.set_meta("timing", "exact");
     put("time_origin_ns", origin_);
+    for (const auto& [k, v] : opt_.job) w_.set_meta(k, v);
     put("record.allocations_driver", s.allocations_driver);
     put("record.allocations_activity", s.allocations_activity);
     put("record.allocations_vmm", s.allocations_vmm);

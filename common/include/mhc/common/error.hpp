@@ -3,6 +3,7 @@
 // Front-ends catch it, print what() on one line and exit with exit_code().
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace mhc {
 
@@ -25,5 +26,15 @@ private:
 std::string where(const std::string& file, const std::string& message);
 std::string where_row(const std::string& file, const std::string& table, long long row,
                       const std::string& message);
+
+// The one wording of an input file that is not there, in every command: "<file>: no such file".
+std::string no_such_file(const std::string& file);
+
+// The candidate a mistyped `word` most likely meant ("simualte" -> "simulate"): the closest by
+// edit distance (a swap of two neighbours counts one), within a third of the word's length
+// (at least 1, at most 2), or the only candidate it begins; "" when none. Ties: the first.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
+// "; did you mean simulate?" when nearest() finds one, else "".
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
 }  // namespace mhc

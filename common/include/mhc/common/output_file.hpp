@@ -7,6 +7,7 @@
 // pid in the name no longer runs). Errors name the target, never the temporary file.
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mhc {
 
@@ -17,8 +18,10 @@ enum class IfExists {
 
 class OutputFile {
 public:
-    // Throws mhc::Error (bad input) when `path` exists and `if_exists` is Refuse, or when the
-    // directory cannot be written.
+    // Throws mhc::Error (bad input) when `path` exists and `if_exists` is Refuse, and whatever
+    // `if_exists` says when it exists and is not a regular file (a directory, a device, a FIFO,
+    // a socket, or a symbolic link to one of them: never replaced). A symbolic link to a regular
+    // file is replaced by the new file (its target is left as it is), and one line on stderr says so.
     OutputFile(std::string path, IfExists if_exists);
     ~OutputFile();   // uncommitted: the temporary file is removed
     OutputFile(const OutputFile&) = delete;
@@ -37,6 +40,43 @@ private:
     bool committed_ = false;
     int slot_ = -1;   // in the signal handler's list of files to remove
 };
+
+// Throws mhc::Error (bad input) when `path` exists and is not a regular file once symbolic links
+// are followed (a directory, a device such as /dev/null, a FIFO, a socket): what mhc writes into
+// or beside a file (a runs database and its journal) must be a regular file.
+void refuse_special_file(const std::string& path);
+
+// The name of the temporary file beside `path` that process `pid` writes: "<name>.mhc-tmp-<pid>",
+// with <name> shortened (its start and a hash of it) when the whole would leave no room for
+// SQLite's "-journal" within the directory's limit on a name (255 bytes).
+std::string temp_name(const std::string& path, long pid);
+
+// A private temporary file in $TMPDIR named "mhc-<purpose>-<pid>-XXXXXX", open for writing. It is
+// removed when the object dies, on SIGINT, SIGTERM and SIGHUP, and, after a SIGKILL, by the next
+// TempFile of the same purpose (its pid no longer runs).
+class TempFile {
+public:
+    explicit TempFile(const std::string& purpose);   // throws mhc::Error when it cannot be made
+    ~TempFile();
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+    const std::string& path() const { return path_; }
+    int fd() const { return fd_; }
+    // Closes the descriptor; false when the last writes failed (a full disk).
+    bool close();
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    int slot_ = -1;
+};
+
+// Moves every file into place together (the rank files of one job): SIGINT, SIGTERM and SIGHUP
+// are held back until the last is in place, so that a signal never leaves part of the set; when
+// one cannot be moved, those already moved are removed again, so that none of the set appears.
+// (A SIGKILL or a power cut during the renames, which take milliseconds, can still leave part
+// of them: each names its job, and `simulate --ranks` refuses an incomplete job.)
+void commit_together(const std::vector<OutputFile*>& files);
 
 // Writes `content` as the whole of `path` through an OutputFile (temp + rename).
 void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists);

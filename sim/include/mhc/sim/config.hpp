@@ -28,9 +28,9 @@ struct Capacity {
     bool unlimited() const { return fraction <= 0 && bytes >= kUnlimited; }
     std::string to_string() const;
 };
-// "60%" (at most 100%), "40GiB", "40GB", "512B", "unlimited"; a number without a unit is bytes
-// and must be at least 1 MiB ("70" is refused with a hint: 70% or 70GiB was meant).
-// Throws mhc::Error for negative, zero, > 100% or malformed values.
+// A share of the unlimited peak ("60%", "60 %", at most 100%), a size ("40GiB", "40 GB", "512B":
+// the size grammar of parse_size), or "unlimited". A number alone is refused with a hint (70% or
+// 70GiB was meant). Throws mhc::Error for negative, zero, > 100% or malformed values.
 Capacity parse_capacity(const std::string& text);
 
 // Bounds of the options validate() accepts (docs/simulator.md): beyond them a run would

@@ -29,8 +29,11 @@ std::vector<size_t> allocations_outside_segments(const TraceData& t);
 
 // Checks a file: opens it (file-level problems: missing, not SQLite, truncated, corrupt,
 // wrong version, missing tables, invalid codes), then loads it and runs check_trace.
-// Never throws for problems in the file; they become Problems.
-CheckReport check_file(const std::string& path);
+// Never throws for problems in the file; they become Problems. SQLite's quick_check reads
+// every page; with `full`, its integrity_check also matches every index with its table.
+// Throws mhc::Error when the file stays locked by another process past the busy timeout (the
+// file is not at fault) or MHC_BUSY_TIMEOUT_MS is malformed.
+CheckReport check_file(const std::string& path, bool full = false);
 
 // Throws mhc::Error naming the file and the first problem (with the count of others) when
 // the report is not ok: what importers and the simulator do with bad input.

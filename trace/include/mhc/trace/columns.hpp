@@ -79,6 +79,7 @@ struct DanglingAccess {
 struct TraceData {
     std::string path;
     std::map<std::string, std::string> meta;
+    std::string fingerprint;            // of the file as it was read (trace::fingerprint): runs stored from it must match
     std::vector<std::string> strings;   // strings[id]
     AllocationColumns allocations;
     KernelColumns kernels;

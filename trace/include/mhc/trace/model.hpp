@@ -90,10 +90,36 @@ struct Segment {
     bool reconstructed = false;   // began before recording: t_alloc is not when it was allocated
 };
 
+// What a model capture knows (docs/trace-format.md "modules, kernel_info, saved_tensors").
+enum class Phase : uint8_t { Forward = 0, Backward, Optimizer, Recompute, Other };
+inline constexpr int kPhaseCount = 5;
+
+struct Module {
+    int64_t id = 0;            // from 1
+    int64_t name = kNoString;  // fully qualified name (ModTracker's spelling)
+    int64_t parent = 0;        // enclosing module's id, 0 for the root
+    int64_t type = kNoString;  // class name
+};
+
+struct KernelInfo {
+    int64_t kernel = 0;
+    int64_t module = 0;        // innermost module running the op, 0 outside every module
+    Phase phase = Phase::Other;
+    int64_t flops = 0, bytes = 0;
+};
+
+// A storage autograd saved for the backward when the forward op `kernel` ran.
+struct SavedTensor {
+    int64_t allocation = 0;
+    int64_t kernel = 0;
+    int32_t packs = 1;         // how many times the op packed it (views of one storage); NULL reads 1
+};
+
 std::string_view to_string(Category c);
 std::string_view to_string(AccessMode m);
 std::string_view to_string(CopyKind k);
 std::string_view to_string(MarkerKind k);
+std::string_view to_string(Phase p);
 std::optional<Category> category_from_string(std::string_view s);
 std::optional<CopyKind> copy_kind_from_string(std::string_view s);
 

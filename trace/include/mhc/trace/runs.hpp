@@ -76,17 +76,41 @@ inline constexpr const char* kRunsFormatName = "mhc-runs";
 
 // Adds runs in one transaction (all or none); returns their ids. Waits for other writers and
 // readers (busy timeout), so concurrent processes each store every run, under distinct ids.
+// `trace_fingerprint`: the trace's fingerprint when the runs were computed from it
+// (TraceData::fingerprint); inside the storing transaction a trace that no longer has it (it was
+// replaced meanwhile) is refused, so that a run is never stored in another trace than its own.
 // Throws mhc::Error naming the file when the runs cannot be stored (read-only, locked past
-// the timeout, disk full, not a trace).
+// the timeout, disk full, not a trace, changed); the file is then as it was, with no journal left.
 std::vector<int64_t> add_runs(const std::string& trace_path, const std::vector<Run>& runs,
-                              const std::string& runs_db = "");
-int64_t add_run(const std::string& trace_path, const Run& run, const std::string& runs_db = "");
+                              const std::string& runs_db = "", const std::string& trace_fingerprint = "");
+int64_t add_run(const std::string& trace_path, const Run& run, const std::string& runs_db = "",
+                const std::string& trace_fingerprint = "");
 // Marks a run begun earlier (status "incomplete") as finished: used by replays that write
 // the run's row first, so that an interruption leaves a run marked incomplete.
 int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name,
-                  const std::string& runs_db = "");
+                  const std::string& runs_db = "", const std::string& trace_fingerprint = "");
 void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
-                const std::string& runs_db = "");
+                const std::string& runs_db = "", const std::string& trace_fingerprint = "");
+
+// One rank's run of a coupled job, with the trace it was computed on and that trace's
+// fingerprint when it was read.
+struct JobRun {
+    std::string trace;
+    std::string fingerprint;
+    Run run;
+};
+// Stores a job's runs whole: every rank's run or none. In the rank traces themselves, one
+// transaction spans them all (SQLite commits attached databases together through a
+// super-journal), so a job of more ranks than one transaction can span
+// (max_job_files()) is refused; with `runs_db`, all of them go to that one file, which then
+// belongs to the job (each run to its rank's trace). Throws mhc::Error as add_runs does.
+std::vector<int64_t> add_job_runs(const std::vector<JobRun>& ranks, const std::string& runs_db = "");
+// The most trace files whose runs one transaction can store together.
+int max_job_files();
+
+// About how many bytes storing `run` adds to a file: its rows with their index entries, at the
+// sizes measured on files of stored runs (docs/trace-format.md, "How big runs are").
+int64_t stored_size(const Run& run);
 
 std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string& runs_db = "");
 // Loads one run whole. Throws mhc::Error naming the file when the id does not exist. A

@@ -46,6 +46,9 @@ public:
     void add(const Copy& c);
     void add(const Marker& m);
     void add(const Segment& s);
+    void add(const Module& m);
+    void add(const KernelInfo& k);
+    void add(const SavedTensor& s);
 
     // Sets t_free of an allocation already added (importers learn frees late).
     void set_free_time(int64_t allocation_id, int64_t t_free);
@@ -55,9 +58,13 @@ public:
     // given, runs on the complete temporary file first (name it as path() in errors); if it
     // throws, `path` is left as it was.
     void finish(const std::function<void(const std::string& temp_path)>& verify = {});
+    // finish() without the rename: the temporary file is complete and closed, and stays
+    // temporary (removed with the Writer) until finish() or finish_together().
+    void close(const std::function<void(const std::string& temp_path)>& verify = {});
     const std::string& path() const { return path_; }
 
 private:
+    friend void finish_together(const std::vector<Writer*>& writers);
     void row_done();
     struct Statements;
     std::string path_, tmp_path_;
@@ -67,8 +74,12 @@ private:
     std::unordered_map<std::string, int64_t> strings_;
     std::map<std::string, std::string> meta_;
     int64_t rows_ = 0, rows_in_txn_ = 0;
-    bool finished_ = false;
+    bool closed_ = false, finished_ = false;
 };
+
+// Closes every writer, then moves all their files into place together (mhc::commit_together):
+// a job's rank files appear all at once or not at all.
+void finish_together(const std::vector<Writer*>& writers);
 
 // The trace tables a Reader projects (Reader::scan).
 enum class TraceTable : uint8_t { Allocations, Kernels, Accesses, Copies, Markers };
@@ -106,6 +117,11 @@ struct TableCounts {
     int64_t total() const { return allocations + kernels + accesses + copies + markers + strings; }
 };
 
+// What ties a run to the trace it was computed on (docs/trace-format.md, "Runs databases"): a
+// 64-bit FNV-1a hash, in 16 hex digits, of the trace's meta rows and its tables' row counts, which
+// change whenever a trace is regenerated or reimported differently.
+std::string fingerprint(const std::map<std::string, std::string>& meta, const TableCounts& counts);
+
 class Reader {
 public:
     // Throws mhc::Error naming the file: missing, not SQLite, truncated or corrupt, not a
@@ -136,6 +152,13 @@ public:
     // kNoBytes).
     bool has_requested_bytes() const;
     void for_each(const std::function<void(const Segment&)>& fn) const;
+
+    // A model capture's tables: traces from other sources, or written before the tables
+    // existed, have none (has_table false: nothing is read).
+    bool has_table(const std::string& name) const;
+    void for_each(const std::function<void(const Module&)>& fn) const;
+    void for_each(const std::function<void(const KernelInfo&)>& fn) const;
+    void for_each(const std::function<void(const SavedTensor&)>& fn) const;
 
     // Column projection: `columns` of `table` (names as in docs/trace-format.md), in id order
     // (accesses: by kernel, then allocation). A name the table lacks throws mhc::Error.

@@ -2,6 +2,8 @@
 // Where a recorded process writes its trace. `mhc record -o run.db` passes "run.db" to every
 // process it starts; one file per process: "run.rank3.db" when RANK (or else LOCAL_RANK) is
 // set, "run.db" for the process `mhc record` started itself, "run.pid1234.db" for others.
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -10,5 +12,12 @@ namespace mhc::record {
 // `rank` and `local_rank` are the environment values (null or empty when unset).
 std::string output_path(std::string_view base, const char* rank, const char* local_rank,
                         long pid, bool is_root);
+
+// The job a recorded process belongs to (docs/trace-format.md, "Multi-rank traces"), from what
+// its launcher put in the environment: meta `rank` and `world_size` (torchrun, Open MPI, PMI,
+// Slurm) and `job.id` (torchrun's rendezvous id, the Slurm job and step, the Open MPI job, the
+// PMIx namespace, torch.distributed's MASTER_ADDR:MASTER_PORT, else the `mhc record` that started
+// it), each only when the environment says it. `env` looks a variable up, as std::getenv does.
+std::map<std::string, std::string> job_identity(const std::function<const char*(const char*)>& env);
 
 }  // namespace mhc::record

@@ -11,6 +11,7 @@
 //    to access the allocation, and a later allocation at the same address starts no
 //    earlier than that.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +30,9 @@ struct TranslatorOptions {
     // row (cuMemMap'd ones as expandable): under PyTorch's caching allocator (recorded without
     // --torch) the driver sees only its segments (docs/trace-format.md "segments").
     bool segments = true;
+    // The job identity of the recorded process (record::job_identity), written into meta beside
+    // time_origin_ns, its place on the clock the job's processes share.
+    std::map<std::string, std::string> job;
 };
 
 struct TranslatorStats {

@@ -3,6 +3,7 @@
 // CSV tables. Writes are atomic: a temporary file beside the target, renamed when complete.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mhc/common/output_file.hpp"
 
@@ -16,9 +17,20 @@ struct PerfettoOptions {
 // Writes `out` (gzip when the name ends in .gz). Returns the number of trace events written.
 int64_t export_perfetto(const std::string& trace_path, const std::string& out, const PerfettoOptions& opt = {});
 
-// Writes DIR/allocations.csv and DIR/kernels.csv (DIR is created if needed). Returns rows written.
-// Neither is written when either exists and `if_exists` is Refuse. The trace itself is never
-// an output (refused even with Replace).
-int64_t export_csv(const std::string& trace_path, const std::string& dir, IfExists if_exists = IfExists::Replace);
+struct CsvOptions {
+    int64_t run_id = 0;   // > 0: the run tables hold this run only (an unknown id is refused)
+    IfExists if_exists = IfExists::Replace;
+};
+struct CsvTable {
+    std::string file;   // "allocations.csv"
+    int64_t rows = 0;
+};
+
+// Writes DIR/<table>.csv for every table of the trace (DIR is created if needed), in schema
+// order: the table's columns in its order, string ids and codes as their names, time columns
+// named with "_ns", NULL as an empty field (docs/import.md, "Formats out"). None is written when
+// one exists and `if_exists` is Refuse. The trace itself is never an output (refused even with
+// Replace). Throws mhc::Error naming the row where a code or string id names nothing.
+std::vector<CsvTable> export_csv(const std::string& trace_path, const std::string& dir, const CsvOptions& opt = {});
 
 }  // namespace mhc::trace::exporter

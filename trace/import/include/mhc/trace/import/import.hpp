@@ -58,6 +58,6 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
 void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize);
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r,
                uint64_t max_input_size = kDefaultMaxInputSize);
-void import_nsys(const std::string& in, Rows& w, Result& r, bool warn);
+void import_nsys(const std::string& in, Rows& w, Result& r);
 
 }  // namespace mhc::trace::import

@@ -1,0 +1,52 @@
+#pragma once
+// What a model capture (mhc-torch capture) knows beyond the trace tables: the module of each
+// kernel, its phase (forward, backward, optimizer, recompute), the storages autograd saved for
+// the backward and which forward op saved them, and the model's repeated blocks.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/model.hpp"
+
+namespace mhc::advise {
+
+struct CaptureInfo {
+    std::string path;
+    // Modules (dense, in id order): fully qualified names as ModTracker spells them.
+    std::vector<std::string> module_name, module_type;
+    std::unordered_map<std::string, int32_t> module_index;
+    std::string root;                     // the root module's name ("GPT2LMHeadModel")
+    // The model's blocks: the numbered children of the prefix with the most forward kernels
+    // ("LlamaForCausalLM.model.layers" -> ".0", ".1", ...), in forward order.
+    std::string block_prefix;
+    std::vector<std::string> block_name;
+    std::vector<int32_t> block_module;    // module index of each block
+    std::vector<int32_t> module_block;    // per module: its block, -1 outside every block
+
+    // Per kernel row of the trace.
+    std::vector<int32_t> kernel_module;   // -1: outside every module
+    std::vector<trace::Phase> kernel_phase;
+    // Saved tensors: the saver kernel rows of allocation row a are
+    // saved_by[saved_begin[a] .. saved_begin[a+1]), in kernel order.
+    std::vector<int64_t> saved_begin;
+    std::vector<int32_t> saved_by;
+    std::vector<int32_t> saved_packs;     // parallel to saved_by: packs of the storage by that op
+    int64_t saved_rows = 0;
+
+    int32_t find_module(const std::string& name) const;   // -1 if the model has none so named
+    // True when `module` is `ancestor` or lies inside it (by name: "a.b.c" inside "a.b").
+    bool within(int32_t module, int32_t ancestor) const;
+    // Per module: whether it lies inside any of `roots` (module indices).
+    std::vector<uint8_t> inside_any(const std::vector<int32_t>& roots) const;
+    // The name a user's code gives the module (model.get_submodule): without the root's class.
+    std::string user_name(int32_t module) const;
+};
+
+// Reads the capture tables of `t`'s file. Throws mhc::Error (bad input, one line naming the
+// file) when the trace is not a model capture (no modules, no kernel phases or no saved
+// tensors: "capture it with mhc-torch capture") or names kernels/allocations it lacks.
+CaptureInfo load_capture_info(const trace::TraceData& t);
+
+}  // namespace mhc::advise

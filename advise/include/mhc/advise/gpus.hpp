@@ -1,0 +1,20 @@
+#pragma once
+// GPUs by the names mhc-torch capture --gpu takes (python/mhc_torch/gpus.py holds their roofline
+// figures; a test checks that the memory sizes agree).
+#include <cstdint>
+#include <string>
+
+namespace mhc::advise {
+
+struct GpuMemory {
+    const char* name;
+    int64_t bytes;     // device memory
+    int64_t reserve;   // left to the CUDA context, cuBLAS workspaces and kernel images, outside
+                       // the caching allocator (an allowance, not a measurement)
+};
+
+// Throws mhc::Error (bad input) listing the names.
+const GpuMemory& gpu_memory(const std::string& name);
+std::string gpu_names();
+
+}  // namespace mhc::advise

@@ -1,0 +1,191 @@
+#pragma once
+// A captured training step as an editable program: the recorded kernels in launch order, the
+// allocations placed at kernel boundaries, and what settings add (recomputed kernels, copies
+// to and from the host, host work). Settings edit a Plan (transforms.hpp); timing() lays it
+// on a clock with a link model, and to_trace() writes it back as a trace the simulator runs.
+// docs/simulator.md "Settings" states every rule.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mhc/advise/capture_info.hpp"
+#include "mhc/sim/link.hpp"
+#include "mhc/trace/columns.hpp"
+
+namespace mhc::advise {
+
+using trace::Phase;
+
+enum class OpKind : uint8_t {
+    Kernel,    // a GPU kernel on the compute stream
+    CopyH2D,   // a copy on the compute stream (synchronous offload, parameters after a host step)
+    CopyD2H,
+    HostWork,  // the GPU waits while the host computes (an optimizer step on the host)
+    Mark,      // a position without work: a removed kernel, the start and end of the trace
+};
+
+struct PlanAccess {
+    int32_t alloc = 0;
+    trace::AccessMode mode = trace::AccessMode::Read;
+};
+
+struct Op {
+    OpKind kind = OpKind::Kernel;
+    int32_t src = -1;          // the recorded kernel's seq (launch position); -1: made by a setting
+    int64_t name = 0;          // string id in Plan::strings
+    int64_t duration = 0;      // ns; copies: computed from the link when timed
+    int64_t bytes = 0;         // copies: bytes moved
+    int64_t gap = 0;           // idle time before it in the recording (host time), kept
+    int32_t module = -1, step = -1;
+    Phase phase = Phase::Other;
+    int32_t anchor = 0;        // the recorded kernel (seq) it belongs to: per-window peaks
+    std::vector<PlanAccess> acc;
+    std::vector<int32_t> waits;   // async copies (Plan::copies) that must land before it starts
+};
+
+// A copy on a copy engine, beside the compute stream (streamed offload, gradients to the host).
+struct AsyncCopy {
+    bool h2d = false;
+    int64_t bytes = 0;
+    int32_t trigger = -1;      // issued when this op starts (at_start) or ends
+    bool at_start = false;
+};
+
+// A point of the op sequence: just before an op starts or just after it ends. At one instant
+// frees come before allocations (docs/simulator.md, Inputs).
+struct Point {
+    int32_t op = 0;
+    bool at_end = false;
+};
+
+struct Alloc {
+    int32_t src = -1;          // recorded allocation row, -1: made by a setting
+    int64_t bytes = 0;
+    int32_t device = 0;        // -1: host memory
+    trace::Category category = trace::Category::Workspace;
+    int64_t label = 0, stream = 0;
+    Point made;                // when it is allocated
+    Point freed;               // when it is freed; freed.op == kNoFree: alive at the end
+    int64_t made_offset = 0, freed_offset = 0;   // ns from those points (recorded gaps)
+    bool removed = false;      // never made (a temporary of a kernel a setting removed)
+};
+
+inline constexpr int32_t kNoFree = -1;
+
+struct Plan {
+    std::vector<std::string> strings;   // the trace's strings, then names settings add
+    std::vector<Op> ops;                // [0, n): recorded kernels by seq; n: start; n+1: end; then added
+    std::vector<Alloc> allocs;          // [0, m): recorded allocations by row; then added
+    std::vector<AsyncCopy> copies;
+    // Ops added before / after each recorded kernel (by seq), in the order they run.
+    std::vector<std::vector<int32_t>> before, after;
+    int32_t recorded = 0;               // n
+
+    int32_t begin_op() const { return recorded; }
+    int32_t end_op() const { return recorded + 1; }
+    // Where added ops sit: the recorded kernel, the side (0 before it, 2 after it), the index.
+    std::vector<int32_t> host_seq, host_index;
+    std::vector<int8_t> host_side;
+
+    int64_t intern(const std::string& s);
+    int32_t add_op(Op op);              // appended to ops, not yet placed
+    void insert_before(int32_t seq, int32_t op);   // runs after what was inserted before seq so far
+    void insert_after(int32_t seq, int32_t op);
+    // A total order of points (before placement is final): comparable keys.
+    int64_t key(Point pt) const;
+    Point later(Point a, Point b) const { return key(a) >= key(b) ? a : b; }
+    int32_t add_alloc(Alloc a);
+    void remove_op(int32_t op);         // becomes a Mark: no work, no accesses
+};
+
+// The recorded step and what settings look up in it: built once per trace.
+struct Base {
+    const trace::TraceData* trace = nullptr;
+    CaptureInfo info;
+    std::vector<int32_t> korder;        // seq -> kernel row
+    std::vector<int32_t> module, step;  // per seq
+    std::vector<Phase> phase;           // per seq
+    int32_t device = 0;                 // the GPU
+    // Per allocation row: its accesses as (seq, mode), by seq.
+    std::vector<int64_t> acc_begin;
+    std::vector<std::pair<int32_t, trace::AccessMode>> acc;
+    std::vector<int32_t> creator;       // seq of the kernel that made it (first write), -1
+    // The allocations each seq made (creator): made_list[made_begin[s] .. made_begin[s+1]).
+    std::vector<int64_t> made_begin;
+    std::vector<int32_t> made_list;
+    // The seqs of the ops that saved allocation row a for the backward (saved_tensors), by seq:
+    // saved_seq[info.saved_begin[a] .. info.saved_begin[a+1]), with how many packs each made.
+    std::vector<int32_t> saved_seq, saved_packs;
+    std::vector<uint8_t> param_cast;    // made by aten::_to_copy of a parameter (autocast's cache)
+    std::vector<int32_t> steps;         // step numbers present
+    // Per step (index into steps): last forward seq (autocast ends), first backward seq, first
+    // and last optimizer seq; -1 when absent.
+    std::vector<int32_t> fwd_last, bwd_first, opt_first, opt_last;
+    std::string optimizer_impl;         // "foreach", "fused" or "" (neither seen)
+    double hbm_bw = 0;                  // B/s of the capture's GPU (roofline of added kernels)
+    int64_t launch_overhead = 2000;     // ns
+    Plan plan;                          // the recorded step, unedited
+
+    int32_t step_index(int32_t step) const;   // position in steps, -1
+    // Accesses of allocation row a as a range.
+    template <class F> void for_acc(int32_t a, F&& f) const {
+        for (int64_t j = acc_begin[static_cast<size_t>(a)]; j < acc_begin[static_cast<size_t>(a) + 1]; ++j)
+            f(acc[static_cast<size_t>(j)].first, acc[static_cast<size_t>(j)].second);
+    }
+    template <class F> void for_savers(int32_t a, F&& f) const {
+        for (int64_t j = info.saved_begin[static_cast<size_t>(a)]; j < info.saved_begin[static_cast<size_t>(a) + 1]; ++j)
+            f(saved_seq[static_cast<size_t>(j)]);
+    }
+    template <class F> void for_packs(int32_t a, F&& f) const {   // f(seq, packs)
+        for (int64_t j = info.saved_begin[static_cast<size_t>(a)]; j < info.saved_begin[static_cast<size_t>(a) + 1]; ++j)
+            f(saved_seq[static_cast<size_t>(j)], saved_packs[static_cast<size_t>(j)]);
+    }
+    template <class F> void for_made(int32_t s, F&& f) const {
+        for (int64_t j = made_begin[static_cast<size_t>(s)]; j < made_begin[static_cast<size_t>(s) + 1]; ++j)
+            f(made_list[static_cast<size_t>(j)]);
+    }
+    bool saved(int32_t a) const { return info.saved_begin[static_cast<size_t>(a) + 1] > info.saved_begin[static_cast<size_t>(a)]; }
+    // The last access of allocation row a by an op of `phase` in step `step`, -1 if none.
+    int32_t last_access(int32_t a, Phase phase, int32_t step) const;
+    int32_t first_access(int32_t a, Phase phase, int32_t step) const;
+};
+
+// Builds the Base of a captured trace (load_capture_info reads its capture tables).
+Base make_base(const trace::TraceData& t);
+Base make_base(const trace::TraceData& t, CaptureInfo info);
+
+// The op sequence in execution order and each op's position in it.
+struct Order {
+    std::vector<int32_t> seq;
+    std::vector<int32_t> pos;   // per op, -1 if not placed
+};
+Order order_of(const Plan& p);
+
+struct Timing {
+    std::vector<int64_t> start, end;            // per op (ns)
+    std::vector<int64_t> copy_start, copy_end;  // per async copy
+    int64_t makespan = 0;                       // first start to last end
+    int64_t waits = 0;                          // time ops waited for copies to land
+    int64_t d2h_bytes = 0, h2d_bytes = 0;
+};
+// Lays the plan on a clock: ops run one after another on the compute stream, each after its
+// recorded gap and after the copies it waits for; copies queue per direction on `link` (one
+// shared queue with one copy engine) and take ceil(latency + bytes / bandwidth) ns, the
+// bandwidth times the duplex factor when the other direction is busy at the start.
+Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link);
+
+// Live device bytes: the peak, and the peak during the ops anchored at each recorded kernel
+// (index seq; slots n and n+1: before the first and after the last kernel).
+struct LiveProfile {
+    int64_t peak = 0;
+    int64_t host_peak = 0;
+    std::vector<int64_t> window;
+};
+LiveProfile live_profile(const Plan& p, const Order& o, int32_t device);
+
+// The plan as a trace: kernels (with their accesses) at the timed positions, allocations
+// renumbered in the order they are made, copies, the recorded meta plus `meta`.
+trace::TraceData to_trace(const Plan& p, const Order& o, const Timing& tm, const trace::TraceData& recorded,
+                          const std::map<std::string, std::string>& meta);
+
+}  // namespace mhc::advise

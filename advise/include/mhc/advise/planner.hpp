@@ -1,0 +1,60 @@
+#pragma once
+// mhc advise's planner: which settings make a captured step fit a GPU, fastest first
+// (docs/advise.md "Search").
+//
+// Per block the choices are: unchanged, checkpoint (full), selective checkpoint keeping
+// matmuls, mHC's hyper-connections recomputed (mHC models), offload of its saved tensors
+// (streamed). Globally: the optimizer's implementation (foreach -> fused) and placement (device,
+// host), and the allocator's settings (as captured, expandable segments). Each block choice is
+// evaluated alone on the whole step (transform, then live bytes per window and time); the
+// separable model (dp.hpp) combines them, and a DP finds, per global combination and per family
+// of block choices, the fastest combination whose live-bytes peak fits the capacity minus a
+// margin for the caching allocator. Every answer is then predicted exactly (the whole
+// transformed step through the simulator's caching allocator model); the margin grows until
+// the exact reserved peak fits.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mhc/advise/dp.hpp"
+#include "mhc/advise/evaluate.hpp"
+
+namespace mhc::advise {
+
+enum class BlockChoice : int { Keep = 0, Full, SaveMatmuls, Mhc, Offload, Count };
+std::string_view to_string(BlockChoice c);
+
+struct PlannerOptions {
+    int64_t capacity = 0;        // bytes the reserved peak must fit
+    double budget = -1;          // largest loss against the baseline step time; < 0: none
+    int top = 3;
+    std::vector<std::string> allocator_confs{"", "expandable_segments:True"};
+    OffloadSetting offload;      // the streamed offload a block choice "offload" uses
+    bool host_optimizer = true, fused_optimizer = true;
+    std::function<void(const std::string&)> progress;   // a line per stage, or nothing
+};
+
+struct Candidate {
+    Setting setting;
+    Prediction prediction;
+    double loss = 0;                  // step time / baseline - 1 (estimated)
+    std::vector<BlockChoice> blocks;  // per block
+    int64_t model_peak = 0;           // the separable model's peak (the DP's view)
+    bool fits = false, within_budget = false;
+};
+
+struct Advice {
+    Prediction baseline;
+    std::vector<Candidate> ranked;    // fitting (and within the budget), fastest first, at most top
+    std::vector<Candidate> all;       // every distinct setting predicted, fastest first
+    int64_t dp_runs = 0, evaluations = 0, max_states = 0;
+    double seconds = 0;
+};
+
+Advice advise(const Evaluator& ev, const PlannerOptions& o);
+
+// The setting that applies per-block choices on top of a global setting.
+Setting combine(const Base& b, const Setting& global, const std::vector<BlockChoice>& per_block, const OffloadSetting& offload);
+
+}  // namespace mhc::advise

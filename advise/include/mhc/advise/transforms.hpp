@@ -1,0 +1,63 @@
+#pragma once
+// Settings as transformations of a captured step (docs/simulator.md "Settings"): each setting
+// is one Transform (one per file in advise/src/transforms/) that edits the Plan the way the
+// setting changes what PyTorch runs and keeps: recomputed kernels, storages freed early or
+// kept, copies to and from the host, work moved to the host.
+#include <memory>
+#include <vector>
+
+#include "mhc/advise/plan.hpp"
+#include "mhc/advise/setting.hpp"
+
+namespace mhc::advise {
+
+// Figures of the machine a transform needs beyond the trace.
+struct HostModel {
+    double bandwidth_Bps = 100e9;   // host memory bandwidth the optimizer step streams at
+};
+
+struct Context {
+    const Base& base;
+    const Setting& setting;
+    HostModel host;
+    // Per module: inside a checkpointed module (its saved tensors go to the checkpoint, not to
+    // an offload hook around it).
+    std::vector<uint8_t> in_checkpoint;
+};
+
+class Transform {
+public:
+    virtual ~Transform() = default;
+    virtual void apply(const Context& c, Plan& p) const = 0;
+};
+
+// The module indices of `names`; throws mhc::Error (bad input) naming `field` and the first
+// name the model lacks.
+std::vector<int32_t> resolve_modules(const CaptureInfo& info, const std::vector<std::string>& names,
+                                     const std::string& field);
+
+// One transform per part of the setting, in the order they apply (checkpoint, offload,
+// optimizer implementation, optimizer placement, weights). Throws mhc::Error (bad input) for a
+// setting this capture cannot express (a module it lacks, overlapping checkpoint regions,
+// an optimizer change the trace does not support).
+std::vector<std::unique_ptr<Transform>> make_transforms(const Base& b, const Setting& s);
+Context make_context(const Base& b, const Setting& s, HostModel host = {});
+
+// The transforms, one per file.
+std::unique_ptr<Transform> make_checkpoint(const Base& b, const std::vector<CheckpointGroup>& groups);
+std::unique_ptr<Transform> make_offload(const Base& b, const OffloadSetting& o);
+std::unique_ptr<Transform> make_fused_optimizer(const Base& b);
+std::unique_ptr<Transform> make_host_optimizer(const Base& b);
+
+// The class of mHC's hyper-connection maps (python/mhc_torch/mhc_model.py): what "mhc" recomputes.
+extern const std::string kMhcMaps;
+
+// The checkpointed regions of a setting (module, policy): "mhc" expands to the hyper-connection
+// maps under the named modules.
+struct Region {
+    int32_t module = -1;
+    Policy policy = Policy::Full;
+};
+std::vector<Region> checkpoint_regions(const CaptureInfo& info, const std::vector<CheckpointGroup>& groups);
+
+}  // namespace mhc::advise

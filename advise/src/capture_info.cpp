@@ -1,0 +1,159 @@
+// load_capture_info: the capture tables, resolved to dense indices of the trace.
+#include "mhc/advise/capture_info.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/store.hpp"
+
+namespace mhc::advise {
+
+namespace {
+
+// The numbered children of one prefix ("X.layers.3" -> "X.layers", 3).
+bool split_numbered(const std::string& name, std::string& prefix, int& number) {
+    size_t dot = name.rfind('.');
+    if (dot == std::string::npos || dot + 1 == name.size()) return false;
+    number = 0;
+    for (size_t i = dot + 1; i < name.size(); ++i) {
+        if (name[i] < '0' || name[i] > '9' || number > 1000000) return false;
+        number = number * 10 + (name[i] - '0');
+    }
+    prefix = name.substr(0, dot);
+    return true;
+}
+
+void find_blocks(CaptureInfo& c) {
+    // Forward kernels inside each module: each kernel credits its module and the module's
+    // recorded ancestors (found by name: containers such as ModuleList are not recorded).
+    const size_t nm = c.module_name.size();
+    std::vector<std::vector<int32_t>> ancestors(nm);
+    for (size_t m = 0; m < nm; ++m) {
+        const std::string& n = c.module_name[m];
+        for (size_t dot = n.size(); dot != std::string::npos && dot > 0; dot = n.rfind('.', dot - 1)) {
+            int32_t a = c.find_module(n.substr(0, dot));
+            if (a >= 0) ancestors[m].push_back(a);
+        }
+    }
+    std::vector<int64_t> fwd(nm, 0);
+    for (size_t k = 0; k < c.kernel_module.size(); ++k)
+        if (c.kernel_phase[k] == trace::Phase::Forward && c.kernel_module[k] >= 0)
+            for (int32_t a : ancestors[static_cast<size_t>(c.kernel_module[k])]) ++fwd[static_cast<size_t>(a)];
+    std::map<std::string, std::vector<std::pair<int, int32_t>>> groups;
+    std::map<std::string, int64_t> work;
+    for (size_t m = 0; m < c.module_name.size(); ++m) {
+        std::string prefix;
+        int number = 0;
+        if (!split_numbered(c.module_name[m], prefix, number)) continue;
+        groups[prefix].push_back({number, static_cast<int32_t>(m)});
+        work[prefix] += fwd[m];
+    }
+    int64_t best = -1;
+    for (auto& [prefix, w] : work)
+        if (w > best) { best = w; c.block_prefix = prefix; }
+    c.module_block.assign(c.module_name.size(), -1);
+    if (best <= 0) return;
+    auto members = groups[c.block_prefix];
+    std::sort(members.begin(), members.end());
+    for (auto& [number, m] : members) {
+        c.module_block[static_cast<size_t>(m)] = static_cast<int32_t>(c.block_name.size());
+        c.block_name.push_back(c.module_name[static_cast<size_t>(m)]);
+        c.block_module.push_back(m);
+    }
+    for (size_t m = 0; m < c.module_name.size(); ++m)
+        for (size_t b = 0; b < c.block_module.size(); ++b)
+            if (c.within(static_cast<int32_t>(m), c.block_module[b])) c.module_block[m] = static_cast<int32_t>(b);
+}
+
+}  // namespace
+
+int32_t CaptureInfo::find_module(const std::string& name) const {
+    auto it = module_index.find(name);
+    return it == module_index.end() ? -1 : it->second;
+}
+
+bool CaptureInfo::within(int32_t module, int32_t ancestor) const {
+    if (module < 0 || ancestor < 0) return false;
+    if (module == ancestor) return true;
+    const std::string& m = module_name[static_cast<size_t>(module)];
+    const std::string& a = module_name[static_cast<size_t>(ancestor)];
+    return m.size() > a.size() && m.compare(0, a.size(), a) == 0 && m[a.size()] == '.';
+}
+
+std::vector<uint8_t> CaptureInfo::inside_any(const std::vector<int32_t>& roots) const {
+    std::vector<uint8_t> in(module_name.size(), 0);
+    for (size_t m = 0; m < module_name.size(); ++m)
+        for (int32_t r : roots)
+            if (within(static_cast<int32_t>(m), r)) { in[m] = 1; break; }
+    return in;
+}
+
+std::string CaptureInfo::user_name(int32_t module) const {
+    const std::string& n = module_name[static_cast<size_t>(module)];
+    if (!root.empty() && n.size() > root.size() && n.compare(0, root.size(), root) == 0 && n[root.size()] == '.')
+        return n.substr(root.size() + 1);
+    return n == root ? "" : n;
+}
+
+CaptureInfo load_capture_info(const trace::TraceData& t) {
+    CaptureInfo c;
+    c.path = t.path;
+    trace::Reader r(t.path);
+    const std::string hint = ": capture the training step with mhc-torch capture (docs/torch.md)";
+    std::vector<int64_t> module_ids;
+    r.for_each([&](const trace::Module& m) {
+        module_ids.push_back(m.id);
+        c.module_name.push_back(t.str(m.name));
+        c.module_type.push_back(t.str(m.type));
+        if (m.parent == 0 && c.root.empty()) c.root = t.str(m.name);
+    });
+    if (module_ids.empty()) throw Error(t.path + ": no modules recorded (not a model capture)" + hint);
+    for (size_t i = 0; i < c.module_name.size(); ++i) c.module_index.emplace(c.module_name[i], static_cast<int32_t>(i));
+    auto module_at = [&](int64_t id) -> int32_t {
+        auto it = std::lower_bound(module_ids.begin(), module_ids.end(), id);
+        return it != module_ids.end() && *it == id ? static_cast<int32_t>(it - module_ids.begin()) : -1;
+    };
+    const size_t nk = t.kernels.size();
+    c.kernel_module.assign(nk, -1);
+    c.kernel_phase.assign(nk, trace::Phase::Other);
+    std::vector<uint8_t> seen(nk, 0);
+    int64_t info_rows = 0;
+    r.for_each([&](const trace::KernelInfo& k) {
+        int64_t row = t.kernel_at(k.kernel);
+        if (row < 0) throw Error(where_row(t.path, "kernel_info", k.kernel, "names kernel " + std::to_string(k.kernel) + ", which the trace lacks"));
+        int32_t m = k.module == 0 ? -1 : module_at(k.module);
+        if (k.module != 0 && m < 0) throw Error(where_row(t.path, "kernel_info", k.kernel, "names module " + std::to_string(k.module) + ", which the trace lacks"));
+        c.kernel_module[static_cast<size_t>(row)] = m;
+        c.kernel_phase[static_cast<size_t>(row)] = k.phase;
+        seen[static_cast<size_t>(row)] = 1;
+        ++info_rows;
+    });
+    if (info_rows < static_cast<int64_t>(nk))
+        throw Error(t.path + ": " + std::to_string(nk - static_cast<size_t>(info_rows)) + " of " + std::to_string(nk) +
+                    " kernels have no kernel_info row (phase and module)" + hint);
+    std::vector<std::tuple<int32_t, int32_t, int32_t>> saved;   // (allocation row, kernel row, packs)
+    r.for_each([&](const trace::SavedTensor& s) {
+        int64_t a = t.allocation_at(s.allocation), k = t.kernel_at(s.kernel);
+        if (a < 0) throw Error(where_row(t.path, "saved_tensors", s.allocation, "names allocation " + std::to_string(s.allocation) + ", which the trace lacks"));
+        if (k < 0) throw Error(where_row(t.path, "saved_tensors", s.allocation, "names kernel " + std::to_string(s.kernel) + ", which the trace lacks"));
+        saved.push_back({static_cast<int32_t>(a), static_cast<int32_t>(k), s.packs});
+    });
+    if (saved.empty()) throw Error(t.path + ": no saved tensors recorded (which storages autograd keeps for the backward)" + hint);
+    std::sort(saved.begin(), saved.end());
+    c.saved_rows = static_cast<int64_t>(saved.size());
+    c.saved_begin.assign(t.allocations.size() + 1, 0);
+    for (auto& [a, k, n] : saved) ++c.saved_begin[static_cast<size_t>(a) + 1];
+    for (size_t i = 1; i < c.saved_begin.size(); ++i) c.saved_begin[i] += c.saved_begin[i - 1];
+    c.saved_by.resize(saved.size());
+    c.saved_packs.resize(saved.size());
+    for (size_t i = 0; i < saved.size(); ++i) {
+        c.saved_by[i] = std::get<1>(saved[i]);
+        c.saved_packs[i] = std::get<2>(saved[i]);
+    }
+    find_blocks(c);
+    return c;
+}
+
+}  // namespace mhc::advise

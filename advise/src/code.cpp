@@ -1,0 +1,199 @@
+// Printing a setting as code users paste into a training script.
+#include "mhc/advise/code.hpp"
+
+#include <map>
+#include <sstream>
+
+#include "mhc/advise/transforms.hpp"
+
+namespace mhc::advise {
+
+namespace {
+
+bool is_hf(const CaptureInfo& info) {
+    // Hugging Face causal-LM classes: LlamaForCausalLM, GPT2LMHeadModel, ...
+    const std::string& r = info.root;
+    auto ends = [&](const std::string& s) { return r.size() >= s.size() && r.compare(r.size() - s.size(), s.size(), s) == 0; };
+    return ends("ForCausalLM") || ends("LMHeadModel");
+}
+
+// The user's names of `modules`, compact when they are numbered children of one prefix:
+// [f"model.layers.{i}" for i in (0, 1, 5)] or range(0, 12).
+std::string names_expr(const std::vector<std::string>& modules, const CaptureInfo& info) {
+    std::vector<std::string> names;
+    for (const std::string& m : modules) {
+        int32_t i = info.find_module(m);
+        names.push_back(i >= 0 ? info.user_name(i) : m);
+    }
+    std::string prefix;
+    std::vector<int> idx;
+    bool numbered = !names.empty();
+    for (const std::string& n : names) {
+        size_t dot = n.rfind('.');
+        std::string p = dot == std::string::npos ? "" : n.substr(0, dot);
+        std::string tail = dot == std::string::npos ? n : n.substr(dot + 1);
+        if (tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos || (!prefix.empty() && p != prefix)) {
+            numbered = false;
+            break;
+        }
+        prefix = p;
+        idx.push_back(std::stoi(tail));
+    }
+    std::ostringstream o;
+    if (numbered && names.size() > 2) {
+        bool run = true;
+        for (size_t i = 1; i < idx.size(); ++i) run = run && idx[i] == idx[i - 1] + 1;
+        o << "[f\"" << (prefix.empty() ? "" : prefix + ".") << "{i}\" for i in ";
+        if (run) {
+            o << "range(" << idx.front() << ", " << idx.back() + 1 << ")]";
+        } else {
+            o << "(";
+            for (size_t i = 0; i < idx.size(); ++i) o << (i ? ", " : "") << idx[i];
+            o << ")]";
+        }
+        return o.str();
+    }
+    o << "[";
+    for (size_t i = 0; i < names.size(); ++i) o << (i ? ", " : "") << "\"" << names[i] << "\"";
+    o << "]";
+    return o.str();
+}
+
+size_t block_count(const std::vector<std::string>& modules, const CaptureInfo& info) {
+    size_t n = 0;
+    for (const std::string& m : modules) {
+        int32_t i = info.find_module(m);
+        n += i >= 0 && info.module_block[static_cast<size_t>(i)] >= 0 &&
+             info.block_module[static_cast<size_t>(info.module_block[static_cast<size_t>(i)])] == i;
+    }
+    return n;
+}
+
+std::string what_modules(const std::vector<std::string>& modules, const CaptureInfo& info) {
+    size_t blocks = block_count(modules, info);
+    if (blocks == modules.size() && !info.block_name.empty())
+        return std::to_string(blocks) + " of " + std::to_string(info.block_name.size()) + " blocks";
+    return std::to_string(modules.size()) + " module" + (modules.size() == 1 ? "" : "s");
+}
+
+void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
+    bool wrapper = false;
+    auto hf_all = [&](const CheckpointGroup& g) {
+        return g.policy == Policy::Full && is_hf(info) && s.checkpoint.size() == 1 &&
+               block_count(g.modules, info) == info.block_name.size() && g.modules.size() == info.block_name.size();
+    };
+    if (!s.checkpoint.empty() && !hf_all(s.checkpoint.front())) o << "import functools\n";
+    for (const CheckpointGroup& g : s.checkpoint) {
+        if (hf_all(g)) {
+            o << "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})\n";
+            continue;
+        }
+        if (!wrapper) {
+            o << "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (\n"
+              << "    CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)\n";
+            wrapper = true;
+        }
+        if (g.policy == Policy::Mhc) {
+            o << "# mHC: recompute the hyper-connections' maps (RMSNorm, projection, Sinkhorn-Knopp) in the backward\n"
+              << "maps = {m for n in " << names_expr(g.modules, info) << " for m in model.get_submodule(n).modules()\n"
+              << "        if type(m).__name__ == \"" << kMhcMaps << "\"}\n"
+              << "apply_activation_checkpointing(model, check_fn=lambda m: m in maps, checkpoint_wrapper_fn=functools.partial(\n"
+              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT))\n";
+            continue;
+        }
+        if (g.policy == Policy::Full) {
+            o << "full = {model.get_submodule(n) for n in " << names_expr(g.modules, info) << "}\n"
+              << "apply_activation_checkpointing(model, check_fn=lambda m: m in full, checkpoint_wrapper_fn=functools.partial(\n"
+              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT))\n";
+        } else {
+            o << "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
+              << "aten = torch.ops.aten\n"
+              << "MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,\n"
+              << "           aten._scaled_dot_product_flash_attention.default,\n"
+              << "           aten._scaled_dot_product_efficient_attention.default,\n"
+              << "           aten._scaled_dot_product_cudnn_attention.default}\n"
+              << "def save_matmuls(ctx, op, *args, **kwargs):\n"
+              << "    return CheckpointPolicy.MUST_SAVE if op in MATMULS else CheckpointPolicy.PREFER_RECOMPUTE\n"
+              << "selective = {model.get_submodule(n) for n in " << names_expr(g.modules, info) << "}\n"
+              << "apply_activation_checkpointing(model, check_fn=lambda m: m in selective, checkpoint_wrapper_fn=functools.partial(\n"
+              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT,\n"
+              << "    context_fn=functools.partial(create_selective_checkpoint_contexts, save_matmuls)))\n";
+        }
+    }
+}
+
+void offload_code(std::ostringstream& o, const OffloadSetting& f, const CaptureInfo& info) {
+    const bool streamed = f.mode == OffloadMode::Streamed;
+    o << "from torchtune.training import OffloadActivations\n"
+      << "offload = OffloadActivations(use_streams=" << (streamed ? "True" : "False");
+    if (streamed) o << ", max_fwd_stash_size=" << f.max_fwd_stash;
+    o << ", min_offload_size=" << f.min_bytes << ")\n";
+    if (!f.modules) {
+        o << "with offload:                      # around the forward (and the loss)\n"
+          << "    loss = model(**batch).loss\n";
+    } else {
+        o << "for name in " << names_expr(*f.modules, info) << ":\n"
+          << "    m = model.get_submodule(name)\n"
+          << "    m.register_forward_pre_hook(lambda *_: offload.__enter__())\n"
+          << "    m.register_forward_hook(lambda *_: offload.__exit__(None, None, None))\n";
+    }
+    if (streamed && f.prefetch_or_default() > 0)
+        o << "# torchtune copies a tensor back when the backward needs it; the prediction (and mhc_torch.apply)\n"
+          << "# also brings the next " << f.prefetch_or_default() << " back ahead\n";
+}
+
+void optimizer_code(std::ostringstream& o, const Setting& s) {
+    if (s.optimizer_on_host) {
+        o << "import deepspeed                   # ZeRO-Offload: AdamW state and step on the CPU\n"
+          << "ds_config = {\"train_micro_batch_size_per_gpu\": 1,\n"
+          << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n"
+          << "             \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}}}\n"
+          << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n"
+          << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
+    } else if (s.optimizer_impl == OptimizerImpl::Fused) {
+        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)   # no foreach temporaries\n";
+    } else if (s.optimizer_impl == OptimizerImpl::Foreach) {
+        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)\n";
+    } else if (s.optimizer_impl == OptimizerImpl::Forloop) {
+        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)\n";
+    }
+}
+
+}  // namespace
+
+std::string describe(const Setting& s, const CaptureInfo& info) {
+    std::vector<std::string> parts;
+    for (const CheckpointGroup& g : s.checkpoint) {
+        std::string what = what_modules(g.modules, info);
+        if (g.policy == Policy::Full) parts.push_back("checkpoint " + what);
+        else if (g.policy == Policy::SaveMatmuls) parts.push_back("selective checkpoint (keep matmuls) of " + what);
+        else parts.push_back("mHC recompute in " + what);
+    }
+    if (s.offload)
+        parts.push_back(std::string(s.offload->mode == OffloadMode::Sync ? "offload (sync) " : "offload ") +
+                        (s.offload->modules ? what_modules(*s.offload->modules, info) : std::string("everything")));
+    if (s.optimizer_impl != OptimizerImpl::AsCaptured) parts.push_back(std::string(to_string(s.optimizer_impl)) + " AdamW");
+    if (s.optimizer_on_host) parts.push_back("optimizer on host");
+    if (s.bf16_weights) parts.push_back("bf16 weights");
+    if (!s.allocator.empty()) parts.push_back(s.allocator);
+    if (parts.empty()) return "as captured";
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : " + ") + p;
+    return out;
+}
+
+std::string code_for(const Setting& s, const CaptureInfo& info) {
+    std::ostringstream o;
+    if (!s.allocator.empty())
+        o << "import os                          # before torch touches the GPU\n"
+          << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << s.allocator << "\"\n";
+    checkpoint_code(o, s, info);
+    if (s.offload) offload_code(o, *s.offload, info);
+    optimizer_code(o, s);
+    o << "# or, the same in one line (what --verify runs):\n"
+      << "import mhc_torch\n"
+      << "model, optimizer = mhc_torch.apply(model, optimizer, " << to_json(s) << ")";
+    return o.str();
+}
+
+}  // namespace mhc::advise

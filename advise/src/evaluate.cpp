@@ -1,0 +1,114 @@
+// Evaluating a setting: transforms, timing, live bytes, and the caching allocator model.
+#include "mhc/advise/evaluate.hpp"
+
+#include "mhc/sim/simulate.hpp"
+
+namespace mhc::advise {
+
+Memory measure(const trace::TraceData& t, const std::string& allocator_conf) {
+    auto prep = sim::prepare(t);
+    Memory m;
+    m.peak = sim::baseline_peak(*prep, "ideal");
+    if (allocator_conf.empty()) {
+        m.reserved = sim::baseline_peak(*prep, "caching");
+    } else {
+        sim::Config c;
+        c.allocator = "caching";
+        c.allocator_conf = allocator_conf;
+        c.record_events = false;
+        c.check_invariants = false;
+        c.memory_samples = 1;
+        m.reserved = sim::simulate(*prep, c).simulated_peak;
+    }
+    return m;
+}
+
+Evaluator::Evaluator(const Base& b, sim::LinkModel link, HostModel host) : b_(b), link_(std::move(link)), host_(host) {}
+
+Plan Evaluator::plan(const Setting& s) const {
+    Plan p = b_.plan;
+    Context c = make_context(b_, s, host_);
+    for (const auto& t : make_transforms(b_, s)) t->apply(c, p);
+    return p;
+}
+
+Evaluator::Quick Evaluator::quick(const Setting& s) const {
+    Plan p = plan(s);
+    Order o = order_of(p);
+    Quick q;
+    q.live = live_profile(p, o, b_.device);
+    q.step_time = timing(p, o, link_).makespan;
+    return q;
+}
+
+trace::TraceData Evaluator::trace(const Setting& s) const {
+    Plan p = plan(s);
+    Order o = order_of(p);
+    Timing tm = timing(p, o, link_);
+    return to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}, {"timing", "estimated"}});
+}
+
+Prediction Evaluator::predict(const Setting& s) const {
+    Plan p = plan(s);
+    Order o = order_of(p);
+    Timing tm = timing(p, o, link_);
+    LiveProfile lp = live_profile(p, o, b_.device);
+    trace::TraceData t = to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}});
+    Prediction r;
+    r.memory = measure(t, s.allocator);
+    r.host_peak = lp.host_peak;
+    r.step_time = tm.makespan;
+    r.waits = tm.waits;
+    r.h2d_bytes = tm.h2d_bytes;
+    r.d2h_bytes = tm.d2h_bytes;
+    return r;
+}
+
+}  // namespace mhc::advise
+
+#include "mhc/trace/store.hpp"
+
+namespace mhc::advise {
+
+void write_trace(const trace::TraceData& t, const std::string& path, bool force) {
+    trace::Writer w(path, force ? IfExists::Replace : IfExists::Refuse);
+    for (size_t i = 1; i < t.strings.size(); ++i) w.intern(t.strings[i]);   // ids stay as they are
+    for (auto& [k, v] : t.meta)
+        if (k != "format" && k != "schema_version") w.set_meta(k, v);
+    for (size_t i = 0; i < t.allocations.size(); ++i) {
+        trace::Allocation a;
+        a.id = t.allocations.id[i];
+        a.device = t.allocations.device[i];
+        a.address = t.allocations.address[i];
+        a.bytes = t.allocations.bytes[i];
+        a.t_alloc = t.allocations.t_alloc[i];
+        a.t_free = t.allocations.t_free[i];
+        a.stream = t.allocations.stream[i];
+        a.category = t.allocations.category[i];
+        a.label = t.allocations.label[i];
+        w.add(a);
+    }
+    for (size_t k = 0; k < t.kernels.size(); ++k) {
+        trace::Kernel r;
+        r.id = t.kernels.id[k];
+        r.device = t.kernels.device[k];
+        r.stream = t.kernels.stream[k];
+        r.name = t.kernels.name[k];
+        r.t_start = t.kernels.t_start[k];
+        r.t_end = t.kernels.t_end[k];
+        r.step = t.kernels.step[k];
+        w.add(r);
+        for (int64_t j = t.kernels.access_begin[k]; j < t.kernels.access_begin[k + 1]; ++j)
+            w.add(trace::Access{r.id, t.allocations.id[static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)])],
+                                t.accesses.mode[static_cast<size_t>(j)]});
+    }
+    for (size_t c = 0; c < t.copies.size(); ++c)
+        w.add(trace::Copy{t.copies.id[c], t.copies.device[c], t.copies.stream[c], t.copies.kind[c], t.copies.bytes[c],
+                          t.copies.t_start[c], t.copies.t_end[c]});
+    for (size_t m = 0; m < t.markers.size(); ++m)
+        w.add(trace::Marker{t.markers.id[m], t.markers.name[m], t.markers.t_start[m], t.markers.t_end[m], t.markers.kind[m],
+                            t.markers.index[m]});
+    w.finish();
+}
+
+}  // namespace mhc::advise

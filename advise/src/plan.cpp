@@ -1,0 +1,537 @@
+// The Plan: building it from a capture, ordering, timing, live bytes, back to a trace.
+#include "mhc/advise/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "mhc/common/error.hpp"
+#include "mhc/sim/event_order.hpp"
+
+namespace mhc::advise {
+
+int64_t Plan::intern(const std::string& s) {
+    for (size_t i = strings.size(); i-- > 0;)
+        if (strings[i] == s) return static_cast<int64_t>(i);
+    strings.push_back(s);
+    return static_cast<int64_t>(strings.size() - 1);
+}
+
+int32_t Plan::add_op(Op op) {
+    ops.push_back(std::move(op));
+    return static_cast<int32_t>(ops.size() - 1);
+}
+
+int32_t Plan::add_alloc(Alloc a) {
+    allocs.push_back(a);
+    return static_cast<int32_t>(allocs.size() - 1);
+}
+
+void Plan::insert_before(int32_t seq, int32_t op) {
+    auto& v = before[static_cast<size_t>(seq)];
+    v.push_back(op);
+    if (host_seq.size() < ops.size()) { host_seq.resize(ops.size(), -1); host_index.resize(ops.size(), 0); host_side.resize(ops.size(), 1); }
+    host_seq[static_cast<size_t>(op)] = seq;
+    host_side[static_cast<size_t>(op)] = 0;
+    host_index[static_cast<size_t>(op)] = static_cast<int32_t>(v.size() - 1);
+}
+
+void Plan::insert_after(int32_t seq, int32_t op) {
+    auto& v = after[static_cast<size_t>(seq)];
+    v.push_back(op);
+    if (host_seq.size() < ops.size()) { host_seq.resize(ops.size(), -1); host_index.resize(ops.size(), 0); host_side.resize(ops.size(), 1); }
+    host_seq[static_cast<size_t>(op)] = seq;
+    host_side[static_cast<size_t>(op)] = 2;
+    host_index[static_cast<size_t>(op)] = static_cast<int32_t>(v.size() - 1);
+}
+
+int64_t Plan::key(Point pt) const {
+    if (pt.op == kNoFree) return INT64_MAX;
+    int64_t seq, side = 1, index = 0;
+    if (pt.op < recorded) {
+        seq = pt.op;
+    } else if (pt.op == begin_op()) {
+        seq = -1;
+    } else if (pt.op == end_op()) {
+        seq = recorded;
+    } else {
+        size_t o = static_cast<size_t>(pt.op);
+        if (o >= host_seq.size() || host_seq[o] < 0) throw Error("advise: an op that was never placed (internal)", Error::Kind::Internal);
+        seq = host_seq[o];
+        side = host_side[o];
+        index = host_index[o];
+    }
+    return (((seq + 1) * 3 + side) * (int64_t(1) << 24) + index) * 2 + (pt.at_end ? 1 : 0);
+}
+
+void Plan::remove_op(int32_t op) {
+    Op& o = ops[static_cast<size_t>(op)];
+    o.kind = OpKind::Mark;
+    o.duration = 0;
+    o.gap = 0;
+    o.acc.clear();
+    o.waits.clear();
+}
+
+int32_t Base::step_index(int32_t s) const {
+    auto it = std::lower_bound(steps.begin(), steps.end(), s);
+    return it != steps.end() && *it == s ? static_cast<int32_t>(it - steps.begin()) : -1;
+}
+
+int32_t Base::last_access(int32_t a, Phase ph, int32_t st) const {
+    int32_t last = -1;
+    for_acc(a, [&](int32_t s, trace::AccessMode) {
+        if (phase[static_cast<size_t>(s)] == ph && step[static_cast<size_t>(s)] == st) last = s;
+    });
+    return last;
+}
+
+int32_t Base::first_access(int32_t a, Phase ph, int32_t st) const {
+    for (int64_t j = acc_begin[static_cast<size_t>(a)]; j < acc_begin[static_cast<size_t>(a) + 1]; ++j) {
+        int32_t s = acc[static_cast<size_t>(j)].first;
+        if (phase[static_cast<size_t>(s)] == ph && step[static_cast<size_t>(s)] == st) return s;
+    }
+    return -1;
+}
+
+namespace {
+
+int32_t gpu_device(const trace::TraceData& t) {
+    int32_t d = INT32_MAX;
+    for (int32_t k : t.kernels.device) if (k >= 0) d = std::min(d, k);
+    if (d == INT32_MAX)
+        for (int32_t a : t.allocations.device) if (a >= 0) d = std::min(d, a);
+    return d == INT32_MAX ? 0 : d;
+}
+
+double meta_number(const trace::TraceData& t, const std::string& key, double fallback) {
+    auto it = t.meta.find(key);
+    if (it == t.meta.end()) return fallback;
+    try {
+        return std::stod(it->second);
+    } catch (const std::exception&) {
+        return fallback;
+    }
+}
+
+// Each allocation's accesses by seq (counting sort), its maker and whether it is autocast's
+// cached copy of a parameter.
+void index_accesses(Base& b) {
+    const trace::TraceData& t = *b.trace;
+    const size_t m = t.allocations.size(), n = b.korder.size();
+    b.acc_begin.assign(m + 1, 0);
+    for (size_t s = 0; s < n; ++s) {
+        int32_t k = b.korder[s];
+        for (int64_t j = t.kernels.access_begin[static_cast<size_t>(k)]; j < t.kernels.access_begin[static_cast<size_t>(k) + 1]; ++j)
+            ++b.acc_begin[static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)]) + 1];
+    }
+    for (size_t i = 1; i <= m; ++i) b.acc_begin[i] += b.acc_begin[i - 1];
+    b.acc.resize(static_cast<size_t>(b.acc_begin[m]));
+    std::vector<int64_t> cur(b.acc_begin.begin(), b.acc_begin.end() - 1);
+    for (size_t s = 0; s < n; ++s) {
+        int32_t k = b.korder[s];
+        for (int64_t j = t.kernels.access_begin[static_cast<size_t>(k)]; j < t.kernels.access_begin[static_cast<size_t>(k) + 1]; ++j) {
+            size_t a = static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)]);
+            b.acc[static_cast<size_t>(cur[a]++)] = {static_cast<int32_t>(s), t.accesses.mode[static_cast<size_t>(j)]};
+        }
+    }
+    // The maker: the first access, when it writes and the allocation was made just before it
+    // (an output); parameters, inputs and buffers made before any kernel have none.
+    b.creator.assign(m, -1);
+    b.param_cast.assign(m, 0);
+    for (size_t a = 0; a < m; ++a) {
+        if (b.acc_begin[a] == b.acc_begin[a + 1]) continue;
+        auto [s, mode] = b.acc[static_cast<size_t>(b.acc_begin[a])];
+        if (mode != trace::AccessMode::Read && t.allocations.t_alloc[a] == t.kernels.t_start[static_cast<size_t>(b.korder[static_cast<size_t>(s)])])
+            b.creator[a] = s;
+    }
+    b.made_begin.assign(n + 1, 0);
+    for (size_t a = 0; a < m; ++a)
+        if (b.creator[a] >= 0) ++b.made_begin[static_cast<size_t>(b.creator[a]) + 1];
+    for (size_t s = 1; s <= n; ++s) b.made_begin[s] += b.made_begin[s - 1];
+    b.made_list.resize(static_cast<size_t>(b.made_begin[n]));
+    {
+        std::vector<int64_t> c(b.made_begin.begin(), b.made_begin.end() - 1);
+        for (size_t a = 0; a < m; ++a)
+            if (b.creator[a] >= 0) b.made_list[static_cast<size_t>(c[static_cast<size_t>(b.creator[a])]++)] = static_cast<int32_t>(a);
+    }
+    for (size_t a = 0; a < m; ++a) {
+        int32_t c = b.creator[a];
+        if (c < 0 || t.str(t.kernels.name[static_cast<size_t>(b.korder[static_cast<size_t>(c)])]) != "aten::_to_copy") continue;
+        int32_t k = b.korder[static_cast<size_t>(c)];
+        for (int64_t j = t.kernels.access_begin[static_cast<size_t>(k)]; j < t.kernels.access_begin[static_cast<size_t>(k) + 1]; ++j) {
+            int32_t src = t.accesses.allocation[static_cast<size_t>(j)];
+            if (t.accesses.mode[static_cast<size_t>(j)] == trace::AccessMode::Read &&
+                t.allocations.category[static_cast<size_t>(src)] == trace::Category::Param)
+                b.param_cast[a] = 1;
+        }
+    }
+}
+
+void index_steps(Base& b) {
+    const size_t n = b.korder.size();
+    for (size_t s = 0; s < n; ++s) b.steps.push_back(b.step[s]);
+    std::sort(b.steps.begin(), b.steps.end());
+    b.steps.erase(std::unique(b.steps.begin(), b.steps.end()), b.steps.end());
+    const size_t ns = b.steps.size();
+    b.fwd_last.assign(ns, -1);
+    b.bwd_first.assign(ns, -1);
+    b.opt_first.assign(ns, -1);
+    b.opt_last.assign(ns, -1);
+    const trace::TraceData& t = *b.trace;
+    bool fused = false, foreach_ = false;
+    for (size_t s = 0; s < n; ++s) {
+        size_t i = static_cast<size_t>(b.step_index(b.step[s]));
+        if (b.phase[s] == Phase::Forward) b.fwd_last[i] = static_cast<int32_t>(s);
+        if (b.phase[s] == Phase::Backward && b.bwd_first[i] < 0) b.bwd_first[i] = static_cast<int32_t>(s);
+        if (b.phase[s] == Phase::Optimizer) {
+            if (b.opt_first[i] < 0) b.opt_first[i] = static_cast<int32_t>(s);
+            b.opt_last[i] = static_cast<int32_t>(s);
+            const std::string& name = t.str(t.kernels.name[static_cast<size_t>(b.korder[s])]);
+            fused |= name.find("_fused_adam") != std::string::npos;
+            foreach_ |= name.find("_foreach_") != std::string::npos;
+        }
+    }
+    b.optimizer_impl = fused ? "fused" : foreach_ ? "foreach" : "";
+}
+
+// Where a recorded allocation is made and freed among the recorded kernels.
+void place_allocations(Base& b, const sim::EventStreams& ev) {
+    const trace::TraceData& t = *b.trace;
+    Plan& p = b.plan;
+    const int32_t n = p.recorded;
+    const int64_t t_last = n > 0 ? *std::max_element(ev.kend.begin(), ev.kend.end()) : 0;
+    // kernels by end time: the last one ending at or before a free
+    std::vector<int32_t> by_end = ev.kend_order;
+    for (size_t a = 0; a < t.allocations.size(); ++a) {
+        Alloc al;
+        al.src = static_cast<int32_t>(a);
+        al.bytes = t.allocations.bytes[a];
+        al.device = t.allocations.device[a];
+        al.category = t.allocations.category[a];
+        al.label = t.allocations.label[a];
+        al.stream = t.allocations.stream[a];
+        const int64_t ta = t.allocations.t_alloc[a], tf = t.allocations.t_free[a];
+        auto s = std::lower_bound(ev.kstart.begin(), ev.kstart.end(), ta) - ev.kstart.begin();
+        if (s < n) {
+            al.made = {static_cast<int32_t>(s), false};
+            al.made_offset = ta - ev.kstart[static_cast<size_t>(s)];
+        } else {
+            al.made = {p.end_op(), false};
+            al.made_offset = ta - t_last;
+        }
+        if (tf == trace::kNoTime) {
+            al.freed = {kNoFree, false};
+        } else {
+            auto e = std::upper_bound(by_end.begin(), by_end.end(), tf,
+                                      [&](int64_t f, int32_t q) { return f < ev.kend[static_cast<size_t>(q)]; });
+            if (e == by_end.begin()) {
+                al.freed = {n > 0 ? 0 : p.end_op(), false};
+                al.freed_offset = tf - (n > 0 ? ev.kstart[0] : t_last);
+            } else {
+                int32_t q = *(e - 1);
+                al.freed = {q, true};
+                al.freed_offset = tf - ev.kend[static_cast<size_t>(q)];
+            }
+        }
+        p.allocs.push_back(al);
+    }
+}
+
+}  // namespace
+
+Base make_base(const trace::TraceData& t) { return make_base(t, load_capture_info(t)); }
+
+Base make_base(const trace::TraceData& t, CaptureInfo info) {
+    Base b;
+    b.trace = &t;
+    b.info = std::move(info);
+    b.device = gpu_device(t);
+    sim::EventStreams ev = sim::event_streams(t, b.device);
+    b.korder = ev.korder;
+    const size_t n = b.korder.size();
+    b.module.resize(n);
+    b.step.resize(n);
+    b.phase.resize(n);
+    for (size_t s = 0; s < n; ++s) {
+        size_t k = static_cast<size_t>(b.korder[s]);
+        b.module[s] = b.info.kernel_module[k];
+        b.phase[s] = b.info.kernel_phase[k];
+        b.step[s] = t.kernels.step[k];
+    }
+    index_accesses(b);
+    index_steps(b);
+    {
+        std::vector<int32_t> seq_of(t.kernels.size(), -1);
+        for (size_t s = 0; s < n; ++s) seq_of[static_cast<size_t>(b.korder[s])] = static_cast<int32_t>(s);
+        // by kernel row (the capture's launch order, the same as seq for one stream)
+        b.saved_seq.resize(b.info.saved_by.size());
+        b.saved_packs = b.info.saved_packs;
+        for (size_t i = 0; i < b.info.saved_by.size(); ++i) b.saved_seq[i] = seq_of[static_cast<size_t>(b.info.saved_by[i])];
+    }
+    b.hbm_bw = meta_number(t, "capture.gpu.hbm_bw", 3.35e12);
+    b.launch_overhead = static_cast<int64_t>(meta_number(t, "capture.launch_overhead_ns", 2000));
+
+    Plan& p = b.plan;
+    p.strings = t.strings;
+    p.recorded = static_cast<int32_t>(n);
+    p.ops.resize(n + 2);
+    p.before.assign(n, {});
+    p.after.assign(n, {});
+    int64_t prev_end = n > 0 ? std::min(ev.kstart[0], t.t_begin()) : 0;
+    for (size_t s = 0; s < n; ++s) {
+        size_t k = static_cast<size_t>(b.korder[s]);
+        Op& o = p.ops[s];
+        o.kind = OpKind::Kernel;
+        o.src = static_cast<int32_t>(s);
+        o.name = t.kernels.name[k];
+        o.duration = ev.kend[s] - ev.kstart[s];
+        o.gap = std::max<int64_t>(0, ev.kstart[s] - prev_end);
+        prev_end = std::max(prev_end, ev.kend[s]);
+        o.module = b.module[s];
+        o.step = b.step[s];
+        o.phase = b.phase[s];
+        o.anchor = static_cast<int32_t>(s);
+        for (int64_t j = t.kernels.access_begin[k]; j < t.kernels.access_begin[k + 1]; ++j)
+            o.acc.push_back({t.accesses.allocation[static_cast<size_t>(j)], t.accesses.mode[static_cast<size_t>(j)]});
+    }
+    p.ops[n].kind = p.ops[n + 1].kind = OpKind::Mark;
+    p.ops[n].anchor = static_cast<int32_t>(n);
+    p.ops[n + 1].anchor = static_cast<int32_t>(n + 1);
+    place_allocations(b, ev);
+    return b;
+}
+
+Order order_of(const Plan& p) {
+    Order o;
+    o.pos.assign(p.ops.size(), -1);
+    auto put = [&](int32_t op) {
+        o.pos[static_cast<size_t>(op)] = static_cast<int32_t>(o.seq.size());
+        o.seq.push_back(op);
+    };
+    put(p.begin_op());
+    for (int32_t s = 0; s < p.recorded; ++s) {
+        for (int32_t op : p.before[static_cast<size_t>(s)]) put(op);
+        put(s);
+        for (int32_t op : p.after[static_cast<size_t>(s)]) put(op);
+    }
+    put(p.end_op());
+    return o;
+}
+
+namespace {
+
+struct LinkQueues {
+    const sim::LinkModel& link;
+    int64_t busy[2] = {INT64_MIN, INT64_MIN};   // [0] H2D, [1] D2H: when each queue is free
+
+    // Start and end of a copy issued at t.
+    std::pair<int64_t, int64_t> run(bool h2d, int64_t bytes, int64_t t) {
+        const int q = link.copy_engines >= 2 ? (h2d ? 0 : 1) : 0;
+        const int other = 1 - q;
+        int64_t start = std::max(t, busy[q]);
+        const sim::Direction& d = h2d ? link.h2d : link.d2h;
+        double bw = d.bandwidth_Bps;
+        if (link.copy_engines >= 2 && busy[other] > start) bw *= link.duplex_factor;
+        int64_t dur = std::max<int64_t>(1, static_cast<int64_t>(std::ceil((d.latency_s + static_cast<double>(bytes) / bw) * 1e9)));
+        busy[q] = start + dur;
+        return {start, start + dur};
+    }
+};
+
+}  // namespace
+
+Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link) {
+    Timing tm;
+    tm.start.assign(p.ops.size(), 0);
+    tm.end.assign(p.ops.size(), 0);
+    tm.copy_start.assign(p.copies.size(), -1);
+    tm.copy_end.assign(p.copies.size(), -1);
+    // copies issued at each op's start / end
+    std::vector<std::vector<int32_t>> at_start(p.ops.size()), at_end(p.ops.size());
+    for (size_t c = 0; c < p.copies.size(); ++c)
+        (p.copies[c].at_start ? at_start : at_end)[static_cast<size_t>(p.copies[c].trigger)].push_back(static_cast<int32_t>(c));
+    LinkQueues q{link};
+    auto issue = [&](const std::vector<int32_t>& cs, int64_t t) {
+        for (int32_t c : cs) {
+            auto [s, e] = q.run(p.copies[static_cast<size_t>(c)].h2d, p.copies[static_cast<size_t>(c)].bytes, t);
+            tm.copy_start[static_cast<size_t>(c)] = s;
+            tm.copy_end[static_cast<size_t>(c)] = e;
+            (p.copies[static_cast<size_t>(c)].h2d ? tm.h2d_bytes : tm.d2h_bytes) += p.copies[static_cast<size_t>(c)].bytes;
+        }
+    };
+    int64_t now = 0;
+    bool first = true;
+    int64_t t0 = 0;
+    for (int32_t op : o.seq) {
+        const Op& x = p.ops[static_cast<size_t>(op)];
+        int64_t ready = now + x.gap;
+        issue(at_start[static_cast<size_t>(op)], ready);   // issued when the stream reaches the op
+        int64_t waited = ready;
+        for (int32_t c : x.waits) {
+            int64_t e = tm.copy_end[static_cast<size_t>(c)];
+            if (e < 0) throw Error("advise: an op waits for a copy issued after it (internal)", Error::Kind::Internal);
+            waited = std::max(waited, e);
+        }
+        tm.waits += waited - ready;
+        int64_t start = waited, end = start + x.duration;
+        if (x.kind == OpKind::CopyH2D || x.kind == OpKind::CopyD2H) {
+            auto [s, e] = q.run(x.kind == OpKind::CopyH2D, x.bytes, waited);
+            tm.waits += s - waited;
+            start = s;
+            end = e;
+            (x.kind == OpKind::CopyH2D ? tm.h2d_bytes : tm.d2h_bytes) += x.bytes;
+        }
+        if (first) { t0 = start; first = false; }
+        tm.start[static_cast<size_t>(op)] = start;
+        tm.end[static_cast<size_t>(op)] = end;
+        issue(at_end[static_cast<size_t>(op)], end);
+        now = end;
+    }
+    tm.makespan = now - t0;
+    return tm;
+}
+
+LiveProfile live_profile(const Plan& p, const Order& o, int32_t device) {
+    const size_t nops = p.ops.size();
+    // bytes made / freed at each op's start and end, on the GPU and on the host
+    std::vector<int64_t> made_s(nops, 0), made_e(nops, 0), freed_s(nops, 0), freed_e(nops, 0);
+    std::vector<int64_t> hmade_s(nops, 0), hmade_e(nops, 0), hfreed_s(nops, 0), hfreed_e(nops, 0);
+    for (const Alloc& a : p.allocs) {
+        if (a.removed) continue;
+        const bool gpu = a.device == device;
+        if (!gpu && a.device >= 0) continue;
+        size_t m = static_cast<size_t>(a.made.op);
+        (a.made.at_end ? (gpu ? made_e : hmade_e) : (gpu ? made_s : hmade_s))[m] += a.bytes;
+        if (a.freed.op != kNoFree) {
+            size_t f = static_cast<size_t>(a.freed.op);
+            (a.freed.at_end ? (gpu ? freed_e : hfreed_e) : (gpu ? freed_s : hfreed_s))[f] += a.bytes;
+        }
+    }
+    LiveProfile lp;
+    lp.window.assign(static_cast<size_t>(p.recorded) + 2, 0);
+    int64_t live = 0, host = 0;
+    size_t prev = SIZE_MAX;
+    for (int32_t op : o.seq) {
+        size_t i = static_cast<size_t>(op);
+        // the boundary between the previous op's end and this op's start: frees, then allocations
+        if (prev != SIZE_MAX) { live -= freed_e[prev]; host -= hfreed_e[prev]; }
+        live -= freed_s[i];
+        host -= hfreed_s[i];
+        if (prev != SIZE_MAX) { live += made_e[prev]; host += hmade_e[prev]; }
+        live += made_s[i];
+        host += hmade_s[i];
+        size_t w = static_cast<size_t>(p.ops[i].anchor);
+        lp.window[w] = std::max(lp.window[w], live);
+        lp.peak = std::max(lp.peak, live);
+        lp.host_peak = std::max(lp.host_peak, host);
+        prev = i;
+    }
+    return lp;
+}
+
+trace::TraceData to_trace(const Plan& p, const Order& o, const Timing& tm, const trace::TraceData& recorded,
+                          const std::map<std::string, std::string>& meta) {
+    trace::TraceData t;
+    t.path = recorded.path;
+    t.meta = recorded.meta;
+    for (auto& [k, v] : meta) t.meta[k] = v;
+    t.strings = p.strings;
+    auto point_time = [&](Point pt, int64_t offset) {
+        size_t op = static_cast<size_t>(pt.op);
+        return (pt.at_end ? tm.end[op] : tm.start[op]) + offset;
+    };
+    // Allocations in the order they are made: by time, then (at one instant) those made at an
+    // op's end before those made at the next op's start, then added ones (a copy back from the
+    // host, made when autograd unpacks it) before the recorded op's own outputs.
+    std::vector<int32_t> idx;
+    for (size_t a = 0; a < p.allocs.size(); ++a)
+        if (!p.allocs[a].removed) idx.push_back(static_cast<int32_t>(a));
+    std::vector<int64_t> made(p.allocs.size()), pos_key(p.allocs.size());
+    for (int32_t a : idx) {
+        const Alloc& al = p.allocs[static_cast<size_t>(a)];
+        made[static_cast<size_t>(a)] = point_time(al.made, al.made_offset);
+        pos_key[static_cast<size_t>(a)] = 4 * static_cast<int64_t>(o.pos[static_cast<size_t>(al.made.op)]) + (al.made.at_end ? 2 : 0) +
+                                          (al.src >= 0 ? 1 : 0);
+    }
+    std::stable_sort(idx.begin(), idx.end(), [&](int32_t x, int32_t y) {
+        if (made[static_cast<size_t>(x)] != made[static_cast<size_t>(y)]) return made[static_cast<size_t>(x)] < made[static_cast<size_t>(y)];
+        return pos_key[static_cast<size_t>(x)] < pos_key[static_cast<size_t>(y)];
+    });
+    std::vector<int32_t> dense(p.allocs.size(), -1);
+    t.allocations.reserve(idx.size());
+    for (int32_t a : idx) {
+        const Alloc& al = p.allocs[static_cast<size_t>(a)];
+        trace::Allocation r;
+        r.id = static_cast<int64_t>(t.allocations.size()) + 1;
+        r.device = al.device;
+        r.bytes = al.bytes;
+        r.t_alloc = made[static_cast<size_t>(a)];
+        r.t_free = al.freed.op == kNoFree ? trace::kNoTime : std::max(r.t_alloc, point_time(al.freed, al.freed_offset));
+        r.stream = al.stream;
+        r.category = al.category;
+        r.label = al.label;
+        dense[static_cast<size_t>(a)] = static_cast<int32_t>(t.allocations.size());
+        t.allocations.push(r);
+    }
+    t.kernels.access_begin.push_back(0);
+    std::map<int32_t, std::pair<int64_t, int64_t>> step_span;
+    for (int32_t op : o.seq) {
+        const Op& x = p.ops[static_cast<size_t>(op)];
+        const int64_t s = tm.start[static_cast<size_t>(op)], e = tm.end[static_cast<size_t>(op)];
+        if (x.step >= 0 && x.kind != OpKind::Mark) {
+            auto it = step_span.emplace(x.step, std::make_pair(s, e)).first;
+            it->second.first = std::min(it->second.first, s);
+            it->second.second = std::max(it->second.second, e);
+        }
+        if (x.kind == OpKind::CopyH2D || x.kind == OpKind::CopyD2H) {
+            t.copies.push({static_cast<int64_t>(t.copies.size()) + 1, 0, 0,
+                           x.kind == OpKind::CopyH2D ? trace::CopyKind::H2D : trace::CopyKind::D2H, x.bytes, s, e});
+            continue;
+        }
+        if (x.kind != OpKind::Kernel) continue;
+        trace::Kernel k;
+        k.id = static_cast<int64_t>(t.kernels.size()) + 1;
+        k.name = x.name;
+        k.t_start = s;
+        k.t_end = e;
+        k.step = x.step;
+        t.kernels.push(k);
+        std::vector<std::pair<int32_t, trace::AccessMode>> acc;
+        for (const PlanAccess& pa : x.acc) {
+            int32_t d = dense[static_cast<size_t>(pa.alloc)];
+            if (d < 0)
+                throw Error("advise: kernel " + p.strings[static_cast<size_t>(x.name)] + " accesses removed allocation " +
+                                p.strings[static_cast<size_t>(p.allocs[static_cast<size_t>(pa.alloc)].label)] + " (internal)",
+                            Error::Kind::Internal);
+            auto it = std::find_if(acc.begin(), acc.end(), [&](auto& q) { return q.first == d; });
+            if (it == acc.end()) acc.push_back({d, pa.mode});
+            else it->second = static_cast<trace::AccessMode>(static_cast<int>(it->second) | static_cast<int>(pa.mode));
+        }
+        std::sort(acc.begin(), acc.end());
+        for (auto& [d, m] : acc) {
+            t.accesses.allocation.push_back(d);
+            t.accesses.mode.push_back(m);
+        }
+        t.kernels.access_begin.push_back(static_cast<int64_t>(t.accesses.allocation.size()));
+    }
+    for (size_t c = 0; c < p.copies.size(); ++c)
+        t.copies.push({static_cast<int64_t>(t.copies.size()) + 1, 0, p.copies[c].h2d ? 1 : 2,
+                       p.copies[c].h2d ? trace::CopyKind::H2D : trace::CopyKind::D2H, p.copies[c].bytes,
+                       tm.copy_start[c], tm.copy_end[c]});
+    int64_t step_name = -1;
+    for (size_t i = 0; i < t.strings.size(); ++i)
+        if (t.strings[i] == "step") step_name = static_cast<int64_t>(i);
+    if (step_name < 0) {
+        t.strings.push_back("step");
+        step_name = static_cast<int64_t>(t.strings.size() - 1);
+    }
+    for (auto& [s, span] : step_span)
+        t.markers.push({static_cast<int64_t>(t.markers.size()) + 1, step_name, span.first, span.second, trace::MarkerKind::Step, s});
+    t.allocation_index.build(t.allocations.id);
+    t.kernel_index.build(t.kernels.id);
+    return t;
+}
+
+}  // namespace mhc::advise

@@ -1,0 +1,276 @@
+// The planner (planner.hpp): single-block effects, the separable model, the DP per global
+// combination and family of choices, exact predictions with the caching allocator model.
+#include "mhc/advise/planner.hpp"
+
+#include "mhc/advise/transforms.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <map>
+
+#include "mhc/common/units.hpp"
+
+namespace mhc::advise {
+
+namespace {
+
+constexpr int64_t kNone = INT64_MIN;
+constexpr int kChoices = static_cast<int>(BlockChoice::Count);
+
+// Where each live-bytes window sits: the block that owns it (-1: none), whether it is in a
+// forward, and (outside blocks) how many blocks are held then.
+struct Windows {
+    std::vector<int32_t> owner, held;
+    std::vector<uint8_t> fwd;
+};
+
+Windows classify(const Base& b) {
+    const size_t n = b.korder.size(), nb = b.info.block_name.size(), ns = b.steps.size();
+    Windows w;
+    w.owner.assign(n + 2, -1);
+    w.held.assign(n + 2, 0);
+    w.fwd.assign(n + 2, 0);
+    std::vector<int32_t> first_fwd(nb * ns, INT32_MAX), last_bwd(nb * ns, -1);
+    for (size_t s = 0; s < n; ++s) {
+        const int32_t m = b.module[s];
+        const int32_t k = m >= 0 ? b.info.module_block[static_cast<size_t>(m)] : -1;
+        w.owner[s] = k;
+        w.fwd[s] = b.phase[s] == Phase::Forward;
+        if (k < 0) continue;
+        size_t i = static_cast<size_t>(k) * ns + static_cast<size_t>(b.step_index(b.step[s]));
+        if (b.phase[s] == Phase::Forward) first_fwd[i] = std::min(first_fwd[i], static_cast<int32_t>(s));
+        if (b.phase[s] == Phase::Backward) last_bwd[i] = std::max(last_bwd[i], static_cast<int32_t>(s));
+    }
+    for (size_t s = 0; s < n; ++s) {
+        if (w.owner[s] >= 0) continue;
+        size_t si = static_cast<size_t>(b.step_index(b.step[s]));
+        int32_t held = 0;
+        for (size_t k = 0; k < nb; ++k)
+            held += first_fwd[k * ns + si] < static_cast<int32_t>(s) && last_bwd[k * ns + si] > static_cast<int32_t>(s);
+        w.held[s] = held;
+    }
+    return w;
+}
+
+bool block_has_type(const Base& b, size_t block, const std::string& type) {
+    for (size_t m = 0; m < b.info.module_name.size(); ++m)
+        if (b.info.module_type[m] == type && b.info.within(static_cast<int32_t>(m), b.info.block_module[block])) return true;
+    return false;
+}
+
+}  // namespace
+
+std::string_view to_string(BlockChoice c) {
+    switch (c) {
+        case BlockChoice::Keep: return "keep";
+        case BlockChoice::Full: return "checkpoint";
+        case BlockChoice::SaveMatmuls: return "selective checkpoint";
+        case BlockChoice::Mhc: return "mhc recompute";
+        case BlockChoice::Offload: return "offload";
+        case BlockChoice::Count: break;
+    }
+    return "?";
+}
+
+Setting combine(const Base& b, const Setting& global, const std::vector<BlockChoice>& per_block, const OffloadSetting& offload) {
+    Setting s = global;
+    s.checkpoint.clear();
+    s.offload.reset();
+    const std::pair<BlockChoice, Policy> groups[] = {{BlockChoice::Full, Policy::Full},
+                                                     {BlockChoice::SaveMatmuls, Policy::SaveMatmuls},
+                                                     {BlockChoice::Mhc, Policy::Mhc}};
+    for (auto [choice, policy] : groups) {
+        CheckpointGroup g;
+        g.policy = policy;
+        for (size_t k = 0; k < per_block.size(); ++k)
+            if (per_block[k] == choice) g.modules.push_back(b.info.block_name[k]);
+        if (!g.modules.empty()) s.checkpoint.push_back(g);
+    }
+    std::vector<std::string> off;
+    for (size_t k = 0; k < per_block.size(); ++k)
+        if (per_block[k] == BlockChoice::Offload) off.push_back(b.info.block_name[k]);
+    if (!off.empty()) {
+        s.offload = offload;
+        s.offload->modules = off;
+    }
+    return s;
+}
+
+namespace {
+
+// What each block's choice does alone (global setting as captured).
+struct BlockEffects {
+    std::vector<int64_t> base_window;
+    int64_t base_time = 0;
+    // [block][choice]: window deltas (empty: choice not available) and added time
+    std::vector<std::vector<std::vector<int64_t>>> delta;
+    std::vector<std::vector<int64_t>> time;
+};
+
+BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t& evaluations) {
+    const Base& b = ev.base();
+    const size_t nb = b.info.block_name.size();
+    BlockEffects e;
+    Evaluator::Quick q0 = ev.quick(Setting{});
+    ++evaluations;
+    e.base_window = q0.live.window;
+    e.base_time = q0.step_time;
+    e.delta.assign(nb, std::vector<std::vector<int64_t>>(kChoices));
+    e.time.assign(nb, std::vector<int64_t>(kChoices, 0));
+    for (size_t k = 0; k < nb; ++k) {
+        e.delta[k][0].assign(e.base_window.size(), 0);
+        const bool mhc = block_has_type(b, k, kMhcMaps);
+        for (int c = 1; c < kChoices; ++c) {
+            if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
+            std::vector<BlockChoice> per(nb, BlockChoice::Keep);
+            per[k] = static_cast<BlockChoice>(c);
+            Evaluator::Quick q = ev.quick(combine(b, Setting{}, per, o.offload));
+            ++evaluations;
+            std::vector<int64_t>& d = e.delta[k][static_cast<size_t>(c)];
+            d.resize(q.live.window.size());
+            for (size_t w = 0; w < d.size(); ++w) d[w] = q.live.window[w] - e.base_window[w];
+            e.time[k][static_cast<size_t>(c)] = q.step_time - q0.step_time;
+        }
+        if (o.progress && (k + 1) % 8 == 0) o.progress("evaluated the choices of " + std::to_string(k + 1) + " of " + std::to_string(nb) + " blocks");
+    }
+    return e;
+}
+
+SeparableModel build_model(const BlockEffects& e, const Windows& w, const std::vector<int64_t>& m0, size_t nb) {
+    SeparableModel m;
+    m.blocks.assign(nb, std::vector<BlockOption>(kChoices));
+    m.gap_f.assign(nb + 1, kNone);
+    m.gap_b.assign(nb + 1, kNone);
+    for (size_t s = 0; s < m0.size(); ++s) {
+        if (w.owner[s] >= 0) continue;
+        auto& gap = w.fwd[s] ? m.gap_f : m.gap_b;
+        size_t h = static_cast<size_t>(std::min<int32_t>(w.held[s], static_cast<int32_t>(nb)));
+        gap[h] = std::max(gap[h], m0[s]);
+    }
+    for (size_t k = 0; k < nb; ++k)
+        for (size_t c = 0; c < static_cast<size_t>(kChoices); ++c) {
+            BlockOption& opt = m.blocks[k][c];
+            const std::vector<int64_t>& d = e.delta[k][c];
+            if (d.empty()) {   // not available: never feasible
+                opt.wf = opt.wb = INT64_MAX / 4;
+                continue;
+            }
+            opt.wf = opt.wb = kNone;
+            int64_t df = kNone, db = kNone;
+            for (size_t s = 0; s < m0.size(); ++s) {
+                const int32_t own = w.owner[s];
+                if (own == static_cast<int32_t>(k)) {
+                    int64_t& win = w.fwd[s] ? opt.wf : opt.wb;
+                    win = std::max(win, m0[s] + d[s]);
+                    continue;
+                }
+                const bool held = own > static_cast<int32_t>(k) || (own < 0 && w.held[s] > static_cast<int32_t>(k));
+                if (!held) continue;
+                int64_t& hd = w.fwd[s] ? df : db;
+                hd = std::max(hd, d[s]);   // the least saving seen while held: conservative
+            }
+            opt.df = df == kNone ? 0 : df;
+            opt.db = db == kNone ? 0 : db;
+            opt.time = e.time[k][c];
+        }
+    return m;
+}
+
+}  // namespace
+
+Advice advise(const Evaluator& ev, const PlannerOptions& o) {
+    auto t0 = std::chrono::steady_clock::now();
+    const Base& b = ev.base();
+    const size_t nb = b.info.block_name.size();
+    Advice a;
+    a.baseline = ev.predict(Setting{});
+    ++a.evaluations;
+    if (o.progress) o.progress("evaluating " + std::to_string(nb) + " blocks x " + std::to_string(kChoices - 1) + " choices");
+    BlockEffects e = block_effects(ev, o, a.evaluations);
+    const Windows w = classify(b);
+
+    // Global combinations: optimizer implementation x placement.
+    std::vector<Setting> globals;
+    for (int fused = 0; fused < 2; ++fused)
+        for (int host = 0; host < 2; ++host) {
+            if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach")) continue;
+            if (fused && host) continue;   // a host step replaces the GPU's kernels either way
+            if (host && (!o.host_optimizer || b.opt_first.empty() || b.opt_first[0] < 0)) continue;
+            Setting g;
+            if (fused) g.optimizer_impl = OptimizerImpl::Fused;
+            g.optimizer_on_host = host;
+            globals.push_back(g);
+        }
+    // Families of block choices: all of them, and each alone (answers people can read).
+    std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
+                                                  {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
+    std::map<std::string, Candidate> seen;
+    auto predict = [&](const Setting& s) -> Candidate {
+        std::string key = to_json(s);
+        auto it = seen.find(key);
+        if (it != seen.end()) return it->second;
+        Candidate c;
+        c.setting = s;
+        c.prediction = ev.predict(s);
+        ++a.evaluations;
+        c.loss = a.baseline.step_time > 0 ? static_cast<double>(c.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
+        c.fits = c.prediction.memory.reserved <= o.capacity;
+        c.within_budget = o.budget < 0 || c.loss <= o.budget + 1e-12;
+        seen[key] = c;
+        return c;
+    };
+    for (const Setting& g : globals) {
+        const SeparableModel model = build_model(e, w, ev.quick(g).live.window, nb);
+        ++a.evaluations;
+        // The caching allocator's rounding and fragmentation, as the global setting alone has them.
+        const Prediction pg = predict(g).prediction;
+        const int64_t base_margin = std::max<int64_t>(0, pg.memory.reserved - pg.memory.peak);
+        for (const auto& fam : families) {
+            int64_t margin = base_margin;
+            for (int iter = 0; iter < 6; ++iter) {
+                DpResult r = solve(model, o.capacity - margin, fam);
+                ++a.dp_runs;
+                a.max_states = std::max(a.max_states, r.states);
+                if (!r.feasible) break;
+                std::vector<BlockChoice> per(nb);
+                for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(r.choice[k]);
+                Candidate best;
+                bool have = false;
+                for (const std::string& conf : o.allocator_confs) {
+                    Setting s = combine(b, g, per, o.offload);
+                    s.allocator = conf;
+                    Candidate c = predict(s);
+                    c.blocks = per;
+                    c.model_peak = r.peak;
+                    seen[to_json(s)] = c;
+                    if (!have || c.prediction.memory.reserved < best.prediction.memory.reserved) { best = c; have = true; }
+                }
+                if (best.fits) break;
+                margin += best.prediction.memory.reserved - o.capacity + (16 << 20);
+            }
+        }
+    }
+    for (auto& [key, c] : seen) a.all.push_back(c);
+    std::sort(a.all.begin(), a.all.end(), [](const Candidate& x, const Candidate& y) {
+        if (x.fits != y.fits) return x.fits;
+        if (x.prediction.step_time != y.prediction.step_time) return x.prediction.step_time < y.prediction.step_time;
+        size_t jx = to_json(x.setting).size(), jy = to_json(y.setting).size();
+        if (jx != jy) return jx < jy;   // equally fast: the one that changes less
+        return x.prediction.memory.reserved < y.prediction.memory.reserved;
+    });
+    // The same block choices under two allocator settings count once (the first that fits).
+    std::map<std::string, bool> shown;
+    for (const Candidate& c : a.all) {
+        if (!c.fits || !c.within_budget || static_cast<int>(a.ranked.size()) >= o.top) continue;
+        Setting key = c.setting;
+        key.allocator.clear();
+        if (shown[to_json(key)]) continue;
+        shown[to_json(key)] = true;
+        a.ranked.push_back(c);
+    }
+    a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return a;
+}
+
+}  // namespace mhc::advise

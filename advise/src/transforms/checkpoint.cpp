@@ -1,0 +1,247 @@
+// Activation checkpointing of modules: torch.utils.checkpoint(use_reentrant=False) with its
+// default early stop ("full"), or selective checkpointing that keeps matmul and attention
+// outputs ("save_matmuls"), or full checkpointing of mHC's hyper-connections around their
+// maps ("mhc": full checkpointing of every HcMaps module, the RMSNorm, projection, sigmoids and
+// Sinkhorn-Knopp iterations of a hyper-connection, inside the named modules).
+// docs/simulator.md "Settings: checkpoint" states the rules this file follows.
+#include <algorithm>
+#include <unordered_map>
+
+#include "mhc/advise/transforms.hpp"
+#include "mhc/common/error.hpp"
+
+namespace mhc::advise {
+
+const std::string kMhcMaps = "HcMaps";
+
+namespace {
+
+// Ops whose outputs selective checkpointing caches instead of recomputing.
+bool is_matmul(const std::string& name) {
+    return name == "aten::mm" || name == "aten::bmm" || name == "aten::addmm" || name == "aten::baddbmm" ||
+           name.rfind("aten::_scaled_dot_product_", 0) == 0;
+}
+
+struct Run {
+    int32_t first = 0, last = 0;   // forward seqs [first, last] of one call of the module
+    int32_t module = -1;
+    Policy policy = Policy::Full;
+    size_t step = 0;               // step index
+};
+
+class Checkpoint final : public Transform {
+public:
+    explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
+    void apply(const Context& c, Plan& p) const override {
+        for (const Run& r : runs(c.base)) apply_run(c.base, p, r);
+    }
+
+private:
+    std::vector<Region> regions_;
+
+    // The forward calls of each region: maximal seq ranges of the step's forward kernels inside it.
+    std::vector<Run> runs(const Base& b) const {
+        std::vector<Run> out;
+        for (const Region& g : regions_) {
+            Run cur;
+            bool open = false;
+            for (size_t s = 0; s < b.korder.size(); ++s) {
+                if (b.phase[s] != Phase::Forward) continue;
+                bool in = b.info.within(b.module[s], g.module);
+                size_t si = static_cast<size_t>(b.step_index(b.step[s]));
+                if (open && (!in || si != cur.step)) { out.push_back(cur); open = false; }
+                if (in && !open) { cur = {static_cast<int32_t>(s), static_cast<int32_t>(s), g.module, g.policy, si}; open = true; }
+                if (in) cur.last = static_cast<int32_t>(s);
+            }
+            if (open) out.push_back(cur);
+        }
+        return out;
+    }
+
+    void apply_run(const Base& b, Plan& p, const Run& r) const;
+};
+
+void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
+    const trace::TraceData& t = *b.trace;
+    const int32_t step = b.steps[r.step];
+    const int32_t nrec = static_cast<int32_t>(t.allocations.size());
+    auto in_run = [&](int32_t s) { return s >= r.first && s <= r.last; };
+    auto cached = [&](int32_t s) {
+        return r.policy == Policy::SaveMatmuls && is_matmul(p.strings[static_cast<size_t>(p.ops[static_cast<size_t>(s)].name)]);
+    };
+    // Recorded storages the run's ops touch.
+    std::vector<int32_t> touched;
+    for (int32_t s = r.first; s <= r.last; ++s)
+        for (const PlanAccess& a : p.ops[static_cast<size_t>(s)].acc)
+            if (a.alloc < nrec) touched.push_back(a.alloc);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    // Saved by the run (every pack inside goes to the checkpoint's holders); the last saving op
+    // is where the recomputation stops (early stop); the first backward op reading one of them
+    // unpacks first and triggers the recomputation.
+    int32_t stop = -1, trigger = -1;
+    std::vector<int32_t> saved;
+    std::vector<uint8_t> only_here(static_cast<size_t>(nrec), 0);
+    for (int32_t x : touched) {
+        bool any = false, all = true;
+        b.for_savers(x, [&](int32_t s) {
+            if (in_run(s)) { any = true; stop = std::max(stop, s); }
+            else all = false;
+        });
+        if (!any) continue;
+        saved.push_back(x);
+        only_here[static_cast<size_t>(x)] = all;
+        // the module's own backward nodes unpack what it saved (a storage saved by many
+        // modules, such as rotary tables, is read back first by the last module's backward)
+        b.for_acc(x, [&](int32_t s, trace::AccessMode) {
+            if (b.phase[static_cast<size_t>(s)] == Phase::Backward && b.step[static_cast<size_t>(s)] == step &&
+                b.info.within(b.module[static_cast<size_t>(s)], r.module) && (trigger < 0 || s < trigger))
+                trigger = s;
+        });
+    }
+    if (stop < 0 || trigger < 0) return;   // nothing saved, or nothing read back
+    // The checkpoint's frame (and the inputs it holds) lives until the last backward node
+    // holding one of its saved tensors is done.
+    int32_t region_bwd_last = trigger;
+    for (int32_t x : saved) region_bwd_last = std::max(region_bwd_last, b.last_access(x, Phase::Backward, step));
+    const int32_t fwd_end = b.fwd_last[r.step];
+
+    // The recomputation: the run's ops up to the stop, placed before the trigger; cached ops
+    // (selective) give their saved output back without a kernel.
+    std::unordered_map<int32_t, int32_t> copy_of;       // recorded allocation -> its recomputed copy
+    std::unordered_map<int32_t, int32_t> last_use;      // recomputed copy -> last recompute op using it
+    std::unordered_map<int32_t, int32_t> replayed_at;   // cached op seq -> its position in the recomputation
+    int32_t last_recompute = -1;
+    for (int32_t s = r.first; s <= stop; ++s) {
+        const Op src = p.ops[static_cast<size_t>(s)];   // a copy: add_op below may move p.ops
+        if (src.kind != OpKind::Kernel) continue;
+        Op o;
+        o.src = s;
+        o.name = src.name;
+        o.module = src.module;
+        o.step = src.step;
+        o.phase = Phase::Recompute;
+        o.anchor = trigger;
+        if (cached(s)) {
+            o.kind = OpKind::Mark;
+            int32_t id = p.add_op(o);
+            p.insert_before(trigger, id);
+            replayed_at[s] = id;
+            continue;
+        }
+        o.kind = OpKind::Kernel;
+        o.duration = src.duration;
+        int32_t id = p.add_op(o);
+        p.insert_before(trigger, id);
+        std::vector<PlanAccess> acc;
+        for (const PlanAccess& a : src.acc) {
+            int32_t x = a.alloc;
+            if (x < nrec && b.creator[static_cast<size_t>(x)] == s && !copy_of.count(x)) {   // made by this op: a new storage
+                Alloc c = p.allocs[static_cast<size_t>(x)];
+                c.src = -1;
+                c.made = {id, false};
+                c.made_offset = c.freed_offset = 0;
+                c.freed = {id, true};
+                copy_of[x] = p.add_alloc(c);
+            }
+            auto it = copy_of.find(x);
+            int32_t use = it == copy_of.end() ? x : it->second;
+            acc.push_back({use, a.mode});
+            if (it != copy_of.end()) last_use[use] = id;
+        }
+        p.ops[static_cast<size_t>(id)].acc = std::move(acc);
+        last_recompute = id;
+    }
+    if (last_recompute < 0) last_recompute = p.before[static_cast<size_t>(trigger)].back();
+
+    // Saved storages made by the run and saved by nothing else are not kept: they die at their
+    // last forward use (autocast's cached parameter copies at the end of the forward) and the
+    // backward reads their recomputed copies.
+    for (int32_t x : saved) {
+        Alloc& a = p.allocs[static_cast<size_t>(x)];
+        auto it = copy_of.find(x);
+        if (!only_here[static_cast<size_t>(x)] || it == copy_of.end() || a.device != b.device) continue;
+        const int32_t xc = it->second;
+        Alloc& c = p.allocs[static_cast<size_t>(xc)];
+        c.freed = a.freed;
+        c.freed_offset = a.freed_offset;
+        int32_t lf = b.last_access(x, Phase::Forward, step);
+        if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
+        if (lf >= 0) { a.freed = {lf, true}; a.freed_offset = 0; }
+        b.for_acc(x, [&](int32_t s, trace::AccessMode) {
+            if (b.phase[static_cast<size_t>(s)] != Phase::Backward || b.step[static_cast<size_t>(s)] != step) return;
+            for (PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
+                if (pa.alloc == x) pa.alloc = xc;
+        });
+        last_use.erase(xc);
+    }
+    // Recomputed storages nothing saved die after their last use in the recomputation;
+    // autocast's cached parameter copies when the recomputation (its autocast region) ends.
+    for (auto& [x, xc] : copy_of) {
+        if (!last_use.count(xc)) continue;
+        Alloc& c = p.allocs[static_cast<size_t>(xc)];
+        int32_t end = b.param_cast[static_cast<size_t>(x)] ? last_recompute : last_use[xc];
+        c.freed = {end, true};
+    }
+    // Outputs the selective policy cached live until the recomputation takes them back (or the
+    // checkpoint's frame dies, when the recomputation stopped before them).
+    for (int32_t s = r.first; s <= r.last; ++s) {
+        if (!cached(s)) continue;
+        for (const PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc) {
+            if (pa.alloc >= nrec || b.creator[static_cast<size_t>(pa.alloc)] != s) continue;
+            Alloc& a = p.allocs[static_cast<size_t>(pa.alloc)];
+            if (a.freed.op == kNoFree) continue;
+            auto it = replayed_at.find(s);
+            Point until = it != replayed_at.end() ? Point{it->second, true} : Point{region_bwd_last, true};
+            for (int32_t q : p.before[static_cast<size_t>(trigger)])
+                for (const PlanAccess& u : p.ops[static_cast<size_t>(q)].acc)
+                    if (u.alloc == pa.alloc) until = p.later(until, Point{q, true});
+            if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
+        }
+    }
+    // The checkpoint keeps its inputs (storages made before the call) until its backward ends.
+    for (int32_t x : touched) {
+        Alloc& a = p.allocs[static_cast<size_t>(x)];
+        if (a.freed.op == kNoFree || a.category == trace::Category::Param) continue;
+        if (p.key(a.made) >= p.key(Point{r.first, false})) continue;
+        Point until{region_bwd_last, true};
+        if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
+    }
+}
+
+}  // namespace
+
+std::vector<Region> checkpoint_regions(const CaptureInfo& info, const std::vector<CheckpointGroup>& groups) {
+    std::vector<Region> out;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+        const CheckpointGroup& g = groups[gi];
+        const std::string field = groups.size() == 1 ? "checkpoint.modules" : "checkpoint[" + std::to_string(gi) + "].modules";
+        for (int32_t m : resolve_modules(info, g.modules, field)) {
+            if (g.policy != Policy::Mhc) {
+                out.push_back({m, g.policy});
+                continue;
+            }
+            size_t found = 0;
+            for (size_t q = 0; q < info.module_name.size(); ++q)
+                if (info.module_type[q] == kMhcMaps && info.within(static_cast<int32_t>(q), m)) {
+                    out.push_back({static_cast<int32_t>(q), Policy::Full});
+                    ++found;
+                }
+            if (found == 0)
+                throw Error("setting: field '" + field + "': policy mhc: module '" + info.module_name[static_cast<size_t>(m)] +
+                            "' holds no mHC hyper-connection maps (a module of type " + kMhcMaps + ")");
+        }
+    }
+    for (size_t i = 0; i < out.size(); ++i)
+        for (size_t j = 0; j < out.size(); ++j)
+            if (i != j && info.within(out[i].module, out[j].module))
+                throw Error("setting: checkpoint: modules '" + info.module_name[static_cast<size_t>(out[i].module)] + "' and '" +
+                            info.module_name[static_cast<size_t>(out[j].module)] + "' overlap (checkpoint each module once)");
+    return out;
+}
+
+std::unique_ptr<Transform> make_checkpoint(const Base& b, const std::vector<CheckpointGroup>& groups) {
+    return std::make_unique<Checkpoint>(checkpoint_regions(b.info, groups));
+}
+
+}  // namespace mhc::advise

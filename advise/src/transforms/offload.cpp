@@ -1,0 +1,186 @@
+// Activation offloading: saved tensors of the named modules go to pinned host memory in the
+// forward and come back in the backward, either synchronously on the compute stream
+// (torch.autograd.graph.save_on_cpu semantics) or streamed on a side stream with a bounded
+// forward stash and prefetch (torchtune's OffloadActivations, TRL's activation offloading).
+// docs/simulator.md "Settings: offload" states the rules this file follows.
+#include <algorithm>
+#include <unordered_map>
+
+#include "mhc/advise/transforms.hpp"
+
+namespace mhc::advise {
+
+namespace {
+
+struct Pack {
+    int32_t seq;     // the saving op
+    int32_t alloc;   // the storage
+    bool output;     // made by the saving op: packed after it ran (its inputs are packed before)
+    Point at() const { return {seq, output}; }
+};
+
+class Offload final : public Transform {
+public:
+    Offload(OffloadSetting o, std::vector<int32_t> scope) : o_(std::move(o)), scope_(std::move(scope)) {}
+    void apply(const Context& c, Plan& p) const override {
+        for (size_t si = 0; si < c.base.steps.size(); ++si) apply_step(c, p, si);
+    }
+
+private:
+    OffloadSetting o_;
+    std::vector<int32_t> scope_;   // modules whose forward runs under the hook; empty: the whole forward
+
+    bool in_scope(const Context& c, int32_t seq) const {
+        const int32_t m = c.base.module[static_cast<size_t>(seq)];
+        if (m >= 0 && c.in_checkpoint[static_cast<size_t>(m)]) return false;   // the checkpoint's own hook
+        if (!o_.modules) return true;
+        for (int32_t s : scope_)
+            if (c.base.info.within(m, s)) return true;
+        return false;
+    }
+    bool eligible(const Base& b, const Plan& p, int32_t x) const {
+        const Alloc& a = p.allocs[static_cast<size_t>(x)];
+        const std::string& label = p.strings[static_cast<size_t>(a.label)];
+        return a.device == b.device && a.bytes >= o_.min_bytes && a.category != trace::Category::Param &&
+               label.rfind("buffer ", 0) != 0;
+    }
+    void apply_step(const Context& c, Plan& p, size_t si) const;
+};
+
+void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
+    const Base& b = c.base;
+    const int32_t step = b.steps[si];
+    const int32_t nrec = static_cast<int32_t>(b.trace->allocations.size());
+    const bool streamed = o_.mode == OffloadMode::Streamed;
+    const int prefetch = o_.prefetch_or_default();
+    // Packs the hook sees, in forward order.
+    std::vector<Pack> packs;
+    for (int32_t x = 0; x < nrec; ++x)
+        b.for_packs(x, [&](int32_t s, int32_t n) {
+            if (s >= 0 && b.step[static_cast<size_t>(s)] == step && b.phase[static_cast<size_t>(s)] == Phase::Forward && in_scope(c, s))
+                for (int32_t i = 0; i < n; ++i) packs.push_back({s, x, b.creator[static_cast<size_t>(x)] == s});
+        });
+    std::sort(packs.begin(), packs.end(), [](const Pack& a, const Pack& q) {
+        if (a.seq != q.seq) return a.seq < q.seq;
+        if (a.output != q.output) return !a.output;
+        return a.alloc < q.alloc;
+    });
+    std::unordered_map<int32_t, size_t> first_pack;   // storage -> its first eligible pack
+    for (size_t i = 0; i < packs.size(); ++i)
+        if (eligible(b, p, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
+    const int32_t fwd_end = b.fwd_last[si];
+    auto unpack_at = [&](int32_t x) { return b.first_access(x, Phase::Backward, step); };
+    // The hook's first unpack (of a storage it moved) releases what the stash still holds.
+    int32_t first_unpack = -1;
+    for (auto& [x, i] : first_pack) {
+        int32_t u = unpack_at(x);
+        if (u >= 0 && (first_unpack < 0 || u < first_unpack)) first_unpack = u;
+    }
+
+    for (size_t i = 0; i < packs.size(); ++i) {
+        const int32_t x = packs[i].alloc;
+        auto fp = first_pack.find(x);
+        if (fp == first_pack.end() || fp->second != i) continue;
+        const int32_t k = packs[i].seq;
+        Alloc& a = p.allocs[static_cast<size_t>(x)];
+        const Point recorded_free = a.freed;
+        const int64_t recorded_free_offset = a.freed_offset;
+        // The host copy, made after the saving op.
+        Alloc h = a;
+        h.src = -1;
+        h.device = -1;
+        h.made = {k, true};
+        h.made_offset = h.freed_offset = 0;
+        int32_t d2h = -1;
+        if (streamed) {
+            p.copies.push_back({false, a.bytes, k, false});
+            d2h = static_cast<int32_t>(p.copies.size() - 1);
+        } else {
+            Op cp;
+            cp.kind = OpKind::CopyD2H;
+            cp.bytes = a.bytes;
+            cp.step = step;
+            cp.phase = Phase::Forward;
+            cp.module = b.module[static_cast<size_t>(k)];
+            cp.anchor = k;
+            cp.name = p.intern("offload D2H");
+            p.insert_after(k, p.add_op(cp));
+        }
+        const int32_t u = unpack_at(x);
+        // A storage that a pack outside the hook keeps, or that the program holds (made before
+        // this step's forward: the batch, buffers), stays on the device; its unpack uses it and
+        // the host copy is dropped then.
+        const int32_t made_by = x < static_cast<int32_t>(b.creator.size()) ? b.creator[static_cast<size_t>(x)] : -1;
+        bool dies = made_by >= 0 && b.step[static_cast<size_t>(made_by)] == step && b.phase[static_cast<size_t>(made_by)] == Phase::Forward;
+        b.for_savers(x, [&](int32_t s) { dies = dies && s >= 0 && in_scope(c, s); });
+        if (!dies || u < 0) {
+            h.freed = u >= 0 ? Point{u, false} : a.freed;
+            p.add_alloc(h);
+            continue;
+        }
+        // The device storage dies at its last forward use, or (streamed) once max_fwd_stash
+        // more packs have happened or the forward ended.
+        int32_t lf = b.last_access(x, Phase::Forward, step);
+        if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
+        Point release{lf, true};
+        if (streamed) {
+            // kept until max_fwd_stash more packs (the op of that pack ends), else until the
+            // hook's first unpack; the compute stream waits there for the copy to land
+            size_t j = i + static_cast<size_t>(o_.max_fwd_stash);
+            Point stash = j < packs.size() ? packs[j].at() : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
+            release = p.later(release, stash);
+            int32_t waiter = j < packs.size() ? packs[j].seq + (packs[j].output ? 1 : 0)
+                                              : first_unpack >= 0 ? first_unpack : b.bwd_first[si];
+            if (waiter >= 0 && waiter < p.recorded) p.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
+        }
+        a.freed = release;
+        a.freed_offset = 0;
+        // Back in the backward: at the unpack, or earlier when a later pack's unpack prefetches it.
+        int32_t bring = u;
+        if (streamed)
+            for (size_t q = i + 1; q <= i + static_cast<size_t>(prefetch) && q < packs.size(); ++q) {
+                int32_t uq = unpack_at(packs[q].alloc);
+                if (uq >= 0 && uq < bring) bring = uq;
+            }
+        Alloc d = a;
+        d.src = -1;
+        d.freed = recorded_free;
+        d.freed_offset = recorded_free_offset;
+        if (streamed) {
+            p.copies.push_back({true, a.bytes, bring, true});
+            p.ops[static_cast<size_t>(u)].waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
+            d.made = {bring, false};
+        } else {
+            Op cp;
+            cp.kind = OpKind::CopyH2D;
+            cp.bytes = a.bytes;
+            cp.step = step;
+            cp.phase = Phase::Backward;
+            cp.module = b.module[static_cast<size_t>(u)];
+            cp.anchor = u;
+            cp.name = p.intern("offload H2D");
+            int32_t id = p.add_op(cp);
+            p.insert_before(u, id);
+            d.made = {id, false};
+        }
+        d.made_offset = 0;
+        h.freed = d.made;
+        p.add_alloc(h);
+        const int32_t dc = p.add_alloc(d);
+        b.for_acc(x, [&](int32_t s, trace::AccessMode) {
+            if (b.phase[static_cast<size_t>(s)] != Phase::Backward || b.step[static_cast<size_t>(s)] != step) return;
+            for (PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
+                if (pa.alloc == x) pa.alloc = dc;
+        });
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<Transform> make_offload(const Base& b, const OffloadSetting& o) {
+    std::vector<int32_t> scope;
+    if (o.modules) scope = resolve_modules(b.info, *o.modules, "offload.modules");
+    return std::make_unique<Offload>(o, std::move(scope));
+}
+
+}  // namespace mhc::advise

@@ -1,0 +1,180 @@
+// The optimizer's implementation and placement: AdamW(fused=True) instead of the foreach
+// kernels, and the optimizer state and step on the host (ZeRO-Offload on one GPU).
+// docs/simulator.md "Settings: optimizer" states the rules this file follows.
+#include <algorithm>
+#include <set>
+
+#include "mhc/advise/transforms.hpp"
+#include "mhc/common/error.hpp"
+
+namespace mhc::advise {
+
+namespace {
+
+// What one step's optimizer ops touch, by category.
+struct StepTensors {
+    std::set<int32_t> params, grads, state;
+    int64_t bytes(const Plan& p, const std::set<int32_t>& s) const {
+        int64_t n = 0;
+        for (int32_t a : s) n += p.allocs[static_cast<size_t>(a)].bytes;
+        return n;
+    }
+    // What a fused multi-tensor AdamW kernel reads and writes: gradients once, parameters and
+    // state read and written (the capture's roofline counts a mutated tensor twice).
+    int64_t adam_bytes(const Plan& p) const { return bytes(p, grads) + 2 * (bytes(p, params) + bytes(p, state)); }
+};
+
+// From the recorded step (other settings may already have replaced its kernels).
+StepTensors step_tensors(const Base& b, size_t si) {
+    const Plan& p = b.plan;
+    StepTensors st;
+    for (int32_t s = b.opt_first[si]; s >= 0 && s <= b.opt_last[si]; ++s) {
+        if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
+        for (const PlanAccess& a : p.ops[static_cast<size_t>(s)].acc) {
+            trace::Category c = p.allocs[static_cast<size_t>(a.alloc)].category;
+            if (c == trace::Category::Param) st.params.insert(a.alloc);
+            else if (c == trace::Category::Grad) st.grads.insert(a.alloc);
+            else if (c == trace::Category::Optimizer) st.state.insert(a.alloc);
+        }
+    }
+    return st;
+}
+
+// An op that only makes optimizer state (zeros_like of the first step's lazy init).
+bool makes_state_only(const Base& b, const Plan& p, int32_t s) {
+    bool makes = false;
+    for (const PlanAccess& a : p.ops[static_cast<size_t>(s)].acc) {
+        if (p.allocs[static_cast<size_t>(a.alloc)].category != trace::Category::Optimizer) return false;
+        makes |= a.alloc < static_cast<int32_t>(b.creator.size()) && b.creator[static_cast<size_t>(a.alloc)] == s;
+    }
+    return makes;
+}
+
+class FusedOptimizer final : public Transform {
+public:
+    void apply(const Context& c, Plan& p) const override {
+        const Base& b = c.base;
+        if (b.optimizer_impl == "fused") return;
+        for (size_t si = 0; si < b.steps.size(); ++si) {
+            if (b.opt_first[si] < 0) continue;
+            StepTensors st = step_tensors(b, si);
+            int32_t first_removed = -1;
+            for (int32_t s = b.opt_first[si]; s <= b.opt_last[si]; ++s) {
+                if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer || makes_state_only(b, p, s)) continue;
+                if (first_removed < 0) first_removed = s;
+                p.remove_op(s);
+                // the foreach kernels' temporaries are never made
+                b.for_made(s, [&](int32_t a) {
+                    if (p.allocs[static_cast<size_t>(a)].category != trace::Category::Optimizer) p.allocs[static_cast<size_t>(a)].removed = true;
+                });
+            }
+            if (first_removed < 0) continue;
+            Op f;
+            f.kind = OpKind::Kernel;
+            f.name = p.intern("aten::_fused_adamw_");
+            f.step = b.steps[si];
+            f.phase = Phase::Optimizer;
+            f.anchor = first_removed;
+            const int64_t moved = st.adam_bytes(b.plan);
+            f.duration = static_cast<int64_t>(static_cast<double>(moved) / b.hbm_bw * 1e9) + b.launch_overhead;
+            for (int32_t a : st.params) f.acc.push_back({a, trace::AccessMode::ReadWrite});
+            for (int32_t a : st.grads) f.acc.push_back({a, trace::AccessMode::Read});
+            for (int32_t a : st.state) f.acc.push_back({a, trace::AccessMode::ReadWrite});
+            p.insert_before(first_removed, p.add_op(f));
+        }
+    }
+};
+
+class HostOptimizer final : public Transform {
+public:
+    void apply(const Context& c, Plan& p) const override {
+        const Base& b = c.base;
+        std::set<int64_t> host_grads_made;   // by label: one host buffer per parameter
+        for (size_t si = 0; si < b.steps.size(); ++si) {
+            if (b.opt_first[si] < 0) continue;
+            const int32_t step = b.steps[si];
+            StepTensors st = step_tensors(b, si);
+            const int64_t moved = st.adam_bytes(b.plan);
+            // The GPU runs no optimizer kernel (recorded or made by another setting).
+            for (int32_t s = b.opt_first[si]; s <= b.opt_last[si]; ++s) {
+                for (auto* side : {&p.before[static_cast<size_t>(s)], &p.after[static_cast<size_t>(s)]})
+                    for (int32_t op : *side)
+                        if (p.ops[static_cast<size_t>(op)].phase == Phase::Optimizer && p.ops[static_cast<size_t>(op)].kind == OpKind::Kernel)
+                            p.remove_op(op);
+                if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer) continue;
+                p.remove_op(s);
+                // state it made lives on the host; the host step's temporaries are not counted
+                b.for_made(s, [&](int32_t a) {
+                    Alloc& al = p.allocs[static_cast<size_t>(a)];
+                    if (al.category == trace::Category::Optimizer) al.device = -1;
+                    else if (al.category != trace::Category::Param) al.removed = true;
+                });
+            }
+            for (int32_t a : st.state) p.allocs[static_cast<size_t>(a)].device = -1;
+            Op host;
+            host.kind = OpKind::HostWork;
+            host.name = p.intern("host optimizer step");
+            host.step = step;
+            host.phase = Phase::Optimizer;
+            host.anchor = b.opt_first[si];
+            host.duration = static_cast<int64_t>(static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9);
+            // Each gradient goes to its host buffer once accumulated; the device copy is freed.
+            for (int32_t g : st.grads) {
+                if (g >= static_cast<int32_t>(b.creator.size())) continue;
+                int32_t last = b.last_access(g, Phase::Backward, step);
+                if (last < 0) continue;
+                Alloc& a = p.allocs[static_cast<size_t>(g)];
+                a.freed = {last, true};
+                a.freed_offset = 0;
+                p.copies.push_back({false, a.bytes, last, false});
+                host.waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
+                if (host_grads_made.insert(a.label).second) {
+                    Alloc h = a;
+                    h.src = -1;
+                    h.device = -1;
+                    h.made = {last, true};
+                    h.freed = {kNoFree, false};
+                    h.made_offset = h.freed_offset = 0;
+                    p.add_alloc(h);
+                }
+            }
+            if (si == 0)
+                for (int32_t prm : st.params) {   // the fp32 master copies the host steps on
+                    Alloc m = b.plan.allocs[static_cast<size_t>(prm)];
+                    m.src = -1;
+                    m.device = -1;
+                    m.made = {p.begin_op(), false};
+                    m.freed = {kNoFree, false};
+                    m.made_offset = m.freed_offset = 0;
+                    p.add_alloc(m);
+                }
+            p.insert_before(b.opt_first[si], p.add_op(host));
+            Op up;
+            up.kind = OpKind::CopyH2D;
+            up.name = p.intern("parameters H2D");
+            up.bytes = st.bytes(b.plan, st.params);
+            up.step = step;
+            up.phase = Phase::Optimizer;
+            up.anchor = b.opt_first[si];
+            p.insert_before(b.opt_first[si], p.add_op(up));
+        }
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Transform> make_fused_optimizer(const Base& b) {
+    if (b.optimizer_impl.empty())
+        throw Error("setting: field 'optimizer.impl': the captured optimizer step runs neither foreach nor fused AdamW "
+                    "kernels; only a foreach AdamW step can be turned into a fused one");
+    return std::make_unique<FusedOptimizer>();
+}
+
+std::unique_ptr<Transform> make_host_optimizer(const Base& b) {
+    bool any = false;
+    for (int32_t f : b.opt_first) any |= f >= 0;
+    if (!any) throw Error("setting: field 'optimizer.state': the capture has no optimizer step");
+    return std::make_unique<HostOptimizer>();
+}
+
+}  // namespace mhc::advise

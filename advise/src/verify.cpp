@@ -1,0 +1,102 @@
+// Verification by capture: runs mhc-torch as a child process and measures what it wrote.
+#include "mhc/advise/verify.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "mhc/common/error.hpp"
+#include "mhc/trace/check.hpp"
+#include "mhc/trace/summary.hpp"
+
+extern char** environ;
+
+namespace mhc::advise {
+
+namespace {
+
+std::vector<std::string> split_spaces(const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+}
+
+std::string last_line(const std::string& path) {
+    std::ifstream in(path);
+    std::string line, last;
+    while (std::getline(in, line))
+        if (!line.empty()) last = line;
+    return last;
+}
+
+}  // namespace
+
+std::vector<std::string> mhc_torch_command() {
+    if (const char* env = std::getenv("MHC_TORCH"); env && *env) return split_spaces(env);
+    std::error_code ec;
+    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec)
+        for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+            auto venv = dir / ".venv" / "bin" / "mhc-torch";
+            if (std::filesystem::exists(venv, ec)) return {venv.string()};
+        }
+    return {"mhc-torch"};
+}
+
+double relative_error(int64_t predicted, int64_t captured) {
+    if (captured == 0) return predicted == 0 ? 0.0 : 1.0;
+    return std::abs(static_cast<double>(predicted - captured)) / static_cast<double>(captured);
+}
+
+Captured capture_with(const std::string& trace_path, const std::map<std::string, std::string>& meta,
+                      const Setting& s, const std::string& out) {
+    auto recipe = meta.find("capture.recipe");
+    if (recipe == meta.end() || recipe->second.empty())
+        throw Error(trace_path + ": no capture.recipe in its meta: --verify captures the step again and needs the "
+                    "recipe mhc-torch capture records (a capture made from Python needs capture(..., recipe=...))");
+    std::vector<std::string> args = mhc_torch_command();
+    for (const std::string& a : {std::string("capture"), std::string("--recipe"), recipe->second, std::string("--setting"),
+                                 to_json(s), std::string("-o"), out})
+        args.push_back(a);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string log = out + ".log";
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+    auto t0 = std::chrono::steady_clock::now();
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        throw Error("--verify: cannot run " + args[0] + ": " + std::strerror(rc) + " (set MHC_TORCH, or scripts/setup --torch)");
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    Captured c;
+    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string why = last_line(log);
+    std::error_code ec;
+    std::filesystem::remove(log, ec);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        throw Error("--verify: mhc-torch capture with " + to_json(s) + " failed: " + (why.empty() ? "no message" : why));
+    trace::TraceData t = trace::load_checked_trace(out);
+    c.memory = measure(t, s.allocator);
+    int32_t dev = -1;
+    c.host_peak = trace::live_peak(t, dev).bytes;
+    return c;
+}
+
+}  // namespace mhc::advise

@@ -1,0 +1,231 @@
+// mhc advise TRACE (--capacity SIZE | --gpu NAME): which memory settings a PyTorch user can turn
+// on make a captured training step fit, fastest first, with the code to apply them, and (with
+// --verify) each answer checked by capturing the step with it applied (docs/advise.md).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unistd.h>
+
+#include "command.hpp"
+#include "mhc/advise/code.hpp"
+#include "mhc/advise/gpus.hpp"
+#include "mhc/advise/planner.hpp"
+#include "mhc/advise/verify.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+#include "mhc/sim/config.hpp"
+#include "mhc/sim/link.hpp"
+#include "mhc/trace/check.hpp"
+
+namespace {
+
+using namespace mhc::advise;
+
+struct Options {
+    std::string trace, capacity, gpu, budget, link = "pcie5", setting, host_bw = "100GB/s", trace_out;
+    int top = 3;
+    bool verify = false, json = false, force = false;
+};
+
+struct Row {
+    Candidate c;
+    bool verified = false;
+    Captured captured;
+    std::string verify_error;
+};
+
+const char* kTimeNote = "times are estimates (the capture's roofline and the link model) until a GPU measures them";
+
+// A share in the size grammar (mhc help sizes), as sweep's --budget.
+double budget_of(const std::string& text) {
+    if (text.empty()) return -1;
+    return mhc::cli::option_value("--budget", [&] { return mhc::parse_share(text, 1000); });
+}
+
+int64_t capacity_of(const Options& o, std::string& what) {
+    if (o.capacity.empty() == o.gpu.empty()) throw mhc::Error("mhc advise: give the GPU as --capacity SIZE or --gpu NAME (one of them)");
+    if (!o.gpu.empty()) {
+        const GpuMemory& g = gpu_memory(o.gpu);
+        what = o.gpu + ": " + mhc::format_bytes(g.bytes) + " - " + mhc::format_bytes(g.reserve) + " for the CUDA context";
+        return g.bytes - g.reserve;
+    }
+    mhc::sim::Capacity c = mhc::sim::parse_capacity(o.capacity);
+    if (c.fraction > 0 || c.unlimited()) throw mhc::Error("--capacity: give bytes (e.g. 80GiB), not a share or unlimited");
+    what = "--capacity " + o.capacity;
+    return c.bytes;
+}
+
+std::string pct(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%+.1f%%", 100 * x);
+    return b;
+}
+
+nlohmann::json row_json(const Row& r, const CaptureInfo& info) {
+    const Prediction& p = r.c.prediction;
+    nlohmann::json j = {{"setting", nlohmann::json::parse(to_json(r.c.setting))},
+                        {"description", describe(r.c.setting, info)},
+                        {"peak_bytes", p.memory.peak},
+                        {"reserved_bytes", p.memory.reserved},
+                        {"host_peak_bytes", p.host_peak},
+                        {"step_time_ns", p.step_time},
+                        {"loss", r.c.loss},
+                        {"fits", r.c.fits},
+                        {"code", code_for(r.c.setting, info)}};
+    if (r.verified)
+        j["verify"] = {{"peak_bytes", r.captured.memory.peak},
+                       {"reserved_bytes", r.captured.memory.reserved},
+                       {"host_peak_bytes", r.captured.host_peak},
+                       {"peak_error", relative_error(p.memory.peak, r.captured.memory.peak)},
+                       {"reserved_error", relative_error(p.memory.reserved, r.captured.memory.reserved)},
+                       {"seconds", r.captured.seconds}};
+    else if (!r.verify_error.empty())
+        j["verify"] = {{"error", r.verify_error}};
+    return j;
+}
+
+void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::string, std::string>& meta) {
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const std::string out = dir + "/mhc-advise-" + std::to_string(getpid()) + "-" + std::to_string(i) + ".db";
+        if (mhc::cli::show_progress() && !o.json)
+            std::fprintf(stderr, "verifying %zu of %zu: capturing the step with the setting applied...\n", i + 1, rows.size());
+        rows[i].captured = capture_with(o.trace, meta, rows[i].c.setting, out);
+        rows[i].verified = true;
+        std::error_code ec;
+        std::filesystem::remove(out, ec);
+    }
+}
+
+int run(const Options& o) {
+    const double budget = budget_of(o.budget);
+    if (!o.trace_out.empty() && o.setting.empty()) throw mhc::Error("--trace-out: give the setting to write with --setting");
+    if (o.top < 1 || o.top > 100) throw mhc::Error("--top: " + std::to_string(o.top) + " is outside [1, 100]");
+    std::string cap_what;
+    const int64_t capacity = o.setting.empty() ? capacity_of(o, cap_what) : 0;
+    HostModel host;
+    host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] { return mhc::parse_bandwidth(o.host_bw); });
+    auto data = mhc::trace::load_checked_trace(o.trace);
+    Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec(o.link), host);
+    std::vector<Row> rows;
+    Advice a;
+    if (!o.setting.empty()) {   // one given setting: predict (and verify) it
+        Setting s = parse_setting(o.setting);
+        if (!o.trace_out.empty()) write_trace(ev.trace(s), o.trace_out, o.force);
+        a.baseline = ev.predict(Setting{});
+        Row r;
+        r.c.setting = s;
+        r.c.prediction = ev.predict(s);
+        r.c.loss = static_cast<double>(r.c.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1;
+        rows.push_back(r);
+    } else {
+        PlannerOptions po;
+        po.capacity = capacity;
+        po.budget = budget;
+        po.top = o.top;
+        if (mhc::cli::show_progress() && !o.json) po.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+        a = advise(ev, po);
+        for (const Candidate& c : a.ranked) rows.push_back(Row{c, false, {}, ""});
+        if (rows.empty()) {
+            // nothing fits (or nothing within the budget): name the closest, one line, exit 2
+            const Candidate* close = nullptr;
+            for (const Candidate& c : a.all)
+                if (c.fits && (!close || c.loss < close->loss)) close = &c;
+            std::string why;
+            if (close) {
+                why = "nothing fits " + mhc::format_bytes(capacity) + " within a loss of " + pct(budget).substr(1) + ": the closest is " +
+                      describe(close->setting, base.info) + " at " + pct(close->loss) + " (estimated)";
+            } else {
+                for (const Candidate& c : a.all)
+                    if (!close || c.prediction.memory.reserved < close->prediction.memory.reserved) close = &c;
+                why = "nothing fits " + mhc::format_bytes(capacity) + ": the closest is " +
+                      (close ? describe(close->setting, base.info) + ", reserved " + mhc::format_bytes(close->prediction.memory.reserved)
+                             : std::string("the baseline, reserved ") + mhc::format_bytes(a.baseline.memory.reserved));
+            }
+            throw mhc::Error(o.trace + ": " + why);
+        }
+    }
+    if (o.verify) verify_rows(rows, o, data.meta);
+    if (o.json) {
+        nlohmann::json j = {{"trace", o.trace},
+                            {"capacity_bytes", capacity},
+                            {"link", ev.link().name},
+                            {"budget", budget},
+                            {"baseline", {{"peak_bytes", a.baseline.memory.peak},
+                                          {"reserved_bytes", a.baseline.memory.reserved},
+                                          {"step_time_ns", a.baseline.step_time}}},
+                            {"times", kTimeNote},
+                            {"rows", nlohmann::json::array()},
+                            {"search", {{"dp_runs", a.dp_runs}, {"evaluations", a.evaluations}, {"max_states", a.max_states}, {"seconds", a.seconds}}}};
+        for (const Row& r : rows) j["rows"].push_back(row_json(r, base.info));
+        std::printf("%s\n", j.dump(2).c_str());
+        return mhc::cli::kExitOk;
+    }
+    std::printf("trace      %s: %zu blocks (%s), %zu step%s\n", o.trace.c_str(), base.info.block_name.size(),
+                base.info.block_prefix.c_str(), base.steps.size(), base.steps.size() == 1 ? "" : "s");
+    if (!cap_what.empty()) std::printf("capacity   %s (%s)\n", mhc::format_bytes(capacity).c_str(), cap_what.c_str());
+    std::printf("link       %s; host optimizer steps at %s\n", ev.link().name.c_str(), mhc::format_rate(host.bandwidth_Bps).c_str());
+    std::printf("baseline   peak %s, reserved %s, step %s (estimated)%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
+                mhc::format_bytes(a.baseline.memory.reserved).c_str(), mhc::format_ns(a.baseline.step_time).c_str(),
+                capacity > 0 && a.baseline.memory.reserved > capacity ? ": does not fit" : "");
+    std::printf("\n%-4s %10s %10s %10s %11s %7s", "rank", "peak", "reserved", "host", "step (est.)", "loss");
+    if (o.verify) std::printf(" %11s %11s %7s %7s", "capt. peak", "capt. res.", "err pk", "err res");
+    std::printf("  setting\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const Row& r = rows[i];
+        const Prediction& p = r.c.prediction;
+        std::printf("%-4zu %10s %10s %10s %11s %7s", i + 1, mhc::format_bytes(p.memory.peak).c_str(),
+                    mhc::format_bytes(p.memory.reserved).c_str(), mhc::format_bytes(p.host_peak).c_str(),
+                    mhc::format_ns(p.step_time).c_str(), pct(r.c.loss).c_str());
+        if (o.verify)
+            std::printf(" %11s %11s %6.2f%% %6.2f%%", mhc::format_bytes(r.captured.memory.peak).c_str(),
+                        mhc::format_bytes(r.captured.memory.reserved).c_str(),
+                        100 * relative_error(p.memory.peak, r.captured.memory.peak),
+                        100 * relative_error(p.memory.reserved, r.captured.memory.reserved));
+        std::printf("  %s\n", describe(r.c.setting, base.info).c_str());
+    }
+    std::printf("(%s)\n", kTimeNote);
+    for (size_t i = 0; i < rows.size(); ++i)
+        std::printf("\n# %zu. %s\n%s\n", i + 1, describe(rows[i].c.setting, base.info).c_str(),
+                    code_for(rows[i].c.setting, base.info).c_str());
+    if (o.setting.empty())
+        std::printf("\nsearch: %lld DP runs over %zu blocks (at most %lld states), %lld evaluations, %.1f s\n",
+                    static_cast<long long>(a.dp_runs), base.info.block_name.size(), static_cast<long long>(a.max_states),
+                    static_cast<long long>(a.evaluations), a.seconds);
+    return mhc::cli::kExitOk;
+}
+
+mhc::cli::Registration reg{mhc::cli::Command{
+    "advise",
+    "Rank the memory settings a PyTorch user can turn on (checkpointing, offloading, optimizer implementation "
+    "and placement, allocator) for a captured training step, print the code to apply them, and verify them",
+    [](CLI::App& app) -> std::function<int()> {
+        auto o = std::make_shared<Options>();
+        app.add_option("trace", o->trace, "A captured training step (mhc-torch capture)")->required()->check(CLI::ExistingFile);
+        app.add_option("--capacity", o->capacity, "GPU memory the reserved peak must fit, e.g. 80GiB")->type_name("SIZE");
+        app.add_option("--gpu", o->gpu, "The GPU: " + gpu_names() + " (its memory less 1 GiB for the CUDA context)")
+            ->type_name("NAME");
+        app.add_option("--budget", o->budget, "Largest loss of step time against the baseline, e.g. 3% (none without it)")
+            ->type_name("SHARE");
+        app.add_option("--link", o->link, "Link to the host: a preset (pcie3, pcie4, pcie5, nvlink-c2c) or a link profile")
+            ->type_name("LINK")
+            ->default_str(o->link);
+        app.add_option("--host-bandwidth", o->host_bw, "Memory bandwidth a host optimizer step streams at (an assumption)")
+            ->type_name("RATE")
+            ->default_str(o->host_bw);
+        app.add_option("--top", o->top, "How many settings to print")->default_str(std::to_string(o->top));
+        app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching")
+            ->type_name("JSON|FILE");
+        app.add_option("--trace-out", o->trace_out, "With --setting: write the step as the setting changes it (a trace)")
+            ->type_name("FILE");
+        app.add_flag("--force", o->force, "Replace an existing --trace-out file");
+        app.add_flag("--verify", o->verify, "Capture the step with each printed setting applied (mhc-torch) and compare");
+        app.add_flag("--json", o->json, "Machine-readable output");
+        return [o] { return run(*o); };
+    }}};
+
+}  // namespace

@@ -1,0 +1,135 @@
+// `mhc help [COMMAND|TOPIC]`: a command's --help, or a topic: the explanations too long for an
+// option's line (the size grammar, the policies, links, exit statuses). docs/cli.md quotes each
+// topic as this command prints it (scripts/doc-figures keeps them equal).
+#include <cstdio>
+#include <sstream>
+
+#include "command.hpp"
+#include "help.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/sim/config.hpp"
+#include "mhc/sim/link.hpp"
+
+namespace mhc::cli {
+namespace {
+
+// "  term      definition wrapped under itself".
+std::string entry(const std::string& term, const std::string& text, int width, int col = 16) {
+    std::string head = "  " + term;
+    if (static_cast<int>(head.size()) + 1 > col) return head + "\n" + wrap(text, width, col, col);
+    head.resize(static_cast<size_t>(col), ' ');
+    return head + wrap(text, width, col, col).substr(static_cast<size_t>(col));
+}
+
+std::string sizes(int w) {
+    return wrap("Sizes, shares and bandwidths are written the same way in every command and in the Python "
+                "package (mhc_torch.parse_size):", w) +
+           "\n" +
+           entry("size", "A number, then a unit: 40GiB, 40 GiB, 1.5GB, 512MiB, 64k. No sign, no exponent.", w) +
+           entry("binary units", "K, KiB, M, MiB, G, GiB, T, TiB: powers of 1024 (G = GiB = 2^30 bytes).", w) +
+           entry("decimal units", "kB, MB, GB, TB: powers of 1000 (GB = 10^9 bytes). B is one byte.", w) +
+           entry("case, spaces", "Case does not matter: 80g = 80G = 80GiB, 80gb = 80GB = 80,000,000,000 "
+                                 "bytes (74.51 GiB). Spaces may stand around the unit.", w) +
+           entry("no unit", "A number alone is refused: 500 could mean 500 bytes, 500 GiB or 500%; write the "
+                            "unit (the message suggests values the option accepts).", w) +
+           entry("rounding", "To the nearest byte: 0.3KiB = 307 B.", w) +
+           entry("share", "A number and %: 70%, 70 %. --capacity takes a share of the unlimited peak "
+                          "(at most 100%), --budget a share of the baseline's time.", w) +
+           entry("bandwidth", "A size per second: 25GB/s, 25 GB/s, 12.5GiB/s (\"/s\" may be left out).", w);
+}
+
+std::string registry(const std::vector<sim::PolicyInfo>& v, const std::string& intro, int w) {
+    std::string out = wrap(intro, w) + "\n";
+    for (const auto& p : v) out += entry(p.name, p.help + (p.source.empty() ? "" : ".\nSource: " + p.source + "."), w);
+    return out;
+}
+
+std::string links(int w) {
+    std::string out = wrap("--link takes a preset or a link profile JSON file (written by mhc calibrate; format in "
+                           "docs/simulator.md). Each direction has a bandwidth and a latency per transfer; a "
+                           "transfer started while the other direction is busy runs at the duplex factor of "
+                           "its bandwidth.", w) + "\n";
+    for (const auto& l : sim::link_presets()) {
+        char figures[160];
+        std::snprintf(figures, sizeof figures, "H2D %.0f GB/s, D2H %.0f GB/s, %.0f us per transfer, duplex %.2f. ",
+                      l.h2d.bandwidth_Bps / 1e9, l.d2h.bandwidth_Bps / 1e9, l.h2d.latency_s * 1e6, l.duplex_factor);
+        out += entry(l.name, figures + std::string("\nSource: ") + l.source + ".", w);
+    }
+    return out;
+}
+
+std::string exit_status(int w) {
+    return wrap("Every mhc command exits with one of:", w) + "\n" + entry("0", "done", w) +
+           entry("1", "internal error (an invariant violated, out of host memory)", w) +
+           entry("2", "bad input: a bad option or value, a missing or unreadable file; one line on stderr", w) +
+           entry("3", "the simulation or replay ran out of GPU memory (the result is printed)", w) +
+           entry("4", "the result was printed but could not be stored (rerun with --no-store or --runs-db FILE)", w) +
+           entry("5", "mhc record: the program ran but no trace was written", w) + "\n" +
+           wrap("mhc record otherwise exits with its program's status (128+N when it died of signal N). An "
+                "interrupted command (Ctrl-C) exits 130 and leaves no partial file.", w);
+}
+
+struct Topic {
+    const char* name;
+    const char* summary;
+    std::string (*text)(int width);
+};
+
+const Topic kTopics[] = {
+    {"sizes", "how sizes, shares and bandwidths are written (40GiB, 70%, 25GB/s)", sizes},
+    {"policies", "the eviction policies (--policy, --policies)",
+     [](int w) { return registry(sim::eviction_policies(), "Eviction policies choose which resident allocation "
+                                                           "leaves the GPU when room is needed:", w); }},
+    {"prefetch", "the prefetch policies (--prefetch, --prefetchers)",
+     [](int w) { return registry(sim::prefetch_policies(), "Prefetch policies bring evicted allocations back "
+                                                           "before a kernel needs them:", w); }},
+    {"allocators", "the allocator models (--allocator)",
+     [](int w) { return registry(sim::allocator_models(), "Allocator models decide how much memory the live "
+                                                          "allocations take:", w); }},
+    {"links", "the link presets and profiles (--link, --links)", links},
+    {"exit-status", "what each exit status means", exit_status},
+};
+
+std::string overview(const CLI::App& top, int w) {
+    std::string out = wrap("mhc help COMMAND prints a command's options (as mhc COMMAND --help does); mhc help "
+                           "TOPIC explains what is too long for an option's line.", w) + "\nCommands:\n";
+    for (const CLI::App* sub : top.get_subcommands({})) out += entry(sub->get_name(), sub->get_description(), w);
+    out += "\nTopics:\n";
+    for (const auto& t : kTopics) out += entry(t.name, t.summary, w);
+    return out;
+}
+
+std::function<int()> setup(CLI::App& app) {
+    auto what = std::make_shared<std::string>();
+    app.add_option("subject", *what, "A command or a topic (sizes, policies, prefetch, allocators, links, exit-status)");
+    return [what, &app]() -> int {
+        const int w = help_width();
+        const CLI::App& top = *app.get_parent();
+        if (what->empty()) {
+            std::fputs(overview(top, w).c_str(), stdout);
+            return kExitOk;
+        }
+        for (const auto& t : kTopics)
+            if (*what == t.name) {
+                std::fputs(t.text(w).c_str(), stdout);
+                return kExitOk;
+            }
+        std::vector<std::string> names;
+        for (const CLI::App* sub : top.get_subcommands({})) {
+            if (sub->get_name() == *what) {
+                std::fputs(sub->help(top.get_name()).c_str(), stdout);
+                return kExitOk;
+            }
+            names.push_back(sub->get_name());
+        }
+        for (const auto& t : kTopics) names.push_back(t.name);
+        throw Error("help: '" + *what + "' is neither a command nor a topic" + did_you_mean(*what, names) +
+                    " (mhc help lists them)");
+    };
+}
+
+Registration reg{Command{"help", "Help on a command or a topic: sizes, policies, prefetch, allocators, links, "
+                                 "exit-status", setup}};
+
+}  // namespace
+}  // namespace mhc::cli

@@ -1,0 +1,118 @@
+#include "help.hpp"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+namespace mhc::cli {
+
+int help_width() {
+    winsize ws{};
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return std::max<int>(40, ws.ws_col);
+    return 80;
+}
+
+std::string wrap(const std::string& text, int width, int indent, int first_indent) {
+    std::string out;
+    std::istringstream paragraphs(text);
+    bool first_line = true;
+    for (std::string para; std::getline(paragraphs, para);) {
+        std::istringstream words(para);
+        std::string line(static_cast<size_t>(first_line ? first_indent : indent), ' ');
+        size_t start = line.size();
+        for (std::string w; words >> w;) {
+            if (line.size() > start && line.size() + 1 + w.size() > static_cast<size_t>(width)) {
+                out += line + "\n";
+                line = std::string(static_cast<size_t>(indent), ' ');
+                start = line.size();
+            }
+            line += (line.size() > start ? " " : "") + w;
+        }
+        out += line + "\n";
+        first_line = false;
+    }
+    return out;
+}
+
+namespace {
+
+std::string upper(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// The value's name as users read it: CLI11's type without its validators' descriptions
+// ("INT:INT in [1 - 4096]" -> N).
+std::string value_name(const CLI::Option* opt) {
+    std::string t = opt->get_type_name();
+    t = t.substr(0, t.find(':'));
+    if (t == "INT" || t == "UINT") return "N";
+    if (t == "FLOAT") return "X";
+    return t;
+}
+
+}  // namespace
+
+HelpFormatter::HelpFormatter(int width) : width_(width) { column_width(std::min(30, width / 3)); }
+
+std::string HelpFormatter::two_columns(const std::string& left, const std::string& right) const {
+    const int col = static_cast<int>(get_column_width());
+    std::string head = "  " + left;
+    if (right.empty()) return head + "\n";
+    if (static_cast<int>(head.size()) + 1 > col) return head + "\n" + wrap(right, width_, col, col);
+    head.resize(static_cast<size_t>(col), ' ');
+    return head + wrap(right, width_, col, col).substr(static_cast<size_t>(col));
+}
+
+std::string HelpFormatter::make_option(const CLI::Option* opt, bool is_positional) const {
+    return two_columns(make_option_name(opt, is_positional) + make_option_opts(opt), make_option_desc(opt));
+}
+
+std::string HelpFormatter::make_option_name(const CLI::Option* opt, bool is_positional) const {
+    if (is_positional) return upper(opt->get_name(true, false));
+    // Every name once, without CLI11's "{false}" after a negated flag: "--zero1, --no-zero1".
+    std::string names;
+    for (const auto& s : opt->get_snames()) names += (names.empty() ? "-" : ", -") + s;
+    for (const auto& l : opt->get_lnames()) names += (names.empty() ? "--" : ", --") + l;
+    return names;
+}
+
+std::string HelpFormatter::make_option_opts(const CLI::Option* opt) const {
+    if (opt->get_positional() || opt->get_type_size() == 0 || value_name(opt).empty()) return "";
+    std::string out = " " + value_name(opt);
+    if (opt->get_expected_max() == CLI::detail::expected_max_vector_size) out += " ...";
+    return out;
+}
+
+std::string HelpFormatter::make_option_desc(const CLI::Option* opt) const {
+    std::string desc = opt->get_description();
+    if (opt->get_required()) desc += " [required]";
+    if (!opt->get_default_str().empty()) desc += " [default: " + opt->get_default_str() + "]";
+    return desc;
+}
+
+std::string HelpFormatter::make_subcommand(const CLI::App* sub) const {
+    return two_columns(sub->get_display_name(true), sub->get_description());
+}
+
+std::string HelpFormatter::make_description(const CLI::App* app) const {
+    const std::string& d = app->get_description();
+    return d.empty() ? std::string() : wrap(d, width_) + "\n";
+}
+
+std::string HelpFormatter::make_usage(const CLI::App* app, std::string name) const {
+    std::string usage = CLI::Formatter::make_usage(app, std::move(name));
+    usage.pop_back();   // its line break
+    return wrap(usage, width_, 7);   // continued under the name, past "Usage: "
+}
+
+std::string HelpFormatter::make_footer(const CLI::App* app) const {
+    const std::string& f = app->get_footer();
+    return f.empty() ? std::string() : wrap(f, width_);
+}
+
+}  // namespace mhc::cli

@@ -1,0 +1,112 @@
+"""mhc_torch.apply: turns a setting (mhc_torch.settings) on for a real model and optimizer.
+
+    model, optimizer = mhc_torch.apply(model, optimizer, {"checkpoint": {...}, "offload": {...}})
+
+The same call serves a training script on a GPU, real tensors on a CPU and a capture on fake
+tensors (`mhc-torch capture --setting`), so the memory a capture measures is the memory of the
+code a user runs. Call it once, after building the model and its optimizer and before the first
+step; the model is changed in place, the optimizer may be a new one: use the one returned.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from . import checkpointing, optimizers
+from .offload import SavedTensorOffload
+from .recipes import cast_model
+from .settings import SettingError, load_setting
+
+
+def module_name(model: torch.nn.Module, path: str) -> str:
+    """A submodule's fully qualified name as the trace spells it (the root's class name first)."""
+    root = type(model).__name__
+    return f"{root}.{path}" if path else root
+
+
+def resolve_modules(model: torch.nn.Module, names: list[str], key: str) -> list[torch.nn.Module]:
+    """The modules that fully qualified names denote; a name the model lacks is a SettingError."""
+    by_name = {module_name(model, path): m for path, m in model.named_modules()}
+    out = []
+    for name in names:
+        m = by_name.get(name)
+        if m is None:
+            raise SettingError(f"setting: {key}: {type(model).__name__} has no module '{name}' "
+                               f"({_suggest(name, by_name)})")
+        out.append(m)
+    return out
+
+
+def _suggest(name: str, by_name: dict) -> str:
+    """The names nearest to a wrong one, or how names are spelled."""
+    import difflib
+
+    close = sorted(difflib.get_close_matches(name, list(by_name), n=2, cutoff=0.75))
+    if close:
+        return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+    example = next((n for n in list(by_name)[1:] if n.count(".") == 1), next(iter(by_name)))
+    return f"names start with the model's class name, e.g. '{example}'"
+
+
+def _wrap_forward_in(module: torch.nn.Module, hooks_of) -> None:
+    """Runs the module's forward inside the context manager hooks_of() returns."""
+    import functools
+
+    inner = module.forward
+
+    @functools.wraps(inner)
+    def forward(*args, **kwargs):
+        with hooks_of():
+            return inner(*args, **kwargs)
+    module.forward = forward
+
+
+def _allocator(conf: str) -> None:
+    """PYTORCH_CUDA_ALLOC_CONF for this process: set now if CUDA is initialised (the options
+    that can change at run time do), else in the environment for CUDA's initialisation."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.memory._set_allocator_settings(conf)
+    else:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
+
+
+def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setting):
+    """Applies `setting` (a dict, JSON text or a JSON file's path) to the model (in place) and the
+    optimizer; returns (model, optimizer): use the optimizer returned, it may be a new one."""
+    s = load_setting(setting)
+    if getattr(model, "_mhc_setting", None) is not None:
+        raise SettingError("setting: mhc_torch.apply was called on this model already")
+    off, opt = s.get("offload"), s.get("optimizer", {})
+    # Check everything before changing anything.
+    checkpoints = []  # (module, policy)
+    for i, group in enumerate(s.get("checkpoint", [])):
+        key = "checkpoint" if len(s["checkpoint"]) == 1 else f"checkpoint[{i}]"
+        for name, m in zip(group["modules"], resolve_modules(model, group["modules"], f"{key}.modules")):
+            if group["policy"] == "mhc" and not checkpointing.mhc_maps(m):
+                raise SettingError(f"setting: {key}.policy mhc: module '{name}' holds no mHC hyper-connection maps")
+            checkpoints.append((m, group["policy"]))
+    off_modules = (resolve_modules(model, off["modules"], "offload.modules") if off and off["modules"] else
+                   [model] if off else [])
+    if (opt or s.get("weights") == "bf16") and optimizer is None:
+        raise SettingError("setting: optimizer/weights: pass the optimizer to apply")
+    options = optimizers.impl_options(optimizer, opt.get("impl")) if opt else {}
+    if (opt.get("state") == "host" or s.get("weights") == "bf16") and optimizer.state:
+        raise SettingError("setting: the optimizer has taken steps already; apply the setting before the first step")
+
+    if s.get("weights") == "bf16":
+        cast_model(model, torch.bfloat16)  # the capture's --weights bf16 is this same cast
+    for m, policy in checkpoints:
+        checkpointing.checkpoint_module(m, policy)
+    if off:
+        manager = SavedTensorOffload(model, off["mode"], off["min_bytes"], off["max_fwd_stash"], off["prefetch"])
+        for m in off_modules:
+            _wrap_forward_in(m, manager.hooks)
+    if opt.get("state") == "host":
+        optimizer = optimizers.state_on_host(optimizer, options)
+    elif options:
+        optimizer = optimizers.rebuild(optimizer, options)
+    if "allocator" in s:
+        _allocator(s["allocator"])
+    model._mhc_setting = s
+    return model, optimizer

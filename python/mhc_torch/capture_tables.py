@@ -1,0 +1,168 @@
+"""What a capture records for memory settings (docs/trace-format.md, "modules, kernel_info,
+saved_tensors"): the modules that ran, the storages autograd saves for the backward and the op
+that saved each, forward ops re-run in the backward (checkpointing: phase recompute), and host
+memory (device -1) with the copies to and from it, which settings tell through mhc_torch.placement.
+
+Mixed into capturing.Recording; the methods here read and extend its allocations and kernels.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from . import placement, store
+
+_HOST_CATEGORY = {placement.ACTIVATION: store.ACTIVATION, placement.OPTIMIZER: store.OPTIMIZER,
+                  placement.GRAD: store.GRAD, placement.PARAM: store.PARAM, placement.WORKSPACE: store.WORKSPACE}
+_COPY_OPS = {"aten::copy_", "aten::_copy_from"}
+HOST = -1  # allocations.device of host memory
+
+
+class SettingsRecording:
+    """Modules, saved tensors, recompute and host memory, for Recording (see the module doc)."""
+
+    def init_tables(self) -> None:
+        self.copies: list[store.Copy] = []
+        self.saves: list[tuple[int, int, bool, str]] = []  # (allocation, kernels so far, output?, module)
+        self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
+        self.active: list[str] = []  # modules running (forward, or backward), innermost last
+        self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
+        self.side_free = 0  # when the copy stream is next free (ns)
+        self.host_live = self.host_peak = 0
+
+    # Host memory ----------------------------------------------------------------------------
+    def host_category(self, t: torch.Tensor, new: bool) -> int | None:
+        """The category of t's storage if it is host memory (placement.mark_host said so, or an op
+        made it inside a placement.on_host region), else None."""
+        what = placement.host_kind(t) or (placement.host_region() if new else None)
+        return None if what is None else _HOST_CATEGORY.get(what, store.OTHER)
+
+    def to_host(self, alloc: store.Allocation, category: int) -> None:
+        alloc.device = HOST
+        alloc.category = category
+        self.host_live += alloc.bytes
+        self.host_peak = max(self.host_peak, self.host_live)
+
+    def route_host_op(self, name: str, label: str, reads, mutated, new_outs) -> bool:
+        """True when the op is not a GPU kernel: work on host tensors only (an optimizer step on
+        the host), or a copy between host and device memory (recorded in `copies`)."""
+        ins = [self.track(t, store.OTHER, f"untracked input of {name}") for t in reads + mutated]
+        outs = [self.track(t, None, label) for t in new_outs]
+        records = [s for s in ins + outs if s is not None]
+        host = [s.alloc.device == HOST for s in records]
+        if records and all(host):
+            return True
+        if name in _COPY_OPS and any(host) and mutated and reads:
+            dst = self.storages[id(mutated[0].untyped_storage())].alloc
+            kind = store.D2H if dst.device == HOST else store.H2D
+            self.record_copy(kind, mutated[0].numel() * mutated[0].element_size())
+            return True
+        return False
+
+    def record_copy(self, kind: int, nbytes: int) -> None:
+        """A copy over the host link: on the copy stream (1) inside placement.side_stream(), where
+        it overlaps the compute; else on the compute stream, which it holds up."""
+        dur = max(1, int(round((nbytes / self.spec.host_link_bw + self.spec.launch_overhead_s) * 1e9)))
+        if placement.side_stream_active():
+            start = max(self.t, self.side_free)
+            self.side_free = start + dur
+            stream = 1
+        else:
+            start, stream = self.t, 0
+            self.t = start + dur
+        self.copies.append(store.Copy(id=len(self.copies) + 1, kind=kind, bytes=nbytes, t_start=start,
+                                      t_end=start + dur, stream=stream))
+
+    # Phases -----------------------------------------------------------------------------------
+    def phase_code(self) -> int:
+        """The phase of the op running now: a forward op re-run by the autograd engine with
+        autograd recording (checkpointing's recompute) is phase recompute."""
+        if self.phase == "backward" and torch.is_grad_enabled() and torch._C._current_graph_task_id() != -1:
+            return store.RECOMPUTE
+        return {"forward": store.FORWARD, "backward": store.BACKWARD,
+                "optimizer": store.OPTIMIZER_PHASE}.get(self.phase, store.OTHER_PHASE)
+
+    # Saved tensors ----------------------------------------------------------------------------
+    def on_saved(self, t: torch.Tensor) -> None:
+        """A pack hook's tensor. Autograd saves an op's inputs before the op runs and its outputs
+        after, and numbers its nodes as it makes them: a tensor whose own node is the newest one is
+        an output of the op that ran last, anything else an input of the op that runs next."""
+        s = self.storages.get(id(t.untyped_storage()))
+        if s is None:
+            return
+        newest = torch._C._autograd._get_sequence_nr() - 1
+        is_output = t.grad_fn is not None and t.grad_fn._sequence_nr() == newest
+        self.saves.append((s.alloc.id, len(self.kernels), is_output, self.module_of()))
+
+    def saved_pairs(self) -> list[tuple[int, int, int]]:
+        """(allocation, kernel, packs) of the saves: an output to the kernel that made it (which ran
+        in the module saving it: nothing runs between an op and the saving of its outputs), an input
+        to the next kernel if it runs in the saving module or inside it (else the last one before);
+        packs counts an op's saves of one storage (views of it: q, k and v of one projection)."""
+        packs: dict[tuple[int, int], int] = {}
+        for alloc, count, is_output, module in self.saves:
+            last = self.kernels[count - 1] if count > 0 else None
+            nxt = self.kernels[count] if count < len(self.kernels) else None
+            if is_output and last is not None and last.module == module:
+                kernel = last
+            elif nxt is not None and (nxt.module == module or nxt.module.startswith(module + ".")):
+                kernel = nxt
+            elif last is not None:
+                kernel = last
+            else:
+                continue
+            packs[(alloc, kernel.id)] = packs.get((alloc, kernel.id), 0) + 1
+        return sorted((a, k, n) for (a, k), n in packs.items())
+
+    def saved_hooks(self):
+        """The capture's own saved-tensor hooks for the forward: they record and keep the tensor."""
+        def pack(t):
+            self.on_saved(t)
+            return t
+        return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+
+    # Modules ----------------------------------------------------------------------------------
+    def track_modules(self, tracker) -> None:
+        """Follows modules as a ModTracker sees them enter and leave, forward and backward.
+        The innermost running module is the one entered last: a module called from inside a
+        sibling's forward (an mHC connection running its sublayer) is inside it while it runs."""
+        self.name_of = tracker.get_known_fqn
+        tracker.register_user_hooks(pre_fw_hook=lambda m, _: self.on_module(m, True),
+                                    post_fw_hook=lambda m, _, __: self.on_module(m, False),
+                                    pre_bw_hook=lambda m, _: self.on_module(m, True),
+                                    post_bw_hook=lambda m, _: self.on_module(m, False))
+
+    def on_module(self, module: torch.nn.Module | None, entering: bool) -> None:
+        name = self.name_of(module) if module is not None else None
+        if not name:
+            return
+        if entering:
+            self.active.append(name)
+            self.module_types.setdefault(name, type(module).__name__)
+        elif name in self.active:
+            del self.active[len(self.active) - 1 - self.active[::-1].index(name)]
+
+    def module_of(self) -> str:
+        """The innermost module running now ("" outside every module)."""
+        return self.active[-1] if self.active else ""
+
+    def module_records(self, model: torch.nn.Module) -> list[store.Module]:
+        """Every module that ran or ran an op, with its ancestors, parents before children."""
+        names = dict.fromkeys(list(self.module_types) + [k.module for k in self.kernels if k.module])
+        order = {}
+        for name in names:
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                order.setdefault(".".join(parts[:i]), len(order))
+        out = []
+        for name in sorted(order, key=lambda n: (n.count("."), order[n])):
+            parent = name.rpartition(".")[0]
+            kind = self.module_types.get(name)
+            if kind is None:
+                try:
+                    kind = type(model.get_submodule(name.partition(".")[2])).__name__ if "." in name else type(model).__name__
+                except AttributeError:
+                    kind = ""
+            out.append(store.Module(name=name, parent=parent, type=kind))
+        return out

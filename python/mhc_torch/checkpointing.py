@@ -1,0 +1,94 @@
+"""Activation checkpointing of chosen modules, with torch.utils.checkpoint (non-reentrant).
+
+- full: the module's forward runs under torch.utils.checkpoint.checkpoint(use_reentrant=False):
+  nothing it saves for the backward is kept; the backward re-runs the forward (stopping once it
+  has recomputed what the backward needs). Its inputs stay alive until then (the recompute reads them).
+- save_matmuls: selective checkpointing (create_selective_checkpoint_contexts): the outputs of
+  matrix multiplications and attention are kept, every other op of the module is recomputed.
+- mhc: every mHC hyper-connection's maps inside the module (RMSNorm of the n streams, projection,
+  sigmoids, Sinkhorn-Knopp: mhc_model.HcMaps, or any module whose class sets MHC_RECOMPUTE) is
+  checkpointed as with full; the stream mixing and the sublayers (attention, MLP) are left as they are.
+The forward is wrapped on the module instance, so parameter names and state dicts do not change.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+
+import torch
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+from . import placement
+
+_aten = torch.ops.aten
+# Ops whose outputs save_matmuls keeps: matmuls and attention (CUDA kernels and their CPU twins).
+_MATMULS = {getattr(_aten, n) for n in (
+    "mm", "bmm", "addmm", "baddbmm", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
+    "_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps") if hasattr(_aten, n)}
+
+
+def _save_matmuls_policy(ctx, op, *args, **kwargs):
+    return CheckpointPolicy.MUST_SAVE if op.overloadpacket in _MATMULS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _checkpointed(fn, module: torch.nn.Module, context_fn=None):
+    """fn (a method of module) run under non-reentrant checkpointing when autograd records (plain
+    when it does not). What selective checkpointing keeps goes through the saved-tensor hooks
+    around it (an offload moves it like any saved tensor), where this PyTorch has the option."""
+    kwargs = {} if context_fn is None else {"context_fn": context_fn}
+    if context_fn is not None and "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters:
+        kwargs["respect_saved_tensors_hooks"] = True
+
+    def region(*args, **kw):  # the recompute calls this, not the module: say whose code it is
+        with placement.in_module(module), _saves_told():
+            return fn(*args, **kw)
+
+    @functools.wraps(fn)
+    def run(*args, **kw):
+        if not torch.is_grad_enabled():
+            return fn(*args, **kw)
+        return checkpoint(region, *args, use_reentrant=False, **kwargs, **kw)
+    return run
+
+
+@contextlib.contextmanager
+def _saves_told():
+    """Inside a checkpointed region autograd gives what it saves to the checkpoint's hook, which
+    keeps none of it, and hooks outside the region do not see it. While a capture listens, a hook
+    on top tells it each save of the region's first run (placement.note_saved) and passes the
+    tensor on to the checkpoint's hook, which it stands in for as the checkpoint's own would
+    (PyTorch's checkpoint-internal marks, so that selective checkpointing still finds the hooks
+    outside). Without a capture, or if the checkpoint's hook is not the one expected, nothing."""
+    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    if not placement.listened() or top is None or not getattr(top[0], "_checkpoint_internal", False):
+        yield
+        return
+    inner_pack, inner_unpack = top
+
+    def pack(t):
+        if torch._C._current_graph_task_id() == -1:  # the forward, not the backward's recompute
+            placement.note_saved(t)
+        return inner_pack(t)
+    pack._checkpoint_internal = True
+    pack._user_hooks = getattr(inner_pack, "_user_hooks", None)
+    with torch.autograd.graph.saved_tensors_hooks(pack, inner_unpack):
+        yield
+
+
+def checkpoint_module(module: torch.nn.Module, policy: str) -> None:
+    """Checkpoints `module` in place with `policy` (full, save_matmuls, mhc)."""
+    if policy == "mhc":
+        for m in mhc_maps(module):
+            m.forward = _checkpointed(m.forward, m)
+        return
+    context_fn = (functools.partial(create_selective_checkpoint_contexts, _save_matmuls_policy)
+                  if policy == "save_matmuls" else None)
+    module.forward = _checkpointed(module.forward, module, context_fn)
+
+
+def mhc_maps(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """The hyper-connection maps inside module (itself included) that the mhc policy recomputes."""
+    return [m for m in module.modules() if getattr(type(m), "MHC_RECOMPUTE", False)]

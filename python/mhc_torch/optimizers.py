@@ -1,0 +1,140 @@
+"""The optimizer's implementation (foreach, fused, for-loop) and optimizer state on the host.
+
+State on the host is ZeRO-Offload's placement (Ren et al. 2021; DeepSpeed's offload_optimizer
+with device "cpu"), for one process: the optimizer holds fp32 host copies of the parameters (the
+master weights; pinned when the model is on a GPU) and keeps its state beside them; each gradient
+is copied into a host buffer (fp32, allocated once and kept) as soon as the backward has
+accumulated it, and the device gradient is dropped at once (a post-accumulate-grad hook), so no
+device gradient outlives its op; step() runs the same optimizer on the CPU and copies the updated
+parameters back into the device ones. With fp32 weights the math is the optimizer's own on
+copies: bitwise what it gives on a CPU. Limits: step(closure) is refused; gradients are on the
+host only, so clip them there (optimizer.offloaded_params pairs each parameter with its copy).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+
+from . import placement
+from .settings import SettingError
+
+_IMPL = {"foreach": {"foreach": True, "fused": False}, "fused": {"fused": True, "foreach": False},
+         "forloop": {"foreach": False, "fused": False}}
+
+
+def impl_options(optimizer: torch.optim.Optimizer, impl: str | None) -> dict:
+    """The constructor options that select `impl` for this optimizer's class ({} for None)."""
+    if impl is None:
+        return {}
+    options = _IMPL[impl]
+    accepted = inspect.signature(type(optimizer).__init__).parameters
+    missing = [k for k, v in options.items() if v and k not in accepted]
+    if missing:
+        raise SettingError(f"setting: optimizer.impl: {type(optimizer).__name__} has no option '{missing[0]}'")
+    return {k: v for k, v in options.items() if k in accepted}
+
+
+def _constructor_args(optimizer: torch.optim.Optimizer, options: dict) -> dict:
+    accepted = inspect.signature(type(optimizer).__init__).parameters
+    args = {k: v for k, v in optimizer.defaults.items() if k in accepted}
+    args.update(options)
+    return args
+
+
+def rebuild(optimizer: torch.optim.Optimizer, options: dict) -> torch.optim.Optimizer:
+    """The same optimizer (class, parameter groups, hyperparameters, state) built with `options`."""
+    if not options:
+        return optimizer
+    groups = [{**g, **options} for g in optimizer.param_groups]
+    new = type(optimizer)(groups, **_constructor_args(optimizer, options))
+    if optimizer.state:
+        new.load_state_dict(optimizer.state_dict())
+    return new
+
+
+class _HostStep:
+    """Mixed into the optimizer's class: the step on the host copies, then parameters to the device."""
+
+    offloaded_params: list[tuple[torch.Tensor, torch.Tensor]]  # (device parameter, host fp32 copy)
+    _fresh: set  # ids of the host copies whose gradient buffer holds this step's gradient
+
+    def step(self, closure=None):
+        if closure is not None:
+            raise ValueError("optimizer state on the host: step(closure) is not supported")
+        for d in {p.device for p, _ in self.offloaded_params if p.is_cuda}:
+            torch.cuda.synchronize(d)  # the gradients' device-to-host copies are complete
+        # A parameter that got no gradient this step has none for the optimizer (as set_to_none).
+        stale = [(h, h.grad) for _, h in self.offloaded_params if h.grad is not None and id(h) not in self._fresh]
+        for h, _ in stale:
+            h.grad = None
+        try:
+            with placement.on_host(placement.WORKSPACE):  # its new tensors: temporaries, and the state
+                super().step()
+        finally:
+            for h, g in stale:
+                h.grad = g
+        with torch.no_grad():
+            for p, h in self.offloaded_params:
+                p.copy_(h, non_blocking=h.is_pinned())
+
+    def zero_grad(self, set_to_none: bool = True):
+        """The host gradient buffers are kept (allocated once); the next gradient overwrites them."""
+        self._fresh.clear()
+        for p, _ in self.offloaded_params:
+            p.grad = None
+
+
+_HOST_CLASSES: dict[type, type] = {}
+
+
+def _host_class(cls: type) -> type:
+    if cls not in _HOST_CLASSES:
+        _HOST_CLASSES[cls] = type(f"Host{cls.__name__}", (_HostStep, cls), {})
+    return _HOST_CLASSES[cls]
+
+
+def _master_copy(p: torch.Tensor) -> torch.Tensor:
+    """The host copy of a parameter the optimizer updates: fp32 if the parameter is floating point."""
+    h = placement.host_empty_like(p, placement.PARAM, torch.float32 if p.is_floating_point() else p.dtype)
+    with torch.no_grad():
+        h.copy_(p, non_blocking=p.is_cuda)
+    return h
+
+
+def _grad_to_host(optimizer: "_HostStep", host: torch.Tensor, param: torch.Tensor) -> None:
+    """Moves the gradient the backward just accumulated into the host buffer; drops the device one."""
+    first = id(host) not in optimizer._fresh
+    if host.grad is None:
+        host.grad = placement.host_empty_like(host, placement.GRAD)
+    with placement.side_stream(), torch.no_grad():
+        if first:
+            host.grad.copy_(param.grad, non_blocking=param.is_cuda)
+        else:  # gradients accumulated over several backward passes
+            g = placement.host_empty_like(host, placement.WORKSPACE)
+            g.copy_(param.grad, non_blocking=param.is_cuda)
+    if not first:
+        if param.is_cuda:
+            torch.cuda.synchronize(param.device)
+        with placement.on_host(placement.WORKSPACE):
+            host.grad.add_(g)
+    optimizer._fresh.add(id(host))
+    param.grad = None
+def state_on_host(optimizer: torch.optim.Optimizer, options: dict) -> torch.optim.Optimizer:
+    """The optimizer rebuilt over host copies of its parameters (see the module's docstring)."""
+    if optimizer.state:
+        raise SettingError("setting: optimizer.state: the optimizer has taken steps already; "
+                           "apply the setting before the first step")
+    pairs, groups = [], []
+    for g in optimizer.param_groups:
+        hosts = [_master_copy(p) for p in g["params"]]
+        pairs += zip(g["params"], hosts)
+        groups.append({**g, **options, "params": hosts})
+    new = _host_class(type(optimizer))(groups, **_constructor_args(optimizer, options))
+    new.offloaded_params = pairs
+    new._fresh = set()
+    for p, h in pairs:
+        if p.requires_grad:
+            p.register_post_accumulate_grad_hook(functools.partial(_grad_to_host, new, h))
+    return new

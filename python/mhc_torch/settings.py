@@ -1,0 +1,211 @@
+"""Memory settings a PyTorch user can turn on, as one JSON object (docs/torch.md, "Settings").
+
+    {"checkpoint": {"modules": [FQN, ...], "policy": "full" | "save_matmuls" | "mhc"}
+                   or a list of such groups (a policy for each),
+     "offload":    {"mode": "sync" | "streamed", "modules": [FQN, ...] | null,
+                    "min_bytes": INT, "max_fwd_stash": INT, "prefetch": INT},
+     "optimizer":  {"impl": "foreach" | "fused" | "forloop", "state": "device" | "host"},
+     "weights":    "fp32" | "bf16",
+     "allocator":  "expandable_segments:True,max_split_size_mb:128"}
+
+Every key is optional (absent: as the model and optimizer were built). Module names are fully
+qualified as the trace's `modules` table spells them: the root's class name, then the attribute
+path (`GPT2LMHeadModel.transformer.h.3`). load_setting() checks the text and fills the defaults;
+a problem is one SettingError line naming the key. The checked form has "checkpoint" as a list of
+groups.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+CHECKPOINT_POLICIES = ("full", "save_matmuls", "mhc")
+OFFLOAD_MODES = ("sync", "streamed")
+OPTIMIZER_IMPLS = ("foreach", "fused", "forloop")
+OPTIMIZER_STATES = ("device", "host")
+WEIGHTS = ("fp32", "bf16")
+# torchtune's OffloadActivations defaults: the smallest storage moved, how many later saves a
+# streamed offload keeps a device storage for; and how many saves ahead a streamed backward copies.
+DEFAULT_MIN_BYTES = 1024
+DEFAULT_MAX_FWD_STASH = 5
+DEFAULT_PREFETCH = 2
+
+# PYTORCH_CUDA_ALLOC_CONF options (PyTorch "CUDA memory management" notes) and how to read a value.
+_ALLOCATOR_OPTIONS = {
+    "expandable_segments": "bool", "max_split_size_mb": "int", "garbage_collection_threshold": "fraction",
+    "roundup_power2_divisions": "any", "max_non_split_rounding_mb": "int", "backend": "backend",
+    "release_lock_on_cudamalloc": "bool", "pinned_use_cuda_host_register": "bool",
+    "pinned_num_register_threads": "int", "pinned_use_background_threads": "bool",
+}
+
+
+class SettingError(ValueError):
+    """A setting that cannot be applied: one line naming the key and the reason."""
+
+
+def load_setting(source) -> dict:
+    """A checked setting with its defaults filled, from a dict, a JSON text or a JSON file's path."""
+    return check_setting(read_setting(source))
+
+
+def read_setting(source):
+    """The setting as given (parsed JSON, not checked), from a dict, a JSON text or a file."""
+    if isinstance(source, dict):
+        return source
+    elif isinstance(source, (str, os.PathLike)):
+        text = str(source)
+        if text.lstrip()[:1] in ("{", "[", '"') or not os.path.exists(text) and _is_json(text):
+            where = "setting"
+        else:
+            where = text
+            try:
+                with open(text, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as e:
+                raise SettingError(f"{where}: {e.strerror or e}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SettingError(f"{where}: not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    else:
+        raise SettingError(f"setting: expected a dict, JSON text or a file name, got {type(source).__name__}")
+    return data
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+        return True
+    except json.JSONDecodeError:
+        return False
+
+
+def dumps(setting) -> str:
+    """A setting as compact JSON (what a capture records in its meta, as given)."""
+    return json.dumps(setting, separators=(",", ":"))
+
+
+def check_setting(data) -> dict:
+    if not isinstance(data, dict):
+        raise SettingError(f"setting: expected a JSON object, got {_json_type(data)}")
+    unknown = sorted(set(data) - {"checkpoint", "offload", "optimizer", "weights", "allocator"})
+    if unknown:
+        raise SettingError(f"setting: unknown key '{unknown[0]}'; valid: allocator, checkpoint, offload, optimizer, weights")
+    out = {}
+    if data.get("checkpoint") is not None:
+        out["checkpoint"] = _checkpoint(data["checkpoint"])
+    if data.get("offload") is not None:
+        out["offload"] = _offload(data["offload"])
+    if data.get("optimizer") is not None:
+        out["optimizer"] = _optimizer(data["optimizer"])
+    if data.get("weights") is not None:
+        out["weights"] = _choice("weights", data["weights"], WEIGHTS)
+    if data.get("allocator") is not None:
+        out["allocator"] = _allocator(data["allocator"])
+    return out
+
+
+def _json_type(v) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _object(key: str, v, allowed: tuple[str, ...]) -> dict:
+    if not isinstance(v, dict):
+        raise SettingError(f"setting: {key}: expected an object, got {_json_type(v)}")
+    unknown = sorted(set(v) - set(allowed))
+    if unknown:
+        raise SettingError(f"setting: {key}: unknown key '{unknown[0]}'; valid: {', '.join(allowed)}")
+    return v
+
+
+def _choice(key: str, v, choices: tuple[str, ...]) -> str:
+    if v not in choices:
+        raise SettingError(f"setting: {key}: {json.dumps(v)} is not one of {', '.join(choices)}")
+    return v
+
+
+def _modules(key: str, v, allow_null: bool) -> list[str] | None:
+    if v is None and allow_null:
+        return None
+    if not isinstance(v, list) or not v or not all(isinstance(m, str) and m for m in v):
+        raise SettingError(f"setting: {key}: expected a non-empty array of module names"
+                           + (" or null" if allow_null else ""))
+    return list(dict.fromkeys(v))  # in the given order, each once
+
+
+def _count(key: str, v, unit: str, least: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < least:
+        raise SettingError(f"setting: {key}: expected a whole number of {unit} >= {least}, got {json.dumps(v)}")
+    return v
+
+
+def _checkpoint(v) -> list[dict]:
+    groups = v if isinstance(v, list) else [v]
+    if not groups:
+        raise SettingError("setting: checkpoint: expected an object or a non-empty array of them")
+    out, seen = [], set()
+    for i, g in enumerate(groups):
+        key = f"checkpoint[{i}]" if isinstance(v, list) else "checkpoint"
+        g = _object(key, g, ("modules", "policy"))
+        if "modules" not in g:
+            raise SettingError(f"setting: {key}: 'modules' is missing (the modules to recompute)")
+        modules = _modules(f"{key}.modules", g["modules"], False)
+        twice = next((m for m in modules if m in seen), None)
+        if twice is not None:
+            raise SettingError(f"setting: {key}.modules: '{twice}' is in an earlier group too")
+        seen.update(modules)
+        out.append({"modules": modules, "policy": _choice(f"{key}.policy", g.get("policy", "full"), CHECKPOINT_POLICIES)})
+    return out
+
+
+def _offload(v) -> dict:
+    v = _object("offload", v, ("mode", "modules", "min_bytes", "max_fwd_stash", "prefetch"))
+    mode = _choice("offload.mode", v.get("mode", "sync"), OFFLOAD_MODES)
+    out = {"mode": mode, "modules": _modules("offload.modules", v.get("modules"), True),
+           "min_bytes": _count("offload.min_bytes", v.get("min_bytes", DEFAULT_MIN_BYTES), "bytes")}
+    if mode == "sync":
+        for key in ("max_fwd_stash", "prefetch"):
+            if v.get(key):
+                raise SettingError(f"setting: offload.{key}: only a streamed offload has one (mode is sync)")
+        out.update(max_fwd_stash=0, prefetch=0)
+        return out
+    out["max_fwd_stash"] = _count("offload.max_fwd_stash", v.get("max_fwd_stash", DEFAULT_MAX_FWD_STASH), "saves", 1)
+    out["prefetch"] = _count("offload.prefetch", v.get("prefetch", DEFAULT_PREFETCH), "saves")
+    return out
+
+
+def _optimizer(v) -> dict:
+    v = _object("optimizer", v, ("impl", "state"))
+    out = {"state": _choice("optimizer.state", v.get("state", "device"), OPTIMIZER_STATES)}
+    if v.get("impl") is not None:
+        out["impl"] = _choice("optimizer.impl", v["impl"], OPTIMIZER_IMPLS)
+    return out
+
+
+def _allocator(v) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise SettingError("setting: allocator: expected a PYTORCH_CUDA_ALLOC_CONF string, "
+                           "e.g. \"expandable_segments:True\"")
+    for part in v.split(","):
+        key, sep, value = (s.strip() for s in part.partition(":"))
+        kind = _ALLOCATOR_OPTIONS.get(key)
+        if kind is None:
+            raise SettingError(f"setting: allocator: unknown option '{key}'; valid: {', '.join(sorted(_ALLOCATOR_OPTIONS))}")
+        if not sep or not value:
+            raise SettingError(f"setting: allocator: option '{key}' has no value (write {key}:VALUE)")
+        ok = {"bool": value in ("True", "False"), "int": value.isdigit(),
+              "fraction": _is_fraction(value), "backend": value in ("native", "cudaMallocAsync"),
+              "any": True}[kind]
+        if not ok:
+            want = {"bool": "True or False", "int": "a whole number", "fraction": "a number between 0 and 1",
+                    "backend": "native or cudaMallocAsync"}[kind]
+            raise SettingError(f"setting: allocator: {key}:{value}: expected {want}")
+    return v
+
+
+def _is_fraction(text: str) -> bool:
+    try:
+        return 0.0 < float(text) < 1.0
+    except ValueError:
+        return False

@@ -1,0 +1,521 @@
+"""Captures with settings applied (mhc_torch.apply on fake tensors): the memory each setting
+moves, worked out by hand on a tiny model, and the tables settings need (modules, the kernels'
+modules, saved tensors and who saved them, recompute, host memory)."""
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import mhc_torch  # noqa: E402
+from mhc_torch import store  # noqa: E402
+
+# The tiny model: 3 blocks of x -> fc2(relu(fc1(x))), 32 tokens x 16 features, hidden 64, fp32.
+# Per block: fc1's output h (32 x 64 x 4 = 8192 B) dies once relu has run (relu saves its output,
+# not its input); relu's output a (8192 B) is saved twice (by relu, and by fc2 as its input); the
+# block's output x (32 x 16 x 4 = 2048 B) is the next block's input, saved by its fc1. Block 0's
+# input is the batch, which needs no gradient, so block 0's fc1 saves the batch but not its weight.
+# The loss is the sum of the last output (saves nothing). Alive for the backward: a0, a1, a2
+# (3 x 8192) + x1, x2 (2 x 2048) + the loss (4) = 28,676 B of activations.
+# The forward's saves, numbered as an offload counts them (a matmul saves its weight's transpose,
+# then its input, before it runs; relu its output after): 0 batch; 1 a0; 2 W2^T, 3 a0 (block 0's
+# fc2); 4 W1^T, 5 x1; 6 a1; 7 W2^T, 8 a1; 9 W1^T, 10 x2; 11 a2; 12 W2^T, 13 a2.
+A, X, LOSS = 8192, 2048, 4
+BASELINE = 3 * A + 2 * X + LOSS
+PARAMS = 6 * 64 * 16 * 4
+
+
+class Block(nn.Module):
+    def __init__(self, d=16, h=64):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h, bias=False)
+        self.fc2 = nn.Linear(h, d, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(3))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def _capture(tmp_path, setting, name="net.db"):
+    path = str(tmp_path / name)
+    mhc_torch.capture(Net, lambda: (torch.randn(32, 16),), steps=1, path=path, autocast_dtype=None,
+                      loss_fn=lambda m, b: m(*b).sum(), setting=setting)
+    return path
+
+
+def _rows(path, sql, args=()):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
+def _backward_start(path):
+    return _rows(path, "SELECT min(k.t_start) FROM kernels k JOIN kernel_info i ON i.kernel = k.id WHERE i.phase = 1")[0][0]
+
+
+def _live(path, t, where):
+    return _rows(path, f"SELECT coalesce(sum(bytes), 0) FROM allocations WHERE {where} AND t_alloc <= ? "
+                       "AND (t_free IS NULL OR t_free > ?)", (t, t))[0][0]
+
+
+def _activations_at_backward(path):
+    return _live(path, _backward_start(path), "device >= 0 AND category = 3")
+
+
+def _recomputed(path):
+    return [(n, m) for n, m in _rows(path, "SELECT s.text, ms.text FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                                           "JOIN strings s ON s.id = k.name JOIN modules m ON m.id = i.module "
+                                           "JOIN strings ms ON ms.id = m.name WHERE i.phase = 3 ORDER BY k.id")]
+
+
+def _copies(path):
+    return _rows(path, "SELECT kind, stream, count(*), sum(bytes) FROM copies GROUP BY 1, 2 ORDER BY 1, 2")
+
+
+def _host(path):
+    return dict(_rows(path, "SELECT c.name, sum(a.bytes) FROM allocations a JOIN categories c ON c.id = a.category "
+                            "WHERE a.device = -1 GROUP BY 1"))
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    return _capture(tmp_path_factory.mktemp("base"), None)
+
+
+def test_modules_and_kernel_modules(baseline):
+    mods = _rows(baseline, "SELECT m.id, n.text, m.parent, t.text FROM modules m JOIN strings n ON n.id = m.name "
+                           "JOIN strings t ON t.id = m.type ORDER BY m.id")
+    assert mods[:5] == [(1, "Net", 0, "Net"), (2, "Net.blocks", 1, "ModuleList"), (3, "Net.blocks.0", 2, "Block"),
+                        (4, "Net.blocks.1", 2, "Block"), (5, "Net.blocks.2", 2, "Block")]
+    assert mods[5:] == [(6, "Net.blocks.0.fc1", 3, "Linear"), (7, "Net.blocks.0.fc2", 3, "Linear"),
+                        (8, "Net.blocks.1.fc1", 4, "Linear"), (9, "Net.blocks.1.fc2", 4, "Linear"),
+                        (10, "Net.blocks.2.fc1", 5, "Linear"), (11, "Net.blocks.2.fc2", 5, "Linear")]
+    fwd = _rows(baseline, "SELECT s.text, coalesce(ms.text, '') FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                          "JOIN strings s ON s.id = k.name LEFT JOIN modules m ON m.id = i.module "
+                          "LEFT JOIN strings ms ON ms.id = m.name WHERE i.phase = 0 ORDER BY k.id")
+    assert fwd == [k for b in range(3) for k in (("aten::mm", f"Net.blocks.{b}.fc1"), ("aten::relu", f"Net.blocks.{b}"),
+                                                 ("aten::mm", f"Net.blocks.{b}.fc2"))] + [("aten::sum", "")]
+
+
+def test_saved_tensors_and_who_saved_them(baseline):
+    """Each saved storage with the forward op that saved it: relu's output twice (relu saves its
+    output after running, fc2 its input before running), weights only where the input needs a
+    gradient, the batch by block 0's fc1."""
+    rows = _rows(baseline, "SELECT coalesce(la.text, ''), a.bytes, k.id, ms.text FROM saved_tensors st "
+                           "JOIN allocations a ON a.id = st.allocation LEFT JOIN strings la ON la.id = a.label "
+                           "JOIN kernels k ON k.id = st.kernel JOIN kernel_info i ON i.kernel = k.id "
+                           "JOIN modules m ON m.id = i.module JOIN strings ms ON ms.id = m.name ORDER BY k.id, a.id")
+    expected = [("batch", X, 1, "Net.blocks.0.fc1"), ("Net.blocks.0:aten::relu", A, 2, "Net.blocks.0"),
+                ("blocks.0.fc2.weight", 4096, 3, "Net.blocks.0.fc2"), ("Net.blocks.0:aten::relu", A, 3, "Net.blocks.0.fc2")]
+    for b in (1, 2):
+        k = 3 * b + 1
+        expected += [(f"blocks.{b}.fc1.weight", 4096, k, f"Net.blocks.{b}.fc1"),
+                     (f"Net.blocks.{b - 1}.fc2:aten::mm", X, k, f"Net.blocks.{b}.fc1"),
+                     (f"Net.blocks.{b}:aten::relu", A, k + 1, f"Net.blocks.{b}"),
+                     (f"blocks.{b}.fc2.weight", 4096, k + 2, f"Net.blocks.{b}.fc2"),
+                     (f"Net.blocks.{b}:aten::relu", A, k + 2, f"Net.blocks.{b}.fc2")]
+    assert rows == expected
+
+
+def test_saves_of_one_storage_are_counted(tmp_path):
+    """q and k, two halves (views) of one projection's output, saved by the op that multiplies
+    them: one row, two packs (what a streamed offload counts)."""
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 32, bias=False)
+
+        def forward(self, x):
+            q, k = self.fc(x).chunk(2, dim=-1)
+            return q * k
+
+    path = str(tmp_path / "gate.db")
+    mhc_torch.capture(Gate, lambda: (torch.randn(8, 16),), path=path, autocast_dtype=None,
+                      loss_fn=lambda m, b: m(*b).sum())
+    rows = _rows(path, "SELECT coalesce(la.text, ''), s.text, st.packs FROM saved_tensors st JOIN allocations a "
+                       "ON a.id = st.allocation LEFT JOIN strings la ON la.id = a.label JOIN kernels k ON k.id = st.kernel "
+                       "JOIN strings s ON s.id = k.name ORDER BY k.id")
+    assert rows == [("batch", "aten::mm", 1), ("Gate.fc:aten::mm", "aten::mul", 2)]
+
+
+def test_baseline_by_hand(baseline):
+    assert _activations_at_backward(baseline) == BASELINE
+    assert _recomputed(baseline) == [] and _copies(baseline) == [] and _host(baseline) == {}
+
+
+def test_checkpoint_block_recomputes_it_in_the_backward(tmp_path, mhc_exe):
+    """Block 1 checkpointed: its relu output a1 is not kept (-8192 B); its input x1 is (the
+    recompute reads it). The backward re-runs fc1 and relu (phase recompute); fc2 is not re-run:
+    PyTorch stops the recompute once the backward has all it saved (fc2 saves before it runs)."""
+    path = _capture(tmp_path, {"checkpoint": {"modules": ["Net.blocks.1"]}})
+    assert _activations_at_backward(path) == BASELINE - A
+    assert _recomputed(path) == [("aten::mm", "Net.blocks.1.fc1"), ("aten::relu", "Net.blocks.1")]
+    assert store.read_meta(path)["capture.setting"] == '{"checkpoint":{"modules":["Net.blocks.1"]}}'  # as given
+    assert subprocess.run([mhc_exe, "check", path], capture_output=True).returncode == 0
+
+
+def test_saves_inside_checkpointed_regions_are_recorded(tmp_path, baseline):
+    """What a checkpointed module's forward saves (to the checkpoint, which keeps none of it) is
+    recorded as in the baseline, and not its recompute's saves; the checkpoint's own save of the
+    region's input x1 is block 1's fc1 saving it, as in the baseline."""
+    path = _capture(tmp_path, {"checkpoint": {"modules": ["Net.blocks.1"]}})
+    pairs = "SELECT allocation, kernel FROM saved_tensors ORDER BY 1, 2"
+    assert _rows(path, pairs) == _rows(baseline, pairs)
+
+
+def test_selective_checkpoint_keeps_matmul_outputs(tmp_path):
+    """save_matmuls on block 1: fc1's output h1 is kept (a matmul's), relu's output a1 is not,
+    so this block keeps as much as before (+8192 -8192); only relu is recomputed."""
+    path = _capture(tmp_path, {"checkpoint": {"modules": ["Net.blocks.1"], "policy": "save_matmuls"}})
+    assert _activations_at_backward(path) == BASELINE
+    assert _recomputed(path) == [("aten::relu", "Net.blocks.1")]
+
+
+def test_sync_offload_moves_saved_tensors_to_the_host(tmp_path, mhc_exe):
+    """min_bytes 4096: the three relu outputs go to the host (device -1, one copy of each storage
+    though each is saved twice); the 2048-byte block outputs and the weights stay. The backward
+    makes one device copy of each, which both of its uses get: 3 copies host-to-device."""
+    path = _capture(tmp_path, {"offload": {"mode": "sync", "min_bytes": 4096}})
+    assert _activations_at_backward(path) == BASELINE - 3 * A
+    assert _host(path) == {"activation": 3 * A}
+    assert _copies(path) == [(store.H2D, 0, 3, 3 * A), (store.D2H, 0, 3, 3 * A)]
+    meta = store.read_meta(path)
+    assert int(meta["capture.host_peak_bytes"]) == 3 * A
+    chk = subprocess.run([mhc_exe, "check", path], capture_output=True, text=True)
+    assert chk.returncode == 0, chk.stdout + chk.stderr
+
+
+@pytest.mark.parametrize("stash, kept", [(1, 0), (5, A), (8, 2 * A)])
+def test_streamed_offload_stash(tmp_path, stash, kept):
+    """Streamed: a device storage stays stashed until max_fwd_stash more saves have happened or the
+    backward starts. a0, a1, a2 are first saved as saves 1, 6, 11 of 14 (0-13): with 1, each is
+    dropped at the next save; with 5, a0 at save 6 and a1 at 11, a2 stays to the end; with 8, a0 at
+    save 9, and a1 and a2 stay."""
+    path = _capture(tmp_path, {"offload": {"mode": "streamed", "min_bytes": 4096, "max_fwd_stash": stash}})
+    assert _activations_at_backward(path) == BASELINE - 3 * A + kept
+    assert _copies(path) == [(store.H2D, 1, 3, 3 * A), (store.D2H, 1, 3, 3 * A)]
+
+
+def test_streamed_offload_prefetch(tmp_path):
+    """Unpacking save 13 (a2, block 2's fc2) with prefetch 5 also copies back saves 12-8: save 8 is
+    a1, so block 1's storage is on the device again while block 2's relu backward runs."""
+    live, a1_back = {}, {}
+    for p in (0, 5):
+        path = _capture(tmp_path, {"offload": {"mode": "streamed", "min_bytes": 4096, "max_fwd_stash": 1,
+                                               "prefetch": p}}, f"p{p}.db")
+        relu_bw = _rows(path, "SELECT min(k.t_start) FROM kernels k JOIN strings s ON s.id = k.name "
+                              "WHERE s.text = 'aten::threshold_backward'")[0][0]
+        live[p] = _live(path, relu_bw, "device >= 0")
+        a1_back[p] = _rows(path, "SELECT t_start FROM copies WHERE kind = 0 ORDER BY t_start")[1][0] < relu_bw
+    assert live[5] - live[0] == A
+    assert a1_back == {0: False, 5: True}
+
+
+def test_offloaded_storage_kept_by_another_save_is_not_copied_back(tmp_path):
+    """Offloading fc2 of block 1 only: fc2 saves its input a1, which relu (outside fc2) saves too,
+    so a1 stays on the device; the backward uses it as it is: one copy to the host, none back."""
+    path = _capture(tmp_path, {"offload": {"mode": "sync", "modules": ["Net.blocks.1.fc2"], "min_bytes": 4096}})
+    assert _activations_at_backward(path) == BASELINE
+    assert _copies(path) == [(store.D2H, 0, 1, A)]
+    dropped = _rows(path, "SELECT a.t_free FROM allocations a WHERE a.device = -1")[0][0]
+    assert dropped is not None and dropped <= _rows(path, "SELECT max(t_end) FROM kernels")[0][0]
+
+
+def test_optimizer_state_on_the_host(tmp_path):
+    """AdamW's state (exp_avg, exp_avg_sq and a 4-byte step per parameter), the host copy of the
+    parameters and of their gradients are host memory; the device holds no gradient after its
+    backward op and no optimizer state; the step runs on the host (no optimizer kernels)."""
+    base = _capture(tmp_path, None, "base.db")
+    path = _capture(tmp_path, {"optimizer": {"state": "host"}})
+    assert _host(path) == {"param": PARAMS, "grad": PARAMS, "optimizer": 2 * PARAMS + 6 * 4,
+                           "workspace": PARAMS + 4}  # foreach's sqrt(exp_avg_sq) and the step's increment
+    # The gradient buffers are allocated once and kept.
+    assert _rows(path, "SELECT count(*) FROM allocations WHERE device = -1 AND category = 1 AND t_free IS NULL") == [(6,)]
+    assert _rows(path, "SELECT count(*) FROM allocations WHERE device >= 0 AND category IN (1, 2)") == [(0,)]
+    assert _rows(path, "SELECT count(*) FROM kernel_info WHERE phase = 2") == [(0,)]
+    assert _copies(path) == [(store.H2D, 0, 6, PARAMS), (store.D2H, 1, 6, PARAMS)]
+    assert int(mhc_torch.read_meta(path)["capture.peak_bytes"]) < int(mhc_torch.read_meta(base)["capture.peak_bytes"])
+    # The host's peak is in the step, in the order the host ran it (its ops take no capture time,
+    # so their storages begin and end at one instant): master copies, gradient buffers, state and
+    # the step counters, and foreach's sqrt(exp_avg_sq).
+    assert int(mhc_torch.read_meta(path)["capture.host_peak_bytes"]) == 5 * PARAMS + 6 * 4
+    # One optimizer range (its step() calls the optimizer class's own: the capture's step hooks run
+    # at both levels), ending when the parameters' copies back to the device end.
+    ranges = _rows(path, "SELECT m.t_start, m.t_end FROM markers m JOIN strings s ON s.id = m.name "
+                         "WHERE s.text = 'optimizer'")
+    assert ranges == _rows(path, "SELECT min(t_start), max(t_end) FROM copies WHERE kind = ?", (store.H2D,))
+
+
+def test_bf16_weights(tmp_path):
+    """bf16 weights under bf16 autocast: parameters, gradients and AdamW's moments take half the
+    bytes (the step counters stay 4-byte fp32), and the forward no longer casts the six weights
+    to bf16, whose copies five matmuls saved (block 0's fc1 does not save its weight): 5 x 2048 B
+    fewer activations. The two casts left are the batch's and the loss's."""
+    def run(setting, name):
+        path = str(tmp_path / name)
+        mhc_torch.capture(Net, lambda: (torch.randn(32, 16),), steps=1, path=path, autocast_dtype=torch.bfloat16,
+                          loss_fn=lambda m, b: m(*b).float().sum(), setting=setting)
+        cats = dict(_rows(path, "SELECT c.name, sum(a.bytes) FROM allocations a JOIN categories c ON c.id = a.category "
+                                "WHERE a.device >= 0 GROUP BY 1"))
+        casts = _rows(path, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name JOIN kernel_info i "
+                            "ON i.kernel = k.id WHERE s.text = 'aten::_to_copy' AND i.phase = 0")[0][0]
+        return cats, casts, _activations_at_backward(path)
+
+    cats0, casts0, act0 = run(None, "fp32.db")
+    cats1, casts1, act1 = run({"weights": "bf16"}, "bf16.db")
+    assert (cats0["param"], cats0["grad"], cats0["optimizer"]) == (PARAMS, PARAMS, 2 * PARAMS + 6 * 4)
+    assert (cats1["param"], cats1["grad"], cats1["optimizer"]) == (PARAMS // 2, PARAMS // 2, PARAMS + 6 * 4)
+    assert (casts0, casts1) == (8, 2)
+    assert act0 - act1 == 5 * 64 * 16 * 2
+
+
+def test_bf16_weights_setting_is_the_weights_option(tmp_path):
+    """A setting's "weights": "bf16" (cast inside mhc_torch.apply, after the optimizer is built)
+    and the capture's own bf16 weights (param_dtype, `--weights bf16`: before it) are one cast:
+    the same trace, and meta capture.param_dtype says bf16 for both."""
+    paths = [str(tmp_path / "setting.db"), str(tmp_path / "option.db")]
+    for path, kwargs in zip(paths, ({"setting": {"weights": "bf16"}}, {"param_dtype": torch.bfloat16})):
+        mhc_torch.capture(Net, lambda: (torch.randn(32, 16),), steps=2, path=path, autocast_dtype=torch.bfloat16,
+                          loss_fn=lambda m, b: m(*b).float().sum(), **kwargs)
+    # A storage freed when the capture ends counts as alive at the end (when its last reference
+    # goes then depends on Python's garbage collector).
+    end = "(SELECT max(t_end) FROM markers)"
+    allocations = (f"SELECT id, device, bytes, t_alloc, min(coalesce(t_free, {end}), {end}), category, label "
+                   "FROM allocations ORDER BY 1")
+    tables = [[_rows(p, q) for q in (allocations, "SELECT * FROM kernels ORDER BY 1", "SELECT * FROM accesses ORDER BY 1, 2")]
+              for p in paths]
+    assert tables[0] == tables[1]
+    assert [mhc_torch.read_meta(p)["capture.param_dtype"] for p in paths] == ["bfloat16", "bfloat16"]
+
+
+def test_mhc_policy_recomputes_the_maps_only(tmp_path):
+    """The mhc policy on a tiny mHC model checkpoints each hyper-connection's maps: every
+    recomputed kernel runs inside a `maps` module (not attention, the MLP or the stream mixing),
+    the Sinkhorn-Knopp iterations are among them (PyTorch stops recomputing once it has what the
+    backward needs), and what the backward no longer keeps is
+    exactly the storages that only the maps' ops saved (made inside them: not their input)."""
+    from mhc_torch.models import preset
+
+    build, make_batch, loss_fn, _ = preset("tiny-mhc", batch=1, seq=16, layers=2, hc=4)
+    paths = {}
+    for name, setting in (("base", None), ("mhc", {"checkpoint": {"modules": ["MhcTransformer"], "policy": "mhc"}})):
+        paths[name] = str(tmp_path / f"{name}.db")
+        mhc_torch.capture(build, make_batch, steps=1, path=paths[name], loss_fn=loss_fn, setting=setting)
+    # Attention runs inside the connection's forward (its sublayer) but is not part of it.
+    sdpa = _rows(paths["base"], "SELECT DISTINCT ms.text FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                                "JOIN strings s ON s.id = k.name JOIN modules m ON m.id = i.module "
+                                "JOIN strings ms ON ms.id = m.name WHERE s.text LIKE '%scaled_dot_product%' ORDER BY 1")
+    assert sdpa == [("MhcTransformer.layers.0.attn",), ("MhcTransformer.layers.1.attn",)]
+    mods = _rows(paths["mhc"], "SELECT DISTINCT ms.text FROM kernel_info i JOIN modules m ON m.id = i.module "
+                               "JOIN strings ms ON ms.id = m.name WHERE i.phase = 3")
+    assert mods and all(".maps" in m for (m,) in mods)
+    divs = _rows(paths["mhc"], "SELECT count(*) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                               "JOIN strings s ON s.id = k.name WHERE s.text = 'aten::div' AND i.phase = 3")[0][0]
+    # 2 layers x 2 connections x 20 iterations x (rows, columns), but for the last division of
+    # each: it saves its inputs before it runs, and then the backward has all it needs.
+    assert divs == 2 * 2 * (20 * 2 - 1)
+    in_maps = ("(SELECT i.kernel FROM kernel_info i JOIN modules m ON m.id = i.module JOIN strings s ON s.id = m.name "
+               "WHERE s.text LIKE '%.maps' OR s.text LIKE '%.maps.%')")
+    only_maps = _rows(paths["base"], f"""
+        SELECT coalesce(sum(a.bytes), 0) FROM allocations a WHERE a.id IN (SELECT allocation FROM saved_tensors
+          WHERE kernel IN {in_maps}) AND a.id NOT IN (SELECT allocation FROM saved_tensors WHERE kernel NOT IN {in_maps})
+          AND a.id IN (SELECT allocation FROM accesses WHERE mode = 2 AND kernel IN {in_maps})""")[0][0]
+    assert only_maps > 0
+    assert _activations_at_backward(paths["base"]) - _activations_at_backward(paths["mhc"]) == only_maps
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "mhc_torch.cli", *args], capture_output=True, text=True)
+
+
+NET_FILE = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 64, bias=False), nn.Linear(64, 16, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(3))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x.sum()
+
+
+def build_model():
+    return Net()
+
+
+def make_batch():
+    return (torch.randn(32, 16),)
+"""
+
+
+@pytest.fixture(scope="module")
+def net_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "net.py"
+    path.write_text(NET_FILE)
+    return str(path)
+
+
+def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
+    """`--recipe` with a trace's meta capture.recipe captures the same step again (a model file
+    by its absolute path); `--setting` applies a setting to it, as `mhc advise --verify` runs them."""
+    a = str(tmp_path / "a.db")
+    r = _cli("capture", net_file, "--autocast", "none", "--seq", "32", "-o", a)
+    assert r.returncode == 0, r.stderr
+    recipe = store.read_meta(a)["capture.recipe"]
+    assert json.loads(recipe) == {"model": net_file, "batch": 1, "seq": 32, "steps": 1, "layers": None, "hc": 4,
+                                  "gpu": "h100-sxm", "autocast": "none", "autocast_policy": "cuda",
+                                  "weights": "as-built", "forward_only": False, "micro_batches": 1,
+                                  "zero_grad": "none", "optimizer": "adamw"}
+    setting = tmp_path / "s.json"
+    setting.write_text('{"checkpoint": {"modules": ["Net.blocks.1"]}}')
+    b = str(tmp_path / "b.db")
+    r = _cli("capture", "--recipe", recipe, "--setting", str(setting), "-o", b)
+    assert r.returncode == 0, r.stderr
+    assert store.read_meta(b)["capture.recipe"] == recipe
+    assert _activations_at_backward(a) == BASELINE - LOSS + 4  # the model returns the sum itself
+    assert _activations_at_backward(b) == BASELINE - A
+    assert _recomputed(b) == [("aten::mm", "Net.blocks.1.fc1"), ("aten::relu", "Net.blocks.1")]
+    assert subprocess.run([mhc_exe, "check", b], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("flags", [
+    ["--weights", "bf16", "--micro-batches", "2", "--zero-grad", "zeros", "--autocast-policy", "cpu", "--steps", "2"],
+    ["--forward-only", "--autocast", "bf16"],
+])
+def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
+    """Every option of the step goes into the recipe and comes back from it: the capture that
+    --recipe runs (--force replacing its output) is the same trace, op for op and byte for byte."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    r = _cli("capture", net_file, "--seq", "32", *flags, "-o", a)
+    assert r.returncode == 0, r.stderr
+    recipe = store.read_meta(a)["capture.recipe"]
+    open(b, "w").close()
+    r = _cli("capture", "--recipe", recipe, "--force", "-o", b)
+    assert r.returncode == 0, r.stderr
+    meta_a, meta_b = store.read_meta(a), store.read_meta(b)
+    for key in ("capture.recipe", "capture.autocast", "capture.autocast_policy", "capture.param_dtype",
+                "capture.step", "capture.micro_batches", "capture.zero_grad", "capture.peak_bytes", "capture.steps"):
+        assert meta_a[key] == meta_b[key], key
+    ka, kb = (store.read_table(p, "kernels")[["name", "t_start", "t_end"]] for p in (a, b))
+    assert ka.equals(kb)
+    # (a storage freed as the capture ends counts as alive at the end: the garbage collector says when)
+    end = "(SELECT max(t_end) FROM markers)"
+    allocations = f"SELECT bytes, t_alloc, min(coalesce(t_free, {end}), {end}), category FROM allocations ORDER BY id"
+    assert _rows(a, allocations) == _rows(b, allocations)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--setting", '{"checkpoint": {"modules": ["Net.blocks.3"]}}'],
+     "mhc-torch: NET: setting: checkpoint.modules: Net has no module 'Net.blocks.3' "
+     "(did you mean 'Net.blocks.1' or 'Net.blocks.2'?)"),
+    (["--setting", '{"offload": 3}'], "mhc-torch: setting: offload: expected an object, got a number"),
+    (["--setting", "missing.json"], "mhc-torch: missing.json: No such file or directory"),
+])
+def test_cli_bad_setting_one_line(tmp_path, net_file, args, message):
+    out = tmp_path / "x.db"
+    r = _cli("capture", net_file, *args, "-o", str(out))
+    assert r.returncode == 2 and r.stderr.strip() == message.replace("NET", net_file), r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--recipe", '{"model": "tiny-llama", "bath": 2}'],
+     "mhc-torch: recipe: unknown key 'bath'; valid: model, gpu, steps, batch, seq, layers, hc, autocast, "
+     "autocast_policy, weights, forward_only, micro_batches, zero_grad, optimizer"),
+    (["--recipe", '{"batch": 2}'], 'mhc-torch: recipe: expected a JSON object with a "model"'),
+    (["--recipe", "none.json"], "mhc-torch: recipe: none.json: No such file or directory"),
+    (["tiny-llama", "--recipe", '{"model": "tiny-llama"}'], "mhc-torch: give either MODEL with its options or --recipe"),
+    ([], "mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe"),
+])
+def test_cli_bad_recipe_one_line(tmp_path, args, message):
+    out = tmp_path / "x.db"
+    r = _cli("capture", *args, "-o", str(out))
+    assert r.returncode == 2 and r.stderr.strip() == message, r.stderr
+    assert not out.exists()
+
+
+class SoftBlock(nn.Module):
+    """fc2(softmax(fc1(x))): under CUDA's autocast lists the matmuls run in bf16 and the softmax in
+    fp32 (CPU's lists would leave it in bf16)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 64, bias=False), nn.Linear(64, 16, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.softmax(self.fc1(x), dim=-1))
+
+
+class SoftNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(SoftBlock() for _ in range(2))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def _written(path, phase, module_prefix):
+    """(op, bytes it wrote) of the kernels of a phase inside a module, in order."""
+    return _rows(path, "SELECT s.text, coalesce(sum(a.bytes), 0) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                       "JOIN strings s ON s.id = k.name JOIN modules m ON m.id = i.module JOIN strings ms ON ms.id = m.name "
+                       "LEFT JOIN accesses x ON x.kernel = k.id AND x.mode = 2 LEFT JOIN allocations a ON a.id = x.allocation "
+                       "WHERE i.phase = ? AND (ms.text = ? OR ms.text LIKE ?) GROUP BY k.id ORDER BY k.id",
+                 (phase, module_prefix, module_prefix + ".%"))
+
+
+def test_checkpoint_recompute_under_cuda_autocast(tmp_path):
+    """A checkpointed block under bf16 autocast with CUDA's lists: the backward's recompute casts
+    as the forward did (checkpoint compares them and raised CheckpointError when the recompute got
+    CPU's lists), so it writes the same ops and bytes: the bf16 weight casts (64 x 16 x 2 =
+    2048 B), fc1's bf16 output (32 x 64 x 2 = 4096 B), the softmax in fp32 (its input cast, then
+    the softmax: 32 x 64 x 4 = 8192 B each), fc2's input cast back to bf16 (4096 B). And the
+    weight casts the recompute caches die when its autocast region ends, as on a GPU: nothing it
+    made is alive when the optimizer runs."""
+    path = str(tmp_path / "soft.db")
+    mhc_torch.capture(SoftNet, lambda: (torch.randn(32, 16),), steps=1, path=path, autocast_dtype=torch.bfloat16,
+                      loss_fn=lambda m, b: m(*b).sum(), setting={"checkpoint": {"modules": ["SoftNet.blocks.1"]}})
+    forward = _written(path, store.FORWARD, "SoftNet.blocks.1")
+    recompute = _written(path, store.RECOMPUTE, "SoftNet.blocks.1")
+    assert forward == [("aten::_to_copy", 2048), ("aten::mm", 4096), ("aten::_to_copy", 8192), ("aten::_softmax", 8192),
+                       ("aten::_to_copy", 4096), ("aten::_to_copy", 2048), ("aten::mm", 1024)]
+    # It stops once it has what the backward needs: fc2's inputs (the mm saves them before it runs).
+    assert recompute == forward[:-1]
+    optimizer_start = _rows(path, "SELECT min(k.t_start) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+                                  "WHERE i.phase = 2")[0][0]
+    alive = _rows(path, "SELECT count(*) FROM allocations a WHERE a.id IN (SELECT x.allocation FROM accesses x "
+                        "JOIN kernel_info i ON i.kernel = x.kernel WHERE i.phase = 3 AND x.mode = 2) "
+                        "AND (a.t_free IS NULL OR a.t_free > ?)", (optimizer_start,))[0][0]
+    assert alive == 0

@@ -1,0 +1,116 @@
+// `mhc advise`: the answer with its code, --json, and bad input in one line with exit 2.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "mhc/test/temp.hpp"
+#include "tiny.hpp"
+
+#ifdef MHC_EXE
+namespace {
+
+struct Out {
+    int status;
+    std::string out, err;
+};
+
+Out run(const std::string& args, const std::string& env = "") {
+    mhc::test::TempPath err{"stderr.txt"};
+    std::string cmd = env + " " + std::string(MHC_EXE) + " " + args + " 2>" + err.path;
+    Out o{};
+    FILE* p = popen(cmd.c_str(), "r");
+    std::array<char, 4096> buf{};
+    while (size_t n = fread(buf.data(), 1, buf.size(), p)) o.out.append(buf.data(), n);
+    int st = pclose(p);
+    o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    std::ifstream f(err.path);
+    std::getline(f, o.err, '\0');
+    return o;
+}
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("mhc advise ranks settings that fit and prints their code", "[advise][cli]") {
+    mhc::test::TempPath t{"chain.db"};
+    advisetest::chain({64, 96, 32}, true).write(t.path);
+    Out o = run("advise " + t.path + " --capacity 400MiB");
+    INFO(o.err);
+    REQUIRE(o.status == 0);
+    CHECK(o.out.find("rank") != std::string::npos);
+    CHECK(o.out.find("estimates") != std::string::npos);   // times are said to be estimates
+    CHECK(o.out.find("mhc_torch.apply(model, optimizer, {") != std::string::npos);
+    Out j = run("advise " + t.path + " --capacity 400MiB --json --top 2");
+    REQUIRE(j.status == 0);
+    auto doc = nlohmann::json::parse(j.out);
+    REQUIRE(doc["rows"].size() >= 1);
+    CHECK(doc["rows"].size() <= 2);
+    for (auto& r : doc["rows"]) {
+        CHECK(r["reserved_bytes"].get<int64_t>() <= (int64_t(400) << 20));
+        CHECK(r["fits"].get<bool>());
+        CHECK(r["code"].get<std::string>().find("mhc_torch.apply") != std::string::npos);
+    }
+    // the setting a row prints predicts the same figures when given back
+    std::string setting = doc["rows"][0]["setting"].dump();
+    Out one = run("advise " + t.path + " --json --setting '" + setting + "'");
+    REQUIRE(one.status == 0);
+    CHECK(nlohmann::json::parse(one.out)["rows"][0]["reserved_bytes"] == doc["rows"][0]["reserved_bytes"]);
+}
+
+TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
+    mhc::test::TempPath t{"chain.db"};
+    advisetest::chain({64, 96, 32}, true).write(t.path);
+    auto one_line = [](const Out& o, const std::string& says) {
+        INFO(o.err);
+        CHECK(o.status == 2);
+        CHECK(lines(o.err) == 1);
+        CHECK(o.err.find(says) != std::string::npos);
+    };
+    one_line(run("advise " + t.path + " --capacity 1MiB"), "nothing fits 1.00 MiB: the closest is");
+    one_line(run("advise " + t.path + " --capacity 400MiB --budget 0%"), "within a loss of 0.0%: the closest is");
+    one_line(run("advise " + t.path + " --setting '{\"checkpoint\": {\"modules\": [\"M.blocks.9\"]}}'"),
+             "the model has no module 'M.blocks.9'");
+    one_line(run("advise " + t.path), "give the GPU as --capacity SIZE or --gpu NAME");
+    one_line(run("advise " + t.path + " --gpu h100-sxm --capacity 1GiB"), "one of them");
+    one_line(run("advise " + t.path + " --gpu v100"), "unknown GPU 'v100'");
+    one_line(run("advise " + t.path + " --capacity 50%"), "--capacity: give bytes");
+    one_line(run("advise " + t.path + " --capacity 1GiB --budget lots"), "--budget 'lots': not a share");
+    one_line(run("advise " + t.path + " --capacity 1GiB --verify"), "no capture.recipe");
+    one_line(run("advise " + t.path + " --capacity 1GiB --setting '{\"offload\": 1}'"), "field 'offload'");
+    mhc::test::TempPath plain{"plain.db"};
+    advisetest::TinyTrace p = advisetest::chain({8}, false);
+    p.modules.clear();
+    p.write(plain.path);
+    one_line(run("advise " + plain.path + " --capacity 1GiB"), "not a model capture");
+}
+
+TEST_CASE("mhc advise --verify runs the capture command and compares", "[advise][cli]") {
+    // A stand-in for mhc-torch that writes the baseline itself back (as a capture with an
+    // empty setting would): the errors must be 0.
+    mhc::test::TempDir dir;
+    advisetest::TinyTrace t = advisetest::chain({64, 96, 32}, true);
+    t.meta = {{"capture.recipe", R"({"model": "tiny"})"}};
+    const std::string trace = dir.file("t.db");
+    t.write(trace);
+    const std::string fake = dir.file("fake-mhc-torch");
+    std::ofstream(fake) << "#!/bin/sh\n# capture --recipe R --setting S -o OUT\ncp " << trace << " \"$7\"\n";
+    std::string chmod = "chmod +x " + fake;
+    REQUIRE(std::system(chmod.c_str()) == 0);
+    Out o = run("advise " + trace + " --setting '{}' --verify --json", "MHC_TORCH=" + fake);
+    INFO(o.err);
+    REQUIRE(o.status == 0);
+    auto doc = nlohmann::json::parse(o.out);
+    CHECK(doc["rows"][0]["verify"]["peak_error"].get<double>() == 0.0);
+    CHECK(doc["rows"][0]["verify"]["reserved_error"].get<double>() == 0.0);
+    // a failing capture is one line naming what it said
+    std::ofstream(fake) << "#!/bin/sh\necho 'mhc-torch: tiny: setting: offload: bad' >&2\nexit 2\n";
+    Out f = run("advise " + trace + " --setting '{}' --verify", "MHC_TORCH=" + fake);
+    CHECK(f.status == 2);
+    CHECK(f.err.find("mhc-torch: tiny: setting: offload: bad") != std::string::npos);
+}
+#endif

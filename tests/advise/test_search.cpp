@@ -1,0 +1,115 @@
+// The planner's search: the DP against exhaustive enumeration on random separable models, and
+// the whole planner against every combination predicted exactly on small captured steps.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "mhc/advise/dp.hpp"
+#include "mhc/advise/planner.hpp"
+#include "mhc/test/temp.hpp"
+#include "mhc/trace/check.hpp"
+#include "tiny.hpp"
+
+using namespace mhc::advise;
+
+namespace {
+
+SeparableModel random_model(std::mt19937_64& rng, size_t blocks, size_t choices) {
+    std::uniform_int_distribution<int64_t> win(500, 1500), held(-400, 50), time(0, 100);
+    SeparableModel m;
+    m.blocks.assign(blocks, std::vector<BlockOption>(choices));
+    for (auto& b : m.blocks)
+        for (size_t c = 0; c < choices; ++c) {
+            BlockOption& o = b[c];
+            o.wf = win(rng);
+            o.wb = win(rng);
+            o.df = c == 0 ? 0 : held(rng);
+            o.db = c == 0 ? 0 : held(rng);
+            o.time = c == 0 ? 0 : time(rng);
+        }
+    m.gap_f.assign(blocks + 1, INT64_MIN);
+    m.gap_b.assign(blocks + 1, INT64_MIN);
+    m.gap_f[0] = win(rng);
+    m.gap_b[blocks] = win(rng) + 600;   // the head's backward sees every block held
+    m.gap_b[0] = win(rng);
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("the DP finds the exhaustive optimum of the separable model", "[advise][dp]") {
+    std::mt19937_64 rng(7);
+    int feasible = 0, infeasible = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+        size_t blocks = 1 + trial % 6, choices = 2 + trial % 4;
+        SeparableModel m = random_model(rng, blocks, choices);
+        int64_t cap = std::uniform_int_distribution<int64_t>(900, 2200)(rng);
+        std::vector<uint8_t> allowed;
+        if (trial % 3 == 0) {
+            allowed.assign(choices, 1);
+            allowed[choices - 1] = 0;
+        }
+        DpResult bf = brute_force(m, cap, allowed);
+        DpResult dp = solve(m, cap, allowed, 1);   // quantum of one byte: exact
+        INFO("trial " << trial);
+        REQUIRE(dp.feasible == bf.feasible);
+        if (!bf.feasible) { ++infeasible; continue; }
+        ++feasible;
+        CHECK(dp.time == bf.time);
+        CHECK(model_peak(m, dp.choice) <= cap);
+        CHECK(model_time(m, dp.choice) == dp.time);
+    }
+    CHECK(feasible > 50);     // both outcomes were exercised
+    CHECK(infeasible > 10);
+}
+
+TEST_CASE("the planner's answer is the fastest fitting combination, checked exactly", "[advise][dp]") {
+    mhc::test::TempPath path{"chain.db"};
+    advisetest::chain({64, 96, 32}, false).write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
+    // every combination of the block choices and allocator settings, predicted exactly
+    PlannerOptions o;
+    std::vector<Prediction> all;
+    const BlockChoice kinds[] = {BlockChoice::Keep, BlockChoice::Full, BlockChoice::SaveMatmuls, BlockChoice::Offload};
+    int64_t lowest = INT64_MAX;
+    for (int code = 0; code < 64; ++code) {
+        std::vector<BlockChoice> per{kinds[code % 4], kinds[code / 4 % 4], kinds[code / 16]};
+        for (const std::string& conf : o.allocator_confs) {
+            Setting s = combine(base, Setting{}, per, o.offload);
+            s.allocator = conf;
+            all.push_back(ev.predict(s));
+            lowest = std::min(lowest, all.back().memory.reserved);
+        }
+    }
+    const int64_t baseline = ev.predict(Setting{}).memory.reserved;
+    REQUIRE(lowest < baseline);
+    for (int64_t cap : {lowest, (lowest + baseline) / 2, baseline - 1}) {
+        int64_t best = INT64_MAX;
+        for (const Prediction& p : all)
+            if (p.memory.reserved <= cap) best = std::min(best, p.step_time);
+        o.capacity = cap;
+        o.top = 1;
+        INFO("capacity " << cap << ", lowest " << lowest << ", baseline " << baseline);
+        Advice a = advise(ev, o);
+        REQUIRE(!a.ranked.empty());
+        CHECK(a.ranked[0].prediction.memory.reserved <= cap);
+        CHECK(a.ranked[0].prediction.step_time == best);
+    }
+}
+
+TEST_CASE("nothing fits: the planner ranks nothing and keeps what it tried", "[advise][dp]") {
+    mhc::test::TempPath path{"chain.db"};
+    advisetest::chain({64, 96, 32}, false).write(path.path);
+    auto data = mhc::trace::load_checked_trace(path.path);
+    Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
+    PlannerOptions o;
+    o.capacity = 1 << 20;
+    Advice a = advise(ev, o);
+    CHECK(a.ranked.empty());
+    o.capacity = ev.predict(Setting{}).memory.reserved;
+    o.budget = 0;
+    CHECK(!advise(ev, o).ranked.empty());   // the capture itself fits, at no loss
+}

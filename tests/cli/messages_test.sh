@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One wording for the same thing in every command: a missing file, a mistyped command, option
+# or name (the nearest one suggested), `mhc check` of a file that is not there (no count of
+# problems), an unknown run, and `mhc-view`'s bad options (exit 2, as `mhc`).
+# Usage: messages_test.sh MHC [MHC_VIEW]
+set -uo pipefail
+mhc=$1
+view=${2:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# says STATUS LINE CMD...: exit STATUS, stderr exactly LINE, nothing on stdout for errors
+says() {
+    local want=$1 line=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    local got=$?
+    [[ $got == "$want" ]] || fail "$* exited $got, wanted $want: $(cat "$tmp/err")"
+    [[ $(cat "$tmp/err") == "$line" ]] || fail "$*: said '$(cat "$tmp/err")', wanted '$line'"
+    if [[ $want == 2 ]]; then [[ ! -s $tmp/out ]] || fail "$*: printed '$(cat "$tmp/out")' before its error"; fi
+}
+
+t=$tmp/t.db
+"$mhc" generate --preset gpt2-small --layers 2 --steps 2 -o "$t" >/dev/null || fail "generate"
+m=$tmp/missing.db
+
+# ---- a missing input file: the same line in every command ----
+for cmd in "check $m" "info $m" "simulate $m --capacity 50%" "sweep $m" "validate $m --no-store" \
+           "export $m -o $tmp/x.json" "export $m --format csv -o $tmp/x" "import $m -o $tmp/i.db" \
+           "allocator $m" "simulate --ranks $t $m --capacity 50%" "simulate $t --capacity 50% --link $tmp/nope.json" \
+           "sweep $t --links pcie4,$tmp/nope.json --no-store" "import $m.json -o $tmp/i.db" \
+           "kernels sinkhorn --input $m --output $tmp/o.f32"; do
+    missing=$m
+    [[ $cmd == *nope.json* ]] && missing=$tmp/nope.json
+    [[ $cmd == "import $m.json"* ]] && missing=$m.json
+    # shellcheck disable=SC2086
+    says 2 "mhc: $missing: no such file" "$mhc" $cmd
+done
+
+# ---- a typo gets the nearest name ----
+says 2 "mhc: 'simualte' is not a command; did you mean simulate?" "$mhc" simualte "$t"
+says 2 "mhc: 'sweeep' is not a command; did you mean sweep?" "$mhc" sweeep
+"$mhc" nosuchthing >"$tmp/out" 2>"$tmp/err"; [[ $? == 2 ]] || fail "unknown command exit"
+grep -q "commands: .*simulate" "$tmp/err" || fail "a word near no command lists the commands: $(cat "$tmp/err")"
+says 2 "mhc: unknown option --verison; did you mean --version? (mhc --help)" "$mhc" --verison
+says 2 "mhc: simulate: unknown option --capasity; did you mean --capacity? (mhc simulate --help)" \
+    "$mhc" simulate "$t" --capasity 50%
+says 2 "mhc: info: unknown option --jsn; did you mean --json? (mhc info --help)" "$mhc" info "$t" --jsn
+says 2 "mhc: unknown eviction policy 'lur': use one of lru, largest, belady, dtr, cost_aware; did you mean lru?" \
+    "$mhc" simulate "$t" --capacity 50% --policy lur
+says 2 "mhc: unknown prefetch policy 'lookahaed:8': use one of none, lookahead:K, periodic[:K], capuchin, forecast[:H]; did you mean lookahead?" \
+    "$mhc" simulate "$t" --capacity 50% --prefetch lookahaed:8
+says 2 "mhc: unknown link 'pcie44': use one of pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer or a link profile JSON file; did you mean pcie4?" \
+    "$mhc" simulate "$t" --capacity 50% --link pcie44
+says 2 "mhc: help: 'sizs' is neither a command nor a topic; did you mean sizes? (mhc help lists them)" "$mhc" help sizs
+
+# ---- mhc check of what is not a trace: the message alone, no count of problems ----
+says 2 "mhc: $m: no such file" "$mhc" check "$m"
+echo "not sqlite" >"$tmp/text.db"
+"$mhc" check "$tmp/text.db" >"$tmp/out" 2>"$tmp/err"; [[ $? == 2 ]] || fail "check text.db exit"
+[[ $(wc -l <"$tmp/err") == 1 && ! -s $tmp/out ]] || fail "check text.db: $(cat "$tmp/out" "$tmp/err")"
+grep -q "problem" "$tmp/err" && fail "check text.db counts problems: $(cat "$tmp/err")"
+
+# ---- a run that does not exist is refused, in both export formats ----
+says 2 "mhc: $t: run 9 does not exist" "$mhc" export "$t" --run 9 -o "$tmp/r.json"
+says 2 "mhc: $t: run 9 does not exist" "$mhc" export "$t" --format csv --run 9 -o "$tmp/r"
+[[ ! -e $tmp/r.json && ! -e $tmp/r/allocations.csv ]] || fail "a refused export wrote files"
+
+# ---- mhc-view: bad options exit 2 with one line ----
+if [[ -n $view && -x $view ]]; then
+    for args in "--no-such-option $t" "$t --run x" "$t --view nope" ""; do
+        # shellcheck disable=SC2086
+        "$view" $args >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        [[ $rc == 2 ]] || fail "mhc-view $args exited $rc (want 2): $(cat "$tmp/err")"
+        [[ $(wc -l <"$tmp/err") == 1 ]] && grep -q "^mhc-view: " "$tmp/err" || fail "mhc-view $args: $(cat "$tmp/err")"
+    done
+    "$view" --help >/dev/null 2>&1 || fail "mhc-view --help exited $?"
+fi
+echo ok

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Small things said rightly, each one line and exit 2 where it is a refusal: an option where
+# --ranks wants files; capacities that mean nothing; an empty list of capacities; devices below
+# -1; a busy timeout that is not a number, and a lock said in the seconds it was set to (not a
+# problem of the trace); calibrate buffers larger than the machine; a folder as generate's
+# output; a seed past 2^64-1; a Kineto duration below 0; a non-finite run metric; the pipe's name
+# in an nsys warning; check --full and a damaged index; a warning before a sweep stores a lot.
+set -u
+mhc=$1
+nsys=$2   # a public Nsight Systems export
+tmp=$(mktemp -d)
+trap 'kill $holder 2>/dev/null; rm -rf "$tmp"' EXIT
+holder=
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$tmp" || exit 1
+# refused CMD...: exit 2 and one line on stderr containing $want
+refused() {
+    "$mhc" "$@" >out 2>err; local rc=$?
+    [ $rc = 2 ] || fail "$* exited $rc, wanted 2: $(cat err)"
+    [ "$(wc -l <err)" = 1 ] || fail "$*: wanted one line: $(cat err)"
+    grep -qF -- "$want" err || fail "$*: does not say '$want': $(cat err)"
+}
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
+
+want="--ranks: needs trace files, not the option --capacity"; refused simulate --ranks --capacity 70%
+want="less than 0.0001% of the peak"; refused simulate t.db --capacity 1e-300%
+want="must be positive"; refused simulate t.db --capacity 0%
+want="empty --policies, --prefetchers, --capacities"; refused sweep t.db --capacities ''
+want="names no capacity"; refused validate t.db --capacity ''
+want="--device"; refused allocator t.db --device -5
+want="--device"; refused simulate t.db --capacity 80% --device -5
+want="more than half of this machine's memory"; refused calibrate --backend host --max-chunk 1TiB -o p.json
+[ ! -e p.json ] || fail "calibrate wrote a profile"
+mkdir d
+want="is a directory"; refused generate --steps 1 --pp 2 --all-ranks -o d/
+[ -z "$(ls -A d)" ] || fail "generate -o DIR/ wrote $(ls -A d)"
+want="not an integer in [0, 2^64 - 1]"; refused generate --steps 1 --seed 18446744073709551616 -o s.db
+
+# The busy timeout: malformed, refused; a lock, said in the seconds it was set to, no problem count.
+MHC_BUSY_TIMEOUT_MS=soon "$mhc" info t.db >/dev/null 2>err; rc=$?
+[ $rc = 2 ] && grep -q "MHC_BUSY_TIMEOUT_MS='soon'" err || fail "a malformed MHC_BUSY_TIMEOUT_MS was ignored ($rc): $(cat err)"
+python3 -c "
+import sqlite3, sys, time
+db = sqlite3.connect('t.db', isolation_level=None)
+db.execute('BEGIN EXCLUSIVE')
+open('locked', 'w').close()
+time.sleep(30)
+" & holder=$!
+for _ in $(seq 1 100); do [ -e locked ] && break; sleep 0.05; done
+MHC_BUSY_TIMEOUT_MS=200 "$mhc" check t.db >out 2>err; rc=$?
+kill $holder; wait $holder 2>/dev/null; holder=
+[ $rc = 2 ] || fail "check of a locked trace exited $rc"
+[ "$(cat out err | wc -l)" = 1 ] && grep -q "locked by another process for 0.2 s" err || fail "the lock: $(cat out err)"
+grep -q "problem" out err && fail "a lock counted as a problem of the trace: $(cat out err)"
+"$mhc" check t.db >/dev/null || fail "check after the lock"
+
+# A Kineto kernel of -5000 us: imported as 0 ns long, and said.
+echo '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":10,"dur":-5000,"args":{"device":0,"stream":7}}]}' >neg.json
+"$mhc" import neg.json -o neg.db >out 2>err || fail "import of a negative duration: $(cat err)"
+grep -q "warning .*negative 'dur', read as 0 ns" out || fail "a negative duration was not said: $(cat out)"
+
+# A run metric of +Inf (a damaged or foreign file) is refused, not printed as a negative size.
+"$mhc" simulate t.db --capacity 80% >/dev/null || fail simulate
+sqlite3 t.db "UPDATE run_metrics SET value = 9e999 WHERE key = 'simulated_peak_bytes'"
+"$mhc" info t.db >out 2>err; rc=$?
+[ $rc = 2 ] && grep -q "simulated_peak_bytes' is inf, not a finite number" err || fail "+Inf metric ($rc): $(cat out err)"
+grep -q -- "-8388608" out && fail "+Inf printed as a size"
+
+# An nsys export read through a FIFO: its warning names the FIFO, not the private copy.
+mkfifo ns.fifo
+(cat "$nsys" >ns.fifo &)
+"$mhc" import ns.fifo -o ns.db >/dev/null 2>err || fail "import through a FIFO: $(cat err)"
+if grep -q "missing tables" err; then
+    grep -q "warning: ns.fifo: missing tables" err || fail "the warning names another file: $(cat err)"
+    grep -q "mhc-import-" err && fail "the warning names the private copy: $(cat err)"
+fi
+
+# check --full: SQLite's full integrity check finds a damaged index the quick check does not.
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o idx.db >/dev/null
+"$mhc" simulate idx.db --capacity 70% >/dev/null
+sqlite3 idx.db "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX run_events_by_run ON run_events (run, t_end)' WHERE name = 'run_events_by_run'"
+"$mhc" check idx.db >/dev/null || fail "the quick check refused a file whose pages are whole"
+"$mhc" check --full idx.db >out 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "an index is damaged" out || fail "check --full ($rc): $(cat out)"
+
+# A sweep that stores more than MHC_STORE_WARN_SIZE says so first, with the size.
+MHC_STORE_WARN_SIZE=10KiB "$mhc" sweep t.db --policies lru,largest --capacities 60%,70% --no-bisect >out 2>err \
+    || fail "sweep: $(cat err)"
+grep -q "warning: storing 4 runs adds about .* to t.db (more than 10.00 KiB)" err || fail "no size warning: $(cat err)"
+MHC_STORE_WARN_SIZE=lots "$mhc" sweep t.db --policies lru --capacities 60% --no-bisect >/dev/null 2>err
+grep -q "MHC_STORE_WARN_SIZE='lots'" err || fail "a malformed MHC_STORE_WARN_SIZE was ignored: $(cat err)"
+echo ok

@@ -1,0 +1,383 @@
+// Where runs are written and read (run_files.hpp).
+#include "run_files.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
+#include "mhc/trace/runs.hpp"
+#include "mhc/trace/store.hpp"
+#include "schema.hpp"
+#include "sqlite_util.hpp"
+
+namespace mhc::trace {
+
+std::string fingerprint(const std::map<std::string, std::string>& meta, const TableCounts& n) {
+    uint64_t h = 1469598103934665603ull;   // FNV-1a
+    auto mix = [&h](const std::string& s) {
+        for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+    };
+    for (auto& [k, v] : meta) { mix(k); mix(v); }
+    for (int64_t c : {n.allocations, n.kernels, n.accesses, n.copies, n.markers, n.strings})
+        mix(std::to_string(c));
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+}
+
+int64_t stored_size(const Run& run) {
+    // Bytes per row, index entries included: measured with SQLite's dbstat on 2,000 stored
+    // sweep runs (docs/trace-format.md, "How big runs are").
+    constexpr int64_t kEvent = 45, kSample = 42, kKernel = 22, kConfig = 31, kMetric = 30, kRun = 90;
+    return kRun + kEvent * int64_t(run.events.size()) + kSample * int64_t(run.memory.size()) +
+           kKernel * int64_t(run.kernel_times.size()) + kConfig * int64_t(run.config.size()) +
+           kMetric * int64_t(run.metrics.size());
+}
+
+}  // namespace mhc::trace
+
+namespace mhc::trace::runfiles {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The fingerprint of the trace whose tables `schema` names on `db`: what Reader-based code
+// computes from meta() and counts(), here inside the storing transaction.
+std::string fingerprint_in(sqlite3* db, const std::string& file, const std::string& schema) {
+    std::map<std::string, std::string> meta;
+    {
+        sql::Stmt s(db, file, ("SELECT key, value FROM " + schema + ".meta").c_str());
+        while (s.step()) meta[s.text(0)] = s.text(1);
+    }
+    auto count = [&](const char* table) {
+        sql::Stmt s(db, file, ("SELECT count(*) FROM " + schema + "." + table).c_str());
+        return s.step() ? s.i64(0) : 0;
+    };
+    TableCounts n;
+    n.allocations = count("allocations");
+    n.kernels = count("kernels");
+    n.accesses = count("accesses");
+    n.copies = count("copies");
+    n.markers = count("markers");
+    n.strings = count("strings");
+    return fingerprint(meta, n);
+}
+
+std::string meta_value(sqlite3* db, const std::string& file, const char* key) {
+    sql::Stmt s(db, file, "SELECT value FROM meta WHERE key=?");
+    s.bind(1, std::string(key));
+    return s.step() ? s.text(0) : std::string();
+}
+
+bool has_table(sqlite3* db, const std::string& file, const char* name) {
+    sql::Stmt s(db, file, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
+    s.bind(1, std::string(name));
+    return s.step();
+}
+
+std::string absolute(const std::string& path) {
+    std::error_code ec;
+    auto abs = fs::absolute(path, ec);
+    return ec ? path : abs.lexically_normal().string();
+}
+
+// SQLite names the rollback journal FILE-journal, beside FILE: a name that leaves no room for
+// the suffix can be read but never written.
+void require_journal_name(const std::string& file) {
+    fs::path p(file);
+    std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    long max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+    if (max <= 0) max = 255;
+    const std::string name = p.filename().string() + "-journal";
+    if (static_cast<long>(name.size()) > max)
+        throw Error(file + ": runs cannot be stored in it: its journal's name (" + std::to_string(name.size()) +
+                    " bytes with '-journal') passes the " + std::to_string(max) +
+                    "-byte limit of a file name here; rename it, or store the runs with --runs-db FILE");
+}
+
+// A runs database must be one (format mhc-runs); returns the fingerprints of the traces it
+// belongs to, by their row in `traces` (a database made before that table: its meta's one).
+std::map<std::string, int64_t> runs_db_traces(sqlite3* db, const std::string& file) {
+    if (meta_value(db, file, "format") != kRunsFormatName)
+        throw Error(file + ": not an mhc runs database (meta format is not '" + kRunsFormatName + "')");
+    if (meta_value(db, file, "schema_version") != std::to_string(kSchemaVersion))
+        throw Error(file + ": runs database schema version " + meta_value(db, file, "schema_version") +
+                    " is not supported");
+    std::map<std::string, int64_t> out;
+    if (!has_table(db, file, "traces")) {
+        out[meta_value(db, file, "trace_fingerprint")] = 1;
+        return out;
+    }
+    sql::Stmt s(db, file, "SELECT fingerprint, id FROM traces");
+    while (s.step()) out[s.text(0)] = s.i64(1);
+    return out;
+}
+
+[[noreturn]] void another_trace(sqlite3* db, const std::string& runs_db, const std::string& trace,
+                                const std::string& print, size_t traces) {
+    std::string whose = traces > 1 ? "a job of " + std::to_string(traces) + " traces (" + meta_value(db, runs_db, "trace") + ", …)"
+                                   : "another trace (" + meta_value(db, runs_db, "trace") + ", fingerprint " +
+                                         meta_value(db, runs_db, "trace_fingerprint") + ")";
+    throw Error(runs_db + ": holds runs of " + whose + ", not of " + trace + " (" + print + ")");
+}
+
+// The tables and meta rows of a new runs database, inside the caller's transaction: it belongs
+// to these traces (one, or every rank of a job).
+void init_runs_db(sqlite3* db, const std::string& file, const std::vector<Target>& targets,
+                  const std::vector<std::string>& prints) {
+    sql::exec(db, file, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID");
+    sql::exec(db, file, schema::kRunTables);
+    sql::exec(db, file, schema::kRunIndexes);
+    sql::exec(db, file, schema::kRunsDbTables);
+    sql::Stmt m(db, file, "INSERT INTO meta VALUES (?,?)");
+    for (auto [k, v] : std::map<std::string, std::string>{
+             {"format", kRunsFormatName},
+             {"schema_version", std::to_string(kSchemaVersion)},
+             {"trace", absolute(targets.at(0).trace)},
+             {"trace_fingerprint", prints.at(0)}}) {
+        m.bind(1, k); m.bind(2, v); m.run();
+    }
+    sql::Stmt t(db, file, "INSERT OR IGNORE INTO traces (path, fingerprint) VALUES (?,?)");
+    for (size_t i = 0; i < targets.size(); ++i) {
+        t.bind(1, absolute(targets[i].trace)); t.bind(2, prints[i]); t.run();
+    }
+}
+
+// A runs database made before it listed its traces gets the list (its one trace): additive.
+void add_traces_table(sqlite3* db, const std::string& file) {
+    if (has_table(db, file, "traces")) return;
+    sql::exec(db, file, schema::kRunsDbTables);
+    sql::Stmt t(db, file, "INSERT INTO traces (id, path, fingerprint) VALUES (1,?,?)");
+    t.bind(1, meta_value(db, file, "trace")); t.bind(2, meta_value(db, file, "trace_fingerprint")); t.run();
+}
+
+// A runs database that does not exist yet is made whole beside it and renamed into place
+// (OutputFile), so a failure (a full disk, a signal) never leaves an empty or half-made one. When
+// another process creates it meanwhile, theirs is kept and used.
+void create_runs_db(const std::string& file, const std::vector<Target>& targets, const std::vector<std::string>& prints) {
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) == 0 || errno != ENOENT) return;   // opened (and checked) as it is
+    std::error_code ec;
+    OutputFile out(file, IfExists::Refuse);
+    sqlite3* db = nullptr;
+    int rc = sqlite3_open_v2(out.temp_path().c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    try {
+        if (rc != SQLITE_OK) throw Error(file + ": cannot create: " + (db ? sqlite3_errmsg(db) : "error"));
+        sqlite3_extended_result_codes(db, 1);
+        sql::exec(db, file, "BEGIN IMMEDIATE");
+        init_runs_db(db, file, targets, prints);
+        sql::exec(db, file, "COMMIT");
+    } catch (...) {
+        sqlite3_close(db);
+        throw;
+    }
+    sqlite3_close(db);
+    try {
+        out.commit();
+    } catch (const Error&) {
+        if (!fs::exists(file, ec)) throw;   // not "appeared": a real failure
+    }
+}
+
+bool separate(const std::vector<Target>& targets, const std::string& runs_db) {
+    if (runs_db.empty()) return false;
+    for (const auto& t : targets)
+        if (t.trace == runs_db) {
+            if (targets.size() > 1)
+                throw Error(runs_db + ": --runs-db names one of the job's traces; name a file of its own");
+            return false;
+        }
+    return true;
+}
+
+}  // namespace
+
+int max_files_per_transaction() {
+    sqlite3* db = nullptr;
+    int n = 10;
+    if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK)
+        n = sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, -1);
+    sqlite3_close(db);
+    return 1 + n;
+}
+
+bool roll_back_hot_journal(const std::string& file) noexcept {
+    std::error_code ec;
+    if (!fs::exists(file + "-journal", ec)) return true;
+    try {
+        std::string problem;
+        sqlite3* db = sql::open_existing(file, true, problem);
+        if (!db) return false;
+        // Any read by a connection that may write the file rolls a hot journal back first.
+        int rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+        sqlite3_close(db);
+        return rc == SQLITE_OK;
+    } catch (...) {   // called while unwinding: says "not rolled back" rather than throw
+        return false;
+    }
+}
+
+RunWriter::RunWriter(const std::vector<Target>& targets, const std::string& runs_db) {
+    if (targets.empty()) throw Error("no trace to store runs in", Error::Kind::Internal);
+    try {
+        if (separate(targets, runs_db)) open_runs_db(targets, runs_db);
+        else open_traces(targets);
+    } catch (...) {
+        abort();
+        throw;
+    }
+}
+
+RunWriter::~RunWriter() { abort(); }
+
+const std::string& RunWriter::file(size_t i) const { return files_.at(i); }
+const std::string& RunWriter::schema(size_t i) const { return schemas_.at(i); }
+
+void RunWriter::open_traces(const std::vector<Target>& targets) {
+    const int most = max_files_per_transaction();
+    if (static_cast<int>(targets.size()) > most)
+        throw Error(std::to_string(targets.size()) + " traces: the runs of a job are stored together or not at all, and "
+                    "one transaction spans at most " + std::to_string(most) +
+                    " files; store them in one file with --runs-db FILE");
+    // Every process locks the traces of a job in one order (by canonical path), so two jobs
+    // storing over the same traces wait for each other instead of each holding half of them.
+    std::vector<std::pair<std::string, size_t>> order;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        Reader check(targets[i].trace);   // throws on anything that is not a trace of this version
+        std::error_code ec;
+        auto canon = fs::weakly_canonical(targets[i].trace, ec);
+        order.push_back({ec ? absolute(targets[i].trace) : canon.string(), i});
+        require_journal_name(targets[i].trace);
+    }
+    std::sort(order.begin(), order.end());
+    for (size_t k = 1; k < order.size(); ++k)
+        if (order[k].first == order[k - 1].first)
+            throw Error(targets[order[k].second].trace + ": given twice (also as " + targets[order[k - 1].second].trace + ")");
+    files_.resize(targets.size());
+    schemas_.resize(targets.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+        const size_t i = order[k].second;
+        files_[i] = targets[i].trace;
+        schemas_[i] = k == 0 ? "main" : "r" + std::to_string(k);
+        opened_.push_back(targets[i].trace);
+        if (k == 0) {
+            std::string problem;
+            db_ = sql::open_existing(files_[i], true, problem);
+            if (!db_) throw Error(problem);
+        } else {
+            sql::Stmt a(db_, files_[i], ("ATTACH ? AS " + schemas_[i]).c_str());
+            a.bind(1, files_[i]);
+            a.run();
+        }
+        if (sqlite3_db_readonly(db_, schemas_[i].c_str()) == 1)
+            throw Error(files_[i] + ": cannot store runs: the file is read-only");
+    }
+    sql::exec(db_, files_.front(), "BEGIN IMMEDIATE");
+    // The run was computed on the trace as it was read: a trace replaced or rewritten since
+    // (another `generate --force`, `import --force`) is another trace.
+    for (size_t i = 0; i < targets.size(); ++i) {
+        if (targets[i].fingerprint.empty()) continue;
+        std::string now = fingerprint_in(db_, files_[i], schemas_[i]);
+        if (now != targets[i].fingerprint)
+            throw Error(files_[i] + ": the trace changed after it was read (fingerprint " + targets[i].fingerprint +
+                        " then, " + now + " now: replaced by another process?), so the run computed from it "
+                        "does not belong in it");
+    }
+}
+
+void RunWriter::open_runs_db(const std::vector<Target>& targets, const std::string& runs_db) {
+    runs_db_ = true;
+    refuse_special_file(runs_db);
+    std::vector<std::string> prints;
+    for (const auto& t : targets) {
+        Reader check(t.trace);   // throws on anything that is not a trace of this version
+        prints.push_back(t.fingerprint.empty() ? fingerprint(check.meta(), check.counts()) : t.fingerprint);
+    }
+    create_runs_db(runs_db, targets, prints);
+    files_.assign(targets.size(), runs_db);
+    schemas_.assign(targets.size(), "main");
+    opened_.push_back(runs_db);
+    if (sqlite3_open_v2(runs_db.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
+        throw Error(runs_db + ": cannot open or create: " + (db_ ? sqlite3_errmsg(db_) : "error"));
+    sqlite3_busy_timeout(db_, sql::busy_timeout_ms());
+    sqlite3_extended_result_codes(db_, 1);
+    if (sqlite3_db_readonly(db_, "main") == 1) throw Error(runs_db + ": cannot store runs: the file is read-only");
+    sql::exec(db_, runs_db, "BEGIN IMMEDIATE");
+    if (!has_table(db_, runs_db, "meta")) {   // an empty file the user made: use it
+        if (has_table(db_, runs_db, "runs") || has_table(db_, runs_db, "allocations"))
+            throw Error(runs_db + ": not an mhc runs database (it has tables but no meta)");
+        init_runs_db(db_, runs_db, targets, prints);
+    }
+    std::map<std::string, int64_t> own = runs_db_traces(db_, runs_db);
+    for (size_t i = 0; i < targets.size(); ++i) {
+        auto it = own.find(prints[i]);
+        if (it == own.end()) another_trace(db_, runs_db, targets[i].trace, prints[i], own.size());
+        trace_ids_.push_back(it->second);
+    }
+    add_traces_table(db_, runs_db);
+}
+
+void RunWriter::claim(size_t i, int64_t run) {
+    if (!runs_db_) return;
+    sql::Stmt s(db_, files_.at(i), "INSERT OR REPLACE INTO run_trace VALUES (?,?)");
+    s.bind(1, run); s.bind(2, trace_ids_.at(i)); s.run();
+}
+
+void RunWriter::commit() { sql::exec(db_, files_.front(), "COMMIT"); }
+
+std::string RunWriter::abort() {
+    if (db_ && !sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    // A write that failed half-way (a full disk spilling pages, an I/O error at commit) can leave
+    // the connection unable to roll back itself: its journal stays hot beside the file, and a
+    // copy of the file alone would hold half a run. Roll it back now, before the command ends.
+    std::string left;
+    for (const auto& f : opened_)
+        if (!roll_back_hot_journal(f)) left += (left.empty() ? "" : ", ") + f + "-journal";
+    opened_.clear();
+    if (left.empty()) return left;
+    return "the interrupted write left " + left + ", which the next mhc command that can write it rolls back";
+}
+
+RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) {
+    trace = std::make_unique<Reader>(trace_path);
+    file = trace_path;
+    if (runs_db.empty() || runs_db == trace_path) return;
+    file = runs_db;
+    std::string problem;
+    own_ = sql::open_existing(runs_db, true, problem);
+    if (!own_) throw Error(problem);
+    sqlite3_exec(own_, "PRAGMA query_only=1", nullptr, nullptr, nullptr);
+    if (!has_table(own_, file, "meta"))
+        throw Error(runs_db + ": not an mhc runs database (no meta table)");
+    const std::string print = fingerprint(trace->meta(), trace->counts());
+    std::map<std::string, int64_t> own = runs_db_traces(own_, file);
+    auto it = own.find(print);
+    if (it == own.end()) another_trace(own_, file, trace_path, print, own.size());
+    for (int i = 0; schema::kRunTableNames[i]; ++i)
+        if (!has_table(own_, file, schema::kRunTableNames[i]))
+            throw Error(runs_db + ": missing table '" + schema::kRunTableNames[i] + "'");
+    if (!has_table(own_, file, "run_trace")) return;
+    // A run without a row in run_trace was stored by an mhc that did not write them: it is of
+    // the trace the database was made for.
+    const std::string mine = "id IN (SELECT run FROM run_trace WHERE trace = " + std::to_string(it->second) + ")";
+    runs_of_trace = print == meta_value(own_, file, "trace_fingerprint")
+                        ? "(" + mine + " OR id NOT IN (SELECT run FROM run_trace))"
+                        : mine;
+}
+
+RunReader::~RunReader() { sqlite3_close(own_); }
+
+sqlite3* RunReader::db() const { return own_ ? own_ : trace->handle(); }
+
+}  // namespace mhc::trace::runfiles
