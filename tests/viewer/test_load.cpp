@@ -151,3 +151,20 @@ TEST_CASE("active-memory bands: largest drawn, stacked in allocation order, rest
     REQUIRE(by_label.size() == 2);   // "weights", "ws"
     CHECK(t.str(t.allocations.label[by_label[0]]) == "weights");
 }
+
+TEST_CASE("statistics: the step table sorts by any column, equal keys in their order") {
+    std::vector<StepStat> s{{0, 0, 100, 5.0}, {1, 100, 400, 9.0}, {2, 400, 500, 5.0}, {3, 500, 700, 1.0}};
+    auto steps_of = [](const std::vector<StepStat>& v) {
+        std::vector<int32_t> o;
+        for (const StepStat& x : v) o.push_back(x.step);
+        return o;
+    };
+    sort_steps(s, StepSort::Time, false);   // 300, 200, 100, 100
+    CHECK(steps_of(s) == std::vector<int32_t>{1, 3, 0, 2});
+    sort_steps(s, StepSort::Peak, true);    // 1, 5, 5, 9: steps 0 and 2 tie and keep their order
+    CHECK(steps_of(s) == std::vector<int32_t>{3, 0, 2, 1});
+    sort_steps(s, StepSort::Start, false);
+    CHECK(steps_of(s) == std::vector<int32_t>{3, 2, 1, 0});
+    sort_steps(s, StepSort::Step, true);
+    CHECK(steps_of(s) == std::vector<int32_t>{0, 1, 2, 3});
+}

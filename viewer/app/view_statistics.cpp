@@ -166,14 +166,7 @@ void steps_tab(App& app, StatisticsUi& ui) {
     ImGui::TableSetupScrollFreeze(0, 1);
     for (const char* h : {"step", "start", "time", "peak live"}) ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();
-    if (sort_spec(ui.step_col, ui.step_asc))
-        std::stable_sort(ui.steps.begin(), ui.steps.end(), [&](const StepStat& x, const StepStat& y) {
-            auto key = [&](const StepStat& s) -> double {
-                return ui.step_col == 0 ? s.step : ui.step_col == 1 ? static_cast<double>(s.t0)
-                     : ui.step_col == 2 ? static_cast<double>(s.t1 - s.t0) : s.peak;
-            };
-            return ui.step_asc ? key(x) < key(y) : key(y) < key(x);
-        });
+    if (sort_spec(ui.step_col, ui.step_asc)) sort_steps(ui.steps, static_cast<StepSort>(ui.step_col), ui.step_asc);
     for (const StepStat& s : ui.steps) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();

@@ -40,6 +40,31 @@ size_t AllocationTable::overlapping(int64_t t0, int64_t t1) const {
     return static_cast<size_t>(std::max<std::ptrdiff_t>(made - gone, 0));
 }
 
+void AllocationTable::list_overlapping(int64_t t0, int64_t t1, std::vector<uint32_t>& out) const {
+    // Those made before t1 are a prefix of the allocation-time order; of them, descend only into
+    // blocks holding one freed after t0.
+    const size_t made = static_cast<size_t>(std::lower_bound(sorted_alloc.begin(), sorted_alloc.end(), t1) - sorted_alloc.begin());
+    if (made == 0) return;
+    auto visit = [&](auto& self, size_t level, size_t node) -> void {
+        // level 0: entry `node`; level L > 0: block `node` of free_max[L - 1].
+        if (level == 0) {
+            if (by_alloc_free[node] > t0) out.push_back(by_alloc[node]);
+            return;
+        }
+        if (free_max[level - 1][node] <= t0) return;
+        const size_t below = level == 1 ? by_alloc_free.size() : free_max[level - 2].size();
+        size_t span = 1;   // entries under one node of the level below
+        for (size_t l = 1; l < level; ++l) span *= kFreeMaxFan;
+        for (size_t c = node * kFreeMaxFan; c < std::min(below, node * kFreeMaxFan + kFreeMaxFan); ++c) {
+            if (c * span >= made) return;
+            self(self, level - 1, c);
+        }
+    };
+    const size_t top = free_max.size();
+    const size_t nodes = top == 0 ? by_alloc_free.size() : free_max.back().size();
+    for (size_t node = 0; node < nodes; ++node) visit(visit, top, node);
+}
+
 namespace {
 
 // Drawn bands per column: range add and range min over columns (lazy segment tree), so
@@ -69,6 +94,33 @@ private:
     std::vector<int32_t> min_, add_;   // min_ includes this node's own pending add_
 };
 
+// The ranks (positions in by_size) the band selection scans, largest first: every one down to
+// the smallest drawable size, or, when far fewer allocations overlap the range, only theirs
+// (listed through the allocation-time index into `ranks`): a zoomed-in frame costs what it
+// shows, not the trace's length.
+struct ScanOrder {
+    bool listed = false;   // the ranks are ranks[0, count); else 0 .. count - 1
+    size_t count = 0;
+};
+ScanOrder scan_order(const AllocationTable& a, TimeRange range, double min_bytes, std::vector<uint32_t>& ranks) {
+    ScanOrder o;
+    o.count = static_cast<size_t>(
+        std::partition_point(a.by_size.begin(), a.by_size.end(),
+                             [&](uint32_t i) { return static_cast<double>(a.bytes[i]) >= min_bytes; }) -
+        a.by_size.begin());
+    if (a.overlapping(range.t0, range.t1) * 8 >= o.count) return o;
+    o.listed = true;
+    ranks.clear();
+    a.list_overlapping(range.t0, range.t1, ranks);
+    size_t kept = 0;
+    for (uint32_t i : ranks)
+        if (static_cast<double>(a.bytes[i]) >= min_bytes) ranks[kept++] = a.size_rank[i];
+    ranks.resize(kept);
+    std::sort(ranks.begin(), ranks.end());
+    o.count = kept;
+    return o;
+}
+
 // First x in [0, n] where the monotone predicate holds (n if none).
 template <class Pred>
 size_t first_column(size_t n, Pred pred) {
@@ -90,6 +142,7 @@ struct Stacker {
     BandLayout& out;
     std::vector<int64_t> open, open_summary;   // segment being extended, per band / per class
     std::vector<double> drawn;                 // per class: bytes of its bands in this column
+    std::vector<int64_t> band_alloc, band_free;   // per band: its allocation's times
 
     size_t classes() const { return keys ? keys->series.size() : 1; }
     size_t class_of(uint32_t i) const {
@@ -148,6 +201,14 @@ struct Stacker {
         open_summary.assign(classes(), -1);
         block_bytes.assign(classes(), 0.0);
         hint.assign(classes(), 0);
+        // The bands' times side by side: every column tests every band, and the allocations'
+        // own columns are scattered over the whole trace's memory.
+        band_alloc.resize(B);
+        band_free.resize(B);
+        for (size_t b = 0; b < B; ++b) {
+            band_alloc[b] = a.t_alloc[out.bands[b]];
+            band_free[b] = a.t_free[out.bands[b]];
+        }
         size_t split = 0;   // first band of the transient group
         while (split < B && long_lived(static_cast<StackGroup>(a.group[out.bands[split]]))) ++split;
         for (size_t x = 0; x < W; ++x) {
@@ -156,8 +217,7 @@ struct Stacker {
             double y = 0;
             auto stack = [&](size_t from, size_t to) {
                 for (size_t b = from; b < to; ++b) {
-                    uint32_t i = out.bands[b];
-                    if (a.t_alloc[i] >= c1 || a.t_free[i] <= c0) open[b] = -1;
+                    if (band_alloc[b] >= c1 || band_free[b] <= c0) open[b] = -1;
                     else band(b, x, y);
                 }
             };
@@ -233,13 +293,16 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
     auto col_t0 = [&](size_t x) { return range.t0 + static_cast<int64_t>(static_cast<double>(x) * ns_per_col); };
     auto col_t1 = [&](size_t x) { return std::max(col_t0(x) + 1, col_t0(x + 1)); };
     // false: a (max_bands + 1)-th band would have been kept (`bands` holds the first max_bands).
+    std::vector<uint32_t> ranks;
+    const ScanOrder order = scan_order(a, range, min_bytes, ranks);
+
     auto select = [&](size_t cap, std::vector<uint32_t>& bands) {
         bands.clear();
         ColumnCounts counts(cap ? W : 0);
         const int32_t c = static_cast<int32_t>(std::min<size_t>(cap, INT32_MAX));
-        for (size_t r = 0; r < a.by_size.size(); ++r) {
+        for (size_t k = 0; k < order.count; ++k) {
+            const size_t r = order.listed ? ranks[k] : k;
             uint32_t i = a.by_size[r];
-            if (static_cast<double>(a.bytes[i]) < min_bytes) break;
             int64_t ta = a.by_size_alloc[r], tf = a.by_size_free[r];
             if (ta >= range.t1 || tf <= range.t0) continue;
             size_t x0 = 0, x1 = W;

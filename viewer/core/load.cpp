@@ -262,6 +262,37 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     return t;
 }
 
+namespace {
+
+// sorted_alloc, by_alloc, by_alloc_free and the levels of free-time maxima (data.hpp).
+void index_by_alloc_time(AllocationTable& a) {
+    const size_t n = a.size();
+    std::vector<std::pair<int64_t, uint32_t>> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = {a.t_alloc[i], static_cast<uint32_t>(i)};
+    if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
+    a.sorted_alloc.resize(n);
+    a.by_alloc.resize(n);
+    a.by_alloc_free.resize(n);
+    for (size_t j = 0; j < n; ++j) {
+        a.sorted_alloc[j] = order[j].first;
+        a.by_alloc[j] = order[j].second;
+        a.by_alloc_free[j] = a.t_free[order[j].second];
+    }
+    a.free_max.clear();
+    const std::vector<int64_t>* below = &a.by_alloc_free;
+    while (below->size() > 1) {
+        std::vector<int64_t> level((below->size() + AllocationTable::kFreeMaxFan - 1) / AllocationTable::kFreeMaxFan);
+        for (size_t b = 0; b < level.size(); ++b) {
+            size_t lo = b * AllocationTable::kFreeMaxFan, hi = std::min(below->size(), lo + AllocationTable::kFreeMaxFan);
+            level[b] = *std::max_element(below->begin() + static_cast<std::ptrdiff_t>(lo), below->begin() + static_cast<std::ptrdiff_t>(hi));
+        }
+        a.free_max.push_back(std::move(level));
+        below = &a.free_max.back();
+    }
+}
+
+}  // namespace
+
 void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end) {
     // The size order on a second thread while this one sorts the times.
     std::thread sizes([&] {
@@ -269,16 +300,17 @@ void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end) {
         std::iota(a.by_size.begin(), a.by_size.end(), 0u);
         std::stable_sort(a.by_size.begin(), a.by_size.end(), [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
     });
-    a.sorted_alloc = a.t_alloc;
-    std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
+    index_by_alloc_time(a);
     a.sorted_free = a.t_free;
     std::sort(a.sorted_free.begin(), a.sorted_free.end());
     sizes.join();
     a.by_size_alloc.resize(a.size());
     a.by_size_free.resize(a.size());
+    a.size_rank.resize(a.size());
     for (size_t r = 0; r < a.size(); ++r) {
         a.by_size_alloc[r] = a.t_alloc[a.by_size[r]];
         a.by_size_free[r] = a.t_free[a.by_size[r]];
+        a.size_rank[a.by_size[r]] = static_cast<uint32_t>(r);
     }
     a.group.resize(a.size());
     for (size_t i = 0; i < a.size(); ++i)

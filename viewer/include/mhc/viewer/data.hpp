@@ -35,6 +35,19 @@ struct AllocationTable {
     // Stack group of each allocation (StackGroup, bands.hpp): long-lived state at the bottom.
     std::vector<uint8_t> group;
     size_t overlapping(int64_t t0, int64_t t1) const;
+    // Listing the allocations overlapping a range in time proportional to their number (a zoomed-in
+    // frame must not scan the whole trace): the allocations in the order of sorted_alloc with
+    // their free times alongside, and levels of maxima of those free times over blocks of
+    // kFreeMaxFan (level 0 over the free times, each next level over the one below), so that
+    // blocks whose allocations are all freed by the range's start are skipped whole.
+    static constexpr size_t kFreeMaxFan = 32;
+    std::vector<uint32_t> by_alloc;
+    std::vector<int64_t> by_alloc_free;
+    std::vector<std::vector<int64_t>> free_max;
+    std::vector<uint32_t> size_rank;   // position of each allocation in by_size
+    // Appends the indices of the allocations overlapping [t0, t1) (t_alloc < t1, t_free > t0),
+    // in allocation-time order.
+    void list_overlapping(int64_t t0, int64_t t1, std::vector<uint32_t>& out) const;
     // Index of allocation `id` (ids are loaded in order: binary search); -1 when absent.
     int64_t index_of(int64_t id) const;
     size_t size() const { return id.size(); }
