@@ -188,7 +188,10 @@ void App::select_kernel(int64_t kernel_id) {
 Job<ReservedCurves>* App::reserved_curves() {
     if (!reserved_) {
         reserved_ = std::make_unique<Job<ReservedCurves>>([path = trace->path] { return viewer::reserved_curves(path); });
-        if (!opt.screenshot.empty()) reserved_->wait();
+        if (!opt.screenshot.empty()) {
+            reserved_->wait();
+            loaded_this_frame = true;
+        }
     }
     reserved_->done();
     return reserved_.get();
@@ -200,7 +203,10 @@ const BandKeys* App::band_keys_for(BandColoring c, std::string& error) {
     if (!picked_keys_ || picked_coloring_ != c) {
         picked_keys_ = std::make_unique<Job<BandKeys>>([t = trace.get(), c] { return band_keys(*t, c); });
         picked_coloring_ = c;
-        if (!opt.screenshot.empty()) picked_keys_->wait();
+        if (!opt.screenshot.empty()) {
+            picked_keys_->wait();
+            loaded_this_frame = true;
+        }
     }
     picked_keys_->done();
     error = picked_keys_->error();

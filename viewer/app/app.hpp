@@ -83,7 +83,8 @@ public:
     DetailsPane kernel_info;
     std::string status;                      // the status bar's message (left of the frame time)
     FrameStats frame_stats;                  // CPU time of the last frames (status bar)
-    bool loaded_this_frame = false;          // a run was read from the file: not a drawing frame
+    bool loaded_this_frame = false;          // a run was read from the file, or screenshot mode
+                                             // waited for a worker: not a drawing frame
     int step_input = 0;                      // the toolbar's "step" field
     bool memory_strip = true;                // timeline: the memory curve under the tracks
     int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
