@@ -7,7 +7,11 @@
     record_stats.py trace TRACE.db
         what the recorder wrote: allocations (tensor- or segment-level?), labels, kernels with
         a step, accesses, marker kinds, the recorder's meta entries
+
+With FIGURES=FILE in the environment, the same figures are also merged into that JSON file
+(gpu-check's summary.json takes them from there).
 """
+import os
 import json
 import sqlite3
 import statistics
@@ -23,6 +27,22 @@ def step_ms(path):
         return None
 
 
+def add_figures(key, value):
+    """Merges {key: value} into $FIGURES (written whole and renamed: never half a file)."""
+    path = os.environ.get("FIGURES")
+    if not path:
+        return
+    try:
+        with open(path) as f:
+            figures = json.load(f)
+    except (OSError, ValueError):
+        figures = {}
+    figures[key] = value
+    with open(path + ".part", "w") as f:
+        json.dump(figures, f, indent=1)
+    os.replace(path + ".part", path)
+
+
 def overhead(paths):
     names = ["baseline cudaMallocAsync", "baseline, after the recordings", "record --torch",
              "record --torch --no-accesses", "baseline native allocator", "record (native allocator)"]
@@ -31,6 +51,7 @@ def overhead(paths):
     for n, m in zip(names, ms):
         print(f"  {n:30s} {'n/a' if m is None else f'{m:.3f}'}")
     b1, b2, r1, r2, bn, rn = ms
+    add_figures("median_step_ms", dict(zip(names, ms)))
     if None not in (b1, b2, r1, r2):
         base = (b1 + b2) / 2
         print(f"overhead vs the mean cudaMallocAsync baseline {base:.3f} ms:")
@@ -38,8 +59,11 @@ def overhead(paths):
         print(f"  kernels + memory only:       {100 * (r2 / base - 1):+.2f}%")
         print(f"  access inference alone:      {100 * (r1 - r2) / base:+.2f}% of a step")
         print(f"  baseline drift between runs: {100 * abs(b2 - b1) / base:.2f}%")
+        add_figures("overhead", {"all": r1 / base - 1, "no_accesses": r2 / base - 1,
+                                 "access_inference_share_of_step": (r1 - r2) / base, "baseline_drift": abs(b2 - b1) / base})
     if bn and rn:
         print(f"  native allocator, all on:    {100 * (rn / bn - 1):+.2f}%")
+        add_figures("overhead_native", rn / bn - 1)
 
 
 def trace(path):
@@ -56,10 +80,14 @@ def trace(path):
     print(f"  kernels {n_k} ({n_ks} with a step), accesses {n_acc}")
     for k, n in c.execute("SELECT kind, count(*) FROM markers GROUP BY 1"):
         print(f"    marker kind {k}: {n}")
+    meta = {}
     for k, v in c.execute("SELECT key, value FROM meta WHERE key LIKE 'record.%' OR key IN ('complete', "
                           "'dropped_records', 'cupti_overhead_ns', 'cupti_overhead_records', 'device_name', "
                           "'driver_cuda_version')"):
         print(f"    {k} = {v}")
+        meta[k] = v
+    add_figures("trace " + os.path.basename(path), {"allocations": len(sizes), "kernels": n_k,
+                                                    "kernels_with_step": n_ks, "accesses": n_acc, "meta": meta})
 
 
 if __name__ == "__main__":
