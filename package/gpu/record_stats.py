@@ -2,7 +2,7 @@
 """Figures gpu-check prints about its recordings (standard library only).
 
     record_stats.py overhead BASE.json BASE2.json REC.json NOACC.json NATIVE_BASE.json NATIVE_REC.json
-        median step times (after 5 warm-up steps) and the overhead of recording; a missing or
+        median step times (after the warm-up steps) and the overhead of recording; a missing or
         empty file counts as "n/a"
     record_stats.py trace TRACE.db
         what the recorder wrote: allocations (tensor- or segment-level?), labels, kernels with
@@ -19,10 +19,14 @@ import sys
 
 
 def step_ms(path):
+    """The loop's median step time: its own median_ms (train_loop.py: after its warm-up steps),
+    else the median of step_s after 5."""
     try:
         lines = [l for l in open(path) if l.startswith("{")]
-        t = json.loads(lines[-1])["step_s"][5:]
-        return statistics.median(t) * 1e3
+        r = json.loads(lines[-1])
+        if r.get("median_ms") is not None:
+            return r["median_ms"]
+        return statistics.median(r["step_s"][5:]) * 1e3
     except (OSError, IndexError, KeyError, ValueError, statistics.StatisticsError):
         return None
 
@@ -47,7 +51,7 @@ def overhead(paths):
     names = ["baseline cudaMallocAsync", "baseline, after the recordings", "record --torch",
              "record --torch --no-accesses", "baseline native allocator", "record (native allocator)"]
     ms = [step_ms(p) for p in paths]
-    print("median step time (ms, after 5 warm-up steps):")
+    print("median step time (ms, after the warm-up steps):")
     for n, m in zip(names, ms):
         print(f"  {n:30s} {'n/a' if m is None else f'{m:.3f}'}")
     b1, b2, r1, r2, bn, rn = ms
