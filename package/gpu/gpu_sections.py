@@ -112,7 +112,8 @@ def reuse_or_loop(sec, name, options, steps):
         same = {k: str(v) for k, v in r["model"].items() if v is not None}
         want = {k.lstrip("-"): str(v) for k, v in options.items()}
         want["name"] = want.pop("model")
-        if r.get("steps") == steps and all(same.get(k) == v for k, v in want.items()) and r.get("peak_allocated") is not None:
+        if (r.get("steps") == steps and all(same.get(k) == v for k, v in want.items()) and "error" not in r
+                and (sec.dry or r.get("peak_allocated") is not None)):
             say(f"(the default-allocator loop: the record section's {path}, {steps} steps)")
             return r
     except (OSError, IndexError, KeyError, ValueError):
