@@ -116,25 +116,27 @@ inline void write_imported_trace(const std::string& path) {
 // Recorded reserved: 2 GiB, 2.5 GiB from 200 to 600 us. The caching model, warm-started from the
 // recorded segments, places the allocation in the 2 GiB one and keeps 2 GiB.
 inline void write_segments_trace(const std::string& path) {
-    using namespace mhc::trace;
-    Writer w(path);
-    w.set_meta("source", "viewer-test-segments");
-    w.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, w.intern(kFrameA)});
-    Segment s;
-    s.id = 1;
-    s.address = 0x1000;
-    s.bytes = 2048 * MiB;
-    s.t_alloc = 0;
-    s.reconstructed = true;
-    w.add(s);
-    Segment e;
-    e.id = 2;
-    e.address = 0x100000000;
-    e.bytes = 512 * MiB;
-    e.t_alloc = 200 * us;
-    e.t_free = 600 * us;
-    w.add(e);
-    w.finish();
+    using mhc::trace::Allocation;
+    using mhc::trace::Category;
+    using mhc::trace::Segment;
+    mhc::trace::Writer writer(path);
+    writer.set_meta("source", "viewer-test-segments");
+    writer.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, writer.intern(kFrameA)});
+    Segment held;
+    held.id = 1;
+    held.address = 0x1000;
+    held.bytes = 2048 * MiB;
+    held.t_alloc = 0;
+    held.reconstructed = true;
+    writer.add(held);
+    Segment empty;
+    empty.id = 2;
+    empty.address = 0x100000000;
+    empty.bytes = 512 * MiB;
+    empty.t_alloc = 200 * us;
+    empty.t_free = 600 * us;
+    writer.add(empty);
+    writer.finish();
 }
 
 }  // namespace fixture

@@ -165,26 +165,26 @@ TEST_CASE("bands: drawn iff among the per_column largest of one of its columns (
 
 TEST_CASE("bands: the allocations overlapping a range, listed through the time index, are the brute-force ones") {
     std::mt19937_64 rng(17);
-    for (size_t n : {0, 1, 31, 32, 33, 1025, 40000}) {
-        AllocationTable a;
-        for (size_t i = 0; i < n; ++i) {
+    for (size_t count : {0, 1, 31, 32, 33, 1025, 40000}) {
+        AllocationTable table;
+        for (size_t i = 0; i < count; ++i) {
             int64_t t0 = static_cast<int64_t>(rng() % 1'000'000);
             // Mostly short lives, some to the end (never freed) and some freed where made.
             int64_t t1 = rng() % 40 == 0 ? mhc::trace::kNoTime : t0 + static_cast<int64_t>(rng() % (rng() % 10 ? 2000 : 400'000));
-            add(a, 1 + static_cast<int64_t>(rng() % MiB), t0, t1);
+            add(table, 1 + static_cast<int64_t>(rng() % MiB), t0, t1);
         }
-        finish(a);
-        for (int q = 0; q < 60; ++q) {
+        finish(table);
+        for (int query = 0; query < 60; ++query) {
             int64_t t0 = static_cast<int64_t>(rng() % 1'100'000) - 50'000;
-            int64_t t1 = t0 + 1 + static_cast<int64_t>(rng() % (q % 3 ? 3000 : 600'000));
+            int64_t t1 = t0 + 1 + static_cast<int64_t>(rng() % (query % 3 ? 3000 : 600'000));
             std::vector<uint32_t> got;
-            a.list_overlapping(t0, t1, got);
+            table.list_overlapping(t0, t1, got);
             std::vector<uint32_t> want;
-            for (size_t i = 0; i < n; ++i)
-                if (a.t_alloc[i] < t1 && a.t_free[i] > t0) want.push_back(static_cast<uint32_t>(i));
+            for (size_t i = 0; i < count; ++i)
+                if (table.t_alloc[i] < t1 && table.t_free[i] > t0) want.push_back(static_cast<uint32_t>(i));
             std::sort(got.begin(), got.end());
             REQUIRE(got == want);
-            CHECK(a.overlapping(t0, t1) == want.size());
+            CHECK(table.overlapping(t0, t1) == want.size());
         }
     }
 }
@@ -194,30 +194,30 @@ TEST_CASE("bands: a zoomed-in layout equals the layout of only the allocations i
     // the time index); the bands it draws must be those a scan of every allocation would draw:
     // the same as the layout of a table holding only the overlapping ones.
     std::mt19937_64 rng(3);
-    AllocationTable a;
+    AllocationTable table;
     for (int i = 0; i < 60000; ++i) {
         int64_t t0 = static_cast<int64_t>(rng() % 10'000'000);
         int64_t t1 = t0 + 1 + static_cast<int64_t>(rng() % 20'000);   // (never-freed ones: the test above)
-        add(a, 4096 + static_cast<int64_t>(rng() % (64 * MiB)), t0, t1);
+        add(table, 4096 + static_cast<int64_t>(rng() % (64 * MiB)), t0, t1);
     }
-    Curve live = finish(a);
+    Curve live = finish(table);
     int listed_ranges = 0;
-    for (int q = 0; q < 12; ++q) {
+    for (int query = 0; query < 12; ++query) {
         int64_t t0 = static_cast<int64_t>(rng() % 9'900'000);
-        TimeRange r{t0, t0 + 1000 + static_cast<int64_t>(rng() % 60'000)};
+        TimeRange range{t0, t0 + 1000 + static_cast<int64_t>(rng() % 60'000)};
         BandLayout full;
-        layout_bands(a, live, nullptr, r, 500, 300, 64, full, 8);
+        layout_bands(table, live, nullptr, range, 500, 300, 64, full, 8);
         AllocationTable part;
-        for (size_t i = 0; i < a.size(); ++i)
-            if (a.t_alloc[i] < r.t1 && a.t_free[i] > r.t0) add(part, a.bytes[i], a.t_alloc[i], a.t_free[i]);
+        for (size_t i = 0; i < table.size(); ++i)
+            if (table.t_alloc[i] < range.t1 && table.t_free[i] > range.t0) add(part, table.bytes[i], table.t_alloc[i], table.t_free[i]);
         finish(part);
         BandLayout only;
-        layout_bands(part, live, nullptr, r, 500, 300, 64, only, 8);   // the same live bytes: the same threshold
-        listed_ranges += part.size() * 8 < a.size();
+        layout_bands(part, live, nullptr, range, 500, 300, 64, only, 8);   // the same live bytes: the same threshold
+        listed_ranges += part.size() * 8 < table.size();
         REQUIRE(full.bands.size() == only.bands.size());
         for (size_t b = 0; b < full.bands.size(); ++b) {
-            CHECK(a.bytes[full.bands[b]] == part.bytes[only.bands[b]]);
-            CHECK(a.t_alloc[full.bands[b]] == part.t_alloc[only.bands[b]]);
+            CHECK(table.bytes[full.bands[b]] == part.bytes[only.bands[b]]);
+            CHECK(table.t_alloc[full.bands[b]] == part.t_alloc[only.bands[b]]);
         }
         CHECK(full.segments.size() == only.segments.size());
         CHECK(full.summarised == only.summarised);

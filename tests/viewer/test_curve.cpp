@@ -159,29 +159,29 @@ TEST_CASE("curve columns: the galloping sweep gives each column the brute-force 
     // narrower than a sample, wider than many, starting before the first sample).
     std::mt19937_64 rng(23);
     for (int trial = 0; trial < 12; ++trial) {
-        size_t n = 1 + rng() % 2000;
-        std::vector<int64_t> t;
-        std::vector<double> v;
-        int64_t x = static_cast<int64_t>(rng() % 100);
-        for (size_t i = 0; i < n; ++i) {
-            x += 1 + static_cast<int64_t>(rng() % (trial % 2 ? 5 : 400));
-            t.push_back(x);
-            v.push_back(static_cast<double>(rng() % 100000));
+        size_t samples = 1 + rng() % 2000;
+        std::vector<int64_t> times;
+        std::vector<double> values;
+        int64_t last = static_cast<int64_t>(rng() % 100);
+        for (size_t i = 0; i < samples; ++i) {
+            last += 1 + static_cast<int64_t>(rng() % (trial % 2 ? 5 : 400));
+            times.push_back(last);
+            values.push_back(static_cast<double>(rng() % 100000));
         }
-        Curve c;
-        c.assign(t, v);
-        for (int q = 0; q < 10; ++q) {
-            int64_t a = static_cast<int64_t>(rng() % static_cast<uint64_t>(x + 100)) - 50;
-            TimeRange r{a, a + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(x + 1))};
+        Curve curve;
+        curve.assign(times, values);
+        for (int query = 0; query < 10; ++query) {
+            int64_t start = static_cast<int64_t>(rng() % static_cast<uint64_t>(last + 100)) - 50;
+            TimeRange range{start, start + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(last + 1))};
             const int width = 1 + static_cast<int>(rng() % 700);
             CurveColumns cols;
-            prepare_curve(c, r, width, cols);
+            prepare_curve(curve, range, width, cols);
             REQUIRE(cols.max.size() == static_cast<size_t>(width));
-            const double per = static_cast<double>(r.span()) / width;
+            const double per = static_cast<double>(range.span()) / width;
             for (int col = 0; col < width; ++col) {
-                int64_t c0 = r.t0 + static_cast<int64_t>(col * per), c1 = r.t0 + static_cast<int64_t>((col + 1) * per);
+                int64_t c0 = range.t0 + static_cast<int64_t>(col * per), c1 = range.t0 + static_cast<int64_t>((col + 1) * per);
                 if (c1 <= c0) c1 = c0 + 1;
-                Curve::MinMax want = brute(t, v, c0, c1);
+                Curve::MinMax want = brute(times, values, c0, c1);
                 REQUIRE(cols.min[static_cast<size_t>(col)] == static_cast<float>(want.min));
                 REQUIRE(cols.max[static_cast<size_t>(col)] == static_cast<float>(want.max));
             }
@@ -191,25 +191,25 @@ TEST_CASE("curve columns: the galloping sweep gives each column the brute-force 
 
 TEST_CASE("bands: the caller's curve columns give the same layout as the bands' own") {
     std::mt19937_64 rng(9);
-    AllocationTable a;
+    AllocationTable table;
     for (int i = 0; i < 2000; ++i) {
         int64_t t0 = static_cast<int64_t>(rng() % 1'000'000);
-        a.id.push_back(i + 1);
-        a.bytes.push_back(1 + static_cast<int64_t>(rng() % (1 << 24)));
-        a.t_alloc.push_back(t0);
-        a.t_free.push_back(t0 + 1 + static_cast<int64_t>(rng() % 50'000));
-        a.label.push_back(0);
-        a.device.push_back(0);
-        a.category.push_back(mhc::trace::Category::Activation);
+        table.id.push_back(i + 1);
+        table.bytes.push_back(1 + static_cast<int64_t>(rng() % (1 << 24)));
+        table.t_alloc.push_back(t0);
+        table.t_free.push_back(t0 + 1 + static_cast<int64_t>(rng() % 50'000));
+        table.label.push_back(0);
+        table.device.push_back(0);
+        table.category.push_back(mhc::trace::Category::Activation);
     }
-    finish_allocations(a, 0, 1'100'000);
-    Curve live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
-    for (TimeRange r : {TimeRange{0, 1'100'000}, TimeRange{400'000, 420'000}}) {
+    finish_allocations(table, 0, 1'100'000);
+    Curve live = Curve::from_intervals(table.t_alloc, table.t_free, table.bytes);
+    for (TimeRange range : {TimeRange{0, 1'100'000}, TimeRange{400'000, 420'000}}) {
         CurveColumns cols;
-        prepare_curve(live, r, 640, cols);
+        prepare_curve(live, range, 640, cols);
         BandLayout own, given;
-        layout_bands(a, live, nullptr, r, 640, 300, 64, own);
-        layout_bands(a, live, nullptr, r, 640, 300, 64, given, kBandsPerColumn, &cols);
+        layout_bands(table, live, nullptr, range, 640, 300, 64, own);
+        layout_bands(table, live, nullptr, range, 640, 300, 64, given, kBandsPerColumn, &cols);
         CHECK(given.total == own.total);
         CHECK(given.y_max == own.y_max);
         CHECK(given.peak_col == own.peak_col);
@@ -217,9 +217,9 @@ TEST_CASE("bands: the caller's curve columns give the same layout as the bands' 
         CHECK(given.segments.size() == own.segments.size());
         // Columns of another width are not used: the bands make their own.
         CurveColumns narrow;
-        prepare_curve(live, r, 320, narrow);
+        prepare_curve(live, range, 320, narrow);
         BandLayout other;
-        layout_bands(a, live, nullptr, r, 640, 300, 64, other, kBandsPerColumn, &narrow);
+        layout_bands(table, live, nullptr, range, 640, 300, 64, other, kBandsPerColumn, &narrow);
         CHECK(other.total == own.total);
     }
 }

@@ -153,18 +153,19 @@ TEST_CASE("active-memory bands: largest drawn, stacked in allocation order, rest
 }
 
 TEST_CASE("statistics: the step table sorts by any column, equal keys in their order") {
-    std::vector<StepStat> s{{0, 0, 100, 5.0}, {1, 100, 400, 9.0}, {2, 400, 500, 5.0}, {3, 500, 700, 1.0}};
-    auto steps_of = [](const std::vector<StepStat>& v) {
-        std::vector<int32_t> o;
-        for (const StepStat& x : v) o.push_back(x.step);
-        return o;
+    std::vector<StepStat> steps{{0, 0, 100, 5.0}, {1, 100, 400, 9.0}, {2, 400, 500, 5.0}, {3, 500, 700, 1.0}};
+    auto steps_of = [](const std::vector<StepStat>& table) {
+        std::vector<int32_t> order;
+        order.reserve(table.size());
+        for (const StepStat& row : table) order.push_back(row.step);
+        return order;
     };
-    sort_steps(s, StepSort::Time, false);   // 300, 200, 100, 100
-    CHECK(steps_of(s) == std::vector<int32_t>{1, 3, 0, 2});
-    sort_steps(s, StepSort::Peak, true);    // 1, 5, 5, 9: steps 0 and 2 tie and keep their order
-    CHECK(steps_of(s) == std::vector<int32_t>{3, 0, 2, 1});
-    sort_steps(s, StepSort::Start, false);
-    CHECK(steps_of(s) == std::vector<int32_t>{3, 2, 1, 0});
-    sort_steps(s, StepSort::Step, true);
-    CHECK(steps_of(s) == std::vector<int32_t>{0, 1, 2, 3});
+    sort_steps(steps, StepSort::Time, false);   // 300, 200, 100, 100
+    CHECK(steps_of(steps) == std::vector<int32_t>{1, 3, 0, 2});
+    sort_steps(steps, StepSort::Peak, true);    // 1, 5, 5, 9: steps 0 and 2 tie and keep their order
+    CHECK(steps_of(steps) == std::vector<int32_t>{3, 0, 2, 1});
+    sort_steps(steps, StepSort::Start, false);
+    CHECK(steps_of(steps) == std::vector<int32_t>{3, 2, 1, 0});
+    sort_steps(steps, StepSort::Step, true);
+    CHECK(steps_of(steps) == std::vector<int32_t>{0, 1, 2, 3});
 }

@@ -11,44 +11,46 @@
 #include "mhc/viewer/job.hpp"
 #include "mhc/viewer/reserved.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::Job;
+using mhc::viewer::ReservedCurves;
+using mhc::viewer::reserved_curves;
 using fixture::MiB;
 using fixture::us;
 
 TEST_CASE("reserved curves: the recorded segments over time and the caching model's") {
     fixture::TempPath db("segments.db");
     fixture::write_segments_trace(db.path);
-    ReservedCurves r = reserved_curves(db.path);
-    CHECK(r.model_error.empty());
+    ReservedCurves curves = reserved_curves(db.path);
+    CHECK(curves.model_error.empty());
     // Recorded: 2 GiB held from the start, 2.5 GiB while the empty segment lives.
-    CHECK(r.recorded.value_at(100 * us) == 2048.0 * MiB);
-    CHECK(r.recorded.value_at(300 * us) == 2560.0 * MiB);
-    CHECK(r.recorded.value_at(700 * us) == 2048.0 * MiB);
-    CHECK(r.recorded.peak() == 2560.0 * MiB);
-    CHECK(r.recorded.peak_time() == 200 * us);
+    CHECK(curves.recorded.value_at(100 * us) == 2048.0 * MiB);
+    CHECK(curves.recorded.value_at(300 * us) == 2560.0 * MiB);
+    CHECK(curves.recorded.value_at(700 * us) == 2048.0 * MiB);
+    CHECK(curves.recorded.peak() == 2560.0 * MiB);
+    CHECK(curves.recorded.peak_time() == 200 * us);
     // The model places the allocation in the warm-started 2 GiB segment and asks for no more.
-    REQUIRE(!r.model.empty());
-    CHECK(r.model_device == 0);
-    CHECK(r.model.peak() == 2048.0 * MiB);
-    CHECK(r.model.value_at(300 * us) == 2048.0 * MiB);
+    REQUIRE(!curves.model.empty());
+    CHECK(curves.model_device == 0);
+    CHECK(curves.model.peak() == 2048.0 * MiB);
+    CHECK(curves.model.value_at(300 * us) == 2048.0 * MiB);
 }
 
 TEST_CASE("reserved curves: none for a trace without segments") {
     fixture::TempPath db("imported.db");
     fixture::write_imported_trace(db.path);
-    ReservedCurves r = reserved_curves(db.path);
-    CHECK(r.recorded.empty());
-    CHECK(r.model.empty());
-    CHECK(r.model_error.empty());
+    ReservedCurves curves = reserved_curves(db.path);
+    CHECK(curves.recorded.empty());
+    CHECK(curves.model.empty());
+    CHECK(curves.model_error.empty());
 }
 
 TEST_CASE("reserved curves: a broken segments row is an error naming the file and row, kept by the job") {
     fixture::TempPath db("broken-segments.db");
     fixture::write_segments_trace(db.path);
-    sqlite3* h = nullptr;
-    REQUIRE(sqlite3_open(db.path.c_str(), &h) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(h, "UPDATE segments SET bytes = 'lots' WHERE id = 2", nullptr, nullptr, nullptr) == SQLITE_OK);
-    sqlite3_close(h);
+    sqlite3* handle = nullptr;
+    REQUIRE(sqlite3_open(db.path.c_str(), &handle) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(handle, "UPDATE segments SET bytes = 'lots' WHERE id = 2", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(handle);
     std::string what;
     try {
         reserved_curves(db.path);

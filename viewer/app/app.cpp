@@ -197,12 +197,12 @@ Job<ReservedCurves>* App::reserved_curves() {
     return reserved_.get();
 }
 
-const BandKeys* App::band_keys_for(BandColoring c, std::string& error) {
+const BandKeys* App::band_keys_for(BandColoring coloring, std::string& error) {
     error.clear();
-    if (trace->keys && trace->keys->coloring == c) return trace->keys.get();
-    if (!picked_keys_ || picked_coloring_ != c) {
-        picked_keys_ = std::make_unique<Job<BandKeys>>([t = trace.get(), c] { return band_keys(*t, c); });
-        picked_coloring_ = c;
+    if (trace->keys && trace->keys->coloring == coloring) return trace->keys.get();
+    if (!picked_keys_ || picked_coloring_ != coloring) {
+        picked_keys_ = std::make_unique<Job<BandKeys>>([view = trace.get(), coloring] { return band_keys(*view, coloring); });
+        picked_coloring_ = coloring;
         if (!opt.screenshot.empty()) {
             picked_keys_->wait();
             loaded_this_frame = true;

@@ -103,10 +103,10 @@ public:
     // interactive window keeps drawing meanwhile, screenshot mode waits for it):
     // the reserved curves, started when the view first opens; null before.
     Job<ReservedCurves>* reserved_curves();
-    // The colour keys of colouring `c`: the trace's own (made at load) or those of another
+    // The colour keys of `coloring`: the trace's own (made at load) or those of another
     // colouring the user picked, computed on a worker; nullptr while they are computed, and
     // `error` says why when they could not be.
-    const BandKeys* band_keys_for(BandColoring c, std::string& error);
+    const BandKeys* band_keys_for(BandColoring coloring, std::string& error);
 
     // The trace's timing is order only (meta timing): its times are event numbers.
     bool order_only() const;
