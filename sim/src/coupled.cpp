@@ -358,40 +358,34 @@ class Runner final : public RankRunner {
 public:
     Runner(const Prepared& p, const Config& c, const JobPlan& plan, int rank, int64_t cap, int64_t host_cap,
            Result&& r)
-        : R(std::move(r)), cfg(c), E(p, cfg, R, cap, host_cap) {
-        E.begin(&plan.gate_of[size_t(rank)], plan.events[size_t(rank)].size());
+        : result(std::move(r)), config(c), engine(p, config, result, cap, host_cap) {
+        engine.begin(&plan.gate_of[size_t(rank)], plan.events[size_t(rank)].size());
     }
-    int32_t advance() override { return E.advance(); }
-    void release(int64_t delay) override { E.release(delay); }
-    int64_t arrival(int32_t g) const override { return E.arrival(g); }
-    void halt() override { E.halt(); }
-    bool oom() const override { return E.oom_happened(); }
+    int32_t advance() override { return engine.advance(); }
+    void release(int64_t delay) override { engine.release(delay); }
+    int64_t arrival(int32_t g) const override { return engine.arrival(g); }
+    void halt() override { engine.halt(); }
+    bool oom() const override { return engine.oom_happened(); }
     Result finish() override {
-        E.finish();
-        return std::move(R);
+        engine.finish();
+        return std::move(result);
     }
 
 private:
-    Result R;
-    Config cfg;
-    Engine<Policy> E;
+    Result result;
+    Config config;
+    Engine<Policy> engine;   // holds references to the two above, declared after them
 };
 
 }  // namespace
-
-// The result skeleton and capacities exactly as simulate() sets them (engine.cpp).
-Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap);
-void end_result(const Prepared& p, Result& r, double seconds);
 
 std::unique_ptr<RankRunner> make_runner(const Prepared& p, const Config& c, const JobPlan& plan, int rank) {
     validate(c);
     int64_t cap = 0, host_cap = 0;
     Result r = start_result(p, c, cap, host_cap);
-    if (c.eviction == "lru") return std::make_unique<Runner<LruPolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
-    if (c.eviction == "largest") return std::make_unique<Runner<LargestPolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
-    if (c.eviction == "belady") return std::make_unique<Runner<BeladyPolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
-    if (c.eviction == "dtr") return std::make_unique<Runner<DtrPolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
-    return std::make_unique<Runner<CostAwarePolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
+    return with_eviction_policy(parse_eviction(c.eviction), [&]<class Policy>(std::type_identity<Policy>) {
+        return std::unique_ptr<RankRunner>(std::make_unique<Runner<Policy>>(p, c, plan, rank, cap, host_cap, std::move(r)));
+    });
 }
 
 int64_t coupling_delay(const JobPlan& plan, int r, int32_t g,
