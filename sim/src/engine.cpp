@@ -268,6 +268,15 @@ void Engine<Policy>::sample(int64_t recorded) {
     if (used > k.dev) { k.dev = used; k.t = recorded + shift; k.host = host_used + program_host; }
 }
 
+// A wait from `now` to `until` for allocation a or kernel s: later work moves by it.
+template <class Policy>
+void Engine<Policy>::stall(int64_t now, int64_t until, int32_t a, int32_t s) {
+    shift += until - now;
+    result.stall_time += until - now;
+    ++result.stall_count;
+    event(EK::Stall, now, until, a, s, 0);
+}
+
 template <class Policy>
 void Engine<Policy>::fail_invariant(const std::string& what) {
     if (result.invariant_violation.empty())
@@ -331,13 +340,7 @@ bool Engine<Policy>::on_alloc(int32_t a) {
         oom(t, a, -1, prepared.t->allocations.bytes[a]);
         return false;
     }
-    if (t > now) {
-        int64_t stall = t - now;
-        shift += stall;
-        result.stall_time += stall;
-        ++result.stall_count;
-        event(EK::Stall, now, t, a, -1, 0);
-    }
+    if (t > now) stall(now, t, a, -1);
     state[a] = Residency::Gpu;
     allocated_bytes += prepared.t->allocations.bytes[a];
     resident_bytes += prepared.t->allocations.bytes[a];
@@ -419,13 +422,7 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     if (!rc_pinned.empty()) unpin_recompute_inputs();
     int64_t start = std::max(ready, t);
     complete_until(start);
-    if (start > now) {
-        int64_t stall = start - now;
-        shift += stall;
-        result.stall_time += stall;
-        ++result.stall_count;
-        event(EK::Stall, now, start, -1, s, 0);
-    }
+    if (start > now) stall(now, start, -1, s);
     ctx.now = start;
     for (int64_t j = b0; j < b1; ++j) {
         int32_t a = prepared.acc_alloc[j];

@@ -87,6 +87,7 @@ private:
 
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
+    void stall(int64_t now, int64_t until, int32_t a, int32_t s);
     void fail_invariant(const std::string& what);
     void oom(int64_t t, int32_t a, int32_t s, int64_t bytes_needed);
     int64_t alloc_id(int32_t a) const { return a >= 0 ? prepared.t->allocations.id[a] : 0; }

@@ -51,6 +51,15 @@ std::vector<LinkModel> sweep_links(const SweepSpec& spec) {
     return spec.links.empty() ? std::vector<LinkModel>{spec.base.link} : spec.links;
 }
 
+// The base configuration under one policy, prefetcher and link.
+Config combination(const SweepSpec& spec, const std::string& pol, const std::string& pre, const LinkModel& link) {
+    Config c = spec.base;
+    c.eviction = pol;
+    c.prefetch = pre;
+    c.link = link;
+    return c;
+}
+
 // The grid's configurations, in grid order: policy, prefetch, capacity, link.
 std::vector<Config> grid_configs(const SweepSpec& spec) {
     std::vector<Config> grid;
@@ -58,29 +67,22 @@ std::vector<Config> grid_configs(const SweepSpec& spec) {
         for (const auto& pre : spec.prefetchers)
             for (const auto& cap : spec.capacities)
                 for (const auto& link : sweep_links(spec)) {
-                    Config c = spec.base;
-                    c.eviction = pol;
-                    c.prefetch = pre;
-                    c.capacity = cap;
-                    c.link = link;
-                    validate(c);
-                    grid.push_back(c);
+                    grid.push_back(combination(spec, pol, pre, link));
+                    grid.back().capacity = cap;
+                    validate(grid.back());
                 }
     return grid;
 }
 
-// One bisection's configuration (its capacity set by each probe), and its answer's heading.
+// One bisection per combination: its configuration (each probe sets the capacity) and its
+// answer's heading.
 std::vector<BisectAnswer> bisections(const SweepSpec& spec, std::vector<Config>& configs) {
     std::vector<BisectAnswer> out;
     if (!spec.bisect) return out;
     for (const auto& pol : spec.policies)
         for (const auto& pre : spec.prefetchers)
             for (const auto& link : sweep_links(spec)) {
-                Config c = spec.base;
-                c.eviction = pol;
-                c.prefetch = pre;
-                c.link = link;
-                configs.push_back(c);
+                configs.push_back(combination(spec, pol, pre, link));
                 BisectAnswer a;
                 a.policy = pol;
                 a.prefetch = pre;
