@@ -208,12 +208,6 @@ PrefetchSpec parse_prefetch(const std::string& text) {
     return p;
 }
 
-std::string registry_help(const std::vector<PolicyInfo>& v) {
-    std::string s;
-    for (const auto& p : v) s += (s.empty() ? "" : "; ") + p.name + ": " + p.help;
-    return s;
-}
-
 void apply_environment(Config& c, const GivenOptions& given) {
     if (!given.cpu_buffer_ratio && std::getenv("MHC_CPU_BUFFER_RATIO"))
         c.cpu_buffer_ratio = env_number("MHC_CPU_BUFFER_RATIO");

@@ -86,8 +86,6 @@ struct PolicyInfo { std::string name, help, source; };
 const std::vector<PolicyInfo>& eviction_policies();
 const std::vector<PolicyInfo>& prefetch_policies();
 const std::vector<PolicyInfo>& allocator_models();
-// "name: help; name: help; ..." for an option's --help, from a registry above.
-std::string registry_help(const std::vector<PolicyInfo>& v);
 
 // Environment defaults for users of existing mHC deployments: MHC_CPU_BUFFER_RATIO,
 // MHC_EVICTION_STRATEGY, MHC_MAX_SWAP_OPS_PER_SEC. Applied only to fields whose option was
