@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/json.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/allocator.hpp"
 
@@ -76,21 +77,6 @@ std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*
 std::string seg_words(const CachingAllocator::SegmentEvent& e) {
     std::string what = e.expandable ? (e.alloc ? "map " : "unmap ") : (e.alloc ? "cudaMalloc " : "cudaFree ");
     return what + format_bytes(e.bytes) + " (stream " + std::to_string(e.stream) + ")";
-}
-
-std::string json_str(const std::string& s) {
-    std::string o = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') o += '\\';
-        if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            o += b;
-            continue;
-        }
-        o += c;
-    }
-    return o + "\"";
 }
 
 }  // namespace
@@ -411,8 +397,8 @@ std::string to_text(const AllocatorComparison& c) {
 std::string to_json(const AllocatorComparison& c) {
     std::ostringstream o;
     o.precision(17);
-    o << "{\"device\":" << c.device << ",\"settings\":" << json_str(c.settings)
-      << ",\"settings_source\":" << json_str(c.settings_source) << ",\"allocations\":" << c.allocations
+    o << "{\"device\":" << c.device << ",\"settings\":" << json_string(c.settings)
+      << ",\"settings_source\":" << json_string(c.settings_source) << ",\"allocations\":" << c.allocations
       << ",\"seeded_segments\":" << c.seeded_segments << ",\"seeded_bytes\":" << c.seeded_bytes
       << ",\"seeded_blocks\":" << c.seeded_blocks << ",\"empty_cache_calls\":" << c.empty_cache_calls
       << ",\"empty_cache_segment_frees\":" << c.empty_cache_segment_frees << ",\"empty_cache_span_ns\":" << c.empty_cache_span_ns
@@ -425,7 +411,7 @@ std::string to_json(const AllocatorComparison& c) {
       << ",\"reserved_diff\":{\"max_abs\":" << c.max_abs_diff << ",\"mean_abs\":" << c.mean_abs_diff << "}"
       << ",\"first_divergence\":";
     if (c.diverged)
-        o << "{\"t\":" << c.diverge_time << ",\"allocation\":" << c.diverge_allocation << ",\"why\":" << json_str(c.why)
+        o << "{\"t\":" << c.diverge_time << ",\"allocation\":" << c.diverge_allocation << ",\"why\":" << json_string(c.why)
           << "}";
     else
         o << "null";

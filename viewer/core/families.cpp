@@ -7,6 +7,8 @@
 #include <array>
 #include <string>
 
+#include "mhc/trace/comm_kernels.hpp"
+
 namespace mhc::viewer {
 
 namespace {
@@ -18,8 +20,8 @@ struct Rule {
 
 // clang-format off
 constexpr Rule kRules[] = {
-    {KernelFamily::Comm, {"nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
-                          "reduce_scatter", "alltoall", "sendrecv"}},
+    {KernelFamily::Comm, {"allreduce", "all_reduce", "allgather", "all_gather", "reducescatter", "reduce_scatter",
+                          "alltoall", "sendrecv"}},
     {KernelFamily::Sinkhorn, {"sinkhorn"}},
     {KernelFamily::HcMix, {"mhc_pre_mix", "mhc_res_mix", "mhc_post_mix", "mhc_expand", "mhc_merge"}},
     {KernelFamily::Attention, {"flash", "fmha", "attention", "attn", "sdpa", "mem_eff"}},
@@ -45,6 +47,7 @@ constexpr Rule kRules[] = {
 }  // namespace
 
 KernelFamily classify_kernel(std::string_view name) {
+    if (trace::is_comm_kernel(name)) return KernelFamily::Comm;   // NCCL/RCCL first, as the first rule
     std::string low(name);
     for (char& c : low)
         if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
