@@ -523,6 +523,21 @@ int64_t Model::sublayer_in_grad(int l, int sub, Saved& s, int64_t din, int64_t d
     return din;
 }
 
+// The backward of a sublayer's first projection (QKV or the MLP's up projection, `out` features
+// from the normalised input), all-reduced, then of its layer norm, then of the residual or
+// pre-mix (sublayer_in_grad): the gradient of the sublayer's input stream. `dy` is freed.
+int64_t Model::sublayer_head_backward(int l, int sub, Saved& s, int64_t dy, int64_t out, int64_t dres, int64_t dxs,
+                                      int64_t dcoeff) {
+    const Slot norm_out = sub ? LnOut2 : LnOut1;
+    int64_t dln = linear_backward(l, dy, s[norm_out], sub ? Fc1W : QkvW, sub ? Fc1B : QkvB, config_.hidden, out,
+                                  "grad.norm_out");
+    emitter_.free(dy);
+    free_slot(s, norm_out);
+    tp_allreduce(dln);
+    const int64_t din = sub ? norm_backward(l, s, dln, LnIn2, Ln2W, Ln2B) : norm_backward(l, s, dln, LnIn1, Ln1W, Ln1B);
+    return sublayer_in_grad(l, sub, s, din, dres, dxs, dcoeff);
+}
+
 // The backward of attention_forward: dq, dk, dv (returned) from the context's gradient `dctx`.
 int64_t Model::attention_backward(Saved& s, int64_t dctx) {
     const int64_t T = dims_.tokens, B = dims_.d;
@@ -587,12 +602,7 @@ int64_t Model::mlp_backward(int l, Saved& s, int64_t dy, int64_t& dxs, int64_t& 
                     launch_elementwise(T * up));
     emitter_.free(dg);
     free_slot(s, H1);
-    int64_t dln = linear_backward(l, dh1, s[LnOut2], Fc1W, Fc1B, h, up, "grad.norm_out");
-    emitter_.free(dh1);
-    free_slot(s, LnOut2);
-    tp_allreduce(dln);
-    const int64_t dmid = norm_backward(l, s, dln, LnIn2, Ln2W, Ln2B);
-    return sublayer_in_grad(l, 1, s, dmid, dres, dxs, dcoeff);
+    return sublayer_head_backward(l, 1, s, dh1, up, dres, dxs, dcoeff);
 }
 
 // The attention sublayer's backward, as mlp_backward.
@@ -609,12 +619,7 @@ int64_t Model::attention_sublayer_backward(int l, Saved& s, int64_t dy, int64_t&
     if (config_.arch != Arch::Gpt2)
         emitter_.kernel(kCompute, kernel_names_.rope_bwd, KClass::Memory, 0, {RW(dqkv)},
                         launch_elementwise(dims_.tokens * (dims_.q + dims_.kv)));
-    int64_t dln = linear_backward(l, dqkv, s[LnOut1], QkvW, QkvB, h, qkv, "grad.norm_out");
-    emitter_.free(dqkv);
-    free_slot(s, LnOut1);
-    tp_allreduce(dln);
-    const int64_t din = norm_backward(l, s, dln, LnIn1, Ln1W, Ln1B);
-    return sublayer_in_grad(l, 0, s, din, dres, dxs, dcoeff);
+    return sublayer_head_backward(l, 0, s, dqkv, qkv, dres, dxs, dcoeff);
 }
 
 int64_t Model::backward_layer(MicroBatch& mb, int l, int64_t dy) {

@@ -118,6 +118,8 @@ private:
                             const char* what);
     int64_t norm_backward(int l, Saved& s, int64_t dout, Slot in, ParamRole w, ParamRole b);
     int64_t sublayer_in_grad(int l, int sub, Saved& s, int64_t din, int64_t dres, int64_t dxs, int64_t dcoeff);
+    int64_t sublayer_head_backward(int l, int sub, Saved& s, int64_t dy, int64_t out, int64_t dres, int64_t dxs,
+                                   int64_t dcoeff);
     int64_t attention_backward(Saved& s, int64_t dctx);
     int64_t mlp_backward(int l, Saved& s, int64_t dy, int64_t& dxs, int64_t& dcoeff);
     int64_t attention_sublayer_backward(int l, Saved& s, int64_t dy, int64_t& dxs, int64_t& dcoeff);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "limits.hpp"
@@ -75,6 +76,12 @@ struct Cells {
         return {a, b};
     }
 };
+
+// A kernel's or copy's device and stream: columns 2 and 3 of their queries, optional.
+std::pair<int32_t, int64_t> device_and_stream(const Cells& cell) {
+    return {static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false)),
+            cell.get(3, "streamId", INT64_MIN, INT64_MAX, false)};
+}
 
 // CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h): 0 unknown, 1 HtoD, 2 DtoH, 3 HtoA, 4 AtoH,
 // 5 AtoA, 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP; other codes are refused as the row is read.
@@ -270,8 +277,7 @@ private:
             ++events_;
             Kernel k;
             k.id = ++kernels;
-            k.device = static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false));
-            k.stream = cell.get(3, "streamId", INT64_MIN, INT64_MAX, false);
+            std::tie(k.device, k.stream) = device_and_stream(cell);
             int64_t sid = cell.get(4, "demangledName", INT64_MIN, INT64_MAX, false, -1);
             auto ni = name_ids.find(sid);
             k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w_.intern(str(sid)));
@@ -309,8 +315,7 @@ private:
             ++events_;
             Copy cp;
             cp.id = ++copies_;
-            cp.device = static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false));
-            cp.stream = cell.get(3, "streamId", INT64_MIN, INT64_MAX, false);
+            std::tie(cp.device, cp.stream) = device_and_stream(cell);
             cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", 0, kMaxCuptiMemcpyKind, false));
             cp.bytes = cell.get(4, "bytes", 0, kMaxBytes, false);
             auto [cs, ce] = cell.interval(0, 1);
