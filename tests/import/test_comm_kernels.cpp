@@ -53,17 +53,23 @@ TEST_CASE("NCCL kernels of real public traces are found, with their operation", 
 
 TEST_CASE("NCCL and RCCL kernel names as profilers spell them", "[comm]") {
     // The two forms of the public traces above; newer NCCL's ncclDevKernel_* (whose Generic
-    // kernel is also what RCCL, which keeps NCCL's kernel names, shows in AMD profiles); a
-    // demangled name with its return type.
+    // kernel is also what RCCL, which keeps NCCL's kernel names, shows in AMD profiles).
     CHECK(comm_kernel_op("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)") == "AllReduce");
     CHECK(comm_kernel_op("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)") == "Broadcast");
     CHECK(comm_kernel_op("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == "SendRecv");
-    CHECK(comm_kernel_op("void ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)") ==
+    CHECK(comm_kernel_op("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)") ==
           "ReduceScatter");
+    // Communication kernels, but not NCCL's own spelling of a device kernel: no operation.
+    CHECK(is_comm_kernel("void ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
+    CHECK(comm_kernel_op("void ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)").empty());
+    CHECK(is_comm_kernel("NCCLDevKernel_AllReduce_Sum_f32_RING_LL"));
+    CHECK(comm_kernel_op("NCCLDevKernel_AllReduce_Sum_f32_RING_LL").empty());
     CHECK(comm_kernel_op("ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)") == "Generic");
     CHECK(is_comm_kernel("rcclGenericKernel"));   // made up: no public trace here has an rccl-named kernel
     CHECK(is_comm_kernel("NCCL_AllGather"));
     CHECK(comm_kernel_op("NCCL_AllGather").empty());
+    CHECK(comm_kernel_op("nccl:all_reduce").empty());   // the CPU op of a collective
+    CHECK(comm_kernel_op("my_ncclKernel_AllReduce").empty());
     // Operation names alone, and kernels that merely reduce, are not communication kernels.
     CHECK_FALSE(is_comm_kernel("AllReduce"));
     CHECK_FALSE(is_comm_kernel("void at::native::reduce_kernel<512, 1>(...)"));

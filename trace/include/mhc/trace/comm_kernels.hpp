@@ -12,9 +12,12 @@ namespace mhc::trace {
 // "rcclGenericKernel", "NCCL_AllReduce"). Names of the operations alone ("AllReduce") are not.
 bool is_comm_kernel(std::string_view name);
 
-// The operation a communication kernel runs, as its name says after "Kernel_":
+// The operation of one of NCCL's own device kernels, the kernels matched across ranks: a name
+// that starts with "nccl" in that case (NCCL 2.x's "ncclKernel_" and "ncclDevKernel_"; RCCL keeps
+// them) and contains "Kernel_", the operation being the letters and digits after it:
 // "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(...)" -> "AllReduce", "ncclKernel_SendRecv" ->
-// "SendRecv"; "" when `name` is not a communication kernel or says no operation.
+// "SendRecv". "" for every other name, a communication kernel or not ("nccl:all_reduce", a CPU
+// op; "NCCL_AllGather"; "my_ncclKernel_AllReduce").
 std::string comm_kernel_op(std::string_view name);
 
 }  // namespace mhc::trace
