@@ -40,9 +40,9 @@ struct Options {
 
 // 0 ... 2^64 - 1, said rather than clamped when it is not one.
 uint64_t parse_seed(const std::string& text) {
-    const auto v = mhc::parse_integer<uint64_t>(text);
-    if (!v) throw mhc::Error("--seed " + text + ": not an integer in [0, 2^64 - 1]", mhc::Error::Kind::BadInput);
-    return *v;
+    const auto seed = mhc::parse_integer<uint64_t>(text);
+    if (!seed) throw mhc::Error("--seed " + text + ": not an integer in [0, 2^64 - 1]", mhc::Error::Kind::BadInput);
+    return *seed;
 }
 
 template <class T>

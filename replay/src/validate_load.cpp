@@ -12,27 +12,28 @@ namespace mhc::replay {
 namespace detail {
 
 CpuSample cpu_sample() {
-    CpuSample c;
-    if (FILE* f = std::fopen("/proc/stat", "r")) {
-        unsigned long long v[10] = {};
-        if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                        &v[6], &v[7], &v[8], &v[9]) >= 4) {
+    CpuSample sample;
+    if (FILE* stat = std::fopen("/proc/stat", "r")) {
+        unsigned long long jiffies[10] = {};
+        if (std::fscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &jiffies[0], &jiffies[1],
+                        &jiffies[2], &jiffies[3], &jiffies[4], &jiffies[5], &jiffies[6], &jiffies[7], &jiffies[8],
+                        &jiffies[9]) >= 4) {
             double total = 0;
-            for (int i = 0; i < 8; ++i) total += static_cast<double>(v[i]);   // guest time is in user already
-            c.total = total;
-            c.busy = total - static_cast<double>(v[3]) - static_cast<double>(v[4]);   // minus idle, iowait
+            for (int i = 0; i < 8; ++i) total += static_cast<double>(jiffies[i]);   // guest time is in user already
+            sample.total = total;
+            sample.busy = total - static_cast<double>(jiffies[3]) - static_cast<double>(jiffies[4]);   // minus idle, iowait
         }
-        std::fclose(f);
+        std::fclose(stat);
     }
     rusage ru{};
     if (getrusage(RUSAGE_SELF, &ru) == 0)
-        c.self_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+        sample.self_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                    1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-    return c;
+    return sample;
 }
 double load_average() {
-    double l[1];
-    return getloadavg(l, 1) == 1 ? l[0] : -1;
+    double averages[1];
+    return getloadavg(averages, 1) == 1 ? averages[0] : -1;
 }
 
 void measure_others_share(Load& load, const CpuSample& before, const CpuSample& after) {
@@ -57,13 +58,13 @@ bool Load::loaded() const {
 }
 
 std::string Load::text() const {
-    char b[256];
+    char text[256];
     if (others_share >= 0)
-        std::snprintf(b, sizeof b, "load average %.2f before, %.2f after, %d cores; other processes used %.0f%% of the CPUs meanwhile",
+        std::snprintf(text, sizeof text, "load average %.2f before, %.2f after, %d cores; other processes used %.0f%% of the CPUs meanwhile",
                       before, after, cores, 100 * others_share);
     else
-        std::snprintf(b, sizeof b, "load average %.2f before, %.2f after, %d cores", before, after, cores);
-    return b;
+        std::snprintf(text, sizeof text, "load average %.2f before, %.2f after, %d cores", before, after, cores);
+    return text;
 }
 
 }  // namespace mhc::replay
