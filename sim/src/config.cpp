@@ -190,10 +190,10 @@ PrefetchSpec parse_prefetch(const std::string& text) {
     if (colon != std::string::npos) {
         if (p.kind == PrefetchKind::Capuchin || p.kind == PrefetchKind::None)
             throw Error("prefetch policy '" + base + "' takes no argument");
-        const auto v = parse_integer<int>(std::string_view(text).substr(colon + 1));
-        if (!v || *v < 1 || *v > 100000)
+        const auto window = parse_integer<int>(std::string_view(text).substr(colon + 1));
+        if (!window || *window < 1 || *window > 100000)
             throw Error("prefetch '" + text + "': the window must be an integer in 1..100000");
-        p.window = *v;
+        p.window = *window;
     }
     return p;
 }

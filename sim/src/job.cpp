@@ -27,11 +27,11 @@ struct Ranks {
     }
     int64_t number(size_t i, const char* key) const {
         const std::string* s = meta(i, key);
-        const std::optional<int64_t> v = s ? parse_integer<int64_t>(*s) : std::nullopt;
-        if (!v || *v < (std::string(key) == kTimeOriginKey ? INT64_MIN : 0))
+        const std::optional<int64_t> value = s ? parse_integer<int64_t>(*s) : std::nullopt;
+        if (!value || *value < (std::string(key) == kTimeOriginKey ? INT64_MIN : 0))
             throw Error(who(i) + ": meta " + key + " = '" + (s ? *s : "") + "' is not " +
                         (std::string(key) == kTimeOriginKey ? "a time in ns" : "a non-negative integer"));
-        return *v;
+        return *value;
     }
 };
 

@@ -22,10 +22,10 @@ std::map<std::string, int> ops_of(const std::string& public_file) {
     opt.warn = false;
     const std::string out = dir.file("t.db");
     imp::import_file(test::pub(public_file), out, opt);
-    const mhc::trace::TraceData t = mhc::trace::load_trace(out);
+    const mhc::trace::TraceData trace = mhc::trace::load_trace(out);
     std::map<std::string, int> ops;
-    for (size_t k = 0; k < t.kernels.size(); ++k) {
-        const std::string& name = t.str(t.kernels.name[k]);
+    for (size_t k = 0; k < trace.kernels.size(); ++k) {
+        const std::string& name = trace.str(trace.kernels.name[k]);
         const std::string op = comm_kernel_op(name);
         CHECK(is_comm_kernel(name) == !op.empty());
         ++ops[op];

@@ -10,7 +10,14 @@
 #include "mhc/trace/store.hpp"
 #include "mhc/test/temp.hpp"
 
-using namespace mhc::trace;
+using mhc::trace::AccessMode;
+using mhc::trace::Category;
+using mhc::trace::CopyKind;
+using mhc::trace::kCategoryCount;
+using mhc::trace::kCopyKindCount;
+using mhc::trace::MarkerKind;
+using mhc::trace::Phase;
+using mhc::trace::Writer;
 
 namespace {
 
@@ -30,7 +37,7 @@ std::map<int, std::string> rows(const std::string& path, const std::string& tabl
 template <class Enum>
 std::map<int, std::string> names(std::initializer_list<Enum> values) {
     std::map<int, std::string> out;
-    for (Enum v : values) out[static_cast<int>(v)] = std::string(to_string(v));
+    for (Enum value : values) out[static_cast<int>(value)] = std::string(mhc::trace::to_string(value));
     return out;
 }
 
@@ -38,9 +45,9 @@ std::map<int, std::string> names(std::initializer_list<Enum> values) {
 
 TEST_CASE("every enumeration's codes and names are the schema's lookup rows", "[store][schema]") {
     mhc::test::TempPath path("codes.db");
-    Writer w(path.path);
-    w.set_meta("source", "test");
-    w.finish();
+    Writer writer(path.path);
+    writer.set_meta("source", "test");
+    writer.finish();
     using C = Category;
     CHECK(rows(path.path, "categories") ==
           names({C::Param, C::Grad, C::Optimizer, C::Activation, C::Workspace, C::Comm, C::Other}));

@@ -8,11 +8,11 @@ namespace {
 bool contains_lower(std::string_view name, std::string_view lower_needle) {
     if (name.size() < lower_needle.size()) return false;
     for (size_t at = 0; at + lower_needle.size() <= name.size(); ++at) {
-        size_t k = 0;
-        while (k < lower_needle.size() &&
-               std::tolower(static_cast<unsigned char>(name[at + k])) == lower_needle[k])
-            ++k;
-        if (k == lower_needle.size()) return true;
+        size_t same = 0;
+        while (same < lower_needle.size() &&
+               std::tolower(static_cast<unsigned char>(name[at + same])) == lower_needle[same])
+            ++same;
+        if (same == lower_needle.size()) return true;
     }
     return false;
 }

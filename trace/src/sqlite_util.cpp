@@ -11,10 +11,10 @@ namespace mhc::trace::sql {
 
 int busy_timeout_ms() {
     if (const char* e = std::getenv("MHC_BUSY_TIMEOUT_MS")) {
-        const auto v = parse_integer<int>(e);
-        if (!v || *v < 0 || *v > 3600000)
+        const auto ms = parse_integer<int>(e);
+        if (!ms || *ms < 0 || *ms > 3600000)
             throw Error(std::string("MHC_BUSY_TIMEOUT_MS='") + e + "': not a whole number of milliseconds in [0, 3600000]");
-        return *v;
+        return *ms;
     }
     return 600000;   // 10 minutes: a long reader (a multi-GB trace loading) never costs a run
 }

@@ -93,8 +93,8 @@ bool parse_int(const char* s, size_t n, int64_t& out) {
             }
         }
     }
-    if (auto v = parse_integer<int64_t>(std::string_view(s, n))) {
-        out = *v;
+    if (auto whole = parse_integer<int64_t>(std::string_view(s, n))) {
+        out = *whole;
         return true;
     }
     char buf[64];
@@ -113,9 +113,9 @@ namespace {
 // Addresses are unsigned 64-bit in some traces: kept as their two's-complement bits.
 bool parse_addr(const char* s, size_t n, int64_t& out) {
     if (parse_int(s, n, out)) return true;
-    const auto v = parse_integer<uint64_t>(std::string_view(s, n));
-    if (!v) return false;
-    out = static_cast<int64_t>(*v);
+    const auto bits = parse_integer<uint64_t>(std::string_view(s, n));
+    if (!bits) return false;
+    out = static_cast<int64_t>(*bits);
     return true;
 }
 
