@@ -1,6 +1,5 @@
 // mhc generate: a synthetic training trace of a decoder-only transformer (docs/datasets.md).
 #include <atomic>
-#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +8,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/datasets/formulas.hpp"
@@ -40,11 +40,9 @@ struct Options {
 
 // 0 ... 2^64 - 1, said rather than clamped when it is not one.
 uint64_t parse_seed(const std::string& text) {
-    uint64_t v = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-        throw mhc::Error("--seed " + text + ": not an integer in [0, 2^64 - 1]", mhc::Error::Kind::BadInput);
-    return v;
+    const auto seed = mhc::parse_integer<uint64_t>(text);
+    if (!seed) throw mhc::Error("--seed " + text + ": not an integer in [0, 2^64 - 1]", mhc::Error::Kind::BadInput);
+    return *seed;
 }
 
 template <class T>

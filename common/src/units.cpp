@@ -7,6 +7,7 @@
 #include <string>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 
 namespace mhc {
 namespace {
@@ -125,8 +126,8 @@ double parse_share(std::string_view text, double max_percent) {
 
 int64_t parse_bytes(std::string_view text) {
     std::string_view t = trim(text);
-    if (!t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos && t.size() < 19)
-        return std::stoll(std::string(t));
+    if (t.find_first_not_of("0123456789") == std::string_view::npos)
+        if (auto bytes = parse_integer<int64_t>(t)) return *bytes;
     return parse_size(text);
 }
 

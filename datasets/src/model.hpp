@@ -13,13 +13,29 @@
 namespace mhc::datasets::detail {
 
 // Parameters of a layer, by role; -1 where the architecture has none.
-enum P : int { Ln1W, Ln1B, QkvW, QkvB, OW, OB, Ln2W, Ln2B, Fc1W, Fc1B, Fc2W, Fc2B,
-               HcFnA, HcBaseA, HcScaleA, HcFnM, HcBaseM, HcScaleM, kPCount };
+enum class ParamRole : int { Ln1W, Ln1B, QkvW, QkvB, OW, OB, Ln2W, Ln2B, Fc1W, Fc1B, Fc2W, Fc2B,
+                             HcFnA, HcBaseA, HcScaleA, HcFnM, HcBaseM, HcScaleM };
+inline constexpr int kParamRoleCount = static_cast<int>(ParamRole::HcScaleM) + 1;
 
 // What the forward pass keeps for the backward pass of one layer and micro-batch.
-enum Slot : int { XsA, CoeffA, HresA, FoutA, XsM, CoeffM, HresM, FoutM,
-                  LnIn1, LnOut1, Qkv, Probs, ProbsDrop, AttnDropMask, Lse, Ctx, MaskA,
-                  LnIn2, LnOut2, H1, G, MaskM, kSlotCount };
+enum class Slot : int { XsA, CoeffA, HresA, FoutA, XsM, CoeffM, HresM, FoutM,
+                        LnIn1, LnOut1, Qkv, Probs, ProbsDrop, AttnDropMask, Lse, Ctx, MaskA,
+                        LnIn2, LnOut2, H1, G, MaskM };
+inline constexpr int kSlotCount = static_cast<int>(Slot::MaskM) + 1;
+
+// Buffer ids (or parameter indexes) by an enumeration's members, -1 where there is none.
+template <class Enum, int N>
+class ByEnum {
+public:
+    ByEnum() { ids_.fill(-1); }
+    int64_t& operator[](Enum e) { return ids_[static_cast<size_t>(e)]; }
+    int64_t operator[](Enum e) const { return ids_[static_cast<size_t>(e)]; }
+    auto begin() const { return ids_.begin(); }   // in the enumeration's order
+    auto end() const { return ids_.end(); }
+
+private:
+    std::array<int64_t, N> ids_;
+};
 
 struct Param {
     int64_t numel = 0;
@@ -60,7 +76,7 @@ public:
     void end_step(int index);
 
 private:
-    using Saved = std::array<int64_t, kSlotCount>;
+    using Saved = ByEnum<Slot, kSlotCount>;
     struct MicroBatch {
         std::vector<Saved> layers;
         int64_t input_ids = -1, labels = -1;
@@ -76,10 +92,10 @@ private:
     Acc R(int64_t b) const { return {b, AccessMode::Read}; }
     Acc W(int64_t b) const { return {b, AccessMode::Write}; }
     Acc RW(int64_t b) const { return {b, AccessMode::ReadWrite}; }
-    int64_t pid(int layer, P p) const { return layer_params_[layer][p]; }
-    int64_t pbuf(int layer, P p) const { return params_[pid(layer, p)].buf; }
-    void add_params(std::vector<Acc>& acc, int layer, std::initializer_list<P> ps) const;
-    void add_grads(std::vector<Acc>& acc, int layer, std::initializer_list<P> ps);
+    int64_t pid(int layer, ParamRole p) const { return layer_params_[layer][p]; }
+    int64_t pbuf(int layer, ParamRole p) const { return params_[pid(layer, p)].buf; }
+    void add_params(std::vector<Acc>& acc, int layer, std::initializer_list<ParamRole> ps) const;
+    void add_grads(std::vector<Acc>& acc, int layer, std::initializer_list<ParamRole> ps);
 
     void forward(MicroBatch& mb, int index);
     void backward(MicroBatch& mb, int index);
@@ -87,6 +103,26 @@ private:
     int64_t comm_done() const;
     int64_t forward_layer(MicroBatch& mb, int l, int64_t x_in, bool keep_all);
     int64_t backward_layer(MicroBatch& mb, int l, int64_t dy);
+    // forward_layer's stages
+    double gemm_flops(int64_t in, int64_t out) const;
+    void linear_forward(int l, int64_t x, int64_t y, ParamRole w, ParamRole b, int64_t in, int64_t out);
+    void norm_forward(int l, Saved& s, Slot in, Slot out, ParamRole w, ParamRole b, const char* what);
+    int64_t sublayer_out_buffer(int l, int sub);
+    void keep_sublayer_out(int l, int sub, Saved& s, int64_t o);
+    void attention_forward(int l, Saved& s);
+    int64_t attention_sublayer(int l, Saved& s);
+    int64_t mlp_sublayer(int l, Saved& s);
+    void release_after_forward(int l, Saved& s);
+    // backward_layer's stages
+    int64_t linear_backward(int l, int64_t dy, int64_t x, ParamRole w, ParamRole b, int64_t in, int64_t out,
+                            const char* what);
+    int64_t norm_backward(int l, Saved& s, int64_t dout, Slot in, ParamRole w, ParamRole b);
+    int64_t sublayer_in_grad(int l, int sub, Saved& s, int64_t din, int64_t dres, int64_t dxs, int64_t dcoeff);
+    int64_t sublayer_head_backward(int l, int sub, Saved& s, int64_t dy, int64_t out, int64_t dres, int64_t dxs,
+                                   int64_t dcoeff);
+    int64_t attention_backward(Saved& s, int64_t dctx);
+    int64_t mlp_backward(int l, Saved& s, int64_t dy, int64_t& dxs, int64_t& dcoeff);
+    int64_t attention_sublayer_backward(int l, Saved& s, int64_t dy, int64_t& dxs, int64_t& dcoeff);
     int64_t hc_pre(int l, int sub, int64_t xs, int64_t& coeff, int64_t& hres);
     int64_t hc_post(int l, int sub, int64_t xs, int64_t fo, int64_t coeff, int64_t hres, int64_t lbl);
     int64_t hc_backward(int l, int sub, Saved& s, int64_t dy, int64_t& dfo);
@@ -101,13 +137,13 @@ private:
     void optimizer(int index);
     void free_slot(Saved& s, Slot k);
 
-    Emitter& e_;
-    const KernelNames& k_;
-    const GeneratorConfig& c_;
-    Dims d_;
+    Emitter& emitter_;
+    const KernelNames& kernel_names_;
+    const GeneratorConfig& config_;
+    Dims dims_;
     bool hopper_;
     std::vector<Param> params_;
-    std::vector<std::array<int64_t, kPCount>> layer_params_;
+    std::vector<ByEnum<ParamRole, kParamRoleCount>> layer_params_;
     int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_ = -1;
     std::vector<std::vector<int>> groups_;       // optimizer groups: params per layer etc.
     int64_t nccl_dp_ = -1, nccl_tp_ = -1, nccl_pp_ = -1, nccl_pp_prev_ = -1, cublas_ws_ = -1;

@@ -6,6 +6,9 @@
 
 namespace mhc::datasets::detail {
 
+using enum ParamRole;
+using enum Slot;
+
 using trace::Category;
 using trace::CopyKind;
 using trace::MarkerKind;
@@ -26,220 +29,219 @@ void Model::layer_grads_ready(std::initializer_list<int> groups) {
     for (int g : groups)
         for (int p : groups_[static_cast<size_t>(g)]) {
             bucket_.push_back(p);
-            bucket_bytes_ += params_[p].numel * d_.d;
+            bucket_bytes_ += params_[p].numel * dims_.d;
         }
-    if (bucket_bytes_ >= c_.bucket_bytes) flush_bucket(false);
+    if (bucket_bytes_ >= config_.bucket_bytes) flush_bucket(false);
 }
 
 void Model::flush_bucket(bool) {
     if (bucket_.empty()) return;
-    const GpuSpec& g = c_.gpu;
-    double dp = double(c_.dp);
-    double factor = c_.zero1 ? (dp - 1) / dp : 2 * (dp - 1) / dp;
-    double secs = g.comm_latency_s + factor * double(bucket_bytes_) / dp_bandwidth(c_);
+    const GpuSpec& g = config_.gpu;
+    double dp = double(config_.dp);
+    double factor = config_.zero1 ? (dp - 1) / dp : 2 * (dp - 1) / dp;
+    double secs = g.comm_latency_s + factor * double(bucket_bytes_) / dp_bandwidth(config_);
     std::vector<Acc> acc{RW(nccl_dp_)};
     for (int p : bucket_) acc.push_back(RW(params_[p].grad));
-    e_.kernel(kComm, c_.zero1 ? k_.reduce_scatter : k_.allreduce, KClass::Comm, 0, acc, launch_nccl(16),
-              e_.now(kCompute), secs);
+    emitter_.kernel(kComm, config_.zero1 ? kernel_names_.reduce_scatter : kernel_names_.allreduce, KClass::Comm, 0, acc, launch_nccl(16),
+              emitter_.now(kCompute), secs);
     bucket_.clear();
     bucket_bytes_ = 0;
 }
 
 void Model::forward(MicroBatch& mb, int index) {
-    const bool gpt2 = c_.arch == Arch::Gpt2, hc = d_.n > 1;
-    const int64_t T = d_.tokens, h = c_.hidden, B = d_.d;
+    const bool gpt2 = config_.arch == Arch::Gpt2, hc = dims_.n > 1;
+    const int64_t T = dims_.tokens, h = config_.hidden, B = dims_.d;
     const double pcie = hopper_ ? 50e9 : 24e9;
-    int64_t t0 = e_.now(kCompute);
-    mb.layers.assign(static_cast<size_t>(d_.layers), Saved{});
-    for (auto& s : mb.layers) s.fill(-1);
-    if (d_.has_embed) {
-        mb.input_ids = e_.alloc(T * 8, Category::Other, label(-1, "batch.input_ids"));
-        e_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
+    int64_t t0 = emitter_.now(kCompute);
+    mb.layers.assign(static_cast<size_t>(dims_.layers), Saved{});
+    if (dims_.has_embed) {
+        mb.input_ids = emitter_.alloc(T * 8, Category::Other, label(-1, "batch.input_ids"));
+        emitter_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
     }
-    if (d_.has_head) {
-        mb.labels = e_.alloc(T * 8, Category::Other, label(-1, "batch.labels"));
-        e_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
+    if (dims_.has_head) {
+        mb.labels = emitter_.alloc(T * 8, Category::Other, label(-1, "batch.labels"));
+        emitter_.copy(kCompute, CopyKind::H2D, T * 8, pcie);
     }
     int64_t x;
     std::vector<Acc> acc;
-    if (d_.has_embed) {
-        int64_t emb = e_.alloc(B * T * h, hc ? kWs : kAct, hc ? label(-1, "embed.out") : label(0, "attn.residual"));
+    if (dims_.has_embed) {
+        int64_t emb = emitter_.alloc(B * T * h, hc ? kWs : kAct, hc ? label(-1, "embed.out") : label(0, "attn.residual"));
         acc = {R(mb.input_ids), R(params_[wte_].buf), W(emb)};
         if (gpt2) acc.push_back(R(params_[wpe_].buf));
-        e_.kernel(kCompute, k_.embed_fwd, KClass::Memory, 0, acc, launch_elementwise(T * h));
+        emitter_.kernel(kCompute, kernel_names_.embed_fwd, KClass::Memory, 0, acc, launch_elementwise(T * h));
         tp_allreduce(emb);
         x = emb;
         if (hc) {
-            x = e_.alloc(d_.n * B * T * h, kAct, label(0, "attn.residual"));
-            e_.kernel(kCompute, k_.hc_expand, KClass::Memory, 0, {R(emb), W(x)}, launch_elementwise(d_.n * T * h));
-            e_.free(emb);
+            x = emitter_.alloc(dims_.n * B * T * h, kAct, label(0, "attn.residual"));
+            emitter_.kernel(kCompute, kernel_names_.hc_expand, KClass::Memory, 0, {R(emb), W(x)}, launch_elementwise(dims_.n * T * h));
+            emitter_.free(emb);
         }
     } else {
         // Multi-rank pipeline: the stage input (the previous stage's output, n streams with
         // mHC) arrives by a receive that ends no earlier than its send.
-        x = e_.alloc(d_.n * B * T * h, kAct, label(0, "attn.residual"));
-        int64_t sent = pipe_->act_end[size_t(c_.pp_stage - 1)][size_t(index)];
-        int64_t end = e_.comm_kernel(kPpPrev, k_.sendrecv, {W(x), RW(nccl_pp_prev_)}, launch_nccl(4), e_.now(kCompute),
-                                     p2p_seconds(e_.bytes(x)), sent, kStreamPpPrev);
-        e_.wait_until(kCompute, end);
-        t0 = e_.now(kCompute);
+        x = emitter_.alloc(dims_.n * B * T * h, kAct, label(0, "attn.residual"));
+        int64_t sent = pipe_->act_end[size_t(config_.pp_stage - 1)][size_t(index)];
+        int64_t end = emitter_.comm_kernel(kPpPrev, kernel_names_.sendrecv, {W(x), RW(nccl_pp_prev_)}, launch_nccl(4), emitter_.now(kCompute),
+                                     p2p_seconds(emitter_.bytes(x)), sent, kStreamPpPrev);
+        emitter_.wait_until(kCompute, end);
+        t0 = emitter_.now(kCompute);
     }
-    for (int l = 0; l < d_.layers; ++l) {
-        int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
+    for (int l = 0; l < dims_.layers; ++l) {
+        int64_t m = emitter_.marker_begin(), ts = emitter_.now(kCompute);
         x = forward_layer(mb, l, x, false);
-        e_.marker_end(m, marker_names_[2 * l], ts, MarkerKind::Layer, l, e_.now(kCompute));
-        e_.progress(double(++progress_done_) / progress_total_);
+        emitter_.marker_end(m, marker_names_[2 * l], ts, MarkerKind::Layer, l, emitter_.now(kCompute));
+        emitter_.progress(double(++progress_done_) / progress_total_);
     }
-    if (d_.has_head) {
+    if (dims_.has_head) {
         int64_t xf = x;
         if (hc) {
-            xf = e_.alloc(B * T * h, kAct, label(-1, "final_norm.input"));
-            e_.kernel(kCompute, k_.hc_merge, KClass::Memory, 0, {R(x), W(xf)}, launch_elementwise(d_.n * T * h));
-            e_.free(x);
+            xf = emitter_.alloc(B * T * h, kAct, label(-1, "final_norm.input"));
+            emitter_.kernel(kCompute, kernel_names_.hc_merge, KClass::Memory, 0, {R(x), W(xf)}, launch_elementwise(dims_.n * T * h));
+            emitter_.free(x);
         }
         mb.final_in = xf;
-        mb.head_in = e_.alloc(B * T * h, kAct, label(-1, "head.input"));
+        mb.head_in = emitter_.alloc(B * T * h, kAct, label(-1, "head.input"));
         acc = {R(xf), R(params_[lnf_w_].buf), W(mb.head_in)};
         if (gpt2) acc.push_back(R(params_[lnf_b_].buf));
-        e_.kernel(kCompute, k_.norm_fwd, KClass::Memory, 0, acc, launch_rows(T, 256));
+        emitter_.kernel(kCompute, kernel_names_.norm_fwd, KClass::Memory, 0, acc, launch_rows(T, 256));
         int head = gpt2 ? wte_ : head_;
-        mb.logits = e_.alloc(B * T * d_.vocab, kAct, label(-1, "logits"));
-        e_.kernel(kCompute, k_.gemm_fwd, KClass::Gemm, 2.0 * T * h * d_.vocab,
-                  {R(mb.head_in), R(params_[head].buf), W(mb.logits)}, launch_gemm(T, d_.vocab, hopper_));
-        mb.lse = e_.alloc(4 * T, kAct, label(-1, "loss.lse"));
-        mb.loss = e_.alloc(4, Category::Other, label(-1, "loss"));
-        e_.kernel(kCompute, k_.xent_fwd, KClass::Memory, 0, {R(mb.logits), R(mb.labels), W(mb.lse), W(mb.loss)},
+        mb.logits = emitter_.alloc(B * T * dims_.vocab, kAct, label(-1, "logits"));
+        emitter_.kernel(kCompute, kernel_names_.gemm_fwd, KClass::Gemm, 2.0 * T * h * dims_.vocab,
+                  {R(mb.head_in), R(params_[head].buf), W(mb.logits)}, launch_gemm(T, dims_.vocab, hopper_));
+        mb.lse = emitter_.alloc(4 * T, kAct, label(-1, "loss.lse"));
+        mb.loss = emitter_.alloc(4, Category::Other, label(-1, "loss"));
+        emitter_.kernel(kCompute, kernel_names_.xent_fwd, KClass::Memory, 0, {R(mb.logits), R(mb.labels), W(mb.lse), W(mb.loss)},
                   launch_rows(T, 256));
         tp_allreduce(mb.lse);   // vocabulary-parallel softmax statistics
     } else {
         // Send the stage output to the next stage; Megatron frees it once sent.
-        double secs = p2p_seconds(e_.bytes(x));
-        if (c_.multi_rank) {
-            pipe_->act_end[size_t(c_.pp_stage)][size_t(index)] =
-                e_.comm_kernel(kPpNext, k_.sendrecv, {R(x), RW(nccl_pp_)}, launch_nccl(4), e_.now(kCompute), secs, 0,
+        double secs = p2p_seconds(emitter_.bytes(x));
+        if (config_.multi_rank) {
+            pipe_->act_end[size_t(config_.pp_stage)][size_t(index)] =
+                emitter_.comm_kernel(kPpNext, kernel_names_.sendrecv, {R(x), RW(nccl_pp_)}, launch_nccl(4), emitter_.now(kCompute), secs, 0,
                                kStreamPpNext);
         } else {
-            e_.kernel(kComm, k_.sendrecv, KClass::Comm, 0, {R(x), RW(nccl_pp_)}, launch_nccl(4), e_.now(kCompute), secs);
+            emitter_.kernel(kComm, kernel_names_.sendrecv, KClass::Comm, 0, {R(x), RW(nccl_pp_)}, launch_nccl(4), emitter_.now(kCompute), secs);
         }
-        e_.free(x);
+        emitter_.free(x);
     }
-    mb.fwd_end = e_.now(kCompute);
+    mb.fwd_end = emitter_.now(kCompute);
     if (fwd_time_ == 0) fwd_time_ = double(mb.fwd_end - t0);
 }
 
 double Model::p2p_seconds(int64_t bytes) const {
-    const GpuSpec& g = c_.gpu;
-    double bw = (c_.tp * c_.pp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
+    const GpuSpec& g = config_.gpu;
+    double bw = (config_.tp * config_.pp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
     return g.comm_latency_s + double(bytes) / bw;
 }
 
 int64_t Model::comm_done() const {
-    return std::max({e_.now(kComm), e_.now(kPpNext), e_.now(kPpPrev)});
+    return std::max({emitter_.now(kComm), emitter_.now(kPpNext), emitter_.now(kPpPrev)});
 }
 
 void Model::backward(MicroBatch& mb, int index) {
-    const bool gpt2 = c_.arch == Arch::Gpt2, hc = d_.n > 1;
-    const int64_t T = d_.tokens, h = c_.hidden, B = d_.d;
-    int64_t t0 = e_.now(kCompute);
+    const bool gpt2 = config_.arch == Arch::Gpt2, hc = dims_.n > 1;
+    const int64_t T = dims_.tokens, h = config_.hidden, B = dims_.d;
+    int64_t t0 = emitter_.now(kCompute);
     int64_t dy;
     std::vector<Acc> acc;
-    if (d_.has_head) {
+    if (dims_.has_head) {
         int head = gpt2 ? wte_ : head_;
-        int64_t dlogits = e_.alloc(B * T * d_.vocab, kWs, label(-1, "grad.logits"));
-        e_.kernel(kCompute, k_.xent_bwd, KClass::Memory, 0, {R(mb.logits), R(mb.lse), R(mb.labels), W(dlogits)},
+        int64_t dlogits = emitter_.alloc(B * T * dims_.vocab, kWs, label(-1, "grad.logits"));
+        emitter_.kernel(kCompute, kernel_names_.xent_bwd, KClass::Memory, 0, {R(mb.logits), R(mb.lse), R(mb.labels), W(dlogits)},
                   launch_rows(T, 256));
         for (int64_t* b : {&mb.logits, &mb.lse, &mb.labels, &mb.loss}) {
-            e_.free(*b);
+            emitter_.free(*b);
             *b = -1;
         }
-        int64_t dnf = e_.alloc(B * T * h, kWs, label(-1, "grad.head.input"));
-        e_.kernel(kCompute, k_.gemm_dgrad, KClass::Gemm, 2.0 * T * h * d_.vocab,
+        int64_t dnf = emitter_.alloc(B * T * h, kWs, label(-1, "grad.head.input"));
+        emitter_.kernel(kCompute, kernel_names_.gemm_dgrad, KClass::Gemm, 2.0 * T * h * dims_.vocab,
                   {R(dlogits), R(params_[head].buf), W(dnf)}, launch_gemm(T, h, hopper_));
-        e_.kernel(kCompute, k_.gemm_wgrad, KClass::Gemm, 2.0 * T * h * d_.vocab,
-                  {R(dlogits), R(mb.head_in), grad(head)}, launch_gemm(d_.vocab, h, hopper_));
-        e_.free(dlogits);
-        e_.free(mb.head_in);
+        emitter_.kernel(kCompute, kernel_names_.gemm_wgrad, KClass::Gemm, 2.0 * T * h * dims_.vocab,
+                  {R(dlogits), R(mb.head_in), grad(head)}, launch_gemm(dims_.vocab, h, hopper_));
+        emitter_.free(dlogits);
+        emitter_.free(mb.head_in);
         tp_allreduce(dnf);
-        int64_t dxf = e_.alloc(B * T * h, kWs, label(-1, hc ? "grad.final" : "grad.residual"));
-        e_.kernel(kCompute, k_.norm_bwd_input, KClass::Memory, 0,
+        int64_t dxf = emitter_.alloc(B * T * h, kWs, label(-1, hc ? "grad.final" : "grad.residual"));
+        emitter_.kernel(kCompute, kernel_names_.norm_bwd_input, KClass::Memory, 0,
                   {R(dnf), R(mb.final_in), R(params_[lnf_w_].buf), W(dxf)}, launch_rows(T, 256));
         acc = {R(dnf), R(mb.final_in), grad(lnf_w_)};
         if (gpt2) acc.push_back(grad(lnf_b_));
-        e_.kernel(kCompute, k_.norm_bwd_weight, KClass::Memory, 0, acc, launch_rows(h / 32 + 1, 1024));
-        e_.free(dnf);
-        e_.free(mb.final_in);
+        emitter_.kernel(kCompute, kernel_names_.norm_bwd_weight, KClass::Memory, 0, acc, launch_rows(h / 32 + 1, 1024));
+        emitter_.free(dnf);
+        emitter_.free(mb.final_in);
         dy = dxf;
         if (hc) {
-            dy = e_.alloc(d_.n * B * T * h, kWs, label(-1, "grad.residual"));
-            e_.kernel(kCompute, k_.hc_merge_bwd, KClass::Memory, 0, {R(dxf), W(dy)}, launch_elementwise(d_.n * T * h));
-            e_.free(dxf);
+            dy = emitter_.alloc(dims_.n * B * T * h, kWs, label(-1, "grad.residual"));
+            emitter_.kernel(kCompute, kernel_names_.hc_merge_bwd, KClass::Memory, 0, {R(dxf), W(dy)}, launch_elementwise(dims_.n * T * h));
+            emitter_.free(dxf);
         }
         layer_grads_ready({static_cast<int>(groups_.size() - 1)});
     } else {
         // The gradient of the stage output comes back from the next stage after the rest of
         // the pipeline ran this micro-batch forward and backward.
-        dy = e_.alloc(d_.n * B * T * h, kWs, label(-1, "pp.recv_grad"));
-        double secs = p2p_seconds(e_.bytes(dy));
+        dy = emitter_.alloc(dims_.n * B * T * h, kWs, label(-1, "pp.recv_grad"));
+        double secs = p2p_seconds(emitter_.bytes(dy));
         int64_t end;
-        if (c_.multi_rank) {
+        if (config_.multi_rank) {
             // Multi-rank: the next stage's send of this gradient, generated before.
-            int64_t sent = pipe_->grad_end[size_t(c_.pp_stage + 1)][size_t(index)];
-            end = e_.comm_kernel(kPpNext, k_.sendrecv, {W(dy), RW(nccl_pp_)}, launch_nccl(4), e_.now(kCompute), secs,
+            int64_t sent = pipe_->grad_end[size_t(config_.pp_stage + 1)][size_t(index)];
+            end = emitter_.comm_kernel(kPpNext, kernel_names_.sendrecv, {W(dy), RW(nccl_pp_)}, launch_nccl(4), emitter_.now(kCompute), secs,
                                  sent, kStreamPpNext);
         } else {
             // Single rank: the rest of the pipeline is estimated from this stage's times.
             double bwd = bwd_time_ > 0 ? bwd_time_ : 2 * fwd_time_;
-            int64_t ready = mb.fwd_end + static_cast<int64_t>((c_.pp - 1) * (fwd_time_ + bwd));
-            end = e_.kernel(kComm, k_.sendrecv, KClass::Comm, 0, {W(dy), RW(nccl_pp_)}, launch_nccl(4),
-                            std::max(ready, e_.now(kCompute)), secs);
+            int64_t ready = mb.fwd_end + static_cast<int64_t>((config_.pp - 1) * (fwd_time_ + bwd));
+            end = emitter_.kernel(kComm, kernel_names_.sendrecv, KClass::Comm, 0, {W(dy), RW(nccl_pp_)}, launch_nccl(4),
+                            std::max(ready, emitter_.now(kCompute)), secs);
         }
-        e_.wait_until(kCompute, end);
-        t0 = e_.now(kCompute);
+        emitter_.wait_until(kCompute, end);
+        t0 = emitter_.now(kCompute);
     }
-    for (int l = static_cast<int>(d_.layers) - 1; l >= 0; --l) {
-        int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
+    for (int l = static_cast<int>(dims_.layers) - 1; l >= 0; --l) {
+        int64_t m = emitter_.marker_begin(), ts = emitter_.now(kCompute);
         dy = backward_layer(mb, l, dy);
-        e_.marker_end(m, marker_names_[2 * l + 1], ts, MarkerKind::Layer, l, e_.now(kCompute));
+        emitter_.marker_end(m, marker_names_[2 * l + 1], ts, MarkerKind::Layer, l, emitter_.now(kCompute));
         layer_grads_ready({l + 1});
-        e_.progress(double(++progress_done_) / progress_total_);
+        emitter_.progress(double(++progress_done_) / progress_total_);
     }
     int64_t demb = dy;
-    if (hc && d_.has_embed) {
-        demb = e_.alloc(B * T * h, kWs, label(-1, "grad.embed.out"));
-        e_.kernel(kCompute, k_.hc_expand_bwd, KClass::Memory, 0, {R(dy), W(demb)}, launch_elementwise(d_.n * T * h));
-        e_.free(dy);
+    if (hc && dims_.has_embed) {
+        demb = emitter_.alloc(B * T * h, kWs, label(-1, "grad.embed.out"));
+        emitter_.kernel(kCompute, kernel_names_.hc_expand_bwd, KClass::Memory, 0, {R(dy), W(demb)}, launch_elementwise(dims_.n * T * h));
+        emitter_.free(dy);
     }
-    if (d_.has_embed) {
-        e_.kernel(kCompute, k_.embed_bwd, KClass::Memory, 0, {R(demb), R(mb.input_ids), grad(wte_)},
+    if (dims_.has_embed) {
+        emitter_.kernel(kCompute, kernel_names_.embed_bwd, KClass::Memory, 0, {R(demb), R(mb.input_ids), grad(wte_)},
                   launch_elementwise(T * h));
         if (gpt2)
-            e_.kernel(kCompute, k_.pos_bwd, KClass::Memory, 0, {R(demb), grad(wpe_)}, launch_elementwise(T * h));
-        e_.free(demb);
-        e_.free(mb.input_ids);
+            emitter_.kernel(kCompute, kernel_names_.pos_bwd, KClass::Memory, 0, {R(demb), grad(wpe_)}, launch_elementwise(T * h));
+        emitter_.free(demb);
+        emitter_.free(mb.input_ids);
         mb.input_ids = -1;
     } else {
         // Multi-rank: the gradient of the stage input goes back to the previous stage.
-        pipe_->grad_end[size_t(c_.pp_stage)][size_t(index)] =
-            e_.comm_kernel(kPpPrev, k_.sendrecv, {R(demb), RW(nccl_pp_prev_)}, launch_nccl(4), e_.now(kCompute),
-                           p2p_seconds(e_.bytes(demb)), 0, kStreamPpPrev);
-        e_.free(demb);
+        pipe_->grad_end[size_t(config_.pp_stage)][size_t(index)] =
+            emitter_.comm_kernel(kPpPrev, kernel_names_.sendrecv, {R(demb), RW(nccl_pp_prev_)}, launch_nccl(4), emitter_.now(kCompute),
+                           p2p_seconds(emitter_.bytes(demb)), 0, kStreamPpPrev);
+        emitter_.free(demb);
     }
     layer_grads_ready({0});
-    if (bwd_time_ == 0) bwd_time_ = double(e_.now(kCompute) - t0);
+    if (bwd_time_ == 0) bwd_time_ = double(emitter_.now(kCompute) - t0);
 }
 
 void Model::optimizer(int index) {
     (void)index;
-    const GpuSpec& g = c_.gpu;
-    e_.wait_until(kCompute, comm_done());
-    int64_t m = e_.marker_begin(), ts = e_.now(kCompute);
-    int64_t norm = e_.alloc(4096, kWs, label(-1, "optimizer.grad_norm"));
+    const GpuSpec& g = config_.gpu;
+    emitter_.wait_until(kCompute, comm_done());
+    int64_t m = emitter_.marker_begin(), ts = emitter_.now(kCompute);
+    int64_t norm = emitter_.alloc(4096, kWs, label(-1, "optimizer.grad_norm"));
     // clip_grad_norm_: one multi-tensor L2 norm per group.
     for (const auto& grp : groups_) {
         if (grp.empty()) continue;   // a middle pipeline stage has no embedding group
         std::vector<Acc> acc{RW(norm)};
         for (int p : grp) acc.push_back(R(params_[p].grad));
-        e_.kernel(kCompute, k_.l2norm, KClass::Memory, 0, acc, launch_elementwise(1 << 20));
+        emitter_.kernel(kCompute, kernel_names_.l2norm, KClass::Memory, 0, acc, launch_elementwise(1 << 20));
     }
     for (const auto& grp : groups_) {
         if (grp.empty()) continue;
@@ -248,38 +250,38 @@ void Model::optimizer(int index) {
         for (int p : grp) {
             Param& q = params_[p];
             if (q.m < 0) {   // Adam's moments appear at the first step
-                q.m = e_.alloc(q.shard * 4, Category::Optimizer, e_.intern(q.name + ".exp_avg"), kCompute, true);
-                q.v = e_.alloc(q.shard * 4, Category::Optimizer, e_.intern(q.name + ".exp_avg_sq"), kCompute, true);
+                q.m = emitter_.alloc(q.shard * 4, Category::Optimizer, emitter_.intern(q.name + ".exp_avg"), kCompute, true);
+                q.v = emitter_.alloc(q.shard * 4, Category::Optimizer, emitter_.intern(q.name + ".exp_avg_sq"), kCompute, true);
             }
             acc.push_back(R(q.grad));
             acc.push_back(RW(q.master));
             acc.push_back(RW(q.m));
             acc.push_back(RW(q.v));
-            acc.push_back(c_.zero1 ? RW(q.buf) : W(q.buf));
-            bytes += double(q.shard) * (2.0 * d_.d + 24);   // grad + param, 3 fp32 read-written
+            acc.push_back(config_.zero1 ? RW(q.buf) : W(q.buf));
+            bytes += double(q.shard) * (2.0 * dims_.d + 24);   // grad + param, 3 fp32 read-written
         }
         double secs = std::max(g.launch_floor_s, bytes / (g.mem_bw * g.mem_eff));
-        int64_t end = e_.kernel(kCompute, k_.adam, KClass::Memory, 0, acc, launch_elementwise(1 << 20), 0, secs);
-        if (c_.zero1 && c_.dp > 1) {
+        int64_t end = emitter_.kernel(kCompute, kernel_names_.adam, KClass::Memory, 0, acc, launch_elementwise(1 << 20), 0, secs);
+        if (config_.zero1 && config_.dp > 1) {
             // Distributed optimizer: every rank gathers the updated parameter shards.
             std::vector<Acc> ag{RW(nccl_dp_)};
             double pbytes = 0;
             for (int p : grp) {
                 ag.push_back(RW(params_[p].buf));
-                pbytes += double(params_[p].numel * d_.d);
+                pbytes += double(params_[p].numel * dims_.d);
             }
-            double dp = double(c_.dp);
-            double s = g.comm_latency_s + (dp - 1) / dp * pbytes / dp_bandwidth(c_);
-            e_.kernel(kComm, k_.allgather, KClass::Comm, 0, ag, launch_nccl(16), end, s);
+            double dp = double(config_.dp);
+            double s = g.comm_latency_s + (dp - 1) / dp * pbytes / dp_bandwidth(config_);
+            emitter_.kernel(kComm, kernel_names_.allgather, KClass::Comm, 0, ag, launch_nccl(16), end, s);
         }
     }
-    e_.free(norm);
+    emitter_.free(norm);
     for (auto& p : params_) {   // zero_grad(set_to_none=True)
-        if (p.grad >= 0) e_.free(p.grad);
+        if (p.grad >= 0) emitter_.free(p.grad);
         p.grad = -1;
     }
-    e_.wait_until(kCompute, comm_done());
-    e_.marker_end(m, opt_name_, ts, MarkerKind::Range, -1, e_.now(kCompute));
+    emitter_.wait_until(kCompute, comm_done());
+    emitter_.marker_end(m, opt_name_, ts, MarkerKind::Range, -1, emitter_.now(kCompute));
 }
 
 void Model::step(int index) {
@@ -290,15 +292,15 @@ void Model::step(int index) {
 // 1F1B (Narayanan et al. 2021): stage s runs min(pp - 1 - s, M) warm-up forwards, then one
 // forward and one backward in turn, then the remaining backwards.
 const std::vector<Model::Op>& Model::begin_step(int index) {
-    e_.set_step(index);
-    e_.idle(kCompute, 120e-6);   // data loader and Python between steps
-    e_.wait_until(kComm, e_.now(kCompute));
-    step_marker_ = e_.marker_begin();
-    step_ts_ = e_.now(kCompute);
-    const int nmb = c_.micro_batches;
+    emitter_.set_step(index);
+    emitter_.idle(kCompute, 120e-6);   // data loader and Python between steps
+    emitter_.wait_until(kComm, emitter_.now(kCompute));
+    step_marker_ = emitter_.marker_begin();
+    step_ts_ = emitter_.now(kCompute);
+    const int nmb = config_.micro_batches;
     mbs_.assign(static_cast<size_t>(nmb), MicroBatch{});
     ops_.clear();
-    const int warm = std::min(c_.pp - 1 - c_.pp_stage, nmb);
+    const int warm = std::min(config_.pp - 1 - config_.pp_stage, nmb);
     for (int i = 0; i < warm; ++i) ops_.push_back({true, i});
     for (int i = 0; i < nmb; ++i) {
         if (i + warm < nmb) ops_.push_back({true, i + warm});
@@ -308,9 +310,9 @@ const std::vector<Model::Op>& Model::begin_step(int index) {
 }
 
 bool Model::ready(const Op& op) const {
-    if (!c_.multi_rank) return true;
-    if (op.forward) return d_.has_embed || pipe_->act_end[size_t(c_.pp_stage - 1)][size_t(op.mb)] >= 0;
-    return d_.has_head || pipe_->grad_end[size_t(c_.pp_stage + 1)][size_t(op.mb)] >= 0;
+    if (!config_.multi_rank) return true;
+    if (op.forward) return dims_.has_embed || pipe_->act_end[size_t(config_.pp_stage - 1)][size_t(op.mb)] >= 0;
+    return dims_.has_head || pipe_->grad_end[size_t(config_.pp_stage + 1)][size_t(op.mb)] >= 0;
 }
 
 void Model::run(const Op& op) {
@@ -318,7 +320,7 @@ void Model::run(const Op& op) {
     if (op.forward) {
         forward(mb, op.mb);
     } else {
-        reduce_grads_ = c_.dp > 1 && op.mb == c_.micro_batches - 1;
+        reduce_grads_ = config_.dp > 1 && op.mb == config_.micro_batches - 1;
         backward(mb, op.mb);
     }
 }
@@ -327,7 +329,7 @@ void Model::end_step(int index) {
     flush_bucket(true);
     reduce_grads_ = false;
     optimizer(index);
-    e_.marker_end(step_marker_, step_name_, step_ts_, MarkerKind::Step, index, std::max(e_.now(kCompute), comm_done()));
+    emitter_.marker_end(step_marker_, step_name_, step_ts_, MarkerKind::Step, index, std::max(emitter_.now(kCompute), comm_done()));
 }
 
 }  // namespace mhc::datasets::detail

@@ -1,9 +1,9 @@
 """Writes traces in the toolkit's SQLite format (docs/trace-format.md, schema version 1) and reads
 their runs back as pandas DataFrames.
 
-The DDL is the C++ store's (trace/src/schema.cpp), statement for statement; `mhc check` is the
-judge of what this writes. A trace is written to PATH.mhc-tmp-PID and renamed into place when
-complete, so an interrupted capture leaves no half-written file (the C++ tools' convention:
+The DDL and the codes come from the format's one schema file (trace/schema.sql, which the C++
+store embeds); `mhc check` is the judge of what this writes. A trace is written to
+PATH.mhc-tmp-PID and renamed into place when complete, so an interrupted capture leaves no half-written file (the C++ tools' convention:
 docs/trace-format.md, "Durability and concurrency").
 """
 from __future__ import annotations
@@ -17,88 +17,55 @@ from .output_file import OutputError, OutputExists, SignalGuard, begin_output, c
 SCHEMA_VERSION = 1
 FORMAT_NAME = "mhc-trace"
 
-# Category, access-mode and marker-kind codes of the format.
-PARAM, GRAD, OPTIMIZER, ACTIVATION, WORKSPACE, COMM, OTHER = range(7)
-CATEGORY_NAMES = ["param", "grad", "optimizer", "activation", "workspace", "comm", "other"]
-READ, WRITE, READ_WRITE = 1, 2, 3
-MARKER_STEP, MARKER_LAYER, MARKER_RANGE = 0, 1, 2
-FORWARD, BACKWARD, OPTIMIZER_PHASE, RECOMPUTE, OTHER_PHASE = range(5)
-H2D, D2H = 0, 1  # copy kinds
-PHASE_NAMES = ["forward", "backward", "optimizer", "recompute", "other"]
 
-_TABLES = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE strings (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
-CREATE TABLE allocations (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, address INTEGER NOT NULL,
-  bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
-  stream INTEGER NOT NULL, category INTEGER NOT NULL, label INTEGER NOT NULL DEFAULT 0,
-  requested_bytes INTEGER);
-CREATE TABLE kernels (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
-  name INTEGER NOT NULL, t_start INTEGER NOT NULL, t_end INTEGER NOT NULL,
-  step INTEGER NOT NULL, grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL,
-  grid_z INTEGER NOT NULL, block_x INTEGER NOT NULL, block_y INTEGER NOT NULL,
-  block_z INTEGER NOT NULL, shared_mem INTEGER NOT NULL, registers INTEGER NOT NULL,
-  correlation INTEGER NOT NULL);
-CREATE TABLE accesses (kernel INTEGER NOT NULL, allocation INTEGER NOT NULL, mode INTEGER NOT NULL,
-  PRIMARY KEY (kernel, allocation)) WITHOUT ROWID;
-CREATE TABLE copies (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
-  kind INTEGER NOT NULL, bytes INTEGER NOT NULL, t_start INTEGER NOT NULL,
-  t_end INTEGER NOT NULL);
-CREATE TABLE markers (
-  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, t_start INTEGER NOT NULL,
-  t_end INTEGER NOT NULL, kind INTEGER NOT NULL, idx INTEGER NOT NULL);
-CREATE TABLE segments (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
-  address INTEGER NOT NULL, bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
-  expandable INTEGER NOT NULL, reconstructed INTEGER NOT NULL);
-CREATE TABLE modules (
-  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, parent INTEGER NOT NULL, type INTEGER NOT NULL);
-CREATE TABLE kernel_info (
-  kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
-  flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
-CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL, packs INTEGER,
-  PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
-CREATE TABLE runs (
-  id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
-  created TEXT NOT NULL, base_run INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE run_config (run INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-  PRIMARY KEY (run, key)) WITHOUT ROWID;
-CREATE TABLE run_metrics (run INTEGER NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,
-  PRIMARY KEY (run, key)) WITHOUT ROWID;
-CREATE TABLE run_events (run INTEGER NOT NULL, kind INTEGER NOT NULL, t_start INTEGER NOT NULL,
-  t_end INTEGER NOT NULL, allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
-  bytes INTEGER NOT NULL);
-CREATE TABLE run_kernels (run INTEGER NOT NULL, kernel INTEGER NOT NULL,
-  t_start INTEGER NOT NULL, t_end INTEGER NOT NULL, PRIMARY KEY (run, kernel)) WITHOUT ROWID;
-CREATE TABLE run_memory (run INTEGER NOT NULL, t INTEGER NOT NULL,
-  device_bytes INTEGER NOT NULL, host_bytes INTEGER NOT NULL);
-"""
+def _schema_sections() -> dict[str, str]:
+    """The parts of the format's one schema file (trace/schema.sql, shipped in this package as
+    schema.sql): each "-- section: NAME" line starts one (the C++ store splits it the same way)."""
+    from importlib import resources
 
-_LOOKUPS = """
-CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO categories VALUES (0,'param'),(1,'grad'),(2,'optimizer'),(3,'activation'),
-  (4,'workspace'),(5,'comm'),(6,'other');
-CREATE TABLE access_modes (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO access_modes VALUES (1,'read'),(2,'write'),(3,'read-write');
-CREATE TABLE copy_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO copy_kinds VALUES (0,'H2D'),(1,'D2H'),(2,'D2D'),(3,'P2P'),(4,'memset'),(5,'H2H');
-CREATE TABLE marker_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO marker_kinds VALUES (0,'step'),(1,'layer'),(2,'range');
-CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO event_kinds VALUES (0,'swap_out'),(1,'swap_in'),(2,'evict_clean'),(3,'drop'),
-  (4,'recompute'),(5,'stall'),(6,'oom'),(7,'prefetch');
-CREATE TABLE phases (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO phases VALUES (0,'forward'),(1,'backward'),(2,'optimizer'),(3,'recompute'),(4,'other');
-"""
+    text = resources.files(__package__).joinpath("schema.sql").read_text(encoding="utf-8")
+    sections: dict[str, str] = {}
+    name = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("-- section: "):
+            name = line[len("-- section: "):].strip()
+            sections[name] = ""
+        elif name is not None:
+            sections[name] += line
+    return sections
 
-_INDEXES = """
-CREATE INDEX accesses_by_allocation ON accesses (allocation);
-CREATE INDEX run_events_by_run ON run_events (run, t_start);
-CREATE INDEX run_memory_by_run ON run_memory (run, t);
-"""
+
+_SCHEMA = _schema_sections()
+_TABLES = _SCHEMA["trace_tables"] + _SCHEMA["run_tables"]
+_LOOKUPS = _SCHEMA["lookups"]
+_INDEXES = _SCHEMA["trace_indexes"] + _SCHEMA["run_indexes"]
+
+
+def _codes(table: str) -> dict[str, int]:
+    """name -> code of one lookup table of the schema (categories, access_modes, ...)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(_LOOKUPS)
+        return {name: code for code, name in db.execute(f"SELECT id, name FROM {table} ORDER BY id")}
+    finally:
+        db.close()
+
+
+# Category, access-mode, marker-kind, phase and copy-kind codes of the format, from its lookup tables.
+_CATEGORY = _codes("categories")
+PARAM, GRAD, OPTIMIZER, ACTIVATION, WORKSPACE, COMM, OTHER = (
+    _CATEGORY[n] for n in ("param", "grad", "optimizer", "activation", "workspace", "comm", "other"))
+CATEGORY_NAMES = list(_CATEGORY)
+_ACCESS = _codes("access_modes")
+READ, WRITE, READ_WRITE = _ACCESS["read"], _ACCESS["write"], _ACCESS["read-write"]
+_MARKER = _codes("marker_kinds")
+MARKER_STEP, MARKER_LAYER, MARKER_RANGE = _MARKER["step"], _MARKER["layer"], _MARKER["range"]
+_PHASE = _codes("phases")
+FORWARD, BACKWARD, OPTIMIZER_PHASE, RECOMPUTE, OTHER_PHASE = (
+    _PHASE[n] for n in ("forward", "backward", "optimizer", "recompute", "other"))
+PHASE_NAMES = list(_PHASE)
+_COPY = _codes("copy_kinds")
+H2D, D2H = _COPY["H2D"], _COPY["D2H"]
 
 
 @dataclass

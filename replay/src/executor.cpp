@@ -35,7 +35,7 @@ using enum sim::Residency;   // one residency vocabulary with the simulator
 
 class Executor {
 public:
-    Executor(const trace::TraceData& t, const Plan& p, const Options& o) : T(t), P(p), O(o) {}
+    Executor(const trace::TraceData& t, const Plan& p, const Options& o) : trace_data(t), plan(p), options(o) {}
     Measured run();
 
 private:
@@ -68,11 +68,12 @@ private:
     void fail(const std::string& why);
     void sample();
     int64_t trace_ns(Clock::time_point t) const {
-        return P.t_begin + static_cast<int64_t>(std::chrono::duration<double, std::nano>(t - t0).count() / O.time_scale);
+        return plan.t_begin + static_cast<int64_t>(std::chrono::duration<double, std::nano>(t - t0).count() / options.time_scale);
     }
     Clock::time_point target(int64_t recorded) const {
         return t0 + std::chrono::duration_cast<Clock::duration>(
-                        std::chrono::duration<double, std::nano>(static_cast<double>(recorded - P.t_begin) * O.time_scale)) + lag;
+                        std::chrono::duration<double, std::nano>(static_cast<double>(recorded - plan.t_begin) *
+                                                                 options.time_scale)) + lag;
     }
     // Mapping and unmapping pages (building page tables for a new segment) is the replay
     // machine's cost of standing in for cudaMalloc, which the recorded gaps already contain:
@@ -87,12 +88,12 @@ private:
         if (late > lag) lag = late;
     }
     unsigned char* dev(int32_t a) const { return static_cast<unsigned char*>(eng->device_arena()) + dev_off[a]; }
-    int32_t worker_of_kernel(int32_t k) const { return std::max(P.stream_of[static_cast<size_t>(k)], 0); }
+    int32_t worker_of_kernel(int32_t k) const { return std::max(plan.stream_of[static_cast<size_t>(k)], 0); }
 
-    const trace::TraceData& T;
-    const Plan& P;
-    const Options& O;
-    Measured M;
+    const trace::TraceData& trace_data;
+    const Plan& plan;
+    const Options& options;
+    Measured measured;
     kernels::Device device = kernels::Device::Cpu;
     std::unique_ptr<PageMapper> vm;        // outlives the engine and the arena that use it
     PageMapper* pm = nullptr;              // vm, or the shared one of Options::mapper
@@ -121,8 +122,8 @@ private:
 };
 
 void Executor::fail(const std::string& why) {
-    if (M.failure.empty()) M.failure = why;
-    M.status = "failed";
+    if (measured.failure.empty()) measured.failure = why;
+    measured.status = "failed";
 }
 
 void Executor::sample() { mem.push_back({trace_ns(Clock::now()), arena->in_use()}); }
@@ -130,35 +131,36 @@ void Executor::sample() { mem.push_back({trace_ns(Clock::now()), arena->in_use()
 // Places `a`, waiting for transfers in flight whose completion releases memory, as the
 // simulator's make_room waits for swap-outs. OOM when nothing is left to wait for.
 bool Executor::place(int32_t a, size_t action) {
-    const int64_t bytes = T.allocations.bytes[a];
+    const int64_t bytes = trace_data.allocations.bytes[a];
     for (;;) {
         poll();
         auto m0 = Clock::now();
-        int64_t off = arena->allocate(a, bytes, T.allocations.stream[a]);
+        int64_t off = arena->allocate(a, bytes, trace_data.allocations.stream[a]);
         pause_clock(m0);
         if (off >= 0) {
             dev_off[a] = off;
-            M.peak = std::max(M.peak, arena->in_use());
+            measured.peak = std::max(measured.peak, arena->in_use());
             sample();
             return true;
         }
         if (!q[1].empty()) { wait_one(SwapDir::DeviceToHost); continue; }
         if (!q[0].empty()) { wait_one(SwapDir::HostToDevice); continue; }
-        M.oom = true;
-        M.status = "oom";
-        M.oom_allocation = a;
-        M.oom_fragmentation = arena->last_failure_fragmentation();
-        M.oom_bytes = arena->rounded(bytes);
-        M.oom_largest_free = arena->largest_free();
-        M.oom_short = std::max<int64_t>(arena->in_use() + M.oom_bytes - P.capacity, 0);
-        const Action& x = P.actions[action];
+        measured.oom = true;
+        measured.status = "oom";
+        measured.oom_allocation = a;
+        measured.oom_fragmentation = arena->last_failure_fragmentation();
+        measured.oom_bytes = arena->rounded(bytes);
+        measured.oom_largest_free = arena->largest_free();
+        measured.oom_short = std::max<int64_t>(arena->in_use() + measured.oom_bytes - plan.capacity, 0);
+        const Action& x = plan.actions[action];
         int32_t k = -1;
         if (x.op != Op::Alloc)   // a swap-in or recompute for the next kernel
-            for (size_t j = action; j < P.actions.size(); ++j)
-                if (P.actions[j].op == Op::KernelStart) { k = P.actions[j].kernel; break; }
-        M.oom_kernel = k;
-        M.oom_where = k >= 0 ? "kernel " + std::to_string(T.kernels.id[k]) + " needs allocation " + std::to_string(T.allocations.id[a])
-                             : "allocation " + std::to_string(T.allocations.id[a]);
+            for (size_t j = action; j < plan.actions.size(); ++j)
+                if (plan.actions[j].op == Op::KernelStart) { k = plan.actions[j].kernel; break; }
+        measured.oom_kernel = k;
+        measured.oom_where = k >= 0 ? "kernel " + std::to_string(trace_data.kernels.id[k]) + " needs allocation " +
+                                          std::to_string(trace_data.allocations.id[a])
+                             : "allocation " + std::to_string(trace_data.allocations.id[a]);
         stopped = true;
         return false;
     }
@@ -169,8 +171,8 @@ bool Executor::place(int32_t a, size_t action) {
 void Executor::fill_pattern(int32_t a) {
     if (device != kernels::Device::Cpu) return;   // CUDA: the stand-ins' writes are the pattern
     unsigned char* p = dev(a);
-    const size_t bytes = static_cast<size_t>(T.allocations.bytes[a]);
-    const uint64_t seed = static_cast<uint64_t>(T.allocations.id[a]) * 1000003u;
+    const size_t bytes = static_cast<size_t>(trace_data.allocations.bytes[a]);
+    const uint64_t seed = static_cast<uint64_t>(trace_data.allocations.id[a]) * 1000003u;
     detail::for_each_stamp(bytes, [&](size_t o, size_t i) {
         uint64_t v = detail::stamp(seed, i);
         std::memcpy(p + o, &v, 8);
@@ -194,12 +196,12 @@ void Executor::release_host(int32_t a) {
 }
 
 void Executor::submit(int32_t a, SwapDir dir) {
-    const int64_t bytes = T.allocations.bytes[a];
+    const int64_t bytes = trace_data.allocations.bytes[a];
     if (dir == SwapDir::DeviceToHost) {
         host_off[a] = host->allocate(bytes);
         if (host_off[a] < 0) {
             fail("the host arena (" + format_bytes(host->size()) + ") has no room for allocation " +
-                 std::to_string(T.allocations.id[a]));
+                 std::to_string(trace_data.allocations.id[a]));
             stopped = true;
             return;
         }
@@ -208,8 +210,8 @@ void Executor::submit(int32_t a, SwapDir dir) {
     xfer[a] = id;
     q[dir == SwapDir::HostToDevice ? 0 : 1].push_back({id, a});
     state[a] = dir == SwapDir::HostToDevice ? InH2D : InD2H;
-    if (dir == SwapDir::HostToDevice) { ++M.swap_ins; M.swap_in_bytes += bytes; }
-    else { ++M.swap_outs; M.swap_out_bytes += bytes; }
+    if (dir == SwapDir::HostToDevice) { ++measured.swap_ins; measured.swap_in_bytes += bytes; }
+    else { ++measured.swap_outs; measured.swap_out_bytes += bytes; }
 }
 
 void Executor::poll() {
@@ -236,10 +238,10 @@ void Executor::measured_wait(int32_t a, int32_t k) {
     wait_for(a);
     auto w = Clock::now() - t_ready;
     if (w > Clock::duration(0)) {
-        ++M.stalls;
-        M.stall_ns += static_cast<int64_t>(std::chrono::duration<double, std::nano>(w).count() / O.time_scale);
-        M.events.push_back({trace::EventKind::Stall, trace_ns(t_ready), trace_ns(Clock::now()),
-                            T.allocations.id[a], k >= 0 ? T.kernels.id[k] : 0, 0});
+        ++measured.stalls;
+        measured.stall_ns += static_cast<int64_t>(std::chrono::duration<double, std::nano>(w).count() / options.time_scale);
+        measured.events.push_back({trace::EventKind::Stall, trace_ns(t_ready), trace_ns(Clock::now()),
+                            trace_data.allocations.id[a], k >= 0 ? trace_data.kernels.id[k] : 0, 0});
     }
 }
 
@@ -255,15 +257,15 @@ void Executor::wait_for(int32_t a) {
 
 void Executor::complete(const kernels::SwapResult& r, int32_t a) {
     const bool h2d = r.dir == SwapDir::HostToDevice;
-    ++M.checksums;
+    ++measured.checksums;
     if (!r.ok) {
-        ++M.mismatches;
-        fail(std::string(h2d ? "swap-in" : "swap-out") + " of allocation " + std::to_string(T.allocations.id[a]) +
+        ++measured.mismatches;
+        fail(std::string(h2d ? "swap-in" : "swap-out") + " of allocation " + std::to_string(trace_data.allocations.id[a]) +
              ": checksum mismatch (the copy was damaged or incomplete)");
     }
     if (r.late_s > 0) {
-        ++M.late_transfers;
-        M.late_ns += static_cast<int64_t>(r.late_s * 1e9 / O.time_scale);
+        ++measured.late_transfers;
+        measured.late_ns += static_cast<int64_t>(r.late_s * 1e9 / options.time_scale);
     }
     double dur = r.end_s - r.start_s;
     busy_s[h2d ? 0 : 1] += dur;
@@ -271,8 +273,8 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
     auto to_ns = [&](double s) {
         return trace_ns(eng_epoch + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)));
     };
-    M.events.push_back({h2d ? trace::EventKind::SwapIn : trace::EventKind::SwapOut, to_ns(r.start_s), to_ns(r.end_s),
-                        T.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
+    measured.events.push_back({h2d ? trace::EventKind::SwapIn : trace::EventKind::SwapOut, to_ns(r.start_s), to_ns(r.end_s),
+                        trace_data.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
     if (!h2d) {
         sum[a] = static_cast<int64_t>(r.dest_sum);   // what must come back
         if (state[a] == Freed || freed_in_flight[a]) {
@@ -291,10 +293,10 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
             state[a] = Host;
         }
     } else {
-        ++M.checksums;   // end to end: what came back is what went out
+        ++measured.checksums;   // end to end: what came back is what went out
         if (r.verified && (static_cast<int64_t>(r.source_sum) != sum[a] || static_cast<int64_t>(r.dest_sum) != sum[a])) {
-            ++M.mismatches;
-            fail("allocation " + std::to_string(T.allocations.id[a]) +
+            ++measured.mismatches;
+            fail("allocation " + std::to_string(trace_data.allocations.id[a]) +
                  " came back different from what was swapped out (stale or lost data)");
         }
         if (state[a] == Freed || freed_in_flight[a]) {
@@ -309,17 +311,17 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
 }
 
 detail::Job Executor::kernel_job(int32_t k) {
-    const auto& K = T.kernels;
-    const auto& A = T.allocations;
+    const auto& K = trace_data.kernels;
+    const auto& A = trace_data.allocations;
     detail::Job j;
     j.slot = k;
-    j.seconds = static_cast<double>(K.t_end[k] - K.t_start[k]) * 1e-9 * O.time_scale;
+    j.seconds = static_cast<double>(K.t_end[k] - K.t_start[k]) * 1e-9 * options.time_scale;
     struct Op_ { int32_t a; bool r, w; };
     std::vector<Op_> ops;
     for (int64_t x = K.access_begin[k]; x < K.access_begin[k + 1]; ++x) {
-        int32_t a = T.accesses.allocation[x];
-        if (A.device[a] != P.device || dev_off[a] < 0) continue;
-        auto m = T.accesses.mode[x];
+        int32_t a = trace_data.accesses.allocation[x];
+        if (A.device[a] != plan.device || dev_off[a] < 0) continue;
+        auto m = trace_data.accesses.mode[x];
         ops.push_back({a, m != trace::AccessMode::Write, m != trace::AccessMode::Read});
     }
     for (const auto& o : ops) {
@@ -330,27 +332,27 @@ detail::Job Executor::kernel_job(int32_t k) {
             j.seeds.push_back(static_cast<uint64_t>(A.id[o.a]) * 1000003u + static_cast<uint64_t>(++version[o.a]));
         }
     }
-    if (O.real_sinkhorn) {   // the real kernel instead of a timed stand-in, when recognised
+    if (options.real_sinkhorn) {   // the real kernel instead of a timed stand-in, when recognised
         std::vector<detail::KernelOperand> kops;
         for (const auto& o : ops) kops.push_back({dev(o.a), A.bytes[o.a], o.r, o.w});
-        detail::recognise_sinkhorn(T.str(K.name[k]), std::move(kops), j.sk);
-        if (j.sk.on) ++M.sinkhorn_kernels;
+        detail::recognise_sinkhorn(trace_data.str(K.name[k]), std::move(kops), j.sk);
+        if (j.sk.on) ++measured.sinkhorn_kernels;
     }
     return j;
 }
 
 void Executor::kernel_start(const Action& x, size_t i) {
     const int32_t k = x.kernel;
-    const auto& K = T.kernels;
+    const auto& K = trace_data.kernels;
     auto t_ready = Clock::now();
     bool waited = false;
     for (int64_t j = K.access_begin[k]; j < K.access_begin[k + 1]; ++j) {
-        int32_t a = T.accesses.allocation[j];
-        if (T.allocations.device[a] != P.device) continue;
-        bool writes = T.accesses.mode[j] != trace::AccessMode::Read;
+        int32_t a = trace_data.accesses.allocation[j];
+        if (trace_data.allocations.device[a] != plan.device) continue;
+        bool writes = trace_data.accesses.mode[j] != trace::AccessMode::Read;
         if (state[a] == Host && dev_off[a] >= 0) state[a] = Gpu;   // never left: the eviction is cancelled
         if (state[a] == Host) {   // released already: bring it back (not in the plan)
-            ++M.unplanned_swap_ins;
+            ++measured.unplanned_swap_ins;
             if (!place(a, i)) return;
             submit(a, SwapDir::HostToDevice);
         }
@@ -364,9 +366,9 @@ void Executor::kernel_start(const Action& x, size_t i) {
     if (waited) {
         auto w = Clock::now() - t_ready;
         if (w > Clock::duration(0)) {
-            ++M.stalls;
-            M.stall_ns += static_cast<int64_t>(std::chrono::duration<double, std::nano>(w).count() / O.time_scale);
-            M.events.push_back({trace::EventKind::Stall, trace_ns(t_ready), trace_ns(Clock::now()), 0, K.id[k], 0});
+            ++measured.stalls;
+            measured.stall_ns += static_cast<int64_t>(std::chrono::duration<double, std::nano>(w).count() / options.time_scale);
+            measured.events.push_back({trace::EventKind::Stall, trace_ns(t_ready), trace_ns(Clock::now()), 0, K.id[k], 0});
         }
     }
     note_lag(x.recorded);
@@ -388,16 +390,17 @@ void Executor::recompute(const Action& x, size_t i) {
     if (!place(a, i)) return;
     state[a] = Gpu;
     int32_t needer = -1;
-    for (size_t j = i + 1; j < P.actions.size(); ++j)
-        if (P.actions[j].op == Op::KernelStart) { needer = P.actions[j].kernel; break; }
+    for (size_t j = i + 1; j < plan.actions.size(); ++j)
+        if (plan.actions[j].op == Op::KernelStart) { needer = plan.actions[j].kernel; break; }
     detail::Job job;
-    job.slot = static_cast<int32_t>(T.kernels.size()) + static_cast<int32_t>(recomputes++);
+    job.slot = static_cast<int32_t>(trace_data.kernels.size()) + static_cast<int32_t>(recomputes++);
     int32_t w = x.kernel;
-    job.seconds = w >= 0 ? static_cast<double>(T.kernels.t_end[w] - T.kernels.t_start[w]) * 1e-9 * O.time_scale : 0;
-    job.writes.push_back({dev(a), static_cast<size_t>(T.allocations.bytes[a])});
-    job.seeds.push_back(static_cast<uint64_t>(T.allocations.id[a]) * 1000003u + static_cast<uint64_t>(++version[a]));
+    job.seconds = w >= 0 ? static_cast<double>(trace_data.kernels.t_end[w] - trace_data.kernels.t_start[w]) * 1e-9 *
+                               options.time_scale : 0;
+    job.writes.push_back({dev(a), static_cast<size_t>(trace_data.allocations.bytes[a])});
+    job.seeds.push_back(static_cast<uint64_t>(trace_data.allocations.id[a]) * 1000003u + static_cast<uint64_t>(++version[a]));
     workers[static_cast<size_t>(needer >= 0 ? worker_of_kernel(needer) : 0)]->push(std::move(job));
-    ++M.recomputes;
+    ++measured.recomputes;
 }
 
 Measured Executor::run() {
@@ -410,10 +413,10 @@ Measured Executor::run() {
     setup();
     t0 = Clock::now();
     try {
-        for (size_t i = 0; i < P.actions.size() && !stopped; ++i) {
-            if (O.cancel && O.cancel(i)) throw Cancelled();
-            if (O.progress && (i & 255) == 0) O.progress(i, P.actions.size());
-            const Action& x = P.actions[i];
+        for (size_t i = 0; i < plan.actions.size() && !stopped; ++i) {
+            if (options.cancel && options.cancel(i)) throw Cancelled();
+            if (options.progress && (i & 255) == 0) options.progress(i, plan.actions.size());
+            const Action& x = plan.actions[i];
             poll();
             if (timed(x.op)) {
                 auto when = target(x.recorded);
@@ -430,66 +433,68 @@ Measured Executor::run() {
         throw;
     }
     finish();
-    M.seconds = std::chrono::duration<double>(Clock::now() - wall0).count();
-    M.map_seconds = 1e-9 * static_cast<double>(paused_ns.load());
-    return M;
+    measured.seconds = std::chrono::duration<double>(Clock::now() - wall0).count();
+    measured.map_seconds = 1e-9 * static_cast<double>(paused_ns.load());
+    return measured;
 }
 
 // The arenas (device: exactly the run's capacity; host: what the simulator held at once), the
 // swap engine and one worker per recorded stream.
 void Executor::setup() {
-    const auto& A = T.allocations;
-    const size_t na = A.size(), nk = T.kernels.size();
-    device = O.backend == Backend::Cuda ? kernels::Device::Cuda : kernels::Device::Cpu;
+    const auto& A = trace_data.allocations;
+    const size_t na = A.size(), nk = trace_data.kernels.size();
+    device = options.backend == Backend::Cuda ? kernels::Device::Cuda : kernels::Device::Cpu;
     if (device == kernels::Device::Cuda) kernels::require_device(kernels::Device::Cuda);
-    if (!(O.time_scale > 0)) throw Error("time scale must be positive");
+    if (!(options.time_scale > 0)) throw Error("time scale must be positive");
 
     // The arena: exactly the run's capacity; an unlimited run gets its peak plus room for
     // placement (its high water mark is reported).
-    const int64_t cap = replay_capacity(P.capacity, P.predicted_peak, P.allocator);
-    M.capacity = cap;
+    const int64_t cap = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
+    measured.capacity = cap;
     // Device memory: a pool of the capacity in 2 MiB pages, segments mapped into a large
     // virtual range (pages.hpp); the swap engine copies to and from that range.
     const int64_t pages = Arena::pool_pages(cap), va = Arena::default_va(cap);
-    if (O.mapper && O.mapper->pool_pages() >= pages && O.mapper->va_bytes() >= va && O.mapper->mapped_pages() == 0) {
-        pm = O.mapper;
+    if (options.mapper && options.mapper->pool_pages() >= pages && options.mapper->va_bytes() >= va &&
+        options.mapper->mapped_pages() == 0) {
+        pm = options.mapper;
     } else {
         vm = device == kernels::Device::Cuda ? make_cuda_mapper(pages, va) : make_host_mapper(pages, va);
         pm = vm.get();
     }
     // The caching model with the simulator's settings: the trace's recorded ones under the
     // run's --allocator-conf (sim::allocator_settings_for, as the engine does).
-    arena = std::make_unique<Arena>(P.allocator, cap, pm,
-                                    P.allocator == "caching" ? sim::allocator_settings_for(T.meta, P.allocator_conf)
+    arena = std::make_unique<Arena>(plan.allocator, cap, pm,
+                                    plan.allocator == "caching" ? sim::allocator_settings_for(trace_data.meta, plan.allocator_conf)
                                                              : sim::AllocatorSettings{});
     // Host arena: what the simulator held on the host at once, with room for placement (it
     // is a first-fit free list, so it fragments), never more than all the bytes swapped out.
-    const int64_t host_need = host_arena_bytes(T, P);
+    const int64_t host_need = host_arena_bytes(trace_data, plan);
     host = std::make_unique<FreeList>(host_need, 16);
-    M.host_arena_bytes = host->size();
+    measured.host_arena_bytes = host->size();
 
     kernels::SwapConfig sc;
     sc.device_bytes = static_cast<size_t>(pm->va_bytes());
     sc.device_memory = pm->base();
     sc.host_bytes = static_cast<size_t>(host->size());
-    if (device == kernels::Device::Cpu && O.host_memory && O.host_memory_bytes >= sc.host_bytes) sc.host_memory = O.host_memory;
-    sc.chunk_bytes = O.chunk_bytes;
+    if (device == kernels::Device::Cpu && options.host_memory && options.host_memory_bytes >= sc.host_bytes)
+        sc.host_memory = options.host_memory;
+    sc.chunk_bytes = options.chunk_bytes;
     sc.verify = true;
-    sc.threads_per_direction = O.copy_threads;
+    sc.threads_per_direction = options.copy_threads;
     if (device == kernels::Device::Cpu) {
-        sc.pace_h2d_Bps = O.pace_h2d_Bps;
-        sc.pace_d2h_Bps = O.pace_d2h_Bps;
-        sc.pace_duplex = O.pace_duplex;
-        sc.pace_h2d_latency_s = O.pace_h2d_latency_s;
-        sc.pace_d2h_latency_s = O.pace_d2h_latency_s;
+        sc.pace_h2d_Bps = options.pace_h2d_Bps;
+        sc.pace_d2h_Bps = options.pace_d2h_Bps;
+        sc.pace_duplex = options.pace_duplex;
+        sc.pace_h2d_latency_s = options.pace_h2d_latency_s;
+        sc.pace_d2h_latency_s = options.pace_d2h_latency_s;
         sc.paused_ns = &paused_ns;
     }
     eng = kernels::make_swap_engine(device, sc);
     eng_epoch = Clock::now();
-    if (O.fault != kernels::SwapEngine::Fault::None) eng->inject_fault(O.fault_dir, O.fault);
+    if (options.fault != kernels::SwapEngine::Fault::None) eng->inject_fault(options.fault_dir, options.fault);
 
     size_t nrec = 0;   // sized once: workers write into it while the control thread runs
-    for (const Action& x : P.actions) nrec += x.op == Op::Recompute;
+    for (const Action& x : plan.actions) nrec += x.op == Op::Recompute;
     times.resize(nk + nrec);
     job_of.assign(nk, -1);
     state.assign(na, NotYet);
@@ -501,8 +506,8 @@ void Executor::setup() {
     sum.assign(na, 0);
     version.assign(na, 0);
     xfer.assign(na, 0);
-    for (int32_t s = 0; s < std::max(P.streams, 1); ++s)
-        workers.push_back(std::make_unique<detail::Worker>(device, O.sinkhorn_threads, &times, &paused_ns));
+    for (int32_t s = 0; s < std::max(plan.streams, 1); ++s)
+        workers.push_back(std::make_unique<detail::Worker>(device, options.sinkhorn_threads, &times, &paused_ns));
 
 }
 
@@ -549,7 +554,7 @@ void Executor::execute(const Action& x, size_t i) {
             if (state[a] == Gpu) {
                 release_device(a);
                 state[a] = Host;
-                ++M.evict_clean;
+                ++measured.evict_clean;
             }
             break;
         case Op::Drop:
@@ -558,7 +563,7 @@ void Executor::execute(const Action& x, size_t i) {
                 release_device(a);
                 release_host(a);
                 state[a] = Dropped;
-                ++M.drops;
+                ++measured.drops;
             }
             break;
         case Op::Recompute:
@@ -568,11 +573,11 @@ void Executor::execute(const Action& x, size_t i) {
             // The model is in the state the simulator's was, so the call fails the same
             // way and gives back the same cached segments. Should it fit after all
             // (the runs have diverged), the block goes straight back.
-            if (dev_off[a] < 0 && P.allocator == "caching") {
+            if (dev_off[a] < 0 && plan.allocator == "caching") {
                 auto m0 = Clock::now();
-                if (arena->allocate(a, T.allocations.bytes[a], T.allocations.stream[a]) >= 0) {
+                if (arena->allocate(a, trace_data.allocations.bytes[a], trace_data.allocations.stream[a]) >= 0) {
                     arena->free(a);
-                    ++M.diverged_allocations;
+                    ++measured.diverged_allocations;
                 }
                 pause_clock(m0);
             }
@@ -598,7 +603,7 @@ void Executor::drain() {
 
 // Makespan, lag, kernel times, overruns, link rates and the memory timeline.
 void Executor::finish() {
-    const size_t nk = T.kernels.size();
+    const size_t nk = trace_data.kernels.size();
     auto t_last = t0 + lag;
     // A kernel's times on the clock as it stood then: pauses after a time do not move it.
     const int64_t paused_end = paused_ns.load();
@@ -608,23 +613,25 @@ void Executor::finish() {
     for (size_t k = 0; k < nk; ++k)
         if (job_of[k] >= 0) {
             t_last = std::max(t_last, times[k].end);
-            M.kernel_times.push_back({T.kernels.id[k], at(times[k].start, times[k].paused_start), at(times[k].end, times[k].paused_end)});
-            double took = std::chrono::duration<double, std::nano>(times[k].end - times[k].start).count() / O.time_scale;
+            measured.kernel_times.push_back({trace_data.kernels.id[k], at(times[k].start, times[k].paused_start),
+                                             at(times[k].end, times[k].paused_end)});
+            double took = std::chrono::duration<double, std::nano>(times[k].end - times[k].start).count() / options.time_scale;
             if (times[k].overrun) {
-                ++M.overruns;
-                M.overrun_ns += std::max<int64_t>(static_cast<int64_t>(took) - (T.kernels.t_end[k] - T.kernels.t_start[k]), 0);
+                ++measured.overruns;
+                measured.overrun_ns += std::max<int64_t>(
+                    static_cast<int64_t>(took) - (trace_data.kernels.t_end[k] - trace_data.kernels.t_start[k]), 0);
             }
         }
     // The run ends at the end of the recorded span, shifted by the lag, or at the last kernel.
-    auto span_end = target(P.t_end);
-    if (!M.oom) t_last = std::max(t_last, span_end);
-    M.makespan_ns = trace_ns(t_last) - P.t_begin;
-    M.lag_ns = static_cast<int64_t>(std::chrono::duration<double, std::nano>(lag).count() / O.time_scale);
-    M.high_water = arena->high_water();
-    M.peak = std::max(M.peak, arena->peak());
-    if (M.oom && !P.oom) fail("OOM in replay at " + M.oom_where + " where the simulator had none");
+    auto span_end = target(plan.t_end);
+    if (!measured.oom) t_last = std::max(t_last, span_end);
+    measured.makespan_ns = trace_ns(t_last) - plan.t_begin;
+    measured.lag_ns = static_cast<int64_t>(std::chrono::duration<double, std::nano>(lag).count() / options.time_scale);
+    measured.high_water = arena->high_water();
+    measured.peak = std::max(measured.peak, arena->peak());
+    if (measured.oom && !plan.oom) fail("OOM in replay at " + measured.oom_where + " where the simulator had none");
     for (int d = 0; d < 2; ++d)
-        if (busy_s[d] > 0) (d ? M.link_d2h_Bps : M.link_h2d_Bps) = static_cast<double>(busy_bytes[d]) / busy_s[d];
+        if (busy_s[d] > 0) (d ? measured.link_d2h_Bps : measured.link_h2d_Bps) = static_cast<double>(busy_bytes[d]) / busy_s[d];
     // Memory timeline: at most 4096 buckets of the measured span, each keeping its peak.
     if (!mem.empty()) {
         const int64_t lo = mem.front().first, hi = std::max(mem.back().first, lo + 1);
@@ -635,9 +642,9 @@ void Executor::finish() {
             if (bytes > s.device_bytes) s = {tn, bytes, 0};
         }
         for (auto& s : b)
-            if (s.device_bytes >= 0) M.memory.push_back(s);
+            if (s.device_bytes >= 0) measured.memory.push_back(s);
     }
-    std::sort(M.events.begin(), M.events.end(), [](const auto& x, const auto& y) { return x.t_start < y.t_start; });
+    std::sort(measured.events.begin(), measured.events.end(), [](const auto& x, const auto& y) { return x.t_start < y.t_start; });
 }
 
 }  // namespace
@@ -649,11 +656,11 @@ int64_t replay_capacity(int64_t capacity, int64_t predicted_peak, const std::str
     return predicted_peak + predicted_peak / (allocator == "caching" ? 64 : 8) + (64 << 20);
 }
 
-int64_t host_arena_bytes(const trace::TraceData& T, const Plan& P) {
+int64_t host_arena_bytes(const trace::TraceData& trace_data, const Plan& plan) {
     int64_t swapped_out = 0;
-    for (const Action& x : P.actions)
-        if (x.op == Op::SwapOut) swapped_out += T.allocations.bytes[x.alloc];
-    return std::min<int64_t>(swapped_out, P.predicted_host_peak + P.predicted_host_peak / 2) + (64 << 20);
+    for (const Action& x : plan.actions)
+        if (x.op == Op::SwapOut) swapped_out += trace_data.allocations.bytes[x.alloc];
+    return std::min<int64_t>(swapped_out, plan.predicted_host_peak + plan.predicted_host_peak / 2) + (64 << 20);
 }
 
 Measured replay(const trace::TraceData& trace, const Plan& plan, const Options& options) {

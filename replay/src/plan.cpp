@@ -34,12 +34,124 @@ const char* to_string(Op op) {
 namespace {
 
 using EK = trace::EventKind;
+using Key = std::pair<sim::Recorded, int32_t>;   // a recorded event: what, and its row
+
+// Streams of the device, numbered in the order of their first kernel.
+void number_streams(Plan& plan, const trace::TraceData& t, const std::vector<int32_t>& korder) {
+    plan.stream_of.assign(t.kernels.size(), -1);
+    std::map<int64_t, int32_t> streams;
+    for (int32_t k : korder) {
+        auto [it, fresh] = streams.try_emplace(t.kernels.stream[k], static_cast<int32_t>(streams.size()));
+        plan.stream_of[static_cast<size_t>(k)] = it->second;
+    }
+    plan.streams = static_cast<int32_t>(streams.size());
+}
+
+// Span of the device's recorded rows.
+void set_span(Plan& plan, const trace::TraceData& t, const sim::EventStreams& ev) {
+    const auto& A = t.allocations;
+    plan.t_begin = INT64_MAX;
+    plan.t_end = INT64_MIN;
+    for (int32_t k : ev.korder) {
+        plan.t_begin = std::min(plan.t_begin, t.kernels.t_start[k]);
+        plan.t_end = std::max(plan.t_end, t.kernels.t_end[k]);
+    }
+    for (int32_t a : ev.alloc_order) {
+        plan.t_begin = std::min(plan.t_begin, A.t_alloc[a]);
+        plan.t_end = std::max(plan.t_end, A.t_alloc[a]);
+        if (A.t_free[a] != trace::kNoTime) plan.t_end = std::max(plan.t_end, A.t_free[a]);
+    }
+    if (plan.t_begin > plan.t_end) plan.t_begin = plan.t_end = 0;
+}
+
+// The simulated out-of-memory, if any, into the plan; the recorded event it happened at.
+std::optional<Key> oom_origin(Plan& plan, const trace::TraceData& t, const sim::Result& r) {
+    std::optional<Key> origin;
+    if (!r.oom.happened) return origin;
+    plan.oom = true;
+    plan.oom_allocation = r.oom.allocation ? t.allocation_at(r.oom.allocation) : -1;
+    plan.oom_kernel = r.oom.kernel ? t.kernel_at(r.oom.kernel) : -1;
+    for (size_t i = 0; i < r.events.size(); ++i)
+        if (r.events[i].kind == EK::Oom) origin = Key{r.plan_log.origins[i].what, r.plan_log.origins[i].index};
+    return origin;
+}
+
+// The simulator's decisions (its events, and its swap-out completions) by the recorded event
+// they were taken at, before or after its launch, in the simulator's order; emit() appends
+// those of one recorded event to the plan as actions.
+class Decisions {
+public:
+    Decisions(const trace::TraceData& t, const sim::Result& r, Plan& plan) : t_(t), r_(r), log_(r.plan_log), plan_(plan) {
+        for (size_t i = 0; i < r.events.size(); ++i) {
+            const auto& o = log_.origins[i];
+            (o.after_launch ? after_ : before_)[{o.what, o.index}].push_back(i);
+        }
+        for (size_t i = 0; i < log_.releases.size(); ++i) {
+            const auto& o = log_.releases[i].origin;
+            (o.after_launch ? rel_after_ : rel_before_)[{o.what, o.index}].push_back(i);
+        }
+    }
+
+    void emit(const Key& key, bool after_launch) {
+        const auto* evs = find(after_launch ? after_ : before_, key);
+        const auto* rels = find(after_launch ? rel_after_ : rel_before_, key);
+        if (evs || rels) emit(evs ? *evs : kNone, rels ? *rels : kNone);
+    }
+
+private:
+    using ByOrigin = std::map<Key, std::vector<size_t>>;
+    static const std::vector<size_t>* find(const ByOrigin& m, const Key& key) {
+        auto it = m.find(key);
+        return it == m.end() ? nullptr : &it->second;
+    }
+
+    // The events of one origin with its releases interleaved: a release recorded when n events
+    // existed goes before event n.
+    void emit(const std::vector<size_t>& ids, const std::vector<size_t>& rels) {
+        bool next_is_prefetch = false;
+        size_t ir = 0;
+        auto releases_before = [&](size_t n) {
+            for (; ir < rels.size() && static_cast<size_t>(log_.releases[rels[ir]].before) <= n; ++ir) {
+                Action x;
+                x.op = log_.releases[rels[ir]].failed_allocation ? Op::FailedAlloc : Op::Release;
+                x.alloc = log_.releases[rels[ir]].alloc;
+                plan_.actions.push_back(x);
+            }
+        };
+        for (size_t i : ids) {
+            releases_before(i);
+            const auto& e = r_.events[i];
+            Action x;
+            x.alloc = e.allocation ? static_cast<int32_t>(t_.allocation_at(e.allocation)) : -1;
+            switch (e.kind) {
+                case EK::SwapOut: x.op = Op::SwapOut; break;
+                case EK::SwapIn: x.op = Op::SwapIn; x.prefetch = next_is_prefetch; next_is_prefetch = false; break;
+                case EK::EvictClean: x.op = Op::EvictClean; break;
+                case EK::Drop: x.op = Op::Drop; break;
+                case EK::Recompute:
+                    x.op = Op::Recompute;
+                    x.kernel = e.kernel ? static_cast<int32_t>(t_.kernel_at(e.kernel)) : -1;
+                    break;
+                case EK::Prefetch: next_is_prefetch = true; continue;
+                case EK::Stall: case EK::Oom: continue;   // measured, not executed
+            }
+            plan_.actions.push_back(x);
+        }
+        releases_before(SIZE_MAX);
+    }
+
+    static inline const std::vector<size_t> kNone;
+    const trace::TraceData& t_;
+    const sim::Result& r_;
+    const sim::PlanLog& log_;
+    Plan& plan_;
+    ByOrigin before_, after_, rel_before_, rel_after_;
+};
 
 }  // namespace
 
 Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
-    const sim::PlanLog& log = r.plan_log;
-    if (log.origins.size() != r.events.size())
+    if (r.plan_log.origins.size() != r.events.size())
         throw Error("replay needs a run simulated with its events and their origins (record_events on)");
     Plan plan;
     plan.device = r.device;
@@ -48,99 +160,12 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     plan.allocator_conf = r.config.allocator_conf;
     plan.predicted_peak = r.simulated_peak;
     plan.predicted_host_peak = r.host_peak;
-    const auto& A = t.allocations;
-    const auto& K = t.kernels;
-
     // The recorded event order of the simulator (one definition: sim::event_streams).
     const sim::EventStreams ev = sim::event_streams(t, plan.device);
-    const std::vector<int32_t>& korder = ev.korder;
-    const std::vector<int32_t>& aorder = ev.alloc_order;
-
-    // Streams of the device, numbered.
-    plan.stream_of.assign(K.size(), -1);
-    std::map<int64_t, int32_t> streams;
-    for (int32_t k : korder) {
-        auto [it, fresh] = streams.try_emplace(K.stream[k], static_cast<int32_t>(streams.size()));
-        plan.stream_of[static_cast<size_t>(k)] = it->second;
-    }
-    plan.streams = static_cast<int32_t>(streams.size());
-
-    // Span of the device's recorded rows.
-    plan.t_begin = INT64_MAX;
-    plan.t_end = INT64_MIN;
-    for (int32_t k : korder) {
-        plan.t_begin = std::min(plan.t_begin, K.t_start[k]);
-        plan.t_end = std::max(plan.t_end, K.t_end[k]);
-    }
-    for (int32_t a : aorder) {
-        plan.t_begin = std::min(plan.t_begin, A.t_alloc[a]);
-        plan.t_end = std::max(plan.t_end, A.t_alloc[a]);
-        if (A.t_free[a] != trace::kNoTime) plan.t_end = std::max(plan.t_end, A.t_free[a]);
-    }
-    if (plan.t_begin > plan.t_end) plan.t_begin = plan.t_end = 0;
-
-    // Events by origin, in emission order.
-    using Key = std::pair<sim::Recorded, int32_t>;
-    std::map<Key, std::vector<size_t>> before, after;
-    for (size_t i = 0; i < r.events.size(); ++i) {
-        const auto& o = log.origins[i];
-        (o.after_launch ? after : before)[{o.what, o.index}].push_back(i);
-    }
-    std::optional<Key> oom_origin;
-    if (r.oom.happened) {
-        plan.oom = true;
-        plan.oom_allocation = r.oom.allocation ? t.allocation_at(r.oom.allocation) : -1;
-        plan.oom_kernel = r.oom.kernel ? t.kernel_at(r.oom.kernel) : -1;
-        for (size_t i = 0; i < r.events.size(); ++i)
-            if (r.events[i].kind == EK::Oom) oom_origin = Key{log.origins[i].what, log.origins[i].index};
-    }
-
-    // Swap-out completions by origin, in the simulator's order.
-    std::map<Key, std::vector<size_t>> rel_before, rel_after;
-    for (size_t i = 0; i < log.releases.size(); ++i) {
-        const auto& o = log.releases[i].origin;
-        (o.after_launch ? rel_after : rel_before)[{o.what, o.index}].push_back(i);
-    }
-    static const std::vector<size_t> kNone;
-    // The events of one origin with its releases interleaved: a release recorded when n events
-    // existed goes before event n.
-    auto emit_events = [&](const std::vector<size_t>& ids, const std::vector<size_t>& rels) {
-        bool next_is_prefetch = false;
-        size_t ir = 0;
-        auto releases_before = [&](size_t n) {
-            for (; ir < rels.size() && static_cast<size_t>(log.releases[rels[ir]].before) <= n; ++ir) {
-                Action x;
-                x.op = log.releases[rels[ir]].failed_allocation ? Op::FailedAlloc : Op::Release;
-                x.alloc = log.releases[rels[ir]].alloc;
-                plan.actions.push_back(x);
-            }
-        };
-        for (size_t i : ids) {
-            releases_before(i);
-            const auto& e = r.events[i];
-            Action x;
-            x.alloc = e.allocation ? static_cast<int32_t>(t.allocation_at(e.allocation)) : -1;
-            switch (e.kind) {
-                case EK::SwapOut: x.op = Op::SwapOut; break;
-                case EK::SwapIn: x.op = Op::SwapIn; x.prefetch = next_is_prefetch; next_is_prefetch = false; break;
-                case EK::EvictClean: x.op = Op::EvictClean; break;
-                case EK::Drop: x.op = Op::Drop; break;
-                case EK::Recompute:
-                    x.op = Op::Recompute;
-                    x.kernel = e.kernel ? static_cast<int32_t>(t.kernel_at(e.kernel)) : -1;
-                    break;
-                case EK::Prefetch: next_is_prefetch = true; continue;
-                case EK::Stall: case EK::Oom: continue;   // measured, not executed
-            }
-            plan.actions.push_back(x);
-        }
-        releases_before(SIZE_MAX);
-    };
-    auto events_of = [&](auto& m, const Key& key) -> const std::vector<size_t>* {
-        auto it = m.find(key);
-        return it == m.end() ? nullptr : &it->second;
-    };
-
+    number_streams(plan, t, ev.korder);
+    set_span(plan, t, ev);
+    const std::optional<Key> oom_at = oom_origin(plan, t, r);
+    Decisions decisions(t, r, plan);
     // The recorded events in the engine's order, each with the decisions taken before and
     // after it (its prefetch round).
     sim::EventCursor cursor(ev, t);
@@ -154,17 +179,10 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
             case sim::Recorded::Allocation: x.op = Op::Alloc; x.alloc = e.row; break;
             case sim::Recorded::KernelStart: x.op = Op::KernelStart; x.kernel = e.row; break;
         }
-        {
-            auto* evs = events_of(before, key);
-            auto* rl = events_of(rel_before, key);
-            if (evs || rl) emit_events(evs ? *evs : kNone, rl ? *rl : kNone);
-        }
-        const bool is_oom = plan.oom && oom_origin && *oom_origin == key;
+        decisions.emit(key, false);
         plan.actions.push_back(x);   // an OOM action stays: replay must fail on it too
-        if (is_oom) break;
-        auto* evs = events_of(after, key);
-        auto* rl = events_of(rel_after, key);
-        if (evs || rl) emit_events(evs ? *evs : kNone, rl ? *rl : kNone);
+        if (plan.oom && oom_at && *oom_at == key) break;
+        decisions.emit(key, true);
     }
     return plan;
 }

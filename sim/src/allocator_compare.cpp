@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/json.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/allocator.hpp"
 
@@ -79,21 +80,6 @@ std::string seg_words(bool expandable, bool alloc, int64_t bytes, int64_t stream
     return what + format_bytes(bytes) + " (stream " + std::to_string(stream) + ")";
 }
 std::string seg_words(const CachingAllocator::SegmentEvent& e) { return seg_words(e.expandable, e.alloc, e.bytes, e.stream); }
-
-std::string json_str(const std::string& s) {
-    std::string o = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') o += '\\';
-        if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            o += b;
-            continue;
-        }
-        o += c;
-    }
-    return o + "\"";
-}
 
 using Deltas = std::vector<std::pair<int64_t, int64_t>>;   // (time, reserved bytes added)
 
@@ -466,8 +452,8 @@ std::string to_text(const AllocatorComparison& c) {
 std::string to_json(const AllocatorComparison& c) {
     std::ostringstream o;
     o.precision(17);
-    o << "{\"device\":" << c.device << ",\"settings\":" << json_str(c.settings)
-      << ",\"settings_source\":" << json_str(c.settings_source) << ",\"allocations\":" << c.allocations
+    o << "{\"device\":" << c.device << ",\"settings\":" << json_string(c.settings)
+      << ",\"settings_source\":" << json_string(c.settings_source) << ",\"allocations\":" << c.allocations
       << ",\"seeded_segments\":" << c.seeded_segments << ",\"seeded_bytes\":" << c.seeded_bytes
       << ",\"seeded_blocks\":" << c.seeded_blocks << ",\"empty_cache_calls\":" << c.empty_cache_calls
       << ",\"empty_cache_segment_frees\":" << c.empty_cache_segment_frees << ",\"empty_cache_span_ns\":" << c.empty_cache_span_ns
@@ -480,7 +466,7 @@ std::string to_json(const AllocatorComparison& c) {
       << ",\"reserved_diff\":{\"max_abs\":" << c.max_abs_diff << ",\"mean_abs\":" << c.mean_abs_diff << "}"
       << ",\"first_divergence\":";
     if (c.diverged)
-        o << "{\"t\":" << c.diverge_time << ",\"allocation\":" << c.diverge_allocation << ",\"why\":" << json_str(c.why)
+        o << "{\"t\":" << c.diverge_time << ",\"allocation\":" << c.diverge_allocation << ",\"why\":" << json_string(c.why)
           << "}";
     else
         o << "null";

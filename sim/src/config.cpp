@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
 
 namespace mhc::sim {
@@ -198,12 +199,10 @@ PrefetchSpec parse_prefetch(const std::string& text) {
     if (colon != std::string::npos) {
         if (p.kind == PrefetchKind::Capuchin || p.kind == PrefetchKind::None)
             throw Error("prefetch policy '" + base + "' takes no argument");
-        const std::string k = text.substr(colon + 1);
-        char* end = nullptr;
-        const long v = std::strtol(k.c_str(), &end, 10);
-        if (k.empty() || *end != '\0' || v < 1 || v > 100000)
+        const auto window = parse_integer<int>(std::string_view(text).substr(colon + 1));
+        if (!window || *window < 1 || *window > 100000)
             throw Error("prefetch '" + text + "': the window must be an integer in 1..100000");
-        p.window = static_cast<int>(v);
+        p.window = *window;
     }
     return p;
 }

@@ -12,7 +12,10 @@
 
 #include "engine.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/json.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/trace/comm_kernels.hpp"
 #include "prepared.hpp"
 
 namespace mhc::sim {
@@ -20,16 +23,6 @@ namespace mhc::sim {
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw Error(what, Error::Kind::BadInput); }
-
-// "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(...)" -> "AllReduce"; "" when not an NCCL kernel.
-std::string nccl_op(const std::string& name) {
-    if (name.rfind("nccl", 0) != 0) return {};
-    size_t k = name.find("Kernel_");
-    if (k == std::string::npos) return {};
-    size_t b = k + 7, e = b;
-    while (e < name.size() && std::isalnum(static_cast<unsigned char>(name[e]))) ++e;
-    return name.substr(b, e - b);
-}
 
 bool is_p2p(const std::string& op) { return op == "SendRecv" || op == "Send" || op == "Recv"; }
 
@@ -62,16 +55,6 @@ CrossRole p2p_role(const Prepared& prep, int32_t seq, const std::string& op) {
     return CrossRole::SendRecv;
 }
 
-bool parse_int(const std::string& s, int64_t& v) {
-    if (s.empty() || s.size() > 18) return false;
-    size_t i = s[0] == '-' ? 1 : 0;
-    if (i == s.size()) return false;
-    for (size_t k = i; k < s.size(); ++k)
-        if (!std::isdigit(static_cast<unsigned char>(s[k]))) return false;
-    v = std::stoll(s);
-    return true;
-}
-
 struct CommSpec {
     std::string name;
     std::vector<int> members;   // global ranks, as listed
@@ -89,10 +72,10 @@ CommSpec parse_comm(const std::string& path, const std::string& key, const std::
     while (p <= rest.size()) {
         size_t q = rest.find(',', p);
         if (q == std::string::npos) q = rest.size();
-        int64_t r = 0;
-        if (!parse_int(rest.substr(p, q - p), r) || r < 0 || r > (1 << 24))
+        const auto r = parse_integer<int64_t>(rest.substr(p, q - p));
+        if (!r || *r < 0 || *r > (1 << 24))
             bad(path + ": meta " + key + " = '" + v + "': '" + rest.substr(p, q - p) + "' is not a rank");
-        c.members.push_back(static_cast<int>(r));
+        c.members.push_back(static_cast<int>(*r));
         p = q + 1;
     }
     return c;
@@ -121,16 +104,16 @@ void read_ranks(const std::vector<RankTrace>& ranks, JobPlan& plan, std::map<int
         const trace::TraceData& t = *ranks[size_t(r)].trace;
         int64_t g = r;
         auto it = t.meta.find("rank");
-        if (it != t.meta.end() && (!parse_int(it->second, g) || g < 0 || g > (1 << 24)))
+        if (it != t.meta.end() && ((g = parse_integer<int64_t>(it->second).value_or(-1)) < 0 || g > (1 << 24)))
             bad(ranks[size_t(r)].path + ": meta rank = '" + it->second + "' is not a rank number");
-        int64_t origin = 0;
         auto ot = t.meta.find("time_origin_ns");
-        if (ot != t.meta.end() && !parse_int(ot->second, origin))
+        const auto origin = ot == t.meta.end() ? std::optional<int64_t>(0) : parse_integer<int64_t>(ot->second);
+        if (!origin)
             bad(ranks[size_t(r)].path + ": meta time_origin_ns = '" + ot->second + "' is not a number");
         if (!by_global.emplace(static_cast<int>(g), r).second)
             bad(ranks[size_t(r)].path + ": rank " + std::to_string(g) + " is also " + ranks[size_t(by_global[int(g)])].path);
         plan.global_rank.push_back(static_cast<int>(g));
-        plan.origin.push_back(origin);
+        plan.origin.push_back(*origin);
         plan.t_begin.push_back(ranks[size_t(r)].prepared->t_begin);
         plan.t_end.push_back(ranks[size_t(r)].prepared->t_end);
     }
@@ -165,7 +148,7 @@ FoundEvents find_events(const std::vector<RankTrace>& ranks, const JobPlan& plan
         const int me = plan.global_rank[r];
         for (int32_t s = 0; s < static_cast<int32_t>(prep.korder.size()); ++s) {
             int32_t row = prep.korder[size_t(s)];
-            std::string op = nccl_op(t.str(t.kernels.name[size_t(row)]));
+            std::string op = trace::comm_kernel_op(t.str(t.kernels.name[size_t(row)]));
             if (op.empty()) continue;
             int64_t stream = t.kernels.stream[size_t(row)];
             f.kernels[r].push_back({s, stream, op, is_p2p(op) ? p2p_role(prep, s, op) : CrossRole::Collective});
@@ -679,18 +662,13 @@ std::string to_json(const CoupledResult& c) {
     std::string s = "{\"ranks\":[";
     for (size_t r = 0; r < c.ranks.size(); ++r) {
         const Result& x = c.ranks[r];
-        std::string path;
-        for (char ch : c.paths[r]) {
-            if (ch == '"' || ch == '\\') path += '\\';
-            if (static_cast<unsigned char>(ch) < 0x20) { path += fmt("\\u%04x", ch); continue; }
-            path += ch;
-        }
-        s += fmt("%s{\"rank\":%d,\"trace\":\"%s\",\"capacity\":%lld,\"baseline_peak\":%lld,\"simulated_peak\":%lld,"
+        s += fmt("%s{\"rank\":%d,\"trace\":%s,\"capacity\":%lld,\"baseline_peak\":%lld,\"simulated_peak\":%lld,"
                  "\"baseline_makespan\":%lld,\"simulated_makespan\":%lld,\"throughput_loss\":%s,"
                  "\"stall_time\":%lld,\"stall_count\":%lld,\"coupled_wait_time\":%lld,\"coupled_wait_count\":%lld,"
                  "\"oom\":%s,\"stopped\":%s}",
-                 r ? "," : "", c.global_rank[r], path.c_str(), (long long)x.capacity, (long long)x.baseline_peak,
-                 (long long)x.simulated_peak, (long long)x.baseline_makespan, (long long)x.simulated_makespan,
+                 r ? "," : "", c.global_rank[r], json_string(c.paths[r]).c_str(), (long long)x.capacity,
+                 (long long)x.baseline_peak, (long long)x.simulated_peak, (long long)x.baseline_makespan,
+                 (long long)x.simulated_makespan,
                  loss(finished(c, r), x.throughput_loss).c_str(), (long long)x.stall_time, (long long)x.stall_count,
                  (long long)x.coupled_wait_time, (long long)x.coupled_wait_count, x.oom.happened ? "true" : "false",
                  c.stopped[r] ? "true" : "false");

@@ -2,27 +2,16 @@
 #include "mhc/sim/job.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <map>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
 #include "prepared.hpp"
 
 namespace mhc::sim {
 
 namespace {
-
-bool to_int(const std::string& s, int64_t& v) {
-    if (s.empty()) return false;
-    char* end = nullptr;
-    errno = 0;
-    long long x = std::strtoll(s.c_str(), &end, 10);
-    if (*end != '\0' || errno != 0) return false;
-    v = x;
-    return true;
-}
 
 struct Ranks {
     const std::vector<RankTrace>& r;
@@ -37,12 +26,12 @@ struct Ranks {
         return r[i].path + " (rank " + (g ? *g : std::to_string(i)) + ")";
     }
     int64_t number(size_t i, const char* key) const {
-        int64_t v = 0;
         const std::string* s = meta(i, key);
-        if (!s || !to_int(*s, v) || v < (std::string(key) == kTimeOriginKey ? INT64_MIN : 0))
+        const std::optional<int64_t> value = s ? parse_integer<int64_t>(*s) : std::nullopt;
+        if (!value || *value < (std::string(key) == kTimeOriginKey ? INT64_MIN : 0))
             throw Error(who(i) + ": meta " + key + " = '" + (s ? *s : "") + "' is not " +
                         (std::string(key) == kTimeOriginKey ? "a time in ns" : "a non-negative integer"));
-        return v;
+        return *value;
     }
 };
 

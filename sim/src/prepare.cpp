@@ -5,6 +5,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/trace/check.hpp"
+#include "mhc/trace/comm_kernels.hpp"
 #include "mhc/trace/summary.hpp"
 #include "prepared.hpp"
 
@@ -290,11 +291,7 @@ void build_contention(Prepared& p) {
     const auto& t = *p.t;
     std::vector<std::pair<int64_t, int64_t>> nccl, h2d, d2h;
     std::vector<char> is_nccl(t.strings.size(), 0);
-    for (size_t i = 0; i < t.strings.size(); ++i) {
-        std::string s = t.strings[i];
-        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-        is_nccl[i] = s.find("nccl") != std::string::npos;
-    }
+    for (size_t i = 0; i < t.strings.size(); ++i) is_nccl[i] = trace::is_comm_kernel(t.strings[i]);
     for (size_t s = 0; s < p.korder.size(); ++s) {
         int64_t name = t.kernels.name[p.korder[s]];
         if (name >= 0 && static_cast<size_t>(name) < is_nccl.size() && is_nccl[name])

@@ -43,16 +43,4 @@ std::string_view to_string(MarkerKind k) {
     return "?";
 }
 
-std::optional<Category> category_from_string(std::string_view s) {
-    for (int i = 0; i < kCategoryCount; ++i)
-        if (kCategoryNames[i] == s) return static_cast<Category>(i);
-    return std::nullopt;
-}
-
-std::optional<CopyKind> copy_kind_from_string(std::string_view s) {
-    for (int i = 0; i < kCopyKindCount; ++i)
-        if (kCopyNames[i] == s) return static_cast<CopyKind>(i);
-    return std::nullopt;
-}
-
 }  // namespace mhc::trace

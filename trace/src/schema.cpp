@@ -1,93 +1,51 @@
 #include "schema.hpp"
 
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "schema_sql.hpp"
+
 namespace mhc::trace::schema {
 
-const char* const kTraceTables = R"SQL(
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE strings (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
-CREATE TABLE allocations (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, address INTEGER NOT NULL,
-  bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
-  stream INTEGER NOT NULL, category INTEGER NOT NULL, label INTEGER NOT NULL DEFAULT 0,
-  requested_bytes INTEGER);
-CREATE TABLE kernels (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
-  name INTEGER NOT NULL, t_start INTEGER NOT NULL, t_end INTEGER NOT NULL,
-  step INTEGER NOT NULL, grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL,
-  grid_z INTEGER NOT NULL, block_x INTEGER NOT NULL, block_y INTEGER NOT NULL,
-  block_z INTEGER NOT NULL, shared_mem INTEGER NOT NULL, registers INTEGER NOT NULL,
-  correlation INTEGER NOT NULL);
-CREATE TABLE accesses (kernel INTEGER NOT NULL, allocation INTEGER NOT NULL, mode INTEGER NOT NULL,
-  PRIMARY KEY (kernel, allocation)) WITHOUT ROWID;
-CREATE TABLE copies (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
-  kind INTEGER NOT NULL, bytes INTEGER NOT NULL, t_start INTEGER NOT NULL,
-  t_end INTEGER NOT NULL);
-CREATE TABLE markers (
-  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, t_start INTEGER NOT NULL,
-  t_end INTEGER NOT NULL, kind INTEGER NOT NULL, idx INTEGER NOT NULL);
-CREATE TABLE segments (
-  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
-  address INTEGER NOT NULL, bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
-  expandable INTEGER NOT NULL, reconstructed INTEGER NOT NULL);
-CREATE TABLE modules (
-  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, parent INTEGER NOT NULL, type INTEGER NOT NULL);
-CREATE TABLE kernel_info (
-  kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
-  flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
-CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL, packs INTEGER,
-  PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
-)SQL";
+namespace {
 
-const char* const kRunTables = R"SQL(
-CREATE TABLE runs (
-  id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
-  created TEXT NOT NULL, base_run INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE run_config (run INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-  PRIMARY KEY (run, key)) WITHOUT ROWID;
-CREATE TABLE run_metrics (run INTEGER NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,
-  PRIMARY KEY (run, key)) WITHOUT ROWID;
-CREATE TABLE run_events (run INTEGER NOT NULL, kind INTEGER NOT NULL, t_start INTEGER NOT NULL,
-  t_end INTEGER NOT NULL, allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
-  bytes INTEGER NOT NULL);
-CREATE TABLE run_kernels (run INTEGER NOT NULL, kernel INTEGER NOT NULL,
-  t_start INTEGER NOT NULL, t_end INTEGER NOT NULL, PRIMARY KEY (run, kernel)) WITHOUT ROWID;
-CREATE TABLE run_memory (run INTEGER NOT NULL, t INTEGER NOT NULL,
-  device_bytes INTEGER NOT NULL, host_bytes INTEGER NOT NULL);
-)SQL";
+// The parts of trace/schema.sql by name: each "-- section: NAME" line starts one, which runs to
+// the next such line (python/mhc_torch/store.py splits the file by the same rule).
+const std::map<std::string, std::string, std::less<>>& sections() {
+    static const std::map<std::string, std::string, std::less<>> parts = [] {
+        constexpr std::string_view kMark = "\n-- section: ";
+        std::map<std::string, std::string, std::less<>> out;
+        const std::string_view sql = kSchemaSql;
+        for (size_t at = sql.find(kMark); at != std::string_view::npos;) {
+            const size_t name_start = at + kMark.size();
+            const size_t name_end = sql.find('\n', name_start);
+            const size_t next = sql.find(kMark, name_end);
+            out[std::string(sql.substr(name_start, name_end - name_start))] =
+                std::string(sql.substr(name_end, next == std::string_view::npos ? next : next - name_end));
+            at = next;
+        }
+        return out;
+    }();
+    return parts;
+}
 
-// A runs database (--runs-db) also says which traces its runs belong to: the trace, or every
-// trace of the job, it was created for, and each run's trace.
-const char* const kRunsDbTables = R"SQL(
-CREATE TABLE traces (id INTEGER PRIMARY KEY, path TEXT NOT NULL, fingerprint TEXT NOT NULL UNIQUE);
-CREATE TABLE run_trace (run INTEGER PRIMARY KEY, trace INTEGER NOT NULL);
-)SQL";
+const char* section(std::string_view name) {
+    auto it = sections().find(name);
+    // A section the code names and the file lacks is a build mistake, not bad input.
+    if (it == sections().end()) throw std::logic_error("trace/schema.sql has no section " + std::string(name));
+    return it->second.c_str();
+}
 
-const char* const kLookups = R"SQL(
-CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO categories VALUES (0,'param'),(1,'grad'),(2,'optimizer'),(3,'activation'),
-  (4,'workspace'),(5,'comm'),(6,'other');
-CREATE TABLE access_modes (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO access_modes VALUES (1,'read'),(2,'write'),(3,'read-write');
-CREATE TABLE copy_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO copy_kinds VALUES (0,'H2D'),(1,'D2H'),(2,'D2D'),(3,'P2P'),(4,'memset'),(5,'H2H');
-CREATE TABLE marker_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO marker_kinds VALUES (0,'step'),(1,'layer'),(2,'range');
-CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO event_kinds VALUES (0,'swap_out'),(1,'swap_in'),(2,'evict_clean'),(3,'drop'),
-  (4,'recompute'),(5,'stall'),(6,'oom'),(7,'prefetch');
-CREATE TABLE phases (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-INSERT INTO phases VALUES (0,'forward'),(1,'backward'),(2,'optimizer'),(3,'recompute'),(4,'other');
-)SQL";
+}  // namespace
 
-const char* const kIndexes = R"SQL(
-CREATE INDEX accesses_by_allocation ON accesses (allocation);
-)SQL";
-
-const char* const kRunIndexes = R"SQL(
-CREATE INDEX run_events_by_run ON run_events (run, t_start);
-CREATE INDEX run_memory_by_run ON run_memory (run, t);
-)SQL";
+const char* const kTraceTables = section("trace_tables");
+const char* const kRunTables = section("run_tables");
+const char* const kRunsDbTables = section("runs_db_tables");
+const char* const kLookups = section("lookups");
+const char* const kIndexes = section("trace_indexes");
+const char* const kRunIndexes = section("run_indexes");
 
 const char* const kRequiredTables[] = {"meta", "strings", "allocations", "kernels", "accesses",
                                        "copies", "markers", "runs", "run_config", "run_metrics",

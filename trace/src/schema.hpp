@@ -1,5 +1,6 @@
 #pragma once
-// The schema of a trace file, version kSchemaVersion. docs/trace-format.md explains it.
+// The schema of a trace file, version kSchemaVersion: the sections of trace/schema.sql (embedded at
+// build time). docs/trace-format.md explains it.
 namespace mhc::trace::schema {
 
 // Tables of the trace itself, and of runs (in a trace, or alone in a runs database made by

@@ -2,20 +2,19 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+
+#include "mhc/common/numbers.hpp"
 
 namespace mhc::trace::sql {
 
 int busy_timeout_ms() {
     if (const char* e = std::getenv("MHC_BUSY_TIMEOUT_MS")) {
-        char* end = nullptr;
-        errno = 0;
-        long v = std::strtol(e, &end, 10);
-        if (end == e || *end != 0 || errno != 0 || v < 0 || v > 3600000)
+        const auto ms = parse_integer<int>(e);
+        if (!ms || *ms < 0 || *ms > 3600000)
             throw Error(std::string("MHC_BUSY_TIMEOUT_MS='") + e + "': not a whole number of milliseconds in [0, 3600000]");
-        return static_cast<int>(v);
+        return *ms;
     }
     return 600000;   // 10 minutes: a long reader (a multi-GB trace loading) never costs a run
 }

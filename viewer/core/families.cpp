@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mhc/common/error.hpp"
+#include "mhc/trace/comm_kernels.hpp"
 
 namespace mhc::viewer {
 
@@ -25,7 +26,7 @@ struct Rule {
 
 // clang-format off
 constexpr Rule kRules[] = {
-    {F::Comm, {"nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
+    {F::Comm, {"allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
                "reduce_scatter", "alltoall", "sendrecv"}},
     {F::Sinkhorn, {"sinkhorn"}},
     {F::HcMix, {"mhc_pre_mix", "mhc_res_mix", "mhc_post_mix", "mhc_expand", "mhc_merge"}},
@@ -121,6 +122,7 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 KernelFamily classify_kernel(std::string_view name) {
+    if (trace::is_comm_kernel(name)) return F::Comm;   // NCCL/RCCL first, as the first rule
     std::string low = lower(name);
     F aten;
     if (aten_family(low, aten)) return aten;

@@ -67,55 +67,6 @@ void Output::write_failed() const {
     throw Error(where(path_, std::string("write failed: ") + (err ? std::strerror(err) : "disk full?")));
 }
 
-namespace {
-// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, surrogates
-// or code points past U+10FFFF), 0 when it is not one.
-size_t utf8_length(const std::string& s, size_t i) {
-    auto b = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
-    auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xbf) { return b(k) >= lo && b(k) <= hi; };
-    unsigned c = b(0);
-    if (c >= 0xc2 && c <= 0xdf) return cont(1) ? 2 : 0;
-    if (c == 0xe0) return cont(1, 0xa0) && cont(2) ? 3 : 0;
-    if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) return cont(1) && cont(2) ? 3 : 0;
-    if (c == 0xed) return cont(1, 0x80, 0x9f) && cont(2) ? 3 : 0;
-    if (c == 0xf0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-    if (c >= 0xf1 && c <= 0xf3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-    if (c == 0xf4) return cont(1, 0x80, 0x8f) && cont(2) && cont(3) ? 4 : 0;
-    return 0;
-}
-}  // namespace
-
-void json_escape(std::string& out, const std::string& s) {
-    for (size_t i = 0; i < s.size();) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c >= 0x80) {
-            // Names come from imported traces: bytes that are not UTF-8 would make the JSON
-            // invalid, so each bad byte becomes U+FFFD (as browsers decode them).
-            size_t n = utf8_length(s, i);
-            if (n) out.append(s, i, n);
-            else out += "\\ufffd";
-            i += n ? n : 1;
-            continue;
-        }
-        ++i;
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\t': out += "\\t"; break;
-            case '\r': out += "\\r"; break;
-            default:
-                if (c < 0x20 || c == 0x7f) {
-                    char b[8];
-                    std::snprintf(b, sizeof b, "\\u%04x", c);
-                    out += b;
-                } else {
-                    out += static_cast<char>(c);
-                }
-        }
-    }
-}
-
 std::string csv_field(const std::string& s) {
     if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
     std::string o = "\"";

@@ -39,8 +39,6 @@ private:
     bool done_ = false;
 };
 
-// JSON string body (without quotes) with escapes; bytes that are not UTF-8 become U+FFFD.
-void json_escape(std::string& out, const std::string& s);
 // CSV field, quoted when needed.
 std::string csv_field(const std::string& s);
 // ns -> microseconds with 3 decimals, as Chrome trace JSON wants.

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/json.hpp"
 #include "mhc/trace/export/export.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
@@ -49,9 +50,8 @@ private:
 void str_field(std::string& s, const char* key, const std::string& v) {
     s += '"';
     s += key;
-    s += "\":\"";
-    json_escape(s, v);
-    s += '"';
+    s += "\":";
+    append_json_string(s, v);
 }
 
 void meta_event(Json& j, const char* what, int64_t pid, int64_t tid, const std::string& name, int64_t sort) {
@@ -113,12 +113,11 @@ int64_t export_perfetto(const std::string& trace_path, const std::string& out, c
         std::string m;
         bool first = true;
         for (auto& [k, v] : reader.meta()) {
-            m += first ? "\"" : ",\"";
+            m += first ? "" : ",";
             first = false;
-            json_escape(m, k);
-            m += "\":\"";
-            json_escape(m, v);
-            m += '"';
+            append_json_string(m, k);
+            m += ':';
+            append_json_string(m, v);
         }
         o << m;
     }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <istream>
 #include <map>
+#include <numeric>
 #include <unordered_map>
 
 #include "kineto_write.hpp"
@@ -247,208 +248,270 @@ struct Unit {   // one row of the kernels table
     std::string name;
 };
 
+// The kernels' device: of the op's first output, else of its first input.
+int32_t op_device(const Node& n) { return !n.outs.empty() ? n.outs[0].device : n.ins[0].device; }
+
+// An op that becomes a row of the kernels table: a leaf with tensors, not a profiler range.
+bool is_unit(const Node& n) {
+    return !n.has_children && (!n.ins.empty() || !n.outs.empty()) && n.name.rfind("[pytorch|", 0) != 0;
+}
+
+// Indexes 0..n-1 in the order `before` gives, ties in index order.
+template <class Before>
+std::vector<size_t> stable_order(size_t n, Before before) {
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), before);
+    return order;
+}
+
+// Storages: one allocation per (storage id, device), alive over the hull of its uses.
+struct Storage {
+    int64_t bytes = 0, t_first = INT64_MAX, t_last = INT64_MIN, id = 0;
+    int32_t device = 0;
+};
+
+// One import of an execution trace, by stage: the decoded nodes (parse_nodes) are mapped to
+// units (ops, or the Kineto kernels they launched) and storages, then written.
+class EtImport {
+public:
+    EtImport(std::vector<Node> nodes, Rows& w, Result& r) : nodes_(std::move(nodes)), w_(w), r_(r) {
+        for (size_t i = 0; i < nodes_.size(); ++i) node_at_[nodes_[i].id] = i;
+    }
+
+    void run(const std::string& kineto, uint64_t max_input_size) {
+        joined_ = !kineto.empty();
+        if (joined_) join_kineto(kineto, max_input_size);
+        else units_in_order();
+        // Ops on one thread are serial (timing of their own), kernels keep Kineto's times.
+        if (!(joined_ && gpu_)) clamp_serial_ops();
+        map_storages();
+        write_allocations();
+        if (joined_ && gpu_) write_gpu_timeline();
+        else write_ops();
+        write_meta();
+    }
+
+private:
+    // Step of a node: the ProfilerStep#N above it, if any.
+    int32_t step_of(size_t i) const {
+        for (int depth = 0; depth < 256; ++depth) {
+            if (nodes_[i].name.rfind("ProfilerStep#", 0) == 0) {
+                long v = std::strtol(nodes_[i].name.c_str() + 13, nullptr, 10);
+                return v >= 0 && v < INT32_MAX ? static_cast<int32_t>(v) : -1;
+            }
+            auto p = node_at_.find(nodes_[i].parent);
+            if (p == node_at_.end() || p->second == i) return -1;
+            i = p->second;
+        }
+        return -1;
+    }
+
+    // Without Kineto: the leaf ops in id order, 1 us each (order-only timing).
+    void units_in_order() {
+        int64_t slot = 0;
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+            if (!is_unit(nodes_[i])) continue;
+            units_.push_back({slot * 1000, slot * 1000 + 1000, nodes_[i].tid, op_device(nodes_[i]), step_of(i), i,
+                              SIZE_MAX, nodes_[i].name});
+            ++slot;
+        }
+    }
+
+    // Kineto op -> ET node: Record function id (newer traces) or External id (older) equals
+    // rf_id; the names must agree. Then the units: the GPU kernels with the tensors of the op
+    // that launched them, or (a CPU-only run) the leaf ops timed by their Kineto interval.
+    void join_kineto(const std::string& kineto, uint64_t max_input_size) {
+        kd_ = parse_kineto(kineto, max_input_size);
+        kd_.link_ops();
+        base_ = kineto_base(kd_);
+        std::unordered_map<int64_t, size_t> by_rf;
+        for (size_t i = 0; i < nodes_.size(); ++i)
+            if (nodes_[i].rf_id >= 0) by_rf[nodes_[i].rf_id] = i;
+        std::vector<size_t> op_node(kd_.ops.size(), SIZE_MAX);
+        std::vector<int32_t> node_op(nodes_.size(), -1);
+        for (size_t i = 0; i < kd_.ops.size(); ++i) {
+            int64_t key = kd_.has_rf_id ? kd_.ops[i].rf_id : kd_.ops[i].external;
+            auto it = by_rf.find(key);
+            if (it == by_rf.end() || nodes_[it->second].name != kd_.strings.list[kd_.ops[i].name]) continue;
+            op_node[i] = it->second;
+            node_op[it->second] = static_cast<int32_t>(i);
+            ++matched_;
+        }
+        for (const auto& k : kd_.kernels) gpu_ = gpu_ || !(k.is_copy || k.is_memset);
+        if (gpu_) units_from_kernels(op_node);
+        else units_from_ops(node_op);
+    }
+
+    void units_from_kernels(const std::vector<size_t>& op_node) {
+        std::stable_sort(kd_.kernels.begin(), kd_.kernels.end(), [](const KKernel& a, const KKernel& b) { return a.ts < b.ts; });
+        for (size_t i = 0; i < kd_.kernels.size(); ++i) {
+            const KKernel& k = kd_.kernels[i];
+            if (k.is_copy || k.is_memset) continue;
+            // The innermost launching op that the execution trace knows and that has tensors.
+            size_t node = SIZE_MAX;
+            for (int32_t op = kd_.launcher(k); op >= 0; op = kd_.ops[op].parent) {
+                size_t n = op_node[op];
+                if (n != SIZE_MAX && (!nodes_[n].ins.empty() || !nodes_[n].outs.empty())) {
+                    node = n;
+                    break;
+                }
+            }
+            units_.push_back({k.ts - base_, k.ts + k.dur - base_, k.stream, k.device, -1, node, i, {}});
+        }
+    }
+
+    void units_from_ops(const std::vector<int32_t>& node_op) {
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+            if (!is_unit(nodes_[i])) continue;
+            int32_t op = node_op[i];
+            if (op < 0) {
+                ++unmatched_;
+                continue;
+            }
+            const KOp& o = kd_.ops[op];
+            units_.push_back({o.ts - base_, o.ts + o.dur - base_, o.tid, op_device(nodes_[i]), step_of(i), i, SIZE_MAX,
+                              nodes_[i].name});
+        }
+    }
+
+    // A start inside the previous op of its thread (timer jitter, or an op the execution trace
+    // lacks) is moved to the previous end, before lifetimes are computed.
+    void clamp_serial_ops() {
+        const auto order = stable_order(units_.size(), [&](size_t a, size_t b) {
+            if (units_[a].device != units_[b].device) return units_[a].device < units_[b].device;
+            if (units_[a].stream != units_[b].stream) return units_[a].stream < units_[b].stream;
+            return units_[a].t_start < units_[b].t_start;
+        });
+        for (size_t j = 1; j < order.size(); ++j) {
+            const Unit& p = units_[order[j - 1]];
+            Unit& u = units_[order[j]];
+            if (p.device != u.device || p.stream != u.stream || u.t_start >= p.t_end) continue;
+            u.t_start = p.t_end;
+            u.t_end = std::max(u.t_end, u.t_start);
+            ++clamped_;
+        }
+    }
+
+    // Each unit's storages with their access modes, and each storage's size and lifetime.
+    void map_storages() {
+        unit_access_.resize(units_.size());
+        for (size_t u = 0; u < units_.size(); ++u) {
+            if (units_[u].node == SIZE_MAX) continue;
+            const Node& n = nodes_[units_[u].node];
+            std::map<std::pair<int64_t, int32_t>, uint8_t> modes;
+            for (const auto& t : n.ins) modes[{t.storage, t.device}] |= 1;
+            // An output that is also an input is written only by in-place ops (name ends in '_');
+            // otherwise it is a view of the input.
+            bool inplace = !n.name.empty() && n.name.back() == '_';
+            for (const auto& t : n.outs) {
+                auto& m = modes[{t.storage, t.device}];
+                if (!(m & 1) || inplace) m |= 2;
+            }
+            auto touch = [&](const TensorUse& t) {
+                Storage& s = storages_[{t.storage, t.device}];
+                s.bytes = std::max(s.bytes, t.bytes);
+                s.device = t.device;
+                s.t_first = std::min(s.t_first, units_[u].t_start);
+                s.t_last = std::max(s.t_last, units_[u].t_end);
+            };
+            for (const auto& t : n.ins) touch(t);
+            for (const auto& t : n.outs) touch(t);
+            for (auto& [key, m] : modes) unit_access_[u].push_back({&storages_[key], static_cast<AccessMode>(m)});
+        }
+    }
+
+    void write_allocations() {
+        int64_t next = 1;
+        for (auto& [key, s] : storages_) {
+            s.id = next++;
+            Allocation a;
+            a.id = s.id;
+            a.device = s.device;
+            a.bytes = s.bytes;
+            a.t_alloc = s.t_first;
+            a.t_free = s.t_last;
+            a.label = w_.intern("storage " + std::to_string(key.first));
+            w_.add(a);
+        }
+    }
+
+    void add_accesses(size_t u, int64_t kernel_id) {
+        for (auto& [s, m] : unit_access_[u]) w_.add(Access{kernel_id, s->id, m});
+    }
+
+    // The Kineto timeline as it is, its kernels taking their launching op's accesses.
+    void write_gpu_timeline() {
+        std::vector<size_t> unit_of(kd_.kernels.size(), SIZE_MAX);
+        for (size_t u = 0; u < units_.size(); ++u) unit_of[units_[u].kineto] = u;
+        write_kineto_timeline(kd_, base_, w_, r_, [&](size_t ki, int64_t id) {
+            if (unit_of[ki] != SIZE_MAX) add_accesses(unit_of[ki], id);
+        });
+    }
+
+    // The ops as kernels in time order; a CPU-only Kineto run adds its markers.
+    void write_ops() {
+        std::unordered_map<std::string, int64_t> names;
+        int64_t id = 0;
+        for (size_t u : stable_order(units_.size(), [&](size_t a, size_t b) { return units_[a].t_start < units_[b].t_start; })) {
+            Kernel k;
+            k.id = ++id;
+            k.device = units_[u].device;
+            k.stream = units_[u].stream;
+            auto it = names.find(units_[u].name);
+            k.name = it != names.end() ? it->second : (names[units_[u].name] = w_.intern(units_[u].name));
+            k.t_start = units_[u].t_start;
+            k.t_end = units_[u].t_end;
+            k.step = units_[u].step;
+            k.correlation = nodes_[units_[u].node].id;
+            w_.add(k);
+            add_accesses(u, k.id);
+        }
+        if (joined_) {
+            kd_.kernels.clear();   // CPU-only run: the ops above are the timeline; keep markers
+            write_kineto_timeline(kd_, base_, w_, r_, nullptr);
+        }
+    }
+
+    void write_meta() {
+        auto& meta = r_.meta;
+        meta["source"] = joined_ ? "pytorch-execution-trace+kineto" : "pytorch-execution-trace";
+        meta["import.format"] = "et";
+        meta["import.events"] = std::to_string(nodes_.size());
+        meta["accesses"] = "exact";
+        meta["accesses.granularity"] = "storage (one allocation per storage id and device)";
+        meta["lifetimes"] = "inferred (first to last op that touches the storage)";
+        meta["categories"] = "unknown";
+        meta["timing"] = joined_ ? "exact" : "order-only";
+        meta["et.ops_as_kernels"] = joined_ && gpu_ ? "no (GPU kernels from Kineto)" : std::to_string(units_.size());
+        meta["et.storages"] = std::to_string(storages_.size());
+        if (joined_) {
+            meta["et.kineto_ops_matched"] = std::to_string(matched_);
+            meta["et.join_key"] = kd_.has_rf_id ? "Record function id == rf_id" : "External id == rf_id";
+            if (!gpu_) meta["et.leaf_ops_without_kineto_timing"] = std::to_string(unmatched_);
+            if (!kd_.memory.empty()) meta["et.kineto_memory_events_ignored"] = std::to_string(kd_.memory.size());
+        }
+        meta["et.op_starts_clamped"] = std::to_string(clamped_);
+    }
+
+    std::vector<Node> nodes_;
+    std::unordered_map<int64_t, size_t> node_at_;
+    Rows& w_;
+    Result& r_;
+    KinetoData kd_;
+    bool joined_ = false, gpu_ = false;
+    int64_t base_ = 0, matched_ = 0, unmatched_ = 0, clamped_ = 0;
+    std::vector<Unit> units_;
+    std::map<std::pair<int64_t, int32_t>, Storage> storages_;
+    std::vector<std::vector<std::pair<Storage*, AccessMode>>> unit_access_;
+};
+
 }  // namespace
 
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
     std::vector<Node> nodes = parse_nodes(in, max_input_size);
     r.events = static_cast<int64_t>(nodes.size());
-    std::unordered_map<int64_t, size_t> node_at;
-    for (size_t i = 0; i < nodes.size(); ++i) node_at[nodes[i].id] = i;
-    // Step of a node: the ProfilerStep#N above it, if any.
-    auto step_of = [&](size_t i) -> int32_t {
-        for (int depth = 0; depth < 256; ++depth) {
-            if (nodes[i].name.rfind("ProfilerStep#", 0) == 0) {
-                long v = std::strtol(nodes[i].name.c_str() + 13, nullptr, 10);
-                return v >= 0 && v < INT32_MAX ? static_cast<int32_t>(v) : -1;
-            }
-            auto p = node_at.find(nodes[i].parent);
-            if (p == node_at.end() || p->second == i) return -1;
-            i = p->second;
-        }
-        return -1;
-    };
-    auto is_unit = [&](const Node& n) {
-        return !n.has_children && (!n.ins.empty() || !n.outs.empty()) && n.name.rfind("[pytorch|", 0) != 0;
-    };
-
-    std::vector<Unit> units;
-    KinetoData kd;
-    bool joined = !kineto.empty(), gpu = false;
-    int64_t base = 0, matched = 0, leaf_ops = 0, unmatched = 0;
-    if (joined) {
-        kd = parse_kineto(kineto, max_input_size);
-        kd.link_ops();
-        base = kineto_base(kd);
-        // Kineto op -> ET node: Record function id (newer traces) or External id (older)
-        // equals rf_id; the names must agree.
-        std::unordered_map<int64_t, size_t> by_rf;
-        for (size_t i = 0; i < nodes.size(); ++i)
-            if (nodes[i].rf_id >= 0) by_rf[nodes[i].rf_id] = i;
-        std::vector<size_t> op_node(kd.ops.size(), SIZE_MAX);
-        std::vector<int32_t> node_op(nodes.size(), -1);
-        for (size_t i = 0; i < kd.ops.size(); ++i) {
-            int64_t key = kd.has_rf_id ? kd.ops[i].rf_id : kd.ops[i].external;
-            auto it = by_rf.find(key);
-            if (it == by_rf.end() || nodes[it->second].name != kd.strings.list[kd.ops[i].name]) continue;
-            op_node[i] = it->second;
-            node_op[it->second] = static_cast<int32_t>(i);
-            ++matched;
-        }
-        for (const auto& k : kd.kernels) gpu = gpu || !(k.is_copy || k.is_memset);
-        if (gpu) {
-            std::stable_sort(kd.kernels.begin(), kd.kernels.end(),
-                             [](const KKernel& a, const KKernel& b) { return a.ts < b.ts; });
-            for (size_t i = 0; i < kd.kernels.size(); ++i) {
-                const KKernel& k = kd.kernels[i];
-                if (k.is_copy || k.is_memset) continue;
-                // The innermost launching op that the execution trace knows and that has tensors.
-                size_t node = SIZE_MAX;
-                for (int32_t op = kd.launcher(k); op >= 0; op = kd.ops[op].parent) {
-                    size_t n = op_node[op];
-                    if (n != SIZE_MAX && (!nodes[n].ins.empty() || !nodes[n].outs.empty())) { node = n; break; }
-                }
-                units.push_back({k.ts - base, k.ts + k.dur - base, k.stream, k.device, -1, node, i, {}});
-            }
-        } else {
-            for (size_t i = 0; i < nodes.size(); ++i) {
-                if (!is_unit(nodes[i])) continue;
-                ++leaf_ops;
-                int32_t op = node_op[i];
-                if (op < 0) { ++unmatched; continue; }
-                const KOp& o = kd.ops[op];
-                int32_t dev = !nodes[i].outs.empty() ? nodes[i].outs[0].device : nodes[i].ins[0].device;
-                units.push_back({o.ts - base, o.ts + o.dur - base, o.tid, dev, step_of(i), i, SIZE_MAX, nodes[i].name});
-            }
-        }
-    } else {
-        int64_t slot = 0;
-        for (size_t i = 0; i < nodes.size(); ++i) {
-            if (!is_unit(nodes[i])) continue;
-            ++leaf_ops;
-            int32_t dev = !nodes[i].outs.empty() ? nodes[i].outs[0].device : nodes[i].ins[0].device;
-            units.push_back({slot * 1000, slot * 1000 + 1000, nodes[i].tid, dev, step_of(i), i, SIZE_MAX, nodes[i].name});
-            ++slot;
-        }
-    }
-
-    // Ops on one thread are serial: a start inside the previous op (timer jitter, or an op the
-    // execution trace lacks) is moved to the previous end, before lifetimes are computed.
-    int64_t clamped = 0;
-    if (!(joined && gpu)) {
-        std::vector<size_t> order(units.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-            if (units[a].device != units[b].device) return units[a].device < units[b].device;
-            if (units[a].stream != units[b].stream) return units[a].stream < units[b].stream;
-            return units[a].t_start < units[b].t_start;
-        });
-        for (size_t j = 1; j < order.size(); ++j) {
-            const Unit& p = units[order[j - 1]];
-            Unit& u = units[order[j]];
-            if (p.device != u.device || p.stream != u.stream || u.t_start >= p.t_end) continue;
-            u.t_start = p.t_end;
-            u.t_end = std::max(u.t_end, u.t_start);
-            ++clamped;
-        }
-    }
-    // Storages: one allocation per (storage id, device), alive over the hull of its uses.
-    struct Storage {
-        int64_t bytes = 0, t_first = INT64_MAX, t_last = INT64_MIN, id = 0;
-        int32_t device = 0;
-    };
-    std::map<std::pair<int64_t, int32_t>, Storage> storages;
-    std::vector<std::vector<std::pair<Storage*, AccessMode>>> unit_access(units.size());
-    for (size_t u = 0; u < units.size(); ++u) {
-        if (units[u].node == SIZE_MAX) continue;
-        const Node& n = nodes[units[u].node];
-        std::map<std::pair<int64_t, int32_t>, uint8_t> modes;
-        for (const auto& t : n.ins) modes[{t.storage, t.device}] |= 1;
-        // An output that is also an input is written only by in-place ops (name ends in '_');
-        // otherwise it is a view of the input.
-        bool inplace = !n.name.empty() && n.name.back() == '_';
-        for (const auto& t : n.outs) {
-            auto& m = modes[{t.storage, t.device}];
-            if (!(m & 1) || inplace) m |= 2;
-        }
-        auto touch = [&](const TensorUse& t) {
-            Storage& s = storages[{t.storage, t.device}];
-            s.bytes = std::max(s.bytes, t.bytes);
-            s.device = t.device;
-            s.t_first = std::min(s.t_first, units[u].t_start);
-            s.t_last = std::max(s.t_last, units[u].t_end);
-        };
-        for (const auto& t : n.ins) touch(t);
-        for (const auto& t : n.outs) touch(t);
-        for (auto& [key, m] : modes) unit_access[u].push_back({&storages[key], static_cast<AccessMode>(m)});
-    }
-    int64_t next = 1;
-    for (auto& [key, s] : storages) {
-        s.id = next++;
-        Allocation a;
-        a.id = s.id;
-        a.device = s.device;
-        a.bytes = s.bytes;
-        a.t_alloc = s.t_first;
-        a.t_free = s.t_last;
-        a.label = w.intern("storage " + std::to_string(key.first));
-        w.add(a);
-    }
-    int64_t accesses = 0;
-    auto add_accesses = [&](size_t u, int64_t kernel_id) {
-        for (auto& [s, m] : unit_access[u]) {
-            w.add(Access{kernel_id, s->id, m});
-            ++accesses;
-        }
-    };
-    if (joined && gpu) {
-        std::vector<size_t> unit_of(kd.kernels.size(), SIZE_MAX);
-        for (size_t u = 0; u < units.size(); ++u) unit_of[units[u].kineto] = u;
-        write_kineto_timeline(kd, base, w, r, [&](size_t ki, int64_t id) {
-            if (unit_of[ki] != SIZE_MAX) add_accesses(unit_of[ki], id);
-        });
-    } else {
-        std::vector<size_t> order(units.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].t_start < units[b].t_start; });
-        std::unordered_map<std::string, int64_t> names;
-        int64_t id = 0;
-        for (size_t u : order) {
-            Kernel k;
-            k.id = ++id;
-            k.device = units[u].device;
-            k.stream = units[u].stream;
-            auto it = names.find(units[u].name);
-            k.name = it != names.end() ? it->second : (names[units[u].name] = w.intern(units[u].name));
-            k.t_start = units[u].t_start;
-            k.t_end = units[u].t_end;
-            k.step = units[u].step;
-            k.correlation = nodes[units[u].node].id;
-            w.add(k);
-            add_accesses(u, k.id);
-        }
-        if (joined) {
-            kd.kernels.clear();   // CPU-only run: the ops above are the timeline; keep markers
-            write_kineto_timeline(kd, base, w, r, nullptr);
-        }
-    }
-    r.meta["source"] = joined ? "pytorch-execution-trace+kineto" : "pytorch-execution-trace";
-    r.meta["import.format"] = "et";
-    r.meta["import.events"] = std::to_string(nodes.size());
-    r.meta["accesses"] = "exact";
-    r.meta["accesses.granularity"] = "storage (one allocation per storage id and device)";
-    r.meta["lifetimes"] = "inferred (first to last op that touches the storage)";
-    r.meta["categories"] = "unknown";
-    r.meta["timing"] = joined ? "exact" : "order-only";
-    r.meta["et.ops_as_kernels"] = joined && gpu ? "no (GPU kernels from Kineto)" : std::to_string(units.size());
-    r.meta["et.storages"] = std::to_string(storages.size());
-    if (joined) {
-        r.meta["et.kineto_ops_matched"] = std::to_string(matched);
-        r.meta["et.join_key"] = kd.has_rf_id ? "Record function id == rf_id" : "External id == rf_id";
-        if (!gpu) r.meta["et.leaf_ops_without_kineto_timing"] = std::to_string(unmatched);
-        if (!kd.memory.empty()) r.meta["et.kineto_memory_events_ignored"] = std::to_string(kd.memory.size());
-    }
-    r.meta["et.op_starts_clamped"] = std::to_string(clamped);
-    (void)leaf_ops;
+    EtImport(std::move(nodes), w, r).run(kineto, max_input_size);
 }
 
 }  // namespace mhc::trace::import

@@ -9,7 +9,6 @@
 #include <rapidjson/reader.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include "kineto_parse.hpp"
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "source.hpp"
 
 namespace mhc::trace::import {
@@ -93,17 +93,15 @@ bool parse_int(const char* s, size_t n, int64_t& out) {
             }
         }
     }
+    if (auto whole = parse_integer<int64_t>(std::string_view(s, n))) {
+        out = *whole;
+        return true;
+    }
     char buf[64];
     if (n == 0 || n >= sizeof buf) return false;
     std::memcpy(buf, s, n);
     buf[n] = 0;
     char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(buf, &end, 10);
-    if (end == buf + n && errno == 0) {
-        out = v;
-        return true;
-    }
     double d = std::strtod(buf, &end);
     if (end != buf + n || !(d >= -9.2e18 && d <= 9.2e18)) return false;   // NaN fails too
     out = static_cast<int64_t>(d);
@@ -115,15 +113,9 @@ namespace {
 // Addresses are unsigned 64-bit in some traces: kept as their two's-complement bits.
 bool parse_addr(const char* s, size_t n, int64_t& out) {
     if (parse_int(s, n, out)) return true;
-    char buf[64];
-    if (n == 0 || n >= sizeof buf || s[0] == '-') return false;
-    std::memcpy(buf, s, n);
-    buf[n] = 0;
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long v = std::strtoull(buf, &end, 10);
-    if (end != buf + n || errno != 0) return false;
-    out = static_cast<int64_t>(v);
+    const auto bits = parse_integer<uint64_t>(std::string_view(s, n));
+    if (!bits) return false;
+    out = static_cast<int64_t>(*bits);
     return true;
 }
 

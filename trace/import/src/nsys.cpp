@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "limits.hpp"
@@ -76,6 +77,12 @@ struct Cells {
     }
 };
 
+// A kernel's or copy's device and stream: columns 2 and 3 of their queries, optional.
+std::pair<int32_t, int64_t> device_and_stream(const Cells& cell) {
+    return {static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false)),
+            cell.get(3, "streamId", INT64_MIN, INT64_MAX, false)};
+}
+
 // CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h): 0 unknown, 1 HtoD, 2 DtoH, 3 HtoA, 4 AtoH,
 // 5 AtoA, 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP; other codes are refused as the row is read.
 constexpr int64_t kMaxCuptiMemcpyKind = 10;
@@ -89,111 +96,144 @@ CopyKind copy_kind(int64_t k) {
     }
 }
 
-}  // namespace
+// One nsys export being read: its tables, strings and time base, and the counts the meta
+// reports. Each table is read by its own step into the trace's rows.
+class NsysImport {
+public:
+    NsysImport(const std::string& in, Rows& w, Result& r) : in_(in), db_(in), w_(w), r_(r) {}
 
-void import_nsys(const std::string& in, Rows& w, Result& r) {
-    Db db(in);
-    std::set<std::string> tables, views;
-    {
-        sql::Stmt s(db.db, in, "SELECT name, type FROM sqlite_master WHERE type IN ('table','view')");
-        while (s.step()) (s.text(1) == "view" ? views : tables).insert(s.text(0));
+    void run() {
+        find_tables();
+        read_strings();
+        find_base_time();
+        read_gpu();
+        read_allocations();
+        read_kernels();
+        read_copies("CUPTI_ACTIVITY_KIND_MEMCPY");
+        read_copies("CUPTI_ACTIVITY_KIND_MEMSET");
+        read_markers();
+        write_meta();
     }
-    // What nsys writes are tables; a view of the same name computes rows nsys never recorded.
-    for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                          "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
-                          "EXPORT_META_DATA"})
-        if (views.count(t)) throw Error(where(in, std::string(t) + " is a view, not a table: not an nsys export"));
-    const char* wanted[] = {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                            "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"};
-    std::string missing;
-    for (const char* t : wanted)
-        if (!tables.count(t)) {
-            if (!missing.empty()) missing += ',';
-            missing += t;
-        }
-    std::string version = "unknown";
-    if (tables.count("EXPORT_META_DATA")) {
-        sql::Stmt s(db.db, in, "SELECT name, value FROM EXPORT_META_DATA");
-        while (s.step()) {
-            std::string k = s.text(0);
-            if (k == "EXPORT_PRODUCT_VERSION") r.meta["nsys.version"] = s.text(1);
-            if (k == "EXPORT_SCHEMA_VERSION") version = s.text(1);
-        }
-    }
-    r.meta["nsys.schema_version"] = version;
-    bool any = tables.count("CUPTI_ACTIVITY_KIND_KERNEL") || tables.count("CUPTI_ACTIVITY_KIND_MEMCPY") ||
-               tables.count("CUPTI_ACTIVITY_KIND_MEMSET") || tables.count("CUDA_GPU_MEMORY_USAGE_EVENTS");
-    if (!any)
-        throw Error(where(in, "Nsight Systems export (schema " + version +
-                                  ") has none of the tables mhc reads (CUPTI_ACTIVITY_KIND_KERNEL, "
-                                  "_MEMCPY, _MEMSET, CUDA_GPU_MEMORY_USAGE_EVENTS): unknown version or "
-                                  "nothing was traced"));
-    if (!missing.empty()) {
-        r.meta["nsys.missing_tables"] = missing;
-        r.meta["missing"] = "nsys tables " + missing;   // import_file says so, naming the input as given
-    }
-    auto need = [&](const std::string& t, const std::set<std::string>& cols, std::initializer_list<const char*> names) {
-        for (const char* n : names)
-            if (!cols.count(n)) throw Error(where(in, "table " + t + " has no column '" + n + "' (unknown nsys version)"));
-    };
 
-    std::unordered_map<int64_t, std::string> strings;
-    if (tables.count("StringIds")) {
-        auto c = db.columns("StringIds");
-        need("StringIds", c, {"id", "value"});
-        sql::Stmt s(db.db, in, "SELECT id, value FROM StringIds");
-        while (s.step()) strings[s.i64(0)] = s.text(1);
+private:
+    bool has(const char* table) const { return tables_.count(table) > 0; }
+
+    // Throws naming the table when it lacks one of the columns the import cannot do without.
+    std::set<std::string> columns(const std::string& t, std::initializer_list<const char*> needed) const {
+        std::set<std::string> cols = db_.columns(t);
+        for (const char* n : needed)
+            if (!cols.count(n)) throw Error(where(in_, "table " + t + " has no column '" + n + "' (unknown nsys version)"));
+        return cols;
     }
-    auto str = [&](int64_t id) -> std::string {
-        auto it = strings.find(id);
-        return it == strings.end() ? "string " + std::to_string(id) : it->second;
-    };
+
+    // The tables present (views refused), the export's versions, and which tables are missing.
+    void find_tables() {
+        std::set<std::string> views;
+        {
+            sql::Stmt s(db_.db, in_, "SELECT name, type FROM sqlite_master WHERE type IN ('table','view')");
+            while (s.step()) (s.text(1) == "view" ? views : tables_).insert(s.text(0));
+        }
+        // What nsys writes are tables; a view of the same name computes rows nsys never recorded.
+        for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                              "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
+                              "EXPORT_META_DATA"})
+            if (views.count(t)) throw Error(where(in_, std::string(t) + " is a view, not a table: not an nsys export"));
+        std::string missing;
+        for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                              "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"})
+            if (!has(t)) missing += (missing.empty() ? "" : ",") + std::string(t);
+        std::string version = "unknown";
+        if (has("EXPORT_META_DATA")) {
+            sql::Stmt s(db_.db, in_, "SELECT name, value FROM EXPORT_META_DATA");
+            while (s.step()) {
+                std::string k = s.text(0);
+                if (k == "EXPORT_PRODUCT_VERSION") r_.meta["nsys.version"] = s.text(1);
+                if (k == "EXPORT_SCHEMA_VERSION") version = s.text(1);
+            }
+        }
+        r_.meta["nsys.schema_version"] = version;
+        if (!has("CUPTI_ACTIVITY_KIND_KERNEL") && !has("CUPTI_ACTIVITY_KIND_MEMCPY") &&
+            !has("CUPTI_ACTIVITY_KIND_MEMSET") && !has("CUDA_GPU_MEMORY_USAGE_EVENTS"))
+            throw Error(where(in_, "Nsight Systems export (schema " + version +
+                                       ") has none of the tables mhc reads (CUPTI_ACTIVITY_KIND_KERNEL, "
+                                       "_MEMCPY, _MEMSET, CUDA_GPU_MEMORY_USAGE_EVENTS): unknown version or "
+                                       "nothing was traced"));
+        if (!missing.empty()) {
+            r_.meta["nsys.missing_tables"] = missing;
+            r_.meta["missing"] = "nsys tables " + missing;   // import_file says so, naming the input as given
+        }
+    }
+
+    void read_strings() {
+        if (!has("StringIds")) return;
+        columns("StringIds", {"id", "value"});
+        sql::Stmt s(db_.db, in_, "SELECT id, value FROM StringIds");
+        while (s.step()) strings_[s.i64(0)] = s.text(1);
+    }
+
+    std::string str(int64_t id) const {
+        auto it = strings_.find(id);
+        return it == strings_.end() ? "string " + std::to_string(id) : it->second;
+    }
 
     // Base time: the earliest start among the tables read.
-    int64_t base = INT64_MAX;
-    for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                          "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS"}) {
-        if (!tables.count(t)) continue;
-        auto c = db.columns(t);
-        need(t, c, {"start"});
-        // Integers only: each row's own check below names any other value.
-        sql::Stmt s(db.db, in, (std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'").c_str());
-        if (s.step() && !s.is_null(0)) base = std::min(base, std::max(s.i64(0), -kMaxTime));
+    void find_base_time() {
+        for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                              "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS"}) {
+            if (!has(t)) continue;
+            columns(t, {"start"});
+            // Integers only: each row's own check names any other value.
+            sql::Stmt s(db_.db, in_, (std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'").c_str());
+            if (s.step() && !s.is_null(0)) base_ = std::min(base_, std::max(s.i64(0), -kMaxTime));
+        }
+        if (base_ == INT64_MAX) base_ = 0;
     }
-    if (base == INT64_MAX) base = 0;
-    // Times relative to base; values whose difference does not fit in int64 are bad input.
-    auto rel = [&](int64_t t, const char* table) {
-        int64_t out;
-        if (__builtin_sub_overflow(t, base, &out))
-            throw Error(where(in, std::string("table ") + table + ": time " + std::to_string(t) + " is out of range"));
-        return out;
-    };
-    int64_t events = 0;
 
-    if (tables.count("TARGET_INFO_GPU")) {
-        auto c = db.columns("TARGET_INFO_GPU");
+    // Times relative to the base; values whose difference does not fit in int64 are bad input.
+    int64_t rel(int64_t t, const char* table) const {
+        int64_t out;
+        if (__builtin_sub_overflow(t, base_, &out))
+            throw Error(where(in_, std::string("table ") + table + ": time " + std::to_string(t) + " is out of range"));
+        return out;
+    }
+
+    void read_gpu() {
+        if (!has("TARGET_INFO_GPU")) return;
+        auto c = db_.columns("TARGET_INFO_GPU");
         std::string q = "SELECT " + col(c, "name", "''") + ", " + col(c, "totalMemory") + ", " + col(c, "id") +
                         ", rowid FROM TARGET_INFO_GPU ORDER BY " + col(c, "totalMemory") + " DESC LIMIT 1";
-        sql::Stmt s(db.db, in, q.c_str());
+        sql::Stmt s(db_.db, in_, q.c_str());
         if (s.step()) {
-            r.meta["device_name"] = s.text(0);
-            r.meta["device_memory"] = std::to_string(Cells{s, in, "TARGET_INFO_GPU", 3}.get(1, "totalMemory", 0, kMaxBytes, false));
+            r_.meta["device_name"] = s.text(0);
+            r_.meta["device_memory"] =
+                std::to_string(Cells{s, in_, "TARGET_INFO_GPU", 3}.get(1, "totalMemory", 0, kMaxBytes, false));
         }
+    }
+
+    int64_t add_block(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label) {
+        Allocation a;
+        a.id = ++allocations_;
+        a.device = device;
+        a.address = address;
+        a.bytes = bytes;
+        a.t_alloc = t_alloc;
+        a.t_free = t_free;
+        a.label = label;
+        w_.add(a);
+        return a.id;
     }
 
     // Allocations: alloc/free pairs by (device, address).
-    int64_t reconstructed = 0;
-    if (tables.count("CUDA_GPU_MEMORY_USAGE_EVENTS")) {
-        auto c = db.columns("CUDA_GPU_MEMORY_USAGE_EVENTS");
-        need("CUDA_GPU_MEMORY_USAGE_EVENTS", c, {"address", "bytes", "memoryOperationType"});
+    void read_allocations() {
+        if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS")) return;
+        auto c = columns("CUDA_GPU_MEMORY_USAGE_EVENTS", {"address", "bytes", "memoryOperationType"});
         std::string q = "SELECT start, " + col(c, "deviceId") + ", address, bytes, " + col(c, "memKind", "2") +
                         ", memoryOperationType, rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
-        sql::Stmt s(db.db, in, q.c_str());
-        Cells cell{s, in, "CUDA_GPU_MEMORY_USAGE_EVENTS", 6};
+        sql::Stmt s(db_.db, in_, q.c_str());
+        Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 6};
         std::map<std::pair<int32_t, int64_t>, int64_t> live;
-        int64_t next = 1;
         while (s.step()) {
-            ++events;
+            ++events_;
             int64_t t = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
             // memKind 0 pageable, 1 pinned: host memory (device -1); the rest is on the GPU.
             int64_t kind = cell.get(4, "memKind", INT64_MIN, INT64_MAX, false, 2);
@@ -202,63 +242,45 @@ void import_nsys(const std::string& in, Rows& w, Result& r) {
             int64_t addr = cell.get(2, "address", INT64_MIN, INT64_MAX), bytes = cell.get(3, "bytes", 0, kMaxBytes),
                     op = cell.get(5, "memoryOperationType", 0, 1);   // nsys: 0 allocation, 1 free
             auto key = std::make_pair(dev, addr);
-            if (op == 0) {
-                if (bytes <= 0) throw Error(where_row(in, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(6), "allocation of " + std::to_string(bytes) + " bytes"));
-                auto it = live.find(key);
-                if (it != live.end()) { w.set_free_time(it->second, t); live.erase(it); }
-                Allocation a;
-                a.id = next++;
-                a.device = dev;
-                a.address = addr;
-                a.bytes = bytes;
-                a.t_alloc = t;
-                w.add(a);
-                live[key] = a.id;
-            } else if (op == 1) {
-                auto it = live.find(key);
-                if (it != live.end()) {
-                    w.set_free_time(it->second, t);
-                    live.erase(it);
-                } else if (bytes > 0) {   // allocated before the capture began
-                    Allocation a;
-                    a.id = next++;
-                    a.device = dev;
-                    a.address = addr;
-                    a.bytes = bytes;
-                    a.t_alloc = 0;
-                    a.t_free = t;
-                    a.label = w.intern("(allocated before recording)");
-                    w.add(a);
-                    ++reconstructed;
-                }
+            auto it = live.find(key);
+            if (op == 0 && bytes <= 0)
+                throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(6), "allocation of " + std::to_string(bytes) + " bytes"));
+            if (it != live.end()) {   // an allocation at a live block's address frees it first
+                w_.set_free_time(it->second, t);
+                live.erase(it);
+                if (op == 0) live[key] = add_block(dev, addr, bytes, t, kNoTime, kNoString);
+            } else if (op == 0) {
+                live[key] = add_block(dev, addr, bytes, t, kNoTime, kNoString);
+            } else if (bytes > 0) {   // a free of a block allocated before the capture began
+                add_block(dev, addr, bytes, 0, t, w_.intern("(allocated before recording)"));
+                ++reconstructed_;
             }
         }
     }
 
     // Kernels, serial per stream (starts that overlap the previous kernel are clamped).
-    int64_t clamped = 0, nkernels = 0;
-    if (tables.count("CUPTI_ACTIVITY_KIND_KERNEL")) {
-        auto c = db.columns("CUPTI_ACTIVITY_KIND_KERNEL");
-        need("CUPTI_ACTIVITY_KIND_KERNEL", c, {"start", "end"});
+    void read_kernels() {
+        if (!has("CUPTI_ACTIVITY_KIND_KERNEL")) return;
+        auto c = columns("CUPTI_ACTIVITY_KIND_KERNEL", {"start", "end"});
         std::string name = c.count("demangledName") ? "demangledName" : c.count("shortName") ? "shortName" : "-1";
         std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " + name + ", " +
                         col(c, "correlationId") + ", " + col(c, "gridX") + ", " + col(c, "gridY") + ", " + col(c, "gridZ") +
                         ", " + col(c, "blockX") + ", " + col(c, "blockY") + ", " + col(c, "blockZ") + ", " +
                         col(c, "staticSharedMemory") + " + " + col(c, "dynamicSharedMemory") + ", " +
                         col(c, "registersPerThread") + ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
-        sql::Stmt s(db.db, in, q.c_str());
-        Cells cell{s, in, "CUPTI_ACTIVITY_KIND_KERNEL", 14};
+        sql::Stmt s(db_.db, in_, q.c_str());
+        Cells cell{s, in_, "CUPTI_ACTIVITY_KIND_KERNEL", 14};
         std::map<std::pair<int32_t, int64_t>, int64_t> stream_end;
         std::unordered_map<int64_t, int64_t> name_ids;
+        int64_t kernels = 0;
         while (s.step()) {
-            ++events;
+            ++events_;
             Kernel k;
-            k.id = ++nkernels;
-            k.device = static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false));
-            k.stream = cell.get(3, "streamId", INT64_MIN, INT64_MAX, false);
+            k.id = ++kernels;
+            std::tie(k.device, k.stream) = device_and_stream(cell);
             int64_t sid = cell.get(4, "demangledName", INT64_MIN, INT64_MAX, false, -1);
             auto ni = name_ids.find(sid);
-            k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w.intern(str(sid)));
+            k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w_.intern(str(sid)));
             auto [ks, ke] = cell.interval(0, 1);
             k.t_start = rel(ks, "CUPTI_ACTIVITY_KIND_KERNEL");
             k.t_end = rel(ke, "CUPTI_ACTIVITY_KIND_KERNEL");
@@ -266,7 +288,7 @@ void import_nsys(const std::string& in, Rows& w, Result& r) {
             if (k.t_start < end) {
                 k.t_start = end;
                 k.t_end = std::max(k.t_end, k.t_start);
-                ++clamped;
+                ++clamped_;
             }
             end = std::max(end, k.t_end);
             k.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
@@ -277,63 +299,79 @@ void import_nsys(const std::string& in, Rows& w, Result& r) {
             }
             k.shared_mem = static_cast<int32_t>(cell.get(12, "staticSharedMemory + dynamicSharedMemory", 0, INT32_MAX, false));
             k.registers = static_cast<int32_t>(cell.get(13, "registersPerThread", 0, INT32_MAX, false));
-            w.add(k);
+            w_.add(k);
         }
     }
-    int64_t ncopies = 0;
-    for (const char* t : {"CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"}) {
-        if (!tables.count(t)) continue;
-        bool memset = std::string(t) == "CUPTI_ACTIVITY_KIND_MEMSET";
-        auto c = db.columns(t);
-        need(t, c, {"start", "end"});
+
+    void read_copies(const char* t) {
+        if (!has(t)) return;
+        const bool memset = std::string(t) == "CUPTI_ACTIVITY_KIND_MEMSET";
+        auto c = columns(t, {"start", "end"});
         std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " + col(c, "bytes") +
                         ", " + (memset ? std::string("-1") : col(c, "copyKind")) + ", rowid FROM " + t + " ORDER BY start, rowid";
-        sql::Stmt s(db.db, in, q.c_str());
-        Cells cell{s, in, t, 6};
+        sql::Stmt s(db_.db, in_, q.c_str());
+        Cells cell{s, in_, t, 6};
         while (s.step()) {
-            ++events;
+            ++events_;
             Copy cp;
-            cp.id = ++ncopies;
-            cp.device = static_cast<int32_t>(cell.get(2, "deviceId", -1, INT32_MAX, false));
-            cp.stream = cell.get(3, "streamId", INT64_MIN, INT64_MAX, false);
+            cp.id = ++copies_;
+            std::tie(cp.device, cp.stream) = device_and_stream(cell);
             cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", 0, kMaxCuptiMemcpyKind, false));
             cp.bytes = cell.get(4, "bytes", 0, kMaxBytes, false);
             auto [cs, ce] = cell.interval(0, 1);
             cp.t_start = rel(cs, t);
             cp.t_end = rel(ce, t);
-            w.add(cp);
+            w_.add(cp);
         }
     }
-    int64_t nmarkers = 0;
-    if (tables.count("NVTX_EVENTS")) {
-        auto c = db.columns("NVTX_EVENTS");
+
+    void read_markers() {
+        if (!has("NVTX_EVENTS")) return;
+        auto c = db_.columns("NVTX_EVENTS");
         std::string q = "SELECT start, " + col(c, "end", "NULL") + ", " + col(c, "text", "NULL") + ", " +
                         col(c, "textId", "NULL") + ", rowid FROM NVTX_EVENTS ORDER BY start, rowid";
-        sql::Stmt s(db.db, in, q.c_str());
-        Cells cell{s, in, "NVTX_EVENTS", 4};
+        sql::Stmt s(db_.db, in_, q.c_str());
+        Cells cell{s, in_, "NVTX_EVENTS", 4};
+        int64_t markers = 0;
         while (s.step()) {
-            ++events;
+            ++events_;
             Marker m;
-            m.id = ++nmarkers;
+            m.id = ++markers;
             std::string text = !s.is_null(2) ? s.text(2) : !s.is_null(3) ? str(cell.get(3, "textId", INT64_MIN, INT64_MAX)) : "nvtx";
-            m.name = w.intern(text);
+            m.name = w_.intern(text);
             m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
             m.t_end = s.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
             m.kind = MarkerKind::Range;
-            w.add(m);
+            w_.add(m);
         }
     }
-    r.events = events;
-    r.meta["source"] = "nsight-systems-sqlite";
-    r.meta["import.format"] = "nsys";
-    r.meta["import.events"] = std::to_string(events);
-    r.meta["timing"] = "exact";
-    r.meta["accesses"] = "none";   // nsys records no kernel arguments
-    r.meta["categories"] = "unknown";
-    r.meta["reconstructed_blocks"] = std::to_string(reconstructed);
-    r.meta["nsys.kernel_starts_clamped"] = std::to_string(clamped);
-    if (!tables.count("CUDA_GPU_MEMORY_USAGE_EVENTS"))
-        r.meta["allocations"] = "none (no CUDA_GPU_MEMORY_USAGE_EVENTS: export with --cuda-memory-usage=true)";
-}
+
+    void write_meta() {
+        r_.events = events_;
+        r_.meta["source"] = "nsight-systems-sqlite";
+        r_.meta["import.format"] = "nsys";
+        r_.meta["import.events"] = std::to_string(events_);
+        r_.meta["timing"] = "exact";
+        r_.meta["accesses"] = "none";   // nsys records no kernel arguments
+        r_.meta["categories"] = "unknown";
+        r_.meta["reconstructed_blocks"] = std::to_string(reconstructed_);
+        r_.meta["nsys.kernel_starts_clamped"] = std::to_string(clamped_);
+        if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS"))
+            r_.meta["allocations"] = "none (no CUDA_GPU_MEMORY_USAGE_EVENTS: export with --cuda-memory-usage=true)";
+    }
+
+    const std::string& in_;
+    Db db_;
+    Rows& w_;
+    Result& r_;
+    std::set<std::string> tables_;
+    std::unordered_map<int64_t, std::string> strings_;
+    int64_t base_ = INT64_MAX;
+    int64_t events_ = 0, allocations_ = 0, reconstructed_ = 0, clamped_ = 0, copies_ = 0;
+};
+
+}  // namespace
+
+void import_nsys(const std::string& in, Rows& w, Result& r) { NsysImport(in, w, r).run(); }
 
 }  // namespace mhc::trace::import

@@ -117,202 +117,225 @@ std::optional<PickleDoc::Id> PickleDoc::get(Id dict, std::string_view key) const
     return std::nullopt;
 }
 
-PickleDoc::PickleDoc(std::string_view data, const std::string& name) : name_(name), data_(data) {
-    // About one node per 8 input bytes in real snapshots (most strings are memo references).
-    // Container items: about one per 3 bytes (a memo reference is 2). Reserving untouched
-    // capacity costs address space only; regrowing copies and faults in fresh pages.
-    nodes_.reserve(data.size() / 8 + 16);
-    arena_.reserve(data.size() / 3 + 16);
-    std::vector<Id> stack;
-    std::vector<size_t> marks;
-    std::vector<Id> memo;
-    memo.reserve(data.size() / 16 + 16);
-    const size_t n = data.size();
-    size_t pos = 0, op_pos = 0;
-    uint8_t op = 0;
+// The pickle stack machine over the data-only opcodes, building the document's nodes. Each
+// group of opcodes has its own step; one that is not in a group is refused by name.
+class PickleDoc::Parser {
+public:
+    Parser(PickleDoc& doc, std::string_view data, const std::string& name)
+        : doc_(doc), data_(data), name_(name), n_(data.size()) {
+        memo_.reserve(data.size() / 16 + 16);
+    }
 
-    auto fail = [&](const std::string& what) -> void {
-        throw Error(where(name, "pickle: " + what + " (opcode " + hex(op) + " at byte " +
-                                    std::to_string(op_pos) + ")"));
-    };
-    auto need = [&](size_t k) {
-        if (k > n - pos) fail("truncated: the file ends inside an opcode");
-    };
-    auto u8 = [&]() -> uint64_t { need(1); return static_cast<uint8_t>(data[pos++]); };
-    auto le = [&](int bytes) -> uint64_t {
+    // The root object, at the STOP opcode.
+    Id run() {
+        while (true) {
+            if (pos_ >= n_) {
+                op_pos_ = pos_;
+                fail("truncated: no STOP opcode before the end of the file");
+            }
+            op_pos_ = pos_;
+            op_ = static_cast<uint8_t>(data_[pos_++]);
+            if (op_ == '.') {   // STOP
+                if (stack_.empty()) fail("STOP with an empty stack");
+                return stack_.back();
+            }
+            if (!stack_op() && !scalar_op() && !string_op() && !container_op() && !memo_op()) refuse();
+        }
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& what) const {
+        throw Error(where(name_, "pickle: " + what + " (opcode " + hex(op_) + " at byte " + std::to_string(op_pos_) + ")"));
+    }
+    [[noreturn]] void refuse() const {
+        if (const char* r = refused_name(op_))
+            fail(std::string("refused opcode ") + r + ": it would import or call code; only plain data is read");
+        fail("unknown or unsupported opcode");
+    }
+    void need(size_t k) const {
+        if (k > n_ - pos_) fail("truncated: the file ends inside an opcode");
+    }
+    uint64_t u8() {
+        need(1);
+        return static_cast<uint8_t>(data_[pos_++]);
+    }
+    uint64_t le(int bytes) {
         need(static_cast<size_t>(bytes));
         uint64_t v = 0;
-        for (int k = 0; k < bytes; ++k) v |= uint64_t(static_cast<uint8_t>(data[pos + k])) << (8 * k);
-        pos += static_cast<size_t>(bytes);
+        for (int k = 0; k < bytes; ++k) v |= uint64_t(static_cast<uint8_t>(data_[pos_ + k])) << (8 * k);
+        pos_ += static_cast<size_t>(bytes);
         return v;
-    };
-    auto pop = [&]() -> Id {
-        if (stack.empty() || (!marks.empty() && stack.size() <= marks.back())) fail("stack underflow");
-        Id v = stack.back();
-        stack.pop_back();
+    }
+    Id pop() {
+        if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) fail("stack underflow");
+        Id v = stack_.back();
+        stack_.pop_back();
         return v;
-    };
-    auto top = [&]() -> Id {
-        if (stack.empty()) fail("stack underflow");
-        return stack.back();
-    };
-    auto pop_mark = [&]() -> size_t {
-        if (marks.empty()) fail("no MARK on the stack");
-        size_t m = marks.back();
-        marks.pop_back();
+    }
+    Id top() const {
+        if (stack_.empty()) fail("stack underflow");
+        return stack_.back();
+    }
+    size_t pop_mark() {
+        if (marks_.empty()) fail("no MARK on the stack");
+        size_t m = marks_.back();
+        marks_.pop_back();
         return m;
-    };
-    auto container = [&](Kind k) -> Id {
+    }
+    Id container(Kind k) {
         Node nd;
         nd.kind = k;
         nd.depth = 1;
-        return push(nd);
-    };
-    auto string_node = [&](Kind k, uint64_t len) {
-        if (len > n - pos) fail("truncated: a string runs past the end of the file");
-        if (len > UINT32_MAX) fail("string too long");
-        Node nd;
-        nd.kind = k;
-        nd.i = static_cast<int64_t>(pos);
-        nd.len = static_cast<uint32_t>(len);
-        pos += static_cast<size_t>(len);
-        stack.push_back(push(nd));
-    };
-    auto int_node = [&](int64_t v) {
+        return doc_.push(nd);
+    }
+    void check_kind(Id c, Kind want) const {
+        if (doc_.kind(c) != want) fail("the target is not a container of the right kind");
+    }
+
+    // PROTO, FRAME, MARK, POP, POP_MARK, DUP.
+    bool stack_op() {
+        switch (op_) {
+            case 0x80: {   // PROTO
+                uint64_t p = u8();
+                if (p > 5) fail("unsupported protocol " + std::to_string(p));
+                return true;
+            }
+            case 0x95: {   // FRAME: the next opcodes; as CPython, a frame past the end is an error
+                uint64_t len = le(8);
+                if (len > n_ - pos_)
+                    fail("truncated: a FRAME of " + std::to_string(len) + " bytes runs past the end of the file (" +
+                         std::to_string(n_ - pos_) + " bytes left)");
+                return true;
+            }
+            case '(':
+                if (marks_.size() >= static_cast<size_t>(kMaxNesting)) fail(nesting_message());
+                marks_.push_back(stack_.size());
+                return true;
+            case '0': pop(); return true;
+            case '1': stack_.resize(pop_mark()); return true;
+            case '2': stack_.push_back(top()); return true;
+            default: return false;
+        }
+    }
+
+    void int_node(int64_t v) {
         if (v >= kInlineMin && v <= kInlineMax) {
-            stack.push_back(make_inline(v));
+            stack_.push_back(make_inline(v));
             return;
         }
         Node nd;
         nd.kind = Kind::Int;
         nd.i = v;
-        stack.push_back(push(nd));
-    };
-    auto long_node = [&](uint64_t len) {
-        if (len > n - pos) fail("truncated: a long runs past the end of the file");
+        stack_.push_back(doc_.push(nd));
+    }
+    void long_node(uint64_t len) {
+        if (len > n_ - pos_) fail("truncated: a long runs past the end of the file");
         Node nd;
         if (len <= 8) {
             uint64_t v = 0;
-            for (size_t k = 0; k < len; ++k) v |= uint64_t(static_cast<uint8_t>(data[pos + k])) << (8 * k);
-            if (len > 0 && len < 8 && (static_cast<uint8_t>(data[pos + len - 1]) & 0x80))
+            for (size_t k = 0; k < len; ++k) v |= uint64_t(static_cast<uint8_t>(data_[pos_ + k])) << (8 * k);
+            if (len > 0 && len < 8 && (static_cast<uint8_t>(data_[pos_ + len - 1]) & 0x80))
                 v |= ~uint64_t(0) << (8 * len);   // sign-extend two's complement
             nd.kind = Kind::Int;
             nd.i = static_cast<int64_t>(v);
             if (nd.i >= kInlineMin && nd.i <= kInlineMax) {
-                pos += static_cast<size_t>(len);
-                stack.push_back(make_inline(nd.i));
+                pos_ += static_cast<size_t>(len);
+                stack_.push_back(make_inline(nd.i));
                 return;
             }
         } else {
             nd.kind = Kind::BigInt;   // beyond int64: kept as an opaque number
         }
-        pos += static_cast<size_t>(len);
-        stack.push_back(push(nd));
-    };
-    auto check_kind = [&](Id c, Kind want) {
-        if (kind(c) != want) fail("the target is not a container of the right kind");
-    };
-    auto memo_put = [&](uint64_t idx) {
-        // CPython numbers memo slots sequentially; a slot far beyond the objects read so far
-        // is corrupt input, not a reason to allocate gigabytes.
-        if (idx > 2 * nodes_.size() + 1024) fail("memo index " + std::to_string(idx) + " is implausibly large");
-        Id v = top();
-        if (memo.size() <= idx) memo.resize(static_cast<size_t>(idx) + 1, UINT32_MAX);
-        memo[static_cast<size_t>(idx)] = v;
-    };
-    auto memo_get = [&](uint64_t idx) {
-        if (idx >= memo.size() || memo[static_cast<size_t>(idx)] == UINT32_MAX)
-            fail("memo entry " + std::to_string(idx) + " does not exist");
-        stack.push_back(memo[static_cast<size_t>(idx)]);
-    };
+        pos_ += static_cast<size_t>(len);
+        stack_.push_back(doc_.push(nd));
+    }
+    void float_node() {   // big-endian IEEE 754 double
+        need(8);
+        uint64_t bits = 0;
+        for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(data_[pos_ + k]);
+        pos_ += 8;
+        Node nd;
+        nd.kind = Kind::Float;
+        std::memcpy(&nd.f, &bits, sizeof bits);
+        stack_.push_back(doc_.push(nd));
+    }
 
-    while (true) {
-        if (pos >= n) {
-            op_pos = pos;
-            fail("truncated: no STOP opcode before the end of the file");
-        }
-        op_pos = pos;
-        op = static_cast<uint8_t>(data[pos++]);
-        switch (op) {
-            case 0x80: {   // PROTO
-                uint64_t p = u8();
-                if (p > 5) fail("unsupported protocol " + std::to_string(p));
-                break;
-            }
-            case 0x95: {   // FRAME: the next opcodes; as CPython, a frame past the end is an error
-                uint64_t len = le(8);
-                if (len > n - pos)
-                    fail("truncated: a FRAME of " + std::to_string(len) + " bytes runs past the end of the file (" +
-                         std::to_string(n - pos) + " bytes left)");
-                break;
-            }
-            case '.': {                // STOP
-                if (stack.size() != 1 || !marks.empty()) {
-                    if (stack.empty()) fail("STOP with an empty stack");
-                }
-                root_ = stack.back();
-                return;
-            }
-            case '(':
-                if (marks.size() >= static_cast<size_t>(kMaxNesting)) fail(nesting_message());
-                marks.push_back(stack.size());
-                break;
-            case '0': pop(); break;
-            case '1': stack.resize(pop_mark()); break;
-            case '2': stack.push_back(top()); break;
-            case 'N': stack.push_back(push(Node{})); break;
+    // None, booleans, integers, floats.
+    bool scalar_op() {
+        switch (op_) {
+            case 'N': stack_.push_back(doc_.push(Node{})); return true;
             case 0x88:
             case 0x89: {
                 Node nd;
                 nd.kind = Kind::Bool;
-                nd.i = op == 0x88;
-                stack.push_back(push(nd));
-                break;
+                nd.i = op_ == 0x88;
+                stack_.push_back(doc_.push(nd));
+                return true;
             }
-            case 'J': int_node(static_cast<int32_t>(static_cast<uint32_t>(le(4)))); break;
-            case 'K': int_node(static_cast<int64_t>(u8())); break;
-            case 'M': int_node(static_cast<int64_t>(le(2))); break;
-            case 0x8a: long_node(u8()); break;
-            case 0x8b: long_node(le(4)); break;
-            case 'G': {
-                need(8);
-                uint64_t bits = 0;
-                for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(data[pos + k]);
-                pos += 8;
-                Node nd;
-                nd.kind = Kind::Float;
-                std::memcpy(&nd.f, &bits, sizeof bits);
-                stack.push_back(push(nd));
-                break;
-            }
-            case 0x8c: string_node(Kind::Str, u8()); break;                 // SHORT_BINUNICODE
-            case 'X': string_node(Kind::Str, le(4)); break;                 // BINUNICODE
-            case 0x8d: string_node(Kind::Str, le(8)); break;                // BINUNICODE8
-            case 'U': string_node(Kind::Str, u8()); break;                  // SHORT_BINSTRING
-            case 'T': string_node(Kind::Str, le(4)); break;                 // BINSTRING
-            case 'C': string_node(Kind::Bytes, u8()); break;                // SHORT_BINBYTES
-            case 'B': string_node(Kind::Bytes, le(4)); break;               // BINBYTES
-            case 0x8e: case 0x96: string_node(Kind::Bytes, le(8)); break;   // BINBYTES8, BYTEARRAY8
-            case ']': stack.push_back(container(Kind::List)); break;
-            case '}': stack.push_back(container(Kind::Dict)); break;
-            case ')': stack.push_back(container(Kind::Tuple)); break;
-            case 0x8f: stack.push_back(container(Kind::List)); break;       // EMPTY_SET (as a list)
+            case 'J': int_node(static_cast<int32_t>(static_cast<uint32_t>(le(4)))); return true;
+            case 'K': int_node(static_cast<int64_t>(u8())); return true;
+            case 'M': int_node(static_cast<int64_t>(le(2))); return true;
+            case 0x8a: long_node(u8()); return true;
+            case 0x8b: long_node(le(4)); return true;
+            case 'G': float_node(); return true;
+            default: return false;
+        }
+    }
+
+    void string_node(Kind k, uint64_t len) {
+        if (len > n_ - pos_) fail("truncated: a string runs past the end of the file");
+        if (len > UINT32_MAX) fail("string too long");
+        Node nd;
+        nd.kind = k;
+        nd.i = static_cast<int64_t>(pos_);
+        nd.len = static_cast<uint32_t>(len);
+        pos_ += static_cast<size_t>(len);
+        stack_.push_back(doc_.push(nd));
+    }
+
+    // Text and bytes, by the width of their length.
+    bool string_op() {
+        switch (op_) {
+            case 0x8c: string_node(Kind::Str, u8()); return true;                 // SHORT_BINUNICODE
+            case 'X': string_node(Kind::Str, le(4)); return true;                 // BINUNICODE
+            case 0x8d: string_node(Kind::Str, le(8)); return true;                // BINUNICODE8
+            case 'U': string_node(Kind::Str, u8()); return true;                  // SHORT_BINSTRING
+            case 'T': string_node(Kind::Str, le(4)); return true;                 // BINSTRING
+            case 'C': string_node(Kind::Bytes, u8()); return true;                // SHORT_BINBYTES
+            case 'B': string_node(Kind::Bytes, le(4)); return true;               // BINBYTES
+            case 0x8e: case 0x96: string_node(Kind::Bytes, le(8)); return true;   // BINBYTES8, BYTEARRAY8
+            default: return false;
+        }
+    }
+
+    // The items above the MARK `m` into container `c` (of kind `k`), replacing them on the stack.
+    void collect(size_t m, Id c, bool push_container) {
+        doc_.append(c, stack_.data() + m, stack_.size() - m);
+        stack_.resize(m);
+        if (push_container) stack_.push_back(c);
+    }
+
+    // Empty containers, items added to the one below, containers built from the MARK.
+    bool container_op() {
+        switch (op_) {
+            case ']': stack_.push_back(container(Kind::List)); return true;
+            case '}': stack_.push_back(container(Kind::Dict)); return true;
+            case ')': stack_.push_back(container(Kind::Tuple)); return true;
+            case 0x8f: stack_.push_back(container(Kind::List)); return true;       // EMPTY_SET (as a list)
             case 'a': {   // APPEND
                 Id v = pop();
                 Id list = top();
                 check_kind(list, Kind::List);
-                append(list, &v, 1);
-                break;
+                doc_.append(list, &v, 1);
+                return true;
             }
             case 'e':       // APPENDS
             case 0x90: {    // ADDITEMS (sets)
                 size_t m = pop_mark();
                 if (m == 0) fail("no list below the MARK");
-                Id list = stack[m - 1];
-                check_kind(list, Kind::List);
-                append(list, stack.data() + m, stack.size() - m);
-                stack.resize(m);
-                break;
+                check_kind(stack_[m - 1], Kind::List);
+                collect(m, stack_[m - 1], false);
+                return true;
             }
             case 's': {   // SETITEM
                 Id v = pop();
@@ -320,51 +343,77 @@ PickleDoc::PickleDoc(std::string_view data, const std::string& name) : name_(nam
                 Id dict = top();
                 check_kind(dict, Kind::Dict);
                 Id kv[2] = {k, v};
-                append(dict, kv, 2);
-                break;
+                doc_.append(dict, kv, 2);
+                return true;
             }
             case 'u': {   // SETITEMS
                 size_t m = pop_mark();
                 if (m == 0) fail("no dict below the MARK");
-                if ((stack.size() - m) % 2) fail("SETITEMS with an odd number of items");
-                check_kind(stack[m - 1], Kind::Dict);
-                append(stack[m - 1], stack.data() + m, stack.size() - m);
-                stack.resize(m);
-                break;
+                if ((stack_.size() - m) % 2) fail("SETITEMS with an odd number of items");
+                check_kind(stack_[m - 1], Kind::Dict);
+                collect(m, stack_[m - 1], false);
+                return true;
             }
             case 'l': case 't': case 'd': case 0x91: {   // LIST, TUPLE, DICT, FROZENSET
                 size_t m = pop_mark();
-                Kind k = op == 't' ? Kind::Tuple : op == 'd' ? Kind::Dict : Kind::List;
-                if (k == Kind::Dict && (stack.size() - m) % 2) fail("DICT with an odd number of items");
-                Id c = container(k);
-                append(c, stack.data() + m, stack.size() - m);
-                stack.resize(m);
-                stack.push_back(c);
-                break;
+                Kind k = op_ == 't' ? Kind::Tuple : op_ == 'd' ? Kind::Dict : Kind::List;
+                if (k == Kind::Dict && (stack_.size() - m) % 2) fail("DICT with an odd number of items");
+                collect(m, container(k), true);
+                return true;
             }
             case 0x85: case 0x86: case 0x87: {   // TUPLE1..3
-                size_t k = op - 0x84u;
-                if (stack.size() < k || (!marks.empty() && stack.size() - k < marks.back()))
-                    fail("stack underflow");
-                Id c = container(Kind::Tuple);
-                append(c, stack.data() + stack.size() - k, k);
-                stack.resize(stack.size() - k);
-                stack.push_back(c);
-                break;
+                size_t k = op_ - 0x84u;
+                if (stack_.size() < k || (!marks_.empty() && stack_.size() - k < marks_.back())) fail("stack underflow");
+                collect(stack_.size() - k, container(Kind::Tuple), true);
+                return true;
             }
-            case 'q': memo_put(u8()); break;
-            case 'r': memo_put(le(4)); break;
-            case 0x94: memo_put(memo.size()); break;
-            case 'h': memo_get(u8()); break;
-            case 'j': memo_get(le(4)); break;
-            default: {
-                if (const char* r = refused_name(op))
-                    fail(std::string("refused opcode ") + r +
-                         ": it would import or call code; only plain data is read");
-                fail("unknown or unsupported opcode");
-            }
+            default: return false;
         }
     }
+
+    void memo_put(uint64_t idx) {
+        // CPython numbers memo slots sequentially; a slot far beyond the objects read so far
+        // is corrupt input, not a reason to allocate gigabytes.
+        if (idx > 2 * doc_.nodes_.size() + 1024) fail("memo index " + std::to_string(idx) + " is implausibly large");
+        Id v = top();
+        if (memo_.size() <= idx) memo_.resize(static_cast<size_t>(idx) + 1, UINT32_MAX);
+        memo_[static_cast<size_t>(idx)] = v;
+    }
+    void memo_get(uint64_t idx) {
+        if (idx >= memo_.size() || memo_[static_cast<size_t>(idx)] == UINT32_MAX)
+            fail("memo entry " + std::to_string(idx) + " does not exist");
+        stack_.push_back(memo_[static_cast<size_t>(idx)]);
+    }
+
+    bool memo_op() {
+        switch (op_) {
+            case 'q': memo_put(u8()); return true;
+            case 'r': memo_put(le(4)); return true;
+            case 0x94: memo_put(memo_.size()); return true;
+            case 'h': memo_get(u8()); return true;
+            case 'j': memo_get(le(4)); return true;
+            default: return false;
+        }
+    }
+
+    PickleDoc& doc_;
+    std::string_view data_;
+    const std::string& name_;
+    const size_t n_;
+    size_t pos_ = 0, op_pos_ = 0;
+    uint8_t op_ = 0;
+    std::vector<Id> stack_;
+    std::vector<size_t> marks_;
+    std::vector<Id> memo_;
+};
+
+PickleDoc::PickleDoc(std::string_view data, const std::string& name) : name_(name), data_(data) {
+    // About one node per 8 input bytes in real snapshots (most strings are memo references).
+    // Container items: about one per 3 bytes (a memo reference is 2). Reserving untouched
+    // capacity costs address space only; regrowing copies and faults in fresh pages.
+    nodes_.reserve(data.size() / 8 + 16);
+    arena_.reserve(data.size() / 3 + 16);
+    root_ = Parser(*this, data, name).run();
 }
 
 }  // namespace mhc::trace::import

@@ -179,16 +179,7 @@ void Recorder::drain(std::vector<Item>& batch, bool lock_may_block) {
     }
 }
 
-void Recorder::run() {
-    // Signals go to the program's threads; this one must stay free to write the file.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-
-    std::unique_ptr<trace::Writer> writer;
-    std::unique_ptr<Translator> tr;
+void Recorder::open_trace(std::unique_ptr<trace::Writer>& writer, std::unique_ptr<Translator>& tr) {
     try {
         writer = std::make_unique<trace::Writer>(cfg_.output, cfg_.replace ? IfExists::Replace : IfExists::Refuse);
         TranslatorOptions o;
@@ -199,45 +190,116 @@ void Recorder::run() {
     } catch (const std::exception& e) {
         fail(e.what());
     }
+}
 
-    std::vector<Item> batch;
-    auto process = [&](std::vector<Item>& items) {
-        for (Item& it : items) {
-            auto* buf = std::get_if<ActivityBuffer>(&it);
-            if (!tr) {
-                if (buf) std::free(buf->data);
-                continue;
-            }
-            try {
-                if (buf) {
-                    CUpti_Activity* rec = nullptr;
-                    while (true) {
-                        CUptiResult r = cuptiActivityGetNextRecord(buf->data, buf->valid, &rec);
-                        if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
-                        if (r != CUPTI_SUCCESS) {
-                            fail("cuptiActivityGetNextRecord failed");
-                            break;
-                        }
-                        decode_record(rec, *tr);
-                    }
-                    std::free(buf->data);
-                } else if (auto* a = std::get_if<AllocEvent>(&it)) {
-                    tr->on_alloc(*a);
-                } else if (auto* f = std::get_if<FreeEvent>(&it)) {
-                    tr->on_free(*f);
-                } else if (auto* l = std::get_if<LaunchEvent>(&it)) {
-                    tr->on_launch(*l);
-                }
-            } catch (const std::exception& e) {
-                if (buf) std::free(buf->data);
-                fail(std::string("writing the trace: ") + e.what());
-                tr.reset();
-                writer.reset();   // removes the temporary file
-            }
+// Every item into the trace; after a failure to write, the trace is dropped and the buffers
+// only freed.
+void Recorder::process(std::vector<Item>& items, std::unique_ptr<trace::Writer>& writer, std::unique_ptr<Translator>& tr) {
+    for (Item& it : items) {
+        auto* buf = std::get_if<ActivityBuffer>(&it);
+        if (!tr) {
+            if (buf) std::free(buf->data);
+            continue;
         }
-        items.clear();
-    };
+        try {
+            if (buf) {
+                CUpti_Activity* rec = nullptr;
+                while (true) {
+                    CUptiResult r = cuptiActivityGetNextRecord(buf->data, buf->valid, &rec);
+                    if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
+                    if (r != CUPTI_SUCCESS) {
+                        fail("cuptiActivityGetNextRecord failed");
+                        break;
+                    }
+                    decode_record(rec, *tr);
+                }
+                std::free(buf->data);
+            } else if (auto* a = std::get_if<AllocEvent>(&it)) {
+                tr->on_alloc(*a);
+            } else if (auto* f = std::get_if<FreeEvent>(&it)) {
+                tr->on_free(*f);
+            } else if (auto* l = std::get_if<LaunchEvent>(&it)) {
+                tr->on_launch(*l);
+            }
+        } catch (const std::exception& e) {
+            if (buf) std::free(buf->data);
+            fail(std::string("writing the trace: ") + e.what());
+            tr.reset();
+            writer.reset();   // removes the temporary file
+        }
+    }
+    items.clear();
+}
 
+// Flush on a helper thread: if CUPTI is stuck (the interrupted thread may hold a driver lock)
+// we finish with what we have instead of hanging.
+void Recorder::flush_after_signal() {
+    auto flushed = std::make_shared<std::atomic<bool>>(false);
+    try {
+        std::thread([flushed] {
+            cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            flushed->store(true);
+        }).detach();
+        for (int i = 0; i < 400 && !flushed->load(); ++i) {
+            timespec d{0, 5 * 1000 * 1000};
+            nanosleep(&d, nullptr);
+        }
+    } catch (const std::exception&) {
+    }
+}
+
+void Recorder::finish_trace(trace::Writer& writer, Translator& tr) {
+    try {
+        tr.finish();
+        int sig = interrupted_by_.load();
+        bool complete = sig == 0 && !failed_.load();
+        writer.set_meta("source", "record");
+        writer.set_meta("recorder", "mhc record (CUPTI injection)");
+        writer.set_meta("recorder_version", MHC_VERSION);
+        writer.set_meta("complete", complete ? "true" : "false");
+        if (sig != 0) writer.set_meta("interrupted_by", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : std::to_string(sig));
+        {
+            std::lock_guard<std::mutex> lk(error_mu_);
+            if (!error_.empty()) writer.set_meta("error", error_);
+        }
+        writer.set_meta("dropped_records", std::to_string(dropped_.load()));
+        writer.set_meta("command_line", command_line());
+        writer.set_meta("pid", std::to_string(owner_pid_));
+        for (const char* k : {"RANK", "LOCAL_RANK", "WORLD_SIZE"})
+            if (const char* v = std::getenv(k)) writer.set_meta(std::string("env.") + k, v);
+        char host[256] = {0};
+        if (gethostname(host, sizeof host - 1) == 0) writer.set_meta("host", host);
+        int drv = 0;
+        if (cuDriverGetVersion(&drv) == CUDA_SUCCESS)
+            writer.set_meta("driver_cuda_version", std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10));
+        writer.set_meta("cuda_toolkit_version",
+                        std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10));
+        uint32_t cupti = 0;
+        if (cuptiGetVersion(&cupti) == CUPTI_SUCCESS) writer.set_meta("cupti_api_version", std::to_string(cupti));
+        writer.finish();
+        const auto& s = tr.stats();
+        std::string line = cfg_.output + "\t" + (complete ? "complete" : "incomplete") + "\t" + std::to_string(s.kernels) +
+                           " kernels\t" + std::to_string(s.allocations) + " allocations\t" + std::to_string(s.accesses) +
+                           " accesses\t" + std::to_string(dropped_.load()) + " dropped\n";
+        if (cfg_.manifest.empty()) std::fprintf(stderr, "mhc-record: wrote %s", line.c_str());
+        append_manifest(cfg_.manifest, line);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "mhc-record: cannot write %s: %s\n", cfg_.output.c_str(), e.what());
+    }
+}
+
+void Recorder::run() {
+    // Signals go to the program's threads; this one must stay free to write the file.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+    std::unique_ptr<trace::Writer> writer;
+    std::unique_ptr<Translator> tr;
+    open_trace(writer, tr);
+    std::vector<Item> batch;
     while (true) {
         timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -248,72 +310,13 @@ void Recorder::run() {
         }
         while (sem_timedwait(&wake_, &ts) != 0 && errno == EINTR) {}
         bool stop = stopping();
-        if (signal_stop_.load() && active_.load()) {
-            // Flush on a helper thread: if CUPTI is stuck (the interrupted thread may hold
-            // a driver lock) we finish with what we have instead of hanging.
-            auto flushed = std::make_shared<std::atomic<bool>>(false);
-            try {
-                std::thread([flushed] {
-                    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-                    flushed->store(true);
-                }).detach();
-                for (int i = 0; i < 400 && !flushed->load(); ++i) {
-                    timespec d{0, 5 * 1000 * 1000};
-                    nanosleep(&d, nullptr);
-                }
-            } catch (const std::exception&) {
-            }
-        }
+        if (signal_stop_.load() && active_.load()) flush_after_signal();
         if (stop) active_.store(false);   // nothing new after the last drain
         drain(batch, !signal_stop_.load());
-        process(batch);
+        process(batch, writer, tr);
         if (stop) break;
     }
-
-    if (tr && writer) {
-        try {
-            tr->finish();
-            int sig = interrupted_by_.load();
-            bool complete = sig == 0 && !failed_.load();
-            writer->set_meta("source", "record");
-            writer->set_meta("recorder", "mhc record (CUPTI injection)");
-            writer->set_meta("recorder_version", MHC_VERSION);
-            writer->set_meta("complete", complete ? "true" : "false");
-            if (sig != 0) writer->set_meta("interrupted_by", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : std::to_string(sig));
-            {
-                std::lock_guard<std::mutex> lk(error_mu_);
-                if (!error_.empty()) writer->set_meta("error", error_);
-            }
-            writer->set_meta("dropped_records", std::to_string(dropped_.load()));
-            writer->set_meta("command_line", command_line());
-            writer->set_meta("pid", std::to_string(owner_pid_));
-            for (const char* k : {"RANK", "LOCAL_RANK", "WORLD_SIZE"})
-                if (const char* v = std::getenv(k)) writer->set_meta(std::string("env.") + k, v);
-            char host[256] = {0};
-            if (gethostname(host, sizeof host - 1) == 0) writer->set_meta("host", host);
-            int drv = 0;
-            if (cuDriverGetVersion(&drv) == CUDA_SUCCESS)
-                writer->set_meta("driver_cuda_version",
-                                 std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10));
-            writer->set_meta("cuda_toolkit_version", std::to_string(CUDA_VERSION / 1000) + "." +
-                                                         std::to_string(CUDA_VERSION % 1000 / 10));
-            uint32_t cupti = 0;
-            if (cuptiGetVersion(&cupti) == CUPTI_SUCCESS)
-                writer->set_meta("cupti_api_version", std::to_string(cupti));
-            writer->finish();
-            const auto& s = tr->stats();
-            std::string line = cfg_.output + "\t" + (complete ? "complete" : "incomplete") +
-                               "\t" + std::to_string(s.kernels) + " kernels\t" +
-                               std::to_string(s.allocations) + " allocations\t" +
-                               std::to_string(s.accesses) + " accesses\t" +
-                               std::to_string(dropped_.load()) + " dropped\n";
-            if (cfg_.manifest.empty())
-                std::fprintf(stderr, "mhc-record: wrote %s", line.c_str());
-            append_manifest(cfg_.manifest, line);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "mhc-record: cannot write %s: %s\n", cfg_.output.c_str(), e.what());
-        }
-    }
+    if (tr && writer) finish_trace(*writer, *tr);
     // Whatever arrives from now on is dropped by push().
     drain(batch, !signal_stop_.load());
     for (Item& it : batch)

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "mhc/record/events.hpp"
+#include "mhc/record/translator.hpp"
+#include "mhc/trace/store.hpp"
 
 namespace mhc::record::inject {
 
@@ -66,6 +69,12 @@ public:
 private:
     Recorder() = default;
     void run();                  // writer thread
+    // run()'s stages: open the trace, translate what arrived, flush CUPTI on a signal, and
+    // write the trace's meta and the manifest line at the end.
+    void open_trace(std::unique_ptr<trace::Writer>& writer, std::unique_ptr<Translator>& tr);
+    void process(std::vector<Item>& items, std::unique_ptr<trace::Writer>& writer, std::unique_ptr<Translator>& tr);
+    void flush_after_signal();
+    void finish_trace(trace::Writer& writer, Translator& tr);
     void drain(std::vector<Item>& batch, bool lock_may_block);
     bool stopping() const;
 

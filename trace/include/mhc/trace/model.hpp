@@ -120,7 +120,5 @@ std::string_view to_string(AccessMode m);
 std::string_view to_string(CopyKind k);
 std::string_view to_string(MarkerKind k);
 std::string_view to_string(Phase p);
-std::optional<Category> category_from_string(std::string_view s);
-std::optional<CopyKind> copy_kind_from_string(std::string_view s);
 
 }  // namespace mhc::trace

@@ -70,6 +70,7 @@ private:
             double f;
         };
     };
+    class Parser;   // the stack machine that builds the nodes (pickle.cpp)
     Id push(Node n);
     uint16_t depth(Id v) const { return is_inline(v) ? 0 : nodes_[v].depth; }
     void append(Id container, const Id* first, size_t n);

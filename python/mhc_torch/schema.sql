@@ -1,0 +1,1 @@
+../../trace/schema.sql

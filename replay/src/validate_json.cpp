@@ -1,0 +1,92 @@
+// The validation report as one JSON object (mhc validate --json).
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "mhc/replay/validate.hpp"
+
+namespace mhc::replay {
+
+std::string to_json(const Report& r) {
+    using nlohmann::json;
+    auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+    auto row = [&](const Row& x) {
+        const auto& p = x.predicted;
+        const auto& m = x.measured;
+        json j;
+        j["name"] = x.name;
+        j["capacity_bytes"] = m.capacity;
+        j["status"] = m.status;
+        if (!m.failure.empty()) j["failure"] = m.failure;
+        j["verdict"] = x.verdict;
+        j["predicted"] = {{"peak_bytes", p.simulated_peak},
+                          {"peak_reduction", num(p.peak_reduction)},
+                          {"makespan_ns", p.simulated_makespan},
+                          {"loss", num(p.throughput_loss)},
+                          {"swap_in_bytes", p.swap_in_bytes},
+                          {"swap_out_bytes", p.swap_out_bytes},
+                          {"stalls", p.stall_count},
+                          {"stall_ns", p.stall_time},
+                          {"oom", p.oom.happened}};
+        j["measured"] = {{"peak_bytes", m.peak},
+                         {"makespan_ns", m.makespan_ns},
+                         {"loss", num(x.measured_loss)},
+                         {"swap_in_bytes", m.swap_in_bytes},
+                         {"swap_out_bytes", m.swap_out_bytes},
+                         {"swap_ins", m.swap_ins},
+                         {"swap_outs", m.swap_outs},
+                         {"stalls", m.stalls},
+                         {"stall_ns", m.stall_ns},
+                         {"checksums", m.checksums},
+                         {"checksum_mismatches", m.mismatches},
+                         {"kernel_overruns", m.overruns},
+                         {"sinkhorn_kernels", m.sinkhorn_kernels},
+                         {"late_transfers", m.late_transfers},
+                         {"late_ns", m.late_ns},
+                         {"link_h2d_Bps", num(m.link_h2d_Bps)},
+                         {"link_d2h_Bps", num(m.link_d2h_Bps)},
+                         {"replay_seconds", num(m.seconds)},
+                         {"page_map_seconds", num(m.map_seconds)},
+                         {"oom", m.oom}};
+        j["loss_error_pp"] = (p.oom.happened || m.oom) ? json(nullptr) : num(x.loss_error_pp);
+        j["peak_error"] = num(x.peak_error);
+        j["repeats"] = {{"makespans_ns", x.makespans}, {"spread_pp", x.spread_pp < 0 ? json(nullptr) : num(x.spread_pp)}};
+        const Divergence& d = x.divergence;
+        j["first_divergence"] = d.found ? json{{"kernel", d.kernel}, {"name", d.name}, {"predicted_start_ns", d.predicted_ns},
+                                               {"measured_start_ns", d.measured_ns}, {"threshold_ns", d.threshold_ns}}
+                                        : json(nullptr);
+        if (x.sim_run) j["sim_run"] = x.sim_run;
+        if (x.replay_run) j["replay_run"] = x.replay_run;
+        return j;
+    };
+    json j;
+    j["trace"] = r.trace;
+    j["link"] = {{"name", r.link.name},
+                 {"h2d_Bps", num(r.link.h2d.bandwidth_Bps)},
+                 {"d2h_Bps", num(r.link.d2h.bandwidth_Bps)},
+                 {"h2d_latency_s", num(r.link.h2d.latency_s)},
+                 {"d2h_latency_s", num(r.link.d2h.latency_s)},
+                 {"duplex_factor", num(r.link.duplex_factor)},
+                 {"copy_engines", r.link.copy_engines},
+                 {"obtained", r.link_origin},
+                 {"source", r.link.source},
+                 {"notes", r.link.notes}};
+    j["time_scale"] = num(r.time_scale);
+    j["time_scale_origin"] = r.time_scale_origin;
+    j["target_pp"] = num(r.target_pp);
+    j["repeat"] = r.repeat;
+    j["retimed"] = r.retimed;
+    j["paced"] = r.paced;
+    j["pool_seconds"] = num(r.pool_seconds);
+    j["estimated_replay_seconds"] = num(r.estimated_seconds);
+    j["load"] = {{"before", num(r.load.before)}, {"after", num(r.load.after)}, {"cores", r.load.cores},
+                 {"others_share", r.load.others_share < 0 ? json(nullptr) : num(r.load.others_share)},
+                 {"loaded", r.load.loaded()}};
+    j["baseline"] = row(r.baseline);
+    j["configurations"] = json::array();
+    for (const Row& x : r.rows) j["configurations"].push_back(row(x));
+    j["ok"] = r.ok();
+    return j.dump(2);
+}
+
+}  // namespace mhc::replay

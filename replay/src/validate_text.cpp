@@ -1,0 +1,98 @@
+// The validation report as text (mhc validate): a table of predicted and measured figures per
+// configuration, then the machine's load and the verdicts.
+#include <algorithm>
+#include <cstdio>
+
+#include "mhc/common/units.hpp"
+#include "mhc/replay/validate.hpp"
+
+namespace mhc::replay {
+
+namespace {
+// The rates the replay's transfers achieved (bytes per second of real time, while busy).
+std::string link_seen(const Measured& m) {
+    if (m.link_h2d_Bps <= 0 && m.link_d2h_Bps <= 0) return "";
+    std::string s = "; transfers ran at H2D " + format_rate(m.link_h2d_Bps) + ", D2H " + format_rate(m.link_d2h_Bps) + " (real time)";
+    if (m.late_transfers > 0) s += ", " + std::to_string(m.late_transfers) + " late by " + format_ns(m.late_ns);
+    return s;
+}
+
+// With repeats: how far the replays of one configuration were apart.
+std::string spread(const Row& x) {
+    if (x.makespans.size() < 2) return "";
+    auto [lo, hi] = std::minmax_element(x.makespans.begin(), x.makespans.end());
+    return "; " + std::to_string(x.makespans.size()) + " replays, makespan " + format_ns(*lo) + " .. " +
+           format_ns(*hi) + " (median shown)";
+}
+
+}  // namespace
+
+std::string to_text(const Report& r) {
+    std::string out;
+    char buf[1024];
+    std::snprintf(buf, sizeof buf, "link (as the scaled replay sees it): %s, H2D %s, D2H %s, duplex factor %.2f\n", r.link.name.c_str(),
+                  format_rate(r.link.h2d.bandwidth_Bps).c_str(), format_rate(r.link.d2h.bandwidth_Bps).c_str(), r.link.duplex_factor);
+    out += buf;
+    if (!r.link_origin.empty()) out += "  obtained: " + r.link_origin + "\n";
+    if (!r.link.source.empty()) out += "  source: " + r.link.source + "\n";
+    if (r.paced) out += "  the host replay's copies are paced to this link (an emulated link; --unpaced: as fast as they go)\n";
+    std::snprintf(buf, sizeof buf, "time scale x%g%s%s\n", r.time_scale, r.time_scale_origin.empty() ? "" : ": ",
+                  r.time_scale_origin.c_str());
+    out += buf;
+    // The configuration column fits the longest name (a calibrated link's name can be long).
+    int width = 34;
+    width = std::max(width, static_cast<int>(r.baseline.name.size()));
+    for (const auto& x : r.rows) width = std::max(width, static_cast<int>(x.name.size()));
+    std::snprintf(buf, sizeof buf, "%-*s %10s %10s %7s | %8s %8s %7s | %10s %10s | %10s %10s | %6s %s\n", width, "configuration",
+                  "peak pred", "peak meas", "err", "loss pred", "meas", "err pp", "in pred", "in meas", "out pred",
+                  "out meas", "checks", "status");
+    out += buf;
+    auto line = [&](const Row& x) {
+        const auto& p = x.predicted;
+        const auto& m = x.measured;
+        // A run that ran out of memory has no throughput to lose.
+        char lp[16], lm[16], le[16];
+        std::snprintf(lp, sizeof lp, p.oom.happened ? "oom" : "%.2f%%", 100 * p.throughput_loss);
+        std::snprintf(lm, sizeof lm, m.oom ? "oom" : "%.2f%%", 100 * x.measured_loss);
+        std::snprintf(le, sizeof le, p.oom.happened || m.oom ? "-" : "%+.2f", x.loss_error_pp);
+        std::snprintf(buf, sizeof buf,
+                      "%-*s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
+                      width, x.name.c_str(), format_bytes(p.simulated_peak).c_str(), format_bytes(m.peak).c_str(),
+                      100 * x.peak_error, lp, lm, le,
+                      format_bytes(p.swap_in_bytes).c_str(), format_bytes(m.swap_in_bytes).c_str(),
+                      format_bytes(p.swap_out_bytes).c_str(), format_bytes(m.swap_out_bytes).c_str(),
+                      static_cast<long long>(m.checksums), m.status.c_str(),
+                      m.mismatches ? " CHECKSUM MISMATCH" : "", m.failure.empty() ? "" : (": " + m.failure).c_str());
+        out += buf;
+        if (p.oom.happened || m.oom) {
+            std::snprintf(buf, sizeof buf, "    OOM predicted: %s | measured: %s%s\n",
+                          p.oom.happened ? p.oom.where.c_str() : "none", m.oom ? m.oom_where.c_str() : "none",
+                          m.oom_fragmentation ? " (fragmentation)" : "");
+            out += buf;
+        }
+        std::snprintf(buf, sizeof buf,
+                      "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
+                      "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)%s%s\n",
+                      100 * p.peak_reduction, format_ns(p.simulated_makespan).c_str(), format_ns(m.makespan_ns).c_str(),
+                      static_cast<long long>(p.stall_count), format_ns(p.stall_time).c_str(),
+                      static_cast<long long>(m.stalls), format_ns(m.stall_ns).c_str(), static_cast<long long>(m.overruns),
+                      format_ns(m.overrun_ns).c_str(), static_cast<long long>(m.sinkhorn_kernels),
+                      format_bytes(m.high_water).c_str(), m.map_seconds, link_seen(m).c_str(), spread(x).c_str());
+        out += buf;
+    };
+    line(r.baseline);
+    if (r.retimed) {
+        std::snprintf(buf, sizeof buf,
+                      "  limited runs predicted on the baseline replay's clock: span %s recorded -> %s measured "
+                      "(%lld kernels retimed; --recorded-timing predicts on the recorded one)\n",
+                      format_ns(r.retime.span_before_ns).c_str(), format_ns(r.retime.span_after_ns).c_str(),
+                      static_cast<long long>(r.retime.kernels_moved));
+        out += buf;
+    }
+    for (const Row& x : r.rows) line(x);
+    out += "machine: " + r.load.text() + (r.load.loaded() ? " -- LOADED: measured times include other work\n" : "\n");
+    for (const Row& x : r.rows) out += "verdict " + x.name + ": " + x.verdict + "\n";
+    return out;
+}
+
+}  // namespace mhc::replay

@@ -1,0 +1,36 @@
+// The one JSON string writer and the one integer parser (mhc/common): hand-worked cases.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+
+#include "mhc/common/json.hpp"
+#include "mhc/common/numbers.hpp"
+
+TEST_CASE("json_string escapes what JSON requires and replaces bytes that are not UTF-8", "[common]") {
+    CHECK(mhc::json_string("gemm") == "\"gemm\"");
+    CHECK(mhc::json_string("a\"b\\c") == "\"a\\\"b\\\\c\"");
+    CHECK(mhc::json_string("l1\nl2\tx\r") == "\"l1\\nl2\\tx\\r\"");
+    CHECK(mhc::json_string(std::string("\x01", 1)) == "\"\\u0001\"");
+    CHECK(mhc::json_string("µs") == "\"µs\"");                        // valid UTF-8 kept as it is
+    CHECK(mhc::json_string("a\xff" "b") == "\"a\xef\xbf\xbd" "b\"");  // a lone 0xff: U+FFFD
+    CHECK(mhc::json_string("\xc3") == "\"\xef\xbf\xbd\"");            // a cut sequence
+    std::string out = "[";
+    mhc::append_json_string(out, "x");
+    CHECK(out == "[\"x\"");
+}
+
+TEST_CASE("parse_integer takes the whole text as a decimal integer or nothing", "[common]") {
+    CHECK(mhc::parse_integer<int64_t>("0") == 0);
+    CHECK(mhc::parse_integer<int64_t>("-42") == -42);
+    CHECK(mhc::parse_integer<int64_t>("9223372036854775807") == INT64_MAX);
+    CHECK_FALSE(mhc::parse_integer<int64_t>("9223372036854775808"));   // past int64
+    CHECK_FALSE(mhc::parse_integer<int64_t>(""));
+    CHECK_FALSE(mhc::parse_integer<int64_t>("+1"));
+    CHECK_FALSE(mhc::parse_integer<int64_t>(" 1"));
+    CHECK_FALSE(mhc::parse_integer<int64_t>("1 "));
+    CHECK_FALSE(mhc::parse_integer<int64_t>("1e3"));
+    CHECK_FALSE(mhc::parse_integer<int64_t>("0x10"));
+    CHECK(mhc::parse_integer<uint64_t>("18446744073709551615") == UINT64_MAX);
+    CHECK_FALSE(mhc::parse_integer<uint64_t>("-1"));
+    CHECK_FALSE(mhc::parse_integer<int>("4294967296"));
+}

@@ -1,0 +1,92 @@
+-- The schema of a trace file, version 1 (PRAGMA user_version; docs/trace-format.md explains every
+-- table). The one statement of it: the C++ store embeds this file at build time
+-- (trace/CMakeLists.txt) and the Python package (mhc_torch, python/mhc_torch/schema.sql) reads it.
+-- Each "-- section: NAME" line starts a part that a writer executes as one script.
+-- Additive changes only: new tables or new nullable columns, which readers check for before use,
+-- so that files written before them still read.
+
+-- section: trace_tables
+-- The tables of the trace itself (what ran).
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE strings (id INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE allocations (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, address INTEGER NOT NULL,
+  bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
+  stream INTEGER NOT NULL, category INTEGER NOT NULL, label INTEGER NOT NULL DEFAULT 0,
+  requested_bytes INTEGER);
+CREATE TABLE kernels (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
+  name INTEGER NOT NULL, t_start INTEGER NOT NULL, t_end INTEGER NOT NULL,
+  step INTEGER NOT NULL, grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL,
+  grid_z INTEGER NOT NULL, block_x INTEGER NOT NULL, block_y INTEGER NOT NULL,
+  block_z INTEGER NOT NULL, shared_mem INTEGER NOT NULL, registers INTEGER NOT NULL,
+  correlation INTEGER NOT NULL);
+CREATE TABLE accesses (kernel INTEGER NOT NULL, allocation INTEGER NOT NULL, mode INTEGER NOT NULL,
+  PRIMARY KEY (kernel, allocation)) WITHOUT ROWID;
+CREATE TABLE copies (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
+  kind INTEGER NOT NULL, bytes INTEGER NOT NULL, t_start INTEGER NOT NULL,
+  t_end INTEGER NOT NULL);
+CREATE TABLE markers (
+  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, t_start INTEGER NOT NULL,
+  t_end INTEGER NOT NULL, kind INTEGER NOT NULL, idx INTEGER NOT NULL);
+CREATE TABLE segments (
+  id INTEGER PRIMARY KEY, device INTEGER NOT NULL, stream INTEGER NOT NULL,
+  address INTEGER NOT NULL, bytes INTEGER NOT NULL, t_alloc INTEGER NOT NULL, t_free INTEGER,
+  expandable INTEGER NOT NULL, reconstructed INTEGER NOT NULL);
+CREATE TABLE modules (
+  id INTEGER PRIMARY KEY, name INTEGER NOT NULL, parent INTEGER NOT NULL, type INTEGER NOT NULL);
+CREATE TABLE kernel_info (
+  kernel INTEGER PRIMARY KEY, module INTEGER NOT NULL, phase INTEGER NOT NULL,
+  flops INTEGER NOT NULL, bytes INTEGER NOT NULL);
+CREATE TABLE saved_tensors (allocation INTEGER NOT NULL, kernel INTEGER NOT NULL, packs INTEGER,
+  PRIMARY KEY (allocation, kernel)) WITHOUT ROWID;
+
+-- section: run_tables
+-- The tables of runs: in a trace, or alone in a runs database (--runs-db).
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL,
+  created TEXT NOT NULL, base_run INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE run_config (run INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY (run, key)) WITHOUT ROWID;
+CREATE TABLE run_metrics (run INTEGER NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,
+  PRIMARY KEY (run, key)) WITHOUT ROWID;
+CREATE TABLE run_events (run INTEGER NOT NULL, kind INTEGER NOT NULL, t_start INTEGER NOT NULL,
+  t_end INTEGER NOT NULL, allocation INTEGER NOT NULL, kernel INTEGER NOT NULL,
+  bytes INTEGER NOT NULL);
+CREATE TABLE run_kernels (run INTEGER NOT NULL, kernel INTEGER NOT NULL,
+  t_start INTEGER NOT NULL, t_end INTEGER NOT NULL, PRIMARY KEY (run, kernel)) WITHOUT ROWID;
+CREATE TABLE run_memory (run INTEGER NOT NULL, t INTEGER NOT NULL,
+  device_bytes INTEGER NOT NULL, host_bytes INTEGER NOT NULL);
+
+-- section: runs_db_tables
+-- Only in a runs database: which traces (of a job) its runs belong to, and each run's trace.
+CREATE TABLE traces (id INTEGER PRIMARY KEY, path TEXT NOT NULL, fingerprint TEXT NOT NULL UNIQUE);
+CREATE TABLE run_trace (run INTEGER PRIMARY KEY, trace INTEGER NOT NULL);
+
+-- section: lookups
+-- Lookup tables that give the integer codes their names, for people querying with sqlite3;
+-- the writers' enumerations (C++ trace/include/mhc/trace/model.hpp, Python mhc_torch.store) use these codes.
+CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO categories VALUES (0,'param'),(1,'grad'),(2,'optimizer'),(3,'activation'),
+  (4,'workspace'),(5,'comm'),(6,'other');
+CREATE TABLE access_modes (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO access_modes VALUES (1,'read'),(2,'write'),(3,'read-write');
+CREATE TABLE copy_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO copy_kinds VALUES (0,'H2D'),(1,'D2H'),(2,'D2D'),(3,'P2P'),(4,'memset'),(5,'H2H');
+CREATE TABLE marker_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO marker_kinds VALUES (0,'step'),(1,'layer'),(2,'range');
+CREATE TABLE event_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO event_kinds VALUES (0,'swap_out'),(1,'swap_in'),(2,'evict_clean'),(3,'drop'),
+  (4,'recompute'),(5,'stall'),(6,'oom'),(7,'prefetch');
+CREATE TABLE phases (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO phases VALUES (0,'forward'),(1,'backward'),(2,'optimizer'),(3,'recompute'),(4,'other');
+
+-- section: trace_indexes
+-- Secondary indexes of the trace tables, built after the bulk load (faster than during it).
+CREATE INDEX accesses_by_allocation ON accesses (allocation);
+
+-- section: run_indexes
+-- Secondary indexes of the run tables.
+CREATE INDEX run_events_by_run ON run_events (run, t_start);
+CREATE INDEX run_memory_by_run ON run_memory (run, t);
