@@ -12,6 +12,7 @@
 #include <string>
 
 #include "mhc/sim/simulate.hpp"
+#include "mhc/bench/args.hpp"
 #include "mhc/sim/sweep.hpp"
 #include "mhc/sim/synthetic.hpp"
 #include "mhc/trace/store.hpp"
@@ -143,17 +144,21 @@ static void bench_recompute(int reps) {
     }
 }
 
-int main(int argc, char** argv) {
-    if (argc > 1 && std::string(argv[1]) == "recompute") {
-        bench_recompute(argc > 2 ? std::atoi(argv[2]) : 3);
+
+
+static int run(int argc, char** argv) {
+    const bench::Args args(argc, argv, "[MAX_MILLION_ROWS] [TMP_DIR] | sweep [REPS] | recompute [REPS]");
+    args.at_most(2);
+    if (args.has(0) && args.word(0) == "recompute") {
+        bench_recompute(static_cast<int>(args.count(1, "REPS", 3, 1, 1000)));
         return 0;
     }
-    if (argc > 1 && std::string(argv[1]) == "sweep") {
-        bench_sweep(argc > 2 ? std::atoi(argv[2]) : 3);
+    if (args.has(0) && args.word(0) == "sweep") {
+        bench_sweep(static_cast<int>(args.count(1, "REPS", 3, 1, 1000)));
         return 0;
     }
-    int max_m = argc > 1 ? std::atoi(argv[1]) : 16;
-    std::string tmp = argc > 2 ? argv[2] : "/tmp";
+    int max_m = static_cast<int>(args.count(0, "MAX_MILLION_ROWS", 16, 1, 1000));
+    std::string tmp = args.text(1, "/tmp");
     std::printf("== simulate, one core, capacity 60%% of the peak, pcie4 ==\n");
     std::printf("%8s %10s %10s %-20s %10s %12s %8s\n", "rows", "build s", "prepare s", "config", "sim s", "rows/s", "loss");
     for (int m : {1, 4, 16}) {
@@ -216,4 +221,8 @@ int main(int argc, char** argv) {
 
     bench_sweep(3);
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return bench::guarded("bench_sim", [&] { return run(argc, argv); });
 }
