@@ -18,6 +18,12 @@ struct Prepared;   // opaque, read-only once built (sim/src/prepared.hpp)
 // a trace whose only memory is the host's then throws mhc::Error (bad input) naming --device -1.
 std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device = kAutoDevice);
 
+// prepare(), or the prepared form kept in the trace file by an earlier call (trace/cache.hpp:
+// valid while the trace is unchanged; the trace's checks passed when it was made). A trace
+// loaded from a file that has none gets one, with its columns, for the next reader, when the
+// file can be written (MHC_TRACE_CACHE=0: never).
+std::shared_ptr<const Prepared> prepare_cached(const trace::TraceData& t, int32_t device = kAutoDevice);
+
 // Thrown by simulate() when Config::cancel was set while it ran.
 struct Cancelled : std::exception {
     const char* what() const noexcept override { return "simulation cancelled"; }
