@@ -213,7 +213,7 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
         }
     }
     if (any_oracle)
-        o << "* oracle: reads the trace's future (belady, lookahead:K); a bound to compare with, not a policy a scheduler can run\n";
+        o << "* oracle: reads the trace's future (belady, lookahead:K): a bound, not a policy a scheduler can run\n";
     return o.str();
 }
 

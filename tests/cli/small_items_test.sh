@@ -23,7 +23,8 @@ refused() {
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
 
 want="--ranks: needs trace files, not the option --capacity"; refused simulate --ranks --capacity 70%
-want="less than 0.0001% of the peak"; refused simulate t.db --capacity 1e-300%
+want="less than 0.0001% of the peak"; refused simulate t.db --capacity 0.00000001%
+want="not a percentage"; refused simulate t.db --capacity 1e-300%
 want="must be positive"; refused simulate t.db --capacity 0%
 want="empty --policies, --prefetchers, --capacities"; refused sweep t.db --capacities ''
 want="names no capacity"; refused validate t.db --capacity ''

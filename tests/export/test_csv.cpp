@@ -75,10 +75,12 @@ Expected read_back_by_library(const std::string& db) {
     auto str = r.strings();
     Expected e;
     auto& a = e.tables["allocations"];
-    a.push_back({"id", "device", "address", "bytes", "t_alloc_ns", "t_free_ns", "stream", "category", "label"});
+    a.push_back({"id", "device", "address", "bytes", "t_alloc_ns", "t_free_ns", "stream", "category", "label",
+                 "requested_bytes"});
     r.for_each([&](const tr::Allocation& x) {
         a.push_back({num(x.id), num(x.device), num(x.address), num(x.bytes), num(x.t_alloc), time_or_empty(x.t_free),
-                     num(x.stream), std::string(tr::to_string(x.category)), str[size_t(x.label)]});
+                     num(x.stream), std::string(tr::to_string(x.category)), str[size_t(x.label)],
+                     x.requested_bytes == tr::kNoBytes ? std::string() : num(x.requested_bytes)});
     });
     auto& k = e.tables["kernels"];
     k.push_back({"id", "device", "stream", "name", "t_start_ns", "t_end_ns", "step", "grid_x", "grid_y", "grid_z",
@@ -169,8 +171,8 @@ void add_capture_tables(const std::string& db, Expected& e) {
     query("SELECT k.kernel, k.module, p.name, k.flops, k.bytes FROM kernel_info k JOIN phases p ON p.id = k.phase "
           "ORDER BY k.kernel",
           e.tables["kernel_info"]);
-    e.tables["saved_tensors"] = {{"allocation", "kernel"}};
-    query("SELECT allocation, kernel FROM saved_tensors ORDER BY allocation, kernel", e.tables["saved_tensors"]);
+    e.tables["saved_tensors"] = {{"allocation", "kernel", "packs"}};
+    query("SELECT allocation, kernel, coalesce(packs, '') FROM saved_tensors ORDER BY allocation, kernel", e.tables["saved_tensors"]);
     sqlite3_close(h);
 }
 
@@ -228,7 +230,7 @@ std::string every_table_trace(const test::TempDir& dir) {
     REQUIRE(sqlite3_open(db.c_str(), &h) == SQLITE_OK);
     const std::string sql = "INSERT INTO modules VALUES (1, " + num(module_name) + ", 0, " + num(module_type) + ");"
                             "INSERT INTO kernel_info VALUES (1, 1, 1, 123456789, 4096);"
-                            "INSERT INTO saved_tensors VALUES (1, 1);";
+                            "INSERT INTO saved_tensors VALUES (1, 1, 2);";
     REQUIRE(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(h);
     tr::Run run;
@@ -266,7 +268,7 @@ TEST_CASE("csv export: every table, read back row for row", "[export][csv]") {
     for (const auto& t : tables) CHECK(t.rows + 1 == int64_t(e.tables.at(t.file.substr(0, t.file.size() - 4)).size()));
     // Spot checks by hand: the quoted name, the NULL free time, the resolved codes.
     Rows a = read_csv(out + "/allocations.csv");
-    CHECK(a[1] == std::vector<std::string>{"1", "0", "4096", "1048576", "0", "500", "7", "activation", "L0.attn\nresidual"});
+    CHECK(a[1] == std::vector<std::string>{"1", "0", "4096", "1048576", "0", "500", "7", "activation", "L0.attn\nresidual", ""});
     CHECK(a[2][5].empty());
     CHECK(read_csv(out + "/kernels.csv")[1][3] == "gemm<float, 4>(\"a\", b)");
     CHECK(read_csv(out + "/kernel_info.csv")[1] == std::vector<std::string>{"1", "1", "backward", "123456789", "4096"});
