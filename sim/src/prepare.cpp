@@ -494,7 +494,7 @@ std::shared_ptr<Prepared> read_prepared(const trace::TraceData& t, int32_t devic
     return fits(*p, t) ? p : nullptr;
 }
 
-void write_prepared(const Prepared& p, const trace::TraceData& t, int32_t device) {
+void write_prepared(const Prepared& p, const trace::TraceData& t, int32_t device, int64_t counter) {
     const std::vector<PreparedScalars> s = {{p.t_begin, p.t_end, p.rows, p.peak_ideal, p.peak_caching, p.live_max.n,
                                              p.device, static_cast<uint8_t>(p.assumed_accesses)}};
     std::vector<int64_t> host;
@@ -508,17 +508,29 @@ void write_prepared(const Prepared& p, const trace::TraceData& t, int32_t device
         trace::cache_columns(t, columns);
         entries.push_back({trace::kTraceCacheKey, &columns});
     }
-    trace::write_cache(t.path, t.fingerprint, t.change_counter, entries);
+    trace::write_cache(t.path, t.fingerprint, counter, entries);
 }
 
 }  // namespace
 
 std::shared_ptr<const Prepared> prepare_cached(const trace::TraceData& t, int32_t device) {
-    if (t.path.empty() || t.fingerprint.empty() || !trace::cache_enabled()) return prepare(t, device);
-    if (auto p = read_prepared(t, device)) return p;
-    auto p = prepare(t, device);
-    write_prepared(*p, t, device);
+    if (!t.path.empty() && !t.fingerprint.empty() && trace::cache_enabled())
+        if (auto p = read_prepared(t, device)) {
+            p->requested_device = device;
+            p->from_cache = true;
+            return p;
+        }
+    auto p = std::const_pointer_cast<Prepared>(prepare(t, device));
+    p->requested_device = device;
     return p;
+}
+
+void keep_prepared(const Prepared& p, int writes_since_read) {
+    if (p.from_cache || !p.t || p.t->path.empty() || p.t->fingerprint.empty() || !trace::cache_enabled()) return;
+    if (p.t->change_counter < 0) return;
+    // Each committed write transaction moves the counter on by one: the file is as it was read,
+    // plus the command's own stores, only if the counter moved by exactly those.
+    write_prepared(p, *p.t, p.requested_device, p.t->change_counter + writes_since_read);
 }
 
 }  // namespace mhc::sim

@@ -119,7 +119,10 @@ void check_same_as_rows(const std::string& path) {
     {
         trace::TraceData first = trace::load_trace(path);
         CHECK_FALSE(first.from_cache);
-        CHECK(runs(*sim::prepare_cached(first)) == want);   // prepared and written
+        auto p = sim::prepare_cached(first);
+        CHECK(runs(*p) == want);   // prepared
+        CHECK(cache_rows(path) == -1);
+        sim::keep_prepared(*p, 0);   // and written
         CHECK(cache_rows(path) > 0);
     }
     trace::TraceData fast = trace::load_trace(path);
@@ -166,6 +169,9 @@ TEST_CASE("the cache is kept when runs are stored and dropped when a row of the 
         sim::Config c;
         c.capacity.fraction = 0.7;
         trace::add_runs(path, {sim::to_run(sim::simulate(*p, c))}, "", t.fingerprint);   // a run: the trace is the same
+        sim::keep_prepared(*p, 1);   // written after the command's one store
+        c.capacity.fraction = 0.8;
+        trace::add_runs(path, {sim::to_run(sim::simulate(*p, c))}, "", t.fingerprint);   // and kept by the next
     }
     CHECK(trace::load_trace(path).from_cache);
     SECTION("a row changed in place (same counts, same meta) by another program") {
@@ -174,7 +180,9 @@ TEST_CASE("the cache is kept when runs are stored and dropped when a row of the 
         auto t = trace::load_trace(path);
         CHECK_FALSE(t.from_cache);
         CHECK(t.allocations.bytes[1] == 16 * simtest::MiB);
-        CHECK(sim::baseline_peak(*sim::prepare_cached(t), "ideal") == 20 * simtest::MiB);   // not the cached 12 MiB
+        auto p = sim::prepare_cached(t);
+        CHECK(sim::baseline_peak(*p, "ideal") == 20 * simtest::MiB);   // not the cached 12 MiB
+        sim::keep_prepared(*p, 0);
         CHECK(trace::load_trace(path).from_cache);   // cached again, of the new rows
     }
     SECTION("a row deleted and one inserted") {
@@ -203,7 +211,11 @@ TEST_CASE("a damaged cache entry is not used: the rows decide", "[sim][cache]") 
         Env off("MHC_TRACE_CACHE", "0");
         slow = trace::load_trace(path);
     }
-    const auto want = runs(*sim::prepare_cached(trace::load_trace(path)));
+    const trace::TraceData first = trace::load_trace(path);
+    const auto prepared = sim::prepare_cached(first);
+    const auto want = runs(*prepared);
+    sim::keep_prepared(*prepared, 0);
+    REQUIRE(cache_rows(path) > 0);
     SECTION("a byte of a column changed") {
         // Every payload part: whichever columns are stored raw, each one is now off by one byte.
         sql(path, "UPDATE trace_cache SET data = CAST(zeroblob(length(data)) AS BLOB) WHERE part > 0 AND length(data) > 2");
@@ -246,5 +258,15 @@ TEST_CASE("the cache is written only into the file as it was read, and never wai
     sqlite3_close(other);
     CHECK(trace::write_cache(path, u.fingerprint, u.change_counter, {{trace::kTraceCacheKey, &v}}));
     CHECK(trace::load_trace(path).from_cache);
+    // keep_prepared: a row changed by another process after the read (before any trigger
+    // exists): the counter moved on, nothing is written.
+    const std::string second = simtest::temp_path("cache-second.db");
+    simtest::write(second, {{4 * simtest::MiB, 0, 50 * simtest::ms}}, {{1 * simtest::ms, 4 * simtest::ms, {{0, 'w'}}}});
+    auto loaded = trace::load_trace(second);
+    auto p = sim::prepare_cached(loaded);
+    sql(second, "UPDATE allocations SET stream = stream + 1 WHERE id = 1");
+    sim::keep_prepared(*p, 0);
+    CHECK(cache_rows(second) == -1);
+    std::filesystem::remove(second);
     std::filesystem::remove(path);
 }
