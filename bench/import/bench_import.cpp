@@ -4,7 +4,7 @@
 // of CPU time (user + sys, median run). Inputs are made here,
 // so the figures can be reproduced on any machine.
 //
-// mhc_bench_import memory [EVENTS] [DIR]: memory instead of speed (issue 13). Snapshot, Kineto and
+// mhc_bench_import memory [EVENTS] [DIR]: memory instead of speed (docs/results.md, "Import memory"). Snapshot, Kineto and
 // execution-trace inputs of EVENTS and 4 x EVENTS events (default 250,000; 0: none), plain and gzip, plus a
 // 1 MB gzip bomb; each is imported in a fresh process (this program, re-run), which reports its
 // peak RSS (VmHWM of its own address space: wait4's ru_maxrss would include the parent's peak,

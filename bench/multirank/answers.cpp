@@ -1,4 +1,4 @@
-// The answers table of docs/results.md (issue 20): for a multi-rank job, per policy and per
+// The answers table of docs/results.md ("Many GPUs"): for a multi-rank job, per policy and per
 // pipeline stage, the smallest capacity (share of the stage's own peak) within a 3% loss
 //   - "alone": the stage's trace simulated by itself (what a single-GPU tool answers), and
 //   - "coupled": only that stage's ranks limited, the others unlimited, the JOB's loss <= 3%;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures of issue 16's "done means": `mhc validate` with its defaults on the llama2-7b and
+# The figures of docs/results.md "Validate defaults and speed": `mhc validate` with its defaults on the llama2-7b and
 # mhc-27b slices (--layers 4, 2 steps) at 20-50% peak reduction, on this machine as it is now.
 # Prints the commands, the self-calibrated link, the time scale, the load and one markdown row
 # per configuration (docs/results.md and docs/validation.md quote its output with its date).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wall time of `mhc validate` on gpt2-small (2 steps) at 70% (issue 16: under 20 s on the
+# Wall time of `mhc validate` on gpt2-small (2 steps) at 70% (target: under 20 s on the
 # 2-core host; it took 83 s, 45 s of them mapping pages). Prints the wall time, the time spent
 # allocating the page pool, mapping pages and replaying, and the load average around the run.
 # Usage: bench/replay/validate_speed.sh [MHC] [extra validate options...]

@@ -102,7 +102,7 @@ static void bench_sweep(int reps) {
 
 // The recompute policies alone (dtr, cost_aware x the five prefetchers x 50/60/70/80%), one
 // thread, on the 200k-row training trace and on a 1M-row one: CPU seconds per policy (the
-// cost of recursive recomputation, issue 15). Best of `reps`.
+// cost of recursive recomputation, docs/simulator.md rule 2). Best of `reps`.
 static void bench_recompute(int reps) {
     std::printf("\n== dtr / cost_aware sweeps (20 runs each, one thread) ==\n");
     for (int64_t rows : {200'000, 1'000'000}) {

@@ -4,7 +4,7 @@ batch 1, seq 4096, H100 roofline) and print wall time, CPU time and peak RSS of 
 
     .venv/bin/python bench/torch/bench_capture.py [--model llama2-7b] [--batch 1] [--seq 4096]
 
-Targets (issue 19): <= 60 s wall and <= 2 GiB peak RSS for Llama-2-7B, batch 1, seq 4096.
+Targets (docs/results.md, "Capture of PyTorch models on fake tensors"): <= 60 s wall and <= 2 GiB peak RSS for Llama-2-7B, batch 1, seq 4096.
 The trace goes to a temporary folder and is removed. Import time (torch, transformers) is
 reported apart from the capture itself.
 """

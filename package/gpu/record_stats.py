@@ -2,12 +2,16 @@
 """Figures gpu-check prints about its recordings (standard library only).
 
     record_stats.py overhead BASE.json BASE2.json REC.json NOACC.json NATIVE_BASE.json NATIVE_REC.json
-        median step times (after 5 warm-up steps) and the overhead of recording; a missing or
+        median step times (after the warm-up steps) and the overhead of recording; a missing or
         empty file counts as "n/a"
     record_stats.py trace TRACE.db
         what the recorder wrote: allocations (tensor- or segment-level?), labels, kernels with
         a step, accesses, marker kinds, the recorder's meta entries
+
+With FIGURES=FILE in the environment, the same figures are also merged into that JSON file
+(gpu-check's summary.json takes them from there).
 """
+import os
 import json
 import sqlite3
 import statistics
@@ -15,22 +19,43 @@ import sys
 
 
 def step_ms(path):
+    """The loop's median step time: its own median_ms (train_loop.py: after its warm-up steps),
+    else the median of step_s after 5."""
     try:
         lines = [l for l in open(path) if l.startswith("{")]
-        t = json.loads(lines[-1])["step_s"][5:]
-        return statistics.median(t) * 1e3
+        r = json.loads(lines[-1])
+        if r.get("median_ms") is not None:
+            return r["median_ms"]
+        return statistics.median(r["step_s"][5:]) * 1e3
     except (OSError, IndexError, KeyError, ValueError, statistics.StatisticsError):
         return None
+
+
+def add_figures(key, value):
+    """Merges {key: value} into $FIGURES (written whole and renamed: never half a file)."""
+    path = os.environ.get("FIGURES")
+    if not path:
+        return
+    try:
+        with open(path) as f:
+            figures = json.load(f)
+    except (OSError, ValueError):
+        figures = {}
+    figures[key] = value
+    with open(path + ".part", "w") as f:
+        json.dump(figures, f, indent=1)
+    os.replace(path + ".part", path)
 
 
 def overhead(paths):
     names = ["baseline cudaMallocAsync", "baseline, after the recordings", "record --torch",
              "record --torch --no-accesses", "baseline native allocator", "record (native allocator)"]
     ms = [step_ms(p) for p in paths]
-    print("median step time (ms, after 5 warm-up steps):")
+    print("median step time (ms, after the warm-up steps):")
     for n, m in zip(names, ms):
         print(f"  {n:30s} {'n/a' if m is None else f'{m:.3f}'}")
     b1, b2, r1, r2, bn, rn = ms
+    add_figures("median_step_ms", dict(zip(names, ms)))
     if None not in (b1, b2, r1, r2):
         base = (b1 + b2) / 2
         print(f"overhead vs the mean cudaMallocAsync baseline {base:.3f} ms:")
@@ -38,8 +63,11 @@ def overhead(paths):
         print(f"  kernels + memory only:       {100 * (r2 / base - 1):+.2f}%")
         print(f"  access inference alone:      {100 * (r1 - r2) / base:+.2f}% of a step")
         print(f"  baseline drift between runs: {100 * abs(b2 - b1) / base:.2f}%")
+        add_figures("overhead", {"all": r1 / base - 1, "no_accesses": r2 / base - 1,
+                                 "access_inference_share_of_step": (r1 - r2) / base, "baseline_drift": abs(b2 - b1) / base})
     if bn and rn:
         print(f"  native allocator, all on:    {100 * (rn / bn - 1):+.2f}%")
+        add_figures("overhead_native", rn / bn - 1)
 
 
 def trace(path):
@@ -56,10 +84,14 @@ def trace(path):
     print(f"  kernels {n_k} ({n_ks} with a step), accesses {n_acc}")
     for k, n in c.execute("SELECT kind, count(*) FROM markers GROUP BY 1"):
         print(f"    marker kind {k}: {n}")
+    meta = {}
     for k, v in c.execute("SELECT key, value FROM meta WHERE key LIKE 'record.%' OR key IN ('complete', "
                           "'dropped_records', 'cupti_overhead_ns', 'cupti_overhead_records', 'device_name', "
                           "'driver_cuda_version')"):
         print(f"    {k} = {v}")
+        meta[k] = v
+    add_figures("trace " + os.path.basename(path), {"allocations": len(sizes), "kernels": n_k,
+                                                    "kernels_with_step": n_ks, "accesses": n_acc, "meta": meta})
 
 
 if __name__ == "__main__":

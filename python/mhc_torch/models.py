@@ -50,11 +50,16 @@ def gpt2_small_config():
     return GPT2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
 
 
-def _gpt2(batch, seq, layers):
+def tiny_gpt2_config():
+    from transformers import GPT2Config
+    return GPT2Config(vocab_size=256, n_positions=512, n_embd=64, n_layer=2, n_head=4)
+
+
+def _gpt2(batch, seq, layers, config_fn=gpt2_small_config):
     def build():
         from transformers import GPT2LMHeadModel
 
-        cfg = gpt2_small_config()
+        cfg = config_fn()
         if layers is not None:
             cfg.n_layer = layers
         cfg.use_cache = False
@@ -75,7 +80,7 @@ def _mhc(batch, seq, layers, n, hidden=6144, heads=48, kv_heads=8, ffn=16384, vo
     return cfg, (lambda: MhcTransformer(cfg)), loss
 
 
-PRESETS = ["llama2-7b", "gpt2-small", "llama3-70b-slice", "mhc-27b", "tiny-llama", "tiny-mhc"]
+PRESETS = ["llama2-7b", "gpt2-small", "llama3-70b-slice", "mhc-27b", "tiny-llama", "tiny-mhc", "tiny-gpt2"]
 
 
 def preset(name: str, batch: int = 1, seq: int = 4096, layers: int | None = None, hc: int = 4):
@@ -89,6 +94,8 @@ def preset(name: str, batch: int = 1, seq: int = 4096, layers: int | None = None
         return _hf(llama3_70b_config, batch, seq, n), _tokens(batch, seq, cfg.vocab_size), None, n
     if name == "gpt2-small":
         return _gpt2(batch, seq, layers), _tokens(batch, seq, 50257), None, layers or 12
+    if name == "tiny-gpt2":
+        return _gpt2(batch, seq, layers, tiny_gpt2_config), _tokens(batch, seq, 256), None, layers or 2
     if name == "tiny-llama":
         from transformers import LlamaConfig
 

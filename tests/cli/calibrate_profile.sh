@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A profile written by `mhc calibrate` is always accepted by the commands that load it
-# (issue 14, item 10): three quick host calibrations in a row (a noisy host measured duplex
+# (docs/validation.md): three quick host calibrations in a row (a noisy host measured duplex
 # factors above 1 in 3 of 4 runs before), each loaded by simulate and by validate; and
 # validate's table stays aligned with the long link name a profile carries.
 # Usage: calibrate_profile.sh MHC

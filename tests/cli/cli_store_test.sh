@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CLI's storage contract (issue 13): no silent overwrite, a result printed before it is
+# The CLI's storage contract (docs/cli.md): no silent overwrite, a result printed before it is
 # stored, a distinct exit status when it cannot be stored, --runs-db, and inputs to the
 # simulator range-checked (devices, samples, link profiles).
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A newcomer's first hour with `mhc` (issue 14): capacities need a unit, simulate needs a
+# A newcomer's first hour with `mhc` (docs/cli.md): capacities need a unit, simulate needs a
 # capacity, one allocator default shown in --help, an OOM headline said once, warnings about
 # what a trace lacks (screen and --json), sweep summaries that say what they mean, info's run
 # figures, and the small messages (unknown command, missing file).

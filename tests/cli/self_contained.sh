@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The clone stands alone (issue 14, item 1): no file refers to a folder beside the repository,
+# The clone stands alone: no file refers to a folder beside the repository,
 # the public fixtures are in tests/data/public with each licence notice SOURCES.md names, and
 # the design guide the code cites is in docs/.
 # Usage: self_contained.sh SOURCE_DIR
@@ -31,7 +31,7 @@ for sec in $(grep -rhoE 'docs/design\.md` ?§[0-9]+|docs/design\.md §[0-9]+' --
              --include='*.md' --include='CMakeLists.txt' . | grep -oE '[0-9]+$' | sort -u); do
     grep -q "^## $sec\. " docs/design.md || fail "docs/design.md has no section $sec"
 done
-# The README says plainly what has never run on a GPU (item 3).
+# The README says plainly what has never run on a GPU.
 for part in "mhc record" "CUDA kernels" "validate --backend cuda" "calibrate --backend cuda"; do
     grep -A8 "What has run on a GPU" README.md | tr '\n' ' ' | grep -q -- "$part" \
         || fail "README's GPU paragraph does not name $part"

@@ -1,4 +1,4 @@
-// Hostile inputs (issue 13), generated here: deep nesting, gzip expansion, integer extremes,
+// Hostile inputs (docs/import.md), generated here: deep nesting, gzip expansion, integer extremes,
 // bad field types, nsys type confusion, pickle FRAMEs, names that are not UTF-8. Each is
 // refused with exit 2 and one line naming the file and what is wrong (or, for the export,
 // written as valid JSON); nothing is left behind.

@@ -109,7 +109,7 @@ TEST_CASE("a broken cache is measured again, and a measured duplex factor above 
 TEST_CASE("a cached calibration taken at another load is measured again", "[replay][calibrate]") {
     // The rule on hand numbers (the cache applies it with the real load average).
     CHECK(!replay::load_changed(0.8, 1.1, 2));    // within 0.5 on 2 cores
-    CHECK(replay::load_changed(9.5, 3.3, 2));     // the session's 7B run: cached at 9.5, run at 3.3
+    CHECK(replay::load_changed(9.5, 3.3, 2));     // a 7B run measured so: cached at 9.5, run at 3.3
     CHECK(replay::load_changed(0.5, 1.2, 2));
     CHECK(!replay::load_changed(4.0, 5.5, 8));    // 8 cores: up to 2 apart
     CHECK(replay::load_changed(4.0, 6.5, 8));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `mhc validate` output and storage (issue 16): --json carries every figure; results are
+# `mhc validate` output and storage (docs/validation.md): --json carries every figure; results are
 # printed before they are stored, so a store that fails (--runs-db in a place that cannot be
 # written) still prints them and exits 4; progress stays off a non-terminal stderr; --link auto
 # measures once and then reads its per-machine cache. Functional only: no figure is timed.

@@ -453,7 +453,7 @@ TEST_CASE("mhc allocator: one empty_cache() freeing 597 segments over 53 ms is o
     std::filesystem::remove(in);
 }
 
-// The figures of docs/results.md "Caching allocator model against recorded segments (issue 17)".
+// The figures of docs/results.md "Caching allocator model against recorded segments".
 TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md", "[sim][allocator][compare][public]") {
     SECTION("stanford-cs336 training step: every segment held before recording") {
         auto c = compare_public("torch-snapshot/stanford-cs336-training-step.pickle");

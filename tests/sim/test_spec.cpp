@@ -1,5 +1,5 @@
 // One test per rule of docs/simulator.md that the code and the document once read
-// differently (issue 15, part A). Every expected number is worked out by hand in the comment,
+// differently. Every expected number is worked out by hand in the comment,
 // from the document alone; traces are hand-built (helpers.hpp: 1 MiB takes 1 ms each way).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-// Hostile traces, interrupted writes and concurrent writers (issue 13): the store either does
+// Hostile traces, interrupted writes and concurrent writers (docs/trace-format.md): the store either does
 // its job or refuses with one sentence naming the file, table and row.
 #include <grp.h>
 #include <signal.h>

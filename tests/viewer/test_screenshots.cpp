@@ -355,7 +355,7 @@ TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one li
 }
 
 TEST_CASE("memory screenshot of a trace with segments: recorded reserved over allocated") {
-    // Issue 17: 2 GiB of segments from 0 to the end over the imported fixture's 1088 MiB of
+    // Segments (docs/viewer.md): 2 GiB of segments from 0 to the end over the imported fixture's 1088 MiB of
     // allocations; the upper plot scales to the reserved bytes and names the curve.
     fixture::TempPath db("segments.db");
     {

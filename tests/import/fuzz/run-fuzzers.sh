@@ -69,7 +69,7 @@ for name, src in (("no_addr", "tb-plugin-resnet50-worker0.1623143089861.pt.trace
 open(f"{out}/et/simple_add", "w").write(json.dumps(json.load(gzip.open(f"{pub}/chakra/simple_add_et.json.gz"))))
 c = json.load(gzip.open(f"{pub}/chakra/chakra-1.0.2-et.json.gz")); c["nodes"] = c["nodes"][:40]
 open(f"{out}/et/chakra", "w").write(json.dumps(c))
-# Hostile seeds (issue 13): deep nesting, gzip expansion, integer extremes in every format.
+# Hostile seeds (docs/import.md, "Fuzzing"): deep nesting, gzip expansion, integer extremes in every format.
 deep = "[" * 20000 + "]" * 20000
 open(f"{out}/kineto/deep_event", "w").write('{"traceEvents":[{"ph":"X","args":%s}]}' % deep)
 open(f"{out}/kineto/deep_member", "w").write('{"traceEvents":[],"x":%s}' % deep)

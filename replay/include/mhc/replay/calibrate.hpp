@@ -43,7 +43,7 @@ struct CalibrationSpec {
 // The share of the slowest measured rate a paced link runs at. The replay's copies compete
 // with stand-ins touching GiBs and with each other more than the calibration's do: at 0.85 up
 // to 165 transfers of a llama2-7b replay were late (18 ms, +15 points at 50%); at 0.6 at most
-// 1.2 ms and every error within 3.7 points (docs/results.md, issue 16). The price is a larger
+// 1.2 ms and every error within 3.7 points (docs/results.md, "Validate defaults and speed"). The price is a larger
 // time scale (x17-35 instead of x11-13), so longer replays.
 inline constexpr double kPaceShare = 0.6;
 

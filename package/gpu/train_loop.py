@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The training loop gpu-check runs on the device: a model of mhc_torch's presets (the same code
+`mhc-torch capture` builds on fake tensors), trained for a few steps the way a capture's standard
+step runs: forward and loss under bf16 autocast, backward, AdamW(foreach=True).step(),
+zero_grad(set_to_none=True). Each step and each layer is an NVTX range ("step N", "layer N"),
+the markers `mhc record` turns into steps and layers. Prints one JSON line: the step times, the
+allocator's peaks (max_memory_allocated, max_memory_reserved) and what ran.
+
+    python3 train_loop.py [--model gpt2-small] [--layers N] [--batch B] [--seq T] [--hc N]
+                          [--steps 20] [--warmup 5] [--device cuda|cpu] [--setting JSON]
+                          [--snapshot FILE] [--build-on-device]
+
+--setting applies an mhc_torch setting (mhc_torch.apply) before the first step; its allocator
+part is put into PYTORCH_CUDA_ALLOC_CONF before CUDA starts. --snapshot records the allocator's
+history from before the model reaches the device and dumps it (torch.cuda.memory._dump_snapshot,
+no stack traces: the events and segments only). --device cpu runs the same loop on the CPU (the
+check's dry run): no NVTX, no allocator figures. Exit status 3 when the device runs out of memory
+(the JSON line says so).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="gpt2-small")
+    p.add_argument("--layers", type=int, default=None)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--hc", type=int, default=4)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5, help="steps left out of the median")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--setting", default=None, help="an mhc_torch setting (JSON)")
+    p.add_argument("--snapshot", default=None, help="dump the allocator's history here (cuda)")
+    p.add_argument("--build-on-device", action="store_true",
+                   help="build the model on the device (large models: no host copy, no host init)")
+    return p.parse_args(argv)
+
+
+def layer_list(model):
+    """The model's blocks: the longest ModuleList (GPT-2's transformer.h, the mHC model's layers)."""
+    import torch
+
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    return max(lists, key=len) if lists else []
+
+
+def nvtx_layers(model, torch):
+    """An NVTX range around each block's forward, as the recorder's layer markers."""
+    for i, block in enumerate(layer_list(model)):
+        block.register_forward_pre_hook(lambda m, a, i=i: torch.cuda.nvtx.range_push(f"layer {i}"))
+        block.register_forward_hook(lambda m, a, o: torch.cuda.nvtx.range_pop())
+
+
+def main(argv):
+    a = parse(argv)
+    setting = json.loads(a.setting) if a.setting else None
+    if setting and "allocator" in setting and a.device == "cuda":
+        # Before CUDA starts: mhc_torch.apply would set it at run time, after the model moved.
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = setting["allocator"]
+    import torch
+
+    from mhc_torch.models import preset
+
+    torch.manual_seed(0)
+    dev = torch.device(a.device)
+    cuda = dev.type == "cuda"
+    build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
+    if a.snapshot and cuda:
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, max_entries=1_000_000)
+    if a.build_on_device:
+        with dev:
+            model = build()
+    else:
+        model = build().to(dev)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, foreach=True)
+    if setting:
+        import mhc_torch
+
+        model, opt = mhc_torch.apply(model, opt, setting)
+    with dev:
+        batch = make_batch()
+    loss_of = loss_fn or (lambda m, b: m(**b).loss)
+    if cuda:
+        nvtx_layers(model, torch)
+    out = {"model": {"name": a.model, "layers": a.layers, "batch": a.batch, "seq": a.seq, "hc": a.hc},
+           "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
+           "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "setting": setting, "steps": a.steps,
+           "params": sum(p.numel() for p in model.parameters())}
+    times = []
+    loss = None
+    try:
+        for s in range(a.steps):
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.nvtx.range_push(f"step {s}")
+            t0 = time.perf_counter()
+            with torch.autocast(dev.type, dtype=torch.bfloat16):
+                loss = loss_of(model, batch)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.nvtx.range_pop()
+            times.append(time.perf_counter() - t0)
+    except torch.cuda.OutOfMemoryError as e:
+        out["error"] = "out of memory: " + str(e).splitlines()[0]
+    out["step_s"] = times
+    kept = times[a.warmup:] or times
+    out["median_ms"] = statistics.median(kept) * 1e3 if kept else None
+    out["loss"] = float(loss.detach()) if loss is not None else None
+    if cuda:
+        stats = torch.cuda.memory_stats()
+        out.update(peak_allocated=torch.cuda.max_memory_allocated(), peak_reserved=torch.cuda.max_memory_reserved(),
+                   alloc_retries=stats.get("num_alloc_retries", 0), ooms=stats.get("num_ooms", 0))
+        if a.snapshot:
+            torch.cuda.memory._dump_snapshot(a.snapshot)
+            torch.cuda.memory._record_memory_history(enabled=None)
+            out["snapshot"] = a.snapshot
+    else:
+        out.update(peak_allocated=None, peak_reserved=None)
+    print(json.dumps(out), flush=True)
+    return 3 if "error" in out else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
