@@ -341,8 +341,7 @@ Report validate(const std::string& path, const ValidateSpec& spec,
     rep.load.before = load_average();
     const CpuSample cpu0 = cpu_sample();
     trace::TraceData t = trace::load_trace(path);
-    auto prepared = sim::prepare_cached(t, spec.base.device);
-    sim::keep_prepared(*prepared, 0);   // before validate stores anything
+    auto prepared = sim::prepare_kept(t, spec.base.device);   // kept before validate stores anything
     sim::Config base = spec.base;
     // Replay copies in chunks of spec.replay.chunk_bytes: a calibrated profile's rate for that
     // chunk size is the rate to predict with, not its best one.

@@ -525,6 +525,12 @@ std::shared_ptr<const Prepared> prepare_cached(const trace::TraceData& t, int32_
     return p;
 }
 
+std::shared_ptr<const Prepared> prepare_kept(const trace::TraceData& t, int32_t device) {
+    auto p = prepare_cached(t, device);
+    keep_prepared(*p, 0);
+    return p;
+}
+
 void keep_prepared(const Prepared& p, int writes_since_read) {
     if (p.from_cache || !p.t || p.t->path.empty() || p.t->fingerprint.empty() || !trace::cache_enabled()) return;
     if (p.t->change_counter < 0) return;

@@ -23,7 +23,7 @@ constexpr uint64_t kChunk = uint64_t(1) << 20;         // read and hashed in ste
 // How a column is stored. Narrow32: 64-bit values that all fit in 32 bits (ids, names, counts);
 // Delta32: 64-bit values whose steps fit in 32 bits (times in order), the first value then the
 // steps. Both halve the bytes read and decode at memory speed.
-enum Encoding : uint8_t { Raw = 0, Constant = 1, Arithmetic = 2, Narrow32 = 3, Delta32 = 4 };
+enum class Encoding : uint8_t { Raw = 0, Constant = 1, Arithmetic = 2, Narrow32 = 3, Delta32 = 4 };
 
 // The trace tables whose rows an entry is derived from: a change to any of them clears the cache.
 constexpr const char* kWatched[] = {"meta",   "strings", "allocations", "kernels",  "accesses",
@@ -84,7 +84,7 @@ struct Cursor {
 
 // What a column is stored as: its encoding and the bytes that stand for it.
 struct Stored {
-    Encoding encoding = Raw;
+    Encoding encoding = Encoding::Raw;
     std::string small;                   // Constant: one value; Arithmetic: first and step (int64)
     const unsigned char* data = nullptr;  // what is written
     uint64_t bytes = 0;
@@ -108,16 +108,16 @@ Encoding pack64(const int64_t* v, uint64_t n, std::string& out) {
         narrow = narrow && fits32(v[i]);
         delta = delta && (i == 0 || (!__builtin_sub_overflow_p(v[i], v[i - 1], int64_t(0)) && fits32(v[i] - v[i - 1])));
     }
-    if (!narrow && !delta) return Raw;
+    if (!narrow && !delta) return Encoding::Raw;
     out.resize(narrow ? 4 * n : 8 + 4 * (n - 1));
     char* o = out.data();
     if (narrow) {
         for (uint64_t i = 0; i < n; ++i) { const auto x = static_cast<int32_t>(v[i]); std::memcpy(o + 4 * i, &x, 4); }
-        return Narrow32;
+        return Encoding::Narrow32;
     }
     std::memcpy(o, v, 8);
     for (uint64_t i = 1; i < n; ++i) { const auto d = static_cast<int32_t>(v[i] - v[i - 1]); std::memcpy(o + 8 + 4 * (i - 1), &d, 4); }
-    return Delta32;
+    return Encoding::Delta32;
 }
 
 Stored encode(const CacheWriter::Column& c) {
@@ -130,7 +130,7 @@ Stored encode(const CacheWriter::Column& c) {
     bool constant = true;
     for (uint64_t i = 1; i < c.count && constant; ++i) constant = std::memcmp(p, p + i * w, w) == 0;
     if (constant) {
-        s.encoding = Constant;
+        s.encoding = Encoding::Constant;
         s.small.assign(reinterpret_cast<const char*>(p), w);
     } else if (c.integer && (w == 1 || w == 2 || w == 4 || w == 8)) {
         const int64_t first = as_int(p, c.width), step = as_int(p + w, c.width) - first;
@@ -138,11 +138,11 @@ Stored encode(const CacheWriter::Column& c) {
         for (uint64_t i = 2; i < c.count && arithmetic; ++i)
             arithmetic = as_int(p + i * w, c.width) == static_cast<int64_t>(first + static_cast<int64_t>(i) * step);
         if (arithmetic) {
-            s.encoding = Arithmetic;
+            s.encoding = Encoding::Arithmetic;
             s.small.append(reinterpret_cast<const char*>(&first), 8).append(reinterpret_cast<const char*>(&step), 8);
         } else if (w == 8) {
             s.encoding = pack64(reinterpret_cast<const int64_t*>(p), c.count, s.small);
-            if (s.encoding == Raw) return s;
+            if (s.encoding == Encoding::Raw) return s;
         } else {
             return s;
         }
@@ -169,7 +169,7 @@ void CacheWriter::add(const std::string& name, size_t width, size_t count, const
 struct CacheReader::Column {
     std::string name;
     uint32_t width = 0;
-    Encoding encoding = Raw;
+    Encoding encoding = Encoding::Raw;
     uint64_t count = 0, bytes = 0, hash = 0;
     uint32_t first_part = 0, parts = 0;
 };
@@ -219,7 +219,7 @@ void advise_huge(void* p, size_t bytes) {
 // Decodes `n` stored bytes beginning at stored offset `at` of a Narrow32/Delta32 column.
 void widen(Encoding e, const unsigned char* in, uint64_t n, uint64_t at, int64_t* out, int64_t& last) {
     uint64_t i = 0;
-    if (e == Delta32 && at == 0) {   // the first value, whole
+    if (e == Encoding::Delta32 && at == 0) {   // the first value, whole
         std::memcpy(&last, in, 8);
         *out++ = last;
         i = 8;
@@ -227,7 +227,7 @@ void widen(Encoding e, const unsigned char* in, uint64_t n, uint64_t at, int64_t
     for (; i + 4 <= n; i += 4) {
         int32_t x;
         std::memcpy(&x, in + i, 4);
-        last = e == Narrow32 ? x : last + x;
+        last = e == Encoding::Narrow32 ? x : last + x;
         *out++ = last;
     }
 }
@@ -244,14 +244,14 @@ bool CacheReader::fill(const std::string& name, void* out) {
     const Column& c = *found;
     auto* dst = static_cast<unsigned char*>(out);
     Impl& m = *impl_;
-    const bool packed = c.encoding == Narrow32 || c.encoding == Delta32;
+    const bool packed = c.encoding == Encoding::Narrow32 || c.encoding == Encoding::Delta32;
     uint64_t expect = c.count * c.width;
-    if (c.encoding == Constant) expect = c.width;
-    if (c.encoding == Arithmetic) expect = 16;
-    if (packed) expect = c.width != 8 || c.count == 0 ? UINT64_MAX : c.encoding == Narrow32 ? 4 * c.count : 8 + 4 * (c.count - 1);
+    if (c.encoding == Encoding::Constant) expect = c.width;
+    if (c.encoding == Encoding::Arithmetic) expect = 16;
+    if (packed) expect = c.width != 8 || c.count == 0 ? UINT64_MAX : c.encoding == Encoding::Narrow32 ? 4 * c.count : 8 + 4 * (c.count - 1);
     if (c.bytes != expect) return m.ok = false;
     // Raw: straight into the caller's array; the others through a small buffer.
-    std::string small(c.encoding == Raw ? 0 : std::min<uint64_t>(c.bytes, kChunk), '\0');
+    std::string small(c.encoding == Encoding::Raw ? 0 : std::min<uint64_t>(c.bytes, kChunk), '\0');
     auto* buf = reinterpret_cast<unsigned char*>(small.data());
     uint64_t at = 0, h = 0;
     int64_t last = 0;
@@ -266,21 +266,21 @@ bool CacheReader::fill(const std::string& name, void* out) {
         if (at + n > c.bytes || (part + 1 < c.parts && n != kPartBytes)) return m.ok = false;
         for (uint64_t off = 0; off < n; off += kChunk) {
             const uint64_t len = std::min(kChunk, n - off);
-            unsigned char* to = c.encoding == Raw ? dst + at + off : buf;
+            unsigned char* to = c.encoding == Encoding::Raw ? dst + at + off : buf;
             if (sqlite3_blob_read(m.blob, to, static_cast<int>(len), static_cast<int>(off)) != SQLITE_OK)
                 return m.ok = false;
             h = hash_bytes(to, len, h);
             if (packed) {   // chunks hold whole values: kChunk and 8 are multiples of 4
-                int64_t* w = wide + (c.encoding == Narrow32 ? (at + off) / 4 : at + off == 0 ? 0 : 1 + (at + off - 8) / 4);
+                int64_t* w = wide + (c.encoding == Encoding::Narrow32 ? (at + off) / 4 : at + off == 0 ? 0 : 1 + (at + off - 8) / 4);
                 widen(c.encoding, to, len, at + off, w, last);
             }
         }
         at += n;
     }
     if (!(m.ok && at == c.bytes && h == c.hash)) return m.ok = false;
-    if (c.encoding == Constant) {
+    if (c.encoding == Encoding::Constant) {
         for (uint64_t i = 0; i < c.count; ++i) std::memcpy(dst + i * c.width, buf, c.width);
-    } else if (c.encoding == Arithmetic) {
+    } else if (c.encoding == Encoding::Arithmetic) {
         int64_t first, step;
         std::memcpy(&first, buf, 8);
         std::memcpy(&step, buf + 8, 8);
@@ -349,7 +349,9 @@ std::unique_ptr<CacheReader> read_cache(sqlite3* db, const std::string& key, con
         col.hash = c.get<uint64_t>();
         col.first_part = c.get<uint32_t>();
         col.parts = c.get<uint32_t>();
-        if (col.width == 0 || col.encoding > Delta32 || col.count > (uint64_t(1) << 40)) c.ok = false;
+        if (col.width == 0 || static_cast<uint8_t>(col.encoding) > static_cast<uint8_t>(Encoding::Delta32) ||
+            col.count > (uint64_t(1) << 40))
+            c.ok = false;
         impl->columns.push_back(std::move(col));
     }
     if (!c.ok || c.at != c.n) return nullptr;

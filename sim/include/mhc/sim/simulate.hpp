@@ -28,6 +28,9 @@ std::shared_ptr<const Prepared> prepare_cached(const trace::TraceData& t, int32_
 // (MHC_TRACE_CACHE=0: never). Commands call it after storing their runs, so that a failed store
 // leaves the file as it was.
 void keep_prepared(const Prepared& p, int writes_since_read);
+// prepare_cached, then keep_prepared(p, 0) at once: for a command that has written nothing to the
+// trace since reading it (validate, whose runs are stored later).
+std::shared_ptr<const Prepared> prepare_kept(const trace::TraceData& t, int32_t device = kAutoDevice);
 
 // Thrown by simulate() when Config::cancel was set while it ran.
 struct Cancelled : std::exception {
