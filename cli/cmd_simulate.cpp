@@ -4,10 +4,11 @@
 #include <memory>
 
 #include "command.hpp"
-#include "mpi_job.hpp"
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/dist/process.hpp"
+#include "mhc/dist/run.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/coupled.hpp"
 #include "mhc/sim/job.hpp"
@@ -112,7 +113,7 @@ std::function<int()> setup(CLI::App& app) {
             return run_coupled(o->ranks, c, o->json, o->store);
         }
         if (o->trace.empty()) throw Error("simulate: a trace file is required (or --ranks FILES... for a coupled run)");
-        if (!mpi::is_root()) return kExitOk;   // under mpirun a single-trace run is rank 0's alone
+        if (!dist::is_root()) return kExitOk;   // under mpirun a single-trace run is rank 0's alone
 
         trace::TraceData t = trace::load_trace(o->trace);
         auto prepared = prepare_for_simulation(t, c.device, o->trace);
@@ -163,16 +164,16 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
     }
     // Ranks that do not belong to one job are refused; what older traces lack is said.
     std::vector<std::string> assumed = sim::check_job_identity(ranks);
-    if (!assumed.empty() && mpi::is_root()) {
+    if (!assumed.empty() && dist::is_root()) {
         std::string line;
         for (const auto& a : assumed) line += (line.empty() ? "" : "; ") + a;
         std::fprintf(stderr, "mhc: warning: %s\n", line.c_str());
     }
-    if (std::string w = trace::version_mismatch(versions); !w.empty() && mpi::is_root())
+    if (std::string w = trace::version_mismatch(versions); !w.empty() && dist::is_root())
         std::fprintf(stderr, "mhc: warning: %s\n", w.c_str());
     sim::JobPlan plan = sim::plan_job(ranks);
-    sim::CoupledResult r = mpi::size() > 1 ? mpi::simulate_coupled(ranks, plan, c) : sim::simulate_coupled(ranks, plan, c);
-    if (!mpi::is_root()) return kExitOk;
+    sim::CoupledResult r = dist::simulate_coupled(ranks, plan, c);
+    if (!dist::is_root()) return kExitOk;
     if (json) std::cout << sim::to_json(r) << "\n";
     else std::cout << sim::to_text(r);
     std::cout.flush();

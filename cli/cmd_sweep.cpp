@@ -1,15 +1,15 @@
 // `mhc sweep TRACE`: policies x prefetchers x capacities x links on all cores, a table, every
 // run stored, and per policy the smallest capacity within a throughput-loss budget.
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "command.hpp"
-#include "mpi_job.hpp"
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/dist/process.hpp"
+#include "mhc/dist/run.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/sweep.hpp"
 #include "mhc/trace/columns.hpp"
@@ -86,30 +86,17 @@ std::function<int()> setup(CLI::App& app) {
 
         trace::TraceData t = trace::load_trace(o->trace);
         auto prepared = prepare_for_simulation(t, o->base.device, o->trace);
-        if (mpi::is_root())
+        if (dist::is_root())
             for (const auto& w : sim::trace_warnings(*prepared)) std::printf("warning: %s\n", w.c_str());
         bool tty = show_progress();
         auto progress = [&tty](size_t done, size_t total) {
             if (tty) std::fprintf(stderr, "\rsimulating %zu/%zu", done, total);
         };
-        // Under mpirun the tasks are spread over the processes (one thread each unless --jobs),
-        // and rank 0 gathers them, prints and alone stores (docs/simulator.md, "MPI").
-        auto t_start = std::chrono::steady_clock::now();
-        if (mpi::size() > 1) {
-            size_t links = spec.links.size(), combos = spec.bisect ? spec.policies.size() * spec.prefetchers.size() * links : 0;
-            size_t grid = spec.policies.size() * spec.prefetchers.size() * spec.capacities.size() * links;
-            mpi::begin_claims(grid, combos);
-            spec.claim = [] { return mpi::claim(); };
-            if (o->jobs == 0) spec.jobs = 1;
-            tty = tty && mpi::is_root();
-        }
-        sim::SweepResult s = sim::sweep(*prepared, spec, progress);
-        if (mpi::size() > 1) {
-            mpi::end_claims();
-            mpi::gather_sweep(s);
-            if (!mpi::is_root()) return kExitOk;
-            s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-        }
+        // Under mpirun the tasks are spread over the processes, and rank 0 gathers them, prints
+        // and alone stores (docs/simulator.md, "MPI").
+        tty = tty && dist::is_root();
+        sim::SweepResult s = dist::sweep(*prepared, spec, progress);
+        if (!dist::is_root()) return kExitOk;
         if (tty) std::fprintf(stderr, "\r%40s\r", "");
         std::cout << sim::to_text(s, sim::baseline_peak(*prepared, o->base.allocator));
         // The bisection simulates bisect-steps + 1 capacities per combination and keeps one.

@@ -12,8 +12,8 @@
 
 #include "command.hpp"
 #include "help.hpp"
-#include "mpi_job.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/dist/process.hpp"
 #include "mhc/kernels/device.hpp"
 
 namespace mhc::cli {
@@ -70,7 +70,7 @@ bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
 
 namespace {
 
-using mhc::cli::mpi::Outcome;
+using mhc::dist::Outcome;
 
 Outcome failure(int code, const std::string& what) { return {code, "mhc: " + what}; }
 
@@ -143,7 +143,7 @@ Outcome run(int argc, char** argv) {
     set_quiet(quiet);
     try {
         return {action ? action() : kExitBadInput, ""};
-    } catch (const mpi::AgreedFailure&) {
+    } catch (const mhc::dist::AgreedFailure&) {
         throw;   // for main()
     } catch (const mhc::Error& e) {
         return failure(e.exit_code(), e.what());
@@ -160,25 +160,25 @@ int main(int argc, char** argv) {
     using namespace mhc::cli;
     // Under mpirun (a build with MPI): MPI_Init here, MPI_Finalize on every way out.
     struct MpiSession {
-        MpiSession(int* c, char*** v) { mpi::init(c, v); }
-        ~MpiSession() { mpi::finalize(); }
+        MpiSession(int* c, char*** v) { mhc::dist::init(c, v); }
+        ~MpiSession() { mhc::dist::finalize(); }
     } mpi_session(&argc, &argv);
     Outcome out;
     bool agreed = false;
     try {
         out = run(argc, argv);
-    } catch (const mpi::AgreedFailure& f) {   // another process failed first: every one knows
+    } catch (const mhc::dist::AgreedFailure& f) {   // another process failed first: every one knows
         out = f.outcome;
         agreed = true;
     }
-    if (mpi::size() > 1 && !agreed) {
+    if (mhc::dist::size() > 1 && !agreed) {
         // Failed while the other processes may wait for this one: end them all.
-        if (out.code != 0 && mpi::in_parallel()) {
+        if (out.code != 0 && mhc::dist::in_parallel()) {
             if (!out.message.empty()) std::fprintf(stderr, "%s\n", out.message.c_str());
-            mpi::abort_job(out.code);
+            mhc::dist::abort_job(out.code);
         }
-        out = mpi::agree(out);
+        out = mhc::dist::agree(out);
     }
-    if (!out.message.empty() && mpi::is_root()) std::fprintf(stderr, "%s\n", out.message.c_str());
+    if (!out.message.empty() && mhc::dist::is_root()) std::fprintf(stderr, "%s\n", out.message.c_str());
     return out.code;
 }

@@ -73,10 +73,12 @@ std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*
     return calls;
 }
 
-std::string seg_words(const CachingAllocator::SegmentEvent& e) {
-    std::string what = e.expandable ? (e.alloc ? "map " : "unmap ") : (e.alloc ? "cudaMalloc " : "cudaFree ");
-    return what + format_bytes(e.bytes) + " (stream " + std::to_string(e.stream) + ")";
+// "cudaMalloc 2 MiB (stream 0)": a segment made or given back, by the model or the recording.
+std::string seg_words(bool expandable, bool alloc, int64_t bytes, int64_t stream) {
+    std::string what = expandable ? (alloc ? "map " : "unmap ") : (alloc ? "cudaMalloc " : "cudaFree ");
+    return what + format_bytes(bytes) + " (stream " + std::to_string(stream) + ")";
 }
+std::string seg_words(const CachingAllocator::SegmentEvent& e) { return seg_words(e.expandable, e.alloc, e.bytes, e.stream); }
 
 std::string json_str(const std::string& s) {
     std::string o = "\"";
@@ -93,28 +95,30 @@ std::string json_str(const std::string& s) {
     return o + "\"";
 }
 
-}  // namespace
+using Deltas = std::vector<std::pair<int64_t, int64_t>>;   // (time, reserved bytes added)
 
-AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vector<trace::Segment>& segments,
-                                      int32_t device, const std::string& conf_override) {
+// The reserved peak of a device's segment deltas (sorted here: at one time, frees first).
+int64_t peak_of(Deltas& d) {
+    std::sort(d.begin(), d.end());
+    int64_t cur = 0, peak = 0;
+    for (size_t k = 0; k < d.size(); ++k) {
+        cur += d[k].second;
+        if (k + 1 == d.size() || d[k + 1].first != d[k].first) peak = std::max(peak, cur);
+    }
+    return peak;
+}
+
+// The recorded segment deltas of `device` (-1: the device with the largest recorded reserved
+// peak, which `device` is set to).
+Deltas recorded_deltas(const trace::TraceData& t, const std::vector<trace::Segment>& segments, int32_t& device) {
     if (segments.empty())
         throw Error(t.path + ": no segments recorded: import a PyTorch memory snapshot (mhc import), or record "
                              "with the CUPTI recorder without --torch, to compare the allocator model with");
-    // The device with the largest recorded reserved peak, unless given.
-    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> deltas;
+    std::map<int32_t, Deltas> deltas;
     for (const auto& s : segments) {
         deltas[s.device].push_back({s.t_alloc, s.bytes});
         if (s.t_free != trace::kNoTime) deltas[s.device].push_back({s.t_free, -s.bytes});
     }
-    auto peak_of = [](std::vector<std::pair<int64_t, int64_t>>& d) {
-        std::sort(d.begin(), d.end());   // at one time, frees (negative) first
-        int64_t cur = 0, peak = 0;
-        for (size_t k = 0; k < d.size(); ++k) {
-            cur += d[k].second;
-            if (k + 1 == d.size() || d[k + 1].first != d[k].first) peak = std::max(peak, cur);
-        }
-        return peak;
-    };
     if (device < 0) {
         int64_t best = -1;
         for (auto& [dev, d] : deltas) {
@@ -127,21 +131,18 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     }
     if (!deltas.count(device))
         throw Error(t.path + ": no segments recorded on device " + std::to_string(device));
-    auto& rec = deltas[device];
+    Deltas rec = std::move(deltas[device]);
     std::sort(rec.begin(), rec.end());
+    return rec;
+}
 
-    AllocatorComparison c;
-    c.device = device;
-    std::vector<const trace::Segment*> S;
-    bool any_expandable = false;
-    for (const auto& s : segments)
-        if (s.device == device) {
-            S.push_back(&s);
-            any_expandable |= s.expandable;
-        }
-
-    // Settings: recorded, else inferred, then the override.
+// The settings the model runs under: recorded, else inferred from expandable segments, then the
+// override; where they came from in c.settings_source.
+AllocatorSettings model_settings(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments,
+                                 const std::string& conf_override, AllocatorComparison& c) {
     AllocatorSettings base;
+    bool any_expandable = false;
+    for (const auto* s : segments) any_expandable |= s->expandable;
     auto mc = t.meta.find("allocator.conf");
     if (mc != t.meta.end()) {
         base = parse_allocator_conf(mc->second, "trace meta allocator.conf");
@@ -155,48 +156,47 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     AllocatorSettings set = parse_allocator_conf(conf_override, "--allocator-conf", base);
     if (!conf_override.empty()) c.settings_source += ", then --allocator-conf";
     c.settings = set.conf();
+    return set;
+}
 
-    // Recorded figures.
-    c.recorded_peak = peak_of(rec);
-    c.recorded_segments = static_cast<int64_t>(S.size());
-    for (const auto* s : S) {
-        if (!s->reconstructed) ++c.recorded_mallocs;
-        if (s->t_free != trace::kNoTime) ++c.recorded_frees;
+// Consistency of the recording: allocations of the device whose bytes lie in no segment alive
+// at their time (adjacent segments count as one range: an expandable segment's mapped pages
+// are rows).
+int64_t blocks_outside_segments(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments,
+                                int32_t device) {
+    std::vector<const trace::Segment*> by_addr(segments.begin(), segments.end());
+    std::sort(by_addr.begin(), by_addr.end(), [](auto* x, auto* y) { return x->address < y->address; });
+    int64_t largest = 0;
+    for (const auto* s : by_addr) largest = std::max(largest, s->bytes);
+    const auto& al = t.allocations;
+    int64_t outside = 0;
+    for (size_t i = 0; i < al.size(); ++i) {
+        if (al.device[i] != device) continue;
+        const int64_t hi = al.address[i] + al.bytes[i], when = al.t_alloc[i];
+        // The end of a segment alive at `when` that holds byte `at`, or -1. Segments starting
+        // at or below it, nearest first, while one could still reach it.
+        auto covering = [&](int64_t at) -> int64_t {
+            auto it = std::upper_bound(by_addr.begin(), by_addr.end(), at,
+                                       [](int64_t v, const trace::Segment* s) { return v < s->address; });
+            while (it != by_addr.begin()) {
+                const trace::Segment* s = *--it;
+                if (s->address + largest <= at) break;
+                if (at < s->address + s->bytes && s->t_alloc <= when && (s->t_free == trace::kNoTime || when < s->t_free))
+                    return s->address + s->bytes;
+            }
+            return -1;
+        };
+        int64_t at = al.address[i];
+        while (at >= 0 && at < hi) at = covering(at);
+        if (at < hi) ++outside;
     }
+    return outside;
+}
 
-    // Consistency of the recording: each allocation's bytes inside a segment alive at its time.
-    {
-        std::vector<const trace::Segment*> by_addr(S.begin(), S.end());
-        std::sort(by_addr.begin(), by_addr.end(), [](auto* x, auto* y) { return x->address < y->address; });
-        int64_t largest = 0;
-        for (const auto* s : by_addr) largest = std::max(largest, s->bytes);
-        const auto& al = t.allocations;
-        for (size_t i = 0; i < al.size(); ++i) {
-            if (al.device[i] != device) continue;
-            const int64_t hi = al.address[i] + al.bytes[i], when = al.t_alloc[i];
-            // The end of a segment alive at `when` that holds byte `at`, or -1. Segments starting
-            // at or below it, nearest first, while one could still reach it.
-            auto covering = [&](int64_t at) -> int64_t {
-                auto it = std::upper_bound(by_addr.begin(), by_addr.end(), at,
-                                           [](int64_t v, const trace::Segment* s) { return v < s->address; });
-                while (it != by_addr.begin()) {
-                    const trace::Segment* s = *--it;
-                    if (s->address + largest <= at) break;
-                    if (at < s->address + s->bytes && s->t_alloc <= when && (s->t_free == trace::kNoTime || when < s->t_free))
-                        return s->address + s->bytes;
-                }
-                return -1;
-            };
-            // Adjacent rows count as one range (an expandable segment's mapped pages are rows).
-            int64_t at = al.address[i];
-            while (at >= 0 && at < hi) at = covering(at);
-            const bool inside = at >= hi;
-            if (!inside) ++c.blocks_outside_segments;
-        }
-    }
-
-    // Events: allocations of the device, and the recording's torch.cuda.empty_cache() calls
-    // (segment frees that no allocation explains), mirrored at each call's last segment free.
+// What the model replays: allocations of the device, and the recording's torch.cuda.empty_cache()
+// calls (segment frees that no allocation explains), mirrored at each call's last segment free.
+std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments,
+                             int32_t device, std::vector<CacheCall>& calls, AllocatorComparison& c) {
     const auto& a = t.allocations;
     std::vector<Ev> evs;
     std::set<int64_t> alloc_times;
@@ -208,7 +208,7 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
         if (a.t_free[i] == a.t_alloc[i]) evs.push_back({a.t_free[i], 2, static_cast<int64_t>(i), true});
         else if (a.t_free[i] != trace::kNoTime) evs.push_back({a.t_free[i], 0, static_cast<int64_t>(i)});
     }
-    const std::vector<CacheCall> calls = empty_cache_calls(S, alloc_times);
+    calls = empty_cache_calls(segments, alloc_times);
     for (const CacheCall& call : calls) {
         evs.push_back({call.last, 1, -1});
         c.empty_cache_segment_frees += call.frees;
@@ -216,86 +216,130 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     }
     c.empty_cache_calls = static_cast<int64_t>(calls.size());
     std::sort(evs.begin(), evs.end());
+    return evs;
+}
 
-    // Samples at the model's events. A recorded segment event counts at the next of them: a
-    // snapshot records the cudaMalloc an allocation needs (and the frees of an out-of-memory
-    // retry) just before that allocation, 1 ns apart in the trace (docs/import.md).
-    std::vector<int64_t> times;
-    for (const auto& e : evs) times.push_back(e.t);
-    times.erase(std::unique(times.begin(), times.end()), times.end());
-    if (!rec.empty() && (times.empty() || rec.back().first > times.back())) times.push_back(rec.back().first);
-
-    auto run = [&](bool warm) {
-        Run r;
-        CachingAllocator ca(INT64_MAX / 2, set);
-        ca.set_log(&r.log);
-        std::map<int64_t, std::pair<int32_t, int64_t>> seeded;   // address -> (segment, bytes)
+// The model's run over the events, sampled after each of `times`; warm: starting from the
+// segments the recording held when it began, their blocks placed where recorded.
+class ModelRun {
+public:
+    ModelRun(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, const AllocatorSettings& set,
+             bool warm)
+        : t_(t), warm_(warm), ca_(INT64_MAX / 2, set), block_(t.allocations.size(), -1) {
+        ca_.set_log(&r_.log);
         if (warm)
-            for (const auto* s : S)
+            for (const auto* s : segments)
                 if (s->reconstructed && !s->expandable && s->t_alloc == 0) {
-                    int32_t id = ca.add_cached_segment(s->bytes, s->stream, s->bytes == CachingAllocator::kSmallBuffer);
-                    seeded[s->address] = {id, s->bytes};
-                    ++r.seeded;
-                    r.seeded_bytes += s->bytes;
+                    int32_t id = ca_.add_cached_segment(s->bytes, s->stream, s->bytes == CachingAllocator::kSmallBuffer);
+                    seeded_[s->address] = {id, s->bytes};
+                    ++r_.seeded;
+                    r_.seeded_bytes += s->bytes;
                 }
-        r.peak = ca.reserved();
-        std::vector<int32_t> block(a.size(), -1);
+    }
+
+    Run run(const std::vector<Ev>& evs, const std::vector<int64_t>& times) {
+        r_.peak = ca_.reserved();
         size_t k = 0;
         for (int64_t tm : times) {
-            const size_t log0 = r.log.size();
+            const size_t log0 = r_.log.size();
             int64_t first_alloc = -1;
             for (; k < evs.size() && evs[k].t == tm; ++k) {
                 const Ev& e = evs[k];
                 if (e.kind == 0 || e.free_at_once) {
-                    if (block[static_cast<size_t>(e.i)] >= 0) ca.free(block[static_cast<size_t>(e.i)]);
-                    block[static_cast<size_t>(e.i)] = -1;
+                    if (block_[static_cast<size_t>(e.i)] >= 0) ca_.free(block_[static_cast<size_t>(e.i)]);
+                    block_[static_cast<size_t>(e.i)] = -1;
                 } else if (e.kind == 1) {
-                    ca.empty_cache();
+                    ca_.empty_cache();
                 } else {
-                    const auto i = static_cast<size_t>(e.i);
                     if (first_alloc < 0) first_alloc = e.i;
-                    int32_t b = -1;
-                    if (warm && a.t_alloc[i] == 0 && !seeded.empty()) {
-                        auto it = seeded.upper_bound(a.address[i]);
-                        if (it != seeded.begin()) {
-                            --it;
-                            if (a.address[i] + a.bytes[i] <= it->first + it->second.second) {
-                                b = ca.allocate_at(it->second.first, a.address[i] - it->first, a.bytes[i]);
-                                if (b >= 0) ++r.seeded_blocks;
-                            }
-                        }
-                    }
-                    if (b < 0) b = ca.allocate(a.bytes[i], a.stream[i]);
-                    block[i] = b;
+                    allocate(static_cast<size_t>(e.i));
                 }
-                r.peak = std::max(r.peak, ca.reserved());
+                r_.peak = std::max(r_.peak, ca_.reserved());
             }
-            r.reserved_at.push_back(ca.reserved());
-            r.log_at.push_back({log0, r.log.size()});
-            r.alloc_at.push_back(first_alloc);
+            r_.reserved_at.push_back(ca_.reserved());
+            r_.log_at.push_back({log0, r_.log.size()});
+            r_.alloc_at.push_back(first_alloc);
         }
-        r.mallocs = ca.device_allocs();
-        r.frees = ca.device_frees();
-        r.segments = r.seeded + r.mallocs;
-        return r;
-    };
+        r_.mallocs = ca_.device_allocs();
+        r_.frees = ca_.device_frees();
+        r_.segments = r_.seeded + r_.mallocs;
+        return std::move(r_);
+    }
 
-    Run w = run(true);
-    c.seeded_segments = w.seeded;
-    c.seeded_bytes = w.seeded_bytes;
-    c.seeded_blocks = w.seeded_blocks;
-    c.model_peak = w.peak;
-    c.model_segments = w.segments;
-    c.model_mallocs = w.mallocs;
-    c.model_frees = w.frees;
-    c.sample_times = times;
-    c.model_reserved = w.reserved_at;
-    Run cold = run(false);
-    c.cold_peak = cold.peak;
-    c.cold_segments = cold.segments;
+private:
+    // An allocation made before the recording began goes where it was, inside its seeded segment.
+    void allocate(size_t i) {
+        const auto& a = t_.allocations;
+        int32_t b = -1;
+        if (warm_ && a.t_alloc[i] == 0 && !seeded_.empty()) {
+            auto it = seeded_.upper_bound(a.address[i]);
+            if (it != seeded_.begin()) {
+                --it;
+                if (a.address[i] + a.bytes[i] <= it->first + it->second.second) {
+                    b = ca_.allocate_at(it->second.first, a.address[i] - it->first, a.bytes[i]);
+                    if (b >= 0) ++r_.seeded_blocks;
+                }
+            }
+        }
+        if (b < 0) b = ca_.allocate(a.bytes[i], a.stream[i]);
+        block_[i] = b;
+    }
 
-    // Reserved over time, outside the empty_cache calls' spans [first, last): there the
-    // recording has freed part of the call's segments and the model none yet.
+    const trace::TraceData& t_;
+    const bool warm_;
+    Run r_;
+    CachingAllocator ca_;
+    std::map<int64_t, std::pair<int32_t, int64_t>> seeded_;   // address -> (segment, bytes)
+    std::vector<int32_t> block_;
+};
+
+// The first divergence in words: what the model and the recording did to their segments in
+// (since, tm], and the likely reason.
+std::string explain_divergence(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments,
+                               const Run& w, size_t k, int64_t since, int64_t tm, int64_t recorded) {
+    const auto& a = t.allocations;
+    const int64_t ai = w.alloc_at[k];
+    std::string model;
+    for (size_t q = w.log_at[k].first; q < w.log_at[k].second; ++q) model += (model.empty() ? "" : ", ") + seg_words(w.log[q]);
+    std::string recd;
+    int64_t rec_alloc = 0, rec_free = 0;
+    for (const auto* s : segments) {
+        if (s->t_alloc > since && s->t_alloc <= tm && !s->reconstructed) {
+            recd += (recd.empty() ? "" : ", ") + seg_words(s->expandable, true, s->bytes, s->stream);
+            ++rec_alloc;
+        }
+        if (s->t_free != trace::kNoTime && s->t_free > since && s->t_free <= tm) {
+            recd += (recd.empty() ? "" : ", ") + seg_words(s->expandable, false, s->bytes, s->stream);
+            ++rec_free;
+        }
+    }
+    std::string at = t.order_only() ? "at event #" + std::to_string(tm) : "at " + std::to_string(tm) + " ns";
+    if (ai >= 0)
+        at += " (allocation " + std::to_string(a.id[static_cast<size_t>(ai)]) + ", " +
+              format_bytes(a.bytes[static_cast<size_t>(ai)]) + ", stream " + std::to_string(a.stream[static_cast<size_t>(ai)]) +
+              ")";
+    std::string hint;
+    if (model.empty() && rec_alloc > 0)
+        hint = "the recording made a segment where the model reused a cached block: the blocks were placed "
+               "differently before, or the recording's cache had been emptied";
+    else if (!model.empty() && rec_alloc == 0 && rec_free == 0)
+        hint = "the model made a segment where the recording had cached room: the blocks were placed "
+               "differently before (best-fit ties, rounding, or streams)";
+    else if (rec_free > 0 && w.log_at[k].first == w.log_at[k].second)
+        hint = "the recording gave segments back (an out-of-memory retry or garbage collection) that the "
+               "model keeps at unlimited capacity";
+    else
+        hint = "both changed their segments, by different amounts";
+    return at + ": model " + (model.empty() ? "no segment change" : model) + "; recording " +
+           (recd.empty() ? "no segment change" : recd) + "; reserved " + format_bytes(w.reserved_at[k]) + " (model) vs " +
+           format_bytes(recorded) + " (recorded): " + hint;
+}
+
+// Reserved over time, model against recording, outside the empty_cache calls' spans
+// [first, last): there the recording has freed part of the call's segments and the model none yet.
+void compare_reserved(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, const Deltas& rec,
+                      const std::vector<CacheCall>& calls, const std::vector<int64_t>& times, const Run& w,
+                      AllocatorComparison& c) {
     int64_t cur = 0;
     size_t j = 0, call = 0;
     double weighted = 0, plain = 0, covered = 0;
@@ -317,48 +361,59 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
         if (diff != 0 && !c.diverged) {
             c.diverged = true;
             c.diverge_time = tm;
-            int64_t ai = w.alloc_at[k];
-            c.diverge_allocation = ai >= 0 ? a.id[static_cast<size_t>(ai)] : 0;
-            std::string model;
-            for (size_t q = w.log_at[k].first; q < w.log_at[k].second; ++q)
-                model += (model.empty() ? "" : ", ") + seg_words(w.log[q]);
-            std::string recd;
-            int64_t rec_alloc = 0, rec_free = 0;
-            for (const auto* s : S) {
-                if (s->t_alloc > since && s->t_alloc <= tm && !s->reconstructed) {
-                    recd += (recd.empty() ? "" : ", ") + std::string(s->expandable ? "map " : "cudaMalloc ") +
-                            format_bytes(s->bytes) + " (stream " + std::to_string(s->stream) + ")";
-                    ++rec_alloc;
-                }
-                if (s->t_free != trace::kNoTime && s->t_free > since && s->t_free <= tm) {
-                    recd += (recd.empty() ? "" : ", ") + std::string(s->expandable ? "unmap " : "cudaFree ") +
-                            format_bytes(s->bytes) + " (stream " + std::to_string(s->stream) + ")";
-                    ++rec_free;
-                }
-            }
-            std::string at = t.order_only() ? "at event #" + std::to_string(tm) : "at " + std::to_string(tm) + " ns";
-            if (ai >= 0)
-                at += " (allocation " + std::to_string(a.id[static_cast<size_t>(ai)]) + ", " +
-                      format_bytes(a.bytes[static_cast<size_t>(ai)]) + ", stream " +
-                      std::to_string(a.stream[static_cast<size_t>(ai)]) + ")";
-            std::string hint;
-            if (model.empty() && rec_alloc > 0)
-                hint = "the recording made a segment where the model reused a cached block: the blocks were placed "
-                       "differently before, or the recording's cache had been emptied";
-            else if (!model.empty() && rec_alloc == 0 && rec_free == 0)
-                hint = "the model made a segment where the recording had cached room: the blocks were placed "
-                       "differently before (best-fit ties, rounding, or streams)";
-            else if (rec_free > 0 && w.log_at[k].first == w.log_at[k].second)
-                hint = "the recording gave segments back (an out-of-memory retry or garbage collection) that the "
-                       "model keeps at unlimited capacity";
-            else
-                hint = "both changed their segments, by different amounts";
-            c.why = at + ": model " + (model.empty() ? "no segment change" : model) + "; recording " +
-                    (recd.empty() ? "no segment change" : recd) + "; reserved " + format_bytes(w.reserved_at[k]) +
-                    " (model) vs " + format_bytes(cur) + " (recorded): " + hint;
+            const int64_t ai = w.alloc_at[k];
+            c.diverge_allocation = ai >= 0 ? t.allocations.id[static_cast<size_t>(ai)] : 0;
+            c.why = explain_divergence(t, segments, w, k, since, tm, cur);
         }
     }
     c.mean_abs_diff = covered > 0 ? weighted / covered : (compared > 0 ? plain / static_cast<double>(compared) : 0);
+}
+
+}  // namespace
+
+AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vector<trace::Segment>& segments,
+                                      int32_t device, const std::string& conf_override) {
+    Deltas rec = recorded_deltas(t, segments, device);
+    AllocatorComparison c;
+    c.device = device;
+    std::vector<const trace::Segment*> S;
+    for (const auto& s : segments)
+        if (s.device == device) S.push_back(&s);
+    const AllocatorSettings set = model_settings(t, S, conf_override, c);
+
+    // Recorded figures.
+    c.recorded_peak = peak_of(rec);
+    c.recorded_segments = static_cast<int64_t>(S.size());
+    for (const auto* s : S) {
+        if (!s->reconstructed) ++c.recorded_mallocs;
+        if (s->t_free != trace::kNoTime) ++c.recorded_frees;
+    }
+    c.blocks_outside_segments = blocks_outside_segments(t, S, device);
+
+    std::vector<CacheCall> calls;
+    const std::vector<Ev> evs = model_events(t, S, device, calls, c);
+    // Samples at the model's events. A recorded segment event counts at the next of them: a
+    // snapshot records the cudaMalloc an allocation needs (and the frees of an out-of-memory
+    // retry) just before that allocation, 1 ns apart in the trace (docs/import.md).
+    std::vector<int64_t> times;
+    for (const auto& e : evs) times.push_back(e.t);
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    if (!rec.empty() && (times.empty() || rec.back().first > times.back())) times.push_back(rec.back().first);
+
+    Run w = ModelRun(t, S, set, true).run(evs, times);
+    c.seeded_segments = w.seeded;
+    c.seeded_bytes = w.seeded_bytes;
+    c.seeded_blocks = w.seeded_blocks;
+    c.model_peak = w.peak;
+    c.model_segments = w.segments;
+    c.model_mallocs = w.mallocs;
+    c.model_frees = w.frees;
+    c.sample_times = times;
+    c.model_reserved = w.reserved_at;
+    Run cold = ModelRun(t, S, set, false).run(evs, times);
+    c.cold_peak = cold.peak;
+    c.cold_segments = cold.segments;
+    compare_reserved(t, S, rec, calls, times, w, c);
     return c;
 }
 

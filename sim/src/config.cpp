@@ -126,11 +126,9 @@ std::string guess(const std::vector<PolicyInfo>& v, const std::string& name) {
     return did_you_mean(name, bases);
 }
 
-bool known(const std::vector<PolicyInfo>& v, const std::string& name) {
-    for (const auto& p : v) {
-        std::string base = p.name.substr(0, p.name.find_first_of(":["));
-        if (base == name) return true;
-    }
+bool is_eviction_policy(const std::string& name) {
+    for (const auto& p : eviction_policies())
+        if (p.name == name) return true;
     return false;
 }
 
@@ -146,6 +144,21 @@ double env_number(const char* var) {
 
 }  // namespace
 
+// The registries list the kinds in the order of their enums.
+EvictionKind parse_eviction(const std::string& name) {
+    const auto& v = eviction_policies();
+    for (size_t i = 0; i < v.size(); ++i)
+        if (v[i].name == name) return static_cast<EvictionKind>(i);
+    throw Error("unknown eviction policy '" + name + "': use one of " + names_of(v) + guess(v, name));
+}
+
+AllocatorKind parse_allocator(const std::string& name) {
+    const auto& v = allocator_models();
+    for (size_t i = 0; i < v.size(); ++i)
+        if (v[i].name == name) return static_cast<AllocatorKind>(i);
+    throw Error("unknown allocator model '" + name + "': use one of " + names_of(v) + guess(v, name));
+}
+
 void validate(const Config& c) {
     if (c.capacity.fraction < 0 || c.capacity.bytes <= 0)
         throw Error("capacity must be positive");
@@ -153,15 +166,11 @@ void validate(const Config& c) {
         throw Error("--cpu-buffer-ratio must be >= 0 (0: unlimited host buffer)");
     if (!std::isfinite(c.max_swap_ops_per_sec) || c.max_swap_ops_per_sec < 0)
         throw Error("--max-swap-ops-per-sec must be >= 0 (0: unlimited)");
-    if (!known(eviction_policies(), c.eviction))
-        throw Error("unknown eviction policy '" + c.eviction + "': use one of " + names_of(eviction_policies()) +
-                    guess(eviction_policies(), c.eviction));
+    parse_eviction(c.eviction);
     parse_prefetch(c.prefetch);
-    if (!known(allocator_models(), c.allocator))
-        throw Error("unknown allocator model '" + c.allocator + "': use one of " + names_of(allocator_models()) +
-                    guess(allocator_models(), c.allocator));
+    const AllocatorKind allocator = parse_allocator(c.allocator);
     if (!c.allocator_conf.empty()) {
-        if (c.allocator != "caching")
+        if (allocator != AllocatorKind::Caching)
             throw Error("--allocator-conf applies to the caching allocator model (--allocator caching)");
         parse_allocator_conf(c.allocator_conf, "--allocator-conf");
     }
@@ -199,12 +208,6 @@ PrefetchSpec parse_prefetch(const std::string& text) {
     return p;
 }
 
-std::string registry_help(const std::vector<PolicyInfo>& v) {
-    std::string s;
-    for (const auto& p : v) s += (s.empty() ? "" : "; ") + p.name + ": " + p.help;
-    return s;
-}
-
 void apply_environment(Config& c, const GivenOptions& given) {
     if (!given.cpu_buffer_ratio && std::getenv("MHC_CPU_BUFFER_RATIO"))
         c.cpu_buffer_ratio = env_number("MHC_CPU_BUFFER_RATIO");
@@ -212,7 +215,7 @@ void apply_environment(Config& c, const GivenOptions& given) {
         c.max_swap_ops_per_sec = env_number("MHC_MAX_SWAP_OPS_PER_SEC");
     if (!given.eviction && std::getenv("MHC_EVICTION_STRATEGY")) {
         std::string s = std::getenv("MHC_EVICTION_STRATEGY");
-        if (!known(eviction_policies(), s))
+        if (!is_eviction_policy(s))
             throw Error("environment variable MHC_EVICTION_STRATEGY='" + s +
                         "': unknown eviction policy; use one of " + names_of(eviction_policies()));
         c.eviction = s;
@@ -221,7 +224,7 @@ void apply_environment(Config& c, const GivenOptions& given) {
 
 std::string run_name(const Config& c) {
     std::string n = c.eviction + "+" + c.prefetch + "@" + c.capacity.to_string() + "/" + c.link.name;
-    if (c.allocator != "ideal") n += "/" + c.allocator;
+    if (c.allocator != "ideal") n += "/" + c.allocator;   // the default model goes unnamed
     if (!c.allocator_conf.empty()) n += "[" + c.allocator_conf + "]";
     if (!c.early_swap_out) n += "/no-early";
     return n;

@@ -46,16 +46,16 @@ const char* role_name(CrossRole r) {
 // reads such buffers sends; otherwise (no accesses, or both) it does both (NCCL's SendRecv).
 // Only recorded accesses say so: accesses the simulator assumes (a trace without any) are
 // a guess about memory, not about the direction of a transfer.
-CrossRole p2p_role(const Prepared& P, int32_t seq, const std::string& op) {
+CrossRole p2p_role(const Prepared& prep, int32_t seq, const std::string& op) {
     if (op == "Send") return CrossRole::Send;
     if (op == "Recv") return CrossRole::Recv;
-    if (P.assumed_accesses) return CrossRole::SendRecv;
+    if (prep.assumed_accesses) return CrossRole::SendRecv;
     bool writes = false, reads = false;
-    for (int64_t j = P.acc_begin[seq]; j < P.acc_begin[seq + 1]; ++j) {
-        int32_t a = P.acc_alloc[j];
-        if (P.t->allocations.category[a] == trace::Category::Comm) continue;
-        if (P.acc_write[j]) writes = true;
-        else if (P.acc_read[j]) reads = true;
+    for (int64_t j = prep.acc_begin[seq]; j < prep.acc_begin[seq + 1]; ++j) {
+        int32_t a = prep.acc_alloc[j];
+        if (prep.t->allocations.category[a] == trace::Category::Comm) continue;
+        if (prep.acc_write[j]) writes = true;
+        else if (prep.acc_read[j]) reads = true;
     }
     if (writes && !reads) return CrossRole::Recv;
     if (reads && !writes) return CrossRole::Send;
@@ -110,11 +110,13 @@ size_t JobPlan::cross_events() const {
     return n;
 }
 
-JobPlan plan_job(const std::vector<RankTrace>& ranks) {
-    JobPlan plan;
+namespace {
+
+// Stage 1: each rank's global rank, clock origin and recorded span. by_global: global rank ->
+// input index.
+void read_ranks(const std::vector<RankTrace>& ranks, JobPlan& plan, std::map<int, int>& by_global) {
     const int n = static_cast<int>(ranks.size());
     if (n == 0) bad("simulate --ranks: no rank traces given");
-    std::map<int, int> by_global;
     for (int r = 0; r < n; ++r) {
         const trace::TraceData& t = *ranks[size_t(r)].trace;
         int64_t g = r;
@@ -132,92 +134,122 @@ JobPlan plan_job(const std::vector<RankTrace>& ranks) {
         plan.t_begin.push_back(ranks[size_t(r)].prepared->t_begin);
         plan.t_end.push_back(ranks[size_t(r)].prepared->t_end);
     }
-    // Pass 1: NCCL kernels per rank, with their stream; streams without a meta communicator
-    // are shared by every rank that has NCCL kernels on the same stream number.
-    struct Raw { int32_t seq; int64_t stream; std::string op; CrossRole role; };
-    std::vector<std::vector<Raw>> raw(static_cast<size_t>(n));
-    std::map<int64_t, std::vector<int>> stream_users;   // stream -> global ranks (no meta)
-    std::vector<std::map<int64_t, CommSpec>> specs(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-        const Prepared& P = *ranks[size_t(r)].prepared;
-        const trace::TraceData& t = *P.t;
-        for (int32_t s = 0; s < static_cast<int32_t>(P.korder.size()); ++s) {
-            int32_t row = P.korder[size_t(s)];
+}
+
+// An NCCL kernel of one rank, before its communicator is known.
+struct NcclKernel {
+    int32_t seq;
+    int64_t stream;
+    std::string op;
+    CrossRole role;
+};
+
+// What stage 2 finds: per rank its NCCL kernels and the communicator of each of their streams;
+// streams without a meta communicator are shared by every rank with NCCL kernels on the same
+// stream number (stream_users: stream -> global ranks).
+struct FoundEvents {
+    std::vector<std::vector<NcclKernel>> kernels;
+    std::vector<std::map<int64_t, CommSpec>> specs;
+    std::map<int64_t, std::vector<int>> stream_users;
+};
+
+// Stage 2: the NCCL kernels of every rank, with their stream's communicator.
+FoundEvents find_events(const std::vector<RankTrace>& ranks, const JobPlan& plan) {
+    const size_t n = ranks.size();
+    FoundEvents f;
+    f.kernels.resize(n);
+    f.specs.resize(n);
+    for (size_t r = 0; r < n; ++r) {
+        const Prepared& prep = *ranks[r].prepared;
+        const trace::TraceData& t = *prep.t;
+        const int me = plan.global_rank[r];
+        for (int32_t s = 0; s < static_cast<int32_t>(prep.korder.size()); ++s) {
+            int32_t row = prep.korder[size_t(s)];
             std::string op = nccl_op(t.str(t.kernels.name[size_t(row)]));
             if (op.empty()) continue;
             int64_t stream = t.kernels.stream[size_t(row)];
-            raw[size_t(r)].push_back({s, stream, op, is_p2p(op) ? p2p_role(P, s, op) : CrossRole::Collective});
-            if (!specs[size_t(r)].count(stream)) {
-                std::string key = "nccl.stream." + std::to_string(stream);
-                auto it = t.meta.find(key);
-                if (it != t.meta.end()) {
-                    CommSpec c = parse_comm(ranks[size_t(r)].path, key, it->second);
-                    if (std::find(c.members.begin(), c.members.end(), plan.global_rank[size_t(r)]) == c.members.end())
-                        bad(who(ranks, plan, r) + ": meta " + key + " = '" + it->second + "' does not list the rank itself");
-                    specs[size_t(r)][stream] = c;
-                } else {
-                    specs[size_t(r)][stream] = CommSpec{"stream " + std::to_string(stream), {}};
-                    auto& u = stream_users[stream];
-                    if (u.empty() || u.back() != plan.global_rank[size_t(r)]) u.push_back(plan.global_rank[size_t(r)]);
-                }
+            f.kernels[r].push_back({s, stream, op, is_p2p(op) ? p2p_role(prep, s, op) : CrossRole::Collective});
+            if (f.specs[r].count(stream)) continue;
+            std::string key = "nccl.stream." + std::to_string(stream);
+            auto it = t.meta.find(key);
+            if (it != t.meta.end()) {
+                CommSpec c = parse_comm(ranks[r].path, key, it->second);
+                if (std::find(c.members.begin(), c.members.end(), me) == c.members.end())
+                    bad(who(ranks, plan, int(r)) + ": meta " + key + " = '" + it->second + "' does not list the rank itself");
+                f.specs[r][stream] = c;
+            } else {
+                f.specs[r][stream] = CommSpec{"stream " + std::to_string(stream), {}};
+                auto& u = f.stream_users[stream];
+                if (u.empty() || u.back() != me) u.push_back(me);
             }
         }
     }
-    // Communicators: one per name; members agree on every rank that names it.
+    return f;
+}
+
+// Stage 3: one communicator per name, whose members agree on every rank that names it; each
+// rank's events numbered per communicator. Returns the communicators' members as input indices.
+std::vector<std::vector<int>> build_communicators(const std::vector<RankTrace>& ranks, FoundEvents& f,
+                                                  const std::map<int, int>& by_global, JobPlan& plan) {
+    const size_t n = ranks.size();
     std::map<std::string, int32_t> comm_index;
     std::vector<std::vector<int>> comm_members;
     std::vector<int> comm_first;   // the rank that introduced it (for messages)
-    for (int r = 0; r < n; ++r)
-        for (auto& [stream, c] : specs[size_t(r)]) {
+    for (size_t r = 0; r < n; ++r)
+        for (auto& [stream, c] : f.specs[r]) {
             if (c.members.empty()) {
-                c.members = stream_users[stream];
+                c.members = f.stream_users[stream];
                 std::sort(c.members.begin(), c.members.end());
             }
             auto [it, fresh] = comm_index.emplace(c.name, static_cast<int32_t>(plan.comm_names.size()));
             if (fresh) {
                 plan.comm_names.push_back(c.name);
                 comm_members.push_back(c.members);
-                comm_first.push_back(r);
+                comm_first.push_back(int(r));
                 for (int m : c.members)
                     if (!by_global.count(m))
-                        bad(who(ranks, plan, r) + ": communicator " + c.name + " includes rank " + std::to_string(m) +
+                        bad(who(ranks, plan, int(r)) + ": communicator " + c.name + " includes rank " + std::to_string(m) +
                             ", which is not among the rank traces given");
             } else if (comm_members[size_t(it->second)] != c.members) {
-                bad(who(ranks, plan, r) + ": communicator " + c.name + " has other members than on " +
+                bad(who(ranks, plan, int(r)) + ": communicator " + c.name + " has other members than on " +
                     who(ranks, plan, comm_first[size_t(it->second)]));
             }
         }
-    // Events per rank, numbered per communicator.
-    plan.events.resize(size_t(n));
-    plan.gate_of.resize(size_t(n));
-    for (int r = 0; r < n; ++r) {
-        plan.gate_of[size_t(r)].assign(ranks[size_t(r)].prepared->korder.size(), -1);
+    plan.events.resize(n);
+    plan.gate_of.resize(n);
+    for (size_t r = 0; r < n; ++r) {
+        plan.gate_of[r].assign(ranks[r].prepared->korder.size(), -1);
         std::vector<int32_t> count(plan.comm_names.size(), 0);
-        for (const Raw& x : raw[size_t(r)]) {
+        for (const NcclKernel& x : f.kernels[r]) {
             CrossEvent e;
             e.seq = x.seq;
-            e.row = ranks[size_t(r)].prepared->korder[size_t(x.seq)];
-            e.comm = comm_index.at(specs[size_t(r)].at(x.stream).name);
+            e.row = ranks[r].prepared->korder[size_t(x.seq)];
+            e.comm = comm_index.at(f.specs[r].at(x.stream).name);
             e.order = count[size_t(e.comm)]++;
             e.op = x.op;
             e.role = x.role;
-            plan.gate_of[size_t(r)][size_t(x.seq)] = static_cast<int32_t>(plan.events[size_t(r)].size());
-            plan.events[size_t(r)].push_back(e);
+            plan.gate_of[r][size_t(x.seq)] = static_cast<int32_t>(plan.events[r].size());
+            plan.events[r].push_back(e);
         }
     }
-    // Matching, per communicator and channel: a collective's channel is the whole
-    // communicator (every member has the same sequence of operations); point-to-point
-    // operations (2-rank communicators) are matched per direction as NCCL does: the k-th send
-    // from a to b with the k-th receive on b from a; send-receives (direction unknown) with
-    // each other in order.
-    plan.waits.resize(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) plan.waits[size_t(r)].resize(plan.events[size_t(r)].size());
-    std::vector<std::vector<int>> comm_inputs(plan.comm_names.size());
+    std::vector<std::vector<int>> inputs(plan.comm_names.size());
     for (size_t c = 0; c < plan.comm_names.size(); ++c)
-        for (int m : comm_members[c]) comm_inputs[c].push_back(by_global.at(m));
-    // channel key -> (input rank -> its events on the channel, in order)
-    std::vector<std::map<std::string, std::map<int, std::vector<int32_t>>>> chans(plan.comm_names.size());
-    for (int r = 0; r < n; ++r)
+        for (int m : comm_members[c]) inputs[c].push_back(by_global.at(m));
+    return inputs;
+}
+
+// A channel of one communicator: its key ("collective", "sendrecv" or "a>b" for the transfers
+// from global rank a to b) and, per input rank, its events on it in order.
+using Channels = std::map<std::string, std::map<int, std::vector<int32_t>>>;
+
+// A collective's channel is the whole communicator (every member has the same sequence of
+// operations); point-to-point operations (2-rank communicators) are matched per direction as
+// NCCL does: the k-th send from a to b with the k-th receive on b from a; send-receives
+// (direction unknown) with each other in order.
+std::vector<Channels> channels_of(const std::vector<RankTrace>& ranks, const JobPlan& plan,
+                                  const std::vector<std::vector<int>>& comm_inputs) {
+    std::vector<Channels> chans(plan.comm_names.size());
+    for (int r = 0; r < static_cast<int>(ranks.size()); ++r)
         for (int32_t i = 0; i < static_cast<int32_t>(plan.events[size_t(r)].size()); ++i) {
             const CrossEvent& e = plan.events[size_t(r)][size_t(i)];
             const auto& members = comm_inputs[size_t(e.comm)];
@@ -236,118 +268,144 @@ JobPlan plan_job(const std::vector<RankTrace>& ranks) {
             }
             chans[size_t(e.comm)][key][r].push_back(i);
         }
-    for (size_t c = 0; c < plan.comm_names.size(); ++c) {
-        const std::string& cname = plan.comm_names[c];
-        const auto& members = comm_inputs[c];
-        for (auto& [key, per_rank] : chans[c]) {
-            std::vector<int> parts = members;   // collectives and send-receives: every member
-            size_t arrow = key.find('>');
-            if (arrow != std::string::npos) {
-                parts = {by_global.at(std::stoi(key.substr(0, arrow))), by_global.at(std::stoi(key.substr(arrow + 1)))};
-            }
-            auto what = [&](int r, int32_t i) {
-                const CrossEvent& e = plan.events[size_t(r)][size_t(i)];
-                return is_p2p(e.op) ? std::string(role_name(e.role)) + " (" + e.op + ")" : e.op;
-            };
-            const int ref = parts.front();
-            const std::vector<int32_t> none;
-            auto list = [&](int r) -> const std::vector<int32_t>& {
-                auto it = per_rank.find(r);
-                return it == per_rank.end() ? none : it->second;
-            };
-            const auto& rev = list(ref);
-            for (int m : parts) {
-                const auto& mev = list(m);
-                const size_t common = std::min(rev.size(), mev.size());
-                if (key == "collective")
-                    for (size_t k = 0; k < common; ++k)
-                        if (plan.events[size_t(ref)][size_t(rev[k])].op != plan.events[size_t(m)][size_t(mev[k])].op)
-                            bad(who(ranks, plan, m) + ": collective #" + std::to_string(k) + " on communicator " + cname +
-                                " is " + what(m, mev[k]) + ", but on " + who(ranks, plan, ref) + " it is " +
-                                what(ref, rev[k]));
-                if (rev.size() != mev.size()) {
-                    const bool more = mev.size() > rev.size();
-                    const int r_more = more ? m : ref;
-                    const int32_t first = (more ? mev : rev)[common];
-                    const std::string kind = key == "collective" ? "collectives"
-                                           : key == "sendrecv"   ? "send-receives"
-                                                                 : "transfers " + key;
-                    bad(who(ranks, plan, m) + ": " + std::to_string(mev.size()) + " " + kind + " on communicator " + cname +
-                        ", but " + std::to_string(rev.size()) + " on " + who(ranks, plan, ref) + "; the first unmatched is " +
-                        what(r_more, first) + " #" + std::to_string(plan.events[size_t(r_more)][size_t(first)].order) +
-                        " of rank " + std::to_string(plan.global_rank[size_t(r_more)]));
-                }
-            }
-            // Waits and slacks of each instance.
-            for (size_t k = 0; k < rev.size(); ++k) {
-                int64_t last = INT64_MIN;
-                for (int m : parts) {
-                    const CrossEvent& e = plan.events[size_t(m)][size_t(list(m)[k])];
-                    last = std::max(last, ranks[size_t(m)].prepared->kstart[size_t(e.seq)] + plan.origin[size_t(m)]);
-                }
-                for (int m : parts) {
-                    const int32_t em = list(m)[k];
-                    const CrossEvent& e = plan.events[size_t(m)][size_t(em)];
-                    if (e.role == CrossRole::Send) continue;   // a send waits for nobody
-                    for (int p : parts) {
-                        if (p == m) continue;
-                        const int32_t ep = list(p)[k];
-                        const CrossEvent& f = plan.events[size_t(p)][size_t(ep)];
-                        int64_t arrived = ranks[size_t(p)].prepared->kstart[size_t(f.seq)] + plan.origin[size_t(p)];
-                        plan.waits[size_t(m)][size_t(em)].push_back({p, ep, last - arrived});
-                    }
-                }
-            }
+    return chans;
+}
+
+// One channel of communicator `cname`, its participants `parts` (input indices).
+struct Channel {
+    const std::string& cname;
+    const std::string& key;
+    const std::map<int, std::vector<int32_t>>& per_rank;
+    std::vector<int> parts;
+    const std::vector<int32_t>& list(int r) const {
+        static const std::vector<int32_t> none;
+        auto it = per_rank.find(r);
+        return it == per_rank.end() ? none : it->second;
+    }
+};
+
+// Every participant has the reference's sequence: the same count (and, for collectives, the
+// same operations), else a one-line refusal naming the first event that does not match.
+void check_channel(const std::vector<RankTrace>& ranks, const JobPlan& plan, const Channel& ch) {
+    auto what = [&](int r, int32_t i) {
+        const CrossEvent& e = plan.events[size_t(r)][size_t(i)];
+        return is_p2p(e.op) ? std::string(role_name(e.role)) + " (" + e.op + ")" : e.op;
+    };
+    const int ref = ch.parts.front();
+    const auto& rev = ch.list(ref);
+    for (int m : ch.parts) {
+        const auto& mev = ch.list(m);
+        const size_t common = std::min(rev.size(), mev.size());
+        if (ch.key == "collective")
+            for (size_t k = 0; k < common; ++k)
+                if (plan.events[size_t(ref)][size_t(rev[k])].op != plan.events[size_t(m)][size_t(mev[k])].op)
+                    bad(who(ranks, plan, m) + ": collective #" + std::to_string(k) + " on communicator " + ch.cname +
+                        " is " + what(m, mev[k]) + ", but on " + who(ranks, plan, ref) + " it is " + what(ref, rev[k]));
+        if (rev.size() == mev.size()) continue;
+        const bool more = mev.size() > rev.size();
+        const int r_more = more ? m : ref;
+        const int32_t first = (more ? mev : rev)[common];
+        const std::string kind = ch.key == "collective" ? "collectives"
+                               : ch.key == "sendrecv"   ? "send-receives"
+                                                        : "transfers " + ch.key;
+        bad(who(ranks, plan, m) + ": " + std::to_string(mev.size()) + " " + kind + " on communicator " + ch.cname +
+            ", but " + std::to_string(rev.size()) + " on " + who(ranks, plan, ref) + "; the first unmatched is " +
+            what(r_more, first) + " #" + std::to_string(plan.events[size_t(r_more)][size_t(first)].order) + " of rank " +
+            std::to_string(plan.global_rank[size_t(r_more)]));
+    }
+}
+
+// The waits and slacks of each instance on a checked channel: every participant but a send
+// waits for every other, each absorbing how much earlier than the last it arrived.
+void add_waits(const std::vector<RankTrace>& ranks, JobPlan& plan, const Channel& ch) {
+    auto arrived = [&](int m, size_t k) {
+        const CrossEvent& e = plan.events[size_t(m)][size_t(ch.list(m)[k])];
+        return ranks[size_t(m)].prepared->kstart[size_t(e.seq)] + plan.origin[size_t(m)];
+    };
+    for (size_t k = 0; k < ch.list(ch.parts.front()).size(); ++k) {
+        int64_t last = INT64_MIN;
+        for (int m : ch.parts) last = std::max(last, arrived(m, k));
+        for (int m : ch.parts) {
+            const int32_t em = ch.list(m)[k];
+            if (plan.events[size_t(m)][size_t(em)].role == CrossRole::Send) continue;   // a send waits for nobody
+            for (int p : ch.parts)
+                if (p != m) plan.waits[size_t(m)][size_t(em)].push_back({p, ch.list(p)[k], last - arrived(p, k)});
         }
     }
-    // The recorded order must let every rank get through (a consistent recording does): walk
-    // the ranks' cross-event starts and ends in the engine's event order, an end waiting for
-    // the starts it depends on.
-    std::vector<std::vector<std::pair<bool, int32_t>>> steps(static_cast<size_t>(n));   // (is_end, event)
-    for (int r = 0; r < n; ++r) {
-        const Prepared& P = *ranks[size_t(r)].prepared;
-        if (plan.events[size_t(r)].empty()) continue;
-        EventCursor cur(P, *P.t);
+}
+
+// Stage 4: matching, per communicator and channel.
+void match(const std::vector<RankTrace>& ranks, const std::map<int, int>& by_global,
+           const std::vector<std::vector<int>>& comm_inputs, JobPlan& plan) {
+    plan.waits.resize(ranks.size());
+    for (size_t r = 0; r < ranks.size(); ++r) plan.waits[r].resize(plan.events[r].size());
+    const std::vector<Channels> chans = channels_of(ranks, plan, comm_inputs);
+    for (size_t c = 0; c < plan.comm_names.size(); ++c)
+        for (const auto& [key, per_rank] : chans[c]) {
+            Channel ch{plan.comm_names[c], key, per_rank, comm_inputs[c]};   // collectives, send-receives: every member
+            const size_t arrow = key.find('>');
+            if (arrow != std::string::npos)
+                ch.parts = {by_global.at(std::stoi(key.substr(0, arrow))), by_global.at(std::stoi(key.substr(arrow + 1)))};
+            check_channel(ranks, plan, ch);
+            add_waits(ranks, plan, ch);
+        }
+}
+
+// Stage 5: the recorded order must let every rank get through (a consistent recording does):
+// walk the ranks' cross-event starts and ends in the engine's event order, an end waiting for
+// the starts it depends on.
+void check_deadlock(const std::vector<RankTrace>& ranks, const JobPlan& plan) {
+    const size_t n = ranks.size();
+    std::vector<std::vector<std::pair<bool, int32_t>>> steps(n);   // (is_end, event)
+    for (size_t r = 0; r < n; ++r) {
+        const Prepared& prep = *ranks[r].prepared;
+        if (plan.events[r].empty()) continue;
+        EventCursor cur(prep, *prep.t);
         RecordedEvent e;
         while (cur.next(e)) {
             if (e.what != Recorded::KernelStart && e.what != Recorded::KernelEnd) continue;
-            int32_t g = plan.gate_of[size_t(r)][size_t(e.seq)];
-            if (g >= 0) steps[size_t(r)].push_back({e.what == Recorded::KernelEnd, g});
+            int32_t g = plan.gate_of[r][size_t(e.seq)];
+            if (g >= 0) steps[r].push_back({e.what == Recorded::KernelEnd, g});
         }
     }
-    std::vector<size_t> pos(size_t(n), 0);
-    std::vector<std::vector<uint8_t>> started(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) started[size_t(r)].assign(plan.events[size_t(r)].size(), 0);
+    std::vector<size_t> pos(n, 0);
+    std::vector<std::vector<uint8_t>> started(n);
+    for (size_t r = 0; r < n; ++r) started[r].assign(plan.events[r].size(), 0);
+    auto waits_for = [&](size_t r, int32_t g) -> const CrossWait* {   // the first wait not started yet
+        for (const CrossWait& w : plan.waits[r][size_t(g)])
+            if (!started[size_t(w.rank)][size_t(w.event)]) return &w;
+        return nullptr;
+    };
     for (bool moved = true; moved;) {
         moved = false;
-        for (int r = 0; r < n; ++r) {
-            auto& p = pos[size_t(r)];
-            while (p < steps[size_t(r)].size()) {
-                auto [is_end, g] = steps[size_t(r)][p];
-                if (is_end) {
-                    bool ok = true;
-                    for (const CrossWait& w : plan.waits[size_t(r)][size_t(g)])
-                        if (!started[size_t(w.rank)][size_t(w.event)]) ok = false;
-                    if (!ok) break;
-                } else {
-                    started[size_t(r)][size_t(g)] = 1;
-                }
-                ++p;
-                moved = true;
+        for (size_t r = 0; r < n; ++r)
+            for (auto& p = pos[r]; p < steps[r].size(); ++p, moved = true) {
+                auto [is_end, g] = steps[r][p];
+                if (is_end && waits_for(r, g)) break;
+                if (!is_end) started[r][size_t(g)] = 1;
             }
-        }
     }
-    for (int r = 0; r < n; ++r)
-        if (pos[size_t(r)] < steps[size_t(r)].size()) {
-            int32_t g = steps[size_t(r)][pos[size_t(r)]].second;
-            const CrossEvent& e = plan.events[size_t(r)][size_t(g)];
-            std::string on;
-            for (const CrossWait& w : plan.waits[size_t(r)][size_t(g)])
-                if (!started[size_t(w.rank)][size_t(w.event)]) { on = who(ranks, plan, w.rank); break; }
-            bad(who(ranks, plan, r) + ": " + e.op + " #" + std::to_string(e.order) + " on communicator " +
-                plan.comm_names[size_t(e.comm)] + " waits for " + on +
+    for (size_t r = 0; r < n; ++r)
+        if (pos[r] < steps[r].size()) {
+            const int32_t g = steps[r][pos[r]].second;
+            const CrossEvent& e = plan.events[r][size_t(g)];
+            const CrossWait* w = waits_for(r, g);
+            bad(who(ranks, plan, int(r)) + ": " + e.op + " #" + std::to_string(e.order) + " on communicator " +
+                plan.comm_names[size_t(e.comm)] + " waits for " + (w ? who(ranks, plan, w->rank) : std::string()) +
                 ", which never gets there in the recorded order (the ranks' orders deadlock)");
         }
+}
+
+}  // namespace
+
+JobPlan plan_job(const std::vector<RankTrace>& ranks) {
+    JobPlan plan;
+    std::map<int, int> by_global;
+    read_ranks(ranks, plan, by_global);
+    FoundEvents found = find_events(ranks, plan);
+    const std::vector<std::vector<int>> comm_inputs = build_communicators(ranks, found, by_global, plan);
+    match(ranks, by_global, comm_inputs, plan);
+    check_deadlock(ranks, plan);
     return plan;
 }
 
@@ -358,40 +416,34 @@ class Runner final : public RankRunner {
 public:
     Runner(const Prepared& p, const Config& c, const JobPlan& plan, int rank, int64_t cap, int64_t host_cap,
            Result&& r)
-        : R(std::move(r)), cfg(c), E(p, cfg, R, cap, host_cap) {
-        E.begin(&plan.gate_of[size_t(rank)], plan.events[size_t(rank)].size());
+        : result(std::move(r)), config(c), engine(p, config, result, cap, host_cap) {
+        engine.begin(&plan.gate_of[size_t(rank)], plan.events[size_t(rank)].size());
     }
-    int32_t advance() override { return E.advance(); }
-    void release(int64_t delay) override { E.release(delay); }
-    int64_t arrival(int32_t g) const override { return E.arrival(g); }
-    void halt() override { E.halt(); }
-    bool oom() const override { return E.oom_happened(); }
+    int32_t advance() override { return engine.advance(); }
+    void release(int64_t delay) override { engine.release(delay); }
+    int64_t arrival(int32_t g) const override { return engine.arrival(g); }
+    void halt() override { engine.halt(); }
+    bool oom() const override { return engine.oom_happened(); }
     Result finish() override {
-        E.finish();
-        return std::move(R);
+        engine.finish();
+        return std::move(result);
     }
 
 private:
-    Result R;
-    Config cfg;
-    Engine<Policy> E;
+    Result result;
+    Config config;
+    Engine<Policy> engine;   // holds references to the two above, declared after them
 };
 
 }  // namespace
-
-// The result skeleton and capacities exactly as simulate() sets them (engine.cpp).
-Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap);
-void end_result(const Prepared& p, Result& r, double seconds);
 
 std::unique_ptr<RankRunner> make_runner(const Prepared& p, const Config& c, const JobPlan& plan, int rank) {
     validate(c);
     int64_t cap = 0, host_cap = 0;
     Result r = start_result(p, c, cap, host_cap);
-    if (c.eviction == "lru") return std::make_unique<Runner<LruPolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
-    if (c.eviction == "largest") return std::make_unique<Runner<LargestPolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
-    if (c.eviction == "belady") return std::make_unique<Runner<BeladyPolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
-    if (c.eviction == "dtr") return std::make_unique<Runner<DtrPolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
-    return std::make_unique<Runner<CostAwarePolicy>>(p, c, plan, rank, cap, host_cap, std::move(r));
+    return with_eviction_policy(parse_eviction(c.eviction), [&]<class Policy>(std::type_identity<Policy>) {
+        return std::unique_ptr<RankRunner>(std::make_unique<Runner<Policy>>(p, c, plan, rank, cap, host_cap, std::move(r)));
+    });
 }
 
 int64_t coupling_delay(const JobPlan& plan, int r, int32_t g,

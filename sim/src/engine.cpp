@@ -11,34 +11,35 @@ namespace mhc::sim {
 template <class Policy>
 Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity,
                        int64_t host_capacity)
-    : P(p), C(c), R(r), caching(c.allocator == "caching"),
-      ca(capacity, c.allocator == "caching" ? allocator_settings_for(p.t->meta, c.allocator_conf) : AllocatorSettings{}),
+    : prepared(p), config(c), result(r), allocator_kind(parse_allocator(c.allocator)),
+      ca(capacity, allocator_kind == AllocatorKind::Caching ? allocator_settings_for(p.t->meta, c.allocator_conf)
+                                                            : AllocatorSettings{}),
       cap(capacity), host_cap(host_capacity) {
-    size_t na = P.t->allocations.size();
-    ctx.P = &P;
-    ctx.bytes = P.t->allocations.bytes.data();
-    ctx.category = P.t->allocations.category.data();
+    size_t na = prepared.t->allocations.size();
+    ctx.P = &prepared;
+    ctx.bytes = prepared.t->allocations.bytes.data();
+    ctx.category = prepared.t->allocations.category.data();
     ctx.last_touch.assign(na, 0);
     ctx.last_time.assign(na, 0);
     ctx.next_of.assign(na, kNever);
     ctx.writer.assign(na, -1);
     ctx.host_valid.assign(na, 0);
-    ctx.h2d_ns_per_byte = 1e9 / C.link.h2d.bandwidth_Bps;
-    ctx.d2h_ns_per_byte = 1e9 / C.link.d2h.bandwidth_Bps;
-    ctx.h2d_lat_ns = C.link.h2d.latency_s * 1e9;
-    ctx.d2h_lat_ns = C.link.d2h.latency_s * 1e9;
+    ctx.h2d_ns_per_byte = 1e9 / config.link.h2d.bandwidth_Bps;
+    ctx.d2h_ns_per_byte = 1e9 / config.link.d2h.bandwidth_Bps;
+    ctx.h2d_lat_ns = config.link.h2d.latency_s * 1e9;
+    ctx.d2h_lat_ns = config.link.d2h.latency_s * 1e9;
     pol.init(&ctx, na);
     state.assign(na, Residency::NotYet);
     pins.assign(na, 0);
     epoch.assign(na, 0);
     ready_at.assign(na, 0);
-    if (caching) block.assign(na, -1);
+    if (allocator_kind == AllocatorKind::Caching) block.assign(na, -1);
     protect_stamp.assign(na, 0);
     rc_active.assign(na, 0);
     cached_host.init(na);
-    if (C.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / C.max_swap_ops_per_sec));
-    buckets.assign(static_cast<size_t>(C.memory_samples), Bucket{});
-    pre = make_prefetcher(parse_prefetch(C.prefetch), P, *this);
+    if (config.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / config.max_swap_ops_per_sec));
+    buckets.assign(static_cast<size_t>(config.memory_samples), Bucket{});
+    pre = make_prefetcher(parse_prefetch(config.prefetch), prepared, *this);
     pre_watches = pre->watches_accesses;
     pre_waits = pre->learns_from_waits;
     pre_acts = pre->acts_after_launch;
@@ -48,18 +49,18 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
 
 template <class Policy>
 bool Engine<Policy>::try_reserve(int32_t a) {
-    int64_t b = P.t->allocations.bytes[a];
-    if (!caching) {
+    int64_t b = prepared.t->allocations.bytes[a];
+    if (allocator_kind == AllocatorKind::Ideal) {
         if (used + b > cap) return false;
         used += b;
     } else {
         const int64_t reserved_before = ca.reserved();
-        int32_t blk = ca.allocate(b, P.t->allocations.stream[a]);
+        int32_t blk = ca.allocate(b, prepared.t->allocations.stream[a]);
         if (blk < 0) {
             // The failed call still gave the cached free segments back (PyTorch's retry after
             // a failed cudaMalloc); replay repeats it here to keep its model in step.
-            if (C.record_events && ca.reserved() < reserved_before)
-                R.plan_log.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin, true});
+            if (config.record_events && ca.reserved() < reserved_before)
+                result.plan_log.releases.push_back({a, static_cast<int32_t>(result.events.size()), origin, true});
             used = ca.reserved();
             return false;
         }
@@ -71,9 +72,9 @@ bool Engine<Policy>::try_reserve(int32_t a) {
 }
 
 template <class Policy>
-void Engine<Policy>::release(int32_t a) {
-    if (!caching) {
-        used -= P.t->allocations.bytes[a];
+void Engine<Policy>::release_bytes(int32_t a) {
+    if (allocator_kind == AllocatorKind::Ideal) {
+        used -= prepared.t->allocations.bytes[a];
     } else {
         ca.free(block[a]);
         block[a] = -1;
@@ -83,15 +84,15 @@ void Engine<Policy>::release(int32_t a) {
 
 template <class Policy>
 bool Engine<Policy>::fits_after_pending(int32_t a) const {
-    int64_t b = P.t->allocations.bytes[a];
-    if (!caching) return used - pending_release + b <= cap;
+    int64_t b = prepared.t->allocations.bytes[a];
+    if (allocator_kind == AllocatorKind::Ideal) return used - pending_release + b <= cap;
     return pending_release >= ca.rounded(b);
 }
 
 template <class Policy>
 void Engine<Policy>::note_peak() {
-    if (used > R.simulated_peak) R.simulated_peak = used;
-    if (C.check_invariants && used > cap)
+    if (used > result.simulated_peak) result.simulated_peak = used;
+    if (config.check_invariants && used > cap)
         fail_invariant("device bytes " + std::to_string(used) + " exceed the capacity " + std::to_string(cap));
 }
 
@@ -100,25 +101,25 @@ void Engine<Policy>::note_peak() {
 template <class Policy>
 int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     int dir = h2d ? 0 : 1;
-    int q = C.link.copy_engines >= 2 ? dir : 0;
+    int q = config.link.copy_engines >= 2 ? dir : 0;
     int64_t start = std::max(t, busy[q]);
     if (op_gap > 0) {
         start = std::max(start, last_op + op_gap);
         last_op = start;
     }
-    const Direction& d = h2d ? C.link.h2d : C.link.d2h;
+    const Direction& d = h2d ? config.link.h2d : config.link.d2h;
     double bw = d.bandwidth_Bps;
-    if (C.link.copy_engines >= 2 && busy[1 - dir] > start) bw *= C.link.duplex_factor;
+    if (config.link.copy_engines >= 2 && busy[1 - dir] > start) bw *= config.link.duplex_factor;
     int64_t recorded = start - shift;
-    if (P.nccl.contains(recorded)) bw *= 1.0 - C.link.nccl_share;
-    if ((h2d ? P.h2d_busy : P.d2h_busy).contains(recorded)) bw *= 1.0 - C.link.memcpy_share;
-    int64_t bytes = P.t->allocations.bytes[a];
+    if (prepared.nccl.contains(recorded)) bw *= 1.0 - config.link.nccl_share;
+    if ((h2d ? prepared.h2d_busy : prepared.d2h_busy).contains(recorded)) bw *= 1.0 - config.link.memcpy_share;
+    int64_t bytes = prepared.t->allocations.bytes[a];
     double dur_ns = std::ceil(d.latency_s * 1e9 + static_cast<double>(bytes) / bw * 1e9);
     // Times stay within +-2^62 ns (trace limits): a transfer past that is a link too slow for
     // this trace, not a number to wrap around.
     constexpr int64_t kTimeLimit = int64_t{1} << 62;
     if (!(dur_ns < static_cast<double>(kTimeLimit)) || start > kTimeLimit - static_cast<int64_t>(dur_ns))
-        throw Error("link " + C.link.name + ": a transfer of " + std::to_string(bytes) + " bytes takes " +
+        throw Error("link " + config.link.name + ": a transfer of " + std::to_string(bytes) + " bytes takes " +
                     std::to_string(dur_ns / 1e9) + " s, past the simulator's time range (2^62 ns): "
                     "the link is too slow for this trace");
     int64_t dur = std::max<int64_t>(static_cast<int64_t>(dur_ns), 1);
@@ -127,12 +128,12 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     (h2d ? ctx.h2d_busy_until : ctx.d2h_busy_until) = end;
     inflight.push({end, a, epoch[a], h2d});
     if (h2d) {
-        ++R.swap_in_count;
-        R.swap_in_bytes += bytes;
+        ++result.swap_in_count;
+        result.swap_in_bytes += bytes;
         event(EK::SwapIn, start, end, a, -1, bytes);
     } else {
-        ++R.swap_out_count;
-        R.swap_out_bytes += bytes;
+        ++result.swap_out_count;
+        result.swap_out_bytes += bytes;
         event(EK::SwapOut, start, end, a, -1, bytes);
     }
     return end;
@@ -152,9 +153,9 @@ void Engine<Policy>::complete_until(int64_t t) {
         } else {
             state[a] = Residency::Host;
             ctx.host_valid[a] = 1;
-            pending_release -= P.t->allocations.bytes[a];
-            release(a);
-            if (C.record_events) R.plan_log.releases.push_back({a, static_cast<int32_t>(R.events.size()), origin});
+            pending_release -= prepared.t->allocations.bytes[a];
+            release_bytes(a);
+            if (config.record_events) result.plan_log.releases.push_back({a, static_cast<int32_t>(result.events.size()), origin});
         }
     }
 }
@@ -172,7 +173,7 @@ template <class Policy>
 void Engine<Policy>::drop_host_copy(int32_t a) {
     if (!ctx.host_valid[a]) return;
     ctx.host_valid[a] = 0;
-    host_used -= P.t->allocations.bytes[a];
+    host_used -= prepared.t->allocations.bytes[a];
     cached_host.erase(a);
 }
 
@@ -184,7 +185,7 @@ int32_t Engine<Policy>::pick_victim(bool for_prefetch) {
         int32_t v = pol.pick();
         if (v < 0) return -1;
         if (for_prefetch && protect_stamp[v] == stamp) return -1;   // needed in the window: stop
-        int64_t b = P.t->allocations.bytes[v];
+        int64_t b = prepared.t->allocations.bytes[v];
         if (ctx.host_valid[v] || pol.may_drop(v) || host_room(b)) return v;
         pol.erase(v);            // dirty and the host buffer is full: cannot evict it now
         aside.push_back(v);
@@ -201,24 +202,24 @@ void Engine<Policy>::restore_aside() {
 template <class Policy>
 void Engine<Policy>::evict(int32_t v, int64_t t) {
     pol.erase(v);
-    int64_t b = P.t->allocations.bytes[v];
+    int64_t b = prepared.t->allocations.bytes[v];
     resident_bytes -= b;
     if (ctx.host_valid[v]) {
         cached_host.erase(v);
         state[v] = Residency::Host;
-        release(v);
-        ++R.evict_clean_count;
+        release_bytes(v);
+        ++result.evict_clean_count;
         event(EK::EvictClean, t, t, v, -1, b);
     } else if (pol.may_drop(v)) {
         state[v] = Residency::Dropped;
-        release(v);
-        ++R.drop_count;
+        release_bytes(v);
+        ++result.drop_count;
         event(EK::Drop, t, t, v, -1, b);
     } else {
         state[v] = Residency::InD2H;
         host_used += b;
-        R.host_peak = std::max(R.host_peak, host_used + program_host);
-        if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
+        result.host_peak = std::max(result.host_peak, host_used + program_host);
+        if (config.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
         pending_release += b;
         ++epoch[v];
         ready_at[v] = start_transfer(v, false, t);   // when the copy lands (recompute inputs)
@@ -253,49 +254,59 @@ bool Engine<Policy>::make_room(int32_t a, int64_t& t, bool for_prefetch) {
 
 template <class Policy>
 void Engine<Policy>::event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes) {
-    if (!C.record_events) return;
-    R.events.push_back({k, t0, t1, alloc_id(a), kernel_id(s), bytes});
-    R.plan_log.origins.push_back(origin);
+    if (!config.record_events) return;
+    result.events.push_back({k, t0, t1, alloc_id(a), kernel_id(s), bytes});
+    result.plan_log.origins.push_back(origin);
 }
 
 template <class Policy>
 void Engine<Policy>::sample(int64_t recorded) {
-    int64_t span = std::max<int64_t>(P.t_end - P.t_begin, 1);
+    int64_t span = std::max<int64_t>(prepared.t_end - prepared.t_begin, 1);
     int64_t nb = static_cast<int64_t>(buckets.size());
-    int64_t b = std::clamp<int64_t>((recorded - P.t_begin) * nb / (span + 1), 0, nb - 1);
+    int64_t b = std::clamp<int64_t>((recorded - prepared.t_begin) * nb / (span + 1), 0, nb - 1);
     Bucket& k = buckets[static_cast<size_t>(b)];
     if (used > k.dev) { k.dev = used; k.t = recorded + shift; k.host = host_used + program_host; }
 }
 
+// A wait from `now` to `until` for allocation a or kernel s: later work moves by it.
+template <class Policy>
+void Engine<Policy>::stall(int64_t now, int64_t until, int32_t a, int32_t s) {
+    shift += until - now;
+    result.stall_time += until - now;
+    ++result.stall_count;
+    event(EK::Stall, now, until, a, s, 0);
+}
+
 template <class Policy>
 void Engine<Policy>::fail_invariant(const std::string& what) {
-    if (R.invariant_violation.empty())
-        R.invariant_violation = what + " (at simulated " + std::to_string(ctx.now) + " ns)";
+    if (result.invariant_violation.empty())
+        result.invariant_violation = what + " (at simulated " + std::to_string(ctx.now) + " ns)";
     done = true;
 }
 
 template <class Policy>
 void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
-    Oom& o = R.oom;
+    Oom& o = result.oom;
     o.happened = true;
     o.time = t;
-    o.recorded = s >= 0 ? P.kstart[s] : P.t->allocations.t_alloc[a];
+    o.recorded = s >= 0 ? prepared.kstart[s] : prepared.t->allocations.t_alloc[a];
     o.allocation = alloc_id(a);
     o.kernel = kernel_id(s);
-    const auto& al = P.t->allocations;
+    const auto& al = prepared.t->allocations;
     int64_t pinned = 0, live = 0;
     for (size_t i = 0; i < state.size(); ++i) {   // once, at the end of a failed run
         bool on_gpu = state[i] == Residency::Gpu || state[i] == Residency::InH2D || state[i] == Residency::InD2H;
-        if (on_gpu) live += caching && block[i] >= 0 ? ca.block_size(block[i]) : al.bytes[i];
+        if (on_gpu) live += allocator_kind == AllocatorKind::Caching && block[i] >= 0 ? ca.block_size(block[i]) : al.bytes[i];
         if (on_gpu && pins[i] > 0) pinned += al.bytes[i];
     }
+    const bool caching = allocator_kind == AllocatorKind::Caching;
     o.bytes_needed = caching ? ca.rounded(al.bytes[a]) : need;
     o.bytes_pinned = pinned;
     if (s >= 0) {
-        o.where = "kernel " + std::to_string(o.kernel) + " (" + P.t->str(P.t->kernels.name[P.korder[s]]) +
+        o.where = "kernel " + std::to_string(o.kernel) + " (" + prepared.t->str(prepared.t->kernels.name[prepared.korder[s]]) +
                   ") needs allocation " + std::to_string(o.allocation);
     } else {
-        o.where = "allocation " + std::to_string(o.allocation) + " (" + P.t->str(al.label[a]) + ")";
+        o.where = "allocation " + std::to_string(o.allocation) + " (" + prepared.t->str(al.label[a]) + ")";
     }
     if (caching) {
         o.largest_free_block = ca.largest_free_block();
@@ -321,25 +332,19 @@ void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
 
 template <class Policy>
 bool Engine<Policy>::on_alloc(int32_t a) {
-    int64_t now = P.t->allocations.t_alloc[a] + shift;
+    int64_t now = prepared.t->allocations.t_alloc[a] + shift;
     int64_t t = now;
     ctx.last_touch[a] = ++tick;
     ctx.last_time[a] = now;
     if (!make_room(a, t, false)) {
-        oom(t, a, -1, P.t->allocations.bytes[a]);
+        oom(t, a, -1, prepared.t->allocations.bytes[a]);
         return false;
     }
-    if (t > now) {
-        int64_t stall = t - now;
-        shift += stall;
-        R.stall_time += stall;
-        ++R.stall_count;
-        event(EK::Stall, now, t, a, -1, 0);
-    }
+    if (t > now) stall(now, t, a, -1);
     state[a] = Residency::Gpu;
-    allocated_bytes += P.t->allocations.bytes[a];
-    resident_bytes += P.t->allocations.bytes[a];
-    ctx.next_of[a] = P.first_use[a];
+    allocated_bytes += prepared.t->allocations.bytes[a];
+    resident_bytes += prepared.t->allocations.bytes[a];
+    ctx.next_of[a] = prepared.first_use[a];
     if (pre_watches) pre->on_alloc(a);
     pol.insert(a);
     t_last = std::max(t_last, t);
@@ -348,17 +353,17 @@ bool Engine<Policy>::on_alloc(int32_t a) {
 
 template <class Policy>
 void Engine<Policy>::on_free(int32_t a) {
-    int64_t now = P.t->allocations.t_free[a] + shift;
+    int64_t now = prepared.t->allocations.t_free[a] + shift;
     complete_until(now);
     ctx.now = now;
-    if (C.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
-    int64_t b = P.t->allocations.bytes[a];
+    if (config.check_invariants && pins[a] > 0) fail_invariant("allocation " + std::to_string(alloc_id(a)) + " freed while a running kernel uses it");
+    int64_t b = prepared.t->allocations.bytes[a];
     if (state[a] != Residency::NotYet && state[a] != Residency::Freed) allocated_bytes -= b;
     if (state[a] == Residency::Gpu || state[a] == Residency::InH2D) resident_bytes -= b;
     switch (state[a]) {
-        case Residency::Gpu: pol.erase(a); release(a); break;
-        case Residency::InH2D: release(a); ++epoch[a]; break;
-        case Residency::InD2H: release(a); pending_release -= b; host_used -= b; ++epoch[a]; break;
+        case Residency::Gpu: pol.erase(a); release_bytes(a); break;
+        case Residency::InH2D: release_bytes(a); ++epoch[a]; break;
+        case Residency::InD2H: release_bytes(a); pending_release -= b; host_used -= b; ++epoch[a]; break;
         default: break;
     }
     if (ctx.host_valid[a]) {
@@ -367,45 +372,45 @@ void Engine<Policy>::on_free(int32_t a) {
         cached_host.erase(a);
     }
     state[a] = Residency::Freed;
-    if (C.check_invariants && pol.contains(a)) fail_invariant("freed allocation still resident");
+    if (config.check_invariants && pol.contains(a)) fail_invariant("freed allocation still resident");
     t_last = std::max(t_last, now);
 }
 
 template <class Policy>
 bool Engine<Policy>::on_kernel_start(int32_t s) {
-    int64_t now = P.kstart[s] + shift;
+    int64_t now = prepared.kstart[s] + shift;
     complete_until(now);
     ctx.now = now;
     ctx.cur_seq = s;
-    int64_t b0 = P.acc_begin[s], b1 = P.acc_begin[s + 1];
+    int64_t b0 = prepared.acc_begin[s], b1 = prepared.acc_begin[s + 1];
     for (int64_t j = b0; j < b1; ++j) {
-        int32_t a = P.acc_alloc[j];
+        int32_t a = prepared.acc_alloc[j];
         if (++pins[a] == 1 && pol.contains(a)) pol.erase(a);
     }
     int64_t t = now, ready = now;
     for (int64_t j = b0; j < b1; ++j) {
-        int32_t a = P.acc_alloc[j];
+        int32_t a = prepared.acc_alloc[j];
         int64_t need_at = now;
         switch (state[a]) {
             case Residency::Gpu: break;
             case Residency::InH2D: need_at = ready_at[a]; break;
             case Residency::InD2H:   // still on the GPU: cancel the eviction
                 state[a] = Residency::Gpu;
-                resident_bytes += P.t->allocations.bytes[a];
-                pending_release -= P.t->allocations.bytes[a];
-                host_used -= P.t->allocations.bytes[a];
+                resident_bytes += prepared.t->allocations.bytes[a];
+                pending_release -= prepared.t->allocations.bytes[a];
+                host_used -= prepared.t->allocations.bytes[a];
                 ++epoch[a];
                 break;
             case Residency::Host:
-                if (!make_room(a, t, false)) { oom(t, a, s, P.t->allocations.bytes[a]); return false; }
+                if (!make_room(a, t, false)) { oom(t, a, s, prepared.t->allocations.bytes[a]); return false; }
                 state[a] = Residency::InH2D;
-                resident_bytes += P.t->allocations.bytes[a];
+                resident_bytes += prepared.t->allocations.bytes[a];
                 need_at = ready_at[a] = start_transfer(a, true, t);
                 break;
             case Residency::Dropped:
                 if (!recompute(a, s, t, 1, need_at)) {
                     unpin_recompute_inputs();
-                    oom(t, rc_oom, s, P.t->allocations.bytes[rc_oom]);
+                    oom(t, rc_oom, s, prepared.t->allocations.bytes[rc_oom]);
                     return false;
                 }
                 break;
@@ -417,37 +422,31 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     if (!rc_pinned.empty()) unpin_recompute_inputs();
     int64_t start = std::max(ready, t);
     complete_until(start);
-    if (start > now) {
-        int64_t stall = start - now;
-        shift += stall;
-        R.stall_time += stall;
-        ++R.stall_count;
-        event(EK::Stall, now, start, -1, s, 0);
-    }
+    if (start > now) stall(now, start, -1, s);
     ctx.now = start;
     for (int64_t j = b0; j < b1; ++j) {
-        int32_t a = P.acc_alloc[j];
+        int32_t a = prepared.acc_alloc[j];
         // The one exemption: a zero-length kernel at the instant its operand is freed (frees
         // come first at an instant) needs nothing for no time; its operand is skipped.
-        if (state[a] == Residency::Freed && P.kstart[s] == P.kend[s] && P.t->allocations.t_free[a] == P.kstart[s]) continue;
-        if (C.check_invariants && state[a] != Residency::Gpu)
+        if (state[a] == Residency::Freed && prepared.kstart[s] == prepared.kend[s] && prepared.t->allocations.t_free[a] == prepared.kstart[s]) continue;
+        if (config.check_invariants && state[a] != Residency::Gpu)
             fail_invariant("kernel " + std::to_string(kernel_id(s)) + " starts with allocation " +
                            std::to_string(alloc_id(a)) + " not resident");
         ctx.last_touch[a] = ++tick;
         ctx.last_time[a] = start;
-        ctx.next_of[a] = P.next_use[j];
+        ctx.next_of[a] = prepared.next_use[j];
         if (pre_watches) pre->on_access(s, j, a);
-        if (P.acc_write[j]) {
+        if (prepared.acc_write[j]) {
             ctx.writer[a] = s;
             drop_host_copy(a);   // the host copy is stale now
         }
     }
-    int64_t dur = P.kend[s] - P.kstart[s];
+    int64_t dur = prepared.kend[s] - prepared.kstart[s];
     // Every kernel the run reaches is stored at its time, moved or not (a missing one is one the
     // run never reached: docs/trace-format.md, run_kernels).
-    if (C.record_events) R.kernel_times.push_back({kernel_id(s), start, start + dur});
-    ++R.kernels_reached;
-    R.last_kernel = kernel_id(s);
+    if (config.record_events) result.kernel_times.push_back({kernel_id(s), start, start + dur});
+    ++result.kernels_reached;
+    result.last_kernel = kernel_id(s);
     t_last = std::max(t_last, start + dur);
     origin.after_launch = true;
     if (pre_acts) pre->after_launch(s, start);
@@ -461,14 +460,14 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
 // at a time). `ready`: when `a` is ready. False on OOM (rc_oom: the allocation that failed).
 template <class Policy>
 bool Engine<Policy>::recompute(int32_t a, int32_t s, int64_t& t, int depth, int64_t& ready) {
-    const auto& al = P.t->allocations;
-    R.recompute_depth_max = std::max<int64_t>(R.recompute_depth_max, depth);
+    const auto& al = prepared.t->allocations;
+    result.recompute_depth_max = std::max<int64_t>(result.recompute_depth_max, depth);
     const int32_t w = ctx.writer[a];
     int64_t inputs_ready = t;
     rc_active[a] = 1;
-    for (int64_t j = P.acc_begin[w]; j < P.acc_begin[w + 1]; ++j) {
-        const int32_t b = P.acc_alloc[j];
-        if (b == a || !P.acc_read[j]) continue;
+    for (int64_t j = prepared.acc_begin[w]; j < prepared.acc_begin[w + 1]; ++j) {
+        const int32_t b = prepared.acc_alloc[j];
+        if (b == a || !prepared.acc_read[j]) continue;
         if (++pins[b] == 1 && pol.contains(b)) pol.erase(b);   // kept while the chain is restored
         rc_pinned.push_back(b);
         if (state[b] == Residency::InD2H) {
@@ -494,21 +493,21 @@ bool Engine<Policy>::recompute(int32_t a, int32_t s, int64_t& t, int depth, int6
                     if (!recompute(b, s, t, depth + 1, rb)) { rc_active[a] = 0; return false; }
                     inputs_ready = std::max(inputs_ready, rb);
                 } else {
-                    ++R.recompute_inputs_assumed;   // a cycle or beyond the bound: assumed there
+                    ++result.recompute_inputs_assumed;   // a cycle or beyond the bound: assumed there
                 }
                 break;
-            default: ++R.recompute_inputs_assumed; break;   // freed (or not yet): cannot come back
+            default: ++result.recompute_inputs_assumed; break;   // freed (or not yet): cannot come back
         }
     }
     rc_active[a] = 0;
     if (!make_room(a, t, false)) { rc_oom = a; return false; }
-    const int64_t cost = P.kend[w] - P.kstart[w];
+    const int64_t cost = prepared.kend[w] - prepared.kstart[w];
     const int64_t st = std::max({t, recompute_free, inputs_ready});
     recompute_free = ready = st + cost;
     state[a] = Residency::Gpu;
     resident_bytes += al.bytes[a];
-    ++R.recompute_count;
-    R.recompute_time += cost;
+    ++result.recompute_count;
+    result.recompute_time += cost;
     event(EK::Recompute, st, st + cost, a, w, al.bytes[a]);
     return true;
 }
@@ -522,10 +521,10 @@ void Engine<Policy>::unpin_recompute_inputs() {
 
 template <class Policy>
 void Engine<Policy>::on_kernel_end(int32_t s) {
-    complete_until(P.kend[s] + shift);
-    ctx.now = P.kend[s] + shift;
-    for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) {
-        int32_t a = P.acc_alloc[j];
+    complete_until(prepared.kend[s] + shift);
+    ctx.now = prepared.kend[s] + shift;
+    for (int64_t j = prepared.acc_begin[s]; j < prepared.acc_begin[s + 1]; ++j) {
+        int32_t a = prepared.acc_alloc[j];
         if (--pins[a] == 0 && state[a] == Residency::Gpu && !pol.contains(a)) pol.insert(a);
     }
 }
@@ -538,9 +537,9 @@ template <class Policy>
 void Engine<Policy>::start_prefetch(int32_t a, int64_t t) {
     if (!make_room(a, t, true)) return;
     state[a] = Residency::InH2D;
-    resident_bytes += P.t->allocations.bytes[a];
-    ++R.prefetch_count;
-    event(EK::Prefetch, t, t, a, -1, P.t->allocations.bytes[a]);
+    resident_bytes += prepared.t->allocations.bytes[a];
+    ++result.prefetch_count;
+    event(EK::Prefetch, t, t, a, -1, prepared.t->allocations.bytes[a]);
     ready_at[a] = start_transfer(a, true, t);
 }
 
@@ -553,8 +552,8 @@ template <class Policy>
 int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& by) {
     constexpr int kEarlySkips = 4;
     if (!early_swap_out_open(s)) return 0;
-    int q = C.link.copy_engines >= 2 ? 1 : 0;
-    int64_t next_start = P.kstart[s + 1] + shift;
+    int q = config.link.copy_engines >= 2 ? 1 : 0;
+    int64_t next_start = prepared.kstart[s + 1] + shift;
     ctx.now = t;
     int skipped = 0;
     int64_t evicted = 0;
@@ -577,7 +576,7 @@ int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& b
             continue;
         }
         evict(v, t);
-        ++R.early_evictions;
+        ++result.early_evictions;
         ++evicted;
     }
     restore_aside();
@@ -588,9 +587,9 @@ int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& b
 // for both early_swap_out's loop and the forecast's own victims).
 template <class Policy>
 bool Engine<Policy>::early_swap_out_open(int32_t s) const {
-    const int32_t n = static_cast<int32_t>(P.korder.size());
-    if (!C.early_swap_out || s + 1 >= n || cap >= kUnlimited || done) return false;
-    return busy[C.link.copy_engines >= 2 ? 1 : 0] <= P.kstart[s + 1] + shift;
+    const int32_t n = static_cast<int32_t>(prepared.korder.size());
+    if (!config.early_swap_out || s + 1 >= n || cap >= kUnlimited || done) return false;
+    return busy[config.link.copy_engines >= 2 ? 1 : 0] <= prepared.kstart[s + 1] + shift;
 }
 
 // Early swap-out of one victim chosen by the prefetcher (forecast): an evictable dirty victim
@@ -599,11 +598,11 @@ template <class Policy>
 typename PrefetchTarget::Early Engine<Policy>::early_swap_out_of(int32_t v, int32_t s, int64_t t) {
     if (!early_swap_out_open(s)) return Early::LinkBusy;
     if (state[v] != Residency::Gpu || pins[v] != 0 || !pol.contains(v) || is_protected(v) || ctx.host_valid[v] ||
-        pol.may_drop(v) || !host_room(P.t->allocations.bytes[v]))
+        pol.may_drop(v) || !host_room(prepared.t->allocations.bytes[v]))
         return Early::Refused;
     ctx.now = t;
     evict(v, t);
-    ++R.early_evictions;
+    ++result.early_evictions;
     return Early::Evicted;
 }
 
@@ -613,9 +612,9 @@ template <class Policy>
 bool Engine<Policy>::step(const RecordedEvent& e) {
     origin = {e.what, false, e.row};
     // the program's host allocations and frees up to this instant (frees first at one instant)
-    for (; host_event < P.host_events.size() && P.host_events[host_event].first <= e.time; ++host_event) {
-        program_host += P.host_events[host_event].second;
-        R.host_peak = std::max(R.host_peak, host_used + program_host);
+    for (; host_event < prepared.host_events.size() && prepared.host_events[host_event].first <= e.time; ++host_event) {
+        program_host += prepared.host_events[host_event].second;
+        result.host_peak = std::max(result.host_peak, host_used + program_host);
     }
     bool oom_here = false;
     switch (e.what) {
@@ -626,48 +625,44 @@ bool Engine<Policy>::step(const RecordedEvent& e) {
     }
     if (oom_here) return false;
     sample(e.time);
-    if (C.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
+    if (config.check_invariants && host_used > host_cap) fail_invariant("host bytes exceed the host buffer");
     return true;
 }
 
 template <class Policy>
 void Engine<Policy>::run() {
-    EventCursor events(P, *P.t);
-    RecordedEvent e;
-    for (uint32_t n = 0; !done && events.next(e); ++n) {
-        if ((n & 4095) == 0 && C.cancel && C.cancel->load(std::memory_order_relaxed)) throw Cancelled();
-        if (!step(e)) break;
-    }
+    begin(nullptr, 0);
+    advance();
     finish();
 }
 
 template <class Policy>
 void Engine<Policy>::finish() {
-    pre->finish(R);
-    R.baseline_makespan = P.t_end - P.t_begin;
+    pre->finish(result);
+    result.baseline_makespan = prepared.t_end - prepared.t_begin;
     // An OOM run ends at its OOM, a halted one at its last event: its makespan is how far it
     // got (simulated time).
-    const int64_t end = R.oom.happened ? R.oom.time : halted ? std::max(t_last, P.t_begin) : std::max(t_last, P.t_end + shift);
-    R.simulated_makespan = end - P.t_begin;
+    const int64_t end = result.oom.happened ? result.oom.time : halted ? std::max(t_last, prepared.t_begin) : std::max(t_last, prepared.t_end + shift);
+    result.simulated_makespan = end - prepared.t_begin;
     for (const Bucket& b : buckets)
-        if (b.dev >= 0) R.memory.push_back({b.t, b.dev, b.host});
+        if (b.dev >= 0) result.memory.push_back({b.t, b.dev, b.host});
 }
 
 template <class Policy>
 void Engine<Policy>::begin(const std::vector<int32_t>* gate_of, size_t events) {
     gates = gate_of;
     arrivals.assign(events, kNoArrival);
-    cursor = std::make_unique<EventCursor>(P, *P.t);
+    cursor = std::make_unique<EventCursor>(prepared, *prepared.t);
 }
 
 template <class Policy>
 int32_t Engine<Policy>::advance() {
     if (paused && done) paused = false;   // halted while it waited
-    if (paused) return (*gates)[static_cast<size_t>(cur.seq)];
+    if (paused) return gate(cur.seq);
     while (!done && cursor->next(cur)) {
-        if ((n_events++ & 4095) == 0 && C.cancel && C.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        if ((n_events++ & 4095) == 0 && config.cancel && config.cancel->load(std::memory_order_relaxed)) throw Cancelled();
         if (cur.what == Recorded::KernelEnd) {
-            const int32_t g = (*gates)[static_cast<size_t>(cur.seq)];
+            const int32_t g = gate(cur.seq);
             if (g >= 0) {
                 paused = true;
                 return g;
@@ -675,7 +670,7 @@ int32_t Engine<Policy>::advance() {
         }
         if (!step(cur)) { done = true; break; }
         if (cur.what == Recorded::KernelStart) {
-            const int32_t g = (*gates)[static_cast<size_t>(cur.seq)];
+            const int32_t g = gate(cur.seq);
             if (g >= 0) arrivals[static_cast<size_t>(g)] = shift;   // started at kstart + shift
         }
     }
@@ -689,12 +684,12 @@ void Engine<Policy>::release(int64_t delay) {
     const int32_t s = cur.seq;
     if (delay > shift) {
         // A coupled wait: the collective (or receive) ends when its slowest participant lets it.
-        const int64_t now = P.kend[s] + shift;
-        event(EK::Stall, now, P.kend[s] + delay, -1, s, 0);
-        R.coupled_wait_time += delay - shift;
-        ++R.coupled_wait_count;
+        const int64_t now = prepared.kend[s] + shift;
+        event(EK::Stall, now, prepared.kend[s] + delay, -1, s, 0);
+        result.coupled_wait_time += delay - shift;
+        ++result.coupled_wait_count;
         shift = delay;
-        t_last = std::max(t_last, P.kend[s] + shift);
+        t_last = std::max(t_last, prepared.kend[s] + shift);
     }
     if (!step(cur)) done = true;
 }
@@ -707,14 +702,6 @@ template class Engine<CostAwarePolicy>;
 
 // ---- entry points -------------------------------------------------------------------------
 
-namespace {
-template <class Policy>
-void run_with(const Prepared& p, const Config& c, Result& r, int64_t cap, int64_t host_cap) {
-    Engine<Policy> e(p, c, r, cap, host_cap);
-    e.run();
-}
-}  // namespace
-
 Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap) {
     Result r;
     r.config = c;
@@ -723,7 +710,7 @@ Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& h
     r.assumed_accesses = p.assumed_accesses;
     r.warnings = trace_warnings(p);
     r.order_only = p.t->order_only();
-    r.baseline_peak = baseline_peak(p, c.allocator);
+    r.baseline_peak = baseline_peak(p, parse_allocator(c.allocator));
     cap = c.capacity.fraction > 0
               ? static_cast<int64_t>(std::floor(c.capacity.fraction * static_cast<double>(r.baseline_peak)))
               : c.capacity.bytes;
@@ -752,11 +739,9 @@ Result simulate(const Prepared& p, const Config& c) {
     auto t0 = std::chrono::steady_clock::now();
     int64_t cap = 0, host_cap = 0;
     Result r = start_result(p, c, cap, host_cap);
-    if (c.eviction == "lru") run_with<LruPolicy>(p, c, r, cap, host_cap);
-    else if (c.eviction == "largest") run_with<LargestPolicy>(p, c, r, cap, host_cap);
-    else if (c.eviction == "belady") run_with<BeladyPolicy>(p, c, r, cap, host_cap);
-    else if (c.eviction == "dtr") run_with<DtrPolicy>(p, c, r, cap, host_cap);
-    else run_with<CostAwarePolicy>(p, c, r, cap, host_cap);
+    with_eviction_policy(parse_eviction(c.eviction), [&]<class Policy>(std::type_identity<Policy>) {
+        Engine<Policy>(p, c, r, cap, host_cap).run();
+    });
     end_result(p, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return r;
 }

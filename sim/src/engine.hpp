@@ -6,6 +6,7 @@
 #include <cmath>
 #include <queue>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mhc/common/units.hpp"
@@ -21,7 +22,7 @@ template <class Policy>
 class Engine final : public PrefetchTarget {
 public:
     Engine(const Prepared& p, const Config& c, Result& r, int64_t capacity, int64_t host_capacity);
-    void run();
+    void run();   // begin(), advance() with no cross-rank events, finish()
 
     // A coupled (multi-rank) run in pieces (coupled.cpp, docs/simulator.md "Coupled ranks").
     // gate_of[seq]: the index of the kernel's cross-rank event, -1 for the others. begin(),
@@ -38,7 +39,7 @@ public:
     void halt() { done = halted = true; }
     void finish();
     int64_t arrival(int32_t g) const { return arrivals[static_cast<size_t>(g)]; }
-    bool oom_happened() const { return R.oom.happened; }
+    bool oom_happened() const { return result.oom.happened; }
 
 private:
     using EK = trace::EventKind;
@@ -54,7 +55,7 @@ private:
 
     // memory (ideal or caching allocator)
     bool try_reserve(int32_t a);
-    void release(int32_t a);
+    void release_bytes(int32_t a);
     bool fits_after_pending(int32_t a) const;
     void note_peak();
     // transfers
@@ -86,23 +87,24 @@ private:
 
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
+    void stall(int64_t now, int64_t until, int32_t a, int32_t s);
     void fail_invariant(const std::string& what);
     void oom(int64_t t, int32_t a, int32_t s, int64_t bytes_needed);
-    int64_t alloc_id(int32_t a) const { return a >= 0 ? P.t->allocations.id[a] : 0; }
-    int64_t kernel_id(int32_t s) const { return s >= 0 ? P.t->kernels.id[P.korder[s]] : 0; }
+    int64_t alloc_id(int32_t a) const { return a >= 0 ? prepared.t->allocations.id[a] : 0; }
+    int64_t kernel_id(int32_t s) const { return s >= 0 ? prepared.t->kernels.id[prepared.korder[s]] : 0; }
     // A transfer in flight whose completion still changes something (not freed or cancelled).
     bool live(const Transfer& x) const {
         return x.epoch == epoch[x.alloc] && state[x.alloc] == (x.h2d ? Residency::InH2D : Residency::InD2H);
     }
 
-    const Prepared& P;
-    const Config& C;
-    Result& R;
+    const Prepared& prepared;
+    const Config& config;
+    Result& result;
     Ctx ctx;
     Policy pol;
     std::unique_ptr<Prefetcher> pre;
     bool pre_watches = false, pre_waits = false, pre_acts = false;   // which of its hooks it wants
-    bool caching;
+    const AllocatorKind allocator_kind;
     CachingAllocator ca;
     int64_t cap, host_cap;
     bool done = false;
@@ -139,7 +141,7 @@ private:
     std::vector<Bucket> buckets;
     int64_t cur_recorded = 0;
 
-    // coupled runs
+    // the event loop (coupled runs: paused at cross-rank events)
     std::unique_ptr<EventCursor> cursor;
     RecordedEvent cur;
     uint32_t n_events = 0;
@@ -148,6 +150,26 @@ private:
     bool paused = false;
     bool halted = false;                 // stopped by halt(): its makespan ends where it stopped
     bool step(const RecordedEvent& e);   // one event; false when the run must stop (OOM)
+    int32_t gate(int32_t seq) const { return gates ? (*gates)[static_cast<size_t>(seq)] : -1; }
 };
+
+// The one place where an eviction policy's kind becomes its class: returns
+// f(std::type_identity<Policy>{}).
+template <class F>
+decltype(auto) with_eviction_policy(EvictionKind kind, F&& f) {
+    switch (kind) {
+        case EvictionKind::Lru: return f(std::type_identity<LruPolicy>{});
+        case EvictionKind::Largest: return f(std::type_identity<LargestPolicy>{});
+        case EvictionKind::Belady: return f(std::type_identity<BeladyPolicy>{});
+        case EvictionKind::Dtr: return f(std::type_identity<DtrPolicy>{});
+        case EvictionKind::CostAware: break;
+    }
+    return f(std::type_identity<CostAwarePolicy>{});
+}
+
+// A run's result before the engine fills it (configuration, baseline, capacities resolved),
+// and its closing figures after: the same for simulate() and the coupled runners.
+Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap);
+void end_result(const Prepared& p, Result& r, double seconds);
 
 }  // namespace mhc::sim

@@ -162,15 +162,19 @@ struct SampledSet {
     }
 };
 
-// DTR (Kirisame et al., ICLR 2021): evict the smallest h = cost / (size x staleness).
-// cost = recompute time for an activation with a known producer, else the swap round trip.
-struct DtrPolicy {
+// The evictable set of a score policy: a sampled set, scored when a victim is picked.
+struct SampledPolicy {
     const Ctx* c = nullptr;
     SampledSet s;
     void init(const Ctx* ctx, size_t n) { c = ctx; s.init(n); }
     bool contains(int32_t a) const { return s.contains(a); }
     void insert(int32_t a) { s.insert(a); }
     void erase(int32_t a) { s.erase(a); }
+};
+
+// DTR (Kirisame et al., ICLR 2021): evict the smallest h = cost / (size x staleness).
+// cost = recompute time for an activation with a known producer, else the swap round trip.
+struct DtrPolicy : SampledPolicy {
     double cost(int32_t a) const {
         return std::min(c->recompute_ns(a), c->swap_out_ns(a) + c->swap_in_ns(a));
     }
@@ -188,13 +192,7 @@ struct DtrPolicy {
 // The cost-aware scheduler claimed for mHC: prefer allocations whose next use is far
 // relative to what bringing them back costs, that were produced early in the step, and
 // whose round trip hides behind the time until their next use (link backlog included).
-struct CostAwarePolicy {
-    const Ctx* c = nullptr;
-    SampledSet s;
-    void init(const Ctx* ctx, size_t n) { c = ctx; s.init(n); }
-    bool contains(int32_t a) const { return s.contains(a); }
-    void insert(int32_t a) { s.insert(a); }
-    void erase(int32_t a) { s.erase(a); }
+struct CostAwarePolicy : SampledPolicy {
     double reload_ns(int32_t a) const { return std::min(c->swap_in_ns(a), c->recompute_ns(a)); }
     double score(int32_t a) const {
         const Prepared& P = *c->P;

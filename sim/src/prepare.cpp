@@ -396,8 +396,12 @@ std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t devic
     return p;
 }
 
+int64_t baseline_peak(const Prepared& p, AllocatorKind allocator) {
+    return allocator == AllocatorKind::Caching ? p.peak_caching : p.peak_ideal;
+}
+
 int64_t baseline_peak(const Prepared& p, const std::string& allocator) {
-    return allocator == "caching" ? p.peak_caching : p.peak_ideal;
+    return baseline_peak(p, parse_allocator(allocator));
 }
 int32_t device_of(const Prepared& p) { return p.device; }
 bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }

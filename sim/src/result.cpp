@@ -5,59 +5,62 @@
 
 #include "mhc/common/units.hpp"
 #include "mhc/sim/result.hpp"
+#include "mhc/sim/result_fields.hpp"
 
 namespace mhc::sim {
 
+namespace {
+
+// The metrics of a run, read from its field list (result_fields.hpp): each field tagged with a
+// metric name, under the condition its tag states.
+struct MetricList {
+    const Result& r;
+    std::vector<std::pair<std::string, double>>& out;
+
+    template <class T>
+    void operator()(const Field& f, const T& x) {
+        if constexpr (std::is_same_v<T, Oom>) {
+            fields(x, *this);
+        } else if constexpr (std::is_arithmetic_v<T>) {
+            if (f.when == MetricWhen::Never) return;
+            const bool unlimited = f.unlimited_as_minus_one && static_cast<double>(x) >= static_cast<double>(kUnlimited);
+            add(f, unlimited ? -1.0 : static_cast<double>(x));
+        }
+    }
+    void add(const Field& f, double v) {
+        const bool oom = r.oom.happened;
+        switch (f.when) {
+            case MetricWhen::Never: return;
+            case MetricWhen::Always: break;
+            case MetricWhen::Finished:
+                if (oom && f.metric_after_oom) out.emplace_back(f.metric_after_oom, v);
+                if (oom) return;
+                break;
+            case MetricWhen::OnOom: if (!oom) return; break;
+            case MetricWhen::Known: if (std::isnan(v)) return; break;
+            case MetricWhen::Positive: if (!(v > 0)) return; break;
+            case MetricWhen::Reached: if (!(v >= 0)) return; break;
+        }
+        out.emplace_back(f.metric, v);
+    }
+};
+
+// The keys of --json's "oom" object, from the same list.
+struct OomJson {
+    nlohmann::json& j;
+    template <class T>
+    void operator()(const Field& f, const T& x) {
+        if (f.json) j[f.json] = x;
+    }
+};
+
+}  // namespace
+
+// A run that stopped at an OOM did not finish: it has no peak reduction or throughput loss
+// (null in --json, absent here); the slowdown of the part that ran has its own name.
 std::vector<std::pair<std::string, double>> metrics(const Result& r) {
-    auto d = [](int64_t v) { return static_cast<double>(v); };
-    std::vector<std::pair<std::string, double>> m{
-        {"capacity_bytes", d(r.capacity >= kUnlimited ? -1 : r.capacity)},
-        {"host_capacity_bytes", d(r.host_capacity >= kUnlimited ? -1 : r.host_capacity)},
-        {"baseline_peak_bytes", d(r.baseline_peak)},
-        {"simulated_peak_bytes", d(r.simulated_peak)},
-        {"baseline_makespan_ns", d(r.baseline_makespan)},
-        {"simulated_makespan_ns", d(r.simulated_makespan)},
-        {"stall_ns", d(r.stall_time)},
-        {"stalls", d(r.stall_count)},
-        {"swap_in_bytes", d(r.swap_in_bytes)},
-        {"swap_ins", d(r.swap_in_count)},
-        {"swap_out_bytes", d(r.swap_out_bytes)},
-        {"swap_outs", d(r.swap_out_count)},
-        {"clean_evictions", d(r.evict_clean_count)},
-        {"prefetches", d(r.prefetch_count)},
-        {"drops", d(r.drop_count)},
-        {"recomputations", d(r.recompute_count)},
-        {"recompute_ns", d(r.recompute_time)},
-        {"recompute_depth_max", d(r.recompute_depth_max)},
-        {"recompute_inputs_assumed", d(r.recompute_inputs_assumed)},
-        {"host_peak_bytes", d(r.host_peak)},
-        {"oom", r.oom.happened ? 1.0 : 0.0},
-        {"assumed_accesses", r.assumed_accesses ? 1.0 : 0.0},
-        {"kernels_reached", d(r.kernels_reached)},
-        {"sim_seconds", r.seconds},
-    };
-    // A run that stopped at an OOM did not finish: it has no peak reduction or throughput
-    // loss (null in --json, absent here); the slowdown of the part that ran has its own name.
-    if (!r.oom.happened) {
-        m.push_back({"peak_reduction", r.peak_reduction});
-        m.push_back({"throughput_loss", r.throughput_loss});
-    } else {
-        m.push_back({"oom_slowdown", r.throughput_loss});
-    }
-    if (r.last_kernel >= 0) m.push_back({"last_kernel_reached", d(r.last_kernel)});
-    if (r.oom.happened) {
-        m.push_back({"oom_time_ns", d(r.oom.time)});
-        m.push_back({"oom_bytes_needed", d(r.oom.bytes_needed)});
-        m.push_back({"oom_bytes_short", d(r.oom.bytes_short)});
-        m.push_back({"oom_bytes_pinned", d(r.oom.bytes_pinned)});
-        m.push_back({"oom_fragmentation", r.oom.fragmentation ? 1.0 : 0.0});
-    }
-    if (!std::isnan(r.forecast_error)) m.push_back({"forecast_error", r.forecast_error});
-    if (!std::isnan(r.forecast_peak_error)) m.push_back({"forecast_peak_error", r.forecast_peak_error});
-    if (!std::isnan(r.forecast_horizon_error)) m.push_back({"forecast_horizon_error", r.forecast_horizon_error});
-    if (r.forecast_horizon_steps > 0) m.push_back({"forecast_horizon_steps", d(r.forecast_horizon_steps)});
-    if (r.forecast_evictions > 0) m.push_back({"forecast_evictions", d(r.forecast_evictions)});
-    m.push_back({"early_evictions", d(r.early_evictions)});
+    std::vector<std::pair<std::string, double>> m;
+    fields(r, MetricList{r, m});
     return m;
 }
 
@@ -148,14 +151,8 @@ std::string to_json(const Result& r) {
     // order-only: the time metrics count event numbers, not nanoseconds (and a warning says so)
     j["timing"] = r.order_only ? "order-only" : "exact";
     j["warnings"] = r.warnings;
-    if (r.oom.happened)
-        j["oom"] = {{"where", r.oom.where}, {"why", r.oom.why}, {"time_ns", r.oom.time},
-                    {"allocation", r.oom.allocation}, {"kernel", r.oom.kernel},
-                    {"bytes_needed", r.oom.bytes_needed}, {"bytes_short", r.oom.bytes_short},
-                    {"bytes_pinned", r.oom.bytes_pinned}, {"fragmentation", r.oom.fragmentation},
-                    {"largest_free_block", r.oom.largest_free_block}};
-    else
-        j["oom"] = nullptr;
+    j["oom"] = nullptr;
+    if (r.oom.happened) fields(r.oom, OomJson{j["oom"]});
     j["assumed_accesses"] = r.assumed_accesses;
     if (!r.invariant_violation.empty()) j["invariant_violation"] = r.invariant_violation;
     return j.dump(2);

@@ -20,26 +20,18 @@ int worker_count(int jobs, size_t tasks) {
 }
 
 // Runs task(i) for i in [0, n) on `jobs` threads; exceptions are rethrown on the caller.
-template <class Task>
-void parallel_for(size_t n, int jobs, Task task, const std::function<void(size_t, size_t)>& progress,
-                  const std::function<size_t()>& claim = {}) {
-    std::atomic<size_t> next{0}, done{0};
+// next() gives each worker its next index (>= n: none left).
+template <class Task, class Next>
+void parallel_for(size_t n, int jobs, Task task, Next next) {
     std::mutex mu;
     std::exception_ptr error;
     auto worker = [&] {
-        for (;;) {
-            size_t i = claim ? claim() : next.fetch_add(1);
-            if (i >= n) return;
+        for (size_t i = next(); i < n; i = next()) {
             try {
                 task(i);
             } catch (...) {
                 std::lock_guard<std::mutex> g(mu);
                 if (!error) error = std::current_exception();
-            }
-            size_t d = done.fetch_add(1) + 1;
-            if (progress) {
-                std::lock_guard<std::mutex> g(mu);
-                progress(d, n);
             }
         }
     };
@@ -55,83 +47,114 @@ bool within(const Result& r, double budget) {
     return !r.oom.happened && r.invariant_violation.empty() && r.throughput_loss <= budget;
 }
 
+std::vector<LinkModel> sweep_links(const SweepSpec& spec) {
+    return spec.links.empty() ? std::vector<LinkModel>{spec.base.link} : spec.links;
+}
+
+// The base configuration under one policy, prefetcher and link.
+Config combination(const SweepSpec& spec, const std::string& pol, const std::string& pre, const LinkModel& link) {
+    Config c = spec.base;
+    c.eviction = pol;
+    c.prefetch = pre;
+    c.link = link;
+    return c;
+}
+
+// The grid's configurations, in grid order: policy, prefetch, capacity, link.
+std::vector<Config> grid_configs(const SweepSpec& spec) {
+    std::vector<Config> grid;
+    for (const auto& pol : spec.policies)
+        for (const auto& pre : spec.prefetchers)
+            for (const auto& cap : spec.capacities)
+                for (const auto& link : sweep_links(spec)) {
+                    grid.push_back(combination(spec, pol, pre, link));
+                    grid.back().capacity = cap;
+                    validate(grid.back());
+                }
+    return grid;
+}
+
+// One bisection per combination: its configuration (each probe sets the capacity) and its
+// answer's heading.
+std::vector<BisectAnswer> bisections(const SweepSpec& spec, std::vector<Config>& configs) {
+    std::vector<BisectAnswer> out;
+    if (!spec.bisect) return out;
+    for (const auto& pol : spec.policies)
+        for (const auto& pre : spec.prefetchers)
+            for (const auto& link : sweep_links(spec)) {
+                configs.push_back(combination(spec, pol, pre, link));
+                BisectAnswer a;
+                a.policy = pol;
+                a.prefetch = pre;
+                a.link = link.name;
+                out.push_back(std::move(a));
+            }
+    return out;
+}
+
+// The smallest share of the baseline peak within the budget, by bisection over (0, 1]: every
+// probe calls tick(), bisect_steps + 1 of them whatever happens.
+void bisect(const Prepared& p, const SweepSpec& spec, Config c, BisectAnswer& ans, const std::function<void()>& tick) {
+    auto at = [&](double f) { c.capacity = Capacity{kUnlimited, f}; Result r = simulate(p, c); tick(); return r; };
+    Result hi_r = at(1.0);
+    if (!within(hi_r, spec.budget)) {
+        for (int k = 0; k < spec.bisect_steps; ++k) tick();
+        return;
+    }
+    double lo = 0, hi = 1.0;
+    for (int k = 0; k < spec.bisect_steps; ++k) {
+        double mid = (lo + hi) / 2;
+        Result r = at(mid);
+        if (within(r, spec.budget)) { hi = mid; hi_r = std::move(r); } else { lo = mid; }
+    }
+    ans.found = true;
+    ans.fraction = hi;
+    ans.result = std::move(hi_r);
+}
+
 }  // namespace
 
 void parallel_for_each(size_t n, int jobs, const std::function<void(size_t)>& task) {
-    parallel_for(n, jobs, task, {});
+    std::atomic<size_t> next{0};
+    parallel_for(n, jobs, task, [&] { return next.fetch_add(1); });
 }
 
-std::vector<Result> run_all(const Prepared& p, const std::vector<Config>& configs, int jobs,
-                            const std::function<void(size_t, size_t)>& progress) {
-    std::vector<Result> out(configs.size());
-    parallel_for(configs.size(), jobs, [&](size_t i) { out[i] = simulate(p, configs[i]); }, progress);
-    return out;
+SweepTasks sweep_tasks(const SweepSpec& spec) {
+    const size_t links = sweep_links(spec).size(), combos = spec.policies.size() * spec.prefetchers.size() * links;
+    return {combos * spec.capacities.size(), spec.bisect ? combos : 0};
 }
 
 SweepResult sweep(const Prepared& p, const SweepSpec& spec,
                   const std::function<void(size_t, size_t)>& progress) {
     auto t0 = std::chrono::steady_clock::now();
     SweepResult s;
-    std::vector<LinkModel> links = spec.links.empty() ? std::vector<LinkModel>{spec.base.link} : spec.links;
-    std::vector<Config> grid;
-    for (const auto& pol : spec.policies)
-        for (const auto& pre : spec.prefetchers)
-            for (const auto& cap : spec.capacities)
-                for (const auto& link : links) {
-                    Config c = spec.base;
-                    c.eviction = pol;
-                    c.prefetch = pre;
-                    c.capacity = cap;
-                    c.link = link;
-                    validate(c);
-                    grid.push_back(c);
-                }
-    struct Combo { std::string pol, pre; LinkModel link; };
-    std::vector<Combo> combos;
-    if (spec.bisect)
-        for (const auto& pol : spec.policies)
-            for (const auto& pre : spec.prefetchers)
-                for (const auto& link : links) combos.push_back({pol, pre, link});
-    size_t total = grid.size() + combos.size() * static_cast<size_t>(spec.bisect_steps + 1);
-    std::atomic<size_t> done{0};
+    const std::vector<Config> grid = grid_configs(spec);
+    std::vector<Config> bisect_configs;
+    s.answers = bisections(spec, bisect_configs);
+    const SweepTasks tasks{grid.size(), s.answers.size()};
+    const size_t total = grid.size() + s.answers.size() * static_cast<size_t>(spec.bisect_steps + 1);
+    std::atomic<size_t> done{0}, position{0};
     std::mutex mu;
     auto tick = [&] {
         size_t d = done.fetch_add(1) + 1;
         if (progress) { std::lock_guard<std::mutex> g(mu); progress(d, total); }
     };
     s.grid.resize(grid.size());
-    s.answers.resize(combos.size());
     s.budget = spec.budget;
     s.simulations = total;
-    // One pool over both kinds of task: grid runs, then one bisection per combination.
-    parallel_for(grid.size() + combos.size(), spec.jobs, [&](size_t i) {
-        if (spec.mine && !spec.mine(i)) return;   // another process runs it
-        if (i < grid.size()) {
+    // One pool over both kinds of task, each worker taking the next position in tasks.at order.
+    auto next = [&] {
+        const size_t k = spec.tasks ? spec.tasks->next() : position.fetch_add(1);
+        return k < tasks.count() ? tasks.at(k) : tasks.count();
+    };
+    parallel_for(tasks.count(), spec.jobs, [&](size_t i) {
+        if (!tasks.is_bisection(i)) {
             s.grid[i] = simulate(p, grid[i]);
             tick();
             return;
         }
-        const Combo& cb = combos[i - grid.size()];
-        BisectAnswer& ans = s.answers[i - grid.size()];
-        ans.policy = cb.pol; ans.prefetch = cb.pre; ans.link = cb.link.name;
-        Config c = spec.base;
-        c.eviction = cb.pol; c.prefetch = cb.pre; c.link = cb.link;
-        auto at = [&](double f) { c.capacity = Capacity{kUnlimited, f}; Result r = simulate(p, c); tick(); return r; };
-        Result hi_r = at(1.0);
-        if (!within(hi_r, spec.budget)) {
-            for (int k = 0; k < spec.bisect_steps; ++k) tick();
-            return;
-        }
-        double lo = 0, hi = 1.0;
-        for (int k = 0; k < spec.bisect_steps; ++k) {
-            double mid = (lo + hi) / 2;
-            Result r = at(mid);
-            if (within(r, spec.budget)) { hi = mid; hi_r = std::move(r); } else { lo = mid; }
-        }
-        ans.found = true;
-        ans.fraction = hi;
-        ans.result = std::move(hi_r);
-    }, {}, spec.claim);
+        bisect(p, spec, bisect_configs[i - grid.size()], s.answers[i - grid.size()], tick);
+    }, next);
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return s;
 }

@@ -81,6 +81,8 @@ q="select r.status || ' ' || (select count(*) from run_metrics m where m.run = r
 [ "$(sqlite3 stored.rank0.db "$q"),$(sqlite3 stored.rank1.db "$q"),$(sqlite3 stored.rank2.db "$q")" = \
   "incomplete 0,incomplete 0,oom 0" ] || fail "stored runs: $(sqlite3 stored.rank0.db "$q"),$(sqlite3 stored.rank2.db "$q")"
 command -v mpirun >/dev/null || { echo "one process ok; skipped: mpirun not found (openmpi-bin)"; exit 77; }
+# A build without MPI runs every process of mpirun as a whole job of its own.
+[ "${MHC_BUILT_WITH_MPI:-1}" = 1 ] || { echo "one process ok; skipped: this build has no MPI (MHC_WITH_MPI)"; exit 77; }
 for n in 2 3; do
     check_job ".$n" mpirun -n "$n" --oversubscribe
     for job in oom3 oom3j p2p; do

@@ -1,12 +1,12 @@
-// The agreement that ends every process of an MPI job (cli/mpi_job.hpp): run under mpirun
+// The agreement that ends every process of an MPI job (mhc/dist/process.hpp): run under mpirun
 // with 2 or more processes. A process that fails before a parallel phase reaches agree() while
 // the others are at enter_parallel(): they learn its failure instead of waiting for it.
 #include <cstdio>
 #include <cstdlib>
 
-#include "mpi_job.hpp"
+#include "mhc/dist/process.hpp"
 
-using namespace mhc::cli;
+namespace mpi = mhc::dist;
 
 #define EXPECT(c)                                                                              \
     do {                                                                                       \

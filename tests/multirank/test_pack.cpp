@@ -1,10 +1,11 @@
-// Every field of sim::Result survives the MPI transport (cli/mpi_job.cpp pack/unpack); the
-// static_assert there catches a field added to the struct and not to the packing.
+// Every field of sim::Result survives the MPI transport (mhc/dist/codec.hpp, which packs the
+// fields of mhc/sim/result_fields.hpp), and so does a sweep's bisection answer.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "mpi_job.hpp"
+#include "mhc/dist/codec.hpp"
+#include "mhc/sim/sweep.hpp"
 
 using namespace mhc;
 
@@ -43,16 +44,16 @@ int main() {
     r.forecast_horizon_steps = n(); r.forecast_evictions = n(); r.early_evictions = n();
     r.coupled_wait_time = n(); r.coupled_wait_count = n();
     r.kernels_reached = n(); r.last_kernel = n();
-    r.assumed_accesses = true; r.warnings = {"w1", "w2"}; r.invariant_violation = "inv"; r.rows = n(); r.seconds = 1.25;
+    r.assumed_accesses = true; r.order_only = true; r.warnings = {"w1", "w2"}; r.invariant_violation = "inv"; r.rows = n(); r.seconds = 1.25;
     r.events = {{trace::EventKind::Recompute, n(), n(), n(), n(), n()}};
     r.plan_log.origins = {{sim::Recorded::KernelEnd, true, 7}};
     r.plan_log.releases = {{5, 6, {sim::Recorded::Free, false, 9}, true}};
     r.kernel_times = {{n(), n(), n()}};
     r.memory = {{n(), n(), n()}};
 
-    std::string b = cli::mpi::pack(r);
-    sim::Result u = cli::mpi::unpack(b);
-    EXPECT(cli::mpi::pack(u) == b);
+    std::string b = dist::pack(r);
+    sim::Result u = dist::unpack(b);
+    EXPECT(dist::pack(u) == b);
     EXPECT(u.config.prefetch == "forecast:3" && u.config.link.by_chunk.size() == 1 && u.config.memory_samples == 17);
     EXPECT(u.config.link.by_chunk[0].both_h2d_Bps == 4e9 && u.config.link.by_chunk[0].both_d2h_Bps == 4.5e9);
     EXPECT(u.config.link.notes.size() == 2 && u.config.link.notes[1] == "n2");
@@ -67,9 +68,15 @@ int main() {
     EXPECT(u.plan_log.origins[0] == r.plan_log.origins[0] && u.plan_log.origins[0].after_launch);
     EXPECT(u.plan_log.releases[0].failed_allocation && u.plan_log.releases[0].before == 6);
     EXPECT(u.kernel_times[0].t_end == r.kernel_times[0].t_end && u.memory[0].host_bytes == r.memory[0].host_bytes);
+    // Every field of the list travels, order_only among them.
+    EXPECT(u.order_only);
+    sim::BisectAnswer a{"dtr", "periodic", "pcie5", true, 0.375, r};
+    sim::BisectAnswer ua = dist::decode<sim::BisectAnswer>(dist::encode(a));
+    EXPECT(ua.policy == "dtr" && ua.prefetch == "periodic" && ua.link == "pcie5" && ua.found && ua.fraction == 0.375);
+    EXPECT(dist::pack(ua.result) == b);
     // A truncated message is refused, not read past its end.
     bool threw = false;
-    try { cli::mpi::unpack(b.substr(0, b.size() - 1)); } catch (const std::exception&) { threw = true; }
+    try { dist::unpack(b.substr(0, b.size() - 1)); } catch (const std::exception&) { threw = true; }
     EXPECT(threw);
     std::puts("ok");
     return 0;

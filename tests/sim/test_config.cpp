@@ -8,6 +8,7 @@
 #include "helpers.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/sim/config.hpp"
+#include "mhc/sim/coupled.hpp"
 #include "mhc/sim/link.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/model.hpp"
@@ -152,4 +153,26 @@ TEST_CASE("a set cancel flag stops simulate() with sim::Cancelled; a clear one c
     auto plain = mhc::sim::simulate(t, c);
     CHECK(r.simulated_makespan == plain.simulated_makespan);
     CHECK(r.events.size() == plain.events.size());
+}
+
+TEST_CASE("policy and allocator names parse into one kind each; unknown names are refused in one line", "[sim][config]") {
+    std::vector<sim::EvictionKind> kinds;
+    for (const auto& p : sim::eviction_policies()) kinds.push_back(sim::parse_eviction(p.name));
+    CHECK(kinds == std::vector<sim::EvictionKind>{sim::EvictionKind::Lru, sim::EvictionKind::Largest,
+                                                  sim::EvictionKind::Belady, sim::EvictionKind::Dtr,
+                                                  sim::EvictionKind::CostAware});
+    CHECK(sim::parse_allocator("ideal") == sim::AllocatorKind::Ideal);
+    CHECK(sim::parse_allocator("caching") == sim::AllocatorKind::Caching);
+    CHECK_THROWS_WITH(sim::parse_eviction("cost-aware"), "unknown eviction policy 'cost-aware': use one of lru, largest, "
+                                                         "belady, dtr, cost_aware; did you mean cost_aware?");
+    CHECK_THROWS_WITH(sim::parse_allocator("cachin"), Catch::StartsWith("unknown allocator model 'cachin': use one of ideal, caching"));
+    // A run never falls back to another policy: an unknown name is refused where it starts.
+    using namespace simtest;
+    auto t = build({{MiB, 0, mhc::trace::kNoTime}}, {{1 * ms, 2 * ms, {{0, 'w'}}}});
+    auto c = config("lru", 4 * MiB);
+    c.eviction = "fifo";
+    CHECK_THROWS_WITH(sim::simulate(t, c), Catch::StartsWith("unknown eviction policy 'fifo'"));
+    sim::RankTrace rank{"r.db", &t, sim::prepare(t)};
+    sim::JobPlan plan = sim::plan_job({rank});
+    CHECK_THROWS_WITH(sim::make_runner(*rank.prepared, c, plan, 0), Catch::StartsWith("unknown eviction policy 'fifo'"));
 }

@@ -3,6 +3,8 @@
 // every rank of generated pipeline and data-parallel jobs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "helpers.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/sim/coupled.hpp"
@@ -359,6 +361,34 @@ TEST_CASE("coupled: an NCCL kernel's name starts with 'nccl' (that case) and its
     CHECK(plan.events[0][0].op == "AllGather");
     CHECK(plan.events[0][1].op == "AllReduce");
     CHECK(plan.events[0][1].row == 2);
+}
+
+TEST_CASE("coupled: a rank without cross-rank events runs as simulate() runs it, under every policy", "[sim][multirank]") {
+    // simulate() and the coupled runner share one event loop: same timeline, same figures.
+    Job job({stalling_rank(5 * ms, "k", 0, {})});
+    for (const auto& p : sim::eviction_policies())
+        for (const char* allocator : {"ideal", "caching"}) {
+            INFO(p.name << " " << allocator);
+            sim::Config c = config(p.name, MiB);
+            c.allocator = allocator;
+            c.capacity = sim::Capacity{allocator == std::string("ideal") ? MiB : 4 * MiB, 0};
+            const sim::Result alone = sim::simulate(*job.ranks[0].prepared, c);
+            const sim::CoupledResult coupled = sim::simulate_coupled(job.ranks, sim::plan_job(job.ranks), c);
+            const sim::Result& r = coupled.ranks[0];
+            CHECK(coupled.cross_events == 0);
+            CHECK(r.events.size() == alone.events.size());
+            for (size_t k = 0; k < r.events.size() && k < alone.events.size(); ++k) {
+                CHECK(r.events[k].kind == alone.events[k].kind);
+                CHECK(r.events[k].t_start == alone.events[k].t_start);
+                CHECK(r.events[k].t_end == alone.events[k].t_end);
+            }
+            auto figures = [](const sim::Result& x) {
+                auto m = sim::metrics(x);
+                m.erase(std::remove_if(m.begin(), m.end(), [](const auto& kv) { return kv.first == "sim_seconds"; }), m.end());
+                return m;
+            };
+            CHECK(figures(r) == figures(alone));
+        }
 }
 
 #ifdef MHC_HAVE_DATASETS

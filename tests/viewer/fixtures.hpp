@@ -111,4 +111,32 @@ inline void write_imported_trace(const std::string& path) {
     w.finish();
 }
 
+// A snapshot-like trace with segments: one 1088 MiB allocation [0, 1000 us) inside a 2 GiB
+// segment held from before recording to the end, and an empty 512 MiB segment [200, 600) us.
+// Recorded reserved: 2 GiB, 2.5 GiB from 200 to 600 us. The caching model, warm-started from the
+// recorded segments, places the allocation in the 2 GiB one and keeps 2 GiB.
+inline void write_segments_trace(const std::string& path) {
+    using mhc::trace::Allocation;
+    using mhc::trace::Category;
+    using mhc::trace::Segment;
+    mhc::trace::Writer writer(path);
+    writer.set_meta("source", "viewer-test-segments");
+    writer.add(Allocation{1, 0, 0x1000, 1088 * MiB, 0, 1000 * us, 1, Category::Other, writer.intern(kFrameA)});
+    Segment held;
+    held.id = 1;
+    held.address = 0x1000;
+    held.bytes = 2048 * MiB;
+    held.t_alloc = 0;
+    held.reconstructed = true;
+    writer.add(held);
+    Segment empty;
+    empty.id = 2;
+    empty.address = 0x100000000;
+    empty.bytes = 512 * MiB;
+    empty.t_alloc = 200 * us;
+    empty.t_free = 600 * us;
+    writer.add(empty);
+    writer.finish();
+}
+
 }  // namespace fixture

@@ -25,15 +25,11 @@ void add(AllocationTable& a, int64_t bytes, int64_t t0, int64_t t1) {
     a.category.push_back(mhc::trace::Category::Activation);
 }
 
-// The loader's derived columns (load.cpp), built the same way.
+// The loader's derived columns (load.cpp, finish_allocations) and the live curve.
 Curve finish(AllocationTable& a) {
-    a.by_size.resize(a.size());
-    for (uint32_t i = 0; i < a.size(); ++i) a.by_size[i] = i;
-    std::stable_sort(a.by_size.begin(), a.by_size.end(), [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
-    for (uint32_t i : a.by_size) { a.by_size_alloc.push_back(a.t_alloc[i]); a.by_size_free.push_back(a.t_free[i]); }
-    a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
-    a.sorted_alloc = a.t_alloc;
-    std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
+    int64_t t1 = 0;
+    for (size_t i = 0; i < a.size(); ++i) t1 = std::max(t1, a.t_free[i] == mhc::trace::kNoTime ? a.t_alloc[i] : a.t_free[i]);
+    finish_allocations(a, 0, t1);
     return Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
 }
 
@@ -61,7 +57,7 @@ TEST_CASE("bands: equal-sized activations of every step are drawn at full zoom-o
     Curve live = finish(a);
     const int W = 600, H = 300;
     BandLayout b;
-    layout_bands(a, live, {0, 6 * step_ns}, W, H, 1024, b, 64);
+    layout_bands(a, live, nullptr, {0, 6 * step_ns}, W, H, 1024, b, 64);
     REQUIRE(b.bands.size() <= 1024);
     CHECK(b.bands.size() + b.summarised == a.size());
     // Cap 64 draws 6 x 63 + 1 = 379 bands, within half the budget, so the cap doubles to 128:
@@ -84,12 +80,12 @@ TEST_CASE("bands: equal-sized activations of every step are drawn at full zoom-o
         CHECK(b.drawn_top[mid] == Approx(400.0 * MiB + 127 * 16.0 * MiB));
     }
     // Zoomed into one step, its 301 bands fit the budget: all drawn, no cap.
-    layout_bands(a, live, {2 * step_ns, 3 * step_ns}, W, H, 1024, b, 64);
+    layout_bands(a, live, nullptr, {2 * step_ns, 3 * step_ns}, W, H, 1024, b, 64);
     CHECK(b.per_column == 0);
     CHECK(b.bands.size() == 301);
     CHECK(b.summarised == 0);
     // Without the per-column cap the old behaviour comes back: the last steps get nothing.
-    layout_bands(a, live, {0, 6 * step_ns}, W, H, 1024, b, SIZE_MAX);
+    layout_bands(a, live, nullptr, {0, 6 * step_ns}, W, H, 1024, b, SIZE_MAX);
     REQUIRE(b.bands.size() == 1024);
     for (uint32_t i : b.bands) CHECK(a.t_alloc[i] < 4 * step_ns);
 }
@@ -111,7 +107,7 @@ TEST_CASE("bands: drawn iff among the per_column largest of one of its columns (
         const int W = 200 + static_cast<int>(rng() % 600), H = 2000;
         const size_t start = 1 + rng() % 12, budget = 150;
         BandLayout b;
-        layout_bands(a, live, {t0, t1}, W, H, budget, b, start);
+        layout_bands(a, live, nullptr, {t0, t1}, W, H, budget, b, start);
         CHECK(b.bands.size() <= budget);
         // The cap: none when everything eligible fits, else start x 2^k.
         const size_t K = b.per_column ? b.per_column : SIZE_MAX;
@@ -165,4 +161,66 @@ TEST_CASE("bands: drawn iff among the per_column largest of one of its columns (
     }
     CHECK(capped > 0);     // both regimes were exercised
     CHECK(uncapped > 0);
+}
+
+TEST_CASE("bands: the allocations overlapping a range, listed through the time index, are the brute-force ones") {
+    std::mt19937_64 rng(17);
+    for (size_t count : {0, 1, 31, 32, 33, 1025, 40000}) {
+        AllocationTable table;
+        for (size_t i = 0; i < count; ++i) {
+            int64_t t0 = static_cast<int64_t>(rng() % 1'000'000);
+            // Mostly short lives, some to the end (never freed) and some freed where made.
+            int64_t t1 = rng() % 40 == 0 ? mhc::trace::kNoTime : t0 + static_cast<int64_t>(rng() % (rng() % 10 ? 2000 : 400'000));
+            add(table, 1 + static_cast<int64_t>(rng() % MiB), t0, t1);
+        }
+        finish(table);
+        for (int query = 0; query < 60; ++query) {
+            int64_t t0 = static_cast<int64_t>(rng() % 1'100'000) - 50'000;
+            int64_t t1 = t0 + 1 + static_cast<int64_t>(rng() % (query % 3 ? 3000 : 600'000));
+            std::vector<uint32_t> got;
+            table.list_overlapping(t0, t1, got);
+            std::vector<uint32_t> want;
+            for (size_t i = 0; i < count; ++i)
+                if (table.t_alloc[i] < t1 && table.t_free[i] > t0) want.push_back(static_cast<uint32_t>(i));
+            std::sort(got.begin(), got.end());
+            REQUIRE(got == want);
+            CHECK(table.overlapping(t0, t1) == want.size());
+        }
+    }
+}
+
+TEST_CASE("bands: a zoomed-in layout equals the layout of only the allocations it overlaps") {
+    // Zoomed in on a long trace, the selection reads only the overlapping allocations (through
+    // the time index); the bands it draws must be those a scan of every allocation would draw:
+    // the same as the layout of a table holding only the overlapping ones.
+    std::mt19937_64 rng(3);
+    AllocationTable table;
+    for (int i = 0; i < 60000; ++i) {
+        int64_t t0 = static_cast<int64_t>(rng() % 10'000'000);
+        int64_t t1 = t0 + 1 + static_cast<int64_t>(rng() % 20'000);   // (never-freed ones: the test above)
+        add(table, 4096 + static_cast<int64_t>(rng() % (64 * MiB)), t0, t1);
+    }
+    Curve live = finish(table);
+    int listed_ranges = 0;
+    for (int query = 0; query < 12; ++query) {
+        int64_t t0 = static_cast<int64_t>(rng() % 9'900'000);
+        TimeRange range{t0, t0 + 1000 + static_cast<int64_t>(rng() % 60'000)};
+        BandLayout full;
+        layout_bands(table, live, nullptr, range, 500, 300, 64, full, 8);
+        AllocationTable part;
+        for (size_t i = 0; i < table.size(); ++i)
+            if (table.t_alloc[i] < range.t1 && table.t_free[i] > range.t0) add(part, table.bytes[i], table.t_alloc[i], table.t_free[i]);
+        finish(part);
+        BandLayout only;
+        layout_bands(part, live, nullptr, range, 500, 300, 64, only, 8);   // the same live bytes: the same threshold
+        listed_ranges += part.size() * 8 < table.size();
+        REQUIRE(full.bands.size() == only.bands.size());
+        for (size_t b = 0; b < full.bands.size(); ++b) {
+            CHECK(table.bytes[full.bands[b]] == part.bytes[only.bands[b]]);
+            CHECK(table.t_alloc[full.bands[b]] == part.t_alloc[only.bands[b]]);
+        }
+        CHECK(full.segments.size() == only.segments.size());
+        CHECK(full.summarised == only.summarised);
+    }
+    CHECK(listed_ranges >= 10);   // the index was used (far fewer overlapping than drawable)
 }

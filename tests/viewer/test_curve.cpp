@@ -110,14 +110,8 @@ TEST_CASE("bands: drawn + summarised = allocations overlapping the range; bands 
         a.device.push_back(0);
         a.category.push_back(mhc::trace::Category::Activation);
     }
-    // The loader's derived columns, built the same way.
-    a.by_size.resize(a.size());
-    for (uint32_t i = 0; i < a.size(); ++i) a.by_size[i] = i;
-    std::stable_sort(a.by_size.begin(), a.by_size.end(), [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
-    for (uint32_t i : a.by_size) { a.by_size_alloc.push_back(a.t_alloc[i]); a.by_size_free.push_back(a.t_free[i]); }
-    a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
-    a.sorted_alloc = a.t_alloc;
-    std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
+    // The loader's derived columns.
+    finish_allocations(a, 0, 1'200'000);
     Curve live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
     for (int q = 0; q < 50; ++q) {
         int64_t t0 = static_cast<int64_t>(rng() % 1'200'000);
@@ -126,7 +120,7 @@ TEST_CASE("bands: drawn + summarised = allocations overlapping the range; bands 
         for (size_t i = 0; i < a.size(); ++i) brute += a.t_alloc[i] < t1 && a.t_free[i] > t0;
         REQUIRE(a.overlapping(t0, t1) == brute);
         BandLayout b;
-        layout_bands(a, live, {t0, t1}, 800, 300, 64, b);
+        layout_bands(a, live, nullptr, {t0, t1}, 800, 300, 64, b);
         CHECK(b.bands.size() + b.summarised == brute);
         CHECK(b.bands.size() <= 64);
         CHECK(b.segments.size() <= 64 * 800);
@@ -137,5 +131,95 @@ TEST_CASE("bands: drawn + summarised = allocations overlapping the range; bands 
             for (uint32_t i : b.bands) smallest = std::min(smallest, a.bytes[i]);
             CHECK(static_cast<double>(smallest) >= 0.5 * b.y_max / 300 - 1e-9);
         }
+    }
+}
+
+TEST_CASE("step series: values at increasing times with a galloping hint equal a binary search") {
+    std::mt19937_64 rng(11);
+    StepSeries s;
+    int64_t t = 100;
+    for (int i = 0; i < 20000; ++i) {
+        t += static_cast<int64_t>(rng() % 3);   // repeats: the later sample replaces the earlier
+        s.push(t, static_cast<double>(rng() % 1000));
+    }
+    CHECK(s.value_at(0) == 0.0);
+    for (int run = 0; run < 20; ++run) {
+        size_t hint = 0;
+        int64_t q = static_cast<int64_t>(rng() % 200);
+        while (q < t + 50) {
+            REQUIRE(s.value_at(q, hint) == s.value_at(q));
+            q += static_cast<int64_t>(rng() % (run < 10 ? 7 : 3000));   // small and large strides
+        }
+    }
+}
+
+TEST_CASE("curve columns: the galloping sweep gives each column the brute-force min and max") {
+    // prepare_curve searches each column's bounds onward from the previous column's; the result
+    // must equal the step function's min/max over each column's [a, b), at any zoom (columns
+    // narrower than a sample, wider than many, starting before the first sample).
+    std::mt19937_64 rng(23);
+    for (int trial = 0; trial < 12; ++trial) {
+        size_t samples = 1 + rng() % 2000;
+        std::vector<int64_t> times;
+        std::vector<double> values;
+        int64_t last = static_cast<int64_t>(rng() % 100);
+        for (size_t i = 0; i < samples; ++i) {
+            last += 1 + static_cast<int64_t>(rng() % (trial % 2 ? 5 : 400));
+            times.push_back(last);
+            values.push_back(static_cast<double>(rng() % 100000));
+        }
+        Curve curve;
+        curve.assign(times, values);
+        for (int query = 0; query < 10; ++query) {
+            int64_t start = static_cast<int64_t>(rng() % static_cast<uint64_t>(last + 100)) - 50;
+            TimeRange range{start, start + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(last + 1))};
+            const int width = 1 + static_cast<int>(rng() % 700);
+            CurveColumns cols;
+            prepare_curve(curve, range, width, cols);
+            REQUIRE(cols.max.size() == static_cast<size_t>(width));
+            const double per = static_cast<double>(range.span()) / width;
+            for (int col = 0; col < width; ++col) {
+                int64_t c0 = range.t0 + static_cast<int64_t>(col * per), c1 = range.t0 + static_cast<int64_t>((col + 1) * per);
+                if (c1 <= c0) c1 = c0 + 1;
+                Curve::MinMax want = brute(times, values, c0, c1);
+                REQUIRE(cols.min[static_cast<size_t>(col)] == static_cast<float>(want.min));
+                REQUIRE(cols.max[static_cast<size_t>(col)] == static_cast<float>(want.max));
+            }
+        }
+    }
+}
+
+TEST_CASE("bands: the caller's curve columns give the same layout as the bands' own") {
+    std::mt19937_64 rng(9);
+    AllocationTable table;
+    for (int i = 0; i < 2000; ++i) {
+        int64_t t0 = static_cast<int64_t>(rng() % 1'000'000);
+        table.id.push_back(i + 1);
+        table.bytes.push_back(1 + static_cast<int64_t>(rng() % (1 << 24)));
+        table.t_alloc.push_back(t0);
+        table.t_free.push_back(t0 + 1 + static_cast<int64_t>(rng() % 50'000));
+        table.label.push_back(0);
+        table.device.push_back(0);
+        table.category.push_back(mhc::trace::Category::Activation);
+    }
+    finish_allocations(table, 0, 1'100'000);
+    Curve live = Curve::from_intervals(table.t_alloc, table.t_free, table.bytes);
+    for (TimeRange range : {TimeRange{0, 1'100'000}, TimeRange{400'000, 420'000}}) {
+        CurveColumns cols;
+        prepare_curve(live, range, 640, cols);
+        BandLayout own, given;
+        layout_bands(table, live, nullptr, range, 640, 300, 64, own);
+        layout_bands(table, live, nullptr, range, 640, 300, 64, given, kBandsPerColumn, &cols);
+        CHECK(given.total == own.total);
+        CHECK(given.y_max == own.y_max);
+        CHECK(given.peak_col == own.peak_col);
+        CHECK(given.bands == own.bands);
+        CHECK(given.segments.size() == own.segments.size());
+        // Columns of another width are not used: the bands make their own.
+        CurveColumns narrow;
+        prepare_curve(live, range, 320, narrow);
+        BandLayout other;
+        layout_bands(table, live, nullptr, range, 640, 300, 64, other, kBandsPerColumn, &narrow);
+        CHECK(other.total == own.total);
     }
 }

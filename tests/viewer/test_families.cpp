@@ -89,7 +89,7 @@ TEST_CASE("kernel names of the public Kineto traces fall into their families") {
         {"void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, at::native::templates::cuda::uniform_and_transform<float", F::Elementwise},
         {"Memcpy DtoD (Device -> Device)", F::Memory},
         {"Memset (Device)", F::Memory},
-        {"void cask_cudnn_infer::computeOffsetsKernel<false, false>(cask_cudnn_infer::ComputeOffsetsParams)", F::Other},
+        {"void cask_cudnn_infer::computeOffsetsKernel<false, false>(cask_cudnn_infer::ComputeOffsetsParams)", F::Conv},
     };
     for (const auto& [name, family] : names) {
         INFO(name);

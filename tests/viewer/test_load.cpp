@@ -6,6 +6,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/summary.hpp"
+#include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/stats.hpp"
@@ -104,17 +105,26 @@ TEST_CASE("active-memory bands: largest drawn, stacked in allocation order, rest
     fixture::write_known_trace(p.path, false);
     ViewTrace t = load_view_trace(p.path);
     BandLayout b;
-    layout_bands(t.allocations, t.live, {0, 1000 * us}, 1000, 400, 2, b);
+    BandKeys keys = band_keys(t, BandColoring::Category);
+    layout_bands(t.allocations, t.live, &keys, {0, 1000 * us}, 1000, 400, 2, b);
     // Two bands allowed: act_big (1024 MiB) and weights (400 MiB); ws (64 MiB) summarised.
     REQUIRE(b.bands.size() == 2);
-    CHECK(t.allocations.id[b.bands[0]] == 1);   // weights first: allocated first, at the bottom
+    CHECK(t.allocations.id[b.bands[0]] == 1);   // weights first: a parameter, at the bottom
     CHECK(t.allocations.id[b.bands[1]] == 2);
     CHECK(b.summarised == 1);
     // At 500 us act_big sits on top of weights.
     CHECK(b.hit(500, 100.0 * MiB) == 0);                 // allocation index of weights
     CHECK(b.hit(500, 900.0 * MiB) == 1);                 // act_big
-    CHECK(b.hit(200, 420.0 * MiB) == -1);                // ws, in the summary band
+    int64_t summary = -1;
+    CHECK(b.hit(200, 420.0 * MiB, &summary) == -1);      // ws, summarised by bytes in its key's band
+    REQUIRE(summary >= 0);
+    CHECK(b.summaries[static_cast<size_t>(summary)].key == static_cast<uint8_t>(mhc::trace::Category::Workspace));
+    CHECK(b.summaries[static_cast<size_t>(summary)].y1 - b.summaries[static_cast<size_t>(summary)].y0 == 64.0 * MiB);
     CHECK(b.hit(800, 420.0 * MiB) == -2);                // nothing there
+    // The legend's figures at the peak (1424 MiB at 450 us): weights and act_big, nothing summarised.
+    CHECK(b.peak_key_bytes[static_cast<size_t>(mhc::trace::Category::Param)] == 400.0 * MiB);
+    CHECK(b.peak_key_bytes[static_cast<size_t>(mhc::trace::Category::Activation)] == 1024.0 * MiB);
+    CHECK(b.peak_summarised_bytes == 0);
     CHECK(b.drawn_top[500] == 1424.0 * MiB);
     CHECK(b.total[200] == 464.0 * MiB);
     for (size_t x = 0; x < b.total.size(); ++x) CHECK(b.drawn_top[x] <= b.total[x]);
@@ -140,4 +150,22 @@ TEST_CASE("active-memory bands: largest drawn, stacked in allocation order, rest
     auto by_label = allocation_table(t, "w", AllocSort::Label, true, 10);
     REQUIRE(by_label.size() == 2);   // "weights", "ws"
     CHECK(t.str(t.allocations.label[by_label[0]]) == "weights");
+}
+
+TEST_CASE("statistics: the step table sorts by any column, equal keys in their order") {
+    std::vector<StepStat> steps{{0, 0, 100, 5.0}, {1, 100, 400, 9.0}, {2, 400, 500, 5.0}, {3, 500, 700, 1.0}};
+    auto steps_of = [](const std::vector<StepStat>& table) {
+        std::vector<int32_t> order;
+        order.reserve(table.size());
+        for (const StepStat& row : table) order.push_back(row.step);
+        return order;
+    };
+    sort_steps(steps, StepSort::Time, false);   // 300, 200, 100, 100
+    CHECK(steps_of(steps) == std::vector<int32_t>{1, 3, 0, 2});
+    sort_steps(steps, StepSort::Peak, true);    // 1, 5, 5, 9: steps 0 and 2 tie and keep their order
+    CHECK(steps_of(steps) == std::vector<int32_t>{3, 0, 2, 1});
+    sort_steps(steps, StepSort::Start, false);
+    CHECK(steps_of(steps) == std::vector<int32_t>{3, 2, 1, 0});
+    sort_steps(steps, StepSort::Step, true);
+    CHECK(steps_of(steps) == std::vector<int32_t>{0, 1, 2, 3});
 }

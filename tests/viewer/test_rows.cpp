@@ -74,6 +74,10 @@ TEST_CASE("metrics read with human names in the unit of their key") {
     CHECK(format_metric("simulated_makespan_ns", 29.927e9).find(" s") != std::string::npos);
     CHECK(format_metric("simulated_makespan_ns", 29.927e9).find("29.9") == 0);
     CHECK(format_metric("stall_ns", 212e6) == "212 ms");
+    // Whole numbers of keys without a known unit read whole, not in exponent form.
+    CHECK(format_metric("kernels_reached", 13560) == "13560");
+    CHECK(format_metric("last_kernel_reached", 2.5e7) == "25000000");
+    CHECK(format_metric("forecast_horizon_steps", 1.5) == "1.5");
     CHECK(format_metric("throughput_loss", 0.0412) == "4.12 %");
     CHECK(format_metric("capacity_bytes", -1) == "unlimited");
     CHECK(format_metric("simulated_peak_bytes", 77.05 * 1024 * 1024 * 1024) == "77.05 GiB");
@@ -108,15 +112,30 @@ TEST_CASE("bands: category colours on generated traces, source frames on importe
     fixture::write_imported_trace(imp.path);
     ViewTrace t = load_view_trace(imp.path);
     CHECK(choose_band_coloring(t) == BandColoring::Label);
-    CHECK(band_color(t, 0, BandColoring::Label) == band_color(t, 1, BandColoring::Label));   // one frame
-    CHECK(band_color(t, 0, BandColoring::Label) != band_color(t, 2, BandColoring::Label));
-    CHECK(band_color(t, 2, BandColoring::SizeClass) == size_class_color(3));   // 512 MiB
+    BandKeys labels = band_keys(t, BandColoring::Label);
+    REQUIRE(labels.count() == 3);   // three frames, no "other labels"
+    CHECK(labels.key == std::vector<uint8_t>{0, 0, 1, 2});   // by bytes (A and B 512 MiB: ties by label id)
+    CHECK(labels.name[0] == fixture::kFrameA);
+    CHECK(labels.color[0] != labels.color[1]);
+    // Neighbouring bands of one frame: the same hue, a little lighter or darker.
+    uint32_t c0 = band_color(labels, t.allocations, 0), c1 = band_color(labels, t.allocations, 1);
+    CHECK(std::abs(red(c0) - red(labels.color[0])) <= 40);
+    // Size classes from the trace's own sizes: 64, 256, 256, 512 MiB cut at a fifth of the bytes.
+    CHECK(size_bounds(t.allocations) == std::vector<int64_t>{256 * MiB, 512 * MiB});
+    BandKeys sizes = band_keys(t, BandColoring::SizeClass);
+    CHECK(sizes.name == std::vector<std::string>{"< 256 MiB", "256-512 MiB", ">= 512 MiB"});
+    CHECK(sizes.key == std::vector<uint8_t>{1, 1, 2, 0});
     BandLayout b;
-    layout_bands(t.allocations, t.live, {0, 1000 * us}, 800, 400, 1024, b);
-    auto legend = band_legend(t, b, BandColoring::Label);
-    REQUIRE(legend.size() == 3);
-    CHECK(legend[0].text == fixture::kFrameA);   // 512 MiB in two bands; ties broken by label id
-    CHECK(legend[2].text == fixture::kFrameC);
+    layout_bands(t.allocations, t.live, &labels, {0, 1000 * us}, 800, 400, 1024, b);
+    auto legend = band_legend(labels, b);
+    REQUIRE(legend.size() == 3);   // everything drawn: no "muted" entry
+    CHECK(legend[0].text == std::string(fixture::kFrameA) + ": 512 MiB");
+    CHECK(legend[1].text == std::string(fixture::kFrameB) + ": 512 MiB");
+    CHECK(legend[2].text == std::string(fixture::kFrameC) + ": 64 MiB");
+    CHECK(short_bytes(1536 * MiB) == "1.5 GiB");
+    CHECK(short_bytes(int64_t{25690112}) == "24.5 MiB");
+    CHECK(short_bytes(1000) == "1000 B");
+    (void)c1;
     // Every allocation with its own label: labels do not group, so size classes.
     AllocationTable& a = t.allocations;
     a.label = {1, 2, 3, 4};

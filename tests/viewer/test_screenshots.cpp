@@ -3,17 +3,23 @@
 // gives the plot rectangles; the pixel colours are then checked independently.
 #include <catch2/catch.hpp>
 #include <stb_image.h>   // implementation compiled into Debian's libstb
+#include <sqlite3.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "fixtures.hpp"
+#include "mhc/trace/import/import.hpp"
+#include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
 
 using namespace mhc::viewer;
@@ -87,6 +93,16 @@ size_t distinct_colours(const Image& img) {
 
 }  // namespace
 
+// The colour the memory view gives allocation `id`'s band under colouring `c` (computed by the
+// core from the same trace, independently of the window).
+uint32_t band_of(const std::string& db, BandColoring c, int64_t id) {
+    ViewTrace t = load_view_trace(db);
+    BandKeys keys = band_keys(t, c);
+    int64_t i = t.allocations.index_of(id);
+    REQUIRE(i >= 0);
+    return band_color(keys, t.allocations, static_cast<size_t>(i));
+}
+
 // A point inside a track's boxes clear of their centred label text.
 double row_y(const nlohmann::json& t) { return t["y1"].get<double>() - 4; }
 
@@ -140,10 +156,11 @@ TEST_CASE("timeline screenshot: rows and the memory strip fill the window") {
     // Kernel rows grow past the old fixed 20 px.
     const auto& st7 = track(tl, "stream 7");
     CHECK(st7["y1"].get<double>() - st7["y0"].get<double>() > 40);
-    // The strip ends near the window's bottom edge: no empty two thirds.
+    // The strip ends near the status bar at the window's bottom edge: no empty two thirds.
     const auto& strip = tl["memory_strip"];
     REQUIRE(strip.contains("rect"));
-    CHECK(strip["rect"]["y1"].get<double>() > s.img.h - 20);
+    CHECK(strip["rect"]["y1"].get<double>() > s.layout["status"]["y0"].get<double>() - 12);
+    CHECK(s.layout["status"]["y1"].get<double>() > s.img.h - 12);
     CHECK(strip["rect"]["y0"].get<double>() >= tl["tracks"].back()["y1"].get<double>());
     // Its curve: the recorded peak (1424 MiB) at 500 us, at its height (+-2.5 px).
     const auto& r = strip["rect"];
@@ -259,9 +276,11 @@ TEST_CASE("memory screenshot: the peak's column, its height, and the bands") {
     const auto& b = m["bands"];
     double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
     double xb = x_at(b, m, 500 * us);
-    CHECK(near(s.img.at(xb, by - 200.0 * MiB / bmax * bh), category_color(mhc::trace::Category::Param)));
-    CHECK(near(s.img.at(xb, by - 900.0 * MiB / bmax * bh), category_color(mhc::trace::Category::Activation)));
-    CHECK(near(s.img.at(x_at(b, m, 200 * us), by - 430.0 * MiB / bmax * bh), category_color(mhc::trace::Category::Workspace)));
+    CHECK(near(s.img.at(xb, by - 200.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 1)));   // weights
+    CHECK(near(s.img.at(xb, by - 900.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 2)));   // act_big
+    CHECK(near(s.img.at(x_at(b, m, 200 * us), by - 430.0 * MiB / bmax * bh), band_of(db.path, BandColoring::Category, 3)));
+    // Bands keep their category's hue, a little lighter or darker each.
+    CHECK(std::abs(blue(band_of(db.path, BandColoring::Category, 1)) - blue(category_color(mhc::trace::Category::Param))) < 40);
     CHECK(m["coloring"] == "category");
     // No legend entry overlaps a byte label of either axis.
     auto overlap = [](const nlohmann::json& p, const nlohmann::json& q) {
@@ -296,19 +315,20 @@ TEST_CASE("memory screenshot of an imported trace: bands by source frame, not on
     double x = x_at(b, m, 500 * us);
     uint32_t a = s.img.at(x, by - 128.0 * MiB / bmax * bh), bb = s.img.at(x, by - 768.0 * MiB / bmax * bh),
              c = s.img.at(x, by - 1056.0 * MiB / bmax * bh);
-    CHECK(near(a, name_color(fixture::kFrameA)));
-    CHECK(near(bb, name_color(fixture::kFrameB)));
-    CHECK(near(c, name_color(fixture::kFrameC)));
+    CHECK(near(a, band_of(db.path, BandColoring::Label, 1)));
+    CHECK(near(bb, band_of(db.path, BandColoring::Label, 3)));
+    CHECK(near(c, band_of(db.path, BandColoring::Label, 4)));
     CHECK(!near(a, bb, 20));
     for (uint32_t px : {a, bb, c}) {
         CHECK(!near(px, kSummary, 20));
         CHECK(!near(px, category_color(mhc::trace::Category::Other), 20));
     }
-    // The legend names the frames, in their colours.
+    // The legend names the frames with their bytes at the peak, in their colours.
     std::set<std::string> texts;
     for (const auto& e : m["legend"]) texts.insert(e["text"].get<std::string>());
-    CHECK(texts.count(fixture::kFrameA));
-    CHECK(texts.count(fixture::kFrameB));
+    CHECK(texts.count(std::string(fixture::kFrameA) + ": 512 MiB"));
+    CHECK(texts.count(std::string(fixture::kFrameB) + ": 512 MiB"));
+    CHECK(texts.count(std::string(fixture::kFrameC) + ": 64 MiB"));
 }
 
 TEST_CASE("compare screenshot: both runs' curves overlaid") {
@@ -388,4 +408,399 @@ TEST_CASE("memory screenshot of a trace with segments: recorded reserved over al
     // its reserved curve is drawn (named) and reaches the same 2 GiB, not above.
     CHECK(model);
     CHECK(m["y_max"].get<double>() == Approx(2048.0 * MiB * 1.08));
+}
+
+TEST_CASE("memory screenshot: segments that cannot be read are said in the window, the rest drawn") {
+    fixture::TempPath db("broken-segments.db");
+    fixture::write_segments_trace(db.path);
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(db.path.c_str(), &h) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(h, "UPDATE segments SET bytes = 'lots' WHERE id = 2", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(h);
+    Shot s = shoot(db.path, "--view memory");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    const std::string message = m["message"];
+    CHECK_THAT(message, Catch::StartsWith("reserved memory not shown: ") && Catch::Contains(db.path) &&
+                            Catch::Contains("segments"));
+    for (const auto& e : m["legend"]) CHECK(e["text"] != "recorded reserved (segments)");
+    // The live bytes are drawn as without segments: 1088 MiB, the plot scaled to them.
+    CHECK(m["peak_bytes"].get<double>() == 1088.0 * MiB);
+    // The line is drawn over the plot: its warm text colour at the plot's top left.
+    const auto& c = m["curve"];
+    bool lit = false;
+    for (double x = c["x0"].get<double>() + 6; x < c["x0"].get<double>() + 200; x += 1)
+        for (double y = c["y0"].get<double>() + 4; y < c["y0"].get<double>() + 18; y += 1)
+            lit |= near(s.img.at(x, y), rgb(255, 200, 120), 40);
+    CHECK(lit);
+    // A good trace has no message once its curves are made.
+    fixture::TempPath good("segments.db");
+    fixture::write_segments_trace(good.path);
+    Shot g = shoot(good.path, "--view memory");
+    REQUIRE(g.rc == 0);
+    CHECK(g.layout["memory"]["message"] == "");
+}
+
+namespace {
+
+// The centre of the box showing `id` in a track, and the track's middle height.
+std::pair<double, double> box_of(const nlohmann::json& track, int64_t id) {
+    for (const auto& b : track["boxes"])
+        if (b[2].get<int64_t>() == id) return {(b[0].get<double>() + b[1].get<double>()) / 2, (track["y0"].get<double>() + track["y1"].get<double>()) / 2};
+    FAIL("no box " << id << " in " << track["title"]);
+    return {0, 0};
+}
+
+std::string field_of(const nlohmann::json& details, const std::string& key) {
+    for (const auto& f : details["fields"])
+        if (f[0] == key) return f[1].get<std::string>();
+    FAIL("no field " << key);
+    return "";
+}
+
+std::string click_at(std::pair<double, double> p) {
+    return " --click " + std::to_string(static_cast<int>(p.first)) + "," + std::to_string(static_cast<int>(p.second));
+}
+
+}  // namespace
+
+TEST_CASE("a click on a kernel selects it: outlined, its details pane with both clocks and what the run did") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    const std::string args = "--view timeline --run 1 --size 1400x800";
+    Shot before = shoot(db.path, args);
+    REQUIRE(before.rc == 0);
+    auto at = box_of(track(before.layout["timeline"], "stream 7"), 2);   // beta, at [550, 750) us in run 1
+    CHECK(before.layout["timeline"]["selected_kernel"] == 0);
+    CHECK(before.layout["timeline"]["details"].is_null());
+
+    Shot s = shoot(db.path, args + click_at(at));
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& tl = s.layout["timeline"];
+    CHECK(tl["selected_kernel"] == 2);
+    const auto& d = tl["details"];
+    CHECK(d["title"] == fixture::kBeta);
+    CHECK(field_of(d, "family") == "attention");
+    CHECK(field_of(d, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
+    CHECK(field_of(d, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
+    CHECK(field_of(d, "stalled") == "50.0 us waiting for its operands");
+    REQUIRE(d["rows"].size() == 2);
+    CHECK(d["rows"][0][1] == "weights");
+    CHECK(d["rows"][0][2] == "400.00 MiB");
+    CHECK(d["rows"][0][3] == "param");
+    CHECK(d["rows"][0][5] == "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
+    CHECK(d["rows"][1][1] == "act_big");
+    CHECK(d["rows"][1][4] == "write");
+    // The pane sits under the plots, above the status bar, inside the window.
+    CHECK(d["rect"]["y0"].get<double>() >= tl["plot"]["y1"].get<double>());
+    CHECK(d["rect"]["y1"].get<double>() <= s.layout["status"]["y0"].get<double>());
+    // The selected box is outlined in white, just outside its left edge.
+    const auto& st7 = track(tl, "stream 7");
+    auto box = box_of(st7, 2);
+    double left = 0;
+    for (const auto& b : st7["boxes"])
+        if (b[2] == 2) left = b[0].get<double>();
+    // (the line is antialiased over the pixel columns around the edge)
+    auto outlined = [&](const Image& img) {
+        bool white = false;
+        for (double dx = -2; dx <= 1; ++dx) white |= near(img.at(left + dx, box.second), kSelected, 30);
+        return white;
+    };
+    CHECK(outlined(s.img));
+    CHECK(!outlined(before.img));
+    CHECK(s.layout["status"]["text"] == "kernel #2 selected");
+}
+
+TEST_CASE("a click on a folded box zooms to it; a click on a band shows the allocation's details") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot s = shoot(db.path, "--view timeline");
+    REQUIRE(s.rc == 0);
+    const auto& st8 = track(s.layout["timeline"], "stream 8");
+    REQUIRE(st8["boxes"].size() == 1);
+    CHECK(st8["boxes"][0][2] == -200);   // 200 kernels folded
+    auto fold = std::pair<double, double>{(st8["boxes"][0][0].get<double>() + st8["boxes"][0][1].get<double>()) / 2,
+                                          (st8["y0"].get<double>() + st8["y1"].get<double>()) / 2};
+    Shot z = shoot(db.path, "--view timeline" + click_at(fold));
+    REQUIRE(z.rc == 0);
+    // The 200 kernels span [800, 899.6] us; the view pads by a twentieth.
+    CHECK(z.layout["timeline"]["t0"].get<int64_t>() == Approx(800 * us - 4980).margin(2));
+    CHECK(z.layout["timeline"]["t1"].get<int64_t>() == Approx(899.6 * us + 4980).margin(2));
+    CHECK(track(z.layout["timeline"], "stream 8")["items"] == 200);
+
+    // Memory view: "weights" is the bottom band at 500 us.
+    Shot m = shoot(db.path, "--view memory --run 1");
+    REQUIRE(m.rc == 0);
+    const auto& b = m.layout["memory"]["bands"];
+    double x = x_at(b, m.layout["memory"], 500 * us), y = b["y1"].get<double>() - 6;
+    Shot c = shoot(db.path, "--view memory --run 1 --click " + std::to_string(static_cast<int>(x)) + "," + std::to_string(static_cast<int>(y)));
+    REQUIRE(c.rc == 0);
+    const auto& mem = c.layout["memory"];
+    CHECK(mem["selected_allocation"] == 1);
+    const auto& d = mem["details"];
+    CHECK(d["title"] == "weights");
+    CHECK(field_of(d, "allocation") == "#1, 400.00 MiB, param, GPU 0, stream 7");
+    CHECK(field_of(d, "lifetime") == "allocated 0 ns, alive at the end of the trace (1.00 ms)");
+    CHECK(field_of(d, "label (source frame)") == "weights");
+    CHECK(field_of(d, "accesses") == "2: 2 reading, 0 writing");
+    CHECK(field_of(d, "run #1 lru@1GiB") == "swap_out x1, swap_in x1; first at 400.000 us");
+    REQUIRE(d["rows"].size() == 2);
+    CHECK(d["rows"][1][1] == fixture::kBeta);
+    CHECK(d["rows"][1][3] == "500.000 us");
+    CHECK(d["rows"][1][4] == "550.000 us");
+}
+
+TEST_CASE("Go does not move the toolbar or the plots; statistics give names the width") {
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    Shot plain = shoot(db.path, "--view timeline --range 100us:200us");
+    Shot go = shoot(db.path, "--view timeline --range 100us:200us --step 0");
+    REQUIRE(plain.rc == 0);
+    REQUIRE(go.rc == 0);
+    // The step's range is shown and said in the status bar; nothing under the toolbar moved.
+    CHECK(go.layout["status"]["text"] == "step 0");
+    // The status bar shows the frame time, as Tracy does: "frame 1.2 ms (mean 1.0, worst 3.4)".
+    const std::string frame = go.layout["status"]["frame"];
+    CHECK(frame.rfind("frame ", 0) == 0);
+    CHECK(frame.find(" ms (mean ") != std::string::npos);
+    CHECK(go.layout["status"]["frame_ms"].get<double>() > 0);
+    CHECK(go.layout["timeline"]["t0"] != plain.layout["timeline"]["t0"]);
+    CHECK(go.layout["timeline"]["plot"]["y0"] == plain.layout["timeline"]["plot"]["y0"]);
+    CHECK(go.layout["toolbar"]["step_input"]["y0"] == plain.layout["toolbar"]["step_input"]["y0"]);
+    for (const auto& t : go.layout["timeline"]["tracks"]) CHECK(t["y0"] == track(plain.layout["timeline"], t["title"])["y0"]);
+
+    Shot st = shoot(db.path, "--view statistics --size 1400x500");
+    REQUIRE(st.rc == 0);
+    const auto& k = st.layout["statistics"]["kernels"];
+    REQUIRE(k["column_widths"].size() == 5);
+    double name_w = k["column_widths"][0], numbers = 0;
+    for (size_t c = 1; c < 5; ++c) {
+        CHECK(k["column_widths"][c].get<double>() < 160);   // as wide as their figures
+        numbers += k["column_widths"][c].get<double>();
+    }
+    CHECK(name_w > 2.5 * numbers);
+    // Every name ends inside the name column (none cut): beta's 70 characters included.
+    bool beta = false;
+    for (const auto& n : k["names"]) {
+        CHECK(n["x1"].get<double>() < k["table_x0"].get<double>() + name_w + 30);
+        beta |= n["name"] == fixture::kBeta;
+    }
+    CHECK(beta);
+}
+
+namespace {
+
+// 68 more runs on the known trace (70 in all, as a sweep of the demo stores): five policies,
+// three prefetchers, two links; kernels shifted by 10 us x (i % 7); the last one is slow (its
+// kernels 5 ms later: it ends near 5.9 ms on a 1 ms trace).
+void add_sweep_runs(const std::string& path) {
+    using namespace mhc::trace;
+    const char* policies[] = {"lru", "largest", "belady", "dtr", "cost_aware"};
+    const char* prefetchers[] = {"none", "periodic", "lookahead:500"};
+    std::vector<Run> runs;
+    for (int i = 0; i < 68; ++i) {
+        Run r;
+        int64_t shift = i == 67 ? 5000 * us : 10 * us * (i % 7);
+        std::string pol = policies[i % 5], pre = prefetchers[i % 3], link = i % 2 ? "pcie5" : "pcie4";
+        r.name = pol + "+" + pre + "@" + std::to_string(50 + i % 4 * 10) + "%/" + link + "/caching";
+        r.config = {{"eviction", pol}, {"prefetch", pre}, {"link", link}};
+        r.metrics = {{"capacity_bytes", (900.0 + i) * MiB}, {"simulated_peak_bytes", (890.0 + i) * MiB},
+                     {"peak_reduction", 0.3 + 0.001 * i}, {"throughput_loss", 0.01 * i},
+                     {"simulated_makespan_ns", 1e6 + static_cast<double>(shift)}};
+        for (int k = 1; k <= 202; ++k) {
+            int64_t t = k == 1 ? 100 * us : k == 2 ? 500 * us : 800 * us + (k - 3) * 500;
+            int64_t d = k == 1 || k == 2 ? 200 * us : 100;
+            r.kernel_times.push_back({k, t + (k > 1 ? shift : 0), t + d + (k > 1 ? shift : 0)});
+        }
+        r.memory = {{0, 400 * MiB, 0}, {600 * us + shift, 500 * MiB, 0}};
+        runs.push_back(std::move(r));
+    }
+    add_runs(path, runs);
+}
+
+}  // namespace
+
+TEST_CASE("compare at scale: 70 runs in a table, timelines scroll, the axis reaches the slowest ticked run") {
+    fixture::TempPath db("sweep.db");
+    fixture::write_known_trace(db.path);
+    add_sweep_runs(db.path);
+    // Default: the first six ticked; none is the slow run (#70), so the axis ends near 1.06 ms.
+    Shot s = shoot(db.path, "--view compare --size 1400x900");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& cmp = s.layout["compare"];
+    const auto& picker = cmp["picker"];
+    CHECK(picker["total"] == 70);
+    CHECK(picker["shown"] == 70);
+    REQUIRE(picker["rows"].size() >= 6);
+    for (size_t i = 0; i < picker["rows"].size(); ++i) {
+        CHECK(picker["rows"][i]["id"] == static_cast<int64_t>(i) + 1);   // by id
+        CHECK(picker["rows"][i]["ticked"] == (i < 6));
+    }
+    // Row #3: the sweep's first run: lru, none, pcie4, its figures.
+    CHECK(picker["rows"][2]["cells"] == nlohmann::json({"3", "lru", "none", "pcie4", "900.00 MiB", "890.00 MiB",
+                                                        "30.00 %", "0.00 %", "1.00 ms", "complete"}));
+    // The picker takes a part of the window, the plots the rest; nothing runs off the window.
+    double pick_h = picker["rect"]["y1"].get<double>() - picker["rect"]["y0"].get<double>();
+    CHECK(pick_h < 0.35 * s.img.h);
+    CHECK(cmp["curve"]["y0"].get<double>() > picker["rect"]["y1"].get<double>());
+    CHECK(cmp["timelines"]["rect"]["y1"].get<double>() < s.layout["status"]["y0"].get<double>());
+    CHECK(cmp["t1"].get<int64_t>() < 2000 * us);
+
+    // Nine runs ticked, the slow one among them: the axis reaches its end; the list scrolls.
+    std::string ticks;
+    for (int id : {70, 1, 2, 3, 4, 5, 6, 7, 8}) ticks += " --run " + std::to_string(id);
+    Shot n = shoot(db.path, "--view compare --size 1400x900" + ticks);
+    REQUIRE(n.rc == 0);
+    const auto& c9 = n.layout["compare"];
+    REQUIRE(c9["runs"].size() == 9);
+    int64_t slowest = 0;
+    for (const auto& r : c9["runs"]) slowest = std::max(slowest, r["t_end"].get<int64_t>());
+    CHECK(slowest > 5800 * us);
+    CHECK(c9["t1"].get<int64_t>() >= slowest);
+    const auto& tl = c9["timelines"];
+    REQUIRE(tl["runs"].size() == 9);
+    double visible_h = tl["rect"]["y1"].get<double>() - tl["rect"]["y0"].get<double>();
+    CHECK(tl["content_height"].get<double>() > visible_h);   // more than fit: a scrolling list
+    int visible = 0;
+    for (const auto& r : tl["runs"]) visible += r["visible"].get<bool>();
+    CHECK(visible >= 2);
+    CHECK(visible < 9);
+    // The slow run's curve (the ninth colour) runs on at 500 MiB to the right of the others' ends.
+    const auto& c = c9["curve"];
+    double y = c["y1"].get<double>() - 500.0 * MiB / c9["y_max"].get<double>() * (c["y1"].get<double>() - c["y0"].get<double>());
+    bool found = false;
+    for (double dy = -2; dy <= 2; ++dy) found |= near(n.img.at(x_at(c, c9, 5700 * us), y + dy), series_color(8), 6);
+    CHECK(found);
+}
+
+TEST_CASE("memory bands people can read: long-lived state at the bottom, the rest summarised by bytes") {
+    // A 512 MiB activation made first, the 1 GiB weights made after it (memory_viz's allocation
+    // order would put them on top), one 512 MiB activation and 2000 activations of 1 MiB, too
+    // thin to draw (half a pixel is ~5 MiB here), over [200, 800) us.
+    using namespace mhc::trace;
+    fixture::TempPath db("layers.db");
+    {
+        Writer w(db.path);
+        w.set_meta("source", "viewer-test-bands");
+        int64_t act = w.intern("act"), wt = w.intern("weights");
+        w.add(Allocation{1, 0, 0, 512 * MiB, 0, 1000 * us, 7, Category::Activation, act});
+        w.add(Allocation{2, 0, 0, 1024 * MiB, 100 * us, kNoTime, 7, Category::Param, wt});
+        w.add(Allocation{3, 0, 0, 512 * MiB, 300 * us, 700 * us, 7, Category::Activation, act});
+        for (int i = 0; i < 2000; ++i)
+            w.add(Allocation{4 + i, 0, 0, MiB, 200 * us + i, 800 * us - i, 7, Category::Activation, act});
+        w.finish();
+    }
+    Shot s = shoot(db.path, "--view memory --size 1400x700");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    const auto& b = m["bands"];
+    double by = b["y1"].get<double>(), bh = by - b["y0"].get<double>(), bmax = m["band_y_max"];
+    double x = x_at(b, m, 500 * us);
+    auto at = [&](double mib) { return s.img.at(x, by - mib * MiB / bmax * bh); };
+    // At 500 us, bottom up: weights [0, 1024), activation #1 [1024, 1536), #3 [1536, 2048), the
+    // 2000 small ones drawn together, muted, [2048, 4048) MiB.
+    CHECK(near(at(500), band_of(db.path, BandColoring::Category, 2)));
+    CHECK(near(at(1300), band_of(db.path, BandColoring::Category, 1)));
+    CHECK(near(at(1800), band_of(db.path, BandColoring::Category, 3)));
+    BandKeys keys = band_keys(load_view_trace(db.path), BandColoring::Category);
+    const auto activation = static_cast<uint8_t>(Category::Activation);
+    CHECK(near(at(3000), summary_color(keys, activation)));
+    CHECK(near(at(3900), summary_color(keys, activation)));
+    CHECK(!near(at(4200), summary_color(keys, activation), 20));
+    // The muted colour is its key's hue, not one slate for everything.
+    CHECK(green(summary_color(keys, activation)) > red(summary_color(keys, activation)));
+    // The legend says bytes at the peak: the muted bytes, then each category.
+    std::vector<std::string> texts;   // the bands' legend: from its head on
+    for (const auto& e : m["legend"])
+        if (!texts.empty() || e["text"].get<std::string>().rfind("by category", 0) == 0) texts.push_back(e["text"]);
+    REQUIRE(texts.size() == 4);
+    CHECK(texts[0] == "by category, at the peak (3.95 GiB at 300 us):");
+    CHECK(texts[1] == "muted: 2000 smaller allocations, 1.95 GiB");
+    CHECK(texts[2] == "activation: 2.95 GiB");
+    CHECK(texts[3] == "param: 1 GiB");
+    CHECK(m["summarised"] == 2000);
+}
+
+TEST_CASE("memory bands of a real Kineto trace: size classes from its own sizes, told apart") {
+    // ResNet-50 (tests/data/public): no categories, no labels; 6 MiB to 98 MiB activations. Fixed
+    // classes put every drawn band in "16-128 MiB"; the trace's own fifths of bytes separate them.
+    fixture::TempPath db("resnet.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz",
+                                    db.path, opt);
+    Shot s = shoot(db.path, "--view memory --size 1400x700");
+    INFO(s.err);
+    REQUIRE(s.rc == 0);
+    const auto& m = s.layout["memory"];
+    CHECK(m["coloring"] == "size");
+    ViewTrace t = load_view_trace(db.path);
+    BandKeys keys = band_keys(t, BandColoring::SizeClass);
+    REQUIRE(keys.count() == 5);
+    // Every class holds bytes at the peak, and the legend says how many.
+    int classes = 0;
+    for (const auto& e : m["legend"]) {
+        std::string text = e["text"];
+        for (const std::string& n : keys.name)
+            if (text.rfind(n + ": ", 0) == 0) ++classes;
+    }
+    CHECK(classes == 5);
+    // Down the peak's column, the drawn bands take at least four classes' colours.
+    const auto& b = m["bands"];
+    double x = b["x0"].get<double>() + m["band_peak_col"].get<double>() + 0.5;
+    std::set<int> seen;
+    for (double y = b["y0"].get<double>() + 2; y < b["y1"].get<double>() - 1; y += 1)
+        for (size_t k = 0; k < keys.count(); ++k) {
+            uint32_t px = s.img.at(x, y), c = keys.color[k];
+            double f = static_cast<double>(red(px) + green(px) + blue(px) + 1) / (red(c) + green(c) + blue(c) + 1);
+            // The same hue, 0.86-1.14 as bright (each band's shade).
+            if (f > 0.8 && f < 1.2 && std::abs(red(px) - red(c) * f) < 12 && std::abs(green(px) - green(c) * f) < 12 &&
+                std::abs(blue(px) - blue(c) * f) < 12)
+                seen.insert(static_cast<int>(k));
+        }
+    CHECK(seen.size() >= 4);
+}
+
+namespace {
+
+// CPU time (user + system) of process `pid` so far, in seconds (/proc/PID/stat, fields 14-15).
+double cpu_seconds(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));   // after "pid (comm) "
+    std::string field;
+    std::vector<std::string> f;
+    while (rest >> field) f.push_back(field);
+    REQUIRE(f.size() > 13);
+    return static_cast<double>(std::stoll(f[11]) + std::stoll(f[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+TEST_CASE("an idle window waits for events: it costs (almost) no CPU") {
+    // The interactive viewer on the known trace, in this test's X server (xvfb-run): once loaded
+    // and settled it must sleep in the event wait, not draw frames in a loop (a polling loop took
+    // 73-98% of a core).
+    fixture::TempPath db("known.db");
+    fixture::write_known_trace(db.path);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        execl(MHC_VIEW_EXE, MHC_VIEW_EXE, db.path.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    usleep(2'500'000);   // start, load on the worker thread, settle
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, WNOHANG) == 0);   // still running
+    double before = cpu_seconds(pid);
+    usleep(3'000'000);
+    double used = cpu_seconds(pid) - before;
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+    INFO("CPU seconds over 3 s idle: " << used);
+    CHECK(used < 0.15);   // under 5% of one core
 }

@@ -349,6 +349,58 @@ int64_t Reader::access_count(int64_t allocation_id) const {
     return s.step() ? s.i64(0) : 0;
 }
 
+bool Reader::kernel(int64_t id, Kernel& k) const {
+    sql::Stmt s(db_, path_,
+                "SELECT device, stream, name, t_start, t_end, step, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
+                "shared_mem, registers, correlation FROM kernels WHERE id=?");
+    s.bind(1, id);
+    if (!s.step()) return false;
+    k.id = id;
+    k.device = static_cast<int32_t>(s.i64(0));
+    k.stream = s.i64(1);
+    k.name = s.i64(2);
+    k.t_start = s.i64(3);
+    k.t_end = s.i64(4);
+    k.step = static_cast<int32_t>(s.i64(5));
+    for (int i = 0; i < 3; ++i) {
+        k.grid[i] = static_cast<int32_t>(s.i64(6 + i));
+        k.block[i] = static_cast<int32_t>(s.i64(9 + i));
+    }
+    k.shared_mem = static_cast<int32_t>(s.i64(12));
+    k.registers = static_cast<int32_t>(s.i64(13));
+    k.correlation = s.i64(14);
+    return true;
+}
+
+bool Reader::allocation(int64_t id, Allocation& a) const {
+    sql::Stmt s(db_, path_,
+                "SELECT device, address, bytes, t_alloc, t_free, stream, category, label FROM allocations WHERE id=?");
+    s.bind(1, id);
+    if (!s.step()) return false;
+    a.id = id;
+    a.device = static_cast<int32_t>(s.i64(0));
+    a.address = s.i64(1);
+    a.bytes = s.i64(2);
+    a.t_alloc = s.i64(3);
+    a.t_free = s.is_null(4) ? kNoTime : s.i64(4);
+    a.stream = s.i64(5);
+    int64_t c = s.i64(6);
+    a.category = (c >= 0 && c < kCategoryCount) ? static_cast<Category>(c) : Category::Other;
+    a.label = s.i64(7);
+    return true;
+}
+
+std::vector<Access> Reader::accesses_of_kernel(int64_t kernel_id) const {
+    sql::Stmt s(db_, path_, "SELECT allocation, mode FROM accesses WHERE kernel=? ORDER BY allocation");
+    s.bind(1, kernel_id);
+    std::vector<Access> out;
+    while (s.step()) {
+        int64_t m = s.i64(1);
+        out.push_back({kernel_id, s.i64(0), (m >= 1 && m <= 3) ? static_cast<AccessMode>(m) : AccessMode::ReadWrite});
+    }
+    return out;
+}
+
 void Reader::map_up_to(int64_t bytes) const {
     sql::exec(db_, path_, ("PRAGMA mmap_size=" + std::to_string(bytes)).c_str());
 }

@@ -242,13 +242,16 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
     sql::Stmt s(r.db(), trace_path_,
                 ("SELECT id, kind, name, status, created, base_run FROM runs WHERE " + r.runs_of_trace + " ORDER BY id").c_str());
     while (s.step())
-        out.push_back({s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.i64(5), {}});
+        out.push_back({s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.i64(5), {}, {}});
     std::map<int64_t, RunInfo*> by_id;
     for (auto& run : out) by_id[run.id] = &run;
     sql::Stmt m(r.db(), trace_path_, "SELECT run, key, value FROM run_metrics");
     while (m.step())
         if (auto it = by_id.find(m.i64(0)); it != by_id.end())
             it->second->metrics[m.text(1)] = run_rules::metric(trace_path_, m.i64(0), m.text(1), m, 2);
+    sql::Stmt c(r.db(), trace_path_, "SELECT run, key, value FROM run_config");
+    while (c.step())
+        if (auto it = by_id.find(c.i64(0)); it != by_id.end()) it->second->config[c.text(1)] = c.text(2);
     return out;
 }
 

@@ -1,14 +1,17 @@
 #include "app.hpp"
 
 #include <imgui.h>
+#include <GLFW/glfw3.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/run_table.hpp"
 #include "widgets.hpp"
 
 namespace mhc::viewer {
@@ -39,8 +42,8 @@ App::~App() {
 }
 
 void App::finish_load() {
-    band_coloring_auto = -1;
     run_list = trace::list_runs(trace->path);
+    ++run_list_generation;
     runs.clear();
     runs.resize(run_list.size());
     compared.assign(run_list.size(), false);
@@ -57,16 +60,41 @@ void App::finish_load() {
         if (k == 0) selected = idx;
         if (!run(idx)) throw Error(error);
     }
-    // After the runs: a run slower than the recording extends the time axis (run()).
-    range = limits;
-    if (!opt.range.empty()) range = clamp(parse_range(opt.range), limits);
     // Without --run the compare view shows every run (up to six).
     if (opt.runs.empty())
         for (size_t i = 0; i < run_list.size() && i < 6; ++i) compared[i] = true;
+    // After the runs: a run slower than the recording extends the time axis.
+    limits = range = whole();
+    limits_dirty = false;
+    if (!opt.range.empty()) range = clamp(parse_range(opt.range), limits);
+}
+
+TimeRange App::whole() {
+    TimeRange w{trace->t_begin, trace->t_end};
+    auto extend = [&](size_t i) {
+        if (i < runs.size() && runs[i]) w.t1 = std::max(w.t1, runs[i]->t_end);
+    };
+    if (selected >= 0) extend(static_cast<size_t>(selected));
+    for (size_t i = 0; i < compared.size(); ++i)
+        if (compared[i]) extend(i);
+    return w;
+}
+
+void App::update_limits() {
+    TimeRange n = whole();
+    range = follow_limits(range, limits, n);
+    limits = n;
+    limits_dirty = false;
+}
+
+LoadOptions App::load_options() const {
+    LoadOptions o;
+    if (!opt.families.empty()) o.families.load_file(opt.families);
+    return o;
 }
 
 void App::load_now() {
-    trace = std::make_unique<ViewTrace>(load_view_trace(opt.trace));
+    trace = std::make_unique<ViewTrace>(load_view_trace(opt.trace, load_options()));
     finish_load();
 }
 
@@ -74,8 +102,10 @@ void App::load_async() {
     loading = true;
     loader_ = std::thread([this] {
         try {
-            auto cb = [](double f, void* u) { static_cast<App*>(u)->progress = f; };
-            pending_ = std::make_unique<ViewTrace>(load_view_trace(opt.trace, cb, this));
+            LoadOptions o = load_options();
+            o.progress = [](double f, void* u) { static_cast<App*>(u)->progress = f; };
+            o.user = this;
+            pending_ = std::make_unique<ViewTrace>(load_view_trace(opt.trace, o));
         } catch (const std::exception& e) {
             pending_error_ = e.what();
         }
@@ -96,8 +126,9 @@ const ViewRun* App::run(int index) {
     if (!slot) {
         try {
             slot = std::make_unique<ViewRun>(load_view_run(*trace, run_list[static_cast<size_t>(index)].id));
-            // Simulated time can run past the recording (stalls): keep all of it reachable.
-            limits.t1 = std::max(limits.t1, slot->t_end);
+            // Simulated time can run past the recording (stalls): the axis follows (update_limits).
+            limits_dirty = true;
+            loaded_this_frame = true;
         } catch (const std::exception& e) {
             error = e.what();
             return nullptr;
@@ -112,19 +143,89 @@ void App::refresh_runs() {
     runs.resize(fresh.size());
     compared.resize(fresh.size(), true);
     run_list = std::move(fresh);
+    ++run_list_generation;
+}
+
+void App::select_run(int index) {
+    selected = index;
+    if (index >= 0) run(index);
+    limits_dirty = true;
+    if (highlight_alloc) select_allocation(highlight_alloc);
+    if (selected_kernel) select_kernel(selected_kernel);
 }
 
 void App::select_allocation(int64_t allocation_id) {
     highlight_alloc = allocation_id;
+    highlights.clear();
+    allocation_info = {};
+    if (!allocation_id) return;
     try {
         auto hits = accesses_of(*trace, allocation_id);
         highlights = highlight_lanes(*trace, selected_run(), hits);
         for (Lane& l : highlights) l.title = "accesses, stream " + std::to_string(l.stream);
+        const ViewRun* r = selected_run();
+        allocation_info = allocation_pane(allocation_details(*trace, r, allocation_id), r);
         status = "allocation #" + std::to_string(allocation_id) + ": " + std::to_string(hits.size()) +
                  " kernel accesses highlighted on the timeline";
     } catch (const std::exception& e) {
         error = e.what();
     }
+}
+
+void App::select_kernel(int64_t kernel_id) {
+    selected_kernel = kernel_id;
+    kernel_info = {};
+    if (!kernel_id) return;
+    try {
+        const ViewRun* r = selected_run();
+        kernel_info = kernel_pane(kernel_details(*trace, r, kernel_id), r);
+        status = "kernel #" + std::to_string(kernel_id) + " selected";
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
+}
+
+Job<ReservedCurves>* App::reserved_curves() {
+    if (!reserved_) {
+        reserved_ = std::make_unique<Job<ReservedCurves>>([path = trace->path] { return viewer::reserved_curves(path); });
+        if (!opt.screenshot.empty()) {
+            reserved_->wait();
+            loaded_this_frame = true;
+        }
+    }
+    reserved_->done();
+    return reserved_.get();
+}
+
+const BandKeys* App::band_keys_for(BandColoring coloring, std::string& error) {
+    error.clear();
+    if (trace->keys && trace->keys->coloring == coloring) return trace->keys.get();
+    if (!picked_keys_ || picked_coloring_ != coloring) {
+        picked_keys_ = std::make_unique<Job<BandKeys>>([view = trace.get(), coloring] { return band_keys(*view, coloring); });
+        picked_coloring_ = coloring;
+        if (!opt.screenshot.empty()) {
+            picked_keys_->wait();
+            loaded_this_frame = true;
+        }
+    }
+    picked_keys_->done();
+    error = picked_keys_->error();
+    return picked_keys_->value();
+}
+
+bool App::animating() const {
+    if (loading || launcher_busy(*this) || sel.dragging) return true;
+    // A worker's result is drawn when it arrives.
+    if ((reserved_ && !reserved_->value() && reserved_->error().empty()) ||
+        (picked_keys_ && !picked_keys_->value() && picked_keys_->error().empty()))
+        return true;
+    if (ImGui::GetCurrentContext() == nullptr) return false;
+    if (ImGui::IsAnyMouseDown()) return true;
+    const ImGuiIO& io = ImGui::GetIO();
+    if (io.WantTextInput) return false;
+    for (int k : {GLFW_KEY_W, GLFW_KEY_A, GLFW_KEY_S, GLFW_KEY_D})
+        if (ImGui::IsKeyDown(k)) return true;
+    return false;
 }
 
 void App::go_to_step(int32_t step) {
@@ -142,17 +243,35 @@ void App::go_to_step(int32_t step) {
     status = "no step " + std::to_string(step) + " in this trace";
 }
 
+void App::status_bar() {
+    ImGui::Separator();
+    ImVec2 p0 = ImGui::GetCursorScreenPos();
+    ImGui::TextDisabled("%s", status.empty() ? "ready" : status.c_str());
+    // Frame time as Tracy shows its own: the last frame, and the mean and worst of the last ones.
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "frame %.1f ms (mean %.1f, worst %.1f)", frame_stats.last(), frame_stats.mean(),
+                  frame_stats.worst());
+    float w = ImGui::CalcTextSize(buf).x;
+    ImGui::SameLine(std::max(ImGui::GetWindowContentRegionMax().x - w, ImGui::GetItemRectMax().x - ImGui::GetWindowPos().x + 20));
+    ImGui::TextDisabled("%s", buf);
+    layout["status"] = {{"text", status}, {"frame", buf}, {"y0", p0.y}, {"y1", ImGui::GetItemRectMax().y},
+                        {"frame_ms", frame_stats.last()}};
+}
+
 void App::frame(float width, float height) {
     layout = nlohmann::json::object();
+    loaded_this_frame = false;
     if (loading && pending_ready_) {
         loader_.join();
         loading = false;
+        loaded_this_frame = true;
         if (!pending_error_.empty()) error = pending_error_;
         else {
             trace = std::move(pending_);
             try { finish_load(); } catch (const std::exception& e) { error = e.what(); }
         }
     }
+    if (limits_dirty) update_limits();
     ImGui::SetNextWindowPos({0, 0});
     ImGui::SetNextWindowSize({width, height});
     ImGui::Begin("mhc-view", nullptr,
@@ -174,24 +293,29 @@ void App::frame(float width, float height) {
                 trace->path.c_str(), static_cast<long long>(trace->kernel_count), trace->allocations.size(),
                 static_cast<long long>(trace->copy_count), run_list.size(),
                 format_duration(trace->t_end - trace->t_begin).c_str());
+    // The status bar keeps its line at the bottom whatever the view does above it.
+    const float status_h = ImGui::GetFrameHeightWithSpacing();
     if (ImGui::BeginTabBar("views")) {
         struct Tab { const char* name; ViewId id; void (*draw)(App&); };
-        static const Tab tabs[] = {{"Timeline", ViewId::Timeline, draw_timeline},
-                                   {"Memory", ViewId::Memory, draw_memory},
-                                   {"Compare", ViewId::Compare, draw_compare},
-                                   {"Statistics", ViewId::Statistics, draw_statistics},
-                                   {"Run simulator", ViewId::Launcher, draw_launcher}};
-        for (const Tab& t : tabs) {
+        static constexpr Tab kTabs[] = {{"Timeline", ViewId::Timeline, draw_timeline},
+                                        {"Memory", ViewId::Memory, draw_memory},
+                                        {"Compare", ViewId::Compare, draw_compare},
+                                        {"Statistics", ViewId::Statistics, draw_statistics},
+                                        {"Run simulator", ViewId::Launcher, draw_launcher}};
+        for (const Tab& t : kTabs) {
             ImGuiTabItemFlags f = (force_frames > 0 && requested == t.id) ? ImGuiTabItemFlags_SetSelected : 0;
             if (ImGui::BeginTabItem(t.name, nullptr, f)) {
                 view = t.id;
+                ImGui::BeginChild("view", {0, -status_h}, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
                 t.draw(*this);
+                ImGui::EndChild();
                 ImGui::EndTabItem();
             }
         }
         if (force_frames > 0) --force_frames;
         ImGui::EndTabBar();
     }
+    status_bar();
     ImGui::End();
 }
 

@@ -9,8 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/data.hpp"
+#include "mhc/viewer/details.hpp"
+#include "mhc/viewer/job.hpp"
+#include "mhc/viewer/pacing.hpp"
+#include "mhc/viewer/reserved.hpp"
 #include "mhc/viewer/timeline.hpp"
 
 namespace mhc::viewer {
@@ -21,10 +26,22 @@ struct Options {
     std::string trace;
     std::vector<int64_t> runs;      // --run: selected run (first) and compare set
     std::string screenshot, layout, view = "timeline", range;
+    std::string families;           // --families FILE: the user's kernel family rules
     int width = 1600, height = 900;
+    // Screenshot mode: left clicks at window pixels (x, y), one after the other, as a user's
+    // clicks (press and release on separate frames), and the toolbar's step + Go.
+    std::vector<std::pair<float, float>> clicks;
+    bool go_step = false;
+    int step = 0;
 };
 
-struct LauncherUi;   // view_launcher.cpp
+// Each view's own state (buffers reused across frames, sort orders, search text), complete only
+// in the view's file; the views keep nothing static.
+struct LauncherUi;     // view_launcher.cpp
+struct TimelineUi;     // view_timeline.cpp
+struct MemoryUi;       // view_memory.cpp
+struct CompareUi;      // view_compare.cpp
+struct StatisticsUi;   // view_statistics.cpp
 
 struct Selection {
     bool active = false, dragging = false;
@@ -56,27 +73,58 @@ public:
     ViewId requested = ViewId::Timeline;   // tab to select in the first frames
     int force_frames = 3;
 
-    // Allocation clicked in the memory view: its kernels are highlighted on the timeline.
+    // Allocation clicked in the memory view: its kernels are highlighted on the timeline, its
+    // details fill the memory view's details pane.
     int64_t highlight_alloc = 0;
     std::vector<Lane> highlights;
-    std::string status;                      // one line under the toolbar
+    DetailsPane allocation_info;
+    // Kernel clicked on a timeline: outlined, its details in the timeline's details pane.
+    int64_t selected_kernel = 0;
+    DetailsPane kernel_info;
+    std::string status;                      // the status bar's message (left of the frame time)
+    FrameStats frame_stats;                  // CPU time of the last frames (status bar)
+    bool loaded_this_frame = false;          // a run was read from the file, or screenshot mode
+                                             // waited for a worker: not a drawing frame
     int step_input = 0;                      // the toolbar's "step" field
     bool memory_strip = true;                // timeline: the memory curve under the tracks
     int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
-    int band_coloring_auto = -1;             // the trace's choice, computed once (scans allocations)
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)
     std::mutex runs_mutex;                   // the launcher's worker adds runs
     // The run launcher's widgets and worker (view_launcher.cpp; created on first use). A
     // shared_ptr because its type is complete only there.
     std::shared_ptr<LauncherUi> launcher;
+    std::shared_ptr<TimelineUi> timeline_ui;
+    std::shared_ptr<MemoryUi> memory_ui;
+    std::shared_ptr<CompareUi> compare_ui;
+    std::shared_ptr<StatisticsUi> statistics_ui;
+
+    // Work done on worker threads for the memory view (the view draws what is ready; an
+    // interactive window keeps drawing meanwhile, screenshot mode waits for it):
+    // the reserved curves, started when the view first opens; null before.
+    Job<ReservedCurves>* reserved_curves();
+    // The colour keys of `coloring`: the trace's own (made at load) or those of another
+    // colouring the user picked, computed on a worker; nullptr while they are computed, and
+    // `error` says why when they could not be.
+    const BandKeys* band_keys_for(BandColoring coloring, std::string& error);
 
     // The trace's timing is order only (meta timing): its times are event numbers.
     bool order_only() const;
     const ViewRun* run(int index);           // loads on first use; nullptr and sets error if it fails
     const ViewRun* selected_run() { return selected >= 0 ? run(selected) : nullptr; }
     void refresh_runs();                     // re-reads the run list (after a launch)
-    void select_allocation(int64_t allocation_id);
+    void select_run(int index);              // -1: recorded; refreshes highlights and details
+    // The time axis's limits: the recording and the selected and ticked runs (a run slower than
+    // the recording extends it); the range follows when it showed everything (follow_limits).
+    TimeRange whole();
+    void update_limits();
+    bool limits_dirty = false;               // a run loaded or the selection changed
+    int64_t run_list_generation = 0;         // increments when the run list is (re)read
+    void select_allocation(int64_t allocation_id);   // 0 clears
+    void select_kernel(int64_t kernel_id);            // 0 clears
+    // Something moves without input (loading, a run in flight, a button or key held): the
+    // window keeps drawing; otherwise it waits for events (FramePacer).
+    bool animating() const;
     void go_to_step(int32_t step);
 
     // Loader progress for the async path.
@@ -84,11 +132,17 @@ public:
     std::atomic<bool> loading{false};
 
 private:
+    LoadOptions load_options() const;   // throws mhc::Error for a bad --families file
+    void status_bar();
     void finish_load();
     std::thread loader_;
     std::unique_ptr<ViewTrace> pending_;
     std::string pending_error_;
     std::atomic<bool> pending_ready_{false};
+    // After `trace`: their workers read it, and finish before it goes.
+    std::unique_ptr<Job<ReservedCurves>> reserved_;
+    std::unique_ptr<Job<BandKeys>> picked_keys_;
+    BandColoring picked_coloring_ = BandColoring::Category;
 };
 
 // The views; each in its own file.
@@ -97,6 +151,7 @@ void draw_memory(App& app);
 void draw_compare(App& app);
 void draw_statistics(App& app);
 void draw_launcher(App& app);
+bool launcher_busy(const App& app);   // view_launcher.cpp
 
 // Parses "T0:T1" (each "123", "1.5ms", "200us", ...) into ns; throws mhc::Error.
 TimeRange parse_range(const std::string& text);

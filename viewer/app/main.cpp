@@ -8,6 +8,8 @@
 #include <GLFW/glfw3.h>
 
 #include <CLI/CLI.hpp>
+#include <cfloat>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -24,6 +26,25 @@ void style() {
     s.FrameRounding = 3;
     s.TabRounding = 3;
     s.Colors[ImGuiCol_WindowBg] = ImGui::ColorConvertU32ToFloat4(IM_COL32(30, 30, 34, 255));
+}
+
+// Screenshot mode's scripted input, before frame n is built: each --click is a press on one frame
+// and a release on the next, after two frames that settle the layout; --step presses Go after
+// them (the toolbar's field set to the step).
+void simulate_input(mhc::viewer::App& app, int n) {
+    ImGuiIO& io = ImGui::GetIO();
+    const int k = n - 2;
+    if (k >= 0 && k / 2 < static_cast<int>(app.opt.clicks.size())) {
+        const auto& [x, y] = app.opt.clicks[static_cast<size_t>(k / 2)];
+        io.MousePos = {x, y};
+        io.MouseDown[0] = k % 2 == 0;
+        return;
+    }
+    io.MousePos = {-FLT_MAX, -FLT_MAX};
+    if (app.opt.go_step && k == 2 * static_cast<int>(app.opt.clicks.size())) {
+        app.step_input = app.opt.step;
+        app.go_to_step(app.opt.step);
+    }
 }
 
 int run_gui(mhc::viewer::App& app, bool screenshot) {
@@ -55,21 +76,41 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     ImGui_ImplOpenGL3_Init("#version 330");
 
     int rc = 0;
-    // A few frames let tab selection and layout settle before the one that is saved.
-    for (int n = 0; screenshot ? n < 4 : !glfwWindowShouldClose(w); ++n) {
-        glfwPollEvents();
+    // Screenshot mode: a few frames let tab selection and layout settle; each --click takes a
+    // press frame and a release frame; the last frame is saved.
+    const int clicks = static_cast<int>(app.opt.clicks.size());
+    const int frames = 4 + 2 * clicks + (app.opt.go_step ? 1 : 0);
+    mhc::viewer::FramePacer pacer;
+    double wait = 0;
+    for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
+        // Interactive: draw while something moves or input arrives, else wait for events (an
+        // idle window costs nothing); an early return from the wait means input came. Frames
+        // drawn without waiting (settling, animating) do not count as input.
+        bool had_input = n == 0;
+        if (screenshot || wait <= 0) {
+            glfwPollEvents();
+        } else {
+            double t0 = glfwGetTime();
+            glfwWaitEventsTimeout(wait);
+            had_input = glfwGetTime() - t0 < wait * 0.99;
+        }
+        auto start = std::chrono::steady_clock::now();
         ImGui_ImplOpenGL3_NewFrame();
         ImGui_ImplGlfw_NewFrame();
+        if (screenshot) simulate_input(app, n);
         ImGui::NewFrame();
         int fw, fh;
         glfwGetFramebufferSize(w, &fw, &fh);
         app.frame(static_cast<float>(fw), static_cast<float>(fh));
         ImGui::Render();
+        // Frames that read a run from the file are loading, not drawing: not in the frame time.
+        if (!app.loaded_this_frame && !app.loading)
+            app.frame_stats.add(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
         glViewport(0, 0, fw, fh);
         glClearColor(30 / 255.f, 30 / 255.f, 34 / 255.f, 1);
         glClear(GL_COLOR_BUFFER_BIT);
         ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-        if (screenshot && n == 3) {
+        if (screenshot && n == frames - 1) {
             try {
                 mhc::viewer::write_framebuffer_png(app.opt.screenshot, fw, fh);
                 if (!app.opt.layout.empty()) {
@@ -81,6 +122,7 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
             }
         }
         glfwSwapBuffers(w);
+        if (!screenshot) wait = pacer.next_wait(had_input, app.animating());
     }
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();
@@ -103,6 +145,11 @@ int main(int argc, char** argv) {
     cli.add_option("--view", o.view, "view for --screenshot")
         ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}));
     cli.add_option("--size", size, "window size WxH (default 1600x900)");
+    cli.add_option("--families", o.families,
+                   "kernel family rules, one 'FAMILY TEXT' per line, checked before the built-in ones (docs/viewer.md)");
+    std::vector<std::string> clicks;
+    cli.add_option("--click", clicks, "with --screenshot: a left click at window pixel X,Y before the saved frame (repeat for more)");
+    auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
     try {
         cli.parse(argc, argv);
@@ -111,6 +158,16 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {   // bad options: one line, exit 2, as `mhc` does
         std::fprintf(stderr, "mhc-view: %s\n", e.what());
         return 2;
+    }
+    o.go_step = step->count() > 0;
+    for (const std::string& c : clicks) {
+        float x = 0, y = 0;
+        char extra = 0;
+        if (std::sscanf(c.c_str(), "%f,%f%c", &x, &y, &extra) != 2 || x < 0 || y < 0) {
+            std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", c.c_str());
+            return 2;
+        }
+        o.clicks.push_back({x, y});
     }
     if (!size.empty()) {
         int w = 0, h = 0;
@@ -136,6 +193,7 @@ int main(int argc, char** argv) {
     } else {
         try {
             if (!o.range.empty()) mhc::viewer::parse_range(o.range);
+            if (!o.families.empty()) mhc::viewer::FamilyRules().load_file(o.families);
         } catch (const mhc::Error& e) {
             std::fprintf(stderr, "mhc-view: %s\n", e.what());
             return 2;

@@ -1,5 +1,8 @@
-// Compare view: two or more runs of one trace, memory curves overlaid, timelines stacked on
-// the same time axis, and a metrics table with one column per run.
+// Compare view: a run picker (a filterable, sortable table of every stored run with its key
+// figures; the tick boxes, in each run's colour, choose what is compared), the ticked runs'
+// memory curves overlaid on the recorded one, their timelines stacked on the same time axis in a
+// scrolling list (the axis reaches the slowest ticked run), and a metrics table with one column
+// per run.
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -8,9 +11,206 @@
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/metrics.hpp"
+#include "mhc/viewer/run_table.hpp"
 #include "widgets.hpp"
 
 namespace mhc::viewer {
+
+struct CompareUi {
+    int64_t generation = -1;             // of the run list the rows were made from
+    std::vector<RunRow> rows;
+    std::vector<size_t> shown;           // filtered and sorted
+    char filter[128] = "";
+    std::string last_filter = "\x01";
+    RunColumn sort_by = RunColumn::Id;
+    bool ascending = true;
+    std::vector<CurveColumns> curves;
+    std::vector<std::vector<TrackFrame>> frames;
+};
+
+namespace {
+
+constexpr float kRow = 13.f;        // a compact track row
+constexpr float kRunHeader = 18.f;  // a run's title bar
+
+// The picker: filter line and the table. Ticks change app.compared; returns the table's layout.
+nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vector<int>& colour_of) {
+    if (ui.generation != app.run_list_generation) {
+        ui.rows = run_rows(app.run_list);
+        ui.generation = app.run_list_generation;
+        ui.last_filter = "\x01";
+    }
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("runs");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(300);
+    ImGui::InputTextWithHint("##run filter", "filter: words of the name, policy, link, status", ui.filter, sizeof ui.filter);
+    ImGui::SameLine();
+    size_t ticked = static_cast<size_t>(std::count(app.compared.begin(), app.compared.end(), true));
+    ImGui::TextDisabled("%zu of %zu shown, %zu ticked", ui.shown.size(), ui.rows.size(), ticked);
+    ImGui::SameLine();
+    if (ImGui::SmallButton("tick the shown")) {
+        for (size_t i : ui.shown) app.compared[ui.rows[i].index] = true;
+        app.limits_dirty = true;
+    }
+    ImGui::SameLine();
+    if (ImGui::SmallButton("untick all")) {
+        std::fill(app.compared.begin(), app.compared.end(), false);
+        app.limits_dirty = true;
+    }
+
+    nlohmann::json out = {{"total", ui.rows.size()}, {"rows", nlohmann::json::array()}};
+    const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_Sortable |
+                                  ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
+    ImVec2 t0 = ImGui::GetCursorScreenPos();
+    if (ImGui::BeginTable("run picker", kRunColumnCount + 1, flags, {0, height})) {
+        ImGui::TableSetupScrollFreeze(0, 1);
+        ImGui::TableSetupColumn("", ImGuiTableColumnFlags_NoSort | ImGuiTableColumnFlags_WidthFixed, 20);
+        for (int c = 0; c < kRunColumnCount; ++c) {
+            ImGuiTableColumnFlags f = c == 0 ? ImGuiTableColumnFlags_DefaultSort : 0;
+            if (static_cast<RunColumn>(c) == RunColumn::Status) f |= ImGuiTableColumnFlags_WidthStretch;
+            ImGui::TableSetupColumn(run_column_name(static_cast<RunColumn>(c)), f);
+        }
+        ImGui::TableHeadersRow();
+        bool resort = ui.last_filter != ui.filter;
+        if (ImGuiTableSortSpecs* s = ImGui::TableGetSortSpecs(); s && s->SpecsCount > 0 && s->SpecsDirty) {
+            ui.sort_by = static_cast<RunColumn>(std::max(s->Specs[0].ColumnIndex - 1, 0));
+            ui.ascending = s->Specs[0].SortDirection == ImGuiSortDirection_Ascending;
+            s->SpecsDirty = false;
+            resort = true;
+        }
+        if (resort) {
+            ui.shown = filter_runs(ui.rows, ui.filter, ui.sort_by, ui.ascending);
+            ui.last_filter = ui.filter;
+        }
+        ImGuiListClipper clip;
+        clip.Begin(static_cast<int>(ui.shown.size()));
+        while (clip.Step())
+            for (int k = clip.DisplayStart; k < clip.DisplayEnd; ++k) {
+                const RunRow& r = ui.rows[ui.shown[static_cast<size_t>(k)]];
+                ImGui::TableNextRow();
+                ImGui::TableNextColumn();
+                bool on = app.compared[r.index];
+                int colour = colour_of[r.index];
+                if (colour >= 0) ImGui::PushStyleColor(ImGuiCol_CheckMark, series_color(static_cast<size_t>(colour)));
+                ImGui::PushID(static_cast<int>(r.id));
+                if (ImGui::Checkbox("##tick", &on)) {
+                    app.compared[r.index] = on;
+                    app.limits_dirty = true;
+                }
+                ImGui::PopID();
+                if (colour >= 0) ImGui::PopStyleColor();
+                float y0 = ImGui::GetItemRectMin().y, y1 = ImGui::GetItemRectMax().y;
+                nlohmann::json cells = nlohmann::json::array();
+                for (int c = 0; c < kRunColumnCount; ++c) {
+                    ImGui::TableNextColumn();
+                    std::string v = run_cell(r, static_cast<RunColumn>(c));
+                    if (colour >= 0 && c == 0) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(series_color(static_cast<size_t>(colour))), "%s", v.c_str());
+                    else ImGui::TextUnformatted(v.c_str());
+                    if (ImGui::IsItemHovered()) ImGui::SetTooltip("#%lld %s", static_cast<long long>(r.id), r.name.c_str());
+                    cells.push_back(v);
+                }
+                out["rows"].push_back({{"id", r.id}, {"ticked", on}, {"y0", y0}, {"y1", y1}, {"cells", cells}});
+            }
+        ImGui::EndTable();
+    }
+    ImVec2 t1 = ImGui::GetItemRectMax();
+    out["rect"] = rect_json(t0, t1);
+    out["shown"] = ui.shown.size();
+    return out;
+}
+
+// The ticked runs' timelines in a scrolling list: only the runs in view are prepared and drawn.
+nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const ViewRun*>& runs, float plot_x,
+                             float plot_w, float height) {
+    ImVec2 origin = ImGui::GetCursorScreenPos();
+    ImGui::BeginChild("compare timelines", {0, height}, false, ImGuiWindowFlags_NoScrollWithMouse);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    ImVec2 top = ImGui::GetCursorScreenPos();
+    const float scroll = ImGui::GetScrollY();
+    // The wheel over the label column scrolls the list; over the plot it zooms (navigate).
+    ImGuiIO& io = ImGui::GetIO();
+    if (ImGui::IsWindowHovered() && io.MouseWheel != 0 && io.MousePos.x < plot_x)
+        ImGui::SetScrollY(scroll - io.MouseWheel * 3 * (kRunHeader + kRow));
+    ui.frames.resize(runs.size());
+    nlohmann::json jr = nlohmann::json::array();
+    float y = top.y;
+    for (size_t k = 0; k < runs.size(); ++k) {
+        const ViewRun& r = *runs[k];
+        const std::vector<Lane>& kernels = r.kernel_lanes.empty() ? app.trace->kernel_lanes : r.kernel_lanes;
+        const float block = kRunHeader + static_cast<float>(kernels.size() + r.event_lanes.size()) * (kRow + 1) + 6;
+        const bool visible = y + block >= top.y + scroll && y <= top.y + scroll + height;
+        jr.push_back({{"id", r.info.id}, {"y0", y}, {"y1", y + block}, {"visible", visible}});
+        if (visible) {
+            std::vector<Track> tracks;
+            for (const Lane& l : kernels) tracks.push_back({&l, true});
+            for (const Lane& l : r.event_lanes) tracks.push_back({&l, true});
+            prepare_timeline(tracks, app.range, plot_w, ui.frames[k]);
+            dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
+            dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
+            dl->AddText({origin.x + 8, y + 1}, series_color(k), r.label().c_str());
+            float ty = y + kRunHeader;
+            for (const TrackFrame& f : ui.frames[k]) {
+                draw_track_label(dl, *f.lane, {origin.x + 10, ty}, kRow, true);
+                draw_track(app, dl, f, {plot_x, ty}, plot_w, kRow);
+                ty += kRow + 1;
+            }
+        }
+        y += block;
+    }
+    ImGui::Dummy({1, y - top.y});
+    draw_selection(app, dl, {plot_x, top.y + scroll}, {plot_x + plot_w, top.y + scroll + height});
+    ImGui::EndChild();
+    return {{"rect", rect_json(origin, {plot_x + plot_w, origin.y + height})}, {"content_height", y - top.y},
+            {"scroll", scroll}, {"runs", jr}};
+}
+
+nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs) {
+    // Union of metric keys, one column per run; the headline figures first, readable names,
+    // values in the unit the key names (mhc/viewer/metrics.hpp).
+    std::vector<std::string> all;
+    for (const ViewRun* r : runs)
+        for (const auto& [key, v] : r->metrics) all.push_back(key);
+    std::vector<std::string> keys = metric_order(all);
+    nlohmann::json jrows = nlohmann::json::array();
+    int ncols = static_cast<int>(runs.size()) + 1;
+    if (runs.empty() || !ImGui::BeginTable("metrics", ncols, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg |
+                                                              ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
+                                                              ImGuiTableFlags_SizingFixedFit))
+        return jrows;
+    ImGui::TableSetupScrollFreeze(1, 1);
+    ImGui::TableSetupColumn("metric");
+    for (const ViewRun* r : runs) ImGui::TableSetupColumn(r->label().c_str());
+    ImGui::TableHeadersRow();
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    ImGui::TextUnformatted("status");
+    for (size_t k = 0; k < runs.size(); ++k) {
+        ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
+        ImGui::TextUnformatted(runs[k]->info.status.c_str());
+    }
+    for (const std::string& key : keys) {
+        ImGui::TableNextRow();
+        ImGui::TableSetColumnIndex(0);
+        std::string label = metric_label(key);
+        ImGui::TextUnformatted(label.c_str());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", key.c_str());   // the stored key
+        nlohmann::json row = {{"key", key}, {"label", label}, {"values", nlohmann::json::array()}};
+        for (size_t k = 0; k < runs.size(); ++k) {
+            ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
+            auto it = runs[k]->metrics.find(key);
+            std::string v = it != runs[k]->metrics.end() ? format_metric(key, it->second) : "-";
+            if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(v.c_str());
+            else ImGui::TextDisabled("-");
+            row["values"].push_back(v);
+        }
+        jrows.push_back(row);
+    }
+    ImGui::EndTable();
+    return jrows;
+}
+
+}  // namespace
 
 void draw_compare(App& app) {
     if (app.run_list.empty()) {
@@ -18,19 +218,20 @@ void draw_compare(App& app) {
                            "and the runs appear here.");
         return;
     }
-    // The run checkboxes are the legend: each ticked run's name in its curve's colour.
+    if (!app.compare_ui) app.compare_ui = std::make_shared<CompareUi>();
+    CompareUi& ui = *app.compare_ui;
+    // Colours follow the ticked runs in list order (the picker's boxes are the curves' legend).
+    std::vector<int> colour_of(app.run_list.size(), -1);
     std::vector<int> chosen;
-    ImGui::TextColored(ImVec4(150 / 255.f, 150 / 255.f, 160 / 255.f, 1), "recorded (no limit)");
-    for (size_t i = 0; i < app.run_list.size(); ++i) {
-        ImGui::SameLine(0, 18);
-        bool on = app.compared[i];
-        std::string s = "#" + std::to_string(app.run_list[i].id) + " " + app.run_list[i].name;
-        bool coloured = on;
-        if (coloured) ImGui::PushStyleColor(ImGuiCol_Text, series_color(chosen.size()));
-        if (ImGui::Checkbox(s.c_str(), &on)) app.compared[i] = on;
-        if (coloured) ImGui::PopStyleColor();
-        if (on) chosen.push_back(static_cast<int>(i));
-    }
+    for (size_t i = 0; i < app.run_list.size(); ++i)
+        if (app.compared[i]) {
+            colour_of[i] = static_cast<int>(chosen.size());
+            chosen.push_back(static_cast<int>(i));
+        }
+    const float full_h = ImGui::GetContentRegionAvail().y;
+    // The picker as tall as its rows (a header and at least three), at most a quarter of the view.
+    const float rows_h = (static_cast<float>(std::max<size_t>(app.run_list.size(), 3)) + 1) * ImGui::GetFrameHeight() + 6;
+    nlohmann::json picker = run_picker(app, ui, std::min(rows_h, std::max(full_h * 0.26f, 110.f)), colour_of);
     std::vector<const ViewRun*> runs;
     for (int i : chosen)
         if (const ViewRun* r = app.run(i)) runs.push_back(r);
@@ -40,111 +241,51 @@ void draw_compare(App& app) {
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
     int W = static_cast<int>(plot_w);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range, app.order_only());
+    draw_time_axis(dl, {plot_x, origin.y + 2}, plot_w, kAxisHeight, app.range, app.order_only());
 
-    // Overlaid curves: the recorded live bytes, then each run's device bytes.
-    float curve_h = std::max(avail.y * 0.36f, 80.f);
+    // Overlaid curves: the recorded live bytes in grey, then each run's device bytes.
+    float curve_h = std::clamp(avail.y * 0.36f, 80.f, 320.f);
     ImVec2 c0{plot_x, origin.y + kAxisHeight + 6}, c1{plot_x + plot_w, origin.y + kAxisHeight + curve_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
-    static std::vector<CurveColumns> cols;
-    cols.resize(runs.size() + 1);
-    prepare_curve(app.trace->live, app.range, W, cols[0]);
-    double y_max = cols[0].y_max;
+    ui.curves.resize(runs.size() + 1);
+    prepare_curve(app.trace->live, app.range, W, ui.curves[0]);
+    double y_max = ui.curves[0].y_max;
     for (size_t k = 0; k < runs.size(); ++k) {
-        prepare_curve(runs[k]->memory, app.range, W, cols[k + 1]);
-        y_max = std::max(y_max, cols[k + 1].y_max);
+        prepare_curve(runs[k]->memory, app.range, W, ui.curves[k + 1]);
+        y_max = std::max(y_max, ui.curves[k + 1].y_max);
         if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
     }
     y_max = std::max(y_max, 1.0) * 1.08;
     draw_bytes_axis(dl, c0, c1, y_max);
-    draw_curve(dl, cols[0], c0, c1, y_max, IM_COL32(150, 150, 160, 255), false,
+    dl->AddText({origin.x + 4, c0.y}, IM_COL32(150, 150, 160, 255), "recorded (grey)");
+    draw_curve(dl, ui.curves[0], c0, c1, y_max, IM_COL32(150, 150, 160, 255), false,
                columns_before(app.range, W, app.trace->t_end));
     std::set<int64_t> capacities;
+    nlohmann::json jruns = nlohmann::json::array();
     for (size_t k = 0; k < runs.size(); ++k) {
         if (runs[k]->capacity > 0 && capacities.insert(runs[k]->capacity).second) {
             std::string s = "capacity " + format_bytes(runs[k]->capacity);
             draw_hline(dl, c0, c1, static_cast<double>(runs[k]->capacity), y_max, kCapacity, s.c_str());
         }
-        draw_curve(dl, cols[k + 1], c0, c1, y_max, series_color(k), false,
+        draw_curve(dl, ui.curves[k + 1], c0, c1, y_max, series_color(k), false,
                    columns_before(app.range, W, runs[k]->t_end));
+        jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"peak", ui.curves[k + 1].y_max},
+                         {"peak_col", ui.curves[k + 1].peak_col}, {"t_end", runs[k]->t_end}});
     }
-    nlohmann::json jruns = nlohmann::json::array();
-    for (size_t k = 0; k < runs.size(); ++k) {
-        jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"peak", cols[k + 1].y_max},
-                         {"peak_col", cols[k + 1].peak_col}});
-    }
+    ImGui::Dummy({avail.x, c1.y - origin.y + 6});
 
-    // Stacked timelines: per run, its kernel lanes and event lanes in compact rows.
-    float y = c1.y + 8;
-    const float row = 13.f;
-    float metrics_h = 24.f + 20.f * 8;
-    float tl_bottom = origin.y + avail.y - metrics_h;
-    static std::vector<std::vector<TrackFrame>> frames;
-    frames.resize(runs.size());
-    for (size_t k = 0; k < runs.size() && y < tl_bottom; ++k) {
-        std::vector<Track> tracks;
-        for (const Lane& l : runs[k]->kernel_lanes.empty() ? app.trace->kernel_lanes : runs[k]->kernel_lanes)
-            tracks.push_back({&l, true});
-        for (const Lane& l : runs[k]->event_lanes) tracks.push_back({&l, true});
-        prepare_timeline(tracks, app.range, plot_w, frames[k]);
-        dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
-        dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
-        dl->AddText({origin.x + 8, y + 1}, series_color(k), runs[k]->label().c_str());
-        y += 18;
-        for (const TrackFrame& f : frames[k]) {
-            if (y + row > tl_bottom) break;
-            draw_track_label(dl, *f.lane, {origin.x + 10, y}, row, true);
-            draw_track(app, dl, f, {plot_x, y}, plot_w, row);
-            y += row + 1;
-        }
-        y += 4;
-    }
-    navigate(app, {plot_x, c0.y}, {plot_x + plot_w, std::max(y, c1.y)});
-    draw_selection(app, dl, {plot_x, c0.y}, {plot_x + plot_w, std::max(y, c1.y)});
-    ImGui::Dummy({avail.x, y - origin.y});   // the metrics table takes the rest
-
-    // Metrics table: union of metric keys, one column per run; the headline figures first,
-    // readable names, values in the unit the key names (mhc/viewer/metrics.hpp).
-    std::vector<std::string> all;
-    for (const ViewRun* r : runs)
-        for (const auto& [key, v] : r->metrics) all.push_back(key);
-    std::vector<std::string> keys = metric_order(all);
-    nlohmann::json jrows = nlohmann::json::array();
-    int ncols = static_cast<int>(runs.size()) + 1;
-    if (!runs.empty() && ImGui::BeginTable("metrics", ncols, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg |
-                                                               ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchSame)) {
-        ImGui::TableSetupScrollFreeze(0, 1);
-        ImGui::TableSetupColumn("metric");
-        for (const ViewRun* r : runs) ImGui::TableSetupColumn(r->label().c_str());
-        ImGui::TableHeadersRow();
-        ImGui::TableNextRow();
-        ImGui::TableSetColumnIndex(0);
-        ImGui::TextUnformatted("status");
-        for (size_t k = 0; k < runs.size(); ++k) {
-            ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
-            ImGui::TextUnformatted(runs[k]->info.status.c_str());
-        }
-        for (const std::string& key : keys) {
-            ImGui::TableNextRow();
-            ImGui::TableSetColumnIndex(0);
-            std::string label = metric_label(key);
-            ImGui::TextUnformatted(label.c_str());
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", key.c_str());   // the stored key
-            nlohmann::json row = {{"key", key}, {"label", label}, {"values", nlohmann::json::array()}};
-            for (size_t k = 0; k < runs.size(); ++k) {
-                ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
-                auto it = runs[k]->metrics.find(key);
-                std::string v = it != runs[k]->metrics.end() ? format_metric(key, it->second) : "-";
-                if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(v.c_str());
-                else ImGui::TextDisabled("-");
-                row["values"].push_back(v);
-            }
-            jrows.push_back(row);
-        }
-        ImGui::EndTable();
-    }
+    // The timelines take what the metrics table leaves (it keeps at least ~7 rows).
+    const float rest = ImGui::GetContentRegionAvail().y;
+    const float metrics_h = std::clamp(rest * 0.42f, 90.f, 260.f);
+    nlohmann::json timelines = run_timelines(app, ui, runs, plot_x, plot_w, std::max(rest - metrics_h - 6, 40.f));
+    float tl_bottom = ImGui::GetItemRectMax().y;
+    // One navigation call per frame, over the curves and the timelines.
+    navigate(app, {plot_x, c0.y}, {plot_x + plot_w, tl_bottom});
+    draw_selection(app, dl, c0, c1);
+    nlohmann::json jrows = metrics_table(runs);
     app.layout["compare"] = {{"curve", rect_json(c0, c1)}, {"t0", app.range.t0}, {"t1", app.range.t1},
-                             {"y_max", y_max}, {"runs", jruns}, {"metrics", jrows}};
+                             {"y_max", y_max}, {"runs", jruns}, {"metrics", jrows}, {"picker", picker},
+                             {"timelines", timelines}};
 }
 
 }  // namespace mhc::viewer

@@ -55,8 +55,8 @@ void adopt_run(App& app, int64_t run_id) {
     app.refresh_runs();
     for (size_t i = 0; i < app.run_list.size(); ++i)
         if (app.run_list[i].id == run_id) {
-            app.selected = static_cast<int>(i);
             app.compared[i] = true;
+            app.select_run(static_cast<int>(i));
             app.status = "run #" + std::to_string(run_id) + " " + app.run_list[i].name +
                          " added (selected; see Timeline, Memory, Compare)";
         }
@@ -181,5 +181,7 @@ void draw_launcher(App& app) {
         }
     }
 }
+
+bool launcher_busy(const App& app) { return app.launcher && app.launcher->worker.busy(); }
 
 }  // namespace mhc::viewer

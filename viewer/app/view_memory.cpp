@@ -3,73 +3,41 @@
 // reserved vs allocated as memory_viz's segment view) with the caching model's reserved bytes for
 // the same allocations, and memory_viz-style active-memory bands of the allocations.
 #include <algorithm>
+#include <memory>
 
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
-#include "mhc/sim/allocator_compare.hpp"
 #include "mhc/trace/columns.hpp"
-#include "mhc/trace/store.hpp"
 #include "widgets.hpp"
 
 namespace mhc::viewer {
 
 namespace {
 
-// The reserved-memory curves of a trace with a segments table (docs/trace-format.md), built once
-// per opened trace from one read of its segments through the Reader:
-// - recorded: the segments' bytes over time, all devices as the live curve;
-// - model: the caching allocator model's reserved bytes for the same allocations (`mhc
-//   allocator`'s replay: warm start from the recorded segments, the recorded settings;
-//   docs/simulator.md "Comparing with a recording"), on the device with the largest recorded
-//   reserved peak (it loads the trace's allocations; snapshot imports are small).
-// Either is empty when it cannot be made; the view then shows what it showed before.
-struct Reserved {
-    Curve recorded, model;
-    int32_t model_device = 0;
-};
-const Reserved& reserved_curves(const ViewTrace& tr) {
-    static const trace::Reader* key = nullptr;
-    static Reserved r;
-    if (key == tr.reader.get()) return r;
-    key = tr.reader.get();
-    r = Reserved{};
-    if (!tr.reader) return r;
-    std::vector<trace::Segment> segs;
-    try {
-        tr.reader->for_each([&](const trace::Segment& s) { segs.push_back(s); });
-    } catch (const std::exception&) {
-        return r;
-    }
-    if (segs.empty()) return r;
-    std::vector<int64_t> t_alloc, t_free, bytes;
-    for (const auto& s : segs) {
-        t_alloc.push_back(s.t_alloc);
-        t_free.push_back(s.t_free);
-        bytes.push_back(s.bytes);
-    }
-    r.recorded = Curve::from_intervals(t_alloc, t_free, bytes);
-    try {
-        const sim::AllocatorComparison c = sim::compare_allocator(trace::load_trace(tr.path), segs, -1, "");
-        r.model.assign(c.sample_times, std::vector<double>(c.model_reserved.begin(), c.model_reserved.end()));
-        r.model_device = c.device;
-    } catch (const std::exception&) {
-        r.model = Curve{};
-    }
-    return r;
-}
 constexpr ImU32 kReserved = IM_COL32(190, 120, 230, 255);
 constexpr ImU32 kModelReserved = IM_COL32(240, 170, 60, 255);
+constexpr ImU32 kMessage = IM_COL32(255, 200, 120, 255);
 
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
+constexpr float kLegendRow = 17.f;
 
-void band_tooltip(App& app, int64_t idx) {
+}  // namespace
+
+struct MemoryUi {
+    CurveColumns cols, rec, res, mres;
+    BandLayout bands;
+    int64_t tooltip_id = -1, tooltip_count = 0;   // access count of the hovered band, queried once
+};
+
+namespace {
+
+void band_tooltip(App& app, MemoryUi& ui, int64_t idx) {
     const AllocationTable& a = app.trace->allocations;
     auto i = static_cast<size_t>(idx);
-    static int64_t cached_id = -1, cached_count = 0;
-    if (cached_id != a.id[i]) { cached_id = a.id[i]; cached_count = access_count_of(*app.trace, a.id[i]); }
+    if (ui.tooltip_id != a.id[i]) { ui.tooltip_id = a.id[i]; ui.tooltip_count = access_count_of(*app.trace, a.id[i]); }
     ImGui::BeginTooltip();
     ImGui::Text("%s", app.trace->str(a.label[i]).empty() ? "(no label)" : app.trace->str(a.label[i]).c_str());
     ImGui::Text("allocation #%lld, %s, %s", static_cast<long long>(a.id[i]), format_bytes(a.bytes[i]).c_str(),
@@ -77,38 +45,58 @@ void band_tooltip(App& app, int64_t idx) {
     std::string end = a.t_free[i] == trace::kNoTime ? std::string("end of trace") : format_time(a.t_free[i], 1);
     ImGui::Text("alive %s .. %s (%s)", format_time(a.t_alloc[i], 1).c_str(), end.c_str(),
                 format_duration(a.end_or(i, app.trace->t_end) - a.t_alloc[i]).c_str());
-    ImGui::Text("%lld accesses", static_cast<long long>(cached_count));
-    ImGui::TextDisabled("click: highlight the kernels that touched it");
+    ImGui::Text("%lld accesses", static_cast<long long>(ui.tooltip_count));
+    ImGui::TextDisabled("click: its details, and the kernels that touched it highlighted on the timeline");
     ImGui::EndTooltip();
 }
 
-// Swatch + text entries left to right from `p`; each entry's rectangle goes to `out`.
-float legend_row(ImDrawList* dl, ImVec2 p, float x_max, const std::vector<LegendEntry>& entries, nlohmann::json& out) {
-    float x = p.x;
+// Swatch + text entries left to right from `p`, on up to `rows` rows; each entry's rectangle
+// goes to `out`. Entries that do not fit are left out.
+void legend_row(ImDrawList* dl, ImVec2 p, float x_max, const std::vector<LegendEntry>& entries, nlohmann::json& out,
+                int rows = 1) {
+    float x = p.x, y = p.y;
+    int row = 1;
     for (const LegendEntry& e : entries) {
         float w = ImGui::CalcTextSize(e.text.c_str()).x + (e.color ? 16.f : 0.f);
-        if (x + w > x_max) break;
+        if (x + w > x_max) {
+            if (row == rows) break;
+            ++row;
+            x = p.x + 12;
+            y += kLegendRow;
+        }
         float tx = x;
         if (e.color) {
-            dl->AddRectFilled({x, p.y + 3}, {x + 11, p.y + 14}, e.color);
+            dl->AddRectFilled({x, y + 3}, {x + 11, y + 14}, e.color);
             tx += 16;
         }
-        dl->AddText({tx, p.y}, IM_COL32(200, 200, 205, 255), e.text.c_str());
-        out.push_back({{"text", e.text}, {"color", e.color}, {"x0", x}, {"y0", p.y}, {"x1", x + w},
-                       {"y1", p.y + ImGui::GetFontSize()}});
+        dl->AddText({tx, y}, IM_COL32(200, 200, 205, 255), e.text.c_str());
+        out.push_back({{"text", e.text}, {"color", e.color}, {"x0", x}, {"y0", y}, {"x1", x + w},
+                       {"y1", y + ImGui::GetFontSize()}});
         x += w + 14;
     }
-    return x;
+}
+
+// One line of text over a plot, on a dark backing so that it reads over the curves, cut at
+// `x_max` (the full text is in the layout JSON).
+void message_line(ImDrawList* dl, ImVec2 p, float x_max, const std::string& text) {
+    ImVec2 size = ImGui::CalcTextSize(text.c_str());
+    dl->AddRectFilled({p.x - 3, p.y - 1}, {std::min(p.x + size.x + 3, x_max), p.y + size.y + 1}, IM_COL32(20, 20, 24, 230));
+    dl->PushClipRect({p.x - 3, p.y - 1}, {x_max, p.y + size.y + 1}, true);
+    dl->AddText(p, kMessage, text.c_str());
+    dl->PopClipRect();
 }
 
 }  // namespace
 
 void draw_memory(App& app) {
+    if (!app.memory_ui) app.memory_ui = std::make_shared<MemoryUi>();
+    MemoryUi& ui = *app.memory_ui;
+    CurveColumns &cols = ui.cols, &rec = ui.rec, &res = ui.res, &mres = ui.mres;
+    BandLayout& bands = ui.bands;
     toolbar(app);
     // Colour of the bands: by category, or for imported traces (no categories) by the
     // allocation's source frame or size class; chosen for the trace unless the user picks.
-    if (app.band_coloring_auto < 0) app.band_coloring_auto = static_cast<int>(choose_band_coloring(*app.trace));
-    const auto auto_coloring = static_cast<BandColoring>(app.band_coloring_auto);
+    const BandColoring auto_coloring = app.trace->keys->coloring;   // chosen at load
     const BandColoring coloring = app.band_coloring < 0 ? auto_coloring : static_cast<BandColoring>(app.band_coloring);
     same_line_if_fits(ImGui::CalcTextSize("band colour").x + 200, 24);
     ImGui::TextUnformatted("band colour");   // the label before its field, as in the toolbar
@@ -126,6 +114,9 @@ void draw_memory(App& app) {
     const Curve& curve = run_curve ? run->memory : app.trace->live;
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
+    // The selected allocation's details take the bottom of the view.
+    const float details_h = app.highlight_alloc ? std::clamp(avail.y * 0.34f, 150.f, 320.f) : 0.f;
+    avail.y -= details_h;
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
     int W = static_cast<int>(plot_w);
@@ -138,7 +129,6 @@ void draw_memory(App& app) {
     float top_h = std::max((avail.y - kAxisHeight) * 0.42f, 60.f);
     ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
-    static CurveColumns cols, rec;
     prepare_curve(curve, app.range, W, cols);
     double y_max = std::max(cols.y_max, 1.0);
     if (run_curve) {
@@ -146,15 +136,20 @@ void draw_memory(App& app) {
         y_max = std::max(y_max, rec.y_max);
     }
     if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
-    const Reserved& curves = reserved_curves(*app.trace);
+    // The reserved curves come from a worker; until they arrive (or when they cannot be made)
+    // the plot shows the rest, and a line over it says which.
+    Job<ReservedCurves>& job = *app.reserved_curves();
+    const ReservedCurves none;
+    const ReservedCurves& curves = job.value() ? *job.value() : none;
+    std::string message = !job.error().empty() ? "reserved memory not shown: " + job.error()
+                          : !job.value()       ? std::string("reading the segments and replaying the caching allocator model...")
+                          : curves.model_error.empty() ? std::string() : "model reserved not shown: " + curves.model_error;
     const Curve& reserved = curves.recorded;
-    static CurveColumns res;
     if (!reserved.empty()) {
         prepare_curve(reserved, app.range, W, res);
         y_max = std::max(y_max, res.y_max);
     }
     const Curve& model = curves.model;
-    static CurveColumns mres;
     if (!model.empty()) {
         prepare_curve(model, app.range, W, mres);
         y_max = std::max(y_max, mres.y_max);
@@ -188,33 +183,50 @@ void draw_memory(App& app) {
         if (run && run->capacity > 0) e.push_back({kCapacity, "capacity"});
         legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
     }
+    if (!message.empty()) message_line(dl, {c0.x + 6, c0.y + 4}, c1.x - 6, message);
 
-    // Lower plot: the bands.
-    ImVec2 b0{plot_x, c1.y + 8 + legend_h}, b1{plot_x + plot_w, origin.y + avail.y - 4};
+    // Lower plot: the bands, coloured by key (computed when the colouring changes).
+    // (the trace's own choice was made at load; another is computed when first picked)
+    // (another colouring's keys come from a worker; the trace's own until they arrive)
+    std::string keys_error, bands_message;
+    const BandKeys* picked = app.band_keys_for(coloring, keys_error);
+    const BandKeys& keys = picked ? *picked : *app.trace->keys;
+    if (!keys_error.empty()) bands_message = "colouring by " + std::string(coloring_name(coloring)) + " failed: " + keys_error;
+    else if (!picked) bands_message = "colouring by " + std::string(coloring_name(coloring)) + "...";
+    const AllocationTable& allocs = app.trace->allocations;
+    // (two legend rows: the keys' bytes may not fit on one)
+    ImVec2 b0{plot_x, c1.y + 8 + legend_h + kLegendRow}, b1{plot_x + plot_w, origin.y + avail.y - 4};
     dl->AddRectFilled(b0, b1, IM_COL32(36, 36, 42, 255));
-    static BandLayout bands;
     int bh = static_cast<int>(b1.y - b0.y);
-    layout_bands(app.trace->allocations, app.trace->live, app.range, W, bh, kMaxBands, bands);
+    layout_bands(allocs, app.trace->live, &keys, app.range, W, bh, kMaxBands, bands, kBandsPerColumn,
+                 run_curve ? nullptr : &cols);   // the upper plot's columns, when it shows the same curve
     double by_max = bands.y_max * 1.05;
     auto y_of = [&](double v) { return b1.y - static_cast<float>(v / by_max) * (b1.y - b0.y); };
     draw_bytes_axis(dl, b0, b1, by_max, &axis_labels);
+    for (const SummarySegment& s : bands.summaries)
+        dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, summary_color(keys, s.key));
     for (const BandSegment& s : bands.segments) {
         uint32_t i = bands.bands[s.band];
-        uint32_t c = band_color(*app.trace, i, coloring);
-        if (app.trace->allocations.id[i] == app.highlight_alloc) c = kHighlight;
+        uint32_t c = allocs.id[i] == app.highlight_alloc ? kHighlight : band_color(keys, allocs, i);
         dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, c);
-        // A darker line at the top edge separates neighbouring bands of one category.
+        // A darker line at the top edge separates neighbouring bands of one key.
         dl->AddLine({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y1)}, IM_COL32(20, 20, 25, 160));
     }
+    if (!bands_message.empty()) message_line(dl, {b0.x + 6, b0.y + 4}, b1.x - 6, bands_message);
+    // The live bytes' maximum per column, where it rises above the stack (a spike inside a column).
     for (size_t x = 0; x < bands.total.size(); ++x)
-        if (bands.total[x] > bands.drawn_top[x])
-            dl->AddRectFilled({b0.x + x, y_of(bands.total[x])}, {b0.x + x + 1, y_of(bands.drawn_top[x])}, kSummary);
-    // Legend: what the colours are, then the summary band.
+        if (y_of(bands.stack_top[x]) - y_of(bands.total[x]) > 1)
+            dl->AddRectFilled({b0.x + x, y_of(bands.total[x])}, {b0.x + x + 1, y_of(bands.total[x]) + 1}, kCurve);
+    // Legend: each key's bytes at the range's peak, then what the muted bands hold.
     {
-        std::vector<LegendEntry> e{{0, std::string("active memory by ") + coloring_name(coloring) + ":"}};
-        for (LegendEntry& x : band_legend(*app.trace, bands, coloring)) e.push_back(std::move(x));
-        e.push_back({kSummary, std::to_string(bands.summarised) + " summarised"});
-        legend_row(dl, {b0.x, b0.y - legend_h}, b1.x, e, legend);
+        double at_peak = 0;
+        for (double v : bands.peak_key_bytes) at_peak += v;
+        std::string head = std::string("by ") + coloring_name(coloring) + ", at the peak (" +
+                           short_bytes(static_cast<int64_t>(at_peak)) + " at " +
+                           format_time(bands.peak_time, std::max<int64_t>(app.range.span() / 1000, 1)) + "):";
+        std::vector<LegendEntry> e{{0, head}};
+        for (LegendEntry& x : band_legend(keys, bands)) e.push_back(std::move(x));
+        legend_row(dl, {b0.x, b0.y - legend_h - kLegendRow}, b1.x, e, legend, 2);
     }
 
     ImGui::Dummy(avail);
@@ -224,24 +236,32 @@ void draw_memory(App& app) {
     if (hovered && m.y >= b0.y && m.y < b1.y) {
         int x = static_cast<int>(m.x - b0.x);
         double v = (b1.y - m.y) / (b1.y - b0.y) * by_max;
-        int64_t hit = bands.hit(x, v);
+        int64_t summary = -1;
+        int64_t hit = bands.hit(x, v, &summary);
         if (hit >= 0) {
-            band_tooltip(app, hit);
-            if (ImGui::IsMouseReleased(ImGuiMouseButton_Left) && ImGui::GetIO().MouseDragMaxDistanceSqr[0] < 9)
-                app.select_allocation(app.trace->allocations.id[static_cast<size_t>(hit)]);
-        } else if (hit == -1) {
-            ImGui::SetTooltip("%zu smaller allocations, summarised\n%s live in all", bands.summarised,
+            band_tooltip(app, ui, hit);
+            if (clicked()) app.select_allocation(app.trace->allocations.id[static_cast<size_t>(hit)]);
+        } else if (hit == -1 && summary >= 0) {
+            const SummarySegment& g = bands.summaries[static_cast<size_t>(summary)];
+            ImGui::SetTooltip("%s in %s allocations too small to draw one by one%s\n%s live in all here",
+                              format_bytes(static_cast<int64_t>(g.y1 - g.y0)).c_str(), keys.name[g.key].c_str(),
+                              g.long_lived ? " (long-lived)" : "",
                               format_bytes(static_cast<int64_t>(bands.total[static_cast<size_t>(x)])).c_str());
         }
     } else if (hovered && m.y >= c0.y && m.y < c1.y) {
         int64_t t = app.range.t_of(m.x - plot_x, plot_w);
         ImGui::SetTooltip("%s: %s", format_time(t, 1).c_str(), format_bytes(static_cast<int64_t>(curve.value_at(t))).c_str());
     }
-    app.layout["memory"] = {{"curve", rect_json(c0, c1)}, {"bands", rect_json(b0, b1)},
+    nlohmann::json details;
+    if (app.highlight_alloc && draw_details("allocation details", app.allocation_info, details_h - 4, details))
+        app.select_allocation(0);
+    app.layout["memory"] = {{"details", details}, {"selected_allocation", app.highlight_alloc},{"curve", rect_json(c0, c1)}, {"bands", rect_json(b0, b1)},
                             {"t0", app.range.t0}, {"t1", app.range.t1}, {"y_max", y_max}, {"band_y_max", by_max},
                             {"peak_col", cols.peak_col}, {"peak_bytes", cols.y_max},
                             {"bands_drawn", bands.bands.size()}, {"segments", bands.segments.size()},
-                            {"coloring", coloring_name(coloring)}, {"legend", legend}, {"axis_labels", axis_labels}};
+                            {"summaries", bands.summaries.size()}, {"summarised", bands.summarised},
+                            {"band_peak_col", bands.peak_col},
+                            {"coloring", coloring_name(keys.coloring)}, {"message", message}, {"bands_message", bands_message}, {"legend", legend}, {"axis_labels", axis_labels}};
 }
 
 }  // namespace mhc::viewer

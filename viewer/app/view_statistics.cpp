@@ -1,5 +1,6 @@
 // Statistics view: kernels by total time, allocations by size and category, per-step time
-// and peak; sortable tables and one search box for kernel and allocation names.
+// and peak; sortable tables and one search box for kernel and allocation names. Number columns
+// are as wide as their figures; the name column takes the rest (full names in a tooltip).
 #include <algorithm>
 
 #include "mhc/common/units.hpp"
@@ -9,6 +10,17 @@
 #include "widgets.hpp"
 
 namespace mhc::viewer {
+
+struct StatisticsUi {
+    char search[128] = "";
+    std::string last_search = "\x01";
+    std::vector<uint32_t> kernel_rows, alloc_rows;
+    int kernel_col = 2, alloc_col = 1, step_col = 0;
+    bool kernel_asc = false, alloc_asc = false, step_asc = true;
+    bool stats_ready = false;
+    std::vector<CategoryStat> categories;
+    std::vector<StepStat> steps;
+};
 
 namespace {
 
@@ -26,145 +38,182 @@ bool sort_spec(int& column, bool& ascending) {
 constexpr ImGuiTableFlags kTable = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_Sortable |
                                    ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable;
 
+// A number column as wide as `sample` (its widest figure) plus padding.
+void number_column(const char* name, const char* sample, ImGuiTableColumnFlags extra = 0) {
+    float w = std::max(ImGui::CalcTextSize(sample).x, ImGui::CalcTextSize(name).x + 14) + 8;
+    ImGui::TableSetupColumn(name, ImGuiTableColumnFlags_WidthFixed | extra, w);
+}
+
+// A name cell: the text clipped by its column; the whole name in a tooltip when it does not fit.
+void name_cell(const std::string& name) {
+    ImGui::TextUnformatted(name.c_str());
+    if (ImGui::IsItemHovered() && ImGui::CalcTextSize(name.c_str()).x > ImGui::GetContentRegionAvail().x + 1) {
+        ImGui::BeginTooltip();
+        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 60);
+        ImGui::TextUnformatted(name.c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::EndTooltip();
+    }
+}
+
+void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) {
+    const ViewTrace& t = *app.trace;
+    if (!ImGui::BeginTable("kernels", 5, kTable)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
+    number_column("count", "88888888");
+    number_column("total", "888.8 ms (88.8%)", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
+    number_column("mean", "888.8 ms");
+    number_column("max", "888.8 ms");
+    ImGui::TableHeadersRow();
+    if (sort_spec(ui.kernel_col, ui.kernel_asc) || changed || ui.kernel_rows.empty())
+        ui.kernel_rows = kernel_table(t, ui.search, static_cast<KernelSort>(ui.kernel_col), ui.kernel_asc);
+    int64_t all = 0;
+    for (const auto& k : t.kernel_stats) all += k.total_ns;
+    nlohmann::json cols = nlohmann::json::array(), names = nlohmann::json::array();
+    ImGuiListClipper clip;
+    clip.Begin(static_cast<int>(ui.kernel_rows.size()));
+    while (clip.Step())
+        for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+            const KernelNameStat& k = t.kernel_stats[ui.kernel_rows[static_cast<size_t>(r)]];
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            if (cols.empty()) cols.push_back(ImGui::GetContentRegionAvail().x);
+            ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(t.color_of(k.name)), ImGuiColorEditFlags_NoTooltip,
+                               {10, 10});
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s kernel", family_name(t.family_of(k.name)));
+            ImGui::SameLine();
+            name_cell(t.str(k.name));
+            if (names.size() < 40) names.push_back({{"name", t.str(k.name)}, {"x1", ImGui::GetItemRectMax().x}});
+            ImGui::TableNextColumn();
+            if (cols.size() == 1) cols.push_back(ImGui::GetContentRegionAvail().x);
+            ImGui::Text("%lld", static_cast<long long>(k.count));
+            ImGui::TableNextColumn();
+            if (cols.size() == 2) cols.push_back(ImGui::GetContentRegionAvail().x);
+            ImGui::Text("%s (%.1f%%)", format_duration(k.total_ns).c_str(),
+                        all ? 100.0 * static_cast<double>(k.total_ns) / static_cast<double>(all) : 0.0);
+            ImGui::TableNextColumn();
+            if (cols.size() == 3) cols.push_back(ImGui::GetContentRegionAvail().x);
+            ImGui::TextUnformatted(format_duration(k.total_ns / std::max<int64_t>(k.count, 1)).c_str());
+            ImGui::TableNextColumn();
+            if (cols.size() == 4) cols.push_back(ImGui::GetContentRegionAvail().x);
+            ImGui::TextUnformatted(format_duration(k.max_ns).c_str());
+        }
+    ImVec2 p0 = ImGui::GetWindowPos();
+    ImGui::EndTable();
+    out = {{"column_widths", cols}, {"names", names}, {"rows", ui.kernel_rows.size()},
+           {"table_x0", p0.x}, {"table_x1", ImGui::GetItemRectMax().x}};
+}
+
+void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
+    const ViewTrace& t = *app.trace;
+    const AllocationTable& a = t.allocations;
+    ImGui::TextDisabled("largest 5000 matching; click a row: its details in the memory view, its kernels on the timeline");
+    if (!ImGui::BeginTable("allocs", 5, kTable)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
+    number_column("bytes", "888.88 MiB", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
+    number_column("category", "activation");
+    number_column("lifetime", "888.8 ms");
+    number_column("allocated at", "88.888 s");
+    ImGui::TableHeadersRow();
+    if (sort_spec(ui.alloc_col, ui.alloc_asc) || changed || ui.alloc_rows.empty())
+        ui.alloc_rows = allocation_table(t, ui.search, static_cast<AllocSort>(ui.alloc_col), ui.alloc_asc, 5000);
+    ImGuiListClipper clip;
+    clip.Begin(static_cast<int>(ui.alloc_rows.size()));
+    while (clip.Step())
+        for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+            size_t i = ui.alloc_rows[static_cast<size_t>(r)];
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            std::string label = (t.str(a.label[i]).empty() ? "#" + std::to_string(a.id[i]) : t.str(a.label[i])) + "##" +
+                                std::to_string(a.id[i]);
+            if (ImGui::Selectable(label.c_str(), app.highlight_alloc == a.id[i], ImGuiSelectableFlags_SpanAllColumns))
+                app.select_allocation(a.id[i]);
+            ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(a.bytes[i]).c_str());
+            ImGui::TableNextColumn(); ImGui::TextUnformatted(std::string(trace::to_string(a.category[i])).c_str());
+            ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(a.end_or(i, t.t_end) - a.t_alloc[i]).c_str());
+            ImGui::TableNextColumn(); ImGui::TextUnformatted(format_time(a.t_alloc[i], 1000).c_str());
+        }
+    ImGui::EndTable();
+}
+
+void categories_tab(StatisticsUi& ui) {
+    if (!ImGui::BeginTable("cats", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) return;
+    ImGui::TableSetupColumn("category", ImGuiTableColumnFlags_WidthStretch);
+    number_column("count", "88888888");
+    number_column("bytes allocated", "888.88 GiB");
+    number_column("largest", "888.88 GiB");
+    number_column("peak live", "888.88 GiB");
+    ImGui::TableHeadersRow();
+    for (const CategoryStat& c : ui.categories) {
+        if (c.count == 0) continue;
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(category_color(c.category)), ImGuiColorEditFlags_NoTooltip, {10, 10});
+        ImGui::SameLine();
+        ImGui::TextUnformatted(std::string(trace::to_string(c.category)).c_str());
+        ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(c.count));
+        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(c.bytes).c_str());
+        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(c.largest).c_str());
+        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(static_cast<int64_t>(c.peak_live)).c_str());
+    }
+    ImGui::EndTable();
+}
+
+void steps_tab(App& app, StatisticsUi& ui) {
+    if (!ImGui::BeginTable("steps", 4, kTable)) return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    for (const char* h : {"step", "start", "time", "peak live"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    if (sort_spec(ui.step_col, ui.step_asc)) sort_steps(ui.steps, static_cast<StepSort>(ui.step_col), ui.step_asc);
+    for (const StepStat& s : ui.steps) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        std::string n = std::to_string(s.step);
+        if (ImGui::Selectable(n.c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) app.go_to_step(s.step);
+        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_time(s.t0, 1000).c_str());
+        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(s.t1 - s.t0).c_str());
+        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(static_cast<int64_t>(s.peak)).c_str());
+    }
+    ImGui::EndTable();
+}
+
 }  // namespace
 
 void draw_statistics(App& app) {
-    static char search[128] = "";
-    static std::string last_search = "\x01";
+    if (!app.statistics_ui) app.statistics_ui = std::make_shared<StatisticsUi>();
+    StatisticsUi& ui = *app.statistics_ui;
+    if (!ui.stats_ready) {
+        ui.categories = category_stats(*app.trace);
+        ui.steps = step_stats(*app.trace);
+        ui.stats_ready = true;
+    }
     ImGui::SetNextItemWidth(320);
-    ImGui::InputTextWithHint("##search", "search kernel and allocation names", search, sizeof search);
-    bool changed = last_search != search;
-    last_search = search;
-    const ViewTrace& t = *app.trace;
+    ImGui::InputTextWithHint("##search", "search kernel and allocation names", ui.search, sizeof ui.search);
+    bool changed = ui.last_search != ui.search;
+    ui.last_search = ui.search;
 
     if (!ImGui::BeginTabBar("stats")) return;
+    nlohmann::json kernels;
     if (ImGui::BeginTabItem("Kernels")) {
-        static std::vector<uint32_t> rows;
-        static int col = 2;
-        static bool asc = false;
-        if (ImGui::BeginTable("kernels", 5, kTable)) {
-            ImGui::TableSetupScrollFreeze(0, 1);
-            ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
-            ImGui::TableSetupColumn("count");
-            ImGui::TableSetupColumn("total", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
-            ImGui::TableSetupColumn("mean");
-            ImGui::TableSetupColumn("max");
-            ImGui::TableHeadersRow();
-            if (sort_spec(col, asc) || changed || rows.empty())
-                rows = kernel_table(t, search, static_cast<KernelSort>(col), asc);
-            int64_t all = 0;
-            for (const auto& k : t.kernel_stats) all += k.total_ns;
-            ImGuiListClipper clip;
-            clip.Begin(static_cast<int>(rows.size()));
-            while (clip.Step())
-                for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
-                    const KernelNameStat& k = t.kernel_stats[rows[static_cast<size_t>(r)]];
-                    ImGui::TableNextRow();
-                    ImGui::TableNextColumn();
-                    ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(kernel_color(t.str(k.name))),
-                                       ImGuiColorEditFlags_NoTooltip, {10, 10});
-                    if (ImGui::IsItemHovered() && static_cast<size_t>(k.name) < t.family_of_name.size())
-                        ImGui::SetTooltip("%s kernel", family_name(static_cast<KernelFamily>(t.family_of_name[static_cast<size_t>(k.name)])));
-                    ImGui::SameLine();
-                    ImGui::TextUnformatted(t.str(k.name).c_str());
-                    ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(k.count));
-                    ImGui::TableNextColumn();
-                    ImGui::Text("%s (%.1f%%)", format_duration(k.total_ns).c_str(),
-                                all ? 100.0 * static_cast<double>(k.total_ns) / static_cast<double>(all) : 0.0);
-                    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(k.total_ns / std::max<int64_t>(k.count, 1)).c_str());
-                    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(k.max_ns).c_str());
-                }
-            ImGui::EndTable();
-        }
+        kernels_tab(app, ui, changed, kernels);
         ImGui::EndTabItem();
     }
     if (ImGui::BeginTabItem("Allocations")) {
-        static std::vector<uint32_t> rows;
-        static int col = 1;
-        static bool asc = false;
-        const AllocationTable& a = t.allocations;
-        ImGui::TextDisabled("largest 5000 matching; click a row to highlight its kernels on the timeline");
-        if (ImGui::BeginTable("allocs", 5, kTable)) {
-            ImGui::TableSetupScrollFreeze(0, 1);
-            ImGui::TableSetupColumn("label", ImGuiTableColumnFlags_WidthStretch);
-            ImGui::TableSetupColumn("bytes", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
-            ImGui::TableSetupColumn("category");
-            ImGui::TableSetupColumn("lifetime");
-            ImGui::TableSetupColumn("allocated at");
-            ImGui::TableHeadersRow();
-            if (sort_spec(col, asc) || changed || rows.empty())
-                rows = allocation_table(t, search, static_cast<AllocSort>(col), asc, 5000);
-            ImGuiListClipper clip;
-            clip.Begin(static_cast<int>(rows.size()));
-            while (clip.Step())
-                for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
-                    size_t i = rows[static_cast<size_t>(r)];
-                    ImGui::TableNextRow();
-                    ImGui::TableNextColumn();
-                    std::string label = (t.str(a.label[i]).empty() ? "#" + std::to_string(a.id[i]) : t.str(a.label[i])) +
-                                        "##" + std::to_string(a.id[i]);
-                    if (ImGui::Selectable(label.c_str(), app.highlight_alloc == a.id[i], ImGuiSelectableFlags_SpanAllColumns))
-                        app.select_allocation(a.id[i]);
-                    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(a.bytes[i]).c_str());
-                    ImGui::TableNextColumn(); ImGui::TextUnformatted(std::string(trace::to_string(a.category[i])).c_str());
-                    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(a.end_or(i, t.t_end) - a.t_alloc[i]).c_str());
-                    ImGui::TableNextColumn(); ImGui::TextUnformatted(format_time(a.t_alloc[i], 1000).c_str());
-                }
-            ImGui::EndTable();
-        }
+        allocations_tab(app, ui, changed);
         ImGui::EndTabItem();
     }
     if (ImGui::BeginTabItem("Categories")) {
-        static std::vector<CategoryStat> cats = category_stats(t);
-        if (ImGui::BeginTable("cats", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
-            for (const char* h : {"category", "count", "bytes allocated", "largest", "peak live"}) ImGui::TableSetupColumn(h);
-            ImGui::TableHeadersRow();
-            for (const CategoryStat& c : cats) {
-                if (c.count == 0) continue;
-                ImGui::TableNextRow();
-                ImGui::TableNextColumn();
-                ImGui::ColorButton("##c", ImGui::ColorConvertU32ToFloat4(category_color(c.category)), ImGuiColorEditFlags_NoTooltip, {10, 10});
-                ImGui::SameLine();
-                ImGui::TextUnformatted(std::string(trace::to_string(c.category)).c_str());
-                ImGui::TableNextColumn(); ImGui::Text("%lld", static_cast<long long>(c.count));
-                ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(c.bytes).c_str());
-                ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(c.largest).c_str());
-                ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(static_cast<int64_t>(c.peak_live)).c_str());
-            }
-            ImGui::EndTable();
-        }
+        categories_tab(ui);
         ImGui::EndTabItem();
     }
     if (ImGui::BeginTabItem("Steps")) {
-        static std::vector<StepStat> steps = step_stats(t);
-        static int col = 0;
-        static bool asc = true;
-        if (ImGui::BeginTable("steps", 4, kTable)) {
-            ImGui::TableSetupScrollFreeze(0, 1);
-            for (const char* h : {"step", "start", "time", "peak live"}) ImGui::TableSetupColumn(h);
-            ImGui::TableHeadersRow();
-            if (sort_spec(col, asc))
-                std::stable_sort(steps.begin(), steps.end(), [&](const StepStat& x, const StepStat& y) {
-                    auto key = [&](const StepStat& s) -> double {
-                        return col == 0 ? s.step : col == 1 ? static_cast<double>(s.t0)
-                             : col == 2 ? static_cast<double>(s.t1 - s.t0) : s.peak;
-                    };
-                    return asc ? key(x) < key(y) : key(y) < key(x);
-                });
-            for (const StepStat& s : steps) {
-                ImGui::TableNextRow();
-                ImGui::TableNextColumn();
-                std::string n = std::to_string(s.step);
-                if (ImGui::Selectable(n.c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) app.go_to_step(s.step);
-                ImGui::TableNextColumn(); ImGui::TextUnformatted(format_time(s.t0, 1000).c_str());
-                ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(s.t1 - s.t0).c_str());
-                ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(static_cast<int64_t>(s.peak)).c_str());
-            }
-            ImGui::EndTable();
-        }
+        steps_tab(app, ui);
         ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
+    app.layout["statistics"] = {{"kernels", kernels}};
 }
 
 }  // namespace mhc::viewer

@@ -11,6 +11,11 @@
 
 namespace mhc::viewer {
 
+struct TimelineUi {
+    std::vector<TrackFrame> frame;   // folded items per track, reused across frames
+    CurveColumns strip;
+};
+
 namespace {
 
 // The families present and their share of kernel time, in their colours, on one line.
@@ -24,14 +29,15 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
         if (x + w > x_max) break;
         dl->AddRectFilled({x, p.y + 3}, {x + 12, p.y + 13}, family_color(f.family));
         dl->AddText({x + 16, p.y}, IM_COL32(200, 200, 205, 255), buf);
-        out.push_back({{"family", family_name(f.family)}, {"color", family_color(f.family)}, {"x0", x}, {"y0", p.y + 3},
+        out.push_back({{"family", family_name(f.family)}, {"text", buf}, {"color", family_color(f.family)}, {"x0", x}, {"y0", p.y + 3},
                        {"x1", x + 12}, {"y1", p.y + 13}});
         x += w;
     }
 }
 
 // The selected run's device bytes (or the recorded live bytes) under the tracks.
-void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec2 p1, nlohmann::json& out) {
+void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec2 p1, CurveColumns& cols,
+                  nlohmann::json& out) {
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;
     if (curve.empty() || curve.peak() <= 0) {
@@ -41,7 +47,6 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
         return;
     }
     int W = static_cast<int>(p1.x - p0.x);
-    static CurveColumns cols;
     prepare_curve(curve, app.range, W, cols);
     double y_max = std::max(cols.y_max, 1.0);
     if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
@@ -66,14 +71,18 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
 }  // namespace
 
 void draw_timeline(App& app) {
+    if (!app.timeline_ui) app.timeline_ui = std::make_shared<TimelineUi>();
+    TimelineUi& ui = *app.timeline_ui;
     toolbar(app);
     same_line_if_fits(ImGui::CalcTextSize("memory strip").x + 40);
     ImGui::Checkbox("memory strip", &app.memory_strip);
     const ViewRun* run = app.selected_run();
     std::vector<Track> tracks = timeline_tracks(*app.trace, run, app.highlights.empty() ? nullptr : &app.highlights);
-    static std::vector<TrackFrame> frame;   // buffers reused across frames
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
+    // The selected kernel's details take the bottom of the view.
+    const float details_h = app.selected_kernel ? std::clamp(avail.y * 0.34f, 150.f, 320.f) : 0.f;
+    avail.y -= details_h;
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth, 10.f);
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -95,22 +104,29 @@ void draw_timeline(App& app) {
         for (size_t i = 0; i < heights.size(); ++i) rows += heights[i] + 2.f + (i > 0 && tracks[i].from_run != tracks[i - 1].from_run ? 4.f : 0.f);
         if (rows < tracks_h) { strip_h += tracks_h - rows; tracks_h = rows; }
     }
-    prepare_timeline(tracks, app.range, plot_w, frame);
+    prepare_timeline(tracks, app.range, plot_w, ui.frame);
     ImGui::BeginChild("tracks", {0, tracks_h}, false);
     dl = ImGui::GetWindowDrawList();
     ImVec2 p = ImGui::GetCursorScreenPos();
     float y = p.y;
     nlohmann::json jt = nlohmann::json::array();
-    for (size_t i = 0; i < frame.size(); ++i) {
-        const Lane& l = *frame[i].lane;
+    for (size_t i = 0; i < ui.frame.size(); ++i) {
+        const Lane& l = *ui.frame[i].lane;
         float h = heights[i];
         // Separators between the trace's tracks and the run's, so that a run reads as a block.
-        if (i > 0 && frame[i].from_run != frame[i - 1].from_run) y += 4;
+        if (i > 0 && ui.frame[i].from_run != ui.frame[i - 1].from_run) y += 4;
         if (l.row == 0 && i % 2 == 0) dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + h}, IM_COL32(38, 38, 44, 255));
-        draw_track_label(dl, l, {origin.x, y}, h, frame[i].from_run);
-        draw_track(app, dl, frame[i], {plot_x, y}, plot_w, h);
+        draw_track_label(dl, l, {origin.x, y}, h, ui.frame[i].from_run);
+        draw_track(app, dl, ui.frame[i], {plot_x, y}, plot_w, h);
+        // The first boxes of the row on screen (x from the window's left) with what each is
+        // (an id, or the folded count), for tests that click on them.
+        nlohmann::json boxes = nlohmann::json::array();
+        for (const DrawItem& d : ui.frame[i].items) {
+            if (boxes.size() == 64) break;
+            boxes.push_back({plot_x + d.x0, plot_x + d.x1, d.count == 1 ? l.ref[d.first] : -static_cast<int64_t>(d.count)});
+        }
         jt.push_back({{"title", l.title}, {"kind", static_cast<int>(l.kind)}, {"stream", l.stream}, {"row", l.row},
-                      {"y0", y}, {"y1", y + h}, {"items", frame[i].items.size()}});
+                      {"y0", y}, {"y1", y + h}, {"items", ui.frame[i].items.size()}, {"boxes", boxes}});
         y += h + 2;
     }
     float bottom = std::max(y, p.y + ImGui::GetContentRegionAvail().y);
@@ -123,7 +139,7 @@ void draw_timeline(App& app) {
     if (app.memory_strip) {
         dl = ImGui::GetWindowDrawList();
         ImVec2 s0{plot_x, ImGui::GetCursorScreenPos().y + 4}, s1{plot_x + plot_w - 2, s0.y + strip_h};
-        memory_strip(app, run, dl, s0, s1, strip);
+        memory_strip(app, run, dl, s0, s1, ui.strip, strip);
         ImGui::Dummy({avail.x, strip_h + 4});
         draw_selection(app, dl, s0, s1);
         nav_bottom = s1.y;
@@ -131,10 +147,14 @@ void draw_timeline(App& app) {
     // One navigation call per frame (keys would act twice otherwise), over tracks and strip.
     navigate(app, {plot_x, p.y}, {plot_x + plot_w, nav_bottom});
 
+    nlohmann::json details;
+    if (app.selected_kernel && draw_details("kernel details", app.kernel_info, details_h - 4, details))
+        app.select_kernel(0);
     app.layout["timeline"] = {{"plot", rect_json({plot_x, p.y}, {plot_x + plot_w, bottom})},
                               {"t0", app.range.t0}, {"t1", app.range.t1}, {"tracks", jt},
                               {"legend", legend}, {"memory_strip", strip},
-                              {"draw_items", draw_item_count(frame)}};
+                              {"draw_items", draw_item_count(ui.frame)}, {"details", details},
+                              {"selected_kernel", app.selected_kernel}};
 }
 
 }  // namespace mhc::viewer

@@ -89,9 +89,7 @@ uint32_t item_color(const App& app, const Lane& l, const DrawItem& d) {
     // Kernels keep their family's colour when folded (the run's dominant family by time).
     if (l.kind == LaneKind::Kernels) {
         if (d.count > 1) return family_color(static_cast<KernelFamily>(d.cls));
-        auto k = static_cast<size_t>(l.key[d.first]);
-        const auto& c = app.trace->color_of_name;
-        return k < c.size() && c[k] ? c[k] : kernel_color(app.trace->str(l.key[d.first]));
+        return app.trace->color_of(l.key[d.first]);
     }
     // Other lanes hold one kind each (a copy direction, a marker kind, an event kind): a folded
     // run keeps that kind's colour (its hatched edge says "many").
@@ -136,16 +134,13 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         ImGui::Text("duration %s", format_duration(l.t_end[i] - l.t_start[i]).c_str());
         if (l.kind == LaneKind::Kernels)
             ImGui::TextDisabled("kernel #%lld, %s", static_cast<long long>(l.ref[i]),
-                                family_name(classify_kernel(app.trace->str(l.key[i]))));
+                                family_name(app.trace->family_of(l.key[i])));
         if (l.kind == LaneKind::Events) {
             const ViewRun* r = app.selected_run();
             if (r && static_cast<size_t>(l.ref[i]) < r->events.size()) {
                 const trace::RunEvent& e = r->events[static_cast<size_t>(l.ref[i])];
                 if (e.allocation) {
-                    int64_t ai = -1;
-                    const auto& ids = app.trace->allocations.id;
-                    auto it = std::lower_bound(ids.begin(), ids.end(), e.allocation);
-                    if (it != ids.end() && *it == e.allocation) ai = it - ids.begin();
+                    int64_t ai = app.trace->allocations.index_of(e.allocation);
                     ImGui::Text("allocation #%lld %s", static_cast<long long>(e.allocation),
                                 ai >= 0 ? app.trace->str(app.trace->allocations.label[static_cast<size_t>(ai)]).c_str() : "");
                 }
@@ -155,6 +150,26 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         }
     }
     ImGui::EndTooltip();
+}
+
+}  // namespace
+
+bool clicked() {
+    return ImGui::IsMouseReleased(ImGuiMouseButton_Left) && ImGui::GetIO().MouseDragMaxDistanceSqr[0] < 9;
+}
+
+namespace {
+
+// A kernel (or a highlighted access, which names its kernel) selects it; a folded box zooms to
+// its span, as Tracy does.
+void click_item(App& app, const Lane& l, const DrawItem& d) {
+    if (d.count > 1) {
+        int64_t a = l.t_start[d.first], b = l.end_max(d.first + d.count - 1);
+        int64_t pad = std::max<int64_t>((b - a) / 20, 1);
+        app.range = clamp({a - pad, b + pad}, app.limits);
+        return;
+    }
+    if (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) app.select_kernel(l.ref[d.first]);
 }
 
 }  // namespace
@@ -185,12 +200,16 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
             dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2}, IM_COL32(15, 15, 20, 255),
                         n.c_str(), nullptr, 0, &clip);
         }
+        if (d.count == 1 && app.selected_kernel && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) &&
+            l.ref[d.first] == app.selected_kernel)
+            dl->AddRect({a.x - 1, a.y - 1}, {b.x + 1, b.y + 1}, kSelected, 0, 0, 2.f);
         if (row_hovered && mouse.x >= a.x && mouse.x < b.x) hovered = &d;
     }
     if (hovered) {
         dl->AddRect({p0.x + hovered->x0, p0.y}, {p0.x + std::max(hovered->x1, hovered->x0 + 1.f), p0.y + h},
                     IM_COL32(255, 255, 255, 255));
         tooltip(app, l, *hovered);
+        if (clicked()) click_item(app, l, *hovered);
     }
 }
 
@@ -268,14 +287,11 @@ void toolbar(App& app) {
     std::string label = current ? current : app.run_list[static_cast<size_t>(app.selected)].name;
     ImGui::SetNextItemWidth(260);
     if (ImGui::BeginCombo("##run", label.c_str())) {
-        if (ImGui::Selectable("recorded", app.selected < 0)) { app.selected = -1; app.highlights.clear(); }
+        if (ImGui::Selectable("recorded", app.selected < 0)) app.select_run(-1);
         for (size_t i = 0; i < app.run_list.size(); ++i) {
             const auto& r = app.run_list[i];
             std::string s = "#" + std::to_string(r.id) + " " + r.name + " (" + r.status + ")";
-            if (ImGui::Selectable(s.c_str(), app.selected == static_cast<int>(i))) {
-                app.selected = static_cast<int>(i);
-                if (app.highlight_alloc) app.select_allocation(app.highlight_alloc);
-            }
+            if (ImGui::Selectable(s.c_str(), app.selected == static_cast<int>(i))) app.select_run(static_cast<int>(i));
         }
         ImGui::EndCombo();
     }
@@ -305,8 +321,76 @@ void toolbar(App& app) {
                         format_duration(app.range.span()).c_str());
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it");
-    if (!app.status.empty()) ImGui::TextDisabled("%s", app.status.c_str());
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
+                          "click a kernel or an allocation: its details; click a folded box: zoom to it");
+}
+
+bool draw_details(const char* id, const DetailsPane& pane, float height, nlohmann::json& out) {
+    bool close = false;
+    ImGui::BeginChild(id, {0, height}, true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+    ImVec2 p0 = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+    // The title (a kernel's name may be hundreds of characters: wrapped, never cut) and "close".
+    const float close_w = ImGui::CalcTextSize("close").x + ImGui::GetStyle().FramePadding.x * 2;
+    const float right = ImGui::GetWindowContentRegionMax().x;
+    ImGui::PushTextWrapPos(right - close_w - 12);
+    ImGui::TextUnformatted(pane.title.c_str());
+    ImGui::PopTextWrapPos();
+    float title_bottom = ImGui::GetItemRectMax().y;
+    ImGui::SameLine(right - close_w);
+    if (ImGui::SmallButton("close")) close = true;
+    ImGui::SetCursorScreenPos({ImGui::GetCursorScreenPos().x, std::max(ImGui::GetCursorScreenPos().y, title_bottom + 4)});
+    // Fields on the left, the table on the right, as Perfetto's details pane.
+    const float avail_h = ImGui::GetContentRegionAvail().y, avail_w = ImGui::GetContentRegionAvail().x;
+    const float fields_w = std::max(300.f, avail_w * 0.38f);
+    ImGui::BeginChild("fields", {fields_w, avail_h}, false);
+    if (ImGui::BeginTable("fields", 2, ImGuiTableFlags_SizingStretchProp)) {
+        ImGui::TableSetupColumn("field", ImGuiTableColumnFlags_WidthFixed);
+        ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch);
+        for (const auto& [k, v] : pane.fields) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::TextDisabled("%s", k.c_str());
+            ImGui::TableNextColumn();
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextUnformatted(v.c_str());
+            ImGui::PopTextWrapPos();
+        }
+        ImGui::EndTable();
+    }
+    ImGui::EndChild();
+    ImGui::SameLine();
+    ImGui::BeginChild("table", {0, avail_h}, false);
+    if (pane.rows.empty() && !pane.empty_table.empty()) {
+        ImGui::TextDisabled("%s", pane.empty_table.c_str());
+    } else if (!pane.columns.empty() &&
+               ImGui::BeginTable("rows", static_cast<int>(pane.columns.size()),
+                                 ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollX |
+                                     ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit)) {
+        ImGui::TableSetupScrollFreeze(0, 1);
+        for (const std::string& c : pane.columns) ImGui::TableSetupColumn(c.c_str());
+        ImGui::TableHeadersRow();
+        ImGuiListClipper clip;
+        clip.Begin(static_cast<int>(pane.rows.size()));
+        while (clip.Step())
+            for (int r = clip.DisplayStart; r < clip.DisplayEnd; ++r) {
+                ImGui::TableNextRow();
+                for (const std::string& cell : pane.rows[static_cast<size_t>(r)]) {
+                    ImGui::TableNextColumn();
+                    ImGui::TextUnformatted(cell.c_str());
+                }
+            }
+        ImGui::EndTable();
+    }
+    ImGui::EndChild();
+    ImGui::EndChild();
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t r = 0; r < pane.rows.size() && r < 50; ++r) rows.push_back(pane.rows[r]);
+    nlohmann::json fields = nlohmann::json::array();
+    for (const auto& [k, v] : pane.fields) fields.push_back({k, v});
+    out = {{"rect", rect_json(p0, {p0.x + size.x, p0.y + size.y})}, {"title", pane.title}, {"fields", fields},
+           {"columns", pane.columns}, {"rows", rows}, {"row_count", pane.rows.size()}};
+    return close;
 }
 
 }  // namespace mhc::viewer

@@ -38,6 +38,12 @@ void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, ui
 void toolbar(App& app);
 
 nlohmann::json rect_json(ImVec2 p0, ImVec2 p1);
+// A left click (released without dragging) this frame.
+bool clicked();
+// The details pane (DetailsPane from the core) in a child of `height` pixels: title, a close
+// button (clears the selection: returns true), the fields, then the table. Its contents go to
+// `out` (for --layout).
+bool draw_details(const char* id, const DetailsPane& pane, float height, nlohmann::json& out);
 // SameLine when `width` more pixels fit after the last item, else start a new line.
 void same_line_if_fits(float width, float spacing = 20.f);
 

@@ -3,24 +3,66 @@
 #include <algorithm>
 #include <climits>
 
+#include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/data.hpp"
 
 namespace mhc::viewer {
 
-int64_t BandLayout::hit(int x, double y) const {
+StackGroup stack_group(trace::Category c, int64_t t_alloc, int64_t t_free, int64_t t_begin, int64_t t_end) {
+    switch (c) {
+        case trace::Category::Param: return StackGroup::Param;
+        case trace::Category::Optimizer: return StackGroup::Optimizer;
+        case trace::Category::Grad: return StackGroup::Grad;
+        default: break;
+    }
+    const int64_t edge = (t_end - t_begin) / 20;
+    return t_alloc <= t_begin + edge && t_free >= t_end - edge ? StackGroup::LongLived : StackGroup::Transient;
+}
+
+int64_t BandLayout::hit(int x, double y, int64_t* summary) const {
     if (x < 0 || static_cast<size_t>(x) >= total.size() || y < 0) return -2;
     for (const BandSegment& s : segments)
         if (x >= s.x0 && x < s.x1 && y >= s.y0 && y < s.y1) return bands[s.band];
-    if (y >= drawn_top[static_cast<size_t>(x)] && y < total[static_cast<size_t>(x)]) return -1;
+    for (size_t k = 0; k < summaries.size(); ++k) {
+        const SummarySegment& s = summaries[k];
+        if (x >= s.x0 && x < s.x1 && y >= s.y0 && y < s.y1) {
+            if (summary) *summary = static_cast<int64_t>(k);
+            return -1;
+        }
+    }
     return -2;
 }
 
 size_t AllocationTable::overlapping(int64_t t0, int64_t t1) const {
-    // Live at t0 (allocated at or before t0, freed after it) plus allocated in (t0, t1).
-    auto live = static_cast<size_t>(live_count.value_at(t0));
-    auto a = std::upper_bound(sorted_alloc.begin(), sorted_alloc.end(), t0);
-    auto b = std::lower_bound(sorted_alloc.begin(), sorted_alloc.end(), t1);
-    return live + static_cast<size_t>(std::max<std::ptrdiff_t>(b - a, 0));
+    // Made before t1, less those freed by t0 (each of which was made before t1 too).
+    auto made = std::lower_bound(sorted_alloc.begin(), sorted_alloc.end(), t1) - sorted_alloc.begin();
+    auto gone = std::upper_bound(sorted_free.begin(), sorted_free.end(), t0) - sorted_free.begin();
+    return static_cast<size_t>(std::max<std::ptrdiff_t>(made - gone, 0));
+}
+
+void AllocationTable::list_overlapping(int64_t t0, int64_t t1, std::vector<uint32_t>& out) const {
+    // Those made before t1 are a prefix of the allocation-time order; of them, descend only into
+    // blocks holding one freed after t0.
+    const size_t made = static_cast<size_t>(std::lower_bound(sorted_alloc.begin(), sorted_alloc.end(), t1) - sorted_alloc.begin());
+    if (made == 0) return;
+    auto visit = [&](auto& self, size_t level, size_t node) -> void {
+        // level 0: entry `node`; level L > 0: block `node` of free_max[L - 1].
+        if (level == 0) {
+            if (by_alloc_free[node] > t0) out.push_back(by_alloc[node]);
+            return;
+        }
+        if (free_max[level - 1][node] <= t0) return;
+        const size_t below = level == 1 ? by_alloc_free.size() : free_max[level - 2].size();
+        size_t span = 1;   // entries under one node of the level below
+        for (size_t l = 1; l < level; ++l) span *= kFreeMaxFan;
+        for (size_t c = node * kFreeMaxFan; c < std::min(below, node * kFreeMaxFan + kFreeMaxFan); ++c) {
+            if (c * span >= made) return;
+            self(self, level - 1, c);
+        }
+    };
+    const size_t top = free_max.size();
+    const size_t nodes = top == 0 ? by_alloc_free.size() : free_max.back().size();
+    for (size_t node = 0; node < nodes; ++node) visit(visit, top, node);
 }
 
 namespace {
@@ -52,6 +94,33 @@ private:
     std::vector<int32_t> min_, add_;   // min_ includes this node's own pending add_
 };
 
+// The ranks (positions in by_size) the band selection scans, largest first: every one down to
+// the smallest drawable size, or, when far fewer allocations overlap the range, only theirs
+// (listed through the allocation-time index into `ranks`): a zoomed-in frame costs what it
+// shows, not the trace's length.
+struct ScanOrder {
+    bool listed = false;   // the ranks are ranks[0, count); else 0 .. count - 1
+    size_t count = 0;
+};
+ScanOrder scan_order(const AllocationTable& a, TimeRange range, double min_bytes, std::vector<uint32_t>& ranks) {
+    ScanOrder o;
+    o.count = static_cast<size_t>(
+        std::partition_point(a.by_size.begin(), a.by_size.end(),
+                             [&](uint32_t i) { return static_cast<double>(a.bytes[i]) >= min_bytes; }) -
+        a.by_size.begin());
+    if (a.overlapping(range.t0, range.t1) * 8 >= o.count) return o;
+    o.listed = true;
+    ranks.clear();
+    a.list_overlapping(range.t0, range.t1, ranks);
+    size_t kept = 0;
+    for (uint32_t i : ranks)
+        if (static_cast<double>(a.bytes[i]) >= min_bytes) ranks[kept++] = a.size_rank[i];
+    ranks.resize(kept);
+    std::sort(ranks.begin(), ranks.end());
+    o.count = kept;
+    return o;
+}
+
 // First x in [0, n] where the monotone predicate holds (n if none).
 template <class Pred>
 size_t first_column(size_t n, Pred pred) {
@@ -63,22 +132,153 @@ size_t first_column(size_t n, Pred pred) {
     return lo;
 }
 
+
+// Stacks one column after another: the drawn bands of the long-lived groups, the long-lived
+// summaries per colour key, the other bands, their summaries per key (without keys: one
+// summary on top, up to the column's live bytes). Segments grow while their heights repeat.
+struct Stacker {
+    const AllocationTable& a;
+    const BandKeys* keys;
+    BandLayout& out;
+    std::vector<int64_t> open, open_summary;   // segment being extended, per band / per class
+    std::vector<double> drawn;                 // per class: bytes of its bands in this column
+    std::vector<int64_t> band_alloc, band_free;   // per band: its allocation's times
+
+    size_t classes() const { return keys ? keys->series.size() : 1; }
+    size_t class_of(uint32_t i) const {
+        return keys ? 2 * keys->key[i] + (long_lived(static_cast<StackGroup>(a.group[i])) ? 0 : 1) : 0;
+    }
+
+    void band(size_t b, size_t x, double& y) {
+        uint32_t i = out.bands[b];
+        double h = static_cast<double>(a.bytes[i]);
+        int64_t s = open[b];
+        if (s >= 0 && out.segments[static_cast<size_t>(s)].y0 == y) {
+            out.segments[static_cast<size_t>(s)].x1 = static_cast<int16_t>(x + 1);
+        } else {
+            open[b] = static_cast<int64_t>(out.segments.size());
+            out.segments.push_back({static_cast<uint32_t>(b), static_cast<int16_t>(x), static_cast<int16_t>(x + 1), y, y + h});
+        }
+        drawn[class_of(i)] += h;
+        y += h;
+    }
+
+    void summary(size_t cls, size_t x, double bytes, double& y) {
+        if (bytes <= 0) { open_summary[cls] = -1; return; }
+        int64_t s = open_summary[cls];
+        if (s >= 0) {
+            SummarySegment& g = out.summaries[static_cast<size_t>(s)];
+            if (g.y0 == y && g.y1 == y + bytes) { g.x1 = static_cast<int16_t>(x + 1); y += bytes; return; }
+        }
+        open_summary[cls] = static_cast<int64_t>(out.summaries.size());
+        out.summaries.push_back({static_cast<uint8_t>(cls / 2), cls % 2 == 0, static_cast<int16_t>(x),
+                                 static_cast<int16_t>(x + 1), y, y + bytes});
+        y += bytes;
+    }
+
+    // The summaries of one group: per key, its live bytes less its drawn bands. The bytes are
+    // read at the middle of blocks of kSummaryBlock columns (a summary is an aggregate: its
+    // outline need not follow each pixel), left to right with a galloping search.
+    static constexpr size_t kSummaryBlock = 4;
+    std::vector<double> block_bytes;   // per class, for the current block
+    std::vector<size_t> hint;          // per class: last sample found
+    template <class T0>
+    void summaries(size_t x, size_t W, T0 col_t0, bool long_group, double& y) {
+        if (!keys) return;
+        if (x % kSummaryBlock == 0 && long_group) {
+            const size_t end = std::min(W, x + kSummaryBlock);
+            const int64_t t = col_t0(x) + (col_t0(end) - col_t0(x)) / 2;
+            for (size_t cls = 0; cls < classes(); ++cls) block_bytes[cls] = keys->series[cls].value_at(t, hint[cls]);
+        }
+        for (size_t cls = long_group ? 0 : 1; cls < classes(); cls += 2)
+            summary(cls, x, std::max(0.0, block_bytes[cls] - drawn[cls]), y);
+    }
+
+    template <class T0, class T1>
+    void run(size_t W, T0 col_t0, T1 col_t1) {
+        const size_t B = out.bands.size();
+        open.assign(B, -1);
+        open_summary.assign(classes(), -1);
+        block_bytes.assign(classes(), 0.0);
+        hint.assign(classes(), 0);
+        // The bands' times side by side: every column tests every band, and the allocations'
+        // own columns are scattered over the whole trace's memory.
+        band_alloc.resize(B);
+        band_free.resize(B);
+        for (size_t b = 0; b < B; ++b) {
+            band_alloc[b] = a.t_alloc[out.bands[b]];
+            band_free[b] = a.t_free[out.bands[b]];
+        }
+        size_t split = 0;   // first band of the transient group
+        while (split < B && long_lived(static_cast<StackGroup>(a.group[out.bands[split]]))) ++split;
+        for (size_t x = 0; x < W; ++x) {
+            int64_t c0 = col_t0(x), c1 = col_t1(x);
+            drawn.assign(classes(), 0.0);
+            double y = 0;
+            auto stack = [&](size_t from, size_t to) {
+                for (size_t b = from; b < to; ++b) {
+                    if (band_alloc[b] >= c1 || band_free[b] <= c0) open[b] = -1;
+                    else band(b, x, y);
+                }
+            };
+            stack(0, split);
+            summaries(x, W, col_t0, true, y);
+            stack(split, B);
+            out.drawn_top[x] = y;
+            summaries(x, W, col_t0, false, y);
+            if (!keys) summary(0, x, out.total[x] - y, y);
+            out.stack_top[x] = y;
+            // Bands live for part of a column can stack above the column's true maximum.
+            out.total[x] = std::max(out.total[x], y);
+            out.y_max = std::max(out.y_max, y);
+        }
+    }
+
+    // The legend's figures: the bytes of each key at the range's peak, and how many of them are
+    // in allocations not drawn as bands.
+    template <class T0, class T1>
+    void peak(const Curve& live, T0 col_t0, T1 col_t1) {
+        if (out.total.empty() || out.peak_col < 0) return;
+        auto px = static_cast<size_t>(out.peak_col);
+        out.peak_time = live.empty() ? col_t0(px) : live.argmax(col_t0(px), col_t1(px));
+        const int64_t t = out.peak_time;
+        const size_t K = keys ? keys->count() : 1;
+        out.peak_key_bytes.assign(K, 0.0);
+        std::vector<double> drawn_at(K, 0.0);
+        for (uint32_t i : out.bands)
+            if (a.t_alloc[i] <= t && a.t_free[i] > t) drawn_at[class_of(i) / (keys ? 2 : 1)] += static_cast<double>(a.bytes[i]);
+        for (size_t k = 0; k < K; ++k) {
+            out.peak_key_bytes[k] = keys ? keys->series[2 * k].value_at(t) + keys->series[2 * k + 1].value_at(t)
+                                         : live.value_at(t);
+            out.peak_summarised_bytes += std::max(0.0, out.peak_key_bytes[k] - drawn_at[k]);
+        }
+    }
+};
+
 }  // namespace
 
-void layout_bands(const AllocationTable& a, const Curve& live, TimeRange range, int width,
-                  int height_px, size_t max_bands, BandLayout& out, size_t per_column) {
+void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* keys, TimeRange range, int width,
+                  int height_px, size_t max_bands, BandLayout& out, size_t per_column, const CurveColumns* columns) {
     out.bands.clear();
     out.segments.clear();
+    out.summaries.clear();
+    out.peak_col = -1;
+    out.peak_time = 0;
+    out.peak_key_bytes.clear();
+    out.peak_summarised_bytes = 0;
     out.summarised = 0;
     const size_t W = static_cast<size_t>(std::max(width, 0));
     out.drawn_top.assign(W, 0.0);
+    out.stack_top.assign(W, 0.0);
     out.total.assign(W, 0.0);
     out.y_max = 0;
     if (W == 0 || range.span() <= 0) return;
 
-    CurveColumns cols;
-    prepare_curve(live, range, width, cols);
+    CurveColumns own;
+    if (!columns || columns->max.size() != W) prepare_curve(live, range, width, own);
+    const CurveColumns& cols = columns && columns->max.size() == W ? *columns : own;
     for (size_t x = 0; x < W; ++x) out.total[x] = cols.max[x];
+    out.peak_col = cols.peak_col;   // the live bytes' peak (before bands stack above it)
     out.y_max = std::max(cols.y_max, 1.0);
     const double min_bytes = 0.5 * out.y_max / std::max(height_px, 1);
 
@@ -93,13 +293,16 @@ void layout_bands(const AllocationTable& a, const Curve& live, TimeRange range, 
     auto col_t0 = [&](size_t x) { return range.t0 + static_cast<int64_t>(static_cast<double>(x) * ns_per_col); };
     auto col_t1 = [&](size_t x) { return std::max(col_t0(x) + 1, col_t0(x + 1)); };
     // false: a (max_bands + 1)-th band would have been kept (`bands` holds the first max_bands).
+    std::vector<uint32_t> ranks;
+    const ScanOrder order = scan_order(a, range, min_bytes, ranks);
+
     auto select = [&](size_t cap, std::vector<uint32_t>& bands) {
         bands.clear();
         ColumnCounts counts(cap ? W : 0);
         const int32_t c = static_cast<int32_t>(std::min<size_t>(cap, INT32_MAX));
-        for (size_t r = 0; r < a.by_size.size(); ++r) {
+        for (size_t k = 0; k < order.count; ++k) {
+            const size_t r = order.listed ? ranks[k] : k;
             uint32_t i = a.by_size[r];
-            if (static_cast<double>(a.bytes[i]) < min_bytes) break;
             int64_t ta = a.by_size_alloc[r], tf = a.by_size_free[r];
             if (ta >= range.t1 || tf <= range.t0) continue;
             size_t x0 = 0, x1 = W;
@@ -138,34 +341,14 @@ void layout_bands(const AllocationTable& a, const Curve& live, TimeRange range, 
         }
     }
     out.summarised = a.overlapping(range.t0, range.t1) - out.bands.size();
+    // Stack order: long-lived groups at the bottom, then by allocation time.
     std::sort(out.bands.begin(), out.bands.end(), [&](uint32_t p, uint32_t q) {
+        if (a.group[p] != a.group[q]) return a.group[p] < a.group[q];
         return a.t_alloc[p] != a.t_alloc[q] ? a.t_alloc[p] < a.t_alloc[q] : p < q;
     });
-
-    const size_t B = out.bands.size();
-    std::vector<int64_t> open(B, -1);   // segment being extended, per band
-    for (size_t x = 0; x < W; ++x) {
-        int64_t c0 = col_t0(x), c1 = col_t1(x);
-        double y = 0;
-        for (size_t b = 0; b < B; ++b) {
-            uint32_t i = out.bands[b];
-            if (a.t_alloc[i] >= c1 || a.t_free[i] <= c0) { open[b] = -1; continue; }
-            double h = static_cast<double>(a.bytes[i]);
-            int64_t s = open[b];
-            if (s >= 0 && out.segments[static_cast<size_t>(s)].y0 == y) {
-                out.segments[static_cast<size_t>(s)].x1 = static_cast<int16_t>(x + 1);
-            } else {
-                open[b] = static_cast<int64_t>(out.segments.size());
-                out.segments.push_back({static_cast<uint32_t>(b), static_cast<int16_t>(x),
-                                        static_cast<int16_t>(x + 1), y, y + h});
-            }
-            y += h;
-        }
-        out.drawn_top[x] = y;
-        // Bands live for part of a column can stack above the column's true maximum.
-        out.total[x] = std::max(out.total[x], y);
-        out.y_max = std::max(out.y_max, y);
-    }
+    Stacker st{a, keys, out};
+    st.run(W, col_t0, col_t1);
+    st.peak(live, col_t0, col_t1);
 }
 
 }  // namespace mhc::viewer

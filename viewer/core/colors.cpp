@@ -45,8 +45,10 @@ uint32_t family_color(KernelFamily f) {
     return (i >= 0 && i < kFamilyCount) ? k[i] : k[kFamilyCount - 1];
 }
 
-uint32_t kernel_color(std::string_view name) {
-    uint32_t base = family_color(classify_kernel(name));
+uint32_t kernel_color(std::string_view name) { return kernel_color(name, classify_kernel(name)); }
+
+uint32_t kernel_color(std::string_view name, KernelFamily family) {
+    uint32_t base = family_color(family);
     uint64_t h = 1469598103934665603ull;   // FNV-1a
     for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
     float f = 0.82f + static_cast<float>(h % 31) / 100.f;   // 0.82 .. 1.12
@@ -120,8 +122,10 @@ uint32_t marker_color(trace::MarkerKind m) {
 }
 
 uint32_t series_color(size_t i) {
-    static constexpr uint32_t k[] = {rgb(90, 170, 250), rgb(250, 150, 60), rgb(110, 210, 110),
-                                     rgb(230, 90, 160), rgb(200, 200, 90), rgb(160, 130, 240)};
+    // Ten hues before they repeat (a sweep compares more runs than six).
+    static constexpr uint32_t k[] = {rgb(90, 170, 250), rgb(250, 150, 60), rgb(110, 210, 110), rgb(230, 90, 160),
+                                     rgb(200, 200, 90), rgb(160, 130, 240), rgb(70, 210, 200), rgb(240, 110, 90),
+                                     rgb(180, 230, 60), rgb(210, 160, 250)};
     return k[i % (sizeof k / sizeof k[0])];
 }
 

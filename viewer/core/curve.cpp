@@ -43,11 +43,14 @@ void Curve::assign(std::vector<int64_t> t, std::vector<double> v) {
 
 Curve Curve::from_intervals(const std::vector<int64_t>& t_alloc, const std::vector<int64_t>& t_free,
                             const std::vector<int64_t>& bytes) {
+    return from_events(trace::memory_events(t_alloc, t_free), bytes);
+}
+
+Curve Curve::from_events(const std::vector<trace::MemoryEvent>& ev, const std::vector<int64_t>& bytes) {
     // Events at one instant in the trace's order (trace/event_order.hpp): a buffer reused at
     // once is not counted twice. One sample per instant, its final value; a block alive only
     // at an instant (t_free == t_alloc) is drawn for 1 ns at the height it reached, so that
     // the curve's peak counts it as the trace's peak does.
-    const std::vector<trace::MemoryEvent> ev = trace::memory_events(t_alloc, t_free);
     std::vector<int64_t> t;
     std::vector<double> v;
     t.reserve(ev.size()); v.reserve(ev.size());
@@ -76,6 +79,34 @@ Curve Curve::from_intervals(const std::vector<int64_t>& t_alloc, const std::vect
     return c;
 }
 
+void StepSeries::push(int64_t t, double v) {
+    if (!t_.empty() && t_.back() == t) {
+        v_.back() = static_cast<float>(v);
+        return;
+    }
+    t_.push_back(t);
+    v_.push_back(static_cast<float>(v));
+}
+
+double StepSeries::value_at(int64_t t) const {
+    auto it = std::upper_bound(t_.begin(), t_.end(), t);
+    return it == t_.begin() ? 0.0 : v_[static_cast<size_t>(it - t_.begin()) - 1];
+}
+
+double StepSeries::value_at(int64_t t, size_t& hint) const {
+    const size_t n = t_.size();
+    if (hint >= n || t_[hint] > t) return value_at(t);   // before the hint: no gallop
+    size_t lo = hint, step = 1;   // t_[lo] <= t
+    while (lo + step < n && t_[lo + step] <= t) {
+        lo += step;
+        step *= 2;
+    }
+    auto it = std::upper_bound(t_.begin() + static_cast<std::ptrdiff_t>(lo),
+                               t_.begin() + static_cast<std::ptrdiff_t>(std::min(n, lo + step)), t);
+    hint = static_cast<size_t>(it - t_.begin()) - 1;
+    return v_[hint];
+}
+
 double Curve::value_at(int64_t t) const {
     auto it = std::upper_bound(t_.begin(), t_.end(), t);
     return it == t_.begin() ? 0.0 : v_[static_cast<size_t>(it - t_.begin()) - 1];
@@ -101,17 +132,43 @@ Curve::MinMax Curve::index_range(size_t lo, size_t hi) const {
 
 Curve::MinMax Curve::range(int64_t a, int64_t b) const {
     if (t_.empty()) return {0, 0};
-    // The sample in force at a, then every sample that starts inside [a, b).
     auto first = std::upper_bound(t_.begin(), t_.end(), a);
     auto last = std::lower_bound(t_.begin(), t_.end(), b);
-    bool before_start = first == t_.begin();
-    size_t lo = before_start ? 0 : static_cast<size_t>(first - t_.begin()) - 1;
-    if (last == t_.begin()) return {0, 0};
-    size_t hi = static_cast<size_t>(last - t_.begin()) - 1;
-    MinMax r = index_range(lo, hi);
+    return between(static_cast<size_t>(first - t_.begin()), static_cast<size_t>(last - t_.begin()));
+}
+
+Curve::MinMax Curve::between(size_t first, size_t last) const {
+    // The sample in force at a (the one before `first`), then every sample that starts inside
+    // [a, b) (those before `last`).
+    bool before_start = first == 0;
+    size_t lo = before_start ? 0 : first - 1;
+    if (last == 0) return {0, 0};
+    MinMax r = index_range(lo, last - 1);
     if (before_start) r.min = std::min(r.min, 0.0);
     return r;
 }
+
+namespace {
+
+// The first index from `from` on whose time is past `t` (`strict`: t_[i] > t, else t_[i] >= t),
+// knowing none before `from` is: a gallop, so that increasing queries stay near each other in
+// memory instead of starting each binary search over the whole array.
+size_t gallop(const std::vector<int64_t>& t, size_t from, int64_t v, bool strict) {
+    auto past = [&](size_t i) { return strict ? t[i] > v : t[i] >= v; };
+    const size_t n = t.size();
+    if (from >= n || past(from)) return from;
+    size_t lo = from, step = 1;   // !past(lo)
+    while (lo + step < n && !past(lo + step)) {
+        lo += step;
+        step *= 2;
+    }
+    size_t hi = std::min(n, lo + step);   // past(hi) or hi == n
+    auto it = strict ? std::upper_bound(t.begin() + static_cast<std::ptrdiff_t>(lo + 1), t.begin() + static_cast<std::ptrdiff_t>(hi), v)
+                     : std::lower_bound(t.begin() + static_cast<std::ptrdiff_t>(lo + 1), t.begin() + static_cast<std::ptrdiff_t>(hi), v);
+    return static_cast<size_t>(it - t.begin());
+}
+
+}  // namespace
 
 int64_t Curve::argmax(int64_t a, int64_t b) const {
     double m = range(a, b).max;
@@ -130,11 +187,15 @@ void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out
     out.peak_col = -1;
     if (width <= 0 || range.span() <= 0) return;
     const double ns_per_col = static_cast<double>(range.span()) / width;
+    // Column boundaries increase: each search gallops on from the last one.
+    size_t first = 0, last = 0;
     for (int x = 0; x < width; ++x) {
         int64_t a = range.t0 + static_cast<int64_t>(x * ns_per_col);
         int64_t b = range.t0 + static_cast<int64_t>((x + 1) * ns_per_col);
         if (b <= a) b = a + 1;
-        Curve::MinMax m = c.range(a, b);
+        first = gallop(c.times(), first, a, true);
+        last = gallop(c.times(), std::max(last, first), b, false);
+        Curve::MinMax m = c.empty() ? Curve::MinMax{0, 0} : c.between(first, last);
         out.min[static_cast<size_t>(x)] = static_cast<float>(m.min);
         out.max[static_cast<size_t>(x)] = static_cast<float>(m.max);
         if (m.max > out.y_max) { out.y_max = m.max; out.peak_col = x; }

@@ -1,66 +1,184 @@
-// Kernel-name families by ordered substring rules on the lower-cased name. Order matters:
-// "ncclDevKernel_ReduceScatter" is communication before it is a reduction, a cuDNN implicit
-// GEMM is a convolution before it is a GEMM, "LpNormFunctor" inside multi_tensor_apply is the
-// optimizer's grad norm, not a layer norm.
+// Kernel-name families. PyTorch op names (execution traces without Kineto name their "kernels"
+// aten::add, aten::empty_strided, ...) are looked up whole; every other name goes through ordered
+// substring rules on the lower-cased name. Order matters: "ncclDevKernel_ReduceScatter" is
+// communication before it is a reduction, a cuDNN implicit GEMM is a convolution before it is a
+// GEMM, "LpNormFunctor" inside multi_tensor_apply is the optimizer's grad norm, not a layer norm,
+// and a Triton kernel's kind (pointwise, reduction, template) decides before the ops in its name.
 #include "mhc/viewer/families.hpp"
 
 #include <array>
+#include <fstream>
 #include <string>
+
+#include "mhc/common/error.hpp"
 
 namespace mhc::viewer {
 
 namespace {
 
+using F = KernelFamily;
+
 struct Rule {
-    KernelFamily family;
+    F family;
     std::array<const char*, 10> needles;   // any of them (nullptr ends the list)
 };
 
 // clang-format off
 constexpr Rule kRules[] = {
-    {KernelFamily::Comm, {"nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
-                          "reduce_scatter", "alltoall", "sendrecv"}},
-    {KernelFamily::Sinkhorn, {"sinkhorn"}},
-    {KernelFamily::HcMix, {"mhc_pre_mix", "mhc_res_mix", "mhc_post_mix", "mhc_expand", "mhc_merge"}},
-    {KernelFamily::Attention, {"flash", "fmha", "attention", "attn", "sdpa", "mem_eff"}},
-    {KernelFamily::Optimizer, {"adam", "sgd", "momentum", "multi_tensor_apply", "optimizer"}},
-    {KernelFamily::Memory, {"memcpy", "memset", "copy", "nchwtonhwc", "nhwctonchw", "transpose", "indexselect",
-                            "index_select", "gather", "scatter"}},
-    {KernelFamily::Memory, {"embedding"}},
-    {KernelFamily::Conv, {"convolution", "conv1d", "conv2d", "conv3d", "implicit_gemm", "fprop", "scudnn", "wgrad_nchw", "dgrad_optimized",
-                          "winograd"}},
-    {KernelFamily::Conv, {"wgrad_optimized", "conv_"}},
-    {KernelFamily::Gemm, {"gemm", "gemv", "matmul", "cublas", "cutlass", "xmma", "dot_kernel"}},
+    {F::Comm, {"nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
+               "reduce_scatter", "alltoall", "sendrecv"}},
+    {F::Sinkhorn, {"sinkhorn"}},
+    {F::HcMix, {"mhc_pre_mix", "mhc_res_mix", "mhc_post_mix", "mhc_expand", "mhc_merge"}},
+    {F::Attention, {"flash", "fmha", "attention", "attn", "sdpa", "mem_eff"}},
+    // Triton (torch.compile): triton_poi_* pointwise, triton_red_* / triton_per_* reductions,
+    // triton_tem_* templates (matmul, conv).
+    {F::Gemm, {"triton_tem"}},
+    {F::Reduce, {"triton_red", "triton_per"}},
+    {F::Elementwise, {"triton_"}},
+    {F::Optimizer, {"adam", "sgd", "momentum", "multi_tensor_apply", "optimizer"}},
+    {F::Memory, {"memcpy", "memset", "copy", "nchwtonhwc", "nhwctonchw", "transpose", "indexselect",
+                 "index_select", "gather", "scatter"}},
+    {F::Memory, {"embedding", "detach", "as_strided"}},
+    // cuDNN: implicit-GEMM and winograd kernels, the legacy engines (dgrad_engine, wgrad_alg0_engine,
+    // implicit_convolve_sgemm) and their helpers; MIOpen's naive and implicit-GEMM convolutions.
+    {F::Conv, {"convolution", "conv1d", "conv2d", "conv3d", "implicit_gemm", "fprop", "scudnn", "winograd",
+               "dgrad_engine", "wgrad_alg"}},
+    {F::Conv, {"dgrad_optimized", "wgrad_optimized", "wgrad_nchw", "convolve", "conv_", "im2col", "col2im", "miopensp",
+               "cask_cudnn"}},
+    {F::Gemm, {"gemm", "gemv", "matmul", "cublas", "cutlass", "xmma", "dot_kernel", "splitkreduce", "nvjet", "cijk_"}},
+    // cuBLASLt's epilogue kernels (bias, activation after a GEMM), MAGMA's GEMMs.
+    {F::Gemm, {"epilogue::impl", "magma_"}},
     // Random-number kernels ("normal", "distribution") before "norm".
-    {KernelFamily::Elementwise, {"distribution", "normal_kernel", "philox", "curand"}},
-    {KernelFamily::Norm, {"norm", "rms<", "rms_", "_rms", "gammabeta", "bn_fw", "bn_bw", "welford"}},
-    {KernelFamily::Reduce, {"softmax", "reduce", "cross_entropy", "nll_loss", "pool", "argmax", "topk", "cumsum",
-                            "sum_kernel", "mean"}},
-    {KernelFamily::Elementwise, {"elementwise", "functor", "unrolled", "dropout", "masked_scale", "fill",
-                                 "rotary", "gelu", "silu", "relu"}},
-    {KernelFamily::Elementwise, {"tanh", "sigmoid", "pointwise", "activation", "clamp", "where_kernel"}},
+    {F::Elementwise, {"distribution", "normal_kernel", "philox", "curand"}},
+    // Group norm's moments and fused parameters (PyTorch group_norm_kernel.cu).
+    {F::Norm, {"norm", "rms<", "rms_", "_rms", "gammabeta", "bn_fw", "bn_bw", "welford", "rowwisemoments",
+               "internalgradients"}},
+    {F::Norm, {"fusedparams"}},
+    {F::Reduce, {"softmax", "reduce", "cross_entropy", "nll_loss", "pool", "argmax", "topk", "cumsum",
+                 "sum_kernel", "mean"}},
+    {F::Reduce, {"mse_", "loss", "argmin"}},
+    {F::Elementwise, {"elementwise", "functor", "unrolled", "dropout", "masked_scale", "fill",
+                      "rotary", "gelu", "silu", "relu"}},
+    // cuDNN's scalePackedTensor scales a tensor by beta between convolution passes.
+    {F::Elementwise, {"tanh", "sigmoid", "pointwise", "activation", "clamp", "where_kernel", "threshold",
+                      "scalepackedtensor"}},
+};
+
+// PyTorch op names (after "aten::", without an in-place "_"), for traces whose kernels are ops.
+struct AtenOp {
+    const char* op;
+    F family;
+};
+constexpr AtenOp kAtenOps[] = {
+    {"mm", F::Gemm}, {"addmm", F::Gemm}, {"bmm", F::Gemm}, {"baddbmm", F::Gemm}, {"matmul", F::Gemm},
+    {"linear", F::Gemm}, {"addmv", F::Gemm}, {"dot", F::Gemm},
+    {"convolution", F::Conv}, {"_convolution", F::Conv}, {"cudnn_convolution", F::Conv},
+    {"add", F::Elementwise}, {"sub", F::Elementwise}, {"mul", F::Elementwise}, {"div", F::Elementwise},
+    {"fill", F::Elementwise}, {"zero", F::Elementwise}, {"uniform", F::Elementwise}, {"normal", F::Elementwise},
+    {"pow", F::Elementwise}, {"exp", F::Elementwise}, {"sqrt", F::Elementwise}, {"rsqrt", F::Elementwise},
+    {"neg", F::Elementwise}, {"abs", F::Elementwise}, {"addcmul", F::Elementwise}, {"addcdiv", F::Elementwise},
+    {"lerp", F::Elementwise}, {"where", F::Elementwise}, {"ones_like", F::Elementwise}, {"zeros_like", F::Elementwise},
+    {"empty", F::Memory}, {"empty_strided", F::Memory}, {"empty_like", F::Memory}, {"to", F::Memory},
+    {"_to_copy", F::Memory}, {"copy", F::Memory}, {"clone", F::Memory}, {"contiguous", F::Memory},
+    {"view", F::Memory}, {"_unsafe_view", F::Memory}, {"reshape", F::Memory}, {"as_strided", F::Memory},
+    {"t", F::Memory}, {"transpose", F::Memory}, {"permute", F::Memory}, {"expand", F::Memory},
+    {"unsqueeze", F::Memory}, {"squeeze", F::Memory}, {"slice", F::Memory}, {"select", F::Memory},
+    {"cat", F::Memory}, {"stack", F::Memory}, {"split", F::Memory}, {"chunk", F::Memory},
+    {"detach", F::Memory}, {"lift_fresh", F::Memory}, {"is_same_size", F::Memory}, {"set", F::Memory},
+    {"sum", F::Reduce}, {"mean", F::Reduce}, {"max", F::Reduce}, {"min", F::Reduce}, {"amax", F::Reduce},
+    {"norm", F::Reduce}, {"_foreach_norm", F::Optimizer},
 };
 // clang-format on
+
+std::string lower(std::string_view s) {
+    std::string low(s);
+    for (char& c : low)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return low;
+}
+
+// "aten::empty_strided" -> "empty_strided"; "aten::fill_" -> "fill"; overloads ("add.Tensor") cut.
+bool aten_family(const std::string& low, F& out) {
+    if (low.rfind("aten::", 0) != 0) return false;
+    std::string op = low.substr(6);
+    if (auto cut = op.find_first_of(".( "); cut != std::string::npos) op.resize(cut);
+    if (op.size() > 1 && op.back() == '_') op.pop_back();
+    for (const AtenOp& a : kAtenOps)
+        if (op == a.op) { out = a.family; return true; }
+    return false;
+}
+
+constexpr const char* kNames[kFamilyCount] = {"GEMM", "conv", "attention", "norm", "elementwise", "reduce/softmax",
+                                              "NCCL/comm", "Sinkhorn", "mHC mix", "memory/copy", "optimizer", "other"};
+constexpr const char* kKeys[kFamilyCount] = {"gemm", "conv", "attention", "norm", "elementwise", "reduce",
+                                             "comm", "sinkhorn", "mix", "memory", "optimizer", "other"};
+
+std::string trim(const std::string& s) {
+    size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+    return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
 
 }  // namespace
 
 KernelFamily classify_kernel(std::string_view name) {
-    std::string low(name);
-    for (char& c : low)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    std::string low = lower(name);
+    F aten;
+    if (aten_family(low, aten)) return aten;
     for (const Rule& r : kRules)
         for (const char* n : r.needles) {
             if (!n) break;
             if (low.find(n) != std::string::npos) return r.family;
         }
-    return KernelFamily::Other;
+    return F::Other;
 }
 
 const char* family_name(KernelFamily f) {
-    static constexpr const char* k[kFamilyCount] = {"GEMM", "conv", "attention", "norm", "elementwise", "reduce/softmax",
-                                                    "NCCL/comm", "Sinkhorn", "mHC mix", "memory/copy", "optimizer", "other"};
     auto i = static_cast<int>(f);
-    return (i >= 0 && i < kFamilyCount) ? k[i] : "other";
+    return (i >= 0 && i < kFamilyCount) ? kNames[i] : "other";
+}
+
+const char* family_key(KernelFamily f) {
+    auto i = static_cast<int>(f);
+    return (i >= 0 && i < kFamilyCount) ? kKeys[i] : "other";
+}
+
+bool parse_family(std::string_view text, KernelFamily& out) {
+    std::string low = lower(text);
+    for (int i = 0; i < kFamilyCount; ++i)
+        if (low == kKeys[i] || low == lower(kNames[i])) { out = static_cast<F>(i); return true; }
+    return false;
+}
+
+void FamilyRules::add(KernelFamily family, std::string needle) { rules_.push_back({family, lower(needle)}); }
+
+void FamilyRules::load_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw Error(path + ": cannot read the kernel family rules (no such file or not readable)");
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        std::string s = trim(line);
+        if (s.empty() || s[0] == '#') continue;
+        size_t sp = s.find_first_of(" \t");
+        std::string fam = s.substr(0, sp), needle = sp == std::string::npos ? "" : trim(s.substr(sp));
+        KernelFamily f;
+        std::string where = path + ":" + std::to_string(n) + ": ";
+        if (!parse_family(fam, f)) {
+            std::string keys;
+            for (const char* k : kKeys) keys += (keys.empty() ? "" : ", ") + std::string(k);
+            throw Error(where + "unknown family '" + fam + "' (one of " + keys + ")");
+        }
+        if (needle.empty()) throw Error(where + "a rule is FAMILY NEEDLE: no text to look for after '" + fam + "'");
+        add(f, needle);
+    }
+}
+
+KernelFamily FamilyRules::classify(std::string_view name) const {
+    if (!rules_.empty()) {
+        std::string low = lower(name);
+        for (const Rule& r : rules_)
+            if (low.find(r.needle) != std::string::npos) return r.family;
+    }
+    return classify_kernel(name);
 }
 
 }  // namespace mhc::viewer

@@ -1,11 +1,17 @@
 // The viewer's loading path: column projections of the trace tables (trace::Reader::scan),
 // only the columns the viewer shows (no accesses, no launch geometry), straight into lanes.
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <numeric>
+#include <thread>
 #include <unordered_map>
 
 #include "mhc/common/error.hpp"
+#include "mhc/trace/event_order.hpp"
 #include "mhc/trace/store.hpp"
+#include "mhc/viewer/band_colors.hpp"
+#include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/data.hpp"
 
@@ -54,19 +60,21 @@ void sort_lanes(std::vector<Lane>& lanes) {
     for (Lane& l : lanes) l.finish();
 }
 
+// Loads the tables; kernels and allocations on two threads, each with its own connection.
 struct Loader {
     ViewTrace& t;
-    Progress progress;
-    void* user;
-    int64_t total = 1, done = 0;
+    const LoadOptions& opt;
+    int64_t total = 1;
+    std::atomic<int64_t> done{0};
     bool multi_device = false;   // kernels on more than one device: lane titles name the GPU
+    int64_t alloc_lo = INT64_MAX, alloc_hi = INT64_MIN;   // first and last allocation event
     void tick(int64_t rows) {
-        done += rows;
-        if (progress) progress(std::min(1.0, static_cast<double>(done) / static_cast<double>(total)), user);
+        int64_t d = done += rows;
+        if (opt.progress) opt.progress(std::min(1.0, static_cast<double>(d) / static_cast<double>(total)), opt.user);
     }
 
-    void kernels() {
-        trace::Scan s = t.reader->scan(trace::TraceTable::Kernels,
+    void kernels(const trace::Reader& reader) {
+        trace::Scan s = reader.scan(trace::TraceTable::Kernels,
                                        {"id", "device", "stream", "name", "t_start", "t_end", "step"});
         LaneMap map;
         std::vector<KernelNameStat> stats(t.strings.size());
@@ -112,17 +120,17 @@ struct Loader {
         t.family_ns.assign(kFamilyCount, 0);
         for (const KernelNameStat& k : t.kernel_stats) {
             auto i = static_cast<size_t>(k.name);
-            KernelFamily f = classify_kernel(t.strings[i]);
+            KernelFamily f = opt.families.classify(t.strings[i]);
             t.family_of_name[i] = static_cast<uint8_t>(f);
-            t.color_of_name[i] = kernel_color(t.strings[i]);
+            t.color_of_name[i] = kernel_color(t.strings[i], f);
             t.family_ns[static_cast<size_t>(f)] += k.total_ns;
         }
         for (Lane& l : t.kernel_lanes)
             l.classify(t.family_of_name, static_cast<uint8_t>(KernelFamily::Other), kFamilyCount);
     }
 
-    void allocations() {
-        trace::Scan s = t.reader->scan(trace::TraceTable::Allocations,
+    void allocations(const trace::Reader& reader) {
+        trace::Scan s = reader.scan(trace::TraceTable::Allocations,
                                        {"id", "device", "bytes", "t_alloc", "t_free", "category", "label"});
         AllocationTable& a = t.allocations;
         while (s.next()) {
@@ -131,6 +139,8 @@ struct Loader {
             a.bytes.push_back(s[2]);
             a.t_alloc.push_back(s[3]);
             a.t_free.push_back(s.is_null(4) ? trace::kNoTime : s[4]);
+            alloc_lo = std::min(alloc_lo, a.t_alloc.back());
+            alloc_hi = std::max(alloc_hi, a.t_free.back() == trace::kNoTime ? a.t_alloc.back() : a.t_free.back());
             int64_t c = s[5];
             a.category.push_back((c >= 0 && c < trace::kCategoryCount) ? static_cast<trace::Category>(c)
                                                                        : trace::Category::Other);
@@ -138,20 +148,6 @@ struct Loader {
             if (a.id.size() % 262144 == 0) tick(262144);
         }
         tick(static_cast<int64_t>(a.id.size() % 262144));
-        a.by_size.resize(a.size());
-        std::iota(a.by_size.begin(), a.by_size.end(), 0u);
-        std::stable_sort(a.by_size.begin(), a.by_size.end(),
-                         [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
-        a.by_size_alloc.resize(a.size());
-        a.by_size_free.resize(a.size());
-        for (size_t r = 0; r < a.size(); ++r) {
-            a.by_size_alloc[r] = a.t_alloc[a.by_size[r]];
-            a.by_size_free[r] = a.t_free[a.by_size[r]];
-        }
-        t.live = Curve::from_intervals(a.t_alloc, a.t_free, a.bytes);
-        a.live_count = Curve::from_intervals(a.t_alloc, a.t_free, std::vector<int64_t>(a.size(), 1));
-        a.sorted_alloc = a.t_alloc;
-        std::sort(a.sorted_alloc.begin(), a.sorted_alloc.end());
     }
 
     void copies() {
@@ -212,10 +208,8 @@ struct Loader {
         lanes(t.kernel_lanes);
         lanes(t.copy_lanes);
         lanes(t.marker_lanes);
-        if (!t.live.empty()) {
-            lo = std::min(lo, t.live.times().front());
-            hi = std::max(hi, t.live.times().back());
-        }
+        lo = std::min(lo, alloc_lo);
+        hi = std::max(hi, alloc_hi);
         if (lo > hi) { lo = 0; hi = 1; }
         t.t_begin = lo;
         t.t_end = std::max(hi, lo + 1);
@@ -224,7 +218,7 @@ struct Loader {
 
 }  // namespace
 
-ViewTrace load_view_trace(const std::string& path, Progress progress, void* user) {
+ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     ViewTrace t;
     t.path = path;
     t.reader = std::make_shared<trace::Reader>(path);   // validates: throws mhc::Error naming the file
@@ -233,14 +227,110 @@ ViewTrace load_view_trace(const std::string& path, Progress progress, void* user
     t.strings = t.reader->strings();
     trace::TableCounts n = t.reader->counts();
     t.access_count = n.accesses;
-    Loader l{t, progress, user};
+    Loader l{t, options};
     l.total = std::max<int64_t>(1, n.kernels + n.allocations + n.copies + n.markers);
-    l.kernels();
-    l.allocations();
+    {
+        trace::Reader second(path);   // the kernels' own connection
+        second.map_up_to(int64_t{16} << 30);
+        std::exception_ptr failed;
+        std::thread kt([&] {
+            try {
+                l.kernels(second);
+            } catch (...) {
+                failed = std::current_exception();
+            }
+        });
+        try {
+            l.allocations(*t.reader);
+        } catch (...) {
+            kt.join();
+            throw;
+        }
+        kt.join();
+        if (failed) std::rethrow_exception(failed);
+    }
     l.copies();
     l.markers();
     l.bounds();
+    finish_allocations(t.allocations, t.t_begin, t.t_end);
+    // The live bytes and the memory view's colour keys from one ordering of the events.
+    const std::vector<trace::MemoryEvent> ev = trace::memory_events(t.allocations.t_alloc, t.allocations.t_free);
+    t.live = Curve::from_events(ev, t.allocations.bytes);
+    t.keys = std::make_shared<const BandKeys>(band_keys(t, choose_band_coloring(t), ev));
+    // The file's pages were read once: unmap them (on-demand queries read through the cache).
+    t.reader->map_up_to(0);
     return t;
+}
+
+namespace {
+
+// sorted_alloc, by_alloc, by_alloc_free and the levels of free-time maxima (data.hpp).
+void index_by_alloc_time(AllocationTable& a) {
+    const size_t n = a.size();
+    std::vector<std::pair<int64_t, uint32_t>> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = {a.t_alloc[i], static_cast<uint32_t>(i)};
+    if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
+    a.sorted_alloc.resize(n);
+    a.by_alloc.resize(n);
+    a.by_alloc_free.resize(n);
+    for (size_t j = 0; j < n; ++j) {
+        a.sorted_alloc[j] = order[j].first;
+        a.by_alloc[j] = order[j].second;
+        a.by_alloc_free[j] = a.t_free[order[j].second];
+    }
+    a.free_max.clear();
+    const std::vector<int64_t>* below = &a.by_alloc_free;
+    while (below->size() > 1) {
+        std::vector<int64_t> level((below->size() + AllocationTable::kFreeMaxFan - 1) / AllocationTable::kFreeMaxFan);
+        for (size_t b = 0; b < level.size(); ++b) {
+            size_t lo = b * AllocationTable::kFreeMaxFan, hi = std::min(below->size(), lo + AllocationTable::kFreeMaxFan);
+            level[b] = *std::max_element(below->begin() + static_cast<std::ptrdiff_t>(lo), below->begin() + static_cast<std::ptrdiff_t>(hi));
+        }
+        a.free_max.push_back(std::move(level));
+        below = &a.free_max.back();
+    }
+}
+
+}  // namespace
+
+void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end) {
+    // The size order on a second thread while this one sorts the times.
+    std::thread sizes([&] {
+        a.by_size.resize(a.size());
+        std::iota(a.by_size.begin(), a.by_size.end(), 0u);
+        std::stable_sort(a.by_size.begin(), a.by_size.end(), [&](uint32_t p, uint32_t q) { return a.bytes[p] > a.bytes[q]; });
+    });
+    index_by_alloc_time(a);
+    a.sorted_free = a.t_free;
+    std::sort(a.sorted_free.begin(), a.sorted_free.end());
+    sizes.join();
+    a.by_size_alloc.resize(a.size());
+    a.by_size_free.resize(a.size());
+    a.size_rank.resize(a.size());
+    for (size_t r = 0; r < a.size(); ++r) {
+        a.by_size_alloc[r] = a.t_alloc[a.by_size[r]];
+        a.by_size_free[r] = a.t_free[a.by_size[r]];
+        a.size_rank[a.by_size[r]] = static_cast<uint32_t>(r);
+    }
+    a.group.resize(a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+        a.group[i] = static_cast<uint8_t>(stack_group(a.category[i], a.t_alloc[i], a.t_free[i], t_begin, t_end));
+}
+
+int64_t AllocationTable::index_of(int64_t allocation_id) const {
+    auto it = std::lower_bound(id.begin(), id.end(), allocation_id);
+    return it != id.end() && *it == allocation_id ? it - id.begin() : -1;
+}
+
+KernelFamily ViewTrace::family_of(int64_t name_id) const {
+    auto i = static_cast<size_t>(name_id);
+    return name_id >= 0 && i < family_of_name.size() ? static_cast<KernelFamily>(family_of_name[i]) : KernelFamily::Other;
+}
+
+uint32_t ViewTrace::color_of(int64_t name_id) const {
+    auto i = static_cast<size_t>(name_id);
+    return name_id >= 0 && i < color_of_name.size() && color_of_name[i] ? color_of_name[i]
+                                                                        : family_color(KernelFamily::Other);
 }
 
 int64_t access_count_of(const ViewTrace& t, int64_t allocation_id) { return t.reader->access_count(allocation_id); }

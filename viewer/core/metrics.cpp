@@ -98,7 +98,9 @@ std::string format_metric(const std::string& key, double v) {
         case Unit::Flag: return v != 0 ? "yes" : "no";
         case Unit::Plain: break;
     }
-    std::snprintf(buf, sizeof buf, "%.4g", v);
+    // A whole number reads whole (13560 kernels reached, not 1.356e+04); others with 4 digits.
+    if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    else std::snprintf(buf, sizeof buf, "%.4g", v);
     return buf;
 }
 

@@ -93,4 +93,18 @@ std::vector<StepStat> step_stats(const ViewTrace& t) {
     return out;
 }
 
+void sort_steps(std::vector<StepStat>& steps, StepSort by, bool ascending) {
+    auto key = [by](const StepStat& s) -> double {
+        switch (by) {
+        case StepSort::Step: return s.step;
+        case StepSort::Start: return static_cast<double>(s.t0);
+        case StepSort::Time: return static_cast<double>(s.t1 - s.t0);
+        case StepSort::Peak: return s.peak;
+        }
+        return 0;
+    };
+    std::stable_sort(steps.begin(), steps.end(),
+                     [&](const StepStat& x, const StepStat& y) { return ascending ? key(x) < key(y) : key(y) < key(x); });
+}
+
 }  // namespace mhc::viewer

@@ -63,6 +63,14 @@ struct Config {
 // Throws mhc::Error (bad input) with one clear line: unknown policy, bad numbers.
 void validate(const Config& c);
 
+// An eviction policy and an allocator model, parsed from their names once, where a
+// configuration is checked (validate) and where a run starts. Throw mhc::Error (bad input) with
+// one line naming the text, the known names and the likely one.
+enum class EvictionKind { Lru, Largest, Belady, Dtr, CostAware };
+enum class AllocatorKind { Ideal, Caching };
+EvictionKind parse_eviction(const std::string& name);
+AllocatorKind parse_allocator(const std::string& name);
+
 // A prefetch policy, parsed once from its name ("none", "lookahead:K", "periodic[:K]",
 // "capuchin", "forecast[:H]"); the window defaults to 8. Throws mhc::Error (bad input) naming
 // the text for an unknown name or a window that is not an integer in 1..100000.
@@ -78,8 +86,6 @@ struct PolicyInfo { std::string name, help, source; };
 const std::vector<PolicyInfo>& eviction_policies();
 const std::vector<PolicyInfo>& prefetch_policies();
 const std::vector<PolicyInfo>& allocator_models();
-// "name: help; name: help; ..." for an option's --help, from a registry above.
-std::string registry_help(const std::vector<PolicyInfo>& v);
 
 // Environment defaults for users of existing mHC deployments: MHC_CPU_BUFFER_RATIO,
 // MHC_EVICTION_STRATEGY, MHC_MAX_SWAP_OPS_PER_SEC. Applied only to fields whose option was

@@ -40,6 +40,8 @@ struct Cancelled : std::exception {
 Result simulate(const Prepared& p, const Config& c);
 Result simulate(const trace::TraceData& t, const Config& c);
 
+// The trace's peak at unlimited capacity under an allocator model (a name: parse_allocator).
+int64_t baseline_peak(const Prepared& p, AllocatorKind allocator);
 int64_t baseline_peak(const Prepared& p, const std::string& allocator);
 int32_t device_of(const Prepared& p);
 bool assumed_accesses(const Prepared& p);

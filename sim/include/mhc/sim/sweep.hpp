@@ -6,9 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "mhc/sim/result_fields.hpp"
 #include "mhc/sim/simulate.hpp"
 
 namespace mhc::sim {
+
+class TaskSource;
 
 struct SweepSpec {
     Config base;                                  // everything the grid does not vary
@@ -20,12 +23,29 @@ struct SweepSpec {
     int jobs = 0;                                 // 0: all cores
     int bisect_steps = 8;                         // capacity resolution 1/2^steps of the peak
     bool bisect = true;
-    // When set, only the tasks (grid cells 0..G-1, then one bisection per policy x prefetch
-    // x link) for which it is true run here; the others are left empty (MPI: cli/mpi_job.hpp).
-    std::function<bool(size_t)> mine;
-    // When set, workers take their tasks from it (a counter shared by the MPI processes) in
-    // place of the local next index; a value >= the task count ends the worker.
-    std::function<size_t()> claim;
+    // When set, workers take their tasks from it (a source shared by the processes of an MPI
+    // job, dist/) in place of this process's own counter; the tasks it does not hand out here
+    // are left empty.
+    TaskSource* tasks = nullptr;
+};
+
+// A sweep's tasks: the grid's cells (0..grid-1, in grid order), then one bisection per
+// policy x prefetch x link (grid..grid+bisections-1). Workers take them in the order of at():
+// the bisections first, since they take the longest.
+struct SweepTasks {
+    size_t grid = 0, bisections = 0;
+    size_t count() const { return grid + bisections; }
+    bool is_bisection(size_t task) const { return task >= grid; }
+    size_t at(size_t position) const { return position < bisections ? grid + position : position - bisections; }
+};
+SweepTasks sweep_tasks(const SweepSpec& spec);
+
+// Where a sweep's workers get their next task: a position in SweepTasks::at order, >= count()
+// when none is left. Called from the worker threads.
+class TaskSource {
+public:
+    virtual ~TaskSource() = default;
+    virtual size_t next() = 0;
 };
 
 struct BisectAnswer {
@@ -34,6 +54,15 @@ struct BisectAnswer {
     double fraction = 0;      // smallest fraction of the baseline peak within the budget
     Result result;            // the run at that capacity
 };
+template <FieldsOf<BisectAnswer> S, class V>
+void fields(S& s, V&& v) {
+    v(Field{"policy"}, s.policy);
+    v(Field{"prefetch"}, s.prefetch);
+    v(Field{"link"}, s.link);
+    v(Field{"found"}, s.found);
+    v(Field{"fraction"}, s.fraction);
+    v(Field{"result"}, s.result);
+}
 
 struct SweepResult {
     std::vector<Result> grid;             // in grid order: policy, prefetch, capacity, link
@@ -43,12 +72,7 @@ struct SweepResult {
     double seconds = 0;
 };
 
-// Runs `fn(config)` for every config on `jobs` threads (0: hardware concurrency); results
-// in input order. `progress(done, total)` is called from worker threads under a lock.
-std::vector<Result> run_all(const Prepared& p, const std::vector<Config>& configs, int jobs,
-                            const std::function<void(size_t, size_t)>& progress = {});
-
-// The pool under run_all and sweep: task(i) for i in [0, n) on `jobs` threads (0: all
+// The pool under sweep: task(i) for i in [0, n) on `jobs` threads (0: all
 // cores), each thread taking the next index; the first exception is rethrown.
 void parallel_for_each(size_t n, int jobs, const std::function<void(size_t)>& task);
 

@@ -63,6 +63,7 @@ struct RunInfo {
     std::string kind, name, status, created;
     int64_t base_run = 0;
     std::map<std::string, double> metrics;   // the run's key figures (run_metrics), no events
+    std::map<std::string, std::string> config;   // its settings (run_config: eviction, prefetch, link, ...)
 };
 
 // Where runs are stored. By default in the trace file itself. `runs_db` (when not empty and

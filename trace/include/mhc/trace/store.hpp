@@ -167,6 +167,12 @@ public:
     // lookup, for on-demand queries); a mode code outside 1..3 reads as ReadWrite.
     std::vector<TimedAccess> accesses_to(int64_t allocation_id) const;
     int64_t access_count(int64_t allocation_id) const;
+    // One kernel, one allocation by id, and the accesses of one kernel by allocation id (primary
+    // key lookups, for a viewer's details pane); false / empty when the id does not exist.
+    // Values as stored (as scan reads them); a mode code outside 1..3 reads as ReadWrite.
+    bool kernel(int64_t id, Kernel& out) const;
+    bool allocation(int64_t id, Allocation& out) const;
+    std::vector<Access> accesses_of_kernel(int64_t kernel_id) const;
     // Memory-maps up to `bytes` of the file (SQLite mmap_size; the Reader starts at 1 GiB):
     // one sequential pass over a large file then reads it without a copy per page.
     void map_up_to(int64_t bytes) const;

@@ -19,6 +19,7 @@ constexpr uint8_t blue(uint32_t c) { return (c >> 16) & 0xff; }
 inline constexpr uint32_t kBackground = rgb(30, 30, 34);
 inline constexpr uint32_t kFolded = rgb(110, 110, 120);       // folded runs of narrow items
 inline constexpr uint32_t kHighlight = rgb(255, 230, 40);
+inline constexpr uint32_t kSelected = rgb(255, 255, 255);     // outline of the selected kernel
 inline constexpr uint32_t kCapacity = rgb(230, 60, 60);
 inline constexpr uint32_t kCurve = rgb(90, 170, 250);
 // The memory view's summary band (allocations too small to draw): a dark slate, distinct from
@@ -30,7 +31,8 @@ uint32_t name_color(std::string_view name);
 // One hue per kernel family (the timeline's legend).
 uint32_t family_color(KernelFamily f);
 // A kernel: its family's hue, lighter or darker by a hash of the name, so that neighbouring
-// kernels of one family stay apart.
+// kernels of one family stay apart. Without a family: the built-in rules' (classify_kernel).
+uint32_t kernel_color(std::string_view name, KernelFamily family);
 uint32_t kernel_color(std::string_view name);
 uint32_t category_color(trace::Category c);
 // Allocation size classes for traces without categories: < 1 MiB, < 16 MiB, < 128 MiB,

@@ -6,6 +6,8 @@
 
 #include "mhc/viewer/lod.hpp"
 
+namespace mhc::trace { struct MemoryEvent; }
+
 namespace mhc::viewer {
 
 class Curve {
@@ -16,6 +18,8 @@ public:
     // Builds the curve of live bytes from allocation intervals [t_alloc, t_free).
     static Curve from_intervals(const std::vector<int64_t>& t_alloc, const std::vector<int64_t>& t_free,
                                 const std::vector<int64_t>& bytes);
+    // The same from the allocations' events already in the trace's order (trace::memory_events).
+    static Curve from_events(const std::vector<trace::MemoryEvent>& ev, const std::vector<int64_t>& bytes);
 
     size_t size() const { return t_.size(); }
     bool empty() const { return t_.empty(); }
@@ -28,6 +32,8 @@ public:
     struct MinMax { double min = 0, max = 0; };
     // Min and max of the value over [a, b) (b > a).
     MinMax range(int64_t a, int64_t b) const;
+    // The same given the first sample after a (`first`) and the first at or after b (`last`).
+    MinMax between(size_t first, size_t last) const;
     // Time of the first maximum inside [a, b).
     int64_t argmax(int64_t a, int64_t b) const;
 
@@ -38,6 +44,23 @@ private:
     std::vector<std::vector<MinMax>> levels_;   // levels_[k][i]: samples [i*2^(k+1), (i+1)*2^(k+1))
     double peak_ = 0;
     int64_t peak_t_ = 0;
+};
+
+// A step function read only at given times (no min/max pyramid), values as floats: 12 bytes a
+// sample, for the many per-class byte counts of the memory view's summary.
+class StepSeries {
+public:
+    // Samples in non-decreasing time; a sample at the time of the last one replaces it.
+    void push(int64_t t, double v);
+    double value_at(int64_t t) const;   // 0 before the first sample
+    // The same for increasing times: `hint` (start at 0) keeps the last sample found, and the
+    // search gallops forward from it (a frame asks once per column, left to right).
+    double value_at(int64_t t, size_t& hint) const;
+    size_t size() const { return t_.size(); }
+
+private:
+    std::vector<int64_t> t_;
+    std::vector<float> v_;
 };
 
 // One min/max per pixel column of `range` on `width` columns.

@@ -19,6 +19,8 @@ namespace mhc::trace { class Reader; }
 
 namespace mhc::viewer {
 
+struct BandKeys;   // band_colors.hpp
+
 struct AllocationTable {
     std::vector<int64_t> id, bytes, t_alloc, t_free, label;
     std::vector<int32_t> device;
@@ -27,16 +29,37 @@ struct AllocationTable {
     // that the band layout scans contiguous memory.
     std::vector<uint32_t> by_size;
     std::vector<int64_t> by_size_alloc, by_size_free;
-    // Counting allocations overlapping a range without a scan: live count at t0 plus the
-    // allocations made inside the range.
-    Curve live_count;
-    std::vector<int64_t> sorted_alloc;
+    // Counting allocations overlapping a range without a scan: those made before its end less
+    // those freed by its start.
+    std::vector<int64_t> sorted_alloc, sorted_free;
+    // Stack group of each allocation (StackGroup, bands.hpp): long-lived state at the bottom.
+    std::vector<uint8_t> group;
     size_t overlapping(int64_t t0, int64_t t1) const;
+    // Listing the allocations overlapping a range in time proportional to their number (a zoomed-in
+    // frame must not scan the whole trace): the allocations in the order of sorted_alloc with
+    // their free times alongside, and levels of maxima of those free times over blocks of
+    // kFreeMaxFan (level 0 over the free times, each next level over the one below), so that
+    // blocks whose allocations are all freed by the range's start are skipped whole.
+    static constexpr size_t kFreeMaxFan = 32;
+    std::vector<uint32_t> by_alloc;
+    std::vector<int64_t> by_alloc_free;
+    std::vector<std::vector<int64_t>> free_max;
+    std::vector<uint32_t> size_rank;   // position of each allocation in by_size
+    // Appends the indices of the allocations overlapping [t0, t1) (t_alloc < t1, t_free > t0),
+    // in allocation-time order.
+    void list_overlapping(int64_t t0, int64_t t1, std::vector<uint32_t>& out) const;
+    // Index of allocation `id` (ids are loaded in order: binary search); -1 when absent.
+    int64_t index_of(int64_t id) const;
     size_t size() const { return id.size(); }
     int64_t end_or(size_t i, int64_t t_end) const {
         return t_free[i] == trace::kNoTime ? t_end : t_free[i];
     }
 };
+
+// The derived columns of a table whose base columns (id .. category) are filled: size order,
+// sorted times, stack groups (the trace spans [t_begin, t_end]). The loader's last step; tests
+// that build tables by hand call it too.
+void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end);
 
 struct StepSpan {
     int32_t step = 0;
@@ -65,7 +88,13 @@ struct ViewTrace {
     int64_t kernel_count = 0, copy_count = 0, marker_count = 0, access_count = 0;
     int64_t t_begin = 0, t_end = 1;
     std::shared_ptr<trace::Reader> reader;   // kept open for on-demand queries
+    // The memory view's colour keys for the colouring chosen for the trace (band_colors.hpp),
+    // made at load from the same ordering of events as `live`.
+    std::shared_ptr<const BandKeys> keys;
 
+    // A kernel name's family and colour (classified at load, the user's rules first).
+    KernelFamily family_of(int64_t name_id) const;
+    uint32_t color_of(int64_t name_id) const;
     const std::string& str(int64_t id) const {
         static const std::string empty;
         return (id >= 0 && static_cast<size_t>(id) < strings.size()) ? strings[static_cast<size_t>(id)] : empty;
@@ -95,8 +124,14 @@ struct ViewRun {
 // Progress callback: fraction done in [0, 1]. Called from the loading thread.
 using Progress = void (*)(double fraction, void* user);
 
+struct LoadOptions {
+    Progress progress = nullptr;
+    void* user = nullptr;
+    FamilyRules families;   // the user's kernel family rules (mhc-view --families FILE)
+};
+
 // Opens and loads a trace through the trace library. Throws mhc::Error naming the file.
-ViewTrace load_view_trace(const std::string& path, Progress progress = nullptr, void* user = nullptr);
+ViewTrace load_view_trace(const std::string& path, const LoadOptions& options = {});
 // Loads run `run_id`. Throws mhc::Error naming the file when the id does not exist.
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id);
 

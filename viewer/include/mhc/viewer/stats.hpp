@@ -34,5 +34,8 @@ struct StepStat {
     double peak = 0;   // peak live bytes during the step
 };
 std::vector<StepStat> step_stats(const ViewTrace& t);
+enum class StepSort { Step, Start, Time, Peak };
+// Sorts the step table by `by` (stable: equal keys keep their order).
+void sort_steps(std::vector<StepStat>& steps, StepSort by, bool ascending);
 
 }  // namespace mhc::viewer

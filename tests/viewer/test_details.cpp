@@ -1,0 +1,126 @@
+// The details pane on the known trace (fixtures.hpp), worked by hand: kernel "beta" (#2) reads
+// "weights" (#1) and writes "act_big" (#2); run 1 swaps the weights out at [400, 440) us and back
+// in at [500, 550) us while beta stalls 50 us, so beta runs at [550, 750) us.
+#include <catch2/catch.hpp>
+
+#include "fixtures.hpp"
+#include "mhc/viewer/details.hpp"
+
+using namespace mhc::viewer;
+using fixture::MiB;
+using fixture::us;
+using mhc::trace::EventKind;
+
+TEST_CASE("kernel details: recorded and run times, operands, what the policy did to them") {
+    fixture::TempPath p("known.db");
+    fixture::write_known_trace(p.path);
+    ViewTrace t = load_view_trace(p.path);
+    ViewRun run = load_view_run(t, 1);
+
+    KernelDetails d = kernel_details(t, &run, 2);
+    REQUIRE(d.found);
+    CHECK(d.name == fixture::kBeta);
+    CHECK(d.family == KernelFamily::Attention);
+    CHECK(d.kernel.t_start == 500 * us);
+    CHECK(d.kernel.t_end == 700 * us);
+    CHECK(d.kernel.stream == 7);
+    CHECK(d.reached);
+    CHECK(d.run_start == 550 * us);
+    CHECK(d.run_end == 750 * us);
+    CHECK(d.stall_ns == 50 * us);
+    REQUIRE(d.operands.size() == 2);
+    const OperandDetail& w = d.operands[0];
+    CHECK(w.allocation == 1);
+    CHECK(w.label == "weights");
+    CHECK(w.bytes == 400 * MiB);
+    CHECK(w.category == mhc::trace::Category::Param);
+    CHECK(w.mode == mhc::trace::AccessMode::Read);
+    // Between kernel 1's read (ends 300 us) and beta: swapped out, then back in.
+    REQUIRE(w.before.size() == 2);
+    CHECK(w.before[0].kind == EventKind::SwapOut);
+    CHECK(w.before[1].kind == EventKind::SwapIn);
+    CHECK(w.after.empty());
+    const OperandDetail& act = d.operands[1];
+    CHECK(act.allocation == 2);
+    CHECK(act.mode == mhc::trace::AccessMode::Write);
+    CHECK(act.bytes == 1024 * MiB);
+    CHECK(act.before.empty());
+
+    // Kernel 1 (alpha) ran unmoved; the same two events come after it, before beta's read.
+    KernelDetails a = kernel_details(t, &run, 1);
+    CHECK(a.run_start == 100 * us);
+    CHECK(a.stall_ns == 0);
+    REQUIRE(a.operands.size() == 2);
+    CHECK(a.operands[0].before.empty());
+    REQUIRE(a.operands[0].after.size() == 2);
+
+    // The pane: the run's clock with the shift, the stall, the policy's story in words.
+    DetailsPane pane = kernel_pane(d, &run);
+    CHECK(pane.title == fixture::kBeta);
+    auto field = [&](const DetailsPane& pn, const std::string& k) {
+        for (const auto& [key, v] : pn.fields)
+            if (key == k) return v;
+        FAIL("no field " << k);
+        return std::string();
+    };
+    CHECK(field(pane, "family") == "attention");
+    CHECK(field(pane, "recorded") == "start 500.000 us, end 700.000 us (200 us)");
+    CHECK(field(pane, "run #1 lru@1GiB") == "start 550.000 us (+50.0 us), end 750.000 us");
+    CHECK(field(pane, "stalled") == "50.0 us waiting for its operands");
+    REQUIRE(pane.rows.size() == 2);
+    REQUIRE(pane.columns.size() == 7);
+    CHECK(pane.rows[0][0] == "#1");
+    CHECK(pane.rows[0][2] == "400.00 MiB");
+    CHECK(pane.rows[0][3] == "param");
+    CHECK(pane.rows[0][5] == "swapped out 40.0 us of 400.00 MiB, 110 us before; swapped in 50.0 us of 400.00 MiB, up to the start");
+    CHECK(pane.rows[0][6] == "-");
+    CHECK(kernel_pane(a, &run).rows[0][6] == "swapped out 40.0 us of 400.00 MiB, 100 us after; swapped in 50.0 us of 400.00 MiB, 200 us after");
+
+    // Without a run: recorded times only, no policy columns.
+    KernelDetails plain = kernel_details(t, nullptr, 2);
+    CHECK_FALSE(plain.has_run);
+    CHECK(kernel_pane(plain, nullptr).columns.size() == 5);
+    // An unknown id is said, not a crash.
+    CHECK_FALSE(kernel_details(t, &run, 9999).found);
+}
+
+TEST_CASE("allocation details: lifetime, accesses on both clocks, the run's events") {
+    fixture::TempPath p("known.db");
+    fixture::write_known_trace(p.path);
+    ViewTrace t = load_view_trace(p.path);
+    ViewRun run = load_view_run(t, 1);
+
+    AllocationDetails w = allocation_details(t, &run, 1);
+    REQUIRE(w.found);
+    CHECK(w.label == "weights");
+    CHECK(w.allocation.bytes == 400 * MiB);
+    CHECK(w.t_end == t.t_end);   // never freed
+    CHECK(w.access_count == 2);
+    CHECK(w.reads == 2);
+    CHECK(w.writes == 0);
+    REQUIRE(w.accesses.size() == 2);
+    CHECK(w.accesses[0].name == fixture::kAlpha);
+    CHECK(w.accesses[1].name == fixture::kBeta);
+    CHECK(w.accesses[1].t_start == 500 * us);
+    CHECK(w.accesses[1].run_start == 550 * us);   // on the run's clock
+    REQUIRE(w.events.size() == 2);
+    DetailsPane pane = allocation_pane(w, &run);
+    bool run_line = false, life = false;
+    for (const auto& [k, v] : pane.fields) {
+        if (k == "run #1 lru@1GiB") run_line = v == "swap_out x1, swap_in x1; first at 400.000 us";
+        if (k == "lifetime") life = v == "allocated 0 ns, alive at the end of the trace (1.00 ms)";
+        if (k == "accesses") CHECK(v == "2: 2 reading, 0 writing");
+    }
+    CHECK(run_line);
+    CHECK(life);
+    CHECK(pane.rows.size() == 2);
+    CHECK(pane.rows[1][4] == "550.000 us");
+
+    AllocationDetails act = allocation_details(t, nullptr, 2);
+    CHECK(act.allocation.category == mhc::trace::Category::Activation);
+    CHECK(act.t_end == 550 * us);
+    CHECK(act.writes == 1);
+    CHECK_FALSE(act.has_run);
+    CHECK(allocation_pane(act, nullptr).columns.size() == 4);
+    CHECK_FALSE(allocation_details(t, nullptr, 77).found);
+}

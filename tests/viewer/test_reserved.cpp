@@ -1,0 +1,79 @@
+// The memory view's reserved curves, computed in the viewer core (on a worker in the window):
+// the recorded segments' bytes and the caching allocator model's, and what happens when the
+// segments cannot be read (an error naming the file and row, kept by the job for the view).
+#include <catch2/catch.hpp>
+#include <sqlite3.h>
+
+#include <stdexcept>
+
+#include "fixtures.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/viewer/job.hpp"
+#include "mhc/viewer/reserved.hpp"
+
+using mhc::viewer::Job;
+using mhc::viewer::ReservedCurves;
+using mhc::viewer::reserved_curves;
+using fixture::MiB;
+using fixture::us;
+
+TEST_CASE("reserved curves: the recorded segments over time and the caching model's") {
+    fixture::TempPath db("segments.db");
+    fixture::write_segments_trace(db.path);
+    ReservedCurves curves = reserved_curves(db.path);
+    CHECK(curves.model_error.empty());
+    // Recorded: 2 GiB held from the start, 2.5 GiB while the empty segment lives.
+    CHECK(curves.recorded.value_at(100 * us) == 2048.0 * MiB);
+    CHECK(curves.recorded.value_at(300 * us) == 2560.0 * MiB);
+    CHECK(curves.recorded.value_at(700 * us) == 2048.0 * MiB);
+    CHECK(curves.recorded.peak() == 2560.0 * MiB);
+    CHECK(curves.recorded.peak_time() == 200 * us);
+    // The model places the allocation in the warm-started 2 GiB segment and asks for no more.
+    REQUIRE(!curves.model.empty());
+    CHECK(curves.model_device == 0);
+    CHECK(curves.model.peak() == 2048.0 * MiB);
+    CHECK(curves.model.value_at(300 * us) == 2048.0 * MiB);
+}
+
+TEST_CASE("reserved curves: none for a trace without segments") {
+    fixture::TempPath db("imported.db");
+    fixture::write_imported_trace(db.path);
+    ReservedCurves curves = reserved_curves(db.path);
+    CHECK(curves.recorded.empty());
+    CHECK(curves.model.empty());
+    CHECK(curves.model_error.empty());
+}
+
+TEST_CASE("reserved curves: a broken segments row is an error naming the file and row, kept by the job") {
+    fixture::TempPath db("broken-segments.db");
+    fixture::write_segments_trace(db.path);
+    sqlite3* handle = nullptr;
+    REQUIRE(sqlite3_open(db.path.c_str(), &handle) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(handle, "UPDATE segments SET bytes = 'lots' WHERE id = 2", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(handle);
+    std::string what;
+    try {
+        reserved_curves(db.path);
+    } catch (const mhc::Error& e) {
+        what = e.what();
+    }
+    CHECK_THAT(what, Catch::Contains(db.path) && Catch::Contains("segments"));
+    // On the worker: the same message, for the view to show; no value.
+    Job<ReservedCurves> job([&] { return reserved_curves(db.path); });
+    job.wait();
+    CHECK(job.done());
+    CHECK(job.value() == nullptr);
+    CHECK(job.error() == what);
+}
+
+TEST_CASE("jobs: a value once done, an exception's message kept") {
+    Job<int> ok([] { return 42; });
+    ok.wait();
+    REQUIRE(ok.value());
+    CHECK(*ok.value() == 42);
+    CHECK(ok.error().empty());
+    Job<int> bad([]() -> int { throw std::runtime_error("disk on fire"); });
+    while (!bad.done()) {}
+    CHECK(bad.value() == nullptr);
+    CHECK(bad.error() == "disk on fire");
+}

@@ -1,0 +1,86 @@
+// The compare view's run picker (filter words, sort columns, cells) and the axis that follows
+// what is shown (follow_limits), on hand-made run lists.
+#include <catch2/catch.hpp>
+
+#include "mhc/viewer/run_table.hpp"
+
+using namespace mhc::viewer;
+
+namespace {
+
+mhc::trace::RunInfo info(int64_t id, const std::string& eviction, const std::string& prefetch, const std::string& link,
+                         double loss, const std::string& status = "complete") {
+    mhc::trace::RunInfo r;
+    r.id = id;
+    r.kind = "simulated";
+    r.name = eviction + "+" + prefetch + "@70%/" + link + "/caching";
+    r.status = status;
+    r.config = {{"eviction", eviction}, {"prefetch", prefetch}, {"link", link}};
+    r.metrics = {{"capacity_bytes", 70.0 * (1 << 30)}, {"simulated_peak_bytes", 69.5 * (1 << 30)},
+                 {"peak_reduction", 0.3}, {"simulated_makespan_ns", 5.659e9}};
+    if (loss >= 0) r.metrics["throughput_loss"] = loss;
+    return r;
+}
+
+std::vector<int64_t> ids(const std::vector<RunRow>& rows, const std::vector<size_t>& order) {
+    std::vector<int64_t> out;
+    for (size_t i : order) out.push_back(rows[i].id);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("run picker: cells from the run's config and metrics, words filter, any column sorts") {
+    std::vector<mhc::trace::RunInfo> runs = {
+        info(1, "lru", "none", "pcie4", 4.7079), info(2, "cost_aware", "forecast", "pcie4", 0.06),
+        info(3, "cost_aware", "periodic", "pcie5", 0.031), info(4, "belady", "lookahead:500", "pcie4", 0.0249),
+        info(5, "lru", "none", "nvlink-c2c", -1, "oom"),
+    };
+    runs.push_back({});   // a replayed run: no config, no metrics
+    runs.back().id = 6;
+    runs.back().kind = "replayed";
+    runs.back().name = "replay of #2";
+    runs.back().status = "complete";
+    std::vector<RunRow> rows = run_rows(runs);
+    REQUIRE(rows.size() == 6);
+    CHECK(run_cell(rows[1], RunColumn::Policy) == "cost_aware");
+    CHECK(run_cell(rows[1], RunColumn::Prefetch) == "forecast");
+    CHECK(run_cell(rows[1], RunColumn::Capacity) == "70.00 GiB");
+    CHECK(run_cell(rows[1], RunColumn::Peak) == "69.50 GiB");
+    CHECK(run_cell(rows[1], RunColumn::Reduction) == "30.00 %");
+    CHECK(run_cell(rows[1], RunColumn::Loss) == "6.00 %");
+    CHECK(run_cell(rows[1], RunColumn::Makespan) == "5.66 s");
+    CHECK(run_cell(rows[4], RunColumn::Loss) == "-");
+    CHECK(run_cell(rows[4], RunColumn::Status) == "oom");
+    CHECK(run_cell(rows[5], RunColumn::Policy) == "-");
+    CHECK(run_cell(rows[5], RunColumn::Capacity) == "-");
+
+    // Every word must match somewhere, in any case.
+    CHECK(ids(rows, filter_runs(rows, "", RunColumn::Id, true)) == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+    CHECK(ids(rows, filter_runs(rows, "COST_aware pcie4", RunColumn::Id, true)) == std::vector<int64_t>{2});
+    CHECK(ids(rows, filter_runs(rows, "oom", RunColumn::Id, true)) == std::vector<int64_t>{5});
+    CHECK(ids(rows, filter_runs(rows, "replayed", RunColumn::Id, true)) == std::vector<int64_t>{6});
+    CHECK(filter_runs(rows, "lru pcie5", RunColumn::Id, true).empty());
+    // Sorting: absent values last in both directions; equal values by id.
+    CHECK(ids(rows, filter_runs(rows, "", RunColumn::Loss, true)) == std::vector<int64_t>{4, 3, 2, 1, 5, 6});
+    CHECK(ids(rows, filter_runs(rows, "", RunColumn::Loss, false)) == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+    CHECK(ids(rows, filter_runs(rows, "", RunColumn::Policy, true)) == std::vector<int64_t>{4, 2, 3, 1, 5, 6});
+    CHECK(ids(rows, filter_runs(rows, "", RunColumn::Id, false)) == std::vector<int64_t>{6, 5, 4, 3, 2, 1});
+    CHECK(ids(rows, filter_runs(rows, "", RunColumn::Capacity, true)) == std::vector<int64_t>{1, 2, 3, 4, 5, 6});
+}
+
+TEST_CASE("the axis follows the slowest run when it showed everything, else keeps the zoom") {
+    TimeRange recorded{0, 7'980'000'000}, with_slow{0, 51'500'000'000};
+    // Showing all of 0-7.98 s: a 51.5 s run ticked takes the axis to 51.5 s, and back.
+    CHECK(follow_limits(recorded, recorded, with_slow).t1 == with_slow.t1);
+    CHECK(follow_limits(with_slow, with_slow, recorded).t1 == recorded.t1);
+    // Zoomed on 1-2 s: the zoom stays.
+    TimeRange zoomed{1'000'000'000, 2'000'000'000};
+    CHECK(follow_limits(zoomed, recorded, with_slow).t0 == zoomed.t0);
+    CHECK(follow_limits(zoomed, recorded, with_slow).t1 == zoomed.t1);
+    // A zoom past the new limits (the slow run unticked) is clamped into them.
+    TimeRange late{45'000'000'000, 50'000'000'000};
+    TimeRange c = follow_limits(late, with_slow, recorded);
+    CHECK(c.t0 == recorded.t1 - late.span());
+    CHECK(c.t1 == recorded.t1);
+}

@@ -1,0 +1,35 @@
+#include "mhc/viewer/reserved.hpp"
+
+#include <exception>
+#include <vector>
+
+#include "mhc/sim/allocator_compare.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/store.hpp"
+
+namespace mhc::viewer {
+
+ReservedCurves reserved_curves(const std::string& path) {
+    ReservedCurves curves;
+    if (!trace::Reader(path).has_segments()) return curves;
+    const trace::TraceData data = trace::load_trace(path);
+    if (data.segments.empty()) return curves;
+    std::vector<int64_t> t_alloc, t_free, bytes;
+    for (const trace::Segment& segment : data.segments) {
+        t_alloc.push_back(segment.t_alloc);
+        t_free.push_back(segment.t_free);
+        bytes.push_back(segment.bytes);
+    }
+    curves.recorded = Curve::from_intervals(t_alloc, t_free, bytes);
+    // The recorded curve stands alone when the model cannot be made; the view says why.
+    try {
+        const sim::AllocatorComparison model = sim::compare_allocator(data, data.segments, -1, "");
+        curves.model.assign(model.sample_times, std::vector<double>(model.model_reserved.begin(), model.model_reserved.end()));
+        curves.model_device = model.device;
+    } catch (const std::exception& e) {
+        curves.model_error = std::string("the caching allocator model: ") + e.what();
+    }
+    return curves;
+}
+
+}  // namespace mhc::viewer

@@ -1,0 +1,30 @@
+#pragma once
+// The memory view's reserved-memory curves of a trace with a segments table
+// (docs/trace-format.md): reserved vs allocated, as memory_viz's segment view shows them.
+#include <cstdint>
+#include <string>
+
+#include "mhc/viewer/curve.hpp"
+
+namespace mhc::viewer {
+
+struct ReservedCurves {
+    // The recorded segments' bytes over time, all devices (as the live curve).
+    Curve recorded;
+    // The caching allocator model's reserved bytes for the same allocations (`mhc allocator`'s
+    // replay: warm start from the recorded segments, the recorded settings; docs/simulator.md
+    // "Comparing with a recording"), on the device with the largest recorded reserved peak.
+    Curve model;
+    int32_t model_device = 0;
+    // Why the model curve is missing when the recorded one was made (one line, naming the
+    // file); "" otherwise.
+    std::string model_error;
+};
+
+// Reads the trace at `path` on a connection of its own (so it may run on a worker thread while
+// the view queries the viewer's Reader). A trace without segments gives two empty curves; it
+// loads the whole trace only when there are segments. Throws mhc::Error naming the file and row
+// when the segments cannot be read.
+ReservedCurves reserved_curves(const std::string& path);
+
+}  // namespace mhc::viewer
