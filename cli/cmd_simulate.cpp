@@ -129,6 +129,8 @@ std::function<int()> setup(CLI::App& app) {
             if (ids && !o->json)
                 std::cout << "stored         run " << ids->at(0) << " in " << store_target(o->trace, o->store) << "\n";
         }
+        // Only now: a store that failed leaves the trace as it was (docs/trace-format.md).
+        if (stored) sim::keep_prepared(*prepared, writes_into_trace(o->store));
         if (!r.invariant_violation.empty()) {
             std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", r.invariant_violation.c_str());
             return kExitInternal;

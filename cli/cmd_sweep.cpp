@@ -136,6 +136,7 @@ std::function<int()> setup(CLI::App& app) {
                 std::printf("stored %zu runs in %s:\n  the %zu grid runs and %zu bisection answers with a saving (bisect:*)\n",
                             runs.size(), store_target(o->trace, o->store).c_str(), s.grid.size(), found);
         }
+        if (stored) sim::keep_prepared(*prepared, writes_into_trace(o->store));   // after the store, as simulate
         for (const auto& r : s.grid)
             if (!r.invariant_violation.empty()) {
                 std::fprintf(stderr, "mhc: simulator invariant violated in %s: %s\n",

@@ -29,6 +29,9 @@ std::string store_target(const std::string& trace, const StoreOptions& o);
 // returns nothing.
 std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::string& fingerprint,
                                                const std::vector<trace::Run>& runs, const StoreOptions& o);
+// Write transactions a successful store_runs made on the trace file itself: 1, or 0 with
+// --no-store or --runs-db (sim::keep_prepared's count).
+inline int writes_into_trace(const StoreOptions& o) { return o.no_store || !o.runs_db.empty() ? 0 : 1; }
 // A coupled job's runs, one per rank: all of them or none (trace::add_job_runs).
 std::optional<std::vector<int64_t>> store_job_runs(const std::vector<trace::JobRun>& ranks, const StoreOptions& o);
 

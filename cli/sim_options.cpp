@@ -69,7 +69,7 @@ std::vector<std::string> split_list(const std::string& s) {
 
 std::shared_ptr<const sim::Prepared> prepare_for_simulation(const trace::TraceData& t, int device,
                                                             const std::string& trace_path) {
-    auto prepared = sim::prepare(t, device);
+    auto prepared = sim::prepare_cached(t, device);
     const int32_t dev = sim::device_of(*prepared);
     const auto& devices = t.allocations.device;
     if (std::find(devices.begin(), devices.end(), dev) == devices.end())

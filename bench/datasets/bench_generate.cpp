@@ -10,14 +10,16 @@
 #include <string>
 
 #include "mhc/datasets/generate.hpp"
+#include "mhc/bench/args.hpp"
 
 int main(int argc, char** argv) {
     using namespace mhc::datasets;
-    std::string name = argc > 1 ? argv[1] : "llama2-7b";
-    int64_t min_rows = argc > 2 ? std::atoll(argv[2]) : 10000000;
-    std::string out = argc > 3 ? argv[3]
-                               : (std::filesystem::temp_directory_path() /
-                                  ("mhc_bench_generate_" + std::to_string(getpid()) + ".db")).string();
+    const mhc::bench::Args args(argc, argv, "[PRESET] [MIN_ROWS] [OUT]");
+    args.at_most(3);
+    std::string name = args.text(0, "llama2-7b");
+    int64_t min_rows = args.count(1, "MIN_ROWS", 10000000, 1, int64_t(1) << 40);
+    std::string out = args.text(2, (std::filesystem::temp_directory_path() /
+                                    ("mhc_bench_generate_" + std::to_string(getpid()) + ".db")).string());
     try {
         GeneratorConfig c = preset(name);
         // Rows per step from one- and two-step runs (the first step also holds the
@@ -46,6 +48,9 @@ int main(int argc, char** argv) {
                     name.c_str(), c.steps, (long long)st.rows, secs, st.rows / secs, cpu_secs, st.rows / cpu_secs,
                     double(size) / double(st.rows), double(size) / 1e6);
         if (argc <= 3) std::filesystem::remove(out);
+    } catch (const mhc::Error& e) {   // a preset that does not exist, an output that cannot be written
+        std::fprintf(stderr, "bench_datasets: %s\n", e.what());
+        return e.exit_code();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_datasets: %s\n", e.what());
         return 1;

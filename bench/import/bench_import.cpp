@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mhc/bench/args.hpp"
 #include "mhc/trace/import/import.hpp"
 
 namespace {
@@ -316,7 +317,7 @@ void time_import(const std::string& label, const std::string& in, const std::str
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
     if (argc == 5 && std::string(argv[1]) == "--import-one") {   // a child of the memory benchmark
         mhc::trace::import::Options opt;
         opt.warn = false;
@@ -330,13 +331,18 @@ int main(int argc, char** argv) {
         std::ofstream(argv[4]) << vm_hwm();
         return rc;
     }
-    if (argc > 1 && std::string(argv[1]) == "memory")
-        return memory_bench("/proc/self/exe", argc > 2 ? std::stoll(argv[2]) : 250000,
-                            argc > 3 ? argv[3] : std::filesystem::temp_directory_path().string());
-    int64_t events = argc > 1 ? std::stoll(argv[1]) : 2000000;
-    std::string dir = argc > 2 ? argv[2] : std::filesystem::temp_directory_path().string();
+    const mhc::bench::Args args(argc, argv, "[EVENTS] [DIR] [REPS] | memory [EVENTS] [DIR]");
+    const std::string tmp = std::filesystem::temp_directory_path().string();
+    if (args.has(0) && args.word(0) == "memory") {
+        args.at_most(3);
+        return memory_bench("/proc/self/exe", args.count(1, "EVENTS", 250000, 0, int64_t(1) << 40), args.text(2, tmp));
+    }
+    args.at_most(3);
+    int64_t events = args.count(0, "EVENTS", 2000000, 1, int64_t(1) << 40);
+    std::string dir = args.text(1, tmp);
     std::string snap = dir + "/bench-snapshot.pickle", kin = dir + "/bench-kineto.json";
-    int reps = argc > 3 ? std::max(1, std::atoi(argv[3])) : 3;
+    int reps = static_cast<int>(args.count(2, "REPS", 3, 1, 1000));
+    if (!std::filesystem::is_directory(dir)) args.refuse("DIR '" + dir + "' is not a directory");
     make_snapshot(snap, events);
     make_kineto(kin, events);
     std::printf("events = input events as import_file counts them (Result::events, meta import.events): "
@@ -349,4 +355,8 @@ int main(int argc, char** argv) {
     if (!std::getenv("MHC_BENCH_KEEP"))   // keep the inputs for profiling
         for (auto& f : {snap, kin, kin + ".gz"}) std::filesystem::remove(f);
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return mhc::bench::guarded("mhc_bench_import", [&] { return run(argc, argv); });
 }

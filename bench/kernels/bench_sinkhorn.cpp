@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "mhc/bench/args.hpp"
 #include "mhc/kernels/eigen_reference.hpp"
 #include "mhc/kernels/sinkhorn.hpp"
 #include "peak.hpp"
@@ -51,18 +52,23 @@ int main(int argc, char** argv) {
     int64_t T = 4 << 20;
     int n = 4, iters = 20, threads = 0, reps = 3;
     bool naive = true;
+    const mhc::bench::Args args(argc, argv, "[--tokens N] [--n N] [--iters N] [--threads N] [--reps N] [--no-naive]");
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        auto next = [&] { return i + 1 < argc ? std::atoll(argv[++i]) : 0; };
+        size_t w = static_cast<size_t>(i - 1);
+        auto next = [&](int64_t min = 1) {
+            int64_t v = args.whole(args.value_after(w), a.c_str(), min, int64_t(1) << 40);
+            i = static_cast<int>(w) + 1;
+            return v;
+        };
         if (a == "--tokens") T = next();
         else if (a == "--n") n = static_cast<int>(next());
         else if (a == "--iters") iters = static_cast<int>(next());
-        else if (a == "--threads") threads = static_cast<int>(next());
+        else if (a == "--threads") threads = static_cast<int>(next(0));
         else if (a == "--reps") reps = static_cast<int>(next());
         else if (a == "--no-naive") naive = false;
         else {
-            std::fprintf(stderr, "unknown argument %s\n", argv[i]);
-            return 2;
+            args.refuse("unknown argument '" + a + "'");
         }
     }
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

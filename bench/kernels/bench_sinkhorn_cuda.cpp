@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/args.hpp"
 #include "mhc/kernels/device.hpp"
 #include "mhc/kernels/sinkhorn.hpp"
 #include "mhc/kernels/standin.hpp"
@@ -18,13 +19,20 @@ namespace k = mhc::kernels;
 int main(int argc, char** argv) {
     int64_t T = 16 << 20;
     int n = 4, iters = 20, reps = 10;
+    const mhc::bench::Args args(argc, argv, "[--tokens N] [--n N] [--iters N] [--reps N]");
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        auto next = [&] { return i + 1 < argc ? std::atoll(argv[++i]) : 0; };
+        size_t w = static_cast<size_t>(i - 1);
+        auto next = [&](int64_t min = 1) {
+            int64_t v = args.whole(args.value_after(w), a.c_str(), min, int64_t(1) << 40);
+            i = static_cast<int>(w) + 1;
+            return v;
+        };
         if (a == "--tokens") T = next();
         else if (a == "--n") n = static_cast<int>(next());
         else if (a == "--iters") iters = static_cast<int>(next());
         else if (a == "--reps") reps = static_cast<int>(next());
+        else args.refuse("unknown argument '" + a + "'");
     }
     if (k::cuda_device_count() == 0) {
         std::printf("no CUDA device (built with CUDA: %s): nothing to measure\n", k::built_with_cuda() ? "yes" : "no");

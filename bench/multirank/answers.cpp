@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/args.hpp"
 #include "mhc/datasets/generate.hpp"
 #include "mhc/sim/coupled.hpp"
 #include "mhc/trace/store.hpp"
@@ -40,13 +41,12 @@ double bisect(const std::function<bool(double)>& within, bool& found) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 9) {
-        std::fprintf(stderr, "usage: answers PRESET PP DP TP MICRO_BATCHES LAYERS STEPS DIR [policy[+prefetch]...]\n");
-        return 2;
-    }
+    const bench::Args args(argc, argv, "PRESET PP DP TP MICRO_BATCHES LAYERS STEPS DIR [policy[+prefetch]...]");
+    if (args.size() < 8) args.refuse("needs " + std::to_string(8 - args.size()) + " more argument(s)");
     datasets::GeneratorConfig cfg = datasets::preset(argv[1]);
-    cfg.pp = std::atoi(argv[2]); cfg.dp = std::atoi(argv[3]); cfg.tp = std::atoi(argv[4]);
-    cfg.micro_batches = std::atoi(argv[5]); cfg.layers = std::atoi(argv[6]); cfg.steps = std::atoi(argv[7]);
+    auto whole = [&](size_t i, const char* name) { return static_cast<int>(args.count(i, name, 0, 1, 1024)); };
+    cfg.pp = whole(1, "PP"); cfg.dp = whole(2, "DP"); cfg.tp = whole(3, "TP");
+    cfg.micro_batches = whole(4, "MICRO_BATCHES"); cfg.layers = whole(5, "LAYERS"); cfg.steps = whole(6, "STEPS");
     std::string dir = argv[8];
     std::vector<std::string> policies;
     for (int i = 9; i < argc; ++i) policies.push_back(argv[i]);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/bench/args.hpp"
 #include "mhc/datasets/generate.hpp"
 #include "mhc/sim/coupled.hpp"
 #include "mhc/trace/store.hpp"
@@ -16,10 +17,13 @@
 using namespace mhc;
 
 int main(int argc, char** argv) {
-    int pp = argc > 1 ? std::atoi(argv[1]) : 4, dp = argc > 2 ? std::atoi(argv[2]) : 2;
-    int mb = argc > 3 ? std::atoi(argv[3]) : 8, layers = argc > 4 ? std::atoi(argv[4]) : 8;
-    int steps = argc > 5 ? std::atoi(argv[5]) : 2;
-    std::string dir = argc > 6 ? argv[6] : (std::filesystem::temp_directory_path() / "mhc-bench-multirank").string();
+    const bench::Args args(argc, argv, "[pp] [dp] [micro_batches] [layers] [steps] [dir] [preset]");
+    args.at_most(7);
+    int pp = static_cast<int>(args.count(0, "pp", 4, 1, 1024)), dp = static_cast<int>(args.count(1, "dp", 2, 1, 1024));
+    int mb = static_cast<int>(args.count(2, "micro_batches", 8, 1, 1024));
+    int layers = static_cast<int>(args.count(3, "layers", 8, 1, 1024));
+    int steps = static_cast<int>(args.count(4, "steps", 2, 1, 1024));
+    std::string dir = args.text(5, (std::filesystem::temp_directory_path() / "mhc-bench-multirank").string());
     std::filesystem::create_directories(dir);
     datasets::GeneratorConfig cfg = datasets::preset(argc > 7 ? argv[7] : "gpt2-small");
     cfg.pp = pp; cfg.dp = dp; cfg.tp = 1; cfg.micro_batches = mb; cfg.layers = layers; cfg.steps = steps;

@@ -8,14 +8,17 @@
 #include <cstdlib>
 #include <string>
 
+#include "mhc/bench/args.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/replay/calibrate.hpp"
 
 using namespace mhc;
 
 int main(int argc, char** argv) {
-    const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
-    const size_t chunk = (argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 2) << 20;
+    const bench::Args args(argc, argv, "[REPEATS] [CHUNK_MIB]");
+    args.at_most(2);
+    const int repeats = static_cast<int>(args.count(0, "REPEATS", 5, 1, 1000));
+    const size_t chunk = static_cast<size_t>(args.count(1, "CHUNK_MIB", 2, 1, 4096)) << 20;
     double l0[3] = {};
     getloadavg(l0, 3);
     std::printf("load average before: %.2f %.2f %.2f; chunk %s; %d repeats each\n", l0[0], l0[1], l0[2],

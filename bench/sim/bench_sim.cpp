@@ -11,9 +11,12 @@
 #include <fstream>
 #include <string>
 
+#include "mhc/sim/result.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "mhc/bench/args.hpp"
 #include "mhc/sim/sweep.hpp"
 #include "mhc/sim/synthetic.hpp"
+#include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 
 using namespace mhc;
@@ -143,17 +146,66 @@ static void bench_recompute(int reps) {
     }
 }
 
-int main(int argc, char** argv) {
-    if (argc > 1 && std::string(argv[1]) == "recompute") {
-        bench_recompute(argc > 2 ? std::atoi(argv[2]) : 3);
+
+// What `mhc simulate FILE --capacity 60%` spends, phase by phase (thread CPU and wall seconds):
+// load_trace, prepare (from the file's cache where this code has one, which it writes when it
+// had none), simulate (lru, 60%, the
+// command's defaults: events recorded, invariants as built), and storing the run into `runs_db`
+// (a runs database, so that the trace stays as it is between rounds; removed first).
+static void bench_end_to_end(const std::string& file, const std::string& runs_db) {
+    auto phase = [](const char* what, auto&& fn) {
+        double c0 = thread_cpu();
+        auto t0 = Clock::now();
+        fn();
+        std::printf("  %-9s cpu %6.3f s  wall %6.3f s\n", what, thread_cpu() - c0, since(t0));
+    };
+    double c0 = thread_cpu();
+    auto t0 = Clock::now();
+    trace::TraceData t;
+    std::shared_ptr<const sim::Prepared> p;
+    sim::Result r;
+    std::printf("end to end on %s (load average %s)\n", file.c_str(), loadavg().c_str());
+    phase("load", [&] { t = trace::load_trace(file); });
+    phase("prepare", [&] {
+#if __has_include("mhc/trace/cache.hpp")
+        p = sim::prepare_cached(t);
+        sim::keep_prepared(*p, 0);   // writes the cache when it was not read from it
+#else
+        p = sim::prepare(t);
+#endif
+    });
+    phase("simulate", [&] {
+        sim::Config c;
+        c.capacity.fraction = 0.6;
+        r = sim::simulate(*p, c);
+    });
+    std::filesystem::remove(runs_db);
+    phase("store", [&] { trace::add_runs(file, {sim::to_run(r)}, runs_db, t.fingerprint); });
+    std::printf("  %-9s cpu %6.3f s  wall %6.3f s  (%lld trace rows, %lld simulated rows, %zu events)\n", "total",
+                thread_cpu() - c0, since(t0), static_cast<long long>(t.rows()), static_cast<long long>(r.rows),
+                r.events.size());
+}
+
+static int run(int argc, char** argv) {
+    const bench::Args args(argc, argv,
+                           "[MAX_MILLION_ROWS] [TMP_DIR] | sweep [REPS] | recompute [REPS] | end-to-end TRACE RUNS_DB");
+    if (args.has(0) && args.word(0) == "end-to-end") {
+        args.at_most(3);
+        if (args.size() < 3) args.refuse("end-to-end needs a trace and a runs database to write");
+        bench_end_to_end(args.word(1), args.word(2));
         return 0;
     }
-    if (argc > 1 && std::string(argv[1]) == "sweep") {
-        bench_sweep(argc > 2 ? std::atoi(argv[2]) : 3);
+    args.at_most(2);
+    if (args.has(0) && args.word(0) == "recompute") {
+        bench_recompute(static_cast<int>(args.count(1, "REPS", 3, 1, 1000)));
         return 0;
     }
-    int max_m = argc > 1 ? std::atoi(argv[1]) : 16;
-    std::string tmp = argc > 2 ? argv[2] : "/tmp";
+    if (args.has(0) && args.word(0) == "sweep") {
+        bench_sweep(static_cast<int>(args.count(1, "REPS", 3, 1, 1000)));
+        return 0;
+    }
+    int max_m = static_cast<int>(args.count(0, "MAX_MILLION_ROWS", 16, 1, 1000));
+    std::string tmp = args.text(1, "/tmp");
     std::printf("== simulate, one core, capacity 60%% of the peak, pcie4 ==\n");
     std::printf("%8s %10s %10s %-20s %10s %12s %8s\n", "rows", "build s", "prepare s", "config", "sim s", "rows/s", "loss");
     for (int m : {1, 4, 16}) {
@@ -216,4 +268,8 @@ int main(int argc, char** argv) {
 
     bench_sweep(3);
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return bench::guarded("bench_sim", [&] { return run(argc, argv); });
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mhc/trace/columns.hpp"
+#include "mhc/bench/args.hpp"
 #include "mhc/trace/store.hpp"
 
 using namespace mhc::trace;
@@ -28,9 +29,11 @@ static double cpu_seconds() {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int main(int argc, char** argv) {
-    int64_t target = argc > 1 ? std::atoll(argv[1]) : 10'000'000;
-    std::string path = argc > 2 ? argv[2] : "/tmp/mhc-bench-store.db";
+static int run(int argc, char** argv) {
+    const mhc::bench::Args args(argc, argv, "[ROWS] [PATH]");
+    args.at_most(2);
+    int64_t target = args.count(0, "ROWS", 10'000'000, 1, int64_t(1) << 40);
+    std::string path = args.text(1, "/tmp/mhc-bench-store.db");
 
     auto t0 = Clock::now();
     double c0 = cpu_seconds();
@@ -109,4 +112,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     return 0;
+}
+
+int main(int argc, char** argv) {
+    return mhc::bench::guarded("bench_store", [&] { return run(argc, argv); });
 }

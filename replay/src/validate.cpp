@@ -230,7 +230,7 @@ private:
         rep_.load.before = detail::load_average();
         cpu_before_ = detail::cpu_sample();
         t_ = trace::load_trace(path_);
-        prepared_ = sim::prepare(t_, spec_.base.device);
+        prepared_ = sim::prepare_kept(t_, spec_.base.device);   // kept before validate stores anything
         base_ = spec_.base;
         // Replay copies in chunks of spec.replay.chunk_bytes: a calibrated profile's rate for that
         // chunk size is the rate to predict with, not its best one.

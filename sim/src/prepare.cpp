@@ -4,6 +4,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/sim/allocator.hpp"
+#include "mhc/trace/cache.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/comm_kernels.hpp"
 #include "mhc/trace/summary.hpp"
@@ -417,6 +418,126 @@ std::vector<std::string> trace_warnings(const Prepared& p) {
         w.push_back("the trace has no accesses: each allocation is assumed written by the first kernel after its "
                     "allocation and read by the last kernel before its free (coarser results; docs/simulator.md)");
     return w;
+}
+
+}  // namespace mhc::sim
+
+// ---- the prepared form kept in the trace file (trace/cache.hpp) ----
+
+namespace mhc::sim {
+
+namespace {
+
+// The values of a Prepared that are not arrays.
+struct PreparedScalars {
+    int64_t t_begin, t_end, rows, peak_ideal, peak_caching;
+    uint64_t live_max_n;
+    int32_t device;
+    uint8_t assumed_accesses;
+};
+
+// Every array of a Prepared, by name: the one list the cache writes and reads.
+template <class P, class F>
+void each_array(P& p, F&& f) {
+    f("korder", p.korder); f("kstart", p.kstart); f("kend", p.kend); f("kend_order", p.kend_order);
+    f("alloc_order", p.alloc_order); f("free_order", p.free_order);
+    f("acc_begin", p.acc_begin); f("acc_alloc", p.acc_alloc); f("acc_write", p.acc_write); f("acc_read", p.acc_read);
+    f("next_use", p.next_use); f("first_use", p.first_use);
+    f("operand_free1", p.operand_free1); f("operand_free2", p.operand_free2); f("operand_free1_alloc", p.operand_free1_alloc);
+    f("on_device", p.on_device);
+    f("step_of", p.step_of); f("step_begin", p.step_begin); f("alloc_step", p.alloc_step); f("alloc_ordinal", p.alloc_ordinal);
+    f("step_allocs_begin", p.step_allocs_begin); f("step_allocs", p.step_allocs); f("live_at", p.live_at);
+    f("live_max", p.live_max.t);
+    f("nccl.begin", p.nccl.begin); f("nccl.end", p.nccl.end); f("h2d_busy.begin", p.h2d_busy.begin);
+    f("h2d_busy.end", p.h2d_busy.end); f("d2h_busy.begin", p.d2h_busy.begin); f("d2h_busy.end", p.d2h_busy.end);
+}
+
+std::string cache_key(int32_t device) {
+    return "sim.prepared device=" + (device == kAutoDevice ? std::string("auto") : std::to_string(device));
+}
+
+bool all_below(const std::vector<int32_t>& v, size_t n) {
+    return std::all_of(v.begin(), v.end(), [n](int32_t x) { return x >= 0 && static_cast<size_t>(x) < n; });
+}
+
+// The arrays index each other and the trace's columns: a cached form that does not fit the
+// trace it is read with is not used (the checksum finds damage; this finds a mismatch).
+bool fits(const Prepared& p, const trace::TraceData& t) {
+    const size_t n = p.korder.size(), na = t.allocations.size();
+    return p.kstart.size() == n && p.kend.size() == n && p.kend_order.size() == n && p.acc_begin.size() == n + 1 &&
+           all_below(p.korder, t.kernels.size()) && all_below(p.kend_order, n) && all_below(p.alloc_order, na) &&
+           all_below(p.free_order, na) && all_below(p.acc_alloc, na) && p.acc_begin.front() == 0 &&
+           std::is_sorted(p.acc_begin.begin(), p.acc_begin.end()) &&
+           static_cast<size_t>(p.acc_begin.back()) == p.acc_alloc.size() && p.acc_write.size() == p.acc_alloc.size() &&
+           p.acc_read.size() == p.acc_alloc.size() && p.next_use.size() == p.acc_alloc.size() &&
+           p.first_use.size() == na && p.on_device.size() == na && p.operand_free1.size() == n &&
+           p.operand_free2.size() == n && p.operand_free1_alloc.size() == n && p.step_of.size() == n &&
+           p.alloc_step.size() == na && p.alloc_ordinal.size() == na && p.live_at.size() == n &&
+           !p.step_begin.empty() && !p.step_allocs_begin.empty() && all_below(p.step_allocs, na) &&
+           p.live_max.t.size() == 2 * p.live_max.n && p.nccl.begin.size() == p.nccl.end.size() &&
+           p.h2d_busy.begin.size() == p.h2d_busy.end.size() && p.d2h_busy.begin.size() == p.d2h_busy.end.size();
+}
+
+std::shared_ptr<Prepared> read_prepared(const trace::TraceData& t, int32_t device) {
+    auto c = trace::read_cache(t.path, cache_key(device), t.fingerprint);
+    if (!c) return nullptr;
+    auto p = std::make_shared<Prepared>();
+    p->t = &t;
+    std::vector<PreparedScalars> s;
+    std::vector<int64_t> host;
+    bool ok = c->get("scalars", s) && s.size() == 1 && c->get("host_events", host) && host.size() % 2 == 0;
+    each_array(*p, [&](const char* name, auto& v) { ok = ok && c->get(name, v); });
+    if (!ok || !c->finish()) return nullptr;
+    p->t_begin = s[0].t_begin; p->t_end = s[0].t_end; p->rows = s[0].rows;
+    p->peak_ideal = s[0].peak_ideal; p->peak_caching = s[0].peak_caching; p->live_max.n = s[0].live_max_n;
+    p->device = s[0].device; p->assumed_accesses = s[0].assumed_accesses != 0;
+    for (size_t i = 0; i < host.size(); i += 2) p->host_events.push_back({host[i], host[i + 1]});
+    return fits(*p, t) ? p : nullptr;
+}
+
+void write_prepared(const Prepared& p, const trace::TraceData& t, int32_t device, int64_t counter) {
+    const std::vector<PreparedScalars> s = {{p.t_begin, p.t_end, p.rows, p.peak_ideal, p.peak_caching, p.live_max.n,
+                                             p.device, static_cast<uint8_t>(p.assumed_accesses)}};
+    std::vector<int64_t> host;
+    for (auto [time, bytes] : p.host_events) host.insert(host.end(), {time, bytes});
+    trace::CacheWriter w, columns;
+    w.put("scalars", s);
+    w.put("host_events", host);
+    each_array(p, [&](const char* name, const auto& v) { w.put(name, v); });
+    std::vector<std::pair<std::string, const trace::CacheWriter*>> entries = {{cache_key(device), &w}};
+    if (!t.from_cache) {   // the trace's columns too, in the same transaction
+        trace::cache_columns(t, columns);
+        entries.push_back({trace::kTraceCacheKey, &columns});
+    }
+    trace::write_cache(t.path, t.fingerprint, counter, entries);
+}
+
+}  // namespace
+
+std::shared_ptr<const Prepared> prepare_cached(const trace::TraceData& t, int32_t device) {
+    if (!t.path.empty() && !t.fingerprint.empty() && trace::cache_enabled())
+        if (auto p = read_prepared(t, device)) {
+            p->requested_device = device;
+            p->from_cache = true;
+            return p;
+        }
+    auto p = std::const_pointer_cast<Prepared>(prepare(t, device));
+    p->requested_device = device;
+    return p;
+}
+
+std::shared_ptr<const Prepared> prepare_kept(const trace::TraceData& t, int32_t device) {
+    auto p = prepare_cached(t, device);
+    keep_prepared(*p, 0);
+    return p;
+}
+
+void keep_prepared(const Prepared& p, int writes_since_read) {
+    if (p.from_cache || !p.t || p.t->path.empty() || p.t->fingerprint.empty() || !trace::cache_enabled()) return;
+    if (p.t->change_counter < 0) return;
+    // Each committed write transaction moves the counter on by one: the file is as it was read,
+    // plus the command's own stores, only if the counter moved by exactly those.
+    write_prepared(p, *p.t, p.requested_device, p.t->change_counter + writes_since_read);
 }
 
 }  // namespace mhc::sim

@@ -32,6 +32,8 @@ struct Intervals {
 struct Prepared : EventStreams {
     const trace::TraceData* t = nullptr;
     int32_t device = 0;
+    int32_t requested_device = kAutoDevice;   // what prepare_cached was asked for: the cache's key
+    bool from_cache = false;                  // read from the trace file's cache (keep_prepared: nothing to write)
     bool assumed_accesses = false;
     int64_t t_begin = 0, t_end = 0;     // recorded span of this device's rows
     int64_t rows = 0;

@@ -411,7 +411,7 @@ CheckReport check_file(const std::string& path, bool full) {
         if (!r.ok()) return r;
         check_values(reader, r);
         if (!r.ok()) return r;   // loading would stop at the first of them
-        TraceData t = load_trace(path);
+        TraceData t = load_trace(path, "", LoadFrom::Rows);   // the rows themselves, never a cached copy
         CheckReport rows = check_trace(t);
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
     } catch (const sql::Busy&) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mhc/common/error.hpp"
+#include "mhc/trace/cache.hpp"
 #include "mhc/trace/limits.hpp"
 #include "mhc/trace/store.hpp"
 #include "sqlite_util.hpp"
@@ -163,15 +164,75 @@ void load_accesses(const Reader& r, TraceData& t, int64_t n) {
 
 }  // namespace
 
-TraceData load_trace(const std::string& file, const std::string& name) {
-    Reader r(file, name);
+namespace {
+
+// Every array load_trace fills, by name: the one list the cache writes and reads.
+template <class Data, class F>
+void each_column(Data& t, F&& f) {
+    auto& a = t.allocations;
+    f("allocations.id", a.id); f("allocations.address", a.address); f("allocations.bytes", a.bytes);
+    f("allocations.t_alloc", a.t_alloc); f("allocations.t_free", a.t_free); f("allocations.stream", a.stream);
+    f("allocations.label", a.label); f("allocations.device", a.device); f("allocations.category", a.category);
+    f("allocations.requested_bytes", a.requested_bytes);
+    auto& k = t.kernels;
+    f("kernels.id", k.id); f("kernels.stream", k.stream); f("kernels.name", k.name); f("kernels.t_start", k.t_start);
+    f("kernels.t_end", k.t_end); f("kernels.correlation", k.correlation); f("kernels.device", k.device);
+    f("kernels.step", k.step); f("kernels.access_begin", k.access_begin);
+    f("accesses.allocation", t.accesses.allocation); f("accesses.mode", t.accesses.mode);
+    auto& c = t.copies;
+    f("copies.id", c.id); f("copies.stream", c.stream); f("copies.bytes", c.bytes); f("copies.t_start", c.t_start);
+    f("copies.t_end", c.t_end); f("copies.device", c.device); f("copies.kind", c.kind);
+    auto& m = t.markers;
+    f("markers.id", m.id); f("markers.name", m.name); f("markers.t_start", m.t_start); f("markers.t_end", m.t_end);
+    f("markers.kind", m.kind); f("markers.index", m.index);
+    f("dangling_accesses", t.dangling_accesses);
+    f("segments", t.segments);
+}
+
+// Columns of one table have one length, and accesses point into the allocations: a cache entry
+// that does not hold that is not used.
+bool consistent(const TraceData& t) {
+    const auto& a = t.allocations;
+    const size_t na = a.size();
+    bool ok = a.address.size() == na && a.bytes.size() == na && a.t_alloc.size() == na && a.t_free.size() == na &&
+              a.stream.size() == na && a.label.size() == na && a.device.size() == na && a.category.size() == na &&
+              a.requested_bytes.size() <= na;
+    const auto& k = t.kernels;
+    const size_t nk = k.size();
+    ok = ok && k.stream.size() == nk && k.name.size() == nk && k.t_start.size() == nk && k.t_end.size() == nk &&
+         k.correlation.size() == nk && k.device.size() == nk && k.step.size() == nk &&
+         k.access_begin.size() == nk + 1 && k.access_begin.front() == 0 &&
+         std::is_sorted(k.access_begin.begin(), k.access_begin.end()) &&
+         static_cast<size_t>(k.access_begin.back()) == t.accesses.size() && t.accesses.mode.size() == t.accesses.size();
+    ok = ok && std::all_of(t.accesses.allocation.begin(), t.accesses.allocation.end(),
+                           [na](int32_t x) { return x >= 0 && static_cast<size_t>(x) < na; });
+    const auto& c = t.copies;
+    ok = ok && c.stream.size() == c.size() && c.bytes.size() == c.size() && c.t_start.size() == c.size() &&
+         c.t_end.size() == c.size() && c.device.size() == c.size() && c.kind.size() == c.size();
+    const auto& m = t.markers;
+    return ok && m.name.size() == m.size() && m.t_start.size() == m.size() && m.t_end.size() == m.size() &&
+           m.kind.size() == m.size() && m.index.size() == m.size();
+}
+
+// The columns from the file's cache entry, when it holds one for this fingerprint; the rows
+// it was made from passed load_trace's checks, and nothing has changed them since.
+bool load_cached(const Reader& r, TraceData& t) {
+    auto c = read_cache(r.handle(), kTraceCacheKey, t.fingerprint, false);
+    if (!c) return false;
+    bool ok = true;
+    each_column(t, [&](const char* name, auto& v) { ok = ok && c->get(name, v); });
+    if (ok && c->finish() && consistent(t)) {
+        t.allocation_index.build(t.allocations.id);
+        t.kernel_index.build(t.kernels.id);
+        t.from_cache = true;
+        return true;
+    }
+    each_column(t, [](const char*, auto& v) { v.clear(); });   // damaged: the rows decide
+    return false;
+}
+
+void load_rows(const Reader& r, TraceData& t, const TableCounts& n) {
     const std::string& path = r.path();
-    TraceData t;
-    t.path = path;
-    t.meta = r.meta();
-    t.strings = r.strings();
-    TableCounts n = r.counts();
-    t.fingerprint = fingerprint(t.meta, n);
     // Rows are decoded once, by the Reader, and appended through the columns' push().
     t.allocations.reserve(static_cast<size_t>(n.allocations));
     // All allocations together bound every sum of live bytes the toolkit forms (limits.hpp).
@@ -193,6 +254,33 @@ TraceData load_trace(const std::string& file, const std::string& name) {
     t.markers.reserve(static_cast<size_t>(n.markers));
     r.for_each([&](const Marker& m) { t.markers.push(m); });
     r.for_each([&](const Segment& g) { t.segments.push_back(g); });
+}
+
+}  // namespace
+
+void cache_columns(const TraceData& t, CacheWriter& w) {
+    each_column(t, [&](const char* name, const auto& v) { w.put(name, v); });
+}
+
+TraceData load_trace(const std::string& file, const std::string& name, LoadFrom from) {
+    Reader r(file, name);
+    TraceData t;
+    t.path = r.path();
+    // One read transaction: the fingerprint, the change counter and the rows are of one version
+    // of the file even while other processes store runs in it.
+    sql::exec(r.handle(), t.path, "BEGIN");
+    try {
+        t.meta = r.meta();
+        t.strings = r.strings();
+        TableCounts n = r.counts();
+        t.fingerprint = fingerprint(t.meta, n);
+        t.change_counter = change_counter(file);
+        if (from == LoadFrom::Rows || !load_cached(r, t)) load_rows(r, t, n);
+    } catch (...) {
+        sqlite3_exec(r.handle(), "COMMIT", nullptr, nullptr, nullptr);
+        throw;
+    }
+    sqlite3_exec(r.handle(), "COMMIT", nullptr, nullptr, nullptr);
     return t;
 }
 

@@ -18,6 +18,20 @@ struct Prepared;   // opaque, read-only once built (sim/src/prepared.hpp)
 // a trace whose only memory is the host's then throws mhc::Error (bad input) naming --device -1.
 std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t device = kAutoDevice);
 
+// prepare(), or the prepared form kept in the trace file by keep_prepared (trace/cache.hpp:
+// valid while the trace is unchanged; the trace's checks passed when it was made).
+std::shared_ptr<const Prepared> prepare_cached(const trace::TraceData& t, int32_t device = kAutoDevice);
+// Keeps a prepared form that prepare_cached computed (and the trace's columns, when they were read
+// from the rows) in the trace file for the next reader, when the file can be written and has not
+// changed since it was read but for `writes_since_read` write transactions of the caller's own
+// (its stored runs: 1 after add_runs into the trace, 0 without a store or with a runs database)
+// (MHC_TRACE_CACHE=0: never). Commands call it after storing their runs, so that a failed store
+// leaves the file as it was.
+void keep_prepared(const Prepared& p, int writes_since_read);
+// prepare_cached, then keep_prepared(p, 0) at once: for a command that has written nothing to the
+// trace since reading it (validate, whose runs are stored later).
+std::shared_ptr<const Prepared> prepare_kept(const trace::TraceData& t, int32_t device = kAutoDevice);
+
 // Thrown by simulate() when Config::cancel was set while it ran.
 struct Cancelled : std::exception {
     const char* what() const noexcept override { return "simulation cancelled"; }

@@ -80,6 +80,8 @@ struct TraceData {
     std::string path;
     std::map<std::string, std::string> meta;
     std::string fingerprint;            // of the file as it was read (trace::fingerprint): runs stored from it must match
+    int64_t change_counter = -1;        // the file's change counter then (trace::change_counter): caches of it are written only if unchanged
+    bool from_cache = false;            // the columns came from the file's cache (trace_cache), not its rows
     std::vector<std::string> strings;   // strings[id]
     AllocationColumns allocations;
     KernelColumns kernels;
@@ -110,8 +112,15 @@ struct TraceData {
 // same). Its times are event numbers; durations, losses, stalls and makespans say nothing.
 bool order_only_timing(std::string_view timing);
 
-// Loads the whole trace. Throws mhc::Error (file problems) like Reader.
+class CacheWriter;
+// The cache entry load_trace reads (trace/cache.hpp): every column of `t`.
+inline constexpr const char* kTraceCacheKey = "trace";
+void cache_columns(const TraceData& t, CacheWriter& w);
+
+// Loads the whole trace, from the file's cache entry when it holds a valid one (trace/cache.hpp). Throws mhc::Error (file problems) like Reader.
 // `name`: what errors call the file (import reads its temporary file as the output it becomes).
-TraceData load_trace(const std::string& path, const std::string& name = "");
+// Rows: always from the rows (mhc check, which judges the file itself).
+enum class LoadFrom { CacheOrRows, Rows };
+TraceData load_trace(const std::string& path, const std::string& name = "", LoadFrom from = LoadFrom::CacheOrRows);
 
 }  // namespace mhc::trace

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Loading into the simulator before/after a change, on one machine in one run: builds `mhc` and
+# bench_sim from a base commit (a temporary git worktree, removed at the end) and from this tree,
+# generates one gpt2-small trace of about 10 M rows (STEPS steps), then ROUNDS times, each side on
+# its own copy of the trace:
+#   - bench_sim end-to-end: thread CPU and wall seconds of load, prepare, simulate (lru, 60%,
+#     events recorded) and storing the run (into a runs database beside the copy);
+#   - `mhc simulate COPY --capacity 60%` as users run it (stores into the trace), /usr/bin/time.
+# This tree's first round builds its cache (trace_cache); later rounds read it. CPU time is what
+# to compare on a shared machine; the load average is printed with each figure. The base is built
+# once, in build/bench-base-COMMIT (a git worktree inside this tree's ignored build folder, so that
+# a compiler cache with CCACHE_BASEDIR above the tree reuses the objects of any checkout of that
+# commit), and kept for the next run; `git worktree remove --force build/bench-base-COMMIT` drops it.
+# Usage: bench/sim/load_compare.sh [ROUNDS=2] [BASE=6ce197b (main before the cache)] [STEPS=2985]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-2}
+base=${2:-6ce197b}
+steps=${3:-2985}
+root=$(pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-load-compare.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+wt="$root/build/bench-base-$(git rev-parse --short "$base")"
+[ -d "$wt" ] || git worktree add --detach "$wt" "$base" >/dev/null
+# The same benchmark program on both sides: this tree's bench_sim.cpp (it uses the cache where
+# the code has one) and its argument checking.
+mkdir -p "$wt/bench/include"
+cp -r bench/include/mhc "$wt/bench/include/"
+cp bench/CMakeLists.txt "$wt/bench/CMakeLists.txt"
+cp bench/sim/CMakeLists.txt bench/sim/bench_sim.cpp "$wt/bench/sim/"
+args=(-G Ninja -DCMAKE_BUILD_TYPE=Release ${MHC_CMAKE_ARGS:-})
+for dir in "$wt" "$root"; do
+  cmake -S "$dir" -B "$dir/build" "${args[@]}" >/dev/null
+  cmake --build "$dir/build" -j"${MHC_JOBS:-2}" --target mhc bench_sim >/dev/null
+done
+"$root/build/cli/mhc" -q generate --preset gpt2-small --steps "$steps" -o "$tmp/trace.db" >/dev/null
+echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- trace sim bench || echo +changes)"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores; trace: gpt2-small, $steps steps, $(du -m "$tmp/trace.db" | cut -f1) MB"
+cp "$tmp/trace.db" "$tmp/before.db"
+cp "$tmp/trace.db" "$tmp/after.db"
+for r in $(seq 1 "$rounds"); do
+  for side in before after; do
+    dir=$wt; [ "$side" = after ] && dir=$root
+    echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    "$dir/build/bench/sim/bench_sim" end-to-end "$tmp/$side.db" "$tmp/$side-runs.db" | sed "s/^/$side /"
+    /usr/bin/time -f "$side mhc simulate --capacity 60%%: wall %e s, cpu %U s user + %S s sys, peak RSS %M KB" \
+      "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% >/dev/null
+  done
+done
+echo "file sizes after the rounds (MB): before $(du -m "$tmp/before.db" | cut -f1), after $(du -m "$tmp/after.db" | cut -f1)" \
+     "(runs stored by mhc simulate in both; the cache in after)"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The benchmark programs check their arguments as the commands do: a value that is not what
+# the usage says is one line naming it (and the usage) on stderr, exit status 2, before any work.
+# Usage: bench_args_test.sh BENCH_IMPORT BENCH_SIM BENCH_STORE BENCH_DATASETS
+set -u
+import=$1 sim=$2 store=$3 datasets=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# refused WANT CMD...: exit 2, one line on stderr containing WANT, nothing on stdout
+refused() {
+    local want=$1; shift
+    timeout 20 "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+    [ $rc = 2 ] || fail "$* exited $rc, wanted 2: $(cat "$tmp/err")"
+    [ "$(wc -l <"$tmp/err")" = 1 ] || fail "$*: wanted one line: $(cat "$tmp/err")"
+    grep -qF -- "$want" "$tmp/err" || fail "$*: does not say '$want': $(cat "$tmp/err")"
+    [ ! -s "$tmp/out" ] || fail "$*: printed before refusing: $(cat "$tmp/out")"
+}
+refused "EVENTS 'speed' is not a whole number (usage: mhc_bench_import [EVENTS]" "$import" speed 200000 "$tmp"
+refused "EVENTS '12x' is not a whole number" "$import" 12x
+refused "EVENTS '0' is outside [1," "$import" 0 "$tmp"
+refused "REPS 'many' is not a whole number" "$import" 1000 "$tmp" many
+refused "DIR '$tmp/none' is not a directory" "$import" 1000 "$tmp/none"
+refused "unexpected argument 'extra'" "$import" 1000 "$tmp" 1 extra
+refused "EVENTS '99999999999999999999' is outside" "$import" memory 99999999999999999999 "$tmp"
+refused "MAX_MILLION_ROWS 'four' is not a whole number" "$sim" four
+refused "REPS '-1' is outside [1, 1000]" "$sim" sweep -1
+refused "ROWS '1e6' is not a whole number" "$store" 1e6
+refused "MIN_ROWS 'lots' is not a whole number" "$datasets" gpt2-small lots
+echo "ok"
