@@ -101,12 +101,18 @@ int64_t as_int(const unsigned char* p, uint32_t width) {
 
 bool fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
+// b - a fits 32 bits (and the subtraction itself does not overflow 64).
+bool step_fits32(int64_t a, int64_t b) {
+    int64_t step = 0;
+    return !__builtin_sub_overflow(b, a, &step) && fits32(step);
+}
+
 // A 64-bit integer column as Narrow32 or Delta32 when one of them applies (into `out`).
 Encoding pack64(const int64_t* v, uint64_t n, std::string& out) {
     bool narrow = true, delta = true;
     for (uint64_t i = 0; i < n && (narrow || delta); ++i) {
         narrow = narrow && fits32(v[i]);
-        delta = delta && (i == 0 || (!__builtin_sub_overflow_p(v[i], v[i - 1], int64_t(0)) && fits32(v[i] - v[i - 1])));
+        delta = delta && (i == 0 || step_fits32(v[i - 1], v[i]));
     }
     if (!narrow && !delta) return Encoding::Raw;
     out.resize(narrow ? 4 * n : 8 + 4 * (n - 1));
