@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 
+#include "mhc/bench/args.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/band_colors.hpp"
@@ -106,11 +107,14 @@ int main(int argc, char** argv) {
     int64_t kernels = 10'000'000, allocations = 1'000'000;
     std::string path = (std::filesystem::temp_directory_path() / "mhc-bench-viewer.db").string();
     int width = 1600;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--kernels")) kernels = std::stoll(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--allocations")) allocations = std::stoll(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--trace")) path = argv[i + 1];
-        else if (!std::strcmp(argv[i], "--width")) width = std::stoi(argv[i + 1]);
+    const bench::Args args(argc, argv, "[--kernels N] [--allocations M] [--trace PATH] [--width PX]");
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& option = args.word(i);
+        if (option == "--kernels") kernels = args.whole(args.value_after(i), "--kernels", 1, int64_t{1} << 40);
+        else if (option == "--allocations") allocations = args.whole(args.value_after(i), "--allocations", 1, int64_t{1} << 40);
+        else if (option == "--trace") path = args.value_after(i);
+        else if (option == "--width") width = static_cast<int>(args.whole(args.value_after(i), "--width", 64, 16384));
+        else args.refuse("unknown option '" + option + "'");
     }
     std::string want = std::to_string(kernels) + "/" + std::to_string(allocations) + "/v3";
     bool reuse = false;

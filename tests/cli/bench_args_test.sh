@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The benchmark programs check their arguments as the commands do: a value that is not what
 # the usage says is one line naming it (and the usage) on stderr, exit status 2, before any work.
-# Usage: bench_args_test.sh BENCH_IMPORT BENCH_SIM BENCH_STORE BENCH_DATASETS
+# Usage: bench_args_test.sh BENCH_IMPORT BENCH_SIM BENCH_STORE BENCH_DATASETS BENCH_VIEWER
 set -u
-import=$1 sim=$2 store=$3 datasets=$4
+import=$1 sim=$2 store=$3 datasets=$4 viewer=$5
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -27,4 +27,8 @@ refused "MAX_MILLION_ROWS 'four' is not a whole number" "$sim" four
 refused "REPS '-1' is outside [1, 1000]" "$sim" sweep -1
 refused "ROWS '1e6' is not a whole number" "$store" 1e6
 refused "MIN_ROWS 'lots' is not a whole number" "$datasets" gpt2-small lots
+refused "--kernels 'ten' is not a whole number (usage: bench_viewer [--kernels N]" "$viewer" --kernels ten
+refused "--allocations '0' is outside [1," "$viewer" --allocations 0
+refused "--trace needs a value" "$viewer" --trace
+refused "unknown option '--help'" "$viewer" --help
 echo "ok"
