@@ -309,13 +309,13 @@ bool cache_enabled() {
     return !(e && std::string(e) == "0");
 }
 
-int64_t change_counter(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    unsigned char b[4];
-    const bool ok = ::pread(fd, b, 4, 24) == 4;
-    ::close(fd);
-    return ok ? (int64_t(b[0]) << 24 | int64_t(b[1]) << 16 | int64_t(b[2]) << 8 | int64_t(b[3])) : -1;
+int64_t change_counter(sqlite3* db) {
+    sqlite3_file* file = nullptr;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file || !file->pMethods)
+        return -1;
+    unsigned char header[4];
+    if (file->pMethods->xRead(file, header, 4, 24) != SQLITE_OK) return -1;
+    return int64_t{header[0]} << 24 | int64_t{header[1]} << 16 | int64_t{header[2]} << 8 | int64_t{header[3]};
 }
 
 std::unique_ptr<CacheReader> read_cache(sqlite3* db, const std::string& key, const std::string& fingerprint, bool own) {
@@ -457,7 +457,7 @@ bool write_cache(const std::string& path, const std::string& fingerprint, int64_
         began = true;
         // Holding the write lock, nobody commits: a counter unchanged since the data were read
         // means they are the file's data.
-        if (change_counter(path) == counter) {
+        if (change_counter(db) == counter) {
             create_cache_table(db, path);
             for (const auto& [key, entry] : entries) insert_entry(db, path, key, fingerprint, *entry);
             sql::exec(db, path, "COMMIT");

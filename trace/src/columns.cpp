@@ -44,6 +44,21 @@ void AllocationColumns::push(const Allocation& a) {
     requested_bytes.push_back(a.requested_bytes);
 }
 
+Allocation AllocationColumns::row(size_t index) const {
+    Allocation out;
+    out.id = id[index];
+    out.device = device[index];
+    out.address = address[index];
+    out.bytes = bytes[index];
+    out.t_alloc = t_alloc[index];
+    out.t_free = t_free[index];
+    out.stream = stream[index];
+    out.category = category[index];
+    out.label = label[index];
+    out.requested_bytes = requested_at(index);
+    return out;
+}
+
 void KernelColumns::reserve(size_t n) {
     id.reserve(n); stream.reserve(n); name.reserve(n); t_start.reserve(n); t_end.reserve(n);
     correlation.reserve(n); device.reserve(n); step.reserve(n);
@@ -58,6 +73,19 @@ void KernelColumns::push(const Kernel& k) {
     t_end.push_back(k.t_end);
     step.push_back(k.step);
     correlation.push_back(k.correlation);
+}
+
+Kernel KernelColumns::row(size_t index) const {
+    Kernel out;
+    out.id = id[index];
+    out.device = device[index];
+    out.stream = stream[index];
+    out.name = name[index];
+    out.t_start = t_start[index];
+    out.t_end = t_end[index];
+    out.step = step[index];
+    out.correlation = correlation[index];
+    return out;
 }
 
 void CopyColumns::reserve(size_t n) {
@@ -274,7 +302,7 @@ TraceData load_trace(const std::string& file, const std::string& name, LoadFrom 
         t.strings = r.strings();
         TableCounts n = r.counts();
         t.fingerprint = fingerprint(t.meta, n);
-        t.change_counter = change_counter(file);
+        t.change_counter = change_counter(r.handle());
         if (from == LoadFrom::Rows || !load_cached(r, t)) load_rows(r, t, n);
     } catch (...) {
         sqlite3_exec(r.handle(), "COMMIT", nullptr, nullptr, nullptr);

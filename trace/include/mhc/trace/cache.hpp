@@ -102,8 +102,10 @@ bool write_cache(const std::string& path, const std::string& fingerprint, int64_
                  const std::vector<std::pair<std::string, const CacheWriter*>>& entries);
 
 // SQLite's file change counter (bytes 24..27 of the header): it changes with every committed
-// write. -1 when the file cannot be read.
-int64_t change_counter(const std::string& path);
+// write. -1 when the file cannot be read. Read through the connection's own file handle: opening
+// and closing another descriptor of the file would drop every POSIX lock this process holds on it
+// (SQLite's locks included), letting other processes write in the middle of a transaction.
+int64_t change_counter(sqlite3* db);
 
 // Whether the cache is used at all: MHC_TRACE_CACHE=0 turns it off (reads and writes).
 bool cache_enabled();
