@@ -75,31 +75,12 @@ void write_trace(const trace::TraceData& t, const std::string& path, bool force)
     for (size_t i = 1; i < t.strings.size(); ++i) w.intern(t.strings[i]);   // ids stay as they are
     for (auto& [k, v] : t.meta)
         if (k != "format" && k != "schema_version") w.set_meta(k, v);
-    for (size_t i = 0; i < t.allocations.size(); ++i) {
-        trace::Allocation a;
-        a.id = t.allocations.id[i];
-        a.device = t.allocations.device[i];
-        a.address = t.allocations.address[i];
-        a.bytes = t.allocations.bytes[i];
-        a.t_alloc = t.allocations.t_alloc[i];
-        a.t_free = t.allocations.t_free[i];
-        a.stream = t.allocations.stream[i];
-        a.category = t.allocations.category[i];
-        a.label = t.allocations.label[i];
-        w.add(a);
-    }
+    for (size_t i = 0; i < t.allocations.size(); ++i) w.add(t.allocations.row(i));
     for (size_t k = 0; k < t.kernels.size(); ++k) {
-        trace::Kernel r;
-        r.id = t.kernels.id[k];
-        r.device = t.kernels.device[k];
-        r.stream = t.kernels.stream[k];
-        r.name = t.kernels.name[k];
-        r.t_start = t.kernels.t_start[k];
-        r.t_end = t.kernels.t_end[k];
-        r.step = t.kernels.step[k];
-        w.add(r);
+        const trace::Kernel kernel = t.kernels.row(k);
+        w.add(kernel);
         for (int64_t j = t.kernels.access_begin[k]; j < t.kernels.access_begin[k + 1]; ++j)
-            w.add(trace::Access{r.id, t.allocations.id[static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)])],
+            w.add(trace::Access{kernel.id, t.allocations.id[static_cast<size_t>(t.accesses.allocation[static_cast<size_t>(j)])],
                                 t.accesses.mode[static_cast<size_t>(j)]});
     }
     for (size_t c = 0; c < t.copies.size(); ++c)

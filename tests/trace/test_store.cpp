@@ -228,3 +228,40 @@ TEST_CASE("the reader refuses files that are not traces", "[store]") {
         CHECK_THROWS_WITH(Reader(p.path), Catch::Contains("missing table 'copies'"));
     }
 }
+
+TEST_CASE("columns: row(i) gives back the row push() took") {
+    mhc::trace::AllocationColumns allocations;
+    mhc::trace::Allocation made{7, 1, 4096, 1 << 20, 10, 500, 3, mhc::trace::Category::Activation, 5};
+    made.requested_bytes = 1000000;
+    allocations.push(made);
+    mhc::trace::Allocation unknown{8, 0, 8192, 512, 20, mhc::trace::kNoTime, 3, mhc::trace::Category::Param, 0};
+    allocations.push(unknown);
+    const auto back = allocations.row(0);
+    CHECK(back.id == 7);
+    CHECK(back.device == 1);
+    CHECK(back.address == 4096);
+    CHECK(back.bytes == (1 << 20));
+    CHECK(back.t_alloc == 10);
+    CHECK(back.t_free == 500);
+    CHECK(back.stream == 3);
+    CHECK(back.category == mhc::trace::Category::Activation);
+    CHECK(back.label == 5);
+    CHECK(back.requested_bytes == 1000000);
+    CHECK(allocations.row(1).requested_bytes == mhc::trace::kNoBytes);
+    CHECK(allocations.row(1).t_free == mhc::trace::kNoTime);
+
+    mhc::trace::KernelColumns kernels;
+    mhc::trace::Kernel launched;
+    launched.id = 4; launched.device = 2; launched.stream = 9; launched.name = 6;
+    launched.t_start = 100; launched.t_end = 250; launched.step = 1; launched.correlation = 42;
+    kernels.push(launched);
+    const auto kb = kernels.row(0);
+    CHECK(kb.id == 4);
+    CHECK(kb.device == 2);
+    CHECK(kb.stream == 9);
+    CHECK(kb.name == 6);
+    CHECK(kb.t_start == 100);
+    CHECK(kb.t_end == 250);
+    CHECK(kb.step == 1);
+    CHECK(kb.correlation == 42);
+}

@@ -35,6 +35,7 @@ struct AllocationColumns {
     int64_t requested_at(size_t i) const { return i < requested_bytes.size() ? requested_bytes[i] : kNoBytes; }
     void reserve(size_t n);
     void push(const Allocation& r);   // appends one row
+    Allocation row(size_t index) const;   // the row at index as push() took it
 };
 
 struct KernelColumns {
@@ -45,6 +46,7 @@ struct KernelColumns {
     size_t size() const { return id.size(); }
     void reserve(size_t n);
     void push(const Kernel& r);   // appends one row; access_begin is filled once all are in (load_trace)
+    Kernel row(size_t index) const;   // the row at index as push() took it (launch geometry not kept: zeros)
 };
 
 struct AccessColumns {
