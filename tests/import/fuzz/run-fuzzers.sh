@@ -22,7 +22,11 @@ SAN="-fsanitize=address,undefined -fno-sanitize=pointer-overflow -fno-sanitize-r
 mkdir -p "$BUILD/obj"
 # Objects are rebuilt when the flags change.
 if [ "$(cat "$BUILD/obj/flags" 2>/dev/null)" != "$CXX $SAN" ]; then rm -f "$BUILD"/obj/*.o; echo "$CXX $SAN" > "$BUILD/obj/flags"; fi
-INC="-I$ROOT/common/include -I$ROOT/trace/include -I$ROOT/trace/src -I$ROOT/trace/import/include -I$ROOT/trace/import/src"
+# The schema header is generated from trace/schema.sql the way trace/CMakeLists.txt does it.
+mkdir -p "$BUILD/generated"
+cmake -DIN="$ROOT/trace/schema.sql" -DOUT="$BUILD/generated/schema_sql.hpp" -P "$ROOT/trace/embed_schema.cmake"
+if [ "$ROOT/trace/schema.sql" -nt "$BUILD/obj/trace_schema.o" ]; then rm -f "$BUILD/obj/trace_schema.o"; fi
+INC="-I$ROOT/common/include -I$ROOT/trace/include -I$ROOT/trace/src -I$BUILD/generated -I$ROOT/trace/import/include -I$ROOT/trace/import/src"
 FLAGS="-std=c++20 -O1 -g $SAN -fsanitize=fuzzer-no-link $INC"
 objs=()
 pids=()
