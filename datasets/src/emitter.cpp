@@ -73,7 +73,7 @@ Launch launch_nccl(int32_t channels) {
 
 Emitter::Emitter(trace::Writer& w, const GeneratorConfig& cfg, const GenerateHooks& hooks)
     : w_(w), cfg_(cfg), hooks_(hooks), rng_(cfg.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {
-    for (int s = 0; s < kStreamCount; ++s) pool_top_[s] = kPoolBase[s];
+    for (size_t i = 0; i < kStreamCount; ++i) pool_top_[i] = kPoolBase[i];
 }
 
 double Emitter::uniform() {
@@ -98,25 +98,25 @@ int64_t Emitter::alloc(int64_t bytes, Category cat, int64_t label, Stream s, boo
     Slot sl;
     sl.a.id = next_alloc_++;
     sl.a.bytes = bytes;
-    sl.a.t_alloc = cursor_[s];
-    sl.a.stream = stream_ids_[s];
+    sl.a.t_alloc = cursor_[index(s)];
+    sl.a.stream = stream_ids_[index(s)];
     sl.a.category = cat;
     sl.a.label = label;
     sl.stream = s;
     bytes_.push_back(bytes);
-    last_use_.push_back(cursor_[s]);
+    last_use_.push_back(cursor_[index(s)]);
     int64_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-    auto& blocks = free_blocks_[s][rounded];
+    auto& blocks = free_blocks_[index(s)][rounded];
     if (!blocks.empty() && blocks.back().free_at <= sl.a.t_alloc) {
         sl.a.address = blocks.back().address;
         blocks.pop_back();
     } else {
         // Each stream's pool lies below the previous one's base: it must not grow into it.
-        if (s > 0 && pool_top_[s] > kPoolBase[s - 1] - rounded)
+        if (s != Stream::Compute && pool_top_[index(s)] > kPoolBase[index(s) - 1] - rounded)
             throw Error("generate: the allocations of one stream would span more than 1 TiB of addresses, the room "
                         "the generator gives each stream: a smaller model, sequence or micro-batch");
-        sl.a.address = pool_top_[s];
-        pool_top_[s] += rounded;
+        sl.a.address = pool_top_[index(s)];
+        pool_top_[index(s)] += rounded;
     }
     if (persistent) sl.done = true;
     if (cat == Category::Param) stats_.param_bytes += bytes;
@@ -129,10 +129,10 @@ int64_t Emitter::alloc(int64_t bytes, Category cat, int64_t label, Stream s, boo
 void Emitter::free(int64_t buf) {
     Slot& sl = slot(buf);
     assert(!sl.done);
-    sl.a.t_free = std::max(cursor_[sl.stream], last_use_[static_cast<size_t>(buf)]);
+    sl.a.t_free = std::max(cursor_[index(sl.stream)], last_use_[static_cast<size_t>(buf)]);
     sl.done = true;
     int64_t rounded = (sl.a.bytes + kAlign - 1) / kAlign * kAlign;
-    free_blocks_[sl.stream][rounded].push_back({sl.a.address, sl.a.t_free});
+    free_blocks_[index(sl.stream)][rounded].push_back({sl.a.address, sl.a.t_free});
     flush();
 }
 
@@ -196,14 +196,14 @@ int64_t Emitter::emit(Stream s, int64_t name, KClass cls, double flops, const Ac
     }
     dur *= 1.0 + cfg_.jitter * uniform();
     double gap = g.launch_gap_s * (1.0 + 4 * cfg_.jitter * uniform());
-    int64_t t0 = std::max<int64_t>(later(cursor_[s], std::max<int64_t>(200, ns_of(gap))), not_before);
+    int64_t t0 = std::max<int64_t>(later(cursor_[index(s)], std::max<int64_t>(200, ns_of(gap))), not_before);
     int64_t t1 = std::max(later(t0, std::max<int64_t>(1000, ns_of(dur))), min_end);
-    cursor_[s] = t1;
+    cursor_[index(s)] = t1;
     last_start_ = t0;
 
     trace::Kernel k;
     k.id = next_kernel_++;
-    k.stream = stream_id >= 0 ? stream_id : stream_ids_[s];
+    k.stream = stream_id >= 0 ? stream_id : stream_ids_[index(s)];
     k.name = name;
     k.t_start = t0;
     k.t_end = t1;
@@ -233,7 +233,7 @@ int64_t Emitter::emit(Stream s, int64_t name, KClass cls, double flops, const Ac
 }
 
 void Emitter::idle(Stream s, double seconds) {
-    cursor_[s] = later(cursor_[s], ns_of(seconds * (1.0 + cfg_.jitter * uniform())));
+    cursor_[index(s)] = later(cursor_[index(s)], ns_of(seconds * (1.0 + cfg_.jitter * uniform())));
 }
 
 void Emitter::copy(Stream s, trace::CopyKind kind, int64_t bytes, double bw) {
@@ -241,12 +241,12 @@ void Emitter::copy(Stream s, trace::CopyKind kind, int64_t bytes, double bw) {
         throw Error("generate: a copy of " + std::to_string(bytes) + " bytes is outside [0, 2^56]: a smaller model");
     trace::Copy c;
     c.id = next_copy_++;
-    c.stream = stream_ids_[s];
+    c.stream = stream_ids_[index(s)];
     c.kind = kind;
     c.bytes = bytes;
-    c.t_start = later(cursor_[s], 2000);
+    c.t_start = later(cursor_[index(s)], 2000);
     c.t_end = later(c.t_start, std::max<int64_t>(1500, ns_of(2e-6 + bytes / bw)));
-    cursor_[s] = c.t_end;
+    cursor_[index(s)] = c.t_end;
     w_.add(c);
     ++stats_.copies;
 }

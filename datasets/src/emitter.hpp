@@ -20,9 +20,12 @@ namespace mhc::datasets::detail {
 using trace::AccessMode;
 using trace::Category;
 
-// kPpNext / kPpPrev: the pipeline send/receive streams of a multi-rank trace (one NCCL
-// communicator each, with the next and the previous stage); single-rank traces use kComm.
-enum Stream : int { kCompute = 0, kComm = 1, kPpNext = 2, kPpPrev = 3, kStreamCount = 4 };
+// The emitter's streams. PpNext / PpPrev: the pipeline send/receive streams of a multi-rank trace
+// (one NCCL communicator each, with the next and the previous stage); single-rank traces use Comm.
+enum class Stream : uint8_t { Compute, Comm, PpNext, PpPrev };
+inline constexpr size_t kStreamCount = 4;
+// The stream's slot in the emitter's per-stream arrays (declaration order).
+constexpr size_t index(Stream stream) { return static_cast<size_t>(stream); }
 
 // How a kernel's duration is derived (docs/datasets.md, "Roofline").
 enum class KClass : uint8_t {
@@ -57,7 +60,7 @@ public:
     int64_t intern(std::string_view s) { return w_.intern(s); }
 
     // A new allocation made at the stream's current time. Persistent ones live to the end.
-    int64_t alloc(int64_t bytes, Category cat, int64_t label, Stream s = kCompute,
+    int64_t alloc(int64_t bytes, Category cat, int64_t label, Stream stream = Stream::Compute,
                   bool persistent = false);
     // Frees at the stream's current time, or after the last kernel that touched it.
     void free(int64_t buf);
@@ -76,9 +79,9 @@ public:
                         int64_t not_before, double seconds, int64_t min_end, int64_t stream_id);
     int64_t last_start() const { return last_start_; }
 
-    int64_t now(Stream s) const { return cursor_[s]; }
-    void wait_until(Stream s, int64_t t) {
-        if (t > cursor_[s]) cursor_[s] = t;
+    int64_t now(Stream stream) const { return cursor_[index(stream)]; }
+    void wait_until(Stream stream, int64_t time) {
+        if (time > cursor_[index(stream)]) cursor_[index(stream)] = time;
     }
     // Host time during which the stream is idle (data loading, Python overhead).
     void idle(Stream s, double seconds);
@@ -100,7 +103,7 @@ public:
 private:
     struct Slot {
         trace::Allocation a;
-        Stream stream = kCompute;
+        Stream stream = Stream::Compute;
         bool done = false;   // freed or persistent: ready to be written
     };
     Slot& slot(int64_t id) { return pending_[static_cast<size_t>(id - first_pending_)]; }

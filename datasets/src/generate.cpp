@@ -124,8 +124,8 @@ GenerateStats stats_of(const GeneratorConfig& cfg, detail::Emitter& e, trace::Wr
     st.activation_bytes_per_layer = activation_bytes_per_layer(cfg, 0);
     st.flops_per_step /= cfg.steps;
     st.gemm_flops_per_step /= cfg.steps;
-    st.end_time_ns = std::max({e.now(detail::kCompute), e.now(detail::kComm), e.now(detail::kPpNext),
-                               e.now(detail::kPpPrev)});
+    st.end_time_ns = std::max({e.now(detail::Stream::Compute), e.now(detail::Stream::Comm), e.now(detail::Stream::PpNext),
+                               e.now(detail::Stream::PpPrev)});
     return st;
 }
 

@@ -92,18 +92,18 @@ Model::Model(Emitter& e, const KernelNames& k)
     // moments are created lazily by the first optimizer step.
     for (auto& p : params_) {
         p.shard = config_.zero1 ? (p.numel + config_.dp - 1) / config_.dp : p.numel;
-        p.master = emitter_.alloc(p.shard * 4, Category::Optimizer, emitter_.intern(p.name + ".master"), kCompute, true);
+        p.master = emitter_.alloc(p.shard * 4, Category::Optimizer, emitter_.intern(p.name + ".master"), Stream::Compute, true);
     }
-    cublas_ws_ = emitter_.alloc(32ll << 20, kWs, emitter_.intern("cublas_workspace"), kCompute, true);
+    cublas_ws_ = emitter_.alloc(32ll << 20, kWs, emitter_.intern("cublas_workspace"), Stream::Compute, true);
     // NCCL communicator buffers: 16 channels x (4 MiB simple + 4.5 MiB LL128 + 256 KiB LL).
     const int64_t nccl = 16 * ((4ll << 20) + (9ll << 19) + (1ll << 18));
-    if (config_.dp > 1) nccl_dp_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.dp.buffers"), kComm, true);
-    if (config_.tp > 1) nccl_tp_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.tp.buffers"), kComm, true);
-    if (!config_.multi_rank && config_.pp > 1) nccl_pp_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.pp.buffers"), kComm, true);
+    if (config_.dp > 1) nccl_dp_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.dp.buffers"), Stream::Comm, true);
+    if (config_.tp > 1) nccl_tp_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.tp.buffers"), Stream::Comm, true);
+    if (!config_.multi_rank && config_.pp > 1) nccl_pp_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.pp.buffers"), Stream::Comm, true);
     if (config_.multi_rank && config_.pp_stage + 1 < config_.pp)
-        nccl_pp_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.pp_next.buffers"), kPpNext, true);
+        nccl_pp_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.pp_next.buffers"), Stream::PpNext, true);
     if (config_.multi_rank && config_.pp_stage > 0)
-        nccl_pp_prev_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.pp_prev.buffers"), kPpPrev, true);
+        nccl_pp_prev_ = emitter_.alloc(nccl, Category::Comm, emitter_.intern("nccl.pp_prev.buffers"), Stream::PpPrev, true);
     marker_names_.resize(static_cast<size_t>(2 * dims_.layers));
     for (int l = 0; l < dims_.layers; ++l) {
         marker_names_[2 * l] = emitter_.intern(cat("layer ", l, " forward"));
@@ -118,7 +118,7 @@ int64_t Model::param(const std::string& name, int64_t numel) {
     Param p;
     p.numel = numel;
     p.name = name;
-    p.buf = emitter_.alloc(numel * dims_.d, Category::Param, emitter_.intern(name), kCompute, true);
+    p.buf = emitter_.alloc(numel * dims_.d, Category::Param, emitter_.intern(name), Stream::Compute, true);
     params_.push_back(p);
     return static_cast<int64_t>(params_.size() - 1);
 }
@@ -165,9 +165,9 @@ void Model::tp_allreduce(int64_t buf) {
     double bw = (config_.tp <= 8 ? g.nvlink_bw : g.net_bw) * g.comm_eff;
     double secs = g.comm_latency_s + 2 * (t - 1) / t * double(emitter_.bytes(buf)) / bw;
     if (config_.multi_rank)
-        emitter_.comm_kernel(kCompute, kernel_names_.allreduce, {RW(buf), RW(nccl_tp_)}, launch_nccl(16), 0, secs, 0, kStreamTp);
+        emitter_.comm_kernel(Stream::Compute, kernel_names_.allreduce, {RW(buf), RW(nccl_tp_)}, launch_nccl(16), 0, secs, 0, kStreamTp);
     else
-        emitter_.kernel(kCompute, kernel_names_.allreduce, KClass::Comm, 0, {RW(buf), RW(nccl_tp_)}, launch_nccl(16), 0, secs);
+        emitter_.kernel(Stream::Compute, kernel_names_.allreduce, KClass::Comm, 0, {RW(buf), RW(nccl_tp_)}, launch_nccl(16), 0, secs);
 }
 
 // ---- mHC -----------------------------------------------------------------------------
@@ -177,14 +177,14 @@ int64_t Model::hc_pre(int l, int sub, int64_t xs, int64_t& coeff, int64_t& hres)
     const int64_t nn2 = dims_.n * (dims_.n + 2);
     ParamRole fn = sub ? HcFnM : HcFnA, base = sub ? HcBaseM : HcBaseA, scale = sub ? HcScaleM : HcScaleA;
     coeff = emitter_.alloc(4 * dims_.tokens * nn2, kAct, label(l, sub ? "mlp.hc.coeff" : "attn.hc.coeff"));
-    emitter_.kernel(kCompute, kernel_names_.hc_coeff, KClass::HcGemm, 2 * T * n * h * double(nn2),
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_coeff, KClass::HcGemm, 2 * T * n * h * static_cast<double>(nn2),
               {R(xs), R(pbuf(l, fn)), R(pbuf(l, base)), R(pbuf(l, scale)), W(coeff)},
               launch_rows(dims_.tokens / 64 + 1, 256));
     hres = emitter_.alloc(4 * dims_.tokens * dims_.n * dims_.n, kAct, label(l, sub ? "mlp.hc.res_matrix" : "attn.hc.res_matrix"));
-    emitter_.kernel(kCompute, kernel_names_.hc_sinkhorn, KClass::Vector, T * n * n * (4.0 * config_.sinkhorn_iters + 2),
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_sinkhorn, KClass::Vector, T * n * n * (4.0 * config_.sinkhorn_iters + 2),
               {R(coeff), W(hres)}, launch_rows(dims_.tokens / 128 + 1, 128));
     int64_t hin = emitter_.alloc(dims_.d * dims_.tokens * config_.hidden, kAct, label(l, sub ? "mlp.norm_in" : "attn.norm_in"));
-    emitter_.kernel(kCompute, kernel_names_.hc_pre, KClass::Memory, 2 * T * n * h, {R(xs), R(coeff), W(hin)},
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_pre, KClass::Memory, 2 * T * n * h, {R(xs), R(coeff), W(hin)},
               launch_elementwise(dims_.tokens * config_.hidden));
     return hin;
 }
@@ -194,9 +194,9 @@ int64_t Model::hc_post(int l, int sub, int64_t xs, int64_t fo, int64_t coeff, in
     (void)sub;
     const double T = double(dims_.tokens), h = double(config_.hidden), n = double(dims_.n);
     int64_t x = emitter_.alloc(dims_.n * dims_.d * dims_.tokens * config_.hidden, kAct, lbl);
-    emitter_.kernel(kCompute, kernel_names_.hc_res, KClass::Memory, 2 * T * n * n * h, {R(xs), R(hres), W(x)},
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_res, KClass::Memory, 2 * T * n * n * h, {R(xs), R(hres), W(x)},
               launch_elementwise(dims_.n * dims_.tokens * config_.hidden));
-    emitter_.kernel(kCompute, kernel_names_.hc_post, KClass::Memory, 2 * T * n * h, {R(fo), R(coeff), RW(x)},
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_post, KClass::Memory, 2 * T * n * h, {R(fo), R(coeff), RW(x)},
               launch_elementwise(dims_.n * dims_.tokens * config_.hidden));
     return x;
 }
@@ -209,15 +209,15 @@ int64_t Model::hc_backward(int l, int sub, Saved& s, int64_t dy, int64_t& dcoeff
     (void)l;
     int64_t dfo = emitter_.alloc(dims_.d * dims_.tokens * config_.hidden, kWs, label(-1, "grad.sublayer_out"));
     dcoeff = emitter_.alloc(4 * dims_.tokens * dims_.n * (dims_.n + 2), kWs, label(-1, "grad.hc.coeff"));
-    emitter_.kernel(kCompute, kernel_names_.hc_post_bwd, KClass::Memory, 2 * (2 * T * n * h),
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_post_bwd, KClass::Memory, 2 * (2 * T * n * h),
               {R(dy), R(s[fo]), R(s[co]), W(dfo), W(dcoeff)}, launch_elementwise(dims_.n * dims_.tokens * config_.hidden));
     int64_t dxs = emitter_.alloc(dims_.n * dims_.d * dims_.tokens * config_.hidden, kWs, label(-1, "grad.residual"));
     int64_t dhres = emitter_.alloc(4 * dims_.tokens * dims_.n * dims_.n, kWs, label(-1, "grad.hc.res_matrix"));
-    emitter_.kernel(kCompute, kernel_names_.hc_res_bwd, KClass::Memory, 2 * (2 * T * n * n * h),
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_res_bwd, KClass::Memory, 2 * (2 * T * n * n * h),
               {R(dy), R(s[xs]), R(s[hr]), W(dxs), W(dhres)}, launch_elementwise(dims_.n * dims_.tokens * config_.hidden));
     emitter_.free(dy);
     free_slot(s, hr);
-    emitter_.kernel(kCompute, kernel_names_.hc_sinkhorn_bwd, KClass::Vector, 3 * T * n * n * (4.0 * config_.sinkhorn_iters + 2),
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_sinkhorn_bwd, KClass::Vector, 3 * T * n * n * (4.0 * config_.sinkhorn_iters + 2),
               {R(dhres), R(s[co]), RW(dcoeff)}, launch_rows(dims_.tokens / 128 + 1, 128));
     emitter_.free(dhres);
     free_slot(s, fo);
@@ -231,14 +231,14 @@ int64_t Model::hc_backward_pre(int l, int sub, Saved& s, int64_t dhin, int64_t d
     const double nn2 = n * (n + 2);
     Slot xs = sub ? XsM : XsA, co = sub ? CoeffM : CoeffA;
     ParamRole fn = sub ? HcFnM : HcFnA, base = sub ? HcBaseM : HcBaseA, scale = sub ? HcScaleM : HcScaleA;
-    emitter_.kernel(kCompute, kernel_names_.hc_pre_bwd, KClass::Memory, 2 * (2 * T * n * h),
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_pre_bwd, KClass::Memory, 2 * (2 * T * n * h),
               {R(dhin), R(s[xs]), R(s[co]), RW(dxs), RW(dcoeff)}, launch_elementwise(dims_.n * dims_.tokens * config_.hidden));
     emitter_.free(dhin);
-    emitter_.kernel(kCompute, kernel_names_.hc_coeff_dgrad, KClass::HcGemm, 2 * T * n * h * nn2,
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_coeff_dgrad, KClass::HcGemm, 2 * T * n * h * nn2,
               {R(dcoeff), R(pbuf(l, fn)), R(s[xs]), RW(dxs)}, launch_rows(dims_.tokens / 64 + 1, 256));
     std::vector<Acc> acc{R(dcoeff), R(s[xs])};
     add_grads(acc, l, {fn, base, scale});
-    emitter_.kernel(kCompute, kernel_names_.hc_coeff_wgrad, KClass::HcGemm, 2 * T * n * h * nn2, acc,
+    emitter_.kernel(Stream::Compute, kernel_names_.hc_coeff_wgrad, KClass::HcGemm, 2 * T * n * h * nn2, acc,
               launch_rows(dims_.tokens / 64 + 1, 256));
     emitter_.free(dcoeff);
     free_slot(s, co);
@@ -259,11 +259,11 @@ void Model::hc_recompute_block(MicroBatch& mb, int last) {
             const int64_t nn2 = dims_.n * (dims_.n + 2);
             ParamRole fn = sub ? HcFnM : HcFnA, base = sub ? HcBaseM : HcBaseA, scale = sub ? HcScaleM : HcScaleA;
             s[co] = emitter_.alloc(4 * dims_.tokens * nn2, kAct, label(j, sub ? "mlp.hc.coeff" : "attn.hc.coeff"));
-            emitter_.kernel(kCompute, kernel_names_.hc_coeff, KClass::HcGemm, 2 * T * n * h * double(nn2),
+            emitter_.kernel(Stream::Compute, kernel_names_.hc_coeff, KClass::HcGemm, 2 * T * n * h * static_cast<double>(nn2),
                       {R(s[xs]), R(pbuf(j, fn)), R(pbuf(j, base)), R(pbuf(j, scale)), W(s[co])},
                       launch_rows(dims_.tokens / 64 + 1, 256));
             s[hr] = emitter_.alloc(4 * dims_.tokens * dims_.n * dims_.n, kAct, label(j, sub ? "mlp.hc.res_matrix" : "attn.hc.res_matrix"));
-            emitter_.kernel(kCompute, kernel_names_.hc_sinkhorn, KClass::Vector, T * n * n * (4.0 * config_.sinkhorn_iters + 2),
+            emitter_.kernel(Stream::Compute, kernel_names_.hc_sinkhorn, KClass::Vector, T * n * n * (4.0 * config_.sinkhorn_iters + 2),
                       {R(s[co]), W(s[hr])}, launch_rows(dims_.tokens / 128 + 1, 128));
             bool last_sub = j == last && sub == 1;
             if (last_sub) break;
@@ -283,10 +283,10 @@ void Model::residual_add(Saved& s, Slot mask, int l, const char* mask_name, int6
     const int64_t T = dims_.tokens, h = config_.hidden;
     if (config_.dropout) {
         s[mask] = emitter_.alloc(T * h, kAct, label(l, mask_name));   // interned only when used
-        emitter_.kernel(kCompute, kernel_names_.dropout_add, KClass::Memory, 0, {R(o), R(x), W(out), W(s[mask])},
+        emitter_.kernel(Stream::Compute, kernel_names_.dropout_add, KClass::Memory, 0, {R(o), R(x), W(out), W(s[mask])},
                   launch_elementwise(T * h));
     } else {
-        emitter_.kernel(kCompute, kernel_names_.add, KClass::Memory, 0, {R(o), R(x), W(out)}, launch_elementwise(T * h));
+        emitter_.kernel(Stream::Compute, kernel_names_.add, KClass::Memory, 0, {R(o), R(x), W(out)}, launch_elementwise(T * h));
     }
     emitter_.free(o);
 }
@@ -295,7 +295,7 @@ void Model::residual_add(Saved& s, Slot mask, int l, const char* mask_name, int6
 void Model::linear_forward(int l, int64_t x, int64_t y, ParamRole w, ParamRole b, int64_t in, int64_t out) {
     std::vector<Acc> acc = {R(x), W(y)};
     add_params(acc, l, {w, b});
-    emitter_.kernel(kCompute, kernel_names_.gemm_fwd, KClass::Gemm, gemm_flops(in, out), acc,
+    emitter_.kernel(Stream::Compute, kernel_names_.gemm_fwd, KClass::Gemm, gemm_flops(in, out), acc,
                     launch_gemm(dims_.tokens, out, hopper_));
 }
 
@@ -308,7 +308,7 @@ void Model::norm_forward(int l, Saved& s, Slot in, Slot out, ParamRole w, ParamR
     s[out] = emitter_.alloc(dims_.d * dims_.tokens * config_.hidden, kAct, label(l, what));
     std::vector<Acc> acc = {R(s[in]), W(s[out])};
     add_params(acc, l, {w, b});
-    emitter_.kernel(kCompute, kernel_names_.norm_fwd, KClass::Memory, 0, acc, launch_rows(dims_.tokens, 256));
+    emitter_.kernel(Stream::Compute, kernel_names_.norm_fwd, KClass::Memory, 0, acc, launch_rows(dims_.tokens, 256));
 }
 
 // The output projection's buffer of sublayer `sub` (0 attention, 1 MLP): kept for the backward
@@ -330,7 +330,7 @@ void Model::keep_sublayer_out(int l, int sub, Saved& s, int64_t o) {
     const int64_t T = dims_.tokens, h = config_.hidden;
     s[fout] = emitter_.alloc(dims_.d * T * h, kAct, label(l, sub ? "mlp.out" : "attn.out"));
     s[mask] = emitter_.alloc(T * h, kAct, label(l, sub ? "mlp.dropout_mask" : "attn.dropout_mask"));
-    emitter_.kernel(kCompute, kernel_names_.dropout, KClass::Memory, 0, {R(o), W(s[fout]), W(s[mask])},
+    emitter_.kernel(Stream::Compute, kernel_names_.dropout, KClass::Memory, 0, {R(o), W(s[fout]), W(s[mask])},
                     launch_elementwise(T * h));
     emitter_.free(o);
 }
@@ -348,7 +348,7 @@ void Model::attention_forward(int l, Saved& s) {
         fl.grid[2] = static_cast<int32_t>(dims_.heads);
         fl.smem = 49152;
         fl.regs = 255;
-        emitter_.kernel(kCompute, kernel_names_.flash_fwd, KClass::Attention, 2 * attn, {R(s[Qkv]), W(s[Ctx]), W(s[Lse])},
+        emitter_.kernel(Stream::Compute, kernel_names_.flash_fwd, KClass::Attention, 2 * attn, {R(s[Qkv]), W(s[Ctx]), W(s[Lse])},
                         fl);
         return;
     }
@@ -356,20 +356,20 @@ void Model::attention_forward(int l, Saved& s) {
     Launch bl = launch_gemm(config_.seq, config_.seq, hopper_);
     bl.grid[2] = static_cast<int32_t>(dims_.heads * config_.micro_batch);
     int64_t scores = emitter_.alloc(B * sc, kWs, label(l, "attn.scores"));
-    emitter_.kernel(kCompute, kernel_names_.bmm, KClass::Gemm, attn, {R(s[Qkv]), W(scores)}, bl);
+    emitter_.kernel(Stream::Compute, kernel_names_.bmm, KClass::Gemm, attn, {R(s[Qkv]), W(scores)}, bl);
     s[Probs] = emitter_.alloc(B * sc, kAct, label(l, "attn.probs"));
-    emitter_.kernel(kCompute, kernel_names_.softmax_fwd, KClass::Memory, 0, {R(scores), W(s[Probs])},
+    emitter_.kernel(Stream::Compute, kernel_names_.softmax_fwd, KClass::Memory, 0, {R(scores), W(s[Probs])},
                     launch_rows(dims_.heads * config_.seq * config_.micro_batch, 1024));
     emitter_.free(scores);
     int64_t p = s[Probs];
     if (config_.dropout) {
         s[ProbsDrop] = emitter_.alloc(B * sc, kAct, label(l, "attn.probs_dropout"));
         s[AttnDropMask] = emitter_.alloc(sc, kAct, label(l, "attn.probs_dropout_mask"));
-        emitter_.kernel(kCompute, kernel_names_.dropout, KClass::Memory, 0, {R(p), W(s[ProbsDrop]), W(s[AttnDropMask])},
+        emitter_.kernel(Stream::Compute, kernel_names_.dropout, KClass::Memory, 0, {R(p), W(s[ProbsDrop]), W(s[AttnDropMask])},
                         launch_elementwise(sc));
         p = s[ProbsDrop];
     }
-    emitter_.kernel(kCompute, kernel_names_.bmm, KClass::Gemm, attn, {R(p), R(s[Qkv]), W(s[Ctx])}, bl);
+    emitter_.kernel(Stream::Compute, kernel_names_.bmm, KClass::Gemm, attn, {R(p), R(s[Qkv]), W(s[Ctx])}, bl);
 }
 
 // The attention sublayer from its saved input (LnIn1) to its output projection, all-reduced
@@ -380,7 +380,7 @@ int64_t Model::attention_sublayer(int l, Saved& s) {
     s[Qkv] = emitter_.alloc(dims_.d * T * qkv, kAct, label(l, "attn.qkv"));
     linear_forward(l, s[LnOut1], s[Qkv], QkvW, QkvB, h, qkv);
     if (config_.arch != Arch::Gpt2)
-        emitter_.kernel(kCompute, kernel_names_.rope_fwd, KClass::Memory, 0, {RW(s[Qkv])},
+        emitter_.kernel(Stream::Compute, kernel_names_.rope_fwd, KClass::Memory, 0, {RW(s[Qkv])},
                         launch_elementwise(T * (dims_.q + dims_.kv)));
     attention_forward(l, s);
     const int64_t o = sublayer_out_buffer(l, 0);
@@ -399,7 +399,7 @@ int64_t Model::mlp_sublayer(int l, Saved& s) {
     s[H1] = emitter_.alloc(B * T * up, kAct, label(l, gpt2 ? "mlp.fc1_out" : "mlp.gate_up"));
     linear_forward(l, s[LnOut2], s[H1], Fc1W, Fc1B, h, up);
     s[G] = emitter_.alloc(B * T * dims_.ffn, kAct, label(l, gpt2 ? "mlp.gelu_out" : "mlp.act"));
-    emitter_.kernel(kCompute, kernel_names_.act_fwd, KClass::Memory, 0, {R(s[H1]), W(s[G])},
+    emitter_.kernel(Stream::Compute, kernel_names_.act_fwd, KClass::Memory, 0, {R(s[H1]), W(s[G])},
                     launch_elementwise(T * dims_.ffn));
     const int64_t mo = sublayer_out_buffer(l, 1);
     linear_forward(l, s[G], mo, Fc2W, Fc2B, dims_.ffn, h);
@@ -476,7 +476,7 @@ int64_t Model::sublayer_out_grad(int l, int sub, Saved& s, int64_t dy, Slot mask
     }
     if (!config_.dropout) return g;
     int64_t d = emitter_.alloc(B * T * h, kWs, label(-1, "grad.sublayer_out"));
-    emitter_.kernel(kCompute, kernel_names_.dropout_bwd, KClass::Memory, 0, {R(g), R(s[mask]), W(d)}, launch_elementwise(T * h));
+    emitter_.kernel(Stream::Compute, kernel_names_.dropout_bwd, KClass::Memory, 0, {R(g), R(s[mask]), W(d)}, launch_elementwise(T * h));
     if (hc) emitter_.free(g);
     free_slot(s, mask);
     return d;
@@ -487,11 +487,11 @@ int64_t Model::sublayer_out_grad(int l, int sub, Saved& s, int64_t dy, Slot mask
 int64_t Model::linear_backward(int l, int64_t dy, int64_t x, ParamRole w, ParamRole b, int64_t in, int64_t out,
                                const char* what) {
     const int64_t dx = emitter_.alloc(dims_.d * dims_.tokens * in, kWs, label(-1, what));
-    emitter_.kernel(kCompute, kernel_names_.gemm_dgrad, KClass::Gemm, gemm_flops(in, out), {R(dy), R(pbuf(l, w)), W(dx)},
+    emitter_.kernel(Stream::Compute, kernel_names_.gemm_dgrad, KClass::Gemm, gemm_flops(in, out), {R(dy), R(pbuf(l, w)), W(dx)},
                     launch_gemm(dims_.tokens, in, hopper_));
     std::vector<Acc> acc = {R(dy), R(x)};
     add_grads(acc, l, {w, b});
-    emitter_.kernel(kCompute, kernel_names_.gemm_wgrad, KClass::Gemm, gemm_flops(in, out), acc,
+    emitter_.kernel(Stream::Compute, kernel_names_.gemm_wgrad, KClass::Gemm, gemm_flops(in, out), acc,
                     launch_gemm(in, out, hopper_));
     return dx;
 }
@@ -504,10 +504,10 @@ int64_t Model::norm_backward(int l, Saved& s, int64_t dout, Slot in, ParamRole w
                                        label(-1, dims_.n > 1 ? "grad.norm_in" : "grad.residual"));
     std::vector<Acc> acc = {R(dout), R(s[in]), W(din)};
     add_params(acc, l, {w});
-    emitter_.kernel(kCompute, kernel_names_.norm_bwd_input, KClass::Memory, 0, acc, launch_rows(dims_.tokens, 256));
+    emitter_.kernel(Stream::Compute, kernel_names_.norm_bwd_input, KClass::Memory, 0, acc, launch_rows(dims_.tokens, 256));
     acc = {R(dout), R(s[in])};
     add_grads(acc, l, {w, b});
-    emitter_.kernel(kCompute, kernel_names_.norm_bwd_weight, KClass::Memory, 0, acc, launch_rows(h / 32 + 1, 1024));
+    emitter_.kernel(Stream::Compute, kernel_names_.norm_bwd_weight, KClass::Memory, 0, acc, launch_rows(h / 32 + 1, 1024));
     emitter_.free(dout);
     free_slot(s, in);
     return din;
@@ -517,7 +517,7 @@ int64_t Model::norm_backward(int l, Saved& s, int64_t dout, Slot in, ParamRole w
 // (n = 1), or through the pre-mix with hyper-connections.
 int64_t Model::sublayer_in_grad(int l, int sub, Saved& s, int64_t din, int64_t dres, int64_t dxs, int64_t dcoeff) {
     if (dims_.n > 1) return hc_backward_pre(l, sub, s, din, dxs, dcoeff);
-    emitter_.kernel(kCompute, kernel_names_.add_inplace, KClass::Memory, 0, {RW(din), R(dres)},
+    emitter_.kernel(Stream::Compute, kernel_names_.add_inplace, KClass::Memory, 0, {RW(din), R(dres)},
                     launch_elementwise(dims_.tokens * config_.hidden));
     emitter_.free(dres);
     return din;
@@ -546,16 +546,16 @@ int64_t Model::attention_backward(Saved& s, int64_t dctx) {
     if (config_.flash) {
         int64_t dsum = emitter_.alloc(4 * T * dims_.heads, kWs, label(-1, "flash.softmax_d"));
         int64_t dqacc = emitter_.alloc(4 * T * dims_.q, kWs, label(-1, "flash.dq_accum"));
-        emitter_.kernel(kCompute, kernel_names_.flash_bwd_dot, KClass::Memory, 0, {R(dctx), R(s[Ctx]), W(dsum)},
+        emitter_.kernel(Stream::Compute, kernel_names_.flash_bwd_dot, KClass::Memory, 0, {R(dctx), R(s[Ctx]), W(dsum)},
                         launch_rows(T, 128));
         Launch fl = launch_rows((config_.seq + 127) / 128, 256);
         fl.grid[1] = static_cast<int32_t>(config_.micro_batch);
         fl.grid[2] = static_cast<int32_t>(dims_.heads);
         fl.smem = 98304;
         fl.regs = 255;
-        emitter_.kernel(kCompute, kernel_names_.flash_bwd, KClass::Attention, 4 * attn,
+        emitter_.kernel(Stream::Compute, kernel_names_.flash_bwd, KClass::Attention, 4 * attn,
                         {R(s[Qkv]), R(s[Ctx]), R(dctx), R(s[Lse]), R(dsum), W(dqkv), RW(dqacc)}, fl);
-        emitter_.kernel(kCompute, kernel_names_.flash_bwd_convert, KClass::Memory, 0, {R(dqacc), RW(dqkv)},
+        emitter_.kernel(Stream::Compute, kernel_names_.flash_bwd_convert, KClass::Memory, 0, {R(dqacc), RW(dqkv)},
                         launch_elementwise(T * dims_.q));
         emitter_.free(dsum);
         emitter_.free(dqacc);
@@ -567,21 +567,21 @@ int64_t Model::attention_backward(Saved& s, int64_t dctx) {
     bl.grid[2] = static_cast<int32_t>(dims_.heads * config_.micro_batch);
     int64_t p = config_.dropout ? s[ProbsDrop] : s[Probs];
     int64_t dp = emitter_.alloc(B * sc, kWs, label(-1, "grad.attn.probs"));
-    emitter_.kernel(kCompute, kernel_names_.bmm, KClass::Gemm, attn, {R(dctx), R(s[Qkv]), W(dp)}, bl);
-    emitter_.kernel(kCompute, kernel_names_.bmm, KClass::Gemm, attn, {R(dctx), R(p), W(dqkv)}, bl);
+    emitter_.kernel(Stream::Compute, kernel_names_.bmm, KClass::Gemm, attn, {R(dctx), R(s[Qkv]), W(dp)}, bl);
+    emitter_.kernel(Stream::Compute, kernel_names_.bmm, KClass::Gemm, attn, {R(dctx), R(p), W(dqkv)}, bl);
     free_slot(s, ProbsDrop);
     if (config_.dropout) {
-        emitter_.kernel(kCompute, kernel_names_.dropout_bwd, KClass::Memory, 0, {RW(dp), R(s[AttnDropMask])},
+        emitter_.kernel(Stream::Compute, kernel_names_.dropout_bwd, KClass::Memory, 0, {RW(dp), R(s[AttnDropMask])},
                         launch_elementwise(sc));
         free_slot(s, AttnDropMask);
     }
     int64_t ds = emitter_.alloc(B * sc, kWs, label(-1, "grad.attn.scores"));
-    emitter_.kernel(kCompute, kernel_names_.softmax_bwd, KClass::Memory, 0, {R(dp), R(s[Probs]), W(ds)},
+    emitter_.kernel(Stream::Compute, kernel_names_.softmax_bwd, KClass::Memory, 0, {R(dp), R(s[Probs]), W(ds)},
                     launch_rows(dims_.heads * config_.seq * config_.micro_batch, 1024));
     emitter_.free(dp);
     free_slot(s, Probs);
-    emitter_.kernel(kCompute, kernel_names_.bmm, KClass::Gemm, attn, {R(ds), R(s[Qkv]), RW(dqkv)}, bl);
-    emitter_.kernel(kCompute, kernel_names_.bmm, KClass::Gemm, attn, {R(ds), R(s[Qkv]), RW(dqkv)}, bl);
+    emitter_.kernel(Stream::Compute, kernel_names_.bmm, KClass::Gemm, attn, {R(ds), R(s[Qkv]), RW(dqkv)}, bl);
+    emitter_.kernel(Stream::Compute, kernel_names_.bmm, KClass::Gemm, attn, {R(ds), R(s[Qkv]), RW(dqkv)}, bl);
     emitter_.free(ds);
     return dqkv;
 }
@@ -598,7 +598,7 @@ int64_t Model::mlp_backward(int l, Saved& s, int64_t dy, int64_t& dxs, int64_t& 
     free_slot(s, G);
     if (dmo != dres) emitter_.free(dmo);
     int64_t dh1 = emitter_.alloc(dims_.d * T * up, kWs, label(-1, "grad.mlp.up"));
-    emitter_.kernel(kCompute, kernel_names_.act_bwd, KClass::Memory, 0, {R(dg), R(s[H1]), W(dh1)},
+    emitter_.kernel(Stream::Compute, kernel_names_.act_bwd, KClass::Memory, 0, {R(dg), R(s[H1]), W(dh1)},
                     launch_elementwise(T * up));
     emitter_.free(dg);
     free_slot(s, H1);
@@ -617,7 +617,7 @@ int64_t Model::attention_sublayer_backward(int l, Saved& s, int64_t dy, int64_t&
     free_slot(s, Ctx);
     free_slot(s, Qkv);   // last read by the attention backward above
     if (config_.arch != Arch::Gpt2)
-        emitter_.kernel(kCompute, kernel_names_.rope_bwd, KClass::Memory, 0, {RW(dqkv)},
+        emitter_.kernel(Stream::Compute, kernel_names_.rope_bwd, KClass::Memory, 0, {RW(dqkv)},
                         launch_elementwise(dims_.tokens * (dims_.q + dims_.kv)));
     return sublayer_head_backward(l, 0, s, dqkv, qkv, dres, dxs, dcoeff);
 }

@@ -28,23 +28,29 @@ namespace {
 
 using namespace snapshot;
 
-enum Action : uint8_t {
-    kAlloc, kFreeRequested, kFreeCompleted, kFree, kSegAlloc, kSegFree, kSegMap, kSegUnmap, kOom, kSnapshot,
-    kUnknown, kActionCount
+// A trace entry's action; Unknown: any other (counted, otherwise ignored).
+enum class Action : uint8_t {
+    Alloc, FreeRequested, FreeCompleted, Free, SegAlloc, SegFree, SegMap, SegUnmap, Oom, Snapshot, Unknown
 };
+constexpr size_t kActionCount = 11;
+// The action's slot in kActionNames and in the per-action counts (declaration order).
+constexpr size_t index(Action action) { return static_cast<size_t>(action); }
 const char* const kActionNames[kActionCount] = {"alloc", "free_requested", "free_completed", "free",
                                                 "segment_alloc", "segment_free", "segment_map",
                                                 "segment_unmap", "oom", "snapshot", "other"};
 
+static_assert(index(Action::Unknown) + 1 == kActionCount);
+const char* name_of(Action action) { return kActionNames[index(action)]; }
+
 Action action_of(std::string_view a) {
-    for (int i = 0; i < kUnknown; ++i)
+    for (size_t i = 0; i < index(Action::Unknown); ++i)
         if (a == kActionNames[i]) return static_cast<Action>(i);
-    return kUnknown;
+    return Action::Unknown;
 }
 
 // One trace entry, decoded with a single pass over its dict.
 struct Event {
-    Action action = kUnknown;
+    Action action = Action::Unknown;
     bool has_action = false, timed = false;
     int64_t addr = 0, size = 0, stream = 0;
     double time_us = 0;
@@ -159,24 +165,24 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
             for (size_t i = 0; i + 1 < kv.size(); i += 2) {
                 Id k = kv[i], v = kv[i + 1];
                 switch (keys.get(k, [&] { return key_code(d.as_str(k)); })) {
-                    case kKeyAction:
+                    case KeyCode::Action:
                         if (d.kind(v) == PickleDoc::Kind::Str) {
-                            ev.action = static_cast<Action>(actions.get(v, [&] { return action_of(d.as_str(v)); }));
+                            ev.action = actions.get(v, [&] { return action_of(d.as_str(v)); });
                             ev.has_action = true;
                         }
                         break;
-                    case kKeyAddr:
+                    case KeyCode::Addr:
                         if (d.is_int(v)) ev.addr = d.as_int(v);
                         break;
-                    case kKeySize:
+                    case KeyCode::Size:
                         if (d.is_int(v)) ev.size = d.as_int(v);
                         if (ev.size < 0 || ev.size > kMaxBytes)
                             throw bad("size " + std::to_string(ev.size) + " is out of range");
                         break;
-                    case kKeyStream:
+                    case KeyCode::Stream:
                         if (d.is_int(v)) ev.stream = d.as_int(v);
                         break;
-                    case kKeyTimeUs:
+                    case KeyCode::TimeUs:
                         if (d.is_number(v)) {
                             ev.time_us = d.as_float(v);
                             // |t| <= 4e15 us keeps differences * 1000 inside int64 nanoseconds.
@@ -184,7 +190,7 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
                             ev.timed = true;
                         }
                         break;
-                    case kKeyFrames: ev.frames = v; break;
+                    case KeyCode::Frames: ev.frames = v; break;
                     default: break;
                 }
             }
@@ -234,7 +240,7 @@ private:
     const int64_t pre_label_;
     // Where a row's block size comes from: an alloc event (inferred from the layout), a free
     // without one (the request rounded), or the end state (recorded).
-    enum SizeFrom : uint8_t { kFromEndState, kFromLayout, kFromRounding };
+    enum class SizeFrom : uint8_t { EndState, Layout, Rounding };
     std::vector<Allocation> allocs_;
     std::vector<SizeFrom> size_from_;
     std::vector<std::unordered_map<int64_t, size_t>> live_;       // per device: address -> allocation
@@ -261,7 +267,7 @@ size_t SnapshotImport::add(int32_t dev, int64_t addr, int64_t bytes, int64_t req
     al.stream = stream;
     al.label = label;
     allocs_.push_back(al);
-    size_from_.push_back(kFromEndState);
+    size_from_.push_back(SizeFrom::EndState);
     return allocs_.size() - 1;
 }
 
@@ -271,7 +277,8 @@ void SnapshotImport::replay(const Decoded& ev) {
     size_t upper = 0;
     for (const auto& evs : ev.devices)
         for (const Event& e : evs)
-            upper += e.action == kAlloc || e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
+            upper += e.action == Action::Alloc || e.action == Action::Free || e.action == Action::FreeCompleted ||
+                     e.action == Action::FreeRequested;
     allocs_.reserve(upper + 64);
     size_from_.reserve(upper + 64);
     live_.resize(ev.devices.size());
@@ -291,9 +298,9 @@ void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t)
         // Allocated before recording began: alive from the start until now. The event has
         // the requested size; the block is that size rounded (its place is not known).
         if (e.size <= 0)
-            throw Error(where(in_, at_event(dev, k) + " (" + kActionNames[e.action] +
+            throw Error(where(in_, at_event(dev, k) + " (" + name_of(e.action) +
                                        "): frees an unknown block of unknown size"));
-        size_from_[add(static_cast<int32_t>(dev), e.addr, e.size, e.size, 0, t, e.stream, pre_label_)] = kFromRounding;
+        size_from_[add(static_cast<int32_t>(dev), e.addr, e.size, e.size, 0, t, e.stream, pre_label_)] = SizeFrom::Rounding;
         ++reconstructed_;
         ++freed_unknown_;
     }
@@ -304,19 +311,19 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
     auto& live = live_[dev];
     live.reserve(1024);
     last_free_[dev].reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& e) {
-        return e.action == kFree || e.action == kFreeCompleted || e.action == kFreeRequested;
+        return e.action == Action::Free || e.action == Action::FreeCompleted || e.action == Action::FreeRequested;
     })));
     // Snapshots record free_completed when the block really returns to the allocator; very
     // old ones have only 'free'. free_requested marks the end only where nothing else does.
     const bool has_completed =
-        std::any_of(evs.begin(), evs.end(), [](const Event& e) { return e.action == kFreeCompleted; });
+        std::any_of(evs.begin(), evs.end(), [](const Event& event) { return event.action == Action::FreeCompleted; });
     int64_t reserved = 0, reserved_peak = 0;
     for (size_t k = 0; k < evs.size(); ++k) {
         const Event& e = evs[k];
-        ++action_counts_[e.action];
+        ++action_counts_[index(e.action)];
         const int64_t t = times[k];
         switch (e.action) {
-            case kAlloc: {
+            case Action::Alloc: {
                 if (e.size <= 0)
                     throw Error(where(in_, at_event(dev, k) + " (alloc): size is missing or not positive"));
                 auto it = live.find(e.addr);
@@ -325,31 +332,31 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                     live.erase(it);
                 }
                 size_t i = add(static_cast<int32_t>(dev), e.addr, e.size, e.size, t, kNoTime, e.stream, labels_.of(e.frames));
-                size_from_[i] = kFromLayout;
+                size_from_[i] = SizeFrom::Layout;
                 live.emplace(e.addr, i);
                 break;
             }
-            case kFreeRequested:
+            case Action::FreeRequested:
                 if (has_completed) break;   // the block returns at free_completed
                 [[fallthrough]];
-            case kFreeCompleted:
-            case kFree: free_block(dev, k, e, t); break;
-            case kSegAlloc:
-            case kSegMap:
+            case Action::FreeCompleted:
+            case Action::Free: free_block(dev, k, e, t); break;
+            case Action::SegAlloc:
+            case Action::SegMap:
                 ++segment_events_;
-                seglog_.alloc(static_cast<int32_t>(dev), k, kActionNames[e.action], t, e.addr, e.size, e.stream,
-                              e.action == kSegMap);
+                seglog_.alloc(static_cast<int32_t>(dev), k, name_of(e.action), t, e.addr, e.size, e.stream,
+                              e.action == Action::SegMap);
                 add_bytes(reserved, e.size);
                 reserved_peak = std::max(reserved_peak, reserved);
                 break;
-            case kSegFree:
-            case kSegUnmap:
+            case Action::SegFree:
+            case Action::SegUnmap:
                 ++segment_events_;
-                seglog_.free(static_cast<int32_t>(dev), k, kActionNames[e.action], t, e.addr, e.size, e.stream,
-                             e.action == kSegUnmap);
+                seglog_.free(static_cast<int32_t>(dev), k, name_of(e.action), t, e.addr, e.size, e.stream,
+                             e.action == Action::SegUnmap);
                 reserved -= e.size;
                 break;
-            case kOom: {
+            case Action::Oom: {
                 Marker m;
                 m.id = ++ooms_;
                 m.name = w_.intern("oom: " + std::to_string(e.size) + " bytes requested");
@@ -462,8 +469,8 @@ std::vector<Segment> SnapshotImport::segment_rows() {
 void SnapshotImport::block_sizes(const std::vector<Segment>& segments, const BlockRules& rules) {
     std::vector<bool> infer(allocs_.size());
     for (size_t i = 0; i < allocs_.size(); ++i) {
-        infer[i] = size_from_[i] == kFromLayout;
-        if (size_from_[i] == kFromRounding) allocs_[i].bytes = rules.rounded(allocs_[i].requested_bytes);
+        infer[i] = size_from_[i] == SizeFrom::Layout;
+        if (size_from_[i] == SizeFrom::Rounding) allocs_[i].bytes = rules.rounded(allocs_[i].requested_bytes);
     }
     blocks_ = infer_block_sizes(allocs_, infer, segments, rules);
     // Blocks still allocated at the end are in the end state with their size: the recorded
@@ -488,7 +495,7 @@ void SnapshotImport::write(const std::vector<Segment>& segments) {
 
 void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     std::string act_list;
-    for (int i = 0; i < kActionCount; ++i)
+    for (size_t i = 0; i < kActionCount; ++i)
         if (action_counts_[i]) {
             if (!act_list.empty()) act_list += ", ";
             act_list += kActionNames[i];
@@ -515,7 +522,7 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     m["reconstructed_blocks.freed_during_trace"] = std::to_string(freed_unknown_);
     int64_t reconstructed_bytes = 0;
     for (size_t i = 0; i < allocs_.size(); ++i)
-        if (size_from_[i] != kFromLayout) add_bytes(reconstructed_bytes, allocs_[i].bytes);
+        if (size_from_[i] != SizeFrom::Layout) add_bytes(reconstructed_bytes, allocs_[i].bytes);
     m["reconstructed_bytes"] = std::to_string(reconstructed_bytes);
     m["snapshot.end_state_allocated_blocks"] = std::to_string(end_blocks_);
     m["snapshot.segment_events"] = std::to_string(segment_events_);
@@ -524,7 +531,7 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     m["segments.reconstructed"] = std::to_string(seglog_.reconstructed);
     if (seglog_.live_not_in_end_state) m["segments.live_not_in_end_state"] = std::to_string(seglog_.live_not_in_end_state);
     m["snapshot.devices"] = std::to_string(ev.devices.size());
-    if (action_counts_[kUnknown]) m["snapshot.unknown_actions"] = std::to_string(action_counts_[kUnknown]);
+    if (int64_t unknown = action_counts_[index(Action::Unknown)]) m["snapshot.unknown_actions"] = std::to_string(unknown);
     if (!segments_dropped_.empty()) {
         m["segments"] = "none: " + segments_dropped_;
         r.warnings.push_back("segments " + segments_dropped_ + "; imported without them");

@@ -18,12 +18,13 @@ namespace mhc::trace::import::snapshot {
 using Id = PickleDoc::Id;
 
 // Which frame labels an allocation (docs/import.md): memory_viz shows a block's whole stack;
-// a label is one frame, the first (innermost) of, in this order of preference:
-enum FrameClass : uint8_t {
-    kUserPython,   // Python code of the user or of a library (transformers' modeling_llama.py)
-    kTorchPython,  // Python code of PyTorch itself or of the standard library
-    kNative,       // C/C++ that memory_viz's frame filter keeps (an ATen op)
-    kPlumbing,     // C/C++ it leaves out: the unwinder, the interpreter loop, the dispatcher
+// a label is one frame, the first (innermost) of, in this order of preference (declaration
+// order: a class that compares lower is preferred):
+enum class FrameClass : uint8_t {
+    UserPython,   // Python code of the user or of a library (transformers' modeling_llama.py)
+    TorchPython,  // Python code of PyTorch itself or of the standard library
+    Native,       // C/C++ that memory_viz's frame filter keeps (an ATen op)
+    Plumbing,     // C/C++ it leaves out: the unwinder, the interpreter loop, the dispatcher
 };
 
 inline bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
@@ -36,15 +37,15 @@ inline FrameClass file_class(std::string_view file) {
         const bool torch = has(file, "/torch/") || has(file, "\\torch\\");
         const bool package = has(file, "site-packages") || has(file, "dist-packages");
         const bool stdlib = !package && (has(file, "/lib/python") || has(file, "\\Lib\\"));
-        return torch || stdlib ? kTorchPython : kUserPython;
+        return torch || stdlib ? FrameClass::TorchPython : FrameClass::UserPython;
     }
-    if (has(file, "<frozen")) return kTorchPython;
+    if (has(file, "<frozen")) return FrameClass::TorchPython;
     // memory_viz's frameFilter (torch/utils/viz/MemoryViz.js): file names it omits.
     for (std::string_view f : {"core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
                                "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
                                "cpython/abstract.h"})
-        if (has(file, f)) return kPlumbing;
-    return kNative;
+        if (has(file, f)) return FrameClass::Plumbing;
+    return FrameClass::Native;
 }
 
 // memory_viz's frameFilter: function names it omits.
@@ -72,12 +73,14 @@ public:
     ~NodeCodes() { std::free(p_); }
     NodeCodes(const NodeCodes&) = delete;
     NodeCodes& operator=(const NodeCodes&) = delete;
+    // compute() gives a value of one byte (an enum of uint8_t, a bool), returned as its own type.
     template <class F>
-    uint8_t get(Id v, F compute) {
-        if (v >= n_) return compute();
-        uint8_t& c = p_[v];
-        if (!c) c = static_cast<uint8_t>(compute() + 1);
-        return static_cast<uint8_t>(c - 1);
+    auto get(Id node, F compute) -> decltype(compute()) {
+        using Value = decltype(compute());
+        if (node >= n_) return compute();
+        uint8_t& code = p_[node];
+        if (!code) code = static_cast<uint8_t>(static_cast<uint8_t>(compute()) + 1);
+        return static_cast<Value>(code - 1);
     }
 
 private:
@@ -85,20 +88,20 @@ private:
     size_t n_;
 };
 
-enum KeyCode : uint8_t { kKeyOther, kKeyAction, kKeyAddr, kKeySize, kKeyStream, kKeyTimeUs, kKeyFrames, kKeyName,
-                         kKeyFilename, kKeyLine };
+// The keys of a snapshot's dicts that the importer reads.
+enum class KeyCode : uint8_t { Other, Action, Addr, Size, Stream, TimeUs, Frames, Name, Filename, Line };
 
 inline KeyCode key_code(std::string_view k) {
-    if (k == "action") return kKeyAction;
-    if (k == "addr") return kKeyAddr;
-    if (k == "size") return kKeySize;
-    if (k == "stream") return kKeyStream;
-    if (k == "time_us") return kKeyTimeUs;
-    if (k == "frames") return kKeyFrames;
-    if (k == "name") return kKeyName;
-    if (k == "filename") return kKeyFilename;
-    if (k == "line") return kKeyLine;
-    return kKeyOther;
+    if (k == "action") return KeyCode::Action;
+    if (k == "addr") return KeyCode::Addr;
+    if (k == "size") return KeyCode::Size;
+    if (k == "stream") return KeyCode::Stream;
+    if (k == "time_us") return KeyCode::TimeUs;
+    if (k == "frames") return KeyCode::Frames;
+    if (k == "name") return KeyCode::Name;
+    if (k == "filename") return KeyCode::Filename;
+    if (k == "line") return KeyCode::Line;
+    return KeyCode::Other;
 }
 
 // Labels "forward (model.py:54)" from the first frame of the best FrameClass, else the first
@@ -112,20 +115,20 @@ public:
         if (!frames || d_.kind(*frames) != PickleDoc::Kind::List) return kNoString;
         auto fs = d_.items(*frames);
         std::optional<Id> pick;
-        int best = kPlumbing;
+        FrameClass best = FrameClass::Plumbing;
         for (Id f : fs) {
-            int c = class_of(f);
-            if (c < best) {
-                best = c;
+            FrameClass cls = class_of(f);
+            if (cls < best) {
+                best = cls;
                 pick = f;
-                if (c == kUserPython) break;
+                if (cls == FrameClass::UserPython) break;
             }
         }
         if (!pick && !fs.empty()) pick = fs.front();
         if (!pick) return kNoString;
-        auto name = field(*pick, kKeyName);
-        auto file = field(*pick, kKeyFilename);
-        auto line = field(*pick, kKeyLine);
+        auto name = field(*pick, KeyCode::Name);
+        auto file = field(*pick, KeyCode::Filename);
+        auto line = field(*pick, KeyCode::Line);
         Key key{name ? *name : UINT32_MAX, file ? *file : UINT32_MAX,
                 line && d_.is_int(*line) ? d_.as_int(*line) : INT64_MIN};
         auto it = cache_.find(key);
@@ -156,14 +159,14 @@ private:
                 return kv[k + 1];
         return std::nullopt;
     }
-    int class_of(Id frame) {
-        auto file = field(frame, kKeyFilename);
-        if (!file) return kPlumbing;
-        int c = file_class_.get(*file, [&] { return static_cast<uint8_t>(file_class(d_.as_str(*file))); });
-        if (c != kNative) return c;
-        auto name = field(frame, kKeyName);
-        bool omit = name && name_plumbing_.get(*name, [&] { return static_cast<uint8_t>(plumbing_name(d_.as_str(*name))); });
-        return omit ? kPlumbing : kNative;
+    FrameClass class_of(Id frame) {
+        auto file = field(frame, KeyCode::Filename);
+        if (!file) return FrameClass::Plumbing;
+        FrameClass cls = file_class_.get(*file, [&] { return file_class(d_.as_str(*file)); });
+        if (cls != FrameClass::Native) return cls;
+        auto name = field(frame, KeyCode::Name);
+        bool omit = name && name_plumbing_.get(*name, [&] { return plumbing_name(d_.as_str(*name)); });
+        return omit ? FrameClass::Plumbing : FrameClass::Native;
     }
     struct Key {
         Id name, file;
