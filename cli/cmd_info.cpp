@@ -28,19 +28,20 @@ std::string run_row(const mhc::trace::RunInfo& r) {
         if (v) std::snprintf(b, sizeof b, f, *v * 100);
         return std::string(b);
     };
-    const bool replayed = r.kind == "replayed";
+    const bool replayed = r.kind == mhc::trace::RunKind::Replayed;
     auto peak = get(replayed ? "measured_peak_bytes" : "simulated_peak_bytes");
     auto red = replayed ? std::nullopt : get("peak_reduction");
     auto loss = get(replayed ? "measured_throughput_loss" : "throughput_loss");
     std::string name = r.name, loss_text = percent(loss, "%.2f%%");
-    if (r.status == "oom") {
+    if (r.status == mhc::trace::RunStatus::Oom) {
         peak = red = std::nullopt;
         loss_text = "OOM";
         if (auto s = get("oom_bytes_short")) name += " (out of memory, short by " + bytes(s) + ")";
     }
+    const std::string kind(to_string(r.kind)), status(to_string(r.status));
     char b[512];
-    std::snprintf(b, sizeof b, "%5lld %-9s %-10s %10s %9s %8s", static_cast<long long>(r.id), r.kind.c_str(),
-                  r.status.c_str(), bytes(peak).c_str(), percent(red, "%.1f%%").c_str(), loss_text.c_str());
+    std::snprintf(b, sizeof b, "%5lld %-9s %-10s %10s %9s %8s", static_cast<long long>(r.id), kind.c_str(),
+                  status.c_str(), bytes(peak).c_str(), percent(red, "%.1f%%").c_str(), loss_text.c_str());
     // A name too long for the line goes under the row.
     const std::string row = b;
     return row.size() + 2 + name.size() <= 100 ? row + "  " + name + "\n" : row + "\n      " + name + "\n";

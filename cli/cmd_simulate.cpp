@@ -190,7 +190,7 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
             run.metrics["coupled_wait_count"] = static_cast<double>(r.ranks[i].coupled_wait_count);
             if (r.stopped[i]) {
                 // It stopped waiting for the rank out of memory: it did not finish either.
-                run.status = "incomplete";
+                run.status = mhc::trace::RunStatus::Incomplete;
                 if (r.oom >= 0) run.config["coupled.stopped_by"] = std::to_string(r.global_rank[size_t(r.oom)]);
                 run.metrics.erase("peak_reduction");
                 run.metrics.erase("throughput_loss");

@@ -123,7 +123,7 @@ private:
 
 void Executor::fail(const std::string& why) {
     if (measured.failure.empty()) measured.failure = why;
-    measured.status = "failed";
+    measured.status = trace::RunStatus::Failed;
 }
 
 void Executor::sample() { mem.push_back({trace_ns(Clock::now()), arena->in_use()}); }
@@ -146,7 +146,7 @@ bool Executor::place(int32_t a, size_t action) {
         if (!q[1].empty()) { wait_one(SwapDir::DeviceToHost); continue; }
         if (!q[0].empty()) { wait_one(SwapDir::HostToDevice); continue; }
         measured.oom = true;
-        measured.status = "oom";
+        measured.status = trace::RunStatus::Oom;
         measured.oom_allocation = a;
         measured.oom_fragmentation = arena->last_failure_fragmentation();
         measured.oom_bytes = arena->rounded(bytes);

@@ -77,7 +77,7 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     const Measured& m = row.measured;
     const sim::Result& p = row.predicted;
     trace::Run run;
-    run.kind = "replayed";
+    run.kind = trace::RunKind::Replayed;
     run.name = row.name + "/" + to_string(o.backend);
     run.status = m.status;
     run.config = sim::to_map(c);
@@ -196,7 +196,7 @@ public:
         begin();
         predict_on_recorded();
         configuration(sim::Capacity{}, nullptr, rep_.baseline);
-        if (spec_.retime && rep_.baseline.measured.status == "complete" && !spec_.capacities.empty()) {
+        if (spec_.retime && rep_.baseline.measured.status == trace::RunStatus::Complete && !spec_.capacities.empty()) {
             retimed_ = retime(t_, rep_.baseline.measured, &rep_.retime);
             timed_ = &retimed_;
             prepared_ = sim::prepare(retimed_, spec_.base.device);
@@ -330,14 +330,14 @@ private:
             say("replaying " + row.name + (reps > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(reps) + ")" : ""));
             runs.push_back(replay(t_, plan, ro));
             const Measured& m = runs.back();
-            if (m.status == "failed" || m.mismatches) break;
+            if (m.failed()) break;
         }
         for (const Measured& m : runs) row.makespans.push_back(m.makespan_ns);
         std::sort(runs.begin(), runs.end(), [](const Measured& a, const Measured& b) {
-            const bool fa = a.status == "failed" || a.mismatches, fb = b.status == "failed" || b.mismatches;
+            const bool fa = a.failed(), fb = b.failed();
             return fa != fb ? fa : a.makespan_ns < b.makespan_ns;
         });
-        const bool any_failed = runs.front().status == "failed" || runs.front().mismatches;
+        const bool any_failed = runs.front().failed();
         row.measured = std::move(runs[any_failed ? 0 : (runs.size() - 1) / 2]);
     }
 
@@ -390,7 +390,7 @@ private:
         int64_t id = 0;
         if (spec_.store && rep_.store_error.empty()) {
             try {
-                id = trace::begin_run(path_, "replayed", row.name + "/" + to_string(spec_.replay.backend), spec_.runs_db,
+                id = trace::begin_run(path_, trace::RunKind::Replayed, row.name + "/" + to_string(spec_.replay.backend), spec_.runs_db,
                                       t_.fingerprint);
             } catch (const std::exception& e) {
                 store_failed(e);

@@ -16,7 +16,7 @@ std::string to_json(const Report& r) {
         json j;
         j["name"] = x.name;
         j["capacity_bytes"] = m.capacity;
-        j["status"] = m.status;
+        j["status"] = std::string(to_string(m.status));
         if (!m.failure.empty()) j["failure"] = m.failure;
         j["verdict"] = x.verdict;
         j["predicted"] = {{"peak_bytes", p.simulated_peak},

@@ -61,7 +61,7 @@ std::string to_text(const Report& r) {
                       100 * x.peak_error, lp, lm, le,
                       format_bytes(p.swap_in_bytes).c_str(), format_bytes(m.swap_in_bytes).c_str(),
                       format_bytes(p.swap_out_bytes).c_str(), format_bytes(m.swap_out_bytes).c_str(),
-                      static_cast<long long>(m.checksums), m.status.c_str(),
+                      static_cast<long long>(m.checksums), std::string(to_string(m.status)).c_str(),
                       m.mismatches ? " CHECKSUM MISMATCH" : "", m.failure.empty() ? "" : (": " + m.failure).c_str());
         out += buf;
         if (p.oom.happened || m.oom) {

@@ -44,7 +44,7 @@ Divergence first_divergence(const trace::TraceData& t, const std::vector<trace::
 }
 
 bool Report::ok() const {
-    auto good = [](const Row& r) { return r.measured.status != "failed" && r.measured.mismatches == 0; };
+    auto good = [](const Row& row) { return !row.measured.failed(); };
     if (!good(baseline)) return false;
     for (const Row& r : rows)
         if (!good(r)) return false;
@@ -71,7 +71,7 @@ std::string verdict(const Row& x, double target, const Load& load) {
     const auto& m = x.measured;
     char b[1024];
     std::string v;
-    if (m.status == "failed" || m.mismatches) {
+    if (m.failed()) {
         v = "FAILED: " + (m.failure.empty() ? std::string("checksum mismatch") : m.failure);
     } else if (p.oom.happened || m.oom) {
         if (p.oom.happened && m.oom) v = "agrees: out of memory, predicted and measured";

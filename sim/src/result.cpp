@@ -160,9 +160,10 @@ std::string to_json(const Result& r) {
 
 trace::Run to_run(const Result& r) {
     trace::Run run;
-    run.kind = "simulated";
+    run.kind = trace::RunKind::Simulated;
     run.name = run_name(r.config);
-    run.status = !r.invariant_violation.empty() ? "failed" : r.oom.happened ? "oom" : "complete";
+    using trace::RunStatus;
+    run.status = !r.invariant_violation.empty() ? RunStatus::Failed : r.oom.happened ? RunStatus::Oom : RunStatus::Complete;
     run.config = to_map(r.config);
     run.config["capacity_bytes"] = std::to_string(r.capacity >= kUnlimited ? -1 : r.capacity);
     if (r.oom.happened) {

@@ -136,7 +136,8 @@ void add_runs_by_library(const std::string& db, Expected& e, int64_t only = 0) {
     for (const auto& info : tr::list_runs(db)) {
         if (only && info.id != only) continue;
         const std::string id = num(info.id);
-        runs.push_back({id, info.kind, info.name, info.status, info.created, num(info.base_run)});
+        runs.push_back({id, std::string(tr::to_string(info.kind)), info.name, std::string(tr::to_string(info.status)), info.created,
+                        num(info.base_run)});
         tr::Run run = tr::load_run(db, info.id);
         for (const auto& [key, value] : run.config) cfg.push_back({id, key, value});
         for (const auto& [key, value] : run.metrics) met.push_back({id, key, "=" + shortest(value)});
@@ -243,7 +244,7 @@ std::string every_table_trace(const test::TempDir& dir) {
     run.memory.push_back({0, 1 << 20, 0});
     tr::add_run(db, run);
     run.name = "second";
-    run.status = "oom";
+    run.status = tr::RunStatus::Oom;
     tr::add_run(db, run);
     return db;
 }

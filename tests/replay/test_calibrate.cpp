@@ -185,10 +185,10 @@ TEST_CASE("a verdict is a validation only when the error and the spread of repea
     r.spread_pp = -1;
     CHECK(replay::verdict(r, 5, idle).rfind("within target, unconfirmed", 0) == 0);
     // Failures and OOMs before any number.
-    r.measured.status = "failed";
+    r.measured.status = mhc::trace::RunStatus::Failed;
     r.measured.failure = "checksum";
     CHECK(replay::verdict(r, 5, idle).rfind("FAILED: checksum", 0) == 0);
-    r.measured.status = "oom";
+    r.measured.status = mhc::trace::RunStatus::Oom;
     r.measured.oom = true;
     r.predicted.oom.happened = true;
     CHECK(replay::verdict(r, 5, idle).rfind("agrees: out of memory", 0) == 0);

@@ -105,7 +105,7 @@ TEST_CASE("replay stays within the capacity and every swap comes back intact", "
             sim::Result r = simulate(t, 0.7, alloc);
             REQUIRE_FALSE(r.oom.happened);
             replay::Measured m = replay::replay(t, replay::make_plan(t, r), fast());
-            INFO(m.status << " " << m.failure);
+            INFO(to_string(m.status) << " " << m.failure);
             // Paged device memory does not fragment between segments: the caching model never
             // runs out where the simulator did not. ideal counts bytes only, and rounding them
             // to pages (shared pages for small ones) may not fit a capacity the simulator filled
@@ -115,7 +115,7 @@ TEST_CASE("replay stays within the capacity and every swap comes back intact", "
                 continue;
             }
             REQUIRE_FALSE(m.oom);
-            CHECK(m.status == "complete");
+            CHECK(to_string(m.status) == "complete");
             CHECK(m.peak <= r.capacity);
             CHECK(m.high_water <= r.capacity);
             CHECK(m.mismatches == 0);
@@ -137,7 +137,7 @@ TEST_CASE("an impossible capacity fails where the simulator fails", "[replay][oo
         replay::Measured m = replay::replay(t, p, fast());
         INFO(alloc);
         CHECK(m.oom);
-        CHECK(m.status == "oom");
+        CHECK(to_string(m.status) == "oom");
         if (std::string(alloc) == "caching") {   // the same model places the same blocks
             CHECK(m.oom_allocation == p.oom_allocation);
             CHECK(m.oom_kernel == p.oom_kernel);
@@ -162,9 +162,9 @@ TEST_CASE("a corrupted or dropped swap is detected", "[replay][checksum]") {
         o.fault = f;
         o.fault_dir = dir;
         replay::Measured m = replay::replay(t, p, o);
-        INFO(int(f) << " " << kernels::to_string(dir) << " " << m.status << " " << m.failure << " swaps " << m.swap_outs << "/" << m.swap_ins);
+        INFO(int(f) << " " << kernels::to_string(dir) << " " << to_string(m.status) << " " << m.failure << " swaps " << m.swap_outs << "/" << m.swap_ins);
         CHECK(m.mismatches >= 1);
-        CHECK(m.status == "failed");
+        CHECK(to_string(m.status) == "failed");
         CHECK(m.failure.find("allocation") != std::string::npos);
     }
     replay::Measured clean = replay::replay(t, p, fast());
@@ -209,8 +209,8 @@ TEST_CASE("an interrupted validation leaves one run marked incomplete and nothin
     CHECK_THROWS_AS(replay::validate(path, spec), replay::Cancelled);
     auto runs = trace::list_runs(path);
     REQUIRE(runs.size() == 1);
-    CHECK(runs[0].kind == "replayed");
-    CHECK(runs[0].status == "incomplete");
+    CHECK(to_string(runs[0].kind) == "replayed");
+    CHECK(to_string(runs[0].status) == "incomplete");
     CHECK(dump_trace_tables(path) == before);
 
     // Uninterrupted: each replayed run points at its simulated run.
@@ -221,9 +221,9 @@ TEST_CASE("an interrupted validation leaves one run marked incomplete and nothin
     REQUIRE(rep.ok());
     for (const auto& row : {rep.baseline, rep.rows[0]}) {
         trace::Run run = trace::load_run(path, row.replay_run);
-        CHECK(run.kind == "replayed");
+        CHECK(to_string(run.kind) == "replayed");
         CHECK(run.base_run == row.sim_run);
-        CHECK(trace::load_run(path, row.sim_run).kind == "simulated");
+        CHECK(to_string(trace::load_run(path, row.sim_run).kind) == "simulated");
         CHECK(run.metrics.at("checksum_mismatches") == 0);
         // Both runs hold every kernel they reached (all of them: neither ran out of memory).
         const auto kernels = static_cast<double>(trace::Reader(path).counts().kernels);
@@ -252,8 +252,8 @@ TEST_CASE("replay repeats the simulator's failed allocations and keeps its alloc
             for (const auto& x : plan.actions) failed += x.op == replay::Op::FailedAlloc;
             with_failed += failed > 0;
             replay::Measured m = replay::replay(t, plan, fast());
-            INFO(fraction << " " << policy << ": " << m.status << " " << m.failure << ", " << failed << " failed allocations");
-            CHECK(m.status == "complete");
+            INFO(fraction << " " << policy << ": " << to_string(m.status) << " " << m.failure << ", " << failed << " failed allocations");
+            CHECK(to_string(m.status) == "complete");
             CHECK(m.diverged_allocations == 0);
             CHECK(m.peak == r.simulated_peak);
             CHECK(m.swap_out_bytes == r.swap_out_bytes);
@@ -269,7 +269,7 @@ TEST_CASE("retime moves the trace onto the baseline replay's clock and keeps eve
     replay::Options o = fast();
     o.time_scale = 0.5;
     replay::Measured m = replay::replay(t, replay::make_plan(t, r), o);
-    REQUIRE(m.status == "complete");
+    REQUIRE(to_string(m.status) == "complete");
     replay::RetimeSummary s;
     trace::TraceData x = replay::retime(t, m, &s);
     CHECK(trace::check_trace(x).problems.empty());   // lifetimes still cover every access
@@ -341,7 +341,7 @@ TEST_CASE("validation with repeats reports the median replay and keeps every mak
         auto sorted = row->makespans;
         std::sort(sorted.begin(), sorted.end());
         CHECK(row->measured.makespan_ns == sorted[(sorted.size() - 1) / 2]);
-        CHECK(row->measured.status == "complete");
+        CHECK(to_string(row->measured.status) == "complete");
     }
     CHECK(rep.retimed);   // limited runs predicted on the baseline replay's clock
     CHECK(rep.retime.span_after_ns >= rep.retime.span_before_ns);
@@ -373,7 +373,7 @@ TEST_CASE("the paced host replay emulates the link's latency, as the prediction 
     replay::Report rep = replay::validate(path, spec);
     REQUIRE(rep.ok());
     const replay::Row& x = rep.rows.at(0);
-    REQUIRE(x.measured.status == "complete");
+    REQUIRE(to_string(x.measured.status) == "complete");
     const double predicted = static_cast<double>(x.predicted.simulated_makespan);
     const double latency_part = 0.002e9 * static_cast<double>(x.predicted.swap_in_count + x.predicted.swap_out_count);
     INFO("predicted " << predicted << " ns, measured " << x.measured.makespan_ns << " ns");

@@ -3,6 +3,7 @@
 #include <array>
 #include <vector>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "mhc/trace/event_order.hpp"
 #include "mhc/trace/runs.hpp"
@@ -118,7 +119,7 @@ TEST_CASE("runs are added to a trace and read back whole", "[runs]") {
     auto runs = list_runs(p.path);
     REQUIRE(runs.size() == 2);
     CHECK(runs[0].name == "lru@50%");
-    CHECK(runs[0].status == "complete");
+    CHECK(to_string(runs[0].status) == "complete");
     Run back = load_run(p.path, id);
     CHECK(back.config.at("policy") == "lru");
     CHECK(back.metrics.at("peak_bytes") == 32);
@@ -153,7 +154,7 @@ TEST_CASE("every reader of a run gets every kernel it reached, runs stored befor
     // Stored now: every kernel reached, with the reach in the metrics; read as stored (kernels
     // 3 and 4 were never reached by this OOM run).
     Run now;
-    now.status = "oom";
+    now.status = RunStatus::Oom;
     now.metrics = {{"kernels_reached", 2}, {"last_kernel_reached", 2}, {"stall_ns", 5}};
     now.kernel_times = {{1, 10, 20}, {2, 25, 35}};
     CHECK(times_of(load_run(p.path, add_run(p.path, now))) == V{{1, 10, 20}, {2, 25, 35}});
@@ -168,16 +169,16 @@ TEST_CASE("every reader of a run gets every kernel it reached, runs stored befor
     before.kernel_times.clear();
     CHECK(times_of(load_run(p.path, add_run(p.path, before))) == V{{1, 10, 20}, {2, 20, 30}, {3, 30, 40}, {4, 40, 50}});
     // ... an OOM at 35 ns with none moved: the kernels that started before it ...
-    before.status = "oom";
+    before.status = RunStatus::Oom;
     before.metrics = {{"stall_ns", 0}, {"oom_time_ns", 35}};
     CHECK(times_of(load_run(p.path, add_run(p.path, before))) == V{{1, 10, 20}, {2, 20, 30}, {3, 30, 40}});
     // ... and stalls without kernel times: stored without its timeline, nothing to fill.
-    before.status = "complete";
+    before.status = RunStatus::Complete;
     before.metrics = {{"stall_ns", 7}};
     CHECK(load_run(p.path, add_run(p.path, before)).kernel_times.empty());
     // Replayed runs store every kernel they measured: read as stored.
     Run replayed;
-    replayed.kind = "replayed";
+    replayed.kind = RunKind::Replayed;
     replayed.kernel_times = {{4, 41, 51}};
     CHECK(times_of(load_run(p.path, add_run(p.path, replayed))) == V{{4, 41, 51}});
 }
@@ -188,14 +189,14 @@ TEST_CASE("a begun run stays marked incomplete until finished", "[runs]") {
         Writer w(p.path);
         w.finish();
     }
-    int64_t id = begin_run(p.path, "replayed", "host replay");
-    CHECK(list_runs(p.path).at(0).status == "incomplete");
+    int64_t id = begin_run(p.path, RunKind::Replayed, "host replay");
+    CHECK(to_string(list_runs(p.path).at(0).status) == "incomplete");
     Run r;
-    r.kind = "replayed";
+    r.kind = RunKind::Replayed;
     r.name = "host replay";
     r.metrics["measured_peak_bytes"] = 10;
     finish_run(p.path, id, r);
-    CHECK(list_runs(p.path).at(0).status == "complete");
+    CHECK(to_string(list_runs(p.path).at(0).status) == "complete");
     CHECK(load_run(p.path, id).metrics.at("measured_peak_bytes") == 10);
 }
 
@@ -238,4 +239,60 @@ TEST_CASE("info names the versions a captured trace was made with; a mix of vers
     CHECK(version_mismatch({{"a.db", "torch 2.15.0"}, {"b.db", ""}, {"c.db", "torch 2.15.0"}}).empty());
     CHECK(version_mismatch({{"a.db", ""}, {"b.db", "torch 2.15.0"}, {"c.db", "torch 2.14.1"}}) ==
           "traces captured with different versions are compared: b.db (torch 2.15.0) and c.db (torch 2.14.1)");
+}
+
+namespace {
+// The first column of every row of query `sql`, as text.
+std::vector<std::string> column_text(const std::string& path, const char* sql) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) == SQLITE_OK);
+    std::vector<std::string> out;
+    while (sqlite3_step(stmt) == SQLITE_ROW) out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)));
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return out;
+}
+
+void exec(const std::string& path, const char* sql) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+}
+}  // namespace
+
+TEST_CASE("a run's kind and status are stored as their words; another word is refused on reading", "[runs]") {
+    TempPath file("kinds.db");
+    {
+        Writer writer(file.path);
+        writer.finish();
+    }
+    Run run;
+    for (RunStatus status : {RunStatus::Complete, RunStatus::Oom, RunStatus::Incomplete, RunStatus::Failed}) {
+        run.status = status;
+        add_run(file.path, run);
+    }
+    run.kind = RunKind::Replayed;
+    add_run(file.path, run);
+    using Words = std::vector<std::string>;
+    CHECK(column_text(file.path, "SELECT kind FROM runs ORDER BY id") ==
+          Words{"simulated", "simulated", "simulated", "simulated", "replayed"});
+    CHECK(column_text(file.path, "SELECT status FROM runs ORDER BY id") ==
+          Words{"complete", "oom", "incomplete", "failed", "failed"});
+    auto runs = list_runs(file.path);
+    REQUIRE(runs.size() == 5);
+    CHECK(runs[1].status == RunStatus::Oom);
+    CHECK(runs[4].kind == RunKind::Replayed);
+    CHECK(load_run(file.path, runs[2].id).status == RunStatus::Incomplete);
+
+    // A damaged or foreign file: the words are the contract, anything else is named and refused.
+    exec(file.path, "UPDATE runs SET status = 'finished' WHERE id = 2");
+    CHECK_THROWS_WITH(list_runs(file.path), Catch::Contains("kinds.db: runs row 2: status 'finished' is not one of "
+                                                         "complete, oom, incomplete, failed [invalid-code]"));
+    CHECK_THROWS_WITH(load_run(file.path, 2), Catch::Contains("runs row 2: status 'finished'"));
+    exec(file.path, "UPDATE runs SET status = 'oom', kind = 'measured' WHERE id = 2");
+    CHECK_THROWS_WITH(load_run(file.path, 2), Catch::Contains("runs row 2: kind 'measured' is not one of simulated, replayed"));
+    CHECK(load_run(file.path, 1).kind == RunKind::Simulated);
 }

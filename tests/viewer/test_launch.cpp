@@ -140,7 +140,7 @@ TEST_CASE("launcher: simulates on the worker and stores the run", "[launch]") {
     // The same configuration simulated directly, without the launcher.
     mhc::trace::TraceData t = mhc::trace::load_trace(path.path);
     mhc::sim::Result r = mhc::sim::simulate(t, c);
-    CHECK(stored.status == (r.oom.happened ? "oom" : "complete"));
+    CHECK(to_string(stored.status) == (r.oom.happened ? "oom" : "complete"));
     CHECK(stored.metrics.at("simulated_peak_bytes") == static_cast<double>(r.simulated_peak));
     CHECK(stored.metrics.at("baseline_peak_bytes") == static_cast<double>(r.baseline_peak));
     CHECK(stored.metrics.at("stall_ns") == static_cast<double>(r.stall_time));
@@ -191,7 +191,7 @@ TEST_CASE("launcher: out of memory and broken files are reported, not thrown", "
     CHECK_THAT(s.message, Catch::StartsWith("out of memory at "));
     auto runs = mhc::trace::list_runs(path.path);
     REQUIRE(runs.size() == 1);
-    CHECK(runs[0].status == "oom");
+    CHECK(to_string(runs[0].status) == "oom");
     // With room for both it completes, on the same (already prepared) trace.
     f.capacity_text = "1500MiB";
     s = run_to_end(l, make_config(f));

@@ -9,10 +9,10 @@ using namespace mhc::viewer;
 namespace {
 
 mhc::trace::RunInfo info(int64_t id, const std::string& eviction, const std::string& prefetch, const std::string& link,
-                         double loss, const std::string& status = "complete") {
+                         double loss, mhc::trace::RunStatus status = mhc::trace::RunStatus::Complete) {
     mhc::trace::RunInfo r;
     r.id = id;
-    r.kind = "simulated";
+    r.kind = mhc::trace::RunKind::Simulated;
     r.name = eviction + "+" + prefetch + "@70%/" + link + "/caching";
     r.status = status;
     r.config = {{"eviction", eviction}, {"prefetch", prefetch}, {"link", link}};
@@ -34,13 +34,13 @@ TEST_CASE("run picker: cells from the run's config and metrics, words filter, an
     std::vector<mhc::trace::RunInfo> runs = {
         info(1, "lru", "none", "pcie4", 4.7079), info(2, "cost_aware", "forecast", "pcie4", 0.06),
         info(3, "cost_aware", "periodic", "pcie5", 0.031), info(4, "belady", "lookahead:500", "pcie4", 0.0249),
-        info(5, "lru", "none", "nvlink-c2c", -1, "oom"),
+        info(5, "lru", "none", "nvlink-c2c", -1, mhc::trace::RunStatus::Oom),
     };
     runs.push_back({});   // a replayed run: no config, no metrics
     runs.back().id = 6;
-    runs.back().kind = "replayed";
+    runs.back().kind = mhc::trace::RunKind::Replayed;
     runs.back().name = "replay of #2";
-    runs.back().status = "complete";
+    runs.back().status = mhc::trace::RunStatus::Complete;
     std::vector<RunRow> rows = run_rows(runs);
     REQUIRE(rows.size() == 6);
     CHECK(run_cell(rows[1], RunColumn::Policy) == "cost_aware");

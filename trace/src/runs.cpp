@@ -130,8 +130,8 @@ double metric_or(const Run& run, const char* key, double otherwise) {
 // recorded time and an OOM run every kernel that started before its OOM (time unshifted). A run
 // with stalls and no kernel times was stored without its timeline: nothing to fill.
 void fill_unmoved_kernels(const Reader& trace, Run& run) {
-    if (run.kind != "simulated" || run.metrics.count("kernels_reached")) return;
-    if (run.status != "complete" && run.status != "oom") return;
+    if (run.kind != RunKind::Simulated || run.metrics.count("kernels_reached")) return;
+    if (run.status != RunStatus::Complete && run.status != RunStatus::Oom) return;
     std::vector<RunKernelTime> recorded;
     {
         Scan k = trace.scan(TraceTable::Kernels, {"id", "t_start", "t_end"});
@@ -144,7 +144,7 @@ void fill_unmoved_kernels(const Reader& trace, Run& run) {
         for (const RunKernelTime& k : recorded)
             if (stored.count(k.kernel)) last_unmoved = last_unmoved == INT64_MIN ? k.t_start : std::min(last_unmoved, k.t_start);
     } else if (metric_or(run, "stall_ns", 1) == 0 && metric_or(run, "coupled_wait_time", 0) == 0) {
-        if (run.status == "complete") last_unmoved = INT64_MAX;
+        if (run.status == RunStatus::Complete) last_unmoved = INT64_MAX;
         else if (run.metrics.count("oom_time_ns")) last_unmoved = static_cast<int64_t>(run.metrics.at("oom_time_ns")) - 1;
     }
     for (const RunKernelTime& k : recorded)
@@ -167,7 +167,8 @@ std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const s
         for (auto [i, run] : runs) {
             sql::Stmt ins(w.db(), w.file(i),
                           ("INSERT INTO " + w.schema(i) + ".runs (kind, name, status, created, base_run) VALUES (?,?,?,?,?)").c_str());
-            ins.bind(1, run->kind); ins.bind(2, run->name); ins.bind(3, run->status);
+            ins.bind(1, std::string(to_string(run->kind))); ins.bind(2, run->name);
+            ins.bind(3, std::string(to_string(run->status)));
             ins.bind(4, now_utc()); ins.bind(5, run->base_run);
             ins.run();
             int64_t id = sqlite3_last_insert_rowid(w.db());
@@ -209,12 +210,12 @@ int64_t add_run(const std::string& trace_path, const Run& run, const std::string
     return add_runs(trace_path, {run}, runs_db, trace_fingerprint).at(0);
 }
 
-int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name,
+int64_t begin_run(const std::string& trace_path, RunKind kind, const std::string& name,
                   const std::string& runs_db, const std::string& trace_fingerprint) {
     Run r;
     r.kind = kind;
     r.name = name;
-    r.status = "incomplete";
+    r.status = RunStatus::Incomplete;
     return add_run(trace_path, r, runs_db, trace_fingerprint);
 }
 
@@ -223,7 +224,7 @@ void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
     runfiles::RunWriter w({{trace_path, trace_fingerprint}}, runs_db);
     try {
         sql::Stmt up(w.db(), w.file(0), "UPDATE runs SET name=?, status=?, base_run=? WHERE id=?");
-        up.bind(1, run.name); up.bind(2, run.status); up.bind(3, run.base_run); up.bind(4, run_id);
+        up.bind(1, run.name); up.bind(2, std::string(to_string(run.status))); up.bind(3, run.base_run); up.bind(4, run_id);
         up.run();
         if (sqlite3_changes(w.db()) != 1)
             throw Error(w.file(0) + ": run " + std::to_string(run_id) + " does not exist");
@@ -242,7 +243,8 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
     sql::Stmt s(r.db(), trace_path_,
                 ("SELECT id, kind, name, status, created, base_run FROM runs WHERE " + r.runs_of_trace + " ORDER BY id").c_str());
     while (s.step())
-        out.push_back({s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.i64(5), {}, {}});
+        out.push_back({s.i64(0), run_kind_from(s.text(1), trace_path_, s.i64(0)), s.text(2),
+                       run_status_from(s.text(3), trace_path_, s.i64(0)), s.text(4), s.i64(5), {}, {}});
     std::map<int64_t, RunInfo*> by_id;
     for (auto& run : out) by_id[run.id] = &run;
     sql::Stmt m(r.db(), trace_path_, "SELECT run, key, value FROM run_metrics");
@@ -265,7 +267,8 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
         s.bind(1, run_id);
         if (!s.step())
             throw Error(trace_path + ": run " + std::to_string(run_id) + " does not exist");
-        run.kind = s.text(0); run.name = s.text(1); run.status = s.text(2); run.base_run = s.i64(3);
+        run.kind = run_kind_from(s.text(0), trace_path, run_id); run.name = s.text(1);
+        run.status = run_status_from(s.text(2), trace_path, run_id); run.base_run = s.i64(3);
     }
     {
         sql::Stmt s(db, trace_path, "SELECT key, value FROM run_config WHERE run=?");

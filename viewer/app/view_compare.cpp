@@ -187,7 +187,7 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs) {
     ImGui::TextUnformatted("status");
     for (size_t k = 0; k < runs.size(); ++k) {
         ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
-        ImGui::TextUnformatted(runs[k]->info.status.c_str());
+        ImGui::TextUnformatted(std::string(to_string(runs[k]->info.status)).c_str());
     }
     for (const std::string& key : keys) {
         ImGui::TableNextRow();

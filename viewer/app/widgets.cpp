@@ -290,8 +290,9 @@ void toolbar(App& app) {
         if (ImGui::Selectable("recorded", app.selected < 0)) app.select_run(-1);
         for (size_t i = 0; i < app.run_list.size(); ++i) {
             const auto& r = app.run_list[i];
-            std::string s = "#" + std::to_string(r.id) + " " + r.name + " (" + r.status + ")";
-            if (ImGui::Selectable(s.c_str(), app.selected == static_cast<int>(i))) app.select_run(static_cast<int>(i));
+            std::string item =
+                "#" + std::to_string(r.id) + " " + r.name + " (" + std::string(to_string(r.status)) + ")";
+            if (ImGui::Selectable(item.c_str(), app.selected == static_cast<int>(i))) app.select_run(static_cast<int>(i));
         }
         ImGui::EndCombo();
     }

@@ -9,7 +9,7 @@
 namespace mhc::viewer {
 
 std::string ViewRun::label() const {
-    return "#" + std::to_string(info.id) + " " + (info.name.empty() ? info.kind : info.name);
+    return "#" + std::to_string(info.id) + " " + (info.name.empty() ? std::string(to_string(info.kind)) : info.name);
 }
 
 namespace {

@@ -69,8 +69,8 @@ std::vector<RunRow> run_rows(const std::vector<trace::RunInfo>& runs) {
         row.index = i;
         row.id = r.id;
         row.name = r.name;
-        row.kind = r.kind;
-        row.status = r.status;
+        row.kind = to_string(r.kind);
+        row.status = to_string(r.status);
         row.policy = config(r, "eviction");
         row.prefetch = config(r, "prefetch");
         row.link = config(r, "link");

@@ -73,7 +73,7 @@ struct Cancelled : std::exception {
 };
 
 struct Measured {
-    std::string status = "complete";   // complete | oom | failed
+    trace::RunStatus status = trace::RunStatus::Complete;   // Complete, Oom or Failed
     std::string failure;               // why, when failed
     int64_t capacity = 0;
     int64_t peak = 0;                  // highest arena bytes in use: pool pages in use x 2 MiB
@@ -103,6 +103,9 @@ struct Measured {
     std::vector<trace::RunEvent> events;            // measured, in trace ns (t0 = t_begin)
     std::vector<trace::RunKernelTime> kernel_times; // measured start/end of every kernel
     std::vector<trace::RunMemorySample> memory;
+
+    // The replay did not run as planned: it failed, or a checksum did not match.
+    bool failed() const { return status == trace::RunStatus::Failed || mismatches != 0; }
 };
 
 // Executes `plan` (made from a run of `trace`). Throws mhc::Error when the backend is not

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mhc::trace {
@@ -21,6 +22,22 @@ enum class EventKind : uint8_t {
 };
 inline constexpr int kEventKindCount = 8;
 std::string_view to_string(EventKind k);
+
+// A run's kind and status. Stored as text in table runs (docs/trace-format.md) and printed as
+// that text (to_string); the text is parsed once, where the store is read.
+enum class RunKind : uint8_t { Simulated, Replayed };
+enum class RunStatus : uint8_t {
+    Complete,     // ran to the end
+    Oom,          // stopped out of memory
+    Incomplete,   // begun and not finished: interrupted, or stopped waiting for a rank out of memory
+    Failed,       // did not run as planned (an invariant broken, a replay that failed)
+};
+std::string_view to_string(RunKind kind);
+std::string_view to_string(RunStatus status);
+// The kind or status a stored text names; any other text (a damaged or foreign file) throws
+// mhc::Error naming `file` and the run.
+RunKind run_kind_from(std::string_view text, const std::string& file, int64_t run);
+RunStatus run_status_from(std::string_view text, const std::string& file, int64_t run);
 
 struct RunEvent {
     EventKind kind = EventKind::Stall;
@@ -45,9 +62,9 @@ struct RunMemorySample {
 
 // One run as it is written in one transaction.
 struct Run {
-    std::string kind = "simulated";   // simulated | replayed
+    RunKind kind = RunKind::Simulated;
     std::string name;                 // e.g. "cost_aware+periodic@60%/pcie4"
-    std::string status = "complete";  // complete | oom | incomplete | failed
+    RunStatus status = RunStatus::Complete;
     int64_t base_run = 0;             // for a replay: the simulated run it executed
     std::map<std::string, std::string> config;
     std::map<std::string, double> metrics;
@@ -60,7 +77,10 @@ struct Run {
 
 struct RunInfo {
     int64_t id = 0;
-    std::string kind, name, status, created;
+    RunKind kind = RunKind::Simulated;
+    std::string name;
+    RunStatus status = RunStatus::Complete;
+    std::string created;
     int64_t base_run = 0;
     std::map<std::string, double> metrics;   // the run's key figures (run_metrics), no events
     std::map<std::string, std::string> config;   // its settings (run_config: eviction, prefetch, link, ...)
@@ -87,7 +107,7 @@ int64_t add_run(const std::string& trace_path, const Run& run, const std::string
                 const std::string& trace_fingerprint = "");
 // Marks a run begun earlier (status "incomplete") as finished: used by replays that write
 // the run's row first, so that an interruption leaves a run marked incomplete.
-int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name,
+int64_t begin_run(const std::string& trace_path, RunKind kind, const std::string& name,
                   const std::string& runs_db = "", const std::string& trace_fingerprint = "");
 void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
                 const std::string& runs_db = "", const std::string& trace_fingerprint = "");
