@@ -50,14 +50,7 @@ std::function<int()> setup(CLI::App& app) {
                    "GPU memory: a share of the unlimited peak (60%, at most 100%), a size (40GiB, 40GB; mhc help "
                    "sizes), or unlimited for the baseline (required)")
         ->type_name("SHARE|SIZE");
-    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction policy: " + policy_names(sim::eviction_policies()) +
-                                                                     " (mhc help policies)")
-                    ->type_name("POLICY")
-                    ->default_str(o->policy);
-    app.add_option("--prefetch", o->prefetch, "Prefetch policy: " + policy_names(sim::prefetch_policies()) +
-                                                  " (mhc help prefetch)")
-        ->type_name("POLICY")
-        ->default_str(o->prefetch);
+    auto* pol = add_policy_options(app, o->policy, o->prefetch);
     app.add_option("--link", o->link, "Host link: a preset (pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer) or a "
                                       "link profile file (mhc help links)")
         ->type_name("LINK")

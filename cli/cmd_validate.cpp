@@ -37,14 +37,7 @@ std::function<int()> setup(CLI::App& app) {
                    "unlimited baseline is always run")
         ->type_name("LIST")
         ->default_str(o->capacity);
-    auto* pol = app.add_option("--policy,--eviction", o->policy, "Eviction policy: " + policy_names(sim::eviction_policies()) +
-                                                                     " (mhc help policies)")
-                    ->type_name("POLICY")
-                    ->default_str(o->policy);
-    app.add_option("--prefetch", o->prefetch, "Prefetch policy: " + policy_names(sim::prefetch_policies()) +
-                                                  " (mhc help prefetch)")
-        ->type_name("POLICY")
-        ->default_str(o->prefetch);
+    auto* pol = add_policy_options(app, o->policy, o->prefetch);
     app.add_option("--link", o->link,
                    "The replay machine's link: auto (measured under the replay's own conditions, cached per "
                    "machine), a preset, or a profile from mhc calibrate")

@@ -53,6 +53,17 @@ void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy
     sim::apply_environment(c, {o.ratio && o.ratio->count() > 0, policy_given, o.ops && o.ops->count() > 0});
 }
 
+CLI::Option* add_policy_options(CLI::App& app, std::string& policy, std::string& prefetch) {
+    auto* pol = app.add_option("--policy,--eviction", policy,
+                               "Eviction policy: " + policy_names(sim::eviction_policies()) + " (mhc help policies)")
+                    ->type_name("POLICY")
+                    ->default_str(policy);
+    app.add_option("--prefetch", prefetch, "Prefetch policy: " + policy_names(sim::prefetch_policies()) + " (mhc help prefetch)")
+        ->type_name("POLICY")
+        ->default_str(prefetch);
+    return pol;
+}
+
 std::string policy_names(const std::vector<sim::PolicyInfo>& v) {
     std::string s;
     for (const auto& p : v) s += (s.empty() ? "" : ", ") + p.name;

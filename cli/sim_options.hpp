@@ -35,6 +35,10 @@ void add_allocator_conf_option(CLI::App& app, SimBaseOptions& o);
 // (docs/simulator.md); `policy_given`: whether the command's eviction option was given.
 void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given);
 
+// --policy (--eviction) and --prefetch of a single run (simulate, validate), their defaults the
+// values `policy` and `prefetch` hold; returns --policy's option (given or not: apply_sim_base_options).
+CLI::Option* add_policy_options(CLI::App& app, std::string& policy, std::string& prefetch);
+
 // "lru, largest, belady, dtr, cost_aware": the names of a policy registry, for an option's line
 // (the descriptions are in `mhc help policies`).
 std::string policy_names(const std::vector<sim::PolicyInfo>& v);

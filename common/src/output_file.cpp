@@ -17,6 +17,7 @@
 #include <new>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/hash.hpp"
 
 namespace mhc {
 
@@ -148,10 +149,7 @@ std::string temp_stem(const std::string& dir, const std::string& base) {
     constexpr size_t kSuffix = sizeof(".mhc-tmp-") - 1 + 10 + sizeof("-journal") - 1;   // pid: at most 10 digits
     const size_t limit = static_cast<size_t>(name_max(dir));
     if (base.size() + kSuffix <= limit) return base;
-    uint64_t h = 1469598103934665603ull;   // FNV-1a
-    for (unsigned char c : base) h = (h ^ c) * 1099511628211ull;
-    char hash[18];
-    std::snprintf(hash, sizeof hash, "~%016llx", static_cast<unsigned long long>(h));
+    const std::string hash = "~" + Fnv1a().add(base).hex();
     const size_t keep = limit > kSuffix + 17 ? limit - kSuffix - 17 : 0;
     return base.substr(0, keep) + hash;
 }

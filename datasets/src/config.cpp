@@ -26,45 +26,36 @@ std::string join(const std::vector<std::string>& v) {
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
     return s;
 }
+
+// The GPUs by name: dense (no sparsity) datasheet peaks; see docs/datasets.md for the sources.
+const std::vector<GpuSpec>& gpus() {
+    static const std::vector<GpuSpec> table = {
+        {.name = "a100", .device_name = "NVIDIA A100-SXM4-80GB", .memory_bytes = 80ll << 30,
+         .matmul_flops = 312e12, .tf32_flops = 156e12, .fp32_flops = 19.5e12, .mem_bw = 2.039e12,
+         .nvlink_bw = 300e9,   // NVLink 3: 600 GB/s both directions
+         .net_bw = 25e9},      // HDR InfiniBand 200 Gb/s per GPU
+        {.name = "h100", .device_name = "NVIDIA H100 80GB HBM3", .memory_bytes = 80ll << 30,
+         .matmul_flops = 989.4e12, .tf32_flops = 494.7e12, .fp32_flops = 66.9e12, .mem_bw = 3.35e12,
+         .nvlink_bw = 450e9,   // NVLink 4: 900 GB/s both directions
+         .net_bw = 50e9},      // NDR InfiniBand 400 Gb/s per GPU
+        {.name = "h200", .device_name = "NVIDIA H200", .memory_bytes = 141000000000ll,
+         .matmul_flops = 989.4e12, .tf32_flops = 494.7e12, .fp32_flops = 66.9e12, .mem_bw = 4.8e12,
+         .nvlink_bw = 450e9, .net_bw = 50e9},
+    };
+    return table;
+}
 }  // namespace
 
-std::vector<std::string> gpu_names() { return {"a100", "h100", "h200"}; }
+std::vector<std::string> gpu_names() {
+    std::vector<std::string> names;
+    for (const GpuSpec& gpu : gpus()) names.push_back(gpu.name);
+    return names;
+}
 
 GpuSpec gpu_spec(std::string_view name) {
-    // Dense (no sparsity) datasheet peaks; see docs/datasets.md for the sources.
-    GpuSpec g;
-    g.name = std::string(name);
-    if (name == "a100") {
-        g.device_name = "NVIDIA A100-SXM4-80GB";
-        g.memory_bytes = 80ll << 30;
-        g.matmul_flops = 312e12;
-        g.tf32_flops = 156e12;
-        g.fp32_flops = 19.5e12;
-        g.mem_bw = 2.039e12;
-        g.nvlink_bw = 300e9;   // NVLink 3: 600 GB/s both directions
-        g.net_bw = 25e9;       // HDR InfiniBand 200 Gb/s per GPU
-    } else if (name == "h100") {
-        g.device_name = "NVIDIA H100 80GB HBM3";
-        g.memory_bytes = 80ll << 30;
-        g.matmul_flops = 989.4e12;
-        g.tf32_flops = 494.7e12;
-        g.fp32_flops = 66.9e12;
-        g.mem_bw = 3.35e12;
-        g.nvlink_bw = 450e9;   // NVLink 4: 900 GB/s both directions
-        g.net_bw = 50e9;       // NDR InfiniBand 400 Gb/s per GPU
-    } else if (name == "h200") {
-        g.device_name = "NVIDIA H200";
-        g.memory_bytes = 141000000000ll;
-        g.matmul_flops = 989.4e12;
-        g.tf32_flops = 494.7e12;
-        g.fp32_flops = 66.9e12;
-        g.mem_bw = 4.8e12;
-        g.nvlink_bw = 450e9;
-        g.net_bw = 50e9;
-    } else {
-        throw Error("unknown GPU '" + std::string(name) + "'; valid: " + join(gpu_names()));
-    }
-    return g;
+    for (const GpuSpec& gpu : gpus())
+        if (gpu.name == name) return gpu;
+    throw Error("unknown GPU '" + std::string(name) + "'; valid: " + join(gpu_names()));
 }
 
 std::vector<std::string> preset_names() {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "emitter.hpp"
+#include "mhc/common/hash.hpp"
 #include "mhc/datasets/formulas.hpp"
 #include "model.hpp"
 #include "names.hpp"
@@ -74,15 +75,9 @@ void write_meta(const GeneratorConfig& c, const GenerateStats& s, trace::Writer&
 // The job identity (docs/trace-format.md, "Multi-rank traces"): the ranks generated from one
 // configuration are one job, on one clock starting at 0. A trace generated alone is a job of one.
 void write_job_meta(const GeneratorConfig& c, int rank, int world_size, trace::Writer& w) {
-    uint64_t h = 1469598103934665603ull;   // FNV-1a of the configuration
-    for (const auto& [k, v] : config_meta(c))
-        for (const std::string* x : {&k, &v}) {
-            for (unsigned char ch : *x) h = (h ^ ch) * 1099511628211ull;
-            h = (h ^ 0xff) * 1099511628211ull;
-        }
-    char id[32];
-    std::snprintf(id, sizeof id, "generate-%016llx", static_cast<unsigned long long>(h));
-    w.set_meta("job.id", id);
+    Fnv1a hash;   // of the configuration
+    for (const auto& [key, value] : config_meta(c)) hash.add_field(key).add_field(value);
+    w.set_meta("job.id", "generate-" + hash.hex());
     w.set_meta("world_size", std::to_string(world_size));
     w.set_meta("rank", std::to_string(rank));
     w.set_meta("time_origin_ns", "0");

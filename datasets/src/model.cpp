@@ -11,14 +11,7 @@ namespace mhc::datasets::detail {
 using enum ParamRole;
 using enum Slot;
 
-using trace::Category;
-using trace::CopyKind;
-using trace::MarkerKind;
-
 namespace {
-constexpr Category kAct = Category::Activation;
-constexpr Category kWs = Category::Workspace;
-
 // a + number + b, built by appending (GCC 12 warns falsely on chained operator+ at -O3).
 std::string cat(const char* a, int64_t number, const char* b) {
     std::string s(a);
@@ -46,26 +39,25 @@ Model::Model(Emitter& e, const KernelNames& k)
     for (int l = 0; l < dims_.layers; ++l) {
         auto& lp = layer_params_[l];
         std::string pre = cat("L", l, ".");
-        auto add = [&](ParamRole role, const char* name, int64_t numel) {
+        auto add = [&](ParamRole role, const std::string& name, int64_t numel) {
             lp[role] = param(pre + name, numel);
         };
         const int64_t n = dims_.n;
-        if (n > 1) {
-            add(HcFnA, "attn.hc.fn", n * h * n * (n + 2));
-            add(HcBaseA, "attn.hc.base", n * (n + 2));
-            add(HcScaleA, "attn.hc.scale", 3);
-        }
+        // The mHC coefficients of a sublayer ("attn" or "mlp"): projection, bias and scales.
+        auto add_hc = [&](ParamRole fn, ParamRole base, ParamRole scale, const std::string& sublayer) {
+            if (n <= 1) return;
+            add(fn, sublayer + ".hc.fn", n * h * n * (n + 2));
+            add(base, sublayer + ".hc.base", n * (n + 2));
+            add(scale, sublayer + ".hc.scale", 3);
+        };
+        add_hc(HcFnA, HcBaseA, HcScaleA, "attn");
         add(Ln1W, "attn.norm.weight", h);
         if (gpt2) add(Ln1B, "attn.norm.bias", h);
         add(QkvW, "attn.qkv.weight", h * (dims_.q + 2 * dims_.kv));
         if (gpt2) add(QkvB, "attn.qkv.bias", dims_.q + 2 * dims_.kv);
         add(OW, "attn.out.weight", dims_.q * h);
         if (gpt2) add(OB, "attn.out.bias", h);
-        if (n > 1) {
-            add(HcFnM, "mlp.hc.fn", n * h * n * (n + 2));
-            add(HcBaseM, "mlp.hc.base", n * (n + 2));
-            add(HcScaleM, "mlp.hc.scale", 3);
-        }
+        add_hc(HcFnM, HcBaseM, HcScaleM, "mlp");
         add(Ln2W, "mlp.norm.weight", h);
         if (gpt2) add(Ln2B, "mlp.norm.bias", h);
         add(Fc1W, gpt2 ? "mlp.fc1.weight" : "mlp.gate_up.weight", h * dims_.ffn * (gpt2 ? 1 : 2));

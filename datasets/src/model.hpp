@@ -12,6 +12,10 @@
 
 namespace mhc::datasets::detail {
 
+// The categories of the model's buffers, short.
+inline constexpr Category kAct = Category::Activation;
+inline constexpr Category kWs = Category::Workspace;
+
 // Parameters of a layer, by role; -1 where the architecture has none.
 enum class ParamRole : int { Ln1W, Ln1B, QkvW, QkvB, OW, OB, Ln2W, Ln2B, Fc1W, Fc1B, Fc2W, Fc2B,
                              HcFnA, HcBaseA, HcScaleA, HcFnM, HcBaseM, HcScaleM };

@@ -8,15 +8,8 @@ namespace mhc::datasets::detail {
 
 using enum ParamRole;
 using enum Slot;
-
-using trace::Category;
 using trace::CopyKind;
 using trace::MarkerKind;
-
-namespace {
-constexpr Category kAct = Category::Activation;
-constexpr Category kWs = Category::Workspace;
-}  // namespace
 
 // Bandwidth of the data-parallel group: NVLink while it fits in one 8-GPU node with its
 // tensor-parallel peers, the network beyond.

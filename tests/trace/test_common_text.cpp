@@ -1,8 +1,9 @@
-// The one JSON string writer and the one integer parser (mhc/common): hand-worked cases.
+// The one JSON string writer, the one integer parser and the one hash (mhc/common): hand-worked cases.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 
+#include "mhc/common/hash.hpp"
 #include "mhc/common/json.hpp"
 #include "mhc/common/numbers.hpp"
 
@@ -33,4 +34,16 @@ TEST_CASE("parse_integer takes the whole text as a decimal integer or nothing", 
     CHECK(mhc::parse_integer<uint64_t>("18446744073709551615") == UINT64_MAX);
     CHECK_FALSE(mhc::parse_integer<uint64_t>("-1"));
     CHECK_FALSE(mhc::parse_integer<int>("4294967296"));
+}
+
+TEST_CASE("Fnv1a keeps the values fingerprints were made with, and fields end in 0xff", "[common]") {
+    // FNV-1a with the offset 1469598103934665603 and the prime 1099511628211, worked out by hand
+    // (h = (h ^ byte) * prime mod 2^64): "a" gives (1469598103934665603 ^ 0x61) * 1099511628211.
+    CHECK(mhc::Fnv1a().value() == 1469598103934665603ull);
+    CHECK(mhc::Fnv1a().add("a").value() == 4953267810257967366ull);
+    CHECK(mhc::Fnv1a().add("foo").add("bar").hex() == "88fad7c0a8ff07f2");
+    // add_field(x) is add(x) then the byte 0xff: ("a", "b") and ("ab", "") hash apart.
+    CHECK(mhc::Fnv1a().add_field("a").add_field("b").value() == mhc::Fnv1a().add("a\xff" "b\xff").value());
+    CHECK(mhc::Fnv1a().add_field("a").add_field("b").hex() == "c9791bbd2dd8f2ec");
+    CHECK(mhc::Fnv1a().add_field("ab").add_field("").value() != mhc::Fnv1a().add_field("a").add_field("b").value());
 }

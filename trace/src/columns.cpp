@@ -1,6 +1,8 @@
 #include "mhc/trace/columns.hpp"
 
 #include <algorithm>
+#include <concepts>
+#include <type_traits>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/cache.hpp"
@@ -25,97 +27,98 @@ int64_t IdIndex::find(const std::vector<int64_t>& ids, int64_t id) const {
     return (it != ids.end() && *it == id) ? it - ids.begin() : -1;
 }
 
-void AllocationColumns::reserve(size_t n) {
-    id.reserve(n); address.reserve(n); bytes.reserve(n); t_alloc.reserve(n); t_free.reserve(n);
-    stream.reserve(n); label.reserve(n); device.reserve(n); category.reserve(n); requested_bytes.reserve(n);
+namespace {
+
+template <class C, class T>
+concept ColumnsOf = std::same_as<std::remove_const_t<C>, T>;
+
+// Each column of a table beside the member of its row that it holds, under the name the cache
+// gives it: the one list that push(), row(), reserve(), the cache and its check follow (in the
+// cache's order). AllocationColumns::requested_bytes is apart: it may be shorter (push() pads it).
+template <ColumnsOf<AllocationColumns> C, class Row, class F>
+void row_columns(C& cols, Row& row, F&& each) {
+    each("id", cols.id, row.id); each("address", cols.address, row.address); each("bytes", cols.bytes, row.bytes);
+    each("t_alloc", cols.t_alloc, row.t_alloc); each("t_free", cols.t_free, row.t_free);
+    each("stream", cols.stream, row.stream); each("label", cols.label, row.label);
+    each("device", cols.device, row.device); each("category", cols.category, row.category);
 }
 
-void AllocationColumns::push(const Allocation& a) {
-    id.push_back(a.id);
-    device.push_back(a.device);
-    address.push_back(a.address);
-    bytes.push_back(a.bytes);
-    t_alloc.push_back(a.t_alloc);
-    t_free.push_back(a.t_free);
-    stream.push_back(a.stream);
-    category.push_back(a.category);
-    label.push_back(a.label);
+template <ColumnsOf<KernelColumns> C, class Row, class F>
+void row_columns(C& cols, Row& row, F&& each) {
+    each("id", cols.id, row.id); each("stream", cols.stream, row.stream); each("name", cols.name, row.name);
+    each("t_start", cols.t_start, row.t_start); each("t_end", cols.t_end, row.t_end);
+    each("correlation", cols.correlation, row.correlation); each("device", cols.device, row.device);
+    each("step", cols.step, row.step);
+}
+
+template <ColumnsOf<CopyColumns> C, class Row, class F>
+void row_columns(C& cols, Row& row, F&& each) {
+    each("id", cols.id, row.id); each("stream", cols.stream, row.stream); each("bytes", cols.bytes, row.bytes);
+    each("t_start", cols.t_start, row.t_start); each("t_end", cols.t_end, row.t_end);
+    each("device", cols.device, row.device); each("kind", cols.kind, row.kind);
+}
+
+template <ColumnsOf<MarkerColumns> C, class Row, class F>
+void row_columns(C& cols, Row& row, F&& each) {
+    each("id", cols.id, row.id); each("name", cols.name, row.name); each("t_start", cols.t_start, row.t_start);
+    each("t_end", cols.t_end, row.t_end); each("kind", cols.kind, row.kind); each("index", cols.index, row.index);
+}
+
+template <class Row, class C>
+void push_row(C& cols, const Row& row) {
+    row_columns(cols, row, [](const char*, auto& column, const auto& value) { column.push_back(value); });
+}
+
+template <class Row, class C>
+Row row_at(const C& cols, size_t index) {
+    Row out;
+    row_columns(cols, out, [index](const char*, const auto& column, auto& value) { value = column[index]; });
+    return out;
+}
+
+template <class Row, class C>
+void reserve_rows(C& cols, size_t n) {
+    Row unused;
+    row_columns(cols, unused, [n](const char*, auto& column, auto&) { column.reserve(n); });
+}
+
+// Every column of the table as long as its ids.
+template <class Row, class C>
+bool same_length(const C& cols) {
+    Row unused;
+    bool ok = true;
+    row_columns(cols, unused, [&](const char*, const auto& column, auto&) { ok = ok && column.size() == cols.size(); });
+    return ok;
+}
+
+}  // namespace
+
+void AllocationColumns::reserve(size_t n) {
+    reserve_rows<Allocation>(*this, n);
+    requested_bytes.reserve(n);
+}
+
+void AllocationColumns::push(const Allocation& allocation) {
+    push_row(*this, allocation);
     requested_bytes.resize(id.size() - 1, kNoBytes);   // rows pushed column by column before this one
-    requested_bytes.push_back(a.requested_bytes);
+    requested_bytes.push_back(allocation.requested_bytes);
 }
 
 Allocation AllocationColumns::row(size_t index) const {
-    Allocation out;
-    out.id = id[index];
-    out.device = device[index];
-    out.address = address[index];
-    out.bytes = bytes[index];
-    out.t_alloc = t_alloc[index];
-    out.t_free = t_free[index];
-    out.stream = stream[index];
-    out.category = category[index];
-    out.label = label[index];
+    Allocation out = row_at<Allocation>(*this, index);
     out.requested_bytes = requested_at(index);
     return out;
 }
 
-void KernelColumns::reserve(size_t n) {
-    id.reserve(n); stream.reserve(n); name.reserve(n); t_start.reserve(n); t_end.reserve(n);
-    correlation.reserve(n); device.reserve(n); step.reserve(n);
-}
+void KernelColumns::reserve(size_t n) { reserve_rows<Kernel>(*this, n); }
+void KernelColumns::push(const Kernel& kernel) { push_row(*this, kernel); }
+Kernel KernelColumns::row(size_t index) const { return row_at<Kernel>(*this, index); }
 
-void KernelColumns::push(const Kernel& k) {
-    id.push_back(k.id);
-    device.push_back(k.device);
-    stream.push_back(k.stream);
-    name.push_back(k.name);
-    t_start.push_back(k.t_start);
-    t_end.push_back(k.t_end);
-    step.push_back(k.step);
-    correlation.push_back(k.correlation);
-}
+void CopyColumns::reserve(size_t n) { reserve_rows<Copy>(*this, n); }
+void CopyColumns::push(const Copy& copy) { push_row(*this, copy); }
 
-Kernel KernelColumns::row(size_t index) const {
-    Kernel out;
-    out.id = id[index];
-    out.device = device[index];
-    out.stream = stream[index];
-    out.name = name[index];
-    out.t_start = t_start[index];
-    out.t_end = t_end[index];
-    out.step = step[index];
-    out.correlation = correlation[index];
-    return out;
-}
-
-void CopyColumns::reserve(size_t n) {
-    id.reserve(n); stream.reserve(n); bytes.reserve(n); t_start.reserve(n); t_end.reserve(n);
-    device.reserve(n); kind.reserve(n);
-}
-
-void CopyColumns::push(const Copy& c) {
-    id.push_back(c.id);
-    device.push_back(c.device);
-    stream.push_back(c.stream);
-    kind.push_back(c.kind);
-    bytes.push_back(c.bytes);
-    t_start.push_back(c.t_start);
-    t_end.push_back(c.t_end);
-}
-
-void MarkerColumns::reserve(size_t n) {
-    id.reserve(n); name.reserve(n); t_start.reserve(n); t_end.reserve(n); kind.reserve(n);
-    index.reserve(n);
-}
-
-void MarkerColumns::push(const Marker& m) {
-    id.push_back(m.id);
-    name.push_back(m.name);
-    t_start.push_back(m.t_start);
-    t_end.push_back(m.t_end);
-    kind.push_back(m.kind);
-    index.push_back(m.index);
-}
+void MarkerColumns::reserve(size_t n) { reserve_rows<Marker>(*this, n); }
+void MarkerColumns::push(const Marker& marker) { push_row(*this, marker); }
 
 const std::string& TraceData::str(int64_t id) const {
     static const std::string empty;
@@ -197,22 +200,17 @@ namespace {
 // Every array load_trace fills, by name: the one list the cache writes and reads.
 template <class Data, class F>
 void each_column(Data& t, F&& f) {
-    auto& a = t.allocations;
-    f("allocations.id", a.id); f("allocations.address", a.address); f("allocations.bytes", a.bytes);
-    f("allocations.t_alloc", a.t_alloc); f("allocations.t_free", a.t_free); f("allocations.stream", a.stream);
-    f("allocations.label", a.label); f("allocations.device", a.device); f("allocations.category", a.category);
-    f("allocations.requested_bytes", a.requested_bytes);
-    auto& k = t.kernels;
-    f("kernels.id", k.id); f("kernels.stream", k.stream); f("kernels.name", k.name); f("kernels.t_start", k.t_start);
-    f("kernels.t_end", k.t_end); f("kernels.correlation", k.correlation); f("kernels.device", k.device);
-    f("kernels.step", k.step); f("kernels.access_begin", k.access_begin);
+    auto table = [&f]<class Row>(const char* prefix, auto& columns, Row unused) {
+        row_columns(columns, unused,
+                    [&](const char* name, auto& column, auto&) { f((std::string(prefix) + name).c_str(), column); });
+    };
+    table("allocations.", t.allocations, Allocation{});
+    f("allocations.requested_bytes", t.allocations.requested_bytes);
+    table("kernels.", t.kernels, Kernel{});
+    f("kernels.access_begin", t.kernels.access_begin);
     f("accesses.allocation", t.accesses.allocation); f("accesses.mode", t.accesses.mode);
-    auto& c = t.copies;
-    f("copies.id", c.id); f("copies.stream", c.stream); f("copies.bytes", c.bytes); f("copies.t_start", c.t_start);
-    f("copies.t_end", c.t_end); f("copies.device", c.device); f("copies.kind", c.kind);
-    auto& m = t.markers;
-    f("markers.id", m.id); f("markers.name", m.name); f("markers.t_start", m.t_start); f("markers.t_end", m.t_end);
-    f("markers.kind", m.kind); f("markers.index", m.index);
+    table("copies.", t.copies, Copy{});
+    table("markers.", t.markers, Marker{});
     f("dangling_accesses", t.dangling_accesses);
     f("segments", t.segments);
 }
@@ -222,24 +220,15 @@ void each_column(Data& t, F&& f) {
 bool consistent(const TraceData& t) {
     const auto& a = t.allocations;
     const size_t na = a.size();
-    bool ok = a.address.size() == na && a.bytes.size() == na && a.t_alloc.size() == na && a.t_free.size() == na &&
-              a.stream.size() == na && a.label.size() == na && a.device.size() == na && a.category.size() == na &&
-              a.requested_bytes.size() <= na;
+    bool ok = same_length<Allocation>(a) && a.requested_bytes.size() <= na;
     const auto& k = t.kernels;
     const size_t nk = k.size();
-    ok = ok && k.stream.size() == nk && k.name.size() == nk && k.t_start.size() == nk && k.t_end.size() == nk &&
-         k.correlation.size() == nk && k.device.size() == nk && k.step.size() == nk &&
-         k.access_begin.size() == nk + 1 && k.access_begin.front() == 0 &&
+    ok = ok && same_length<Kernel>(k) && k.access_begin.size() == nk + 1 && k.access_begin.front() == 0 &&
          std::is_sorted(k.access_begin.begin(), k.access_begin.end()) &&
          static_cast<size_t>(k.access_begin.back()) == t.accesses.size() && t.accesses.mode.size() == t.accesses.size();
     ok = ok && std::all_of(t.accesses.allocation.begin(), t.accesses.allocation.end(),
                            [na](int32_t x) { return x >= 0 && static_cast<size_t>(x) < na; });
-    const auto& c = t.copies;
-    ok = ok && c.stream.size() == c.size() && c.bytes.size() == c.size() && c.t_start.size() == c.size() &&
-         c.t_end.size() == c.size() && c.device.size() == c.size() && c.kind.size() == c.size();
-    const auto& m = t.markers;
-    return ok && m.name.size() == m.size() && m.t_start.size() == m.size() && m.t_end.size() == m.size() &&
-           m.kind.size() == m.size() && m.index.size() == m.size();
+    return ok && same_length<Copy>(t.copies) && same_length<Marker>(t.markers);
 }
 
 // The columns from the file's cache entry, when it holds one for this fingerprint; the rows

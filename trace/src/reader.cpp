@@ -5,6 +5,7 @@
 #include "rules.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
+#include "trace_tables.hpp"
 
 namespace mhc::trace {
 
@@ -166,27 +167,31 @@ Reader::Reader(std::string path, std::string name) : path_(name.empty() ? path :
 
 Reader::~Reader() { sqlite3_close(db_); }
 
-std::map<std::string, std::string> Reader::meta() const {
+std::map<std::string, std::string> meta_rows(sqlite3* db, const std::string& file, const std::string& schema) {
     std::map<std::string, std::string> out;
-    sql::Stmt s(db_, path_, "SELECT key, value FROM meta");
-    while (s.step()) out[s.text(0)] = s.text(1);
+    sql::Stmt stmt(db, file, ("SELECT key, value FROM " + schema + ".meta").c_str());
+    while (stmt.step()) out[stmt.text(0)] = stmt.text(1);
     return out;
 }
 
-TableCounts Reader::counts() const {
-    auto count = [&](const char* q) {
-        sql::Stmt s(db_, path_, q);
-        return s.step() ? s.i64(0) : 0;
+TableCounts table_counts(sqlite3* db, const std::string& file, const std::string& schema) {
+    auto count = [&](const char* table) {
+        sql::Stmt stmt(db, file, ("SELECT count(*) FROM " + schema + "." + table).c_str());
+        return stmt.step() ? stmt.i64(0) : 0;
     };
-    TableCounts c;
-    c.allocations = count("SELECT count(*) FROM allocations");
-    c.kernels = count("SELECT count(*) FROM kernels");
-    c.accesses = count("SELECT count(*) FROM accesses");
-    c.copies = count("SELECT count(*) FROM copies");
-    c.markers = count("SELECT count(*) FROM markers");
-    c.strings = count("SELECT count(*) FROM strings");
-    return c;
+    TableCounts counts;
+    counts.allocations = count("allocations");
+    counts.kernels = count("kernels");
+    counts.accesses = count("accesses");
+    counts.copies = count("copies");
+    counts.markers = count("markers");
+    counts.strings = count("strings");
+    return counts;
 }
+
+std::map<std::string, std::string> Reader::meta() const { return meta_rows(db_, path_, "main"); }
+
+TableCounts Reader::counts() const { return table_counts(db_, path_, "main"); }
 
 std::vector<std::string> Reader::strings() const {
     // Ids index the vector, so they must be dense: an id past the row count is refused rather

@@ -11,26 +11,22 @@
 #include <map>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/hash.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
+#include "trace_tables.hpp"
 
 namespace mhc::trace {
 
 std::string fingerprint(const std::map<std::string, std::string>& meta, const TableCounts& n) {
-    uint64_t h = 1469598103934665603ull;   // FNV-1a
-    auto mix = [&h](const std::string& s) {
-        for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-        h = (h ^ 0xff) * 1099511628211ull;
-    };
-    for (auto& [k, v] : meta) { mix(k); mix(v); }
-    for (int64_t c : {n.allocations, n.kernels, n.accesses, n.copies, n.markers, n.strings})
-        mix(std::to_string(c));
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-    return buf;
+    Fnv1a hash;
+    for (auto& [key, value] : meta) hash.add_field(key).add_field(value);
+    for (int64_t rows : {n.allocations, n.kernels, n.accesses, n.copies, n.markers, n.strings})
+        hash.add_field(std::to_string(rows));
+    return hash.hex();
 }
 
 int64_t stored_size(const Run& run) {
@@ -53,23 +49,7 @@ namespace fs = std::filesystem;
 // The fingerprint of the trace whose tables `schema` names on `db`: what Reader-based code
 // computes from meta() and counts(), here inside the storing transaction.
 std::string fingerprint_in(sqlite3* db, const std::string& file, const std::string& schema) {
-    std::map<std::string, std::string> meta;
-    {
-        sql::Stmt s(db, file, ("SELECT key, value FROM " + schema + ".meta").c_str());
-        while (s.step()) meta[s.text(0)] = s.text(1);
-    }
-    auto count = [&](const char* table) {
-        sql::Stmt s(db, file, ("SELECT count(*) FROM " + schema + "." + table).c_str());
-        return s.step() ? s.i64(0) : 0;
-    };
-    TableCounts n;
-    n.allocations = count("allocations");
-    n.kernels = count("kernels");
-    n.accesses = count("accesses");
-    n.copies = count("copies");
-    n.markers = count("markers");
-    n.strings = count("strings");
-    return fingerprint(meta, n);
+    return fingerprint(meta_rows(db, file, schema), table_counts(db, file, schema));
 }
 
 std::string meta_value(sqlite3* db, const std::string& file, const char* key) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mhc/common/hash.hpp"
+
 namespace mhc::viewer {
 
 namespace {
@@ -15,14 +17,21 @@ uint32_t hsv(float h, float s, float v) {
     auto q = [&](float f) { return static_cast<uint8_t>(std::lround((f + m) * 255)); };
     return rgb(q(r), q(g), q(b));
 }
+
+// The colour of value `v` (an enumeration's member or a class number) from its palette, in
+// declaration order; `fallback` for a value outside it.
+template <class Value, size_t N>
+uint32_t from_palette(const uint32_t (&palette)[N], Value value, uint32_t fallback) {
+    const auto index = static_cast<size_t>(value);   // a negative value wraps past N
+    return index < N ? palette[index] : fallback;
+}
 }  // namespace
 
 uint32_t name_color(std::string_view name) {
-    uint64_t h = 1469598103934665603ull;   // FNV-1a
-    for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
-    float hue = static_cast<float>(h % 360) / 360.f;
-    float sat = 0.45f + static_cast<float>((h >> 16) % 25) / 100.f;
-    float val = 0.70f + static_cast<float>((h >> 24) % 20) / 100.f;
+    const uint64_t hash = Fnv1a().add(name).value();
+    float hue = static_cast<float>(hash % 360) / 360.f;
+    float sat = 0.45f + static_cast<float>((hash >> 16) % 25) / 100.f;
+    float val = 0.70f + static_cast<float>((hash >> 24) % 20) / 100.f;
     return hsv(hue, sat, val);
 }
 
@@ -41,18 +50,18 @@ uint32_t family_color(KernelFamily f) {
         rgb(80, 190, 170),   // optimizer: teal
         rgb(140, 140, 150),  // other: grey
     };
-    auto i = static_cast<int>(f);
-    return (i >= 0 && i < kFamilyCount) ? k[i] : k[kFamilyCount - 1];
+    return from_palette(k, f, k[kFamilyCount - 1]);
 }
 
 uint32_t kernel_color(std::string_view name) { return kernel_color(name, classify_kernel(name)); }
 
 uint32_t kernel_color(std::string_view name, KernelFamily family) {
     uint32_t base = family_color(family);
-    uint64_t h = 1469598103934665603ull;   // FNV-1a
-    for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
-    float f = 0.82f + static_cast<float>(h % 31) / 100.f;   // 0.82 .. 1.12
-    auto scale = [&](uint8_t v) { return static_cast<uint8_t>(std::min(255.f, std::round(static_cast<float>(v) * f))); };
+    const uint64_t hash = Fnv1a().add(name).value();
+    float factor = 0.82f + static_cast<float>(hash % 31) / 100.f;   // 0.82 .. 1.12
+    auto scale = [&](uint8_t channel) {
+        return static_cast<uint8_t>(std::min(255.f, std::round(static_cast<float>(channel) * factor)));
+    };
     return rgb(scale(red(base)), scale(green(base)), scale(blue(base)));
 }
 
@@ -73,7 +82,7 @@ const char* size_class_name(int c) {
 uint32_t size_class_color(int c) {
     static constexpr uint32_t k[kSizeClassCount] = {rgb(120, 190, 230), rgb(90, 200, 140), rgb(230, 200, 80),
                                                     rgb(240, 140, 60), rgb(220, 70, 90)};
-    return (c >= 0 && c < kSizeClassCount) ? k[c] : kSummary;
+    return from_palette(k, c, kSummary);
 }
 
 uint32_t category_color(trace::Category c) {
@@ -86,8 +95,7 @@ uint32_t category_color(trace::Category c) {
         rgb(60, 190, 200),   // comm
         rgb(175, 150, 120),  // other: tan, not the summary band's slate
     };
-    int i = static_cast<int>(c);
-    return (i >= 0 && i < trace::kCategoryCount) ? k[i] : k[6];
+    return from_palette(k, c, k[6]);
 }
 
 uint32_t event_color(trace::EventKind e) {
@@ -101,16 +109,14 @@ uint32_t event_color(trace::EventKind e) {
         rgb(255, 0, 0),      // oom
         rgb(100, 200, 160),  // prefetch
     };
-    int i = static_cast<int>(e);
-    return (i >= 0 && i < trace::kEventKindCount) ? k[i] : kFolded;
+    return from_palette(k, e, kFolded);
 }
 
 uint32_t copy_color(trace::CopyKind c) {
     static constexpr uint32_t k[trace::kCopyKindCount] = {
         rgb(70, 160, 240), rgb(235, 110, 60), rgb(120, 200, 120), rgb(200, 120, 200),
         rgb(170, 170, 120), rgb(140, 140, 160)};
-    int i = static_cast<int>(c);
-    return (i >= 0 && i < trace::kCopyKindCount) ? k[i] : kFolded;
+    return from_palette(k, c, kFolded);
 }
 
 uint32_t marker_color(trace::MarkerKind m) {

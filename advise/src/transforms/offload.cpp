@@ -19,6 +19,20 @@ struct Pack {
     Point at() const { return {seq, output}; }
 };
 
+// A synchronous copy of `bytes` on the compute stream, belonging to recorded kernel `anchor` of
+// `step`: D2H in the forward, H2D in the backward. Appended to the plan's ops, not yet placed.
+int32_t add_copy(const Base& base, Plan& plan, bool h2d, int64_t bytes, int32_t step, int32_t anchor) {
+    Op cp;
+    cp.kind = h2d ? OpKind::CopyH2D : OpKind::CopyD2H;
+    cp.bytes = bytes;
+    cp.step = step;
+    cp.phase = h2d ? Phase::Backward : Phase::Forward;
+    cp.module = base.module[static_cast<size_t>(anchor)];
+    cp.anchor = anchor;
+    cp.name = plan.intern(h2d ? "offload H2D" : "offload D2H");
+    return plan.add_op(cp);
+}
+
 class Offload final : public Transform {
 public:
     Offload(OffloadSetting o, std::vector<int32_t> scope) : o_(std::move(o)), scope_(std::move(scope)) {}
@@ -96,15 +110,7 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
             p.copies.push_back({false, a.bytes, k, false});
             d2h = static_cast<int32_t>(p.copies.size() - 1);
         } else {
-            Op cp;
-            cp.kind = OpKind::CopyD2H;
-            cp.bytes = a.bytes;
-            cp.step = step;
-            cp.phase = Phase::Forward;
-            cp.module = b.module[static_cast<size_t>(k)];
-            cp.anchor = k;
-            cp.name = p.intern("offload D2H");
-            p.insert_after(k, p.add_op(cp));
+            p.insert_after(k, add_copy(b, p, false, a.bytes, step, k));
         }
         const int32_t u = unpack_at(x);
         // A storage that a pack outside the hook keeps, or that the program holds (made before
@@ -151,15 +157,7 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
             p.ops[static_cast<size_t>(u)].waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
             d.made = {bring, false};
         } else {
-            Op cp;
-            cp.kind = OpKind::CopyH2D;
-            cp.bytes = a.bytes;
-            cp.step = step;
-            cp.phase = Phase::Backward;
-            cp.module = b.module[static_cast<size_t>(u)];
-            cp.anchor = u;
-            cp.name = p.intern("offload H2D");
-            int32_t id = p.add_op(cp);
+            int32_t id = add_copy(b, p, true, a.bytes, step, u);
             p.insert_before(u, id);
             d.made = {id, false};
         }

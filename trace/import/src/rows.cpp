@@ -7,9 +7,18 @@
 namespace mhc::trace::import {
 
 namespace {
-// Ids must grow strictly, as load_trace's ORDER BY id would return them.
-void check_order(const std::vector<int64_t>& ids, int64_t id, bool& ordered) {
-    if (!ids.empty() && id <= ids.back()) ordered = false;
+// Writes `row` to the file and keeps it in `kept` (a table's columns, or a vector of rows). Ids
+// must grow strictly, as load_trace's ORDER BY id would return them: `ordered` says whether they did.
+template <class Row, class Kept>
+void add_row(Writer& writer, const Row& row, Kept& kept, bool& ordered) {
+    writer.add(row);
+    if constexpr (requires { kept.id; }) {
+        if (!kept.id.empty() && row.id <= kept.id.back()) ordered = false;
+        kept.push(row);
+    } else {
+        if (!kept.empty() && row.id <= kept.back().id) ordered = false;
+        kept.push_back(row);
+    }
 }
 }  // namespace
 
@@ -32,40 +41,20 @@ void Rows::reserve(size_t allocations, size_t kernels, size_t copies) {
     t_.copies.reserve(t_.copies.size() + copies);
 }
 
-void Rows::add(const Allocation& a) {
-    w_.add(a);
-    check_order(t_.allocations.id, a.id, ordered_);
-    t_.allocations.push(a);
-}
+void Rows::add(const Allocation& allocation) { add_row(w_, allocation, t_.allocations, ordered_); }
 
-void Rows::add(const Kernel& k) {
-    w_.add(k);
-    check_order(t_.kernels.id, k.id, ordered_);
-    t_.kernels.push(k);
-}
+void Rows::add(const Kernel& kernel) { add_row(w_, kernel, t_.kernels, ordered_); }
 
 void Rows::add(const Access& a) {
     w_.add(a);
     accesses_.push_back({a.kernel, a.allocation, a.mode});
 }
 
-void Rows::add(const Copy& c) {
-    w_.add(c);
-    check_order(t_.copies.id, c.id, ordered_);
-    t_.copies.push(c);
-}
+void Rows::add(const Copy& copy) { add_row(w_, copy, t_.copies, ordered_); }
 
-void Rows::add(const Marker& m) {
-    w_.add(m);
-    check_order(t_.markers.id, m.id, ordered_);
-    t_.markers.push(m);
-}
+void Rows::add(const Marker& marker) { add_row(w_, marker, t_.markers, ordered_); }
 
-void Rows::add(const Segment& s) {
-    w_.add(s);
-    if (!t_.segments.empty() && s.id <= t_.segments.back().id) ordered_ = false;
-    t_.segments.push_back(s);
-}
+void Rows::add(const Segment& segment) { add_row(w_, segment, t_.segments, ordered_); }
 
 void Rows::set_free_time(int64_t allocation_id, int64_t t_free) {
     w_.set_free_time(allocation_id, t_free);

@@ -34,59 +34,38 @@ struct Field {
 template <class S, class T>
 concept FieldsOf = std::same_as<std::remove_const_t<S>, T>;
 
-template <FieldsOf<Capacity> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"bytes"}, s.bytes);
-    v(Field{"fraction"}, s.fraction);
-}
+// MHC_FIELDS(Type, a, b, ...) defines fields() for a struct whose fields carry nothing but their
+// names (no metric, no JSON key): it visits v(Field{"a"}, s.a), then v(Field{"b"}, s.b), ... in
+// the order given, so that each name is written once. Structs with metrics list theirs by hand.
+#define MHC_FIELDS(Type, ...)                                  \
+    template <FieldsOf<Type> S, class V>                       \
+    void fields(S& object, V&& visit) {                        \
+        MHC_FIELDS_EACH(MHC_FIELDS_VISIT, __VA_ARGS__)         \
+    }
+#define MHC_FIELDS_VISIT(member) visit(Field{#member}, object.member);
+// MHC_FIELDS_EACH(m, x, y, ...) is m(x) m(y) ...: each step leaves the call of the next one for a
+// later rescan, which MHC_FIELDS_RESCAN forces 64 times (lists of up to 64 members).
+#define MHC_FIELDS_EACH(macro, ...) __VA_OPT__(MHC_FIELDS_RESCAN(MHC_FIELDS_STEP(macro, __VA_ARGS__)))
+#define MHC_FIELDS_STEP(macro, first, ...) macro(first) __VA_OPT__(MHC_FIELDS_NEXT MHC_FIELDS_PARENS(macro, __VA_ARGS__))
+#define MHC_FIELDS_NEXT() MHC_FIELDS_STEP
+#define MHC_FIELDS_PARENS ()
+#define MHC_FIELDS_RESCAN(...) MHC_FIELDS_RESCAN16(MHC_FIELDS_RESCAN16(MHC_FIELDS_RESCAN16(MHC_FIELDS_RESCAN16(__VA_ARGS__))))
+#define MHC_FIELDS_RESCAN16(...) MHC_FIELDS_RESCAN4(MHC_FIELDS_RESCAN4(MHC_FIELDS_RESCAN4(MHC_FIELDS_RESCAN4(__VA_ARGS__))))
+#define MHC_FIELDS_RESCAN4(...) MHC_FIELDS_RESCAN1(MHC_FIELDS_RESCAN1(MHC_FIELDS_RESCAN1(MHC_FIELDS_RESCAN1(__VA_ARGS__))))
+#define MHC_FIELDS_RESCAN1(...) __VA_ARGS__
 
-template <FieldsOf<Direction> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"bandwidth_Bps"}, s.bandwidth_Bps);
-    v(Field{"latency_s"}, s.latency_s);
-}
+MHC_FIELDS(Capacity, bytes, fraction)
 
-template <FieldsOf<LinkModel::Chunk> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"bytes"}, s.bytes);
-    v(Field{"h2d_Bps"}, s.h2d_Bps);
-    v(Field{"d2h_Bps"}, s.d2h_Bps);
-    v(Field{"both_h2d_Bps"}, s.both_h2d_Bps);
-    v(Field{"both_d2h_Bps"}, s.both_d2h_Bps);
-}
+MHC_FIELDS(Direction, bandwidth_Bps, latency_s)
 
-template <FieldsOf<LinkModel> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"name"}, s.name);
-    v(Field{"h2d"}, s.h2d);
-    v(Field{"d2h"}, s.d2h);
-    v(Field{"copy_engines"}, s.copy_engines);
-    v(Field{"duplex_factor"}, s.duplex_factor);
-    v(Field{"nccl_share"}, s.nccl_share);
-    v(Field{"memcpy_share"}, s.memcpy_share);
-    v(Field{"source"}, s.source);
-    v(Field{"by_chunk"}, s.by_chunk);
-    v(Field{"notes"}, s.notes);
-    v(Field{"measured_load_average"}, s.measured_load_average);
-}
+MHC_FIELDS(LinkModel::Chunk, bytes, h2d_Bps, d2h_Bps, both_h2d_Bps, both_d2h_Bps)
+
+MHC_FIELDS(LinkModel, name, h2d, d2h, copy_engines, duplex_factor, nccl_share, memcpy_share, source, by_chunk, notes,
+           measured_load_average)
 
 // Config::cancel is left out: a pointer into the caller's process, never part of a result.
-template <FieldsOf<Config> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"capacity"}, s.capacity);
-    v(Field{"cpu_buffer_ratio"}, s.cpu_buffer_ratio);
-    v(Field{"eviction"}, s.eviction);
-    v(Field{"prefetch"}, s.prefetch);
-    v(Field{"allocator"}, s.allocator);
-    v(Field{"allocator_conf"}, s.allocator_conf);
-    v(Field{"early_swap_out"}, s.early_swap_out);
-    v(Field{"link"}, s.link);
-    v(Field{"max_swap_ops_per_sec"}, s.max_swap_ops_per_sec);
-    v(Field{"device"}, s.device);
-    v(Field{"check_invariants"}, s.check_invariants);
-    v(Field{"record_events"}, s.record_events);
-    v(Field{"memory_samples"}, s.memory_samples);
-}
+MHC_FIELDS(Config, capacity, cpu_buffer_ratio, eviction, prefetch, allocator, allocator_conf, early_swap_out, link,
+           max_swap_ops_per_sec, device, check_invariants, record_events, memory_samples)
 
 template <FieldsOf<Oom> S, class V>
 void fields(S& s, V&& v) {
@@ -106,50 +85,17 @@ void fields(S& s, V&& v) {
     v(Field{.name = "largest_free_block", .json = "largest_free_block"}, s.largest_free_block);
 }
 
-template <FieldsOf<EventOrigin> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"what"}, s.what);
-    v(Field{"after_launch"}, s.after_launch);
-    v(Field{"index"}, s.index);
-}
+MHC_FIELDS(EventOrigin, what, after_launch, index)
 
-template <FieldsOf<PlanLog::Release> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"alloc"}, s.alloc);
-    v(Field{"before"}, s.before);
-    v(Field{"origin"}, s.origin);
-    v(Field{"failed_allocation"}, s.failed_allocation);
-}
+MHC_FIELDS(PlanLog::Release, alloc, before, origin, failed_allocation)
 
-template <FieldsOf<PlanLog> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"origins"}, s.origins);
-    v(Field{"releases"}, s.releases);
-}
+MHC_FIELDS(PlanLog, origins, releases)
 
-template <FieldsOf<trace::RunEvent> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"kind"}, s.kind);
-    v(Field{"t_start"}, s.t_start);
-    v(Field{"t_end"}, s.t_end);
-    v(Field{"allocation"}, s.allocation);
-    v(Field{"kernel"}, s.kernel);
-    v(Field{"bytes"}, s.bytes);
-}
+MHC_FIELDS(trace::RunEvent, kind, t_start, t_end, allocation, kernel, bytes)
 
-template <FieldsOf<trace::RunKernelTime> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"kernel"}, s.kernel);
-    v(Field{"t_start"}, s.t_start);
-    v(Field{"t_end"}, s.t_end);
-}
+MHC_FIELDS(trace::RunKernelTime, kernel, t_start, t_end)
 
-template <FieldsOf<trace::RunMemorySample> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"t"}, s.t);
-    v(Field{"device_bytes"}, s.device_bytes);
-    v(Field{"host_bytes"}, s.host_bytes);
-}
+MHC_FIELDS(trace::RunMemorySample, t, device_bytes, host_bytes)
 
 template <FieldsOf<Result> S, class V>
 void fields(S& s, V&& v) {

@@ -54,15 +54,7 @@ struct BisectAnswer {
     double fraction = 0;      // smallest fraction of the baseline peak within the budget
     Result result;            // the run at that capacity
 };
-template <FieldsOf<BisectAnswer> S, class V>
-void fields(S& s, V&& v) {
-    v(Field{"policy"}, s.policy);
-    v(Field{"prefetch"}, s.prefetch);
-    v(Field{"link"}, s.link);
-    v(Field{"found"}, s.found);
-    v(Field{"fraction"}, s.fraction);
-    v(Field{"result"}, s.result);
-}
+MHC_FIELDS(BisectAnswer, policy, prefetch, link, found, fraction, result)
 
 struct SweepResult {
     std::vector<Result> grid;             // in grid order: policy, prefetch, capacity, link
