@@ -17,6 +17,7 @@
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/bench/args.hpp"
+#include "mhc/bench/load.hpp"
 #include "mhc/trace/store.hpp"
 
 using namespace mhc::trace;
@@ -34,59 +35,45 @@ static double cpu_seconds() {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static double thread_cpu_seconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static std::string loadavg() {
-    char b[64] = "?";
-    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-        if (!std::fgets(b, sizeof b, f)) b[0] = 0;
-        std::fclose(f);
-    }
-    std::string s(b);
-    return s.substr(0, s.find(' ', s.find(' ', s.find(' ') + 1) + 1));
-}
-
 // A run shaped like the simulator's: events by time with one in twenty placed a little early
 // (an eviction decided before the stall it served is written), kernel times in kernel order.
 static Run synthetic_run(int64_t events, int64_t kernels) {
-    Run r;
-    r.name = "lru@60%/pcie4";
-    r.metrics["peak_bytes"] = 1;
-    r.events.reserve(static_cast<size_t>(events));
+    Run run;
+    run.name = "lru@60%/pcie4";
+    run.metrics["peak_bytes"] = 1;
+    run.events.reserve(static_cast<size_t>(events));
     for (int64_t i = 0; i < events; ++i) {
-        const int64_t t = i * 50 - (i % 20 == 0 ? 120 : 0);
-        r.events.push_back({static_cast<EventKind>(i % 3), t, t + 400, 1 + i % 100000, 1 + i / 3, 4096 * (1 + i % 64)});
+        const int64_t start = i * 50 - (i % 20 == 0 ? 120 : 0);
+        run.events.push_back({static_cast<EventKind>(i % 3), start, start + 400, 1 + i % 100000, 1 + i / 3, 4096 * (1 + i % 64)});
     }
-    r.kernel_times.reserve(static_cast<size_t>(kernels));
-    for (int64_t k = 1; k <= kernels; ++k) r.kernel_times.push_back({k, k * 140, k * 140 + 100});
-    for (int64_t t = 0; t < 1000; ++t) r.memory.push_back({t * 1000, t << 20, 0});
-    return r;
+    run.kernel_times.reserve(static_cast<size_t>(kernels));
+    for (int64_t kernel = 1; kernel <= kernels; ++kernel)
+        run.kernel_times.push_back({kernel, kernel * 140, kernel * 140 + 100});
+    for (int64_t sample = 0; sample < 1000; ++sample) run.memory.push_back({sample * 1000, sample << 20, 0});
+    return run;
 }
 
 static int store_runs_bench(const mhc::bench::Args& args) {
     args.at_most(4);
-    const int64_t events = args.count(1, "EVENTS", 3900000, 0, int64_t(1) << 32);
-    const int64_t kernels = args.count(2, "KERNELS", 1400000, 0, int64_t(1) << 32);
+    const int64_t events = args.count(1, "EVENTS", 3900000, 0, int64_t{1} << 32);
+    const int64_t kernels = args.count(2, "KERNELS", 1400000, 0, int64_t{1} << 32);
     const std::string path = args.text(3, "/tmp/mhc-bench-store-run.db");
     {
-        Writer w(path);
-        w.set_meta("source", "bench_store run");
-        w.add(Allocation{1, 0, 0x1000, 4096, 0, kNoTime, 7, Category::Param, kNoString});
-        w.finish();
+        Writer writer(path);
+        writer.set_meta("source", "bench_store run");
+        writer.add(Allocation{1, 0, 0x1000, 4096, 0, kNoTime, 7, Category::Param, kNoString});
+        writer.finish();
     }
     const Run run = synthetic_run(events, kernels);
     const double rows = static_cast<double>(events + kernels + static_cast<int64_t>(run.memory.size()));
     std::printf("store a run: %lld events, %lld kernel times, %zu memory samples (load average %s)\n",
-                static_cast<long long>(events), static_cast<long long>(kernels), run.memory.size(), loadavg().c_str());
+                static_cast<long long>(events), static_cast<long long>(kernels), run.memory.size(),
+                mhc::bench::loadavg().c_str());
     for (const char* which : {"first run", "second run"}) {
         const auto t0 = Clock::now();
-        const double c0 = thread_cpu_seconds();
+        const double c0 = mhc::bench::thread_cpu_seconds();
         add_run(path, run);
-        const double cpu = thread_cpu_seconds() - c0, wall = seconds_since(t0);
+        const double cpu = mhc::bench::thread_cpu_seconds() - c0, wall = seconds_since(t0);
         std::printf("store %-10s  cpu %6.3f s %5.2f M rows/s   wall %6.3f s %5.2f M rows/s\n", which, cpu, rows / cpu / 1e6,
                     wall, rows / wall / 1e6);
     }

@@ -29,15 +29,15 @@ int connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out,
     for (int c = 0; c < rows->columns(); ++c) decl += (c ? ",c" : "c") + std::to_string(c);
     decl += ")";
     if (int rc = sqlite3_declare_vtab(db, decl.c_str()); rc != SQLITE_OK) return rc;
-    auto* t = static_cast<Table*>(sqlite3_malloc(sizeof(Table)));
-    if (!t) return SQLITE_NOMEM;
-    std::memset(t, 0, sizeof *t);
-    t->rows = rows;
-    *out = &t->base;
+    auto* table = static_cast<Table*>(sqlite3_malloc(sizeof(Table)));
+    if (!table) return SQLITE_NOMEM;
+    std::memset(table, 0, sizeof *table);
+    table->rows = rows;
+    *out = &table->base;
     return SQLITE_OK;
 }
-int disconnect(sqlite3_vtab* t) {
-    sqlite3_free(t);
+int disconnect(sqlite3_vtab* table) {
+    sqlite3_free(table);
     return SQLITE_OK;
 }
 int best_index(sqlite3_vtab*, sqlite3_index_info* info) {
@@ -45,41 +45,41 @@ int best_index(sqlite3_vtab*, sqlite3_index_info* info) {
     return SQLITE_OK;
 }
 int open(sqlite3_vtab*, sqlite3_vtab_cursor** out) {
-    auto* c = static_cast<Cursor*>(sqlite3_malloc(sizeof(Cursor)));
-    if (!c) return SQLITE_NOMEM;
-    std::memset(c, 0, sizeof *c);
-    *out = &c->base;
+    auto* cursor = static_cast<Cursor*>(sqlite3_malloc(sizeof(Cursor)));
+    if (!cursor) return SQLITE_NOMEM;
+    std::memset(cursor, 0, sizeof *cursor);
+    *out = &cursor->base;
     return SQLITE_OK;
 }
-int close(sqlite3_vtab_cursor* c) {
-    sqlite3_free(c);
+int close(sqlite3_vtab_cursor* cursor) {
+    sqlite3_free(cursor);
     return SQLITE_OK;
 }
-const BulkInsert& rows_of(sqlite3_vtab_cursor* c) { return *reinterpret_cast<Table*>(c->pVtab)->rows; }
-int filter(sqlite3_vtab_cursor* c, int, const char*, int, sqlite3_value**) {
-    auto* cur = reinterpret_cast<Cursor*>(c);
+const BulkInsert& rows_of(sqlite3_vtab_cursor* cursor) { return *reinterpret_cast<Table*>(cursor->pVtab)->rows; }
+int filter(sqlite3_vtab_cursor* cursor, int, const char*, int, sqlite3_value**) {
+    auto* cur = reinterpret_cast<Cursor*>(cursor);
     cur->row = 0;
-    cur->count = rows_of(c).values().size() / static_cast<size_t>(rows_of(c).columns());
+    cur->count = rows_of(cursor).values().size() / static_cast<size_t>(rows_of(cursor).columns());
     return SQLITE_OK;
 }
-int next(sqlite3_vtab_cursor* c) {
-    ++reinterpret_cast<Cursor*>(c)->row;
+int next(sqlite3_vtab_cursor* cursor) {
+    ++reinterpret_cast<Cursor*>(cursor)->row;
     return SQLITE_OK;
 }
-int eof(sqlite3_vtab_cursor* c) {
-    auto* cur = reinterpret_cast<Cursor*>(c);
+int eof(sqlite3_vtab_cursor* cursor) {
+    auto* cur = reinterpret_cast<Cursor*>(cursor);
     return cur->row >= cur->count;
 }
-int column(sqlite3_vtab_cursor* c, sqlite3_context* ctx, int col) {
-    const BulkInsert& rows = rows_of(c);
-    const int64_t v = rows.values()[reinterpret_cast<Cursor*>(c)->row * static_cast<size_t>(rows.columns()) +
-                                    static_cast<size_t>(col)];
-    if (rows.is_null(col, v)) sqlite3_result_null(ctx);
-    else sqlite3_result_int64(ctx, v);
+int column(sqlite3_vtab_cursor* cursor, sqlite3_context* ctx, int col) {
+    const BulkInsert& rows = rows_of(cursor);
+    const int64_t value = rows.values()[reinterpret_cast<Cursor*>(cursor)->row * static_cast<size_t>(rows.columns()) +
+                                        static_cast<size_t>(col)];
+    if (rows.is_null(col, value)) sqlite3_result_null(ctx);
+    else sqlite3_result_int64(ctx, value);
     return SQLITE_OK;
 }
-int rowid(sqlite3_vtab_cursor* c, sqlite3_int64* out) {
-    *out = static_cast<sqlite3_int64>(reinterpret_cast<Cursor*>(c)->row);
+int rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* out) {
+    *out = static_cast<sqlite3_int64>(reinterpret_cast<Cursor*>(cursor)->row);
     return SQLITE_OK;
 }
 
@@ -96,12 +96,12 @@ std::string unique_module_name() {
 }  // namespace
 
 BulkInsert::BulkInsert(sqlite3* db, const std::string& file, const std::string& into, int columns,
-                       const std::string& tail, std::vector<std::pair<int, int64_t>> nullable)
+                       const std::string& tail, const std::vector<std::pair<int, int64_t>>& nullable)
     : db_(db), file_(file), module_(unique_module_name()), columns_(columns),
       nullable_(static_cast<size_t>(columns), 0), null_value_(static_cast<size_t>(columns), 0) {
-    for (auto [c, v] : nullable) {
-        nullable_.at(static_cast<size_t>(c)) = 1;
-        null_value_.at(static_cast<size_t>(c)) = v;
+    for (auto [column, null_value] : nullable) {
+        nullable_.at(static_cast<size_t>(column)) = 1;
+        null_value_.at(static_cast<size_t>(column)) = null_value;
     }
     if (sqlite3_create_module_v2(db, module_.c_str(), &kModule, this, nullptr) != SQLITE_OK)
         fail(db, file, "cannot register the bulk insert module");

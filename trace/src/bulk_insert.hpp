@@ -21,7 +21,7 @@ public:
     // the SELECT (an ON CONFLICT clause, or empty). A column listed in `nullable` is written as NULL
     // where its value equals `null_value` (the model's sentinel: kNoTime, kNoBytes).
     BulkInsert(sqlite3* db, const std::string& file, const std::string& into, int columns, const std::string& tail = "",
-               std::vector<std::pair<int, int64_t>> nullable = {});
+               const std::vector<std::pair<int, int64_t>>& nullable = {});
     ~BulkInsert();
     BulkInsert(const BulkInsert&) = delete;
     BulkInsert& operator=(const BulkInsert&) = delete;
@@ -40,8 +40,8 @@ public:
     // For the virtual table: the rows being inserted.
     int columns() const { return columns_; }
     const std::vector<int64_t>& values() const { return values_; }
-    bool is_null(int column, int64_t v) const {
-        return nullable_[static_cast<size_t>(column)] && v == null_value_[static_cast<size_t>(column)];
+    bool is_null(int column, int64_t value) const {
+        return nullable_[static_cast<size_t>(column)] && value == null_value_[static_cast<size_t>(column)];
     }
 
 private:

@@ -102,22 +102,21 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
     // so that load_run's ORDER BY t_start, rowid gives the simulator's order back), kernel times
     // by kernel, samples by time.
     {
-        // (start, position) pairs, sorted: ties keep the run's order, and the plain pairs sort
-        // several times faster than a stable sort through pointers.
+        // (start, position) pairs, sorted: events of one instant keep the run's order.
         std::vector<std::pair<int64_t, size_t>> order(run.events.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = {run.events[i].t_start, i};
         if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
         sql::BulkInsert ev(db, path, into("INSERT", "run_events"), 7);
-        for (auto [t, i] : order) {
-            const RunEvent* e = &run.events[i];
-            int64_t* r = ev.add();
-            r[0] = id; r[1] = static_cast<int64_t>(e->kind); r[2] = e->t_start; r[3] = e->t_end;
-            r[4] = e->allocation; r[5] = e->kernel; r[6] = e->bytes;
+        for (const auto& start_and_position : order) {
+            const RunEvent& event = run.events[start_and_position.second];
+            int64_t* row = ev.add();
+            row[0] = id; row[1] = static_cast<int64_t>(event.kind); row[2] = event.t_start; row[3] = event.t_end;
+            row[4] = event.allocation; row[5] = event.kernel; row[6] = event.bytes;
         }
         ev.flush();
     }
     {
-        auto by_kernel = [](const RunKernelTime& a, const RunKernelTime& b) { return a.kernel < b.kernel; };
+        auto by_kernel = [](const RunKernelTime& lhs, const RunKernelTime& rhs) { return lhs.kernel < rhs.kernel; };
         std::vector<RunKernelTime> sorted;   // only when the run's are not in order already
         if (!std::is_sorted(run.kernel_times.begin(), run.kernel_times.end(), by_kernel)) {
             sorted = run.kernel_times;
@@ -125,16 +124,16 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
             std::stable_sort(sorted.begin(), sorted.end(), by_kernel);
         }
         sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels"), 4);
-        for (const RunKernelTime& k : sorted.empty() ? run.kernel_times : sorted) {
-            int64_t* r = kt.add();
-            r[0] = id; r[1] = k.kernel; r[2] = k.t_start; r[3] = k.t_end;
+        for (const RunKernelTime& time : sorted.empty() ? run.kernel_times : sorted) {
+            int64_t* row = kt.add();
+            row[0] = id; row[1] = time.kernel; row[2] = time.t_start; row[3] = time.t_end;
         }
         kt.flush();
     }
     sql::BulkInsert mem(db, path, into("INSERT", "run_memory"), 4);
-    for (const RunMemorySample& m : run.memory) {
-        int64_t* r = mem.add();
-        r[0] = id; r[1] = m.t; r[2] = m.device_bytes; r[3] = m.host_bytes;
+    for (const RunMemorySample& sample : run.memory) {
+        int64_t* row = mem.add();
+        row[0] = id; row[1] = sample.t; row[2] = sample.device_bytes; row[3] = sample.host_bytes;
     }
     mem.flush();
 }

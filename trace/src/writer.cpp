@@ -34,8 +34,8 @@ struct Writer::Statements {
           saved(db, path, "INSERT OR IGNORE INTO saved_tensors", 3) {}
     // Everything buffered into the file (before a commit, an update, the indexes).
     void flush() {
-        for (sql::BulkInsert* b : {&allocation, &kernel, &access, &copy, &marker, &segment, &module, &kernel_info, &saved})
-            b->flush();
+        for (sql::BulkInsert* bulk : {&allocation, &kernel, &access, &copy, &marker, &segment, &module, &kernel_info, &saved})
+            bulk->flush();
     }
     sql::Stmt string, set_free;
     sql::BulkInsert allocation, kernel, access, copy, marker, segment, module, kernel_info, saved;
@@ -96,65 +96,65 @@ int64_t Writer::intern(std::string_view text) {
 void Writer::set_meta(const std::string& key, const std::string& value) { meta_[key] = value; }
 
 void Writer::add(const Allocation& a) {
-    int64_t* r = st_->allocation.add();
-    r[0] = a.id; r[1] = a.device; r[2] = a.address; r[3] = a.bytes; r[4] = a.t_alloc;
-    r[5] = a.t_free; r[6] = a.stream; r[7] = static_cast<int64_t>(a.category); r[8] = a.label;
-    r[9] = a.requested_bytes;
+    int64_t* row = st_->allocation.add();
+    row[0] = a.id; row[1] = a.device; row[2] = a.address; row[3] = a.bytes; row[4] = a.t_alloc;
+    row[5] = a.t_free; row[6] = a.stream; row[7] = static_cast<int64_t>(a.category); row[8] = a.label;
+    row[9] = a.requested_bytes;
     row_done();
 }
 
 void Writer::add(const Kernel& k) {
-    int64_t* r = st_->kernel.add();
-    r[0] = k.id; r[1] = k.device; r[2] = k.stream; r[3] = k.name; r[4] = k.t_start; r[5] = k.t_end;
-    r[6] = k.step;
-    for (int i = 0; i < 3; ++i) r[7 + i] = k.grid[i];
-    for (int i = 0; i < 3; ++i) r[10 + i] = k.block[i];
-    r[13] = k.shared_mem; r[14] = k.registers; r[15] = k.correlation;
+    int64_t* row = st_->kernel.add();
+    row[0] = k.id; row[1] = k.device; row[2] = k.stream; row[3] = k.name; row[4] = k.t_start; row[5] = k.t_end;
+    row[6] = k.step;
+    for (int i = 0; i < 3; ++i) row[7 + i] = k.grid[i];
+    for (int i = 0; i < 3; ++i) row[10 + i] = k.block[i];
+    row[13] = k.shared_mem; row[14] = k.registers; row[15] = k.correlation;
     row_done();
 }
 
 void Writer::add(const Access& a) {
-    int64_t* r = st_->access.add();
-    r[0] = a.kernel; r[1] = a.allocation; r[2] = static_cast<int64_t>(a.mode);
+    int64_t* row = st_->access.add();
+    row[0] = a.kernel; row[1] = a.allocation; row[2] = static_cast<int64_t>(a.mode);
     row_done();
 }
 
 void Writer::add(const Copy& c) {
-    int64_t* r = st_->copy.add();
-    r[0] = c.id; r[1] = c.device; r[2] = c.stream; r[3] = static_cast<int64_t>(c.kind); r[4] = c.bytes;
-    r[5] = c.t_start; r[6] = c.t_end;
+    int64_t* row = st_->copy.add();
+    row[0] = c.id; row[1] = c.device; row[2] = c.stream; row[3] = static_cast<int64_t>(c.kind); row[4] = c.bytes;
+    row[5] = c.t_start; row[6] = c.t_end;
     row_done();
 }
 
 void Writer::add(const Marker& m) {
-    int64_t* r = st_->marker.add();
-    r[0] = m.id; r[1] = m.name; r[2] = m.t_start; r[3] = m.t_end; r[4] = static_cast<int64_t>(m.kind);
-    r[5] = m.index;
+    int64_t* row = st_->marker.add();
+    row[0] = m.id; row[1] = m.name; row[2] = m.t_start; row[3] = m.t_end; row[4] = static_cast<int64_t>(m.kind);
+    row[5] = m.index;
     row_done();
 }
 
 void Writer::add(const Segment& g) {
-    int64_t* r = st_->segment.add();
-    r[0] = g.id; r[1] = g.device; r[2] = g.stream; r[3] = g.address; r[4] = g.bytes; r[5] = g.t_alloc;
-    r[6] = g.t_free; r[7] = g.expandable ? 1 : 0; r[8] = g.reconstructed ? 1 : 0;
+    int64_t* row = st_->segment.add();
+    row[0] = g.id; row[1] = g.device; row[2] = g.stream; row[3] = g.address; row[4] = g.bytes; row[5] = g.t_alloc;
+    row[6] = g.t_free; row[7] = g.expandable ? 1 : 0; row[8] = g.reconstructed ? 1 : 0;
     row_done();
 }
 
 void Writer::add(const Module& m) {
-    int64_t* r = st_->module.add();
-    r[0] = m.id; r[1] = m.name; r[2] = m.parent; r[3] = m.type;
+    int64_t* row = st_->module.add();
+    row[0] = m.id; row[1] = m.name; row[2] = m.parent; row[3] = m.type;
     row_done();
 }
 
 void Writer::add(const KernelInfo& k) {
-    int64_t* r = st_->kernel_info.add();
-    r[0] = k.kernel; r[1] = k.module; r[2] = static_cast<int64_t>(k.phase); r[3] = k.flops; r[4] = k.bytes;
+    int64_t* row = st_->kernel_info.add();
+    row[0] = k.kernel; row[1] = k.module; row[2] = static_cast<int64_t>(k.phase); row[3] = k.flops; row[4] = k.bytes;
     row_done();
 }
 
 void Writer::add(const SavedTensor& t) {
-    int64_t* r = st_->saved.add();
-    r[0] = t.allocation; r[1] = t.kernel; r[2] = t.packs;
+    int64_t* row = st_->saved.add();
+    row[0] = t.allocation; row[1] = t.kernel; row[2] = t.packs;
     row_done();
 }
 
