@@ -109,9 +109,9 @@ int run(const Options& o) {
     HostModel host;
     host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] { return mhc::parse_bandwidth(o.host_bw); });
     host.per_tensor_s = mhc::cli::option_value("--host-tensor-cost", [&] {
-        const double s = mhc::parse_seconds(o.host_tensor);
-        if (s > 1) throw mhc::Error("'" + o.host_tensor + "' is more than 1 s");
-        return s;
+        const double seconds = mhc::parse_seconds(o.host_tensor);
+        if (seconds > 1) throw mhc::Error("'" + o.host_tensor + "' is more than 1 s");
+        return seconds;
     });
     auto data = mhc::trace::load_checked_trace(o.trace);
     Base base = make_base(data);
