@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """Measures the two figures `mhc advise` assumes for an optimizer step on the host
-(docs/advise.md, "The host step"): the bandwidth the step streams at and its fixed cost per
-parameter tensor, with torch's CPU AdamW on this machine.
+(docs/simulator.md "Settings"; docs/results.md "The host optimizer step's fixed cost"): the
+bandwidth the step streams at and its fixed cost per parameter tensor, with torch's CPU AdamW
+on this machine.
 
-    python3 bench/advise/host_adamw.py [--threads N] [--foreach | --no-foreach]
+    python3 bench/advise/host_adamw.py [--threads N] [--no-foreach] [--json]
 
-Prints each measurement and the two options to pass: --host-bandwidth and --host-tensor-cost.
-CPU time is not the figure here (threads run in parallel): wall time of the best of the repeats.
+Prints each measurement and the two options to pass: --host-bandwidth and --host-tensor-cost
+(with --json: one object with per_tensor_s and bandwidth_Bps). Threads run in parallel, so the
+figure is wall time: the best of the repeats. The release's GPU check imports measure().
 """
 import argparse
-import sys
+import json
 import time
 
 import torch
+
+BYTES_PER_ELEMENT = 7 * 4   # as mhc advise counts a step: the gradient once, the parameter and two moments twice (fp32)
 
 
 def step_seconds(tensors, numel, foreach, repeats):
@@ -23,10 +27,30 @@ def step_seconds(tensors, numel, foreach, repeats):
     opt.step()   # the state (exp_avg, exp_avg_sq) is made on the first step
     best = float("inf")
     for _ in range(repeats):
-        t = time.perf_counter()
+        start = time.perf_counter()
         opt.step()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.perf_counter() - start)
     return best
+
+
+def measure(threads=None, foreach=True, numel=1 << 24):
+    """The host step's figures: {"per_tensor_s", "bandwidth_Bps", and the raw step times}."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    # Per tensor: many tiny tensors, whose bytes cost nothing; the slope between 100 and 1000.
+    small = {n: step_seconds(n, 16, foreach, 20) for n in (100, 1000)}
+    per_tensor = max((small[1000] - small[100]) / 900, 0.0)
+    big = step_seconds(1, numel, foreach, 5)
+    moved = BYTES_PER_ELEMENT * numel
+    return {"per_tensor_s": per_tensor, "bandwidth_Bps": moved / max(big - per_tensor, 1e-9),
+            "threads": torch.get_num_threads(), "foreach": foreach, "torch": torch.__version__,
+            "step_s": {"100 tiny": small[100], "1000 tiny": small[1000], f"1 of {numel}": big}}
+
+
+def options(m):
+    """The mhc advise options for a measurement."""
+    return ["--host-bandwidth", f"{m['bandwidth_Bps'] / 1e9:.2f}GB/s",
+            "--host-tensor-cost", f"{m['per_tensor_s'] * 1e6:.2f}us"]
 
 
 def main():
@@ -35,24 +59,19 @@ def main():
     ap.add_argument("--foreach", action=argparse.BooleanOptionalAction, default=True,
                     help="AdamW(foreach=...): the multi-tensor path (default) or one tensor at a time")
     ap.add_argument("--numel", type=int, default=1 << 24, help="elements of the large tensor (bandwidth)")
+    ap.add_argument("--json", action="store_true", help="one JSON object instead of text")
     a = ap.parse_args()
     if a.threads < 1 or a.numel < 1 << 16:
-        sys.exit("host_adamw: --threads must be >= 1 and --numel >= 65536")
-    torch.set_num_threads(a.threads)
-    # Per tensor: many tiny tensors, whose bytes cost nothing; the slope between 100 and 1000.
-    small = {n: step_seconds(n, 16, a.foreach, 20) for n in (100, 1000)}
-    per_tensor = (small[1000] - small[100]) / 900
-    # Bandwidth: one large tensor; bytes as mhc advise counts them (the gradient once, the
-    # parameter and the two moments read and written: 7 fp32 arrays).
-    big = step_seconds(1, a.numel, a.foreach, 5)
-    moved = 7 * 4 * a.numel
-    rate = moved / max(big - per_tensor, 1e-9)
-    print(f"torch {torch.__version__}, {a.threads} threads, AdamW(foreach={a.foreach})")
-    for n, s in small.items():
-        print(f"  {n:5d} tensors of 16 floats: {s * 1e3:8.3f} ms a step")
-    print(f"  1 tensor of {a.numel} floats: {big * 1e3:8.3f} ms a step ({moved / 1e6:.0f} MB streamed)")
-    print(f"per tensor {per_tensor * 1e6:.1f} us, bandwidth {rate / 1e9:.2f} GB/s")
-    print(f"mhc advise ... --host-bandwidth {rate / 1e9:.1f}GB/s --host-tensor-cost {per_tensor * 1e6:.1f}us")
+        ap.error("--threads must be >= 1 and --numel >= 65536")
+    m = measure(a.threads, a.foreach, a.numel)
+    if a.json:
+        print(json.dumps(m))
+        return
+    print(f"torch {m['torch']}, {m['threads']} threads, AdamW(foreach={m['foreach']})")
+    for what, s in m["step_s"].items():
+        print(f"  {what:>16} floats: {s * 1e3:8.3f} ms a step")
+    print(f"per tensor {m['per_tensor_s'] * 1e6:.1f} us, bandwidth {m['bandwidth_Bps'] / 1e9:.2f} GB/s")
+    print("mhc advise ... " + " ".join(options(m)))
 
 
 if __name__ == "__main__":
