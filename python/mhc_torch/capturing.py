@@ -63,6 +63,7 @@ class _Op:
     cost microseconds each, and a training step runs tens of thousands of ops."""
     name: str
     params: tuple[tuple[int, str, bool, bool], ...]  # (position, name, keyword only, written to)
+    writes: bool  # an argument is written to (the schema's `Tensor(a!)`)
     shape_only: bool  # its tensor inputs give a shape, dtype and device only (_SHAPE_ONLY_INPUT)
     allocate_only: bool  # it allocates without a kernel (_ALLOCATE_ONLY)
     untracked: str  # the label of an input storage that the capture first sees here
@@ -77,7 +78,7 @@ def _op(func) -> _Op:
         schema = func._schema
         params = tuple((i, a.name, a.kwarg_only, a.alias_info is not None and a.alias_info.is_write)
                        for i, a in enumerate(schema.arguments))
-        op = _OPS[func] = _Op(schema.name, params, schema.name in _SHAPE_ONLY_INPUT,
+        op = _OPS[func] = _Op(schema.name, params, any(p[3] for p in params), schema.name in _SHAPE_ONLY_INPUT,
                               schema.name in _ALLOCATE_ONLY, f"untracked input of {schema.name}")
     return op
 
@@ -107,9 +108,11 @@ def _fake_outputs(out) -> list[torch.Tensor]:
     """The fake tensors of an op's result, in tree_flatten's order."""
     if isinstance(out, FakeTensor):
         return [out]
-    if isinstance(out, (list, tuple)) and not any(isinstance(o, (list, tuple, dict)) for o in out):
-        return [o for o in out if isinstance(o, FakeTensor)]
-    return [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
+    if not isinstance(out, (list, tuple, dict)):
+        return []  # None, a number, a device: an op's result holds tensors only in these containers
+    if isinstance(out, dict) or any(isinstance(o, (list, tuple, dict)) for o in out):
+        return [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
+    return [o for o in out if isinstance(o, FakeTensor)]
 
 
 @dataclass
@@ -297,11 +300,15 @@ class Recording(SettingsRecording):
         self._follow_autograd()
         op = _OPS.get(func) or _op(func)
         name = op.name
+        storages = self.storages
+        new_outs = [o for o in _fake_outputs(out) if id(o.untyped_storage()) not in storages]
+        if not new_outs and not op.writes:  # a view, an alias or a metadata query: no kernel
+            if self.fresh and not op.shape_only:
+                self._used(_split_arguments(op, args, kwargs)[0])
+            return
         reads, mutated = _split_arguments(op, args, kwargs)
         if op.shape_only:
             reads = []
-        storages = self.storages
-        new_outs = [o for o in _fake_outputs(out) if id(o.untyped_storage()) not in storages]
         reads = self._fold_backward_formula(name, args, reads, mutated, new_outs)
         if not new_outs and not mutated:
             return  # a view, an alias or a metadata query: no kernel
@@ -341,9 +348,13 @@ class Recording(SettingsRecording):
         workspaces.add_persistent(self, self.workspaces.persistent(name, self.phase == "backward"), start, accesses)
         # Roofline: bytes moved are the tensors' own extents (views, not whole storages); a
         # mutated argument is read and written.
-        moved = sum(t.numel() * t.element_size() for t in reads)
-        moved += 2 * sum(t.numel() * t.element_size() for t in mutated)
-        moved += sum(t.numel() * t.element_size() for t in new_outs)
+        moved = 0
+        for t in reads:
+            moved += t.numel() * t.element_size()
+        for t in mutated:
+            moved += 2 * t.numel() * t.element_size()
+        for t in new_outs:
+            moved += t.numel() * t.element_size()
         flops = _flops_of(func, args, kwargs, out)
         dtype = (reads or mutated or new_outs)[0].dtype
         seconds = max(flops / self.spec.peak_flops(dtype) if flops else 0.0,
@@ -352,7 +363,7 @@ class Recording(SettingsRecording):
         k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur,
                          step=self.step, accesses=accesses, phase=self.phase_code(),
                          flops=flops, moved_bytes=moved, module=where)
-        workspaces.add_transient(self, self.workspaces.transient(func, args, kwargs), start, start + dur, accesses)
+        workspaces.add_transient(self, self.workspaces.transient(func, args, kwargs, name), start, start + dur, accesses)
         self.kernels.append(k)
         self.accumulations.after_kernel(self, name, reads, new_outs, k)
         self.kernel_layer.append((self.layer_of(), self.phase))
@@ -380,11 +391,15 @@ class Recording(SettingsRecording):
             reads = [t for t in reads if t is not self_t]
             mutated.append(self_t)
         if self.fresh:
-            for t in reads + mutated:
-                s = self.storages.get(id(t.untyped_storage()))
-                if s is not None:
-                    self.fresh.pop(id(s), None)
+            self._used(reads + mutated)
         return reads
+
+    def _used(self, tensors) -> None:
+        """An op used these tensors: their storages are no longer fresh."""
+        for t in tensors:
+            s = self.storages.get(id(t.untyped_storage()))
+            if s is not None:
+                self.fresh.pop(id(s), None)
 
     # Markers ----------------------------------------------------------------------------------
     def layer_markers(self) -> None:
