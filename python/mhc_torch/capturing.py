@@ -1,10 +1,10 @@
 """Captures training steps of a PyTorch model on fake tensors as an mhc-toolkit trace.
 
-The model runs under FakeTensorMode (shapes, dtypes and storages, no memory and no GPU). A dispatch
-mode below it sees every aten op after autograd and autocast:
+The model runs under FakeTensorMode (shapes, dtypes and storages, no memory and no GPU), which hands
+the capture every aten op the model runs, after autograd and autocast:
 - an op is a kernel on stream 0 unless it only makes a view or an uninitialised tensor;
 - every storage is an allocation, from the op that made it until its last reference dies (a weak
-  finalizer on the untyped storage, the way MemTracker tracks storages under fake tensors);
+  reference's callback on the untyped storage, the way MemTracker tracks storages under fake tensors);
 - accesses come from the op schema's alias information: inputs are read, mutated arguments are
   read-write, new outputs are written;
 - durations come from a roofline of the target GPU (gpus.py) and torch.utils.flop_counter.
