@@ -12,7 +12,7 @@ Each measurement runs in a fresh process (runs alternate when --repeat > 1; the 
 medians). The figure is CPU time of that process (user + system), which other work on a shared
 machine does not inflate the way it inflates wall time. A process first imports torch,
 transformers, mhc_torch and torch._dynamo (which FakeTensorMode imports on first use): that import
-is reported apart. Then:
+is reported apart, with the model's module and what ModTracker and MemTracker import. Then:
 - capture: mhc_torch.capture(), building the model, running the step and writing the trace;
 - memtracker: the model built and the step run under FakeTensorMode with MemTracker tracking it
   (model, optimizer and batch registered with track_external, as its documentation says), the step
@@ -45,12 +45,31 @@ def cpu():
     return t.user + t.system
 
 
-def _import():
+# The module of each preset's model, which transformers imports when the model is first built.
+_MODEL_MODULES = {"llama2-7b": "transformers.models.llama.modeling_llama",
+                  "llama3-70b-slice": "transformers.models.llama.modeling_llama",
+                  "tiny-llama": "transformers.models.llama.modeling_llama",
+                  "gpt2-small": "transformers.models.gpt2.modeling_gpt2",
+                  "tiny-gpt2": "transformers.models.gpt2.modeling_gpt2",
+                  "mhc-27b": "mhc_torch.mhc_model", "tiny-mhc": "mhc_torch.mhc_model"}
+
+
+def _import(model: str):
+    """What every run imports, whatever it measures: torch, transformers and the model's module,
+    and the modules fake tensors, ModTracker and MemTracker import on first use."""
+    import importlib
+
     import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401  (FakeTensorMode imports it on first use)
-    import transformers  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import torch.distributed._tools.mem_tracker  # noqa: F401  (imports ModTracker's package too)
+    import transformers
 
     import mhc_torch  # noqa: F401
+    import mhc_torch.capturing  # noqa: F401
+
+    transformers.AutoModelForCausalLM, transformers.LlamaConfig, transformers.GPT2Config  # noqa: B018
+    if model in _MODEL_MODULES:
+        importlib.import_module(_MODEL_MODULES[model])
 
 
 def _step_on_fake(a, tracked: bool):
@@ -110,7 +129,7 @@ def _capture(a):
 def worker(a):
     """One measurement in this process; prints one JSON line."""
     w0, c0 = time.perf_counter(), cpu()
-    _import()
+    _import(a.model)
     w1, c1 = time.perf_counter(), cpu()
     if a.worker == "capture":
         kernels, peak = _capture(a)
