@@ -179,6 +179,17 @@ def main():
         p.error("--repeat, --batch, --seq, --steps and --layers must be positive")
     if a.worker:
         return worker(a)
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    from mhc_torch.gpus import GPUS  # neither imports torch
+    from mhc_torch.models import PRESETS
+
+    if a.model not in PRESETS:
+        p.error(f"unknown model '{a.model}'; valid: {', '.join(PRESETS)}")
+    if a.gpu not in GPUS:
+        p.error(f"unknown GPU '{a.gpu}'; valid: {', '.join(GPUS)}")
+    if a.base and subprocess.run(["git", "-C", REPO, "rev-parse", "--verify", "--quiet", a.base + "^{commit}"],
+                                 stdout=subprocess.DEVNULL).returncode != 0:
+        p.error(f"--base: '{a.base}' is not a commit of {REPO}")
     with tempfile.TemporaryDirectory() as tmp:
         kinds = [("capture", "capture", os.path.join(REPO, "python"))]
         if a.base:

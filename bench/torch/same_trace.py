@@ -51,16 +51,14 @@ def differences(a_path, b_path, ignore_meta=()):
             continue
         if a_rows == b_rows:
             continue
-        out.append(f"{table}: {len(a_rows)} rows vs {len(b_rows)}")
-        shown = 0
-        for i in range(max(len(a_rows), len(b_rows))):
-            ra = a_rows[i] if i < len(a_rows) else None
-            rb = b_rows[i] if i < len(b_rows) else None
-            if ra != rb:
-                out.append(f"  row {i}: {ra} vs {rb}")
-                shown += 1
-                if shown == 5:
-                    break
+        pairs = [(i, a_rows[i] if i < len(a_rows) else None, b_rows[i] if i < len(b_rows) else None)
+                 for i in range(max(len(a_rows), len(b_rows)))]
+        differing = [(i, ra, rb) for i, ra, rb in pairs if ra != rb]
+        if len(a_rows) != len(b_rows):
+            out.append(f"{table}: {len(a_rows)} rows vs {len(b_rows)}")
+        else:
+            out.append(f"{table}: differ in {len(differing)} of their rows")
+        out += [f"  row {i}: {ra} vs {rb}" for i, ra, rb in differing[:5]]
     a.close()
     b.close()
     return out

@@ -4,7 +4,8 @@ hold the same rows, table by table, as the digests in data/capture-digests.json,
 captures by the capture's code before its per-op work was made cheaper. And the machinery that made
 it cheaper keeps its promises: the garbage collector's state is left as it was found, reference
 cycles made by a step are still freed at its end, and ops that fake tensors run for an op are not
-kernels of their own.
+kernels of their own. And bench/torch/same_trace.py, which compared large captures row by row,
+finds a changed row.
 
 When a change to the capture is meant to change what it records, write the digests again:
     PYTHONPATH=python .venv/bin/python python/tests/test_capture_same_trace.py --write
@@ -164,6 +165,38 @@ def test_ops_run_inside_an_op_are_not_kernels(tmp_path):
         "SELECT s.text FROM kernels k JOIN strings s ON s.id = k.name ORDER BY k.id")]
     assert names.count(f"{lib}::scaled") == 1
     assert "aten::add" not in names and "aten::mul_" not in names
+
+
+def _same_trace_tool():
+    import importlib.util
+
+    repo = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    spec = importlib.util.spec_from_file_location("same_trace", os.path.join(repo, "bench", "torch", "same_trace.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_same_trace_tool_finds_one_changed_row(tmp_path, capsys):
+    """bench/torch/same_trace.py, which compared the traces before and after: two captures of one
+    step are the same; one allocation's end moved by 1 ns is found, by table and row; a file
+    that is not there is one line and exit status 2."""
+    tool = _same_trace_tool()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = _linear(tmp_path / "a"), _linear(tmp_path / "b")
+    assert tool.main([a, b]) == 0
+    db = sqlite3.connect(b)
+    db.execute("UPDATE allocations SET t_free = t_free + 1 WHERE id = (SELECT max(id) FROM allocations "
+               "WHERE t_free IS NOT NULL)")
+    db.commit()
+    db.close()
+    capsys.readouterr()
+    assert tool.main([a, b]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "allocations: differ in 1 of their rows" and out[1].startswith("  row ")
+    assert tool.main([a, str(tmp_path / "missing.db")]) == 2
+    assert capsys.readouterr().err.strip() == f"{tmp_path / 'missing.db'}: no such file"
 
 
 def _module(forward):
