@@ -87,6 +87,7 @@ private:
 
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
+    void find_bucket(int64_t recorded);
     void stall(int64_t now, int64_t until, int32_t a, int32_t s);
     void fail_invariant(const std::string& what);
     void oom(int64_t t, int32_t a, int32_t s, int64_t bytes_needed);
@@ -140,6 +141,9 @@ private:
     struct Bucket { int64_t t = -1, dev = -1, host = 0; };
     std::vector<Bucket> buckets;
     int64_t cur_recorded = 0;
+    size_t bucket = 0;                                   // sample(): the current bucket and
+    int64_t bucket_lo = INT64_MAX, bucket_hi = INT64_MIN;   // its recorded times [lo, hi)
+    size_t nccl_hint = 0, h2d_hint = 0, d2h_hint = 0;   // Intervals::contains, forward in time
 
     // the event loop (coupled runs: paused at cross-rank events)
     std::unique_ptr<EventCursor> cursor;
