@@ -127,7 +127,7 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     int64_t end = start + dur;
     busy[q] = end;
     (h2d ? ctx.h2d_busy_until : ctx.d2h_busy_until) = end;
-    inflight.push({end, a, epoch[a], h2d});
+    inflight.push({end, a, epoch[a], h2d}, q);
     if (h2d) {
         ++result.swap_in_count;
         result.swap_in_bytes += bytes;
@@ -399,12 +399,14 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     ctx.now = now;
     ctx.cur_seq = s;
     int64_t b0 = prepared.acc_begin[s], b1 = prepared.acc_begin[s + 1];
+    bool all_resident = true;   // then the loop below has nothing to do
     for (int64_t j = b0; j < b1; ++j) {
         int32_t a = prepared.acc_alloc[j];
         if (++pins[a] == 1 && pol.contains(a)) pol.erase(a);
+        all_resident &= state[a] == Residency::Gpu;
     }
     int64_t t = now, ready = now;
-    for (int64_t j = b0; j < b1; ++j) {
+    for (int64_t j = all_resident ? b1 : b0; j < b1; ++j) {
         int32_t a = prepared.acc_alloc[j];
         int64_t need_at = now;
         switch (state[a]) {

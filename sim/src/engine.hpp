@@ -4,7 +4,6 @@
 // prefetcher (prefetch/*.cpp) is a plug-in that asks for swap-ins through PrefetchTarget.
 #include <algorithm>
 #include <cmath>
-#include <queue>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -51,6 +50,35 @@ private:
         bool operator>(const Transfer& o) const {
             return end != o.end ? end > o.end : alloc > o.alloc;
         }
+    };
+    // The transfers in flight, earliest (end, alloc) first. Each link queue runs its transfers
+    // one after another (rule 8), each at least 1 ns, so their ends strictly increase within a
+    // queue: one FIFO per queue, merged at the head, gives the order of a priority queue
+    // without its O(log n) pushes and pops.
+    class Inflight {
+    public:
+        bool empty() const { return head[0] == fifo[0].size() && head[1] == fifo[1].size(); }
+        const Transfer& top() const { return fifo[first()][head[first()]]; }
+        void push(const Transfer& x, int q) { fifo[q].push_back(x); }
+        void pop() {
+            const int q = first();
+            if (++head[q] == fifo[q].size()) {
+                fifo[q].clear();
+                head[q] = 0;
+            } else if (head[q] >= 4096 && 2 * head[q] >= fifo[q].size()) {
+                fifo[q].erase(fifo[q].begin(), fifo[q].begin() + static_cast<std::ptrdiff_t>(head[q]));
+                head[q] = 0;
+            }
+        }
+
+    private:
+        int first() const {   // the queue whose head comes first (empty() is false)
+            if (head[0] == fifo[0].size()) return 1;
+            if (head[1] == fifo[1].size()) return 0;
+            return fifo[0][head[0]] > fifo[1][head[1]] ? 1 : 0;
+        }
+        std::vector<Transfer> fifo[2];
+        size_t head[2] = {0, 0};
     };
 
     // memory (ideal or caching allocator)
@@ -117,7 +145,7 @@ private:
     std::vector<int32_t> block;
     std::vector<int32_t> aside;       // victims set aside during one make_room
     SampledSet cached_host;           // resident allocations whose host copy is also valid
-    std::priority_queue<Transfer, std::vector<Transfer>, std::greater<Transfer>> inflight;
+    Inflight inflight;
 
     int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;
     // The program's own host memory (the trace's device -1 allocations), live at the current
