@@ -125,6 +125,7 @@ public:
         if (static_cast<size_t>(key) >= owner_.size()) grow(static_cast<size_t>(key) + 1);
         key_[a] = key;
         owner_[static_cast<size_t>(key)] = a;
+        low_ = std::min(low_, static_cast<size_t>(key));
         auto k = static_cast<size_t>(key);
         for (auto& level : levels_) {
             uint64_t& w = level[k >> 6];
@@ -145,17 +146,30 @@ public:
             k >>= 6;
         }
     }
-    // The member with the smallest key, -1 when empty.
-    int32_t min() const {
-        if (levels_.back()[0] == 0) return -1;
-        size_t i = 0;
-        for (size_t l = levels_.size(); l-- > 0;) i = (i << 6) | static_cast<size_t>(__builtin_ctzll(levels_[l][i]));
-        return owner_[i];
+    // The member with the smallest key, -1 when empty: the first key at or after low_ (no
+    // member is below it), found upwards from low_'s word, as the minimum mostly stays near.
+    int32_t min() {
+        size_t k = low_;
+        for (size_t l = 0; l < levels_.size(); ++l) {
+            const size_t i = k >> 6;
+            if (i >= levels_[l].size()) break;
+            const uint64_t w = levels_[l][i] & (~uint64_t{0} << (k & 63));
+            if (w != 0) {
+                k = (i << 6) | static_cast<size_t>(__builtin_ctzll(w));
+                while (l-- > 0) k = (k << 6) | static_cast<size_t>(__builtin_ctzll(levels_[l][k]));
+                low_ = k;
+                return owner_[k];
+            }
+            k = i + 1;   // the next word of this level: a bit of the level above
+        }
+        low_ = owner_.size();
+        return -1;
     }
 
 private:
     void resize(size_t n_keys) {
         owner_.assign(std::max<size_t>(n_keys, 1), -1);
+        low_ = owner_.size();
         levels_.clear();
         size_t words = (owner_.size() + 63) / 64;
         for (;;) {
@@ -174,6 +188,7 @@ private:
     std::vector<std::vector<uint64_t>> levels_;   // [0]: one bit per key; the last is one word
     std::vector<int32_t> owner_;                  // per key: the allocation that holds it
     std::vector<int64_t> key_;                    // per allocation: its key, -1 when absent
+    size_t low_ = 0;                              // no member has a smaller key
 };
 
 // Least recently used first: the smallest last_touch, a clock no two allocations share.
@@ -184,7 +199,7 @@ struct LruPolicy {
     bool contains(int32_t a) const { return s.contains(a); }
     void insert(int32_t a) { s.insert(a, c->last_touch[a]); }
     void erase(int32_t a) { s.erase(a); }
-    int32_t pick() const { return s.min(); }
+    int32_t pick() { return s.min(); }
     bool may_drop(int32_t) const { return false; }
 };
 
