@@ -187,27 +187,27 @@ static void bench_end_to_end(const std::string& file, const std::string& runs_db
                 r.events.size());
 }
 
-// One configuration on the 4.7 M-row trace of the main table (`m` million rows), `reps` times:
-// the loop to run under `perf record` / `perf stat` (best CPU seconds and rows/s printed).
-static void bench_one(const std::string& ev, const std::string& pf, int m, int reps) {
-    auto t = sim::synthetic::training(42, static_cast<int64_t>(m) * 1'000'000, 32, 2);
-    auto p = sim::prepare(t);
+// One configuration on the training trace of the main table (`millions` of rows, 4: 4.7 M), `reps`
+// times: the loop to run under `perf record` (best CPU seconds and rows/s printed).
+static void bench_one(const std::string& ev, const std::string& pf, int millions, int reps) {
+    const auto trace = sim::synthetic::training(42, static_cast<int64_t>(millions) * 1'000'000, 32, 2);
+    const auto prepared = sim::prepare(trace);
     double best = 1e300;
-    sim::Result r;
+    sim::Result result;
     for (int rep = 0; rep < reps; ++rep) {
-        sim::Config c;
-        c.eviction = ev;
-        c.prefetch = pf;
-        c.capacity.fraction = 0.6;
-        c.check_invariants = false;
-        c.record_events = false;
+        sim::Config config;
+        config.eviction = ev;
+        config.prefetch = pf;
+        config.capacity.fraction = 0.6;
+        config.check_invariants = false;
+        config.record_events = false;
         double c0 = thread_cpu();
-        r = sim::simulate(*p, c);
+        result = sim::simulate(*prepared, config);
         best = std::min(best, thread_cpu() - c0);
     }
     std::printf("%lld rows %s+%s: CPU %.3f s = %.3g rows/s (best of %d), loss %.1f%%, load %s\n",
-                static_cast<long long>(r.rows), ev.c_str(), pf.c_str(), best, r.rows / best, reps,
-                r.throughput_loss * 100, loadavg().c_str());
+                static_cast<long long>(result.rows), ev.c_str(), pf.c_str(), best, result.rows / best, reps,
+                result.throughput_loss * 100, loadavg().c_str());
 }
 
 static int run(int argc, char** argv) {

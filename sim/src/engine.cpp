@@ -266,22 +266,22 @@ void Engine<Policy>::event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, i
 template <class Policy>
 void Engine<Policy>::sample(int64_t recorded) {
     if (recorded < bucket_lo || recorded >= bucket_hi) find_bucket(recorded);
-    Bucket& k = buckets[bucket];
-    if (used > k.dev) { k.dev = used; k.t = recorded + shift; k.host = host_used + program_host; }
+    Bucket& current = buckets[bucket];
+    if (used > current.dev) { current.dev = used; current.t = recorded + shift; current.host = host_used + program_host; }
 }
 
 template <class Policy>
 void Engine<Policy>::find_bucket(int64_t recorded) {
     const int64_t span = std::max<int64_t>(prepared.t_end - prepared.t_begin, 1);
     const int64_t nb = static_cast<int64_t>(buckets.size());
-    const int64_t b = std::clamp<int64_t>((recorded - prepared.t_begin) * nb / (span + 1), 0, nb - 1);
-    bucket = static_cast<size_t>(b);
+    const int64_t index = std::clamp<int64_t>((recorded - prepared.t_begin) * nb / (span + 1), 0, nb - 1);
+    bucket = static_cast<size_t>(index);
     bucket_lo = bucket_hi = recorded;   // a span too long for the bounds below: divide each time
     if (span >= INT64_MAX / (nb + 1) || recorded < prepared.t_begin) return;
     // x = r - t_begin lies in bucket b iff b * (span+1) <= x * nb < (b+1) * (span+1)
-    auto first_of = [&](int64_t i) { return prepared.t_begin + (i * (span + 1) + nb - 1) / nb; };
-    bucket_lo = b == 0 ? INT64_MIN : first_of(b);
-    bucket_hi = b == nb - 1 ? INT64_MAX : first_of(b + 1);
+    auto first_of = [&](int64_t of) { return prepared.t_begin + (of * (span + 1) + nb - 1) / nb; };
+    bucket_lo = index == 0 ? INT64_MIN : first_of(index);
+    bucket_hi = index == nb - 1 ? INT64_MAX : first_of(index + 1);
 }
 
 // A wait from `now` to `until` for allocation a or kernel s: later work moves by it.

@@ -59,15 +59,15 @@ private:
     public:
         bool empty() const { return head[0] == fifo[0].size() && head[1] == fifo[1].size(); }
         const Transfer& top() const { return fifo[first()][head[first()]]; }
-        void push(const Transfer& x, int q) { fifo[q].push_back(x); }
+        void push(const Transfer& transfer, int queue) { fifo[queue].push_back(transfer); }
         void pop() {
-            const int q = first();
-            if (++head[q] == fifo[q].size()) {
-                fifo[q].clear();
-                head[q] = 0;
-            } else if (head[q] >= 4096 && 2 * head[q] >= fifo[q].size()) {
-                fifo[q].erase(fifo[q].begin(), fifo[q].begin() + static_cast<std::ptrdiff_t>(head[q]));
-                head[q] = 0;
+            const int queue = first();
+            if (++head[queue] == fifo[queue].size()) {
+                fifo[queue].clear();
+                head[queue] = 0;
+            } else if (head[queue] >= 4096 && 2 * head[queue] >= fifo[queue].size()) {
+                fifo[queue].erase(fifo[queue].begin(), fifo[queue].begin() + static_cast<std::ptrdiff_t>(head[queue]));
+                head[queue] = 0;
             }
         }
 

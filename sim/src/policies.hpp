@@ -82,28 +82,28 @@ private:
     struct Entry {
         int64_t k1, k2;
         int32_t a;
-        bool operator<(const Entry& o) const { return k1 != o.k1 ? k1 < o.k1 : k2 < o.k2; }
+        bool operator<(const Entry& other) const { return k1 != other.k1 ? k1 < other.k1 : k2 < other.k2; }
     };
     void up(int32_t i) {
-        const Entry x = heap_[i];
+        const Entry moving = heap_[i];
         while (i > 0) {
             int32_t p = (i - 1) / 2;
-            if (!(x < heap_[p])) break;
+            if (!(moving < heap_[p])) break;
             heap_[i] = heap_[p]; pos_[heap_[i].a] = i; i = p;
         }
-        heap_[i] = x; pos_[x.a] = i;
+        heap_[i] = moving; pos_[moving.a] = i;
     }
     void down(int32_t i) {
         int32_t n = static_cast<int32_t>(heap_.size());
-        const Entry x = heap_[i];
+        const Entry moving = heap_[i];
         for (;;) {
             int32_t c = 2 * i + 1;
             if (c >= n) break;
             if (c + 1 < n && heap_[c + 1] < heap_[c]) ++c;
-            if (!(heap_[c] < x)) break;
+            if (!(heap_[c] < moving)) break;
             heap_[i] = heap_[c]; pos_[heap_[i].a] = i; i = c;
         }
-        heap_[i] = x; pos_[x.a] = i;
+        heap_[i] = moving; pos_[moving.a] = i;
     }
     std::vector<Entry> heap_;
     std::vector<int32_t> pos_;
@@ -120,47 +120,47 @@ public:
         key_.assign(n_alloc, -1);
         resize(n_keys);
     }
-    bool contains(int32_t a) const { return key_[a] >= 0; }
-    void insert(int32_t a, int64_t key) {
+    bool contains(int32_t alloc) const { return key_[alloc] >= 0; }
+    void insert(int32_t alloc, int64_t key) {
         if (static_cast<size_t>(key) >= owner_.size()) grow(static_cast<size_t>(key) + 1);
-        key_[a] = key;
-        owner_[static_cast<size_t>(key)] = a;
+        key_[alloc] = key;
+        owner_[static_cast<size_t>(key)] = alloc;
         low_ = std::min(low_, static_cast<size_t>(key));
-        auto k = static_cast<size_t>(key);
+        auto bit = static_cast<size_t>(key);
         for (auto& level : levels_) {
-            uint64_t& w = level[k >> 6];
-            const bool was_empty = w == 0;
-            w |= uint64_t{1} << (k & 63);
+            uint64_t& word = level[bit >> 6];
+            const bool was_empty = word == 0;
+            word |= uint64_t{1} << (bit & 63);
             if (!was_empty) break;
-            k >>= 6;
+            bit >>= 6;
         }
     }
-    void erase(int32_t a) {
-        if (key_[a] < 0) return;
-        auto k = static_cast<size_t>(key_[a]);
-        key_[a] = -1;
+    void erase(int32_t alloc) {
+        if (key_[alloc] < 0) return;
+        auto bit = static_cast<size_t>(key_[alloc]);
+        key_[alloc] = -1;
         for (auto& level : levels_) {
-            uint64_t& w = level[k >> 6];
-            w &= ~(uint64_t{1} << (k & 63));
-            if (w != 0) break;
-            k >>= 6;
+            uint64_t& word = level[bit >> 6];
+            word &= ~(uint64_t{1} << (bit & 63));
+            if (word != 0) break;
+            bit >>= 6;
         }
     }
     // The member with the smallest key, -1 when empty: the first key at or after low_ (no
     // member is below it), found upwards from low_'s word, as the minimum mostly stays near.
     int32_t min() {
-        size_t k = low_;
-        for (size_t l = 0; l < levels_.size(); ++l) {
-            const size_t i = k >> 6;
-            if (i >= levels_[l].size()) break;
-            const uint64_t w = levels_[l][i] & (~uint64_t{0} << (k & 63));
-            if (w != 0) {
-                k = (i << 6) | static_cast<size_t>(__builtin_ctzll(w));
-                while (l-- > 0) k = (k << 6) | static_cast<size_t>(__builtin_ctzll(levels_[l][k]));
-                low_ = k;
-                return owner_[k];
+        size_t bit = low_;
+        for (size_t level = 0; level < levels_.size(); ++level) {
+            const size_t index = bit >> 6;
+            if (index >= levels_[level].size()) break;
+            const uint64_t word = levels_[level][index] & (~uint64_t{0} << (bit & 63));
+            if (word != 0) {
+                bit = (index << 6) | static_cast<size_t>(__builtin_ctzll(word));
+                while (level-- > 0) bit = (bit << 6) | static_cast<size_t>(__builtin_ctzll(levels_[level][bit]));
+                low_ = bit;
+                return owner_[bit];
             }
-            k = i + 1;   // the next word of this level: a bit of the level above
+            bit = index + 1;   // the next word of this level: a bit of the level above
         }
         low_ = owner_.size();
         return -1;
@@ -196,9 +196,9 @@ struct LruPolicy {
     const Ctx* c = nullptr;
     ClockSet s;
     void init(const Ctx* ctx, size_t n) { c = ctx; s.init(n, n + ctx->P->acc_alloc.size() + 1); }
-    bool contains(int32_t a) const { return s.contains(a); }
-    void insert(int32_t a) { s.insert(a, c->last_touch[a]); }
-    void erase(int32_t a) { s.erase(a); }
+    bool contains(int32_t alloc) const { return s.contains(alloc); }
+    void insert(int32_t alloc) { s.insert(alloc, c->last_touch[alloc]); }
+    void erase(int32_t alloc) { s.erase(alloc); }
     int32_t pick() { return s.min(); }
     bool may_drop(int32_t) const { return false; }
 };

@@ -28,14 +28,14 @@ struct Intervals {
     bool contains(int64_t t) const;
     // The same answer, looking first at the interval where the previous lookup ended
     // (`hint`, kept by the caller): the engine's lookups mostly move forward in time.
-    bool contains(int64_t t, size_t& hint) const {
-        const size_t n = begin.size();
-        // hint = how many intervals begin at or before t
-        if (!((hint == 0 || begin[hint - 1] <= t) && (hint == n || t < begin[hint]))) {
-            if (hint < n && begin[hint] <= t && (hint + 1 == n || t < begin[hint + 1])) ++hint;
-            else hint = static_cast<size_t>(std::upper_bound(begin.begin(), begin.end(), t) - begin.begin());
+    bool contains(int64_t time, size_t& hint) const {
+        const size_t count = begin.size();
+        // hint = how many intervals begin at or before `time`
+        if (!((hint == 0 || begin[hint - 1] <= time) && (hint == count || time < begin[hint]))) {
+            if (hint < count && begin[hint] <= time && (hint + 1 == count || time < begin[hint + 1])) ++hint;
+            else hint = static_cast<size_t>(std::upper_bound(begin.begin(), begin.end(), time) - begin.begin());
         }
-        return hint > 0 && t < end[hint - 1];
+        return hint > 0 && time < end[hint - 1];
     }
 };
 

@@ -14,17 +14,17 @@ TEST_CASE("ClockSet gives the smallest key, as an ordered set does", "[sim][poli
     for (uint64_t seed : {1, 2, 3}) {
         std::mt19937_64 rng(seed);
         const int n_alloc = 300;
-        mhc::sim::ClockSet s;
-        s.init(n_alloc, 1000);   // keys run to 20000: it grows on the way
+        mhc::sim::ClockSet set;
+        set.init(n_alloc, 1000);   // keys run to 20000: it grows on the way
         std::set<std::pair<int64_t, int32_t>> ref;   // (key, allocation)
         std::map<int32_t, int64_t> key_of;
         int64_t tick = 0;
         for (int op = 0; op < 20000; ++op) {
-            const auto a = static_cast<int32_t>(rng() % n_alloc);
-            if (key_of.count(a)) {
-                ref.erase({key_of[a], a});
-                key_of.erase(a);
-                s.erase(a);
+            const auto alloc = static_cast<int32_t>(rng() % n_alloc);
+            if (key_of.count(alloc)) {
+                ref.erase({key_of[alloc], alloc});
+                key_of.erase(alloc);
+                set.erase(alloc);
             } else {
                 // a fresh tick, or (one time in four) an old one no member holds
                 int64_t key = ++tick;
@@ -34,12 +34,12 @@ TEST_CASE("ClockSet gives the smallest key, as an ordered set does", "[sim][poli
                     for (const auto& [k, b] : ref) taken |= k == key;
                     if (taken) key = ++tick;
                 }
-                ref.insert({key, a});
-                key_of[a] = key;
-                s.insert(a, key);
+                ref.insert({key, alloc});
+                key_of[alloc] = key;
+                set.insert(alloc, key);
             }
-            REQUIRE(s.contains(a) == (key_of.count(a) == 1));
-            REQUIRE(s.min() == (ref.empty() ? -1 : ref.begin()->second));
+            REQUIRE(set.contains(alloc) == (key_of.count(alloc) == 1));
+            REQUIRE(set.min() == (ref.empty() ? -1 : ref.begin()->second));
         }
     }
 }

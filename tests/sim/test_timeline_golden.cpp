@@ -21,60 +21,61 @@
 #include "mhc/sim/simulate.hpp"
 #include "mhc/sim/synthetic.hpp"
 
-using namespace mhc;
+namespace sim = mhc::sim;
+namespace trace = mhc::trace;
 
 namespace {
 
 struct Digest {
     uint64_t h = 1469598103934665603ull;
-    void bytes(const void* p, size_t n) {
-        const auto* c = static_cast<const unsigned char*>(p);
-        for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+    void bytes(const void* data, size_t size) {
+        const auto* bytes = static_cast<const unsigned char*>(data);
+        for (size_t i = 0; i < size; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
     }
-    void i64(int64_t v) { bytes(&v, sizeof v); }
-    void f64(double v) {
-        if (std::isnan(v)) return i64(0x7ff8);   // every NaN the same, whatever its bits
-        bytes(&v, sizeof v);
+    void i64(int64_t value) { bytes(&value, sizeof value); }
+    void f64(double value) {
+        if (std::isnan(value)) return i64(0x7ff8);   // every NaN the same, whatever its bits
+        bytes(&value, sizeof value);
     }
-    void str(const std::string& s) { i64(static_cast<int64_t>(s.size())); bytes(s.data(), s.size()); }
-    void origin(const sim::EventOrigin& o) {
-        i64(static_cast<int64_t>(o.what));
-        i64(o.after_launch);
-        i64(o.index);
+    void str(const std::string& text) { i64(static_cast<int64_t>(text.size())); bytes(text.data(), text.size()); }
+    void origin(const sim::EventOrigin& origin) {
+        i64(static_cast<int64_t>(origin.what));
+        i64(origin.after_launch);
+        i64(origin.index);
     }
 };
 
 // Everything a run produced, in one digest (sim_seconds, the wall time, left out).
-std::string digest_of(const sim::Result& r) {
-    Digest d;
-    for (const auto& [k, v] : sim::metrics(r))
-        if (k != "sim_seconds") { d.str(k); d.f64(v); }
-    d.str(r.oom.where); d.str(r.oom.why); d.i64(r.oom.time); d.i64(r.oom.recorded);
-    d.i64(r.oom.bytes_needed); d.i64(r.oom.bytes_short); d.i64(r.oom.bytes_pinned);
-    d.i64(r.oom.fragmentation); d.i64(r.oom.largest_free_block);
-    d.str(r.invariant_violation);
-    for (const auto& e : r.events) {
-        d.i64(static_cast<int64_t>(e.kind)); d.i64(e.t_start); d.i64(e.t_end);
-        d.i64(e.allocation); d.i64(e.kernel); d.i64(e.bytes);
+std::string digest_of(const sim::Result& run) {
+    Digest digest;
+    for (const auto& [name, value] : sim::metrics(run))
+        if (name != "sim_seconds") { digest.str(name); digest.f64(value); }
+    digest.str(run.oom.where); digest.str(run.oom.why); digest.i64(run.oom.time); digest.i64(run.oom.recorded);
+    digest.i64(run.oom.bytes_needed); digest.i64(run.oom.bytes_short); digest.i64(run.oom.bytes_pinned);
+    digest.i64(run.oom.fragmentation); digest.i64(run.oom.largest_free_block);
+    digest.str(run.invariant_violation);
+    for (const auto& event : run.events) {
+        digest.i64(static_cast<int64_t>(event.kind)); digest.i64(event.t_start); digest.i64(event.t_end);
+        digest.i64(event.allocation); digest.i64(event.kernel); digest.i64(event.bytes);
     }
-    for (const auto& o : r.plan_log.origins) d.origin(o);
-    for (const auto& x : r.plan_log.releases) { d.i64(x.alloc); d.i64(x.before); d.origin(x.origin); d.i64(x.failed_allocation); }
-    for (const auto& k : r.kernel_times) { d.i64(k.kernel); d.i64(k.t_start); d.i64(k.t_end); }
-    for (const auto& m : r.memory) { d.i64(m.t); d.i64(m.device_bytes); d.i64(m.host_bytes); }
-    d.i64(r.kernels_reached); d.i64(r.last_kernel);
+    for (const auto& origin : run.plan_log.origins) digest.origin(origin);
+    for (const auto& rel : run.plan_log.releases) { digest.i64(rel.alloc); digest.i64(rel.before); digest.origin(rel.origin); digest.i64(rel.failed_allocation); }
+    for (const auto& kt : run.kernel_times) { digest.i64(kt.kernel); digest.i64(kt.t_start); digest.i64(kt.t_end); }
+    for (const auto& ms : run.memory) { digest.i64(ms.t); digest.i64(ms.device_bytes); digest.i64(ms.host_bytes); }
+    digest.i64(run.kernels_reached); digest.i64(run.last_kernel);
     char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(d.h));
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest.h));
     return hex;
 }
 
-struct Case { std::string name; trace::TraceData trace; };
+struct Case { std::string name; trace::TraceData data; };
 
 std::vector<Case> traces() {
-    std::vector<Case> v;
-    v.push_back({"training-a", sim::synthetic::training(11, 20'000, 8, 1)});
-    v.push_back({"training-b", sim::synthetic::training(12, 30'000, 12, 2)});
-    v.push_back({"random-reads", sim::synthetic::random_reads(13, 64, 600, 4)});
-    return v;
+    std::vector<Case> cases;
+    cases.push_back({"training-a", sim::synthetic::training(11, 20'000, 8, 1)});
+    cases.push_back({"training-b", sim::synthetic::training(12, 30'000, 12, 2)});
+    cases.push_back({"random-reads", sim::synthetic::random_reads(13, 64, 600, 4)});
+    return cases;
 }
 
 }  // namespace
@@ -91,27 +92,27 @@ TEST_CASE("every policy, prefetcher and allocator gives the golden timeline", "[
     nlohmann::json got;
     int checked = 0;
     for (auto& tc : traces()) {
-        auto p = sim::prepare(tc.trace);
+        const auto prepared = sim::prepare(tc.data);
         for (const char* ev : {"lru", "largest", "belady", "dtr", "cost_aware"})
             for (const char* pf : {"none", "lookahead:8", "periodic", "capuchin", "forecast"})
                 for (const char* alloc : {"ideal", "caching"})
                     for (const char* cap : {"55%", "75%"})
                         for (double host : {0.0, 1.0}) {
-                            sim::Config c;
-                            c.eviction = ev;
-                            c.prefetch = pf;
-                            c.allocator = alloc;
-                            c.capacity = sim::parse_capacity(cap);
-                            c.cpu_buffer_ratio = host;
-                            c.link = sim::link_from_spec("pcie4");
-                            c.check_invariants = true;
-                            const auto r = sim::simulate(*p, c);
+                            sim::Config config;
+                            config.eviction = ev;
+                            config.prefetch = pf;
+                            config.allocator = alloc;
+                            config.capacity = sim::parse_capacity(cap);
+                            config.cpu_buffer_ratio = host;
+                            config.link = sim::link_from_spec("pcie4");
+                            config.check_invariants = true;
+                            const auto result = sim::simulate(*prepared, config);
                             const std::string key = tc.name + " " + cap + " " + ev + "+" + pf + " " + alloc +
                                                     " host " + std::to_string(host).substr(0, 3);
-                            const nlohmann::json run = {{"digest", digest_of(r)},
-                                                        {"events", r.events.size()},
-                                                        {"peak", r.simulated_peak},
-                                                        {"makespan", r.simulated_makespan}};
+                            const nlohmann::json run = {{"digest", digest_of(result)},
+                                                        {"events", result.events.size()},
+                                                        {"peak", result.simulated_peak},
+                                                        {"makespan", result.simulated_makespan}};
                             got[key] = run;
                             if (update) continue;
                             INFO(key);
