@@ -25,7 +25,7 @@ namespace {
 using namespace mhc::advise;
 
 struct Options {
-    std::string trace, capacity, gpu, budget, link = "pcie5", setting, host_bw = "100GB/s", trace_out;
+    std::string trace, capacity, gpu, budget, link = "pcie5", setting, host_bw = "100GB/s", host_tensor = "15us", trace_out;
     int top = 3;
     bool verify = false, json = false, force = false;
 };
@@ -108,6 +108,11 @@ int run(const Options& o) {
     const int64_t capacity = o.setting.empty() ? capacity_of(o, cap_what) : 0;
     HostModel host;
     host.bandwidth_Bps = mhc::cli::option_value("--host-bandwidth", [&] { return mhc::parse_bandwidth(o.host_bw); });
+    host.per_tensor_s = mhc::cli::option_value("--host-tensor-cost", [&] {
+        const double seconds = mhc::parse_seconds(o.host_tensor);
+        if (seconds > 1) throw mhc::Error("'" + o.host_tensor + "' is more than 1 s");
+        return seconds;
+    });
     auto data = mhc::trace::load_checked_trace(o.trace);
     Base base = make_base(data);
     Evaluator ev(base, mhc::sim::link_from_spec(o.link), host);
@@ -168,7 +173,8 @@ int run(const Options& o) {
     std::printf("trace      %s: %zu blocks (%s), %zu step%s\n", o.trace.c_str(), base.info.block_name.size(),
                 base.info.block_prefix.c_str(), base.steps.size(), base.steps.size() == 1 ? "" : "s");
     if (!cap_what.empty()) std::printf("capacity   %s (%s)\n", mhc::format_bytes(capacity).c_str(), cap_what.c_str());
-    std::printf("link       %s; host optimizer steps at %s\n", ev.link().name.c_str(), mhc::format_rate(host.bandwidth_Bps).c_str());
+    std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", ev.link().name.c_str(),
+                mhc::format_rate(host.bandwidth_Bps).c_str(), mhc::format_ns(std::llround(host.per_tensor_s * 1e9)).c_str());
     std::printf("baseline   peak %s, reserved %s, step %s (estimated)%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
                 mhc::format_bytes(a.baseline.memory.reserved).c_str(), mhc::format_ns(a.baseline.step_time).c_str(),
                 capacity > 0 && a.baseline.memory.reserved > capacity ? ": does not fit" : "");
@@ -217,6 +223,10 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_option("--host-bandwidth", o->host_bw, "Memory bandwidth a host optimizer step streams at (an assumption)")
             ->type_name("RATE")
             ->default_str(o->host_bw);
+        app.add_option("--host-tensor-cost", o->host_tensor,
+                       "Fixed cost of a host optimizer step per parameter tensor (an assumption)")
+            ->type_name("TIME")
+            ->default_str(o->host_tensor);
         app.add_option("--top", o->top, "How many settings to print")->default_str(std::to_string(o->top));
         app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching")
             ->type_name("JSON|FILE");

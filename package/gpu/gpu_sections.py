@@ -283,6 +283,16 @@ def advise_section():
     base = predicted(trace, {})
     link = os.path.join(os.environ["OUT"], "link-cuda.json")
     link_args = ["--link", link] if os.path.exists(link) else []
+    # The host optimizer step's two figures measured on this machine's CPU, not assumed
+    # (host_adamw.py lies beside this file in the release, in bench/advise/ in the source tree).
+    here = os.path.dirname(os.path.realpath(__file__))
+    sys.path[:0] = [here, os.path.join(here, "..", "..", "bench", "advise")]
+    import host_adamw
+    host = host_adamw.measure(numel=1 << 20 if sec.dry else 1 << 24)
+    sec.put("host_step", host)
+    say(f"host optimizer step: {host['per_tensor_s'] * 1e6:.1f} us per tensor, {host['bandwidth_Bps'] / 1e9:.2f} GB/s "
+        f"({host['threads']} threads, torch {host['torch']})")
+    link_args += host_adamw.options(host)
     answer = None
     # A capacity the captured step does not fit, so that the advice has to change something: a
     # quarter less first; a tiny model (the dry run) has less that any setting can save.

@@ -30,26 +30,27 @@ class SettingsRecording:
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
         self.side_free = 0  # when the copy stream is next free (ns)
         self.host_live = self.host_peak = 0
+        self.host_seen = False  # an allocation was recorded as host memory (else no op is host work)
 
     # Host memory ----------------------------------------------------------------------------
-    def host_category(self, t: torch.Tensor, new: bool) -> int | None:
-        """The category of t's storage if it is host memory (placement.mark_host said so, or an op
-        made it inside a placement.on_host region), else None."""
-        what = placement.host_kind(t) or (placement.host_region() if new else None)
+    def host_category(self, storage, new: bool) -> int | None:
+        """The category of an untyped storage if it is host memory (placement.mark_host said so, or
+        an op made it inside a placement.on_host region), else None."""
+        what = placement.storage_host_kind(storage) or (placement.host_region() if new else None)
         return None if what is None else _HOST_CATEGORY.get(what, store.OTHER)
 
     def to_host(self, alloc: store.Allocation, category: int) -> None:
         alloc.device = HOST
+        self.host_seen = True
         alloc.category = category
         self.host_live += alloc.bytes
         self.host_peak = max(self.host_peak, self.host_live)
 
-    def route_host_op(self, name: str, label: str, reads, mutated, new_outs) -> bool:
+    def route_host_op(self, name: str, reads, mutated, tracked) -> bool:
         """True when the op is not a GPU kernel: work on host tensors only (an optimizer step on
-        the host), or a copy between host and device memory (recorded in `copies`)."""
-        ins = [self.track(t, store.OTHER, f"untracked input of {name}") for t in reads + mutated]
-        outs = [self.track(t, None, label) for t in new_outs]
-        records = [s for s in ins + outs if s is not None]
+        the host), or a copy between host and device memory (recorded in `copies`). `tracked`
+        are the records of its storages (None for an empty one)."""
+        records = [s for s in tracked if s is not None]
         host = [s.alloc.device == HOST for s in records]
         if records and all(host):
             return True

@@ -1,10 +1,10 @@
 """Captures training steps of a PyTorch model on fake tensors as an mhc-toolkit trace.
 
-The model runs under FakeTensorMode (shapes, dtypes and storages, no memory and no GPU). A dispatch
-mode below it sees every aten op after autograd and autocast:
+The model runs under FakeTensorMode (shapes, dtypes and storages, no memory and no GPU), which hands
+the capture every aten op the model runs, after autograd and autocast:
 - an op is a kernel on stream 0 unless it only makes a view or an uninitialised tensor;
 - every storage is an allocation, from the op that made it until its last reference dies (a weak
-  finalizer on the untyped storage, the way MemTracker tracks storages under fake tensors);
+  reference's callback on the untyped storage, the way MemTracker tracks storages under fake tensors);
 - accesses come from the op schema's alias information: inputs are read, mutated arguments are
   read-write, new outputs are written;
 - durations come from a roofline of the target GPU (gpus.py) and torch.utils.flop_counter.
@@ -20,7 +20,6 @@ from typing import Any, Callable
 
 import torch
 from torch.utils._pytree import tree_flatten
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import inplace_backward, recipes, store, workspaces
@@ -49,14 +48,71 @@ class CaptureError(Exception):
     """The model cannot be captured: the message names the op and the reason (one line)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Storage:
     alloc: store.Allocation
     phase: str  # forward, backward, optimizer, setup
     step: int
     alive_at_backward: bool = False
     refs: int = 1  # storages that stand for this allocation (inplace_backward folds two into one)
-    fresh: bool = False  # a factory made it in the backward and nothing used it since
+
+
+@dataclass(frozen=True)
+class _Op:
+    """What the capture reads of an op's schema, read once per overload: the schema's accessors
+    cost microseconds each, and a training step runs tens of thousands of ops."""
+    name: str
+    params: tuple[tuple[int, str, bool, bool], ...]  # (position, name, keyword only, written to)
+    writes: bool  # an argument is written to (the schema's `Tensor(a!)`)
+    shape_only: bool  # its tensor inputs give a shape, dtype and device only (_SHAPE_ONLY_INPUT)
+    allocate_only: bool  # it allocates without a kernel (_ALLOCATE_ONLY)
+    untracked: str  # the label of an input storage that the capture first sees here
+
+
+_OPS: dict[Any, _Op] = {}
+
+
+def _op(func) -> _Op:
+    op = _OPS.get(func)
+    if op is None:
+        schema = func._schema
+        params = tuple((i, a.name, a.kwarg_only, a.alias_info is not None and a.alias_info.is_write)
+                       for i, a in enumerate(schema.arguments))
+        op = _OPS[func] = _Op(schema.name, params, any(p[3] for p in params), schema.name in _SHAPE_ONLY_INPUT,
+                              schema.name in _ALLOCATE_ONLY, f"untracked input of {schema.name}")
+    return op
+
+
+def _split_arguments(op: _Op, args, kwargs) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The fake tensors the op reads and those it writes to, in the schema's order. Real tensors
+    (constants made by torch.tensor(), which lift_fresh copies onto the device) live in host
+    memory, not on the device."""
+    reads: list[torch.Tensor] = []
+    mutated: list[torch.Tensor] = []
+    n = len(args)
+    for i, name, kwarg_only, written in op.params:
+        if i < n and not kwarg_only:
+            value = args[i]
+        elif name in kwargs:
+            value = kwargs[name]
+        else:
+            continue
+        if isinstance(value, FakeTensor):
+            (mutated if written else reads).append(value)
+        elif isinstance(value, (list, tuple)):
+            (mutated if written else reads).extend(v for v in value if isinstance(v, FakeTensor))
+    return reads, mutated
+
+
+def _fake_outputs(out) -> list[torch.Tensor]:
+    """The fake tensors of an op's result, in tree_flatten's order."""
+    if isinstance(out, FakeTensor):
+        return [out]
+    if not isinstance(out, (list, tuple, dict)):
+        return []  # None, a number, a device: an op's result holds tensors only in these containers
+    if isinstance(out, dict) or any(isinstance(o, (list, tuple, dict)) for o in out):
+        return [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
+    return [o for o in out if isinstance(o, FakeTensor)]
 
 
 @dataclass
@@ -71,10 +127,16 @@ class CaptureResult:
     flops_per_step: list[dict[str, int]] = field(default_factory=list)  # per step: phase -> FLOPs (kernel_info)
 
 
-def _flops_of(func, args, kwargs, out) -> int:
-    from torch.utils.flop_counter import flop_registry  # warns once when triton is absent: harmless
+_flop_registry: dict | None = None
 
-    f = flop_registry.get(func._overloadpacket)
+
+def _flops_of(func, args, kwargs, out) -> int:
+    global _flop_registry
+    if _flop_registry is None:
+        from torch.utils.flop_counter import flop_registry  # warns once when triton is absent: harmless
+
+        _flop_registry = flop_registry
+    f = _flop_registry.get(func._overloadpacket)
     if f is None:
         return 0
     try:
@@ -83,31 +145,41 @@ def _flops_of(func, args, kwargs, out) -> int:
         return 0
 
 
-def _tensors(value) -> list[torch.Tensor]:
-    """The fake tensors in an argument. Real tensors (constants made by torch.tensor(), which
-    lift_fresh copies onto the device) live in host memory, not on the device."""
-    if isinstance(value, FakeTensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, FakeTensor)]
-    return []
-
-
 def _graph_task_id() -> int:
     """The running backward's id, -1 outside the autograd engine."""
     return torch._C._current_graph_task_id()
 
 
-class _Recorder(TorchDispatchMode):
-    def __init__(self, rec: "Recording"):
-        super().__init__()
-        self.rec = rec
+class _RecordingFakeMode(FakeTensorMode):
+    """Fake tensors that hand each op the model runs (not those FakeTensorMode runs for it, a
+    decomposition's) to a Recording while one listens: what a TorchDispatchMode stacked above
+    FakeTensorMode would see, with one Python dispatch per op instead of two."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.recording: Recording | None = None
+        self._depth = 0  # ops of this mode's running now (>1: run by FakeTensorMode itself)
+
+    def dispatch(self, func, types, args=(), kwargs=None):
+        rec = self.recording
+        if rec is None or self._depth:
+            return super().dispatch(func, types, args, kwargs)
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        self.rec.on_op(func, args, kwargs, out)
+        self._depth += 1
+        try:
+            out = super().dispatch(func, types, args, kwargs)
+            rec.on_op(func, args, kwargs, out)  # ops it runs itself are not the model's
+        finally:
+            self._depth -= 1
         return out
+
+    @contextlib.contextmanager
+    def recording_to(self, rec: "Recording"):
+        self.recording = rec
+        try:
+            yield
+        finally:
+            self.recording = None
 
 
 class Recording(SettingsRecording):
@@ -131,6 +203,8 @@ class Recording(SettingsRecording):
         self.workspaces = workspaces.Workspaces(spec)
         self.accumulations = inplace_backward.Accumulations()
         self.init_tables()
+        self.fresh: dict[int, _Storage] = {}  # id(record) -> record a factory made in the backward, unused since
+        self.watched: dict[weakref.ref, tuple[int, _Storage]] = {}  # storages whose end frees an allocation
 
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
@@ -151,15 +225,25 @@ class Recording(SettingsRecording):
             s.phase = "fixed"
         self.storages[key] = s
         self.records.append(s)
-        host = self.host_category(t, new=category is None)
+        host = self.host_category(st, new=category is None)
         if host is not None:
             self.to_host(a, host)
             s.phase = "fixed"
         else:
             self.live_bytes += nbytes
-            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-        weakref.finalize(st, self._freed, key, s)
+            if self.live_bytes > self.peak_bytes:
+                self.peak_bytes = self.live_bytes
+        self._watch(st, key, s)
         return s
+
+    def _watch(self, st, key: int, s: _Storage) -> None:
+        """Frees `s` when the storage `st` dies (a weak reference's callback, the way MemTracker
+        follows storages under fake tensors; weakref.finalize costs 30 times as much)."""
+        self.watched[weakref.ref(st, self._storage_died)] = (key, s)
+
+    def _storage_died(self, ref: weakref.ref) -> None:
+        key, s = self.watched.pop(ref)
+        self._freed(key, s)
 
     def _freed(self, key: int, s: _Storage) -> None:
         if self.storages.get(key) is s:
@@ -167,6 +251,7 @@ class Recording(SettingsRecording):
         s.refs -= 1
         if s.refs > 0:
             return  # another storage still stands for this allocation
+        self.fresh.pop(id(s), None)
         s.alloc.t_free = self.t
         if s.alloc.device == HOST:
             self.host_live -= s.alloc.bytes
@@ -179,7 +264,7 @@ class Recording(SettingsRecording):
         st = t.untyped_storage()
         self.storages[id(st)] = s
         s.refs += 1
-        weakref.finalize(st, self._freed, id(st), s)
+        self._watch(st, id(st), s)
 
     def set_category(self, t: torch.Tensor, category: int, label: str) -> None:
         s = self.track(t, category, label)
@@ -213,62 +298,63 @@ class Recording(SettingsRecording):
     # Ops --------------------------------------------------------------------------------------
     def on_op(self, func, args, kwargs, out) -> None:
         self._follow_autograd()
-        schema = func._schema
-        name = schema.name
-        reads: list[torch.Tensor] = []
-        mutated: list[torch.Tensor] = []
-        for i, arg in enumerate(schema.arguments):
-            if i < len(args) and not arg.kwarg_only:
-                value = args[i]
-            elif arg.name in kwargs:
-                value = kwargs[arg.name]
-            else:
-                continue
-            ts = _tensors(value)
-            if not ts:
-                continue
-            if arg.alias_info is not None and arg.alias_info.is_write:
-                mutated.extend(ts)
-            else:
-                reads.extend(ts)
-        if name in _SHAPE_ONLY_INPUT:
+        op = _OPS.get(func) or _op(func)
+        name = op.name
+        storages = self.storages
+        new_outs = [o for o in _fake_outputs(out) if id(o.untyped_storage()) not in storages]
+        if not new_outs and not op.writes:  # a view, an alias or a metadata query: no kernel
+            if self.fresh and not op.shape_only:
+                self._used(_split_arguments(op, args, kwargs)[0])
+            return
+        reads, mutated = _split_arguments(op, args, kwargs)
+        if op.shape_only:
             reads = []
-        outs = [o for o in tree_flatten(out)[0] if isinstance(o, FakeTensor)]
-        new_outs = [o for o in outs if id(o.untyped_storage()) not in self.storages]
         reads = self._fold_backward_formula(name, args, reads, mutated, new_outs)
         if not new_outs and not mutated:
             return  # a view, an alias or a metadata query: no kernel
         start = self.t
         where = self.module_of()
         label = f"{where}:{name}" if where else name
-        if name in _ALLOCATE_ONLY:
+        if op.allocate_only:
             for o in new_outs:
                 self.track(o, None, label)
             return
-        if self.route_host_op(name, label, reads, mutated, new_outs):
+        # Every storage is tracked (allocated if new) before the host check, inputs first.
+        in_records = [self.track(t, store.OTHER, op.untracked) for t in reads]
+        mutated_records = [self.track(t, store.OTHER, op.untracked) for t in mutated]
+        out_records = [self.track(o, None, label) for o in new_outs]
+        if self.host_seen and self.route_host_op(name, reads, mutated,
+                                                 in_records + mutated_records + out_records):
             return
         accesses: dict[int, int] = {}
-        for t in reads:
-            s = self.track(t, store.OTHER, f"untracked input of {name}")
-            if s is not None:
-                accesses[s.alloc.id] = accesses.get(s.alloc.id, 0) | store.READ
-        for t in mutated:
-            s = self.track(t, store.OTHER, f"untracked input of {name}")
-            if s is not None:
-                accesses[s.alloc.id] = accesses.get(s.alloc.id, 0) | store.READ_WRITE
-        for o in new_outs:
-            s = self.track(o, None, label)
+        for records, mode in ((in_records, store.READ), (mutated_records, store.READ_WRITE)):
+            for s in records:
+                if s is not None:
+                    accesses[s.alloc.id] = accesses.get(s.alloc.id, 0) | mode
+        fresh = self.in_backward_formula() and name in inplace_backward.FRESH
+        for s in out_records:
             if s is not None:
                 accesses[s.alloc.id] = accesses.get(s.alloc.id, 0) | store.WRITE
-                s.fresh = self.in_backward_formula() and name in inplace_backward.FRESH
+                if fresh:
+                    self.fresh[id(s)] = s
+                else:
+                    self.fresh.pop(id(s), None)
         if not accesses:
             return
+        self._record_kernel(func, op, args, kwargs, out, reads, mutated, new_outs, accesses, start, where)
+
+    def _record_kernel(self, func, op: _Op, args, kwargs, out, reads, mutated, new_outs, accesses, start, where):
+        name = op.name
         workspaces.add_persistent(self, self.workspaces.persistent(name, self.phase == "backward"), start, accesses)
         # Roofline: bytes moved are the tensors' own extents (views, not whole storages); a
         # mutated argument is read and written.
-        moved = sum(t.numel() * t.element_size() for t in reads)
-        moved += 2 * sum(t.numel() * t.element_size() for t in mutated)
-        moved += sum(t.numel() * t.element_size() for t in new_outs)
+        moved = 0
+        for t in reads:
+            moved += t.numel() * t.element_size()
+        for t in mutated:
+            moved += 2 * t.numel() * t.element_size()
+        for t in new_outs:
+            moved += t.numel() * t.element_size()
         flops = _flops_of(func, args, kwargs, out)
         dtype = (reads or mutated or new_outs)[0].dtype
         seconds = max(flops / self.spec.peak_flops(dtype) if flops else 0.0,
@@ -277,7 +363,7 @@ class Recording(SettingsRecording):
         k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur,
                          step=self.step, accesses=accesses, phase=self.phase_code(),
                          flops=flops, moved_bytes=moved, module=where)
-        workspaces.add_transient(self, self.workspaces.transient(func, args, kwargs), start, start + dur, accesses)
+        workspaces.add_transient(self, self.workspaces.transient(func, args, kwargs, name), start, start + dur, accesses)
         self.kernels.append(k)
         self.accumulations.after_kernel(self, name, reads, new_outs, k)
         self.kernel_layer.append((self.layer_of(), self.phase))
@@ -290,7 +376,7 @@ class Recording(SettingsRecording):
 
     def _is_fresh(self, t: torch.Tensor) -> bool:
         s = self.storages.get(id(t.untyped_storage()))
-        return s is not None and s.fresh
+        return s is not None and id(s) in self.fresh
 
     def _fold_backward_formula(self, name, args, reads, mutated, new_outs):
         """Records an op that fake tensors run out of place as the in-place op a GPU runs
@@ -304,11 +390,16 @@ class Recording(SettingsRecording):
             new_outs.remove(o)
             reads = [t for t in reads if t is not self_t]
             mutated.append(self_t)
-        for t in reads + mutated:
+        if self.fresh:
+            self._used(reads + mutated)
+        return reads
+
+    def _used(self, tensors) -> None:
+        """An op used these tensors: their storages are no longer fresh."""
+        for t in tensors:
             s = self.storages.get(id(t.untyped_storage()))
             if s is not None:
-                s.fresh = False
-        return reads
+                self.fresh.pop(id(s), None)
 
     # Markers ----------------------------------------------------------------------------------
     def layer_markers(self) -> None:
@@ -376,6 +467,24 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
 
 
 @contextlib.contextmanager
+def _older_objects_frozen():
+    """The objects that exist before a capture starts left out of the collections it runs
+    (gc.freeze): a full collection walks every object of the process, hundreds of thousands once
+    torch and transformers are imported (about 0.3 s each), while the capture needs only its own
+    reference cycles collected: an object older than the capture can hold the capture's tensors
+    only while it is alive. Nothing is frozen when something else froze objects already (unfreeze
+    would thaw them too)."""
+    if gc.get_freeze_count() != 0:
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@contextlib.contextmanager
 def _collector_at_step_ends():
     """Python's cyclic garbage collector off during the capture (collected at each step's end
     instead): a storage kept only by a reference cycle would otherwise be freed after whichever
@@ -440,13 +549,14 @@ def capture(build_model: Callable[[], torch.nn.Module],
         setting = check_setting(setting_given)
     store.check_output(path, replace)
     rec = Recording(spec)
-    fake = FakeTensorMode(allow_non_fake_inputs=False)
+    fake = _RecordingFakeMode(allow_non_fake_inputs=False)
     # FakeTensorMode logs a traceback of its own before raising; the error raised says it all.
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     fake_log_level = fake_log.level
     fake_log.setLevel(logging.CRITICAL)
     try:
-        result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
+        with _older_objects_frozen():
+            result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
     except CaptureError:
         raise
     except Exception as e:
@@ -584,7 +694,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
-        with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, _Recorder(rec), run, \
+        with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends():
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"

@@ -17,6 +17,8 @@ would also have written in place.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 # Factories whose result a backward formula fills in place.
@@ -25,6 +27,7 @@ FRESH = {"aten::new_zeros", "aten::zeros", "aten::zeros_like", "aten::new_empty"
          "aten::full_like"}
 
 
+@functools.lru_cache(maxsize=None)
 def _has_inplace(name: str) -> bool:
     base = name.removeprefix("aten::")
     return hasattr(torch.ops.aten, base + "_")

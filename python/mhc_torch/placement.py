@@ -39,7 +39,11 @@ def mark_host(t: torch.Tensor, what: str) -> None:
 
 def host_kind(t: torch.Tensor) -> str | None:
     """What t's storage holds if mark_host said it is host memory, else None."""
-    st = t.untyped_storage()
+    return storage_host_kind(t.untyped_storage())
+
+
+def storage_host_kind(st) -> str | None:
+    """What an untyped storage holds if mark_host said it is host memory, else None."""
     entry = _host.get(id(st))
     return entry[1] if entry is not None and entry[0]() is st else None
 

@@ -212,9 +212,9 @@ class Workspaces:
         self.cublas_threads.add(thread)
         return [(self.cublas_bytes, f"cuBLAS workspace ({thread})")]
 
-    def transient(self, func, args, kwargs) -> list[tuple[int, str]]:
-        """Buffers the kernel takes from the caching allocator and gives back when it ends."""
-        name = func._schema.name
+    def transient(self, func, args, kwargs, name: str) -> list[tuple[int, str]]:
+        """Buffers the kernel of `func` (whose schema's name is `name`) takes from the caching
+        allocator and gives back when it ends."""
         kind = REDUCTIONS.get(name)
         if kind is not None and self.sm_count and args and isinstance(args[0], torch.Tensor):
             t = args[0]

@@ -95,6 +95,9 @@ def test_dry_run_applies_the_top_advice(dry_run):
     applied = f["measured_applied"]
     assert applied["setting"] == top["setting"] and len(applied["step_s"]) == 3 and applied["loss"] > 0
     assert f["comparison"]["predicted_loss"] == top["loss"]
+    # The host step's figures were measured on this machine and given to mhc advise.
+    host = f["host_step"]
+    assert host["per_tensor_s"] > 0 and host["bandwidth_Bps"] > 0 and host["threads"] >= 1
 
 
 def test_dry_run_measures_mhc_against_the_plain_model(dry_run):

@@ -2,6 +2,7 @@
 // kernels, and the optimizer state and step on the host (ZeRO-Offload on one GPU).
 // docs/simulator.md "Settings: optimizer" states the rules this file follows.
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "mhc/advise/transforms.hpp"
@@ -117,7 +118,8 @@ public:
             host.step = step;
             host.phase = Phase::Optimizer;
             host.anchor = b.opt_first[si];
-            host.duration = static_cast<int64_t>(static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9);
+            host.duration = static_cast<int64_t>(static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9) +
+                            std::llround(static_cast<double>(st.params.size()) * c.host.per_tensor_s * 1e9);
             // Each gradient goes to its host buffer once accumulated; the device copy is freed.
             for (int32_t g : st.grads) {
                 if (g >= static_cast<int32_t>(b.creator.size())) continue;

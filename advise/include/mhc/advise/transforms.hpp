@@ -14,6 +14,10 @@ namespace mhc::advise {
 // Figures of the machine a transform needs beyond the trace.
 struct HostModel {
     double bandwidth_Bps = 100e9;   // host memory bandwidth the optimizer step streams at
+    // The step's cost per parameter tensor whatever its size (the optimizer's per-tensor calls):
+    // torch's CPU AdamW(foreach=True) took 14.3-14.9 us a tensor on one core of the machine in
+    // docs/results.md "Settings" (bench/advise/host_adamw.py measures a user's own host).
+    double per_tensor_s = 15e-6;
 };
 
 struct Context {
