@@ -20,12 +20,14 @@ trace (chakra/*.json.gz):
   - with one GPU, its kernels are on the device of its memory;
   - `mhc info`'s counts of kernels and copies (memcpy and memset) and its kernel time (the sum
     of the kernels' durations) must equal the file's; Kineto: also its count of events and its
-    steps (distinct ProfilerStep#N on the CPU); nsys: also its duration (the first start to the
+    steps (distinct ProfilerStep#N on the CPU), and every kernel's start relative to the first
+    equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits); nsys: also its duration (the first start to the
     last end of the kernels, copies, memsets and memory events), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
     at that end; how many did: meta nsys.kernel_starts_clamped).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
+import decimal
 import glob
 import gzip
 import json
@@ -94,6 +96,23 @@ def kineto_timeline(path):
              str(e.get("name", "")).startswith("ProfilerStep#")}
     return {"events": len(events), "kernels": len(kernels), "copies": len(copies), "steps": len(steps),
             "kernel_time_ns": sum(max(0, round(float(e.get("dur", 0)) * 1000)) for e in kernels)}
+
+
+def check_kernel_starts(name, path, db):
+    """Each kernel's start, relative to the first, to the nanosecond (Kineto without clamped starts)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    if meta.get("kineto.kernel_starts_clamped", "0") != "0":
+        return
+    with gzip.open(path) as f:   # ts as written: json would round 19-digit values to doubles
+        events = json.load(f, parse_float=decimal.Decimal)["traceEvents"]
+    want = sorted(int(e["ts"] * 1000) for e in events if isinstance(e, dict) and e.get("ph") == "X" and
+                  e.get("cat") in ("kernel", "Kernel") and "ts" in e)
+    got = sorted(t for (t,) in conn.execute("SELECT t_start FROM kernels"))
+    if want and [t - want[0] for t in want] != [t - got[0] for t in got]:
+        fail(name, "kernel starts differ from the file's to the nanosecond")
+    elif want:
+        print(f"  {len(want)} kernel starts equal the file's to the nanosecond, over {want[-1] - want[0]} ns")
 
 
 def nsys_timeline(path):
@@ -251,6 +270,7 @@ def check(exe, path, source_of, work):
     info = json.loads(mhc(exe, "info", db, "--json"))
     if source_of == kineto_source:
         check_timeline(name, kineto_timeline(path), info)
+        check_kernel_starts(name, path, db)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
     if source:
