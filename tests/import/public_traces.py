@@ -28,6 +28,7 @@ trace (chakra/*.json.gz):
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
 import decimal
+import functools
 import glob
 import gzip
 import json
@@ -59,12 +60,24 @@ def rel(a, b):
 
 # ---- the source's own accounting ----
 
+@functools.lru_cache(maxsize=1)
+def kineto_events(path):
+    """The trace's events, read once per file; numbers with a fraction stay the text the file
+    has (json would round epoch `ts`, 19 significant digits, to doubles): decimal() reads them."""
+    with gzip.open(path) as f:
+        return json.load(f, parse_float=str)["traceEvents"]
+
+
+def decimal_of(v):
+    return decimal.Decimal(v if isinstance(v, str) else str(v))
+
+
 def kineto_source(path):
     """{device: (peak live bytes, reserved peak or None, how)}"""
-    events = json.load(gzip.open(path))["traceEvents"]
+    events = kineto_events(path)
     mem = [e for e in events if isinstance(e, dict) and e.get("name") == "[memory]" and "ts" in e
            and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Bytes" in e["args"]]
-    mem.sort(key=lambda e: e["ts"])   # stable: file order at one ts
+    mem.sort(key=lambda e: decimal_of(e["ts"]))   # stable: file order at one ts
     by_dev = {}
     for e in mem:
         a = e["args"]
@@ -88,14 +101,14 @@ def kineto_source(path):
 
 def kineto_timeline(path):
     """What `mhc info` reports of a Kineto trace's timeline, counted from the JSON."""
-    events = json.load(gzip.open(path))["traceEvents"]
+    events = kineto_events(path)
     gpu = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     kernels = [e for e in gpu if e.get("cat") in ("kernel", "Kernel")]
     copies = [e for e in gpu if e.get("cat") in ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")]
     steps = {e["name"] for e in gpu if e.get("cat") != "gpu_user_annotation" and
              str(e.get("name", "")).startswith("ProfilerStep#")}
     return {"events": len(events), "kernels": len(kernels), "copies": len(copies), "steps": len(steps),
-            "kernel_time_ns": sum(max(0, round(float(e.get("dur", 0)) * 1000)) for e in kernels)}
+            "kernel_time_ns": sum(max(0, int(decimal_of(e.get("dur", 0)) * 1000)) for e in kernels)}
 
 
 def check_kernel_starts(name, path, db):
@@ -104,9 +117,7 @@ def check_kernel_starts(name, path, db):
     meta = dict(conn.execute("SELECT key, value FROM meta"))
     if meta.get("kineto.kernel_starts_clamped", "0") != "0":
         return
-    with gzip.open(path) as f:   # ts as written: json would round 19-digit values to doubles
-        events = json.load(f, parse_float=decimal.Decimal)["traceEvents"]
-    want = sorted(int(e["ts"] * 1000) for e in events if isinstance(e, dict) and e.get("ph") == "X" and
+    want = sorted(int(decimal_of(e["ts"]) * 1000) for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and
                   e.get("cat") in ("kernel", "Kernel") and "ts" in e)
     got = sorted(t for (t,) in conn.execute("SELECT t_start FROM kernels"))
     if want and [t - want[0] for t in want] != [t - got[0] for t in got]:
