@@ -273,9 +273,9 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
                              "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":5,\"dur\":1,"
                              "\"args\":{\"correlation\":117,\"device\":2,\"stream\":0}}]}");
         CHECK(accepted(in).kernels == 1);
-        auto t = mhc::trace::load_trace(in + ".db");
-        REQUIRE(t.kernels.size() == 1);
-        CHECK(t.kernels.stream[0] == 0);
+        auto trace = mhc::trace::load_trace(in + ".db");
+        REQUIRE(trace.kernels.size() == 1);
+        CHECK(trace.kernels.stream[0] == 0);
     }
 }
 
@@ -365,25 +365,25 @@ TEST_CASE("nsys: the GPU's name and memory are read from the 2021 and the 2022 s
         return mhc::trace::load_trace(in + ".db").meta;
     };
     SECTION("nsys 2022: TARGET_INFO_GPU.totalMemory, the largest GPU") {
-        auto m = gpu("2022", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, id INTEGER, name TEXT, totalMemory INTEGER);"
+        auto meta = gpu("2022", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, id INTEGER, name TEXT, totalMemory INTEGER);"
                              "INSERT INTO TARGET_INFO_GPU VALUES(1, 0, 'small', 1000), (1, 1, 'big', 2000);");
-        CHECK(m.at("device_name") == "big");
-        CHECK(m.at("device_memory") == "2000");
+        CHECK(meta.at("device_name") == "big");
+        CHECK(meta.at("device_memory") == "2000");
     }
     SECTION("nsys 2021: TARGET_INFO_GPU without totalMemory, the size in TARGET_INFO_CUDA_GPU") {
         // As extra-p's sampled_callchains exports (4 x A100-PCIE-40GB): ORDER BY a missing
         // column used to become ORDER BY 0, an SQL error that refused the whole file.
-        auto m = gpu("2021", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, deviceId INTEGER, name TEXT);"
+        auto meta = gpu("2021", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, deviceId INTEGER, name TEXT);"
                              "INSERT INTO TARGET_INFO_GPU VALUES(1, 0, 'A100-PCIE-40GB');"
                              "CREATE TABLE TARGET_INFO_CUDA_GPU(vmId INTEGER, name TEXT, globalMemorySize INTEGER, deviceId INTEGER);"
                              "INSERT INTO TARGET_INFO_CUDA_GPU VALUES(1, 'A100-PCIE-40GB', 42505273344, 0);");
-        CHECK(m.at("device_name") == "A100-PCIE-40GB");
-        CHECK(m.at("device_memory") == "42505273344");
+        CHECK(meta.at("device_name") == "A100-PCIE-40GB");
+        CHECK(meta.at("device_memory") == "42505273344");
     }
     SECTION("no memory column anywhere: imported without the GPU's size") {
-        auto m = gpu("none", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, deviceId INTEGER, name TEXT);"
+        auto meta = gpu("none", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, deviceId INTEGER, name TEXT);"
                              "INSERT INTO TARGET_INFO_GPU VALUES(1, 0, 'gpu');");
-        CHECK(m.count("device_memory") == 0);
+        CHECK(meta.count("device_memory") == 0);
     }
 }
 

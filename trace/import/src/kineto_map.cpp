@@ -18,8 +18,8 @@ CopyKind copy_kind_of(std::string_view name) {
 namespace {
 bool is_copy_category(std::string_view c) { return c == "gpu_memcpy" || c == "Memcpy"; }
 bool is_memset_category(std::string_view c) { return c == "gpu_memset" || c == "Memset"; }
-bool is_gpu_activity_category(std::string_view c) {
-    return c == "kernel" || c == "Kernel" || is_copy_category(c) || is_memset_category(c);
+bool is_gpu_activity_category(std::string_view cat) {
+    return cat == "kernel" || cat == "Kernel" || is_copy_category(cat) || is_memset_category(cat);
 }
 }  // namespace
 
@@ -27,7 +27,9 @@ bool uses_copy_bytes(const KEvent& e) {
     return e.has_ts && e.ph == 'X' && (is_copy_category(e.cat) || is_memset_category(e.cat));
 }
 
-bool uses_gpu_placement(const KEvent& e) { return e.has_ts && e.ph == 'X' && is_gpu_activity_category(e.cat); }
+bool uses_gpu_placement(const KEvent& event) {
+    return event.has_ts && event.ph == 'X' && is_gpu_activity_category(event.cat);
+}
 
 bool is_accelerator(int64_t device_type) {
     // c10::DeviceType (c10/core/DeviceType.h): CUDA 1, HIP 6 (ROCm builds), XPU 12, MPS 13,

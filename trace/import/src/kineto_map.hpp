@@ -54,7 +54,7 @@ bool uses_copy_bytes(const KEvent& e);
 
 // Whether the event is a kernel, memcpy or memset, the only events whose args.device and
 // args.stream are read.
-bool uses_gpu_placement(const KEvent& e);
+bool uses_gpu_placement(const KEvent& event);
 
 // Whether a c10::DeviceType number ([memory] args.Device Type) is a GPU-like accelerator
 // whose memory is a device's, not the host's.

@@ -205,14 +205,14 @@ private:
         for (const auto& [table, memory] : {std::pair{"TARGET_INFO_GPU", "totalMemory"},
                                             std::pair{"TARGET_INFO_CUDA_GPU", "globalMemorySize"}}) {
             if (!has(table)) continue;
-            auto c = db_.columns(table);
-            if (!c.count(memory)) continue;
-            std::string q = "SELECT " + col(c, "name", "''") + ", " + col(c, memory) + ", rowid FROM " + table +
-                            " ORDER BY " + col(c, memory) + " DESC LIMIT 1";
-            sql::Stmt s(db_.db, in_, q.c_str());
-            if (s.step()) {
-                r_.meta["device_name"] = s.text(0);
-                r_.meta["device_memory"] = std::to_string(Cells{s, in_, table, 2}.get(1, memory, 0, kMaxBytes, false));
+            auto cols = db_.columns(table);
+            if (!cols.count(memory)) continue;
+            std::string query = "SELECT " + col(cols, "name", "''") + ", " + col(cols, memory) + ", rowid FROM " + table +
+                                " ORDER BY " + col(cols, memory) + " DESC LIMIT 1";
+            sql::Stmt row(db_.db, in_, query.c_str());
+            if (row.step()) {
+                r_.meta["device_name"] = row.text(0);
+                r_.meta["device_memory"] = std::to_string(Cells{row, in_, table, 2}.get(1, memory, 0, kMaxBytes, false));
             }
             return;
         }
