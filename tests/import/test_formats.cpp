@@ -168,7 +168,7 @@ TEST_CASE("execution trace + Kineto (GPU): storages no joined op uses are said t
     CHECK(t.allocations.size() == 1);
     CHECK(t.meta.at("et.storages_left_out") == "1");
     REQUIRE(r.warnings.size() == 1);
-    CHECK(r.warnings[0].find("1 of the execution trace's 2 storages") != std::string::npos);
+    CHECK(r.warnings[0].find("1 of the execution trace's 2 GPU storages") != std::string::npos);
 }
 
 TEST_CASE("execution trace + Kineto (CPU run): ops timed by their Kineto interval", "[import][et]") {

@@ -395,20 +395,23 @@ private:
         }
     }
 
-    // Storages of the execution trace's leaf ops that no joined unit uses are left out of the
-    // trace: said, since the peak then misses them (a join key that stops matching part way).
+    // GPU storages of the execution trace's leaf ops that no joined unit uses are left out of
+    // the trace: said, since the GPU's peak then misses them (a join key that stops matching
+    // part way). Host storages of ops that launch no kernel are left out by design.
     void count_storages_left_out() {
         std::set<std::pair<int64_t, int32_t>> all;
         for (const Node& node : nodes_) {
             if (!is_unit(node)) continue;
-            for (const auto& use : node.ins) all.insert({use.storage, use.device});
-            for (const auto& use : node.outs) all.insert({use.storage, use.device});
+            for (const auto* uses : {&node.ins, &node.outs})
+                for (const auto& use : *uses)
+                    if (use.device >= 0) all.insert({use.storage, use.device});
         }
-        left_out_ = static_cast<int64_t>(all.size()) - static_cast<int64_t>(storages_.size());
+        const auto kept = std::count_if(storages_.begin(), storages_.end(), [](const auto& kv) { return kv.first.second >= 0; });
+        left_out_ = static_cast<int64_t>(all.size()) - static_cast<int64_t>(kept);
         if (left_out_ > 0)
             r_.warnings.push_back(std::to_string(left_out_) + " of the execution trace's " + std::to_string(all.size()) +
-                                  " storages are used by no op joined to the Kineto trace (" + std::to_string(matched_) +
-                                  " ops joined): left out, the memory figures miss them");
+                                  " GPU storages are used by no op that a Kineto kernel was joined to (" +
+                                  std::to_string(matched_) + " ops joined): left out, the GPU's figures miss them");
     }
 
     // Each unit's storages with their access modes, and each storage's size and lifetime.
