@@ -162,13 +162,13 @@ TEST_CASE("execution trace + Kineto (GPU): storages no joined op uses are said t
     imp::Options opt;
     opt.warn = false;
     opt.kineto_path = kineto;
-    imp::Result r = imp::import_file(et, dir.file("t.db"), opt);
-    auto t = mhc::trace::load_trace(dir.file("t.db"));
-    CHECK(t.meta.at("et.kineto_ops_matched") == "1");
-    CHECK(t.allocations.size() == 1);
-    CHECK(t.meta.at("et.storages_left_out") == "1");
-    REQUIRE(r.warnings.size() == 1);
-    CHECK(r.warnings[0].find("1 of the execution trace's 2 GPU storages") != std::string::npos);
+    imp::Result result = imp::import_file(et, dir.file("t.db"), opt);
+    auto trace = mhc::trace::load_trace(dir.file("t.db"));
+    CHECK(trace.meta.at("et.kineto_ops_matched") == "1");
+    CHECK(trace.allocations.size() == 1);
+    CHECK(trace.meta.at("et.storages_left_out") == "1");
+    REQUIRE(result.warnings.size() == 1);
+    CHECK(result.warnings[0].find("1 of the execution trace's 2 GPU storages") != std::string::npos);
 }
 
 TEST_CASE("execution trace + Kineto (CPU run): ops timed by their Kineto interval", "[import][et]") {
