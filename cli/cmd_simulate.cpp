@@ -124,7 +124,9 @@ std::function<int()> setup(CLI::App& app) {
         std::cout.flush();
         bool stored = true;
         if (!o->store.no_store) {
-            auto ids = store_runs(o->trace, t.fingerprint, {sim::to_run(r)}, o->store);
+            std::vector<trace::Run> runs;
+            runs.push_back(sim::to_run(r));   // moved in: a braced list would copy the run's millions of rows
+            auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);
             stored = ids.has_value();
             if (ids && !o->json)
                 std::cout << "stored         run " << ids->at(0) << " in " << store_target(o->trace, o->store) << "\n";

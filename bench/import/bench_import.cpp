@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "mhc/bench/args.hpp"
+#include "mhc/bench/load.hpp"
 #include "mhc/trace/import/import.hpp"
 
 namespace {
@@ -274,12 +275,7 @@ int memory_bench(const std::string& self, int64_t events, const std::string& dir
 
 double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; }
 
-std::string loadavg() {
-    std::ifstream f("/proc/loadavg");
-    std::string a, b, c;
-    f >> a >> b >> c;
-    return a + " " + b + " " + c;
-}
+using mhc::bench::loadavg;
 
 // Imports `in` `reps` times and prints the median run. CPU time is user + sys of this process
 // (getrusage): on a shared machine the wall clock also counts waiting for a core.

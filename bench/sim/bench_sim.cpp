@@ -2,6 +2,7 @@
 // lru/belady with none/lookahead at 1, 4 and 16 million rows (traces built in memory),
 // loading a trace from SQLite vs simulating it, and a 100-run sweep on 1 vs 2 threads.
 // Usage: bench_sim [max_million_rows=16] [tmp_dir=/tmp] | sweep [reps] | recompute [reps]
+//        | one POLICY PREFETCH [million_rows=4] [reps=5]
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -180,15 +181,50 @@ static void bench_end_to_end(const std::string& file, const std::string& runs_db
         r = sim::simulate(*p, c);
     });
     std::filesystem::remove(runs_db);
-    phase("store", [&] { trace::add_runs(file, {sim::to_run(r)}, runs_db, t.fingerprint); });
+    phase("store", [&] {   // as `mhc simulate` stores it
+        std::vector<trace::Run> runs;
+        runs.push_back(sim::to_run(r));
+        trace::add_runs(file, runs, runs_db, t.fingerprint);
+    });
     std::printf("  %-9s cpu %6.3f s  wall %6.3f s  (%lld trace rows, %lld simulated rows, %zu events)\n", "total",
                 thread_cpu() - c0, since(t0), static_cast<long long>(t.rows()), static_cast<long long>(r.rows),
                 r.events.size());
 }
 
+// One configuration on the training trace of the main table (`millions` of rows, 4: 4.7 M), `reps`
+// times: the loop to run under `perf record` (best CPU seconds and rows/s printed).
+static void bench_one(const std::string& ev, const std::string& pf, int millions, int reps) {
+    const auto trace = sim::synthetic::training(42, static_cast<int64_t>(millions) * 1'000'000, 32, 2);
+    const auto prepared = sim::prepare(trace);
+    double best = 1e300;
+    sim::Result result;
+    for (int rep = 0; rep < reps; ++rep) {
+        sim::Config config;
+        config.eviction = ev;
+        config.prefetch = pf;
+        config.capacity.fraction = 0.6;
+        config.check_invariants = false;
+        config.record_events = false;
+        double c0 = thread_cpu();
+        result = sim::simulate(*prepared, config);
+        best = std::min(best, thread_cpu() - c0);
+    }
+    std::printf("%lld rows %s+%s: CPU %.3f s = %.3g rows/s (best of %d), loss %.1f%%, load %s\n",
+                static_cast<long long>(result.rows), ev.c_str(), pf.c_str(), best, result.rows / best, reps,
+                result.throughput_loss * 100, loadavg().c_str());
+}
+
 static int run(int argc, char** argv) {
     const bench::Args args(argc, argv,
-                           "[MAX_MILLION_ROWS] [TMP_DIR] | sweep [REPS] | recompute [REPS] | end-to-end TRACE RUNS_DB");
+                           "[MAX_MILLION_ROWS] [TMP_DIR] | sweep [REPS] | recompute [REPS] | end-to-end TRACE RUNS_DB"
+                           " | one POLICY PREFETCH [MILLION_ROWS] [REPS]");
+    if (args.has(0) && args.word(0) == "one") {
+        args.at_most(5);
+        if (args.size() < 3) args.refuse("one needs a policy and a prefetcher");
+        bench_one(args.word(1), args.word(2), static_cast<int>(args.count(3, "MILLION_ROWS", 4, 1, 1000)),
+                  static_cast<int>(args.count(4, "REPS", 5, 1, 1000)));
+        return 0;
+    }
     if (args.has(0) && args.word(0) == "end-to-end") {
         args.at_most(3);
         if (args.size() < 3) args.refuse("end-to-end needs a trace and a runs database to write");

@@ -111,8 +111,9 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     double bw = d.bandwidth_Bps;
     if (config.link.copy_engines >= 2 && busy[1 - dir] > start) bw *= config.link.duplex_factor;
     int64_t recorded = start - shift;
-    if (prepared.nccl.contains(recorded)) bw *= 1.0 - config.link.nccl_share;
-    if ((h2d ? prepared.h2d_busy : prepared.d2h_busy).contains(recorded)) bw *= 1.0 - config.link.memcpy_share;
+    if (prepared.nccl.contains(recorded, nccl_hint)) bw *= 1.0 - config.link.nccl_share;
+    if (h2d ? prepared.h2d_busy.contains(recorded, h2d_hint) : prepared.d2h_busy.contains(recorded, d2h_hint))
+        bw *= 1.0 - config.link.memcpy_share;
     int64_t bytes = prepared.t->allocations.bytes[a];
     double dur_ns = std::ceil(d.latency_s * 1e9 + static_cast<double>(bytes) / bw * 1e9);
     // Times stay within +-2^62 ns (trace limits): a transfer past that is a link too slow for
@@ -126,7 +127,7 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
     int64_t end = start + dur;
     busy[q] = end;
     (h2d ? ctx.h2d_busy_until : ctx.d2h_busy_until) = end;
-    inflight.push({end, a, epoch[a], h2d});
+    inflight.push({end, a, epoch[a], h2d}, q);
     if (h2d) {
         ++result.swap_in_count;
         result.swap_in_bytes += bytes;
@@ -259,13 +260,28 @@ void Engine<Policy>::event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, i
     result.plan_log.origins.push_back(origin);
 }
 
+// Bucket b holds the recorded times r with floor((r - t_begin) * nb / (span + 1)) = b (clamped
+// to 0 .. nb-1); events come in time order, so the division is done only when r leaves the
+// current bucket's range [bucket_lo, bucket_hi).
 template <class Policy>
 void Engine<Policy>::sample(int64_t recorded) {
-    int64_t span = std::max<int64_t>(prepared.t_end - prepared.t_begin, 1);
-    int64_t nb = static_cast<int64_t>(buckets.size());
-    int64_t b = std::clamp<int64_t>((recorded - prepared.t_begin) * nb / (span + 1), 0, nb - 1);
-    Bucket& k = buckets[static_cast<size_t>(b)];
-    if (used > k.dev) { k.dev = used; k.t = recorded + shift; k.host = host_used + program_host; }
+    if (recorded < bucket_lo || recorded >= bucket_hi) find_bucket(recorded);
+    Bucket& current = buckets[bucket];
+    if (used > current.dev) { current.dev = used; current.t = recorded + shift; current.host = host_used + program_host; }
+}
+
+template <class Policy>
+void Engine<Policy>::find_bucket(int64_t recorded) {
+    const int64_t span = std::max<int64_t>(prepared.t_end - prepared.t_begin, 1);
+    const int64_t nb = static_cast<int64_t>(buckets.size());
+    const int64_t index = std::clamp<int64_t>((recorded - prepared.t_begin) * nb / (span + 1), 0, nb - 1);
+    bucket = static_cast<size_t>(index);
+    bucket_lo = bucket_hi = recorded;   // a span too long for the bounds below: divide each time
+    if (span >= INT64_MAX / (nb + 1) || recorded < prepared.t_begin) return;
+    // x = r - t_begin lies in bucket b iff b * (span+1) <= x * nb < (b+1) * (span+1)
+    auto first_of = [&](int64_t of) { return prepared.t_begin + (of * (span + 1) + nb - 1) / nb; };
+    bucket_lo = index == 0 ? INT64_MIN : first_of(index);
+    bucket_hi = index == nb - 1 ? INT64_MAX : first_of(index + 1);
 }
 
 // A wait from `now` to `until` for allocation a or kernel s: later work moves by it.
@@ -383,12 +399,14 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
     ctx.now = now;
     ctx.cur_seq = s;
     int64_t b0 = prepared.acc_begin[s], b1 = prepared.acc_begin[s + 1];
+    bool all_resident = true;   // then the loop below has nothing to do
     for (int64_t j = b0; j < b1; ++j) {
         int32_t a = prepared.acc_alloc[j];
         if (++pins[a] == 1 && pol.contains(a)) pol.erase(a);
+        all_resident &= state[a] == Residency::Gpu;
     }
     int64_t t = now, ready = now;
-    for (int64_t j = b0; j < b1; ++j) {
+    for (int64_t j = all_resident ? b1 : b0; j < b1; ++j) {
         int32_t a = prepared.acc_alloc[j];
         int64_t need_at = now;
         switch (state[a]) {

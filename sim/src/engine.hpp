@@ -4,7 +4,6 @@
 // prefetcher (prefetch/*.cpp) is a plug-in that asks for swap-ins through PrefetchTarget.
 #include <algorithm>
 #include <cmath>
-#include <queue>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -52,6 +51,35 @@ private:
             return end != o.end ? end > o.end : alloc > o.alloc;
         }
     };
+    // The transfers in flight, earliest (end, alloc) first. Each link queue runs its transfers
+    // one after another (rule 8), each at least 1 ns, so their ends strictly increase within a
+    // queue: one FIFO per queue, merged at the head, gives the order of a priority queue
+    // without its O(log n) pushes and pops.
+    class Inflight {
+    public:
+        bool empty() const { return head[0] == fifo[0].size() && head[1] == fifo[1].size(); }
+        const Transfer& top() const { return fifo[first()][head[first()]]; }
+        void push(const Transfer& transfer, int queue) { fifo[queue].push_back(transfer); }
+        void pop() {
+            const int queue = first();
+            if (++head[queue] == fifo[queue].size()) {
+                fifo[queue].clear();
+                head[queue] = 0;
+            } else if (head[queue] >= 4096 && 2 * head[queue] >= fifo[queue].size()) {
+                fifo[queue].erase(fifo[queue].begin(), fifo[queue].begin() + static_cast<std::ptrdiff_t>(head[queue]));
+                head[queue] = 0;
+            }
+        }
+
+    private:
+        int first() const {   // the queue whose head comes first (empty() is false)
+            if (head[0] == fifo[0].size()) return 1;
+            if (head[1] == fifo[1].size()) return 0;
+            return fifo[0][head[0]] > fifo[1][head[1]] ? 1 : 0;
+        }
+        std::vector<Transfer> fifo[2];
+        size_t head[2] = {0, 0};
+    };
 
     // memory (ideal or caching allocator)
     bool try_reserve(int32_t a);
@@ -87,6 +115,7 @@ private:
 
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
+    void find_bucket(int64_t recorded);
     void stall(int64_t now, int64_t until, int32_t a, int32_t s);
     void fail_invariant(const std::string& what);
     void oom(int64_t t, int32_t a, int32_t s, int64_t bytes_needed);
@@ -116,7 +145,7 @@ private:
     std::vector<int32_t> block;
     std::vector<int32_t> aside;       // victims set aside during one make_room
     SampledSet cached_host;           // resident allocations whose host copy is also valid
-    std::priority_queue<Transfer, std::vector<Transfer>, std::greater<Transfer>> inflight;
+    Inflight inflight;
 
     int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;
     // The program's own host memory (the trace's device -1 allocations), live at the current
@@ -140,6 +169,9 @@ private:
     struct Bucket { int64_t t = -1, dev = -1, host = 0; };
     std::vector<Bucket> buckets;
     int64_t cur_recorded = 0;
+    size_t bucket = 0;                                   // sample(): the current bucket and
+    int64_t bucket_lo = INT64_MAX, bucket_hi = INT64_MIN;   // its recorded times [lo, hi)
+    size_t nccl_hint = 0, h2d_hint = 0, d2h_hint = 0;   // Intervals::contains, forward in time
 
     // the event loop (coupled runs: paused at cross-rank events)
     std::unique_ptr<EventCursor> cursor;

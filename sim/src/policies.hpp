@@ -9,6 +9,7 @@
 // only change on access, and an accessed allocation is pinned, hence out of the heap).
 // Score policies whose order changes with time (dtr, cost_aware) scan a bounded random
 // sample of the evictable set, as DTR's own implementation does.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -50,79 +51,176 @@ struct Ctx {
     }
 };
 
+// A binary min-heap of allocations with a position index, so that any member is erased in
+// O(log n). Each entry carries its keys, so that sifting compares neighbouring entries instead
+// of reading the keys of two allocations at random places.
 class IndexedHeap {
 public:
-    void init(size_t n) { pos_.assign(n, -1); k1_.assign(n, 0); k2_.assign(n, 0); heap_.clear(); }
+    void init(size_t n) { pos_.assign(n, -1); heap_.clear(); }
     bool contains(int32_t a) const { return pos_[a] >= 0; }
-    int32_t top() const { return heap_.empty() ? -1 : heap_[0]; }
+    int32_t top() const { return heap_.empty() ? -1 : heap_[0].a; }
     size_t size() const { return heap_.size(); }
     void push(int32_t a, int64_t k1, int64_t k2) {
-        k1_[a] = k1; k2_[a] = k2;
         pos_[a] = static_cast<int32_t>(heap_.size());
-        heap_.push_back(a);
+        heap_.push_back({k1, k2, a});
         up(pos_[a]);
     }
     void erase(int32_t a) {
         int32_t i = pos_[a];
         if (i < 0) return;
-        int32_t last = heap_.back();
+        const Entry last = heap_.back();
         heap_.pop_back();
         pos_[a] = -1;
-        if (last == a) return;
+        if (last.a == a) return;
         heap_[i] = last;
-        pos_[last] = i;
+        pos_[last.a] = i;
         up(i);
-        down(pos_[last]);
+        down(pos_[last.a]);
     }
 
 private:
-    bool less(int32_t a, int32_t b) const {
-        return k1_[a] != k1_[b] ? k1_[a] < k1_[b] : k2_[a] < k2_[b];
-    }
+    struct Entry {
+        int64_t k1, k2;
+        int32_t a;
+        bool operator<(const Entry& other) const { return k1 != other.k1 ? k1 < other.k1 : k2 < other.k2; }
+    };
     void up(int32_t i) {
-        int32_t a = heap_[i];
+        const Entry moving = heap_[i];
         while (i > 0) {
             int32_t p = (i - 1) / 2;
-            if (!less(a, heap_[p])) break;
-            heap_[i] = heap_[p]; pos_[heap_[i]] = i; i = p;
+            if (!(moving < heap_[p])) break;
+            heap_[i] = heap_[p]; pos_[heap_[i].a] = i; i = p;
         }
-        heap_[i] = a; pos_[a] = i;
+        heap_[i] = moving; pos_[moving.a] = i;
     }
     void down(int32_t i) {
         int32_t n = static_cast<int32_t>(heap_.size());
-        int32_t a = heap_[i];
+        const Entry moving = heap_[i];
         for (;;) {
             int32_t c = 2 * i + 1;
             if (c >= n) break;
-            if (c + 1 < n && less(heap_[c + 1], heap_[c])) ++c;
-            if (!less(heap_[c], a)) break;
-            heap_[i] = heap_[c]; pos_[heap_[i]] = i; i = c;
+            if (c + 1 < n && heap_[c + 1] < heap_[c]) ++c;
+            if (!(heap_[c] < moving)) break;
+            heap_[i] = heap_[c]; pos_[heap_[i].a] = i; i = c;
         }
-        heap_[i] = a; pos_[a] = i;
+        heap_[i] = moving; pos_[moving.a] = i;
     }
-    std::vector<int32_t> heap_, pos_;
-    std::vector<int64_t> k1_, k2_;
+    std::vector<Entry> heap_;
+    std::vector<int32_t> pos_;
 };
 
-// Least recently used first.
+// A set of allocations ordered by a key that no two members share (LRU's clock: each tick
+// belongs to one allocation), with insert, erase and the minimum in a few word operations:
+// one bit per key, and above it levels of one bit per non-zero word (a 64-ary tree of
+// occupancy bits; 4 levels cover 16 M keys), plus the owner of each key. Replaces a heap
+// whose erase (every operand of every kernel is erased when pinned) was a fifth of the run.
+class ClockSet {
+public:
+    void init(size_t n_alloc, size_t n_keys) {
+        key_.assign(n_alloc, -1);
+        resize(n_keys);
+    }
+    bool contains(int32_t alloc) const { return key_[alloc] >= 0; }
+    void insert(int32_t alloc, int64_t key) {
+        if (static_cast<size_t>(key) >= owner_.size()) grow(static_cast<size_t>(key) + 1);
+        key_[alloc] = key;
+        owner_[static_cast<size_t>(key)] = alloc;
+        low_ = std::min(low_, static_cast<size_t>(key));
+        auto bit = static_cast<size_t>(key);
+        for (auto& level : levels_) {
+            uint64_t& word = level[bit >> 6];
+            const bool was_empty = word == 0;
+            word |= uint64_t{1} << (bit & 63);
+            if (!was_empty) break;
+            bit >>= 6;
+        }
+    }
+    void erase(int32_t alloc) {
+        if (key_[alloc] < 0) return;
+        auto bit = static_cast<size_t>(key_[alloc]);
+        key_[alloc] = -1;
+        for (auto& level : levels_) {
+            uint64_t& word = level[bit >> 6];
+            word &= ~(uint64_t{1} << (bit & 63));
+            if (word != 0) break;
+            bit >>= 6;
+        }
+    }
+    // The member with the smallest key, -1 when empty: the first key at or after low_ (no
+    // member is below it), found upwards from low_'s word, as the minimum mostly stays near.
+    int32_t min() {
+        size_t bit = low_;
+        for (size_t level = 0; level < levels_.size(); ++level) {
+            const size_t index = bit >> 6;
+            if (index >= levels_[level].size()) break;
+            const uint64_t word = levels_[level][index] & (~uint64_t{0} << (bit & 63));
+            if (word != 0) {
+                bit = (index << 6) | static_cast<size_t>(__builtin_ctzll(word));
+                while (level-- > 0) bit = (bit << 6) | static_cast<size_t>(__builtin_ctzll(levels_[level][bit]));
+                low_ = bit;
+                return owner_[bit];
+            }
+            bit = index + 1;   // the next word of this level: a bit of the level above
+        }
+        low_ = owner_.size();
+        return -1;
+    }
+
+private:
+    void resize(size_t n_keys) {
+        owner_.assign(std::max<size_t>(n_keys, 1), -1);
+        low_ = owner_.size();
+        levels_.clear();
+        size_t words = (owner_.size() + 63) / 64;
+        for (;;) {
+            levels_.emplace_back(words, 0);
+            if (words == 1) break;
+            words = (words + 63) / 64;
+        }
+    }
+    void grow(size_t n_keys) {   // keys past the estimate: rebuild, larger, with the members
+        std::vector<int64_t> keys = key_;
+        resize(std::max(n_keys, owner_.size() * 2));
+        std::fill(key_.begin(), key_.end(), -1);
+        for (size_t a = 0; a < keys.size(); ++a)
+            if (keys[a] >= 0) insert(static_cast<int32_t>(a), keys[a]);
+    }
+    std::vector<std::vector<uint64_t>> levels_;   // [0]: one bit per key; the last is one word
+    std::vector<int32_t> owner_;                  // per key: the allocation that holds it
+    std::vector<int64_t> key_;                    // per allocation: its key, -1 when absent
+    size_t low_ = 0;                              // no member has a smaller key
+};
+
+// Least recently used first: the smallest last_touch, a clock no two allocations share.
 struct LruPolicy {
+    const Ctx* c = nullptr;
+    ClockSet s;
+    void init(const Ctx* ctx, size_t n) { c = ctx; s.init(n, n + ctx->P->acc_alloc.size() + 1); }
+    bool contains(int32_t alloc) const { return s.contains(alloc); }
+    void insert(int32_t alloc) { s.insert(alloc, c->last_touch[alloc]); }
+    void erase(int32_t alloc) { s.erase(alloc); }
+    int32_t pick() { return s.min(); }
+    bool may_drop(int32_t) const { return false; }
+};
+
+// The policies ordered by keys fixed when an allocation becomes evictable: a heap.
+struct HeapPolicy {
     const Ctx* c = nullptr;
     IndexedHeap h;
     void init(const Ctx* ctx, size_t n) { c = ctx; h.init(n); }
     bool contains(int32_t a) const { return h.contains(a); }
-    void insert(int32_t a) { h.push(a, c->last_touch[a], a); }
     void erase(int32_t a) { h.erase(a); }
     int32_t pick() const { return h.top(); }
     bool may_drop(int32_t) const { return false; }
 };
 
 // Largest first (vDNN offloads the big feature maps); ties least recently used.
-struct LargestPolicy : LruPolicy {
+struct LargestPolicy : HeapPolicy {
     void insert(int32_t a) { h.push(a, -c->bytes[a], c->last_touch[a]); }
 };
 
 // Farthest next use first (Belady's MIN); never-used-again first of all.
-struct BeladyPolicy : LruPolicy {
+struct BeladyPolicy : HeapPolicy {
     void insert(int32_t a) { h.push(a, -static_cast<int64_t>(c->next_of[a]), a); }
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 // Per-trace tables the engine reads: built once by prepare(), shared read-only by every run
 // (sweeps run many configurations on threads over one Prepared).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,17 @@ struct Intervals {
     std::vector<int64_t> begin, end;
     void build(std::vector<std::pair<int64_t, int64_t>> v);
     bool contains(int64_t t) const;
+    // The same answer, looking first at the interval where the previous lookup ended
+    // (`hint`, kept by the caller): the engine's lookups mostly move forward in time.
+    bool contains(int64_t time, size_t& hint) const {
+        const size_t count = begin.size();
+        // hint = how many intervals begin at or before `time`
+        if (!((hint == 0 || begin[hint - 1] <= time) && (hint == count || time < begin[hint]))) {
+            if (hint < count && begin[hint] <= time && (hint + 1 == count || time < begin[hint + 1])) ++hint;
+            else hint = static_cast<size_t>(std::upper_bound(begin.begin(), begin.end(), time) - begin.begin());
+        }
+        return hint > 0 && time < end[hint - 1];
+    }
 };
 
 // The event streams (korder, kstart, kend, kend_order, alloc_order, free_order) come from

@@ -15,6 +15,7 @@
 #include "mhc/common/output_file.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/trace/limits.hpp"
+#include "bulk_insert.hpp"
 #include "rules.hpp"
 #include "run_files.hpp"
 #include "schema.hpp"
@@ -96,26 +97,45 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
                         Error::Kind::Internal);
         met.bind(1, id); met.bind(2, k); met.bind(3, v); met.run();
     }
-    sql::Stmt ev(db, path, into("INSERT", "run_events VALUES (?,?,?,?,?,?,?)").c_str());
-    for (auto& e : run.events) {
-        ev.bind(1, id);
-        ev.bind(2, static_cast<int64_t>(e.kind));
-        ev.bind(3, e.t_start);
-        ev.bind(4, e.t_end);
-        ev.bind(5, e.allocation);
-        ev.bind(6, e.kernel);
-        ev.bind(7, e.bytes);
-        ev.run();
+    // The bulk of a run, through one INSERT … SELECT per chunk (bulk_insert.hpp), in the order of
+    // the tables' keys, so that every row and index entry is appended: events by start (stable,
+    // so that load_run's ORDER BY t_start, rowid gives the simulator's order back), kernel times
+    // by kernel, samples by time.
+    {
+        // (start, position) pairs, sorted: events of one instant keep the run's order.
+        std::vector<std::pair<int64_t, size_t>> order(run.events.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = {run.events[i].t_start, i};
+        if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
+        sql::BulkInsert ev(db, path, into("INSERT", "run_events"), 7);
+        for (const auto& start_and_position : order) {
+            const RunEvent& event = run.events[start_and_position.second];
+            int64_t* row = ev.add();
+            row[0] = id; row[1] = static_cast<int64_t>(event.kind); row[2] = event.t_start; row[3] = event.t_end;
+            row[4] = event.allocation; row[5] = event.kernel; row[6] = event.bytes;
+        }
+        ev.flush();
     }
-    sql::Stmt kt(db, path, into("INSERT OR REPLACE", "run_kernels VALUES (?,?,?,?)").c_str());
-    for (auto& k : run.kernel_times) {
-        kt.bind(1, id); kt.bind(2, k.kernel); kt.bind(3, k.t_start); kt.bind(4, k.t_end); kt.run();
+    {
+        auto by_kernel = [](const RunKernelTime& lhs, const RunKernelTime& rhs) { return lhs.kernel < rhs.kernel; };
+        std::vector<RunKernelTime> sorted;   // only when the run's are not in order already
+        if (!std::is_sorted(run.kernel_times.begin(), run.kernel_times.end(), by_kernel)) {
+            sorted = run.kernel_times;
+            // Stable: of two times given for one kernel, the later one stays (INSERT OR REPLACE).
+            std::stable_sort(sorted.begin(), sorted.end(), by_kernel);
+        }
+        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels"), 4);
+        for (const RunKernelTime& time : sorted.empty() ? run.kernel_times : sorted) {
+            int64_t* row = kt.add();
+            row[0] = id; row[1] = time.kernel; row[2] = time.t_start; row[3] = time.t_end;
+        }
+        kt.flush();
     }
-    sql::Stmt mem(db, path, into("INSERT", "run_memory VALUES (?,?,?,?)").c_str());
-    for (auto& m : run.memory) {
-        mem.bind(1, id); mem.bind(2, m.t); mem.bind(3, m.device_bytes); mem.bind(4, m.host_bytes);
-        mem.run();
+    sql::BulkInsert mem(db, path, into("INSERT", "run_memory"), 4);
+    for (const RunMemorySample& sample : run.memory) {
+        int64_t* row = mem.add();
+        row[0] = id; row[1] = sample.t; row[2] = sample.device_bytes; row[3] = sample.host_bytes;
     }
+    mem.flush();
 }
 
 double metric_or(const Run& run, const char* key, double otherwise) {
@@ -206,7 +226,7 @@ int max_job_files() { return runfiles::max_files_per_transaction(); }
 
 int64_t add_run(const std::string& trace_path, const Run& run, const std::string& runs_db,
                 const std::string& trace_fingerprint) {
-    return add_runs(trace_path, {run}, runs_db, trace_fingerprint).at(0);
+    return store({{trace_path, trace_fingerprint}}, {{0, &run}}, runs_db).at(0);   // the run itself, not a copy
 }
 
 int64_t begin_run(const std::string& trace_path, const std::string& kind, const std::string& name,

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "mhc/trace/store.hpp"
+#include "bulk_insert.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
 
@@ -16,8 +17,28 @@ namespace {
 constexpr int64_t kRowsPerTransaction = 200000;
 }  // namespace
 
+// The trace's tables are written in bulk (bulk_insert.hpp); strings, rare, one at a time.
 struct Writer::Statements {
-    sql::Stmt string, allocation, kernel, access, copy, marker, set_free, segment, module, kernel_info, saved;
+    Statements(sqlite3* db, const std::string& path)
+        : string(db, path, "INSERT INTO strings VALUES (?,?)"),
+          set_free(db, path, "UPDATE allocations SET t_free=? WHERE id=?"),
+          allocation(db, path, "INSERT INTO allocations", 10, "", {{5, kNoTime}, {9, kNoBytes}}),
+          kernel(db, path, "INSERT INTO kernels", 16),
+          // A kernel that touches an allocation twice has one access with the union of the modes.
+          access(db, path, "INSERT INTO accesses", 3, "ON CONFLICT DO UPDATE SET mode = mode | excluded.mode"),
+          copy(db, path, "INSERT INTO copies", 7),
+          marker(db, path, "INSERT INTO markers", 6),
+          segment(db, path, "INSERT INTO segments", 9, "", {{6, kNoTime}}),
+          module(db, path, "INSERT INTO modules", 4),
+          kernel_info(db, path, "INSERT INTO kernel_info", 5),
+          saved(db, path, "INSERT OR IGNORE INTO saved_tensors", 3) {}
+    // Everything buffered into the file (before a commit, an update, the indexes).
+    void flush() {
+        for (sql::BulkInsert* bulk : {&allocation, &kernel, &access, &copy, &marker, &segment, &module, &kernel_info, &saved})
+            bulk->flush();
+    }
+    sql::Stmt string, set_free;
+    sql::BulkInsert allocation, kernel, access, copy, marker, segment, module, kernel_info, saved;
 };
 
 Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path)) {
@@ -38,23 +59,7 @@ Writer::Writer(std::string path, mhc::IfExists if_exists) : path_(std::move(path
     sql::exec(db_, path_, schema::kTraceTables);
     sql::exec(db_, path_, schema::kRunTables);
     sql::exec(db_, path_, schema::kLookups);
-    st_ = std::make_unique<Statements>();
-    st_->string = sql::Stmt(db_, path_, "INSERT INTO strings VALUES (?,?)");
-    st_->allocation =
-        sql::Stmt(db_, path_, "INSERT INTO allocations VALUES (?,?,?,?,?,?,?,?,?,?)");
-    st_->kernel = sql::Stmt(db_, path_,
-                            "INSERT INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-    st_->access = sql::Stmt(db_, path_,
-                          // A kernel that touches an allocation twice has one access with the union of the modes.
-                          "INSERT INTO accesses VALUES (?,?,?) ON CONFLICT DO UPDATE "
-                          "SET mode = mode | excluded.mode");
-    st_->copy = sql::Stmt(db_, path_, "INSERT INTO copies VALUES (?,?,?,?,?,?,?)");
-    st_->marker = sql::Stmt(db_, path_, "INSERT INTO markers VALUES (?,?,?,?,?,?)");
-    st_->set_free = sql::Stmt(db_, path_, "UPDATE allocations SET t_free=? WHERE id=?");
-    st_->segment = sql::Stmt(db_, path_, "INSERT INTO segments VALUES (?,?,?,?,?,?,?,?,?)");
-    st_->module = sql::Stmt(db_, path_, "INSERT INTO modules VALUES (?,?,?,?)");
-    st_->kernel_info = sql::Stmt(db_, path_, "INSERT INTO kernel_info VALUES (?,?,?,?,?)");
-    st_->saved = sql::Stmt(db_, path_, "INSERT OR IGNORE INTO saved_tensors VALUES (?,?,?)");
+    st_ = std::make_unique<Statements>(db_, path_);
     sql::exec(db_, path_, "BEGIN");
     strings_.emplace("", kNoString);
 }
@@ -69,6 +74,7 @@ Writer::~Writer() {
 void Writer::row_done() {
     ++rows_;
     if (++rows_in_txn_ >= kRowsPerTransaction) {
+        st_->flush();
         sql::exec(db_, path_, "COMMIT; BEGIN");
         rows_in_txn_ = 0;
     }
@@ -90,122 +96,70 @@ int64_t Writer::intern(std::string_view text) {
 void Writer::set_meta(const std::string& key, const std::string& value) { meta_[key] = value; }
 
 void Writer::add(const Allocation& a) {
-    auto& s = st_->allocation;
-    s.bind(1, a.id);
-    s.bind(2, static_cast<int64_t>(a.device));
-    s.bind(3, a.address);
-    s.bind(4, a.bytes);
-    s.bind(5, a.t_alloc);
-    if (a.t_free == kNoTime) s.bind_null(6);
-    else s.bind(6, a.t_free);
-    s.bind(7, a.stream);
-    s.bind(8, static_cast<int64_t>(a.category));
-    s.bind(9, a.label);
-    if (a.requested_bytes == kNoBytes) s.bind_null(10);
-    else s.bind(10, a.requested_bytes);
-    s.run();
+    int64_t* row = st_->allocation.add();
+    row[0] = a.id; row[1] = a.device; row[2] = a.address; row[3] = a.bytes; row[4] = a.t_alloc;
+    row[5] = a.t_free; row[6] = a.stream; row[7] = static_cast<int64_t>(a.category); row[8] = a.label;
+    row[9] = a.requested_bytes;
     row_done();
 }
 
 void Writer::add(const Kernel& k) {
-    auto& s = st_->kernel;
-    s.bind(1, k.id);
-    s.bind(2, static_cast<int64_t>(k.device));
-    s.bind(3, k.stream);
-    s.bind(4, k.name);
-    s.bind(5, k.t_start);
-    s.bind(6, k.t_end);
-    s.bind(7, static_cast<int64_t>(k.step));
-    for (int i = 0; i < 3; ++i) s.bind(8 + i, static_cast<int64_t>(k.grid[i]));
-    for (int i = 0; i < 3; ++i) s.bind(11 + i, static_cast<int64_t>(k.block[i]));
-    s.bind(14, static_cast<int64_t>(k.shared_mem));
-    s.bind(15, static_cast<int64_t>(k.registers));
-    s.bind(16, k.correlation);
-    s.run();
+    int64_t* row = st_->kernel.add();
+    row[0] = k.id; row[1] = k.device; row[2] = k.stream; row[3] = k.name; row[4] = k.t_start; row[5] = k.t_end;
+    row[6] = k.step;
+    for (int i = 0; i < 3; ++i) row[7 + i] = k.grid[i];
+    for (int i = 0; i < 3; ++i) row[10 + i] = k.block[i];
+    row[13] = k.shared_mem; row[14] = k.registers; row[15] = k.correlation;
     row_done();
 }
 
 void Writer::add(const Access& a) {
-    auto& s = st_->access;
-    s.bind(1, a.kernel);
-    s.bind(2, a.allocation);
-    s.bind(3, static_cast<int64_t>(a.mode));
-    s.run();
+    int64_t* row = st_->access.add();
+    row[0] = a.kernel; row[1] = a.allocation; row[2] = static_cast<int64_t>(a.mode);
     row_done();
 }
 
 void Writer::add(const Copy& c) {
-    auto& s = st_->copy;
-    s.bind(1, c.id);
-    s.bind(2, static_cast<int64_t>(c.device));
-    s.bind(3, c.stream);
-    s.bind(4, static_cast<int64_t>(c.kind));
-    s.bind(5, c.bytes);
-    s.bind(6, c.t_start);
-    s.bind(7, c.t_end);
-    s.run();
+    int64_t* row = st_->copy.add();
+    row[0] = c.id; row[1] = c.device; row[2] = c.stream; row[3] = static_cast<int64_t>(c.kind); row[4] = c.bytes;
+    row[5] = c.t_start; row[6] = c.t_end;
     row_done();
 }
 
 void Writer::add(const Marker& m) {
-    auto& s = st_->marker;
-    s.bind(1, m.id);
-    s.bind(2, m.name);
-    s.bind(3, m.t_start);
-    s.bind(4, m.t_end);
-    s.bind(5, static_cast<int64_t>(m.kind));
-    s.bind(6, static_cast<int64_t>(m.index));
-    s.run();
+    int64_t* row = st_->marker.add();
+    row[0] = m.id; row[1] = m.name; row[2] = m.t_start; row[3] = m.t_end; row[4] = static_cast<int64_t>(m.kind);
+    row[5] = m.index;
     row_done();
 }
 
 void Writer::add(const Segment& g) {
-    auto& s = st_->segment;
-    s.bind(1, g.id);
-    s.bind(2, static_cast<int64_t>(g.device));
-    s.bind(3, g.stream);
-    s.bind(4, g.address);
-    s.bind(5, g.bytes);
-    s.bind(6, g.t_alloc);
-    if (g.t_free == kNoTime) s.bind_null(7);
-    else s.bind(7, g.t_free);
-    s.bind(8, static_cast<int64_t>(g.expandable ? 1 : 0));
-    s.bind(9, static_cast<int64_t>(g.reconstructed ? 1 : 0));
-    s.run();
+    int64_t* row = st_->segment.add();
+    row[0] = g.id; row[1] = g.device; row[2] = g.stream; row[3] = g.address; row[4] = g.bytes; row[5] = g.t_alloc;
+    row[6] = g.t_free; row[7] = g.expandable ? 1 : 0; row[8] = g.reconstructed ? 1 : 0;
     row_done();
 }
 
 void Writer::add(const Module& m) {
-    auto& s = st_->module;
-    s.bind(1, m.id);
-    s.bind(2, m.name);
-    s.bind(3, m.parent);
-    s.bind(4, m.type);
-    s.run();
+    int64_t* row = st_->module.add();
+    row[0] = m.id; row[1] = m.name; row[2] = m.parent; row[3] = m.type;
     row_done();
 }
 
 void Writer::add(const KernelInfo& k) {
-    auto& s = st_->kernel_info;
-    s.bind(1, k.kernel);
-    s.bind(2, k.module);
-    s.bind(3, static_cast<int64_t>(k.phase));
-    s.bind(4, k.flops);
-    s.bind(5, k.bytes);
-    s.run();
+    int64_t* row = st_->kernel_info.add();
+    row[0] = k.kernel; row[1] = k.module; row[2] = static_cast<int64_t>(k.phase); row[3] = k.flops; row[4] = k.bytes;
     row_done();
 }
 
 void Writer::add(const SavedTensor& t) {
-    auto& s = st_->saved;
-    s.bind(1, t.allocation);
-    s.bind(2, t.kernel);
-    s.bind(3, static_cast<int64_t>(t.packs));
-    s.run();
+    int64_t* row = st_->saved.add();
+    row[0] = t.allocation; row[1] = t.kernel; row[2] = t.packs;
     row_done();
 }
 
 void Writer::set_free_time(int64_t allocation_id, int64_t t_free) {
+    st_->allocation.flush();   // the allocation may still wait in the buffer
     auto& s = st_->set_free;
     if (t_free == kNoTime) s.bind_null(1);
     else s.bind(1, t_free);
@@ -215,6 +169,7 @@ void Writer::set_free_time(int64_t allocation_id, int64_t t_free) {
 
 void Writer::close(const std::function<void(const std::string&)>& verify) {
     if (closed_) return;
+    st_->flush();
     meta_["format"] = kFormatName;
     meta_["schema_version"] = std::to_string(kSchemaVersion);
     {

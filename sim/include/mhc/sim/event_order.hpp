@@ -54,7 +54,13 @@ struct RecordedEvent {
 class EventCursor {
 public:
     EventCursor(const EventStreams& s, const trace::TraceData& t)
-        : S(s), t_alloc(t.allocations.t_alloc.data()), t_free(t.allocations.t_free.data()) {}
+        : S(s), t_alloc(t.allocations.t_alloc.data()), t_free(t.allocations.t_free.data()),
+          na(s.alloc_order.size()), nf(s.free_order.size()), nk(s.korder.size()) {
+        load_end();
+        load_free();
+        load_alloc();
+        load_start();
+    }
     // The next event, or false at the end.
     bool next(RecordedEvent& e) {
         if (pending_free >= 0) {   // the allocation just made lives only at this instant
@@ -65,39 +71,52 @@ public:
             pending_free = -1;
             return true;
         }
-        const size_t na = S.alloc_order.size(), nf = S.free_order.size(), nk = S.korder.size();
-        const int64_t te = ie < nk ? S.kend[S.kend_order[ie]] : INT64_MAX;
-        const int64_t tf = iff < nf ? t_free[S.free_order[iff]] : INT64_MAX;
-        const int64_t ta = ia < na ? t_alloc[S.alloc_order[ia]] : INT64_MAX;
-        const int64_t ts = ik < nk ? S.kstart[ik] : INT64_MAX;
         const int64_t m = std::min(std::min(te, tf), std::min(ta, ts));
         if (m == INT64_MAX) return false;
         e.time = m;
         e.seq = -1;
-        if (te == m && S.kend_order[ie] < static_cast<int32_t>(ik)) {   // its start was processed
+        if (te == m && end_seq < static_cast<int32_t>(ik)) {   // its start was processed
             e.what = Recorded::KernelEnd;
-            e.seq = S.kend_order[ie++];
-            e.row = S.korder[e.seq];
+            e.seq = end_seq;
+            e.row = S.korder[static_cast<size_t>(end_seq)];
+            ++ie;
+            load_end();
         } else if (tf == m) {
             e.what = Recorded::Free;
             e.row = S.free_order[iff++];
+            load_free();
         } else if (ta == m) {
             e.what = Recorded::Allocation;
             e.row = S.alloc_order[ia++];
+            load_alloc();
             if (t_free[e.row] == t_alloc[e.row]) pending_free = e.row;
         } else {
             e.what = Recorded::KernelStart;
             e.seq = static_cast<int32_t>(ik++);
             e.row = S.korder[e.seq];
+            load_start();
         }
         return true;
     }
 
 private:
+    // The time at the head of each stream (INT64_MAX when it is exhausted), read once per
+    // event taken from that stream rather than for all four streams at every event.
+    void load_end() {
+        end_seq = ie < nk ? S.kend_order[ie] : -1;
+        te = ie < nk ? S.kend[static_cast<size_t>(end_seq)] : INT64_MAX;
+    }
+    void load_free() { tf = iff < nf ? t_free[S.free_order[iff]] : INT64_MAX; }
+    void load_alloc() { ta = ia < na ? t_alloc[S.alloc_order[ia]] : INT64_MAX; }
+    void load_start() { ts = ik < nk ? S.kstart[ik] : INT64_MAX; }
+
     const EventStreams& S;
     const int64_t* t_alloc;
     const int64_t* t_free;
+    size_t na, nf, nk;
     size_t ia = 0, iff = 0, ik = 0, ie = 0;
+    int64_t te = INT64_MAX, tf = INT64_MAX, ta = INT64_MAX, ts = INT64_MAX;
+    int32_t end_seq = -1;
     int32_t pending_free = -1;
 };
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Writing speed before/after a change, on one machine in one run: builds `mhc` and the write
+# benchmarks from a base commit (a git worktree in build/bench-base-COMMIT, kept for the next run;
+# `git worktree remove --force build/bench-base-COMMIT` drops it) and from this tree, with this
+# tree's benchmark sources on both sides, then runs each figure on both sides one after the other:
+#   - bench_store ROWS: write a training-shaped trace of ROWS rows (and read it back);
+#   - bench_store run: store a simulated run of 3.9 M events and 1.4 M kernel times, twice;
+#   - mhc generate --preset gpt2-small --steps STEPS (about 10 M rows at 2985): user + sys;
+#   - bench_sim end-to-end on that trace, twice (the first builds the trace's cache, the second
+#     reads it): load, prepare, simulate and store (3.9 M events, 1.4 M kernel times at 2985 steps);
+#   - mhc simulate TRACE --capacity 60% as users run it (stores into the trace): user + sys;
+#   - mhc_bench_import IMPORT_EVENTS: snapshot, Kineto JSON and Kineto gzip (median of 3).
+# CPU time is what to compare on a shared machine; the load average is printed with each figure.
+# Usage: bench/trace/store_compare.sh [BASE=d56dbab] [STEPS=2985] [ROWS=10000000] [IMPORT_EVENTS=2000000]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+base=${1:-d56dbab}
+steps=${2:-2985}
+rows=${3:-10000000}
+events=${4:-2000000}
+root=$(pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-store-compare.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+wt="$root/build/bench-base-$(git rev-parse --short "$base")"
+[ -d "$wt" ] || git worktree add --detach "$wt" "$base" >/dev/null
+mkdir -p "$wt/bench/include"
+cp -r bench/include/mhc "$wt/bench/include/"
+cp bench/CMakeLists.txt "$wt/bench/CMakeLists.txt"
+for d in trace import datasets sim; do cp bench/$d/CMakeLists.txt bench/$d/*.cpp "$wt/bench/$d/"; done
+targets=(mhc bench_store bench_sim bench_datasets mhc_bench_import)
+args=(-G Ninja -DCMAKE_BUILD_TYPE=Release ${MHC_CMAKE_ARGS:-})
+for dir in "$wt" "$root"; do
+  cmake -S "$dir" -B "$dir/build" "${args[@]}" >/dev/null
+  cmake --build "$dir/build" -j"${MHC_JOBS:-2}" --target "${targets[@]}" >/dev/null
+done
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+side_dir() { if [ "$1" = before ]; then echo "$wt"; else echo "$root"; fi; }
+echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- trace datasets bench || echo +changes)"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores"
+for side in before after; do
+  echo "== bench_store $rows, $side (load $(load))"
+  "$(side_dir $side)/build/bench/trace/bench_store" "$rows" "$tmp/store.db" | sed "s/^/$side /"
+done
+for side in before after; do
+  echo "== bench_store run, $side"
+  "$(side_dir $side)/build/bench/trace/bench_store" run 3900000 1400000 "$tmp/run.db" | sed "s/^/$side /"
+done
+for side in before after; do
+  /usr/bin/time -f "$side mhc generate --preset gpt2-small --steps $steps: wall %e s, cpu %U s user + %S s sys (load $(load))" \
+    "$(side_dir $side)/build/cli/mhc" -q generate --preset gpt2-small --steps "$steps" -o "$tmp/$side.db" >/dev/null
+done
+echo "trace: $(du -m "$tmp/after.db" | cut -f1) MB"
+for r in 1 2; do
+  for side in before after; do
+    echo "== end to end, round $r, $side (load $(load))"
+    "$(side_dir $side)/build/bench/sim/bench_sim" end-to-end "$tmp/$side.db" "$tmp/$side-runs.db" | sed "s/^/$side /"
+  done
+done
+for side in before after; do
+  /usr/bin/time -f "$side mhc simulate --capacity 60%%: wall %e s, cpu %U s user + %S s sys (load $(load))" \
+    "$(side_dir $side)/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% >/dev/null
+done
+rm -f "$tmp"/*.db
+for side in before after; do
+  echo "== import, $side"
+  "$(side_dir $side)/build/bench/import/mhc_bench_import" "$events" "$tmp" 3 | sed "s/^/$side /"
+done

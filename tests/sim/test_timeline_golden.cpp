@@ -1,0 +1,135 @@
+// Golden timelines: every eviction policy x prefetcher, with the ideal and the caching allocator,
+// an unlimited and a tight host buffer, on generated traces, gives exactly the run recorded in
+// tests/sim/golden/timeline_grid.json — not only its metrics (test_golden.cpp) but every event,
+// kernel time, memory sample, OOM field and replay plan entry, folded into one 64-bit FNV-1a
+// digest per run. The file was taken from the engine before its hot loop was restructured, so
+// a change of data layout that changes any decision, any time or any order changes a digest.
+// To retake it after a deliberate change of the rules: MHC_UPDATE_GOLDEN=1 mhc_sim_tests "[timeline]".
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "mhc/sim/config.hpp"
+#include "mhc/sim/link.hpp"
+#include "mhc/sim/result.hpp"
+#include "mhc/sim/simulate.hpp"
+#include "mhc/sim/synthetic.hpp"
+
+namespace sim = mhc::sim;
+namespace trace = mhc::trace;
+
+namespace {
+
+struct Digest {
+    uint64_t h = 1469598103934665603ull;
+    void bytes(const void* data, size_t size) {
+        const auto* bytes = static_cast<const unsigned char*>(data);
+        for (size_t i = 0; i < size; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    }
+    void i64(int64_t value) { bytes(&value, sizeof value); }
+    void f64(double value) {
+        if (std::isnan(value)) return i64(0x7ff8);   // every NaN the same, whatever its bits
+        bytes(&value, sizeof value);
+    }
+    void str(const std::string& text) { i64(static_cast<int64_t>(text.size())); bytes(text.data(), text.size()); }
+    void origin(const sim::EventOrigin& origin) {
+        i64(static_cast<int64_t>(origin.what));
+        i64(origin.after_launch);
+        i64(origin.index);
+    }
+};
+
+// Everything a run produced, in one digest (sim_seconds, the wall time, left out).
+std::string digest_of(const sim::Result& run) {
+    Digest digest;
+    for (const auto& [name, value] : sim::metrics(run))
+        if (name != "sim_seconds") { digest.str(name); digest.f64(value); }
+    digest.str(run.oom.where); digest.str(run.oom.why); digest.i64(run.oom.time); digest.i64(run.oom.recorded);
+    digest.i64(run.oom.bytes_needed); digest.i64(run.oom.bytes_short); digest.i64(run.oom.bytes_pinned);
+    digest.i64(run.oom.fragmentation); digest.i64(run.oom.largest_free_block);
+    digest.str(run.invariant_violation);
+    for (const auto& event : run.events) {
+        digest.i64(static_cast<int64_t>(event.kind)); digest.i64(event.t_start); digest.i64(event.t_end);
+        digest.i64(event.allocation); digest.i64(event.kernel); digest.i64(event.bytes);
+    }
+    for (const auto& origin : run.plan_log.origins) digest.origin(origin);
+    for (const auto& rel : run.plan_log.releases) { digest.i64(rel.alloc); digest.i64(rel.before); digest.origin(rel.origin); digest.i64(rel.failed_allocation); }
+    for (const auto& kt : run.kernel_times) { digest.i64(kt.kernel); digest.i64(kt.t_start); digest.i64(kt.t_end); }
+    for (const auto& ms : run.memory) { digest.i64(ms.t); digest.i64(ms.device_bytes); digest.i64(ms.host_bytes); }
+    digest.i64(run.kernels_reached); digest.i64(run.last_kernel);
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest.h));
+    return hex;
+}
+
+struct Case { std::string name; trace::TraceData data; };
+
+std::vector<Case> traces() {
+    std::vector<Case> cases;
+    cases.push_back({"training-a", sim::synthetic::training(11, 20'000, 8, 1)});
+    cases.push_back({"training-b", sim::synthetic::training(12, 30'000, 12, 2)});
+    cases.push_back({"random-reads", sim::synthetic::random_reads(13, 64, 600, 4)});
+    return cases;
+}
+
+}  // namespace
+
+TEST_CASE("every policy, prefetcher and allocator gives the golden timeline", "[sim][golden][timeline]") {
+    const std::string file = MHC_GOLDEN_DIR "/timeline_grid.json";
+    const bool update = std::getenv("MHC_UPDATE_GOLDEN") != nullptr;
+    nlohmann::json golden;
+    if (!update) {
+        std::ifstream in(file);
+        REQUIRE(in.good());
+        golden = nlohmann::json::parse(in).at("runs");
+    }
+    nlohmann::json got;
+    int checked = 0;
+    for (auto& tc : traces()) {
+        const auto prepared = sim::prepare(tc.data);
+        for (const char* ev : {"lru", "largest", "belady", "dtr", "cost_aware"})
+            for (const char* pf : {"none", "lookahead:8", "periodic", "capuchin", "forecast"})
+                for (const char* alloc : {"ideal", "caching"})
+                    for (const char* cap : {"55%", "75%"})
+                        for (double host : {0.0, 1.0}) {
+                            sim::Config config;
+                            config.eviction = ev;
+                            config.prefetch = pf;
+                            config.allocator = alloc;
+                            config.capacity = sim::parse_capacity(cap);
+                            config.cpu_buffer_ratio = host;
+                            config.link = sim::link_from_spec("pcie4");
+                            config.check_invariants = true;
+                            const auto result = sim::simulate(*prepared, config);
+                            const std::string key = tc.name + " " + cap + " " + ev + "+" + pf + " " + alloc +
+                                                    " host " + std::to_string(host).substr(0, 3);
+                            const nlohmann::json run = {{"digest", digest_of(result)},
+                                                        {"events", result.events.size()},
+                                                        {"peak", result.simulated_peak},
+                                                        {"makespan", result.simulated_makespan}};
+                            got[key] = run;
+                            if (update) continue;
+                            INFO(key);
+                            REQUIRE(golden.contains(key));
+                            CHECK(golden.at(key) == run);
+                            ++checked;
+                        }
+    }
+    if (update) {
+        std::ofstream out(file);
+        out << nlohmann::json{{"_about", "Digests of full simulator runs (tests/sim/test_timeline_golden.cpp): "
+                                         "retaken with MHC_UPDATE_GOLDEN=1; say when and why."},
+                              {"runs", got}}
+                   .dump(1)
+            << "\n";
+        SUCCEED("golden file rewritten");
+        return;
+    }
+    CHECK(checked == static_cast<int>(golden.size()));
+}

@@ -1,0 +1,130 @@
+// BulkInsert (bulk_insert.hpp): the buffered rows as a virtual table that one INSERT … SELECT reads.
+#include "bulk_insert.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <new>
+
+#include "mhc/common/error.hpp"
+
+namespace mhc::trace::sql {
+
+namespace {
+
+// SQLite's virtual table interface (https://www.sqlite.org/vtab.html): a table, a cursor over
+// the rows of the BulkInsert given as the module's client data.
+struct Table {
+    sqlite3_vtab base;
+    const BulkInsert* rows;
+};
+struct Cursor {
+    sqlite3_vtab_cursor base;
+    size_t row;
+    size_t count;
+};
+
+int connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out, char**) {
+    const auto* rows = static_cast<const BulkInsert*>(aux);
+    std::string decl = "CREATE TABLE x(";
+    for (int c = 0; c < rows->columns(); ++c) decl += (c ? ",c" : "c") + std::to_string(c);
+    decl += ")";
+    if (int rc = sqlite3_declare_vtab(db, decl.c_str()); rc != SQLITE_OK) return rc;
+    auto* table = static_cast<Table*>(sqlite3_malloc(sizeof(Table)));
+    if (!table) return SQLITE_NOMEM;
+    std::memset(table, 0, sizeof *table);
+    table->rows = rows;
+    *out = &table->base;
+    return SQLITE_OK;
+}
+int disconnect(sqlite3_vtab* table) {
+    sqlite3_free(table);
+    return SQLITE_OK;
+}
+int best_index(sqlite3_vtab*, sqlite3_index_info* info) {
+    info->estimatedCost = 1e6;   // one full scan: there is nothing else to do
+    return SQLITE_OK;
+}
+int open(sqlite3_vtab*, sqlite3_vtab_cursor** out) {
+    auto* cursor = static_cast<Cursor*>(sqlite3_malloc(sizeof(Cursor)));
+    if (!cursor) return SQLITE_NOMEM;
+    std::memset(cursor, 0, sizeof *cursor);
+    *out = &cursor->base;
+    return SQLITE_OK;
+}
+int close(sqlite3_vtab_cursor* cursor) {
+    sqlite3_free(cursor);
+    return SQLITE_OK;
+}
+const BulkInsert& rows_of(sqlite3_vtab_cursor* cursor) { return *reinterpret_cast<Table*>(cursor->pVtab)->rows; }
+int filter(sqlite3_vtab_cursor* cursor, int, const char*, int, sqlite3_value**) {
+    auto* cur = reinterpret_cast<Cursor*>(cursor);
+    cur->row = 0;
+    cur->count = rows_of(cursor).values().size() / static_cast<size_t>(rows_of(cursor).columns());
+    return SQLITE_OK;
+}
+int next(sqlite3_vtab_cursor* cursor) {
+    ++reinterpret_cast<Cursor*>(cursor)->row;
+    return SQLITE_OK;
+}
+int eof(sqlite3_vtab_cursor* cursor) {
+    auto* cur = reinterpret_cast<Cursor*>(cursor);
+    return cur->row >= cur->count;
+}
+int column(sqlite3_vtab_cursor* cursor, sqlite3_context* ctx, int col) {
+    const BulkInsert& rows = rows_of(cursor);
+    const int64_t value = rows.values()[reinterpret_cast<Cursor*>(cursor)->row * static_cast<size_t>(rows.columns()) +
+                                        static_cast<size_t>(col)];
+    if (rows.is_null(col, value)) sqlite3_result_null(ctx);
+    else sqlite3_result_int64(ctx, value);
+    return SQLITE_OK;
+}
+int rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* out) {
+    *out = static_cast<sqlite3_int64>(reinterpret_cast<Cursor*>(cursor)->row);
+    return SQLITE_OK;
+}
+
+// xCreate null: eponymous-only (usable by name, never created in a schema).
+const sqlite3_module kModule = {
+    0, nullptr, connect, best_index, disconnect, nullptr, open, close, filter, next, eof, column, rowid,
+    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+
+std::string unique_module_name() {
+    static std::atomic<uint64_t> counter{0};
+    return "mhc_bulk_rows_" + std::to_string(counter.fetch_add(1));
+}
+
+}  // namespace
+
+BulkInsert::BulkInsert(sqlite3* db, const std::string& file, const std::string& into, int columns,
+                       const std::string& tail, const std::vector<std::pair<int, int64_t>>& nullable)
+    : db_(db), file_(file), module_(unique_module_name()), columns_(columns),
+      nullable_(static_cast<size_t>(columns), 0), null_value_(static_cast<size_t>(columns), 0) {
+    for (auto [column, null_value] : nullable) {
+        nullable_.at(static_cast<size_t>(column)) = 1;
+        null_value_.at(static_cast<size_t>(column)) = null_value;
+    }
+    if (sqlite3_create_module_v2(db, module_.c_str(), &kModule, this, nullptr) != SQLITE_OK)
+        fail(db, file, "cannot register the bulk insert module");
+    std::string select = " SELECT ";
+    for (int c = 0; c < columns; ++c) select += (c ? ",c" : "c") + std::to_string(c);
+    // "WHERE true": with an ON CONFLICT clause SQLite needs it to tell the upsert from a join.
+    insert_ = Stmt(db, file, (into + select + " FROM " + module_ + " WHERE true " + tail).c_str());
+}
+
+BulkInsert::~BulkInsert() {
+    insert_ = Stmt();
+    sqlite3_create_module_v2(db_, module_.c_str(), nullptr, nullptr, nullptr);   // unregisters it
+}
+
+void BulkInsert::flush() {
+    if (values_.empty()) return;
+    try {
+        insert_.run();
+    } catch (...) {
+        values_.clear();
+        throw;
+    }
+    values_.clear();
+}
+
+}  // namespace mhc::trace::sql
