@@ -38,8 +38,8 @@ ViewTrace imported(const fs::path& in, const std::string& kineto = "", const Loa
 
 // Kernels named by their authors only ("test0(double*, ...)", "vector_add" in extra-p's Nsight
 // Systems exports of benchmarks): no rule can know what they do; the user's rules file names them (below).
-bool user_named_kernels(const fs::path& p) {
-    return p.filename() == "con_kernel.sqlite" || p.filename().string().rfind("extrap-", 0) == 0;
+bool user_named_kernels(const fs::path& path) {
+    return path.filename() == "con_kernel.sqlite" || path.filename().string().rfind("extrap-", 0) == 0;
 }
 
 }  // namespace
