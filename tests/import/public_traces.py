@@ -17,9 +17,18 @@ trace (chakra/*.json.gz):
   - `mhc simulate --capacity unlimited --allocator ideal` must give the baseline back:
     simulated peak and makespan equal to the baseline's, no stalls, no swaps, and the
     baseline peak equal to the source's on the simulated device;
-  - with one GPU, its kernels are on the device of its memory.
+  - with one GPU, its kernels are on the device of its memory;
+  - `mhc info`'s counts of kernels and copies (memcpy and memset) and its kernel time (the sum
+    of the kernels' durations) must equal the file's; Kineto: also its count of events and its
+    steps (distinct ProfilerStep#N on the CPU), and every kernel's start relative to the first
+    equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits); nsys: also its duration (the first start to the
+    last end of the kernels, copies, memsets and memory events), and its kernel time is after the
+    documented clamp (a kernel that starts before the previous one on its stream ended starts
+    at that end; how many did: meta nsys.kernel_starts_clamped).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
+import decimal
+import functools
 import glob
 import gzip
 import json
@@ -51,12 +60,24 @@ def rel(a, b):
 
 # ---- the source's own accounting ----
 
+@functools.lru_cache(maxsize=1)
+def kineto_events(path):
+    """The trace's events, read once per file; numbers with a fraction stay the text the file
+    has (json would round epoch `ts`, 19 significant digits, to doubles): decimal() reads them."""
+    with gzip.open(path) as f:
+        return json.load(f, parse_float=str)["traceEvents"]
+
+
+def decimal_of(v):
+    return decimal.Decimal(v if isinstance(v, str) else str(v))
+
+
 def kineto_source(path):
     """{device: (peak live bytes, reserved peak or None, how)}"""
-    events = json.load(gzip.open(path))["traceEvents"]
+    events = kineto_events(path)
     mem = [e for e in events if isinstance(e, dict) and e.get("name") == "[memory]" and "ts" in e
            and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Bytes" in e["args"]]
-    mem.sort(key=lambda e: e["ts"])   # stable: file order at one ts
+    mem.sort(key=lambda e: decimal_of(e["ts"]))   # stable: file order at one ts
     by_dev = {}
     for e in mem:
         a = e["args"]
@@ -76,6 +97,71 @@ def kineto_source(path):
             low, high = min(low, run), max(high, run)
         out[dev] = (high - low, reserved, "signed sum of Bytes")
     return out
+
+
+def kineto_timeline(path):
+    """What `mhc info` reports of a Kineto trace's timeline, counted from the JSON."""
+    events = kineto_events(path)
+    gpu = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    kernels = [e for e in gpu if e.get("cat") in ("kernel", "Kernel")]
+    copies = [e for e in gpu if e.get("cat") in ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")]
+    steps = {e["name"] for e in gpu if e.get("cat") != "gpu_user_annotation" and
+             str(e.get("name", "")).startswith("ProfilerStep#")}
+    return {"events": len(events), "kernels": len(kernels), "copies": len(copies), "steps": len(steps),
+            "kernel_time_ns": sum(max(0, int(decimal_of(e.get("dur", 0)) * 1000)) for e in kernels)}
+
+
+def check_kernel_starts(name, path, db):
+    """Each kernel's start, relative to the first, to the nanosecond (Kineto without clamped starts)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    if meta.get("kineto.kernel_starts_clamped", "0") != "0":
+        return
+    want = sorted(int(decimal_of(e["ts"]) * 1000) for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and
+                  e.get("cat") in ("kernel", "Kernel") and "ts" in e)
+    got = sorted(t for (t,) in conn.execute("SELECT t_start FROM kernels"))
+    if want and [t - want[0] for t in want] != [t - got[0] for t in got]:
+        fail(name, "kernel starts differ from the file's to the nanosecond")
+    elif want:
+        print(f"  {len(want)} kernel starts equal the file's to the nanosecond, over {want[-1] - want[0]} ns")
+
+
+def nsys_timeline(path):
+    """What `mhc info` reports of an nsys export's timeline, counted with SQL."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def rows(table, what):
+        return db.execute(f"SELECT {what} FROM {table}").fetchone() if table in tables else None
+    kernels, clamped, prev_end = [0, 0], 0, {}
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
+        # docs/import.md: a kernel that starts before the previous one on its stream ended
+        # starts at that end (the export's own sum of end - start is printed beside it).
+        for dev, stream, start, end in db.execute("SELECT deviceId, streamId, start, end FROM "
+                                                  "CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid"):
+            begin = max(start, prev_end.get((dev, stream), start))
+            clamped += begin > start
+            prev_end[(dev, stream)] = max(begin, end)
+            kernels[0] += 1
+            kernels[1] += max(0, end - begin)
+    copies = sum((rows(t, "COUNT(*)") or (0,))[0] for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
+    spans = [rows(t, "MIN(start), MAX(end)") for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                                                       "CUPTI_ACTIVITY_KIND_MEMSET")]
+    spans += [rows("CUDA_GPU_MEMORY_USAGE_EVENTS", "MIN(start), MAX(start)")]
+    spans = [s for s in spans if s and s[0] is not None]
+    return {"kernels": kernels[0], "copies": copies, "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
+            "duration_ns": max(s[1] for s in spans) - min(s[0] for s in spans)}
+
+
+def check_timeline(name, want, info):
+    got = {"events": int(info["meta"].get("import.events", -1)), "kernels": info["counts"]["kernels"],
+           "copies": info["counts"]["copies"], "steps": info["steps"], "kernel_time_ns": info["kernel_time_ns"],
+           "duration_ns": info["duration_ns"],
+           "kernel_starts_clamped": int(info["meta"].get("nsys.kernel_starts_clamped", 0))}
+    print("  timeline: " + ", ".join(f"{k} {got[k]} imported, {v} in the file" for k, v in want.items()))
+    for k, v in want.items():
+        if not close(got[k], v):
+            fail(name, f"mhc info {k} {got[k]}, the file {v}")
 
 
 def nsys_source(path):
@@ -173,7 +259,8 @@ def imported_peaks(db_path):
     return peaks, meta
 
 
-def check(exe, path, source, work):
+def check(exe, path, source_of, work):
+    source = source_of(path)
     name = os.path.relpath(path, PUBLIC)
     print(name)
     db = os.path.join(work, os.path.basename(path) + ".db")
@@ -192,6 +279,11 @@ def check(exe, path, source, work):
             if not close(got_r, reserved):
                 fail(name, f"device {dev}: reserved peak {got_r} B, Total Reserved {reserved} B")
     info = json.loads(mhc(exe, "info", db, "--json"))
+    if source_of == kineto_source:
+        check_timeline(name, kineto_timeline(path), info)
+        check_kernel_starts(name, path, db)
+    if source_of == nsys_source:
+        check_timeline(name, nsys_timeline(path), info)
     if source:
         want = max(p for p, _, _ in source.values())
         if info["peak"] is None or not close(info["peak"]["bytes"], want):
@@ -229,7 +321,7 @@ def main():
     files += [(p, et_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "chakra", "*.json.gz")))]
     for path, source in files:
         try:
-            check(exe, path, source(path), work)
+            check(exe, path, source, work)
         except (RuntimeError, KeyError, ValueError) as e:
             fail(os.path.relpath(path, PUBLIC), str(e))
     print(f"{len(files)} traces, {len(failures)} failures")

@@ -140,6 +140,37 @@ TEST_CASE("execution trace + Kineto (GPU): kernels take their launching op's ten
     CHECK(t.allocations.bytes[0] == 65536 * 4);
 }
 
+TEST_CASE("execution trace + Kineto (GPU): storages no joined op uses are said to be left out", "[import][et]") {
+    // As facebookresearch/param's linear pair (ET 1.0.1 + Kineto of the same run): External id
+    // == rf_id holds for the first ops only, so later ops' storages join no kernel. Here op 2
+    // (rf_id 2) has no Kineto op: its storage 8 is not in the trace, and the import says so.
+    test::TempDir dir;
+    auto tensor = [](int storage) { return "[" + std::to_string(storage) + "," + std::to_string(storage) + ",0,1024,4,\"cuda:0\"]"; };
+    std::string et = dir.file("et.json"), kineto = dir.file("kineto.json");
+    test::write_file(et, "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":["
+                         "{\"id\":1,\"name\":\"aten::relu\",\"parent\":0,\"rf_id\":1,\"inputs\":[" + tensor(7) +
+                         "],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]},"
+                         "{\"id\":2,\"name\":\"aten::relu\",\"parent\":0,\"rf_id\":2,\"inputs\":[" + tensor(8) +
+                         "],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}");
+    test::write_file(kineto, "{\"traceEvents\":["
+                             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":5,"
+                             "\"args\":{\"External id\":1}},"
+                             "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":11,"
+                             "\"dur\":1,\"args\":{\"correlation\":5}},"
+                             "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"relu_kernel\",\"pid\":0,\"tid\":7,\"ts\":20,\"dur\":2,"
+                             "\"args\":{\"correlation\":5,\"device\":0,\"stream\":7}}]}");
+    imp::Options opt;
+    opt.warn = false;
+    opt.kineto_path = kineto;
+    imp::Result result = imp::import_file(et, dir.file("t.db"), opt);
+    auto trace = mhc::trace::load_trace(dir.file("t.db"));
+    CHECK(trace.meta.at("et.kineto_ops_matched") == "1");
+    CHECK(trace.allocations.size() == 1);
+    CHECK(trace.meta.at("et.storages_left_out") == "1");
+    REQUIRE(result.warnings.size() == 1);
+    CHECK(result.warnings[0].find("1 of the execution trace's 2 GPU storages") != std::string::npos);
+}
+
 TEST_CASE("execution trace + Kineto (CPU run): ops timed by their Kineto interval", "[import][et]") {
     test::TempDir dir;
     imp::Options opt;

@@ -96,6 +96,12 @@ std::string kineto(const std::string& ts = "10", const std::string& mem_bytes = 
            "\"stream\":7,\"bytes\":" + copy_bytes + "}}\n]}";
 }
 
+// One kernel, copy or memset (`cat`) with the given args.
+std::string gpu_activity(const std::string& cat, const std::string& args) {
+    return "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"" + cat + "\",\"name\":\"Memcpy HtoD\",\"ts\":3,\"dur\":1,"
+           "\"args\":{" + args + "}}]}";
+}
+
 // Pickle (protocol 2) of {'device_traces': V} where V is `value_ops`.
 std::string pickle_dict(const std::string& value_ops) {
     return std::string("\x80\x02}X\x0d\x00\x00\x00" "device_traces", 2 + 1 + 5 + 13) + value_ops + "s.";
@@ -218,6 +224,12 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
         {"copy-bytes-negative", kineto("10", "4096", "-64"), "traceEvents[2]: args.bytes -64 is out of range"},
         {"copy-bytes-string", kineto("10", "4096", "\"64\""), "traceEvents[2]: args.bytes is a string, not a number"},
         {"copy-bytes-null", kineto("10", "4096", "null"), "traceEvents[2]: args.bytes is null, not a number"},
+        {"kernel-stream-string", gpu_activity("kernel", "\"device\":0,\"stream\":\"0x7\""),
+         "traceEvents[0]: args.stream is a string, not a number"},
+        {"copy-device-null", gpu_activity("gpu_memcpy", "\"device\":null,\"stream\":7,\"bytes\":64"),
+         "traceEvents[0]: args.device is null, not a number"},
+        {"memset-stream-object", gpu_activity("gpu_memset", "\"stream\":{},\"bytes\":64"),
+         "traceEvents[0]: args.stream is an object, not a number"},
         {"ts-string", kineto("\"abc\""), "traceEvents[0]: 'ts' is a string, not a number"},
         {"ts-null", kineto("null"), "traceEvents[0]: 'ts' is null, not a number"},
         {"ts-ns-overflow", kineto("9223372036854775.807"), "traceEvents[0]: 'ts' 9223372036854775.807 is out of range"},
@@ -251,6 +263,19 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
                              "\"ts\":3,\"dur\":1,\"args\":{\"correlation\":810,\"bytes\":\"1\",\"kind\":\"2\"}},"
                              "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":5,\"dur\":1,\"args\":{\"correlation\":810}}]}");
         CHECK(accepted(in).kernels == 1);
+    }
+    SECTION("args.stream and args.device of a runtime call are not read: ROCm 6 writes them as strings") {
+        // As in HolisticTraceAnalysis's MI250 ROCm 6.2 trace: {"cat": "cuda_runtime", "name":
+        // "hipMemcpyWithStream", "args": {..., "stream": "0x0", "size": "2560", "kind": "1"}}.
+        std::string in = dir.file("rocm6.json");
+        test::write_file(in, "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"hipLaunchKernel\","
+                             "\"ts\":3,\"dur\":1,\"args\":{\"correlation\":117,\"stream\":\"0x0\",\"device\":\"0\"}},"
+                             "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":5,\"dur\":1,"
+                             "\"args\":{\"correlation\":117,\"device\":2,\"stream\":0}}]}");
+        CHECK(accepted(in).kernels == 1);
+        auto trace = mhc::trace::load_trace(in + ".db");
+        REQUIRE(trace.kernels.size() == 1);
+        CHECK(trace.kernels.stream[0] == 0);
     }
 }
 
@@ -328,6 +353,37 @@ TEST_CASE("nsys: mistyped columns and integer extremes and views are refused", "
         std::string in = dir.file("ok.sqlite");
         make_nsys(in, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 1;");
         CHECK(accepted(in).kernels == 2);
+    }
+}
+
+TEST_CASE("nsys: the GPU's name and memory are read from the 2021 and the 2022 schemas", "[import][nsys]") {
+    test::TempDir dir;
+    auto gpu = [&](const std::string& name, const std::string& sql) {
+        std::string in = dir.file(name + ".sqlite");
+        make_nsys(in, sql);
+        accepted(in);
+        return mhc::trace::load_trace(in + ".db").meta;
+    };
+    SECTION("nsys 2022: TARGET_INFO_GPU.totalMemory, the largest GPU") {
+        auto meta = gpu("2022", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, id INTEGER, name TEXT, totalMemory INTEGER);"
+                             "INSERT INTO TARGET_INFO_GPU VALUES(1, 0, 'small', 1000), (1, 1, 'big', 2000);");
+        CHECK(meta.at("device_name") == "big");
+        CHECK(meta.at("device_memory") == "2000");
+    }
+    SECTION("nsys 2021: TARGET_INFO_GPU without totalMemory, the size in TARGET_INFO_CUDA_GPU") {
+        // As extra-p's sampled_callchains exports (4 x A100-PCIE-40GB): ORDER BY a missing
+        // column used to become ORDER BY 0, an SQL error that refused the whole file.
+        auto meta = gpu("2021", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, deviceId INTEGER, name TEXT);"
+                             "INSERT INTO TARGET_INFO_GPU VALUES(1, 0, 'A100-PCIE-40GB');"
+                             "CREATE TABLE TARGET_INFO_CUDA_GPU(vmId INTEGER, name TEXT, globalMemorySize INTEGER, deviceId INTEGER);"
+                             "INSERT INTO TARGET_INFO_CUDA_GPU VALUES(1, 'A100-PCIE-40GB', 42505273344, 0);");
+        CHECK(meta.at("device_name") == "A100-PCIE-40GB");
+        CHECK(meta.at("device_memory") == "42505273344");
+    }
+    SECTION("no memory column anywhere: imported without the GPU's size") {
+        auto meta = gpu("none", "CREATE TABLE TARGET_INFO_GPU(vmId INTEGER, deviceId INTEGER, name TEXT);"
+                             "INSERT INTO TARGET_INFO_GPU VALUES(1, 0, 'gpu');");
+        CHECK(meta.count("device_memory") == 0);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <istream>
 #include <map>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 
 #include "kineto_write.hpp"
@@ -286,6 +287,7 @@ public:
         // Ops on one thread are serial (timing of their own), kernels keep Kineto's times.
         if (!(joined_ && gpu_)) clamp_serial_ops();
         map_storages();
+        if (joined_) count_storages_left_out();
         write_allocations();
         if (joined_ && gpu_) write_gpu_timeline();
         else write_ops();
@@ -393,6 +395,25 @@ private:
         }
     }
 
+    // GPU storages of the execution trace's leaf ops that no joined unit uses are left out of
+    // the trace: said, since the GPU's peak then misses them (a join key that stops matching
+    // part way). Host storages of ops that launch no kernel are left out by design.
+    void count_storages_left_out() {
+        std::set<std::pair<int64_t, int32_t>> all;
+        for (const Node& node : nodes_) {
+            if (!is_unit(node)) continue;
+            for (const auto* uses : {&node.ins, &node.outs})
+                for (const auto& use : *uses)
+                    if (use.device >= 0) all.insert({use.storage, use.device});
+        }
+        const auto kept = std::count_if(storages_.begin(), storages_.end(), [](const auto& kv) { return kv.first.second >= 0; });
+        left_out_ = static_cast<int64_t>(all.size()) - static_cast<int64_t>(kept);
+        if (left_out_ > 0)
+            r_.warnings.push_back(std::to_string(left_out_) + " of the execution trace's " + std::to_string(all.size()) +
+                                  " GPU storages are used by no op that a Kineto kernel was joined to (" +
+                                  std::to_string(matched_) + " ops joined): left out, the GPU's figures miss them");
+    }
+
     // Each unit's storages with their access modes, and each storage's size and lifetime.
     void map_storages() {
         unit_access_.resize(units_.size());
@@ -490,6 +511,7 @@ private:
             meta["et.join_key"] = kd_.has_rf_id ? "Record function id == rf_id" : "External id == rf_id";
             if (!gpu_) meta["et.leaf_ops_without_kineto_timing"] = std::to_string(unmatched_);
             if (!kd_.memory.empty()) meta["et.kineto_memory_events_ignored"] = std::to_string(kd_.memory.size());
+            meta["et.storages_left_out"] = std::to_string(std::max<int64_t>(0, left_out_));
         }
         meta["et.op_starts_clamped"] = std::to_string(clamped_);
     }
@@ -500,7 +522,7 @@ private:
     Result& r_;
     KinetoData kd_;
     bool joined_ = false, gpu_ = false;
-    int64_t base_ = 0, matched_ = 0, unmatched_ = 0, clamped_ = 0;
+    int64_t base_ = 0, matched_ = 0, unmatched_ = 0, clamped_ = 0, left_out_ = 0;
     std::vector<Unit> units_;
     std::map<std::pair<int64_t, int32_t>, Storage> storages_;
     std::vector<std::vector<std::pair<Storage*, AccessMode>>> unit_access_;

@@ -18,10 +18,17 @@ CopyKind copy_kind_of(std::string_view name) {
 namespace {
 bool is_copy_category(std::string_view c) { return c == "gpu_memcpy" || c == "Memcpy"; }
 bool is_memset_category(std::string_view c) { return c == "gpu_memset" || c == "Memset"; }
+bool is_gpu_activity_category(std::string_view cat) {
+    return cat == "kernel" || cat == "Kernel" || is_copy_category(cat) || is_memset_category(cat);
+}
 }  // namespace
 
 bool uses_copy_bytes(const KEvent& e) {
     return e.has_ts && e.ph == 'X' && (is_copy_category(e.cat) || is_memset_category(e.cat));
+}
+
+bool uses_gpu_placement(const KEvent& event) {
+    return event.has_ts && event.ph == 'X' && is_gpu_activity_category(event.cat);
 }
 
 bool is_accelerator(int64_t device_type) {
@@ -42,7 +49,7 @@ void map_event(const KEvent& e, KinetoData& d) {
         d.first_negative_name = std::string(e.name.substr(0, 80));
     }
     if (e.ph == 'X') {
-        if (c == "kernel" || c == "Kernel" || is_copy_category(c) || is_memset_category(c)) {
+        if (is_gpu_activity_category(c)) {
             KKernel k;
             k.ts = e.ts;
             k.dur = std::max<int64_t>(0, e.dur);

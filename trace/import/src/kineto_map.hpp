@@ -25,6 +25,10 @@ struct KEvent {
     bool has_mem = false;    // args.Addr or args.Bytes was read ([memory] events)
     bool has_addr = false;   // args.Addr was read (profilers before about PyTorch 1.10 write none)
     const char* bytes_not_number = nullptr;   // args.bytes was "a string", "null", ...: bad only for a copy
+    // args.device or args.stream was not a number (its name, then what it was): bad only for a
+    // kernel, copy or memset, the events that read them.
+    const char* activity_field_not_number = nullptr;
+    const char* activity_field_was = nullptr;
 };
 
 // The rules, one event at a time (the tokenizer has counted it in d.events already):
@@ -47,6 +51,10 @@ void map_event(const KEvent& e, KinetoData& d);
 
 // Whether the event is a memcpy or memset, the only events whose args.bytes is read.
 bool uses_copy_bytes(const KEvent& e);
+
+// Whether the event is a kernel, memcpy or memset, the only events whose args.device and
+// args.stream are read.
+bool uses_gpu_placement(const KEvent& event);
 
 // Whether a c10::DeviceType number ([memory] args.Device Type) is a GPU-like accelerator
 // whose memory is a device's, not the host's.

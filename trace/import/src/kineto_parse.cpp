@@ -227,16 +227,23 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             if (!e.bytes_not_number) e.bytes_not_number = what;
             return;
         }
+        if (at(In::Args) && (key == F::Device || key == F::Stream)) {
+            // Only kernels, copies and memsets use them; ROCm 6 runtime calls write the stream
+            // as a string ("stream": "0x0"): judged when the event is complete (EndObject).
+            if (!e.activity_field_not_number) {
+                e.activity_field_not_number = key == F::Device ? "args.device" : "args.stream";
+                e.activity_field_was = what;
+            }
+            return;
+        }
         if (at(In::Args)) {
             switch (key) {
                 case F::MemBytes: name = "args.Bytes"; break;
                 case F::Addr: name = "args.Addr"; break;
                 case F::Total: name = "args.Total Allocated"; break;
                 case F::Reserved: name = "args.Total Reserved"; break;
-                case F::Device: name = "args.device"; break;
                 case F::DevId: name = "args.Device Id"; break;
                 case F::DevType: name = "args.Device Type"; break;
-                case F::Stream: name = "args.stream"; break;
                 case F::Corr: name = "args.correlation"; break;
                 default: break;
             }
@@ -266,6 +273,10 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         if (at(In::Event)) {
             if (e.bytes_not_number && uses_copy_bytes(e)) {
                 bad = std::string("args.bytes is ") + e.bytes_not_number + ", not a number";
+                return false;
+            }
+            if (e.activity_field_not_number && uses_gpu_placement(e)) {
+                bad = std::string(e.activity_field_not_number) + " is " + e.activity_field_was + ", not a number";
                 return false;
             }
             ++d.events;

@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
@@ -197,16 +198,23 @@ private:
         return out;
     }
 
+    // The GPU with the most memory: TARGET_INFO_GPU.totalMemory (nsys 2022 and later); exports of
+    // nsys 2021 keep the size in TARGET_INFO_CUDA_GPU.globalMemorySize instead. The memory column
+    // is named, never a literal: ORDER BY 0 is an SQL error, not an order.
     void read_gpu() {
-        if (!has("TARGET_INFO_GPU")) return;
-        auto c = db_.columns("TARGET_INFO_GPU");
-        std::string q = "SELECT " + col(c, "name", "''") + ", " + col(c, "totalMemory") + ", " + col(c, "id") +
-                        ", rowid FROM TARGET_INFO_GPU ORDER BY " + col(c, "totalMemory") + " DESC LIMIT 1";
-        sql::Stmt s(db_.db, in_, q.c_str());
-        if (s.step()) {
-            r_.meta["device_name"] = s.text(0);
-            r_.meta["device_memory"] =
-                std::to_string(Cells{s, in_, "TARGET_INFO_GPU", 3}.get(1, "totalMemory", 0, kMaxBytes, false));
+        for (const auto& [table, memory] : {std::pair{"TARGET_INFO_GPU", "totalMemory"},
+                                            std::pair{"TARGET_INFO_CUDA_GPU", "globalMemorySize"}}) {
+            if (!has(table)) continue;
+            auto cols = db_.columns(table);
+            if (!cols.count(memory)) continue;
+            std::string query = "SELECT " + col(cols, "name", "''") + ", " + col(cols, memory) + ", rowid FROM " + table +
+                                " ORDER BY " + col(cols, memory) + " DESC LIMIT 1";
+            sql::Stmt row(db_.db, in_, query.c_str());
+            if (row.step()) {
+                r_.meta["device_name"] = row.text(0);
+                r_.meta["device_memory"] = std::to_string(Cells{row, in_, table, 2}.get(1, memory, 0, kMaxBytes, false));
+            }
+            return;
         }
     }
 
