@@ -140,9 +140,9 @@ struct Stacker {
     const AllocationTable& a;
     const BandKeys* keys;
     BandLayout& out;
-    std::vector<int64_t> open, open_summary;   // segment being extended, per band / per class
-    std::vector<double> drawn;                 // per class: bytes of its bands in this column
-    std::vector<int64_t> band_alloc, band_free;   // per band: its allocation's times
+    std::vector<int64_t> open{}, open_summary{};   // segment being extended, per band / per class
+    std::vector<double> drawn{};               // per class: bytes of its bands in this column
+    std::vector<int64_t> band_alloc{}, band_free{};   // per band: its allocation's times
 
     size_t classes() const { return keys ? keys->series.size() : 1; }
     size_t class_of(uint32_t i) const {
@@ -180,8 +180,8 @@ struct Stacker {
     // read at the middle of blocks of kSummaryBlock columns (a summary is an aggregate: its
     // outline need not follow each pixel), left to right with a galloping search.
     static constexpr size_t kSummaryBlock = 4;
-    std::vector<double> block_bytes;   // per class, for the current block
-    std::vector<size_t> hint;          // per class: last sample found
+    std::vector<double> block_bytes{};   // per class, for the current block
+    std::vector<size_t> hint{};          // per class: last sample found
     template <class T0>
     void summaries(size_t x, size_t W, T0 col_t0, bool long_group, double& y) {
         if (!keys) return;
