@@ -5,16 +5,15 @@
 //        | one POLICY PREFETCH [million_rows=4] [reps=5]
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "mhc/sim/result.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/bench/args.hpp"
+#include "mhc/bench/load.hpp"
 #include "mhc/sim/sweep.hpp"
 #include "mhc/sim/synthetic.hpp"
 #include "mhc/trace/runs.hpp"
@@ -48,18 +47,8 @@ static void write_trace(const trace::TraceData& t, const std::string& path) {
     w.finish();
 }
 
-static std::string loadavg() {
-    std::ifstream f("/proc/loadavg");
-    std::string a, b, c;
-    f >> a >> b >> c;
-    return a + " " + b + " " + c;
-}
-
-static double thread_cpu() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
-}
+using mhc::bench::loadavg;
+static double thread_cpu() { return mhc::bench::thread_cpu_seconds(); }
 
 // 100 runs on 1 and on 2 threads, `reps` times alternating. Wall time alone says little on
 // a loaded machine, so each run's thread CPU time is summed too: if the CPU seconds per run

@@ -20,19 +20,10 @@ steps=${3:-2985}
 root=$(pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-load-compare.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-wt="$root/build/bench-base-$(git rev-parse --short "$base")"
-[ -d "$wt" ] || git worktree add --detach "$wt" "$base" >/dev/null
 # The same benchmark program on both sides: this tree's bench_sim.cpp (it uses the cache where
 # the code has one) and its argument checking.
-mkdir -p "$wt/bench/include"
-cp -r bench/include/mhc "$wt/bench/include/"
-cp bench/CMakeLists.txt "$wt/bench/CMakeLists.txt"
-cp bench/sim/CMakeLists.txt bench/sim/bench_sim.cpp "$wt/bench/sim/"
-args=(-G Ninja -DCMAKE_BUILD_TYPE=Release ${MHC_CMAKE_ARGS:-})
-for dir in "$wt" "$root"; do
-  cmake -S "$dir" -B "$dir/build" "${args[@]}" >/dev/null
-  cmake --build "$dir/build" -j"${MHC_JOBS:-2}" --target mhc bench_sim >/dev/null
-done
+. bench/base_build.sh
+build_base_and_this "$base" sim mhc bench_sim
 "$root/build/cli/mhc" -q generate --preset gpt2-small --steps "$steps" -o "$tmp/trace.db" >/dev/null
 echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- trace sim bench || echo +changes)"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores; trace: gpt2-small, $steps steps, $(du -m "$tmp/trace.db" | cut -f1) MB"

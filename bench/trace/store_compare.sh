@@ -21,18 +21,8 @@ events=${4:-2000000}
 root=$(pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-store-compare.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-wt="$root/build/bench-base-$(git rev-parse --short "$base")"
-[ -d "$wt" ] || git worktree add --detach "$wt" "$base" >/dev/null
-mkdir -p "$wt/bench/include"
-cp -r bench/include/mhc "$wt/bench/include/"
-cp bench/CMakeLists.txt "$wt/bench/CMakeLists.txt"
-for d in trace import datasets sim; do cp bench/$d/CMakeLists.txt bench/$d/*.cpp "$wt/bench/$d/"; done
-targets=(mhc bench_store bench_sim bench_datasets mhc_bench_import)
-args=(-G Ninja -DCMAKE_BUILD_TYPE=Release ${MHC_CMAKE_ARGS:-})
-for dir in "$wt" "$root"; do
-  cmake -S "$dir" -B "$dir/build" "${args[@]}" >/dev/null
-  cmake --build "$dir/build" -j"${MHC_JOBS:-2}" --target "${targets[@]}" >/dev/null
-done
+. bench/base_build.sh
+build_base_and_this "$base" "trace import datasets sim" mhc bench_store bench_sim bench_datasets mhc_bench_import
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 side_dir() { if [ "$1" = before ]; then echo "$wt"; else echo "$root"; fi; }
 echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- trace datasets bench || echo +changes)"
