@@ -118,7 +118,7 @@ std::function<int()> setup(CLI::App& app) {
         bool stored = true;
         if (!o->store.no_store) {
             std::vector<trace::Run> runs;
-            runs.push_back(sim::to_run(r));   // moved in: a braced list would copy the run's millions of rows
+            runs.push_back(sim::take_run(r));   // moved in: a braced list would copy the run's millions of rows
             auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);
             stored = ids.has_value();
             if (ids && !o->json)
@@ -177,7 +177,7 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
         // A job is stored whole: every rank's run, or none (docs/trace-format.md).
         std::vector<trace::JobRun> job;
         for (size_t i = 0; i < r.ranks.size(); ++i) {
-            trace::Run run = sim::to_run(r.ranks[i]);
+            trace::Run run = sim::take_run(r.ranks[i]);
             run.name += " coupled";
             run.config["coupled.ranks"] = std::to_string(r.ranks.size());
             run.config["coupled.rank"] = std::to_string(r.global_rank[i]);

@@ -111,19 +111,12 @@ std::function<int()> setup(CLI::App& app) {
             size_t found = 0;
             for (const auto& a : s.answers) found += saving(a);
             // Each result's rows move into its run: a sweep holds every run once, not twice.
-            auto take = [](sim::Result& r) {
-                trace::Run run = sim::to_run(r);
-                std::vector<trace::RunEvent>().swap(r.events);
-                std::vector<trace::RunKernelTime>().swap(r.kernel_times);
-                std::vector<trace::RunMemorySample>().swap(r.memory);
-                return run;
-            };
             std::vector<trace::Run> runs;
             runs.reserve(s.grid.size() + found);
-            for (auto& r : s.grid) runs.push_back(take(r));
+            for (auto& r : s.grid) runs.push_back(sim::take_run(r));
             for (auto& a : s.answers)
                 if (saving(a)) {
-                    trace::Run run = take(a.result);
+                    trace::Run run = sim::take_run(a.result);
                     run.name = "bisect:" + run.name;
                     run.config["bisect_budget"] = o->budget;
                     runs.push_back(std::move(run));

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -158,7 +159,10 @@ std::string to_json(const Result& r) {
     return j.dump(2);
 }
 
-trace::Run to_run(const Result& r) {
+namespace {
+
+// Everything of the run but its rows.
+trace::Run run_without_rows(const Result& r) {
     trace::Run run;
     run.kind = trace::RunKind::Simulated;
     run.name = run_name(r.config);
@@ -178,9 +182,24 @@ trace::Run to_run(const Result& r) {
     if (r.assumed_accesses) run.config["note"] = "trace has no accesses: assumed first-kernel write, last-kernel read";
     for (auto& [k, v] : metrics(r))
         if (std::isfinite(v)) run.metrics[k] = v;
+    return run;
+}
+
+}  // namespace
+
+trace::Run to_run(const Result& r) {
+    trace::Run run = run_without_rows(r);
     run.events = r.events;
     run.kernel_times = r.kernel_times;
     run.memory = r.memory;
+    return run;
+}
+
+trace::Run take_run(Result& r) {
+    trace::Run run = run_without_rows(r);
+    run.events = std::exchange(r.events, {});
+    run.kernel_times = std::exchange(r.kernel_times, {});
+    run.memory = std::exchange(r.memory, {});
     return run;
 }
 

@@ -83,6 +83,14 @@ TEST_CASE("an OOM run stores every kernel it reached and says how far it got", "
     CHECK(run.metrics.at("kernels_reached") == 3);
     CHECK(run.metrics.at("last_kernel_reached") == 3);
     CHECK(run.kernel_times.size() == 3);
+    // Taking the run instead moves its rows out of the result and gives the same run.
+    const size_t events = r.events.size(), samples = r.memory.size();
+    REQUIRE(events > 0);
+    trace::Run taken = sim::take_run(r);
+    CHECK((taken.name == run.name && taken.status == run.status && taken.config == run.config &&
+           taken.metrics == run.metrics));
+    CHECK((taken.events.size() == events && taken.kernel_times.size() == 3 && taken.memory.size() == samples));
+    CHECK((r.events.empty() && r.kernel_times.empty() && r.memory.empty() && r.oom.happened));
 }
 
 TEST_CASE("a clean eviction is free and a write makes the host copy stale", "[sim][hand]") {

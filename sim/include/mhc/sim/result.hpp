@@ -85,5 +85,8 @@ std::string to_json(const Result& r);
 std::vector<std::pair<std::string, double>> metrics(const Result& r);
 // A run to store with trace::add_run.
 trace::Run to_run(const Result& r);
+// The same, taking the result's rows (events, kernel times, memory curve) instead of copying
+// them: a large run's rows are held once. The result's other fields stay as they were.
+trace::Run take_run(Result& r);
 
 }  // namespace mhc::sim
