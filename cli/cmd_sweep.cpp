@@ -113,7 +113,7 @@ std::function<int()> setup(CLI::App& app) {
             // Each result's rows move into its run: a sweep holds every run once, not twice.
             std::vector<trace::Run> runs;
             runs.reserve(s.grid.size() + found);
-            for (auto& r : s.grid) runs.push_back(sim::take_run(r));
+            for (auto& result : s.grid) runs.push_back(sim::take_run(result));
             for (auto& a : s.answers)
                 if (saving(a)) {
                     trace::Run run = sim::take_run(a.result);

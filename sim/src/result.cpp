@@ -162,44 +162,44 @@ std::string to_json(const Result& r) {
 namespace {
 
 // Everything of the run but its rows.
-trace::Run run_without_rows(const Result& r) {
+trace::Run run_without_rows(const Result& result) {
     trace::Run run;
     run.kind = trace::RunKind::Simulated;
-    run.name = run_name(r.config);
+    run.name = run_name(result.config);
     using trace::RunStatus;
-    run.status = !r.invariant_violation.empty() ? RunStatus::Failed : r.oom.happened ? RunStatus::Oom : RunStatus::Complete;
-    run.config = to_map(r.config);
-    run.config["capacity_bytes"] = std::to_string(r.capacity >= kUnlimited ? -1 : r.capacity);
-    if (r.oom.happened) {
-        run.config["oom_where"] = r.oom.where;
-        run.config["oom_why"] = r.oom.why;
+    run.status = !result.invariant_violation.empty() ? RunStatus::Failed : result.oom.happened ? RunStatus::Oom : RunStatus::Complete;
+    run.config = to_map(result.config);
+    run.config["capacity_bytes"] = std::to_string(result.capacity >= kUnlimited ? -1 : result.capacity);
+    if (result.oom.happened) {
+        run.config["oom_where"] = result.oom.where;
+        run.config["oom_why"] = result.oom.why;
     }
-    if (!r.warnings.empty()) {
-        std::string w;
-        for (const auto& x : r.warnings) w += (w.empty() ? "" : "\n") + x;
-        run.config["warnings"] = w;
+    if (!result.warnings.empty()) {
+        std::string text;
+        for (const auto& warning : result.warnings) text += (text.empty() ? "" : "\n") + warning;
+        run.config["warnings"] = text;
     }
-    if (r.assumed_accesses) run.config["note"] = "trace has no accesses: assumed first-kernel write, last-kernel read";
-    for (auto& [k, v] : metrics(r))
-        if (std::isfinite(v)) run.metrics[k] = v;
+    if (result.assumed_accesses) run.config["note"] = "trace has no accesses: assumed first-kernel write, last-kernel read";
+    for (auto& [name, value] : metrics(result))
+        if (std::isfinite(value)) run.metrics[name] = value;
     return run;
 }
 
 }  // namespace
 
-trace::Run to_run(const Result& r) {
-    trace::Run run = run_without_rows(r);
-    run.events = r.events;
-    run.kernel_times = r.kernel_times;
-    run.memory = r.memory;
+trace::Run to_run(const Result& result) {
+    trace::Run run = run_without_rows(result);
+    run.events = result.events;
+    run.kernel_times = result.kernel_times;
+    run.memory = result.memory;
     return run;
 }
 
-trace::Run take_run(Result& r) {
-    trace::Run run = run_without_rows(r);
-    run.events = std::exchange(r.events, {});
-    run.kernel_times = std::exchange(r.kernel_times, {});
-    run.memory = std::exchange(r.memory, {});
+trace::Run take_run(Result& result) {
+    trace::Run run = run_without_rows(result);
+    run.events = std::exchange(result.events, {});
+    run.kernel_times = std::exchange(result.kernel_times, {});
+    run.memory = std::exchange(result.memory, {});
     return run;
 }
 

@@ -87,6 +87,6 @@ std::vector<std::pair<std::string, double>> metrics(const Result& r);
 trace::Run to_run(const Result& r);
 // The same, taking the result's rows (events, kernel times, memory curve) instead of copying
 // them: a large run's rows are held once. The result's other fields stay as they were.
-trace::Run take_run(Result& r);
+trace::Run take_run(Result& result);
 
 }  // namespace mhc::sim
