@@ -14,7 +14,7 @@
 namespace mhc::sim {
 
 ForecastPrefetcher::ForecastPrefetcher(const Prepared& p, PrefetchTarget& e, int horizon_steps)
-    : PeriodicPrefetcher(p, e, kPrefetchWindow), horizon(std::max(horizon_steps, 1)) {
+    : PeriodicPrefetcher(p, e, kPrefetchWindow), ctx(e.context()), horizon(std::max(horizon_steps, 1)) {
     const size_t na = P.t->allocations.size();
     last_acc.assign(na, -1);
     last_kernel.assign(na, -1);
@@ -144,15 +144,54 @@ void ForecastPrefetcher::refit(int32_t st) {
     for (int32_t k = first; k < st; ++k) {
         const int32_t b = P.step_begin[k], e = P.step_begin[k + 1];
         if (e <= b) continue;
-        double sum = 0;
-        for (int32_t q = b; q < e; ++q) sum += static_cast<double>(P.live_at[q]);
-        means.push_back(sum / (e - b));
+        means.push_back(step_mean(k));
         len = std::max(len, static_cast<size_t>(e - b));
     }
     for (size_t i = 1; i < means.size(); ++i) diffs.push_back(means[i] - means[i - 1]);
     trend = diffs.size() < 2 ? 0.0 : median(diffs, [](double a, double b) { return std::abs(a) <= std::abs(b) ? a : b; });
-    // level per position: the median of (live - trend x step) over the steps that have it
+    fit_levels(first, st, len);
+    pred_cur = predict(st);
+    pred_max.build(pred_cur);
+    pred_peak = pred_cur.empty() ? INT64_MIN : *std::max_element(pred_cur.begin(), pred_cur.end());
+    const int32_t target = st - 1 + horizon;   // made with steps up to st-1: H steps ahead
+    const size_t slot = static_cast<size_t>(target % horizon);
+    ahead[slot] = predict(target);
+    ahead_step[slot] = target;
+}
+
+// The mean live bytes of step k (not empty), summed once: a step is in kMaxSteps fits.
+double ForecastPrefetcher::step_mean(int32_t k) {
+    if (static_cast<size_t>(k) >= mean_of.size()) mean_of.resize(static_cast<size_t>(k) + 1, std::nan(""));
+    double& mean = mean_of[static_cast<size_t>(k)];
+    if (std::isnan(mean)) {
+        const int32_t b = P.step_begin[k], e = P.step_begin[k + 1];
+        double sum = 0;
+        for (int32_t q = b; q < e; ++q) sum += static_cast<double>(P.live_at[q]);
+        mean = sum / (e - b);
+    }
+    return mean;
+}
+
+// Whether steps first .. st-1 have the same length and the same live bytes at every
+// position (the common case of a training loop): then every position's median is that value.
+bool ForecastPrefetcher::steps_repeat(int32_t first, int32_t st) {
+    for (int32_t k = std::max(repeat_checked + 1, 1); k < st; ++k) {
+        const int32_t b = P.step_begin[k], e = P.step_begin[k + 1], pb = P.step_begin[k - 1];
+        if (e - b != b - pb || e <= b || !std::equal(P.live_at.begin() + b, P.live_at.begin() + e, P.live_at.begin() + pb))
+            last_change = k;
+        repeat_checked = k;
+    }
+    return last_change <= first && P.step_begin[first + 1] > P.step_begin[first];
+}
+
+// level per position: the median of (live - trend x step) over the steps that have it.
+void ForecastPrefetcher::fit_levels(int32_t first, int32_t st, size_t len) {
     level.assign(len, 0);
+    if (trend == 0 && steps_repeat(first, st)) {   // every median is the one value
+        for (size_t p = 0; p < len; ++p)
+            level[p] = std::llround(static_cast<double>(P.live_at[static_cast<size_t>(P.step_begin[first]) + p]));
+        return;
+    }
     std::vector<double> vals;
     for (size_t p = 0; p < len; ++p) {
         vals.clear();
@@ -161,13 +200,6 @@ void ForecastPrefetcher::refit(int32_t st) {
                 vals.push_back(static_cast<double>(P.live_at[P.step_begin[k] + p]) - trend * k);
         level[p] = std::llround(median(vals, [](double a, double b) { return (a + b) / 2; }));
     }
-    pred_cur = predict(st);
-    pred_max.build(pred_cur);
-    pred_peak = pred_cur.empty() ? INT64_MIN : *std::max_element(pred_cur.begin(), pred_cur.end());
-    const int32_t target = st - 1 + horizon;   // made with steps up to st-1: H steps ahead
-    const size_t slot = static_cast<size_t>(target % horizon);
-    ahead[slot] = predict(target);
-    ahead_step[slot] = target;
 }
 
 std::vector<int64_t> ForecastPrefetcher::predict(int32_t target) const {
@@ -185,8 +217,7 @@ int32_t ForecastPrefetcher::predicted_next(int32_t v, int32_t s) const {
     if (st < 1) return -1;
     const int32_t prev = P.step_begin[st - 1];
     const int32_t last = last_acc[v] < 0 ? -1 : last_kernel[v];
-    if (last < prev && P.t->allocations.t_alloc[v] < P.kstart[prev]) return kNever;
-    return -1;
+    return last < prev && P.t->allocations.t_alloc[v] < P.kstart[prev] ? kNever : -1;
 }
 
 // The forecast live bytes over the kernels that run while v would be away (s+1 .. its
@@ -220,7 +251,7 @@ int64_t ForecastPrefetcher::early_demand(int32_t v, int32_t s) const {
 // before the next use (time to next use x compute load), and weighted by depth in the step's
 // graph (shallow first: produced early, needed last by the backward pass).
 double ForecastPrefetcher::score(int32_t v, int32_t s, int32_t nu, double load) const {
-    const Ctx& c = eng.context();
+    const Ctx& c = ctx;
     double ttnu = 1e18;
     if (nu != kNever) {
         const int32_t st = P.step_of[s];
@@ -267,27 +298,49 @@ void ForecastPrefetcher::swap_out_early(int32_t s, int64_t t) {
     if (bound - eng.off_bytes() <= eng.capacity()) return;
     constexpr size_t kSample = SampledSet::kSample;
     constexpr int kSkips = 4;
-    cand.clear();
-    if (live.items.size() <= kSample) cand = live.items;
-    else for (size_t i = 0; i < kSample; ++i) cand.push_back(live.items[live.next() % live.items.size()]);
-    const Ctx& c = eng.context();
-    const double load = compute_load(s);
-    ranked.clear();
+    if (live.items.size() <= kSample) {
+        cand = live.items;
+    } else {
+        const size_t size = live.items.size();
+        cand.resize(kSample);
+        for (int32_t& a : cand) a = live.items[live.next() % size];
+    }
+    kept.resize(cand.size());
+    size_t n_kept = 0;
+    int32_t farthest = -1, far_nu = -1;   // the candidate with the latest predicted next use
     for (int32_t a : cand) {
         const Residency r = eng.residency(a);
         if (r == Residency::Freed) { live.erase(a); continue; }
-        if (r != Residency::Gpu || eng.is_protected(a) || c.host_valid[a]) continue;
+        // without branches: the candidates come at random, so each test would mispredict
         const int32_t nu = predicted_next(a, s);
-        if (nu < 0 || (nu != kNever && nu <= s + 1)) continue;
-        ranked.push_back({score(a, s, nu, load), a});
+        const bool keep = (r == Residency::Gpu) & !eng.is_protected(a) & (ctx.host_valid[a] == 0) &
+                          (nu >= 0) & ((nu == kNever) | (nu > s + 1));
+        kept[n_kept] = {a, nu};
+        n_kept += keep;
+        const bool farther = keep & (nu > far_nu);
+        far_nu = farther ? nu : far_nu;
+        farthest = farther ? a : farthest;
     }
-    std::sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) {
-        return x.first != y.first ? x.first > y.first : x.second < y.second;
-    });
-    ranked.erase(std::unique(ranked.begin(), ranked.end()), ranked.end());
+    kept.resize(n_kept);
+    // A candidate's demand grows with its time away (its predicted next use), and until one is
+    // evicted the bytes off the GPU stay as they are: when the farthest one's demand fits, every
+    // candidate would be skipped, so none is ranked.
+    if (farthest < 0) return;
+    const int64_t far_demand = early_demand(farthest, s);
+    if (far_demand == INT64_MIN || far_demand - eng.off_bytes() <= eng.capacity()) return;
+    const double load = compute_load(s);
+    ranked.clear();
+    for (const auto& [a, nu] : kept) ranked.push_back({score(a, s, nu, load), a});
+    // In rank order (larger score first, ties by index), taken lazily from a heap: the loop
+    // mostly stops after a few; a candidate drawn twice comes twice in a row and counts once.
+    const auto after = [](const auto& x, const auto& y) { return x.first != y.first ? x.first < y.first : x.second > y.second; };
+    std::make_heap(ranked.begin(), ranked.end(), after);
     const int64_t cap = eng.capacity();
     int skipped = 0;
-    for (const auto& [sc, v] : ranked) {
+    for (auto end = ranked.end(); end != ranked.begin(); --end) {
+        std::pop_heap(ranked.begin(), end, after);
+        const int32_t v = (end - 1)->second;
+        if (end != ranked.end() && *(end - 1) == *end) continue;   // the same candidate again
         const int64_t demand = early_demand(v, s);
         if (demand == INT64_MIN || demand - eng.off_bytes() <= cap) {
             if (++skipped > kSkips) break;

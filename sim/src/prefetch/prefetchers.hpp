@@ -65,16 +65,23 @@ private:
     void observe(int32_t s);                 // kernel s started: depth, error, steps
     void close_step(int32_t st);             // step st is complete: its peak error
     void refit(int32_t st);                  // step st begins: fit on the steps before it
+    double step_mean(int32_t k);             // mean live bytes of step k (not empty)
+    bool steps_repeat(int32_t first, int32_t st);   // steps first .. st-1 alike
+    void fit_levels(int32_t first, int32_t st, size_t len);
     std::vector<int64_t> predict(int32_t target_step) const;   // live bytes per position
     int32_t predicted_next(int32_t v, int32_t s) const;        // kNever, -1 unknown
     double compute_load(int32_t s) const;
     double score(int32_t v, int32_t s, int32_t nu, double load) const;
 
+    const Ctx& ctx;                            // the engine's view of each allocation
     int horizon;                               // steps ahead (forecast_horizon_error)
     int32_t cur_step = -1;                     // step of the last kernel seen
     // the model, refit at each step's end
     std::vector<int64_t> level;                // per position: median of detrended live bytes
     double trend = 0;                          // bytes per step
+    std::vector<double> mean_of;               // per step: its mean live bytes, NaN until needed
+    int32_t repeat_checked = 0;                // steps 1 .. this compared with the one before
+    int32_t last_change = 0;                   // the last of those unlike the one before (or empty)
     std::vector<int64_t> pred_cur;             // predicted live bytes of the current step
     MaxTree pred_max;                          // range maxima of pred_cur
     int64_t pred_peak = INT64_MIN;
@@ -92,6 +99,7 @@ private:
     double load_busy = 0;                      // kernel time over the last kLoadWindow kernels
     SampledSet live;                           // allocations allocated and not known freed
     std::vector<int32_t> cand;
+    std::vector<std::pair<int32_t, int32_t>> kept;   // candidates and their predicted next use
     std::vector<std::pair<double, int32_t>> ranked;
     // error accounting
     double err_sum = 0, peak_err_sum = 0, hor_sum = 0;
