@@ -198,3 +198,17 @@ TEST_CASE("forecast: causal, the live bytes later in the current step are not re
     CHECK(b.early_evictions == 0);  // nothing foresaw it
 }
 
+
+TEST_CASE("forecast: steps that repeat give their own live bytes, an odd step in the window its median", "[sim][forecast]") {
+    // Step 0 holds 4 MiB more than the 35 steps after it, which repeat exactly: live bytes (6,7)
+    // then (2,3) MiB. Step 1 is predicted from step 0 alone: (6,7). Step 2 from steps 0..1: the
+    // median of two, (4,5). From step 3 on the median over the window is the repeated (2,3),
+    // exact — first with step 0 in the window, and from step 33 on (window 1..32) from
+    // repeating steps alone, whose levels are read without medians.
+    std::vector<int64_t> g(36, 0);
+    g[0] = 4;
+    const auto t = steps_trace(g);
+    const auto r = sim::simulate(t, config("lru", sim::kUnlimited, "forecast"));
+    CHECK(r.forecast_error == Approx((4.0 / 2 + 4.0 / 3 + 2.0 / 2 + 2.0 / 3) / 70).epsilon(1e-12));
+    CHECK(r.forecast_peak_error == Approx((4.0 / 3 + 2.0 / 3) / 35).epsilon(1e-12));
+}
