@@ -185,7 +185,7 @@ int32_t Engine<Policy>::pick_victim(bool for_prefetch) {
     for (;;) {
         int32_t v = pol.pick();
         if (v < 0) return -1;
-        if (for_prefetch && protect_stamp[v] == stamp) return -1;   // needed in the window: stop
+        if (for_prefetch && is_protected(v)) return -1;   // needed in the window: stop
         int64_t b = prepared.t->allocations.bytes[v];
         if (ctx.host_valid[v] || pol.may_drop(v) || host_room(b)) return v;
         pol.erase(v);            // dirty and the host buffer is full: cannot evict it now

@@ -8,10 +8,12 @@ namespace mhc::sim {
 
 void LookaheadPrefetcher::after_launch(int32_t s, int64_t t) {
     const int32_t n = static_cast<int32_t>(P.korder.size());
-    eng.new_window();
     int32_t last = std::min<int64_t>(n - 1, static_cast<int64_t>(s) + window);
-    for (int32_t q = s; q <= last; ++q)
-        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.protect(P.acc_alloc[j]);
+    // the window s .. last: the kernels it newly reaches mark their operands
+    eng.slide_window(s);
+    for (int32_t q = std::max(marked_through + 1, s); q <= last; ++q)
+        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.protect_through(P.acc_alloc[j], q);
+    marked_through = std::max(marked_through, last);
     for (int32_t q = s + 1; q <= last; ++q)
         for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.prefetch(P.acc_alloc[j], t);
     eng.early_swap_out(s, t, *this);

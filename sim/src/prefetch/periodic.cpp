@@ -28,22 +28,55 @@ int32_t translate_to_step(const Prepared& P, const PrefetchTarget& eng, int32_t 
     return eng.residency(a_prev) == Residency::Freed ? -1 : a_prev;
 }
 
+// The accesses of step st-1, each as the allocation of step st that plays its part (what
+// translate_to_step() decides from the trace alone), built once per step: a window reads each
+// access 2 x `window` times.
+void PeriodicPrefetcher::translate_step(int32_t st) {
+    translated_step = st;
+    entered_through = -1;
+    const int64_t j0 = P.acc_begin[P.step_begin[st - 1]], j1 = P.acc_begin[P.step_begin[st]];
+    translated.resize(static_cast<size_t>(j1 - j0));
+    for (int64_t j = j0; j < j1; ++j) {
+        const int32_t a_prev = P.acc_alloc[j];
+        Translated& x = translated[static_cast<size_t>(j - j0)];
+        x = {a_prev, false};
+        if (P.alloc_step[a_prev] == st - 1) {
+            const int64_t idx = P.step_allocs_begin[st] + P.alloc_ordinal[a_prev];
+            x = {idx < P.step_allocs_begin[st + 1] ? P.step_allocs[idx] : -1, true};
+        }
+    }
+}
+
 // The next `window` kernels of the previous step's sequence: protected, then prefetched.
+// Protection matters only for resident allocations and is read only while this runs (by the
+// prefetches and early swap-outs below), when a counterpart translate_to_step() would drop
+// (not made yet, or freed) is not resident: so every counterpart is marked, once, when the
+// window reaches it, for the kernels whose windows hold it.
 void PeriodicPrefetcher::after_launch(int32_t s, int64_t t) {
-    eng.new_window();
+    eng.slide_window(s);
     int32_t st = P.step_of[s];
     if (st < 1) return;   // nothing learnt yet
+    if (st != translated_step) translate_step(st);
     int32_t pos = s - P.step_begin[st];
     int32_t prev = P.step_begin[st - 1], prev_end = P.step_begin[st];
     int32_t lo = prev + pos, hi = std::min(prev + pos + window, prev_end - 1);
-    for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) eng.protect(P.acc_alloc[j]);
-    for (int32_t q = lo + 1; q <= hi; ++q)
+    for (int64_t j = P.acc_begin[s]; j < P.acc_begin[s + 1]; ++j) eng.protect_through(P.acc_alloc[j], s);
+    const int64_t j0 = P.acc_begin[prev];
+    const int32_t step_last = P.step_begin[st + 1] - 1;
+    for (int32_t q = std::max(lo, entered_through) + 1; q <= hi; ++q) {   // entering the window
+        const int32_t through = std::min(P.step_begin[st] + (q - prev) - 1, step_last);
         for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) {
-            int32_t a = translate_to_step(P, eng, P.acc_alloc[j], st);
-            if (a >= 0) eng.protect(a);
+            const int32_t a = translated[static_cast<size_t>(j - j0)].alloc;
+            if (a >= 0) eng.protect_through(a, through);
         }
-    for (int32_t q = lo + 1; q <= hi; ++q)
-        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.prefetch(translate_to_step(P, eng, P.acc_alloc[j], st), t);
+    }
+    entered_through = std::max(entered_through, hi);
+    // translate_to_step(): an allocation of this step not made yet, or one of an earlier
+    // step freed since, plays no part
+    const auto now = [&](const Translated& x) {
+        return x.alloc >= 0 && eng.residency(x.alloc) != (x.renamed ? Residency::NotYet : Residency::Freed) ? x.alloc : -1;
+    };
+    for (int64_t j = P.acc_begin[lo + 1]; j < P.acc_begin[hi + 1]; ++j) eng.prefetch(now(translated[static_cast<size_t>(j - j0)]), t);
     if (prev + pos >= prev_end) return;   // past the previous step's end: no demand known
     swap_out_early(s, t);
 }

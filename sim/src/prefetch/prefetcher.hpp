@@ -3,6 +3,7 @@
 // early swap-out (docs/simulator.md rule 10), say how much memory is coming. The engine keeps
 // memory, transfers, eviction and events; a prefetcher sees the engine only through
 // PrefetchTarget and is told about the run through the hooks of Prefetcher.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -23,14 +24,20 @@ public:
     Residency residency(int32_t a) const { return state[a]; }
     // Starts a new protection window: what protect() marks from now on is not evicted to make
     // room for a prefetch or by an early swap-out; what the previous window marked may be.
-    void new_window() { ++stamp; }
+    void new_window() { floor = ++stamp; }
     void protect(int32_t a) { protect_stamp[a] = stamp; }
+    // A window that slides over kernels (lookahead, periodic): protect_through(a, q) keeps `a`
+    // protected up to kernel q's window, slide_window(s) makes kernel s's window the current
+    // one, so that what enters a window is marked once. Kernel numbers rise from one
+    // slide_window() to the next, and a prefetcher uses either this or new_window().
+    void protect_through(int32_t a, int32_t q) { protect_stamp[a] = std::max(protect_stamp[a], q + 1); }
+    void slide_window(int32_t s) { floor = s + 1; }
     // Swaps `a` in at t if it is on the host and room can be made without waiting and
     // without evicting anything protected; otherwise nothing happens. a < 0: nothing.
     void prefetch(int32_t a, int64_t t) {
         if (a >= 0 && state[a] == Residency::Host) start_prefetch(a, t);
     }
-    bool is_protected(int32_t a) const { return protect_stamp[a] == stamp; }
+    bool is_protected(int32_t a) const { return protect_stamp[a] >= floor; }
     // Early swap-out after kernel s launched at t: evicts the eviction policy's victims while
     // the link is free, as long as `by` foresees a demand that does not fit (rule 10).
     // Returns how many allocations it evicted.
@@ -55,8 +62,8 @@ public:
 protected:
     virtual void start_prefetch(int32_t a, int64_t t) = 0;
     std::vector<Residency> state;        // per allocation
-    std::vector<int32_t> protect_stamp;  // == stamp: protected in the current window
-    int32_t stamp = 0;
+    std::vector<int32_t> protect_stamp;  // >= floor: protected in the current window
+    int32_t stamp = 0, floor = 0;
 };
 
 // A prefetch policy. Hooks the engine calls, in event order:

@@ -19,6 +19,7 @@ public:
 
 private:
     int window;
+    int32_t marked_through = -1;   // the last kernel whose operands are marked protected
 };
 
 // Learns step i-1 (kernels by position, allocations by rank within their step).
@@ -36,7 +37,16 @@ protected:
     virtual void swap_out_early(int32_t s, int64_t t) { eng.early_swap_out(s, t, *this); }
 
 private:
+    void translate_step(int32_t st);
     int window;
+    // the accesses of step translated_step-1 as allocations of translated_step (translate_to_step)
+    struct Translated {
+        int32_t alloc;   // -1: none
+        bool renamed;    // the counterpart of a step-local allocation (else the same allocation)
+    };
+    std::vector<Translated> translated;
+    int32_t translated_step = -1;
+    int32_t entered_through = -1;   // the last kernel of that step whose accesses are marked protected
     // next use of each allocation as learnt from the previous step, -1 unknown
     std::vector<int32_t> learnt_next;
     std::vector<int32_t> last_seq;   // seq of its last access, -1
