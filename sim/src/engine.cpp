@@ -141,8 +141,8 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
 }
 
 template <class Policy>
-void Engine<Policy>::complete_until(int64_t t) {
-    while (!inflight.empty() && inflight.top().end <= t) {
+void Engine<Policy>::complete_landed(int64_t t) {
+    while (inflight.next_end() <= t) {
         Transfer x = inflight.top();
         inflight.pop();
         int32_t a = x.alloc;

@@ -4,6 +4,7 @@
 // prefetcher (prefetch/*.cpp) is a plug-in that asks for swap-ins through PrefetchTarget.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -59,7 +60,12 @@ private:
     public:
         bool empty() const { return head[0] == fifo[0].size() && head[1] == fifo[1].size(); }
         const Transfer& top() const { return fifo[first()][head[first()]]; }
-        void push(const Transfer& transfer, int queue) { fifo[queue].push_back(transfer); }
+        // The end of top(), INT64_MAX when empty: the engine's test for landed transfers.
+        int64_t next_end() const { return next; }
+        void push(const Transfer& transfer, int queue) {
+            fifo[queue].push_back(transfer);
+            next = std::min(next, transfer.end);   // a later end in a queue is not its head
+        }
         void pop() {
             const int queue = first();
             if (++head[queue] == fifo[queue].size()) {
@@ -69,6 +75,9 @@ private:
                 fifo[queue].erase(fifo[queue].begin(), fifo[queue].begin() + static_cast<std::ptrdiff_t>(head[queue]));
                 head[queue] = 0;
             }
+            next = INT64_MAX;
+            for (int q = 0; q < 2; ++q)
+                if (head[q] < fifo[q].size()) next = std::min(next, fifo[q][head[q]].end);
         }
 
     private:
@@ -79,6 +88,7 @@ private:
         }
         std::vector<Transfer> fifo[2];
         size_t head[2] = {0, 0};
+        int64_t next = INT64_MAX;
     };
 
     // memory (ideal or caching allocator)
@@ -88,7 +98,10 @@ private:
     void note_peak();
     // transfers
     int64_t start_transfer(int32_t a, bool h2d, int64_t t);
-    void complete_until(int64_t t);
+    void complete_until(int64_t t) {   // the transfers that end by t land (inline: mostly none)
+        if (inflight.next_end() <= t) complete_landed(t);
+    }
+    void complete_landed(int64_t t);
     bool host_room(int64_t bytes);
     void drop_host_copy(int32_t a);
     // eviction
