@@ -29,8 +29,8 @@ int32_t translate_to_step(const Prepared& P, const PrefetchTarget& eng, int32_t 
 }
 
 // The accesses of step st-1, each as the allocation of step st that plays its part (what
-// translate_to_step() decides from the trace alone), built once per step: a window reads each
-// access 2 x `window` times.
+// translate_to_step() decides from the trace alone), built once per step: the windows read
+// each access `window` times.
 void PeriodicPrefetcher::translate_step(int32_t st) {
     translated_step = st;
     entered_through = -1;
@@ -38,11 +38,11 @@ void PeriodicPrefetcher::translate_step(int32_t st) {
     translated.resize(static_cast<size_t>(j1 - j0));
     for (int64_t j = j0; j < j1; ++j) {
         const int32_t a_prev = P.acc_alloc[j];
-        Translated& x = translated[static_cast<size_t>(j - j0)];
-        x = {a_prev, false};
+        int32_t& a = translated[static_cast<size_t>(j - j0)];
+        a = a_prev;
         if (P.alloc_step[a_prev] == st - 1) {
             const int64_t idx = P.step_allocs_begin[st] + P.alloc_ordinal[a_prev];
-            x = {idx < P.step_allocs_begin[st + 1] ? P.step_allocs[idx] : -1, true};
+            a = idx < P.step_allocs_begin[st + 1] ? P.step_allocs[idx] : -1;
         }
     }
 }
@@ -51,7 +51,8 @@ void PeriodicPrefetcher::translate_step(int32_t st) {
 // Protection matters only for resident allocations and is read only while this runs (by the
 // prefetches and early swap-outs below), when a counterpart translate_to_step() would drop
 // (not made yet, or freed) is not resident: so every counterpart is marked, once, when the
-// window reaches it, for the kernels whose windows hold it.
+// window reaches it, for the kernels whose windows hold it; and only one on the host is
+// prefetched.
 void PeriodicPrefetcher::after_launch(int32_t s, int64_t t) {
     eng.slide_window(s);
     int32_t st = P.step_of[s];
@@ -66,17 +67,13 @@ void PeriodicPrefetcher::after_launch(int32_t s, int64_t t) {
     for (int32_t q = std::max(lo, entered_through) + 1; q <= hi; ++q) {   // entering the window
         const int32_t through = std::min(P.step_begin[st] + (q - prev) - 1, step_last);
         for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) {
-            const int32_t a = translated[static_cast<size_t>(j - j0)].alloc;
+            const int32_t a = translated[static_cast<size_t>(j - j0)];
             if (a >= 0) eng.protect_through(a, through);
         }
     }
     entered_through = std::max(entered_through, hi);
-    // translate_to_step(): an allocation of this step not made yet, or one of an earlier
-    // step freed since, plays no part
-    const auto now = [&](const Translated& x) {
-        return x.alloc >= 0 && eng.residency(x.alloc) != (x.renamed ? Residency::NotYet : Residency::Freed) ? x.alloc : -1;
-    };
-    for (int64_t j = P.acc_begin[lo + 1]; j < P.acc_begin[hi + 1]; ++j) eng.prefetch(now(translated[static_cast<size_t>(j - j0)]), t);
+    // (a counterpart on the host is made and not freed: the one translate_to_step() keeps)
+    for (int64_t j = P.acc_begin[lo + 1]; j < P.acc_begin[hi + 1]; ++j) eng.prefetch(translated[static_cast<size_t>(j - j0)], t);
     if (prev + pos >= prev_end) return;   // past the previous step's end: no demand known
     swap_out_early(s, t);
 }

@@ -40,11 +40,7 @@ private:
     void translate_step(int32_t st);
     int window;
     // the accesses of step translated_step-1 as allocations of translated_step (translate_to_step)
-    struct Translated {
-        int32_t alloc;   // -1: none
-        bool renamed;    // the counterpart of a step-local allocation (else the same allocation)
-    };
-    std::vector<Translated> translated;
+    std::vector<int32_t> translated;   // -1: none
     int32_t translated_step = -1;
     int32_t entered_through = -1;   // the last kernel of that step whose accesses are marked protected
     // next use of each allocation as learnt from the previous step, -1 unknown
