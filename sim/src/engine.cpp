@@ -575,30 +575,54 @@ int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& b
     ctx.now = t;
     int skipped = 0;
     int64_t evicted = 0;
+    int32_t passed = -1;   // the last victim passed over or evicted
+    const auto pass_over = [&](int32_t v) {
+        passed = v;
+        if constexpr (!kWalksVictims) {
+            pol.erase(v);
+            aside.push_back(v);
+        }
+    };
     while (busy[q] <= next_start && !done) {
-        int32_t v = pick_victim(true);
+        int32_t v = early_victim(passed);
         if (v < 0) break;
         if (ctx.host_valid[v] || pol.may_drop(v)) {
             // a clean eviction or a drop is instant: nothing to gain by doing it early
             if (++skipped > kEarlySkips) break;
-            pol.erase(v);
-            aside.push_back(v);
+            pass_over(v);
             continue;
         }
         const int64_t demand = by.early_demand(v, s);
         if (demand == INT64_MIN || demand - (allocated_bytes - resident_bytes) <= cap) {
             // look past a victim that is freed (or back) before any pressure
             if (++skipped > kEarlySkips) break;
-            pol.erase(v);
-            aside.push_back(v);
+            pass_over(v);
             continue;
         }
         evict(v, t);
+        passed = v;
         ++result.early_evictions;
         ++evicted;
     }
     restore_aside();
     return evicted;
+}
+
+// Early swap-out's next victim: pick_victim(true) after the victims passed over so far were
+// erased from the policy (set aside until restore_aside()). A policy that can walk its order
+// (LRU) passes over them instead of erasing and reinserting each: nothing lands and nothing is
+// unpinned while early swap-out searches, so the walk meets the victims in the same order.
+template <class Policy>
+int32_t Engine<Policy>::early_victim(int32_t passed) {
+    if constexpr (kWalksVictims) {
+        for (int32_t v = passed < 0 ? pol.pick() : pol.pick_after(passed); v >= 0; v = pol.pick_after(v)) {
+            if (is_protected(v)) return -1;   // needed in the window: stop
+            if (ctx.host_valid[v] || pol.may_drop(v) || host_room(prepared.t->allocations.bytes[v])) return v;
+        }
+        return -1;
+    } else {
+        return pick_victim(true);
+    }
 }
 
 // Early swap-outs are open while the queue is free by the next kernel's start (checked once here

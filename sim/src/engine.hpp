@@ -106,6 +106,8 @@ private:
     void drop_host_copy(int32_t a);
     // eviction
     int32_t pick_victim(bool for_prefetch);
+    int32_t early_victim(int32_t passed);
+    static constexpr bool kWalksVictims = requires(const Policy& p) { p.pick_after(int32_t{}); };
     void evict(int32_t v, int64_t t);
     bool make_room(int32_t a, int64_t& t, bool for_prefetch);
     void restore_aside();

@@ -149,7 +149,21 @@ public:
     // The member with the smallest key, -1 when empty: the first key at or after low_ (no
     // member is below it), found upwards from low_'s word, as the minimum mostly stays near.
     int32_t min() {
-        size_t bit = low_;
+        low_ = first_from(low_);
+        return low_ < owner_.size() ? owner_[low_] : -1;
+    }
+    // The member with the smallest key above `key`, -1 when none: the walk over the members
+    // in order without erasing them.
+    int32_t next_after(int64_t key) const {
+        const size_t bit = first_from(static_cast<size_t>(key) + 1);
+        return bit < owner_.size() ? owner_[bit] : -1;
+    }
+
+private:
+    // The first key at or after `from` that has a member (owner_.size() when none): up the
+    // levels from `from`'s word until a word has a bit at or after it, then down to the key.
+    size_t first_from(size_t from) const {
+        size_t bit = from;
         for (size_t level = 0; level < levels_.size(); ++level) {
             const size_t index = bit >> 6;
             if (index >= levels_[level].size()) break;
@@ -157,16 +171,12 @@ public:
             if (word != 0) {
                 bit = (index << 6) | static_cast<size_t>(__builtin_ctzll(word));
                 while (level-- > 0) bit = (bit << 6) | static_cast<size_t>(__builtin_ctzll(levels_[level][bit]));
-                low_ = bit;
-                return owner_[bit];
+                return bit;
             }
             bit = index + 1;   // the next word of this level: a bit of the level above
         }
-        low_ = owner_.size();
-        return -1;
+        return owner_.size();
     }
-
-private:
     void resize(size_t n_keys) {
         owner_.assign(std::max<size_t>(n_keys, 1), -1);
         low_ = owner_.size();
@@ -200,6 +210,9 @@ struct LruPolicy {
     void insert(int32_t alloc) { s.insert(alloc, c->last_touch[alloc]); }
     void erase(int32_t alloc) { s.erase(alloc); }
     int32_t pick() { return s.min(); }
+    // The next member in LRU order after `alloc` (a member, or one erased since with its
+    // key unchanged): early swap-out passes over victims without erasing them.
+    int32_t pick_after(int32_t alloc) const { return s.next_after(c->last_touch[alloc]); }
     bool may_drop(int32_t) const { return false; }
 };
 
