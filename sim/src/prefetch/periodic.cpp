@@ -73,7 +73,12 @@ void PeriodicPrefetcher::after_launch(int32_t s, int64_t t) {
     }
     entered_through = std::max(entered_through, hi);
     // (a counterpart on the host is made and not freed: the one translate_to_step() keeps)
-    for (int64_t j = P.acc_begin[lo + 1]; j < P.acc_begin[hi + 1]; ++j) eng.prefetch(translated[static_cast<size_t>(j - j0)], t);
+    const Residency* residency = eng.residencies();
+    const int32_t* counterpart = translated.data();
+    for (int64_t j = P.acc_begin[lo + 1]; j < P.acc_begin[hi + 1]; ++j) {
+        const int32_t a = counterpart[j - j0];
+        if (a >= 0 && residency[a] == Residency::Host) eng.prefetch(a, t);
+    }
     if (prev + pos >= prev_end) return;   // past the previous step's end: no demand known
     swap_out_early(s, t);
 }

@@ -22,6 +22,9 @@ class PrefetchTarget {
 public:
     virtual ~PrefetchTarget() = default;
     Residency residency(int32_t a) const { return state[a]; }
+    // Every allocation's residency (fixed in place for the run): for loops over many, which
+    // would reload it after each call otherwise.
+    const Residency* residencies() const { return state.data(); }
     // Starts a new protection window: what protect() marks from now on is not evicted to make
     // room for a prefetch or by an early swap-out; what the previous window marked may be.
     void new_window() { floor = ++stamp; }
