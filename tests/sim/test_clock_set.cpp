@@ -1,16 +1,17 @@
 // LRU's evictable set (ClockSet, sim/src/policies.hpp) against std::set on random operations:
-// the smallest key after every insert and erase, keys inserted below the current minimum (an
-// operand unpinned at its kernel's end keeps the tick of its access), and keys past the size
-// it was built for (it grows).
+// the smallest key after every insert and erase, the next member after a random key, keys
+// inserted below the current minimum (an operand unpinned at its kernel's end keeps the tick
+// of its access), and keys past the size it was built for (it grows).
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <map>
 #include <random>
 #include <set>
 
 #include "policies.hpp"
 
-TEST_CASE("ClockSet gives the smallest key, as an ordered set does", "[sim][policies]") {
+TEST_CASE("ClockSet gives the smallest key and the next one after a key, as an ordered set does", "[sim][policies]") {
     for (uint64_t seed : {1, 2, 3}) {
         std::mt19937_64 rng(seed);
         const int n_alloc = 300;
@@ -40,6 +41,10 @@ TEST_CASE("ClockSet gives the smallest key, as an ordered set does", "[sim][poli
             }
             REQUIRE(set.contains(alloc) == (key_of.count(alloc) == 1));
             REQUIRE(set.min() == (ref.empty() ? -1 : ref.begin()->second));
+            // the walk in key order from any key (early swap-out passes over victims so)
+            const int64_t from = static_cast<int64_t>(rng() % static_cast<uint64_t>(tick + 2));
+            const auto after = ref.upper_bound({from, INT32_MAX});
+            REQUIRE(set.next_after(from) == (after == ref.end() ? -1 : after->second));
         }
     }
 }
