@@ -141,8 +141,8 @@ int64_t Engine<Policy>::start_transfer(int32_t a, bool h2d, int64_t t) {
 }
 
 template <class Policy>
-void Engine<Policy>::complete_landed(int64_t t) {
-    while (inflight.next_end() <= t) {
+void Engine<Policy>::complete_landed(int64_t until) {
+    while (inflight.next_end() <= until) {
         Transfer x = inflight.top();
         inflight.pop();
         int32_t a = x.alloc;
@@ -576,31 +576,31 @@ int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& b
     int skipped = 0;
     int64_t evicted = 0;
     int32_t passed = -1;   // the last victim passed over or evicted
-    const auto pass_over = [&](int32_t v) {
-        passed = v;
+    const auto pass_over = [&](int32_t victim) {
+        passed = victim;
         if constexpr (!kWalksVictims) {
-            pol.erase(v);
-            aside.push_back(v);
+            pol.erase(victim);
+            aside.push_back(victim);
         }
     };
     while (busy[q] <= next_start && !done) {
-        int32_t v = early_victim(passed);
-        if (v < 0) break;
-        if (ctx.host_valid[v] || pol.may_drop(v)) {
+        const int32_t victim = early_victim(passed);
+        if (victim < 0) break;
+        if (ctx.host_valid[victim] || pol.may_drop(victim)) {
             // a clean eviction or a drop is instant: nothing to gain by doing it early
             if (++skipped > kEarlySkips) break;
-            pass_over(v);
+            pass_over(victim);
             continue;
         }
-        const int64_t demand = by.early_demand(v, s);
+        const int64_t demand = by.early_demand(victim, s);
         if (demand == INT64_MIN || demand - (allocated_bytes - resident_bytes) <= cap) {
             // look past a victim that is freed (or back) before any pressure
             if (++skipped > kEarlySkips) break;
-            pass_over(v);
+            pass_over(victim);
             continue;
         }
-        evict(v, t);
-        passed = v;
+        evict(victim, t);
+        passed = victim;
         ++result.early_evictions;
         ++evicted;
     }
@@ -615,9 +615,9 @@ int64_t Engine<Policy>::early_swap_out(int32_t s, int64_t t, const Prefetcher& b
 template <class Policy>
 int32_t Engine<Policy>::early_victim(int32_t passed) {
     if constexpr (kWalksVictims) {
-        for (int32_t v = passed < 0 ? pol.pick() : pol.pick_after(passed); v >= 0; v = pol.pick_after(v)) {
-            if (is_protected(v)) return -1;   // needed in the window: stop
-            if (ctx.host_valid[v] || pol.may_drop(v) || host_room(prepared.t->allocations.bytes[v])) return v;
+        for (int32_t victim = passed < 0 ? pol.pick() : pol.pick_after(passed); victim >= 0; victim = pol.pick_after(victim)) {
+            if (is_protected(victim)) return -1;   // needed in the window: stop
+            if (ctx.host_valid[victim] || pol.may_drop(victim) || host_room(prepared.t->allocations.bytes[victim])) return victim;
         }
         return -1;
     } else {

@@ -98,16 +98,16 @@ private:
     void note_peak();
     // transfers
     int64_t start_transfer(int32_t a, bool h2d, int64_t t);
-    void complete_until(int64_t t) {   // the transfers that end by t land (inline: mostly none)
-        if (inflight.next_end() <= t) complete_landed(t);
+    void complete_until(int64_t until) {   // the transfers that end by then land (inline: mostly none)
+        if (inflight.next_end() <= until) complete_landed(until);
     }
-    void complete_landed(int64_t t);
+    void complete_landed(int64_t until);
     bool host_room(int64_t bytes);
     void drop_host_copy(int32_t a);
     // eviction
     int32_t pick_victim(bool for_prefetch);
     int32_t early_victim(int32_t passed);
-    static constexpr bool kWalksVictims = requires(const Policy& p) { p.pick_after(int32_t{}); };
+    static constexpr bool kWalksVictims = requires(const Policy& policy) { policy.pick_after(int32_t{}); };
     void evict(int32_t v, int64_t t);
     bool make_room(int32_t a, int64_t& t, bool for_prefetch);
     void restore_aside();

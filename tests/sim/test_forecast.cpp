@@ -205,10 +205,10 @@ TEST_CASE("forecast: steps that repeat give their own live bytes, an odd step in
     // median of two, (4,5). From step 3 on the median over the window is the repeated (2,3),
     // exact — first with step 0 in the window, and from step 33 on (window 1..32) from
     // repeating steps alone, whose levels are read without medians.
-    std::vector<int64_t> g(36, 0);
-    g[0] = 4;
-    const auto t = steps_trace(g);
-    const auto r = sim::simulate(t, config("lru", sim::kUnlimited, "forecast"));
-    CHECK(r.forecast_error == Approx((4.0 / 2 + 4.0 / 3 + 2.0 / 2 + 2.0 / 3) / 70).epsilon(1e-12));
-    CHECK(r.forecast_peak_error == Approx((4.0 / 3 + 2.0 / 3) / 35).epsilon(1e-12));
+    std::vector<int64_t> extra(36, 0);
+    extra[0] = 4;
+    const auto data = steps_trace(extra);
+    const auto run = sim::simulate(data, config("lru", sim::kUnlimited, "forecast"));
+    CHECK(run.forecast_error == Approx((4.0 / 2 + 4.0 / 3 + 2.0 / 2 + 2.0 / 3) / 70).epsilon(1e-12));
+    CHECK(run.forecast_peak_error == Approx((4.0 / 3 + 2.0 / 3) / 35).epsilon(1e-12));
 }

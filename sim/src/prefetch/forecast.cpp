@@ -159,15 +159,15 @@ void ForecastPrefetcher::refit(int32_t st) {
     ahead_step[slot] = target;
 }
 
-// The mean live bytes of step k (not empty), summed once: a step is in kMaxSteps fits.
-double ForecastPrefetcher::step_mean(int32_t k) {
-    if (static_cast<size_t>(k) >= mean_of.size()) mean_of.resize(static_cast<size_t>(k) + 1, std::nan(""));
-    double& mean = mean_of[static_cast<size_t>(k)];
+// The mean live bytes of a step (not empty), summed once: a step is in kMaxSteps fits.
+double ForecastPrefetcher::step_mean(int32_t step) {
+    if (static_cast<size_t>(step) >= mean_of.size()) mean_of.resize(static_cast<size_t>(step) + 1, std::nan(""));
+    double& mean = mean_of[static_cast<size_t>(step)];
     if (std::isnan(mean)) {
-        const int32_t b = P.step_begin[k], e = P.step_begin[k + 1];
+        const int32_t begin = P.step_begin[step], end = P.step_begin[step + 1];
         double sum = 0;
-        for (int32_t q = b; q < e; ++q) sum += static_cast<double>(P.live_at[q]);
-        mean = sum / (e - b);
+        for (int32_t q = begin; q < end; ++q) sum += static_cast<double>(P.live_at[q]);
+        mean = sum / (end - begin);
     }
     return mean;
 }
@@ -176,8 +176,9 @@ double ForecastPrefetcher::step_mean(int32_t k) {
 // position (the common case of a training loop): then every position's median is that value.
 bool ForecastPrefetcher::steps_repeat(int32_t first, int32_t st) {
     for (int32_t k = std::max(repeat_checked + 1, 1); k < st; ++k) {
-        const int32_t b = P.step_begin[k], e = P.step_begin[k + 1], pb = P.step_begin[k - 1];
-        if (e - b != b - pb || e <= b || !std::equal(P.live_at.begin() + b, P.live_at.begin() + e, P.live_at.begin() + pb))
+        const int32_t begin = P.step_begin[k], end = P.step_begin[k + 1], before = P.step_begin[k - 1];
+        if (end - begin != begin - before || end <= begin ||
+            !std::equal(P.live_at.begin() + begin, P.live_at.begin() + end, P.live_at.begin() + before))
             last_change = k;
         repeat_checked = k;
     }
@@ -251,7 +252,6 @@ int64_t ForecastPrefetcher::early_demand(int32_t v, int32_t s) const {
 // before the next use (time to next use x compute load), and weighted by depth in the step's
 // graph (shallow first: produced early, needed last by the backward pass).
 double ForecastPrefetcher::score(int32_t v, int32_t s, int32_t nu, double load) const {
-    const Ctx& c = ctx;
     double ttnu = 1e18;
     if (nu != kNever) {
         const int32_t st = P.step_of[s];
@@ -262,9 +262,9 @@ double ForecastPrefetcher::score(int32_t v, int32_t s, int32_t nu, double load) 
         else ttnu = static_cast<double>(d) * static_cast<double>(P.kstart[s] - P.kstart[0]) / std::max(s, 1);
         ttnu = std::max(ttnu, 1.0);
     }
-    const double reload = std::max(c.swap_in_ns(v), 1.0);
-    const double backlog = static_cast<double>(std::max<int64_t>(0, c.d2h_busy_until - c.now));
-    const bool hides = backlog + c.swap_out_ns(v) + reload <= ttnu * load;
+    const double reload = std::max(ctx.swap_in_ns(v), 1.0);
+    const double backlog = static_cast<double>(std::max<int64_t>(0, ctx.d2h_busy_until - ctx.now));
+    const bool hides = backlog + ctx.swap_out_ns(v) + reload <= ttnu * load;
     const int32_t ref = depth_step[v] == cur_step ? std::max(depth_max_cur, depth_max_prev) : depth_max_prev;
     const double frac = depth_step[v] < 0 ? 0.0 : std::min(1.0, depth[v] / static_cast<double>(std::max(ref, 1)));
     return ttnu / reload * (hides ? 1.0 : 0.1) * (1.25 - 0.5 * frac);
@@ -303,23 +303,23 @@ void ForecastPrefetcher::swap_out_early(int32_t s, int64_t t) {
     } else {
         const size_t size = live.items.size();
         cand.resize(kSample);
-        for (int32_t& a : cand) a = live.items[live.next() % size];
+        for (int32_t& drawn : cand) drawn = live.items[live.next() % size];
     }
     kept.resize(cand.size());
     size_t n_kept = 0;
     int32_t farthest = -1, far_nu = -1;   // the candidate with the latest predicted next use
-    for (int32_t a : cand) {
-        const Residency r = eng.residency(a);
-        if (r == Residency::Freed) { live.erase(a); continue; }
+    for (const int32_t candidate : cand) {
+        const Residency where = eng.residency(candidate);
+        if (where == Residency::Freed) { live.erase(candidate); continue; }
         // without branches: the candidates come at random, so each test would mispredict
-        const int32_t nu = predicted_next(a, s);
-        const bool keep = (r == Residency::Gpu) & !eng.is_protected(a) & (ctx.host_valid[a] == 0) &
+        const int32_t nu = predicted_next(candidate, s);
+        const bool keep = (where == Residency::Gpu) & !eng.is_protected(candidate) & (ctx.host_valid[candidate] == 0) &
                           (nu >= 0) & ((nu == kNever) | (nu > s + 1));
-        kept[n_kept] = {a, nu};
+        kept[n_kept] = {candidate, nu};
         n_kept += keep;
         const bool farther = keep & (nu > far_nu);
         far_nu = farther ? nu : far_nu;
-        farthest = farther ? a : farthest;
+        farthest = farther ? candidate : farthest;
     }
     kept.resize(n_kept);
     // A candidate's demand grows with its time away (its predicted next use), and until one is
@@ -330,25 +330,27 @@ void ForecastPrefetcher::swap_out_early(int32_t s, int64_t t) {
     if (far_demand == INT64_MIN || far_demand - eng.off_bytes() <= eng.capacity()) return;
     const double load = compute_load(s);
     ranked.clear();
-    for (const auto& [a, nu] : kept) ranked.push_back({score(a, s, nu, load), a});
+    for (const auto& [candidate, nu] : kept) ranked.emplace_back(score(candidate, s, nu, load), candidate);
     // In rank order (larger score first, ties by index), taken lazily from a heap: the loop
     // mostly stops after a few; a candidate drawn twice comes twice in a row and counts once.
-    const auto after = [](const auto& x, const auto& y) { return x.first != y.first ? x.first < y.first : x.second > y.second; };
+    const auto after = [](const auto& lhs, const auto& rhs) {
+        return lhs.first != rhs.first ? lhs.first < rhs.first : lhs.second > rhs.second;
+    };
     std::make_heap(ranked.begin(), ranked.end(), after);
     const int64_t cap = eng.capacity();
     int skipped = 0;
     for (auto end = ranked.end(); end != ranked.begin(); --end) {
         std::pop_heap(ranked.begin(), end, after);
-        const int32_t v = (end - 1)->second;
+        const int32_t victim = (end - 1)->second;
         if (end != ranked.end() && *(end - 1) == *end) continue;   // the same candidate again
-        const int64_t demand = early_demand(v, s);
+        const int64_t demand = early_demand(victim, s);
         if (demand == INT64_MIN || demand - eng.off_bytes() <= cap) {
             if (++skipped > kSkips) break;
             continue;
         }
-        const auto r = eng.early_swap_out_of(v, s, t);
-        if (r == PrefetchTarget::Early::LinkBusy) break;
-        if (r == PrefetchTarget::Early::Refused) {
+        const auto outcome = eng.early_swap_out_of(victim, s, t);
+        if (outcome == PrefetchTarget::Early::LinkBusy) break;
+        if (outcome == PrefetchTarget::Early::Refused) {
             if (++skipped > kSkips) break;
             continue;
         }

@@ -38,11 +38,11 @@ void PeriodicPrefetcher::translate_step(int32_t st) {
     translated.resize(static_cast<size_t>(j1 - j0));
     for (int64_t j = j0; j < j1; ++j) {
         const int32_t a_prev = P.acc_alloc[j];
-        int32_t& a = translated[static_cast<size_t>(j - j0)];
-        a = a_prev;
+        int32_t& counterpart = translated[static_cast<size_t>(j - j0)];
+        counterpart = a_prev;
         if (P.alloc_step[a_prev] == st - 1) {
             const int64_t idx = P.step_allocs_begin[st] + P.alloc_ordinal[a_prev];
-            a = idx < P.step_allocs_begin[st + 1] ? P.step_allocs[idx] : -1;
+            counterpart = idx < P.step_allocs_begin[st + 1] ? P.step_allocs[idx] : -1;
         }
     }
 }
@@ -67,17 +67,17 @@ void PeriodicPrefetcher::after_launch(int32_t s, int64_t t) {
     for (int32_t q = std::max(lo, entered_through) + 1; q <= hi; ++q) {   // entering the window
         const int32_t through = std::min(P.step_begin[st] + (q - prev) - 1, step_last);
         for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) {
-            const int32_t a = translated[static_cast<size_t>(j - j0)];
-            if (a >= 0) eng.protect_through(a, through);
+            const int32_t counterpart = translated[static_cast<size_t>(j - j0)];
+            if (counterpart >= 0) eng.protect_through(counterpart, through);
         }
     }
     entered_through = std::max(entered_through, hi);
     // (a counterpart on the host is made and not freed: the one translate_to_step() keeps)
     const Residency* residency = eng.residencies();
-    const int32_t* counterpart = translated.data();
+    const int32_t* counterparts = translated.data();
     for (int64_t j = P.acc_begin[lo + 1]; j < P.acc_begin[hi + 1]; ++j) {
-        const int32_t a = counterpart[j - j0];
-        if (a >= 0 && residency[a] == Residency::Host) eng.prefetch(a, t);
+        const int32_t counterpart = counterparts[j - j0];
+        if (counterpart >= 0 && residency[counterpart] == Residency::Host) eng.prefetch(counterpart, t);
     }
     if (prev + pos >= prev_end) return;   // past the previous step's end: no demand known
     swap_out_early(s, t);

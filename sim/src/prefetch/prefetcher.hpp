@@ -29,18 +29,20 @@ public:
     // room for a prefetch or by an early swap-out; what the previous window marked may be.
     void new_window() { floor = ++stamp; }
     void protect(int32_t a) { protect_stamp[a] = stamp; }
-    // A window that slides over kernels (lookahead, periodic): protect_through(a, q) keeps `a`
-    // protected up to kernel q's window, slide_window(s) makes kernel s's window the current
-    // one, so that what enters a window is marked once. Kernel numbers rise from one
-    // slide_window() to the next, and a prefetcher uses either this or new_window().
-    void protect_through(int32_t a, int32_t q) { protect_stamp[a] = std::max(protect_stamp[a], q + 1); }
-    void slide_window(int32_t s) { floor = s + 1; }
+    // A window that slides over kernels (lookahead, periodic): protect_through() keeps an
+    // allocation protected up to a kernel's window, slide_window() makes a kernel's window
+    // the current one, so that what enters a window is marked once. Kernel numbers rise from
+    // one slide_window() to the next, and a prefetcher uses either this or new_window().
+    void protect_through(int32_t alloc, int32_t kernel) {
+        protect_stamp[alloc] = std::max(protect_stamp[alloc], kernel + 1);
+    }
+    void slide_window(int32_t kernel) { floor = kernel + 1; }
     // Swaps `a` in at t if it is on the host and room can be made without waiting and
     // without evicting anything protected; otherwise nothing happens. a < 0: nothing.
     void prefetch(int32_t a, int64_t t) {
         if (a >= 0 && state[a] == Residency::Host) start_prefetch(a, t);
     }
-    bool is_protected(int32_t a) const { return protect_stamp[a] >= floor; }
+    bool is_protected(int32_t alloc) const { return protect_stamp[alloc] >= floor; }
     // Early swap-out after kernel s launched at t: evicts the eviction policy's victims while
     // the link is free, as long as `by` foresees a demand that does not fit (rule 10).
     // Returns how many allocations it evicted.

@@ -71,7 +71,7 @@ private:
     void observe(int32_t s);                 // kernel s started: depth, error, steps
     void close_step(int32_t st);             // step st is complete: its peak error
     void refit(int32_t st);                  // step st begins: fit on the steps before it
-    double step_mean(int32_t k);             // mean live bytes of step k (not empty)
+    double step_mean(int32_t step);          // its mean live bytes (not empty)
     bool steps_repeat(int32_t first, int32_t st);   // steps first .. st-1 alike
     void fit_levels(int32_t first, int32_t st, size_t len);
     std::vector<int64_t> predict(int32_t target_step) const;   // live bytes per position
