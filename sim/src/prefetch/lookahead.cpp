@@ -14,8 +14,11 @@ void LookaheadPrefetcher::after_launch(int32_t s, int64_t t) {
     for (int32_t q = std::max(marked_through + 1, s); q <= last; ++q)
         for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.protect_through(P.acc_alloc[j], q);
     marked_through = std::max(marked_through, last);
-    for (int32_t q = s + 1; q <= last; ++q)
-        for (int64_t j = P.acc_begin[q]; j < P.acc_begin[q + 1]; ++j) eng.prefetch(P.acc_alloc[j], t);
+    // the next kernels' operands on the host, through local pointers (prefetch() is a call)
+    const Residency* residency = eng.residencies();
+    const int32_t* operand = P.acc_alloc.data();
+    for (int64_t j = P.acc_begin[s + 1], end = P.acc_begin[last + 1]; j < end; ++j)
+        if (residency[operand[j]] == Residency::Host) eng.prefetch(operand[j], t);
     eng.early_swap_out(s, t, *this);
 }
 
