@@ -26,29 +26,29 @@ Joined import_pair(const test::TempDir& dir, const std::string& et, const std::s
     opt.warn = false;
     opt.kineto_path = kineto;
     const std::string out = dir.file("t.db");
-    Joined j;
-    j.result = imp::import_file(et, out, opt);
-    j.trace = mhc::trace::load_trace(out);
-    REQUIRE(mhc::trace::check_trace(j.trace).ok());
-    return j;
+    Joined imported;
+    imported.result = imp::import_file(et, out, opt);
+    imported.trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(imported.trace).ok());
+    return imported;
 }
 
 std::string gunzip(const std::string& path) {
-    gzFile g = gzopen(path.c_str(), "rb");
-    REQUIRE(g != nullptr);
+    gzFile file = gzopen(path.c_str(), "rb");
+    REQUIRE(file != nullptr);
     std::string text;
     char buf[1 << 16];
-    int n = 0;
-    while ((n = gzread(g, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-    gzclose(g);
+    int got = 0;
+    while ((got = gzread(file, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(got));
+    gzclose(file);
     return text;
 }
 
-int64_t on_device(const TraceData& t, int32_t device) {
-    return std::count(t.allocations.device.begin(), t.allocations.device.end(), device);
+int64_t on_device(const TraceData& trace, int32_t device) {
+    return std::count(trace.allocations.device.begin(), trace.allocations.device.end(), device);
 }
 
-std::string meta(const Joined& j, const std::string& key) { return j.trace.meta.at(key); }
+std::string meta(const Joined& imported, const std::string& key) { return imported.trace.meta.at(key); }
 
 // One training-loop op per Kineto iteration: `seqs` are the autograd sequence numbers of the
 // iterations (-1: none written), `rf_ids` Kineto's Record function ids (-1: none written).
@@ -84,18 +84,18 @@ TEST_CASE("ET + Kineto: param's ResNet pair (ET 1.0.1, no shared key) joins by o
     // is the profiler's own counter (equal to rf_id only by chance): taken as the key it joined
     // 78 ops, most in the wrong iteration, and left 306 of the 317 GPU storages out.
     test::TempDir dir;
-    auto j = import_pair(dir, test::pub("chakra/param-resnet-et-1.0.1.json.gz"), test::pub("kineto/param-resnet-kineto.json.gz"));
-    CHECK(meta(j, "et.join_key") == "op order per thread (names and autograd sequence numbers)");
-    CHECK(meta(j, "et.kineto_ops_matched") == "1310");   // 704 forward/optimizer ops + 606 backward: all
-    CHECK(meta(j, "et.kineto_ops_matched_by_order") == "1310");
-    CHECK(meta(j, "et.threads_not_joined") == "0");
-    CHECK(meta(j, "et.join_parent_disagreements") == "0");   // the ET's parents enclose on Kineto's timeline
-    CHECK(meta(j, "et.storages_left_out") == "0");
-    CHECK(j.result.warnings.empty());
-    CHECK(on_device(j.trace, 0) == 357);
-    CHECK(on_device(j.trace, -1) == 21);
-    CHECK(j.trace.kernels.size() == 9628);
-    CHECK(j.trace.accesses.size() == 2038);
+    auto imported = import_pair(dir, test::pub("chakra/param-resnet-et-1.0.1.json.gz"), test::pub("kineto/param-resnet-kineto.json.gz"));
+    CHECK(meta(imported, "et.join_key") == "op order per thread (names and autograd sequence numbers)");
+    CHECK(meta(imported, "et.kineto_ops_matched") == "1310");   // 704 forward/optimizer ops + 606 backward: all
+    CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "1310");
+    CHECK(meta(imported, "et.threads_not_joined") == "0");
+    CHECK(meta(imported, "et.join_parent_disagreements") == "0");   // the ET's parents enclose on Kineto's timeline
+    CHECK(meta(imported, "et.storages_left_out") == "0");
+    CHECK(imported.result.warnings.empty());
+    CHECK(on_device(imported.trace, 0) == 357);
+    CHECK(on_device(imported.trace, -1) == 21);
+    CHECK(imported.trace.kernels.size() == 9628);
+    CHECK(imported.trace.accesses.size() == 2038);
 }
 
 TEST_CASE("ET + Kineto: param's ResNet ET of 2024 with its Kineto trace of 2023 is refused (different processes)",
@@ -119,16 +119,16 @@ TEST_CASE("ET + Kineto: param's DLRM rank 0 records other iterations than its Ki
     // Same process, same op sequence, but every autograd sequence number 40 apart: another
     // iteration of the training loop. Pairing them would be a guess.
     test::TempDir dir;
-    auto j = import_pair(dir, test::pub("chakra/param-dlrm-rank0-et.json.gz"), test::pub("kineto/param-dlrm-rank0-kineto.json.gz"));
-    CHECK(meta(j, "et.kineto_ops_matched") == "0");
-    CHECK(meta(j, "et.join_key") == "none");
-    CHECK(meta(j, "et.threads_not_joined") == "2");
-    CHECK(meta(j, "et.storages_left_out") == "113");
-    CHECK(j.trace.allocations.size() == 0);
-    REQUIRE(j.result.warnings.size() == 3);
-    CHECK_THAT(j.result.warnings[0], Catch::Contains("thread 1 (988 ops)") && Catch::Contains("differ by 40"));
-    CHECK_THAT(j.result.warnings[1], Catch::Contains("thread 2 (684 ops)") && Catch::Contains("differ by 40"));
-    CHECK_THAT(j.result.warnings[2], Catch::Contains("113 of the execution trace's 113 GPU storages"));
+    auto imported = import_pair(dir, test::pub("chakra/param-dlrm-rank0-et.json.gz"), test::pub("kineto/param-dlrm-rank0-kineto.json.gz"));
+    CHECK(meta(imported, "et.kineto_ops_matched") == "0");
+    CHECK(meta(imported, "et.join_key") == "none");
+    CHECK(meta(imported, "et.threads_not_joined") == "2");
+    CHECK(meta(imported, "et.storages_left_out") == "113");
+    CHECK(imported.trace.allocations.size() == 0);
+    REQUIRE(imported.result.warnings.size() == 3);
+    CHECK_THAT(imported.result.warnings[0], Catch::Contains("thread 1 (988 ops)") && Catch::Contains("differ by 40"));
+    CHECK_THAT(imported.result.warnings[1], Catch::Contains("thread 2 (684 ops)") && Catch::Contains("differ by 40"));
+    CHECK_THAT(imported.result.warnings[2], Catch::Contains("113 of the execution trace's 113 GPU storages"));
 }
 
 TEST_CASE("ET + Kineto: the order rule joins what the Record function id key joins", "[import][et][join]") {
@@ -163,24 +163,24 @@ TEST_CASE("ET + Kineto: sequence numbers tell repeated iterations apart; without
     test::write_file(et, et_one_relu(6));
     SECTION("the iteration whose sequence number agrees") {
         test::write_file(kineto, kineto_iterations({5, 6, 7}));
-        auto j = import_pair(dir, et, kineto);
-        CHECK(meta(j, "et.kineto_ops_matched_by_order") == "1");
-        REQUIRE(j.trace.allocations.size() == 1);
-        CHECK(j.trace.allocations.t_alloc[0] == 110000);   // the second iteration's kernel: 120 us, the trace starts at 10
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "1");
+        REQUIRE(imported.trace.allocations.size() == 1);
+        CHECK(imported.trace.allocations.t_alloc[0] == 110000);   // the second iteration's kernel: 120 us, the trace starts at 10
     }
     SECTION("three iterations, none numbered: ambiguous") {
         test::write_file(kineto, kineto_iterations({-1, -1, -1}));
-        auto j = import_pair(dir, et, kineto);
-        CHECK(meta(j, "et.kineto_ops_matched") == "0");
-        REQUIRE(j.result.warnings.size() == 2);
-        CHECK_THAT(j.result.warnings[0], Catch::Contains("more than one place"));
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "et.kineto_ops_matched") == "0");
+        REQUIRE(imported.result.warnings.size() == 2);
+        CHECK_THAT(imported.result.warnings[0], Catch::Contains("more than one place"));
     }
     SECTION("one iteration, numbered otherwise: another iteration") {
         test::write_file(kineto, kineto_iterations({9}));
-        auto j = import_pair(dir, et, kineto);
-        CHECK(meta(j, "et.kineto_ops_matched") == "0");
-        REQUIRE(!j.result.warnings.empty());
-        CHECK_THAT(j.result.warnings[0], Catch::Contains("differ by 3"));
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "et.kineto_ops_matched") == "0");
+        REQUIRE(!imported.result.warnings.empty());
+        CHECK_THAT(imported.result.warnings[0], Catch::Contains("differ by 3"));
     }
 }
 
@@ -190,22 +190,22 @@ TEST_CASE("ET + Kineto: Record function id is a key only where it is nonzero and
     SECTION("the id names the op among identical iterations") {
         test::write_file(et, et_one_relu(-1, 42));
         test::write_file(kineto, kineto_iterations({-1, -1, -1}, {41, 42, 43}));
-        auto j = import_pair(dir, et, kineto);
-        CHECK(meta(j, "et.join_key") == "Record function id == rf_id");
-        REQUIRE(j.trace.allocations.size() == 1);
-        CHECK(j.trace.allocations.t_alloc[0] == 110000);   // the second iteration's kernel
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "et.join_key") == "Record function id == rf_id");
+        REQUIRE(imported.trace.allocations.size() == 1);
+        CHECK(imported.trace.allocations.t_alloc[0] == 110000);   // the second iteration's kernel
     }
     SECTION("0 is PyTorch's 'no handle': not a key") {
         test::write_file(et, et_one_relu(-1, 0));
         test::write_file(kineto, kineto_iterations({-1}, {0}));
-        auto j = import_pair(dir, et, kineto);
-        CHECK(meta(j, "et.kineto_ops_matched_by_key") == "0");
-        CHECK(meta(j, "et.kineto_ops_matched_by_order") == "1");   // one iteration: the order rule places it
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "et.kineto_ops_matched_by_key") == "0");
+        CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "1");   // one iteration: the order rule places it
     }
     SECTION("an id written twice is nobody's") {
         test::write_file(et, et_one_relu(-1, 42));
         test::write_file(kineto, kineto_iterations({-1, -1}, {42, 42}));
-        auto j = import_pair(dir, et, kineto);
-        CHECK(meta(j, "et.kineto_ops_matched") == "0");
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "et.kineto_ops_matched") == "0");
     }
 }

@@ -284,7 +284,8 @@ struct Storage {
 // units (ops, or the Kineto kernels they launched) and storages, then written.
 class EtImport {
 public:
-    EtImport(std::vector<Node> nodes, int64_t pid, Rows& w, Result& r) : nodes_(std::move(nodes)), pid_(pid), w_(w), r_(r) {
+    EtImport(std::vector<Node> nodes, int64_t pid, Rows& rows, Result& result)
+        : nodes_(std::move(nodes)), pid_(pid), w_(rows), r_(result) {
         for (size_t i = 0; i < nodes_.size(); ++i) node_at_[nodes_[i].id] = i;
     }
 
@@ -337,9 +338,10 @@ private:
         check_same_process(in, kineto);
         std::vector<EtOpRef> refs(nodes_.size());
         for (size_t i = 0; i < nodes_.size(); ++i) {
-            const Node& n = nodes_[i];
-            auto p = node_at_.find(n.parent);
-            refs[i] = {n.name, n.id, n.tid, n.rf_id, n.seq, p != node_at_.end() && p->second != i ? static_cast<int64_t>(p->second) : -1};
+            const Node& node = nodes_[i];
+            auto parent = node_at_.find(node.parent);
+            const bool has_parent = parent != node_at_.end() && parent->second != i;
+            refs[i] = {node.name, node.id, node.tid, node.rf_id, node.seq, has_parent ? static_cast<int64_t>(parent->second) : -1};
         }
         join_ = join_et_kineto(refs, kd_);
         for (const auto& note : join_.notes) r_.warnings.push_back(note);
@@ -359,7 +361,7 @@ private:
     // trace's process is another run's, and joining it would only pair ops by chance.
     void check_same_process(const std::string& in, const std::string& kineto) const {
         if (pid_ < 0 || kd_.ops.empty()) return;
-        if (std::any_of(kd_.ops.begin(), kd_.ops.end(), [&](const KOp& o) { return o.pid == pid_; })) return;
+        if (std::any_of(kd_.ops.begin(), kd_.ops.end(), [&](const KOp& op) { return op.pid == pid_; })) return;
         throw Error(where(kineto, "not the Kineto trace of " + in + "'s run: its CPU ops are of process " +
                                       std::to_string(kd_.ops.front().pid) + ", the execution trace's of process " +
                                       std::to_string(pid_)));

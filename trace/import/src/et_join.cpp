@@ -16,15 +16,15 @@ namespace {
 // unjoined (only a hostile trace of endlessly repeated names comes near it).
 constexpr int64_t kMaxCompared = INT64_C(1) << 27;
 
-bool seqs_agree(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
+bool seqs_agree(int64_t et_seq, int64_t kineto_seq) { return et_seq < 0 || kineto_seq < 0 || et_seq == kineto_seq; }
 
 // Every start of `pattern` in `text` (Knuth-Morris-Pratt: linear however repetitive both are).
 std::vector<size_t> find_all(const std::vector<uint32_t>& pattern, const std::vector<uint32_t>& text) {
     std::vector<size_t> found;
-    const size_t m = pattern.size();
-    if (m == 0 || text.size() < m) return found;
-    std::vector<size_t> border(m, 0);
-    for (size_t i = 1, k = 0; i < m; ++i) {
+    const size_t len = pattern.size();
+    if (len == 0 || text.size() < len) return found;
+    std::vector<size_t> border(len, 0);
+    for (size_t i = 1, k = 0; i < len; ++i) {
         while (k > 0 && pattern[i] != pattern[k]) k = border[k - 1];
         if (pattern[i] == pattern[k]) ++k;
         border[i] = k;
@@ -32,8 +32,8 @@ std::vector<size_t> find_all(const std::vector<uint32_t>& pattern, const std::ve
     for (size_t i = 0, k = 0; i < text.size(); ++i) {
         while (k > 0 && text[i] != pattern[k]) k = border[k - 1];
         if (text[i] == pattern[k]) ++k;
-        if (k == m) {
-            found.push_back(i + 1 - m);
+        if (k == len) {
+            found.push_back(i + 1 - len);
             k = border[k - 1];
         }
     }
@@ -46,9 +46,9 @@ std::map<int64_t, std::vector<int32_t>> kineto_threads(const KinetoData& kd) {
     std::map<int64_t, std::vector<int32_t>> threads;
     for (size_t i = 0; i < kd.ops.size(); ++i) threads[kd.ops[i].tid].push_back(static_cast<int32_t>(i));
     for (auto& [tid, ops] : threads) {
-        const bool indexed = std::all_of(ops.begin(), ops.end(), [&](int32_t o) { return kd.ops[o].ev_idx >= 0; });
+        const bool indexed = std::all_of(ops.begin(), ops.end(), [&](int32_t op) { return kd.ops[op].ev_idx >= 0; });
         if (indexed)
-            std::stable_sort(ops.begin(), ops.end(), [&](int32_t a, int32_t b) { return kd.ops[a].ev_idx < kd.ops[b].ev_idx; });
+            std::stable_sort(ops.begin(), ops.end(), [&](int32_t lhs, int32_t rhs) { return kd.ops[lhs].ev_idx < kd.ops[rhs].ev_idx; });
     }
     return threads;
 }
@@ -85,12 +85,11 @@ private:
         }
         if (by_rf.empty()) return;
         for (size_t n = 0; n < nodes_.size(); ++n) {
-            const EtOpRef& x = nodes_[n];
-            if (x.rf_id <= 0 || is_et_profiler_range(x.name)) continue;
-            auto it = by_rf.find(x.rf_id);
+            const EtOpRef& node = nodes_[n];
+            if (node.rf_id <= 0 || is_et_profiler_range(node.name)) continue;
+            auto it = by_rf.find(node.rf_id);
             if (it == by_rf.end() || it->second < 0) continue;
-            const KOp& o = kd_.ops[it->second];
-            if (op_name(it->second) != x.name || !seqs_agree(x.seq, o.seq)) continue;
+            if (op_name(it->second) != node.name || !seqs_agree(node.seq, kd_.ops[it->second].seq)) continue;
             link(n, it->second);
             ++j_.by_key;
         }
@@ -130,13 +129,13 @@ private:
         for (const auto& [ktid, ops] : kthreads) {
             std::vector<uint32_t> text;
             text.reserve(ops.size());
-            for (int32_t o : ops) text.push_back(kd_.ops[o].name);
+            for (int32_t op : ops) text.push_back(kd_.ops[op].name);
             for (size_t start : find_all(names, text)) {
                 out.by_name.push_back({&ops, start});
-                size_t i = 0;
-                while (i < list.size() && seqs_agree(nodes_[list[i]].seq, kd_.ops[ops[start + i]].seq)) ++i;
-                compared += static_cast<int64_t>(i) + 1;
-                if (i == list.size()) out.fits.push_back({&ops, start});
+                size_t agreed = 0;
+                while (agreed < list.size() && seqs_agree(nodes_[list[agreed]].seq, kd_.ops[ops[start + agreed]].seq)) ++agreed;
+                compared += static_cast<int64_t>(agreed) + 1;
+                if (agreed == list.size()) out.fits.push_back({&ops, start});
                 if (out.fits.size() == 2) return out;
                 if (compared > kMaxCompared) {
                     out.over_budget = true;
@@ -150,31 +149,31 @@ private:
     void align_thread(int64_t tid, const std::vector<size_t>& list, const std::map<int64_t, std::vector<int32_t>>& kthreads) {
         const std::string thread = "execution-trace thread " + std::to_string(tid) + " (" + std::to_string(list.size()) + " ops)";
         std::vector<uint32_t> names;
-        for (size_t n : list) {
-            auto it = kd_.strings.index.find(nodes_[n].name);
+        for (size_t node : list) {
+            auto it = kd_.strings.index.find(nodes_[node].name);
             if (it == kd_.strings.index.end()) {
-                j_.notes.push_back(thread + ": not joined, its op '" + std::string(nodes_[n].name) + "' (node " +
-                                   std::to_string(nodes_[n].id) + ") is on no Kineto thread");
+                j_.notes.push_back(thread + ": not joined, its op '" + std::string(nodes_[node].name) + "' (node " +
+                                   std::to_string(nodes_[node].id) + ") is on no Kineto thread");
                 return;
             }
             names.push_back(it->second);
         }
-        const Places p = places(list, names, kthreads);
-        if (p.over_budget) {
+        const Places found = places(list, names, kthreads);
+        if (found.over_budget) {
             j_.notes.push_back(thread + ": not joined, its names occur at too many places in the Kineto trace to check");
-        } else if (p.fits.size() > 1) {
+        } else if (found.fits.size() > 1) {
             j_.notes.push_back(thread + ": not joined, it fits at more than one place in the Kineto trace "
                                         "(names and autograd sequence numbers alike)");
-        } else if (p.fits.empty()) {
-            j_.notes.push_back(thread + ": not joined, " + why_no_fit(list, p.by_name));
-        } else if (!link_fit(list, p.fits[0])) {
+        } else if (found.fits.empty()) {
+            j_.notes.push_back(thread + ": not joined, " + why_no_fit(list, found.by_name));
+        } else if (!link_fit(list, found.fits[0])) {
             j_.notes.push_back(thread + ": not joined, the Kineto ops it fits are another thread's");
         }
     }
 
     bool link_fit(const std::vector<size_t>& list, const Fit& fit) {
         const auto first = fit.ops->begin() + static_cast<long>(fit.start);
-        if (std::any_of(first, first + static_cast<long>(list.size()), [&](int32_t o) { return claimed_[o] != 0; })) return false;
+        if (std::any_of(first, first + static_cast<long>(list.size()), [&](int32_t op) { return claimed_[op] != 0; })) return false;
         for (size_t i = 0; i < list.size(); ++i) link(list[i], (*fit.ops)[fit.start + i]);
         j_.by_order += static_cast<int64_t>(list.size());
         return true;
@@ -186,8 +185,8 @@ private:
         if (by_name.empty()) return "its ops do not occur in this order on any Kineto thread";
         std::set<int64_t> offsets;
         for (size_t i = 0; i < list.size(); ++i) {
-            const int64_t a = nodes_[list[i]].seq, b = kd_.ops[(*by_name[0].ops)[by_name[0].start + i]].seq;
-            if (a >= 0 && b >= 0) offsets.insert(b - a);
+            const int64_t et_seq = nodes_[list[i]].seq, kineto_seq = kd_.ops[(*by_name[0].ops)[by_name[0].start + i]].seq;
+            if (et_seq >= 0 && kineto_seq >= 0) offsets.insert(kineto_seq - et_seq);
         }
         std::string where = "its ops occur in this order at " + std::to_string(by_name.size()) +
                             " place(s) in the Kineto trace, at none with the same autograd sequence numbers";
@@ -201,11 +200,11 @@ private:
     void check_parents() {
         for (size_t n = 0; n < nodes_.size(); ++n) {
             const int32_t op = j_.node_op[n];
-            const int64_t p = nodes_[n].parent;
-            if (op < 0 || p < 0 || j_.node_op[p] < 0) continue;
-            int32_t a = kd_.ops[op].parent;
-            for (int depth = 0; a >= 0 && a != j_.node_op[p] && depth < 1024; ++depth) a = kd_.ops[a].parent;
-            if (a != j_.node_op[p]) ++j_.parent_disagreements;
+            const int64_t parent = nodes_[n].parent;
+            if (op < 0 || parent < 0 || j_.node_op[parent] < 0) continue;
+            int32_t up = kd_.ops[op].parent;
+            for (int depth = 0; up >= 0 && up != j_.node_op[parent] && depth < 1024; ++depth) up = kd_.ops[up].parent;
+            if (up != j_.node_op[parent]) ++j_.parent_disagreements;
         }
     }
 
