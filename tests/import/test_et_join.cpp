@@ -209,3 +209,24 @@ TEST_CASE("ET + Kineto: Record function id is a key only where it is nonzero and
         CHECK(meta(imported, "et.kineto_ops_matched") == "0");
     }
 }
+
+TEST_CASE("ET + Kineto: endlessly repeated names are given up on within a bounded effort, said", "[import][et][join]") {
+    // 20,000 ET ops and 40,000 Kineto ops of one name: 20,001 places fit the names, and each is
+    // told apart only by the sequence number of its last op. Checking them all would compare
+    // 4e8 numbers; the join stops at its budget and leaves the thread unjoined.
+    test::TempDir dir;
+    std::string nodes, events;
+    for (int i = 1; i <= 20000; ++i)
+        nodes += std::string(i > 1 ? "," : "") + "{\"id\":" + std::to_string(i) + ",\"name\":\"aten::relu\",\"parent\":0,\"rf_id\":" +
+                 std::to_string(i) + ",\"tid\":1,\"seq_id\":" + (i == 20000 ? "5" : "-1") +
+                 ",\"inputs\":[[7,7,0,1,4,\"cpu\"]],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}";
+    for (int i = 0; i < 40000; ++i)
+        events += std::string(i ? "," : "") + "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,\"tid\":1,\"ts\":" +
+                  std::to_string(10 + 2 * i) + ",\"dur\":1,\"args\":{\"Ev Idx\":" + std::to_string(i) + ",\"Sequence number\":1}}";
+    test::write_file(dir.file("et.json"), "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":[" + nodes + "]}");
+    test::write_file(dir.file("kineto.json"), "{\"traceEvents\":[" + events + "]}");
+    auto imported = import_pair(dir, dir.file("et.json"), dir.file("kineto.json"));
+    CHECK(meta(imported, "et.kineto_ops_matched") == "0");
+    REQUIRE(!imported.result.warnings.empty());
+    CHECK_THAT(imported.result.warnings[0], Catch::Contains("too many places"));
+}
