@@ -59,12 +59,14 @@ std::string kineto_iterations(const std::vector<int64_t>& seqs, const std::vecto
         std::string args = "\"External id\":" + std::to_string(i + 1) + ",\"Ev Idx\":" + std::to_string(i);
         if (seqs[i] >= 0) args += ",\"Sequence number\":" + std::to_string(seqs[i]);
         if (i < rf_ids.size() && rf_ids[i] >= 0) args += ",\"Record function id\":" + std::to_string(rf_ids[i]);
-        ev += std::string(i ? "," : "") + "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,\"tid\":1,\"ts\":" +
-              ts + ",\"dur\":5,\"args\":{" + args + "}}," +
+        ev += std::string(i ? "," : "") +
+              "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,\"tid\":1,\"ts\":" + ts +
+              ",\"dur\":5,\"args\":{" + args + "}}," +
               "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":" +
               std::to_string(11 + 100 * i) + ",\"dur\":1,\"args\":{\"correlation\":" + corr + "}}," +
               "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"relu_kernel\",\"pid\":0,\"tid\":7,\"ts\":" +
-              std::to_string(20 + 100 * i) + ",\"dur\":2,\"args\":{\"correlation\":" + corr + ",\"device\":0,\"stream\":7}}";
+              std::to_string(20 + 100 * i) + ",\"dur\":2,\"args\":{\"correlation\":" + corr +
+              ",\"device\":0,\"stream\":7}}";
     }
     return "{\"traceEvents\":[" + ev + "]}";
 }
@@ -76,7 +78,7 @@ std::string et_one_relu(int64_t seq, int64_t rf_id = 1) {
            ",\"inputs\":[[7,7,0,1024,4,\"cuda:0\"]],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}";
 }
 
-}  // namespace
+}   // namespace
 
 TEST_CASE("ET + Kineto: param's ResNet pair (ET 1.0.1, no shared key) joins by op order, every storage placed",
           "[import][et][join]") {
@@ -84,7 +86,8 @@ TEST_CASE("ET + Kineto: param's ResNet pair (ET 1.0.1, no shared key) joins by o
     // is the profiler's own counter (equal to rf_id only by chance): taken as the key it joined
     // 78 ops, most in the wrong iteration, and left 306 of the 317 GPU storages out.
     test::TempDir dir;
-    auto imported = import_pair(dir, test::pub("chakra/param-resnet-et-1.0.1.json.gz"), test::pub("kineto/param-resnet-kineto.json.gz"));
+    auto imported = import_pair(dir, test::pub("chakra/param-resnet-et-1.0.1.json.gz"),
+                                test::pub("kineto/param-resnet-kineto.json.gz"));
     CHECK(meta(imported, "et.join_key") == "op order per thread (names and autograd sequence numbers)");
     CHECK(meta(imported, "et.kineto_ops_matched") == "1310");   // 704 forward/optimizer ops + 606 backward: all
     CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "1310");
@@ -119,7 +122,8 @@ TEST_CASE("ET + Kineto: param's DLRM rank 0 records other iterations than its Ki
     // Same process, same op sequence, but every autograd sequence number 40 apart: another
     // iteration of the training loop. Pairing them would be a guess.
     test::TempDir dir;
-    auto imported = import_pair(dir, test::pub("chakra/param-dlrm-rank0-et.json.gz"), test::pub("kineto/param-dlrm-rank0-kineto.json.gz"));
+    auto imported = import_pair(dir, test::pub("chakra/param-dlrm-rank0-et.json.gz"),
+                                test::pub("kineto/param-dlrm-rank0-kineto.json.gz"));
     CHECK(meta(imported, "et.kineto_ops_matched") == "0");
     CHECK(meta(imported, "et.join_key") == "none");
     CHECK(meta(imported, "et.threads_not_joined") == "2");
@@ -139,7 +143,8 @@ TEST_CASE("ET + Kineto: the order rule joins what the Record function id key joi
     CHECK(meta(by_key, "et.kineto_ops_matched_by_key") == "357");
     std::string text = gunzip(test::fixture("cpu_mlp_kineto.json.gz"));
     size_t renamed = 0;
-    for (size_t at = text.find("\"Record function id\""); at != std::string::npos; at = text.find("\"Record function id\"", at)) {
+    for (size_t at = text.find("\"Record function id\""); at != std::string::npos;
+         at = text.find("\"Record function id\"", at)) {
         text.replace(at, 20, "\"Record function ix\"");
         ++renamed;
     }
@@ -166,7 +171,8 @@ TEST_CASE("ET + Kineto: sequence numbers tell repeated iterations apart; without
         auto imported = import_pair(dir, et, kineto);
         CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "1");
         REQUIRE(imported.trace.allocations.size() == 1);
-        CHECK(imported.trace.allocations.t_alloc[0] == 110000);   // the second iteration's kernel: 120 us, the trace starts at 10
+        CHECK(imported.trace.allocations.t_alloc[0] ==
+              110000);   // the second iteration's kernel: 120 us, the trace starts at 10
     }
     SECTION("three iterations, none numbered: ambiguous") {
         test::write_file(kineto, kineto_iterations({-1, -1, -1}));
@@ -217,12 +223,16 @@ TEST_CASE("ET + Kineto: endlessly repeated names are given up on within a bounde
     test::TempDir dir;
     std::string nodes, events;
     for (int i = 1; i <= 20000; ++i)
-        nodes += std::string(i > 1 ? "," : "") + "{\"id\":" + std::to_string(i) + ",\"name\":\"aten::relu\",\"parent\":0,\"rf_id\":" +
-                 std::to_string(i) + ",\"tid\":1,\"seq_id\":" + (i == 20000 ? "5" : "-1") +
-                 ",\"inputs\":[[7,7,0,1,4,\"cpu\"]],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}";
+        nodes +=
+            std::string(i > 1 ? "," : "") + "{\"id\":" + std::to_string(i) +
+            ",\"name\":\"aten::relu\",\"parent\":0,\"rf_id\":" + std::to_string(i) +
+            ",\"tid\":1,\"seq_id\":" + (i == 20000 ? "5" : "-1") +
+            ",\"inputs\":[[7,7,0,1,4,\"cpu\"]],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}";
     for (int i = 0; i < 40000; ++i)
-        events += std::string(i ? "," : "") + "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,\"tid\":1,\"ts\":" +
-                  std::to_string(10 + 2 * i) + ",\"dur\":1,\"args\":{\"Ev Idx\":" + std::to_string(i) + ",\"Sequence number\":1}}";
+        events += std::string(i ? "," : "") +
+                  "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,\"tid\":1,\"ts\":" +
+                  std::to_string(10 + 2 * i) + ",\"dur\":1,\"args\":{\"Ev Idx\":" + std::to_string(i) +
+                  ",\"Sequence number\":1}}";
     test::write_file(dir.file("et.json"), "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":[" + nodes + "]}");
     test::write_file(dir.file("kineto.json"), "{\"traceEvents\":[" + events + "]}");
     auto imported = import_pair(dir, dir.file("et.json"), dir.file("kineto.json"));

@@ -341,7 +341,8 @@ private:
             const Node& node = nodes_[i];
             auto parent = node_at_.find(node.parent);
             const bool has_parent = parent != node_at_.end() && parent->second != i;
-            refs[i] = {node.name, node.id, node.tid, node.rf_id, node.seq, has_parent ? static_cast<int64_t>(parent->second) : -1};
+            const int64_t up = has_parent ? static_cast<int64_t>(parent->second) : -1;
+            refs[i] = {node.name, node.id, node.tid, node.rf_id, node.seq, up};
         }
         join_ = join_et_kineto(refs, kd_);
         for (const auto& note : join_.notes) r_.warnings.push_back(note);

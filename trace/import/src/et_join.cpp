@@ -48,7 +48,8 @@ std::map<int64_t, std::vector<int32_t>> kineto_threads(const KinetoData& kd) {
     for (auto& [tid, ops] : threads) {
         const bool indexed = std::all_of(ops.begin(), ops.end(), [&](int32_t op) { return kd.ops[op].ev_idx >= 0; });
         if (indexed)
-            std::stable_sort(ops.begin(), ops.end(), [&](int32_t lhs, int32_t rhs) { return kd.ops[lhs].ev_idx < kd.ops[rhs].ev_idx; });
+            std::stable_sort(ops.begin(), ops.end(),
+                             [&](int32_t lhs, int32_t rhs) { return kd.ops[lhs].ev_idx < kd.ops[rhs].ev_idx; });
     }
     return threads;
 }
@@ -88,7 +89,8 @@ private:
             const EtOpRef& node = nodes_[n];
             if (node.rf_id <= 0 || is_et_profiler_range(node.name)) continue;
             auto it = by_rf.find(node.rf_id);
-            if (it == by_rf.end() || it->second < 0) continue;
+            // An rf_id the ET repeats joins its first node only.
+            if (it == by_rf.end() || it->second < 0 || claimed_[it->second]) continue;
             if (op_name(it->second) != node.name || !seqs_agree(node.seq, kd_.ops[it->second].seq)) continue;
             link(n, it->second);
             ++j_.by_key;
@@ -133,7 +135,8 @@ private:
             for (size_t start : find_all(names, text)) {
                 out.by_name.push_back({&ops, start});
                 size_t agreed = 0;
-                while (agreed < list.size() && seqs_agree(nodes_[list[agreed]].seq, kd_.ops[ops[start + agreed]].seq)) ++agreed;
+                while (agreed < list.size() && seqs_agree(nodes_[list[agreed]].seq, kd_.ops[ops[start + agreed]].seq))
+                    ++agreed;
                 compared += static_cast<int64_t>(agreed) + 1;
                 if (agreed == list.size()) out.fits.push_back({&ops, start});
                 if (out.fits.size() == 2) return out;
@@ -146,8 +149,10 @@ private:
         return out;
     }
 
-    void align_thread(int64_t tid, const std::vector<size_t>& list, const std::map<int64_t, std::vector<int32_t>>& kthreads) {
-        const std::string thread = "execution-trace thread " + std::to_string(tid) + " (" + std::to_string(list.size()) + " ops)";
+    void align_thread(int64_t tid, const std::vector<size_t>& list,
+                      const std::map<int64_t, std::vector<int32_t>>& kthreads) {
+        const std::string thread = "execution-trace thread " + std::to_string(tid) + " (" +
+                                   std::to_string(list.size()) + " ops)";
         std::vector<uint32_t> names;
         for (size_t node : list) {
             auto it = kd_.strings.index.find(nodes_[node].name);
@@ -160,10 +165,12 @@ private:
         }
         const Places found = places(list, names, kthreads);
         if (found.over_budget) {
-            j_.notes.push_back(thread + ": not joined, its names occur at too many places in the Kineto trace to check");
+            j_.notes.push_back(thread +
+                               ": not joined, its names occur at too many places in the Kineto trace to check");
         } else if (found.fits.size() > 1) {
-            j_.notes.push_back(thread + ": not joined, it fits at more than one place in the Kineto trace "
-                                        "(names and autograd sequence numbers alike)");
+            j_.notes.push_back(thread +
+                               ": not joined, it fits at more than one place in the Kineto trace "
+                               "(names and autograd sequence numbers alike)");
         } else if (found.fits.empty()) {
             j_.notes.push_back(thread + ": not joined, " + why_no_fit(list, found.by_name));
         } else if (!link_fit(list, found.fits[0])) {
@@ -173,7 +180,8 @@ private:
 
     bool link_fit(const std::vector<size_t>& list, const Fit& fit) {
         const auto first = fit.ops->begin() + static_cast<long>(fit.start);
-        if (std::any_of(first, first + static_cast<long>(list.size()), [&](int32_t op) { return claimed_[op] != 0; })) return false;
+        if (std::any_of(first, first + static_cast<long>(list.size()), [&](int32_t op) { return claimed_[op] != 0; }))
+            return false;
         for (size_t i = 0; i < list.size(); ++i) link(list[i], (*fit.ops)[fit.start + i]);
         j_.by_order += static_cast<int64_t>(list.size());
         return true;
@@ -185,7 +193,8 @@ private:
         if (by_name.empty()) return "its ops do not occur in this order on any Kineto thread";
         std::set<int64_t> offsets;
         for (size_t i = 0; i < list.size(); ++i) {
-            const int64_t et_seq = nodes_[list[i]].seq, kineto_seq = kd_.ops[(*by_name[0].ops)[by_name[0].start + i]].seq;
+            const int64_t et_seq = nodes_[list[i]].seq,
+                          kineto_seq = kd_.ops[(*by_name[0].ops)[by_name[0].start + i]].seq;
             if (et_seq >= 0 && kineto_seq >= 0) offsets.insert(kineto_seq - et_seq);
         }
         std::string where = "its ops occur in this order at " + std::to_string(by_name.size()) +
@@ -214,8 +223,8 @@ private:
     std::vector<char> claimed_;
 };
 
-}  // namespace
+}   // namespace
 
 EtJoin join_et_kineto(const std::vector<EtOpRef>& nodes, const KinetoData& kd) { return Joiner(nodes, kd).run(); }
 
-}  // namespace mhc::trace::import
+}   // namespace mhc::trace::import

@@ -41,4 +41,4 @@ EtJoin join_et_kineto(const std::vector<EtOpRef>& nodes, const KinetoData& kd);
 // A profiler range the observer writes around a thread or process, not an op.
 bool is_et_profiler_range(std::string_view name);
 
-}  // namespace mhc::trace::import
+}   // namespace mhc::trace::import
