@@ -84,7 +84,8 @@ TEST_CASE("ET + Kineto: param's ResNet pair (ET 1.0.1, no shared key) joins by o
           "[import][et][join]") {
     // The execution trace records one of the Kineto trace's 30 iterations. Kineto's External id
     // is the profiler's own counter (equal to rf_id only by chance): taken as the key it joined
-    // 78 ops, most in the wrong iteration, and left 306 of the 317 GPU storages out.
+    // 78 ops, all in other iterations (External ids up to 1310; the ET's iteration starts at
+    // 13404), and left 306 of the 317 GPU storages out.
     test::TempDir dir;
     auto imported = import_pair(dir, test::pub("chakra/param-resnet-et-1.0.1.json.gz"),
                                 test::pub("kineto/param-resnet-kineto.json.gz"));
