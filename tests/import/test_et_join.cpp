@@ -137,29 +137,59 @@ TEST_CASE("ET + Kineto: param's DLRM rank 0 records other iterations than its Ki
 }
 
 TEST_CASE("ET + Kineto: the order rule joins what the Record function id key joins", "[import][et][join]") {
-    // The CPU fixture has both: with Kineto's Record function ids renamed away, the order rule
-    // must give the same trace, op for op.
-    test::TempDir dir;
-    auto by_key = import_pair(dir, test::fixture("cpu_mlp_et.json.gz"), test::fixture("cpu_mlp_kineto.json.gz"));
-    CHECK(meta(by_key, "et.kineto_ops_matched_by_key") == "357");
-    std::string text = gunzip(test::fixture("cpu_mlp_kineto.json.gz"));
-    size_t renamed = 0;
-    for (size_t at = text.find("\"Record function id\""); at != std::string::npos;
-         at = text.find("\"Record function id\"", at)) {
-        text.replace(at, 20, "\"Record function ix\"");
-        ++renamed;
+    // Our CPU fixtures have the key: with Kineto's Record function ids renamed away, the order
+    // rule must give the same trace, op for op. cpu_mlp: the execution trace covers all 3
+    // profiled steps (357 ops). cpu_mlp_window: it covers the middle one of 3 whose ops repeat
+    // by name; Kineto writes 0 for the other steps' ops and a nonzero id for its 118 (the ET's
+    // 120 nodes less its 2 [pytorch|profiler] ranges).
+    struct Case {
+        const char* et;
+        const char* kineto;
+        const char* joined;
+        size_t ids;
+    };
+    for (const Case& pair : {Case{"cpu_mlp_et.json.gz", "cpu_mlp_kineto.json.gz", "357", 357},
+                             Case{"cpu_mlp_window_et.json.gz", "cpu_mlp_window_kineto.json.gz", "118", 357}}) {
+        INFO(pair.et);
+        test::TempDir dir;
+        auto by_key = import_pair(dir, test::fixture(pair.et), test::fixture(pair.kineto));
+        CHECK(meta(by_key, "et.kineto_ops_matched_by_key") == pair.joined);
+        std::string text = gunzip(test::fixture(pair.kineto));
+        size_t renamed = 0;
+        for (size_t at = text.find("\"Record function id\""); at != std::string::npos;
+             at = text.find("\"Record function id\"", at)) {
+            text.replace(at, 20, "\"Record function ix\"");
+            ++renamed;
+        }
+        REQUIRE(renamed == pair.ids);
+        test::write_file(dir.file("kineto.json"), text);
+        auto by_order = import_pair(dir, test::fixture(pair.et), dir.file("kineto.json"));
+        CHECK(meta(by_order, "et.kineto_ops_matched_by_order") == pair.joined);
+        CHECK(meta(by_order, "et.kineto_ops_matched_by_key") == "0");
+        CHECK(by_order.trace.kernels.t_start == by_key.trace.kernels.t_start);
+        CHECK(by_order.trace.kernels.t_end == by_key.trace.kernels.t_end);
+        CHECK(by_order.trace.kernels.correlation == by_key.trace.kernels.correlation);
+        CHECK(by_order.trace.accesses.allocation == by_key.trace.accesses.allocation);
+        CHECK(by_order.trace.allocations.t_alloc == by_key.trace.allocations.t_alloc);
+        CHECK(by_order.trace.allocations.t_free == by_key.trace.allocations.t_free);
     }
-    REQUIRE(renamed == 357);
-    test::write_file(dir.file("kineto.json"), text);
-    auto by_order = import_pair(dir, test::fixture("cpu_mlp_et.json.gz"), dir.file("kineto.json"));
-    CHECK(meta(by_order, "et.kineto_ops_matched_by_order") == "357");
-    CHECK(meta(by_order, "et.kineto_ops_matched_by_key") == "0");
-    CHECK(by_order.trace.kernels.t_start == by_key.trace.kernels.t_start);
-    CHECK(by_order.trace.kernels.t_end == by_key.trace.kernels.t_end);
-    CHECK(by_order.trace.kernels.correlation == by_key.trace.kernels.correlation);
-    CHECK(by_order.trace.accesses.allocation == by_key.trace.accesses.allocation);
-    CHECK(by_order.trace.allocations.t_alloc == by_key.trace.allocations.t_alloc);
-    CHECK(by_order.trace.allocations.t_free == by_key.trace.allocations.t_free);
+}
+
+TEST_CASE("ET + Kineto: an execution trace of one profiled step lands in that step", "[import][et][join]") {
+    // Kineto's ProfilerStep#1 range (a marker) must hold every op of the execution trace that
+    // recorded that step only.
+    test::TempDir dir;
+    auto imported = import_pair(dir, test::fixture("cpu_mlp_window_et.json.gz"),
+                                test::fixture("cpu_mlp_window_kineto.json.gz"));
+    const auto& markers = imported.trace.markers;
+    const auto step1 = std::find(markers.index.begin(), markers.index.end(), 1) - markers.index.begin();
+    REQUIRE(static_cast<size_t>(step1) < markers.size());
+    const auto& ops = imported.trace.kernels;
+    REQUIRE(ops.size() == 50);   // its leaf ops with tensors (fixtures/expected_numbers.py)
+    for (size_t op = 0; op < ops.size(); ++op) {
+        CHECK(ops.t_start[op] >= markers.t_start[step1]);
+        CHECK(ops.t_end[op] <= markers.t_end[step1]);
+    }
 }
 
 TEST_CASE("ET + Kineto: sequence numbers tell repeated iterations apart; without them the thread is not joined",
