@@ -7,9 +7,9 @@ Usage: et_kineto_pairs.py MHC PUBLIC_DIR WORK_DIR
 For each pair in PAIRS:
   - same process: the ET's top-level pid must be among the Kineto CPU ops' pids, else mhc must
     refuse the pair (exit status 2, one line);
-  - the join: where the Kineto trace writes a nonzero Record function id, the ET node of that
-    rf_id with the same name; elsewhere each ET thread's ops (id order, without the
-    [pytorch|profiler|...] ranges) are compared with each Kineto thread's cpu_op and
+  - the join: where the Kineto trace writes Record function ids, the ET node of each nonzero
+    id, with the same name, and nothing else; where it writes none, each ET thread's ops (id
+    order, without the [pytorch|profiler|...] ranges) are compared with each Kineto thread's cpu_op and
     user_annotation events (Ev Idx order) at every start, and the thread is joined where exactly
     one start has the same names and the same autograd sequence numbers wherever both traces
     write one (seq_id, Sequence number);
@@ -98,6 +98,8 @@ def join(nodes, ops, threads):
         e = by_rf.get(n["rf_id"]) if n["rf_id"] > 0 else None
         if e is not None and e["name"] == n["name"]:
             joined[i] = e
+    if any("Record function id" in e["args"] for e in ops):
+        return joined
     keyed = {nodes[i]["tid"] for i in joined}
     et_threads = {}
     for i, n in nodes.items():

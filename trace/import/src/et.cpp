@@ -517,12 +517,11 @@ private:
         }
     }
 
+    // The rule that joined (et_join.hpp): a Kineto trace that writes the key is joined by it alone.
     std::string join_key() const {
-        std::string key;
-        if (join_.by_key > 0) key = "Record function id == rf_id";
-        if (join_.by_order > 0)
-            key += std::string(key.empty() ? "" : "; ") + "op order per thread (names and autograd sequence numbers)";
-        return key.empty() ? "none" : key;
+        if (join_.by_key > 0) return "Record function id == rf_id";
+        if (join_.by_order > 0) return "op order per thread (names and autograd sequence numbers)";
+        return "none";
     }
 
     void write_meta() {

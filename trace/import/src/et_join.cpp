@@ -97,7 +97,9 @@ private:
         }
     }
 
-    // Threads with no node joined by the key: each aligned whole, or not at all.
+    // Threads with no node joined by the key: each aligned whole, or not at all. A Kineto trace
+    // that writes the key (0 for the ops no execution trace recorded) has already said that
+    // these threads' ops are not in it: order would only pair them with another iteration's.
     void join_by_order() {
         std::map<int64_t, std::vector<size_t>> threads;
         std::set<int64_t> keyed;
@@ -108,8 +110,15 @@ private:
         }
         if (threads.size() == keyed.size()) return;
         const auto kthreads = kineto_threads(kd_);
-        for (const auto& [tid, list] : threads)
-            if (!keyed.count(tid)) align_thread(tid, list, kthreads);
+        for (const auto& [tid, list] : threads) {
+            if (keyed.count(tid)) continue;
+            if (kd_.has_rf_id)
+                j_.notes.push_back("execution-trace thread " + std::to_string(tid) + " (" +
+                                   std::to_string(list.size()) +
+                                   " ops): not joined, no Kineto op carries one of its rf_ids as its Record function "
+                                   "id (the profiler recorded other ops than the execution trace)");
+            else align_thread(tid, list, kthreads);
+        }
     }
 
     struct Fit {

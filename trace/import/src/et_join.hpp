@@ -2,14 +2,14 @@
 // Which Kineto CPU op is which execution-trace node (the ET importer's --kineto join,
 // docs/import.md). Two rules, both exact, neither a guess:
 //  - the key: Kineto's args "Record function id" equals the node's rf_id (both are the
-//    RecordFunction handle; PyTorch writes the Kineto arg since about 2.4, and writes 0 where
-//    no handle was taken), the names agree, and so do the autograd sequence numbers where both
-//    have one;
-//  - without the key (older traces: Kineto's "External id" is its own counter, unrelated to
-//    rf_id), a thread's ops in start order must occur exactly once, contiguously and in the
-//    same order, among one Kineto thread's ops, names and autograd sequence numbers
-//    ("Sequence number" == seq_id, -1 when absent) all equal. A trace of several iterations
-//    repeats the names; the sequence numbers tell the iterations apart.
+//    RecordFunction handle; PyTorch writes the Kineto arg since about 2.4, and writes 0 for ops
+//    that no execution trace recorded), the names agree, and so do the autograd sequence
+//    numbers where both have one. A Kineto trace that writes the key joins by it alone;
+//  - where Kineto writes no key at all (older traces: its "External id" is its own counter,
+//    unrelated to rf_id), a thread's ops in start order must occur exactly once, contiguously
+//    and in the same order, among one Kineto thread's ops, with the same names and the same
+//    autograd sequence numbers ("Sequence number", seq_id) wherever both have one. A trace of
+//    several iterations repeats the names; the sequence numbers tell the iterations apart.
 // A thread that fits nowhere, or at more than one place, is not joined and said in a note.
 #include <cstdint>
 #include <string>
