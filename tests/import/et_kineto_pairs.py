@@ -9,10 +9,10 @@ For each pair in PAIRS:
     refuse the pair (exit status 2, one line);
   - the join: where the Kineto trace writes Record function ids, the ET node of each nonzero
     id, with the same name, and nothing else; where it writes none, each ET thread's ops (id
-    order, without the [pytorch|profiler|...] ranges) are compared with each Kineto thread's cpu_op and
-    user_annotation events (Ev Idx order) at every start, and the thread is joined where exactly
-    one start has the same names and the same autograd sequence numbers wherever both traces
-    write one (seq_id, Sequence number);
+    order, without the [pytorch|profiler|...] ranges) are compared with each Kineto thread's
+    cpu_op and user_annotation events (Ev Idx order) at every start, and the thread is joined
+    where exactly one start has the same names and the same autograd sequence numbers wherever
+    both traces write one (seq_id, Sequence number);
   - each kernel's storages: its launch (the cuda_runtime event of its correlation) lies inside
     Kineto ops of its thread; the innermost joined one gives an ET node, and the node or its
     nearest ET ancestor (the ET's own parent links) with tensors gives the storages;
