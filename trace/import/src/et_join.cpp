@@ -71,6 +71,10 @@ public:
 private:
     std::string_view op_name(int32_t op) const { return kd_.strings.list[kd_.ops[op].name]; }
 
+    static std::string thread_label(int64_t tid, size_t ops) {
+        return "execution-trace thread " + std::to_string(tid) + " (" + std::to_string(ops) + " ops)";
+    }
+
     void link(size_t node, int32_t op) {
         j_.node_op[node] = op;
         claimed_[op] = 1;
@@ -109,14 +113,13 @@ private:
             if (j_.node_op[n] >= 0) keyed.insert(nodes_[n].tid);
         }
         if (threads.size() == keyed.size()) return;
-        const auto kthreads = kineto_threads(kd_);
+        const auto kthreads = kd_.has_rf_id ? std::map<int64_t, std::vector<int32_t>>() : kineto_threads(kd_);
         for (const auto& [tid, list] : threads) {
             if (keyed.count(tid)) continue;
             if (kd_.has_rf_id)
-                j_.notes.push_back("execution-trace thread " + std::to_string(tid) + " (" +
-                                   std::to_string(list.size()) +
-                                   " ops): not joined, no Kineto op carries one of its rf_ids as its Record function "
-                                   "id (the profiler recorded other ops than the execution trace)");
+                j_.notes.push_back(thread_label(tid, list.size()) +
+                                   ": not joined, no Kineto op carries one of its rf_ids as its Record function id "
+                                   "(the profiler recorded other ops than the execution trace)");
             else align_thread(tid, list, kthreads);
         }
     }
@@ -160,8 +163,7 @@ private:
 
     void align_thread(int64_t tid, const std::vector<size_t>& list,
                       const std::map<int64_t, std::vector<int32_t>>& kthreads) {
-        const std::string thread = "execution-trace thread " + std::to_string(tid) + " (" +
-                                   std::to_string(list.size()) + " ops)";
+        const std::string thread = thread_label(tid, list.size());
         std::vector<uint32_t> names;
         for (size_t node : list) {
             auto it = kd_.strings.index.find(nodes_[node].name);
