@@ -84,7 +84,7 @@ double metric(const std::string& file, int64_t run, const std::string& key, cons
 // The positions of `events` by (t_start, position): events of one instant keep the run's order.
 // The simulator records them almost in start order (a transfer's event placed a little early now
 // and then), so those that keep the running maximum are in order already; only the others are
-// sorted, then merged in (a full sort of every event was 7% of storing a run).
+// sorted, then merged in (sorting all 3.9 M events of a 10 M-row trace's run cost about 0.1 s).
 std::vector<size_t> by_start(const std::vector<RunEvent>& events) {
     std::vector<size_t> in_order, early;
     in_order.reserve(events.size());
