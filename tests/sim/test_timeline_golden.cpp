@@ -2,8 +2,9 @@
 // an unlimited and a tight host buffer, on generated traces, gives exactly the run recorded in
 // tests/sim/golden/timeline_grid.json — not only its metrics (test_golden.cpp) but every event,
 // kernel time, memory sample, OOM field and replay plan entry, folded into one 64-bit FNV-1a
-// digest per run. The file was taken from the engine before its hot loop was restructured, so
-// a change of data layout that changes any decision, any time or any order changes a digest.
+// digest per run. The file was taken from the engine before its hot loop was restructured (the
+// steps that do not repeat, before the prefetchers' windows slid), so a change of data layout
+// that changes any decision, any time or any order changes a digest.
 // To retake it after a deliberate change of the rules: MHC_UPDATE_GOLDEN=1 mhc_sim_tests "[timeline]".
 #include <catch2/catch.hpp>
 
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -19,6 +21,7 @@
 #include "mhc/sim/link.hpp"
 #include "mhc/sim/result.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "helpers.hpp"
 #include "mhc/sim/synthetic.hpp"
 
 namespace sim = mhc::sim;
@@ -68,6 +71,40 @@ std::string digest_of(const sim::Result& run) {
     return hex;
 }
 
+// Training steps that do not repeat: each step has its own depth (5 to 9 layers, so step
+// lengths differ and a prefetcher's window meets a longer or shorter previous step) and its
+// own activation sizes (live bytes change from step to step: the forecast's medians and trend).
+trace::TraceData irregular_steps(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<simtest::Tensor> tensors;
+    std::vector<simtest::K> kernels;
+    constexpr int kMaxLayers = 9;
+    for (int layer = 0; layer < kMaxLayers; ++layer)
+        tensors.push_back({(4 + layer % 3) * simtest::MiB, 0, trace::kNoTime, trace::Category::Param});
+    int64_t now = 1000;
+    for (int step = 0; step < 14; ++step) {
+        const int layers = 5 + static_cast<int>(rng() % 5);
+        std::vector<int> acts;
+        for (int layer = 0; layer < layers; ++layer) {
+            acts.push_back(static_cast<int>(tensors.size()));
+            tensors.push_back({(2 + static_cast<int64_t>(rng() % 12)) * simtest::MiB, now, 0, trace::Category::Activation});
+            std::vector<simtest::Use> uses = {{layer, 'r'}, {acts.back(), 'w'}};
+            if (layer > 0) uses.push_back({acts[static_cast<size_t>(layer) - 1], 'r'});
+            const int64_t length = 20'000 + static_cast<int64_t>(rng() % 80'000);
+            kernels.push_back({now + 1000, now + 1000 + length, uses, step});
+            now += 2000 + length;
+        }
+        for (int layer = layers - 1; layer >= 0; --layer) {
+            const int64_t length = 40'000 + static_cast<int64_t>(rng() % 80'000);
+            kernels.push_back({now + 1000, now + 1000 + length, {{layer, 'x'}, {acts[static_cast<size_t>(layer)], 'r'}}, step});
+            now += 2000 + length;
+            tensors[static_cast<size_t>(acts[static_cast<size_t>(layer)])].t_free = now;
+            now += 1000;
+        }
+    }
+    return simtest::build(tensors, kernels);
+}
+
 struct Case { std::string name; trace::TraceData data; };
 
 std::vector<Case> traces() {
@@ -75,6 +112,7 @@ std::vector<Case> traces() {
     cases.push_back({"training-a", sim::synthetic::training(11, 20'000, 8, 1)});
     cases.push_back({"training-b", sim::synthetic::training(12, 30'000, 12, 2)});
     cases.push_back({"random-reads", sim::synthetic::random_reads(13, 64, 600, 4)});
+    cases.push_back({"irregular-steps", irregular_steps(14)});
     return cases;
 }
 
