@@ -1,5 +1,6 @@
 // Host page mapper: memfd pool + PROT_NONE reservation (pages.hpp says why).
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,7 +19,7 @@ std::string sys_error(const char* what) { return std::string(what) + ": " + std:
 
 class HostMapper final : public PageMapper {
 public:
-    HostMapper(int64_t pages, int64_t va) : pages_(pages), va_(va) {
+    HostMapper(int64_t pages, int64_t va, bool premap) : pages_(pages), va_(va) {
         if (pages <= 0 || va <= 0 || va % kPage) throw Error("page pool: bad sizes", Error::Kind::Internal);
         fd_ = memfd_create("mhc-replay-pool", MFD_CLOEXEC);
         if (fd_ < 0) throw Error(sys_error("page pool: memfd_create"));
@@ -37,6 +38,7 @@ public:
         base_ = static_cast<unsigned char*>(p);
         shown_.assign(static_cast<size_t>(va / kPage), -1);
         live_.assign(static_cast<size_t>(va / kPage), 0);
+        if (premap) premap_identity();
     }
     ~HostMapper() override {
         munmap(base_, static_cast<size_t>(va_));
@@ -46,6 +48,7 @@ public:
     int64_t va_bytes() const override { return va_; }
     int64_t pool_pages() const override { return pages_; }
     int64_t mapped_pages() const override { return mapped_; }
+    int64_t pages_remapped() const override { return remapped_; }
 
     // Page tables are what costs here (this host's shmem has no huge pages: 512 entries per
     // 2 MiB page, built by MAP_POPULATE and torn down by every unmap). So unmap only marks the
@@ -71,6 +74,7 @@ public:
                            fd_, static_cast<off_t>(pages[i]) * kPage);
             if (p != at) throw Error(sys_error("page pool: mapping pages"));
             for (int64_t k = i; k < j; ++k) shown_[v0 + static_cast<size_t>(k)] = pages[k];
+            remapped_ += j - i;
             i = j;
         }
         for (int64_t i = 0; i < n; ++i) live_[v0 + static_cast<size_t>(i)] = 1;
@@ -87,11 +91,26 @@ public:
     }
 
 private:
+    // Virtual page i shows pool page i, page tables built now: an arena that takes virtual
+    // ranges and pool pages lowest first and never gives them back (an unlimited caching run
+    // keeps its segments) then maps nothing itself.
+    void premap_identity() {
+        const int64_t n = std::min(pages_, va_ / kPage);
+        void* p = mmap(base_, static_cast<size_t>(n * kPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_, 0);
+        if (p != base_) {
+            std::string e = sys_error("page pool: mapping the pool");
+            munmap(base_, static_cast<size_t>(va_));
+            close(fd_);
+            throw Error(e);
+        }
+        for (int64_t i = 0; i < n; ++i) shown_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    }
+
     void check(int64_t va_off, int64_t n) const {
         if (va_off < 0 || va_off % kPage || n < 0 || va_off + n * kPage > va_)
             throw Error("page pool: virtual range outside the reservation", Error::Kind::Internal);
     }
-    int64_t pages_, va_, mapped_ = 0;
+    int64_t pages_, va_, mapped_ = 0, remapped_ = 0;
     std::vector<int32_t> shown_;   // per virtual page: the pool page its mapping shows, -1: PROT_NONE
     std::vector<uint8_t> live_;    // per virtual page: mapped by map() and not unmapped since
     int fd_ = -1;
@@ -100,8 +119,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<PageMapper> make_host_mapper(int64_t pool_pages, int64_t va_bytes) {
-    return std::make_unique<HostMapper>(pool_pages, va_bytes);
+std::unique_ptr<PageMapper> make_host_mapper(int64_t pool_pages, int64_t va_bytes, bool premap) {
+    return std::make_unique<HostMapper>(pool_pages, va_bytes, premap);
 }
 
 }  // namespace mhc::replay

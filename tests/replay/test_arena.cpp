@@ -76,6 +76,35 @@ TEST_CASE("host page mapper: a range unmapped and mapped again shows the pages a
     CHECK(vm->mapped_pages() == 3);
 }
 
+TEST_CASE("host page mapper: a premapped pool shows page i at virtual page i and maps only what differs",
+          "[replay][arena]") {
+    auto vm = replay::make_host_mapper(4, 16 * kPage, true);
+    unsigned char* b = vm->base();
+    CHECK(vm->mapped_pages() == 0);           // premapped is not mapped: nothing is in use
+    int32_t first[2] = {0, 1};
+    vm->map(0, first, 2);                     // what the premap shows already: no page tables built
+    CHECK(vm->pages_remapped() == 0);
+    fill(b, kPage, 21);
+    fill(b + kPage, kPage, 22);
+    int32_t third = 2;
+    vm->map(2 * kPage, &third, 1);
+    CHECK(vm->pages_remapped() == 0);
+    int32_t other = 0;                        // pool page 0 at virtual page 5: mapped, the same memory
+    vm->map(5 * kPage, &other, 1);
+    CHECK(vm->pages_remapped() == 1);
+    CHECK(same(b + 5 * kPage, kPage, 21));
+    vm->unmap(0, 2);
+    int32_t swapped[2] = {1, 0};              // the premapped range with other pages: remapped
+    vm->map(0, swapped, 2);
+    CHECK(vm->pages_remapped() == 3);
+    CHECK(same(b, kPage, 22));
+    CHECK(same(b + kPage, kPage, 21));
+    // Without the premap every page is mapped when first asked for.
+    auto plain = replay::make_host_mapper(4, 16 * kPage);
+    plain->map(0, first, 2);
+    CHECK(plain->pages_remapped() == 2);
+}
+
 TEST_CASE("a pattern that fragments a contiguous arena fits in pages", "[replay][arena]") {
     // ideal: ten 2 MiB allocations fill 20 MiB, every other one is freed; a 10 MiB one fits
     // only because its pages need not be contiguous.

@@ -26,10 +26,14 @@ public:
     // (pages_host.cpp says why); a range may not be mapped twice without an unmap between.
     virtual void unmap(int64_t va_off, int64_t n) = 0;
     virtual int64_t mapped_pages() const = 0;   // pages currently mapped (all ranges)
+    // Pages whose page tables map() had to build (the host mapper's mmap calls; 0 where not counted).
+    virtual int64_t pages_remapped() const { return 0; }
 };
 
-// Throws mhc::Error when the kernel refuses (memfd_create, ftruncate, mmap).
-std::unique_ptr<PageMapper> make_host_mapper(int64_t pool_pages, int64_t va_bytes);
+// Throws mhc::Error when the kernel refuses (memfd_create, ftruncate, mmap). `premap`: the
+// start of the virtual range shows the pool in order from the start (page tables built now,
+// not by the first replay's mappings: an unlimited caching replay then maps nothing).
+std::unique_ptr<PageMapper> make_host_mapper(int64_t pool_pages, int64_t va_bytes, bool premap = false);
 // Throws mhc::Error without a CUDA build, without a GPU, or when the driver refuses.
 std::unique_ptr<PageMapper> make_cuda_mapper(int64_t pool_pages, int64_t va_bytes);
 
