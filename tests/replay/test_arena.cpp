@@ -105,6 +105,29 @@ TEST_CASE("host page mapper: a premapped pool shows page i at virtual page i and
     CHECK(plain->pages_remapped() == 2);
 }
 
+TEST_CASE("host page mapper: pages beyond the distinct ones alias them", "[replay][arena]") {
+    auto vm = replay::make_host_mapper(4, 16 * kPage, false, 2);
+    CHECK(vm->pool_pages() == 4);
+    CHECK(vm->distinct_pages() == 2);
+    unsigned char* b = vm->base();
+    int32_t p0 = 0, p1 = 1, p2 = 2, p3 = 3;
+    vm->map(0, &p0, 1);
+    vm->map(kPage, &p1, 1);
+    fill(b, kPage, 41);
+    fill(b + kPage, kPage, 42);
+    vm->map(4 * kPage, &p2, 1);   // page 2 shows page 0's memory, page 3 page 1's
+    vm->map(5 * kPage, &p3, 1);
+    CHECK(same(b + 4 * kPage, kPage, 41));
+    CHECK(same(b + 5 * kPage, kPage, 42));
+    CHECK(vm->mapped_pages() == 4);   // still four pages in use: counts are not aliased
+    // Premapped: virtual pages 2 and 3 show pages 2 and 3, i.e. the memory of 0 and 1.
+    auto pm = replay::make_host_mapper(4, 16 * kPage, true, 2);
+    fill(pm->base(), 2 * kPage, 43);
+    CHECK(same(pm->base() + 2 * kPage, 2 * kPage, 43));
+    CHECK(pm->shown_page(3 * kPage) == 3);
+    CHECK(replay::make_host_mapper(4, 16 * kPage)->distinct_pages() == 4);
+}
+
 TEST_CASE("a pattern that fragments a contiguous arena fits in pages", "[replay][arena]") {
     // ideal: ten 2 MiB allocations fill 20 MiB, every other one is freed; a 10 MiB one fits
     // only because its pages need not be contiguous.

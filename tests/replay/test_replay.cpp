@@ -150,6 +150,58 @@ TEST_CASE("an unlimited caching replay on a premapped pool maps no page itself",
         if (premap) CHECK(pool->pages_remapped() == 0);
         else CHECK(pool->pages_remapped() > 0);
     }
+    // A pool whose pages alias serves the baseline, which reads nothing back, and a replay that
+    // swaps only when its pages are all distinct; otherwise that one makes a pool of its own.
+    c.capacity.fraction = 0.7;
+    const sim::Result limited = sim::simulate(t, c);
+    const replay::Plan limited_plan = replay::make_plan(t, limited);
+    const int64_t limited_pages = replay::Arena::pool_pages(limited.capacity);
+    for (int64_t distinct : {limited_pages - 1, limited_pages}) {
+        auto aliased = replay::make_host_mapper(replay::Arena::pool_pages(cap), replay::Arena::default_va(cap), true, distinct);
+        replay::Options o = fast();
+        o.mapper = aliased.get();
+        replay::Measured base = replay::replay(t, plan, o);
+        CHECK(to_string(base.status) == "complete");
+        CHECK(base.peak == r.simulated_peak);
+        replay::Measured m = replay::replay(t, limited_plan, o);
+        REQUIRE(to_string(m.status) == "complete");
+        CHECK(m.swap_outs > 0);
+        CHECK(m.mismatches == 0);
+        if (distinct < limited_pages) CHECK(aliased->pages_remapped() == 0);   // not used
+        else CHECK(aliased->pages_remapped() > 0);
+    }
+}
+
+TEST_CASE("replays on a shared pool take the pages its mappings show, and remap less", "[replay][host][arena]") {
+    // validate replays every configuration, several times, on one premapped pool: a segment
+    // that takes the pool page its virtual range shows already needs no new page tables.
+    for (bool hc : {false, true}) {
+        auto t = trace::load_trace(small_trace(hc ? "remap_hc" : "remap", hc));
+        sim::Config c;
+        c.allocator = "caching";
+        c.link = replay::scaled_link(sim::link_from_spec("pcie4"), 1.0);
+        const sim::Result unlimited = sim::simulate(t, c);
+        c.capacity.fraction = 0.7;
+        const sim::Result limited = sim::simulate(t, c);
+        const replay::Plan base_plan = replay::make_plan(t, unlimited), plan = replay::make_plan(t, limited);
+        const int64_t cap = replay::replay_capacity(base_plan.capacity, base_plan.predicted_peak, base_plan.allocator);
+        auto pool = replay::make_host_mapper(replay::Arena::pool_pages(cap), replay::Arena::default_va(cap), true);
+        replay::Options o = fast();
+        o.mapper = pool.get();
+        std::vector<int64_t> remapped;
+        for (int i = 0; i < 3; ++i) {
+            const int64_t before = pool->pages_remapped();
+            replay::Measured m = replay::replay(t, plan, o);
+            REQUIRE(to_string(m.status) == "complete");
+            CHECK(m.mismatches == 0);                  // the data still comes back intact
+            CHECK(m.peak == limited.simulated_peak);   // pages are where they are, the count is the model's
+            remapped.push_back(pool->pages_remapped() - before);
+        }
+        INFO((hc ? "mhc" : "llama") << ": pages remapped per replay " << remapped[0] << ", " << remapped[1] << ", " << remapped[2]);
+        CHECK(remapped[1] <= remapped[0]);
+        CHECK(remapped[2] <= remapped[0]);
+        CHECK(remapped[0] < static_cast<int64_t>(replay::Arena::pool_pages(limited.capacity)));
+    }
 }
 
 TEST_CASE("an impossible capacity fails where the simulator fails", "[replay][oom]") {
