@@ -1,8 +1,9 @@
 // Host page mapper: memfd pool + PROT_NONE reservation (pages.hpp says why).
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,8 +25,10 @@ public:
         if (pages <= 0 || va <= 0 || va % kPage) throw Error("page pool: bad sizes", Error::Kind::Internal);
         fd_ = memfd_create("mhc-replay-pool", MFD_CLOEXEC);
         if (fd_ < 0) throw Error(sys_error("page pool: memfd_create"));
-        // Allocate the pool's memory now (not during a timed transfer), as cuMemCreate does.
-        if (ftruncate(fd_, distinct_ * kPage) != 0 || fallocate(fd_, 0, 0, distinct_ * kPage) != 0) {
+        // Allocate the pool's memory now (not during a timed transfer), as cuMemCreate does; a
+        // premapped pool (validate's, GiBs) in two halves at once: the kernel zeroes them, one
+        // core each.
+        if (ftruncate(fd_, distinct_ * kPage) != 0 || !allocate(premap ? 2 : 1)) {
             std::string e = sys_error("page pool: allocating the memfd");
             close(fd_);
             throw Error(e + " (" + std::to_string(distinct_ * kPage) + " bytes)");
@@ -101,18 +104,45 @@ private:
     // keeps its segments) then maps nothing itself.
     void premap_identity() {
         const int64_t n = std::min(pages_, va_ / kPage);
-        for (int64_t i = 0; i < n; i += distinct_) {   // the aliases again from the start of the memfd
-            const int64_t len = std::min(distinct_, n - i);
-            void* at = base_ + i * kPage;
-            void* p = mmap(at, static_cast<size_t>(len * kPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_, 0);
-            if (p != at) {
-                std::string e = sys_error("page pool: mapping the pool");
-                munmap(base_, static_cast<size_t>(va_));
-                close(fd_);
-                throw Error(e);
-            }
+        // Page tables for GiBs: two threads, each a half (page faults take the mmap lock shared).
+        const int64_t half = n / 2;
+        bool ok_low = true;
+        std::thread low([&] { ok_low = map_identity(0, half); });
+        const bool ok_high = map_identity(half, n);
+        low.join();
+        if (!ok_low || !ok_high) {
+            std::string e = sys_error("page pool: mapping the pool");
+            munmap(base_, static_cast<size_t>(va_));
+            close(fd_);
+            throw Error(e);
         }
         for (int64_t i = 0; i < n; ++i) shown_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    }
+
+    // Virtual pages [from, to) show pool pages [from, to): one mmap per run of consecutive memfd
+    // pages (the aliases start again from the memfd's start).
+    bool map_identity(int64_t from, int64_t to) const {
+        for (int64_t i = from; i < to;) {
+            const int64_t len = std::min(distinct_ - physical(static_cast<int32_t>(i)), to - i);
+            void* at = base_ + i * kPage;
+            void* p = mmap(at, static_cast<size_t>(len * kPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_,
+                           static_cast<off_t>(physical(static_cast<int32_t>(i))) * kPage);
+            if (p != at) return false;
+            i += len;
+        }
+        return true;
+    }
+
+    // The memfd's pages, allocated (and zeroed by the kernel) in `parts` ranges at once.
+    bool allocate(int parts) const {
+        const int64_t bytes = distinct_ * kPage, cut = parts > 1 ? distinct_ / 2 * kPage : bytes;
+        bool ok_low = true;
+        std::thread low;
+        if (cut < bytes) low = std::thread([&] { ok_low = fallocate(fd_, 0, 0, cut) == 0; });
+        else ok_low = fallocate(fd_, 0, 0, bytes) == 0;
+        const bool ok_high = cut >= bytes || fallocate(fd_, 0, cut, bytes - cut) == 0;
+        if (low.joinable()) low.join();
+        return ok_low && ok_high;
     }
 
     // The memfd page behind pool page p: itself, or for an alias the distinct page it shares.

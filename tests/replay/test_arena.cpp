@@ -126,6 +126,13 @@ TEST_CASE("host page mapper: pages beyond the distinct ones alias them", "[repla
     CHECK(same(pm->base() + 2 * kPage, 2 * kPage, 43));
     CHECK(pm->shown_page(3 * kPage) == 3);
     CHECK(replay::make_host_mapper(4, 16 * kPage)->distinct_pages() == 4);
+    // Premapped in two halves (two threads) across the alias boundary: 5 pages over 2 distinct.
+    auto odd = replay::make_host_mapper(5, 16 * kPage, true, 2);
+    fill(odd->base(), kPage, 44);
+    fill(odd->base() + kPage, kPage, 45);
+    CHECK(same(odd->base() + 2 * kPage, kPage, 44));
+    CHECK(same(odd->base() + 3 * kPage, kPage, 45));
+    CHECK(same(odd->base() + 4 * kPage, kPage, 44));
 }
 
 TEST_CASE("a pattern that fragments a contiguous arena fits in pages", "[replay][arena]") {
