@@ -1,6 +1,7 @@
 // `mhc validate TRACE`: simulate, replay each plan on a backend, compare (docs/validation.md).
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -168,8 +169,10 @@ std::function<int()> setup(CLI::App& app) {
             cs.paced = spec.pace;
             if (show_progress()) std::fprintf(stderr, "\r\033[Kmhc: calibrating the replay's link");
             const auto t_cal = std::chrono::steady_clock::now();
+            const std::clock_t cpu_cal = std::clock();   // this process's CPU time, every thread
             replay::LinkCalibration cal = replay::replay_link(cs, o->recalibrate, o->max_age_h * 3600);
             spec.calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_cal).count();
+            spec.calibration_cpu_seconds = static_cast<double>(std::clock() - cpu_cal) / CLOCKS_PER_SEC;
             c.link = cal.link;
             spec.link_origin = "--link auto: " + cal.origin;
         } else {

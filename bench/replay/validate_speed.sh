@@ -29,7 +29,7 @@ phases = j.get("phases", [])
 accounted = sum(p["seconds"] for p in phases)
 print(f"wall {wall:.1f} s; time scale x{j['time_scale']:.3g}; repeat {j['repeat']}"
       f"{' (adaptive: at most)' if j.get('repeat_adaptive') else ''}; link {j['link']['obtained']}")
-print("phases: " + "; ".join(f"{p['phase']} {p['seconds']:.2f} s" for p in phases) +
+print("phases (wall, CPU of all threads): " + "; ".join(f"{p['phase']} {p['seconds']:.2f} s (CPU {p.get('cpu_seconds', 0):.2f} s)" for p in phases) +
       f"; outside validate (start, trace generation excluded, exit) {wall - accounted:.2f} s")
 print(f"load: {j['load']}")
 for r in [j["baseline"]] + j["configurations"]:

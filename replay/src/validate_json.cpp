@@ -82,9 +82,11 @@ std::string to_json(const Report& r) {
     j["retimed"] = r.retimed;
     j["paced"] = r.paced;
     j["pool_seconds"] = num(r.pool_seconds);
+    j["pool_cpu_seconds"] = num(r.pool_cpu_seconds);
     j["estimated_replay_seconds"] = num(r.estimated_seconds);
     j["phases"] = json::array();
-    for (const auto& [name, seconds] : r.phases) j["phases"].push_back({{"phase", name}, {"seconds", num(seconds)}});
+    for (const Report::Phase& p : r.phases)
+        j["phases"].push_back({{"phase", p.name}, {"seconds", num(p.seconds)}, {"cpu_seconds", num(p.cpu_seconds)}});
     j["load"] = {{"before", num(r.load.before)}, {"after", num(r.load.after)}, {"cores", r.load.cores},
                  {"others_share", r.load.others_share < 0 ? json(nullptr) : num(r.load.others_share)},
                  {"loaded", r.load.loaded()}};

@@ -93,7 +93,8 @@ std::string to_text(const Report& r) {
     if (!r.phases.empty()) {
         out += "time:";
         for (size_t i = 0; i < r.phases.size(); ++i) {
-            std::snprintf(buf, sizeof buf, "%s %s %.2f s", i ? ";" : "", r.phases[i].first.c_str(), r.phases[i].second);
+            std::snprintf(buf, sizeof buf, "%s %s %.2f s (CPU %.2f s)", i ? ";" : "", r.phases[i].name.c_str(), r.phases[i].seconds,
+                          r.phases[i].cpu_seconds);
             out += buf;
         }
         out += "\n";

@@ -452,10 +452,11 @@ TEST_CASE("adaptive repeats replay each configuration between the least and the 
     // for the limited run), adding up to pool_seconds.
     std::vector<std::string> names;
     double pool = 0;
-    for (const auto& [name, seconds] : rep.phases) {
-        CHECK(seconds >= 0);
-        if (name == "page pool and host arena") pool += seconds;
-        else names.push_back(name);
+    for (const replay::Report::Phase& p : rep.phases) {
+        CHECK(p.seconds >= 0);
+        CHECK(p.cpu_seconds >= 0);
+        if (p.name == "page pool and host arena") pool += p.seconds;
+        else names.push_back(p.name);
     }
     CHECK(names == std::vector<std::string>{"load and prepare", "predict", "baseline replays", "retime", "limited replays"});
     CHECK(pool == Approx(rep.pool_seconds));

@@ -5,7 +5,6 @@
 // an interrupted validation leaves exactly that behind).
 #include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "mhc/trace/runs.hpp"
@@ -38,7 +37,7 @@ struct ValidateSpec {
     // Stop a configuration's replays early once they agree (repeats_agree): `repeat` (2N - 1)
     // is then the most, not the count.
     bool adaptive_repeat = false;
-    double calibration_seconds = 0;   // the caller's time measuring the link (reported as a phase)
+    double calibration_seconds = 0, calibration_cpu_seconds = 0;   // the caller's measuring the link (a phase)
     // Host backend: the replay's copies emulate base.link (paced to its rates at the replay's
     // chunk size and its duplex factor: kernels::SwapConfig::pace_*), so that the link the
     // prediction uses is the link the replay has. false: copies as fast as the host lets them.
@@ -150,10 +149,16 @@ struct Report {
     bool adaptive_repeat = false;   // repeat was the most, replays stopped once they agreed
     Load load;
     double pool_seconds = 0;        // allocating the shared page pool and host arena (once, before the replays)
-    // Where the validation's wall time went, in order: calibration (the caller's), loading and
+    double pool_cpu_seconds = 0;    // this process's CPU time meanwhile (all threads)
+    // Where the validation's time went, in order: calibration (the caller's), loading and
     // preparing the trace, predicting, the page pool and host arena, the baseline's replays,
-    // retiming, the limited configurations' replays (with their predictions and plans).
-    std::vector<std::pair<std::string, double>> phases;
+    // retiming, the limited configurations' replays (with their predictions and plans). Wall
+    // seconds, and this process's CPU seconds (all threads: what a loaded machine does not stretch).
+    struct Phase {
+        std::string name;
+        double seconds = 0, cpu_seconds = 0;
+    };
+    std::vector<Phase> phases;
     double estimated_seconds = 0;   // the replays' duration estimated before the first (estimated_replay_seconds)
     std::string store_error;        // set when the runs could not (all) be stored
     bool stored = false;
