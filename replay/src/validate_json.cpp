@@ -47,6 +47,7 @@ std::string to_json(const Report& r) {
                          {"link_d2h_Bps", num(m.link_d2h_Bps)},
                          {"replay_seconds", num(m.seconds)},
                          {"page_map_seconds", num(m.map_seconds)},
+                         {"host_arena_bytes", m.host_arena_bytes},
                          {"oom", m.oom}};
         j["loss_error_pp"] = (p.oom.happened || m.oom) ? json(nullptr) : num(x.loss_error_pp);
         j["peak_error"] = num(x.peak_error);
