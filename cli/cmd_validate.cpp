@@ -24,15 +24,15 @@ constexpr int kAutoRepeatMost = 3;
 
 // --repeat N: an integer in 1..99.
 int parse_repeat(const std::string& text) {
-    int n = 0;
+    int count = 0;
     size_t used = 0;
     try {
-        n = std::stoi(text, &used);
+        count = std::stoi(text, &used);
     } catch (const std::exception&) {
         used = 0;
     }
-    if (used != text.size() || n < 1 || n > 99) throw Error("--repeat '" + text + "': auto or an integer in 1..99");
-    return n;
+    if (used != text.size() || count < 1 || count > 99) throw Error("--repeat '" + text + "': auto or an integer in 1..99");
+    return count;
 }
 
 struct ValOptions {

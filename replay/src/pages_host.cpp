@@ -103,20 +103,20 @@ private:
     // ranges and pool pages lowest first and never gives them back (an unlimited caching run
     // keeps its segments) then maps nothing itself.
     void premap_identity() {
-        const int64_t n = std::min(pages_, va_ / kPage);
+        const int64_t count = std::min(pages_, va_ / kPage);
         // Page tables for GiBs: two threads, each a half (page faults take the mmap lock shared).
-        const int64_t half = n / 2;
+        const int64_t half = count / 2;
         bool ok_low = true;
         std::thread low([&] { ok_low = map_identity(0, half); });
-        const bool ok_high = map_identity(half, n);
+        const bool ok_high = map_identity(half, count);
         low.join();
         if (!ok_low || !ok_high) {
-            std::string e = sys_error("page pool: mapping the pool");
+            std::string why = sys_error("page pool: mapping the pool");
             munmap(base_, static_cast<size_t>(va_));
             close(fd_);
-            throw Error(e);
+            throw Error(why);
         }
-        for (int64_t i = 0; i < n; ++i) shown_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+        for (int64_t i = 0; i < count; ++i) shown_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     }
 
     // Virtual pages [from, to) show pool pages [from, to): one mmap per run of consecutive memfd
@@ -125,9 +125,9 @@ private:
         for (int64_t i = from; i < to;) {
             const int64_t len = std::min(distinct_ - physical(static_cast<int32_t>(i)), to - i);
             void* at = base_ + i * kPage;
-            void* p = mmap(at, static_cast<size_t>(len * kPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd_,
-                           static_cast<off_t>(physical(static_cast<int32_t>(i))) * kPage);
-            if (p != at) return false;
+            void* got = mmap(at, static_cast<size_t>(len * kPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,
+                             fd_, static_cast<off_t>(physical(static_cast<int32_t>(i))) * kPage);
+            if (got != at) return false;
             i += len;
         }
         return true;
@@ -145,8 +145,8 @@ private:
         return ok_low && ok_high;
     }
 
-    // The memfd page behind pool page p: itself, or for an alias the distinct page it shares.
-    int64_t physical(int32_t p) const { return p % distinct_; }
+    // The memfd page behind a pool page: itself, or for an alias the distinct page it shares.
+    int64_t physical(int32_t page) const { return page % distinct_; }
 
     void check(int64_t va_off, int64_t n) const {
         if (va_off < 0 || va_off % kPage || n < 0 || va_off + n * kPage > va_)

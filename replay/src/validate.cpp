@@ -241,12 +241,12 @@ private:
     void end_phase(const char* name) {
         const auto now = std::chrono::steady_clock::now();
         const double cpu_now = process_cpu_seconds();
-        const double s = std::chrono::duration<double>(now - phase_start_).count(), cpu = cpu_now - phase_cpu_start_;
+        const double wall = std::chrono::duration<double>(now - phase_start_).count(), cpu = cpu_now - phase_cpu_start_;
         const double pool = rep_.pool_seconds - pool_counted_, pool_cpu = rep_.pool_cpu_seconds - pool_cpu_counted_;
         pool_counted_ = rep_.pool_seconds;
         pool_cpu_counted_ = rep_.pool_cpu_seconds;
         if (pool > 0) rep_.phases.push_back({"page pool and host arena", pool, pool_cpu});
-        rep_.phases.push_back({name, s - pool, cpu - pool_cpu});
+        rep_.phases.push_back({name, wall - pool, cpu - pool_cpu});
         phase_start_ = now;
         phase_cpu_start_ = cpu_now;
     }
@@ -327,16 +327,12 @@ private:
     Options shared_memory_for(const Plan& plan) {
         const int64_t cap_bytes = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
         const size_t host_bytes = static_cast<size_t>(host_arena_bytes(*timed_, plan));
-        reserve_shared_memory(cap_bytes, swaps(plan) ? cap_bytes : cap_bytes / 2, host_bytes);
+        reserve_shared_memory(cap_bytes, has_swaps(plan) ? cap_bytes : cap_bytes / 2, host_bytes);
         Options ro = replay_options_;
         ro.mapper = pool_.get();
         ro.host_memory = host_mem_.get();
         ro.host_memory_bytes = host_mem_bytes_;
         return ro;
-    }
-
-    static bool swaps(const Plan& plan) {
-        return std::any_of(plan.actions.begin(), plan.actions.end(), [](const Action& x) { return x.op == Op::SwapOut; });
     }
 
     // Before the first replay: the pool for the largest device capacity (the baseline's) and the
@@ -351,7 +347,7 @@ private:
             const Plan plan = make_plan(t_, on_recorded_[i]);
             const int64_t cap = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
             cap_bytes = std::max(cap_bytes, cap);
-            if (swaps(plan)) distinct_bytes = std::max(distinct_bytes, cap);
+            if (has_swaps(plan)) distinct_bytes = std::max(distinct_bytes, cap);
             if (i > 0) host_bytes = std::max(host_bytes, host_arena_bytes(t_, plan));
         }
         // At most half the pages alias (none when nothing swaps): stand-ins writing the same
@@ -411,10 +407,10 @@ private:
     }
 
     static std::unique_ptr<unsigned char[], Unmap> populated_host_memory(size_t bytes) {
-        void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-        if (m == MAP_FAILED)
+        void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (mem == MAP_FAILED)
             throw Error("the replay's host arena: mmap of " + format_bytes(static_cast<int64_t>(bytes)) + ": " + std::strerror(errno));
-        return {static_cast<unsigned char*>(m), Unmap{bytes}};
+        return {static_cast<unsigned char*>(mem), Unmap{bytes}};
     }
 
     // Repeats: the run with the median makespan stands for the configuration (a failing or
@@ -450,9 +446,9 @@ private:
             double worst = 0;
             for (size_t i = 1; i < on_recorded_.size(); ++i)
                 if (!on_recorded_[i].oom.happened) worst = std::max(worst, on_recorded_[i].throughput_loss);
-            std::vector<int64_t> v = row.makespans;
-            std::sort(v.begin(), v.end());
-            return repeats_agree(row.makespans, v[(v.size() - 1) / 2], 1 + worst, 0, kBaselineAgreeShare * spec_.target_pp,
+            std::vector<int64_t> sorted = row.makespans;
+            std::sort(sorted.begin(), sorted.end());
+            return repeats_agree(row.makespans, sorted[(sorted.size() - 1) / 2], 1 + worst, 0, kBaselineAgreeShare * spec_.target_pp,
                                  kBaselineMinReplays);
         }
         const int64_t bm = baseline->measured.makespan_ns;

@@ -86,8 +86,8 @@ std::string to_json(const Report& r) {
     j["pool_cpu_seconds"] = num(r.pool_cpu_seconds);
     j["estimated_replay_seconds"] = num(r.estimated_seconds);
     j["phases"] = json::array();
-    for (const Report::Phase& p : r.phases)
-        j["phases"].push_back({{"phase", p.name}, {"seconds", num(p.seconds)}, {"cpu_seconds", num(p.cpu_seconds)}});
+    for (const Report::Phase& phase : r.phases)
+        j["phases"].push_back({{"phase", phase.name}, {"seconds", num(phase.seconds)}, {"cpu_seconds", num(phase.cpu_seconds)}});
     j["load"] = {{"before", num(r.load.before)}, {"after", num(r.load.after)}, {"cores", r.load.cores},
                  {"others_share", r.load.others_share < 0 ? json(nullptr) : num(r.load.others_share)},
                  {"loaded", r.load.loaded()}};

@@ -133,40 +133,40 @@ TEST_CASE("an unlimited caching replay on a premapped pool maps no page itself",
     // The unlimited caching model keeps every segment, so its virtual ranges and pool pages are
     // taken lowest first and never given back: the premapped pool (what validate shares) already
     // shows them, and the baseline's first replay builds no page tables.
-    auto t = trace::load_trace(small_trace("premap", false));
-    sim::Config c;
-    c.allocator = "caching";
-    c.link = replay::scaled_link(sim::link_from_spec("pcie4"), 1.0);
-    const sim::Result r = sim::simulate(t, c);
-    const replay::Plan plan = replay::make_plan(t, r);
+    auto trace_data = trace::load_trace(small_trace("premap", false));
+    sim::Config config;
+    config.allocator = "caching";
+    config.link = replay::scaled_link(sim::link_from_spec("pcie4"), 1.0);
+    const sim::Result run = sim::simulate(trace_data, config);
+    const replay::Plan plan = replay::make_plan(trace_data, run);
     const int64_t cap = replay::replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
     for (bool premap : {true, false}) {
         auto pool = replay::make_host_mapper(replay::Arena::pool_pages(cap), replay::Arena::default_va(cap), premap);
-        replay::Options o = fast();
-        o.mapper = pool.get();
-        replay::Measured m = replay::replay(t, plan, o);
-        REQUIRE(to_string(m.status) == "complete");
-        CHECK(m.peak == r.simulated_peak);
+        replay::Options options = fast();
+        options.mapper = pool.get();
+        replay::Measured measured = replay::replay(trace_data, plan, options);
+        REQUIRE(to_string(measured.status) == "complete");
+        CHECK(measured.peak == run.simulated_peak);
         if (premap) CHECK(pool->pages_remapped() == 0);
         else CHECK(pool->pages_remapped() > 0);
     }
     // A pool whose pages alias serves the baseline, which reads nothing back, and a replay that
     // swaps only when its pages are all distinct; otherwise that one makes a pool of its own.
-    c.capacity.fraction = 0.7;
-    const sim::Result limited = sim::simulate(t, c);
-    const replay::Plan limited_plan = replay::make_plan(t, limited);
+    config.capacity.fraction = 0.7;
+    const sim::Result limited = sim::simulate(trace_data, config);
+    const replay::Plan limited_plan = replay::make_plan(trace_data, limited);
     const int64_t limited_pages = replay::Arena::pool_pages(limited.capacity);
     for (int64_t distinct : {limited_pages - 1, limited_pages}) {
         auto aliased = replay::make_host_mapper(replay::Arena::pool_pages(cap), replay::Arena::default_va(cap), true, distinct);
-        replay::Options o = fast();
-        o.mapper = aliased.get();
-        replay::Measured base = replay::replay(t, plan, o);
+        replay::Options options = fast();
+        options.mapper = aliased.get();
+        replay::Measured base = replay::replay(trace_data, plan, options);
         CHECK(to_string(base.status) == "complete");
-        CHECK(base.peak == r.simulated_peak);
-        replay::Measured m = replay::replay(t, limited_plan, o);
-        REQUIRE(to_string(m.status) == "complete");
-        CHECK(m.swap_outs > 0);
-        CHECK(m.mismatches == 0);
+        CHECK(base.peak == run.simulated_peak);
+        replay::Measured measured = replay::replay(trace_data, limited_plan, options);
+        REQUIRE(to_string(measured.status) == "complete");
+        CHECK(measured.swap_outs > 0);
+        CHECK(measured.mismatches == 0);
         if (distinct < limited_pages) CHECK(aliased->pages_remapped() == 0);   // not used
         else CHECK(aliased->pages_remapped() > 0);
     }
@@ -176,25 +176,25 @@ TEST_CASE("replays on a shared pool take the pages its mappings show, and remap 
     // validate replays every configuration, several times, on one premapped pool: a segment
     // that takes the pool page its virtual range shows already needs no new page tables.
     for (bool hc : {false, true}) {
-        auto t = trace::load_trace(small_trace(hc ? "remap_hc" : "remap", hc));
-        sim::Config c;
-        c.allocator = "caching";
-        c.link = replay::scaled_link(sim::link_from_spec("pcie4"), 1.0);
-        const sim::Result unlimited = sim::simulate(t, c);
-        c.capacity.fraction = 0.7;
-        const sim::Result limited = sim::simulate(t, c);
-        const replay::Plan base_plan = replay::make_plan(t, unlimited), plan = replay::make_plan(t, limited);
+        auto trace_data = trace::load_trace(small_trace(hc ? "remap_hc" : "remap", hc));
+        sim::Config config;
+        config.allocator = "caching";
+        config.link = replay::scaled_link(sim::link_from_spec("pcie4"), 1.0);
+        const sim::Result unlimited = sim::simulate(trace_data, config);
+        config.capacity.fraction = 0.7;
+        const sim::Result limited = sim::simulate(trace_data, config);
+        const replay::Plan base_plan = replay::make_plan(trace_data, unlimited), plan = replay::make_plan(trace_data, limited);
         const int64_t cap = replay::replay_capacity(base_plan.capacity, base_plan.predicted_peak, base_plan.allocator);
         auto pool = replay::make_host_mapper(replay::Arena::pool_pages(cap), replay::Arena::default_va(cap), true);
-        replay::Options o = fast();
-        o.mapper = pool.get();
+        replay::Options options = fast();
+        options.mapper = pool.get();
         std::vector<int64_t> remapped;
         for (int i = 0; i < 3; ++i) {
             const int64_t before = pool->pages_remapped();
-            replay::Measured m = replay::replay(t, plan, o);
-            REQUIRE(to_string(m.status) == "complete");
-            CHECK(m.mismatches == 0);                  // the data still comes back intact
-            CHECK(m.peak == limited.simulated_peak);   // pages are where they are, the count is the model's
+            replay::Measured measured = replay::replay(trace_data, plan, options);
+            REQUIRE(to_string(measured.status) == "complete");
+            CHECK(measured.mismatches == 0);                  // the data still comes back intact
+            CHECK(measured.peak == limited.simulated_peak);   // pages are where they are, the count is the model's
             remapped.push_back(pool->pages_remapped() - before);
         }
         INFO((hc ? "mhc" : "llama") << ": pages remapped per replay " << remapped[0] << ", " << remapped[1] << ", " << remapped[2]);
@@ -452,11 +452,11 @@ TEST_CASE("adaptive repeats replay each configuration between the least and the 
     // for the limited run), adding up to pool_seconds.
     std::vector<std::string> names;
     double pool = 0;
-    for (const replay::Report::Phase& p : rep.phases) {
-        CHECK(p.seconds >= 0);
-        CHECK(p.cpu_seconds >= 0);
-        if (p.name == "page pool and host arena") pool += p.seconds;
-        else names.push_back(p.name);
+    for (const replay::Report::Phase& phase : rep.phases) {
+        CHECK(phase.seconds >= 0);
+        CHECK(phase.cpu_seconds >= 0);
+        if (phase.name == "page pool and host arena") pool += phase.seconds;
+        else names.push_back(phase.name);
     }
     CHECK(names == std::vector<std::string>{"load and prepare", "predict", "baseline replays", "retime", "limited replays"});
     CHECK(pool == Approx(rep.pool_seconds));
