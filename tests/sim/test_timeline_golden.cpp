@@ -79,6 +79,7 @@ trace::TraceData irregular_steps(uint64_t seed) {
     std::vector<simtest::Tensor> tensors;
     std::vector<simtest::K> kernels;
     constexpr int kMaxLayers = 9;
+    tensors.reserve(kMaxLayers);
     for (int layer = 0; layer < kMaxLayers; ++layer)
         tensors.push_back({(4 + layer % 3) * simtest::MiB, 0, trace::kNoTime, trace::Category::Param});
     int64_t now = 1000;
