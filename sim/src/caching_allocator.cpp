@@ -285,8 +285,11 @@ int32_t CachingAllocator::merge(int32_t dst, int32_t src) {
 int32_t CachingAllocator::get_free_block(int p, int64_t stream, int64_t size) {
     auto& pool = free_[p];
     if (set_.garbage_collection_threshold > 0) ++gc_calls_[p];
-    auto it = pool.lower_bound(Key{stream, size, INT32_MIN, INT64_MIN, -1});
-    if (it == pool.end() || it->stream != stream) return -1;
+    const Key want{stream, size, INT32_MIN, INT64_MIN, -1};
+    // Nothing as large: the usual answer when memory is short, without a descent of the tree.
+    if (pool.empty() || *pool.rbegin() < want) return -1;
+    auto it = pool.lower_bound(want);
+    if (it->stream != stream) return -1;
     auto expandable = [&](int32_t b) { return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].expandable; };
     if (expandable(it->block)) {
         if (set_.expandable_segments) {
