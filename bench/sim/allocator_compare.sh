@@ -8,11 +8,11 @@
 #   - `mhc simulate COPY --capacity 60%` (the caching model, the command's default) and with
 #     `--allocator ideal`, as users run them (--no-store), /usr/bin/time.
 # CPU time is what to compare on a shared machine; the load average is printed with each figure.
-# Usage: bench/sim/allocator_compare.sh [ROUNDS=2] [BASE=3bb7fc5 (main's allocator model)] [STEPS=2985]
+# Usage: bench/sim/allocator_compare.sh [ROUNDS=2] [BASE=ebbb9d5 (the allocator model before its whole-segment set)] [STEPS=2985]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-2}
-base=${2:-3bb7fc5}
+base=${2:-ebbb9d5}
 steps=${3:-2985}
 root=$(pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-allocator-compare.XXXXXX")
