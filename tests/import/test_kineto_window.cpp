@@ -4,9 +4,13 @@
 // before and after traceEvents, gzip or plain). Expected values come from the generator.
 #include <zlib.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include <catch2/catch.hpp>
 
 #include "kineto_parse.hpp"
+#include "mhc/common/error.hpp"
 #include "util.hpp"
 
 namespace {
@@ -61,8 +65,9 @@ void gzip_to(const std::string& path, const std::string& text) {
     gzclose(g);
 }
 
-void check(const Doc& doc, const std::string& path, bool expect_streamed) {
-    auto d = mhc::trace::import::parse_kineto(path);
+void check(const Doc& doc, const std::string& path, bool expect_streamed,
+           mhc::trace::import::ParseThreads threads = mhc::trace::import::ParseThreads::Auto) {
+    auto d = mhc::trace::import::parse_kineto(path, UINT64_MAX, threads);
     CHECK(d.streamed == expect_streamed);
     CHECK(d.events == doc.events);
     CHECK(static_cast<int64_t>(d.kernels.size()) == doc.kernels);
@@ -104,10 +109,211 @@ TEST_CASE("kineto parse: events longer than the window's margin use the streamed
     Doc doc = make_doc(6, size_t(9) << 20, " ");
     test::write_file(dir.file("b.json"), doc.text);
     gzip_to(dir.file("b.json.gz"), doc.text);
-    check(doc, dir.file("b.json"), true);
+    check(doc, dir.file("b.json"), true, mhc::trace::import::ParseThreads::One);   // one thread (two may each fit their half)
     check(doc, dir.file("b.json.gz"), true);
     // A small document goes the fast way.
     Doc small = make_doc(5, 100, "");
     test::write_file(dir.file("c.json"), small.text);
     check(small, dir.file("c.json"), false);
+}
+
+namespace {
+
+using mhc::trace::import::KinetoData;
+using mhc::trace::import::parse_kineto;
+using mhc::trace::import::ParseThreads;
+
+// Everything the importers read of a parse, names by their text.
+void check_same(const KinetoData& a, const KinetoData& b) {
+    CHECK(a.events == b.events);
+    CHECK(a.flows == b.flows);
+    CHECK(a.host_memory_events == b.host_memory_events);
+    CHECK(a.negative_durations == b.negative_durations);
+    CHECK(a.first_negative == b.first_negative);
+    CHECK(a.first_negative_dur == b.first_negative_dur);
+    CHECK(a.first_negative_name == b.first_negative_name);
+    CHECK(a.t_min == b.t_min);
+    CHECK(a.device_name == b.device_name);
+    CHECK(a.device_memory == b.device_memory);
+    CHECK(a.device_count == b.device_count);
+    CHECK(a.rank == b.rank);
+    CHECK(a.world_size == b.world_size);
+    CHECK(a.has_rf_id == b.has_rf_id);
+    REQUIRE(a.kernels.size() == b.kernels.size());
+    for (size_t i = 0; i < a.kernels.size(); ++i) {
+        const auto &x = a.kernels[i], &y = b.kernels[i];
+        INFO("kernel " << i);
+        CHECK(a.strings.list[x.name] == b.strings.list[y.name]);
+        CHECK(std::tie(x.ts, x.dur, x.stream, x.correlation, x.external, x.tid, x.device, x.registers, x.shared_mem,
+                       x.is_copy, x.is_memset, x.bytes, x.copy_kind) ==
+              std::tie(y.ts, y.dur, y.stream, y.correlation, y.external, y.tid, y.device, y.registers, y.shared_mem,
+                       y.is_copy, y.is_memset, y.bytes, y.copy_kind));
+        CHECK(std::equal(x.grid, x.grid + 3, y.grid));
+        CHECK(std::equal(x.block, x.block + 3, y.block));
+    }
+    REQUIRE(a.memory.size() == b.memory.size());
+    for (size_t i = 0; i < a.memory.size(); ++i) {
+        const auto &x = a.memory[i], &y = b.memory[i];
+        CHECK(std::tie(x.ts, x.addr, x.bytes, x.total, x.reserved, x.index, x.device, x.has_addr) ==
+              std::tie(y.ts, y.addr, y.bytes, y.total, y.reserved, y.index, y.device, y.has_addr));
+    }
+    REQUIRE(a.ops.size() == b.ops.size());
+    for (size_t i = 0; i < a.ops.size(); ++i) {
+        const auto &x = a.ops[i], &y = b.ops[i];
+        CHECK(a.strings.list[x.name] == b.strings.list[y.name]);
+        CHECK(std::tie(x.ts, x.dur, x.tid, x.external, x.rf_id, x.ev_idx) ==
+              std::tie(y.ts, y.dur, y.tid, y.external, y.rf_id, y.ev_idx));
+    }
+    REQUIRE(a.ranges.size() == b.ranges.size());
+    for (size_t i = 0; i < a.ranges.size(); ++i) {
+        const auto &x = a.ranges[i], &y = b.ranges[i];
+        CHECK(a.strings.list[x.name] == b.strings.list[y.name]);
+        CHECK(std::tie(x.ts, x.dur, x.step, x.gpu) == std::tie(y.ts, y.dur, y.step, y.gpu));
+    }
+    auto same_map = [](const auto& m, const auto& n) {
+        REQUIRE(m.size() == n.size());
+        for (const auto& [k, v] : m) {
+            auto it = n.find(k);
+            REQUIRE(it != n.end());
+            CHECK(std::tie(v.ts, v.tid) == std::tie(it->second.ts, it->second.tid));
+        }
+    };
+    same_map(a.launches, b.launches);
+    same_map(a.flow_starts, b.flow_starts);
+}
+
+// Events of every kind the mapping keeps, with repeated correlation and flow ids (a later one
+// replaces an earlier one), negative durations and steps in both halves.
+std::string mixed_events(int n, const std::string& string_arg) {
+    std::string s;
+    for (int i = 0; i < n; ++i) {
+        const std::string ts = std::to_string(5000 + 7 * i) + ".25", id = std::to_string(i % 997);
+        if (i) s += ",\n";
+        s += "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#" + std::to_string(i / 1000) + "\",\"pid\":1,\"tid\":" +
+             std::to_string(1 + i % 3) + ",\"ts\":" + ts + ",\"dur\":" + (i % 2500 == 17 ? "-3" : "6") +
+             ",\"args\":{\"Record function id\":" + std::to_string(i) + ",\"note\":\"" + string_arg + "\"}},\n";
+        s += "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":" + ts +
+             ",\"dur\":1,\"args\":{\"correlation\":" + id + "}},\n";
+        s += "{\"ph\":\"s\",\"cat\":\"ac2g\",\"id\":" + id + ",\"pid\":1,\"tid\":1,\"ts\":" + ts + "},\n";
+        s += "{\"ph\":\"X\",\"cat\":\"" + std::string(i % 4 ? "kernel" : "gpu_memcpy") + "\",\"name\":\"k" +
+             std::to_string(i % 11) + (i % 4 ? "" : " Memcpy HtoD") + "\",\"pid\":0,\"tid\":7,\"ts\":" + ts +
+             ",\"dur\":2,\"args\":{\"device\":0,\"stream\":7,\"bytes\":64,\"correlation\":" + id + ",\"grid\":[2,1,1]}},\n";
+        s += "{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":" + ts + ",\"args\":{\"Bytes\":" + (i % 2 ? "-512" : "512") +
+             ",\"Device Type\":" + (i % 3 ? "1" : "0") + ",\"Addr\":" + std::to_string(4096 * (i / 2 + 1)) + "}}";
+    }
+    return s;
+}
+
+// The document with the events between `head` and `tail`.
+std::string trace_doc(const std::string& head, const std::string& events, const std::string& tail) {
+    return "{" + head + "\"traceEvents\": [\n" + events + "\n]" + tail + "}\n";
+}
+
+}  // namespace
+
+TEST_CASE("kineto parse: two threads, each from one half of a plain file, give the one-thread parse", "[import][kineto]") {
+    test::TempDir dir;
+    const std::string props = "\"deviceProperties\": [{\"id\": 0, \"name\": \"GPU zero\", \"totalGlobalMem\": 1024}]";
+    const std::string dist = "\"distributedInfo\": {\"rank\": 3, \"world_size\": 8}";
+    const std::string events = mixed_events(6000, "x");
+    // The text that looks like an element start ("}, {") inside a string: wherever the middle
+    // falls, the guess is only taken where the first half really has an element there.
+    const std::string tricky = mixed_events(3000, "a}, {\\\"ph\\\":\\\"X\\\"} , {b");
+    const std::vector<std::pair<std::string, std::string>> docs = {
+        {"members before", trace_doc(props + ", " + dist + ", ", events, "")},
+        {"members after", trace_doc("\"schemaVersion\": 1, ", events, ", " + props + ", " + dist)},
+        {"members on both sides", trace_doc(props + ", ", events, ", " + dist + ", \"traceName\": \"t\"")},
+        {"device properties on both sides", trace_doc(props + ", ", events, ", " + props)},
+        {"element starts inside strings", trace_doc("", tricky, "")},
+    };
+    for (const auto& [name, text] : docs) {
+        DYNAMIC_SECTION(name) {
+            const std::string path = dir.file("t.json");
+            test::write_file(path, text);
+            const KinetoData one = parse_kineto(path, UINT64_MAX, ParseThreads::One);
+            const KinetoData two = parse_kineto(path, UINT64_MAX, ParseThreads::Two);
+            CHECK(!one.streamed);
+            CHECK(!two.streamed);
+            CHECK(one.events == 5 * (name == "element starts inside strings" ? 3000 : 6000));
+            CHECK(one.negative_durations > 1);
+            CHECK(one.second_part_from == -1);
+            // Device properties in both parts cannot be merged as one parse would keep them: one
+            // thread then parses on. Elsewhere the second thread took the second half.
+            if (name == "device properties on both sides") CHECK(two.second_part_from == -1);
+            else if (name != "element starts inside strings") CHECK(two.second_part_from > one.events / 3);
+            check_same(one, two);
+        }
+    }
+}
+
+TEST_CASE("kineto parse: an error in the second half is reported as by one thread, with no output",
+          "[import][kineto]") {
+    test::TempDir dir;
+    const int n = 28000;
+    std::string events = mixed_events(n, "padding to pass the size from which two threads parse");
+    REQUIRE(events.size() > mhc::trace::import::kSplitFrom);
+    const size_t late = events.rfind("\"ts\":");   // in the last event
+    const std::string last = "traceEvents[" + std::to_string(5 * n - 1) + "]: ";
+    const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+        {"bad field", events.substr(0, late) + "\"ts\":\"soon\"" + events.substr(events.find(',', late)),
+         last + "'ts' is a string, not a number"},
+        {"syntax error", events.substr(0, late) + "\"ts\":," + events.substr(events.find(',', late) + 1), "invalid JSON"},
+    };
+    for (const auto& [name, text, expect] : cases) {
+        DYNAMIC_SECTION(name) {
+            const std::string in = dir.file("bad.json"), out = dir.file("out.db");
+            test::write_file(in, trace_doc("", text, ""));
+            // The second thread fails where the error lies; the first then parses on to it.
+            auto message = [&](ParseThreads threads) {
+                try {
+                    parse_kineto(in, UINT64_MAX, threads);
+                } catch (const mhc::Error& e) {
+                    return std::string(e.what());
+                }
+                return std::string("accepted");
+            };
+            const std::string one = message(ParseThreads::One);
+            CHECK(one.rfind(in + ": ", 0) == 0);
+            CHECK(one.find(expect) != std::string::npos);
+            CHECK(message(ParseThreads::Two) == one);
+            mhc::trace::import::Options opt;
+            opt.warn = false;
+            try {
+                mhc::trace::import::import_file(in, out, opt);
+                FAIL("accepted");
+            } catch (const mhc::Error& e) {
+                const std::string m = e.what();
+                INFO(m);
+                CHECK(m.rfind(in + ": ", 0) == 0);
+                CHECK(m.find(expect) != std::string::npos);
+            }
+            std::string err;
+            CHECK(test::run_mhc("import " + in + " -o " + out, &err) == 2);
+            CHECK(err.find(in + ": ") != std::string::npos);
+            CHECK(err.find(expect) != std::string::npos);
+            CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+            CHECK(dir.entries() == 1);   // the input alone: no output, no temporary
+        }
+    }
+}
+
+TEST_CASE("kineto parse: gzip inflated on a second thread; corrupt data late in the file is an error", "[import][kineto]") {
+    test::TempDir dir;
+    Doc doc = make_doc(150000, 0, "\n  ");
+    test::TempDir src;
+    gzip_to(src.file("a.json.gz"), doc.text);
+    const std::string gz = test::read_file(src.file("a.json.gz"));
+    const std::string in = dir.file("late.json.gz"), out = dir.file("out.db");
+    // Cut at 90%: the reading thread has handed over many blocks before it meets the end.
+    test::write_file(in, gz.substr(0, gz.size() * 9 / 10));
+    try {
+        parse_kineto(in);
+        FAIL("accepted");
+    } catch (const mhc::Error& e) {
+        CHECK(std::string(e.what()) == in + ": the gzip data is truncated");
+    }
+    std::string err;
+    CHECK(test::run_mhc("import " + in + " -o " + out, &err) == 2);
+    CHECK(err.find(in + ": the gzip data is truncated") != std::string::npos);
+    CHECK(dir.entries() == 1);
 }

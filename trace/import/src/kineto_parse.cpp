@@ -9,9 +9,15 @@
 #include <rapidjson/reader.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <thread>
 
 #include "kineto_map.hpp"
 #include "kineto_parse.hpp"
@@ -484,6 +490,13 @@ struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> 
     bool Default() { return false; }   // a key must be a string
 };
 
+// Where the windowed parse may hand the rest of the input to a second thread: an element of
+// traceEvents that starts at byte `at` (only a guess until the first parse meets an element there).
+struct SplitPoint {
+    uint64_t at = UINT64_MAX;
+    std::function<bool()> take_over;   // true: the rest is parsed and merged, the first parse stops
+};
+
 // Fast path: the JSON text, plain or gzip, is read into a sliding window; the top-level
 // object and the traceEvents array are walked here and each member value / event is
 // parsed by rapidjson in situ (no string or number is copied; the handler sees views of
@@ -494,68 +507,109 @@ struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> 
 class Windowed {
 public:
     // The window stays within `limit` too (at least its first 256 KiB): an event longer than it
-    // goes to the streamed parse, which refuses it past the limit.
-    Windowed(const std::string& path, Handler& h, uint64_t limit)
-        : src_(path), h_(h), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
-          keep_(std::min(kKeep, max_cap_ / 2)) {
+    // goes to the streamed parse, which refuses it past the limit. `start`: the byte to begin at
+    // (a plain file's second part, resume()).
+    Windowed(const std::string& path, Handler& h, uint64_t limit, uint64_t start = 0)
+        : src_(path, start), h_(h), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
+          keep_(std::min(kKeep, max_cap_ / 2)), base_(start) {
         buf_.resize(cap_ + kPad);
     }
 
-    bool run() {
+    // The whole document. With a split point, it stops at the split point if the second
+    // part took over from there (true), and goes on by itself where it did not.
+    bool run(const SplitPoint* split = nullptr) {
+        split_ = split;
         if (!ws() || at() != '{') return false;
         ++beg_;
         h_.open_root();
         if (!ws()) return false;
         if (at() == '}') {
             ++beg_;
-        } else {
-            while (true) {
-                if (!ws() || at() != '"') return false;
-                KeyCatcher kc;
-                if (!value(kc) || !kc.ok) return false;
-                h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false);
-                if (!ws() || at() != ':') return false;
-                ++beg_;
-                if (!ws()) return false;
-                if (h_.top_key == "traceEvents" && at() == '[') {
-                    ++beg_;
-                    h_.StartArray();
-                    if (!ws()) return false;
-                    if (at() == ']') {
-                        ++beg_;
-                    } else {
-                        while (true) {
-                            if (!value(h_) || !ws()) return false;
-                            char c = at();
-                            ++beg_;
-                            if (c == ']') break;
-                            if (c != ',' || !ws()) return false;
-                        }
-                    }
-                    h_.EndArray(0);
-                } else if (!value(h_)) {
-                    return false;
-                }
-                if (!ws()) return false;
-                char c = at();
-                ++beg_;
-                if (c == '}') break;
-                if (c != ',') return false;
-            }
+            return finish();
         }
-        h_.close_root();
-        ws();
-        return beg_ == end_ && eof_;   // nothing but whitespace after the root
+        return members();
+    }
+
+    // The second part: from an element of traceEvents (the handler inside that array) to the
+    // end of the document. `stop` is polled between elements: once set, false.
+    bool resume(const std::atomic<bool>& stop) {
+        stop_ = &stop;
+        if (!ws() || !events_from_element()) return false;
+        h_.EndArray(0);
+        return after_member() && (done_ || members());
     }
 
 private:
     static constexpr size_t kCap = size_t(32) << 20, kKeep = size_t(4) << 20, kPad = 64;
+
+    // The root's members from the next key on.
+    bool members() {
+        while (true) {
+            if (!ws() || at() != '"') return false;
+            KeyCatcher kc;
+            if (!value(kc) || !kc.ok) return false;
+            h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false);
+            if (!ws() || at() != ':') return false;
+            ++beg_;
+            if (!ws()) return false;
+            if (h_.top_key == "traceEvents" && at() == '[') {
+                ++beg_;
+                h_.StartArray();
+                if (!ws()) return false;
+                if (at() == ']') {
+                    ++beg_;
+                } else {
+                    bool taken_over = false;
+                    if (!events_from_element(&taken_over)) return false;
+                    if (taken_over) return true;
+                }
+                h_.EndArray(0);
+            } else if (!value(h_)) {
+                return false;
+            }
+            if (!after_member()) return false;
+            if (done_) return true;
+        }
+    }
+    // After a member's value: ',' (another member follows) or the root's '}' and the end of
+    // the input (done_).
+    bool after_member() {
+        if (!ws()) return false;
+        char c = at();
+        ++beg_;
+        if (c == '}') {
+            done_ = true;
+            return finish();
+        }
+        return c == ',';
+    }
+    bool finish() {
+        h_.close_root();
+        ws();
+        return beg_ == end_ && eof_;   // nothing but whitespace after the root
+    }
+    // traceEvents' elements from one that starts here, through the closing ']'.
+    bool events_from_element(bool* taken_over = nullptr) {
+        while (true) {
+            if (split_ && base_ + beg_ == split_->at && split_->take_over()) {
+                *taken_over = true;
+                return true;
+            }
+            if (stop_ && stop_->load(std::memory_order_relaxed)) return false;
+            if (!value(h_) || !ws()) return false;
+            char c = at();
+            ++beg_;
+            if (c == ']') return true;
+            if (c != ',' || !ws()) return false;
+        }
+    }
 
     char at() const { return buf_[beg_]; }
     // Keeps at least kKeep bytes ahead of beg_ (or all that is left), a NUL after them.
     void fill() {
         if (eof_ || end_ - beg_ >= keep_) return;
         std::memmove(buf_.data(), buf_.data() + beg_, end_ - beg_);
+        base_ += beg_;
         end_ -= beg_;
         beg_ = 0;
         while (!eof_) {
@@ -592,22 +646,168 @@ private:
         return beg_ <= end_;
     }
 
-    GzSource src_;
+    ReadAhead src_;
     Handler& h_;
     rapidjson::Reader reader_;
     std::vector<char> buf_;
     size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10, max_cap_, keep_;
-    bool eof_ = false;
+    uint64_t base_ = 0;   // offset in the input of buf_[0]
+    bool eof_ = false, done_ = false;
+    const SplitPoint* split_ = nullptr;
+    const std::atomic<bool>* stop_ = nullptr;
 };
+
+// The first element of traceEvents that starts at or after `from`, as far as the bytes there
+// tell: '{' after "}," (whitespace between). A guess: it may lie inside a string, so the first
+// part accepts it only where one of its elements really starts. UINT64_MAX if none is near.
+uint64_t guess_element_start(const std::string& path, uint64_t from) {
+    std::ifstream f(path, std::ios::binary);
+    std::string chunk(size_t(1) << 16, '\0');
+    if (!f.seekg(static_cast<std::streamoff>(from))) return UINT64_MAX;
+    f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    chunk.resize(static_cast<size_t>(f.gcount()));
+    auto space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+    for (size_t i = 0; i < chunk.size(); ++i) {
+        if (chunk[i] != '}') continue;
+        size_t j = i + 1;
+        while (j < chunk.size() && space(chunk[j])) ++j;
+        if (j >= chunk.size() || chunk[j] != ',') continue;
+        ++j;
+        while (j < chunk.size() && space(chunk[j])) ++j;
+        if (j < chunk.size() && chunk[j] == '{') return from + j;
+    }
+    return UINT64_MAX;
+}
+
+// Appends what the second part of the input gave to the first part's data, as one parse of
+// the whole would have left it: names re-interned, event indexes shifted, later runtime calls
+// and flows replacing earlier ones of the same id. False (nothing changed) where the two cannot
+// be told apart from one parse: device properties in both parts.
+bool merge_second_part(KinetoData& d, KinetoData&& b) {
+    if (d.device_count > 0 && b.device_count > 0) return false;
+    std::vector<uint32_t> name(b.strings.list.size());
+    for (size_t i = 0; i < name.size(); ++i) name[i] = d.strings.intern(b.strings.list[i]);
+    const int64_t shift = d.events;
+    d.second_part_from = shift;
+    d.kernels.reserve(d.kernels.size() + b.kernels.size());
+    for (KKernel& k : b.kernels) {
+        k.name = name[k.name];
+        d.kernels.push_back(k);
+    }
+    d.memory.reserve(d.memory.size() + b.memory.size());
+    for (KMemory& m : b.memory) {
+        m.index += shift;
+        d.memory.push_back(m);
+    }
+    d.ops.reserve(d.ops.size() + b.ops.size());
+    for (KOp& o : b.ops) {
+        o.name = name[o.name];
+        d.ops.push_back(o);
+    }
+    for (KRange& r : b.ranges) {
+        r.name = name[r.name];
+        d.ranges.push_back(r);
+    }
+    for (const auto& [id, l] : b.launches) d.launches[id] = l;
+    for (const auto& [id, l] : b.flow_starts) d.flow_starts[id] = l;
+    if (d.negative_durations == 0 && b.negative_durations > 0) {
+        d.first_negative = b.first_negative + shift;
+        d.first_negative_dur = b.first_negative_dur;
+        d.first_negative_name = std::move(b.first_negative_name);
+    }
+    d.negative_durations += b.negative_durations;
+    d.events += b.events;
+    d.flows += b.flows;
+    d.host_memory_events += b.host_memory_events;
+    d.t_min = std::min(d.t_min, b.t_min);
+    if (b.device_count > 0) {
+        d.device_count = b.device_count;
+        d.device_name = std::move(b.device_name);
+        d.device_memory = b.device_memory;
+    }
+    if (b.rank >= 0) d.rank = b.rank;
+    if (b.world_size >= 0) d.world_size = b.world_size;
+    d.has_rf_id |= b.has_rf_id;
+    return true;
+}
+
+// The second half of a large plain file, parsed on a thread of its own from a guessed element
+// start while the caller parses the first half (docs/import.md, "Speed").
+class SecondPart {
+public:
+    SecondPart(const std::string& path, uint64_t limit, uint64_t at) : h_(d_, path) {
+        h_.copy_strings = false;
+        h_.stack = {In::Root, In::Events};   // as the first part's handler is at that element
+        h_.top_key = "traceEvents";
+        h_.saw_events = true;
+        thread_ = std::thread([this, &path, limit, at] {
+            try {
+                ok_ = Windowed(path, h_, limit, at).resume(stop_);
+            } catch (...) {   // the first part meets the same error where it lies, and says it
+                ok_ = false;
+            }
+        });
+    }
+    ~SecondPart() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    SecondPart(const SecondPart&) = delete;
+    SecondPart& operator=(const SecondPart&) = delete;
+
+    // Called when the first part reaches the guessed element: waits for the second part and
+    // merges its data into `d`; false (d unchanged) where it failed.
+    bool take_over(KinetoData& d) {
+        thread_.join();
+        return ok_ && merge_second_part(d, std::move(d_));
+    }
+
+private:
+    KinetoData d_;
+    Handler h_;
+    std::atomic<bool> stop_{false};
+    bool ok_ = false;
+    std::thread thread_;
+};
+
+// Whether a core is idle now: fewer tasks runnable than cores (this thread is one of them;
+// /proc/loadavg's fourth field counts them). False where that cannot be read.
+bool idle_core() {
+    std::ifstream f("/proc/loadavg");
+    double avg[3];
+    int running = 0;
+    char slash = 0;
+    if (!(f >> avg[0] >> avg[1] >> avg[2] >> running >> slash) || slash != '/') return false;
+    return running < static_cast<int>(std::thread::hardware_concurrency());
+}
+
+// Whether the second half of `path` is parsed on a second thread.
+bool split_input(const std::string& path, ParseThreads threads) {
+    if (threads == ParseThreads::One) return false;
+    std::error_code ec;
+    const uint64_t size = std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
+    if (ec || !GzSource(path).is_plain_file()) return false;
+    return threads == ParseThreads::Two || (size >= kSplitFrom && idle_core());
+}
 
 }  // namespace
 
-KinetoData parse_kineto(const std::string& path, uint64_t max_input_size) {
+KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseThreads threads) {
     {
         KinetoData d;
         Handler h(d, path);
         h.copy_strings = false;
-        if (Windowed(path, h, max_input_size).run()) {
+        // A large plain file: its second half is parsed on a second thread meanwhile.
+        std::unique_ptr<SecondPart> second;
+        SplitPoint split;
+        if (split_input(path, threads)) {
+            split.at = guess_element_start(path, std::filesystem::file_size(path) / 2);
+            if (split.at != UINT64_MAX) {
+                second = std::make_unique<SecondPart>(path, max_input_size, split.at);
+                split.take_over = [&] { return second->take_over(d); };
+            }
+        }
+        if (Windowed(path, h, max_input_size).run(second ? &split : nullptr)) {
             if (!h.saw_events)
                 throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
             return d;
