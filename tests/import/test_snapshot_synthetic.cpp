@@ -239,3 +239,29 @@ TEST_CASE("snapshot: PyTorch 2.0 end-state blocks without addresses tile their s
     CHECK(t.str(t.allocations.label[1]) == "b (run.py:7)");
     CHECK(t.meta.at("timing") == "order-only");
 }
+
+TEST_CASE("snapshot: events of one microsecond are numbered in file order, in time order or not",
+          "[import][snapshot][event-order]") {
+    // 1200 blocks allocated in the microsecond 11 (more than 1000: spread over it as k * 1000 /
+    // 1200), one at 10 us: before them in the file (time order) or after them (not).
+    using test::event;
+    const int n = 1200;
+    for (bool in_time_order : {true, false}) {
+        DYNAMIC_SECTION((in_time_order ? "in time order" : "the earliest last")) {
+            std::vector<test::Py> evs;
+            for (int k = 0; k < n; ++k) evs.push_back(event("alloc", 0x100000 + 0x1000 * k, 512, 0, 11));
+            auto first = event("alloc", 0x10000000, 512, 0, 10);
+            evs.insert(in_time_order ? evs.begin() : evs.end(), first);
+            test::Py snap = test::Py::dict({{"device_traces", test::Py::list({test::Py::list(evs)})}});
+            test::TempDir dir;
+            auto t = import_snap(dir, snap);
+            REQUIRE(t.allocations.size() == static_cast<size_t>(n + 1));
+            const size_t at10 = in_time_order ? 0 : n, first11 = in_time_order ? 1 : 0;
+            CHECK(t.allocations.t_alloc[at10] == 1);
+            for (int k = 0; k < n; ++k) {
+                INFO("event " << k << " of 11 us");
+                CHECK(t.allocations.t_alloc[first11 + k] == 1000 + 1 + k * 1000 / n);
+            }
+        }
+    }
+}

@@ -121,12 +121,23 @@ std::vector<int64_t> event_times(const std::vector<Event>& evs, bool all_timed, 
         for (size_t k = 0; k < evs.size(); ++k) t[k] = static_cast<int64_t>(k) + 1;
         return t;
     }
+    for (size_t k = 0; k < evs.size(); ++k) t[k] = static_cast<int64_t>(std::floor(evs[k].time_us - t_min));
+    if (std::is_sorted(t.begin(), t.end())) {
+        // The allocator's order is time order (as recorded): the events of one microsecond are
+        // one run, numbered within it without a table.
+        for (size_t b = 0, e = 0; b < t.size(); b = e) {
+            while (e < t.size() && t[e] == t[b]) ++e;
+            const auto n = static_cast<int64_t>(e - b);
+            for (size_t k = b; k < e; ++k) {
+                const auto seen = static_cast<int64_t>(k - b);
+                t[k] = t[k] * 1000 + 1 + (n <= 1000 ? seen : seen * 1000 / n);
+            }
+        }
+        return t;
+    }
     std::unordered_map<int64_t, std::pair<int64_t, int64_t>> per_us;   // us -> (events, seen so far)
     per_us.reserve(evs.size());
-    for (size_t k = 0; k < evs.size(); ++k) {
-        t[k] = static_cast<int64_t>(std::floor(evs[k].time_us - t_min));
-        ++per_us[t[k]].first;
-    }
+    for (size_t k = 0; k < evs.size(); ++k) ++per_us[t[k]].first;
     for (size_t k = 0; k < evs.size(); ++k) {
         auto& [n, seen] = per_us[t[k]];
         const int64_t offset = n <= 1000 ? seen : seen * 1000 / n;
