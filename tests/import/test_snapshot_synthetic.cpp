@@ -265,3 +265,32 @@ TEST_CASE("snapshot: events of one microsecond are numbered in file order, in ti
         }
     }
 }
+
+TEST_CASE("snapshot: an end-state block the trace did not allocate lives from the last free at its address",
+          "[import][snapshot]") {
+    // Device 0 frees twice at A (2 us, 4 us); device 1 frees at A once (3 us). Both end states
+    // hold a block at A the trace never allocated after those frees: it began at its device's
+    // last free there (the first free of device 0 is not the last).
+    using test::event;
+    using test::Py;
+    const int64_t A = 0x7f0000000000, MiB = 1 << 20;
+    std::vector<Py> dev0{event("alloc", A, MiB, 0, 1), event("free_completed", A, MiB, 0, 2),
+                         event("alloc", A, MiB, 0, 3), event("free_completed", A, MiB, 0, 4)};
+    std::vector<Py> dev1{event("alloc", A, MiB, 0, 1), event("free_completed", A, MiB, 0, 3)};
+    auto seg = [&](int dev) {
+        return Py::dict({{"device", dev}, {"address", A}, {"total_size", 2 * MiB}, {"stream", 0},
+                         {"blocks", Py::list({Py::dict({{"address", A}, {"size", MiB}, {"state", "active_allocated"}})})}});
+    };
+    Py snap = Py::dict({{"device_traces", Py::list({Py::list(dev0), Py::list(dev1)})},
+                        {"segments", Py::list({seg(0), seg(1)})}});
+    test::TempDir dir;
+    auto t = import_snap(dir, snap);
+    REQUIRE(t.allocations.size() == 5);   // three from the traces, two from the end state
+    for (size_t i = 3; i < 5; ++i) {
+        INFO("row " << i);
+        CHECK(t.allocations.t_free[i] == mhc::trace::kNoTime);
+        CHECK(t.allocations.address[i] == A);
+        // 1000 x (time_us - 1) + 1: device 0's last free at 4 us, device 1's at 3 us.
+        CHECK(t.allocations.t_alloc[i] == (t.allocations.device[i] == 0 ? 3001 : 2001));
+    }
+}
