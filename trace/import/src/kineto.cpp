@@ -174,8 +174,8 @@ void unify_kernel_device(KinetoData& d, Result& r) {
 
 }  // namespace
 
-void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
-    KinetoData d = parse_kineto(in, max_input_size);
+void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size, ParseThreads threads) {
+    KinetoData d = parse_kineto(in, max_input_size, threads);
     int64_t base = kineto_base(d);
     r.events = d.events;
 
