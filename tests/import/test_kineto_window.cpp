@@ -306,12 +306,18 @@ TEST_CASE("kineto parse: gzip inflated on a second thread; corrupt data late in 
     const std::string in = dir.file("late.json.gz"), out = dir.file("out.db");
     // Cut at 90%: the reading thread has handed over many blocks before it meets the end.
     test::write_file(in, gz.substr(0, gz.size() * 9 / 10));
-    try {
-        parse_kineto(in);
-        FAIL("accepted");
-    } catch (const mhc::Error& e) {
-        CHECK(std::string(e.what()) == in + ": the gzip data is truncated");
+    for (ParseThreads threads : {ParseThreads::One, ParseThreads::Two}) {
+        try {
+            parse_kineto(in, UINT64_MAX, threads);
+            FAIL("accepted");
+        } catch (const mhc::Error& e) {
+            CHECK(std::string(e.what()) == in + ": the gzip data is truncated");
+        }
     }
+    // Whole, the same events either way.
+    const std::string whole = src.file("whole.json.gz");
+    test::write_file(whole, gz);
+    check_same(parse_kineto(whole, UINT64_MAX, ParseThreads::One), parse_kineto(whole, UINT64_MAX, ParseThreads::Two));
     std::string err;
     CHECK(test::run_mhc("import " + in + " -o " + out, &err) == 2);
     CHECK(err.find(in + ": the gzip data is truncated") != std::string::npos);

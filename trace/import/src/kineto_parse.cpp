@@ -508,100 +508,79 @@ class Windowed {
 public:
     // The window stays within `limit` too (at least its first 256 KiB): an event longer than it
     // goes to the streamed parse, which refuses it past the limit. `start`: the byte to begin at
-    // (a plain file's second part, resume()).
-    Windowed(const std::string& path, Handler& h, uint64_t limit, uint64_t start = 0)
-        : src_(path, start), h_(h), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
+    // (a plain file's second part: run with `stop`). `inflate_ahead`: as ReadAhead's.
+    Windowed(const std::string& path, Handler& h, uint64_t limit, uint64_t start, bool inflate_ahead)
+        : src_(path, start, inflate_ahead), h_(h), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
           keep_(std::min(kKeep, max_cap_ / 2)), base_(start) {
         buf_.resize(cap_ + kPad);
     }
 
-    // The whole document. With a split point, it stops at the split point if the second
-    // part took over from there (true), and goes on by itself where it did not.
-    bool run(const SplitPoint* split = nullptr) {
-        split_ = split;
-        if (!ws() || at() != '{') return false;
-        ++beg_;
-        h_.open_root();
-        if (!ws()) return false;
-        if (at() == '}') {
+    // The whole document; or, with `stop` (the second part, whose handler is inside
+    // traceEvents), from the element at the start through the end of the document, polling
+    // `stop` between elements (set: false). With a split point, the first part stops there
+    // if the second part took over from there (true), and goes on by itself where it did not.
+    // One loop for both: the per-element path is the hot one of an import.
+    bool run(const SplitPoint* split = nullptr, const std::atomic<bool>* stop = nullptr) {
+        bool at_element = stop != nullptr;
+        if (!at_element) {
+            if (!ws() || at() != '{') return false;
             ++beg_;
-            return finish();
+            h_.open_root();
+            if (!ws()) return false;
         }
-        return members();
-    }
-
-    // The second part: from an element of traceEvents (the handler inside that array) to the
-    // end of the document. `stop` is polled between elements: once set, false.
-    bool resume(const std::atomic<bool>& stop) {
-        stop_ = &stop;
-        if (!ws() || !events_from_element()) return false;
-        h_.EndArray(0);
-        return after_member() && (done_ || members());
+        if (!at_element && at() == '}') {
+            ++beg_;
+        } else {
+            while (true) {
+                if (!at_element && !member_key()) return false;
+                if (at_element || (h_.top_key == "traceEvents" && at() == '[')) {
+                    if (!at_element) {
+                        ++beg_;
+                        h_.StartArray();
+                        if (!ws()) return false;
+                    }
+                    if (!at_element && at() == ']') {
+                        ++beg_;
+                    } else {
+                        at_element = false;
+                        while (true) {
+                            if (split && base_ + beg_ == split->at && split->take_over()) return true;
+                            if (stop && stop->load(std::memory_order_relaxed)) return false;
+                            if (!value(h_) || !ws()) return false;
+                            char c = at();
+                            ++beg_;
+                            if (c == ']') break;
+                            if (c != ',' || !ws()) return false;
+                        }
+                    }
+                    h_.EndArray(0);
+                } else if (!value(h_)) {
+                    return false;
+                }
+                if (!ws()) return false;
+                char c = at();
+                ++beg_;
+                if (c == '}') break;
+                if (c != ',') return false;
+            }
+        }
+        h_.close_root();
+        ws();
+        return beg_ == end_ && eof_;   // nothing but whitespace after the root
     }
 
 private:
     static constexpr size_t kCap = size_t(32) << 20, kKeep = size_t(4) << 20, kPad = 64;
 
-    // The root's members from the next key on.
-    bool members() {
-        while (true) {
-            if (!ws() || at() != '"') return false;
-            KeyCatcher kc;
-            if (!value(kc) || !kc.ok) return false;
-            h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false);
-            if (!ws() || at() != ':') return false;
-            ++beg_;
-            if (!ws()) return false;
-            if (h_.top_key == "traceEvents" && at() == '[') {
-                ++beg_;
-                h_.StartArray();
-                if (!ws()) return false;
-                if (at() == ']') {
-                    ++beg_;
-                } else {
-                    bool taken_over = false;
-                    if (!events_from_element(&taken_over)) return false;
-                    if (taken_over) return true;
-                }
-                h_.EndArray(0);
-            } else if (!value(h_)) {
-                return false;
-            }
-            if (!after_member()) return false;
-            if (done_) return true;
-        }
-    }
-    // After a member's value: ',' (another member follows) or the root's '}' and the end of
-    // the input (done_).
-    bool after_member() {
-        if (!ws()) return false;
-        char c = at();
+    // A member's key and the ':' after it, up to its value.
+    bool member_key() {
+        if (!ws() || at() != '"') return false;
+        KeyCatcher kc;
+        if (!value(kc) || !kc.ok) return false;
+        h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false);
+        if (!ws() || at() != ':') return false;
         ++beg_;
-        if (c == '}') {
-            done_ = true;
-            return finish();
-        }
-        return c == ',';
-    }
-    bool finish() {
-        h_.close_root();
-        ws();
-        return beg_ == end_ && eof_;   // nothing but whitespace after the root
-    }
-    // traceEvents' elements from one that starts here, through the closing ']'.
-    bool events_from_element(bool* taken_over = nullptr) {
-        while (true) {
-            if (split_ && base_ + beg_ == split_->at && split_->take_over()) {
-                *taken_over = true;
-                return true;
-            }
-            if (stop_ && stop_->load(std::memory_order_relaxed)) return false;
-            if (!value(h_) || !ws()) return false;
-            char c = at();
-            ++beg_;
-            if (c == ']') return true;
-            if (c != ',' || !ws()) return false;
-        }
+        return ws();
     }
 
     char at() const { return buf_[beg_]; }
@@ -652,9 +631,7 @@ private:
     std::vector<char> buf_;
     size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10, max_cap_, keep_;
     uint64_t base_ = 0;   // offset in the input of buf_[0]
-    bool eof_ = false, done_ = false;
-    const SplitPoint* split_ = nullptr;
-    const std::atomic<bool>* stop_ = nullptr;
+    bool eof_ = false;
 };
 
 // The first element of traceEvents that starts at or after `from`, as far as the bytes there
@@ -742,7 +719,7 @@ public:
         h_.saw_events = true;
         thread_ = std::thread([this, &path, limit, at] {
             try {
-                ok_ = Windowed(path, h_, limit, at).resume(stop_);
+                ok_ = Windowed(path, h_, limit, at, false).run(nullptr, &stop_);
             } catch (...) {   // the first part meets the same error where it lies, and says it
                 ok_ = false;
             }
@@ -781,13 +758,9 @@ bool idle_core() {
     return running < static_cast<int>(std::thread::hardware_concurrency());
 }
 
-// Whether the second half of `path` is parsed on a second thread.
-bool split_input(const std::string& path, ParseThreads threads) {
-    if (threads == ParseThreads::One) return false;
-    std::error_code ec;
-    const uint64_t size = std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
-    if (ec || !GzSource(path).is_plain_file()) return false;
-    return threads == ParseThreads::Two || (size >= kSplitFrom && idle_core());
+// Whether a second thread is worth starting: Two says so, One not, Auto where a core is idle.
+bool second_thread(ParseThreads threads) {
+    return threads == ParseThreads::Two || (threads == ParseThreads::Auto && idle_core());
 }
 
 }  // namespace
@@ -798,16 +771,22 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
         Handler h(d, path);
         h.copy_strings = false;
         // A large plain file: its second half is parsed on a second thread meanwhile.
+        // A second thread inflates gzip input ahead of the parse, or parses the second half of a
+        // large plain file.
+        const bool two = second_thread(threads);
+        const bool plain = GzSource(path).is_plain_file();
         std::unique_ptr<SecondPart> second;
         SplitPoint split;
-        if (split_input(path, threads)) {
-            split.at = guess_element_start(path, std::filesystem::file_size(path) / 2);
+        std::error_code ec;
+        const uint64_t size = plain ? std::filesystem::file_size(path, ec) : 0;
+        if (two && plain && !ec && (threads == ParseThreads::Two || size >= kSplitFrom)) {
+            split.at = guess_element_start(path, size / 2);
             if (split.at != UINT64_MAX) {
                 second = std::make_unique<SecondPart>(path, max_input_size, split.at);
                 split.take_over = [&] { return second->take_over(d); };
             }
         }
-        if (Windowed(path, h, max_input_size).run(second ? &split : nullptr)) {
+        if (Windowed(path, h, max_input_size, 0, two && !plain).run(second ? &split : nullptr)) {
             if (!h.saw_events)
                 throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
             return d;

@@ -84,9 +84,9 @@ bool GzSource::seek(uint64_t offset) {
     return true;
 }
 
-ReadAhead::ReadAhead(const std::string& path, uint64_t start) : src_(path) {
+ReadAhead::ReadAhead(const std::string& path, uint64_t start, bool inflate_ahead) : src_(path) {
     if (start > 0 && !src_.seek(start)) throw Error(where(path, "cannot seek to byte " + std::to_string(start)));
-    if (!src_.is_gzip()) return;
+    if (!src_.is_gzip() || !inflate_ahead) return;
     for (auto& d : data_) d.resize(kBlock);
     try {
         thread_ = std::thread([this] { produce(); });

@@ -62,16 +62,17 @@ private:
     char* end_ = nullptr;
 };
 
-// A GzSource whose gzip input is decompressed on a thread of its own, a few blocks ahead of
-// the caller: inflating runs on the other core while the caller parses. A plain file is read on
+// A GzSource whose gzip input may be decompressed on a thread of its own, a few blocks ahead of
+// the caller: inflating runs on another core while the caller parses. A plain file is read on
 // the caller's thread (the kernel's copy is cheap; a thread would cost more than it hides).
 // read() gives the same bytes as GzSource::read, and an error of the input (corrupt or
 // truncated gzip) is thrown by the read() that reaches the place where it occurred.
 // Memory: at most kBlocks blocks of kBlock bytes ahead.
 class ReadAhead {
 public:
-    // `start`: the offset to read from (plain files only; gzip input starts at 0).
-    explicit ReadAhead(const std::string& path, uint64_t start = 0);
+    // `start`: the offset to read from (plain files only; gzip input starts at 0). `inflate_ahead`:
+    // gzip input is inflated on a second thread (else on the caller's, as GzSource does).
+    ReadAhead(const std::string& path, uint64_t start, bool inflate_ahead);
     ~ReadAhead();
     ReadAhead(const ReadAhead&) = delete;
     ReadAhead& operator=(const ReadAhead&) = delete;
