@@ -1,9 +1,10 @@
 // mhc_bench_import [EVENTS] [DIR] [REPS]: writes a synthetic PyTorch memory snapshot pickle and a
 // synthetic Kineto JSON (plain and gzip) of about EVENTS events each (default 2,000,000), then
 // times import_file on each (REPS times, default 3) and prints events and input MB per second of
-// CPU time (user + sys of every thread, median run) and of wall time. The plain Kineto JSON is
-// imported with its parse on one thread and on two (where the library has the option; a build
-// without it parses on one either way). Inputs are made here, so the figures can be
+// CPU time (user + sys of every thread, median run) and of wall time. The Kineto JSON, plain and
+// gzip, is imported with its parse on one thread and on two (plain: each parses one half; gzip:
+// one inflates, one parses), where the library has the option; a build without it parses on one
+// either way. Inputs are made here, so the figures can be
 // reproduced on any machine.
 //
 // mhc_bench_import memory [EVENTS] [DIR]: memory instead of speed (docs/results.md, "Import memory"). Snapshot, Kineto and
@@ -359,7 +360,8 @@ int run(int argc, char** argv) {
     time_import("snapshot (pickle)", snap, dir + "/bench-out.db", reps);
     time_import("kineto (json), 1 thread", kin, dir + "/bench-out.db", reps, 1);
     time_import("kineto (json), 2 threads", kin, dir + "/bench-out.db", reps, 2);
-    time_import("kineto (json.gz)", kin + ".gz", dir + "/bench-out.db", reps);
+    time_import("kineto (json.gz), 1 thread", kin + ".gz", dir + "/bench-out.db", reps, 1);
+    time_import("kineto (json.gz), 2 threads", kin + ".gz", dir + "/bench-out.db", reps, 2);
     if (!std::getenv("MHC_BENCH_KEEP"))   // keep the inputs for profiling
         for (auto& f : {snap, kin, kin + ".gz"}) std::filesystem::remove(f);
     return 0;

@@ -4,7 +4,7 @@
 # next run) and from this tree, with this tree's benchmark sources on both sides, then runs, on
 # both sides one after the other:
 #   - mhc_bench_import EVENTS DIR REPS: a synthetic snapshot, Kineto JSON (parse on one thread and
-#     on two) and Kineto gzip, median of REPS;
+#     on two) and Kineto gzip (inflated on the parsing thread and on a second one), median of REPS;
 #   - `mhc import` of each real public Kineto trace and snapshot in tests/data/public, ROUNDS times
 #     each: user + sys and wall summed over the rounds, events from the trace's meta import.events.
 # CPU time is what to compare on a shared machine; the load average is printed with each figure.
