@@ -7,6 +7,10 @@
 // either way. Inputs are made here, so the figures can be
 // reproduced on any machine.
 //
+// mhc_bench_import time FILE OUT [REPS] [THREADS]: times the import of FILE into OUT as above (THREADS
+// 1 or 2; 0, the default, leaves the library's choice), one line; bench/import/compare.sh runs it
+// on a base build and this tree in turn, input by input.
+//
 // mhc_bench_import memory [EVENTS] [DIR]: memory instead of speed (docs/results.md, "Import memory"). Snapshot, Kineto and
 // execution-trace inputs of EVENTS and 4 x EVENTS events (default 250,000; 0: none), plain and gzip, plus a
 // 1 MB gzip bomb; each is imported in a fresh process (this program, re-run), which reports its
@@ -313,8 +317,8 @@ void time_import(const std::string& label, const std::string& in, const std::str
     const Run& m = runs[runs.size() / 2];
     const Run& best = runs.front();
     double ev = static_cast<double>(r.events), mb = static_cast<double>(std::filesystem::file_size(in)) / 1e6;
-    std::printf("%-26s %8lld events %6.1f MB | median of %d: cpu %5.2f s (user %5.2f + sys %5.2f) = %5.2f M ev/s "
-                "%4.0f MB/s, wall %5.2f s = %5.2f M ev/s %4.0f MB/s | best cpu %5.2f s = %5.2f M ev/s | %lld rows "
+    std::printf("%-26s %8lld events %6.1f MB | median of %d: cpu %6.3f s (user %6.3f + sys %6.3f) = %5.2f M ev/s "
+                "%4.0f MB/s, wall %6.3f s = %5.2f M ev/s %4.0f MB/s | best cpu %6.3f s = %5.2f M ev/s | %lld rows "
                 "(%lld allocations, %lld kernels) | load %s\n",
                 label.c_str(), static_cast<long long>(r.events), mb, reps, m.cpu(), m.user, m.sys, ev / m.cpu() / 1e6,
                 mb / m.cpu(), m.wall, ev / m.wall / 1e6, mb / m.wall, best.cpu(), ev / best.cpu() / 1e6,
@@ -339,8 +343,17 @@ int run(int argc, char** argv) {
         std::ofstream(argv[4]) << vm_hwm();
         return rc;
     }
-    const mhc::bench::Args args(argc, argv, "[EVENTS] [DIR] [REPS] | memory [EVENTS] [DIR]");
+    const mhc::bench::Args args(argc, argv, "[EVENTS] [DIR] [REPS] | time FILE OUT [REPS] [THREADS] | memory [EVENTS] [DIR]");
     const std::string tmp = std::filesystem::temp_directory_path().string();
+    if (args.has(0) && args.word(0) == "time") {
+        args.at_most(5);
+        if (!args.has(2)) args.refuse("time needs FILE and OUT");
+        const int threads = static_cast<int>(args.count(4, "THREADS", 0, 0, 2));
+        std::string label = std::filesystem::path(args.word(1)).filename().string();
+        if (threads > 0) label += threads == 1 ? ", 1 thread" : ", 2 threads";
+        time_import(label, args.word(1), args.word(2), static_cast<int>(args.count(3, "REPS", 1, 1, 1000)), threads);
+        return 0;
+    }
     if (args.has(0) && args.word(0) == "memory") {
         args.at_most(3);
         return memory_bench("/proc/self/exe", args.count(1, "EVENTS", 250000, 0, int64_t(1) << 40), args.text(2, tmp));
