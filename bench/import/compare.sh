@@ -39,7 +39,8 @@ for run in "${runs[@]}"; do
 done | tee "$tmp/lines"
 echo "== medians of $rounds rounds (M ev/s and MB/s of CPU time | of wall time; load: the median round's)"
 awk '
-  { side = $1; label = $2; for (i = 3; i <= NF && $i != "|" && $i !~ /^[0-9]+$/; i++) label = label " " $i
+  $1 != "before" && $1 != "after" { next }
+  { side = $1; label = $2; for (i = 3; i <= NF && $(i + 1) != "events"; i++) label = label " " $i
     for (i = 1; i <= NF; i++) {
       if ($i == "events" && !ev[label]) { ev[label] = $(i - 1); mb[label] = $(i + 1) }
       if ($i == "cpu" && $(i + 2) == "s" && !c) c = $(i + 1)
