@@ -67,26 +67,26 @@ void gzip_to(const std::string& path, const std::string& text) {
 
 void check(const Doc& doc, const std::string& path, bool expect_streamed,
            mhc::trace::import::ParseThreads threads = mhc::trace::import::ParseThreads::Auto) {
-    auto d = mhc::trace::import::parse_kineto(path, UINT64_MAX, threads);
-    CHECK(d.streamed == expect_streamed);
-    CHECK(d.events == doc.events);
-    CHECK(static_cast<int64_t>(d.kernels.size()) == doc.kernels);
-    CHECK(static_cast<int64_t>(d.memory.size()) == doc.memory);
-    CHECK(static_cast<int64_t>(d.ops.size()) == doc.ops);
-    CHECK(static_cast<int64_t>(d.launches.size()) == doc.launches);
-    CHECK(d.device_count == 2);
-    CHECK(d.device_name == "GPU \"zero\"");
-    CHECK(d.device_memory == 1024);
-    REQUIRE(!d.kernels.empty());
-    const auto& k = d.kernels.back();
-    CHECK(d.strings.list[k.name] == "gemm_" + std::to_string((doc.kernels - 1) % 3));
+    auto data = mhc::trace::import::parse_kineto(path, UINT64_MAX, threads);
+    CHECK(data.streamed == expect_streamed);
+    CHECK(data.events == doc.events);
+    CHECK(static_cast<int64_t>(data.kernels.size()) == doc.kernels);
+    CHECK(static_cast<int64_t>(data.memory.size()) == doc.memory);
+    CHECK(static_cast<int64_t>(data.ops.size()) == doc.ops);
+    CHECK(static_cast<int64_t>(data.launches.size()) == doc.launches);
+    CHECK(data.device_count == 2);
+    CHECK(data.device_name == "GPU \"zero\"");
+    CHECK(data.device_memory == 1024);
+    REQUIRE(!data.kernels.empty());
+    const auto& k = data.kernels.back();
+    CHECK(data.strings.list[k.name] == "gemm_" + std::to_string((doc.kernels - 1) % 3));
     CHECK(k.ts == (1002 + 10 * (doc.kernels - 1)) * 1000);
     CHECK(k.dur == 2000);
     CHECK(k.grid[0] == 4);
     CHECK(k.block[0] == 128);
     CHECK(k.stream == 7);
-    CHECK(d.ops.back().ts == (1000 + 10 * (doc.ops - 1)) * 1000 + 500);
-    CHECK(d.memory.back().addr == 4096 * doc.memory);
+    CHECK(data.ops.back().ts == (1000 + 10 * (doc.ops - 1)) * 1000 + 500);
+    CHECK(data.memory.back().addr == 4096 * doc.memory);
 }
 
 }  // namespace
@@ -124,84 +124,84 @@ using mhc::trace::import::parse_kineto;
 using mhc::trace::import::ParseThreads;
 
 // Everything the importers read of a parse, names by their text.
-void check_same(const KinetoData& a, const KinetoData& b) {
-    CHECK(a.events == b.events);
-    CHECK(a.flows == b.flows);
-    CHECK(a.host_memory_events == b.host_memory_events);
-    CHECK(a.negative_durations == b.negative_durations);
-    CHECK(a.first_negative == b.first_negative);
-    CHECK(a.first_negative_dur == b.first_negative_dur);
-    CHECK(a.first_negative_name == b.first_negative_name);
-    CHECK(a.t_min == b.t_min);
-    CHECK(a.device_name == b.device_name);
-    CHECK(a.device_memory == b.device_memory);
-    CHECK(a.device_count == b.device_count);
-    CHECK(a.rank == b.rank);
-    CHECK(a.world_size == b.world_size);
-    CHECK(a.has_rf_id == b.has_rf_id);
-    REQUIRE(a.kernels.size() == b.kernels.size());
-    for (size_t i = 0; i < a.kernels.size(); ++i) {
-        const auto &x = a.kernels[i], &y = b.kernels[i];
+void check_same(const KinetoData& one, const KinetoData& two) {
+    CHECK(one.events == two.events);
+    CHECK(one.flows == two.flows);
+    CHECK(one.host_memory_events == two.host_memory_events);
+    CHECK(one.negative_durations == two.negative_durations);
+    CHECK(one.first_negative == two.first_negative);
+    CHECK(one.first_negative_dur == two.first_negative_dur);
+    CHECK(one.first_negative_name == two.first_negative_name);
+    CHECK(one.t_min == two.t_min);
+    CHECK(one.device_name == two.device_name);
+    CHECK(one.device_memory == two.device_memory);
+    CHECK(one.device_count == two.device_count);
+    CHECK(one.rank == two.rank);
+    CHECK(one.world_size == two.world_size);
+    CHECK(one.has_rf_id == two.has_rf_id);
+    REQUIRE(one.kernels.size() == two.kernels.size());
+    for (size_t i = 0; i < one.kernels.size(); ++i) {
+        const auto &mine = one.kernels[i], &theirs = two.kernels[i];
         INFO("kernel " << i);
-        CHECK(a.strings.list[x.name] == b.strings.list[y.name]);
-        CHECK(std::tie(x.ts, x.dur, x.stream, x.correlation, x.external, x.tid, x.device, x.registers, x.shared_mem,
-                       x.is_copy, x.is_memset, x.bytes, x.copy_kind) ==
-              std::tie(y.ts, y.dur, y.stream, y.correlation, y.external, y.tid, y.device, y.registers, y.shared_mem,
-                       y.is_copy, y.is_memset, y.bytes, y.copy_kind));
-        CHECK(std::equal(x.grid, x.grid + 3, y.grid));
-        CHECK(std::equal(x.block, x.block + 3, y.block));
+        CHECK(one.strings.list[mine.name] == two.strings.list[theirs.name]);
+        CHECK(std::tie(mine.ts, mine.dur, mine.stream, mine.correlation, mine.external, mine.tid, mine.device, mine.registers, mine.shared_mem,
+                       mine.is_copy, mine.is_memset, mine.bytes, mine.copy_kind) ==
+              std::tie(theirs.ts, theirs.dur, theirs.stream, theirs.correlation, theirs.external, theirs.tid, theirs.device, theirs.registers, theirs.shared_mem,
+                       theirs.is_copy, theirs.is_memset, theirs.bytes, theirs.copy_kind));
+        CHECK(std::equal(mine.grid, mine.grid + 3, theirs.grid));
+        CHECK(std::equal(mine.block, mine.block + 3, theirs.block));
     }
-    REQUIRE(a.memory.size() == b.memory.size());
-    for (size_t i = 0; i < a.memory.size(); ++i) {
-        const auto &x = a.memory[i], &y = b.memory[i];
-        CHECK(std::tie(x.ts, x.addr, x.bytes, x.total, x.reserved, x.index, x.device, x.has_addr) ==
-              std::tie(y.ts, y.addr, y.bytes, y.total, y.reserved, y.index, y.device, y.has_addr));
+    REQUIRE(one.memory.size() == two.memory.size());
+    for (size_t i = 0; i < one.memory.size(); ++i) {
+        const auto &mine = one.memory[i], &theirs = two.memory[i];
+        CHECK(std::tie(mine.ts, mine.addr, mine.bytes, mine.total, mine.reserved, mine.index, mine.device, mine.has_addr) ==
+              std::tie(theirs.ts, theirs.addr, theirs.bytes, theirs.total, theirs.reserved, theirs.index, theirs.device, theirs.has_addr));
     }
-    REQUIRE(a.ops.size() == b.ops.size());
-    for (size_t i = 0; i < a.ops.size(); ++i) {
-        const auto &x = a.ops[i], &y = b.ops[i];
-        CHECK(a.strings.list[x.name] == b.strings.list[y.name]);
-        CHECK(std::tie(x.ts, x.dur, x.tid, x.external, x.rf_id, x.ev_idx) ==
-              std::tie(y.ts, y.dur, y.tid, y.external, y.rf_id, y.ev_idx));
+    REQUIRE(one.ops.size() == two.ops.size());
+    for (size_t i = 0; i < one.ops.size(); ++i) {
+        const auto &mine = one.ops[i], &theirs = two.ops[i];
+        CHECK(one.strings.list[mine.name] == two.strings.list[theirs.name]);
+        CHECK(std::tie(mine.ts, mine.dur, mine.tid, mine.external, mine.rf_id, mine.ev_idx) ==
+              std::tie(theirs.ts, theirs.dur, theirs.tid, theirs.external, theirs.rf_id, theirs.ev_idx));
     }
-    REQUIRE(a.ranges.size() == b.ranges.size());
-    for (size_t i = 0; i < a.ranges.size(); ++i) {
-        const auto &x = a.ranges[i], &y = b.ranges[i];
-        CHECK(a.strings.list[x.name] == b.strings.list[y.name]);
-        CHECK(std::tie(x.ts, x.dur, x.step, x.gpu) == std::tie(y.ts, y.dur, y.step, y.gpu));
+    REQUIRE(one.ranges.size() == two.ranges.size());
+    for (size_t i = 0; i < one.ranges.size(); ++i) {
+        const auto &mine = one.ranges[i], &theirs = two.ranges[i];
+        CHECK(one.strings.list[mine.name] == two.strings.list[theirs.name]);
+        CHECK(std::tie(mine.ts, mine.dur, mine.step, mine.gpu) == std::tie(theirs.ts, theirs.dur, theirs.step, theirs.gpu));
     }
-    auto same_map = [](const auto& m, const auto& n) {
-        REQUIRE(m.size() == n.size());
-        for (const auto& [k, v] : m) {
-            auto it = n.find(k);
-            REQUIRE(it != n.end());
-            CHECK(std::tie(v.ts, v.tid) == std::tie(it->second.ts, it->second.tid));
+    auto same_map = [](const auto& left, const auto& right) {
+        REQUIRE(left.size() == right.size());
+        for (const auto& [key, value] : left) {
+            auto it = right.find(key);
+            REQUIRE(it != right.end());
+            CHECK(std::tie(value.ts, value.tid) == std::tie(it->second.ts, it->second.tid));
         }
     };
-    same_map(a.launches, b.launches);
-    same_map(a.flow_starts, b.flow_starts);
+    same_map(one.launches, two.launches);
+    same_map(one.flow_starts, two.flow_starts);
 }
 
 // Events of every kind the mapping keeps, with repeated correlation and flow ids (a later one
 // replaces an earlier one), negative durations and steps in both halves.
 std::string mixed_events(int n, const std::string& string_arg) {
-    std::string s;
+    std::string text;
     for (int i = 0; i < n; ++i) {
         const std::string ts = std::to_string(5000 + 7 * i) + ".25", id = std::to_string(i % 997);
-        if (i) s += ",\n";
-        s += "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#" + std::to_string(i / 1000) + "\",\"pid\":1,\"tid\":" +
+        if (i) text += ",\n";
+        text += "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#" + std::to_string(i / 1000) + "\",\"pid\":1,\"tid\":" +
              std::to_string(1 + i % 3) + ",\"ts\":" + ts + ",\"dur\":" + (i % 2500 == 17 ? "-3" : "6") +
              ",\"args\":{\"Record function id\":" + std::to_string(i) + ",\"note\":\"" + string_arg + "\"}},\n";
-        s += "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":" + ts +
+        text += "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":" + ts +
              ",\"dur\":1,\"args\":{\"correlation\":" + id + "}},\n";
-        s += "{\"ph\":\"s\",\"cat\":\"ac2g\",\"id\":" + id + ",\"pid\":1,\"tid\":1,\"ts\":" + ts + "},\n";
-        s += "{\"ph\":\"X\",\"cat\":\"" + std::string(i % 4 ? "kernel" : "gpu_memcpy") + "\",\"name\":\"k" +
+        text += "{\"ph\":\"s\",\"cat\":\"ac2g\",\"id\":" + id + ",\"pid\":1,\"tid\":1,\"ts\":" + ts + "},\n";
+        text += "{\"ph\":\"X\",\"cat\":\"" + std::string(i % 4 ? "kernel" : "gpu_memcpy") + "\",\"name\":\"k" +
              std::to_string(i % 11) + (i % 4 ? "" : " Memcpy HtoD") + "\",\"pid\":0,\"tid\":7,\"ts\":" + ts +
              ",\"dur\":2,\"args\":{\"device\":0,\"stream\":7,\"bytes\":64,\"correlation\":" + id + ",\"grid\":[2,1,1]}},\n";
-        s += "{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":" + ts + ",\"args\":{\"Bytes\":" + (i % 2 ? "-512" : "512") +
+        text += "{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":" + ts + ",\"args\":{\"Bytes\":" + (i % 2 ? "-512" : "512") +
              ",\"Device Type\":" + (i % 3 ? "1" : "0") + ",\"Addr\":" + std::to_string(4096 * (i / 2 + 1)) + "}}";
     }
-    return s;
+    return text;
 }
 
 // The document with the events between `head` and `tail`.
@@ -249,11 +249,11 @@ TEST_CASE("kineto parse: two threads, each from one half of a plain file, give t
 TEST_CASE("kineto parse: an error in the second half is reported as by one thread, with no output",
           "[import][kineto]") {
     test::TempDir dir;
-    const int n = 28000;
-    std::string events = mixed_events(n, "padding to pass the size from which two threads parse");
+    const int groups = 28000;
+    std::string events = mixed_events(groups, "padding to pass the size from which two threads parse");
     REQUIRE(events.size() > mhc::trace::import::kSplitFrom);
     const size_t late = events.rfind("\"ts\":");   // in the last event
-    const std::string last = "traceEvents[" + std::to_string(5 * n - 1) + "]: ";
+    const std::string last = "traceEvents[" + std::to_string(5 * groups - 1) + "]: ";
     const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
         {"bad field", events.substr(0, late) + "\"ts\":\"soon\"" + events.substr(events.find(',', late)),
          last + "'ts' is a string, not a number"},
@@ -282,10 +282,10 @@ TEST_CASE("kineto parse: an error in the second half is reported as by one threa
                 mhc::trace::import::import_file(in, out, opt);
                 FAIL("accepted");
             } catch (const mhc::Error& e) {
-                const std::string m = e.what();
-                INFO(m);
-                CHECK(m.rfind(in + ": ", 0) == 0);
-                CHECK(m.find(expect) != std::string::npos);
+                const std::string message = e.what();
+                INFO(message);
+                CHECK(message.rfind(in + ": ", 0) == 0);
+                CHECK(message.find(expect) != std::string::npos);
             }
             std::string err;
             CHECK(test::run_mhc("import " + in + " -o " + out, &err) == 2);

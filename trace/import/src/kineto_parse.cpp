@@ -509,8 +509,8 @@ public:
     // The window stays within `limit` too (at least its first 256 KiB): an event longer than it
     // goes to the streamed parse, which refuses it past the limit. `start`: the byte to begin at
     // (a plain file's second part: run with `stop`). `inflate_ahead`: as ReadAhead's.
-    Windowed(const std::string& path, Handler& h, uint64_t limit, uint64_t start, bool inflate_ahead)
-        : src_(path, start, inflate_ahead), h_(h), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
+    Windowed(const std::string& path, Handler& handler, uint64_t limit, uint64_t start, bool inflate_ahead)
+        : src_(path, start, inflate_ahead), h_(handler), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
           keep_(std::min(kKeep, max_cap_ / 2)), base_(start) {
         buf_.resize(cap_ + kPad);
     }
@@ -638,20 +638,20 @@ private:
 // tell: '{' after "}," (whitespace between). A guess: it may lie inside a string, so the first
 // part accepts it only where one of its elements really starts. UINT64_MAX if none is near.
 uint64_t guess_element_start(const std::string& path, uint64_t from) {
-    std::ifstream f(path, std::ios::binary);
-    std::string chunk(size_t(1) << 16, '\0');
-    if (!f.seekg(static_cast<std::streamoff>(from))) return UINT64_MAX;
-    f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    chunk.resize(static_cast<size_t>(f.gcount()));
-    auto space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+    std::ifstream file(path, std::ios::binary);
+    std::string chunk(size_t{1} << 16, '\0');
+    if (!file.seekg(static_cast<std::streamoff>(from))) return UINT64_MAX;
+    file.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    chunk.resize(static_cast<size_t>(file.gcount()));
+    auto space = [](char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; };
     for (size_t i = 0; i < chunk.size(); ++i) {
         if (chunk[i] != '}') continue;
-        size_t j = i + 1;
-        while (j < chunk.size() && space(chunk[j])) ++j;
-        if (j >= chunk.size() || chunk[j] != ',') continue;
-        ++j;
-        while (j < chunk.size() && space(chunk[j])) ++j;
-        if (j < chunk.size() && chunk[j] == '{') return from + j;
+        size_t next = i + 1;
+        while (next < chunk.size() && space(chunk[next])) ++next;
+        if (next >= chunk.size() || chunk[next] != ',') continue;
+        ++next;
+        while (next < chunk.size() && space(chunk[next])) ++next;
+        if (next < chunk.size() && chunk[next] == '{') return from + next;
     }
     return UINT64_MAX;
 }
@@ -660,51 +660,51 @@ uint64_t guess_element_start(const std::string& path, uint64_t from) {
 // the whole would have left it: names re-interned, event indexes shifted, later runtime calls
 // and flows replacing earlier ones of the same id. False (nothing changed) where the two cannot
 // be told apart from one parse: device properties in both parts.
-bool merge_second_part(KinetoData& d, KinetoData&& b) {
-    if (d.device_count > 0 && b.device_count > 0) return false;
-    std::vector<uint32_t> name(b.strings.list.size());
-    for (size_t i = 0; i < name.size(); ++i) name[i] = d.strings.intern(b.strings.list[i]);
-    const int64_t shift = d.events;
-    d.second_part_from = shift;
-    d.kernels.reserve(d.kernels.size() + b.kernels.size());
-    for (KKernel& k : b.kernels) {
-        k.name = name[k.name];
-        d.kernels.push_back(k);
+bool merge_second_part(KinetoData& first, KinetoData&& second) {
+    if (first.device_count > 0 && second.device_count > 0) return false;
+    std::vector<uint32_t> name(second.strings.list.size());
+    for (size_t i = 0; i < name.size(); ++i) name[i] = first.strings.intern(second.strings.list[i]);
+    const int64_t shift = first.events;
+    first.second_part_from = shift;
+    first.kernels.reserve(first.kernels.size() + second.kernels.size());
+    for (KKernel& kernel : second.kernels) {
+        kernel.name = name[kernel.name];
+        first.kernels.push_back(kernel);
     }
-    d.memory.reserve(d.memory.size() + b.memory.size());
-    for (KMemory& m : b.memory) {
-        m.index += shift;
-        d.memory.push_back(m);
+    first.memory.reserve(first.memory.size() + second.memory.size());
+    for (KMemory& event : second.memory) {
+        event.index += shift;
+        first.memory.push_back(event);
     }
-    d.ops.reserve(d.ops.size() + b.ops.size());
-    for (KOp& o : b.ops) {
-        o.name = name[o.name];
-        d.ops.push_back(o);
+    first.ops.reserve(first.ops.size() + second.ops.size());
+    for (KOp& op : second.ops) {
+        op.name = name[op.name];
+        first.ops.push_back(op);
     }
-    for (KRange& r : b.ranges) {
-        r.name = name[r.name];
-        d.ranges.push_back(r);
+    for (KRange& range : second.ranges) {
+        range.name = name[range.name];
+        first.ranges.push_back(range);
     }
-    for (const auto& [id, l] : b.launches) d.launches[id] = l;
-    for (const auto& [id, l] : b.flow_starts) d.flow_starts[id] = l;
-    if (d.negative_durations == 0 && b.negative_durations > 0) {
-        d.first_negative = b.first_negative + shift;
-        d.first_negative_dur = b.first_negative_dur;
-        d.first_negative_name = std::move(b.first_negative_name);
+    for (const auto& [id, call] : second.launches) first.launches[id] = call;
+    for (const auto& [id, start] : second.flow_starts) first.flow_starts[id] = start;
+    if (first.negative_durations == 0 && second.negative_durations > 0) {
+        first.first_negative = second.first_negative + shift;
+        first.first_negative_dur = second.first_negative_dur;
+        first.first_negative_name = std::move(second.first_negative_name);
     }
-    d.negative_durations += b.negative_durations;
-    d.events += b.events;
-    d.flows += b.flows;
-    d.host_memory_events += b.host_memory_events;
-    d.t_min = std::min(d.t_min, b.t_min);
-    if (b.device_count > 0) {
-        d.device_count = b.device_count;
-        d.device_name = std::move(b.device_name);
-        d.device_memory = b.device_memory;
+    first.negative_durations += second.negative_durations;
+    first.events += second.events;
+    first.flows += second.flows;
+    first.host_memory_events += second.host_memory_events;
+    first.t_min = std::min(first.t_min, second.t_min);
+    if (second.device_count > 0) {
+        first.device_count = second.device_count;
+        first.device_name = std::move(second.device_name);
+        first.device_memory = second.device_memory;
     }
-    if (b.rank >= 0) d.rank = b.rank;
-    if (b.world_size >= 0) d.world_size = b.world_size;
-    d.has_rf_id |= b.has_rf_id;
+    if (second.rank >= 0) first.rank = second.rank;
+    if (second.world_size >= 0) first.world_size = second.world_size;
+    first.has_rf_id |= second.has_rf_id;
     return true;
 }
 
@@ -734,9 +734,9 @@ public:
 
     // Called when the first part reaches the guessed element: waits for the second part and
     // merges its data into `d`; false (d unchanged) where it failed.
-    bool take_over(KinetoData& d) {
+    bool take_over(KinetoData& first) {
         thread_.join();
-        return ok_ && merge_second_part(d, std::move(d_));
+        return ok_ && merge_second_part(first, std::move(d_));
     }
 
 private:
@@ -750,11 +750,11 @@ private:
 // Whether a core is idle now: fewer tasks runnable than cores (this thread is one of them;
 // /proc/loadavg's fourth field counts them). False where that cannot be read.
 bool idle_core() {
-    std::ifstream f("/proc/loadavg");
+    std::ifstream loadavg("/proc/loadavg");
     double avg[3];
     int running = 0;
     char slash = 0;
-    if (!(f >> avg[0] >> avg[1] >> avg[2] >> running >> slash) || slash != '/') return false;
+    if (!(loadavg >> avg[0] >> avg[1] >> avg[2] >> running >> slash) || slash != '/') return false;
     return running < static_cast<int>(std::thread::hardware_concurrency());
 }
 

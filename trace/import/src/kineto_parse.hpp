@@ -97,7 +97,7 @@ private:
 // A plain file may be parsed by two threads, each from one half of traceEvents; the result is
 // the same as one thread's. Auto: where the file has at least kSplitFrom bytes and a core is
 // idle now (on busy cores a second thread only adds its merge). Two: whatever its size.
-constexpr uint64_t kSplitFrom = uint64_t(16) << 20;
+constexpr uint64_t kSplitFrom = uint64_t{16} << 20;
 KinetoData parse_kineto(const std::string& path, uint64_t max_input_size = UINT64_MAX,
                         ParseThreads threads = ParseThreads::Auto);
 

@@ -238,8 +238,8 @@ private:
     }
 
     void proto() {
-        uint64_t p = u8();
-        if (p > 5) fail("unsupported protocol " + std::to_string(p));
+        uint64_t protocol = u8();
+        if (protocol > 5) fail("unsupported protocol " + std::to_string(protocol));
     }
     void frame() {   // the next opcodes; as CPython, a frame past the end is an error
         uint64_t len = le(8);
@@ -321,42 +321,42 @@ private:
 
     // Items added to the container below them, containers built from the MARK.
     void append() {
-        Id v = pop();
+        Id item = pop();
         Id list = top();
         check_kind(list, Kind::List);
-        doc_.append(list, &v, 1);
+        doc_.append(list, &item, 1);
     }
     void appends() {
-        size_t m = pop_mark();
-        if (m == 0) fail("no list below the MARK");
-        check_kind(stack_[m - 1], Kind::List);
-        collect(m, stack_[m - 1], false);
+        size_t mark = pop_mark();
+        if (mark == 0) fail("no list below the MARK");
+        check_kind(stack_[mark - 1], Kind::List);
+        collect(mark, stack_[mark - 1], false);
     }
     void setitem() {
-        Id v = pop();
-        Id k = pop();
+        Id value = pop();
+        Id key = pop();
         Id dict = top();
         check_kind(dict, Kind::Dict);
-        Id kv[2] = {k, v};
+        Id kv[2] = {key, value};
         doc_.append(dict, kv, 2);
     }
     void setitems() {
-        size_t m = pop_mark();
-        if (m == 0) fail("no dict below the MARK");
-        if ((stack_.size() - m) % 2) fail("SETITEMS with an odd number of items");
-        check_kind(stack_[m - 1], Kind::Dict);
-        collect(m, stack_[m - 1], false);
+        size_t mark = pop_mark();
+        if (mark == 0) fail("no dict below the MARK");
+        if ((stack_.size() - mark) % 2) fail("SETITEMS with an odd number of items");
+        check_kind(stack_[mark - 1], Kind::Dict);
+        collect(mark, stack_[mark - 1], false);
     }
     void from_mark() {
-        size_t m = pop_mark();
-        Kind k = op_ == 't' ? Kind::Tuple : op_ == 'd' ? Kind::Dict : Kind::List;
-        if (k == Kind::Dict && (stack_.size() - m) % 2) fail("DICT with an odd number of items");
-        collect(m, container(k), true);
+        size_t mark = pop_mark();
+        Kind kind = op_ == 't' ? Kind::Tuple : op_ == 'd' ? Kind::Dict : Kind::List;
+        if (kind == Kind::Dict && (stack_.size() - mark) % 2) fail("DICT with an odd number of items");
+        collect(mark, container(kind), true);
     }
     void small_tuple() {
-        size_t k = op_ - 0x84u;
-        if (stack_.size() < k || (!marks_.empty() && stack_.size() - k < marks_.back())) fail("stack underflow");
-        collect(stack_.size() - k, container(Kind::Tuple), true);
+        size_t items = op_ - 0x84u;
+        if (stack_.size() < items || (!marks_.empty() && stack_.size() - items < marks_.back())) fail("stack underflow");
+        collect(stack_.size() - items, container(Kind::Tuple), true);
     }
 
     void memo_put(uint64_t idx) {

@@ -125,12 +125,12 @@ std::vector<int64_t> event_times(const std::vector<Event>& evs, bool all_timed, 
     if (std::is_sorted(t.begin(), t.end())) {
         // The allocator's order is time order (as recorded): the events of one microsecond are
         // one run, numbered within it without a table.
-        for (size_t b = 0, e = 0; b < t.size(); b = e) {
-            while (e < t.size() && t[e] == t[b]) ++e;
-            const auto n = static_cast<int64_t>(e - b);
-            for (size_t k = b; k < e; ++k) {
-                const auto seen = static_cast<int64_t>(k - b);
-                t[k] = t[k] * 1000 + 1 + (n <= 1000 ? seen : seen * 1000 / n);
+        for (size_t first = 0, end = 0; first < t.size(); first = end) {
+            while (end < t.size() && t[end] == t[first]) ++end;
+            const auto count = static_cast<int64_t>(end - first);
+            for (size_t k = first; k < end; ++k) {
+                const auto seen = static_cast<int64_t>(k - first);
+                t[k] = t[k] * 1000 + 1 + (count <= 1000 ? seen : seen * 1000 / count);
             }
         }
         return t;
@@ -330,8 +330,9 @@ void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t)
 void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times) {
     auto& live = live_[dev];
     live.reserve(1024);
-    frees_[dev].reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& e) {
-        return e.action == Action::Free || e.action == Action::FreeCompleted || e.action == Action::FreeRequested;
+    frees_[dev].reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& event) {
+        return event.action == Action::Free || event.action == Action::FreeCompleted ||
+               event.action == Action::FreeRequested;
     })));
     // Snapshots record free_completed when the block really returns to the allocator; very
     // old ones have only 'free'. free_requested marks the end only where nothing else does.
@@ -432,13 +433,13 @@ void SnapshotImport::reborn_times() {
     std::unordered_map<int64_t, int64_t> last;   // address -> time of its last free, for one device
     for (size_t dev = 0; dev < frees_.size(); ++dev) {
         last.clear();
-        for (const Reborn& r : reborn_)
-            if (static_cast<size_t>(r.dev) == dev) last.emplace(r.addr, 0);
+        for (const Reborn& block : reborn_)
+            if (static_cast<size_t>(block.dev) == dev) last.emplace(block.addr, 0);
         if (last.empty()) continue;
         for (const auto& [addr, t] : frees_[dev])
             if (auto it = last.find(addr); it != last.end()) it->second = t;
-        for (const Reborn& r : reborn_)
-            if (static_cast<size_t>(r.dev) == dev) allocs_[r.row].t_alloc = last[r.addr];
+        for (const Reborn& block : reborn_)
+            if (static_cast<size_t>(block.dev) == dev) allocs_[block.row].t_alloc = last[block.addr];
     }
 }
 

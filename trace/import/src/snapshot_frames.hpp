@@ -153,29 +153,30 @@ private:
     struct Fields {
         std::optional<Id> name, file, line;
     };
-    Fields fields(Id v) {
-        Fields f;
-        if (d_.kind(v) != PickleDoc::Kind::Dict) return f;
-        auto kv = d_.items(v);
+    Fields fields(Id frame) {
+        Fields found;
+        if (d_.kind(frame) != PickleDoc::Kind::Dict) return found;
+        auto kv = d_.items(frame);
         for (size_t k = 0; k + 1 < kv.size(); k += 2) {
             if (d_.kind(kv[k]) != PickleDoc::Kind::Str) continue;
             std::optional<Id>* slot = nullptr;
             switch (keys_.get(kv[k], [&] { return key_code(d_.as_str(kv[k])); })) {
-                case KeyCode::Name: slot = &f.name; break;
-                case KeyCode::Filename: slot = &f.file; break;
-                case KeyCode::Line: slot = &f.line; break;
+                case KeyCode::Name: slot = &found.name; break;
+                case KeyCode::Filename: slot = &found.file; break;
+                case KeyCode::Line: slot = &found.line; break;
                 default: break;
             }
             if (slot && !*slot) *slot = kv[k + 1];
         }
-        return f;
+        return found;
     }
-    FrameClass class_of(const Fields& f) {
-        if (!f.file) return FrameClass::Plumbing;
-        const Id file = *f.file;
+    FrameClass class_of(const Fields& frame) {
+        if (!frame.file) return FrameClass::Plumbing;
+        const Id file = *frame.file;
         FrameClass cls = file_class_.get(file, [&] { return file_class(d_.as_str(file)); });
         if (cls != FrameClass::Native) return cls;
-        const bool omit = f.name && name_plumbing_.get(*f.name, [&] { return plumbing_name(d_.as_str(*f.name)); });
+        const bool omit =
+            frame.name && name_plumbing_.get(*frame.name, [&] { return plumbing_name(d_.as_str(*frame.name)); });
         return omit ? FrameClass::Plumbing : FrameClass::Native;
     }
     struct Key {

@@ -87,7 +87,7 @@ bool GzSource::seek(uint64_t offset) {
 ReadAhead::ReadAhead(const std::string& path, uint64_t start, bool inflate_ahead) : src_(path) {
     if (start > 0 && !src_.seek(start)) throw Error(where(path, "cannot seek to byte " + std::to_string(start)));
     if (!src_.is_gzip() || !inflate_ahead) return;
-    for (auto& d : data_) d.resize(kBlock);
+    for (auto& block : data_) block.resize(kBlock);
     try {
         thread_ = std::thread([this] { produce(); });
     } catch (const std::system_error&) {
@@ -149,9 +149,9 @@ size_t ReadAhead::read(char* buf, size_t cap) {
         slot = static_cast<size_t>(taken_ % kBlocks);
     }
     // The block is the caller's until taken_ moves past it: copied without the lock.
-    const size_t n = std::min(cap, size_[slot] - pos_);
-    std::memcpy(buf, data_[slot].data() + pos_, n);
-    pos_ += n;
+    const size_t given = std::min(cap, size_[slot] - pos_);
+    std::memcpy(buf, data_[slot].data() + pos_, given);
+    pos_ += given;
     if (pos_ == size_[slot]) {
         pos_ = 0;
         {
@@ -160,7 +160,7 @@ size_t ReadAhead::read(char* buf, size_t cap) {
         }
         cv_.notify_all();
     }
-    return n;
+    return given;
 }
 
 GzStreamBuf::int_type GzStreamBuf::underflow() {

@@ -80,7 +80,7 @@ public:
     size_t read(char* buf, size_t cap);
 
 private:
-    static constexpr size_t kBlocks = 4, kBlock = size_t(1) << 20;
+    static constexpr size_t kBlocks = 4, kBlock = size_t{1} << 20;
     void produce();
     GzSource src_;
     std::array<std::vector<char>, kBlocks> data_;

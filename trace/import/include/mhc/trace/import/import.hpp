@@ -60,7 +60,7 @@ Result import_file(const std::string& in, const std::string& out, const Options&
 // The per-format importers: they write rows into `w` (a Writer and the columns checked after
 // it) and fill `r` (meta is also set on w).
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize);
-void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize,
+void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t max_input_size = kDefaultMaxInputSize,
                    ParseThreads threads = ParseThreads::Auto);
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r,
                uint64_t max_input_size = kDefaultMaxInputSize);
