@@ -78,13 +78,13 @@ void check(const Doc& doc, const std::string& path, bool expect_streamed,
     CHECK(data.device_name == "GPU \"zero\"");
     CHECK(data.device_memory == 1024);
     REQUIRE(!data.kernels.empty());
-    const auto& k = data.kernels.back();
-    CHECK(data.strings.list[k.name] == "gemm_" + std::to_string((doc.kernels - 1) % 3));
-    CHECK(k.ts == (1002 + 10 * (doc.kernels - 1)) * 1000);
-    CHECK(k.dur == 2000);
-    CHECK(k.grid[0] == 4);
-    CHECK(k.block[0] == 128);
-    CHECK(k.stream == 7);
+    const auto& last = data.kernels.back();
+    CHECK(data.strings.list[last.name] == "gemm_" + std::to_string((doc.kernels - 1) % 3));
+    CHECK(last.ts == (1002 + 10 * (doc.kernels - 1)) * 1000);
+    CHECK(last.dur == 2000);
+    CHECK(last.grid[0] == 4);
+    CHECK(last.block[0] == 128);
+    CHECK(last.stream == 7);
     CHECK(data.ops.back().ts == (1000 + 10 * (doc.ops - 1)) * 1000 + 500);
     CHECK(data.memory.back().addr == 4096 * doc.memory);
 }
