@@ -170,14 +170,15 @@ static void bench_end_to_end(const std::string& file, const std::string& runs_db
         r = sim::simulate(*p, c);
     });
     std::filesystem::remove(runs_db);
+    const size_t events = r.events.size();
     phase("store", [&] {   // as `mhc simulate` stores it
         std::vector<trace::Run> runs;
-        runs.push_back(sim::to_run(r));
+        runs.push_back(sim::take_run(r));   // as the command does: moved, not copied
         trace::add_runs(file, runs, runs_db, t.fingerprint);
     });
     std::printf("  %-9s cpu %6.3f s  wall %6.3f s  (%lld trace rows, %lld simulated rows, %zu events)\n", "total",
                 thread_cpu() - c0, since(t0), static_cast<long long>(t.rows()), static_cast<long long>(r.rows),
-                r.events.size());
+                events);
 }
 
 // One configuration on the training trace of the main table (`millions` of rows, 4: 4.7 M), `reps`

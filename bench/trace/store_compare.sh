@@ -11,10 +11,10 @@
 #   - mhc simulate TRACE --capacity 60% as users run it (stores into the trace): user + sys;
 #   - mhc_bench_import IMPORT_EVENTS: snapshot, Kineto JSON and Kineto gzip (median of 3).
 # CPU time is what to compare on a shared machine; the load average is printed with each figure.
-# Usage: bench/trace/store_compare.sh [BASE=d56dbab] [STEPS=2985] [ROWS=10000000] [IMPORT_EVENTS=2000000]
+# Usage: bench/trace/store_compare.sh [BASE=266acf7] [STEPS=2985] [ROWS=10000000] [IMPORT_EVENTS=2000000]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-base=${1:-d56dbab}
+base=${1:-266acf7}
 steps=${2:-2985}
 rows=${3:-10000000}
 events=${4:-2000000}

@@ -141,9 +141,8 @@ TEST_CASE("execution trace + Kineto (GPU): kernels take their launching op's ten
 }
 
 TEST_CASE("execution trace + Kineto (GPU): storages no joined op uses are said to be left out", "[import][et]") {
-    // As facebookresearch/param's linear pair (ET 1.0.1 + Kineto of the same run): External id
-    // == rf_id holds for the first ops only, so later ops' storages join no kernel. Here op 2
-    // (rf_id 2) has no Kineto op: its storage 8 is not in the trace, and the import says so.
+    // Op 2 (rf_id 2) has no Kineto op (an execution trace that ran on after the profiler
+    // stopped): its storage 8 is not in the trace, and the import says so.
     test::TempDir dir;
     auto tensor = [](int storage) { return "[" + std::to_string(storage) + "," + std::to_string(storage) + ",0,1024,4,\"cuda:0\"]"; };
     std::string et = dir.file("et.json"), kineto = dir.file("kineto.json");
@@ -154,7 +153,7 @@ TEST_CASE("execution trace + Kineto (GPU): storages no joined op uses are said t
                          "],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}");
     test::write_file(kineto, "{\"traceEvents\":["
                              "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":5,"
-                             "\"args\":{\"External id\":1}},"
+                             "\"args\":{\"External id\":1,\"Record function id\":1}},"
                              "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":11,"
                              "\"dur\":1,\"args\":{\"correlation\":5}},"
                              "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"relu_kernel\",\"pid\":0,\"tid\":7,\"ts\":20,\"dur\":2,"

@@ -3,7 +3,9 @@
 // boundaries, with NULLs, merges and updates of rows still waiting in the buffer.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -126,6 +128,48 @@ TEST_CASE("a run's rows are stored in key order and read back in the simulator's
     std::vector<int64_t> starts = column(file.path, "SELECT t_start FROM run_events WHERE run = " + std::to_string(id) + " ORDER BY rowid");
     CHECK(std::is_sorted(starts.begin(), starts.end()));
     CHECK(column(file.path, "SELECT count(*) FROM run_events") == std::vector<int64_t>{rows + 3});
+}
+
+TEST_CASE("a run's events come back in (start, position) order whatever order they were added in", "[runs][bulk]") {
+    TempPath file("near.db");
+    test::write_trace(file.path);
+    // Shapes of the simulator's order and worse: almost in order with some placed early, many
+    // ties, reversed, one late start first (so that every other event is out of order).
+    std::mt19937_64 rng(7);
+    for (int shape = 0; shape < 4; ++shape) {
+        Run run;
+        run.name = "shape " + std::to_string(shape);
+        for (int64_t i = 0; i < 12000; ++i) {
+            int64_t start = i;
+            if (shape == 0 && rng() % 20 == 0) start = i - static_cast<int64_t>(rng() % 50);
+            if (shape == 1) start = static_cast<int64_t>(rng() % 300);
+            if (shape == 2) start = 12000 - i / 3;
+            if (shape == 3 && i == 0) start = 1 << 20;
+            run.events.push_back({EventKind::SwapOut, start, start + 1, i + 1, 0, i});   // bytes: the position
+        }
+        std::vector<RunEvent> expected = run.events;
+        std::stable_sort(expected.begin(), expected.end(),
+                         [](const RunEvent& lhs, const RunEvent& rhs) { return lhs.t_start < rhs.t_start; });
+        Run back = load_run(file.path, add_run(file.path, run));
+        REQUIRE(back.events.size() == expected.size());
+        for (size_t i = 0; i < expected.size(); ++i) {
+            INFO("shape " << shape << ", event " << i);
+            REQUIRE(back.events[i].t_start == expected[i].t_start);
+            REQUIRE(back.events[i].bytes == expected[i].bytes);
+        }
+    }
+}
+
+TEST_CASE("a new runs database has the traces' page size, so a large run takes fewer pages", "[runs][bulk]") {
+    TempPath trace("paged.db"), runs_db("paged-runs.db");
+    test::write_trace(trace.path);
+    Run run;
+    run.name = "paged";
+    for (int64_t i = 0; i < 1000; ++i) run.events.push_back({EventKind::SwapIn, i, i + 1, 1, 0, 64});
+    const int64_t id = add_run(trace.path, run, runs_db.path);
+    CHECK(column(trace.path, "PRAGMA page_size") == std::vector<int64_t>{16384});
+    CHECK(column(runs_db.path, "PRAGMA page_size") == std::vector<int64_t>{16384});
+    CHECK(load_run(trace.path, id, runs_db.path).events.size() == 1000);
 }
 
 }  // namespace mhc::trace

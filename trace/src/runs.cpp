@@ -81,6 +81,27 @@ double metric(const std::string& file, int64_t run, const std::string& key, cons
 }
 }  // namespace run_rules
 
+// The positions of `events` by (t_start, position): events of one instant keep the run's order.
+// The simulator records them almost in start order (a transfer's event placed a little early now
+// and then), so those that keep the running maximum are in order already; only the others are
+// sorted, then merged in (sorting all 3.9 M events of a 10 M-row trace's run cost about 0.1 s).
+std::vector<size_t> by_start(const std::vector<RunEvent>& events) {
+    std::vector<size_t> in_order, early;
+    in_order.reserve(events.size());
+    for (size_t i = 0; i < events.size(); ++i) {
+        if (in_order.empty() || events[i].t_start >= events[in_order.back()].t_start) in_order.push_back(i);
+        else early.push_back(i);
+    }
+    if (early.empty()) return in_order;
+    auto before = [&events](size_t lhs, size_t rhs) {
+        return events[lhs].t_start < events[rhs].t_start || (events[lhs].t_start == events[rhs].t_start && lhs < rhs);
+    };
+    std::sort(early.begin(), early.end(), before);
+    std::vector<size_t> merged(events.size());
+    std::merge(in_order.begin(), in_order.end(), early.begin(), early.end(), merged.begin(), before);
+    return merged;
+}
+
 // The run's rows, into the run tables of `schema` (the trace's, or a runs database's).
 void write_body(sqlite3* db, const std::string& path, const std::string& schema, int64_t id, const Run& run) {
     auto into = [&](const char* verb, const char* table_and_values) {
@@ -102,13 +123,9 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
     // so that load_run's ORDER BY t_start, rowid gives the simulator's order back), kernel times
     // by kernel, samples by time.
     {
-        // (start, position) pairs, sorted: events of one instant keep the run's order.
-        std::vector<std::pair<int64_t, size_t>> order(run.events.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = {run.events[i].t_start, i};
-        if (!std::is_sorted(order.begin(), order.end())) std::sort(order.begin(), order.end());
         sql::BulkInsert ev(db, path, into("INSERT", "run_events"), 7);
-        for (const auto& start_and_position : order) {
-            const RunEvent& event = run.events[start_and_position.second];
+        for (size_t position : by_start(run.events)) {
+            const RunEvent& event = run.events[position];
             int64_t* row = ev.add();
             row[0] = id; row[1] = static_cast<int64_t>(event.kind); row[2] = event.t_start; row[3] = event.t_end;
             row[4] = event.allocation; row[5] = event.kernel; row[6] = event.bytes;

@@ -86,6 +86,11 @@ constexpr AtenOp kAtenOps[] = {
     {"unsqueeze", F::Memory}, {"squeeze", F::Memory}, {"slice", F::Memory}, {"select", F::Memory},
     {"cat", F::Memory}, {"stack", F::Memory}, {"split", F::Memory}, {"chunk", F::Memory},
     {"detach", F::Memory}, {"lift_fresh", F::Memory}, {"is_same_size", F::Memory}, {"set", F::Memory},
+    // Bookkeeping without arithmetic (dtype promotion, aliases, stream and pinning queries),
+    // and .item()'s copy to the host.
+    {"result_type", F::Memory}, {"_reshape_alias", F::Memory}, {"resize", F::Memory}, {"record_stream", F::Memory},
+    {"is_pinned", F::Memory}, {"resolve_conj", F::Memory}, {"resolve_neg", F::Memory},
+    {"_local_scalar_dense", F::Memory}, {"log", F::Elementwise}, {"remainder", F::Elementwise},
     {"sum", F::Reduce}, {"mean", F::Reduce}, {"max", F::Reduce}, {"min", F::Reduce}, {"amax", F::Reduce},
     {"norm", F::Reduce}, {"_foreach_norm", F::Optimizer},
 };

@@ -1,9 +1,9 @@
 // PyTorch execution trace (ExecutionTraceObserver / Chakra JSON) -> trace. Tensors are kept
 // at storage level (one allocation per storage and device), accesses are exact per op,
 // lifetimes run from the first to the last op that touches a storage. With --kineto the
-// ops are joined to the Kineto trace of the same run (Record function id == rf_id) for
-// timing: GPU kernels take the accesses of the op that launched them; CPU-only runs take
-// each op's CPU interval. Without Kineto the timing is order only (1 us per op).
+// ops are joined to the Kineto trace of the same run (et_join.hpp) for timing: GPU kernels
+// take the accesses of the op that launched them; CPU-only runs take each op's CPU interval.
+// Without Kineto the timing is order only (1 us per op).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "et_join.hpp"
 #include "kineto_write.hpp"
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
@@ -31,7 +32,7 @@ struct TensorUse {
 };
 
 struct Node {
-    int64_t id = 0, parent = -1, rf_id = -1, tid = 0;
+    int64_t id = 0, parent = -1, rf_id = -1, tid = 0, seq = -1;   // seq: autograd seq_id
     std::string name;
     std::vector<TensorUse> ins, outs;
     bool has_children = false;
@@ -110,6 +111,7 @@ Node node_from(const std::string& in, const json& n, size_t row) {
                 if (!a.is_object() || !a.contains("name") || !a.contains("value")) continue;
                 if (a["name"] == "rf_id") x.rf_id = as_i64(a["value"]);
                 if (a["name"] == "tid") x.tid = as_i64(a["value"]);
+                if (a["name"] == "seq_id") x.seq = as_i64(a["value"]);
             }
     } else {   // 1.0.x style: inputs / input_types lists
         if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins, bad);
@@ -117,6 +119,7 @@ Node node_from(const std::string& in, const json& n, size_t row) {
         if (n.contains("parent")) x.parent = as_i64(n["parent"]);
         if (n.contains("rf_id")) x.rf_id = as_i64(n["rf_id"]);
         if (n.contains("tid")) x.tid = as_i64(n["tid"]);
+        if (n.contains("seq_id")) x.seq = as_i64(n["seq_id"]);
     }
     if (!bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "]: tensor " + bad));
     return x;
@@ -160,6 +163,7 @@ public:
 
     const std::string& error() const { return error_; }
     bool saw_nodes() const { return saw_nodes_; }
+    int64_t pid() const { return pid_; }
 
 private:
     void boundary() {
@@ -197,6 +201,7 @@ private:
         return true;
     }
     bool scalar(json v) {
+        if (depth_ == 1 && root_object_ && top_key_ == "pid") pid_ = as_i64(v);
         if (in_nodes_ && depth_ == 2) {   // a node that is not an object
             node_ = std::move(v);
             finish();
@@ -216,13 +221,15 @@ private:
     GzStreamBuf& buf_;
     std::vector<Node>& out_;
     int depth_ = 0;
+    int64_t pid_ = -1;   // the top-level "pid" (the recording process), -1 when absent
     bool root_object_ = false, in_nodes_ = false, saw_nodes_ = false;
     std::string top_key_, key_, error_;
     json node_;
     std::vector<json*> stack_;
 };
 
-std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size) {
+// The nodes in id order; `pid` is the recording process's (-1 when the trace does not say).
+std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid) {
     std::vector<Node> nodes;
     GzSource src(in, max_input_size);
     GzStreamBuf buf(src);
@@ -230,6 +237,7 @@ std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size) {
     NodeReader reader(in, src, buf, nodes);
     if (!json::sax_parse(is, &reader)) throw Error(where(in, reader.error().empty() ? "invalid JSON" : reader.error()));
     if (!reader.saw_nodes()) throw Error(where(in, "not an execution trace: no top-level 'nodes' array"));
+    pid = reader.pid();
     std::sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) { return a.id < b.id; });
     std::unordered_map<int64_t, size_t> at;
     for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i].id] = i;
@@ -276,13 +284,14 @@ struct Storage {
 // units (ops, or the Kineto kernels they launched) and storages, then written.
 class EtImport {
 public:
-    EtImport(std::vector<Node> nodes, Rows& w, Result& r) : nodes_(std::move(nodes)), w_(w), r_(r) {
+    EtImport(std::vector<Node> nodes, int64_t pid, Rows& rows, Result& result)
+        : nodes_(std::move(nodes)), pid_(pid), w_(rows), r_(result) {
         for (size_t i = 0; i < nodes_.size(); ++i) node_at_[nodes_[i].id] = i;
     }
 
-    void run(const std::string& kineto, uint64_t max_input_size) {
+    void run(const std::string& in, const std::string& kineto, uint64_t max_input_size) {
         joined_ = !kineto.empty();
-        if (joined_) join_kineto(kineto, max_input_size);
+        if (joined_) join_kineto(in, kineto, max_input_size);
         else units_in_order();
         // Ops on one thread are serial (timing of their own), kernels keep Kineto's times.
         if (!(joined_ && gpu_)) clamp_serial_ops();
@@ -320,29 +329,43 @@ private:
         }
     }
 
-    // Kineto op -> ET node: Record function id (newer traces) or External id (older) equals
-    // rf_id; the names must agree. Then the units: the GPU kernels with the tensors of the op
-    // that launched them, or (a CPU-only run) the leaf ops timed by their Kineto interval.
-    void join_kineto(const std::string& kineto, uint64_t max_input_size) {
+    // Kineto op <-> ET node (et_join.hpp), then the units: the GPU kernels with the tensors of
+    // the op that launched them, or (a CPU-only run) the leaf ops timed by their Kineto interval.
+    void join_kineto(const std::string& in, const std::string& kineto, uint64_t max_input_size) {
         kd_ = parse_kineto(kineto, max_input_size);
         kd_.link_ops();
         base_ = kineto_base(kd_);
-        std::unordered_map<int64_t, size_t> by_rf;
-        for (size_t i = 0; i < nodes_.size(); ++i)
-            if (nodes_[i].rf_id >= 0) by_rf[nodes_[i].rf_id] = i;
-        std::vector<size_t> op_node(kd_.ops.size(), SIZE_MAX);
-        std::vector<int32_t> node_op(nodes_.size(), -1);
-        for (size_t i = 0; i < kd_.ops.size(); ++i) {
-            int64_t key = kd_.has_rf_id ? kd_.ops[i].rf_id : kd_.ops[i].external;
-            auto it = by_rf.find(key);
-            if (it == by_rf.end() || nodes_[it->second].name != kd_.strings.list[kd_.ops[i].name]) continue;
-            op_node[i] = it->second;
-            node_op[it->second] = static_cast<int32_t>(i);
-            ++matched_;
+        check_same_process(in, kineto);
+        std::vector<EtOpRef> refs(nodes_.size());
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+            const Node& node = nodes_[i];
+            auto parent = node_at_.find(node.parent);
+            const bool has_parent = parent != node_at_.end() && parent->second != i;
+            const int64_t up = has_parent ? static_cast<int64_t>(parent->second) : -1;
+            refs[i] = {node.name, node.id, node.tid, node.rf_id, node.seq, up};
         }
+        join_ = join_et_kineto(refs, kd_);
+        for (const auto& note : join_.notes) r_.warnings.push_back(note);
+        if (join_.parent_disagreements > 0)
+            r_.warnings.push_back(std::to_string(join_.parent_disagreements) +
+                                  " joined ops are not inside their joined parent op on the Kineto timeline");
+        std::vector<size_t> op_node(kd_.ops.size(), SIZE_MAX);
+        for (size_t i = 0; i < nodes_.size(); ++i)
+            if (join_.node_op[i] >= 0) op_node[join_.node_op[i]] = i;
+        matched_ = join_.by_key + join_.by_order;
         for (const auto& k : kd_.kernels) gpu_ = gpu_ || !(k.is_copy || k.is_memset);
         if (gpu_) units_from_kernels(op_node);
-        else units_from_ops(node_op);
+        else units_from_ops(join_.node_op);
+    }
+
+    // Both traces name their process: a Kineto trace none of whose CPU ops is of the execution
+    // trace's process is another run's, and joining it would only pair ops by chance.
+    void check_same_process(const std::string& in, const std::string& kineto) const {
+        if (pid_ < 0 || kd_.ops.empty()) return;
+        if (std::any_of(kd_.ops.begin(), kd_.ops.end(), [&](const KOp& op) { return op.pid == pid_; })) return;
+        throw Error(where(kineto, "not the Kineto trace of " + in + "'s run: its CPU ops are of process " +
+                                      std::to_string(kd_.ops.front().pid) + ", the execution trace's of process " +
+                                      std::to_string(pid_)));
     }
 
     void units_from_kernels(const std::vector<size_t>& op_node) {
@@ -494,6 +517,13 @@ private:
         }
     }
 
+    // The rule that joined (et_join.hpp): a Kineto trace that writes the key is joined by it alone.
+    std::string join_key() const {
+        if (join_.by_key > 0) return "Record function id == rf_id";
+        if (join_.by_order > 0) return "op order per thread (names and autograd sequence numbers)";
+        return "none";
+    }
+
     void write_meta() {
         auto& meta = r_.meta;
         meta["source"] = joined_ ? "pytorch-execution-trace+kineto" : "pytorch-execution-trace";
@@ -508,7 +538,11 @@ private:
         meta["et.storages"] = std::to_string(storages_.size());
         if (joined_) {
             meta["et.kineto_ops_matched"] = std::to_string(matched_);
-            meta["et.join_key"] = kd_.has_rf_id ? "Record function id == rf_id" : "External id == rf_id";
+            meta["et.join_key"] = join_key();
+            meta["et.kineto_ops_matched_by_key"] = std::to_string(join_.by_key);
+            meta["et.kineto_ops_matched_by_order"] = std::to_string(join_.by_order);
+            meta["et.join_parent_disagreements"] = std::to_string(join_.parent_disagreements);
+            meta["et.threads_not_joined"] = std::to_string(join_.notes.size());
             if (!gpu_) meta["et.leaf_ops_without_kineto_timing"] = std::to_string(unmatched_);
             if (!kd_.memory.empty()) meta["et.kineto_memory_events_ignored"] = std::to_string(kd_.memory.size());
             meta["et.storages_left_out"] = std::to_string(std::max<int64_t>(0, left_out_));
@@ -517,10 +551,12 @@ private:
     }
 
     std::vector<Node> nodes_;
+    int64_t pid_;
     std::unordered_map<int64_t, size_t> node_at_;
     Rows& w_;
     Result& r_;
     KinetoData kd_;
+    EtJoin join_;
     bool joined_ = false, gpu_ = false;
     int64_t base_ = 0, matched_ = 0, unmatched_ = 0, clamped_ = 0, left_out_ = 0;
     std::vector<Unit> units_;
@@ -531,9 +567,10 @@ private:
 }  // namespace
 
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
-    std::vector<Node> nodes = parse_nodes(in, max_input_size);
+    int64_t pid = -1;
+    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid);
     r.events = static_cast<int64_t>(nodes.size());
-    EtImport(std::move(nodes), w, r).run(kineto, max_input_size);
+    EtImport(std::move(nodes), pid, w, r).run(in, kineto, max_input_size);
 }
 
 }  // namespace mhc::trace::import

@@ -95,6 +95,8 @@ void map_event(const KEvent& e, KinetoData& d) {
                 o.external = e.ext;
                 o.rf_id = e.rf_id;
                 o.ev_idx = e.ev_idx;
+                o.pid = e.pid;
+                o.seq = e.seq;
                 if (e.rf_id >= 0) d.has_rf_id = true;
                 o.name = d.strings.intern(e.name);
                 d.ops.push_back(o);

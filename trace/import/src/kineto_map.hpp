@@ -21,6 +21,7 @@ struct KEvent {
     // args
     int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
     int64_t addr = 0, mem_bytes = 0, total = -1, reserved = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
+    int64_t seq = -1;   // args.Sequence number (autograd), -1: absent
     int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
     bool has_mem = false;    // args.Addr or args.Bytes was read ([memory] events)
     bool has_addr = false;   // args.Addr was read (profilers before about PyTorch 1.10 write none)

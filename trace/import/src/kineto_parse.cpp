@@ -129,7 +129,7 @@ enum class F : uint8_t {
     None, Ph, Cat, Name, Pid, Tid, Ts, Dur, Id, Args,
     // args
     ExtId, Corr, Device, Stream, Bytes, Regs, Smem, Grid, Block, Addr, MemBytes, Total, Reserved, DevType, DevId,
-    RfId, EvIdx,
+    RfId, EvIdx, SeqNr,
     // deviceProperties
     DpId, DpName, DpMem,
     // distributedInfo
@@ -158,7 +158,7 @@ F arg_key(const char* k, size_t n) {
         case 11: return s == "correlation" ? F::Corr : s == "External id" ? F::ExtId : s == "Device Type" ? F::DevType : F::None;
         case 13: return s == "shared memory" ? F::Smem : F::None;
         case 14: return s == "Total Reserved" ? F::Reserved : F::None;
-        case 15: return s == "Total Allocated" ? F::Total : F::None;
+        case 15: return s == "Total Allocated" ? F::Total : s == "Sequence number" ? F::SeqNr : F::None;
         case 18: return s == "Record function id" ? F::RfId : F::None;
         case 20: return s == "registers per thread" ? F::Regs : F::None;
         default: return F::None;
@@ -387,6 +387,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 case F::DevId: field(s, n, "args.Device Id", e.dev_id, -1, INT32_MAX); break;
                 case F::RfId: field(s, n, "args.Record function id", e.rf_id, lo, hi); break;
                 case F::EvIdx: field(s, n, "args.Ev Idx", e.ev_idx, lo, hi); break;
+                case F::SeqNr: field(s, n, "args.Sequence number", e.seq, lo, hi); break;
                 default: break;
             }
         } else if (at(In::Event)) {

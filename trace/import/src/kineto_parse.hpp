@@ -43,6 +43,7 @@ struct KMemory {
 
 struct KOp {   // cpu_op / user_annotation on a CPU thread
     int64_t ts = 0, dur = 0, tid = 0, external = -1, rf_id = -1, ev_idx = -1;
+    int64_t pid = 0, seq = -1;   // seq: args.Sequence number (autograd), -1 when absent
     uint32_t name = 0;
     int32_t parent = -1;   // enclosing op (same thread), filled by link_ops
 };

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""The execution trace + Kineto pairs in tests/data/public, imported by mhc with --kineto, against a
+join computed here with Python's json/gzip/sqlite3 and no mhc code.
+
+Usage: et_kineto_pairs.py MHC PUBLIC_DIR WORK_DIR
+
+For each pair in PAIRS:
+  - same process: the ET's top-level pid must be among the Kineto CPU ops' pids, else mhc must
+    refuse the pair (exit status 2, one line);
+  - the join: where the Kineto trace writes Record function ids, the ET node of each nonzero
+    id, with the same name, and nothing else; where it writes none, each ET thread's ops (id
+    order, without the [pytorch|profiler|...] ranges) are compared with each Kineto thread's
+    cpu_op and user_annotation events (Ev Idx order) at every start, and the thread is joined
+    where exactly one start has the same names and the same autograd sequence numbers wherever
+    both traces write one (seq_id, Sequence number);
+  - each kernel's storages: its launch (the cuda_runtime event of its correlation) lies inside
+    Kineto ops of its thread; the innermost joined one gives an ET node, and the node or its
+    nearest ET ancestor (the ET's own parent links) with tensors gives the storages;
+  - every GPU storage must then be in mhc's allocations (label "storage N", device) and no other:
+    bytes = largest (offset + numel) * itemsize over those nodes' uses (the ET's tensors), alive
+    from its first kernel's start to its last kernel's end (Kineto's times, to the ns);
+  - every kernel mhc gave accesses was launched inside the Kineto ops the ET was joined to (the
+    iteration the ET recorded, not another).
+Prints one line per pair with the figures; exits 1 on any mismatch.
+"""
+import bisect
+import gzip
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from public_traces import HOST, decimal_of, et_tensors  # noqa: E402
+
+# (execution trace, Kineto trace of the same run), under PUBLIC_DIR.
+PAIRS = [
+    ("chakra/simple_add_et.json.gz", "kineto/simple_add_trace.json.gz"),
+    ("chakra/param-resnet-et-1.0.1.json.gz", "kineto/param-resnet-kineto.json.gz"),
+    ("chakra/param-resnet-et-1.1.0-chakra.0.0.4.json.gz", "kineto/param-resnet-kineto.json.gz"),
+    ("chakra/param-dlrm-rank0-et.json.gz", "kineto/param-dlrm-rank0-kineto.json.gz"),
+]
+failures = []
+
+
+def fail(name, what):
+    failures.append(f"{name}: {what}")
+    print(f"  FAIL {what}")
+
+
+def ns(v):
+    return int(decimal_of(v) * 1000)
+
+
+def load_et(path):
+    """(pid, nodes by id in id order) with tid, seq, rf_id, parent and tensors per node."""
+    with gzip.open(path) as f:
+        et = json.load(f)
+    nodes = {}
+    for n in et["nodes"]:
+        if isinstance(n.get("inputs"), dict):
+            attrs = {a["name"]: a["value"] for a in n.get("attrs", [])}
+            tensors = et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
+                et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+            parent = n.get("ctrl_deps")
+        else:
+            attrs = n
+            tensors = et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
+                et_tensors(n.get("outputs", []), n.get("output_types", []))
+            parent = n.get("parent")
+        nodes[n["id"]] = {"name": n["name"], "tid": attrs.get("tid", 0), "seq": attrs.get("seq_id", -1),
+                          "rf_id": attrs.get("rf_id", -1), "parent": parent, "tensors": tensors}
+    return et.get("pid"), dict(sorted(nodes.items()))
+
+
+def load_kineto(path):
+    with gzip.open(path) as f:
+        events = json.load(f, parse_float=str)["traceEvents"]
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
+    threads = {}
+    for e in ops:
+        threads.setdefault(e["tid"], []).append(e)
+    for t in threads.values():
+        t.sort(key=lambda e: e["args"]["Ev Idx"])
+    return events, ops, threads
+
+
+def join(nodes, ops, threads):
+    """{ET node id: Kineto op (its dict)}"""
+    joined = {}
+    by_rf = {}
+    for e in ops:
+        rf = e["args"].get("Record function id", 0)
+        if rf > 0:
+            by_rf[rf] = None if rf in by_rf else e
+    for i, n in nodes.items():
+        e = by_rf.get(n["rf_id"]) if n["rf_id"] > 0 else None
+        if e is not None and e["name"] == n["name"]:
+            joined[i] = e
+    if any("Record function id" in e["args"] for e in ops):
+        return joined
+    keyed = {nodes[i]["tid"] for i in joined}
+    et_threads = {}
+    for i, n in nodes.items():
+        if not n["name"].startswith("[pytorch|profiler|"):
+            et_threads.setdefault(n["tid"], []).append(i)
+    for tid, ids in et_threads.items():
+        if tid in keyed:
+            continue
+        fits = []
+        for kops in threads.values():
+            for s in range(len(kops) - len(ids) + 1):
+                window = kops[s:s + len(ids)]
+                if all(nodes[i]["name"] == e["name"] and
+                       (nodes[i]["seq"] < 0 or e["args"].get("Sequence number", -1) < 0 or
+                        nodes[i]["seq"] == e["args"]["Sequence number"]) for i, e in zip(ids, window)):
+                    fits.append(window)
+        if len(fits) == 1:
+            joined.update(zip(ids, fits[0]))
+    return joined
+
+
+def innermost_joined(joined_by_tid, tid, t):
+    """The innermost joined Kineto op of thread `tid` whose [ts, ts + dur] holds t, or None: of
+    the ops that start by t (by start, then Ev Idx), the last that has not ended."""
+    starts, thread_ops = joined_by_tid.get(tid, ([], []))
+    for e in reversed(thread_ops[:bisect.bisect_right(starts, t)]):
+        if t <= ns(e["ts"]) + ns(e.get("dur", 0)):
+            return e
+    return None
+
+
+def expected_storages(nodes, joined, events):
+    """{(storage, device): [bytes, first ns, last ns]} on the GPU, and the joined ops' CPU span."""
+    node_of = {id(e): i for i, e in joined.items()}
+    joined_by_tid = {}
+    for e in sorted(joined.values(), key=lambda e: (ns(e["ts"]), e["args"].get("Ev Idx", 0))):
+        joined_by_tid.setdefault(e["tid"], ([], []))
+        joined_by_tid[e["tid"]][0].append(ns(e["ts"]))
+        joined_by_tid[e["tid"]][1].append(e)
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    storages = {}
+    for k in events:
+        if not (k.get("ph") == "X" and k.get("cat") == "kernel"):
+            continue
+        launch = launches.get(k["args"]["correlation"])
+        if launch is None:
+            continue
+        op = innermost_joined(joined_by_tid, launch["tid"], ns(launch["ts"]))
+        i = node_of.get(id(op)) if op is not None else None
+        while i is not None and i in nodes and not nodes[i]["tensors"]:
+            i = nodes[i]["parent"]
+        if i is None or i not in nodes:
+            continue
+        t0, t1 = ns(k["ts"]), ns(k["ts"]) + ns(k.get("dur", 0))
+        for storage, dev, size in nodes[i]["tensors"]:
+            if dev == HOST:
+                continue
+            s = storages.setdefault((storage, dev), [0, t0, t1])
+            s[0], s[1], s[2] = max(s[0], size), min(s[1], t0), max(s[2], t1)
+    return storages, launches
+
+
+def check_pair(exe, et_path, kineto_path, work):
+    name = f"{os.path.basename(et_path)} + {os.path.basename(kineto_path)}"
+    print(name)
+    pid, nodes = load_et(et_path)
+    events, ops, threads = load_kineto(kineto_path)
+    db = os.path.join(work, "pair.db")
+    p = subprocess.run([exe, "import", et_path, "--kineto", kineto_path, "-o", db, "--force"],
+                       capture_output=True, text=True)
+    if pid is not None and pid not in {e["pid"] for e in ops}:
+        print(f"  ET of process {pid}, Kineto of {sorted({e['pid'] for e in ops})}: mhc exit status {p.returncode}")
+        if p.returncode != 2 or p.stderr.count("\n") != 1:
+            fail(name, f"a pair of two processes must be refused with one line and status 2: {p.returncode}, {p.stderr!r}")
+        return
+    if p.returncode != 0:
+        fail(name, f"mhc import exited {p.returncode}: {p.stderr.strip()}")
+        return
+    joined = join(nodes, ops, threads)
+    want, launches = expected_storages(nodes, joined, events)
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    strings = dict(conn.execute("SELECT id, text FROM strings"))
+    got = {(int(strings[label].split()[1]), dev): [size, t0, t1] for label, dev, size, t0, t1 in
+           conn.execute("SELECT label, device, bytes, t_alloc, t_free FROM allocations WHERE device >= 0")}
+    # mhc's times start at the trace's first event: the offset is the first kernel's.
+    first_json = min(ns(e["ts"]) for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")
+    (first_db,) = conn.execute("SELECT MIN(t_start) FROM kernels").fetchone()
+    shift = first_json - first_db
+    got = {key: [size, t0 + shift, t1 + shift] for key, (size, t0, t1) in got.items()}
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    print(f"  joined here {len(joined)} ops, mhc {meta.get('et.kineto_ops_matched')} ({meta.get('et.join_key')}); "
+          f"GPU storages placed here {len(want)}, mhc {len(got)}; left out by mhc {meta.get('et.storages_left_out')}")
+    if str(len(joined)) != meta.get("et.kineto_ops_matched"):
+        fail(name, f"mhc joined {meta.get('et.kineto_ops_matched')} ops, here {len(joined)}")
+    if set(want) != set(got):
+        fail(name, f"storages only here: {sorted(set(want) - set(got))[:5]}, only in mhc: {sorted(set(got) - set(want))[:5]}")
+    differ = [key for key in set(want) & set(got) if want[key] != got[key]]
+    if differ:
+        fail(name, f"{len(differ)} storages differ in bytes or lifetime, e.g. {differ[0]}: here {want[differ[0]]}, "
+                   f"mhc {got[differ[0]]}")
+    else:
+        print(f"  every GPU storage's bytes, first use and last use equal here and in mhc "
+              f"({sum(s[0] for s in want.values())} B in all)")
+    check_iteration(name, conn, joined, launches)
+
+
+def check_iteration(name, conn, joined, launches):
+    """Every kernel with accesses was launched inside the CPU span of the joined ops."""
+    if not joined:
+        return
+    lo = min(ns(e["ts"]) for e in joined.values())
+    hi = max(ns(e["ts"]) + ns(e.get("dur", 0)) for e in joined.values())
+    outside = [c for (c,) in conn.execute(
+        "SELECT DISTINCT k.correlation FROM kernels k JOIN accesses a ON a.kernel = k.id")
+        if not lo <= ns(launches[c]["ts"]) <= hi]
+    if outside:
+        fail(name, f"{len(outside)} kernels with accesses were launched outside the joined ops' span")
+    else:
+        print(f"  every kernel with accesses was launched inside the joined ops' span ({(hi - lo) // 1000} us)")
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    exe, public, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(work, exist_ok=True)
+    for et, kineto in PAIRS:
+        check_pair(exe, os.path.join(public, et), os.path.join(public, kineto), work)
+    print(f"{len(PAIRS)} pairs, {len(failures)} failures")
+    for f in failures:
+        print("FAIL", f)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
