@@ -1,5 +1,7 @@
 // `mhc validate TRACE`: simulate, replay each plan on a backend, compare (docs/validation.md).
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -17,11 +19,28 @@
 namespace mhc::cli {
 namespace {
 
+// --repeat auto: at most this many replays per configuration (the baseline 2N - 1).
+constexpr int kAutoRepeatMost = 3;
+
+// --repeat N: an integer in 1..99.
+int parse_repeat(const std::string& text) {
+    int count = 0;
+    size_t used = 0;
+    try {
+        count = std::stoi(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used != text.size() || count < 1 || count > 99) throw Error("--repeat '" + text + "': auto or an integer in 1..99");
+    return count;
+}
+
 struct ValOptions {
     std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "auto", model_link = "pcie4";
     std::string backend = "host", chunk = "2MiB", time_scale = "auto";
     double max_age_h = 24, max_replay_minutes = 60;
-    int copy_threads = 1, repeat = 3;
+    int copy_threads = 1;
+    std::string repeat = "auto";
     bool recalibrate = false, unpaced = false;
     SimBaseOptions base;
     StoreOptions store;
@@ -90,9 +109,10 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--repeat", o->repeat,
                    "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
                    "times) and use the one with the median makespan (the host is noisy; their spread decides "
-                   "whether a result is conclusive)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 99));
+                   "whether a result is conclusive); auto: at most 3 (5), stopping once the replays agree within "
+                   "a share of --target")
+        ->type_name("N|auto")
+        ->default_str(o->repeat);
     app.add_flag("--recorded-timing", o->recorded_timing,
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
@@ -128,7 +148,8 @@ std::function<int()> setup(CLI::App& app) {
         spec.runs_db = o->store.runs_db;
         spec.target_pp = o->target_pp;
         spec.retime = !o->recorded_timing;
-        spec.repeat = o->repeat;
+        spec.adaptive_repeat = o->repeat == "auto";
+        spec.repeat = spec.adaptive_repeat ? kAutoRepeatMost : parse_repeat(o->repeat);
         spec.pace = !o->unpaced;
         spec.link_measured_here = auto_link;
         spec.max_replay_seconds = 60 * o->max_replay_minutes;
@@ -147,7 +168,11 @@ std::function<int()> setup(CLI::App& app) {
             cs.copy_threads = spec.replay.copy_threads;
             cs.paced = spec.pace;
             if (show_progress()) std::fprintf(stderr, "\r\033[Kmhc: calibrating the replay's link");
+            const auto t_cal = std::chrono::steady_clock::now();
+            const std::clock_t cpu_cal = std::clock();   // this process's CPU time, every thread
             replay::LinkCalibration cal = replay::replay_link(cs, o->recalibrate, o->max_age_h * 3600);
+            spec.calibration_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_cal).count();
+            spec.calibration_cpu_seconds = static_cast<double>(std::clock() - cpu_cal) / CLOCKS_PER_SEC;
             c.link = cal.link;
             spec.link_origin = "--link auto: " + cal.origin;
         } else {

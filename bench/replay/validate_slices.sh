@@ -29,8 +29,12 @@ for path, slice_ in zip(sys.argv[1:], ("mhc-27b", "llama2-7b")):
     print(f"\n{slice_}: link {j['link']['name']} ({j['link']['obtained']})")
     print(f"  source: {j['link']['source']}")
     print(f"  time scale x{j['time_scale']:.3g}; paced {j['paced']}; load {j['load']}")
-print("\n| slice | capacity | reduction | peak pred / meas | loss pred / meas | error | spread | late transfers | verdict |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(f"  baseline replays {len(j['baseline']['repeats']['makespans_ns'])}; repeat {j['repeat']}"
+          f"{' (adaptive: at most)' if j.get('repeat_adaptive') else ''}")
+    if j.get("phases"):
+        print("  phases (wall, CPU): " + "; ".join(f"{p['phase']} {p['seconds']:.1f} s ({p['cpu_seconds']:.1f} s)" for p in j["phases"]))
+print("\n| slice | capacity | reduction | peak pred / meas | loss pred / meas | error | spread | replays | late transfers | verdict |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for path, slice_ in zip(sys.argv[1:], ("mhc-27b", "llama2-7b")):
     j = json.load(open(path))
     for c in j["configurations"]:
@@ -40,6 +44,6 @@ for path, slice_ in zip(sys.argv[1:], ("mhc-27b", "llama2-7b")):
         spread = c["repeats"]["spread_pp"]
         err = c["loss_error_pp"]
         print(f"| {slice_} | {cap} | {100 * p['peak_reduction']:.1f}% | {p['peak_bytes'] / 2**30:.2f} / {m['peak_bytes'] / 2**30:.2f} GiB "
-              f"| {100 * p['loss']:.2f}% / {100 * m['loss']:.2f}% | {err:+.2f} pp | {spread:.2f} pp "
+              f"| {100 * p['loss']:.2f}% / {100 * m['loss']:.2f}% | {err:+.2f} pp | {spread:.2f} pp | {len(c['repeats']['makespans_ns'])} "
               f"| {m['late_transfers']} ({m['late_ns'] / 1e6:.2f} ms) | {verdict} |")
 PY

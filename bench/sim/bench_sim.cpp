@@ -2,7 +2,8 @@
 // lru/belady with none/lookahead at 1, 4 and 16 million rows (traces built in memory),
 // loading a trace from SQLite vs simulating it, and a 100-run sweep on 1 vs 2 threads.
 // Usage: bench_sim [max_million_rows=16] [tmp_dir=/tmp] | sweep [reps] | recompute [reps]
-//        | one POLICY PREFETCH [million_rows=4] [reps=5]
+//        | one POLICY PREFETCH [million_rows=4] [reps=5] | end-to-end TRACE RUNS_DB [ALLOCATOR=ideal]
+//        | allocators TRACE [reps=3]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -142,7 +143,7 @@ static void bench_recompute(int reps) {
 // had none), simulate (lru, 60%, the
 // command's defaults: events recorded, invariants as built), and storing the run into `runs_db`
 // (a runs database, so that the trace stays as it is between rounds; removed first).
-static void bench_end_to_end(const std::string& file, const std::string& runs_db) {
+static void bench_end_to_end(const std::string& file, const std::string& runs_db, const std::string& allocator) {
     auto phase = [](const char* what, auto&& fn) {
         double c0 = thread_cpu();
         auto t0 = Clock::now();
@@ -154,7 +155,7 @@ static void bench_end_to_end(const std::string& file, const std::string& runs_db
     trace::TraceData t;
     std::shared_ptr<const sim::Prepared> p;
     sim::Result r;
-    std::printf("end to end on %s (load average %s)\n", file.c_str(), loadavg().c_str());
+    std::printf("end to end on %s, %s allocator (load average %s)\n", file.c_str(), allocator.c_str(), loadavg().c_str());
     phase("load", [&] { t = trace::load_trace(file); });
     phase("prepare", [&] {
 #if __has_include("mhc/trace/cache.hpp")
@@ -167,6 +168,7 @@ static void bench_end_to_end(const std::string& file, const std::string& runs_db
     phase("simulate", [&] {
         sim::Config c;
         c.capacity.fraction = 0.6;
+        c.allocator = allocator;
         r = sim::simulate(*p, c);
     });
     std::filesystem::remove(runs_db);
@@ -179,6 +181,29 @@ static void bench_end_to_end(const std::string& file, const std::string& runs_db
     std::printf("  %-9s cpu %6.3f s  wall %6.3f s  (%lld trace rows, %lld simulated rows, %zu events)\n", "total",
                 thread_cpu() - c0, since(t0), static_cast<long long>(t.rows()), static_cast<long long>(r.rows),
                 events);
+}
+
+// What the allocator model costs: the simulation of `file` (prepared once; lru, 60%, events
+// recorded and invariants as built, the command's defaults) with the ideal and the caching
+// allocator, best thread CPU seconds of `reps`.
+static void bench_allocators(const std::string& file, int reps) {
+    const auto loaded = trace::load_trace(file);
+    const auto prepared = sim::prepare(loaded);
+    for (const char* allocator : {"ideal", "caching"}) {
+        double best = 1e300;
+        sim::Result result;
+        for (int rep = 0; rep < reps; ++rep) {
+            sim::Config config;
+            config.capacity.fraction = 0.6;
+            config.allocator = allocator;
+            const double c0 = thread_cpu();
+            result = sim::simulate(*prepared, config);
+            best = std::min(best, thread_cpu() - c0);
+        }
+        std::printf("%lld rows lru+none %-7s: simulate CPU %.3f s (best of %d), peak %lld, %zu events, load %s\n",
+                    static_cast<long long>(result.rows), allocator, best, reps, static_cast<long long>(result.simulated_peak),
+                    result.events.size(), loadavg().c_str());
+    }
 }
 
 // One configuration on the training trace of the main table (`millions` of rows, 4: 4.7 M), `reps`
@@ -206,8 +231,8 @@ static void bench_one(const std::string& ev, const std::string& pf, int millions
 
 static int run(int argc, char** argv) {
     const bench::Args args(argc, argv,
-                           "[MAX_MILLION_ROWS] [TMP_DIR] | sweep [REPS] | recompute [REPS] | end-to-end TRACE RUNS_DB"
-                           " | one POLICY PREFETCH [MILLION_ROWS] [REPS]");
+                           "[MAX_MILLION_ROWS] [TMP_DIR] | sweep [REPS] | recompute [REPS] | end-to-end TRACE RUNS_DB [ALLOCATOR]"
+                           " | one POLICY PREFETCH [MILLION_ROWS] [REPS] | allocators TRACE [REPS]");
     if (args.has(0) && args.word(0) == "one") {
         args.at_most(5);
         if (args.size() < 3) args.refuse("one needs a policy and a prefetcher");
@@ -216,9 +241,17 @@ static int run(int argc, char** argv) {
         return 0;
     }
     if (args.has(0) && args.word(0) == "end-to-end") {
-        args.at_most(3);
+        args.at_most(4);
         if (args.size() < 3) args.refuse("end-to-end needs a trace and a runs database to write");
-        bench_end_to_end(args.word(1), args.word(2));
+        const std::string allocator = args.text(3, "ideal");
+        sim::parse_allocator(allocator);   // refuses an unknown name before the trace is read
+        bench_end_to_end(args.word(1), args.word(2), allocator);
+        return 0;
+    }
+    if (args.has(0) && args.word(0) == "allocators") {
+        args.at_most(3);
+        if (args.size() < 2) args.refuse("allocators needs a trace");
+        bench_allocators(args.word(1), static_cast<int>(args.count(2, "REPS", 3, 1, 1000)));
         return 0;
     }
     args.at_most(2);

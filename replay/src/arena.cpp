@@ -97,18 +97,27 @@ Arena::~Arena() {   // leave the reservation as it was (the mapper may outlive t
     for (auto& s : small_) if (s.r.va >= 0) mapper_->unmap(s.r.va, 1);
 }
 
-// Pages (lowest free first: consecutive pages map in one call) and a virtual range.
+// A free pool page for the virtual page at va_off: the one the mapper shows there already when
+// it is free (no page tables to build: a repeat, or a segment back where one was), else the
+// lowest free (consecutive pages map in one call).
+int32_t Arena::take_page(int64_t va_off) {
+    const int32_t shown = mapper_ ? mapper_->shown_page(va_off) : -1;
+    auto it = shown >= 0 ? free_pages_.find(shown) : free_pages_.end();
+    if (it == free_pages_.end()) it = free_pages_.begin();
+    const int32_t page = *it;
+    free_pages_.erase(it);
+    high_page_ = std::max<int64_t>(high_page_, page + 1);
+    return page;
+}
+
+// Pages (take_page) and a virtual range.
 bool Arena::map_range(int64_t bytes, Range& r) {
     const int64_t n = (bytes + kPage - 1) / kPage;
     if (n > static_cast<int64_t>(free_pages_.size())) return false;
     r.va = va_.allocate(n * kPage);
     if (r.va < 0) return false;
     r.pages.clear();
-    for (int64_t i = 0; i < n; ++i) {
-        r.pages.push_back(*free_pages_.begin());
-        free_pages_.erase(free_pages_.begin());
-        high_page_ = std::max<int64_t>(high_page_, r.pages.back() + 1);
-    }
+    for (int64_t i = 0; i < n; ++i) r.pages.push_back(take_page(r.va + i * kPage));
     if (mapper_) mapper_->map(r.va, r.pages.data(), n);
     peak_ = std::max(peak_, in_use());
     return true;
@@ -156,9 +165,7 @@ bool Arena::follow_log() {
         for (int64_t off = e.offset; off < e.offset + e.bytes; off += kPage) {
             if (e.alloc) {
                 if (free_pages_.empty()) { ok = false; break; }
-                int32_t page = *free_pages_.begin();
-                free_pages_.erase(free_pages_.begin());
-                high_page_ = std::max<int64_t>(high_page_, page + 1);
+                int32_t page = take_page(r.va + off);
                 at[off] = page;
                 if (mapper_) mapper_->map(r.va + off, &page, 1);
             } else {

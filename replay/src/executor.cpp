@@ -454,8 +454,9 @@ void Executor::setup() {
     // Device memory: a pool of the capacity in 2 MiB pages, segments mapped into a large
     // virtual range (pages.hpp); the swap engine copies to and from that range.
     const int64_t pages = Arena::pool_pages(cap), va = Arena::default_va(cap);
+    // A pool whose pages alias others serves only a replay that reads nothing back (no swaps).
     if (options.mapper && options.mapper->pool_pages() >= pages && options.mapper->va_bytes() >= va &&
-        options.mapper->mapped_pages() == 0) {
+        options.mapper->mapped_pages() == 0 && (!has_swaps(plan) || options.mapper->distinct_pages() >= pages)) {
         pm = options.mapper;
     } else {
         vm = device == kernels::Device::Cuda ? make_cuda_mapper(pages, va) : make_host_mapper(pages, va);

@@ -299,4 +299,8 @@ std::string check_plan(const trace::TraceData& t, const Plan& plan) {
     return "";
 }
 
+bool has_swaps(const Plan& plan) {
+    return std::any_of(plan.actions.begin(), plan.actions.end(), [](const Action& action) { return action.op == Op::SwapOut; });
+}
+
 }  // namespace mhc::replay

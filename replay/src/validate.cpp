@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <exception>
 #include <thread>
 
 #include "mhc/common/error.hpp"
@@ -177,6 +179,13 @@ void check_replay_duration(const std::string& path, const ValidateSpec& spec, co
         spec.warn("the replays will take at least " + human_seconds(seconds) + " (" + why + ")");
 }
 
+// This process's CPU time so far, every thread, in seconds.
+double process_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // The host arena: anonymous memory faulted in by the kernel at mmap (MAP_POPULATE: 1.6 s
 // for 4 GiB on the 2-core VM, where new[] + memset took 3.0 s), not in a timed transfer.
 struct Unmap {
@@ -193,19 +202,29 @@ public:
         : path_(path), spec_(spec), note_(note) {}
 
     Report run() {
+        if (spec_.calibration_seconds > 0)
+            rep_.phases.push_back({"calibration", spec_.calibration_seconds, spec_.calibration_cpu_seconds});
+        phase_start_ = std::chrono::steady_clock::now();
+        phase_cpu_start_ = process_cpu_seconds();
         begin();
+        end_phase("load and prepare");
         predict_on_recorded();
+        end_phase("predict");
+        reserve_shared_memory_up_front();
         configuration(sim::Capacity{}, nullptr, rep_.baseline);
+        end_phase("baseline replays");
         if (spec_.retime && rep_.baseline.measured.status == trace::RunStatus::Complete && !spec_.capacities.empty()) {
             retimed_ = retime(t_, rep_.baseline.measured, &rep_.retime);
             timed_ = &retimed_;
             prepared_ = sim::prepare(retimed_, spec_.base.device);
             rep_.retimed = true;
+            end_phase("retime");
         }
         for (const sim::Capacity& cap : spec_.capacities) {
             rep_.rows.emplace_back();
             configuration(cap, &rep_.baseline, rep_.rows.back());
         }
+        end_phase("limited replays");
         const detail::CpuSample cpu_after = detail::cpu_sample();
         rep_.load.after = detail::load_average();
         detail::measure_others_share(rep_.load, cpu_before_, cpu_after);
@@ -217,11 +236,27 @@ public:
     }
 
 private:
+    // Closes the phase that ran since the last one (the page pool and host arena, allocated
+    // inside the replays' phases, are a phase of their own: rep_.pool_seconds).
+    void end_phase(const char* name) {
+        const auto now = std::chrono::steady_clock::now();
+        const double cpu_now = process_cpu_seconds();
+        const double wall = std::chrono::duration<double>(now - phase_start_).count(), cpu = cpu_now - phase_cpu_start_;
+        const double pool = rep_.pool_seconds - pool_counted_, pool_cpu = rep_.pool_cpu_seconds - pool_cpu_counted_;
+        pool_counted_ = rep_.pool_seconds;
+        pool_cpu_counted_ = rep_.pool_cpu_seconds;
+        if (pool > 0) rep_.phases.push_back({"page pool and host arena", pool, pool_cpu});
+        rep_.phases.push_back({name, wall - pool, cpu - pool_cpu});
+        phase_start_ = now;
+        phase_cpu_start_ = cpu_now;
+    }
+
     // The report's settings, the trace, the predictions' link and the replay's options.
     void begin() {
         rep_.trace = path_;
         rep_.target_pp = spec_.target_pp;
         rep_.repeat = std::max(spec_.repeat, 1);
+        rep_.adaptive_repeat = spec_.adaptive_repeat;
         rep_.time_scale = spec_.replay.time_scale;
         rep_.link_origin = spec_.link_origin;
         rep_.time_scale_origin = spec_.time_scale_origin;
@@ -291,54 +326,136 @@ private:
     // allocated and zeroed once, grown when needed. The replay's options point at both.
     Options shared_memory_for(const Plan& plan) {
         const int64_t cap_bytes = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
-        if (shared_pool_ && (!pool_ || pool_->pool_pages() < Arena::pool_pages(cap_bytes) ||
-                             pool_->va_bytes() < Arena::default_va(cap_bytes))) {
-            pool_.reset();
-            const auto t_pool = std::chrono::steady_clock::now();
-            pool_ = spec_.replay.backend == Backend::Cuda
-                        ? make_cuda_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes))
-                        : make_host_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes));
-            rep_.pool_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pool).count();
-        }
+        const size_t host_bytes = static_cast<size_t>(host_arena_bytes(*timed_, plan));
+        reserve_shared_memory(cap_bytes, has_swaps(plan) ? cap_bytes : cap_bytes / 2, host_bytes);
         Options ro = replay_options_;
         ro.mapper = pool_.get();
-        const size_t host_bytes = static_cast<size_t>(host_arena_bytes(*timed_, plan));
-        if (shared_pool_ && spec_.replay.backend == Backend::Host && host_bytes > host_mem_bytes_) {
-            host_mem_.reset();
-            const auto t_pool = std::chrono::steady_clock::now();
-            void* m = ::mmap(nullptr, host_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-            if (m == MAP_FAILED)
-                throw Error("the replay's host arena: mmap of " + format_bytes(static_cast<int64_t>(host_bytes)) + ": " +
-                            std::strerror(errno));
-            host_mem_ = std::unique_ptr<unsigned char[], Unmap>(static_cast<unsigned char*>(m), Unmap{host_bytes});
-            host_mem_bytes_ = host_bytes;
-            rep_.pool_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pool).count();
-        }
         ro.host_memory = host_mem_.get();
         ro.host_memory_bytes = host_mem_bytes_;
         return ro;
+    }
+
+    // Before the first replay: the pool for the largest device capacity (the baseline's) and the
+    // host arena for the largest host need of the plans predicted on the recorded trace, both at
+    // once (page tables and zeroing are the kernel's work, one core each). Pages with memory of
+    // their own only as many as the largest run that swaps needs: the baseline reads nothing
+    // back, so its pages beyond those alias them (4.1 of gpt2-small's 13.1 GB at 70%). A
+    // retimed plan that needs more grows the pool or the arena later.
+    void reserve_shared_memory_up_front() {
+        int64_t cap_bytes = 0, distinct_bytes = 0, host_bytes = 0;
+        for (size_t i = 0; i < on_recorded_.size(); ++i) {
+            const Plan plan = make_plan(t_, on_recorded_[i]);
+            const int64_t cap = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
+            cap_bytes = std::max(cap_bytes, cap);
+            if (has_swaps(plan)) distinct_bytes = std::max(distinct_bytes, cap);
+            if (i > 0) host_bytes = std::max(host_bytes, host_arena_bytes(t_, plan));
+        }
+        // At most half the pages alias (none when nothing swaps): stand-ins writing the same
+        // few cache lines of a small pool from several threads would time something else.
+        distinct_bytes = distinct_bytes > 0 ? std::max(distinct_bytes, cap_bytes / 2) : cap_bytes;
+        reserve_shared_memory(cap_bytes, distinct_bytes, static_cast<size_t>(host_bytes));
+    }
+
+    // Makes the pool hold `cap_bytes` (`distinct_bytes` of them with memory of their own) and the
+    // host arena `host_bytes` (host backend), allocating what is missing; the two allocations run
+    // in parallel.
+    void reserve_shared_memory(int64_t cap_bytes, int64_t distinct_bytes, size_t host_bytes) {
+        if (!shared_pool_) return;
+        const bool new_pool = !pool_ || pool_->pool_pages() < Arena::pool_pages(cap_bytes) ||
+                              pool_->va_bytes() < Arena::default_va(cap_bytes) ||
+                              pool_->distinct_pages() < Arena::pool_pages(distinct_bytes);
+        // A grown pool keeps the old one's size and aliases at least.
+        if (new_pool && pool_) {
+            cap_bytes = std::max(cap_bytes, pool_->pool_pages() * PageMapper::kPage);
+            distinct_bytes = std::max(distinct_bytes, pool_->distinct_pages() * PageMapper::kPage);
+        }
+        const bool new_host = spec_.replay.backend == Backend::Host && host_bytes > host_mem_bytes_;
+        if (!new_pool && !new_host) return;
+        const auto t_pool = std::chrono::steady_clock::now();
+        const double cpu_pool = process_cpu_seconds();
+        std::exception_ptr host_error;
+        std::thread host_thread;
+        if (new_host) {
+            host_mem_.reset();
+            host_mem_bytes_ = 0;
+            host_thread = std::thread([&] {
+                try {
+                    host_mem_ = populated_host_memory(host_bytes);
+                    host_mem_bytes_ = host_bytes;
+                } catch (...) {
+                    host_error = std::current_exception();
+                }
+            });
+        }
+        std::exception_ptr pool_error;
+        if (new_pool) {
+            pool_.reset();
+            try {
+                pool_ = spec_.replay.backend == Backend::Cuda
+                            ? make_cuda_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes))
+                            : make_host_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes), true,
+                                               std::max<int64_t>(Arena::pool_pages(distinct_bytes), 1));
+            } catch (...) {
+                pool_error = std::current_exception();
+            }
+        }
+        if (host_thread.joinable()) host_thread.join();
+        if (pool_error) std::rethrow_exception(pool_error);
+        if (host_error) std::rethrow_exception(host_error);
+        rep_.pool_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pool).count();
+        rep_.pool_cpu_seconds += process_cpu_seconds() - cpu_pool;
+    }
+
+    static std::unique_ptr<unsigned char[], Unmap> populated_host_memory(size_t bytes) {
+        void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (mem == MAP_FAILED)
+            throw Error("the replay's host arena: mmap of " + format_bytes(static_cast<int64_t>(bytes)) + ": " + std::strerror(errno));
+        return {static_cast<unsigned char*>(mem), Unmap{bytes}};
     }
 
     // Repeats: the run with the median makespan stands for the configuration (a failing or
     // mismatching one instead, so that no failure is averaged away). The baseline's noise is in
     // every loss, multiplied by 1 + loss (4-7 at the losses of transfer-bound slices), and its
     // replay is the cheapest: it gets 2N - 1 repeats.
-    void replay_repeats(const Plan& plan, const Options& ro, bool is_baseline, Row& row) {
+    void replay_repeats(const Plan& plan, const Options& ro, const Row* baseline, Row& row) {
         std::vector<Measured> runs;
+        const bool is_baseline = baseline == nullptr;
         const int reps = !is_baseline || spec_.repeat < 2 ? std::max(spec_.repeat, 1) : 2 * spec_.repeat - 1;
         for (int i = 0; i < reps; ++i) {
             say("replaying " + row.name + (reps > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(reps) + ")" : ""));
             runs.push_back(replay(t_, plan, ro));
             const Measured& m = runs.back();
-            if (m.failed()) break;
+            row.makespans.push_back(m.makespan_ns);
+            row.replay_seconds.push_back(m.seconds);
+            row.map_seconds.push_back(m.map_seconds);
+            if (m.failed() || (spec_.adaptive_repeat && agreed(baseline, row))) break;
         }
-        for (const Measured& m : runs) row.makespans.push_back(m.makespan_ns);
         std::sort(runs.begin(), runs.end(), [](const Measured& a, const Measured& b) {
             const bool fa = a.failed(), fb = b.failed();
             return fa != fb ? fa : a.makespan_ns < b.makespan_ns;
         });
         const bool any_failed = runs.front().failed();
         row.measured = std::move(runs[any_failed ? 0 : (runs.size() - 1) / 2]);
+    }
+
+    // The adaptive repeats' rule (repeats_agree) for `row`'s replays so far: the baseline's spread
+    // as the largest predicted loss carries it, within a quarter of the target; a limited
+    // configuration's spread with the baseline's part, within half.
+    bool agreed(const Row* baseline, const Row& row) const {
+        if (!baseline) {
+            double worst = 0;
+            for (size_t i = 1; i < on_recorded_.size(); ++i)
+                if (!on_recorded_[i].oom.happened) worst = std::max(worst, on_recorded_[i].throughput_loss);
+            std::vector<int64_t> sorted = row.makespans;
+            std::sort(sorted.begin(), sorted.end());
+            return repeats_agree(row.makespans, sorted[(sorted.size() - 1) / 2], 1 + worst, 0, kBaselineAgreeShare * spec_.target_pp,
+                                 kBaselineMinReplays);
+        }
+        const int64_t bm = baseline->measured.makespan_ns;
+        if (bm <= 0) return false;
+        const double carried = 100.0 * (1 + std::max(row.predicted.throughput_loss, 0.0)) *
+                               static_cast<double>(makespan_spread(baseline->makespans)) / static_cast<double>(bm);
+        return repeats_agree(row.makespans, bm, 1, carried, kConfigAgreeShare * spec_.target_pp, kConfigMinReplays);
     }
 
     // The measured loss against the baseline's, its error, its spread and the first divergence;
@@ -396,7 +513,7 @@ private:
                 store_failed(e);
             }
         }
-        replay_repeats(plan, ro, baseline == nullptr, row);
+        replay_repeats(plan, ro, baseline, row);
         const int64_t bm = compare(baseline, plan, row);
         // Runs predicted on the retimed trace say so: their times are the baseline replay's.
         const char* timing = timed_ == &t_ ? "recorded" : "baseline replay";
@@ -441,6 +558,9 @@ private:
     size_t host_mem_bytes_ = 0;
     bool shared_pool_ = true;
     int config_no_ = 0;
+    std::chrono::steady_clock::time_point phase_start_;
+    double phase_cpu_start_ = 0;
+    double pool_counted_ = 0, pool_cpu_counted_ = 0;   // of rep_.pool_(cpu_)seconds, what end_phase has reported
 };
 
 }  // namespace

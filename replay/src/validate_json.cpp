@@ -47,10 +47,14 @@ std::string to_json(const Report& r) {
                          {"link_d2h_Bps", num(m.link_d2h_Bps)},
                          {"replay_seconds", num(m.seconds)},
                          {"page_map_seconds", num(m.map_seconds)},
+                         {"host_arena_bytes", m.host_arena_bytes},
                          {"oom", m.oom}};
         j["loss_error_pp"] = (p.oom.happened || m.oom) ? json(nullptr) : num(x.loss_error_pp);
         j["peak_error"] = num(x.peak_error);
-        j["repeats"] = {{"makespans_ns", x.makespans}, {"spread_pp", x.spread_pp < 0 ? json(nullptr) : num(x.spread_pp)}};
+        j["repeats"] = {{"makespans_ns", x.makespans},
+                        {"replay_seconds", x.replay_seconds},
+                        {"page_map_seconds", x.map_seconds},
+                        {"spread_pp", x.spread_pp < 0 ? json(nullptr) : num(x.spread_pp)}};
         const Divergence& d = x.divergence;
         j["first_divergence"] = d.found ? json{{"kernel", d.kernel}, {"name", d.name}, {"predicted_start_ns", d.predicted_ns},
                                                {"measured_start_ns", d.measured_ns}, {"threshold_ns", d.threshold_ns}}
@@ -75,10 +79,15 @@ std::string to_json(const Report& r) {
     j["time_scale_origin"] = r.time_scale_origin;
     j["target_pp"] = num(r.target_pp);
     j["repeat"] = r.repeat;
+    j["repeat_adaptive"] = r.adaptive_repeat;
     j["retimed"] = r.retimed;
     j["paced"] = r.paced;
     j["pool_seconds"] = num(r.pool_seconds);
+    j["pool_cpu_seconds"] = num(r.pool_cpu_seconds);
     j["estimated_replay_seconds"] = num(r.estimated_seconds);
+    j["phases"] = json::array();
+    for (const Report::Phase& phase : r.phases)
+        j["phases"].push_back({{"phase", phase.name}, {"seconds", num(phase.seconds)}, {"cpu_seconds", num(phase.cpu_seconds)}});
     j["load"] = {{"before", num(r.load.before)}, {"after", num(r.load.after)}, {"cores", r.load.cores},
                  {"others_share", r.load.others_share < 0 ? json(nullptr) : num(r.load.others_share)},
                  {"loaded", r.load.loaded()}};

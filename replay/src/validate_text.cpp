@@ -90,6 +90,15 @@ std::string to_text(const Report& r) {
         out += buf;
     }
     for (const Row& x : r.rows) line(x);
+    if (!r.phases.empty()) {
+        out += "time:";
+        for (size_t i = 0; i < r.phases.size(); ++i) {
+            std::snprintf(buf, sizeof buf, "%s %s %.2f s (CPU %.2f s)", i ? ";" : "", r.phases[i].name.c_str(), r.phases[i].seconds,
+                          r.phases[i].cpu_seconds);
+            out += buf;
+        }
+        out += "\n";
+    }
     out += "machine: " + r.load.text() + (r.load.loaded() ? " -- LOADED: measured times include other work\n" : "\n");
     for (const Row& x : r.rows) out += "verdict " + x.name + ": " + x.verdict + "\n";
     return out;

@@ -18,6 +18,14 @@ int64_t makespan_spread(std::vector<int64_t> v) {
     return v[v.size() - 1 - drop] - v[drop];
 }
 
+bool repeats_agree(const std::vector<int64_t>& makespans, int64_t baseline_median_ns, double loss_factor, double carried_pp,
+                   double bound_pp, size_t min_replays) {
+    if (makespans.size() < std::max<size_t>(min_replays, 2) || baseline_median_ns <= 0) return false;
+    const double own_pp =
+        100.0 * loss_factor * static_cast<double>(makespan_spread(makespans)) / static_cast<double>(baseline_median_ns);
+    return own_pp + carried_pp <= bound_pp;
+}
+
 Divergence first_divergence(const trace::TraceData& t, const std::vector<trace::RunKernelTime>& predicted,
                             const std::vector<trace::RunKernelTime>& measured, int64_t threshold_ns) {
     Divergence d;

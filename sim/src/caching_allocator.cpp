@@ -225,10 +225,36 @@ void CachingAllocator::to_pool(int32_t b) {
     Block& x = blocks_[static_cast<size_t>(b)];
     if (x.mapped) {
         x.gc_base = gc_calls_[x.small ? 1 : 0];   // BlockPool::insert_into_blocks
-        pool_of(b).insert(key(b));
+        put(pool_of(b), key(b));
+        if (whole(b)) put(whole_[x.small ? 1 : 0], key(b));
     } else {
-        unmapped_of(b).insert(key(b));
+        put(unmapped_of(b), key(b));
     }
+}
+
+void CachingAllocator::put(KeySet& set, const Key& entry) {
+    if (nodes_.empty()) {
+        set.insert(entry);
+        return;
+    }
+    nodes_.back().value() = entry;
+    set.insert(std::move(nodes_.back()));
+    nodes_.pop_back();
+}
+
+void CachingAllocator::take(KeySet& set, const Key& entry) {
+    auto it = set.find(entry);   // one descent (erase(key) makes two, for a range)
+    if (it != set.end()) nodes_.push_back(set.extract(it));
+}
+
+bool CachingAllocator::whole(int32_t block) const {
+    const Block& blk = blocks_[static_cast<size_t>(block)];
+    return blk.prev < 0 && blk.next < 0 && !segs_[static_cast<size_t>(blk.segment)].expandable;
+}
+
+void CachingAllocator::pool_erase(int32_t block) {
+    if (whole(block)) take(whole_[blocks_[static_cast<size_t>(block)].small ? 1 : 0], key(block));
+    take(pool_of(block), key(block));
 }
 
 bool CachingAllocator::free_here(int32_t b) const {
@@ -240,7 +266,8 @@ int32_t CachingAllocator::merge(int32_t dst, int32_t src) {
     if (src < 0) return dst;
     Block& s = blocks_[static_cast<size_t>(src)];
     if (s.in_use || s.mapped != blocks_[static_cast<size_t>(dst)].mapped) return dst;
-    (s.mapped ? pool_of(src) : unmapped_of(src)).erase(key(src));
+    if (s.mapped) pool_erase(src);
+    else take(unmapped_of(src), key(src));
     Block& d = blocks_[static_cast<size_t>(dst)];
     if (d.prev == src) {
         d.offset = s.offset;
@@ -258,8 +285,11 @@ int32_t CachingAllocator::merge(int32_t dst, int32_t src) {
 int32_t CachingAllocator::get_free_block(int p, int64_t stream, int64_t size) {
     auto& pool = free_[p];
     if (set_.garbage_collection_threshold > 0) ++gc_calls_[p];
-    auto it = pool.lower_bound(Key{stream, size, INT32_MIN, INT64_MIN, -1});
-    if (it == pool.end() || it->stream != stream) return -1;
+    const Key want{stream, size, INT32_MIN, INT64_MIN, -1};
+    // Nothing as large: the usual answer when memory is short, without a descent of the tree.
+    if (pool.empty() || *pool.rbegin() < want) return -1;
+    auto it = pool.lower_bound(want);
+    if (it->stream != stream) return -1;
     auto expandable = [&](int32_t b) { return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].expandable; };
     if (expandable(it->block)) {
         if (set_.expandable_segments) {
@@ -284,7 +314,8 @@ int32_t CachingAllocator::get_free_block(int p, int64_t stream, int64_t size) {
     if (size < set_.max_split_size && found >= set_.max_split_size) return -1;
     if (size >= set_.max_split_size && found >= size + set_.max_non_split_rounding) return -1;
     int32_t b = it->block;
-    pool.erase(it);
+    if (whole(b)) take(whole_[p], *it);
+    nodes_.push_back(pool.extract(it));
     return b;
 }
 
@@ -381,7 +412,7 @@ bool CachingAllocator::map_block(int32_t b, int64_t size) {
     const int64_t page = segs_[static_cast<size_t>(x.segment)].page;
     const int64_t bytes = std::min(x.size, (size + page - 1) / page * page);
     if (bytes > capacity_ - reserved_) return false;
-    unmapped_of(b).erase(key(b));
+    take(unmapped_of(b), key(b));
     x.mapped = true;
     if (bytes < x.size) {   // the pages past the request stay unmapped
         int32_t r = split_off(b, bytes);
@@ -410,7 +441,7 @@ int32_t CachingAllocator::try_allocate_expandable(int p, int64_t stream, int64_t
         if (!map_block(n, std::min(remaining, blocks_[static_cast<size_t>(n)].size))) return -1;
         c = n;   // n absorbed c
     }
-    pool_of(c).erase(key(c));
+    pool_erase(c);
     return c;
 }
 
@@ -421,7 +452,7 @@ void CachingAllocator::unmap_block(int32_t b) {
     const int64_t page = segs_[static_cast<size_t>(x.segment)].page;
     const int64_t begin = (x.offset + page - 1) / page * page, end = (x.offset + x.size) / page * page;
     if (begin >= end) return;
-    pool_of(b).erase(key(b));
+    pool_erase(b);
     auto piece = [&](int64_t off, int64_t size) {
         int32_t r = new_block();
         Block& y = blocks_[static_cast<size_t>(r)];
@@ -464,8 +495,8 @@ void CachingAllocator::unmap_block(int32_t b) {
 
 void CachingAllocator::release_block(int32_t b) {
     // release_block: cudaFree of a whole free segment.
+    pool_erase(b);
     Block& x = blocks_[static_cast<size_t>(b)];
-    pool_of(b).erase(key(b));
     reserved_ -= x.size;
     --live_segments_;
     segs_[static_cast<size_t>(x.segment)].alive = false;
@@ -479,10 +510,6 @@ bool CachingAllocator::release_available(int p, int64_t stream, int64_t size) {
     if (set_.max_split_size == AllocatorSettings::kNoLimit) return false;
     auto& pool = free_[p];
     const int64_t want = std::max(size, set_.max_split_size);
-    auto whole = [&](int32_t b) {
-        const Block& x = blocks_[static_cast<size_t>(b)];
-        return x.prev < 0 && x.next < 0 && !segs_[static_cast<size_t>(x.segment)].expandable;
-    };
     auto it = pool.lower_bound(Key{stream, want, INT32_MIN, INT64_MIN, -1});
     if (it != pool.end() && it->stream == stream) {
         if (!whole(it->block)) return false;
@@ -506,14 +533,16 @@ bool CachingAllocator::release_available(int p, int64_t stream, int64_t size) {
 void CachingAllocator::release_cached() {
     // release_cached_blocks / release_blocks: every free whole segment; the free pages of
     // expandable segments are unmapped, and a segment left wholly unmapped goes too.
-    for (auto& pool : free_) {
-        std::vector<int32_t> whole, unmap;
-        for (const Key& k : pool) {
-            const Block& x = blocks_[static_cast<size_t>(k.block)];
-            if (segs_[static_cast<size_t>(x.segment)].expandable) unmap.push_back(k.block);
-            else if (x.prev < 0 && x.next < 0) whole.push_back(k.block);
-        }
-        for (int32_t b : whole) release_block(b);
+    // The whole segments are kept apart (whole_) in the pool's order, so that a failed
+    // allocation does not walk every free block.
+    for (int p = 0; p < 2; ++p) {
+        std::vector<int32_t> segments, unmap;
+        for (const Key& entry : whole_[p]) segments.push_back(entry.block);
+        if (set_.expandable_segments)   // only then are there expandable segments
+            for (const Key& entry : free_[p])
+                if (segs_[static_cast<size_t>(blocks_[static_cast<size_t>(entry.block)].segment)].expandable)
+                    unmap.push_back(entry.block);
+        for (int32_t block : segments) release_block(block);
         for (int32_t b : unmap) {
             if (!blocks_[static_cast<size_t>(b)].alive || blocks_[static_cast<size_t>(b)].in_use) continue;
             unmap_block(b);
@@ -526,7 +555,7 @@ void CachingAllocator::release_cached() {
             if (x.prev < 0 && x.next < 0) gone.push_back(k.block);
         }
         for (int32_t b : gone) {   // release_expandable_segment: address space only, no event
-            un.erase(key(b));
+            take(un, key(b));
             segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].alive = false;
             --live_segments_;
             drop_block(b);
@@ -541,29 +570,23 @@ void CachingAllocator::garbage_collect() {
     const auto threshold = static_cast<int64_t>(set_.garbage_collection_threshold * static_cast<double>(capacity_));
     if (reserved_ <= threshold) return;
     const int64_t target = reserved_ - threshold;
-    auto freeable = [&](int32_t b) {
-        const Block& x = blocks_[static_cast<size_t>(b)];
-        return x.prev < 0 && x.next < 0 && !segs_[static_cast<size_t>(x.segment)].expandable;
-    };
     double total_age = 0;
     int count = 0;
-    for (const Key& k : free_[0])
-        if (freeable(k.block)) {
-            total_age += static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(k.block)].gc_base);
-            ++count;
-        }
+    for (const Key& entry : whole_[0]) {
+        total_age += static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(entry.block)].gc_base);
+        ++count;
+    }
     int64_t reclaimed = 0;
     bool freed = true;
     while (reclaimed < target && freed && count > 0) {
         const double threshold_age = total_age / count;
         freed = false;
         std::vector<int32_t> go;
-        for (const Key& k : free_[0]) {
-            if (!freeable(k.block)) continue;
-            double age = static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(k.block)].gc_base);
+        for (const Key& entry : whole_[0]) {
+            double age = static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(entry.block)].gc_base);
             if (age >= threshold_age) {
-                go.push_back(k.block);
-                reclaimed += k.size;
+                go.push_back(entry.block);
+                reclaimed += entry.size;
                 total_age -= age;
                 --count;
                 freed = true;
@@ -595,12 +618,12 @@ int32_t CachingAllocator::allocate_at(int32_t segment, int64_t offset, int64_t b
             const Block& x = blocks_[static_cast<size_t>(k.block)];
             if (x.segment != segment || offset < x.offset || offset + size > x.offset + x.size) continue;
             int32_t b = k.block;
-            pool.erase(k);
+            pool_erase(b);
             if (offset > blocks_[static_cast<size_t>(b)].offset) {   // the free part before stays in the pool
                 split(b, offset - blocks_[static_cast<size_t>(b)].offset);
                 int32_t front = b;
                 b = blocks_[static_cast<size_t>(front)].next;
-                pool_of(b).erase(key(b));
+                pool_erase(b);
                 to_pool(front);
             }
             if (blocks_[static_cast<size_t>(b)].size > size) split(b, size);

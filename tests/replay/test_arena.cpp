@@ -76,6 +76,65 @@ TEST_CASE("host page mapper: a range unmapped and mapped again shows the pages a
     CHECK(vm->mapped_pages() == 3);
 }
 
+TEST_CASE("host page mapper: a premapped pool shows page i at virtual page i and maps only what differs",
+          "[replay][arena]") {
+    auto vm = replay::make_host_mapper(4, 16 * kPage, true);
+    unsigned char* base = vm->base();
+    CHECK(vm->mapped_pages() == 0);           // premapped is not mapped: nothing is in use
+    int32_t first[2] = {0, 1};
+    vm->map(0, first, 2);                     // what the premap shows already: no page tables built
+    CHECK(vm->pages_remapped() == 0);
+    fill(base, kPage, 21);
+    fill(base + kPage, kPage, 22);
+    int32_t third = 2;
+    vm->map(2 * kPage, &third, 1);
+    CHECK(vm->pages_remapped() == 0);
+    int32_t other = 0;                        // pool page 0 at virtual page 5: mapped, the same memory
+    vm->map(5 * kPage, &other, 1);
+    CHECK(vm->pages_remapped() == 1);
+    CHECK(same(base + 5 * kPage, kPage, 21));
+    vm->unmap(0, 2);
+    int32_t swapped[2] = {1, 0};              // the premapped range with other pages: remapped
+    vm->map(0, swapped, 2);
+    CHECK(vm->pages_remapped() == 3);
+    CHECK(same(base, kPage, 22));
+    CHECK(same(base + kPage, kPage, 21));
+    // Without the premap every page is mapped when first asked for.
+    auto plain = replay::make_host_mapper(4, 16 * kPage);
+    plain->map(0, first, 2);
+    CHECK(plain->pages_remapped() == 2);
+}
+
+TEST_CASE("host page mapper: pages beyond the distinct ones alias them", "[replay][arena]") {
+    auto vm = replay::make_host_mapper(4, 16 * kPage, false, 2);
+    CHECK(vm->pool_pages() == 4);
+    CHECK(vm->distinct_pages() == 2);
+    unsigned char* base = vm->base();
+    int32_t p0 = 0, p1 = 1, p2 = 2, p3 = 3;
+    vm->map(0, &p0, 1);
+    vm->map(kPage, &p1, 1);
+    fill(base, kPage, 41);
+    fill(base + kPage, kPage, 42);
+    vm->map(4 * kPage, &p2, 1);   // page 2 shows page 0's memory, page 3 page 1's
+    vm->map(5 * kPage, &p3, 1);
+    CHECK(same(base + 4 * kPage, kPage, 41));
+    CHECK(same(base + 5 * kPage, kPage, 42));
+    CHECK(vm->mapped_pages() == 4);   // still four pages in use: counts are not aliased
+    // Premapped: virtual pages 2 and 3 show pages 2 and 3, i.e. the memory of 0 and 1.
+    auto pm = replay::make_host_mapper(4, 16 * kPage, true, 2);
+    fill(pm->base(), 2 * kPage, 43);
+    CHECK(same(pm->base() + 2 * kPage, 2 * kPage, 43));
+    CHECK(pm->shown_page(3 * kPage) == 3);
+    CHECK(replay::make_host_mapper(4, 16 * kPage)->distinct_pages() == 4);
+    // Premapped in two halves (two threads) across the alias boundary: 5 pages over 2 distinct.
+    auto odd = replay::make_host_mapper(5, 16 * kPage, true, 2);
+    fill(odd->base(), kPage, 44);
+    fill(odd->base() + kPage, kPage, 45);
+    CHECK(same(odd->base() + 2 * kPage, kPage, 44));
+    CHECK(same(odd->base() + 3 * kPage, kPage, 45));
+    CHECK(same(odd->base() + 4 * kPage, kPage, 44));
+}
+
 TEST_CASE("a pattern that fragments a contiguous arena fits in pages", "[replay][arena]") {
     // ideal: ten 2 MiB allocations fill 20 MiB, every other one is freed; a 10 MiB one fits
     // only because its pages need not be contiguous.

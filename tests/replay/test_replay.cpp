@@ -9,6 +9,8 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/datasets/generate.hpp"
+#include "mhc/replay/arena.hpp"
+#include "mhc/replay/pages.hpp"
 #include "mhc/replay/plan.hpp"
 #include "mhc/replay/replay.hpp"
 #include "mhc/replay/validate.hpp"
@@ -124,6 +126,81 @@ TEST_CASE("replay stays within the capacity and every swap comes back intact", "
             if (std::string(alloc) == "caching") CHECK(m.peak == r.simulated_peak);   // same model, same segments
             if (hc) CHECK(m.sinkhorn_kernels > 0);
         }
+    }
+}
+
+TEST_CASE("an unlimited caching replay on a premapped pool maps no page itself", "[replay][host][arena]") {
+    // The unlimited caching model keeps every segment, so its virtual ranges and pool pages are
+    // taken lowest first and never given back: the premapped pool (what validate shares) already
+    // shows them, and the baseline's first replay builds no page tables.
+    auto trace_data = trace::load_trace(small_trace("premap", false));
+    sim::Config config;
+    config.allocator = "caching";
+    config.link = replay::scaled_link(sim::link_from_spec("pcie4"), 1.0);
+    const sim::Result run = sim::simulate(trace_data, config);
+    const replay::Plan plan = replay::make_plan(trace_data, run);
+    const int64_t cap = replay::replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
+    for (bool premap : {true, false}) {
+        auto pool = replay::make_host_mapper(replay::Arena::pool_pages(cap), replay::Arena::default_va(cap), premap);
+        replay::Options options = fast();
+        options.mapper = pool.get();
+        replay::Measured measured = replay::replay(trace_data, plan, options);
+        REQUIRE(to_string(measured.status) == "complete");
+        CHECK(measured.peak == run.simulated_peak);
+        if (premap) CHECK(pool->pages_remapped() == 0);
+        else CHECK(pool->pages_remapped() > 0);
+    }
+    // A pool whose pages alias serves the baseline, which reads nothing back, and a replay that
+    // swaps only when its pages are all distinct; otherwise that one makes a pool of its own.
+    config.capacity.fraction = 0.7;
+    const sim::Result limited = sim::simulate(trace_data, config);
+    const replay::Plan limited_plan = replay::make_plan(trace_data, limited);
+    const int64_t limited_pages = replay::Arena::pool_pages(limited.capacity);
+    for (int64_t distinct : {limited_pages - 1, limited_pages}) {
+        auto aliased = replay::make_host_mapper(replay::Arena::pool_pages(cap), replay::Arena::default_va(cap), true, distinct);
+        replay::Options options = fast();
+        options.mapper = aliased.get();
+        replay::Measured base = replay::replay(trace_data, plan, options);
+        CHECK(to_string(base.status) == "complete");
+        CHECK(base.peak == run.simulated_peak);
+        replay::Measured measured = replay::replay(trace_data, limited_plan, options);
+        REQUIRE(to_string(measured.status) == "complete");
+        CHECK(measured.swap_outs > 0);
+        CHECK(measured.mismatches == 0);
+        if (distinct < limited_pages) CHECK(aliased->pages_remapped() == 0);   // not used
+        else CHECK(aliased->pages_remapped() > 0);
+    }
+}
+
+TEST_CASE("replays on a shared pool take the pages its mappings show, and remap less", "[replay][host][arena]") {
+    // validate replays every configuration, several times, on one premapped pool: a segment
+    // that takes the pool page its virtual range shows already needs no new page tables.
+    for (bool hc : {false, true}) {
+        auto trace_data = trace::load_trace(small_trace(hc ? "remap_hc" : "remap", hc));
+        sim::Config config;
+        config.allocator = "caching";
+        config.link = replay::scaled_link(sim::link_from_spec("pcie4"), 1.0);
+        const sim::Result unlimited = sim::simulate(trace_data, config);
+        config.capacity.fraction = 0.7;
+        const sim::Result limited = sim::simulate(trace_data, config);
+        const replay::Plan base_plan = replay::make_plan(trace_data, unlimited), plan = replay::make_plan(trace_data, limited);
+        const int64_t cap = replay::replay_capacity(base_plan.capacity, base_plan.predicted_peak, base_plan.allocator);
+        auto pool = replay::make_host_mapper(replay::Arena::pool_pages(cap), replay::Arena::default_va(cap), true);
+        replay::Options options = fast();
+        options.mapper = pool.get();
+        std::vector<int64_t> remapped;
+        for (int i = 0; i < 3; ++i) {
+            const int64_t before = pool->pages_remapped();
+            replay::Measured measured = replay::replay(trace_data, plan, options);
+            REQUIRE(to_string(measured.status) == "complete");
+            CHECK(measured.mismatches == 0);                  // the data still comes back intact
+            CHECK(measured.peak == limited.simulated_peak);   // pages are where they are, the count is the model's
+            remapped.push_back(pool->pages_remapped() - before);
+        }
+        INFO((hc ? "mhc" : "llama") << ": pages remapped per replay " << remapped[0] << ", " << remapped[1] << ", " << remapped[2]);
+        CHECK(remapped[1] <= remapped[0]);
+        CHECK(remapped[2] <= remapped[0]);
+        CHECK(remapped[0] < static_cast<int64_t>(replay::Arena::pool_pages(limited.capacity)));
     }
 }
 
@@ -321,6 +398,68 @@ TEST_CASE("a replay spread is the range of the makespans, the extremes dropped f
     CHECK(replay::makespan_spread({10, 13, 11}) == 3);
     CHECK(replay::makespan_spread({10, 13, 11, 12}) == 3);
     CHECK(replay::makespan_spread({100, 10, 13, 11, 12}) == 2);   // 11..13: one hiccup is not the spread
+}
+
+TEST_CASE("adaptive repeats stop once the replays agree within the bound, as the verdict counts the spread",
+          "[replay][repeat]") {
+    const int64_t ms = 1'000'000;
+    // The baseline (loss factor 1 + 4 = 5: its noise reaches every loss five times), bound 1.25 pp.
+    // 100.0 .. 101.0 ms: 1 ms / 100 ms x 5 = 5 pp, disagree; 100.0 .. 100.2 ms: 1 pp, agree.
+    CHECK_FALSE(replay::repeats_agree({100 * ms, 101 * ms, 100 * ms + ms / 2}, 100 * ms, 5, 0, 1.25, 3));
+    CHECK(replay::repeats_agree({100 * ms, 100 * ms + ms / 5, 100 * ms + ms / 10}, 100 * ms, 5, 0, 1.25, 3));
+    // Two identical replays are not enough where three are asked for, nor one anywhere.
+    CHECK_FALSE(replay::repeats_agree({100 * ms, 100 * ms}, 100 * ms, 5, 0, 1.25, 3));
+    CHECK_FALSE(replay::repeats_agree({100 * ms}, 100 * ms, 1, 0, 100, 1));
+    // Five replays: the extremes are dropped (makespan_spread), so one hiccup does not keep it going:
+    // 100.1 .. 100.2 ms remain, 0.1 ms x 5 / 100 ms = 0.5 pp.
+    CHECK(replay::repeats_agree({100 * ms, 100 * ms + ms / 10, 100 * ms + ms / 5, 103 * ms, 100 * ms + 3 * ms / 20}, 100 * ms, 5,
+                                0, 1.25, 3));
+    // A limited configuration (baseline median 100 ms, bound 2.5 pp): its own spread plus the
+    // baseline's part carried in. 400 .. 404 ms: 4 pp + 0.5 > 2.5; 400 .. 401.5 ms: 1.5 + 0.5 = 2.0
+    // agrees, and no longer with 1.2 pp carried (2.7).
+    CHECK_FALSE(replay::repeats_agree({400 * ms, 404 * ms}, 100 * ms, 1, 0.5, 2.5, 2));
+    CHECK(replay::repeats_agree({400 * ms, 401 * ms + ms / 2}, 100 * ms, 1, 0.5, 2.5, 2));
+    CHECK_FALSE(replay::repeats_agree({400 * ms, 401 * ms + ms / 2}, 100 * ms, 1, 1.2, 2.5, 2));
+    CHECK_FALSE(replay::repeats_agree({400 * ms, 400 * ms}, 0, 1, 0, 2.5, 2));   // no baseline to measure against
+}
+
+TEST_CASE("adaptive repeats replay each configuration between the least and the most", "[replay][repeat]") {
+    std::string path = small_trace("adaptive", false);
+    replay::ValidateSpec spec;
+    spec.base.link = sim::link_from_spec("pcie4");
+    spec.base.allocator = "caching";
+    spec.capacities = {sim::parse_capacity("70%")};
+    spec.replay = fast();
+    spec.repeat = 3;
+    spec.adaptive_repeat = true;
+    spec.store = false;
+    // A target no noise reaches: the least replays, 3 of the baseline and 2 of the configuration.
+    spec.target_pp = 1e9;
+    replay::Report rep = replay::validate(path, spec);
+    REQUIRE(rep.ok());
+    CHECK(rep.adaptive_repeat);
+    CHECK(rep.baseline.makespans.size() == replay::kBaselineMinReplays);
+    CHECK(rep.rows.at(0).makespans.size() == replay::kConfigMinReplays);
+    CHECK(rep.rows.at(0).replay_seconds.size() == replay::kConfigMinReplays);
+    // A target nothing meets: the most, 2N - 1 and N, as without adaptive repeats.
+    spec.target_pp = 0;
+    rep = replay::validate(path, spec);
+    REQUIRE(rep.ok());
+    CHECK(rep.baseline.makespans.size() == 5);
+    CHECK(rep.rows.at(0).makespans.size() == 3);
+    // Where the time went: the phases in order, none negative; the page pool and host arena
+    // each time they were allocated or grown (here before the baseline, and the host arena
+    // for the limited run), adding up to pool_seconds.
+    std::vector<std::string> names;
+    double pool = 0;
+    for (const replay::Report::Phase& phase : rep.phases) {
+        CHECK(phase.seconds >= 0);
+        CHECK(phase.cpu_seconds >= 0);
+        if (phase.name == "page pool and host arena") pool += phase.seconds;
+        else names.push_back(phase.name);
+    }
+    CHECK(names == std::vector<std::string>{"load and prepare", "predict", "baseline replays", "retime", "limited replays"});
+    CHECK(pool == Approx(rep.pool_seconds));
 }
 
 TEST_CASE("validation with repeats reports the median replay and keeps every makespan", "[replay][repeat]") {

@@ -44,6 +44,27 @@ assert len(j["baseline"]["repeats"]["makespans_ns"]) == 3   # the baseline 2N - 
 assert j["paced"] is True   # host backend: the copies emulate the link
 assert c["measured"]["late_transfers"] >= 0 and c["measured"]["late_ns"] >= 0
 assert "sim_run" not in c   # nothing was stored
+assert j["repeat_adaptive"] is False   # --repeat 2: fixed counts
+names = [p["phase"] for p in j["phases"]]
+assert names[0] == "load and prepare" and names[-1] == "limited replays", names   # --link pcie4: no calibration
+assert all(p["seconds"] >= 0 and p["cpu_seconds"] >= 0 for p in j["phases"]), j["phases"]
+assert c["repeats"]["replay_seconds"] and len(c["repeats"]["page_map_seconds"]) == 2
+PY
+
+# --repeat: auto or a count; anything else is one line and exit 2.
+"$mhc" validate t.db --capacity 80% --link pcie4 --repeat 0 --no-store >bad.txt 2>&1
+rc=$?
+[ $rc = 2 ] || fail "--repeat 0 must exit 2, got $rc: $(cat bad.txt)"
+grep -q "^mhc: --repeat '0': auto or an integer in 1..99" bad.txt || fail "--repeat 0: $(cat bad.txt)"
+[ "$(wc -l <bad.txt)" = 1 ] || fail "--repeat 0: one line wanted: $(cat bad.txt)"
+"$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat auto --no-store --json >auto.json 2>auto.err \
+    || fail "--repeat auto: $(cat auto.err)"
+python3 - auto.json <<'PY' || fail "--repeat auto: $(head -c 2000 auto.json)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["repeat_adaptive"] is True and j["repeat"] == 3, (j["repeat"], j["repeat_adaptive"])
+assert 3 <= len(j["baseline"]["repeats"]["makespans_ns"]) <= 5
+assert 2 <= len(j["configurations"][0]["repeats"]["makespans_ns"]) <= 3
 PY
 
 # Text: one verdict line per configuration, the machine's load, stored ids when stored.

@@ -86,6 +86,7 @@ private:
         int64_t va = -1;
         std::vector<int32_t> pages;
     };
+    int32_t take_page(int64_t va_off);         // a free pool page for the virtual page at va_off
     bool map_range(int64_t bytes, Range& r);   // false: not enough pages or virtual range
     void unmap_range(Range& r);
     // Applies the model's segment log since the last call (cudaMalloc/cudaFree, page maps);

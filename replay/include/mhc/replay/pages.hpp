@@ -17,7 +17,11 @@ public:
     virtual ~PageMapper() = default;
     virtual unsigned char* base() = 0;          // start of the reserved virtual range
     virtual int64_t va_bytes() const = 0;       // its size (a multiple of kPage)
-    virtual int64_t pool_pages() const = 0;     // physical pages
+    virtual int64_t pool_pages() const = 0;     // pages (physical, unless aliased: distinct_pages)
+    // Pages with memory of their own: pool pages from this on share it with the pages below
+    // (page p shows the memory of p mod distinct_pages), for replays that never read back what
+    // they wrote (no swaps: nothing is checksummed); their counts and placement are unchanged.
+    virtual int64_t distinct_pages() const { return pool_pages(); }
     // Maps pool pages pages[0..n) at base + va_off, in order (va_off page-aligned, the range
     // unmapped). Throws mhc::Error when the system refuses.
     virtual void map(int64_t va_off, const int32_t* pages, int64_t n) = 0;
@@ -26,10 +30,19 @@ public:
     // (pages_host.cpp says why); a range may not be mapped twice without an unmap between.
     virtual void unmap(int64_t va_off, int64_t n) = 0;
     virtual int64_t mapped_pages() const = 0;   // pages currently mapped (all ranges)
+    // The pool page the mapping at base + va_off shows now, mapped or not (-1: none, or not
+    // known): an arena that takes that page when it is free spares the mapper a remapping.
+    virtual int32_t shown_page(int64_t /*va_off*/) const { return -1; }
+    // Pages whose page tables map() had to build (the host mapper's mmap calls; 0 where not counted).
+    virtual int64_t pages_remapped() const { return 0; }
 };
 
-// Throws mhc::Error when the kernel refuses (memfd_create, ftruncate, mmap).
-std::unique_ptr<PageMapper> make_host_mapper(int64_t pool_pages, int64_t va_bytes);
+// Throws mhc::Error when the kernel refuses (memfd_create, ftruncate, mmap). `premap`: the
+// start of the virtual range shows the pool in order from the start (page tables built now,
+// not by the first replay's mappings: an unlimited caching replay then maps nothing).
+// `distinct_pages` (0: all): the pages with memory of their own (PageMapper::distinct_pages).
+std::unique_ptr<PageMapper> make_host_mapper(int64_t pool_pages, int64_t va_bytes, bool premap = false,
+                                             int64_t distinct_pages = 0);
 // Throws mhc::Error without a CUDA build, without a GPU, or when the driver refuses.
 std::unique_ptr<PageMapper> make_cuda_mapper(int64_t pool_pages, int64_t va_bytes);
 

@@ -61,6 +61,8 @@ struct Plan {
 // record_events on; sim::Result::event_origin ties each event to the recorded event that
 // decided it). Throws mhc::Error when the Result has no event origins.
 Plan make_plan(const trace::TraceData& trace, const sim::Result& run);
+// Whether the plan swaps anything out (its replay reads back what it wrote, checksummed).
+bool has_swaps(const Plan& plan);
 
 // The plan with its timed actions (and span) at `clock`'s times: a trace with the same rows as
 // the one the plan was made on, other times (retime.hpp). Validation predicts on the trace

@@ -53,7 +53,8 @@ struct Options {
     // Device pages shared by replays (mhc validate maps one pool for all its configurations:
     // allocating and populating a pool of GiBs per replay cost more than the replays). Used when
     // it holds the run's pool (replay_capacity) and virtual range; otherwise the replay makes
-    // its own. Every replay leaves it as it found it (nothing mapped).
+    // its own; a replay that swaps also when the pool's pages alias (PageMapper::distinct_pages).
+    // Every replay leaves it as it found it (nothing mapped).
     PageMapper* mapper = nullptr;
     // Host backend: a host arena shared by replays the same way (zeroing GiBs per replay cost
     // seconds); used when it holds host_arena_bytes(). Its content is not relied on.

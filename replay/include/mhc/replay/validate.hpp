@@ -34,6 +34,10 @@ struct ValidateSpec {
     // (retime.hpp), not on the recorded one.
     bool retime = true;
     int repeat = 1;   // replays per configuration (the baseline: 2N - 1); the median makespan's stands for it
+    // Stop a configuration's replays early once they agree (repeats_agree): `repeat` (2N - 1)
+    // is then the most, not the count.
+    bool adaptive_repeat = false;
+    double calibration_seconds = 0, calibration_cpu_seconds = 0;   // the caller's measuring the link (a phase)
     // Host backend: the replay's copies emulate base.link (paced to its rates at the replay's
     // chunk size and its duplex factor: kernels::SwapConfig::pace_*), so that the link the
     // prediction uses is the link the replay has. false: copies as fast as the host lets them.
@@ -78,6 +82,22 @@ struct Divergence {
 Divergence first_divergence(const trace::TraceData& t, const std::vector<trace::RunKernelTime>& predicted,
                             const std::vector<trace::RunKernelTime>& measured, int64_t threshold_ns);
 
+// The adaptive repeats' stopping rule. A configuration's replays so far agree when their spread,
+// in loss points as the verdict counts it, is within `bound_pp`: the makespans' spread
+// (makespan_spread) over the baseline's median makespan, times `loss_factor` (1 for a limited
+// configuration, whose baseline part the caller adds as `carried_pp`; 1 + the largest predicted
+// loss for the baseline, whose noise every loss carries that many times). Fewer than
+// `min_replays` never agree: two replays can agree by chance.
+bool repeats_agree(const std::vector<int64_t>& makespans, int64_t baseline_median_ns, double loss_factor, double carried_pp,
+                   double bound_pp, size_t min_replays);
+// The bounds the adaptive repeats use, as shares of the target: the baseline's part of every
+// loss's spread, and a limited configuration's whole spread. Half the target leaves the other
+// half to the error; a quarter for the baseline leaves the configurations room of their own.
+inline constexpr double kBaselineAgreeShare = 0.25;
+inline constexpr double kConfigAgreeShare = 0.5;
+inline constexpr size_t kBaselineMinReplays = 3;
+inline constexpr size_t kConfigMinReplays = 2;
+
 // The real seconds the replays take at least: each configuration's predicted makespan x the
 // time scale x its replays (predictions[0] is the baseline, replayed 2N - 1 times with N >= 2
 // repeats); page mapping and the host's own overheads come on top.
@@ -92,6 +112,7 @@ struct Row {
     double peak_error = 0;          // (measured - predicted) / predicted peak
     int64_t sim_run = 0, replay_run = 0;
     std::vector<int64_t> makespans;   // of every replay of this configuration (repeats)
+    std::vector<double> replay_seconds, map_seconds;   // wall time of each replay and its page mapping
     // How far the repeats are apart, in loss points: makespan_spread / baseline median, plus
     // the baseline's own spread carried into this row's loss; -1 with a single replay.
     double spread_pp = -1;
@@ -125,8 +146,19 @@ struct Report {
     RetimeSummary retime;
     double target_pp = 5;
     int repeat = 1;
+    bool adaptive_repeat = false;   // repeat was the most, replays stopped once they agreed
     Load load;
-    double pool_seconds = 0;        // allocating the shared page pool (once, before the replays)
+    double pool_seconds = 0;        // allocating the shared page pool and host arena (once, before the replays)
+    double pool_cpu_seconds = 0;    // this process's CPU time meanwhile (all threads)
+    // Where the validation's time went, in order: calibration (the caller's), loading and
+    // preparing the trace, predicting, the page pool and host arena, the baseline's replays,
+    // retiming, the limited configurations' replays (with their predictions and plans). Wall
+    // seconds, and this process's CPU seconds (all threads: what a loaded machine does not stretch).
+    struct Phase {
+        std::string name;
+        double seconds = 0, cpu_seconds = 0;
+    };
+    std::vector<Phase> phases;
     double estimated_seconds = 0;   // the replays' duration estimated before the first (estimated_replay_seconds)
     std::string store_error;        // set when the runs could not (all) be stored
     bool stored = false;

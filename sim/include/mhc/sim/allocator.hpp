@@ -130,15 +130,21 @@ private:
             return offset < o.offset;
         }
     };
+    using KeySet = std::set<Key>;
+    // Into / out of a set, reusing the nodes of erased keys (no heap call per split or merge).
+    void put(KeySet& set, const Key& entry);
+    void take(KeySet& set, const Key& entry);
     int32_t new_block();
     // A new segment of `size` bytes on `stream`'s pool p, as one alive block covering it.
     int32_t new_segment_block(int p, int64_t stream, int64_t size, int64_t page, bool expandable);
     void drop_block(int32_t b);
     Key key(int32_t b) const;
     void to_pool(int32_t b);
-    std::set<Key>& pool_of(int32_t b) { return free_[blocks_[static_cast<std::size_t>(b)].small ? 1 : 0]; }
-    std::set<Key>& unmapped_of(int32_t b) { return unmapped_[blocks_[static_cast<std::size_t>(b)].small ? 1 : 0]; }
+    KeySet& pool_of(int32_t block) { return free_[blocks_[static_cast<std::size_t>(block)].small ? 1 : 0]; }
+    KeySet& unmapped_of(int32_t block) { return unmapped_[blocks_[static_cast<std::size_t>(block)].small ? 1 : 0]; }
     bool free_here(int32_t b) const;   // exists, not in use
+    bool whole(int32_t block) const;   // a whole segment, not expandable: cudaFree can give it back
+    void pool_erase(int32_t block);    // out of its free pool (and of whole_)
     int32_t get_free_block(int p, int64_t stream, int64_t size);
     bool should_split(int32_t b, int64_t size) const;
     int32_t split_off(int32_t b, int64_t size);
@@ -162,14 +168,16 @@ private:
     std::vector<Block> blocks_;
     std::vector<int32_t> spare_;
     std::vector<Segment> segs_;
-    std::set<Key> free_[2];       // [0] large pool, [1] small pool: free mapped blocks
-    std::set<Key> unmapped_[2];   // unmapped ranges of expandable segments (size field: 0; ordered by address)
+    KeySet free_[2];       // [0] large pool, [1] small pool: free mapped blocks
+    KeySet whole_[2];      // the free blocks of free_ that are whole(), in the same order
+    KeySet unmapped_[2];   // unmapped ranges of expandable segments (size field: 0; ordered by address)
     int64_t gc_calls_[2] = {0, 0};
     int64_t device_allocs_ = 0, device_frees_ = 0;
     bool many_streams_ = false;
     int64_t first_stream_ = 0;
     bool any_alloc_ = false;
     std::vector<SegmentEvent>* log_ = nullptr;
+    std::vector<KeySet::node_type> nodes_;   // nodes of erased keys, for put()
 };
 
 }  // namespace mhc::sim

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The caching allocator model's cost before/after a change, on one machine in one run: builds
+# `mhc` and bench_sim from a base commit (bench/base_build.sh: build/bench-base-COMMIT, kept) and
+# from this tree, generates one gpt2-small trace (STEPS steps; 2985: about 10 M rows), then
+# ROUNDS times, each side on its own copy of the trace:
+#   - bench_sim allocators: thread CPU of the simulation alone (lru, 60%, events recorded), ideal
+#     and caching allocator, best of 3;
+#   - `mhc simulate COPY --capacity 60%` (the caching model, the command's default) and with
+#     `--allocator ideal`, as users run them (--no-store), /usr/bin/time.
+# CPU time is what to compare on a shared machine; the load average is printed with each figure.
+# Usage: bench/sim/allocator_compare.sh [ROUNDS=2] [BASE=ebbb9d5 (the allocator model before its whole-segment set)] [STEPS=2985]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-2}
+base=${2:-ebbb9d5}
+steps=${3:-2985}
+root=$(pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-allocator-compare.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+. bench/base_build.sh
+build_base_and_this "$base" sim mhc bench_sim
+"$root/build/cli/mhc" -q generate --preset gpt2-small --steps "$steps" -o "$tmp/trace.db" >/dev/null
+echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- sim bench || echo +changes)"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores; trace: gpt2-small, $steps steps, $(du -m "$tmp/trace.db" | cut -f1) MB"
+cp "$tmp/trace.db" "$tmp/before.db"
+cp "$tmp/trace.db" "$tmp/after.db"
+for side in before after; do   # the first run of each side writes its prepared cache where it has one
+  dir=$wt; [ "$side" = after ] && dir=$root
+  "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% --allocator ideal --no-store >/dev/null
+done
+for r in $(seq 1 "$rounds"); do
+  for side in before after; do
+    dir=$wt; [ "$side" = after ] && dir=$root
+    echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    "$dir/build/bench/sim/bench_sim" allocators "$tmp/$side.db" 3 | sed "s/^/$side /"
+    for allocator in caching ideal; do
+      /usr/bin/time -f "$side mhc simulate --capacity 60%% --allocator $allocator: cpu %U s user + %S s sys, wall %e s, load $(cut -d' ' -f1 /proc/loadavg)" \
+        "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% --allocator "$allocator" --no-store >/dev/null
+    done
+  done
+done
