@@ -1,8 +1,15 @@
 // mhc_bench_import [EVENTS] [DIR] [REPS]: writes a synthetic PyTorch memory snapshot pickle and a
 // synthetic Kineto JSON (plain and gzip) of about EVENTS events each (default 2,000,000), then
-// times import_file on each (one thread, REPS times, default 3) and prints events per second
-// of CPU time (user + sys, median run). Inputs are made here,
-// so the figures can be reproduced on any machine.
+// times import_file on each (REPS times, default 3) and prints events and input MB per second of
+// CPU time (user + sys of every thread, median run) and of wall time. The Kineto JSON, plain and
+// gzip, is imported with its parse on one thread and on two (plain: each parses one half; gzip:
+// one inflates, one parses), where the library has the option; a build without it parses on one
+// either way. Inputs are made here, so the figures can be
+// reproduced on any machine.
+//
+// mhc_bench_import time FILE OUT [REPS] [THREADS]: times the import of FILE into OUT as above (THREADS
+// 1 or 2; 0, the default, leaves the library's choice), one line; bench/import/compare.sh runs it
+// on a base build and this tree in turn, input by input.
 //
 // mhc_bench_import memory [EVENTS] [DIR]: memory instead of speed (docs/results.md, "Import memory"). Snapshot, Kineto and
 // execution-trace inputs of EVENTS and 4 x EVENTS events (default 250,000; 0: none), plain and gzip, plus a
@@ -277,11 +284,19 @@ double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static
 
 using mhc::bench::loadavg;
 
+// Options::parse_threads (1 or 2) where the library has it; nothing otherwise (0 leaves the default).
+template <class Options>
+void set_parse_threads(Options& opt, int threads) {
+    if constexpr (requires { opt.parse_threads; })
+        if (threads > 0) opt.parse_threads = static_cast<decltype(opt.parse_threads)>(threads);
+}
+
 // Imports `in` `reps` times and prints the median run. CPU time is user + sys of this process
-// (getrusage): on a shared machine the wall clock also counts waiting for a core.
-void time_import(const std::string& label, const std::string& in, const std::string& out, int reps) {
+// (getrusage, every thread): on a shared machine the wall clock also counts waiting for a core.
+void time_import(const std::string& label, const std::string& in, const std::string& out, int reps, int threads = 0) {
     mhc::trace::import::Options opt;
     opt.warn = false;
+    set_parse_threads(opt, threads);
     struct Run {
         double wall, user, sys;
         double cpu() const { return user + sys; }
@@ -302,10 +317,11 @@ void time_import(const std::string& label, const std::string& in, const std::str
     const Run& m = runs[runs.size() / 2];
     const Run& best = runs.front();
     double ev = static_cast<double>(r.events), mb = static_cast<double>(std::filesystem::file_size(in)) / 1e6;
-    std::printf("%-18s %8lld events %6.1f MB | median of %d: cpu %5.2f s (user %5.2f + sys %5.2f) = %5.2f M ev/s, "
-                "wall %5.2f s | best cpu %5.2f s = %5.2f M ev/s | %lld rows (%lld allocations, %lld kernels) | load %s\n",
+    std::printf("%-26s %8lld events %6.1f MB | median of %d: cpu %6.3f s (user %6.3f + sys %6.3f) = %5.2f M ev/s "
+                "%4.0f MB/s, wall %6.3f s = %5.2f M ev/s %4.0f MB/s | best cpu %6.3f s = %5.2f M ev/s | %lld rows "
+                "(%lld allocations, %lld kernels) | load %s\n",
                 label.c_str(), static_cast<long long>(r.events), mb, reps, m.cpu(), m.user, m.sys, ev / m.cpu() / 1e6,
-                m.wall, best.cpu(), ev / best.cpu() / 1e6,
+                mb / m.cpu(), m.wall, ev / m.wall / 1e6, mb / m.wall, best.cpu(), ev / best.cpu() / 1e6,
                 static_cast<long long>(r.allocations + r.kernels + r.copies + r.markers),
                 static_cast<long long>(r.allocations), static_cast<long long>(r.kernels), loadavg().c_str());
     std::fflush(stdout);
@@ -327,8 +343,17 @@ int run(int argc, char** argv) {
         std::ofstream(argv[4]) << vm_hwm();
         return rc;
     }
-    const mhc::bench::Args args(argc, argv, "[EVENTS] [DIR] [REPS] | memory [EVENTS] [DIR]");
+    const mhc::bench::Args args(argc, argv, "[EVENTS] [DIR] [REPS] | time FILE OUT [REPS] [THREADS] | memory [EVENTS] [DIR]");
     const std::string tmp = std::filesystem::temp_directory_path().string();
+    if (args.has(0) && args.word(0) == "time") {
+        args.at_most(5);
+        if (!args.has(2)) args.refuse("time needs FILE and OUT");
+        const int threads = static_cast<int>(args.count(4, "THREADS", 0, 0, 2));
+        std::string label = std::filesystem::path(args.word(1)).filename().string();
+        if (threads > 0) label += threads == 1 ? ", 1 thread" : ", 2 threads";
+        time_import(label, args.word(1), args.word(2), static_cast<int>(args.count(3, "REPS", 1, 1, 1000)), threads);
+        return 0;
+    }
     if (args.has(0) && args.word(0) == "memory") {
         args.at_most(3);
         return memory_bench("/proc/self/exe", args.count(1, "EVENTS", 250000, 0, int64_t(1) << 40), args.text(2, tmp));
@@ -346,8 +371,10 @@ int run(int argc, char** argv) {
                 "Each import: parse, write the trace (SQLite), check it, rename. Load average before: %s\n",
                 loadavg().c_str());
     time_import("snapshot (pickle)", snap, dir + "/bench-out.db", reps);
-    time_import("kineto (json)", kin, dir + "/bench-out.db", reps);
-    time_import("kineto (json.gz)", kin + ".gz", dir + "/bench-out.db", reps);
+    time_import("kineto (json), 1 thread", kin, dir + "/bench-out.db", reps, 1);
+    time_import("kineto (json), 2 threads", kin, dir + "/bench-out.db", reps, 2);
+    time_import("kineto (json.gz), 1 thread", kin + ".gz", dir + "/bench-out.db", reps, 1);
+    time_import("kineto (json.gz), 2 threads", kin + ".gz", dir + "/bench-out.db", reps, 2);
     if (!std::getenv("MHC_BENCH_KEEP"))   // keep the inputs for profiling
         for (auto& f : {snap, kin, kin + ".gz"}) std::filesystem::remove(f);
     return 0;

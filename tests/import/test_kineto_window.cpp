@@ -4,9 +4,13 @@
 // before and after traceEvents, gzip or plain). Expected values come from the generator.
 #include <zlib.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include <catch2/catch.hpp>
 
 #include "kineto_parse.hpp"
+#include "mhc/common/error.hpp"
 #include "util.hpp"
 
 namespace {
@@ -61,27 +65,28 @@ void gzip_to(const std::string& path, const std::string& text) {
     gzclose(g);
 }
 
-void check(const Doc& doc, const std::string& path, bool expect_streamed) {
-    auto d = mhc::trace::import::parse_kineto(path);
-    CHECK(d.streamed == expect_streamed);
-    CHECK(d.events == doc.events);
-    CHECK(static_cast<int64_t>(d.kernels.size()) == doc.kernels);
-    CHECK(static_cast<int64_t>(d.memory.size()) == doc.memory);
-    CHECK(static_cast<int64_t>(d.ops.size()) == doc.ops);
-    CHECK(static_cast<int64_t>(d.launches.size()) == doc.launches);
-    CHECK(d.device_count == 2);
-    CHECK(d.device_name == "GPU \"zero\"");
-    CHECK(d.device_memory == 1024);
-    REQUIRE(!d.kernels.empty());
-    const auto& k = d.kernels.back();
-    CHECK(d.strings.list[k.name] == "gemm_" + std::to_string((doc.kernels - 1) % 3));
-    CHECK(k.ts == (1002 + 10 * (doc.kernels - 1)) * 1000);
-    CHECK(k.dur == 2000);
-    CHECK(k.grid[0] == 4);
-    CHECK(k.block[0] == 128);
-    CHECK(k.stream == 7);
-    CHECK(d.ops.back().ts == (1000 + 10 * (doc.ops - 1)) * 1000 + 500);
-    CHECK(d.memory.back().addr == 4096 * doc.memory);
+void check(const Doc& doc, const std::string& path, bool expect_streamed,
+           mhc::trace::import::ParseThreads threads = mhc::trace::import::ParseThreads::Auto) {
+    auto data = mhc::trace::import::parse_kineto(path, UINT64_MAX, threads);
+    CHECK(data.streamed == expect_streamed);
+    CHECK(data.events == doc.events);
+    CHECK(static_cast<int64_t>(data.kernels.size()) == doc.kernels);
+    CHECK(static_cast<int64_t>(data.memory.size()) == doc.memory);
+    CHECK(static_cast<int64_t>(data.ops.size()) == doc.ops);
+    CHECK(static_cast<int64_t>(data.launches.size()) == doc.launches);
+    CHECK(data.device_count == 2);
+    CHECK(data.device_name == "GPU \"zero\"");
+    CHECK(data.device_memory == 1024);
+    REQUIRE(!data.kernels.empty());
+    const auto& last = data.kernels.back();
+    CHECK(data.strings.list[last.name] == "gemm_" + std::to_string((doc.kernels - 1) % 3));
+    CHECK(last.ts == (1002 + 10 * (doc.kernels - 1)) * 1000);
+    CHECK(last.dur == 2000);
+    CHECK(last.grid[0] == 4);
+    CHECK(last.block[0] == 128);
+    CHECK(last.stream == 7);
+    CHECK(data.ops.back().ts == (1000 + 10 * (doc.ops - 1)) * 1000 + 500);
+    CHECK(data.memory.back().addr == 4096 * doc.memory);
 }
 
 }  // namespace
@@ -104,10 +109,217 @@ TEST_CASE("kineto parse: events longer than the window's margin use the streamed
     Doc doc = make_doc(6, size_t(9) << 20, " ");
     test::write_file(dir.file("b.json"), doc.text);
     gzip_to(dir.file("b.json.gz"), doc.text);
-    check(doc, dir.file("b.json"), true);
+    check(doc, dir.file("b.json"), true, mhc::trace::import::ParseThreads::One);   // one thread (two may each fit their half)
     check(doc, dir.file("b.json.gz"), true);
     // A small document goes the fast way.
     Doc small = make_doc(5, 100, "");
     test::write_file(dir.file("c.json"), small.text);
     check(small, dir.file("c.json"), false);
+}
+
+namespace {
+
+using mhc::trace::import::KinetoData;
+using mhc::trace::import::parse_kineto;
+using mhc::trace::import::ParseThreads;
+
+// Everything the importers read of a parse, names by their text.
+void check_same(const KinetoData& one, const KinetoData& two) {
+    CHECK(one.events == two.events);
+    CHECK(one.flows == two.flows);
+    CHECK(one.host_memory_events == two.host_memory_events);
+    CHECK(one.negative_durations == two.negative_durations);
+    CHECK(one.first_negative == two.first_negative);
+    CHECK(one.first_negative_dur == two.first_negative_dur);
+    CHECK(one.first_negative_name == two.first_negative_name);
+    CHECK(one.t_min == two.t_min);
+    CHECK(one.device_name == two.device_name);
+    CHECK(one.device_memory == two.device_memory);
+    CHECK(one.device_count == two.device_count);
+    CHECK(one.rank == two.rank);
+    CHECK(one.world_size == two.world_size);
+    CHECK(one.has_rf_id == two.has_rf_id);
+    REQUIRE(one.kernels.size() == two.kernels.size());
+    for (size_t i = 0; i < one.kernels.size(); ++i) {
+        const auto &mine = one.kernels[i], &theirs = two.kernels[i];
+        INFO("kernel " << i);
+        CHECK(one.strings.list[mine.name] == two.strings.list[theirs.name]);
+        CHECK(std::tie(mine.ts, mine.dur, mine.stream, mine.correlation, mine.external, mine.tid, mine.device, mine.registers, mine.shared_mem,
+                       mine.is_copy, mine.is_memset, mine.bytes, mine.copy_kind) ==
+              std::tie(theirs.ts, theirs.dur, theirs.stream, theirs.correlation, theirs.external, theirs.tid, theirs.device, theirs.registers, theirs.shared_mem,
+                       theirs.is_copy, theirs.is_memset, theirs.bytes, theirs.copy_kind));
+        CHECK(std::equal(mine.grid, mine.grid + 3, theirs.grid));
+        CHECK(std::equal(mine.block, mine.block + 3, theirs.block));
+    }
+    REQUIRE(one.memory.size() == two.memory.size());
+    for (size_t i = 0; i < one.memory.size(); ++i) {
+        const auto &mine = one.memory[i], &theirs = two.memory[i];
+        CHECK(std::tie(mine.ts, mine.addr, mine.bytes, mine.total, mine.reserved, mine.index, mine.device, mine.has_addr) ==
+              std::tie(theirs.ts, theirs.addr, theirs.bytes, theirs.total, theirs.reserved, theirs.index, theirs.device, theirs.has_addr));
+    }
+    REQUIRE(one.ops.size() == two.ops.size());
+    for (size_t i = 0; i < one.ops.size(); ++i) {
+        const auto &mine = one.ops[i], &theirs = two.ops[i];
+        CHECK(one.strings.list[mine.name] == two.strings.list[theirs.name]);
+        CHECK(std::tie(mine.ts, mine.dur, mine.tid, mine.external, mine.rf_id, mine.ev_idx) ==
+              std::tie(theirs.ts, theirs.dur, theirs.tid, theirs.external, theirs.rf_id, theirs.ev_idx));
+    }
+    REQUIRE(one.ranges.size() == two.ranges.size());
+    for (size_t i = 0; i < one.ranges.size(); ++i) {
+        const auto &mine = one.ranges[i], &theirs = two.ranges[i];
+        CHECK(one.strings.list[mine.name] == two.strings.list[theirs.name]);
+        CHECK(std::tie(mine.ts, mine.dur, mine.step, mine.gpu) == std::tie(theirs.ts, theirs.dur, theirs.step, theirs.gpu));
+    }
+    auto same_map = [](const auto& left, const auto& right) {
+        REQUIRE(left.size() == right.size());
+        for (const auto& [key, value] : left) {
+            auto it = right.find(key);
+            REQUIRE(it != right.end());
+            CHECK(std::tie(value.ts, value.tid) == std::tie(it->second.ts, it->second.tid));
+        }
+    };
+    same_map(one.launches, two.launches);
+    same_map(one.flow_starts, two.flow_starts);
+}
+
+// Events of every kind the mapping keeps, with repeated correlation and flow ids (a later one
+// replaces an earlier one), negative durations and steps in both halves.
+std::string mixed_events(int n, const std::string& string_arg) {
+    std::string text;
+    for (int i = 0; i < n; ++i) {
+        const std::string ts = std::to_string(5000 + 7 * i) + ".25", id = std::to_string(i % 997);
+        if (i) text += ",\n";
+        text += "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#" + std::to_string(i / 1000) + "\",\"pid\":1,\"tid\":" +
+             std::to_string(1 + i % 3) + ",\"ts\":" + ts + ",\"dur\":" + (i % 2500 == 17 ? "-3" : "6") +
+             ",\"args\":{\"Record function id\":" + std::to_string(i) + ",\"note\":\"" + string_arg + "\"}},\n";
+        text += "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":" + ts +
+             ",\"dur\":1,\"args\":{\"correlation\":" + id + "}},\n";
+        text += "{\"ph\":\"s\",\"cat\":\"ac2g\",\"id\":" + id + ",\"pid\":1,\"tid\":1,\"ts\":" + ts + "},\n";
+        text += "{\"ph\":\"X\",\"cat\":\"" + std::string(i % 4 ? "kernel" : "gpu_memcpy") + "\",\"name\":\"k" +
+             std::to_string(i % 11) + (i % 4 ? "" : " Memcpy HtoD") + "\",\"pid\":0,\"tid\":7,\"ts\":" + ts +
+             ",\"dur\":2,\"args\":{\"device\":0,\"stream\":7,\"bytes\":64,\"correlation\":" + id + ",\"grid\":[2,1,1]}},\n";
+        text += "{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":" + ts + ",\"args\":{\"Bytes\":" + (i % 2 ? "-512" : "512") +
+             ",\"Device Type\":" + (i % 3 ? "1" : "0") + ",\"Addr\":" + std::to_string(4096 * (i / 2 + 1)) + "}}";
+    }
+    return text;
+}
+
+// The document with the events between `head` and `tail`.
+std::string trace_doc(const std::string& head, const std::string& events, const std::string& tail) {
+    return "{" + head + "\"traceEvents\": [\n" + events + "\n]" + tail + "}\n";
+}
+
+}  // namespace
+
+TEST_CASE("kineto parse: two threads, each from one half of a plain file, give the one-thread parse", "[import][kineto]") {
+    test::TempDir dir;
+    const std::string props = "\"deviceProperties\": [{\"id\": 0, \"name\": \"GPU zero\", \"totalGlobalMem\": 1024}]";
+    const std::string dist = "\"distributedInfo\": {\"rank\": 3, \"world_size\": 8}";
+    const std::string events = mixed_events(6000, "x");
+    // The text that looks like an element start ("}, {") inside a string: wherever the middle
+    // falls, the guess is only taken where the first half really has an element there.
+    const std::string tricky = mixed_events(3000, "a}, {\\\"ph\\\":\\\"X\\\"} , {b");
+    const std::vector<std::pair<std::string, std::string>> docs = {
+        {"members before", trace_doc(props + ", " + dist + ", ", events, "")},
+        {"members after", trace_doc("\"schemaVersion\": 1, ", events, ", " + props + ", " + dist)},
+        {"members on both sides", trace_doc(props + ", ", events, ", " + dist + ", \"traceName\": \"t\"")},
+        {"device properties on both sides", trace_doc(props + ", ", events, ", " + props)},
+        {"element starts inside strings", trace_doc("", tricky, "")},
+    };
+    for (const auto& [name, text] : docs) {
+        DYNAMIC_SECTION(name) {
+            const std::string path = dir.file("t.json");
+            test::write_file(path, text);
+            const KinetoData one = parse_kineto(path, UINT64_MAX, ParseThreads::One);
+            const KinetoData two = parse_kineto(path, UINT64_MAX, ParseThreads::Two);
+            CHECK(!one.streamed);
+            CHECK(!two.streamed);
+            CHECK(one.events == 5 * (name == "element starts inside strings" ? 3000 : 6000));
+            CHECK(one.negative_durations > 1);
+            CHECK(one.second_part_from == -1);
+            // Device properties in both parts cannot be merged as one parse would keep them: one
+            // thread then parses on. Elsewhere the second thread took the second half.
+            if (name == "device properties on both sides") CHECK(two.second_part_from == -1);
+            else if (name != "element starts inside strings") CHECK(two.second_part_from > one.events / 3);
+            check_same(one, two);
+        }
+    }
+}
+
+TEST_CASE("kineto parse: an error in the second half is reported as by one thread, with no output",
+          "[import][kineto]") {
+    test::TempDir dir;
+    const int groups = 28000;
+    std::string events = mixed_events(groups, "padding to pass the size from which two threads parse");
+    REQUIRE(events.size() > mhc::trace::import::kSplitFrom);
+    const size_t late = events.rfind("\"ts\":");   // in the last event
+    const std::string last = "traceEvents[" + std::to_string(5 * groups - 1) + "]: ";
+    const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+        {"bad field", events.substr(0, late) + "\"ts\":\"soon\"" + events.substr(events.find(',', late)),
+         last + "'ts' is a string, not a number"},
+        {"syntax error", events.substr(0, late) + "\"ts\":," + events.substr(events.find(',', late) + 1), "invalid JSON"},
+    };
+    for (const auto& [name, text, expect] : cases) {
+        DYNAMIC_SECTION(name) {
+            const std::string in = dir.file("bad.json"), out = dir.file("out.db");
+            test::write_file(in, trace_doc("", text, ""));
+            // The second thread fails where the error lies; the first then parses on to it.
+            auto message = [&](ParseThreads threads) {
+                try {
+                    parse_kineto(in, UINT64_MAX, threads);
+                } catch (const mhc::Error& e) {
+                    return std::string(e.what());
+                }
+                return std::string("accepted");
+            };
+            const std::string one = message(ParseThreads::One);
+            CHECK(one.rfind(in + ": ", 0) == 0);
+            CHECK(one.find(expect) != std::string::npos);
+            CHECK(message(ParseThreads::Two) == one);
+            mhc::trace::import::Options opt;
+            opt.warn = false;
+            try {
+                mhc::trace::import::import_file(in, out, opt);
+                FAIL("accepted");
+            } catch (const mhc::Error& e) {
+                const std::string message = e.what();
+                INFO(message);
+                CHECK(message.rfind(in + ": ", 0) == 0);
+                CHECK(message.find(expect) != std::string::npos);
+            }
+            std::string err;
+            CHECK(test::run_mhc("import " + in + " -o " + out, &err) == 2);
+            CHECK(err.find(in + ": ") != std::string::npos);
+            CHECK(err.find(expect) != std::string::npos);
+            CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+            CHECK(dir.entries() == 1);   // the input alone: no output, no temporary
+        }
+    }
+}
+
+TEST_CASE("kineto parse: gzip inflated on a second thread; corrupt data late in the file is an error", "[import][kineto]") {
+    test::TempDir dir;
+    Doc doc = make_doc(150000, 0, "\n  ");
+    test::TempDir src;
+    gzip_to(src.file("a.json.gz"), doc.text);
+    const std::string gz = test::read_file(src.file("a.json.gz"));
+    const std::string in = dir.file("late.json.gz"), out = dir.file("out.db");
+    // Cut at 90%: the reading thread has handed over many blocks before it meets the end.
+    test::write_file(in, gz.substr(0, gz.size() * 9 / 10));
+    for (ParseThreads threads : {ParseThreads::One, ParseThreads::Two}) {
+        try {
+            parse_kineto(in, UINT64_MAX, threads);
+            FAIL("accepted");
+        } catch (const mhc::Error& e) {
+            CHECK(std::string(e.what()) == in + ": the gzip data is truncated");
+        }
+    }
+    // Whole, the same events either way.
+    const std::string whole = src.file("whole.json.gz");
+    test::write_file(whole, gz);
+    check_same(parse_kineto(whole, UINT64_MAX, ParseThreads::One), parse_kineto(whole, UINT64_MAX, ParseThreads::Two));
+    std::string err;
+    CHECK(test::run_mhc("import " + in + " -o " + out, &err) == 2);
+    CHECK(err.find(in + ": the gzip data is truncated") != std::string::npos);
+    CHECK(dir.entries() == 1);
 }

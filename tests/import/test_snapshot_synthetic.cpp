@@ -239,3 +239,59 @@ TEST_CASE("snapshot: PyTorch 2.0 end-state blocks without addresses tile their s
     CHECK(t.str(t.allocations.label[1]) == "b (run.py:7)");
     CHECK(t.meta.at("timing") == "order-only");
 }
+
+TEST_CASE("snapshot: events of one microsecond are numbered in file order, in time order or not",
+          "[import][snapshot][event-order]") {
+    // 1200 blocks allocated in the microsecond 11 (more than 1000: spread over it as k * 1000 /
+    // 1200), one at 10 us: before them in the file (time order) or after them (not).
+    using test::event;
+    const int blocks = 1200;
+    for (bool in_time_order : {true, false}) {
+        DYNAMIC_SECTION((in_time_order ? "in time order" : "the earliest last")) {
+            std::vector<test::Py> evs;
+            evs.reserve(blocks + 1);
+            for (int k = 0; k < blocks; ++k) evs.push_back(event("alloc", 0x100000 + 0x1000 * k, 512, 0, 11));
+            auto first = event("alloc", 0x10000000, 512, 0, 10);
+            evs.insert(in_time_order ? evs.begin() : evs.end(), first);
+            test::Py snap = test::Py::dict({{"device_traces", test::Py::list({test::Py::list(evs)})}});
+            test::TempDir dir;
+            auto trace = import_snap(dir, snap);
+            REQUIRE(trace.allocations.size() == static_cast<size_t>(blocks + 1));
+            const size_t at10 = in_time_order ? 0 : blocks, first11 = in_time_order ? 1 : 0;
+            CHECK(trace.allocations.t_alloc[at10] == 1);
+            for (int k = 0; k < blocks; ++k) {
+                INFO("event " << k << " of 11 us");
+                CHECK(trace.allocations.t_alloc[first11 + k] == 1000 + 1 + k * 1000 / blocks);
+            }
+        }
+    }
+}
+
+TEST_CASE("snapshot: an end-state block the trace did not allocate lives from the last free at its address",
+          "[import][snapshot]") {
+    // Device 0 frees twice at `addr` (2 us, 4 us); device 1 once (3 us). Both end states
+    // hold a block there that the trace never allocated after those frees: it began at its device's
+    // last free there (the first free of device 0 is not the last).
+    using test::event;
+    using test::Py;
+    const int64_t addr = 0x7f0000000000, MiB = 1 << 20;
+    std::vector<Py> dev0{event("alloc", addr, MiB, 0, 1), event("free_completed", addr, MiB, 0, 2),
+                         event("alloc", addr, MiB, 0, 3), event("free_completed", addr, MiB, 0, 4)};
+    std::vector<Py> dev1{event("alloc", addr, MiB, 0, 1), event("free_completed", addr, MiB, 0, 3)};
+    auto seg = [&](int dev) {
+        return Py::dict({{"device", dev}, {"address", addr}, {"total_size", 2 * MiB}, {"stream", 0},
+                         {"blocks", Py::list({Py::dict({{"address", addr}, {"size", MiB}, {"state", "active_allocated"}})})}});
+    };
+    Py snap = Py::dict({{"device_traces", Py::list({Py::list(dev0), Py::list(dev1)})},
+                        {"segments", Py::list({seg(0), seg(1)})}});
+    test::TempDir dir;
+    auto trace = import_snap(dir, snap);
+    REQUIRE(trace.allocations.size() == 5);   // three from the traces, two from the end state
+    for (size_t i = 3; i < 5; ++i) {
+        INFO("row " << i);
+        CHECK(trace.allocations.t_free[i] == mhc::trace::kNoTime);
+        CHECK(trace.allocations.address[i] == addr);
+        // 1000 x (time_us - 1) + 1: device 0's last free at 4 us, device 1's at 3 us.
+        CHECK(trace.allocations.t_alloc[i] == (trace.allocations.device[i] == 0 ? 3001 : 2001));
+    }
+}

@@ -119,7 +119,7 @@ static Result import_regular(const std::string& in, const std::string& shown, co
     Rows w(writer);
     switch (r.format) {
         case Format::Snapshot: import_snapshot(in, w, r, opt.max_input_size); break;
-        case Format::Kineto: import_kineto(in, w, r, opt.max_input_size); break;
+        case Format::Kineto: import_kineto(in, w, r, opt.max_input_size, opt.parse_threads); break;
         case Format::ExecutionTrace: import_et(in, opt.kineto_path, w, r, opt.max_input_size); break;
         case Format::Nsys: import_nsys(in, w, r); break;
         case Format::Auto: break;

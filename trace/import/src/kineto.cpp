@@ -174,37 +174,37 @@ void unify_kernel_device(KinetoData& d, Result& r) {
 
 }  // namespace
 
-void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
-    KinetoData d = parse_kineto(in, max_input_size);
-    int64_t base = kineto_base(d);
-    r.events = d.events;
+void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t max_input_size, ParseThreads threads) {
+    KinetoData data = parse_kineto(in, max_input_size, threads);
+    int64_t base = kineto_base(data);
+    result.events = data.events;
 
     // [memory] events: Bytes > 0 allocates, Bytes < 0 frees (kineto_memory.hpp has the rules).
     auto mem_by_ts = [](const KMemory& a, const KMemory& b) { return a.ts < b.ts; };
-    if (!std::is_sorted(d.memory.begin(), d.memory.end(), mem_by_ts))
-        std::stable_sort(d.memory.begin(), d.memory.end(), mem_by_ts);
+    if (!std::is_sorted(data.memory.begin(), data.memory.end(), mem_by_ts))
+        std::stable_sort(data.memory.begin(), data.memory.end(), mem_by_ts);
     KMemoryLabels labels;
-    labels.before_recording = w.intern("(allocated before recording)");
-    labels.unattributed = w.intern("(allocated before recording, unattributed)");
-    KMemoryResult mem = map_memory(d.memory, base, labels, in);
-    unify_kernel_device(d, r);
+    labels.before_recording = rows.intern("(allocated before recording)");
+    labels.unattributed = rows.intern("(allocated before recording, unattributed)");
+    KMemoryResult mem = map_memory(data.memory, base, labels, in);
+    unify_kernel_device(data, result);
     const auto& allocs = mem.rows;
-    size_t copies = static_cast<size_t>(std::count_if(d.kernels.begin(), d.kernels.end(),
+    size_t copies = static_cast<size_t>(std::count_if(data.kernels.begin(), data.kernels.end(),
                                                       [](const KKernel& k) { return k.is_copy || k.is_memset; }));
-    w.reserve(allocs.size(), d.kernels.size() - copies, copies);
-    for (const auto& a : allocs) w.add(a);
-    write_kineto_timeline(d, base, w, r, nullptr);
-    r.meta["source"] = "pytorch-kineto";
-    r.meta["import.format"] = "kineto";
-    r.meta["import.events"] = std::to_string(d.events);
-    r.meta["accesses"] = "none";   // Kineto links ops to kernels, not tensors to kernels: see docs/import.md
-    r.meta["categories"] = "unknown";
-    r.meta["kineto.memory_events"] = std::to_string(d.memory.size());
-    write_memory_meta(mem, r);
-    if (d.host_memory_events)
-        r.meta["kineto.host_memory_events"] = std::to_string(d.host_memory_events) +
-                                              " (Device Type 0: imported on device -1, the host)";
-    if (d.memory.empty()) r.meta["allocations"] = "none (the trace has no [memory] events: profile_memory=False?)";
+    rows.reserve(allocs.size(), data.kernels.size() - copies, copies);
+    for (const auto& allocation : allocs) rows.add(allocation);
+    write_kineto_timeline(data, base, rows, result, nullptr);
+    result.meta["source"] = "pytorch-kineto";
+    result.meta["import.format"] = "kineto";
+    result.meta["import.events"] = std::to_string(data.events);
+    result.meta["accesses"] = "none";   // Kineto links ops to kernels, not tensors to kernels: see docs/import.md
+    result.meta["categories"] = "unknown";
+    result.meta["kineto.memory_events"] = std::to_string(data.memory.size());
+    write_memory_meta(mem, result);
+    if (data.host_memory_events)
+        result.meta["kineto.host_memory_events"] = std::to_string(data.host_memory_events) +
+                                                   " (Device Type 0: imported on device -1, the host)";
+    if (data.memory.empty()) result.meta["allocations"] = "none (the trace has no [memory] events: profile_memory=False?)";
 }
 
 }  // namespace mhc::trace::import

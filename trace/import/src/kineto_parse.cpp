@@ -9,9 +9,15 @@
 #include <rapidjson/reader.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <thread>
 
 #include "kineto_map.hpp"
 #include "kineto_parse.hpp"
@@ -485,6 +491,13 @@ struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> 
     bool Default() { return false; }   // a key must be a string
 };
 
+// Where the windowed parse may hand the rest of the input to a second thread: an element of
+// traceEvents that starts at byte `at` (only a guess until the first parse meets an element there).
+struct SplitPoint {
+    uint64_t at = UINT64_MAX;
+    std::function<bool()> take_over;   // true: the rest is parsed and merged, the first parse stops
+};
+
 // Fast path: the JSON text, plain or gzip, is read into a sliding window; the top-level
 // object and the traceEvents array are walked here and each member value / event is
 // parsed by rapidjson in situ (no string or number is copied; the handler sees views of
@@ -495,37 +508,45 @@ struct KeyCatcher : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, KeyCatcher> 
 class Windowed {
 public:
     // The window stays within `limit` too (at least its first 256 KiB): an event longer than it
-    // goes to the streamed parse, which refuses it past the limit.
-    Windowed(const std::string& path, Handler& h, uint64_t limit)
-        : src_(path), h_(h), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
-          keep_(std::min(kKeep, max_cap_ / 2)) {
+    // goes to the streamed parse, which refuses it past the limit. `start`: the byte to begin at
+    // (a plain file's second part: run with `stop`). `inflate_ahead`: as ReadAhead's.
+    Windowed(const std::string& path, Handler& handler, uint64_t limit, uint64_t start, bool inflate_ahead)
+        : src_(path, start, inflate_ahead), h_(handler), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
+          keep_(std::min(kKeep, max_cap_ / 2)), base_(start) {
         buf_.resize(cap_ + kPad);
     }
 
-    bool run() {
-        if (!ws() || at() != '{') return false;
-        ++beg_;
-        h_.open_root();
-        if (!ws()) return false;
-        if (at() == '}') {
+    // The whole document; or, with `stop` (the second part, whose handler is inside
+    // traceEvents), from the element at the start through the end of the document, polling
+    // `stop` between elements (set: false). With a split point, the first part stops there
+    // if the second part took over from there (true), and goes on by itself where it did not.
+    // One loop for both: the per-element path is the hot one of an import.
+    bool run(const SplitPoint* split = nullptr, const std::atomic<bool>* stop = nullptr) {
+        bool at_element = stop != nullptr;
+        if (!at_element) {
+            if (!ws() || at() != '{') return false;
+            ++beg_;
+            h_.open_root();
+            if (!ws()) return false;
+        }
+        if (!at_element && at() == '}') {
             ++beg_;
         } else {
             while (true) {
-                if (!ws() || at() != '"') return false;
-                KeyCatcher kc;
-                if (!value(kc) || !kc.ok) return false;
-                h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false);
-                if (!ws() || at() != ':') return false;
-                ++beg_;
-                if (!ws()) return false;
-                if (h_.top_key == "traceEvents" && at() == '[') {
-                    ++beg_;
-                    h_.StartArray();
-                    if (!ws()) return false;
-                    if (at() == ']') {
+                if (!at_element && !member_key()) return false;
+                if (at_element || (h_.top_key == "traceEvents" && at() == '[')) {
+                    if (!at_element) {
+                        ++beg_;
+                        h_.StartArray();
+                        if (!ws()) return false;
+                    }
+                    if (!at_element && at() == ']') {
                         ++beg_;
                     } else {
+                        at_element = false;
                         while (true) {
+                            if (split && base_ + beg_ == split->at && split->take_over()) return true;
+                            if (stop && stop->load(std::memory_order_relaxed)) return false;
                             if (!value(h_) || !ws()) return false;
                             char c = at();
                             ++beg_;
@@ -552,11 +573,23 @@ public:
 private:
     static constexpr size_t kCap = size_t(32) << 20, kKeep = size_t(4) << 20, kPad = 64;
 
+    // A member's key and the ':' after it, up to its value.
+    bool member_key() {
+        if (!ws() || at() != '"') return false;
+        KeyCatcher kc;
+        if (!value(kc) || !kc.ok) return false;
+        h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false);
+        if (!ws() || at() != ':') return false;
+        ++beg_;
+        return ws();
+    }
+
     char at() const { return buf_[beg_]; }
     // Keeps at least kKeep bytes ahead of beg_ (or all that is left), a NUL after them.
     void fill() {
         if (eof_ || end_ - beg_ >= keep_) return;
         std::memmove(buf_.data(), buf_.data() + beg_, end_ - beg_);
+        base_ += beg_;
         end_ -= beg_;
         beg_ = 0;
         while (!eof_) {
@@ -593,22 +626,168 @@ private:
         return beg_ <= end_;
     }
 
-    GzSource src_;
+    ReadAhead src_;
     Handler& h_;
     rapidjson::Reader reader_;
     std::vector<char> buf_;
     size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10, max_cap_, keep_;
+    uint64_t base_ = 0;   // offset in the input of buf_[0]
     bool eof_ = false;
 };
 
+// The first element of traceEvents that starts at or after `from`, as far as the bytes there
+// tell: '{' after "}," (whitespace between). A guess: it may lie inside a string, so the first
+// part accepts it only where one of its elements really starts. UINT64_MAX if none is near.
+uint64_t guess_element_start(const std::string& path, uint64_t from) {
+    std::ifstream file(path, std::ios::binary);
+    std::string chunk(size_t{1} << 16, '\0');
+    if (!file.seekg(static_cast<std::streamoff>(from))) return UINT64_MAX;
+    file.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    chunk.resize(static_cast<size_t>(file.gcount()));
+    auto space = [](char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; };
+    for (size_t i = 0; i < chunk.size(); ++i) {
+        if (chunk[i] != '}') continue;
+        size_t next = i + 1;
+        while (next < chunk.size() && space(chunk[next])) ++next;
+        if (next >= chunk.size() || chunk[next] != ',') continue;
+        ++next;
+        while (next < chunk.size() && space(chunk[next])) ++next;
+        if (next < chunk.size() && chunk[next] == '{') return from + next;
+    }
+    return UINT64_MAX;
+}
+
+// Appends what the second part of the input gave to the first part's data, as one parse of
+// the whole would have left it: names re-interned, event indexes shifted, later runtime calls
+// and flows replacing earlier ones of the same id. False (nothing changed) where the two cannot
+// be told apart from one parse: device properties in both parts.
+bool merge_second_part(KinetoData& first, KinetoData&& second) {
+    if (first.device_count > 0 && second.device_count > 0) return false;
+    std::vector<uint32_t> name(second.strings.list.size());
+    for (size_t i = 0; i < name.size(); ++i) name[i] = first.strings.intern(second.strings.list[i]);
+    const int64_t shift = first.events;
+    first.second_part_from = shift;
+    first.kernels.reserve(first.kernels.size() + second.kernels.size());
+    for (KKernel& kernel : second.kernels) {
+        kernel.name = name[kernel.name];
+        first.kernels.push_back(kernel);
+    }
+    first.memory.reserve(first.memory.size() + second.memory.size());
+    for (KMemory& event : second.memory) {
+        event.index += shift;
+        first.memory.push_back(event);
+    }
+    first.ops.reserve(first.ops.size() + second.ops.size());
+    for (KOp& op : second.ops) {
+        op.name = name[op.name];
+        first.ops.push_back(op);
+    }
+    for (KRange& range : second.ranges) {
+        range.name = name[range.name];
+        first.ranges.push_back(range);
+    }
+    for (const auto& [id, call] : second.launches) first.launches[id] = call;
+    for (const auto& [id, start] : second.flow_starts) first.flow_starts[id] = start;
+    if (first.negative_durations == 0 && second.negative_durations > 0) {
+        first.first_negative = second.first_negative + shift;
+        first.first_negative_dur = second.first_negative_dur;
+        first.first_negative_name = std::move(second.first_negative_name);
+    }
+    first.negative_durations += second.negative_durations;
+    first.events += second.events;
+    first.flows += second.flows;
+    first.host_memory_events += second.host_memory_events;
+    first.t_min = std::min(first.t_min, second.t_min);
+    if (second.device_count > 0) {
+        first.device_count = second.device_count;
+        first.device_name = std::move(second.device_name);
+        first.device_memory = second.device_memory;
+    }
+    if (second.rank >= 0) first.rank = second.rank;
+    if (second.world_size >= 0) first.world_size = second.world_size;
+    first.has_rf_id |= second.has_rf_id;
+    return true;
+}
+
+// The second half of a large plain file, parsed on a thread of its own from a guessed element
+// start while the caller parses the first half (docs/import.md, "Speed").
+class SecondPart {
+public:
+    SecondPart(const std::string& path, uint64_t limit, uint64_t at) : h_(d_, path) {
+        h_.copy_strings = false;
+        h_.stack = {In::Root, In::Events};   // as the first part's handler is at that element
+        h_.top_key = "traceEvents";
+        h_.saw_events = true;
+        thread_ = std::thread([this, &path, limit, at] {
+            try {
+                ok_ = Windowed(path, h_, limit, at, false).run(nullptr, &stop_);
+            } catch (...) {   // the first part meets the same error where it lies, and says it
+                ok_ = false;
+            }
+        });
+    }
+    ~SecondPart() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    SecondPart(const SecondPart&) = delete;
+    SecondPart& operator=(const SecondPart&) = delete;
+
+    // Called when the first part reaches the guessed element: waits for the second part and
+    // merges its data into `d`; false (d unchanged) where it failed.
+    bool take_over(KinetoData& first) {
+        thread_.join();
+        return ok_ && merge_second_part(first, std::move(d_));
+    }
+
+private:
+    KinetoData d_;
+    Handler h_;
+    std::atomic<bool> stop_{false};
+    bool ok_ = false;
+    std::thread thread_;
+};
+
+// Whether a core is idle now: fewer tasks runnable than cores (this thread is one of them;
+// /proc/loadavg's fourth field counts them). False where that cannot be read.
+bool idle_core() {
+    std::ifstream loadavg("/proc/loadavg");
+    double avg[3];
+    int running = 0;
+    char slash = 0;
+    if (!(loadavg >> avg[0] >> avg[1] >> avg[2] >> running >> slash) || slash != '/') return false;
+    return running < static_cast<int>(std::thread::hardware_concurrency());
+}
+
+// Whether a second thread is worth starting: Two says so, One not, Auto where a core is idle.
+bool second_thread(ParseThreads threads) {
+    return threads == ParseThreads::Two || (threads == ParseThreads::Auto && idle_core());
+}
+
 }  // namespace
 
-KinetoData parse_kineto(const std::string& path, uint64_t max_input_size) {
+KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseThreads threads) {
     {
         KinetoData d;
         Handler h(d, path);
         h.copy_strings = false;
-        if (Windowed(path, h, max_input_size).run()) {
+        // A large plain file: its second half is parsed on a second thread meanwhile.
+        // A second thread inflates gzip input ahead of the parse, or parses the second half of a
+        // large plain file.
+        const bool two = second_thread(threads);
+        const bool plain = GzSource(path).is_plain_file();
+        std::unique_ptr<SecondPart> second;
+        SplitPoint split;
+        std::error_code ec;
+        const uint64_t size = plain ? std::filesystem::file_size(path, ec) : 0;
+        if (two && plain && !ec && (threads == ParseThreads::Two || size >= kSplitFrom)) {
+            split.at = guess_element_start(path, size / 2);
+            if (split.at != UINT64_MAX) {
+                second = std::make_unique<SecondPart>(path, max_input_size, split.at);
+                split.take_over = [&] { return second->take_over(d); };
+            }
+        }
+        if (Windowed(path, h, max_input_size, 0, two && !plain).run(second ? &split : nullptr)) {
             if (!h.saw_events)
                 throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
             return d;

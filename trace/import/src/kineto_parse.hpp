@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mhc/trace/import/import.hpp"
 #include "mhc/trace/model.hpp"
 
 namespace mhc::trace::import {
@@ -78,6 +79,7 @@ struct KinetoData {
     int64_t rank = -1, world_size = -1;   // distributedInfo, -1 when the trace does not say
     bool has_rf_id = false;
     bool streamed = false;   // parsed by the reference (streamed) parse, not the windowed one
+    int64_t second_part_from = -1;   // the event a second thread parsed from (-1: one thread did all)
 
     // Sorts ops per thread and sets each op's enclosing op.
     void link_ops();
@@ -93,6 +95,11 @@ private:
 // Throws mhc::Error naming the file on invalid JSON, truncated gzip, or a JSON that is not
 // a Kineto trace.
 // Gzip input: one event (or top-level member) may not expand past `max_input_size` bytes.
-KinetoData parse_kineto(const std::string& path, uint64_t max_input_size = UINT64_MAX);
+// A plain file may be parsed by two threads, each from one half of traceEvents; the result is
+// the same as one thread's. Auto: where the file has at least kSplitFrom bytes and a core is
+// idle now (on busy cores a second thread only adds its merge). Two: whatever its size.
+constexpr uint64_t kSplitFrom = uint64_t{16} << 20;
+KinetoData parse_kineto(const std::string& path, uint64_t max_input_size = UINT64_MAX,
+                        ParseThreads threads = ParseThreads::Auto);
 
 }  // namespace mhc::trace::import

@@ -139,7 +139,7 @@ public:
                 if (stack_.empty()) fail("STOP with an empty stack");
                 return stack_.back();
             }
-            if (!stack_op() && !scalar_op() && !string_op() && !container_op() && !memo_op()) refuse();
+            if (!step()) refuse();
         }
     }
 
@@ -192,30 +192,64 @@ private:
         if (doc_.kind(c) != want) fail("the target is not a container of the right kind");
     }
 
-    // PROTO, FRAME, MARK, POP, POP_MARK, DUP.
-    bool stack_op() {
+    // One opcode other than STOP; false for one that is not read. A single switch: the
+    // opcodes of a snapshot come in every order, and a chain of group switches cost a call
+    // and a mispredicted jump per group tried.
+    bool step() {
         switch (op_) {
-            case 0x80: {   // PROTO
-                uint64_t p = u8();
-                if (p > 5) fail("unsupported protocol " + std::to_string(p));
-                return true;
-            }
-            case 0x95: {   // FRAME: the next opcodes; as CPython, a frame past the end is an error
-                uint64_t len = le(8);
-                if (len > n_ - pos_)
-                    fail("truncated: a FRAME of " + std::to_string(len) + " bytes runs past the end of the file (" +
-                         std::to_string(n_ - pos_) + " bytes left)");
-                return true;
-            }
-            case '(':
-                if (marks_.size() >= static_cast<size_t>(kMaxNesting)) fail(nesting_message());
-                marks_.push_back(stack_.size());
-                return true;
-            case '0': pop(); return true;
-            case '1': stack_.resize(pop_mark()); return true;
-            case '2': stack_.push_back(top()); return true;
+            case 0x80: proto(); return true;                                      // PROTO
+            case 0x95: frame(); return true;                                      // FRAME
+            case '(': mark(); return true;                                        // MARK
+            case '0': pop(); return true;                                         // POP
+            case '1': stack_.resize(pop_mark()); return true;                     // POP_MARK
+            case '2': stack_.push_back(top()); return true;                       // DUP
+            case 'N': stack_.push_back(doc_.push(Node{})); return true;           // NONE
+            case 0x88: case 0x89: bool_node(); return true;                       // NEWTRUE, NEWFALSE
+            case 'J': int_node(static_cast<int32_t>(static_cast<uint32_t>(le(4)))); return true;   // BININT
+            case 'K': int_node(static_cast<int64_t>(u8())); return true;          // BININT1
+            case 'M': int_node(static_cast<int64_t>(le(2))); return true;         // BININT2
+            case 0x8a: long_node(u8()); return true;                              // LONG1
+            case 0x8b: long_node(le(4)); return true;                             // LONG4
+            case 'G': float_node(); return true;                                  // BINFLOAT
+            case 0x8c: string_node(Kind::Str, u8()); return true;                 // SHORT_BINUNICODE
+            case 'X': string_node(Kind::Str, le(4)); return true;                 // BINUNICODE
+            case 0x8d: string_node(Kind::Str, le(8)); return true;                // BINUNICODE8
+            case 'U': string_node(Kind::Str, u8()); return true;                  // SHORT_BINSTRING
+            case 'T': string_node(Kind::Str, le(4)); return true;                 // BINSTRING
+            case 'C': string_node(Kind::Bytes, u8()); return true;                // SHORT_BINBYTES
+            case 'B': string_node(Kind::Bytes, le(4)); return true;               // BINBYTES
+            case 0x8e: case 0x96: string_node(Kind::Bytes, le(8)); return true;   // BINBYTES8, BYTEARRAY8
+            case ']': case 0x8f: stack_.push_back(container(Kind::List)); return true;   // EMPTY_LIST, EMPTY_SET (a list)
+            case '}': stack_.push_back(container(Kind::Dict)); return true;      // EMPTY_DICT
+            case ')': stack_.push_back(container(Kind::Tuple)); return true;     // EMPTY_TUPLE
+            case 'a': append(); return true;                                      // APPEND
+            case 'e': case 0x90: appends(); return true;                          // APPENDS, ADDITEMS (sets)
+            case 's': setitem(); return true;                                     // SETITEM
+            case 'u': setitems(); return true;                                    // SETITEMS
+            case 'l': case 't': case 'd': case 0x91: from_mark(); return true;    // LIST, TUPLE, DICT, FROZENSET
+            case 0x85: case 0x86: case 0x87: small_tuple(); return true;          // TUPLE1..3
+            case 'q': memo_put(u8()); return true;                                // BINPUT
+            case 'r': memo_put(le(4)); return true;                               // LONG_BINPUT
+            case 0x94: memo_put(memo_.size()); return true;                       // MEMOIZE
+            case 'h': memo_get(u8()); return true;                                // BINGET
+            case 'j': memo_get(le(4)); return true;                               // LONG_BINGET
             default: return false;
         }
+    }
+
+    void proto() {
+        uint64_t protocol = u8();
+        if (protocol > 5) fail("unsupported protocol " + std::to_string(protocol));
+    }
+    void frame() {   // the next opcodes; as CPython, a frame past the end is an error
+        uint64_t len = le(8);
+        if (len > n_ - pos_)
+            fail("truncated: a FRAME of " + std::to_string(len) + " bytes runs past the end of the file (" +
+                 std::to_string(n_ - pos_) + " bytes left)");
+    }
+    void mark() {
+        if (marks_.size() >= static_cast<size_t>(kMaxNesting)) fail(nesting_message());
+        marks_.push_back(stack_.size());
     }
 
     void int_node(int64_t v) {
@@ -260,26 +294,11 @@ private:
         stack_.push_back(doc_.push(nd));
     }
 
-    // None, booleans, integers, floats.
-    bool scalar_op() {
-        switch (op_) {
-            case 'N': stack_.push_back(doc_.push(Node{})); return true;
-            case 0x88:
-            case 0x89: {
-                Node nd;
-                nd.kind = Kind::Bool;
-                nd.i = op_ == 0x88;
-                stack_.push_back(doc_.push(nd));
-                return true;
-            }
-            case 'J': int_node(static_cast<int32_t>(static_cast<uint32_t>(le(4)))); return true;
-            case 'K': int_node(static_cast<int64_t>(u8())); return true;
-            case 'M': int_node(static_cast<int64_t>(le(2))); return true;
-            case 0x8a: long_node(u8()); return true;
-            case 0x8b: long_node(le(4)); return true;
-            case 'G': float_node(); return true;
-            default: return false;
-        }
+    void bool_node() {
+        Node nd;
+        nd.kind = Kind::Bool;
+        nd.i = op_ == 0x88;
+        stack_.push_back(doc_.push(nd));
     }
 
     void string_node(Kind k, uint64_t len) {
@@ -293,21 +312,6 @@ private:
         stack_.push_back(doc_.push(nd));
     }
 
-    // Text and bytes, by the width of their length.
-    bool string_op() {
-        switch (op_) {
-            case 0x8c: string_node(Kind::Str, u8()); return true;                 // SHORT_BINUNICODE
-            case 'X': string_node(Kind::Str, le(4)); return true;                 // BINUNICODE
-            case 0x8d: string_node(Kind::Str, le(8)); return true;                // BINUNICODE8
-            case 'U': string_node(Kind::Str, u8()); return true;                  // SHORT_BINSTRING
-            case 'T': string_node(Kind::Str, le(4)); return true;                 // BINSTRING
-            case 'C': string_node(Kind::Bytes, u8()); return true;                // SHORT_BINBYTES
-            case 'B': string_node(Kind::Bytes, le(4)); return true;               // BINBYTES
-            case 0x8e: case 0x96: string_node(Kind::Bytes, le(8)); return true;   // BINBYTES8, BYTEARRAY8
-            default: return false;
-        }
-    }
-
     // The items above the MARK `m` into container `c` (of kind `k`), replacing them on the stack.
     void collect(size_t m, Id c, bool push_container) {
         doc_.append(c, stack_.data() + m, stack_.size() - m);
@@ -315,60 +319,44 @@ private:
         if (push_container) stack_.push_back(c);
     }
 
-    // Empty containers, items added to the one below, containers built from the MARK.
-    bool container_op() {
-        switch (op_) {
-            case ']': stack_.push_back(container(Kind::List)); return true;
-            case '}': stack_.push_back(container(Kind::Dict)); return true;
-            case ')': stack_.push_back(container(Kind::Tuple)); return true;
-            case 0x8f: stack_.push_back(container(Kind::List)); return true;       // EMPTY_SET (as a list)
-            case 'a': {   // APPEND
-                Id v = pop();
-                Id list = top();
-                check_kind(list, Kind::List);
-                doc_.append(list, &v, 1);
-                return true;
-            }
-            case 'e':       // APPENDS
-            case 0x90: {    // ADDITEMS (sets)
-                size_t m = pop_mark();
-                if (m == 0) fail("no list below the MARK");
-                check_kind(stack_[m - 1], Kind::List);
-                collect(m, stack_[m - 1], false);
-                return true;
-            }
-            case 's': {   // SETITEM
-                Id v = pop();
-                Id k = pop();
-                Id dict = top();
-                check_kind(dict, Kind::Dict);
-                Id kv[2] = {k, v};
-                doc_.append(dict, kv, 2);
-                return true;
-            }
-            case 'u': {   // SETITEMS
-                size_t m = pop_mark();
-                if (m == 0) fail("no dict below the MARK");
-                if ((stack_.size() - m) % 2) fail("SETITEMS with an odd number of items");
-                check_kind(stack_[m - 1], Kind::Dict);
-                collect(m, stack_[m - 1], false);
-                return true;
-            }
-            case 'l': case 't': case 'd': case 0x91: {   // LIST, TUPLE, DICT, FROZENSET
-                size_t m = pop_mark();
-                Kind k = op_ == 't' ? Kind::Tuple : op_ == 'd' ? Kind::Dict : Kind::List;
-                if (k == Kind::Dict && (stack_.size() - m) % 2) fail("DICT with an odd number of items");
-                collect(m, container(k), true);
-                return true;
-            }
-            case 0x85: case 0x86: case 0x87: {   // TUPLE1..3
-                size_t k = op_ - 0x84u;
-                if (stack_.size() < k || (!marks_.empty() && stack_.size() - k < marks_.back())) fail("stack underflow");
-                collect(stack_.size() - k, container(Kind::Tuple), true);
-                return true;
-            }
-            default: return false;
-        }
+    // Items added to the container below them, containers built from the MARK.
+    void append() {
+        Id item = pop();
+        Id list = top();
+        check_kind(list, Kind::List);
+        doc_.append(list, &item, 1);
+    }
+    void appends() {
+        size_t mark = pop_mark();
+        if (mark == 0) fail("no list below the MARK");
+        check_kind(stack_[mark - 1], Kind::List);
+        collect(mark, stack_[mark - 1], false);
+    }
+    void setitem() {
+        Id value = pop();
+        Id key = pop();
+        Id dict = top();
+        check_kind(dict, Kind::Dict);
+        Id kv[2] = {key, value};
+        doc_.append(dict, kv, 2);
+    }
+    void setitems() {
+        size_t mark = pop_mark();
+        if (mark == 0) fail("no dict below the MARK");
+        if ((stack_.size() - mark) % 2) fail("SETITEMS with an odd number of items");
+        check_kind(stack_[mark - 1], Kind::Dict);
+        collect(mark, stack_[mark - 1], false);
+    }
+    void from_mark() {
+        size_t mark = pop_mark();
+        Kind kind = op_ == 't' ? Kind::Tuple : op_ == 'd' ? Kind::Dict : Kind::List;
+        if (kind == Kind::Dict && (stack_.size() - mark) % 2) fail("DICT with an odd number of items");
+        collect(mark, container(kind), true);
+    }
+    void small_tuple() {
+        size_t items = op_ - 0x84u;
+        if (stack_.size() < items || (!marks_.empty() && stack_.size() - items < marks_.back())) fail("stack underflow");
+        collect(stack_.size() - items, container(Kind::Tuple), true);
     }
 
     void memo_put(uint64_t idx) {
@@ -383,17 +371,6 @@ private:
         if (idx >= memo_.size() || memo_[static_cast<size_t>(idx)] == UINT32_MAX)
             fail("memo entry " + std::to_string(idx) + " does not exist");
         stack_.push_back(memo_[static_cast<size_t>(idx)]);
-    }
-
-    bool memo_op() {
-        switch (op_) {
-            case 'q': memo_put(u8()); return true;
-            case 'r': memo_put(le(4)); return true;
-            case 0x94: memo_put(memo_.size()); return true;
-            case 'h': memo_get(u8()); return true;
-            case 'j': memo_get(le(4)); return true;
-            default: return false;
-        }
     }
 
     PickleDoc& doc_;

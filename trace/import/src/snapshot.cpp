@@ -121,12 +121,23 @@ std::vector<int64_t> event_times(const std::vector<Event>& evs, bool all_timed, 
         for (size_t k = 0; k < evs.size(); ++k) t[k] = static_cast<int64_t>(k) + 1;
         return t;
     }
+    for (size_t k = 0; k < evs.size(); ++k) t[k] = static_cast<int64_t>(std::floor(evs[k].time_us - t_min));
+    if (std::is_sorted(t.begin(), t.end())) {
+        // The allocator's order is time order (as recorded): the events of one microsecond are
+        // one run, numbered within it without a table.
+        for (size_t first = 0, end = 0; first < t.size(); first = end) {
+            while (end < t.size() && t[end] == t[first]) ++end;
+            const auto count = static_cast<int64_t>(end - first);
+            for (size_t k = first; k < end; ++k) {
+                const auto seen = static_cast<int64_t>(k - first);
+                t[k] = t[k] * 1000 + 1 + (count <= 1000 ? seen : seen * 1000 / count);
+            }
+        }
+        return t;
+    }
     std::unordered_map<int64_t, std::pair<int64_t, int64_t>> per_us;   // us -> (events, seen so far)
     per_us.reserve(evs.size());
-    for (size_t k = 0; k < evs.size(); ++k) {
-        t[k] = static_cast<int64_t>(std::floor(evs[k].time_us - t_min));
-        ++per_us[t[k]].first;
-    }
+    for (size_t k = 0; k < evs.size(); ++k) ++per_us[t[k]].first;
     for (size_t k = 0; k < evs.size(); ++k) {
         auto& [n, seen] = per_us[t[k]];
         const int64_t offset = n <= 1000 ? seen : seen * 1000 / n;
@@ -226,6 +237,7 @@ private:
     void replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times);
     void free_block(size_t dev, size_t k, const Event& e, int64_t t);
     void end_block(int32_t dev, int64_t stream, Id block, int64_t addr);
+    void reborn_times();
     size_t add(int32_t dev, int64_t addr, int64_t bytes, int64_t requested, int64_t t_alloc, int64_t t_free,
                int64_t stream, int64_t label);
     void add_bytes(int64_t& sum, int64_t v) const {   // sizes are at most 2^50 each; many may pass int64
@@ -244,7 +256,15 @@ private:
     std::vector<Allocation> allocs_;
     std::vector<SizeFrom> size_from_;
     std::vector<std::unordered_map<int64_t, size_t>> live_;       // per device: address -> allocation
-    std::vector<std::unordered_map<int64_t, int64_t>> last_free_; // per device: address -> time
+    // Per device, every free as (address, time) in the trace's order; read once at the end for
+    // the few end-state blocks that began at a free (a table of every address cost more).
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> frees_;
+    struct Reborn {   // an end-state block alive from the last free at its address, if any
+        int32_t dev;
+        int64_t addr;
+        size_t row;
+    };
+    std::vector<Reborn> reborn_;
     std::vector<std::unordered_map<int64_t, int64_t>> end_size_;  // per device: end-state block size at a live address
     int64_t reconstructed_ = 0, freed_unknown_ = 0, ooms_ = 0;
     int64_t segment_events_ = 0, reserved_peak_total_ = 0, end_blocks_ = 0, end_segments_ = 0;
@@ -282,7 +302,7 @@ void SnapshotImport::replay(const Decoded& ev) {
     allocs_.reserve(upper + 64);
     size_from_.reserve(upper + 64);
     live_.resize(ev.devices.size());
-    last_free_.resize(ev.devices.size());
+    frees_.resize(ev.devices.size());
     end_size_.resize(ev.devices.size());
     for (size_t dev = 0; dev < ev.devices.size(); ++dev)
         replay_device(dev, ev.devices[dev], event_times(ev.devices[dev], ev.all_timed, ev.t_min));
@@ -304,14 +324,15 @@ void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t)
         ++reconstructed_;
         ++freed_unknown_;
     }
-    last_free_[dev][e.addr] = t;
+    frees_[dev].emplace_back(e.addr, t);
 }
 
 void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times) {
     auto& live = live_[dev];
     live.reserve(1024);
-    last_free_[dev].reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& e) {
-        return e.action == Action::Free || e.action == Action::FreeCompleted || e.action == Action::FreeRequested;
+    frees_[dev].reserve(static_cast<size_t>(std::count_if(evs.begin(), evs.end(), [](const Event& event) {
+        return event.action == Action::Free || event.action == Action::FreeCompleted ||
+               event.action == Action::FreeRequested;
     })));
     // Snapshots record free_completed when the block really returns to the allocator; very
     // old ones have only 'free'. free_requested marks the end only where nothing else does.
@@ -398,17 +419,28 @@ void SnapshotImport::end_block(int32_t dev, int64_t stream, Id b, int64_t addr) 
         end_size_[dev][addr] = size;
         return;
     }
-    // Alive from the start, or from the last free at its address if the trace saw one.
-    int64_t t_alloc = 0;
-    if (known_dev) {
-        auto lf = last_free_[dev].find(addr);
-        if (lf != last_free_[dev].end()) t_alloc = lf->second;
-    }
+    // Alive from the start, or from the last free at its address if the trace saw one (set by
+    // reborn_times once every end-state block is known).
     auto frames = d_.get(b, "frames");
     if (!frames && first) frames = d_.get(*first, "frames");
     int64_t label = labels_.of(frames);
-    add(dev, addr, size, requested, t_alloc, kNoTime, stream, label == kNoString ? pre_label_ : label);
+    const size_t row = add(dev, addr, size, requested, 0, kNoTime, stream, label == kNoString ? pre_label_ : label);
+    if (known_dev) reborn_.push_back({dev, addr, row});
     ++reconstructed_;
+}
+
+void SnapshotImport::reborn_times() {
+    std::unordered_map<int64_t, int64_t> last;   // address -> time of its last free, for one device
+    for (size_t dev = 0; dev < frees_.size(); ++dev) {
+        last.clear();
+        for (const Reborn& block : reborn_)
+            if (static_cast<size_t>(block.dev) == dev) last.emplace(block.addr, 0);
+        if (last.empty()) continue;
+        for (const auto& [addr, t] : frees_[dev])
+            if (auto it = last.find(addr); it != last.end()) it->second = t;
+        for (const Reborn& block : reborn_)
+            if (static_cast<size_t>(block.dev) == dev) allocs_[block.row].t_alloc = last[block.addr];
+    }
 }
 
 // snapshot['segments']: the allocator's end state. What the trace's live segments and blocks
@@ -447,6 +479,7 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
                 next = addr + d_.as_int(*size_v);
         }
     }
+    reborn_times();
 }
 
 std::vector<Segment> SnapshotImport::segment_rows() {

@@ -114,21 +114,20 @@ public:
     int64_t of(std::optional<Id> frames) {
         if (!frames || d_.kind(*frames) != PickleDoc::Kind::List) return kNoString;
         auto fs = d_.items(*frames);
-        std::optional<Id> pick;
+        if (fs.empty()) return kNoString;
+        const Fields first = fields(fs.front());
+        Fields pick = first;   // the first frame unless a better one comes
         FrameClass best = FrameClass::Plumbing;
-        for (Id f : fs) {
-            FrameClass cls = class_of(f);
+        for (size_t i = 0; i < fs.size(); ++i) {
+            const Fields ff = i == 0 ? first : fields(fs[i]);
+            FrameClass cls = class_of(ff);
             if (cls < best) {
                 best = cls;
-                pick = f;
+                pick = ff;
                 if (cls == FrameClass::UserPython) break;
             }
         }
-        if (!pick && !fs.empty()) pick = fs.front();
-        if (!pick) return kNoString;
-        auto name = field(*pick, KeyCode::Name);
-        auto file = field(*pick, KeyCode::Filename);
-        auto line = field(*pick, KeyCode::Line);
+        auto name = pick.name, file = pick.file, line = pick.line;
         Key key{name ? *name : UINT32_MAX, file ? *file : UINT32_MAX,
                 line && d_.is_int(*line) ? d_.as_int(*line) : INT64_MIN};
         auto it = cache_.find(key);
@@ -149,23 +148,35 @@ public:
     }
 
 private:
-    // The value of the first `key` in dict `v` (as PickleDoc::get), by key code.
-    std::optional<Id> field(Id v, KeyCode key) {
-        if (d_.kind(v) != PickleDoc::Kind::Dict) return std::nullopt;
-        auto kv = d_.items(v);
-        for (size_t k = 0; k + 1 < kv.size(); k += 2)
-            if (keys_.get(kv[k], [&] { return key_code(d_.as_str(kv[k])); }) == key &&
-                d_.kind(kv[k]) == PickleDoc::Kind::Str)
-                return kv[k + 1];
-        return std::nullopt;
+    // A frame's name, filename and line: the value of the first key of each (as PickleDoc::get),
+    // found in one pass over the dict.
+    struct Fields {
+        std::optional<Id> name, file, line;
+    };
+    Fields fields(Id frame) {
+        Fields found;
+        if (d_.kind(frame) != PickleDoc::Kind::Dict) return found;
+        auto kv = d_.items(frame);
+        for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+            if (d_.kind(kv[k]) != PickleDoc::Kind::Str) continue;
+            std::optional<Id>* slot = nullptr;
+            switch (keys_.get(kv[k], [&] { return key_code(d_.as_str(kv[k])); })) {
+                case KeyCode::Name: slot = &found.name; break;
+                case KeyCode::Filename: slot = &found.file; break;
+                case KeyCode::Line: slot = &found.line; break;
+                default: break;
+            }
+            if (slot && !*slot) *slot = kv[k + 1];
+        }
+        return found;
     }
-    FrameClass class_of(Id frame) {
-        auto file = field(frame, KeyCode::Filename);
-        if (!file) return FrameClass::Plumbing;
-        FrameClass cls = file_class_.get(*file, [&] { return file_class(d_.as_str(*file)); });
+    FrameClass class_of(const Fields& frame) {
+        if (!frame.file) return FrameClass::Plumbing;
+        const Id file = *frame.file;
+        FrameClass cls = file_class_.get(file, [&] { return file_class(d_.as_str(file)); });
         if (cls != FrameClass::Native) return cls;
-        auto name = field(frame, KeyCode::Name);
-        bool omit = name && name_plumbing_.get(*name, [&] { return plumbing_name(d_.as_str(*name)); });
+        const bool omit =
+            frame.name && name_plumbing_.get(*frame.name, [&] { return plumbing_name(d_.as_str(*frame.name)); });
         return omit ? FrameClass::Plumbing : FrameClass::Native;
     }
     struct Key {

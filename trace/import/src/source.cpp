@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
+#include <utility>
 
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
@@ -39,7 +41,8 @@ static bool special_file(const std::string& path) {
 
 GzSource::GzSource(const std::string& path, uint64_t limit) : path_(path) {
     special_ = special_file(path);
-    if (special_ || !gzdirect_hint(path)) limit_ = limit;
+    direct_ = gzdirect_hint(path);
+    if (special_ || !direct_) limit_ = limit;
     f_ = gzopen(path.c_str(), "rb");
     if (!f_) throw Error(errno == ENOENT ? no_such_file(path) : where(path, std::string("cannot open: ") + std::strerror(errno)));
     gzbuffer(f_, 1 << 17);
@@ -71,6 +74,93 @@ size_t GzSource::read(char* buf, size_t cap) {
                                                 "; raise with --max-input-size"
                                           : expansion_message(limit_)));
     return static_cast<size_t>(got);
+}
+
+bool GzSource::seek(uint64_t offset) {
+    if (!direct_ || special_ || offset > static_cast<uint64_t>(INT64_MAX)) return false;
+    if (gzseek(f_, static_cast<z_off_t>(offset), SEEK_SET) != static_cast<z_off_t>(offset)) return false;
+    total_ = mark_ = offset;
+    cur_ = end_ = buf_;
+    return true;
+}
+
+ReadAhead::ReadAhead(const std::string& path, uint64_t start, bool inflate_ahead) : src_(path) {
+    if (start > 0 && !src_.seek(start)) throw Error(where(path, "cannot seek to byte " + std::to_string(start)));
+    if (!src_.is_gzip() || !inflate_ahead) return;
+    for (auto& block : data_) block.resize(kBlock);
+    try {
+        thread_ = std::thread([this] { produce(); });
+    } catch (const std::system_error&) {
+        // No thread to be had: read() reads on the caller's thread.
+    }
+}
+
+ReadAhead::~ReadAhead() {
+    {
+        std::lock_guard<std::mutex> lock(m_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void ReadAhead::produce() {
+    while (true) {
+        size_t slot = 0;
+        {
+            std::unique_lock<std::mutex> lock(m_);
+            cv_.wait(lock, [&] { return stop_ || filled_ - taken_ < kBlocks; });
+            if (stop_) return;
+            slot = static_cast<size_t>(filled_ % kBlocks);   // not the caller's: it is past filled_
+        }
+        size_t got = 0;
+        std::exception_ptr error;
+        try {
+            got = src_.read(data_[slot].data(), kBlock);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            if (got > 0) {
+                size_[slot] = got;
+                ++filled_;
+            }
+            if (got == 0 || error) {
+                done_ = true;
+                error_ = error;
+            }
+        }
+        cv_.notify_all();
+        if (done_) return;   // only this thread sets done_
+    }
+}
+
+size_t ReadAhead::read(char* buf, size_t cap) {
+    if (!thread_.joinable()) return src_.read(buf, cap);
+    size_t slot = 0;
+    {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [&] { return taken_ < filled_ || done_; });
+        if (taken_ == filled_) {   // the reader is done and everything it read was given
+            if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+            return 0;
+        }
+        slot = static_cast<size_t>(taken_ % kBlocks);
+    }
+    // The block is the caller's until taken_ moves past it: copied without the lock.
+    const size_t given = std::min(cap, size_[slot] - pos_);
+    std::memcpy(buf, data_[slot].data() + pos_, given);
+    pos_ += given;
+    if (pos_ == size_[slot]) {
+        pos_ = 0;
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            ++taken_;
+        }
+        cv_.notify_all();
+    }
+    return given;
 }
 
 GzStreamBuf::int_type GzStreamBuf::underflow() {

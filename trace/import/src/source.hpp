@@ -4,8 +4,14 @@
 // data that expands past the caller's limit (docs/import.md, "Limits").
 #include <zlib.h>
 
+#include <array>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <streambuf>
+#include <thread>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -23,6 +29,11 @@ public:
 
     // Next chunk of decompressed bytes; 0 at the end. Throws mhc::Error on corrupt data.
     size_t read(char* buf, size_t cap);
+    // Plain files: the next read starts at `offset`. False where the input cannot seek.
+    bool seek(uint64_t offset);
+    bool is_gzip() const { return !direct_; }
+    // A regular file read as it is (not gzip): it can be read from any offset.
+    bool is_plain_file() const { return direct_ && !special_; }
     uint64_t consumed() const { return total_; }
     // Streaming readers call this where they hold nothing of the input (between events):
     // the limit counts the bytes read after `at` (an offset in the decompressed input).
@@ -45,9 +56,42 @@ private:
     gzFile f_ = nullptr;
     uint64_t total_ = 0, mark_ = 0, limit_ = UINT64_MAX;
     bool special_ = false;   // not a regular file
+    bool direct_ = true;     // not gzip: the bytes as they are in the file
     char* buf_ = nullptr;
     char* cur_ = nullptr;
     char* end_ = nullptr;
+};
+
+// A GzSource whose gzip input may be decompressed on a thread of its own, a few blocks ahead of
+// the caller: inflating runs on another core while the caller parses. A plain file is read on
+// the caller's thread (the kernel's copy is cheap; a thread would cost more than it hides).
+// read() gives the same bytes as GzSource::read, and an error of the input (corrupt or
+// truncated gzip) is thrown by the read() that reaches the place where it occurred.
+// Memory: at most kBlocks blocks of kBlock bytes ahead.
+class ReadAhead {
+public:
+    // `start`: the offset to read from (plain files only; gzip input starts at 0). `inflate_ahead`:
+    // gzip input is inflated on a second thread (else on the caller's, as GzSource does).
+    ReadAhead(const std::string& path, uint64_t start, bool inflate_ahead);
+    ~ReadAhead();
+    ReadAhead(const ReadAhead&) = delete;
+    ReadAhead& operator=(const ReadAhead&) = delete;
+
+    size_t read(char* buf, size_t cap);
+
+private:
+    static constexpr size_t kBlocks = 4, kBlock = size_t{1} << 20;
+    void produce();
+    GzSource src_;
+    std::array<std::vector<char>, kBlocks> data_;
+    std::array<size_t, kBlocks> size_{};
+    std::mutex m_;
+    std::condition_variable cv_;
+    uint64_t filled_ = 0, taken_ = 0;   // blocks the reader has filled, the caller has used up
+    size_t pos_ = 0;                    // bytes of the current block given to the caller
+    bool done_ = false, stop_ = false;  // the reader reached the end (or an error); told to stop
+    std::exception_ptr error_;          // what stopped the reader, thrown after its last block
+    std::thread thread_;                // not started (reads inline) if no thread could be made
 };
 
 // std::streambuf over a GzSource (for nlohmann::json's SAX parser); pos() is the offset of

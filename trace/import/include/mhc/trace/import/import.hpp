@@ -27,6 +27,10 @@ Format format_from_string(std::string_view s);
 // Throws mhc::Error naming the file when it is none of the known formats.
 Format detect_format(const std::string& path);
 
+// How many threads parse a large plain Kineto JSON file (docs/import.md, "Speed"): Auto takes
+// two where a core is idle at the start. The trace is the same whichever parses it.
+enum class ParseThreads : uint8_t { Auto, One, Two };
+
 struct Options {
     Format format = Format::Auto;
     std::string kineto_path;   // execution traces: Kineto trace of the same run, for timing
@@ -36,6 +40,7 @@ struct Options {
     // "expands past N; raise with --max-input-size" instead of exhausting memory.
     uint64_t max_input_size = kDefaultMaxInputSize;
     mhc::IfExists if_exists = mhc::IfExists::Replace;   // an existing output: replaced, or an error (the CLI without --force)
+    ParseThreads parse_threads = ParseThreads::Auto;
 };
 
 // What an import did: the meta written into the trace and the row counts.
@@ -55,7 +60,8 @@ Result import_file(const std::string& in, const std::string& out, const Options&
 // The per-format importers: they write rows into `w` (a Writer and the columns checked after
 // it) and fill `r` (meta is also set on w).
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize);
-void import_kineto(const std::string& in, Rows& w, Result& r, uint64_t max_input_size = kDefaultMaxInputSize);
+void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t max_input_size = kDefaultMaxInputSize,
+                   ParseThreads threads = ParseThreads::Auto);
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r,
                uint64_t max_input_size = kDefaultMaxInputSize);
 void import_nsys(const std::string& in, Rows& w, Result& r);
