@@ -183,6 +183,8 @@ std::function<int()> setup(CLI::App& app) {
             scale = replay::auto_time_scale(replay::link_at_chunk(modelled, static_cast<int64_t>(spec.replay.chunk_bytes)),
                                             replay::link_at_chunk(c.link, static_cast<int64_t>(spec.replay.chunk_bytes)),
                                             &scale_why);
+            if (spec.pace && spec.replay.backend == replay::Backend::Host)
+                scale = replay::floor_paced_time_scale(scale, c.link, &scale_why);
         } else {
             scale_why = "--time-scale " + o->time_scale;
         }

@@ -356,4 +356,24 @@ double auto_time_scale(const sim::LinkModel& modelled, const sim::LinkModel& mea
     return s;
 }
 
+double floor_paced_time_scale(double scale, sim::LinkModel& paced, std::string* why) {
+    if (!(scale < kMinPacedTimeScale)) return scale;
+    const double slow = scale / kMinPacedTimeScale;
+    paced.h2d.bandwidth_Bps *= slow;
+    paced.d2h.bandwidth_Bps *= slow;
+    for (auto& c : paced.by_chunk) {
+        c.h2d_Bps *= slow;
+        c.d2h_Bps *= slow;
+        c.both_h2d_Bps *= slow;
+        c.both_d2h_Bps *= slow;
+    }
+    if (why) {
+        char b[256];
+        std::snprintf(b, sizeof b, "; raised to x%g, the least for a paced replay's accuracy, with the paced link slowed to %s",
+                      kMinPacedTimeScale, format_rate(0.5 * (paced.h2d.bandwidth_Bps + paced.d2h.bandwidth_Bps)).c_str());
+        *why += b;
+    }
+    return kMinPacedTimeScale;
+}
+
 }  // namespace mhc::replay

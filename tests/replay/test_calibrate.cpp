@@ -143,6 +143,29 @@ TEST_CASE("the automatic time scale makes the replay's compute/transfer ratio th
     CHECK(why.find("not matched") != std::string::npos);
 }
 
+TEST_CASE("a paced replay's automatic time scale is at least the floor, its link slowed to keep the ratio", "[replay][calibrate]") {
+    sim::LinkModel pcie4 = sim::link_from_spec("pcie4");   // 25 GB/s each way
+    sim::LinkModel host = fake(5e9, 7.5e9, 0.9).link;      // mean 6.25 GB/s: x4
+    host.by_chunk = {{2 << 20, 5e9, 7.5e9, 4e9, 6e9}};
+    std::string why;
+    double scale = replay::auto_time_scale(pcie4, host, &why);
+    REQUIRE(scale == Approx(4.0));
+    scale = replay::floor_paced_time_scale(scale, host, &why);
+    CHECK(scale == replay::kMinPacedTimeScale);
+    CHECK(host.h2d.bandwidth_Bps == Approx(5e9 * 4 / replay::kMinPacedTimeScale));
+    CHECK(host.d2h.bandwidth_Bps == Approx(7.5e9 * 4 / replay::kMinPacedTimeScale));
+    CHECK(host.by_chunk.at(0).both_d2h_Bps == Approx(6e9 * 4 / replay::kMinPacedTimeScale));
+    // The slowed link at the floor moves what pcie4 moves: the modelled ratio is kept.
+    CHECK(replay::auto_time_scale(pcie4, host) == Approx(replay::kMinPacedTimeScale));
+    CHECK(why.find("raised to x17") != std::string::npos);
+    // At or above the floor nothing changes.
+    sim::LinkModel slow = fake(1e9, 1e9, 1).link;
+    std::string why2;
+    CHECK(replay::floor_paced_time_scale(replay::auto_time_scale(pcie4, slow), slow, &why2) == Approx(25.0));
+    CHECK(slow.h2d.bandwidth_Bps == 1e9);
+    CHECK(why2.empty());
+}
+
 #include "mhc/replay/validate.hpp"
 
 TEST_CASE("a verdict is a validation only when the error and the spread of repeats are within the target",

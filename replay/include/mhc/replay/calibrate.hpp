@@ -82,4 +82,18 @@ bool load_changed(double then, double now, int cores);
 // `why` says so in words.
 double auto_time_scale(const sim::LinkModel& modelled, const sim::LinkModel& measured, std::string* why = nullptr);
 
+// The least automatic time scale of a paced host replay. Below it the host's fixed costs per
+// action (thread wake-ups, clock reads, page mapping) are a visible share of the stand-ins, and a
+// pace near the host's own copy rate leaves it little room: on an idle 2-core VM whose copies ran
+// at 10 GB/s (auto x4.4) the validation slices (bench/replay/validate_slices.sh, 2026-12-02) had
+// 2 of 7 rows validated, at x10 4 of 7, at x17 with the pace slowed to match all 7 (errors
+// +0.1 to +4.2 pp, spreads under 2.8 pp, most rows stopping after 2 replays).
+inline constexpr double kMinPacedTimeScale = 17;
+
+// `--time-scale auto` on a paced link: a scale below kMinPacedTimeScale is raised to it and the
+// paced link (both directions, every chunk size) slowed by the same factor, so that the replay's
+// compute/transfer ratio stays the modelled link's. Returns the scale; `why` gets a sentence
+// appended when the link was slowed.
+double floor_paced_time_scale(double scale, sim::LinkModel& paced, std::string* why = nullptr);
+
 }  // namespace mhc::replay
