@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "golden_file.hpp"
 #include "mhc/sim/allocator.hpp"
 
 namespace sim = mhc::sim;
@@ -103,14 +104,7 @@ Run run(const std::string& conf, int streams, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("the caching allocator model gives the golden runs under every setting", "[sim][allocator][allocator-golden]") {
-    const std::string file = MHC_GOLDEN_DIR "/allocator_grid.json";
-    const bool update = std::getenv("MHC_UPDATE_GOLDEN") != nullptr;
-    nlohmann::json golden;
-    if (!update) {
-        std::ifstream in(file);
-        REQUIRE(in.good());
-        golden = nlohmann::json::parse(in).at("runs");
-    }
+    const simtest::GoldenFile golden(MHC_GOLDEN_DIR "/allocator_grid.json");
     nlohmann::json got;
     int checked = 0;
     for (const char* conf : {"", "max_split_size_mb:64", "garbage_collection_threshold:0.6",
@@ -124,26 +118,16 @@ TEST_CASE("the caching allocator model gives the golden runs under every setting
                 const nlohmann::json entry = {{"digest", got_run.digest}, {"ooms", got_run.ooms},
                                              {"device_frees", got_run.device_frees}, {"peak", got_run.peak}};
                 got[key] = entry;
-                if (update) continue;
+                if (golden.update) continue;
                 INFO(key);
-                REQUIRE(golden.contains(key));
-                CHECK(golden.at(key) == entry);
+                REQUIRE(golden.runs.contains(key));
+                CHECK(golden.runs.at(key) == entry);
                 // The sequences reach the capacity and give cached memory back, or they test little.
                 CHECK(got_run.ooms > 0);
                 CHECK(got_run.device_frees > 0);
                 ++checked;
             }
-    if (update) {
-        std::ofstream out(file);
-        out << nlohmann::json{{"_about", "Digests of caching allocator runs (tests/sim/test_allocator_golden.cpp): "
-                                         "retaken with MHC_UPDATE_GOLDEN=1; say when and why."},
-                              {"runs", got}}
-                   .dump(1)
-            << "\n";
-        out.close();
-        INFO("rewriting " << file);
-        REQUIRE(out.good());
-        return;
-    }
-    CHECK(checked == static_cast<int>(golden.size()));
+    golden.finish(got, checked,
+                  "Digests of caching allocator runs (tests/sim/test_allocator_golden.cpp): "
+                          "retaken with MHC_UPDATE_GOLDEN=1; say when and why.");
 }

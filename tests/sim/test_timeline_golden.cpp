@@ -21,6 +21,7 @@
 #include "mhc/sim/link.hpp"
 #include "mhc/sim/result.hpp"
 #include "mhc/sim/simulate.hpp"
+#include "golden_file.hpp"
 #include "helpers.hpp"
 #include "mhc/sim/synthetic.hpp"
 
@@ -120,14 +121,7 @@ std::vector<Case> traces() {
 }  // namespace
 
 TEST_CASE("every policy, prefetcher and allocator gives the golden timeline", "[sim][golden][timeline]") {
-    const std::string file = MHC_GOLDEN_DIR "/timeline_grid.json";
-    const bool update = std::getenv("MHC_UPDATE_GOLDEN") != nullptr;
-    nlohmann::json golden;
-    if (!update) {
-        std::ifstream in(file);
-        REQUIRE(in.good());
-        golden = nlohmann::json::parse(in).at("runs");
-    }
+    const simtest::GoldenFile golden(MHC_GOLDEN_DIR "/timeline_grid.json");
     nlohmann::json got;
     int checked = 0;
     for (auto& tc : traces()) {
@@ -153,24 +147,14 @@ TEST_CASE("every policy, prefetcher and allocator gives the golden timeline", "[
                                                         {"peak", result.simulated_peak},
                                                         {"makespan", result.simulated_makespan}};
                             got[key] = run;
-                            if (update) continue;
+                            if (golden.update) continue;
                             INFO(key);
-                            REQUIRE(golden.contains(key));
-                            CHECK(golden.at(key) == run);
+                            REQUIRE(golden.runs.contains(key));
+                            CHECK(golden.runs.at(key) == run);
                             ++checked;
                         }
     }
-    if (update) {
-        std::ofstream out(file);
-        out << nlohmann::json{{"_about", "Digests of full simulator runs (tests/sim/test_timeline_golden.cpp): "
-                                         "retaken with MHC_UPDATE_GOLDEN=1; say when and why."},
-                              {"runs", got}}
-                   .dump(1)
-            << "\n";
-        out.close();
-        INFO("rewriting " << file);
-        REQUIRE(out.good());   // the new golden file is whole, or the update fails
-        return;
-    }
-    CHECK(checked == static_cast<int>(golden.size()));
+    golden.finish(got, checked,
+                  "Digests of full simulator runs (tests/sim/test_timeline_golden.cpp): "
+                          "retaken with MHC_UPDATE_GOLDEN=1; say when and why.");
 }
