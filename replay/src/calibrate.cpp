@@ -361,17 +361,17 @@ double floor_paced_time_scale(double scale, sim::LinkModel& paced, std::string* 
     const double slow = scale / kMinPacedTimeScale;
     paced.h2d.bandwidth_Bps *= slow;
     paced.d2h.bandwidth_Bps *= slow;
-    for (auto& c : paced.by_chunk) {
-        c.h2d_Bps *= slow;
-        c.d2h_Bps *= slow;
-        c.both_h2d_Bps *= slow;
-        c.both_d2h_Bps *= slow;
+    for (auto& chunk : paced.by_chunk) {
+        chunk.h2d_Bps *= slow;
+        chunk.d2h_Bps *= slow;
+        chunk.both_h2d_Bps *= slow;
+        chunk.both_d2h_Bps *= slow;
     }
     if (why) {
-        char b[256];
-        std::snprintf(b, sizeof b, "; raised to x%g, the least for a paced replay's accuracy, with the paced link slowed to %s",
+        char line[256];
+        std::snprintf(line, sizeof line, "; raised to x%g, the least for a paced replay's accuracy, with the paced link slowed to %s",
                       kMinPacedTimeScale, format_rate(0.5 * (paced.h2d.bandwidth_Bps + paced.d2h.bandwidth_Bps)).c_str());
-        *why += b;
+        *why += line;
     }
     return kMinPacedTimeScale;
 }
