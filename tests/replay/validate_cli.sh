@@ -39,7 +39,7 @@ assert c["measured"]["peak_bytes"] == c["predicted"]["peak_bytes"]   # caching m
 assert c["measured"]["swap_out_bytes"] == c["predicted"]["swap_out_bytes"]
 assert len(c["repeats"]["makespans_ns"]) == 2 and c["repeats"]["spread_pp"] is not None
 assert isinstance(c["loss_error_pp"], float)
-assert c["verdict"].split(":")[0] in ("validated", "not validated", "inconclusive"), c["verdict"]
+assert c["verdict"].split(":")[0] in ("validated", "not validated", "inconclusive", "missed", "within target, unconfirmed"), c["verdict"]   # any verdict: x0.2 on a loaded host can miss
 assert len(j["baseline"]["repeats"]["makespans_ns"]) == 3   # the baseline 2N - 1 times
 assert j["paced"] is True   # host backend: the copies emulate the link
 assert c["measured"]["late_transfers"] >= 0 and c["measured"]["late_ns"] >= 0
