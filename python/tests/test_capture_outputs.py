@@ -169,6 +169,9 @@ import os, signal, sys
 from mhc_torch import store
 
 sig = int(sys.argv[2])
+# As in a foreground process: a job started in the background by a shell inherits SIGINT ignored,
+# and Python then raises no KeyboardInterrupt.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def allocations():
     for i in range(1, 200):
