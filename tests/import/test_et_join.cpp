@@ -189,6 +189,7 @@ TEST_CASE("ET + Kineto: an execution trace of one profiled step lands in that st
     for (size_t op = 0; op < ops.size(); ++op) {
         CHECK(ops.t_start[op] >= markers.t_start[step1]);
         CHECK(ops.t_end[op] <= markers.t_end[step1]);
+        CHECK(ops.step[op] == 1);   // the execution trace names no step: Kineto's range gives it
     }
 }
 

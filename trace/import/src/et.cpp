@@ -387,6 +387,7 @@ private:
     }
 
     void units_from_ops(const std::vector<int32_t>& node_op) {
+        const StepRanges kineto_steps(kd_.ranges);   // for an execution trace without ProfilerStep#
         for (size_t i = 0; i < nodes_.size(); ++i) {
             if (!is_unit(nodes_[i])) continue;
             int32_t op = node_op[i];
@@ -395,7 +396,9 @@ private:
                 continue;
             }
             const KOp& o = kd_.ops[op];
-            units_.push_back({o.ts - base_, o.ts + o.dur - base_, o.tid, op_device(nodes_[i]), step_of(i), i, SIZE_MAX,
+            int32_t step = step_of(i);
+            if (step < 0) step = kineto_steps.at(o.ts);
+            units_.push_back({o.ts - base_, o.ts + o.dur - base_, o.tid, op_device(nodes_[i]), step, i, SIZE_MAX,
                               nodes_[i].name});
         }
     }

@@ -24,16 +24,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     if (!std::is_sorted(d.kernels.begin(), d.kernels.end(), by_ts))
         std::stable_sort(d.kernels.begin(), d.kernels.end(), by_ts);
     // Steps from ProfilerStep#N (CPU side): a kernel belongs to the step its launch fell in.
-    std::vector<const KRange*> steps;
-    for (const auto& g : d.ranges)
-        if (g.step >= 0) steps.push_back(&g);
-    std::sort(steps.begin(), steps.end(), [](auto* a, auto* b) { return a->ts < b->ts; });
-    auto step_at = [&](int64_t t) -> int32_t {
-        auto p = std::upper_bound(steps.begin(), steps.end(), t, [](int64_t v, const KRange* s) { return v < s->ts; });
-        if (p == steps.begin()) return -1;
-        const KRange* s = *(p - 1);
-        return t <= s->ts + s->dur ? s->step : -1;
-    };
+    const StepRanges steps(d.ranges);
     // Kernels on one stream are serial; clock jitter can make neighbours overlap by a few ns:
     // such starts are moved to the previous end (counted in meta).
     std::vector<size_t> order;
@@ -94,7 +85,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         auto l = d.launches.find(k.correlation);
         if (l != d.launches.end()) { launch_t = l->second.ts; ++linked; }
         else if ((l = d.flow_starts.find(k.correlation)) != d.flow_starts.end()) { launch_t = l->second.ts; ++linked; }
-        row.step = step_at(launch_t);
+        row.step = steps.at(launch_t);
         w.add(row);
         if (on_kernel) on_kernel(i, row.id);
     }

@@ -805,4 +805,17 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
     return d;
 }
 
+StepRanges::StepRanges(const std::vector<KRange>& ranges) {
+    for (const auto& g : ranges)
+        if (g.step >= 0) steps_.push_back(&g);
+    std::sort(steps_.begin(), steps_.end(), [](const KRange* a, const KRange* b) { return a->ts < b->ts; });
+}
+
+int32_t StepRanges::at(int64_t t) const {
+    auto p = std::upper_bound(steps_.begin(), steps_.end(), t, [](int64_t v, const KRange* s) { return v < s->ts; });
+    if (p == steps_.begin()) return -1;
+    const KRange* s = *(p - 1);
+    return t <= s->ts + s->dur ? s->step : -1;
+}
+
 }  // namespace mhc::trace::import

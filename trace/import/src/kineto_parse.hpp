@@ -102,4 +102,17 @@ constexpr uint64_t kSplitFrom = uint64_t{16} << 20;
 KinetoData parse_kineto(const std::string& path, uint64_t max_input_size = UINT64_MAX,
                         ParseThreads threads = ParseThreads::Auto);
 
+// The ProfilerStep#N ranges (CPU side) of a trace: the step a time falls in (-1 outside every
+// step). Kernels take the step of their launch; execution-trace ops joined to Kineto ops, the
+// step of their Kineto op when the execution trace names none.
+class StepRanges {
+public:
+    explicit StepRanges(const std::vector<KRange>& ranges);
+    int32_t at(int64_t t) const;
+    size_t size() const { return steps_.size(); }
+
+private:
+    std::vector<const KRange*> steps_;   // by start
+};
+
 }  // namespace mhc::trace::import
