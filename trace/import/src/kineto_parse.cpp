@@ -806,16 +806,17 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
 }
 
 StepRanges::StepRanges(const std::vector<KRange>& ranges) {
-    for (const auto& g : ranges)
-        if (g.step >= 0) steps_.push_back(&g);
-    std::sort(steps_.begin(), steps_.end(), [](const KRange* a, const KRange* b) { return a->ts < b->ts; });
+    for (const auto& range : ranges)
+        if (range.step >= 0) steps_.push_back(&range);
+    std::sort(steps_.begin(), steps_.end(), [](const KRange* lhs, const KRange* rhs) { return lhs->ts < rhs->ts; });
 }
 
-int32_t StepRanges::at(int64_t t) const {
-    auto p = std::upper_bound(steps_.begin(), steps_.end(), t, [](int64_t v, const KRange* s) { return v < s->ts; });
-    if (p == steps_.begin()) return -1;
-    const KRange* s = *(p - 1);
-    return t <= s->ts + s->dur ? s->step : -1;
+int32_t StepRanges::at(int64_t time) const {
+    auto after = std::upper_bound(steps_.begin(), steps_.end(), time,
+                                  [](int64_t value, const KRange* step) { return value < step->ts; });
+    if (after == steps_.begin()) return -1;
+    const KRange* step = *(after - 1);
+    return time <= step->ts + step->dur ? step->step : -1;
 }
 
 }  // namespace mhc::trace::import

@@ -108,7 +108,7 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size = UINT6
 class StepRanges {
 public:
     explicit StepRanges(const std::vector<KRange>& ranges);
-    int32_t at(int64_t t) const;
+    int32_t at(int64_t time) const;
     size_t size() const { return steps_.size(); }
 
 private:
