@@ -1,6 +1,7 @@
-# Sourced by the compare scripts (bench/sim/compare.sh, bench/sim/load_compare.sh,
-# bench/trace/store_compare.sh): builds a base commit and this tree with the same benchmark
-# sources on both sides, so that every figure is printed beside the base's from one run.
+# Sourced by the compare scripts (bench/sim/compare.sh, load_compare.sh, allocator_compare.sh,
+# bench/trace/store_compare.sh, bench/import/compare.sh): builds a base commit and this tree with
+# the same benchmark sources on both sides, so that every figure is printed beside the base's from
+# one run; prints the comparison's header and names each side's tree.
 #   build_base_and_this BASE "FOLDERS" TARGET...
 # The base is a git worktree in build/bench-base-COMMIT (inside this tree's ignored build folder,
 # so that a compiler cache with CCACHE_BASEDIR above the tree reuses the objects of any checkout of
@@ -26,3 +27,15 @@ build_base_and_this() {
     cmake --build "$dir/build" -j"${MHC_JOBS:-2}" --target "$@" >/dev/null
   done
 }
+
+# The first lines of a comparison: the base against this tree (marked +changes where the FOLDERS
+# differ from HEAD) and the machine, with TAIL after it. Reads $base.
+#   compare_header "FOLDERS" [TAIL]
+compare_header() {
+  # shellcheck disable=SC2086 # FOLDERS is a list of paths
+  echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- $1 || echo +changes)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)${2:+, $2}"
+}
+
+# The tree a side runs from: before = the base's worktree ($wt), after = this tree ($root).
+side_dir() { if [ "$1" = before ]; then echo "$wt"; else echo "$root"; fi; }

@@ -22,9 +22,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/mhc-import-compare.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 . bench/base_build.sh
 build_base_and_this "$base" "import" mhc_bench_import
-echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- trace bench || echo +changes)"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores; $(date -u '+%F %H:%M UTC')"
-bench() { if [ "$1" = before ]; then echo "$wt/build/bench/import/mhc_bench_import"; else echo "$root/build/bench/import/mhc_bench_import"; fi; }
+compare_header "trace bench" "$(nproc) cores; $(date -u '+%F %H:%M UTC')"
+bench() { echo "$(side_dir "$1")/build/bench/import/mhc_bench_import"; }
 MHC_BENCH_KEEP=1 "$(bench after)" "$events" "$tmp" 1 >/dev/null   # writes the inputs (and times them once)
 runs=("$tmp/bench-snapshot.pickle 0" "$tmp/bench-kineto.json 1" "$tmp/bench-kineto.json 2"
       "$tmp/bench-kineto.json.gz 1" "$tmp/bench-kineto.json.gz 2")

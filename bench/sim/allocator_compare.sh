@@ -20,17 +20,16 @@ trap 'rm -rf "$tmp"' EXIT
 . bench/base_build.sh
 build_base_and_this "$base" sim mhc bench_sim
 "$root/build/cli/mhc" -q generate --preset gpt2-small --steps "$steps" -o "$tmp/trace.db" >/dev/null
-echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- sim bench || echo +changes)"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores; trace: gpt2-small, $steps steps, $(du -m "$tmp/trace.db" | cut -f1) MB"
+compare_header "sim bench" "$(nproc) cores; trace: gpt2-small, $steps steps, $(du -m "$tmp/trace.db" | cut -f1) MB"
 cp "$tmp/trace.db" "$tmp/before.db"
 cp "$tmp/trace.db" "$tmp/after.db"
 for side in before after; do   # the first run of each side writes its prepared cache where it has one
-  dir=$wt; [ "$side" = after ] && dir=$root
+  dir=$(side_dir "$side")
   "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% --allocator ideal --no-store >/dev/null
 done
 for r in $(seq 1 "$rounds"); do
   for side in before after; do
-    dir=$wt; [ "$side" = after ] && dir=$root
+    dir=$(side_dir "$side")
     echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
     "$dir/build/bench/sim/bench_sim" allocators "$tmp/$side.db" 3 | sed "s/^/$side /"
     for allocator in caching ideal; do

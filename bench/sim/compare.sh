@@ -17,8 +17,7 @@ root=$(pwd)
 build_base_and_this "$base" sim bench_sim
 old="$wt/build/bench/sim/bench_sim"
 new="$root/build/bench/sim/bench_sim"
-echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- sim bench || echo +changes)"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
+compare_header "sim bench" "load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
   for side in before after; do
     bin=$old; [ "$side" = after ] && bin=$new

@@ -24,9 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 . bench/base_build.sh
 build_base_and_this "$base" "trace import datasets sim" mhc bench_store bench_sim bench_datasets mhc_bench_import
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-side_dir() { if [ "$1" = before ]; then echo "$wt"; else echo "$root"; fi; }
-echo "base $(git rev-parse --short "$base") vs this tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- trace datasets bench || echo +changes)"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) cores"
+compare_header "trace datasets bench" "$(nproc) cores"
 for side in before after; do
   echo "== bench_store $rows, $side (load $(load))"
   "$(side_dir $side)/build/bench/trace/bench_store" "$rows" "$tmp/store.db" | sed "s/^/$side /"
