@@ -165,6 +165,18 @@ F arg_key(const char* k, size_t n) {
     }
 }
 
+// The keys whose value not_number judges when it is not a number (args.* inside args, 'ts' and
+// 'dur' of an event); for every other key a string, null or container is no error.
+constexpr bool read_as_number(F key) {
+    switch (key) {
+        case F::Ts: case F::Dur: case F::Corr: case F::Device: case F::Stream: case F::Bytes: case F::Addr:
+        case F::MemBytes: case F::Total: case F::Reserved: case F::DevType: case F::DevId:
+            return true;
+        default:
+            return false;
+    }
+}
+
 // Where the tokenizer is: the container it is directly inside. A stack of these replaces
 // depth arithmetic; only the named containers are read, every other one is skipped whole.
 enum class In : uint8_t {
@@ -226,6 +238,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     // A string, null, bool, array or object where a number is read: a bad field.
     void not_number(const char* what) {
+        if (!read_as_number(key)) return;   // most calls: the value of cat, name, ph or an unread key
         const char* name = nullptr;
         if (at(In::Args) && key == F::Bytes) {
             // Only copies and memsets use args.bytes; ROCm runtime calls write it as a string
@@ -315,22 +328,18 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     std::string top_key;
     bool Key(const char* s, rapidjson::SizeType n, bool) {
-        if (at(In::Root)) {
-            boundary();
-            top_key.assign(s, n);
-            key = F::TopKey;
-        } else if (at(In::Args)) {
-            key = arg_key(s, n);
-        } else if (at(In::Event)) {
-            key = event_key(s, n);
-        } else if (at(In::Prop)) {
-            std::string_view k(s, n);
-            key = k == "id" ? F::DpId : k == "name" ? F::DpName : k == "totalGlobalMem" ? F::DpMem : F::None;
-        } else if (at(In::Dist)) {
-            std::string_view k(s, n);
-            key = k == "rank" ? F::DistRank : k == "world_size" ? F::DistWorld : F::None;
-        } else {
-            key = F::None;
+        const std::string_view k(s, n);
+        switch (stack.empty() ? In::Other : stack.back()) {
+            case In::Event: key = event_key(s, n); break;
+            case In::Args: key = arg_key(s, n); break;
+            case In::Root:
+                boundary();
+                top_key.assign(s, n);
+                key = F::TopKey;
+                break;
+            case In::Prop: key = k == "id" ? F::DpId : k == "name" ? F::DpName : k == "totalGlobalMem" ? F::DpMem : F::None; break;
+            case In::Dist: key = k == "rank" ? F::DistRank : k == "world_size" ? F::DistWorld : F::None; break;
+            default: key = F::None; break;
         }
         return true;
     }
@@ -345,68 +354,75 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         out = v;
         return true;
     }
+    // A number: one dispatch on the container it is in (this runs for every number of the input).
     void num(const char* s, size_t n) {
-        if (at(In::GridDims) || at(In::BlockDims)) {
-            bool grid = at(In::GridDims);
-            int64_t v = 0;
-            if (dim_i < 3 && field(s, n, grid ? "args.grid" : "args.block", v, 0, INT32_MAX))
-                (grid ? e.grid : e.block)[dim_i++] = static_cast<int32_t>(v);
-            return;
-        }
-        if (at(In::Dist)) {   // the job identity (docs/trace-format.md): a rank below 2^24
-            if (key == F::DistRank) field(s, n, "distributedInfo.rank", d.rank, 0, 1 << 24);
-            if (key == F::DistWorld) field(s, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
-            key = F::None;
-            return;
-        }
-        if (at(In::Prop)) {
-            int64_t v = 0;
-            if (key == F::DpId && parse_int(s, n, v)) dp_id = v;
-            if (key == F::DpMem && field(s, n, "deviceProperties.totalGlobalMem", v, 0, kMaxBytes)) dp_mem = v;
-            return;
-        }
-        if (!in_event()) return;
-        if (at(In::Args)) {
-            constexpr int64_t lo = INT64_MIN, hi = INT64_MAX;
-            switch (key) {
-                case F::ExtId: field(s, n, "args.External id", e.ext, lo, hi); break;
-                case F::Corr: field(s, n, "args.correlation", e.corr, lo, hi); break;
-                case F::Device: field(s, n, "args.device", e.device, -1, INT32_MAX); break;
-                case F::Stream: field(s, n, "args.stream", e.stream, lo, hi); break;
-                case F::Bytes: field(s, n, "args.bytes", e.bytes, 0, kMaxBytes); break;
-                case F::Regs: field(s, n, "args.registers per thread", e.regs, 0, INT32_MAX); break;
-                case F::Smem: field(s, n, "args.shared memory", e.smem, 0, INT32_MAX); break;
-                case F::Addr:
-                    e.has_addr = field(s, n, "args.Addr", e.addr, lo, hi, true);
-                    e.has_mem |= e.has_addr;
-                    break;
-                case F::MemBytes: e.has_mem |= field(s, n, "args.Bytes", e.mem_bytes, -kMaxBytes, kMaxBytes); break;
-                case F::Total: field(s, n, "args.Total Allocated", e.total, -kMaxBytes, kMaxBytes); break;
-                case F::Reserved: field(s, n, "args.Total Reserved", e.reserved, -kMaxBytes, kMaxBytes); break;
-                case F::DevType: field(s, n, "args.Device Type", e.dev_type, lo, hi); break;
-                case F::DevId: field(s, n, "args.Device Id", e.dev_id, -1, INT32_MAX); break;
-                case F::RfId: field(s, n, "args.Record function id", e.rf_id, lo, hi); break;
-                case F::EvIdx: field(s, n, "args.Ev Idx", e.ev_idx, lo, hi); break;
-                case F::SeqNr: field(s, n, "args.Sequence number", e.seq, lo, hi); break;
-                default: break;
+        if (stack.empty()) return;
+        switch (stack.back()) {
+            case In::Args: args_number(s, n); break;
+            case In::Event: event_number(s, n); break;
+            case In::EventOther: break;
+            case In::GridDims:
+            case In::BlockDims: {
+                bool grid = stack.back() == In::GridDims;
+                int64_t v = 0;
+                if (dim_i < 3 && field(s, n, grid ? "args.grid" : "args.block", v, 0, INT32_MAX))
+                    (grid ? e.grid : e.block)[dim_i++] = static_cast<int32_t>(v);
+                return;
             }
-        } else if (at(In::Event)) {
-            switch (key) {
-                case F::Ts:
-                    if (!(e.has_ts = parse_us_to_ns(s, n, e.ts, 0, kMaxTs))) bad = "'ts' " + std::string(s, n) + " is out of range";
-                    break;
-                case F::Dur: {
-                    int64_t v = 0;
-                    if (parse_us_to_ns(s, n, v, -kMaxDur, kMaxDur)) e.dur = v;
-                    else bad = "'dur' " + std::string(s, n) + " is out of range";
-                } break;
-                case F::Pid: field(s, n, "'pid'", e.pid, INT64_MIN, INT64_MAX); break;
-                case F::Tid: field(s, n, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
-                case F::Id: field(s, n, "'id'", e.id, INT64_MIN, INT64_MAX); break;
-                default: break;
+            case In::Dist:   // the job identity (docs/trace-format.md): a rank below 2^24
+                if (key == F::DistRank) field(s, n, "distributedInfo.rank", d.rank, 0, 1 << 24);
+                if (key == F::DistWorld) field(s, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
+                break;
+            case In::Prop: {
+                int64_t v = 0;
+                if (key == F::DpId && parse_int(s, n, v)) dp_id = v;
+                if (key == F::DpMem && field(s, n, "deviceProperties.totalGlobalMem", v, 0, kMaxBytes)) dp_mem = v;
+                return;
             }
+            default: return;
         }
         key = F::None;
+    }
+    void args_number(const char* s, size_t n) {
+        constexpr int64_t lo = INT64_MIN, hi = INT64_MAX;
+        switch (key) {
+            case F::ExtId: field(s, n, "args.External id", e.ext, lo, hi); break;
+            case F::Corr: field(s, n, "args.correlation", e.corr, lo, hi); break;
+            case F::Device: field(s, n, "args.device", e.device, -1, INT32_MAX); break;
+            case F::Stream: field(s, n, "args.stream", e.stream, lo, hi); break;
+            case F::Bytes: field(s, n, "args.bytes", e.bytes, 0, kMaxBytes); break;
+            case F::Regs: field(s, n, "args.registers per thread", e.regs, 0, INT32_MAX); break;
+            case F::Smem: field(s, n, "args.shared memory", e.smem, 0, INT32_MAX); break;
+            case F::Addr:
+                e.has_addr = field(s, n, "args.Addr", e.addr, lo, hi, true);
+                e.has_mem |= e.has_addr;
+                break;
+            case F::MemBytes: e.has_mem |= field(s, n, "args.Bytes", e.mem_bytes, -kMaxBytes, kMaxBytes); break;
+            case F::Total: field(s, n, "args.Total Allocated", e.total, -kMaxBytes, kMaxBytes); break;
+            case F::Reserved: field(s, n, "args.Total Reserved", e.reserved, -kMaxBytes, kMaxBytes); break;
+            case F::DevType: field(s, n, "args.Device Type", e.dev_type, lo, hi); break;
+            case F::DevId: field(s, n, "args.Device Id", e.dev_id, -1, INT32_MAX); break;
+            case F::RfId: field(s, n, "args.Record function id", e.rf_id, lo, hi); break;
+            case F::EvIdx: field(s, n, "args.Ev Idx", e.ev_idx, lo, hi); break;
+            case F::SeqNr: field(s, n, "args.Sequence number", e.seq, lo, hi); break;
+            default: break;
+        }
+    }
+    void event_number(const char* s, size_t n) {
+        switch (key) {
+            case F::Ts:
+                if (!(e.has_ts = parse_us_to_ns(s, n, e.ts, 0, kMaxTs))) bad = "'ts' " + std::string(s, n) + " is out of range";
+                break;
+            case F::Dur: {
+                int64_t v = 0;
+                if (parse_us_to_ns(s, n, v, -kMaxDur, kMaxDur)) e.dur = v;
+                else bad = "'dur' " + std::string(s, n) + " is out of range";
+            } break;
+            case F::Pid: field(s, n, "'pid'", e.pid, INT64_MIN, INT64_MAX); break;
+            case F::Tid: field(s, n, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
+            case F::Id: field(s, n, "'id'", e.id, INT64_MIN, INT64_MAX); break;
+            default: break;
+        }
     }
     std::string bad;   // set when a number cannot be used: stops the parse
     bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
