@@ -76,6 +76,24 @@ TEST_CASE("pickle: memo references share one object", "[pickle]") {
     CHECK(d.size(outer[0]) == 2);
 }
 
+// Slots are numbered in order by MEMOIZE (protocol 4) and by CPython's BINPUT: the next slot is
+// never refused, however few objects hold nodes of their own (small ints hold none); a slot far
+// beyond what was read still is.
+TEST_CASE("pickle: the next memo slot is always taken; a far one is refused", "[pickle]") {
+    std::string p("\x80\x04]\x94(", 5);   // a memoized list, then MARK
+    for (int k = 0; k < 3000; ++k) p += std::string("K\x07\x94", 3);   // BININT1 7, MEMOIZE
+    p += std::string("e", 1);                                           // APPENDS
+    p += std::string("h\x02h\x00\x86.", 6);   // BINGET 2 (the 7 in slot 2), BINGET 0 (the list), TUPLE2
+    PickleDoc d(p, "memo");
+    const auto& pair = d.items(d.root());
+    REQUIRE(pair.size() == 2);
+    CHECK(d.as_int(pair[0]) == 7);
+    CHECK(d.size(pair[1]) == 3000);
+    // LONG_BINPUT 5000 after one object: refused before anything is allocated for it.
+    CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x04K\x07r\x88\x13\x00\x00.", 9), "m"),
+                      Catch::Contains("memo index 5000 is implausibly large"));
+}
+
 TEST_CASE("pickle: code-calling opcodes are refused with opcode and offset", "[pickle]") {
     std::string bytes = unhex(kGlobal);
     try {
