@@ -80,15 +80,15 @@ TEST_CASE("pickle: memo references share one object", "[pickle]") {
 // never refused, however few objects hold nodes of their own (small ints hold none); a slot far
 // beyond what was read still is.
 TEST_CASE("pickle: the next memo slot is always taken; a far one is refused", "[pickle]") {
-    std::string p("\x80\x04]\x94(", 5);   // a memoized list, then MARK
-    for (int k = 0; k < 3000; ++k) p += std::string("K\x07\x94", 3);   // BININT1 7, MEMOIZE
-    p += std::string("e", 1);                                           // APPENDS
-    p += std::string("h\x02h\x00\x86.", 6);   // BINGET 2 (the 7 in slot 2), BINGET 0 (the list), TUPLE2
-    PickleDoc d(p, "memo");
-    const auto& pair = d.items(d.root());
+    std::string bytes("\x80\x04]\x94(", 5);   // a memoized list, then MARK
+    for (int k = 0; k < 3000; ++k) bytes += std::string("K\x07\x94", 3);   // BININT1 7, MEMOIZE
+    bytes += std::string("e", 1);                                           // APPENDS
+    bytes += std::string("h\x02h\x00\x86.", 6);   // BINGET 2 (the 7 in slot 2), BINGET 0 (the list), TUPLE2
+    PickleDoc doc(bytes, "memo");
+    const auto& pair = doc.items(doc.root());
     REQUIRE(pair.size() == 2);
-    CHECK(d.as_int(pair[0]) == 7);
-    CHECK(d.size(pair[1]) == 3000);
+    CHECK(doc.as_int(pair[0]) == 7);
+    CHECK(doc.size(pair[1]) == 3000);
     // LONG_BINPUT 5000 after one object: refused before anything is allocated for it.
     CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x04K\x07r\x88\x13\x00\x00.", 9), "m"),
                       Catch::Contains("memo index 5000 is implausibly large"));

@@ -328,7 +328,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     std::string top_key;
     bool Key(const char* s, rapidjson::SizeType n, bool) {
-        const std::string_view k(s, n);
+        const std::string_view name(s, n);
         switch (stack.empty() ? In::Other : stack.back()) {
             case In::Event: key = event_key(s, n); break;
             case In::Args: key = arg_key(s, n); break;
@@ -337,8 +337,8 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 top_key.assign(s, n);
                 key = F::TopKey;
                 break;
-            case In::Prop: key = k == "id" ? F::DpId : k == "name" ? F::DpName : k == "totalGlobalMem" ? F::DpMem : F::None; break;
-            case In::Dist: key = k == "rank" ? F::DistRank : k == "world_size" ? F::DistWorld : F::None; break;
+            case In::Prop: key = name == "id" ? F::DpId : name == "name" ? F::DpName : name == "totalGlobalMem" ? F::DpMem : F::None; break;
+            case In::Dist: key = name == "rank" ? F::DistRank : name == "world_size" ? F::DistWorld : F::None; break;
             default: key = F::None; break;
         }
         return true;
@@ -364,9 +364,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             case In::GridDims:
             case In::BlockDims: {
                 bool grid = stack.back() == In::GridDims;
-                int64_t v = 0;
-                if (dim_i < 3 && field(s, n, grid ? "args.grid" : "args.block", v, 0, INT32_MAX))
-                    (grid ? e.grid : e.block)[dim_i++] = static_cast<int32_t>(v);
+                int64_t value = 0;
+                if (dim_i < 3 && field(s, n, grid ? "args.grid" : "args.block", value, 0, INT32_MAX))
+                    (grid ? e.grid : e.block)[dim_i++] = static_cast<int32_t>(value);
                 return;
             }
             case In::Dist:   // the job identity (docs/trace-format.md): a rank below 2^24
@@ -374,53 +374,53 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 if (key == F::DistWorld) field(s, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
                 break;
             case In::Prop: {
-                int64_t v = 0;
-                if (key == F::DpId && parse_int(s, n, v)) dp_id = v;
-                if (key == F::DpMem && field(s, n, "deviceProperties.totalGlobalMem", v, 0, kMaxBytes)) dp_mem = v;
+                int64_t value = 0;
+                if (key == F::DpId && parse_int(s, n, value)) dp_id = value;
+                if (key == F::DpMem && field(s, n, "deviceProperties.totalGlobalMem", value, 0, kMaxBytes)) dp_mem = value;
                 return;
             }
             default: return;
         }
         key = F::None;
     }
-    void args_number(const char* s, size_t n) {
+    void args_number(const char* text, size_t size) {
         constexpr int64_t lo = INT64_MIN, hi = INT64_MAX;
         switch (key) {
-            case F::ExtId: field(s, n, "args.External id", e.ext, lo, hi); break;
-            case F::Corr: field(s, n, "args.correlation", e.corr, lo, hi); break;
-            case F::Device: field(s, n, "args.device", e.device, -1, INT32_MAX); break;
-            case F::Stream: field(s, n, "args.stream", e.stream, lo, hi); break;
-            case F::Bytes: field(s, n, "args.bytes", e.bytes, 0, kMaxBytes); break;
-            case F::Regs: field(s, n, "args.registers per thread", e.regs, 0, INT32_MAX); break;
-            case F::Smem: field(s, n, "args.shared memory", e.smem, 0, INT32_MAX); break;
+            case F::ExtId: field(text, size, "args.External id", e.ext, lo, hi); break;
+            case F::Corr: field(text, size, "args.correlation", e.corr, lo, hi); break;
+            case F::Device: field(text, size, "args.device", e.device, -1, INT32_MAX); break;
+            case F::Stream: field(text, size, "args.stream", e.stream, lo, hi); break;
+            case F::Bytes: field(text, size, "args.bytes", e.bytes, 0, kMaxBytes); break;
+            case F::Regs: field(text, size, "args.registers per thread", e.regs, 0, INT32_MAX); break;
+            case F::Smem: field(text, size, "args.shared memory", e.smem, 0, INT32_MAX); break;
             case F::Addr:
-                e.has_addr = field(s, n, "args.Addr", e.addr, lo, hi, true);
+                e.has_addr = field(text, size, "args.Addr", e.addr, lo, hi, true);
                 e.has_mem |= e.has_addr;
                 break;
-            case F::MemBytes: e.has_mem |= field(s, n, "args.Bytes", e.mem_bytes, -kMaxBytes, kMaxBytes); break;
-            case F::Total: field(s, n, "args.Total Allocated", e.total, -kMaxBytes, kMaxBytes); break;
-            case F::Reserved: field(s, n, "args.Total Reserved", e.reserved, -kMaxBytes, kMaxBytes); break;
-            case F::DevType: field(s, n, "args.Device Type", e.dev_type, lo, hi); break;
-            case F::DevId: field(s, n, "args.Device Id", e.dev_id, -1, INT32_MAX); break;
-            case F::RfId: field(s, n, "args.Record function id", e.rf_id, lo, hi); break;
-            case F::EvIdx: field(s, n, "args.Ev Idx", e.ev_idx, lo, hi); break;
-            case F::SeqNr: field(s, n, "args.Sequence number", e.seq, lo, hi); break;
+            case F::MemBytes: e.has_mem |= field(text, size, "args.Bytes", e.mem_bytes, -kMaxBytes, kMaxBytes); break;
+            case F::Total: field(text, size, "args.Total Allocated", e.total, -kMaxBytes, kMaxBytes); break;
+            case F::Reserved: field(text, size, "args.Total Reserved", e.reserved, -kMaxBytes, kMaxBytes); break;
+            case F::DevType: field(text, size, "args.Device Type", e.dev_type, lo, hi); break;
+            case F::DevId: field(text, size, "args.Device Id", e.dev_id, -1, INT32_MAX); break;
+            case F::RfId: field(text, size, "args.Record function id", e.rf_id, lo, hi); break;
+            case F::EvIdx: field(text, size, "args.Ev Idx", e.ev_idx, lo, hi); break;
+            case F::SeqNr: field(text, size, "args.Sequence number", e.seq, lo, hi); break;
             default: break;
         }
     }
-    void event_number(const char* s, size_t n) {
+    void event_number(const char* text, size_t size) {
         switch (key) {
             case F::Ts:
-                if (!(e.has_ts = parse_us_to_ns(s, n, e.ts, 0, kMaxTs))) bad = "'ts' " + std::string(s, n) + " is out of range";
+                if (!(e.has_ts = parse_us_to_ns(text, size, e.ts, 0, kMaxTs))) bad = "'ts' " + std::string(text, size) + " is out of range";
                 break;
             case F::Dur: {
-                int64_t v = 0;
-                if (parse_us_to_ns(s, n, v, -kMaxDur, kMaxDur)) e.dur = v;
-                else bad = "'dur' " + std::string(s, n) + " is out of range";
+                int64_t dur = 0;
+                if (parse_us_to_ns(text, size, dur, -kMaxDur, kMaxDur)) e.dur = dur;
+                else bad = "'dur' " + std::string(text, size) + " is out of range";
             } break;
-            case F::Pid: field(s, n, "'pid'", e.pid, INT64_MIN, INT64_MAX); break;
-            case F::Tid: field(s, n, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
-            case F::Id: field(s, n, "'id'", e.id, INT64_MIN, INT64_MAX); break;
+            case F::Pid: field(text, size, "'pid'", e.pid, INT64_MIN, INT64_MAX); break;
+            case F::Tid: field(text, size, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
+            case F::Id: field(text, size, "'id'", e.id, INT64_MIN, INT64_MAX); break;
             default: break;
         }
     }

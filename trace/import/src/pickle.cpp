@@ -362,21 +362,21 @@ private:
     // The memo opcodes are a third of a snapshot's: the usual case (the next slot, a slot that
     // exists) is a few instructions, the message of a bad one is built out of line.
     void memo_put(uint64_t idx) {
-        Id v = top();
+        const Id object = top();
         if (idx == memo_.size()) {   // MEMOIZE, and BINPUT as CPython numbers its slots
-            memo_.push_back(v);
+            memo_.push_back(object);
             return;
         }
         // A slot far beyond the objects read so far is corrupt input, not a reason to
         // allocate gigabytes.
         if (idx > 2 * doc_.nodes_.size() + 1024) bad_memo(idx, "memo index ", " is implausibly large");
         if (memo_.size() <= idx) memo_.resize(static_cast<size_t>(idx) + 1, UINT32_MAX);
-        memo_[static_cast<size_t>(idx)] = v;
+        memo_[static_cast<size_t>(idx)] = object;
     }
     void memo_get(uint64_t idx) {
-        const Id v = idx < memo_.size() ? memo_[static_cast<size_t>(idx)] : UINT32_MAX;
-        if (v == UINT32_MAX) bad_memo(idx, "memo entry ", " does not exist");
-        stack_.push_back(v);
+        const Id object = idx < memo_.size() ? memo_[static_cast<size_t>(idx)] : UINT32_MAX;
+        if (object == UINT32_MAX) bad_memo(idx, "memo entry ", " does not exist");
+        stack_.push_back(object);
     }
     [[noreturn, gnu::noinline, gnu::cold]] void bad_memo(uint64_t idx, const char* before, const char* after) const {
         fail(before + std::to_string(idx) + after);
