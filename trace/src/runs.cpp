@@ -102,8 +102,71 @@ std::vector<size_t> by_start(const std::vector<RunEvent>& events) {
     return merged;
 }
 
+// Triggers off on `db` while it lives: the store's own inserts into run_events must not drop the
+// range it is writing (schema.sql, run_event_rows); a statement prepared meanwhile has none.
+class TriggersOff {
+public:
+    explicit TriggersOff(sqlite3* db) : db_(db) {
+        sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &was_);
+        sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+    }
+    ~TriggersOff() { sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, was_, nullptr); }
+    TriggersOff(const TriggersOff&) = delete;
+    TriggersOff& operator=(const TriggersOff&) = delete;
+
+private:
+    sqlite3* db_;
+    int was_ = 1;
+};
+
+int64_t max_event_rowid(sqlite3* db, const std::string& path, const std::string& schema) {
+    sql::Stmt s(db, path, ("SELECT coalesce(max(rowid), 0) FROM " + schema + ".run_events").c_str());
+    s.step();
+    return s.i64(0);
+}
+
+// The run's events, appended to run_events in start order (stable, so that load_run's
+// ORDER BY t_start, rowid gives the simulator's order back), and their rowid range in
+// run_event_rows, which load_run reads instead of an index on run (docs/results.md, "Writing a
+// run"). `fresh`: the run had no events before (a new run, or one begun with none).
+void write_events(sqlite3* db, const std::string& path, const std::string& schema, int64_t id, const Run& run,
+                  bool fresh) {
+    const int64_t before = max_event_rowid(db, path, schema);
+    {
+        TriggersOff off(db);
+        sql::BulkInsert ev(db, path, "INSERT INTO " + schema + ".run_events", 7);
+        for (size_t position : by_start(run.events)) {
+            const RunEvent& event = run.events[position];
+            int64_t* row = ev.add();
+            row[0] = id; row[1] = static_cast<int64_t>(event.kind); row[2] = event.t_start; row[3] = event.t_end;
+            row[4] = event.allocation; row[5] = event.kernel; row[6] = event.bytes;
+        }
+        ev.flush();
+    }
+    // SQLite gives a new row the largest rowid + 1 (a random free one only past 2^63 - 1): then the
+    // rows are before + 1 .. after. When they are not, the run is read by run, as in older files.
+    const int64_t after = max_event_rowid(db, path, schema);
+    if (fresh && after - before == static_cast<int64_t>(run.events.size())) {
+        sql::Stmt range(db, path, ("INSERT OR REPLACE INTO " + schema + ".run_event_rows VALUES (?,?,?)").c_str());
+        range.bind(1, id); range.bind(2, before + 1); range.bind(3, after);
+        range.run();
+    } else {
+        sql::Stmt drop(db, path, ("DELETE FROM " + schema + ".run_event_rows WHERE run = ?").c_str());
+        drop.bind(1, id);
+        drop.run();
+    }
+}
+
+// Whether run `id` is stored with an empty range of events (a run begun, not finished yet).
+bool has_no_events(sqlite3* db, const std::string& path, const std::string& schema, int64_t id) {
+    sql::Stmt s(db, path, ("SELECT last_row < first_row FROM " + schema + ".run_event_rows WHERE run = ?").c_str());
+    s.bind(1, id);
+    return s.step() && s.i64(0) != 0;
+}
+
 // The run's rows, into the run tables of `schema` (the trace's, or a runs database's).
-void write_body(sqlite3* db, const std::string& path, const std::string& schema, int64_t id, const Run& run) {
+void write_body(sqlite3* db, const std::string& path, const std::string& schema, int64_t id, const Run& run,
+                bool fresh) {
     auto into = [&](const char* verb, const char* table_and_values) {
         return std::string(verb) + " INTO " + schema + "." + table_and_values;
     };
@@ -119,19 +182,9 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
         met.bind(1, id); met.bind(2, k); met.bind(3, v); met.run();
     }
     // The bulk of a run, through one INSERT … SELECT per chunk (bulk_insert.hpp), in the order of
-    // the tables' keys, so that every row and index entry is appended: events by start (stable,
-    // so that load_run's ORDER BY t_start, rowid gives the simulator's order back), kernel times
-    // by kernel, samples by time.
-    {
-        sql::BulkInsert ev(db, path, into("INSERT", "run_events"), 7);
-        for (size_t position : by_start(run.events)) {
-            const RunEvent& event = run.events[position];
-            int64_t* row = ev.add();
-            row[0] = id; row[1] = static_cast<int64_t>(event.kind); row[2] = event.t_start; row[3] = event.t_end;
-            row[4] = event.allocation; row[5] = event.kernel; row[6] = event.bytes;
-        }
-        ev.flush();
-    }
+    // the tables' keys, so that every row and index entry is appended: events by start, kernel
+    // times by kernel, samples by time.
+    write_events(db, path, schema, id, run, fresh);
     {
         auto by_kernel = [](const RunKernelTime& lhs, const RunKernelTime& rhs) { return lhs.kernel < rhs.kernel; };
         std::vector<RunKernelTime> sorted;   // only when the run's are not in order already
@@ -190,6 +243,66 @@ void fill_unmoved_kernels(const Reader& trace, Run& run) {
               [](const RunKernelTime& a, const RunKernelTime& b) { return a.kernel < b.kernel; });
 }
 
+// One row of run_events as `s` holds it in columns from `col` (kind, t_start, t_end, allocation,
+// kernel, bytes, rowid), checked against the rules.
+RunEvent event_at(const std::string& file, int64_t run_id, const sql::Stmt& s, int col) {
+    using namespace run_rules;
+    check(file, "run_events", run_id, s.i64(col + 6), s,
+          {{&kKind, col}, {&kTime, col + 1}, {&kEndTime, col + 2}, {&kId, col + 3}, {&kId, col + 4}, {&kBytes, col + 5}});
+    RunEvent e;
+    e.kind = static_cast<EventKind>(s.i64(col));
+    e.t_start = s.i64(col + 1); e.t_end = s.i64(col + 2); e.allocation = s.i64(col + 3);
+    e.kernel = s.i64(col + 4); e.bytes = s.i64(col + 5);
+    return e;
+}
+
+// A run's events in start order (of one instant: by rowid), found by run: through the index
+// run_events_by_run in files made before run_event_rows, by reading the whole table in others.
+void read_events_by_run(sqlite3* db, const std::string& file, int64_t run_id, std::vector<RunEvent>& out) {
+    sql::Stmt s(db, file,
+                "SELECT kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
+                "WHERE run=? ORDER BY t_start, rowid");
+    s.bind(1, run_id);
+    while (s.step()) out.push_back(event_at(file, run_id, s, 0));
+}
+
+// The same events read from their rowid range (run_event_rows), when the file has one for the run,
+// the rows in it are all the run's, without a gap, and the rows just outside it are not the run's:
+// a range that does not fit (rows renumbered by a VACUUM, changed by a writer without the
+// triggers) gives false, `out` left empty, and the caller reads by run. The same order as
+// read_events_by_run: a range is written in start order, and sorted stably here when a file says
+// otherwise.
+bool read_event_range(sqlite3* db, const std::string& file, int64_t run_id, std::vector<RunEvent>& out) {
+    if (!runfiles::has_table(db, file, "run_event_rows")) return false;
+    sql::Stmt range(db, file, "SELECT first_row, last_row FROM run_event_rows WHERE run=?");
+    range.bind(1, run_id);
+    if (!range.step()) return false;
+    const int64_t first = range.i64(0), last = range.i64(1);
+    sql::Stmt s(db, file,
+                "SELECT run, kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
+                "WHERE rowid BETWEEN ? AND ?");
+    s.bind(1, first); s.bind(2, last);
+    int64_t expected = first;
+    while (s.step()) {
+        if (sqlite3_column_type(s.get(), 0) != SQLITE_INTEGER || s.i64(0) != run_id || s.i64(7) != expected) {
+            out.clear();
+            return false;
+        }
+        out.push_back(event_at(file, run_id, s, 1));
+        ++expected;
+    }
+    sql::Stmt beside(db, file, "SELECT count(*) FROM run_events WHERE rowid IN (?, ?) AND run = ?");
+    beside.bind(1, first - 1); beside.bind(2, last + 1); beside.bind(3, run_id);
+    beside.step();
+    if ((last >= first && expected != last + 1) || beside.i64(0) != 0) {
+        out.clear();
+        return false;
+    }
+    auto by_start_time = [](const RunEvent& lhs, const RunEvent& rhs) { return lhs.t_start < rhs.t_start; };
+    if (!std::is_sorted(out.begin(), out.end(), by_start_time)) std::stable_sort(out.begin(), out.end(), by_start_time);
+    return true;
+}
+
 }  // namespace
 
 namespace {
@@ -210,7 +323,7 @@ std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const s
             ins.run();
             int64_t id = sqlite3_last_insert_rowid(w.db());
             w.claim(i, id);
-            write_body(w.db(), w.file(i), w.schema(i), id, *run);
+            write_body(w.db(), w.file(i), w.schema(i), id, *run, true);
             ids.push_back(id);
         }
         w.commit();
@@ -265,7 +378,7 @@ void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
         up.run();
         if (sqlite3_changes(w.db()) != 1)
             throw Error(w.file(0) + ": run " + std::to_string(run_id) + " does not exist");
-        write_body(w.db(), w.file(0), w.schema(0), run_id, run);
+        write_body(w.db(), w.file(0), w.schema(0), run_id, run, has_no_events(w.db(), w.file(0), w.schema(0), run_id));
         w.commit();
     } catch (const Error& e) {
         std::string left = w.abort();
@@ -317,22 +430,7 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
         s.bind(1, run_id);
         while (s.step()) run.metrics[s.text(0)] = run_rules::metric(trace_path, run_id, s.text(0), s, 1);
     }
-    {
-        sql::Stmt s(db, trace_path,
-                    "SELECT kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
-                    "WHERE run=? ORDER BY t_start, rowid");
-        s.bind(1, run_id);
-        using namespace run_rules;
-        while (s.step()) {
-            check(trace_path, "run_events", run_id, s.i64(6), s,
-                  {{&kKind, 0}, {&kTime, 1}, {&kEndTime, 2}, {&kId, 3}, {&kId, 4}, {&kBytes, 5}});
-            RunEvent e;
-            e.kind = static_cast<EventKind>(s.i64(0));
-            e.t_start = s.i64(1); e.t_end = s.i64(2); e.allocation = s.i64(3);
-            e.kernel = s.i64(4); e.bytes = s.i64(5);
-            run.events.push_back(e);
-        }
-    }
+    if (!read_event_range(db, trace_path, run_id, run.events)) read_events_by_run(db, trace_path, run_id, run.events);
     {
         sql::Stmt s(db, trace_path,
                     "SELECT kernel, t_start, t_end FROM run_kernels WHERE run=? ORDER BY kernel");
