@@ -134,12 +134,12 @@ void write_events(sqlite3* db, const std::string& path, const std::string& schem
     const int64_t before = max_event_rowid(db, path, schema);
     {
         TriggersOff off(db);
-        sql::BulkInsert ev(db, path, "INSERT INTO " + schema + ".run_events", 7);
+        sql::BulkInsert ev(db, path, "INSERT INTO " + schema + ".run_events", 6, "", {}, {id});
         for (size_t position : by_start(run.events)) {
             const RunEvent& event = run.events[position];
             int64_t* row = ev.add();
-            row[0] = id; row[1] = static_cast<int64_t>(event.kind); row[2] = event.t_start; row[3] = event.t_end;
-            row[4] = event.allocation; row[5] = event.kernel; row[6] = event.bytes;
+            row[0] = static_cast<int64_t>(event.kind); row[1] = event.t_start; row[2] = event.t_end;
+            row[3] = event.allocation; row[4] = event.kernel; row[5] = event.bytes;
         }
         ev.flush();
     }
@@ -193,17 +193,17 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
             // Stable: of two times given for one kernel, the later one stays (INSERT OR REPLACE).
             std::stable_sort(sorted.begin(), sorted.end(), by_kernel);
         }
-        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels"), 4);
+        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels"), 3, "", {}, {id});
         for (const RunKernelTime& time : sorted.empty() ? run.kernel_times : sorted) {
             int64_t* row = kt.add();
-            row[0] = id; row[1] = time.kernel; row[2] = time.t_start; row[3] = time.t_end;
+            row[0] = time.kernel; row[1] = time.t_start; row[2] = time.t_end;
         }
         kt.flush();
     }
-    sql::BulkInsert mem(db, path, into("INSERT", "run_memory"), 4);
+    sql::BulkInsert mem(db, path, into("INSERT", "run_memory"), 3, "", {}, {id});
     for (const RunMemorySample& sample : run.memory) {
         int64_t* row = mem.add();
-        row[0] = id; row[1] = sample.t; row[2] = sample.device_bytes; row[3] = sample.host_bytes;
+        row[0] = sample.t; row[1] = sample.device_bytes; row[2] = sample.host_bytes;
     }
     mem.flush();
 }
