@@ -43,9 +43,9 @@ int64_t stored_size(const Run& run) {
 namespace mhc::trace::runfiles {
 
 bool has_table(sqlite3* db, const std::string& file, const char* name) {
-    sql::Stmt s(db, file, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
-    s.bind(1, std::string(name));
-    return s.step();
+    sql::Stmt query(db, file, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
+    query.bind(1, std::string(name));
+    return query.step();
 }
 
 namespace {

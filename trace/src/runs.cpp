@@ -120,9 +120,9 @@ private:
 };
 
 int64_t max_event_rowid(sqlite3* db, const std::string& path, const std::string& schema) {
-    sql::Stmt s(db, path, ("SELECT coalesce(max(rowid), 0) FROM " + schema + ".run_events").c_str());
-    s.step();
-    return s.i64(0);
+    sql::Stmt query(db, path, ("SELECT coalesce(max(rowid), 0) FROM " + schema + ".run_events").c_str());
+    query.step();
+    return query.i64(0);
 }
 
 // The run's events, appended to run_events in start order (stable, so that load_run's
@@ -159,9 +159,9 @@ void write_events(sqlite3* db, const std::string& path, const std::string& schem
 
 // Whether run `id` is stored with an empty range of events (a run begun, not finished yet).
 bool has_no_events(sqlite3* db, const std::string& path, const std::string& schema, int64_t id) {
-    sql::Stmt s(db, path, ("SELECT last_row < first_row FROM " + schema + ".run_event_rows WHERE run = ?").c_str());
-    s.bind(1, id);
-    return s.step() && s.i64(0) != 0;
+    sql::Stmt range(db, path, ("SELECT last_row < first_row FROM " + schema + ".run_event_rows WHERE run = ?").c_str());
+    range.bind(1, id);
+    return range.step() && range.i64(0) != 0;
 }
 
 // The run's rows, into the run tables of `schema` (the trace's, or a runs database's).
@@ -243,27 +243,27 @@ void fill_unmoved_kernels(const Reader& trace, Run& run) {
               [](const RunKernelTime& a, const RunKernelTime& b) { return a.kernel < b.kernel; });
 }
 
-// One row of run_events as `s` holds it in columns from `col` (kind, t_start, t_end, allocation,
+// One row of run_events as `row` holds it in columns from `col` (kind, t_start, t_end, allocation,
 // kernel, bytes, rowid), checked against the rules.
-RunEvent event_at(const std::string& file, int64_t run_id, const sql::Stmt& s, int col) {
-    using namespace run_rules;
-    check(file, "run_events", run_id, s.i64(col + 6), s,
-          {{&kKind, col}, {&kTime, col + 1}, {&kEndTime, col + 2}, {&kId, col + 3}, {&kId, col + 4}, {&kBytes, col + 5}});
-    RunEvent e;
-    e.kind = static_cast<EventKind>(s.i64(col));
-    e.t_start = s.i64(col + 1); e.t_end = s.i64(col + 2); e.allocation = s.i64(col + 3);
-    e.kernel = s.i64(col + 4); e.bytes = s.i64(col + 5);
-    return e;
+RunEvent event_at(const std::string& file, int64_t run_id, const sql::Stmt& row, int col) {
+    run_rules::check(file, "run_events", run_id, row.i64(col + 6), row,
+                     {{&run_rules::kKind, col}, {&run_rules::kTime, col + 1}, {&run_rules::kEndTime, col + 2},
+                      {&run_rules::kId, col + 3}, {&run_rules::kId, col + 4}, {&run_rules::kBytes, col + 5}});
+    RunEvent event;
+    event.kind = static_cast<EventKind>(row.i64(col));
+    event.t_start = row.i64(col + 1); event.t_end = row.i64(col + 2); event.allocation = row.i64(col + 3);
+    event.kernel = row.i64(col + 4); event.bytes = row.i64(col + 5);
+    return event;
 }
 
 // A run's events in start order (of one instant: by rowid), found by run: through the index
 // run_events_by_run in files made before run_event_rows, by reading the whole table in others.
 void read_events_by_run(sqlite3* db, const std::string& file, int64_t run_id, std::vector<RunEvent>& out) {
-    sql::Stmt s(db, file,
-                "SELECT kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
-                "WHERE run=? ORDER BY t_start, rowid");
-    s.bind(1, run_id);
-    while (s.step()) out.push_back(event_at(file, run_id, s, 0));
+    sql::Stmt rows(db, file,
+                   "SELECT kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
+                   "WHERE run=? ORDER BY t_start, rowid");
+    rows.bind(1, run_id);
+    while (rows.step()) out.push_back(event_at(file, run_id, rows, 0));
 }
 
 // The same events read from their rowid range (run_event_rows), when the file has one for the run,
@@ -278,17 +278,17 @@ bool read_event_range(sqlite3* db, const std::string& file, int64_t run_id, std:
     range.bind(1, run_id);
     if (!range.step()) return false;
     const int64_t first = range.i64(0), last = range.i64(1);
-    sql::Stmt s(db, file,
-                "SELECT run, kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
-                "WHERE rowid BETWEEN ? AND ?");
-    s.bind(1, first); s.bind(2, last);
+    sql::Stmt rows(db, file,
+                   "SELECT run, kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
+                   "WHERE rowid BETWEEN ? AND ?");
+    rows.bind(1, first); rows.bind(2, last);
     int64_t expected = first;
-    while (s.step()) {
-        if (sqlite3_column_type(s.get(), 0) != SQLITE_INTEGER || s.i64(0) != run_id || s.i64(7) != expected) {
+    while (rows.step()) {
+        if (sqlite3_column_type(rows.get(), 0) != SQLITE_INTEGER || rows.i64(0) != run_id || rows.i64(7) != expected) {
             out.clear();
             return false;
         }
-        out.push_back(event_at(file, run_id, s, 1));
+        out.push_back(event_at(file, run_id, rows, 1));
         ++expected;
     }
     sql::Stmt beside(db, file, "SELECT count(*) FROM run_events WHERE rowid IN (?, ?) AND run = ?");
