@@ -67,6 +67,19 @@ void check(const std::string& file, const char* table, int64_t run, int64_t row,
     }
 }
 
+// The integer in column `col` of `stmt` when it keeps `rule`; else check() throws its message.
+// Each value is read once (type, then value): a run of millions of events is read at the speed
+// of SQLite's rows, not of three calls a value.
+int64_t value(const std::string& file, const char* table, int64_t run, int64_t row, const sql::Stmt& stmt,
+              const Column& rule, int col) {
+    if (sqlite3_column_type(stmt.get(), col) == SQLITE_INTEGER) {
+        const int64_t got = stmt.i64(col);
+        if (got >= rule.min && got <= rule.max) return got;
+    }
+    check(file, table, run, row, stmt, {{&rule, col}});
+    return stmt.i64(col);   // a NULL the rule allows (none of the run tables' rules does)
+}
+
 // A metric is a number: text or a blob is refused rather than read as 0.
 double metric(const std::string& file, int64_t run, const std::string& key, const sql::Stmt& s, int col) {
     int type = sqlite3_column_type(s.get(), col);
@@ -246,13 +259,17 @@ void fill_unmoved_kernels(const Reader& trace, Run& run) {
 // One row of run_events as `row` holds it in columns from `col` (kind, t_start, t_end, allocation,
 // kernel, bytes, rowid), checked against the rules.
 RunEvent event_at(const std::string& file, int64_t run_id, const sql::Stmt& row, int col) {
-    run_rules::check(file, "run_events", run_id, row.i64(col + 6), row,
-                     {{&run_rules::kKind, col}, {&run_rules::kTime, col + 1}, {&run_rules::kEndTime, col + 2},
-                      {&run_rules::kId, col + 3}, {&run_rules::kId, col + 4}, {&run_rules::kBytes, col + 5}});
-    RunEvent event;
-    event.kind = static_cast<EventKind>(row.i64(col));
-    event.t_start = row.i64(col + 1); event.t_end = row.i64(col + 2); event.allocation = row.i64(col + 3);
-    event.kernel = row.i64(col + 4); event.bytes = row.i64(col + 5);
+    const int64_t rowid = row.i64(col + 6);
+    auto at = [&](const run_rules::Column& rule, int offset) {
+        return run_rules::value(file, "run_events", run_id, rowid, row, rule, col + offset);
+    };
+    RunEvent event;   // the columns in order, so that the first that breaks its rule is the one named
+    event.kind = static_cast<EventKind>(at(run_rules::kKind, 0));
+    event.t_start = at(run_rules::kTime, 1);
+    event.t_end = at(run_rules::kEndTime, 2);
+    event.allocation = at(run_rules::kId, 3);
+    event.kernel = at(run_rules::kId, 4);
+    event.bytes = at(run_rules::kBytes, 5);
     return event;
 }
 
@@ -282,6 +299,8 @@ bool read_event_range(sqlite3* db, const std::string& file, int64_t run_id, std:
                    "SELECT run, kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
                    "WHERE rowid BETWEEN ? AND ?");
     rows.bind(1, first); rows.bind(2, last);
+    // Reserved, not grown by doubling: 4 M events are 190 MB (capped: a damaged row must not size it).
+    if (last >= first) out.reserve(static_cast<size_t>(std::min<int64_t>(last - first + 1, int64_t{1} << 28)));
     int64_t expected = first;
     while (rows.step()) {
         if (sqlite3_column_type(rows.get(), 0) != SQLITE_INTEGER || rows.i64(0) != run_id || rows.i64(7) != expected) {
@@ -437,9 +456,11 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
         s.bind(1, run_id);
         int64_t row = 0;
         while (s.step()) {
-            run_rules::check(trace_path, "run_kernels", run_id, ++row, s,
-                             {{&run_rules::kId, 0}, {&run_rules::kTime, 1}, {&run_rules::kEndTime, 2}});
-            run.kernel_times.push_back({s.i64(0), s.i64(1), s.i64(2)});
+            ++row;
+            const int64_t kernel = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kId, 0);
+            const int64_t start = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kTime, 1);
+            const int64_t end = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kEndTime, 2);
+            run.kernel_times.push_back({kernel, start, end});
         }
     }
     {
