@@ -146,7 +146,7 @@ TEST_CASE("runs deleted or changed by hand drop their ranges and still read whol
     }
     SECTION("a range that no longer fits its rows (renumbered, written without the triggers) is not used") {
         for (const char* wrong : {"first_row = first_row + 1", "last_row = last_row - 1", "first_row = first_row - 1",
-                                  "last_row = last_row + 1"}) {
+                                  "last_row = last_row + 1", "first_row = 1, last_row = 4611686018427387904"}) {
             INFO(wrong);
             sql(trace, std::string("UPDATE run_event_rows SET ") + wrong + " WHERE run = " + std::to_string(ib));
             require_events(load_run(trace, ib).events, by_start(run_b.events));

@@ -299,8 +299,10 @@ bool read_event_range(sqlite3* db, const std::string& file, int64_t run_id, std:
                    "SELECT run, kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
                    "WHERE rowid BETWEEN ? AND ?");
     rows.bind(1, first); rows.bind(2, last);
-    // Reserved, not grown by doubling: 4 M events are 190 MB (capped: a damaged row must not size it).
-    if (last >= first) out.reserve(static_cast<size_t>(std::min<int64_t>(last - first + 1, int64_t{1} << 28)));
+    // A range past the table's last row does not fit; one that may is reserved, not grown by
+    // doubling (4 M events are 190 MB), to at most what the file's rowids allow.
+    if (last > max_event_rowid(db, file, "main")) return false;
+    if (last >= first) out.reserve(static_cast<size_t>(std::min<int64_t>(last - first + 1, int64_t{1} << 24)));
     int64_t expected = first;
     while (rows.step()) {
         if (sqlite3_column_type(rows.get(), 0) != SQLITE_INTEGER || rows.i64(0) != run_id || rows.i64(7) != expected) {
