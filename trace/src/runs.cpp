@@ -159,7 +159,7 @@ void write_events(sqlite3* db, const std::string& path, const std::string& schem
     // SQLite gives a new row the largest rowid + 1 (a random free one only past 2^63 - 1): then the
     // rows are before + 1 .. after. When they are not, the run is read by run, as in older files.
     const int64_t after = max_event_rowid(db, path, schema);
-    if (fresh && after - before == static_cast<int64_t>(run.events.size())) {
+    if (fresh && before < INT64_MAX && after - before == static_cast<int64_t>(run.events.size())) {
         sql::Stmt range(db, path, ("INSERT OR REPLACE INTO " + schema + ".run_event_rows VALUES (?,?,?)").c_str());
         range.bind(1, id); range.bind(2, before + 1); range.bind(3, after);
         range.run();
