@@ -64,13 +64,38 @@ sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk) {
     return l;
 }
 
-double estimated_replay_seconds(const std::vector<sim::Result>& predictions, double time_scale, int repeat) {
+double estimated_replay_seconds(const std::vector<int64_t>& makespans_ns, double time_scale, int repeat) {
     double seconds = 0;
-    for (size_t i = 0; i < predictions.size(); ++i) {
+    for (size_t i = 0; i < makespans_ns.size(); ++i) {
         const int reps = i == 0 && repeat >= 2 ? 2 * repeat - 1 : std::max(repeat, 1);
-        seconds += reps * 1e-9 * static_cast<double>(predictions[i].simulated_makespan) * time_scale;
+        seconds += reps * 1e-9 * static_cast<double>(makespans_ns[i]) * time_scale;
     }
     return seconds;
+}
+
+double estimated_replay_seconds(const std::vector<sim::Result>& predictions, double time_scale, int repeat) {
+    std::vector<int64_t> makespans;
+    for (const sim::Result& p : predictions) makespans.push_back(p.simulated_makespan);
+    return estimated_replay_seconds(makespans, time_scale, repeat);
+}
+
+WindowPrediction predict_window(const trace::TraceData& t, const sim::Result& run, int32_t first_kernel, int64_t t_begin) {
+    WindowPrediction w;
+    const int64_t id = t.kernels.id[static_cast<size_t>(first_kernel)];
+    const auto it = std::find_if(run.kernel_times.begin(), run.kernel_times.end(), [&](const trace::RunKernelTime& k) { return k.kernel == id; });
+    if (it == run.kernel_times.end()) return w;
+    w.reached = true;
+    w.start_ns = it->t_start;
+    w.shift_ns = w.start_ns - t.kernels.t_start[static_cast<size_t>(first_kernel)];
+    w.makespan_ns = run.simulated_makespan - (w.start_ns - t_begin);
+    w.baseline_ns = run.baseline_makespan - (t.kernels.t_start[static_cast<size_t>(first_kernel)] - t_begin);
+    w.loss = w.baseline_ns > 0 ? static_cast<double>(w.makespan_ns) / static_cast<double>(w.baseline_ns) - 1.0 : 0.0;
+    for (const trace::RunEvent& e : run.events)
+        if ((e.kind == trace::EventKind::SwapIn || e.kind == trace::EventKind::SwapOut) && e.t_start < w.start_ns && e.t_end > w.start_ns)
+            ++w.transfers_in_flight;
+    for (const trace::RunKernelTime& k : run.kernel_times)
+        if (k.t_start < w.start_ns && k.t_end > w.start_ns) ++w.kernels_running;
+    return w;
 }
 
 namespace {
@@ -293,6 +318,47 @@ private:
         // of bench/replay/validate_speed.sh.
         const char* per_replay = std::getenv("MHC_VALIDATE_POOL_PER_REPLAY");
         shared_pool_ = !(per_replay && per_replay[0] == '1');
+        window_kernel_ = window_first_kernel(t_, sim::device_of(*prepared_), spec_.replay_steps);
+        if (spec_.replay_steps <= 0) rep_.window_origin = "all steps";
+        else if (window_kernel_ < 0) rep_.window_origin = "all steps (the trace has no more than " + std::to_string(spec_.replay_steps) +
+                                                          " step" + (spec_.replay_steps == 1 ? "" : "s") + " with step numbers)";
+    }
+
+    // The window begins at the first kernel of the last steps at which no prediction on the
+    // recorded trace has a transfer in flight or a kernel running (the replay begins it with
+    // none); -1 (the whole trace) when there is no such kernel.
+    void choose_window_start() {
+        if (window_kernel_ < 0) return;
+        const auto& K = t_.kernels;
+        std::vector<int32_t> candidates;
+        for (size_t k = 0; k < K.size(); ++k)
+            if (K.device[k] == sim::device_of(*prepared_) && K.t_start[k] >= K.t_start[static_cast<size_t>(window_kernel_)])
+                candidates.push_back(static_cast<int32_t>(k));
+        std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
+            return K.t_start[static_cast<size_t>(a)] < K.t_start[static_cast<size_t>(b)];
+        });
+        const int32_t asked = window_kernel_;
+        window_kernel_ = -1;
+        for (int32_t k : candidates) {
+            const bool quiet = std::all_of(on_recorded_.begin(), on_recorded_.end(), [&](const sim::Result& r) {
+                const WindowPrediction w = predict_window(t_, r, k, 0);
+                return r.oom.happened ? (!w.reached || w.quiescent()) : w.quiescent();
+            });
+            if (quiet) { window_kernel_ = k; break; }
+        }
+        char b[512];
+        if (window_kernel_ < 0) {
+            std::snprintf(b, sizeof b, "all steps (a prediction had a transfer in flight at every kernel start of the last %d step%s)",
+                          spec_.replay_steps, spec_.replay_steps == 1 ? "" : "s");
+        } else {
+            const auto k = static_cast<size_t>(window_kernel_);
+            std::snprintf(b, sizeof b, "the last %d step%s: from kernel %lld (%.60s) at %s recorded%s", spec_.replay_steps,
+                          spec_.replay_steps == 1 ? "" : "s", static_cast<long long>(K.id[k]), t_.str(K.name[k]).c_str(),
+                          format_ns(K.t_start[k] - t_.t_begin()).c_str(),
+                          window_kernel_ == asked ? "" : " (the first kernel start with nothing in flight in any prediction)");
+            rep_.window_kernel = K.id[k];
+        }
+        rep_.window_origin = b;
     }
 
     // What each configuration is predicted to do on the recorded trace: the replays' duration is
@@ -304,7 +370,13 @@ private:
             c.capacity = i == 0 ? sim::Capacity{} : spec_.capacities[i - 1];
             on_recorded_.push_back(sim::simulate(*prepared_, c));
         }
-        rep_.estimated_seconds = estimated_replay_seconds(on_recorded_, spec_.replay.time_scale, spec_.repeat);
+        choose_window_start();
+        std::vector<int64_t> makespans;
+        for (const sim::Result& r : on_recorded_) {
+            const WindowPrediction w = window_kernel_ >= 0 ? predict_window(t_, r, window_kernel_, make_plan(t_, r).t_begin) : WindowPrediction{};
+            makespans.push_back(w.reached ? w.makespan_ns : r.simulated_makespan);
+        }
+        rep_.estimated_seconds = estimated_replay_seconds(makespans, spec_.replay.time_scale, spec_.repeat);
         check_replay_duration(path_, spec_, on_recorded_, rep_.estimated_seconds);
     }
 
@@ -445,7 +517,7 @@ private:
         if (!baseline) {
             double worst = 0;
             for (size_t i = 1; i < on_recorded_.size(); ++i)
-                if (!on_recorded_[i].oom.happened) worst = std::max(worst, on_recorded_[i].throughput_loss);
+                if (!on_recorded_[i].oom.happened) worst = std::max(worst, loss_on_recorded(i));
             std::vector<int64_t> sorted = row.makespans;
             std::sort(sorted.begin(), sorted.end());
             return repeats_agree(row.makespans, sorted[(sorted.size() - 1) / 2], 1 + worst, 0, kBaselineAgreeShare * spec_.target_pp,
@@ -458,12 +530,30 @@ private:
         return repeats_agree(row.makespans, bm, 1, carried, kConfigAgreeShare * spec_.target_pp, kConfigMinReplays);
     }
 
+    // The loss predicted on the recorded trace for configuration i (0: the baseline), over the window.
+    double loss_on_recorded(size_t i) const {
+        if (window_kernel_ < 0) return on_recorded_[i].throughput_loss;
+        const WindowPrediction w = predict_window(t_, on_recorded_[i], window_kernel_, make_plan(t_, on_recorded_[i]).t_begin);
+        return w.reached ? w.loss : on_recorded_[i].throughput_loss;
+    }
+
+    // The predicted kernel times to set beside the measured ones: over a window, its kernels,
+    // moved back by the run's shift when the window began (the replay starts it with none).
+    static std::vector<trace::RunKernelTime> predicted_in_window(const Row& row) {
+        if (!row.windowed) return row.predicted.kernel_times;
+        std::vector<trace::RunKernelTime> out;
+        const int64_t shift = row.window.shift_ns;
+        for (const trace::RunKernelTime& k : row.predicted.kernel_times)
+            if (k.t_start >= row.window.start_ns) out.push_back({k.kernel, k.t_start - shift, k.t_end - shift});
+        return out;
+    }
+
     // The measured loss against the baseline's, its error, its spread and the first divergence;
     // returns the baseline's makespan it was measured against.
     int64_t compare(const Row* baseline, const Plan& plan, Row& row) const {
         const int64_t bm = baseline && baseline->measured.makespan_ns > 0 ? baseline->measured.makespan_ns : row.measured.makespan_ns;
         row.measured_loss = bm > 0 ? static_cast<double>(row.measured.makespan_ns) / static_cast<double>(bm) - 1.0 : 0;
-        row.loss_error_pp = 100.0 * (row.measured_loss - row.predicted.throughput_loss);
+        row.loss_error_pp = 100.0 * (row.measured_loss - row.predicted_loss());
         row.peak_error = row.predicted.simulated_peak > 0
                              ? static_cast<double>(row.measured.peak - row.predicted.simulated_peak) / static_cast<double>(row.predicted.simulated_peak)
                              : 0;
@@ -478,7 +568,7 @@ private:
         // Where the measured timeline first left the predicted one by more than the noise.
         if (baseline && bm > 0) {
             const double band_pp = row.spread_pp >= 0 ? row.spread_pp : spec_.target_pp;
-            row.divergence = first_divergence(*timed_, row.predicted.kernel_times, row.measured.kernel_times,
+            row.divergence = first_divergence(*timed_, predicted_in_window(row), row.measured.kernel_times,
                                               static_cast<int64_t>(band_pp / 100.0 * static_cast<double>(bm)));
         }
         if (row.measured.diverged_allocations > 0 && row.measured.failure.empty())
@@ -502,7 +592,14 @@ private:
         row.name = sim::run_name(c);
         // Predicted on `timed`, replayed on the recorded trace (on_clock_of says why).
         Plan plan = make_plan(*timed_, row.predicted);
+        const int64_t t_begin = plan.t_begin;   // on the clock predicted on
         if (timed_ != &t_) plan = on_clock_of(std::move(plan), t_);
+        if (window_kernel_ >= 0) {
+            row.window = predict_window(*timed_, row.predicted, window_kernel_, t_begin);
+            // A run that ran out of memory before the window is replayed whole, to meet it.
+            row.windowed = row.window.reached;
+            if (row.windowed) plan = with_window(std::move(plan), window_kernel_);
+        }
         const Options ro = shared_memory_for(plan);
         int64_t id = 0;
         if (spec_.store && rep_.store_error.empty()) {
@@ -558,6 +655,7 @@ private:
     size_t host_mem_bytes_ = 0;
     bool shared_pool_ = true;
     int config_no_ = 0;
+    int32_t window_kernel_ = -1;   // dense index of the window's first kernel; -1: the whole trace
     std::chrono::steady_clock::time_point phase_start_;
     double phase_cpu_start_ = 0;
     double pool_counted_ = 0, pool_cpu_counted_ = 0;   // of rep_.pool_(cpu_)seconds, what end_phase has reported

@@ -91,6 +91,7 @@ struct Measured {
     int64_t overrun_ns = 0;            // their total excess (trace ns)
     int64_t sinkhorn_kernels = 0;
     int64_t host_arena_bytes = 0;
+    int64_t host_arena_high_water = 0;   // highest end of a host copy ever placed in it
     double link_h2d_Bps = 0, link_d2h_Bps = 0;   // achieved by the transfers (bytes / busy time)
     int64_t late_transfers = 0;        // paced: transfers the host could not copy at the pace
     int64_t late_ns = 0;               // by how much in all (trace ns)
