@@ -722,6 +722,10 @@ int64_t host_arena_bytes(const trace::TraceData& trace_data, const Plan& plan) {
     return std::min<int64_t>(swapped_out, plan.predicted_host_peak + plan.predicted_host_peak / 2) + (64 << 20);
 }
 
+int64_t host_arena_populated_bytes(const trace::TraceData& trace_data, const Plan& plan) {
+    return std::min<int64_t>(host_arena_bytes(trace_data, plan), plan.predicted_host_peak + (64 << 20));
+}
+
 Measured replay(const trace::TraceData& trace, const Plan& plan, const Options& options) {
     Executor e(trace, plan, options);
     return e.run();

@@ -399,7 +399,8 @@ private:
     Options shared_memory_for(const Plan& plan) {
         const int64_t cap_bytes = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
         const size_t host_bytes = static_cast<size_t>(host_arena_bytes(*timed_, plan));
-        reserve_shared_memory(cap_bytes, has_swaps(plan) ? cap_bytes : cap_bytes / 2, host_bytes);
+        reserve_shared_memory(cap_bytes, has_swaps(plan) ? cap_bytes : cap_bytes / 2, host_bytes,
+                              static_cast<size_t>(host_arena_populated_bytes(*timed_, plan)));
         Options ro = replay_options_;
         ro.mapper = pool_.get();
         ro.host_memory = host_mem_.get();
@@ -414,24 +415,27 @@ private:
     // back, so its pages beyond those alias them (4.1 of gpt2-small's 13.1 GB at 70%). A
     // retimed plan that needs more grows the pool or the arena later.
     void reserve_shared_memory_up_front() {
-        int64_t cap_bytes = 0, distinct_bytes = 0, host_bytes = 0;
+        int64_t cap_bytes = 0, distinct_bytes = 0, host_bytes = 0, host_populate = 0;
         for (size_t i = 0; i < on_recorded_.size(); ++i) {
             const Plan plan = make_plan(t_, on_recorded_[i]);
             const int64_t cap = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
             cap_bytes = std::max(cap_bytes, cap);
             if (has_swaps(plan)) distinct_bytes = std::max(distinct_bytes, cap);
-            if (i > 0) host_bytes = std::max(host_bytes, host_arena_bytes(t_, plan));
+            if (i > 0) {
+                host_bytes = std::max(host_bytes, host_arena_bytes(t_, plan));
+                host_populate = std::max(host_populate, host_arena_populated_bytes(t_, plan));
+            }
         }
         // At most half the pages alias (none when nothing swaps): stand-ins writing the same
         // few cache lines of a small pool from several threads would time something else.
         distinct_bytes = distinct_bytes > 0 ? std::max(distinct_bytes, cap_bytes / 2) : cap_bytes;
-        reserve_shared_memory(cap_bytes, distinct_bytes, static_cast<size_t>(host_bytes));
+        reserve_shared_memory(cap_bytes, distinct_bytes, static_cast<size_t>(host_bytes), static_cast<size_t>(host_populate));
     }
 
     // Makes the pool hold `cap_bytes` (`distinct_bytes` of them with memory of their own) and the
-    // host arena `host_bytes` (host backend), allocating what is missing; the two allocations run
-    // in parallel.
-    void reserve_shared_memory(int64_t cap_bytes, int64_t distinct_bytes, size_t host_bytes) {
+    // host arena `host_bytes` (host backend; its first `host_populate` bytes faulted in), allocating
+    // what is missing; the two allocations run in parallel.
+    void reserve_shared_memory(int64_t cap_bytes, int64_t distinct_bytes, size_t host_bytes, size_t host_populate) {
         if (!shared_pool_) return;
         const bool new_pool = !pool_ || pool_->pool_pages() < Arena::pool_pages(cap_bytes) ||
                               pool_->va_bytes() < Arena::default_va(cap_bytes) ||
@@ -452,7 +456,7 @@ private:
             host_mem_bytes_ = 0;
             host_thread = std::thread([&] {
                 try {
-                    host_mem_ = populated_host_memory(host_bytes);
+                    host_mem_ = populated_host_memory(host_bytes, std::min(host_populate, host_bytes));
                     host_mem_bytes_ = host_bytes;
                 } catch (...) {
                     host_error = std::current_exception();
@@ -478,11 +482,19 @@ private:
         rep_.pool_cpu_seconds += process_cpu_seconds() - cpu_pool;
     }
 
-    static std::unique_ptr<unsigned char[], Unmap> populated_host_memory(size_t bytes) {
-        void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-        if (mem == MAP_FAILED)
-            throw Error("the replay's host arena: mmap of " + format_bytes(static_cast<int64_t>(bytes)) + ": " + std::strerror(errno));
-        return {static_cast<unsigned char*>(mem), Unmap{bytes}};
+    // `bytes` of anonymous memory, the first `populate` of them faulted in now (the rest, room
+    // for the first-fit arena's fragmentation, only if a replay ever places a copy there).
+    static std::unique_ptr<unsigned char[], Unmap> populated_host_memory(size_t bytes, size_t populate) {
+        auto failed = [&](const char* what) {
+            return Error(std::string("the replay's host arena: ") + what + " of " + format_bytes(static_cast<int64_t>(bytes)) + ": " +
+                         std::strerror(errno));
+        };
+        void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) throw failed("mmap");
+        std::unique_ptr<unsigned char[], Unmap> out{static_cast<unsigned char*>(mem), Unmap{bytes}};
+        if (populate > 0 && ::mmap(mem, populate, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0) == MAP_FAILED)
+            throw failed("populating");
+        return out;
     }
 
     // Repeats: the run with the median makespan stands for the configuration (a failing or

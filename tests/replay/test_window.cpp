@@ -134,6 +134,11 @@ TEST_CASE("a windowed replay measures the window and keeps the whole plan's peak
     CHECK(m.peak == lim.simulated_peak);   // the steps before ran too: the whole plan's peak and traffic
     CHECK(m.swap_out_bytes == lim.swap_out_bytes);
     CHECK(m.swap_in_bytes == lim.swap_in_bytes);
+    // The host copies fit in what mhc validate faults in up front (the simulator's host peak):
+    // the rest of the arena is room that first-fit placement did not need here.
+    CHECK(m.host_arena_high_water > 0);
+    CHECK(m.host_arena_high_water <= replay::host_arena_populated_bytes(t, plan));
+    CHECK(replay::host_arena_populated_bytes(t, plan) <= replay::host_arena_bytes(t, plan));
     // Only the window's kernels are timed, on its clock: from its recorded start on.
     size_t in_window = 0;
     for (size_t j = 0; j < t.kernels.size(); ++j) in_window += t.kernels.step[j] >= t.kernels.step[static_cast<size_t>(k)];
