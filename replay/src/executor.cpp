@@ -137,7 +137,7 @@ void Executor::fail(const std::string& why) {
 }
 
 void Executor::sample() {
-    if (!fast_) mem.push_back({trace_ns(Clock::now()), arena->in_use()});
+    if (!fast_) mem.emplace_back(trace_ns(Clock::now()), arena->in_use());
 }
 
 // Places `a`, waiting for transfers in flight whose completion releases memory, as the
@@ -283,8 +283,8 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
         double dur = r.end_s - r.start_s;
         busy_s[h2d ? 0 : 1] += dur;
         busy_bytes[h2d ? 0 : 1] += static_cast<int64_t>(r.bytes);
-        auto to_ns = [&](double s) {
-            return trace_ns(eng_epoch + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)));
+        auto to_ns = [&](double seconds) {
+            return trace_ns(eng_epoch + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
         };
         measured.events.push_back({h2d ? trace::EventKind::SwapIn : trace::EventKind::SwapOut, to_ns(r.start_s), to_ns(r.end_s),
                                    trace_data.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
@@ -389,9 +389,9 @@ void Executor::kernel_start(const Action& x, size_t i) {
     note_lag(x.recorded);
     detail::Job job = kernel_job(k);
     before_window_[static_cast<size_t>(k)] = fast_ ? 1 : 0;
-    const auto w = static_cast<size_t>(worker_of_kernel(k));
-    job_of[static_cast<size_t>(k)] = static_cast<int64_t>(workers[w]->push(std::move(job)));
-    jobs_pushed_[w] = static_cast<uint64_t>(job_of[static_cast<size_t>(k)]) + 1;
+    const auto worker = static_cast<size_t>(worker_of_kernel(k));
+    job_of[static_cast<size_t>(k)] = static_cast<int64_t>(workers[worker]->push(std::move(job)));
+    jobs_pushed_[worker] = static_cast<uint64_t>(job_of[static_cast<size_t>(k)]) + 1;
 }
 
 void Executor::kernel_end(const Action& x) {

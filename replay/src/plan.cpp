@@ -299,18 +299,19 @@ std::string check_plan(const trace::TraceData& t, const Plan& plan) {
     return "";
 }
 
-int32_t window_first_kernel(const trace::TraceData& t, int32_t device, int steps) {
-    const auto& K = t.kernels;
+int32_t window_first_kernel(const trace::TraceData& trace_data, int32_t device, int steps) {
+    const auto& kernels = trace_data.kernels;
     std::vector<int32_t> seen;
-    for (size_t k = 0; k < K.size(); ++k)
-        if (K.device[k] == device && K.step[k] >= 0) seen.push_back(K.step[k]);
+    for (size_t k = 0; k < kernels.size(); ++k)
+        if (kernels.device[k] == device && kernels.step[k] >= 0) seen.push_back(kernels.step[k]);
     std::sort(seen.begin(), seen.end());
     seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     if (steps <= 0 || seen.size() <= static_cast<size_t>(steps)) return -1;
     const int32_t first_step = seen[seen.size() - static_cast<size_t>(steps)];
     int32_t first = -1;
-    for (size_t k = 0; k < K.size(); ++k)
-        if (K.device[k] == device && K.step[k] >= first_step && (first < 0 || K.t_start[k] < K.t_start[static_cast<size_t>(first)]))
+    for (size_t k = 0; k < kernels.size(); ++k)
+        if (kernels.device[k] == device && kernels.step[k] >= first_step &&
+            (first < 0 || kernels.t_start[k] < kernels.t_start[static_cast<size_t>(first)]))
             first = static_cast<int32_t>(k);
     return first;
 }

@@ -75,27 +75,31 @@ double estimated_replay_seconds(const std::vector<int64_t>& makespans_ns, double
 
 double estimated_replay_seconds(const std::vector<sim::Result>& predictions, double time_scale, int repeat) {
     std::vector<int64_t> makespans;
-    for (const sim::Result& p : predictions) makespans.push_back(p.simulated_makespan);
+    makespans.reserve(predictions.size());
+    for (const sim::Result& prediction : predictions) makespans.push_back(prediction.simulated_makespan);
     return estimated_replay_seconds(makespans, time_scale, repeat);
 }
 
-WindowPrediction predict_window(const trace::TraceData& t, const sim::Result& run, int32_t first_kernel, int64_t t_begin) {
-    WindowPrediction w;
-    const int64_t id = t.kernels.id[static_cast<size_t>(first_kernel)];
-    const auto it = std::find_if(run.kernel_times.begin(), run.kernel_times.end(), [&](const trace::RunKernelTime& k) { return k.kernel == id; });
-    if (it == run.kernel_times.end()) return w;
-    w.reached = true;
-    w.start_ns = it->t_start;
-    w.shift_ns = w.start_ns - t.kernels.t_start[static_cast<size_t>(first_kernel)];
-    w.makespan_ns = run.simulated_makespan - (w.start_ns - t_begin);
-    w.baseline_ns = run.baseline_makespan - (t.kernels.t_start[static_cast<size_t>(first_kernel)] - t_begin);
-    w.loss = w.baseline_ns > 0 ? static_cast<double>(w.makespan_ns) / static_cast<double>(w.baseline_ns) - 1.0 : 0.0;
-    for (const trace::RunEvent& e : run.events)
-        if ((e.kind == trace::EventKind::SwapIn || e.kind == trace::EventKind::SwapOut) && e.t_start < w.start_ns && e.t_end > w.start_ns)
-            ++w.transfers_in_flight;
-    for (const trace::RunKernelTime& k : run.kernel_times)
-        if (k.t_start < w.start_ns && k.t_end > w.start_ns) ++w.kernels_running;
-    return w;
+WindowPrediction predict_window(const trace::TraceData& trace_data, const sim::Result& run, int32_t first_kernel, int64_t t_begin) {
+    WindowPrediction window;
+    const auto first = static_cast<size_t>(first_kernel);
+    const int64_t id = trace_data.kernels.id[first];
+    const auto started = std::find_if(run.kernel_times.begin(), run.kernel_times.end(),
+                                      [&](const trace::RunKernelTime& kernel) { return kernel.kernel == id; });
+    if (started == run.kernel_times.end()) return window;
+    window.reached = true;
+    window.start_ns = started->t_start;
+    window.shift_ns = window.start_ns - trace_data.kernels.t_start[first];
+    window.makespan_ns = run.simulated_makespan - (window.start_ns - t_begin);
+    window.baseline_ns = run.baseline_makespan - (trace_data.kernels.t_start[first] - t_begin);
+    window.loss = window.baseline_ns > 0 ? static_cast<double>(window.makespan_ns) / static_cast<double>(window.baseline_ns) - 1.0 : 0.0;
+    for (const trace::RunEvent& event : run.events)
+        if ((event.kind == trace::EventKind::SwapIn || event.kind == trace::EventKind::SwapOut) && event.t_start < window.start_ns &&
+            event.t_end > window.start_ns)
+            ++window.transfers_in_flight;
+    for (const trace::RunKernelTime& kernel : run.kernel_times)
+        if (kernel.t_start < window.start_ns && kernel.t_end > window.start_ns) ++window.kernels_running;
+    return window;
 }
 
 namespace {
@@ -329,36 +333,39 @@ private:
     // none); -1 (the whole trace) when there is no such kernel.
     void choose_window_start() {
         if (window_kernel_ < 0) return;
-        const auto& K = t_.kernels;
+        const auto& kernels = t_.kernels;
         std::vector<int32_t> candidates;
-        for (size_t k = 0; k < K.size(); ++k)
-            if (K.device[k] == sim::device_of(*prepared_) && K.t_start[k] >= K.t_start[static_cast<size_t>(window_kernel_)])
+        for (size_t k = 0; k < kernels.size(); ++k)
+            if (kernels.device[k] == sim::device_of(*prepared_) && kernels.t_start[k] >= kernels.t_start[static_cast<size_t>(window_kernel_)])
                 candidates.push_back(static_cast<int32_t>(k));
-        std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
-            return K.t_start[static_cast<size_t>(a)] < K.t_start[static_cast<size_t>(b)];
+        std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t lhs, int32_t rhs) {
+            return kernels.t_start[static_cast<size_t>(lhs)] < kernels.t_start[static_cast<size_t>(rhs)];
         });
         const int32_t asked = window_kernel_;
         window_kernel_ = -1;
-        for (int32_t k : candidates) {
-            const bool quiet = std::all_of(on_recorded_.begin(), on_recorded_.end(), [&](const sim::Result& r) {
-                const WindowPrediction w = predict_window(t_, r, k, 0);
-                return r.oom.happened ? (!w.reached || w.quiescent()) : w.quiescent();
+        for (int32_t candidate : candidates) {
+            const bool quiet = std::all_of(on_recorded_.begin(), on_recorded_.end(), [&](const sim::Result& run) {
+                const WindowPrediction window = predict_window(t_, run, candidate, 0);
+                return run.oom.happened ? (!window.reached || window.quiescent()) : window.quiescent();
             });
-            if (quiet) { window_kernel_ = k; break; }
+            if (quiet) {
+                window_kernel_ = candidate;
+                break;
+            }
         }
-        char b[512];
+        char why[512];
         if (window_kernel_ < 0) {
-            std::snprintf(b, sizeof b, "all steps (a prediction had a transfer in flight at every kernel start of the last %d step%s)",
+            std::snprintf(why, sizeof why, "all steps (a prediction had a transfer in flight at every kernel start of the last %d step%s)",
                           spec_.replay_steps, spec_.replay_steps == 1 ? "" : "s");
         } else {
-            const auto k = static_cast<size_t>(window_kernel_);
-            std::snprintf(b, sizeof b, "the last %d step%s: from kernel %lld (%.60s) at %s recorded%s", spec_.replay_steps,
-                          spec_.replay_steps == 1 ? "" : "s", static_cast<long long>(K.id[k]), t_.str(K.name[k]).c_str(),
-                          format_ns(K.t_start[k] - t_.t_begin()).c_str(),
+            const auto first = static_cast<size_t>(window_kernel_);
+            std::snprintf(why, sizeof why, "the last %d step%s: from kernel %lld (%.60s) at %s recorded%s", spec_.replay_steps,
+                          spec_.replay_steps == 1 ? "" : "s", static_cast<long long>(kernels.id[first]),
+                          t_.str(kernels.name[first]).c_str(), format_ns(kernels.t_start[first] - t_.t_begin()).c_str(),
                           window_kernel_ == asked ? "" : " (the first kernel start with nothing in flight in any prediction)");
-            rep_.window_kernel = K.id[k];
+            rep_.window_kernel = kernels.id[first];
         }
-        rep_.window_origin = b;
+        rep_.window_origin = why;
     }
 
     // What each configuration is predicted to do on the recorded trace: the replays' duration is
@@ -372,9 +379,11 @@ private:
         }
         choose_window_start();
         std::vector<int64_t> makespans;
-        for (const sim::Result& r : on_recorded_) {
-            const WindowPrediction w = window_kernel_ >= 0 ? predict_window(t_, r, window_kernel_, make_plan(t_, r).t_begin) : WindowPrediction{};
-            makespans.push_back(w.reached ? w.makespan_ns : r.simulated_makespan);
+        makespans.reserve(on_recorded_.size());
+        for (const sim::Result& run : on_recorded_) {
+            const WindowPrediction window =
+                window_kernel_ >= 0 ? predict_window(t_, run, window_kernel_, make_plan(t_, run).t_begin) : WindowPrediction{};
+            makespans.push_back(window.reached ? window.makespan_ns : run.simulated_makespan);
         }
         rep_.estimated_seconds = estimated_replay_seconds(makespans, spec_.replay.time_scale, spec_.repeat);
         check_replay_duration(path_, spec_, on_recorded_, rep_.estimated_seconds);
@@ -537,16 +546,17 @@ private:
         }
         const int64_t bm = baseline->measured.makespan_ns;
         if (bm <= 0) return false;
-        const double carried = 100.0 * (1 + std::max(row.predicted.throughput_loss, 0.0)) *
+        const double carried = 100.0 * (1 + std::max(row.predicted_loss(), 0.0)) *
                                static_cast<double>(makespan_spread(baseline->makespans)) / static_cast<double>(bm);
         return repeats_agree(row.makespans, bm, 1, carried, kConfigAgreeShare * spec_.target_pp, kConfigMinReplays);
     }
 
     // The loss predicted on the recorded trace for configuration i (0: the baseline), over the window.
-    double loss_on_recorded(size_t i) const {
-        if (window_kernel_ < 0) return on_recorded_[i].throughput_loss;
-        const WindowPrediction w = predict_window(t_, on_recorded_[i], window_kernel_, make_plan(t_, on_recorded_[i]).t_begin);
-        return w.reached ? w.loss : on_recorded_[i].throughput_loss;
+    double loss_on_recorded(size_t config) const {
+        const sim::Result& run = on_recorded_[config];
+        if (window_kernel_ < 0) return run.throughput_loss;
+        const WindowPrediction window = predict_window(t_, run, window_kernel_, make_plan(t_, run).t_begin);
+        return window.reached ? window.loss : run.throughput_loss;
     }
 
     // The predicted kernel times to set beside the measured ones: over a window, its kernels,
@@ -555,8 +565,8 @@ private:
         if (!row.windowed) return row.predicted.kernel_times;
         std::vector<trace::RunKernelTime> out;
         const int64_t shift = row.window.shift_ns;
-        for (const trace::RunKernelTime& k : row.predicted.kernel_times)
-            if (k.t_start >= row.window.start_ns) out.push_back({k.kernel, k.t_start - shift, k.t_end - shift});
+        for (const trace::RunKernelTime& kernel : row.predicted.kernel_times)
+            if (kernel.t_start >= row.window.start_ns) out.push_back({kernel.kernel, kernel.t_start - shift, kernel.t_end - shift});
         return out;
     }
 
