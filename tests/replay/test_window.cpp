@@ -15,7 +15,10 @@
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
 
-using namespace mhc;
+namespace datasets = mhc::datasets;
+namespace replay = mhc::replay;
+namespace sim = mhc::sim;
+namespace trace = mhc::trace;
 namespace fs = std::filesystem;
 
 namespace {
