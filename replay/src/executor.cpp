@@ -499,7 +499,7 @@ void Executor::setup() {
     origin_ = fast_ ? plan.window_t : plan.t_begin;
     if (fast_ && device == kernels::Device::Cpu &&
         !(options.host_memory && options.host_memory_bytes >= static_cast<size_t>(host->size())))
-        own_host_ = std::make_unique<unsigned char[]>(static_cast<size_t>(host->size()));
+        own_host_ = std::make_unique_for_overwrite<unsigned char[]>(static_cast<size_t>(host->size()));
     eng = make_engine(!fast_);
     eng_epoch = Clock::now();
     if (options.fault != kernels::SwapEngine::Fault::None) eng->inject_fault(options.fault_dir, options.fault);
@@ -521,7 +521,6 @@ void Executor::setup() {
     for (int32_t s = 0; s < std::max(plan.streams, 1); ++s)
         workers.push_back(std::make_unique<detail::Worker>(device, options.sinkhorn_threads, &times, &paused_ns));
     jobs_pushed_.assign(workers.size(), 0);
-
 }
 
 // The swap engine on the pool's range and the host arena; paced (host backend) to the emulated link.
