@@ -125,9 +125,15 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["peak_error"] = row.peak_error;
     x["measured_makespan_ns"] = static_cast<double>(m.makespan_ns);
     x["measured_baseline_makespan_ns"] = static_cast<double>(base_makespan);
-    x["predicted_makespan_ns"] = static_cast<double>(p.simulated_makespan);
+    // Over a window (--replay-steps) the makespans and losses are the window's, as compared.
+    x["predicted_makespan_ns"] = static_cast<double>(row.predicted_makespan());
     x["measured_throughput_loss"] = row.measured_loss;
-    x["predicted_throughput_loss"] = p.throughput_loss;
+    x["predicted_throughput_loss"] = row.predicted_loss();
+    if (row.windowed) {
+        x["window_predicted_start_ns"] = static_cast<double>(row.window.start_ns);
+        x["whole_run_predicted_makespan_ns"] = static_cast<double>(p.simulated_makespan);
+        x["whole_run_predicted_throughput_loss"] = p.throughput_loss;
+    }
     x["loss_error_pp"] = row.loss_error_pp;
     x["stall_ns"] = static_cast<double>(m.stall_ns);
     x["stalls"] = static_cast<double>(m.stalls);
@@ -639,6 +645,7 @@ private:
         row.sim_record = sim::to_run(row.predicted);
         row.sim_record.config["timing"] = timing;
         row.replay_record = replay_run(row, c, spec_.replay, bm);
+        if (row.windowed) row.replay_record.config["window_first_kernel"] = std::to_string(t_.kernels.id[static_cast<size_t>(window_kernel_)]);
         row.replay_record.config["timing"] = timing;
         row.replay_run = id;
     }

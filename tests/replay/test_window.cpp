@@ -175,6 +175,10 @@ TEST_CASE("validation over the last step compares the window's loss and says so"
     CHECK(row.loss_error_pp == Approx(100.0 * (row.measured_loss - row.window.loss)));
     CHECK(row.measured.peak == row.predicted.simulated_peak);
     CHECK(row.measured.swap_out_bytes == row.predicted.swap_out_bytes);
+    // The replayed run to store says what was compared: the window's losses, the whole run's beside.
+    CHECK(row.replay_record.metrics.at("predicted_throughput_loss") == row.window.loss);
+    CHECK(row.replay_record.metrics.at("whole_run_predicted_throughput_loss") == row.predicted.throughput_loss);
+    CHECK(row.replay_record.config.at("window_first_kernel") == std::to_string(rep.window_kernel));
     CHECK(rep.baseline.windowed);
     CHECK(rep.baseline.window.loss == 0);
     CHECK(replay::to_text(rep).find("replayed and measured: the last 1 step") != std::string::npos);
