@@ -128,6 +128,16 @@ TEST_CASE("runs deleted or changed by hand drop their ranges and still read whol
         require_events(load_run(trace, ia).events, by_start(run_a.events));
         require_events(load_run(trace, ic).events, by_start(run_c.events));
     }
+    SECTION("a middle run deleted, then VACUUM (which may renumber the rows after it): every run still reads whole") {
+        sql(trace, "DELETE FROM run_events WHERE run = " + std::to_string(ib) + "; DELETE FROM runs WHERE id = " + std::to_string(ib));
+        sql(trace, "VACUUM");
+        require_events(load_run(trace, ia).events, by_start(run_a.events));
+        require_events(load_run(trace, ic).events, by_start(run_c.events));
+        Run run_d = shaped_run("d", 3000, 4);
+        const int64_t id = add_run(trace, run_d);
+        require_events(load_run(trace, id).events, by_start(run_d.events));
+        require_events(load_run(trace, ic).events, by_start(run_c.events));
+    }
     SECTION("an event added to a run that is not the last: read by run, with it") {
         sql(trace, "INSERT INTO run_events VALUES (" + std::to_string(ia) + ", 5, 3, 9, 0, 1, 0)");
         CHECK(ints(trace, "SELECT run FROM run_event_rows ORDER BY run") == std::vector<int64_t>{ib, ic});
