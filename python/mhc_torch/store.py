@@ -38,7 +38,7 @@ def _schema_sections() -> dict[str, str]:
 _SCHEMA = _schema_sections()
 _TABLES = _SCHEMA["trace_tables"] + _SCHEMA["run_tables"]
 _LOOKUPS = _SCHEMA["lookups"]
-_INDEXES = _SCHEMA["trace_indexes"] + _SCHEMA["run_indexes"]
+_INDEXES = _SCHEMA["trace_indexes"] + _SCHEMA["run_indexes"] + _SCHEMA["run_event_rows"]
 
 
 def _codes(table: str) -> dict[str, int]:
