@@ -238,6 +238,27 @@ struct BeladyPolicy : HeapPolicy {
 };
 
 // Dense evictable set with O(1) insert/erase and a sampled scan for time-varying scores.
+// x mod d for any 64-bit x and a divisor d fixed over many calls (1 <= d < 2^32), without a
+// division: with c = ceil(2^128 / d), the remainder is the high 64 bits of the 192-bit
+// ((c x) mod 2^128) x d (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
+// Software: Practice and Experience 49(6), 2019; exact when 128 >= 64 + log2 d). A sample of 64
+// draws divides 64 times by the same size: a 64-bit division each costs tens of cycles.
+class Remainder {
+public:
+    explicit Remainder(uint64_t divisor) : c(~U128{0} / divisor + 1), d(divisor) {}
+    uint64_t of(uint64_t x) const {
+        const U128 low = c * x;   // the fraction x / d, mod 1, in 128 bits
+        const U128 bottom = static_cast<U128>(static_cast<uint64_t>(low)) * d;
+        const U128 top = (low >> 64) * d;
+        return static_cast<uint64_t>((top + (bottom >> 64)) >> 64);
+    }
+
+private:
+    __extension__ using U128 = unsigned __int128;
+    U128 c;
+    uint64_t d;
+};
+
 struct SampledSet {
     std::vector<int32_t> items, pos;
     uint64_t rng = 0x9E3779B97F4A7C15ull;
