@@ -20,6 +20,7 @@ ForecastPrefetcher::ForecastPrefetcher(const Prepared& p, PrefetchTarget& e, int
     depth.assign(na, 0);
     depth_step.assign(na, -1);
     live.init(na);
+    ranked_in.assign(na, 0);
     ahead.resize(static_cast<size_t>(horizon));
     ahead_step.assign(static_cast<size_t>(horizon), -1);
 }
@@ -318,8 +319,9 @@ int32_t ForecastPrefetcher::draw_candidates(int32_t s) {
         cand = live.items;
     } else {
         const Remainder index(size);
+        const uint64_t* random = draws.take(kSample);
         cand.resize(kSample);
-        for (int32_t& drawn : cand) drawn = live.items[index.of(live.next())];
+        for (size_t i = 0; i < kSample; ++i) cand[i] = live.items[index.of(random[i])];
     }
     // predicted_next() for every candidate, its step's part read once
     const int32_t st = P.step_of[s];
@@ -369,9 +371,17 @@ void ForecastPrefetcher::swap_out_early(int32_t s, int64_t t) {
     if (far_demand == INT64_MIN || far_demand - eng.off_bytes() <= eng.capacity()) return;
     const ScoreBasis basis = score_basis(s);
     ranked.clear();
-    for (const auto& [candidate, nu] : kept) ranked.emplace_back(score(basis, candidate, nu), candidate);
+    if (++ranking == 0) {   // wrapped: no mark left is from an earlier ranking
+        std::fill(ranked_in.begin(), ranked_in.end(), 0);
+        ranking = 1;
+    }
+    for (const auto& [candidate, nu] : kept)
+        if (ranked_in[candidate] != ranking) {   // a candidate drawn twice is ranked once
+            ranked_in[candidate] = ranking;
+            ranked.emplace_back(score(basis, candidate, nu), candidate);
+        }
     // In rank order (larger score first, ties by index), taken lazily from a heap: the loop
-    // mostly stops after a few; a candidate drawn twice comes twice in a row and counts once.
+    // mostly stops after a few.
     const auto after = [](const auto& lhs, const auto& rhs) {
         return lhs.first != rhs.first ? lhs.first < rhs.first : lhs.second > rhs.second;
     };
@@ -382,7 +392,6 @@ void ForecastPrefetcher::swap_out_early(int32_t s, int64_t t) {
     for (auto end = ranked.end(); end != ranked.begin(); --end) {
         std::pop_heap(ranked.begin(), end, after);
         const int32_t victim = (end - 1)->second;
-        if (end != ranked.end() && *(end - 1) == *end) continue;   // the same candidate again
         const int64_t demand = early_demand(victim, s);
         if (demand == INT64_MIN || demand - eng.off_bytes() <= cap) {
             if (++skipped > kSkips) break;

@@ -121,6 +121,9 @@ private:
     int32_t depth_max_prev = 0, depth_max_cur = 0;
     double load_busy = 0;                      // kernel time over the last kLoadWindow kernels
     SampledSet live;                           // allocations allocated and not known freed
+    XorshiftBlocks draws{SampledSet::kSeed};   // the random numbers of the candidate draws
+    std::vector<uint32_t> ranked_in;           // per allocation: the last ranking it was in
+    uint32_t ranking = 0;                      // rankings so far
     std::vector<int32_t> cand;
     std::vector<std::pair<int32_t, int32_t>> kept;   // candidates and their predicted next use
     std::vector<std::pair<double, int32_t>> ranked;
