@@ -309,7 +309,7 @@ double ForecastPrefetcher::compute_load(int32_t s) const {
 }
 
 // Samples the live allocations (all of them when they are few, else kSample drawn at random,
-// duplicates kept) and keeps in `kept`, with their predicted next use, the resident, dirty,
+// each one drawn more than once taken once: it would be kept, skipped or erased alike) and keeps in `kept`, with their predicted next use, the resident, dirty,
 // unprotected ones whose next use is learnt and after kernel s+1; drawn allocations found freed
 // leave the live set. Returns the latest of those next uses (-1: none kept).
 int32_t ForecastPrefetcher::draw_candidates(int32_t s) {
@@ -320,8 +320,20 @@ int32_t ForecastPrefetcher::draw_candidates(int32_t s) {
     } else {
         const Remainder index(size);
         const uint64_t* random = draws.take(kSample);
+        if (drawn_in.size() < size) drawn_in.resize(size, 0);
+        if (++draw_count == 0) {   // wrapped: no mark left is from an earlier draw
+            std::fill(drawn_in.begin(), drawn_in.end(), 0);
+            draw_count = 1;
+        }
         cand.resize(kSample);
-        for (size_t i = 0; i < kSample; ++i) cand[i] = live.items[index.of(random[i])];
+        size_t n_drawn = 0;
+        for (size_t i = 0; i < kSample; ++i) {   // without branches: the draws are random
+            const size_t at = index.of(random[i]);
+            cand[n_drawn] = live.items[at];
+            n_drawn += drawn_in[at] != draw_count;
+            drawn_in[at] = draw_count;
+        }
+        cand.resize(n_drawn);
     }
     // predicted_next() for every candidate, its step's part read once
     const int32_t st = P.step_of[s];

@@ -122,6 +122,8 @@ private:
     double load_busy = 0;                      // kernel time over the last kLoadWindow kernels
     SampledSet live;                           // allocations allocated and not known freed
     XorshiftBlocks draws{SampledSet::kSeed};   // the random numbers of the candidate draws
+    std::vector<uint32_t> drawn_in;            // per position in live.items: the last draw that took it
+    uint32_t draw_count = 0;                   // draws so far
     std::vector<uint32_t> ranked_in;           // per allocation: the last ranking it was in
     uint32_t ranking = 0;                      // rankings so far
     std::vector<int32_t> cand;
