@@ -341,22 +341,27 @@ int32_t ForecastPrefetcher::draw_candidates(int32_t s) {
     const int64_t prev_start = st < 1 ? INT64_MIN : P.kstart[prev];
     const int64_t* t_alloc = P.t->allocations.t_alloc.data();
     const Residency* residency = eng.residencies();
+    const PrefetchTarget::Protection protection = eng.protection();
     const uint8_t* host_valid = ctx.host_valid.data();
+    const Track* tracks = track.data();
     kept.resize(cand.size());
+    auto* out = kept.data();
     size_t n_kept = 0;
     int32_t far_nu = -1;
     for (const int32_t candidate : cand) {
         const Residency where = residency[candidate];
         if (where == Residency::Freed) { live.erase(candidate); continue; }
-        // without branches: the candidates come at random, so each test would mispredict
-        const Track& tr = track[candidate];
-        const bool never = (tr.last_kernel < prev) & (t_alloc[candidate] < prev_start);
-        const int32_t nu = tr.next_pred >= 0 ? tr.next_pred : never ? kNever : -1;
-        const bool keep = (where == Residency::Gpu) & !eng.is_protected(candidate) & (host_valid[candidate] == 0) &
-                          (nu >= 0) & ((nu == kNever) | (nu > s + 1));
-        kept[n_kept] = {candidate, nu};
-        n_kept += keep;
-        far_nu = keep & (nu > far_nu) ? nu : far_nu;
+        // Without branches (masks, not conditions: the candidates come at random, so each test
+        // would mispredict). nu: its learnt next use, else never (kNever) or unknown (-1).
+        const Track& tr = tracks[candidate];
+        const int32_t never = -static_cast<int32_t>((tr.last_kernel < prev) & (t_alloc[candidate] < prev_start));
+        const int32_t unlearnt = tr.next_pred >> 31;   // all ones when next_pred is -1
+        const int32_t nu = (tr.next_pred & ~unlearnt) | (((kNever & never) | ~never) & unlearnt);
+        const bool keep = (where == Residency::Gpu) & (protection.stamps[candidate] < protection.floor) &
+                          (host_valid[candidate] == 0) & (nu >= 0) & ((nu == kNever) | (nu > s + 1));
+        out[n_kept] = {candidate, nu};
+        n_kept += static_cast<size_t>(keep);
+        far_nu = std::max(far_nu, nu | -static_cast<int32_t>(!keep));   // -1 when not kept
     }
     kept.resize(n_kept);
     return far_nu;
