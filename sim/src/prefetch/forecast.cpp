@@ -279,18 +279,20 @@ ForecastPrefetcher::ScoreBasis ForecastPrefetcher::score_basis(int32_t s) const 
 // before the next use (time to next use x compute load), and weighted by depth in the step's
 // graph (shallow first: produced early, needed last by the backward pass).
 double ForecastPrefetcher::score(const ScoreBasis& basis, int32_t v, int32_t nu) const {
-    double ttnu = 1e18;
-    if (nu != kNever) {
-        const int64_t d = static_cast<int64_t>(nu) - basis.s;
-        const int64_t q1 = basis.q0 + d;
-        if (q1 < basis.s) ttnu = static_cast<double>(P.kstart[q1] - P.kstart[basis.q0]);   // as the previous step ran
-        else ttnu = static_cast<double>(d) * static_cast<double>(basis.span) / std::max(basis.s, 1);
-        ttnu = std::max(ttnu, 1.0);
-    }
+    // Every alternative is computed and one selected (the candidates come at random: a branch
+    // on each would mispredict). Time to next use: never, as the previous step ran up to it
+    // (kernel s's position + d there has started), or d kernels at the mean rate so far.
+    const int64_t d = static_cast<int64_t>(nu) - basis.s;
+    const int64_t q1 = basis.q0 + d;
+    const bool ran = q1 < basis.s;
+    const double as_ran = static_cast<double>(P.kstart[ran ? q1 : basis.q0] - P.kstart[basis.q0]);
+    const double at_rate = static_cast<double>(d) * static_cast<double>(basis.span) / std::max(basis.s, 1);
+    const double ttnu = nu == kNever ? 1e18 : std::max(ran ? as_ran : at_rate, 1.0);
     const double reload = std::max(ctx.swap_in_ns(v), 1.0);
     const bool hides = basis.backlog + ctx.swap_out_ns(v) + reload <= ttnu * basis.load;
     const int32_t ref = depth_step[v] == cur_step ? basis.ref_cur : basis.ref_prev;
-    const double frac = depth_step[v] < 0 ? 0.0 : std::min(1.0, depth[v] / static_cast<double>(std::max(ref, 1)));
+    const double ratio = std::min(1.0, depth[v] / static_cast<double>(std::max(ref, 1)));
+    const double frac = depth_step[v] < 0 ? 0.0 : ratio;
     return ttnu / reload * (hides ? 1.0 : 0.1) * (1.25 - 0.5 * frac);
 }
 
