@@ -247,8 +247,8 @@ struct BeladyPolicy : HeapPolicy {
 class Remainder {
 public:
     explicit Remainder(uint64_t divisor) : c(~U128{0} / divisor + 1), d(divisor) {}
-    uint64_t of(uint64_t x) const {
-        const U128 low = c * x;   // the fraction x / d, mod 1, in 128 bits
+    uint64_t of(uint64_t value) const {
+        const U128 low = c * value;   // the fraction value / d, mod 1, in 128 bits
         const U128 bottom = static_cast<U128>(static_cast<uint64_t>(low)) * d;
         const U128 top = (low >> 64) * d;
         return static_cast<uint64_t>((top + (bottom >> 64)) >> 64);
@@ -276,7 +276,12 @@ struct SampledSet {
         items.pop_back(); pos[a] = -1;
     }
     uint64_t next() { rng = step(rng); return rng; }
-    static uint64_t step(uint64_t x) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x; }   // xorshift64
+    static uint64_t step(uint64_t word) {   // xorshift64
+        word ^= word << 13;
+        word ^= word >> 7;
+        word ^= word << 17;
+        return word;
+    }
     // Calls score(a) on every item (small sets) or kSample random ones; returns the best
     // (largest score), ties by smaller index for determinism.
     template <class Score>
@@ -307,9 +312,9 @@ public:
     static constexpr size_t kLanes = 4, kLaneSteps = 256, kBlock = kLanes * kLaneSteps;
     explicit XorshiftBlocks(uint64_t seed) : state(seed) {
         for (size_t bit = 0; bit < 64; ++bit) {   // column `bit` of the matrix: where that bit goes
-            uint64_t x = uint64_t{1} << bit;
-            for (size_t i = 0; i < kLaneSteps; ++i) x = SampledSet::step(x);
-            ahead[bit] = x;
+            uint64_t column = uint64_t{1} << bit;
+            for (size_t i = 0; i < kLaneSteps; ++i) column = SampledSet::step(column);
+            ahead[bit] = column;
         }
     }
     // The next n outputs, n the same at every call and a divisor of kBlock.
@@ -321,10 +326,10 @@ public:
     }
 
 private:
-    uint64_t jump(uint64_t x) const {   // kLaneSteps steps at once
-        uint64_t y = 0;
-        for (size_t bit = 0; bit < 64; ++bit) y ^= ahead[bit] & (0 - ((x >> bit) & 1));
-        return y;
+    uint64_t jump(uint64_t from) const {   // kLaneSteps steps at once
+        uint64_t to = 0;
+        for (size_t bit = 0; bit < 64; ++bit) to ^= ahead[bit] & (0 - ((from >> bit) & 1));
+        return to;
     }
     void refill() {
         std::array<uint64_t, kLanes> lane{};

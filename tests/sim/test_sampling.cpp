@@ -19,14 +19,15 @@ TEST_CASE("Remainder gives x % d for every 64-bit x and 32-bit d", "[sim][polici
                                       uint64_t{1} << 31, (uint64_t{1} << 32) - 1};
     for (int i = 0; i < 40; ++i) divisors.push_back(1 + rng() % 100'000);
     for (int i = 0; i < 20; ++i) divisors.push_back(1 + (rng() >> 32));
-    for (const uint64_t d : divisors) {
-        const sim::Remainder remainder(d);
-        std::vector<uint64_t> xs = {0, 1, d - 1, d, d + 1, top, top - 1, top - d, top / d * d, top / d * d - 1,
-                                    uint64_t{1} << 63, (uint64_t{1} << 63) - 1};
-        for (int i = 0; i < 2000; ++i) xs.push_back(rng());
-        for (const uint64_t x : xs) {
-            INFO("x " << x << " d " << d);
-            REQUIRE(remainder.of(x) == x % d);
+    for (const uint64_t divisor : divisors) {
+        const sim::Remainder remainder(divisor);
+        std::vector<uint64_t> values = {0, 1, divisor - 1, divisor, divisor + 1, top, top - 1, top - divisor,
+                                        top / divisor * divisor, top / divisor * divisor - 1, uint64_t{1} << 63,
+                                        (uint64_t{1} << 63) - 1};
+        for (int i = 0; i < 2000; ++i) values.push_back(rng());
+        for (const uint64_t value : values) {
+            INFO("value " << value << " divisor " << divisor);
+            REQUIRE(remainder.of(value) == value % divisor);
         }
     }
 }

@@ -38,11 +38,11 @@ void ForecastPrefetcher::on_alloc(int32_t a) {
 }
 
 // Kernel s's step, its position there and its step's first access: the same for all its accesses.
-void ForecastPrefetcher::enter_kernel(int32_t s) {
-    acc_kernel = s;
-    acc_step = P.step_of[s];
+void ForecastPrefetcher::enter_kernel(int32_t kernel) {
+    acc_kernel = kernel;
+    acc_step = P.step_of[kernel];
     if (acc_step < 0) return;
-    acc_pos = s - P.step_begin[acc_step];
+    acc_pos = kernel - P.step_begin[acc_step];
     acc_base = P.acc_begin[P.step_begin[acc_step]];
 }
 
@@ -54,9 +54,9 @@ void ForecastPrefetcher::on_access(int32_t s, int64_t j, int32_t a) {
     Track& tr = track[a];
     if (tr.last_kernel >= 0) {
         if (tr.last_off >= 0 && tr.last_kernel < s) {   // its previous access, made in a step
-            const auto k = static_cast<size_t>(tr.last_off);
-            if (k >= off_use.size()) off_use.resize(k + 1);
-            off_use[k] = {tr.last_pos, s - tr.last_kernel};
+            const auto offset = static_cast<size_t>(tr.last_off);
+            if (offset >= off_use.size()) off_use.resize(offset + 1);
+            off_use[offset] = {tr.last_pos, s - tr.last_kernel};
         }
     } else if (P.alloc_step[a] >= 0) {   // its first use, from its step's first kernel
         const size_t rank = static_cast<size_t>(P.alloc_ordinal[a]);
@@ -67,11 +67,11 @@ void ForecastPrefetcher::on_access(int32_t s, int64_t j, int32_t a) {
     tr.next_pred = -1;
     tr.last_off = -1;
     if (acc_step < 0) return;
-    const auto k = static_cast<size_t>(j - acc_base);
-    tr.last_off = static_cast<int32_t>(k);
+    const auto offset = static_cast<size_t>(j - acc_base);
+    tr.last_off = static_cast<int32_t>(offset);
     tr.last_pos = acc_pos;
-    if (k < off_use.size() && off_use[k].pos == acc_pos && off_use[k].dist > 0)
-        tr.next_pred = static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + off_use[k].dist));
+    if (offset < off_use.size() && off_use[offset].pos == acc_pos && off_use[offset].dist > 0)
+        tr.next_pred = static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + off_use[offset].dist));
 }
 
 void ForecastPrefetcher::after_launch(int32_t s, int64_t t) {
@@ -236,14 +236,14 @@ int64_t ForecastPrefetcher::early_demand(int32_t v, int32_t s) const {
 // would be away (s+1 .. nu-1): this step's predicted positions, then whole steps (with the
 // trend) up to H steps ahead; shifted by today's drift from the forecast (live now - predicted
 // now). It grows with nu.
-int64_t ForecastPrefetcher::demand_until(int32_t nu, int32_t s) const {
-    const int32_t st = P.step_of[s];
+int64_t ForecastPrefetcher::demand_until(int32_t nu, int32_t kernel) const {
+    const int32_t st = P.step_of[kernel];
     if (st < 0 || st != cur_step || pred_cur.empty()) return INT64_MIN;
     const int64_t L = static_cast<int64_t>(pred_cur.size());
-    const int64_t pos = s - P.step_begin[st];
+    const int64_t pos = kernel - P.step_begin[st];
     if (pos >= L) return INT64_MIN;
     if (nu < 0) return INT64_MIN;
-    const int64_t len = nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - s - 1;
+    const int64_t len = nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - kernel - 1;
     if (len <= 0) return INT64_MIN;
     const int64_t rest = L - 1 - pos;
     int64_t demand = INT64_MIN;
@@ -267,10 +267,10 @@ struct ForecastPrefetcher::ScoreBasis {
     int32_t ref_cur, ref_prev;   // the depth a candidate's is measured against: written in this step, before
 };
 
-ForecastPrefetcher::ScoreBasis ForecastPrefetcher::score_basis(int32_t s) const {
-    const int32_t st = P.step_of[s];
-    return {s, P.step_begin[st - 1] + (s - P.step_begin[st]), P.kstart[s] - P.kstart[0],
-            static_cast<double>(std::max<int64_t>(0, ctx.d2h_busy_until - ctx.now)), compute_load(s),
+ForecastPrefetcher::ScoreBasis ForecastPrefetcher::score_basis(int32_t kernel) const {
+    const int32_t st = P.step_of[kernel];
+    return {kernel, P.step_begin[st - 1] + (kernel - P.step_begin[st]), P.kstart[kernel] - P.kstart[0],
+            static_cast<double>(std::max<int64_t>(0, ctx.d2h_busy_until - ctx.now)), compute_load(kernel),
             std::max(depth_max_cur, depth_max_prev), depth_max_prev};
 }
 
@@ -278,21 +278,21 @@ ForecastPrefetcher::ScoreBasis ForecastPrefetcher::score_basis(int32_t s) const 
 // 10x when the round trip and the eviction queue's backlog do not fit in the compute time
 // before the next use (time to next use x compute load), and weighted by depth in the step's
 // graph (shallow first: produced early, needed last by the backward pass).
-double ForecastPrefetcher::score(const ScoreBasis& basis, int32_t v, int32_t nu) const {
+double ForecastPrefetcher::score(const ScoreBasis& basis, int32_t alloc, int32_t nu) const {
     // Every alternative is computed and one selected (the candidates come at random: a branch
     // on each would mispredict). Time to next use: never, as the previous step ran up to it
     // (kernel s's position + d there has started), or d kernels at the mean rate so far.
-    const int64_t d = static_cast<int64_t>(nu) - basis.s;
-    const int64_t q1 = basis.q0 + d;
+    const int64_t ahead = static_cast<int64_t>(nu) - basis.s;
+    const int64_t q1 = basis.q0 + ahead;
     const bool ran = q1 < basis.s;
     const double as_ran = static_cast<double>(P.kstart[ran ? q1 : basis.q0] - P.kstart[basis.q0]);
-    const double at_rate = static_cast<double>(d) * static_cast<double>(basis.span) / std::max(basis.s, 1);
+    const double at_rate = static_cast<double>(ahead) * static_cast<double>(basis.span) / std::max(basis.s, 1);
     const double ttnu = nu == kNever ? 1e18 : std::max(ran ? as_ran : at_rate, 1.0);
-    const double reload = std::max(ctx.swap_in_ns(v), 1.0);
-    const bool hides = basis.backlog + ctx.swap_out_ns(v) + reload <= ttnu * basis.load;
-    const int32_t ref = depth_step[v] == cur_step ? basis.ref_cur : basis.ref_prev;
-    const double ratio = std::min(1.0, depth[v] / static_cast<double>(std::max(ref, 1)));
-    const double frac = depth_step[v] < 0 ? 0.0 : ratio;
+    const double reload = std::max(ctx.swap_in_ns(alloc), 1.0);
+    const bool hides = basis.backlog + ctx.swap_out_ns(alloc) + reload <= ttnu * basis.load;
+    const int32_t ref = depth_step[alloc] == cur_step ? basis.ref_cur : basis.ref_prev;
+    const double ratio = std::min(1.0, depth[alloc] / static_cast<double>(std::max(ref, 1)));
+    const double frac = depth_step[alloc] < 0 ? 0.0 : ratio;
     return ttnu / reload * (hides ? 1.0 : 0.1) * (1.25 - 0.5 * frac);
 }
 
@@ -314,7 +314,7 @@ double ForecastPrefetcher::compute_load(int32_t s) const {
 // each one drawn more than once taken once: it would be kept, skipped or erased alike) and keeps in `kept`, with their predicted next use, the resident, dirty,
 // unprotected ones whose next use is learnt and after kernel s+1; drawn allocations found freed
 // leave the live set. Returns the latest of those next uses (-1: none kept).
-int32_t ForecastPrefetcher::draw_candidates(int32_t s) {
+int32_t ForecastPrefetcher::draw_candidates(int32_t kernel) {
     constexpr size_t kSample = SampledSet::kSample;
     const size_t size = live.items.size();
     if (size <= kSample) {
@@ -338,7 +338,7 @@ int32_t ForecastPrefetcher::draw_candidates(int32_t s) {
         cand.resize(n_drawn);
     }
     // predicted_next() for every candidate, its step's part read once
-    const int32_t st = P.step_of[s];
+    const int32_t st = P.step_of[kernel];
     const int32_t prev = st < 1 ? 0 : P.step_begin[st - 1];
     const int64_t prev_start = st < 1 ? INT64_MIN : P.kstart[prev];
     const int64_t* t_alloc = P.t->allocations.t_alloc.data();
@@ -360,7 +360,7 @@ int32_t ForecastPrefetcher::draw_candidates(int32_t s) {
         const int32_t unlearnt = tr.next_pred >> 31;   // all ones when next_pred is -1
         const int32_t nu = (tr.next_pred & ~unlearnt) | (((kNever & never) | ~never) & unlearnt);
         const bool keep = (where == Residency::Gpu) & (protection.stamps[candidate] < protection.floor) &
-                          (host_valid[candidate] == 0) & (nu >= 0) & ((nu == kNever) | (nu > s + 1));
+                          (host_valid[candidate] == 0) & (nu >= 0) & ((nu == kNever) | (nu > kernel + 1));
         out[n_kept] = {candidate, nu};
         n_kept += static_cast<size_t>(keep);
         far_nu = std::max(far_nu, nu | -static_cast<int32_t>(!keep));   // -1 when not kept

@@ -76,13 +76,13 @@ private:
     void fit_levels(int32_t first, int32_t st, size_t len);
     std::vector<int64_t> predict(int32_t target_step) const;   // live bytes per position
     int32_t predicted_next(int32_t v, int32_t s) const;        // kNever, -1 unknown
-    int64_t demand_until(int32_t nu, int32_t s) const;         // early_demand() of a next use
-    void enter_kernel(int32_t s);            // on_access() sees kernel s's accesses from now on
-    int32_t draw_candidates(int32_t s);      // into kept; the farthest one's next use, -1 none
+    int64_t demand_until(int32_t nu, int32_t kernel) const;    // early_demand() of a next use
+    void enter_kernel(int32_t kernel);       // on_access() sees this kernel's accesses from now on
+    int32_t draw_candidates(int32_t kernel); // into kept; the farthest one's next use, -1 none
     double compute_load(int32_t s) const;
     struct ScoreBasis;                       // what score() reads that is the same for every candidate
-    ScoreBasis score_basis(int32_t s) const;
-    double score(const ScoreBasis& basis, int32_t v, int32_t nu) const;
+    ScoreBasis score_basis(int32_t kernel) const;
+    double score(const ScoreBasis& basis, int32_t alloc, int32_t nu) const;
 
     const Ctx& ctx;                            // the engine's view of each allocation
     int horizon;                               // steps ahead (forecast_horizon_error)
