@@ -2,7 +2,8 @@
 // lru/belady with none/lookahead at 1, 4 and 16 million rows (traces built in memory),
 // loading a trace from SQLite vs simulating it, and a 100-run sweep on 1 vs 2 threads.
 // Usage: bench_sim [max_million_rows=16] [tmp_dir=/tmp] | sweep [reps] | recompute [reps]
-//        | one POLICY PREFETCH [million_rows=4] [reps=5] | end-to-end TRACE RUNS_DB [ALLOCATOR=ideal]
+//        | one POLICY PREFETCH [million_rows=4] [reps=5] [early|no-early]
+//        | end-to-end TRACE RUNS_DB [ALLOCATOR=ideal]
 //        | allocators TRACE [reps=3]
 #include <algorithm>
 #include <chrono>
@@ -207,8 +208,9 @@ static void bench_allocators(const std::string& file, int reps) {
 }
 
 // One configuration on the training trace of the main table (`millions` of rows, 4: 4.7 M), `reps`
-// times: the loop to run under `perf record` (best CPU seconds and rows/s printed).
-static void bench_one(const std::string& ev, const std::string& pf, int millions, int reps) {
+// times: the loop to run under `perf record` (best CPU seconds and rows/s printed). Without early
+// swap-out (`early` false, as `mhc simulate --no-early`): what a prefetcher costs besides it.
+static void bench_one(const std::string& ev, const std::string& pf, int millions, int reps, bool early) {
     const auto trace = sim::synthetic::training(42, static_cast<int64_t>(millions) * 1'000'000, 32, 2);
     const auto prepared = sim::prepare(trace);
     double best = 1e300;
@@ -220,24 +222,27 @@ static void bench_one(const std::string& ev, const std::string& pf, int millions
         config.capacity.fraction = 0.6;
         config.check_invariants = false;
         config.record_events = false;
+        config.early_swap_out = early;
         double c0 = thread_cpu();
         result = sim::simulate(*prepared, config);
         best = std::min(best, thread_cpu() - c0);
     }
-    std::printf("%lld rows %s+%s: CPU %.3f s = %.3g rows/s (best of %d), loss %.1f%%, load %s\n",
-                static_cast<long long>(result.rows), ev.c_str(), pf.c_str(), best, result.rows / best, reps,
+    std::printf("%lld rows %s+%s%s: CPU %.3f s = %.3g rows/s (best of %d), loss %.1f%%, load %s\n",
+                static_cast<long long>(result.rows), ev.c_str(), pf.c_str(), early ? "" : " (no early swap-out)", best, result.rows / best, reps,
                 result.throughput_loss * 100, loadavg().c_str());
 }
 
 static int run(int argc, char** argv) {
     const bench::Args args(argc, argv,
                            "[MAX_MILLION_ROWS] [TMP_DIR] | sweep [REPS] | recompute [REPS] | end-to-end TRACE RUNS_DB [ALLOCATOR]"
-                           " | one POLICY PREFETCH [MILLION_ROWS] [REPS] | allocators TRACE [REPS]");
+                           " | one POLICY PREFETCH [MILLION_ROWS] [REPS] [early|no-early] | allocators TRACE [REPS]");
     if (args.has(0) && args.word(0) == "one") {
-        args.at_most(5);
+        args.at_most(6);
         if (args.size() < 3) args.refuse("one needs a policy and a prefetcher");
+        const std::string early = args.text(5, "early");
+        if (early != "early" && early != "no-early") args.refuse("the last word of one is early or no-early, not " + early);
         bench_one(args.word(1), args.word(2), static_cast<int>(args.count(3, "MILLION_ROWS", 4, 1, 1000)),
-                  static_cast<int>(args.count(4, "REPS", 5, 1, 1000)));
+                  static_cast<int>(args.count(4, "REPS", 5, 1, 1000)), early == "early");
         return 0;
     }
     if (args.has(0) && args.word(0) == "end-to-end") {

@@ -4,7 +4,8 @@
 # tree, with this tree's bench_sim.cpp on both sides, then runs
 # the two alternately, ROUNDS times: `bench_sim 4` (CPU rows/s of lru/belady with none and
 # lookahead:8 on 1.2 M and 4.7 M rows), `bench_sim one lru P 4 3` for the other prefetchers P
-# (periodic, capuchin, forecast: 4.7 M rows, best of 3) and `bench_sim recompute 2` (CPU seconds of the
+# (periodic, capuchin, forecast: 4.7 M rows, best of 3; forecast also without early swap-out, what
+# its learning and prefetching cost) and `bench_sim recompute 2` (CPU seconds of the
 # dtr/cost_aware sweeps). Thread CPU time, not wall time, is what to compare on a shared
 # machine; the load average is printed with each figure.
 # Usage: bench/sim/compare.sh [ROUNDS=4] [BASE=d56dbab (main before the hot loop's bitmap and FIFOs)]
@@ -24,6 +25,7 @@ for r in $(seq 1 "$rounds"); do
     echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
     "$bin" 4 "${TMPDIR:-/tmp}" | grep -E '^ +[0-9]+ .*(none|lookahead:8) ' | sed "s/^/$side /"
     for pf in periodic capuchin forecast; do "$bin" one lru "$pf" 4 3 | sed "s/^/$side /"; done
+    "$bin" one lru forecast 4 3 no-early | sed "s/^/$side /"   # forecast without its early eviction
     "$bin" recompute 2 | grep -E 'rows (dtr|cost_aware)' | sed "s/^/$side /"   # totals, then by prefetcher
   done
 done

@@ -10,6 +10,7 @@
 // Score policies whose order changes with time (dtr, cost_aware) scan a bounded random
 // sample of the evictable set, as DTR's own implementation does.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -238,9 +239,31 @@ struct BeladyPolicy : HeapPolicy {
 };
 
 // Dense evictable set with O(1) insert/erase and a sampled scan for time-varying scores.
+// x mod d for any 64-bit x and a divisor d fixed over many calls (1 <= d < 2^32), without a
+// division: with c = ceil(2^128 / d), the remainder is the high 64 bits of the 192-bit
+// ((c x) mod 2^128) x d (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
+// Software: Practice and Experience 49(6), 2019; exact when 128 >= 64 + log2 d). A sample of 64
+// draws divides 64 times by the same size: a 64-bit division each costs tens of cycles.
+class Remainder {
+public:
+    explicit Remainder(uint64_t divisor) : c(~U128{0} / divisor + 1), d(divisor) {}
+    uint64_t of(uint64_t value) const {
+        const U128 low = c * value;   // the fraction value / d, mod 1, in 128 bits
+        const U128 bottom = static_cast<U128>(static_cast<uint64_t>(low)) * d;
+        const U128 top = (low >> 64) * d;
+        return static_cast<uint64_t>((top + (bottom >> 64)) >> 64);
+    }
+
+private:
+    __extension__ using U128 = unsigned __int128;
+    U128 c;
+    uint64_t d;
+};
+
 struct SampledSet {
+    static constexpr uint64_t kSeed = 0x9E3779B97F4A7C15ull;
     std::vector<int32_t> items, pos;
-    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    uint64_t rng = kSeed;
     static constexpr size_t kSample = 64;
     void init(size_t n) { pos.assign(n, -1); items.clear(); }
     bool contains(int32_t a) const { return pos[a] >= 0; }
@@ -252,7 +275,13 @@ struct SampledSet {
         items[i] = last; pos[last] = i;
         items.pop_back(); pos[a] = -1;
     }
-    uint64_t next() { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+    uint64_t next() { rng = step(rng); return rng; }
+    static uint64_t step(uint64_t word) {   // xorshift64
+        word ^= word << 13;
+        word ^= word >> 7;
+        word ^= word << 17;
+        return word;
+    }
     // Calls score(a) on every item (small sets) or kSample random ones; returns the best
     // (largest score), ties by smaller index for determinism.
     template <class Score>
@@ -271,6 +300,53 @@ struct SampledSet {
         }
         return arg;
     }
+};
+
+// The outputs of SampledSet::next() from `seed`, taken n at a time and made kLanes at once.
+// xorshift64 is linear over GF(2): its state k steps ahead is a fixed 64x64 bit matrix times the
+// state (Marsaglia, "Xorshift RNGs", J. Stat. Software 8(14), 2003). So lanes that start
+// kLaneSteps apart (each start that matrix times the one before) make a block of the sequence
+// side by side, instead of each output waiting on the previous one's six shifts and xors.
+class XorshiftBlocks {
+public:
+    static constexpr size_t kLanes = 4, kLaneSteps = 256, kBlock = kLanes * kLaneSteps;
+    explicit XorshiftBlocks(uint64_t seed) : state(seed) {
+        for (size_t bit = 0; bit < 64; ++bit) {   // column `bit` of the matrix: where that bit goes
+            uint64_t column = uint64_t{1} << bit;
+            for (size_t i = 0; i < kLaneSteps; ++i) column = SampledSet::step(column);
+            ahead[bit] = column;
+        }
+    }
+    // The next n outputs, n the same at every call and a divisor of kBlock.
+    const uint64_t* take(size_t n) {
+        if (used + n > kBlock) refill();
+        const uint64_t* out = block.data() + used;
+        used += n;
+        return out;
+    }
+
+private:
+    uint64_t jump(uint64_t from) const {   // kLaneSteps steps at once
+        uint64_t to = 0;
+        for (size_t bit = 0; bit < 64; ++bit) to ^= ahead[bit] & (0 - ((from >> bit) & 1));
+        return to;
+    }
+    void refill() {
+        std::array<uint64_t, kLanes> lane{};
+        lane[0] = state;
+        for (size_t l = 1; l < kLanes; ++l) lane[l] = jump(lane[l - 1]);
+        for (size_t i = 0; i < kLaneSteps; ++i)
+            for (size_t l = 0; l < kLanes; ++l) {
+                lane[l] = SampledSet::step(lane[l]);
+                block[l * kLaneSteps + i] = lane[l];
+            }
+        state = lane[kLanes - 1];
+        used = 0;
+    }
+    std::array<uint64_t, kBlock> block{};
+    std::array<uint64_t, 64> ahead{};
+    uint64_t state;
+    size_t used = kBlock;
 };
 
 // The evictable set of a score policy: a sampled set, scored when a victim is picked.

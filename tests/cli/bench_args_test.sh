@@ -25,6 +25,7 @@ refused "unexpected argument 'extra'" "$import" 1000 "$tmp" 1 extra
 refused "EVENTS '99999999999999999999' is outside" "$import" memory 99999999999999999999 "$tmp"
 refused "MAX_MILLION_ROWS 'four' is not a whole number" "$sim" four
 refused "REPS '-1' is outside [1, 1000]" "$sim" sweep -1
+refused "the last word of one is early or no-early, not maybe" "$sim" one lru forecast 4 1 maybe
 refused "ROWS '1e6' is not a whole number" "$store" 1e6
 refused "MIN_ROWS 'lots' is not a whole number" "$datasets" gpt2-small lots
 refused "--kernels 'ten' is not a whole number (usage: bench_viewer [--kernels N]" "$viewer" --kernels ten

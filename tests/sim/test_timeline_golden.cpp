@@ -158,3 +158,45 @@ TEST_CASE("every policy, prefetcher and allocator gives the golden timeline", "[
                   "Digests of full simulator runs (tests/sim/test_timeline_golden.cpp): "
                           "retaken with MHC_UPDATE_GOLDEN=1; say when and why.");
 }
+
+// The forecast's early eviction samples its candidates at random once more than
+// SampledSet::kSample allocations are live: 32-layer training traces keep about 80 live, where
+// the grid's traces keep fewer (every one is then ranked, and the draw's random numbers decide
+// nothing). Its timelines under eviction policies, capacities and horizons, taken from the code
+// before the draw's remainder, random numbers and candidate bookkeeping were made faster:
+// the draw, the candidates it keeps and the order it ranks them in stay the same.
+TEST_CASE("forecast's sampled candidate draws give the golden timeline", "[sim][golden][timeline][forecast]") {
+    const simtest::GoldenFile golden(MHC_GOLDEN_DIR "/forecast_draws.json");
+    nlohmann::json got;
+    int checked = 0;
+    const std::vector<Case> cases = {{"training-32-layers", sim::synthetic::training(3, 60'000, 32, 2)},
+                                     {"training-40-layers", sim::synthetic::training(8, 50'000, 40, 1)}};
+    for (const auto& tc : cases) {
+        const auto prepared = sim::prepare(tc.data);
+        for (const char* ev : {"lru", "cost_aware", "belady"})
+            for (const char* pf : {"forecast", "forecast:3"})
+                for (const char* cap : {"40%", "60%", "80%"}) {
+                    sim::Config config;
+                    config.eviction = ev;
+                    config.prefetch = pf;
+                    config.capacity = sim::parse_capacity(cap);
+                    config.link = sim::link_from_spec("pcie4");
+                    config.check_invariants = true;
+                    const auto result = sim::simulate(*prepared, config);
+                    const std::string key = tc.name + " " + cap + " " + ev + "+" + pf;
+                    const nlohmann::json run = {{"digest", digest_of(result)},
+                                                {"early_evictions", result.forecast_evictions},
+                                                {"peak", result.simulated_peak},
+                                                {"makespan", result.simulated_makespan}};
+                    got[key] = run;
+                    if (golden.update) continue;
+                    INFO(key);
+                    REQUIRE(golden.runs.contains(key));
+                    CHECK(golden.runs.at(key) == run);
+                    ++checked;
+                }
+    }
+    golden.finish(got, checked,
+                  "Digests of forecast runs whose candidates are sampled (tests/sim/test_timeline_golden.cpp): "
+                  "retaken with MHC_UPDATE_GOLDEN=1; say when and why.");
+}

@@ -16,55 +16,62 @@ namespace mhc::sim {
 ForecastPrefetcher::ForecastPrefetcher(const Prepared& p, PrefetchTarget& e, int horizon_steps)
     : PeriodicPrefetcher(p, e, kPrefetchWindow), ctx(e.context()), horizon(std::max(horizon_steps, 1)) {
     const size_t na = P.t->allocations.size();
-    last_acc.assign(na, -1);
-    last_kernel.assign(na, -1);
-    next_pred.assign(na, -1);
+    track.assign(na, Track{});
     depth.assign(na, 0);
     depth_step.assign(na, -1);
     live.init(na);
+    ranked_in.assign(na, 0);
     ahead.resize(static_cast<size_t>(horizon));
     ahead_step.assign(static_cast<size_t>(horizon), -1);
 }
 
 void ForecastPrefetcher::on_alloc(int32_t a) {
     live.insert(a);
-    last_acc[a] = -1;
-    next_pred[a] = -1;
+    track[a].last_kernel = -1;
+    track[a].next_pred = -1;
     // A new allocation's first use: where its counterpart (same rank among a step's
     // allocations) of an earlier step was first used, from its step's first kernel.
     const int32_t st = P.alloc_step[a];
     if (st < 0) return;
     const size_t rank = static_cast<size_t>(P.alloc_ordinal[a]);
-    if (rank < first_pos.size() && first_pos[rank] >= 0) next_pred[a] = P.step_begin[st] + first_pos[rank];
+    if (rank < first_pos.size() && first_pos[rank] >= 0) track[a].next_pred = P.step_begin[st] + first_pos[rank];
+}
+
+// Kernel s's step, its position there and its step's first access: the same for all its accesses.
+void ForecastPrefetcher::enter_kernel(int32_t kernel) {
+    acc_kernel = kernel;
+    acc_step = P.step_of[kernel];
+    if (acc_step < 0) return;
+    acc_pos = kernel - P.step_begin[acc_step];
+    acc_base = P.acc_begin[P.step_begin[acc_step]];
 }
 
 // Learns, for the previous access of `a`, how many kernels later it was used again (by its
 // access offset within its step), and predicts this access's next use from what the same
 // offset did in an earlier step.
 void ForecastPrefetcher::on_access(int32_t s, int64_t j, int32_t a) {
-    const int32_t st = P.step_of[s];
-    const int64_t jp = last_acc[a];
-    if (jp >= 0) {
-        const int32_t sp = last_kernel[a];
-        const int32_t stp = P.step_of[sp];
-        if (stp >= 0 && sp < s) {
-            const size_t k = static_cast<size_t>(jp - P.acc_begin[P.step_begin[stp]]);
-            if (k >= off_pos.size()) { off_pos.resize(k + 1, -1); off_dist.resize(k + 1, -1); }
-            off_pos[k] = sp - P.step_begin[stp];
-            off_dist[k] = s - sp;
+    if (s != acc_kernel) enter_kernel(s);
+    Track& tr = track[a];
+    if (tr.last_kernel >= 0) {
+        if (tr.last_off >= 0 && tr.last_kernel < s) {   // its previous access, made in a step
+            const auto offset = static_cast<size_t>(tr.last_off);
+            if (offset >= off_use.size()) off_use.resize(offset + 1);
+            off_use[offset] = {tr.last_pos, s - tr.last_kernel};
         }
     } else if (P.alloc_step[a] >= 0) {   // its first use, from its step's first kernel
         const size_t rank = static_cast<size_t>(P.alloc_ordinal[a]);
         if (rank >= first_pos.size()) first_pos.resize(rank + 1, -1);
         first_pos[rank] = s - P.step_begin[P.alloc_step[a]];
     }
-    last_acc[a] = j;
-    last_kernel[a] = s;
-    next_pred[a] = -1;
-    if (st < 0) return;
-    const size_t k = static_cast<size_t>(j - P.acc_begin[P.step_begin[st]]);
-    if (k < off_pos.size() && off_pos[k] == s - P.step_begin[st] && off_dist[k] > 0)
-        next_pred[a] = static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + off_dist[k]));
+    tr.last_kernel = s;
+    tr.next_pred = -1;
+    tr.last_off = -1;
+    if (acc_step < 0) return;
+    const auto offset = static_cast<size_t>(j - acc_base);
+    tr.last_off = static_cast<int32_t>(offset);
+    tr.last_pos = acc_pos;
+    if (offset < off_use.size() && off_use[offset].pos == acc_pos && off_use[offset].dist > 0)
+        tr.next_pred = static_cast<int32_t>(std::min<int64_t>(kNever - 1, static_cast<int64_t>(s) + off_use[offset].dist));
 }
 
 void ForecastPrefetcher::after_launch(int32_t s, int64_t t) {
@@ -213,26 +220,30 @@ std::vector<int64_t> ForecastPrefetcher::predict(int32_t target) const {
 // v's next use as learnt: its access offset's distance in an earlier step; never, when it
 // lived through the whole previous step unused; -1 unknown.
 int32_t ForecastPrefetcher::predicted_next(int32_t v, int32_t s) const {
-    if (next_pred[v] >= 0) return next_pred[v];
+    const Track& tr = track[v];
+    if (tr.next_pred >= 0) return tr.next_pred;
     const int32_t st = P.step_of[s];
     if (st < 1) return -1;
     const int32_t prev = P.step_begin[st - 1];
-    const int32_t last = last_acc[v] < 0 ? -1 : last_kernel[v];
-    return last < prev && P.t->allocations.t_alloc[v] < P.kstart[prev] ? kNever : -1;
+    return tr.last_kernel < prev && P.t->allocations.t_alloc[v] < P.kstart[prev] ? kNever : -1;
 }
 
-// The forecast live bytes over the kernels that run while v would be away (s+1 .. its
-// predicted next use - 1): this step's predicted positions, then whole steps (with the trend)
-// up to H steps ahead; shifted by today's drift from the forecast (live now - predicted now).
 int64_t ForecastPrefetcher::early_demand(int32_t v, int32_t s) const {
-    const int32_t st = P.step_of[s];
+    return demand_until(predicted_next(v, s), s);
+}
+
+// The forecast live bytes over the kernels that run while an allocation next used at nu
+// would be away (s+1 .. nu-1): this step's predicted positions, then whole steps (with the
+// trend) up to H steps ahead; shifted by today's drift from the forecast (live now - predicted
+// now). It grows with nu.
+int64_t ForecastPrefetcher::demand_until(int32_t nu, int32_t kernel) const {
+    const int32_t st = P.step_of[kernel];
     if (st < 0 || st != cur_step || pred_cur.empty()) return INT64_MIN;
     const int64_t L = static_cast<int64_t>(pred_cur.size());
-    const int64_t pos = s - P.step_begin[st];
+    const int64_t pos = kernel - P.step_begin[st];
     if (pos >= L) return INT64_MIN;
-    const int32_t nu = predicted_next(v, s);
     if (nu < 0) return INT64_MIN;
-    const int64_t len = nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - s - 1;
+    const int64_t len = nu == kNever ? INT64_MAX : static_cast<int64_t>(nu) - kernel - 1;
     if (len <= 0) return INT64_MIN;
     const int64_t rest = L - 1 - pos;
     int64_t demand = INT64_MIN;
@@ -247,26 +258,41 @@ int64_t ForecastPrefetcher::early_demand(int32_t v, int32_t s) const {
     return demand + eng.live_bytes() - pred_cur[static_cast<size_t>(pos)];
 }
 
+// What score() reads that is the same for every candidate of kernel s.
+struct ForecastPrefetcher::ScoreBasis {
+    int32_t s;
+    int64_t q0;             // kernel s's position in the previous step
+    int64_t span;           // recorded time from the first kernel to kernel s
+    double backlog, load;   // the eviction queue's backlog; compute_load(s)
+    int32_t ref_cur, ref_prev;   // the depth a candidate's is measured against: written in this step, before
+};
+
+ForecastPrefetcher::ScoreBasis ForecastPrefetcher::score_basis(int32_t kernel) const {
+    const int32_t st = P.step_of[kernel];
+    return {kernel, P.step_begin[st - 1] + (kernel - P.step_begin[st]), P.kstart[kernel] - P.kstart[0],
+            static_cast<double>(std::max<int64_t>(0, ctx.d2h_busy_until - ctx.now)), compute_load(kernel),
+            std::max(depth_max_cur, depth_max_prev), depth_max_prev};
+}
+
 // Rank for early eviction (larger first): time to next use over reload cost, down-weighted
 // 10x when the round trip and the eviction queue's backlog do not fit in the compute time
 // before the next use (time to next use x compute load), and weighted by depth in the step's
 // graph (shallow first: produced early, needed last by the backward pass).
-double ForecastPrefetcher::score(int32_t v, int32_t s, int32_t nu, double load) const {
-    double ttnu = 1e18;
-    if (nu != kNever) {
-        const int32_t st = P.step_of[s];
-        const int64_t d = static_cast<int64_t>(nu) - s;
-        const int64_t pos = s - P.step_begin[st];
-        const int64_t q0 = P.step_begin[st - 1] + pos, q1 = q0 + d;
-        if (q1 < s) ttnu = static_cast<double>(P.kstart[q1] - P.kstart[q0]);   // as the previous step ran
-        else ttnu = static_cast<double>(d) * static_cast<double>(P.kstart[s] - P.kstart[0]) / std::max(s, 1);
-        ttnu = std::max(ttnu, 1.0);
-    }
-    const double reload = std::max(ctx.swap_in_ns(v), 1.0);
-    const double backlog = static_cast<double>(std::max<int64_t>(0, ctx.d2h_busy_until - ctx.now));
-    const bool hides = backlog + ctx.swap_out_ns(v) + reload <= ttnu * load;
-    const int32_t ref = depth_step[v] == cur_step ? std::max(depth_max_cur, depth_max_prev) : depth_max_prev;
-    const double frac = depth_step[v] < 0 ? 0.0 : std::min(1.0, depth[v] / static_cast<double>(std::max(ref, 1)));
+double ForecastPrefetcher::score(const ScoreBasis& basis, int32_t alloc, int32_t nu) const {
+    // Every alternative is computed and one selected (the candidates come at random: a branch
+    // on each would mispredict). Time to next use: never, as the previous step ran up to it
+    // (kernel s's position + d there has started), or d kernels at the mean rate so far.
+    const int64_t ahead = static_cast<int64_t>(nu) - basis.s;
+    const int64_t q1 = basis.q0 + ahead;
+    const bool ran = q1 < basis.s;
+    const double as_ran = static_cast<double>(P.kstart[ran ? q1 : basis.q0] - P.kstart[basis.q0]);
+    const double at_rate = static_cast<double>(ahead) * static_cast<double>(basis.span) / std::max(basis.s, 1);
+    const double ttnu = nu == kNever ? 1e18 : std::max(ran ? as_ran : at_rate, 1.0);
+    const double reload = std::max(ctx.swap_in_ns(alloc), 1.0);
+    const bool hides = basis.backlog + ctx.swap_out_ns(alloc) + reload <= ttnu * basis.load;
+    const int32_t ref = depth_step[alloc] == cur_step ? basis.ref_cur : basis.ref_prev;
+    const double ratio = std::min(1.0, depth[alloc] / static_cast<double>(std::max(ref, 1)));
+    const double frac = depth_step[alloc] < 0 ? 0.0 : ratio;
     return ttnu / reload * (hides ? 1.0 : 0.1) * (1.25 - 0.5 * frac);
 }
 
@@ -284,6 +310,65 @@ double ForecastPrefetcher::compute_load(int32_t s) const {
     return std::min(1.0, static_cast<double>(busy) / static_cast<double>(span));
 }
 
+// Samples the live allocations (all of them when they are few, else kSample drawn at random,
+// each one drawn more than once taken once: it would be kept, skipped or erased alike) and keeps in `kept`, with their predicted next use, the resident, dirty,
+// unprotected ones whose next use is learnt and after kernel s+1; drawn allocations found freed
+// leave the live set. Returns the latest of those next uses (-1: none kept).
+int32_t ForecastPrefetcher::draw_candidates(int32_t kernel) {
+    constexpr size_t kSample = SampledSet::kSample;
+    const size_t size = live.items.size();
+    if (size <= kSample) {
+        cand = live.items;
+    } else {
+        const Remainder index(size);
+        const uint64_t* random = draws.take(kSample);
+        if (drawn_in.size() < size) drawn_in.resize(size, 0);
+        if (++draw_count == 0) {   // wrapped: no mark left is from an earlier draw
+            std::fill(drawn_in.begin(), drawn_in.end(), 0);
+            draw_count = 1;
+        }
+        cand.resize(kSample);
+        size_t n_drawn = 0;
+        for (size_t i = 0; i < kSample; ++i) {   // without branches: the draws are random
+            const size_t at = index.of(random[i]);
+            cand[n_drawn] = live.items[at];
+            n_drawn += drawn_in[at] != draw_count;
+            drawn_in[at] = draw_count;
+        }
+        cand.resize(n_drawn);
+    }
+    // predicted_next() for every candidate, its step's part read once
+    const int32_t st = P.step_of[kernel];
+    const int32_t prev = st < 1 ? 0 : P.step_begin[st - 1];
+    const int64_t prev_start = st < 1 ? INT64_MIN : P.kstart[prev];
+    const int64_t* t_alloc = P.t->allocations.t_alloc.data();
+    const Residency* residency = eng.residencies();
+    const PrefetchTarget::Protection protection = eng.protection();
+    const uint8_t* host_valid = ctx.host_valid.data();
+    const Track* tracks = track.data();
+    kept.resize(cand.size());
+    auto* out = kept.data();
+    size_t n_kept = 0;
+    int32_t far_nu = -1;
+    for (const int32_t candidate : cand) {
+        const Residency where = residency[candidate];
+        if (where == Residency::Freed) { live.erase(candidate); continue; }
+        // Without branches (masks, not conditions: the candidates come at random, so each test
+        // would mispredict). nu: its learnt next use, else never (kNever) or unknown (-1).
+        const Track& tr = tracks[candidate];
+        const int32_t never = -static_cast<int32_t>((tr.last_kernel < prev) & (t_alloc[candidate] < prev_start));
+        const int32_t unlearnt = tr.next_pred >> 31;   // all ones when next_pred is -1
+        const int32_t nu = (tr.next_pred & ~unlearnt) | (((kNever & never) | ~never) & unlearnt);
+        const bool keep = (where == Residency::Gpu) & (protection.stamps[candidate] < protection.floor) &
+                          (host_valid[candidate] == 0) & (nu >= 0) & ((nu == kNever) | (nu > kernel + 1));
+        out[n_kept] = {candidate, nu};
+        n_kept += static_cast<size_t>(keep);
+        far_nu = std::max(far_nu, nu | -static_cast<int32_t>(!keep));   // -1 when not kept
+    }
+    kept.resize(n_kept);
+    return far_nu;
+}
+
 // Rule 10 with the forecaster's own victims: sample the live allocations, keep the resident,
 // dirty, unprotected ones with a learnt next use, rank them, and evict in rank order while the
 // forecast demand over each one's absence does not fit and the link is free.
@@ -296,53 +381,36 @@ void ForecastPrefetcher::swap_out_early(int32_t s, int64_t t) {
     const int64_t bound = pred_peak + std::max<int64_t>(0, std::llround(trend)) * horizon + eng.live_bytes() -
                           pred_cur[static_cast<size_t>(pos)];
     if (bound - eng.off_bytes() <= eng.capacity()) return;
-    constexpr size_t kSample = SampledSet::kSample;
-    constexpr int kSkips = 4;
-    if (live.items.size() <= kSample) {
-        cand = live.items;
-    } else {
-        const size_t size = live.items.size();
-        cand.resize(kSample);
-        for (int32_t& drawn : cand) drawn = live.items[live.next() % size];
-    }
-    kept.resize(cand.size());
-    size_t n_kept = 0;
-    int32_t farthest = -1, far_nu = -1;   // the candidate with the latest predicted next use
-    for (const int32_t candidate : cand) {
-        const Residency where = eng.residency(candidate);
-        if (where == Residency::Freed) { live.erase(candidate); continue; }
-        // without branches: the candidates come at random, so each test would mispredict
-        const int32_t nu = predicted_next(candidate, s);
-        const bool keep = (where == Residency::Gpu) & !eng.is_protected(candidate) & (ctx.host_valid[candidate] == 0) &
-                          (nu >= 0) & ((nu == kNever) | (nu > s + 1));
-        kept[n_kept] = {candidate, nu};
-        n_kept += keep;
-        const bool farther = keep & (nu > far_nu);
-        far_nu = farther ? nu : far_nu;
-        farthest = farther ? candidate : farthest;
-    }
-    kept.resize(n_kept);
+    const int32_t far_nu = draw_candidates(s);
     // A candidate's demand grows with its time away (its predicted next use), and until one is
     // evicted the bytes off the GPU stay as they are: when the farthest one's demand fits, every
     // candidate would be skipped, so none is ranked.
-    if (farthest < 0) return;
-    const int64_t far_demand = early_demand(farthest, s);
+    if (far_nu < 0) return;
+    const int64_t far_demand = demand_until(far_nu, s);
     if (far_demand == INT64_MIN || far_demand - eng.off_bytes() <= eng.capacity()) return;
-    const double load = compute_load(s);
+    const ScoreBasis basis = score_basis(s);
     ranked.clear();
-    for (const auto& [candidate, nu] : kept) ranked.emplace_back(score(candidate, s, nu, load), candidate);
+    if (++ranking == 0) {   // wrapped: no mark left is from an earlier ranking
+        std::fill(ranked_in.begin(), ranked_in.end(), 0);
+        ranking = 1;
+    }
+    for (const auto& [candidate, nu] : kept)
+        if (ranked_in[candidate] != ranking) {   // a candidate drawn twice is ranked once
+            ranked_in[candidate] = ranking;
+            ranked.emplace_back(score(basis, candidate, nu), candidate);
+        }
     // In rank order (larger score first, ties by index), taken lazily from a heap: the loop
-    // mostly stops after a few; a candidate drawn twice comes twice in a row and counts once.
+    // mostly stops after a few.
     const auto after = [](const auto& lhs, const auto& rhs) {
         return lhs.first != rhs.first ? lhs.first < rhs.first : lhs.second > rhs.second;
     };
     std::make_heap(ranked.begin(), ranked.end(), after);
     const int64_t cap = eng.capacity();
+    constexpr int kSkips = 4;
     int skipped = 0;
     for (auto end = ranked.end(); end != ranked.begin(); --end) {
         std::pop_heap(ranked.begin(), end, after);
         const int32_t victim = (end - 1)->second;
-        if (end != ranked.end() && *(end - 1) == *end) continue;   // the same candidate again
         const int64_t demand = early_demand(victim, s);
         if (demand == INT64_MIN || demand - eng.off_bytes() <= cap) {
             if (++skipped > kSkips) break;

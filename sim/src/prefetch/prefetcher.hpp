@@ -43,6 +43,12 @@ public:
         if (a >= 0 && state[a] == Residency::Host) start_prefetch(a, t);
     }
     bool is_protected(int32_t alloc) const { return protect_stamp[alloc] >= floor; }
+    // is_protected() for loops over many: a is protected when stamps[a] >= floor.
+    struct Protection {
+        const int32_t* stamps;
+        int32_t floor;
+    };
+    Protection protection() const { return {protect_stamp.data(), floor}; }
     // Early swap-out after kernel s launched at t: evicts the eviction policy's victims while
     // the link is free, as long as `by` foresees a demand that does not fit (rule 10).
     // Returns how many allocations it evicted.

@@ -76,8 +76,13 @@ private:
     void fit_levels(int32_t first, int32_t st, size_t len);
     std::vector<int64_t> predict(int32_t target_step) const;   // live bytes per position
     int32_t predicted_next(int32_t v, int32_t s) const;        // kNever, -1 unknown
+    int64_t demand_until(int32_t nu, int32_t kernel) const;    // early_demand() of a next use
+    void enter_kernel(int32_t kernel);       // on_access() sees this kernel's accesses from now on
+    int32_t draw_candidates(int32_t kernel); // into kept; the farthest one's next use, -1 none
     double compute_load(int32_t s) const;
-    double score(int32_t v, int32_t s, int32_t nu, double load) const;
+    struct ScoreBasis;                       // what score() reads that is the same for every candidate
+    ScoreBasis score_basis(int32_t kernel) const;
+    double score(const ScoreBasis& basis, int32_t alloc, int32_t nu) const;
 
     const Ctx& ctx;                            // the engine's view of each allocation
     int horizon;                               // steps ahead (forecast_horizon_error)
@@ -93,17 +98,34 @@ private:
     int64_t pred_peak = INT64_MIN;
     std::vector<std::vector<int64_t>> ahead;   // [target step % horizon]: made horizon steps before
     std::vector<int32_t> ahead_step;           // target step of each slot, -1
-    // next uses learnt from earlier steps, by access offset within a step
-    std::vector<int32_t> off_pos, off_dist;    // kernel position of the offset, distance (-1)
+    // next uses learnt from earlier steps, by access offset within a step: the kernel position
+    // of the offset and the distance to the next use (-1, -1: none learnt)
+    struct OffsetUse {
+        int32_t pos = -1, dist = -1;
+    };
+    std::vector<OffsetUse> off_use;
     std::vector<int32_t> first_pos;            // by allocation rank: kernels from its step's start to its first use
-    std::vector<int64_t> last_acc;             // per allocation: its last access (global index)
-    std::vector<int32_t> last_kernel;          // ... and the kernel (seq) that made it
-    std::vector<int32_t> next_pred;            // per allocation: predicted next use, -1 unknown
+    // per allocation, in one place: what the learning updates and the candidate scan reads
+    struct Track {
+        int32_t next_pred = -1;     // predicted next use, -1 unknown
+        int32_t last_kernel = -1;   // kernel (seq) of its last access, -1 none
+        int32_t last_off = -1;      // that access's offset among its step's accesses, -1 outside a step
+        int32_t last_pos = 0;       // that kernel's position in its step
+    };
+    std::vector<Track> track;
+    // the kernel whose accesses on_access() sees: its step, position and its step's first access
+    int32_t acc_kernel = -1, acc_step = -1, acc_pos = 0;
+    int64_t acc_base = 0;
     std::vector<int32_t> depth;                // per allocation: depth of its writer in its step
     std::vector<int32_t> depth_step;           // step of that depth
     int32_t depth_max_prev = 0, depth_max_cur = 0;
     double load_busy = 0;                      // kernel time over the last kLoadWindow kernels
     SampledSet live;                           // allocations allocated and not known freed
+    XorshiftBlocks draws{SampledSet::kSeed};   // the random numbers of the candidate draws
+    std::vector<uint32_t> drawn_in;            // per position in live.items: the last draw that took it
+    uint32_t draw_count = 0;                   // draws so far
+    std::vector<uint32_t> ranked_in;           // per allocation: the last ranking it was in
+    uint32_t ranking = 0;                      // rankings so far
     std::vector<int32_t> cand;
     std::vector<std::pair<int32_t, int32_t>> kept;   // candidates and their predicted next use
     std::vector<std::pair<double, int32_t>> ranked;
