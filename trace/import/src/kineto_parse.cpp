@@ -697,6 +697,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.events += second.events;
     first.flows += second.flows;
     first.host_memory_events += second.host_memory_events;
+    for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;
     first.t_min = std::min(first.t_min, second.t_min);
     if (second.device_count > 0) {
         first.device_count = second.device_count;
