@@ -85,12 +85,14 @@ std::pair<int32_t, int64_t> device_and_stream(const Cells& cell) {
 }
 
 // CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h): 0 unknown, 1 HtoD, 2 DtoH, 3 HtoA, 4 AtoH,
-// 5 AtoA, 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP; other codes are refused as the row is read.
-constexpr int64_t kMaxCuptiMemcpyKind = 10;
+// 5 AtoA, 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP; nsys adds its unified-memory migrations
+// (ENUM_CUDA_MEMCPY_OPER in its exports): 11 UVM HtoD, 12 UVM DtoH, 13 UVM DtoD. Other codes
+// are refused as the row is read.
+constexpr int64_t kMaxCuptiMemcpyKind = 13;
 CopyKind copy_kind(int64_t k) {
     switch (k) {
-        case 1: case 3: return CopyKind::H2D;   // HtoD, HtoA (a CUDA array is device memory)
-        case 2: case 4: return CopyKind::D2H;   // DtoH, AtoH
+        case 1: case 3: case 11: return CopyKind::H2D;   // HtoD, HtoA (a CUDA array is device memory), UVM HtoD
+        case 2: case 4: case 12: return CopyKind::D2H;   // DtoH, AtoH, UVM DtoH
         case 10: return CopyKind::P2P;
         case 9: return CopyKind::H2H;
         default: return CopyKind::D2D;          // DtoD, AtoA, AtoD, DtoA, and unknown (0)
@@ -137,19 +139,21 @@ private:
         // What nsys writes are tables; a view of the same name computes rows nsys never recorded.
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                               "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
-                              "EXPORT_META_DATA"})
+                              "EXPORT_META_DATA", "META_DATA_EXPORT"})
             if (views.count(t)) throw Error(where(in_, std::string(t) + " is a view, not a table: not an nsys export"));
         std::string missing;
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                               "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"})
             if (!has(t)) missing += (missing.empty() ? "" : ",") + std::string(t);
         std::string version = "unknown";
-        if (has("EXPORT_META_DATA")) {
-            sql::Stmt s(db_.db, in_, "SELECT name, value FROM EXPORT_META_DATA");
-            while (s.step()) {
-                std::string k = s.text(0);
-                if (k == "EXPORT_PRODUCT_VERSION") r_.meta["nsys.version"] = s.text(1);
-                if (k == "EXPORT_SCHEMA_VERSION") version = s.text(1);
+        // nsys 2022 names the table EXPORT_META_DATA, nsys 2024.5 META_DATA_EXPORT (the same rows).
+        for (const char* table : {"EXPORT_META_DATA", "META_DATA_EXPORT"}) {
+            if (!has(table)) continue;
+            sql::Stmt rows(db_.db, in_, ("SELECT name, value FROM " + std::string(table)).c_str());
+            while (rows.step()) {
+                std::string key = rows.text(0);
+                if (key == "EXPORT_PRODUCT_VERSION") r_.meta["nsys.version"] = rows.text(1);
+                if (key == "EXPORT_SCHEMA_VERSION") version = rows.text(1);
             }
         }
         r_.meta["nsys.schema_version"] = version;
