@@ -21,7 +21,9 @@ trace (chakra/*.json.gz):
   - `mhc info`'s counts of kernels and copies (memcpy and memset) and its kernel time (the sum
     of the kernels' durations) must equal the file's; Kineto: also its count of events and its
     steps (distinct ProfilerStep#N on the CPU), and every kernel's start relative to the first
-    equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits); nsys: also its duration (the first start to the
+    equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
+    per step (check_kernel_steps), every event on a device's lane accounted for (check_device_lanes),
+    and meta rank/world_size equal to distributedInfo; nsys: also its duration (the first start to the
     last end of the kernels, copies, memsets and memory events), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
     at that end; how many did: meta nsys.kernel_starts_clamped).
@@ -109,6 +111,76 @@ def kineto_timeline(path):
              str(e.get("name", "")).startswith("ProfilerStep#")}
     return {"events": len(events), "kernels": len(kernels), "copies": len(copies), "steps": len(steps),
             "kernel_time_ns": sum(max(0, int(decimal_of(e.get("dur", 0)) * 1000)) for e in kernels)}
+
+
+def cpu_lanes(events):
+    """The pids Kineto labels CPU (process_labels); every other labelled pid is a device's lane."""
+    labels = {e.get("pid"): e["args"].get("labels") for e in events if isinstance(e, dict) and e.get("ph") == "M"
+              and e.get("name") == "process_labels" and isinstance(e.get("args"), dict)}
+    return {p for p, label in labels.items() if label == "CPU"}, {p for p, label in labels.items() if label != "CPU"}
+
+
+def check_kernel_steps(name, path, db):
+    """Kernels per step: a kernel belongs to the ProfilerStep#N (a CPU range) its launch fell in, the
+    launch being the CPU-side event with the kernel's correlation id (any category), else the kernel's
+    own time. Compared with the imported kernels' steps."""
+    events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    cpu, devices = cpu_lanes(kineto_events(path))
+    kernel_cats = ("kernel", "Kernel")
+    steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
+                   for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit()
+                   and e.get("cat") != "gpu_user_annotation" and e.get("pid") not in devices)
+    launch = {}
+    for e in events:
+        corr = e.get("args", {}).get("correlation") if isinstance(e.get("args"), dict) else None
+        if corr is not None and e.get("cat") not in kernel_cats and e.get("pid") not in devices:
+            launch[corr] = decimal_of(e["ts"])
+    want = {}
+    for e in events:
+        if e.get("cat") not in kernel_cats:
+            continue
+        t = launch.get(e.get("args", {}).get("correlation"), decimal_of(e["ts"]))
+        step = next((n for a, b, n in steps if a <= t <= b), -1)
+        want[step] = want.get(step, 0) + 1
+    got = dict(sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
+    if want:
+        print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
+    if got != want:
+        fail(name, f"kernels per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+
+
+def check_device_lanes(name, path, meta):
+    """Every 'X' event on a device's lane (a pid not labelled CPU) is imported (a kernel, memcpy or
+    memset, counted by check_timeline; a GPU annotation, a marker), a cuda_sync wait (documented as
+    holding no device work), a Python stack frame (host code: the TraceLens H100 traces write 5 of a
+    tqdm monitor thread under pid 0, GPU 0's lane), or counted by category in meta
+    kineto.unread_events and warned: device events of a category mhc does not read are never left
+    out in silence."""
+    _, devices = cpu_lanes(kineto_events(path))
+    read = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "gpu_user_annotation", "cuda_sync",
+            "python_function")
+    other = {}
+    for e in kineto_events(path):
+        if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and e.get("pid") in devices and e.get("cat") not in read:
+            other[e.get("cat")] = other.get(e.get("cat"), 0) + 1
+    said = {}
+    for part in filter(None, meta.get("kineto.unread_events", "").split(", ")):
+        count, cat = part.split(" ", 1)
+        said[cat] = int(count)
+    for cat, count in sorted(other.items()):
+        print(f"  device lanes: {count} '{cat}' events, {said.get(cat, 0)} counted as unread by the import (at least)")
+        if said.get(cat, 0) < count:
+            fail(name, f"{count} '{cat}' events on device lanes, meta kineto.unread_events says {said.get(cat, 0)}")
+
+
+def check_job_identity(name, path, meta):
+    """meta rank and world_size are the file's distributedInfo (absent where it has none)."""
+    with gzip.open(path) as f:
+        info = json.load(f).get("distributedInfo") or {}
+    for key in ("rank", "world_size"):
+        want = str(info[key]) if key in info else None
+        if meta.get(key) != want:
+            fail(name, f"meta {key} {meta.get(key)}, distributedInfo.{key} {want}")
 
 
 def check_kernel_starts(name, path, db):
@@ -282,6 +354,9 @@ def check(exe, path, source_of, work):
     if source_of == kineto_source:
         check_timeline(name, kineto_timeline(path), info)
         check_kernel_starts(name, path, db)
+        check_kernel_steps(name, path, db)
+        check_device_lanes(name, path, meta)
+        check_job_identity(name, path, meta)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
     if source:
