@@ -67,7 +67,8 @@ def kineto_events(path):
     """The trace's events, read once per file; numbers with a fraction stay the text the file
     has (json would round epoch `ts`, 19 significant digits, to doubles): decimal() reads them."""
     with gzip.open(path) as f:
-        return json.load(f, parse_float=str)["traceEvents"]
+        doc = json.load(f, parse_float=str)
+    return doc if isinstance(doc, list) else doc["traceEvents"]   # a list: the JSON Array Format (PyTorch 1.8)
 
 
 def decimal_of(v):
@@ -123,7 +124,8 @@ def cpu_lanes(events):
 def check_kernel_steps(name, path, db):
     """Kernels per step: a kernel belongs to the ProfilerStep#N (a CPU range) its launch fell in, the
     launch being the CPU-side event with the kernel's correlation id (any category), else the kernel's
-    own time. Compared with the imported kernels' steps."""
+    own time. Compared with the imported kernels' steps; and how many kernels have such a launch
+    with meta kineto.kernels_linked_to_launch."""
     events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
     cpu, devices = cpu_lanes(kineto_events(path))
     kernel_cats = ("kernel", "Kernel")
@@ -135,14 +137,19 @@ def check_kernel_steps(name, path, db):
         corr = e.get("args", {}).get("correlation") if isinstance(e.get("args"), dict) else None
         if corr is not None and e.get("cat") not in kernel_cats and e.get("pid") not in devices:
             launch[corr] = decimal_of(e["ts"])
-    want = {}
+    want, linked = {}, 0
     for e in events:
         if e.get("cat") not in kernel_cats:
             continue
+        linked += e.get("args", {}).get("correlation") in launch
         t = launch.get(e.get("args", {}).get("correlation"), decimal_of(e["ts"]))
         step = next((n for a, b, n in steps if a <= t <= b), -1)
         want[step] = want.get(step, 0) + 1
-    got = dict(sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
+    said = int(dict(conn.execute("SELECT key, value FROM meta")).get("kineto.kernels_linked_to_launch", 0))
+    if said != linked:
+        fail(name, f"{said} kernels linked to their launch, {linked} have a CPU event of their correlation id")
     if want:
         print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
     if got != want:
@@ -176,7 +183,8 @@ def check_device_lanes(name, path, meta):
 def check_job_identity(name, path, meta):
     """meta rank and world_size are the file's distributedInfo (absent where it has none)."""
     with gzip.open(path) as f:
-        info = json.load(f).get("distributedInfo") or {}
+        doc = json.load(f)
+    info = doc.get("distributedInfo") or {} if isinstance(doc, dict) else {}
     for key in ("rank", "world_size"):
         want = str(info[key]) if key in info else None
         if meta.get(key) != want:

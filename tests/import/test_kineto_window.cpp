@@ -252,6 +252,30 @@ TEST_CASE("kineto parse: two threads, each from one half of a plain file, give t
     }
 }
 
+TEST_CASE("kineto parse: a document that is one array (JSON Array Format, PyTorch 1.8) is its traceEvents",
+          "[import][kineto]") {
+    // PyTorch 1.8's profiler wrote [{"ph": ...}, ...] with no top-level object; it was refused
+    // ("no top-level 'traceEvents' array"). The same events as an object's traceEvents give the same data.
+    test::TempDir dir;
+    const std::string events = mixed_events(6000, "x");
+    test::write_file(dir.file("object.json"), trace_doc("", events, ""));
+    test::write_file(dir.file("array.json"), "\n[\n" + events + "\n]\n");
+    gzip_to(dir.file("array.json.gz"), "[" + events + "]");
+    const KinetoData object = parse_kineto(dir.file("object.json"), UINT64_MAX, ParseThreads::One);
+    for (const char* name : {"array.json", "array.json.gz"}) {
+        for (ParseThreads threads : {ParseThreads::One, ParseThreads::Two}) {
+            INFO(name);
+            const KinetoData array = parse_kineto(dir.file(name), UINT64_MAX, threads);
+            CHECK(array.events == 5 * 6000);
+            check_same(object, array);
+        }
+    }
+    CHECK(mhc::trace::import::detect_format(dir.file("array.json.gz")) == mhc::trace::import::Format::Kineto);
+    // An array that holds no events is not taken for a trace.
+    test::write_file(dir.file("numbers.json"), "[1, 2, 3]");
+    CHECK_THROWS_WITH(mhc::trace::import::detect_format(dir.file("numbers.json")), Catch::Contains("unknown format"));
+}
+
 TEST_CASE("kineto parse: an error in the second half is reported as by one thread, with no output",
           "[import][kineto]") {
     test::TempDir dir;

@@ -296,6 +296,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         return true;
     }
     bool StartArray() {
+        // A document that is one array is the Chrome trace's JSON Array Format (PyTorch 1.8's
+        // profiler wrote it): that array is traceEvents.
+        if (stack.empty()) {
+            array_root = true;
+            stack.push_back(In::Root);
+            key = F::TopKey;
+            top_key = "traceEvents";
+        }
         bool dims = at(In::Args) && (key == F::Grid || key == F::Block);
         if (!dims) not_number("an array");
         bool top = at(In::Root) && key == F::TopKey;
@@ -311,9 +319,11 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     bool EndArray(rapidjson::SizeType) {
         leave();
+        if (array_root && at(In::Root)) stack.clear();
         return true;
     }
     std::string top_key;
+    bool array_root = false;   // the document is the traceEvents array itself
     bool Key(const char* s, rapidjson::SizeType n, bool) {
         if (at(In::Root)) {
             boundary();
