@@ -26,7 +26,8 @@ trace (chakra/*.json.gz):
     and meta rank/world_size equal to distributedInfo; nsys: also its duration (the first start to the
     last end of the kernels, copies, memsets and memory events), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
-    at that end; how many did: meta nsys.kernel_starts_clamped).
+    at that end; how many did: meta nsys.kernel_starts_clamped), and its markers are the NVTX rows
+    that are marks or ranges (not domain, category or thread names).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
 import decimal
@@ -206,6 +207,35 @@ def check_kernel_starts(name, path, db):
         print(f"  {len(want)} kernel starts equal the file's to the nanosecond, over {want[-1] - want[0]} ns")
 
 
+# ENUM_NSYS_EVENT_TYPE's NVTX names (nsys 2024.5 exports list them; older ones use the same numbers).
+NVTX_EVENT_TYPES = {32: "NvtxEvents", 33: "NvtxCategory", 34: "NvtxMark", 35: "NvtxPushRange", 36: "NvtxPopRange",
+                    37: "NvtxStartRange", 38: "NvtxEndRange", 39: "NvtxThread", 59: "NvtxPushPopRange",
+                    60: "NvtxStartEndRange", 64: "NvtxtCategory", 65: "NvtxtMark", 66: "NvtxtPushRange",
+                    67: "NvtxtPopRange", 68: "NvtxtStartRange", 69: "NvtxtEndRange", 70: "NvtxtPushPopRange",
+                    71: "NvtxtStartEndRange", 72: "NvtxtMetaThread", 73: "NvtxtMetaProcess",
+                    74: "NvtxtMetaFileDisplay", 75: "NvtxDomainCreate", 76: "NvtxDomainDestroy",
+                    97: "NvtxNameCudaDevice", 98: "NvtxNameCudaContext", 99: "NvtxNameCudaStream"}
+
+
+def nvtx_markers(db, tables):
+    """NVTX rows that are marks or ranges (a range's Pop/End half is not one; domains, categories
+    and names are not): by the file's ENUM_NSYS_EVENT_TYPE where it has one."""
+    if "NVTX_EVENTS" not in tables:
+        return 0
+    if "eventType" not in {r[1] for r in db.execute("PRAGMA table_info(NVTX_EVENTS)")}:
+        return db.execute("SELECT COUNT(*) FROM NVTX_EVENTS").fetchone()[0]
+    names = dict(NVTX_EVENT_TYPES)
+    if "ENUM_NSYS_EVENT_TYPE" in tables:
+        names.update(db.execute("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"))
+    count = 0
+    for kind, n in db.execute("SELECT eventType, COUNT(*) FROM NVTX_EVENTS GROUP BY eventType"):
+        name = names.get(kind, "")
+        if name.endswith("Mark") or (name.endswith("Range") and not name.endswith(("PopRange", "EndRange"))) \
+                or name.endswith(("PushPopRange", "StartEndRange")):
+            count += n
+    return count
+
+
 def nsys_timeline(path):
     """What `mhc info` reports of an nsys export's timeline, counted with SQL."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -229,13 +259,15 @@ def nsys_timeline(path):
                                                        "CUPTI_ACTIVITY_KIND_MEMSET")]
     spans += [rows("CUDA_GPU_MEMORY_USAGE_EVENTS", "MIN(start), MAX(start)")]
     spans = [s for s in spans if s and s[0] is not None]
-    return {"kernels": kernels[0], "copies": copies, "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
+    return {"kernels": kernels[0], "copies": copies, "markers": nvtx_markers(db, tables),
+            "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
             "duration_ns": max(s[1] for s in spans) - min(s[0] for s in spans)}
 
 
 def check_timeline(name, want, info):
     got = {"events": int(info["meta"].get("import.events", -1)), "kernels": info["counts"]["kernels"],
-           "copies": info["counts"]["copies"], "steps": info["steps"], "kernel_time_ns": info["kernel_time_ns"],
+           "copies": info["counts"]["copies"], "markers": info["counts"]["markers"], "steps": info["steps"],
+           "kernel_time_ns": info["kernel_time_ns"],
            "duration_ns": info["duration_ns"],
            "kernel_starts_clamped": int(info["meta"].get("nsys.kernel_starts_clamped", 0))}
     print("  timeline: " + ", ".join(f"{k} {got[k]} imported, {v} in the file" for k, v in want.items()))

@@ -133,3 +133,20 @@ TEST_CASE("nsys: a 2024.5 export (META_DATA_EXPORT, four A100s, one MPI rank's k
     for (size_t i = 0; i < trace.kernels.size(); ++i) kernel_ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
     CHECK(kernel_ns == 294404540);
 }
+
+TEST_CASE("nsys: NVTX rows that are no range or mark (a domain's creation, thread names) are not markers",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // extra-p's export: 76 push/pop ranges (eventType 59) and the creation of the domain
+    // de.tu-darmstadt.parallel.extra_prof (75), which was a zero-length range at t = 0.
+    TraceData trace = import_public(dir, "nsys/extrap-concurrent-16-streams.sqlite", result);
+    CHECK(trace.markers.size() == 76);
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        CHECK(trace.str(trace.markers.name[i]) != "de.tu-darmstadt.parallel.extra_prof");
+    CHECK(trace.meta.at("nsys.nvtx_rows_not_ranges") == "1 (domain, category and thread names: not markers)");
+    // Time 0 is the earliest range ('main'), no longer the domain's creation 8,209 ns before it.
+    auto first = std::min_element(trace.markers.t_start.begin(), trace.markers.t_start.end());
+    CHECK(*first == 0);
+    CHECK(trace.str(trace.markers.name[static_cast<size_t>(first - trace.markers.t_start.begin())]) == "main");
+}

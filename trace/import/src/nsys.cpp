@@ -187,9 +187,11 @@ private:
                               "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS"}) {
             if (!has(t)) continue;
             columns(t, {"start"});
-            // Integers only: each row's own check names any other value.
-            sql::Stmt s(db_.db, in_, (std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'").c_str());
-            if (s.step() && !s.is_null(0)) base_ = std::min(base_, std::max(s.i64(0), -kMaxTime));
+            // Integers only: each row's own check names any other value. NVTX rows: markers only.
+            std::string query = std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'";
+            if (std::string(t) == "NVTX_EVENTS") query += nvtx_ranges_and_marks();
+            sql::Stmt earliest(db_.db, in_, query.c_str());
+            if (earliest.step() && !earliest.is_null(0)) base_ = std::min(base_, std::max(earliest.i64(0), -kMaxTime));
         }
         if (base_ == INT64_MAX) base_ = 0;
     }
@@ -337,11 +339,27 @@ private:
         }
     }
 
+    // NVTX_EVENTS also holds rows that are no range or mark (ENUM_NSYS_EVENT_TYPE): domain
+    // creation (75, 76), category and thread names (33, 39, 64, 72-74), CUDA object names (97-99).
+    // Only marks and ranges are markers: 34 Mark, 35/37 Push/Start, 59 PushPop, 60 StartEnd, and
+    // the NVTXT ones (65, 66, 68, 70, 71). Exports without eventType are read whole.
+    std::string nvtx_ranges_and_marks() {
+        if (!db_.columns("NVTX_EVENTS").count("eventType")) return "";
+        return " AND (eventType IS NULL OR eventType IN (34, 35, 37, 59, 60, 65, 66, 68, 70, 71))";
+    }
+
     void read_markers() {
         if (!has("NVTX_EVENTS")) return;
         auto c = db_.columns("NVTX_EVENTS");
+        const std::string only = nvtx_ranges_and_marks();
+        if (!only.empty()) {
+            sql::Stmt skipped(db_.db, in_, ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE NOT (1" + only + ")").c_str());
+            if (skipped.step() && skipped.i64(0) > 0)
+                r_.meta["nsys.nvtx_rows_not_ranges"] = std::to_string(skipped.i64(0)) +
+                                                       " (domain, category and thread names: not markers)";
+        }
         std::string q = "SELECT start, " + col(c, "end", "NULL") + ", " + col(c, "text", "NULL") + ", " +
-                        col(c, "textId", "NULL") + ", rowid FROM NVTX_EVENTS ORDER BY start, rowid";
+                        col(c, "textId", "NULL") + ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
         Cells cell{s, in_, "NVTX_EVENTS", 4};
         int64_t markers = 0;
