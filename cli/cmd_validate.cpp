@@ -35,12 +35,27 @@ int parse_repeat(const std::string& text) {
     return count;
 }
 
+// --replay-steps N|all: the last N training steps (all: 0, every step).
+int parse_replay_steps(const std::string& text) {
+    if (text == "all") return 0;
+    int count = 0;
+    size_t used = 0;
+    try {
+        count = std::stoi(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (text.empty() || used != text.size() || count < 1)
+        throw Error("--replay-steps '" + text + "': all or a number of steps, at least 1");
+    return count;
+}
+
 struct ValOptions {
     std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "auto", model_link = "pcie4";
     std::string backend = "host", chunk = "2MiB", time_scale = "auto";
     double max_age_h = 24, max_replay_minutes = 60;
     int copy_threads = 1;
-    std::string repeat = "auto";
+    std::string repeat = "auto", replay_steps = "1";
     bool recalibrate = false, unpaced = false;
     SimBaseOptions base;
     StoreOptions store;
@@ -113,6 +128,11 @@ std::function<int()> setup(CLI::App& app) {
                    "a share of --target")
         ->type_name("N|auto")
         ->default_str(o->repeat);
+    app.add_option("--replay-steps", o->replay_steps,
+                   "Replay and measure the last N training steps, each prediction restricted to them (the steps "
+                   "before run at once, unmeasured, to bring the replay to the state its run had); all: every step")
+        ->type_name("N|all")
+        ->default_str(o->replay_steps);
     app.add_flag("--recorded-timing", o->recorded_timing,
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
@@ -148,6 +168,7 @@ std::function<int()> setup(CLI::App& app) {
         spec.runs_db = o->store.runs_db;
         spec.target_pp = o->target_pp;
         spec.retime = !o->recorded_timing;
+        spec.replay_steps = parse_replay_steps(o->replay_steps);
         spec.adaptive_repeat = o->repeat == "auto";
         spec.repeat = spec.adaptive_repeat ? kAutoRepeatMost : parse_repeat(o->repeat);
         spec.pace = !o->unpaced;

@@ -87,6 +87,22 @@ INSERT INTO phases VALUES (0,'forward'),(1,'backward'),(2,'optimizer'),(3,'recom
 CREATE INDEX accesses_by_allocation ON accesses (allocation);
 
 -- section: run_indexes
--- Secondary indexes of the run tables.
-CREATE INDEX run_events_by_run ON run_events (run, t_start);
+-- Secondary indexes of the run tables. run_events has none: a run's events are one range of its
+-- rowids, which run_event_rows holds (below); files made before it have
+-- run_events_by_run ON run_events (run, t_start) instead, which readers use where a run has no range.
 CREATE INDEX run_memory_by_run ON run_memory (run, t);
+
+-- section: run_event_rows
+-- Where each run's events lie in run_events: the rowids first_row .. last_row, in the order they
+-- happened (an empty run: last_row = first_row - 1). The store writes a run's events together and
+-- adds its row; a change to run_events by anyone else (these triggers) drops the rows of the runs
+-- it touched, whose events are then found by `WHERE run = N` as in files made before this table.
+-- Every statement here may run again on a file that has it, and on a file made before it.
+CREATE TABLE IF NOT EXISTS run_event_rows (run INTEGER PRIMARY KEY, first_row INTEGER NOT NULL,
+  last_row INTEGER NOT NULL);
+CREATE TRIGGER IF NOT EXISTS run_event_rows_insert AFTER INSERT ON run_events
+  BEGIN DELETE FROM run_event_rows WHERE run = NEW.run; END;
+CREATE TRIGGER IF NOT EXISTS run_event_rows_update AFTER UPDATE ON run_events
+  BEGIN DELETE FROM run_event_rows WHERE run IN (OLD.run, NEW.run); END;
+CREATE TRIGGER IF NOT EXISTS run_event_rows_delete AFTER DELETE ON run_events
+  BEGIN DELETE FROM run_event_rows WHERE run = OLD.run; END;

@@ -5,6 +5,8 @@
 # baseline's and the limited configuration's replays; each replay's seconds and page mapping),
 # the replays' makespans, the error, the byte checks and the verdict, and the load around it.
 # Usage: bench/replay/validate_speed.sh [MHC] [extra validate options...]
+#   ... build/cli/mhc                           the default: the last step replayed and measured
+#   ... build/cli/mhc --replay-steps all        every step (the way before --replay-steps)
 #   ... build/cli/mhc --repeat 3                the fixed repeats (baseline 5, configuration 3)
 #   MHC_BASE=COMMIT ... build/cli/mhc [options]  also builds COMMIT (bench/base_build.sh) and
 #       runs it right after this tree with the same options, each figure beside the other's;
@@ -49,6 +51,8 @@ if phases:
 else:
     print(f"shared pool and host arena {j['pool_seconds']:.1f} s (no phases in this build)")
 print(f"load: {j['load']}")
+if "window" in j:
+    print(f"replayed and measured: {j['window']['origin']}")
 for r in [j["baseline"]] + j["configurations"]:
     rep = r["repeats"]
     m = r["measured"]
@@ -58,9 +62,16 @@ for r in [j["baseline"]] + j["configurations"]:
         line += "; page mapping " + ", ".join(f"{x:.2f}" for x in rep["page_map_seconds"])
     else:
         line += f"; the median's seconds {m['replay_seconds']:.2f}, page mapping {m['page_map_seconds']:.2f}"
+    if "host_arena_high_water_bytes" in m and m["swap_out_bytes"]:
+        line += f"; host arena {m['host_arena_high_water_bytes'] / 1e9:.2f} of {m['host_arena_bytes'] / 1e9:.2f} GB used"
     print(line + f"; late transfers {m['late_transfers']} ({m['late_ns'] / 1e6:.2f} ms)")
 for r in j["configurations"]:
     e = r["loss_error_pp"]
+    if r.get("window"):
+        w = r["window"]
+        print(f"  window: predicted from {w['predicted_start_ns'] / 1e6:.2f} ms (shift {w['shift_ns'] / 1e6:.2f} ms, "
+              f"{w['transfers_in_flight']} transfers in flight); the whole run: makespan {w['whole_run_makespan_ns'] / 1e6:.1f} ms, "
+              f"loss {100 * w['whole_run_loss']:.2f}%")
     print(f"  {r['name']}: loss predicted {100 * r['predicted']['loss']:.2f}% measured {100 * r['measured']['loss']:.2f}%, "
           f"error {e:+.2f} pp, spread {r['repeats']['spread_pp']:.2f} pp; peak {r['predicted']['peak_bytes']} / "
           f"{r['measured']['peak_bytes']} B, swap-out {r['predicted']['swap_out_bytes']} / {r['measured']['swap_out_bytes']} B, "

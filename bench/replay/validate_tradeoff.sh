@@ -6,8 +6,9 @@
 #    they cost, and where the adaptive rule (--repeat auto) stops;
 # 2. the time scale: one validation (--repeat 3) per scale in SCALES (default: the auto scale
 #    x 1/4, 1/2 and 1) with late transfers, error, spread and seconds.
-# The predicted loss is the full run's (predicted on the baseline replay's clock as retimed by
-# its median replay); a prefix's own median would move it slightly.
+# The predicted loss is the one validate compares (over the replayed window: the last step by
+# default, --replay-steps; predicted on the baseline replay's clock as retimed by its median
+# replay); a prefix's own median would move it slightly.
 # Usage: bench/replay/validate_tradeoff.sh [MHC] [N] [SCALES...]
 set -euo pipefail
 mhc=${1:-build/cli/mhc}

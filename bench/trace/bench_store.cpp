@@ -5,7 +5,8 @@
 //        bench_store run [EVENTS] [KERNELS] [PATH]: stores a simulated run of EVENTS events
 // (default 3,900,000, 5% of them out of time order, as the simulator's come) and KERNELS kernel
 // times (default 1,400,000) into a small trace, twice (the second beside the first), as
-// `mhc simulate` of a 10 M-row trace does: thread CPU and wall seconds, rows/s.
+// `mhc simulate` of a 10 M-row trace does: thread CPU and wall seconds, rows/s; then reads the
+// first back (load_run, as the viewer opens a run).
 #include <time.h>
 
 #include <chrono>
@@ -69,13 +70,26 @@ static int store_runs_bench(const mhc::bench::Args& args) {
     std::printf("store a run: %lld events, %lld kernel times, %zu memory samples (load average %s)\n",
                 static_cast<long long>(events), static_cast<long long>(kernels), run.memory.size(),
                 mhc::bench::loadavg().c_str());
+    int64_t first = 0;
     for (const char* which : {"first run", "second run"}) {
         const auto t0 = Clock::now();
         const double c0 = mhc::bench::thread_cpu_seconds();
-        add_run(path, run);
+        const int64_t id = add_run(path, run);
         const double cpu = mhc::bench::thread_cpu_seconds() - c0, wall = seconds_since(t0);
         std::printf("store %-10s  cpu %6.3f s %5.2f M rows/s   wall %6.3f s %5.2f M rows/s\n", which, cpu, rows / cpu / 1e6,
                     wall, rows / wall / 1e6);
+        if (first == 0) first = id;
+    }
+    const auto t0 = Clock::now();
+    const double c0 = mhc::bench::thread_cpu_seconds();
+    const Run back = load_run(path, first);
+    const double cpu = mhc::bench::thread_cpu_seconds() - c0, wall = seconds_since(t0);
+    const double back_rows = static_cast<double>(back.events.size() + back.kernel_times.size() + back.memory.size());
+    std::printf("read first run    cpu %6.3f s %5.2f M rows/s   wall %6.3f s %5.2f M rows/s\n", cpu, back_rows / cpu / 1e6,
+                wall, back_rows / wall / 1e6);
+    if (back.events.size() != run.events.size()) {
+        std::fprintf(stderr, "read %zu events back, stored %zu\n", back.events.size(), run.events.size());
+        return 1;
     }
     if (!std::getenv("MHC_BENCH_KEEP")) std::filesystem::remove(path);
     return 0;

@@ -38,7 +38,7 @@ def _schema_sections() -> dict[str, str]:
 _SCHEMA = _schema_sections()
 _TABLES = _SCHEMA["trace_tables"] + _SCHEMA["run_tables"]
 _LOOKUPS = _SCHEMA["lookups"]
-_INDEXES = _SCHEMA["trace_indexes"] + _SCHEMA["run_indexes"]
+_INDEXES = _SCHEMA["trace_indexes"] + _SCHEMA["run_indexes"] + _SCHEMA["run_event_rows"]
 
 
 def _codes(table: str) -> dict[str, int]:
@@ -250,6 +250,25 @@ def read_runs(path: str):
     return runs
 
 
+def _run_events_by_range(db, run: int):
+    """One run's events read from its rowid range (run_event_rows), or None where the file has no
+    range for it or the range does not fit its rows (renumbered by a VACUUM, written by hand): the
+    same test as the C++ reader's, so that a new file (no index on run) is not scanned whole."""
+    import pandas as pd
+
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_event_rows'").fetchone() is None:
+        return None
+    found = db.execute("SELECT first_row, last_row FROM run_event_rows WHERE run = ?", (run,)).fetchone()
+    if found is None:
+        return None
+    first, last = found
+    df = pd.read_sql("SELECT * FROM run_events WHERE rowid BETWEEN ? AND ?", db, params=(first, last))
+    beside = db.execute("SELECT count(*) FROM run_events WHERE rowid IN (?, ?) AND run = ?",
+                        (first - 1, last + 1, run)).fetchone()[0]
+    fits = len(df) == max(last - first + 1, 0) and bool((df["run"] == run).all()) and beside == 0
+    return df if fits else None
+
+
 def read_run_table(path: str, table: str, run: int | None = None):
     """One of the per-run tables (run_events, run_kernels, run_memory, run_config, run_metrics) as
     a DataFrame, for one run or all; run_events gets the event kind's name as `kind_name`."""
@@ -260,8 +279,10 @@ def read_run_table(path: str, table: str, run: int | None = None):
         raise ValueError(f"unknown run table '{table}'; valid: {', '.join(sorted(allowed))}")
     db = _open(path)
     try:
-        where, args = ("WHERE run = ?", (run,)) if run is not None else ("", ())
-        df = pd.read_sql(f"SELECT * FROM {table} {where}", db, params=args)
+        df = _run_events_by_range(db, run) if table == "run_events" and run is not None else None
+        if df is None:
+            where, args = ("WHERE run = ?", (run,)) if run is not None else ("", ())
+            df = pd.read_sql(f"SELECT * FROM {table} {where}", db, params=args)
         if table == "run_events":
             kinds = dict(db.execute("SELECT id, name FROM event_kinds"))
             df["kind_name"] = df["kind"].map(kinds)

@@ -41,6 +41,8 @@ public:
 private:
     // run(), in its phases
     void setup();
+    std::unique_ptr<kernels::SwapEngine> make_engine(bool paced);
+    void begin_window();
     void execute(const Action& x, size_t i);
     void drain();
     void finish();
@@ -68,11 +70,11 @@ private:
     void fail(const std::string& why);
     void sample();
     int64_t trace_ns(Clock::time_point t) const {
-        return plan.t_begin + static_cast<int64_t>(std::chrono::duration<double, std::nano>(t - t0).count() / options.time_scale);
+        return origin_ + static_cast<int64_t>(std::chrono::duration<double, std::nano>(t - t0).count() / options.time_scale);
     }
     Clock::time_point target(int64_t recorded) const {
         return t0 + std::chrono::duration_cast<Clock::duration>(
-                        std::chrono::duration<double, std::nano>(static_cast<double>(recorded - plan.t_begin) *
+                        std::chrono::duration<double, std::nano>(static_cast<double>(recorded - origin_) *
                                                                  options.time_scale)) + lag;
     }
     // Mapping and unmapping pages (building page tables for a new segment) is the replay
@@ -84,6 +86,7 @@ private:
         paused_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
     }
     void note_lag(int64_t recorded) {
+        if (fast_ || recorded < origin_) return;   // before the window: not on its clock
         auto late = Clock::now() - (target(recorded) - lag);
         if (late > lag) lag = late;
     }
@@ -99,6 +102,13 @@ private:
     PageMapper* pm = nullptr;              // vm, or the shared one of Options::mapper
     std::unique_ptr<kernels::SwapEngine> eng;
     Clock::time_point eng_epoch, t0;
+    // A window (Plan::window_begin): fast_ while the actions before it run, at once and unpaced;
+    // times are measured from origin_ (the window's recorded start, else the plan's).
+    bool fast_ = false;
+    int64_t origin_ = 0;
+    std::vector<uint8_t> before_window_;   // per kernel index: started before the window
+    std::vector<uint64_t> jobs_pushed_;    // per worker
+    std::unique_ptr<unsigned char[]> own_host_;   // a window's host arena, when none is shared
     Clock::duration lag{0};
     // How long the clock stood still mapping pages (ns): the page-mapping time reported, and
     // what the threads that wait on the replay's clock add to their deadlines.
@@ -126,7 +136,9 @@ void Executor::fail(const std::string& why) {
     measured.status = trace::RunStatus::Failed;
 }
 
-void Executor::sample() { mem.push_back({trace_ns(Clock::now()), arena->in_use()}); }
+void Executor::sample() {
+    if (!fast_) mem.emplace_back(trace_ns(Clock::now()), arena->in_use());
+}
 
 // Places `a`, waiting for transfers in flight whose completion releases memory, as the
 // simulator's make_room waits for swap-outs. OOM when nothing is left to wait for.
@@ -237,7 +249,7 @@ void Executor::measured_wait(int32_t a, int32_t k) {
     auto t_ready = Clock::now();
     wait_for(a);
     auto w = Clock::now() - t_ready;
-    if (w > Clock::duration(0)) {
+    if (w > Clock::duration(0) && !fast_) {
         ++measured.stalls;
         measured.stall_ns += static_cast<int64_t>(std::chrono::duration<double, std::nano>(w).count() / options.time_scale);
         measured.events.push_back({trace::EventKind::Stall, trace_ns(t_ready), trace_ns(Clock::now()),
@@ -267,14 +279,16 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
         ++measured.late_transfers;
         measured.late_ns += static_cast<int64_t>(r.late_s * 1e9 / options.time_scale);
     }
-    double dur = r.end_s - r.start_s;
-    busy_s[h2d ? 0 : 1] += dur;
-    busy_bytes[h2d ? 0 : 1] += static_cast<int64_t>(r.bytes);
-    auto to_ns = [&](double s) {
-        return trace_ns(eng_epoch + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)));
-    };
-    measured.events.push_back({h2d ? trace::EventKind::SwapIn : trace::EventKind::SwapOut, to_ns(r.start_s), to_ns(r.end_s),
-                        trace_data.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
+    if (!fast_) {   // the window's transfers: their times and the link they achieved
+        double dur = r.end_s - r.start_s;
+        busy_s[h2d ? 0 : 1] += dur;
+        busy_bytes[h2d ? 0 : 1] += static_cast<int64_t>(r.bytes);
+        auto to_ns = [&](double seconds) {
+            return trace_ns(eng_epoch + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
+        };
+        measured.events.push_back({h2d ? trace::EventKind::SwapIn : trace::EventKind::SwapOut, to_ns(r.start_s), to_ns(r.end_s),
+                                   trace_data.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
+    }
     if (!h2d) {
         sum[a] = static_cast<int64_t>(r.dest_sum);   // what must come back
         if (state[a] == Freed || freed_in_flight[a]) {
@@ -315,7 +329,8 @@ detail::Job Executor::kernel_job(int32_t k) {
     const auto& A = trace_data.allocations;
     detail::Job j;
     j.slot = k;
-    j.seconds = static_cast<double>(K.t_end[k] - K.t_start[k]) * 1e-9 * options.time_scale;
+    // Before the window a kernel only writes its outputs' patterns (what a swap carries).
+    j.seconds = fast_ ? 0 : static_cast<double>(K.t_end[k] - K.t_start[k]) * 1e-9 * options.time_scale;
     struct Op_ { int32_t a; bool r, w; };
     std::vector<Op_> ops;
     for (int64_t x = K.access_begin[k]; x < K.access_begin[k + 1]; ++x) {
@@ -332,7 +347,7 @@ detail::Job Executor::kernel_job(int32_t k) {
             j.seeds.push_back(static_cast<uint64_t>(A.id[o.a]) * 1000003u + static_cast<uint64_t>(++version[o.a]));
         }
     }
-    if (options.real_sinkhorn) {   // the real kernel instead of a timed stand-in, when recognised
+    if (options.real_sinkhorn && !fast_) {   // the real kernel instead of a timed stand-in, when recognised
         std::vector<detail::KernelOperand> kops;
         for (const auto& o : ops) kops.push_back({dev(o.a), A.bytes[o.a], o.r, o.w});
         detail::recognise_sinkhorn(trace_data.str(K.name[k]), std::move(kops), j.sk);
@@ -363,7 +378,7 @@ void Executor::kernel_start(const Action& x, size_t i) {
         }
         if (writes && host_valid[a] && state[a] == Gpu) release_host(a);   // the host copy is stale now
     }
-    if (waited) {
+    if (waited && !fast_) {
         auto w = Clock::now() - t_ready;
         if (w > Clock::duration(0)) {
             ++measured.stalls;
@@ -373,7 +388,10 @@ void Executor::kernel_start(const Action& x, size_t i) {
     }
     note_lag(x.recorded);
     detail::Job job = kernel_job(k);
-    job_of[static_cast<size_t>(k)] = static_cast<int64_t>(workers[static_cast<size_t>(worker_of_kernel(k))]->push(std::move(job)));
+    before_window_[static_cast<size_t>(k)] = fast_ ? 1 : 0;
+    const auto worker = static_cast<size_t>(worker_of_kernel(k));
+    job_of[static_cast<size_t>(k)] = static_cast<int64_t>(workers[worker]->push(std::move(job)));
+    jobs_pushed_[worker] = static_cast<uint64_t>(job_of[static_cast<size_t>(k)]) + 1;
 }
 
 void Executor::kernel_end(const Action& x) {
@@ -395,11 +413,12 @@ void Executor::recompute(const Action& x, size_t i) {
     detail::Job job;
     job.slot = static_cast<int32_t>(trace_data.kernels.size()) + static_cast<int32_t>(recomputes++);
     int32_t w = x.kernel;
-    job.seconds = w >= 0 ? static_cast<double>(trace_data.kernels.t_end[w] - trace_data.kernels.t_start[w]) * 1e-9 *
+    job.seconds = w >= 0 && !fast_ ? static_cast<double>(trace_data.kernels.t_end[w] - trace_data.kernels.t_start[w]) * 1e-9 *
                                options.time_scale : 0;
     job.writes.push_back({dev(a), static_cast<size_t>(trace_data.allocations.bytes[a])});
     job.seeds.push_back(static_cast<uint64_t>(trace_data.allocations.id[a]) * 1000003u + static_cast<uint64_t>(++version[a]));
-    workers[static_cast<size_t>(needer >= 0 ? worker_of_kernel(needer) : 0)]->push(std::move(job));
+    const auto on = static_cast<size_t>(needer >= 0 ? worker_of_kernel(needer) : 0);
+    jobs_pushed_[on] = workers[on]->push(std::move(job)) + 1;
     ++measured.recomputes;
 }
 
@@ -416,9 +435,10 @@ Measured Executor::run() {
         for (size_t i = 0; i < plan.actions.size() && !stopped; ++i) {
             if (options.cancel && options.cancel(i)) throw Cancelled();
             if (options.progress && (i & 255) == 0) options.progress(i, plan.actions.size());
+            if (fast_ && i == plan.window_begin) begin_window();
             const Action& x = plan.actions[i];
             poll();
-            if (timed(x.op)) {
+            if (timed(x.op) && !fast_) {
                 auto when = target(x.recorded);
                 auto now = Clock::now();
                 if (when - now > std::chrono::microseconds(200)) std::this_thread::sleep_until(when - std::chrono::microseconds(150));
@@ -473,24 +493,14 @@ void Executor::setup() {
     host = std::make_unique<FreeList>(host_need, 16);
     measured.host_arena_bytes = host->size();
 
-    kernels::SwapConfig sc;
-    sc.device_bytes = static_cast<size_t>(pm->va_bytes());
-    sc.device_memory = pm->base();
-    sc.host_bytes = static_cast<size_t>(host->size());
-    if (device == kernels::Device::Cpu && options.host_memory && options.host_memory_bytes >= sc.host_bytes)
-        sc.host_memory = options.host_memory;
-    sc.chunk_bytes = options.chunk_bytes;
-    sc.verify = true;
-    sc.threads_per_direction = options.copy_threads;
-    if (device == kernels::Device::Cpu) {
-        sc.pace_h2d_Bps = options.pace_h2d_Bps;
-        sc.pace_d2h_Bps = options.pace_d2h_Bps;
-        sc.pace_duplex = options.pace_duplex;
-        sc.pace_h2d_latency_s = options.pace_h2d_latency_s;
-        sc.pace_d2h_latency_s = options.pace_d2h_latency_s;
-        sc.paused_ns = &paused_ns;
-    }
-    eng = kernels::make_swap_engine(device, sc);
+    // A window: the actions before it run unpaced (their copies as fast as the host goes), so
+    // the host arena must outlive that engine (begin_window makes the paced one).
+    fast_ = plan.window_begin > 0;
+    origin_ = fast_ ? plan.window_t : plan.t_begin;
+    if (fast_ && device == kernels::Device::Cpu &&
+        !(options.host_memory && options.host_memory_bytes >= static_cast<size_t>(host->size())))
+        own_host_ = std::make_unique_for_overwrite<unsigned char[]>(static_cast<size_t>(host->size()));
+    eng = make_engine(!fast_);
     eng_epoch = Clock::now();
     if (options.fault != kernels::SwapEngine::Fault::None) eng->inject_fault(options.fault_dir, options.fault);
 
@@ -498,6 +508,7 @@ void Executor::setup() {
     for (const Action& x : plan.actions) nrec += x.op == Op::Recompute;
     times.resize(nk + nrec);
     job_of.assign(nk, -1);
+    before_window_.assign(nk, 0);
     state.assign(na, NotYet);
     freed_in_flight.assign(na, 0);
     cancelled.assign(na, 0);
@@ -509,7 +520,52 @@ void Executor::setup() {
     xfer.assign(na, 0);
     for (int32_t s = 0; s < std::max(plan.streams, 1); ++s)
         workers.push_back(std::make_unique<detail::Worker>(device, options.sinkhorn_threads, &times, &paused_ns));
+    jobs_pushed_.assign(workers.size(), 0);
+}
 
+// The swap engine on the pool's range and the host arena; paced (host backend) to the emulated link.
+std::unique_ptr<kernels::SwapEngine> Executor::make_engine(bool paced) {
+    kernels::SwapConfig sc;
+    sc.device_bytes = static_cast<size_t>(pm->va_bytes());
+    sc.device_memory = pm->base();
+    sc.host_bytes = static_cast<size_t>(host->size());
+    if (own_host_) sc.host_memory = own_host_.get();
+    else if (device == kernels::Device::Cpu && options.host_memory && options.host_memory_bytes >= sc.host_bytes)
+        sc.host_memory = options.host_memory;
+    sc.chunk_bytes = options.chunk_bytes;
+    sc.verify = true;
+    sc.threads_per_direction = options.copy_threads;
+    if (device == kernels::Device::Cpu) {
+        sc.paused_ns = &paused_ns;
+        if (paced) {
+            sc.pace_h2d_Bps = options.pace_h2d_Bps;
+            sc.pace_d2h_Bps = options.pace_d2h_Bps;
+            sc.pace_duplex = options.pace_duplex;
+            sc.pace_h2d_latency_s = options.pace_h2d_latency_s;
+            sc.pace_d2h_latency_s = options.pace_d2h_latency_s;
+        }
+    }
+    return kernels::make_swap_engine(device, sc);
+}
+
+// The window begins: every kernel and transfer before it finishes (as the prediction had them
+// finished: validate checks that it did), the host's copies are paced from here on, and the
+// clock starts at the window's recorded start with no lag. Peak and traffic keep counting.
+void Executor::begin_window() {
+    for (size_t w = 0; w < workers.size(); ++w)
+        if (jobs_pushed_[w] > 0) workers[w]->wait(jobs_pushed_[w] - 1);
+    while (!q[0].empty()) wait_one(SwapDir::HostToDevice);
+    while (!q[1].empty()) wait_one(SwapDir::DeviceToHost);
+    const bool paced = options.pace_h2d_Bps > 0 || options.pace_d2h_Bps > 0;
+    if (device == kernels::Device::Cpu && paced) {
+        eng->drain();
+        eng = make_engine(true);
+        eng_epoch = Clock::now();
+    }
+    fast_ = false;
+    t0 = Clock::now();
+    lag = Clock::duration(0);
+    sample();
 }
 
 // One action of the plan, at its time (timed actions) or as soon as it comes.
@@ -612,7 +668,7 @@ void Executor::finish() {
         return trace_ns(tp + std::chrono::nanoseconds(paused_end - paused_then));
     };
     for (size_t k = 0; k < nk; ++k)
-        if (job_of[k] >= 0) {
+        if (job_of[k] >= 0 && !before_window_[k]) {
             t_last = std::max(t_last, times[k].end);
             measured.kernel_times.push_back({trace_data.kernels.id[k], at(times[k].start, times[k].paused_start),
                                              at(times[k].end, times[k].paused_end)});
@@ -626,9 +682,10 @@ void Executor::finish() {
     // The run ends at the end of the recorded span, shifted by the lag, or at the last kernel.
     auto span_end = target(plan.t_end);
     if (!measured.oom) t_last = std::max(t_last, span_end);
-    measured.makespan_ns = trace_ns(t_last) - plan.t_begin;
+    measured.makespan_ns = trace_ns(t_last) - origin_;
     measured.lag_ns = static_cast<int64_t>(std::chrono::duration<double, std::nano>(lag).count() / options.time_scale);
     measured.high_water = arena->high_water();
+    measured.host_arena_high_water = host->high_water();
     measured.peak = std::max(measured.peak, arena->peak());
     if (measured.oom && !plan.oom) fail("OOM in replay at " + measured.oom_where + " where the simulator had none");
     for (int d = 0; d < 2; ++d)
@@ -662,6 +719,10 @@ int64_t host_arena_bytes(const trace::TraceData& trace_data, const Plan& plan) {
     for (const Action& x : plan.actions)
         if (x.op == Op::SwapOut) swapped_out += trace_data.allocations.bytes[x.alloc];
     return std::min<int64_t>(swapped_out, plan.predicted_host_peak + plan.predicted_host_peak / 2) + (64 << 20);
+}
+
+int64_t host_arena_populated_bytes(const trace::TraceData& trace_data, const Plan& plan) {
+    return std::min<int64_t>(host_arena_bytes(trace_data, plan), plan.predicted_host_peak + (64 << 20));
 }
 
 Measured replay(const trace::TraceData& trace, const Plan& plan, const Options& options) {

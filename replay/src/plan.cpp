@@ -299,6 +299,33 @@ std::string check_plan(const trace::TraceData& t, const Plan& plan) {
     return "";
 }
 
+int32_t window_first_kernel(const trace::TraceData& trace_data, int32_t device, int steps) {
+    const auto& kernels = trace_data.kernels;
+    std::vector<int32_t> seen;
+    for (size_t k = 0; k < kernels.size(); ++k)
+        if (kernels.device[k] == device && kernels.step[k] >= 0) seen.push_back(kernels.step[k]);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    if (steps <= 0 || seen.size() <= static_cast<size_t>(steps)) return -1;
+    const int32_t first_step = seen[seen.size() - static_cast<size_t>(steps)];
+    int32_t first = -1;
+    for (size_t k = 0; k < kernels.size(); ++k)
+        if (kernels.device[k] == device && kernels.step[k] >= first_step &&
+            (first < 0 || kernels.t_start[k] < kernels.t_start[static_cast<size_t>(first)]))
+            first = static_cast<int32_t>(k);
+    return first;
+}
+
+Plan with_window(Plan plan, int32_t first_kernel) {
+    for (size_t i = 0; i < plan.actions.size(); ++i)
+        if (plan.actions[i].op == Op::KernelStart && plan.actions[i].kernel == first_kernel) {
+            plan.window_begin = i;
+            plan.window_t = plan.actions[i].recorded;
+            return plan;
+        }
+    throw Error("the replay's window begins at a kernel the plan never starts (dense index " + std::to_string(first_kernel) + ")");
+}
+
 bool has_swaps(const Plan& plan) {
     return std::any_of(plan.actions.begin(), plan.actions.end(), [](const Action& action) { return action.op == Op::SwapOut; });
 }

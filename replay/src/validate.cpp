@@ -64,13 +64,42 @@ sim::LinkModel link_at_chunk(const sim::LinkModel& link, int64_t chunk) {
     return l;
 }
 
-double estimated_replay_seconds(const std::vector<sim::Result>& predictions, double time_scale, int repeat) {
+double estimated_replay_seconds(const std::vector<int64_t>& makespans_ns, double time_scale, int repeat) {
     double seconds = 0;
-    for (size_t i = 0; i < predictions.size(); ++i) {
+    for (size_t i = 0; i < makespans_ns.size(); ++i) {
         const int reps = i == 0 && repeat >= 2 ? 2 * repeat - 1 : std::max(repeat, 1);
-        seconds += reps * 1e-9 * static_cast<double>(predictions[i].simulated_makespan) * time_scale;
+        seconds += reps * 1e-9 * static_cast<double>(makespans_ns[i]) * time_scale;
     }
     return seconds;
+}
+
+double estimated_replay_seconds(const std::vector<sim::Result>& predictions, double time_scale, int repeat) {
+    std::vector<int64_t> makespans;
+    makespans.reserve(predictions.size());
+    for (const sim::Result& prediction : predictions) makespans.push_back(prediction.simulated_makespan);
+    return estimated_replay_seconds(makespans, time_scale, repeat);
+}
+
+WindowPrediction predict_window(const trace::TraceData& trace_data, const sim::Result& run, int32_t first_kernel, int64_t t_begin) {
+    WindowPrediction window;
+    const auto first = static_cast<size_t>(first_kernel);
+    const int64_t id = trace_data.kernels.id[first];
+    const auto started = std::find_if(run.kernel_times.begin(), run.kernel_times.end(),
+                                      [&](const trace::RunKernelTime& kernel) { return kernel.kernel == id; });
+    if (started == run.kernel_times.end()) return window;
+    window.reached = true;
+    window.start_ns = started->t_start;
+    window.shift_ns = window.start_ns - trace_data.kernels.t_start[first];
+    window.makespan_ns = run.simulated_makespan - (window.start_ns - t_begin);
+    window.baseline_ns = run.baseline_makespan - (trace_data.kernels.t_start[first] - t_begin);
+    window.loss = window.baseline_ns > 0 ? static_cast<double>(window.makespan_ns) / static_cast<double>(window.baseline_ns) - 1.0 : 0.0;
+    for (const trace::RunEvent& event : run.events)
+        if ((event.kind == trace::EventKind::SwapIn || event.kind == trace::EventKind::SwapOut) && event.t_start < window.start_ns &&
+            event.t_end > window.start_ns)
+            ++window.transfers_in_flight;
+    for (const trace::RunKernelTime& kernel : run.kernel_times)
+        if (kernel.t_start < window.start_ns && kernel.t_end > window.start_ns) ++window.kernels_running;
+    return window;
 }
 
 namespace {
@@ -96,9 +125,15 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["peak_error"] = row.peak_error;
     x["measured_makespan_ns"] = static_cast<double>(m.makespan_ns);
     x["measured_baseline_makespan_ns"] = static_cast<double>(base_makespan);
-    x["predicted_makespan_ns"] = static_cast<double>(p.simulated_makespan);
+    // Over a window (--replay-steps) the makespans and losses are the window's, as compared.
+    x["predicted_makespan_ns"] = static_cast<double>(row.predicted_makespan());
     x["measured_throughput_loss"] = row.measured_loss;
-    x["predicted_throughput_loss"] = p.throughput_loss;
+    x["predicted_throughput_loss"] = row.predicted_loss();
+    if (row.windowed) {
+        x["window_predicted_start_ns"] = static_cast<double>(row.window.start_ns);
+        x["whole_run_predicted_makespan_ns"] = static_cast<double>(p.simulated_makespan);
+        x["whole_run_predicted_throughput_loss"] = p.throughput_loss;
+    }
     x["loss_error_pp"] = row.loss_error_pp;
     x["stall_ns"] = static_cast<double>(m.stall_ns);
     x["stalls"] = static_cast<double>(m.stalls);
@@ -293,6 +328,50 @@ private:
         // of bench/replay/validate_speed.sh.
         const char* per_replay = std::getenv("MHC_VALIDATE_POOL_PER_REPLAY");
         shared_pool_ = !(per_replay && per_replay[0] == '1');
+        window_kernel_ = window_first_kernel(t_, sim::device_of(*prepared_), spec_.replay_steps);
+        if (spec_.replay_steps <= 0) rep_.window_origin = "all steps";
+        else if (window_kernel_ < 0) rep_.window_origin = "all steps (the trace has no more than " + std::to_string(spec_.replay_steps) +
+                                                          " step" + (spec_.replay_steps == 1 ? "" : "s") + " with step numbers)";
+    }
+
+    // The window begins at the first kernel of the last steps at which no prediction on the
+    // recorded trace has a transfer in flight or a kernel running (the replay begins it with
+    // none); -1 (the whole trace) when there is no such kernel.
+    void choose_window_start() {
+        if (window_kernel_ < 0) return;
+        const auto& kernels = t_.kernels;
+        std::vector<int32_t> candidates;
+        for (size_t k = 0; k < kernels.size(); ++k)
+            if (kernels.device[k] == sim::device_of(*prepared_) && kernels.t_start[k] >= kernels.t_start[static_cast<size_t>(window_kernel_)])
+                candidates.push_back(static_cast<int32_t>(k));
+        std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t lhs, int32_t rhs) {
+            return kernels.t_start[static_cast<size_t>(lhs)] < kernels.t_start[static_cast<size_t>(rhs)];
+        });
+        const int32_t asked = window_kernel_;
+        window_kernel_ = -1;
+        for (int32_t candidate : candidates) {
+            const bool quiet = std::all_of(on_recorded_.begin(), on_recorded_.end(), [&](const sim::Result& run) {
+                const WindowPrediction window = predict_window(t_, run, candidate, 0);
+                return run.oom.happened ? (!window.reached || window.quiescent()) : window.quiescent();
+            });
+            if (quiet) {
+                window_kernel_ = candidate;
+                break;
+            }
+        }
+        char why[512];
+        if (window_kernel_ < 0) {
+            std::snprintf(why, sizeof why, "all steps (a prediction had a transfer in flight at every kernel start of the last %d step%s)",
+                          spec_.replay_steps, spec_.replay_steps == 1 ? "" : "s");
+        } else {
+            const auto first = static_cast<size_t>(window_kernel_);
+            std::snprintf(why, sizeof why, "the last %d step%s: from kernel %lld (%.60s) at %s recorded%s", spec_.replay_steps,
+                          spec_.replay_steps == 1 ? "" : "s", static_cast<long long>(kernels.id[first]),
+                          t_.str(kernels.name[first]).c_str(), format_ns(kernels.t_start[first] - t_.t_begin()).c_str(),
+                          window_kernel_ == asked ? "" : " (the first kernel start with nothing in flight in any prediction)");
+            rep_.window_kernel = kernels.id[first];
+        }
+        rep_.window_origin = why;
     }
 
     // What each configuration is predicted to do on the recorded trace: the replays' duration is
@@ -304,7 +383,15 @@ private:
             c.capacity = i == 0 ? sim::Capacity{} : spec_.capacities[i - 1];
             on_recorded_.push_back(sim::simulate(*prepared_, c));
         }
-        rep_.estimated_seconds = estimated_replay_seconds(on_recorded_, spec_.replay.time_scale, spec_.repeat);
+        choose_window_start();
+        std::vector<int64_t> makespans;
+        makespans.reserve(on_recorded_.size());
+        for (const sim::Result& run : on_recorded_) {
+            const WindowPrediction window =
+                window_kernel_ >= 0 ? predict_window(t_, run, window_kernel_, make_plan(t_, run).t_begin) : WindowPrediction{};
+            makespans.push_back(window.reached ? window.makespan_ns : run.simulated_makespan);
+        }
+        rep_.estimated_seconds = estimated_replay_seconds(makespans, spec_.replay.time_scale, spec_.repeat);
         check_replay_duration(path_, spec_, on_recorded_, rep_.estimated_seconds);
     }
 
@@ -327,7 +414,8 @@ private:
     Options shared_memory_for(const Plan& plan) {
         const int64_t cap_bytes = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
         const size_t host_bytes = static_cast<size_t>(host_arena_bytes(*timed_, plan));
-        reserve_shared_memory(cap_bytes, has_swaps(plan) ? cap_bytes : cap_bytes / 2, host_bytes);
+        reserve_shared_memory(cap_bytes, has_swaps(plan) ? cap_bytes : cap_bytes / 2, host_bytes,
+                              static_cast<size_t>(host_arena_populated_bytes(*timed_, plan)));
         Options ro = replay_options_;
         ro.mapper = pool_.get();
         ro.host_memory = host_mem_.get();
@@ -342,24 +430,27 @@ private:
     // back, so its pages beyond those alias them (4.1 of gpt2-small's 13.1 GB at 70%). A
     // retimed plan that needs more grows the pool or the arena later.
     void reserve_shared_memory_up_front() {
-        int64_t cap_bytes = 0, distinct_bytes = 0, host_bytes = 0;
+        int64_t cap_bytes = 0, distinct_bytes = 0, host_bytes = 0, host_populate = 0;
         for (size_t i = 0; i < on_recorded_.size(); ++i) {
             const Plan plan = make_plan(t_, on_recorded_[i]);
             const int64_t cap = replay_capacity(plan.capacity, plan.predicted_peak, plan.allocator);
             cap_bytes = std::max(cap_bytes, cap);
             if (has_swaps(plan)) distinct_bytes = std::max(distinct_bytes, cap);
-            if (i > 0) host_bytes = std::max(host_bytes, host_arena_bytes(t_, plan));
+            if (i > 0) {
+                host_bytes = std::max(host_bytes, host_arena_bytes(t_, plan));
+                host_populate = std::max(host_populate, host_arena_populated_bytes(t_, plan));
+            }
         }
         // At most half the pages alias (none when nothing swaps): stand-ins writing the same
         // few cache lines of a small pool from several threads would time something else.
         distinct_bytes = distinct_bytes > 0 ? std::max(distinct_bytes, cap_bytes / 2) : cap_bytes;
-        reserve_shared_memory(cap_bytes, distinct_bytes, static_cast<size_t>(host_bytes));
+        reserve_shared_memory(cap_bytes, distinct_bytes, static_cast<size_t>(host_bytes), static_cast<size_t>(host_populate));
     }
 
     // Makes the pool hold `cap_bytes` (`distinct_bytes` of them with memory of their own) and the
-    // host arena `host_bytes` (host backend), allocating what is missing; the two allocations run
-    // in parallel.
-    void reserve_shared_memory(int64_t cap_bytes, int64_t distinct_bytes, size_t host_bytes) {
+    // host arena `host_bytes` (host backend; its first `host_populate` bytes faulted in), allocating
+    // what is missing; the two allocations run in parallel.
+    void reserve_shared_memory(int64_t cap_bytes, int64_t distinct_bytes, size_t host_bytes, size_t host_populate) {
         if (!shared_pool_) return;
         const bool new_pool = !pool_ || pool_->pool_pages() < Arena::pool_pages(cap_bytes) ||
                               pool_->va_bytes() < Arena::default_va(cap_bytes) ||
@@ -380,7 +471,7 @@ private:
             host_mem_bytes_ = 0;
             host_thread = std::thread([&] {
                 try {
-                    host_mem_ = populated_host_memory(host_bytes);
+                    host_mem_ = populated_host_memory(host_bytes, std::min(host_populate, host_bytes));
                     host_mem_bytes_ = host_bytes;
                 } catch (...) {
                     host_error = std::current_exception();
@@ -406,11 +497,19 @@ private:
         rep_.pool_cpu_seconds += process_cpu_seconds() - cpu_pool;
     }
 
-    static std::unique_ptr<unsigned char[], Unmap> populated_host_memory(size_t bytes) {
-        void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-        if (mem == MAP_FAILED)
-            throw Error("the replay's host arena: mmap of " + format_bytes(static_cast<int64_t>(bytes)) + ": " + std::strerror(errno));
-        return {static_cast<unsigned char*>(mem), Unmap{bytes}};
+    // `bytes` of anonymous memory, the first `populate` of them faulted in now (the rest, room
+    // for the first-fit arena's fragmentation, only if a replay ever places a copy there).
+    static std::unique_ptr<unsigned char[], Unmap> populated_host_memory(size_t bytes, size_t populate) {
+        auto failed = [&](const char* what) {
+            return Error(std::string("the replay's host arena: ") + what + " of " + format_bytes(static_cast<int64_t>(bytes)) + ": " +
+                         std::strerror(errno));
+        };
+        void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) throw failed("mmap");
+        std::unique_ptr<unsigned char[], Unmap> out{static_cast<unsigned char*>(mem), Unmap{bytes}};
+        if (populate > 0 && ::mmap(mem, populate, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0) == MAP_FAILED)
+            throw failed("populating");
+        return out;
     }
 
     // Repeats: the run with the median makespan stands for the configuration (a failing or
@@ -445,7 +544,7 @@ private:
         if (!baseline) {
             double worst = 0;
             for (size_t i = 1; i < on_recorded_.size(); ++i)
-                if (!on_recorded_[i].oom.happened) worst = std::max(worst, on_recorded_[i].throughput_loss);
+                if (!on_recorded_[i].oom.happened) worst = std::max(worst, loss_on_recorded(i));
             std::vector<int64_t> sorted = row.makespans;
             std::sort(sorted.begin(), sorted.end());
             return repeats_agree(row.makespans, sorted[(sorted.size() - 1) / 2], 1 + worst, 0, kBaselineAgreeShare * spec_.target_pp,
@@ -453,9 +552,28 @@ private:
         }
         const int64_t bm = baseline->measured.makespan_ns;
         if (bm <= 0) return false;
-        const double carried = 100.0 * (1 + std::max(row.predicted.throughput_loss, 0.0)) *
+        const double carried = 100.0 * (1 + std::max(row.predicted_loss(), 0.0)) *
                                static_cast<double>(makespan_spread(baseline->makespans)) / static_cast<double>(bm);
         return repeats_agree(row.makespans, bm, 1, carried, kConfigAgreeShare * spec_.target_pp, kConfigMinReplays);
+    }
+
+    // The loss predicted on the recorded trace for configuration i (0: the baseline), over the window.
+    double loss_on_recorded(size_t config) const {
+        const sim::Result& run = on_recorded_[config];
+        if (window_kernel_ < 0) return run.throughput_loss;
+        const WindowPrediction window = predict_window(t_, run, window_kernel_, make_plan(t_, run).t_begin);
+        return window.reached ? window.loss : run.throughput_loss;
+    }
+
+    // The predicted kernel times to set beside the measured ones: over a window, its kernels,
+    // moved back by the run's shift when the window began (the replay starts it with none).
+    static std::vector<trace::RunKernelTime> predicted_in_window(const Row& row) {
+        if (!row.windowed) return row.predicted.kernel_times;
+        std::vector<trace::RunKernelTime> out;
+        const int64_t shift = row.window.shift_ns;
+        for (const trace::RunKernelTime& kernel : row.predicted.kernel_times)
+            if (kernel.t_start >= row.window.start_ns) out.push_back({kernel.kernel, kernel.t_start - shift, kernel.t_end - shift});
+        return out;
     }
 
     // The measured loss against the baseline's, its error, its spread and the first divergence;
@@ -463,7 +581,7 @@ private:
     int64_t compare(const Row* baseline, const Plan& plan, Row& row) const {
         const int64_t bm = baseline && baseline->measured.makespan_ns > 0 ? baseline->measured.makespan_ns : row.measured.makespan_ns;
         row.measured_loss = bm > 0 ? static_cast<double>(row.measured.makespan_ns) / static_cast<double>(bm) - 1.0 : 0;
-        row.loss_error_pp = 100.0 * (row.measured_loss - row.predicted.throughput_loss);
+        row.loss_error_pp = 100.0 * (row.measured_loss - row.predicted_loss());
         row.peak_error = row.predicted.simulated_peak > 0
                              ? static_cast<double>(row.measured.peak - row.predicted.simulated_peak) / static_cast<double>(row.predicted.simulated_peak)
                              : 0;
@@ -478,7 +596,7 @@ private:
         // Where the measured timeline first left the predicted one by more than the noise.
         if (baseline && bm > 0) {
             const double band_pp = row.spread_pp >= 0 ? row.spread_pp : spec_.target_pp;
-            row.divergence = first_divergence(*timed_, row.predicted.kernel_times, row.measured.kernel_times,
+            row.divergence = first_divergence(*timed_, predicted_in_window(row), row.measured.kernel_times,
                                               static_cast<int64_t>(band_pp / 100.0 * static_cast<double>(bm)));
         }
         if (row.measured.diverged_allocations > 0 && row.measured.failure.empty())
@@ -502,7 +620,14 @@ private:
         row.name = sim::run_name(c);
         // Predicted on `timed`, replayed on the recorded trace (on_clock_of says why).
         Plan plan = make_plan(*timed_, row.predicted);
+        const int64_t t_begin = plan.t_begin;   // on the clock predicted on
         if (timed_ != &t_) plan = on_clock_of(std::move(plan), t_);
+        if (window_kernel_ >= 0) {
+            row.window = predict_window(*timed_, row.predicted, window_kernel_, t_begin);
+            // A run that ran out of memory before the window is replayed whole, to meet it.
+            row.windowed = row.window.reached;
+            if (row.windowed) plan = with_window(std::move(plan), window_kernel_);
+        }
         const Options ro = shared_memory_for(plan);
         int64_t id = 0;
         if (spec_.store && rep_.store_error.empty()) {
@@ -520,6 +645,7 @@ private:
         row.sim_record = sim::to_run(row.predicted);
         row.sim_record.config["timing"] = timing;
         row.replay_record = replay_run(row, c, spec_.replay, bm);
+        if (row.windowed) row.replay_record.config["window_first_kernel"] = std::to_string(t_.kernels.id[static_cast<size_t>(window_kernel_)]);
         row.replay_record.config["timing"] = timing;
         row.replay_run = id;
     }
@@ -558,6 +684,7 @@ private:
     size_t host_mem_bytes_ = 0;
     bool shared_pool_ = true;
     int config_no_ = 0;
+    int32_t window_kernel_ = -1;   // dense index of the window's first kernel; -1: the whole trace
     std::chrono::steady_clock::time_point phase_start_;
     double phase_cpu_start_ = 0;
     double pool_counted_ = 0, pool_cpu_counted_ = 0;   // of rep_.pool_(cpu_)seconds, what end_phase has reported

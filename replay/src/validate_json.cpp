@@ -21,8 +21,8 @@ std::string to_json(const Report& r) {
         j["verdict"] = x.verdict;
         j["predicted"] = {{"peak_bytes", p.simulated_peak},
                           {"peak_reduction", num(p.peak_reduction)},
-                          {"makespan_ns", p.simulated_makespan},
-                          {"loss", num(p.throughput_loss)},
+                          {"makespan_ns", x.predicted_makespan()},
+                          {"loss", num(x.predicted_loss())},
                           {"swap_in_bytes", p.swap_in_bytes},
                           {"swap_out_bytes", p.swap_out_bytes},
                           {"stalls", p.stall_count},
@@ -48,6 +48,7 @@ std::string to_json(const Report& r) {
                          {"replay_seconds", num(m.seconds)},
                          {"page_map_seconds", num(m.map_seconds)},
                          {"host_arena_bytes", m.host_arena_bytes},
+                         {"host_arena_high_water_bytes", m.host_arena_high_water},
                          {"oom", m.oom}};
         j["loss_error_pp"] = (p.oom.happened || m.oom) ? json(nullptr) : num(x.loss_error_pp);
         j["peak_error"] = num(x.peak_error);
@@ -59,6 +60,11 @@ std::string to_json(const Report& r) {
         j["first_divergence"] = d.found ? json{{"kernel", d.kernel}, {"name", d.name}, {"predicted_start_ns", d.predicted_ns},
                                                {"measured_start_ns", d.measured_ns}, {"threshold_ns", d.threshold_ns}}
                                         : json(nullptr);
+        if (x.windowed)
+            j["window"] = {{"predicted_start_ns", x.window.start_ns}, {"shift_ns", x.window.shift_ns},
+                           {"predicted_baseline_ns", x.window.baseline_ns}, {"whole_run_makespan_ns", p.simulated_makespan},
+                           {"whole_run_loss", num(p.throughput_loss)}, {"transfers_in_flight", x.window.transfers_in_flight},
+                           {"kernels_running", x.window.kernels_running}};
         if (x.sim_run) j["sim_run"] = x.sim_run;
         if (x.replay_run) j["replay_run"] = x.replay_run;
         return j;
@@ -81,6 +87,7 @@ std::string to_json(const Report& r) {
     j["repeat"] = r.repeat;
     j["repeat_adaptive"] = r.adaptive_repeat;
     j["retimed"] = r.retimed;
+    j["window"] = {{"kernel", r.window_kernel >= 0 ? json(r.window_kernel) : json(nullptr)}, {"origin", r.window_origin}};
     j["paced"] = r.paced;
     j["pool_seconds"] = num(r.pool_seconds);
     j["pool_cpu_seconds"] = num(r.pool_cpu_seconds);

@@ -39,6 +39,9 @@ std::string to_text(const Report& r) {
     std::snprintf(buf, sizeof buf, "time scale x%g%s%s\n", r.time_scale, r.time_scale_origin.empty() ? "" : ": ",
                   r.time_scale_origin.c_str());
     out += buf;
+    if (!r.window_origin.empty())
+        out += "replayed and measured: " + r.window_origin + (r.window_kernel >= 0 ? " (the steps before run at once, unmeasured; "
+                                                                                     "peak, traffic and checksums cover them too)\n" : "\n");
     // The configuration column fits the longest name (a calibrated link's name can be long).
     int width = 34;
     width = std::max(width, static_cast<int>(r.baseline.name.size()));
@@ -52,7 +55,7 @@ std::string to_text(const Report& r) {
         const auto& m = x.measured;
         // A run that ran out of memory has no throughput to lose.
         char lp[16], lm[16], le[16];
-        std::snprintf(lp, sizeof lp, p.oom.happened ? "oom" : "%.2f%%", 100 * p.throughput_loss);
+        std::snprintf(lp, sizeof lp, p.oom.happened ? "oom" : "%.2f%%", 100 * x.predicted_loss());
         std::snprintf(lm, sizeof lm, m.oom ? "oom" : "%.2f%%", 100 * x.measured_loss);
         std::snprintf(le, sizeof le, p.oom.happened || m.oom ? "-" : "%+.2f", x.loss_error_pp);
         std::snprintf(buf, sizeof buf,
@@ -73,7 +76,7 @@ std::string to_text(const Report& r) {
         std::snprintf(buf, sizeof buf,
                       "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
                       "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)%s%s\n",
-                      100 * p.peak_reduction, format_ns(p.simulated_makespan).c_str(), format_ns(m.makespan_ns).c_str(),
+                      100 * p.peak_reduction, format_ns(x.predicted_makespan()).c_str(), format_ns(m.makespan_ns).c_str(),
                       static_cast<long long>(p.stall_count), format_ns(p.stall_time).c_str(),
                       static_cast<long long>(m.stalls), format_ns(m.stall_ns).c_str(), static_cast<long long>(m.overruns),
                       format_ns(m.overrun_ns).c_str(), static_cast<long long>(m.sinkhorn_kernels),

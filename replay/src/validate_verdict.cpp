@@ -84,6 +84,13 @@ std::string verdict(const Row& x, double target, const Load& load) {
     } else if (p.oom.happened || m.oom) {
         if (p.oom.happened && m.oom) v = "agrees: out of memory, predicted and measured";
         else v = std::string("not validated: out of memory ") + (p.oom.happened ? "predicted only" : "measured only");
+    } else if (x.windowed && !x.window.quiescent()) {
+        // The replay begins its window with nothing in flight; this prediction did not.
+        std::snprintf(b, sizeof b, "inconclusive: the prediction began the window with %lld transfers in flight and %lld kernels "
+                                   "running, the replay with none (error %+.2f pp; --replay-steps all replays every step)",
+                      static_cast<long long>(x.window.transfers_in_flight), static_cast<long long>(x.window.kernels_running),
+                      x.loss_error_pp);
+        v = b;
     } else {
         const double e = std::fabs(x.loss_error_pp);
         if (x.spread_pp < 0)

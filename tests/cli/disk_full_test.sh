@@ -155,7 +155,8 @@ if [ "$mode" = tmpfs ]; then umount "$tmp/full" || fail "umount"; fi
 rm -rf "$tmp/full" && mkdir "$tmp/full"
 "$mhc" -q generate --preset gpt2-small --steps 40 --seq 1024 -o "$tmp/big.db" >/dev/null || fail "generate big"
 cp "$tmp/big.db" "$tmp/grown.db"
-"$mhc" simulate "$tmp/grown.db" --capacity 40% >/dev/null || fail "simulate big"
+# The run alone: the trace's cache, written after the run in its own transaction, is not part of it.
+MHC_TRACE_CACHE=0 "$mhc" simulate "$tmp/grown.db" --capacity 40% >/dev/null || fail "simulate big"
 size=$(stat -c %s "$tmp/big.db")
 room=$(( size + ($(stat -c %s "$tmp/grown.db") - size) / 2 ))
 if [ "$mode" = tmpfs ]; then

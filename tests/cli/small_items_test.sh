@@ -79,7 +79,7 @@ fi
 # check --full: SQLite's full integrity check finds a damaged index the quick check does not.
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o idx.db >/dev/null
 "$mhc" simulate idx.db --capacity 70% >/dev/null
-sqlite3 idx.db "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX run_events_by_run ON run_events (run, t_end)' WHERE name = 'run_events_by_run'"
+sqlite3 idx.db "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX run_memory_by_run ON run_memory (run, device_bytes)' WHERE name = 'run_memory_by_run'"
 "$mhc" check idx.db >/dev/null || fail "the quick check refused a file whose pages are whole"
 "$mhc" check --full idx.db >out 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "an index is damaged" out || fail "check --full ($rc): $(cat out)"

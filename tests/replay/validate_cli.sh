@@ -28,6 +28,7 @@ j = json.load(open(sys.argv[1]))
 assert j["link"]["obtained"] == "--link pcie4 (preset)", j["link"]
 assert j["time_scale"] == 0.2 and j["time_scale_origin"] == "--time-scale 0.2", j["time_scale_origin"]
 assert j["repeat"] == 2 and j["target_pp"] == 5
+assert j["window"]["kernel"] is None and j["window"]["origin"].startswith("all steps (the trace has no more than 1 step"), j["window"]   # one step: replayed whole
 for k in ("before", "after", "cores", "loaded"):
     assert k in j["load"], j["load"]
 [c] = j["configurations"]
@@ -57,6 +58,14 @@ rc=$?
 [ $rc = 2 ] || fail "--repeat 0 must exit 2, got $rc: $(cat bad.txt)"
 grep -q "^mhc: --repeat '0': auto or an integer in 1..99" bad.txt || fail "--repeat 0: $(cat bad.txt)"
 [ "$(wc -l <bad.txt)" = 1 ] || fail "--repeat 0: one line wanted: $(cat bad.txt)"
+# --replay-steps: all or a count of at least 1; anything else is one line and exit 2.
+for bad in 0 -1 x 2x ''; do
+    "$mhc" validate t.db --capacity 80% --link pcie4 --replay-steps "$bad" --no-store >bad.txt 2>&1
+    rc=$?
+    [ $rc = 2 ] || fail "--replay-steps '$bad' must exit 2, got $rc: $(cat bad.txt)"
+    grep -q "^mhc: --replay-steps '$bad': all or a number of steps, at least 1" bad.txt || fail "--replay-steps '$bad': $(cat bad.txt)"
+    [ "$(wc -l <bad.txt)" = 1 ] || fail "--replay-steps '$bad': one line wanted: $(cat bad.txt)"
+done
 "$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat auto --no-store --json >auto.json 2>auto.err \
     || fail "--repeat auto: $(cat auto.err)"
 python3 - auto.json <<'PY' || fail "--repeat auto: $(head -c 2000 auto.json)"

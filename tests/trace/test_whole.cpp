@@ -327,10 +327,12 @@ TEST_CASE("a private temporary file (a pipe's copy) is removed on signals and by
 TEST_CASE("check --full finds a damaged index that the quick check does not", "[store][whole]") {
     TempPath p("index.db");
     write_trace(p.path);
-    add_run(p.path, small_run("r"));
+    Run run = small_run("r");
+    for (int64_t t = 0; t < 100; ++t) run.memory.push_back({t, (t % 7) << 20, t % 5});
+    add_run(p.path, run);
     // The index's definition no longer matches its entries: what a half-rolled-back write leaves.
-    sql(p.path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX run_events_by_run ON "
-                "run_events (run, t_end)' WHERE name = 'run_events_by_run'");
+    sql(p.path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET sql = 'CREATE INDEX run_memory_by_run ON "
+                "run_memory (run, device_bytes)' WHERE name = 'run_memory_by_run'");
     CHECK(check_file(p.path).ok());
     CheckReport full = check_file(p.path, true);
     REQUIRE(!full.ok());

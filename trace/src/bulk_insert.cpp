@@ -2,6 +2,7 @@
 #include "bulk_insert.hpp"
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -19,8 +20,10 @@ struct Table {
 };
 struct Cursor {
     sqlite3_vtab_cursor base;
-    size_t row;
-    size_t count;
+    const int64_t* at;    // the current row's values
+    const int64_t* end;
+    size_t columns;
+    bool any_nullable;
 };
 
 int connect(sqlite3* db, void* aux, int, const char* const*, sqlite3_vtab** out, char**) {
@@ -58,28 +61,34 @@ int close(sqlite3_vtab_cursor* cursor) {
 const BulkInsert& rows_of(sqlite3_vtab_cursor* cursor) { return *reinterpret_cast<Table*>(cursor->pVtab)->rows; }
 int filter(sqlite3_vtab_cursor* cursor, int, const char*, int, sqlite3_value**) {
     auto* cur = reinterpret_cast<Cursor*>(cursor);
-    cur->row = 0;
-    cur->count = rows_of(cursor).values().size() / static_cast<size_t>(rows_of(cursor).columns());
+    const BulkInsert& rows = rows_of(cursor);
+    cur->at = rows.values().data();
+    cur->end = cur->at + rows.values().size();
+    cur->columns = static_cast<size_t>(rows.columns());
+    cur->any_nullable = rows.any_nullable();
     return SQLITE_OK;
 }
 int next(sqlite3_vtab_cursor* cursor) {
-    ++reinterpret_cast<Cursor*>(cursor)->row;
+    auto* cur = reinterpret_cast<Cursor*>(cursor);
+    cur->at += cur->columns;
     return SQLITE_OK;
 }
 int eof(sqlite3_vtab_cursor* cursor) {
     auto* cur = reinterpret_cast<Cursor*>(cursor);
-    return cur->row >= cur->count;
+    return cur->at >= cur->end;
 }
+// Called for every value of every row: the row's pointer is kept in the cursor, and the NULL
+// test is made only for tables that have a nullable column.
 int column(sqlite3_vtab_cursor* cursor, sqlite3_context* ctx, int col) {
-    const BulkInsert& rows = rows_of(cursor);
-    const int64_t value = rows.values()[reinterpret_cast<Cursor*>(cursor)->row * static_cast<size_t>(rows.columns()) +
-                                        static_cast<size_t>(col)];
-    if (rows.is_null(col, value)) sqlite3_result_null(ctx);
+    const auto* cur = reinterpret_cast<const Cursor*>(cursor);
+    const int64_t value = cur->at[col];
+    if (cur->any_nullable && rows_of(cursor).is_null(col, value)) sqlite3_result_null(ctx);
     else sqlite3_result_int64(ctx, value);
     return SQLITE_OK;
 }
 int rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* out) {
-    *out = static_cast<sqlite3_int64>(reinterpret_cast<Cursor*>(cursor)->row);
+    const auto* cur = reinterpret_cast<const Cursor*>(cursor);
+    *out = static_cast<sqlite3_int64>((cur->at - rows_of(cursor).values().data()) / static_cast<std::ptrdiff_t>(cur->columns));
     return SQLITE_OK;
 }
 
@@ -96,8 +105,9 @@ std::string unique_module_name() {
 }  // namespace
 
 BulkInsert::BulkInsert(sqlite3* db, const std::string& file, const std::string& into, int columns,
-                       const std::string& tail, const std::vector<std::pair<int, int64_t>>& nullable)
-    : db_(db), file_(file), module_(unique_module_name()), columns_(columns),
+                       const std::string& tail, const std::vector<std::pair<int, int64_t>>& nullable,
+                       const std::vector<int64_t>& leading)
+    : db_(db), file_(file), module_(unique_module_name()), columns_(columns), any_nullable_(!nullable.empty()),
       nullable_(static_cast<size_t>(columns), 0), null_value_(static_cast<size_t>(columns), 0) {
     for (auto [column, null_value] : nullable) {
         nullable_.at(static_cast<size_t>(column)) = 1;
@@ -106,6 +116,7 @@ BulkInsert::BulkInsert(sqlite3* db, const std::string& file, const std::string& 
     if (sqlite3_create_module_v2(db, module_.c_str(), &kModule, this, nullptr) != SQLITE_OK)
         fail(db, file, "cannot register the bulk insert module");
     std::string select = " SELECT ";
+    for (int64_t value : leading) select += std::to_string(value) + ",";
     for (int c = 0; c < columns; ++c) select += (c ? ",c" : "c") + std::to_string(c);
     // "WHERE true": with an ON CONFLICT clause SQLite needs it to tell the upsert from a join.
     insert_ = Stmt(db, file, (into + select + " FROM " + module_ + " WHERE true " + tail).c_str());

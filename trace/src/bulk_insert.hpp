@@ -17,11 +17,14 @@ namespace mhc::trace::sql {
 
 class BulkInsert {
 public:
-    // `into`: "INSERT [OR …] INTO schema.table", `columns`: the column count; `tail`: what follows
-    // the SELECT (an ON CONFLICT clause, or empty). A column listed in `nullable` is written as NULL
-    // where its value equals `null_value` (the model's sentinel: kNoTime, kNoBytes).
+    // `into`: "INSERT [OR …] INTO schema.table", `columns`: the column count buffered per row;
+    // `tail`: what follows the SELECT (an ON CONFLICT clause, or empty). A column listed in
+    // `nullable` is written as NULL where its value equals `null_value` (the model's sentinel:
+    // kNoTime, kNoBytes). `leading`: values of the table's first columns, the same in every row
+    // (a run's id), written into the statement instead of buffered: a column fewer to hand over
+    // on every row.
     BulkInsert(sqlite3* db, const std::string& file, const std::string& into, int columns, const std::string& tail = "",
-               const std::vector<std::pair<int, int64_t>>& nullable = {});
+               const std::vector<std::pair<int, int64_t>>& nullable = {}, const std::vector<int64_t>& leading = {});
     ~BulkInsert();
     BulkInsert(const BulkInsert&) = delete;
     BulkInsert& operator=(const BulkInsert&) = delete;
@@ -40,6 +43,7 @@ public:
     // For the virtual table: the rows being inserted.
     int columns() const { return columns_; }
     const std::vector<int64_t>& values() const { return values_; }
+    bool any_nullable() const { return any_nullable_; }
     bool is_null(int column, int64_t value) const {
         return nullable_[static_cast<size_t>(column)] && value == null_value_[static_cast<size_t>(column)];
     }
@@ -51,6 +55,7 @@ private:
     sqlite3* db_;
     std::string file_, module_;
     int columns_;
+    bool any_nullable_ = false;
     std::vector<char> nullable_;        // per column: written as NULL where it equals null_value_
     std::vector<int64_t> null_value_;
     std::vector<int64_t> values_;

@@ -32,7 +32,7 @@ std::string fingerprint(const std::map<std::string, std::string>& meta, const Ta
 int64_t stored_size(const Run& run) {
     // Bytes per row, index entries included: measured with SQLite's dbstat on 2,000 stored
     // sweep runs (docs/trace-format.md, "How big runs are").
-    constexpr int64_t kEvent = 45, kSample = 42, kKernel = 22, kConfig = 31, kMetric = 30, kRun = 90;
+    constexpr int64_t kEvent = 28, kSample = 42, kKernel = 22, kConfig = 31, kMetric = 30, kRun = 115;
     return kRun + kEvent * int64_t(run.events.size()) + kSample * int64_t(run.memory.size()) +
            kKernel * int64_t(run.kernel_times.size()) + kConfig * int64_t(run.config.size()) +
            kMetric * int64_t(run.metrics.size());
@@ -41,6 +41,12 @@ int64_t stored_size(const Run& run) {
 }  // namespace mhc::trace
 
 namespace mhc::trace::runfiles {
+
+bool has_table(sqlite3* db, const std::string& file, const char* name) {
+    sql::Stmt query(db, file, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
+    query.bind(1, std::string(name));
+    return query.step();
+}
 
 namespace {
 
@@ -56,12 +62,6 @@ std::string meta_value(sqlite3* db, const std::string& file, const char* key) {
     sql::Stmt s(db, file, "SELECT value FROM meta WHERE key=?");
     s.bind(1, std::string(key));
     return s.step() ? s.text(0) : std::string();
-}
-
-bool has_table(sqlite3* db, const std::string& file, const char* name) {
-    sql::Stmt s(db, file, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
-    s.bind(1, std::string(name));
-    return s.step();
 }
 
 std::string absolute(const std::string& path) {
@@ -117,6 +117,7 @@ void init_runs_db(sqlite3* db, const std::string& file, const std::vector<Target
     sql::exec(db, file, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID");
     sql::exec(db, file, schema::kRunTables);
     sql::exec(db, file, schema::kRunIndexes);
+    sql::exec(db, file, schema::kRunEventRows);
     sql::exec(db, file, schema::kRunsDbTables);
     sql::Stmt m(db, file, "INSERT INTO meta VALUES (?,?)");
     for (auto [k, v] : std::map<std::string, std::string>{
@@ -138,6 +139,20 @@ void add_traces_table(sqlite3* db, const std::string& file) {
     sql::exec(db, file, schema::kRunsDbTables);
     sql::Stmt t(db, file, "INSERT INTO traces (id, path, fingerprint) VALUES (1,?,?)");
     t.bind(1, meta_value(db, file, "trace")); t.bind(2, meta_value(db, file, "trace_fingerprint")); t.run();
+}
+
+// A file made before run_event_rows gets it, with its triggers, in the storing transaction
+// (additive: docs/trace-format.md). `schema` names where the file's tables are on `db`.
+void add_event_rows_table(sqlite3* db, const std::string& file, const std::string& schema) {
+    sql::Stmt has(db, file, ("SELECT 1 FROM " + schema + ".sqlite_master WHERE type='table' AND name='run_event_rows'").c_str());
+    if (has.step()) return;
+    // Each statement creates "IF NOT EXISTS name": made "IF NOT EXISTS schema.name"; a trigger's
+    // body names the tables of its own schema.
+    std::string sql = schema::kRunEventRows;
+    const std::string mark = "IF NOT EXISTS ";
+    for (size_t at = sql.find(mark); at != std::string::npos; at = sql.find(mark, at + mark.size()))
+        sql.insert(at + mark.size(), schema + ".");
+    sql::exec(db, file, sql.c_str());
 }
 
 // A runs database that does not exist yet is made whole beside it and renamed into place
@@ -264,6 +279,7 @@ void RunWriter::open_traces(const std::vector<Target>& targets) {
             throw Error(files_[i] + ": cannot store runs: the file is read-only");
     }
     sql::exec(db_, files_.front(), "BEGIN IMMEDIATE");
+    for (size_t i = 0; i < targets.size(); ++i) add_event_rows_table(db_, files_[i], schemas_[i]);
     // The run was computed on the trace as it was read: a trace replaced or rewritten since
     // (another `generate --force`, `import --force`) is another trace.
     for (size_t i = 0; i < targets.size(); ++i) {
@@ -306,6 +322,7 @@ void RunWriter::open_runs_db(const std::vector<Target>& targets, const std::stri
         trace_ids_.push_back(it->second);
     }
     add_traces_table(db_, runs_db);
+    add_event_rows_table(db_, runs_db, "main");
 }
 
 void RunWriter::claim(size_t i, int64_t run) {

@@ -67,6 +67,19 @@ void check(const std::string& file, const char* table, int64_t run, int64_t row,
     }
 }
 
+// The integer in column `col` of `stmt` when it keeps `rule`; else check() throws its message.
+// Each value is read once (type, then value): a run of millions of events is read at the speed
+// of SQLite's rows, not of three calls a value.
+int64_t value(const std::string& file, const char* table, int64_t run, int64_t row, const sql::Stmt& stmt,
+              const Column& rule, int col) {
+    if (sqlite3_column_type(stmt.get(), col) == SQLITE_INTEGER) {
+        const int64_t got = stmt.i64(col);
+        if (got >= rule.min && got <= rule.max) return got;
+    }
+    check(file, table, run, row, stmt, {{&rule, col}});
+    return stmt.i64(col);   // a NULL the rule allows (none of the run tables' rules does)
+}
+
 // A metric is a number: text or a blob is refused rather than read as 0.
 double metric(const std::string& file, int64_t run, const std::string& key, const sql::Stmt& s, int col) {
     int type = sqlite3_column_type(s.get(), col);
@@ -102,8 +115,71 @@ std::vector<size_t> by_start(const std::vector<RunEvent>& events) {
     return merged;
 }
 
+// Triggers off on `db` while it lives: the store's own inserts into run_events must not drop the
+// range it is writing (schema.sql, run_event_rows); a statement prepared meanwhile has none.
+class TriggersOff {
+public:
+    explicit TriggersOff(sqlite3* db) : db_(db) {
+        sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, -1, &was_);
+        sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+    }
+    ~TriggersOff() { sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, was_, nullptr); }
+    TriggersOff(const TriggersOff&) = delete;
+    TriggersOff& operator=(const TriggersOff&) = delete;
+
+private:
+    sqlite3* db_;
+    int was_ = 1;
+};
+
+int64_t max_event_rowid(sqlite3* db, const std::string& path, const std::string& schema) {
+    sql::Stmt query(db, path, ("SELECT coalesce(max(rowid), 0) FROM " + schema + ".run_events").c_str());
+    query.step();
+    return query.i64(0);
+}
+
+// The run's events, appended to run_events in start order (stable, so that load_run's
+// ORDER BY t_start, rowid gives the simulator's order back), and their rowid range in
+// run_event_rows, which load_run reads instead of an index on run (docs/results.md, "Writing a
+// run"). `fresh`: the run had no events before (a new run, or one begun with none).
+void write_events(sqlite3* db, const std::string& path, const std::string& schema, int64_t id, const Run& run,
+                  bool fresh) {
+    const int64_t before = max_event_rowid(db, path, schema);
+    {
+        TriggersOff off(db);
+        sql::BulkInsert ev(db, path, "INSERT INTO " + schema + ".run_events", 6, "", {}, {id});
+        for (size_t position : by_start(run.events)) {
+            const RunEvent& event = run.events[position];
+            int64_t* row = ev.add();
+            row[0] = static_cast<int64_t>(event.kind); row[1] = event.t_start; row[2] = event.t_end;
+            row[3] = event.allocation; row[4] = event.kernel; row[5] = event.bytes;
+        }
+        ev.flush();
+    }
+    // SQLite gives a new row the largest rowid + 1 (a random free one only past 2^63 - 1): then the
+    // rows are before + 1 .. after. When they are not, the run is read by run, as in older files.
+    const int64_t after = max_event_rowid(db, path, schema);
+    if (fresh && before < INT64_MAX && after - before == static_cast<int64_t>(run.events.size())) {
+        sql::Stmt range(db, path, ("INSERT OR REPLACE INTO " + schema + ".run_event_rows VALUES (?,?,?)").c_str());
+        range.bind(1, id); range.bind(2, before + 1); range.bind(3, after);
+        range.run();
+    } else {
+        sql::Stmt drop(db, path, ("DELETE FROM " + schema + ".run_event_rows WHERE run = ?").c_str());
+        drop.bind(1, id);
+        drop.run();
+    }
+}
+
+// Whether run `id` is stored with an empty range of events (a run begun, not finished yet).
+bool has_no_events(sqlite3* db, const std::string& path, const std::string& schema, int64_t id) {
+    sql::Stmt range(db, path, ("SELECT last_row < first_row FROM " + schema + ".run_event_rows WHERE run = ?").c_str());
+    range.bind(1, id);
+    return range.step() && range.i64(0) != 0;
+}
+
 // The run's rows, into the run tables of `schema` (the trace's, or a runs database's).
-void write_body(sqlite3* db, const std::string& path, const std::string& schema, int64_t id, const Run& run) {
+void write_body(sqlite3* db, const std::string& path, const std::string& schema, int64_t id, const Run& run,
+                bool fresh) {
     auto into = [&](const char* verb, const char* table_and_values) {
         return std::string(verb) + " INTO " + schema + "." + table_and_values;
     };
@@ -119,19 +195,9 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
         met.bind(1, id); met.bind(2, k); met.bind(3, v); met.run();
     }
     // The bulk of a run, through one INSERT … SELECT per chunk (bulk_insert.hpp), in the order of
-    // the tables' keys, so that every row and index entry is appended: events by start (stable,
-    // so that load_run's ORDER BY t_start, rowid gives the simulator's order back), kernel times
-    // by kernel, samples by time.
-    {
-        sql::BulkInsert ev(db, path, into("INSERT", "run_events"), 7);
-        for (size_t position : by_start(run.events)) {
-            const RunEvent& event = run.events[position];
-            int64_t* row = ev.add();
-            row[0] = id; row[1] = static_cast<int64_t>(event.kind); row[2] = event.t_start; row[3] = event.t_end;
-            row[4] = event.allocation; row[5] = event.kernel; row[6] = event.bytes;
-        }
-        ev.flush();
-    }
+    // the tables' keys, so that every row and index entry is appended: events by start, kernel
+    // times by kernel, samples by time.
+    write_events(db, path, schema, id, run, fresh);
     {
         auto by_kernel = [](const RunKernelTime& lhs, const RunKernelTime& rhs) { return lhs.kernel < rhs.kernel; };
         std::vector<RunKernelTime> sorted;   // only when the run's are not in order already
@@ -140,17 +206,17 @@ void write_body(sqlite3* db, const std::string& path, const std::string& schema,
             // Stable: of two times given for one kernel, the later one stays (INSERT OR REPLACE).
             std::stable_sort(sorted.begin(), sorted.end(), by_kernel);
         }
-        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels"), 4);
+        sql::BulkInsert kt(db, path, into("INSERT OR REPLACE", "run_kernels"), 3, "", {}, {id});
         for (const RunKernelTime& time : sorted.empty() ? run.kernel_times : sorted) {
             int64_t* row = kt.add();
-            row[0] = id; row[1] = time.kernel; row[2] = time.t_start; row[3] = time.t_end;
+            row[0] = time.kernel; row[1] = time.t_start; row[2] = time.t_end;
         }
         kt.flush();
     }
-    sql::BulkInsert mem(db, path, into("INSERT", "run_memory"), 4);
+    sql::BulkInsert mem(db, path, into("INSERT", "run_memory"), 3, "", {}, {id});
     for (const RunMemorySample& sample : run.memory) {
         int64_t* row = mem.add();
-        row[0] = id; row[1] = sample.t; row[2] = sample.device_bytes; row[3] = sample.host_bytes;
+        row[0] = sample.t; row[1] = sample.device_bytes; row[2] = sample.host_bytes;
     }
     mem.flush();
 }
@@ -190,6 +256,74 @@ void fill_unmoved_kernels(const Reader& trace, Run& run) {
               [](const RunKernelTime& a, const RunKernelTime& b) { return a.kernel < b.kernel; });
 }
 
+// One row of run_events as `row` holds it in columns from `col` (kind, t_start, t_end, allocation,
+// kernel, bytes, rowid), checked against the rules.
+RunEvent event_at(const std::string& file, int64_t run_id, const sql::Stmt& row, int col) {
+    const int64_t rowid = row.i64(col + 6);
+    auto at = [&](const run_rules::Column& rule, int offset) {
+        return run_rules::value(file, "run_events", run_id, rowid, row, rule, col + offset);
+    };
+    RunEvent event;   // the columns in order, so that the first that breaks its rule is the one named
+    event.kind = static_cast<EventKind>(at(run_rules::kKind, 0));
+    event.t_start = at(run_rules::kTime, 1);
+    event.t_end = at(run_rules::kEndTime, 2);
+    event.allocation = at(run_rules::kId, 3);
+    event.kernel = at(run_rules::kId, 4);
+    event.bytes = at(run_rules::kBytes, 5);
+    return event;
+}
+
+// A run's events in start order (of one instant: by rowid), found by run: through the index
+// run_events_by_run in files made before run_event_rows, by reading the whole table in others.
+void read_events_by_run(sqlite3* db, const std::string& file, int64_t run_id, std::vector<RunEvent>& out) {
+    sql::Stmt rows(db, file,
+                   "SELECT kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
+                   "WHERE run=? ORDER BY t_start, rowid");
+    rows.bind(1, run_id);
+    while (rows.step()) out.push_back(event_at(file, run_id, rows, 0));
+}
+
+// The same events read from their rowid range (run_event_rows), when the file has one for the run,
+// the rows in it are all the run's, without a gap, and the rows just outside it are not the run's:
+// a range that does not fit (rows renumbered by a VACUUM, changed by a writer without the
+// triggers) gives false, `out` left empty, and the caller reads by run. The same order as
+// read_events_by_run: a range is written in start order, and sorted stably here when a file says
+// otherwise.
+bool read_event_range(sqlite3* db, const std::string& file, int64_t run_id, std::vector<RunEvent>& out) {
+    if (!runfiles::has_table(db, file, "run_event_rows")) return false;
+    sql::Stmt range(db, file, "SELECT first_row, last_row FROM run_event_rows WHERE run=?");
+    range.bind(1, run_id);
+    if (!range.step()) return false;
+    const int64_t first = range.i64(0), last = range.i64(1);
+    sql::Stmt rows(db, file,
+                   "SELECT run, kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
+                   "WHERE rowid BETWEEN ? AND ?");
+    rows.bind(1, first); rows.bind(2, last);
+    // A range past the table's last row does not fit; one that may is reserved, not grown by
+    // doubling (4 M events are 190 MB), to at most what the file's rowids allow.
+    if (last > max_event_rowid(db, file, "main")) return false;
+    if (last >= first) out.reserve(static_cast<size_t>(std::min<int64_t>(last - first + 1, int64_t{1} << 24)));
+    int64_t expected = first;
+    while (rows.step()) {
+        if (sqlite3_column_type(rows.get(), 0) != SQLITE_INTEGER || rows.i64(0) != run_id || rows.i64(7) != expected) {
+            out.clear();
+            return false;
+        }
+        out.push_back(event_at(file, run_id, rows, 1));
+        ++expected;
+    }
+    sql::Stmt beside(db, file, "SELECT count(*) FROM run_events WHERE rowid IN (?, ?) AND run = ?");
+    beside.bind(1, first - 1); beside.bind(2, last + 1); beside.bind(3, run_id);
+    beside.step();
+    if ((last >= first && expected != last + 1) || beside.i64(0) != 0) {
+        out.clear();
+        return false;
+    }
+    auto by_start_time = [](const RunEvent& lhs, const RunEvent& rhs) { return lhs.t_start < rhs.t_start; };
+    if (!std::is_sorted(out.begin(), out.end(), by_start_time)) std::stable_sort(out.begin(), out.end(), by_start_time);
+    return true;
+}
+
 }  // namespace
 
 namespace {
@@ -210,7 +344,7 @@ std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const s
             ins.run();
             int64_t id = sqlite3_last_insert_rowid(w.db());
             w.claim(i, id);
-            write_body(w.db(), w.file(i), w.schema(i), id, *run);
+            write_body(w.db(), w.file(i), w.schema(i), id, *run, true);
             ids.push_back(id);
         }
         w.commit();
@@ -265,7 +399,7 @@ void finish_run(const std::string& trace_path, int64_t run_id, const Run& run,
         up.run();
         if (sqlite3_changes(w.db()) != 1)
             throw Error(w.file(0) + ": run " + std::to_string(run_id) + " does not exist");
-        write_body(w.db(), w.file(0), w.schema(0), run_id, run);
+        write_body(w.db(), w.file(0), w.schema(0), run_id, run, has_no_events(w.db(), w.file(0), w.schema(0), run_id));
         w.commit();
     } catch (const Error& e) {
         std::string left = w.abort();
@@ -317,31 +451,18 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
         s.bind(1, run_id);
         while (s.step()) run.metrics[s.text(0)] = run_rules::metric(trace_path, run_id, s.text(0), s, 1);
     }
-    {
-        sql::Stmt s(db, trace_path,
-                    "SELECT kind, t_start, t_end, allocation, kernel, bytes, rowid FROM run_events "
-                    "WHERE run=? ORDER BY t_start, rowid");
-        s.bind(1, run_id);
-        using namespace run_rules;
-        while (s.step()) {
-            check(trace_path, "run_events", run_id, s.i64(6), s,
-                  {{&kKind, 0}, {&kTime, 1}, {&kEndTime, 2}, {&kId, 3}, {&kId, 4}, {&kBytes, 5}});
-            RunEvent e;
-            e.kind = static_cast<EventKind>(s.i64(0));
-            e.t_start = s.i64(1); e.t_end = s.i64(2); e.allocation = s.i64(3);
-            e.kernel = s.i64(4); e.bytes = s.i64(5);
-            run.events.push_back(e);
-        }
-    }
+    if (!read_event_range(db, trace_path, run_id, run.events)) read_events_by_run(db, trace_path, run_id, run.events);
     {
         sql::Stmt s(db, trace_path,
                     "SELECT kernel, t_start, t_end FROM run_kernels WHERE run=? ORDER BY kernel");
         s.bind(1, run_id);
         int64_t row = 0;
         while (s.step()) {
-            run_rules::check(trace_path, "run_kernels", run_id, ++row, s,
-                             {{&run_rules::kId, 0}, {&run_rules::kTime, 1}, {&run_rules::kEndTime, 2}});
-            run.kernel_times.push_back({s.i64(0), s.i64(1), s.i64(2)});
+            ++row;
+            const int64_t kernel = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kId, 0);
+            const int64_t start = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kTime, 1);
+            const int64_t end = run_rules::value(trace_path, "run_kernels", run_id, row, s, run_rules::kEndTime, 2);
+            run.kernel_times.push_back({kernel, start, end});
         }
     }
     {

@@ -46,6 +46,7 @@ const char* const kRunsDbTables = section("runs_db_tables");
 const char* const kLookups = section("lookups");
 const char* const kIndexes = section("trace_indexes");
 const char* const kRunIndexes = section("run_indexes");
+const char* const kRunEventRows = section("run_event_rows");
 
 const char* const kRequiredTables[] = {"meta", "strings", "allocations", "kernels", "accesses",
                                        "copies", "markers", "runs", "run_config", "run_metrics",

@@ -13,6 +13,9 @@ extern const char* const kRunsDbTables;
 extern const char* const kLookups;
 extern const char* const kIndexes;      // of the trace tables
 extern const char* const kRunIndexes;   // of the run tables
+// Where each run's events lie in run_events (rowid ranges) and the triggers that keep it true;
+// every statement is CREATE … IF NOT EXISTS, so it also runs on files made before it.
+extern const char* const kRunEventRows;
 // Tables a file must have to be read as a trace.
 extern const char* const kRequiredTables[];
 // Tables a runs database must have.

@@ -183,6 +183,7 @@ void Writer::close(const std::function<void(const std::string&)>& verify) {
     sql::exec(db_, path_, "COMMIT");
     sql::exec(db_, path_, schema::kIndexes);
     sql::exec(db_, path_, schema::kRunIndexes);
+    sql::exec(db_, path_, schema::kRunEventRows);
     sql::exec(db_, path_, ("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
     st_.reset();
     if (sqlite3_close(db_) != SQLITE_OK) throw Error(path_ + ": cannot close the new trace");

@@ -97,8 +97,11 @@ std::vector<std::string> exported_tables(sqlite3* db, const std::string& file) {
     Statement st(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid",
                  file);
     while (sqlite3_step(st.s) == SQLITE_ROW)
-        // trace_cache holds binary copies of the other tables (docs/trace-format.md): no CSV.
-        if (std::string t = text_at(st.s, 0); !kLookupTables.count(t) && t != "trace_cache") out.push_back(t);
+        // trace_cache holds binary copies of the other tables, run_event_rows rowids of this file
+        // (docs/trace-format.md): no CSV.
+        if (std::string table = text_at(st.s, 0);
+            !kLookupTables.count(table) && table != "trace_cache" && table != "run_event_rows")
+            out.push_back(table);
     return out;
 }
 

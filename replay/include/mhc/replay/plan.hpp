@@ -55,6 +55,11 @@ struct Plan {
     // -1 for kernels of other devices.
     std::vector<int32_t> stream_of;
     int32_t streams = 0;
+    // A window (with_window): the actions before window_begin only bring the replay to the
+    // state the run had when the window began (executed at once, unpaced, not timed); time is
+    // measured from action window_begin on, whose recorded time is window_t. 0: no window.
+    size_t window_begin = 0;
+    int64_t window_t = 0;
 };
 
 // Builds the plan of a run of `trace` (the Result must have been simulated on this trace with
@@ -69,6 +74,14 @@ bool has_swaps(const Plan& plan);
 // moved onto the baseline replay's clock, whose gaps hold the replay's own overheads, and
 // replays the recorded one: replaying the moved trace would add those overheads twice.
 Plan on_clock_of(Plan plan, const trace::TraceData& clock);
+
+// The first kernel (dense index) of the last `steps` training steps of `device`'s kernels, by
+// recorded start: where a replay of those steps begins. -1 when the kernels have no step
+// numbers or no more steps than that (the window would be the whole trace).
+int32_t window_first_kernel(const trace::TraceData& trace, int32_t device, int steps);
+// The plan with a window that begins at the start of kernel `first_kernel` (Plan::window_begin).
+// Throws mhc::Error when the plan never starts that kernel (a run that ran out of memory before).
+Plan with_window(Plan plan, int32_t first_kernel);
 
 // Checks that the plan respects the dependencies replay relies on, by walking it with the
 // states of the allocations: every kernel starts with its operands resident (allocated, swapped

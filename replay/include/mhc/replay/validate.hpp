@@ -50,6 +50,9 @@ struct ValidateSpec {
     // validation is refused (0: no limit); above kLongReplaySeconds `warn` is told, in one line.
     double max_replay_seconds = 3600;
     std::function<void(const std::string&)> warn;
+    // Replay and measure only the last this many training steps (0: all of them): the steps
+    // before run at once to bring each replay to the state its run had (Plan::window_begin).
+    int replay_steps = 0;
 };
 
 inline constexpr double kLongReplaySeconds = 600;
@@ -98,10 +101,27 @@ inline constexpr double kConfigAgreeShare = 0.5;
 inline constexpr size_t kBaselineMinReplays = 3;
 inline constexpr size_t kConfigMinReplays = 2;
 
+// What the simulated run predicted for a window that begins at the start of kernel `first_kernel`
+// (dense index in `trace`, the trace it simulated; t_begin: the start of the run's span): the
+// window's makespan, from that kernel's simulated start to the run's end; the unlimited run's
+// (no stall moves it: from the kernel's recorded start to the end of the recorded span); the
+// loss between them. What the run had in flight when the window began: transfers and kernels
+// that started before and ended after (the replay begins its window with nothing in flight).
+struct WindowPrediction {
+    bool reached = false;            // the run started that kernel (no OOM before it)
+    int64_t start_ns = 0, makespan_ns = 0, baseline_ns = 0;
+    int64_t shift_ns = 0;            // how much later than recorded the run began the window
+    double loss = 0;
+    int64_t transfers_in_flight = 0, kernels_running = 0;
+    bool quiescent() const { return reached && transfers_in_flight == 0 && kernels_running == 0; }
+};
+WindowPrediction predict_window(const trace::TraceData& trace, const sim::Result& run, int32_t first_kernel, int64_t t_begin);
+
 // The real seconds the replays take at least: each configuration's predicted makespan x the
 // time scale x its replays (predictions[0] is the baseline, replayed 2N - 1 times with N >= 2
 // repeats); page mapping and the host's own overheads come on top.
 double estimated_replay_seconds(const std::vector<sim::Result>& predictions, double time_scale, int repeat);
+double estimated_replay_seconds(const std::vector<int64_t>& makespans_ns, double time_scale, int repeat);
 
 struct Row {
     std::string name;
@@ -117,6 +137,12 @@ struct Row {
     // the baseline's own spread carried into this row's loss; -1 with a single replay.
     double spread_pp = -1;
     Divergence divergence;            // beyond the spread (or the target with one replay)
+    // Replayed and measured over a window of the last steps (ValidateSpec::replay_steps): the
+    // loss and makespan compared are the window's (peak, traffic and checksums the whole plan's).
+    bool windowed = false;
+    WindowPrediction window;
+    double predicted_loss() const { return windowed ? window.loss : predicted.throughput_loss; }
+    int64_t predicted_makespan() const { return windowed ? window.makespan_ns : predicted.simulated_makespan; }
     std::string verdict;              // one line: validated / not validated / inconclusive / ...
     // Stored after every replay (begun first as "incomplete" when storing).
     trace::Run sim_record, replay_record;
@@ -147,6 +173,10 @@ struct Report {
     double target_pp = 5;
     int repeat = 1;
     bool adaptive_repeat = false;   // repeat was the most, replays stopped once they agreed
+    // The window replayed and measured: from kernel window_kernel (id; -1: the whole trace),
+    // and why (the steps asked for, where it begins, or why the whole trace was replayed).
+    int64_t window_kernel = -1;
+    std::string window_origin;
     Load load;
     double pool_seconds = 0;        // allocating the shared page pool and host arena (once, before the replays)
     double pool_cpu_seconds = 0;    // this process's CPU time meanwhile (all threads)
