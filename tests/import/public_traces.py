@@ -21,10 +21,13 @@ trace (chakra/*.json.gz):
   - `mhc info`'s counts of kernels and copies (memcpy and memset) and its kernel time (the sum
     of the kernels' durations) must equal the file's; Kineto: also its count of events and its
     steps (distinct ProfilerStep#N on the CPU), and every kernel's start relative to the first
-    equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits); nsys: also its duration (the first start to the
+    equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
+    per step (check_kernel_steps), every event on a device's lane accounted for (check_device_lanes),
+    and meta rank/world_size equal to distributedInfo; nsys: also its duration (the first start to the
     last end of the kernels, copies, memsets and memory events), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
-    at that end; how many did: meta nsys.kernel_starts_clamped).
+    at that end; how many did: meta nsys.kernel_starts_clamped), and its markers are the NVTX rows
+    that are marks or ranges (not domain, category or thread names).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
 import decimal
@@ -65,7 +68,8 @@ def kineto_events(path):
     """The trace's events, read once per file; numbers with a fraction stay the text the file
     has (json would round epoch `ts`, 19 significant digits, to doubles): decimal() reads them."""
     with gzip.open(path) as f:
-        return json.load(f, parse_float=str)["traceEvents"]
+        doc = json.load(f, parse_float=str)
+    return doc if isinstance(doc, list) else doc["traceEvents"]   # a list: the JSON Array Format (PyTorch 1.8)
 
 
 def decimal_of(v):
@@ -111,6 +115,83 @@ def kineto_timeline(path):
             "kernel_time_ns": sum(max(0, int(decimal_of(e.get("dur", 0)) * 1000)) for e in kernels)}
 
 
+def cpu_lanes(events):
+    """The pids Kineto labels CPU (process_labels); every other labelled pid is a device's lane."""
+    labels = {e.get("pid"): e["args"].get("labels") for e in events if isinstance(e, dict) and e.get("ph") == "M"
+              and e.get("name") == "process_labels" and isinstance(e.get("args"), dict)}
+    return {p for p, label in labels.items() if label == "CPU"}, {p for p, label in labels.items() if label != "CPU"}
+
+
+def check_kernel_steps(name, path, db):
+    """Kernels per step: a kernel belongs to the ProfilerStep#N (a CPU range) its launch fell in, the
+    launch being the CPU-side event with the kernel's correlation id (any category), else the kernel's
+    own time. Compared with the imported kernels' steps; and how many kernels have such a launch
+    with meta kineto.kernels_linked_to_launch."""
+    events = [e for e in kineto_events(path) if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    cpu, devices = cpu_lanes(kineto_events(path))
+    kernel_cats = ("kernel", "Kernel")
+    steps = sorted((decimal_of(e["ts"]), decimal_of(e["ts"]) + decimal_of(e.get("dur", 0)), int(e["name"][13:]))
+                   for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and e["name"][13:].isdigit()
+                   and e.get("cat") != "gpu_user_annotation" and e.get("pid") not in devices)
+    launch = {}
+    for e in events:
+        corr = e.get("args", {}).get("correlation") if isinstance(e.get("args"), dict) else None
+        if corr is not None and e.get("cat") not in kernel_cats and e.get("pid") not in devices:
+            launch[corr] = decimal_of(e["ts"])
+    want, linked = {}, 0
+    for e in events:
+        if e.get("cat") not in kernel_cats:
+            continue
+        linked += e.get("args", {}).get("correlation") in launch
+        t = launch.get(e.get("args", {}).get("correlation"), decimal_of(e["ts"]))
+        step = next((n for a, b, n in steps if a <= t <= b), -1)
+        want[step] = want.get(step, 0) + 1
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
+    said = int(dict(conn.execute("SELECT key, value FROM meta")).get("kineto.kernels_linked_to_launch", 0))
+    if said != linked:
+        fail(name, f"{said} kernels linked to their launch, {linked} have a CPU event of their correlation id")
+    if want:
+        print(f"  kernels per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
+    if got != want:
+        fail(name, f"kernels per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+
+
+def check_device_lanes(name, path, meta):
+    """Every 'X' event on a device's lane (a pid not labelled CPU) is imported (a kernel, memcpy or
+    memset, counted by check_timeline; a GPU annotation, a marker), a cuda_sync wait (documented as
+    holding no device work), a Python stack frame (host code: the TraceLens H100 traces write 5 of a
+    tqdm monitor thread under pid 0, GPU 0's lane), or counted by category in meta
+    kineto.unread_events and warned: device events of a category mhc does not read are never left
+    out in silence."""
+    _, devices = cpu_lanes(kineto_events(path))
+    read = ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "gpu_user_annotation", "cuda_sync",
+            "python_function")
+    other = {}
+    for e in kineto_events(path):
+        if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and e.get("pid") in devices and e.get("cat") not in read:
+            other[e.get("cat")] = other.get(e.get("cat"), 0) + 1
+    said = {}
+    for part in filter(None, meta.get("kineto.unread_events", "").split(", ")):
+        count, cat = part.split(" ", 1)
+        said[cat] = int(count)
+    for cat, count in sorted(other.items()):
+        print(f"  device lanes: {count} '{cat}' events, {said.get(cat, 0)} counted as unread by the import (at least)")
+        if said.get(cat, 0) < count:
+            fail(name, f"{count} '{cat}' events on device lanes, meta kineto.unread_events says {said.get(cat, 0)}")
+
+
+def check_job_identity(name, path, meta):
+    """meta rank and world_size are the file's distributedInfo (absent where it has none)."""
+    with gzip.open(path) as f:
+        doc = json.load(f)
+    info = doc.get("distributedInfo") or {} if isinstance(doc, dict) else {}
+    for key in ("rank", "world_size"):
+        want = str(info[key]) if key in info else None
+        if meta.get(key) != want:
+            fail(name, f"meta {key} {meta.get(key)}, distributedInfo.{key} {want}")
+
+
 def check_kernel_starts(name, path, db):
     """Each kernel's start, relative to the first, to the nanosecond (Kineto without clamped starts)."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -124,6 +205,35 @@ def check_kernel_starts(name, path, db):
         fail(name, "kernel starts differ from the file's to the nanosecond")
     elif want:
         print(f"  {len(want)} kernel starts equal the file's to the nanosecond, over {want[-1] - want[0]} ns")
+
+
+# ENUM_NSYS_EVENT_TYPE's NVTX names (nsys 2024.5 exports list them; older ones use the same numbers).
+NVTX_EVENT_TYPES = {32: "NvtxEvents", 33: "NvtxCategory", 34: "NvtxMark", 35: "NvtxPushRange", 36: "NvtxPopRange",
+                    37: "NvtxStartRange", 38: "NvtxEndRange", 39: "NvtxThread", 59: "NvtxPushPopRange",
+                    60: "NvtxStartEndRange", 64: "NvtxtCategory", 65: "NvtxtMark", 66: "NvtxtPushRange",
+                    67: "NvtxtPopRange", 68: "NvtxtStartRange", 69: "NvtxtEndRange", 70: "NvtxtPushPopRange",
+                    71: "NvtxtStartEndRange", 72: "NvtxtMetaThread", 73: "NvtxtMetaProcess",
+                    74: "NvtxtMetaFileDisplay", 75: "NvtxDomainCreate", 76: "NvtxDomainDestroy",
+                    97: "NvtxNameCudaDevice", 98: "NvtxNameCudaContext", 99: "NvtxNameCudaStream"}
+
+
+def nvtx_markers(db, tables):
+    """NVTX rows that are marks or ranges (a range's Pop/End half is not one; domains, categories
+    and names are not): by the file's ENUM_NSYS_EVENT_TYPE where it has one."""
+    if "NVTX_EVENTS" not in tables:
+        return 0
+    if "eventType" not in {r[1] for r in db.execute("PRAGMA table_info(NVTX_EVENTS)")}:
+        return db.execute("SELECT COUNT(*) FROM NVTX_EVENTS").fetchone()[0]
+    names = dict(NVTX_EVENT_TYPES)
+    if "ENUM_NSYS_EVENT_TYPE" in tables:
+        names.update(db.execute("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"))
+    count = 0
+    for kind, n in db.execute("SELECT eventType, COUNT(*) FROM NVTX_EVENTS GROUP BY eventType"):
+        name = names.get(kind, "")
+        if name.endswith("Mark") or (name.endswith("Range") and not name.endswith(("PopRange", "EndRange"))) \
+                or name.endswith(("PushPopRange", "StartEndRange")):
+            count += n
+    return count
 
 
 def nsys_timeline(path):
@@ -149,13 +259,15 @@ def nsys_timeline(path):
                                                        "CUPTI_ACTIVITY_KIND_MEMSET")]
     spans += [rows("CUDA_GPU_MEMORY_USAGE_EVENTS", "MIN(start), MAX(start)")]
     spans = [s for s in spans if s and s[0] is not None]
-    return {"kernels": kernels[0], "copies": copies, "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
+    return {"kernels": kernels[0], "copies": copies, "markers": nvtx_markers(db, tables),
+            "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
             "duration_ns": max(s[1] for s in spans) - min(s[0] for s in spans)}
 
 
 def check_timeline(name, want, info):
     got = {"events": int(info["meta"].get("import.events", -1)), "kernels": info["counts"]["kernels"],
-           "copies": info["counts"]["copies"], "steps": info["steps"], "kernel_time_ns": info["kernel_time_ns"],
+           "copies": info["counts"]["copies"], "markers": info["counts"]["markers"], "steps": info["steps"],
+           "kernel_time_ns": info["kernel_time_ns"],
            "duration_ns": info["duration_ns"],
            "kernel_starts_clamped": int(info["meta"].get("nsys.kernel_starts_clamped", 0))}
     print("  timeline: " + ", ".join(f"{k} {got[k]} imported, {v} in the file" for k, v in want.items()))
@@ -282,6 +394,9 @@ def check(exe, path, source_of, work):
     if source_of == kineto_source:
         check_timeline(name, kineto_timeline(path), info)
         check_kernel_starts(name, path, db)
+        check_kernel_steps(name, path, db)
+        check_device_lanes(name, path, meta)
+        check_job_identity(name, path, meta)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
     if source:

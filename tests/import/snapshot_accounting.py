@@ -19,6 +19,8 @@ For every device of every snapshot, replaying its events in file order:
 must give back the baseline (simulated peak = baseline peak = info's peak). The same holds for two
 variants of each file written here: without time_us (timing order-only, said by info and simulate)
 and with time_us rounded down to 100 us (blocks allocated and freed within one microsecond).
+A pickle of torch.cuda.memory_snapshot() (the segments list alone) or a snapshot recorded without
+trace events is its end state: the blocks alive then, from t = 0 (timing order-only).
 Exit status 1 on a mismatch, with one line per figure.
 """
 import gzip
@@ -125,7 +127,8 @@ def segment_intervals(snap, device, trace):
 
 
 def replay(snap, device):
-    trace = snap["device_traces"][device]
+    traces = snap["device_traces"]
+    trace = traces[device] if device < len(traces) else []   # an end state alone has no events
     expandable, max_split, divisions = settings(snap)
     ends = end_blocks(snap, device)
     completed = any(e["action"] == "free_completed" for e in trace)
@@ -220,19 +223,26 @@ def mhc(exe, *args):
 
 
 def variants(snap):
-    """(name, snapshot, expected meta timing): the file as recorded, and two variants of its
-    shape: without time_us (order only), and with time_us rounded down to 100 us, where many
-    blocks are allocated and freed in one microsecond (file order decides, not the clock)."""
-    timed = all("time_us" in e for t in snap["device_traces"] for e in t)
-    yield "as recorded", snap, "exact" if timed else "order-only"
-    if not timed or not any(snap["device_traces"]):
+    """(name, snapshot, expected meta timing, what to write): the file as recorded (written: None),
+    and variants of its shape: without time_us (order only); with time_us rounded down to 100 us,
+    where many blocks are allocated and freed in one microsecond (file order decides, not the
+    clock); and its end state alone, as pickle.dump(torch.cuda.memory_snapshot()) writes it (the
+    segments list) and as _dump_snapshot() without _record_memory_history() does (no events)."""
+    timed = all("time_us" in e for t in snap["device_traces"] for e in t) and any(snap["device_traces"])
+    yield "as recorded", snap, "exact" if timed else "order-only", None
+    if not any(snap["device_traces"]) or not snap.get("segments"):
+        return
+    end = {"segments": snap["segments"], "device_traces": []}
+    yield "end state: segments list", end, "order-only", snap["segments"]
+    yield "end state: no trace events", end, "order-only", dict(snap, device_traces=[[] for _ in snap["device_traces"]])
+    if not timed:
         return
     strip = dict(snap, device_traces=[[{k: v for k, v in e.items() if k != "time_us"} for e in t]
                                       for t in snap["device_traces"]])
-    yield "without time_us", strip, "order-only"
+    yield "without time_us", strip, "order-only", strip
     coarse = dict(snap, device_traces=[[dict(e, time_us=e["time_us"] // 100 * 100) for e in t]
                                        for t in snap["device_traces"]])
-    yield "time_us rounded to 100 us", coarse, "exact"
+    yield "time_us rounded to 100 us", coarse, "exact", coarse
 
 
 def check(exe, name, snap, timing, path, tmp):
@@ -244,7 +254,9 @@ def check(exe, name, snap, timing, path, tmp):
     if info.get("timing") != timing:
         print(f"{name}: timing {info.get('timing')}, want {timing}  MISMATCH")
         failures += 1
-    for device, trace in enumerate(snap["device_traces"]):
+    devices = set(range(len(snap["device_traces"]))) | {s.get("device", 0) for s in snap.get("segments", [])}
+    for device in sorted(devices):
+        trace = snap["device_traces"][device] if device < len(snap["device_traces"]) else []
         if not any(e["action"] == "alloc" for e in trace) and device not in got:
             continue
         want = replay(snap, device)
@@ -274,13 +286,16 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for path in files:
             snap = load(path)
-            for variant, s, timing in variants(snap):
+            if isinstance(snap, list):   # torch.cuda.memory_snapshot()'s segments, as _memory_viz.py reads them
+                snap = {"segments": snap, "device_traces": []}
+            snap.setdefault("device_traces", [])
+            for variant, s, timing, written in variants(snap):
                 name = f"{os.path.basename(path)} ({variant})"
                 p = path
-                if s is not snap:
+                if written is not None:
                     p = os.path.join(tmp, "variant.pickle")
                     with open(p, "wb") as f:
-                        pickle.dump(s, f, protocol=4)
+                        pickle.dump(written, f, protocol=4)
                 failures += check(exe, name, s, timing, p, tmp)
     print(f"{failures} mismatches" if failures else "every figure matches")
     return 1 if failures else 0

@@ -349,6 +349,23 @@ TEST_CASE("nsys: mistyped columns and integer extremes and views are refused", "
         CHECK(t.copies.kind[0] == mhc::trace::CopyKind::H2D);
         CHECK(t.copies.kind[1] == mhc::trace::CopyKind::D2D);
     }
+    SECTION("nsys's unified-memory copy kinds (11-13: UVM HtoD, DtoH, DtoD) are read, 14 is refused") {
+        // nsys 2024.5's ENUM_CUDA_MEMCPY_OPER lists them (hpcgroup/pipit's perlmutter-cloverleaf-cuda.sqlite);
+        // they were refused as past CUPTI's 10.
+        std::string in = dir.file("uvm.sqlite");
+        make_nsys(in, memcpy + "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(1500, 1600, 0, 7, 4096, 11);"
+                               "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(1700, 1800, 0, 7, 4096, 12);"
+                               "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES(1900, 2000, 0, 7, 4096, 13);");
+        CHECK(accepted(in).copies == 5);
+        auto trace = mhc::trace::load_trace(in + ".db");
+        REQUIRE(trace.copies.size() == 5);
+        CHECK(trace.copies.kind[2] == mhc::trace::CopyKind::H2D);
+        CHECK(trace.copies.kind[3] == mhc::trace::CopyKind::D2H);
+        CHECK(trace.copies.kind[4] == mhc::trace::CopyKind::D2D);
+        std::string past = dir.file("uvm-past.sqlite");
+        make_nsys(past, memcpy + "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = 14 WHERE rowid = 2;");
+        expect_refused(dir, past, "CUPTI_ACTIVITY_KIND_MEMCPY row 2: column 'copyKind' = 14 is out of range");
+    }
     SECTION("the unchanged export, with NULL in an optional column, is read") {
         std::string in = dir.file("ok.sqlite");
         make_nsys(in, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL WHERE rowid = 1;");

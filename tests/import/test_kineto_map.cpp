@@ -1,6 +1,9 @@
 // Golden cases of the Kineto mapping rules (trace/import/src/kineto_map.hpp), one rule per
 // case: a few JSON events in, the rows KinetoData keeps out. The whole-file public traces
 // (test_formats.cpp) check the rules together; these say which rule gives which row.
+#include <map>
+#include <string>
+
 #include <catch2/catch.hpp>
 
 #include "kineto_map.hpp"
@@ -162,4 +165,31 @@ TEST_CASE("kineto map: an event without 'ts' is counted and dropped", "[import][
     CHECK(d.events == 2);
     CHECK(d.kernels.empty());
     CHECK(d.t_min == INT64_MAX);
+}
+
+TEST_CASE("kineto map: events of categories not read are counted by category, not dropped in silence",
+          "[import][kineto-map]") {
+    // MTIA's device events and CUPTI range-profiler kernels (as in HolisticTraceAnalysis's
+    // mtia_inference and cupti_profiler traces); the profiler's span, overhead, host instants
+    // and cuda_sync waits hold no device work and are not counted.
+    KinetoData data = parse_events(
+        R"j({"ph":"X","cat":"mtia_ccp_events","name":"pe_exe","pid":17,"ts":1,"dur":7,"args":{"stream":112}},)j"
+        R"j({"ph":"X","cat":"mtia_ccp_events","name":"event_wait","pid":17,"ts":9,"dur":1},)j"
+        R"j({"ph":"X","cat":"cuda_profiler_range","name":"gemm","pid":0,"ts":2,"dur":3},)j"
+        R"j({"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","ts":0,"dur":50},)j"
+        R"j({"ph":"X","cat":"cuda_sync","name":"Stream Sync","pid":0,"ts":4,"dur":1},)j"
+        R"j({"ph":"X","cat":"overhead","name":"Buffer Flush","ts":5,"dur":1},)j"
+        R"j({"ph":"i","cat":"mtia_ccp_events","name":"instant","ts":6},)j"
+        R"j({"ph":"X","cat":"kernel","name":"k","ts":3,"dur":1})j");
+    CHECK(data.kernels.size() == 1);
+    CHECK(data.unread_categories == std::map<std::string, int64_t, std::less<>>{{"cuda_profiler_range", 1}, {"mtia_ccp_events", 2}});
+}
+
+TEST_CASE("kineto map: past 32 unread categories the rest are counted as one", "[import][kineto-map]") {
+    std::string events;
+    for (int i = 0; i < 40; ++i)
+        events += std::string(i ? "," : "") + R"j({"ph":"X","cat":"c)j" + std::to_string(i) + R"j(","name":"e","ts":1,"dur":1})j";
+    KinetoData data = parse_events(events);
+    CHECK(data.unread_categories.size() == 33);
+    CHECK(data.unread_categories.at("(other categories)") == 8);
 }

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 #include <catch2/catch.hpp>
@@ -139,6 +140,7 @@ void check_same(const KinetoData& one, const KinetoData& two) {
     CHECK(one.rank == two.rank);
     CHECK(one.world_size == two.world_size);
     CHECK(one.has_rf_id == two.has_rf_id);
+    CHECK(one.unread_categories == two.unread_categories);
     REQUIRE(one.kernels.size() == two.kernels.size());
     for (size_t i = 0; i < one.kernels.size(); ++i) {
         const auto &mine = one.kernels[i], &theirs = two.kernels[i];
@@ -195,7 +197,9 @@ std::string mixed_events(int n, const std::string& string_arg) {
         text += "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":" + ts +
              ",\"dur\":1,\"args\":{\"correlation\":" + id + "}},\n";
         text += "{\"ph\":\"s\",\"cat\":\"ac2g\",\"id\":" + id + ",\"pid\":1,\"tid\":1,\"ts\":" + ts + "},\n";
-        text += "{\"ph\":\"X\",\"cat\":\"" + std::string(i % 4 ? "kernel" : "gpu_memcpy") + "\",\"name\":\"k" +
+        // Every 700th device event is of a category the mapping does not read (counted, in both halves).
+        const char* category = i % 700 == 5 ? (i % 1400 == 5 ? "mtia_ccp_events" : "cuda_profiler_range") : i % 4 ? "kernel" : "gpu_memcpy";
+        text += "{\"ph\":\"X\",\"cat\":\"" + std::string(category) + "\",\"name\":\"k" +
              std::to_string(i % 11) + (i % 4 ? "" : " Memcpy HtoD") + "\",\"pid\":0,\"tid\":7,\"ts\":" + ts +
              ",\"dur\":2,\"args\":{\"device\":0,\"stream\":7,\"bytes\":64,\"correlation\":" + id + ",\"grid\":[2,1,1]}},\n";
         text += "{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":" + ts + ",\"args\":{\"Bytes\":" + (i % 2 ? "-512" : "512") +
@@ -236,6 +240,8 @@ TEST_CASE("kineto parse: two threads, each from one half of a plain file, give t
             CHECK(!two.streamed);
             CHECK(one.events == 5 * (name == "element starts inside strings" ? 3000 : 6000));
             CHECK(one.negative_durations > 1);
+            if (name != "element starts inside strings")   // i = 5, 705, ..., 5605: every other one MTIA's
+                CHECK(one.unread_categories == std::map<std::string, int64_t, std::less<>>{{"cuda_profiler_range", 4}, {"mtia_ccp_events", 5}});
             CHECK(one.second_part_from == -1);
             // Device properties in both parts cannot be merged as one parse would keep them: one
             // thread then parses on. Elsewhere the second thread took the second half.
@@ -244,6 +250,30 @@ TEST_CASE("kineto parse: two threads, each from one half of a plain file, give t
             check_same(one, two);
         }
     }
+}
+
+TEST_CASE("kineto parse: a document that is one array (JSON Array Format, PyTorch 1.8) is its traceEvents",
+          "[import][kineto]") {
+    // PyTorch 1.8's profiler wrote [{"ph": ...}, ...] with no top-level object; it was refused
+    // ("no top-level 'traceEvents' array"). The same events as an object's traceEvents give the same data.
+    test::TempDir dir;
+    const std::string events = mixed_events(6000, "x");
+    test::write_file(dir.file("object.json"), trace_doc("", events, ""));
+    test::write_file(dir.file("array.json"), "\n[\n" + events + "\n]\n");
+    gzip_to(dir.file("array.json.gz"), "[" + events + "]");
+    const KinetoData object = parse_kineto(dir.file("object.json"), UINT64_MAX, ParseThreads::One);
+    for (const char* name : {"array.json", "array.json.gz"}) {
+        for (ParseThreads threads : {ParseThreads::One, ParseThreads::Two}) {
+            INFO(name);
+            const KinetoData array = parse_kineto(dir.file(name), UINT64_MAX, threads);
+            CHECK(array.events == 5 * 6000);
+            check_same(object, array);
+        }
+    }
+    CHECK(mhc::trace::import::detect_format(dir.file("array.json.gz")) == mhc::trace::import::Format::Kineto);
+    // An array that holds no events is not taken for a trace.
+    test::write_file(dir.file("numbers.json"), "[1, 2, 3]");
+    CHECK_THROWS_WITH(mhc::trace::import::detect_format(dir.file("numbers.json")), Catch::Contains("unknown format"));
 }
 
 TEST_CASE("kineto parse: an error in the second half is reported as by one thread, with no output",

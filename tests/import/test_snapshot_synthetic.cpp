@@ -295,3 +295,45 @@ TEST_CASE("snapshot: an end-state block the trace did not allocate lives from th
         CHECK(trace.allocations.t_alloc[i] == (trace.allocations.device[i] == 0 ? 3001 : 2001));
     }
 }
+
+TEST_CASE("snapshot: an end state without trace events is imported, not refused, and said", "[import][snapshot]") {
+    // pickle.dump(torch.cuda.memory_snapshot()) writes the segments list alone (PyTorch's
+    // _memory_viz.py reads it as {"segments": list}); _dump_snapshot() without
+    // _record_memory_history() writes empty device_traces. Both were refused ("no trace events").
+    using test::Py;
+    const int64_t MiB = 1 << 20, base = 0x7f0000000000;
+    auto block = [](int64_t addr, int64_t size, int64_t requested, const char* state) {
+        return Py::dict({{"address", addr}, {"size", size}, {"requested_size", requested}, {"state", state}});
+    };
+    // Device 1: a 20 MiB segment with two live blocks (2 MiB, 6 MiB) and a free 12 MiB one;
+    // device 0: a 2 MiB segment with one live 512-byte block.
+    Py segments = Py::list(
+        {Py::dict({{"device", 1}, {"address", base}, {"total_size", 20 * MiB}, {"stream", 0}, {"is_expandable", Py::boolean(false)},
+                   {"blocks", Py::list({block(base, 2 * MiB, 2 * MiB - 100, "active_allocated"),
+                                        block(base + 2 * MiB, 6 * MiB, 5 * MiB, "active_pending_free"),
+                                        block(base + 8 * MiB, 12 * MiB, 0, "inactive")})}}),
+         Py::dict({{"device", 0}, {"address", base + 64 * MiB}, {"total_size", 2 * MiB}, {"stream", 0},
+                   {"blocks", Py::list({block(base + 64 * MiB, 512, 300, "active_allocated"),
+                                        block(base + 64 * MiB + 512, 2 * MiB - 512, 0, "inactive")})}})});
+    for (const auto& [name, snap] :
+         {std::pair{"segments list", segments},
+          std::pair{"empty device_traces", Py::dict({{"segments", segments}, {"device_traces", Py::list({Py::list({})})}})}}) {
+        INFO(name);
+        test::TempDir dir;
+        mhc::trace::import::Result result;
+        auto trace = import_snap(dir, snap, &result);
+        REQUIRE(trace.allocations.size() == 3);
+        CHECK(mhc::trace::live_peak(trace, 1).bytes == 8 * MiB);
+        CHECK(mhc::trace::requested_peak(trace, 1) == 7 * MiB - 100);
+        CHECK(mhc::trace::live_peak(trace, 0).bytes == 512);
+        CHECK(trace.segments.size() == 2);
+        CHECK(trace.meta.at("timing") == "order-only");
+        CHECK(trace.meta.at("snapshot.end_state_only") == "2 segments, 5 blocks (no trace events)");
+        REQUIRE(result.warnings.size() == 1);
+        CHECK(result.warnings[0].find("imported the end state only") != std::string::npos);
+        for (size_t i = 0; i < 3; ++i) {
+            CHECK(trace.allocations.t_alloc[i] == 0);
+            CHECK(trace.allocations.t_free[i] == mhc::trace::kNoTime);
+        }
+    }
+}

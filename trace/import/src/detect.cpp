@@ -95,6 +95,11 @@ Format detect_format(const std::string& path) {
         throw Error(where(path, "JSON without 'traceEvents' (Kineto) or 'nodes' (execution trace) "
                                 "in its first MiB: not a known trace format"));
     }
+    // The Chrome trace's JSON Array Format, as PyTorch 1.8's profiler wrote it: [{"ph": ...}, ...].
+    if (p != std::string::npos && prefix[p] == '[') {
+        size_t first = prefix.find_first_not_of(" \t\r\n", p + 1);
+        if (first != std::string::npos && prefix[first] == '{' && prefix.find("\"ph\"") != std::string::npos) return Format::Kineto;
+    }
     throw Error(where(path, "unknown format: not a pickle (memory snapshot), JSON (Kineto or "
                             "execution trace, optionally gzip) or SQLite (Nsight Systems) file"));
 }

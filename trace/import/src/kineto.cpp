@@ -116,6 +116,17 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
             std::to_string(d.negative_durations) + " events with a negative 'dur', read as 0 ns (the first: traceEvents[" +
             std::to_string(d.first_negative) + "] '" + d.first_negative_name + "', dur " +
             std::to_string(d.first_negative_dur / 1000) + " us)";
+    if (!d.unread_categories.empty()) {
+        std::string unread;
+        int64_t total = 0;
+        for (const auto& [category, count] : d.unread_categories) {
+            unread += (unread.empty() ? "" : ", ") + std::to_string(count) + " " + category;
+            total += count;
+        }
+        r.meta["kineto.unread_events"] = unread;
+        r.warnings.push_back(std::to_string(total) + " events of categories mhc does not read were left out (" + unread +
+                             "): only kernel, gpu_memcpy and gpu_memset events become device rows");
+    }
     if (!d.device_name.empty()) r.meta["device_name"] = d.device_name;
     if (d.device_memory > 0) r.meta["device_memory"] = std::to_string(d.device_memory);
 }

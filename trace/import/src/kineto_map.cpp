@@ -21,6 +21,12 @@ bool is_memset_category(std::string_view c) { return c == "gpu_memset" || c == "
 bool is_gpu_activity_category(std::string_view cat) {
     return cat == "kernel" || cat == "Kernel" || is_copy_category(cat) || is_memset_category(cat);
 }
+// Categories the mapping has no use for and that hold no device work: the profiler's own span
+// (Trace), CUPTI overhead, host instants, and cuda_sync (waits on the GPU's lanes: a stream or
+// event synchronization, not work). Other unread categories are counted and said.
+bool is_known_unread_category(std::string_view cat) {
+    return cat == "Trace" || cat == "overhead" || cat == "Overhead" || cat == "cpu_instant_event" || cat == "cuda_sync";
+}
 }  // namespace
 
 bool uses_copy_bytes(const KEvent& e) {
@@ -101,6 +107,13 @@ void map_event(const KEvent& e, KinetoData& d) {
                 o.name = d.strings.intern(e.name);
                 d.ops.push_back(o);
             }
+        } else if (!is_known_unread_category(c)) {
+            // At most 32 categories by name (a file cannot grow the map without bound), the rest as one.
+            auto it = d.unread_categories.find(c);
+            if (it == d.unread_categories.end())
+                it = d.unread_categories.emplace(d.unread_categories.size() < 32 ? std::string(c.substr(0, 80))
+                                                                                 : std::string("(other categories)"), 0).first;
+            ++it->second;
         }
     } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[memory]" && e.has_mem) {
         KMemory m;

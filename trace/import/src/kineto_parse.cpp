@@ -309,6 +309,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         return true;
     }
     bool StartArray() {
+        // A document that is one array is the Chrome trace's JSON Array Format (PyTorch 1.8's
+        // profiler wrote it): that array is traceEvents.
+        if (stack.empty()) {
+            array_root = true;
+            stack.push_back(In::Root);
+            key = F::TopKey;
+            top_key = "traceEvents";
+        }
         bool dims = at(In::Args) && (key == F::Grid || key == F::Block);
         if (!dims) not_number("an array");
         bool top = at(In::Root) && key == F::TopKey;
@@ -324,9 +332,11 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     bool EndArray(rapidjson::SizeType) {
         leave();
+        if (array_root && at(In::Root)) stack.clear();
         return true;
     }
     std::string top_key;
+    bool array_root = false;   // the document is the traceEvents array itself
     bool Key(const char* s, rapidjson::SizeType n, bool) {
         const std::string_view name(s, n);
         switch (stack.empty() ? In::Other : stack.back()) {
@@ -713,6 +723,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.events += second.events;
     first.flows += second.flows;
     first.host_memory_events += second.host_memory_events;
+    for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;
     first.t_min = std::min(first.t_min, second.t_min);
     if (second.device_count > 0) {
         first.device_count = second.device_count;

@@ -3,6 +3,7 @@
 // Shared by the Kineto importer and the execution-trace importer (which takes its timing
 // from Kineto). Only what the trace model uses is kept; the JSON is never held whole.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -68,6 +69,10 @@ struct KinetoData {
     std::unordered_map<int64_t, KLaunch> flow_starts;   // ac2g flow id -> start
     std::vector<KRange> ranges;   // ProfilerStep#N and annotations
     int64_t events = 0, flows = 0, host_memory_events = 0;
+    // 'X' events of categories the mapping does not read (kineto_map.hpp), by category: device
+    // work of other back-ends (MTIA's mtia_ccp_events, CUPTI's cuda_profiler_range) among them.
+    // Said in meta and a warning, never left out in silence.
+    std::map<std::string, int64_t, std::less<>> unread_categories;
     // Events whose 'dur' is negative (read as 0 ns), and the first of them (its index in
     // traceEvents and name): said in meta, never silently.
     int64_t negative_durations = 0, first_negative = -1, first_negative_dur = 0;

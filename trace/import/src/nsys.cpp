@@ -85,12 +85,14 @@ std::pair<int32_t, int64_t> device_and_stream(const Cells& cell) {
 }
 
 // CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h): 0 unknown, 1 HtoD, 2 DtoH, 3 HtoA, 4 AtoH,
-// 5 AtoA, 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP; other codes are refused as the row is read.
-constexpr int64_t kMaxCuptiMemcpyKind = 10;
+// 5 AtoA, 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP; nsys adds its unified-memory migrations
+// (ENUM_CUDA_MEMCPY_OPER in its exports): 11 UVM HtoD, 12 UVM DtoH, 13 UVM DtoD. Other codes
+// are refused as the row is read.
+constexpr int64_t kMaxCuptiMemcpyKind = 13;
 CopyKind copy_kind(int64_t k) {
     switch (k) {
-        case 1: case 3: return CopyKind::H2D;   // HtoD, HtoA (a CUDA array is device memory)
-        case 2: case 4: return CopyKind::D2H;   // DtoH, AtoH
+        case 1: case 3: case 11: return CopyKind::H2D;   // HtoD, HtoA (a CUDA array is device memory), UVM HtoD
+        case 2: case 4: case 12: return CopyKind::D2H;   // DtoH, AtoH, UVM DtoH
         case 10: return CopyKind::P2P;
         case 9: return CopyKind::H2H;
         default: return CopyKind::D2D;          // DtoD, AtoA, AtoD, DtoA, and unknown (0)
@@ -137,19 +139,21 @@ private:
         // What nsys writes are tables; a view of the same name computes rows nsys never recorded.
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                               "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
-                              "EXPORT_META_DATA"})
+                              "EXPORT_META_DATA", "META_DATA_EXPORT"})
             if (views.count(t)) throw Error(where(in_, std::string(t) + " is a view, not a table: not an nsys export"));
         std::string missing;
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                               "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU"})
             if (!has(t)) missing += (missing.empty() ? "" : ",") + std::string(t);
         std::string version = "unknown";
-        if (has("EXPORT_META_DATA")) {
-            sql::Stmt s(db_.db, in_, "SELECT name, value FROM EXPORT_META_DATA");
-            while (s.step()) {
-                std::string k = s.text(0);
-                if (k == "EXPORT_PRODUCT_VERSION") r_.meta["nsys.version"] = s.text(1);
-                if (k == "EXPORT_SCHEMA_VERSION") version = s.text(1);
+        // nsys 2022 names the table EXPORT_META_DATA, nsys 2024.5 META_DATA_EXPORT (the same rows).
+        for (const char* table : {"EXPORT_META_DATA", "META_DATA_EXPORT"}) {
+            if (!has(table)) continue;
+            sql::Stmt rows(db_.db, in_, ("SELECT name, value FROM " + std::string(table)).c_str());
+            while (rows.step()) {
+                std::string key = rows.text(0);
+                if (key == "EXPORT_PRODUCT_VERSION") r_.meta["nsys.version"] = rows.text(1);
+                if (key == "EXPORT_SCHEMA_VERSION") version = rows.text(1);
             }
         }
         r_.meta["nsys.schema_version"] = version;
@@ -183,9 +187,11 @@ private:
                               "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS"}) {
             if (!has(t)) continue;
             columns(t, {"start"});
-            // Integers only: each row's own check names any other value.
-            sql::Stmt s(db_.db, in_, (std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'").c_str());
-            if (s.step() && !s.is_null(0)) base_ = std::min(base_, std::max(s.i64(0), -kMaxTime));
+            // Integers only: each row's own check names any other value. NVTX rows: markers only.
+            std::string query = std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'";
+            if (std::string(t) == "NVTX_EVENTS") query += nvtx_ranges_and_marks();
+            sql::Stmt earliest(db_.db, in_, query.c_str());
+            if (earliest.step() && !earliest.is_null(0)) base_ = std::min(base_, std::max(earliest.i64(0), -kMaxTime));
         }
         if (base_ == INT64_MAX) base_ = 0;
     }
@@ -333,11 +339,27 @@ private:
         }
     }
 
+    // NVTX_EVENTS also holds rows that are no range or mark (ENUM_NSYS_EVENT_TYPE): domain
+    // creation (75, 76), category and thread names (33, 39, 64, 72-74), CUDA object names (97-99).
+    // Only marks and ranges are markers: 34 Mark, 35/37 Push/Start, 59 PushPop, 60 StartEnd, and
+    // the NVTXT ones (65, 66, 68, 70, 71). Exports without eventType are read whole.
+    std::string nvtx_ranges_and_marks() {
+        if (!db_.columns("NVTX_EVENTS").count("eventType")) return "";
+        return " AND (eventType IS NULL OR eventType IN (34, 35, 37, 59, 60, 65, 66, 68, 70, 71))";
+    }
+
     void read_markers() {
         if (!has("NVTX_EVENTS")) return;
         auto c = db_.columns("NVTX_EVENTS");
+        const std::string only = nvtx_ranges_and_marks();
+        if (!only.empty()) {
+            sql::Stmt skipped(db_.db, in_, ("SELECT COUNT(*) FROM NVTX_EVENTS WHERE NOT (1" + only + ")").c_str());
+            if (skipped.step() && skipped.i64(0) > 0)
+                r_.meta["nsys.nvtx_rows_not_ranges"] = std::to_string(skipped.i64(0)) +
+                                                       " (domain, category and thread names: not markers)";
+        }
         std::string q = "SELECT start, " + col(c, "end", "NULL") + ", " + col(c, "text", "NULL") + ", " +
-                        col(c, "textId", "NULL") + ", rowid FROM NVTX_EVENTS ORDER BY start, rowid";
+                        col(c, "textId", "NULL") + ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
         Cells cell{s, in_, "NVTX_EVENTS", 4};
         int64_t markers = 0;

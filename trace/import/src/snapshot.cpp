@@ -542,7 +542,7 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     m["import.actions"] = act_list;
     m["accesses"] = "none";   // snapshots hold no kernels
     m["kernels"] = "none";
-    m["timing"] = ev.all_timed ? "exact" : "order-only";
+    m["timing"] = ev.all_timed && ev.events > 0 ? "exact" : "order-only";   // an end state alone has no times
     m["categories"] = "unknown";
     m["labels"] = "first frame of user or library Python code, else of PyTorch, else native (docs/import.md)";
     m["bytes"] = "block (the allocator's accounting: max_memory_allocated); requested_bytes: the request";
@@ -573,27 +573,61 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
 
 }  // namespace
 
+namespace {
+
+// The end state's segments: a snapshot's 'segments', or the pickle's root when it is the list
+// torch.cuda.memory_snapshot() returns (PyTorch's _memory_viz.py reads such a pickle as
+// {"segments": it}). Empty when there are none or they are not segments (dicts with total_size).
+std::optional<Id> end_segments(const PickleDoc& doc, Id root) {
+    std::optional<Id> segments = doc.kind(root) == PickleDoc::Kind::List   ? std::optional<Id>(root)
+                                 : doc.kind(root) == PickleDoc::Kind::Dict ? doc.get(root, "segments")
+                                                                            : std::nullopt;
+    if (!segments || doc.kind(*segments) != PickleDoc::Kind::List || doc.items(*segments).empty()) return std::nullopt;
+    Id first = doc.items(*segments).front();
+    if (doc.kind(first) != PickleDoc::Kind::Dict || !doc.get(first, "total_size")) return std::nullopt;
+    return segments;
+}
+
+// A snapshot recorded without _record_memory_history() (device_traces empty or absent) or a
+// pickled memory_snapshot() list: only what was alive when it was taken, said in a warning.
+void end_state_only(const PickleDoc& doc, Id segments, Result& result) {
+    int64_t blocks = 0;
+    for (Id seg : doc.items(segments))
+        if (auto list = doc.get(seg, "blocks"); list && doc.kind(*list) == PickleDoc::Kind::List)
+            blocks += static_cast<int64_t>(doc.items(*list).size());
+    result.meta["snapshot.end_state_only"] =
+        std::to_string(doc.items(segments).size()) + " segments, " + std::to_string(blocks) + " blocks (no trace events)";
+    result.warnings.emplace_back("the snapshot has no trace events (recorded without "
+                                 "torch.cuda.memory._record_memory_history()): imported the end state only, the "
+                                 "blocks alive when it was taken, from t = 0 to the end; no lifetimes, no order");
+}
+
+}  // namespace
+
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
     FileBytes data(in, max_input_size);
     PickleDoc d(data.view(), in);
     Id root = d.root();
-    if (d.kind(root) != PickleDoc::Kind::Dict)
+    const std::optional<Id> segments_end = end_segments(d, root);
+    if (d.kind(root) != PickleDoc::Kind::Dict && !segments_end)
         throw Error(where(in, "not a PyTorch memory snapshot: the pickle holds no dict with "
                               "'segments' and 'device_traces'"));
-    auto traces = d.get(root, "device_traces");
-    if (!traces || d.kind(*traces) != PickleDoc::Kind::List)
+    auto traces = d.kind(root) == PickleDoc::Kind::Dict ? d.get(root, "device_traces") : std::nullopt;
+    if ((!traces || d.kind(*traces) != PickleDoc::Kind::List) && !segments_end)
         throw Error(where(in, "snapshot has no 'device_traces': record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
     NodeCodes keys(d.node_count());
-    const Decoded ev = decode_events(d, *traces, keys, in);
-    if (ev.events == 0)
+    const Decoded ev = traces && d.kind(*traces) == PickleDoc::Kind::List ? decode_events(d, *traces, keys, in) : Decoded{};
+    if (ev.events == 0 && !segments_end)
         throw Error(where(in, "snapshot has no trace events (device_traces is empty): record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+    if (ev.events == 0) end_state_only(d, *segments_end, r);
     r.events = ev.events;
-    const BlockRules rules = add_allocator_settings(d, d.get(root, "allocator_settings"), r.meta);
+    const BlockRules rules = add_allocator_settings(
+        d, d.kind(root) == PickleDoc::Kind::Dict ? d.get(root, "allocator_settings") : std::nullopt, r.meta);
     SnapshotImport imp(d, in, w, keys);
     imp.replay(ev);
-    imp.end_state(d.get(root, "segments"));
+    imp.end_state(d.kind(root) == PickleDoc::Kind::Dict ? d.get(root, "segments") : segments_end);
     std::vector<Segment> segments = imp.segment_rows();
     imp.block_sizes(segments, rules);
     imp.write(segments);

@@ -1,0 +1,152 @@
+// Real public traces of shapes the other importer tests do not cover: Kineto traces of other
+// back-ends and profiler modes (MTIA, the CUPTI range profiler, a CPU-only gloo rank, PyTorch
+// 1.x category names, PyTorch 1.8's JSON array document, a rank pair of one job) and an Nsight Systems 2024.5 export. The
+// figures were read from the files with Python's json/gzip/sqlite3 (tests/data/public/SOURCES.md);
+// tests/import/public_traces.py checks the same files against their own accounting.
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include <catch2/catch.hpp>
+
+#include "mhc/trace/check.hpp"
+#include "util.hpp"
+
+namespace imp = mhc::trace::import;
+using mhc::trace::TraceData;
+
+namespace {
+
+TraceData import_public(const test::TempDir& dir, const std::string& name, imp::Result& result) {
+    imp::Options opt;
+    opt.warn = false;
+    const std::string out = dir.file("t.db");
+    result = imp::import_file(test::pub(name), out, opt);
+    TraceData trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    return trace;
+}
+
+bool warned(const imp::Result& result, const std::string& text) {
+    return std::any_of(result.warnings.begin(), result.warnings.end(),
+                       [&](const std::string& warning) { return warning.find(text) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("kineto: an MTIA trace's device events are said to be left out, not dropped in silence",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData trace = import_public(dir, "kineto/hta-mtia-inference-rank-0.json.gz", result);
+    // 16,158 events: 1,313 mtia_ccp_events on the MTIA device's lane (pid 17), 823 mtia_runtime
+    // calls, 1,696 user annotations; no kernel, memcpy or memset event.
+    CHECK(result.events == 16158);
+    CHECK(trace.kernels.size() == 0);
+    CHECK(trace.markers.size() == 1696);
+    CHECK(trace.meta.at("kineto.unread_events") == "1313 mtia_ccp_events, 823 mtia_runtime");
+    CHECK(warned(result, "2136 events of categories mhc does not read were left out (1313 mtia_ccp_events, 823 mtia_runtime)"));
+}
+
+TEST_CASE("kineto: CUPTI range-profiler kernels are said to be left out", "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData trace = import_public(dir, "kineto/hta-cupti-profiler-range.json.gz", result);
+    // 77 kernels measured by the range profiler (cuda_profiler_range on GPU 0's lane), no
+    // activity-trace kernel: their times are the profiler's replays, not the run's.
+    CHECK(trace.kernels.size() == 0);
+    CHECK(trace.meta.at("kineto.unread_events") == "77 cuda_profiler_range");
+    CHECK(warned(result, "77 events of categories mhc does not read"));
+}
+
+TEST_CASE("kineto: traces whose every event is read carry no unread-events line", "[import][kineto][public]") {
+    test::TempDir dir;
+    for (const char* name : {"kineto/hta-cuda-event-sync.json.gz", "kineto/hta-triton-example.json.gz",
+                             "kineto/hta-inference-rank-1-old-categories.json.gz"}) {
+        INFO(name);
+        imp::Result result;
+        TraceData trace = import_public(dir, name, result);
+        CHECK(trace.meta.count("kineto.unread_events") == 0);
+        CHECK(result.warnings.empty());
+        // Every kernel linked to its launch: by correlation with a cuda_runtime call, a
+        // cuda_driver cuLaunchKernel (Triton), or a PyTorch 1.x 'Runtime' call.
+        CHECK(trace.meta.at("kineto.kernels_linked_to_launch") == std::to_string(trace.kernels.size()));
+    }
+}
+
+TEST_CASE("kineto: a CPU-only gloo rank and a rank pair of one job keep their job identity",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData cpu = import_public(dir, "kineto/hta-cpu-only-gloo-rank-34.pt.trace.json.gz", result);
+    CHECK(cpu.kernels.size() == 0);
+    CHECK(cpu.meta.at("rank") == "34");
+    CHECK(cpu.meta.at("world_size") == "300");
+    CHECK(cpu.markers.size() == 11);   // 10 gloo:all_reduce annotations and ProfilerStep#551
+    CHECK(std::count(cpu.markers.kind.begin(), cpu.markers.kind.end(), mhc::trace::MarkerKind::Step) == 1);
+    // Ranks 0 and 1 of a 128-rank job, two steps each (551 and 552), kernels split evenly.
+    for (const auto& [name, rank, kernels] : {std::tuple{"kineto/hta-sampled-rank-0.json.gz", "0", 1154},
+                                               std::tuple{"kineto/hta-sampled-rank-1.json.gz", "1", 1104}}) {
+        INFO(name);
+        TraceData trace = import_public(dir, name, result);
+        CHECK(trace.meta.at("rank") == rank);
+        CHECK(trace.meta.at("world_size") == "128");
+        CHECK(static_cast<int>(trace.kernels.size()) == kernels);
+        CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), 551) == kernels / 2);
+        CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), 552) == kernels / 2);
+    }
+}
+
+TEST_CASE("kineto: a PyTorch 1.8-era trace written as one JSON array is read, not refused", "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData trace = import_public(dir, "kineto/tb-plugin-resnet50-2020-12-array.pt.trace.json.gz", result);
+    // 82,276 events in a top-level array (no traceEvents object): 9,538 Kernel, 12 Memcpy, 377
+    // Memset, ProfilerStep#5..#10; 'tid' written as strings on most events.
+    CHECK(result.format == imp::Format::Kineto);
+    CHECK(result.events == 82276);
+    CHECK(trace.kernels.size() == 9538);
+    CHECK(trace.copies.size() == 389);
+    // 736 kernels carry a correlation id no CPU event of the file has (launched before the
+    // profiler's window opened): the other 8,802, one per cudaLaunchKernel, are linked.
+    CHECK(trace.meta.at("kineto.kernels_linked_to_launch") == "8802");
+    // Kernels per step as tests/import/public_traces.py finds them from each launch's time.
+    CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), -1) == 81);
+    CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), 5) == 2122);
+    for (int step = 6; step <= 10; ++step) CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), step) == 1467);
+}
+
+TEST_CASE("nsys: a 2024.5 export (META_DATA_EXPORT, four A100s, one MPI rank's kernels)", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData trace = import_public(dir, "nsys/pipit-perlmutter-cloverleaf-cuda.sqlite", result);
+    CHECK(trace.kernels.size() == 1312);
+    REQUIRE(trace.copies.size() == 279);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::H2D) == 254);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::D2H) == 25);
+    CHECK(trace.meta.at("device_name") == "NVIDIA A100-SXM4-80GB");
+    CHECK(trace.meta.at("device_memory") == "84990623744");
+    // The version table was renamed META_DATA_EXPORT; it was read as "unknown" before.
+    CHECK(trace.meta.at("nsys.version") == "2024.5.1.113");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.13.2");
+    int64_t kernel_ns = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) kernel_ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
+    CHECK(kernel_ns == 294404540);
+}
+
+TEST_CASE("nsys: NVTX rows that are no range or mark (a domain's creation, thread names) are not markers",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // extra-p's export: 76 push/pop ranges (eventType 59) and the creation of the domain
+    // de.tu-darmstadt.parallel.extra_prof (75), which was a zero-length range at t = 0.
+    TraceData trace = import_public(dir, "nsys/extrap-concurrent-16-streams.sqlite", result);
+    CHECK(trace.markers.size() == 76);
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        CHECK(trace.str(trace.markers.name[i]) != "de.tu-darmstadt.parallel.extra_prof");
+    CHECK(trace.meta.at("nsys.nvtx_rows_not_ranges") == "1 (domain, category and thread names: not markers)");
+    // Time 0 is the earliest range ('main'), no longer the domain's creation 8,209 ns before it.
+    auto first = std::min_element(trace.markers.t_start.begin(), trace.markers.t_start.end());
+    CHECK(*first == 0);
+    CHECK(trace.str(trace.markers.name[static_cast<size_t>(first - trace.markers.t_start.begin())]) == "main");
+}
