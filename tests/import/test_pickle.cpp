@@ -94,6 +94,19 @@ TEST_CASE("pickle: the next memo slot is always taken; a far one is refused", "[
                       Catch::Contains("memo index 5000 is implausibly large"));
 }
 
+TEST_CASE("pickle: a memoized -1 is an object like any other, not an empty memo slot", "[pickle]") {
+    // BININT -1, MEMOIZE, BINGET 0, TUPLE2: Python loads (-1, -1). The inline -1 is the id
+    // 0xFFFFFFFF, which must not be taken for the mark of an empty slot.
+    PickleDoc doc(std::string("\x80\x04J\xff\xff\xff\xff\x94h\x00\x86.", 12), "minus-one");
+    const auto& pair = doc.items(doc.root());
+    REQUIRE(pair.size() == 2);
+    CHECK(doc.as_int(pair[0]) == -1);
+    CHECK(doc.as_int(pair[1]) == -1);
+    // A slot skipped by LONG_BINPUT stays empty: reading it is refused.
+    CHECK_THROWS_WITH(PickleDoc(std::string("\x80\x04K\x07r\x02\x00\x00\x00h\x01\x86.", 13), "m"),
+                      Catch::Contains("memo entry 1 does not exist"));
+}
+
 TEST_CASE("pickle: code-calling opcodes are refused with opcode and offset", "[pickle]") {
     std::string bytes = unhex(kGlobal);
     try {

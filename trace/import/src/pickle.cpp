@@ -41,7 +41,8 @@ std::string hex(uint8_t op) {
 }  // namespace
 
 PickleDoc::Id PickleDoc::push(Node n) {
-    if (nodes_.size() >= kInline) throw Error(where(name_, "pickle: more than 2^31 objects"));
+    // kNoObject (2^31 - 1) is never a node's id: the memo marks its empty slots with it.
+    if (nodes_.size() >= kNoObject) throw Error(where(name_, "pickle: more than 2^31 - 1 objects"));
     nodes_.push_back(n);
     return static_cast<Id>(nodes_.size() - 1);
 }
@@ -370,12 +371,12 @@ private:
         // A slot far beyond the objects read so far is corrupt input, not a reason to
         // allocate gigabytes.
         if (idx > 2 * doc_.nodes_.size() + 1024) bad_memo(idx, "memo index ", " is implausibly large");
-        if (memo_.size() <= idx) memo_.resize(static_cast<size_t>(idx) + 1, UINT32_MAX);
+        if (memo_.size() <= idx) memo_.resize(static_cast<size_t>(idx) + 1, kNoObject);
         memo_[static_cast<size_t>(idx)] = object;
     }
     void memo_get(uint64_t idx) {
-        const Id object = idx < memo_.size() ? memo_[static_cast<size_t>(idx)] : UINT32_MAX;
-        if (object == UINT32_MAX) bad_memo(idx, "memo entry ", " does not exist");
+        const Id object = idx < memo_.size() ? memo_[static_cast<size_t>(idx)] : kNoObject;
+        if (object == kNoObject) bad_memo(idx, "memo entry ", " does not exist");
         stack_.push_back(object);
     }
     [[noreturn, gnu::noinline, gnu::cold]] void bad_memo(uint64_t idx, const char* before, const char* after) const {

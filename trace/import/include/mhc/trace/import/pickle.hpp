@@ -52,6 +52,9 @@ private:
     // Ints in [-2^30, 2^30) (sizes, streams, line numbers: most ints of a snapshot) live in
     // the id itself, top bit set: no node. Node ids stay below 2^31.
     static constexpr Id kInline = 0x80000000u;
+    // No object: the largest node id, which no node is given (an inline int can be any id with
+    // the top bit set, -1 is 0xFFFFFFFF, so the mark of an empty memo slot must be below it).
+    static constexpr Id kNoObject = kInline - 1;
     static constexpr int64_t kInlineMin = -(int64_t(1) << 30), kInlineMax = (int64_t(1) << 30) - 1;
     static bool is_inline(Id v) { return (v & kInline) != 0; }
     static int64_t inline_value(Id v) { return static_cast<int32_t>(v << 1) >> 1; }
