@@ -55,7 +55,7 @@ struct ValOptions {
     std::string backend = "host", chunk = "2MiB", time_scale = "auto";
     double max_age_h = 24, max_replay_minutes = 60;
     int copy_threads = 1;
-    std::string repeat = "auto", replay_steps = "1";
+    std::string repeat = "auto", replay_steps = "all";
     bool recalibrate = false, unpaced = false;
     SimBaseOptions base;
     StoreOptions store;

@@ -5,8 +5,8 @@
 # baseline's and the limited configuration's replays; each replay's seconds and page mapping),
 # the replays' makespans, the error, the byte checks and the verdict, and the load around it.
 # Usage: bench/replay/validate_speed.sh [MHC] [extra validate options...]
-#   ... build/cli/mhc                           the default: the last step replayed and measured
-#   ... build/cli/mhc --replay-steps all        every step (the way before --replay-steps)
+#   ... build/cli/mhc                           the default: every step replayed and measured
+#   ... build/cli/mhc --replay-steps 1          the last step only (the steps before run at once)
 #   ... build/cli/mhc --repeat 3                the fixed repeats (baseline 5, configuration 3)
 #   MHC_BASE=COMMIT ... build/cli/mhc [options]  also builds COMMIT (bench/base_build.sh) and
 #       runs it right after this tree with the same options, each figure beside the other's;

@@ -16,7 +16,7 @@ export XDG_CACHE_HOME=$tmp/cache
 
 # --json, with a store that cannot succeed (the runs database's directory is a file).
 touch afile
-"$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat 2 --json --runs-db afile/runs.db \
+"$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat 2 --replay-steps 1 --json --runs-db afile/runs.db \
     >out.json 2>err.txt
 rc=$?
 [ $rc = 4 ] || fail "a failed store must exit 4, got $rc: $(cat err.txt)"
