@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "command.hpp"
 #include "run_store.hpp"
@@ -22,32 +24,30 @@ namespace {
 // --repeat auto: at most this many replays per configuration (the baseline 2N - 1).
 constexpr int kAutoRepeatMost = 3;
 
-// --repeat N: an integer in 1..99.
-int parse_repeat(const std::string& text) {
-    int count = 0;
+// The whole of `text` as an int, or nullopt (empty, trailing characters, out of range).
+std::optional<int> whole_int(const std::string& text) {
     size_t used = 0;
     try {
-        count = std::stoi(text, &used);
+        const int value = std::stoi(text, &used);
+        if (used == text.size()) return value;
     } catch (const std::exception&) {
-        used = 0;
     }
-    if (used != text.size() || count < 1 || count > 99) throw Error("--repeat '" + text + "': auto or an integer in 1..99");
-    return count;
+    return std::nullopt;
+}
+
+// --repeat N: an integer in 1..99.
+int parse_repeat(const std::string& text) {
+    const std::optional<int> count = whole_int(text);
+    if (!count || *count < 1 || *count > 99) throw Error("--repeat '" + text + "': auto or an integer in 1..99");
+    return *count;
 }
 
 // --replay-steps N|all: the last N training steps (all: 0, every step).
 int parse_replay_steps(const std::string& text) {
     if (text == "all") return 0;
-    int count = 0;
-    size_t used = 0;
-    try {
-        count = std::stoi(text, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (text.empty() || used != text.size() || count < 1)
-        throw Error("--replay-steps '" + text + "': all or a number of steps, at least 1");
-    return count;
+    const std::optional<int> count = whole_int(text);
+    if (!count || *count < 1) throw Error("--replay-steps '" + text + "': all or a number of steps, at least 1");
+    return *count;
 }
 
 struct ValOptions {

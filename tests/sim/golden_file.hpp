@@ -23,6 +23,17 @@ struct GoldenFile {
         runs = nlohmann::json::parse(in).at("runs");
     }
 
+    // One run made by the test: kept in `got` for an update, else compared with its golden
+    // digest (counted in `checked`).
+    void compare(nlohmann::json& got, int& checked, const std::string& key, const nlohmann::json& run) const {
+        got[key] = run;
+        if (update) return;
+        INFO(key);
+        REQUIRE(runs.contains(key));
+        CHECK(runs.at(key) == run);
+        ++checked;
+    }
+
     // After the runs: rewrites the file from `got` (update) or checks that each of its runs was
     // compared (`checked` of them), so that a run dropped from the test cannot pass unnoticed.
     void finish(const nlohmann::json& got, int checked, const std::string& about) const {

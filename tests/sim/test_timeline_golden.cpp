@@ -146,12 +146,7 @@ TEST_CASE("every policy, prefetcher and allocator gives the golden timeline", "[
                                                         {"events", result.events.size()},
                                                         {"peak", result.simulated_peak},
                                                         {"makespan", result.simulated_makespan}};
-                            got[key] = run;
-                            if (golden.update) continue;
-                            INFO(key);
-                            REQUIRE(golden.runs.contains(key));
-                            CHECK(golden.runs.at(key) == run);
-                            ++checked;
+                            golden.compare(got, checked, key, run);
                         }
     }
     golden.finish(got, checked,
@@ -188,12 +183,7 @@ TEST_CASE("forecast's sampled candidate draws give the golden timeline", "[sim][
                                                 {"early_evictions", result.forecast_evictions},
                                                 {"peak", result.simulated_peak},
                                                 {"makespan", result.simulated_makespan}};
-                    got[key] = run;
-                    if (golden.update) continue;
-                    INFO(key);
-                    REQUIRE(golden.runs.contains(key));
-                    CHECK(golden.runs.at(key) == run);
-                    ++checked;
+                    golden.compare(got, checked, key, run);
                 }
     }
     golden.finish(got, checked,
