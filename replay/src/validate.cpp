@@ -384,12 +384,14 @@ private:
             on_recorded_.push_back(sim::simulate(*prepared_, c));
         }
         choose_window_start();
+        // Each prediction over the window, once: the estimate below and every replay's agreement
+        // test (agree) read it.
         std::vector<int64_t> makespans;
         makespans.reserve(on_recorded_.size());
         for (const sim::Result& run : on_recorded_) {
-            const WindowPrediction window =
-                window_kernel_ >= 0 ? predict_window(t_, run, window_kernel_, make_plan(t_, run).t_begin) : WindowPrediction{};
-            makespans.push_back(window.reached ? window.makespan_ns : run.simulated_makespan);
+            window_on_recorded_.push_back(window_kernel_ >= 0 ? predict_window(t_, run, window_kernel_, make_plan(t_, run).t_begin)
+                                                             : WindowPrediction{});
+            makespans.push_back(window_on_recorded_.back().reached ? window_on_recorded_.back().makespan_ns : run.simulated_makespan);
         }
         rep_.estimated_seconds = estimated_replay_seconds(makespans, spec_.replay.time_scale, spec_.repeat);
         check_replay_duration(path_, spec_, on_recorded_, rep_.estimated_seconds);
@@ -559,10 +561,8 @@ private:
 
     // The loss predicted on the recorded trace for configuration i (0: the baseline), over the window.
     double loss_on_recorded(size_t config) const {
-        const sim::Result& run = on_recorded_[config];
-        if (window_kernel_ < 0) return run.throughput_loss;
-        const WindowPrediction window = predict_window(t_, run, window_kernel_, make_plan(t_, run).t_begin);
-        return window.reached ? window.loss : run.throughput_loss;
+        const WindowPrediction& window = window_on_recorded_[config];
+        return window.reached ? window.loss : on_recorded_[config].throughput_loss;
     }
 
     // The predicted kernel times to set beside the measured ones: over a window, its kernels,
@@ -677,6 +677,7 @@ private:
     sim::Config base_;
     Options replay_options_;
     std::vector<sim::Result> on_recorded_;
+    std::vector<WindowPrediction> window_on_recorded_;   // of each on_recorded_ (not reached: no window)
     const trace::TraceData* timed_ = &t_;
     trace::TraceData retimed_;
     std::unique_ptr<PageMapper> pool_;

@@ -42,8 +42,8 @@ int64_t stored_size(const Run& run) {
 
 namespace mhc::trace::runfiles {
 
-bool has_table(sqlite3* db, const std::string& file, const char* name) {
-    sql::Stmt query(db, file, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
+bool has_table(sqlite3* db, const std::string& file, const char* name, const std::string& schema) {
+    sql::Stmt query(db, file, ("SELECT 1 FROM " + schema + ".sqlite_master WHERE type='table' AND name=?").c_str());
     query.bind(1, std::string(name));
     return query.step();
 }
@@ -144,8 +144,7 @@ void add_traces_table(sqlite3* db, const std::string& file) {
 // A file made before run_event_rows gets it, with its triggers, in the storing transaction
 // (additive: docs/trace-format.md). `schema` names where the file's tables are on `db`.
 void add_event_rows_table(sqlite3* db, const std::string& file, const std::string& schema) {
-    sql::Stmt has(db, file, ("SELECT 1 FROM " + schema + ".sqlite_master WHERE type='table' AND name='run_event_rows'").c_str());
-    if (has.step()) return;
+    if (has_table(db, file, "run_event_rows", schema)) return;
     // Each statement creates "IF NOT EXISTS name": made "IF NOT EXISTS schema.name"; a trigger's
     // body names the tables of its own schema.
     std::string sql = schema::kRunEventRows;

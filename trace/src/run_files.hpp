@@ -27,8 +27,8 @@ struct Target {
     std::string fingerprint;
 };
 
-// Whether the main schema of `db` has table `name`.
-bool has_table(sqlite3* db, const std::string& file, const char* name);
+// Whether schema `schema` of `db` (main, or an attached file's) has table `name`.
+bool has_table(sqlite3* db, const std::string& file, const char* name, const std::string& schema = "main");
 
 // The most trace files one transaction can span: the main database and SQLite's limit of
 // attached ones (SQLITE_MAX_ATTACHED, 10 unless SQLite was built otherwise).

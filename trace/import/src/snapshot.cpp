@@ -609,25 +609,27 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     PickleDoc d(data.view(), in);
     Id root = d.root();
     const std::optional<Id> segments_end = end_segments(d, root);
-    if (d.kind(root) != PickleDoc::Kind::Dict && !segments_end)
+    const bool dict_root = d.kind(root) == PickleDoc::Kind::Dict;
+    auto field = [&](const char* name) { return dict_root ? d.get(root, name) : std::nullopt; };
+    if (!dict_root && !segments_end)
         throw Error(where(in, "not a PyTorch memory snapshot: the pickle holds no dict with "
                               "'segments' and 'device_traces'"));
-    auto traces = d.kind(root) == PickleDoc::Kind::Dict ? d.get(root, "device_traces") : std::nullopt;
-    if ((!traces || d.kind(*traces) != PickleDoc::Kind::List) && !segments_end)
+    const std::optional<Id> traces = field("device_traces");
+    const bool has_traces = traces && d.kind(*traces) == PickleDoc::Kind::List;
+    if (!has_traces && !segments_end)
         throw Error(where(in, "snapshot has no 'device_traces': record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
     NodeCodes keys(d.node_count());
-    const Decoded ev = traces && d.kind(*traces) == PickleDoc::Kind::List ? decode_events(d, *traces, keys, in) : Decoded{};
+    const Decoded ev = has_traces ? decode_events(d, *traces, keys, in) : Decoded{};
     if (ev.events == 0 && !segments_end)
         throw Error(where(in, "snapshot has no trace events (device_traces is empty): record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
     if (ev.events == 0) end_state_only(d, *segments_end, r);
     r.events = ev.events;
-    const BlockRules rules = add_allocator_settings(
-        d, d.kind(root) == PickleDoc::Kind::Dict ? d.get(root, "allocator_settings") : std::nullopt, r.meta);
+    const BlockRules rules = add_allocator_settings(d, field("allocator_settings"), r.meta);
     SnapshotImport imp(d, in, w, keys);
     imp.replay(ev);
-    imp.end_state(d.kind(root) == PickleDoc::Kind::Dict ? d.get(root, "segments") : segments_end);
+    imp.end_state(dict_root ? field("segments") : segments_end);
     std::vector<Segment> segments = imp.segment_rows();
     imp.block_sizes(segments, rules);
     imp.write(segments);
