@@ -96,7 +96,8 @@ std::function<int()> setup(CLI::App& app) {
         if (!o->h2d_bw.empty() || !o->d2h_bw.empty() || !o->latency.empty() || o->copy_engines || o->duplex)
             c.link.name += "-custom";
         c.memory_samples = o->samples;
-        c.record_events = !o->no_events;
+        // A run that is not stored needs no timeline (the printed result and metrics do not read it), as in sweep.
+        c.record_events = !o->no_events && !o->store.no_store;
         if (o->check) c.check_invariants = true;
         apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);

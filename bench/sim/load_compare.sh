@@ -5,7 +5,8 @@
 # its own copy of the trace:
 #   - bench_sim end-to-end: thread CPU and wall seconds of load, prepare, simulate (lru, 60%,
 #     events recorded) and storing the run (into a runs database beside the copy);
-#   - `mhc simulate COPY --capacity 60%` as users run it (stores into the trace), /usr/bin/time.
+#   - `mhc simulate COPY --capacity 60%` as users run it (stores into the trace), and the same with
+#     --no-store, under /usr/bin/time (CPU, peak memory, minor page faults).
 # This tree's first round builds its cache (trace_cache); later rounds read it. CPU time is what
 # to compare on a shared machine; the load average is printed with each figure. The base is built
 # once, in build/bench-base-COMMIT (a git worktree inside this tree's ignored build folder, so that
@@ -33,8 +34,10 @@ for r in $(seq 1 "$rounds"); do
     dir=$(side_dir "$side")
     echo "== round $r $side (load $(cut -d' ' -f1-3 /proc/loadavg))"
     "$dir/build/bench/sim/bench_sim" end-to-end "$tmp/$side.db" "$tmp/$side-runs.db" | sed "s/^/$side /"
-    /usr/bin/time -f "$side mhc simulate --capacity 60%%: wall %e s, cpu %U s user + %S s sys, peak RSS %M KB" \
+    /usr/bin/time -f "$side mhc simulate --capacity 60%%: wall %e s, cpu %U s user + %S s sys, peak RSS %M KB, %R minor faults" \
       "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% >/dev/null
+    /usr/bin/time -f "$side mhc simulate --capacity 60%% --no-store: wall %e s, cpu %U s user + %S s sys, peak RSS %M KB, %R minor faults" \
+      "$dir/build/cli/mhc" -q simulate "$tmp/$side.db" --capacity 60% --no-store >/dev/null
   done
 done
 echo "file sizes after the rounds (MB): before $(du -m "$tmp/before.db" | cut -f1), after $(du -m "$tmp/after.db" | cut -f1)" \

@@ -37,6 +37,7 @@ Engine<Policy>::Engine(const Prepared& p, const Config& c, Result& r, int64_t ca
     protect_stamp.assign(na, 0);
     rc_active.assign(na, 0);
     cached_host.init(na);
+    if (config.record_events) reserve_events(na, prepared.t->kernels.size());
     if (config.max_swap_ops_per_sec > 0) op_gap = static_cast<int64_t>(std::ceil(1e9 / config.max_swap_ops_per_sec));
     buckets.assign(static_cast<size_t>(config.memory_samples), Bucket{});
     pre = make_prefetcher(parse_prefetch(config.prefetch), prepared, *this);
@@ -252,6 +253,20 @@ bool Engine<Policy>::make_room(int32_t a, int64_t& t, bool for_prefetch) {
 }
 
 // ---- events -------------------------------------------------------------------------------
+
+// Room for every allocation's alloc and free and two transfers per kernel (and a release per
+// allocation and kernel), reserved up front: the pages are touched only as entries are written,
+// so an unused reserve costs address space alone, whereas growing by doubling copied the events
+// and touched up to twice their memory (a third of a large run's page faults). A run with more
+// still grows the vectors.
+template <class Policy>
+void Engine<Policy>::reserve_events(size_t allocations, size_t kernels) {
+    const size_t events = result.events.size() + 2 * allocations + 2 * kernels;
+    result.events.reserve(events);
+    result.plan_log.origins.reserve(events);
+    result.plan_log.releases.reserve(result.plan_log.releases.size() + allocations + kernels);
+    result.kernel_times.reserve(result.kernel_times.size() + kernels);
+}
 
 template <class Policy>
 void Engine<Policy>::event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes) {

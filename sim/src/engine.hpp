@@ -128,6 +128,7 @@ private:
     int64_t capacity() const override { return cap; }
     const Ctx& context() const override { return ctx; }
 
+    void reserve_events(size_t allocations, size_t kernels);
     void event(EK k, int64_t t0, int64_t t1, int32_t a, int32_t s, int64_t bytes);
     void sample(int64_t recorded);
     void find_bucket(int64_t recorded);
