@@ -150,3 +150,72 @@ TEST_CASE("nsys: NVTX rows that are no range or mark (a domain's creation, threa
     CHECK(*first == 0);
     CHECK(trace.str(trace.markers.name[static_cast<size_t>(first - trace.markers.t_start.begin())]) == "main");
 }
+
+namespace {
+int64_t kernel_time(const TraceData& trace) {
+    int64_t ns = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
+    return ns;
+}
+}   // namespace
+
+TEST_CASE(
+    "kineto: kernels that ran at once on one stream (CUDA graph branches, programmatic dependent launch) are "
+    "moved and said, not silently shortened",
+    "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // Rank 1 of 2 on a V100 (GPU 1), 12 cudaGraphLaunch calls whose kernels (up to 429 each) share
+    // the launch's correlation id and are all written on stream 7: 31 of them start up to 13 us
+    // before the previous kernel on that stream ends (the graph's parallel branches). The file's
+    // kernel time is 801,858,000 ns; moving those starts to the previous end takes 115,000 ns off
+    // (tests/import/public_traces.py replays the same rule on the JSON).
+    TraceData graphs = import_public(dir, "kineto/hta-trace-diff-cuda-graphs-rank-1.json.gz", result);
+    CHECK(graphs.kernels.size() == 9876);
+    CHECK(std::all_of(graphs.kernels.device.begin(), graphs.kernels.device.end(), [](int32_t d) { return d == 1; }));
+    CHECK(graphs.meta.at("kineto.kernel_starts_clamped") == "31");
+    CHECK(kernel_time(graphs) == 801858000 - 115000);
+    const std::string said =
+        "31 kernels started before the previous kernel on their stream ended (by up to 13000 ns; "
+        "115000 ns of kernel time in all; 31 of them launched with other kernels under one "
+        "correlation id, a CUDA graph's)";
+    CHECK(graphs.meta.at("kineto.kernel_clamp") == said);
+    CHECK(warned(result, said + ": their starts were moved"));
+    // A B200 (CUDA 12.9 runtime, driver 13.0, NCCL 2.27.5, rank 0 of 8): 74 MoE kernels launched
+    // with cuLaunchKernelEx/cudaLaunchKernelExC start up to 3.7 us before the previous one ends
+    // (programmatic dependent launch): none of them shares a correlation id.
+    TraceData pdl = import_public(dir, "kineto/tracelens-b200-eager.json.gz", result);
+    CHECK(pdl.kernels.size() == 768);
+    CHECK(pdl.copies.size() == 161);
+    CHECK(pdl.meta.at("kineto.kernels_linked_to_launch") == "768");
+    CHECK(pdl.meta.at("world_size") == "8");
+    CHECK(kernel_time(pdl) == 10862916 - 69278);
+    CHECK(pdl.meta.at("kineto.kernel_clamp") ==
+          "74 kernels started before the previous kernel on their stream ended (by up to 3744 ns; 69278 ns of kernel "
+          "time in all; 0 of them launched with other kernels under one correlation id, a CUDA graph's)");
+    // A trace with no such overlap says nothing.
+    TraceData plain = import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
+    CHECK(plain.meta.at("kineto.kernel_starts_clamped") == "0");
+    CHECK(plain.meta.count("kineto.kernel_clamp") == 0);
+    CHECK(!warned(result, "started before the previous kernel"));
+}
+
+TEST_CASE("kineto: hipGraphLaunch kernels sharing one correlation id are each linked to the launch",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // vLLM's full decode graph replayed on an MI300X: 421 of the 425 kernels carry the correlation
+    // id of the one hipGraphLaunch; sglang's Qwen3-8B decode: 544 of 555 (its kernels on the HIP
+    // agent number 9, the trace has no [memory] event to renumber them by).
+    for (const auto& [name, kernels, device] :
+         {std::tuple{"kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", 425, 2},
+          std::tuple{"kineto/tracelens-mi300x-sglang-qwen3-decode-graph.json.gz", 555, 9}}) {
+        INFO(name);
+        TraceData trace = import_public(dir, name, result);
+        CHECK(static_cast<int>(trace.kernels.size()) == kernels);
+        CHECK(trace.meta.at("kineto.kernels_linked_to_launch") == std::to_string(kernels));
+        CHECK(trace.meta.at("kineto.kernel_starts_clamped") == "0");
+        CHECK(std::all_of(trace.kernels.device.begin(), trace.kernels.device.end(),
+                          [d = device](int32_t k) { return k == d; }));
+    }
+}

@@ -17,16 +17,16 @@ int64_t kineto_base(const KinetoData& d) {
     return b == INT64_MAX ? 0 : b;
 }
 
-void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
-                           const std::function<void(size_t, int64_t)>& on_kernel) {
-    // Kineto writes most events in time order: checking first saves sorting 100-byte structs.
-    auto by_ts = [](const auto& a, const auto& b) { return a.ts < b.ts; };
-    if (!std::is_sorted(d.kernels.begin(), d.kernels.end(), by_ts))
-        std::stable_sort(d.kernels.begin(), d.kernels.end(), by_ts);
-    // Steps from ProfilerStep#N (CPU side): a kernel belongs to the step its launch fell in.
-    const StepRanges steps(d.ranges);
-    // Kernels on one stream are serial; clock jitter can make neighbours overlap by a few ns:
-    // such starts are moved to the previous end (counted in meta).
+namespace {
+
+// The trace keeps one kernel at a time per stream (mhc check, rule stream-overlap), but Kineto
+// puts kernels on one stream that overlap: by a few ns of clock jitter, and by microseconds where
+// they really ran at once, the parallel branches of a CUDA graph (all its kernels carry the
+// correlation id of the one cudaGraphLaunch, and the stream it was launched on) or a kernel
+// started early by programmatic dependent launch. Such a start moves to the previous kernel's end
+// (its end stays); how many, by how much, and how many of them came from one graph launch is said
+// in meta and, since the kernel time is no longer the file's, in a warning.
+void clamp_stream_overlaps(KinetoData& d, Result& r) {
     std::vector<size_t> order;
     for (size_t i = 0; i < d.kernels.size(); ++i)
         if (!d.kernels[i].is_copy && !d.kernels[i].is_memset) order.push_back(i);
@@ -37,17 +37,47 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         return x.ts < y.ts;
     };
     if (!std::is_sorted(order.begin(), order.end(), by_stream)) std::stable_sort(order.begin(), order.end(), by_stream);
-    int64_t clamped = 0;
+    int64_t clamped = 0, moved_ns = 0, largest_ns = 0;
+    std::vector<int64_t> clamped_correlations;
     for (size_t j = 1; j < order.size(); ++j) {
         auto &p = d.kernels[order[j - 1]], &k = d.kernels[order[j]];
-        if (p.device != k.device || p.stream != k.stream) continue;
-        if (k.ts < p.ts + p.dur) {
-            int64_t end = k.ts + k.dur;
-            k.ts = p.ts + p.dur;
-            k.dur = std::max<int64_t>(0, end - k.ts);
-            ++clamped;
-        }
+        if (p.device != k.device || p.stream != k.stream || k.ts >= p.ts + p.dur) continue;
+        int64_t end = k.ts + k.dur, by = p.ts + p.dur - k.ts;
+        k.ts = p.ts + p.dur;
+        k.dur = std::max<int64_t>(0, end - k.ts);
+        ++clamped;
+        moved_ns += std::min(by, end - k.ts + by);   // the kernel time lost: the overlap, at most the kernel
+        largest_ns = std::max(largest_ns, by);
+        clamped_correlations.push_back(k.correlation);
     }
+    r.meta["kineto.kernel_starts_clamped"] = std::to_string(clamped);
+    if (clamped == 0) return;
+    // Kernels of one CUDA graph launch share its correlation id (a plain launch has one kernel).
+    std::unordered_map<int64_t, int32_t> per_correlation;
+    for (size_t i : order) ++per_correlation[d.kernels[i].correlation];
+    int64_t in_graphs = 0;
+    for (int64_t c : clamped_correlations) in_graphs += c >= 0 && per_correlation[c] > 1;
+    std::string said = std::to_string(clamped) +
+                       " kernels started before the previous kernel on their stream ended (by up to " +
+                       std::to_string(largest_ns) + " ns; " + std::to_string(moved_ns) + " ns of kernel time in all; " +
+                       std::to_string(in_graphs) +
+                       " of them launched with other kernels under one correlation id, a CUDA graph's)";
+    r.meta["kineto.kernel_clamp"] = said;
+    r.warnings.push_back(said +
+                         ": their starts were moved to that end, since a trace keeps one kernel at a time per stream");
+}
+
+}   // namespace
+
+void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
+                           const std::function<void(size_t, int64_t)>& on_kernel) {
+    // Kineto writes most events in time order: checking first saves sorting 100-byte structs.
+    auto by_ts = [](const auto& a, const auto& b) { return a.ts < b.ts; };
+    if (!std::is_sorted(d.kernels.begin(), d.kernels.end(), by_ts))
+        std::stable_sort(d.kernels.begin(), d.kernels.end(), by_ts);
+    // Steps from ProfilerStep#N (CPU side): a kernel belongs to the step its launch fell in.
+    const StepRanges steps(d.ranges);
+    clamp_stream_overlaps(d, r);
     std::vector<int64_t> name_ids(d.strings.list.size(), -1);
     auto name = [&](uint32_t s) {
         if (name_ids[s] < 0) name_ids[s] = w.intern(d.strings.list[s]);
@@ -106,7 +136,6 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     r.meta["kineto.kernels_linked_to_launch"] = std::to_string(linked);
     r.meta["kineto.flow_events"] = std::to_string(d.flows);
     r.meta["kineto.step_markers"] = std::to_string(steps.size());
-    r.meta["kineto.kernel_starts_clamped"] = std::to_string(clamped);
     // The job identity the profiler recorded (docs/trace-format.md, "Multi-rank traces"); it has
     // no job id, and its times have no clock shared by the ranks.
     if (d.rank >= 0) r.meta["rank"] = std::to_string(d.rank);
