@@ -205,17 +205,30 @@ TEST_CASE("kineto: hipGraphLaunch kernels sharing one correlation id are each li
     test::TempDir dir;
     imp::Result result;
     // vLLM's full decode graph replayed on an MI300X: 421 of the 425 kernels carry the correlation
-    // id of the one hipGraphLaunch; sglang's Qwen3-8B decode: 544 of 555 (its kernels on the HIP
-    // agent number 9, the trace has no [memory] event to renumber them by).
-    for (const auto& [name, kernels, device] :
-         {std::tuple{"kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", 425, 2},
-          std::tuple{"kineto/tracelens-mi300x-sglang-qwen3-decode-graph.json.gz", 555, 9}}) {
+    // id of the one hipGraphLaunch; sglang's Qwen3-8B decode: 544 of 555.
+    for (const auto& [name, kernels] : {std::tuple{"kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", 425},
+                                        std::tuple{"kineto/tracelens-mi300x-sglang-qwen3-decode-graph.json.gz", 555}}) {
         INFO(name);
         TraceData trace = import_public(dir, name, result);
         CHECK(static_cast<int>(trace.kernels.size()) == kernels);
         CHECK(trace.meta.at("kineto.kernels_linked_to_launch") == std::to_string(kernels));
         CHECK(trace.meta.at("kineto.kernel_starts_clamped") == "0");
-        CHECK(std::all_of(trace.kernels.device.begin(), trace.kernels.device.end(),
-                          [d = device](int32_t k) { return k == d; }));
     }
+}
+
+TEST_CASE("kineto: a ROCm trace without [memory] events numbers its one GPU as deviceProperties does",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // SGLang on one MI300X: deviceProperties lists device 0 alone, the kernels and copies carry the
+    // HIP agent number 9 (two CPU agents, then eight GPUs: the process ran on the node's eighth).
+    // They were imported on device 9 of a one-GPU trace; there is no [memory] event to go by.
+    TraceData one = import_public(dir, "kineto/tracelens-mi300x-sglang-qwen3-decode-graph.json.gz", result);
+    CHECK(std::all_of(one.kernels.device.begin(), one.kernels.device.end(), [](int32_t d) { return d == 0; }));
+    CHECK(std::all_of(one.copies.device.begin(), one.copies.device.end(), [](int32_t d) { return d == 0; }));
+    CHECK(one.meta.at("kineto.kernel_device").rfind("9 -> 0 (one GPU in deviceProperties", 0) == 0);
+    // vLLM's trace lists eight GPUs: agent 2 may be GPU 0 or GPU 2, so its number is kept.
+    TraceData eight = import_public(dir, "kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", result);
+    CHECK(std::all_of(eight.kernels.device.begin(), eight.kernels.device.end(), [](int32_t d) { return d == 2; }));
+    CHECK(eight.meta.count("kineto.kernel_device") == 0);
 }

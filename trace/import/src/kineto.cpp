@@ -188,19 +188,25 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
     }
 }
 
-// ROCm traces number a kernel's device by the runtime's agent (2, 9, ...) and a [memory]
-// event's by the process's device index (0): with one GPU on each side and no kernel on the
-// memory's device, they are the same GPU, and the kernels take the memory's number.
+// ROCm traces number a kernel's device by the runtime's agent (2, 9, ...: the CPU agents come
+// first) and a [memory] event's, like deviceProperties, by the process's device index (0): with
+// one GPU on each side and no kernel on the memory's device, they are the same GPU, and the
+// kernels (and copies) take the memory's number. Without GPU [memory] events, a deviceProperties
+// list of one GPU gives that number the same way.
 void unify_kernel_device(KinetoData& d, Result& r) {
     std::set<int32_t> mem, kern;
     for (const auto& m : d.memory)
         if (m.device >= 0) mem.insert(m.device);
     for (const auto& k : d.kernels) kern.insert(k.device);
+    const char* why = " (one GPU: kernels numbered by the runtime, [memory] by Device Id)";
+    if (mem.empty() && d.device_count == 1 && d.device_id >= 0 && d.device_id <= INT32_MAX) {
+        mem.insert(static_cast<int32_t>(d.device_id));
+        why = " (one GPU in deviceProperties, numbered by the process; kernels by the runtime's agent)";
+    }
     if (mem.size() != 1 || kern.size() != 1 || *mem.begin() == *kern.begin()) return;
     int32_t from = *kern.begin(), to = *mem.begin();
     for (auto& k : d.kernels) k.device = to;
-    r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) +
-                                     " (one GPU: kernels numbered by the runtime, [memory] by Device Id)";
+    r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) + why;
 }
 
 }  // namespace
