@@ -232,3 +232,22 @@ TEST_CASE("kineto: a ROCm trace without [memory] events numbers its one GPU as d
     CHECK(std::all_of(eight.kernels.device.begin(), eight.kernels.device.end(), [](int32_t d) { return d == 2; }));
     CHECK(eight.meta.count("kineto.kernel_device") == 0);
 }
+
+TEST_CASE("nsys: a 2024.6 export of an H200 run with NVTX ranges", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // nvFuser's report1.sqlite: schema 3.16.1, 19 kernels (393,539 ns), one DtoH memcpy of 1 B and
+    // one memset of 4 B, 652 NVTX push/pop ranges (eventType 59), no CUDA_GPU_MEMORY_USAGE_EVENTS.
+    TraceData trace = import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(trace.kernels.size() == 19);
+    CHECK(kernel_time(trace) == 393539);
+    REQUIRE(trace.copies.size() == 2);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::D2H) == 1);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 1);
+    CHECK(trace.markers.size() == 652);
+    CHECK(trace.meta.at("nsys.version") == "2024.6.2.25");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.16.1");
+    CHECK(trace.meta.at("device_name") == "NVIDIA H200");
+    CHECK(trace.meta.at("device_memory") == "150137864192");
+    CHECK(trace.meta.at("nsys.missing_tables") == "CUDA_GPU_MEMORY_USAGE_EVENTS");
+}
