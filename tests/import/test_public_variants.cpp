@@ -172,7 +172,8 @@ TEST_CASE(
     // (tests/import/public_traces.py replays the same rule on the JSON).
     TraceData graphs = import_public(dir, "kineto/hta-trace-diff-cuda-graphs-rank-1.json.gz", result);
     CHECK(graphs.kernels.size() == 9876);
-    CHECK(std::all_of(graphs.kernels.device.begin(), graphs.kernels.device.end(), [](int32_t d) { return d == 1; }));
+    CHECK(std::all_of(graphs.kernels.device.begin(), graphs.kernels.device.end(),
+                      [](int32_t device) { return device == 1; }));
     CHECK(graphs.meta.at("kineto.kernel_starts_clamped") == "31");
     CHECK(kernel_time(graphs) == 801858000 - 115000);
     const std::string said =
@@ -224,12 +225,14 @@ TEST_CASE("kineto: a ROCm trace without [memory] events numbers its one GPU as d
     // HIP agent number 9 (two CPU agents, then eight GPUs: the process ran on the node's eighth).
     // They were imported on device 9 of a one-GPU trace; there is no [memory] event to go by.
     TraceData one = import_public(dir, "kineto/tracelens-mi300x-sglang-qwen3-decode-graph.json.gz", result);
-    CHECK(std::all_of(one.kernels.device.begin(), one.kernels.device.end(), [](int32_t d) { return d == 0; }));
-    CHECK(std::all_of(one.copies.device.begin(), one.copies.device.end(), [](int32_t d) { return d == 0; }));
+    CHECK(
+        std::all_of(one.kernels.device.begin(), one.kernels.device.end(), [](int32_t device) { return device == 0; }));
+    CHECK(std::all_of(one.copies.device.begin(), one.copies.device.end(), [](int32_t device) { return device == 0; }));
     CHECK(one.meta.at("kineto.kernel_device").rfind("9 -> 0 (one GPU in deviceProperties", 0) == 0);
     // vLLM's trace lists eight GPUs: agent 2 may be GPU 0 or GPU 2, so its number is kept.
     TraceData eight = import_public(dir, "kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", result);
-    CHECK(std::all_of(eight.kernels.device.begin(), eight.kernels.device.end(), [](int32_t d) { return d == 2; }));
+    CHECK(std::all_of(eight.kernels.device.begin(), eight.kernels.device.end(),
+                      [](int32_t device) { return device == 2; }));
     CHECK(eight.meta.count("kineto.kernel_device") == 0);
 }
 

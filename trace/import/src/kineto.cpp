@@ -11,12 +11,6 @@
 
 namespace mhc::trace::import {
 
-int64_t kineto_base(const KinetoData& d) {
-    int64_t b = d.t_min;
-    for (const auto& o : d.ops) b = std::min(b, o.ts);
-    return b == INT64_MAX ? 0 : b;
-}
-
 namespace {
 
 // The trace keeps one kernel at a time per stream (mhc check, rule stream-overlap), but Kineto
@@ -26,48 +20,54 @@ namespace {
 // started early by programmatic dependent launch. Such a start moves to the previous kernel's end
 // (its end stays); how many, by how much, and how many of them came from one graph launch is said
 // in meta and, since the kernel time is no longer the file's, in a warning.
-void clamp_stream_overlaps(KinetoData& d, Result& r) {
+void clamp_stream_overlaps(KinetoData& data, Result& result) {
     std::vector<size_t> order;
-    for (size_t i = 0; i < d.kernels.size(); ++i)
-        if (!d.kernels[i].is_copy && !d.kernels[i].is_memset) order.push_back(i);
-    auto by_stream = [&](size_t a, size_t b) {
-        const auto &x = d.kernels[a], &y = d.kernels[b];
-        if (x.device != y.device) return x.device < y.device;
-        if (x.stream != y.stream) return x.stream < y.stream;
-        return x.ts < y.ts;
+    for (size_t index = 0; index < data.kernels.size(); ++index)
+        if (!data.kernels[index].is_copy && !data.kernels[index].is_memset) order.push_back(index);
+    auto by_stream = [&](size_t lhs, size_t rhs) {
+        const auto &first = data.kernels[lhs], &second = data.kernels[rhs];
+        if (first.device != second.device) return first.device < second.device;
+        if (first.stream != second.stream) return first.stream < second.stream;
+        return first.ts < second.ts;
     };
     if (!std::is_sorted(order.begin(), order.end(), by_stream)) std::stable_sort(order.begin(), order.end(), by_stream);
     int64_t clamped = 0, moved_ns = 0, largest_ns = 0;
     std::vector<int64_t> clamped_correlations;
     for (size_t j = 1; j < order.size(); ++j) {
-        auto &p = d.kernels[order[j - 1]], &k = d.kernels[order[j]];
-        if (p.device != k.device || p.stream != k.stream || k.ts >= p.ts + p.dur) continue;
-        int64_t end = k.ts + k.dur, by = p.ts + p.dur - k.ts;
-        k.ts = p.ts + p.dur;
-        k.dur = std::max<int64_t>(0, end - k.ts);
+        auto &prev = data.kernels[order[j - 1]], &kernel = data.kernels[order[j]];
+        if (prev.device != kernel.device || prev.stream != kernel.stream || kernel.ts >= prev.ts + prev.dur) continue;
+        int64_t end = kernel.ts + kernel.dur, by = prev.ts + prev.dur - kernel.ts;
+        kernel.ts = prev.ts + prev.dur;
+        kernel.dur = std::max<int64_t>(0, end - kernel.ts);
         ++clamped;
-        moved_ns += std::min(by, end - k.ts + by);   // the kernel time lost: the overlap, at most the kernel
+        moved_ns += std::min(by, end - kernel.ts + by);   // the kernel time lost: the overlap, at most the kernel
         largest_ns = std::max(largest_ns, by);
-        clamped_correlations.push_back(k.correlation);
+        clamped_correlations.push_back(kernel.correlation);
     }
-    r.meta["kineto.kernel_starts_clamped"] = std::to_string(clamped);
+    result.meta["kineto.kernel_starts_clamped"] = std::to_string(clamped);
     if (clamped == 0) return;
     // Kernels of one CUDA graph launch share its correlation id (a plain launch has one kernel).
     std::unordered_map<int64_t, int32_t> per_correlation;
-    for (size_t i : order) ++per_correlation[d.kernels[i].correlation];
+    for (size_t index : order) ++per_correlation[data.kernels[index].correlation];
     int64_t in_graphs = 0;
-    for (int64_t c : clamped_correlations) in_graphs += c >= 0 && per_correlation[c] > 1;
+    for (int64_t correlation : clamped_correlations) in_graphs += correlation >= 0 && per_correlation[correlation] > 1;
     std::string said = std::to_string(clamped) +
                        " kernels started before the previous kernel on their stream ended (by up to " +
                        std::to_string(largest_ns) + " ns; " + std::to_string(moved_ns) + " ns of kernel time in all; " +
                        std::to_string(in_graphs) +
                        " of them launched with other kernels under one correlation id, a CUDA graph's)";
-    r.meta["kineto.kernel_clamp"] = said;
-    r.warnings.push_back(said +
-                         ": their starts were moved to that end, since a trace keeps one kernel at a time per stream");
+    result.meta["kineto.kernel_clamp"] = said;
+    result.warnings.push_back(
+        said + ": their starts were moved to that end, since a trace keeps one kernel at a time per stream");
 }
 
 }   // namespace
+
+int64_t kineto_base(const KinetoData& d) {
+    int64_t b = d.t_min;
+    for (const auto& o : d.ops) b = std::min(b, o.ts);
+    return b == INT64_MAX ? 0 : b;
+}
 
 void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
                            const std::function<void(size_t, int64_t)>& on_kernel) {
