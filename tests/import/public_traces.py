@@ -24,7 +24,8 @@ trace (chakra/*.json.gz):
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
-    and meta rank/world_size equal to distributedInfo; nsys: also its duration (the first start to the
+    and meta rank/world_size equal to distributedInfo; execution traces: also their ops per step
+    (check_et_steps); nsys: also its duration (the first start to the
     last end of the kernels, copies, memsets and memory events), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
     at that end; how many did: meta nsys.kernel_starts_clamped), and its markers are the NVTX rows
@@ -410,6 +411,55 @@ def et_source(path):
     return out
 
 
+def check_et_steps(name, path, db):
+    """Kernels per step of an execution trace imported alone: each leaf op with tensors (et_source's
+    units) is in the ProfilerStep#N node above it; an op under none (the autograd thread's backward
+    runs while the step's thread waits in backward()) is in the step whose node ids its id falls
+    within (ids are given as ops start, on every thread: from the ProfilerStep#N node's id to the last
+    id under it), else in none (-1)."""
+    nodes = json.load(gzip.open(path))["nodes"]
+    by_id = {n["id"]: n for n in nodes}
+
+    def parent(n):
+        return n.get("parent", n.get("ctrl_deps"))
+    parents = {parent(n) for n in nodes if parent(n) is not None and parent(n) != n["id"]}
+
+    def in_tree(n):
+        for _ in range(256):
+            if n["name"].startswith("ProfilerStep#") and n["name"][13:].isdigit():
+                return int(n["name"][13:])
+            p = parent(n)
+            if p is None or p == n["id"] or p not in by_id:
+                return -1
+            n = by_id[p]
+        return -1
+    ranges = {}
+    for n in nodes:
+        step = in_tree(n)
+        if step >= 0:
+            lo, hi = ranges.get(step, (n["id"], n["id"]))
+            ranges[step] = (min(lo, n["id"]), max(hi, n["id"]))
+    want = {}
+    for n in nodes:
+        if isinstance(n.get("inputs"), dict):
+            ts = et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
+                 et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+        else:
+            ts = et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
+                 et_tensors(n.get("outputs", []), n.get("output_types", []))
+        if n["id"] in parents or not ts or n["name"].startswith("[pytorch|"):
+            continue
+        step = in_tree(n)
+        if step < 0:
+            step = next((k for k, (lo, hi) in ranges.items() if lo <= n["id"] <= hi), -1)
+        want[step] = want.get(step, 0) + 1
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
+    print(f"  ops per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
+    if got != want:
+        fail(name, f"ops per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+
+
 # ---- the imported trace ----
 
 def mhc(exe, *args, ok=(0,)):
@@ -466,6 +516,8 @@ def check(exe, path, source_of, work):
         check_job_identity(name, path, meta)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
+    if source_of == et_source:
+        check_et_steps(name, path, db)
     if source:
         want = max(p for p, _, _ in source.values())
         if info["peak"] is None or not close(info["peak"]["bytes"], want):

@@ -254,3 +254,45 @@ TEST_CASE("nsys: a 2024.6 export of an H200 run with NVTX ranges", "[import][nsy
     CHECK(trace.meta.at("device_memory") == "150137864192");
     CHECK(trace.meta.at("nsys.missing_tables") == "CUDA_GPU_MEMORY_USAGE_EVENTS");
 }
+
+TEST_CASE("et: newer execution-trace schemas (1.0.3, a torch.compile trace in 1.1.1) written in finish order",
+          "[import][et][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // The compiled trace: per step (ProfilerStep#5, #6) an aten::mm and a Triton kernel node are
+    // the leaf ops with tensors; its nodes come in the order ops finish (13, 16, 9, 6, 4, 3, ...).
+    TraceData pt2 = import_public(dir, "chakra/param-pt2-et-1.1.1.json.gz", result);
+    REQUIRE(pt2.kernels.size() == 4);
+    CHECK(std::count(pt2.kernels.step.begin(), pt2.kernels.step.end(), 5) == 2);
+    CHECK(std::count(pt2.kernels.step.begin(), pt2.kernels.step.end(), 6) == 2);
+    CHECK(pt2.str(pt2.kernels.name[1]) == "triton_poi_fused_add_cos_neg_sin_0");
+    CHECK(pt2.allocations.size() == 9);
+    // ResNet, schema 1.0.3: three steps of leaf ops, 872 GPU storages and 350 host ones
+    // (tests/import/public_traces.py recomputes their peaks from the nodes).
+    TraceData resnet = import_public(dir, "chakra/param-resnet-1gpu-et-1.0.3.json.gz", result);
+    CHECK(resnet.kernels.size() == 7752);
+    CHECK(resnet.allocations.size() == 1222);
+    CHECK(std::count(resnet.allocations.device.begin(), resnet.allocations.device.end(), 0) == 872);
+}
+
+TEST_CASE("et: the autograd thread's ops take the step whose ids they fall within, not none", "[import][et][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // Both ResNet traces: three ProfilerStep#N nodes on thread 1 (1,519 leaf ops with tensors under
+    // each), and 3,195 leaf ops on the autograd thread 2, whose root is the profiler's thread node:
+    // 1,065 backward ops per step, all with ids between the step node's and the last id under it.
+    // They were imported in no step (-1): 3,195 of 7,752 ops, the whole backward.
+    for (const auto& [name, first] : {std::tuple{"chakra/param-resnet-1gpu-et-1.0.3.json.gz", 4},
+                                      std::tuple{"chakra/param-resnet-et-1.1.0-chakra.0.0.4.json.gz", 6}}) {
+        INFO(name);
+        TraceData trace = import_public(dir, name, result);
+        CHECK(trace.kernels.size() == 7752);
+        for (int step = first; step < first + 3; ++step)
+            CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), step) == 2584);
+        CHECK(trace.meta.at("et.steps_by_id").rfind("3195 ops under no ProfilerStep#N", 0) == 0);
+    }
+    // Traces without ProfilerStep#N nodes keep every op in no step and say nothing.
+    TraceData plain = import_public(dir, "chakra/param-resnet-et-1.0.1.json.gz", result);
+    CHECK(std::all_of(plain.kernels.step.begin(), plain.kernels.step.end(), [](int32_t step) { return step == -1; }));
+    CHECK(plain.meta.count("et.steps_by_id") == 0);
+}
