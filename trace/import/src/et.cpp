@@ -322,9 +322,18 @@ private:
 
     // The id range of each ProfilerStep#N's ops, in id order.
     void index_steps() {
+        // Each node's step in the tree, from its parent's: a parent starts first, so its id (and
+        // index) is smaller and its step is known; a file where it is not is walked up instead.
+        tree_step_.assign(nodes_.size(), -1);
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+            auto parent = node_at_.find(nodes_[i].parent);
+            const bool before = parent != node_at_.end() && parent->second < i;
+            tree_step_[i] = nodes_[i].name.rfind("ProfilerStep#", 0) == 0 || !before ? walk_to_step(i)
+                                                                                     : tree_step_[parent->second];
+        }
         std::unordered_map<int32_t, size_t> at;
         for (size_t i = 0; i < nodes_.size(); ++i) {
-            int32_t step = step_in_tree(i);
+            int32_t step = tree_step_[i];
             if (step < 0) continue;
             auto [it, fresh] = at.emplace(step, step_ids_.size());
             if (fresh) step_ids_.push_back({nodes_[i].id, nodes_[i].id, step});
@@ -337,7 +346,9 @@ private:
     }
 
     // The ProfilerStep#N above a node (or the node itself), -1 if none.
-    int32_t step_in_tree(size_t i) const {
+    int32_t step_in_tree(size_t i) const { return tree_step_[i]; }
+
+    int32_t walk_to_step(size_t i) const {
         for (int depth = 0; depth < 256; ++depth) {
             if (nodes_[i].name.rfind("ProfilerStep#", 0) == 0) {
                 long v = std::strtol(nodes_[i].name.c_str() + 13, nullptr, 10);
@@ -597,6 +608,7 @@ private:
         int32_t step;
     };
     std::vector<StepIds> step_ids_;     // ProfilerStep#N id ranges, by first id
+    std::vector<int32_t> tree_step_;    // per node: the ProfilerStep#N above it, -1 if none
     mutable int64_t steps_by_id_ = 0;   // ops given a step by their id (not under a ProfilerStep#N)
     Rows& w_;
     Result& r_;
