@@ -346,17 +346,17 @@ private:
     }
 
     // The ProfilerStep#N above a node (or the node itself), -1 if none.
-    int32_t step_in_tree(size_t i) const { return tree_step_[i]; }
+    int32_t step_in_tree(size_t index) const { return tree_step_[index]; }
 
-    int32_t walk_to_step(size_t i) const {
+    int32_t walk_to_step(size_t index) const {
         for (int depth = 0; depth < 256; ++depth) {
-            if (nodes_[i].name.rfind("ProfilerStep#", 0) == 0) {
-                long v = std::strtol(nodes_[i].name.c_str() + 13, nullptr, 10);
-                return v >= 0 && v < INT32_MAX ? static_cast<int32_t>(v) : -1;
+            if (nodes_[index].name.rfind("ProfilerStep#", 0) == 0) {
+                long value = std::strtol(nodes_[index].name.c_str() + 13, nullptr, 10);
+                return value >= 0 && value < INT32_MAX ? static_cast<int32_t>(value) : -1;
             }
-            auto p = node_at_.find(nodes_[i].parent);
-            if (p == node_at_.end() || p->second == i) return -1;
-            i = p->second;
+            auto parent = node_at_.find(nodes_[index].parent);
+            if (parent == node_at_.end() || parent->second == index) return -1;
+            index = parent->second;
         }
         return -1;
     }
