@@ -22,8 +22,10 @@ trace (chakra/*.json.gz):
     of the kernels' durations) must equal the file's; Kineto: also its count of events and its
     steps (distinct ProfilerStep#N on the CPU), and every kernel's start relative to the first
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
-    per step (check_kernel_steps), every event on a device's lane accounted for (check_device_lanes),
-    and meta rank/world_size equal to distributedInfo; nsys: also its duration (the first start to the
+    per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
+    their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
+    and meta rank/world_size equal to distributedInfo; execution traces: also their ops per step
+    (check_et_steps); nsys: also its duration (the first start to the
     last end of the kernels, copies, memsets and memory events), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
     at that end; how many did: meta nsys.kernel_starts_clamped), and its markers are the NVTX rows
@@ -111,8 +113,25 @@ def kineto_timeline(path):
     copies = [e for e in gpu if e.get("cat") in ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset")]
     steps = {e["name"] for e in gpu if e.get("cat") != "gpu_user_annotation" and
              str(e.get("name", "")).startswith("ProfilerStep#")}
+    # docs/import.md: a kernel that starts before the previous one on its stream (device, args.stream)
+    # ended starts at that end (its end kept): CUDA graph branches and programmatic dependent launch
+    # overlap on one stream; the trace keeps one kernel at a time per stream.
+    lanes, clamped, lost, time_ns = {}, 0, 0, 0
+    for e in sorted(kernels, key=lambda e: decimal_of(e["ts"])):
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        lanes.setdefault((args.get("device", 0), args.get("stream", 0)), []).append(e)
+    for lane in lanes.values():
+        prev_end = None
+        for e in lane:
+            start = int(decimal_of(e["ts"]) * 1000)
+            end = start + max(0, int(decimal_of(e.get("dur", 0)) * 1000))
+            begin = start if prev_end is None else max(start, prev_end)
+            clamped += begin > start
+            lost += (end - start) - max(0, end - begin)
+            time_ns += max(0, end - begin)
+            prev_end = max(begin, end)
     return {"events": len(events), "kernels": len(kernels), "copies": len(copies), "steps": len(steps),
-            "kernel_time_ns": sum(max(0, int(decimal_of(e.get("dur", 0)) * 1000)) for e in kernels)}
+            "kernel_time_ns": time_ns, "kernel_starts_clamped": clamped, "kernel_time_clamped_ns": lost}
 
 
 def cpu_lanes(events):
@@ -179,6 +198,51 @@ def check_device_lanes(name, path, meta):
         print(f"  device lanes: {count} '{cat}' events, {said.get(cat, 0)} counted as unread by the import (at least)")
         if said.get(cat, 0) < count:
             fail(name, f"{count} '{cat}' events on device lanes, meta kineto.unread_events says {said.get(cat, 0)}")
+
+
+# Kineto memcpy names (profiler_kineto.cpp writes "Memcpy HtoD (Pinned -> Device)"; ROCm the same
+# words) and the trace's copy kinds (docs/trace-format.md, copies.kind: 0 H2D, 1 D2H, 2 D2D, 3 P2P,
+# 4 memset, 5 H2H).
+COPY_WORDS = (("HtoD", 0), ("DtoH", 1), ("DtoD", 2), ("PtoP", 3), ("HtoH", 5))
+
+
+def check_placement(name, path, db):
+    """Every kernel on the device and stream its args name (args.device, args.stream), and every
+    memcpy/memset on its device with its direction (from its name) and its bytes: per (device,
+    stream) the file's kernel count, per (device, kind) its copy count and bytes, equal to the
+    imported rows'. The one documented renumbering (meta kineto.kernel_device "A -> B": a ROCm
+    one-GPU trace whose kernels carry the runtime's agent number) is applied to the file's side."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    renumber = {}
+    if "kineto.kernel_device" in meta:
+        a, b = meta["kineto.kernel_device"].split(" ", 3)[0:3:2]
+        renumber[int(a)] = int(b)
+    kernels, copies = {}, {}
+    for e in kineto_events(path):
+        if not (isinstance(e, dict) and e.get("ph") == "X" and "ts" in e):
+            continue
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        dev = renumber.get(args.get("device", 0), args.get("device", 0))
+        if e.get("cat") in ("kernel", "Kernel"):
+            key = (dev, args.get("stream", 0))
+            kernels[key] = kernels.get(key, 0) + 1
+        elif e.get("cat") in ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset"):
+            kind = 4 if e.get("cat") in ("gpu_memset", "Memset") else \
+                next((k for word, k in COPY_WORDS if word in str(e.get("name"))), 2)
+            c = copies.setdefault((dev, kind), [0, 0])
+            c[0] += 1
+            c[1] += max(0, args.get("bytes", 0))
+    got_k = {(d, s): n for d, s, n in conn.execute("SELECT device, stream, COUNT(*) FROM kernels GROUP BY device, stream")}
+    got_c = {(d, k): [n, b] for d, k, n, b in conn.execute("SELECT device, kind, COUNT(*), SUM(bytes) FROM copies "
+                                                          "GROUP BY device, kind")}
+    print(f"  kernels per (device, stream): {len(kernels)} lanes in the file, {len(got_k)} imported; copies per "
+          f"(device, kind): {dict(sorted((k, v[0]) for k, v in copies.items()))} in the file")
+    if got_k != kernels:
+        fail(name, f"kernels per (device, stream) {dict(sorted(got_k.items()))}, the file's {dict(sorted(kernels.items()))}")
+    if got_c != copies:
+        fail(name, f"copies per (device, kind) [count, bytes] {dict(sorted(got_c.items()))}, the file's "
+                   f"{dict(sorted(copies.items()))}")
 
 
 def check_job_identity(name, path, meta):
@@ -269,10 +333,13 @@ def check_timeline(name, want, info):
            "copies": info["counts"]["copies"], "markers": info["counts"]["markers"], "steps": info["steps"],
            "kernel_time_ns": info["kernel_time_ns"],
            "duration_ns": info["duration_ns"],
-           "kernel_starts_clamped": int(info["meta"].get("nsys.kernel_starts_clamped", 0))}
+           "kernel_starts_clamped": int(info["meta"].get("nsys.kernel_starts_clamped",
+                                                          info["meta"].get("kineto.kernel_starts_clamped", 0))),
+           "kernel_time_clamped_ns": int(info["meta"].get("kineto.kernel_clamp", "; 0 ns of kernel time").split(" ns of kernel time")[0]
+                                         .split("; ")[-1])}
     print("  timeline: " + ", ".join(f"{k} {got[k]} imported, {v} in the file" for k, v in want.items()))
     for k, v in want.items():
-        if not close(got[k], v):
+        if got[k] != v if k.startswith("kernel") else not close(got[k], v):
             fail(name, f"mhc info {k} {got[k]}, the file {v}")
 
 
@@ -344,6 +411,55 @@ def et_source(path):
     return out
 
 
+def check_et_steps(name, path, db):
+    """Kernels per step of an execution trace imported alone: each leaf op with tensors (et_source's
+    units) is in the ProfilerStep#N node above it; an op under none (the autograd thread's backward
+    runs while the step's thread waits in backward()) is in the step whose node ids its id falls
+    within (ids are given as ops start, on every thread: from the ProfilerStep#N node's id to the last
+    id under it), else in none (-1)."""
+    nodes = json.load(gzip.open(path))["nodes"]
+    by_id = {n["id"]: n for n in nodes}
+
+    def parent(n):
+        return n.get("parent", n.get("ctrl_deps"))
+    parents = {parent(n) for n in nodes if parent(n) is not None and parent(n) != n["id"]}
+
+    def in_tree(n):
+        for _ in range(256):
+            if n["name"].startswith("ProfilerStep#") and n["name"][13:].isdigit():
+                return int(n["name"][13:])
+            p = parent(n)
+            if p is None or p == n["id"] or p not in by_id:
+                return -1
+            n = by_id[p]
+        return -1
+    ranges = {}
+    for n in nodes:
+        step = in_tree(n)
+        if step >= 0:
+            lo, hi = ranges.get(step, (n["id"], n["id"]))
+            ranges[step] = (min(lo, n["id"]), max(hi, n["id"]))
+    want = {}
+    for n in nodes:
+        if isinstance(n.get("inputs"), dict):
+            ts = et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
+                 et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+        else:
+            ts = et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
+                 et_tensors(n.get("outputs", []), n.get("output_types", []))
+        if n["id"] in parents or not ts or n["name"].startswith("[pytorch|"):
+            continue
+        step = in_tree(n)
+        if step < 0:
+            step = next((k for k, (lo, hi) in ranges.items() if lo <= n["id"] <= hi), -1)
+        want[step] = want.get(step, 0) + 1
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = dict(conn.execute("SELECT step, COUNT(*) FROM kernels GROUP BY step"))
+    print(f"  ops per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
+    if got != want:
+        fail(name, f"ops per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+
+
 # ---- the imported trace ----
 
 def mhc(exe, *args, ok=(0,)):
@@ -395,10 +511,13 @@ def check(exe, path, source_of, work):
         check_timeline(name, kineto_timeline(path), info)
         check_kernel_starts(name, path, db)
         check_kernel_steps(name, path, db)
+        check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_job_identity(name, path, meta)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
+    if source_of == et_source:
+        check_et_steps(name, path, db)
     if source:
         want = max(p for p, _, _ in source.values())
         if info["peak"] is None or not close(info["peak"]["bytes"], want):

@@ -73,10 +73,11 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
         {"unterminated.json", "{\"traceEvents\": [ {\"ph\": \"X\"", "invalid JSON"},
         {"no-events.json", "{\"schemaVersion\": 1, \"traceEvents_\": []}", "traceEvents"},
         // pickle.dumps(collections.OrderedDict(a=1), protocol=2)
-        {"global.pickle", unhex("800263636f6c6c656374696f6e730a4f726465726564446963740a71002952710158010000006171024b01732e"),
-         "GLOBAL"},
+        {"global.pickle",
+         unhex("800263636f6c6c656374696f6e730a4f726465726564446963740a71002952710158010000006171024b01732e"), "GLOBAL"},
         // pickle.dumps({'segments': [], 'device_traces': [[]]}, protocol=4)
-        {"no-traces.pickle", unhex("80049527000000000000007d94288c087365676d656e7473945d948c0d6465766963655f747261636573945d945d9461752e"),
+        {"no-traces.pickle",
+         unhex("80049527000000000000007d94288c087365676d656e7473945d948c0d6465766963655f747261636573945d945d9461752e"),
          "no trace events"},
         // pickle.dumps({'segments': []}, protocol=4)
         {"no-device-traces.pickle", unhex("80049511000000000000007d948c087365676d656e7473945d94732e"), "device_traces"},
@@ -85,6 +86,12 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
         {"empty.json", "", "empty"},
         {"et-bad.json", "{\"schema\": \"1.0.1\", \"nodes\": [{\"name\": \"x\"}]}", "no numeric 'id'"},
         {"et-invalid.json", "{\"schema\": \"1.0.1\", \"nodes\": [", "invalid JSON"},
+        // The first bytes of TraceLens's tests/rocprof/908_results.json.gz and of Chakra's
+        // tests/data/json_trace.tar.gz jsonData/small_chakra.0.json: formats of other tools, said by name.
+        {"rocprof.json", "{\"rocprofiler-sdk-tool\":[{\"metadata\":{\"node\":{\"id\":0}}}]}",
+         "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read"},
+        {"chakra.json", "{\n  \"workload_graph\": [\n    {\n      \"Id\": 216,\n      \"NodeType\": 4}]}",
+         "a Chakra workload-graph JSON (converted from a Chakra trace)"},
     };
     for (const auto& c : cases) {
         DYNAMIC_SECTION(c.name) {

@@ -150,3 +150,118 @@ TEST_CASE("nsys: NVTX rows that are no range or mark (a domain's creation, threa
     CHECK(*first == 0);
     CHECK(trace.str(trace.markers.name[static_cast<size_t>(first - trace.markers.t_start.begin())]) == "main");
 }
+
+namespace {
+int64_t kernel_time(const TraceData& trace) {
+    int64_t ns = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
+    return ns;
+}
+}   // namespace
+
+TEST_CASE(
+    "kineto: kernels that ran at once on one stream (a CUDA graph's branches) are moved and said, not shortened "
+    "in silence",
+    "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // Rank 1 of 2 on a V100 (GPU 1), 12 cudaGraphLaunch calls whose kernels (up to 429 each) share
+    // the launch's correlation id and are all written on stream 7: 31 of them start up to 13 us
+    // before the previous kernel on that stream ends (the graph's parallel branches). The file's
+    // kernel time is 801,858,000 ns; moving those starts to the previous end takes 115,000 ns off
+    // (tests/import/public_traces.py replays the same rule on the JSON).
+    TraceData graphs = import_public(dir, "kineto/hta-trace-diff-cuda-graphs-rank-1.json.gz", result);
+    CHECK(graphs.kernels.size() == 9876);
+    CHECK(std::all_of(graphs.kernels.device.begin(), graphs.kernels.device.end(),
+                      [](int32_t device) { return device == 1; }));
+    CHECK(graphs.meta.at("kineto.kernel_starts_clamped") == "31");
+    CHECK(kernel_time(graphs) == 801858000 - 115000);
+    const std::string said =
+        "31 kernels started before the previous kernel on their stream ended (by up to 13000 ns; "
+        "115000 ns of kernel time in all; 31 of them launched with other kernels under one "
+        "correlation id, a CUDA graph's)";
+    CHECK(graphs.meta.at("kineto.kernel_clamp") == said);
+    CHECK(warned(result, said + ": their starts were moved"));
+    // A trace with no such overlap says nothing.
+    TraceData plain = import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
+    CHECK(plain.meta.at("kineto.kernel_starts_clamped") == "0");
+    CHECK(plain.meta.count("kineto.kernel_clamp") == 0);
+    CHECK(!warned(result, "started before the previous kernel"));
+}
+
+TEST_CASE("kineto: hipGraphLaunch kernels sharing one correlation id are each linked to the launch",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // vLLM's full decode graph replayed on an MI300X: 421 of the 425 kernels carry the correlation
+    // id of the one hipGraphLaunch; sglang's Qwen3-8B decode: 544 of 555.
+    for (const auto& [name, kernels] : {std::tuple{"kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", 425},
+                                        std::tuple{"kineto/tracelens-mi300x-sglang-qwen3-decode-graph.json.gz", 555}}) {
+        INFO(name);
+        TraceData trace = import_public(dir, name, result);
+        CHECK(static_cast<int>(trace.kernels.size()) == kernels);
+        CHECK(trace.meta.at("kineto.kernels_linked_to_launch") == std::to_string(kernels));
+        CHECK(trace.meta.at("kineto.kernel_starts_clamped") == "0");
+    }
+}
+
+TEST_CASE("kineto: a ROCm trace without [memory] events numbers its one GPU as deviceProperties does",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // SGLang on one MI300X: deviceProperties lists device 0 alone, the kernels and copies carry the
+    // HIP agent number 9 (two CPU agents, then eight GPUs: the process ran on the node's eighth).
+    // They were imported on device 9 of a one-GPU trace; there is no [memory] event to go by.
+    TraceData one = import_public(dir, "kineto/tracelens-mi300x-sglang-qwen3-decode-graph.json.gz", result);
+    CHECK(
+        std::all_of(one.kernels.device.begin(), one.kernels.device.end(), [](int32_t device) { return device == 0; }));
+    CHECK(std::all_of(one.copies.device.begin(), one.copies.device.end(), [](int32_t device) { return device == 0; }));
+    CHECK(one.meta.at("kineto.kernel_device").rfind("9 -> 0 (one GPU in deviceProperties", 0) == 0);
+    // vLLM's trace lists eight GPUs: agent 2 may be GPU 0 or GPU 2, so its number is kept.
+    TraceData eight = import_public(dir, "kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", result);
+    CHECK(std::all_of(eight.kernels.device.begin(), eight.kernels.device.end(),
+                      [](int32_t device) { return device == 2; }));
+    CHECK(eight.meta.count("kineto.kernel_device") == 0);
+}
+
+TEST_CASE("et: newer execution-trace schemas (1.0.3, a torch.compile trace in 1.1.1) written in finish order",
+          "[import][et][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // The compiled trace: per step (ProfilerStep#5, #6) an aten::mm and a Triton kernel node are
+    // the leaf ops with tensors; its nodes come in the order ops finish (13, 16, 9, 6, 4, 3, ...).
+    TraceData pt2 = import_public(dir, "chakra/param-pt2-et-1.1.1.json.gz", result);
+    REQUIRE(pt2.kernels.size() == 4);
+    CHECK(std::count(pt2.kernels.step.begin(), pt2.kernels.step.end(), 5) == 2);
+    CHECK(std::count(pt2.kernels.step.begin(), pt2.kernels.step.end(), 6) == 2);
+    CHECK(pt2.str(pt2.kernels.name[1]) == "triton_poi_fused_add_cos_neg_sin_0");
+    CHECK(pt2.allocations.size() == 9);
+    // ResNet, schema 1.0.3: three steps of leaf ops, 872 GPU storages and 350 host ones
+    // (tests/import/public_traces.py recomputes their peaks from the nodes).
+    TraceData resnet = import_public(dir, "chakra/param-resnet-1gpu-et-1.0.3.json.gz", result);
+    CHECK(resnet.kernels.size() == 7752);
+    CHECK(resnet.allocations.size() == 1222);
+    CHECK(std::count(resnet.allocations.device.begin(), resnet.allocations.device.end(), 0) == 872);
+}
+
+TEST_CASE("et: the autograd thread's ops take the step whose ids they fall within, not none", "[import][et][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // Both ResNet traces: three ProfilerStep#N nodes on thread 1 (1,519 leaf ops with tensors under
+    // each), and 3,195 leaf ops on the autograd thread 2, whose root is the profiler's thread node:
+    // 1,065 backward ops per step, all with ids between the step node's and the last id under it.
+    // They were imported in no step (-1): 3,195 of 7,752 ops, the whole backward.
+    for (const auto& [name, first] : {std::tuple{"chakra/param-resnet-1gpu-et-1.0.3.json.gz", 4},
+                                      std::tuple{"chakra/param-resnet-et-1.1.0-chakra.0.0.4.json.gz", 6}}) {
+        INFO(name);
+        TraceData trace = import_public(dir, name, result);
+        CHECK(trace.kernels.size() == 7752);
+        for (int step = first; step < first + 3; ++step)
+            CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), step) == 2584);
+        CHECK(trace.meta.at("et.steps_by_id").rfind("3195 ops under no ProfilerStep#N", 0) == 0);
+    }
+    // Traces without ProfilerStep#N nodes keep every op in no step and say nothing.
+    TraceData plain = import_public(dir, "chakra/param-resnet-et-1.0.1.json.gz", result);
+    CHECK(std::all_of(plain.kernels.step.begin(), plain.kernels.step.end(), [](int32_t step) { return step == -1; }));
+    CHECK(plain.meta.count("et.steps_by_id") == 0);
+}

@@ -92,6 +92,15 @@ Format detect_format(const std::string& path) {
     if (p != std::string::npos && prefix[p] == '{') {
         if (prefix.find("\"traceEvents\"") != std::string::npos) return Format::Kineto;
         if (prefix.find("\"nodes\"") != std::string::npos) return Format::ExecutionTrace;
+        // Traces of other tools that users take for these (both seen in public test data).
+        if (prefix.find("\"rocprofiler-sdk-tool\"") != std::string::npos)
+            throw Error(where(path,
+                              "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read: "
+                              "import the PyTorch profiler's trace of the run (Kineto JSON) instead"));
+        if (prefix.find("\"workload_graph\"") != std::string::npos)
+            throw Error(where(path,
+                              "a Chakra workload-graph JSON (converted from a Chakra trace), which mhc "
+                              "does not read: import the PyTorch execution trace it was converted from"));
         throw Error(where(path, "JSON without 'traceEvents' (Kineto) or 'nodes' (execution trace) "
                                 "in its first MiB: not a known trace format"));
     }

@@ -287,6 +287,7 @@ public:
     EtImport(std::vector<Node> nodes, int64_t pid, Rows& rows, Result& result)
         : nodes_(std::move(nodes)), pid_(pid), w_(rows), r_(result) {
         for (size_t i = 0; i < nodes_.size(); ++i) node_at_[nodes_[i].id] = i;
+        index_steps();
     }
 
     void run(const std::string& in, const std::string& kineto, uint64_t max_input_size) {
@@ -304,16 +305,58 @@ public:
     }
 
 private:
-    // Step of a node: the ProfilerStep#N above it, if any.
+    // Step of a node: the ProfilerStep#N above it; else, for a node on another thread (the
+    // autograd thread runs the backward of a step while the step's thread waits in backward()),
+    // the step whose ids its id falls within: ids are given as ops start, on every thread, so a
+    // step's ops hold the ids from the ProfilerStep#N node's to the last one below it.
     int32_t step_of(size_t i) const {
+        int32_t step = step_in_tree(i);
+        if (step >= 0 || step_ids_.empty()) return step;
+        int64_t id = nodes_[i].id;
+        auto after = std::upper_bound(step_ids_.begin(), step_ids_.end(), id,
+                                      [](int64_t value, const StepIds& range) { return value < range.first; });
+        if (after == step_ids_.begin() || id > std::prev(after)->last) return -1;
+        ++steps_by_id_;
+        return std::prev(after)->step;
+    }
+
+    // The id range of each ProfilerStep#N's ops, in id order.
+    void index_steps() {
+        // Each node's step in the tree, from its parent's: a parent starts first, so its id (and
+        // index) is smaller and its step is known; a file where it is not is walked up instead.
+        tree_step_.assign(nodes_.size(), -1);
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+            auto parent = node_at_.find(nodes_[i].parent);
+            const bool before = parent != node_at_.end() && parent->second < i;
+            tree_step_[i] = nodes_[i].name.rfind("ProfilerStep#", 0) == 0 || !before ? walk_to_step(i)
+                                                                                     : tree_step_[parent->second];
+        }
+        std::unordered_map<int32_t, size_t> at;
+        for (size_t i = 0; i < nodes_.size(); ++i) {
+            int32_t step = tree_step_[i];
+            if (step < 0) continue;
+            auto [it, fresh] = at.emplace(step, step_ids_.size());
+            if (fresh) step_ids_.push_back({nodes_[i].id, nodes_[i].id, step});
+            StepIds& range = step_ids_[it->second];
+            range.first = std::min(range.first, nodes_[i].id);
+            range.last = std::max(range.last, nodes_[i].id);
+        }
+        std::sort(step_ids_.begin(), step_ids_.end(),
+                  [](const StepIds& lhs, const StepIds& rhs) { return lhs.first < rhs.first; });
+    }
+
+    // The ProfilerStep#N above a node (or the node itself), -1 if none.
+    int32_t step_in_tree(size_t index) const { return tree_step_[index]; }
+
+    int32_t walk_to_step(size_t index) const {
         for (int depth = 0; depth < 256; ++depth) {
-            if (nodes_[i].name.rfind("ProfilerStep#", 0) == 0) {
-                long v = std::strtol(nodes_[i].name.c_str() + 13, nullptr, 10);
-                return v >= 0 && v < INT32_MAX ? static_cast<int32_t>(v) : -1;
+            if (nodes_[index].name.rfind("ProfilerStep#", 0) == 0) {
+                long value = std::strtol(nodes_[index].name.c_str() + 13, nullptr, 10);
+                return value >= 0 && value < INT32_MAX ? static_cast<int32_t>(value) : -1;
             }
-            auto p = node_at_.find(nodes_[i].parent);
-            if (p == node_at_.end() || p->second == i) return -1;
-            i = p->second;
+            auto parent = node_at_.find(nodes_[index].parent);
+            if (parent == node_at_.end() || parent->second == index) return -1;
+            index = parent->second;
         }
         return -1;
     }
@@ -551,11 +594,22 @@ private:
             meta["et.storages_left_out"] = std::to_string(std::max<int64_t>(0, left_out_));
         }
         meta["et.op_starts_clamped"] = std::to_string(clamped_);
+        if (steps_by_id_ > 0)
+            meta["et.steps_by_id"] = std::to_string(steps_by_id_) +
+                                     " ops under no ProfilerStep#N (another thread's: the backward) took the step "
+                                     "whose ids they fall within";
     }
 
     std::vector<Node> nodes_;
     int64_t pid_;
     std::unordered_map<int64_t, size_t> node_at_;
+    struct StepIds {
+        int64_t first, last;
+        int32_t step;
+    };
+    std::vector<StepIds> step_ids_;     // ProfilerStep#N id ranges, by first id
+    std::vector<int32_t> tree_step_;    // per node: the ProfilerStep#N above it, -1 if none
+    mutable int64_t steps_by_id_ = 0;   // ops given a step by their id (not under a ProfilerStep#N)
     Rows& w_;
     Result& r_;
     KinetoData kd_;

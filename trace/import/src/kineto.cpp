@@ -11,6 +11,58 @@
 
 namespace mhc::trace::import {
 
+namespace {
+
+// The trace keeps one kernel at a time per stream (mhc check, rule stream-overlap), but Kineto
+// puts kernels on one stream that overlap: by a few ns of clock jitter, and by microseconds where
+// they really ran at once, the parallel branches of a CUDA graph (all its kernels carry the
+// correlation id of the one cudaGraphLaunch, and the stream it was launched on) or a kernel
+// started early by programmatic dependent launch. Such a start moves to the previous kernel's end
+// (its end stays); how many, by how much, and how many of them came from one graph launch is said
+// in meta and, since the kernel time is no longer the file's, in a warning.
+void clamp_stream_overlaps(KinetoData& data, Result& result) {
+    std::vector<size_t> order;
+    for (size_t index = 0; index < data.kernels.size(); ++index)
+        if (!data.kernels[index].is_copy && !data.kernels[index].is_memset) order.push_back(index);
+    auto by_stream = [&](size_t lhs, size_t rhs) {
+        const auto &first = data.kernels[lhs], &second = data.kernels[rhs];
+        if (first.device != second.device) return first.device < second.device;
+        if (first.stream != second.stream) return first.stream < second.stream;
+        return first.ts < second.ts;
+    };
+    if (!std::is_sorted(order.begin(), order.end(), by_stream)) std::stable_sort(order.begin(), order.end(), by_stream);
+    int64_t clamped = 0, moved_ns = 0, largest_ns = 0;
+    std::vector<int64_t> clamped_correlations;
+    for (size_t j = 1; j < order.size(); ++j) {
+        auto &prev = data.kernels[order[j - 1]], &kernel = data.kernels[order[j]];
+        if (prev.device != kernel.device || prev.stream != kernel.stream || kernel.ts >= prev.ts + prev.dur) continue;
+        int64_t end = kernel.ts + kernel.dur, by = prev.ts + prev.dur - kernel.ts;
+        kernel.ts = prev.ts + prev.dur;
+        kernel.dur = std::max<int64_t>(0, end - kernel.ts);
+        ++clamped;
+        moved_ns += std::min(by, end - kernel.ts + by);   // the kernel time lost: the overlap, at most the kernel
+        largest_ns = std::max(largest_ns, by);
+        clamped_correlations.push_back(kernel.correlation);
+    }
+    result.meta["kineto.kernel_starts_clamped"] = std::to_string(clamped);
+    if (clamped == 0) return;
+    // Kernels of one CUDA graph launch share its correlation id (a plain launch has one kernel).
+    std::unordered_map<int64_t, int32_t> per_correlation;
+    for (size_t index : order) ++per_correlation[data.kernels[index].correlation];
+    int64_t in_graphs = 0;
+    for (int64_t correlation : clamped_correlations) in_graphs += correlation >= 0 && per_correlation[correlation] > 1;
+    std::string said = std::to_string(clamped) +
+                       " kernels started before the previous kernel on their stream ended (by up to " +
+                       std::to_string(largest_ns) + " ns; " + std::to_string(moved_ns) + " ns of kernel time in all; " +
+                       std::to_string(in_graphs) +
+                       " of them launched with other kernels under one correlation id, a CUDA graph's)";
+    result.meta["kineto.kernel_clamp"] = said;
+    result.warnings.push_back(
+        said + ": their starts were moved to that end, since a trace keeps one kernel at a time per stream");
+}
+
+}   // namespace
+
 int64_t kineto_base(const KinetoData& d) {
     int64_t b = d.t_min;
     for (const auto& o : d.ops) b = std::min(b, o.ts);
@@ -25,29 +77,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         std::stable_sort(d.kernels.begin(), d.kernels.end(), by_ts);
     // Steps from ProfilerStep#N (CPU side): a kernel belongs to the step its launch fell in.
     const StepRanges steps(d.ranges);
-    // Kernels on one stream are serial; clock jitter can make neighbours overlap by a few ns:
-    // such starts are moved to the previous end (counted in meta).
-    std::vector<size_t> order;
-    for (size_t i = 0; i < d.kernels.size(); ++i)
-        if (!d.kernels[i].is_copy && !d.kernels[i].is_memset) order.push_back(i);
-    auto by_stream = [&](size_t a, size_t b) {
-        const auto &x = d.kernels[a], &y = d.kernels[b];
-        if (x.device != y.device) return x.device < y.device;
-        if (x.stream != y.stream) return x.stream < y.stream;
-        return x.ts < y.ts;
-    };
-    if (!std::is_sorted(order.begin(), order.end(), by_stream)) std::stable_sort(order.begin(), order.end(), by_stream);
-    int64_t clamped = 0;
-    for (size_t j = 1; j < order.size(); ++j) {
-        auto &p = d.kernels[order[j - 1]], &k = d.kernels[order[j]];
-        if (p.device != k.device || p.stream != k.stream) continue;
-        if (k.ts < p.ts + p.dur) {
-            int64_t end = k.ts + k.dur;
-            k.ts = p.ts + p.dur;
-            k.dur = std::max<int64_t>(0, end - k.ts);
-            ++clamped;
-        }
-    }
+    clamp_stream_overlaps(d, r);
     std::vector<int64_t> name_ids(d.strings.list.size(), -1);
     auto name = [&](uint32_t s) {
         if (name_ids[s] < 0) name_ids[s] = w.intern(d.strings.list[s]);
@@ -106,7 +136,6 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     r.meta["kineto.kernels_linked_to_launch"] = std::to_string(linked);
     r.meta["kineto.flow_events"] = std::to_string(d.flows);
     r.meta["kineto.step_markers"] = std::to_string(steps.size());
-    r.meta["kineto.kernel_starts_clamped"] = std::to_string(clamped);
     // The job identity the profiler recorded (docs/trace-format.md, "Multi-rank traces"); it has
     // no job id, and its times have no clock shared by the ranks.
     if (d.rank >= 0) r.meta["rank"] = std::to_string(d.rank);
@@ -159,19 +188,25 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
     }
 }
 
-// ROCm traces number a kernel's device by the runtime's agent (2, 9, ...) and a [memory]
-// event's by the process's device index (0): with one GPU on each side and no kernel on the
-// memory's device, they are the same GPU, and the kernels take the memory's number.
+// ROCm traces number a kernel's device by the runtime's agent (2, 9, ...: the CPU agents come
+// first) and a [memory] event's, like deviceProperties, by the process's device index (0): with
+// one GPU on each side and no kernel on the memory's device, they are the same GPU, and the
+// kernels (and copies) take the memory's number. Without GPU [memory] events, a deviceProperties
+// list of one GPU gives that number the same way.
 void unify_kernel_device(KinetoData& d, Result& r) {
     std::set<int32_t> mem, kern;
     for (const auto& m : d.memory)
         if (m.device >= 0) mem.insert(m.device);
     for (const auto& k : d.kernels) kern.insert(k.device);
+    const char* why = " (one GPU: kernels numbered by the runtime, [memory] by Device Id)";
+    if (mem.empty() && d.device_count == 1 && d.device_id >= 0 && d.device_id <= INT32_MAX) {
+        mem.insert(static_cast<int32_t>(d.device_id));
+        why = " (one GPU in deviceProperties, numbered by the process; kernels by the runtime's agent)";
+    }
     if (mem.size() != 1 || kern.size() != 1 || *mem.begin() == *kern.begin()) return;
     int32_t from = *kern.begin(), to = *mem.begin();
     for (auto& k : d.kernels) k.device = to;
-    r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) +
-                                     " (one GPU: kernels numbered by the runtime, [memory] by Device Id)";
+    r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) + why;
 }
 
 }  // namespace

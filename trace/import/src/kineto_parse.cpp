@@ -303,6 +303,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         }
         if (at(In::Prop)) {
             ++d.device_count;
+            d.device_id = dp_id;
             if (d.device_name.empty() || dp_id == 0) { d.device_name = dp_name; d.device_memory = dp_mem; }
         }
         leave();
@@ -727,6 +728,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.t_min = std::min(first.t_min, second.t_min);
     if (second.device_count > 0) {
         first.device_count = second.device_count;
+        first.device_id = second.device_id;
         first.device_name = std::move(second.device_name);
         first.device_memory = second.device_memory;
     }

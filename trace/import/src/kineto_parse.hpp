@@ -81,6 +81,7 @@ struct KinetoData {
     std::string device_name;
     int64_t device_memory = 0;
     int device_count = 0;
+    int64_t device_id = -1;   // the id of the last deviceProperties entry (-1: none, or no id)
     int64_t rank = -1, world_size = -1;   // distributedInfo, -1 when the trace does not say
     bool has_rf_id = false;
     bool streamed = false;   // parsed by the reference (streamed) parse, not the windowed one
