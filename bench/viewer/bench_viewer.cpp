@@ -107,25 +107,27 @@ void write_trace(const std::string& path, int64_t kernels, int64_t allocations) 
 
 // The accesses of an allocation as the memory view asks for them: the count (tooltip, on every
 // new allocation under the pointer) and the list (details pane, highlights).
-void hover_figures(const ViewTrace& t) {
-    const AccessIndex* x = t.access_index.get();
-    std::printf("accesses by allocation: %s", !x              ? "the file's index (queried per hover)"
-                                              : x->from_cache ? "grouped at load, from the trace's cache"
+void hover_figures(const ViewTrace& view) {
+    const AccessIndex* index = view.access_index.get();
+    std::printf("accesses by allocation: %s", !index              ? "the file's index (queried per hover)"
+                                              : index->from_cache ? "grouped at load, from the trace's cache"
                                                               : "grouped at load, from the rows");
-    if (x) std::printf(", %.1f MB held", static_cast<double>(x->bytes()) / 1e6);
-    std::printf(" (%lld accesses)\n", static_cast<long long>(t.access_count));
-    if (t.allocations.size() == 0) return;
+    if (index) std::printf(", %.1f MB held", static_cast<double>(index->bytes()) / 1e6);
+    std::printf(" (%lld accesses)\n", static_cast<long long>(view.access_count));
+    if (view.allocations.size() == 0) return;
     std::vector<std::pair<int64_t, int64_t>> by_count;   // (count, id), the 1,000 largest
+    by_count.reserve(view.allocations.size());
     std::vector<int64_t> drawn;
+    drawn.reserve(1000);
     std::mt19937_64 rng(3);
-    for (int i = 0; i < 1000; ++i) drawn.push_back(t.allocations.id[rng() % t.allocations.size()]);
-    double c = cpu_ms();
-    for (int64_t id : t.allocations.id) {   // every allocation's count: a sweep of the pointer
-        by_count.emplace_back(access_count_of(t, id), id);
-        if (!x && by_count.size() == 2000) break;   // each a query of the file: a sample
+    for (int i = 0; i < 1000; ++i) drawn.push_back(view.allocations.id[rng() % view.allocations.size()]);
+    const double c0 = cpu_ms();
+    for (int64_t id : view.allocations.id) {   // every allocation's count: a sweep of the pointer
+        by_count.emplace_back(access_count_of(view, id), id);
+        if (!index && by_count.size() == 2000) break;   // each a query of the file: a sample
     }
     const size_t counted = by_count.size();
-    const double count_us = (cpu_ms() - c) * 1e3 / static_cast<double>(counted);
+    const double count_us = (cpu_ms() - c0) * 1e3 / static_cast<double>(counted);
     std::sort(by_count.rbegin(), by_count.rend());
     by_count.resize(std::min<size_t>(by_count.size(), 1000));
     auto lists = [&](const std::vector<int64_t>& ids, const char* what) {
@@ -133,7 +135,7 @@ void hover_figures(const ViewTrace& t) {
         double worst = 0, t0 = cpu_ms();
         for (int64_t id : ids) {
             const double c1 = cpu_ms();
-            hits += accesses_of(t, id).size();
+            hits += accesses_of(view, id).size();
             worst = std::max(worst, cpu_ms() - c1);
         }
         std::printf("  list (accesses_of), %s: %.1f us each, worst %.2f ms, %.1f accesses each\n", what,
@@ -141,9 +143,10 @@ void hover_figures(const ViewTrace& t) {
                     static_cast<double>(hits) / static_cast<double>(ids.size()));
     };
     std::printf("  count (access_count_of): %.2f us each over %zu allocations%s\n", count_us, counted,
-                x ? "" : " (the first ones: the most accessed below are among them)");
+                index ? "" : " (the first ones: the most accessed below are among them)");
     std::vector<int64_t> most;
-    for (const auto& [n, id] : by_count) most.push_back(id);
+    most.reserve(by_count.size());
+    for (const auto& [count, id] : by_count) most.push_back(id);
     lists(most, "the 1,000 most accessed");
     lists(drawn, "1,000 drawn at random");
 }

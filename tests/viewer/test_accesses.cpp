@@ -13,7 +13,11 @@
 #include "mhc/trace/columns.hpp"
 #include "mhc/viewer/data.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::access_count_of;
+using mhc::viewer::accesses_of;
+using mhc::viewer::AccessHit;
+using mhc::viewer::load_view_trace;
+using mhc::viewer::ViewTrace;
 namespace trace = mhc::trace;
 
 namespace {
@@ -30,59 +34,59 @@ void sql(const std::string& path, const char* statement) {
 // touches up to five of 40 allocations (ids with gaps too), one allocation touched by none.
 void write_random_trace(const std::string& path) {
     std::mt19937_64 rng(7);
-    trace::Writer w(path);
-    w.set_meta("source", "viewer-accesses-test");
-    const int64_t name = w.intern("k");
+    trace::Writer writer(path);
+    writer.set_meta("source", "viewer-accesses-test");
+    const int64_t name = writer.intern("k");
     std::vector<int64_t> allocs;
     for (int64_t i = 0; i < 40; ++i) {
-        trace::Allocation a;
-        a.id = 3 + i * 2 + (i > 20 ? 100 : 0);
-        a.bytes = 4096 * (i + 1);
-        a.t_alloc = 0;
-        a.category = trace::Category::Activation;
-        w.add(a);
-        allocs.push_back(a.id);
+        trace::Allocation alloc;
+        alloc.id = 3 + i * 2 + (i > 20 ? 100 : 0);
+        alloc.bytes = 4096 * (i + 1);
+        alloc.t_alloc = 0;
+        alloc.category = trace::Category::Activation;
+        writer.add(alloc);
+        allocs.push_back(alloc.id);
     }
     for (int64_t i = 0; i < 300; ++i) {
-        trace::Kernel k;
-        k.id = 10 + i * 3 + (i > 150 ? 1000 : 0);
-        k.device = static_cast<int32_t>(i % 2);
-        k.stream = 7 + i % 3;
-        k.name = name;
-        k.t_start = 1000 * static_cast<int64_t>(rng() % 60);
-        k.t_end = k.t_start + 500;
-        w.add(k);
-        const auto n = static_cast<int>(rng() % 6);
-        for (int j = 0; j < n; ++j)
-            w.add(trace::Access{k.id, allocs[1 + rng() % (allocs.size() - 1)],
+        trace::Kernel kernel;
+        kernel.id = 10 + i * 3 + (i > 150 ? 1000 : 0);
+        kernel.device = static_cast<int32_t>(i % 2);
+        kernel.stream = 7 + i % 3;
+        kernel.name = name;
+        kernel.t_start = 1000 * static_cast<int64_t>(rng() % 60);
+        kernel.t_end = kernel.t_start + 500;
+        writer.add(kernel);
+        const auto count = static_cast<int>(rng() % 6);
+        for (int j = 0; j < count; ++j)
+            writer.add(trace::Access{kernel.id, allocs[1 + rng() % (allocs.size() - 1)],
                                 static_cast<trace::AccessMode>(1 + rng() % 3)});
     }
-    w.finish();
+    writer.finish();
 }
 
-void same_accesses(const ViewTrace& a, const ViewTrace& b) {
-    std::vector<int64_t> ids = a.allocations.id;
+void same_accesses(const ViewTrace& grouped, const ViewTrace& asked) {
+    std::vector<int64_t> ids = grouped.allocations.id;
     ids.push_back(999999);   // no such allocation
     int64_t total = 0;
     for (int64_t id : ids) {
         INFO("allocation " << id);
-        std::vector<AccessHit> x = accesses_of(a, id), y = accesses_of(b, id);
-        REQUIRE(x.size() == y.size());
-        for (size_t i = 0; i < x.size(); ++i) {
-            CHECK(x[i].kernel == y[i].kernel);
-            CHECK(x[i].stream == y[i].stream);
-            CHECK(x[i].device == y[i].device);
-            CHECK(x[i].t_start == y[i].t_start);
-            CHECK(x[i].t_end == y[i].t_end);
-            CHECK(x[i].mode == y[i].mode);
-            if (i > 0) CHECK(x[i - 1].t_start <= x[i].t_start);
+        std::vector<AccessHit> mine = accesses_of(grouped, id), file = accesses_of(asked, id);
+        REQUIRE(mine.size() == file.size());
+        for (size_t i = 0; i < mine.size(); ++i) {
+            CHECK(mine[i].kernel == file[i].kernel);
+            CHECK(mine[i].stream == file[i].stream);
+            CHECK(mine[i].device == file[i].device);
+            CHECK(mine[i].t_start == file[i].t_start);
+            CHECK(mine[i].t_end == file[i].t_end);
+            CHECK(mine[i].mode == file[i].mode);
+            if (i > 0) CHECK(mine[i - 1].t_start <= mine[i].t_start);
         }
-        CHECK(access_count_of(a, id) == static_cast<int64_t>(x.size()));
-        CHECK(access_count_of(b, id) == static_cast<int64_t>(x.size()));
-        total += static_cast<int64_t>(x.size());
+        CHECK(access_count_of(grouped, id) == static_cast<int64_t>(mine.size()));
+        CHECK(access_count_of(asked, id) == static_cast<int64_t>(mine.size()));
+        total += static_cast<int64_t>(mine.size());
     }
-    CHECK(total == a.access_count);
-    CHECK(accesses_of(a, a.allocations.id[0]).empty());   // touched by no kernel
+    CHECK(total == grouped.access_count);
+    CHECK(accesses_of(grouped, grouped.allocations.id[0]).empty());   // touched by no kernel
 }
 
 }   // namespace
@@ -114,13 +118,13 @@ TEST_CASE("accesses by allocation: grouped at load from the rows or the cache, o
 }
 
 TEST_CASE("accesses by allocation on the known trace: worked by hand") {
-    fixture::TempPath p("known-accesses.db");
-    fixture::write_known_trace(p.path);
-    ViewTrace t = load_view_trace(p.path);
-    REQUIRE(t.access_index);   // a new file has no index of accesses by allocation
+    fixture::TempPath path("known-accesses.db");
+    fixture::write_known_trace(path.path);
+    ViewTrace view = load_view_trace(path.path);
+    REQUIRE(view.access_index);   // a new file has no index of accesses by allocation
     // weights (#1) is read by alpha (#1, stream 7, [100, 300) us) and beta (#2, [500, 700) us);
     // act_big (#2) is written by beta, the workspace (#3) by alpha (fixtures.hpp's rows).
-    std::vector<AccessHit> hits = accesses_of(t, 1);
+    std::vector<AccessHit> hits = accesses_of(view, 1);
     REQUIRE(hits.size() == 2);
     CHECK(hits[0].kernel == 1);
     CHECK(hits[0].stream == 7);
@@ -129,8 +133,8 @@ TEST_CASE("accesses by allocation on the known trace: worked by hand") {
     CHECK(hits[0].mode == trace::AccessMode::Read);
     CHECK(hits[1].kernel == 2);
     CHECK(hits[1].t_start == 500 * fixture::us);
-    REQUIRE(accesses_of(t, 2).size() == 1);
-    CHECK(accesses_of(t, 2)[0].mode == trace::AccessMode::Write);
-    CHECK(access_count_of(t, 3) == 1);
-    CHECK(access_count_of(t, 4) == 0);   // no such allocation
+    REQUIRE(accesses_of(view, 2).size() == 1);
+    CHECK(accesses_of(view, 2)[0].mode == trace::AccessMode::Write);
+    CHECK(access_count_of(view, 3) == 1);
+    CHECK(access_count_of(view, 4) == 0);   // no such allocation
 }

@@ -350,10 +350,10 @@ std::vector<TimedAccess> Reader::accesses_to(int64_t allocation_id) const {
 
 bool Reader::accesses_indexed_by_allocation() const {
     // Any index whose first column is `allocation` (ours, accesses_by_allocation, or one a user made).
-    sql::Stmt s(db_, path_,
+    sql::Stmt query(db_, path_,
                 "SELECT count(*) FROM sqlite_master m, pragma_index_info(m.name) i "
                 "WHERE m.type='index' AND m.tbl_name='accesses' AND i.seqno=0 AND i.name='allocation'");
-    return s.step() && s.i64(0) > 0;
+    return query.step() && query.i64(0) > 0;
 }
 
 int64_t Reader::access_count(int64_t allocation_id) const {

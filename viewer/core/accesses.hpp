@@ -24,14 +24,14 @@ struct AccessRows {
     std::vector<trace::AccessMode> mode;
 };
 
-// Reads every access of the trace `r` (whose fingerprint and row counts are given); `tick` is
+// Reads every access of the trace `reader` (whose fingerprint and row counts are given); `tick` is
 // called with the rows read so far in steps. Throws mhc::Error naming the file on a bad row.
-AccessRows read_access_rows(const trace::Reader& r, const std::string& fingerprint, const trace::TableCounts& counts,
+AccessRows read_access_rows(const trace::Reader& reader, const std::string& fingerprint, const trace::TableCounts& counts,
                             const std::function<void(int64_t)>& tick);
 
 // Groups them by allocation. `kernel_ids`: the trace's kernel ids in id order (the kernel lanes'
-// refs); `t`'s kernel lanes and allocation ids are final.
+// refs); `view`'s kernel lanes and allocation ids are final.
 std::shared_ptr<const AccessIndex> group_by_allocation(AccessRows&& rows, const std::vector<int64_t>& kernel_ids,
-                                                       const ViewTrace& t);
+                                                       const ViewTrace& view);
 
 }   // namespace mhc::viewer::detail

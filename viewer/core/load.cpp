@@ -69,7 +69,7 @@ struct Loader {
     std::atomic<int64_t> done{0};
     bool multi_device = false;   // kernels on more than one device: lane titles name the GPU
     int64_t alloc_lo = INT64_MAX, alloc_hi = INT64_MIN;   // first and last allocation event
-    std::vector<int64_t> kernel_ids;                      // in id order, for grouping the accesses (accesses.hpp)
+    std::vector<int64_t> kernel_ids{};                      // in id order, for grouping the accesses (accesses.hpp)
     void tick(int64_t rows) {
         int64_t d = done += rows;
         if (opt.progress) opt.progress(std::min(1.0, static_cast<double>(d) / static_cast<double>(total)), opt.user);
@@ -238,11 +238,11 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     detail::AccessRows access_rows;
     {
         std::exception_ptr failed[2];
-        auto on_thread = [&](std::exception_ptr& f, auto&& fn) {
-            return std::thread([&f, fn] {
+        auto on_thread = [&](std::exception_ptr& failure, auto&& fn) {
+            return std::thread([&failure, fn] {
                 try {
                     fn();
-                } catch (...) { f = std::current_exception(); }
+                } catch (...) { failure = std::current_exception(); }
             });
         };
         std::thread kt = on_thread(failed[0], [&] {
@@ -255,7 +255,7 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
             trace::Reader third(path);   // the accesses' own connection
             third.map_up_to(int64_t{16} << 30);
             access_rows = detail::read_access_rows(third, trace::fingerprint(t.meta, n), n,
-                                                   [&](int64_t k) { l.tick(k); });
+                                                   [&](int64_t rows) { l.tick(rows); });
         });
         try {
             l.allocations(*t.reader);
@@ -266,8 +266,8 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
         }
         kt.join();
         at.join();
-        for (const std::exception_ptr& f : failed)
-            if (f) std::rethrow_exception(f);
+        for (const std::exception_ptr& failure : failed)
+            if (failure) std::rethrow_exception(failure);
     }
     if (read_accesses) t.access_index = detail::group_by_allocation(std::move(access_rows), l.kernel_ids, t);
     std::vector<int64_t>().swap(l.kernel_ids);
