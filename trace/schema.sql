@@ -83,8 +83,10 @@ CREATE TABLE phases (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 INSERT INTO phases VALUES (0,'forward'),(1,'backward'),(2,'optimizer'),(3,'recompute'),(4,'other');
 
 -- section: trace_indexes
--- Secondary indexes of the trace tables, built after the bulk load (faster than during it).
-CREATE INDEX accesses_by_allocation ON accesses (allocation);
+-- Secondary indexes of the trace tables, built after the bulk load (faster than during it). None:
+-- accesses are found by kernel through the table's key; files written before 2026-12-02 also have
+-- accesses_by_allocation ON accesses (allocation), which a user who queries accesses by allocation
+-- may create with that one statement (docs/trace-format.md, "Indexes"); readers work either way.
 
 -- section: run_indexes
 -- Secondary indexes of the run tables. run_events has none: a run's events are one range of its

@@ -1,7 +1,11 @@
 // bench_viewer [--kernels N] [--allocations M] [--trace PATH] [--width PX]
+// bench_viewer --open TRACE [--width PX]
 // Writes a synthetic trace with mhc::trace::Writer (kept at PATH between runs; rewritten when
-// its size differs), opens it through the viewer's loading path (load_view_trace), then times
-// the per-frame preparation of the timeline (folded lanes) and the memory view (curve columns
+// its size differs), or opens the given TRACE as it is (--open: a generated or imported trace,
+// with accesses), through the viewer's loading path (load_view_trace), then times the
+// accesses of an allocation as the memory view's tooltip and details ask for them (count, and the
+// list, for the 1,000 allocations with the most accesses and 1,000 drawn at random), and the
+// per-frame preparation of the timeline (folded lanes) and the memory view (curve columns
 // from the pyramid + band layout) at several zoom levels (worst and median of 20 random ranges
 // per zoom, process CPU time). Prints figures; not a test.
 #include <time.h>
@@ -101,24 +105,74 @@ void write_trace(const std::string& path, int64_t kernels, int64_t allocations) 
     w.finish();
 }
 
+// The accesses of an allocation as the memory view asks for them: the count (tooltip, on every
+// new allocation under the pointer) and the list (details pane, highlights).
+void hover_figures(const ViewTrace& view) {
+    const AccessIndex* index = view.access_index.get();
+    std::printf("accesses by allocation: %s", !index              ? "the file's index (queried per hover)"
+                                              : index->from_cache ? "grouped at load, from the trace's cache"
+                                                              : "grouped at load, from the rows");
+    if (index) std::printf(", %.1f MB held", static_cast<double>(index->bytes()) / 1e6);
+    std::printf(" (%lld accesses)\n", static_cast<long long>(view.access_count));
+    if (view.allocations.size() == 0) return;
+    std::vector<std::pair<int64_t, int64_t>> by_count;   // (count, id), the 1,000 largest
+    by_count.reserve(view.allocations.size());
+    std::vector<int64_t> drawn;
+    drawn.reserve(1000);
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < 1000; ++i) drawn.push_back(view.allocations.id[rng() % view.allocations.size()]);
+    const double c0 = cpu_ms();
+    for (int64_t id : view.allocations.id) {   // every allocation's count: a sweep of the pointer
+        by_count.emplace_back(access_count_of(view, id), id);
+        if (!index && by_count.size() == 2000) break;   // each a query of the file: a sample
+    }
+    const size_t counted = by_count.size();
+    const double count_us = (cpu_ms() - c0) * 1e3 / static_cast<double>(counted);
+    std::sort(by_count.rbegin(), by_count.rend());
+    by_count.resize(std::min<size_t>(by_count.size(), 1000));
+    auto lists = [&](const std::vector<int64_t>& ids, const char* what) {
+        size_t hits = 0;
+        double worst = 0, t0 = cpu_ms();
+        for (int64_t id : ids) {
+            const double c1 = cpu_ms();
+            hits += accesses_of(view, id).size();
+            worst = std::max(worst, cpu_ms() - c1);
+        }
+        std::printf("  list (accesses_of), %s: %.1f us each, worst %.2f ms, %.1f accesses each\n", what,
+                    (cpu_ms() - t0) * 1e3 / static_cast<double>(ids.size()), worst,
+                    static_cast<double>(hits) / static_cast<double>(ids.size()));
+    };
+    std::printf("  count (access_count_of): %.2f us each over %zu allocations%s\n", count_us, counted,
+                index ? "" : " (the first ones: the most accessed below are among them)");
+    std::vector<int64_t> most;
+    most.reserve(by_count.size());
+    for (const auto& [count, id] : by_count) most.push_back(id);
+    lists(most, "the 1,000 most accessed");
+    lists(drawn, "1,000 drawn at random");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int64_t kernels = 10'000'000, allocations = 1'000'000;
     std::string path = (std::filesystem::temp_directory_path() / "mhc-bench-viewer.db").string();
     int width = 1600;
-    const bench::Args args(argc, argv, "[--kernels N] [--allocations M] [--trace PATH] [--width PX]");
+    bool open_as_is = false;
+    const bench::Args args(argc, argv, "[--kernels N] [--allocations M] [--trace PATH | --open TRACE] [--width PX]");
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& option = args.word(i);
         if (option == "--kernels") kernels = args.whole(args.value_after(i), "--kernels", 1, int64_t{1} << 40);
         else if (option == "--allocations") allocations = args.whole(args.value_after(i), "--allocations", 1, int64_t{1} << 40);
         else if (option == "--trace") path = args.value_after(i);
-        else if (option == "--width") width = static_cast<int>(args.whole(args.value_after(i), "--width", 64, 16384));
+        else if (option == "--open") {
+            path = args.value_after(i);
+            open_as_is = true;
+        } else if (option == "--width") width = static_cast<int>(args.whole(args.value_after(i), "--width", 64, 16384));
         else args.refuse("unknown option '" + option + "'");
     }
     std::string want = std::to_string(kernels) + "/" + std::to_string(allocations) + "/v3";
-    bool reuse = false;
-    if (std::filesystem::exists(path)) {
+    bool reuse = open_as_is;
+    if (!reuse && std::filesystem::exists(path)) {
         try { reuse = trace::Reader(path).meta()["bench_size"] == want; } catch (const std::exception&) {}
     }
     if (!reuse) {
@@ -143,6 +197,8 @@ int main(int argc, char** argv) {
     const auto events = static_cast<double>(t.kernel_count) + static_cast<double>(t.allocations.size());
     std::printf("resident after opening: %.0f MB more than before, %.0f bytes per event (kernel or allocation)\n",
                 rss, rss * 1e6 / std::max(events, 1.0));
+
+    hover_figures(t);
 
     std::vector<Track> tracks = timeline_tracks(t, nullptr);
     std::vector<TrackFrame> frame;

@@ -35,7 +35,9 @@ def test_cpp_and_python_traces_have_one_schema(tmp_path, mhc_exe):
     assert py_master == cpp_master
     assert py_rows == cpp_rows
     names = {name for _, name, _, _ in cpp_master}
-    assert {"segments", "saved_tensors", "kernel_info", "run_memory", "accesses_by_allocation"} <= names
+    assert {"segments", "saved_tensors", "kernel_info", "run_memory", "run_memory_by_run"} <= names
+    # Neither writer builds an index of accesses by allocation (docs/trace-format.md, "Indexes").
+    assert "accesses_by_allocation" not in names
     # The Python codes are the lookup rows' (capture writes them as plain integers).
     assert store.CATEGORY_NAMES == [n for _, n in cpp_rows["categories"]]
     assert (store.WRITE, store.READ_WRITE) == (2, 3) and (store.H2D, store.D2H) == (0, 1)

@@ -337,7 +337,7 @@ Scan Reader::scan(TraceTable table, std::initializer_list<std::string_view> colu
 std::vector<TimedAccess> Reader::accesses_to(int64_t allocation_id) const {
     sql::Stmt s(db_, path_,
                 "SELECT a.kernel, a.mode, k.device, k.stream, k.t_start, k.t_end FROM accesses a "
-                "JOIN kernels k ON k.id = a.kernel WHERE a.allocation=? ORDER BY k.t_start");
+                "JOIN kernels k ON k.id = a.kernel WHERE a.allocation=? ORDER BY k.t_start, a.kernel");
     s.bind(1, allocation_id);
     std::vector<TimedAccess> out;
     while (s.step()) {
@@ -346,6 +346,14 @@ std::vector<TimedAccess> Reader::accesses_to(int64_t allocation_id) const {
                        (m >= 1 && m <= 3) ? static_cast<AccessMode>(m) : AccessMode::ReadWrite});
     }
     return out;
+}
+
+bool Reader::accesses_indexed_by_allocation() const {
+    // Any index whose first column is `allocation` (ours, accesses_by_allocation, or one a user made).
+    sql::Stmt query(db_, path_,
+                "SELECT count(*) FROM sqlite_master m, pragma_index_info(m.name) i "
+                "WHERE m.type='index' AND m.tbl_name='accesses' AND i.seqno=0 AND i.name='allocation'");
+    return query.step() && query.i64(0) > 0;
 }
 
 int64_t Reader::access_count(int64_t allocation_id) const {

@@ -14,6 +14,7 @@
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/colors.hpp"
 #include "mhc/viewer/data.hpp"
+#include "accesses.hpp"
 
 namespace mhc::viewer {
 
@@ -68,6 +69,7 @@ struct Loader {
     std::atomic<int64_t> done{0};
     bool multi_device = false;   // kernels on more than one device: lane titles name the GPU
     int64_t alloc_lo = INT64_MAX, alloc_hi = INT64_MIN;   // first and last allocation event
+    std::vector<int64_t> kernel_ids{};                      // in id order, for grouping the accesses (accesses.hpp)
     void tick(int64_t rows) {
         int64_t d = done += rows;
         if (opt.progress) opt.progress(std::min(1.0, static_cast<double>(d) / static_cast<double>(total)), opt.user);
@@ -90,6 +92,7 @@ struct Loader {
             if (n == 0) first_device = dev;
             Lane& lane = t.kernel_lanes[map.get(t.kernel_lanes, dev, s[2], LaneKind::Kernels)];
             lane.push(a, b, static_cast<int32_t>(name), s[0]);
+            kernel_ids.push_back(s[0]);
             if (name >= 0 && static_cast<size_t>(name) < stats.size()) {
                 KernelNameStat& k = stats[static_cast<size_t>(name)];
                 ++k.count;
@@ -228,27 +231,46 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     trace::TableCounts n = t.reader->counts();
     t.access_count = n.accesses;
     Loader l{t, options};
-    l.total = std::max<int64_t>(1, n.kernels + n.allocations + n.copies + n.markers);
+    // Accesses by allocation: the file's index answers them where it has one, else they are read
+    // here, on a third thread with its own connection (docs/viewer.md, "Loading").
+    const bool read_accesses = !t.reader->accesses_indexed_by_allocation();
+    l.total = std::max<int64_t>(1, n.kernels + n.allocations + n.copies + n.markers + (read_accesses ? n.accesses : 0));
+    detail::AccessRows access_rows;
     {
-        trace::Reader second(path);   // the kernels' own connection
-        second.map_up_to(int64_t{16} << 30);
-        std::exception_ptr failed;
-        std::thread kt([&] {
-            try {
-                l.kernels(second);
-            } catch (...) {
-                failed = std::current_exception();
-            }
+        std::exception_ptr failed[2];
+        auto on_thread = [&](std::exception_ptr& failure, auto&& fn) {
+            return std::thread([&failure, fn] {
+                try {
+                    fn();
+                } catch (...) { failure = std::current_exception(); }
+            });
+        };
+        std::thread kt = on_thread(failed[0], [&] {
+            trace::Reader second(path);   // the kernels' own connection
+            second.map_up_to(int64_t{16} << 30);
+            l.kernels(second);
+        });
+        std::thread at = on_thread(failed[1], [&] {
+            if (!read_accesses) return;
+            trace::Reader third(path);   // the accesses' own connection
+            third.map_up_to(int64_t{16} << 30);
+            access_rows = detail::read_access_rows(third, trace::fingerprint(t.meta, n), n,
+                                                   [&](int64_t rows) { l.tick(rows); });
         });
         try {
             l.allocations(*t.reader);
         } catch (...) {
             kt.join();
+            at.join();
             throw;
         }
         kt.join();
-        if (failed) std::rethrow_exception(failed);
+        at.join();
+        for (const std::exception_ptr& failure : failed)
+            if (failure) std::rethrow_exception(failure);
     }
+    if (read_accesses) t.access_index = detail::group_by_allocation(std::move(access_rows), l.kernel_ids, t);
+    std::vector<int64_t>().swap(l.kernel_ids);
     l.copies();
     l.markers();
     l.bounds();
@@ -331,15 +353,6 @@ uint32_t ViewTrace::color_of(int64_t name_id) const {
     auto i = static_cast<size_t>(name_id);
     return name_id >= 0 && i < color_of_name.size() && color_of_name[i] ? color_of_name[i]
                                                                         : family_color(KernelFamily::Other);
-}
-
-int64_t access_count_of(const ViewTrace& t, int64_t allocation_id) { return t.reader->access_count(allocation_id); }
-
-std::vector<AccessHit> accesses_of(const ViewTrace& t, int64_t allocation_id) {
-    std::vector<AccessHit> out;
-    for (const trace::TimedAccess& a : t.reader->accesses_to(allocation_id))
-        out.push_back({a.kernel, a.stream, a.t_start, a.t_end, a.device, a.mode});
-    return out;
 }
 
 }  // namespace mhc::viewer

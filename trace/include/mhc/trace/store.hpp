@@ -163,10 +163,14 @@ public:
     // Column projection: `columns` of `table` (names as in docs/trace-format.md), in id order
     // (accesses: by kernel, then allocation). A name the table lacks throws mhc::Error.
     Scan scan(TraceTable table, std::initializer_list<std::string_view> columns) const;
-    // The accesses to one allocation with their kernels' times, by kernel start (an index
-    // lookup, for on-demand queries); a mode code outside 1..3 reads as ReadWrite.
+    // The accesses to one allocation with their kernels' times, by kernel start; a mode code
+    // outside 1..3 reads as ReadWrite. An index lookup where the file has an index of accesses by
+    // allocation (accesses_indexed_by_allocation: files written before 2026-12-02, or one a user
+    // made); otherwise each call reads the whole accesses table (docs/trace-format.md, "Indexes"),
+    // so a reader asking often builds its own lookup instead (the viewer: AccessIndex).
     std::vector<TimedAccess> accesses_to(int64_t allocation_id) const;
     int64_t access_count(int64_t allocation_id) const;
+    bool accesses_indexed_by_allocation() const;
     // One kernel, one allocation by id, and the accesses of one kernel by allocation id (primary
     // key lookups, for a viewer's details pane); false / empty when the id does not exist.
     // Values as stored (as scan reads them); a mode code outside 1..3 reads as ReadWrite.

@@ -1,7 +1,7 @@
 #pragma once
 // What the viewer holds of a trace: lanes for the timeline, allocation columns, the live-bytes
-// curve, steps and per-name kernel statistics. Leaner than trace::TraceData (no accesses in
-// memory, no launch geometry): accesses are queried from the file when the user asks for them.
+// curve, steps and per-name kernel statistics. Leaner than trace::TraceData (no launch
+// geometry; accesses only grouped by allocation, and only for files without an index of them).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -61,6 +61,20 @@ struct AllocationTable {
 // that build tables by hand call it too.
 void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end);
 
+// The accesses of every allocation, grouped by allocation (CSR) at load, for a file without an
+// index of accesses by allocation (docs/viewer.md, "Loading"): allocation index i (AllocationTable
+// order) has entries [begin[i], begin[i + 1]), in kernel id order; each names its kernel by its
+// place in the kernel lanes. Accesses naming a kernel or allocation the trace lacks are left out.
+struct AccessIndex {
+    std::vector<uint64_t> begin;                      // allocations + 1
+    std::vector<uint32_t> kernel;                     // per entry: dense kernel index (kernel id order)
+    std::vector<trace::AccessMode> mode;              // per entry
+    std::vector<uint32_t> kernel_lane, kernel_item;   // per dense kernel: ViewTrace::kernel_lanes[lane], item
+    bool from_cache = false;                          // read from the file's cache entry, not its rows
+    uint64_t count(size_t allocation_index) const { return begin[allocation_index + 1] - begin[allocation_index]; }
+    size_t bytes() const;   // memory held, for benchmarks
+};
+
 struct StepSpan {
     int32_t step = 0;
     int64_t t0 = 0, t1 = 0;
@@ -88,6 +102,9 @@ struct ViewTrace {
     int64_t kernel_count = 0, copy_count = 0, marker_count = 0, access_count = 0;
     int64_t t_begin = 0, t_end = 1;
     std::shared_ptr<trace::Reader> reader;   // kept open for on-demand queries
+    // Accesses by allocation, built at load when the file has no index of them; null when it has
+    // one (files written before 2026-12-02): accesses_of then queries the file.
+    std::shared_ptr<const AccessIndex> access_index;
     // The memory view's colour keys for the colouring chosen for the trace (band_colors.hpp),
     // made at load from the same ordering of events as `live`.
     std::shared_ptr<const BandKeys> keys;
@@ -135,7 +152,8 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options = 
 // Loads run `run_id`. Throws mhc::Error naming the file when the id does not exist.
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id);
 
-// Accesses of one allocation, read from the file on demand.
+// Accesses of one allocation, by kernel start (ties by kernel id): from access_index, else read
+// from the file on demand through its index.
 struct AccessHit {
     int64_t kernel = 0, stream = 0, t_start = 0, t_end = 0;
     int32_t device = 0;
