@@ -378,6 +378,16 @@ def et_tensors(values, types):
     return res
 
 
+def et_node_tensors(n):
+    """The tensors of an ET node's inputs and outputs, in either schema (dict of values and types,
+    or the older parallel lists)."""
+    if isinstance(n.get("inputs"), dict):
+        return et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
+            et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+    return et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
+        et_tensors(n.get("outputs", []), n.get("output_types", []))
+
+
 def et_source(path):
     nodes = json.load(gzip.open(path))["nodes"]
     parents = set()
@@ -388,12 +398,7 @@ def et_source(path):
     storages = {}   # (storage, device) -> [bytes, first slot, last slot]
     slot = 0
     for n in nodes:
-        if isinstance(n.get("inputs"), dict):
-            ts = et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
-                 et_tensors(n["outputs"]["values"], n["outputs"]["types"])
-        else:
-            ts = et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
-                 et_tensors(n.get("outputs", []), n.get("output_types", []))
+        ts = et_node_tensors(n)
         if n["id"] in parents or not ts or n["name"].startswith("[pytorch|"):
             continue
         for storage, dev, size in ts:
@@ -441,12 +446,7 @@ def check_et_steps(name, path, db):
             ranges[step] = (min(lo, n["id"]), max(hi, n["id"]))
     want = {}
     for n in nodes:
-        if isinstance(n.get("inputs"), dict):
-            ts = et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
-                 et_tensors(n["outputs"]["values"], n["outputs"]["types"])
-        else:
-            ts = et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
-                 et_tensors(n.get("outputs", []), n.get("output_types", []))
+        ts = et_node_tensors(n)
         if n["id"] in parents or not ts or n["name"].startswith("[pytorch|"):
             continue
         step = in_tree(n)
