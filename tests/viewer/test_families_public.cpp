@@ -52,9 +52,9 @@ bool user_named_kernels(const fs::path& path) {
 // (the export comes from a branch about matmul epilogues, cuBLAS's nvjet GEMM runs after it as a
 // reference). Every other kernel of that trace has a built-in family.
 LoadOptions user_rules(const fs::path& path) {
-    LoadOptions o;
-    if (path.filename() == "fuser-h200-nsys-2024.6.sqlite") o.families.add(KernelFamily::Gemm, "nvfuser_none_");
-    return o;
+    LoadOptions opts;
+    if (path.filename() == "fuser-h200-nsys-2024.6.sqlite") opts.families.add(KernelFamily::Gemm, "nvfuser_none_");
+    return opts;
 }
 
 }  // namespace
@@ -69,11 +69,11 @@ TEST_CASE("'other' is under 5% of kernel time on every real public trace") {
     for (const fs::path& f : files) {
         INFO(f.string());
         if (user_named_kernels(f)) continue;
-        ViewTrace t = imported(f, "", user_rules(f));
-        if (t.kernel_count == 0) continue;   // memory snapshots: no kernels
+        ViewTrace trace = imported(f, "", user_rules(f));
+        if (trace.kernel_count == 0) continue;   // memory snapshots: no kernels
         ++with_kernels;
-        for (const FamilyShare& s : family_shares(t)) INFO(family_name(s.family) << " " << s.share);
-        CHECK(other_share(t) < 0.05);
+        for (const FamilyShare& share : family_shares(trace)) INFO(family_name(share.family) << " " << share.share);
+        CHECK(other_share(trace) < 0.05);
     }
     // An execution trace joined with its Kineto trace takes the kernels' names from Kineto.
     ViewTrace joined = imported(root / "chakra" / "simple_add_et.json.gz", (root / "kineto" / "simple_add_trace.json.gz").string());
