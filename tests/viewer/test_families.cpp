@@ -97,6 +97,71 @@ TEST_CASE("kernel names of the public Kineto traces fall into their families") {
     }
 }
 
+TEST_CASE("kernel names of Blackwell-era inference and nvFuser traces fall into their families") {
+    // tests/data/public: kineto/tracelens-b200-eager.json.gz (MoE inference on a B200: TensorRT-LLM's
+    // generated GEMMs and MoE routing, vLLM kernels), nsys/fuser-h200-nsys-2024.6.sqlite, and a few
+    // names of other public traces the new rules reach.
+    const std::pair<const char*, F> names[] = {
+        {"bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f",
+         F::Gemm},
+        {"bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f",
+         F::Gemm},
+        {"nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT", F::Gemm},
+        {"fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", F::Attention},
+        {"void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
+         F::Comm},
+        // Routing (top-k, histogram, offsets) is not a norm although its template says "Renormalize".
+        {"void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true, true> >(moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true, true>)",
+         F::Reduce},
+        {"void moe::dev::routing::routingRenormalize::routingIndicesHistogramScoresKernel<moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true, true> >(moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true, true>)",
+         F::Reduce},
+        // Finalize sums each token's experts: no GEMM although its types are cutlass's.
+        {"void moe::dev::finalize::finalizeKernelVecLoad<moe::dev::finalize::KernelParams<cutlass::bfloat16_t, cutlass::bfloat16_t, 4, true> >(moe::dev::finalize::KernelParams<cutlass::bfloat16_t, cutlass::bfloat16_t, 4, true>)",
+         F::Reduce},
+        // Quantization is per element, no attention although an argument is flashinfer's layout.
+        {"void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, __nv_bfloat16, 32, true>(int, int, int, int, __nv_bfloat16 const*, float const*, unsigned int*, unsigned int*, flashinfer::QuantizationSFLayout)",
+         F::Elementwise},
+        // fbgemm_gpu's quantization (HolisticTraceAnalysis's sampled traces) is no GEMM either.
+        {"void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, float const*, int, int, unsigned char*, bool)",
+         F::Elementwise},
+        // A norm fused with its quantization is a norm (aiter, TraceLens's MI300X SGLang trace).
+        {"_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+         F::Norm},
+        // A MoE routing memset is a memset (vLLM's MI300X decode graph), its compute a reduction.
+        {"_combined_routing_memset", F::Memory},
+        {"_combined_routing_compute", F::Reduce},
+        {"void vllm::scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4m3fn>(c10::Float8_e4m3fn*, c10::BFloat16 const*, float const*, int, long, long)",
+         F::Elementwise},
+        {"std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, c10::BFloat16*, c10::BFloat16 const*, float, int, int)",
+         F::Norm},
+        {"void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, int, long, long, long, int, int, int)",
+         F::Elementwise},
+        {"_copy_page_indices_kernel", F::Memory},
+        // nvFuser: the scheduler's name decides; "none" (scheduled by hand, the H200 export's) says
+        // nothing. The other schedulers' names follow nvFuser's naming (SchedulerType's names).
+        {"<unnamed>::nvfuser_pointwise_f0_c1_r0_g0(<unnamed>::Tensor<float, (int)2, (int)2>, <unnamed>::Tensor<float, (int)2, (int)2>)",
+         F::Elementwise},
+        {"<unnamed>::nvfuser_reduction_f0_c1_r0_g0(<unnamed>::Tensor<float, (int)2, (int)2>, <unnamed>::Tensor<float, (int)1, (int)1>)",
+         F::Reduce},
+        {"<unnamed>::nvfuser_inner_persistent_f0_c1_r0_g0(<unnamed>::Tensor<<unnamed>::__bfloat, (int)2, (int)2>)",
+         F::Reduce},
+        {"<unnamed>::nvfuser_inner_outer_persistent_f0_c1_r0_g1(<unnamed>::Tensor<<unnamed>::__bfloat, (int)2, (int)2>)",
+         F::Reduce},
+        {"<unnamed>::nvfuser_outer_persistent_f0_c1_r0_g0(<unnamed>::Tensor<float, (int)2, (int)2>)", F::Reduce},
+        {"<unnamed>::nvfuser_transpose_f0_c1_r0_g0(<unnamed>::Tensor<float, (int)2, (int)2>)", F::Memory},
+        {"<unnamed>::nvfuser_resize_f0_c1_r0_g0(<unnamed>::Tensor<float, (int)2, (int)2>)", F::Memory},
+        {"<unnamed>::nvfuser_matmul_f0_c1_r0_g0(<unnamed>::Tensor<<unnamed>::__half, (int)2, (int)2>, <unnamed>::TensorMap)",
+         F::Gemm},
+        {"<unnamed>::nvfuser_none_f0_c0_r0_g0(<unnamed>::Tensor<<unnamed>::__half, (int)3, (int)3>, <unnamed>::Tensor<<unnamed>::__half, (int)3, (int)3>, <unnamed>::TensorMap, <unnamed>::TensorMap, <unnamed>::TensorMap, <unnamed>::Tensor<<unnamed>::__half, (int)2, (int)2>)",
+         F::Other},
+        {"nvjet_hsh_256x128_64x4_1x2_h_bz_coopA_NTT", F::Gemm},
+    };
+    for (const auto& [name, family] : names) {
+        INFO(name);
+        CHECK(family_name(classify_kernel(name)) == std::string(family_name(family)));
+    }
+}
+
 TEST_CASE("family colours are distinct and a kernel's colour stays near its family's") {
     for (int a = 0; a < kFamilyCount; ++a)
         for (int b = a + 1; b < kFamilyCount; ++b) {

@@ -28,6 +28,11 @@ struct Rule {
 constexpr Rule kRules[] = {
     {F::Comm, {"allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
                "reduce_scatter", "alltoall", "sendrecv"}},
+    // Quantization (TensorRT-LLM's quantize_with_block_size, vLLM's scaled_fp8_quant, fbgemm_gpu's
+    // FP8 quantize): a scale and a cast per element, before "flash" (TensorRT-LLM's arguments name
+    // flashinfer's layouts) and "gemm" (fbgemm); a norm fused with its quantization is a norm.
+    {F::Norm, {"rmsnorm", "rms_norm", "layernorm", "layer_norm"}},
+    {F::Elementwise, {"quantize_", "_quant_kernel", "dequantize_"}},
     {F::Sinkhorn, {"sinkhorn"}},
     {F::HcMix, {"mhc_pre_mix", "mhc_res_mix", "mhc_post_mix", "mhc_expand", "mhc_merge"}},
     {F::Attention, {"flash", "fmha", "attention", "attn", "sdpa", "mem_eff"}},
@@ -36,10 +41,25 @@ constexpr Rule kRules[] = {
     {F::Gemm, {"triton_tem"}},
     {F::Reduce, {"triton_red", "triton_per"}},
     {F::Elementwise, {"triton_"}},
+    // nvFuser names a kernel after the scheduler that made it (nvfuser_pointwise_f0_c1_r0_g0):
+    // pointwise, reduction, inner/outer persistent (normalizations and softmax held on chip),
+    // transpose, matmul, resize (slices, pads, concatenations). "none" is a fusion scheduled by
+    // hand: nothing to go by.
+    {F::Elementwise, {"nvfuser_pointwise"}},
+    {F::Reduce, {"nvfuser_reduction", "nvfuser_inner_", "nvfuser_outer_"}},
+    {F::Memory, {"nvfuser_transpose", "nvfuser_resize"}},
+    {F::Gemm, {"nvfuser_matmul"}},
     {F::Optimizer, {"adam", "sgd", "momentum", "multi_tensor_apply", "optimizer"}},
     {F::Memory, {"memcpy", "memset", "copy", "nchwtonhwc", "nhwctonchw", "transpose", "indexselect",
                  "index_select", "gather", "scatter"}},
+    // A rotary position embedding (vLLM's rotary_embedding_kernel) is arithmetic per element, no lookup.
+    {F::Elementwise, {"rotary"}},
     {F::Memory, {"embedding", "detach", "as_strided"}},
+    // Mixture-of-experts routing (TensorRT-LLM's moe::dev::routing::routingIndices*Kernel: top-k
+    // experts, their histogram and offsets; its routingRenormalize is no norm) and finalize (each
+    // token's weighted sum over its experts' outputs, templated on cutlass types), before "norm"
+    // and "cutlass"; a routing memset stays a memset.
+    {F::Reduce, {"routing", "moe::dev::finalize", "moe_align", "moe_sum"}},
     // cuDNN: implicit-GEMM and winograd kernels, the legacy engines (dgrad_engine, wgrad_alg0_engine,
     // implicit_convolve_sgemm) and their helpers; MIOpen's naive and implicit-GEMM convolutions.
     {F::Conv, {"convolution", "conv1d", "conv2d", "conv3d", "implicit_gemm", "fprop", "scudnn", "winograd",
@@ -47,8 +67,10 @@ constexpr Rule kRules[] = {
     {F::Conv, {"dgrad_optimized", "wgrad_optimized", "wgrad_nchw", "convolve", "conv_", "im2col", "col2im", "miopensp",
                "cask_cudnn"}},
     {F::Gemm, {"gemm", "gemv", "matmul", "cublas", "cutlass", "xmma", "dot_kernel", "splitkreduce", "nvjet", "cijk_"}},
-    // cuBLASLt's epilogue kernels (bias, activation after a GEMM), MAGMA's GEMMs.
-    {F::Gemm, {"epilogue::impl", "magma_"}},
+    // cuBLASLt's epilogue kernels (bias, activation after a GEMM), MAGMA's GEMMs, TensorRT-LLM's
+    // generated batched GEMMs (bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256..., the MoE experts'
+    // grouped GEMMs on Blackwell), vLLM's Triton fused_moe_kernel.
+    {F::Gemm, {"epilogue::impl", "magma_", "bmm_", "fused_moe_kernel"}},
     // Random-number kernels ("normal", "distribution") before "norm".
     {F::Elementwise, {"distribution", "normal_kernel", "philox", "curand"}},
     // Group norm's moments and fused parameters (PyTorch group_norm_kernel.cu).

@@ -10,12 +10,14 @@
 namespace mhc::viewer {
 
 enum class KernelFamily : uint8_t {
-    Gemm,          // cuBLAS / cuBLASLt / CUTLASS / rocBLAS matrix multiplies (xmma, sgemm, nvjet, Cijk, ...)
+    Gemm,          // cuBLAS / cuBLASLt / CUTLASS / rocBLAS matrix multiplies (xmma, sgemm, nvjet, Cijk,
+                   // TensorRT-LLM bmm_..., ...)
     Conv,          // cuDNN / MIOpen convolutions (implicit GEMM fprop/dgrad/wgrad, winograd, engines)
     Attention,     // flash / fused / memory-efficient attention
     Norm,          // layer norm, RMS norm, batch norm, group norm
-    Elementwise,   // pointwise: activations, dropout, add, rotary, fill, random numbers, Triton pointwise
-    Reduce,        // reductions, softmax, pooling, losses, Triton reductions
+    Elementwise,   // pointwise: activations, dropout, add, rotary, fill, random numbers, quantization,
+                   // Triton and nvFuser pointwise
+    Reduce,        // reductions, softmax, pooling, losses, Triton and nvFuser reductions, MoE routing
     Comm,          // NCCL / RCCL collectives and send/recv
     Sinkhorn,      // mHC's Sinkhorn-Knopp projection
     HcMix,         // mHC's other stream-mixing kernels (pre/res/post mix, expand, merge)
