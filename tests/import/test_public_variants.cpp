@@ -160,8 +160,8 @@ int64_t kernel_time(const TraceData& trace) {
 }   // namespace
 
 TEST_CASE(
-    "kineto: kernels that ran at once on one stream (a CUDA graph's branches) are moved and said, not shortened "
-    "in silence",
+    "kineto: kernels that ran at once on one stream (CUDA graph branches, programmatic dependent launch) are "
+    "moved and said, not silently shortened",
     "[import][kineto][public]") {
     test::TempDir dir;
     imp::Result result;
@@ -182,6 +182,18 @@ TEST_CASE(
         "correlation id, a CUDA graph's)";
     CHECK(graphs.meta.at("kineto.kernel_clamp") == said);
     CHECK(warned(result, said + ": their starts were moved"));
+    // A B200 (CUDA 12.9 runtime, driver 13.0, NCCL 2.27.5, rank 0 of 8): 74 MoE kernels launched
+    // with cuLaunchKernelEx/cudaLaunchKernelExC start up to 3.7 us before the previous one ends
+    // (programmatic dependent launch): none of them shares a correlation id.
+    TraceData pdl = import_public(dir, "kineto/tracelens-b200-eager.json.gz", result);
+    CHECK(pdl.kernels.size() == 768);
+    CHECK(pdl.copies.size() == 161);
+    CHECK(pdl.meta.at("kineto.kernels_linked_to_launch") == "768");
+    CHECK(pdl.meta.at("world_size") == "8");
+    CHECK(kernel_time(pdl) == 10862916 - 69278);
+    CHECK(pdl.meta.at("kineto.kernel_clamp") ==
+          "74 kernels started before the previous kernel on their stream ended (by up to 3744 ns; 69278 ns of kernel "
+          "time in all; 0 of them launched with other kernels under one correlation id, a CUDA graph's)");
     // A trace with no such overlap says nothing.
     TraceData plain = import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
     CHECK(plain.meta.at("kineto.kernel_starts_clamped") == "0");
@@ -222,6 +234,25 @@ TEST_CASE("kineto: a ROCm trace without [memory] events numbers its one GPU as d
     CHECK(std::all_of(eight.kernels.device.begin(), eight.kernels.device.end(),
                       [](int32_t device) { return device == 2; }));
     CHECK(eight.meta.count("kineto.kernel_device") == 0);
+}
+
+TEST_CASE("nsys: a 2024.6 export of an H200 run with NVTX ranges", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // nvFuser's report1.sqlite: schema 3.16.1, 19 kernels (393,539 ns), one DtoH memcpy of 1 B and
+    // one memset of 4 B, 652 NVTX push/pop ranges (eventType 59), no CUDA_GPU_MEMORY_USAGE_EVENTS.
+    TraceData trace = import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(trace.kernels.size() == 19);
+    CHECK(kernel_time(trace) == 393539);
+    REQUIRE(trace.copies.size() == 2);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::D2H) == 1);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 1);
+    CHECK(trace.markers.size() == 652);
+    CHECK(trace.meta.at("nsys.version") == "2024.6.2.25");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.16.1");
+    CHECK(trace.meta.at("device_name") == "NVIDIA H200");
+    CHECK(trace.meta.at("device_memory") == "150137864192");
+    CHECK(trace.meta.at("nsys.missing_tables") == "CUDA_GPU_MEMORY_USAGE_EVENTS");
 }
 
 TEST_CASE("et: newer execution-trace schemas (1.0.3, a torch.compile trace in 1.1.1) written in finish order",
