@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "mhc/common/error.hpp"
@@ -67,6 +68,38 @@ void find_blocks(CaptureInfo& c) {
             if (c.within(static_cast<int32_t>(m), c.block_module[b])) c.module_block[m] = static_cast<int32_t>(b);
 }
 
+// The meta of the model and optimizer as built (python/mhc_torch/capturing.py model_facts).
+void read_model_facts(const trace::TraceData& t, CaptureInfo& c) {
+    auto bad = [&](const std::string& key, const std::string& why) {
+        return Error(t.path + ": meta " + key + ": " + why + " (capture the step again with mhc-torch capture)");
+    };
+    const std::string layers = t.meta_or("capture.hf_checkpoint_layers", "");
+    if (!layers.empty()) {
+        nlohmann::json j = nlohmann::json::parse(layers, nullptr, false);
+        if (!j.is_array()) throw bad("capture.hf_checkpoint_layers", "not a JSON array of module names");
+        for (const auto& v : j) {
+            if (!v.is_string()) throw bad("capture.hf_checkpoint_layers", "not a JSON array of module names");
+            c.hf_checkpoint_layers.push_back(v.get<std::string>());
+        }
+        c.hf_checkpoint_call = t.meta_or("capture.hf_checkpoint_call", "gradient_checkpointing_enable");
+        if (c.hf_checkpoint_call != "activation_checkpointing_enable" && c.hf_checkpoint_call != "gradient_checkpointing_enable")
+            throw bad("capture.hf_checkpoint_call", "'" + c.hf_checkpoint_call + "' is not a Hugging Face checkpointing call");
+    }
+    c.optimizer_class = t.meta_or("capture.optimizer_class", "");
+    c.optimizer_defaults = t.meta_or("capture.optimizer_defaults", "");
+    if (!c.optimizer_defaults.empty() && !nlohmann::json::parse(c.optimizer_defaults, nullptr, false).is_object())
+        throw bad("capture.optimizer_defaults", "not a JSON object");
+    auto whole = [&](const std::string& key, int64_t fallback) {
+        const std::string v = t.meta_or(key, "");
+        if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 9) return fallback;
+        return static_cast<int64_t>(std::stoll(v));
+    };
+    const std::string model = t.meta_or("capture.model", "");
+    const bool file = model.size() > 3 && model.compare(model.size() - 3, 3, ".py") == 0;
+    c.batch = file ? 0 : whole("capture.batch", 0);   // a model file makes its own batch
+    c.micro_batches = std::max<int64_t>(1, whole("capture.micro_batches", 1));
+}
+
 }  // namespace
 
 int32_t CaptureInfo::find_module(const std::string& name) const {
@@ -88,6 +121,10 @@ std::vector<uint8_t> CaptureInfo::inside_any(const std::vector<int32_t>& roots) 
         for (int32_t r : roots)
             if (within(static_cast<int32_t>(m), r)) { in[m] = 1; break; }
     return in;
+}
+
+bool CaptureInfo::adam_optimizer() const {
+    return optimizer_class.empty() || optimizer_class == "torch.optim.adamw.AdamW" || optimizer_class == "torch.optim.adam.Adam";
 }
 
 std::string CaptureInfo::user_name(int32_t module) const {
@@ -153,6 +190,7 @@ CaptureInfo load_capture_info(const trace::TraceData& t) {
         c.saved_packs[i] = std::get<2>(saved[i]);
     }
     find_blocks(c);
+    read_model_facts(t, c);
     return c;
 }
 

@@ -1,7 +1,9 @@
 // Printing a setting as code users paste into a training script.
 #include "mhc/advise/code.hpp"
 
+#include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "mhc/advise/transforms.hpp"
@@ -10,11 +12,14 @@ namespace mhc::advise {
 
 namespace {
 
-bool is_hf(const CaptureInfo& info) {
-    // Hugging Face causal-LM classes: LlamaForCausalLM, GPT2LMHeadModel, ...
-    const std::string& r = info.root;
-    auto ends = [&](const std::string& s) { return r.size() >= s.size() && r.compare(r.size() - s.size(), s.size(), s) == 0; };
-    return ends("ForCausalLM") || ends("LMHeadModel");
+// The group is exactly the layers that a Hugging Face model's own checkpointing call wraps (the
+// capture names them; a model that is not a transformers PreTrainedModel has none).
+bool hf_layers(const CheckpointGroup& g, const CaptureInfo& info) {
+    if (g.policy != Policy::Full || info.hf_checkpoint_layers.empty()) return false;
+    std::vector<std::string> a = g.modules, b = info.hf_checkpoint_layers;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    return a == b;
 }
 
 // The user's names of `modules`, compact when they are numbered children of one prefix:
@@ -78,14 +83,13 @@ std::string what_modules(const std::vector<std::string>& modules, const CaptureI
 
 void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
     bool wrapper = false;
-    auto hf_all = [&](const CheckpointGroup& g) {
-        return g.policy == Policy::Full && is_hf(info) && s.checkpoint.size() == 1 &&
-               block_count(g.modules, info) == info.block_name.size() && g.modules.size() == info.block_name.size();
-    };
+    auto hf_all = [&](const CheckpointGroup& g) { return s.checkpoint.size() == 1 && hf_layers(g, info); };
     if (!s.checkpoint.empty() && !hf_all(s.checkpoint.front())) o << "import functools\n";
     for (const CheckpointGroup& g : s.checkpoint) {
         if (hf_all(g)) {
-            o << "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})\n";
+            const bool current = info.hf_checkpoint_call == "activation_checkpointing_enable";
+            o << "model." << info.hf_checkpoint_call << "(" << (current ? "activation" : "gradient")
+              << "_checkpointing_kwargs={\"use_reentrant\": False})\n";
             continue;
         }
         if (!wrapper) {
@@ -142,21 +146,79 @@ void offload_code(std::ostringstream& o, const OffloadSetting& f, const CaptureI
           << "# also brings the next " << f.prefetch_or_default() << " back ahead\n";
 }
 
-void optimizer_code(std::ostringstream& o, const Setting& s) {
-    if (s.optimizer_on_host) {
-        o << "import deepspeed                   # ZeRO-Offload: AdamW state and step on the CPU\n"
-          << "ds_config = {\"train_micro_batch_size_per_gpu\": 1,\n"
-          << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n"
-          << "             \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}}}\n"
-          << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n"
-          << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
-    } else if (s.optimizer_impl == OptimizerImpl::Fused) {
-        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)   # no foreach temporaries\n";
-    } else if (s.optimizer_impl == OptimizerImpl::Foreach) {
-        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)\n";
-    } else if (s.optimizer_impl == OptimizerImpl::Forloop) {
-        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)\n";
+// The optimizer's class as user code spells it (torch.optim.AdamW); AdamW when the capture
+// does not say (mhc-torch capture's own optimizer).
+std::string optimizer_class(const CaptureInfo& info) {
+    const std::string& c = info.optimizer_class;
+    if (c.empty()) return "torch.optim.AdamW";
+    const std::string name = c.substr(c.rfind('.') + 1);
+    return c.rfind("torch.optim.", 0) == 0 ? "torch.optim." + name : name;
+}
+
+std::string py_value(const nlohmann::json& v) {
+    if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+    if (v.is_null()) return "None";
+    if (v.is_array()) {
+        std::string out = "(";
+        for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + py_value(v[i]);
+        return out + (v.size() == 1 ? ",)" : ")");
     }
+    return v.dump();
+}
+
+// The captured optimizer's hyperparameters as keyword arguments (lr=0.0001, betas=(0.9, 0.999), ...):
+// the printed optimizer changes only what the setting changes.
+std::string hyperparameters(const CaptureInfo& info) {
+    nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr, false);
+    if (!d.is_object() || d.empty()) return "lr=1e-4";
+    std::string out;
+    for (const char* key : {"lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad", "maximize"}) {
+        auto it = d.find(key);
+        if (it == d.end() || (it->is_boolean() && !it->get<bool>())) continue;
+        if (std::string(key) == "dampening" && it->is_number() && it->get<double>() == 0) continue;
+        out += (out.empty() ? "" : ", ") + std::string(key) + "=" + py_value(*it);
+    }
+    return out.empty() ? "lr=1e-4" : out;
+}
+
+bool adam(const CaptureInfo& info) {
+    const std::string c = optimizer_class(info);
+    return c == "torch.optim.AdamW" || c == "torch.optim.Adam";
+}
+
+void optimizer_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
+    const std::string cls = optimizer_class(info), hp = hyperparameters(info);
+    if (s.optimizer_on_host) {
+        const std::string batch = info.batch > 0 ? std::to_string(info.batch) : "MICRO_BATCH   # your batch size per step";
+        o << "import deepspeed                   # ZeRO-Offload: optimizer state and step on the CPU\n"
+          << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << ",\n";
+        if (info.micro_batches > 1) o << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
+        o << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n";
+        if (adam(info)) {
+            nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr, false);
+            nlohmann::json params = nlohmann::json::object();
+            for (const char* key : {"lr", "betas", "eps", "weight_decay"})
+                if (d.is_object() && d.contains(key)) params[key] = d[key];
+            if (params.empty()) params["lr"] = 1e-4;
+            o << "             \"optimizer\": {\"type\": \"" << (cls == "torch.optim.Adam" ? "Adam" : "AdamW") << "\", \"params\": "
+              << params.dump() << "}}\n"
+              << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
+        } else {
+            o << "             \"zero_allow_untested_optimizer\": True,\n"
+              << "             \"zero_force_ds_cpu_optimizer\": False}   # your " << cls << ", stepped on the CPU\n"
+              << "model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)\n";
+        }
+        o << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
+        return;
+    }
+    const char* impl = s.optimizer_impl == OptimizerImpl::Fused     ? "fused=True"
+                       : s.optimizer_impl == OptimizerImpl::Foreach ? "foreach=True"
+                       : s.optimizer_impl == OptimizerImpl::Forloop ? "foreach=False"
+                                                                    : nullptr;
+    if (impl == nullptr) return;
+    o << "optimizer = " << cls << "(model.parameters(), " << hp << ", " << impl << ")"
+      << (s.optimizer_impl == OptimizerImpl::Fused ? "   # no foreach temporaries" : "") << "\n"
+      << "# (parameter groups of your own: pass them instead of model.parameters(), as before)\n";
 }
 
 }  // namespace
@@ -172,7 +234,10 @@ std::string describe(const Setting& s, const CaptureInfo& info) {
     if (s.offload)
         parts.push_back(std::string(s.offload->mode == OffloadMode::Sync ? "offload (sync) " : "offload ") +
                         (s.offload->modules ? what_modules(*s.offload->modules, info) : std::string("everything")));
-    if (s.optimizer_impl != OptimizerImpl::AsCaptured) parts.push_back(std::string(to_string(s.optimizer_impl)) + " AdamW");
+    if (s.optimizer_impl != OptimizerImpl::AsCaptured) {
+        const std::string cls = optimizer_class(info);
+        parts.push_back(std::string(to_string(s.optimizer_impl)) + " " + cls.substr(cls.rfind('.') + 1));
+    }
     if (s.optimizer_on_host) parts.push_back("optimizer on host");
     if (s.bf16_weights) parts.push_back("bf16 weights");
     if (!s.allocator.empty()) parts.push_back(s.allocator);
@@ -189,7 +254,7 @@ std::string code_for(const Setting& s, const CaptureInfo& info) {
           << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << s.allocator << "\"\n";
     checkpoint_code(o, s, info);
     if (s.offload) offload_code(o, *s.offload, info);
-    optimizer_code(o, s);
+    optimizer_code(o, s, info);
     o << "# or, the same in one line (what --verify runs):\n"
       << "import mhc_torch\n"
       << "model, optimizer = mhc_torch.apply(model, optimizer, " << to_json(s) << ")";

@@ -194,7 +194,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     std::vector<Setting> globals;
     for (int fused = 0; fused < 2; ++fused)
         for (int host = 0; host < 2; ++host) {
-            if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach")) continue;
+            if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach" || !b.info.adam_optimizer())) continue;
             if (fused && host) continue;   // a host step replaces the GPU's kernels either way
             if (host && (!o.host_optimizer || b.opt_first.empty() || b.opt_first[0] < 0)) continue;
             Setting g;
