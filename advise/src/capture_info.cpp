@@ -82,8 +82,10 @@ void read_model_facts(const trace::TraceData& t, CaptureInfo& c) {
             c.hf_checkpoint_layers.push_back(v.get<std::string>());
         }
         c.hf_checkpoint_call = t.meta_or("capture.hf_checkpoint_call", "gradient_checkpointing_enable");
-        if (c.hf_checkpoint_call != "activation_checkpointing_enable" && c.hf_checkpoint_call != "gradient_checkpointing_enable")
-            throw bad("capture.hf_checkpoint_call", "'" + c.hf_checkpoint_call + "' is not a Hugging Face checkpointing call");
+        if (c.hf_checkpoint_call != "activation_checkpointing_enable" &&
+            c.hf_checkpoint_call != "gradient_checkpointing_enable")
+            throw bad("capture.hf_checkpoint_call",
+                      "'" + c.hf_checkpoint_call + "' is not a Hugging Face checkpointing call");
     }
     c.optimizer_class = t.meta_or("capture.optimizer_class", "");
     c.optimizer_defaults = t.meta_or("capture.optimizer_defaults", "");
@@ -124,7 +126,8 @@ std::vector<uint8_t> CaptureInfo::inside_any(const std::vector<int32_t>& roots) 
 }
 
 bool CaptureInfo::adam_optimizer() const {
-    return optimizer_class.empty() || optimizer_class == "torch.optim.adamw.AdamW" || optimizer_class == "torch.optim.adam.Adam";
+    return optimizer_class.empty() || optimizer_class == "torch.optim.adamw.AdamW" ||
+           optimizer_class == "torch.optim.adam.Adam";
 }
 
 std::string CaptureInfo::user_name(int32_t module) const {

@@ -169,10 +169,12 @@ std::string py_value(const nlohmann::json& v) {
 // The captured optimizer's hyperparameters as keyword arguments (lr=0.0001, betas=(0.9, 0.999), ...):
 // the printed optimizer changes only what the setting changes.
 std::string hyperparameters(const CaptureInfo& info) {
-    nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr, false);
+    nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr,
+                                             false);
     if (!d.is_object() || d.empty()) return "lr=1e-4";
     std::string out;
-    for (const char* key : {"lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad", "maximize"}) {
+    for (const char* key :
+         {"lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad", "maximize"}) {
         auto it = d.find(key);
         if (it == d.end() || (it->is_boolean() && !it->get<bool>())) continue;
         if (std::string(key) == "dampening" && it->is_number() && it->get<double>() == 0) continue;
@@ -189,19 +191,22 @@ bool adam(const CaptureInfo& info) {
 void optimizer_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
     const std::string cls = optimizer_class(info), hp = hyperparameters(info);
     if (s.optimizer_on_host) {
-        const std::string batch = info.batch > 0 ? std::to_string(info.batch) : "MICRO_BATCH   # your batch size per step";
+        const std::string batch = info.batch > 0 ? std::to_string(info.batch)
+                                                 : "MICRO_BATCH   # your batch size per step";
         o << "import deepspeed                   # ZeRO-Offload: optimizer state and step on the CPU\n"
           << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << ",\n";
-        if (info.micro_batches > 1) o << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
+        if (info.micro_batches > 1)
+            o << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
         o << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n";
         if (adam(info)) {
-            nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr, false);
+            nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults,
+                                                     nullptr, false);
             nlohmann::json params = nlohmann::json::object();
             for (const char* key : {"lr", "betas", "eps", "weight_decay"})
                 if (d.is_object() && d.contains(key)) params[key] = d[key];
             if (params.empty()) params["lr"] = 1e-4;
-            o << "             \"optimizer\": {\"type\": \"" << (cls == "torch.optim.Adam" ? "Adam" : "AdamW") << "\", \"params\": "
-              << params.dump() << "}}\n"
+            o << "             \"optimizer\": {\"type\": \"" << (cls == "torch.optim.Adam" ? "Adam" : "AdamW")
+              << "\", \"params\": " << params.dump() << "}}\n"
               << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
         } else {
             o << "             \"zero_allow_untested_optimizer\": True,\n"

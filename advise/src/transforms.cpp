@@ -34,8 +34,10 @@ std::vector<std::unique_ptr<Transform>> make_transforms(const Base& b, const Set
     if (!s.checkpoint.empty()) t.push_back(make_checkpoint(b, s.checkpoint));
     if (s.offload) t.push_back(make_offload(b, *s.offload));
     if (s.optimizer_impl == OptimizerImpl::Fused && !b.info.adam_optimizer())
-        throw Error("setting: field 'optimizer.impl': the fused kernel is modelled for Adam and AdamW; the capture's "
-                    "optimizer is " + b.info.optimizer_class + ": capture the step with fused=True instead");
+        throw Error(
+            "setting: field 'optimizer.impl': the fused kernel is modelled for Adam and AdamW; the capture's "
+            "optimizer is " +
+            b.info.optimizer_class + ": capture the step with fused=True instead");
     if (s.optimizer_impl == OptimizerImpl::Fused) t.push_back(make_fused_optimizer(b));
     if (s.optimizer_impl == OptimizerImpl::Foreach && b.optimizer_impl != "foreach")
         throw Error("setting: field 'optimizer.impl': foreach adds temporaries the capture does not show "
