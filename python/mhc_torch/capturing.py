@@ -12,6 +12,7 @@ the capture every aten op the model runs, after autograd and autocast:
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import sys
@@ -485,23 +486,31 @@ def _older_objects_frozen():
         gc.unfreeze()
 
 
-class _AttentionAsOnGpu(torch.overrides.TorchFunctionMode):
+@contextlib.contextmanager
+def _attention_as_on_gpu():
     """F.scaled_dot_product_attention with dropout as a GPU runs it. CPU dispatch sends a call with
     dropout_p > 0 to the math path, which saves the attention probabilities (batch x heads x
     seq x seq), the dropout mask and the dropped probabilities; a GPU's flash and memory-efficient
     kernels apply the dropout inside the kernel and save only the output and the log-sum-exp (and
-    the generator's seed and offset). So the call runs with dropout 0 here, which takes the CPU
-    flash kernel: the same tensors as the GPU's. Fake tensors compute no values, so the
-    probabilities being dropped or not changes nothing else."""
+    the generator's seed and offset). So while the capture runs, such a call runs with dropout 0,
+    which takes the CPU flash kernel: the same tensors as the GPU's. Fake tensors compute no
+    values, so the probabilities being dropped or not changes nothing else. The function itself
+    is replaced (not a TorchFunctionMode, which a checkpoint's recompute in the backward does not
+    see: it would recompute with the math path and fail checkpoint's metadata check); code that
+    bound the function before the capture keeps CPU's choice."""
+    import torch.nn.functional as F
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.nn.functional.scaled_dot_product_attention:
-            if len(args) > 4:
-                args = (*args[:4], 0.0, *args[5:])
-            elif kwargs.get("dropout_p", 0.0):
-                kwargs = {**kwargs, "dropout_p": 0.0}
-        return func(*args, **kwargs)
+    original = F.scaled_dot_product_attention
+
+    @functools.wraps(original)
+    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        return original(query, key, value, attn_mask, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+    F.scaled_dot_product_attention = attention
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
 
 
 @contextlib.contextmanager
@@ -745,7 +754,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
-        attention = _AttentionAsOnGpu() if torch.device(device).type == "cpu" else contextlib.nullcontext()
+        attention = _attention_as_on_gpu() if torch.device(device).type == "cpu" else contextlib.nullcontext()
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
                 _collector_at_step_ends(), attention:
             for s in range(steps):

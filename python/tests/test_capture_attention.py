@@ -29,10 +29,20 @@ class Attention(nn.Module):
         return self.out((positional + keyword).transpose(1, 2).reshape(B, S, H * D))
 
 
-def _capture(tmp_path, dropout, autocast):
-    path = str(tmp_path / f"attn{dropout}{autocast}.db")
-    r = mhc_torch.capture(lambda: Attention(dropout), lambda: (torch.randn(B, S, H * D),), steps=1, path=path,
-                          autocast_dtype=torch.bfloat16 if autocast else None, loss_fn=lambda m, b: m(*b).sum())
+class Net(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.attn = Attention(dropout)
+
+    def forward(self, x):
+        return self.attn(x)
+
+
+def _capture(tmp_path, dropout, autocast, setting=None):
+    path = str(tmp_path / f"attn{dropout}{autocast}{setting is not None}.db")
+    r = mhc_torch.capture(lambda: Net(dropout), lambda: (torch.randn(B, S, H * D),), steps=1, path=path,
+                          autocast_dtype=torch.bfloat16 if autocast else None, loss_fn=lambda m, b: m(*b).sum(),
+                          setting=setting)
     with sqlite3.connect(path) as db:
         names = {n for (n,) in db.execute("select s.text from kernels k join strings s on s.id = k.name")}
     return r.peak_bytes, names
@@ -45,3 +55,6 @@ def test_attention_dropout_saves_what_the_gpu_kernel_saves(tmp_path, autocast):
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" in names1
     assert not any("softmax" in n or "bernoulli" in n for n in names1), sorted(names1)
     assert peak1 == peak0  # the math path would add the probabilities and masks of both calls
+    # a checkpoint's recompute in the backward runs the same kernel (else checkpoint refuses)
+    _, names2 = _capture(tmp_path, 0.1, autocast, {"checkpoint": {"modules": ["Net.attn"]}})
+    assert not any("softmax" in n or "bernoulli" in n for n in names2), sorted(names2)

@@ -78,6 +78,34 @@ TEST_CASE("checkpoint full: dropped in the forward, recomputed before the backwa
     CHECK(predict(f, R"({"checkpoint": {"modules": ["blocks.1"]}})").memory.peak == 3300);
 }
 
+TEST_CASE("checkpoint: recomputed before the first backward read, whichever module the capture credits it to",
+          "[advise][transform]") {
+    // two_blocks with block 1's backward split in two, the first op credited to the root (as a
+    // capture credits the last BERT layer's output LayerNorm backward to the head after it):
+    //   k5 M gelu_bwd a1 -> g1 (100), k6 blocks.1 mul a1, g1 -> g1b (100), k7 blocks.0 gelu_bwd.
+    // The recomputation (k2, k3) must come before k5, which reads a1's recomputed copy.
+    TinyTrace t = advisetest::two_blocks();
+    t.kernels[5].module = "M";
+    const int g1b = t.alloc(100, mhc::trace::Category::Workspace, "g1b", 6, 7);
+    t.allocs[3].freed_after = 6;   // a1, read by k6 too
+    t.allocs[6].freed_after = 6;   // g1
+    t.allocs[7].made_at = 7;       // g0
+    t.kernels.insert(t.kernels.begin() + 6,
+                     advisetest::TinyKernel{
+                         "aten::mul", "M.blocks.1", mhc::trace::Phase::Backward, {{3, 'r'}, {6, 'r'}, {g1b, 'w'}}, {}});
+    t.kernels[7].acc = {{1, 'r'}, {g1b, 'r'}, {7, 'w'}};
+    t.allocs[1].freed_after = 7;   // a0
+    Fixture f(t);
+    const Setting s = parse_setting(R"({"checkpoint": {"modules": ["M.blocks.1"]}})");
+    mhc::trace::TraceData out = f.ev().trace(s);
+    CHECK(mhc::trace::check_trace(out).ok());
+    REQUIRE(out.kernels.size() == 10);
+    CHECK(out.str(out.kernels.name[5]) == "aten::mm");   // the recomputation
+    CHECK(out.str(out.kernels.name[6]) == "aten::gelu");
+    CHECK(out.str(out.kernels.name[7]) == "aten::gelu_backward");
+    CHECK(f.ev().predict(s).memory.peak < f.ev().predict(Setting{}).memory.peak + 200);
+}
+
 TEST_CASE("selective checkpoint keeps matmul outputs and recomputes the rest", "[advise][transform]") {
     Fixture f(advisetest::two_blocks());
     // a1 (made by mm) is cached: it stays; o0 is held to k5; the recomputation is gelu alone:
