@@ -2,6 +2,7 @@
 #include "mhc/advise/capture_info.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -52,17 +53,54 @@ void find_blocks(CaptureInfo& c) {
         work[prefix] += fwd[m];
     }
     int64_t best = -1;
+    std::string top;
     for (auto& [prefix, w] : work)
-        if (w > best) { best = w; c.block_prefix = prefix; }
+        if (w > best) {
+            best = w;
+            top = prefix;
+        }
     c.module_block.assign(c.module_name.size(), -1);
     if (best <= 0) return;
-    auto members = groups[c.block_prefix];
+    // Other stacks of repeated layers join it (an encoder-decoder's encoder and decoder layers):
+    // numbered children of one type each, with forward work, neither inside nor around a chosen one.
+    auto one_type = [&](const std::string& prefix) {
+        const auto& members = groups[prefix];
+        if (members.size() < 2) return false;
+        for (auto& [number, m] : members)
+            if (c.module_type[static_cast<size_t>(m)] != c.module_type[static_cast<size_t>(members.front().second)])
+                return false;
+        return true;
+    };
+    auto nested = [&](const std::string& a, const std::string& b) {   // a inside a member of b, or b of a
+        auto under = [](const std::string& x, const std::string& y) {
+            return x.size() > y.size() && x.compare(0, y.size(), y) == 0 && x[y.size()] == '.';
+        };
+        return under(a, b) || under(b, a) || a == b;
+    };
+    std::vector<std::string> stacks = {top};
+    if (one_type(top))
+        for (auto& [prefix, w] : work) {
+            bool apart = w > 0 && one_type(prefix);
+            for (const std::string& s : stacks) apart = apart && !nested(prefix, s);
+            if (apart) stacks.push_back(prefix);
+        }
+    // In forward order: by each block's first forward kernel.
+    std::vector<int64_t> first(nm, INT64_MAX);
+    for (size_t k = 0; k < c.kernel_module.size(); ++k)
+        if (c.kernel_phase[k] == trace::Phase::Forward && c.kernel_module[k] >= 0)
+            for (int32_t a : ancestors[static_cast<size_t>(c.kernel_module[k])])
+                first[static_cast<size_t>(a)] = std::min<int64_t>(first[static_cast<size_t>(a)],
+                                                                  static_cast<int64_t>(k));
+    std::vector<std::pair<int64_t, int32_t>> members;
+    for (const std::string& s : stacks)
+        for (auto& [number, m] : groups[s]) members.push_back({first[static_cast<size_t>(m)], m});
     std::sort(members.begin(), members.end());
-    for (auto& [number, m] : members) {
+    for (auto& [at, m] : members) {
         c.module_block[static_cast<size_t>(m)] = static_cast<int32_t>(c.block_name.size());
         c.block_name.push_back(c.module_name[static_cast<size_t>(m)]);
         c.block_module.push_back(m);
     }
+    for (const std::string& s : stacks) c.block_prefix += (c.block_prefix.empty() ? "" : ", ") + s;
     for (size_t m = 0; m < c.module_name.size(); ++m)
         for (size_t b = 0; b < c.block_module.size(); ++b)
             if (c.within(static_cast<int32_t>(m), c.block_module[b])) c.module_block[m] = static_cast<int32_t>(b);

@@ -22,14 +22,31 @@ bool hf_layers(const CheckpointGroup& g, const CaptureInfo& info) {
     return a == b;
 }
 
+std::string prefix_of(const std::string& name) {
+    const size_t dot = name.rfind('.');
+    return dot == std::string::npos ? "" : name.substr(0, dot);
+}
+
+std::string names_of_one_prefix(const std::vector<std::string>& names);
+
 // The user's names of `modules`, compact when they are numbered children of one prefix:
-// [f"model.layers.{i}" for i in (0, 1, 5)] or range(0, 12).
+// [f"model.layers.{i}" for i in (0, 1, 5)] or range(0, 12); modules of several stacks (an
+// encoder's and a decoder's layers) as one such list per stack, unpacked into one list.
 std::string names_expr(const std::vector<std::string>& modules, const CaptureInfo& info) {
-    std::vector<std::string> names;
+    std::vector<std::vector<std::string>> runs;
     for (const std::string& m : modules) {
         int32_t i = info.find_module(m);
-        names.push_back(i >= 0 ? info.user_name(i) : m);
+        std::string n = i >= 0 ? info.user_name(i) : m;
+        if (runs.empty() || prefix_of(runs.back().back()) != prefix_of(n)) runs.emplace_back();
+        runs.back().push_back(n);
     }
+    if (runs.size() <= 1) return names_of_one_prefix(runs.empty() ? std::vector<std::string>{} : runs.front());
+    std::string out = "[";
+    for (size_t r = 0; r < runs.size(); ++r) out += (r ? ", *" : "*") + names_of_one_prefix(runs[r]);
+    return out + "]";
+}
+
+std::string names_of_one_prefix(const std::vector<std::string>& names) {
     std::string prefix;
     std::vector<int> idx;
     bool numbered = !names.empty();

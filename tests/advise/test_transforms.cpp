@@ -207,3 +207,29 @@ TEST_CASE("a trace that is not a model capture is refused in one line", "[advise
     auto data = mhc::trace::load_checked_trace(path.path);
     CHECK_THROWS_WITH(make_base(data), Catch::Contains("no modules recorded") && Catch::Contains("mhc-torch capture"));
 }
+
+TEST_CASE("blocks: every stack of layers of one type, in forward order (an encoder's and a decoder's)",
+          "[advise][transform]") {
+    // enc.0, enc.1 run first (one kernel each), then dec.0, dec.1 (two each: the decoder has the
+    // most forward kernels); the nested "enc.0.parts.0/1" (two types) are not a stack of their own.
+    TinyTrace t;
+    t.modules = {{"M", "EncDec"},      {"M.enc.0", "Layer"}, {"M.enc.0.parts.0", "A"}, {"M.enc.0.parts.1", "B"},
+                 {"M.enc.1", "Layer"}, {"M.dec.0", "Layer"}, {"M.dec.1", "Layer"}};
+    const int x = t.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    std::vector<int> out;
+    const char* mods[] = {"M.enc.0.parts.0", "M.enc.1", "M.dec.0", "M.dec.0", "M.dec.1", "M.dec.1"};
+    for (int k = 0; k < 6; ++k) {
+        out.push_back(t.alloc(100, mhc::trace::Category::Activation, "a" + std::to_string(k), k, 6 + (5 - k)));
+        t.kernel({"aten::mm",
+                  mods[k],
+                  mhc::trace::Phase::Forward,
+                  {{k ? out[static_cast<size_t>(k - 1)] : x, 'r'}, {out.back(), 'w'}},
+                  {out.back()}});
+    }
+    for (int k = 5; k >= 0; --k)
+        t.kernel({"aten::mm_backward", mods[k], mhc::trace::Phase::Backward, {{out[static_cast<size_t>(k)], 'r'}}, {}});
+    Fixture f(t);
+    CHECK(f.base.info.block_name == std::vector<std::string>{"M.enc.0", "M.enc.1", "M.dec.0", "M.dec.1"});
+    CHECK(f.base.info.block_prefix == "M.dec, M.enc");
+    CHECK(predict(f, R"({"checkpoint": {"modules": ["M.enc.0", "M.dec.1"]}})").memory.peak > 0);
+}
