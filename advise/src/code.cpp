@@ -209,21 +209,22 @@ void optimizer_code(std::ostringstream& o, const Setting& s, const CaptureInfo& 
     const std::string cls = optimizer_class(info), hp = hyperparameters(info);
     if (s.optimizer_on_host) {
         const std::string batch = info.batch > 0 ? std::to_string(info.batch)
-                                                 : "MICRO_BATCH   # your batch size per step";
+                                                 : "MICRO_BATCH,   # your batch size per step";
         o << "import deepspeed                   # ZeRO-Offload: optimizer state and step on the CPU\n"
-          << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << ",\n";
+          << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << (info.batch > 0 ? ",\n" : "\n");
         if (info.micro_batches > 1)
             o << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
         o << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n";
         if (adam(info)) {
             nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults,
                                                      nullptr, false);
-            nlohmann::json params = nlohmann::json::object();
+            std::string params;
             for (const char* key : {"lr", "betas", "eps", "weight_decay"})
-                if (d.is_object() && d.contains(key)) params[key] = d[key];
-            if (params.empty()) params["lr"] = 1e-4;
+                if (d.is_object() && d.contains(key))
+                    params += (params.empty() ? "" : ", ") + std::string("\"") + key + "\": " + py_value(d[key]);
+            if (params.empty()) params = "\"lr\": 1e-4";
             o << "             \"optimizer\": {\"type\": \"" << (cls == "torch.optim.Adam" ? "Adam" : "AdamW")
-              << "\", \"params\": " << params.dump() << "}}\n"
+              << "\", \"params\": {" << params << "}}}\n"
               << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
         } else {
             o << "             \"zero_allow_untested_optimizer\": True,\n"

@@ -80,6 +80,7 @@ def _printed(mhc_exe, trace, setting):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     code = json.loads(out.stdout)["rows"][0]["code"]
+    compile(code, "<printed by mhc advise>", "exec")  # all of it is Python, the third-party parts too
     return code.split("# or, the same in one line")[0]
 
 
@@ -176,6 +177,18 @@ def test_host_optimizer_code_names_the_users_optimizer(mhc_exe, net_trace):
     code = _printed(mhc_exe, net_trace, {"optimizer": {"state": "host"}})
     # DeepSpeed is not installed here: the config must not swap the user's SGD for AdamW
     assert '"type": "AdamW"' not in code and "optimizer=optimizer" in code and "zero_force_ds_cpu_optimizer" in code
+    ns = {}
+    exec(code.replace("import deepspeed", "").split("model, optimizer, _, _")[0], {"MICRO_BATCH": 32}, ns)  # noqa: S102
+    assert ns["ds_config"]["train_micro_batch_size_per_gpu"] == 32
+    assert ns["ds_config"]["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+
+
+def test_host_optimizer_code_keeps_adamw_hyperparameters(mhc_exe, gpt2_trace):
+    code = _printed(mhc_exe, gpt2_trace, {"optimizer": {"state": "host"}})
+    ns = {}
+    exec(code.replace("import deepspeed", "").split("model, optimizer, _, _")[0], {"MICRO_BATCH": 2}, ns)  # noqa: S102
+    assert ns["ds_config"]["optimizer"] == {"type": "AdamW", "params": {"lr": 3e-4, "betas": (0.9, 0.95), "eps": 1e-8,
+                                                                        "weight_decay": 0.1}}
 
 
 def test_hf_model_gets_its_own_checkpointing_call(mhc_exe, gpt2_trace):
