@@ -123,6 +123,7 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t
         const bool mhc = block_has_type(b, k, kMhcMaps);
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
+            if (b.passes > 1) continue;   // gradient accumulation: block settings are not modelled
             std::vector<BlockChoice> per(nb, BlockChoice::Keep);
             per[k] = static_cast<BlockChoice>(c);
             Evaluator::Quick q = ev.quick(combine(b, Setting{}, per, o.offload));

@@ -233,3 +233,31 @@ TEST_CASE("blocks: every stack of layers of one type, in forward order (an encod
     CHECK(f.base.info.block_prefix == "M.dec, M.enc");
     CHECK(predict(f, R"({"checkpoint": {"modules": ["M.enc.0", "M.dec.1"]}})").memory.peak > 0);
 }
+
+TEST_CASE("gradient accumulation: block settings are refused in one line, not mis-predicted", "[advise][transform]") {
+    // two forward and backward passes of two_blocks in one step (micro-batches): the checkpoint
+    // and offload transforms assume one; they made steps that failed their checks.
+    TinyTrace t = advisetest::two_blocks();
+    const size_t n = t.kernels.size(), na = t.allocs.size();
+    for (size_t a = 1; a < na; ++a) {   // the second pass's storages, 7 kernels later
+        advisetest::TinyAlloc c = t.allocs[a];
+        c.made_at += static_cast<int>(n);
+        c.freed_after = c.freed_after < 0 ? -1 : c.freed_after + static_cast<int>(n);
+        c.label += "'";
+        t.allocs.push_back(c);
+    }
+    t.allocs[7].freed_after = static_cast<int>(n) - 1;   // the first pass's g0
+    for (size_t k = 0; k < n; ++k) {
+        advisetest::TinyKernel c = t.kernels[k];
+        for (auto& [a, m] : c.acc) a = a == 0 ? 0 : a + static_cast<int>(na) - 1;
+        for (int& a : c.saves) a += static_cast<int>(na) - 1;
+        t.kernels.push_back(c);
+    }
+    Fixture f(t);
+    CHECK(f.base.passes == 2);
+    CHECK_THROWS_WITH(predict(f, R"({"checkpoint": {"modules": ["M.blocks.1"]}})"),
+                      Catch::Contains("gradient accumulation"));
+    CHECK_THROWS_WITH(predict(f, R"({"offload": {"modules": ["M.blocks.1"]}})"), Catch::Contains("'offload'"));
+    CHECK(predict(f, "{}").memory.peak > 0);
+    CHECK(Fixture(advisetest::two_blocks()).base.passes == 1);
+}
