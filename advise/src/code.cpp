@@ -14,12 +14,12 @@ namespace {
 
 // The group is exactly the layers that a Hugging Face model's own checkpointing call wraps (the
 // capture names them; a model that is not a transformers PreTrainedModel has none).
-bool hf_layers(const CheckpointGroup& g, const CaptureInfo& info) {
-    if (g.policy != Policy::Full || info.hf_checkpoint_layers.empty()) return false;
-    std::vector<std::string> a = g.modules, b = info.hf_checkpoint_layers;
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    return a == b;
+bool hf_layers(const CheckpointGroup& group, const CaptureInfo& info) {
+    if (group.policy != Policy::Full || info.hf_checkpoint_layers.empty()) return false;
+    std::vector<std::string> asked = group.modules, layers = info.hf_checkpoint_layers;
+    std::sort(asked.begin(), asked.end());
+    std::sort(layers.begin(), layers.end());
+    return asked == layers;
 }
 
 std::string prefix_of(const std::string& name) {
@@ -36,9 +36,9 @@ std::string names_expr(const std::vector<std::string>& modules, const CaptureInf
     std::vector<std::vector<std::string>> runs;
     for (const std::string& m : modules) {
         int32_t i = info.find_module(m);
-        std::string n = i >= 0 ? info.user_name(i) : m;
-        if (runs.empty() || prefix_of(runs.back().back()) != prefix_of(n)) runs.emplace_back();
-        runs.back().push_back(n);
+        std::string name = i >= 0 ? info.user_name(i) : m;
+        if (runs.empty() || prefix_of(runs.back().back()) != prefix_of(name)) runs.emplace_back();
+        runs.back().push_back(name);
     }
     if (runs.size() <= 1) return names_of_one_prefix(runs.empty() ? std::vector<std::string>{} : runs.front());
     std::string out = "[";
@@ -100,7 +100,7 @@ std::string what_modules(const std::vector<std::string>& modules, const CaptureI
 
 void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
     bool wrapper = false;
-    auto hf_all = [&](const CheckpointGroup& g) { return s.checkpoint.size() == 1 && hf_layers(g, info); };
+    auto hf_all = [&](const CheckpointGroup& group) { return s.checkpoint.size() == 1 && hf_layers(group, info); };
     if (!s.checkpoint.empty() && !hf_all(s.checkpoint.front())) o << "import functools\n";
     for (const CheckpointGroup& g : s.checkpoint) {
         if (hf_all(g)) {
@@ -166,34 +166,34 @@ void offload_code(std::ostringstream& o, const OffloadSetting& f, const CaptureI
 // The optimizer's class as user code spells it (torch.optim.AdamW); AdamW when the capture
 // does not say (mhc-torch capture's own optimizer).
 std::string optimizer_class(const CaptureInfo& info) {
-    const std::string& c = info.optimizer_class;
-    if (c.empty()) return "torch.optim.AdamW";
-    const std::string name = c.substr(c.rfind('.') + 1);
-    return c.rfind("torch.optim.", 0) == 0 ? "torch.optim." + name : name;
+    const std::string& cls = info.optimizer_class;
+    if (cls.empty()) return "torch.optim.AdamW";
+    const std::string name = cls.substr(cls.rfind('.') + 1);
+    return cls.rfind("torch.optim.", 0) == 0 ? "torch.optim." + name : name;
 }
 
-std::string py_value(const nlohmann::json& v) {
-    if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
-    if (v.is_null()) return "None";
-    if (v.is_array()) {
+std::string py_value(const nlohmann::json& value) {
+    if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+    if (value.is_null()) return "None";
+    if (value.is_array()) {
         std::string out = "(";
-        for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + py_value(v[i]);
-        return out + (v.size() == 1 ? ",)" : ")");
+        for (size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + py_value(value[i]);
+        return out + (value.size() == 1 ? ",)" : ")");
     }
-    return v.dump();
+    return value.dump();
 }
 
 // The captured optimizer's hyperparameters as keyword arguments (lr=0.0001, betas=(0.9, 0.999), ...):
 // the printed optimizer changes only what the setting changes.
 std::string hyperparameters(const CaptureInfo& info) {
-    nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr,
-                                             false);
-    if (!d.is_object() || d.empty()) return "lr=1e-4";
+    nlohmann::json defaults = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults,
+                                                    nullptr, false);
+    if (!defaults.is_object() || defaults.empty()) return "lr=1e-4";
     std::string out;
     for (const char* key :
          {"lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad", "maximize"}) {
-        auto it = d.find(key);
-        if (it == d.end() || (it->is_boolean() && !it->get<bool>())) continue;
+        auto it = defaults.find(key);
+        if (it == defaults.end() || (it->is_boolean() && !it->get<bool>())) continue;
         if (std::string(key) == "dampening" && it->is_number() && it->get<double>() == 0) continue;
         out += (out.empty() ? "" : ", ") + std::string(key) + "=" + py_value(*it);
     }
@@ -201,47 +201,47 @@ std::string hyperparameters(const CaptureInfo& info) {
 }
 
 bool adam(const CaptureInfo& info) {
-    const std::string c = optimizer_class(info);
-    return c == "torch.optim.AdamW" || c == "torch.optim.Adam";
+    const std::string cls = optimizer_class(info);
+    return cls == "torch.optim.AdamW" || cls == "torch.optim.Adam";
 }
 
-void optimizer_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
+void optimizer_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     const std::string cls = optimizer_class(info), hp = hyperparameters(info);
-    if (s.optimizer_on_host) {
+    if (setting.optimizer_on_host) {
         const std::string batch = info.batch > 0 ? std::to_string(info.batch)
                                                  : "MICRO_BATCH,   # your batch size per step";
-        o << "import deepspeed                   # ZeRO-Offload: optimizer state and step on the CPU\n"
-          << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << (info.batch > 0 ? ",\n" : "\n");
+        out << "import deepspeed                   # ZeRO-Offload: optimizer state and step on the CPU\n"
+            << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << (info.batch > 0 ? ",\n" : "\n");
         if (info.micro_batches > 1)
-            o << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
-        o << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n";
+            out << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
+        out << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n";
         if (adam(info)) {
-            nlohmann::json d = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults,
-                                                     nullptr, false);
+            nlohmann::json defaults = nlohmann::json::parse(
+                info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr, false);
             std::string params;
             for (const char* key : {"lr", "betas", "eps", "weight_decay"})
-                if (d.is_object() && d.contains(key))
-                    params += (params.empty() ? "" : ", ") + std::string("\"") + key + "\": " + py_value(d[key]);
+                if (defaults.is_object() && defaults.contains(key))
+                    params += (params.empty() ? "" : ", ") + std::string("\"") + key + "\": " + py_value(defaults[key]);
             if (params.empty()) params = "\"lr\": 1e-4";
-            o << "             \"optimizer\": {\"type\": \"" << (cls == "torch.optim.Adam" ? "Adam" : "AdamW")
-              << "\", \"params\": {" << params << "}}}\n"
-              << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
+            out << "             \"optimizer\": {\"type\": \"" << (cls == "torch.optim.Adam" ? "Adam" : "AdamW")
+                << "\", \"params\": {" << params << "}}}\n"
+                << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
         } else {
-            o << "             \"zero_allow_untested_optimizer\": True,\n"
-              << "             \"zero_force_ds_cpu_optimizer\": False}   # your " << cls << ", stepped on the CPU\n"
-              << "model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)\n";
+            out << "             \"zero_allow_untested_optimizer\": True,\n"
+                << "             \"zero_force_ds_cpu_optimizer\": False}   # your " << cls << ", stepped on the CPU\n"
+                << "model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)\n";
         }
-        o << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
+        out << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
         return;
     }
-    const char* impl = s.optimizer_impl == OptimizerImpl::Fused     ? "fused=True"
-                       : s.optimizer_impl == OptimizerImpl::Foreach ? "foreach=True"
-                       : s.optimizer_impl == OptimizerImpl::Forloop ? "foreach=False"
-                                                                    : nullptr;
+    const char* impl = setting.optimizer_impl == OptimizerImpl::Fused     ? "fused=True"
+                       : setting.optimizer_impl == OptimizerImpl::Foreach ? "foreach=True"
+                       : setting.optimizer_impl == OptimizerImpl::Forloop ? "foreach=False"
+                                                                          : nullptr;
     if (impl == nullptr) return;
-    o << "optimizer = " << cls << "(model.parameters(), " << hp << ", " << impl << ")"
-      << (s.optimizer_impl == OptimizerImpl::Fused ? "   # no foreach temporaries" : "") << "\n"
-      << "# (parameter groups of your own: pass them instead of model.parameters(), as before)\n";
+    out << "optimizer = " << cls << "(model.parameters(), " << hp << ", " << impl << ")"
+        << (setting.optimizer_impl == OptimizerImpl::Fused ? "   # no foreach temporaries" : "") << "\n"
+        << "# (parameter groups of your own: pass them instead of model.parameters(), as before)\n";
 }
 
 }  // namespace

@@ -204,7 +204,7 @@ void index_steps(Base& b) {
             ++passes[static_cast<size_t>(b.step_index(b.step[s]))];
         last = b.phase[s];
     }
-    for (int32_t p : passes) b.passes = std::max(b.passes, p);
+    for (int32_t count : passes) b.passes = std::max(b.passes, count);
 }
 
 // Where a recorded allocation is made and freed among the recorded kernels.

@@ -84,26 +84,27 @@ TEST_CASE("checkpoint: recomputed before the first backward read, whichever modu
     // capture credits the last BERT layer's output LayerNorm backward to the head after it):
     //   k5 M gelu_bwd a1 -> g1 (100), k6 blocks.1 mul a1, g1 -> g1b (100), k7 blocks.0 gelu_bwd.
     // The recomputation (k2, k3) must come before k5, which reads a1's recomputed copy.
-    TinyTrace t = advisetest::two_blocks();
-    t.kernels[5].module = "M";
-    const int g1b = t.alloc(100, mhc::trace::Category::Workspace, "g1b", 6, 7);
-    t.allocs[3].freed_after = 6;   // a1, read by k6 too
-    t.allocs[6].freed_after = 6;   // g1
-    t.allocs[7].made_at = 7;       // g0
-    t.kernels.insert(t.kernels.begin() + 6,
-                     advisetest::TinyKernel{
-                         "aten::mul", "M.blocks.1", mhc::trace::Phase::Backward, {{3, 'r'}, {6, 'r'}, {g1b, 'w'}}, {}});
-    t.kernels[7].acc = {{1, 'r'}, {g1b, 'r'}, {7, 'w'}};
-    t.allocs[1].freed_after = 7;   // a0
-    Fixture f(t);
-    const Setting s = parse_setting(R"({"checkpoint": {"modules": ["M.blocks.1"]}})");
-    mhc::trace::TraceData out = f.ev().trace(s);
+    TinyTrace tiny = advisetest::two_blocks();
+    tiny.kernels[5].module = "M";
+    const int g1b = tiny.alloc(100, mhc::trace::Category::Workspace, "g1b", 6, 7);
+    tiny.allocs[3].freed_after = 6;   // a1, read by k6 too
+    tiny.allocs[6].freed_after = 6;   // g1
+    tiny.allocs[7].made_at = 7;       // g0
+    tiny.kernels.insert(
+        tiny.kernels.begin() + 6,
+        advisetest::TinyKernel{
+            "aten::mul", "M.blocks.1", mhc::trace::Phase::Backward, {{3, 'r'}, {6, 'r'}, {g1b, 'w'}}, {}});
+    tiny.kernels[7].acc = {{1, 'r'}, {g1b, 'r'}, {7, 'w'}};
+    tiny.allocs[1].freed_after = 7;   // a0
+    Fixture fix(tiny);
+    const Setting setting = parse_setting(R"({"checkpoint": {"modules": ["M.blocks.1"]}})");
+    mhc::trace::TraceData out = fix.ev().trace(setting);
     CHECK(mhc::trace::check_trace(out).ok());
     REQUIRE(out.kernels.size() == 10);
     CHECK(out.str(out.kernels.name[5]) == "aten::mm");   // the recomputation
     CHECK(out.str(out.kernels.name[6]) == "aten::gelu");
     CHECK(out.str(out.kernels.name[7]) == "aten::gelu_backward");
-    CHECK(f.ev().predict(s).memory.peak < f.ev().predict(Setting{}).memory.peak + 200);
+    CHECK(fix.ev().predict(setting).memory.peak < fix.ev().predict(Setting{}).memory.peak + 200);
 }
 
 TEST_CASE("selective checkpoint keeps matmul outputs and recomputes the rest", "[advise][transform]") {
@@ -212,52 +213,53 @@ TEST_CASE("blocks: every stack of layers of one type, in forward order (an encod
           "[advise][transform]") {
     // enc.0, enc.1 run first (one kernel each), then dec.0, dec.1 (two each: the decoder has the
     // most forward kernels); the nested "enc.0.parts.0/1" (two types) are not a stack of their own.
-    TinyTrace t;
-    t.modules = {{"M", "EncDec"},      {"M.enc.0", "Layer"}, {"M.enc.0.parts.0", "A"}, {"M.enc.0.parts.1", "B"},
-                 {"M.enc.1", "Layer"}, {"M.dec.0", "Layer"}, {"M.dec.1", "Layer"}};
-    const int x = t.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    TinyTrace tiny;
+    tiny.modules = {{"M", "EncDec"},      {"M.enc.0", "Layer"}, {"M.enc.0.parts.0", "A"}, {"M.enc.0.parts.1", "B"},
+                    {"M.enc.1", "Layer"}, {"M.dec.0", "Layer"}, {"M.dec.1", "Layer"}};
+    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
     std::vector<int> out;
     const char* mods[] = {"M.enc.0.parts.0", "M.enc.1", "M.dec.0", "M.dec.0", "M.dec.1", "M.dec.1"};
     for (int k = 0; k < 6; ++k) {
-        out.push_back(t.alloc(100, mhc::trace::Category::Activation, "a" + std::to_string(k), k, 6 + (5 - k)));
-        t.kernel({"aten::mm",
-                  mods[k],
-                  mhc::trace::Phase::Forward,
-                  {{k ? out[static_cast<size_t>(k - 1)] : x, 'r'}, {out.back(), 'w'}},
-                  {out.back()}});
+        out.push_back(tiny.alloc(100, mhc::trace::Category::Activation, "a" + std::to_string(k), k, 6 + (5 - k)));
+        tiny.kernel({"aten::mm",
+                     mods[k],
+                     mhc::trace::Phase::Forward,
+                     {{k ? out[static_cast<size_t>(k - 1)] : batch, 'r'}, {out.back(), 'w'}},
+                     {out.back()}});
     }
     for (int k = 5; k >= 0; --k)
-        t.kernel({"aten::mm_backward", mods[k], mhc::trace::Phase::Backward, {{out[static_cast<size_t>(k)], 'r'}}, {}});
-    Fixture f(t);
-    CHECK(f.base.info.block_name == std::vector<std::string>{"M.enc.0", "M.enc.1", "M.dec.0", "M.dec.1"});
-    CHECK(f.base.info.block_prefix == "M.dec, M.enc");
-    CHECK(predict(f, R"({"checkpoint": {"modules": ["M.enc.0", "M.dec.1"]}})").memory.peak > 0);
+        tiny.kernel(
+            {"aten::mm_backward", mods[k], mhc::trace::Phase::Backward, {{out[static_cast<size_t>(k)], 'r'}}, {}});
+    Fixture fix(tiny);
+    CHECK(fix.base.info.block_name == std::vector<std::string>{"M.enc.0", "M.enc.1", "M.dec.0", "M.dec.1"});
+    CHECK(fix.base.info.block_prefix == "M.dec, M.enc");
+    CHECK(predict(fix, R"({"checkpoint": {"modules": ["M.enc.0", "M.dec.1"]}})").memory.peak > 0);
 }
 
 TEST_CASE("gradient accumulation: block settings are refused in one line, not mis-predicted", "[advise][transform]") {
     // two forward and backward passes of two_blocks in one step (micro-batches): the checkpoint
     // and offload transforms assume one; they made steps that failed their checks.
-    TinyTrace t = advisetest::two_blocks();
-    const size_t n = t.kernels.size(), na = t.allocs.size();
-    for (size_t a = 1; a < na; ++a) {   // the second pass's storages, 7 kernels later
-        advisetest::TinyAlloc c = t.allocs[a];
-        c.made_at += static_cast<int>(n);
-        c.freed_after = c.freed_after < 0 ? -1 : c.freed_after + static_cast<int>(n);
-        c.label += "'";
-        t.allocs.push_back(c);
+    TinyTrace tiny = advisetest::two_blocks();
+    const size_t nk = tiny.kernels.size(), na = tiny.allocs.size();
+    for (size_t idx = 1; idx < na; ++idx) {   // the second pass's storages, 7 kernels later
+        advisetest::TinyAlloc copy = tiny.allocs[idx];
+        copy.made_at += static_cast<int>(nk);
+        copy.freed_after = copy.freed_after < 0 ? -1 : copy.freed_after + static_cast<int>(nk);
+        copy.label += "'";
+        tiny.allocs.push_back(copy);
     }
-    t.allocs[7].freed_after = static_cast<int>(n) - 1;   // the first pass's g0
-    for (size_t k = 0; k < n; ++k) {
-        advisetest::TinyKernel c = t.kernels[k];
-        for (auto& [a, m] : c.acc) a = a == 0 ? 0 : a + static_cast<int>(na) - 1;
-        for (int& a : c.saves) a += static_cast<int>(na) - 1;
-        t.kernels.push_back(c);
+    tiny.allocs[7].freed_after = static_cast<int>(nk) - 1;   // the first pass's g0
+    for (size_t k = 0; k < nk; ++k) {
+        advisetest::TinyKernel copy = tiny.kernels[k];
+        for (auto& [alloc, mode] : copy.acc) alloc = alloc == 0 ? 0 : alloc + static_cast<int>(na) - 1;
+        for (int& alloc : copy.saves) alloc += static_cast<int>(na) - 1;
+        tiny.kernels.push_back(copy);
     }
-    Fixture f(t);
-    CHECK(f.base.passes == 2);
-    CHECK_THROWS_WITH(predict(f, R"({"checkpoint": {"modules": ["M.blocks.1"]}})"),
+    Fixture fix(tiny);
+    CHECK(fix.base.passes == 2);
+    CHECK_THROWS_WITH(predict(fix, R"({"checkpoint": {"modules": ["M.blocks.1"]}})"),
                       Catch::Contains("gradient accumulation"));
-    CHECK_THROWS_WITH(predict(f, R"({"offload": {"modules": ["M.blocks.1"]}})"), Catch::Contains("'offload'"));
-    CHECK(predict(f, "{}").memory.peak > 0);
+    CHECK_THROWS_WITH(predict(fix, R"({"offload": {"modules": ["M.blocks.1"]}})"), Catch::Contains("'offload'"));
+    CHECK(predict(fix, "{}").memory.peak > 0);
     CHECK(Fixture(advisetest::two_blocks()).base.passes == 1);
 }
