@@ -160,18 +160,29 @@ int run(const Options& o) {
                             {"capacity_bytes", capacity},
                             {"link", ev.link().name},
                             {"budget", budget},
-                            {"baseline", {{"peak_bytes", a.baseline.memory.peak},
-                                          {"reserved_bytes", a.baseline.memory.reserved},
-                                          {"step_time_ns", a.baseline.step_time}}},
+                            {"baseline",
+                             {{"peak_bytes", a.baseline.memory.peak},
+                              {"reserved_bytes", a.baseline.memory.reserved},
+                              {"step_time_ns", a.baseline.step_time}}},
                             {"times", kTimeNote},
+                            {"passes_per_step", base.passes},
                             {"rows", nlohmann::json::array()},
-                            {"search", {{"dp_runs", a.dp_runs}, {"evaluations", a.evaluations}, {"max_states", a.max_states}, {"seconds", a.seconds}}}};
+                            {"search",
+                             {{"dp_runs", a.dp_runs},
+                              {"evaluations", a.evaluations},
+                              {"max_states", a.max_states},
+                              {"seconds", a.seconds}}}};
         for (const Row& r : rows) j["rows"].push_back(row_json(r, base.info));
         std::printf("%s\n", j.dump(2).c_str());
         return mhc::cli::kExitOk;
     }
     std::printf("trace      %s: %zu blocks (%s), %zu step%s\n", o.trace.c_str(), base.info.block_name.size(),
                 base.info.block_prefix.c_str(), base.steps.size(), base.steps.size() == 1 ? "" : "s");
+    if (base.passes > 1)
+        std::printf(
+            "note       %d forward and backward passes per step (gradient accumulation): checkpointing and "
+            "offloading are not modelled for them, not searched\n",
+            base.passes);
     if (!cap_what.empty()) std::printf("capacity   %s (%s)\n", mhc::format_bytes(capacity).c_str(), cap_what.c_str());
     std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", ev.link().name.c_str(),
                 mhc::format_rate(host.bandwidth_Bps).c_str(), mhc::format_ns(std::llround(host.per_tensor_s * 1e9)).c_str());

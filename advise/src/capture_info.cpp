@@ -2,7 +2,9 @@
 #include "mhc/advise/capture_info.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "mhc/common/error.hpp"
@@ -51,20 +53,94 @@ void find_blocks(CaptureInfo& c) {
         work[prefix] += fwd[m];
     }
     int64_t best = -1;
+    std::string top;
     for (auto& [prefix, w] : work)
-        if (w > best) { best = w; c.block_prefix = prefix; }
+        if (w > best) {
+            best = w;
+            top = prefix;
+        }
     c.module_block.assign(c.module_name.size(), -1);
     if (best <= 0) return;
-    auto members = groups[c.block_prefix];
+    // Other stacks of repeated layers join it (an encoder-decoder's encoder and decoder layers):
+    // numbered children of one type each, with forward work, neither inside nor around a chosen one.
+    auto one_type = [&](const std::string& prefix) {
+        const auto& members = groups[prefix];
+        if (members.size() < 2) return false;
+        for (auto& [number, m] : members)
+            if (c.module_type[static_cast<size_t>(m)] != c.module_type[static_cast<size_t>(members.front().second)])
+                return false;
+        return true;
+    };
+    auto nested = [&](const std::string& one, const std::string& other) {   // one inside the other, or around it
+        auto under = [](const std::string& inner, const std::string& outer) {
+            return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+                   inner[outer.size()] == '.';
+        };
+        return under(one, other) || under(other, one) || one == other;
+    };
+    std::vector<std::string> stacks = {top};
+    if (one_type(top))
+        for (auto& [prefix, w] : work) {
+            bool apart = w > 0 && one_type(prefix);
+            for (const std::string& stack : stacks) apart = apart && !nested(prefix, stack);
+            if (apart) stacks.push_back(prefix);
+        }
+    // In forward order: by each block's first forward kernel.
+    std::vector<int64_t> first(nm, INT64_MAX);
+    for (size_t k = 0; k < c.kernel_module.size(); ++k)
+        if (c.kernel_phase[k] == trace::Phase::Forward && c.kernel_module[k] >= 0)
+            for (int32_t anc : ancestors[static_cast<size_t>(c.kernel_module[k])])
+                first[static_cast<size_t>(anc)] = std::min<int64_t>(first[static_cast<size_t>(anc)],
+                                                                    static_cast<int64_t>(k));
+    std::vector<std::pair<int64_t, int32_t>> members;
+    for (const std::string& stack : stacks)
+        for (auto& [number, m] : groups[stack]) members.emplace_back(first[static_cast<size_t>(m)], m);
     std::sort(members.begin(), members.end());
-    for (auto& [number, m] : members) {
+    for (auto& [at, m] : members) {
         c.module_block[static_cast<size_t>(m)] = static_cast<int32_t>(c.block_name.size());
         c.block_name.push_back(c.module_name[static_cast<size_t>(m)]);
         c.block_module.push_back(m);
     }
+    for (const std::string& stack : stacks) c.block_prefix += (c.block_prefix.empty() ? "" : ", ") + stack;
     for (size_t m = 0; m < c.module_name.size(); ++m)
         for (size_t b = 0; b < c.block_module.size(); ++b)
             if (c.within(static_cast<int32_t>(m), c.block_module[b])) c.module_block[m] = static_cast<int32_t>(b);
+}
+
+// The meta of the model and optimizer as built (python/mhc_torch/capturing.py model_facts).
+void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
+    auto bad = [&](const std::string& key, const std::string& why) {
+        return Error(trace_data.path + ": meta " + key + ": " + why +
+                     " (capture the step again with mhc-torch capture)");
+    };
+    const std::string layers = trace_data.meta_or("capture.hf_checkpoint_layers", "");
+    if (!layers.empty()) {
+        nlohmann::json names = nlohmann::json::parse(layers, nullptr, false);
+        if (!names.is_array()) throw bad("capture.hf_checkpoint_layers", "not a JSON array of module names");
+        for (const auto& name : names) {
+            if (!name.is_string()) throw bad("capture.hf_checkpoint_layers", "not a JSON array of module names");
+            info.hf_checkpoint_layers.push_back(name.get<std::string>());
+        }
+        info.hf_checkpoint_call = trace_data.meta_or("capture.hf_checkpoint_call", "gradient_checkpointing_enable");
+        if (info.hf_checkpoint_call != "activation_checkpointing_enable" &&
+            info.hf_checkpoint_call != "gradient_checkpointing_enable")
+            throw bad("capture.hf_checkpoint_call",
+                      "'" + info.hf_checkpoint_call + "' is not a Hugging Face checkpointing call");
+    }
+    info.optimizer_class = trace_data.meta_or("capture.optimizer_class", "");
+    info.optimizer_defaults = trace_data.meta_or("capture.optimizer_defaults", "");
+    if (!info.optimizer_defaults.empty() && !nlohmann::json::parse(info.optimizer_defaults, nullptr, false).is_object())
+        throw bad("capture.optimizer_defaults", "not a JSON object");
+    auto whole = [&](const std::string& key, int64_t fallback) {
+        const std::string text = trace_data.meta_or(key, "");
+        if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
+            return fallback;
+        return static_cast<int64_t>(std::stoll(text));
+    };
+    const std::string model = trace_data.meta_or("capture.model", "");
+    const bool file = model.size() > 3 && model.compare(model.size() - 3, 3, ".py") == 0;
+    info.batch = file ? 0 : whole("capture.batch", 0);   // a model file makes its own batch
+    info.micro_batches = std::max<int64_t>(1, whole("capture.micro_batches", 1));
 }
 
 }  // namespace
@@ -88,6 +164,11 @@ std::vector<uint8_t> CaptureInfo::inside_any(const std::vector<int32_t>& roots) 
         for (int32_t r : roots)
             if (within(static_cast<int32_t>(m), r)) { in[m] = 1; break; }
     return in;
+}
+
+bool CaptureInfo::adam_optimizer() const {
+    return optimizer_class.empty() || optimizer_class == "torch.optim.adamw.AdamW" ||
+           optimizer_class == "torch.optim.adam.Adam";
 }
 
 std::string CaptureInfo::user_name(int32_t module) const {
@@ -153,6 +234,7 @@ CaptureInfo load_capture_info(const trace::TraceData& t) {
         c.saved_packs[i] = std::get<2>(saved[i]);
     }
     find_blocks(c);
+    read_model_facts(t, c);
     return c;
 }
 

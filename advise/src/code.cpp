@@ -1,7 +1,9 @@
 // Printing a setting as code users paste into a training script.
 #include "mhc/advise/code.hpp"
 
+#include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "mhc/advise/transforms.hpp"
@@ -10,21 +12,41 @@ namespace mhc::advise {
 
 namespace {
 
-bool is_hf(const CaptureInfo& info) {
-    // Hugging Face causal-LM classes: LlamaForCausalLM, GPT2LMHeadModel, ...
-    const std::string& r = info.root;
-    auto ends = [&](const std::string& s) { return r.size() >= s.size() && r.compare(r.size() - s.size(), s.size(), s) == 0; };
-    return ends("ForCausalLM") || ends("LMHeadModel");
+// The group is exactly the layers that a Hugging Face model's own checkpointing call wraps (the
+// capture names them; a model that is not a transformers PreTrainedModel has none).
+bool hf_layers(const CheckpointGroup& group, const CaptureInfo& info) {
+    if (group.policy != Policy::Full || info.hf_checkpoint_layers.empty()) return false;
+    std::vector<std::string> asked = group.modules, layers = info.hf_checkpoint_layers;
+    std::sort(asked.begin(), asked.end());
+    std::sort(layers.begin(), layers.end());
+    return asked == layers;
 }
 
+std::string prefix_of(const std::string& name) {
+    const size_t dot = name.rfind('.');
+    return dot == std::string::npos ? "" : name.substr(0, dot);
+}
+
+std::string names_of_one_prefix(const std::vector<std::string>& names);
+
 // The user's names of `modules`, compact when they are numbered children of one prefix:
-// [f"model.layers.{i}" for i in (0, 1, 5)] or range(0, 12).
+// [f"model.layers.{i}" for i in (0, 1, 5)] or range(0, 12); modules of several stacks (an
+// encoder's and a decoder's layers) as one such list per stack, unpacked into one list.
 std::string names_expr(const std::vector<std::string>& modules, const CaptureInfo& info) {
-    std::vector<std::string> names;
+    std::vector<std::vector<std::string>> runs;
     for (const std::string& m : modules) {
         int32_t i = info.find_module(m);
-        names.push_back(i >= 0 ? info.user_name(i) : m);
+        std::string name = i >= 0 ? info.user_name(i) : m;
+        if (runs.empty() || prefix_of(runs.back().back()) != prefix_of(name)) runs.emplace_back();
+        runs.back().push_back(name);
     }
+    if (runs.size() <= 1) return names_of_one_prefix(runs.empty() ? std::vector<std::string>{} : runs.front());
+    std::string out = "[";
+    for (size_t r = 0; r < runs.size(); ++r) out += (r ? ", *" : "*") + names_of_one_prefix(runs[r]);
+    return out + "]";
+}
+
+std::string names_of_one_prefix(const std::vector<std::string>& names) {
     std::string prefix;
     std::vector<int> idx;
     bool numbered = !names.empty();
@@ -78,14 +100,13 @@ std::string what_modules(const std::vector<std::string>& modules, const CaptureI
 
 void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
     bool wrapper = false;
-    auto hf_all = [&](const CheckpointGroup& g) {
-        return g.policy == Policy::Full && is_hf(info) && s.checkpoint.size() == 1 &&
-               block_count(g.modules, info) == info.block_name.size() && g.modules.size() == info.block_name.size();
-    };
+    auto hf_all = [&](const CheckpointGroup& group) { return s.checkpoint.size() == 1 && hf_layers(group, info); };
     if (!s.checkpoint.empty() && !hf_all(s.checkpoint.front())) o << "import functools\n";
     for (const CheckpointGroup& g : s.checkpoint) {
         if (hf_all(g)) {
-            o << "model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={\"use_reentrant\": False})\n";
+            const bool current = info.hf_checkpoint_call == "activation_checkpointing_enable";
+            o << "model." << info.hf_checkpoint_call << "(" << (current ? "activation" : "gradient")
+              << "_checkpointing_kwargs={\"use_reentrant\": False})\n";
             continue;
         }
         if (!wrapper) {
@@ -142,21 +163,85 @@ void offload_code(std::ostringstream& o, const OffloadSetting& f, const CaptureI
           << "# also brings the next " << f.prefetch_or_default() << " back ahead\n";
 }
 
-void optimizer_code(std::ostringstream& o, const Setting& s) {
-    if (s.optimizer_on_host) {
-        o << "import deepspeed                   # ZeRO-Offload: AdamW state and step on the CPU\n"
-          << "ds_config = {\"train_micro_batch_size_per_gpu\": 1,\n"
-          << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n"
-          << "             \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}}}\n"
-          << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n"
-          << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
-    } else if (s.optimizer_impl == OptimizerImpl::Fused) {
-        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)   # no foreach temporaries\n";
-    } else if (s.optimizer_impl == OptimizerImpl::Foreach) {
-        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)\n";
-    } else if (s.optimizer_impl == OptimizerImpl::Forloop) {
-        o << "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)\n";
+// The optimizer's class as user code spells it (torch.optim.AdamW); AdamW when the capture
+// does not say (mhc-torch capture's own optimizer).
+std::string optimizer_class(const CaptureInfo& info) {
+    const std::string& cls = info.optimizer_class;
+    if (cls.empty()) return "torch.optim.AdamW";
+    const std::string name = cls.substr(cls.rfind('.') + 1);
+    return cls.rfind("torch.optim.", 0) == 0 ? "torch.optim." + name : name;
+}
+
+std::string py_value(const nlohmann::json& value) {
+    if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+    if (value.is_null()) return "None";
+    if (value.is_array()) {
+        std::string out = "(";
+        for (size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + py_value(value[i]);
+        return out + (value.size() == 1 ? ",)" : ")");
     }
+    return value.dump();
+}
+
+// The captured optimizer's hyperparameters as keyword arguments (lr=0.0001, betas=(0.9, 0.999), ...):
+// the printed optimizer changes only what the setting changes.
+std::string hyperparameters(const CaptureInfo& info) {
+    nlohmann::json defaults = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults,
+                                                    nullptr, false);
+    if (!defaults.is_object() || defaults.empty()) return "lr=1e-4";
+    std::string out;
+    for (const char* key :
+         {"lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad", "maximize"}) {
+        auto it = defaults.find(key);
+        if (it == defaults.end() || (it->is_boolean() && !it->get<bool>())) continue;
+        if (std::string(key) == "dampening" && it->is_number() && it->get<double>() == 0) continue;
+        out += (out.empty() ? "" : ", ") + std::string(key) + "=" + py_value(*it);
+    }
+    return out.empty() ? "lr=1e-4" : out;
+}
+
+bool adam(const CaptureInfo& info) {
+    const std::string cls = optimizer_class(info);
+    return cls == "torch.optim.AdamW" || cls == "torch.optim.Adam";
+}
+
+void optimizer_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
+    const std::string cls = optimizer_class(info), hp = hyperparameters(info);
+    if (setting.optimizer_on_host) {
+        const std::string batch = info.batch > 0 ? std::to_string(info.batch)
+                                                 : "MICRO_BATCH,   # your batch size per step";
+        out << "import deepspeed                   # ZeRO-Offload: optimizer state and step on the CPU\n"
+            << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << (info.batch > 0 ? ",\n" : "\n");
+        if (info.micro_batches > 1)
+            out << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
+        out << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n";
+        if (adam(info)) {
+            nlohmann::json defaults = nlohmann::json::parse(
+                info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr, false);
+            std::string params;
+            for (const char* key : {"lr", "betas", "eps", "weight_decay"})
+                if (defaults.is_object() && defaults.contains(key))
+                    params += (params.empty() ? "" : ", ") + std::string("\"") + key + "\": " + py_value(defaults[key]);
+            if (params.empty()) params = "\"lr\": 1e-4";
+            out << "             \"optimizer\": {\"type\": \"" << (cls == "torch.optim.Adam" ? "Adam" : "AdamW")
+                << "\", \"params\": {" << params << "}}}\n"
+                << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
+        } else {
+            out << "             \"zero_allow_untested_optimizer\": True,\n"
+                << "             \"zero_force_ds_cpu_optimizer\": False}   # your " << cls << ", stepped on the CPU\n"
+                << "model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)\n";
+        }
+        out << "# FSDP2's fully_shard(model, offload_policy=CPUOffloadPolicy()) also moves the parameters to the CPU\n";
+        return;
+    }
+    const char* impl = setting.optimizer_impl == OptimizerImpl::Fused     ? "fused=True"
+                       : setting.optimizer_impl == OptimizerImpl::Foreach ? "foreach=True"
+                       : setting.optimizer_impl == OptimizerImpl::Forloop ? "foreach=False"
+                                                                          : nullptr;
+    if (impl == nullptr) return;
+    out << "optimizer = " << cls << "(model.parameters(), " << hp << ", " << impl << ")"
+        << (setting.optimizer_impl == OptimizerImpl::Fused ? "   # no foreach temporaries" : "") << "\n"
+        << "# (parameter groups of your own: pass them instead of model.parameters(), as before)\n";
 }
 
 }  // namespace
@@ -172,7 +257,10 @@ std::string describe(const Setting& s, const CaptureInfo& info) {
     if (s.offload)
         parts.push_back(std::string(s.offload->mode == OffloadMode::Sync ? "offload (sync) " : "offload ") +
                         (s.offload->modules ? what_modules(*s.offload->modules, info) : std::string("everything")));
-    if (s.optimizer_impl != OptimizerImpl::AsCaptured) parts.push_back(std::string(to_string(s.optimizer_impl)) + " AdamW");
+    if (s.optimizer_impl != OptimizerImpl::AsCaptured) {
+        const std::string cls = optimizer_class(info);
+        parts.push_back(std::string(to_string(s.optimizer_impl)) + " " + cls.substr(cls.rfind('.') + 1));
+    }
     if (s.optimizer_on_host) parts.push_back("optimizer on host");
     if (s.bf16_weights) parts.push_back("bf16 weights");
     if (!s.allocator.empty()) parts.push_back(s.allocator);
@@ -189,7 +277,7 @@ std::string code_for(const Setting& s, const CaptureInfo& info) {
           << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << s.allocator << "\"\n";
     checkpoint_code(o, s, info);
     if (s.offload) offload_code(o, *s.offload, info);
-    optimizer_code(o, s);
+    optimizer_code(o, s, info);
     o << "# or, the same in one line (what --verify runs):\n"
       << "import mhc_torch\n"
       << "model, optimizer = mhc_torch.apply(model, optimizer, " << to_json(s) << ")";

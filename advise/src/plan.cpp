@@ -194,6 +194,17 @@ void index_steps(Base& b) {
         }
     }
     b.optimizer_impl = fused ? "fused" : foreach_ ? "foreach" : "";
+    // Forward-to-backward transitions per step (a recomputation inside the backward is not one).
+    std::vector<int32_t> passes(ns, 0);
+    Phase last = Phase::Other;
+    for (size_t s = 0; s < n; ++s) {
+        if (b.phase[s] == Phase::Recompute) continue;
+        if (s > 0 && b.step[s] != b.step[s - 1]) last = Phase::Other;
+        if (b.phase[s] == Phase::Backward && last == Phase::Forward)
+            ++passes[static_cast<size_t>(b.step_index(b.step[s]))];
+        last = b.phase[s];
+    }
+    for (int32_t count : passes) b.passes = std::max(b.passes, count);
 }
 
 // Where a recorded allocation is made and freed among the recorded kernels.

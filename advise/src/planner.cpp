@@ -123,6 +123,7 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t
         const bool mhc = block_has_type(b, k, kMhcMaps);
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
+            if (b.passes > 1) continue;   // gradient accumulation: block settings are not modelled
             std::vector<BlockChoice> per(nb, BlockChoice::Keep);
             per[k] = static_cast<BlockChoice>(c);
             Evaluator::Quick q = ev.quick(combine(b, Setting{}, per, o.offload));
@@ -194,7 +195,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     std::vector<Setting> globals;
     for (int fused = 0; fused < 2; ++fused)
         for (int host = 0; host < 2; ++host) {
-            if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach")) continue;
+            if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach" || !b.info.adam_optimizer())) continue;
             if (fused && host) continue;   // a host step replaces the GPU's kernels either way
             if (host && (!o.host_optimizer || b.opt_first.empty() || b.opt_first[0] < 0)) continue;
             Setting g;

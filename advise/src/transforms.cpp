@@ -31,8 +31,19 @@ Context make_context(const Base& b, const Setting& s, HostModel host) {
 
 std::vector<std::unique_ptr<Transform>> make_transforms(const Base& b, const Setting& s) {
     std::vector<std::unique_ptr<Transform>> t;
+    if (b.passes > 1 && (!s.checkpoint.empty() || s.offload))
+        throw Error(std::string("setting: field '") + (s.checkpoint.empty() ? "offload" : "checkpoint") +
+                    "': the capture runs " + std::to_string(b.passes) +
+                    " forward and backward passes per step (gradient accumulation), which "
+                    "checkpointing and offloading are not modelled for: capture the step with --micro-batches 1 to ask "
+                    "about them (its peak lacks the gradients accumulated between passes)");
     if (!s.checkpoint.empty()) t.push_back(make_checkpoint(b, s.checkpoint));
     if (s.offload) t.push_back(make_offload(b, *s.offload));
+    if (s.optimizer_impl == OptimizerImpl::Fused && !b.info.adam_optimizer())
+        throw Error(
+            "setting: field 'optimizer.impl': the fused kernel is modelled for Adam and AdamW; the capture's "
+            "optimizer is " +
+            b.info.optimizer_class + ": capture the step with fused=True instead");
     if (s.optimizer_impl == OptimizerImpl::Fused) t.push_back(make_fused_optimizer(b));
     if (s.optimizer_impl == OptimizerImpl::Foreach && b.optimizer_impl != "foreach")
         throw Error("setting: field 'optimizer.impl': foreach adds temporaries the capture does not show "

@@ -12,8 +12,10 @@ the capture every aten op the model runs, after autograd and autocast:
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
+import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -485,6 +487,33 @@ def _older_objects_frozen():
 
 
 @contextlib.contextmanager
+def _attention_as_on_gpu():
+    """F.scaled_dot_product_attention with dropout as a GPU runs it. CPU dispatch sends a call with
+    dropout_p > 0 to the math path, which saves the attention probabilities (batch x heads x
+    seq x seq), the dropout mask and the dropped probabilities; a GPU's flash and memory-efficient
+    kernels apply the dropout inside the kernel and save only the output and the log-sum-exp (and
+    the generator's seed and offset). So while the capture runs, such a call runs with dropout 0,
+    which takes the CPU flash kernel: the same tensors as the GPU's. Fake tensors compute no
+    values, so the probabilities being dropped or not changes nothing else. The function itself
+    is replaced (not a TorchFunctionMode, which a checkpoint's recompute in the backward does not
+    see: it would recompute with the math path and fail checkpoint's metadata check); code that
+    bound the function before the capture keeps CPU's choice."""
+    import torch.nn.functional as F
+
+    original = F.scaled_dot_product_attention
+
+    @functools.wraps(original)
+    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        return original(query, key, value, attn_mask, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+    F.scaled_dot_product_attention = attention
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+@contextlib.contextmanager
 def _collector_at_step_ends():
     """Python's cyclic garbage collector off during the capture (collected at each step's end
     instead): a storage kept only by a reference cycle would otherwise be freed after whichever
@@ -569,7 +598,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
         raise
     finally:
         fake_log.setLevel(fake_log_level)
-    layer_names, step_times, modules = result
+    layer_names, step_times, modules, facts = result
     rec.layer_markers()
     rec.finish_categories()
     rec.peak_bytes = _device_peak(rec.allocs)  # after the folds above moved lifetimes
@@ -595,6 +624,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
         full_meta["capture.setting"] = dumps(setting_given)
         if setting.get("weights") == "bf16" and param_dtype is None:
             full_meta["capture.param_dtype"] = "bfloat16"  # the setting's weights, cast by apply
+    full_meta.update(facts)
     full_meta.update(rec.workspaces.meta())
     if autocast_dtype is not None and autocast_policy == "cuda":
         from .autocast_cuda import unmodelled_ops
@@ -610,6 +640,35 @@ def capture(build_model: Callable[[], torch.nn.Module],
             flops[k.step][store.PHASE_NAMES[k.phase]] += k.flops
     return CaptureResult(path=path, kernels=len(rec.kernels), allocations=len(rec.allocs), steps=steps,
                          peak_bytes=rec.peak_bytes, step_time_ns=step_times, meta=full_meta, flops_per_step=flops)
+
+
+def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, str]:
+    """What the code `mhc advise` prints needs to know of the user's model and optimizer, as built
+    (before a setting is applied): the optimizer's class and hyperparameters (the printed code keeps
+    them), and for a Hugging Face model that supports it the layers its own activation-checkpointing
+    call wraps and that call's name in the installed transformers (absent otherwise: the printed
+    code then uses PyTorch's checkpoint wrapper)."""
+    import json
+
+    cls = type(optimizer)
+    defaults = {k: list(v) if isinstance(v, tuple) else v for k, v in optimizer.defaults.items()
+                if isinstance(v, (bool, int, float, str, type(None))) or
+                isinstance(v, tuple) and all(isinstance(x, (int, float)) for x in v)}
+    facts = {"capture.optimizer_class": f"{cls.__module__}.{cls.__qualname__}",
+             "capture.optimizer_defaults": json.dumps(defaults, sort_keys=True)}
+    hf = sys.modules.get("transformers.modeling_utils")
+    layers_mod = sys.modules.get("transformers.modeling_layers")
+    if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):
+        layer_cls = getattr(layers_mod, "GradientCheckpointingLayer", None)
+        root = type(model).__name__
+        names = [f"{root}.{n}" if n else root for n, m in model.named_modules()
+                 if layer_cls is not None and isinstance(m, layer_cls)]
+        if names:
+            facts["capture.hf_checkpoint_layers"] = json.dumps(names)
+            facts["capture.hf_checkpoint_call"] = ("activation_checkpointing_enable"
+                                                   if hasattr(model, "activation_checkpointing_enable")
+                                                   else "gradient_checkpointing_enable")
+    return facts
 
 
 def _device_peak(allocs, device: int = 0) -> int:
@@ -665,6 +724,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             model = cast_model(model, recipe.param_dtype)
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))([p for _, p in params])
+        facts = model_facts(model, opt)
         if setting is not None:
             from .applying import apply
 
@@ -694,8 +754,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
+        attention = _attention_as_on_gpu() if torch.device(device).type == "cpu" else contextlib.nullcontext()
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends():
+                _collector_at_step_ends(), attention:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
@@ -708,4 +769,4 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         rec.phase = "end"
         modules = rec.module_records(model)
         del run, opt, model, batch
-    return list(layers), step_times, modules
+    return list(layers), step_times, modules, facts

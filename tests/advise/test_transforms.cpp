@@ -78,6 +78,35 @@ TEST_CASE("checkpoint full: dropped in the forward, recomputed before the backwa
     CHECK(predict(f, R"({"checkpoint": {"modules": ["blocks.1"]}})").memory.peak == 3300);
 }
 
+TEST_CASE("checkpoint: recomputed before the first backward read, whichever module the capture credits it to",
+          "[advise][transform]") {
+    // two_blocks with block 1's backward split in two, the first op credited to the root (as a
+    // capture credits the last BERT layer's output LayerNorm backward to the head after it):
+    //   k5 M gelu_bwd a1 -> g1 (100), k6 blocks.1 mul a1, g1 -> g1b (100), k7 blocks.0 gelu_bwd.
+    // The recomputation (k2, k3) must come before k5, which reads a1's recomputed copy.
+    TinyTrace tiny = advisetest::two_blocks();
+    tiny.kernels[5].module = "M";
+    const int g1b = tiny.alloc(100, mhc::trace::Category::Workspace, "g1b", 6, 7);
+    tiny.allocs[3].freed_after = 6;   // a1, read by k6 too
+    tiny.allocs[6].freed_after = 6;   // g1
+    tiny.allocs[7].made_at = 7;       // g0
+    tiny.kernels.insert(
+        tiny.kernels.begin() + 6,
+        advisetest::TinyKernel{
+            "aten::mul", "M.blocks.1", mhc::trace::Phase::Backward, {{3, 'r'}, {6, 'r'}, {g1b, 'w'}}, {}});
+    tiny.kernels[7].acc = {{1, 'r'}, {g1b, 'r'}, {7, 'w'}};
+    tiny.allocs[1].freed_after = 7;   // a0
+    Fixture fix(tiny);
+    const Setting setting = parse_setting(R"({"checkpoint": {"modules": ["M.blocks.1"]}})");
+    mhc::trace::TraceData out = fix.ev().trace(setting);
+    CHECK(mhc::trace::check_trace(out).ok());
+    REQUIRE(out.kernels.size() == 10);
+    CHECK(out.str(out.kernels.name[5]) == "aten::mm");   // the recomputation
+    CHECK(out.str(out.kernels.name[6]) == "aten::gelu");
+    CHECK(out.str(out.kernels.name[7]) == "aten::gelu_backward");
+    CHECK(fix.ev().predict(setting).memory.peak < fix.ev().predict(Setting{}).memory.peak + 200);
+}
+
 TEST_CASE("selective checkpoint keeps matmul outputs and recomputes the rest", "[advise][transform]") {
     Fixture f(advisetest::two_blocks());
     // a1 (made by mm) is cached: it stays; o0 is held to k5; the recomputation is gelu alone:
@@ -178,4 +207,59 @@ TEST_CASE("a trace that is not a model capture is refused in one line", "[advise
     t.write(path.path);
     auto data = mhc::trace::load_checked_trace(path.path);
     CHECK_THROWS_WITH(make_base(data), Catch::Contains("no modules recorded") && Catch::Contains("mhc-torch capture"));
+}
+
+TEST_CASE("blocks: every stack of layers of one type, in forward order (an encoder's and a decoder's)",
+          "[advise][transform]") {
+    // enc.0, enc.1 run first (one kernel each), then dec.0, dec.1 (two each: the decoder has the
+    // most forward kernels); the nested "enc.0.parts.0/1" (two types) are not a stack of their own.
+    TinyTrace tiny;
+    tiny.modules = {{"M", "EncDec"},      {"M.enc.0", "Layer"}, {"M.enc.0.parts.0", "A"}, {"M.enc.0.parts.1", "B"},
+                    {"M.enc.1", "Layer"}, {"M.dec.0", "Layer"}, {"M.dec.1", "Layer"}};
+    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    std::vector<int> out;
+    const char* mods[] = {"M.enc.0.parts.0", "M.enc.1", "M.dec.0", "M.dec.0", "M.dec.1", "M.dec.1"};
+    for (int k = 0; k < 6; ++k) {
+        out.push_back(tiny.alloc(100, mhc::trace::Category::Activation, "a" + std::to_string(k), k, 6 + (5 - k)));
+        tiny.kernel({"aten::mm",
+                     mods[k],
+                     mhc::trace::Phase::Forward,
+                     {{k ? out[static_cast<size_t>(k - 1)] : batch, 'r'}, {out.back(), 'w'}},
+                     {out.back()}});
+    }
+    for (int k = 5; k >= 0; --k)
+        tiny.kernel(
+            {"aten::mm_backward", mods[k], mhc::trace::Phase::Backward, {{out[static_cast<size_t>(k)], 'r'}}, {}});
+    Fixture fix(tiny);
+    CHECK(fix.base.info.block_name == std::vector<std::string>{"M.enc.0", "M.enc.1", "M.dec.0", "M.dec.1"});
+    CHECK(fix.base.info.block_prefix == "M.dec, M.enc");
+    CHECK(predict(fix, R"({"checkpoint": {"modules": ["M.enc.0", "M.dec.1"]}})").memory.peak > 0);
+}
+
+TEST_CASE("gradient accumulation: block settings are refused in one line, not mis-predicted", "[advise][transform]") {
+    // two forward and backward passes of two_blocks in one step (micro-batches): the checkpoint
+    // and offload transforms assume one; they made steps that failed their checks.
+    TinyTrace tiny = advisetest::two_blocks();
+    const size_t nk = tiny.kernels.size(), na = tiny.allocs.size();
+    for (size_t idx = 1; idx < na; ++idx) {   // the second pass's storages, 7 kernels later
+        advisetest::TinyAlloc copy = tiny.allocs[idx];
+        copy.made_at += static_cast<int>(nk);
+        copy.freed_after = copy.freed_after < 0 ? -1 : copy.freed_after + static_cast<int>(nk);
+        copy.label += "'";
+        tiny.allocs.push_back(copy);
+    }
+    tiny.allocs[7].freed_after = static_cast<int>(nk) - 1;   // the first pass's g0
+    for (size_t k = 0; k < nk; ++k) {
+        advisetest::TinyKernel copy = tiny.kernels[k];
+        for (auto& [alloc, mode] : copy.acc) alloc = alloc == 0 ? 0 : alloc + static_cast<int>(na) - 1;
+        for (int& alloc : copy.saves) alloc += static_cast<int>(na) - 1;
+        tiny.kernels.push_back(copy);
+    }
+    Fixture fix(tiny);
+    CHECK(fix.base.passes == 2);
+    CHECK_THROWS_WITH(predict(fix, R"({"checkpoint": {"modules": ["M.blocks.1"]}})"),
+                      Catch::Contains("gradient accumulation"));
+    CHECK_THROWS_WITH(predict(fix, R"({"offload": {"modules": ["M.blocks.1"]}})"), Catch::Contains("'offload'"));
+    CHECK(predict(fix, "{}").memory.peak > 0);
+    CHECK(Fixture(advisetest::two_blocks()).base.passes == 1);
 }

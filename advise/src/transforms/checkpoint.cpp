@@ -100,6 +100,17 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         });
     }
     if (stop < 0 || trigger < 0) return;   // nothing saved, or nothing read back
+    // What only the run saved is read back from its recomputed copy, so the recomputation comes
+    // before every backward read of it, also one the capture credits to another module (the
+    // last BERT layer's output LayerNorm backward is credited to the head that follows it).
+    for (int32_t storage : saved) {
+        if (!only_here[static_cast<size_t>(storage)]) continue;
+        b.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+            if (b.phase[static_cast<size_t>(seq)] == Phase::Backward && b.step[static_cast<size_t>(seq)] == step &&
+                seq < trigger)
+                trigger = seq;
+        });
+    }
     // The checkpoint's frame (and the inputs it holds) lives until the last backward node
     // holding one of its saved tensors is done.
     int32_t region_bwd_last = trigger;

@@ -19,7 +19,9 @@ struct CaptureInfo {
     std::unordered_map<std::string, int32_t> module_index;
     std::string root;                     // the root module's name ("GPT2LMHeadModel")
     // The model's blocks: the numbered children of the prefix with the most forward kernels
-    // ("LlamaForCausalLM.model.layers" -> ".0", ".1", ...), in forward order.
+    // ("LlamaForCausalLM.model.layers" -> ".0", ".1", ...) and, when those are all of one module
+    // type, of every other such stack of one type that is neither inside nor around it (T5's
+    // "encoder.block" and "decoder.block"), in forward order; block_prefix lists the stacks.
     std::string block_prefix;
     std::vector<std::string> block_name;
     std::vector<int32_t> block_module;    // module index of each block
@@ -35,6 +37,14 @@ struct CaptureInfo {
     std::vector<int32_t> saved_packs;     // parallel to saved_by: packs of the storage by that op
     int64_t saved_rows = 0;
 
+    // What the printed code needs to know of the user's model and optimizer (meta that
+    // mhc-torch capture writes; empty in a capture that lacks it).
+    std::vector<std::string> hf_checkpoint_layers;   // the layers a Hugging Face model's own call checkpoints
+    std::string hf_checkpoint_call;                  // that call: activation_ or gradient_checkpointing_enable
+    std::string optimizer_class;                     // "torch.optim.adamw.AdamW"
+    std::string optimizer_defaults;                  // its hyperparameters, a JSON object
+    int64_t batch = 0, micro_batches = 1;            // the recipe's (batch 0: not known)
+
     int32_t find_module(const std::string& name) const;   // -1 if the model has none so named
     // True when `module` is `ancestor` or lies inside it (by name: "a.b.c" inside "a.b").
     bool within(int32_t module, int32_t ancestor) const;
@@ -42,6 +52,9 @@ struct CaptureInfo {
     std::vector<uint8_t> inside_any(const std::vector<int32_t>& roots) const;
     // The name a user's code gives the module (model.get_submodule): without the root's class.
     std::string user_name(int32_t module) const;
+    // The captured optimizer is torch.optim's Adam or AdamW (also when the capture does not name
+    // its class: mhc-torch capture's own AdamW): the optimizer whose fused kernel is modelled.
+    bool adam_optimizer() const;
 };
 
 // Reads the capture tables of `t`'s file. Throws mhc::Error (bad input, one line naming the

@@ -122,6 +122,9 @@ struct Base {
     // and last optimizer seq; -1 when absent.
     std::vector<int32_t> fwd_last, bwd_first, opt_first, opt_last;
     std::string optimizer_impl;         // "foreach", "fused" or "" (neither seen)
+    // The most forward-then-backward passes in one step (2 and more: gradient accumulation over
+    // micro-batches, which the checkpoint and offload transforms do not model).
+    int32_t passes = 1;
     double hbm_bw = 0;                  // B/s of the capture's GPU (roofline of added kernels)
     int64_t launch_overhead = 2000;     // ns
     Plan plan;                          // the recorded step, unedited
