@@ -185,9 +185,14 @@ std::string py_value(const nlohmann::json& value) {
 
 // The captured optimizer's hyperparameters as keyword arguments (lr=0.0001, betas=(0.9, 0.999), ...):
 // the printed optimizer changes only what the setting changes.
+// The captured optimizer's defaults (an object; anything else reads as none: load_capture_info
+// refuses a file whose meta is not an object).
+nlohmann::json optimizer_defaults(const CaptureInfo& info) {
+    return nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr, false);
+}
+
 std::string hyperparameters(const CaptureInfo& info) {
-    nlohmann::json defaults = nlohmann::json::parse(info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults,
-                                                    nullptr, false);
+    const nlohmann::json defaults = optimizer_defaults(info);
     if (!defaults.is_object() || defaults.empty()) return "lr=1e-4";
     std::string out;
     for (const char* key :
@@ -200,11 +205,6 @@ std::string hyperparameters(const CaptureInfo& info) {
     return out.empty() ? "lr=1e-4" : out;
 }
 
-bool adam(const CaptureInfo& info) {
-    const std::string cls = optimizer_class(info);
-    return cls == "torch.optim.AdamW" || cls == "torch.optim.Adam";
-}
-
 void optimizer_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     const std::string cls = optimizer_class(info), hp = hyperparameters(info);
     if (setting.optimizer_on_host) {
@@ -215,9 +215,8 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
         if (info.micro_batches > 1)
             out << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
         out << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n";
-        if (adam(info)) {
-            nlohmann::json defaults = nlohmann::json::parse(
-                info.optimizer_defaults.empty() ? "{}" : info.optimizer_defaults, nullptr, false);
+        if (info.adam_optimizer()) {   // the planner's test too: one rule for both
+            const nlohmann::json defaults = optimizer_defaults(info);
             std::string params;
             for (const char* key : {"lr", "betas", "eps", "weight_decay"})
                 if (defaults.is_object() && defaults.contains(key))
