@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Runs `mhc simulate` and the document's second reading (reference_sim.py) on generated traces
+and compares metrics and every stored event.
+
+Usage: reference_compare.py MHC WORKDIR [--quick]
+Exit 0 when every run agrees, 1 otherwise (each difference printed).
+"""
+import itertools
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_sim as ref  # noqa: E402
+
+KINDS = {0: "swap_out", 1: "swap_in", 2: "evict_clean", 3: "drop", 4: "recompute", 5: "stall", 6: "oom",
+         7: "prefetch"}
+METRICS = ["simulated_peak_bytes", "baseline_makespan_ns", "simulated_makespan_ns", "stall_ns", "stalls",
+           "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions", "host_peak_bytes", "prefetches", "early_evictions"]
+
+
+def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none"):
+    cmd = [mhc, "simulate", str(trace), "--allocator", "ideal", "--policy", policy, "--prefetch", prefetch,
+           "--capacity", capacity, "--json"] + link_args
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode not in (0, 3):
+        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
+    out = json.loads(p.stdout)
+    db = sqlite3.connect(str(trace))
+    run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
+    rows = db.execute("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ? "
+                      "ORDER BY rowid", (run,)).fetchall()
+    db.close()
+    return out, rows
+
+
+def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0):
+    prefetch = f"lookahead:{lookahead}" if lookahead else "none"
+    out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch)
+    cap = int(out["metrics"]["capacity_bytes"])
+    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead)
+    problems = []
+    got = out["metrics"]
+    for k in METRICS:
+        if k in res.metrics and k in got and int(got[k]) != int(res.metrics[k]):
+            problems.append(f"{k}: mhc {int(got[k])}, reference {int(res.metrics[k])}")
+    ids = [a[0] for a in tr.allocs]
+    mine = []
+    for kind, t0, t1, a, kern, b in res.events:
+        mine.append((kind, t0, t1, ids[a] if a is not None else None, kern, b))
+    theirs = []
+    for kind, t0, t1, a, kern, b in rows:
+        name = KINDS[kind]
+        if name == "oom":
+            theirs.append((name, t0, t1, a, kern or None, b))
+        elif name == "stall":
+            theirs.append((name, t0, t1, None, kern or None, 0))
+        else:
+            theirs.append((name, t0, t1, a, None, b))
+    key = lambda e: (e[1], e[0], e[3] or 0, e[4] or 0)   # noqa: E731
+    mine.sort(key=key)
+    theirs.sort(key=key)
+    if mine != theirs:
+        for i, (x, y) in enumerate(zip(mine, theirs)):
+            if x != y:
+                problems.append(f"event {i}: mhc {y}, reference {x}")
+                break
+        else:
+            problems.append(f"events: mhc {len(theirs)}, reference {len(mine)}")
+    return problems, got
+
+
+def main():
+    mhc, work = sys.argv[1], Path(sys.argv[2])
+    quick = "--quick" in sys.argv
+    work.mkdir(parents=True, exist_ok=True)
+    traces = []
+    specs = [("gpt2-small", ["--layers", "2", "--steps", "2", "--seq", "256"]),
+             ("llama2-7b", ["--layers", "1", "--steps", "2", "--seq", "256"]),
+             ("mhc-27b", ["--layers", "4", "--steps", "2", "--seq", "128", "--dp", "1"]),
+             ("gpt2-small", ["--layers", "2", "--steps", "3", "--seq", "128", "--dp", "2"])]
+    for i, (preset, args) in enumerate(specs[:2] if quick else specs):
+        path = work / f"ref-{i}.db"
+        if path.exists():
+            path.unlink()
+        subprocess.run([mhc, "generate", "--preset", preset, "-o", str(path)] + args, check=True,
+                       capture_output=True)
+        traces.append(path)
+    links = [("pcie4", ref.Link(), []),
+             ("pcie3, 1 copy engine", ref.Link(h2d_bps=12e9, d2h_bps=12e9, copy_engines=1), ["--link", "pcie3", "--copy-engines", "1"]),
+             ("nvlink-c2c, 2000 ops/s", ref.Link(h2d_bps=320e9, d2h_bps=320e9, max_ops_per_sec=2000),
+              ["--link", "nvlink-c2c", "--max-swap-ops-per-sec", "2000"]),
+             ("pcie5, 1.5 us", ref.Link(h2d_bps=55e9, d2h_bps=55e9, duplex_factor=52 / 55, h2d_latency_s=1.5e-6,
+                                       d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
+    failures = runs = 0
+    for path in traces:
+        for policy, cap, (lname, link, largs), k in itertools.product(["lru", "largest", "belady"],
+                                                                     ["90%", "70%", "50%", "30%"],
+                                                                     links[:1] if quick else links, [0, 8, 2]):
+            copy = work / "run.db"
+            shutil.copy(path, copy)
+            problems, got = compare(mhc, copy, policy, cap, link, largs, k)
+            runs += 1
+            tag = f"{path.name} {policy} {cap} {lname} lookahead:{k}: loss {got.get('throughput_loss')}"
+            if problems:
+                failures += 1
+                print(f"DIFFER {tag}")
+                for p in problems:
+                    print(f"    {p}")
+            else:
+                print(f"same   {tag}")
+    print(f"{runs} runs, {failures} differ")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

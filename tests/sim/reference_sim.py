@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""A second reading of docs/simulator.md, written from the document alone.
+
+It simulates one device of a trace file (SQLite, docs/trace-format.md) with the `ideal` allocator,
+the eviction policies `lru`, `largest` and `belady`, the prefetcher `none`, an unlimited host buffer
+and no cap on swap operations, over a link given by its figures (rule 8), and returns the metrics
+and the events a stored run holds. It shares no code with the simulator: where the two disagree,
+one of them does not do what the document says (tests/sim/reference_compare.py runs both).
+"""
+import heapq
+import math
+import sqlite3
+from dataclasses import dataclass, field
+
+NEVER = 1 << 62
+
+# states (docs/simulator.md, "State")
+NOT_YET, GPU, HOST, H2D, D2H, FREED = range(6)
+
+
+@dataclass
+class Link:
+    h2d_bps: float = 25e9
+    d2h_bps: float = 25e9
+    h2d_latency_s: float = 6e-6
+    d2h_latency_s: float = 6e-6
+    copy_engines: int = 2
+    duplex_factor: float = 0.5
+    nccl_share: float = 0.5
+    memcpy_share: float = 0.5
+    max_ops_per_sec: float = 0   # --max-swap-ops-per-sec (0: no cap)
+
+
+@dataclass
+class Transfer:
+    end: int
+    alloc: int
+    to_gpu: bool
+    live: bool = True   # False: cancelled, or its allocation freed: its completion changes nothing
+
+
+@dataclass
+class Result:
+    metrics: dict
+    events: list = field(default_factory=list)   # (kind, t_start, t_end, allocation id, kernel id, bytes)
+    oom: bool = False
+
+
+class Trace:
+    """The rows of one device, read with sqlite3 only."""
+
+    def __init__(self, path, device=None):
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        allocs = db.execute("SELECT id, device, bytes, t_alloc, t_free FROM allocations ORDER BY id").fetchall()
+        kernels = db.execute("SELECT k.id, k.device, k.t_start, k.t_end, s.text FROM kernels k "
+                             "LEFT JOIN strings s ON s.id = k.name ORDER BY k.id").fetchall()
+        if device is None:
+            device = self.largest_peak_device(allocs)
+        self.device = device
+        self.allocs = [a for a in allocs if a[1] == device]
+        self.alloc_index = {a[0]: i for i, a in enumerate(self.allocs)}
+        own = [k for k in kernels if k[1] == device]
+        own.sort(key=lambda k: (k[2], k[0]))   # seq: by (t_start, row)
+        self.kernels = own
+        self.kernel_seq = {k[0]: s for s, k in enumerate(own)}
+        self.operands = [[] for _ in own]   # (alloc index, mode) by allocation id
+        for kid, aid, mode in db.execute("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation"):
+            if kid in self.kernel_seq and aid in self.alloc_index:
+                self.operands[self.kernel_seq[kid]].append((self.alloc_index[aid], mode))
+        # recorded contention (rule 8): any kernel whose name holds "nccl", memcpys by direction
+        self.nccl = sorted((k[2], k[3]) for k in kernels if k[4] and "nccl" in k[4].lower())
+        self.copies = {0: [], 1: []}
+        for kind, t0, t1 in db.execute("SELECT kind, t_start, t_end FROM copies"):
+            if kind in (0, 1):
+                self.copies[kind].append((t0, t1))
+        db.close()
+
+    @staticmethod
+    def largest_peak_device(allocs):
+        best = None
+        for dev in sorted({a[1] for a in allocs if a[1] >= 0}):
+            peak = Trace.live_peak([a for a in allocs if a[1] == dev])
+            if best is None or peak > best[0]:
+                best = (peak, dev)
+        return best[1]
+
+    @staticmethod
+    def live_peak(allocs):
+        live = peak = 0
+        for _, _, b, kind in Trace.memory_events(allocs):
+            live += b if kind == "alloc" else -b
+            peak = max(peak, live)
+        return peak
+
+    @staticmethod
+    def memory_events(allocs):
+        """docs/trace-format.md, "Events at one instant": frees of earlier allocations, then the
+        allocations of t by row, each freed right after it when it dies at t too."""
+        ev = []
+        for i, a in enumerate(allocs):
+            _, _, b, t0, t1 = a
+            ev.append((t0, 1, i, 0, b, "alloc"))
+            if t1 is not None:
+                ev.append((t1, 0 if t1 > t0 else 1, i, 1, b, "free"))
+        ev.sort()
+        return [(t, i, b, kind) for t, _, i, _, b, kind in ev]
+
+
+def intervals_cover(intervals, t):
+    # a recorded interval [t_start, t_end) that holds t
+    return any(t0 <= t < t1 for t0, t1 in intervals)
+
+
+class Sim:
+    def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0):
+        self.tr, self.cap, self.policy, self.link = tr, capacity, policy, link
+        self.lookahead = lookahead   # K of `lookahead:K`; 0: `none`
+        self.protected = set()
+        self.live_at_start = None
+        n = len(tr.allocs)
+        self.state = [NOT_YET] * n
+        self.host_valid = [False] * n
+        self.pins = [0] * n
+        self.stamp = [0] * n
+        self.key_next = [NEVER] * n   # belady: next use when it became evictable
+        self.transfer = [None] * n    # the live transfer of an allocation
+        self.clock = 0
+        self.used = self.host = 0
+        self.peak = self.host_peak = 0
+        self.shift = 0
+        self.flight = []   # transfers in flight
+        self.queue_free = {True: 0, False: 0}
+        self.last_op = -(1 << 62)
+        self.events = []
+        self.m = dict(stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,
+                      clean_evictions=0, prefetches=0, early_evictions=0)
+        self.next_access_cursor = {}
+        self.build_next_uses()
+
+    def build_next_uses(self):
+        tr = self.tr
+        uses = [[] for _ in tr.allocs]
+        for s, ops in enumerate(tr.operands):
+            for a, _ in ops:
+                if not uses[a] or uses[a][-1] != s:
+                    uses[a].append(s)
+        self.uses = uses
+
+    def next_use_after(self, a, s):
+        # the first kernel seq > s that accesses a (s = -1: its first use)
+        import bisect
+        u = self.uses[a]
+        i = bisect.bisect_right(u, s)
+        return u[i] if i < len(u) else NEVER
+
+    # -- memory
+    def note_used(self, t):
+        self.peak = max(self.peak, self.used)
+        self.host_peak = max(self.host_peak, self.host)
+
+    def evictable(self, a):
+        return self.state[a] == GPU and self.pins[a] == 0
+
+    def victim(self, aside=()):
+        cands = [a for a in range(len(self.state)) if self.evictable(a) and a not in aside]
+        if not cands:
+            return None
+        if self.policy == "lru":
+            return min(cands, key=lambda a: self.stamp[a])
+        if self.policy == "largest":
+            return min(cands, key=lambda a: (-self.tr.allocs[a][2], self.stamp[a]))
+        if self.policy == "belady":
+            return min(cands, key=lambda a: (-self.key_next[a], a))
+        raise ValueError(self.policy)
+
+    # -- transfers (rule 8)
+    def start_transfer(self, a, to_gpu, t):
+        q = True if self.link.copy_engines == 1 else to_gpu
+        other = (not to_gpu) if self.link.copy_engines >= 2 else None
+        s = max(t, self.queue_free[q])
+        if self.link.max_ops_per_sec > 0:   # "Limits": transfers at least 1/N s apart, both directions
+            s = max(s, self.last_op + math.ceil(1e9 / self.link.max_ops_per_sec))
+            self.last_op = s
+        bw = self.link.h2d_bps if to_gpu else self.link.d2h_bps
+        lat = self.link.h2d_latency_s if to_gpu else self.link.d2h_latency_s
+        if other is not None and self.queue_free[other] > s:
+            bw *= self.link.duplex_factor
+        r = s - self.shift
+        if intervals_cover(self.tr.nccl, r):
+            bw *= 1 - self.link.nccl_share
+        if intervals_cover(self.tr.copies[0 if to_gpu else 1], r):
+            bw *= 1 - self.link.memcpy_share
+        b = self.tr.allocs[a][2]
+        dur = max(1, int(math.ceil(lat * 1e9 + b / bw * 1e9)))   # in doubles, as rule 8 writes it
+        end = s + dur
+        self.queue_free[q] = end
+        tf = Transfer(end, a, to_gpu)
+        self.flight.append(tf)
+        self.transfer[a] = tf
+        if to_gpu:
+            self.m["swap_ins"] += 1
+            self.m["swap_in_bytes"] += b
+        else:
+            self.m["swap_outs"] += 1
+            self.m["swap_out_bytes"] += b
+        self.events.append(("swap_in" if to_gpu else "swap_out", s, end, a, None, b))
+        return tf
+
+    def complete_by(self, t):
+        done = sorted((tf for tf in self.flight if tf.end <= t), key=lambda tf: (tf.end, tf.alloc))
+        for tf in done:
+            self.flight.remove(tf)
+            if not tf.live:
+                continue
+            a = tf.alloc
+            self.transfer[a] = None
+            if tf.to_gpu:
+                self.state[a] = GPU
+            else:
+                self.state[a] = HOST
+                self.host_valid[a] = True
+                self.used -= self.tr.allocs[a][2]
+
+    def pending_out(self):
+        return sum(self.tr.allocs[tf.alloc][2] for tf in self.flight if tf.live and not tf.to_gpu)
+
+    def evict(self, v, t):
+        b = self.tr.allocs[v][2]
+        if self.host_valid[v]:
+            self.state[v] = HOST
+            self.used -= b
+            self.m["clean_evictions"] += 1
+            self.events.append(("evict_clean", t, t, v, None, b))
+        else:
+            self.state[v] = D2H
+            self.host += b
+            self.note_used(t)
+            self.start_transfer(v, False, t)
+
+    def make_room(self, b, t):
+        """Rule 6 with the ideal allocator; returns the time the room is there, None for an OOM."""
+        while True:
+            self.complete_by(t)
+            if self.used + b <= self.cap:
+                return t
+            if self.used - self.pending_out() + b > self.cap:
+                v = self.victim()
+                if v is not None:
+                    self.evict(v, t)
+                    continue
+            live = [tf.end for tf in self.flight if tf.live]
+            if not live:
+                self.oom_at = t
+                self.oom_short = self.used + b - self.cap
+                return None
+            t = max(t, min(live))
+
+    # -- the run
+    def run(self):
+        tr = self.tr
+        ev = []   # (recorded t, order, tie, kind, payload)
+        for s, k in enumerate(tr.kernels):
+            ev.append((k[2], 3, s, 0, "start", s))
+            # a zero-length kernel's end right after its start, before the next start of that instant
+            ev.append((k[3], 0 if k[3] > k[2] else 3, s, 1, "end", s))
+        for order, (t, i, b, kind) in enumerate(Trace.memory_events(tr.allocs)):
+            ev.append((t, 1 if kind == "free" and tr.allocs[i][3] < t else 2, order, 0, kind, i))
+        ev.sort(key=lambda e: e[:4])
+        if not ev:
+            return None
+        first = ev[0][0]
+        last = max(e[0] for e in ev)
+        oom = False
+        for r, _, _, _, kind, x in ev:
+            t = r + self.shift
+            self.complete_by(t)
+            if kind == "alloc":
+                b = tr.allocs[x][2]
+                t2 = self.make_room(b, t)
+                if t2 is None:
+                    oom = True
+                    self.events.append(("oom", self.oom_at, self.oom_at, x, None, self.oom_short))
+                    break
+                self.stall(t, t2, None)
+                self.used += b
+                self.state[x] = GPU
+                self.host_valid[x] = False
+                self.clock += 1
+                self.stamp[x] = self.clock
+                self.key_next[x] = self.next_use_after(x, -1)
+                self.note_used(t2)
+            elif kind == "free":
+                self.free(x)
+            elif kind == "start":
+                if not self.kernel_start(x, t):
+                    oom = True
+                    break
+            else:
+                self.kernel_end(x)
+        m = self.m
+        m["baseline_makespan_ns"] = last - first
+        # an OOM run ends at its OOM (docs/simulator.md, "Time")
+        m["simulated_makespan_ns"] = (self.oom_at if oom else last + self.shift) - first
+        m["simulated_peak_bytes"] = self.peak
+        m["host_peak_bytes"] = self.host_peak
+        m["oom"] = 1 if oom else 0
+        return Result(m, self.events, oom)
+
+    def stall(self, t, t2, kernel):
+        if t2 > t:
+            self.m["stalls"] += 1
+            self.m["stall_ns"] += t2 - t
+            self.events.append(("stall", t, t2, None, kernel, 0))
+            self.shift += t2 - t
+
+    def free(self, a):
+        b = self.tr.allocs[a][2]
+        st = self.state[a]
+        if st in (GPU, D2H, H2D):
+            self.used -= b
+        if st == D2H:
+            self.host -= b   # the swap-out's host reservation
+        if self.transfer[a] is not None:
+            self.transfer[a].live = False
+            self.transfer[a] = None
+        if self.host_valid[a]:
+            self.host -= b
+            self.host_valid[a] = False
+        self.state[a] = FREED
+
+    def kernel_start(self, s, t):
+        ops = self.tr.operands[s]
+        for a, _ in ops:
+            self.pins[a] += 1
+        for a, _ in ops:
+            self.clock += 1
+            self.stamp[a] = self.clock
+        ready = now = t   # operands are restored in access order, each from where the last make room ended
+        for a, _ in ops:
+            st = self.state[a]
+            b = self.tr.allocs[a][2]
+            if st == H2D:
+                ready = max(ready, self.transfer[a].end)
+            elif st == D2H:
+                self.transfer[a].live = False   # cancelled: its link time is still spent
+                self.transfer[a] = None
+                self.state[a] = GPU
+                self.host -= b
+            elif st == HOST:
+                now = self.make_room(b, now)
+                if now is None:
+                    self.events.append(("oom", self.oom_at, self.oom_at, a, self.tr.kernels[s][0], self.oom_short))
+                    return False
+                self.used += b
+                self.state[a] = H2D
+                tf = self.start_transfer(a, True, now)
+                self.note_used(now)
+                ready = max(ready, tf.end)
+        start = max(ready, now)
+        self.complete_by(start)
+        self.stall(t, start, self.tr.kernels[s][0])
+        for a, mode in ops:
+            if mode & 2 and self.host_valid[a]:   # write: the host copy is stale
+                self.host_valid[a] = False
+                self.host -= self.tr.allocs[a][2]
+        if self.lookahead:
+            self.prefetch_round(s, start)
+            self.early_swap_out(s, start)
+        return True
+
+    # -- lookahead:K (rules 9 and 10)
+    def prefetch_round(self, s, t):
+        n = len(self.tr.kernels)
+        last = min(n - 1, s + self.lookahead)
+        self.protected = {a for q in range(s, last + 1) for a, _ in self.tr.operands[q]}
+        for q in range(s + 1, last + 1):
+            for a, _ in self.tr.operands[q]:
+                if self.state[a] == HOST:
+                    self.prefetch(a, t)
+
+    def prefetch(self, a, t):
+        """Rule 9: never waits; evicts the policy's victims but not what the window needs."""
+        b = self.tr.allocs[a][2]
+        while self.used + b > self.cap:
+            if self.used - self.pending_out() + b <= self.cap:
+                return   # the room comes only with a wait: skipped
+            v = self.victim()
+            if v is None or v in self.protected:
+                return
+            self.evict(v, t)
+        self.used += b
+        self.state[a] = H2D
+        self.m["prefetches"] += 1
+        self.events.append(("prefetch", t, t, a, None, b))
+        self.start_transfer(a, True, t)
+        self.note_used(t)
+
+    def recorded_live_at_start(self, q):
+        if self.live_at_start is None:   # allocated at or before the start and not freed by then
+            self.live_at_start = [sum(a[2] for a in self.tr.allocs if a[3] <= k[2] and (a[4] is None or a[4] > k[2]))
+                                  for k in self.tr.kernels]
+        return self.live_at_start[q]
+
+    def early_swap_out(self, s, t):
+        tr = self.tr
+        n = len(tr.kernels)
+        if s + 1 >= n:
+            return
+        next_start = tr.kernels[s + 1][2] + self.shift
+        d2h = True if self.link.copy_engines == 1 else False
+        skipped = 0
+        aside = set()
+        while self.queue_free[d2h] <= next_start:
+            v = self.victim(aside)
+            if v is None or v in self.protected:
+                return
+            demand = None
+            if not self.host_valid[v]:
+                nu = self.next_use_after(v, s)
+                e = n - 1 if nu == NEVER else nu - 1
+                t_free = tr.allocs[v][4]
+                if t_free is not None:
+                    e = min(e, max([q for q in range(n) if tr.kernels[q][2] < t_free], default=-1))
+                if e > s:
+                    demand = max(self.recorded_live_at_start(q) for q in range(s + 1, e + 1))
+            off = sum(a[2] for i, a in enumerate(tr.allocs) if self.state[i] in (GPU, HOST, H2D, D2H)) - \
+                sum(a[2] for i, a in enumerate(tr.allocs) if self.state[i] in (GPU, H2D))
+            if demand is None or demand - off <= self.cap:
+                skipped += 1
+                if skipped > 4:   # "the round stops after 4 skips"
+                    return
+                aside.add(v)
+                continue
+            self.evict(v, t)
+            self.m["early_evictions"] += 1
+
+    def kernel_end(self, s):
+        for a, _ in self.tr.operands[s]:
+            self.pins[a] -= 1
+            self.key_next[a] = self.next_use_after(a, s)
+
+
+def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0):
+    tr = Trace(path, device)
+    return Sim(tr, capacity, policy, link, lookahead).run(), tr
