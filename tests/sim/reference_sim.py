@@ -7,6 +7,7 @@ and no cap on swap operations, over a link given by its figures (rule 8), and re
 and the events a stored run holds. It shares no code with the simulator: where the two disagree,
 one of them does not do what the document says (tests/sim/reference_compare.py runs both).
 """
+import bisect
 import heapq
 import math
 import sqlite3
@@ -67,6 +68,11 @@ class Trace:
         for kid, aid, mode in db.execute("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation"):
             if kid in self.kernel_seq and aid in self.alloc_index:
                 self.operands[self.kernel_seq[kid]].append((self.alloc_index[aid], mode))
+        self.assumed = bool(own) and bool(self.allocs) and not any(self.operands)
+        if self.assumed:
+            self.assume_accesses()
+        # the program's own host memory (device -1): counted in the host bytes, never placed
+        self.host_events = Trace.memory_events([a for a in allocs if a[1] == -1]) if device != -1 else []
         # recorded contention (rule 8): any kernel whose name holds "nccl", memcpys by direction
         self.nccl = sorted((k[2], k[3]) for k in kernels if k[4] and "nccl" in k[4].lower())
         self.copies = {0: [], 1: []}
@@ -74,6 +80,38 @@ class Trace:
             if kind in (0, 1):
                 self.copies[kind].append((t0, t1))
         db.close()
+
+    def assume_accesses(self):
+        """docs/simulator.md, "Accesses": written by the first kernel starting at or after the
+        allocation if it ends by the free; read by the latest-starting kernel that ends by the
+        free (never freed: the last kernel) if that is later than the writer candidate."""
+        starts = [k[2] for k in self.kernels]
+        n = len(self.kernels)
+        by_end = sorted((k[3], q) for q, k in enumerate(self.kernels))
+        ends = [e for e, _ in by_end]
+        best, prefix = -1, []
+        for _, q in by_end:
+            best = max(best, q)
+            prefix.append(best)
+
+        def latest_ending_by(t):
+            i = bisect.bisect_right(ends, t)
+            return prefix[i - 1] if i else -1
+
+        for i, (_, _, _, t0, t1) in enumerate(self.allocs):
+            w = bisect.bisect_left(starts, t0)   # kernels are in seq order: starts sorted
+            if w >= n:
+                continue
+            if t1 is None or self.kernels[w][3] <= t1:
+                self.operands[w].append((i, 2))
+            if t1 is None:
+                r = n - 1
+            else:   # the latest-starting (highest seq) kernel that ends by the free
+                r = latest_ending_by(t1)
+            if r > w:
+                self.operands[r].append((i, 1))
+        for ops in self.operands:
+            ops.sort()
 
     @staticmethod
     def largest_peak_device(allocs):
@@ -116,7 +154,8 @@ class Sim:
         self.tr, self.cap, self.policy, self.link = tr, capacity, policy, link
         self.lookahead = lookahead   # K of `lookahead:K`; 0: `none`
         self.protected = set()
-        self.live_at_start = None
+        self.live_table = None
+        self.starts = [k[2] for k in tr.kernels]
         n = len(tr.allocs)
         self.state = [NOT_YET] * n
         self.host_valid = [False] * n
@@ -124,8 +163,11 @@ class Sim:
         self.stamp = [0] * n
         self.key_next = [NEVER] * n   # belady: next use when it became evictable
         self.transfer = [None] * n    # the live transfer of an allocation
+        self.gen = [0] * n            # entries of the victim heap are of a's generation
+        self.heap = []
         self.clock = 0
-        self.used = self.host = 0
+        self.used = self.host = self.program_host = 0
+        self.off = 0
         self.peak = self.host_peak = 0
         self.shift = 0
         self.flight = []   # transfers in flight
@@ -148,7 +190,6 @@ class Sim:
 
     def next_use_after(self, a, s):
         # the first kernel seq > s that accesses a (s = -1: its first use)
-        import bisect
         u = self.uses[a]
         i = bisect.bisect_right(u, s)
         return u[i] if i < len(u) else NEVER
@@ -156,22 +197,48 @@ class Sim:
     # -- memory
     def note_used(self, t):
         self.peak = max(self.peak, self.used)
-        self.host_peak = max(self.host_peak, self.host)
+        self.host_peak = max(self.host_peak, self.host + self.program_host)
+
+    def set_state(self, a, st):
+        """Keeps `off` (live bytes not resident: on the host or in D2H, rule 10.5) with the state."""
+        b = self.tr.allocs[a][2]
+        self.off += (st in (HOST, D2H)) * b - (self.state[a] in (HOST, D2H)) * b
+        self.state[a] = st
 
     def evictable(self, a):
         return self.state[a] == GPU and self.pins[a] == 0
 
-    def victim(self, aside=()):
-        cands = [a for a in range(len(self.state)) if self.evictable(a) and a not in aside]
-        if not cands:
-            return None
+    def key(self, a):
         if self.policy == "lru":
-            return min(cands, key=lambda a: self.stamp[a])
+            return (self.stamp[a],)
         if self.policy == "largest":
-            return min(cands, key=lambda a: (-self.tr.allocs[a][2], self.stamp[a]))
+            return (-self.tr.allocs[a][2], self.stamp[a])
         if self.policy == "belady":
-            return min(cands, key=lambda a: (-self.key_next[a], a))
+            return (-self.key_next[a], a)
         raise ValueError(self.policy)
+
+    def refresh(self, a):
+        """a's state, pins or key changed: a heap entry of what it is now, when evictable (older
+        entries of it go stale)."""
+        self.gen[a] += 1
+        if self.evictable(a):
+            heapq.heappush(self.heap, (self.key(a), a, self.gen[a]))
+
+    def victim(self, aside=()):
+        """The policy's victim among the evictable allocations not set aside."""
+        stash, found = [], None
+        while self.heap:
+            _, a, g = self.heap[0]
+            if g != self.gen[a] or not self.evictable(a):
+                heapq.heappop(self.heap)
+            elif a in aside:
+                stash.append(heapq.heappop(self.heap))
+            else:
+                found = a
+                break
+        for e in stash:
+            heapq.heappush(self.heap, e)
+        return found
 
     # -- transfers (rule 8)
     def start_transfer(self, a, to_gpu, t):
@@ -215,24 +282,26 @@ class Sim:
             a = tf.alloc
             self.transfer[a] = None
             if tf.to_gpu:
-                self.state[a] = GPU
+                self.set_state(a, GPU)
             else:
-                self.state[a] = HOST
+                self.set_state(a, HOST)
                 self.host_valid[a] = True
                 self.used -= self.tr.allocs[a][2]
+            self.refresh(a)
 
     def pending_out(self):
         return sum(self.tr.allocs[tf.alloc][2] for tf in self.flight if tf.live and not tf.to_gpu)
 
     def evict(self, v, t):
         b = self.tr.allocs[v][2]
+        self.gen[v] += 1
         if self.host_valid[v]:
-            self.state[v] = HOST
+            self.set_state(v, HOST)
             self.used -= b
             self.m["clean_evictions"] += 1
             self.events.append(("evict_clean", t, t, v, None, b))
         else:
-            self.state[v] = D2H
+            self.set_state(v, D2H)
             self.host += b
             self.note_used(t)
             self.start_transfer(v, False, t)
@@ -271,7 +340,13 @@ class Sim:
         first = ev[0][0]
         last = max(e[0] for e in ev)
         oom = False
+        host_i = 0
         for r, _, _, _, kind, x in ev:
+            while host_i < len(tr.host_events) and tr.host_events[host_i][0] <= r:
+                _, _, b, hk = tr.host_events[host_i]
+                self.program_host += b if hk == "alloc" else -b
+                host_i += 1
+                self.host_peak = max(self.host_peak, self.host + self.program_host)
             t = r + self.shift
             self.complete_by(t)
             if kind == "alloc":
@@ -283,11 +358,12 @@ class Sim:
                     break
                 self.stall(t, t2, None)
                 self.used += b
-                self.state[x] = GPU
+                self.set_state(x, GPU)
                 self.host_valid[x] = False
                 self.clock += 1
                 self.stamp[x] = self.clock
                 self.key_next[x] = self.next_use_after(x, -1)
+                self.refresh(x)
                 self.note_used(t2)
             elif kind == "free":
                 self.free(x)
@@ -326,12 +402,14 @@ class Sim:
         if self.host_valid[a]:
             self.host -= b
             self.host_valid[a] = False
-        self.state[a] = FREED
+        self.set_state(a, FREED)
+        self.gen[a] += 1
 
     def kernel_start(self, s, t):
         ops = self.tr.operands[s]
         for a, _ in ops:
             self.pins[a] += 1
+            self.gen[a] += 1
         for a, _ in ops:
             self.clock += 1
             self.stamp[a] = self.clock
@@ -344,7 +422,7 @@ class Sim:
             elif st == D2H:
                 self.transfer[a].live = False   # cancelled: its link time is still spent
                 self.transfer[a] = None
-                self.state[a] = GPU
+                self.set_state(a, GPU)
                 self.host -= b
             elif st == HOST:
                 now = self.make_room(b, now)
@@ -352,7 +430,7 @@ class Sim:
                     self.events.append(("oom", self.oom_at, self.oom_at, a, self.tr.kernels[s][0], self.oom_short))
                     return False
                 self.used += b
-                self.state[a] = H2D
+                self.set_state(a, H2D)
                 tf = self.start_transfer(a, True, now)
                 self.note_used(now)
                 ready = max(ready, tf.end)
@@ -389,17 +467,36 @@ class Sim:
                 return
             self.evict(v, t)
         self.used += b
-        self.state[a] = H2D
+        self.set_state(a, H2D)
+        self.gen[a] += 1
         self.m["prefetches"] += 1
         self.events.append(("prefetch", t, t, a, None, b))
         self.start_transfer(a, True, t)
         self.note_used(t)
 
-    def recorded_live_at_start(self, q):
-        if self.live_at_start is None:   # allocated at or before the start and not freed by then
-            self.live_at_start = [sum(a[2] for a in self.tr.allocs if a[3] <= k[2] and (a[4] is None or a[4] > k[2]))
-                                  for k in self.tr.kernels]
-        return self.live_at_start[q]
+    def live_max(self, lo, hi):
+        """The largest recorded live bytes at the starts of kernels lo .. hi (a sparse table)."""
+        if self.live_table is None:
+            # live at a kernel's start: allocated at or before it and not freed by then
+            delta = []
+            for _, _, b, t0, t1 in self.tr.allocs:
+                delta.append((t0, b))
+                if t1 is not None:
+                    delta.append((t1, -b))
+            delta.sort()
+            live, i, row = 0, 0, []
+            for k in self.tr.kernels:
+                while i < len(delta) and delta[i][0] <= k[2]:
+                    live += delta[i][1]
+                    i += 1
+                row.append(live)
+            self.live_table = [row]
+            while 2 * len(self.live_table[-1]) > len(row) and len(self.live_table[-1]) > 1:
+                prev, w = self.live_table[-1], 1 << (len(self.live_table) - 1)
+                self.live_table.append([max(prev[i], prev[i + w]) for i in range(len(prev) - w)])
+        j = (hi - lo + 1).bit_length() - 1
+        level = self.live_table[j]
+        return max(level[lo], level[hi - (1 << j) + 1])
 
     def early_swap_out(self, s, t):
         tr = self.tr
@@ -419,13 +516,12 @@ class Sim:
                 nu = self.next_use_after(v, s)
                 e = n - 1 if nu == NEVER else nu - 1
                 t_free = tr.allocs[v][4]
-                if t_free is not None:
-                    e = min(e, max([q for q in range(n) if tr.kernels[q][2] < t_free], default=-1))
+                if t_free is not None:   # the last kernel starting before the free
+                    e = min(e, bisect.bisect_left(self.starts, t_free) - 1)
                 if e > s:
-                    demand = max(self.recorded_live_at_start(q) for q in range(s + 1, e + 1))
-            off = sum(a[2] for i, a in enumerate(tr.allocs) if self.state[i] in (GPU, HOST, H2D, D2H)) - \
-                sum(a[2] for i, a in enumerate(tr.allocs) if self.state[i] in (GPU, H2D))
-            if demand is None or demand - off <= self.cap:
+                    demand = self.live_max(s + 1, e)
+            # off: live (allocated, not freed) minus resident (on the GPU or in H2D)
+            if demand is None or demand - self.off <= self.cap:
                 skipped += 1
                 if skipped > 4:   # "the round stops after 4 skips"
                     return
@@ -438,6 +534,7 @@ class Sim:
         for a, _ in self.tr.operands[s]:
             self.pins[a] -= 1
             self.key_next[a] = self.next_use_after(a, s)
+            self.refresh(a)
 
 
 def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0):
