@@ -3,7 +3,8 @@
 and compares metrics and every stored event.
 
 Usage: reference_compare.py MHC WORKDIR [--quick] [--public=DIR]
---quick: 2 of the 4 generated traces, 2 of the 4 links, lookahead 0 and 8 (96 runs instead of 576);
+Every configuration runs with the ideal and the caching allocator.
+--quick: 2 of the 4 generated traces, 2 of the 4 links, lookahead 0 and 8 (192 runs instead of 1,152);
 --public=DIR: also every public trace of DIR (tests/data/public) the importer reads alone and
 that holds GPU memory, at 90% and 60% under lru and belady, with none and lookahead:8.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
@@ -25,8 +26,8 @@ METRICS = ["simulated_peak_bytes", "baseline_makespan_ns", "simulated_makespan_n
            "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions", "host_peak_bytes", "prefetches", "early_evictions"]
 
 
-def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none"):
-    cmd = [mhc, "simulate", str(trace), "--allocator", "ideal", "--policy", policy, "--prefetch", prefetch,
+def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator="ideal"):
+    cmd = [mhc, "simulate", str(trace), "--allocator", allocator, "--policy", policy, "--prefetch", prefetch,
            "--capacity", capacity, "--json"] + link_args
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
@@ -40,11 +41,11 @@ def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none"):
     return out, rows
 
 
-def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0):
+def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal"):
     prefetch = f"lookahead:{lookahead}" if lookahead else "none"
-    out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch)
+    out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator)
     cap = int(out["metrics"]["capacity_bytes"])
-    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead)
+    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator)
     problems = []
     got = out["metrics"]
     for k in METRICS:
@@ -118,27 +119,26 @@ def main():
                                        d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
     failures = runs = 0
     if public:   # real traces: their own event ties, assumed accesses, the program's host memory
-        for path, policy, cap, k in itertools.product(public_traces(mhc, work, public), ["lru", "belady"],
-                                                       ["90%", "60%"], [0, 8]):
+        for path, policy, cap, k, alloc in itertools.product(public_traces(mhc, work, public), ["lru", "belady"],
+                                                              ["90%", "60%"], [0, 8], ["ideal", "caching"]):
             copy = work / "run.db"
             shutil.copy(path, copy)
-            problems, got = compare(mhc, copy, policy, cap, ref.Link(), [], k)
+            problems, got = compare(mhc, copy, policy, cap, ref.Link(), [], k, alloc)
             runs += 1
-            tag = f"{path.name} {policy} {cap} lookahead:{k}: loss {got.get('throughput_loss')}"
+            tag = f"{path.name} {alloc} {policy} {cap} lookahead:{k}: loss {got.get('throughput_loss')}"
             failures += bool(problems)
             print(f"{'DIFFER' if problems else 'same  '} {tag}")
             for p in problems:
                 print(f"    {p}")
     for path in traces:
-        for policy, cap, (lname, link, largs), k in itertools.product(["lru", "largest", "belady"],
-                                                                     ["90%", "70%", "50%", "30%"],
-                                                                     [links[0], links[2]] if quick else links,
-                                                                     [0, 8] if quick else [0, 8, 2]):
+        for policy, cap, (lname, link, largs), k, alloc in itertools.product(
+                ["lru", "largest", "belady"], ["90%", "70%", "50%", "30%"],
+                [links[0], links[2]] if quick else links, [0, 8] if quick else [0, 8, 2], ["ideal", "caching"]):
             copy = work / "run.db"
             shutil.copy(path, copy)
-            problems, got = compare(mhc, copy, policy, cap, link, largs, k)
+            problems, got = compare(mhc, copy, policy, cap, link, largs, k, alloc)
             runs += 1
-            tag = f"{path.name} {policy} {cap} {lname} lookahead:{k}: loss {got.get('throughput_loss')}"
+            tag = f"{path.name} {alloc} {policy} {cap} {lname} lookahead:{k}: loss {got.get('throughput_loss')}"
             if problems:
                 failures += 1
                 print(f"DIFFER {tag}")

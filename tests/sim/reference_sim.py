@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A second reading of docs/simulator.md, written from the document alone.
 
-It simulates one device of a trace file (SQLite, docs/trace-format.md) with the `ideal` allocator,
-the eviction policies `lru`, `largest` and `belady`, the prefetcher `none`, an unlimited host buffer
+It simulates one device of a trace file (SQLite, docs/trace-format.md) with the `ideal` allocator
+or the `caching` one at its default settings (reference_caching.py), the eviction policies `lru`, `largest` and `belady`, the prefetcher `none`, an unlimited host buffer
 and no cap on swap operations, over a link given by its figures (rule 8), and returns the metrics
 and the events a stored run holds. It shares no code with the simulator: where the two disagree,
 one of them does not do what the document says (tests/sim/reference_compare.py runs both).
@@ -12,6 +12,8 @@ import heapq
 import math
 import sqlite3
 from dataclasses import dataclass, field
+
+import reference_caching
 
 NEVER = 1 << 62
 
@@ -60,6 +62,8 @@ class Trace:
         self.device = device
         self.allocs = [a for a in allocs if a[1] == device]
         self.alloc_index = {a[0]: i for i, a in enumerate(self.allocs)}
+        stream = dict(db.execute("SELECT id, stream FROM allocations"))
+        self.streams = [stream[a[0]] for a in self.allocs]
         own = [k for k in kernels if k[1] == device]
         own.sort(key=lambda k: (k[2], k[0]))   # seq: by (t_start, row)
         self.kernels = own
@@ -150,8 +154,10 @@ def intervals_cover(intervals, t):
 
 
 class Sim:
-    def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0):
+    def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0, allocator="ideal"):
         self.tr, self.cap, self.policy, self.link = tr, capacity, policy, link
+        # `caching`: device bytes are the model's reserved bytes ("Allocator models")
+        self.caching = reference_caching.CachingAllocator(capacity) if allocator == "caching" else None
         self.lookahead = lookahead   # K of `lookahead:K`; 0: `none`
         self.protected = set()
         self.live_table = None
@@ -196,6 +202,8 @@ class Sim:
 
     # -- memory
     def note_used(self, t):
+        if self.caching:
+            self.used = self.caching.reserved
         self.peak = max(self.peak, self.used)
         self.host_peak = max(self.host_peak, self.host + self.program_host)
 
@@ -286,10 +294,47 @@ class Sim:
             else:
                 self.set_state(a, HOST)
                 self.host_valid[a] = True
-                self.used -= self.tr.allocs[a][2]
+                self.release(a)
             self.refresh(a)
 
+    def place(self, a):
+        """Places a's bytes now if the allocator can (ideal: they fit; caching: a block)."""
+        b = self.tr.allocs[a][2]
+        if self.caching:
+            return self.caching.allocate(a, b, self.tr.streams[a])
+        if self.used + b > self.cap:
+            return False
+        self.used += b
+        return True
+
+    def release(self, a):
+        """a's device bytes go (a free, a clean eviction, a swap-out that landed)."""
+        if self.caching:
+            self.caching.free(a)
+        else:
+            self.used -= self.tr.allocs[a][2]
+
+    def needs_victim(self, a):
+        """Rule 6: will the swap-outs in flight not free enough?"""
+        b = self.tr.allocs[a][2]
+        if self.caching:
+            return self.pending_out() < reference_caching.round_size(b)
+        return self.used - self.pending_out() + b > self.cap
+
+    def short_by(self, a):
+        """Rule 7's *short by*."""
+        b = self.tr.allocs[a][2]
+        if not self.caching:
+            return self.used + b - self.cap
+        ca = self.caching
+        needed = reference_caching.round_size(b)
+        in_use = sum(ca.block_bytes(i) for i, st in enumerate(self.state) if st in (GPU, H2D, D2H))
+        if self.cap - in_use >= needed:   # fragmentation
+            return max(0, needed - max(ca.largest_free_block(), self.cap - ca.reserved))
+        return needed - (self.cap - in_use)
+
     def pending_out(self):
+        """Rule 6's pending: the allocation bytes of the swap-outs in flight."""
         return sum(self.tr.allocs[tf.alloc][2] for tf in self.flight if tf.live and not tf.to_gpu)
 
     def evict(self, v, t):
@@ -297,7 +342,7 @@ class Sim:
         self.gen[v] += 1
         if self.host_valid[v]:
             self.set_state(v, HOST)
-            self.used -= b
+            self.release(v)
             self.m["clean_evictions"] += 1
             self.events.append(("evict_clean", t, t, v, None, b))
         else:
@@ -306,13 +351,15 @@ class Sim:
             self.note_used(t)
             self.start_transfer(v, False, t)
 
-    def make_room(self, b, t):
-        """Rule 6 with the ideal allocator; returns the time the room is there, None for an OOM."""
+    def make_room(self, a, t):
+        """Rule 6: places a; returns the time it is placed, None for an OOM."""
+        b = self.tr.allocs[a][2]
         while True:
             self.complete_by(t)
-            if self.used + b <= self.cap:
+            if self.place(a):
+                self.note_used(t)
                 return t
-            if self.used - self.pending_out() + b > self.cap:
+            if self.needs_victim(a):
                 v = self.victim()
                 if v is not None:
                     self.evict(v, t)
@@ -320,7 +367,7 @@ class Sim:
             live = [tf.end for tf in self.flight if tf.live]
             if not live:
                 self.oom_at = t
-                self.oom_short = self.used + b - self.cap
+                self.oom_short = self.short_by(a)
                 return None
             t = max(t, min(live))
 
@@ -350,14 +397,12 @@ class Sim:
             t = r + self.shift
             self.complete_by(t)
             if kind == "alloc":
-                b = tr.allocs[x][2]
-                t2 = self.make_room(b, t)
+                t2 = self.make_room(x, t)
                 if t2 is None:
                     oom = True
                     self.events.append(("oom", self.oom_at, self.oom_at, x, None, self.oom_short))
                     break
                 self.stall(t, t2, None)
-                self.used += b
                 self.set_state(x, GPU)
                 self.host_valid[x] = False
                 self.clock += 1
@@ -393,7 +438,7 @@ class Sim:
         b = self.tr.allocs[a][2]
         st = self.state[a]
         if st in (GPU, D2H, H2D):
-            self.used -= b
+            self.release(a)
         if st == D2H:
             self.host -= b   # the swap-out's host reservation
         if self.transfer[a] is not None:
@@ -425,11 +470,10 @@ class Sim:
                 self.set_state(a, GPU)
                 self.host -= b
             elif st == HOST:
-                now = self.make_room(b, now)
+                now = self.make_room(a, now)
                 if now is None:
                     self.events.append(("oom", self.oom_at, self.oom_at, a, self.tr.kernels[s][0], self.oom_short))
                     return False
-                self.used += b
                 self.set_state(a, H2D)
                 tf = self.start_transfer(a, True, now)
                 self.note_used(now)
@@ -459,14 +503,13 @@ class Sim:
     def prefetch(self, a, t):
         """Rule 9: never waits; evicts the policy's victims but not what the window needs."""
         b = self.tr.allocs[a][2]
-        while self.used + b > self.cap:
-            if self.used - self.pending_out() + b <= self.cap:
+        while not self.place(a):
+            if not self.needs_victim(a):
                 return   # the room comes only with a wait: skipped
             v = self.victim()
             if v is None or v in self.protected:
                 return
             self.evict(v, t)
-        self.used += b
         self.set_state(a, H2D)
         self.gen[a] += 1
         self.m["prefetches"] += 1
@@ -537,6 +580,6 @@ class Sim:
             self.refresh(a)
 
 
-def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0):
+def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal"):
     tr = Trace(path, device)
-    return Sim(tr, capacity, policy, link, lookahead).run(), tr
+    return Sim(tr, capacity, policy, link, lookahead, allocator).run(), tr
