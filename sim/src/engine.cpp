@@ -166,8 +166,8 @@ void Engine<Policy>::complete_landed(int64_t until) {
 template <class Policy>
 bool Engine<Policy>::host_room(int64_t bytes) {
     if (host_used + bytes <= host_cap) return true;
-    while (host_used + bytes > host_cap && !cached_host.items.empty())
-        drop_host_copy(cached_host.items.back());
+    while (host_used + bytes > host_cap && !cached_host.empty())
+        drop_host_copy(cached_host.back());
     return host_used + bytes <= host_cap;
 }
 

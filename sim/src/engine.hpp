@@ -160,7 +160,28 @@ private:
     std::vector<int64_t> ready_at;
     std::vector<int32_t> block;
     std::vector<int32_t> aside;       // victims set aside during one make_room
-    SampledSet cached_host;           // resident allocations whose host copy is also valid
+    // Resident allocations whose host copy is also valid, in the order their copies became
+    // caches (a swap-in landed): the host discards the last first (docs/simulator.md, rule 5).
+    struct CachedOrder {
+        std::vector<int32_t> prev, next;   // -2: not in the list
+        int32_t tail = -1;
+        void init(size_t n) { prev.assign(n, -2); next.assign(n, -2); tail = -1; }
+        bool empty() const { return tail < 0; }
+        int32_t back() const { return tail; }
+        void insert(int32_t a) {
+            if (prev[a] != -2) return;
+            prev[a] = tail;
+            next[a] = -1;
+            if (tail >= 0) next[tail] = a;
+            tail = a;
+        }
+        void erase(int32_t a) {
+            if (prev[a] == -2) return;
+            if (prev[a] >= 0) next[prev[a]] = next[a];
+            if (next[a] >= 0) prev[next[a]] = prev[a]; else tail = prev[a];
+            prev[a] = next[a] = -2;
+        }
+    } cached_host;
     Inflight inflight;
 
     int64_t used = 0, pending_release = 0, host_used = 0, shift = 0, tick = 0;

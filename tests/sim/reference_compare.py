@@ -45,7 +45,8 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
     prefetch = f"lookahead:{lookahead}" if lookahead else "none"
     out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator)
     cap = int(out["metrics"]["capacity_bytes"])
-    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator)
+    host_cap = max(0, int(out["metrics"]["host_capacity_bytes"]))
+    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap)
     problems = []
     got = out["metrics"]
     for k in METRICS:
@@ -112,9 +113,10 @@ def main():
                        capture_output=True)
         traces.append(path)
     links = [("pcie4", ref.Link(), []),
-             ("pcie3, 1 copy engine", ref.Link(h2d_bps=12e9, d2h_bps=12e9, copy_engines=1), ["--link", "pcie3", "--copy-engines", "1"]),
-             ("nvlink-c2c, 2000 ops/s", ref.Link(h2d_bps=320e9, d2h_bps=320e9, max_ops_per_sec=2000),
-              ["--link", "nvlink-c2c", "--max-swap-ops-per-sec", "2000"]),
+             ("pcie3, 1 copy engine, host buffer 1", ref.Link(h2d_bps=12e9, d2h_bps=12e9, copy_engines=1),
+              ["--link", "pcie3", "--copy-engines", "1", "--cpu-buffer-ratio", "1"]),
+             ("nvlink-c2c, 2000 ops/s, host buffer 0.5", ref.Link(h2d_bps=320e9, d2h_bps=320e9, max_ops_per_sec=2000),
+              ["--link", "nvlink-c2c", "--max-swap-ops-per-sec", "2000", "--cpu-buffer-ratio", "0.5"]),
              ("pcie5, 1.5 us", ref.Link(h2d_bps=55e9, d2h_bps=55e9, duplex_factor=52 / 55, h2d_latency_s=1.5e-6,
                                        d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
     failures = runs = 0

@@ -2,8 +2,10 @@
 """A second reading of docs/simulator.md, written from the document alone.
 
 It simulates one device of a trace file (SQLite, docs/trace-format.md) with the `ideal` allocator
-or the `caching` one at its default settings (reference_caching.py), the eviction policies `lru`, `largest` and `belady`, the prefetcher `none`, an unlimited host buffer
-and no cap on swap operations, over a link given by its figures (rule 8), and returns the metrics
+or the `caching` one at its default settings (reference_caching.py), the eviction policies `lru`,
+`largest` and `belady`, the prefetchers `none` and `lookahead:K` (with early swap-out), a host
+buffer of any size and a cap on swap operations, over a link given by its figures (rule 8), with
+assumed accesses where a device records none, and returns the metrics
 and the events a stored run holds. It shares no code with the simulator: where the two disagree,
 one of them does not do what the document says (tests/sim/reference_compare.py runs both).
 """
@@ -154,8 +156,10 @@ def intervals_cover(intervals, t):
 
 
 class Sim:
-    def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0, allocator="ideal"):
+    def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0, allocator="ideal", host_cap=0):
         self.tr, self.cap, self.policy, self.link = tr, capacity, policy, link
+        self.host_cap = host_cap   # the host buffer ("Limits"); 0: unlimited
+        self.cached = []           # resident allocations whose host copy is valid, in the order cached
         # `caching`: device bytes are the model's reserved bytes ("Allocator models")
         self.caching = reference_caching.CachingAllocator(capacity) if allocator == "caching" else None
         self.lookahead = lookahead   # K of `lookahead:K`; 0: `none`
@@ -232,8 +236,10 @@ class Sim:
         if self.evictable(a):
             heapq.heappush(self.heap, (self.key(a), a, self.gen[a]))
 
-    def victim(self, aside=()):
-        """The policy's victim among the evictable allocations not set aside."""
+    def victim(self, aside, window=False):
+        """Rule 5's candidate: the policy's first evictable allocation not set aside; a dirty one
+        the host buffer cannot take (even after discarding cached host copies) is set aside. With
+        `window` (a prefetch, early swap-out) one the prefetch window protects ends the search."""
         stash, found = [], None
         while self.heap:
             _, a, g = self.heap[0]
@@ -241,12 +247,29 @@ class Sim:
                 heapq.heappop(self.heap)
             elif a in aside:
                 stash.append(heapq.heappop(self.heap))
-            else:
+            elif window and a in self.protected:
+                break
+            elif self.host_valid[a] or self.host_room(self.tr.allocs[a][2]):
                 found = a
                 break
+            else:
+                aside.add(a)
         for e in stash:
             heapq.heappush(self.heap, e)
         return found
+
+    def host_room(self, b):
+        """Room for b more host bytes, discarding valid host copies of resident allocations
+        (caches) if needed, the one cached last first."""
+        while self.host_cap and self.host + b > self.host_cap and self.cached:
+            a = self.cached.pop()
+            self.host_valid[a] = False
+            self.host -= self.tr.allocs[a][2]
+        return not self.host_cap or self.host + b <= self.host_cap
+
+    def uncache(self, a):
+        if a in self.cached:
+            self.cached.remove(a)
 
     # -- transfers (rule 8)
     def start_transfer(self, a, to_gpu, t):
@@ -291,6 +314,7 @@ class Sim:
             self.transfer[a] = None
             if tf.to_gpu:
                 self.set_state(a, GPU)
+                self.cached.append(a)   # its host copy stays valid: a cache while resident
             else:
                 self.set_state(a, HOST)
                 self.host_valid[a] = True
@@ -342,6 +366,7 @@ class Sim:
         self.gen[v] += 1
         if self.host_valid[v]:
             self.set_state(v, HOST)
+            self.uncache(v)
             self.release(v)
             self.m["clean_evictions"] += 1
             self.events.append(("evict_clean", t, t, v, None, b))
@@ -353,14 +378,14 @@ class Sim:
 
     def make_room(self, a, t):
         """Rule 6: places a; returns the time it is placed, None for an OOM."""
-        b = self.tr.allocs[a][2]
+        aside = set()   # dirty victims the host could not take, until make room returns
         while True:
             self.complete_by(t)
             if self.place(a):
                 self.note_used(t)
                 return t
             if self.needs_victim(a):
-                v = self.victim()
+                v = self.victim(aside)
                 if v is not None:
                     self.evict(v, t)
                     continue
@@ -447,6 +472,7 @@ class Sim:
         if self.host_valid[a]:
             self.host -= b
             self.host_valid[a] = False
+        self.uncache(a)
         self.set_state(a, FREED)
         self.gen[a] += 1
 
@@ -485,6 +511,7 @@ class Sim:
             if mode & 2 and self.host_valid[a]:   # write: the host copy is stale
                 self.host_valid[a] = False
                 self.host -= self.tr.allocs[a][2]
+                self.uncache(a)
         if self.lookahead:
             self.prefetch_round(s, start)
             self.early_swap_out(s, start)
@@ -503,11 +530,12 @@ class Sim:
     def prefetch(self, a, t):
         """Rule 9: never waits; evicts the policy's victims but not what the window needs."""
         b = self.tr.allocs[a][2]
+        aside = set()
         while not self.place(a):
             if not self.needs_victim(a):
                 return   # the room comes only with a wait: skipped
-            v = self.victim()
-            if v is None or v in self.protected:
+            v = self.victim(aside, window=True)
+            if v is None:
                 return
             self.evict(v, t)
         self.set_state(a, H2D)
@@ -551,8 +579,8 @@ class Sim:
         skipped = 0
         aside = set()
         while self.queue_free[d2h] <= next_start:
-            v = self.victim(aside)
-            if v is None or v in self.protected:
+            v = self.victim(aside, window=True)
+            if v is None:
                 return
             demand = None
             if not self.host_valid[v]:
@@ -580,6 +608,6 @@ class Sim:
             self.refresh(a)
 
 
-def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal"):
+def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal", host_cap=0):
     tr = Trace(path, device)
-    return Sim(tr, capacity, policy, link, lookahead, allocator).run(), tr
+    return Sim(tr, capacity, policy, link, lookahead, allocator, host_cap).run(), tr
