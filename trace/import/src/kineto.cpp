@@ -213,12 +213,16 @@ void unify_kernel_device(KinetoData& d, Result& r) {
         return;
     }
     if (!d.rocm || kern.empty()) return;
-    std::string kept;
-    for (int32_t device : kern) kept += (kept.empty() ? "" : ", ") + std::to_string(device);
-    std::string said = kept + " kept: ROCm numbers kernels by the runtime's agent (CPU agents first), not by the " +
-                       "process's device index, and with " + std::to_string(d.device_count) +
-                       " GPUs in deviceProperties" + (mem.empty() ? "" : " and [memory] on other devices") +
-                       " that index cannot be told";
+    auto list = [](const std::set<int32_t>& devices) {
+        std::string s;
+        for (int32_t device : devices) s += (s.empty() ? "" : ", ") + std::to_string(device);
+        return s;
+    };
+    std::string why_not = d.device_count > 0 ? std::to_string(d.device_count) + " GPUs in deviceProperties"
+                                             : std::string("no deviceProperties");
+    if (!mem.empty()) why_not += "; [memory] on devices " + list(mem);
+    std::string said = list(kern) + " kept: ROCm numbers kernels by the runtime's agent (CPU agents first), not by " +
+                       "the process's device index, which the file does not tell (" + why_not + ")";
     r.meta["kineto.kernel_device"] = said;
     r.warnings.push_back("kernels and copies on device " + said);
 }
