@@ -291,16 +291,16 @@ TEST_CASE("kineto: one ROCm process driving two GPUs keeps its kernels' agent nu
         imp::Options opt;
         opt.warn = false;
         imp::Result result = imp::import_file(in, out, opt);
-        TraceData t = mhc::trace::load_trace(out);
-        REQUIRE(t.kernels.size() == 2);
-        CHECK(t.kernels.device[0] + t.kernels.device[1] == 5);   // 2 and 3, kept
+        TraceData trace = mhc::trace::load_trace(out);
+        REQUIRE(trace.kernels.size() == 2);
+        CHECK(trace.kernels.device[0] + trace.kernels.device[1] == 5);   // 2 and 3, kept
         if (rocm) {
-            CHECK(t.meta.at("kineto.kernel_device") ==
+            CHECK(trace.meta.at("kineto.kernel_device") ==
                   "2, 3 kept: ROCm numbers kernels by the runtime's agent (CPU agents first), not by the process's "
                   "device index, which the file does not tell (no deviceProperties; [memory] on devices 0, 1)");
             CHECK(result.warnings.size() == 1);
         } else {
-            CHECK(t.meta.count("kineto.kernel_device") == 0);
+            CHECK(trace.meta.count("kineto.kernel_device") == 0);
             CHECK(result.warnings.empty());
         }
     }

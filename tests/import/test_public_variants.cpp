@@ -6,6 +6,7 @@
 // figures were read from the files with Python's json/gzip/sqlite3 (tests/data/public/SOURCES.md);
 // tests/import/public_traces.py checks the same files against their own accounting.
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <tuple>
 
@@ -314,9 +315,8 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
     CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::H2D) == 2);
     CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::D2D) == 1);
     CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 3);
-    int64_t bytes = 0;
-    for (int64_t b : trace.copies.bytes) bytes += b;
-    CHECK(bytes == 394002432 + 2 + 62914560 + 3 * 4);
+    CHECK(std::accumulate(trace.copies.bytes.begin(), trace.copies.bytes.end(), int64_t{0}) ==
+          394002432 + 2 + 62914560 + 3 * 4);
     CHECK(trace.markers.size() == 13513);
     CHECK(trace.meta.at("nsys.version") == "2025.1.1.110");
     CHECK(trace.meta.at("nsys.schema_version") == "3.17.1");

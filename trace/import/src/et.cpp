@@ -570,10 +570,11 @@ private:
     // A ProfilerStep#N node with no op under it (the profiler stopped as it began) has none.
     void write_step_markers() {
         std::map<int32_t, std::pair<int64_t, int64_t>> span;
-        for (const Unit& u : units_) {
-            if (u.step < 0) continue;
-            auto [it, fresh] = span.try_emplace(u.step, u.t_start, u.t_end);
-            if (!fresh) it->second = {std::min(it->second.first, u.t_start), std::max(it->second.second, u.t_end)};
+        for (const Unit& unit : units_) {
+            if (unit.step < 0) continue;
+            auto [it, fresh] = span.try_emplace(unit.step, unit.t_start, unit.t_end);
+            if (!fresh)
+                it->second = {std::min(it->second.first, unit.t_start), std::max(it->second.second, unit.t_end)};
         }
         int64_t id = 0;
         for (const auto& [step, times] : span)

@@ -208,15 +208,15 @@ void unify_kernel_device(KinetoData& d, Result& r) {
     if (one_each && *mem.begin() == *kern.begin()) return;
     if (one_each) {
         int32_t from = *kern.begin(), to = *mem.begin();
-        for (auto& k : d.kernels) k.device = to;
+        for (auto& kernel : d.kernels) kernel.device = to;
         r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) + why;
         return;
     }
     if (!d.rocm || kern.empty()) return;
     auto list = [](const std::set<int32_t>& devices) {
-        std::string s;
-        for (int32_t device : devices) s += (s.empty() ? "" : ", ") + std::to_string(device);
-        return s;
+        std::string text;
+        for (int32_t device : devices) text += (text.empty() ? "" : ", ") + std::to_string(device);
+        return text;
     };
     std::string why_not = d.device_count > 0 ? std::to_string(d.device_count) + " GPUs in deviceProperties"
                                              : std::string("no deviceProperties");
