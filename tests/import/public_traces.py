@@ -24,8 +24,9 @@ trace (chakra/*.json.gz):
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
-    and meta rank/world_size equal to distributedInfo; execution traces: also their ops per step
-    (check_et_steps); nsys: also its duration (the first start to the
+    meta rank/world_size equal to distributedInfo, and a ROCm trace's kernel device numbers renumbered
+    or said to be the runtime's agent numbers (check_rocm_devices); execution traces: also their ops
+    per step and one step marker per ProfilerStep#N with ops (check_et_steps); nsys: also its duration (the first start to the
     last end of the kernels, copies, memsets and memory events), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
     at that end; how many did: meta nsys.kernel_starts_clamped), and its markers are the NVTX rows
@@ -215,7 +216,7 @@ def check_placement(name, path, db):
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     meta = dict(conn.execute("SELECT key, value FROM meta"))
     renumber = {}
-    if "kineto.kernel_device" in meta:
+    if " -> " in meta.get("kineto.kernel_device", ""):
         a, b = meta["kineto.kernel_device"].split(" ", 3)[0:3:2]
         renumber[int(a)] = int(b)
     kernels, copies = {}, {}
@@ -243,6 +244,39 @@ def check_placement(name, path, db):
     if got_c != copies:
         fail(name, f"copies per (device, kind) [count, bytes] {dict(sorted(got_c.items()))}, the file's "
                    f"{dict(sorted(copies.items()))}")
+
+
+def check_rocm_devices(name, path, meta):
+    """A ROCm trace (a top-level roctracer_/rocprofiler_/hip_ key, or a runtime call named hip*) numbers
+    its kernels by the runtime's agent, CPU agents first (docs/import.md): where one GPU's [memory]
+    events, or a deviceProperties list of one GPU, give the process's number, the kernels take it
+    (meta kineto.kernel_device "A -> B"); otherwise their numbers are kept and meta says which
+    ("2 kept: ..."), never in silence. A CUDA trace's kernel numbers are the process's own: no line."""
+    with gzip.open(path) as f:
+        doc = json.load(f)
+    events = kineto_events(path)
+    top = doc if isinstance(doc, dict) else {}
+    rocm = any(k.startswith(("roctracer", "rocprofiler", "hip_")) for k in top) or any(
+        isinstance(e, dict) and e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
+        and str(e.get("name", "")).startswith("hip") for e in events)
+    kern = {e.get("args", {}).get("device", 0) for e in events if isinstance(e, dict) and e.get("ph") == "X"
+            and e.get("cat") in ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")}
+    mem = {d for d in kineto_source(path) if d >= 0}
+    props = top.get("deviceProperties") or []
+    if not mem and len(props) == 1 and isinstance(props[0].get("id"), int) and props[0]["id"] >= 0:
+        mem = {props[0]["id"]}
+    said = meta.get("kineto.kernel_device")
+    if len(mem) == 1 and len(kern) == 1:
+        want = None if mem == kern else f"{next(iter(kern))} -> {next(iter(mem))}"
+    elif rocm and kern:
+        want = ", ".join(str(d) for d in sorted(kern)) + " kept"
+    else:
+        want = None
+    if rocm:
+        print(f"  ROCm: kernels on {sorted(kern)}, GPU memory on {sorted(mem)}, {len(props)} in deviceProperties: "
+              f"meta kineto.kernel_device {said!r}")
+    if (want is None) != (said is None) or (want is not None and not said.startswith(want)):
+        fail(name, f"meta kineto.kernel_device {said!r}, expected to begin {want!r}")
 
 
 def check_job_identity(name, path, meta):
@@ -458,6 +492,13 @@ def check_et_steps(name, path, db):
     print(f"  ops per step: {dict(sorted(got.items()))} imported, {dict(sorted(want.items()))} in the file")
     if got != want:
         fail(name, f"ops per step {dict(sorted(got.items()))}, the file's {dict(sorted(want.items()))}")
+    # One step marker per ProfilerStep#N with ops (`mhc info` counts steps by them); a
+    # ProfilerStep#N node with nothing under it (recording stopped as it began) has none.
+    marked = sorted(i for (i,) in conn.execute("SELECT idx FROM markers WHERE kind = 0"))
+    steps = sorted(k for k in want if k >= 0)
+    print(f"  step markers {marked}, ProfilerStep#N with ops in the file {steps}")
+    if marked != steps:
+        fail(name, f"step markers {marked}, the file's steps with ops {steps}")
 
 
 # ---- the imported trace ----
@@ -514,6 +555,7 @@ def check(exe, path, source_of, work):
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_job_identity(name, path, meta)
+        check_rocm_devices(name, path, meta)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
     if source_of == et_source:

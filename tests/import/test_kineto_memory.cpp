@@ -270,6 +270,42 @@ TEST_CASE("kineto: ROCm traces (Device Type 6 = HIP) are GPU memory, on the devi
     CHECK(t.meta.at("kineto.kernel_device").rfind("2 -> 0", 0) == 0);
 }
 
+TEST_CASE("kineto: one ROCm process driving two GPUs keeps its kernels' agent numbers and says so",
+          "[import][kineto-memory]") {
+    test::TempDir dir;
+    // [memory] on HIP devices 0 and 1, kernels on agents 2 and 3 (two GPUs after one CPU agent,
+    // or GPUs 1 and 2 after two): which kernel ran on which memory's GPU the file does not say.
+    // A CUDA trace of the same shape (no hip* call, no ROCm key) says nothing.
+    std::vector<Mem> ev = {{10, 2 * MiB, 0x1000, 2 * MiB, 6, 0}, {20, 4 * MiB, 0x9000, 4 * MiB, 6, 1}};
+    for (bool rocm : {true, false}) {
+        INFO((rocm ? "ROCm" : "CUDA"));
+        std::string json = trace_json(ev);
+        if (rocm) json.insert(json.find("\"traceEvents\""), "\"roctracer_version\": 4.1,\n  ");
+        for (int agent : {2, 3})
+            json.insert(json.rfind("\n]}"),
+                        ",\n  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 2, "
+                        "\"tid\": 7, \"ts\": 12.0, \"dur\": 3.0, \"args\": {\"device\": " +
+                            std::to_string(agent) + ", \"stream\": 7}}");
+        std::string in = dir.file("two.json"), out = dir.file(rocm ? "rocm.db" : "cuda.db");
+        test::write_file(in, json);
+        imp::Options opt;
+        opt.warn = false;
+        imp::Result result = imp::import_file(in, out, opt);
+        TraceData trace = mhc::trace::load_trace(out);
+        REQUIRE(trace.kernels.size() == 2);
+        CHECK(trace.kernels.device[0] + trace.kernels.device[1] == 5);   // 2 and 3, kept
+        if (rocm) {
+            CHECK(trace.meta.at("kineto.kernel_device") ==
+                  "2, 3 kept: ROCm numbers kernels by the runtime's agent (CPU agents first), not by the process's "
+                  "device index, which the file does not tell (no deviceProperties; [memory] on devices 0, 1)");
+            CHECK(result.warnings.size() == 1);
+        } else {
+            CHECK(trace.meta.count("kineto.kernel_device") == 0);
+            CHECK(result.warnings.empty());
+        }
+    }
+}
+
 TEST_CASE("kineto: the ResNet-50 trace of PyTorch 1.9 (no Addr) peaks at its running sum of Bytes", "[import][kineto-memory]") {
     // pytorch/kineto's tb_plugin sample; 2,791,636,480 B is the running sum's maximum on GPU 0
     // (tests/import/public_traces.py computes it from the JSON; it was imported at 17.63 GiB).

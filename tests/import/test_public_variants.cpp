@@ -1,9 +1,12 @@
 // Real public traces of shapes the other importer tests do not cover: Kineto traces of other
 // back-ends and profiler modes (MTIA, the CUPTI range profiler, a CPU-only gloo rank, PyTorch
-// 1.x category names, PyTorch 1.8's JSON array document, a rank pair of one job) and an Nsight Systems 2024.5 export. The
+// 1.x category names, PyTorch 1.8's JSON array document, a rank pair of one job, ROCm ranks whose
+// kernels carry the runtime's agent number), Nsight Systems 2024.5 and 2025.1 exports and execution
+// traces of several schemas. The
 // figures were read from the files with Python's json/gzip/sqlite3 (tests/data/public/SOURCES.md);
 // tests/import/public_traces.py checks the same files against their own accounting.
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <tuple>
 
@@ -229,11 +232,56 @@ TEST_CASE("kineto: a ROCm trace without [memory] events numbers its one GPU as d
         std::all_of(one.kernels.device.begin(), one.kernels.device.end(), [](int32_t device) { return device == 0; }));
     CHECK(std::all_of(one.copies.device.begin(), one.copies.device.end(), [](int32_t device) { return device == 0; }));
     CHECK(one.meta.at("kineto.kernel_device").rfind("9 -> 0 (one GPU in deviceProperties", 0) == 0);
-    // vLLM's trace lists eight GPUs: agent 2 may be GPU 0 or GPU 2, so its number is kept.
+    // vLLM's trace lists eight GPUs: agent 2 may be GPU 0 or GPU 2, so its number is kept, and
+    // said (before 2026-12-02 it was kept in silence).
     TraceData eight = import_public(dir, "kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", result);
     CHECK(std::all_of(eight.kernels.device.begin(), eight.kernels.device.end(),
                       [](int32_t device) { return device == 2; }));
-    CHECK(eight.meta.count("kineto.kernel_device") == 0);
+    CHECK(eight.meta.at("kineto.kernel_device") ==
+          "2 kept: ROCm numbers kernels by the runtime's agent (CPU agents first), not by the process's device "
+          "index, which the file does not tell (8 GPUs in deviceProperties)");
+    CHECK(warned(result, "kernels and copies on device 2 kept: ROCm numbers kernels by the runtime's agent"));
+}
+
+TEST_CASE("kineto: a ROCm rank of an 8-GPU DDP job keeps its kernels' agent number and says so",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // TraceLens's MI300X ResNet run with activation checkpointing, DDP rank 0 of 8 (NCCL 2.22.3):
+    // 2,995 kernels on agent 2 (2,978 on stream 0, 17 NCCL kernels on stream 4), 550 DtoD copies
+    // and 108 memsets, ProfilerStep#15-#17. Eight GPUs in deviceProperties and no [memory] event:
+    // rank 0 most likely ran on GPU 0, but nothing in the file says which GPU agent 2 is. It was
+    // imported on device 2 without a word.
+    TraceData ddp = import_public(dir, "kineto/tracelens-mi300x-resnet-act-checkpoint-ddp.json.gz", result);
+    CHECK(ddp.kernels.size() == 2995);
+    CHECK(std::count(ddp.kernels.stream.begin(), ddp.kernels.stream.end(), 4) == 17);
+    CHECK(
+        std::all_of(ddp.kernels.device.begin(), ddp.kernels.device.end(), [](int32_t device) { return device == 2; }));
+    CHECK(ddp.copies.size() == 658);
+    CHECK(std::count(ddp.kernels.step.begin(), ddp.kernels.step.end(), 15) == 1383);
+    CHECK(ddp.meta.at("rank") == "0");
+    CHECK(ddp.meta.at("world_size") == "8");
+    CHECK(ddp.meta.at("kineto.kernel_device").rfind("2 kept: ROCm numbers kernels by the runtime's agent", 0) == 0);
+    CHECK(warned(result, "kernels and copies on device 2 kept"));
+    // A ROCm 6.2 trace that writes no version key (its runtime calls are hipLaunchKernel, ...), four
+    // MI250 dies listed, kernels on agent 2; and a GPU-only MI210 trace (no CPU op), four listed,
+    // kernels on agent 1.
+    TraceData mi250 = import_public(dir, "kineto/hta-mi250-rocm6.2-minitoy-train.json.gz", result);
+    CHECK(mi250.meta.at("kineto.kernel_device").rfind("2 kept", 0) == 0);
+    TraceData mi210 = import_public(dir, "kineto/tracelens-mi210-gpu-only.json.gz", result);
+    CHECK(mi210.kernels.size() == 562);
+    CHECK(mi210.meta.at("kineto.kernel_device").rfind("1 kept", 0) == 0);
+    CHECK(warned(result, "which the file does not tell (4 GPUs in deviceProperties)"));
+    // CUDA numbers kernels by the process's device: a TorchRec rank with eight A100s listed and
+    // kernels on five streams of device 0 (NCCL all_to_all among them) says nothing.
+    TraceData cuda = import_public(dir, "kineto/hta-torchrec-rank0-five-streams.json.gz", result);
+    CHECK(cuda.kernels.size() == 6080);
+    CHECK(std::all_of(cuda.kernels.device.begin(), cuda.kernels.device.end(),
+                      [](int32_t device) { return device == 0; }));
+    for (const auto& [stream, count] : {std::pair{7, 5705}, {27, 295}, {84, 36}, {285, 22}, {363, 22}})
+        CHECK(std::count(cuda.kernels.stream.begin(), cuda.kernels.stream.end(), stream) == count);
+    CHECK(cuda.meta.count("kineto.kernel_device") == 0);
+    CHECK(result.warnings.empty());
 }
 
 TEST_CASE("nsys: a 2024.6 export of an H200 run with NVTX ranges", "[import][nsys][public]") {
@@ -253,6 +301,57 @@ TEST_CASE("nsys: a 2024.6 export of an H200 run with NVTX ranges", "[import][nsy
     CHECK(trace.meta.at("device_name") == "NVIDIA H200");
     CHECK(trace.meta.at("device_memory") == "150137864192");
     CHECK(trace.meta.at("nsys.missing_tables") == "CUDA_GPU_MEMORY_USAGE_EVENTS");
+}
+
+TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX ranges", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // nvFuser's report1.sqlite of March 2025: 18 kernels on stream 7 (10,167,602 ns), memcpys of
+    // 394,002,432 B and 2 B HtoD (copyKind 1) and 62,914,560 B DtoD (copyKind 8), three 4 B memsets.
+    TraceData trace = import_public(dir, "nsys/fuser-h200-nsys-2025.1.sqlite", result);
+    CHECK(trace.kernels.size() == 18);
+    CHECK(kernel_time(trace) == 10167602);
+    REQUIRE(trace.copies.size() == 6);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::H2D) == 2);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::D2D) == 1);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 3);
+    CHECK(std::accumulate(trace.copies.bytes.begin(), trace.copies.bytes.end(), int64_t{0}) ==
+          394002432 + 2 + 62914560 + 3 * 4);
+    CHECK(trace.markers.size() == 13513);
+    CHECK(trace.meta.at("nsys.version") == "2025.1.1.110");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.17.1");
+    CHECK(trace.meta.at("device_memory") == "150121545728");
+}
+
+TEST_CASE("et: an execution trace alone marks its ProfilerStep#N steps, as info counts them", "[import][et][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // ResNet (schema 1.0.3): ProfilerStep#4-#6 with 2,584 ops each. `mhc info` said "steps none
+    // marked": the import wrote the ops' steps but no step marker.
+    TraceData resnet = import_public(dir, "chakra/param-resnet-1gpu-et-1.0.3.json.gz", result);
+    REQUIRE(std::count(resnet.markers.kind.begin(), resnet.markers.kind.end(), mhc::trace::MarkerKind::Step) == 3);
+    for (size_t m = 0; m < resnet.markers.size(); ++m) {
+        CHECK(resnet.markers.index[m] == static_cast<int32_t>(m) + 4);
+        CHECK(resnet.str(resnet.markers.name[m]) == "ProfilerStep#" + std::to_string(m + 4));
+        for (size_t k = 0; k < resnet.kernels.size(); ++k)
+            if (resnet.kernels.step[k] == resnet.markers.index[m]) {
+                CHECK(resnet.kernels.t_start[k] >= resnet.markers.t_start[m]);
+                CHECK(resnet.kernels.t_end[k] <= resnet.markers.t_end[m]);
+            }
+    }
+    CHECK(mhc::trace::summarize(resnet).steps == 3);
+    // HF GPT-2 (schema 1.1.0-chakra.0.0.4): ProfilerStep#0 holds 16,064 nodes of thread 1 and the
+    // autograd thread's 11,091 fall within its ids; ProfilerStep#1 (id 38,919, the last) has
+    // nothing under it: recording stopped as it began. One step, all 14,254 leaf ops in it.
+    TraceData gpt2 = import_public(dir, "chakra/param-hf-gpt2-et-1.1.0.json.gz", result);
+    CHECK(gpt2.kernels.size() == 14254);
+    CHECK(std::all_of(gpt2.kernels.step.begin(), gpt2.kernels.step.end(), [](int32_t step) { return step == 0; }));
+    REQUIRE(gpt2.markers.size() == 1);
+    CHECK(gpt2.str(gpt2.markers.name[0]) == "ProfilerStep#0");
+    CHECK(gpt2.meta.at("et.step_markers") == "1");
+    // No ProfilerStep#N node: no marker.
+    TraceData plain = import_public(dir, "chakra/param-resnet-et-1.0.1.json.gz", result);
+    CHECK(plain.markers.size() == 0);
 }
 
 TEST_CASE("et: newer execution-trace schemas (1.0.3, a torch.compile trace in 1.1.1) written in finish order",

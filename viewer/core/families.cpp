@@ -82,9 +82,10 @@ constexpr Rule kRules[] = {
     {F::Reduce, {"mse_", "loss", "argmin"}},
     {F::Elementwise, {"elementwise", "functor", "unrolled", "dropout", "masked_scale", "fill",
                       "rotary", "gelu", "silu", "relu"}},
-    // cuDNN's scalePackedTensor scales a tensor by beta between convolution passes.
+    // cuDNN's scalePackedTensor scales a tensor by beta between convolution passes; MIOpen's
+    // SubTensorOpWithScalar1d / SubTensorOpWithCastTensor1d set, scale or cast a (sub)tensor.
     {F::Elementwise, {"tanh", "sigmoid", "pointwise", "activation", "clamp", "where_kernel", "threshold",
-                      "scalepackedtensor"}},
+                      "scalepackedtensor", "subtensorop"}},
 };
 
 // PyTorch op names (after "aten::", without an in-place "_"), for traces whose kernels are ops.

@@ -560,7 +560,27 @@ private:
         if (joined_) {
             kd_.kernels.clear();   // CPU-only run: the ops above are the timeline; keep markers
             write_kineto_timeline(kd_, base_, w_, r_, nullptr);
+        } else {
+            write_step_markers();
         }
+    }
+
+    // Without Kineto, a step marker per ProfilerStep#N that has ops: from its first op's start to
+    // its last op's end (the ops' slots), so that `mhc info` counts the steps the trace records.
+    // A ProfilerStep#N node with no op under it (the profiler stopped as it began) has none.
+    void write_step_markers() {
+        std::map<int32_t, std::pair<int64_t, int64_t>> span;
+        for (const Unit& unit : units_) {
+            if (unit.step < 0) continue;
+            auto [it, fresh] = span.try_emplace(unit.step, unit.t_start, unit.t_end);
+            if (!fresh)
+                it->second = {std::min(it->second.first, unit.t_start), std::max(it->second.second, unit.t_end)};
+        }
+        int64_t id = 0;
+        for (const auto& [step, times] : span)
+            w_.add(Marker{++id, w_.intern("ProfilerStep#" + std::to_string(step)), times.first, times.second,
+                          MarkerKind::Step, step});
+        if (!span.empty()) r_.meta["et.step_markers"] = std::to_string(span.size());
     }
 
     // The rule that joined (et_join.hpp): a Kineto trace that writes the key is joined by it alone.

@@ -192,7 +192,8 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
 // first) and a [memory] event's, like deviceProperties, by the process's device index (0): with
 // one GPU on each side and no kernel on the memory's device, they are the same GPU, and the
 // kernels (and copies) take the memory's number. Without GPU [memory] events, a deviceProperties
-// list of one GPU gives that number the same way.
+// list of one GPU gives that number the same way. Where neither tells, a ROCm trace's kernels
+// keep the agent number, and meta and a warning say so (rank 0 of an 8-GPU job on agent 2).
 void unify_kernel_device(KinetoData& d, Result& r) {
     std::set<int32_t> mem, kern;
     for (const auto& m : d.memory)
@@ -203,10 +204,27 @@ void unify_kernel_device(KinetoData& d, Result& r) {
         mem.insert(static_cast<int32_t>(d.device_id));
         why = " (one GPU in deviceProperties, numbered by the process; kernels by the runtime's agent)";
     }
-    if (mem.size() != 1 || kern.size() != 1 || *mem.begin() == *kern.begin()) return;
-    int32_t from = *kern.begin(), to = *mem.begin();
-    for (auto& k : d.kernels) k.device = to;
-    r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) + why;
+    bool one_each = mem.size() == 1 && kern.size() == 1;
+    if (one_each && *mem.begin() == *kern.begin()) return;
+    if (one_each) {
+        int32_t from = *kern.begin(), to = *mem.begin();
+        for (auto& kernel : d.kernels) kernel.device = to;
+        r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) + why;
+        return;
+    }
+    if (!d.rocm || kern.empty()) return;
+    auto list = [](const std::set<int32_t>& devices) {
+        std::string text;
+        for (int32_t device : devices) text += (text.empty() ? "" : ", ") + std::to_string(device);
+        return text;
+    };
+    std::string why_not = d.device_count > 0 ? std::to_string(d.device_count) + " GPUs in deviceProperties"
+                                             : std::string("no deviceProperties");
+    if (!mem.empty()) why_not += "; [memory] on devices " + list(mem);
+    std::string said = list(kern) + " kept: ROCm numbers kernels by the runtime's agent (CPU agents first), not by " +
+                       "the process's device index, which the file does not tell (" + why_not + ")";
+    r.meta["kineto.kernel_device"] = said;
+    r.warnings.push_back("kernels and copies on device " + said);
 }
 
 }  // namespace

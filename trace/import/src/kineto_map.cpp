@@ -78,6 +78,7 @@ void map_event(const KEvent& e, KinetoData& d) {
             d.t_min = std::min(d.t_min, k.ts);
         } else if (c == "cuda_runtime" || c == "cuda_driver" || c == "Runtime" || c == "Driver") {
             if (e.corr >= 0) d.launches[e.corr] = KLaunch{e.ts, e.tid};
+            if (e.name.substr(0, 3) == "hip") d.rocm = true;   // hipLaunchKernel, ...: a ROCm trace
         } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
                    c == "gpu_user_annotation") {
             bool step = e.name.substr(0, 13) == "ProfilerStep#";

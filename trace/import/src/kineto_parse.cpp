@@ -347,6 +347,8 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 boundary();
                 top_key.assign(s, n);
                 key = F::TopKey;
+                if (name.rfind("roctracer", 0) == 0 || name.rfind("rocprofiler", 0) == 0 || name.rfind("hip_", 0) == 0)
+                    d.rocm = true;
                 break;
             case In::Prop: key = name == "id" ? F::DpId : name == "name" ? F::DpName : name == "totalGlobalMem" ? F::DpMem : F::None; break;
             case In::Dist: key = name == "rank" ? F::DistRank : name == "world_size" ? F::DistWorld : F::None; break;
@@ -735,6 +737,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     if (second.rank >= 0) first.rank = second.rank;
     if (second.world_size >= 0) first.world_size = second.world_size;
     first.has_rf_id |= second.has_rf_id;
+    first.rocm |= second.rocm;
     return true;
 }
 

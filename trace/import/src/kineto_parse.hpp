@@ -83,6 +83,10 @@ struct KinetoData {
     int device_count = 0;
     int64_t device_id = -1;   // the id of the last deviceProperties entry (-1: none, or no id)
     int64_t rank = -1, world_size = -1;   // distributedInfo, -1 when the trace does not say
+    // The trace is ROCm's: a top-level roctracer_version, rocprofiler_version or hip_*_version key,
+    // or a runtime call named hip* (ROCm 6.2's traces write no version key).
+    // Its kernels carry the runtime's agent number as args.device (kineto.cpp, unify_kernel_device).
+    bool rocm = false;
     bool has_rf_id = false;
     bool streamed = false;   // parsed by the reference (streamed) parse, not the windowed one
     int64_t second_part_from = -1;   // the event a second thread parsed from (-1: one thread did all)
