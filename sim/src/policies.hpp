@@ -30,7 +30,7 @@ struct Ctx {
     std::vector<int32_t> writer;          // seq of the last kernel that wrote it, -1
     std::vector<uint8_t> host_valid;
     int64_t now = 0;                      // simulated ns
-    int32_t cur_seq = 0;                  // next kernel to start
+    int32_t cur_seq = 0;                  // the kernel started last (0 before any)
     int64_t h2d_busy_until = 0, d2h_busy_until = 0;
     double h2d_ns_per_byte = 0, d2h_ns_per_byte = 0, h2d_lat_ns = 0, d2h_lat_ns = 0;
 
