@@ -90,6 +90,7 @@ void App::update_limits() {
 LoadOptions App::load_options() const {
     LoadOptions o;
     if (!opt.families.empty()) o.families.load_file(opt.families);
+    o.device = opt.device;
     return o;
 }
 

@@ -175,8 +175,9 @@ void draw_memory(App& app) {
         dl->AddText({tx, std::max(py - 16, c0.y + 2)}, IM_COL32(255, 255, 255, 255), s.c_str());
     }
     {
-        std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : std::string("recorded live bytes")}};
-        if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), "recorded live bytes"});
+        const std::string recorded = "recorded live bytes, " + memory_device_text(*app.trace);
+        std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : recorded}};
+        if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), recorded});
         if (!reserved.empty()) e.push_back({kReserved, "recorded reserved (segments)"});
         if (!model.empty())
             e.push_back({kModelReserved, "model reserved (caching allocator, device " + std::to_string(curves.model_device) + ")"});
