@@ -165,7 +165,7 @@ void App::select_allocation(int64_t allocation_id) {
         highlights = highlight_lanes(*trace, selected_run(), hits);
         for (Lane& l : highlights) l.title = "accesses, stream " + std::to_string(l.stream);
         const ViewRun* r = selected_run();
-        allocation_info = allocation_pane(allocation_details(*trace, r, allocation_id), r);
+        allocation_info = allocation_pane(allocation_details(*trace, r, allocation_id), r, times());
         status = "allocation #" + std::to_string(allocation_id) + ": " + std::to_string(hits.size()) +
                  " kernel accesses highlighted on the timeline";
     } catch (const std::exception& e) {
@@ -179,7 +179,7 @@ void App::select_kernel(int64_t kernel_id) {
     if (!kernel_id) return;
     try {
         const ViewRun* r = selected_run();
-        kernel_info = kernel_pane(kernel_details(*trace, r, kernel_id), r);
+        kernel_info = kernel_pane(kernel_details(*trace, r, kernel_id), r, times());
         status = "kernel #" + std::to_string(kernel_id) + " selected";
     } catch (const std::exception& e) {
         error = e.what();
@@ -290,10 +290,10 @@ void App::frame(float width, float height) {
     }
     if (!trace) { ImGui::End(); return; }
 
-    ImGui::Text("%s  |  %lld kernels, %zu allocations, %lld copies, %zu runs  |  %s",
-                trace->path.c_str(), static_cast<long long>(trace->kernel_count), trace->allocations.size(),
+    ImGui::Text("%s  |  %lld kernels, %zu allocations, %lld copies, %zu runs  |  %s", trace->path.c_str(),
+                static_cast<long long>(trace->kernel_count), trace->allocations.size(),
                 static_cast<long long>(trace->copy_count), run_list.size(),
-                format_duration(trace->t_end - trace->t_begin).c_str());
+                times().span(trace->t_end - trace->t_begin).c_str());
     // The status bar keeps its line at the bottom whatever the view does above it.
     const float status_h = ImGui::GetFrameHeightWithSpacing();
     if (ImGui::BeginTabBar("views")) {

@@ -84,10 +84,13 @@ std::string metric_label(const std::string& key) {
     return s;
 }
 
-std::string format_metric(const std::string& key, double v) {
+std::string format_metric(const std::string& key, double v, bool order_only) {
     char buf[64];
     if (!std::isfinite(v)) return "-";
-    switch (unit_of(key)) {
+    const Unit unit = unit_of(key);
+    if (order_only && (unit == Unit::Nanoseconds || unit == Unit::Seconds || key == "throughput_loss"))
+        return kNotATime;
+    switch (unit) {
         case Unit::Bytes:
             if (v < 0) return "unlimited";
             return format_bytes(static_cast<int64_t>(v));

@@ -87,14 +87,16 @@ std::vector<RunRow> run_rows(const std::vector<trace::RunInfo>& runs) {
     return out;
 }
 
-std::string run_cell(const RunRow& r, RunColumn c) {
+std::string run_cell(const RunRow& r, RunColumn c, bool order_only) {
     switch (c) {
         case RunColumn::Id: return std::to_string(r.id);
         case RunColumn::Capacity: return r.capacity < 0 ? "-" : format_bytes(r.capacity);
         case RunColumn::Peak: return r.peak < 0 ? "-" : format_bytes(static_cast<int64_t>(r.peak));
         case RunColumn::Reduction: return std::isnan(r.reduction) ? "-" : format_metric("peak_reduction", r.reduction);
-        case RunColumn::Loss: return std::isnan(r.loss) ? "-" : format_metric("throughput_loss", r.loss);
-        case RunColumn::Makespan: return r.makespan < 0 ? "-" : format_duration(static_cast<int64_t>(r.makespan));
+        case RunColumn::Loss: return std::isnan(r.loss) ? "-" : format_metric("throughput_loss", r.loss, order_only);
+        case RunColumn::Makespan:
+            if (r.makespan < 0) return "-";
+            return order_only ? kNotATime : format_duration(static_cast<int64_t>(r.makespan));
         default: {
             const std::string& s = text(r, c);
             return s.empty() ? "-" : s;

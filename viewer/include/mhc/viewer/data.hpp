@@ -159,6 +159,12 @@ struct ViewRun {
     std::string label() const;        // "#id name"
 };
 
+struct TimeText;   // axis.hpp
+// Why a run stopped, as mhc simulate printed it: "out of memory at 1.2 ms: allocation 508 (...):
+// needs 141.39 GiB; ... short by 42.40 GiB" (its config's oom_where, oom_why and its metric
+// oom_time_ns); "interrupted: ..." for an incomplete run; "" for a run that completed.
+std::string run_outcome(const ViewRun& run, const TimeText& times);
+
 // Progress callback: fraction done in [0, 1]. Called from the loading thread.
 using Progress = void (*)(double fraction, void* user);
 

@@ -10,6 +10,7 @@
 
 #include "mhc/trace/model.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/data.hpp"
 
 namespace mhc::viewer {
@@ -71,8 +72,9 @@ struct DetailsPane {
     std::vector<std::vector<std::string>> rows;
     std::string empty_table;   // said instead of the table when it has no rows
 };
-DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run);
-DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run);
+// `times`: how the trace's times read (event numbers when its timing is order only).
+DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run, const TimeText& times = {});
+DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run, const TimeText& times = {});
 
 // "swapped out 40.0 us of 64.00 MiB, 1.20 ms before; swapped in 50.0 us of 64.00 MiB, up to the
 // start": the events with their durations, bytes and distance to `t` (the kernel's start for
