@@ -267,4 +267,5 @@ TEST_CASE("one GPU other than GPU 0 is named on its lanes") {
     CHECK(t.kernel_lanes[0].title == "GPU2 stream 7");
     CHECK(t.allocations.size() == 0);
     CHECK(t.memory_devices.empty());
+    CHECK(memory_device_text(t).empty());   // GPU 0 alone (no allocations): the titles read as before
 }

@@ -265,7 +265,10 @@ void draw_compare(App& app) {
     y_max = std::max(y_max, 1.0) * 1.08;
     draw_bytes_axis(dl, c0, c1, y_max);
     dl->AddText({origin.x + 4, c0.y}, IM_COL32(150, 150, 160, 255),
-                ("recorded (grey), " + device_name(app.trace->memory_device)).c_str());
+                ("recorded (grey)" + std::string(app.trace->memory_devices.size() > 1 || app.trace->memory_device != 0
+                                                     ? ", " + device_name(app.trace->memory_device)
+                                                     : ""))
+                    .c_str());
     draw_curve(dl, ui.curves[0], c0, c1, y_max, IM_COL32(150, 150, 160, 255), false,
                columns_before(app.range, W, app.trace->t_end));
     std::set<int64_t> capacities;

@@ -183,7 +183,8 @@ void draw_memory(App& app) {
         dl->AddText({tx, std::max(py - 16, c0.y + 2)}, IM_COL32(255, 255, 255, 255), s.c_str());
     }
     {
-        const std::string recorded = "recorded live bytes, " + memory_device_text(*app.trace);
+        const std::string device = memory_device_text(*app.trace);
+        const std::string recorded = "recorded live bytes" + (device.empty() ? "" : ", " + device);
         std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : recorded}};
         if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), recorded});
         if (!reserved.empty()) e.push_back({kReserved, "recorded reserved (segments)"});

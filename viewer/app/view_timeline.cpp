@@ -69,8 +69,9 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
         std::string s = "capacity " + format_bytes(run->capacity);
         draw_hline(dl, p0, p1, static_cast<double>(run->capacity), y_max, kCapacity, s.c_str());
     }
+    const std::string device = memory_device_text(*app.trace);
     std::string title = run_curve ? "device bytes, " + run->label()
-                                  : "live bytes (recorded), " + memory_device_text(*app.trace);
+                                  : "live bytes (recorded)" + (device.empty() ? "" : ", " + device);
     ImVec2 ts = ImGui::CalcTextSize(title.c_str());
     dl->AddRectFilled({p0.x + 2, p0.y + 1}, {p0.x + 8 + ts.x, p0.y + 3 + ts.y}, IM_COL32(36, 36, 42, 220));
     dl->AddText({p0.x + 4, p0.y + 2}, kCurve, title.c_str());

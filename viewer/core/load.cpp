@@ -290,7 +290,8 @@ std::string memory_device_text(const ViewTrace& t) {
         if (d.device != t.memory_device)
             others += (others.empty() ? "" : ", ") + device_name(d.device) + " (peak " + format_bytes(d.peak_bytes) +
                       ")";
-    return others.empty() ? out : out + "; not shown: " + others;
+    if (others.empty()) return t.memory_device == 0 ? std::string() : out;
+    return out + "; not shown: " + others;
 }
 
 ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {

@@ -94,8 +94,9 @@ struct DeviceMemory {
 // "GPU 0", or "host" for device -1.
 std::string device_name(int32_t device);
 struct ViewTrace;
-// What the memory curves show, for their titles: "GPU 0", and the devices left out with their
-// peaks ("GPU 0; not shown: host (peak 305.18 MiB)") when the trace has more than one.
+// What the memory curves show, for their titles: the device and those left out with their peaks
+// ("GPU 0; not shown: host (peak 305.18 MiB)"), or "GPU 2" alone; "" when GPU 0 is the only one
+// (nothing to tell: the titles read as before).
 std::string memory_device_text(const ViewTrace& t);
 
 // LoadOptions::device: the GPU with the largest live peak, as `mhc simulate --device auto`.
