@@ -14,7 +14,20 @@
 #include "mhc/viewer/run_table.hpp"
 #include "mhc/viewer/stats.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::empty_table_text;
+using mhc::viewer::format_metric;
+using mhc::viewer::kNotATime;
+using mhc::viewer::load_view_run;
+using mhc::viewer::load_view_trace;
+using mhc::viewer::memory_device_text;
+using mhc::viewer::run_cell;
+using mhc::viewer::run_outcome;
+using mhc::viewer::RunColumn;
+using mhc::viewer::RunRow;
+using mhc::viewer::StatsTable;
+using mhc::viewer::TimeText;
+using mhc::viewer::ViewRun;
+using mhc::viewer::ViewTrace;
 namespace fs = std::filesystem;
 namespace trace = mhc::trace;
 
@@ -35,29 +48,29 @@ ViewTrace imported(const fs::path& in, const std::string& out_name) {
 TEST_CASE("an Nsight Systems export with device and pinned host memory: GPU 0's curve, not their sum") {
     // extra-p's 16-stream export: GPU 0 and the host's pinned buffers each peak at 320,000,000 B
     // (SOURCES.md); the one curve over both drew 600 MiB, a figure of neither.
-    ViewTrace t = imported(kPublic / "nsys/extrap-concurrent-16-streams.sqlite", "real-nsys.db");
-    CHECK(t.memory_device == 0);
-    CHECK(t.live.peak() == 320000000.0);
-    REQUIRE(t.memory_devices.size() == 2);
-    CHECK(t.memory_devices[0].device == -1);
-    CHECK(t.memory_devices[0].peak_bytes == 320000000);
-    CHECK(memory_device_text(t) == "GPU 0; not shown: host (peak 305.18 MiB)");
+    ViewTrace view = imported(kPublic / "nsys/extrap-concurrent-16-streams.sqlite", "real-nsys.db");
+    CHECK(view.memory_device == 0);
+    CHECK(view.live.peak() == 320000000.0);
+    REQUIRE(view.memory_devices.size() == 2);
+    CHECK(view.memory_devices[0].device == -1);
+    CHECK(view.memory_devices[0].peak_bytes == 320000000);
+    CHECK(memory_device_text(view) == "GPU 0; not shown: host (peak 305.18 MiB)");
 }
 
 TEST_CASE("an order-only snapshot: times are event numbers in every text, no kernels said in a sentence") {
     // FlexGen's out-of-memory snapshot (PyTorch 2.0, no time_us): one instant, 460 blocks.
-    ViewTrace t = imported(kPublic / "torch-snapshot/flexgen-oom-snapshot.pickle", "real-flexgen.db");
-    REQUIRE(trace::order_only_timing(t.meta.at("timing")));
+    ViewTrace view = imported(kPublic / "torch-snapshot/flexgen-oom-snapshot.pickle", "real-flexgen.db");
+    REQUIRE(trace::order_only_timing(view.meta.at("timing")));
     const TimeText times{true};
-    CHECK(times.at(t.t_begin) == "event #0");
-    CHECK(times.span(t.t_end - t.t_begin) == "1 event");   // the header read "1 ns"
+    CHECK(times.at(view.t_begin) == "event #0");
+    CHECK(times.span(view.t_end - view.t_begin) == "1 event");   // the header read "1 ns"
     CHECK(times.span(1670900) == "1670900 events");
-    CHECK(TimeText{}.span(t.t_end - t.t_begin) == "1 ns");
+    CHECK(TimeText{}.span(view.t_end - view.t_begin) == "1 ns");
     CHECK(TimeText{}.at(1500000, 1000) == "1.500 ms");
-    CHECK(empty_table_text(t, StatsTable::Kernels, 0) ==
+    CHECK(empty_table_text(view, StatsTable::Kernels, 0) ==
           "no kernels in this trace: a PyTorch memory snapshot records allocations, not kernels (see the Memory view)");
-    CHECK(empty_table_text(t, StatsTable::Kernels, 3).empty());
-    CHECK(empty_table_text(t, StatsTable::Steps, 0).rfind("no steps in this trace", 0) == 0);
+    CHECK(empty_table_text(view, StatsTable::Kernels, 3).empty());
+    CHECK(empty_table_text(view, StatsTable::Steps, 0).rfind("no steps in this trace", 0) == 0);
     // A run's loss and makespan on such a trace are no times (mhc simulate leaves them out).
     CHECK(format_metric("simulated_makespan_ns", 1.47e8, true) == kNotATime);
     CHECK(format_metric("throughput_loss", 0.0, true) == kNotATime);
@@ -72,18 +85,19 @@ TEST_CASE("an order-only snapshot: times are event numbers in every text, no ker
 }
 
 TEST_CASE("a trace of no kernels and no allocations (MTIA inference): sentences, not empty tables") {
-    ViewTrace t = imported(kPublic / "kineto/hta-mtia-inference-rank-0.json.gz", "real-mtia.db");
-    REQUIRE(t.kernel_count == 0);
-    REQUIRE(t.allocations.size() == 0);
-    CHECK(empty_table_text(t, StatsTable::Kernels, 0) == "no kernels in this trace");
-    CHECK(empty_table_text(t, StatsTable::Allocations, 0).rfind("no allocations in this trace: a timeline only", 0) ==
-          0);
-    CHECK(t.memory_devices.empty());
+    ViewTrace view = imported(kPublic / "kineto/hta-mtia-inference-rank-0.json.gz", "real-mtia.db");
+    REQUIRE(view.kernel_count == 0);
+    REQUIRE(view.allocations.size() == 0);
+    CHECK(empty_table_text(view, StatsTable::Kernels, 0) == "no kernels in this trace");
+    CHECK(
+        empty_table_text(view, StatsTable::Allocations, 0).rfind("no allocations in this trace: a timeline only", 0) ==
+        0);
+    CHECK(view.memory_devices.empty());
 }
 
 TEST_CASE("a run that stopped out of memory says where and why, as mhc simulate printed it") {
-    fixture::TempPath p("oom-run.db");
-    fixture::write_known_trace(p.path, false);
+    fixture::TempPath db("oom-run.db");
+    fixture::write_known_trace(db.path, false);
     trace::Run run;
     run.name = "lru+none@70%/pcie4/caching";
     run.status = trace::RunStatus::Oom;
@@ -91,15 +105,15 @@ TEST_CASE("a run that stopped out of memory says where and why, as mhc simulate 
                   {"oom_why", "needs 1.00 GiB; 400.00 MiB in use, short by 424.00 MiB"}};
     run.metrics = {{"oom", 1}, {"oom_time_ns", 450e3}, {"kernels_reached", 1}};
     run.kernel_times.push_back({1, 100 * fixture::us, 300 * fixture::us});
-    trace::add_run(p.path, run);
+    trace::add_run(db.path, run);
     trace::Run done;
     done.name = "lru+none@90%/pcie4/caching";
-    trace::add_run(p.path, done);
-    ViewTrace t = load_view_trace(p.path);
-    ViewRun oom = load_view_run(t, 1);
+    trace::add_run(db.path, done);
+    ViewTrace view = load_view_trace(db.path);
+    ViewRun oom = load_view_run(view, 1);
     CHECK(
         run_outcome(oom, TimeText{}) ==
         "out of memory at 450.000 us: allocation 2 (act_big): needs 1.00 GiB; 400.00 MiB in use, short by 424.00 MiB");
     CHECK(run_outcome(oom, TimeText{true}).rfind("out of memory at event #450000: ", 0) == 0);
-    CHECK(run_outcome(load_view_run(t, 2), TimeText{}).empty());
+    CHECK(run_outcome(load_view_run(view, 2), TimeText{}).empty());
 }

@@ -813,13 +813,13 @@ TEST_CASE(
     opt.warn = false;
     mhc::trace::import::import_file(
         std::string(MHC_PUBLIC_DATASETS) + "/kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", db.path, opt);
-    Shot s = shoot(db.path, "--size 1400x700");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    const auto& tl = s.layout["timeline"];
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
     REQUIRE(tl["memory_strip"]["empty"] == true);
-    const auto& r = tl["memory_strip"]["rect"];
-    CHECK(r["y1"].get<double>() - r["y0"].get<double>() < 30);
+    const auto& rect = tl["memory_strip"]["rect"];
+    CHECK(rect["y1"].get<double>() - rect["y0"].get<double>() < 30);
     CHECK(track(tl, "GPU2 stream 0")["items"].get<int>() > 0);   // the device the kernels ran on, named
 }
 
@@ -833,9 +833,9 @@ TEST_CASE("a run that stopped out of memory says why over the timeline") {
     run.metrics = {{"oom_time_ns", 450e3}, {"kernels_reached", 1}};
     run.kernel_times.push_back({1, 100 * fixture::us, 300 * fixture::us});
     mhc::trace::add_run(db.path, run);
-    Shot s = shoot(db.path, "--run 1");
-    INFO(s.err);
-    REQUIRE(s.rc == 0);
-    CHECK(s.layout["timeline"]["run_outcome"] ==
+    Shot shot = shoot(db.path, "--run 1");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    CHECK(shot.layout["timeline"]["run_outcome"] ==
           "out of memory at 450.000 us: allocation 2 (act_big): short by 424.00 MiB");
 }

@@ -290,8 +290,10 @@ void App::frame(float width, float height) {
     }
     if (!trace) { ImGui::End(); return; }
 
-    ImGui::Text("%s  |  %lld kernels, %zu allocations, %lld copies, %zu runs  |  %s", trace->path.c_str(),
-                static_cast<long long>(trace->kernel_count), trace->allocations.size(),
+    // With several devices the allocations counted are those of the device the memory views show.
+    const std::string on = trace->memory_devices.size() > 1 ? " on " + device_name(trace->memory_device) : "";
+    ImGui::Text("%s  |  %lld kernels, %zu allocations%s, %lld copies, %zu runs  |  %s", trace->path.c_str(),
+                static_cast<long long>(trace->kernel_count), trace->allocations.size(), on.c_str(),
                 static_cast<long long>(trace->copy_count), run_list.size(),
                 times().span(trace->t_end - trace->t_begin).c_str());
     // The status bar keeps its line at the bottom whatever the view does above it.

@@ -256,6 +256,7 @@ void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohman
     double step = unit * std::pow(10.0, std::floor(std::log10(y_max / 4 / unit)));
     for (double m : {1.0, 2.0, 5.0, 10.0})
         if (y_max / (step * m) <= 7) { step *= m; break; }
+    step = std::max(step, 1.0);   // whole bytes: a curve of a few bytes has no "0 B" lines
     for (double v = step; v < y_max; v += step) {
         float y = p1.y - static_cast<float>(v / y_max) * (p1.y - p0.y);
         dl->AddLine({p0.x, y}, {p1.x, y}, IM_COL32(70, 70, 80, 255));
