@@ -10,6 +10,7 @@
 #include "mhc/trace/runs.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/data.hpp"
+#include "mhc/viewer/details.hpp"
 #include "mhc/viewer/metrics.hpp"
 #include "mhc/viewer/run_table.hpp"
 #include "mhc/viewer/stats.hpp"
@@ -116,4 +117,18 @@ TEST_CASE("a run that stopped out of memory says where and why, as mhc simulate 
         "out of memory at 450.000 us: allocation 2 (act_big): needs 1.00 GiB; 400.00 MiB in use, short by 424.00 MiB");
     CHECK(run_outcome(oom, TimeText{true}).rfind("out of memory at event #450000: ", 0) == 0);
     CHECK(run_outcome(load_view_run(view, 2), TimeText{}).empty());
+}
+
+TEST_CASE("an execution trace alone (order only): a kernel's details pane gives event numbers, not nanoseconds") {
+    // param's ResNet ET on one GPU: op k at 1000 k ns (docs/import.md), so the first op is
+    // [0, 1000): the pane said "start 0 ns, end 1.000 us (1.00 us)".
+    ViewTrace view = imported(kPublic / "chakra/param-resnet-1gpu-et-1.0.3.json.gz", "real-et.db");
+    REQUIRE(view.order_only());
+    const int64_t first = view.kernel_lanes.at(0).ref.at(0);
+    mhc::viewer::DetailsPane pane = mhc::viewer::kernel_pane(mhc::viewer::kernel_details(view, nullptr, first),
+                                                             nullptr);
+    std::string recorded;
+    for (const auto& [field, value] : pane.fields)
+        if (field == "recorded") recorded = value;
+    CHECK(recorded == "start event #0, end event #1000 (1000 events)");
 }

@@ -165,7 +165,7 @@ void App::select_allocation(int64_t allocation_id) {
         highlights = highlight_lanes(*trace, selected_run(), hits);
         for (Lane& l : highlights) l.title = "accesses, stream " + std::to_string(l.stream);
         const ViewRun* r = selected_run();
-        allocation_info = allocation_pane(allocation_details(*trace, r, allocation_id), r, times());
+        allocation_info = allocation_pane(allocation_details(*trace, r, allocation_id), r);
         status = "allocation #" + std::to_string(allocation_id) + ": " + std::to_string(hits.size()) +
                  " kernel accesses highlighted on the timeline";
     } catch (const std::exception& e) {
@@ -179,7 +179,7 @@ void App::select_kernel(int64_t kernel_id) {
     if (!kernel_id) return;
     try {
         const ViewRun* r = selected_run();
-        kernel_info = kernel_pane(kernel_details(*trace, r, kernel_id), r, times());
+        kernel_info = kernel_pane(kernel_details(*trace, r, kernel_id), r);
         status = "kernel #" + std::to_string(kernel_id) + " selected";
     } catch (const std::exception& e) {
         error = e.what();

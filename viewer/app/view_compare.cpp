@@ -104,11 +104,13 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
                 nlohmann::json cells = nlohmann::json::array();
                 for (int c = 0; c < kRunColumnCount; ++c) {
                     ImGui::TableNextColumn();
-                    std::string v = run_cell(r, static_cast<RunColumn>(c), app.order_only());
-                    if (colour >= 0 && c == 0) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(series_color(static_cast<size_t>(colour))), "%s", v.c_str());
-                    else ImGui::TextUnformatted(v.c_str());
+                    std::string cell = run_cell(r, static_cast<RunColumn>(c), app.order_only());
+                    if (colour >= 0 && c == 0)
+                        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(series_color(static_cast<size_t>(colour))),
+                                           "%s", cell.c_str());
+                    else ImGui::TextUnformatted(cell.c_str());
                     if (ImGui::IsItemHovered()) ImGui::SetTooltip("#%lld %s", static_cast<long long>(r.id), r.name.c_str());
-                    cells.push_back(v);
+                    cells.push_back(cell);
                 }
                 out["rows"].push_back({{"id", r.id}, {"ticked", on}, {"y0", y0}, {"y1", y1}, {"cells", cells}});
             }
@@ -152,9 +154,10 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
             // Why it stopped, after its name (clipped to the header).
             const std::string outcome = run_outcome(r, app.times());
             if (!outcome.empty()) {
-                const float x = origin.x + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
-                ImVec4 clip{x, y, plot_x + plot_w, y + 16};
-                dl->AddText(nullptr, 0, {x, y + 1}, IM_COL32(255, 110, 110, 255), outcome.c_str(), nullptr, 0, &clip);
+                const float text_x = origin.x + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
+                ImVec4 clip{text_x, y, plot_x + plot_w, y + 16};
+                dl->AddText(nullptr, 0, {text_x, y + 1}, IM_COL32(255, 110, 110, 255), outcome.c_str(), nullptr, 0,
+                            &clip);
             }
             float ty = y + kRunHeader;
             for (const TrackFrame& f : ui.frames[k]) {
@@ -206,10 +209,10 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order
         for (size_t k = 0; k < runs.size(); ++k) {
             ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
             auto it = runs[k]->metrics.find(key);
-            std::string v = it != runs[k]->metrics.end() ? format_metric(key, it->second, order_only) : "-";
-            if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(v.c_str());
+            std::string value = it != runs[k]->metrics.end() ? format_metric(key, it->second, order_only) : "-";
+            if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(value.c_str());
             else ImGui::TextDisabled("-");
-            row["values"].push_back(v);
+            row["values"].push_back(value);
         }
         jrows.push_back(row);
     }

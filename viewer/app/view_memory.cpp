@@ -185,13 +185,14 @@ void draw_memory(App& app) {
     {
         const std::string device = memory_device_text(*app.trace);
         const std::string recorded = "recorded live bytes" + (device.empty() ? "" : ", " + device);
-        std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : recorded}};
-        if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), recorded});
-        if (!reserved.empty()) e.push_back({kReserved, "recorded reserved (segments)"});
+        std::vector<LegendEntry> entries{{kCurve, run_curve ? run->label() + ": device bytes" : recorded}};
+        if (run_curve) entries.push_back({IM_COL32(150, 150, 160, 255), recorded});
+        if (!reserved.empty()) entries.push_back({kReserved, "recorded reserved (segments)"});
         if (!model.empty())
-            e.push_back({kModelReserved, "model reserved (caching allocator, device " + std::to_string(curves.model_device) + ")"});
-        if (run && run->capacity > 0) e.push_back({kCapacity, "capacity"});
-        legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
+            entries.push_back({kModelReserved, "model reserved (caching allocator, device " +
+                                                   std::to_string(curves.model_device) + ")"});
+        if (run && run->capacity > 0) entries.push_back({kCapacity, "capacity"});
+        legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, entries, legend);
     }
     if (!message.empty()) message_line(dl, {c0.x + 6, c0.y + 4}, c1.x - 6, message);
 

@@ -78,8 +78,8 @@ void draw_selection(App& app, ImDrawList* dl, ImVec2 p0, ImVec2 p1) {
     dl->AddRectFilled({a, p0.y}, {b, p1.y}, IM_COL32(120, 160, 255, 40));
     dl->AddRect({a, p0.y}, {b, p1.y}, IM_COL32(120, 160, 255, 160));
     if (!app.sel.dragging) {
-        std::string s = app.times().span(std::abs(app.sel.t1 - app.sel.t0)) + "  (Z: zoom)";
-        dl->AddText({a + 4, p0.y + 2}, IM_COL32(200, 215, 255, 255), s.c_str());
+        std::string text = app.times().span(std::abs(app.sel.t1 - app.sel.t0)) + "  (Z: zoom)";
+        dl->AddText({a + 4, p0.y + 2}, IM_COL32(200, 215, 255, 255), text.c_str());
     }
 }
 

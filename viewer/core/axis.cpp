@@ -61,8 +61,8 @@ std::string format_duration(int64_t ns) {
     return buf;
 }
 
-std::string TimeText::at(int64_t t, int64_t resolution_ns) const {
-    return events ? "event #" + std::to_string(t) : format_time(t, resolution_ns);
+std::string TimeText::at(int64_t time, int64_t resolution_ns) const {
+    return events ? "event #" + std::to_string(time) : format_time(time, resolution_ns);
 }
 
 std::string TimeText::span(int64_t ns) const {

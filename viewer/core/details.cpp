@@ -55,6 +55,7 @@ std::string mode_name(trace::AccessMode m) { return std::string(trace::to_string
 
 KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t kernel_id) {
     KernelDetails d;
+    d.times.events = t.order_only();
     if (!t.reader || !t.reader->kernel(kernel_id, d.kernel)) return d;
     d.found = true;
     d.name = t.str(d.kernel.name);
@@ -95,6 +96,7 @@ KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t ker
 
 AllocationDetails allocation_details(const ViewTrace& t, const ViewRun* run, int64_t allocation_id, size_t max_rows) {
     AllocationDetails d;
+    d.times.events = t.order_only();
     if (!t.reader || !t.reader->allocation(allocation_id, d.allocation)) return d;
     d.found = true;
     d.label = t.str(d.allocation.label);
@@ -158,8 +160,9 @@ std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t 
     return out;
 }
 
-DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run, const TimeText& times) {
-    auto when = [&](int64_t t) { return times.at(t); };
+DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
+    const TimeText& times = d.times;
+    auto when = [&](int64_t time) { return times.at(time); };
     DetailsPane p;
     if (!d.found) {
         p.title = "kernel not found in the file";
@@ -209,8 +212,9 @@ DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run, const TimeTe
     return p;
 }
 
-DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run, const TimeText& times) {
-    auto when = [&](int64_t t) { return times.at(t); };
+DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run) {
+    const TimeText& times = d.times;
+    auto when = [&](int64_t time) { return times.at(time); };
     DetailsPane p;
     if (!d.found) {
         p.title = "allocation not found in the file";

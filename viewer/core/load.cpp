@@ -10,6 +10,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/trace/columns.hpp"
 #include "mhc/trace/event_order.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/band_colors.hpp"
@@ -226,57 +227,58 @@ struct Loader {
 // (options.device, else the GPU with the largest peak, the host only when no GPU has any); the
 // allocation table cut to that device's rows. Returns, when rows were dropped, each old row's new
 // index (-1: dropped), for the cache's dense allocation indices; empty when all were kept.
-std::vector<int32_t> keep_one_device(ViewTrace& t, int32_t wanted) {
-    AllocationTable& a = t.allocations;
+std::vector<int32_t> keep_one_device(ViewTrace& view, int32_t wanted) {
+    AllocationTable& table = view.allocations;
     std::map<int32_t, std::vector<uint32_t>> rows;
-    for (size_t i = 0; i < a.size(); ++i) rows[a.device[i]].push_back(static_cast<uint32_t>(i));
-    t.memory_devices.clear();
+    for (size_t row = 0; row < table.size(); ++row) rows[table.device[row]].push_back(static_cast<uint32_t>(row));
+    view.memory_devices.clear();
     for (const auto& [device, index] : rows) {
         int64_t peak = 0;   // one device: its curve's peak, filled once the curve is made
         if (rows.size() > 1) {
             std::vector<int64_t> t_alloc(index.size()), t_free(index.size()), bytes(index.size());
             for (size_t k = 0; k < index.size(); ++k) {
-                t_alloc[k] = a.t_alloc[index[k]];
-                t_free[k] = a.t_free[index[k]];
-                bytes[k] = a.bytes[index[k]];
+                t_alloc[k] = table.t_alloc[index[k]];
+                t_free[k] = table.t_free[index[k]];
+                bytes[k] = table.bytes[index[k]];
             }
             peak = static_cast<int64_t>(Curve::from_events(trace::memory_events(t_alloc, t_free), bytes).peak());
         }
-        t.memory_devices.push_back({device, static_cast<int64_t>(index.size()), peak});
+        view.memory_devices.push_back({device, static_cast<int64_t>(index.size()), peak});
     }
     if (wanted != kAutoMemoryDevice) {
         if (!rows.count(wanted)) {
             std::string have;
-            for (const DeviceMemory& d : t.memory_devices) have += (have.empty() ? "" : ", ") + device_name(d.device);
-            throw Error(t.path + ": no allocations on " + device_name(wanted) +
+            for (const DeviceMemory& dev : view.memory_devices)
+                have += (have.empty() ? "" : ", ") + device_name(dev.device);
+            throw Error(view.path + ": no allocations on " + device_name(wanted) +
                             (have.empty() ? " (the trace has no allocations)" : " (allocations on: " + have + ")"),
                         Error::Kind::BadInput);
         }
-        t.memory_device = wanted;
+        view.memory_device = wanted;
     } else {
-        t.memory_device = rows.empty() ? 0 : rows.begin()->first;   // the host when it is the only one
+        view.memory_device = rows.empty() ? 0 : rows.begin()->first;   // the host when it is the only one
         int64_t best = -1;
-        for (const DeviceMemory& d : t.memory_devices)
-            if (d.device >= 0 && d.peak_bytes > best) {
-                best = d.peak_bytes;
-                t.memory_device = d.device;
+        for (const DeviceMemory& dev : view.memory_devices)
+            if (dev.device >= 0 && dev.peak_bytes > best) {
+                best = dev.peak_bytes;
+                view.memory_device = dev.device;
             }
     }
     if (rows.size() <= 1) return {};
-    const std::vector<uint32_t>& keep = rows[t.memory_device];
-    std::vector<int32_t> remap(a.size(), -1);
+    const std::vector<uint32_t>& keep = rows[view.memory_device];
+    std::vector<int32_t> remap(table.size(), -1);
     AllocationTable kept;
-    for (uint32_t i : keep) {
-        remap[i] = static_cast<int32_t>(kept.id.size());
-        kept.id.push_back(a.id[i]);
-        kept.device.push_back(a.device[i]);
-        kept.bytes.push_back(a.bytes[i]);
-        kept.t_alloc.push_back(a.t_alloc[i]);
-        kept.t_free.push_back(a.t_free[i]);
-        kept.category.push_back(a.category[i]);
-        kept.label.push_back(a.label[i]);
+    for (uint32_t row : keep) {
+        remap[row] = static_cast<int32_t>(kept.id.size());
+        kept.id.push_back(table.id[row]);
+        kept.device.push_back(table.device[row]);
+        kept.bytes.push_back(table.bytes[row]);
+        kept.t_alloc.push_back(table.t_alloc[row]);
+        kept.t_free.push_back(table.t_free[row]);
+        kept.category.push_back(table.category[row]);
+        kept.label.push_back(table.label[row]);
     }
-    a = std::move(kept);
+    table = std::move(kept);
     return remap;
 }
 
@@ -284,13 +286,13 @@ std::vector<int32_t> keep_one_device(ViewTrace& t, int32_t wanted) {
 
 std::string device_name(int32_t device) { return device < 0 ? std::string("host") : "GPU " + std::to_string(device); }
 
-std::string memory_device_text(const ViewTrace& t) {
-    std::string out = device_name(t.memory_device), others;
-    for (const DeviceMemory& d : t.memory_devices)
-        if (d.device != t.memory_device)
-            others += (others.empty() ? "" : ", ") + device_name(d.device) + " (peak " + format_bytes(d.peak_bytes) +
-                      ")";
-    if (others.empty()) return t.memory_device == 0 ? std::string() : out;
+std::string memory_device_text(const ViewTrace& view) {
+    std::string out = device_name(view.memory_device), others;
+    for (const DeviceMemory& dev : view.memory_devices)
+        if (dev.device != view.memory_device)
+            others += (others.empty() ? "" : ", ") + device_name(dev.device) + " (peak " +
+                      format_bytes(dev.peak_bytes) + ")";
+    if (others.empty()) return view.memory_device == 0 ? std::string() : out;
     return out + "; not shown: " + others;
 }
 
@@ -419,6 +421,11 @@ void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end) {
 int64_t AllocationTable::index_of(int64_t allocation_id) const {
     auto it = std::lower_bound(id.begin(), id.end(), allocation_id);
     return it != id.end() && *it == allocation_id ? it - id.begin() : -1;
+}
+
+bool ViewTrace::order_only() const {
+    auto timing = meta.find("timing");
+    return timing != meta.end() && trace::order_only_timing(timing->second);
 }
 
 KernelFamily ViewTrace::family_of(int64_t name_id) const {

@@ -30,7 +30,7 @@ std::string format_duration(int64_t ns);
 // event's place and a "duration" a count of events, so no text may read as nanoseconds.
 struct TimeText {
     bool events = false;
-    std::string at(int64_t t, int64_t resolution_ns = 1) const;   // "1.5000 ms", or "event #1500"
+    std::string at(int64_t time, int64_t resolution_ns = 1) const;   // "1.5000 ms", or "event #1500"
     std::string span(int64_t ns) const;                           // "2.30 ms", or "1500 events"
 };
 

@@ -97,7 +97,7 @@ struct ViewTrace;
 // What the memory curves show, for their titles: the device and those left out with their peaks
 // ("GPU 0; not shown: host (peak 305.18 MiB)"), or "GPU 2" alone; "" when GPU 0 is the only one
 // (nothing to tell: the titles read as before).
-std::string memory_device_text(const ViewTrace& t);
+std::string memory_device_text(const ViewTrace& view);
 
 // LoadOptions::device: the GPU with the largest live peak, as `mhc simulate --device auto`.
 inline constexpr int32_t kAutoMemoryDevice = INT32_MIN;
@@ -131,6 +131,8 @@ struct ViewTrace {
     // made at load from the same ordering of events as `live`.
     std::shared_ptr<const BandKeys> keys;
 
+    // The trace's timing is order only (meta timing): its times are event numbers.
+    bool order_only() const;
     // A kernel name's family and colour (classified at load, the user's rules first).
     KernelFamily family_of(int64_t name_id) const;
     uint32_t color_of(int64_t name_id) const;

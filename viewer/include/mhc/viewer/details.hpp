@@ -31,6 +31,7 @@ struct OperandDetail {
 
 struct KernelDetails {
     bool found = false;
+    TimeText times;          // how the trace's times read (event numbers when its timing is order only)
     trace::Kernel kernel;    // as recorded (times, launch geometry)
     std::string name;
     KernelFamily family = KernelFamily::Other;
@@ -52,6 +53,7 @@ struct AccessRow {
 
 struct AllocationDetails {
     bool found = false;
+    TimeText times;                 // as KernelDetails::times
     trace::Allocation allocation;   // as recorded (address, stream, ...)
     std::string label;              // the source frame of a PyTorch snapshot
     int64_t t_end = 0;              // the free, or the end of the trace
@@ -72,9 +74,8 @@ struct DetailsPane {
     std::vector<std::vector<std::string>> rows;
     std::string empty_table;   // said instead of the table when it has no rows
 };
-// `times`: how the trace's times read (event numbers when its timing is order only).
-DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run, const TimeText& times = {});
-DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run, const TimeText& times = {});
+DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run);
+DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run);
 
 // "swapped out 40.0 us of 64.00 MiB, 1.20 ms before; swapped in 50.0 us of 64.00 MiB, up to the
 // start": the events with their durations, bytes and distance to `t` (the kernel's start for

@@ -42,6 +42,6 @@ void sort_steps(std::vector<StepStat>& steps, StepSort by, bool ascending);
 // memory snapshot has no kernels, a timeline-only trace no allocations, a search matched
 // nothing); "" when `rows` > 0. Categories and the memory views read as Allocations.
 enum class StatsTable { Kernels, Allocations, Steps };
-std::string empty_table_text(const ViewTrace& t, StatsTable table, size_t rows, std::string_view search = {});
+std::string empty_table_text(const ViewTrace& view, StatsTable table, size_t rows, std::string_view search = {});
 
 }  // namespace mhc::viewer
