@@ -100,8 +100,8 @@ std::string run_cell(const RunRow& row, RunColumn column, bool order_only) {
             if (row.makespan < 0) return "-";
             return order_only ? kNotATime : format_duration(static_cast<int64_t>(row.makespan));
         default: {
-            const std::string& s = text(row, column);
-            return s.empty() ? "-" : s;
+            const std::string& cell = text(row, column);
+            return cell.empty() ? "-" : cell;
         }
     }
 }
