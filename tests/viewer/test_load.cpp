@@ -1,9 +1,11 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include "fixtures.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/trace/cache.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/summary.hpp"
 #include "mhc/viewer/band_colors.hpp"
@@ -168,4 +170,102 @@ TEST_CASE("statistics: the step table sorts by any column, equal keys in their o
     CHECK(steps_of(steps) == std::vector<int32_t>{3, 2, 1, 0});
     sort_steps(steps, StepSort::Step, true);
     CHECK(steps_of(steps) == std::vector<int32_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("memory is one device's: the GPU with the largest peak, never the sum with the host's or another GPU's") {
+    // GPU 0: two 100 MiB blocks alive together (peak 200 MiB); GPU 1: one of 300 MiB; the host's
+    // pinned memory: one of 1 GiB, the largest, which `auto` must not pick (mhc simulate's rule).
+    // The sum of all three, drawn before as one "live bytes" curve, was 1624 MiB: nobody's memory.
+    namespace trace = mhc::trace;
+    fixture::TempPath db("devices.db"), cached("devices-cached.db");
+    {
+        trace::Writer writer(db.path);
+        writer.set_meta("source", "viewer-test");
+        const int64_t name = writer.intern(fixture::kAlpha);
+        writer.add(trace::Allocation{1, 0, 0, 100 * MiB, 0, 500 * us});
+        writer.add(trace::Allocation{2, 0, 0, 100 * MiB, 100 * us, 600 * us});
+        writer.add(trace::Allocation{3, 1, 0, 300 * MiB, 200 * us, 700 * us});
+        writer.add(trace::Allocation{4, -1, 0, 1024 * MiB, 0, 900 * us});
+        for (int64_t k = 1; k <= 3; ++k) {
+            trace::Kernel kernel;
+            kernel.id = k;
+            kernel.device = k == 3 ? 1 : 0;
+            kernel.name = name;
+            kernel.t_start = 100 * us * k;
+            kernel.t_end = kernel.t_start + 50 * us;
+            writer.add(kernel);
+        }
+        writer.add(trace::Access{1, 1, trace::AccessMode::Read});
+        writer.add(trace::Access{2, 4, trace::AccessMode::Read});
+        writer.add(trace::Access{3, 3, trace::AccessMode::Write});
+        writer.add(trace::Access{3, 4, trace::AccessMode::Read});
+        writer.finish();
+    }
+    ViewTrace view = load_view_trace(db.path);
+    CHECK(view.memory_device == 1);
+    CHECK(view.live.peak() == static_cast<double>(300 * MiB));
+    REQUIRE(view.allocations.size() == 1);
+    CHECK(view.allocations.id[0] == 3);
+    REQUIRE(view.memory_devices.size() == 3);
+    CHECK(view.memory_devices[0].device == -1);
+    CHECK(view.memory_devices[0].peak_bytes == 1024 * MiB);
+    CHECK(view.memory_devices[1].allocations == 2);
+    CHECK(view.memory_devices[1].peak_bytes == 200 * MiB);
+    CHECK(view.memory_devices[2].peak_bytes == 300 * MiB);
+    CHECK(memory_device_text(view) == "GPU 1; not shown: host (peak 1.00 GiB), GPU 0 (peak 200.00 MiB)");
+    CHECK(access_count_of(view, 3) == 1);
+    // Kernels on two devices: every lane names its GPU.
+    REQUIRE(view.kernel_lanes.size() == 2);
+    CHECK(view.kernel_lanes[0].title == "GPU0 stream 0");
+
+    LoadOptions host;
+    host.device = -1;
+    ViewTrace host_view = load_view_trace(db.path, host);
+    CHECK(host_view.memory_device == -1);
+    CHECK(host_view.live.peak() == static_cast<double>(1024 * MiB));
+    CHECK(access_count_of(host_view, 4) == 2);
+    CHECK(memory_device_text(host_view) == "host; not shown: GPU 0 (peak 200.00 MiB), GPU 1 (peak 300.00 MiB)");
+
+    LoadOptions missing;
+    missing.device = 5;
+    CHECK_THROWS_WITH(load_view_trace(db.path, missing),
+                      Catch::Contains("no allocations on GPU 5 (allocations on: host, GPU 0, GPU 1)"));
+
+    // From the cache, whose accesses name allocations by their place in the whole table.
+    std::filesystem::copy_file(db.path, cached.path);
+    trace::TraceData full = trace::load_trace(cached.path);
+    trace::CacheWriter cw;
+    trace::cache_columns(full, cw);
+    REQUIRE(trace::write_cache(cached.path, full.fingerprint, full.change_counter, {{trace::kTraceCacheKey, &cw}}));
+    ViewTrace cached_view = load_view_trace(cached.path);
+    REQUIRE(cached_view.access_index);
+    CHECK(cached_view.access_index->from_cache);
+    CHECK(access_count_of(cached_view, 3) == 1);
+    REQUIRE(accesses_of(cached_view, 3).size() == 1);
+    CHECK(accesses_of(cached_view, 3)[0].kernel == 3);
+    ViewTrace ch = load_view_trace(cached.path, host);
+    CHECK(access_count_of(ch, 4) == 2);
+}
+
+TEST_CASE("one GPU other than GPU 0 is named on its lanes") {
+    namespace trace = mhc::trace;
+    fixture::TempPath db("gpu2.db");
+    {
+        trace::Writer writer(db.path);
+        writer.set_meta("source", "viewer-test");
+        trace::Kernel kernel;
+        kernel.id = 1;
+        kernel.device = 2;
+        kernel.stream = 7;
+        kernel.name = writer.intern(fixture::kAlpha);
+        kernel.t_end = 10 * us;
+        writer.add(kernel);
+        writer.finish();
+    }
+    ViewTrace view = load_view_trace(db.path);
+    REQUIRE(view.kernel_lanes.size() == 1);
+    CHECK(view.kernel_lanes[0].title == "GPU2 stream 7");
+    CHECK(view.allocations.size() == 0);
+    CHECK(view.memory_devices.empty());
+    CHECK(memory_device_text(view).empty());   // GPU 0 alone (no allocations): the titles read as before
 }

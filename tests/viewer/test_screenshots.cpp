@@ -804,3 +804,38 @@ TEST_CASE("an idle window waits for events: it costs (almost) no CPU") {
     INFO("CPU seconds over 3 s idle: " << used);
     CHECK(used < 0.15);   // under 5% of one core
 }
+
+TEST_CASE(
+    "a timeline-only trace (vLLM's decode graph on an MI300X): the strip is one line, the tracks keep the window") {
+    // No allocations: the strip said so in a box of 60% of the window under two 64 px rows.
+    fixture::TempPath db("vllm.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(
+        std::string(MHC_PUBLIC_DATASETS) + "/kineto/tracelens-mi300x-vllm-decode-full-graph.json.gz", db.path, opt);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tl = shot.layout["timeline"];
+    REQUIRE(tl["memory_strip"]["empty"] == true);
+    const auto& rect = tl["memory_strip"]["rect"];
+    CHECK(rect["y1"].get<double>() - rect["y0"].get<double>() < 30);
+    CHECK(track(tl, "GPU2 stream 0")["items"].get<int>() > 0);   // the device the kernels ran on, named
+}
+
+TEST_CASE("a run that stopped out of memory says why over the timeline") {
+    fixture::TempPath db("oom-shot.db");
+    fixture::write_known_trace(db.path, false);
+    mhc::trace::Run run;
+    run.name = "lru@1GiB";
+    run.status = mhc::trace::RunStatus::Oom;
+    run.config = {{"oom_where", "allocation 2 (act_big)"}, {"oom_why", "short by 424.00 MiB"}};
+    run.metrics = {{"oom_time_ns", 450e3}, {"kernels_reached", 1}};
+    run.kernel_times.push_back({1, 100 * fixture::us, 300 * fixture::us});
+    mhc::trace::add_run(db.path, run);
+    Shot shot = shoot(db.path, "--run 1");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    CHECK(shot.layout["timeline"]["run_outcome"] ==
+          "out of memory at 450.000 us: allocation 2 (act_big): short by 424.00 MiB");
+}

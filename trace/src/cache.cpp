@@ -324,7 +324,9 @@ std::unique_ptr<CacheReader> read_cache(sqlite3* db, const std::string& key, con
     impl->own = own;
     if (!db || !cache_enabled()) return nullptr;
     sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT part, rowid, data FROM trace_cache WHERE key=?", -1, &s, nullptr) != SQLITE_OK) {
+    // Only part 0's data (the header): selecting every part's would copy the whole entry onto the heap.
+    if (sqlite3_prepare_v2(db, "SELECT part, rowid, CASE WHEN part = 0 THEN data END FROM trace_cache WHERE key=?", -1,
+                           &s, nullptr) != SQLITE_OK) {
         sqlite3_finalize(s);
         return nullptr;   // no cache table: nothing cached yet
     }

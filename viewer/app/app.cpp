@@ -90,6 +90,7 @@ void App::update_limits() {
 LoadOptions App::load_options() const {
     LoadOptions o;
     if (!opt.families.empty()) o.families.load_file(opt.families);
+    o.device = opt.device;
     return o;
 }
 
@@ -289,10 +290,12 @@ void App::frame(float width, float height) {
     }
     if (!trace) { ImGui::End(); return; }
 
-    ImGui::Text("%s  |  %lld kernels, %zu allocations, %lld copies, %zu runs  |  %s",
-                trace->path.c_str(), static_cast<long long>(trace->kernel_count), trace->allocations.size(),
+    // With several devices the allocations counted are those of the device the memory views show.
+    const std::string on = trace->memory_devices.size() > 1 ? " on " + device_name(trace->memory_device) : "";
+    ImGui::Text("%s  |  %lld kernels, %zu allocations%s, %lld copies, %zu runs  |  %s", trace->path.c_str(),
+                static_cast<long long>(trace->kernel_count), trace->allocations.size(), on.c_str(),
                 static_cast<long long>(trace->copy_count), run_list.size(),
-                format_duration(trace->t_end - trace->t_begin).c_str());
+                times().span(trace->t_end - trace->t_begin).c_str());
     // The status bar keeps its line at the bottom whatever the view does above it.
     const float status_h = ImGui::GetFrameHeightWithSpacing();
     if (ImGui::BeginTabBar("views")) {

@@ -27,6 +27,7 @@ struct Options {
     std::vector<int64_t> runs;      // --run: selected run (first) and compare set
     std::string screenshot, layout, view = "timeline", range;
     std::string families;           // --families FILE: the user's kernel family rules
+    int32_t device = kAutoMemoryDevice;   // --device: whose memory the memory views show
     int width = 1600, height = 900;
     // Screenshot mode: left clicks at window pixels (x, y), one after the other, as a user's
     // clicks (press and release on separate frames), and the toolbar's step + Go.
@@ -110,6 +111,7 @@ public:
 
     // The trace's timing is order only (meta timing): its times are event numbers.
     bool order_only() const;
+    TimeText times() const { return {order_only()}; }   // times in words (event numbers when order only)
     const ViewRun* run(int index);           // loads on first use; nullptr and sets error if it fails
     const ViewRun* selected_run() { return selected >= 0 ? run(selected) : nullptr; }
     void refresh_runs();                     // re-reads the run list (after a launch)

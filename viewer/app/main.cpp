@@ -147,6 +147,10 @@ int main(int argc, char** argv) {
     cli.add_option("--size", size, "window size WxH (default 1600x900)");
     cli.add_option("--families", o.families,
                    "kernel family rules, one 'FAMILY TEXT' per line, checked before the built-in ones (docs/viewer.md)");
+    std::string device = "auto";
+    cli.add_option("--device", device,
+                   "whose memory the memory views show: auto (the GPU with the largest peak, as mhc simulate), a GPU "
+                   "number, or -1 for the host's pinned memory");
     std::vector<std::string> clicks;
     cli.add_option("--click", clicks, "with --screenshot: a left click at window pixel X,Y before the saved frame (repeat for more)");
     auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
@@ -160,6 +164,16 @@ int main(int argc, char** argv) {
         return 2;
     }
     o.go_step = step->count() > 0;
+    if (device != "auto") {
+        int value = 0;
+        char extra = 0;
+        if (std::sscanf(device.c_str(), "%d%c", &value, &extra) != 1 || value < -1) {
+            std::fprintf(stderr, "mhc-view: --device '%s': expected auto, a GPU number or -1 (the host)\n",
+                         device.c_str());
+            return 2;
+        }
+        o.device = value;
+    }
     for (const std::string& c : clicks) {
         float x = 0, y = 0;
         char extra = 0;

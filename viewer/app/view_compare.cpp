@@ -104,11 +104,13 @@ nlohmann::json run_picker(App& app, CompareUi& ui, float height, const std::vect
                 nlohmann::json cells = nlohmann::json::array();
                 for (int c = 0; c < kRunColumnCount; ++c) {
                     ImGui::TableNextColumn();
-                    std::string v = run_cell(r, static_cast<RunColumn>(c));
-                    if (colour >= 0 && c == 0) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(series_color(static_cast<size_t>(colour))), "%s", v.c_str());
-                    else ImGui::TextUnformatted(v.c_str());
+                    std::string cell = run_cell(r, static_cast<RunColumn>(c), app.order_only());
+                    if (colour >= 0 && c == 0)
+                        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(series_color(static_cast<size_t>(colour))),
+                                           "%s", cell.c_str());
+                    else ImGui::TextUnformatted(cell.c_str());
                     if (ImGui::IsItemHovered()) ImGui::SetTooltip("#%lld %s", static_cast<long long>(r.id), r.name.c_str());
-                    cells.push_back(v);
+                    cells.push_back(cell);
                 }
                 out["rows"].push_back({{"id", r.id}, {"ticked", on}, {"y0", y0}, {"y1", y1}, {"cells", cells}});
             }
@@ -149,6 +151,14 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
             dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + 16}, IM_COL32(50, 50, 60, 255));
             dl->AddRectFilled({origin.x, y}, {origin.x + 4, y + 16}, series_color(k));
             dl->AddText({origin.x + 8, y + 1}, series_color(k), r.label().c_str());
+            // Why it stopped, after its name (clipped to the header).
+            const std::string outcome = run_outcome(r, app.times());
+            if (!outcome.empty()) {
+                const float text_x = origin.x + 16 + ImGui::CalcTextSize(r.label().c_str()).x;
+                ImVec4 clip{text_x, y, plot_x + plot_w, y + 16};
+                dl->AddText(nullptr, 0, {text_x, y + 1}, IM_COL32(255, 110, 110, 255), outcome.c_str(), nullptr, 0,
+                            &clip);
+            }
             float ty = y + kRunHeader;
             for (const TrackFrame& f : ui.frames[k]) {
                 draw_track_label(dl, *f.lane, {origin.x + 10, ty}, kRow, true);
@@ -165,7 +175,7 @@ nlohmann::json run_timelines(App& app, CompareUi& ui, const std::vector<const Vi
             {"scroll", scroll}, {"runs", jr}};
 }
 
-nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs) {
+nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs, bool order_only) {
     // Union of metric keys, one column per run; the headline figures first, readable names,
     // values in the unit the key names (mhc/viewer/metrics.hpp).
     std::vector<std::string> all;
@@ -199,10 +209,10 @@ nlohmann::json metrics_table(const std::vector<const ViewRun*>& runs) {
         for (size_t k = 0; k < runs.size(); ++k) {
             ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
             auto it = runs[k]->metrics.find(key);
-            std::string v = it != runs[k]->metrics.end() ? format_metric(key, it->second) : "-";
-            if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(v.c_str());
+            std::string value = it != runs[k]->metrics.end() ? format_metric(key, it->second, order_only) : "-";
+            if (it != runs[k]->metrics.end()) ImGui::TextUnformatted(value.c_str());
             else ImGui::TextDisabled("-");
-            row["values"].push_back(v);
+            row["values"].push_back(value);
         }
         jrows.push_back(row);
     }
@@ -257,7 +267,11 @@ void draw_compare(App& app) {
     }
     y_max = std::max(y_max, 1.0) * 1.08;
     draw_bytes_axis(dl, c0, c1, y_max);
-    dl->AddText({origin.x + 4, c0.y}, IM_COL32(150, 150, 160, 255), "recorded (grey)");
+    dl->AddText({origin.x + 4, c0.y}, IM_COL32(150, 150, 160, 255),
+                ("recorded (grey)" + std::string(app.trace->memory_devices.size() > 1 || app.trace->memory_device != 0
+                                                     ? ", " + device_name(app.trace->memory_device)
+                                                     : ""))
+                    .c_str());
     draw_curve(dl, ui.curves[0], c0, c1, y_max, IM_COL32(150, 150, 160, 255), false,
                columns_before(app.range, W, app.trace->t_end));
     std::set<int64_t> capacities;
@@ -282,7 +296,7 @@ void draw_compare(App& app) {
     // One navigation call per frame, over the curves and the timelines.
     navigate(app, {plot_x, c0.y}, {plot_x + plot_w, tl_bottom});
     draw_selection(app, dl, c0, c1);
-    nlohmann::json jrows = metrics_table(runs);
+    nlohmann::json jrows = metrics_table(runs, app.order_only());
     app.layout["compare"] = {{"curve", rect_json(c0, c1)}, {"t0", app.range.t0}, {"t1", app.range.t1},
                              {"y_max", y_max}, {"runs", jruns}, {"metrics", jrows}, {"picker", picker},
                              {"timelines", timelines}};

@@ -6,6 +6,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/sim/link.hpp"
+#include "mhc/viewer/stats.hpp"
 #include "mhc/viewer/launch.hpp"
 #include "widgets.hpp"
 
@@ -121,6 +122,9 @@ void draw_launcher(App& app) {
     if (!app.launcher) app.launcher = std::make_shared<LauncherUi>(app.trace->path);
     LauncherUi& ui = *app.launcher;
     bool busy = ui.worker.busy();
+    if (app.trace->memory_devices.empty())   // mhc simulate refuses such a trace: say so before the button
+        ImGui::TextDisabled("%s: a run has nothing to keep under a memory limit",
+                            empty_table_text(*app.trace, StatsTable::Allocations, 0).c_str());
     draw_fields(ui, busy);
 
     ImGui::Spacing();

@@ -9,6 +9,7 @@
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/viewer/stats.hpp"
 #include "mhc/trace/columns.hpp"
 #include "widgets.hpp"
 
@@ -42,9 +43,10 @@ void band_tooltip(App& app, MemoryUi& ui, int64_t idx) {
     ImGui::Text("%s", app.trace->str(a.label[i]).empty() ? "(no label)" : app.trace->str(a.label[i]).c_str());
     ImGui::Text("allocation #%lld, %s, %s", static_cast<long long>(a.id[i]), format_bytes(a.bytes[i]).c_str(),
                 std::string(trace::to_string(a.category[i])).c_str());
-    std::string end = a.t_free[i] == trace::kNoTime ? std::string("end of trace") : format_time(a.t_free[i], 1);
-    ImGui::Text("alive %s .. %s (%s)", format_time(a.t_alloc[i], 1).c_str(), end.c_str(),
-                format_duration(a.end_or(i, app.trace->t_end) - a.t_alloc[i]).c_str());
+    const TimeText times = app.times();
+    std::string end = a.t_free[i] == trace::kNoTime ? std::string("end of trace") : times.at(a.t_free[i]);
+    ImGui::Text("alive %s .. %s (%s)", times.at(a.t_alloc[i]).c_str(), end.c_str(),
+                times.span(a.end_or(i, app.trace->t_end) - a.t_alloc[i]).c_str());
     ImGui::Text("%lld accesses", static_cast<long long>(ui.tooltip_count));
     ImGui::TextDisabled("click: its details, and the kernels that touched it highlighted on the timeline");
     ImGui::EndTooltip();
@@ -112,6 +114,12 @@ void draw_memory(App& app) {
     const ViewRun* run = app.selected_run();
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;
+    if (app.trace->allocations.size() == 0 && !run_curve) {   // nothing to plot: say why, not an axis of 0 B
+        const std::string why = empty_table_text(*app.trace, StatsTable::Allocations, 0);
+        ImGui::TextDisabled("%s", why.c_str());
+        app.layout["memory"] = {{"empty", why}};
+        return;
+    }
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
     // The selected allocation's details take the bottom of the view.
@@ -175,13 +183,16 @@ void draw_memory(App& app) {
         dl->AddText({tx, std::max(py - 16, c0.y + 2)}, IM_COL32(255, 255, 255, 255), s.c_str());
     }
     {
-        std::vector<LegendEntry> e{{kCurve, run_curve ? run->label() + ": device bytes" : std::string("recorded live bytes")}};
-        if (run_curve) e.push_back({IM_COL32(150, 150, 160, 255), "recorded live bytes"});
-        if (!reserved.empty()) e.push_back({kReserved, "recorded reserved (segments)"});
+        const std::string device = memory_device_text(*app.trace);
+        const std::string recorded = "recorded live bytes" + (device.empty() ? "" : ", " + device);
+        std::vector<LegendEntry> entries{{kCurve, run_curve ? run->label() + ": device bytes" : recorded}};
+        if (run_curve) entries.push_back({IM_COL32(150, 150, 160, 255), recorded});
+        if (!reserved.empty()) entries.push_back({kReserved, "recorded reserved (segments)"});
         if (!model.empty())
-            e.push_back({kModelReserved, "model reserved (caching allocator, device " + std::to_string(curves.model_device) + ")"});
-        if (run && run->capacity > 0) e.push_back({kCapacity, "capacity"});
-        legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, e, legend);
+            entries.push_back({kModelReserved, "model reserved (caching allocator, device " +
+                                                   std::to_string(curves.model_device) + ")"});
+        if (run && run->capacity > 0) entries.push_back({kCapacity, "capacity"});
+        legend_row(dl, {c0.x, c0.y - legend_h}, c1.x, entries, legend);
     }
     if (!message.empty()) message_line(dl, {c0.x + 6, c0.y + 4}, c1.x - 6, message);
 
@@ -223,7 +234,7 @@ void draw_memory(App& app) {
         for (double v : bands.peak_key_bytes) at_peak += v;
         std::string head = std::string("by ") + coloring_name(coloring) + ", at the peak (" +
                            short_bytes(static_cast<int64_t>(at_peak)) + " at " +
-                           format_time(bands.peak_time, std::max<int64_t>(app.range.span() / 1000, 1)) + "):";
+                           app.times().at(bands.peak_time, std::max<int64_t>(app.range.span() / 1000, 1)) + "):";
         std::vector<LegendEntry> e{{0, head}};
         for (LegendEntry& x : band_legend(keys, bands)) e.push_back(std::move(x));
         legend_row(dl, {b0.x, b0.y - legend_h - kLegendRow}, b1.x, e, legend, 2);
@@ -250,7 +261,8 @@ void draw_memory(App& app) {
         }
     } else if (hovered && m.y >= c0.y && m.y < c1.y) {
         int64_t t = app.range.t_of(m.x - plot_x, plot_w);
-        ImGui::SetTooltip("%s: %s", format_time(t, 1).c_str(), format_bytes(static_cast<int64_t>(curve.value_at(t))).c_str());
+        ImGui::SetTooltip("%s: %s", app.times().at(t).c_str(),
+                          format_bytes(static_cast<int64_t>(curve.value_at(t))).c_str());
     }
     nlohmann::json details;
     if (app.highlight_alloc && draw_details("allocation details", app.allocation_info, details_h - 4, details))

@@ -58,6 +58,12 @@ void name_cell(const std::string& name) {
 
 void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) {
     const ViewTrace& t = *app.trace;
+    if (t.kernel_count == 0) {
+        const std::string why = empty_table_text(t, StatsTable::Kernels, 0);
+        ImGui::TextDisabled("%s", why.c_str());
+        out = {{"empty", why}, {"rows", 0}};
+        return;
+    }
     if (!ImGui::BeginTable("kernels", 5, kTable)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
@@ -90,14 +96,14 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
             ImGui::Text("%lld", static_cast<long long>(k.count));
             ImGui::TableNextColumn();
             if (cols.size() == 2) cols.push_back(ImGui::GetContentRegionAvail().x);
-            ImGui::Text("%s (%.1f%%)", format_duration(k.total_ns).c_str(),
+            ImGui::Text("%s (%.1f%%)", app.times().span(k.total_ns).c_str(),
                         all ? 100.0 * static_cast<double>(k.total_ns) / static_cast<double>(all) : 0.0);
             ImGui::TableNextColumn();
             if (cols.size() == 3) cols.push_back(ImGui::GetContentRegionAvail().x);
-            ImGui::TextUnformatted(format_duration(k.total_ns / std::max<int64_t>(k.count, 1)).c_str());
+            ImGui::TextUnformatted(app.times().span(k.total_ns / std::max<int64_t>(k.count, 1)).c_str());
             ImGui::TableNextColumn();
             if (cols.size() == 4) cols.push_back(ImGui::GetContentRegionAvail().x);
-            ImGui::TextUnformatted(format_duration(k.max_ns).c_str());
+            ImGui::TextUnformatted(app.times().span(k.max_ns).c_str());
         }
     ImVec2 p0 = ImGui::GetWindowPos();
     ImGui::EndTable();
@@ -108,6 +114,10 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
 void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
     const ViewTrace& t = *app.trace;
     const AllocationTable& a = t.allocations;
+    if (a.size() == 0) {
+        ImGui::TextDisabled("%s", empty_table_text(t, StatsTable::Allocations, 0).c_str());
+        return;
+    }
     ImGui::TextDisabled("largest 5000 matching; click a row: its details in the memory view, its kernels on the timeline");
     if (!ImGui::BeginTable("allocs", 5, kTable)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
@@ -132,13 +142,19 @@ void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
                 app.select_allocation(a.id[i]);
             ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(a.bytes[i]).c_str());
             ImGui::TableNextColumn(); ImGui::TextUnformatted(std::string(trace::to_string(a.category[i])).c_str());
-            ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(a.end_or(i, t.t_end) - a.t_alloc[i]).c_str());
-            ImGui::TableNextColumn(); ImGui::TextUnformatted(format_time(a.t_alloc[i], 1000).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(app.times().span(a.end_or(i, t.t_end) - a.t_alloc[i]).c_str());
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(app.times().at(a.t_alloc[i], 1000).c_str());
         }
     ImGui::EndTable();
 }
 
-void categories_tab(StatisticsUi& ui) {
+void categories_tab(const App& app, StatisticsUi& ui) {
+    if (app.trace->allocations.size() == 0) {
+        ImGui::TextDisabled("%s", empty_table_text(*app.trace, StatsTable::Allocations, 0).c_str());
+        return;
+    }
     if (!ImGui::BeginTable("cats", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) return;
     ImGui::TableSetupColumn("category", ImGuiTableColumnFlags_WidthStretch);
     number_column("count", "88888888");
@@ -162,6 +178,10 @@ void categories_tab(StatisticsUi& ui) {
 }
 
 void steps_tab(App& app, StatisticsUi& ui) {
+    if (ui.steps.empty()) {
+        ImGui::TextDisabled("%s", empty_table_text(*app.trace, StatsTable::Steps, 0).c_str());
+        return;
+    }
     if (!ImGui::BeginTable("steps", 4, kTable)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
     for (const char* h : {"step", "start", "time", "peak live"}) ImGui::TableSetupColumn(h);
@@ -172,8 +192,10 @@ void steps_tab(App& app, StatisticsUi& ui) {
         ImGui::TableNextColumn();
         std::string n = std::to_string(s.step);
         if (ImGui::Selectable(n.c_str(), false, ImGuiSelectableFlags_SpanAllColumns)) app.go_to_step(s.step);
-        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_time(s.t0, 1000).c_str());
-        ImGui::TableNextColumn(); ImGui::TextUnformatted(format_duration(s.t1 - s.t0).c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(app.times().at(s.t0, 1000).c_str());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(app.times().span(s.t1 - s.t0).c_str());
         ImGui::TableNextColumn(); ImGui::TextUnformatted(format_bytes(static_cast<int64_t>(s.peak)).c_str());
     }
     ImGui::EndTable();
@@ -205,7 +227,7 @@ void draw_statistics(App& app) {
         ImGui::EndTabItem();
     }
     if (ImGui::BeginTabItem("Categories")) {
-        categories_tab(ui);
+        categories_tab(app, ui);
         ImGui::EndTabItem();
     }
     if (ImGui::BeginTabItem("Steps")) {

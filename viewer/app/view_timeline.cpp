@@ -7,6 +7,7 @@
 
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/viewer/stats.hpp"
 #include "widgets.hpp"
 
 namespace mhc::viewer {
@@ -21,6 +22,12 @@ namespace {
 // The families present and their share of kernel time, in their colours, on one line.
 void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::json& out) {
     float x = p.x;
+    if (app.trace->kernel_count == 0) {
+        const std::string why = empty_table_text(*app.trace, StatsTable::Kernels, 0);
+        dl->AddText({x, p.y}, IM_COL32(150, 150, 160, 255), why.c_str());
+        out.push_back({{"family", ""}, {"text", why}});
+        return;
+    }
     for (const FamilyShare& f : family_shares(*app.trace)) {
         char buf[64];
         if (f.share < 0.005) std::snprintf(buf, sizeof buf, "%s <1%%", family_name(f.family));
@@ -42,7 +49,9 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     const Curve& curve = run_curve ? run->memory : app.trace->live;
     if (curve.empty() || curve.peak() <= 0) {
         dl->AddRectFilled(p0, p1, IM_COL32(36, 36, 42, 255));
-        dl->AddText({p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), "no allocations in this trace: no memory curve");
+        dl->AddText({p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255),
+                    app.trace->allocations.size() == 0 ? "no allocations in this trace: no memory curve"
+                                                       : "no memory in use: the curve stays at 0 B");
         out = {{"rect", rect_json(p0, p1)}, {"empty", true}};
         return;
     }
@@ -60,7 +69,9 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
         std::string s = "capacity " + format_bytes(run->capacity);
         draw_hline(dl, p0, p1, static_cast<double>(run->capacity), y_max, kCapacity, s.c_str());
     }
-    std::string title = run_curve ? "device bytes, " + run->label() : std::string("live bytes (recorded)");
+    const std::string device = memory_device_text(*app.trace);
+    std::string title = run_curve ? "device bytes, " + run->label()
+                                  : "live bytes (recorded)" + (device.empty() ? "" : ", " + device);
     ImVec2 ts = ImGui::CalcTextSize(title.c_str());
     dl->AddRectFilled({p0.x + 2, p0.y + 1}, {p0.x + 8 + ts.x, p0.y + 3 + ts.y}, IM_COL32(36, 36, 42, 220));
     dl->AddText({p0.x + 4, p0.y + 2}, kCurve, title.c_str());
@@ -77,6 +88,13 @@ void draw_timeline(App& app) {
     same_line_if_fits(ImGui::CalcTextSize("memory strip").x + 40);
     ImGui::Checkbox("memory strip", &app.memory_strip);
     const ViewRun* run = app.selected_run();
+    // A run that stopped says why (mhc simulate's line), before anything is drawn of it.
+    const std::string outcome = run ? run_outcome(*run, app.times()) : std::string();
+    if (!outcome.empty()) {
+        ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 110, 110, 255));
+        ImGui::TextWrapped("%s: %s", run->label().c_str(), outcome.c_str());
+        ImGui::PopStyleColor();
+    }
     std::vector<Track> tracks = timeline_tracks(*app.trace, run, app.highlights.empty() ? nullptr : &app.highlights);
 
     ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -96,13 +114,20 @@ void draw_timeline(App& app) {
     // The tracks fill what the memory strip leaves; they scroll when they do not fit.
     // When the rows reach their largest height with room to spare, the strip takes the rest.
     const float body_h = avail.y - kAxisHeight - legend_h;
-    float strip_h = app.memory_strip ? std::max(70.f, body_h * 0.24f) : 0.f;
+    // Without a curve to draw (no allocations, or an OOM run that stored none and a trace without
+    // any) the strip is the one line saying so, and the tracks keep the window.
+    const bool curve_empty = (run && !run->memory.empty() ? run->memory : app.trace->live).peak() <= 0;
+    const float empty_strip_h = ImGui::GetTextLineHeight() + 6.f;
+    float strip_h = app.memory_strip ? (curve_empty ? empty_strip_h : std::max(70.f, body_h * 0.24f)) : 0.f;
     float tracks_h = std::max(body_h - strip_h - (app.memory_strip ? 6.f : 0.f), 40.f);
     std::vector<float> heights = track_heights(tracks, tracks_h - 8.f);
     if (app.memory_strip) {
         float rows = 8.f;
         for (size_t i = 0; i < heights.size(); ++i) rows += heights[i] + 2.f + (i > 0 && tracks[i].from_run != tracks[i - 1].from_run ? 4.f : 0.f);
-        if (rows < tracks_h) { strip_h += tracks_h - rows; tracks_h = rows; }
+        if (rows < tracks_h && !curve_empty) {
+            strip_h += tracks_h - rows;
+            tracks_h = rows;
+        }
     }
     prepare_timeline(tracks, app.range, plot_w, ui.frame);
     ImGui::BeginChild("tracks", {0, tracks_h}, false);
@@ -151,10 +176,15 @@ void draw_timeline(App& app) {
     if (app.selected_kernel && draw_details("kernel details", app.kernel_info, details_h - 4, details))
         app.select_kernel(0);
     app.layout["timeline"] = {{"plot", rect_json({plot_x, p.y}, {plot_x + plot_w, bottom})},
-                              {"t0", app.range.t0}, {"t1", app.range.t1}, {"tracks", jt},
-                              {"legend", legend}, {"memory_strip", strip},
-                              {"draw_items", draw_item_count(ui.frame)}, {"details", details},
-                              {"selected_kernel", app.selected_kernel}};
+                              {"t0", app.range.t0},
+                              {"t1", app.range.t1},
+                              {"tracks", jt},
+                              {"legend", legend},
+                              {"memory_strip", strip},
+                              {"draw_items", draw_item_count(ui.frame)},
+                              {"details", details},
+                              {"selected_kernel", app.selected_kernel},
+                              {"run_outcome", outcome}};
 }
 
 }  // namespace mhc::viewer

@@ -78,8 +78,8 @@ void draw_selection(App& app, ImDrawList* dl, ImVec2 p0, ImVec2 p1) {
     dl->AddRectFilled({a, p0.y}, {b, p1.y}, IM_COL32(120, 160, 255, 40));
     dl->AddRect({a, p0.y}, {b, p1.y}, IM_COL32(120, 160, 255, 160));
     if (!app.sel.dragging) {
-        std::string s = format_duration(std::abs(app.sel.t1 - app.sel.t0)) + "  (Z: zoom)";
-        dl->AddText({a + 4, p0.y + 2}, IM_COL32(200, 215, 255, 255), s.c_str());
+        std::string text = app.times().span(std::abs(app.sel.t1 - app.sel.t0)) + "  (Z: zoom)";
+        dl->AddText({a + 4, p0.y + 2}, IM_COL32(200, 215, 255, 255), text.c_str());
     }
 }
 
@@ -124,14 +124,14 @@ void tooltip(App& app, const Lane& l, const DrawItem& d) {
         ImGui::Text("%u items folded (%s)", d.count, l.title.c_str());
         if (l.kind == LaneKind::Kernels)
             ImGui::Text("mostly %s kernels (by time)", family_name(static_cast<KernelFamily>(d.cls)));
-        ImGui::Text("%s .. %s  (%s)", format_time(a, 1000).c_str(), format_time(b, 1000).c_str(),
-                    format_duration(b - a).c_str());
+        ImGui::Text("%s .. %s  (%s)", app.times().at(a, 1000).c_str(), app.times().at(b, 1000).c_str(),
+                    app.times().span(b - a).c_str());
         ImGui::TextDisabled("zoom in to see them");
     } else {
         size_t i = d.first;
         ImGui::Text("%s", item_name(app, l, i).c_str());
-        ImGui::Text("start %s, end %s", format_time(l.t_start[i], 1).c_str(), format_time(l.t_end[i], 1).c_str());
-        ImGui::Text("duration %s", format_duration(l.t_end[i] - l.t_start[i]).c_str());
+        ImGui::Text("start %s, end %s", app.times().at(l.t_start[i]).c_str(), app.times().at(l.t_end[i]).c_str());
+        ImGui::Text("duration %s", app.times().span(l.t_end[i] - l.t_start[i]).c_str());
         if (l.kind == LaneKind::Kernels)
             ImGui::TextDisabled("kernel #%lld, %s", static_cast<long long>(l.ref[i]),
                                 family_name(app.trace->family_of(l.key[i])));
@@ -256,6 +256,7 @@ void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohman
     double step = unit * std::pow(10.0, std::floor(std::log10(y_max / 4 / unit)));
     for (double m : {1.0, 2.0, 5.0, 10.0})
         if (y_max / (step * m) <= 7) { step *= m; break; }
+    step = std::max(step, 1.0);   // whole bytes: a curve of a few bytes has no "0 B" lines
     for (double v = step; v < y_max; v += step) {
         float y = p1.y - static_cast<float>(v / y_max) * (p1.y - p0.y);
         dl->AddLine({p0.x, y}, {p1.x, y}, IM_COL32(70, 70, 80, 255));
@@ -317,11 +318,19 @@ void toolbar(App& app) {
     if (ImGui::Button("Reset zoom")) app.range = app.limits;
     ImGui::SameLine();
     ImGui::TextDisabled("%s .. %s (%s)",
-                        format_time(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
-                        format_time(app.range.t1, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
-                        format_duration(app.range.span()).c_str());
+                        app.times().at(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
+                        app.times().at(app.range.t1, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
+                        app.times().span(app.range.span()).c_str());
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
+    jt["range_text"] = app.times().at(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1));
+    if (app.order_only()) {   // said where the times are read, once per view
+        const char* note = app.selected >= 0 ? "order only: times are event numbers, the run's stalls add simulated ns"
+                                             : "order only: times are event numbers (the source has no timestamps)";
+        same_line_if_fits(ImGui::CalcTextSize(note).x, 16);
+        ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", note);
+        jt["order_only"] = note;
+    }
     if (ImGui::IsItemHovered())
         ImGui::SetTooltip("wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
                           "click a kernel or an allocation: its details; click a folded box: zoom to it");

@@ -61,6 +61,15 @@ std::string format_duration(int64_t ns) {
     return buf;
 }
 
+std::string TimeText::at(int64_t time, int64_t resolution_ns) const {
+    return events ? "event #" + std::to_string(time) : format_time(time, resolution_ns);
+}
+
+std::string TimeText::span(int64_t ns) const {
+    if (!events) return format_duration(ns);
+    return std::to_string(ns) + (ns == 1 ? " event" : " events");
+}
+
 TimeRange clamp(TimeRange r, TimeRange limits) {
     int64_t span = std::clamp<int64_t>(r.span(), std::min(kMinSpan, limits.span()), limits.span());
     int64_t t0 = std::clamp<int64_t>(r.t0, limits.t0, limits.t1 - span);

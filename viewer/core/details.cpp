@@ -49,14 +49,13 @@ void events_around(const ViewRun& run, int64_t a, int64_t lo, int64_t start, int
     }
 }
 
-std::string when(int64_t t) { return format_time(t, 1); }
-
 std::string mode_name(trace::AccessMode m) { return std::string(trace::to_string(m)); }
 
 }  // namespace
 
 KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t kernel_id) {
     KernelDetails d;
+    d.times.events = t.order_only();
     if (!t.reader || !t.reader->kernel(kernel_id, d.kernel)) return d;
     d.found = true;
     d.name = t.str(d.kernel.name);
@@ -97,6 +96,7 @@ KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t ker
 
 AllocationDetails allocation_details(const ViewTrace& t, const ViewRun* run, int64_t allocation_id, size_t max_rows) {
     AllocationDetails d;
+    d.times.events = t.order_only();
     if (!t.reader || !t.reader->allocation(allocation_id, d.allocation)) return d;
     d.found = true;
     d.label = t.str(d.allocation.label);
@@ -161,6 +161,8 @@ std::string describe_events(const std::vector<trace::RunEvent>& events, int64_t 
 }
 
 DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
+    const TimeText& times = d.times;
+    auto when = [&](int64_t time) { return times.at(time); };
     DetailsPane p;
     if (!d.found) {
         p.title = "kernel not found in the file";
@@ -169,16 +171,16 @@ DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
     const trace::Kernel& k = d.kernel;
     p.title = d.name.empty() ? "(unnamed kernel)" : d.name;
     p.fields.push_back({"family", family_name(d.family)});
-    std::string id = "#" + std::to_string(k.id) + ", GPU " + std::to_string(k.device) + ", stream " + std::to_string(k.stream);
+    std::string id = "#" + std::to_string(k.id) + ", " + device_name(k.device) + ", stream " + std::to_string(k.stream);
     if (k.step >= 0) id += ", step " + std::to_string(k.step);
     p.fields.push_back({"kernel", id});
     p.fields.push_back({"recorded", "start " + when(k.t_start) + ", end " + when(k.t_end) + " (" +
-                                        format_duration(k.t_end - k.t_start) + ")"});
+                                        times.span(k.t_end - k.t_start) + ")"});
     if (d.has_run && run) {
         std::string v = "not reached (the run stopped before it)";
         if (d.reached) {
             int64_t shift = d.run_start - k.t_start;
-            v = "start " + when(d.run_start) + " (" + (shift >= 0 ? "+" : "-") + format_duration(std::llabs(shift)) +
+            v = "start " + when(d.run_start) + " (" + (shift >= 0 ? "+" : "-") + times.span(std::llabs(shift)) +
                 "), end " + when(d.run_end);
         }
         p.fields.push_back({"run " + run->label(), v});
@@ -211,6 +213,8 @@ DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
 }
 
 DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run) {
+    const TimeText& times = d.times;
+    auto when = [&](int64_t time) { return times.at(time); };
     DetailsPane p;
     if (!d.found) {
         p.title = "allocation not found in the file";
@@ -219,7 +223,7 @@ DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run) {
     const trace::Allocation& a = d.allocation;
     p.title = d.label.empty() ? "allocation #" + std::to_string(a.id) : d.label;
     std::string id = "#" + std::to_string(a.id) + ", " + format_bytes(a.bytes) + ", " +
-                     std::string(trace::to_string(a.category)) + ", GPU " + std::to_string(a.device) + ", stream " +
+                     std::string(trace::to_string(a.category)) + ", " + device_name(a.device) + ", stream " +
                      std::to_string(a.stream);
     if (a.address) {
         char buf[32];
@@ -229,7 +233,7 @@ DetailsPane allocation_pane(const AllocationDetails& d, const ViewRun* run) {
     p.fields.push_back({"allocation", id});
     std::string life = "allocated " + when(a.t_alloc) + ", " +
                        (a.t_free == trace::kNoTime ? "alive at the end of the trace" : "freed " + when(a.t_free)) +
-                       " (" + format_duration(d.t_end - a.t_alloc) + ")";
+                       " (" + times.span(d.t_end - a.t_alloc) + ")";
     p.fields.push_back({"lifetime", life});
     p.fields.push_back({"label (source frame)", d.label.empty() ? "-" : d.label});
     p.fields.push_back({"accesses", std::to_string(d.access_count) + ": " + std::to_string(d.reads) + " reading, " +

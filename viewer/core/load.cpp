@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <map>
 #include <numeric>
 #include <thread>
 #include <unordered_map>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+#include "mhc/trace/columns.hpp"
 #include "mhc/trace/event_order.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/band_colors.hpp"
@@ -116,7 +119,8 @@ struct Loader {
         for (auto& [k, v] : steps) t.steps.push_back(v);
         sort_lanes(t.kernel_lanes);
         for (Lane& l : t.kernel_lanes)
-            l.title = (multi_device ? "GPU" + std::to_string(l.device) + " " : "") + "stream " + std::to_string(l.stream);
+            l.title = (multi_device || l.device != 0 ? "GPU" + std::to_string(l.device) + " " : "") + "stream " +
+                      std::to_string(l.stream);
         // Families and colours of the kernel names, once per name.
         t.family_of_name.assign(t.strings.size(), static_cast<uint8_t>(KernelFamily::Other));
         t.color_of_name.assign(t.strings.size(), 0);
@@ -167,7 +171,7 @@ struct Loader {
         for (Lane& l : t.copy_lanes) {
             auto k = (l.stream >= 0 && l.stream < trace::kCopyKindCount) ? static_cast<trace::CopyKind>(l.stream)
                                                                          : trace::CopyKind::D2D;
-            l.title = (multi_device ? "GPU" + std::to_string(l.device) + " " : "") + "copies " +
+            l.title = (multi_device || l.device != 0 ? "GPU" + std::to_string(l.device) + " " : "") + "copies " +
                       std::string(trace::to_string(k));
         }
         t.copy_lanes = split_all(t.copy_lanes);
@@ -219,7 +223,78 @@ struct Loader {
     }
 };
 
+// Each device's allocations and live peak (memory_devices); the device the memory views show
+// (options.device, else the GPU with the largest peak, the host only when no GPU has any); the
+// allocation table cut to that device's rows. Returns, when rows were dropped, each old row's new
+// index (-1: dropped), for the cache's dense allocation indices; empty when all were kept.
+std::vector<int32_t> keep_one_device(ViewTrace& view, int32_t wanted) {
+    AllocationTable& table = view.allocations;
+    std::map<int32_t, std::vector<uint32_t>> rows;
+    for (size_t row = 0; row < table.size(); ++row) rows[table.device[row]].push_back(static_cast<uint32_t>(row));
+    view.memory_devices.clear();
+    for (const auto& [device, index] : rows) {
+        int64_t peak = 0;   // one device: its curve's peak, filled once the curve is made
+        if (rows.size() > 1) {
+            std::vector<int64_t> t_alloc(index.size()), t_free(index.size()), bytes(index.size());
+            for (size_t k = 0; k < index.size(); ++k) {
+                t_alloc[k] = table.t_alloc[index[k]];
+                t_free[k] = table.t_free[index[k]];
+                bytes[k] = table.bytes[index[k]];
+            }
+            peak = static_cast<int64_t>(Curve::from_events(trace::memory_events(t_alloc, t_free), bytes).peak());
+        }
+        view.memory_devices.push_back({device, static_cast<int64_t>(index.size()), peak});
+    }
+    if (wanted != kAutoMemoryDevice) {
+        if (!rows.count(wanted)) {
+            std::string have;
+            for (const DeviceMemory& dev : view.memory_devices)
+                have += (have.empty() ? "" : ", ") + device_name(dev.device);
+            throw Error(view.path + ": no allocations on " + device_name(wanted) +
+                            (have.empty() ? " (the trace has no allocations)" : " (allocations on: " + have + ")"),
+                        Error::Kind::BadInput);
+        }
+        view.memory_device = wanted;
+    } else {
+        view.memory_device = rows.empty() ? 0 : rows.begin()->first;   // the host when it is the only one
+        int64_t best = -1;
+        for (const DeviceMemory& dev : view.memory_devices)
+            if (dev.device >= 0 && dev.peak_bytes > best) {
+                best = dev.peak_bytes;
+                view.memory_device = dev.device;
+            }
+    }
+    if (rows.size() <= 1) return {};
+    const std::vector<uint32_t>& keep = rows[view.memory_device];
+    std::vector<int32_t> remap(table.size(), -1);
+    AllocationTable kept;
+    for (uint32_t row : keep) {
+        remap[row] = static_cast<int32_t>(kept.id.size());
+        kept.id.push_back(table.id[row]);
+        kept.device.push_back(table.device[row]);
+        kept.bytes.push_back(table.bytes[row]);
+        kept.t_alloc.push_back(table.t_alloc[row]);
+        kept.t_free.push_back(table.t_free[row]);
+        kept.category.push_back(table.category[row]);
+        kept.label.push_back(table.label[row]);
+    }
+    table = std::move(kept);
+    return remap;
+}
+
 }  // namespace
+
+std::string device_name(int32_t device) { return device < 0 ? std::string("host") : "GPU " + std::to_string(device); }
+
+std::string memory_device_text(const ViewTrace& view) {
+    std::string out = device_name(view.memory_device), others;
+    for (const DeviceMemory& dev : view.memory_devices)
+        if (dev.device != view.memory_device)
+            others += (others.empty() ? "" : ", ") + device_name(dev.device) + " (peak " +
+                      format_bytes(dev.peak_bytes) + ")";
+    if (others.empty()) return view.memory_device == 0 ? std::string() : out;
+    return out + "; not shown: " + others;
+}
 
 ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     ViewTrace t;
@@ -269,6 +344,9 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
         for (const std::exception_ptr& failure : failed)
             if (failure) std::rethrow_exception(failure);
     }
+    const std::vector<int32_t> remap = keep_one_device(t, options.device);
+    if (access_rows.from_cache && !remap.empty())
+        for (int32_t& row : access_rows.allocation) row = row >= 0 ? remap[static_cast<size_t>(row)] : -1;
     if (read_accesses) t.access_index = detail::group_by_allocation(std::move(access_rows), l.kernel_ids, t);
     std::vector<int64_t>().swap(l.kernel_ids);
     l.copies();
@@ -278,6 +356,7 @@ ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     // The live bytes and the memory view's colour keys from one ordering of the events.
     const std::vector<trace::MemoryEvent> ev = trace::memory_events(t.allocations.t_alloc, t.allocations.t_free);
     t.live = Curve::from_events(ev, t.allocations.bytes);
+    if (t.memory_devices.size() == 1) t.memory_devices[0].peak_bytes = static_cast<int64_t>(t.live.peak());
     t.keys = std::make_shared<const BandKeys>(band_keys(t, choose_band_coloring(t), ev));
     // The file's pages were read once: unmap them (on-demand queries read through the cache).
     t.reader->map_up_to(0);
@@ -342,6 +421,11 @@ void finish_allocations(AllocationTable& a, int64_t t_begin, int64_t t_end) {
 int64_t AllocationTable::index_of(int64_t allocation_id) const {
     auto it = std::lower_bound(id.begin(), id.end(), allocation_id);
     return it != id.end() && *it == allocation_id ? it - id.begin() : -1;
+}
+
+bool ViewTrace::order_only() const {
+    auto timing = meta.find("timing");
+    return timing != meta.end() && trace::order_only_timing(timing->second);
 }
 
 KernelFamily ViewTrace::family_of(int64_t name_id) const {

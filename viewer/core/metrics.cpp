@@ -84,23 +84,29 @@ std::string metric_label(const std::string& key) {
     return s;
 }
 
-std::string format_metric(const std::string& key, double v) {
+std::string format_metric(const std::string& key, double value, bool order_only) {
     char buf[64];
-    if (!std::isfinite(v)) return "-";
-    switch (unit_of(key)) {
+    if (!std::isfinite(value)) return "-";
+    const Unit unit = unit_of(key);
+    if (order_only && (unit == Unit::Nanoseconds || unit == Unit::Seconds || key == "throughput_loss"))
+        return kNotATime;
+    switch (unit) {
         case Unit::Bytes:
-            if (v < 0) return "unlimited";
-            return format_bytes(static_cast<int64_t>(v));
-        case Unit::Nanoseconds: return format_duration(static_cast<int64_t>(std::llround(v)));
-        case Unit::Seconds: return format_duration(static_cast<int64_t>(std::llround(v * 1e9)));
-        case Unit::Ratio: std::snprintf(buf, sizeof buf, "%.2f %%", v * 100); return buf;
-        case Unit::Count: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(std::llround(v))); return buf;
-        case Unit::Flag: return v != 0 ? "yes" : "no";
+            if (value < 0) return "unlimited";
+            return format_bytes(static_cast<int64_t>(value));
+        case Unit::Nanoseconds: return format_duration(static_cast<int64_t>(std::llround(value)));
+        case Unit::Seconds: return format_duration(static_cast<int64_t>(std::llround(value * 1e9)));
+        case Unit::Ratio: std::snprintf(buf, sizeof buf, "%.2f %%", value * 100); return buf;
+        case Unit::Count:
+            std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(std::llround(value)));
+            return buf;
+        case Unit::Flag: return value != 0 ? "yes" : "no";
         case Unit::Plain: break;
     }
     // A whole number reads whole (13560 kernels reached, not 1.356e+04); others with 4 digits.
-    if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-    else std::snprintf(buf, sizeof buf, "%.4g", v);
+    if (value == std::floor(value) && std::fabs(value) < 1e15)
+        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(value));
+    else std::snprintf(buf, sizeof buf, "%.4g", value);
     return buf;
 }
 

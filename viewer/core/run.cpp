@@ -4,6 +4,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/data.hpp"
 
 namespace mhc::viewer {
@@ -59,6 +60,26 @@ Curve samples_curve(const std::vector<trace::RunMemorySample>& m, bool host) {
 }
 
 }  // namespace
+
+std::string run_outcome(const ViewRun& run, const TimeText& times) {
+    auto config = [&](const char* key) {
+        auto it = run.config.find(key);
+        return it == run.config.end() ? std::string() : it->second;
+    };
+    switch (run.info.status) {
+        case trace::RunStatus::Complete: return {};
+        case trace::RunStatus::Oom: {
+            std::string out = "out of memory";
+            if (auto at = run.metrics.find("oom_time_ns"); at != run.metrics.end())
+                out += " at " + times.at(static_cast<int64_t>(at->second));
+            for (const char* key : {"oom_where", "oom_why"})
+                if (!config(key).empty()) out += ": " + config(key);
+            return out;
+        }
+        default: break;
+    }
+    return std::string(trace::to_string(run.info.status)) + ": the run did not finish (nothing after its last event)";
+}
 
 ViewRun load_view_run(const ViewTrace& t, int64_t run_id) {
     ViewRun r;

@@ -87,17 +87,21 @@ std::vector<RunRow> run_rows(const std::vector<trace::RunInfo>& runs) {
     return out;
 }
 
-std::string run_cell(const RunRow& r, RunColumn c) {
-    switch (c) {
-        case RunColumn::Id: return std::to_string(r.id);
-        case RunColumn::Capacity: return r.capacity < 0 ? "-" : format_bytes(r.capacity);
-        case RunColumn::Peak: return r.peak < 0 ? "-" : format_bytes(static_cast<int64_t>(r.peak));
-        case RunColumn::Reduction: return std::isnan(r.reduction) ? "-" : format_metric("peak_reduction", r.reduction);
-        case RunColumn::Loss: return std::isnan(r.loss) ? "-" : format_metric("throughput_loss", r.loss);
-        case RunColumn::Makespan: return r.makespan < 0 ? "-" : format_duration(static_cast<int64_t>(r.makespan));
+std::string run_cell(const RunRow& row, RunColumn column, bool order_only) {
+    switch (column) {
+        case RunColumn::Id: return std::to_string(row.id);
+        case RunColumn::Capacity: return row.capacity < 0 ? "-" : format_bytes(row.capacity);
+        case RunColumn::Peak: return row.peak < 0 ? "-" : format_bytes(static_cast<int64_t>(row.peak));
+        case RunColumn::Reduction:
+            return std::isnan(row.reduction) ? "-" : format_metric("peak_reduction", row.reduction);
+        case RunColumn::Loss:
+            return std::isnan(row.loss) ? "-" : format_metric("throughput_loss", row.loss, order_only);
+        case RunColumn::Makespan:
+            if (row.makespan < 0) return "-";
+            return order_only ? kNotATime : format_duration(static_cast<int64_t>(row.makespan));
         default: {
-            const std::string& s = text(r, c);
-            return s.empty() ? "-" : s;
+            const std::string& cell = text(row, column);
+            return cell.empty() ? "-" : cell;
         }
     }
 }

@@ -86,6 +86,28 @@ std::vector<CategoryStat> category_stats(const ViewTrace& t) {
     return out;
 }
 
+std::string empty_table_text(const ViewTrace& view, StatsTable table, size_t rows, std::string_view search) {
+    if (rows > 0) return {};
+    auto source = view.meta.find("source");
+    const bool snapshot = source != view.meta.end() && source->second == "pytorch-memory-snapshot";
+    switch (table) {
+        case StatsTable::Kernels:
+            if (view.kernel_count == 0)
+                return snapshot
+                           ? "no kernels in this trace: a PyTorch memory snapshot records allocations, not kernels "
+                             "(see the Memory view)"
+                           : "no kernels in this trace";
+            return "no kernel name contains '" + std::string(search) + "'";
+        case StatsTable::Allocations:
+            if (view.allocations.size() == 0)
+                return "no allocations in this trace: a timeline only (its source recorded no memory events; import a "
+                       "memory snapshot, or a profile recorded with profile_memory, for memory)";
+            return "no allocation label contains '" + std::string(search) + "'";
+        case StatsTable::Steps: return "no steps in this trace (no ProfilerStep#N, step markers or kernels' steps)";
+    }
+    return {};
+}
+
 std::vector<StepStat> step_stats(const ViewTrace& t) {
     std::vector<StepStat> out;
     for (const StepSpan& s : t.steps)

@@ -25,6 +25,15 @@ std::string format_time(int64_t t, int64_t resolution_ns);
 // A duration in readable units: "850 ns", "12.3 us", "4.56 ms", "1.23 s".
 std::string format_duration(int64_t ns);
 
+// Times in words as the trace has them: recorded times, or event numbers when its timing is order
+// only (meta timing: a snapshot without time_us, an execution trace alone), where a "time" is an
+// event's place and a "duration" a count of events, so no text may read as nanoseconds.
+struct TimeText {
+    bool events = false;
+    std::string at(int64_t time, int64_t resolution_ns = 1) const;   // "1.5000 ms", or "event #1500"
+    std::string span(int64_t ns) const;                           // "2.30 ms", or "1500 events"
+};
+
 inline constexpr int64_t kMinSpan = 100;   // ns: the deepest zoom
 
 // Zoom by `factor` (<1 zooms in) keeping `anchor` at the same screen position.

@@ -85,6 +85,23 @@ struct KernelNameStat {
     int64_t count = 0, total_ns = 0, max_ns = 0;
 };
 
+// One device's allocations in the trace (host pinned memory is device -1).
+struct DeviceMemory {
+    int32_t device = 0;
+    int64_t allocations = 0;
+    int64_t peak_bytes = 0;   // live-bytes peak of that device alone
+};
+// "GPU 0", or "host" for device -1.
+std::string device_name(int32_t device);
+struct ViewTrace;
+// What the memory curves show, for their titles: the device and those left out with their peaks
+// ("GPU 0; not shown: host (peak 305.18 MiB)"), or "GPU 2" alone; "" when GPU 0 is the only one
+// (nothing to tell: the titles read as before).
+std::string memory_device_text(const ViewTrace& view);
+
+// LoadOptions::device: the GPU with the largest live peak, as `mhc simulate --device auto`.
+inline constexpr int32_t kAutoMemoryDevice = INT32_MIN;
+
 struct ViewTrace {
     std::string path;
     std::map<std::string, std::string> meta;
@@ -95,8 +112,13 @@ struct ViewTrace {
     std::vector<uint8_t> family_of_name;
     std::vector<uint32_t> color_of_name;
     std::vector<int64_t> family_ns;   // kernel time per family (kFamilyCount entries)
+    // The memory views show one device's memory (memory_device; adding a host's pinned buffers or
+    // another GPU's to it would be nobody's memory): `allocations` and `live` hold that device's
+    // only. memory_devices lists every device with allocations, by device number.
+    int32_t memory_device = 0;
+    std::vector<DeviceMemory> memory_devices;
     AllocationTable allocations;
-    Curve live;                       // live bytes, all devices
+    Curve live;                       // live bytes of memory_device
     std::vector<StepSpan> steps;      // from step markers, else from kernels' step column
     std::vector<KernelNameStat> kernel_stats;   // one per kernel name, unsorted
     int64_t kernel_count = 0, copy_count = 0, marker_count = 0, access_count = 0;
@@ -109,6 +131,8 @@ struct ViewTrace {
     // made at load from the same ordering of events as `live`.
     std::shared_ptr<const BandKeys> keys;
 
+    // The trace's timing is order only (meta timing): its times are event numbers.
+    bool order_only() const;
     // A kernel name's family and colour (classified at load, the user's rules first).
     KernelFamily family_of(int64_t name_id) const;
     uint32_t color_of(int64_t name_id) const;
@@ -138,6 +162,12 @@ struct ViewRun {
     std::string label() const;        // "#id name"
 };
 
+struct TimeText;   // axis.hpp
+// Why a run stopped, as mhc simulate printed it: "out of memory at 1.2 ms: allocation 508 (...):
+// needs 141.39 GiB; ... short by 42.40 GiB" (its config's oom_where, oom_why and its metric
+// oom_time_ns); "interrupted: ..." for an incomplete run; "" for a run that completed.
+std::string run_outcome(const ViewRun& run, const TimeText& times);
+
 // Progress callback: fraction done in [0, 1]. Called from the loading thread.
 using Progress = void (*)(double fraction, void* user);
 
@@ -145,6 +175,10 @@ struct LoadOptions {
     Progress progress = nullptr;
     void* user = nullptr;
     FamilyRules families;   // the user's kernel family rules (mhc-view --families FILE)
+    // Whose memory the memory views show (mhc-view --device): kAutoMemoryDevice for the GPU with
+    // the largest live peak (the host only when no GPU has allocations), else that device; one
+    // without allocations is bad input (mhc::Error naming the file and the devices it has).
+    int32_t device = kAutoMemoryDevice;
 };
 
 // Opens and loads a trace through the trace library. Throws mhc::Error naming the file.

@@ -10,6 +10,7 @@
 
 #include "mhc/trace/model.hpp"
 #include "mhc/trace/runs.hpp"
+#include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/data.hpp"
 
 namespace mhc::viewer {
@@ -30,6 +31,7 @@ struct OperandDetail {
 
 struct KernelDetails {
     bool found = false;
+    TimeText times;          // how the trace's times read (event numbers when its timing is order only)
     trace::Kernel kernel;    // as recorded (times, launch geometry)
     std::string name;
     KernelFamily family = KernelFamily::Other;
@@ -51,6 +53,7 @@ struct AccessRow {
 
 struct AllocationDetails {
     bool found = false;
+    TimeText times;                 // as KernelDetails::times
     trace::Allocation allocation;   // as recorded (address, stream, ...)
     std::string label;              // the source frame of a PyTorch snapshot
     int64_t t_end = 0;              // the free, or the end of the trace

@@ -30,7 +30,8 @@ struct RunRow {
 
 std::vector<RunRow> run_rows(const std::vector<trace::RunInfo>& runs);
 // The cell as the table shows it: "cost_aware", "70.0 GiB", "21.9 %", "5.66 s", "-" when absent.
-std::string run_cell(const RunRow& r, RunColumn c);
+// `order_only`: the trace's times are event numbers: loss and makespan read "not a time (order only)".
+std::string run_cell(const RunRow& row, RunColumn column, bool order_only = false);
 // Rows whose text holds every word of `filter` (case-insensitive, in any of the name, kind,
 // policy, prefetch, link and status), sorted by `by` (absent values last either way; ties by id).
 std::vector<size_t> filter_runs(const std::vector<RunRow>& rows, std::string_view filter, RunColumn by, bool ascending);

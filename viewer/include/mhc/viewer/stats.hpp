@@ -38,4 +38,10 @@ enum class StepSort { Step, Start, Time, Peak };
 // Sorts the step table by `by` (stable: equal keys keep their order).
 void sort_steps(std::vector<StepStat>& steps, StepSort by, bool ascending);
 
+// What a view shows instead of an empty table or plot: why it is empty, in the trace's terms (a
+// memory snapshot has no kernels, a timeline-only trace no allocations, a search matched
+// nothing); "" when `rows` > 0. Categories and the memory views read as Allocations.
+enum class StatsTable { Kernels, Allocations, Steps };
+std::string empty_table_text(const ViewTrace& view, StatsTable table, size_t rows, std::string_view search = {});
+
 }  // namespace mhc::viewer

@@ -1,0 +1,134 @@
+// What the viewer showed wrong on the real public traces (tests/data/public), each imported here
+// as `mhc import` does: memory summed over devices, made-up times on order-only traces, empty
+// tables without a word, and runs that stopped out of memory without saying why.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "fixtures.hpp"
+#include "mhc/trace/columns.hpp"
+#include "mhc/trace/import/import.hpp"
+#include "mhc/trace/runs.hpp"
+#include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/data.hpp"
+#include "mhc/viewer/details.hpp"
+#include "mhc/viewer/metrics.hpp"
+#include "mhc/viewer/run_table.hpp"
+#include "mhc/viewer/stats.hpp"
+
+using mhc::viewer::empty_table_text;
+using mhc::viewer::format_metric;
+using mhc::viewer::kNotATime;
+using mhc::viewer::load_view_run;
+using mhc::viewer::load_view_trace;
+using mhc::viewer::memory_device_text;
+using mhc::viewer::run_cell;
+using mhc::viewer::run_outcome;
+using mhc::viewer::RunColumn;
+using mhc::viewer::RunRow;
+using mhc::viewer::StatsTable;
+using mhc::viewer::TimeText;
+using mhc::viewer::ViewRun;
+using mhc::viewer::ViewTrace;
+namespace fs = std::filesystem;
+namespace trace = mhc::trace;
+
+namespace {
+
+const fs::path kPublic = MHC_PUBLIC_DATASETS;
+
+ViewTrace imported(const fs::path& in, const std::string& out_name) {
+    fixture::TempPath out(out_name);
+    trace::import::Options opt;
+    opt.warn = false;
+    trace::import::import_file(in.string(), out.path, opt);
+    return load_view_trace(out.path);
+}
+
+}   // namespace
+
+TEST_CASE("an Nsight Systems export with device and pinned host memory: GPU 0's curve, not their sum") {
+    // extra-p's 16-stream export: GPU 0 and the host's pinned buffers each peak at 320,000,000 B
+    // (SOURCES.md); the one curve over both drew 600 MiB, a figure of neither.
+    ViewTrace view = imported(kPublic / "nsys/extrap-concurrent-16-streams.sqlite", "real-nsys.db");
+    CHECK(view.memory_device == 0);
+    CHECK(view.live.peak() == 320000000.0);
+    REQUIRE(view.memory_devices.size() == 2);
+    CHECK(view.memory_devices[0].device == -1);
+    CHECK(view.memory_devices[0].peak_bytes == 320000000);
+    CHECK(memory_device_text(view) == "GPU 0; not shown: host (peak 305.18 MiB)");
+}
+
+TEST_CASE("an order-only snapshot: times are event numbers in every text, no kernels said in a sentence") {
+    // FlexGen's out-of-memory snapshot (PyTorch 2.0, no time_us): one instant, 460 blocks.
+    ViewTrace view = imported(kPublic / "torch-snapshot/flexgen-oom-snapshot.pickle", "real-flexgen.db");
+    REQUIRE(trace::order_only_timing(view.meta.at("timing")));
+    const TimeText times{true};
+    CHECK(times.at(view.t_begin) == "event #0");
+    CHECK(times.span(view.t_end - view.t_begin) == "1 event");   // the header read "1 ns"
+    CHECK(times.span(1670900) == "1670900 events");
+    CHECK(TimeText{}.span(view.t_end - view.t_begin) == "1 ns");
+    CHECK(TimeText{}.at(1500000, 1000) == "1.500 ms");
+    CHECK(empty_table_text(view, StatsTable::Kernels, 0) ==
+          "no kernels in this trace: a PyTorch memory snapshot records allocations, not kernels (see the Memory view)");
+    CHECK(empty_table_text(view, StatsTable::Kernels, 3).empty());
+    CHECK(empty_table_text(view, StatsTable::Steps, 0).rfind("no steps in this trace", 0) == 0);
+    // A run's loss and makespan on such a trace are no times (mhc simulate leaves them out).
+    CHECK(format_metric("simulated_makespan_ns", 1.47e8, true) == kNotATime);
+    CHECK(format_metric("throughput_loss", 0.0, true) == kNotATime);
+    CHECK(format_metric("simulated_peak_bytes", 8.0 * (1 << 30), true) == "8.00 GiB");
+    CHECK(format_metric("simulated_makespan_ns", 1.47e8) == "147 ms");
+    RunRow row;
+    row.makespan = 1.47e8;
+    row.loss = 0;
+    CHECK(run_cell(row, RunColumn::Makespan, true) == kNotATime);
+    CHECK(run_cell(row, RunColumn::Loss, true) == kNotATime);
+    CHECK(run_cell(row, RunColumn::Makespan) == "147 ms");
+}
+
+TEST_CASE("a trace of no kernels and no allocations (MTIA inference): sentences, not empty tables") {
+    ViewTrace view = imported(kPublic / "kineto/hta-mtia-inference-rank-0.json.gz", "real-mtia.db");
+    REQUIRE(view.kernel_count == 0);
+    REQUIRE(view.allocations.size() == 0);
+    CHECK(empty_table_text(view, StatsTable::Kernels, 0) == "no kernels in this trace");
+    CHECK(
+        empty_table_text(view, StatsTable::Allocations, 0).rfind("no allocations in this trace: a timeline only", 0) ==
+        0);
+    CHECK(view.memory_devices.empty());
+}
+
+TEST_CASE("a run that stopped out of memory says where and why, as mhc simulate printed it") {
+    fixture::TempPath db("oom-run.db");
+    fixture::write_known_trace(db.path, false);
+    trace::Run run;
+    run.name = "lru+none@70%/pcie4/caching";
+    run.status = trace::RunStatus::Oom;
+    run.config = {{"oom_where", "allocation 2 (act_big)"},
+                  {"oom_why", "needs 1.00 GiB; 400.00 MiB in use, short by 424.00 MiB"}};
+    run.metrics = {{"oom", 1}, {"oom_time_ns", 450e3}, {"kernels_reached", 1}};
+    run.kernel_times.push_back({1, 100 * fixture::us, 300 * fixture::us});
+    trace::add_run(db.path, run);
+    trace::Run done;
+    done.name = "lru+none@90%/pcie4/caching";
+    trace::add_run(db.path, done);
+    ViewTrace view = load_view_trace(db.path);
+    ViewRun oom = load_view_run(view, 1);
+    CHECK(
+        run_outcome(oom, TimeText{}) ==
+        "out of memory at 450.000 us: allocation 2 (act_big): needs 1.00 GiB; 400.00 MiB in use, short by 424.00 MiB");
+    CHECK(run_outcome(oom, TimeText{true}).rfind("out of memory at event #450000: ", 0) == 0);
+    CHECK(run_outcome(load_view_run(view, 2), TimeText{}).empty());
+}
+
+TEST_CASE("an execution trace alone (order only): a kernel's details pane gives event numbers, not nanoseconds") {
+    // param's ResNet ET on one GPU: op k at 1000 k ns (docs/import.md), so the first op is
+    // [0, 1000): the pane said "start 0 ns, end 1.000 us (1.00 us)".
+    ViewTrace view = imported(kPublic / "chakra/param-resnet-1gpu-et-1.0.3.json.gz", "real-et.db");
+    REQUIRE(view.order_only());
+    const int64_t first = view.kernel_lanes.at(0).ref.at(0);
+    mhc::viewer::DetailsPane pane = mhc::viewer::kernel_pane(mhc::viewer::kernel_details(view, nullptr, first),
+                                                             nullptr);
+    std::string recorded;
+    for (const auto& [field, value] : pane.fields)
+        if (field == "recorded") recorded = value;
+    CHECK(recorded == "start event #0, end event #1000 (1000 events)");
+}
