@@ -168,18 +168,18 @@ private:
         void init(size_t n) { prev.assign(n, -2); next.assign(n, -2); tail = -1; }
         bool empty() const { return tail < 0; }
         int32_t back() const { return tail; }
-        void insert(int32_t a) {
-            if (prev[a] != -2) return;
-            prev[a] = tail;
-            next[a] = -1;
-            if (tail >= 0) next[tail] = a;
-            tail = a;
+        void insert(int32_t alloc) {
+            if (prev[alloc] != -2) return;
+            prev[alloc] = tail;
+            next[alloc] = -1;
+            if (tail >= 0) next[tail] = alloc;
+            tail = alloc;
         }
-        void erase(int32_t a) {
-            if (prev[a] == -2) return;
-            if (prev[a] >= 0) next[prev[a]] = next[a];
-            if (next[a] >= 0) prev[next[a]] = prev[a]; else tail = prev[a];
-            prev[a] = next[a] = -2;
+        void erase(int32_t alloc) {
+            if (prev[alloc] == -2) return;
+            if (prev[alloc] >= 0) next[prev[alloc]] = next[alloc];
+            if (next[alloc] >= 0) prev[next[alloc]] = prev[alloc]; else tail = prev[alloc];
+            prev[alloc] = next[alloc] = -2;
         }
     } cached_host;
     Inflight inflight;
