@@ -178,7 +178,8 @@ private:
         void erase(int32_t alloc) {
             if (prev[alloc] == -2) return;
             if (prev[alloc] >= 0) next[prev[alloc]] = next[alloc];
-            if (next[alloc] >= 0) prev[next[alloc]] = prev[alloc]; else tail = prev[alloc];
+            if (next[alloc] >= 0) prev[next[alloc]] = prev[alloc];
+            else tail = prev[alloc];
             prev[alloc] = next[alloc] = -2;
         }
     } cached_host;
