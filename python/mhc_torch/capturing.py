@@ -487,6 +487,56 @@ def _older_objects_frozen():
 
 
 @contextlib.contextmanager
+def _module_conversion_in_place():
+    """`Module.to(...)`, `.half()`, `.float()` on a model built under fake tensors: torch (2.15)
+    swaps every fake parameter with its converted copy (`torch.utils.swap_tensors`), which refuses
+    a tensor that fake-tensor bookkeeping holds a weak reference to, so any conversion failed
+    (`_apply(): Couldn't swap Linear.weight`: peft's `get_peft_model`, `model.to(torch.bfloat16)`
+    in a build_model). Inside the capture a fake parameter takes the converted data in place
+    (`param.data = new`, what Module.to does for ordinary tensors): the same object, the new
+    dtype and storage."""
+    swap = torch.utils.swap_tensors
+
+    def swap_fake(t1, t2):
+        if isinstance(t1, FakeTensor) and isinstance(t2, FakeTensor) and weakref.getweakrefcount(t1):
+            t1.data = t2.data
+            return
+        swap(t1, t2)
+
+    torch.utils.swap_tensors = swap_fake
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = swap
+
+
+@contextlib.contextmanager
+def _trunc_normal_without_values():
+    """`torch.nn.init.trunc_normal_` (ViT's and timm's initialisation) samples by rejection in
+    torch 2.15, looping until no value lies outside [a, b]: it asks fake tensors for values
+    (`.item()`, `mask.any()`), so building such a model failed. A fake tensor's values are never
+    read, so inside the capture it is filled by one normal_ and clamp_ (same shape, dtype and
+    storage); real tensors keep torch's sampling."""
+    init = torch.nn.init
+    sample = getattr(init, "_no_grad_trunc_normal_", None)
+    if sample is None:
+        yield
+        return
+
+    def trunc_normal(tensor, mean, std, a, b, generator=None):
+        if not isinstance(tensor, FakeTensor):
+            return sample(tensor, mean, std, a, b, generator=generator)
+        with torch.no_grad():
+            return tensor.normal_(mean, std, generator=generator).clamp_(a, b)
+
+    init._no_grad_trunc_normal_ = trunc_normal
+    try:
+        yield
+    finally:
+        init._no_grad_trunc_normal_ = sample
+
+
+@contextlib.contextmanager
 def _attention_as_on_gpu():
     """F.scaled_dot_product_attention with dropout as a GPU runs it. CPU dispatch sends a call with
     dropout_p > 0 to the math path, which saves the attention probabilities (batch x heads x
@@ -584,7 +634,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log_level = fake_log.level
     fake_log.setLevel(logging.CRITICAL)
     try:
-        with _older_objects_frozen():
+        with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values():
             result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
     except CaptureError:
         raise
@@ -709,6 +759,18 @@ def _default_loss(model, batch):
     raise TypeError("the model's output has no .loss and is not a tensor; pass loss_fn")
 
 
+def _refuse_compiled(model: torch.nn.Module) -> None:
+    """A torch.compile'd model (an OptimizedModule, or `module.compile()` in place) is refused in
+    one line: the capture records eager PyTorch op by op, while compiled code fuses kernels and
+    recomputes by itself (and Dynamo on fake tensors inside the capture crashed the process)."""
+    for name, m in model.named_modules():
+        if type(m).__name__ == "OptimizedModule" or getattr(m, "_compiled_call_impl", None) is not None:
+            what = f"module '{name}'" if name else f"the model ({type(m).__name__})"
+            raise CaptureError(f"{what} is torch.compile'd: a capture records eager PyTorch op by op, and compiled "
+                               "code fuses kernels and recomputes by itself; return the module without "
+                               "torch.compile from build_model() (the capture is then of the eager step)")
+
+
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):
     from torch.distributed._tools.mod_tracker import ModTracker
 
@@ -718,6 +780,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
     with fake:
         with torch.device(device):
             model = build_model()
+        _refuse_compiled(model)
         if any(t.device.type != torch.device(device).type for t in list(model.parameters()) + list(model.buffers())):
             model = model.to(device)
         if recipe.param_dtype is not None:

@@ -1,0 +1,147 @@
+"""Kinds of training a new user brings (docs/results.md "More kinds of training as a new user"):
+model files that import their own modules, models converted with Module.to or initialised with
+trunc_normal_ inside build_model (peft's LoRA, ViT), torch.compile'd models, BatchNorm under
+activation checkpointing. Each test fails without the fix it guards."""
+import copy
+import json
+import subprocess
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import mhc_torch  # noqa: E402
+from mhc_torch.capturing import CaptureError  # noqa: E402
+
+
+def _allocs(path):
+    return mhc_torch.read_table(path, "allocations")
+
+
+def test_a_model_file_imports_the_modules_beside_it(tmp_path, capsys):
+    (tmp_path / "my_blocks.py").write_text("import torch\nclass Block(torch.nn.Linear):\n    pass\n")
+    model = tmp_path / "model.py"
+    model.write_text(textwrap.dedent("""
+        import torch
+        from my_blocks import Block       # as `python model.py` would find it
+        def build_model(): return Block(8, 4)
+        def make_batch(): return (torch.randn(2, 8),)
+    """))
+    from mhc_torch.cli import main
+
+    assert main(["capture", str(model), "-o", str(tmp_path / "m.db"), "--autocast", "none"]) == 0, \
+        capsys.readouterr().err
+
+
+class _Lin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 1)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def test_module_to_inside_build_model(tmp_path):
+    """Module.to under fake tensors swapped tensors, which fake tensors refuse: `_apply(): Couldn't
+    swap Linear.weight` (peft's get_peft_model moves its adapters so; so does model.to(bf16))."""
+    path = str(tmp_path / "bf16.db")
+    mhc_torch.capture(lambda: _Lin().to(torch.bfloat16), lambda: torch.randn(4, 16, dtype=torch.bfloat16),
+                      path=path, autocast_dtype=None)
+    a = _allocs(path)
+    params = a[a.category_name == "param"].set_index("label").bytes.to_dict()
+    assert params == {"a.weight": 16 * 16 * 2, "a.bias": 16 * 2, "b.weight": 16 * 2, "b.bias": 2}
+
+
+def test_trunc_normal_init_inside_build_model(tmp_path):
+    """torch's trunc_normal_ samples by rejection (values asked of fake tensors): ViT's and timm's
+    initialisation could not be built."""
+    def build():
+        m = _Lin()
+        nn.init.trunc_normal_(m.a.weight, std=0.02)
+        return m
+    path = str(tmp_path / "tn.db")
+    mhc_torch.capture(build, lambda: torch.randn(4, 16), path=path, autocast_dtype=None)
+    w = torch.empty(1000)
+    nn.init.trunc_normal_(w, std=1.0, a=-0.5, b=0.5)  # real tensors keep torch's sampling
+    assert w.abs().max() <= 0.5 and w.std() < 0.4
+
+
+def test_a_compiled_model_is_refused_in_one_line(tmp_path):
+    """torch.compile'd models crashed the capture (a segmentation fault inside Dynamo)."""
+    with pytest.raises(CaptureError, match=r"the model \(OptimizedModule\) is torch.compile'd: .*return the module "
+                                           r"without torch.compile from build_model\(\)") as e:
+        mhc_torch.capture(lambda: torch.compile(_Lin()), lambda: torch.randn(4, 16), path=str(tmp_path / "c.db"))
+    assert "\n" not in str(e.value)
+    inner = _Lin()
+    inner.a.compile()  # compiled in place, one submodule
+    with pytest.raises(CaptureError, match="module 'a' is torch.compile'd"):
+        mhc_torch.capture(lambda: inner, lambda: torch.randn(4, 16), path=str(tmp_path / "c.db"))
+
+
+class _BnBlock(nn.Module):
+    def __init__(self, c=4):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return x + torch.relu(self.bn(self.conv(x)))
+
+
+class _BnNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(_BnBlock(), _BnBlock())
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.head(self.blocks(x).mean((2, 3)))
+
+
+def _bn_step(model, x):
+    model(x).sum().backward()
+    return {n.replace("_checkpoint_wrapped_module.", ""): b.clone() for n, b in model.named_buffers()}
+
+
+@pytest.mark.parametrize("policy", ["full", "save_matmuls"])
+def test_checkpointed_batchnorm_updates_its_running_stats_once(policy):
+    """The recompute in the backward ran BatchNorm's training forward again: running mean and
+    variance were updated twice per step (and the batch count) with checkpointing applied."""
+    torch.manual_seed(0)
+    plain = _BnNet()
+    mine = copy.deepcopy(plain)
+    mhc_torch.apply(mine, torch.optim.SGD(mine.parameters(), lr=0.1),
+                    {"checkpoint": {"modules": ["_BnNet.blocks.0", "_BnNet.blocks.1"], "policy": policy}})
+    x = torch.randn(2, 4, 6, 6)
+    b0, b1 = _bn_step(plain, x), _bn_step(mine, x)
+    assert b0.keys() == b1.keys()
+    for n in b0:
+        assert torch.equal(b0[n], b1[n]), n
+    for (n, p0), (_, p1) in zip(plain.named_parameters(), mine.named_parameters()):
+        assert torch.equal(p0.grad, p1.grad), n
+
+
+def test_printed_checkpoint_code_keeps_batchnorm_stats(mhc_exe, tmp_path):
+    """The code `mhc advise` prints for a model with BatchNorm in the checkpointed blocks carries
+    the same hooks: run as printed, the running statistics equal the plain step's."""
+    path = str(tmp_path / "bn.db")
+    mhc_torch.capture(_BnNet, lambda: torch.randn(2, 4, 6, 6), path=path, autocast_dtype=None)
+    setting = {"checkpoint": {"modules": ["_BnNet.blocks.0", "_BnNet.blocks.1"], "policy": "save_matmuls"}}
+    out = subprocess.run([mhc_exe, "advise", path, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    code = json.loads(out.stdout)["rows"][0]["code"].split("# or, the same in one line")[0]
+    assert "keep_running_stats" in code
+    torch.manual_seed(0)
+    plain = _BnNet()
+    ns = {"model": copy.deepcopy(plain), "torch": torch}
+    ns["optimizer"] = torch.optim.SGD(ns["model"].parameters(), lr=0.1)
+    exec(code, ns)  # noqa: S102 - the printed code under test
+    x = torch.randn(2, 4, 6, 6)
+    b0, b1 = _bn_step(plain, x), _bn_step(ns["model"], x)
+    for n in b0:
+        assert torch.equal(b0[n], b1[n]), n
