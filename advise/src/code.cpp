@@ -175,6 +175,7 @@ void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo&
             o << "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
               << "aten = torch.ops.aten\n"
               << "MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,\n"
+              << "           aten.convolution.default,\n"
               << "           aten._scaled_dot_product_flash_attention.default,\n"
               << "           aten._scaled_dot_product_efficient_attention.default,\n"
               << "           aten._scaled_dot_product_cudnn_attention.default}\n"

@@ -537,6 +537,34 @@ def _trunc_normal_without_values():
 
 
 @contextlib.contextmanager
+def _grad_scaler_on_fake_tensors(device: str):
+    """fp16 training's `torch.amp.GradScaler("cuda")` inside the capture: without a GPU it
+    disabled itself ("CUDA is not available. Disabling."), so the step captured had no loss
+    scaling, unscaling or infinity checks; and on the capture's device its `step` asks whether an
+    infinity was found (`found_inf.item()`), a value fake tensors do not hold. Here a scaler made
+    for CUDA runs on the capture's device, and its step goes ahead as in a step whose gradients
+    are finite (the GPU's answer costs no memory: a 4-byte tensor read by the host)."""
+    from torch.amp import grad_scaler
+
+    cls = grad_scaler.GradScaler
+    init, maybe_step = cls.__init__, cls._maybe_opt_step
+
+    def scaler_init(self, device_name="cuda", *args, **kwargs):
+        init(self, device if device_name == "cuda" else device_name, *args, **kwargs)
+
+    def opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        if all(isinstance(v, FakeTensor) for v in optimizer_state["found_inf_per_device"].values()):
+            return optimizer.step(*args, **kwargs)
+        return maybe_step(self, optimizer, optimizer_state, *args, **kwargs)
+
+    cls.__init__, cls._maybe_opt_step = scaler_init, opt_step
+    try:
+        yield
+    finally:
+        cls.__init__, cls._maybe_opt_step = init, maybe_step
+
+
+@contextlib.contextmanager
 def _attention_as_on_gpu():
     """F.scaled_dot_product_attention with dropout as a GPU runs it. CPU dispatch sends a call with
     dropout_p > 0 to the math path, which saves the attention probabilities (batch x heads x
@@ -635,7 +663,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log.setLevel(logging.CRITICAL)
     try:
         with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values():
-            result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
+            with _grad_scaler_on_fake_tensors(device):
+                result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
     except CaptureError:
         raise
     except Exception as e:

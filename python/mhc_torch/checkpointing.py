@@ -4,7 +4,8 @@
   nothing it saves for the backward is kept; the backward re-runs the forward (stopping once it
   has recomputed what the backward needs). Its inputs stay alive until then (the recompute reads them).
 - save_matmuls: selective checkpointing (create_selective_checkpoint_contexts): the outputs of
-  matrix multiplications and attention are kept, every other op of the module is recomputed.
+  matrix multiplications, convolutions and attention are kept, every other op of the module is
+  recomputed.
 - mhc: every mHC hyper-connection's maps inside the module (RMSNorm of the n streams, projection,
   sigmoids, Sinkhorn-Knopp: mhc_model.HcMaps, or any module whose class sets MHC_RECOMPUTE) is
   checkpointed as with full; the stream mixing and the sublayers (attention, MLP) are left as they are.
@@ -22,9 +23,10 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 from . import placement
 
 _aten = torch.ops.aten
-# Ops whose outputs save_matmuls keeps: matmuls and attention (CUDA kernels and their CPU twins).
+# Ops whose outputs save_matmuls keeps: matmuls, convolutions (a CNN's matmuls) and attention
+# (CUDA kernels and their CPU twins).
 _MATMULS = {getattr(_aten, n) for n in (
-    "mm", "bmm", "addmm", "baddbmm", "_scaled_dot_product_flash_attention",
+    "mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
     "_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps") if hasattr(_aten, n)}

@@ -145,3 +145,58 @@ def test_printed_checkpoint_code_keeps_batchnorm_stats(mhc_exe, tmp_path):
     b0, b1 = _bn_step(plain, x), _bn_step(ns["model"], x)
     for n in b0:
         assert torch.equal(b0[n], b1[n]), n
+
+
+def test_grad_scaler_runs_in_the_capture(tmp_path):
+    """fp16 with torch.amp.GradScaler("cuda"): without a GPU the scaler disabled itself, so the
+    step captured had no unscaling or infinity check (and on the CPU its step asked a fake tensor
+    for a value)."""
+    def step(model, batch, run):
+        scaler = run.state.setdefault("scaler", torch.amp.GradScaler("cuda"))
+        with run.autocast():
+            loss = model(*batch).float().sum()
+        scaler.scale(loss).backward()
+        scaler.step(run.optimizer)
+        scaler.update()
+        run.zero_grad()
+
+    path = str(tmp_path / "fp16.db")
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("error", UserWarning)  # "CUDA is not available. Disabling."
+        mhc_torch.capture(_Lin, lambda: (torch.randn(4, 16),), path=path, steps=2, step=step,
+                          autocast_dtype=torch.float16)
+    names = mhc_torch.read_table(path, "kernels").name.tolist()
+    assert names.count("aten::_amp_foreach_non_finite_check_and_unscale_") == 2
+    assert names.count("aten::_amp_update_scale_") == 2
+    assert sum(n.startswith("aten::_foreach_add") for n in names) >= 2  # AdamW stepped both times
+
+
+def _predicted_peak(mhc_exe, path, setting):
+    out = subprocess.run([mhc_exe, "advise", path, "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["rows"][0]["peak_bytes"]
+
+
+def test_selective_checkpointing_keeps_convolutions(mhc_exe, tmp_path):
+    """A CNN's selective checkpoint ("keep matmuls") kept nothing (its matmuls are convolutions):
+    the same step as the full checkpoint, offered as a second answer. Convolution outputs are now
+    kept, in the prediction and in the step apply runs alike."""
+    make = lambda: torch.randn(8, 4, 32, 32)  # noqa: E731
+    base = str(tmp_path / "base.db")
+    mhc_torch.capture(_BnNet, make, path=base, autocast_dtype=None)
+    blocks = ["_BnNet.blocks.0", "_BnNet.blocks.1"]
+    peaks = {}
+    for policy in ("full", "save_matmuls"):
+        setting = {"checkpoint": {"modules": blocks, "policy": policy}}
+        path = str(tmp_path / f"{policy}.db")
+        r = mhc_torch.capture(_BnNet, make, path=path, autocast_dtype=None, setting=setting)
+        peaks[policy] = r.peak_bytes
+        # the recompute's copies of BatchNorm's buffers (2 x 3 x 16 B here) are not predicted
+        assert abs(_predicted_peak(mhc_exe, base, setting) - r.peak_bytes) <= 96, policy
+        recomputed = mhc_torch.read_table(path, "kernels").merge(
+            mhc_torch.read_table(path, "kernel_info"), left_on="id", right_on="kernel")
+        convs = (recomputed.phase == 3) & (recomputed.name == "aten::convolution")
+        assert convs.sum() == (2 if policy == "full" else 0), policy  # one conv per block, one step
+    # 8 x 4 x 32 x 32 fp32 = 128 KiB per conv output kept while both blocks are held
+    assert peaks["save_matmuls"] > peaks["full"]
