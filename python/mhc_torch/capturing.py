@@ -663,7 +663,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log.setLevel(logging.CRITICAL)
     try:
         with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values():
-            with _grad_scaler_on_fake_tensors(device):
+            with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
                 result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
     except CaptureError:
         raise
@@ -797,7 +797,36 @@ def _refuse_compiled(model: torch.nn.Module) -> None:
             what = f"module '{name}'" if name else f"the model ({type(m).__name__})"
             raise CaptureError(f"{what} is torch.compile'd: a capture records eager PyTorch op by op, and compiled "
                                "code fuses kernels and recomputes by itself; return the module without "
-                               "torch.compile from build_model() (the capture is then of the eager step)")
+                               f"torch.compile from build_model(), or {_EAGER_HINT}")
+
+
+_EAGER_HINT = "run with TORCHDYNAMO_DISABLE=1 (torch.compile then changes nothing; the capture is of the eager step)"
+
+
+@contextlib.contextmanager
+def _compiled_functions_refused():
+    """A torch.compile'd function called inside the step (a decorated helper) crashed the process
+    (Dynamo compiling on fake tensors inside the capture). Dynamo's wrapper asks, before it
+    compiles, whether to run the function eagerly instead; inside the capture that question
+    raises a CaptureError naming the function. Only when Dynamo is loaded (a model that compiles
+    imported it)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    ask = getattr(eval_frame, "_is_eager_on_nested_compile", None)
+    if ask is None:
+        yield
+        return
+
+    def refuse():
+        fn = sys._getframe(1).f_locals.get("fn")
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        raise CaptureError(f"function '{name}' is torch.compile'd: a capture records eager PyTorch op by op, and "
+                           f"compiled code fuses kernels and recomputes by itself; {_EAGER_HINT}")
+
+    eval_frame._is_eager_on_nested_compile = refuse
+    try:
+        yield
+    finally:
+        eval_frame._is_eager_on_nested_compile = ask
 
 
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):

@@ -76,6 +76,7 @@ def test_a_compiled_model_is_refused_in_one_line(tmp_path):
                                            r"without torch.compile from build_model\(\)") as e:
         mhc_torch.capture(lambda: torch.compile(_Lin()), lambda: torch.randn(4, 16), path=str(tmp_path / "c.db"))
     assert "\n" not in str(e.value)
+    assert "TORCHDYNAMO_DISABLE=1" in str(e.value)
     inner = _Lin()
     inner.a.compile()  # compiled in place, one submodule
     with pytest.raises(CaptureError, match="module 'a' is torch.compile'd"):
@@ -200,3 +201,24 @@ def test_selective_checkpointing_keeps_convolutions(mhc_exe, tmp_path):
         assert convs.sum() == (2 if policy == "full" else 0), policy  # one conv per block, one step
     # 8 x 4 x 32 x 32 fp32 = 128 KiB per conv output kept while both blocks are held
     assert peaks["save_matmuls"] > peaks["full"]
+
+
+def test_a_compiled_function_in_the_forward_is_refused_in_one_line(tmp_path):
+    """A torch.compile'd helper called in the forward: Dynamo compiling on fake tensors inside the
+    capture killed the process (segmentation fault)."""
+    @torch.compile
+    def mlp(x, w):
+        return torch.relu(x @ w)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(16, 16))
+
+        def forward(self, x):
+            return mlp(x, self.w).sum()
+
+    with pytest.raises(CaptureError, match=r"function '.*mlp' is torch.compile'd: .*TORCHDYNAMO_DISABLE=1"):
+        mhc_torch.capture(M, lambda: torch.randn(4, 16), path=str(tmp_path / "f.db"))
+    with pytest.raises(CaptureError):  # and again: nothing left patched or half-compiled
+        mhc_torch.capture(M, lambda: torch.randn(4, 16), path=str(tmp_path / "f.db"))
