@@ -490,7 +490,7 @@ def _older_objects_frozen():
 def _module_conversion_in_place():
     """`Module.to(...)`, `.half()`, `.float()` on a model built under fake tensors: torch (2.15)
     swaps every fake parameter with its converted copy (`torch.utils.swap_tensors`), which refuses
-    a tensor that fake-tensor bookkeeping holds a weak reference to, so any conversion failed
+    a tensor that fake-tensor bookkeeping holds a weak reference to (either one), so conversions failed
     (`_apply(): Couldn't swap Linear.weight`: peft's `get_peft_model`, `model.to(torch.bfloat16)`
     in a build_model). Inside the capture a fake parameter takes the converted data in place
     (`param.data = new`, what Module.to does for ordinary tensors): the same object, the new
@@ -498,7 +498,7 @@ def _module_conversion_in_place():
     swap = torch.utils.swap_tensors
 
     def swap_fake(t1, t2):
-        if isinstance(t1, FakeTensor) and isinstance(t2, FakeTensor) and weakref.getweakrefcount(t1):
+        if isinstance(t1, FakeTensor) and isinstance(t2, FakeTensor):
             t1.data = t2.data
             return
         swap(t1, t2)
