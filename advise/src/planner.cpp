@@ -216,11 +216,12 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
 
     // Global combinations: optimizer implementation x placement.
     std::vector<Setting> globals;
+    const bool grads_read_late = !grads_used_after_backward(b).empty();   // a host optimizer is refused then
     for (int fused = 0; fused < 2; ++fused)
         for (int host = 0; host < 2; ++host) {
             if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach" || !b.info.adam_optimizer())) continue;
             if (fused && host) continue;   // a host step replaces the GPU's kernels either way
-            if (host && (!o.host_optimizer || b.opt_first.empty() || b.opt_first[0] < 0)) continue;
+            if (host && (!o.host_optimizer || b.opt_first.empty() || b.opt_first[0] < 0 || grads_read_late)) continue;
             Setting g;
             if (fused) g.optimizer_impl = OptimizerImpl::Fused;
             g.optimizer_on_host = host;

@@ -222,3 +222,31 @@ def test_a_compiled_function_in_the_forward_is_refused_in_one_line(tmp_path):
         mhc_torch.capture(M, lambda: torch.randn(4, 16), path=str(tmp_path / "f.db"))
     with pytest.raises(CaptureError):  # and again: nothing left patched or half-compiled
         mhc_torch.capture(M, lambda: torch.randn(4, 16), path=str(tmp_path / "f.db"))
+
+
+def test_a_step_that_clips_gradients_is_advised(mhc_exe, tmp_path):
+    """A step of one's own that clips the gradients between the backward and the optimizer step:
+    the search's host-optimizer candidate dropped each device gradient after the backward, so the
+    clipping read freed memory and `mhc advise` stopped with an access-outside-lifetime line. The
+    search now leaves the host optimizer out for such a step, and asking for it is one line."""
+    def step(model, batch, run):
+        with run.autocast():
+            loss = model(*batch).float().sum()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        run.optimizer_step()
+        run.zero_grad()
+
+    path = str(tmp_path / "clip.db")
+    mhc_torch.capture(lambda: nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)),
+                      lambda: (torch.randn(32, 64),), path=path, steps=2, step=step)
+    out = subprocess.run([mhc_exe, "advise", path, "--capacity", "1GiB", "--json", "--top", "20"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert rows and not any(r["setting"].get("optimizer", {}).get("state") == "host" for r in rows)
+    out = subprocess.run([mhc_exe, "advise", path, "--setting", '{"optimizer": {"state": "host"}}'],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "reads the gradients on the GPU between the backward and the optimizer step" in out.stderr
+    assert "linalg_vector_norm" in out.stderr
