@@ -70,12 +70,12 @@ void find_blocks(CaptureInfo& c) {
     for (auto& [prefix, members] : named) {
         if (groups.count(prefix) != 0) continue;   // numbered and named children mixed: not a stack
         auto& group = groups[prefix];
-        for (int32_t m : members) group.push_back({0, m});
+        for (int32_t member : members) group.push_back({0, member});
         if (!one_type(prefix)) {
             groups.erase(prefix);
             continue;
         }
-        for (int32_t m : members) work[prefix] += fwd[static_cast<size_t>(m)];
+        for (int32_t member : members) work[prefix] += fwd[static_cast<size_t>(member)];
     }
     int64_t best = -1;
     std::string top;

@@ -112,35 +112,35 @@ bool holds_batchnorm(const std::vector<std::string>& modules, const CaptureInfo&
 
 // BatchNorm recomputed in the backward would update its running statistics a second time:
 // hooks that put them back (python/mhc_torch/checkpointing.py keep_running_stats does the same).
-void batchnorm_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
+void batchnorm_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
     std::vector<std::string> all;
     std::string names;
-    for (const CheckpointGroup& g : s.checkpoint) {
-        all.insert(all.end(), g.modules.begin(), g.modules.end());
-        names += (names.empty() ? "" : ", ") + std::string("*") + names_expr(g.modules, info);
+    for (const CheckpointGroup& group : setting.checkpoint) {
+        all.insert(all.end(), group.modules.begin(), group.modules.end());
+        names += (names.empty() ? "" : ", ") + std::string("*") + names_expr(group.modules, info);
     }
     if (!holds_batchnorm(all, info)) return;
-    o << "# BatchNorm inside the checkpointed modules: the recompute in the backward would update its running\n"
-      << "# statistics a second time; these hooks give it copies to update there\n"
-      << "from torch.nn.modules.batchnorm import _BatchNorm\n"
-      << "def keep_running_stats(bn):\n"
-      << "    def swap_in(m, args):\n"
-      << "        if not m.training:\n"
-      << "            return\n"
-      << "        copies = {n: b.clone() for n, b in m._buffers.items() if b is not None}   # forward too: same ops\n"
-      << "        if torch._C._current_graph_task_id() != -1:   # the recompute, inside the backward\n"
-      << "            m.stats_kept = dict(m._buffers)\n"
-      << "            m._buffers.update(copies)\n"
-      << "    def swap_back(m, args, out):\n"
-      << "        kept = m.__dict__.pop(\"stats_kept\", None)\n"
-      << "        if kept is not None:\n"
-      << "            m._buffers.update(kept)\n"
-      << "    bn.register_forward_pre_hook(swap_in)\n"
-      << "    bn.register_forward_hook(swap_back)\n"
-      << "for n in [" << names << "]:\n"
-      << "    for m in model.get_submodule(n).modules():\n"
-      << "        if isinstance(m, _BatchNorm) and m.track_running_stats:\n"
-      << "            keep_running_stats(m)\n";
+    out << "# BatchNorm inside the checkpointed modules: the recompute in the backward would update its running\n"
+        << "# statistics a second time; these hooks give it copies to update there\n"
+        << "from torch.nn.modules.batchnorm import _BatchNorm\n"
+        << "def keep_running_stats(bn):\n"
+        << "    def swap_in(m, args):\n"
+        << "        if not m.training:\n"
+        << "            return\n"
+        << "        copies = {n: b.clone() for n, b in m._buffers.items() if b is not None}   # forward too: same ops\n"
+        << "        if torch._C._current_graph_task_id() != -1:   # the recompute, inside the backward\n"
+        << "            m.stats_kept = dict(m._buffers)\n"
+        << "            m._buffers.update(copies)\n"
+        << "    def swap_back(m, args, out):\n"
+        << "        kept = m.__dict__.pop(\"stats_kept\", None)\n"
+        << "        if kept is not None:\n"
+        << "            m._buffers.update(kept)\n"
+        << "    bn.register_forward_pre_hook(swap_in)\n"
+        << "    bn.register_forward_hook(swap_back)\n"
+        << "for n in [" << names << "]:\n"
+        << "    for m in model.get_submodule(n).modules():\n"
+        << "        if isinstance(m, _BatchNorm) and m.track_running_stats:\n"
+        << "            keep_running_stats(m)\n";
 }
 
 void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {

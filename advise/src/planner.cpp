@@ -58,8 +58,8 @@ Windows classify(const Base& b) {
         const auto at = static_cast<int32_t>(s);
         const size_t si = static_cast<size_t>(b.step_index(b.step[s]));
         for (size_t k = 0; k < nb; ++k) {
-            const size_t i = k * ns + si;
-            if ((first_fwd[i] < at && at < last_fwd[i]) || (first_bwd[i] < at && at < last_bwd[i])) {
+            const size_t slot = k * ns + si;
+            if ((first_fwd[slot] < at && at < last_fwd[slot]) || (first_bwd[slot] < at && at < last_bwd[slot])) {
                 w.owner[s] = static_cast<int32_t>(k);
                 break;
             }

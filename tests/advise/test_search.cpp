@@ -129,13 +129,13 @@ TEST_CASE("blocks kept in an nn.ModuleDict (named, not numbered) are the blocks 
     CHECK(base.info.block_name == std::vector<std::string>{"M.blocks.early", "M.blocks.mid", "M.blocks.late"});
     CHECK(base.info.block_prefix == "M.blocks");
     Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
-    PlannerOptions o;
+    PlannerOptions opts;
     // every block checkpointed: the three 64 MiB saves are gone; the capacity asks for that
     std::vector<BlockChoice> all(3, BlockChoice::Full);
-    const int64_t full = ev.predict(combine(base, Setting{}, all, o.offload)).memory.reserved;
+    const int64_t full = ev.predict(combine(base, Setting{}, all, opts.offload)).memory.reserved;
     REQUIRE(full < ev.predict(Setting{}).memory.reserved);
-    o.capacity = full;
-    Advice a = advise(ev, o);
-    REQUIRE(!a.ranked.empty());
-    CHECK(a.ranked[0].prediction.memory.reserved <= full);
+    opts.capacity = full;
+    Advice advice = advise(ev, opts);
+    REQUIRE(!advice.ranked.empty());
+    CHECK(advice.ranked[0].prediction.memory.reserved <= full);
 }

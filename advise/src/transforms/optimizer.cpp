@@ -172,20 +172,22 @@ std::unique_ptr<Transform> make_fused_optimizer(const Base& b) {
     return std::make_unique<FusedOptimizer>();
 }
 
-std::string grads_used_after_backward(const Base& b) {
-    for (size_t si = 0; si < b.steps.size(); ++si) {
-        if (b.opt_first[si] < 0) continue;
-        for (int32_t g : step_tensors(b, si).grads) {
-            if (g >= static_cast<int32_t>(b.creator.size())) continue;
-            const int32_t last = b.last_access(g, Phase::Backward, b.steps[si]);
+std::string grads_used_after_backward(const Base& base) {
+    for (size_t si = 0; si < base.steps.size(); ++si) {
+        if (base.opt_first[si] < 0) continue;
+        for (int32_t grad : step_tensors(base, si).grads) {
+            if (grad >= static_cast<int32_t>(base.creator.size())) continue;
+            const int32_t last = base.last_access(grad, Phase::Backward, base.steps[si]);
             std::string found;
-            b.for_acc(g, [&](int32_t s, trace::AccessMode) {
-                const Phase ph = b.phase[static_cast<size_t>(s)];
-                if (found.empty() && last >= 0 && s > last && s < b.opt_first[si] && ph != Phase::Backward &&
+            base.for_acc(grad, [&](int32_t seq, trace::AccessMode) {
+                const Phase ph = base.phase[static_cast<size_t>(seq)];
+                if (found.empty() && last >= 0 && seq > last && seq < base.opt_first[si] && ph != Phase::Backward &&
                     ph != Phase::Optimizer)
-                    found = b.trace->str(b.trace->kernels.name[static_cast<size_t>(b.korder[static_cast<size_t>(s)])]) +
+                    found = base.trace->str(
+                                base.trace->kernels.name[static_cast<size_t>(base.korder[static_cast<size_t>(seq)])]) +
                             " (kernel " +
-                            std::to_string(b.trace->kernels.id[static_cast<size_t>(b.korder[static_cast<size_t>(s)])]) +
+                            std::to_string(
+                                base.trace->kernels.id[static_cast<size_t>(base.korder[static_cast<size_t>(seq)])]) +
                             ")";
             });
             if (!found.empty()) return found;

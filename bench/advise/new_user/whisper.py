@@ -11,7 +11,8 @@ def build_model(small=False):
     cfg = WhisperConfig(vocab_size=512 if small else 51865, num_mel_bins=80, d_model=d, encoder_layers=12,
                         decoder_layers=12, encoder_attention_heads=4 if small else 12,
                         decoder_attention_heads=4 if small else 12, encoder_ffn_dim=4 * d, decoder_ffn_dim=4 * d,
-                        max_source_positions=50 if small else 1500, max_target_positions=448, use_cache=False)
+                        max_source_positions=50 if small else 1500, max_target_positions=448, use_cache=False,
+                        **(dict(pad_token_id=0, bos_token_id=1, eos_token_id=1, decoder_start_token_id=2) if small else {}))
     return WhisperForConditionalGeneration(cfg)
 
 

@@ -54,7 +54,7 @@ std::unique_ptr<Transform> make_fused_optimizer(const Base& b);
 std::unique_ptr<Transform> make_host_optimizer(const Base& b);
 // The first op (its name and kernel id) that reads a gradient on the device after the backward
 // and before the optimizer step (gradient clipping, GradScaler's unscale); empty when none.
-std::string grads_used_after_backward(const Base& b);
+std::string grads_used_after_backward(const Base& base);
 
 // The class of mHC's hyper-connection maps (python/mhc_torch/mhc_model.py): what "mhc" recomputes.
 extern const std::string kMhcMaps;
