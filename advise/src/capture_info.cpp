@@ -43,14 +43,39 @@ void find_blocks(CaptureInfo& c) {
     for (size_t k = 0; k < c.kernel_module.size(); ++k)
         if (c.kernel_phase[k] == trace::Phase::Forward && c.kernel_module[k] >= 0)
             for (int32_t a : ancestors[static_cast<size_t>(c.kernel_module[k])]) ++fwd[static_cast<size_t>(a)];
+    // Candidate stacks: the numbered children of one prefix (ModuleList, Sequential), and the
+    // named children of one prefix when there are two or more, all of one type (blocks kept in
+    // an nn.ModuleDict and called in a loop of the user's own).
     std::map<std::string, std::vector<std::pair<int, int32_t>>> groups;
+    std::map<std::string, std::vector<int32_t>> named;
     std::map<std::string, int64_t> work;
     for (size_t m = 0; m < c.module_name.size(); ++m) {
         std::string prefix;
         int number = 0;
-        if (!split_numbered(c.module_name[m], prefix, number)) continue;
-        groups[prefix].push_back({number, static_cast<int32_t>(m)});
-        work[prefix] += fwd[m];
+        if (split_numbered(c.module_name[m], prefix, number)) {
+            groups[prefix].push_back({number, static_cast<int32_t>(m)});
+            work[prefix] += fwd[m];
+        } else if (size_t dot = c.module_name[m].rfind('.'); dot != std::string::npos) {
+            named[c.module_name[m].substr(0, dot)].push_back(static_cast<int32_t>(m));
+        }
+    }
+    auto one_type = [&](const std::string& prefix) {
+        const auto& members = groups[prefix];
+        if (members.size() < 2) return false;
+        for (auto& [number, m] : members)
+            if (c.module_type[static_cast<size_t>(m)] != c.module_type[static_cast<size_t>(members.front().second)])
+                return false;
+        return true;
+    };
+    for (auto& [prefix, members] : named) {
+        if (groups.count(prefix) != 0) continue;   // numbered and named children mixed: not a stack
+        auto& group = groups[prefix];
+        for (int32_t member : members) group.push_back({0, member});
+        if (!one_type(prefix)) {
+            groups.erase(prefix);
+            continue;
+        }
+        for (int32_t member : members) work[prefix] += fwd[static_cast<size_t>(member)];
     }
     int64_t best = -1;
     std::string top;
@@ -62,15 +87,7 @@ void find_blocks(CaptureInfo& c) {
     c.module_block.assign(c.module_name.size(), -1);
     if (best <= 0) return;
     // Other stacks of repeated layers join it (an encoder-decoder's encoder and decoder layers):
-    // numbered children of one type each, with forward work, neither inside nor around a chosen one.
-    auto one_type = [&](const std::string& prefix) {
-        const auto& members = groups[prefix];
-        if (members.size() < 2) return false;
-        for (auto& [number, m] : members)
-            if (c.module_type[static_cast<size_t>(m)] != c.module_type[static_cast<size_t>(members.front().second)])
-                return false;
-        return true;
-    };
+    // children of one type each, with forward work, neither inside nor around a chosen one.
     auto nested = [&](const std::string& one, const std::string& other) {   // one inside the other, or around it
         auto under = [](const std::string& inner, const std::string& outer) {
             return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&

@@ -98,6 +98,51 @@ std::string what_modules(const std::vector<std::string>& modules, const CaptureI
     return std::to_string(modules.size()) + " module" + (modules.size() == 1 ? "" : "s");
 }
 
+// Whether a module of `modules` holds a BatchNorm (the capture's module types; SyncBatchNorm too).
+bool holds_batchnorm(const std::vector<std::string>& modules, const CaptureInfo& info) {
+    for (const std::string& name : modules) {
+        const int32_t root = info.find_module(name);
+        for (size_t m = 0; root >= 0 && m < info.module_name.size(); ++m)
+            if (info.module_type[m].find("BatchNorm") != std::string::npos &&
+                info.within(static_cast<int32_t>(m), root))
+                return true;
+    }
+    return false;
+}
+
+// BatchNorm recomputed in the backward would update its running statistics a second time:
+// hooks that put them back (python/mhc_torch/checkpointing.py keep_running_stats does the same).
+void batchnorm_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
+    std::vector<std::string> all;
+    std::string names;
+    for (const CheckpointGroup& group : setting.checkpoint) {
+        all.insert(all.end(), group.modules.begin(), group.modules.end());
+        names += (names.empty() ? "" : ", ") + std::string("*") + names_expr(group.modules, info);
+    }
+    if (!holds_batchnorm(all, info)) return;
+    out << "# BatchNorm inside the checkpointed modules: the recompute in the backward would update its running\n"
+        << "# statistics a second time; these hooks give it copies to update there\n"
+        << "from torch.nn.modules.batchnorm import _BatchNorm\n"
+        << "def keep_running_stats(bn):\n"
+        << "    def swap_in(m, args):\n"
+        << "        if not m.training:\n"
+        << "            return\n"
+        << "        copies = {n: b.clone() for n, b in m._buffers.items() if b is not None}   # forward too: same ops\n"
+        << "        if torch._C._current_graph_task_id() != -1:   # the recompute, inside the backward\n"
+        << "            m.stats_kept = dict(m._buffers)\n"
+        << "            m._buffers.update(copies)\n"
+        << "    def swap_back(m, args, out):\n"
+        << "        kept = m.__dict__.pop(\"stats_kept\", None)\n"
+        << "        if kept is not None:\n"
+        << "            m._buffers.update(kept)\n"
+        << "    bn.register_forward_pre_hook(swap_in)\n"
+        << "    bn.register_forward_hook(swap_back)\n"
+        << "for n in [" << names << "]:\n"
+        << "    for m in model.get_submodule(n).modules():\n"
+        << "        if isinstance(m, _BatchNorm) and m.track_running_stats:\n"
+        << "            keep_running_stats(m)\n";
+}
+
 void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
     bool wrapper = false;
     auto hf_all = [&](const CheckpointGroup& group) { return s.checkpoint.size() == 1 && hf_layers(group, info); };
@@ -130,6 +175,7 @@ void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo&
             o << "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
               << "aten = torch.ops.aten\n"
               << "MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,\n"
+              << "           aten.convolution.default,\n"
               << "           aten._scaled_dot_product_flash_attention.default,\n"
               << "           aten._scaled_dot_product_efficient_attention.default,\n"
               << "           aten._scaled_dot_product_cudnn_attention.default}\n"
@@ -275,6 +321,7 @@ std::string code_for(const Setting& s, const CaptureInfo& info) {
         o << "import os                          # before torch touches the GPU\n"
           << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << s.allocator << "\"\n";
     checkpoint_code(o, s, info);
+    batchnorm_code(o, s, info);
     if (s.offload) offload_code(o, *s.offload, info);
     optimizer_code(o, s, info);
     o << "# or, the same in one line (what --verify runs):\n"

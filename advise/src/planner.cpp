@@ -31,7 +31,8 @@ Windows classify(const Base& b) {
     w.owner.assign(n + 2, -1);
     w.held.assign(n + 2, 0);
     w.fwd.assign(n + 2, 0);
-    std::vector<int32_t> first_fwd(nb * ns, INT32_MAX), last_bwd(nb * ns, -1);
+    std::vector<int32_t> first_fwd(nb * ns, INT32_MAX), last_fwd(nb * ns, -1);
+    std::vector<int32_t> first_bwd(nb * ns, INT32_MAX), last_bwd(nb * ns, -1);
     for (size_t s = 0; s < n; ++s) {
         const int32_t m = b.module[s];
         const int32_t k = m >= 0 ? b.info.module_block[static_cast<size_t>(m)] : -1;
@@ -39,8 +40,30 @@ Windows classify(const Base& b) {
         w.fwd[s] = b.phase[s] == Phase::Forward;
         if (k < 0) continue;
         size_t i = static_cast<size_t>(k) * ns + static_cast<size_t>(b.step_index(b.step[s]));
-        if (b.phase[s] == Phase::Forward) first_fwd[i] = std::min(first_fwd[i], static_cast<int32_t>(s));
-        if (b.phase[s] == Phase::Backward) last_bwd[i] = std::max(last_bwd[i], static_cast<int32_t>(s));
+        const auto at = static_cast<int32_t>(s);
+        if (b.phase[s] == Phase::Forward) {
+            first_fwd[i] = std::min(first_fwd[i], at);
+            last_fwd[i] = std::max(last_fwd[i], at);
+        }
+        if (b.phase[s] == Phase::Backward) {
+            first_bwd[i] = std::min(first_bwd[i], at);
+            last_bwd[i] = std::max(last_bwd[i], at);
+        }
+    }
+    // An op of a module outside every block that runs in the middle of a block's forward or
+    // backward (a shared activation module the blocks call, one not registered under them) is
+    // that block's: the block is not held there, its forward not done.
+    for (size_t s = 0; s < n; ++s) {
+        if (w.owner[s] >= 0) continue;
+        const auto at = static_cast<int32_t>(s);
+        const size_t si = static_cast<size_t>(b.step_index(b.step[s]));
+        for (size_t k = 0; k < nb; ++k) {
+            const size_t slot = k * ns + si;
+            if ((first_fwd[slot] < at && at < last_fwd[slot]) || (first_bwd[slot] < at && at < last_bwd[slot])) {
+                w.owner[s] = static_cast<int32_t>(k);
+                break;
+            }
+        }
     }
     for (size_t s = 0; s < n; ++s) {
         if (w.owner[s] >= 0) continue;
@@ -193,11 +216,12 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
 
     // Global combinations: optimizer implementation x placement.
     std::vector<Setting> globals;
+    const bool grads_read_late = !grads_used_after_backward(b).empty();   // a host optimizer is refused then
     for (int fused = 0; fused < 2; ++fused)
         for (int host = 0; host < 2; ++host) {
             if (fused && (!o.fused_optimizer || b.optimizer_impl != "foreach" || !b.info.adam_optimizer())) continue;
             if (fused && host) continue;   // a host step replaces the GPU's kernels either way
-            if (host && (!o.host_optimizer || b.opt_first.empty() || b.opt_first[0] < 0)) continue;
+            if (host && (!o.host_optimizer || b.opt_first.empty() || b.opt_first[0] < 0 || grads_read_late)) continue;
             Setting g;
             if (fused) g.optimizer_impl = OptimizerImpl::Fused;
             g.optimizer_on_host = host;

@@ -487,6 +487,84 @@ def _older_objects_frozen():
 
 
 @contextlib.contextmanager
+def _module_conversion_in_place():
+    """`Module.to(...)`, `.half()`, `.float()` on a model built under fake tensors: torch (2.15)
+    swaps every fake parameter with its converted copy (`torch.utils.swap_tensors`), which refuses
+    a tensor that fake-tensor bookkeeping holds a weak reference to (either one), so conversions failed
+    (`_apply(): Couldn't swap Linear.weight`: peft's `get_peft_model`, `model.to(torch.bfloat16)`
+    in a build_model). Inside the capture a fake parameter takes the converted data in place
+    (`param.data = new`, what Module.to does for ordinary tensors): the same object, the new
+    dtype and storage."""
+    swap = torch.utils.swap_tensors
+
+    def swap_fake(t1, t2):
+        if isinstance(t1, FakeTensor) and isinstance(t2, FakeTensor):
+            t1.data = t2.data
+            return
+        swap(t1, t2)
+
+    torch.utils.swap_tensors = swap_fake
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = swap
+
+
+@contextlib.contextmanager
+def _trunc_normal_without_values():
+    """`torch.nn.init.trunc_normal_` (ViT's and timm's initialisation) samples by rejection in
+    torch 2.15, looping until no value lies outside [a, b]: it asks fake tensors for values
+    (`.item()`, `mask.any()`), so building such a model failed. A fake tensor's values are never
+    read, so inside the capture it is filled by one normal_ and clamp_ (same shape, dtype and
+    storage); real tensors keep torch's sampling."""
+    init = torch.nn.init
+    sample = getattr(init, "_no_grad_trunc_normal_", None)
+    if sample is None:
+        yield
+        return
+
+    def trunc_normal(tensor, mean, std, a, b, generator=None):
+        if not isinstance(tensor, FakeTensor):
+            return sample(tensor, mean, std, a, b, generator=generator)
+        with torch.no_grad():
+            return tensor.normal_(mean, std, generator=generator).clamp_(a, b)
+
+    init._no_grad_trunc_normal_ = trunc_normal
+    try:
+        yield
+    finally:
+        init._no_grad_trunc_normal_ = sample
+
+
+@contextlib.contextmanager
+def _grad_scaler_on_fake_tensors(device: str):
+    """fp16 training's `torch.amp.GradScaler("cuda")` inside the capture: without a GPU it
+    disabled itself ("CUDA is not available. Disabling."), so the step captured had no loss
+    scaling, unscaling or infinity checks; and on the capture's device its `step` asks whether an
+    infinity was found (`found_inf.item()`), a value fake tensors do not hold. Here a scaler made
+    for CUDA runs on the capture's device, and its step goes ahead as in a step whose gradients
+    are finite (the GPU's answer costs no memory: a 4-byte tensor read by the host)."""
+    from torch.amp import grad_scaler
+
+    cls = grad_scaler.GradScaler
+    init, maybe_step = cls.__init__, cls._maybe_opt_step
+
+    def scaler_init(self, device_name="cuda", *args, **kwargs):
+        init(self, device if device_name == "cuda" else device_name, *args, **kwargs)
+
+    def opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+        if all(isinstance(v, FakeTensor) for v in optimizer_state["found_inf_per_device"].values()):
+            return optimizer.step(*args, **kwargs)
+        return maybe_step(self, optimizer, optimizer_state, *args, **kwargs)
+
+    cls.__init__, cls._maybe_opt_step = scaler_init, opt_step
+    try:
+        yield
+    finally:
+        cls.__init__, cls._maybe_opt_step = init, maybe_step
+
+
+@contextlib.contextmanager
 def _attention_as_on_gpu():
     """F.scaled_dot_product_attention with dropout as a GPU runs it. CPU dispatch sends a call with
     dropout_p > 0 to the math path, which saves the attention probabilities (batch x heads x
@@ -584,8 +662,9 @@ def capture(build_model: Callable[[], torch.nn.Module],
     fake_log_level = fake_log.level
     fake_log.setLevel(logging.CRITICAL)
     try:
-        with _older_objects_frozen():
-            result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
+        with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values():
+            with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
+                result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
     except CaptureError:
         raise
     except Exception as e:
@@ -709,6 +788,47 @@ def _default_loss(model, batch):
     raise TypeError("the model's output has no .loss and is not a tensor; pass loss_fn")
 
 
+def _refuse_compiled(model: torch.nn.Module) -> None:
+    """A torch.compile'd model (an OptimizedModule, or `module.compile()` in place) is refused in
+    one line: the capture records eager PyTorch op by op, while compiled code fuses kernels and
+    recomputes by itself (and Dynamo on fake tensors inside the capture crashed the process)."""
+    for name, m in model.named_modules():
+        if type(m).__name__ == "OptimizedModule" or getattr(m, "_compiled_call_impl", None) is not None:
+            what = f"module '{name}'" if name else f"the model ({type(m).__name__})"
+            raise CaptureError(f"{what} is torch.compile'd: a capture records eager PyTorch op by op, and compiled "
+                               "code fuses kernels and recomputes by itself; return the module without "
+                               f"torch.compile from build_model(), or {_EAGER_HINT}")
+
+
+_EAGER_HINT = "run with TORCHDYNAMO_DISABLE=1 (torch.compile then changes nothing; the capture is of the eager step)"
+
+
+@contextlib.contextmanager
+def _compiled_functions_refused():
+    """A torch.compile'd function called inside the step (a decorated helper) crashed the process
+    (Dynamo compiling on fake tensors inside the capture). Dynamo's wrapper asks, before it
+    compiles, whether to run the function eagerly instead; inside the capture that question
+    raises a CaptureError naming the function. Only when Dynamo is loaded (a model that compiles
+    imported it)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    ask = getattr(eval_frame, "_is_eager_on_nested_compile", None)
+    if ask is None:
+        yield
+        return
+
+    def refuse():
+        fn = sys._getframe(1).f_locals.get("fn")
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        raise CaptureError(f"function '{name}' is torch.compile'd: a capture records eager PyTorch op by op, and "
+                           f"compiled code fuses kernels and recomputes by itself; {_EAGER_HINT}")
+
+    eval_frame._is_eager_on_nested_compile = refuse
+    try:
+        yield
+    finally:
+        eval_frame._is_eager_on_nested_compile = ask
+
+
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):
     from torch.distributed._tools.mod_tracker import ModTracker
 
@@ -718,6 +838,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
     with fake:
         with torch.device(device):
             model = build_model()
+        _refuse_compiled(model)
         if any(t.device.type != torch.device(device).type for t in list(model.parameters()) + list(model.buffers())):
             model = model.to(device)
         if recipe.param_dtype is not None:

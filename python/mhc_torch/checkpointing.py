@@ -4,7 +4,8 @@
   nothing it saves for the backward is kept; the backward re-runs the forward (stopping once it
   has recomputed what the backward needs). Its inputs stay alive until then (the recompute reads them).
 - save_matmuls: selective checkpointing (create_selective_checkpoint_contexts): the outputs of
-  matrix multiplications and attention are kept, every other op of the module is recomputed.
+  matrix multiplications, convolutions and attention are kept, every other op of the module is
+  recomputed.
 - mhc: every mHC hyper-connection's maps inside the module (RMSNorm of the n streams, projection,
   sigmoids, Sinkhorn-Knopp: mhc_model.HcMaps, or any module whose class sets MHC_RECOMPUTE) is
   checkpointed as with full; the stream mixing and the sublayers (attention, MLP) are left as they are.
@@ -22,9 +23,10 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 from . import placement
 
 _aten = torch.ops.aten
-# Ops whose outputs save_matmuls keeps: matmuls and attention (CUDA kernels and their CPU twins).
+# Ops whose outputs save_matmuls keeps: matmuls, convolutions (a CNN's matmuls) and attention
+# (CUDA kernels and their CPU twins).
 _MATMULS = {getattr(_aten, n) for n in (
-    "mm", "bmm", "addmm", "baddbmm", "_scaled_dot_product_flash_attention",
+    "mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
     "_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps") if hasattr(_aten, n)}
@@ -78,10 +80,46 @@ def _saves_told():
         yield
 
 
+def keep_running_stats(bn: torch.nn.Module) -> None:
+    """BatchNorm in a checkpointed module runs its forward twice in training, the second time in
+    the backward's recompute, which would update its running statistics (and batch count) again:
+    a model trained so evaluates differently. In the recompute, hooks give the BatchNorm copies
+    of its buffers to update and put the originals back after it; its output does not depend on
+    them (training normalises with the batch's statistics). The copies are made in the forward
+    too, where they are dropped: selective checkpointing requires the recompute to run the same
+    ops as the forward. The recompute is told by the autograd engine running (a graph task), as
+    torch.utils.checkpoint tells it. `mhc advise` prints the same hooks."""
+    if getattr(bn, "_mhc_keeps_running_stats", False):
+        return
+
+    def swap_in(m, args):
+        if not m.training:
+            return
+        copies = {n: b.clone() for n, b in m._buffers.items() if b is not None}
+        if torch._C._current_graph_task_id() != -1:  # the recompute, inside the backward
+            m._mhc_stats_kept = dict(m._buffers)
+            m._buffers.update(copies)
+
+    def swap_back(m, args, out):
+        kept = m.__dict__.pop("_mhc_stats_kept", None)
+        if kept is not None:
+            m._buffers.update(kept)
+
+    bn.register_forward_pre_hook(swap_in)
+    bn.register_forward_hook(swap_back)
+    bn._mhc_keeps_running_stats = True
+
+
 def checkpoint_module(module: torch.nn.Module, policy: str) -> None:
-    """Checkpoints `module` in place with `policy` (full, save_matmuls, mhc)."""
+    """Checkpoints `module` in place with `policy` (full, save_matmuls, mhc); BatchNorm inside
+    what is recomputed keeps its running statistics (keep_running_stats)."""
+    regions = mhc_maps(module) if policy == "mhc" else [module]
+    for r in regions:
+        for m in r.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
+                keep_running_stats(m)
     if policy == "mhc":
-        for m in mhc_maps(module):
+        for m in regions:
             m.forward = _checkpointed(m.forward, m)
         return
     context_fn = (functools.partial(create_selective_checkpoint_contexts, _save_matmuls_policy)

@@ -17,6 +17,8 @@ def _load_model_file(path: str):
         raise OSError("no such file")
     spec = importlib.util.spec_from_file_location("mhc_torch_user_model", path)
     mod = importlib.util.module_from_spec(spec)
+    # as `python FILE.py` runs it: modules beside the file import (from my_blocks import Block)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     spec.loader.exec_module(mod)
     for name in ("build_model", "make_batch"):
         if not callable(getattr(mod, name, None)):

@@ -134,4 +134,50 @@ TinyTrace chain(const std::vector<int>& saved_mib, bool with_optimizer) {
     return t;
 }
 
+TinyTrace shared_module_chain(const std::vector<std::string>& blocks) {
+    constexpr int64_t MiB = 1 << 20;
+    TinyTrace trace;
+    trace.modules = {{"M", "Tiny"}, {"Act", "SiLU"}};
+    for (const std::string& name : blocks) trace.modules.emplace_back(name, "Block");
+    const int count = static_cast<int>(blocks.size());
+    // Block b runs add (reads hidden, makes a 1 MiB temporary), silu (module Act, outside every
+    // block), mm (makes a_b, 64 MiB) and gelu (saves a_b, makes h_{b+1}); then the loss and the
+    // backward, one op per block in reverse.
+    const int fwd_end = 4 * count;   // the loss kernel
+    const int bwd0 = fwd_end + 1;
+    int hidden = trace.alloc(16 * MiB, Category::Other, "batch", 0, -1);
+    std::vector<int> act(static_cast<size_t>(count));
+    for (int b = 0; b < count; ++b) {
+        const int at = 4 * b;
+        const std::string& mod = blocks[static_cast<size_t>(b)];
+        const int tmp = trace.alloc(MiB, Category::Workspace, "t", at, at + 1);
+        trace.kernel({"aten::add", mod, mhc::trace::Phase::Forward, {{hidden, 'r'}, {tmp, 'w'}}, {}, 0});
+        trace.kernel({"aten::silu_", "Act", mhc::trace::Phase::Forward, {{tmp, 'x'}}, {}, 0});
+        act[static_cast<size_t>(b)] = trace.alloc(64 * MiB, Category::Activation, "a", at + 2, bwd0 + (count - 1 - b));
+        const int next = trace.alloc(16 * MiB, Category::Activation, "hidden", at + 3,
+                                     b + 1 < count ? at + 6 : fwd_end);
+        trace.kernel(
+            {"aten::mm", mod, mhc::trace::Phase::Forward, {{hidden, 'r'}, {act[static_cast<size_t>(b)], 'w'}}, {}, 0});
+        trace.kernel({"aten::gelu",
+                      mod,
+                      mhc::trace::Phase::Forward,
+                      {{act[static_cast<size_t>(b)], 'r'}, {next, 'w'}},
+                      {act[static_cast<size_t>(b)]},
+                      0});
+        hidden = next;
+    }
+    const int loss = trace.alloc(MiB, Category::Workspace, "loss", fwd_end, fwd_end);
+    trace.kernel({"aten::sum", "M", mhc::trace::Phase::Forward, {{hidden, 'r'}, {loss, 'w'}}, {}, 0});
+    int grad = -1;
+    for (int b = count - 1; b >= 0; --b) {
+        const int at = static_cast<int>(trace.kernels.size());
+        const int gb = trace.alloc(16 * MiB, Category::Workspace, "grad", at, b > 0 ? at + 1 : at);
+        std::vector<std::pair<int, char>> acc{{act[static_cast<size_t>(b)], 'r'}, {gb, 'w'}};
+        if (grad >= 0) acc.emplace_back(grad, 'r');
+        trace.kernel({"aten::gelu_backward", blocks[static_cast<size_t>(b)], mhc::trace::Phase::Backward, acc, {}, 0});
+        grad = gb;
+    }
+    return trace;
+}
+
 }  // namespace advisetest

@@ -50,5 +50,8 @@ struct TinyTrace {
 TinyTrace two_blocks();
 // A chain of n blocks, block b saving `saved[b]` bytes (in MiB), for the planner's tests.
 TinyTrace chain(const std::vector<int>& saved_mib, bool with_optimizer);
+// Blocks of 64 MiB saved each, named `blocks` (numbered or not), that call a module outside
+// every block ("Act", as a shared activation instance is) in the middle of their forward.
+TinyTrace shared_module_chain(const std::vector<std::string>& blocks);
 
 }  // namespace advisetest

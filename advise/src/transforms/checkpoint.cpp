@@ -16,10 +16,11 @@ const std::string kMhcMaps = "HcMaps";
 
 namespace {
 
-// Ops whose outputs selective checkpointing caches instead of recomputing.
+// Ops whose outputs selective checkpointing caches instead of recomputing: matmuls, attention,
+// and convolutions (a CNN's matmuls: without them its selective checkpoint recomputed everything).
 bool is_matmul(const std::string& name) {
     return name == "aten::mm" || name == "aten::bmm" || name == "aten::addmm" || name == "aten::baddbmm" ||
-           name.rfind("aten::_scaled_dot_product_", 0) == 0;
+           name == "aten::convolution" || name.rfind("aten::_scaled_dot_product_", 0) == 0;
 }
 
 struct Run {

@@ -172,10 +172,45 @@ std::unique_ptr<Transform> make_fused_optimizer(const Base& b) {
     return std::make_unique<FusedOptimizer>();
 }
 
+std::string grads_used_after_backward(const Base& base) {
+    for (size_t si = 0; si < base.steps.size(); ++si) {
+        if (base.opt_first[si] < 0) continue;
+        for (int32_t grad : step_tensors(base, si).grads) {
+            if (grad >= static_cast<int32_t>(base.creator.size())) continue;
+            const int32_t last = base.last_access(grad, Phase::Backward, base.steps[si]);
+            std::string found;
+            base.for_acc(grad, [&](int32_t seq, trace::AccessMode) {
+                const Phase ph = base.phase[static_cast<size_t>(seq)];
+                if (found.empty() && last >= 0 && seq > last && seq < base.opt_first[si] && ph != Phase::Backward &&
+                    ph != Phase::Optimizer)
+                    found = base.trace->str(
+                                base.trace->kernels.name[static_cast<size_t>(base.korder[static_cast<size_t>(seq)])]) +
+                            " (kernel " +
+                            std::to_string(
+                                base.trace->kernels.id[static_cast<size_t>(base.korder[static_cast<size_t>(seq)])]) +
+                            ")";
+            });
+            if (!found.empty()) return found;
+        }
+    }
+    return "";
+}
+
 std::unique_ptr<Transform> make_host_optimizer(const Base& b) {
     bool any = false;
     for (int32_t f : b.opt_first) any |= f >= 0;
     if (!any) throw Error("setting: field 'optimizer.state': the capture has no optimizer step");
+    // The host model sends each gradient down once the backward has accumulated it and drops the
+    // device copy; a step that reads the gradients on the device after the backward (clipping,
+    // GradScaler's unscale) would read dropped memory (mhc_torch.apply clips on the host copies).
+    const std::string used = grads_used_after_backward(b);
+    if (!used.empty())
+        throw Error(
+            "setting: field 'optimizer.state': the step reads the gradients on the GPU between the backward "
+            "and the optimizer step (" +
+            used +
+            ": gradient clipping or unscaling?), which a host optimizer "
+            "does on its host copies; this model of it cannot follow such a step");
     return std::make_unique<HostOptimizer>();
 }
 

@@ -19,9 +19,11 @@ struct CaptureInfo {
     std::unordered_map<std::string, int32_t> module_index;
     std::string root;                     // the root module's name ("GPT2LMHeadModel")
     // The model's blocks: the numbered children of the prefix with the most forward kernels
-    // ("LlamaForCausalLM.model.layers" -> ".0", ".1", ...) and, when those are all of one module
-    // type, of every other such stack of one type that is neither inside nor around it (T5's
-    // "encoder.block" and "decoder.block"), in forward order; block_prefix lists the stacks.
+    // ("LlamaForCausalLM.model.layers" -> ".0", ".1", ...), or its named children when they are
+    // two or more of one type (an nn.ModuleDict's "blocks.early", "blocks.late"), and, when those
+    // are all of one module type, of every other such stack of one type that is neither inside
+    // nor around it (T5's "encoder.block" and "decoder.block"), in forward order; block_prefix
+    // lists the stacks.
     std::string block_prefix;
     std::vector<std::string> block_name;
     std::vector<int32_t> block_module;    // module index of each block

@@ -52,6 +52,9 @@ std::unique_ptr<Transform> make_checkpoint(const Base& b, const std::vector<Chec
 std::unique_ptr<Transform> make_offload(const Base& b, const OffloadSetting& o);
 std::unique_ptr<Transform> make_fused_optimizer(const Base& b);
 std::unique_ptr<Transform> make_host_optimizer(const Base& b);
+// The first op (its name and kernel id) that reads a gradient on the device after the backward
+// and before the optimizer step (gradient clipping, GradScaler's unscale); empty when none.
+std::string grads_used_after_backward(const Base& base);
 
 // The class of mHC's hyper-connection maps (python/mhc_torch/mhc_model.py): what "mhc" recomputes.
 extern const std::string kMhcMaps;
