@@ -7,7 +7,7 @@
 # output that is a descriptor of the process (/dev/stdout, /dev/fd/1: replaced, as root, or
 # written through); calibrate --repeat past what a machine can do, or into a missing folder; a
 # link share below 0; stored runs `mhc info` would refuse, and rows of a run that is not there,
-# which `mhc check` passed.
+# which `mhc check` passed; names that are not UTF-8 in the JSON printed and written.
 set -u
 mhc=$1
 tmp=$(mktemp -d)
@@ -122,4 +122,17 @@ sqlite3 d.db "DELETE FROM runs"
 "$mhc" -q simulate d.db --capacity 100% >/dev/null || fail "simulate after a run deleted by hand"
 "$mhc" check d.db >out 2>err && fail "check passed events of a deleted run under a new run: $(cat out)"
 grep -q "outside its rows in run_event_rows" out || fail "check of a new run over old events: $(cat out err)"
+# 7. Names that are not UTF-8 (a file name, a kernel name a trace holds, a profile's name): the JSON
+# printed or written is still JSON (the bytes replaced), never "internal error" from the encoder.
+bad=$(printf 'k\xff\xfe.db')
+cp t.db "$bad"
+sqlite3 "$bad" "UPDATE strings SET text = CAST(x'6bff6e' AS TEXT) WHERE id = (SELECT name FROM kernels LIMIT 1)"
+json_ok() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
+"$mhc" info "$bad" --json >j.json 2>err || fail "info --json of a name not UTF-8 exited $?: $(cat err)"
+json_ok j.json || fail "info --json: not JSON: $(head -c 300 j.json)"
+"$mhc" simulate "$bad" --capacity 90% --no-store --json >j.json 2>err || fail "simulate --json exited $?: $(cat err)"
+json_ok j.json || fail "simulate --json: not JSON"
+"$mhc" calibrate --backend host --quick --rounds 1 --max-chunk 16KiB --name "$(printf 'n\xff')" -o "$bad.json" \
+    >/dev/null 2>err || fail "calibrate --name not UTF-8 exited $?: $(cat err)"
+json_ok "$bad.json" || fail "calibrate wrote a profile that is not JSON"
 echo ok
