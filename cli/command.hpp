@@ -55,11 +55,11 @@ auto option_value(const std::string& option, Parse&& parse) {
 // CLI::Range, inf passes CLI::PositiveNumber). Text that is not a number is left to CLI11.
 inline CLI::Validator finite_number() {
     return CLI::Validator(
-        [](std::string& v) {
+        [](std::string& text) {
             char* end = nullptr;
-            const double x = std::strtod(v.c_str(), &end);   // 1e400 reads as inf
-            const bool whole = end != v.c_str() && *end == '\0';
-            return whole && !std::isfinite(x) ? "'" + v + "': not a finite number" : std::string();
+            const double number = std::strtod(text.c_str(), &end);   // 1e400 reads as inf
+            const bool whole = end != text.c_str() && *end == '\0';
+            return whole && !std::isfinite(number) ? "'" + text + "': not a finite number" : std::string();
         },
         "");
 }

@@ -80,6 +80,8 @@ std::string unexpected(const CLI::App& app, const CLI::App* sub) {
             for (const auto& l : o->get_lnames()) names.push_back("--" + l);
             for (const auto& s : o->get_snames()) names.push_back("-" + s);
         }
+        // An option's own name here was given after "--": an argument, not the option.
+        if (std::find(names.begin(), names.end(), x.substr(0, x.find('='))) != names.end()) break;
         return prefix + "unknown option " + x + mhc::did_you_mean(x.substr(0, x.find('=')), names) + " " + help;
     }
     return prefix + "unexpected argument '" + extras.front() + "' " + help;
@@ -88,17 +90,17 @@ std::string unexpected(const CLI::App& app, const CLI::App* sub) {
 // them; "" when it is, else the line that says so (CLI11 would say "A subcommand is required").
 std::string missing_command(const CLI::App& sub, const std::vector<std::string>& words) {
     std::vector<std::string> names;
-    for (const CLI::App* c : sub.get_subcommands({})) names.push_back(c->get_name());
+    for (const CLI::App* inner : sub.get_subcommands({})) names.push_back(inner->get_name());
     if (names.empty()) return "";
     std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
     const std::string help = " (mhc " + sub.get_name() + " --help)";
-    for (const auto& w : words) {
-        if (w == "-h" || w == "--help") return "";
-        if (!w.empty() && w[0] == '-') continue;
-        if (std::find(names.begin(), names.end(), w) != names.end()) return "";
-        const std::string guess = mhc::did_you_mean(w, names);
-        return sub.get_name() + ": '" + w + "' is not one of its commands" +
+    for (const auto& word : words) {
+        if (word == "-h" || word == "--help") return "";
+        if (!word.empty() && word[0] == '-') continue;
+        if (std::find(names.begin(), names.end(), word) != names.end()) return "";
+        const std::string guess = mhc::did_you_mean(word, names);
+        return sub.get_name() + ": '" + word + "' is not one of its commands" +
                (guess.empty() ? ": " + list + help : guess);
     }
     return sub.get_name() + ": a command is required: " + list + help;
@@ -108,13 +110,13 @@ std::string missing_command(const CLI::App& sub, const std::vector<std::string>&
 // number would be read as 0, an empty name or file as "not given").
 std::string empty_value(const CLI::App* sub) {
     for (; sub; sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front()) {
-        for (const CLI::Option* o : sub->get_options()) {
-            if (o->count() == 0 || o->get_type_size_max() == 0) continue;   // not given, or a flag
-            for (const auto& r : o->results()) {
-                if (!r.empty()) continue;
-                const std::string what = o->get_lnames().empty() && o->get_snames().empty()
-                                             ? "the " + o->get_name() + " argument is empty"
-                                             : o->get_name() + " '': an empty value";
+        for (const CLI::Option* opt : sub->get_options()) {
+            if (opt->count() == 0 || opt->get_type_size_max() == 0) continue;   // not given, or a flag
+            for (const auto& value : opt->results()) {
+                if (!value.empty()) continue;
+                const std::string what = opt->get_lnames().empty() && opt->get_snames().empty()
+                                             ? "the " + opt->get_name() + " argument is empty"
+                                             : opt->get_name() + " '': an empty value";
                 return command_path(sub) + ": " + what + " (mhc " + command_path(sub) + " --help)";
             }
         }
@@ -198,7 +200,9 @@ Outcome run(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         // One line, exit 2: unknown options, missing files, wrong values.
         std::string msg = in_our_words(path_first(e.what()));
-        if (argc < 2) msg += "; commands: " + names + " (mhc --help)";
+        // No command among the words (`mhc -q`): said as for `mhc` alone.
+        if (!chosen && msg == "A subcommand is required") msg = "a command is required";
+        if (argc < 2 || !chosen) msg += "; commands: " + names + " (mhc --help)";
         return failure(kExitBadInput, msg);
     }
     if (std::string m = empty_value(chosen); !m.empty()) return failure(kExitBadInput, m);

@@ -171,17 +171,17 @@ std::string descriptor_link(const std::string& path) {
     namespace fs = std::filesystem;
     auto in_proc = [](const fs::path& dir) {
         std::error_code ec;
-        const std::string d = fs::weakly_canonical(dir.empty() ? fs::path(".") : dir, ec).string();
-        return !ec && (d == "/proc" || d.rfind("/proc/", 0) == 0);
+        const std::string real = fs::weakly_canonical(dir.empty() ? fs::path(".") : dir, ec).string();
+        return !ec && (real == "/proc" || real.rfind("/proc/", 0) == 0);
     };
-    fs::path p(path);
+    fs::path at(path);
     for (int hop = 0; hop < 40; ++hop) {
-        if (in_proc(p.parent_path())) return p.string();
+        if (in_proc(at.parent_path())) return at.string();
         std::error_code ec;
-        if (!fs::is_symlink(fs::symlink_status(p, ec)) || ec) return "";
-        fs::path t = fs::read_symlink(p, ec);
+        if (!fs::is_symlink(fs::symlink_status(at, ec)) || ec) return "";
+        fs::path target = fs::read_symlink(at, ec);
         if (ec) return "";
-        p = t.is_relative() ? p.parent_path() / t : t;
+        at = target.is_relative() ? at.parent_path() / target : target;
     }
     return "";
 }

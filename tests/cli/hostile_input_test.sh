@@ -74,6 +74,8 @@ refused "kernels sinkhorn: unknown option --force (mhc kernels sinkhorn --help)"
     kernels sinkhorn --n 4 --iters 2 --input H.f32 --output P.f32 --force
 refused "kernels sinkhorn: unexpected argument 'extra'" kernels sinkhorn --n 4 --iters 2 --input H.f32 --output P.f32 extra
 [ ! -e P.f32 ] || fail "a refused kernels command wrote its output"
+refused "mhc: a command is required; commands: advise," -q
+refused "info: unexpected argument '--json'" info t.db -- --json   # after --, an argument: no "did you mean --json?"
 
 # 3. An option given twice.
 refused "--capacity given 2 times; give it once" simulate t.db --capacity 70% --capacity 80% --no-store
