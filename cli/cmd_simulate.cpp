@@ -78,6 +78,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--check", o->check, "Check the invariants while running");
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
     return [o, pol] {
+        check_store_environment(o->store);
         // Without a limit a run says nothing, and storing it by accident clutters the trace.
         if (o->capacity.empty())
             throw Error("simulate: --capacity is required: a share of the unlimited peak (60%), a size (40GiB), "

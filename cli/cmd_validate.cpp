@@ -141,6 +141,7 @@ std::function<int()> setup(CLI::App& app) {
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
     return [o, pol] {
+        check_store_environment(o->store);
         replay::ValidateSpec spec;
         sim::Config& c = spec.base;
         c.eviction = o->policy;

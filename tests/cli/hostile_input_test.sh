@@ -67,6 +67,14 @@ refused "info: the trace argument is empty" info ''
 refused "--nccl-share: 'nan': not a finite number" simulate t.db --capacity 70% --no-store --nccl-share nan
 refused "nccl_share': must be in [0, 1)" simulate t.db --capacity 70% --no-store --nccl-share -5
 
+# A malformed variable that only the store reads: refused before the simulation, not after it.
+for cmd in "simulate t.db --capacity 90%" "sweep t.db --capacities 90% --policies lru --no-bisect" \
+           "validate t.db --capacity 90% --link pcie4 --repeat 1"; do
+    # shellcheck disable=SC2086
+    MHC_STORE_WARN_SIZE=lots refused "MHC_STORE_WARN_SIZE='lots'" $cmd
+    [ ! -s out ] || fail "$cmd computed before refusing MHC_STORE_WARN_SIZE: $(head -c 200 out)"
+done
+
 # 2. A command's own commands: named, with the nearest one; an unknown option named, not "unexpected arguments".
 refused "kernels: 'sinkhron' is not one of its commands; did you mean sinkhorn?" kernels sinkhron
 refused "kernels: a command is required: sinkhorn (mhc kernels --help)" kernels
