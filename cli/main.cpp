@@ -183,8 +183,9 @@ Outcome run(int argc, char** argv) {
                                               (guess.empty() ? "; commands: " + names + " (mhc --help)" : guess));
         }
         chosen = app.get_subcommand(a);
-        if (std::string m = missing_command(*chosen, std::vector<std::string>(argv + i + 1, argv + argc)); !m.empty())
-            return failure(kExitBadInput, m);
+        if (std::string missing = missing_command(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
+            !missing.empty())
+            return failure(kExitBadInput, missing);
         break;
     }
     try {
@@ -205,7 +206,7 @@ Outcome run(int argc, char** argv) {
         if (argc < 2 || !chosen) msg += "; commands: " + names + " (mhc --help)";
         return failure(kExitBadInput, msg);
     }
-    if (std::string m = empty_value(chosen); !m.empty()) return failure(kExitBadInput, m);
+    if (std::string empty = empty_value(chosen); !empty.empty()) return failure(kExitBadInput, empty);
     set_quiet(quiet);
     try {
         return {action ? action() : kExitBadInput, ""};
