@@ -60,8 +60,8 @@ std::optional<std::vector<int64_t>> store_or_say(size_t count, Store store) {
 
 }  // namespace
 
-void check_store_environment(const StoreOptions& o) {
-    if (!o.no_store) warn_size();
+void check_store_environment(const StoreOptions& options) {
+    if (!options.no_store) warn_size();
 }
 
 std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::string& fingerprint,
