@@ -173,7 +173,7 @@ int run(const Options& o) {
                               {"max_states", a.max_states},
                               {"seconds", a.seconds}}}};
         for (const Row& r : rows) j["rows"].push_back(row_json(r, base.info));
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return mhc::cli::kExitOk;
     }
     std::printf("trace      %s: %zu blocks (%s), %zu step%s\n", o.trace.c_str(), base.info.block_name.size(),

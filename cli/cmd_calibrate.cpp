@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <cstdio>
 #include <string>
@@ -107,6 +109,12 @@ int run(const Args& a) {
     mhc::refuse_special_file(a.output);   // /dev/null, a FIFO: never replaced, even with --force
     if (!a.force && std::filesystem::exists(a.output))
         throw Error(a.output + " exists; pass --force to replace it");
+    // Nor is a folder that cannot take the profile found out after the measuring.
+    const std::string dir = std::filesystem::path(a.output).has_parent_path()
+                                ? std::filesystem::path(a.output).parent_path().string()
+                                : std::string(".");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw Error(a.output + ": cannot write into " + dir + ": " + std::strerror(errno));
     k::Device dev;
     std::string backend = a.backend;
     if (backend.empty() || backend == "auto") backend = k::cuda_device_count() > 0 ? "cuda" : "host";
@@ -232,7 +240,10 @@ Registration reg{Command{
         sub.add_option("--max-chunk", args->max_chunk, "Largest chunk size measured, at least 4KiB")
             ->type_name("SIZE")
             ->capture_default_str();
-        sub.add_option("--repeat", args->repeat, "Transfers per measurement, 0 for a number by size")->default_str("0");
+        // At most 16 times the most chosen by size (4096): more would take hours and gigabytes.
+        sub.add_option("--repeat", args->repeat, "Transfers per measurement, 0 for a number by size")
+            ->check(CLI::Range(0, 65536))
+            ->default_str("0");
         sub.add_option("--rounds", args->rounds, "Repetitions of each measurement; the median is kept (--quick: at most 3)")
             ->check(CLI::Range(1, 99))
             ->capture_default_str();

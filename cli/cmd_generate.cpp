@@ -262,10 +262,14 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["hc-recompute"] = app.add_flag("--hc-recompute,!--no-hc-recompute", o->hc_recompute, "mHC block recomputation of the n-stream residual");
         m["hc-block"] = app.add_option("--hc-block", o->hc_block, "Layers per mHC recompute block (0: sqrt(nL/(n+2)))")->check(CLI::Range(0, 4096));
         m["gpu"] = app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(CLI::IsMember(gpu_names()));
-        m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")->check(CLI::PositiveNumber);
+        m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")
+                             ->check(mhc::cli::finite_number())
+                             ->check(CLI::PositiveNumber);
         m["gpu-bw"] = app.add_option("--gpu-bw", o->gpu_bw, "Memory bandwidth override (e.g. 3.35TB/s)")->type_name("RATE");
         m["gpu-memory"] = app.add_option("--gpu-memory", o->gpu_memory, "Device memory override (e.g. 80GiB)")->type_name("SIZE");
-        m["jitter"] = app.add_option("--jitter", o->jitter, "Relative jitter of durations (0..0.5)")->check(CLI::Range(0.0, 0.5));
+        m["jitter"] = app.add_option("--jitter", o->jitter, "Relative jitter of durations (0..0.5)")
+                          ->check(mhc::cli::finite_number())
+                          ->check(CLI::Range(0.0, 0.5));
         return [o] { return run(*o); };
     }}};
 

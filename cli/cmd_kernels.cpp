@@ -142,8 +142,11 @@ Registration reg{Command{
         CLI::App* sk = sub.add_subcommand("sinkhorn", "Batched Sinkhorn-Knopp on raw T x n x n tensors");
         sk->add_option("--n", args->n, "Matrix size n (2..16)")->capture_default_str();
         sk->add_option("--iters", args->iters, "Iterations (the cap when --tol is given)")->capture_default_str();
-        sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")->capture_default_str();
+        sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")
+            ->check(finite_number())
+            ->capture_default_str();
         sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol, 0 for fixed iterations")
+            ->check(finite_number())
             ->default_str("0");
         sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
         sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");

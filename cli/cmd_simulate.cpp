@@ -64,17 +64,21 @@ std::function<int()> setup(CLI::App& app) {
         ->type_name("TIME");
     app.add_option("--copy-engines", o->copy_engines, "Copy engines instead of the link's (0: the link's)");
     app.add_option("--duplex-factor", o->duplex,
-                   "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)");
+                   "Bandwidth factor while both directions run, in (0, 1], instead of the link's (0: the link's)")
+        ->check(finite_number());
     app.add_option("--nccl-share", o->nccl_share,
-                   "Bandwidth share lost while NCCL kernels run, in [0, 1) (-1: the link's)");
+                   "Bandwidth share lost while NCCL kernels run, in [0, 1) (-1: the link's)")
+        ->check(finite_number());
     app.add_option("--memcpy-share", o->memcpy_share,
-                   "Bandwidth share lost to the trace's own memcpys, in [0, 1) (-1: the link's)");
+                   "Bandwidth share lost to the trace's own memcpys, in [0, 1) (-1: the link's)")
+        ->check(finite_number());
     app.add_option("--memory-samples", o->samples, "Memory timeline samples stored")->default_str(std::to_string(o->samples));
     app.add_flag("--json", o->json, "Print the result as JSON");
     add_store_options(app, o->store);
     app.add_flag("--check", o->check, "Check the invariants while running");
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
     return [o, pol] {
+        check_store_environment(o->store);
         // Without a limit a run says nothing, and storing it by accident clutters the trace.
         if (o->capacity.empty())
             throw Error("simulate: --capacity is required: a share of the unlimited peak (60%), a size (40GiB), "
@@ -91,8 +95,9 @@ std::function<int()> setup(CLI::App& app) {
         if (!o->latency.empty()) c.link.h2d.latency_s = c.link.d2h.latency_s = parse_seconds(o->latency);
         if (o->copy_engines != 0) c.link.copy_engines = o->copy_engines;
         if (o->duplex != 0) c.link.duplex_factor = o->duplex;
-        if (o->nccl_share >= 0) c.link.nccl_share = o->nccl_share;
-        if (o->memcpy_share >= 0) c.link.memcpy_share = o->memcpy_share;
+        // -1 alone means the link's; any other value is the user's, range-checked with the link (-5 is refused).
+        if (o->nccl_share != -1) c.link.nccl_share = o->nccl_share;
+        if (o->memcpy_share != -1) c.link.memcpy_share = o->memcpy_share;
         if (!o->h2d_bw.empty() || !o->d2h_bw.empty() || !o->latency.empty() || o->copy_engines || o->duplex)
             c.link.name += "-custom";
         c.memory_samples = o->samples;

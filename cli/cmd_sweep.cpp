@@ -55,6 +55,7 @@ std::function<int()> setup(CLI::App& app) {
     add_store_options(app, o->store);
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
     return [o, pol] {
+        check_store_environment(o->store);
         sim::SweepSpec spec;
         spec.base.record_events = !o->store.no_store;
         apply_sim_base_options(o->base, spec.base, true);   // the policy list is handled below

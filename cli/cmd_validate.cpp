@@ -83,7 +83,9 @@ std::function<int()> setup(CLI::App& app) {
         ->type_name("LINK")
         ->default_str(o->model_link);
     app.add_flag("--recalibrate", o->recalibrate, "--link auto: measure again even when a fresh calibration is cached");
-    app.add_option("--calibration-max-age", o->max_age_h, "--link auto: hours after which a cached calibration is measured again")
+    app.add_option("--calibration-max-age", o->max_age_h,
+                   "--link auto: hours after which a cached calibration is measured again")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1e6))
         ->type_name("HOURS")
         ->capture_default_str();
@@ -111,6 +113,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--target", o->target_pp,
                    "Loss error target in percentage points: a configuration within it is validated, one whose "
                    "repeats spread more is inconclusive")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1000.0))
         ->type_name("POINTS")
         ->capture_default_str();
@@ -120,6 +123,7 @@ std::function<int()> setup(CLI::App& app) {
                    "replays); 0: no limit")
         ->type_name("MINUTES")
         ->capture_default_str()
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1e9));
     app.add_option("--repeat", o->repeat,
                    "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
@@ -137,6 +141,7 @@ std::function<int()> setup(CLI::App& app) {
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
     return [o, pol] {
+        check_store_environment(o->store);
         replay::ValidateSpec spec;
         sim::Config& c = spec.base;
         c.eviction = o->policy;

@@ -4,6 +4,8 @@
 // from the registry, runs the chosen command and maps errors to exit statuses.
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -46,6 +48,20 @@ auto option_value(const std::string& option, Parse&& parse) {
     } catch (const Error& e) {
         throw Error(option + " " + e.what(), e.kind());
     }
+}
+
+// A number option's check: "nan", "inf" and numbers past a double's range (1e400) are refused
+// ("--target 'nan': not a finite number"); CLI11's own checks let them through (NaN passes
+// CLI::Range, inf passes CLI::PositiveNumber). Text that is not a number is left to CLI11.
+inline CLI::Validator finite_number() {
+    return CLI::Validator(
+        [](std::string& text) {
+            char* end = nullptr;
+            const double number = std::strtod(text.c_str(), &end);   // 1e400 reads as inf
+            const bool whole = end != text.c_str() && *end == '\0';
+            return whole && !std::isfinite(number) ? "'" + text + "': not a finite number" : std::string();
+        },
+        "");
 }
 
 // True when stderr is a terminal and --quiet was not given: long commands show progress.

@@ -42,14 +42,36 @@ std::string path_first(const std::string& msg) {
     return msg;
 }
 
+// "kernels sinkhorn" for a command's own command; "" for the top level.
+std::string command_path(const CLI::App* sub) {
+    std::string path;
+    for (; sub && sub->get_parent(); sub = sub->get_parent()) path = sub->get_name() + (path.empty() ? "" : " " + path);
+    return path;
+}
+
+// The innermost command parsed so far (`kernels sinkhorn` under `kernels`).
+const CLI::App* innermost(const CLI::App* sub) {
+    while (sub && !sub->get_subcommands().empty()) sub = sub->get_subcommands().front();
+    return sub;
+}
+
+// CLI11's "--n: At Most 1 required but received 2" in the words of the other messages.
+std::string in_our_words(const std::string& msg) {
+    const std::string at_most = ": At Most 1 required but received ";
+    if (auto at = msg.find(at_most); at != std::string::npos)
+        return msg.substr(0, at) + " given " + msg.substr(at + at_most.size()) + " times; give it once";
+    return msg;
+}
+
 // "simulate: unknown option --capasity; did you mean --capacity? (mhc simulate --help)" for
 // the first argument `sub` (or the top level) did not expect.
 std::string unexpected(const CLI::App& app, const CLI::App* sub) {
+    sub = innermost(sub);
     const CLI::App& where = sub ? *sub : app;
     std::vector<std::string> extras = where.remaining();
     if (extras.empty()) extras = app.remaining();
-    const std::string prefix = sub ? sub->get_name() + ": " : "";
-    const std::string help = sub ? "(mhc " + sub->get_name() + " --help)" : "(mhc --help)";
+    const std::string prefix = sub ? command_path(sub) + ": " : "";
+    const std::string help = sub ? "(mhc " + command_path(sub) + " --help)" : "(mhc --help)";
     if (extras.empty()) return prefix + "unexpected arguments " + help;
     for (const auto& x : extras) {
         if (x.size() < 2 || x[0] != '-') continue;
@@ -58,9 +80,48 @@ std::string unexpected(const CLI::App& app, const CLI::App* sub) {
             for (const auto& l : o->get_lnames()) names.push_back("--" + l);
             for (const auto& s : o->get_snames()) names.push_back("-" + s);
         }
+        // An option's own name here was given after "--": an argument, not the option.
+        if (std::find(names.begin(), names.end(), x.substr(0, x.find('='))) != names.end()) break;
         return prefix + "unknown option " + x + mhc::did_you_mean(x.substr(0, x.find('=')), names) + " " + help;
     }
     return prefix + "unexpected argument '" + extras.front() + "' " + help;
+}
+// A command with commands of its own (`mhc kernels sinkhorn`): the word after it must be one of
+// them; "" when it is, else the line that says so (CLI11 would say "A subcommand is required").
+std::string missing_command(const CLI::App& sub, const std::vector<std::string>& words) {
+    std::vector<std::string> names;
+    for (const CLI::App* inner : sub.get_subcommands({})) names.push_back(inner->get_name());
+    if (names.empty()) return "";
+    std::string list;
+    for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+    const std::string help = " (mhc " + sub.get_name() + " --help)";
+    for (const auto& word : words) {
+        if (word == "-h" || word == "--help") return "";
+        if (!word.empty() && word[0] == '-') continue;
+        if (std::find(names.begin(), names.end(), word) != names.end()) return "";
+        const std::string guess = mhc::did_you_mean(word, names);
+        return sub.get_name() + ": '" + word + "' is not one of its commands" +
+               (guess.empty() ? ": " + list + help : guess);
+    }
+    return sub.get_name() + ": a command is required: " + list + help;
+}
+
+// An option or argument given as '' is refused: no option takes an empty value (an empty
+// number would be read as 0, an empty name or file as "not given").
+std::string empty_value(const CLI::App* sub) {
+    for (; sub; sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front()) {
+        for (const CLI::Option* opt : sub->get_options()) {
+            if (opt->count() == 0 || opt->get_type_size_max() == 0) continue;   // not given, or a flag
+            for (const auto& value : opt->results()) {
+                if (!value.empty()) continue;
+                const std::string what = opt->get_lnames().empty() && opt->get_snames().empty()
+                                             ? "the " + opt->get_name() + " argument is empty"
+                                             : opt->get_name() + " '': an empty value";
+                return command_path(sub) + ": " + what + " (mhc " + command_path(sub) + " --help)";
+            }
+        }
+    }
+    return "";
 }
 }  // namespace
 void set_quiet(bool quiet) { g_quiet = quiet; }
@@ -122,6 +183,9 @@ Outcome run(int argc, char** argv) {
                                               (guess.empty() ? "; commands: " + names + " (mhc --help)" : guess));
         }
         chosen = app.get_subcommand(a);
+        if (std::string missing = missing_command(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
+            !missing.empty())
+            return failure(kExitBadInput, missing);
         break;
     }
     try {
@@ -136,10 +200,13 @@ Outcome run(int argc, char** argv) {
         return failure(kExitBadInput, unexpected(app, chosen));
     } catch (const CLI::ParseError& e) {
         // One line, exit 2: unknown options, missing files, wrong values.
-        std::string msg = path_first(e.what());
-        if (argc < 2) msg += "; commands: " + names + " (mhc --help)";
+        std::string msg = in_our_words(path_first(e.what()));
+        // No command among the words (`mhc -q`): said as for `mhc` alone.
+        if (!chosen && msg == "A subcommand is required") msg = "a command is required";
+        if (argc < 2 || !chosen) msg += "; commands: " + names + " (mhc --help)";
         return failure(kExitBadInput, msg);
     }
+    if (std::string empty = empty_value(chosen); !empty.empty()) return failure(kExitBadInput, empty);
     set_quiet(quiet);
     try {
         return {action ? action() : kExitBadInput, ""};

@@ -60,6 +60,10 @@ std::optional<std::vector<int64_t>> store_or_say(size_t count, Store store) {
 
 }  // namespace
 
+void check_store_environment(const StoreOptions& options) {
+    if (!options.no_store) warn_size();
+}
+
 std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::string& fingerprint,
                                                const std::vector<trace::Run>& runs, const StoreOptions& o) {
     std::vector<const trace::Run*> all;

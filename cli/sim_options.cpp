@@ -1,5 +1,7 @@
 #include "sim_options.hpp"
 
+#include "command.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -15,11 +17,14 @@ void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& a
                        allocator_note)
         ->type_name("MODEL")
         ->default_str(kDefaultAllocator);
-    o.ratio = app.add_option("--cpu-buffer-ratio", o.cpu_buffer_ratio,
-                             "Host buffer as a ratio of GPU capacity, 0 for unlimited ($MHC_CPU_BUFFER_RATIO when not given)")
+    o.ratio = app.add_option(
+                     "--cpu-buffer-ratio", o.cpu_buffer_ratio,
+                     "Host buffer as a ratio of GPU capacity, 0 for unlimited ($MHC_CPU_BUFFER_RATIO when not given)")
+                  ->check(finite_number())
                   ->default_str("0");
     o.ops = app.add_option("--max-swap-ops-per-sec", o.max_swap_ops,
                            "Cap on swap transfers per second, 0 for none ($MHC_MAX_SWAP_OPS_PER_SEC when not given)")
+                ->check(finite_number())
                 ->default_str("0");
     app.add_option("--device", o.device,
                    "Device to simulate: auto is the GPU with the largest peak; -1 is the host's pinned memory")

@@ -162,7 +162,38 @@ void split(const std::string& path, std::string& dir, std::string& base) {
 
 }  // namespace
 
+namespace {
+
+// Where `path`, or a link on the way from it to its file, lies in /proc (/dev/stdout ->
+// /proc/self/fd/1, /dev/fd/1 in /dev/fd -> /proc/self/fd): a descriptor of the process, whatever
+// it is open on. "" when it is not.
+std::string descriptor_link(const std::string& path) {
+    namespace fs = std::filesystem;
+    auto in_proc = [](const fs::path& dir) {
+        std::error_code ec;
+        const std::string real = fs::weakly_canonical(dir.empty() ? fs::path(".") : dir, ec).string();
+        return !ec && (real == "/proc" || real.rfind("/proc/", 0) == 0);
+    };
+    fs::path at(path);
+    for (int hop = 0; hop < 40; ++hop) {
+        if (in_proc(at.parent_path())) return at.string();
+        std::error_code ec;
+        if (!fs::is_symlink(fs::symlink_status(at, ec)) || ec) return "";
+        fs::path target = fs::read_symlink(at, ec);
+        if (ec) return "";
+        at = target.is_relative() ? at.parent_path() / target : target;
+    }
+    return "";
+}
+
+}   // namespace
+
 void refuse_special_file(const std::string& path) {
+    // Written through, or replaced, such a link would be the shell's redirection target or the
+    // link itself (as root, /dev/stdout): neither is the file the user named.
+    if (const std::string fd = descriptor_link(path); !fd.empty())
+        throw Error(path + (fd == path ? "" : ": is a symbolic link to " + fd) +
+                    ": a descriptor of this process, not a file; name a file");
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
     struct stat lst {};

@@ -102,7 +102,7 @@ std::string to_json(const Report& r) {
     j["configurations"] = json::array();
     for (const Row& x : r.rows) j["configurations"].push_back(row(x));
     j["ok"] = r.ok();
-    return j.dump(2);
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace mhc::replay

@@ -228,7 +228,7 @@ std::vector<std::string> write_link_profile(const std::string& path, LinkModel l
     if (!by_chunk.empty()) j["by_chunk"] = by_chunk;
     if (!l.notes.empty()) j["notes"] = l.notes;
     if (l.measured_load_average >= 0) j["measured_load_average"] = l.measured_load_average;
-    const std::string text = j.dump(2) + "\n";
+    const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     OutputFile out(path, IfExists::Replace);
     {
         std::ofstream f(out.temp_path(), std::ios::trunc);

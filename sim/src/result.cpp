@@ -156,7 +156,7 @@ std::string to_json(const Result& r) {
     if (r.oom.happened) fields(r.oom, OomJson{j["oom"]});
     j["assumed_accesses"] = r.assumed_accesses;
     if (!r.invariant_violation.empty()) j["invariant_violation"] = r.invariant_violation;
-    return j.dump(2);
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "mhc/trace/limits.hpp"
+#include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "rules.hpp"
 #include "sqlite_util.hpp"
@@ -319,6 +320,45 @@ void check_values(const Reader& reader, CheckReport& r) {
     }
 }
 
+// The runs stored in the trace, read as `mhc info`, `mhc export` and the viewer read them (kinds,
+// statuses, finite metrics, event, kernel and memory rows in range): a run they would refuse is a
+// problem of the trace. So are rows of a run table whose run has no `runs` row, which a store
+// cut short or a run deleted by hand leaves, and a run's events outside its range.
+void check_runs(const std::string& path, Reader& reader, CheckReport& report) {
+    if (!reader.has_table("runs")) return;
+    try {
+        for (const RunInfo& run : list_runs(path)) {
+            try {
+                load_run(path, run.id);
+            } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
+        }
+    } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
+    for (const char* table :
+         {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory", "run_event_rows"}) {
+        if (!reader.has_table(table)) continue;
+        sql::Stmt orphans(reader.handle(), path,
+                          ("SELECT run, count(*) FROM " + std::string(table) +
+                           " WHERE run NOT IN (SELECT id FROM runs) GROUP BY run ORDER BY run")
+                              .c_str());
+        while (orphans.step())
+            report.problems.push_back({"unknown-run", table, orphans.i64(0),
+                                       std::to_string(orphans.i64(1)) + " row(s) of run " +
+                                           std::to_string(orphans.i64(0)) +
+                                           ", which has no runs row (a store cut short, or a run deleted in part)"});
+    }
+    // A run's events are one range of rowids (run_event_rows): events of the run outside it are
+    // another run's, left under an id the store gave again.
+    if (!reader.has_table("run_event_rows")) return;
+    sql::Stmt outside(reader.handle(), path,
+                      "SELECT e.run, count(*) FROM run_events e JOIN run_event_rows x ON e.run = x.run "
+                      "WHERE e.rowid NOT BETWEEN x.first_row AND x.last_row GROUP BY e.run ORDER BY e.run");
+    while (outside.step())
+        report.problems.push_back({"unknown-run", "run_events", outside.i64(0),
+                                   std::to_string(outside.i64(1)) + " event(s) of run " +
+                                       std::to_string(outside.i64(0)) +
+                                       " outside its rows in run_event_rows (left by another run of that id)"});
+}
+
 }  // namespace
 
 // Allocations on a device that has segments lie inside a segment alive when they are made
@@ -414,6 +454,7 @@ CheckReport check_file(const std::string& path, bool full) {
         TraceData t = load_trace(path, "", LoadFrom::Rows);   // the rows themselves, never a cached copy
         CheckReport rows = check_trace(t);
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
+        check_runs(path, reader, r);
     } catch (const sql::Busy&) {
         throw;
     } catch (const Error& e) {

@@ -278,7 +278,7 @@ std::string to_json(const Summary& s) {
         j["largest_allocations"].push_back(
             {{"label", e.name}, {"bytes", e.bytes}, {"category", e.category}, {"lifetime_ns", e.total}});
     for (const auto& [k, v] : s.meta) j["meta"][k] = v;
-    return j.dump(2);
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace mhc::trace

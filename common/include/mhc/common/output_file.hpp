@@ -20,8 +20,9 @@ class OutputFile {
 public:
     // Throws mhc::Error (bad input) when `path` exists and `if_exists` is Refuse, and whatever
     // `if_exists` says when it exists and is not a regular file (a directory, a device, a FIFO,
-    // a socket, or a symbolic link to one of them: never replaced). A symbolic link to a regular
-    // file is replaced by the new file (its target is left as it is), and one line on stderr says so.
+    // a socket, a symbolic link to one of them or into /proc or /dev/fd such as /dev/stdout: never
+    // replaced). A symbolic link to a regular file is replaced by the new file (its target is
+    // left as it is), and one line on stderr says so.
     OutputFile(std::string path, IfExists if_exists);
     ~OutputFile();   // uncommitted: the temporary file is removed
     OutputFile(const OutputFile&) = delete;
@@ -42,8 +43,10 @@ private:
 };
 
 // Throws mhc::Error (bad input) when `path` exists and is not a regular file once symbolic links
-// are followed (a directory, a device such as /dev/null, a FIFO, a socket): what mhc writes into
-// or beside a file (a runs database and its journal) must be a regular file.
+// are followed (a directory, a device such as /dev/null, a FIFO, a socket), or when one of its
+// links points into /proc or /dev/fd (/dev/stdout: a descriptor of this process, whatever it is
+// open on): what mhc writes into or beside a file (a runs database and its journal) must be a
+// regular file the user named.
 void refuse_special_file(const std::string& path);
 
 // The name of the temporary file beside `path` that process `pid` writes: "<name>.mhc-tmp-<pid>",

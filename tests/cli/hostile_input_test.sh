@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Input a hostile tester tries, refused in one line with exit 2 before any work (docs/cli.md,
+# "Messages and exit statuses"): every option that takes a value, of every command (read from
+# its --help, so a new option is tried too), given nan, inf, -inf, 1e400 (past a double) and ''
+# (CLI11 reads an empty number as 0, an empty name as not given); a command's own commands
+# (`kernels sinkhorn`) mistyped, missing or given an unknown option; an option given twice; an
+# output that is a descriptor of the process (/dev/stdout, /dev/fd/1: replaced, as root, or
+# written through); calibrate --repeat past what a machine can do, or into a missing folder; a
+# link share below 0; stored runs `mhc info` would refuse, and rows of a run that is not there,
+# which `mhc check` passed; names that are not UTF-8 in the JSON printed and written.
+set -u
+mhc=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$tmp" || exit 1
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
+head -c 512 /dev/zero >H.f32   # 8 matrices of 4 x 4 float32 zeros
+echo '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":10,"dur":5,"args":{"device":0,"stream":7}}]}' >k.json
+# refused WANT CMD...: exit 2, one line on stderr containing WANT
+refused() {
+    local want=$1; shift
+    "$mhc" "$@" >out 2>err; local rc=$?
+    [ $rc = 2 ] || fail "$* exited $rc, wanted 2: $(cat err)"
+    [ "$(wc -l <err)" = 1 ] || fail "$*: wanted one line: $(cat err)"
+    grep -qF -- "$want" err || fail "$*: does not say '$want': $(cat err)"
+}
+
+# 1. Every option with a value, every command. What may take these words: a file (--runs-db,
+# -o), a profile's name (calibrate --name); 'inf' is unlimited for --capacity. validate's
+# --max-replay-minutes stops it before any replay: its refusal must not be the one that ends it.
+# advise's trace is no capture: only a name (--link, --setting) may reach that refusal.
+declare -A base=(
+    [generate]="generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o g.db --force"
+    [simulate]="simulate t.db --capacity 100% --no-store"
+    [sweep]="sweep t.db --capacities 100% --policies lru --no-bisect --no-store"
+    [advise]="advise t.db --capacity 800MiB"
+    [validate]="validate t.db --capacity 99% --link pcie4 --no-store --repeat 1 --max-replay-minutes 0.001"
+    [export]="export t.db -o e.json --force"
+    [check]="check t.db" [info]="info t.db" [allocator]="allocator t.db"
+    [calibrate]="calibrate --backend host --quick --rounds 1 --max-chunk 16KiB -o c.json --force"
+    [import]="import k.json -o i.db --force"
+    [kernels sinkhorn]="kernels sinkhorn --n 4 --iters 2 --input H.f32 --output P.f32")
+tried=0
+for cmd in "${!base[@]}"; do
+    # shellcheck disable=SC2086
+    opts=$("$mhc" $cmd --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z0-9-]+ [A-Z]' | grep -oE -- '--[a-z0-9-]+' | sort -u)
+    [ -n "$opts" ] || fail "$cmd --help lists no option with a value"
+    for o in $opts; do
+        for v in nan inf -inf 1e400 ''; do
+            case "$o:$v" in
+                --runs-db:?* | --output:?* | --name:?* | --capacity:inf | --capacities:inf) continue ;;
+            esac
+            # shellcheck disable=SC2086
+            "$mhc" ${base[$cmd]} "$o" "$v" >out 2>err; rc=$?
+            tried=$((tried + 1))
+            [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] || fail "$cmd $o '$v' exited $rc: $(head -c 300 err)"
+            grep -q "replays would take" err && fail "$cmd $o '$v' was not refused before the replay: $(cat err)"
+            [[ $o != --link && $o != --setting ]] && grep -q "no modules recorded" err &&
+                fail "$cmd $o '$v' was not refused before the trace was read: $(cat err)"
+        done
+    done
+done
+[ $tried -gt 300 ] || fail "only $tried option values tried"
+want="simulate: --latency '': an empty value"; refused "$want" simulate t.db --capacity 70% --latency ''
+refused "info: the trace argument is empty" info ''
+refused "--nccl-share: 'nan': not a finite number" simulate t.db --capacity 70% --no-store --nccl-share nan
+refused "nccl_share': must be in [0, 1)" simulate t.db --capacity 70% --no-store --nccl-share -5
+
+# A malformed variable that only the store reads: refused before the simulation, not after it.
+for cmd in "simulate t.db --capacity 90%" "sweep t.db --capacities 90% --policies lru --no-bisect" \
+           "validate t.db --capacity 90% --link pcie4 --repeat 1"; do
+    # shellcheck disable=SC2086
+    MHC_STORE_WARN_SIZE=lots refused "MHC_STORE_WARN_SIZE='lots'" $cmd
+    [ ! -s out ] || fail "$cmd computed before refusing MHC_STORE_WARN_SIZE: $(head -c 200 out)"
+done
+
+# 2. A command's own commands: named, with the nearest one; an unknown option named, not "unexpected arguments".
+refused "kernels: 'sinkhron' is not one of its commands; did you mean sinkhorn?" kernels sinkhron
+refused "kernels: a command is required: sinkhorn (mhc kernels --help)" kernels
+refused "kernels sinkhorn: unknown option --force (mhc kernels sinkhorn --help)" \
+    kernels sinkhorn --n 4 --iters 2 --input H.f32 --output P.f32 --force
+refused "kernels sinkhorn: unexpected argument 'extra'" kernels sinkhorn --n 4 --iters 2 --input H.f32 --output P.f32 extra
+[ ! -e P.f32 ] || fail "a refused kernels command wrote its output"
+refused "mhc: a command is required; commands: advise," -q
+refused "info: unexpected argument '--json'" info t.db -- --json   # after --, an argument: no "did you mean --json?"
+
+# 3. An option given twice.
+refused "--capacity given 2 times; give it once" simulate t.db --capacity 70% --capacity 80% --no-store
+
+# 4. Outputs that are descriptors of the process: refused, the link left as it is.
+ln -s /proc/self/fd/1 stdout.json
+"$mhc" export t.db -o stdout.json --force >redirected 2>err; rc=$?
+[ $rc = 2 ] && grep -q "a descriptor of this process" err || fail "export through /proc/self/fd/1 exited $rc: $(cat err)"
+[ -L stdout.json ] || fail "export --force replaced a link to its own standard output"
+[ ! -s redirected ] || fail "export wrote through a link to its standard output"
+# /dev/stdout itself is reached through a link of the test's own (two hops): as root, a failing
+# mhc would replace /dev/stdout.
+ln -s /dev/stdout dev-stdout.db
+for out in stdout.json dev-stdout.db /dev/fd/1 /proc/self/fd/1; do
+    "$mhc" generate --preset gpt2-small --steps 1 --layers 1 --seq 64 -o $out --force >redirected 2>err; rc=$?
+    [ $rc = 2 ] && grep -q "a descriptor of this process" err || fail "generate -o $out exited $rc: $(cat err)"
+    "$mhc" simulate t.db --capacity 100% --runs-db $out >redirected 2>err; rc=$?
+    [ $rc = 4 ] && grep -q "a descriptor of this process" err || fail "simulate --runs-db $out exited $rc: $(cat err)"
+    grep -q "SQLite" redirected && fail "a runs database was written into the standard output ($out)"
+done
+[ -L dev-stdout.db ] && [ -L stdout.json ] || fail "a link to the standard output was replaced"
+
+# 5. calibrate --repeat past 16 x its largest automatic count: refused at once, not hours later.
+refused "--repeat" calibrate --backend host --repeat 100000000 -o p.json
+[ ! -e p.json ] || fail "calibrate wrote a profile"
+# An output folder that is not there: said before the minute of measuring, not after it.
+refused "nodir/p.json: cannot write into nodir" calibrate --backend host --max-chunk 16MiB -o nodir/p.json
+grep -q "h2d" out && fail "calibrate measured before it found the folder missing"
+# 6. mhc check holds the stored runs to the rules `mhc info` and `mhc export` read them by: a run
+# they refuse, or rows of a run without its runs row (a store cut short), is a problem, named.
+"$mhc" -q simulate t.db --capacity 90% >/dev/null || fail "simulate"   # swaps: a run with events
+"$mhc" check t.db >/dev/null || fail "check of a trace with a run"
+checked() {   # checked SQL WANT: check exits 2 and names WANT
+    cp t.db c.db
+    sqlite3 c.db "$1" || fail "sqlite3 $1"
+    "$mhc" check c.db >out 2>err; local rc=$?
+    [ $rc = 2 ] && grep -qF -- "$2" out || fail "check after '$1' exited $rc: $(cat out err)"
+}
+checked "UPDATE runs SET kind = 'nonsense'" "kind 'nonsense' is not one of"
+checked "UPDATE run_metrics SET value = 9e999 WHERE key = 'throughput_loss'" "not a finite number"
+checked "UPDATE run_events SET kind = 99 WHERE rowid = (SELECT min(rowid) FROM run_events)" "run_events row"
+checked "DELETE FROM runs" "which has no runs row"
+# A run deleted by hand, its events left: the next run gets its id, not its events.
+cp t.db d.db
+sqlite3 d.db "DELETE FROM runs"
+"$mhc" -q simulate d.db --capacity 100% >/dev/null || fail "simulate after a run deleted by hand"
+"$mhc" check d.db >out 2>err && fail "check passed events of a deleted run under a new run: $(cat out)"
+grep -q "outside its rows in run_event_rows" out || fail "check of a new run over old events: $(cat out err)"
+# 7. Names that are not UTF-8 (a file name, a kernel name a trace holds, a profile's name): the JSON
+# printed or written is still JSON (the bytes replaced), never "internal error" from the encoder.
+bad=$(printf 'k\xff\xfe.db')
+cp t.db "$bad"
+sqlite3 "$bad" "UPDATE strings SET text = CAST(x'6bff6e' AS TEXT) WHERE id = (SELECT name FROM kernels LIMIT 1)"
+json_ok() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
+"$mhc" info "$bad" --json >j.json 2>err || fail "info --json of a name not UTF-8 exited $?: $(cat err)"
+json_ok j.json || fail "info --json: not JSON: $(head -c 300 j.json)"
+"$mhc" simulate "$bad" --capacity 90% --no-store --json >j.json 2>err || fail "simulate --json exited $?: $(cat err)"
+json_ok j.json || fail "simulate --json: not JSON"
+"$mhc" calibrate --backend host --quick --rounds 1 --max-chunk 16KiB --name "$(printf 'n\xff')" -o "$bad.json" \
+    >/dev/null 2>err || fail "calibrate --name not UTF-8 exited $?: $(cat err)"
+json_ok "$bad.json" || fail "calibrate wrote a profile that is not JSON"
+echo ok
