@@ -122,6 +122,17 @@ TEST_CASE("runs deleted or changed by hand drop their ranges and still read whol
         require_events(load_run(trace, ia).events, by_start(run_a.events));
         require_events(load_run(trace, ib).events, by_start(run_b.events));
     }
+    SECTION("only the last run's runs row deleted: the next run takes a new id and none of its rows") {
+        sql(trace, "DELETE FROM runs WHERE id = " + std::to_string(ic));
+        Run run_d = shaped_run("d", 700, 4);
+        run_d.metrics = {{"own_metric", 2}};
+        const int64_t id = add_run(trace, run_d);
+        CHECK(id > ic);
+        const Run back = load_run(trace, id);
+        require_events(back.events, by_start(run_d.events));
+        CHECK(back.metrics == run_d.metrics);
+        CHECK(back.kernel_times.size() == run_d.kernel_times.size());
+    }
     SECTION("a middle run deleted: the others keep their ranges") {
         sql(trace, "DELETE FROM run_events WHERE run = " + std::to_string(ib) + "; DELETE FROM runs WHERE id = " + std::to_string(ib));
         CHECK(ints(trace, "SELECT run FROM run_event_rows ORDER BY run") == std::vector<int64_t>{ia, ic});

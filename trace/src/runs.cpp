@@ -328,6 +328,28 @@ bool read_event_range(sqlite3* db, const std::string& file, int64_t run_id, std:
 
 namespace {
 
+// The id a new run takes in `schema`: past every run id any run table holds, not only `runs`'
+// largest, so that a run whose `runs` row was deleted by hand (its other rows left behind) never
+// lends its id, and so its rows, to the next run. Each maximum is one index lookup; run_events,
+// which has no index on run, is asked for its last row's run (runs are appended in id order).
+int64_t next_run_id(sqlite3* db, const std::string& file, const std::string& schema) {
+    static const char* const kRunColumns[][2] = {{"runs", "id"},          {"run_config", "run"}, {"run_metrics", "run"},
+                                                 {"run_kernels", "run"},  {"run_memory", "run"}, {"run_trace", "run"},
+                                                 {"run_event_rows", "run"}};
+    std::unordered_set<std::string> tables;
+    sql::Stmt list(db, file, ("SELECT name FROM " + schema + ".sqlite_master WHERE type = 'table'").c_str());
+    while (list.step()) tables.insert(list.text(0));
+    std::string query = "SELECT max(m) FROM (SELECT 0 AS m";
+    for (const auto& [table, column] : kRunColumns)
+        if (tables.count(table))
+            query += std::string(" UNION ALL SELECT max(") + column + ") FROM " + schema + "." + table;
+    if (tables.count("run_events"))
+        query += " UNION ALL SELECT run FROM (SELECT run FROM " + schema + ".run_events ORDER BY rowid DESC LIMIT 1)";
+    sql::Stmt max(db, file, (query + ")").c_str());
+    max.step();
+    return max.i64(0) + 1;
+}
+
 // Stores each run in its target's place, in one transaction over all of them. A failure rolls
 // every file back (no journal left behind) and says why in one line.
 std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const std::vector<std::pair<size_t, const Run*>>& runs,
@@ -336,13 +358,14 @@ std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const s
     try {
         std::vector<int64_t> ids;
         for (auto [i, run] : runs) {
+            const int64_t id = next_run_id(w.db(), w.file(i), w.schema(i));
             sql::Stmt ins(w.db(), w.file(i),
-                          ("INSERT INTO " + w.schema(i) + ".runs (kind, name, status, created, base_run) VALUES (?,?,?,?,?)").c_str());
-            ins.bind(1, std::string(to_string(run->kind))); ins.bind(2, run->name);
-            ins.bind(3, std::string(to_string(run->status)));
-            ins.bind(4, now_utc()); ins.bind(5, run->base_run);
+                          ("INSERT INTO " + w.schema(i) + ".runs (id, kind, name, status, created, base_run) VALUES (?,?,?,?,?,?)").c_str());
+            ins.bind(1, id);
+            ins.bind(2, std::string(to_string(run->kind))); ins.bind(3, run->name);
+            ins.bind(4, std::string(to_string(run->status)));
+            ins.bind(5, now_utc()); ins.bind(6, run->base_run);
             ins.run();
-            int64_t id = sqlite3_last_insert_rowid(w.db());
             w.claim(i, id);
             write_body(w.db(), w.file(i), w.schema(i), id, *run, true);
             ids.push_back(id);
