@@ -333,9 +333,9 @@ namespace {
 // lends its id, and so its rows, to the next run. Each maximum is one index lookup; run_events,
 // which has no index on run, is asked for its last row's run (runs are appended in id order).
 int64_t next_run_id(sqlite3* db, const std::string& file, const std::string& schema) {
-    static const char* const kRunColumns[][2] = {{"runs", "id"},          {"run_config", "run"}, {"run_metrics", "run"},
-                                                 {"run_kernels", "run"},  {"run_memory", "run"}, {"run_trace", "run"},
-                                                 {"run_event_rows", "run"}};
+    static const char* const kRunColumns[][2] = {
+        {"runs", "id"},        {"run_config", "run"}, {"run_metrics", "run"},   {"run_kernels", "run"},
+        {"run_memory", "run"}, {"run_trace", "run"},  {"run_event_rows", "run"}};
     std::unordered_set<std::string> tables;
     sql::Stmt list(db, file, ("SELECT name FROM " + schema + ".sqlite_master WHERE type = 'table'").c_str());
     while (list.step()) tables.insert(list.text(0));
@@ -360,11 +360,15 @@ std::vector<int64_t> store(const std::vector<runfiles::Target>& targets, const s
         for (auto [i, run] : runs) {
             const int64_t id = next_run_id(w.db(), w.file(i), w.schema(i));
             sql::Stmt ins(w.db(), w.file(i),
-                          ("INSERT INTO " + w.schema(i) + ".runs (id, kind, name, status, created, base_run) VALUES (?,?,?,?,?,?)").c_str());
+                          ("INSERT INTO " + w.schema(i) +
+                           ".runs (id, kind, name, status, created, base_run) VALUES (?,?,?,?,?,?)")
+                              .c_str());
             ins.bind(1, id);
-            ins.bind(2, std::string(to_string(run->kind))); ins.bind(3, run->name);
+            ins.bind(2, std::string(to_string(run->kind)));
+            ins.bind(3, run->name);
             ins.bind(4, std::string(to_string(run->status)));
-            ins.bind(5, now_utc()); ins.bind(6, run->base_run);
+            ins.bind(5, now_utc());
+            ins.bind(6, run->base_run);
             ins.run();
             w.claim(i, id);
             write_body(w.db(), w.file(i), w.schema(i), id, *run, true);
