@@ -81,8 +81,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 return mhc::cli::kExitOk;
             }
             std::string text = mhc::trace::to_text(summary);
-            static const char* shown_meta[] = {"preset", "accesses", "timing", "dropped_records",
-                                               "complete", "reconstructed_blocks", "missing"};
+            // The meta lines shown: what the trace is and lacks, and what an importer changed or
+            // could not tell (docs/import.md).
+            static const char* shown_meta[] = {
+                "preset", "accesses", "timing", "dropped_records", "complete", "reconstructed_blocks", "missing",
+                "kineto.kernel_device", "kineto.kernel_clamp"};
             char line[4096];
             for (const char* key : shown_meta) {
                 auto it = data.meta.find(key);

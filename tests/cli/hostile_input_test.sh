@@ -126,12 +126,17 @@ checked "UPDATE runs SET kind = 'nonsense'" "kind 'nonsense' is not one of"
 checked "UPDATE run_metrics SET value = 9e999 WHERE key = 'throughput_loss'" "not a finite number"
 checked "UPDATE run_events SET kind = 99 WHERE rowid = (SELECT min(rowid) FROM run_events)" "run_events row"
 checked "DELETE FROM runs" "which has no runs row"
-# A run deleted by hand, its events left: the next run gets its id, not its events.
+# A run deleted by hand, its rows left: the next run takes a new id, none of those rows; check
+# names the rows left behind (their run), not the new run.
 cp t.db d.db
+old_ids=$(sqlite3 d.db "SELECT group_concat(id) FROM runs")
 sqlite3 d.db "DELETE FROM runs"
 "$mhc" -q simulate d.db --capacity 100% >/dev/null || fail "simulate after a run deleted by hand"
-"$mhc" check d.db >out 2>err && fail "check passed events of a deleted run under a new run: $(cat out)"
-grep -q "outside its rows in run_event_rows" out || fail "check of a new run over old events: $(cat out err)"
+new_id=$(sqlite3 d.db "SELECT id FROM runs")
+case ",$old_ids," in *",$new_id,"*) fail "the new run took the deleted run's id $new_id (old ids $old_ids)";; esac
+"$mhc" check d.db >out 2>err && fail "check passed the rows of a deleted run: $(cat out)"
+grep -q "which has no runs row" out || fail "check of a deleted run's rows: $(cat out err)"
+grep -q "of run $new_id," out && fail "check blamed the new run $new_id: $(cat out)"
 # 7. Names that are not UTF-8 (a file name, a kernel name a trace holds, a profile's name): the JSON
 # printed or written is still JSON (the bytes replaced), never "internal error" from the encoder.
 bad=$(printf 'k\xff\xfe.db')
