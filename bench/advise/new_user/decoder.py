@@ -1,5 +1,6 @@
 """A plain-PyTorch decoder (pre-norm blocks in an nn.ModuleList, causal SDPA attention) that the
 model files beside it build on."""
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -39,3 +40,13 @@ class Decoder(nn.Module):
 
 def small_or_full(small):
     return Decoder(512, 64, 4) if small else Decoder()
+
+
+def make_batch(small=False):
+    ids = torch.randint(0, 512 if small else VOCAB, (2, 32) if small else (BATCH, SEQ))
+    return {"ids": ids, "labels": ids.clone()}
+
+
+def loss_fn(model, batch):
+    logits = model(batch["ids"])
+    return F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())

@@ -1,11 +1,10 @@
 """A plain-PyTorch decoder whose blocks live in an nn.ModuleDict (named, not numbered), called in a
 custom loop in a fixed order, with the output head tied to the embedding (head.weight is
 embed.weight)."""
-import torch
-import torch.nn.functional as F
 from torch import nn
 
-from decoder import BATCH, HEADS, HIDDEN, SEQ, VOCAB, Block
+# loss_fn and make_batch are this model file's (the capture reads them from it): decoder.py's
+from decoder import HEADS, HIDDEN, VOCAB, Block, loss_fn, make_batch  # noqa: F401
 
 NAMES = ["early_a", "early_b", "mid_a", "mid_b", "late_a", "late_b"]
 
@@ -28,13 +27,3 @@ class DictDecoder(nn.Module):
 
 def build_model(small=False):
     return DictDecoder(512, 64, 4) if small else DictDecoder()
-
-
-def make_batch(small=False):
-    ids = torch.randint(0, 512 if small else VOCAB, (2, 32) if small else (BATCH, SEQ))
-    return {"ids": ids, "labels": ids.clone()}
-
-
-def loss_fn(model, batch):
-    logits = model(batch["ids"])
-    return F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())

@@ -2,23 +2,13 @@
 activations and gradients are bf16; a step of the user's own copies each gradient to its fp32
 master, steps AdamW on the masters and copies them back into the bf16 weights."""
 import torch
-import torch.nn.functional as F
 
-from decoder import BATCH, SEQ, VOCAB, small_or_full
+# loss_fn and make_batch are this model file's (the capture reads them from it): decoder.py's
+from decoder import loss_fn, make_batch, small_or_full  # noqa: F401
 
 
 def build_model(small=False):
     return small_or_full(small)
-
-
-def make_batch(small=False):
-    ids = torch.randint(0, 512 if small else VOCAB, (2, 32) if small else (BATCH, SEQ))
-    return {"ids": ids, "labels": ids.clone()}
-
-
-def loss_fn(model, batch):
-    logits = model(batch["ids"])
-    return F.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten())
 
 
 def step(model, batch, run):
