@@ -7,7 +7,8 @@
 # output that is a descriptor of the process (/dev/stdout, /dev/fd/1: replaced, as root, or
 # written through); calibrate --repeat past what a machine can do, or into a missing folder; a
 # link share below 0; stored runs `mhc info` would refuse, and rows of a run that is not there,
-# which `mhc check` passed; names that are not UTF-8 in the JSON printed and written.
+# which `mhc check` passed; a trace that is a FIFO or a device; names that are not UTF-8 in the
+# JSON printed and written.
 set -u
 mhc=$1
 tmp=$(mktemp -d)
@@ -137,6 +138,14 @@ case ",$old_ids," in *",$new_id,"*) fail "the new run took the deleted run's id 
 "$mhc" check d.db >out 2>err && fail "check passed the rows of a deleted run: $(cat out)"
 grep -q "which has no runs row" out || fail "check of a deleted run's rows: $(cat out err)"
 grep -q "of run $new_id," out && fail "check blamed the new run $new_id: $(cat out)"
+# A trace that is a named pipe or a device: refused as such at once (no wait for a writer, no "empty").
+mkfifo pipe.db
+for cmd in info check simulate; do
+    extra=(); [ $cmd = simulate ] && extra=(--capacity 50%)
+    timeout 10 "$mhc" $cmd pipe.db "${extra[@]}" >out 2>err; rc=$?
+    [ $rc = 2 ] && grep -qF "pipe.db: is a FIFO, not a regular file" err || fail "$cmd on a FIFO exited $rc: $(cat err)"
+done
+refused "/dev/zero: is a character device, not a regular file" info /dev/zero
 # 7. Names that are not UTF-8 (a file name, a kernel name a trace holds, a profile's name): the JSON
 # printed or written is still JSON (the bytes replaced), never "internal error" from the encoder.
 bad=$(printf 'k\xff\xfe.db')

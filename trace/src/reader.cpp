@@ -1,6 +1,7 @@
 // Reader: opens a trace read-only and validates it before anything else reads it.
 #include <sys/stat.h>
 
+#include "mhc/common/output_file.hpp"
 #include "mhc/trace/store.hpp"
 #include "rules.hpp"
 #include "schema.hpp"
@@ -90,6 +91,12 @@ sqlite3* open_readonly(const std::string& path, std::string& problem, const std:
     }
     if (S_ISDIR(st.st_mode)) {
         problem = path + ": is a directory, not a trace";
+        return nullptr;
+    }
+    try {   // a pipe or a device: SQLite reads files (said as for outputs)
+        refuse_special_file(path);
+    } catch (const Error& e) {
+        problem = e.what();
         return nullptr;
     }
     if (st.st_size == 0) {
