@@ -186,7 +186,6 @@ class Sim:
         self.events = []
         self.m = dict(stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,
                       clean_evictions=0, prefetches=0, early_evictions=0)
-        self.next_access_cursor = {}
         self.build_next_uses()
 
     def build_next_uses(self):
@@ -205,7 +204,7 @@ class Sim:
         return u[i] if i < len(u) else NEVER
 
     # -- memory
-    def note_used(self, t):
+    def note_used(self):
         if self.caching:
             self.used = self.caching.reserved
         self.peak = max(self.peak, self.used)
@@ -373,7 +372,7 @@ class Sim:
         else:
             self.set_state(v, D2H)
             self.host += b
-            self.note_used(t)
+            self.note_used()
             self.start_transfer(v, False, t)
 
     def make_room(self, a, t):
@@ -382,7 +381,7 @@ class Sim:
         while True:
             self.complete_by(t)
             if self.place(a):
-                self.note_used(t)
+                self.note_used()
                 return t
             if self.needs_victim(a):
                 v = self.victim(aside)
@@ -434,7 +433,7 @@ class Sim:
                 self.stamp[x] = self.clock
                 self.key_next[x] = self.next_use_after(x, -1)
                 self.refresh(x)
-                self.note_used(t2)
+                self.note_used()
             elif kind == "free":
                 self.free(x)
             elif kind == "start":
@@ -502,7 +501,7 @@ class Sim:
                     return False
                 self.set_state(a, H2D)
                 tf = self.start_transfer(a, True, now)
-                self.note_used(now)
+                self.note_used()
                 ready = max(ready, tf.end)
         start = max(ready, now)
         self.complete_by(start)
@@ -543,7 +542,7 @@ class Sim:
         self.m["prefetches"] += 1
         self.events.append(("prefetch", t, t, a, None, b))
         self.start_transfer(a, True, t)
-        self.note_used(t)
+        self.note_used()
 
     def live_max(self, lo, hi):
         """The largest recorded live bytes at the starts of kernels lo .. hi (a sparse table)."""
