@@ -2,11 +2,15 @@
 """Runs `mhc simulate` and the document's second reading (reference_sim.py) on generated traces
 and compares metrics and every stored event.
 
-Usage: reference_compare.py MHC WORKDIR [--quick] [--public=DIR]
+Usage: reference_compare.py MHC WORKDIR [--quick] [--public=DIR] [--confs]
 Every configuration runs with the ideal and the caching allocator.
 --quick: 2 of the 4 generated traces, 2 of the 4 links, lookahead 0 and 8 (192 runs instead of 1,152);
 --public=DIR: also every public trace of DIR (tests/data/public) the importer reads alone and
 that holds GPU memory, at 90% and 60% under lru and belady, with none and lookahead:8.
+--conf-filter=TEXT: only the settings of CONFS that contain TEXT.
+--policies=A,B: these policies instead (e.g. dtr,cost_aware).
+--confs: instead, the caching allocator under each setting of CONFS (lru and belady, 90/70/50%,
+none and lookahead:8, pcie4) on those traces.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
 """
 import itertools
@@ -23,12 +27,19 @@ import reference_sim as ref  # noqa: E402
 KINDS = {0: "swap_out", 1: "swap_in", 2: "evict_clean", 3: "drop", 4: "recompute", 5: "stall", 6: "oom",
          7: "prefetch"}
 METRICS = ["simulated_peak_bytes", "baseline_makespan_ns", "simulated_makespan_ns", "stall_ns", "stalls",
-           "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions", "host_peak_bytes", "prefetches", "early_evictions"]
+           "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions", "host_peak_bytes", "prefetches", "early_evictions",
+           "drops", "recomputations", "recompute_ns", "recompute_depth_max", "recompute_inputs_assumed"]
 
 
-def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator="ideal"):
+# The caching allocator's settings that --confs runs (docs/simulator.md, "Allocator models")
+CONFS = ["expandable_segments:True", "max_split_size_mb:24", "max_split_size_mb:64,max_non_split_rounding_mb:32",
+         "roundup_power2_divisions:4", "roundup_power2_divisions:[2:8,16:2,>:4]",
+         "garbage_collection_threshold:0.6", "garbage_collection_threshold:0.9,max_split_size_mb:32"]
+
+
+def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator="ideal", conf=""):
     cmd = [mhc, "simulate", str(trace), "--allocator", allocator, "--policy", policy, "--prefetch", prefetch,
-           "--capacity", capacity, "--json"] + link_args
+           "--capacity", capacity, "--json"] + link_args + (["--allocator-conf", conf] if conf else [])
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
@@ -41,12 +52,12 @@ def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator=
     return out, rows
 
 
-def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal"):
+def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal", conf=""):
     prefetch = f"lookahead:{lookahead}" if lookahead else "none"
-    out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator)
+    out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator, conf)
     cap = int(out["metrics"]["capacity_bytes"])
     host_cap = max(0, int(out["metrics"]["host_capacity_bytes"]))
-    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap)
+    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap, conf)
     problems = []
     got = out["metrics"]
     for k in METRICS:
@@ -97,6 +108,9 @@ def main():
     mhc, work = sys.argv[1], Path(sys.argv[2])
     quick = "--quick" in sys.argv
     public = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--public=")), None)
+    confs = "--confs" in sys.argv
+    only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--conf-filter=")), "")
+    chosen = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--policies=")), None)
     work.mkdir(parents=True, exist_ok=True)
     traces = []
     specs = [("gpt2-small", ["--layers", "2", "--steps", "2", "--seq", "256"]),
@@ -120,8 +134,23 @@ def main():
              ("pcie5, 1.5 us", ref.Link(h2d_bps=55e9, d2h_bps=55e9, duplex_factor=52 / 55, h2d_latency_s=1.5e-6,
                                        d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
     failures = runs = 0
+    if confs:   # the caching allocator's settings, on the generated and the public traces
+        every = traces + (public_traces(mhc, work, public) if public else [])
+        for path, conf, policy, cap, k in itertools.product(every, [c for c in CONFS if only in c], ["lru", "belady"], ["90%", "70%", "50%"],
+                                                            [0, 8]):
+            copy = work / "run.db"
+            shutil.copy(path, copy)
+            problems, got = compare(mhc, copy, policy, cap, ref.Link(), [], k, "caching", conf)
+            runs += 1
+            failures += bool(problems)
+            print(f"{'DIFFER' if problems else 'same  '} {path.name} caching {conf} {policy} {cap} lookahead:{k}: "
+                  f"loss {got.get('throughput_loss')}")
+            for p in problems:
+                print(f"    {p}")
+        print(f"{runs} runs, {failures} differ")
+        return 1 if failures else 0
     if public:   # real traces: their own event ties, assumed accesses, the program's host memory
-        for path, policy, cap, k, alloc in itertools.product(public_traces(mhc, work, public), ["lru", "belady"],
+        for path, policy, cap, k, alloc in itertools.product(public_traces(mhc, work, public), chosen or ["lru", "belady"],
                                                               ["90%", "60%"], [0, 8], ["ideal", "caching"]):
             copy = work / "run.db"
             shutil.copy(path, copy)
@@ -134,7 +163,7 @@ def main():
                 print(f"    {p}")
     for path in traces:
         for policy, cap, (lname, link, largs), k, alloc in itertools.product(
-                ["lru", "largest", "belady"], ["90%", "70%", "50%", "30%"],
+                chosen or ["lru", "largest", "belady"], ["90%", "70%", "50%", "30%"],
                 [links[0], links[2]] if quick else links, [0, 8] if quick else [0, 8, 2], ["ideal", "caching"]):
             copy = work / "run.db"
             shutil.copy(path, copy)

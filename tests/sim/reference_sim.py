@@ -2,8 +2,9 @@
 """A second reading of docs/simulator.md, written from the document alone.
 
 It simulates one device of a trace file (SQLite, docs/trace-format.md) with the `ideal` allocator
-or the `caching` one at its default settings (reference_caching.py), the eviction policies `lru`,
-`largest` and `belady`, the prefetchers `none` and `lookahead:K` (with early swap-out), a host
+or the `caching` one with the trace's allocator settings and any given over them (reference_caching.py), the eviction policies `lru`,
+`largest` and `belady`, the sampled `dtr` and `cost_aware` with drops and recursive recomputation
+(reference_dtr.py), the prefetchers `none` and `lookahead:K` (with early swap-out), a host
 buffer of any size and a cap on swap operations, over a link given by its figures (rule 8), with
 assumed accesses where a device records none, and returns the metrics
 and the events a stored run holds. It shares no code with the simulator: where the two disagree,
@@ -16,11 +17,10 @@ import sqlite3
 from dataclasses import dataclass, field
 
 import reference_caching
+from reference_dtr import D2H, DROPPED, FREED, GPU, H2D, HOST, NOT_YET, SampledPolicies
 
 NEVER = 1 << 62
 
-# states (docs/simulator.md, "State")
-NOT_YET, GPU, HOST, H2D, D2H, FREED = range(6)
 
 
 @dataclass
@@ -57,7 +57,7 @@ class Trace:
     def __init__(self, path, device=None):
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         allocs = db.execute("SELECT id, device, bytes, t_alloc, t_free FROM allocations ORDER BY id").fetchall()
-        kernels = db.execute("SELECT k.id, k.device, k.t_start, k.t_end, s.text FROM kernels k "
+        kernels = db.execute("SELECT k.id, k.device, k.t_start, k.t_end, s.text, k.step FROM kernels k "
                              "LEFT JOIN strings s ON s.id = k.name ORDER BY k.id").fetchall()
         if device is None:
             device = self.largest_peak_device(allocs)
@@ -66,10 +66,14 @@ class Trace:
         self.alloc_index = {a[0]: i for i, a in enumerate(self.allocs)}
         stream = dict(db.execute("SELECT id, stream FROM allocations"))
         self.streams = [stream[a[0]] for a in self.allocs]
+        category = dict(db.execute("SELECT id, category FROM allocations"))
+        self.categories = [category[a[0]] for a in self.allocs]
         own = [k for k in kernels if k[1] == device]
         own.sort(key=lambda k: (k[2], k[0]))   # seq: by (t_start, row)
         self.kernels = own
         self.kernel_seq = {k[0]: s for s, k in enumerate(own)}
+        markers = db.execute("SELECT t_start, t_end FROM markers WHERE kind = 0").fetchall()
+        self.kernel_steps, self.step_span = Trace.steps(own, markers)
         self.operands = [[] for _ in own]   # (alloc index, mode) by allocation id
         for kid, aid, mode in db.execute("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation"):
             if kid in self.kernel_seq and aid in self.alloc_index:
@@ -81,11 +85,34 @@ class Trace:
         self.host_events = Trace.memory_events([a for a in allocs if a[1] == -1]) if device != -1 else []
         # recorded contention (rule 8): any kernel whose name holds "nccl", memcpys by direction
         self.nccl = sorted((k[2], k[3]) for k in kernels if k[4] and "nccl" in k[4].lower())
+        row = db.execute("SELECT value FROM meta WHERE key = 'allocator.conf'").fetchone()
+        self.allocator_conf = row[0] if row else ""   # the settings the recording ran with
         self.copies = {0: [], 1: []}
         for kind, t0, t1 in db.execute("SELECT kind, t_start, t_end FROM copies"):
             if kind in (0, 1):
                 self.copies[kind].append((t0, t1))
         db.close()
+
+    @staticmethod
+    def steps(kernels, markers):
+        """docs/simulator.md, "Steps": each kernel's step (-1: none) and step -> (first seq, kernels)."""
+        n = len(kernels)
+        if 2 * sum(k[5] >= 0 for k in kernels) >= n:
+            raw = [k[5] for k in kernels]
+        else:   # the step marker (in start order) holding the kernel's start
+            markers = sorted(markers)
+            raw = []
+            for k in kernels:
+                i = bisect.bisect_right([m[0] for m in markers], k[2]) - 1
+                raw.append(i if i >= 0 and k[2] < markers[i][1] else -1)
+        step_of, begins, last = [], [], None
+        for s, r in enumerate(raw):
+            if r >= 0 and r != last:
+                begins.append(s)
+                last = r
+            step_of.append(len(begins) - 1 if r >= 0 else -1)
+        begins.append(n)
+        return step_of, {i: (begins[i], begins[i + 1] - begins[i]) for i in range(len(begins) - 1)}
 
     def assume_accesses(self):
         """docs/simulator.md, "Accesses": written by the first kernel starting at or after the
@@ -155,13 +182,15 @@ def intervals_cover(intervals, t):
     return any(t0 <= t < t1 for t0, t1 in intervals)
 
 
-class Sim:
-    def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0, allocator="ideal", host_cap=0):
+class Sim(SampledPolicies):
+    def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0, allocator="ideal", host_cap=0,
+                 allocator_conf=""):
         self.tr, self.cap, self.policy, self.link = tr, capacity, policy, link
         self.host_cap = host_cap   # the host buffer ("Limits"); 0: unlimited
         self.cached = []           # resident allocations whose host copy is valid, in the order cached
         # `caching`: device bytes are the model's reserved bytes ("Allocator models")
-        self.caching = reference_caching.CachingAllocator(capacity) if allocator == "caching" else None
+        self.caching = (reference_caching.CachingAllocator(capacity, ",".join(
+            c for c in (tr.allocator_conf, allocator_conf) if c)) if allocator == "caching" else None)
         self.lookahead = lookahead   # K of `lookahead:K`; 0: `none`
         self.protected = set()
         self.live_table = None
@@ -187,6 +216,10 @@ class Sim:
         self.m = dict(stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,
                       clean_evictions=0, prefetches=0, early_evictions=0)
         self.build_next_uses()
+        self.producer = [None] * n   # the kernel that last wrote it (rule 2)
+        self.last_use = [0] * n      # simulated time of its last access or its allocation (dtr)
+        self.recompute_pins = []
+        self.init_sampled()
 
     def build_next_uses(self):
         tr = self.tr
@@ -213,7 +246,7 @@ class Sim:
     def set_state(self, a, st):
         """Keeps `off` (live bytes not resident: on the host or in D2H, rule 10.5) with the state."""
         b = self.tr.allocs[a][2]
-        self.off += (st in (HOST, D2H)) * b - (self.state[a] in (HOST, D2H)) * b
+        self.off += (st in (HOST, D2H, DROPPED)) * b - (self.state[a] in (HOST, D2H, DROPPED)) * b
         self.state[a] = st
 
     def evictable(self, a):
@@ -232,13 +265,20 @@ class Sim:
         """a's state, pins or key changed: a heap entry of what it is now, when evictable (older
         entries of it go stale)."""
         self.gen[a] += 1
-        if self.evictable(a):
+        if self.sampled:
+            if self.evictable(a):
+                self.list_add(a)
+            else:
+                self.list_remove(a)
+        elif self.evictable(a):
             heapq.heappush(self.heap, (self.key(a), a, self.gen[a]))
 
-    def victim(self, aside, window=False):
+    def victim(self, aside, t, window=False):
         """Rule 5's candidate: the policy's first evictable allocation not set aside; a dirty one
         the host buffer cannot take (even after discarding cached host copies) is set aside. With
         `window` (a prefetch, early swap-out) one the prefetch window protects ends the search."""
+        if self.sampled:
+            return self.sampled_victim(aside, window, t)
         stash, found = [], None
         while self.heap:
             _, a, g = self.heap[0]
@@ -252,7 +292,7 @@ class Sim:
                 found = a
                 break
             else:
-                aside.add(a)
+                aside[a] = True
         for e in stash:
             heapq.heappush(self.heap, e)
         return found
@@ -341,7 +381,7 @@ class Sim:
         """Rule 6: will the swap-outs in flight not free enough?"""
         b = self.tr.allocs[a][2]
         if self.caching:
-            return self.pending_out() < reference_caching.round_size(b)
+            return self.pending_out() < self.caching.round(b)
         return self.used - self.pending_out() + b > self.cap
 
     def short_by(self, a):
@@ -350,7 +390,7 @@ class Sim:
         if not self.caching:
             return self.used + b - self.cap
         ca = self.caching
-        needed = reference_caching.round_size(b)
+        needed = self.caching.round(b)
         in_use = sum(ca.block_bytes(i) for i, st in enumerate(self.state) if st in (GPU, H2D, D2H))
         if self.cap - in_use >= needed:   # fragmentation
             return max(0, needed - max(ca.largest_free_block(), self.cap - ca.reserved))
@@ -360,15 +400,26 @@ class Sim:
         """Rule 6's pending: the allocation bytes of the swap-outs in flight."""
         return sum(self.tr.allocs[tf.alloc][2] for tf in self.flight if tf.live and not tf.to_gpu)
 
+    def restore_aside(self, aside):
+        """The sampled policies' victims set aside become evictable again, in the order set aside."""
+        if not self.sampled:
+            return
+        for a in aside:
+            self.refresh(a)
+
     def evict(self, v, t):
         b = self.tr.allocs[v][2]
         self.gen[v] += 1
+        if self.sampled:
+            self.list_remove(v)
         if self.host_valid[v]:
             self.set_state(v, HOST)
             self.uncache(v)
             self.release(v)
             self.m["clean_evictions"] += 1
             self.events.append(("evict_clean", t, t, v, None, b))
+        elif self.sampled and self.drops(v):
+            self.drop(v, t)
         else:
             self.set_state(v, D2H)
             self.host += b
@@ -377,21 +428,24 @@ class Sim:
 
     def make_room(self, a, t):
         """Rule 6: places a; returns the time it is placed, None for an OOM."""
-        aside = set()   # dirty victims the host could not take, until make room returns
+        aside = {}   # dirty victims the host could not take, until make room returns (in order)
         while True:
             self.complete_by(t)
             if self.place(a):
                 self.note_used()
+                self.restore_aside(aside)
                 return t
             if self.needs_victim(a):
-                v = self.victim(aside)
+                v = self.victim(aside, t)
                 if v is not None:
                     self.evict(v, t)
                     continue
             live = [tf.end for tf in self.flight if tf.live]
             if not live:
                 self.oom_at = t
+                self.oom_alloc = a
                 self.oom_short = self.short_by(a)
+                self.restore_aside(aside)
                 return None
             t = max(t, min(live))
 
@@ -421,6 +475,7 @@ class Sim:
             t = r + self.shift
             self.complete_by(t)
             if kind == "alloc":
+                self.last_use[x] = t   # dtr: its allocation's time, before any wait
                 t2 = self.make_room(x, t)
                 if t2 is None:
                     oom = True
@@ -474,16 +529,21 @@ class Sim:
         self.uncache(a)
         self.set_state(a, FREED)
         self.gen[a] += 1
+        if self.sampled:
+            self.list_remove(a)
 
     def kernel_start(self, s, t):
         ops = self.tr.operands[s]
+        self.last_started = s
         for a, _ in ops:
             self.pins[a] += 1
             self.gen[a] += 1
+            if self.sampled:
+                self.list_remove(a)
         for a, _ in ops:
             self.clock += 1
             self.stamp[a] = self.clock
-        ready = now = t   # operands are restored in access order, each from where the last make room ended
+        ready = now = gpu_free = t   # operands are restored in access order, each from where the last make room ended
         for a, _ in ops:
             st = self.state[a]
             b = self.tr.allocs[a][2]
@@ -503,10 +563,25 @@ class Sim:
                 tf = self.start_transfer(a, True, now)
                 self.note_used()
                 ready = max(ready, tf.end)
+            elif st == DROPPED:
+                got = self.recompute(a, now, gpu_free, 1, frozenset())
+                if got is None:   # the allocation whose make room failed: an input or a
+                    self.events.append(("oom", self.oom_at, self.oom_at, self.oom_alloc, self.tr.kernels[s][0],
+                                        self.oom_short))
+                    return False
+                r, now, gpu_free = got
+                ready = max(ready, r)
+        for i in self.recompute_pins:   # the recomputations' inputs stay pinned until here
+            self.pins[i] -= 1
+            self.refresh(i)
+        self.recompute_pins = []
         start = max(ready, now)
         self.complete_by(start)
         self.stall(t, start, self.tr.kernels[s][0])
         for a, mode in ops:
+            self.last_use[a] = start
+            if mode & 2:
+                self.producer[a] = s
             if mode & 2 and self.host_valid[a]:   # write: the host copy is stale
                 self.host_valid[a] = False
                 self.host -= self.tr.allocs[a][2]
@@ -529,14 +604,17 @@ class Sim:
     def prefetch(self, a, t):
         """Rule 9: never waits; evicts the policy's victims but not what the window needs."""
         b = self.tr.allocs[a][2]
-        aside = set()
+        aside = {}
         while not self.place(a):
             if not self.needs_victim(a):
+                self.restore_aside(aside)
                 return   # the room comes only with a wait: skipped
-            v = self.victim(aside, window=True)
+            v = self.victim(aside, t, window=True)
             if v is None:
+                self.restore_aside(aside)
                 return
             self.evict(v, t)
+        self.restore_aside(aside)
         self.set_state(a, H2D)
         self.gen[a] += 1
         self.m["prefetches"] += 1
@@ -576,13 +654,13 @@ class Sim:
         next_start = tr.kernels[s + 1][2] + self.shift
         d2h = True if self.link.copy_engines == 1 else False
         skipped = 0
-        aside = set()
+        aside = {}
         while self.queue_free[d2h] <= next_start:
-            v = self.victim(aside, window=True)
+            v = self.victim(aside, t, window=True)
             if v is None:
-                return
+                break
             demand = None
-            if not self.host_valid[v]:
+            if not self.host_valid[v] and not (self.sampled and self.drops(v)):
                 nu = self.next_use_after(v, s)
                 e = n - 1 if nu == NEVER else nu - 1
                 t_free = tr.allocs[v][4]
@@ -594,11 +672,14 @@ class Sim:
             if demand is None or demand - self.off <= self.cap:
                 skipped += 1
                 if skipped > 4:   # "the round stops after 4 skips"
-                    return
-                aside.add(v)
+                    break
+                aside[v] = True
+                if self.sampled:
+                    self.list_remove(v)
                 continue
             self.evict(v, t)
             self.m["early_evictions"] += 1
+        self.restore_aside(aside)
 
     def kernel_end(self, s):
         for a, _ in self.tr.operands[s]:
@@ -607,6 +688,7 @@ class Sim:
             self.refresh(a)
 
 
-def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal", host_cap=0):
+def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal", host_cap=0,
+             allocator_conf=""):
     tr = Trace(path, device)
-    return Sim(tr, capacity, policy, link, lookahead, allocator, host_cap).run(), tr
+    return Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf).run(), tr
