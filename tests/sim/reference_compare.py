@@ -8,6 +8,8 @@ Every configuration runs with the ideal and the caching allocator.
 --public=DIR: also every public trace of DIR (tests/data/public) the importer reads alone and
 that holds GPU memory, at 90% and 60% under lru and belady, with none and lookahead:8.
 --conf-filter=TEXT: only the settings of CONFS that contain TEXT.
+--periodic: instead, the prefetcher periodic:8 and periodic:2 under lru, belady, dtr and cost_aware
+(90/70/50%, pcie4 and nvlink-c2c with a host buffer, both allocators).
 --policies=A,B: these policies instead (e.g. dtr,cost_aware).
 --confs: instead, the caching allocator under each setting of CONFS (lru and belady, 90/70/50%,
 none and lookahead:8, pcie4) on those traces.
@@ -52,12 +54,14 @@ def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator=
     return out, rows
 
 
-def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal", conf=""):
-    prefetch = f"lookahead:{lookahead}" if lookahead else "none"
+def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal", conf="",
+            periodic=0):
+    prefetch = f"periodic:{periodic}" if periodic else f"lookahead:{lookahead}" if lookahead else "none"
     out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator, conf)
     cap = int(out["metrics"]["capacity_bytes"])
     host_cap = max(0, int(out["metrics"]["host_capacity_bytes"]))
-    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap, conf)
+    res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap, conf,
+                           periodic)
     problems = []
     got = out["metrics"]
     for k in METRICS:
@@ -109,6 +113,7 @@ def main():
     quick = "--quick" in sys.argv
     public = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--public=")), None)
     confs = "--confs" in sys.argv
+    periodic = "--periodic" in sys.argv
     only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--conf-filter=")), "")
     chosen = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--policies=")), None)
     work.mkdir(parents=True, exist_ok=True)
@@ -134,6 +139,22 @@ def main():
              ("pcie5, 1.5 us", ref.Link(h2d_bps=55e9, d2h_bps=55e9, duplex_factor=52 / 55, h2d_latency_s=1.5e-6,
                                        d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
     failures = runs = 0
+    if periodic:   # the learning prefetcher `periodic:K` (K = 8 and 2), every eviction policy
+        every = traces + (public_traces(mhc, work, public) if public else [])
+        for path, policy, cap, (lname, link, largs), k, alloc in itertools.product(
+                every, chosen or ["lru", "belady", "dtr", "cost_aware"], ["90%", "70%", "50%"],
+                [links[0], links[2]], [8, 2], ["ideal", "caching"]):
+            copy = work / "run.db"
+            shutil.copy(path, copy)
+            problems, got = compare(mhc, copy, policy, cap, link, largs, 0, alloc, "", k)
+            runs += 1
+            failures += bool(problems)
+            print(f"{'DIFFER' if problems else 'same  '} {path.name} {alloc} {policy} {cap} {lname} periodic:{k}: "
+                  f"loss {got.get('throughput_loss')}")
+            for p in problems:
+                print(f"    {p}")
+        print(f"{runs} runs, {failures} differ")
+        return 1 if failures else 0
     if confs:   # the caching allocator's settings, on the generated and the public traces
         every = traces + (public_traces(mhc, work, public) if public else [])
         for path, conf, policy, cap, k in itertools.product(every, [c for c in CONFS if only in c], ["lru", "belady"], ["90%", "70%", "50%"],

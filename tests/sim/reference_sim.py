@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import reference_caching
 from reference_dtr import D2H, DROPPED, FREED, GPU, H2D, HOST, NOT_YET, SampledPolicies
+from reference_periodic import PeriodicPrefetch
 
 NEVER = 1 << 62
 
@@ -182,9 +183,9 @@ def intervals_cover(intervals, t):
     return any(t0 <= t < t1 for t0, t1 in intervals)
 
 
-class Sim(SampledPolicies):
+class Sim(SampledPolicies, PeriodicPrefetch):
     def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0, allocator="ideal", host_cap=0,
-                 allocator_conf=""):
+                 allocator_conf="", periodic=0):
         self.tr, self.cap, self.policy, self.link = tr, capacity, policy, link
         self.host_cap = host_cap   # the host buffer ("Limits"); 0: unlimited
         self.cached = []           # resident allocations whose host copy is valid, in the order cached
@@ -220,6 +221,8 @@ class Sim(SampledPolicies):
         self.last_use = [0] * n      # simulated time of its last access or its allocation (dtr)
         self.recompute_pins = []
         self.init_sampled()
+        self.live_now = 0   # live bytes of the run: allocated and not freed
+        self.init_periodic(periodic)
 
     def build_next_uses(self):
         tr = self.tr
@@ -247,6 +250,7 @@ class Sim(SampledPolicies):
         """Keeps `off` (live bytes not resident: on the host or in D2H, rule 10.5) with the state."""
         b = self.tr.allocs[a][2]
         self.off += (st in (HOST, D2H, DROPPED)) * b - (self.state[a] in (HOST, D2H, DROPPED)) * b
+        self.live_now += (self.state[a] == NOT_YET) * b - (st == FREED) * b
         self.state[a] = st
 
     def evictable(self, a):
@@ -488,6 +492,8 @@ class Sim(SampledPolicies):
                 self.stamp[x] = self.clock
                 self.key_next[x] = self.next_use_after(x, -1)
                 self.refresh(x)
+                if self.periodic:
+                    self.periodic_on_alloc(x)
                 self.note_used()
             elif kind == "free":
                 self.free(x)
@@ -578,7 +584,9 @@ class Sim(SampledPolicies):
         start = max(ready, now)
         self.complete_by(start)
         self.stall(t, start, self.tr.kernels[s][0])
-        for a, mode in ops:
+        for k, (a, mode) in enumerate(ops):
+            if self.periodic and self.state[a] != FREED:
+                self.periodic_on_access(s, k, a)
             self.last_use[a] = start
             if mode & 2:
                 self.producer[a] = s
@@ -589,6 +597,8 @@ class Sim(SampledPolicies):
         if self.lookahead:
             self.prefetch_round(s, start)
             self.early_swap_out(s, start)
+        elif self.periodic:
+            self.periodic_round(s, start)
         return True
 
     # -- lookahead:K (rules 9 and 10)
@@ -646,7 +656,20 @@ class Sim(SampledPolicies):
         level = self.live_table[j]
         return max(level[lo], level[hi - (1 << j) + 1])
 
-    def early_swap_out(self, s, t):
+    def live_at(self, s):
+        return self.live_max(s, s)
+
+    def lookahead_demand(self, v, s):
+        """Rule 10.4, `lookahead`: the recorded live bytes while v would be away."""
+        tr = self.tr
+        nu = self.next_use_after(v, s)
+        e = len(tr.kernels) - 1 if nu == NEVER else nu - 1
+        t_free = tr.allocs[v][4]
+        if t_free is not None:   # the last kernel starting before the free
+            e = min(e, bisect.bisect_left(self.starts, t_free) - 1)
+        return self.live_max(s + 1, e) if e > s else None
+
+    def early_swap_out(self, s, t, demand_of=None):
         tr = self.tr
         n = len(tr.kernels)
         if s + 1 >= n:
@@ -661,13 +684,7 @@ class Sim(SampledPolicies):
                 break
             demand = None
             if not self.host_valid[v] and not (self.sampled and self.drops(v)):
-                nu = self.next_use_after(v, s)
-                e = n - 1 if nu == NEVER else nu - 1
-                t_free = tr.allocs[v][4]
-                if t_free is not None:   # the last kernel starting before the free
-                    e = min(e, bisect.bisect_left(self.starts, t_free) - 1)
-                if e > s:
-                    demand = self.live_max(s + 1, e)
+                demand = (demand_of or (lambda x: self.lookahead_demand(x, s)))(v)
             # off: live (allocated, not freed) minus resident (on the GPU or in H2D)
             if demand is None or demand - self.off <= self.cap:
                 skipped += 1
@@ -689,6 +706,6 @@ class Sim(SampledPolicies):
 
 
 def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal", host_cap=0,
-             allocator_conf=""):
+             allocator_conf="", periodic=0):
     tr = Trace(path, device)
-    return Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf).run(), tr
+    return Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf, periodic).run(), tr
