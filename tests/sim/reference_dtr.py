@@ -23,6 +23,7 @@ class SampledPolicies:
         self.elist, self.epos = [], {}
         self.x = SEED
         self.last_started = 0   # seq of the kernel started last (the first before any)
+        self.any_started = False
         self.m.update(recompute_depth_max=0, recompute_inputs_assumed=0, drops=0, recomputations=0, recompute_ns=0)
 
     # -- the evictable list: appended to, removed from by moving the last entry into the place
@@ -61,7 +62,7 @@ class SampledPolicies:
         p = self.producer[a]
         if p is None or tr.categories[a] != ACTIVATION:
             return math.inf
-        nu = self.next_use_after(a, self.last_started)
+        nu = self.next_use_now(a)
         if nu < len(tr.kernels):   # never used again: nothing to wait for
             t_next = tr.kernels[nu][2]
             for o, _ in tr.operands[p]:
@@ -69,6 +70,10 @@ class SampledPolicies:
                     return math.inf
         k = tr.kernels[p]
         return float(k[3] - k[2])
+
+    def next_use_now(self, a):
+        """The first kernel after the one started last that accesses a (its first use before any)."""
+        return self.next_use_after(a, self.last_started if self.any_started else -1)
 
     def drops(self, a):
         r = self.recompute_cost(a)
@@ -85,7 +90,7 @@ class SampledPolicies:
             cost = min(r, self.swap_cost(a, False) + self.swap_cost(a, True))
             return -cost / (b * (now - self.last_use[a] + 1))
         tr = self.tr
-        nu = self.next_use_after(a, self.last_started)
+        nu = self.next_use_now(a)
         ttnu = NEVER_TTNU if nu >= len(tr.kernels) else max(1, tr.kernels[nu][2] - tr.kernels[self.last_started][2])
         reload = max(1.0, min(self.swap_cost(a, True), r))
         d2h = True if self.link.copy_engines == 1 else False

@@ -541,6 +541,7 @@ class Sim(SampledPolicies, PeriodicPrefetch):
     def kernel_start(self, s, t):
         ops = self.tr.operands[s]
         self.last_started = s
+        self.any_started = True
         for a, _ in ops:
             self.pins[a] += 1
             self.gen[a] += 1
