@@ -8,7 +8,7 @@ Every configuration runs with the ideal and the caching allocator.
 --public=DIR: also every public trace of DIR (tests/data/public) the importer reads alone and
 that holds GPU memory, at 90% and 60% under lru and belady, with none and lookahead:8.
 --conf-filter=TEXT: only the settings of CONFS that contain TEXT.
---periodic: instead, the prefetcher periodic:8 and periodic:2 under lru, belady, dtr and cost_aware
+--periodic: instead, the learning prefetchers periodic:8, periodic:2 and capuchin under lru, belady, dtr and cost_aware
 (90/70/50%, pcie4 and nvlink-c2c with a host buffer, both allocators).
 --policies=A,B: these policies instead (e.g. dtr,cost_aware).
 --confs: instead, the caching allocator under each setting of CONFS (lru and belady, 90/70/50%,
@@ -56,12 +56,14 @@ def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator=
 
 def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal", conf="",
             periodic=0):
-    prefetch = f"periodic:{periodic}" if periodic else f"lookahead:{lookahead}" if lookahead else "none"
+    """periodic: K of periodic:K, or -1 for capuchin."""
+    prefetch = ("capuchin" if periodic < 0 else f"periodic:{periodic}" if periodic else
+                f"lookahead:{lookahead}" if lookahead else "none")
     out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator, conf)
     cap = int(out["metrics"]["capacity_bytes"])
     host_cap = max(0, int(out["metrics"]["host_capacity_bytes"]))
     res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap, conf,
-                           periodic)
+                           max(periodic, 0), periodic < 0)
     problems = []
     got = out["metrics"]
     for k in METRICS:
@@ -143,13 +145,14 @@ def main():
         every = traces + (public_traces(mhc, work, public) if public else [])
         for path, policy, cap, (lname, link, largs), k, alloc in itertools.product(
                 every, chosen or ["lru", "belady", "dtr", "cost_aware"], ["90%", "70%", "50%"],
-                [links[0], links[2]], [8, 2], ["ideal", "caching"]):
+                [links[0], links[2]], [8, 2, -1], ["ideal", "caching"]):
             copy = work / "run.db"
             shutil.copy(path, copy)
             problems, got = compare(mhc, copy, policy, cap, link, largs, 0, alloc, "", k)
             runs += 1
             failures += bool(problems)
-            print(f"{'DIFFER' if problems else 'same  '} {path.name} {alloc} {policy} {cap} {lname} periodic:{k}: "
+            print(f"{'DIFFER' if problems else 'same  '} {path.name} {alloc} {policy} {cap} {lname} "
+                  f"{'capuchin' if k < 0 else f'periodic:{k}'}: "
                   f"loss {got.get('throughput_loss')}")
             for p in problems:
                 print(f"    {p}")

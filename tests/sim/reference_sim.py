@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import reference_caching
 from reference_dtr import D2H, DROPPED, FREED, GPU, H2D, HOST, NOT_YET, SampledPolicies
+from reference_capuchin import CapuchinPrefetch
 from reference_periodic import PeriodicPrefetch
 
 NEVER = 1 << 62
@@ -183,9 +184,9 @@ def intervals_cover(intervals, t):
     return any(t0 <= t < t1 for t0, t1 in intervals)
 
 
-class Sim(SampledPolicies, PeriodicPrefetch):
+class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
     def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0, allocator="ideal", host_cap=0,
-                 allocator_conf="", periodic=0):
+                 allocator_conf="", periodic=0, capuchin=False):
         self.tr, self.cap, self.policy, self.link = tr, capacity, policy, link
         self.host_cap = host_cap   # the host buffer ("Limits"); 0: unlimited
         self.cached = []           # resident allocations whose host copy is valid, in the order cached
@@ -223,6 +224,7 @@ class Sim(SampledPolicies, PeriodicPrefetch):
         self.init_sampled()
         self.live_now = 0   # live bytes of the run: allocated and not freed
         self.init_periodic(periodic)
+        self.init_capuchin(capuchin)
 
     def build_next_uses(self):
         tr = self.tr
@@ -551,11 +553,12 @@ class Sim(SampledPolicies, PeriodicPrefetch):
             self.clock += 1
             self.stamp[a] = self.clock
         ready = now = gpu_free = t   # operands are restored in access order, each from where the last make room ended
-        for a, _ in ops:
+        for k, (a, _) in enumerate(ops):
             st = self.state[a]
             b = self.tr.allocs[a][2]
+            need = t   # when this operand is ready
             if st == H2D:
-                ready = max(ready, self.transfer[a].end)
+                need = self.transfer[a].end
             elif st == D2H:
                 self.transfer[a].live = False   # cancelled: its link time is still spent
                 self.transfer[a] = None
@@ -569,15 +572,17 @@ class Sim(SampledPolicies, PeriodicPrefetch):
                 self.set_state(a, H2D)
                 tf = self.start_transfer(a, True, now)
                 self.note_used()
-                ready = max(ready, tf.end)
+                need = tf.end
             elif st == DROPPED:
                 got = self.recompute(a, now, gpu_free, 1, frozenset())
                 if got is None:   # the allocation whose make room failed: an input or a
                     self.events.append(("oom", self.oom_at, self.oom_at, self.oom_alloc, self.tr.kernels[s][0],
                                         self.oom_short))
                     return False
-                r, now, gpu_free = got
-                ready = max(ready, r)
+                need, now, gpu_free = got
+            if self.capuchin and need > t:
+                self.capuchin_wait(s, k, need - t)
+            ready = max(ready, need)
         for i in self.recompute_pins:   # the recomputations' inputs stay pinned until here
             self.pins[i] -= 1
             self.refresh(i)
@@ -600,6 +605,8 @@ class Sim(SampledPolicies, PeriodicPrefetch):
             self.early_swap_out(s, start)
         elif self.periodic:
             self.periodic_round(s, start)
+        elif self.capuchin:
+            self.capuchin_round(s, start)
         return True
 
     # -- lookahead:K (rules 9 and 10)
@@ -707,6 +714,7 @@ class Sim(SampledPolicies, PeriodicPrefetch):
 
 
 def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal", host_cap=0,
-             allocator_conf="", periodic=0):
+             allocator_conf="", periodic=0, capuchin=False):
     tr = Trace(path, device)
-    return Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf, periodic).run(), tr
+    sim = Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf, periodic, capuchin)
+    return sim.run(), tr
