@@ -16,6 +16,7 @@ none and lookahead:8, pcie4) on those traces.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
 """
 import itertools
+import math
 import json
 import shutil
 import sqlite3
@@ -30,7 +31,9 @@ KINDS = {0: "swap_out", 1: "swap_in", 2: "evict_clean", 3: "drop", 4: "recompute
          7: "prefetch"}
 METRICS = ["simulated_peak_bytes", "baseline_makespan_ns", "simulated_makespan_ns", "stall_ns", "stalls",
            "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions", "host_peak_bytes", "prefetches", "early_evictions",
-           "drops", "recomputations", "recompute_ns", "recompute_depth_max", "recompute_inputs_assumed"]
+           "drops", "recomputations", "recompute_ns", "recompute_depth_max", "recompute_inputs_assumed",
+           "forecast_evictions"]
+FLOAT_METRICS = ["forecast_error", "forecast_peak_error", "forecast_horizon_error"]
 
 
 # The caching allocator's settings that --confs runs (docs/simulator.md, "Allocator models")
@@ -55,20 +58,24 @@ def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator=
 
 
 def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal", conf="",
-            periodic=0):
-    """periodic: K of periodic:K, or -1 for capuchin."""
-    prefetch = ("capuchin" if periodic < 0 else f"periodic:{periodic}" if periodic else
-                f"lookahead:{lookahead}" if lookahead else "none")
+            periodic=0, forecast=0):
+    """periodic: K of periodic:K, or -1 for capuchin; forecast: H of forecast:H."""
+    prefetch = (f"forecast:{forecast}" if forecast else "capuchin" if periodic < 0 else
+                f"periodic:{periodic}" if periodic else f"lookahead:{lookahead}" if lookahead else "none")
     out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator, conf)
     cap = int(out["metrics"]["capacity_bytes"])
     host_cap = max(0, int(out["metrics"]["host_capacity_bytes"]))
     res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap, conf,
-                           max(periodic, 0), periodic < 0)
+                           max(periodic, 0), periodic < 0, forecast)
     problems = []
     got = out["metrics"]
     for k in METRICS:
         if k in res.metrics and k in got and int(got[k]) != int(res.metrics[k]):
             problems.append(f"{k}: mhc {int(got[k])}, reference {int(res.metrics[k])}")
+    for k in FLOAT_METRICS:   # the forecast's errors: doubles summed in the same order
+        if (k in res.metrics) != (k in got and got[k] is not None) or (
+                k in res.metrics and not math.isclose(got[k], res.metrics[k], rel_tol=1e-9, abs_tol=1e-12)):
+            problems.append(f"{k}: mhc {got.get(k)}, reference {res.metrics.get(k)}")
     ids = [a[0] for a in tr.allocs]
     mine = []
     for kind, t0, t1, a, kern, b in res.events:
@@ -145,14 +152,15 @@ def main():
         every = traces + (public_traces(mhc, work, public) if public else [])
         for path, policy, cap, (lname, link, largs), k, alloc in itertools.product(
                 every, chosen or ["lru", "belady", "dtr", "cost_aware"], ["90%", "70%", "50%"],
-                [links[0], links[2]], [8, 2, -1], ["ideal", "caching"]):
+                [links[0], links[2]], [8, 2, -1, "f8", "f1"], ["ideal", "caching"]):
             copy = work / "run.db"
             shutil.copy(path, copy)
-            problems, got = compare(mhc, copy, policy, cap, link, largs, 0, alloc, "", k)
+            h = int(k[1:]) if isinstance(k, str) else 0
+            problems, got = compare(mhc, copy, policy, cap, link, largs, 0, alloc, "", 0 if h else k, h)
             runs += 1
             failures += bool(problems)
             print(f"{'DIFFER' if problems else 'same  '} {path.name} {alloc} {policy} {cap} {lname} "
-                  f"{'capuchin' if k < 0 else f'periodic:{k}'}: "
+                  f"{f'forecast:{k[1:]}' if isinstance(k, str) else 'capuchin' if k < 0 else f'periodic:{k}'}: "
                   f"loss {got.get('throughput_loss')}")
             for p in problems:
                 print(f"    {p}")

@@ -93,8 +93,7 @@ class SampledPolicies:
         nu = self.next_use_now(a)
         ttnu = NEVER_TTNU if nu >= len(tr.kernels) else max(1, tr.kernels[nu][2] - tr.kernels[self.last_started][2])
         reload = max(1.0, min(self.swap_cost(a, True), r))
-        d2h = True if self.link.copy_engines == 1 else False
-        backlog = max(0, self.queue_free[d2h] - now)
+        backlog = max(0, self.d2h_end - now)   # the last swap-out's end
         hide = 1.0 if ttnu >= backlog + self.swap_cost(a, False) + reload else 0.1
         return ttnu / reload * hide * (1.25 - self.depth(a) / 2)
 

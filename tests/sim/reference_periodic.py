@@ -73,7 +73,9 @@ class PeriodicPrefetch:
         self.learnt[a] = NEVER if nu == NEVER else s + (nu - q)
 
     # -- after a kernel starts: protect, prefetch, swap out early
-    def periodic_round(self, s, t):
+    def periodic_round(self, s, t, window=None, early=None):
+        """After kernel s starts: the window of `window` kernels (periodic's K), then early
+        swap-out (`early(s, t)`: forecast's own; else rule 10 on periodic's demand)."""
         tr = self.tr
         st = tr.kernel_steps[s]
         self.protected = set()
@@ -81,7 +83,7 @@ class PeriodicPrefetch:
             return
         pos = s - self.first_of(st)
         prev, prev_end = self.first_of(st - 1), self.first_of(st)
-        lo, hi = prev + pos, min(prev + pos + self.periodic, prev_end - 1)
+        lo, hi = prev + pos, min(prev + pos + (window or self.periodic), prev_end - 1)
         window = [self.counterpart(a, st) for q in range(lo + 1, hi + 1) for a, _ in tr.operands[q]]
         self.protected = {a for a, _ in tr.operands[s]} | {c for c in window if c is not None}
         for c in window:
@@ -89,7 +91,10 @@ class PeriodicPrefetch:
                 self.prefetch(c, t)
         if lo >= prev_end:
             return
-        self.early_swap_out(s, t, lambda v: self.periodic_demand(v, s))
+        if early:
+            early(s, t)
+        else:
+            self.early_swap_out(s, t, lambda v: self.periodic_demand(v, s))
 
     def periodic_demand(self, v, s):
         st = self.tr.kernel_steps[s]

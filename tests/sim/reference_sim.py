@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import reference_caching
 from reference_dtr import D2H, DROPPED, FREED, GPU, H2D, HOST, NOT_YET, SampledPolicies
 from reference_capuchin import CapuchinPrefetch
+from reference_forecast import ForecastPrefetch
 from reference_periodic import PeriodicPrefetch
 
 NEVER = 1 << 62
@@ -184,9 +185,9 @@ def intervals_cover(intervals, t):
     return any(t0 <= t < t1 for t0, t1 in intervals)
 
 
-class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
+class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch):
     def __init__(self, tr, capacity, policy="lru", link=Link(), lookahead=0, allocator="ideal", host_cap=0,
-                 allocator_conf="", periodic=0, capuchin=False):
+                 allocator_conf="", periodic=0, capuchin=False, forecast=0):
         self.tr, self.cap, self.policy, self.link = tr, capacity, policy, link
         self.host_cap = host_cap   # the host buffer ("Limits"); 0: unlimited
         self.cached = []           # resident allocations whose host copy is valid, in the order cached
@@ -225,6 +226,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
         self.live_now = 0   # live bytes of the run: allocated and not freed
         self.init_periodic(periodic)
         self.init_capuchin(capuchin)
+        self.d2h_end = 0   # the end of the last swap-out (cost_aware's and forecast's backlog)
+        self.init_forecast(forecast)
 
     def build_next_uses(self):
         tr = self.tr
@@ -337,6 +340,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
         dur = max(1, int(math.ceil(lat * 1e9 + b / bw * 1e9)))   # in doubles, as rule 8 writes it
         end = s + dur
         self.queue_free[q] = end
+        if not to_gpu:
+            self.d2h_end = end
         tf = Transfer(end, a, to_gpu)
         self.flight.append(tf)
         self.transfer[a] = tf
@@ -496,6 +501,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
                 self.refresh(x)
                 if self.periodic:
                     self.periodic_on_alloc(x)
+                if self.forecast:
+                    self.forecast_on_alloc(x)
                 self.note_used()
             elif kind == "free":
                 self.free(x)
@@ -505,6 +512,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
                     break
             else:
                 self.kernel_end(x)
+        if self.forecast:
+            self.forecast_finish()
         m = self.m
         m["baseline_makespan_ns"] = last - first
         # an OOM run ends at its OOM (docs/simulator.md, "Time")
@@ -593,6 +602,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
         for k, (a, mode) in enumerate(ops):
             if self.periodic and self.state[a] != FREED:
                 self.periodic_on_access(s, k, a)
+            if self.forecast and self.state[a] != FREED:
+                self.forecast_on_access(s, k, a)
             self.last_use[a] = start
             if mode & 2:
                 self.producer[a] = s
@@ -607,6 +618,9 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
             self.periodic_round(s, start)
         elif self.capuchin:
             self.capuchin_round(s, start)
+        elif self.forecast:
+            self.observe(s)
+            self.periodic_round(s, start, window=8, early=self.forecast_early)
         return True
 
     # -- lookahead:K (rules 9 and 10)
@@ -714,7 +728,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch):
 
 
 def simulate(path, capacity, policy="lru", link=Link(), device=None, lookahead=0, allocator="ideal", host_cap=0,
-             allocator_conf="", periodic=0, capuchin=False):
+             allocator_conf="", periodic=0, capuchin=False, forecast=0):
     tr = Trace(path, device)
-    sim = Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf, periodic, capuchin)
+    sim = Sim(tr, capacity, policy, link, lookahead, allocator, host_cap, allocator_conf, periodic, capuchin,
+              forecast)
     return sim.run(), tr
