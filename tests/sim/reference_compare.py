@@ -8,7 +8,8 @@ Every configuration runs with the ideal and the caching allocator.
 --public=DIR: also every public trace of DIR (tests/data/public) the importer reads alone and
 that holds GPU memory, at 90% and 60% under lru and belady, with none and lookahead:8.
 --conf-filter=TEXT: only the settings of CONFS that contain TEXT.
---periodic: instead, the learning prefetchers periodic:8, periodic:2, capuchin, forecast:8 and forecast:1 under lru, belady, dtr and cost_aware
+--periodic: instead, the learning prefetchers periodic:8, periodic:2, capuchin, forecast:8 and
+forecast:1 under lru, belady, dtr and cost_aware
 (90/70/50%, pcie4 and nvlink-c2c with a host buffer, both allocators).
 --policies=A,B: these policies instead (e.g. dtr,cost_aware).
 --confs: instead, the caching allocator under each setting of CONFS (lru and belady, 90/70/50%,

@@ -4,7 +4,8 @@
 It simulates one device of a trace file (SQLite, docs/trace-format.md) with the `ideal` allocator
 or the `caching` one with the trace's allocator settings and any given over them (reference_caching.py), the eviction policies `lru`,
 `largest` and `belady`, the sampled `dtr` and `cost_aware` with drops and recursive recomputation
-(reference_dtr.py), the prefetchers `none` and `lookahead:K` (with early swap-out), a host
+(reference_dtr.py), the prefetchers `none` and `lookahead:K` (with early swap-out), `periodic:K`
+(reference_periodic.py), `capuchin` (reference_capuchin.py) and `forecast:H` (reference_forecast.py), a host
 buffer of any size and a cap on swap operations, over a link given by its figures (rule 8), with
 assumed accesses where a device records none, and returns the metrics
 and the events a stored run holds. It shares no code with the simulator: where the two disagree,
