@@ -54,8 +54,10 @@ def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator=
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
     rows = db.execute("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ? "
                       "ORDER BY rowid", (run,)).fetchall()
+    kernels = db.execute("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel",
+                         (run,)).fetchall()
     db.close()
-    return out, rows
+    return out, rows, kernels
 
 
 def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal", conf="",
@@ -63,7 +65,7 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
     """periodic: K of periodic:K, or -1 for capuchin; forecast: H of forecast:H."""
     prefetch = (f"forecast:{forecast}" if forecast else "capuchin" if periodic < 0 else
                 f"periodic:{periodic}" if periodic else f"lookahead:{lookahead}" if lookahead else "none")
-    out, rows = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator, conf)
+    out, rows, kernels = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator, conf)
     cap = int(out["metrics"]["capacity_bytes"])
     host_cap = max(0, int(out["metrics"]["host_capacity_bytes"]))
     res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap, conf,
@@ -77,6 +79,11 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
         if (k in res.metrics) != (k in got and got[k] is not None) or (
                 k in res.metrics and not math.isclose(got[k], res.metrics[k], rel_tol=1e-9, abs_tol=1e-12)):
             problems.append(f"{k}: mhc {got.get(k)}, reference {res.metrics.get(k)}")
+    mine_k = sorted(res.kernel_times)
+    if mine_k != kernels:   # run_kernels: every kernel reached, at its simulated time
+        diff = next((f"mhc {y}, reference {x}" for x, y in zip(mine_k, kernels) if x != y),
+                    f"{len(kernels)} rows, reference {len(mine_k)}")
+        problems.append(f"run_kernels: {diff}")
     ids = [a[0] for a in tr.allocs]
     mine = []
     for kind, t0, t1, a, kern, b in res.events:

@@ -53,6 +53,7 @@ class Result:
     metrics: dict
     events: list = field(default_factory=list)   # (kind, t_start, t_end, allocation id, kernel id, bytes)
     oom: bool = False
+    kernel_times: list = field(default_factory=list)   # (kernel id, t_start, t_end): run_kernels
 
 
 class Trace:
@@ -217,6 +218,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.queue_free = {True: 0, False: 0}
         self.last_op = -(1 << 62)
         self.events = []
+        self.kernel_times = []
         self.m = dict(stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,
                       clean_evictions=0, prefetches=0, early_evictions=0)
         self.build_next_uses()
@@ -522,7 +524,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         m["simulated_peak_bytes"] = self.peak
         m["host_peak_bytes"] = self.host_peak
         m["oom"] = 1 if oom else 0
-        return Result(m, self.events, oom)
+        return Result(m, self.events, oom, self.kernel_times)
 
     def stall(self, t, t2, kernel):
         if t2 > t:
@@ -598,6 +600,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             self.refresh(i)
         self.recompute_pins = []
         start = max(ready, now)
+        k = self.tr.kernels[s]
+        self.kernel_times.append((k[0], start, start + k[3] - k[2]))   # run_kernels: reached, at its time
         self.complete_by(start)
         self.stall(t, start, self.tr.kernels[s][0])
         for k, (a, mode) in enumerate(ops):
