@@ -89,7 +89,7 @@ class Trace:
         # the program's own host memory (device -1): counted in the host bytes, never placed
         self.host_events = Trace.memory_events([a for a in allocs if a[1] == -1]) if device != -1 else []
         # recorded contention (rule 8): any kernel whose name holds "nccl", memcpys by direction
-        self.nccl = sorted((k[2], k[3]) for k in kernels if k[4] and "nccl" in k[4].lower())
+        self.nccl = sorted((k[2], k[3]) for k in kernels if k[4] and ("nccl" in k[4].lower() or "rccl" in k[4].lower()))
         row = db.execute("SELECT value FROM meta WHERE key = 'allocator.conf'").fetchone()
         self.allocator_conf = row[0] if row else ""   # the settings the recording ran with
         self.copies = {0: [], 1: []}
