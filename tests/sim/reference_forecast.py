@@ -199,7 +199,7 @@ class ForecastPrefetch:
         return demand + self.live_now - self.pred[pos]
 
     # -- early eviction with its own victims
-    def draw(self):
+    def f_draw(self):   # not draw(): the sampled policies' generator is another one
         x = self.f_x
         x ^= (x << 13) & MASK
         x ^= x >> 7
@@ -221,7 +221,7 @@ class ForecastPrefetch:
             n = len(self.f_live)
             cand, seen = [], set()
             for _ in range(SAMPLE):
-                at = self.draw() % n
+                at = self.f_draw() % n
                 if at not in seen:
                     seen.add(at)
                     cand.append(self.f_live[at])
