@@ -2,7 +2,7 @@
 """Runs `mhc simulate` and the document's second reading (reference_sim.py) on generated traces
 and compares metrics and every stored event.
 
-Usage: reference_compare.py MHC WORKDIR [--quick] [--public=DIR] [--confs]
+Usage: reference_compare.py MHC WORKDIR [--quick] [--public=DIR] [--confs] [--periodic] [--ranks] [--policies=A,B]
 Every configuration runs with the ideal and the caching allocator.
 --quick: 2 of the 4 generated traces, 2 of the 4 links, lookahead 0 and 8 (192 runs instead of 1,152);
 --public=DIR: also every public trace of DIR (tests/data/public) the importer reads alone and
@@ -11,6 +11,8 @@ that holds GPU memory, at 90% and 60% under lru and belady, with none and lookah
 --periodic: instead, the learning prefetchers periodic:8, periodic:2, capuchin, forecast:8 and
 forecast:1 under lru, belady, dtr and cost_aware
 (90/70/50%, pcie4 and nvlink-c2c with a host buffer, both allocators).
+--ranks: instead, coupled ranks (`simulate --ranks`) of two generated 4-rank jobs (dp x pp, tp x pp) under
+lru, belady and dtr, 90/70/50%, pcie4 and pcie5 with latency, both allocators.
 --policies=A,B: these policies instead (e.g. dtr,cost_aware).
 --confs: instead, the caching allocator under each setting of CONFS (lru and belady, 90/70/50%,
 none and lookahead:8, pcie4) on those traces.
@@ -26,6 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_coupled as coupled  # noqa: E402
 import reference_sim as ref  # noqa: E402
 
 KINDS = {0: "swap_out", 1: "swap_in", 2: "evict_clean", 3: "drop", 4: "recompute", 5: "stall", 6: "oom",
@@ -110,6 +113,69 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
     return problems, got
 
 
+def compare_job(mhc, paths, policy, capacity, link, link_args, allocator):
+    """`mhc simulate --ranks` against reference_coupled: every rank's stored run and the job's figures."""
+    cmd = [mhc, "simulate", "--ranks", *map(str, paths), "--allocator", allocator, "--policy", policy,
+           "--capacity", capacity, "--json"] + list(link_args)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode not in (0, 3):
+        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
+    out = json.loads(p.stdout)
+    caps = [int(r["capacity"]) for r in out["ranks"]]
+    ranks, halted = coupled.simulate([str(x) for x in paths], caps, policy, link, allocator)
+    problems = []
+    for r, rank_out in zip(ranks, out["ranks"]):
+        res = r.sim.result
+        if bool(rank_out["stopped"]) != (halted[r.index] and not res.oom):
+            problems.append(f"rank {r.rank} stopped: mhc {rank_out['stopped']}, reference {halted[r.index]}")
+        db = sqlite3.connect(str(r.path))
+        run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
+        got = dict(db.execute("SELECT key, value FROM run_metrics WHERE run = ?", (run,)))
+        rows = db.execute("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ? "
+                          "ORDER BY rowid", (run,)).fetchall()
+        kernels = db.execute("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel",
+                             (run,)).fetchall()
+        db.close()
+        for k in METRICS + ["coupled_wait_time", "coupled_wait_count"]:
+            if k in res.metrics and k in got and int(got[k]) != int(res.metrics[k]):
+                problems.append(f"rank {r.rank} {k}: mhc {int(got[k])}, reference {int(res.metrics[k])}")
+        problems += [f"rank {r.rank} {x}" for x in same_rows(res, r.sim.tr, rows, kernels)]
+    mine = coupled.job(ranks, halted)
+    for k, v in mine.items():
+        if out["job"][k] != v:
+            problems.append(f"job {k}: mhc {out['job'][k]}, reference {v}")
+    return problems, out["job"]
+
+
+def same_rows(res, tr, rows, kernels):
+    """The stored events and kernel times against the reference's."""
+    problems = []
+    if sorted(res.kernel_times) != kernels:
+        diff = next((f"mhc {y}, reference {x}" for x, y in zip(sorted(res.kernel_times), kernels) if x != y),
+                    f"{len(kernels)} rows, reference {len(res.kernel_times)}")
+        problems.append(f"run_kernels: {diff}")
+    ids = [a[0] for a in tr.allocs]
+    mine = [(kind, t0, t1, ids[a] if a is not None else None, kern, b) for kind, t0, t1, a, kern, b in res.events]
+    theirs = []
+    for kind, t0, t1, a, kern, b in rows:
+        name = KINDS[kind]
+        if name == "oom":
+            theirs.append((name, t0, t1, a, kern or None, b))
+        elif name == "stall":
+            theirs.append((name, t0, t1, None, kern or None, 0))
+        else:
+            theirs.append((name, t0, t1, a, None, b))
+    mine = [(k, t0, t1, a, kern if k in ("oom", "stall") else None, b) for k, t0, t1, a, kern, b in mine]
+    key = lambda e: (e[1], e[0], e[3] or 0, e[4] or 0)   # noqa: E731
+    mine.sort(key=key)
+    theirs.sort(key=key)
+    if mine != theirs:
+        diff = next((f"event {i}: mhc {y}, reference {x}" for i, (x, y) in enumerate(zip(mine, theirs)) if x != y),
+                    f"events: mhc {len(theirs)}, reference {len(mine)}")
+        problems.append(diff)
+    return problems
+
+
 def public_traces(mhc, work, public):
     """The public traces (tests/data/public) the importer reads alone, imported once."""
     out = []
@@ -156,6 +222,32 @@ def main():
              ("pcie5, 1.5 us", ref.Link(h2d_bps=55e9, d2h_bps=55e9, duplex_factor=52 / 55, h2d_latency_s=1.5e-6,
                                        d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
     failures = runs = 0
+    if "--ranks" in sys.argv:   # coupled ranks: generated jobs (data, pipeline and tensor parallel)
+        jobs = [("gpt2-small", ["--layers", "2", "--steps", "2", "--seq", "128", "--dp", "2", "--pp", "2"]),
+                ("mhc-27b", ["--layers", "4", "--steps", "2", "--seq", "64", "--tp", "2", "--pp", "2", "--dp", "1"])]
+        for j, (preset, args) in enumerate(jobs):
+            for old in work.glob(f"job{j}.rank*.db"):
+                old.unlink()
+            subprocess.run([mhc, "generate", "--preset", preset, "--all-ranks", "-o", str(work / f"job{j}.db")] + args,
+                           check=True, capture_output=True)
+            paths = sorted(work.glob(f"job{j}.rank*.db"))
+            for policy, cap, (lname, link, largs), alloc in itertools.product(
+                    chosen or ["lru", "belady", "dtr"], ["90%", "70%", "50%"], [links[0], links[3]],
+                    ["ideal", "caching"]):
+                copies = []
+                for i, path in enumerate(paths):
+                    c = work / f"run{i}.db"
+                    shutil.copy(path, c)
+                    copies.append(c)
+                problems, got = compare_job(mhc, copies, policy, cap, link, largs, alloc)
+                runs += 1
+                failures += bool(problems)
+                print(f"{'DIFFER' if problems else 'same  '} job{j} ({len(paths)} ranks) {alloc} {policy} {cap} {lname}: "
+                      f"job loss {got.get('throughput_loss')}")
+                for p in problems[:6]:
+                    print(f"    {p}")
+        print(f"{runs} runs, {failures} differ")
+        return 1 if failures else 0
     if periodic:   # the learning prefetcher `periodic:K` (K = 8 and 2), every eviction policy
         every = traces + (public_traces(mhc, work, public) if public else [])
         for path, policy, cap, (lname, link, largs), k, alloc in itertools.product(

@@ -219,7 +219,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.last_op = -(1 << 62)
         self.events = []
         self.kernel_times = []
-        self.m = dict(stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,
+        self.m = dict(coupled_wait_time=0, coupled_wait_count=0, stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,
                       clean_evictions=0, prefetches=0, early_evictions=0)
         self.build_next_uses()
         self.producer = [None] * n   # the kernel that last wrote it (rule 2)
@@ -227,6 +227,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.recompute_pins = []
         self.init_sampled()
         self.live_now = 0   # live bytes of the run: allocated and not freed
+        self.arrivals = {}  # coupled ranks: cross-rank event -> the shift at its start
         self.init_periodic(periodic)
         self.init_capuchin(capuchin)
         self.d2h_end = 0   # the end of the last swap-out (cost_aware's and forecast's backlog)
@@ -465,7 +466,20 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
 
     # -- the run
     def run(self):
+        """The whole run (a single rank: no kernel waits for another rank)."""
+        steps = self.steps({})
+        for _ in steps:
+            pass
+        return self.result
+
+    def steps(self, gates):
+        """The run as a generator: at the end of a kernel seq in `gates` (a cross-rank kernel,
+        "Coupled ranks") it yields gates[seq] and takes the delay the other ranks impose (None:
+        a rank it waits for stopped, so this one stops there); self.arrivals[g] = the shift at
+        that kernel's start. The result is left in self.result."""
         tr = self.tr
+        self.t_last = -(1 << 62)   # the latest simulated time reached (a stopped rank's end)
+        self.halted = False
         ev = []   # (recorded t, order, tie, kind, payload)
         for s, k in enumerate(tr.kernels):
             ev.append((k[2], 3, s, 0, "start", s))
@@ -474,13 +488,27 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         for order, (t, i, b, kind) in enumerate(Trace.memory_events(tr.allocs)):
             ev.append((t, 1 if kind == "free" and tr.allocs[i][3] < t else 2, order, 0, kind, i))
         ev.sort(key=lambda e: e[:4])
+        self.result = None
         if not ev:
-            return None
+            return
         first = ev[0][0]
         last = max(e[0] for e in ev)
+        self.first, self.last = first, last   # the device's first and last recorded events
         oom = False
         host_i = 0
         for r, _, _, _, kind, x in ev:
+            if kind == "end" and x in gates:
+                delay = yield gates[x]
+                if delay is None:
+                    self.halted = True
+                    break
+                if delay > self.shift:   # a coupled wait: the kernel ends when the others let it
+                    k = tr.kernels[x]
+                    self.events.append(("stall", k[3] + self.shift, k[3] + delay, None, k[0], 0))
+                    self.m["coupled_wait_time"] += delay - self.shift
+                    self.m["coupled_wait_count"] += 1
+                    self.shift = delay
+                    self.t_last = max(self.t_last, k[3] + self.shift)
             while host_i < len(tr.host_events) and tr.host_events[host_i][0] <= r:
                 _, _, b, hk = tr.host_events[host_i]
                 self.program_host += b if hk == "alloc" else -b
@@ -496,6 +524,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
                     self.events.append(("oom", self.oom_at, self.oom_at, x, None, self.oom_short))
                     break
                 self.stall(t, t2, None)
+                self.t_last = max(self.t_last, t2)
                 self.set_state(x, GPU)
                 self.host_valid[x] = False
                 self.clock += 1
@@ -509,10 +538,13 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
                 self.note_used()
             elif kind == "free":
                 self.free(x)
+                self.t_last = max(self.t_last, t)
             elif kind == "start":
                 if not self.kernel_start(x, t):
                     oom = True
                     break
+                if x in gates:
+                    self.arrivals[gates[x]] = self.shift
             else:
                 self.kernel_end(x)
         if self.forecast:
@@ -520,11 +552,12 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         m = self.m
         m["baseline_makespan_ns"] = last - first
         # an OOM run ends at its OOM (docs/simulator.md, "Time")
-        m["simulated_makespan_ns"] = (self.oom_at if oom else last + self.shift) - first
+        m["simulated_makespan_ns"] = (self.oom_at if oom else max(self.t_last, first) if self.halted
+                                      else last + self.shift) - first
         m["simulated_peak_bytes"] = self.peak
         m["host_peak_bytes"] = self.host_peak
         m["oom"] = 1 if oom else 0
-        return Result(m, self.events, oom, self.kernel_times)
+        self.result = Result(m, self.events, oom, self.kernel_times)
 
     def stall(self, t, t2, kernel):
         if t2 > t:
@@ -602,6 +635,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         start = max(ready, now)
         k = self.tr.kernels[s]
         self.kernel_times.append((k[0], start, start + k[3] - k[2]))   # run_kernels: reached, at its time
+        self.t_last = max(self.t_last, start + k[3] - k[2])
         self.complete_by(start)
         self.stall(t, start, self.tr.kernels[s][0])
         for k, (a, mode) in enumerate(ops):
