@@ -42,8 +42,8 @@ class ForecastPrefetch:
         self.track_pos = [0] * n    # position of that kernel in its step
         self.first_pos = {}         # rank -> position of the first use in its step
         self.off_use = {}           # access offset -> (position, distance to the next use)
-        self.depth = [0] * n
-        self.depth_step = [-1] * n
+        self.f_depth = [0] * n   # not depth: cost_aware has a depth()
+        self.f_depth_step = [-1] * n
         self.cur_step = -1
         self.pred = []              # this step's forecast per position
         self.pred_peak = None
@@ -134,10 +134,11 @@ class ForecastPrefetch:
             self.step_max = 0
             self.depth_prev = max(self.depth_cur, 1)
             self.depth_cur = 0
-        d = 1 + max((self.depth[a] for a, mode in tr.operands[s] if mode & 1 and self.depth_step[a] == st), default=0)
+        d = 1 + max((self.f_depth[a] for a, mode in tr.operands[s] if mode & 1 and self.f_depth_step[a] == st),
+                    default=0)
         for a, mode in tr.operands[s]:
             if mode & 2:
-                self.depth[a], self.depth_step[a] = d, st
+                self.f_depth[a], self.f_depth_step[a] = d, st
         self.depth_cur = max(self.depth_cur, d)
         actual = self.live_at(s)
         self.step_max = max(self.step_max, actual)
@@ -265,8 +266,8 @@ class ForecastPrefetch:
         reload = max(self.swap_cost(a, True), 1.0)
         backlog = float(max(0, self.d2h_end - t))
         hides = backlog + self.swap_cost(a, False) + reload <= ttnu * self.compute_load(s)
-        ref = max(self.depth_cur, self.depth_prev) if self.depth_step[a] == self.cur_step else self.depth_prev
-        frac = 0.0 if self.depth_step[a] < 0 else min(1.0, self.depth[a] / max(ref, 1))
+        ref = max(self.depth_cur, self.depth_prev) if self.f_depth_step[a] == self.cur_step else self.depth_prev
+        frac = 0.0 if self.f_depth_step[a] < 0 else min(1.0, self.f_depth[a] / max(ref, 1))
         return ttnu / reload * (1.0 if hides else 0.1) * (1.25 - 0.5 * frac)
 
     def early_open(self, s):

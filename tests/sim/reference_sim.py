@@ -2,7 +2,8 @@
 """A second reading of docs/simulator.md, written from the document alone.
 
 It simulates one device of a trace file (SQLite, docs/trace-format.md) with the `ideal` allocator
-or the `caching` one with the trace's allocator settings and any given over them (reference_caching.py), the eviction policies `lru`,
+or the `caching` one with the trace's allocator settings and any given over them
+(reference_caching.py), the eviction policies `lru`,
 `largest` and `belady`, the sampled `dtr` and `cost_aware` with drops and recursive recomputation
 (reference_dtr.py), the prefetchers `none` and `lookahead:K` (with early swap-out), `periodic:K`
 (reference_periodic.py), `capuchin` (reference_capuchin.py) and `forecast:H` (reference_forecast.py), a host
@@ -219,7 +220,8 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         self.last_op = -(1 << 62)
         self.events = []
         self.kernel_times = []
-        self.m = dict(coupled_wait_time=0, coupled_wait_count=0, stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,
+        self.m = dict(coupled_wait_time=0, coupled_wait_count=0, stalls=0, stall_ns=0, swap_ins=0, swap_in_bytes=0,
+                      swap_outs=0, swap_out_bytes=0,
                       clean_evictions=0, prefetches=0, early_evictions=0)
         self.build_next_uses()
         self.producer = [None] * n   # the kernel that last wrote it (rule 2)
