@@ -82,34 +82,7 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
         if (k in res.metrics) != (k in got and got[k] is not None) or (
                 k in res.metrics and not math.isclose(got[k], res.metrics[k], rel_tol=1e-9, abs_tol=1e-12)):
             problems.append(f"{k}: mhc {got.get(k)}, reference {res.metrics.get(k)}")
-    mine_k = sorted(res.kernel_times)
-    if mine_k != kernels:   # run_kernels: every kernel reached, at its simulated time
-        diff = next((f"mhc {y}, reference {x}" for x, y in zip(mine_k, kernels) if x != y),
-                    f"{len(kernels)} rows, reference {len(mine_k)}")
-        problems.append(f"run_kernels: {diff}")
-    ids = [a[0] for a in tr.allocs]
-    mine = []
-    for kind, t0, t1, a, kern, b in res.events:
-        mine.append((kind, t0, t1, ids[a] if a is not None else None, kern, b))
-    theirs = []
-    for kind, t0, t1, a, kern, b in rows:
-        name = KINDS[kind]
-        if name == "oom":
-            theirs.append((name, t0, t1, a, kern or None, b))
-        elif name == "stall":
-            theirs.append((name, t0, t1, None, kern or None, 0))
-        else:
-            theirs.append((name, t0, t1, a, None, b))
-    key = lambda e: (e[1], e[0], e[3] or 0, e[4] or 0)   # noqa: E731
-    mine.sort(key=key)
-    theirs.sort(key=key)
-    if mine != theirs:
-        for i, (x, y) in enumerate(zip(mine, theirs)):
-            if x != y:
-                problems.append(f"event {i}: mhc {y}, reference {x}")
-                break
-        else:
-            problems.append(f"events: mhc {len(theirs)}, reference {len(mine)}")
+    problems += same_rows(res, tr, rows, kernels)
     return problems, got
 
 
@@ -191,15 +164,32 @@ def public_traces(mhc, work, public):
     return out
 
 
-def main():
-    mhc, work = sys.argv[1], Path(sys.argv[2])
-    quick = "--quick" in sys.argv
-    public = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--public=")), None)
-    confs = "--confs" in sys.argv
-    periodic = "--periodic" in sys.argv
-    only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--conf-filter=")), "")
-    chosen = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--policies=")), None)
-    work.mkdir(parents=True, exist_ok=True)
+class Tally:
+    """Counts the runs and prints each: `same` or `DIFFER` with what differs."""
+
+    def __init__(self):
+        self.runs = self.failures = 0
+
+    def report(self, tag, problems):
+        self.runs += 1
+        self.failures += bool(problems)
+        print(f"{'DIFFER' if problems else 'same  '} {tag}")
+        for p in problems[:8]:
+            print(f"    {p}")
+
+    def end(self):
+        print(f"{self.runs} runs, {self.failures} differ")
+        return 1 if self.failures else 0
+
+
+def fresh_copy(work, path, name="run.db"):
+    """A copy of a trace for one run (each run stores into its trace)."""
+    copy = work / name
+    shutil.copy(path, copy)
+    return copy
+
+
+def generated_traces(mhc, work, quick):
     traces = []
     specs = [("gpt2-small", ["--layers", "2", "--steps", "2", "--seq", "256"]),
              ("llama2-7b", ["--layers", "1", "--steps", "2", "--seq", "256"]),
@@ -214,103 +204,97 @@ def main():
         subprocess.run([mhc, "generate", "--preset", preset, "-o", str(path)] + args, check=True,
                        capture_output=True)
         traces.append(path)
-    links = [("pcie4", ref.Link(), []),
-             ("pcie3, 1 copy engine, host buffer 1", ref.Link(h2d_bps=12e9, d2h_bps=12e9, copy_engines=1),
-              ["--link", "pcie3", "--copy-engines", "1", "--cpu-buffer-ratio", "1"]),
-             ("nvlink-c2c, 2000 ops/s, host buffer 0.5", ref.Link(h2d_bps=320e9, d2h_bps=320e9, max_ops_per_sec=2000),
-              ["--link", "nvlink-c2c", "--max-swap-ops-per-sec", "2000", "--cpu-buffer-ratio", "0.5"]),
-             ("pcie5, 1.5 us", ref.Link(h2d_bps=55e9, d2h_bps=55e9, duplex_factor=52 / 55, h2d_latency_s=1.5e-6,
-                                       d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
-    failures = runs = 0
-    if "--ranks" in sys.argv:   # coupled ranks: generated jobs (data, pipeline and tensor parallel)
-        jobs = [("gpt2-small", ["--layers", "2", "--steps", "2", "--seq", "128", "--dp", "2", "--pp", "2"]),
-                ("mhc-27b", ["--layers", "4", "--steps", "2", "--seq", "64", "--tp", "2", "--pp", "2", "--dp", "1"])]
-        for j, (preset, args) in enumerate(jobs):
-            for old in work.glob(f"job{j}.rank*.db"):
-                old.unlink()
-            subprocess.run([mhc, "generate", "--preset", preset, "--all-ranks", "-o", str(work / f"job{j}.db")] + args,
-                           check=True, capture_output=True)
-            paths = sorted(work.glob(f"job{j}.rank*.db"))
-            for policy, cap, (lname, link, largs), alloc in itertools.product(
-                    chosen or ["lru", "belady", "dtr"], ["90%", "70%", "50%"], [links[0], links[3]],
-                    ["ideal", "caching"]):
-                copies = []
-                for i, path in enumerate(paths):
-                    c = work / f"run{i}.db"
-                    shutil.copy(path, c)
-                    copies.append(c)
-                problems, got = compare_job(mhc, copies, policy, cap, link, largs, alloc)
-                runs += 1
-                failures += bool(problems)
-                print(f"{'DIFFER' if problems else 'same  '} job{j} ({len(paths)} ranks) {alloc} {policy} {cap} {lname}: "
-                      f"job loss {got.get('throughput_loss')}")
-                for p in problems[:6]:
-                    print(f"    {p}")
-        print(f"{runs} runs, {failures} differ")
-        return 1 if failures else 0
-    if periodic:   # the learning prefetcher `periodic:K` (K = 8 and 2), every eviction policy
-        every = traces + (public_traces(mhc, work, public) if public else [])
-        for path, policy, cap, (lname, link, largs), k, alloc in itertools.product(
-                every, chosen or ["lru", "belady", "dtr", "cost_aware"], ["90%", "70%", "50%"],
-                [links[0], links[2]], [8, 2, -1, "f8", "f1"], ["ideal", "caching"]):
-            copy = work / "run.db"
-            shutil.copy(path, copy)
-            h = int(k[1:]) if isinstance(k, str) else 0
-            problems, got = compare(mhc, copy, policy, cap, link, largs, 0, alloc, "", 0 if h else k, h)
-            runs += 1
-            failures += bool(problems)
-            print(f"{'DIFFER' if problems else 'same  '} {path.name} {alloc} {policy} {cap} {lname} "
-                  f"{f'forecast:{k[1:]}' if isinstance(k, str) else 'capuchin' if k < 0 else f'periodic:{k}'}: "
-                  f"loss {got.get('throughput_loss')}")
-            for p in problems:
-                print(f"    {p}")
-        print(f"{runs} runs, {failures} differ")
-        return 1 if failures else 0
-    if confs:   # the caching allocator's settings, on the generated and the public traces
-        every = traces + (public_traces(mhc, work, public) if public else [])
-        for path, conf, policy, cap, k in itertools.product(every, [c for c in CONFS if only in c], ["lru", "belady"], ["90%", "70%", "50%"],
-                                                            [0, 8]):
-            copy = work / "run.db"
-            shutil.copy(path, copy)
-            problems, got = compare(mhc, copy, policy, cap, ref.Link(), [], k, "caching", conf)
-            runs += 1
-            failures += bool(problems)
-            print(f"{'DIFFER' if problems else 'same  '} {path.name} caching {conf} {policy} {cap} lookahead:{k}: "
-                  f"loss {got.get('throughput_loss')}")
-            for p in problems:
-                print(f"    {p}")
-        print(f"{runs} runs, {failures} differ")
-        return 1 if failures else 0
-    if public:   # real traces: their own event ties, assumed accesses, the program's host memory
-        for path, policy, cap, k, alloc in itertools.product(public_traces(mhc, work, public), chosen or ["lru", "belady"],
-                                                              ["90%", "60%"], [0, 8], ["ideal", "caching"]):
-            copy = work / "run.db"
-            shutil.copy(path, copy)
-            problems, got = compare(mhc, copy, policy, cap, ref.Link(), [], k, alloc)
-            runs += 1
-            tag = f"{path.name} {alloc} {policy} {cap} lookahead:{k}: loss {got.get('throughput_loss')}"
-            failures += bool(problems)
-            print(f"{'DIFFER' if problems else 'same  '} {tag}")
-            for p in problems:
-                print(f"    {p}")
+    return traces
+
+
+LINKS = [("pcie4", ref.Link(), []),
+         ("pcie3, 1 copy engine, host buffer 1", ref.Link(h2d_bps=12e9, d2h_bps=12e9, copy_engines=1),
+          ["--link", "pcie3", "--copy-engines", "1", "--cpu-buffer-ratio", "1"]),
+         ("nvlink-c2c, 2000 ops/s, host buffer 0.5", ref.Link(h2d_bps=320e9, d2h_bps=320e9, max_ops_per_sec=2000),
+          ["--link", "nvlink-c2c", "--max-swap-ops-per-sec", "2000", "--cpu-buffer-ratio", "0.5"]),
+         ("pcie5, 1.5 us", ref.Link(h2d_bps=55e9, d2h_bps=55e9, duplex_factor=52 / 55, h2d_latency_s=1.5e-6,
+                                   d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
+
+
+def run_ranks(mhc, work, chosen, tally):
+    """Coupled ranks: generated jobs (data, pipeline and tensor parallel)."""
+    jobs = [("gpt2-small", ["--layers", "2", "--steps", "2", "--seq", "128", "--dp", "2", "--pp", "2"]),
+            ("mhc-27b", ["--layers", "4", "--steps", "2", "--seq", "64", "--tp", "2", "--pp", "2", "--dp", "1"])]
+    for j, (preset, args) in enumerate(jobs):
+        for old in work.glob(f"job{j}.rank*.db"):
+            old.unlink()
+        subprocess.run([mhc, "generate", "--preset", preset, "--all-ranks", "-o", str(work / f"job{j}.db")] + args,
+                       check=True, capture_output=True)
+        paths = sorted(work.glob(f"job{j}.rank*.db"))
+        for policy, cap, (lname, link, largs), alloc in itertools.product(
+                chosen or ["lru", "belady", "dtr"], ["90%", "70%", "50%"], [LINKS[0], LINKS[3]], ["ideal", "caching"]):
+            copies = [fresh_copy(work, path, f"run{i}.db") for i, path in enumerate(paths)]
+            problems, got = compare_job(mhc, copies, policy, cap, link, largs, alloc)
+            tally.report(f"job{j} ({len(paths)} ranks) {alloc} {policy} {cap} {lname}: "
+                         f"job loss {got.get('throughput_loss')}", problems)
+
+
+def run_learning(mhc, work, traces, chosen, tally):
+    """The learning prefetchers: periodic:8 and :2, capuchin, forecast:8 and :1."""
+    prefetchers = [("periodic:8", 8, 0), ("periodic:2", 2, 0), ("capuchin", -1, 0), ("forecast:8", 0, 8),
+                   ("forecast:1", 0, 1)]
+    for path, policy, cap, (lname, link, largs), (pname, k, h), alloc in itertools.product(
+            traces, chosen or ["lru", "belady", "dtr", "cost_aware"], ["90%", "70%", "50%"], [LINKS[0], LINKS[2]],
+            prefetchers, ["ideal", "caching"]):
+        problems, got = compare(mhc, fresh_copy(work, path), policy, cap, link, largs, 0, alloc, "", k, h)
+        tally.report(f"{path.name} {alloc} {policy} {cap} {lname} {pname}: loss {got.get('throughput_loss')}",
+                     problems)
+
+
+def run_confs(mhc, work, traces, only, tally):
+    """The caching allocator's settings."""
+    for path, conf, policy, cap, k in itertools.product(traces, [c for c in CONFS if only in c], ["lru", "belady"],
+                                                        ["90%", "70%", "50%"], [0, 8]):
+        problems, got = compare(mhc, fresh_copy(work, path), policy, cap, ref.Link(), [], k, "caching", conf)
+        tally.report(f"{path.name} caching {conf} {policy} {cap} lookahead:{k}: loss {got.get('throughput_loss')}",
+                     problems)
+
+
+def run_public(mhc, work, public, chosen, tally):
+    """Real traces: their own event ties, assumed accesses, the program's host memory."""
+    for path, policy, cap, k, alloc in itertools.product(public_traces(mhc, work, public), chosen or ["lru", "belady"],
+                                                         ["90%", "60%"], [0, 8], ["ideal", "caching"]):
+        problems, got = compare(mhc, fresh_copy(work, path), policy, cap, ref.Link(), [], k, alloc)
+        tally.report(f"{path.name} {alloc} {policy} {cap} lookahead:{k}: loss {got.get('throughput_loss')}", problems)
+
+
+def run_generated(mhc, work, traces, chosen, quick, tally):
     for path in traces:
         for policy, cap, (lname, link, largs), k, alloc in itertools.product(
                 chosen or ["lru", "largest", "belady"], ["90%", "70%", "50%", "30%"],
-                [links[0], links[2]] if quick else links, [0, 8] if quick else [0, 8, 2], ["ideal", "caching"]):
-            copy = work / "run.db"
-            shutil.copy(path, copy)
-            problems, got = compare(mhc, copy, policy, cap, link, largs, k, alloc)
-            runs += 1
-            tag = f"{path.name} {alloc} {policy} {cap} {lname} lookahead:{k}: loss {got.get('throughput_loss')}"
-            if problems:
-                failures += 1
-                print(f"DIFFER {tag}")
-                for p in problems:
-                    print(f"    {p}")
-            else:
-                print(f"same   {tag}")
-    print(f"{runs} runs, {failures} differ")
-    return 1 if failures else 0
+                [LINKS[0], LINKS[2]] if quick else LINKS, [0, 8] if quick else [0, 8, 2], ["ideal", "caching"]):
+            problems, got = compare(mhc, fresh_copy(work, path), policy, cap, link, largs, k, alloc)
+            tally.report(f"{path.name} {alloc} {policy} {cap} {lname} lookahead:{k}: "
+                         f"loss {got.get('throughput_loss')}", problems)
+
+
+def main():
+    mhc, work = sys.argv[1], Path(sys.argv[2])
+    option = lambda name: next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), None)  # noqa
+    quick = "--quick" in sys.argv
+    public = option("public")
+    chosen = option("policies").split(",") if option("policies") else None
+    work.mkdir(parents=True, exist_ok=True)
+    tally = Tally()
+    if "--ranks" in sys.argv:
+        run_ranks(mhc, work, chosen, tally)
+        return tally.end()
+    traces = generated_traces(mhc, work, quick)
+    every = traces + (public_traces(mhc, work, public) if public else [])
+    if "--periodic" in sys.argv:
+        run_learning(mhc, work, every, chosen, tally)
+    elif "--confs" in sys.argv:
+        run_confs(mhc, work, every, option("conf-filter") or "", tally)
+    else:
+        if public:
+            run_public(mhc, work, public, chosen, tally)
+        run_generated(mhc, work, traces, chosen, quick, tally)
+    return tally.end()
 
 
 if __name__ == "__main__":
