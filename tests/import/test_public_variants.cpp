@@ -480,3 +480,23 @@ TEST_CASE("nsys: an export without GPU tables says whether CUDA was traced, from
         CHECK(error.find("CUDA was not traced (META_DATA_CAPTURE COLLECT_CUDA_TRACE=false") != std::string::npos);
     }
 }
+
+TEST_CASE("kineto: a trace with no [memory] event says whether memory profiling was on, from its own flag",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // vLLM's piecewise-graph replay: top-level "profile_memory": 1 before traceEvents, no [memory]
+    // event (json, SOURCES.md). Nothing was allocated while it recorded: memory profiling was on.
+    TraceData vllm = import_public(dir, "kineto/tracelens-mi300x-vllm-prefilldecode-piecewise.json.gz", result);
+    CHECK(vllm.allocations.size() == 0);
+    CHECK(vllm.meta.at("kineto.profile_memory") == "on");
+    CHECK(vllm.meta.at("allocations").rfind("none: memory profiling was on (the trace's profile_memory: 1)", 0) == 0);
+    // The flag after traceEvents (the Falconsai trace as written back) is read too.
+    TraceData falcon = import_public(dir, "kineto/tracelens-h100-falconsai-nsfw-image-detection.json.gz", result);
+    CHECK(falcon.meta.at("kineto.profile_memory") == "on");
+    CHECK(falcon.meta.count("allocations") == 0);
+    // No flag (B200 eager trace, PyTorch writes it only when on): the hint stays a question.
+    TraceData b200 = import_public(dir, "kineto/tracelens-b200-eager.json.gz", result);
+    CHECK(b200.meta.count("kineto.profile_memory") == 0);
+    CHECK(b200.meta.at("allocations").find("profile_memory=True?") != std::string::npos);
+}
