@@ -490,8 +490,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     // profile_memory: 1 or 0 (a number, "1" or a boolean); any other value leaves it unsaid.
     void root_flag(std::string_view value) {
-        int64_t v = 0;
-        if (parse_int(value.data(), value.size(), v) && (v == 0 || v == 1)) d.profile_memory = static_cast<int>(v);
+        int64_t flag = 0;
+        if (parse_int(value.data(), value.size(), flag) && (flag == 0 || flag == 1))
+            d.profile_memory = static_cast<int>(flag);
     }
 };
 

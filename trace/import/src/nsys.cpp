@@ -178,8 +178,8 @@ private:
         const std::set<std::string> cols = db_.columns("META_DATA_CAPTURE");
         if (!cols.count("name") || !cols.count("value")) return;
         sql::Stmt rows(db_.db, in_, "SELECT name, value FROM META_DATA_CAPTURE");
-        auto merge = [](std::string& into, const std::string& v) {   // any process with it on: on
-            if (v == "true" || v == "false") into = into == "true" ? into : v;
+        auto merge = [](std::string& into, const std::string& value) {   // any process with it on: on
+            if (value == "true" || value == "false") into = into == "true" ? into : value;
         };
         while (rows.step()) {
             if (rows.is_null(0) || rows.is_null(1)) continue;
@@ -195,9 +195,9 @@ private:
         if (cuda_traced_ == "false")
             return "CUDA was not traced (META_DATA_CAPTURE COLLECT_CUDA_TRACE=false: record with nsys profile "
                    "--trace=cuda)";
-        for (const char* t : {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA_CALLCHAINS"})
-            if (has(t))
-                return std::string("CUDA was traced (") + t +
+        for (const char* table : {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA_CALLCHAINS"})
+            if (has(table))
+                return std::string("CUDA was traced (") + table +
                        " holds its API calls) but no kernel, copy, memset or memory event was recorded";
         if (cuda_traced_ == "true")
             return "CUDA tracing was on (META_DATA_CAPTURE COLLECT_CUDA_TRACE=true) but nsys recorded no CUDA call "
