@@ -454,6 +454,17 @@ TEST_CASE("nsys: an export without GPU tables says whether CUDA was traced, from
     const std::string no_gpu_tables =
         "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY;"
         "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;";
+    SECTION("memory usage recorded, nothing allocated: the advice to record it is not given") {
+        const std::string in = dir.file("memory-on.sqlite");
+        public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
+                       "UPDATE META_DATA_CAPTURE SET value = 'true' WHERE name LIKE '%COLLECT_GPU_MEMORY_USAGE';");
+        imp::Options opt;
+        opt.warn = false;
+        imp::import_file(in, dir.file("memory-on.db"), opt);
+        const TraceData on = mhc::trace::load_trace(dir.file("memory-on.db"));
+        CHECK(on.meta.at("allocations").rfind("none (GPU memory usage was recorded", 0) == 0);
+        CHECK(on.meta.at("allocations").find("--cuda-memory-usage") == std::string::npos);
+    }
     SECTION("CUDA traced, no GPU work recorded (as an RTX 5060 Ti run of nsys 2025.1 whose kernels never ran)") {
         const std::string in = dir.file("runtime-only.sqlite");
         public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in, no_gpu_tables);

@@ -427,6 +427,9 @@ private:
                 memory_usage_traced_ == "false"
                     ? "none (recorded without GPU memory usage, META_DATA_CAPTURE COLLECT_GPU_MEMORY_USAGE=false: "
                       "record with nsys profile --cuda-memory-usage=true)"
+                : memory_usage_traced_ == "true"
+                    ? "none (GPU memory usage was recorded, META_DATA_CAPTURE COLLECT_GPU_MEMORY_USAGE=true, and nothing "
+                      "was allocated or freed while it was; what was in use is not in the file)"
                     : "none (no CUDA_GPU_MEMORY_USAGE_EVENTS: record with nsys profile --cuda-memory-usage=true)";
     }
 
