@@ -26,8 +26,9 @@ trace (chakra/*.json.gz):
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
     meta rank/world_size equal to distributedInfo, and a ROCm trace's kernel device numbers renumbered
     or said to be the runtime's agent numbers (check_rocm_devices); execution traces: also their ops
-    per step and one step marker per ProfilerStep#N with ops (check_et_steps); nsys: also its duration (the first start to the
-    last end of the kernels, copies, memsets and memory events), and its kernel time is after the
+    per step and one step marker per ProfilerStep#N with ops (check_et_steps); Kineto and nsys: also its duration (the
+    first start to the last end of the kernels, copies, memsets and memory events; Kineto: from the recording's first
+    event when bytes were live before the first [memory] event), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
     at that end; how many did: meta nsys.kernel_starts_clamped), and its markers are the NVTX rows
     that are marks or ranges (not domain, category or thread names).
@@ -132,7 +133,38 @@ def kineto_timeline(path):
             time_ns += max(0, end - begin)
             prev_end = max(begin, end)
     return {"events": len(events), "kernels": len(kernels), "copies": len(copies), "steps": len(steps),
-            "kernel_time_ns": time_ns, "kernel_starts_clamped": clamped, "kernel_time_clamped_ns": lost}
+            "kernel_time_ns": time_ns, "kernel_starts_clamped": clamped, "kernel_time_clamped_ns": lost,
+            "duration_ns": kineto_duration(path, kernels + copies)}
+
+
+def kineto_duration(path, gpu):
+    """docs/import.md: the first start to the last end of the kernels, copies and [memory] events;
+    when bytes were live before a device's first [memory] event, those blocks are alive from the
+    recording's start: its first CPU op, annotation, kernel, copy or [memory] event."""
+    events = kineto_events(path)
+    mem = [e for e in events if isinstance(e, dict) and e.get("name") == "[memory]" and "ts" in e
+           and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Bytes" in e["args"]]
+    spans = [(decimal_of(e["ts"]), decimal_of(e["ts"]) + max(0, decimal_of(e.get("dur", 0)))) for e in gpu]
+    spans += [(decimal_of(e["ts"]), decimal_of(e["ts"])) for e in mem]
+    if not spans:
+        return 0
+    begin, end = min(s for s, _ in spans), max(e for _, e in spans)
+    by_dev, before = {}, False
+    for e in sorted(mem, key=lambda e: decimal_of(e["ts"])):
+        by_dev.setdefault((e["args"].get("Device Type"), e["args"].get("Device Id")), []).append(e["args"])
+    for ev in by_dev.values():
+        if "Total Allocated" in ev[0]:
+            before |= ev[0]["Total Allocated"] - ev[0]["Bytes"] > 0
+        run = low = 0
+        for a in ev:
+            run += a["Bytes"]
+            low = min(low, run)
+        before |= low < 0
+    if before:
+        ops = [decimal_of(e["ts"]) for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e
+               and e.get("cat") in ("cpu_op", "user_annotation", "Operator", "gpu_user_annotation")]
+        begin = min([begin] + ops)
+    return int((end - begin) * 1000)
 
 
 def cpu_lanes(events):

@@ -1,8 +1,8 @@
 // Real public traces of shapes the other importer tests do not cover: Kineto traces of other
 // back-ends and profiler modes (MTIA, the CUPTI range profiler, a CPU-only gloo rank, PyTorch
 // 1.x category names, PyTorch 1.8's JSON array document, a rank pair of one job, ROCm ranks whose
-// kernels carry the runtime's agent number), Nsight Systems 2024.5 and 2025.1 exports and execution
-// traces of several schemas. The
+// kernels carry the runtime's agent number), Nsight Systems 2024.5 and 2025.1 exports (and variants
+// without GPU tables), execution traces of several schemas and a snapshot's end state alone. The
 // figures were read from the files with Python's json/gzip/sqlite3 (tests/data/public/SOURCES.md);
 // tests/import/public_traces.py checks the same files against their own accounting.
 #include <algorithm>
@@ -11,7 +11,9 @@
 #include <tuple>
 
 #include <catch2/catch.hpp>
+#include <sqlite3.h>
 
+#include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
 #include "util.hpp"
 
@@ -33,6 +35,28 @@ TraceData import_public(const test::TempDir& dir, const std::string& name, imp::
 bool warned(const imp::Result& result, const std::string& text) {
     return std::any_of(result.warnings.begin(), result.warnings.end(),
                        [&](const std::string& warning) { return warning.find(text) != std::string::npos; });
+}
+
+// A copy of a public file at `path` changed by the SQL `change` (a variant a test needs).
+void public_variant(const std::string& name, const std::string& path, const std::string& change) {
+    test::write_file(path, test::read_file(test::pub(name)));
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    char* msg = nullptr;
+    const int rc = sqlite3_exec(db, change.c_str(), nullptr, nullptr, &msg);
+    INFO((msg ? msg : ""));
+    sqlite3_free(msg);
+    sqlite3_close(db);
+    REQUIRE(rc == SQLITE_OK);
+}
+
+std::string import_error(const test::TempDir& dir, const std::string& in) {
+    imp::Options opt;
+    opt.warn = false;
+    try {
+        imp::import_file(in, dir.file("refused.db"), opt);
+    } catch (const mhc::Error& e) { return e.what(); }
+    return "";
 }
 
 }  // namespace
@@ -394,4 +418,96 @@ TEST_CASE("et: the autograd thread's ops take the step whose ids they fall withi
     TraceData plain = import_public(dir, "chakra/param-resnet-et-1.0.1.json.gz", result);
     CHECK(std::all_of(plain.kernels.step.begin(), plain.kernels.step.end(), [](int32_t step) { return step == -1; }));
     CHECK(plain.meta.count("et.steps_by_id") == 0);
+}
+
+TEST_CASE("snapshot: an end state's blocks pending free are kept alive and said to be above memory_allocated",
+          "[import][snapshot][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // verl's mem.pickle (a _dump_snapshot() of a Megatron + vLLM worker's GPU, no trace events): 127 segments
+    // (26,189,234,176 B; pools (0,0), (0,1), (0,2)), 638 blocks: 534 active_allocated (24,916,034,560 B: the segments'
+    // allocated_size, what memory_allocated() said), 9 active_pending_free (597,377,024 B), 95 inactive (Python's
+    // pickle, SOURCES.md).
+    TraceData trace = import_public(dir, "torch-snapshot/verl-megatron-vllm-end-state.pickle.gz", result);
+    REQUIRE(trace.allocations.size() == 543);
+    const int64_t live = std::accumulate(trace.allocations.bytes.begin(), trace.allocations.bytes.end(), int64_t{0});
+    CHECK(live == 24916034560 + 597377024);   // the segments' active_size: all alive from t = 0
+    CHECK(trace.meta.at("snapshot.end_state_only") == "127 segments, 638 blocks (no trace events)");
+    CHECK(trace.meta.at("snapshot.end_state_pending_free").rfind("9 blocks, 597377024 B (", 0) == 0);
+    CHECK(warned(result, "9 blocks, 597377024 B freed but still pending"));
+    CHECK(warned(result, "imported the end state only"));
+    // A snapshot whose end state holds no pending block says nothing of it.
+    imp::Result other;
+    TraceData plain = import_public(dir, "torch-snapshot/cs336-bcrafton-benchmark.pickle.gz", other);
+    CHECK(plain.meta.count("snapshot.end_state_pending_free") == 0);
+    CHECK_FALSE(warned(other, "pending"));
+}
+
+TEST_CASE("nsys: an export without GPU tables says whether CUDA was traced, from its capture options",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    // nsys 2025.1's META_DATA_CAPTURE has PROCESS_0:COLLECT_CUDA_TRACE=true and
+    // PROCESS_0:COLLECT_GPU_MEMORY_USAGE=false (sqlite3, SOURCES.md): no memory table, and why.
+    imp::Result result;
+    TraceData trace = import_public(dir, "nsys/fuser-h200-nsys-2025.1.sqlite", result);
+    CHECK(trace.meta.at("allocations").find("COLLECT_GPU_MEMORY_USAGE=false") != std::string::npos);
+    const std::string no_gpu_tables =
+        "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY;"
+        "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;";
+    SECTION("memory usage recorded, nothing allocated: the advice to record it is not given") {
+        const std::string in = dir.file("memory-on.sqlite");
+        public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
+                       "UPDATE META_DATA_CAPTURE SET value = 'true' WHERE name LIKE '%COLLECT_GPU_MEMORY_USAGE';");
+        imp::Options opt;
+        opt.warn = false;
+        imp::import_file(in, dir.file("memory-on.db"), opt);
+        const TraceData on = mhc::trace::load_trace(dir.file("memory-on.db"));
+        CHECK(on.meta.at("allocations").rfind("none (GPU memory usage was recorded", 0) == 0);
+        CHECK(on.meta.at("allocations").find("--cuda-memory-usage") == std::string::npos);
+    }
+    SECTION("CUDA traced, no GPU work recorded (as an RTX 5060 Ti run of nsys 2025.1 whose kernels never ran)") {
+        const std::string in = dir.file("runtime-only.sqlite");
+        public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in, no_gpu_tables);
+        const std::string error = import_error(dir, in);
+        CHECK(error.find("none of the tables mhc reads") != std::string::npos);
+        CHECK(error.find("CUDA was traced (CUPTI_ACTIVITY_KIND_RUNTIME holds its API calls)") != std::string::npos);
+    }
+    SECTION("CUDA tracing on, nothing recorded (as a 2023.3 export of an OpenMP offload run)") {
+        const std::string in = dir.file("nothing.sqlite");
+        public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
+                       no_gpu_tables + "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;");
+        const std::string error = import_error(dir, in);
+        CHECK(error.find(
+                  "CUDA tracing was on (META_DATA_CAPTURE COLLECT_CUDA_TRACE=true) but nsys recorded no CUDA call") !=
+              std::string::npos);
+    }
+    SECTION("CUDA not traced (as nsys 2026.1 and 2026.2 exports of NVTX only)") {
+        const std::string in = dir.file("no-cuda.sqlite");
+        public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
+                       no_gpu_tables +
+                           "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;"
+                           "UPDATE META_DATA_CAPTURE SET value = 'false' WHERE name LIKE '%COLLECT_CUDA_TRACE';");
+        const std::string error = import_error(dir, in);
+        CHECK(error.find("CUDA was not traced (META_DATA_CAPTURE COLLECT_CUDA_TRACE=false") != std::string::npos);
+    }
+}
+
+TEST_CASE("kineto: a trace with no [memory] event says whether memory profiling was on, from its own flag",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // vLLM's piecewise-graph replay: top-level "profile_memory": 1 before traceEvents, no [memory]
+    // event (json, SOURCES.md). Nothing was allocated while it recorded: memory profiling was on.
+    TraceData vllm = import_public(dir, "kineto/tracelens-mi300x-vllm-prefilldecode-piecewise.json.gz", result);
+    CHECK(vllm.allocations.size() == 0);
+    CHECK(vllm.meta.at("kineto.profile_memory") == "on");
+    CHECK(vllm.meta.at("allocations").rfind("none: memory profiling was on (the trace's profile_memory: 1)", 0) == 0);
+    // The flag after traceEvents (the Falconsai trace as written back) is read too.
+    TraceData falcon = import_public(dir, "kineto/tracelens-h100-falconsai-nsfw-image-detection.json.gz", result);
+    CHECK(falcon.meta.at("kineto.profile_memory") == "on");
+    CHECK(falcon.meta.count("allocations") == 0);
+    // No flag (B200 eager trace, PyTorch writes it only when on): the hint stays a question.
+    TraceData b200 = import_public(dir, "kineto/tracelens-b200-eager.json.gz", result);
+    CHECK(b200.meta.count("kineto.profile_memory") == 0);
+    CHECK(b200.meta.at("allocations").find("profile_memory=True?") != std::string::npos);
 }

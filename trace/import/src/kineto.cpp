@@ -259,7 +259,15 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
     if (data.host_memory_events)
         result.meta["kineto.host_memory_events"] = std::to_string(data.host_memory_events) +
                                                    " (Device Type 0: imported on device -1, the host)";
-    if (data.memory.empty()) result.meta["allocations"] = "none (the trace has no [memory] events: profile_memory=False?)";
+    if (data.profile_memory >= 0) result.meta["kineto.profile_memory"] = data.profile_memory ? "on" : "off";
+    if (data.memory.empty())
+        result.meta["allocations"] =
+            data.profile_memory == 1
+                ? "none: memory profiling was on (the trace's profile_memory: 1) and nothing was allocated or "
+                  "freed while it recorded (a CUDA graph replay allocates nothing); what was in use is not in the file"
+            : data.profile_memory == 0
+                ? "none: recorded with memory profiling off (the trace's profile_memory: 0)"
+                : "none (the trace has no [memory] events: recorded without profile_memory=True?)";
 }
 
 }  // namespace mhc::trace::import

@@ -386,6 +386,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 if (key == F::DistRank) field(s, n, "distributedInfo.rank", d.rank, 0, 1 << 24);
                 if (key == F::DistWorld) field(s, n, "distributedInfo.world_size", d.world_size, 1, 1 << 24);
                 break;
+            case In::Root:   // the recording's own flags (docs/import.md): profile_memory only
+                if (key == F::TopKey && top_key == "profile_memory") root_flag(std::string_view(s, n));
+                break;
             case In::Prop: {
                 int64_t value = 0;
                 if (key == F::DpId && parse_int(s, n, value)) dp_id = value;
@@ -447,6 +450,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         boundary();
         not_number("a string");
         if (at(In::Prop) && key == F::DpName) dp_name.assign(s, n);
+        if (at(In::Root) && key == F::TopKey && top_key == "profile_memory") root_flag({s, n});
         if (at(In::Event)) {
             switch (key) {
                 case F::Ph: e.ph = n ? s[0] : 0; break;
@@ -477,11 +481,18 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         key = F::None;
         return bad.empty();
     }
-    bool Bool(bool) {
+    bool Bool(bool value) {
         boundary();
         not_number("a boolean");
+        if (at(In::Root) && key == F::TopKey && top_key == "profile_memory") root_flag(value ? "1" : "0");
         key = F::None;
         return bad.empty();
+    }
+    // profile_memory: 1 or 0 (a number, "1" or a boolean); any other value leaves it unsaid.
+    void root_flag(std::string_view value) {
+        int64_t flag = 0;
+        if (parse_int(value.data(), value.size(), flag) && (flag == 0 || flag == 1))
+            d.profile_memory = static_cast<int>(flag);
     }
 };
 
@@ -738,6 +749,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     if (second.world_size >= 0) first.world_size = second.world_size;
     first.has_rf_id |= second.has_rf_id;
     first.rocm |= second.rocm;
+    if (second.profile_memory >= 0) first.profile_memory = second.profile_memory;   // a key after traceEvents
     return true;
 }
 

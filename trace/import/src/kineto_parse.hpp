@@ -83,6 +83,9 @@ struct KinetoData {
     int device_count = 0;
     int64_t device_id = -1;   // the id of the last deviceProperties entry (-1: none, or no id)
     int64_t rank = -1, world_size = -1;   // distributedInfo, -1 when the trace does not say
+    // The top-level profile_memory flag PyTorch writes when memory profiling was on (1; 0 when a
+    // writer says off); -1 when the trace does not say (older PyTorch, or profiling off).
+    int profile_memory = -1;
     // The trace is ROCm's: a top-level roctracer_version, rocprofiler_version or hip_*_version key,
     // or a runtime call named hip* (ROCm 6.2's traces write no version key).
     // Its kernels carry the runtime's agent number as args.device (kineto.cpp, unify_kernel_device).

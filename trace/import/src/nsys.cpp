@@ -157,16 +157,52 @@ private:
             }
         }
         r_.meta["nsys.schema_version"] = version;
+        read_capture();
         if (!has("CUPTI_ACTIVITY_KIND_KERNEL") && !has("CUPTI_ACTIVITY_KIND_MEMCPY") &&
             !has("CUPTI_ACTIVITY_KIND_MEMSET") && !has("CUDA_GPU_MEMORY_USAGE_EVENTS"))
             throw Error(where(in_, "Nsight Systems export (schema " + version +
                                        ") has none of the tables mhc reads (CUPTI_ACTIVITY_KIND_KERNEL, "
-                                       "_MEMCPY, _MEMSET, CUDA_GPU_MEMORY_USAGE_EVENTS): unknown version or "
-                                       "nothing was traced"));
+                                       "_MEMCPY, _MEMSET, CUDA_GPU_MEMORY_USAGE_EVENTS): " +
+                                       why_no_gpu_tables()));
         if (!missing.empty()) {
             r_.meta["nsys.missing_tables"] = missing;
             r_.meta["missing"] = "nsys tables " + missing;   // import_file says so, naming the input as given
         }
+    }
+
+    // META_DATA_CAPTURE (nsys 2023 and later): the options the recording ran with, per process
+    // (PROCESS_0:COLLECT_CUDA_TRACE) or for the session. Only whether CUDA and its memory usage
+    // were collected is kept: "true", "false", or empty when the export does not say.
+    void read_capture() {
+        if (!has("META_DATA_CAPTURE")) return;
+        const std::set<std::string> cols = db_.columns("META_DATA_CAPTURE");
+        if (!cols.count("name") || !cols.count("value")) return;
+        sql::Stmt rows(db_.db, in_, "SELECT name, value FROM META_DATA_CAPTURE");
+        auto merge = [](std::string& into, const std::string& value) {   // any process with it on: on
+            if (value == "true" || value == "false") into = into == "true" ? into : value;
+        };
+        while (rows.step()) {
+            if (rows.is_null(0) || rows.is_null(1)) continue;
+            const std::string key = rows.text(0);
+            const std::string option = key.substr(key.rfind(':') == std::string::npos ? 0 : key.rfind(':') + 1);
+            if (option == "COLLECT_CUDA_TRACE") merge(cuda_traced_, rows.text(1));
+            if (option == "COLLECT_GPU_MEMORY_USAGE") merge(memory_usage_traced_, rows.text(1));
+        }
+    }
+
+    // Why an export holds none of the GPU tables, from what it recorded instead.
+    std::string why_no_gpu_tables() const {
+        if (cuda_traced_ == "false")
+            return "CUDA was not traced (META_DATA_CAPTURE COLLECT_CUDA_TRACE=false: record with nsys profile "
+                   "--trace=cuda)";
+        for (const char* table : {"CUPTI_ACTIVITY_KIND_RUNTIME", "CUDA_CALLCHAINS"})
+            if (has(table))
+                return std::string("CUDA was traced (") + table +
+                       " holds its API calls) but no kernel, copy, memset or memory event was recorded";
+        if (cuda_traced_ == "true")
+            return "CUDA tracing was on (META_DATA_CAPTURE COLLECT_CUDA_TRACE=true) but nsys recorded no CUDA call "
+                   "and no GPU activity";
+        return "unknown version or nothing was traced";
     }
 
     void read_strings() {
@@ -387,7 +423,14 @@ private:
         r_.meta["reconstructed_blocks"] = std::to_string(reconstructed_);
         r_.meta["nsys.kernel_starts_clamped"] = std::to_string(clamped_);
         if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS"))
-            r_.meta["allocations"] = "none (no CUDA_GPU_MEMORY_USAGE_EVENTS: export with --cuda-memory-usage=true)";
+            r_.meta["allocations"] =
+                memory_usage_traced_ == "false"
+                    ? "none (recorded without GPU memory usage, META_DATA_CAPTURE COLLECT_GPU_MEMORY_USAGE=false: "
+                      "record with nsys profile --cuda-memory-usage=true)"
+                : memory_usage_traced_ == "true"
+                    ? "none (GPU memory usage was recorded, META_DATA_CAPTURE COLLECT_GPU_MEMORY_USAGE=true, and nothing "
+                      "was allocated or freed while it was; what was in use is not in the file)"
+                    : "none (no CUDA_GPU_MEMORY_USAGE_EVENTS: record with nsys profile --cuda-memory-usage=true)";
     }
 
     const std::string& in_;
@@ -395,6 +438,7 @@ private:
     Rows& w_;
     Result& r_;
     std::set<std::string> tables_;
+    std::string cuda_traced_, memory_usage_traced_;   // META_DATA_CAPTURE: "true", "false" or unknown ("")
     std::unordered_map<int64_t, std::string> strings_;
     int64_t base_ = INT64_MAX;
     int64_t events_ = 0, allocations_ = 0, reconstructed_ = 0, clamped_ = 0, copies_ = 0;

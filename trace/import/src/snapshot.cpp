@@ -270,6 +270,9 @@ private:
     int64_t segment_events_ = 0, reserved_peak_total_ = 0, end_blocks_ = 0, end_segments_ = 0;
     int64_t action_counts_[kActionCount] = {};
     int64_t end_size_checked_ = 0, end_size_differs_ = 0;
+    // End-state blocks in state active_pending_free: freed by the program, still waiting on
+    // the events of the streams that used them (record_stream); the allocator cannot reuse them.
+    int64_t end_pending_blocks_ = 0, end_pending_bytes_ = 0;
     BlockReport blocks_;
     std::string segments_dropped_;
 };
@@ -404,6 +407,10 @@ void SnapshotImport::end_block(int32_t dev, int64_t stream, Id b, int64_t addr) 
     const int64_t size = d_.as_int(*size_v);
     if (size <= 0) return;
     if (size > kMaxBytes) throw Error(where(in_, "segments: a block of " + std::to_string(size) + " bytes is out of range"));
+    if (st == "active_pending_free") {
+        ++end_pending_blocks_;
+        add_bytes(end_pending_bytes_, size);
+    }
     // Requested size: 'requested_size', or in old snapshots the first history entry's real_size.
     auto history = d_.get(b, "history");
     std::optional<Id> first;
@@ -558,6 +565,21 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
         if (size_from_[i] != SizeFrom::Layout) add_bytes(reconstructed_bytes, allocs_[i].bytes);
     m["reconstructed_bytes"] = std::to_string(reconstructed_bytes);
     m["snapshot.end_state_allocated_blocks"] = std::to_string(end_blocks_);
+    if (end_pending_blocks_ > 0) {
+        // Alive to the end here (the allocator cannot reuse them yet), as memory_viz draws them;
+        // torch.cuda.memory_allocated() had already dropped them when the snapshot was taken.
+        const std::string pending = std::to_string(end_pending_blocks_) +
+                                    (end_pending_blocks_ == 1 ? " block, " : " blocks, ") +
+                                    std::to_string(end_pending_bytes_) + " B";
+        m["snapshot.end_state_pending_free"] =
+            pending +
+            " (freed, waiting for the streams that used them: alive to the end, counted in the peak; "
+            "torch.cuda.memory_allocated() at the snapshot excludes them)";
+        r.warnings.push_back("the end state holds " + pending +
+                             " freed but still pending on other streams (record_stream): kept alive to the end, so "
+                             "the peak is above torch.cuda.memory_allocated() at the snapshot by up to " +
+                             std::to_string(end_pending_bytes_) + " B");
+    }
     m["snapshot.segment_events"] = std::to_string(segment_events_);
     m["snapshot.reserved_peak_from_segment_events"] = std::to_string(reserved_peak_total_);
     m["snapshot.oom_events"] = std::to_string(ooms_);
