@@ -180,10 +180,11 @@ class CachingAllocator:
                 self._release_segment(seg)
 
     def _release_oversize(self, stream, small, size):
-        """max_split_size_mb: one cached oversize block >= max(request, N), else the largest down."""
+        """max_split_size_mb: one cached oversize block >= max(request, N), else the largest down;
+        True when that much was given back."""
         c = self.conf
         if c.max_split == NO_LIMIT or c.expandable:
-            return
+            return False
         key = max(size, c.max_split)
         whole = sorted((seg.size, seg.id, seg) for seg in self.segments
                        if seg.stream == stream and seg.small == small and len(seg.blocks) == 1
@@ -191,13 +192,14 @@ class CachingAllocator:
         fits = [w for w in whole if w[0] >= key]
         if fits:
             self._release_segment(fits[0][2])
-            return
+            return True
         released = 0
         for w in reversed(whole):
             if released >= key:
                 break
             self._release_segment(w[2])
             released += w[0]
+        return released >= key
 
     def _collect_garbage(self):
         """garbage_collection_threshold: whole large-pool free blocks of at least the average age."""
@@ -345,8 +347,7 @@ class CachingAllocator:
         if block is None:
             self._collect_garbage()
             block = self._alloc_block(stream, small, size)
-            if block is None:
-                self._release_oversize(stream, small, size)
+            if block is None and self._release_oversize(stream, small, size):
                 block = self._alloc_block(stream, small, size)
             if block is None:
                 self._release_cached()

@@ -8,6 +8,7 @@ Every configuration runs with the ideal and the caching allocator.
 --public=DIR: also every public trace of DIR (tests/data/public) the importer reads alone and
 that holds GPU memory, at 90% and 60% under lru and belady, with none and lookahead:8.
 --conf-filter=TEXT: only the settings of CONFS that contain TEXT.
+--public-filter=A,B: with --confs or --periodic, only the public traces whose names contain A or B.
 --periodic: instead, the learning prefetchers periodic:8, periodic:2, capuchin, forecast:8 and
 forecast:1 under lru, belady, dtr and cost_aware
 (90/70/50%, pcie4 and nvlink-c2c with a host buffer, both allocators).
@@ -149,11 +150,14 @@ def same_rows(res, tr, rows, kernels):
     return problems
 
 
-def public_traces(mhc, work, public):
-    """The public traces (tests/data/public) the importer reads alone, imported once."""
+def public_traces(mhc, work, public, only=None):
+    """The public traces (tests/data/public) the importer reads alone, imported once (only: those
+    whose file name contains one of these)."""
     out = []
     for folder in ["torch-snapshot", "kineto", "nsys"]:
         for f in sorted((Path(public) / folder).glob("*")):
+            if only and not any(o in f.name for o in only):
+                continue
             db = work / f"public-{f.name}.db"
             if not db.exists():
                 p = subprocess.run([mhc, "import", str(f), "-o", str(db)], capture_output=True, text=True)
@@ -285,7 +289,8 @@ def main():
         run_ranks(mhc, work, chosen, tally)
         return tally.end()
     traces = generated_traces(mhc, work, quick)
-    every = traces + (public_traces(mhc, work, public) if public else [])
+    only = option("public-filter").split(",") if option("public-filter") else None
+    every = traces + (public_traces(mhc, work, public, only) if public else [])
     if "--periodic" in sys.argv:
         run_learning(mhc, work, every, chosen, tally)
     elif "--confs" in sys.argv:
