@@ -16,7 +16,7 @@ forecast:1 under lru, belady, dtr and cost_aware
 lru, belady and dtr, 90/70/50%, pcie4 and pcie5 with latency, both allocators.
 --policies=A,B: these policies instead (e.g. dtr,cost_aware).
 --confs: instead, the caching allocator under each setting of CONFS (lru and belady, 90/70/50%,
-none and lookahead:8, pcie4) on those traces.
+none and lookahead:8 (--quick: none), pcie4) on those traces.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
 """
 import itertools
@@ -250,10 +250,10 @@ def run_learning(mhc, work, traces, chosen, tally):
                      problems)
 
 
-def run_confs(mhc, work, traces, only, tally):
-    """The caching allocator's settings."""
+def run_confs(mhc, work, traces, only, quick, tally):
+    """The caching allocator's settings (quick: on demand only)."""
     for path, conf, policy, cap, k in itertools.product(traces, [c for c in CONFS if only in c], ["lru", "belady"],
-                                                        ["90%", "70%", "50%"], [0, 8]):
+                                                        ["90%", "70%", "50%"], [0] if quick else [0, 8]):
         problems, got = compare(mhc, fresh_copy(work, path), policy, cap, ref.Link(), [], k, "caching", conf)
         tally.report(f"{path.name} caching {conf} {policy} {cap} lookahead:{k}: loss {got.get('throughput_loss')}",
                      problems)
@@ -294,7 +294,7 @@ def main():
     if "--periodic" in sys.argv:
         run_learning(mhc, work, every, chosen, tally)
     elif "--confs" in sys.argv:
-        run_confs(mhc, work, every, option("conf-filter") or "", tally)
+        run_confs(mhc, work, every, option("conf-filter") or "", quick, tally)
     else:
         if public:
             run_public(mhc, work, public, chosen, tally)
