@@ -53,15 +53,21 @@ def run_mhc(mhc, trace, policy, capacity, link_args, prefetch="none", allocator=
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
-    out = json.loads(p.stdout)
+    return json.loads(p.stdout), stored_run(trace)
+
+
+def stored_run(trace):
+    """The last run stored in a trace: metrics, events, kernel times and memory timeline."""
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
-    rows = db.execute("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ? "
-                      "ORDER BY rowid", (run,)).fetchall()
-    kernels = db.execute("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel",
-                         (run,)).fetchall()
+    q = lambda sql: db.execute(sql, (run,)).fetchall()   # noqa: E731
+    stored = dict(metrics=dict(q("SELECT key, value FROM run_metrics WHERE run = ?")),
+                  events=q("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ? "
+                           "ORDER BY rowid"),
+                  kernels=q("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel"),
+                  memory=q("SELECT t, device_bytes, host_bytes FROM run_memory WHERE run = ? ORDER BY t, rowid"))
     db.close()
-    return out, rows, kernels
+    return stored
 
 
 def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahead=0, allocator="ideal", conf="",
@@ -69,7 +75,7 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
     """periodic: K of periodic:K, or -1 for capuchin; forecast: H of forecast:H."""
     prefetch = (f"forecast:{forecast}" if forecast else "capuchin" if periodic < 0 else
                 f"periodic:{periodic}" if periodic else f"lookahead:{lookahead}" if lookahead else "none")
-    out, rows, kernels = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator, conf)
+    out, stored = run_mhc(mhc, trace, policy, capacity, list(link_args), prefetch, allocator, conf)
     cap = int(out["metrics"]["capacity_bytes"])
     host_cap = max(0, int(out["metrics"]["host_capacity_bytes"]))
     res, tr = ref.simulate(str(trace), cap, policy, link, out["device"], lookahead, allocator, host_cap, conf,
@@ -83,7 +89,7 @@ def compare(mhc, trace, policy, capacity, link=ref.Link(), link_args=(), lookahe
         if (k in res.metrics) != (k in got and got[k] is not None) or (
                 k in res.metrics and not math.isclose(got[k], res.metrics[k], rel_tol=1e-9, abs_tol=1e-12)):
             problems.append(f"{k}: mhc {got.get(k)}, reference {res.metrics.get(k)}")
-    problems += same_rows(res, tr, rows, kernels)
+    problems += same_rows(res, tr, stored)
     return problems, got
 
 
@@ -102,18 +108,12 @@ def compare_job(mhc, paths, policy, capacity, link, link_args, allocator):
         res = r.sim.result
         if bool(rank_out["stopped"]) != (halted[r.index] and not res.oom):
             problems.append(f"rank {r.rank} stopped: mhc {rank_out['stopped']}, reference {halted[r.index]}")
-        db = sqlite3.connect(str(r.path))
-        run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
-        got = dict(db.execute("SELECT key, value FROM run_metrics WHERE run = ?", (run,)))
-        rows = db.execute("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ? "
-                          "ORDER BY rowid", (run,)).fetchall()
-        kernels = db.execute("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel",
-                             (run,)).fetchall()
-        db.close()
+        stored = stored_run(r.path)
+        got = stored["metrics"]
         for k in METRICS + ["coupled_wait_time", "coupled_wait_count"]:
             if k in res.metrics and k in got and int(got[k]) != int(res.metrics[k]):
                 problems.append(f"rank {r.rank} {k}: mhc {int(got[k])}, reference {int(res.metrics[k])}")
-        problems += [f"rank {r.rank} {x}" for x in same_rows(res, r.sim.tr, rows, kernels)]
+        problems += [f"rank {r.rank} {x}" for x in same_rows(res, r.sim.tr, stored)]
     mine = coupled.job(ranks, halted)
     for k, v in mine.items():
         if out["job"][k] != v:
@@ -121,13 +121,16 @@ def compare_job(mhc, paths, policy, capacity, link, link_args, allocator):
     return problems, out["job"]
 
 
-def same_rows(res, tr, rows, kernels):
-    """The stored events and kernel times against the reference's."""
+def same_rows(res, tr, stored):
+    """The stored events, kernel times and memory timeline against the reference's."""
     problems = []
-    if sorted(res.kernel_times) != kernels:
-        diff = next((f"mhc {y}, reference {x}" for x, y in zip(sorted(res.kernel_times), kernels) if x != y),
-                    f"{len(kernels)} rows, reference {len(res.kernel_times)}")
-        problems.append(f"run_kernels: {diff}")
+    for name, mine, theirs in [("run_kernels", sorted(res.kernel_times), stored["kernels"]),
+                               ("run_memory", res.memory, [(t, int(d), int(h)) for t, d, h in stored["memory"]])]:
+        if mine != theirs:
+            diff = next((f"mhc {y}, reference {x}" for x, y in zip(mine, theirs) if x != y),
+                        f"{len(theirs)} rows, reference {len(mine)}")
+            problems.append(f"{name}: {diff}")
+    rows = stored["events"]
     ids = [a[0] for a in tr.allocs]
     mine = [(kind, t0, t1, ids[a] if a is not None else None, kern, b) for kind, t0, t1, a, kern, b in res.events]
     theirs = []

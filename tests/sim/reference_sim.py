@@ -25,6 +25,7 @@ from reference_forecast import ForecastPrefetch
 from reference_periodic import PeriodicPrefetch
 
 NEVER = 1 << 62
+MEMORY_SAMPLES = 4096   # --memory-samples' default
 
 
 
@@ -55,6 +56,7 @@ class Result:
     events: list = field(default_factory=list)   # (kind, t_start, t_end, allocation id, kernel id, bytes)
     oom: bool = False
     kernel_times: list = field(default_factory=list)   # (kernel id, t_start, t_end): run_kernels
+    memory: list = field(default_factory=list)         # (t, device bytes, host bytes): run_memory
 
 
 class Trace:
@@ -496,6 +498,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         first = ev[0][0]
         last = max(e[0] for e in ev)
         self.first, self.last = first, last   # the device's first and last recorded events
+        self.buckets = {}   # the memory timeline ("Outputs"): bucket -> [device bytes, simulated t, host bytes]
         oom = False
         host_i = 0
         for r, _, _, _, kind, x in ev:
@@ -549,6 +552,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
                     self.arrivals[gates[x]] = self.shift
             else:
                 self.kernel_end(x)
+            self.sample(r)
         if self.forecast:
             self.forecast_finish()
         m = self.m
@@ -559,7 +563,17 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         m["simulated_peak_bytes"] = self.peak
         m["host_peak_bytes"] = self.host_peak
         m["oom"] = 1 if oom else 0
-        self.result = Result(m, self.events, oom, self.kernel_times)
+        memory = sorted((t, dev, host) for dev, t, host in self.buckets.values())
+        self.result = Result(m, self.events, oom, self.kernel_times, memory)
+
+    def sample(self, r):
+        """After each event: the bucket of recorded time r keeps its highest device bytes."""
+        nb = MEMORY_SAMPLES
+        span = max(self.last - self.first, 1)
+        b = min(max((r - self.first) * nb // (span + 1), 0), nb - 1)
+        used = self.caching.reserved if self.caching else self.used   # a failed prefetch may have released
+        if used > self.buckets.get(b, [-1])[0]:
+            self.buckets[b] = [used, r + self.shift, self.host + self.program_host]
 
     def stall(self, t, t2, kernel):
         if t2 > t:
