@@ -11,19 +11,15 @@ class CapuchinPrefetch:
         self.plan = []
         if on:
             self.steps_of_allocations()
-            self.access_begin = [0]   # accesses before each kernel
-            for ops in self.tr.operands:
-                self.access_begin.append(self.access_begin[-1] + len(ops))
 
     def capuchin_wait(self, s, k, d):
         """Operand k of kernel s was ready d ns after the kernel's time: move its trigger earlier."""
         tr = self.tr
-        st = tr.kernel_steps[s]
-        if st < 0:
+        place = self.access_place(s, k)
+        if place is None:
             return
-        base = self.first_of(st)
-        q = self.access_begin[s] - self.access_begin[base] + k
-        pos = s - base
+        q, pos = place
+        base = s - pos
         old = pos - self.trigger.get(q, 0)
         new = old
         while new > 0 and tr.kernels[base + old][2] - tr.kernels[base + new][2] < d:

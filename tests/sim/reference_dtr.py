@@ -14,6 +14,23 @@ NEVER_TTNU = 1e18
 ACTIVATION = 3   # allocations.category
 
 
+def xorshift64(x):
+    x ^= (x << 13) & MASK
+    x ^= x >> 7
+    return x ^ ((x << 17) & MASK)
+
+
+def swap_remove(items, pos, a):
+    """Removes a from the list by moving the last entry into its place (pos: item -> index)."""
+    i = pos.pop(a, None)
+    if i is None:
+        return
+    last = items.pop()
+    if last != a:
+        items[i] = last
+        pos[last] = i
+
+
 class SampledPolicies:
     """Needs from Sim: tr, state, pins, link, shift, policy, host_valid, events, m, make_room,
     start_transfer, complete_by, set_state, note_used, place, evictable, producer, last_use."""
@@ -33,21 +50,11 @@ class SampledPolicies:
             self.elist.append(a)
 
     def list_remove(self, a):
-        i = self.epos.pop(a, None)
-        if i is None:
-            return
-        last = self.elist.pop()
-        if last != a:
-            self.elist[i] = last
-            self.epos[last] = i
+        swap_remove(self.elist, self.epos, a)
 
     def draw(self):
-        x = self.x
-        x ^= (x << 13) & MASK
-        x ^= x >> 7
-        x ^= (x << 17) & MASK
-        self.x = x
-        return x
+        self.x = xorshift64(self.x)
+        return self.x
 
     # -- costs (doubles)
     def swap_cost(self, a, to_gpu):

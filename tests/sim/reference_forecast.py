@@ -3,7 +3,7 @@ its errors, learnt next uses and its own early eviction; prefetching as periodic
 the document alone: a mixin of reference_sim.Sim (with reference_periodic)."""
 import math
 
-from reference_dtr import FREED, GPU, MASK, SEED
+from reference_dtr import FREED, GPU, SEED, swap_remove, xorshift64
 
 NEVER = 1 << 62
 MAX_STEPS = 32     # steps the model is fitted on
@@ -28,11 +28,7 @@ class ForecastPrefetch:
         if not horizon:
             return
         self.steps_of_allocations()
-        tr = self.tr
-        n = len(tr.allocs)
-        self.access_begin = [0]
-        for ops in tr.operands:
-            self.access_begin.append(self.access_begin[-1] + len(ops))
+        n = len(self.tr.allocs)
         self.f_live = []            # the allocations made, in order (freed ones leave when drawn)
         self.f_pos = {}
         self.f_x = SEED             # its own generator for the draws
@@ -69,7 +65,6 @@ class ForecastPrefetch:
             self.track_pred[a] = self.first_of(st) + self.first_pos[self.alloc_rank[a]]
 
     def forecast_on_access(self, s, k, a):
-        tr = self.tr
         if self.track_last[a] >= 0:
             if self.track_off[a] >= 0 and self.track_last[a] < s:
                 self.off_use[self.track_off[a]] = (self.track_pos[a], s - self.track_last[a])
@@ -78,12 +73,10 @@ class ForecastPrefetch:
         self.track_last[a] = s
         self.track_pred[a] = -1
         self.track_off[a] = -1
-        st = tr.kernel_steps[s]
-        if st < 0:
+        place = self.access_place(s, k)
+        if place is None:
             return
-        base = self.first_of(st)
-        off = self.access_begin[s] - self.access_begin[base] + k
-        pos = s - base
+        off, pos = place
         self.track_off[a] = off
         self.track_pos[a] = pos
         use = self.off_use.get(off)
@@ -201,19 +194,8 @@ class ForecastPrefetch:
 
     # -- early eviction with its own victims
     def f_draw(self):   # not draw(): the sampled policies' generator is another one
-        x = self.f_x
-        x ^= (x << 13) & MASK
-        x ^= x >> 7
-        x ^= (x << 17) & MASK
-        self.f_x = x
-        return x
-
-    def f_remove(self, a):
-        i = self.f_pos.pop(a)
-        last = self.f_live.pop()
-        if last != a:
-            self.f_live[i] = last
-            self.f_pos[last] = i
+        self.f_x = xorshift64(self.f_x)
+        return self.f_x
 
     def candidates(self, s):
         if len(self.f_live) <= SAMPLE:
@@ -229,7 +211,7 @@ class ForecastPrefetch:
         kept = []
         for c in cand:
             if self.state[c] == FREED:
-                self.f_remove(c)
+                swap_remove(self.f_live, self.f_pos, c)
                 continue
             nu = self.predicted_next(c, s)
             if (self.state[c] == GPU and c not in self.protected and not self.host_valid[c] and nu >= 0

@@ -25,6 +25,9 @@ class PeriodicPrefetch:
         self.alloc_step = [-1] * len(tr.allocs)
         self.alloc_rank = [-1] * len(tr.allocs)
         self.step_allocs = {}
+        self.access_begin = [0]   # accesses before each kernel
+        for ops in tr.operands:
+            self.access_begin.append(self.access_begin[-1] + len(ops))
         for i in sorted(range(len(tr.allocs)), key=lambda i: (tr.allocs[i][3], i)):
             s = bisect.bisect_right(starts, tr.allocs[i][3]) - 1
             if s < 0 or tr.kernel_steps[s] < 0:
@@ -33,6 +36,15 @@ class PeriodicPrefetch:
             self.alloc_step[i] = st
             self.alloc_rank[i] = len(self.step_allocs.setdefault(st, []))
             self.step_allocs[st].append(i)
+
+    def access_place(self, s, k):
+        """Operand k of kernel s: (its place among its step's accesses, s's position), None
+        outside steps."""
+        st = self.tr.kernel_steps[s]
+        if st < 0:
+            return None
+        base = self.first_of(st)
+        return self.access_begin[s] - self.access_begin[base] + k, s - base
 
     def first_of(self, st):
         return self.tr.step_span[st][0]
