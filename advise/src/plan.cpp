@@ -95,6 +95,22 @@ int32_t Base::first_access(int32_t a, Phase ph, int32_t st) const {
     return -1;
 }
 
+int32_t Base::last_access_in_pass(int32_t a, Phase ph, int32_t pass_index) const {
+    int32_t last = -1;
+    for_acc(a, [&](int32_t s, trace::AccessMode) {
+        if (phase[static_cast<size_t>(s)] == ph && pass[static_cast<size_t>(s)] == pass_index) last = s;
+    });
+    return last;
+}
+
+int32_t Base::first_access_in_pass(int32_t a, Phase ph, int32_t pass_index) const {
+    for (int64_t j = acc_begin[static_cast<size_t>(a)]; j < acc_begin[static_cast<size_t>(a) + 1]; ++j) {
+        int32_t s = acc[static_cast<size_t>(j)].first;
+        if (phase[static_cast<size_t>(s)] == ph && pass[static_cast<size_t>(s)] == pass_index) return s;
+    }
+    return -1;
+}
+
 namespace {
 
 int32_t gpu_device(const trace::TraceData& t) {
@@ -116,7 +132,7 @@ double meta_number(const trace::TraceData& t, const std::string& key, double fal
 }
 
 // Each allocation's accesses by seq (counting sort), its maker and whether it is autocast's
-// cached copy of a parameter.
+// cached copy of a parameter (a cast of a parameter to as many bytes or fewer).
 void index_accesses(Base& b) {
     const trace::TraceData& t = *b.trace;
     const size_t m = t.allocations.size(), n = b.korder.size();
@@ -162,10 +178,38 @@ void index_accesses(Base& b) {
         int32_t k = b.korder[static_cast<size_t>(c)];
         for (int64_t j = t.kernels.access_begin[static_cast<size_t>(k)]; j < t.kernels.access_begin[static_cast<size_t>(k) + 1]; ++j) {
             int32_t src = t.accesses.allocation[static_cast<size_t>(j)];
+            // autocast caches a weight's cast to the lower precision only: an upcast (bf16
+            // weights to fp32 for LayerNorm, a larger storage) is not kept for the forward
             if (t.accesses.mode[static_cast<size_t>(j)] == trace::AccessMode::Read &&
-                t.allocations.category[static_cast<size_t>(src)] == trace::Category::Param)
+                t.allocations.category[static_cast<size_t>(src)] == trace::Category::Param &&
+                t.allocations.bytes[a] <= t.allocations.bytes[static_cast<size_t>(src)])
                 b.param_cast[a] = 1;
         }
+    }
+}
+
+// Each seq's pass: a new one at the step's first kernel and at a forward kernel after a
+// backward one (a recomputation inside the backward is neither).
+void index_passes(Base& b) {
+    const size_t n = b.korder.size();
+    b.pass.assign(n, 0);
+    int32_t cur = -1;
+    Phase last = Phase::Other;
+    for (size_t s = 0; s < n; ++s) {
+        const bool new_step = s == 0 || b.step[s] != b.step[s - 1];
+        if (new_step || (b.phase[s] == Phase::Forward && last == Phase::Backward)) {
+            ++cur;
+            b.pass_step.push_back(b.step_index(b.step[s]));
+            b.pass_fwd_last.push_back(-1);
+            b.pass_bwd_first.push_back(-1);
+            last = Phase::Other;
+        }
+        b.pass[s] = cur;
+        const auto at = static_cast<int32_t>(s);
+        if (b.phase[s] == Phase::Forward) b.pass_fwd_last[static_cast<size_t>(cur)] = at;
+        if (b.phase[s] == Phase::Backward && b.pass_bwd_first[static_cast<size_t>(cur)] < 0)
+            b.pass_bwd_first[static_cast<size_t>(cur)] = at;
+        if (b.phase[s] == Phase::Forward || b.phase[s] == Phase::Backward) last = b.phase[s];
     }
 }
 
@@ -205,6 +249,7 @@ void index_steps(Base& b) {
         last = b.phase[s];
     }
     for (int32_t count : passes) b.passes = std::max(b.passes, count);
+    index_passes(b);
 }
 
 // Where a recorded allocation is made and freed among the recorded kernels.

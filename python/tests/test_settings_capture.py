@@ -2,6 +2,7 @@
 moves, worked out by hand on a tiny model, and the tables settings need (modules, the kernels'
 modules, saved tensors and who saved them, recompute, host memory)."""
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -519,3 +520,54 @@ def test_checkpoint_recompute_under_cuda_autocast(tmp_path):
                         "JOIN kernel_info i ON i.kernel = x.kernel WHERE i.phase = 3 AND x.mode = 2) "
                         "AND (a.t_free IS NULL OR a.t_free > ?)", (optimizer_start,))[0][0]
     assert alive == 0
+
+
+ACCUM_FILE = NET_FILE.replace("torch.randn(32, 16)", "torch.randn(16384, 16)") + '''
+
+def step(model, batch, run):
+    """Gradient accumulation written by hand: two micro-batches, the first under no_sync where
+    the model has it (DDP), one optimizer step."""
+    import contextlib
+
+    for i in range(2):
+        sync = getattr(model, "no_sync", None)
+        with sync() if sync is not None and i == 0 else contextlib.nullcontext():
+            run.backward(model(*batch) / 2)
+    run.optimizer.step()
+    run.zero_grad(set_to_none=True)
+'''
+
+
+@pytest.mark.parametrize("how", [["--micro-batches", "3"], ["--step-function"]])
+def test_gradient_accumulation_settings_predicted_as_captured(tmp_path, mhc_exe, how):
+    """A step of several forward and backward passes (micro-batches: the recipe's, or a step
+    function's own loop) with the gradients kept between them: checkpointing and offloading were
+    refused ('gradient accumulation ... not modelled') and never searched. Each pass now gets its
+    own recomputation and copies; the prediction equals the capture with the setting applied
+    (`mhc advise --verify`), and the search answers with them."""
+    model = tmp_path / "accum.py"
+    text = ACCUM_FILE if how == ["--step-function"] else ACCUM_FILE.split("\n\ndef step(")[0]
+    model.write_text(text)
+    base = str(tmp_path / "base.db")
+    r = _cli("capture", str(model), "--autocast", "none", "--seq", "32", *(how if how[0] != "--step-function" else []),
+             "-o", base)
+    assert r.returncode == 0, r.stderr
+    python = os.path.dirname(os.path.dirname(os.path.abspath(mhc_torch.__file__)))
+    env = dict(os.environ, MHC_TORCH=f"{sys.executable} -m mhc_torch.cli",
+               PYTHONPATH=os.pathsep.join([python, str(tmp_path)]))
+    for setting in ({"checkpoint": {"modules": ["Net.blocks.1"]}},
+                    {"offload": {"mode": "streamed", "modules": None, "min_bytes": 1024}},
+                    {"checkpoint": {"modules": ["Net.blocks.2"]},
+                     "offload": {"mode": "sync", "modules": ["Net.blocks.0"], "min_bytes": 1024}}):
+        out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--verify", "--json"],
+                             capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["passes_per_step"] == (3 if how[0] == "--micro-batches" else 2)
+        row = doc["rows"][0]
+        assert row["peak_bytes"] < doc["baseline"]["peak_bytes"], setting
+        assert row["verify"]["peak_bytes"] == row["peak_bytes"], setting
+        assert row["verify"]["reserved_bytes"] == row["reserved_bytes"], setting
+    out = subprocess.run([mhc_exe, "advise", base, "--capacity", "89MiB", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert any("checkpoint" in r["setting"] for r in json.loads(out.stdout)["rows"])

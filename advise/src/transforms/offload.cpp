@@ -37,7 +37,7 @@ class Offload final : public Transform {
 public:
     Offload(OffloadSetting o, std::vector<int32_t> scope) : o_(std::move(o)), scope_(std::move(scope)) {}
     void apply(const Context& c, Plan& p) const override {
-        for (size_t si = 0; si < c.base.steps.size(); ++si) apply_step(c, p, si);
+        for (size_t pi = 0; pi < c.base.pass_step.size(); ++pi) apply_pass(c, p, static_cast<int32_t>(pi));
     }
 
 private:
@@ -58,12 +58,13 @@ private:
         return a.device == b.device && a.bytes >= o_.min_bytes && a.category != trace::Category::Param &&
                label.rfind("buffer ", 0) != 0;
     }
-    void apply_step(const Context& c, Plan& p, size_t si) const;
+    // One forward and its backward (a step with gradient accumulation has one per micro-batch).
+    void apply_pass(const Context& c, Plan& p, int32_t pass) const;
 };
 
-void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
+void Offload::apply_pass(const Context& c, Plan& p, int32_t pass) const {
     const Base& b = c.base;
-    const int32_t step = b.steps[si];
+    const int32_t step = b.steps[static_cast<size_t>(b.pass_step[static_cast<size_t>(pass)])];
     const int32_t nrec = static_cast<int32_t>(b.trace->allocations.size());
     const bool streamed = o_.mode == OffloadMode::Streamed;
     const int prefetch = o_.prefetch_or_default();
@@ -71,7 +72,8 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
     std::vector<Pack> packs;
     for (int32_t x = 0; x < nrec; ++x)
         b.for_packs(x, [&](int32_t s, int32_t n) {
-            if (s >= 0 && b.step[static_cast<size_t>(s)] == step && b.phase[static_cast<size_t>(s)] == Phase::Forward && in_scope(c, s))
+            if (s >= 0 && b.pass[static_cast<size_t>(s)] == pass && b.phase[static_cast<size_t>(s)] == Phase::Forward &&
+                in_scope(c, s))
                 for (int32_t i = 0; i < n; ++i) packs.push_back({s, x, b.creator[static_cast<size_t>(x)] == s});
         });
     std::sort(packs.begin(), packs.end(), [](const Pack& a, const Pack& q) {
@@ -82,8 +84,8 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
     std::unordered_map<int32_t, size_t> first_pack;   // storage -> its first eligible pack
     for (size_t i = 0; i < packs.size(); ++i)
         if (eligible(b, p, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
-    const int32_t fwd_end = b.fwd_last[si];
-    auto unpack_at = [&](int32_t x) { return b.first_access(x, Phase::Backward, step); };
+    const int32_t fwd_end = b.pass_fwd_last[static_cast<size_t>(pass)];
+    auto unpack_at = [&](int32_t x) { return b.first_access_in_pass(x, Phase::Backward, pass); };
     // The hook's first unpack (of a storage it moved) releases what the stash still holds.
     int32_t first_unpack = -1;
     for (auto& [x, i] : first_pack) {
@@ -117,7 +119,8 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
         // this step's forward: the batch, buffers), stays on the device; its unpack uses it and
         // the host copy is dropped then.
         const int32_t made_by = x < static_cast<int32_t>(b.creator.size()) ? b.creator[static_cast<size_t>(x)] : -1;
-        bool dies = made_by >= 0 && b.step[static_cast<size_t>(made_by)] == step && b.phase[static_cast<size_t>(made_by)] == Phase::Forward;
+        bool dies = made_by >= 0 && b.pass[static_cast<size_t>(made_by)] == pass &&
+                    b.phase[static_cast<size_t>(made_by)] == Phase::Forward;
         b.for_savers(x, [&](int32_t s) { dies = dies && s >= 0 && in_scope(c, s); });
         if (!dies || u < 0) {
             h.freed = u >= 0 ? Point{u, false} : a.freed;
@@ -126,7 +129,7 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
         }
         // The device storage dies at its last forward use, or (streamed) once max_fwd_stash
         // more packs have happened or the forward ended.
-        int32_t lf = b.last_access(x, Phase::Forward, step);
+        int32_t lf = b.last_access_in_pass(x, Phase::Forward, pass);
         if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
         Point release{lf, true};
         if (streamed) {
@@ -135,8 +138,9 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
             size_t j = i + static_cast<size_t>(o_.max_fwd_stash);
             Point stash = j < packs.size() ? packs[j].at() : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
             release = p.later(release, stash);
-            int32_t waiter = j < packs.size() ? packs[j].seq + (packs[j].output ? 1 : 0)
-                                              : first_unpack >= 0 ? first_unpack : b.bwd_first[si];
+            int32_t waiter = j < packs.size()    ? packs[j].seq + (packs[j].output ? 1 : 0)
+                             : first_unpack >= 0 ? first_unpack
+                                                 : b.pass_bwd_first[static_cast<size_t>(pass)];
             if (waiter >= 0 && waiter < p.recorded) p.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
         }
         a.freed = release;
@@ -166,7 +170,7 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
         p.add_alloc(h);
         const int32_t dc = p.add_alloc(d);
         b.for_acc(x, [&](int32_t s, trace::AccessMode) {
-            if (b.phase[static_cast<size_t>(s)] != Phase::Backward || b.step[static_cast<size_t>(s)] != step) return;
+            if (b.phase[static_cast<size_t>(s)] != Phase::Backward || b.pass[static_cast<size_t>(s)] != pass) return;
             for (PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
                 if (pa.alloc == x) pa.alloc = dc;
         });
