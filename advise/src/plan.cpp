@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <unordered_set>
 
 #include "mhc/common/error.hpp"
 #include "mhc/sim/event_order.hpp"
@@ -132,7 +133,7 @@ double meta_number(const trace::TraceData& t, const std::string& key, double fal
 }
 
 // Each allocation's accesses by seq (counting sort), its maker and whether it is autocast's
-// cached copy of a parameter (a cast of a parameter to as many bytes or fewer).
+// cached copy of a parameter (a cast of a trained parameter to as many bytes or fewer).
 void index_accesses(Base& b) {
     const trace::TraceData& t = *b.trace;
     const size_t m = t.allocations.size(), n = b.korder.size();
@@ -172,6 +173,15 @@ void index_accesses(Base& b) {
         for (size_t a = 0; a < m; ++a)
             if (b.creator[a] >= 0) b.made_list[static_cast<size_t>(c[static_cast<size_t>(b.creator[a])]++)] = static_cast<int32_t>(a);
     }
+    // Parameters that train: those with a gradient ("<name>.grad"); autocast caches the casts of
+    // those only (a frozen weight, such as LoRA's base, is cast anew at each use). A trace
+    // without gradients says nothing: all count.
+    std::unordered_set<std::string> grads;
+    for (size_t a = 0; a < m; ++a)
+        if (t.allocations.category[a] == trace::Category::Grad) grads.insert(t.str(t.allocations.label[a]));
+    auto trains = [&](int32_t param) {
+        return grads.empty() || grads.count(t.str(t.allocations.label[static_cast<size_t>(param)]) + ".grad") > 0;
+    };
     for (size_t a = 0; a < m; ++a) {
         int32_t c = b.creator[a];
         if (c < 0 || t.str(t.kernels.name[static_cast<size_t>(b.korder[static_cast<size_t>(c)])]) != "aten::_to_copy") continue;
@@ -182,7 +192,7 @@ void index_accesses(Base& b) {
             // weights to fp32 for LayerNorm, a larger storage) is not kept for the forward
             if (t.accesses.mode[static_cast<size_t>(j)] == trace::AccessMode::Read &&
                 t.allocations.category[static_cast<size_t>(src)] == trace::Category::Param &&
-                t.allocations.bytes[a] <= t.allocations.bytes[static_cast<size_t>(src)])
+                t.allocations.bytes[a] <= t.allocations.bytes[static_cast<size_t>(src)] && trains(src))
                 b.param_cast[a] = 1;
         }
     }

@@ -294,7 +294,8 @@ namespace {
 //   k0 blocks.0 _to_copy  w -> c           k3 M        sum       o -> loss (10)
 //   k1 blocks.0 layer_norm x, c -> h (1000), saves c   k4 blocks.1 mm_backward h -> g1 (100)
 //   k2 blocks.1 mm  h -> o (500), saves h  k5 blocks.0 ln_backward c, g1 -> g0 (100)
-TinyTrace cast_weight(int64_t weight_bytes, int64_t cast_bytes) {
+// g0 is w's gradient ("w.grad"), or, for a frozen w, another parameter's ("u.grad").
+TinyTrace cast_weight(int64_t weight_bytes, int64_t cast_bytes, bool frozen = false) {
     using mhc::trace::Category;
     using mhc::trace::Phase;
     TinyTrace t;
@@ -306,7 +307,7 @@ TinyTrace cast_weight(int64_t weight_bytes, int64_t cast_bytes) {
     const int o = t.alloc(500, Category::Activation, "o", 2, 3);
     const int l = t.alloc(10, Category::Workspace, "loss", 3, 3);
     const int g1 = t.alloc(100, Category::Workspace, "g1", 4, 5);
-    const int g0 = t.alloc(100, Category::Workspace, "g0", 5, -1);
+    const int g0 = t.alloc(100, Category::Grad, frozen ? "u.grad" : "w.grad", 5, -1);
     t.kernel({"aten::_to_copy", "M.blocks.0", Phase::Forward, {{w, 'r'}, {c, 'w'}}, {}});
     t.kernel({"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{x, 'r'}, {c, 'r'}, {h, 'w'}}, {c}});
     t.kernel({"aten::mm", "M.blocks.1", Phase::Forward, {{h, 'r'}, {o, 'w'}}, {h}});
@@ -318,7 +319,8 @@ TinyTrace cast_weight(int64_t weight_bytes, int64_t cast_bytes) {
 
 }   // namespace
 
-TEST_CASE("checkpoint: a weight's upcast is not autocast's cached copy", "[advise][transform]") {
+TEST_CASE("checkpoint: a weight's upcast, or a frozen weight's cast, is not autocast's cached copy",
+          "[advise][transform]") {
     const std::string ckpt = R"({"checkpoint": {"modules": ["M.blocks.0"]}})";
     // bf16 weight (2048 B) cast up to fp32 (4096 B) for LayerNorm: autocast caches only casts
     // down, so under checkpointing c dies after k1, its last forward use (it was kept to the
@@ -332,4 +334,8 @@ TEST_CASE("checkpoint: a weight's upcast is not autocast's cached copy", "[advis
     // k3 8292 + 4096 + 1000 + 500 + 10 = 13898 (the recompute's r1: 8292 + 100 + 4096 + 1000)
     Fixture down(cast_weight(8192, 4096));
     CHECK(predict(down, ckpt).memory.peak == 13898);
+    // a frozen weight (no gradient: LoRA's base weights) is cast anew each time, not cached:
+    // c dies after k1: k1 8292 + 4096 + 1000 = 13388, the recompute's r1 13488 the peak
+    Fixture frozen(cast_weight(8192, 4096, true));
+    CHECK(predict(frozen, ckpt).memory.peak == 13488);
 }
