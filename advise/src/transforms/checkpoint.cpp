@@ -124,13 +124,22 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         region_bwd_last = std::max(region_bwd_last, b.last_access_in_pass(x, Phase::Backward, r.pass));
     const int32_t fwd_end = b.pass_fwd_last[static_cast<size_t>(r.pass)];
 
+    // PyTorch's early stop ends the recomputation at the run's last pack. An op packs its inputs
+    // before its kernel runs and its output after, so the stop's kernel reruns only when the
+    // stop saves its own output (relu, sigmoid); a matmul or gelu saving its input stops before.
+    bool stop_runs = false;
+    b.for_made(stop, [&](int32_t made) {
+        b.for_savers(made, [&](int32_t saver) { stop_runs = stop_runs || saver == stop; });
+    });
+    const int32_t recompute_last = stop_runs ? stop : stop - 1;
+
     // The recomputation: the run's ops up to the stop, placed before the trigger; cached ops
     // (selective) give their saved output back without a kernel.
     std::unordered_map<int32_t, int32_t> copy_of;       // recorded allocation -> its recomputed copy
     std::unordered_map<int32_t, int32_t> last_use;      // recomputed copy -> last recompute op using it
     std::unordered_map<int32_t, int32_t> replayed_at;   // cached op seq -> its position in the recomputation
     int32_t last_recompute = -1;
-    for (int32_t s = r.first; s <= stop; ++s) {
+    for (int32_t s = r.first; s <= recompute_last; ++s) {
         const Op src = p.ops[static_cast<size_t>(s)];   // a copy: add_op below may move p.ops
         if (src.kind != OpKind::Kernel) continue;
         Op o;
@@ -170,7 +179,8 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         p.ops[static_cast<size_t>(id)].acc = std::move(acc);
         last_recompute = id;
     }
-    if (last_recompute < 0) last_recompute = p.before[static_cast<size_t>(trigger)].back();
+    if (last_recompute < 0 && !p.before[static_cast<size_t>(trigger)].empty())
+        last_recompute = p.before[static_cast<size_t>(trigger)].back();
 
     // Saved storages made by the run and saved by nothing else are not kept: they die at their
     // last forward use (autocast's cached parameter copies at the end of the forward) and the
