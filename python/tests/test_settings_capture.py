@@ -558,14 +558,17 @@ def test_gradient_accumulation_settings_predicted_as_captured(tmp_path, mhc_exe,
     for setting in ({"checkpoint": {"modules": ["Net.blocks.1"]}},
                     {"offload": {"mode": "streamed", "modules": None, "min_bytes": 1024}},
                     {"checkpoint": {"modules": ["Net.blocks.2"]},
-                     "offload": {"mode": "sync", "modules": ["Net.blocks.0"], "min_bytes": 1024}}):
+                     "offload": {"mode": "sync", "modules": ["Net.blocks.0"], "min_bytes": 1024}},
+                    # each pass's gradients go to the host (mhc_torch.apply adds them there): the
+                    # model kept the device gradients from the first pass to the last
+                    {"optimizer": {"state": "host"}}):
         out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--verify", "--json"],
                              capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr
         doc = json.loads(out.stdout)
         assert doc["passes_per_step"] == (3 if how[0] == "--micro-batches" else 2)
         row = doc["rows"][0]
-        assert row["peak_bytes"] < doc["baseline"]["peak_bytes"], setting
+        assert row["peak_bytes"] < doc["baseline"]["peak_bytes"] or "optimizer" in setting, setting
         assert row["verify"]["peak_bytes"] == row["peak_bytes"], setting
         assert row["verify"]["reserved_bytes"] == row["reserved_bytes"], setting
     out = subprocess.run([mhc_exe, "advise", base, "--capacity", "89MiB", "--json"], capture_output=True, text=True)
