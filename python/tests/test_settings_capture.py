@@ -522,6 +522,27 @@ def test_checkpoint_recompute_under_cuda_autocast(tmp_path):
     assert alive == 0
 
 
+def _predicted_and_captured(tmp_path, mhc_exe, source, setting, **recipe):
+    """The model in `source` (a model file's text) captured as is, `mhc advise --setting` on that
+    capture, and the model captured again with the setting applied (mhc_torch.apply, as --verify
+    does, in this process): (the prediction's JSON, the capture's result)."""
+    ns = {}
+    exec(source, ns)  # noqa: S102 - the model text of this file
+    kw = {"loss_fn": lambda m, b: m(*b), "autocast_dtype": None}
+    kw.update(recipe)
+    if "step" in ns:
+        kw["step"] = ns["step"]
+    base = tmp_path / "base.db"
+    if not base.exists():
+        mhc_torch.capture(ns["build_model"], ns["make_batch"], path=str(base), **kw)
+    out = subprocess.run([mhc_exe, "advise", str(base), "--setting", json.dumps(setting), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    captured = mhc_torch.capture(ns["build_model"], ns["make_batch"], path=str(tmp_path / "set.db"),
+                                 setting=setting, **kw)
+    return json.loads(out.stdout), captured
+
+
 ACCUM_FILE = NET_FILE.replace("torch.randn(32, 16)", "torch.randn(16384, 16)") + '''
 
 def step(model, batch, run):
@@ -538,40 +559,28 @@ def step(model, batch, run):
 '''
 
 
-@pytest.mark.parametrize("how", [["--micro-batches", "3"], ["--step-function"]])
+@pytest.mark.parametrize("how", ["micro-batches", "step function"])
 def test_gradient_accumulation_settings_predicted_as_captured(tmp_path, mhc_exe, how):
     """A step of several forward and backward passes (micro-batches: the recipe's, or a step
     function's own loop) with the gradients kept between them: checkpointing and offloading were
-    refused ('gradient accumulation ... not modelled') and never searched. Each pass now gets its
-    own recomputation and copies; the prediction equals the capture with the setting applied
-    (`mhc advise --verify`), and the search answers with them."""
-    model = tmp_path / "accum.py"
-    text = ACCUM_FILE if how == ["--step-function"] else ACCUM_FILE.split("\n\ndef step(")[0]
-    model.write_text(text)
-    base = str(tmp_path / "base.db")
-    r = _cli("capture", str(model), "--autocast", "none", "--seq", "32", *(how if how[0] != "--step-function" else []),
-             "-o", base)
-    assert r.returncode == 0, r.stderr
-    python = os.path.dirname(os.path.dirname(os.path.abspath(mhc_torch.__file__)))
-    env = dict(os.environ, MHC_TORCH=f"{sys.executable} -m mhc_torch.cli",
-               PYTHONPATH=os.pathsep.join([python, str(tmp_path)]))
+    refused ('gradient accumulation ... not modelled') and never searched; the host optimizer kept
+    the device gradients from the first pass to the last. Each pass now gets its own
+    recomputation, copies and gradient copies to the host; the predicted peak equals the capture
+    with the setting applied, and the search answers with them."""
+    source = ACCUM_FILE if how == "step function" else ACCUM_FILE.split("\n\ndef step(")[0]
+    recipe = {} if how == "step function" else {"micro_batches": 3}
     for setting in ({"checkpoint": {"modules": ["Net.blocks.1"]}},
                     {"offload": {"mode": "streamed", "modules": None, "min_bytes": 1024}},
                     {"checkpoint": {"modules": ["Net.blocks.2"]},
                      "offload": {"mode": "sync", "modules": ["Net.blocks.0"], "min_bytes": 1024}},
-                    # each pass's gradients go to the host (mhc_torch.apply adds them there): the
-                    # model kept the device gradients from the first pass to the last
                     {"optimizer": {"state": "host"}}):
-        out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--verify", "--json"],
-                             capture_output=True, text=True, env=env)
-        assert out.returncode == 0, out.stderr
-        doc = json.loads(out.stdout)
-        assert doc["passes_per_step"] == (3 if how[0] == "--micro-batches" else 2)
+        doc, captured = _predicted_and_captured(tmp_path, mhc_exe, source, setting, **recipe)
+        assert doc["passes_per_step"] == (3 if recipe else 2)
         row = doc["rows"][0]
         assert row["peak_bytes"] < doc["baseline"]["peak_bytes"] or "optimizer" in setting, setting
-        assert row["verify"]["peak_bytes"] == row["peak_bytes"], setting
-        assert row["verify"]["reserved_bytes"] == row["reserved_bytes"], setting
-    out = subprocess.run([mhc_exe, "advise", base, "--capacity", "89MiB", "--json"], capture_output=True, text=True)
+        assert row["peak_bytes"] == captured.peak_bytes, setting
+    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--capacity", "89MiB", "--json"],
+                         capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert any("checkpoint" in r["setting"] for r in json.loads(out.stdout)["rows"])
 
@@ -598,20 +607,9 @@ def test_grad_scaler_step_checkpoint_predicted_as_captured(tmp_path, mhc_exe):
     autocast's fp16 weight copies through the whole backward (10 MiB more here: 204.5 against 194.0 MB): the
     predicted peak was 2.89% above the capture on the decoder of bench/advise/new_user. The step's
     forward ends where its backward starts (the pass), and the prediction equals the capture."""
-    model = tmp_path / "scaled.py"
-    model.write_text(SCALER_FILE)
-    base = str(tmp_path / "base.db")
-    r = _cli("capture", str(model), "--autocast", "fp16", "--seq", "32", "-o", base)
-    assert r.returncode == 0, r.stderr
-    python = os.path.dirname(os.path.dirname(os.path.abspath(mhc_torch.__file__)))
-    env = dict(os.environ, MHC_TORCH=f"{sys.executable} -m mhc_torch.cli",
-               PYTHONPATH=os.pathsep.join([python, str(tmp_path)]))
     setting = {"checkpoint": {"modules": ["Net.blocks.0", "Net.blocks.1", "Net.blocks.2"]}}
-    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--verify", "--json"],
-                         capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr
-    row = json.loads(out.stdout)["rows"][0]
-    assert row["verify"]["peak_bytes"] == row["peak_bytes"]
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, SCALER_FILE, setting, autocast_dtype=torch.float16)
+    assert doc["rows"][0]["peak_bytes"] == captured.peak_bytes
 
 
 FROZEN_FILE = SCALER_FILE.split("\n\ndef step(")[0].replace('''def build_model():
@@ -627,20 +625,9 @@ def test_frozen_weights_casts_under_checkpoint_predicted_as_captured(tmp_path, m
     frozen weight's (LoRA's base weights) is cast anew at each use and dies after it. The
     prediction kept the frozen weights' casts in checkpointed blocks to the forward's end: 0.67%
     above the capture on bench/advise/new_user/lora_llama.py (8.37 against 8.31 GiB); 2 MiB here."""
-    model = tmp_path / "frozen.py"
-    model.write_text(FROZEN_FILE)
-    base = str(tmp_path / "base.db")
-    r = _cli("capture", str(model), "--autocast", "bf16", "--seq", "32", "-o", base)
-    assert r.returncode == 0, r.stderr
-    python = os.path.dirname(os.path.dirname(os.path.abspath(mhc_torch.__file__)))
-    env = dict(os.environ, MHC_TORCH=f"{sys.executable} -m mhc_torch.cli",
-               PYTHONPATH=os.pathsep.join([python, str(tmp_path)]))
     setting = {"checkpoint": {"modules": ["Net.blocks.0", "Net.blocks.1"]}}
-    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--verify", "--json"],
-                         capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr
-    row = json.loads(out.stdout)["rows"][0]
-    assert row["verify"]["peak_bytes"] == row["peak_bytes"]
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, FROZEN_FILE, setting, autocast_dtype=torch.bfloat16)
+    assert doc["rows"][0]["peak_bytes"] == captured.peak_bytes
 
 
 def test_recompute_stops_where_pytorch_stops(tmp_path, mhc_exe):
@@ -650,17 +637,6 @@ def test_recompute_stops_where_pytorch_stops(tmp_path, mhc_exe):
     the checkpoint's frame dies. The prediction reran fc2 and freed the cached output there: 1 MiB
     (1.14%) below the capture here, and every checkpointed block's last matmul counted twice in
     the time."""
-    model = tmp_path / "net.py"
-    model.write_text(ACCUM_FILE.split("\n\ndef step(")[0])
-    base = str(tmp_path / "base.db")
-    r = _cli("capture", str(model), "--autocast", "none", "--seq", "32", "-o", base)
-    assert r.returncode == 0, r.stderr
-    python = os.path.dirname(os.path.dirname(os.path.abspath(mhc_torch.__file__)))
-    env = dict(os.environ, MHC_TORCH=f"{sys.executable} -m mhc_torch.cli",
-               PYTHONPATH=os.pathsep.join([python, str(tmp_path)]))
     setting = {"checkpoint": {"modules": ["Net.blocks.0", "Net.blocks.1", "Net.blocks.2"], "policy": "save_matmuls"}}
-    out = subprocess.run([mhc_exe, "advise", base, "--setting", json.dumps(setting), "--verify", "--json"],
-                         capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr
-    row = json.loads(out.stdout)["rows"][0]
-    assert row["verify"]["peak_bytes"] == row["peak_bytes"]
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, ACCUM_FILE.split("\n\ndef step(")[0], setting)
+    assert doc["rows"][0]["peak_bytes"] == captured.peak_bytes
