@@ -96,18 +96,18 @@ int32_t Base::first_access(int32_t a, Phase ph, int32_t st) const {
     return -1;
 }
 
-int32_t Base::last_access_in_pass(int32_t a, Phase ph, int32_t pass_index) const {
+int32_t Base::last_access_in_pass(int32_t alloc, Phase ph, int32_t pass_index) const {
     int32_t last = -1;
-    for_acc(a, [&](int32_t s, trace::AccessMode) {
-        if (phase[static_cast<size_t>(s)] == ph && pass[static_cast<size_t>(s)] == pass_index) last = s;
+    for_acc(alloc, [&](int32_t seq, trace::AccessMode) {
+        if (phase[static_cast<size_t>(seq)] == ph && pass[static_cast<size_t>(seq)] == pass_index) last = seq;
     });
     return last;
 }
 
-int32_t Base::first_access_in_pass(int32_t a, Phase ph, int32_t pass_index) const {
-    for (int64_t j = acc_begin[static_cast<size_t>(a)]; j < acc_begin[static_cast<size_t>(a) + 1]; ++j) {
-        int32_t s = acc[static_cast<size_t>(j)].first;
-        if (phase[static_cast<size_t>(s)] == ph && pass[static_cast<size_t>(s)] == pass_index) return s;
+int32_t Base::first_access_in_pass(int32_t alloc, Phase ph, int32_t pass_index) const {
+    for (int64_t j = acc_begin[static_cast<size_t>(alloc)]; j < acc_begin[static_cast<size_t>(alloc) + 1]; ++j) {
+        const int32_t seq = acc[static_cast<size_t>(j)].first;
+        if (phase[static_cast<size_t>(seq)] == ph && pass[static_cast<size_t>(seq)] == pass_index) return seq;
     }
     return -1;
 }
@@ -200,26 +200,26 @@ void index_accesses(Base& b) {
 
 // Each seq's pass: a new one at the step's first kernel and at a forward kernel after a
 // backward one (a recomputation inside the backward is neither).
-void index_passes(Base& b) {
-    const size_t n = b.korder.size();
-    b.pass.assign(n, 0);
+void index_passes(Base& base) {
+    const size_t seqs = base.korder.size();
+    base.pass.assign(seqs, 0);
     int32_t cur = -1;
     Phase last = Phase::Other;
-    for (size_t s = 0; s < n; ++s) {
-        const bool new_step = s == 0 || b.step[s] != b.step[s - 1];
-        if (new_step || (b.phase[s] == Phase::Forward && last == Phase::Backward)) {
+    for (size_t s = 0; s < seqs; ++s) {
+        const bool new_step = s == 0 || base.step[s] != base.step[s - 1];
+        if (new_step || (base.phase[s] == Phase::Forward && last == Phase::Backward)) {
             ++cur;
-            b.pass_step.push_back(b.step_index(b.step[s]));
-            b.pass_fwd_last.push_back(-1);
-            b.pass_bwd_first.push_back(-1);
+            base.pass_step.push_back(base.step_index(base.step[s]));
+            base.pass_fwd_last.push_back(-1);
+            base.pass_bwd_first.push_back(-1);
             last = Phase::Other;
         }
-        b.pass[s] = cur;
+        base.pass[s] = cur;
         const auto at = static_cast<int32_t>(s);
-        if (b.phase[s] == Phase::Forward) b.pass_fwd_last[static_cast<size_t>(cur)] = at;
-        if (b.phase[s] == Phase::Backward && b.pass_bwd_first[static_cast<size_t>(cur)] < 0)
-            b.pass_bwd_first[static_cast<size_t>(cur)] = at;
-        if (b.phase[s] == Phase::Forward || b.phase[s] == Phase::Backward) last = b.phase[s];
+        if (base.phase[s] == Phase::Forward) base.pass_fwd_last[static_cast<size_t>(cur)] = at;
+        if (base.phase[s] == Phase::Backward && base.pass_bwd_first[static_cast<size_t>(cur)] < 0)
+            base.pass_bwd_first[static_cast<size_t>(cur)] = at;
+        if (base.phase[s] == Phase::Forward || base.phase[s] == Phase::Backward) last = base.phase[s];
     }
 }
 

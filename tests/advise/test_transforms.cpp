@@ -269,22 +269,22 @@ TEST_CASE("gradient accumulation: checkpointing and offloading act in each micro
     // checkpoint blocks.1 in each pass (two_blocks' case: peak 3300, 80 ns): the second pass
     // 100 B higher, 3400; 2 x 80 ns; two recomputations (a kernel more each)
     const std::string ckpt = R"({"checkpoint": {"modules": ["M.blocks.1"]}})";
-    Prediction p = predict(fix, ckpt);
-    CHECK(p.memory.peak == 3400);
-    CHECK(p.step_time == 160);
-    mhc::trace::TraceData t = fix.ev().trace(parse_setting(ckpt));
-    CHECK(t.kernels.size() == 16);
-    CHECK(mhc::trace::check_trace(t).ok());
-    CHECK(t.str(t.kernels.name[5]) == "aten::mm");    // pass 1's recomputation before its backward
-    CHECK(t.str(t.kernels.name[13]) == "aten::mm");   // pass 2's before its own
+    Prediction with_ckpt = predict(fix, ckpt);
+    CHECK(with_ckpt.memory.peak == 3400);
+    CHECK(with_ckpt.step_time == 160);
+    mhc::trace::TraceData out = fix.ev().trace(parse_setting(ckpt));
+    CHECK(out.kernels.size() == 16);
+    CHECK(mhc::trace::check_trace(out).ok());
+    CHECK(out.str(out.kernels.name[5]) == "aten::mm");    // pass 1's recomputation before its backward
+    CHECK(out.str(out.kernels.name[13]) == "aten::mm");   // pass 2's before its own
     // sync offload of blocks.0 (two_blocks' case: peak 2210, 2070 ns, 1000 B each way): per pass
     const std::string off = R"({"offload": {"mode": "sync", "modules": ["M.blocks.0"], "min_bytes": 500}})";
-    Prediction q = predict(fix, off);
-    CHECK(q.memory.peak == 2310);
-    CHECK(q.step_time == 4140);
-    CHECK(q.d2h_bytes == 2000);
-    CHECK(q.h2d_bytes == 2000);
-    CHECK(q.host_peak == 1000);
+    Prediction with_off = predict(fix, off);
+    CHECK(with_off.memory.peak == 2310);
+    CHECK(with_off.step_time == 4140);
+    CHECK(with_off.d2h_bytes == 2000);
+    CHECK(with_off.h2d_bytes == 2000);
+    CHECK(with_off.host_peak == 1000);
     CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
     CHECK(Fixture(advisetest::two_blocks()).base.passes == 1);
 }
@@ -299,23 +299,25 @@ namespace {
 TinyTrace cast_weight(int64_t weight_bytes, int64_t cast_bytes, bool frozen = false) {
     using mhc::trace::Category;
     using mhc::trace::Phase;
-    TinyTrace t;
-    t.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
-    const int w = t.alloc(weight_bytes, Category::Param, "w", -1, -1);
-    const int x = t.alloc(100, Category::Other, "batch", -1, -1);
-    const int c = t.alloc(cast_bytes, Category::Activation, "c", 0, 5);
-    const int h = t.alloc(1000, Category::Activation, "h", 1, 4);
-    const int o = t.alloc(500, Category::Activation, "o", 2, 3);
-    const int l = t.alloc(10, Category::Workspace, "loss", 3, 3);
-    const int g1 = t.alloc(100, Category::Workspace, "g1", 4, 5);
-    const int g0 = t.alloc(100, Category::Grad, frozen ? "u.grad" : "w.grad", 5, -1);
-    t.kernel({"aten::_to_copy", "M.blocks.0", Phase::Forward, {{w, 'r'}, {c, 'w'}}, {}});
-    t.kernel({"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{x, 'r'}, {c, 'r'}, {h, 'w'}}, {c}});
-    t.kernel({"aten::mm", "M.blocks.1", Phase::Forward, {{h, 'r'}, {o, 'w'}}, {h}});
-    t.kernel({"aten::sum", "M", Phase::Forward, {{o, 'r'}, {l, 'w'}}, {}});
-    t.kernel({"aten::mm_backward", "M.blocks.1", Phase::Backward, {{h, 'r'}, {g1, 'w'}}, {}});
-    t.kernel({"aten::native_layer_norm_backward", "M.blocks.0", Phase::Backward, {{c, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
-    return t;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
+    const int weight = tiny.alloc(weight_bytes, Category::Param, "w", -1, -1);
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int cast = tiny.alloc(cast_bytes, Category::Activation, "c", 0, 5);
+    const int hidden = tiny.alloc(1000, Category::Activation, "h", 1, 4);
+    const int out = tiny.alloc(500, Category::Activation, "o", 2, 3);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 3, 3);
+    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 4, 5);
+    const int g0 = tiny.alloc(100, Category::Grad, frozen ? "u.grad" : "w.grad", 5, -1);
+    tiny.kernel({"aten::_to_copy", "M.blocks.0", Phase::Forward, {{weight, 'r'}, {cast, 'w'}}, {}});
+    tiny.kernel(
+        {"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {cast, 'r'}, {hidden, 'w'}}, {cast}});
+    tiny.kernel({"aten::mm", "M.blocks.1", Phase::Forward, {{hidden, 'r'}, {out, 'w'}}, {hidden}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{out, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mm_backward", "M.blocks.1", Phase::Backward, {{hidden, 'r'}, {g1, 'w'}}, {}});
+    tiny.kernel(
+        {"aten::native_layer_norm_backward", "M.blocks.0", Phase::Backward, {{cast, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
+    return tiny;
 }
 
 }   // namespace

@@ -120,8 +120,8 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     // The checkpoint's frame (and the inputs it holds) lives until the last backward node
     // holding one of its saved tensors is done.
     int32_t region_bwd_last = trigger;
-    for (int32_t x : saved)
-        region_bwd_last = std::max(region_bwd_last, b.last_access_in_pass(x, Phase::Backward, r.pass));
+    for (int32_t storage : saved)
+        region_bwd_last = std::max(region_bwd_last, b.last_access_in_pass(storage, Phase::Backward, r.pass));
     const int32_t fwd_end = b.pass_fwd_last[static_cast<size_t>(r.pass)];
 
     // PyTorch's early stop ends the recomputation at the run's last pack. An op packs its inputs

@@ -88,16 +88,17 @@ public:
 
 // A gradient's device life in a later pass of gradient accumulation: a new storage from the
 // pass's first backward access of gradient g, which the pass's backward ops use instead.
-int32_t grad_life(const Base& b, Plan& p, int32_t g, int32_t pass) {
-    Alloc d = p.allocs[static_cast<size_t>(g)];
-    d.src = -1;
-    d.made = {b.first_access_in_pass(g, Phase::Backward, pass), false};
-    d.made_offset = 0;
-    const int32_t dev = p.add_alloc(d);
-    b.for_acc(g, [&](int32_t seq, trace::AccessMode) {
-        if (b.pass[static_cast<size_t>(seq)] != pass || b.phase[static_cast<size_t>(seq)] != Phase::Backward) return;
-        for (PlanAccess& pa : p.ops[static_cast<size_t>(seq)].acc)
-            if (pa.alloc == g) pa.alloc = dev;
+int32_t grad_life(const Base& base, Plan& plan, int32_t grad, int32_t pass) {
+    Alloc life = plan.allocs[static_cast<size_t>(grad)];
+    life.src = -1;
+    life.made = {base.first_access_in_pass(grad, Phase::Backward, pass), false};
+    life.made_offset = 0;
+    const int32_t dev = plan.add_alloc(life);
+    base.for_acc(grad, [&](int32_t seq, trace::AccessMode) {
+        if (base.pass[static_cast<size_t>(seq)] != pass || base.phase[static_cast<size_t>(seq)] != Phase::Backward)
+            return;
+        for (PlanAccess& pa : plan.ops[static_cast<size_t>(seq)].acc)
+            if (pa.alloc == grad) pa.alloc = dev;
     });
     return dev;
 }
@@ -151,19 +152,19 @@ public:
                     int32_t dev = g;
                     if (!first_life) dev = grad_life(b, p, g, pass);
                     first_life = false;
-                    Alloc& a = p.allocs[static_cast<size_t>(dev)];
-                    a.freed = {last, true};
-                    a.freed_offset = 0;
-                    p.copies.push_back({false, a.bytes, last, false});
+                    Alloc& life = p.allocs[static_cast<size_t>(dev)];
+                    life.freed = {last, true};
+                    life.freed_offset = 0;
+                    p.copies.push_back({false, life.bytes, last, false});
                     host.waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
-                    if (host_grads_made.insert(a.label).second) {
-                        Alloc h = a;
-                        h.src = -1;
-                        h.device = -1;
-                        h.made = {last, true};
-                        h.freed = {kNoFree, false};
-                        h.made_offset = h.freed_offset = 0;
-                        p.add_alloc(h);
+                    if (host_grads_made.insert(life.label).second) {
+                        Alloc on_host = life;
+                        on_host.src = -1;
+                        on_host.device = -1;
+                        on_host.made = {last, true};
+                        on_host.freed = {kNoFree, false};
+                        on_host.made_offset = on_host.freed_offset = 0;
+                        p.add_alloc(on_host);
                     }
                 }
             }

@@ -158,8 +158,8 @@ struct Base {
     int32_t last_access(int32_t a, Phase phase, int32_t step) const;
     int32_t first_access(int32_t a, Phase phase, int32_t step) const;
     // The same within one pass (an index into pass_step).
-    int32_t last_access_in_pass(int32_t a, Phase phase, int32_t pass_index) const;
-    int32_t first_access_in_pass(int32_t a, Phase phase, int32_t pass_index) const;
+    int32_t last_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const;
+    int32_t first_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const;
 };
 
 // Builds the Base of a captured trace (load_capture_info reads its capture tables).
