@@ -180,8 +180,7 @@ int run(const Options& o) {
                 base.info.block_prefix.c_str(), base.steps.size(), base.steps.size() == 1 ? "" : "s");
     if (base.passes > 1)
         std::printf(
-            "note       %d forward and backward passes per step (gradient accumulation): checkpointing and "
-            "offloading are not modelled for them, not searched\n",
+            "note       %d forward and backward passes per step (gradient accumulation): settings act in each\n",
             base.passes);
     if (!cap_what.empty()) std::printf("capacity   %s (%s)\n", mhc::format_bytes(capacity).c_str(), cap_what.c_str());
     std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", ev.link().name.c_str(),

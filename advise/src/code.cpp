@@ -110,48 +110,77 @@ bool holds_batchnorm(const std::vector<std::string>& modules, const CaptureInfo&
     return false;
 }
 
-// BatchNorm recomputed in the backward would update its running statistics a second time:
-// hooks that put them back (python/mhc_torch/checkpointing.py keep_running_stats does the same).
-void batchnorm_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
+// Whether a checkpointed module of the setting holds a BatchNorm.
+bool checkpoints_batchnorm(const Setting& setting, const CaptureInfo& info) {
     std::vector<std::string> all;
-    std::string names;
-    for (const CheckpointGroup& group : setting.checkpoint) {
+    for (const CheckpointGroup& group : setting.checkpoint)
         all.insert(all.end(), group.modules.begin(), group.modules.end());
+    return holds_batchnorm(all, info);
+}
+
+// BatchNorm recomputed in the backward would update its running statistics a second time:
+// hooks that give it copies there (python/mhc_torch/checkpointing.py keep_running_stats does the
+// same). The recompute is told by checkpoint's context_fn, whose second context manager runs
+// around it (public API; the checkpoint code below passes context_fn=marking(...)).
+void batchnorm_code(std::ostringstream& out, const Setting& setting, const CaptureInfo& info) {
+    if (!checkpoints_batchnorm(setting, info)) return;
+    std::string names;
+    for (const CheckpointGroup& group : setting.checkpoint)
         names += (names.empty() ? "" : ", ") + std::string("*") + names_expr(group.modules, info);
-    }
-    if (!holds_batchnorm(all, info)) return;
     out << "# BatchNorm inside the checkpointed modules: the recompute in the backward would update its running\n"
-        << "# statistics a second time; these hooks give it copies to update there\n"
-        << "from torch.nn.modules.batchnorm import _BatchNorm\n"
+        << "# statistics a second time; these hooks give it copies to update there. checkpoint's context_fn\n"
+        << "# (its second context manager runs around the recompute) tells them the recompute.\n"
+        << "import contextlib\n"
+        << "class InRecompute:   # the recompute's context, entered once per recompute\n"
+        << "    count = 0\n"
+        << "    def __init__(self, inner):\n"
+        << "        self.inner = inner\n"
+        << "    def __enter__(self):\n"
+        << "        self.inner.__enter__()\n"
+        << "        InRecompute.count += 1\n"
+        << "    def __exit__(self, *exc):\n"
+        << "        InRecompute.count -= 1\n"
+        << "        return self.inner.__exit__(*exc)\n"
+        << "def marking(context_fn=None):   # checkpoint's context_fn, the recompute marked\n"
+        << "    def fn():\n"
+        << "        fwd, rec = context_fn() if context_fn else (contextlib.nullcontext(), contextlib.nullcontext())\n"
+        << "        return fwd, InRecompute(rec)\n"
+        << "    return fn\n"
         << "def keep_running_stats(bn):\n"
         << "    def swap_in(m, args):\n"
         << "        if not m.training:\n"
         << "            return\n"
-        << "        copies = {n: b.clone() for n, b in m._buffers.items() if b is not None}   # forward too: same ops\n"
-        << "        if torch._C._current_graph_task_id() != -1:   # the recompute, inside the backward\n"
-        << "            m.stats_kept = dict(m._buffers)\n"
-        << "            m._buffers.update(copies)\n"
+        << "        copies = {n: b.clone() for n, b in m.named_buffers(recurse=False)}   # forward too: same ops\n"
+        << "        if InRecompute.count:\n"
+        << "            m.stats_kept = dict(m.named_buffers(recurse=False))\n"
+        << "            for n, b in copies.items():\n"
+        << "                setattr(m, n, b)\n"
         << "    def swap_back(m, args, out):\n"
         << "        kept = m.__dict__.pop(\"stats_kept\", None)\n"
-        << "        if kept is not None:\n"
-        << "            m._buffers.update(kept)\n"
+        << "        for n, b in (kept or {}).items():\n"
+        << "            setattr(m, n, b)\n"
         << "    bn.register_forward_pre_hook(swap_in)\n"
         << "    bn.register_forward_hook(swap_back)\n"
+        << "BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)\n"
         << "for n in [" << names << "]:\n"
         << "    for m in model.get_submodule(n).modules():\n"
-        << "        if isinstance(m, _BatchNorm) and m.track_running_stats:\n"
+        << "        if isinstance(m, BATCHNORMS) and m.track_running_stats:\n"
         << "            keep_running_stats(m)\n";
 }
 
 void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo& info) {
     bool wrapper = false;
+    // With BatchNorm inside, checkpoint's context_fn marks the recompute (batchnorm_code).
+    const bool bn = checkpoints_batchnorm(s, info);
+    const std::string marked = bn ? ", context_fn=marking()" : "";
     auto hf_all = [&](const CheckpointGroup& group) { return s.checkpoint.size() == 1 && hf_layers(group, info); };
     if (!s.checkpoint.empty() && !hf_all(s.checkpoint.front())) o << "import functools\n";
     for (const CheckpointGroup& g : s.checkpoint) {
         if (hf_all(g)) {
             const bool current = info.hf_checkpoint_call == "activation_checkpointing_enable";
             o << "model." << info.hf_checkpoint_call << "(" << (current ? "activation" : "gradient")
-              << "_checkpointing_kwargs={\"use_reentrant\": False})\n";
+              << "_checkpointing_kwargs={\"use_reentrant\": False" << (bn ? ", \"context_fn\": marking()" : "")
+              << "})\n";
             continue;
         }
         if (!wrapper) {
@@ -164,13 +193,13 @@ void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo&
               << "maps = {m for n in " << names_expr(g.modules, info) << " for m in model.get_submodule(n).modules()\n"
               << "        if type(m).__name__ == \"" << kMhcMaps << "\"}\n"
               << "apply_activation_checkpointing(model, check_fn=lambda m: m in maps, checkpoint_wrapper_fn=functools.partial(\n"
-              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT))\n";
+              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT" << marked << "))\n";
             continue;
         }
         if (g.policy == Policy::Full) {
             o << "full = {model.get_submodule(n) for n in " << names_expr(g.modules, info) << "}\n"
               << "apply_activation_checkpointing(model, check_fn=lambda m: m in full, checkpoint_wrapper_fn=functools.partial(\n"
-              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT))\n";
+              << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT" << marked << "))\n";
         } else {
             o << "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
               << "aten = torch.ops.aten\n"
@@ -184,7 +213,8 @@ void checkpoint_code(std::ostringstream& o, const Setting& s, const CaptureInfo&
               << "selective = {model.get_submodule(n) for n in " << names_expr(g.modules, info) << "}\n"
               << "apply_activation_checkpointing(model, check_fn=lambda m: m in selective, checkpoint_wrapper_fn=functools.partial(\n"
               << "    checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT,\n"
-              << "    context_fn=functools.partial(create_selective_checkpoint_contexts, save_matmuls)))\n";
+              << "    context_fn=" << (bn ? "marking(" : "")
+              << "functools.partial(create_selective_checkpoint_contexts, save_matmuls)" << (bn ? ")" : "") << "))\n";
         }
     }
 }
@@ -320,8 +350,8 @@ std::string code_for(const Setting& s, const CaptureInfo& info) {
     if (!s.allocator.empty())
         o << "import os                          # before torch touches the GPU\n"
           << "os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"" << s.allocator << "\"\n";
+    batchnorm_code(o, s, info);   // defines marking(), which the checkpoint code passes
     checkpoint_code(o, s, info);
-    batchnorm_code(o, s, info);
     if (s.offload) offload_code(o, *s.offload, info);
     optimizer_code(o, s, info);
     o << "# or, the same in one line (what --verify runs):\n"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <unordered_set>
 
 #include "mhc/common/error.hpp"
 #include "mhc/sim/event_order.hpp"
@@ -95,6 +96,22 @@ int32_t Base::first_access(int32_t a, Phase ph, int32_t st) const {
     return -1;
 }
 
+int32_t Base::last_access_in_pass(int32_t alloc, Phase ph, int32_t pass_index) const {
+    int32_t last = -1;
+    for_acc(alloc, [&](int32_t seq, trace::AccessMode) {
+        if (phase[static_cast<size_t>(seq)] == ph && pass[static_cast<size_t>(seq)] == pass_index) last = seq;
+    });
+    return last;
+}
+
+int32_t Base::first_access_in_pass(int32_t alloc, Phase ph, int32_t pass_index) const {
+    for (int64_t j = acc_begin[static_cast<size_t>(alloc)]; j < acc_begin[static_cast<size_t>(alloc) + 1]; ++j) {
+        const int32_t seq = acc[static_cast<size_t>(j)].first;
+        if (phase[static_cast<size_t>(seq)] == ph && pass[static_cast<size_t>(seq)] == pass_index) return seq;
+    }
+    return -1;
+}
+
 namespace {
 
 int32_t gpu_device(const trace::TraceData& t) {
@@ -116,7 +133,7 @@ double meta_number(const trace::TraceData& t, const std::string& key, double fal
 }
 
 // Each allocation's accesses by seq (counting sort), its maker and whether it is autocast's
-// cached copy of a parameter.
+// cached copy of a parameter (a cast of a trained parameter to as many bytes or fewer).
 void index_accesses(Base& b) {
     const trace::TraceData& t = *b.trace;
     const size_t m = t.allocations.size(), n = b.korder.size();
@@ -156,16 +173,53 @@ void index_accesses(Base& b) {
         for (size_t a = 0; a < m; ++a)
             if (b.creator[a] >= 0) b.made_list[static_cast<size_t>(c[static_cast<size_t>(b.creator[a])]++)] = static_cast<int32_t>(a);
     }
+    // Parameters that train: those with a gradient ("<name>.grad"); autocast caches the casts of
+    // those only (a frozen weight, such as LoRA's base, is cast anew at each use). A trace
+    // without gradients says nothing: all count.
+    std::unordered_set<std::string> grads;
+    for (size_t a = 0; a < m; ++a)
+        if (t.allocations.category[a] == trace::Category::Grad) grads.insert(t.str(t.allocations.label[a]));
+    auto trains = [&](int32_t param) {
+        return grads.empty() || grads.count(t.str(t.allocations.label[static_cast<size_t>(param)]) + ".grad") > 0;
+    };
     for (size_t a = 0; a < m; ++a) {
         int32_t c = b.creator[a];
         if (c < 0 || t.str(t.kernels.name[static_cast<size_t>(b.korder[static_cast<size_t>(c)])]) != "aten::_to_copy") continue;
         int32_t k = b.korder[static_cast<size_t>(c)];
         for (int64_t j = t.kernels.access_begin[static_cast<size_t>(k)]; j < t.kernels.access_begin[static_cast<size_t>(k) + 1]; ++j) {
             int32_t src = t.accesses.allocation[static_cast<size_t>(j)];
+            // autocast caches a weight's cast to the lower precision only: an upcast (bf16
+            // weights to fp32 for LayerNorm, a larger storage) is not kept for the forward
             if (t.accesses.mode[static_cast<size_t>(j)] == trace::AccessMode::Read &&
-                t.allocations.category[static_cast<size_t>(src)] == trace::Category::Param)
+                t.allocations.category[static_cast<size_t>(src)] == trace::Category::Param &&
+                t.allocations.bytes[a] <= t.allocations.bytes[static_cast<size_t>(src)] && trains(src))
                 b.param_cast[a] = 1;
         }
+    }
+}
+
+// Each seq's pass: a new one at the step's first kernel and at a forward kernel after a
+// backward one (a recomputation inside the backward is neither).
+void index_passes(Base& base) {
+    const size_t seqs = base.korder.size();
+    base.pass.assign(seqs, 0);
+    int32_t cur = -1;
+    Phase last = Phase::Other;
+    for (size_t s = 0; s < seqs; ++s) {
+        const bool new_step = s == 0 || base.step[s] != base.step[s - 1];
+        if (new_step || (base.phase[s] == Phase::Forward && last == Phase::Backward)) {
+            ++cur;
+            base.pass_step.push_back(base.step_index(base.step[s]));
+            base.pass_fwd_last.push_back(-1);
+            base.pass_bwd_first.push_back(-1);
+            last = Phase::Other;
+        }
+        base.pass[s] = cur;
+        const auto at = static_cast<int32_t>(s);
+        if (base.phase[s] == Phase::Forward) base.pass_fwd_last[static_cast<size_t>(cur)] = at;
+        if (base.phase[s] == Phase::Backward && base.pass_bwd_first[static_cast<size_t>(cur)] < 0)
+            base.pass_bwd_first[static_cast<size_t>(cur)] = at;
+        if (base.phase[s] == Phase::Forward || base.phase[s] == Phase::Backward) last = base.phase[s];
     }
 }
 
@@ -205,6 +259,7 @@ void index_steps(Base& b) {
         last = b.phase[s];
     }
     for (int32_t count : passes) b.passes = std::max(b.passes, count);
+    index_passes(b);
 }
 
 // Where a recorded allocation is made and freed among the recorded kernels.

@@ -26,37 +26,38 @@ struct Windows {
 };
 
 Windows classify(const Base& b) {
-    const size_t n = b.korder.size(), nb = b.info.block_name.size(), ns = b.steps.size();
+    // per pass (a step with gradient accumulation holds its blocks once per micro-batch)
+    const size_t seqs = b.korder.size(), nb = b.info.block_name.size(), ns = b.pass_step.size();
     Windows w;
-    w.owner.assign(n + 2, -1);
-    w.held.assign(n + 2, 0);
-    w.fwd.assign(n + 2, 0);
+    w.owner.assign(seqs + 2, -1);
+    w.held.assign(seqs + 2, 0);
+    w.fwd.assign(seqs + 2, 0);
     std::vector<int32_t> first_fwd(nb * ns, INT32_MAX), last_fwd(nb * ns, -1);
     std::vector<int32_t> first_bwd(nb * ns, INT32_MAX), last_bwd(nb * ns, -1);
-    for (size_t s = 0; s < n; ++s) {
+    for (size_t s = 0; s < seqs; ++s) {
         const int32_t m = b.module[s];
         const int32_t k = m >= 0 ? b.info.module_block[static_cast<size_t>(m)] : -1;
         w.owner[s] = k;
         w.fwd[s] = b.phase[s] == Phase::Forward;
         if (k < 0) continue;
-        size_t i = static_cast<size_t>(k) * ns + static_cast<size_t>(b.step_index(b.step[s]));
+        size_t slot = static_cast<size_t>(k) * ns + static_cast<size_t>(b.pass[s]);
         const auto at = static_cast<int32_t>(s);
         if (b.phase[s] == Phase::Forward) {
-            first_fwd[i] = std::min(first_fwd[i], at);
-            last_fwd[i] = std::max(last_fwd[i], at);
+            first_fwd[slot] = std::min(first_fwd[slot], at);
+            last_fwd[slot] = std::max(last_fwd[slot], at);
         }
         if (b.phase[s] == Phase::Backward) {
-            first_bwd[i] = std::min(first_bwd[i], at);
-            last_bwd[i] = std::max(last_bwd[i], at);
+            first_bwd[slot] = std::min(first_bwd[slot], at);
+            last_bwd[slot] = std::max(last_bwd[slot], at);
         }
     }
     // An op of a module outside every block that runs in the middle of a block's forward or
     // backward (a shared activation module the blocks call, one not registered under them) is
     // that block's: the block is not held there, its forward not done.
-    for (size_t s = 0; s < n; ++s) {
+    for (size_t s = 0; s < seqs; ++s) {
         if (w.owner[s] >= 0) continue;
         const auto at = static_cast<int32_t>(s);
-        const size_t si = static_cast<size_t>(b.step_index(b.step[s]));
+        const size_t si = static_cast<size_t>(b.pass[s]);
         for (size_t k = 0; k < nb; ++k) {
             const size_t slot = k * ns + si;
             if ((first_fwd[slot] < at && at < last_fwd[slot]) || (first_bwd[slot] < at && at < last_bwd[slot])) {
@@ -65,9 +66,9 @@ Windows classify(const Base& b) {
             }
         }
     }
-    for (size_t s = 0; s < n; ++s) {
+    for (size_t s = 0; s < seqs; ++s) {
         if (w.owner[s] >= 0) continue;
-        size_t si = static_cast<size_t>(b.step_index(b.step[s]));
+        size_t si = static_cast<size_t>(b.pass[s]);
         int32_t held = 0;
         for (size_t k = 0; k < nb; ++k)
             held += first_fwd[k * ns + si] < static_cast<int32_t>(s) && last_bwd[k * ns + si] > static_cast<int32_t>(s);
@@ -146,7 +147,6 @@ BlockEffects block_effects(const Evaluator& ev, const PlannerOptions& o, int64_t
         const bool mhc = block_has_type(b, k, kMhcMaps);
         for (int c = 1; c < kChoices; ++c) {
             if (c == static_cast<int>(BlockChoice::Mhc) && !mhc) continue;
-            if (b.passes > 1) continue;   // gradient accumulation: block settings are not modelled
             std::vector<BlockChoice> per(nb, BlockChoice::Keep);
             per[k] = static_cast<BlockChoice>(c);
             Evaluator::Quick q = ev.quick(combine(b, Setting{}, per, o.offload));

@@ -31,12 +31,6 @@ Context make_context(const Base& b, const Setting& s, HostModel host) {
 
 std::vector<std::unique_ptr<Transform>> make_transforms(const Base& b, const Setting& s) {
     std::vector<std::unique_ptr<Transform>> t;
-    if (b.passes > 1 && (!s.checkpoint.empty() || s.offload))
-        throw Error(std::string("setting: field '") + (s.checkpoint.empty() ? "offload" : "checkpoint") +
-                    "': the capture runs " + std::to_string(b.passes) +
-                    " forward and backward passes per step (gradient accumulation), which "
-                    "checkpointing and offloading are not modelled for: capture the step with --micro-batches 1 to ask "
-                    "about them (its peak lacks the gradients accumulated between passes)");
     if (!s.checkpoint.empty()) t.push_back(make_checkpoint(b, s.checkpoint));
     if (s.offload) t.push_back(make_offload(b, *s.offload));
     if (s.optimizer_impl == OptimizerImpl::Fused && !b.info.adam_optimizer())

@@ -40,7 +40,7 @@ def _checkpointed(fn, module: torch.nn.Module, context_fn=None):
     """fn (a method of module) run under non-reentrant checkpointing when autograd records (plain
     when it does not). What selective checkpointing keeps goes through the saved-tensor hooks
     around it (an offload moves it like any saved tensor), where this PyTorch has the option."""
-    kwargs = {} if context_fn is None else {"context_fn": context_fn}
+    kwargs = {"context_fn": marking_recompute(context_fn)}
     if context_fn is not None and "respect_saved_tensors_hooks" in inspect.signature(checkpoint).parameters:
         kwargs["respect_saved_tensors_hooks"] = True
 
@@ -71,7 +71,7 @@ def _saves_told():
     inner_pack, inner_unpack = top
 
     def pack(t):
-        if torch._C._current_graph_task_id() == -1:  # the forward, not the backward's recompute
+        if not _recomputing[0]:  # the forward, not the recompute
             placement.note_saved(t)
         return inner_pack(t)
     pack._checkpoint_internal = True
@@ -80,30 +80,67 @@ def _saves_told():
         yield
 
 
+# Recomputations under way, in any thread (a GPU step's backward runs in autograd's device
+# threads): checkpoint's context_fn (public: its second context manager runs around the
+# recompute) counts them, and BatchNorm's hooks read the count.
+_recomputing = [0]
+
+
+class _InRecompute:
+    """The recompute's context: `inner` entered, the recompute counted. Entered once per
+    recompute (a checkpoint recomputes again for each backward that unpacks), so a class."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __enter__(self):
+        self.inner.__enter__()
+        _recomputing[0] += 1
+
+    def __exit__(self, *exc):
+        _recomputing[0] -= 1
+        return self.inner.__exit__(*exc)
+
+
+def marking_recompute(context_fn=None):
+    """A context_fn for torch.utils.checkpoint: context_fn's own contexts (none: no-ops), the
+    recompute's counted so that keep_running_stats tells it from the forward."""
+    def fn():
+        fwd, rec = context_fn() if context_fn is not None else (contextlib.nullcontext(), contextlib.nullcontext())
+        return fwd, _InRecompute(rec)
+    return fn
+
+
+BATCHNORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.SyncBatchNorm)
+
+
 def keep_running_stats(bn: torch.nn.Module) -> None:
     """BatchNorm in a checkpointed module runs its forward twice in training, the second time in
-    the backward's recompute, which would update its running statistics (and batch count) again:
-    a model trained so evaluates differently. In the recompute, hooks give the BatchNorm copies
-    of its buffers to update and put the originals back after it; its output does not depend on
-    them (training normalises with the batch's statistics). The copies are made in the forward
-    too, where they are dropped: selective checkpointing requires the recompute to run the same
-    ops as the forward. The recompute is told by the autograd engine running (a graph task), as
-    torch.utils.checkpoint tells it. `mhc advise` prints the same hooks."""
+    the recompute, which would update its running statistics (and batch count) again: a model
+    trained so evaluates differently. In the recompute, hooks give the BatchNorm copies of its
+    buffers to update and put the originals back after it; its output does not depend on them
+    (training normalises with the batch's statistics). The copies are made in the forward too,
+    where they are dropped: selective checkpointing requires the recompute to run the same ops as
+    the forward. The recompute is told by the checkpoint's context_fn (marking_recompute), public
+    API only: the autograd graph task (torch._C._current_graph_task_id, private) also misses a
+    recompute that runs outside a backward (a saved tensor unpacked by hand). `mhc advise` prints
+    the same hooks."""
     if getattr(bn, "_mhc_keeps_running_stats", False):
         return
 
     def swap_in(m, args):
         if not m.training:
             return
-        copies = {n: b.clone() for n, b in m._buffers.items() if b is not None}
-        if torch._C._current_graph_task_id() != -1:  # the recompute, inside the backward
-            m._mhc_stats_kept = dict(m._buffers)
-            m._buffers.update(copies)
+        copies = {n: b.clone() for n, b in m.named_buffers(recurse=False)}
+        if _recomputing[0]:
+            m._mhc_stats_kept = dict(m.named_buffers(recurse=False))
+            for n, b in copies.items():
+                setattr(m, n, b)
 
     def swap_back(m, args, out):
         kept = m.__dict__.pop("_mhc_stats_kept", None)
-        if kept is not None:
-            m._buffers.update(kept)
+        for n, b in (kept or {}).items():
+            setattr(m, n, b)
 
     bn.register_forward_pre_hook(swap_in)
     bn.register_forward_hook(swap_back)
@@ -116,7 +153,7 @@ def checkpoint_module(module: torch.nn.Module, policy: str) -> None:
     regions = mhc_maps(module) if policy == "mhc" else [module]
     for r in regions:
         for m in r.modules():
-            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
+            if isinstance(m, BATCHNORMS) and m.track_running_stats:
                 keep_running_stats(m)
     if policy == "mhc":
         for m in regions:

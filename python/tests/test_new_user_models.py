@@ -126,26 +126,56 @@ def test_checkpointed_batchnorm_updates_its_running_stats_once(policy):
         assert torch.equal(p0.grad, p1.grad), n
 
 
-def test_printed_checkpoint_code_keeps_batchnorm_stats(mhc_exe, tmp_path):
+def _bn_step_unpacked_first(model, x):
+    """A step whose recompute also runs outside the backward: a saved tensor of the last
+    checkpointed block read by hand (grad_fn._saved_result) before backward() runs."""
+    y = model.blocks(x)
+    node = y.grad_fn.next_functions[1][0]  # relu's backward, inside the checkpointed block
+    assert node._saved_result.shape == y.shape
+    model.head(y.mean((2, 3))).sum().backward()
+    return {n.replace("_checkpoint_wrapped_module.", ""): b.clone() for n, b in model.named_buffers()}
+
+
+def test_batchnorm_stats_kept_when_recomputed_outside_the_backward():
+    """The hooks told the recompute by the autograd graph task (torch._C._current_graph_task_id,
+    private): a recompute outside a backward (a saved tensor unpacked by hand) looked like the
+    forward and updated the running statistics again. Checkpoint's context_fn tells it. (Selective
+    checkpointing refuses a second recompute: 'Trying to backward an extra time'.)"""
+    policy = "full"
+    torch.manual_seed(0)
+    plain = _BnNet()
+    mine = copy.deepcopy(plain)
+    mhc_torch.apply(mine, None, {"checkpoint": {"modules": ["_BnNet.blocks.0", "_BnNet.blocks.1"], "policy": policy}})
+    x = torch.randn(2, 4, 6, 6)
+    b0, b1 = _bn_step(plain, x), _bn_step_unpacked_first(mine, x)
+    for n in b0:
+        assert torch.equal(b0[n], b1[n]), n
+
+
+@pytest.mark.parametrize("policy", ["full", "save_matmuls"])
+def test_printed_checkpoint_code_keeps_batchnorm_stats(mhc_exe, tmp_path, policy):
     """The code `mhc advise` prints for a model with BatchNorm in the checkpointed blocks carries
-    the same hooks: run as printed, the running statistics equal the plain step's."""
+    the same hooks, on public PyTorch API only: run as printed, the running statistics equal the
+    plain step's, also when a recompute runs outside the backward."""
     path = str(tmp_path / "bn.db")
     mhc_torch.capture(_BnNet, lambda: torch.randn(2, 4, 6, 6), path=path, autocast_dtype=None)
-    setting = {"checkpoint": {"modules": ["_BnNet.blocks.0", "_BnNet.blocks.1"], "policy": "save_matmuls"}}
+    setting = {"checkpoint": {"modules": ["_BnNet.blocks.0", "_BnNet.blocks.1"], "policy": policy}}
     out = subprocess.run([mhc_exe, "advise", path, "--setting", json.dumps(setting), "--json"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     code = json.loads(out.stdout)["rows"][0]["code"].split("# or, the same in one line")[0]
-    assert "keep_running_stats" in code
-    torch.manual_seed(0)
-    plain = _BnNet()
-    ns = {"model": copy.deepcopy(plain), "torch": torch}
-    ns["optimizer"] = torch.optim.SGD(ns["model"].parameters(), lr=0.1)
-    exec(code, ns)  # noqa: S102 - the printed code under test
-    x = torch.randn(2, 4, 6, 6)
-    b0, b1 = _bn_step(plain, x), _bn_step(ns["model"], x)
-    for n in b0:
-        assert torch.equal(b0[n], b1[n]), n
+    assert "keep_running_stats" in code and "context_fn=marking(" in code
+    assert "torch._C" not in code and "._buffers" not in code and "_BatchNorm" not in code
+    for step in (_bn_step, _bn_step_unpacked_first) if policy == "full" else (_bn_step,):
+        torch.manual_seed(0)
+        plain = _BnNet()
+        ns = {"model": copy.deepcopy(plain), "torch": torch}
+        ns["optimizer"] = torch.optim.SGD(ns["model"].parameters(), lr=0.1)
+        exec(code, ns)  # noqa: S102 - the printed code under test
+        x = torch.randn(2, 4, 6, 6)
+        b0, b1 = _bn_step(plain, x), step(ns["model"], x)
+        for n in b0:
+            assert torch.equal(b0[n], b1[n]), (step.__name__, n)
 
 
 def test_grad_scaler_runs_in_the_capture(tmp_path):

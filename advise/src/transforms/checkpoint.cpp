@@ -27,7 +27,7 @@ struct Run {
     int32_t first = 0, last = 0;   // forward seqs [first, last] of one call of the module
     int32_t module = -1;
     Policy policy = Policy::Full;
-    size_t step = 0;               // step index
+    int32_t pass = 0;   // Base::pass (a step with gradient accumulation has several)
 };
 
 class Checkpoint final : public Transform {
@@ -40,7 +40,7 @@ public:
 private:
     std::vector<Region> regions_;
 
-    // The forward calls of each region: maximal seq ranges of the step's forward kernels inside it.
+    // The forward calls of each region: maximal seq ranges of a pass's forward kernels inside it.
     std::vector<Run> runs(const Base& b) const {
         std::vector<Run> out;
         for (const Region& g : regions_) {
@@ -49,9 +49,15 @@ private:
             for (size_t s = 0; s < b.korder.size(); ++s) {
                 if (b.phase[s] != Phase::Forward) continue;
                 bool in = b.info.within(b.module[s], g.module);
-                size_t si = static_cast<size_t>(b.step_index(b.step[s]));
-                if (open && (!in || si != cur.step)) { out.push_back(cur); open = false; }
-                if (in && !open) { cur = {static_cast<int32_t>(s), static_cast<int32_t>(s), g.module, g.policy, si}; open = true; }
+                const int32_t pass = b.pass[s];
+                if (open && (!in || pass != cur.pass)) {
+                    out.push_back(cur);
+                    open = false;
+                }
+                if (in && !open) {
+                    cur = {static_cast<int32_t>(s), static_cast<int32_t>(s), g.module, g.policy, pass};
+                    open = true;
+                }
                 if (in) cur.last = static_cast<int32_t>(s);
             }
             if (open) out.push_back(cur);
@@ -64,7 +70,6 @@ private:
 
 void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     const trace::TraceData& t = *b.trace;
-    const int32_t step = b.steps[r.step];
     const int32_t nrec = static_cast<int32_t>(t.allocations.size());
     auto in_run = [&](int32_t s) { return s >= r.first && s <= r.last; };
     auto cached = [&](int32_t s) {
@@ -95,7 +100,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         // the module's own backward nodes unpack what it saved (a storage saved by many
         // modules, such as rotary tables, is read back first by the last module's backward)
         b.for_acc(x, [&](int32_t s, trace::AccessMode) {
-            if (b.phase[static_cast<size_t>(s)] == Phase::Backward && b.step[static_cast<size_t>(s)] == step &&
+            if (b.phase[static_cast<size_t>(s)] == Phase::Backward && b.pass[static_cast<size_t>(s)] == r.pass &&
                 b.info.within(b.module[static_cast<size_t>(s)], r.module) && (trigger < 0 || s < trigger))
                 trigger = s;
         });
@@ -107,7 +112,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     for (int32_t storage : saved) {
         if (!only_here[static_cast<size_t>(storage)]) continue;
         b.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
-            if (b.phase[static_cast<size_t>(seq)] == Phase::Backward && b.step[static_cast<size_t>(seq)] == step &&
+            if (b.phase[static_cast<size_t>(seq)] == Phase::Backward && b.pass[static_cast<size_t>(seq)] == r.pass &&
                 seq < trigger)
                 trigger = seq;
         });
@@ -115,8 +120,18 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     // The checkpoint's frame (and the inputs it holds) lives until the last backward node
     // holding one of its saved tensors is done.
     int32_t region_bwd_last = trigger;
-    for (int32_t x : saved) region_bwd_last = std::max(region_bwd_last, b.last_access(x, Phase::Backward, step));
-    const int32_t fwd_end = b.fwd_last[r.step];
+    for (int32_t storage : saved)
+        region_bwd_last = std::max(region_bwd_last, b.last_access_in_pass(storage, Phase::Backward, r.pass));
+    const int32_t fwd_end = b.pass_fwd_last[static_cast<size_t>(r.pass)];
+
+    // PyTorch's early stop ends the recomputation at the run's last pack. An op packs its inputs
+    // before its kernel runs and its output after, so the stop's kernel reruns only when the
+    // stop saves its own output (relu, sigmoid); a matmul or gelu saving its input stops before.
+    bool stop_runs = false;
+    b.for_made(stop, [&](int32_t made) {
+        b.for_savers(made, [&](int32_t saver) { stop_runs = stop_runs || saver == stop; });
+    });
+    const int32_t recompute_last = stop_runs ? stop : stop - 1;
 
     // The recomputation: the run's ops up to the stop, placed before the trigger; cached ops
     // (selective) give their saved output back without a kernel.
@@ -124,7 +139,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     std::unordered_map<int32_t, int32_t> last_use;      // recomputed copy -> last recompute op using it
     std::unordered_map<int32_t, int32_t> replayed_at;   // cached op seq -> its position in the recomputation
     int32_t last_recompute = -1;
-    for (int32_t s = r.first; s <= stop; ++s) {
+    for (int32_t s = r.first; s <= recompute_last; ++s) {
         const Op src = p.ops[static_cast<size_t>(s)];   // a copy: add_op below may move p.ops
         if (src.kind != OpKind::Kernel) continue;
         Op o;
@@ -164,7 +179,8 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         p.ops[static_cast<size_t>(id)].acc = std::move(acc);
         last_recompute = id;
     }
-    if (last_recompute < 0) last_recompute = p.before[static_cast<size_t>(trigger)].back();
+    if (last_recompute < 0 && !p.before[static_cast<size_t>(trigger)].empty())
+        last_recompute = p.before[static_cast<size_t>(trigger)].back();
 
     // Saved storages made by the run and saved by nothing else are not kept: they die at their
     // last forward use (autocast's cached parameter copies at the end of the forward) and the
@@ -177,11 +193,11 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         Alloc& c = p.allocs[static_cast<size_t>(xc)];
         c.freed = a.freed;
         c.freed_offset = a.freed_offset;
-        int32_t lf = b.last_access(x, Phase::Forward, step);
+        int32_t lf = b.last_access_in_pass(x, Phase::Forward, r.pass);
         if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
         if (lf >= 0) { a.freed = {lf, true}; a.freed_offset = 0; }
         b.for_acc(x, [&](int32_t s, trace::AccessMode) {
-            if (b.phase[static_cast<size_t>(s)] != Phase::Backward || b.step[static_cast<size_t>(s)] != step) return;
+            if (b.phase[static_cast<size_t>(s)] != Phase::Backward || b.pass[static_cast<size_t>(s)] != r.pass) return;
             for (PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
                 if (pa.alloc == x) pa.alloc = xc;
         });

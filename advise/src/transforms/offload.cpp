@@ -37,7 +37,7 @@ class Offload final : public Transform {
 public:
     Offload(OffloadSetting o, std::vector<int32_t> scope) : o_(std::move(o)), scope_(std::move(scope)) {}
     void apply(const Context& c, Plan& p) const override {
-        for (size_t si = 0; si < c.base.steps.size(); ++si) apply_step(c, p, si);
+        for (size_t pi = 0; pi < c.base.pass_step.size(); ++pi) apply_pass(c, p, static_cast<int32_t>(pi));
     }
 
 private:
@@ -58,21 +58,24 @@ private:
         return a.device == b.device && a.bytes >= o_.min_bytes && a.category != trace::Category::Param &&
                label.rfind("buffer ", 0) != 0;
     }
-    void apply_step(const Context& c, Plan& p, size_t si) const;
+    // One forward and its backward (a step with gradient accumulation has one per micro-batch).
+    void apply_pass(const Context& ctx, Plan& plan, int32_t pass) const;
 };
 
-void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
-    const Base& b = c.base;
-    const int32_t step = b.steps[si];
-    const int32_t nrec = static_cast<int32_t>(b.trace->allocations.size());
+void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
+    const Base& base = ctx.base;
+    const int32_t step = base.steps[static_cast<size_t>(base.pass_step[static_cast<size_t>(pass)])];
+    const int32_t nrec = static_cast<int32_t>(base.trace->allocations.size());
     const bool streamed = o_.mode == OffloadMode::Streamed;
     const int prefetch = o_.prefetch_or_default();
     // Packs the hook sees, in forward order.
     std::vector<Pack> packs;
     for (int32_t x = 0; x < nrec; ++x)
-        b.for_packs(x, [&](int32_t s, int32_t n) {
-            if (s >= 0 && b.step[static_cast<size_t>(s)] == step && b.phase[static_cast<size_t>(s)] == Phase::Forward && in_scope(c, s))
-                for (int32_t i = 0; i < n; ++i) packs.push_back({s, x, b.creator[static_cast<size_t>(x)] == s});
+        base.for_packs(x, [&](int32_t seq, int32_t count) {
+            if (seq >= 0 && base.pass[static_cast<size_t>(seq)] == pass &&
+                base.phase[static_cast<size_t>(seq)] == Phase::Forward && in_scope(ctx, seq))
+                for (int32_t i = 0; i < count; ++i)
+                    packs.push_back({seq, x, base.creator[static_cast<size_t>(x)] == seq});
         });
     std::sort(packs.begin(), packs.end(), [](const Pack& a, const Pack& q) {
         if (a.seq != q.seq) return a.seq < q.seq;
@@ -81,9 +84,9 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
     });
     std::unordered_map<int32_t, size_t> first_pack;   // storage -> its first eligible pack
     for (size_t i = 0; i < packs.size(); ++i)
-        if (eligible(b, p, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
-    const int32_t fwd_end = b.fwd_last[si];
-    auto unpack_at = [&](int32_t x) { return b.first_access(x, Phase::Backward, step); };
+        if (eligible(base, plan, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
+    const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(pass)];
+    auto unpack_at = [&](int32_t storage) { return base.first_access_in_pass(storage, Phase::Backward, pass); };
     // The hook's first unpack (of a storage it moved) releases what the stash still holds.
     int32_t first_unpack = -1;
     for (auto& [x, i] : first_pack) {
@@ -96,51 +99,54 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
         auto fp = first_pack.find(x);
         if (fp == first_pack.end() || fp->second != i) continue;
         const int32_t k = packs[i].seq;
-        Alloc& a = p.allocs[static_cast<size_t>(x)];
-        const Point recorded_free = a.freed;
-        const int64_t recorded_free_offset = a.freed_offset;
+        Alloc& saved = plan.allocs[static_cast<size_t>(x)];
+        const Point recorded_free = saved.freed;
+        const int64_t recorded_free_offset = saved.freed_offset;
         // The host copy, made after the saving op.
-        Alloc h = a;
-        h.src = -1;
-        h.device = -1;
-        h.made = {k, true};
-        h.made_offset = h.freed_offset = 0;
+        Alloc host_copy = saved;
+        host_copy.src = -1;
+        host_copy.device = -1;
+        host_copy.made = {k, true};
+        host_copy.made_offset = host_copy.freed_offset = 0;
         int32_t d2h = -1;
         if (streamed) {
-            p.copies.push_back({false, a.bytes, k, false});
-            d2h = static_cast<int32_t>(p.copies.size() - 1);
+            plan.copies.push_back({false, saved.bytes, k, false});
+            d2h = static_cast<int32_t>(plan.copies.size() - 1);
         } else {
-            p.insert_after(k, add_copy(b, p, false, a.bytes, step, k));
+            plan.insert_after(k, add_copy(base, plan, false, saved.bytes, step, k));
         }
         const int32_t u = unpack_at(x);
         // A storage that a pack outside the hook keeps, or that the program holds (made before
         // this step's forward: the batch, buffers), stays on the device; its unpack uses it and
         // the host copy is dropped then.
-        const int32_t made_by = x < static_cast<int32_t>(b.creator.size()) ? b.creator[static_cast<size_t>(x)] : -1;
-        bool dies = made_by >= 0 && b.step[static_cast<size_t>(made_by)] == step && b.phase[static_cast<size_t>(made_by)] == Phase::Forward;
-        b.for_savers(x, [&](int32_t s) { dies = dies && s >= 0 && in_scope(c, s); });
+        const int32_t made_by = x < static_cast<int32_t>(base.creator.size()) ? base.creator[static_cast<size_t>(x)]
+                                                                              : -1;
+        bool dies = made_by >= 0 && base.pass[static_cast<size_t>(made_by)] == pass &&
+                    base.phase[static_cast<size_t>(made_by)] == Phase::Forward;
+        base.for_savers(x, [&](int32_t saver) { dies = dies && saver >= 0 && in_scope(ctx, saver); });
         if (!dies || u < 0) {
-            h.freed = u >= 0 ? Point{u, false} : a.freed;
-            p.add_alloc(h);
+            host_copy.freed = u >= 0 ? Point{u, false} : saved.freed;
+            plan.add_alloc(host_copy);
             continue;
         }
         // The device storage dies at its last forward use, or (streamed) once max_fwd_stash
         // more packs have happened or the forward ended.
-        int32_t lf = b.last_access(x, Phase::Forward, step);
-        if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
+        int32_t lf = base.last_access_in_pass(x, Phase::Forward, pass);
+        if (base.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
         Point release{lf, true};
         if (streamed) {
             // kept until max_fwd_stash more packs (the op of that pack ends), else until the
             // hook's first unpack; the compute stream waits there for the copy to land
             size_t j = i + static_cast<size_t>(o_.max_fwd_stash);
             Point stash = j < packs.size() ? packs[j].at() : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
-            release = p.later(release, stash);
-            int32_t waiter = j < packs.size() ? packs[j].seq + (packs[j].output ? 1 : 0)
-                                              : first_unpack >= 0 ? first_unpack : b.bwd_first[si];
-            if (waiter >= 0 && waiter < p.recorded) p.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
+            release = plan.later(release, stash);
+            int32_t waiter = j < packs.size()    ? packs[j].seq + (packs[j].output ? 1 : 0)
+                             : first_unpack >= 0 ? first_unpack
+                                                 : base.pass_bwd_first[static_cast<size_t>(pass)];
+            if (waiter >= 0 && waiter < plan.recorded) plan.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
         }
-        a.freed = release;
-        a.freed_offset = 0;
+        saved.freed = release;
+        saved.freed_offset = 0;
         // Back in the backward: at the unpack, or earlier when a later pack's unpack prefetches it.
         int32_t bring = u;
         if (streamed)
@@ -148,26 +154,27 @@ void Offload::apply_step(const Context& c, Plan& p, size_t si) const {
                 int32_t uq = unpack_at(packs[q].alloc);
                 if (uq >= 0 && uq < bring) bring = uq;
             }
-        Alloc d = a;
-        d.src = -1;
-        d.freed = recorded_free;
-        d.freed_offset = recorded_free_offset;
+        Alloc device_copy = saved;
+        device_copy.src = -1;
+        device_copy.freed = recorded_free;
+        device_copy.freed_offset = recorded_free_offset;
         if (streamed) {
-            p.copies.push_back({true, a.bytes, bring, true});
-            p.ops[static_cast<size_t>(u)].waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
-            d.made = {bring, false};
+            plan.copies.push_back({true, saved.bytes, bring, true});
+            plan.ops[static_cast<size_t>(u)].waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));
+            device_copy.made = {bring, false};
         } else {
-            int32_t id = add_copy(b, p, true, a.bytes, step, u);
-            p.insert_before(u, id);
-            d.made = {id, false};
+            int32_t id = add_copy(base, plan, true, saved.bytes, step, u);
+            plan.insert_before(u, id);
+            device_copy.made = {id, false};
         }
-        d.made_offset = 0;
-        h.freed = d.made;
-        p.add_alloc(h);
-        const int32_t dc = p.add_alloc(d);
-        b.for_acc(x, [&](int32_t s, trace::AccessMode) {
-            if (b.phase[static_cast<size_t>(s)] != Phase::Backward || b.step[static_cast<size_t>(s)] != step) return;
-            for (PlanAccess& pa : p.ops[static_cast<size_t>(s)].acc)
+        device_copy.made_offset = 0;
+        host_copy.freed = device_copy.made;
+        plan.add_alloc(host_copy);
+        const int32_t dc = plan.add_alloc(device_copy);
+        base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
+            if (base.phase[static_cast<size_t>(seq)] != Phase::Backward || base.pass[static_cast<size_t>(seq)] != pass)
+                return;
+            for (PlanAccess& pa : plan.ops[static_cast<size_t>(seq)].acc)
                 if (pa.alloc == x) pa.alloc = dc;
         });
     }

@@ -86,6 +86,23 @@ public:
     }
 };
 
+// A gradient's device life in a later pass of gradient accumulation: a new storage from the
+// pass's first backward access of gradient g, which the pass's backward ops use instead.
+int32_t grad_life(const Base& base, Plan& plan, int32_t grad, int32_t pass) {
+    Alloc life = plan.allocs[static_cast<size_t>(grad)];
+    life.src = -1;
+    life.made = {base.first_access_in_pass(grad, Phase::Backward, pass), false};
+    life.made_offset = 0;
+    const int32_t dev = plan.add_alloc(life);
+    base.for_acc(grad, [&](int32_t seq, trace::AccessMode) {
+        if (base.pass[static_cast<size_t>(seq)] != pass || base.phase[static_cast<size_t>(seq)] != Phase::Backward)
+            return;
+        for (PlanAccess& pa : plan.ops[static_cast<size_t>(seq)].acc)
+            if (pa.alloc == grad) pa.alloc = dev;
+    });
+    return dev;
+}
+
 class HostOptimizer final : public Transform {
 public:
     void apply(const Context& c, Plan& p) const override {
@@ -120,24 +137,35 @@ public:
             host.anchor = b.opt_first[si];
             host.duration = static_cast<int64_t>(static_cast<double>(moved) / c.host.bandwidth_Bps * 1e9) +
                             std::llround(static_cast<double>(st.params.size()) * c.host.per_tensor_s * 1e9);
-            // Each gradient goes to its host buffer once accumulated; the device copy is freed.
+            // Each gradient goes to its host buffer once accumulated; the device copy is freed. With
+            // gradient accumulation that happens in every pass (mhc_torch.apply adds each pass's
+            // gradient to the host buffer): one device life per pass, from its first backward
+            // access in the pass to its last.
             for (int32_t g : st.grads) {
                 if (g >= static_cast<int32_t>(b.creator.size())) continue;
-                int32_t last = b.last_access(g, Phase::Backward, step);
-                if (last < 0) continue;
-                Alloc& a = p.allocs[static_cast<size_t>(g)];
-                a.freed = {last, true};
-                a.freed_offset = 0;
-                p.copies.push_back({false, a.bytes, last, false});
-                host.waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
-                if (host_grads_made.insert(a.label).second) {
-                    Alloc h = a;
-                    h.src = -1;
-                    h.device = -1;
-                    h.made = {last, true};
-                    h.freed = {kNoFree, false};
-                    h.made_offset = h.freed_offset = 0;
-                    p.add_alloc(h);
+                bool first_life = true;
+                for (size_t pi = 0; pi < b.pass_step.size(); ++pi) {
+                    if (b.pass_step[pi] != static_cast<int32_t>(si)) continue;
+                    const auto pass = static_cast<int32_t>(pi);
+                    const int32_t last = b.last_access_in_pass(g, Phase::Backward, pass);
+                    if (last < 0) continue;
+                    int32_t dev = g;
+                    if (!first_life) dev = grad_life(b, p, g, pass);
+                    first_life = false;
+                    Alloc& life = p.allocs[static_cast<size_t>(dev)];
+                    life.freed = {last, true};
+                    life.freed_offset = 0;
+                    p.copies.push_back({false, life.bytes, last, false});
+                    host.waits.push_back(static_cast<int32_t>(p.copies.size() - 1));
+                    if (host_grads_made.insert(life.label).second) {
+                        Alloc on_host = life;
+                        on_host.src = -1;
+                        on_host.device = -1;
+                        on_host.made = {last, true};
+                        on_host.freed = {kNoFree, false};
+                        on_host.made_offset = on_host.freed_offset = 0;
+                        p.add_alloc(on_host);
+                    }
                 }
             }
             if (si == 0)

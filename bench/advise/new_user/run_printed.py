@@ -2,13 +2,15 @@
 the step with the plain one: the same weights, batch and random seed; loss, gradients, parameters
 after one optimizer step and buffers (BatchNorm's running statistics) after it.
 
-    python3 bench/advise/new_user/run_printed.py MODEL.py TRACE.db --capacity 4GiB [--top 3]
+    python3 bench/advise/new_user/run_printed.py MODEL.py TRACE.db --capacity 4GiB [--top 3] [--micro-batches N]
 
 MODEL.py is the file the trace was captured from; its build_model(small=True) and
 make_batch(small=True) give the small copy (every block kept, so the printed module names exist).
 The printed PyTorch lines are run as printed; lines that need CUDA or packages not installed
 (DeepSpeed, torchtune) are compiled only, and the one-line `mhc_torch.apply` form is run instead.
-Prints one line per answer and autocast mode. Needs torch (and the model's own packages)."""
+--micro-batches N runs each step as N forward and backward passes (the loss divided by N,
+gradients accumulated), as a capture with --micro-batches N does. Prints one line per answer and
+autocast mode. Needs torch (and the model's own packages)."""
 import argparse
 import copy
 import importlib.util
@@ -38,12 +40,13 @@ def _loss(mod, model, batch):
     return out.loss
 
 
-def _step(mod, model, optimizer, batch, autocast):
+def _step(mod, model, optimizer, batch, autocast, micro_batches=1):
     model.train()
     torch.manual_seed(1)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        loss = _loss(mod, model, batch)
-    loss.backward()
+    for _ in range(micro_batches):  # gradient accumulation: the mean over micro-batches
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = _loss(mod, model, batch) / micro_batches
+        loss.backward()
     grads = {n.replace(WRAP, ""): p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -62,7 +65,7 @@ def _optimizer(params):  # what the capture's optimizer was: AdamW, lr 1e-4 (mhc
     return torch.optim.AdamW(params, lr=1e-4, foreach=True)
 
 
-def run_one(mod, code, autocast):
+def run_one(mod, code, autocast, micro_batches=1):
     torch.manual_seed(0)
     plain = mod.build_model(small=True)
     mine = copy.deepcopy(plain)
@@ -76,8 +79,8 @@ def run_one(mod, code, autocast):
         exec(code, ns)  # noqa: S102 - the code under test
     os.environ.clear()
     os.environ.update(env)
-    r0 = _step(mod, plain, opt0, batch, autocast)
-    r1 = _step(mod, ns["model"], ns["optimizer"], batch, autocast)
+    r0 = _step(mod, plain, opt0, batch, autocast, micro_batches)
+    r1 = _step(mod, ns["model"], ns["optimizer"], batch, autocast, micro_batches)
     return {"loss_equal": r0[0] == r1[0], "loss": (r0[0], r1[0]), "grad_diff": _diff(r0[1], r1[1]),
             "param_diff": _diff(r0[2], r1[2]), "buffer_diff": _diff(r0[3], r1[3])}
 
@@ -89,6 +92,7 @@ def main():
     ap.add_argument("--capacity", required=True)
     ap.add_argument("--top", default="3")
     ap.add_argument("--mhc", default=os.environ.get("MHC_EXE", "build/cli/mhc"))
+    ap.add_argument("--micro-batches", type=int, default=1)
     a = ap.parse_args()
     out = subprocess.run([a.mhc, "advise", a.trace, "--capacity", a.capacity, "--top", a.top, "--json"],
                          capture_output=True, text=True)
@@ -107,7 +111,7 @@ def main():
                 continue
             for autocast in (False, True):
                 try:
-                    r = run_one(mod, code, autocast)
+                    r = run_one(mod, code, autocast, a.micro_batches)
                 except Exception as e:  # noqa: BLE001 - reported, not raised: the table says what failed
                     print(f"{i}. {row['description']} [{form}, {'bf16' if autocast else 'fp32'}]: FAILED "
                           f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")

@@ -123,8 +123,14 @@ struct Base {
     std::vector<int32_t> fwd_last, bwd_first, opt_first, opt_last;
     std::string optimizer_impl;         // "foreach", "fused" or "" (neither seen)
     // The most forward-then-backward passes in one step (2 and more: gradient accumulation over
-    // micro-batches, which the checkpoint and offload transforms do not model).
+    // micro-batches).
     int32_t passes = 1;
+    // Per seq: its pass, numbered over the whole capture (a forward and the backward after it;
+    // a step with gradient accumulation has one per micro-batch; what follows the last backward,
+    // the optimizer, is the last pass's). Per pass: its step index, last forward seq and first
+    // backward seq (-1: none). Checkpointing and offloading act per pass.
+    std::vector<int32_t> pass;
+    std::vector<int32_t> pass_step, pass_fwd_last, pass_bwd_first;
     double hbm_bw = 0;                  // B/s of the capture's GPU (roofline of added kernels)
     int64_t launch_overhead = 2000;     // ns
     Plan plan;                          // the recorded step, unedited
@@ -151,6 +157,9 @@ struct Base {
     // The last access of allocation row a by an op of `phase` in step `step`, -1 if none.
     int32_t last_access(int32_t a, Phase phase, int32_t step) const;
     int32_t first_access(int32_t a, Phase phase, int32_t step) const;
+    // The same within one pass (an index into pass_step).
+    int32_t last_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const;
+    int32_t first_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const;
 };
 
 // Builds the Base of a captured trace (load_capture_info reads its capture tables).
