@@ -123,7 +123,88 @@ std::string empty_value(const CLI::App* sub) {
     }
     return "";
 }
-}  // namespace
+
+// One grammar for the numbers options take (docs/cli.md, "Numbers"), applied here to every
+// option whose value is a number, so that a new option follows it too. A whole number is
+// decimal digits, with a '-' first where the option takes one below 0: no '+', no spaces, no
+// other base or exponent (CLI11 read 0x10 as 16, 010 as 8 and -1 as 2^64-1 for an unsigned
+// option), no leading zero. Any other number is decimal too: digits with an optional fraction
+// and exponent (no hexadecimal, no spaces, no '+' first); nan and inf are refused as not finite.
+// Which options: CLI11's own value names for integers and floating point (INT, UINT, FLOAT), and
+// the names given to such options instead (the list below).
+constexpr const char* kWholeNumberNames[] = {"INT", "UINT", "DEVICE", "ID"};
+constexpr const char* kDecimalNames[] = {"FLOAT", "HOURS", "MINUTES", "POINTS"};
+
+bool all_digits(const std::string& text, size_t from, size_t to) {
+    if (from >= to) return false;
+    for (size_t i = from; i < to; ++i)
+        if (!std::isdigit(static_cast<unsigned char>(text[i]))) return false;
+    return true;
+}
+
+}   // namespace
+
+std::string whole_number_refusal(const std::string& text, bool negative_ok) {
+    const size_t start = !text.empty() && text[0] == '-' ? 1 : 0;
+    if (start == 1 && !negative_ok) return "'" + text + "': must be 0 or more";
+    if (!all_digits(text, start, text.size()))
+        return "'" + text + "': not a whole number (decimal digits only: no sign '+', space, 0x or exponent)";
+    if (text.size() - start > 1 && text[start] == '0')
+        return "'" + text + "': a whole number starts with no 0 (it is decimal, not octal)";
+    return "";
+}
+
+std::string decimal_refusal(const std::string& text) {
+    const std::string lower = [&] {
+        std::string l = text;
+        for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return l;
+    }();
+    if (lower == "nan" || lower == "-nan" || lower.find("inf") != std::string::npos)
+        return "'" + text + "': not a finite number";
+    size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
+    const size_t int_from = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    bool digits = i > int_from;
+    if (i < text.size() && text[i] == '.') {
+        const size_t frac_from = ++i;
+        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+        digits = digits || i > frac_from;
+    }
+    if (digits && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+        ++i;
+        if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+        const size_t exp_from = i;
+        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+        if (i == exp_from) digits = false;
+    }
+    if (!digits || i != text.size())
+        return "'" + text + "': not a number (decimal: 1.5, -2, 1e-3; no sign '+', space or 0x)";
+    return "";
+}
+
+namespace {
+
+void apply_number_grammar(CLI::App& app) {
+    for (CLI::Option* opt : app.get_options()) {
+        if (opt->get_type_size_max() == 0) continue;   // a flag
+        std::string kind = opt->get_type_name();
+        kind = kind.substr(0, kind.find(':'));
+        const auto in = [&](const auto& names) {
+            return std::find_if(std::begin(names), std::end(names), [&](const char* n) { return kind == n; }) !=
+                   std::end(names);
+        };
+        if (in(kWholeNumberNames)) {
+            const bool negative_ok = kind != "UINT";
+            opt->check(CLI::Validator(
+                [negative_ok](std::string& text) { return whole_number_refusal(text, negative_ok); }, ""));
+        } else if (in(kDecimalNames)) {
+            opt->check(CLI::Validator([](std::string& text) { return decimal_refusal(text); }, ""));
+        }
+    }
+    for (CLI::App* sub : app.get_subcommands({})) apply_number_grammar(*sub);
+}
+}   // namespace
 void set_quiet(bool quiet) { g_quiet = quiet; }
 bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
 
@@ -153,6 +234,7 @@ Outcome run(int argc, char** argv) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
         auto setup = cmd.setup(*sub);
         sub->callback([&action, setup] { action = setup; });
+        apply_number_grammar(*sub);
     }
     // The first word that is not an option must be a command; say so when it is not one, with
     // the command a typo most likely meant (CLI11 would only say that a subcommand is required).
