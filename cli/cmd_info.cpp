@@ -1,4 +1,5 @@
 // mhc info TRACE: source, device, duration, counts, peak and where time goes.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -51,8 +52,15 @@ std::string run_row(const mhc::trace::RunInfo& r) {
 std::string within(const std::string& text, int width) {
     std::string out;
     std::istringstream lines(text);
+    std::string wrapped;
     for (std::string l; std::getline(lines, l);)
-        out += static_cast<int>(l.size()) <= width ? l + "\n" : l.substr(0, 12) + mhc::cli::wrap(l.substr(12), width, 12, 12).substr(12);
+        wrapped += static_cast<int>(l.size()) <= width
+                       ? l + "\n"
+                       : l.substr(0, 12) + mhc::cli::wrap(l.substr(12), width, 12, 12).substr(12);
+    // A word longer than the room left (a meta value of one piece) is cut, as long names are.
+    std::istringstream parts(wrapped);
+    for (std::string l; std::getline(parts, l);)
+        out += (static_cast<int>(l.size()) <= width ? l : l.substr(0, static_cast<size_t>(width) - 3) + "...") + "\n";
     return out;
 }
 
@@ -83,15 +91,26 @@ mhc::cli::Registration reg{mhc::cli::Command{
             std::string text = mhc::trace::to_text(summary);
             // The meta lines shown: what the trace is and lacks, and what an importer changed or
             // could not tell (docs/import.md).
-            static const char* shown_meta[] = {
-                "preset", "accesses", "timing", "dropped_records", "complete", "reconstructed_blocks", "missing",
-                "kineto.kernel_device", "kineto.kernel_clamp"};
-            char line[4096];
+            static const char* shown_meta[] = {"preset",
+                                               "accesses",
+                                               "timing",
+                                               "dropped_records",
+                                               "complete",
+                                               "reconstructed_blocks",
+                                               "missing",
+                                               "kineto.kernel_device",
+                                               "kineto.kernel_clamp"};
             for (const char* key : shown_meta) {
                 auto it = data.meta.find(key);
                 if (it == data.meta.end()) continue;
-                std::snprintf(line, sizeof line, "%-11s %s\n", key, it->second.c_str());
-                text += line;
+                // As written by an importer, or by anyone: a control byte (a NUL, an escape) is
+                // shown as '?', never sent to the terminal.
+                std::string value = it->second;
+                for (char& c : value)
+                    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+                std::string label = key;
+                label.resize(std::max<size_t>(label.size(), 11), ' ');
+                text += label + " " + value + "\n";
             }
             std::printf("%s", within(text, 100).c_str());
             if (!runs.empty()) {

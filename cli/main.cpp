@@ -13,6 +13,7 @@
 #include "command.hpp"
 #include "help.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/kernels/device.hpp"
 
@@ -60,6 +61,12 @@ std::string in_our_words(const std::string& msg) {
     const std::string at_most = ": At Most 1 required but received ";
     if (auto at = msg.find(at_most); at != std::string::npos)
         return msg.substr(0, at) + " given " + msg.substr(at + at_most.size()) + " times; give it once";
+    // CLI11's conversion, after the grammar's check: a number past the option's type (an int).
+    const std::string convert = "Could not convert: ";
+    if (msg.rfind(convert, 0) == 0)
+        if (auto eq = msg.find(" = ", convert.size()); eq != std::string::npos)
+            return msg.substr(convert.size(), eq - convert.size()) + ": '" + msg.substr(eq + 3) +
+                   "': not a number in the option's range";
     return msg;
 }
 
@@ -151,6 +158,11 @@ std::string whole_number_refusal(const std::string& text, bool negative_ok) {
         return "'" + text + "': not a whole number (decimal digits only: no sign '+', space, 0x or exponent)";
     if (text.size() - start > 1 && text[start] == '0')
         return "'" + text + "': a whole number starts with no 0 (it is decimal, not octal)";
+    // Past 64 bits CLI11 took the largest value instead (export --run 99999999999999999999 looked
+    // for run 9223372036854775807); an option's own range says the rest.
+    const bool fits = negative_ok ? parse_integer<int64_t>(text).has_value()
+                                  : parse_integer<uint64_t>(text).has_value();
+    if (!fits) return "'" + text + "': too large a number";
     return "";
 }
 

@@ -52,11 +52,12 @@ for cmd in "${!base[@]}"; do
     for o in $opts; do
         # A number in another base or with a sign '+' or a space is no option's number (0x10 was
         # read as 16): refused, naming the value as given. A whole number (N) takes decimal digits
-        # alone: 010 (was read as 8) and 1e3 are refused too (docs/cli.md, "Numbers").
+        # alone: 010 (was read as 8) and 1e3 are refused too, and numbers past 64 bits (read as
+        # the largest) or past an int (docs/cli.md, "Numbers").
         values=(nan inf -inf 1e400 '' 0x10 +5 ' 7')
         # shellcheck disable=SC2086
         kind=$("$mhc" $cmd --help | grep -E -- "^ +(-[a-zA-Z], )?$o [A-Z]" | head -1 | sed -E "s/^ +(-[a-zA-Z], )?$o ([^ ]+).*/\2/")
-        [ "$kind" = N ] && values+=(010 1e3 -0x1)
+        [ "$kind" = N ] && values+=(010 1e3 -0x1 99999999999999999999 99999999999)
         for v in "${values[@]}"; do
             case "$o:$v" in
                 --runs-db:?* | --output:?* | --name:?* | --capacity:inf | --capacities:inf) continue ;;
@@ -68,7 +69,7 @@ for cmd in "${!base[@]}"; do
             # An option that takes a number (or a list of them) names the value it refuses (a name
             # or a file may be refused for something else first).
             case $kind in N | X | N\|* | X\|* | DEVICE | ID | SIZE | SHARE* | RATE | TIME | HOURS | MINUTES | POINTS | LIST)
-                case $v in 0x10 | +5 | ' 7' | 010 | 1e3 | -0x1)
+                case $v in 0x10 | +5 | ' 7' | 010 | 1e3 | -0x1 | 9999*)
                     grep -q "given 2 times" err || grep -qF -- "$v" err ||
                         fail "$cmd $o '$v': the refusal does not name the value: $(cat err)" ;;
                 esac ;;
@@ -187,6 +188,16 @@ mkfifo kp.json
 refused "kp.json: --kineto reads a regular file, not a pipe" import "$fixtures/cpu_mlp_et.json.gz" --kineto kp.json -o e1.db
 refused "/dev/fd/" import "$fixtures/cpu_mlp_et.json.gz" --kineto <(zcat "$fixtures/cpu_mlp_kineto.json.gz") -o e2.db
 [ ! -e e1.db ] && [ ! -e e2.db ] || fail "import with a --kineto pipe wrote its output"
+# A meta value info shows (what an importer changed), written by anyone: 5,000 bytes of one word
+# and an escape sequence. info's lines stay within 100 columns (the value cut with ...; it was
+# printed whole) and no control byte reaches the terminal (it was sent as is).
+cp t.db meta.db
+sqlite3 meta.db "INSERT OR REPLACE INTO meta VALUES('kineto.kernel_device', '$(head -c 5000 /dev/zero | tr '\0' a)');
+                 INSERT OR REPLACE INTO meta VALUES('kineto.kernel_clamp', 'x' || char(27) || '[2J' || char(7) || 'y')"
+"$mhc" info meta.db >out 2>err || fail "info of long meta values exited $?: $(cat err)"
+awk 'length($0) > 100 { bad = 1 } END { exit bad }' out || fail "info printed a line past 100 columns: $(awk 'length($0) > 100' out | head -c 200)"
+grep -q $'\x1b\|\x07' out && fail "info sent a meta value's control bytes to the terminal"
+grep -q "^kineto.kernel_clamp x?\[2J?y$" out || fail "info of a meta value with control bytes: $(grep kernel_clamp out)"
 # 7. Names that are not UTF-8 (a file name, a kernel name a trace holds, a profile's name): the JSON
 # printed or written is still JSON (the bytes replaced), never "internal error" from the encoder.
 bad=$(printf 'k\xff\xfe.db')
