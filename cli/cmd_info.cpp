@@ -45,7 +45,10 @@ std::string run_row(const mhc::trace::RunInfo& r) {
                   status.c_str(), bytes(peak).c_str(), percent(red, "%.1f%%").c_str(), loss_text.c_str());
     // A name too long for the line goes under the row.
     const std::string row = b;
-    return row.size() + 2 + name.size() <= 100 ? row + "  " + name + "\n" : row + "\n      " + name + "\n";
+    if (row.size() + 2 + name.size() <= 100) return row + "  " + name + "\n";
+    // Under the row, cut to the line as a long kernel name is (--json keeps it whole).
+    if (name.size() > 94) name = name.substr(0, 91) + "...";
+    return row + "\n      " + name + "\n";
 }
 
 // Lines past `width` columns wrapped under the label column (12), as the rest of info is laid out.

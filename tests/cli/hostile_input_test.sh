@@ -198,6 +198,12 @@ sqlite3 meta.db "INSERT OR REPLACE INTO meta VALUES('kineto.kernel_device', '$(h
 awk 'length($0) > 100 { bad = 1 } END { exit bad }' out || fail "info printed a line past 100 columns: $(awk 'length($0) > 100' out | head -c 200)"
 grep -q $'\x1b\|\x07' out && fail "info sent a meta value's control bytes to the terminal"
 grep -q "^kineto.kernel_clamp x?\[2J?y$" out || fail "info of a meta value with control bytes: $(grep kernel_clamp out)"
+# A stored run's name past the line (runs are named by their settings; a link profile's name goes in it).
+"$mhc" -q simulate meta.db --capacity 100% >/dev/null || fail "simulate meta.db"
+sqlite3 meta.db "UPDATE runs SET name = printf('%.5000c', 'n')"
+"$mhc" info meta.db >out 2>err || fail "info of a long run name exited $?: $(cat err)"
+awk 'length($0) > 100 { bad = 1 } END { exit bad }' out || fail "info printed a run's name past 100 columns"
+grep -q "^      nnnn*\.\.\.$" out || fail "info of a long run name: $(tail -2 out | head -c 300)"
 # 7. Names that are not UTF-8 (a file name, a kernel name a trace holds, a profile's name): the JSON
 # printed or written is still JSON (the bytes replaced), never "internal error" from the encoder.
 bad=$(printf 'k\xff\xfe.db')
