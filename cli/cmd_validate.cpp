@@ -28,7 +28,7 @@ constexpr int kAutoRepeatMost = 3;
 
 // The whole of `text` as an int in the options' grammar (whole_number_refusal), or nullopt.
 std::optional<int> whole_int(const std::string& text) {
-    if (!whole_number_refusal(text, true).empty()) return std::nullopt;
+    if (!mhc::whole_number_refusal(text, true).empty()) return std::nullopt;
     return parse_integer<int>(text);
 }
 
@@ -153,7 +153,7 @@ std::function<int()> setup(CLI::App& app) {
         spec.replay.backend = replay::parse_backend(o->backend);
         double scale = 0;
         if (o->time_scale != "auto") {
-            scale = decimal_refusal(o->time_scale).empty() ? std::strtod(o->time_scale.c_str(), nullptr) : -1;
+            scale = mhc::decimal_refusal(o->time_scale).empty() ? std::strtod(o->time_scale.c_str(), nullptr) : -1;
             if (!(scale >= 1e-3 && scale <= 1e6))
                 throw Error("--time-scale '" + o->time_scale + "': auto or a number in [0.001, 1e6]");
         }

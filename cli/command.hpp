@@ -64,15 +64,6 @@ inline CLI::Validator finite_number() {
         "");
 }
 
-// The options' grammar for a whole number (docs/cli.md, "Numbers"): "" when `text` is decimal
-// digits (with a '-' first if `negative_ok`) and no leading zero, else why not ("'0x10': not a
-// whole number ..."). Every option CLI11 reads as an integer is checked with it (main.cpp); an
-// option read as text and turned into a number by the command uses it too.
-std::string whole_number_refusal(const std::string& text, bool negative_ok);
-// Likewise for any other number: decimal digits with an optional '-', fraction and exponent
-// ("1.5", "-2", "1e-3"); no '+', space, hexadecimal, nan or inf.
-std::string decimal_refusal(const std::string& text);
-
 // True when stderr is a terminal and --quiet was not given: long commands show progress.
 bool show_progress();
 void set_quiet(bool quiet);

@@ -142,61 +142,6 @@ std::string empty_value(const CLI::App* sub) {
 constexpr const char* kWholeNumberNames[] = {"INT", "UINT", "DEVICE", "ID"};
 constexpr const char* kDecimalNames[] = {"FLOAT", "HOURS", "MINUTES", "POINTS"};
 
-bool all_digits(const std::string& text, size_t from, size_t to) {
-    if (from >= to) return false;
-    for (size_t i = from; i < to; ++i)
-        if (!std::isdigit(static_cast<unsigned char>(text[i]))) return false;
-    return true;
-}
-
-}   // namespace
-
-std::string whole_number_refusal(const std::string& text, bool negative_ok) {
-    const size_t start = !text.empty() && text[0] == '-' ? 1 : 0;
-    if (start == 1 && !negative_ok) return "'" + text + "': must be 0 or more";
-    if (!all_digits(text, start, text.size()))
-        return "'" + text + "': not a whole number (decimal digits only: no sign '+', space, 0x or exponent)";
-    if (text.size() - start > 1 && text[start] == '0')
-        return "'" + text + "': a whole number starts with no 0 (it is decimal, not octal)";
-    // Past 64 bits CLI11 took the largest value instead (export --run 99999999999999999999 looked
-    // for run 9223372036854775807); an option's own range says the rest.
-    const bool fits = negative_ok ? parse_integer<int64_t>(text).has_value()
-                                  : parse_integer<uint64_t>(text).has_value();
-    if (!fits) return "'" + text + "': too large a number";
-    return "";
-}
-
-std::string decimal_refusal(const std::string& text) {
-    const std::string lower = [&] {
-        std::string l = text;
-        for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return l;
-    }();
-    if (lower == "nan" || lower == "-nan" || lower.find("inf") != std::string::npos)
-        return "'" + text + "': not a finite number";
-    size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
-    const size_t int_from = i;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-    bool digits = i > int_from;
-    if (i < text.size() && text[i] == '.') {
-        const size_t frac_from = ++i;
-        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-        digits = digits || i > frac_from;
-    }
-    if (digits && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
-        ++i;
-        if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
-        const size_t exp_from = i;
-        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-        if (i == exp_from) digits = false;
-    }
-    if (!digits || i != text.size())
-        return "'" + text + "': not a number (decimal: 1.5, -2, 1e-3; no sign '+', space or 0x)";
-    return "";
-}
-
-namespace {
-
 void apply_number_grammar(CLI::App& app) {
     for (CLI::Option* opt : app.get_options()) {
         if (opt->get_type_size_max() == 0) continue;   // a flag
@@ -209,9 +154,9 @@ void apply_number_grammar(CLI::App& app) {
         if (in(kWholeNumberNames)) {
             const bool negative_ok = kind != "UINT";
             opt->check(CLI::Validator(
-                [negative_ok](std::string& text) { return whole_number_refusal(text, negative_ok); }, ""));
+                [negative_ok](std::string& text) { return mhc::whole_number_refusal(text, negative_ok); }, ""));
         } else if (in(kDecimalNames)) {
-            opt->check(CLI::Validator([](std::string& text) { return decimal_refusal(text); }, ""));
+            opt->check(CLI::Validator([](std::string& text) { return mhc::decimal_refusal(text); }, ""));
         }
     }
     for (CLI::App* sub : app.get_subcommands({})) apply_number_grammar(*sub);
