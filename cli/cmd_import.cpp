@@ -50,7 +50,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto kineto = std::make_shared<std::string>();
         auto max_input = std::make_shared<std::string>(std::to_string(imp::kDefaultMaxInputSize >> 20) + "MiB");
         auto force = std::make_shared<bool>(false);
-        app.add_option("file", *in, "Input file")->required()->check(CLI::ExistingFile);
+        // "-" is standard input, as for most tools (read through /dev/stdin: a pipe is copied first).
+        app.add_option("file", *in, "Input file (- for standard input)")
+            ->required()
+            ->check(CLI::Validator(
+                [](std::string& path) { return path == "-" ? std::string() : CLI::ExistingFile(path); }, ""));
         app.add_option("-o,--output", *out, "Trace file to write (.db)")->required()->type_name("FILE");
         app.add_option("--format", *format, "Input format: snapshot, kineto, et, nsys, or auto (from the content)")
             ->check(CLI::IsMember({"auto", "snapshot", "kineto", "et", "nsys"}))
@@ -79,6 +83,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 throw mhc::Error(*kineto +
                                  ": --kineto reads a regular file, not a pipe or device (it is read "
                                  "twice); save it to a file first");
+            if (*in == "-") *in = "/dev/stdin";
             say_if_waiting(*in, "the input");
             imp::Result r = imp::import_file(*in, *out, opt);
             std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "

@@ -109,8 +109,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 // As written by an importer, or by anyone: a control byte (a NUL, an escape) is
                 // shown as '?', never sent to the terminal.
                 std::string value = it->second;
-                for (char& c : value)
-                    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+                for (char& byte : value)
+                    if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
                 std::string label = key;
                 label.resize(std::max<size_t>(label.size(), 11), ' ');
                 text += label + " " + value + "\n";

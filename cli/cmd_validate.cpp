@@ -222,15 +222,17 @@ std::function<int()> setup(CLI::App& app) {
         spec.time_scale_origin = scale_why;
         // A signal once the replays are done lets the store finish first.
         auto store_phase = std::make_shared<std::optional<StorePhase>>();
-        spec.before_store = [o, tty, store_phase](const replay::Report& r) {
+        spec.before_store = [o, tty, store_phase](const replay::Report& report) {
             if (tty) std::fprintf(stderr, "\r\033[K");
-            if (o->json) std::cout << replay::to_json(r) << "\n";
-            else std::cout << replay::to_text(r);
+            if (o->json) std::cout << replay::to_json(report) << "\n";
+            else std::cout << replay::to_text(report);
             std::cout.flush();
             if (!o->store.no_store) store_phase->emplace();
-            if (r.load.loaded())
-                std::fprintf(stderr, "mhc: warning: the machine was loaded during the validation (%s): "
-                                     "measured times include other work\n", r.load.text().c_str());
+            if (report.load.loaded())
+                std::fprintf(stderr,
+                             "mhc: warning: the machine was loaded during the validation (%s): "
+                             "measured times include other work\n",
+                             report.load.text().c_str());
         };
         replay::Report r = replay::validate(o->trace, spec, note);
         if (spec.store && r.stored && !o->json) {

@@ -36,29 +36,29 @@ std::string whole_number_refusal(std::string_view text, bool negative_ok) {
 
 std::string decimal_refusal(std::string_view text) {
     const std::string lower = [&] {
-        std::string l(text);
-        for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return l;
+        std::string folded(text);
+        for (char& byte : folded) byte = static_cast<char>(std::tolower(static_cast<unsigned char>(byte)));
+        return folded;
     }();
     if (lower == "nan" || lower == "-nan" || lower.find("inf") != std::string::npos)
         return "'" + std::string(text) + "': not a finite number";
-    size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
-    const size_t int_from = i;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-    bool digits = i > int_from;
-    if (i < text.size() && text[i] == '.') {
-        const size_t frac_from = ++i;
-        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-        digits = digits || i > frac_from;
+    size_t at = !text.empty() && text[0] == '-' ? 1 : 0;
+    const size_t int_from = at;
+    while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]))) ++at;
+    bool digits = at > int_from;
+    if (at < text.size() && text[at] == '.') {
+        const size_t frac_from = ++at;
+        while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]))) ++at;
+        digits = digits || at > frac_from;
     }
-    if (digits && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
-        ++i;
-        if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
-        const size_t exp_from = i;
-        while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-        if (i == exp_from) digits = false;
+    if (digits && at < text.size() && (text[at] == 'e' || text[at] == 'E')) {
+        ++at;
+        if (at < text.size() && (text[at] == '+' || text[at] == '-')) ++at;
+        const size_t exp_from = at;
+        while (at < text.size() && std::isdigit(static_cast<unsigned char>(text[at]))) ++at;
+        if (at == exp_from) digits = false;
     }
-    if (!digits || i != text.size())
+    if (!digits || at != text.size())
         return "'" + std::string(text) + "': not a number (decimal: 1.5, -2, 1e-3; no sign '+', space or 0x)";
     return "";
 }

@@ -125,17 +125,18 @@ int64_t parse_bytes(std::string_view text) {
 // and no bare number (7 could mean 7 s or 7 us).
 double parse_seconds(std::string_view text) {
     const std::string quoted = "'" + std::string(text) + "'";
-    Quantity q = split_quantity(text, quoted, "duration", "a number and a unit: 6us, 2.5 ms");
-    const std::string unit = lower(q.unit);
+    const Quantity quantity = split_quantity(text, quoted, "duration", "a number and a unit: 6us, 2.5 ms");
+    const std::string unit = lower(quantity.unit);
+    const std::string& number = quantity.number;
     if (unit.empty())
-        throw Error(quoted + ": a duration needs a unit: " + q.number + "us, " + q.number + "ms or " + q.number + "s");
+        throw Error(quoted + ": a duration needs a unit: " + number + "us, " + number + "ms or " + number + "s");
     double mul = 0;
     if (unit == "ns") mul = 1e-9;
     else if (unit == "us") mul = 1e-6;
     else if (unit == "ms") mul = 1e-3;
     else if (unit == "s") mul = 1;
-    else throw Error(quoted + ": unknown unit '" + q.unit + "' (ns, us, ms, s)");
-    return q.value * mul;
+    else throw Error(quoted + ": unknown unit '" + quantity.unit + "' (ns, us, ms, s)");
+    return quantity.value * mul;
 }
 
 double parse_bandwidth(std::string_view text) {

@@ -180,6 +180,8 @@ wait $pid || fail "import of a named pipe exited $?: $(cat err)"
 [ ! -s err ] || fail "import <(cat) said: $(cat err)"
 "$mhc" import /dev/stdin -o sd.db <k.json >out 2>err || fail "import /dev/stdin <file exited $?: $(cat err)"
 [ ! -s err ] || fail "import /dev/stdin <file said: $(cat err)"
+cat k.json | "$mhc" import - -o dash.db >out 2>err || fail "import - from a pipe exited $?: $(cat err)"
+[ ! -s err ] && [ -s dash.db ] || fail "import - from a pipe: $(cat err)"
 cat k.json | "$mhc" import /dev/stdin -o sp.db >out 2>err || fail "import /dev/stdin from a pipe exited $?: $(cat err)"
 [ ! -s err ] || fail "import /dev/stdin from a pipe said: $(cat err)"
 # An execution trace's --kineto is read twice: a pipe is refused (it waited forever for a second

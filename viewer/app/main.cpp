@@ -180,32 +180,32 @@ int main(int argc, char** argv) {
         o.device = value;
     }
     for (const std::string& c : clicks) {
-        float x = -1, y = -1;
+        float px = -1, py = -1;
         const size_t comma = c.find(',');
         const std::string xs = c.substr(0, comma), ys = comma == std::string::npos ? "" : c.substr(comma + 1);
         if (comma != std::string::npos && mhc::decimal_refusal(xs).empty() && mhc::decimal_refusal(ys).empty()) {
-            x = std::strtof(xs.c_str(), nullptr);
-            y = std::strtof(ys.c_str(), nullptr);
+            px = std::strtof(xs.c_str(), nullptr);
+            py = std::strtof(ys.c_str(), nullptr);
         }
-        if (!(x >= 0 && y >= 0 && x <= 65536 && y <= 65536)) {
+        if (!(px >= 0 && py >= 0 && px <= 65536 && py <= 65536)) {
             std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", c.c_str());
             return 2;
         }
-        o.clicks.push_back({x, y});
+        o.clicks.push_back({px, py});
     }
     if (!size.empty()) {
-        const size_t x = size.find('x');
-        const std::string ws = size.substr(0, x), hs = x == std::string::npos ? "" : size.substr(x + 1);
+        const size_t times = size.find('x');
+        const std::string ws = size.substr(0, times), hs = times == std::string::npos ? "" : size.substr(times + 1);
         auto dimension = [](const std::string& text) {
             return mhc::whole_number_refusal(text, false).empty() ? mhc::parse_integer<int>(text).value_or(0) : 0;
         };
-        const int w = dimension(ws), h = dimension(hs);
-        if (w < 320 || h < 240 || w > 8192 || h > 8192) {
+        const int width = dimension(ws), height = dimension(hs);
+        if (width < 320 || height < 240 || width > 8192 || height > 8192) {
             std::fprintf(stderr, "mhc-view: --size '%s': expected WxH between 320x240 and 8192x8192\n", size.c_str());
             return 2;
         }
-        o.width = w;
-        o.height = h;
+        o.width = width;
+        o.height = height;
     }
     const bool screenshot = !o.screenshot.empty();
     mhc::viewer::App app(o);
