@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "command.hpp"
@@ -84,7 +85,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
                                  ": --kineto reads a regular file, not a pipe or device (it is read "
                                  "twice); save it to a file first");
             if (*in == "-") *in = "/dev/stdin";
-            say_if_waiting(*in, "the input");
+            // Not when the output is refused without reading (one line, as for any refusal).
+            if (*force || !std::filesystem::exists(*out)) say_if_waiting(*in, "the input");
             imp::Result r = imp::import_file(*in, *out, opt);
             std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
                         "%lld copies, %lld markers\n",

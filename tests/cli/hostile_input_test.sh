@@ -175,6 +175,7 @@ grep -qF "mhc: import: the input in.json is a named pipe: reading it until its w
     { kill $pid; fail "import of a named pipe with no writer said nothing: $(cat err)"; }
 cat k.json >in.json
 wait $pid || fail "import of a named pipe exited $?: $(cat err)"
+refused "f.db: already exists; pass --force" import in.json -o f.db   # refused before the wait: one line
 [ -s f.db ] && [ "$(wc -l <err)" = 1 ] || fail "import of a named pipe: $(cat out err)"
 "$mhc" import <(cat k.json) -o ps.db >out 2>err || fail "import <(cat) exited $?: $(cat err)"
 [ ! -s err ] || fail "import <(cat) said: $(cat err)"
