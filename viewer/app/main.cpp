@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", c.c_str());
             return 2;
         }
-        o.clicks.push_back({px, py});
+        o.clicks.emplace_back(px, py);
     }
     if (!size.empty()) {
         const size_t times = size.find('x');
