@@ -1,15 +1,46 @@
 // mhc import FILE -o trace.db: PyTorch memory snapshots, Kineto JSON, execution traces
 // (optionally joined with Kineto) and Nsight Systems SQLite exports (docs/import.md).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "command.hpp"
+#include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/trace/import/import.hpp"
 
 namespace {
 
 namespace imp = mhc::trace::import;
+
+// An input that may wait for someone else before it gives a byte: a named pipe (mkfifo) waits
+// for its writer to open it, a terminal for what is typed. Said on stderr before reading, so
+// that a command that waits is not taken for one that hangs. Process substitution (<(cmd)) and
+// a redirected stdin are pipes or files whose writer already runs: nothing is said.
+void say_if_waiting(const std::string& path, const char* what) {
+    struct stat st {};
+    if (path.empty() || ::stat(path.c_str(), &st) != 0) return;
+    if (S_ISCHR(st.st_mode)) {
+        const bool stdin_name = path == "/dev/stdin" || path == "/dev/fd/0" || path == "/proc/self/fd/0";
+        if (stdin_name && ::isatty(STDIN_FILENO))
+            std::fprintf(stderr, "mhc: import: reading %s %s from the terminal until Ctrl-D\n", what, path.c_str());
+        return;
+    }
+    if (!S_ISFIFO(st.st_mode)) return;
+    // An anonymous pipe (/dev/fd/63 of <(cmd), a | into /dev/stdin) resolves to no path.
+    char real[PATH_MAX];
+    struct stat lst {};
+    if (::realpath(path.c_str(), real) == nullptr || ::lstat(real, &lst) != 0 || !S_ISFIFO(lst.st_mode)) return;
+    std::fprintf(stderr,
+                 "mhc: import: %s %s is a named pipe: reading it until its writer closes it (waiting for a "
+                 "writer to open it)\n",
+                 what, path.c_str());
+}
 
 mhc::cli::Registration reg{mhc::cli::Command{
     "import", "Import a PyTorch memory snapshot, Kineto trace, execution trace or nsys SQLite export",
@@ -20,7 +51,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto kineto = std::make_shared<std::string>();
         auto max_input = std::make_shared<std::string>(std::to_string(imp::kDefaultMaxInputSize >> 20) + "MiB");
         auto force = std::make_shared<bool>(false);
-        app.add_option("file", *in, "Input file")->required()->check(CLI::ExistingFile);
+        // "-" is standard input, as for most tools (read through /dev/stdin: a pipe is copied first).
+        app.add_option("file", *in, "Input file (- for standard input)")
+            ->required()
+            ->check(CLI::Validator(
+                [](std::string& path) { return path == "-" ? std::string() : CLI::ExistingFile(path); }, ""));
         app.add_option("-o,--output", *out, "Trace file to write (.db)")->required()->type_name("FILE");
         app.add_option("--format", *format, "Input format: snapshot, kineto, et, nsys, or auto (from the content)")
             ->check(CLI::IsMember({"auto", "snapshot", "kineto", "et", "nsys"}))
@@ -42,6 +77,16 @@ mhc::cli::Registration reg{mhc::cli::Command{
             opt.max_input_size = static_cast<uint64_t>(
                 mhc::cli::option_value("--max-input-size", [&] { return mhc::parse_size(*max_input, 1); }));
             opt.if_exists = *force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
+            // The execution trace's Kineto trace is read twice, in place: a pipe would give nothing
+            // the second time (<(cmd): "the document is empty") or wait forever for a writer (mkfifo).
+            struct stat kst {};
+            if (!kineto->empty() && ::stat(kineto->c_str(), &kst) == 0 && !S_ISREG(kst.st_mode))
+                throw mhc::Error(*kineto +
+                                 ": --kineto reads a regular file, not a pipe or device (it is read "
+                                 "twice); save it to a file first");
+            if (*in == "-") *in = "/dev/stdin";
+            // Not when the output is refused without reading (one line, as for any refusal).
+            if (*force || !std::filesystem::exists(*out)) say_if_waiting(*in, "the input");
             imp::Result r = imp::import_file(*in, *out, opt);
             std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
                         "%lld copies, %lld markers\n",

@@ -1,4 +1,5 @@
 // mhc info TRACE: source, device, duration, counts, peak and where time goes.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -44,15 +45,25 @@ std::string run_row(const mhc::trace::RunInfo& r) {
                   status.c_str(), bytes(peak).c_str(), percent(red, "%.1f%%").c_str(), loss_text.c_str());
     // A name too long for the line goes under the row.
     const std::string row = b;
-    return row.size() + 2 + name.size() <= 100 ? row + "  " + name + "\n" : row + "\n      " + name + "\n";
+    if (row.size() + 2 + name.size() <= 100) return row + "  " + name + "\n";
+    // Under the row, cut to the line as a long kernel name is (--json keeps it whole).
+    if (name.size() > 94) name = name.substr(0, 91) + "...";
+    return row + "\n      " + name + "\n";
 }
 
 // Lines past `width` columns wrapped under the label column (12), as the rest of info is laid out.
 std::string within(const std::string& text, int width) {
     std::string out;
     std::istringstream lines(text);
+    std::string wrapped;
     for (std::string l; std::getline(lines, l);)
-        out += static_cast<int>(l.size()) <= width ? l + "\n" : l.substr(0, 12) + mhc::cli::wrap(l.substr(12), width, 12, 12).substr(12);
+        wrapped += static_cast<int>(l.size()) <= width
+                       ? l + "\n"
+                       : l.substr(0, 12) + mhc::cli::wrap(l.substr(12), width, 12, 12).substr(12);
+    // A word longer than the room left (a meta value of one piece) is cut, as long names are.
+    std::istringstream parts(wrapped);
+    for (std::string l; std::getline(parts, l);)
+        out += (static_cast<int>(l.size()) <= width ? l : l.substr(0, static_cast<size_t>(width) - 3) + "...") + "\n";
     return out;
 }
 
@@ -83,15 +94,26 @@ mhc::cli::Registration reg{mhc::cli::Command{
             std::string text = mhc::trace::to_text(summary);
             // The meta lines shown: what the trace is and lacks, and what an importer changed or
             // could not tell (docs/import.md).
-            static const char* shown_meta[] = {
-                "preset", "accesses", "timing", "dropped_records", "complete", "reconstructed_blocks", "missing",
-                "kineto.kernel_device", "kineto.kernel_clamp"};
-            char line[4096];
+            static const char* shown_meta[] = {"preset",
+                                               "accesses",
+                                               "timing",
+                                               "dropped_records",
+                                               "complete",
+                                               "reconstructed_blocks",
+                                               "missing",
+                                               "kineto.kernel_device",
+                                               "kineto.kernel_clamp"};
             for (const char* key : shown_meta) {
                 auto it = data.meta.find(key);
                 if (it == data.meta.end()) continue;
-                std::snprintf(line, sizeof line, "%-11s %s\n", key, it->second.c_str());
-                text += line;
+                // As written by an importer, or by anyone: a control byte (a NUL, an escape) is
+                // shown as '?', never sent to the terminal.
+                std::string value = it->second;
+                for (char& byte : value)
+                    if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+                std::string label = key;
+                label.resize(std::max<size_t>(label.size(), 11), ' ');
+                text += label + " " + value + "\n";
             }
             std::printf("%s", within(text, 100).c_str());
             if (!runs.empty()) {

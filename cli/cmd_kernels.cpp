@@ -150,7 +150,7 @@ Registration reg{Command{
             ->default_str("0");
         sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
         sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");
-        sk->add_option("--device", args->device, "cpu or cuda")->type_name("DEVICE")->capture_default_str();
+        sk->add_option("--device", args->device, "Where the kernel runs")->type_name("cpu|cuda")->capture_default_str();
         sk->add_option("--threads", args->threads, "CPU threads, 0 for all")->default_str("0");
         sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required()->type_name("FILE");
         sk->add_option("--output", args->output, "Result P (written atomically)")->required()->type_name("FILE");

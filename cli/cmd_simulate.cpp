@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "command.hpp"
 #include "run_store.hpp"
@@ -92,7 +93,9 @@ std::function<int()> setup(CLI::App& app) {
             c.link.h2d.bandwidth_Bps = option_value("--h2d-bandwidth", [&] { return parse_bandwidth(o->h2d_bw); });
         if (!o->d2h_bw.empty())
             c.link.d2h.bandwidth_Bps = option_value("--d2h-bandwidth", [&] { return parse_bandwidth(o->d2h_bw); });
-        if (!o->latency.empty()) c.link.h2d.latency_s = c.link.d2h.latency_s = parse_seconds(o->latency);
+        if (!o->latency.empty())
+            c.link.h2d.latency_s = c.link.d2h.latency_s = option_value("--latency",
+                                                                       [&] { return parse_seconds(o->latency); });
         if (o->copy_engines != 0) c.link.copy_engines = o->copy_engines;
         if (o->duplex != 0) c.link.duplex_factor = o->duplex;
         // -1 alone means the link's; any other value is the user's, range-checked with the link (-5 is refused).
@@ -122,7 +125,9 @@ std::function<int()> setup(CLI::App& app) {
         else std::cout << sim::to_text(r);
         std::cout.flush();
         bool stored = true;
+        std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
         if (!o->store.no_store) {
+            phase.emplace();
             std::vector<trace::Run> runs;
             runs.push_back(sim::take_run(r));   // moved in: a braced list would copy the run's millions of rows
             auto ids = store_runs(o->trace, t.fingerprint, runs, o->store);
@@ -132,6 +137,8 @@ std::function<int()> setup(CLI::App& app) {
         }
         // Only now: a store that failed leaves the trace as it was (docs/trace-format.md).
         if (stored) sim::keep_prepared(*prepared, writes_into_trace(o->store));
+        if (phase)
+            if (int status = phase->stopped(stored, store_target(o->trace, o->store))) return status;
         if (!r.invariant_violation.empty()) {
             std::fprintf(stderr, "mhc: simulator invariant violated: %s\n", r.invariant_violation.c_str());
             return kExitInternal;
@@ -199,11 +206,14 @@ int run_coupled(const std::vector<std::string>& paths, const sim::Config& c, boo
             if (r.oom < 0) run.metrics["job_throughput_loss"] = r.job_loss;   // a job out of memory has none
             job.push_back({paths[i], traces[i].fingerprint, std::move(run)});
         }
+        StorePhase phase;   // a signal from here on lets the store finish first
         auto ids = store_job_runs(job, store);
         stored = ids.has_value();
         if (ids && !json)
             for (size_t i = 0; i < ids->size(); ++i)
                 std::cout << "stored         run " << ids->at(i) << " in " << store_target(paths[i], store) << "\n";
+        if (int status = phase.stopped(stored, store.runs_db.empty() ? "the rank traces" : store.runs_db))
+            return status;
     }
     for (const auto& x : r.ranks)
         if (!x.invariant_violation.empty()) {

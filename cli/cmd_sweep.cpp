@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "command.hpp"
 #include "run_store.hpp"
@@ -106,7 +107,9 @@ std::function<int()> setup(CLI::App& app) {
             std::printf(", %zu bisection probes for %zu answers", s.simulations - s.grid.size(), s.answers.size());
         std::printf("\n");
         bool stored = true;
+        std::optional<StorePhase> phase;   // a signal from here on lets the store finish first
         if (!o->store.no_store) {
+            phase.emplace();
             // An answer at 100% ("no saving") is the unlimited run again: nothing to store.
             auto saving = [](const sim::BisectAnswer& a) { return a.found && a.fraction < 1.0; };
             size_t found = 0;
@@ -131,6 +134,8 @@ std::function<int()> setup(CLI::App& app) {
                             runs.size(), store_target(o->trace, o->store).c_str(), s.grid.size(), found);
         }
         if (stored) sim::keep_prepared(*prepared, writes_into_trace(o->store));   // after the store, as simulate
+        if (phase)
+            if (int status = phase->stopped(stored, store_target(o->trace, o->store))) return status;
         for (const auto& r : s.grid)
             if (!r.invariant_violation.empty()) {
                 std::fprintf(stderr, "mhc: simulator invariant violated in %s: %s\n",

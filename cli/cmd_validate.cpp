@@ -1,6 +1,7 @@
 // `mhc validate TRACE`: simulate, replay each plan on a backend, compare (docs/validation.md).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "run_store.hpp"
 #include "sim_options.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/replay/calibrate.hpp"
 #include "mhc/replay/validate.hpp"
@@ -24,15 +26,10 @@ namespace {
 // --repeat auto: at most this many replays per configuration (the baseline 2N - 1).
 constexpr int kAutoRepeatMost = 3;
 
-// The whole of `text` as an int, or nullopt (empty, trailing characters, out of range).
+// The whole of `text` as an int in the options' grammar (whole_number_refusal), or nullopt.
 std::optional<int> whole_int(const std::string& text) {
-    size_t used = 0;
-    try {
-        const int value = std::stoi(text, &used);
-        if (used == text.size()) return value;
-    } catch (const std::exception&) {
-    }
-    return std::nullopt;
+    if (!mhc::whole_number_refusal(text, true).empty()) return std::nullopt;
+    return parse_integer<int>(text);
 }
 
 // --repeat N: an integer in 1..99.
@@ -156,13 +153,7 @@ std::function<int()> setup(CLI::App& app) {
         spec.replay.backend = replay::parse_backend(o->backend);
         double scale = 0;
         if (o->time_scale != "auto") {
-            try {
-                size_t used = 0;
-                scale = std::stod(o->time_scale, &used);
-                if (used != o->time_scale.size()) scale = -1;
-            } catch (const std::exception&) {
-                scale = -1;
-            }
+            scale = mhc::decimal_refusal(o->time_scale).empty() ? std::strtod(o->time_scale.c_str(), nullptr) : -1;
             if (!(scale >= 1e-3 && scale <= 1e6))
                 throw Error("--time-scale '" + o->time_scale + "': auto or a number in [0.001, 1e6]");
         }
@@ -229,14 +220,19 @@ std::function<int()> setup(CLI::App& app) {
             };
         // The results first: runs that cannot be stored must not cost the replays.
         spec.time_scale_origin = scale_why;
-        spec.before_store = [o, tty](const replay::Report& r) {
+        // A signal once the replays are done lets the store finish first.
+        auto store_phase = std::make_shared<std::optional<StorePhase>>();
+        spec.before_store = [o, tty, store_phase](const replay::Report& report) {
             if (tty) std::fprintf(stderr, "\r\033[K");
-            if (o->json) std::cout << replay::to_json(r) << "\n";
-            else std::cout << replay::to_text(r);
+            if (o->json) std::cout << replay::to_json(report) << "\n";
+            else std::cout << replay::to_text(report);
             std::cout.flush();
-            if (r.load.loaded())
-                std::fprintf(stderr, "mhc: warning: the machine was loaded during the validation (%s): "
-                                     "measured times include other work\n", r.load.text().c_str());
+            if (!o->store.no_store) store_phase->emplace();
+            if (report.load.loaded())
+                std::fprintf(stderr,
+                             "mhc: warning: the machine was loaded during the validation (%s): "
+                             "measured times include other work\n",
+                             report.load.text().c_str());
         };
         replay::Report r = replay::validate(o->trace, spec, note);
         if (spec.store && r.stored && !o->json) {
@@ -249,6 +245,8 @@ std::function<int()> setup(CLI::App& app) {
         if (spec.store && !r.stored)
             std::fprintf(stderr, "mhc: the runs were not stored (%s); the results above are complete: rerun with "
                                  "--no-store, or --runs-db FILE to store them in another file\n", r.store_error.c_str());
+        if (*store_phase)
+            if (int status = (*store_phase)->stopped(r.stored, store_target(o->trace, o->store))) return status;
         if (!r.ok()) {
             std::fprintf(stderr, "mhc: validation failed (see the status column)\n");
             return kExitInternal;

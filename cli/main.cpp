@@ -13,6 +13,7 @@
 #include "command.hpp"
 #include "help.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/kernels/device.hpp"
 
@@ -60,6 +61,12 @@ std::string in_our_words(const std::string& msg) {
     const std::string at_most = ": At Most 1 required but received ";
     if (auto at = msg.find(at_most); at != std::string::npos)
         return msg.substr(0, at) + " given " + msg.substr(at + at_most.size()) + " times; give it once";
+    // CLI11's conversion, after the grammar's check: a number past the option's type (an int).
+    const std::string convert = "Could not convert: ";
+    if (msg.rfind(convert, 0) == 0)
+        if (auto eq = msg.find(" = ", convert.size()); eq != std::string::npos)
+            return msg.substr(convert.size(), eq - convert.size()) + ": '" + msg.substr(eq + 3) +
+                   "': not a number in the option's range";
     return msg;
 }
 
@@ -123,7 +130,38 @@ std::string empty_value(const CLI::App* sub) {
     }
     return "";
 }
-}  // namespace
+
+// One grammar for the numbers options take (docs/cli.md, "Numbers"), applied here to every
+// option whose value is a number, so that a new option follows it too. A whole number is
+// decimal digits, with a '-' first where the option takes one below 0: no '+', no spaces, no
+// other base or exponent (CLI11 read 0x10 as 16, 010 as 8 and -1 as 2^64-1 for an unsigned
+// option), no leading zero. Any other number is decimal too: digits with an optional fraction
+// and exponent (no hexadecimal, no spaces, no '+' first); nan and inf are refused as not finite.
+// Which options: CLI11's own value names for integers and floating point (INT, UINT, FLOAT), and
+// the names given to such options instead (the list below).
+constexpr const char* kWholeNumberNames[] = {"INT", "UINT", "DEVICE", "ID"};
+constexpr const char* kDecimalNames[] = {"FLOAT", "HOURS", "MINUTES", "POINTS"};
+
+void apply_number_grammar(CLI::App& app) {
+    for (CLI::Option* opt : app.get_options()) {
+        if (opt->get_type_size_max() == 0) continue;   // a flag
+        std::string kind = opt->get_type_name();
+        kind = kind.substr(0, kind.find(':'));
+        const auto in = [&](const auto& names) {
+            return std::find_if(std::begin(names), std::end(names), [&](const char* n) { return kind == n; }) !=
+                   std::end(names);
+        };
+        if (in(kWholeNumberNames)) {
+            const bool negative_ok = kind != "UINT";
+            opt->check(CLI::Validator(
+                [negative_ok](std::string& text) { return mhc::whole_number_refusal(text, negative_ok); }, ""));
+        } else if (in(kDecimalNames)) {
+            opt->check(CLI::Validator([](std::string& text) { return mhc::decimal_refusal(text); }, ""));
+        }
+    }
+    for (CLI::App* sub : app.get_subcommands({})) apply_number_grammar(*sub);
+}
+}   // namespace
 void set_quiet(bool quiet) { g_quiet = quiet; }
 bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
 
@@ -153,6 +191,7 @@ Outcome run(int argc, char** argv) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
         auto setup = cmd.setup(*sub);
         sub->callback([&action, setup] { action = setup; });
+        apply_number_grammar(*sub);
     }
     // The first word that is not an option must be a command; say so when it is not one, with
     // the command a typo most likely meant (CLI11 would only say that a subcommand is required).

@@ -1,7 +1,9 @@
 #include "run_store.hpp"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
@@ -77,6 +79,17 @@ std::optional<std::vector<int64_t>> store_job_runs(const std::vector<trace::JobR
     for (const auto& r : ranks) all.push_back(&r.run);
     warn_if_large(all, o.runs_db.empty() ? "the rank traces" : o.runs_db);
     return store_or_say(ranks.size(), [&] { return trace::add_job_runs(ranks, o.runs_db); });
+}
+
+int StorePhase::stopped(bool stored, const std::string& target) {
+    const int sig = hold_.release();
+    if (sig == 0) return 0;
+    const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+    std::fflush(stdout);
+    if (stored)
+        std::fprintf(stderr, "mhc: stopped by %s after the runs were stored whole in %s\n", name, target.c_str());
+    else std::fprintf(stderr, "mhc: stopped by %s; no run was stored\n", name);
+    return 128 + sig;
 }
 
 }  // namespace mhc::cli

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mhc/common/output_file.hpp"
 #include "mhc/trace/runs.hpp"
 
 namespace mhc::cli {
@@ -38,5 +39,18 @@ std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const s
 inline int writes_into_trace(const StoreOptions& o) { return o.no_store || !o.runs_db.empty() ? 0 : 1; }
 // A coupled job's runs, one per rank: all of them or none (trace::add_job_runs).
 std::optional<std::vector<int64_t>> store_job_runs(const std::vector<trace::JobRun>& ranks, const StoreOptions& o);
+
+// From the end of a command's computation to the end of its store (runs, then the trace's cache):
+// SIGINT, SIGTERM and SIGHUP wait, so that the store is finished whole rather than cut (a hot
+// journal) and the printed result stays true; then stopped() says so and gives the exit status.
+class StorePhase {
+public:
+    StorePhase() : hold_("mhc: interrupted: storing the runs whole first, then stopping\n") {}
+    // 0 when no signal came; else says on stderr what was stored and returns 128 + the signal.
+    int stopped(bool stored, const std::string& target);
+
+private:
+    SignalsDeferred hold_;
+};
 
 }  // namespace mhc::cli

@@ -38,14 +38,22 @@ std::mutex g_mutex;   // guards claiming slots and installing handlers (not the 
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
 
-// While a set of files is moved into place together, a signal waits until the last one is
-// (commit_together), on whatever thread it arrives.
-std::atomic<bool> g_holding{false};
+// While a set of files is moved into place together (commit_together), or a command stores what
+// it computed (SignalsDeferred), a signal waits until the last holder lets go, on whatever thread
+// it arrives. Holds nest: the depth counts them.
+std::atomic<int> g_hold_depth{0};
 std::atomic<int> g_held{0};
+// The line said at once when a SignalsDeferred holds the first signal (set before it holds).
+std::atomic<const char*> g_note{nullptr};
+size_t g_note_size = 0;
 
 extern "C" void remove_temps_and_die(int sig) {
-    if (g_holding.load()) {
-        g_held.store(sig);
+    if (g_hold_depth.load() > 0) {
+        const char* note = g_note.load();
+        if (g_held.exchange(sig) == 0 && note != nullptr) {
+            ssize_t ignored = ::write(STDERR_FILENO, note, g_note_size);
+            (void)ignored;
+        }
         return;
     }
     for (auto& s : g_slots)
@@ -333,12 +341,13 @@ void commit_together(const std::vector<OutputFile*>& files) {
     sigemptyset(&held);
     for (int sig : kSignals) sigaddset(&held, sig);
     ::pthread_sigmask(SIG_BLOCK, &held, &before);
-    g_held.store(0);
-    g_holding.store(true);
+    g_hold_depth.fetch_add(1);
     auto release = [&] {
-        g_holding.store(false);
+        const bool outermost = g_hold_depth.fetch_sub(1) == 1;
         ::pthread_sigmask(SIG_SETMASK, &before, nullptr);   // a signal blocked here is delivered now
-        if (int sig = g_held.exchange(0)) remove_temps_and_die(sig);
+        // Inside a SignalsDeferred, the signal waits for it to let go.
+        if (outermost)
+            if (int sig = g_held.exchange(0)) remove_temps_and_die(sig);
     };
     size_t done = 0;
     try {
@@ -349,6 +358,31 @@ void commit_together(const std::vector<OutputFile*>& files) {
         throw;
     }
     release();
+}
+
+SignalsDeferred::SignalsDeferred(std::string note) : note_(std::move(note)) {
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        install_handlers();
+    }
+    if (g_hold_depth.load() == 0) {
+        g_held.store(0);
+        g_note_size = note_.size();
+        g_note = note_.c_str();
+    }
+    g_hold_depth.fetch_add(1);
+}
+
+SignalsDeferred::~SignalsDeferred() {
+    if (int sig = release()) remove_temps_and_die(sig);   // not asked: die of it as without the hold
+}
+
+int SignalsDeferred::release() {
+    if (released_) return 0;
+    released_ = true;
+    if (g_hold_depth.fetch_sub(1) != 1) return 0;   // an outer hold answers for it
+    g_note = nullptr;
+    return g_held.exchange(0);
 }
 
 void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists) {

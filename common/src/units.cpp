@@ -19,17 +19,6 @@ std::string lower(std::string_view s) {
     return out;
 }
 
-// Splits "1.5GiB" into 1.5 and "gib". Throws when no number leads.
-std::pair<double, std::string> split_number(std::string_view text, const char* what) {
-    std::string s = lower(text);
-    const char* begin = s.c_str();
-    char* end = nullptr;
-    double v = std::strtod(begin, &end);
-    if (end == begin || !std::isfinite(v))
-        throw Error("invalid " + std::string(what) + " '" + std::string(text) + "'");
-    return {v, std::string(end)};
-}
-
 std::string_view trim(std::string_view s) {
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
     while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -131,16 +120,23 @@ int64_t parse_bytes(std::string_view text) {
     return parse_size(text);
 }
 
+// Durations follow the sizes' grammar: digits with an optional fraction, then a unit (ns, us,
+// ms, s; spaces may stand around it); no sign, exponent or other base (0x10 was read as 16 s),
+// and no bare number (7 could mean 7 s or 7 us).
 double parse_seconds(std::string_view text) {
-    auto [v, unit] = split_number(text, "duration");
-    double mul;
+    const std::string quoted = "'" + std::string(text) + "'";
+    const Quantity quantity = split_quantity(text, quoted, "duration", "a number and a unit: 6us, 2.5 ms");
+    const std::string unit = lower(quantity.unit);
+    const std::string& number = quantity.number;
+    if (unit.empty())
+        throw Error(quoted + ": a duration needs a unit: " + number + "us, " + number + "ms or " + number + "s");
+    double mul = 0;
     if (unit == "ns") mul = 1e-9;
     else if (unit == "us") mul = 1e-6;
     else if (unit == "ms") mul = 1e-3;
-    else if (unit == "s" || unit.empty()) mul = 1;
-    else throw Error("invalid duration '" + std::string(text) + "': unknown unit '" + unit + "'");
-    if (v < 0) throw Error("invalid duration '" + std::string(text) + "': negative");
-    return v * mul;
+    else if (unit == "s") mul = 1;
+    else throw Error(quoted + ": unknown unit '" + quantity.unit + "' (ns, us, ms, s)");
+    return quantity.value * mul;
 }
 
 double parse_bandwidth(std::string_view text) {

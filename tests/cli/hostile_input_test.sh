@@ -7,13 +7,15 @@
 # output that is a descriptor of the process (/dev/stdout, /dev/fd/1: replaced, as root, or
 # written through); calibrate --repeat past what a machine can do, or into a missing folder; a
 # link share below 0; stored runs `mhc info` would refuse, and rows of a run that is not there,
-# which `mhc check` passed; a trace that is a FIFO or a device; names that are not UTF-8 in the
+# which `mhc check` passed; a trace that is a FIFO or a device; an import from a named pipe says it
+# waits for its writer; names that are not UTF-8 in the
 # JSON printed and written.
 set -u
 mhc=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+fixtures=$(cd "$(dirname "$0")/../import/fixtures" && pwd)
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
 head -c 512 /dev/zero >H.f32   # 8 matrices of 4 x 4 float32 zeros
@@ -48,7 +50,15 @@ for cmd in "${!base[@]}"; do
     opts=$("$mhc" $cmd --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z0-9-]+ [A-Z]' | grep -oE -- '--[a-z0-9-]+' | sort -u)
     [ -n "$opts" ] || fail "$cmd --help lists no option with a value"
     for o in $opts; do
-        for v in nan inf -inf 1e400 ''; do
+        # A number in another base or with a sign '+' or a space is no option's number (0x10 was
+        # read as 16): refused, naming the value as given. A whole number (N) takes decimal digits
+        # alone: 010 (was read as 8) and 1e3 are refused too, and numbers past 64 bits (read as
+        # the largest) or past an int (docs/cli.md, "Numbers").
+        values=(nan inf -inf 1e400 '' 0x10 +5 ' 7')
+        # shellcheck disable=SC2086
+        kind=$("$mhc" $cmd --help | grep -E -- "^ +(-[a-zA-Z], )?$o [A-Z]" | head -1 | sed -E "s/^ +(-[a-zA-Z], )?$o ([^ ]+).*/\2/")
+        [ "$kind" = N ] && values+=(010 1e3 -0x1 99999999999999999999 99999999999)
+        for v in "${values[@]}"; do
             case "$o:$v" in
                 --runs-db:?* | --output:?* | --name:?* | --capacity:inf | --capacities:inf) continue ;;
             esac
@@ -56,6 +66,14 @@ for cmd in "${!base[@]}"; do
             "$mhc" ${base[$cmd]} "$o" "$v" >out 2>err; rc=$?
             tried=$((tried + 1))
             [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] || fail "$cmd $o '$v' exited $rc: $(head -c 300 err)"
+            # An option that takes a number (or a list of them) names the value it refuses (a name
+            # or a file may be refused for something else first).
+            case $kind in N | X | N\|* | X\|* | DEVICE | ID | SIZE | SHARE* | RATE | TIME | HOURS | MINUTES | POINTS | LIST)
+                case $v in 0x10 | +5 | ' 7' | 010 | 1e3 | -0x1 | 9999*)
+                    grep -q "given 2 times" err || grep -qF -- "$v" err ||
+                        fail "$cmd $o '$v': the refusal does not name the value: $(cat err)" ;;
+                esac ;;
+            esac
             grep -q "replays would take" err && fail "$cmd $o '$v' was not refused before the replay: $(cat err)"
             [[ $o != --link && $o != --setting ]] && grep -q "no modules recorded" err &&
                 fail "$cmd $o '$v' was not refused before the trace was read: $(cat err)"
@@ -146,6 +164,49 @@ for cmd in info check simulate; do
     [ $rc = 2 ] && grep -qF "pipe.db: is a FIFO, not a regular file" err || fail "$cmd on a FIFO exited $rc: $(cat err)"
 done
 refused "/dev/zero: is a character device, not a regular file" info /dev/zero
+# import of a named pipe reads it (mkfifo, then a writer), but says at once that it waits for its
+# writer: it waited in silence. Process substitution and stdin (a pipe or a file) are read as they
+# were, with nothing said.
+mkfifo in.json
+"$mhc" import in.json -o f.db >out 2>err &
+pid=$!
+for _ in $(seq 100); do grep -q . err && break; sleep 0.05; done
+grep -qF "mhc: import: the input in.json is a named pipe: reading it until its writer closes it" err ||
+    { kill $pid; fail "import of a named pipe with no writer said nothing: $(cat err)"; }
+cat k.json >in.json
+wait $pid || fail "import of a named pipe exited $?: $(cat err)"
+refused "f.db: already exists; pass --force" import in.json -o f.db   # refused before the wait: one line
+[ -s f.db ] && [ "$(wc -l <err)" = 1 ] || fail "import of a named pipe: $(cat out err)"
+"$mhc" import <(cat k.json) -o ps.db >out 2>err || fail "import <(cat) exited $?: $(cat err)"
+[ ! -s err ] || fail "import <(cat) said: $(cat err)"
+"$mhc" import /dev/stdin -o sd.db <k.json >out 2>err || fail "import /dev/stdin <file exited $?: $(cat err)"
+[ ! -s err ] || fail "import /dev/stdin <file said: $(cat err)"
+cat k.json | "$mhc" import - -o dash.db >out 2>err || fail "import - from a pipe exited $?: $(cat err)"
+[ ! -s err ] && [ -s dash.db ] || fail "import - from a pipe: $(cat err)"
+cat k.json | "$mhc" import /dev/stdin -o sp.db >out 2>err || fail "import /dev/stdin from a pipe exited $?: $(cat err)"
+[ ! -s err ] || fail "import /dev/stdin from a pipe said: $(cat err)"
+# An execution trace's --kineto is read twice: a pipe is refused (it waited forever for a second
+# writer, or read as empty the second time).
+mkfifo kp.json
+refused "kp.json: --kineto reads a regular file, not a pipe" import "$fixtures/cpu_mlp_et.json.gz" --kineto kp.json -o e1.db
+refused "/dev/fd/" import "$fixtures/cpu_mlp_et.json.gz" --kineto <(zcat "$fixtures/cpu_mlp_kineto.json.gz") -o e2.db
+[ ! -e e1.db ] && [ ! -e e2.db ] || fail "import with a --kineto pipe wrote its output"
+# A meta value info shows (what an importer changed), written by anyone: 5,000 bytes of one word
+# and an escape sequence. info's lines stay within 100 columns (the value cut with ...; it was
+# printed whole) and no control byte reaches the terminal (it was sent as is).
+cp t.db meta.db
+sqlite3 meta.db "INSERT OR REPLACE INTO meta VALUES('kineto.kernel_device', '$(head -c 5000 /dev/zero | tr '\0' a)');
+                 INSERT OR REPLACE INTO meta VALUES('kineto.kernel_clamp', 'x' || char(27) || '[2J' || char(7) || 'y')"
+"$mhc" info meta.db >out 2>err || fail "info of long meta values exited $?: $(cat err)"
+awk 'length($0) > 100 { bad = 1 } END { exit bad }' out || fail "info printed a line past 100 columns: $(awk 'length($0) > 100' out | head -c 200)"
+grep -q $'\x1b\|\x07' out && fail "info sent a meta value's control bytes to the terminal"
+grep -q "^kineto.kernel_clamp x?\[2J?y$" out || fail "info of a meta value with control bytes: $(grep kernel_clamp out)"
+# A stored run's name past the line (runs are named by their settings; a link profile's name goes in it).
+"$mhc" -q simulate meta.db --capacity 100% >/dev/null || fail "simulate meta.db"
+sqlite3 meta.db "UPDATE runs SET name = printf('%.5000c', 'n')"
+"$mhc" info meta.db >out 2>err || fail "info of a long run name exited $?: $(cat err)"
+awk 'length($0) > 100 { bad = 1 } END { exit bad }' out || fail "info printed a run's name past 100 columns"
+grep -q "^      nnnn*\.\.\.$" out || fail "info of a long run name: $(tail -2 out | head -c 300)"
 # 7. Names that are not UTF-8 (a file name, a kernel name a trace holds, a profile's name): the JSON
 # printed or written is still JSON (the bytes replaced), never "internal error" from the encoder.
 bad=$(printf 'k\xff\xfe.db')

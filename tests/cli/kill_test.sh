@@ -8,6 +8,9 @@
 # and no temporary file survives the next run of the same command. Bounded: ROUNDS rounds of small
 # inputs.
 set -u
+# Background jobs in their own process group, as from an interactive shell: without job control
+# bash starts them with SIGINT ignored, and the SIGINT rounds interrupted nothing.
+set -m
 mhc=$1
 fixture=$2
 rounds=${3:-12}

@@ -4,7 +4,8 @@
 # -1; a busy timeout that is not a number, and a lock said in the seconds it was set to (not a
 # problem of the trace); calibrate buffers larger than the machine; a folder as generate's
 # output; a seed past 2^64-1; a Kineto duration below 0; a non-finite run metric; the pipe's name
-# in an nsys warning; check --full and a damaged index; a warning before a sweep stores a lot.
+# in an nsys warning; check --full and a damaged index; a warning before a sweep stores a lot; an
+# execution trace without Kineto numbered as its events (order only), as info and mhc-view show it.
 set -u
 mhc=$1
 nsys=$2   # a public Nsight Systems export
@@ -12,6 +13,7 @@ tmp=$(mktemp -d)
 trap 'kill $holder 2>/dev/null; rm -rf "$tmp"' EXIT
 holder=
 fail() { echo "FAIL: $*"; exit 1; }
+fixtures=$(cd "$(dirname "$0")/../import/fixtures" && pwd)
 cd "$tmp" || exit 1
 # refused CMD...: exit 2 and one line on stderr containing $want
 refused() {
@@ -90,4 +92,11 @@ MHC_STORE_WARN_SIZE=10KiB "$mhc" sweep t.db --policies lru,largest --capacities 
 grep -q "warning: storing 4 runs adds about .* to t.db (more than 10.00 KiB)" err || fail "no size warning: $(cat err)"
 MHC_STORE_WARN_SIZE=lots "$mhc" sweep t.db --policies lru --capacities 60% --no-bisect >/dev/null 2>err
 grep -q "MHC_STORE_WARN_SIZE='lots'" err || fail "a malformed MHC_STORE_WARN_SIZE was ignored: $(cat err)"
+# An execution trace alone is order only: its op k (from 1) is at k ns, as a snapshot without
+# time_us numbers its events, so that info and the viewer say "event #k" (op k was at 1000 (k - 1) ns:
+# event #1000, #2000, ...). cpu_mlp_et has 150 leaf ops with tensors.
+"$mhc" import "$fixtures/cpu_mlp_et.json.gz" -o et.db >/dev/null || fail "import of an execution trace"
+got=$(sqlite3 et.db "SELECT min(t_start), max(t_end), count(*), count(DISTINCT t_start), max(t_end - t_start) FROM kernels")
+[ "$got" = "1|151|150|150|1" ] || fail "an execution trace's ops are not events 1..150: $got"
+"$mhc" info et.db | grep -q "^duration    150 events$" || fail "info of an execution trace: $("$mhc" info et.db | head -8)"
 echo ok

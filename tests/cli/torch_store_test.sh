@@ -5,6 +5,7 @@
 # output leave one complete trace; onto a full disk, one line and nothing left. Skipped (exit 77)
 # where no Python with torch and mhc_torch is found.
 set -u
+set -m   # background jobs as from a terminal: without it SIGINT is ignored by them (kill_test.sh)
 mhc=$1
 python=$2
 pkg=$3   # the folder holding the mhc_torch package

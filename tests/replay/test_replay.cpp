@@ -509,20 +509,29 @@ TEST_CASE("the paced host replay emulates the link's latency, as the prediction 
     spec.capacities = {sim::parse_capacity("70%")};
     spec.replay.time_scale = 1;
     spec.store = false;
+    // Several replays, compared by the fastest: other work on the machine only adds to a replay's
+    // makespan (a scheduler delay never shortens an emulated latency), so the least of them is the
+    // one that says what the emulation does (one replay, under load, measured 1.08 to 1.26 x the
+    // prediction and once past the 1.5 x bound). The bounds are the same: a replay whose emulation
+    // is missing stays at 0.17 x in all of them, and one that doubles a latency passes 1.5 x in
+    // all of them.
+    spec.repeat = 3;
     replay::Report rep = replay::validate(path, spec);
     REQUIRE(rep.ok());
     const replay::Row& x = rep.rows.at(0);
     REQUIRE(to_string(x.measured.status) == "complete");
+    REQUIRE(x.makespans.size() == 3);
+    const double fastest = static_cast<double>(*std::min_element(x.makespans.begin(), x.makespans.end()));
     const double predicted = static_cast<double>(x.predicted.simulated_makespan);
     const double latency_part = 0.002e9 * static_cast<double>(x.predicted.swap_in_count + x.predicted.swap_out_count);
-    INFO("predicted " << predicted << " ns, measured " << x.measured.makespan_ns << " ns");
+    INFO("predicted " << predicted << " ns, measured " << fastest << " ns at the fastest of 3");
     CHECK(predicted > 2 * static_cast<double>(x.predicted.baseline_makespan));   // the latency matters here
     CHECK(latency_part > 0.2 * predicted);
     // Without the emulation the measurement was 0.17 x the prediction; with it, 1.298 s predicted
     // and 1.312 s measured in one `mhc validate` of this trace at 10 ms per transfer (a loaded
     // machine adds its own delays: +22% seen here at load average 10 on 2 cores).
-    CHECK(static_cast<double>(x.measured.makespan_ns) >= 0.85 * predicted);
-    CHECK(static_cast<double>(x.measured.makespan_ns) <= 1.5 * predicted);
+    CHECK(fastest >= 0.85 * predicted);
+    CHECK(fastest <= 1.5 * predicted);
 
     // A replay whose copies are the machine's own cannot honour such a latency: refused.
     spec.base.link = link_of(2e9, 0.010);

@@ -79,6 +79,22 @@ TEST_CASE("stored byte counts read back as bytes", "[units]") {
 TEST_CASE("durations parse", "[units]") {
     CHECK(mhc::parse_seconds("5us") == Approx(5e-6));
     CHECK(mhc::parse_seconds("2.5ms") == Approx(2.5e-3));
+    CHECK(mhc::parse_seconds(" 6 us ") == Approx(6e-6));
+    CHECK(mhc::parse_seconds("1S") == Approx(1.0));
+    CHECK(mhc::parse_seconds("0ns") == 0.0);
+}
+
+// The sizes' grammar (docs/cli.md): strtod read 0x10 as 16 s, +5 and 1e3 as numbers, inf as a
+// duration, and a bare 7 as 7 s.
+TEST_CASE("durations refuse other bases, signs, exponents and bare numbers", "[units]") {
+    CHECK_THROWS_WITH(mhc::parse_seconds("0x10"), Catch::Contains("'0x10'"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("0x10us"), Catch::Contains("'0x10us'"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("+5us"), Catch::Contains("not a duration"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("1e3us"), Catch::Contains("unknown unit 'e3us'"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("-1us"), Catch::Contains("cannot be negative"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("inf"), Catch::Contains("not a duration"));
+    CHECK_THROWS_WITH(mhc::parse_seconds(" 7"), Catch::Contains("' 7': a duration needs a unit: 7us, 7ms or 7s"));
+    CHECK_THROWS_WITH(mhc::parse_seconds("5 weeks"), Catch::Contains("unknown unit 'weeks'"));
 }
 
 TEST_CASE("formatting picks readable units", "[units]") {

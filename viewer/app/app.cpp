@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
@@ -21,7 +22,10 @@ TimeRange parse_range(const std::string& text) {
     if (colon == std::string::npos) throw Error("--range '" + text + "': expected T0:T1, e.g. 100us:2ms");
     auto ns = [&](const std::string& s) -> int64_t {
         bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-        if (digits) return std::stoll(s);   // plain numbers are nanoseconds
+        if (digits) {   // plain numbers are nanoseconds, decimal (docs/cli.md, "Numbers")
+            if (std::string why = whole_number_refusal(s, false); !why.empty()) throw Error("--range " + why);
+            return *parse_integer<int64_t>(s);
+        }
         return static_cast<int64_t>(parse_seconds(s) * 1e9 + 0.5);
     };
     TimeRange r{ns(text.substr(0, colon)), ns(text.substr(colon + 1))};

@@ -11,10 +11,12 @@
 #include <cfloat>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "app.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "screenshot.hpp"
 
 namespace {
@@ -140,7 +142,8 @@ int main(int argc, char** argv) {
     std::string size;
     cli.add_option("trace", o.trace, "trace file (SQLite)")->required();
     cli.add_option("--screenshot", o.screenshot, "render one frame off-screen and write it as a PNG");
-    cli.add_option("--run", o.runs, "run id to show (repeat to compare several)");
+    cli.add_option("--run", o.runs, "run id to show (repeat to compare several)")
+        ->check(CLI::Validator([](std::string& text) { return mhc::whole_number_refusal(text, false); }, ""));
     cli.add_option("--range", o.range, "time range T0:T1, e.g. 0:2ms or 1500000:1600000 (ns)");
     cli.add_option("--view", o.view, "view for --screenshot")
         ->check(CLI::IsMember({"timeline", "memory", "compare", "statistics", "run"}));
@@ -164,10 +167,12 @@ int main(int argc, char** argv) {
         return 2;
     }
     o.go_step = step->count() > 0;
+    // Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
     if (device != "auto") {
-        int value = 0;
-        char extra = 0;
-        if (std::sscanf(device.c_str(), "%d%c", &value, &extra) != 1 || value < -1) {
+        const auto parsed = mhc::whole_number_refusal(device, true).empty() ? mhc::parse_integer<int>(device)
+                                                                            : std::nullopt;
+        const int value = parsed.value_or(-2);
+        if (value < -1) {
             std::fprintf(stderr, "mhc-view: --device '%s': expected auto, a GPU number or -1 (the host)\n",
                          device.c_str());
             return 2;
@@ -175,22 +180,32 @@ int main(int argc, char** argv) {
         o.device = value;
     }
     for (const std::string& c : clicks) {
-        float x = 0, y = 0;
-        char extra = 0;
-        if (std::sscanf(c.c_str(), "%f,%f%c", &x, &y, &extra) != 2 || x < 0 || y < 0) {
+        float px = -1, py = -1;
+        const size_t comma = c.find(',');
+        const std::string xs = c.substr(0, comma), ys = comma == std::string::npos ? "" : c.substr(comma + 1);
+        if (comma != std::string::npos && mhc::decimal_refusal(xs).empty() && mhc::decimal_refusal(ys).empty()) {
+            px = std::strtof(xs.c_str(), nullptr);
+            py = std::strtof(ys.c_str(), nullptr);
+        }
+        if (!(px >= 0 && py >= 0 && px <= 65536 && py <= 65536)) {
             std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", c.c_str());
             return 2;
         }
-        o.clicks.push_back({x, y});
+        o.clicks.emplace_back(px, py);
     }
     if (!size.empty()) {
-        int w = 0, h = 0;
-        if (std::sscanf(size.c_str(), "%dx%d", &w, &h) != 2 || w < 320 || h < 240 || w > 8192 || h > 8192) {
+        const size_t times = size.find('x');
+        const std::string ws = size.substr(0, times), hs = times == std::string::npos ? "" : size.substr(times + 1);
+        auto dimension = [](const std::string& text) {
+            return mhc::whole_number_refusal(text, false).empty() ? mhc::parse_integer<int>(text).value_or(0) : 0;
+        };
+        const int width = dimension(ws), height = dimension(hs);
+        if (width < 320 || height < 240 || width > 8192 || height > 8192) {
             std::fprintf(stderr, "mhc-view: --size '%s': expected WxH between 320x240 and 8192x8192\n", size.c_str());
             return 2;
         }
-        o.width = w;
-        o.height = h;
+        o.width = width;
+        o.height = height;
     }
     const bool screenshot = !o.screenshot.empty();
     mhc::viewer::App app(o);

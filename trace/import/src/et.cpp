@@ -3,7 +3,7 @@
 // lifetimes run from the first to the last op that touches a storage. With --kineto the
 // ops are joined to the Kineto trace of the same run (et_join.hpp) for timing: GPU kernels
 // take the accesses of the op that launched them; CPU-only runs take each op's CPU interval.
-// Without Kineto the timing is order only (1 us per op).
+// Without Kineto the timing is order only (op k at k + 1 ns: event numbers).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -361,13 +361,15 @@ private:
         return -1;
     }
 
-    // Without Kineto: the leaf ops in id order, 1 us each (order-only timing).
+    // Without Kineto: the leaf ops in id order, the k-th (from 0) at k + 1 ns for 1 ns (order-only
+    // timing: a time is an event number, as a snapshot without time_us numbers its events; with
+    // 1 us slots, the viewer and info showed op k as event #1000 k).
     void units_in_order() {
         int64_t slot = 0;
         for (size_t i = 0; i < nodes_.size(); ++i) {
             if (!is_unit(nodes_[i])) continue;
-            units_.push_back({slot * 1000, slot * 1000 + 1000, nodes_[i].tid, op_device(nodes_[i]), step_of(i), i,
-                              SIZE_MAX, nodes_[i].name});
+            units_.push_back(
+                {slot + 1, slot + 2, nodes_[i].tid, op_device(nodes_[i]), step_of(i), i, SIZE_MAX, nodes_[i].name});
             ++slot;
         }
     }

@@ -3,6 +3,7 @@
 // (units.hpp): meta values of traces, environment variables, option arguments.
 #include <charconv>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -19,5 +20,14 @@ std::optional<Int> parse_integer(std::string_view text) {
     if (text.empty() || error != std::errc() || stop != end) return std::nullopt;
     return value;
 }
+
+// The grammar of the numbers a command-line option takes (docs/cli.md, "Numbers"), for mhc and
+// mhc-view alike. "" when `text` is a whole number: decimal digits, a '-' first only if
+// `negative_ok`, no '+', space, other base or exponent, no leading 0, within 64 bits; else why
+// not, quoting `text` ("'0x10': not a whole number ...").
+std::string whole_number_refusal(std::string_view text, bool negative_ok);
+// Likewise for any other number: decimal digits with an optional '-', fraction and exponent
+// ("1.5", "-2", "1e-3"); no '+', space, hexadecimal, nan or inf.
+std::string decimal_refusal(std::string_view text);
 
 }  // namespace mhc

@@ -81,6 +81,26 @@ private:
 // of them: each names its job, and `simulate --ranks` refuses an incomplete job.)
 void commit_together(const std::vector<OutputFile*>& files);
 
+// Holds SIGINT, SIGTERM and SIGHUP back while a command stores what it has computed (runs into a
+// trace: one SQLite transaction), on whatever thread they arrive, so that a signal never leaves a
+// transaction half done (a hot journal): the store finishes, then release() says which signal
+// came (0: none) and the command stops there, saying so, with status 128+signal. The first
+// signal held writes `note` (a whole line) on stderr at once. Undisturbed signals keep their way
+// (ignored stays ignored; a command's own handler, as generate's SIGINT, is kept and not held).
+// Dropped without release(), a held signal is acted on as it would have been.
+class SignalsDeferred {
+public:
+    explicit SignalsDeferred(std::string note);
+    ~SignalsDeferred();
+    SignalsDeferred(const SignalsDeferred&) = delete;
+    SignalsDeferred& operator=(const SignalsDeferred&) = delete;
+    int release();
+
+private:
+    std::string note_;
+    bool released_ = false;
+};
+
 // Writes `content` as the whole of `path` through an OutputFile (temp + rename).
 void write_file_atomically(const std::string& path, std::string_view content, IfExists if_exists);
 
