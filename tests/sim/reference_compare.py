@@ -220,7 +220,7 @@ LINKS = [("pcie4", ref.Link(), []),
          ("nvlink-c2c, 2000 ops/s, host buffer 0.5", ref.Link(h2d_bps=320e9, d2h_bps=320e9, max_ops_per_sec=2000),
           ["--link", "nvlink-c2c", "--max-swap-ops-per-sec", "2000", "--cpu-buffer-ratio", "0.5"]),
          ("pcie5, 1.5 us", ref.Link(h2d_bps=55e9, d2h_bps=55e9, duplex_factor=52 / 55, h2d_latency_s=1.5e-6,
-                                   d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5e-6"])]
+                                   d2h_latency_s=1.5e-6), ["--link", "pcie5", "--latency", "1.5us"])]
 
 
 def run_ranks(mhc, work, chosen, tally):

@@ -120,8 +120,8 @@ TEST_CASE("a run that stopped out of memory says where and why, as mhc simulate 
 }
 
 TEST_CASE("an execution trace alone (order only): a kernel's details pane gives event numbers, not nanoseconds") {
-    // param's ResNet ET on one GPU: op k at 1000 k ns (docs/import.md), so the first op is
-    // [0, 1000): the pane said "start 0 ns, end 1.000 us (1.00 us)".
+    // param's ResNet ET on one GPU: the k-th op (from 1) at k ns for 1 ns (docs/import.md), so the
+    // first op is [1, 2): event #1, one event long (the pane once said "start 0 ns, end 1.000 us").
     ViewTrace view = imported(kPublic / "chakra/param-resnet-1gpu-et-1.0.3.json.gz", "real-et.db");
     REQUIRE(view.order_only());
     const int64_t first = view.kernel_lanes.at(0).ref.at(0);
@@ -130,5 +130,5 @@ TEST_CASE("an execution trace alone (order only): a kernel's details pane gives 
     std::string recorded;
     for (const auto& [field, value] : pane.fields)
         if (field == "recorded") recorded = value;
-    CHECK(recorded == "start event #0, end event #1000 (1000 events)");
+    CHECK(recorded == "start event #1, end event #2 (1 event)");
 }
