@@ -133,19 +133,32 @@ for name, sql in edits.items():
     db.close()
 PY
 
-fail=0
-for t in pickle kineto et nsys; do
-  work=$BUILD/fuzz-corpus/$t; mkdir -p "$work"
-  art=$BUILD/fuzz-artifacts/$t/; mkdir -p "$art"
-  maxlen=65536; [ $t = nsys ] && maxlen=300000
-  echo "== fuzz_import_$t for ${SECONDS_EACH}s"
-  if ! (cd "$BUILD" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+# The four fuzzers run MHC_FUZZ_JOBS (default 2) at a time, each for SECONDS_EACH: one core each.
+fuzz_one() {
+  local t=$1 work=$BUILD/fuzz-corpus/$1 art=$BUILD/fuzz-artifacts/$1/ maxlen=65536
+  mkdir -p "$work" "$art"
+  [ "$t" = nsys ] && maxlen=300000
+  (cd "$BUILD" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         "$BUILD/tests/import/fuzz_import_$t" "$work" "$SEEDS/$t" -max_total_time="$SECONDS_EACH" \
         -max_len=$maxlen -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$art" -print_final_stats=1 \
-        > "$BUILD/fuzz-$t.log" 2>&1); then
-    echo "fuzz_import_$t FAILED: see $BUILD/fuzz-$t.log and $art"; tail -30 "$BUILD/fuzz-$t.log"; fail=1
-  else
-    grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$BUILD/fuzz-$t.log" | tail -2
-  fi
+        > "$BUILD/fuzz-$t.log" 2>&1)
+}
+fail=0
+names=(pickle kineto et nsys)
+for ((i = 0; i < ${#names[@]}; i += ${MHC_FUZZ_JOBS:-2})); do
+  batch=("${names[@]:i:${MHC_FUZZ_JOBS:-2}}")
+  pids=()
+  for t in "${batch[@]}"; do
+    echo "== fuzz_import_$t for ${SECONDS_EACH}s"
+    fuzz_one "$t" & pids+=($!)
+  done
+  for j in "${!batch[@]}"; do
+    t=${batch[$j]}
+    if ! wait "${pids[$j]}"; then
+      echo "fuzz_import_$t FAILED: see $BUILD/fuzz-$t.log and $BUILD/fuzz-artifacts/$t/"; tail -30 "$BUILD/fuzz-$t.log"; fail=1
+    else
+      echo "fuzz_import_$t:"; grep -E "^stat::number_of_executed_units|^#[0-9]+.*DONE" "$BUILD/fuzz-$t.log" | tail -2
+    fi
+  done
 done
 exit $fail
