@@ -15,6 +15,11 @@
 
 namespace {
 
+// True when a line of the summary's text starts with `label` and a space (its own line for it).
+bool said_in(const std::string& text, const std::string& label) {
+    return ("\n" + text).find("\n" + label + " ") != std::string::npos;
+}
+
 // A run's row: its peak, peak reduction and throughput loss in the words and signs `simulate`
 // and `sweep` print (a replayed run's measured figures; "-" for what it lacks), then its name,
 // and for an OOM what was short: within 100 columns, a long name on a line of its own.
@@ -97,15 +102,20 @@ mhc::cli::Registration reg{mhc::cli::Command{
             static const char* shown_meta[] = {"preset",
                                                "accesses",
                                                "timing",
+                                               "allocations",
                                                "dropped_records",
                                                "complete",
                                                "reconstructed_blocks",
                                                "missing",
+                                               "snapshot.end_state_only",
+                                               "snapshot.end_state_pending_free",
                                                "kineto.kernel_device",
                                                "kineto.kernel_clamp"};
             for (const char* key : shown_meta) {
                 auto it = data.meta.find(key);
-                if (it == data.meta.end()) continue;
+                // A line the summary already gives under that name ("timing  order only: ...") is
+                // not said again in the importer's words.
+                if (it == data.meta.end() || said_in(text, key)) continue;
                 // As written by an importer, or by anyone: a control byte (a NUL, an escape) is
                 // shown as '?', never sent to the terminal.
                 std::string value = it->second;

@@ -5,7 +5,8 @@
 # problem of the trace); calibrate buffers larger than the machine; a folder as generate's
 # output; a seed past 2^64-1; a Kineto duration below 0; a non-finite run metric; the pipe's name
 # in an nsys warning; check --full and a damaged index; a warning before a sweep stores a lot; an
-# execution trace without Kineto numbered as its events (order only), as info and mhc-view show it.
+# execution trace without Kineto numbered as its events (order only), as info and mhc-view show it;
+# info saying why a Kineto trace has no memory and what an end-state snapshot counts, each once.
 set -u
 mhc=$1
 nsys=$2   # a public Nsight Systems export
@@ -99,4 +100,19 @@ grep -q "MHC_STORE_WARN_SIZE='lots'" err || fail "a malformed MHC_STORE_WARN_SIZ
 got=$(sqlite3 et.db "SELECT min(t_start), max(t_end), count(*), count(DISTINCT t_start), max(t_end - t_start) FROM kernels")
 [ "$got" = "1|151|150|150|1" ] || fail "an execution trace's ops are not events 1..150: $got"
 "$mhc" info et.db | grep -q "^duration    150 events$" || fail "info of an execution trace: $("$mhc" info et.db | head -8)"
+# Public traces: vLLM's graph replay recorded with memory profiling on (nothing allocated), and
+# verl's end-state snapshot with 9 blocks freed and pending (counted in its peak).
+pub=$(cd "$(dirname "$nsys")/.." && pwd)
+"$mhc" -q import "$pub/kineto/tracelens-mi300x-vllm-prefilldecode-piecewise.json.gz" -o vllm.db >/dev/null 2>&1 \
+    || fail "import of the vLLM trace"
+"$mhc" info vllm.db >out || fail "info of the vLLM trace"
+grep -q "^allocations none: memory profiling was on" out || fail "info does not say why vLLM's trace has no memory: $(cat out)"
+"$mhc" -q import "$pub/torch-snapshot/verl-megatron-vllm-end-state.pickle.gz" -o verl.db >/dev/null 2>&1 \
+    || fail "import of verl's snapshot"
+"$mhc" info verl.db >out || fail "info of verl's snapshot"
+grep -q "^snapshot.end_state_pending_free 9 blocks, 597377024 B" out || fail "info lacks the pending blocks: $(cat out)"
+grep -q "^snapshot.end_state_only 127 segments, 638 blocks" out || fail "info lacks the end state: $(cat out)"
+for label in timing accesses; do
+    [ "$(grep -c "^$label " out)" = 1 ] || fail "info says '$label' more than once: $(cat out)"
+done
 echo ok

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# pytest over the PyTorch bridge's tests (python/tests), in the virtual environment that
+# `scripts/setup --torch` makes ($MHC_VENV, default .venv at the repository's root), against
+# the mhc just built. Without such an environment: exit 77, which ctest shows as skipped.
+#   pytest.sh MHC BASETEMP [pytest arguments...]
+set -u
+mhc=$1 basetemp=$2
+shift 2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+venv=${MHC_VENV:-$root/.venv}
+case $venv in /*) ;; *) venv=$root/$venv ;; esac
+py=$venv/bin/python
+if ! [ -x "$py" ] || ! "$py" -c "import pytest, mhc_torch" 2>/dev/null; then
+    echo "skipped: no virtual environment with mhc_torch at $venv (scripts/setup --torch makes one)"
+    exit 77
+fi
+cd "$root" || exit 1
+# Each ctest entry its own temporary folder: two pytest sessions run side by side.
+MHC_EXE=$mhc exec "$py" -m pytest -q -p no:cacheprovider --basetemp="$basetemp" "$@"
