@@ -437,9 +437,12 @@ def et_tensors(values, types):
         if storage == 0 or numel == 0 or itemsize == 0:
             continue
         device = x[5] if len(x) > 5 else "cpu"
+        kind, _, index = device.partition(":") if isinstance(device, str) else ("", "", "")
+        if kind == "meta":   # a shape without storage
+            continue
         dev = HOST
-        if isinstance(device, str) and device.startswith("cuda"):   # "cuda" alone is cuda:0
-            dev = int(device.split(":")[1]) if ":" in device else 0
+        if kind not in ("", "cpu"):   # any accelerator (cuda, xpu, hpu, mtia, a backend's name); "cuda" is cuda:0
+            dev = int(index) if index else 0
         res.append((storage, dev, (offset + numel) * itemsize))
     return res
 

@@ -275,3 +275,78 @@ TEST_CASE("ET + Kineto: endlessly repeated names are given up on within a bounde
     REQUIRE(!imported.result.warnings.empty());
     CHECK_THAT(imported.result.warnings[0], Catch::Contains("too many places"));
 }
+
+TEST_CASE("execution trace: tensors of any accelerator are device memory, meta tensors none (synthetic ET)",
+          "[import][et]") {
+    // A hand-written ET of the 1.1.1 schema (PyTorch writes c10::Device::str(): "xpu:1", "cpu",
+    // "meta"). Storage 7 (xpu:1): 1024 floats, 4096 B; storage 8 (cpu): 16 B; storage 9 (meta)
+    // has no memory. Before 2026-12-03 only "cuda" was a device: the 4096 B were the host's.
+    test::TempDir dir;
+    auto node = [](int id, const std::string& tensor) {
+        return "{\"id\":" + std::to_string(id) +
+               ",\"name\":\"aten::relu\",\"ctrl_deps\":1,"
+               "\"inputs\":{\"values\":[" +
+               tensor +
+               "],\"shapes\":[[1024]],\"types\":[\"Tensor(float)\"],\"strides\":[[1]]},"
+               "\"outputs\":{\"values\":[],\"shapes\":[],\"types\":[],\"strides\":[]},"
+               "\"attrs\":[{\"name\":\"rf_id\",\"type\":\"uint64\",\"value\":" +
+               std::to_string(id) + "}]}";
+    };
+    auto et = [&](const std::string& second_device) {
+        return "{\"schema\":\"1.1.1-chakra.0.0.4\",\"pid\":1,\"nodes\":[" + node(2, "[1,7,0,1024,4,\"xpu:1\"]") + "," +
+               node(3, "[2,8,0,4,4,\"cpu\"]") + "," + node(4, "[3,9,0,1024,4,\"meta\"]") + "," +
+               node(5, "[4,7,0,1024,4,\"" + second_device + "\"]") + "]}";
+    };
+    const std::string in = dir.file("xpu_et.json"), out = dir.file("t.db");
+    test::write_file(in, et("xpu:1"));
+    imp::Options opt;
+    opt.warn = false;
+    const imp::Result r = imp::import_file(in, out, opt);
+    const TraceData t = mhc::trace::load_trace(out);
+    REQUIRE(t.allocations.size() == 2);
+    for (size_t a = 0; a < t.allocations.size(); ++a) {
+        const bool xpu = t.allocations.bytes[a] == 4096;
+        CHECK(t.allocations.device[a] == (xpu ? 1 : -1));
+        if (!xpu) CHECK(t.allocations.bytes[a] == 16);
+    }
+    CHECK(t.meta.at("et.device_types") == "cpu 1, meta 1, xpu 2 tensors (xpu:N is device N)");
+    REQUIRE(r.warnings.size() == 1);
+    CHECK(r.warnings[0] == "1 tensors on the meta device (shapes without storage) hold no memory: not imported");
+    // cuda:1 and xpu:1 would both be device 1: refused, naming both.
+    test::write_file(in, et("cuda:1"));
+    try {
+        imp::import_file(in, out, opt);
+        FAIL("an ET with cuda and xpu tensors was imported");
+    } catch (const mhc::Error& e) {
+        CHECK(std::string(e.what()).find("tensors on two kinds of accelerator (cuda and xpu)") != std::string::npos);
+    }
+}
+
+TEST_CASE("a Chakra protobuf execution trace (.et) is refused by name, one line, exit 2", "[import][et]") {
+    // The first 96 bytes of mlcommons/chakra@21585d8f's tests/data/chakra.0.et (in
+    // tests/data/feeder_tests_trace.tar.gz; Apache-2.0, tests/data/public/LICENSES/Apache-2.0-chakra.txt),
+    // what chakra_converter writes from a PyTorch execution trace: a varint length (0x5e), then the
+    // GlobalMetadata's attr "schema" = "1.0.1", "pid", "time" = "2023-12-14 11:55:01", ... The whole
+    // file (2,978,371 bytes) was refused the same way. Before 2026-12-03: "unknown format: not a
+    // pickle, JSON or SQLite file". Named .et, or not (the "schema" attribute first), it is said.
+    const std::string head =
+        "5e12100a06736368656d61ea0105312e302e3112090a0370696468a6ff06121c0a0474696d65ea0113323032332d31322d"
+        "31342031313a35353a3031120f0a0873746172745f747368f1ad986712100a0966696e6973685f747368cd839a67bc";
+    std::string bytes;
+    for (size_t i = 0; i + 1 < head.size(); i += 2)
+        bytes += static_cast<char>(std::stoi(head.substr(i, 2), nullptr, 16));
+    test::TempDir dir;
+    for (const char* name : {"chakra.0.et", "trace.bin"}) {
+        test::write_file(dir.file(name), bytes);
+        std::string err;
+        CHECK(test::run_mhc("import " + dir.file(name) + " -o " + dir.file("t.db"), &err) == 2);
+        CHECK(err.find("a Chakra protobuf execution trace (chakra_converter's .et), which mhc does not read") !=
+              std::string::npos);
+        CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    }
+    // Bytes of no known format and no .et name keep the general refusal.
+    test::write_file(dir.file("x.bin"), std::string("\x01\x02\x03\x04\x05\x06\x07\x08"));
+    std::string err;
+    CHECK(test::run_mhc("import " + dir.file("x.bin") + " -o " + dir.file("t.db"), &err) == 2);
+    CHECK(err.find("unknown format") != std::string::npos);
+}

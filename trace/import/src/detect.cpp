@@ -57,6 +57,19 @@ static bool is_nsys_table(const std::string& t) {
            t == "NVTX_EVENTS" || t == "CUDA_GPU_MEMORY_USAGE_EVENTS";
 }
 
+// Chakra's .et files are length-prefixed protobuf messages (chakra's protolib encode_message), the
+// first a GlobalMetadata: a varint length, then field 1 (version) or 2 (attr), length-delimited
+// (tag 0x0a or 0x12). Taken for one when the name ends in .et or an attr "schema" comes first
+// (mlcommons/chakra's tests/data/chakra.0.et: 5e 12 10 0a 06 "schema").
+static bool looks_like_chakra_protobuf(const std::string& path, const std::string& prefix) {
+    size_t i = 0;
+    while (i < prefix.size() && i < 5 && (static_cast<uint8_t>(prefix[i]) & 0x80)) ++i;
+    if (i + 2 >= prefix.size() || (prefix[i + 1] != 0x0a && prefix[i + 1] != 0x12)) return false;
+    const bool named = path.size() > 3 &&
+                       (path.compare(path.size() - 3, 3, ".et") == 0 || path.find(".et.") != std::string::npos);
+    return named || prefix.substr(0, 64).find("\x0a\x06schema") != std::string::npos;
+}
+
 Format detect_format(const std::string& path) {
     char head[16] = {};
     {
@@ -109,6 +122,10 @@ Format detect_format(const std::string& path) {
         size_t first = prefix.find_first_not_of(" \t\r\n", p + 1);
         if (first != std::string::npos && prefix[first] == '{' && prefix.find("\"ph\"") != std::string::npos) return Format::Kineto;
     }
+    if (looks_like_chakra_protobuf(path, prefix))
+        throw Error(where(path,
+                          "a Chakra protobuf execution trace (chakra_converter's .et), which mhc does not "
+                          "read: import the PyTorch execution trace JSON it was converted from"));
     throw Error(where(path, "unknown format: not a pickle (memory snapshot), JSON (Kineto or "
                             "execution trace, optionally gzip) or SQLite (Nsight Systems) file"));
 }

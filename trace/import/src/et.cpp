@@ -38,11 +38,24 @@ struct Node {
     bool has_children = false;
 };
 
-int32_t device_of(const json& v) {
+// The tensors of each device type the trace names (c10::Device::str(): "cuda:0", "xpu:1",
+// "cpu", "meta", a backend's own name such as "npu:0"), counted as they are read.
+using DeviceTypes = std::map<std::string, int64_t>;
+constexpr int32_t kNoMemory = INT32_MIN;   // a meta tensor: a shape without storage
+
+// A tensor's device: -1 for the host ("cpu", or none named), kNoMemory for "meta", else the
+// index of any accelerator ("cuda" alone is cuda:0; ROCm builds write "cuda" too). Before
+// 2026-12-03 only "cuda" was a device: an XPU, HPU, MTIA or custom-backend trace's device
+// memory was imported as the host's, without a word.
+int32_t device_of(const json& v, DeviceTypes& types) {
     if (!v.is_string()) return -1;
     const std::string& s = v.get_ref<const std::string&>();
-    if (s.rfind("cuda", 0) != 0) return -1;
-    size_t c = s.find(':');
+    const size_t c = s.find(':');
+    const std::string type = s.substr(0, c);
+    if (type.empty()) return -1;
+    ++types[type];
+    if (type == "cpu") return -1;
+    if (type == "meta") return kNoMemory;
     if (c == std::string::npos) return 0;
     long n = std::strtol(s.c_str() + c + 1, nullptr, 10);
     return n >= 0 && n < 4096 ? static_cast<int32_t>(n) : -1;
@@ -60,7 +73,7 @@ int64_t as_i64(const json& v) {
 // [tensor_id, storage_id, offset, numel, itemsize, device]. Zero storage, numel or itemsize is an
 // undefined tensor (skipped); a field that is not an integer, is negative, or is past 2^40
 // elements/offset or 64-byte items is bad input (`bad` names it).
-void tensor_from(const json& v, std::vector<TensorUse>& out, std::string& bad) {
+void tensor_from(const json& v, std::vector<TensorUse>& out, std::string& bad, DeviceTypes& types) {
     if (!v.is_array() || v.size() < 5 || !v[0].is_number()) return;
     static const char* names[] = {"tensor_id", "storage_id", "offset", "numel", "itemsize"};
     static const int64_t max[] = {INT64_MAX, INT64_MAX, INT64_C(1) << 40, INT64_C(1) << 40, 64};
@@ -74,22 +87,25 @@ void tensor_from(const json& v, std::vector<TensorUse>& out, std::string& bad) {
     }
     int64_t storage = f[1], offset = f[2], numel = f[3], item = f[4];
     if (storage == 0 || numel == 0 || item == 0) return;
-    out.push_back({storage, v.size() > 5 ? device_of(v[5]) : -1, (offset + numel) * item});   // < 2^47
+    const int32_t device = v.size() > 5 ? device_of(v[5], types) : -1;
+    if (device == kNoMemory) return;
+    out.push_back({storage, device, (offset + numel) * item});   // < 2^47
 }
 
-void values_from(const json& values, const json& types, std::vector<TensorUse>& out, std::string& bad) {
+void values_from(const json& values, const json& types, std::vector<TensorUse>& out, std::string& bad,
+                 DeviceTypes& devices) {
     if (!values.is_array() || !types.is_array()) return;
     for (size_t i = 0; i < values.size() && i < types.size(); ++i) {
         if (!types[i].is_string()) continue;
         const std::string& t = types[i].get_ref<const std::string&>();
-        if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out, bad);
+        if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out, bad, devices);
         else if (t.rfind("GenericList", 0) == 0 && t.find("Tensor") != std::string::npos && values[i].is_array())
-            for (const auto& e : values[i]) tensor_from(e, out, bad);
+            for (const auto& e : values[i]) tensor_from(e, out, bad, devices);
     }
 }
 
 // One element of "nodes" (a small DOM) -> Node.
-Node node_from(const std::string& in, const json& n, size_t row) {
+Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& devices) {
     if (!n.is_object() || !n.contains("id") || !n["id"].is_number())
         throw Error(where(in, "nodes[" + std::to_string(row) + "]: no numeric 'id'"));
     const json& id = n["id"];
@@ -102,9 +118,9 @@ Node node_from(const std::string& in, const json& n, size_t row) {
     auto ins = n.find("inputs");
     auto outs = n.find("outputs");
     if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types}, attrs list
-        values_from(ins->value("values", json()), ins->value("types", json()), x.ins, bad);
+        values_from(ins->value("values", json()), ins->value("types", json()), x.ins, bad, devices);
         if (outs != n.end() && outs->is_object())
-            values_from(outs->value("values", json()), outs->value("types", json()), x.outs, bad);
+            values_from(outs->value("values", json()), outs->value("types", json()), x.outs, bad, devices);
         if (n.contains("ctrl_deps")) x.parent = as_i64(n["ctrl_deps"]);
         if (n.contains("attrs") && n["attrs"].is_array())
             for (const auto& a : n["attrs"]) {
@@ -114,8 +130,8 @@ Node node_from(const std::string& in, const json& n, size_t row) {
                 if (a["name"] == "seq_id") x.seq = as_i64(a["value"]);
             }
     } else {   // 1.0.x style: inputs / input_types lists
-        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins, bad);
-        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs, bad);
+        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins, bad, devices);
+        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs, bad, devices);
         if (n.contains("parent")) x.parent = as_i64(n["parent"]);
         if (n.contains("rf_id")) x.rf_id = as_i64(n["rf_id"]);
         if (n.contains("tid")) x.tid = as_i64(n["tid"]);
@@ -164,6 +180,7 @@ public:
     const std::string& error() const { return error_; }
     bool saw_nodes() const { return saw_nodes_; }
     int64_t pid() const { return pid_; }
+    const DeviceTypes& devices() const { return devices_; }
 
 private:
     void boundary() {
@@ -212,7 +229,7 @@ private:
         return true;
     }
     void finish() {
-        out_.push_back(node_from(in_, node_, out_.size()));
+        out_.push_back(node_from(in_, node_, out_.size(), devices_));
         node_ = json();
     }
 
@@ -226,10 +243,11 @@ private:
     std::string top_key_, key_, error_;
     json node_;
     std::vector<json*> stack_;
+    DeviceTypes devices_;
 };
 
 // The nodes in id order; `pid` is the recording process's (-1 when the trace does not say).
-std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid) {
+std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, int64_t& pid, DeviceTypes& devices) {
     std::vector<Node> nodes;
     GzSource src(in, max_input_size);
     GzStreamBuf buf(src);
@@ -238,6 +256,7 @@ std::vector<Node> parse_nodes(const std::string& in, uint64_t max_input_size, in
     if (!json::sax_parse(is, &reader)) throw Error(where(in, reader.error().empty() ? "invalid JSON" : reader.error()));
     if (!reader.saw_nodes()) throw Error(where(in, "not an execution trace: no top-level 'nodes' array"));
     pid = reader.pid();
+    devices = reader.devices();
     std::sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) { return a.id < b.id; });
     std::unordered_map<int64_t, size_t> at;
     for (size_t i = 0; i < nodes.size(); ++i) at[nodes[i].id] = i;
@@ -643,11 +662,33 @@ private:
     std::vector<std::vector<std::pair<Storage*, AccessMode>>> unit_access_;
 };
 
+// What the tensors' device types say (meta et.device_types); tensors of two kinds of
+// accelerator (cuda:0 and xpu:0) cannot both be device 0 of one trace: refused by name.
+void device_types_meta(const std::string& in, const DeviceTypes& devices, Result& r) {
+    std::string list, accelerators;
+    for (const auto& [type, tensors] : devices) {
+        list += (list.empty() ? "" : ", ") + type + " " + std::to_string(tensors);
+        if (type == "cpu" || type == "meta") continue;
+        if (!accelerators.empty())
+            throw Error(where(in, "tensors on two kinds of accelerator (" + accelerators + " and " + type +
+                                      "): a trace numbers the devices of one kind; import a trace of one"));
+        accelerators = type;
+    }
+    if (list.empty()) return;
+    r.meta["et.device_types"] = list + " tensors" +
+                                (accelerators.empty() ? "" : " (" + accelerators + ":N is device N)");
+    if (auto m = devices.find("meta"); m != devices.end())
+        r.warnings.push_back(std::to_string(m->second) +
+                             " tensors on the meta device (shapes without storage) hold no memory: not imported");
+}
+
 }  // namespace
 
 void import_et(const std::string& in, const std::string& kineto, Rows& w, Result& r, uint64_t max_input_size) {
     int64_t pid = -1;
-    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid);
+    DeviceTypes devices;
+    std::vector<Node> nodes = parse_nodes(in, max_input_size, pid, devices);
+    device_types_meta(in, devices, r);
     r.events = static_cast<int64_t>(nodes.size());
     EtImport(std::move(nodes), pid, w, r).run(in, kineto, max_input_size);
 }
