@@ -126,7 +126,8 @@ def segment_intervals(snap, device, trace):
     return spans
 
 
-def replay(snap, device):
+def replay(snap, device, first=0):
+    """The device's figures over the states from the one before event `first` on (0: all)."""
     traces = snap["device_traces"]
     trace = traces[device] if device < len(traces) else []   # an end state alone has no events
     expandable, max_split, divisions = settings(snap)
@@ -163,7 +164,7 @@ def replay(snap, device):
         live[a] = (size, req)
     block_sum = sum(b for b, _ in live.values())
     req_sum = sum(r for _, r in live.values())
-    peak_block, peak_req = block_sum, req_sum
+    peak_block, peak_req = (block_sum, req_sum) if first == 0 else (0, 0)
 
     def block_of(k, e):
         size = round_size(e["size"], divisions)
@@ -191,7 +192,8 @@ def replay(snap, device):
             live[e["addr"]] = (b, e["size"])
             block_sum += b
             req_sum += e["size"]
-            peak_block, peak_req = max(peak_block, block_sum), max(peak_req, req_sum)
+            if k >= first:
+                peak_block, peak_req = max(peak_block, block_sum), max(peak_req, req_sum)
         elif act in free_actions and e["addr"] in live:
             b, r = live.pop(e["addr"])
             block_sum -= b
@@ -200,16 +202,25 @@ def replay(snap, device):
             live[a] = (size, req)
             block_sum += size
             req_sum += req
+            if k >= first:
+                peak_block, peak_req = max(peak_block, block_sum), max(peak_req, req_sum)
+        if k == first - 1:   # the state the window starts from
             peak_block, peak_req = max(peak_block, block_sum), max(peak_req, req_sum)
     # Reserved: the end state's total, minus each segment event after a point.
     reserved_end = sum(s["total_size"] for s in snap.get("segments", []) if s.get("device", 0) == device)
-    deltas = [(e["size"] if e["action"] in ("segment_alloc", "segment_map") else -e["size"])
-              for e in trace if e["action"] in ("segment_alloc", "segment_map", "segment_free", "segment_unmap")]
-    reserved = reserved_end - sum(deltas)
-    peak_reserved = reserved
-    for d in deltas:
+    deltas = [(k, e["size"] if e["action"] in ("segment_alloc", "segment_map") else -e["size"])
+              for k, e in enumerate(trace)
+              if e["action"] in ("segment_alloc", "segment_map", "segment_free", "segment_unmap")]
+    reserved = reserved_end - sum(d for _, d in deltas)
+    peak_reserved = None
+    for k, d in deltas:
+        if k >= first and peak_reserved is None:
+            peak_reserved = reserved   # the state before the window's first segment event
         reserved += d
-        peak_reserved = max(peak_reserved, reserved)
+        if k >= first:
+            peak_reserved = max(peak_reserved, reserved)
+    if peak_reserved is None:
+        peak_reserved = reserved
     end_ok = sorted(live) == sorted(ends) and all(live[a][0] == ends[a][0] for a in ends)
     return {"peak_bytes": peak_block, "requested_peak_bytes": peak_req,
             "reserved_peak_bytes": peak_reserved if snap.get("segments") else None, "end_state": end_ok}
@@ -245,7 +256,40 @@ def variants(snap):
     yield "time_us rounded to 100 us", coarse, "exact", coarse
 
 
-def check(exe, name, snap, timing, path, tmp):
+def wrapped(snap, keep):
+    """The snapshot as _record_memory_history(max_entries=M) would have written it had its ring
+    held only the last `keep` of each device's events: PyTorch overwrites the oldest entries, so
+    the trace starts anywhere (frees of blocks allocated before it, free_completed without its
+    free_requested, segment_free of segments it never saw). The end state is unchanged."""
+    traces = [t[len(t) - max(1, int(len(t) * keep)):] if t else t for t in snap["device_traces"]]
+    return dict(snap, device_traces=traces)
+
+
+def two_devices(snap):
+    """The snapshot's device 0 recorded again on device 1 (same addresses: each device has its
+    own address space), as one process driving two GPUs writes it: device_traces[1] and the
+    end-state segments with device 1. Every figure of device 1 must be device 0's."""
+    return dict(snap, device_traces=[snap["device_traces"][0], snap["device_traces"][0]],
+                segments=snap["segments"] + [dict(s, device=1) for s in snap["segments"]])
+
+
+def ring_variants(snap):
+    """(name, snapshot, expected timing, full-trace figures per device the variant must also
+    give): the ring wrapped at two points, and two devices. A wrapped ring's peaks over its
+    window must be the full recording's over the same window (events from the first kept one
+    on, and the state just before it): the bytes alive then are reconstructed by the import."""
+    if not snap.get("segments") or len(snap["device_traces"]) != 1 or len(snap["device_traces"][0]) < 100:
+        return
+    timed = all("time_us" in e for e in snap["device_traces"][0])
+    timing = "exact" if timed else "order-only"
+    for keep in (0.5, 0.1):
+        cut = len(snap["device_traces"][0]) - max(1, int(len(snap["device_traces"][0]) * keep))
+        yield f"ring wrapped: last {int(keep * 100)}% of the events", wrapped(snap, keep), timing, {
+            0: replay(snap, 0, first=cut)}
+    yield "two devices", two_devices(snap), timing, {0: replay(snap, 0), 1: replay(snap, 0)}
+
+
+def check(exe, name, snap, timing, path, tmp, full=None):
     failures = 0
     db = os.path.join(tmp, "t.db")
     mhc(exe, "import", path, "-o", db, "--force")
@@ -268,7 +312,22 @@ def check(exe, name, snap, timing, path, tmp):
             if w is None and g is None:
                 continue
             ok = w is not None and g is not None and abs(g - w) <= TOLERANCE * max(w, 1)
-            print(f"{name} device {device}: {key} mhc {g} snapshot {w}" + ("" if ok else "  MISMATCH"))
+            line = f"{name} device {device}: {key} mhc {g} snapshot {w}"
+            if full and device in full:   # the whole recording's figure over the same window
+                f = full[device][key]
+                line += f" whole recording {f}"
+                ok = ok and f is not None and abs(g - f) <= TOLERANCE * max(f, 1)
+            print(line + ("" if ok else "  MISMATCH"))
+            failures += not ok
+        # The import's meta says each device's reserved peak too ("X", or "device D: X, ..."):
+        # 0 for every snapshot whose segments were reserved before recording, before 2026-12-03.
+        said = info.get("meta", {}).get("snapshot.reserved_peak_from_segment_events")
+        if want["reserved_peak_bytes"] is not None and said is not None:
+            per = dict(p.split(": ") for p in said.split(", ")) if said.startswith("device ") else None
+            g = int(per.get(f"device {device}", -1)) if per is not None else int(said)
+            ok = g == want["reserved_peak_bytes"]
+            print(f"{name} device {device}: meta reserved peak {g} snapshot {want['reserved_peak_bytes']}" +
+                  ("" if ok else "  MISMATCH"))
             failures += not ok
     sim = json.loads(mhc(exe, "simulate", db, "--capacity", "unlimited", "--allocator", "ideal",
                          "--no-store", "--json"))
@@ -297,6 +356,11 @@ def main():
                     with open(p, "wb") as f:
                         pickle.dump(written, f, protocol=4)
                 failures += check(exe, name, s, timing, p, tmp)
+            for variant, s, timing, full in ring_variants(snap):
+                p = os.path.join(tmp, "variant.pickle")
+                with open(p, "wb") as f:
+                    pickle.dump(s, f, protocol=4)
+                failures += check(exe, f"{os.path.basename(path)} ({variant})", s, timing, p, tmp, full)
     print(f"{failures} mismatches" if failures else "every figure matches")
     return 1 if failures else 0
 

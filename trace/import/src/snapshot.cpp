@@ -267,7 +267,16 @@ private:
     std::vector<Reborn> reborn_;
     std::vector<std::unordered_map<int64_t, int64_t>> end_size_;  // per device: end-state block size at a live address
     int64_t reconstructed_ = 0, freed_unknown_ = 0, ooms_ = 0;
-    int64_t segment_events_ = 0, reserved_peak_total_ = 0, end_blocks_ = 0, end_segments_ = 0;
+    int64_t segment_events_ = 0, end_blocks_ = 0, end_segments_ = 0;
+    // Per device, the reserved bytes the segment events add up to: at the end and at their
+    // highest (from 0 before the first event), and the end state's total_size. The reserved
+    // peak is the end state's total less what the events added, plus their highest.
+    struct Reserved {
+        int64_t at_end = 0, highest = 0, lowest = 0, end_state = 0;
+        bool seen = false;
+    };
+    std::map<int32_t, Reserved> reserved_;
+    std::string reserved_peaks() const;
     int64_t action_counts_[kActionCount] = {};
     int64_t end_size_checked_ = 0, end_size_differs_ = 0;
     // End-state blocks in state active_pending_free: freed by the program, still waiting on
@@ -341,7 +350,7 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
     // old ones have only 'free'. free_requested marks the end only where nothing else does.
     const bool has_completed =
         std::any_of(evs.begin(), evs.end(), [](const Event& event) { return event.action == Action::FreeCompleted; });
-    int64_t reserved = 0, reserved_peak = 0;
+    Reserved& reserved = reserved_[static_cast<int32_t>(dev)];
     for (size_t k = 0; k < evs.size(); ++k) {
         const Event& e = evs[k];
         ++action_counts_[index(e.action)];
@@ -370,15 +379,18 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                 ++segment_events_;
                 seglog_.alloc(static_cast<int32_t>(dev), k, name_of(e.action), t, e.addr, e.size, e.stream,
                               e.action == Action::SegMap);
-                add_bytes(reserved, e.size);
-                reserved_peak = std::max(reserved_peak, reserved);
+                add_bytes(reserved.at_end, e.size);
+                reserved.highest = std::max(reserved.highest, reserved.at_end);
+                reserved.seen = true;
                 break;
             case Action::SegFree:
             case Action::SegUnmap:
                 ++segment_events_;
                 seglog_.free(static_cast<int32_t>(dev), k, name_of(e.action), t, e.addr, e.size, e.stream,
                              e.action == Action::SegUnmap);
-                reserved -= e.size;
+                reserved.at_end -= e.size;
+                reserved.lowest = std::min(reserved.lowest, reserved.at_end);
+                reserved.seen = true;
                 break;
             case Action::Oom: {
                 Marker m;
@@ -392,7 +404,6 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
             default: break;
         }
     }
-    add_bytes(reserved_peak_total_, reserved_peak);
 }
 
 // One end-state block at `addr` (old snapshots give no address: the caller counts it from the
@@ -467,6 +478,9 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
             if (d_.as_int(*sz) > kMaxBytes)
                 throw Error(where(in_, "segments[" + std::to_string(end_segments_) + "]: total_size " +
                                            std::to_string(d_.as_int(*sz)) + " is out of range"));
+            Reserved& reserved = reserved_[dev];
+            add_bytes(reserved.end_state, d_.as_int(*sz));
+            reserved.seen = true;
             seglog_.end_state(static_cast<size_t>(end_segments_), dev, d_.as_int(*sa), d_.as_int(*sz), stream,
                               ex && d_.is_int(*ex) && d_.as_int(*ex) != 0);
         }
@@ -533,6 +547,29 @@ void SnapshotImport::write(const std::vector<Segment>& segments) {
     for (const auto& g : segments) w_.add(g);
 }
 
+// Each device's reserved peak by the snapshot's own accounting: its end state's total_size less
+// what the segment events added, plus the most they had added at any point (segments reserved
+// before recording began count from the start). Without an end state, the least reserve the
+// events allow (a free of a segment the trace never saw needs it). One device: the figure;
+// several: "device D: figure" each. Before 2026-12-03 this was the events' own highest sum from
+// zero: 0 for a snapshot whose segments were all reserved before recording (most real ones).
+std::string SnapshotImport::reserved_peaks() const {
+    std::string out;
+    bool has_end_state = false;
+    for (const auto& [dev, res] : reserved_) has_end_state |= res.end_state > 0;
+    size_t shown = 0;
+    for (const auto& [dev, res] : reserved_) shown += res.seen;
+    for (const auto& [dev, res] : reserved_) {
+        if (!res.seen) continue;
+        const int64_t before = has_end_state ? std::max<int64_t>(0, res.end_state - res.at_end) : -res.lowest;
+        int64_t peak = 0;
+        if (__builtin_add_overflow(before, res.highest, &peak)) throw Error(where(in_, "reserved bytes pass 2^63"));
+        if (shown == 1) return std::to_string(peak);
+        out += (out.empty() ? "device " : ", device ") + std::to_string(dev) + ": " + std::to_string(peak);
+    }
+    return out.empty() ? "0" : out;
+}
+
 void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     std::string act_list;
     for (size_t i = 0; i < kActionCount; ++i)
@@ -581,7 +618,7 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
                              std::to_string(end_pending_bytes_) + " B");
     }
     m["snapshot.segment_events"] = std::to_string(segment_events_);
-    m["snapshot.reserved_peak_from_segment_events"] = std::to_string(reserved_peak_total_);
+    m["snapshot.reserved_peak_from_segment_events"] = reserved_peaks();
     m["snapshot.oom_events"] = std::to_string(ooms_);
     m["segments.reconstructed"] = std::to_string(seglog_.reconstructed);
     if (seglog_.live_not_in_end_state) m["segments.live_not_in_end_state"] = std::to_string(seglog_.live_not_in_end_state);
