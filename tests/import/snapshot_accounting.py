@@ -137,7 +137,11 @@ def replay(snap, device, first=0):
     spans = segment_intervals(snap, device, trace)
     expandable_ranges = [(s["address"], s["address"] + s["total_size"]) for s in snap.get("segments", [])
                          if s.get("device", 0) == device and s.get("is_expandable")]
-    expandable = expandable or any(e["action"] in ("segment_map", "segment_unmap") for e in trace)
+    # expandable_segments is one setting for the whole allocator: where allocator_settings does not
+    # name it (PyTorch < 2.4), a snapshot holding expandable segments had it on.
+    if "expandable_segments" not in (snap.get("allocator_settings") or {}):
+        expandable = any(e["action"] in ("segment_map", "segment_unmap") for t in traces for e in t) or \
+            any(s.get("is_expandable") for s in snap.get("segments", []))
     # Blocks alive before recording: frees with no alloc before them, and end-state blocks the
     # trace leaves unexplained (alive from the start, or from the last free at their address).
     seen, pre_free = set(), []

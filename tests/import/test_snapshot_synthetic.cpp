@@ -342,3 +342,46 @@ TEST_CASE("snapshot: an end state without trace events is imported, not refused,
         }
     }
 }
+
+TEST_CASE("snapshot: expandable segments without allocator_settings (PyTorch 2.1-2.3): the setting is inferred",
+          "[import][snapshot][blocks]") {
+    // Hand-written (no public snapshot with expandable segments was found). expandable_segments is
+    // one setting of the whole allocator: should_split then splits any block with 512 B or more
+    // left, also in a cudaMalloc'd segment (a CUDA graph's private pool keeps those). A 3 MiB
+    // request placed in a 4 MiB free block of such a segment gets 3 MiB (1 MiB left: split), not
+    // the whole 4 MiB it would get with the setting off (1 MiB or less left: not split). Before
+    // 2026-12-03 only allocator_settings (PyTorch >= 2.4) turned the rule on: the block was 4 MiB.
+    using test::event;
+    using test::Py;
+    const int64_t MiB = 1 << 20, S1 = 0x10000000, S2 = 0x20000000;
+    std::vector<Py> evs{event("segment_alloc", S1, 4 * MiB, 0, 1), event("segment_map", S2, 2 * MiB, 0, 2),
+                        event("alloc", S1, 3 * MiB, 0, 3), event("free_completed", S1, 3 * MiB, 0, 4)};
+    auto seg = [](int64_t addr, int64_t size, bool expandable) {
+        return Py::dict({{"device", 0},
+                         {"address", addr},
+                         {"total_size", size},
+                         {"stream", 0},
+                         {"is_expandable", Py::boolean(expandable)},
+                         {"blocks", Py::list({})}});
+    };
+    auto snap = [&](bool with_settings) {
+        std::vector<std::pair<std::string, Py>> kv{
+            {"device_traces", Py::list({Py::list(evs)})},
+            {"segments", Py::list({seg(S1, 4 * MiB, false), seg(S2, 2 * MiB, true)})}};
+        if (with_settings)
+            kv.emplace_back("allocator_settings", Py::dict({{"expandable_segments", Py::boolean(false)}}));
+        return Py::dict(kv);
+    };
+    test::TempDir dir;
+    auto t = import_snap(dir, snap(false));
+    REQUIRE(t.allocations.size() == 1);
+    CHECK(t.allocations.bytes[0] == 3 * MiB);
+    CHECK(t.meta.at("allocator.expandable_segments") == "True (inferred: the snapshot holds expandable segments)");
+    CHECK(t.meta.at("allocator.conf") == "expandable_segments:True");   // followed by mhc allocator's model
+    // A snapshot whose allocator_settings says the setting is off (turned off after the
+    // segment was made) keeps the rule of the cudaMalloc'd segment: given whole.
+    test::TempDir dir2;
+    auto u = import_snap(dir2, snap(true));
+    CHECK(u.allocations.bytes[0] == 4 * MiB);
+    CHECK(u.meta.count("allocator.expandable_segments") == 0);
+}

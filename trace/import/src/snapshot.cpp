@@ -71,6 +71,7 @@ BlockRules add_allocator_settings(const PickleDoc& d, std::optional<Id> settings
         meta["allocator.PYTORCH_CUDA_ALLOC_CONF"] = std::string(d.as_str(*v));
     if (auto v = d.get(*settings, "expandable_segments"); v && d.is_int(*v)) {
         rules.expandable = d.as_int(*v) != 0;
+        rules.expandable_said = true;
         put(std::string("expandable_segments:") + (rules.expandable ? "True" : "False"));
     }
     if (auto v = d.get(*settings, "max_split_size"); v && d.is_int(*v)) {
@@ -690,7 +691,18 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     imp.replay(ev);
     imp.end_state(dict_root ? field("segments") : segments_end);
     std::vector<Segment> segments = imp.segment_rows();
-    imp.block_sizes(segments, rules);
+    BlockRules block_rules = rules;
+    if (!rules.expandable_said &&
+        std::any_of(segments.begin(), segments.end(), [](const Segment& g) { return g.expandable; })) {
+        // expandable_segments is one setting for the whole allocator (should_split reads it for
+        // every segment, also the cudaMalloc'd ones of a CUDA graph's private pool): a snapshot
+        // without allocator_settings (PyTorch 2.1-2.3) that holds expandable segments had it on.
+        block_rules.expandable = true;
+        r.meta["allocator.expandable_segments"] = "True (inferred: the snapshot holds expandable segments)";
+        std::string& conf = r.meta["allocator.conf"];   // what the caching model follows
+        conf = "expandable_segments:True" + (conf.empty() ? "" : "," + conf);
+    }
+    imp.block_sizes(segments, block_rules);
     imp.write(segments);
     r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
     // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).

@@ -20,6 +20,7 @@ namespace mhc::trace::import {
 // The recorded allocator settings that decide a block's size.
 struct BlockRules {
     bool expandable = false;
+    bool expandable_said = false;   // allocator_settings named it (PyTorch >= 2.4)
     int64_t max_split_size = INT64_MAX;
     std::array<int64_t, torch::kRoundupIntervals> divisions{};   // roundup_power2_divisions per interval
     int64_t rounded(int64_t requested) const {
