@@ -277,6 +277,21 @@ def two_devices(snap):
                 segments=snap["segments"] + [dict(s, device=1) for s in snap["segments"]])
 
 
+def newer_fields(snap):
+    """The snapshot as a newer PyTorch writes it (torch.cuda.memory._snapshot's TraceEntry): each
+    event with `pool_id` (a tuple), `user_metadata` (_set_memory_metadata) and, on OOMs,
+    `device_free`; an `annotate` event (_annotate_tensor: the allocation's address and metadata, no
+    size) after every tenth alloc. None of them allocates or frees: every figure stays."""
+    def entries(t):
+        for k, e in enumerate(t):
+            yield dict(e, pool_id=(0, 0), user_metadata=f"step {k // 1000}",
+                       **({"device_free": 0} if e["action"] == "oom" else {}))
+            if e["action"] == "alloc" and k % 10 == 0:
+                yield {k2: v for k2, v in e.items() if k2 not in ("size",)} | {"action": "annotate",
+                                                                                "user_metadata": "{\"kind\": \"x\"}"}
+    return dict(snap, device_traces=[list(entries(t)) for t in snap["device_traces"]])
+
+
 def ring_variants(snap):
     """(name, snapshot, expected timing, full-trace figures per device the variant must also
     give): the ring wrapped at two points, and two devices. A wrapped ring's peaks over its
@@ -291,6 +306,7 @@ def ring_variants(snap):
         yield f"ring wrapped: last {int(keep * 100)}% of the events", wrapped(snap, keep), timing, {
             0: replay(snap, 0, first=cut)}
     yield "two devices", two_devices(snap), timing, {0: replay(snap, 0), 1: replay(snap, 0)}
+    yield "newer PyTorch's event fields and annotate events", newer_fields(snap), timing, {0: replay(snap, 0)}
 
 
 def check(exe, name, snap, timing, path, tmp, full=None):

@@ -297,21 +297,21 @@ TEST_CASE("execution trace: tensors of any accelerator are device memory, meta t
                node(3, "[2,8,0,4,4,\"cpu\"]") + "," + node(4, "[3,9,0,1024,4,\"meta\"]") + "," +
                node(5, "[4,7,0,1024,4,\"" + second_device + "\"]") + "]}";
     };
-    const std::string in = dir.file("xpu_et.json"), out = dir.file("t.db");
+    const std::string in = dir.file("xpu_et.json"), out = dir.file("trace.db");
     test::write_file(in, et("xpu:1"));
     imp::Options opt;
     opt.warn = false;
-    const imp::Result r = imp::import_file(in, out, opt);
-    const TraceData t = mhc::trace::load_trace(out);
-    REQUIRE(t.allocations.size() == 2);
-    for (size_t a = 0; a < t.allocations.size(); ++a) {
-        const bool xpu = t.allocations.bytes[a] == 4096;
-        CHECK(t.allocations.device[a] == (xpu ? 1 : -1));
-        if (!xpu) CHECK(t.allocations.bytes[a] == 16);
+    const imp::Result result = imp::import_file(in, out, opt);
+    const TraceData trace = mhc::trace::load_trace(out);
+    REQUIRE(trace.allocations.size() == 2);
+    for (size_t a = 0; a < trace.allocations.size(); ++a) {
+        const bool xpu = trace.allocations.bytes[a] == 4096;
+        CHECK(trace.allocations.device[a] == (xpu ? 1 : -1));
+        if (!xpu) CHECK(trace.allocations.bytes[a] == 16);
     }
-    CHECK(t.meta.at("et.device_types") == "cpu 1, meta 1, xpu 2 tensors (xpu:N is device N)");
-    REQUIRE(r.warnings.size() == 1);
-    CHECK(r.warnings[0] == "1 tensors on the meta device (shapes without storage) hold no memory: not imported");
+    CHECK(trace.meta.at("et.device_types") == "cpu 1, meta 1, xpu 2 tensors (xpu:N is device N)");
+    REQUIRE(result.warnings.size() == 1);
+    CHECK(result.warnings[0] == "1 tensors on the meta device (shapes without storage) hold no memory: not imported");
     // cuda:1 and xpu:1 would both be device 1: refused, naming both.
     test::write_file(in, et("cuda:1"));
     try {

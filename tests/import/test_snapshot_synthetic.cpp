@@ -373,15 +373,46 @@ TEST_CASE("snapshot: expandable segments without allocator_settings (PyTorch 2.1
         return Py::dict(kv);
     };
     test::TempDir dir;
-    auto t = import_snap(dir, snap(false));
-    REQUIRE(t.allocations.size() == 1);
-    CHECK(t.allocations.bytes[0] == 3 * MiB);
-    CHECK(t.meta.at("allocator.expandable_segments") == "True (inferred: the snapshot holds expandable segments)");
-    CHECK(t.meta.at("allocator.conf") == "expandable_segments:True");   // followed by mhc allocator's model
+    auto inferred = import_snap(dir, snap(false));
+    REQUIRE(inferred.allocations.size() == 1);
+    CHECK(inferred.allocations.bytes[0] == 3 * MiB);
+    CHECK(inferred.meta.at("allocator.expandable_segments") ==
+          "True (inferred: the snapshot holds expandable segments)");
+    CHECK(inferred.meta.at("allocator.conf") == "expandable_segments:True");   // followed by mhc allocator's model
     // A snapshot whose allocator_settings says the setting is off (turned off after the
     // segment was made) keeps the rule of the cudaMalloc'd segment: given whole.
     test::TempDir dir2;
-    auto u = import_snap(dir2, snap(true));
-    CHECK(u.allocations.bytes[0] == 4 * MiB);
-    CHECK(u.meta.count("allocator.expandable_segments") == 0);
+    auto said = import_snap(dir2, snap(true));
+    CHECK(said.allocations.bytes[0] == 4 * MiB);
+    CHECK(said.meta.count("allocator.expandable_segments") == 0);
+}
+
+TEST_CASE("snapshot: newer PyTorch's annotate events and event fields hold no memory, and are named",
+          "[import][snapshot]") {
+    // Hand-written from torch.cuda.memory._snapshot's TraceEntry (PyTorch's own docstring): an
+    // 'annotate' event (_annotate_tensor: a live allocation's address and user_metadata, no
+    // size) and user_metadata on events. Before 2026-12-03 annotate events were counted as unknown
+    // actions (snapshot.unknown_actions). tests/import/snapshot_accounting.py adds these, and
+    // pool_id tuples, to every real snapshot: every figure stays.
+    using test::event;
+    using test::Py;
+    auto with = [](Py entry, std::vector<std::pair<std::string, Py>> more) {
+        for (auto& kv : more) entry.kv.push_back(std::move(kv));
+        return entry;
+    };
+    Py annotate = Py::dict({{"action", "annotate"},
+                            {"addr", 0x1000},
+                            {"stream", 0},
+                            {"time_us", 2.0},
+                            {"user_metadata", "{\"kind\": \"kv_cache\"}"}});
+    std::vector<Py> evs{event("segment_alloc", 0x1000, 2 << 20, 0, 1),
+                        with(event("alloc", 0x1000, 4096, 0, 1), {{"user_metadata", "step 0"}}), annotate,
+                        event("free_requested", 0x1000, 4096, 0, 3), event("free_completed", 0x1000, 4096, 0, 3)};
+    test::TempDir dir;
+    auto trace = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}));
+    REQUIRE(trace.allocations.size() == 1);
+    CHECK(trace.allocations.bytes[0] == 4096);
+    CHECK(trace.meta.at("import.actions") ==
+          "alloc=1, free_requested=1, free_completed=1, segment_alloc=1, annotate=1");
+    CHECK(trace.meta.count("snapshot.unknown_actions") == 0);
 }

@@ -62,9 +62,9 @@ static bool is_nsys_table(const std::string& t) {
 // (tag 0x0a or 0x12). Taken for one when the name ends in .et or an attr "schema" comes first
 // (mlcommons/chakra's tests/data/chakra.0.et: 5e 12 10 0a 06 "schema").
 static bool looks_like_chakra_protobuf(const std::string& path, const std::string& prefix) {
-    size_t i = 0;
-    while (i < prefix.size() && i < 5 && (static_cast<uint8_t>(prefix[i]) & 0x80)) ++i;
-    if (i + 2 >= prefix.size() || (prefix[i + 1] != 0x0a && prefix[i + 1] != 0x12)) return false;
+    size_t at = 0;   // the varint's last byte
+    while (at < prefix.size() && at < 5 && (static_cast<uint8_t>(prefix[at]) & 0x80)) ++at;
+    if (at + 2 >= prefix.size() || (prefix[at + 1] != 0x0a && prefix[at + 1] != 0x12)) return false;
     const bool named = path.size() > 3 &&
                        (path.compare(path.size() - 3, 3, ".et") == 0 || path.find(".et.") != std::string::npos);
     return named || prefix.substr(0, 64).find("\x0a\x06schema") != std::string::npos;

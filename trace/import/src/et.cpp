@@ -47,18 +47,18 @@ constexpr int32_t kNoMemory = INT32_MIN;   // a meta tensor: a shape without sto
 // index of any accelerator ("cuda" alone is cuda:0; ROCm builds write "cuda" too). Before
 // 2026-12-03 only "cuda" was a device: an XPU, HPU, MTIA or custom-backend trace's device
 // memory was imported as the host's, without a word.
-int32_t device_of(const json& v, DeviceTypes& types) {
-    if (!v.is_string()) return -1;
-    const std::string& s = v.get_ref<const std::string&>();
-    const size_t c = s.find(':');
-    const std::string type = s.substr(0, c);
+int32_t device_of(const json& value, DeviceTypes& types) {
+    if (!value.is_string()) return -1;
+    const std::string& text = value.get_ref<const std::string&>();
+    const size_t colon = text.find(':');
+    const std::string type = text.substr(0, colon);
     if (type.empty()) return -1;
     ++types[type];
     if (type == "cpu") return -1;
     if (type == "meta") return kNoMemory;
-    if (c == std::string::npos) return 0;
-    long n = std::strtol(s.c_str() + c + 1, nullptr, 10);
-    return n >= 0 && n < 4096 ? static_cast<int32_t>(n) : -1;
+    if (colon == std::string::npos) return 0;
+    long index = std::strtol(text.c_str() + colon + 1, nullptr, 10);
+    return index >= 0 && index < 4096 ? static_cast<int32_t>(index) : -1;
 }
 
 int64_t as_i64(const json& v) {
@@ -73,21 +73,21 @@ int64_t as_i64(const json& v) {
 // [tensor_id, storage_id, offset, numel, itemsize, device]. Zero storage, numel or itemsize is an
 // undefined tensor (skipped); a field that is not an integer, is negative, or is past 2^40
 // elements/offset or 64-byte items is bad input (`bad` names it).
-void tensor_from(const json& v, std::vector<TensorUse>& out, std::string& bad, DeviceTypes& types) {
-    if (!v.is_array() || v.size() < 5 || !v[0].is_number()) return;
+void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& bad, DeviceTypes& types) {
+    if (!value.is_array() || value.size() < 5 || !value[0].is_number()) return;
     static const char* names[] = {"tensor_id", "storage_id", "offset", "numel", "itemsize"};
     static const int64_t max[] = {INT64_MAX, INT64_MAX, INT64_C(1) << 40, INT64_C(1) << 40, 64};
     int64_t f[5] = {};
     for (int k = 1; k < 5; ++k) {
-        f[k] = v[k].is_number_integer() ? as_i64(v[k]) : -1;
+        f[k] = value[k].is_number_integer() ? as_i64(value[k]) : -1;
         if (f[k] < 0 || f[k] > max[k]) {
-            if (bad.empty()) bad = std::string(names[k]) + " " + v[k].dump() + " is out of range";
+            if (bad.empty()) bad = std::string(names[k]) + " " + value[k].dump() + " is out of range";
             return;
         }
     }
     int64_t storage = f[1], offset = f[2], numel = f[3], item = f[4];
     if (storage == 0 || numel == 0 || item == 0) return;
-    const int32_t device = v.size() > 5 ? device_of(v[5], types) : -1;
+    const int32_t device = value.size() > 5 ? device_of(value[5], types) : -1;
     if (device == kNoMemory) return;
     out.push_back({storage, device, (offset + numel) * item});   // < 2^47
 }
@@ -100,7 +100,7 @@ void values_from(const json& values, const json& types, std::vector<TensorUse>& 
         const std::string& t = types[i].get_ref<const std::string&>();
         if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out, bad, devices);
         else if (t.rfind("GenericList", 0) == 0 && t.find("Tensor") != std::string::npos && values[i].is_array())
-            for (const auto& e : values[i]) tensor_from(e, out, bad, devices);
+            for (const auto& element : values[i]) tensor_from(element, out, bad, devices);
     }
 }
 
@@ -664,7 +664,7 @@ private:
 
 // What the tensors' device types say (meta et.device_types); tensors of two kinds of
 // accelerator (cuda:0 and xpu:0) cannot both be device 0 of one trace: refused by name.
-void device_types_meta(const std::string& in, const DeviceTypes& devices, Result& r) {
+void device_types_meta(const std::string& in, const DeviceTypes& devices, Result& result) {
     std::string list, accelerators;
     for (const auto& [type, tensors] : devices) {
         list += (list.empty() ? "" : ", ") + type + " " + std::to_string(tensors);
@@ -675,11 +675,11 @@ void device_types_meta(const std::string& in, const DeviceTypes& devices, Result
         accelerators = type;
     }
     if (list.empty()) return;
-    r.meta["et.device_types"] = list + " tensors" +
-                                (accelerators.empty() ? "" : " (" + accelerators + ":N is device N)");
-    if (auto m = devices.find("meta"); m != devices.end())
-        r.warnings.push_back(std::to_string(m->second) +
-                             " tensors on the meta device (shapes without storage) hold no memory: not imported");
+    result.meta["et.device_types"] = list + " tensors" +
+                                     (accelerators.empty() ? "" : " (" + accelerators + ":N is device N)");
+    if (auto meta_tensors = devices.find("meta"); meta_tensors != devices.end())
+        result.warnings.push_back(std::to_string(meta_tensors->second) +
+                                  " tensors on the meta device (shapes without storage) hold no memory: not imported");
 }
 
 }  // namespace

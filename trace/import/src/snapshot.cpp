@@ -28,16 +28,28 @@ namespace {
 
 using namespace snapshot;
 
-// A trace entry's action; Unknown: any other (counted, otherwise ignored).
+// A trace entry's action; Unknown: any other (counted, otherwise ignored). Annotate (newer
+// PyTorch: _annotate_tensor attached metadata to a live allocation) holds no memory: counted.
 enum class Action : uint8_t {
-    Alloc, FreeRequested, FreeCompleted, Free, SegAlloc, SegFree, SegMap, SegUnmap, Oom, Snapshot, Unknown
+    Alloc,
+    FreeRequested,
+    FreeCompleted,
+    Free,
+    SegAlloc,
+    SegFree,
+    SegMap,
+    SegUnmap,
+    Oom,
+    Snapshot,
+    Annotate,
+    Unknown
 };
-constexpr size_t kActionCount = 11;
+constexpr size_t kActionCount = 12;
 // The action's slot in kActionNames and in the per-action counts (declaration order).
 constexpr size_t index(Action action) { return static_cast<size_t>(action); }
-const char* const kActionNames[kActionCount] = {"alloc", "free_requested", "free_completed", "free",
-                                                "segment_alloc", "segment_free", "segment_map",
-                                                "segment_unmap", "oom", "snapshot", "other"};
+const char* const kActionNames[kActionCount] = {"alloc",         "free_requested", "free_completed", "free",
+                                                "segment_alloc", "segment_free",   "segment_map",    "segment_unmap",
+                                                "oom",           "snapshot",       "annotate",       "other"};
 
 static_assert(index(Action::Unknown) + 1 == kActionCount);
 const char* name_of(Action action) { return kActionNames[index(action)]; }
@@ -693,7 +705,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     std::vector<Segment> segments = imp.segment_rows();
     BlockRules block_rules = rules;
     if (!rules.expandable_said &&
-        std::any_of(segments.begin(), segments.end(), [](const Segment& g) { return g.expandable; })) {
+        std::any_of(segments.begin(), segments.end(), [](const Segment& segment) { return segment.expandable; })) {
         // expandable_segments is one setting for the whole allocator (should_split reads it for
         // every segment, also the cudaMalloc'd ones of a CUDA graph's private pool): a snapshot
         // without allocator_settings (PyTorch 2.1-2.3) that holds expandable segments had it on.
