@@ -320,6 +320,15 @@ TEST_CASE("execution trace: tensors of any accelerator are device memory, meta t
     } catch (const mhc::Error& e) {
         CHECK(std::string(e.what()).find("tensors on two kinds of accelerator (cuda and xpu)") != std::string::npos);
     }
+    // A device type with a control byte is shown with '?': the error stays one line.
+    test::write_file(in, et("bad\\ntype:1"));
+    try {
+        imp::import_file(in, out, opt);
+        FAIL("an ET with two accelerator types was imported");
+    } catch (const mhc::Error& e) {
+        CHECK(std::string(e.what()).find("(bad?type and xpu)") != std::string::npos);
+        CHECK(std::string(e.what()).find('\n') == std::string::npos);
+    }
 }
 
 TEST_CASE("a Chakra protobuf execution trace (.et) is refused by name, one line, exit 2", "[import][et]") {

@@ -662,21 +662,30 @@ private:
     std::vector<std::vector<std::pair<Storage*, AccessMode>>> unit_access_;
 };
 
+// A device type as shown in meta and messages: at most 40 bytes, control bytes as '?' (an error
+// is one line whatever the file holds).
+std::string shown(const std::string& type) {
+    std::string out = type.size() > 40 ? type.substr(0, 40) + "..." : type;
+    for (char& byte : out)
+        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+    return out;
+}
+
 // What the tensors' device types say (meta et.device_types); tensors of two kinds of
 // accelerator (cuda:0 and xpu:0) cannot both be device 0 of one trace: refused by name.
 void device_types_meta(const std::string& in, const DeviceTypes& devices, Result& result) {
     std::string list, accelerators;
     for (const auto& [type, tensors] : devices) {
-        list += (list.empty() ? "" : ", ") + type + " " + std::to_string(tensors);
+        list += (list.empty() ? "" : ", ") + shown(type) + " " + std::to_string(tensors);
         if (type == "cpu" || type == "meta") continue;
         if (!accelerators.empty())
-            throw Error(where(in, "tensors on two kinds of accelerator (" + accelerators + " and " + type +
+            throw Error(where(in, "tensors on two kinds of accelerator (" + shown(accelerators) + " and " + shown(type) +
                                       "): a trace numbers the devices of one kind; import a trace of one"));
         accelerators = type;
     }
     if (list.empty()) return;
     result.meta["et.device_types"] = list + " tensors" +
-                                     (accelerators.empty() ? "" : " (" + accelerators + ":N is device N)");
+                                     (accelerators.empty() ? "" : " (" + shown(accelerators) + ":N is device N)");
     if (auto meta_tensors = devices.find("meta"); meta_tensors != devices.end())
         result.warnings.push_back(std::to_string(meta_tensors->second) +
                                   " tensors on the meta device (shapes without storage) hold no memory: not imported");
