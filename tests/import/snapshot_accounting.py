@@ -305,11 +305,12 @@ def ring_variants(snap):
         cut = len(snap["device_traces"][0]) - max(1, int(len(snap["device_traces"][0]) * keep))
         yield f"ring wrapped: last {int(keep * 100)}% of the events", wrapped(snap, keep), timing, {
             0: replay(snap, 0, first=cut)}
-    yield "two devices", two_devices(snap), timing, {0: replay(snap, 0), 1: replay(snap, 0)}
-    yield "newer PyTorch's event fields and annotate events", newer_fields(snap), timing, {0: replay(snap, 0)}
+    whole = replay(snap, 0)
+    yield "two devices", two_devices(snap), timing, {0: whole, 1: whole}
+    yield "newer PyTorch's event fields and annotate events", newer_fields(snap), timing, {0: whole}
 
 
-def check(exe, name, snap, timing, path, tmp, full=None):
+def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
     failures = 0
     db = os.path.join(tmp, "t.db")
     mhc(exe, "import", path, "-o", db, "--force")
@@ -349,6 +350,8 @@ def check(exe, name, snap, timing, path, tmp, full=None):
             print(f"{name} device {device}: meta reserved peak {g} snapshot {want['reserved_peak_bytes']}" +
                   ("" if ok else "  MISMATCH"))
             failures += not ok
+    if not simulate:   # the variants below hold the import's figures; the file as recorded holds simulate's
+        return failures
     sim = json.loads(mhc(exe, "simulate", db, "--capacity", "unlimited", "--allocator", "ideal",
                          "--no-store", "--json"))
     m, peak = sim["metrics"], info["peak"]["bytes"]
@@ -380,7 +383,7 @@ def main():
                 p = os.path.join(tmp, "variant.pickle")
                 with open(p, "wb") as f:
                     pickle.dump(s, f, protocol=4)
-                failures += check(exe, f"{os.path.basename(path)} ({variant})", s, timing, p, tmp, full)
+                failures += check(exe, f"{os.path.basename(path)} ({variant})", s, timing, p, tmp, full, simulate=False)
     print(f"{failures} mismatches" if failures else "every figure matches")
     return 1 if failures else 0
 

@@ -679,7 +679,8 @@ void device_types_meta(const std::string& in, const DeviceTypes& devices, Result
         list += (list.empty() ? "" : ", ") + shown(type) + " " + std::to_string(tensors);
         if (type == "cpu" || type == "meta") continue;
         if (!accelerators.empty())
-            throw Error(where(in, "tensors on two kinds of accelerator (" + shown(accelerators) + " and " + shown(type) +
+            throw Error(where(in, "tensors on two kinds of accelerator (" + shown(accelerators) + " and " +
+                                      shown(type) +
                                       "): a trace numbers the devices of one kind; import a trace of one"));
         accelerators = type;
     }
