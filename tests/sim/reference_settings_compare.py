@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Runs `mhc advise --setting S --json --trace-out F` and the document's second reading of
+docs/simulator.md "Settings" (reference_settings.py) on captured steps and compares the metrics
+(peak_bytes, reserved_bytes, host_peak_bytes, step_time_ns) and, through the written trace, every
+allocation (device, bytes, t_alloc, t_free), kernel (name, t_start, t_end) and copy (kind, bytes,
+t_start, t_end).
+
+Usage: reference_settings_compare.py MHC WORKDIR TRACE.db... [--quick] [--filter=TEXT] [--verbose]
+       reference_settings_compare.py MHC WORKDIR --capture=VENV_PYTHON [--quick]
+--capture: capture the small steps first (tiny-llama, tiny-gpt2, tiny-mhc; tiny-llama with 2
+micro-batches and one with the fused optimizer) with VENV_PYTHON's mhc_torch.
+--quick: a smaller grid (one setting of each kind per block, fewer offload parameters).
+Exit 0 when every configuration agrees, 1 otherwise (each difference printed), 77 when
+--capture finds no usable environment.
+"""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_settings as ref  # noqa: E402
+
+METRICS = ["peak_bytes", "reserved_bytes", "host_peak_bytes", "step_time_ns"]
+CAPTURES = [("tl", ["tiny-llama"]), ("tg", ["tiny-gpt2"]), ("tm", ["tiny-mhc"]),
+            ("tl_mb", ["tiny-llama", "--micro-batches", "2"]), ("tg_fused", ["tiny-gpt2", "--optimizer", "adamw-fused"])]
+QUICK_CAPTURES = ["tl", "tm", "tl_mb"]
+
+
+def blocks(path):
+    """The numbered children of the module path with the most forward kernels (docs/advise.md)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    names = [r[0] for r in db.execute("SELECT s.text FROM modules m JOIN strings s ON s.id = m.name")]
+    types = {r[0]: r[1] for r in db.execute(
+        "SELECT s.text, t.text FROM modules m JOIN strings s ON s.id = m.name JOIN strings t ON t.id = m.type")}
+    db.close()
+    by_parent = {}
+    for n in names:
+        head, _, tail = n.rpartition(".")
+        if tail.isdigit():
+            by_parent.setdefault(head, []).append(n)
+    best = max(by_parent.values(), key=len) if by_parent else []
+    hc = [n for n in names if types.get(n) == "HcMaps"]
+    return sorted(best, key=lambda n: int(n.rpartition(".")[2])), bool(hc)
+
+
+def has_foreach_adamw(path):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    n = db.execute("SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name "
+                   "WHERE s.text LIKE 'aten::_foreach_%'").fetchone()[0]
+    db.close()
+    return n > 0
+
+
+def grid(path, quick):
+    bl, hc = blocks(path)
+    out = [{}]
+    targets = [[b] for b in bl] + ([bl] if len(bl) > 1 else [])
+    policies = ["full", "save_matmuls"] + (["mhc"] if hc else [])
+    for t in targets:
+        for p in policies:
+            out.append({"checkpoint": {"modules": t, "policy": p}})
+    if len(bl) > 1:
+        out.append({"checkpoint": [{"modules": bl[:1], "policy": "full"},
+                                   {"modules": bl[1:], "policy": "save_matmuls"}]})
+    offl = [("sync", None, 1024, None, None), ("streamed", None, 1024, None, None)]
+    if not quick:
+        offl += [("sync", None, 0, None, None), ("sync", None, 1 << 20, None, None),
+                 ("streamed", None, 1024, 5, 0), ("streamed", None, 1024, 8, 1), ("streamed", None, 1024, 5, 4),
+                 ("streamed", None, 1 << 20, 6, 2), ("streamed", None, 1024, 16, 2)]
+    for b in bl[:1 if quick else None]:
+        offl += [("sync", [b], 1024, None, None), ("streamed", [b], 1024, None, None)]
+    for mode, mods, mb, k, p in offl:
+        o = {"mode": mode, "modules": mods, "min_bytes": mb}
+        if k is not None:
+            o["max_fwd_stash"] = k
+        if p is not None:
+            o["prefetch"] = p
+        out.append({"offload": o})
+    if has_foreach_adamw(path):
+        out.append({"optimizer": {"impl": "fused"}})
+    out.append({"optimizer": {"state": "host"}})
+    for conf in ["expandable_segments:True", "max_split_size_mb:64", "roundup_power2_divisions:4",
+                 "garbage_collection_threshold:0.8"][:2 if quick else None]:
+        out.append({"allocator": conf})
+    # combinations
+    if bl:
+        out.append({"checkpoint": {"modules": bl[:1], "policy": "full"},
+                    "offload": {"mode": "streamed", "modules": None, "min_bytes": 1024}})
+        out.append({"checkpoint": {"modules": bl, "policy": "full"}, "optimizer": {"state": "host"},
+                    "allocator": "expandable_segments:True"})
+        if has_foreach_adamw(path):
+            out.append({"checkpoint": {"modules": bl[-1:], "policy": "save_matmuls"},
+                        "offload": {"mode": "sync", "modules": bl[:1], "min_bytes": 1024},
+                        "optimizer": {"impl": "fused"}})
+    return out
+
+
+def written(path):
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    allocs = db.execute("SELECT device, bytes, t_alloc, t_free FROM allocations ORDER BY id").fetchall()
+    kernels = db.execute("SELECT s.text, k.t_start, k.t_end FROM kernels k JOIN strings s ON s.id = k.name "
+                         "ORDER BY k.t_start, k.id").fetchall()
+    copies = db.execute("SELECT kind, bytes, t_start, t_end, stream FROM copies ORDER BY t_start, id").fetchall()
+    db.close()
+    return allocs, kernels, copies
+
+
+def run_mhc(mhc, trace, setting, out):
+    cmd = [mhc, "advise", str(trace), "--setting", json.dumps(setting, separators=(",", ":")), "--json",
+           "--trace-out", str(out), "--force"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, p.stderr.strip()
+    return json.loads(p.stdout)["rows"][0], None
+
+
+def diff_lists(what, mine, theirs, limit=4):
+    lines = []
+    if len(mine) != len(theirs):
+        lines.append(f"{what}: {len(theirs)} in mhc, {len(mine)} in the reading")
+    sm, st = sorted(mine, key=repr), sorted(theirs, key=repr)
+    if sm == st:
+        return lines
+    only_t = [x for x in st if x not in set(sm)]
+    only_m = [x for x in sm if x not in set(st)]
+    lines.append(f"{what}: {len(only_t)} only in mhc, {len(only_m)} only in the reading")
+    for x in only_t[:limit]:
+        lines.append(f"  mhc     {x}")
+    for x in only_m[:limit]:
+        lines.append(f"  reading {x}")
+    return lines
+
+
+def compare(mhc, trace, setting, workdir):
+    out = Path(workdir) / "advise-out.db"
+    row, err = run_mhc(mhc, trace, setting, out)
+    try:
+        mine = ref.predict(str(trace), setting)
+        merr = None
+    except Exception as e:   # noqa: BLE001 - a difference to report
+        mine, merr = None, f"{type(e).__name__}: {e}"
+    if err or merr:
+        if err and merr:
+            return []
+        return [f"mhc: {err}" if err else "mhc: ok", f"reading: {merr}" if merr else "reading: ok"]
+    lines = []
+    for m in METRICS:
+        if int(row.get(m, 0)) != int(mine[m]):
+            lines.append(f"{m}: mhc {row.get(m)} reading {mine[m]}")
+    allocs, kernels, copies = written(out)
+    lines += diff_lists("allocations (device, bytes, t_alloc, t_free)", [tuple(a) for a in mine["allocations"]],
+                        [tuple(a) for a in allocs])
+    lines += diff_lists("kernels (name, t_start, t_end)", [tuple(k) for k in mine["kernels"]],
+                        [tuple(k) for k in kernels])
+    lines += diff_lists("copies (kind, bytes, t_start, t_end, stream)", [tuple(c) for c in mine["copies"]],
+                        [tuple(c) for c in copies])
+    return lines
+
+
+def capture_all(python, workdir, quick):
+    mhc_torch = [python, "-m", "mhc_torch.cli"]
+    probe = subprocess.run([python, "-c", "import mhc_torch, torch, transformers"], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    traces = []
+    for name, args in CAPTURES:
+        if quick and name not in QUICK_CAPTURES:
+            continue
+        out = Path(workdir) / f"{name}.db"
+        if not out.exists():
+            p = subprocess.run(mhc_torch + ["capture"] + args + ["--steps", "2", "--seq", "512", "-o", str(out),
+                                                                  "--force"],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit(f"capture {name}: {p.stderr.strip()[-400:]}")
+        traces.append(out)
+    return traces
+
+
+def main(argv):
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv[1:] if a.startswith("--"))
+    if len(args) < 2:
+        print(__doc__)
+        return 2
+    mhc, workdir = args[0], Path(args[1])
+    workdir.mkdir(parents=True, exist_ok=True)
+    quick = "quick" in opts
+    traces = [Path(t) for t in args[2:]]
+    if "capture" in opts:
+        got = capture_all(opts["capture"], workdir, quick)
+        if got is None:
+            print("no Python environment with torch, transformers and mhc_torch: skipped")
+            return 77
+        traces += got
+    n = bad = 0
+    for trace in traces:
+        for setting in grid(trace, quick):
+            label = f"{trace.name} {json.dumps(setting, separators=(',', ':'))}"
+            if opts.get("filter") and opts["filter"] not in label:
+                continue
+            n += 1
+            lines = compare(mhc, trace, setting, workdir)
+            if lines:
+                bad += 1
+                print(f"DIFF {label}")
+                for line in lines:
+                    print(f"    {line}")
+            elif "verbose" in opts:
+                print(f"ok   {label}")
+    print(f"{n - bad} of {n} configurations agree")
+    return 0 if bad == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
