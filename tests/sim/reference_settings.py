@@ -281,12 +281,12 @@ class Plan:
 
         for op in self.ops:
             s = t + op.gap
+            for c in op.issue_start:     # issued when the stream reaches the op
+                start_copy(c, s)
             for c in op.waits:
                 if c.t1 is None:
                     raise RuntimeError("an op waits for a copy issued after it")
                 s = max(s, c.t1)
-            for c in op.issue_start:
-                start_copy(c, s)
             if op.kind == "copy":
                 c = Copy(op.copy[0], op.copy[1])
                 start_copy(c, s)
@@ -558,7 +558,7 @@ def apply_offload(plan, cap, off, checkpointed):
                             and not any(cap.inside(cap.kernels[i]["module"], m) for m in checkpointed)
                             for i in cap.saves_of.get(a, []))
             dies[a] = made_fwd and all_packs
-        moved_reads = [first_bwd_read(a) for a in first if dies[a]]
+        moved_reads = [first_bwd_read(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
         first_unpack = min(moved_reads) if moved_reads else None
         d2h = {}
@@ -590,12 +590,13 @@ def apply_offload(plan, cap, off, checkpointed):
                     at = (plan.op_of[first_unpack], "before", 0)
                 else:
                     at = None
-                early = plan.later(early, at) if at is not None else early
-                wop, side, _ = early
-                if side == "before":
-                    wop.waits.append(d2h[a])
-                else:
-                    wop.waits_end = getattr(wop, "waits_end", []) + [d2h[a]]
+                if at is not None:
+                    early = plan.later(early, at)
+                    wop, side, _ = at
+                    if side == "before":
+                        wop.waits.append(d2h[a])
+                    else:
+                        wop.waits_end = getattr(wop, "waits_end", []) + [d2h[a]]
             recorded_free = al.freed
             al.freed = early
             if r is None:

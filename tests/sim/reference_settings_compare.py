@@ -103,7 +103,7 @@ def written(path):
     allocs = db.execute("SELECT device, bytes, t_alloc, t_free FROM allocations ORDER BY id").fetchall()
     kernels = db.execute("SELECT s.text, k.t_start, k.t_end FROM kernels k JOIN strings s ON s.id = k.name "
                          "ORDER BY k.t_start, k.id").fetchall()
-    copies = db.execute("SELECT kind, bytes, t_start, t_end, stream FROM copies ORDER BY t_start, id").fetchall()
+    copies = db.execute("SELECT kind, bytes, t_start, t_end FROM copies ORDER BY t_start, id").fetchall()
     db.close()
     return allocs, kernels, copies
 
@@ -155,7 +155,11 @@ def compare(mhc, trace, setting, workdir):
                         [tuple(a) for a in allocs])
     lines += diff_lists("kernels (name, t_start, t_end)", [tuple(k) for k in mine["kernels"]],
                         [tuple(k) for k in kernels])
-    lines += diff_lists("copies (kind, bytes, t_start, t_end, stream)", [tuple(c) for c in mine["copies"]],
+    for n, (a, b) in enumerate(zip(sorted(mine["kernels"], key=lambda k: k[1]), kernels)):
+        if tuple(a) != tuple(b):
+            lines.append(f"  first kernel that differs: #{n} mhc {tuple(b)} reading {tuple(a)}")
+            break
+    lines += diff_lists("copies (kind, bytes, t_start, t_end)", [tuple(c[:4]) for c in mine["copies"]],
                         [tuple(c) for c in copies])
     return lines
 
