@@ -701,19 +701,19 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
                 last.issue_end.append(c)
                 plan.copies.append(c)
                 copies.append(c)
-                if g not in gradient_buffer:
-                    gradient_buffer[g] = plan.add_alloc(-1, al.nbytes, al.stream, GRAD, (last, "after", 0),
+                if al.label not in gradient_buffer:   # one per parameter, kept
+                    gradient_buffer[al.label] = plan.add_alloc(-1, al.nbytes, al.stream, GRAD, (last, "after", 0),
                                                         label=al.label)
         pbytes = sum(cap.allocs[a]["bytes"] for a in params)
         nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * (pbytes + sum(cap.allocs[a]["bytes"]
                                                                               for a in state))
-        dur = round(nbytes / host_bw * 1e9) + len(params) * tensor_cost_ns
+        dur = int(nbytes / host_bw * 1e9) + len(params) * tensor_cost_ns
         hop = plan.insert_before(first_op, Op("host", "host optimizer step", dur))
         hop.waits += copies
         if not master:
             for a in sorted(params):
                 al = plan.allocs[a]
-                plan.add_alloc(-1, al.nbytes, al.stream, PARAM, (hop, "before", 0), label=al.label)
+                plan.add_alloc(-1, al.nbytes, al.stream, PARAM, (plan.ops[0], "before", 0), label=al.label)
             master = True
         plan.insert_after(hop, Op("copy", "H2D", copy=(H2D, pbytes)))
         for i in ks:
