@@ -644,6 +644,8 @@ def apply_fused(plan, cap):
     bw = float(cap.meta["capture.gpu.hbm_bw"])
     launch = int(float(cap.meta.get("capture.launch_overhead_ns", 0)))
     for ks in optimizer_steps(cap):
+        if any("_fused_adam" in cap.kernels[i]["name"] for i in ks):
+            continue   # already fused: as captured
         grads, params, state = touched(cap, ks)
         stay = [i for i in ks if cap.acc[i] and all(m == WRITE and cap.allocs[a]["category"] == OPTSTATE
                                                    for a, m in cap.acc[i].items())]
@@ -652,7 +654,7 @@ def apply_fused(plan, cap):
             continue
         nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * sum(
             cap.allocs[a]["bytes"] for a in params | state)
-        dur = round(nbytes / bw * 1e9) + launch
+        dur = int(nbytes / bw * 1e9) + launch
         plan.insert_before(plan.op_of[removed[0]], Op("inserted", "aten::_fused_adamw_", dur))
         rset = set(removed)
         for a, i in cap.made_by.items():
