@@ -160,6 +160,39 @@ TEST_CASE("streamed offload: side-stream copies, the stash, the wait for a copy"
     CHECK(q.host_peak == 3000);
 }
 
+TEST_CASE("streamed offload: a stash smaller than one op's packs waits after that op, when its copy is issued",
+          "[advise][transform]") {
+    // k2 packs two inputs, a and b (1000 B each), with a stash of one pack: a's K-th later pack
+    // is b's, an input of k2 itself, i.e. before k2 runs, but a's D2H is issued at k2's end. The
+    // compute stream waits at the earliest after the saving op (k2's end), not before it (this
+    // was an internal error, "an op waits for a copy issued after it").
+    //   k0 [0,10] makes a, k1 [10,20] makes b, k2 [20,30] reads a, b; D2H a [30,1030], b
+    //   [1030,2030] (one D2H queue); k3 waits for a's: [1030,1040]; k4 (the first unpack) waits
+    //   for b's D2H and for the H2Ds issued when the stream reaches it (1040): a [1040,2040],
+    //   b [2040,3040]; k4 [3040,3050].
+    TinyTrace t;
+    t.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int x = t.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int a = t.alloc(1000, mhc::trace::Category::Activation, "a", 0, 4);
+    const int b = t.alloc(1000, mhc::trace::Category::Activation, "b", 1, 4);
+    const int c = t.alloc(100, mhc::trace::Category::Activation, "c", 2, 3);
+    const int l = t.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
+    const int g = t.alloc(100, mhc::trace::Category::Workspace, "g", 4, -1);
+    using mhc::trace::Phase;
+    t.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{x, 'r'}, {a, 'w'}}, {}});
+    t.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{a, 'r'}, {b, 'w'}}, {}});
+    t.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{a, 'r'}, {b, 'r'}, {c, 'w'}}, {a, b}});
+    t.kernel({"aten::sum", "M", Phase::Forward, {{c, 'r'}, {l, 'w'}}, {}});
+    t.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{a, 'r'}, {b, 'r'}, {g, 'w'}}, {}});
+    Fixture f(t);
+    Prediction p = predict(
+        f,
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})");
+    CHECK(p.step_time == 3050);
+    CHECK(p.waits == (1030 - 30) + (3040 - 1040));
+    CHECK(p.host_peak == 2000);
+}
+
 TEST_CASE("fused AdamW: the foreach temporaries are gone, one kernel steps everything", "[advise][transform]") {
     TinyTrace t = advisetest::chain({8}, true);
     t.meta = {{"capture.gpu.hbm_bw", "1e9"}, {"capture.launch_overhead_ns", "0"}};

@@ -143,6 +143,9 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             int32_t waiter = j < packs.size()    ? packs[j].seq + (packs[j].output ? 1 : 0)
                              : first_unpack >= 0 ? first_unpack
                                                  : base.pass_bwd_first[static_cast<size_t>(pass)];
+            // the D2H is issued at the saving op's end: no op before it can wait for it (a
+            // stash smaller than the saving op's own input packs)
+            waiter = std::max(waiter, k + 1);
             if (waiter >= 0 && waiter < plan.recorded) plan.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
         }
         saved.freed = release;
