@@ -578,8 +578,8 @@ def apply_offload(plan, cap, off, checkpointed):
                 d2h[a] = cop
             host = plan.add_alloc(-1, al.nbytes, al.stream, al.category, made, label=al.label)
             r = first_bwd_read(a)
-            if not dies[a]:
-                plan.allocs[host].freed = None if r is None else (plan.op_of[r], "before", 0)
+            if not dies[a] or r is None:   # stays on the GPU; without a backward read, as recorded
+                plan.allocs[host].freed = al.freed if r is None else (plan.op_of[r], "before", 0)
                 continue
             early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a)
             if streamed:
@@ -592,6 +592,7 @@ def apply_offload(plan, cap, off, checkpointed):
                     at = None
                 if at is not None:
                     early = plan.later(early, at)
+                    at = plan.later(at, (kop, "after", 0))   # not before its D2H is issued
                     wop, side, _ = at
                     if side == "before":
                         wop.waits.append(d2h[a])
@@ -599,8 +600,6 @@ def apply_offload(plan, cap, off, checkpointed):
                         wop.waits_end = getattr(wop, "waits_end", []) + [d2h[a]]
             recorded_free = al.freed
             al.freed = early
-            if r is None:
-                continue
             x = r
             if streamed and prefetch > 0:
                 cands = [first_bwd_read(b) for (_i, _o, b) in packs[j + 1:j + 1 + prefetch]]
