@@ -9,6 +9,7 @@ Library: `predict(trace_path, setting, link=..., host_bw=..., host_tensor_cost_n
 metrics (`peak_bytes`, `reserved_bytes`, `host_peak_bytes`, `step_time_ns`) and the transformed
 step's kernels, allocations and copies, as `mhc advise --trace-out` writes them.
 """
+import bisect
 import json
 import math
 import sqlite3
@@ -201,6 +202,9 @@ class Plan:
             self.op_of[k["i"]] = op
             prev_end = k["t1"]
         self.first_t = cap.kernels[0]["t0"] if cap.kernels else 0
+        self.starts = [k["t0"] for k in cap.kernels]
+        self.end_order = sorted(range(len(cap.kernels)), key=lambda i: (cap.kernels[i]["t1"], i))
+        self.ends = [cap.kernels[i]["t1"] for i in self.end_order]
         self.allocs = {}    # key -> Alloc; recorded allocations keyed by id, added ones by ("add", n)
         self.copies = []
         self.n_added = 0
@@ -217,16 +221,14 @@ class Plan:
         if not ks:
             return (None, "before", t)
         if alloc:
-            for k in ks:
-                if k["t0"] >= t:
-                    return (self.op_of[k["i"]], "before", t - k["t0"])
+            j = bisect.bisect_left(self.starts, t)     # the first kernel starting at or after t
+            if j < len(ks):
+                return (self.op_of[ks[j]["i"]], "before", t - ks[j]["t0"])
             return (self.op_of[ks[-1]["i"]], "after", t - ks[-1]["t1"])
-        best = None
-        for k in ks:
-            if k["t1"] <= t:
-                best = k
-        if best is not None:
-            return (self.op_of[best["i"]], "after", t - best["t1"])
+        j = bisect.bisect_right(self.ends, t) - 1        # the last kernel ending at or before t
+        if j >= 0:
+            k = ks[self.end_order[j]]
+            return (self.op_of[k["i"]], "after", t - k["t1"])
         return (self.op_of[ks[0]["i"]], "before", t - ks[0]["t0"])
 
     def index(self, op):
@@ -276,7 +278,7 @@ class Plan:
             if link.copy_engines >= 2 and busy[other] > s:
                 bw *= link.duplex_factor
             c.t0 = s
-            c.t1 = s + max(1, math.ceil(link.latency_s * 1e9 + c.nbytes / bw * 1e9))
+            c.t1 = s + max(1, math.ceil((link.latency_s + c.nbytes / bw) * 1e9))
             busy[q] = c.t1
 
         for op in self.ops:
@@ -326,10 +328,10 @@ class Plan:
             if op.kind == "copy":
                 copies.append((op.copy[0], op.copy[1], op.t0, op.t1, 0))
         for c in self.copies:
-            copies.append((c.direction, c.nbytes, c.t0, c.t1, 1))
+            copies.append((c.direction, c.nbytes, c.t0, c.t1, 1 if c.direction == H2D else 2))
         copies.sort(key=lambda c: (c[2], c[4], c[0]))
-        ends = [op.t1 for op in self.ops if op.kind != "removed"] + [c[3] for c in copies]
-        starts = [op.t0 for op in self.ops if op.kind != "removed"] + [c[2] for c in copies]
+        ends = [op.t1 for op in self.ops if op.kind != "removed"]     # the compute stream's ops
+        starts = [op.t0 for op in self.ops if op.kind != "removed"]
         step = (max(ends) - min(starts)) if ends else 0
         dev = [(i, r) for i, r in enumerate(allocs) if r[2] >= 0]
         host = [(i, r) for i, r in enumerate(allocs) if r[2] < 0]
@@ -424,8 +426,9 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     if not saved:
         return
     stop = max(i for a, i, _p in cap.saves if i in callset)
-    readers = [i for i in ks if i > call[-1] and cap.kernels[i]["phase"] == BWD
-               and any(cap.acc[i].get(a, 0) & READ for a in saved)]
+    kset = set(ks)
+    readers = sorted({i for a in saved for i, m in cap.uses[a] if m & READ and i > call[-1] and i in kset
+                      and cap.kernels[i]["phase"] == BWD})
     trig = next((i for i in readers if cap.inside(cap.kernels[i]["module"], mod)), None)
     if trig is None:
         return
@@ -517,7 +520,7 @@ def apply_offload(plan, cap, off, checkpointed):
     mode = off.get("mode", "sync")
     mods = off.get("modules")
     mods = None if mods is None else [cap.module_id(n) for n in mods]
-    min_bytes = off.get("min_bytes", 0)
+    min_bytes = off.get("min_bytes", 1024)
     stash = off.get("max_fwd_stash", 5)
     prefetch = off.get("prefetch", 2) if mode == "streamed" else 0
     streamed = mode == "streamed"
@@ -543,7 +546,8 @@ def apply_offload(plan, cap, off, checkpointed):
             return al["device"] >= 0 and al["bytes"] >= min_bytes and not cap.is_param(a) and not cap.is_buffer(a)
 
         def first_bwd_read(a):
-            return next((i for i in ks if cap.kernels[i]["phase"] == BWD and cap.acc[i].get(a, 0) & READ), None)
+            return next((i for i, m in cap.uses[a] if m & READ and i in kset and cap.kernels[i]["phase"] == BWD),
+                        None)
 
         first = {}
         for j, (i, out, a) in enumerate(packs):

@@ -6,9 +6,11 @@ allocation (device, bytes, t_alloc, t_free), kernel (name, t_start, t_end) and c
 t_start, t_end).
 
 Usage: reference_settings_compare.py MHC WORKDIR TRACE.db... [--quick] [--filter=TEXT] [--verbose]
-       reference_settings_compare.py MHC WORKDIR --capture=VENV_PYTHON [--quick]
+       reference_settings_compare.py MHC WORKDIR --capture=auto|PYTHON [--seq=N] [--quick]
 --capture: capture the small steps first (tiny-llama, tiny-gpt2, tiny-mhc; tiny-llama with 2
-micro-batches and one with the fused optimizer) with VENV_PYTHON's mhc_torch.
+micro-batches and tiny-gpt2 with the fused optimizer; --quick: tiny-llama, tiny-mhc and the
+micro-batches) with PYTHON's torch and this tree's mhc_torch (auto: $MHC_VENV, else .venv at the
+repository's root), 2 steps of --seq tokens (512), into WORKDIR (kept there for the next run).
 --quick: a smaller grid (one setting of each kind per block, fewer offload parameters).
 Exit 0 when every configuration agrees, 1 otherwise (each difference printed), 77 when
 --capture finds no usable environment.
@@ -65,11 +67,12 @@ def grid(path, quick):
     if len(bl) > 1:
         out.append({"checkpoint": [{"modules": bl[:1], "policy": "full"},
                                    {"modules": bl[1:], "policy": "save_matmuls"}]})
-    offl = [("sync", None, 1024, None, None), ("streamed", None, 1024, None, None)]
+    offl = [("sync", None, 1024, None, None), ("streamed", None, 1024, None, None), ("streamed", None, 1024, 2, 1)]
     if not quick:
         offl += [("sync", None, 0, None, None), ("sync", None, 1 << 20, None, None),
                  ("streamed", None, 1024, 5, 0), ("streamed", None, 1024, 8, 1), ("streamed", None, 1024, 5, 4),
-                 ("streamed", None, 1 << 20, 6, 2), ("streamed", None, 1024, 16, 2)]
+                 ("streamed", None, 1 << 20, 6, 2), ("streamed", None, 1024, 16, 2), ("streamed", None, 1024, 1, 0),
+                 ("streamed", None, 1024, 3, 3)]
     for b in bl[:1 if quick else None]:
         offl += [("sync", [b], 1024, None, None), ("streamed", [b], 1024, None, None)]
     for mode, mods, mb, k, p in offl:
@@ -103,7 +106,7 @@ def written(path):
     allocs = db.execute("SELECT device, bytes, t_alloc, t_free FROM allocations ORDER BY id").fetchall()
     kernels = db.execute("SELECT s.text, k.t_start, k.t_end FROM kernels k JOIN strings s ON s.id = k.name "
                          "ORDER BY k.t_start, k.id").fetchall()
-    copies = db.execute("SELECT kind, bytes, t_start, t_end FROM copies ORDER BY t_start, id").fetchall()
+    copies = db.execute("SELECT kind, bytes, t_start, t_end, stream FROM copies ORDER BY t_start, id").fetchall()
     db.close()
     return allocs, kernels, copies
 
@@ -159,28 +162,43 @@ def compare(mhc, trace, setting, workdir):
         if tuple(a) != tuple(b):
             lines.append(f"  first kernel that differs: #{n} mhc {tuple(b)} reading {tuple(a)}")
             break
-    lines += diff_lists("copies (kind, bytes, t_start, t_end)", [tuple(c[:4]) for c in mine["copies"]],
+    lines += diff_lists("copies (kind, bytes, t_start, t_end, stream)", [tuple(c) for c in mine["copies"]],
                         [tuple(c) for c in copies])
     return lines
 
 
-def capture_all(python, workdir, quick):
-    mhc_torch = [python, "-m", "mhc_torch.cli"]
-    probe = subprocess.run([python, "-c", "import mhc_torch, torch, transformers"], capture_output=True)
-    if probe.returncode != 0:
+def venv_python(spec):
+    """--capture=auto: $MHC_VENV, else .venv at the repository's root (as tests/python/pytest.sh)."""
+    if spec != "auto":
+        return spec
+    root = Path(__file__).resolve().parents[2]
+    venv = Path(os.environ.get("MHC_VENV", root / ".venv"))
+    if not venv.is_absolute():
+        venv = root / venv
+    return str(venv / "bin" / "python")
+
+
+def capture_all(python, workdir, quick, seq):
+    """Captures the small steps in one Python process (torch is imported once)."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if not Path(python).exists() or subprocess.run(
+            [python, "-c", "import mhc_torch, torch, transformers"], capture_output=True, env=env).returncode != 0:
         return None
-    traces = []
+    todo, traces = [], []
     for name, args in CAPTURES:
         if quick and name not in QUICK_CAPTURES:
             continue
         out = Path(workdir) / f"{name}.db"
-        if not out.exists():
-            p = subprocess.run(mhc_torch + ["capture"] + args + ["--steps", "2", "--seq", "512", "-o", str(out),
-                                                                  "--force"],
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                raise SystemExit(f"capture {name}: {p.stderr.strip()[-400:]}")
         traces.append(out)
+        if not out.exists():
+            todo.append(["capture"] + args + ["--steps", "2", "--seq", str(seq), "-o", str(out), "--force"])
+    if todo:
+        script = ("import sys, json\nfrom mhc_torch.cli import main\n"
+                  "for a in json.loads(sys.argv[1]):\n    rc = main(a)\n    if rc: sys.exit(rc)\n")
+        p = subprocess.run([python, "-c", script, json.dumps(todo)], capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            raise SystemExit(f"capture: {p.stderr.strip()[-600:]}")
     return traces
 
 
@@ -195,7 +213,7 @@ def main(argv):
     quick = "quick" in opts
     traces = [Path(t) for t in args[2:]]
     if "capture" in opts:
-        got = capture_all(opts["capture"], workdir, quick)
+        got = capture_all(venv_python(opts["capture"]), workdir, quick, int(opts.get("seq", "512")))
         if got is None:
             print("no Python environment with torch, transformers and mhc_torch: skipped")
             return 77
