@@ -29,13 +29,22 @@ class Link:
     """docs/simulator.md "Link models": pcie5 by default (mhc advise's --link default)."""
     h2d_bps: float = 55e9
     d2h_bps: float = 55e9
-    latency_s: float = 6e-6
+    h2d_latency_s: float = 6e-6
+    d2h_latency_s: float = 6e-6
     copy_engines: int = 2
     duplex_factor: float = 52 / 55
 
 
-LINKS = {"pcie3": Link(12e9, 12e9, 6e-6, 2, 0.5), "pcie4": Link(25e9, 25e9, 6e-6, 2, 0.5),
-         "pcie5": Link(55e9, 55e9, 6e-6, 2, 52 / 55), "nvlink-c2c": Link(320e9, 320e9, 6e-6, 2, 0.5)}
+LINKS = {"pcie3": Link(12e9, 12e9, 6e-6, 6e-6, 2, 0.5), "pcie4": Link(25e9, 25e9, 6e-6, 6e-6, 2, 0.5),
+         "pcie5": Link(55e9, 55e9, 6e-6, 6e-6, 2, 52 / 55), "nvlink-c2c": Link(320e9, 320e9, 6e-6, 6e-6, 2, 0.5)}
+
+
+def link_profile(path):
+    """A link profile file (docs/simulator.md "Link models")."""
+    with open(path) as f:
+        p = json.load(f)
+    return Link(p["h2d"]["bandwidth_Bps"], p["d2h"]["bandwidth_Bps"], p["h2d"]["latency_s"], p["d2h"]["latency_s"],
+                p["copy_engines"], p["duplex_factor"])
 
 
 # ---------------------------------------------------------------- the captured step
@@ -275,10 +284,11 @@ class Plan:
             other = D2H if c.direction == H2D else H2D
             s = max(at, busy[q])
             bw = link.h2d_bps if c.direction == H2D else link.d2h_bps
+            lat = link.h2d_latency_s if c.direction == H2D else link.d2h_latency_s
             if link.copy_engines >= 2 and busy[other] > s:
                 bw *= link.duplex_factor
             c.t0 = s
-            c.t1 = s + max(1, math.ceil((link.latency_s + c.nbytes / bw) * 1e9))
+            c.t1 = s + max(1, math.ceil((lat + c.nbytes / bw) * 1e9))
             busy[q] = c.t1
 
         for op in self.ops:

@@ -59,6 +59,25 @@ def has_foreach_adamw(path):
     return n > 0
 
 
+ONE_ENGINE = {"name": "one-engine", "h2d": {"bandwidth_Bps": 2e10, "latency_s": 5e-6},
+              "d2h": {"bandwidth_Bps": 1.5e10, "latency_s": 7e-6}, "copy_engines": 1, "duplex_factor": 0.6}
+
+
+def runs(path, quick, workdir):
+    """(setting, link, host bandwidth B/s, host cost per tensor ns): the grid, each on pcie5 with
+    the default host figures, and the copying ones on other links and host figures too."""
+    profile = Path(workdir) / "one-engine.json"
+    profile.write_text(json.dumps(ONE_ENGINE))
+    out = [(s, "pcie5", 100e9, 15000) for s in grid(path, quick)]
+    moving = [{"offload": {"mode": "streamed", "modules": None, "min_bytes": 1024, "max_fwd_stash": 3, "prefetch": 2}},
+              {"offload": {"mode": "sync", "modules": None, "min_bytes": 4096}},
+              {"optimizer": {"state": "host"}}]
+    for link in (["nvlink-c2c", str(profile)] if quick else ["pcie4", "nvlink-c2c", "pcie3", str(profile)]):
+        out += [(s, link, 100e9, 15000) for s in moving]
+    out.append(({"optimizer": {"state": "host"}}, "pcie4", 50e9, 3000))
+    return out
+
+
 def grid(path, quick):
     bl, hc = blocks(path)
     out = [{}]
@@ -114,9 +133,10 @@ def written(path):
     return allocs, kernels, copies
 
 
-def run_mhc(mhc, trace, setting, out):
+def run_mhc(mhc, trace, setting, out, link, host_bw, cost):
     cmd = [mhc, "advise", str(trace), "--setting", json.dumps(setting, separators=(",", ":")), "--json",
-           "--trace-out", str(out), "--force"]
+           "--trace-out", str(out), "--force", "--link", link, "--host-bandwidth", f"{host_bw / 1e9:g}GB/s",
+           "--host-tensor-cost", f"{cost / 1000:g}us"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return None, p.stderr.strip()
@@ -140,11 +160,12 @@ def diff_lists(what, mine, theirs, limit=4):
     return lines
 
 
-def compare(mhc, trace, setting, workdir):
+def compare(mhc, trace, setting, workdir, link="pcie5", host_bw=100e9, cost=15000):
     out = Path(workdir) / "advise-out.db"
-    row, err = run_mhc(mhc, trace, setting, out)
+    row, err = run_mhc(mhc, trace, setting, out, link, host_bw, cost)
     try:
-        mine = ref.predict(str(trace), setting)
+        lk = ref.LINKS[link] if link in ref.LINKS else ref.link_profile(link)
+        mine = ref.predict(str(trace), setting, lk, host_bw, cost)
         merr = None
     except Exception as e:   # noqa: BLE001 - a difference to report
         mine, merr = None, f"{type(e).__name__}: {e}"
@@ -223,14 +244,16 @@ def main(argv):
         traces += got
     n = bad = 0
     for trace in traces:
-        for setting in grid(trace, quick):
+        for setting, link, host_bw, cost in runs(trace, quick, workdir):
             label = f"{trace.name} {json.dumps(setting, separators=(',', ':'))}"
+            if (link, host_bw, cost) != ("pcie5", 100e9, 15000):
+                label += f" --link {Path(link).name} --host-bandwidth {host_bw:g} --host-tensor-cost {cost}ns"
             if opts.get("filter") and opts["filter"] not in label:
                 continue
             if int(opts.get("sample", "1")) > 1 and zlib.crc32(label.encode()) % int(opts["sample"]) != 0:
                 continue
             n += 1
-            lines = compare(mhc, trace, setting, workdir)
+            lines = compare(mhc, trace, setting, workdir, link, host_bw, cost)
             if lines:
                 bad += 1
                 print(f"DIFF {label}")
