@@ -681,6 +681,22 @@ def apply_fused(plan, cap):
             plan.remove(plan.op_of[i])
 
 
+def reads_gradients_between(cap):
+    """docs/advise.md: a step that reads the gradients on the GPU between the backward and the
+    optimizer step (clip_grad_norm_, GradScaler's unscale) gets no host optimizer."""
+    for ks in optimizer_steps(cap):
+        step = cap.kernels[ks[0]]["step"]
+        bwd = [k["i"] for k in cap.kernels if k["step"] == step and k["phase"] == BWD]
+        if not bwd:
+            continue
+        for i in range(bwd[-1] + 1, ks[0]):
+            k = cap.kernels[i]
+            if k["phase"] not in (BWD, OPT) and any(m & READ and cap.allocs[a]["category"] == GRAD
+                                                    for a, m in cap.acc[i].items()):
+                raise ValueError(f"the step reads the gradients on the GPU between the backward and the "
+                                 f"optimizer step ({k['name']} (kernel {k['id']}))")
+
+
 def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
     steps = optimizer_steps(cap)
     gradient_buffer = {}
@@ -747,6 +763,13 @@ def predict(path, setting, link=Link(), host_bw=100e9, host_tensor_cost_ns=15000
     if setting.get("offload"):
         apply_offload(plan, cap, setting["offload"], [m for mods, _p in groups for m in mods])
     opt = setting.get("optimizer") or {}
+    if opt and not optimizer_steps(cap):
+        raise ValueError("the capture has no optimizer step")
+    if opt.get("impl") == "fused" and not any(
+            c in cap.meta.get("capture.optimizer_class", "AdamW") for c in ("Adam", "AdamW")):
+        raise ValueError("the fused model is Adam's and AdamW's")
+    if opt.get("state") == "host":
+        reads_gradients_between(cap)
     if opt.get("impl") == "fused":
         apply_fused(plan, cap)
     if opt.get("state") == "host":

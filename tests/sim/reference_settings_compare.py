@@ -8,7 +8,8 @@ t_start, t_end).
 Usage: reference_settings_compare.py MHC WORKDIR TRACE.db... [--quick] [--filter=TEXT] [--sample=N] [--verbose]
        reference_settings_compare.py MHC WORKDIR --capture=auto|PYTHON [--seq=N] [--quick]
 --capture: capture the small steps first (tiny-llama, tiny-gpt2, tiny-mhc; tiny-llama with 2
-micro-batches and tiny-gpt2 with the fused optimizer; --quick: tiny-llama with 2 micro-batches
+micro-batches, tiny-gpt2 with the fused optimizer, settings_model.py alone and with 2
+micro-batches; --quick: tiny-llama with 2 micro-batches
 and tiny-mhc) with PYTHON's torch and this tree's mhc_torch (auto: $MHC_VENV, else .venv at the
 repository's root), 2 steps of --seq tokens (512), into WORKDIR (kept there for the next run).
 --quick: a smaller grid (one setting of each kind per block, fewer offload parameters).
@@ -30,7 +31,9 @@ import reference_settings as ref  # noqa: E402
 
 METRICS = ["peak_bytes", "reserved_bytes", "host_peak_bytes", "step_time_ns"]
 CAPTURES = [("tl", ["tiny-llama"]), ("tg", ["tiny-gpt2"]), ("tm", ["tiny-mhc"]),
-            ("tl_mb", ["tiny-llama", "--micro-batches", "2"]), ("tg_fused", ["tiny-gpt2", "--optimizer", "adamw-fused"])]
+            ("tl_mb", ["tiny-llama", "--micro-batches", "2"]), ("tg_fused", ["tiny-gpt2", "--optimizer", "adamw-fused"]),
+            ("own", [str(Path(__file__).resolve().parent / "settings_model.py")]),
+            ("own_mb", [str(Path(__file__).resolve().parent / "settings_model.py"), "--micro-batches", "2"])]
 QUICK_CAPTURES = ["tl_mb", "tm"]
 
 
@@ -47,6 +50,12 @@ def blocks(path):
         if tail.isdigit():
             by_parent.setdefault(head, []).append(n)
     best = max(by_parent.values(), key=len) if by_parent else []
+    if not best:   # blocks kept in an nn.ModuleDict: the largest group of one parent's children of one type
+        groups = {}
+        for n in names:
+            groups.setdefault((n.rpartition(".")[0], types.get(n)), []).append(n)
+        best = max((g for g in groups.values() if len(g) > 1), key=len, default=[])
+        return best, any(types.get(n) == "HcMaps" for n in names)
     hc = [n for n in names if types.get(n) == "HcMaps"]
     return sorted(best, key=lambda n: int(n.rpartition(".")[2])), bool(hc)
 
@@ -78,10 +87,23 @@ def runs(path, quick, workdir):
     return out
 
 
+def called_often(path):
+    """Children of the root module called more than once in the first pass (a shared block)."""
+    cap = ref.Captured(str(path))
+    if not cap.passes:
+        return []
+    out = []
+    for mid, m in cap.modules.items():
+        if m["parent"] in cap.modules and cap.modules[m["parent"]]["parent"] == 0 and \
+                len(ref.calls_of(cap, cap.passes[0], mid)) > 1:
+            out.append(m["name"])
+    return out
+
+
 def grid(path, quick):
     bl, hc = blocks(path)
     out = [{}]
-    targets = [[b] for b in bl] + ([bl] if len(bl) > 1 else [])
+    targets = [[b] for b in bl] + ([bl] if len(bl) > 1 else []) + [[m] for m in called_often(path)]
     policies = ["full", "save_matmuls"] + (["mhc"] if hc else [])
     for t in targets:
         for p in policies:
@@ -171,6 +193,7 @@ def compare(mhc, trace, setting, workdir, link="pcie5", host_bw=100e9, cost=1500
         mine, merr = None, f"{type(e).__name__}: {e}"
     if err or merr:
         if err and merr:
+            print(f"refused by both: {trace.name} {json.dumps(setting)}: mhc: {err}; reading: {merr}")
             return []
         return [f"mhc: {err}" if err else "mhc: ok", f"reading: {merr}" if merr else "reading: ok"]
     lines = []
