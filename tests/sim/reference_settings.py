@@ -109,16 +109,17 @@ class Captured:
         self.grad_names = names
 
     def _passes(self):
-        """A forward and the backward after it; kernels after a backward start a pass of their own."""
-        passes, cur, prev = [], [], None
+        """A new pass at each step's first kernel and at a forward kernel after a backward one
+        (kernels of other phases end neither)."""
+        passes, cur, last, step = [], [], None, None
         for k in self.kernels:
-            in_bwd = k["phase"] in (BWD, RECOMPUTE)
-            new = cur and ((prev is not None and prev[0] and not in_bwd) or k["step"] != prev[1])
-            if new:
+            if cur and (k["step"] != step or (k["phase"] == FWD and last == BWD)):
                 passes.append(cur)
-                cur = []
+                cur, last = [], None
             cur.append(k["i"])
-            prev = (in_bwd, k["step"])
+            step = k["step"]
+            if k["phase"] in (FWD, BWD):
+                last = k["phase"]
         if cur:
             passes.append(cur)
         return passes
@@ -409,15 +410,12 @@ def calls_of(cap, ks, mod):
     return runs
 
 
-def last_forward_use(cap, plan, a):
-    step = None
-    mb = cap.made_by.get(a)
-    if mb is not None:
-        step = cap.kernels[mb]["step"]
+def last_forward_use(cap, plan, a, ks):
+    """After the last forward kernel of the pass that accesses the storage."""
+    kset = set(ks)
     last = None
     for i, _m in cap.uses[a]:
-        k = cap.kernels[i]
-        if k["phase"] == FWD and (step is None or k["step"] == step):
+        if i in kset and cap.kernels[i]["phase"] == FWD:
             last = i
     return None if last is None else (plan.op_of[last], "after", 0)
 
@@ -437,12 +435,15 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
         return
     stop = max(i for a, i, _p in cap.saves if i in callset)
     kset = set(ks)
-    readers = sorted({i for a in saved for i, m in cap.uses[a] if m & READ and i > call[-1] and i in kset
-                      and cap.kernels[i]["phase"] == BWD})
-    trig = next((i for i in readers if cap.inside(cap.kernels[i]["module"], mod)), None)
+    bwd_users = lambda a: [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD]  # noqa: E731
+    users = sorted({i for a in saved for i in bwd_users(a)})
+    trig = next((i for i in users if cap.inside(cap.kernels[i]["module"], mod)), None)
     if trig is None:
         return
-    frame_end = (plan.op_of[readers[-1]], "after", 0)
+    # what only the call saved is read from its recomputed copy: recomputed before any backward use of it
+    only = [a for a in saved if all(i in callset for i in cap.saves_of.get(a, []))]
+    trig = min([trig] + [i for a in only for i in bwd_users(a)])
+    frame_end = (plan.op_of[max(users)], "after", 0)
     stop_reruns = any(cap.made_by.get(a) == stop for a, i, _p in cap.saves if i == stop)
     rerun = [i for i in call if i < stop] + ([stop] if stop_reruns else [])
     trig_op = plan.op_of[trig]
@@ -473,7 +474,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     for a, key in copy_of.items():
         only_call = a in saved and all(i in callset for i in cap.saves_of.get(a, []))
         if only_call:
-            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a)
+            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, ks)
             plan.allocs[key].freed = plan.allocs[a].freed
             if early is not None:
                 plan.allocs[a].freed = early
@@ -497,7 +498,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     for i in call:
         for a, m in cap.acc[i].items():
             al = cap.allocs[a]
-            if m & READ and not cap.is_param(a) and al["t_alloc"] < t_first:
+            if not cap.is_param(a) and al["t_alloc"] < t_first:
                 plan.allocs[a].freed = plan.later(plan.allocs[a].freed, frame_end)
 
 
@@ -595,7 +596,7 @@ def apply_offload(plan, cap, off, checkpointed):
             if not dies[a] or r is None:   # stays on the GPU; without a backward read, as recorded
                 plan.allocs[host].freed = al.freed if r is None else (plan.op_of[r], "before", 0)
                 continue
-            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a)
+            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, ks)
             if streamed:
                 if j + stash < len(packs):
                     i2, out2, _ = packs[j + stash]
