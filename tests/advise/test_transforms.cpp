@@ -193,6 +193,35 @@ TEST_CASE("streamed offload: a stash smaller than one op's packs waits after tha
     CHECK(p.host_peak == 2000);
 }
 
+TEST_CASE("offload: a saved storage the program reads after its pass stays on the device", "[advise][transform]") {
+    // s (1000 B) is made in the forward (k0), saved by k1 and read by the backward (k2), and read
+    // again by k3, a forward-phase kernel after the backward (a pass of its own, as GradScaler's
+    // unscale reads its scale): the program holds s, so it does not die. Before, it died at its
+    // last forward use (k1) and came back as a copy the backward read, while k3 read the freed
+    // original: an invalid step ("access-outside-lifetime"). Now: sync D2H after k1, the host
+    // copy freed at k2:
+    //   k0 [0,10], k1 [10,20], D2H [20,1020], k2 [1020,1030], k3 [1030,1040].
+    TinyTrace t;
+    t.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int x = t.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int s = t.alloc(1000, mhc::trace::Category::Activation, "s", 0, 3);
+    const int o = t.alloc(100, mhc::trace::Category::Activation, "o", 1, 2);
+    const int g = t.alloc(100, mhc::trace::Category::Workspace, "g", 2, -1);
+    const int u = t.alloc(10, mhc::trace::Category::Workspace, "u", 3, -1);
+    using mhc::trace::Phase;
+    t.kernel({"aten::full", "M.blocks.0", Phase::Forward, {{x, 'r'}, {s, 'w'}}, {}});
+    t.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{s, 'r'}, {o, 'w'}}, {s}});
+    t.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{s, 'r'}, {o, 'r'}, {g, 'w'}}, {}});
+    t.kernel({"aten::reciprocal", "", Phase::Forward, {{s, 'r'}, {u, 'w'}}, {}});
+    Fixture f(t);
+    const Prediction before = predict(f, "{}");
+    Prediction p = predict(f, R"({"offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
+    CHECK(p.memory.peak == before.memory.peak);
+    CHECK(p.host_peak == 1000);
+    CHECK(p.step_time == 1040);
+    CHECK(p.h2d_bytes == 0);
+}
+
 TEST_CASE("fused AdamW: the foreach temporaries are gone, one kernel steps everything", "[advise][transform]") {
     TinyTrace t = advisetest::chain({8}, true);
     t.meta = {{"capture.gpu.hbm_bw", "1e9"}, {"capture.launch_overhead_ns", "0"}};

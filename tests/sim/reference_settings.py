@@ -572,7 +572,8 @@ def apply_offload(plan, cap, off, checkpointed):
                             and (mods is None or any(cap.inside(cap.kernels[i]["module"], m) for m in mods))
                             and not any(cap.inside(cap.kernels[i]["module"], m) for m in checkpointed)
                             for i in cap.saves_of.get(a, []))
-            dies[a] = made_fwd and all_packs
+            held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
+            dies[a] = made_fwd and all_packs and not held
         moved_reads = [first_bwd_read(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
         first_unpack = min(moved_reads) if moved_reads else None

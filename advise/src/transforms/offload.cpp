@@ -124,6 +124,10 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         bool dies = made_by >= 0 && base.pass[static_cast<size_t>(made_by)] == pass &&
                     base.phase[static_cast<size_t>(made_by)] == Phase::Forward;
         base.for_savers(x, [&](int32_t saver) { dies = dies && saver >= 0 && in_scope(ctx, saver); });
+        // the program holds what a kernel of another pass uses (GradScaler's scale, read by the
+        // unscale after the backward)
+        base.for_acc(
+            x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass; });
         if (!dies || u < 0) {
             host_copy.freed = u >= 0 ? Point{u, false} : saved.freed;
             plan.add_alloc(host_copy);
