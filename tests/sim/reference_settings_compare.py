@@ -9,8 +9,8 @@ Usage: reference_settings_compare.py MHC WORKDIR TRACE.db... [--quick] [--filter
        reference_settings_compare.py MHC WORKDIR --capture=auto|PYTHON [--seq=N] [--quick]
 --capture: capture the small steps first (tiny-llama, tiny-gpt2, tiny-mhc; tiny-llama with 2
 micro-batches, tiny-gpt2 with the fused optimizer, settings_model.py alone and with 2
-micro-batches; --quick: tiny-llama with 2 micro-batches
-and tiny-mhc) with PYTHON's torch and this tree's mhc_torch (auto: $MHC_VENV, else .venv at the
+micro-batches, and settings_model_scaler.py (GradScaler, fp16); --quick: tiny-llama with 2
+micro-batches, tiny-mhc and the GradScaler step) with PYTHON's torch and this tree's mhc_torch (auto: $MHC_VENV, else .venv at the
 repository's root), 2 steps of --seq tokens (512), into WORKDIR (kept there for the next run).
 --quick: a smaller grid (one setting of each kind per block, fewer offload parameters).
 --sample=N: one configuration in N, chosen by its label's CRC-32 (the same ones every time; the
@@ -33,8 +33,9 @@ METRICS = ["peak_bytes", "reserved_bytes", "host_peak_bytes", "step_time_ns"]
 CAPTURES = [("tl", ["tiny-llama"]), ("tg", ["tiny-gpt2"]), ("tm", ["tiny-mhc"]),
             ("tl_mb", ["tiny-llama", "--micro-batches", "2"]), ("tg_fused", ["tiny-gpt2", "--optimizer", "adamw-fused"]),
             ("own", [str(Path(__file__).resolve().parent / "settings_model.py")]),
-            ("own_mb", [str(Path(__file__).resolve().parent / "settings_model.py"), "--micro-batches", "2"])]
-QUICK_CAPTURES = ["tl_mb", "tm"]
+            ("own_mb", [str(Path(__file__).resolve().parent / "settings_model.py"), "--micro-batches", "2"]),
+            ("own_scaler", [str(Path(__file__).resolve().parent / "settings_model_scaler.py"), "--autocast", "fp16"])]
+QUICK_CAPTURES = ["tl_mb", "tm", "own_scaler"]
 
 
 def blocks(path):
@@ -111,9 +112,10 @@ def grid(path, quick):
     if len(bl) > 1:
         out.append({"checkpoint": [{"modules": bl[:1], "policy": "full"},
                                    {"modules": bl[1:], "policy": "save_matmuls"}]})
-    offl = [("sync", None, 1024, None, None), ("streamed", None, 1024, None, None), ("streamed", None, 1024, 2, 1)]
+    offl = [("sync", None, 1024, None, None), ("streamed", None, 1024, None, None), ("streamed", None, 1024, 2, 1),
+            ("sync", None, 0, None, None)]
     if not quick:
-        offl += [("sync", None, 0, None, None), ("sync", None, 1 << 20, None, None),
+        offl += [("streamed", None, 0, 4, 1), ("sync", None, 1 << 20, None, None),
                  ("streamed", None, 1024, 5, 0), ("streamed", None, 1024, 8, 1), ("streamed", None, 1024, 5, 4),
                  ("streamed", None, 1 << 20, 6, 2), ("streamed", None, 1024, 16, 2), ("streamed", None, 1024, 1, 0),
                  ("streamed", None, 1024, 3, 3)]
