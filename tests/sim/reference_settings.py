@@ -171,6 +171,7 @@ class Op:
         self.kind = kind          # kernel, inserted, copy, host, removed
         self.name, self.dur, self.gap, self.kernel = name, dur, gap, kernel
         self.copy = copy          # (direction, bytes) of a synchronous copy
+        self.acc = {}             # allocation key -> access mode
         self.waits = []           # streamed copies it starts after
         self.issue_start, self.issue_end = [], []   # streamed copies issued at its start / end
         self.after = 0            # ops inserted after it so far
@@ -208,6 +209,7 @@ class Plan:
         for k in cap.kernels:
             gap = 0 if prev_end is None else k["t0"] - prev_end
             op = Op("kernel", k["name"], k["t1"] - k["t0"], gap, k["i"])
+            op.acc = dict(cap.acc[k["i"]])
             self.ops.append(op)
             self.op_of[k["i"]] = op
             prev_end = k["t1"]
@@ -258,6 +260,13 @@ class Plan:
         key = ("add", self.n_added)
         self.allocs[key] = Alloc(device, nbytes, stream, category, made, freed, (0, self.n_added), label)
         return key
+
+    def redirect(self, ks, a, key, phase=BWD):
+        """The pass's kernels of that phase access `key` instead of `a`."""
+        for i in ks:
+            op = self.op_of[i]
+            if self.cap.kernels[i]["phase"] == phase and a in op.acc:
+                op.acc[key] = op.acc.pop(a)
 
     def remove(self, op):
         op.kind = "removed"
@@ -334,6 +343,13 @@ class Plan:
             allocs.append((ta, al.order, al.device, al.nbytes, tf, al.stream, al.category, al.label))
         allocs.sort(key=lambda r: (r[0], r[1]))
         kernels = [(op.name, op.t0, op.t1) for op in self.ops if op.kind in ("kernel", "inserted")]
+        times = {}
+        for key, al in self.allocs.items():
+            ta = self.time_of(al.made)
+            tf = None if al.freed is None else max(ta, self.time_of(al.freed))
+            times[key] = (al.device, al.nbytes, ta, tf)
+        accesses = [(op.name, op.t0) + times[k] + (m,) for op in self.ops if op.kind in ("kernel", "inserted")
+                    for k, m in op.acc.items() if k in times]
         copies = []
         for op in self.ops:
             if op.kind == "copy":
@@ -349,7 +365,8 @@ class Plan:
         conf = ",".join(x for x in (self.cap.meta.get("allocator.conf", ""), conf_text) if x)
         return dict(peak_bytes=live_peak(dev), reserved_bytes=reserved_peak(dev, conf),
                     host_peak_bytes=live_peak(host), step_time_ns=step,
-                    allocations=[(r[2], r[3], r[0], r[4]) for r in allocs], kernels=kernels, copies=copies)
+                    allocations=[(r[2], r[3], r[0], r[4]) for r in allocs], kernels=kernels, copies=copies,
+                    accesses=accesses)
 
 
 def memory_events(rows):
@@ -468,8 +485,9 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
                 al = plan.allocs[a]
                 copy_of[a] = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, (op, "before", 0),
                                             label=al.label)
-        for a in cap.acc[i]:
+        for a, m in sorted(cap.acc[i].items()):
             last_use[copy_of.get(a, a)] = op
+            op.acc[copy_of.get(a, a)] = m
     rec_end = (placed[rerun[-1]], "after", 0) if rerun else None
     for a, key in copy_of.items():
         only_call = a in saved and all(i in callset for i in cap.saves_of.get(a, []))
@@ -478,6 +496,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
             plan.allocs[key].freed = plan.allocs[a].freed
             if early is not None:
                 plan.allocs[a].freed = early
+            plan.redirect(ks, a, key)   # the backward reads the copy
         elif cap.is_cached_cast(a):
             plan.allocs[key].freed = rec_end
         else:
@@ -632,8 +651,9 @@ def apply_offload(plan, cap, off, checkpointed):
             else:
                 cop = plan.insert_before(plan.op_of[r], Op("copy", "H2D", copy=(H2D, al.nbytes)))
                 made = (cop, "before", 0)
-            plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, recorded_free, label=al.label)
+            dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, recorded_free, label=al.label)
             plan.allocs[host].freed = made
+            plan.redirect(ks, a, dev)   # the backward reads the device copy
 
 
 # ---------------------------------------------------------------- optimizer
@@ -670,7 +690,9 @@ def apply_fused(plan, cap):
         nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * sum(
             cap.allocs[a]["bytes"] for a in params | state)
         dur = int(nbytes / bw * 1e9) + launch
-        plan.insert_before(plan.op_of[removed[0]], Op("inserted", "aten::_fused_adamw_", dur))
+        fop = plan.insert_before(plan.op_of[removed[0]], Op("inserted", "aten::_fused_adamw_", dur))
+        fop.acc = {a: READ for a in grads}
+        fop.acc.update({a: READ | WRITE for a in params | state})
         rset = set(removed)
         for a, i in cap.made_by.items():
             if i in rset:
@@ -729,6 +751,7 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
                 else:
                     key = plan.add_alloc(al.device, al.nbytes, al.stream, al.category,
                                          (plan.op_of[bw_acc[0]], "before", 0), label=al.label)
+                    plan.redirect(pks, g, key)
                 plan.allocs[key].freed = (last, "after", 0)
                 c = Copy(D2H, al.nbytes, last, True)
                 last.issue_end.append(c)

@@ -153,8 +153,11 @@ def written(path):
     kernels = db.execute("SELECT s.text, k.t_start, k.t_end FROM kernels k JOIN strings s ON s.id = k.name "
                          "ORDER BY k.t_start, k.id").fetchall()
     copies = db.execute("SELECT kind, bytes, t_start, t_end, stream FROM copies ORDER BY t_start, id").fetchall()
+    accesses = db.execute("SELECT s.text, k.t_start, a.device, a.bytes, a.t_alloc, a.t_free, x.mode FROM accesses x "
+                          "JOIN kernels k ON k.id = x.kernel JOIN strings s ON s.id = k.name "
+                          "JOIN allocations a ON a.id = x.allocation").fetchall()
     db.close()
-    return allocs, kernels, copies
+    return allocs, kernels, copies, accesses
 
 
 def run_mhc(mhc, trace, setting, out, link, host_bw, cost):
@@ -202,7 +205,7 @@ def compare(mhc, trace, setting, workdir, link="pcie5", host_bw=100e9, cost=1500
     for m in METRICS:
         if int(row.get(m, 0)) != int(mine[m]):
             lines.append(f"{m}: mhc {row.get(m)} reading {mine[m]}")
-    allocs, kernels, copies = written(out)
+    allocs, kernels, copies, accesses = written(out)
     lines += diff_lists("allocations (device, bytes, t_alloc, t_free)", [tuple(a) for a in mine["allocations"]],
                         [tuple(a) for a in allocs])
     lines += diff_lists("kernels (name, t_start, t_end)", [tuple(k) for k in mine["kernels"]],
@@ -213,6 +216,8 @@ def compare(mhc, trace, setting, workdir, link="pcie5", host_bw=100e9, cost=1500
             break
     lines += diff_lists("copies (kind, bytes, t_start, t_end, stream)", [tuple(c) for c in mine["copies"]],
                         [tuple(c) for c in copies])
+    lines += diff_lists("accesses (kernel name, t_start, device, bytes, t_alloc, t_free, mode)",
+                        [tuple(x) for x in mine["accesses"]], [tuple(x) for x in accesses])
     return lines
 
 
