@@ -222,6 +222,41 @@ TEST_CASE("offload: a saved storage the program reads after its pass stays on th
     CHECK(p.h2d_bytes == 0);
 }
 
+TEST_CASE("offload: an input a checkpoint's recomputation reads stays on the device", "[advise][transform]") {
+    // h (1000 B, made by k0) is read by the checkpointed inner module (k1, which saves its own
+    // output m) and saved by k2 outside it: the offload hook packs h, the checkpoint's frame holds
+    // it as an input, and the recomputation k1' (before k4, the first backward use of m) reads it.
+    // Before, h died at its last forward use (k2) and came back before k4, after k1' had read
+    // the freed original: an invalid step ("access-outside-lifetime", as mHC maps under the
+    // whole forward's offload did). Now h stays; its host copy goes at k4:
+    //   k0 [0,10], k1 [10,20], k2 [20,30], D2H [30,1030], k3 [1030,1040], k1' [1040,1050],
+    //   k4 [1050,1060], k5 [1060,1070].
+    TinyTrace t;
+    t.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}, {"M.blocks.0.inner", "Norm"}};
+    const int x = t.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int h = t.alloc(1000, mhc::trace::Category::Activation, "h", 0, 5);
+    const int m = t.alloc(100, mhc::trace::Category::Activation, "m", 1, 5);
+    const int o = t.alloc(100, mhc::trace::Category::Activation, "o", 2, 3);
+    const int l = t.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
+    const int g = t.alloc(100, mhc::trace::Category::Workspace, "g", 4, 5);
+    const int gh = t.alloc(100, mhc::trace::Category::Workspace, "gh", 5, -1);
+    using mhc::trace::Phase;
+    t.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{x, 'r'}, {h, 'w'}}, {}});
+    t.kernel({"aten::rsqrt", "M.blocks.0.inner", Phase::Forward, {{h, 'r'}, {m, 'w'}}, {m}});
+    t.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{h, 'r'}, {m, 'r'}, {o, 'w'}}, {h}});
+    t.kernel({"aten::sum", "M", Phase::Forward, {{o, 'r'}, {l, 'w'}}, {}});
+    t.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{h, 'r'}, {m, 'r'}, {g, 'w'}}, {}});
+    t.kernel(
+        {"aten::rsqrt_backward", "M.blocks.0.inner", Phase::Backward, {{h, 'r'}, {m, 'r'}, {g, 'r'}, {gh, 'w'}}, {}});
+    Fixture f(t);
+    Prediction p = predict(f, R"({"checkpoint": {"modules": ["M.blocks.0.inner"], "policy": "full"},
+                                  "offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
+    CHECK(p.step_time == 1070);
+    CHECK(p.host_peak == 1000);
+    CHECK(p.h2d_bytes == 0);
+    CHECK(p.d2h_bytes == 1000);
+}
+
 TEST_CASE("fused AdamW: the foreach temporaries are gone, one kernel steps everything", "[advise][transform]") {
     TinyTrace t = advisetest::chain({8}, true);
     t.meta = {{"capture.gpu.hbm_bw", "1e9"}, {"capture.launch_overhead_ns", "0"}};
