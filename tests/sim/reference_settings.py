@@ -350,6 +350,9 @@ class Plan:
             times[key] = (al.device, al.nbytes, ta, tf)
         accesses = [(op.name, op.t0) + times[k] + (m,) for op in self.ops if op.kind in ("kernel", "inserted")
                     for k, m in op.acc.items() if k in times]
+        self.invalid = [(op.name, op.kernel, op.t0, op.t1, k, times[k]) for op in self.ops
+                        if op.kind in ("kernel", "inserted") for k in op.acc if k in times and
+                        (times[k][2] > op.t0 or (times[k][3] is not None and times[k][3] < op.t1))]
         copies = []
         for op in self.ops:
             if op.kind == "copy":
@@ -473,6 +476,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
         matmul = policy == "save_matmuls" and is_must_save(k["name"])
         op = plan.insert_before(trig_op, Op("removed" if matmul else "inserted", k["name"],
                                            0 if matmul else k["t1"] - k["t0"]))
+        op.recompute = True
         placed[i] = op
         if matmul:
             for a, b in cap.made_by.items():
@@ -538,9 +542,17 @@ def checkpoint_groups(cap, setting):
         policy = g.get("policy", "full")
         mods = [cap.module_id(n) for n in g["modules"]]
         if policy == "mhc":
+            for x in mods:
+                if not any(cap.modules[m]["type"] == "HcMaps" and cap.inside(m, x) for m in cap.modules):
+                    raise ValueError(f"policy mhc: module {cap.modules[x]['name']} holds no HcMaps")
             mods = [m for m in cap.modules if cap.modules[m]["type"] == "HcMaps"
                     and any(cap.inside(m, x) for x in mods)]
         groups.append((mods, policy))
+    every = [m for mods, _p in groups for m in mods]
+    for i, a in enumerate(every):
+        for b in every[i + 1:]:
+            if cap.inside(a, b) or cap.inside(b, a):
+                raise ValueError("checkpoint: modules overlap (checkpoint each module once)")
     return groups
 
 
@@ -579,6 +591,8 @@ def apply_offload(plan, cap, off, checkpointed):
             return next((i for i, m in cap.uses[a] if m & READ and i in kset and cap.kernels[i]["phase"] == BWD),
                         None)
 
+        recomputed = {k for op in plan.ops if getattr(op, "recompute", False) or
+                      (op.kernel is not None and cap.kernels[op.kernel]["phase"] == RECOMPUTE) for k in op.acc}
         first = {}
         for j, (i, out, a) in enumerate(packs):
             if eligible(a) and a not in first:
@@ -592,7 +606,7 @@ def apply_offload(plan, cap, off, checkpointed):
                             and not any(cap.inside(cap.kernels[i]["module"], m) for m in checkpointed)
                             for i in cap.saves_of.get(a, []))
             held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
-            dies[a] = made_fwd and all_packs and not held
+            dies[a] = made_fwd and all_packs and not held and a not in recomputed
         moved_reads = [first_bwd_read(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
         first_unpack = min(moved_reads) if moved_reads else None
