@@ -14,7 +14,8 @@ micro-batches, tiny-mhc and the GradScaler step) with PYTHON's torch and this tr
 repository's root), 2 steps of --seq tokens (512), into WORKDIR (kept there for the next run).
 --quick: a smaller grid (one setting of each kind per block, fewer offload parameters).
 --sample=N: one configuration in N, chosen by its label's CRC-32 (the same ones every time; the
-label holds the trace's file name).
+label holds the trace's file name), and every one that offloads with min_bytes 0 (where two
+differences were found and fixed in advise/: GradScaler's scale, a recomputation's input).
 Exit 0 when every configuration agrees, 1 otherwise (each difference printed), 77 when
 --capture finds no usable environment.
 """
@@ -140,6 +141,13 @@ def grid(path, quick):
                     "offload": {"mode": "streamed", "modules": None, "min_bytes": 1024}})
         out.append({"checkpoint": {"modules": bl, "policy": "full"}, "optimizer": {"state": "host"},
                     "allocator": "expandable_segments:True"})
+        # a recomputation reading what the offload hook packs (the checkpoint's frame holds it)
+        out.append({"checkpoint": {"modules": bl[:1], "policy": "mhc" if hc else "full"},
+                    "offload": {"mode": "sync", "modules": None, "min_bytes": 0}})
+        if not quick:
+            out.append({"checkpoint": {"modules": bl[-1:], "policy": "full"},
+                        "offload": {"mode": "streamed", "modules": None, "min_bytes": 0, "max_fwd_stash": 2,
+                                    "prefetch": 3}, "allocator": "expandable_segments:True"})
         if has_foreach_adamw(path):
             out.append({"checkpoint": {"modules": bl[-1:], "policy": "save_matmuls"},
                         "offload": {"mode": "sync", "modules": bl[:1], "min_bytes": 1024},
@@ -280,7 +288,9 @@ def main(argv):
                 label += f" --link {Path(link).name} --host-bandwidth {host_bw:g} --host-tensor-cost {cost}ns"
             if opts.get("filter") and opts["filter"] not in label:
                 continue
-            if int(opts.get("sample", "1")) > 1 and zlib.crc32(label.encode()) % int(opts["sample"]) != 0:
+            kept = (setting.get("offload") or {}).get("min_bytes") == 0   # the cases fixed in advise/ run always
+            if int(opts.get("sample", "1")) > 1 and zlib.crc32(label.encode()) % int(opts["sample"]) != 0 \
+                    and not kept:
                 continue
             n += 1
             lines = compare(mhc, trace, setting, workdir, link, host_bw, cost)
