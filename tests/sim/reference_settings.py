@@ -796,6 +796,8 @@ def predict(path, setting, link=Link(), host_bw=100e9, host_tensor_cost_ns=15000
     if isinstance(setting, str):
         setting = json.loads(setting)
     cap = Captured(path)
+    if not cap.saves:
+        raise ValueError("no saved tensors recorded: not a captured training step")
     plan = Plan(cap)
     groups = checkpoint_groups(cap, setting)
     apply_checkpoint(plan, cap, groups)
