@@ -170,27 +170,27 @@ TEST_CASE("streamed offload: a stash smaller than one op's packs waits after tha
     //   [1030,2030] (one D2H queue); k3 waits for a's: [1030,1040]; k4 (the first unpack) waits
     //   for b's D2H and for the H2Ds issued when the stream reaches it (1040): a [1040,2040],
     //   b [2040,3040]; k4 [3040,3050].
-    TinyTrace t;
-    t.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int x = t.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
-    const int a = t.alloc(1000, mhc::trace::Category::Activation, "a", 0, 4);
-    const int b = t.alloc(1000, mhc::trace::Category::Activation, "b", 1, 4);
-    const int c = t.alloc(100, mhc::trace::Category::Activation, "c", 2, 3);
-    const int l = t.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
-    const int g = t.alloc(100, mhc::trace::Category::Workspace, "g", 4, -1);
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int sa = tiny.alloc(1000, mhc::trace::Category::Activation, "a", 0, 4);
+    const int sb = tiny.alloc(1000, mhc::trace::Category::Activation, "b", 1, 4);
+    const int sc = tiny.alloc(100, mhc::trace::Category::Activation, "c", 2, 3);
+    const int loss = tiny.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
+    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 4, -1);
     using mhc::trace::Phase;
-    t.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{x, 'r'}, {a, 'w'}}, {}});
-    t.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{a, 'r'}, {b, 'w'}}, {}});
-    t.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{a, 'r'}, {b, 'r'}, {c, 'w'}}, {a, b}});
-    t.kernel({"aten::sum", "M", Phase::Forward, {{c, 'r'}, {l, 'w'}}, {}});
-    t.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{a, 'r'}, {b, 'r'}, {g, 'w'}}, {}});
-    Fixture f(t);
-    Prediction p = predict(
-        f,
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {sa, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{sa, 'r'}, {sb, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{sa, 'r'}, {sb, 'r'}, {sc, 'w'}}, {sa, sb}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{sc, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{sa, 'r'}, {sb, 'r'}, {grad, 'w'}}, {}});
+    Fixture fix(tiny);
+    Prediction pred = predict(
+        fix,
         R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})");
-    CHECK(p.step_time == 3050);
-    CHECK(p.waits == (1030 - 30) + (3040 - 1040));
-    CHECK(p.host_peak == 2000);
+    CHECK(pred.step_time == 3050);
+    CHECK(pred.waits == (1030 - 30) + (3040 - 1040));
+    CHECK(pred.host_peak == 2000);
 }
 
 TEST_CASE("offload: a saved storage the program reads after its pass stays on the device", "[advise][transform]") {
@@ -201,25 +201,25 @@ TEST_CASE("offload: a saved storage the program reads after its pass stays on th
     // original: an invalid step ("access-outside-lifetime"). Now: sync D2H after k1, the host
     // copy freed at k2:
     //   k0 [0,10], k1 [10,20], D2H [20,1020], k2 [1020,1030], k3 [1030,1040].
-    TinyTrace t;
-    t.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
-    const int x = t.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
-    const int s = t.alloc(1000, mhc::trace::Category::Activation, "s", 0, 3);
-    const int o = t.alloc(100, mhc::trace::Category::Activation, "o", 1, 2);
-    const int g = t.alloc(100, mhc::trace::Category::Workspace, "g", 2, -1);
-    const int u = t.alloc(10, mhc::trace::Category::Workspace, "u", 3, -1);
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int st = tiny.alloc(1000, mhc::trace::Category::Activation, "s", 0, 3);
+    const int out = tiny.alloc(100, mhc::trace::Category::Activation, "o", 1, 2);
+    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 2, -1);
+    const int un = tiny.alloc(10, mhc::trace::Category::Workspace, "u", 3, -1);
     using mhc::trace::Phase;
-    t.kernel({"aten::full", "M.blocks.0", Phase::Forward, {{x, 'r'}, {s, 'w'}}, {}});
-    t.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{s, 'r'}, {o, 'w'}}, {s}});
-    t.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{s, 'r'}, {o, 'r'}, {g, 'w'}}, {}});
-    t.kernel({"aten::reciprocal", "", Phase::Forward, {{s, 'r'}, {u, 'w'}}, {}});
-    Fixture f(t);
-    const Prediction before = predict(f, "{}");
-    Prediction p = predict(f, R"({"offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
-    CHECK(p.memory.peak == before.memory.peak);
-    CHECK(p.host_peak == 1000);
-    CHECK(p.step_time == 1040);
-    CHECK(p.h2d_bytes == 0);
+    tiny.kernel({"aten::full", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {st, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{st, 'r'}, {out, 'w'}}, {st}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{st, 'r'}, {out, 'r'}, {grad, 'w'}}, {}});
+    tiny.kernel({"aten::reciprocal", "", Phase::Forward, {{st, 'r'}, {un, 'w'}}, {}});
+    Fixture fix(tiny);
+    const Prediction before = predict(fix, "{}");
+    Prediction pred = predict(fix, R"({"offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
+    CHECK(pred.memory.peak == before.memory.peak);
+    CHECK(pred.host_peak == 1000);
+    CHECK(pred.step_time == 1040);
+    CHECK(pred.h2d_bytes == 0);
 }
 
 TEST_CASE("offload: an input a checkpoint's recomputation reads stays on the device", "[advise][transform]") {
@@ -231,30 +231,33 @@ TEST_CASE("offload: an input a checkpoint's recomputation reads stays on the dev
     // whole forward's offload did). Now h stays; its host copy goes at k4:
     //   k0 [0,10], k1 [10,20], k2 [20,30], D2H [30,1030], k3 [1030,1040], k1' [1040,1050],
     //   k4 [1050,1060], k5 [1060,1070].
-    TinyTrace t;
-    t.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}, {"M.blocks.0.inner", "Norm"}};
-    const int x = t.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
-    const int h = t.alloc(1000, mhc::trace::Category::Activation, "h", 0, 5);
-    const int m = t.alloc(100, mhc::trace::Category::Activation, "m", 1, 5);
-    const int o = t.alloc(100, mhc::trace::Category::Activation, "o", 2, 3);
-    const int l = t.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
-    const int g = t.alloc(100, mhc::trace::Category::Workspace, "g", 4, 5);
-    const int gh = t.alloc(100, mhc::trace::Category::Workspace, "gh", 5, -1);
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}, {"M.blocks.0.inner", "Norm"}};
+    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int hid = tiny.alloc(1000, mhc::trace::Category::Activation, "h", 0, 5);
+    const int mid = tiny.alloc(100, mhc::trace::Category::Activation, "m", 1, 5);
+    const int out = tiny.alloc(100, mhc::trace::Category::Activation, "o", 2, 3);
+    const int loss = tiny.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
+    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 4, 5);
+    const int grad_h = tiny.alloc(100, mhc::trace::Category::Workspace, "gh", 5, -1);
     using mhc::trace::Phase;
-    t.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{x, 'r'}, {h, 'w'}}, {}});
-    t.kernel({"aten::rsqrt", "M.blocks.0.inner", Phase::Forward, {{h, 'r'}, {m, 'w'}}, {m}});
-    t.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{h, 'r'}, {m, 'r'}, {o, 'w'}}, {h}});
-    t.kernel({"aten::sum", "M", Phase::Forward, {{o, 'r'}, {l, 'w'}}, {}});
-    t.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{h, 'r'}, {m, 'r'}, {g, 'w'}}, {}});
-    t.kernel(
-        {"aten::rsqrt_backward", "M.blocks.0.inner", Phase::Backward, {{h, 'r'}, {m, 'r'}, {g, 'r'}, {gh, 'w'}}, {}});
-    Fixture f(t);
-    Prediction p = predict(f, R"({"checkpoint": {"modules": ["M.blocks.0.inner"], "policy": "full"},
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {hid, 'w'}}, {}});
+    tiny.kernel({"aten::rsqrt", "M.blocks.0.inner", Phase::Forward, {{hid, 'r'}, {mid, 'w'}}, {mid}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{hid, 'r'}, {mid, 'r'}, {out, 'w'}}, {hid}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{out, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{hid, 'r'}, {mid, 'r'}, {grad, 'w'}}, {}});
+    tiny.kernel({"aten::rsqrt_backward",
+                 "M.blocks.0.inner",
+                 Phase::Backward,
+                 {{hid, 'r'}, {mid, 'r'}, {grad, 'r'}, {grad_h, 'w'}},
+                 {}});
+    Fixture fix(tiny);
+    Prediction pred = predict(fix, R"({"checkpoint": {"modules": ["M.blocks.0.inner"], "policy": "full"},
                                   "offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
-    CHECK(p.step_time == 1070);
-    CHECK(p.host_peak == 1000);
-    CHECK(p.h2d_bytes == 0);
-    CHECK(p.d2h_bytes == 1000);
+    CHECK(pred.step_time == 1070);
+    CHECK(pred.host_peak == 1000);
+    CHECK(pred.h2d_bytes == 0);
+    CHECK(pred.d2h_bytes == 1000);
 }
 
 TEST_CASE("fused AdamW: the foreach temporaries are gone, one kernel steps everything", "[advise][transform]") {
