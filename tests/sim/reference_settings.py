@@ -13,7 +13,7 @@ import bisect
 import json
 import math
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import reference_caching
 
