@@ -160,6 +160,106 @@ TEST_CASE("streamed offload: side-stream copies, the stash, the wait for a copy"
     CHECK(q.host_peak == 3000);
 }
 
+TEST_CASE("streamed offload: a stash smaller than one op's packs waits after that op, when its copy is issued",
+          "[advise][transform]") {
+    // k2 packs two inputs, a and b (1000 B each), with a stash of one pack: a's K-th later pack
+    // is b's, an input of k2 itself, i.e. before k2 runs, but a's D2H is issued at k2's end. The
+    // compute stream waits at the earliest after the saving op (k2's end), not before it (this
+    // was an internal error, "an op waits for a copy issued after it").
+    //   k0 [0,10] makes a, k1 [10,20] makes b, k2 [20,30] reads a, b; D2H a [30,1030], b
+    //   [1030,2030] (one D2H queue); k3 waits for a's: [1030,1040]; k4 (the first unpack) waits
+    //   for b's D2H and for the H2Ds issued when the stream reaches it (1040): a [1040,2040],
+    //   b [2040,3040]; k4 [3040,3050].
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int sa = tiny.alloc(1000, mhc::trace::Category::Activation, "a", 0, 4);
+    const int sb = tiny.alloc(1000, mhc::trace::Category::Activation, "b", 1, 4);
+    const int sc = tiny.alloc(100, mhc::trace::Category::Activation, "c", 2, 3);
+    const int loss = tiny.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
+    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 4, -1);
+    using mhc::trace::Phase;
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {sa, 'w'}}, {}});
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{sa, 'r'}, {sb, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{sa, 'r'}, {sb, 'r'}, {sc, 'w'}}, {sa, sb}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{sc, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{sa, 'r'}, {sb, 'r'}, {grad, 'w'}}, {}});
+    Fixture fix(tiny);
+    Prediction pred = predict(
+        fix,
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})");
+    CHECK(pred.step_time == 3050);
+    CHECK(pred.waits == (1030 - 30) + (3040 - 1040));
+    CHECK(pred.host_peak == 2000);
+}
+
+TEST_CASE("offload: a saved storage the program reads after its pass stays on the device", "[advise][transform]") {
+    // s (1000 B) is made in the forward (k0), saved by k1 and read by the backward (k2), and read
+    // again by k3, a forward-phase kernel after the backward (a pass of its own, as GradScaler's
+    // unscale reads its scale): the program holds s, so it does not die. Before, it died at its
+    // last forward use (k1) and came back as a copy the backward read, while k3 read the freed
+    // original: an invalid step ("access-outside-lifetime"). Now: sync D2H after k1, the host
+    // copy freed at k2:
+    //   k0 [0,10], k1 [10,20], D2H [20,1020], k2 [1020,1030], k3 [1030,1040].
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int st = tiny.alloc(1000, mhc::trace::Category::Activation, "s", 0, 3);
+    const int out = tiny.alloc(100, mhc::trace::Category::Activation, "o", 1, 2);
+    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 2, -1);
+    const int un = tiny.alloc(10, mhc::trace::Category::Workspace, "u", 3, -1);
+    using mhc::trace::Phase;
+    tiny.kernel({"aten::full", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {st, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{st, 'r'}, {out, 'w'}}, {st}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{st, 'r'}, {out, 'r'}, {grad, 'w'}}, {}});
+    tiny.kernel({"aten::reciprocal", "", Phase::Forward, {{st, 'r'}, {un, 'w'}}, {}});
+    Fixture fix(tiny);
+    const Prediction before = predict(fix, "{}");
+    Prediction pred = predict(fix, R"({"offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
+    CHECK(pred.memory.peak == before.memory.peak);
+    CHECK(pred.host_peak == 1000);
+    CHECK(pred.step_time == 1040);
+    CHECK(pred.h2d_bytes == 0);
+}
+
+TEST_CASE("offload: an input a checkpoint's recomputation reads stays on the device", "[advise][transform]") {
+    // h (1000 B, made by k0) is read by the checkpointed inner module (k1, which saves its own
+    // output m) and saved by k2 outside it: the offload hook packs h, the checkpoint's frame holds
+    // it as an input, and the recomputation k1' (before k4, the first backward use of m) reads it.
+    // Before, h died at its last forward use (k2) and came back before k4, after k1' had read
+    // the freed original: an invalid step ("access-outside-lifetime", as mHC maps under the
+    // whole forward's offload did). Now h stays; its host copy goes at k4:
+    //   k0 [0,10], k1 [10,20], k2 [20,30], D2H [30,1030], k3 [1030,1040], k1' [1040,1050],
+    //   k4 [1050,1060], k5 [1060,1070].
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}, {"M.blocks.0.inner", "Norm"}};
+    const int batch = tiny.alloc(100, mhc::trace::Category::Other, "batch", -1, -1);
+    const int hid = tiny.alloc(1000, mhc::trace::Category::Activation, "h", 0, 5);
+    const int mid = tiny.alloc(100, mhc::trace::Category::Activation, "m", 1, 5);
+    const int out = tiny.alloc(100, mhc::trace::Category::Activation, "o", 2, 3);
+    const int loss = tiny.alloc(10, mhc::trace::Category::Workspace, "loss", 3, 3);
+    const int grad = tiny.alloc(100, mhc::trace::Category::Workspace, "g", 4, 5);
+    const int grad_h = tiny.alloc(100, mhc::trace::Category::Workspace, "gh", 5, -1);
+    using mhc::trace::Phase;
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {hid, 'w'}}, {}});
+    tiny.kernel({"aten::rsqrt", "M.blocks.0.inner", Phase::Forward, {{hid, 'r'}, {mid, 'w'}}, {mid}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{hid, 'r'}, {mid, 'r'}, {out, 'w'}}, {hid}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{out, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Backward, {{hid, 'r'}, {mid, 'r'}, {grad, 'w'}}, {}});
+    tiny.kernel({"aten::rsqrt_backward",
+                 "M.blocks.0.inner",
+                 Phase::Backward,
+                 {{hid, 'r'}, {mid, 'r'}, {grad, 'r'}, {grad_h, 'w'}},
+                 {}});
+    Fixture fix(tiny);
+    Prediction pred = predict(fix, R"({"checkpoint": {"modules": ["M.blocks.0.inner"], "policy": "full"},
+                                  "offload": {"mode": "sync", "modules": null, "min_bytes": 500}})");
+    CHECK(pred.step_time == 1070);
+    CHECK(pred.host_peak == 1000);
+    CHECK(pred.h2d_bytes == 0);
+    CHECK(pred.d2h_bytes == 1000);
+}
+
 TEST_CASE("fused AdamW: the foreach temporaries are gone, one kernel steps everything", "[advise][transform]") {
     TinyTrace t = advisetest::chain({8}, true);
     t.meta = {{"capture.gpu.hbm_bw", "1e9"}, {"capture.launch_overhead_ns", "0"}};

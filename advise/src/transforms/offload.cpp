@@ -87,6 +87,11 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         if (eligible(base, plan, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
     const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(pass)];
     auto unpack_at = [&](int32_t storage) { return base.first_access_in_pass(storage, Phase::Backward, pass); };
+    // What a checkpoint's recomputation reads (its frame holds its inputs) stays on the device.
+    std::unordered_map<int32_t, bool> recomputed_reads;
+    for (const Op& op : plan.ops)
+        if (op.phase == Phase::Recompute)
+            for (const PlanAccess& pa : op.acc) recomputed_reads[pa.alloc] = true;
     // The hook's first unpack (of a storage it moved) releases what the stash still holds.
     int32_t first_unpack = -1;
     for (auto& [x, i] : first_pack) {
@@ -124,6 +129,11 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         bool dies = made_by >= 0 && base.pass[static_cast<size_t>(made_by)] == pass &&
                     base.phase[static_cast<size_t>(made_by)] == Phase::Forward;
         base.for_savers(x, [&](int32_t saver) { dies = dies && saver >= 0 && in_scope(ctx, saver); });
+        // the program holds what a kernel of another pass uses (GradScaler's scale, read by the
+        // unscale after the backward)
+        base.for_acc(
+            x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass; });
+        dies = dies && !recomputed_reads.count(x);
         if (!dies || u < 0) {
             host_copy.freed = u >= 0 ? Point{u, false} : saved.freed;
             plan.add_alloc(host_copy);
@@ -143,6 +153,9 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             int32_t waiter = j < packs.size()    ? packs[j].seq + (packs[j].output ? 1 : 0)
                              : first_unpack >= 0 ? first_unpack
                                                  : base.pass_bwd_first[static_cast<size_t>(pass)];
+            // the D2H is issued at the saving op's end: no op before it can wait for it (a
+            // stash smaller than the saving op's own input packs)
+            waiter = std::max(waiter, k + 1);
             if (waiter >= 0 && waiter < plan.recorded) plan.ops[static_cast<size_t>(waiter)].waits.push_back(d2h);
         }
         saved.freed = release;

@@ -1,0 +1,824 @@
+#!/usr/bin/env python3
+"""A second reading of docs/simulator.md's "Settings" (`mhc advise`'s transformations of a captured
+step), written from the documents alone (docs/simulator.md "Settings", "Link models", "Allocator
+models"; docs/trace-format.md's tables; docs/advise.md). It shares no code with advise/: where the
+two disagree, one of them does not do what the document says (reference_settings_compare.py runs
+both). The caching allocator model is reference_caching.py, itself a reading of the document.
+
+Library: `predict(trace_path, setting, link=..., host_bw=..., host_tensor_cost_ns=...)` returns the
+metrics (`peak_bytes`, `reserved_bytes`, `host_peak_bytes`, `step_time_ns`) and the transformed
+step's kernels, allocations and copies, as `mhc advise --trace-out` writes them.
+"""
+import bisect
+import json
+import math
+import sqlite3
+from dataclasses import dataclass
+
+import reference_caching
+
+FWD, BWD, OPT, RECOMPUTE, OTHER = 0, 1, 2, 3, 4
+READ, WRITE = 1, 2
+PARAM, GRAD, OPTSTATE, ACTIVATION, WORKSPACE, COMM, OTHER_CAT = range(7)
+H2D, D2H = 0, 1
+MUST_SAVE = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::convolution")
+
+
+@dataclass
+class Link:
+    """docs/simulator.md "Link models": pcie5 by default (mhc advise's --link default)."""
+    h2d_bps: float = 55e9
+    d2h_bps: float = 55e9
+    h2d_latency_s: float = 6e-6
+    d2h_latency_s: float = 6e-6
+    copy_engines: int = 2
+    duplex_factor: float = 52 / 55
+
+
+LINKS = {"pcie3": Link(12e9, 12e9, 6e-6, 6e-6, 2, 0.5), "pcie4": Link(25e9, 25e9, 6e-6, 6e-6, 2, 0.5),
+         "pcie5": Link(55e9, 55e9, 6e-6, 6e-6, 2, 52 / 55), "nvlink-c2c": Link(320e9, 320e9, 6e-6, 6e-6, 2, 0.5)}
+
+
+def link_profile(path):
+    """A link profile file (docs/simulator.md "Link models")."""
+    with open(path) as f:
+        p = json.load(f)
+    return Link(p["h2d"]["bandwidth_Bps"], p["d2h"]["bandwidth_Bps"], p["h2d"]["latency_s"], p["d2h"]["latency_s"],
+                p["copy_engines"], p["duplex_factor"])
+
+
+# ---------------------------------------------------------------- the captured step
+
+class Captured:
+    def __init__(self, path):
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        q = lambda sql: db.execute(sql).fetchall()   # noqa: E731
+        self.meta = dict(q("SELECT key, value FROM meta"))
+        strings = dict(q("SELECT id, text FROM strings"))
+        info = {k: (m, p) for k, m, p in q("SELECT kernel, module, phase FROM kernel_info")}
+        rows = q("SELECT id, name, t_start, t_end, step FROM kernels ORDER BY t_start, id")
+        self.kernels = []   # in order
+        for i, (kid, name, t0, t1, step) in enumerate(rows):
+            m, p = info.get(kid, (0, OTHER))
+            self.kernels.append(dict(id=kid, i=i, name=strings.get(name, ""), t0=t0, t1=t1, step=step,
+                                     module=m, phase=p))
+        self.kidx = {k["id"]: k["i"] for k in self.kernels}
+        self.allocs = {}
+        for aid, dev, b, ta, tf, stream, cat, label in q(
+                "SELECT id, device, bytes, t_alloc, t_free, stream, category, label FROM allocations ORDER BY id"):
+            self.allocs[aid] = dict(id=aid, device=dev, bytes=b, t_alloc=ta, t_free=tf, stream=stream,
+                                    category=cat, label=strings.get(label, ""))
+        self.acc = [dict() for _ in self.kernels]    # kernel index -> {alloc: mode}
+        self.uses = {a: [] for a in self.allocs}      # alloc -> [(kernel index, mode)] in kernel order
+        for kid, a, mode in q("SELECT kernel, allocation, mode FROM accesses"):
+            if kid in self.kidx and a in self.allocs:
+                self.acc[self.kidx[kid]][a] = mode
+        for i, acc in enumerate(self.acc):
+            for a, mode in sorted(acc.items()):
+                self.uses[a].append((i, mode))
+        self.saves = []   # (alloc, kernel index, packs)
+        try:
+            srows = q("SELECT allocation, kernel, coalesce(packs, 1) FROM saved_tensors")
+        except sqlite3.OperationalError:
+            srows = q("SELECT allocation, kernel, 1 FROM saved_tensors")
+        for a, kid, packs in srows:
+            if kid in self.kidx and a in self.allocs:
+                self.saves.append((a, self.kidx[kid], packs))
+        self.saves_of = {}
+        for a, i, p in self.saves:
+            self.saves_of.setdefault(a, []).append(i)
+        self.modules = {}
+        for mid, name, parent, mtype in q("SELECT id, name, parent, type FROM modules"):
+            self.modules[mid] = dict(name=strings.get(name, ""), parent=parent, type=strings.get(mtype, ""))
+        db.close()
+        self._inside = {}
+        self.passes = self._passes()
+        self.pass_of = {}
+        for p, ks in enumerate(self.passes):
+            for i in ks:
+                self.pass_of[i] = p
+        self.made_by = {}   # alloc -> kernel index that made it
+        for a, us in self.uses.items():
+            if not us:
+                continue
+            i, mode = us[0]
+            if mode & WRITE and self.kernels[i]["t0"] == self.allocs[a]["t_alloc"]:
+                self.made_by[a] = i
+        names = {al["label"] for al in self.allocs.values() if al["category"] == GRAD}
+        self.has_grads = bool(names)
+        self.grad_names = names
+
+    def _passes(self):
+        """A new pass at each step's first kernel and at a forward kernel after a backward one
+        (kernels of other phases end neither)."""
+        passes, cur, last, step = [], [], None, None
+        for k in self.kernels:
+            if cur and (k["step"] != step or (k["phase"] == FWD and last == BWD)):
+                passes.append(cur)
+                cur, last = [], None
+            cur.append(k["i"])
+            step = k["step"]
+            if k["phase"] in (FWD, BWD):
+                last = k["phase"]
+        if cur:
+            passes.append(cur)
+        return passes
+
+    def inside(self, mod, target):
+        key = (mod, target)
+        if key not in self._inside:
+            m, r = mod, False
+            while m:
+                if m == target:
+                    r = True
+                    break
+                m = self.modules.get(m, {}).get("parent", 0)
+            self._inside[key] = r
+        return self._inside[key]
+
+    def module_id(self, name):
+        for mid, m in self.modules.items():
+            if m["name"] == name or m["name"].split(".", 1)[-1] == name:
+                return mid
+        raise ValueError(f"no module {name}")
+
+    def is_param(self, a):
+        return self.allocs[a]["category"] == PARAM
+
+    def is_buffer(self, a):
+        return self.allocs[a]["label"].startswith("buffer ")
+
+    def trains(self, a):
+        """A parameter that trains: it has a gradient `<name>.grad` (any parameter without gradients)."""
+        return not self.has_grads or self.allocs[a]["label"] + ".grad" in self.grad_names
+
+    def is_cached_cast(self, a):
+        """Autocast's cached parameter copy: aten::_to_copy of a training parameter into <= its bytes."""
+        i = self.made_by.get(a)
+        if i is None or self.kernels[i]["name"] != "aten::_to_copy":
+            return False
+        srcs = [b for b, m in self.acc[i].items() if m & READ and self.is_param(b)]
+        return any(self.trains(b) and self.allocs[a]["bytes"] <= self.allocs[b]["bytes"] for b in srcs)
+
+
+# ---------------------------------------------------------------- the plan (the edit model)
+
+class Op:
+    """One op of the compute stream: a recorded kernel, an inserted kernel, a synchronous copy, host
+    work, or a removed kernel's place (no work)."""
+
+    def __init__(self, kind, name="", dur=0, gap=0, kernel=None, copy=None):
+        self.kind = kind          # kernel, inserted, copy, host, removed
+        self.name, self.dur, self.gap, self.kernel = name, dur, gap, kernel
+        self.copy = copy          # (direction, bytes) of a synchronous copy
+        self.acc = {}             # allocation key -> access mode
+        self.waits = []           # streamed copies it starts after
+        self.issue_start, self.issue_end = [], []   # streamed copies issued at its start / end
+        self.after = 0            # ops inserted after it so far
+        self.t0 = self.t1 = None
+
+
+@dataclass
+class Copy:
+    direction: int
+    nbytes: int
+    issue_op: object = None
+    at_end: bool = False
+    t0: int = None
+    t1: int = None
+
+
+@dataclass
+class Alloc:
+    device: int
+    nbytes: int
+    stream: int
+    category: int
+    made: tuple            # (op, "before"|"after", offset)
+    freed: tuple = None    # None: alive at the end
+    order: tuple = (1, 0)  # ties of one instant: added copies (0) before recorded allocations (1)
+    label: str = ""
+
+
+class Plan:
+    def __init__(self, cap):
+        self.cap = cap
+        self.ops = []
+        self.op_of = {}     # kernel index -> Op
+        prev_end = None
+        for k in cap.kernels:
+            gap = 0 if prev_end is None else k["t0"] - prev_end
+            op = Op("kernel", k["name"], k["t1"] - k["t0"], gap, k["i"])
+            op.acc = dict(cap.acc[k["i"]])
+            self.ops.append(op)
+            self.op_of[k["i"]] = op
+            prev_end = k["t1"]
+        self.first_t = cap.kernels[0]["t0"] if cap.kernels else 0
+        self.starts = [k["t0"] for k in cap.kernels]
+        self.end_order = sorted(range(len(cap.kernels)), key=lambda i: (cap.kernels[i]["t1"], i))
+        self.ends = [cap.kernels[i]["t1"] for i in self.end_order]
+        self.allocs = {}    # key -> Alloc; recorded allocations keyed by id, added ones by ("add", n)
+        self.copies = []
+        self.n_added = 0
+        for a, al in cap.allocs.items():
+            made = self.anchor(al["t_alloc"], alloc=True)
+            freed = None if al["t_free"] is None else self.anchor(al["t_free"], alloc=False)
+            self.allocs[a] = Alloc(al["device"], al["bytes"], al["stream"], al["category"], made, freed,
+                                   (1, a), al["label"])
+
+    def anchor(self, t, alloc):
+        """An allocation is made just before a kernel starts (else after the last one ends); a free is
+        just after a kernel ends (else before the first one starts); the recorded gap is an offset."""
+        ks = self.cap.kernels
+        if not ks:
+            return (None, "before", t)
+        if alloc:
+            j = bisect.bisect_left(self.starts, t)     # the first kernel starting at or after t
+            if j < len(ks):
+                return (self.op_of[ks[j]["i"]], "before", t - ks[j]["t0"])
+            return (self.op_of[ks[-1]["i"]], "after", t - ks[-1]["t1"])
+        j = bisect.bisect_right(self.ends, t) - 1        # the last kernel ending at or before t
+        if j >= 0:
+            k = ks[self.end_order[j]]
+            return (self.op_of[k["i"]], "after", t - k["t1"])
+        return (self.op_of[ks[0]["i"]], "before", t - ks[0]["t0"])
+
+    def index(self, op):
+        return self.ops.index(op)
+
+    def insert_before(self, at, op):
+        self.ops.insert(self.index(at), op)
+        return op
+
+    def insert_after(self, at, op):
+        self.ops.insert(self.index(at) + 1 + at.after, op)
+        at.after += 1
+        return op
+
+    def add_alloc(self, device, nbytes, stream, category, made, freed=None, label=""):
+        self.n_added += 1
+        key = ("add", self.n_added)
+        self.allocs[key] = Alloc(device, nbytes, stream, category, made, freed, (0, self.n_added), label)
+        return key
+
+    def redirect(self, ks, a, key, phase=BWD):
+        """The pass's kernels of that phase access `key` instead of `a`."""
+        for i in ks:
+            op = self.op_of[i]
+            if self.cap.kernels[i]["phase"] == phase and a in op.acc:
+                op.acc[key] = op.acc.pop(a)
+
+    def remove(self, op):
+        op.kind = "removed"
+        op.dur = 0
+        op.gap = 0
+
+    def pos(self, anchor):
+        """A sortable position of an anchor in the op order (before an op < after it)."""
+        op, side, off = anchor
+        return (self.index(op) * 2 + (1 if side == "after" else 0), off)
+
+    def later(self, a, b):
+        if a is None or b is None:
+            return None
+        return a if self.pos(a) >= self.pos(b) else b
+
+    # ------------------------------------------------------------ timing
+
+    def run(self, link):
+        t = self.first_t
+        busy = {H2D: self.first_t - 1, D2H: self.first_t - 1}   # each queue's end
+
+        def start_copy(c, at):
+            q = c.direction if link.copy_engines >= 2 else H2D
+            other = D2H if c.direction == H2D else H2D
+            s = max(at, busy[q])
+            bw = link.h2d_bps if c.direction == H2D else link.d2h_bps
+            lat = link.h2d_latency_s if c.direction == H2D else link.d2h_latency_s
+            if link.copy_engines >= 2 and busy[other] > s:
+                bw *= link.duplex_factor
+            c.t0 = s
+            c.t1 = s + max(1, math.ceil((lat + c.nbytes / bw) * 1e9))
+            busy[q] = c.t1
+
+        for op in self.ops:
+            s = t + op.gap
+            for c in op.issue_start:     # issued when the stream reaches the op
+                start_copy(c, s)
+            for c in op.waits:
+                if c.t1 is None:
+                    raise RuntimeError("an op waits for a copy issued after it")
+                s = max(s, c.t1)
+            if op.kind == "copy":
+                c = Copy(op.copy[0], op.copy[1])
+                start_copy(c, s)
+                op.sync_copy = c
+                op.t0, op.t1 = c.t0, c.t1
+            else:
+                op.t0, op.t1 = s, s + op.dur
+            t = op.t1
+            for c in op.issue_end:
+                start_copy(c, op.t1)
+            for c in getattr(op, "waits_end", []):
+                if c.t1 is None:
+                    raise RuntimeError("an op waits for a copy issued after it")
+                t = max(t, c.t1)
+
+    def time_of(self, anchor):
+        op, side, off = anchor
+        if op is None:
+            return off
+        return (op.t0 if side == "before" else op.t1) + off
+
+    # ------------------------------------------------------------ results
+
+    def result(self, link, conf_text):
+        self.run(link)
+        allocs = []
+        for key, al in self.allocs.items():
+            ta = self.time_of(al.made)
+            tf = None if al.freed is None else self.time_of(al.freed)
+            if tf is not None and tf < ta:
+                tf = ta
+            allocs.append((ta, al.order, al.device, al.nbytes, tf, al.stream, al.category, al.label))
+        allocs.sort(key=lambda r: (r[0], r[1]))
+        kernels = [(op.name, op.t0, op.t1) for op in self.ops if op.kind in ("kernel", "inserted")]
+        times = {}
+        for key, al in self.allocs.items():
+            ta = self.time_of(al.made)
+            tf = None if al.freed is None else max(ta, self.time_of(al.freed))
+            times[key] = (al.device, al.nbytes, ta, tf)
+        accesses = [(op.name, op.t0) + times[k] + (m,) for op in self.ops if op.kind in ("kernel", "inserted")
+                    for k, m in op.acc.items() if k in times]
+        self.invalid = [(op.name, op.kernel, op.t0, op.t1, k, times[k]) for op in self.ops
+                        if op.kind in ("kernel", "inserted") for k in op.acc if k in times and
+                        (times[k][2] > op.t0 or (times[k][3] is not None and times[k][3] < op.t1))]
+        copies = []
+        for op in self.ops:
+            if op.kind == "copy":
+                copies.append((op.copy[0], op.copy[1], op.t0, op.t1, 0))
+        for c in self.copies:
+            copies.append((c.direction, c.nbytes, c.t0, c.t1, 1 if c.direction == H2D else 2))
+        copies.sort(key=lambda c: (c[2], c[4], c[0]))
+        ends = [op.t1 for op in self.ops if op.kind != "removed"]     # the compute stream's ops
+        starts = [op.t0 for op in self.ops if op.kind != "removed"]
+        step = (max(ends) - min(starts)) if ends else 0
+        dev = [(i, r) for i, r in enumerate(allocs) if r[2] >= 0]
+        host = [(i, r) for i, r in enumerate(allocs) if r[2] < 0]
+        conf = ",".join(x for x in (self.cap.meta.get("allocator.conf", ""), conf_text) if x)
+        return dict(peak_bytes=live_peak(dev), reserved_bytes=reserved_peak(dev, conf),
+                    host_peak_bytes=live_peak(host), step_time_ns=step,
+                    allocations=[(r[2], r[3], r[0], r[4]) for r in allocs], kernels=kernels, copies=copies,
+                    accesses=accesses)
+
+
+def memory_events(rows):
+    """docs/trace-format.md, "Events at one instant": frees of earlier allocations, then the
+    allocations of that time by row, one freed at the same instant right after it is made."""
+    ev = []
+    for i, r in rows:
+        ta, tf = r[0], r[4]
+        if tf is not None and tf > ta:
+            ev.append((tf, 0, i, -1))
+        ev.append((ta, 1, i, +1))
+        if tf is not None and tf == ta:
+            ev.append((ta, 1, i, -2))
+    ev.sort(key=lambda e: (e[0], e[1], e[2], -e[3]))
+    return ev
+
+
+def live_peak(rows):
+    size = {i: r[3] for i, r in rows}
+    live = peak = 0
+    for _t, _k, i, d in memory_events(rows):
+        live += size[i] if d > 0 else -size[i]
+        peak = max(peak, live)
+    return peak
+
+
+def reserved_peak(rows, conf):
+    by = dict(rows)
+    ca = reference_caching.CachingAllocator(reference_caching.NO_LIMIT, conf)
+    peak = 0
+    for _t, _k, i, d in memory_events(rows):
+        if d > 0:
+            ca.allocate(i, by[i][3], by[i][5])
+            peak = max(peak, ca.reserved)
+        else:
+            ca.free(i)
+    return peak
+
+
+# ---------------------------------------------------------------- checkpoint
+
+def is_must_save(name):
+    return name in MUST_SAVE or "scaled_dot_product" in name
+
+
+def calls_of(cap, ks, mod):
+    """Maximal runs of a pass's forward kernels inside the module."""
+    runs, cur = [], []
+    for i in ks:
+        k = cap.kernels[i]
+        if k["phase"] == FWD and cap.inside(k["module"], mod):
+            cur.append(i)
+        elif cur:
+            runs.append(cur)
+            cur = []
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+def last_forward_use(cap, plan, a, ks):
+    """After the last forward kernel of the pass that accesses the storage."""
+    kset = set(ks)
+    last = None
+    for i, _m in cap.uses[a]:
+        if i in kset and cap.kernels[i]["phase"] == FWD:
+            last = i
+    return None if last is None else (plan.op_of[last], "after", 0)
+
+
+def end_of_forward(cap, plan, ks):
+    last = None
+    for i in ks:
+        if cap.kernels[i]["phase"] == FWD:
+            last = i
+    return (plan.op_of[last], "after", 0)
+
+
+def checkpoint_call(plan, cap, ks, mod, call, policy):
+    callset = set(call)
+    saved = {a for a, i, _p in cap.saves if i in callset}
+    if not saved:
+        return
+    stop = max(i for a, i, _p in cap.saves if i in callset)
+    kset = set(ks)
+    bwd_users = lambda a: [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD]  # noqa: E731
+    users = sorted({i for a in saved for i in bwd_users(a)})
+    trig = next((i for i in users if cap.inside(cap.kernels[i]["module"], mod)), None)
+    if trig is None:
+        return
+    # what only the call saved is read from its recomputed copy: recomputed before any backward use of it
+    only = [a for a in saved if all(i in callset for i in cap.saves_of.get(a, []))]
+    trig = min([trig] + [i for a in only for i in bwd_users(a)])
+    frame_end = (plan.op_of[max(users)], "after", 0)
+    stop_reruns = any(cap.made_by.get(a) == stop for a, i, _p in cap.saves if i == stop)
+    rerun = [i for i in call if i < stop] + ([stop] if stop_reruns else [])
+    trig_op = plan.op_of[trig]
+    copy_of = {}
+    last_use = {}     # alloc key -> last recompute op that accesses it
+    placed = {}       # kernel index -> its op in the recomputation
+    keep = set()      # matmul outputs not copied
+    for i in rerun:
+        k = cap.kernels[i]
+        matmul = policy == "save_matmuls" and is_must_save(k["name"])
+        op = plan.insert_before(trig_op, Op("removed" if matmul else "inserted", k["name"],
+                                           0 if matmul else k["t1"] - k["t0"]))
+        op.recompute = True
+        placed[i] = op
+        if matmul:
+            for a, b in cap.made_by.items():
+                if b == i:
+                    keep.add(a)
+                    last_use[a] = op
+            continue
+        for a in sorted(cap.acc[i]):
+            if cap.made_by.get(a) == i:
+                al = plan.allocs[a]
+                copy_of[a] = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, (op, "before", 0),
+                                            label=al.label)
+        for a, m in sorted(cap.acc[i].items()):
+            last_use[copy_of.get(a, a)] = op
+            op.acc[copy_of.get(a, a)] = m
+    rec_end = (placed[rerun[-1]], "after", 0) if rerun else None
+    for a, key in copy_of.items():
+        only_call = a in saved and all(i in callset for i in cap.saves_of.get(a, []))
+        if only_call:
+            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, ks)
+            plan.allocs[key].freed = plan.allocs[a].freed
+            if early is not None:
+                plan.allocs[a].freed = early
+            plan.redirect(ks, a, key)   # the backward reads the copy
+        elif cap.is_cached_cast(a):
+            plan.allocs[key].freed = rec_end
+        else:
+            plan.allocs[key].freed = (last_use[key], "after", 0)
+    # matmul outputs (save_matmuls): at least until their place and their last recomputed reader
+    for a in keep:
+        need = (last_use[a], "after", 0)
+        plan.allocs[a].freed = plan.later(plan.allocs[a].freed, need)
+    for i in call:
+        if i in placed or cap.kernels[i]["name"] is None:
+            continue
+        if policy == "save_matmuls" and is_must_save(cap.kernels[i]["name"]):
+            for a, b in cap.made_by.items():
+                if b == i:
+                    plan.allocs[a].freed = plan.later(plan.allocs[a].freed, frame_end)
+    # inputs made before the call, except parameters: at least until the frame dies
+    t_first = cap.kernels[call[0]]["t0"]
+    for i in call:
+        for a, m in cap.acc[i].items():
+            al = cap.allocs[a]
+            if not cap.is_param(a) and al["t_alloc"] < t_first:
+                plan.allocs[a].freed = plan.later(plan.allocs[a].freed, frame_end)
+
+
+def apply_checkpoint(plan, cap, groups):
+    for mods, policy in groups:
+        for mod in mods:
+            for ks in cap.passes:
+                for call in calls_of(cap, ks, mod):
+                    checkpoint_call(plan, cap, ks, mod, call, "full" if policy == "mhc" else policy)
+
+
+def checkpoint_groups(cap, setting):
+    cp = setting.get("checkpoint")
+    if cp is None:
+        return []
+    groups = []
+    for g in (cp if isinstance(cp, list) else [cp]):
+        policy = g.get("policy", "full")
+        mods = [cap.module_id(n) for n in g["modules"]]
+        if policy == "mhc":
+            for x in mods:
+                if not any(cap.modules[m]["type"] == "HcMaps" and cap.inside(m, x) for m in cap.modules):
+                    raise ValueError(f"policy mhc: module {cap.modules[x]['name']} holds no HcMaps")
+            mods = [m for m in cap.modules if cap.modules[m]["type"] == "HcMaps"
+                    and any(cap.inside(m, x) for x in mods)]
+        groups.append((mods, policy))
+    every = [m for mods, _p in groups for m in mods]
+    for i, a in enumerate(every):
+        for b in every[i + 1:]:
+            if cap.inside(a, b) or cap.inside(b, a):
+                raise ValueError("checkpoint: modules overlap (checkpoint each module once)")
+    return groups
+
+
+# ---------------------------------------------------------------- offload
+
+def apply_offload(plan, cap, off, checkpointed):
+    mode = off.get("mode", "sync")
+    mods = off.get("modules")
+    mods = None if mods is None else [cap.module_id(n) for n in mods]
+    min_bytes = off.get("min_bytes", 1024)
+    stash = off.get("max_fwd_stash", 5)
+    prefetch = off.get("prefetch", 2) if mode == "streamed" else 0
+    streamed = mode == "streamed"
+    for ks in cap.passes:
+        kset = set(ks)
+        packs = []
+        for a, i, n in cap.saves:
+            k = cap.kernels[i]
+            if i not in kset or k["phase"] != FWD:
+                continue
+            if mods is not None and not any(cap.inside(k["module"], m) for m in mods):
+                continue
+            if any(cap.inside(k["module"], m) for m in checkpointed):
+                continue
+            out = cap.made_by.get(a) == i
+            packs += [(i, 1 if out else 0, a)] * n
+        if not packs:
+            continue
+        packs.sort()
+
+        def eligible(a):
+            al = cap.allocs[a]
+            return al["device"] >= 0 and al["bytes"] >= min_bytes and not cap.is_param(a) and not cap.is_buffer(a)
+
+        def first_bwd_read(a):
+            return next((i for i, m in cap.uses[a] if m & READ and i in kset and cap.kernels[i]["phase"] == BWD),
+                        None)
+
+        recomputed = {k for op in plan.ops if getattr(op, "recompute", False) or
+                      (op.kernel is not None and cap.kernels[op.kernel]["phase"] == RECOMPUTE) for k in op.acc}
+        first = {}
+        for j, (i, out, a) in enumerate(packs):
+            if eligible(a) and a not in first:
+                first[a] = j
+        dies = {}
+        for a, j in first.items():
+            mb = cap.made_by.get(a)
+            made_fwd = mb is not None and mb in kset and cap.kernels[mb]["phase"] == FWD
+            all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
+                            and (mods is None or any(cap.inside(cap.kernels[i]["module"], m) for m in mods))
+                            and not any(cap.inside(cap.kernels[i]["module"], m) for m in checkpointed)
+                            for i in cap.saves_of.get(a, []))
+            held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
+            dies[a] = made_fwd and all_packs and not held and a not in recomputed
+        moved_reads = [first_bwd_read(a) for a in first]   # every storage it copied to the host
+        moved_reads = [r for r in moved_reads if r is not None]
+        first_unpack = min(moved_reads) if moved_reads else None
+        d2h = {}
+        for a, j in sorted(first.items(), key=lambda x: x[1]):
+            i = packs[j][0]
+            kop = plan.op_of[i]
+            al = plan.allocs[a]
+            if streamed:
+                c = Copy(D2H, al.nbytes, kop, True)
+                kop.issue_end.append(c)
+                plan.copies.append(c)
+                d2h[a] = c
+                made = (kop, "after", 0)
+            else:
+                cop = plan.insert_after(kop, Op("copy", "D2H", copy=(D2H, al.nbytes)))
+                made = (kop, "after", 0)
+                d2h[a] = cop
+            host = plan.add_alloc(-1, al.nbytes, al.stream, al.category, made, label=al.label)
+            r = first_bwd_read(a)
+            if not dies[a] or r is None:   # stays on the GPU; without a backward read, as recorded
+                plan.allocs[host].freed = al.freed if r is None else (plan.op_of[r], "before", 0)
+                continue
+            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, ks)
+            if streamed:
+                if j + stash < len(packs):
+                    i2, out2, _ = packs[j + stash]
+                    at = (plan.op_of[i2], "after" if out2 else "before", 0)
+                elif first_unpack is not None:
+                    at = (plan.op_of[first_unpack], "before", 0)
+                else:
+                    at = None
+                if at is not None:
+                    early = plan.later(early, at)
+                    at = plan.later(at, (kop, "after", 0))   # not before its D2H is issued
+                    wop, side, _ = at
+                    if side == "before":
+                        wop.waits.append(d2h[a])
+                    else:
+                        wop.waits_end = getattr(wop, "waits_end", []) + [d2h[a]]
+            recorded_free = al.freed
+            al.freed = early
+            x = r
+            if streamed and prefetch > 0:
+                cands = [first_bwd_read(b) for (_i, _o, b) in packs[j + 1:j + 1 + prefetch]]
+                cands = [c for c in cands if c is not None]
+                if cands and min(cands) < x:
+                    x = min(cands)
+            xop = plan.op_of[x]
+            if streamed:
+                c = Copy(H2D, al.nbytes, xop, False)
+                xop.issue_start.append(c)
+                plan.copies.append(c)
+                plan.op_of[r].waits.append(c)
+                made = (xop, "before", 0)
+            else:
+                cop = plan.insert_before(plan.op_of[r], Op("copy", "H2D", copy=(H2D, al.nbytes)))
+                made = (cop, "before", 0)
+            dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, recorded_free, label=al.label)
+            plan.allocs[host].freed = made
+            plan.redirect(ks, a, dev)   # the backward reads the device copy
+
+
+# ---------------------------------------------------------------- optimizer
+
+def optimizer_steps(cap):
+    steps = {}
+    for k in cap.kernels:
+        if k["phase"] == OPT:
+            steps.setdefault(k["step"], []).append(k["i"])
+    return [steps[s] for s in sorted(steps)]
+
+
+def touched(cap, ks):
+    grads, params, state = set(), set(), set()
+    for i in ks:
+        for a in cap.acc[i]:
+            c = cap.allocs[a]["category"]
+            (grads if c == GRAD else params if c == PARAM else state if c == OPTSTATE else set()).add(a)
+    return grads, params, state
+
+
+def apply_fused(plan, cap):
+    bw = float(cap.meta["capture.gpu.hbm_bw"])
+    launch = int(float(cap.meta.get("capture.launch_overhead_ns", 0)))
+    for ks in optimizer_steps(cap):
+        if any("_fused_adam" in cap.kernels[i]["name"] for i in ks):
+            continue   # already fused: as captured
+        grads, params, state = touched(cap, ks)
+        stay = [i for i in ks if cap.acc[i] and all(m == WRITE and cap.allocs[a]["category"] == OPTSTATE
+                                                   for a, m in cap.acc[i].items())]
+        removed = [i for i in ks if i not in stay]
+        if not removed:
+            continue
+        nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * sum(
+            cap.allocs[a]["bytes"] for a in params | state)
+        dur = int(nbytes / bw * 1e9) + launch
+        fop = plan.insert_before(plan.op_of[removed[0]], Op("inserted", "aten::_fused_adamw_", dur))
+        fop.acc = {a: READ for a in grads}
+        fop.acc.update({a: READ | WRITE for a in params | state})
+        rset = set(removed)
+        for a, i in cap.made_by.items():
+            if i in rset:
+                del plan.allocs[a]
+        for a, al in cap.allocs.items():
+            if a in plan.allocs and a not in cap.made_by and cap.uses[a] and cap.uses[a][0][0] in rset \
+                    and plan.allocs[a].made[0] is plan.op_of[cap.uses[a][0][0]]:
+                del plan.allocs[a]
+        for i in removed:
+            plan.remove(plan.op_of[i])
+
+
+def reads_gradients_between(cap):
+    """docs/advise.md: a step that reads the gradients on the GPU between the backward and the
+    optimizer step (clip_grad_norm_, GradScaler's unscale) gets no host optimizer."""
+    for ks in optimizer_steps(cap):
+        step = cap.kernels[ks[0]]["step"]
+        bwd = [k["i"] for k in cap.kernels if k["step"] == step and k["phase"] == BWD]
+        if not bwd:
+            continue
+        for i in range(bwd[-1] + 1, ks[0]):
+            k = cap.kernels[i]
+            if k["phase"] not in (BWD, OPT) and any(m & READ and cap.allocs[a]["category"] == GRAD
+                                                    for a, m in cap.acc[i].items()):
+                raise ValueError(f"the step reads the gradients on the GPU between the backward and the "
+                                 f"optimizer step ({k['name']} (kernel {k['id']}))")
+
+
+def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
+    steps = optimizer_steps(cap)
+    gradient_buffer = {}
+    master = False
+    for si, ks in enumerate(steps):
+        step = cap.kernels[ks[0]]["step"]
+        grads, params, state = touched(cap, ks)
+        rset = set(ks)
+        first_op = plan.op_of[ks[0]]
+        # temporaries the step made are not counted; state moves to the host
+        for a, i in list(cap.made_by.items()):
+            if i in rset and a in plan.allocs and cap.allocs[a]["category"] != OPTSTATE:
+                del plan.allocs[a]
+        for a in state:
+            plan.allocs[a].device = -1
+        copies = []
+        passes = [ks_ for ks_ in cap.passes if any(cap.kernels[i]["step"] == step and
+                                                   cap.kernels[i]["phase"] == BWD for i in ks_)]
+        for g in sorted(grads):
+            for pn, pks in enumerate(passes):
+                bw_acc = [i for i in pks if cap.kernels[i]["phase"] == BWD and g in cap.acc[i]]
+                if not bw_acc:
+                    continue
+                last = plan.op_of[bw_acc[-1]]
+                al = plan.allocs[g]
+                if pn == 0:
+                    key = g
+                else:
+                    key = plan.add_alloc(al.device, al.nbytes, al.stream, al.category,
+                                         (plan.op_of[bw_acc[0]], "before", 0), label=al.label)
+                    plan.redirect(pks, g, key)
+                plan.allocs[key].freed = (last, "after", 0)
+                c = Copy(D2H, al.nbytes, last, True)
+                last.issue_end.append(c)
+                plan.copies.append(c)
+                copies.append(c)
+                if al.label not in gradient_buffer:   # one per parameter, kept
+                    gradient_buffer[al.label] = plan.add_alloc(-1, al.nbytes, al.stream, GRAD, (last, "after", 0),
+                                                        label=al.label)
+        pbytes = sum(cap.allocs[a]["bytes"] for a in params)
+        nbytes = sum(cap.allocs[a]["bytes"] for a in grads) + 2 * (pbytes + sum(cap.allocs[a]["bytes"]
+                                                                              for a in state))
+        dur = int(nbytes / host_bw * 1e9) + len(params) * tensor_cost_ns
+        hop = plan.insert_before(first_op, Op("host", "host optimizer step", dur))
+        hop.waits += copies
+        if not master:
+            for a in sorted(params):
+                al = plan.allocs[a]
+                plan.add_alloc(-1, al.nbytes, al.stream, PARAM, (plan.ops[0], "before", 0), label=al.label)
+            master = True
+        plan.insert_after(hop, Op("copy", "H2D", copy=(H2D, pbytes)))
+        for i in ks:
+            plan.remove(plan.op_of[i])
+
+
+# ---------------------------------------------------------------- entry
+
+def predict(path, setting, link=Link(), host_bw=100e9, host_tensor_cost_ns=15000):
+    if isinstance(setting, str):
+        setting = json.loads(setting)
+    cap = Captured(path)
+    if not cap.saves:
+        raise ValueError("no saved tensors recorded: not a captured training step")
+    plan = Plan(cap)
+    groups = checkpoint_groups(cap, setting)
+    apply_checkpoint(plan, cap, groups)
+    if setting.get("offload"):
+        apply_offload(plan, cap, setting["offload"], [m for mods, _p in groups for m in mods])
+    opt = setting.get("optimizer") or {}
+    if opt and not optimizer_steps(cap):
+        raise ValueError("the capture has no optimizer step")
+    if opt.get("impl") == "fused" and not any(
+            c in cap.meta.get("capture.optimizer_class", "AdamW") for c in ("Adam", "AdamW")):
+        raise ValueError("the fused model is Adam's and AdamW's")
+    if opt.get("state") == "host":
+        reads_gradients_between(cap)
+    if opt.get("impl") == "fused":
+        apply_fused(plan, cap)
+    if opt.get("state") == "host":
+        apply_host_optimizer(plan, cap, host_bw, host_tensor_cost_ns)
+    return plan.result(link, setting.get("allocator", ""))
+
+
+if __name__ == "__main__":
+    import sys
+    r = predict(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "{}")
+    print(json.dumps({k: r[k] for k in ("peak_bytes", "reserved_bytes", "host_peak_bytes", "step_time_ns")}))
