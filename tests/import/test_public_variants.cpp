@@ -32,6 +32,16 @@ TraceData import_public(const test::TempDir& dir, const std::string& name, imp::
     return trace;
 }
 
+TraceData import_public_path(const test::TempDir& dir, const std::string& path, imp::Result& result) {
+    imp::Options opt;
+    opt.warn = false;
+    const std::string out = dir.file("p.db");
+    result = imp::import_file(path, out, opt);
+    TraceData trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    return trace;
+}
+
 bool warned(const imp::Result& result, const std::string& text) {
     return std::any_of(result.warnings.begin(), result.warnings.end(),
                        [&](const std::string& warning) { return warning.find(text) != std::string::npos; });
@@ -345,6 +355,58 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
     CHECK(trace.meta.at("nsys.version") == "2025.1.1.110");
     CHECK(trace.meta.at("nsys.schema_version") == "3.17.1");
     CHECK(trace.meta.at("device_memory") == "150121545728");
+}
+
+// nsys --cuda-graph-trace=graph (its default) writes each CUDA graph launch as one row of
+// CUPTI_ACTIVITY_KIND_GRAPH_TRACE and none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL:
+// read alone, such an export lost every graph's GPU time without a word.
+TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dropped", "[import][nsys][public]") {
+    test::TempDir dir;
+    // The 2025.1 export (18 kernels on device 0, stream 7, the last ending at 9,034,955,316 ns,
+    // correlation ids 167 to 2200) with the table and columns CUPTI_ActivityGraphTrace2 gives it:
+    // graph 4 twice (10,000 and 20,000 ns), graph 6 once (15,000 ns, starting 5,000 ns before
+    // graph 4's second launch ends: clamped to 10,000 ns), one launch of correlation 2200, whose
+    // kernel the kernel table holds (node-level tracing: not added again), and one launch that
+    // CUPTI could not time (start = end = 0: left out).
+    const std::string table =
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER "
+        "NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "graphId INTEGER NOT NULL);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (9034956316, 9034966316, 0, 1, 7, 3001, 1, 4),"
+        "(9034970000, 9034990000, 0, 1, 7, 3002, 1, 4), (9034985000, 9035000000, 0, 1, 7, 3004, 1, 6),"
+        "(9032815243, 9034955316, 0, 1, 7, 2200, 1, 5), (0, 0, 0, 1, 7, 3003, 1, 4);";
+    const std::string in = dir.file("graphs.sqlite");
+    public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in, table);
+    imp::Options opt;
+    opt.warn = false;
+    imp::Result result = imp::import_file(in, dir.file("graphs.db"), opt);
+    TraceData trace = mhc::trace::load_trace(dir.file("graphs.db"));
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    REQUIRE(trace.kernels.size() == 18 + 3);
+    CHECK(kernel_time(trace) == 10167602 + 10000 + 20000 + 10000);
+    int graph4 = 0, graph6 = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) {
+        graph4 += trace.str(trace.kernels.name[i]) == "CUDA graph 4";
+        graph6 += trace.str(trace.kernels.name[i]) == "CUDA graph 6";
+    }
+    CHECK(graph4 == 2);
+    CHECK(graph6 == 1);
+    CHECK(trace.meta.at("nsys.kernel_starts_clamped") == "1");
+    CHECK(trace.meta.at("nsys.graph_launches") ==
+          "3 CUDA graph launches of 2 graphs traced whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, nsys "
+          "--cuda-graph-trace=graph; 45000 ns on the GPU): each is one kernel row named 'CUDA graph G'; 1 more whose "
+          "kernels the kernel table holds were not added; 1 without timestamps (start and end 0) left out");
+    CHECK(warned(result, "the graphs' own kernels are not in the file"));
+
+    // An export whose only GPU table is the graph trace is read, not refused for having none.
+    const std::string alone = dir.file("graphs-alone.sqlite");
+    public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", alone,
+                   "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY; "
+                   "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;" +
+                       table);
+    TraceData only = import_public_path(dir, alone, result);
+    CHECK(only.kernels.size() == 4);   // with the launch of correlation 2200: no kernel holds it now
+    CHECK(only.meta.at("nsys.missing_tables").find("CUPTI_ACTIVITY_KIND_KERNEL") != std::string::npos);
 }
 
 TEST_CASE("et: an execution trace alone marks its ProfilerStep#N steps, as info counts them", "[import][et][public]") {

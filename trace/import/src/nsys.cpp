@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
@@ -89,6 +90,11 @@ std::pair<int32_t, int64_t> device_and_stream(const Cells& cell) {
 // (ENUM_CUDA_MEMCPY_OPER in its exports): 11 UVM HtoD, 12 UVM DtoH, 13 UVM DtoD. Other codes
 // are refused as the row is read.
 constexpr int64_t kMaxCuptiMemcpyKind = 13;
+
+// Whole CUDA graph launches (nsys --cuda-graph-trace=graph): read_graph_launches.
+constexpr const char* kGraphTrace = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
+// Its rows with times: CUPTI writes start = end = 0 when it could not time a graph.
+constexpr const char* kGraphTimed = " AND NOT (start = 0 AND end = 0)";
 CopyKind copy_kind(int64_t k) {
     switch (k) {
         case 1: case 3: case 11: return CopyKind::H2D;   // HtoD, HtoA (a CUDA array is device memory), UVM HtoD
@@ -112,6 +118,8 @@ public:
         read_gpu();
         read_allocations();
         read_kernels();
+        read_graph_launches();
+        write_kernels();
         read_copies("CUPTI_ACTIVITY_KIND_MEMCPY");
         read_copies("CUPTI_ACTIVITY_KIND_MEMSET");
         read_markers();
@@ -139,7 +147,7 @@ private:
         // What nsys writes are tables; a view of the same name computes rows nsys never recorded.
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                               "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
-                              "EXPORT_META_DATA", "META_DATA_EXPORT"})
+                              "EXPORT_META_DATA", "META_DATA_EXPORT", kGraphTrace})
             if (views.count(t)) throw Error(where(in_, std::string(t) + " is a view, not a table: not an nsys export"));
         std::string missing;
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -159,10 +167,10 @@ private:
         r_.meta["nsys.schema_version"] = version;
         read_capture();
         if (!has("CUPTI_ACTIVITY_KIND_KERNEL") && !has("CUPTI_ACTIVITY_KIND_MEMCPY") &&
-            !has("CUPTI_ACTIVITY_KIND_MEMSET") && !has("CUDA_GPU_MEMORY_USAGE_EVENTS"))
+            !has("CUPTI_ACTIVITY_KIND_MEMSET") && !has("CUDA_GPU_MEMORY_USAGE_EVENTS") && !has(kGraphTrace))
             throw Error(where(in_, "Nsight Systems export (schema " + version +
                                        ") has none of the tables mhc reads (CUPTI_ACTIVITY_KIND_KERNEL, "
-                                       "_MEMCPY, _MEMSET, CUDA_GPU_MEMORY_USAGE_EVENTS): " +
+                                       "_MEMCPY, _MEMSET, _GRAPH_TRACE, CUDA_GPU_MEMORY_USAGE_EVENTS): " +
                                        why_no_gpu_tables()));
         if (!missing.empty()) {
             r_.meta["nsys.missing_tables"] = missing;
@@ -220,12 +228,13 @@ private:
     // Base time: the earliest start among the tables read.
     void find_base_time() {
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                              "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS"}) {
+                              "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", kGraphTrace}) {
             if (!has(t)) continue;
             columns(t, {"start"});
             // Integers only: each row's own check names any other value. NVTX rows: markers only.
             std::string query = std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'";
             if (std::string(t) == "NVTX_EVENTS") query += nvtx_ranges_and_marks();
+            if (std::string(t) == kGraphTrace) query += kGraphTimed;
             sql::Stmt earliest(db_.db, in_, query.c_str());
             if (earliest.step() && !earliest.is_null(0)) base_ = std::min(base_, std::max(earliest.i64(0), -kMaxTime));
         }
@@ -308,7 +317,7 @@ private:
         }
     }
 
-    // Kernels, serial per stream (starts that overlap the previous kernel are clamped).
+    // Kernels, in the order of their starts; written by write_kernels with the graph launches.
     void read_kernels() {
         if (!has("CUPTI_ACTIVITY_KIND_KERNEL")) return;
         auto c = columns("CUPTI_ACTIVITY_KIND_KERNEL", {"start", "end"});
@@ -320,13 +329,10 @@ private:
                         col(c, "registersPerThread") + ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
         Cells cell{s, in_, "CUPTI_ACTIVITY_KIND_KERNEL", 14};
-        std::map<std::pair<int32_t, int64_t>, int64_t> stream_end;
         std::unordered_map<int64_t, int64_t> name_ids;
-        int64_t kernels = 0;
         while (s.step()) {
             ++events_;
             Kernel k;
-            k.id = ++kernels;
             std::tie(k.device, k.stream) = device_and_stream(cell);
             int64_t sid = cell.get(4, "demangledName", INT64_MIN, INT64_MAX, false, -1);
             auto ni = name_ids.find(sid);
@@ -334,13 +340,6 @@ private:
             auto [ks, ke] = cell.interval(0, 1);
             k.t_start = rel(ks, "CUPTI_ACTIVITY_KIND_KERNEL");
             k.t_end = rel(ke, "CUPTI_ACTIVITY_KIND_KERNEL");
-            auto& end = stream_end[{k.device, k.stream}];
-            if (k.t_start < end) {
-                k.t_start = end;
-                k.t_end = std::max(k.t_end, k.t_start);
-                ++clamped_;
-            }
-            end = std::max(end, k.t_end);
             k.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
             static const char* grid[] = {"gridX", "gridY", "gridZ"}, *block[] = {"blockX", "blockY", "blockZ"};
             for (int i = 0; i < 3; ++i) {
@@ -349,8 +348,89 @@ private:
             }
             k.shared_mem = static_cast<int32_t>(cell.get(12, "staticSharedMemory + dynamicSharedMemory", 0, INT32_MAX, false));
             k.registers = static_cast<int32_t>(cell.get(13, "registersPerThread", 0, INT32_MAX, false));
+            kernels_.push_back(k);
+        }
+    }
+
+    // nsys --cuda-graph-trace=graph (its default) records a CUDA graph's launch as one row of
+    // CUPTI_ACTIVITY_KIND_GRAPH_TRACE (the graph's start to its end on the launch's stream) and
+    // none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL. Each such launch is one kernel
+    // row named "CUDA graph G", so the stream's busy time is the file's; meta and a warning say
+    // how many and that the graphs' own kernels are not in the file. A launch whose kernels are
+    // in the kernel table too (the same correlation id: node-level tracing) is not counted twice.
+    void read_graph_launches() {
+        if (!has(kGraphTrace)) return;
+        auto c = columns(kGraphTrace, {"start", "end"});
+        std::set<int64_t> traced;   // correlation ids of the kernels read
+        for (const Kernel& k : kernels_)
+            if (k.correlation != 0) traced.insert(k.correlation);
+        sql::Stmt untimed(
+            db_.db, in_,
+            (std::string("SELECT COUNT(*) FROM ") + kGraphTrace + " WHERE NOT (1" + kGraphTimed + ")").c_str());
+        const int64_t no_time = untimed.step() ? untimed.i64(0) : 0;
+        std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " +
+                        col(c, "graphId") + ", " + col(c, "correlationId") + ", rowid FROM " + kGraphTrace +
+                        " WHERE 1" + kGraphTimed + " ORDER BY start, rowid";
+        sql::Stmt s(db_.db, in_, q.c_str());
+        Cells cell{s, in_, kGraphTrace, 6};
+        int64_t launches = 0, also_as_kernels = 0, busy_ns = 0;
+        std::set<int64_t> graphs;
+        while (s.step()) {
+            ++events_;
+            Kernel k;
+            std::tie(k.device, k.stream) = device_and_stream(cell);
+            const int64_t graph = cell.get(4, "graphId", 0, INT64_MAX, false);
+            k.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
+            auto [gs, ge] = cell.interval(0, 1);
+            if (k.correlation != 0 && traced.count(k.correlation)) {
+                ++also_as_kernels;
+                continue;
+            }
+            k.name = w_.intern("CUDA graph " + std::to_string(graph));
+            k.t_start = rel(gs, kGraphTrace);
+            k.t_end = rel(ge, kGraphTrace);
+            kernels_.push_back(k);
+            ++launches;
+            busy_ns += ge - gs;
+            graphs.insert(graph);
+        }
+        if (launches == 0 && also_as_kernels == 0 && no_time == 0) return;
+        std::string said = std::to_string(launches) + " CUDA graph launches of " + std::to_string(graphs.size()) +
+                           " graphs traced whole (" + kGraphTrace + ", nsys --cuda-graph-trace=graph; " +
+                           std::to_string(busy_ns) + " ns on the GPU): each is one kernel row named 'CUDA graph G'";
+        if (also_as_kernels > 0)
+            said += "; " + std::to_string(also_as_kernels) +
+                    " more whose kernels the kernel table holds were not added";
+        if (no_time > 0)   // CUPTI: start and end 0, the timestamps could not be collected
+            said += "; " + std::to_string(no_time) + " without timestamps (start and end 0) left out";
+        r_.meta["nsys.graph_launches"] = said;
+        if (launches > 0 || no_time > 0)
+            r_.warnings.push_back(said +
+                                  ": the graphs' own kernels are not in the file (record with nsys profile "
+                                  "--cuda-graph-trace=node for them)");
+    }
+
+    // Kernels and graph launches by start, serial per stream (a start that overlaps the
+    // previous one on its stream is clamped to its end).
+    void write_kernels() {
+        std::stable_sort(kernels_.begin(), kernels_.end(),
+                         [](const Kernel& lhs, const Kernel& rhs) { return lhs.t_start < rhs.t_start; });
+        std::map<std::pair<int32_t, int64_t>, int64_t> stream_end;
+        int64_t kernels = 0;
+        for (Kernel& k : kernels_) {
+            k.id = ++kernels;
+            auto [it, first] = stream_end.try_emplace({k.device, k.stream}, k.t_end);
+            if (!first) {
+                if (k.t_start < it->second) {
+                    k.t_start = it->second;
+                    k.t_end = std::max(k.t_end, k.t_start);
+                    ++clamped_;
+                }
+                it->second = std::max(it->second, k.t_end);
+            }
             w_.add(k);
         }
+        kernels_.clear();
     }
 
     void read_copies(const char* t) {
@@ -438,6 +518,7 @@ private:
     Rows& w_;
     Result& r_;
     std::set<std::string> tables_;
+    std::vector<Kernel> kernels_;                     // read, not yet written (write_kernels)
     std::string cuda_traced_, memory_usage_traced_;   // META_DATA_CAPTURE: "true", "false" or unknown ("")
     std::unordered_map<int64_t, std::string> strings_;
     int64_t base_ = INT64_MAX;
