@@ -357,7 +357,7 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
     CHECK(trace.meta.at("device_memory") == "150121545728");
 }
 
-// nsys --cuda-graph-trace=graph (its default) writes each CUDA graph launch as one row of
+// nsys --cuda-graph-trace=graph writes each CUDA graph launch as one row of
 // CUPTI_ACTIVITY_KIND_GRAPH_TRACE and none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL:
 // read alone, such an export lost every graph's GPU time without a word.
 TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dropped", "[import][nsys][public]") {

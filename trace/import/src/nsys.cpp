@@ -352,7 +352,7 @@ private:
         }
     }
 
-    // nsys --cuda-graph-trace=graph (its default) records a CUDA graph's launch as one row of
+    // nsys --cuda-graph-trace=graph records a CUDA graph's launch as one row of
     // CUPTI_ACTIVITY_KIND_GRAPH_TRACE (the graph's start to its end on the launch's stream) and
     // none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL. Each such launch is one kernel
     // row named "CUDA graph G", so the stream's busy time is the file's; meta and a warning say
