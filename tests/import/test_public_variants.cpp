@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
+#include <zlib.h>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
@@ -67,6 +68,17 @@ std::string import_error(const test::TempDir& dir, const std::string& in) {
         imp::import_file(in, dir.file("refused.db"), opt);
     } catch (const mhc::Error& e) { return e.what(); }
     return "";
+}
+
+std::string gunzip(const std::string& path) {
+    gzFile file = gzopen(path.c_str(), "rb");
+    REQUIRE(file != nullptr);
+    std::string text;
+    char buf[1 << 16];
+    int got = 0;
+    while ((got = gzread(file, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(got));
+    gzclose(file);
+    return text;
 }
 
 }  // namespace
@@ -132,6 +144,45 @@ TEST_CASE("kineto: a CPU-only gloo rank and a rank pair of one job keep their jo
         CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), 551) == kernels / 2);
         CHECK(std::count(trace.kernels.step.begin(), trace.kernels.step.end(), 552) == kernels / 2);
     }
+}
+
+// Tools merge the traces of several ranks into one file (concatenating traceEvents; some also
+// prefix each pid with the rank). Each rank has its own ProfilerStep#N and its own correlation
+// ids: such a file was read as one process, with every step counted once per rank.
+TEST_CASE("kineto: two ranks' traces merged into one file have one step marker per step, and say so",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    // HTA's sampled ranks 0 (pid 4037, 1,154 kernels on device 0) and 1 (pid 4045, 1,104 on
+    // device 1), both ProfilerStep#551 and #552, traceEvents the last key of each: rank 1's events
+    // appended to rank 0's array.
+    std::string rank0 = gunzip(test::pub("kineto/hta-sampled-rank-0.json.gz"));
+    const std::string rank1 = gunzip(test::pub("kineto/hta-sampled-rank-1.json.gz"));
+    const std::string key = "\"traceEvents\": [";
+    REQUIRE(rank0.substr(rank0.size() - 2) == "]}");
+    REQUIRE(rank1.find(key) != std::string::npos);
+    rank0.resize(rank0.size() - 2);
+    const std::string merged = rank0 + ", " + rank1.substr(rank1.find(key) + key.size());
+    test::write_file(dir.file("merged.json"), merged);
+    imp::Result result;
+    TraceData trace = import_public_path(dir, dir.file("merged.json"), result);
+    CHECK(result.events == 4855 + 4720);
+    CHECK(std::count(trace.kernels.device.begin(), trace.kernels.device.end(), 0) == 1154);
+    CHECK(std::count(trace.kernels.device.begin(), trace.kernels.device.end(), 1) == 1104);
+    // One marker per step, over both ranks' ranges: #551 from rank 0's start (ts
+    // 1682725898079292 us) to rank 1's end (1682725898079484 + 607904 us): 608,096,000 ns; #552
+    // from rank 0's start (1682725898686653) to rank 1's end (1682725898687438 + 630639): 631,424,000 ns.
+    std::vector<std::pair<int32_t, int64_t>> steps;
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+            steps.emplace_back(trace.markers.index[i], trace.markers.t_end[i] - trace.markers.t_start[i]);
+    std::sort(steps.begin(), steps.end());
+    CHECK(steps == std::vector<std::pair<int32_t, int64_t>>{{551, 608096000}, {552, 631424000}});
+    CHECK(trace.meta.at("kineto.processes").rfind("2 processes' traces in one file", 0) == 0);
+    CHECK(warned(result, "2 ProfilerStep#N ranges of the same N joined, one step marker each"));
+
+    // Each rank alone is one process: nothing joined, nothing said.
+    TraceData alone = import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
+    CHECK(alone.meta.count("kineto.processes") == 0);
 }
 
 TEST_CASE("kineto: a PyTorch 1.8-era trace written as one JSON array is read, not refused", "[import][kineto][public]") {

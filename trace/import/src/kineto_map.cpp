@@ -77,7 +77,7 @@ void map_event(const KEvent& e, KinetoData& d) {
             d.kernels.push_back(k);
             d.t_min = std::min(d.t_min, k.ts);
         } else if (c == "cuda_runtime" || c == "cuda_driver" || c == "Runtime" || c == "Driver") {
-            if (e.corr >= 0) d.launches[e.corr] = KLaunch{e.ts, e.tid};
+            if (e.corr >= 0) d.add_launch(e.corr, KLaunch{e.ts, e.tid, e.pid});
             if (e.name.substr(0, 3) == "hip") d.rocm = true;   // hipLaunchKernel, ...: a ROCm trace
         } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
                    c == "gpu_user_annotation") {
@@ -88,6 +88,7 @@ void map_event(const KEvent& e, KinetoData& d) {
                 r.dur = std::max<int64_t>(0, e.dur);
                 r.name = d.strings.intern(e.name);
                 r.gpu = c == "gpu_user_annotation";
+                r.pid = e.pid;
                 int64_t n = -1;
                 if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
                     r.step = static_cast<int32_t>(n);

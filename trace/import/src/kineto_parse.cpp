@@ -726,7 +726,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
         range.name = name[range.name];
         first.ranges.push_back(range);
     }
-    for (const auto& [id, call] : second.launches) first.launches[id] = call;
+    for (const auto& [id, call] : second.launches) first.add_launch(id, call);
     for (const auto& [id, start] : second.flow_starts) first.flow_starts[id] = start;
     if (first.negative_durations == 0 && second.negative_durations > 0) {
         first.first_negative = second.first_negative + shift;
@@ -737,6 +737,9 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.events += second.events;
     first.flows += second.flows;
     first.host_memory_events += second.host_memory_events;
+    first.correlations_shared += second.correlations_shared;
+    for (int64_t pid : second.launch_pids)
+        if (first.launch_pids.size() < KinetoData::kMaxLaunchPids) first.launch_pids.insert(pid);
     for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;
     first.t_min = std::min(first.t_min, second.t_min);
     if (second.device_count > 0) {
@@ -847,6 +850,15 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
     if (!h.saw_events)
         throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
     return d;
+}
+
+void KinetoData::add_launch(int64_t correlation, const KLaunch& call) {
+    auto [it, fresh] = launches.try_emplace(correlation, call);
+    if (!fresh) {
+        correlations_shared += it->second.pid != call.pid;
+        it->second = call;
+    }
+    if (launch_pids.size() < kMaxLaunchPids) launch_pids.insert(call.pid);
 }
 
 StepRanges::StepRanges(const std::vector<KRange>& ranges) {
