@@ -6,6 +6,7 @@
 // figures were read from the files with Python's json/gzip/sqlite3 (tests/data/public/SOURCES.md);
 // tests/import/public_traces.py checks the same files against their own accounting.
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -68,6 +69,12 @@ std::string import_error(const test::TempDir& dir, const std::string& in) {
         imp::import_file(in, dir.file("refused.db"), opt);
     } catch (const mhc::Error& e) { return e.what(); }
     return "";
+}
+
+int64_t kernel_time(const TraceData& trace) {
+    int64_t ns = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
+    return ns;
 }
 
 std::string gunzip(const std::string& path) {
@@ -185,6 +192,46 @@ TEST_CASE("kineto: two ranks' traces merged into one file have one step marker p
     CHECK(alone.meta.count("kineto.processes") == 0);
 }
 
+// Kineto's XPU plugin (Intel GPUs) places kernels and copies by args.sycl queue, with no
+// args.stream, and writes its runtime calls as xpu_runtime (synchronisation as xpu_sync). Such a
+// trace had every kernel of a device on stream 0 (the overlapping ones of two queues cut short)
+// and its launches said to be unread events. The XPU-style copy of a real CUDA trace (param's
+// AlexNet on an A100: 79 kernels and 19 copies on streams 7 and 20, two of them overlapping a
+// kernel of the other stream) must import as the original does.
+TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes and launches",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData cuda = import_public(dir, "kineto/hta-alexnet-param-bench.json.gz", result);
+    std::string text = gunzip(test::pub("kineto/hta-alexnet-param-bench.json.gz"));
+    auto replace_all = [&](const std::string& from, const std::string& to) {
+        size_t count = 0;
+        for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()), ++count)
+            text.replace(at, from.size(), to);
+        return count;
+    };
+    CHECK(replace_all("\"stream\": ", "\"sycl queue\": ") == 139);   // 98 kernels and copies, 41 cuda_sync
+    CHECK(replace_all("\"cat\": \"cuda_runtime\"", "\"cat\": \"xpu_runtime\"") == 361);
+    CHECK(replace_all("\"cat\": \"cuda_sync\"", "\"cat\": \"xpu_sync\"") == 41);
+    test::write_file(dir.file("xpu.json"), text);
+    TraceData xpu = import_public_path(dir, dir.file("xpu.json"), result);
+    auto lanes = [](const TraceData& trace) {
+        std::map<std::pair<int32_t, int64_t>, int64_t> out;
+        for (size_t i = 0; i < trace.kernels.size(); ++i) ++out[{trace.kernels.device[i], trace.kernels.stream[i]}];
+        for (size_t i = 0; i < trace.copies.size(); ++i) ++out[{trace.copies.device[i], trace.copies.stream[i]}];
+        return out;
+    };
+    CHECK(lanes(xpu) == lanes(cuda));
+    CHECK(lanes(xpu).size() == 2);
+    CHECK(kernel_time(xpu) == kernel_time(cuda));
+    CHECK(xpu.meta.at("kineto.kernels_linked_to_launch") == cuda.meta.at("kineto.kernels_linked_to_launch"));
+    CHECK(xpu.meta.at("kineto.kernels_linked_to_launch") == "79");
+    CHECK(xpu.meta.count("kineto.unread_events") == 0);
+    CHECK(xpu.meta.at("kineto.sycl_queues").rfind("98 kernels and copies on the stream of their args.sycl queue", 0) ==
+          0);
+    CHECK(cuda.meta.count("kineto.sycl_queues") == 0);
+}
+
 TEST_CASE("kineto: a PyTorch 1.8-era trace written as one JSON array is read, not refused", "[import][kineto][public]") {
     test::TempDir dir;
     imp::Result result;
@@ -238,14 +285,6 @@ TEST_CASE("nsys: NVTX rows that are no range or mark (a domain's creation, threa
     CHECK(*first == 0);
     CHECK(trace.str(trace.markers.name[static_cast<size_t>(first - trace.markers.t_start.begin())]) == "main");
 }
-
-namespace {
-int64_t kernel_time(const TraceData& trace) {
-    int64_t ns = 0;
-    for (size_t i = 0; i < trace.kernels.size(); ++i) ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
-    return ns;
-}
-}   // namespace
 
 TEST_CASE(
     "kineto: kernels that ran at once on one stream (CUDA graph branches, programmatic dependent launch) are "

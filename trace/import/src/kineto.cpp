@@ -179,6 +179,10 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     r.meta["kineto.kernels_linked_to_launch"] = std::to_string(linked);
     r.meta["kineto.flow_events"] = std::to_string(d.flows);
     r.meta["kineto.step_markers"] = std::to_string(steps.size());
+    if (d.sycl_queue_lanes > 0)
+        r.meta["kineto.sycl_queues"] = std::to_string(d.sycl_queue_lanes) +
+                                       " kernels and copies on the stream of their args.sycl queue (an Intel XPU "
+                                       "trace: no args.stream)";
     // The job identity the profiler recorded (docs/trace-format.md, "Multi-rank traces"); it has
     // no job id, and its times have no clock shared by the ranks.
     if (d.rank >= 0) r.meta["rank"] = std::to_string(d.rank);

@@ -76,6 +76,7 @@ struct KinetoData {
     static constexpr size_t kMaxLaunchPids = 1024;
     std::set<int64_t> launch_pids;
     int64_t correlations_shared = 0;
+    int64_t sycl_queue_lanes = 0;   // kernels and copies placed by args.sycl queue (Intel XPU)
     // 'X' events of categories the mapping does not read (kineto_map.hpp), by category: device
     // work of other back-ends (MTIA's mtia_ccp_events, CUPTI's cuda_profiler_range) among them.
     // Said in meta and a warning, never left out in silence.
