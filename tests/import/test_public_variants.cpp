@@ -445,6 +445,10 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
     CHECK(trace.meta.at("nsys.version") == "2025.1.1.110");
     CHECK(trace.meta.at("nsys.schema_version") == "3.17.1");
     CHECK(trace.meta.at("device_memory") == "150121545728");
+    // Its META_DATA_CAPTURE row PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE is Graph: a graph launch
+    // would be one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row (it has none).
+    CHECK(trace.meta.at("nsys.cuda_graph_trace").rfind("Graph (META_DATA_CAPTURE", 0) == 0);
+    CHECK(trace.meta.count("nsys.graph_launches") == 0);
 }
 
 // nsys --cuda-graph-trace=graph writes each CUDA graph launch as one row of
@@ -497,6 +501,83 @@ TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dro
     TraceData only = import_public_path(dir, alone, result);
     CHECK(only.kernels.size() == 4);   // with the launch of correlation 2200: no kernel holds it now
     CHECK(only.meta.at("nsys.missing_tables").find("CUPTI_ACTIVITY_KIND_KERNEL") != std::string::npos);
+}
+
+TEST_CASE("nsys: a 2021 export without a version table, with memcpys, memsets and synchronisation rows",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // Mordred's report1.sqlite (July 2021, a Quadro RTX 6000): no EXPORT_META_DATA, 12 kernels on
+    // one stream (8,544,420 ns), 48 memcpys (45 HtoD of 126,162 B, 3 DtoH of 504,000 B), 12 memsets
+    // (21,651,120 B), CUPTI_ACTIVITY_KIND_SYNCHRONIZATION rows (not device work), no NVTX or memory table.
+    TraceData trace = import_public(dir, "nsys/mordred-quadro-rtx6000-nsys-2021.sqlite", result);
+    CHECK(trace.kernels.size() == 12);
+    CHECK(kernel_time(trace) == 8544420);
+    REQUIRE(trace.copies.size() == 60);
+    int64_t h2d = 0, d2h = 0, memset = 0;
+    for (size_t i = 0; i < trace.copies.size(); ++i) {
+        const auto kind = trace.copies.kind[i];
+        (kind == mhc::trace::CopyKind::H2D ? h2d : kind == mhc::trace::CopyKind::D2H ? d2h : memset) += trace.copies.bytes[i];
+    }
+    CHECK(h2d == 126162);
+    CHECK(d2h == 504000);
+    CHECK(memset == 21651120);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 12);
+    CHECK(trace.meta.at("nsys.schema_version") == "unknown");
+    CHECK(trace.meta.at("device_name") == "Quadro RTX 6000");
+    CHECK(trace.meta.at("device_memory") == "25396838400");
+    CHECK(trace.meta.at("nsys.missing_tables") == "CUDA_GPU_MEMORY_USAGE_EVENTS,NVTX_EVENTS");
+}
+
+TEST_CASE("nsys: a 2025.5 export (schema 3.23.3) whose run made one memset and no kernel", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // WeatherBench2's report1.sqlite (November 2025, a GeForce RTX 4060): 23 CUDA API calls, one
+    // cudaMemsetAsync (4,608 B, 1,472 ns on the GPU), no kernel, memcpy, memory or NVTX table;
+    // recorded with CUDA_GRAPH_TRACE_OPTIONS:MODE Graph and COLLECT_GPU_MEMORY_USAGE false.
+    TraceData trace = import_public(dir, "nsys/weatherbench2-rtx4060-nsys-2025.5.sqlite", result);
+    CHECK(trace.kernels.size() == 0);
+    REQUIRE(trace.copies.size() == 1);
+    CHECK(trace.copies.kind[0] == mhc::trace::CopyKind::Memset);
+    CHECK(trace.copies.bytes[0] == 4608);
+    CHECK(trace.copies.t_end[0] - trace.copies.t_start[0] == 1472);
+    CHECK(trace.meta.at("nsys.version") == "2025.5.1.121");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.23.3");
+    CHECK(trace.meta.at("device_name") == "NVIDIA GeForce RTX 4060");
+    CHECK(trace.meta.at("nsys.cuda_graph_trace").rfind("Graph", 0) == 0);
+    CHECK(trace.meta.at("allocations").find("COLLECT_GPU_MEMORY_USAGE=false") != std::string::npos);
+}
+
+TEST_CASE("kineto: vLLM capturing its decode CUDA graph with profile_memory (MI300X)", "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // TraceLens's vLLM graph-capture trace (ROCm, HIP runtime 70051831) without its 119,876
+    // python_function events (SOURCES.md): 11,367 events, 7 kernels on HIP agent 2 (one GPU with
+    // [memory] events: device 0), 3 memcpys, 1,184 [memory] events on HIP device 0 (category
+    // cpu_instant_event) pairing 592 allocations with 592 frees; 191,610,969,088 B allocated before
+    // the first (Total Allocated - Bytes), Total Allocated peaking at 191,628,704,768 B and back to
+    // the baseline at the end, Total Reserved peaking at 193,621,655,552 B.
+    TraceData trace = import_public(dir, "kineto/tracelens-mi300x-vllm-decode-graph-capture.json.gz", result);
+    CHECK(result.events == 11367);
+    CHECK(trace.kernels.size() == 7);
+    CHECK(std::count(trace.kernels.device.begin(), trace.kernels.device.end(), 0) == 7);
+    CHECK(trace.copies.size() == 3);
+    CHECK(trace.allocations.size() == 592 + 1);
+    CHECK(trace.meta.at("kineto.baseline.device0").rfind("191610969088 ", 0) == 0);
+    CHECK(trace.meta.at("kineto.total_allocated.device0") == "agrees at all 1184 events");
+    CHECK(trace.meta.at("kineto.reserved_peak.device0") == "193621655552");
+    CHECK(trace.meta.at("kineto.profile_memory") == "on");
+    int64_t live = 0, peak = 0;   // frees before allocations at one instant (docs/trace-format.md)
+    std::vector<std::pair<int64_t, int64_t>> changes;
+    for (size_t i = 0; i < trace.allocations.size(); ++i) {
+        changes.emplace_back(trace.allocations.t_alloc[i], trace.allocations.bytes[i]);
+        if (trace.allocations.t_free[i] != mhc::trace::kNoTime)
+            changes.emplace_back(trace.allocations.t_free[i], -trace.allocations.bytes[i]);
+    }
+    std::sort(changes.begin(), changes.end());
+    for (const auto& change : changes) peak = std::max(peak, live += change.second);
+    CHECK(peak == 191628704768);
+    CHECK(live == 191610969088);
 }
 
 TEST_CASE("et: an execution trace alone marks its ProfilerStep#N steps, as info counts them", "[import][et][public]") {

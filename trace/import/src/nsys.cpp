@@ -195,6 +195,8 @@ private:
             const std::string option = key.substr(key.rfind(':') == std::string::npos ? 0 : key.rfind(':') + 1);
             if (option == "COLLECT_CUDA_TRACE") merge(cuda_traced_, rows.text(1));
             if (option == "COLLECT_GPU_MEMORY_USAGE") merge(memory_usage_traced_, rows.text(1));
+            if (option == "MODE" && key.find("CUDA_GRAPH_TRACE_OPTIONS") != std::string::npos && graph_mode_.empty())
+                graph_mode_ = rows.text(1).substr(0, 40);   // Graph or Node (--cuda-graph-trace)
         }
     }
 
@@ -502,6 +504,12 @@ private:
         r_.meta["categories"] = "unknown";
         r_.meta["reconstructed_blocks"] = std::to_string(reconstructed_);
         r_.meta["nsys.kernel_starts_clamped"] = std::to_string(clamped_);
+        if (!graph_mode_.empty())
+            r_.meta["nsys.cuda_graph_trace"] =
+                graph_mode_ + (graph_mode_ == "Graph"
+                                   ? " (META_DATA_CAPTURE: a CUDA graph launch is one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row, "
+                                     "its kernels are not recorded)"
+                                   : " (META_DATA_CAPTURE CUDA_GRAPH_TRACE_OPTIONS:MODE)");
         if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS"))
             r_.meta["allocations"] =
                 memory_usage_traced_ == "false"
@@ -520,6 +528,7 @@ private:
     std::set<std::string> tables_;
     std::vector<Kernel> kernels_;                     // read, not yet written (write_kernels)
     std::string cuda_traced_, memory_usage_traced_;   // META_DATA_CAPTURE: "true", "false" or unknown ("")
+    std::string graph_mode_;   // META_DATA_CAPTURE CUDA_GRAPH_TRACE_OPTIONS:MODE: "Graph", "Node" or unknown ("")
     std::unordered_map<int64_t, std::string> strings_;
     int64_t base_ = INT64_MAX;
     int64_t events_ = 0, allocations_ = 0, reconstructed_ = 0, clamped_ = 0, copies_ = 0;
