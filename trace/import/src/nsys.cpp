@@ -362,36 +362,36 @@ private:
     // in the kernel table too (the same correlation id: node-level tracing) is not counted twice.
     void read_graph_launches() {
         if (!has(kGraphTrace)) return;
-        auto c = columns(kGraphTrace, {"start", "end"});
+        auto cols = columns(kGraphTrace, {"start", "end"});
         std::set<int64_t> traced;   // correlation ids of the kernels read
-        for (const Kernel& k : kernels_)
-            if (k.correlation != 0) traced.insert(k.correlation);
+        for (const Kernel& kernel : kernels_)
+            if (kernel.correlation != 0) traced.insert(kernel.correlation);
         sql::Stmt untimed(
             db_.db, in_,
             (std::string("SELECT COUNT(*) FROM ") + kGraphTrace + " WHERE NOT (1" + kGraphTimed + ")").c_str());
         const int64_t no_time = untimed.step() ? untimed.i64(0) : 0;
-        std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " +
-                        col(c, "graphId") + ", " + col(c, "correlationId") + ", rowid FROM " + kGraphTrace +
-                        " WHERE 1" + kGraphTimed + " ORDER BY start, rowid";
-        sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, kGraphTrace, 6};
+        std::string query = "SELECT start, end, " + col(cols, "deviceId") + ", " + col(cols, "streamId") + ", " +
+                            col(cols, "graphId") + ", " + col(cols, "correlationId") + ", rowid FROM " + kGraphTrace +
+                            " WHERE 1" + kGraphTimed + " ORDER BY start, rowid";
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        Cells cell{rows, in_, kGraphTrace, 6};
         int64_t launches = 0, also_as_kernels = 0, busy_ns = 0;
         std::set<int64_t> graphs;
-        while (s.step()) {
+        while (rows.step()) {
             ++events_;
-            Kernel k;
-            std::tie(k.device, k.stream) = device_and_stream(cell);
+            Kernel launch;
+            std::tie(launch.device, launch.stream) = device_and_stream(cell);
             const int64_t graph = cell.get(4, "graphId", 0, INT64_MAX, false);
-            k.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
+            launch.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
             auto [gs, ge] = cell.interval(0, 1);
-            if (k.correlation != 0 && traced.count(k.correlation)) {
+            if (launch.correlation != 0 && traced.count(launch.correlation)) {
                 ++also_as_kernels;
                 continue;
             }
-            k.name = w_.intern("CUDA graph " + std::to_string(graph));
-            k.t_start = rel(gs, kGraphTrace);
-            k.t_end = rel(ge, kGraphTrace);
-            kernels_.push_back(k);
+            launch.name = w_.intern("CUDA graph " + std::to_string(graph));
+            launch.t_start = rel(gs, kGraphTrace);
+            launch.t_end = rel(ge, kGraphTrace);
+            kernels_.push_back(launch);
             ++launches;
             busy_ns += ge - gs;
             graphs.insert(graph);
@@ -419,18 +419,18 @@ private:
                          [](const Kernel& lhs, const Kernel& rhs) { return lhs.t_start < rhs.t_start; });
         std::map<std::pair<int32_t, int64_t>, int64_t> stream_end;
         int64_t kernels = 0;
-        for (Kernel& k : kernels_) {
-            k.id = ++kernels;
-            auto [it, first] = stream_end.try_emplace({k.device, k.stream}, k.t_end);
+        for (Kernel& kernel : kernels_) {
+            kernel.id = ++kernels;
+            auto [it, first] = stream_end.try_emplace({kernel.device, kernel.stream}, kernel.t_end);
             if (!first) {
-                if (k.t_start < it->second) {
-                    k.t_start = it->second;
-                    k.t_end = std::max(k.t_end, k.t_start);
+                if (kernel.t_start < it->second) {
+                    kernel.t_start = it->second;
+                    kernel.t_end = std::max(kernel.t_end, kernel.t_start);
                     ++clamped_;
                 }
-                it->second = std::max(it->second, k.t_end);
+                it->second = std::max(it->second, kernel.t_end);
             }
-            w_.add(k);
+            w_.add(kernel);
         }
         kernels_.clear();
     }
