@@ -503,6 +503,58 @@ TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dro
     CHECK(only.meta.at("nsys.missing_tables").find("CUPTI_ACTIVITY_KIND_KERNEL") != std::string::npos);
 }
 
+// nsys profile over a launcher records several processes in one export (globalPid): each numbers
+// its streams and holds its address space on its own. Two processes on one GPU both had stream 7
+// (one lane: the second's kernels clamped behind the first's) and the same addresses (one
+// process's allocation freed the other's block).
+TEST_CASE("nsys: two processes on one GPU keep their own lanes and their own allocations", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // The 2025.1 export's 18 kernels (device 0, stream 7, 10,167,602 ns, none clamped) again as a
+    // second process's, 1,000 ns later: they overlap the first process's on the same stream number.
+    const std::string kernels = dir.file("two-processes.sqlite");
+    public_variant(
+        "nsys/fuser-h200-nsys-2025.1.sqlite", kernels,
+        "CREATE TEMP TABLE second AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL; UPDATE second SET globalPid = "
+        "globalPid + 1, start = start + 1000, end = end + 1000, correlationId = correlationId + 100000; "
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM second;");
+    TraceData two = import_public_path(dir, kernels, result);
+    REQUIRE(two.kernels.size() == 36);
+    CHECK(kernel_time(two) == 2 * 10167602);
+    CHECK(two.meta.at("nsys.kernel_starts_clamped") == "0");
+    CHECK(std::count(two.kernels.stream.begin(), two.kernels.stream.end(), 7) == 18);
+    CHECK(std::count(two.kernels.stream.begin(), two.kernels.stream.end(), (int64_t{1} << 40) + 7) == 18);
+    CHECK(two.meta.at("nsys.processes").rfind("2 processes (globalPid) in the export; 2 on device 0: ", 0) == 0);
+    CHECK(warned(result, "streams are per process"));
+
+    // extra-p's con_kernel export: 20 memory events of one process (device 0 and pinned host
+    // memory, each peaking at 40,160,000 B) again as a second process's, 1 ns later, at the same
+    // addresses. The file's own signed sum (frees first at one start) peaks at 80,320,000 B on
+    // each and ends at 0.
+    const std::string memory = dir.file("two-processes-memory.sqlite");
+    public_variant(
+        "nsys/con_kernel.sqlite", memory,
+        "CREATE TEMP TABLE second AS SELECT * FROM CUDA_GPU_MEMORY_USAGE_EVENTS; UPDATE second SET globalPid = "
+        "globalPid + 1, start = start + 1; INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS SELECT * FROM second;");
+    TraceData mem = import_public_path(dir, memory, result);
+    for (int32_t device : {-1, 0}) {
+        std::vector<std::pair<int64_t, int64_t>> changes;   // frees before allocations at one instant
+        for (size_t i = 0; i < mem.allocations.size(); ++i) {
+            if (mem.allocations.device[i] != device) continue;
+            changes.emplace_back(mem.allocations.t_alloc[i], mem.allocations.bytes[i]);
+            if (mem.allocations.t_free[i] != mhc::trace::kNoTime)
+                changes.emplace_back(mem.allocations.t_free[i], -mem.allocations.bytes[i]);
+        }
+        std::sort(changes.begin(), changes.end());
+        int64_t live = 0, peak = 0;
+        for (const auto& change : changes) peak = std::max(peak, live += change.second);
+        INFO("device " << device);
+        CHECK(peak == 80320000);
+        CHECK(live == 0);
+    }
+    CHECK(mem.meta.at("nsys.memory_processes").rfind("20 memory events of processes after the first", 0) == 0);
+}
+
 TEST_CASE("nsys: a 2021 export without a version table, with memcpys, memsets and synchronisation rows",
           "[import][nsys][public]") {
     test::TempDir dir;

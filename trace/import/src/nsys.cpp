@@ -113,6 +113,7 @@ public:
 
     void run() {
         find_tables();
+        find_shared_devices();
         read_strings();
         find_base_time();
         read_gpu();
@@ -215,6 +216,55 @@ private:
         return "unknown version or nothing was traced";
     }
 
+    // An export of several processes (nsys profile over a launcher: globalPid) numbers streams per
+    // process, so two processes on one GPU can both have stream 7: their kernels would share one
+    // lane and be clamped as overlaps. On such a GPU the second and later processes (by globalPid)
+    // have their streams numbered k * 2^40 + streamId; said in meta nsys.processes and a warning.
+    void find_shared_devices() {
+        std::string rows;
+        for (const char* table :
+             {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", kGraphTrace}) {
+            if (!has(table)) continue;
+            const auto cols = db_.columns(table);
+            if (!cols.count("globalPid") || !cols.count("deviceId")) return;   // older exports: one process
+            rows += (rows.empty() ? "" : " UNION ") + std::string("SELECT DISTINCT deviceId, globalPid FROM ") + table +
+                    " WHERE typeof(deviceId) = 'integer' AND typeof(globalPid) = 'integer'";
+        }
+        if (rows.empty()) return;
+        sql::Stmt pairs(db_.db, in_,
+                        ("SELECT deviceId, globalPid FROM (" + rows + ") ORDER BY deviceId, globalPid").c_str());
+        std::map<int64_t, std::vector<int64_t>> processes;   // device -> its processes, by globalPid
+        std::set<int64_t> all;
+        while (pairs.step()) {
+            processes[pairs.i64(0)].push_back(pairs.i64(1));
+            all.insert(pairs.i64(1));
+        }
+        std::string shared;
+        for (const auto& [device, pids] : processes) {
+            if (pids.size() < 2) continue;
+            for (size_t k = 1; k < pids.size(); ++k) stream_base_[{device, pids[k]}] = static_cast<int64_t>(k) << 40;
+            shared += (shared.empty() ? "" : ", ") + std::to_string(pids.size()) + " on device " +
+                      std::to_string(device);
+        }
+        if (all.size() < 2) return;
+        std::string said = std::to_string(all.size()) + " processes (globalPid) in the export";
+        if (!shared.empty())
+            said += "; " + shared +
+                    ": streams are per process, so on a shared GPU the k-th process's (k = 0, 1, ... by globalPid) "
+                    "are numbered k * 2^40 + streamId, each keeping its own lanes";
+        r_.meta["nsys.processes"] = said;
+        if (!shared.empty()) r_.warnings.push_back(said);
+    }
+
+    // A kernel's or copy's device and stream (columns 2 and 3 of its query) and, on a GPU that
+    // several processes used, its process's stream numbers (globalPid in column pid_col).
+    std::pair<int32_t, int64_t> lane(const Cells& cell, int pid_col) const {
+        auto [device, stream] = device_and_stream(cell);
+        if (stream_base_.empty()) return {device, stream};
+        auto base = stream_base_.find({device, cell.get(pid_col, "globalPid", INT64_MIN, INT64_MAX, false)});
+        return {device, base == stream_base_.end() ? stream : stream + base->second};
+    }
+
     void read_strings() {
         if (!has("StringIds")) return;
         columns("StringIds", {"id", "value"});
@@ -284,15 +334,21 @@ private:
         return a.id;
     }
 
-    // Allocations: alloc/free pairs by (device, address).
+    // Allocations: alloc/free pairs by (device, process, address): an export of several processes
+    // (globalPid) holds each one's own address space, where the same address can be live in two.
+    // The trace has one address space per device, so the allocations of a device's processes after
+    // the first one seen there are written with address 0 (unknown), counted in meta.
     void read_allocations() {
         if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS")) return;
         auto c = columns("CUDA_GPU_MEMORY_USAGE_EVENTS", {"address", "bytes", "memoryOperationType"});
         std::string q = "SELECT start, " + col(c, "deviceId") + ", address, bytes, " + col(c, "memKind", "2") +
-                        ", memoryOperationType, rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
+                        ", memoryOperationType, " + col(c, "globalPid") +
+                        ", rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 6};
-        std::map<std::pair<int32_t, int64_t>, int64_t> live;
+        Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 7};
+        std::map<std::tuple<int32_t, int64_t, int64_t>, int64_t> live;
+        std::map<int32_t, int64_t> first_process;   // device -> the first globalPid seen allocating on it
+        int64_t unaddressed = 0;
         while (s.step()) {
             ++events_;
             int64_t t = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
@@ -302,10 +358,16 @@ private:
             int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(device);
             int64_t addr = cell.get(2, "address", INT64_MIN, INT64_MAX), bytes = cell.get(3, "bytes", 0, kMaxBytes),
                     op = cell.get(5, "memoryOperationType", 0, 1);   // nsys: 0 allocation, 1 free
-            auto key = std::make_pair(dev, addr);
+            const int64_t pid = cell.get(6, "globalPid", INT64_MIN, INT64_MAX, false);
+            auto key = std::make_tuple(dev, pid, addr);
+            if (first_process.try_emplace(dev, pid).first->second != pid) {
+                addr = 0;
+                ++unaddressed;
+            }
             auto it = live.find(key);
             if (op == 0 && bytes <= 0)
-                throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(6), "allocation of " + std::to_string(bytes) + " bytes"));
+                throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(7),
+                                      "allocation of " + std::to_string(bytes) + " bytes"));
             if (it != live.end()) {   // an allocation at a live block's address frees it first
                 w_.set_free_time(it->second, t);
                 live.erase(it);
@@ -317,6 +379,11 @@ private:
                 ++reconstructed_;
             }
         }
+        if (unaddressed > 0)
+            r_.meta["nsys.memory_processes"] =
+                std::to_string(unaddressed) +
+                " memory events of processes after the first on their device: their allocations have address 0 "
+                "(the trace holds one address space per device; each process's are paired within its own)";
     }
 
     // Kernels, in the order of their starts; written by write_kernels with the graph launches.
@@ -325,17 +392,18 @@ private:
         auto c = columns("CUPTI_ACTIVITY_KIND_KERNEL", {"start", "end"});
         std::string name = c.count("demangledName") ? "demangledName" : c.count("shortName") ? "shortName" : "-1";
         std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " + name + ", " +
-                        col(c, "correlationId") + ", " + col(c, "gridX") + ", " + col(c, "gridY") + ", " + col(c, "gridZ") +
-                        ", " + col(c, "blockX") + ", " + col(c, "blockY") + ", " + col(c, "blockZ") + ", " +
-                        col(c, "staticSharedMemory") + " + " + col(c, "dynamicSharedMemory") + ", " +
-                        col(c, "registersPerThread") + ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
+                        col(c, "correlationId") + ", " + col(c, "gridX") + ", " + col(c, "gridY") + ", " +
+                        col(c, "gridZ") + ", " + col(c, "blockX") + ", " + col(c, "blockY") + ", " + col(c, "blockZ") +
+                        ", " + col(c, "staticSharedMemory") + " + " + col(c, "dynamicSharedMemory") + ", " +
+                        col(c, "registersPerThread") + ", " + col(c, "globalPid") +
+                        ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, "CUPTI_ACTIVITY_KIND_KERNEL", 14};
+        Cells cell{s, in_, "CUPTI_ACTIVITY_KIND_KERNEL", 15};
         std::unordered_map<int64_t, int64_t> name_ids;
         while (s.step()) {
             ++events_;
             Kernel k;
-            std::tie(k.device, k.stream) = device_and_stream(cell);
+            std::tie(k.device, k.stream) = lane(cell, 14);
             int64_t sid = cell.get(4, "demangledName", INT64_MIN, INT64_MAX, false, -1);
             auto ni = name_ids.find(sid);
             k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w_.intern(str(sid)));
@@ -371,16 +439,16 @@ private:
             (std::string("SELECT COUNT(*) FROM ") + kGraphTrace + " WHERE NOT (1" + kGraphTimed + ")").c_str());
         const int64_t no_time = untimed.step() ? untimed.i64(0) : 0;
         std::string query = "SELECT start, end, " + col(cols, "deviceId") + ", " + col(cols, "streamId") + ", " +
-                            col(cols, "graphId") + ", " + col(cols, "correlationId") + ", rowid FROM " + kGraphTrace +
-                            " WHERE 1" + kGraphTimed + " ORDER BY start, rowid";
+                            col(cols, "graphId") + ", " + col(cols, "correlationId") + ", " + col(cols, "globalPid") +
+                            ", rowid FROM " + kGraphTrace + " WHERE 1" + kGraphTimed + " ORDER BY start, rowid";
         sql::Stmt rows(db_.db, in_, query.c_str());
-        Cells cell{rows, in_, kGraphTrace, 6};
+        Cells cell{rows, in_, kGraphTrace, 7};
         int64_t launches = 0, also_as_kernels = 0, busy_ns = 0;
         std::set<int64_t> graphs;
         while (rows.step()) {
             ++events_;
             Kernel launch;
-            std::tie(launch.device, launch.stream) = device_and_stream(cell);
+            std::tie(launch.device, launch.stream) = lane(cell, 6);
             const int64_t graph = cell.get(4, "graphId", 0, INT64_MAX, false);
             launch.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
             auto [gs, ge] = cell.interval(0, 1);
@@ -439,15 +507,16 @@ private:
         if (!has(t)) return;
         const bool memset = std::string(t) == "CUPTI_ACTIVITY_KIND_MEMSET";
         auto c = columns(t, {"start", "end"});
-        std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " + col(c, "bytes") +
-                        ", " + (memset ? std::string("-1") : col(c, "copyKind")) + ", rowid FROM " + t + " ORDER BY start, rowid";
+        std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " +
+                        col(c, "bytes") + ", " + (memset ? std::string("-1") : col(c, "copyKind")) + ", " +
+                        col(c, "globalPid") + ", rowid FROM " + t + " ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, t, 6};
+        Cells cell{s, in_, t, 7};
         while (s.step()) {
             ++events_;
             Copy cp;
             cp.id = ++copies_;
-            std::tie(cp.device, cp.stream) = device_and_stream(cell);
+            std::tie(cp.device, cp.stream) = lane(cell, 6);
             cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", 0, kMaxCuptiMemcpyKind, false));
             cp.bytes = cell.get(4, "bytes", 0, kMaxBytes, false);
             auto [cs, ce] = cell.interval(0, 1);
@@ -527,6 +596,7 @@ private:
     Result& r_;
     std::set<std::string> tables_;
     std::vector<Kernel> kernels_;                     // read, not yet written (write_kernels)
+    std::map<std::pair<int64_t, int64_t>, int64_t> stream_base_;   // (device, globalPid) -> added to its streams
     std::string cuda_traced_, memory_usage_traced_;   // META_DATA_CAPTURE: "true", "false" or unknown ("")
     std::string graph_mode_;   // META_DATA_CAPTURE CUDA_GRAPH_TRACE_OPTIONS:MODE: "Graph", "Node" or unknown ("")
     std::unordered_map<int64_t, std::string> strings_;
