@@ -503,16 +503,16 @@ private:
         kernels_.clear();
     }
 
-    void read_copies(const char* t) {
-        if (!has(t)) return;
-        const bool memset = std::string(t) == "CUPTI_ACTIVITY_KIND_MEMSET";
-        auto c = columns(t, {"start", "end"});
-        std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " +
-                        col(c, "bytes") + ", " + (memset ? std::string("-1") : col(c, "copyKind")) + ", " +
-                        col(c, "globalPid") + ", rowid FROM " + t + " ORDER BY start, rowid";
-        sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, t, 7};
-        while (s.step()) {
+    void read_copies(const char* table) {
+        if (!has(table)) return;
+        const bool memset = std::string(table) == "CUPTI_ACTIVITY_KIND_MEMSET";
+        auto cols = columns(table, {"start", "end"});
+        std::string query = "SELECT start, end, " + col(cols, "deviceId") + ", " + col(cols, "streamId") + ", " +
+                            col(cols, "bytes") + ", " + (memset ? std::string("-1") : col(cols, "copyKind")) + ", " +
+                            col(cols, "globalPid") + ", rowid FROM " + table + " ORDER BY start, rowid";
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        Cells cell{rows, in_, table, 7};
+        while (rows.step()) {
             ++events_;
             Copy cp;
             cp.id = ++copies_;
@@ -520,8 +520,8 @@ private:
             cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", 0, kMaxCuptiMemcpyKind, false));
             cp.bytes = cell.get(4, "bytes", 0, kMaxBytes, false);
             auto [cs, ce] = cell.interval(0, 1);
-            cp.t_start = rel(cs, t);
-            cp.t_end = rel(ce, t);
+            cp.t_start = rel(cs, table);
+            cp.t_end = rel(ce, table);
             w_.add(cp);
         }
     }
