@@ -230,6 +230,13 @@ TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes 
     CHECK(xpu.meta.at("kineto.sycl_queues").rfind("98 kernels and copies on the stream of their args.sycl queue", 0) ==
           0);
     CHECK(cuda.meta.count("kineto.sycl_queues") == 0);
+    // A queue id past int64 (an invalid id written unsigned) places nothing and refuses nothing.
+    CHECK(replace_all("\"sycl queue\": 7,", "\"sycl queue\": 18446744073709551615,") == 123);
+    test::write_file(dir.file("xpu-invalid-queue.json"), text);
+    TraceData invalid = import_public_path(dir, dir.file("xpu-invalid-queue.json"), result);
+    CHECK(invalid.kernels.size() == 79);
+    CHECK(invalid.meta.at("kineto.sycl_queues").rfind("7 kernels and copies", 0) ==
+          0);   // stream 20: 6 kernels, 1 memset
 }
 
 TEST_CASE("kineto: a PyTorch 1.8-era trace written as one JSON array is read, not refused", "[import][kineto][public]") {

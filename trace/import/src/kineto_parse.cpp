@@ -436,7 +436,11 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             case F::Corr: field(text, size, "args.correlation", e.corr, lo, hi); break;
             case F::Device: field(text, size, "args.device", e.device, -1, INT32_MAX); break;
             case F::Stream: e.has_stream = field(text, size, "args.stream", e.stream, lo, hi); break;
-            case F::SyclQueue: field(text, size, "args.sycl queue", e.sycl_queue, 0, hi); break;
+            case F::SyclQueue: {   // a queue id past int64 (an invalid id written unsigned): no lane, no error
+                int64_t queue = -1;
+                if (parse_int(text, size, queue) && queue >= 0) e.sycl_queue = queue;
+                break;
+            }
             case F::Bytes: field(text, size, "args.bytes", e.bytes, 0, kMaxBytes); break;
             case F::Regs: field(text, size, "args.registers per thread", e.regs, 0, INT32_MAX); break;
             case F::Smem: field(text, size, "args.shared memory", e.smem, 0, INT32_MAX); break;
