@@ -374,11 +374,23 @@ def nsys_timeline(path):
     def rows(table, what):
         return db.execute(f"SELECT {what} FROM {table}").fetchone() if table in tables else None
     kernels, clamped, prev_end = [0, 0], 0, {}
+    rows_ = []
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
+        rows_ = list(db.execute("SELECT deviceId, streamId, start, end, correlationId FROM "
+                                "CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid"))
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:
+        # nsys --cuda-graph-trace=graph: a graph launch is one row here and its kernels are not in
+        # the kernel table; each is one kernel of the timeline (start = end = 0: not timed, left
+        # out; a launch whose correlation id a kernel row has is in the kernel table already).
+        traced = {r[4] for r in rows_ if r[4]}
+        rows_ += [r for r in db.execute("SELECT deviceId, streamId, start, end, correlationId FROM "
+                                        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE WHERE NOT (start = 0 AND end = 0) "
+                                        "ORDER BY start, rowid") if not (r[4] and r[4] in traced)]
+        rows_.sort(key=lambda r: r[2])   # stable: kernels before graph launches at one start
+    if rows_:
         # docs/import.md: a kernel that starts before the previous one on its stream ended
         # starts at that end (the export's own sum of end - start is printed beside it).
-        for dev, stream, start, end in db.execute("SELECT deviceId, streamId, start, end FROM "
-                                                  "CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid"):
+        for dev, stream, start, end, _ in rows_:
             begin = max(start, prev_end.get((dev, stream), start))
             clamped += begin > start
             prev_end[(dev, stream)] = max(begin, end)
@@ -387,6 +399,7 @@ def nsys_timeline(path):
     copies = sum((rows(t, "COUNT(*)") or (0,))[0] for t in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"))
     spans = [rows(t, "MIN(start), MAX(end)") for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
                                                        "CUPTI_ACTIVITY_KIND_MEMSET")]
+    spans += [(min(r[2] for r in rows_), max(r[3] for r in rows_))] if rows_ else []
     spans += [rows("CUDA_GPU_MEMORY_USAGE_EVENTS", "MIN(start), MAX(start)")]
     spans = [s for s in spans if s and s[0] is not None]
     return {"kernels": kernels[0], "copies": copies, "markers": nvtx_markers(db, tables),

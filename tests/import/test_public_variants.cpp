@@ -6,12 +6,14 @@
 // figures were read from the files with Python's json/gzip/sqlite3 (tests/data/public/SOURCES.md);
 // tests/import/public_traces.py checks the same files against their own accounting.
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <string>
 #include <tuple>
 
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
+#include <zlib.h>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
@@ -27,6 +29,16 @@ TraceData import_public(const test::TempDir& dir, const std::string& name, imp::
     opt.warn = false;
     const std::string out = dir.file("t.db");
     result = imp::import_file(test::pub(name), out, opt);
+    TraceData trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    return trace;
+}
+
+TraceData import_public_path(const test::TempDir& dir, const std::string& path, imp::Result& result) {
+    imp::Options opt;
+    opt.warn = false;
+    const std::string out = dir.file("p.db");
+    result = imp::import_file(path, out, opt);
     TraceData trace = mhc::trace::load_trace(out);
     REQUIRE(mhc::trace::check_trace(trace).ok());
     return trace;
@@ -57,6 +69,23 @@ std::string import_error(const test::TempDir& dir, const std::string& in) {
         imp::import_file(in, dir.file("refused.db"), opt);
     } catch (const mhc::Error& e) { return e.what(); }
     return "";
+}
+
+int64_t kernel_time(const TraceData& trace) {
+    int64_t ns = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
+    return ns;
+}
+
+std::string gunzip(const std::string& path) {
+    gzFile file = gzopen(path.c_str(), "rb");
+    REQUIRE(file != nullptr);
+    std::string text;
+    char buf[1 << 16];
+    int got = 0;
+    while ((got = gzread(file, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(got));
+    gzclose(file);
+    return text;
 }
 
 }  // namespace
@@ -124,6 +153,92 @@ TEST_CASE("kineto: a CPU-only gloo rank and a rank pair of one job keep their jo
     }
 }
 
+// Tools merge the traces of several ranks into one file (concatenating traceEvents; some also
+// prefix each pid with the rank). Each rank has its own ProfilerStep#N and its own correlation
+// ids: such a file was read as one process, with every step counted once per rank.
+TEST_CASE("kineto: two ranks' traces merged into one file have one step marker per step, and say so",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    // HTA's sampled ranks 0 (pid 4037, 1,154 kernels on device 0) and 1 (pid 4045, 1,104 on
+    // device 1), both ProfilerStep#551 and #552, traceEvents the last key of each: rank 1's events
+    // appended to rank 0's array.
+    std::string rank0 = gunzip(test::pub("kineto/hta-sampled-rank-0.json.gz"));
+    const std::string rank1 = gunzip(test::pub("kineto/hta-sampled-rank-1.json.gz"));
+    const std::string key = "\"traceEvents\": [";
+    REQUIRE(rank0.substr(rank0.size() - 2) == "]}");
+    REQUIRE(rank1.find(key) != std::string::npos);
+    rank0.resize(rank0.size() - 2);
+    const std::string merged = rank0 + ", " + rank1.substr(rank1.find(key) + key.size());
+    test::write_file(dir.file("merged.json"), merged);
+    imp::Result result;
+    TraceData trace = import_public_path(dir, dir.file("merged.json"), result);
+    CHECK(result.events == 4855 + 4720);
+    CHECK(std::count(trace.kernels.device.begin(), trace.kernels.device.end(), 0) == 1154);
+    CHECK(std::count(trace.kernels.device.begin(), trace.kernels.device.end(), 1) == 1104);
+    // One marker per step, over both ranks' ranges: #551 from rank 0's start (ts
+    // 1682725898079292 us) to rank 1's end (1682725898079484 + 607904 us): 608,096,000 ns; #552
+    // from rank 0's start (1682725898686653) to rank 1's end (1682725898687438 + 630639): 631,424,000 ns.
+    std::vector<std::pair<int32_t, int64_t>> steps;
+    for (size_t i = 0; i < trace.markers.size(); ++i)
+        if (trace.markers.kind[i] == mhc::trace::MarkerKind::Step)
+            steps.emplace_back(trace.markers.index[i], trace.markers.t_end[i] - trace.markers.t_start[i]);
+    std::sort(steps.begin(), steps.end());
+    CHECK(steps == std::vector<std::pair<int32_t, int64_t>>{{551, 608096000}, {552, 631424000}});
+    CHECK(trace.meta.at("kineto.processes").rfind("2 processes' traces in one file", 0) == 0);
+    CHECK(warned(result, "2 ProfilerStep#N ranges of the same N joined, one step marker each"));
+
+    // Each rank alone is one process: nothing joined, nothing said.
+    TraceData alone = import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
+    CHECK(alone.meta.count("kineto.processes") == 0);
+}
+
+// Kineto's XPU plugin (Intel GPUs) places kernels and copies by args.sycl queue, with no
+// args.stream, and writes its runtime calls as xpu_runtime (synchronisation as xpu_sync). Such a
+// trace had every kernel of a device on stream 0 (the overlapping ones of two queues cut short)
+// and its launches said to be unread events. The XPU-style copy of a real CUDA trace (param's
+// AlexNet on an A100: 79 kernels and 19 copies on streams 7 and 20, two of them overlapping a
+// kernel of the other stream) must import as the original does.
+TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes and launches",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData cuda = import_public(dir, "kineto/hta-alexnet-param-bench.json.gz", result);
+    std::string text = gunzip(test::pub("kineto/hta-alexnet-param-bench.json.gz"));
+    auto replace_all = [&](const std::string& from, const std::string& to) {
+        size_t count = 0;
+        for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()), ++count)
+            text.replace(at, from.size(), to);
+        return count;
+    };
+    CHECK(replace_all("\"stream\": ", "\"sycl queue\": ") == 139);   // 98 kernels and copies, 41 cuda_sync
+    CHECK(replace_all("\"cat\": \"cuda_runtime\"", "\"cat\": \"xpu_runtime\"") == 361);
+    CHECK(replace_all("\"cat\": \"cuda_sync\"", "\"cat\": \"xpu_sync\"") == 41);
+    test::write_file(dir.file("xpu.json"), text);
+    TraceData xpu = import_public_path(dir, dir.file("xpu.json"), result);
+    auto lanes = [](const TraceData& trace) {
+        std::map<std::pair<int32_t, int64_t>, int64_t> out;
+        for (size_t i = 0; i < trace.kernels.size(); ++i) ++out[{trace.kernels.device[i], trace.kernels.stream[i]}];
+        for (size_t i = 0; i < trace.copies.size(); ++i) ++out[{trace.copies.device[i], trace.copies.stream[i]}];
+        return out;
+    };
+    CHECK(lanes(xpu) == lanes(cuda));
+    CHECK(lanes(xpu).size() == 2);
+    CHECK(kernel_time(xpu) == kernel_time(cuda));
+    CHECK(xpu.meta.at("kineto.kernels_linked_to_launch") == cuda.meta.at("kineto.kernels_linked_to_launch"));
+    CHECK(xpu.meta.at("kineto.kernels_linked_to_launch") == "79");
+    CHECK(xpu.meta.count("kineto.unread_events") == 0);
+    CHECK(xpu.meta.at("kineto.sycl_queues").rfind("98 kernels and copies on the stream of their args.sycl queue", 0) ==
+          0);
+    CHECK(cuda.meta.count("kineto.sycl_queues") == 0);
+    // A queue id past int64 (an invalid id written unsigned) places nothing and refuses nothing.
+    CHECK(replace_all("\"sycl queue\": 7,", "\"sycl queue\": 18446744073709551615,") == 123);
+    test::write_file(dir.file("xpu-invalid-queue.json"), text);
+    TraceData invalid = import_public_path(dir, dir.file("xpu-invalid-queue.json"), result);
+    CHECK(invalid.kernels.size() == 79);
+    CHECK(invalid.meta.at("kineto.sycl_queues").rfind("7 kernels and copies", 0) ==
+          0);   // stream 20: 6 kernels, 1 memset
+}
+
 TEST_CASE("kineto: a PyTorch 1.8-era trace written as one JSON array is read, not refused", "[import][kineto][public]") {
     test::TempDir dir;
     imp::Result result;
@@ -177,14 +292,6 @@ TEST_CASE("nsys: NVTX rows that are no range or mark (a domain's creation, threa
     CHECK(*first == 0);
     CHECK(trace.str(trace.markers.name[static_cast<size_t>(first - trace.markers.t_start.begin())]) == "main");
 }
-
-namespace {
-int64_t kernel_time(const TraceData& trace) {
-    int64_t ns = 0;
-    for (size_t i = 0; i < trace.kernels.size(); ++i) ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
-    return ns;
-}
-}   // namespace
 
 TEST_CASE(
     "kineto: kernels that ran at once on one stream (CUDA graph branches, programmatic dependent launch) are "
@@ -345,6 +452,191 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
     CHECK(trace.meta.at("nsys.version") == "2025.1.1.110");
     CHECK(trace.meta.at("nsys.schema_version") == "3.17.1");
     CHECK(trace.meta.at("device_memory") == "150121545728");
+    // Its META_DATA_CAPTURE row PROCESS_0:CUDA_GRAPH_TRACE_OPTIONS:MODE is Graph: a graph launch
+    // would be one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row (it has none).
+    CHECK(trace.meta.at("nsys.cuda_graph_trace").rfind("Graph (META_DATA_CAPTURE", 0) == 0);
+    CHECK(trace.meta.count("nsys.graph_launches") == 0);
+}
+
+// nsys --cuda-graph-trace=graph writes each CUDA graph launch as one row of
+// CUPTI_ACTIVITY_KIND_GRAPH_TRACE and none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL:
+// read alone, such an export lost every graph's GPU time without a word.
+TEST_CASE("nsys: CUDA graph launches traced whole are kernel rows, said, not dropped", "[import][nsys][public]") {
+    test::TempDir dir;
+    // The 2025.1 export (18 kernels on device 0, stream 7, the last ending at 9,034,955,316 ns,
+    // correlation ids 167 to 2200) with the table and columns CUPTI_ActivityGraphTrace2 gives it:
+    // graph 4 twice (10,000 and 20,000 ns), graph 6 once (15,000 ns, starting 5,000 ns before
+    // graph 4's second launch ends: clamped to 10,000 ns), one launch of correlation 2200, whose
+    // kernel the kernel table holds (node-level tracing: not added again), and one launch that
+    // CUPTI could not time (start = end = 0: left out).
+    const std::string table =
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER "
+        "NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, "
+        "graphId INTEGER NOT NULL);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (9034956316, 9034966316, 0, 1, 7, 3001, 1, 4),"
+        "(9034970000, 9034990000, 0, 1, 7, 3002, 1, 4), (9034985000, 9035000000, 0, 1, 7, 3004, 1, 6),"
+        "(9032815243, 9034955316, 0, 1, 7, 2200, 1, 5), (0, 0, 0, 1, 7, 3003, 1, 4);";
+    const std::string in = dir.file("graphs.sqlite");
+    public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in, table);
+    imp::Options opt;
+    opt.warn = false;
+    imp::Result result = imp::import_file(in, dir.file("graphs.db"), opt);
+    TraceData trace = mhc::trace::load_trace(dir.file("graphs.db"));
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    REQUIRE(trace.kernels.size() == 18 + 3);
+    CHECK(kernel_time(trace) == 10167602 + 10000 + 20000 + 10000);
+    int graph4 = 0, graph6 = 0;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) {
+        graph4 += trace.str(trace.kernels.name[i]) == "CUDA graph 4";
+        graph6 += trace.str(trace.kernels.name[i]) == "CUDA graph 6";
+    }
+    CHECK(graph4 == 2);
+    CHECK(graph6 == 1);
+    CHECK(trace.meta.at("nsys.kernel_starts_clamped") == "1");
+    CHECK(trace.meta.at("nsys.graph_launches") ==
+          "3 CUDA graph launches of 2 graphs traced whole (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, nsys "
+          "--cuda-graph-trace=graph; 45000 ns on the GPU): each is one kernel row named 'CUDA graph G'; 1 more whose "
+          "kernels the kernel table holds were not added; 1 without timestamps (start and end 0) left out");
+    CHECK(warned(result, "the graphs' own kernels are not in the file"));
+
+    // An export whose only GPU table is the graph trace is read, not refused for having none.
+    const std::string alone = dir.file("graphs-alone.sqlite");
+    public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", alone,
+                   "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY; "
+                   "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;" +
+                       table);
+    TraceData only = import_public_path(dir, alone, result);
+    CHECK(only.kernels.size() == 4);   // with the launch of correlation 2200: no kernel holds it now
+    CHECK(only.meta.at("nsys.missing_tables").find("CUPTI_ACTIVITY_KIND_KERNEL") != std::string::npos);
+}
+
+// nsys profile over a launcher records several processes in one export (globalPid): each numbers
+// its streams and holds its address space on its own. Two processes on one GPU both had stream 7
+// (one lane: the second's kernels clamped behind the first's) and the same addresses (one
+// process's allocation freed the other's block).
+TEST_CASE("nsys: two processes on one GPU keep their own lanes and their own allocations", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // The 2025.1 export's 18 kernels (device 0, stream 7, 10,167,602 ns, none clamped) again as a
+    // second process's, 1,000 ns later: they overlap the first process's on the same stream number.
+    const std::string kernels = dir.file("two-processes.sqlite");
+    public_variant(
+        "nsys/fuser-h200-nsys-2025.1.sqlite", kernels,
+        "CREATE TEMP TABLE second AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL; UPDATE second SET globalPid = "
+        "globalPid + 1, start = start + 1000, end = end + 1000, correlationId = correlationId + 100000; "
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM second;");
+    TraceData two = import_public_path(dir, kernels, result);
+    REQUIRE(two.kernels.size() == 36);
+    CHECK(kernel_time(two) == 2 * 10167602);
+    CHECK(two.meta.at("nsys.kernel_starts_clamped") == "0");
+    CHECK(std::count(two.kernels.stream.begin(), two.kernels.stream.end(), 7) == 18);
+    CHECK(std::count(two.kernels.stream.begin(), two.kernels.stream.end(), (int64_t{1} << 40) + 7) == 18);
+    CHECK(two.meta.at("nsys.processes").rfind("2 processes (globalPid) in the export; 2 on device 0: ", 0) == 0);
+    CHECK(warned(result, "streams are per process"));
+
+    // extra-p's con_kernel export: 20 memory events of one process (device 0 and pinned host
+    // memory, each peaking at 40,160,000 B) again as a second process's, 1 ns later, at the same
+    // addresses. The file's own signed sum (frees first at one start) peaks at 80,320,000 B on
+    // each and ends at 0.
+    const std::string memory = dir.file("two-processes-memory.sqlite");
+    public_variant(
+        "nsys/con_kernel.sqlite", memory,
+        "CREATE TEMP TABLE second AS SELECT * FROM CUDA_GPU_MEMORY_USAGE_EVENTS; UPDATE second SET globalPid = "
+        "globalPid + 1, start = start + 1; INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS SELECT * FROM second;");
+    TraceData mem = import_public_path(dir, memory, result);
+    for (int32_t device : {-1, 0}) {
+        std::vector<std::pair<int64_t, int64_t>> changes;   // frees before allocations at one instant
+        for (size_t i = 0; i < mem.allocations.size(); ++i) {
+            if (mem.allocations.device[i] != device) continue;
+            changes.emplace_back(mem.allocations.t_alloc[i], mem.allocations.bytes[i]);
+            if (mem.allocations.t_free[i] != mhc::trace::kNoTime)
+                changes.emplace_back(mem.allocations.t_free[i], -mem.allocations.bytes[i]);
+        }
+        std::sort(changes.begin(), changes.end());
+        int64_t live = 0, peak = 0;
+        for (const auto& change : changes) peak = std::max(peak, live += change.second);
+        INFO("device " << device);
+        CHECK(peak == 80320000);
+        CHECK(live == 0);
+    }
+    CHECK(mem.meta.at("nsys.memory_processes").rfind("20 memory events of processes after the first", 0) == 0);
+}
+
+TEST_CASE("nsys: a 2021 export without a version table, with memcpys, memsets and synchronisation rows",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // Mordred's report1.sqlite (July 2021, a Quadro RTX 6000): no EXPORT_META_DATA, 12 kernels on
+    // one stream (8,544,420 ns), 48 memcpys (45 HtoD of 126,162 B, 3 DtoH of 504,000 B), 12 memsets
+    // (21,651,120 B), CUPTI_ACTIVITY_KIND_SYNCHRONIZATION rows (not device work), no NVTX or memory table.
+    TraceData trace = import_public(dir, "nsys/mordred-quadro-rtx6000-nsys-2021.sqlite", result);
+    CHECK(trace.kernels.size() == 12);
+    CHECK(kernel_time(trace) == 8544420);
+    REQUIRE(trace.copies.size() == 60);
+    int64_t h2d = 0, d2h = 0, memset = 0;
+    for (size_t i = 0; i < trace.copies.size(); ++i) {
+        const auto kind = trace.copies.kind[i];
+        (kind == mhc::trace::CopyKind::H2D ? h2d : kind == mhc::trace::CopyKind::D2H ? d2h : memset) += trace.copies.bytes[i];
+    }
+    CHECK(h2d == 126162);
+    CHECK(d2h == 504000);
+    CHECK(memset == 21651120);
+    CHECK(std::count(trace.copies.kind.begin(), trace.copies.kind.end(), mhc::trace::CopyKind::Memset) == 12);
+    CHECK(trace.meta.at("nsys.schema_version") == "unknown");
+    CHECK(trace.meta.at("device_name") == "Quadro RTX 6000");
+    CHECK(trace.meta.at("device_memory") == "25396838400");
+    CHECK(trace.meta.at("nsys.missing_tables") == "CUDA_GPU_MEMORY_USAGE_EVENTS,NVTX_EVENTS");
+}
+
+TEST_CASE("nsys: a 2025.5 export (schema 3.23.3) whose run made one memset and no kernel", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // WeatherBench2's report1.sqlite (November 2025, a GeForce RTX 4060): 23 CUDA API calls, one
+    // cudaMemsetAsync (4,608 B, 1,472 ns on the GPU), no kernel, memcpy, memory or NVTX table;
+    // recorded with CUDA_GRAPH_TRACE_OPTIONS:MODE Graph and COLLECT_GPU_MEMORY_USAGE false.
+    TraceData trace = import_public(dir, "nsys/weatherbench2-rtx4060-nsys-2025.5.sqlite", result);
+    CHECK(trace.kernels.size() == 0);
+    REQUIRE(trace.copies.size() == 1);
+    CHECK(trace.copies.kind[0] == mhc::trace::CopyKind::Memset);
+    CHECK(trace.copies.bytes[0] == 4608);
+    CHECK(trace.copies.t_end[0] - trace.copies.t_start[0] == 1472);
+    CHECK(trace.meta.at("nsys.version") == "2025.5.1.121");
+    CHECK(trace.meta.at("nsys.schema_version") == "3.23.3");
+    CHECK(trace.meta.at("device_name") == "NVIDIA GeForce RTX 4060");
+    CHECK(trace.meta.at("nsys.cuda_graph_trace").rfind("Graph", 0) == 0);
+    CHECK(trace.meta.at("allocations").find("COLLECT_GPU_MEMORY_USAGE=false") != std::string::npos);
+}
+
+TEST_CASE("kineto: vLLM capturing its decode CUDA graph with profile_memory (MI300X)", "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // TraceLens's vLLM graph-capture trace (ROCm, HIP runtime 70051831) without its 119,876
+    // python_function events (SOURCES.md): 11,367 events, 7 kernels on HIP agent 2 (one GPU with
+    // [memory] events: device 0), 3 memcpys, 1,184 [memory] events on HIP device 0 (category
+    // cpu_instant_event) pairing 592 allocations with 592 frees; 191,610,969,088 B allocated before
+    // the first (Total Allocated - Bytes), Total Allocated peaking at 191,628,704,768 B and back to
+    // the baseline at the end, Total Reserved peaking at 193,621,655,552 B.
+    TraceData trace = import_public(dir, "kineto/tracelens-mi300x-vllm-decode-graph-capture.json.gz", result);
+    CHECK(result.events == 11367);
+    CHECK(trace.kernels.size() == 7);
+    CHECK(std::count(trace.kernels.device.begin(), trace.kernels.device.end(), 0) == 7);
+    CHECK(trace.copies.size() == 3);
+    CHECK(trace.allocations.size() == 592 + 1);
+    CHECK(trace.meta.at("kineto.baseline.device0").rfind("191610969088 ", 0) == 0);
+    CHECK(trace.meta.at("kineto.total_allocated.device0") == "agrees at all 1184 events");
+    CHECK(trace.meta.at("kineto.reserved_peak.device0") == "193621655552");
+    CHECK(trace.meta.at("kineto.profile_memory") == "on");
+    int64_t live = 0, peak = 0;   // frees before allocations at one instant (docs/trace-format.md)
+    std::vector<std::pair<int64_t, int64_t>> changes;
+    for (size_t i = 0; i < trace.allocations.size(); ++i) {
+        changes.emplace_back(trace.allocations.t_alloc[i], trace.allocations.bytes[i]);
+        if (trace.allocations.t_free[i] != mhc::trace::kNoTime)
+            changes.emplace_back(trace.allocations.t_free[i], -trace.allocations.bytes[i]);
+    }
+    std::sort(changes.begin(), changes.end());
+    for (const auto& change : changes) peak = std::max(peak, live += change.second);
+    CHECK(peak == 191628704768);
+    CHECK(live == 191610969088);
 }
 
 TEST_CASE("et: an execution trace alone marks its ProfilerStep#N steps, as info counts them", "[import][et][public]") {

@@ -61,6 +61,48 @@ void clamp_stream_overlaps(KinetoData& data, Result& result) {
         said + ": their starts were moved to that end, since a trace keeps one kernel at a time per stream");
 }
 
+// A file of several processes' traces (ranks a tool merged into one file: their runtime calls or
+// ProfilerStep#N ranges carry several pids; a trace the profiler writes has one) has each
+// process's ProfilerStep#N: the step is one marker, from the earliest start of its ranges to
+// their latest end, as info counts steps by number. Correlation ids are per process, so an id
+// two processes used links its kernels to one of their launches: counted. Said in meta and a
+// warning; a trace of one process is left as it is.
+void merge_process_steps(KinetoData& data, Result& result) {
+    std::set<int64_t> step_pids;
+    for (const auto& range : data.ranges)
+        if (range.step >= 0) step_pids.insert(range.pid);
+    const size_t processes = std::max(step_pids.size(), data.launch_pids.size());
+    if (processes <= 1) return;
+    std::unordered_map<int32_t, size_t> kept_at;   // step number -> its range in kept
+    std::vector<KRange> kept;
+    kept.reserve(data.ranges.size());
+    int64_t merged = 0;
+    for (const auto& range : data.ranges) {
+        auto [it, fresh] = range.step >= 0 ? kept_at.try_emplace(range.step, kept.size())
+                                           : std::pair{kept_at.end(), true};
+        if (fresh) {
+            kept.push_back(range);
+            continue;
+        }
+        KRange& step = kept[it->second];
+        const int64_t end = std::max(step.ts + step.dur, range.ts + range.dur);
+        step.ts = std::min(step.ts, range.ts);
+        step.dur = end - step.ts;
+        ++merged;
+    }
+    data.ranges = std::move(kept);
+    std::string said = std::to_string(processes) +
+                       " processes' traces in one file (their runtime calls or ProfilerStep#N ranges carry " +
+                       std::to_string(processes) +
+                       " pids; a profiler writes one process a file: ranks merged?): " + std::to_string(merged) +
+                       " ProfilerStep#N ranges of the same N joined, one step marker each; " +
+                       std::to_string(data.correlations_shared) +
+                       " correlation ids were used by launches of more than one process (ids are per process), their "
+                       "kernels linked to the last such launch";
+    result.meta["kineto.processes"] = said;
+    result.warnings.push_back(said);
+}
+
 }   // namespace
 
 int64_t kineto_base(const KinetoData& d) {
@@ -76,6 +118,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     if (!std::is_sorted(d.kernels.begin(), d.kernels.end(), by_ts))
         std::stable_sort(d.kernels.begin(), d.kernels.end(), by_ts);
     // Steps from ProfilerStep#N (CPU side): a kernel belongs to the step its launch fell in.
+    merge_process_steps(d, r);
     const StepRanges steps(d.ranges);
     clamp_stream_overlaps(d, r);
     std::vector<int64_t> name_ids(d.strings.list.size(), -1);
@@ -136,6 +179,10 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     r.meta["kineto.kernels_linked_to_launch"] = std::to_string(linked);
     r.meta["kineto.flow_events"] = std::to_string(d.flows);
     r.meta["kineto.step_markers"] = std::to_string(steps.size());
+    if (d.sycl_queue_lanes > 0)
+        r.meta["kineto.sycl_queues"] = std::to_string(d.sycl_queue_lanes) +
+                                       " kernels and copies on the stream of their args.sycl queue (an Intel XPU "
+                                       "trace: no args.stream)";
     // The job identity the profiler recorded (docs/trace-format.md, "Multi-rank traces"); it has
     // no job id, and its times have no clock shared by the ranks.
     if (d.rank >= 0) r.meta["rank"] = std::to_string(d.rank);

@@ -25,7 +25,16 @@ bool is_gpu_activity_category(std::string_view cat) {
 // (Trace), CUPTI overhead, host instants, and cuda_sync (waits on the GPU's lanes: a stream or
 // event synchronization, not work). Other unread categories are counted and said.
 bool is_known_unread_category(std::string_view cat) {
-    return cat == "Trace" || cat == "overhead" || cat == "Overhead" || cat == "cpu_instant_event" || cat == "cuda_sync";
+    return cat == "Trace" || cat == "overhead" || cat == "Overhead" || cat == "cpu_instant_event" ||
+           cat == "cuda_sync" || cat == "xpu_sync" || cat == "cuda_event";
+}
+
+// Host-side runtime and driver calls that launch device work, with the correlation id their
+// kernels carry: CUDA's (and PyTorch 1.8's names), ROCm's (written as cuda_runtime), Intel XPU's
+// and PrivateUse1 back-ends' (libkineto's ActivityType names).
+bool is_launch_category(std::string_view cat) {
+    return cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime" || cat == "Driver" ||
+           cat == "xpu_runtime" || cat == "xpu_driver" || cat == "privateuse1_runtime" || cat == "privateuse1_driver";
 }
 }  // namespace
 
@@ -61,6 +70,10 @@ void map_event(const KEvent& e, KinetoData& d) {
             k.dur = std::max<int64_t>(0, e.dur);
             k.device = static_cast<int32_t>(e.device);
             k.stream = e.stream;
+            if (!e.has_stream && e.sycl_queue >= 0) {   // an Intel XPU trace: the SYCL queue is the lane
+                k.stream = e.sycl_queue;
+                ++d.sycl_queue_lanes;
+            }
             k.correlation = e.corr;
             k.external = e.ext;
             k.tid = e.tid;
@@ -76,8 +89,8 @@ void map_event(const KEvent& e, KinetoData& d) {
             if (k.is_memset) k.copy_kind = CopyKind::Memset;
             d.kernels.push_back(k);
             d.t_min = std::min(d.t_min, k.ts);
-        } else if (c == "cuda_runtime" || c == "cuda_driver" || c == "Runtime" || c == "Driver") {
-            if (e.corr >= 0) d.launches[e.corr] = KLaunch{e.ts, e.tid};
+        } else if (is_launch_category(c)) {
+            if (e.corr >= 0) d.add_launch(e.corr, KLaunch{e.ts, e.tid, e.pid});
             if (e.name.substr(0, 3) == "hip") d.rocm = true;   // hipLaunchKernel, ...: a ROCm trace
         } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
                    c == "gpu_user_annotation") {
@@ -88,6 +101,7 @@ void map_event(const KEvent& e, KinetoData& d) {
                 r.dur = std::max<int64_t>(0, e.dur);
                 r.name = d.strings.intern(e.name);
                 r.gpu = c == "gpu_user_annotation";
+                r.pid = e.pid;
                 int64_t n = -1;
                 if (step && !r.gpu && parse_int(e.name.data() + 13, e.name.size() - 13, n) && n >= 0 && n <= INT32_MAX)
                     r.step = static_cast<int32_t>(n);

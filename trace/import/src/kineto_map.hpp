@@ -22,6 +22,10 @@ struct KEvent {
     int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
     int64_t addr = 0, mem_bytes = 0, total = -1, reserved = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
     int64_t seq = -1;   // args.Sequence number (autograd), -1: absent
+    // args.sycl queue: Intel XPU traces (Kineto's XPU plugin) place kernels and copies by their
+    // SYCL queue and write no args.stream; -1: absent.
+    int64_t sycl_queue = -1;
+    bool has_stream = false;   // args.stream was read
     int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
     bool has_mem = false;    // args.Addr or args.Bytes was read ([memory] events)
     bool has_addr = false;   // args.Addr was read (profilers before about PyTorch 1.10 write none)
@@ -36,8 +40,11 @@ struct KEvent {
 //  - no 'ts': dropped;
 //  - ph X, cat kernel|Kernel: a kernel; gpu_memcpy|Memcpy: a copy whose kind the name gives
 //    (copy_kind_of); gpu_memset|Memset: a memset;
-//  - ph X, cat cuda_runtime|cuda_driver|Runtime|Driver with a correlation id: the launch of
-//    that correlation (where and on which thread the CPU called);
+//  - a kernel, copy or memset without args.stream but with args.sycl queue (Intel XPU) is on
+//    the stream of that queue's number;
+//  - ph X, cat cuda_runtime|cuda_driver|Runtime|Driver, or the runtime and driver calls of other
+//    back-ends (xpu_runtime|xpu_driver, privateuse1_runtime|privateuse1_driver), with a
+//    correlation id: the launch of that correlation (where and on which thread the CPU called);
 //  - ph X, cat user_annotation|gpu_user_annotation, or cat cpu_op|Operator|python_function
 //    named ProfilerStep#N: a range (a CPU one named ProfilerStep#N is step N;
 //    gpu_user_annotation ranges are on the GPU timeline);
@@ -49,7 +56,7 @@ struct KEvent {
 //  - ph s|f, cat ac2g|async_cpu_to_gpu: a CPU-to-GPU flow (s: its start, by flow id);
 //  - ph X of any other category: counted by category in d.unread_categories (said in meta and a
 //    warning: MTIA's device events, CUPTI range-profiler kernels, ...), except categories that
-//    hold no device work (Trace, overhead, cpu_instant_event, cuda_sync).
+//    hold no device work (Trace, overhead, cpu_instant_event, cuda_sync, xpu_sync, cuda_event).
 // Negative durations become 0.
 void map_event(const KEvent& e, KinetoData& d);
 

@@ -126,14 +126,43 @@ bool parse_addr(const char* s, size_t n, int64_t& out) {
 }
 
 enum class F : uint8_t {
-    None, Ph, Cat, Name, Pid, Tid, Ts, Dur, Id, Args,
+    None,
+    Ph,
+    Cat,
+    Name,
+    Pid,
+    Tid,
+    Ts,
+    Dur,
+    Id,
+    Args,
     // args
-    ExtId, Corr, Device, Stream, Bytes, Regs, Smem, Grid, Block, Addr, MemBytes, Total, Reserved, DevType, DevId,
-    RfId, EvIdx, SeqNr,
+    ExtId,
+    Corr,
+    Device,
+    Stream,
+    Bytes,
+    Regs,
+    Smem,
+    Grid,
+    Block,
+    Addr,
+    MemBytes,
+    Total,
+    Reserved,
+    DevType,
+    DevId,
+    RfId,
+    EvIdx,
+    SeqNr,
+    SyclQueue,
     // deviceProperties
-    DpId, DpName, DpMem,
+    DpId,
+    DpName,
+    DpMem,
     // distributedInfo
-    DistRank, DistWorld,
+    DistRank,
+    DistWorld,
     TopKey,   // a key of the root object was just read (its name in Handler::top_key)
 };
 
@@ -155,6 +184,7 @@ F arg_key(const char* k, size_t n) {
         case 5: return s == "bytes" ? F::Bytes : s == "Bytes" ? F::MemBytes : s == "block" ? F::Block : F::None;
         case 6: return s == "device" ? F::Device : s == "stream" ? F::Stream : s == "Ev Idx" ? F::EvIdx : F::None;
         case 9: return s == "Device Id" ? F::DevId : F::None;
+        case 10: return s == "sycl queue" ? F::SyclQueue : F::None;
         case 11: return s == "correlation" ? F::Corr : s == "External id" ? F::ExtId : s == "Device Type" ? F::DevType : F::None;
         case 13: return s == "shared memory" ? F::Smem : F::None;
         case 14: return s == "Total Reserved" ? F::Reserved : F::None;
@@ -405,7 +435,12 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
             case F::ExtId: field(text, size, "args.External id", e.ext, lo, hi); break;
             case F::Corr: field(text, size, "args.correlation", e.corr, lo, hi); break;
             case F::Device: field(text, size, "args.device", e.device, -1, INT32_MAX); break;
-            case F::Stream: field(text, size, "args.stream", e.stream, lo, hi); break;
+            case F::Stream: e.has_stream = field(text, size, "args.stream", e.stream, lo, hi); break;
+            case F::SyclQueue: {   // a queue id past int64 (an invalid id written unsigned): no lane, no error
+                int64_t queue = -1;
+                if (parse_int(text, size, queue) && queue >= 0) e.sycl_queue = queue;
+                break;
+            }
             case F::Bytes: field(text, size, "args.bytes", e.bytes, 0, kMaxBytes); break;
             case F::Regs: field(text, size, "args.registers per thread", e.regs, 0, INT32_MAX); break;
             case F::Smem: field(text, size, "args.shared memory", e.smem, 0, INT32_MAX); break;
@@ -726,7 +761,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
         range.name = name[range.name];
         first.ranges.push_back(range);
     }
-    for (const auto& [id, call] : second.launches) first.launches[id] = call;
+    for (const auto& [id, call] : second.launches) first.add_launch(id, call);
     for (const auto& [id, start] : second.flow_starts) first.flow_starts[id] = start;
     if (first.negative_durations == 0 && second.negative_durations > 0) {
         first.first_negative = second.first_negative + shift;
@@ -737,6 +772,10 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.events += second.events;
     first.flows += second.flows;
     first.host_memory_events += second.host_memory_events;
+    first.correlations_shared += second.correlations_shared;
+    first.sycl_queue_lanes += second.sycl_queue_lanes;
+    for (int64_t pid : second.launch_pids)
+        if (first.launch_pids.size() < KinetoData::kMaxLaunchPids) first.launch_pids.insert(pid);
     for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;
     first.t_min = std::min(first.t_min, second.t_min);
     if (second.device_count > 0) {
@@ -847,6 +886,15 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
     if (!h.saw_events)
         throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
     return d;
+}
+
+void KinetoData::add_launch(int64_t correlation, const KLaunch& call) {
+    auto [it, fresh] = launches.try_emplace(correlation, call);
+    if (!fresh) {
+        correlations_shared += it->second.pid != call.pid;
+        it->second = call;
+    }
+    if (launch_pids.size() < kMaxLaunchPids) launch_pids.insert(call.pid);
 }
 
 StepRanges::StepRanges(const std::vector<KRange>& ranges) {

@@ -4,6 +4,7 @@
 // from Kineto). Only what the trace model uses is kept; the JSON is never held whole.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -50,11 +51,11 @@ struct KOp {   // cpu_op / user_annotation on a CPU thread
 };
 
 struct KLaunch {   // cuda_runtime / cuda_driver call, by correlation id
-    int64_t ts = 0, tid = 0;
+    int64_t ts = 0, tid = 0, pid = 0;
 };
 
 struct KRange {
-    int64_t ts = 0, dur = 0;
+    int64_t ts = 0, dur = 0, pid = 0;
     uint32_t name = 0;
     int32_t step = -1;
     bool gpu = false;
@@ -69,6 +70,13 @@ struct KinetoData {
     std::unordered_map<int64_t, KLaunch> flow_starts;   // ac2g flow id -> start
     std::vector<KRange> ranges;   // ProfilerStep#N and annotations
     int64_t events = 0, flows = 0, host_memory_events = 0;
+    // The processes (pids) whose runtime calls launched GPU work, at most kMaxLaunchPids of them:
+    // one in a trace the profiler wrote; several in a file of several processes' traces (ranks
+    // merged into one file). Correlation ids are per process: launches of one id by two of them.
+    static constexpr size_t kMaxLaunchPids = 1024;
+    std::set<int64_t> launch_pids;
+    int64_t correlations_shared = 0;
+    int64_t sycl_queue_lanes = 0;   // kernels and copies placed by args.sycl queue (Intel XPU)
     // 'X' events of categories the mapping does not read (kineto_map.hpp), by category: device
     // work of other back-ends (MTIA's mtia_ccp_events, CUPTI's cuda_profiler_range) among them.
     // Said in meta and a warning, never left out in silence.
@@ -94,6 +102,9 @@ struct KinetoData {
     bool streamed = false;   // parsed by the reference (streamed) parse, not the windowed one
     int64_t second_part_from = -1;   // the event a second thread parsed from (-1: one thread did all)
 
+    // Records a runtime call by its correlation id (a later call of the same id replaces it),
+    // counting its process and ids that two processes used.
+    void add_launch(int64_t correlation, const KLaunch& call);
     // Sorts ops per thread and sets each op's enclosing op.
     void link_ops();
     // Innermost op on thread `tid` containing time t, -1 if none.

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "limits.hpp"
 #include "mhc/common/error.hpp"
@@ -89,6 +90,11 @@ std::pair<int32_t, int64_t> device_and_stream(const Cells& cell) {
 // (ENUM_CUDA_MEMCPY_OPER in its exports): 11 UVM HtoD, 12 UVM DtoH, 13 UVM DtoD. Other codes
 // are refused as the row is read.
 constexpr int64_t kMaxCuptiMemcpyKind = 13;
+
+// Whole CUDA graph launches (nsys --cuda-graph-trace=graph): read_graph_launches.
+constexpr const char* kGraphTrace = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE";
+// Its rows with times: CUPTI writes start = end = 0 when it could not time a graph.
+constexpr const char* kGraphTimed = " AND NOT (start = 0 AND end = 0)";
 CopyKind copy_kind(int64_t k) {
     switch (k) {
         case 1: case 3: case 11: return CopyKind::H2D;   // HtoD, HtoA (a CUDA array is device memory), UVM HtoD
@@ -107,11 +113,14 @@ public:
 
     void run() {
         find_tables();
+        find_shared_devices();
         read_strings();
         find_base_time();
         read_gpu();
         read_allocations();
         read_kernels();
+        read_graph_launches();
+        write_kernels();
         read_copies("CUPTI_ACTIVITY_KIND_MEMCPY");
         read_copies("CUPTI_ACTIVITY_KIND_MEMSET");
         read_markers();
@@ -139,7 +148,7 @@ private:
         // What nsys writes are tables; a view of the same name computes rows nsys never recorded.
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                               "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
-                              "EXPORT_META_DATA", "META_DATA_EXPORT"})
+                              "EXPORT_META_DATA", "META_DATA_EXPORT", kGraphTrace})
             if (views.count(t)) throw Error(where(in_, std::string(t) + " is a view, not a table: not an nsys export"));
         std::string missing;
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -159,10 +168,10 @@ private:
         r_.meta["nsys.schema_version"] = version;
         read_capture();
         if (!has("CUPTI_ACTIVITY_KIND_KERNEL") && !has("CUPTI_ACTIVITY_KIND_MEMCPY") &&
-            !has("CUPTI_ACTIVITY_KIND_MEMSET") && !has("CUDA_GPU_MEMORY_USAGE_EVENTS"))
+            !has("CUPTI_ACTIVITY_KIND_MEMSET") && !has("CUDA_GPU_MEMORY_USAGE_EVENTS") && !has(kGraphTrace))
             throw Error(where(in_, "Nsight Systems export (schema " + version +
                                        ") has none of the tables mhc reads (CUPTI_ACTIVITY_KIND_KERNEL, "
-                                       "_MEMCPY, _MEMSET, CUDA_GPU_MEMORY_USAGE_EVENTS): " +
+                                       "_MEMCPY, _MEMSET, _GRAPH_TRACE, CUDA_GPU_MEMORY_USAGE_EVENTS): " +
                                        why_no_gpu_tables()));
         if (!missing.empty()) {
             r_.meta["nsys.missing_tables"] = missing;
@@ -187,6 +196,8 @@ private:
             const std::string option = key.substr(key.rfind(':') == std::string::npos ? 0 : key.rfind(':') + 1);
             if (option == "COLLECT_CUDA_TRACE") merge(cuda_traced_, rows.text(1));
             if (option == "COLLECT_GPU_MEMORY_USAGE") merge(memory_usage_traced_, rows.text(1));
+            if (option == "MODE" && key.find("CUDA_GRAPH_TRACE_OPTIONS") != std::string::npos && graph_mode_.empty())
+                graph_mode_ = rows.text(1).substr(0, 40);   // Graph or Node (--cuda-graph-trace)
         }
     }
 
@@ -205,6 +216,55 @@ private:
         return "unknown version or nothing was traced";
     }
 
+    // An export of several processes (nsys profile over a launcher: globalPid) numbers streams per
+    // process, so two processes on one GPU can both have stream 7: their kernels would share one
+    // lane and be clamped as overlaps. On such a GPU the second and later processes (by globalPid)
+    // have their streams numbered k * 2^40 + streamId; said in meta nsys.processes and a warning.
+    void find_shared_devices() {
+        std::string rows;
+        for (const char* table :
+             {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", kGraphTrace}) {
+            if (!has(table)) continue;
+            const auto cols = db_.columns(table);
+            if (!cols.count("globalPid") || !cols.count("deviceId")) return;   // older exports: one process
+            rows += (rows.empty() ? "" : " UNION ") + std::string("SELECT DISTINCT deviceId, globalPid FROM ") + table +
+                    " WHERE typeof(deviceId) = 'integer' AND typeof(globalPid) = 'integer'";
+        }
+        if (rows.empty()) return;
+        sql::Stmt pairs(db_.db, in_,
+                        ("SELECT deviceId, globalPid FROM (" + rows + ") ORDER BY deviceId, globalPid").c_str());
+        std::map<int64_t, std::vector<int64_t>> processes;   // device -> its processes, by globalPid
+        std::set<int64_t> all;
+        while (pairs.step()) {
+            processes[pairs.i64(0)].push_back(pairs.i64(1));
+            all.insert(pairs.i64(1));
+        }
+        std::string shared;
+        for (const auto& [device, pids] : processes) {
+            if (pids.size() < 2) continue;
+            for (size_t k = 1; k < pids.size(); ++k) stream_base_[{device, pids[k]}] = static_cast<int64_t>(k) << 40;
+            shared += (shared.empty() ? "" : ", ") + std::to_string(pids.size()) + " on device " +
+                      std::to_string(device);
+        }
+        if (all.size() < 2) return;
+        std::string said = std::to_string(all.size()) + " processes (globalPid) in the export";
+        if (!shared.empty())
+            said += "; " + shared +
+                    ": streams are per process, so on a shared GPU the k-th process's (k = 0, 1, ... by globalPid) "
+                    "are numbered k * 2^40 + streamId, each keeping its own lanes";
+        r_.meta["nsys.processes"] = said;
+        if (!shared.empty()) r_.warnings.push_back(said);
+    }
+
+    // A kernel's or copy's device and stream (columns 2 and 3 of its query) and, on a GPU that
+    // several processes used, its process's stream numbers (globalPid in column pid_col).
+    std::pair<int32_t, int64_t> lane(const Cells& cell, int pid_col) const {
+        auto [device, stream] = device_and_stream(cell);
+        if (stream_base_.empty()) return {device, stream};
+        auto base = stream_base_.find({device, cell.get(pid_col, "globalPid", INT64_MIN, INT64_MAX, false)});
+        return {device, base == stream_base_.end() ? stream : stream + base->second};
+    }
+
     void read_strings() {
         if (!has("StringIds")) return;
         columns("StringIds", {"id", "value"});
@@ -220,12 +280,13 @@ private:
     // Base time: the earliest start among the tables read.
     void find_base_time() {
         for (const char* t : {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                              "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS"}) {
+                              "CUDA_GPU_MEMORY_USAGE_EVENTS", "NVTX_EVENTS", kGraphTrace}) {
             if (!has(t)) continue;
             columns(t, {"start"});
             // Integers only: each row's own check names any other value. NVTX rows: markers only.
             std::string query = std::string("SELECT MIN(start) FROM ") + t + " WHERE typeof(start) = 'integer'";
             if (std::string(t) == "NVTX_EVENTS") query += nvtx_ranges_and_marks();
+            if (std::string(t) == kGraphTrace) query += kGraphTimed;
             sql::Stmt earliest(db_.db, in_, query.c_str());
             if (earliest.step() && !earliest.is_null(0)) base_ = std::min(base_, std::max(earliest.i64(0), -kMaxTime));
         }
@@ -273,15 +334,21 @@ private:
         return a.id;
     }
 
-    // Allocations: alloc/free pairs by (device, address).
+    // Allocations: alloc/free pairs by (device, process, address): an export of several processes
+    // (globalPid) holds each one's own address space, where the same address can be live in two.
+    // The trace has one address space per device, so the allocations of a device's processes after
+    // the first one seen there are written with address 0 (unknown), counted in meta.
     void read_allocations() {
         if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS")) return;
         auto c = columns("CUDA_GPU_MEMORY_USAGE_EVENTS", {"address", "bytes", "memoryOperationType"});
         std::string q = "SELECT start, " + col(c, "deviceId") + ", address, bytes, " + col(c, "memKind", "2") +
-                        ", memoryOperationType, rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
+                        ", memoryOperationType, " + col(c, "globalPid") +
+                        ", rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 6};
-        std::map<std::pair<int32_t, int64_t>, int64_t> live;
+        Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 7};
+        std::map<std::tuple<int32_t, int64_t, int64_t>, int64_t> live;
+        std::map<int32_t, int64_t> first_process;   // device -> the first globalPid seen allocating on it
+        int64_t unaddressed = 0;
         while (s.step()) {
             ++events_;
             int64_t t = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
@@ -291,10 +358,16 @@ private:
             int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(device);
             int64_t addr = cell.get(2, "address", INT64_MIN, INT64_MAX), bytes = cell.get(3, "bytes", 0, kMaxBytes),
                     op = cell.get(5, "memoryOperationType", 0, 1);   // nsys: 0 allocation, 1 free
-            auto key = std::make_pair(dev, addr);
+            const int64_t pid = cell.get(6, "globalPid", INT64_MIN, INT64_MAX, false);
+            auto key = std::make_tuple(dev, pid, addr);
+            if (first_process.try_emplace(dev, pid).first->second != pid) {
+                addr = 0;
+                ++unaddressed;
+            }
             auto it = live.find(key);
             if (op == 0 && bytes <= 0)
-                throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(6), "allocation of " + std::to_string(bytes) + " bytes"));
+                throw Error(where_row(in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", s.i64(7),
+                                      "allocation of " + std::to_string(bytes) + " bytes"));
             if (it != live.end()) {   // an allocation at a live block's address frees it first
                 w_.set_free_time(it->second, t);
                 live.erase(it);
@@ -306,41 +379,37 @@ private:
                 ++reconstructed_;
             }
         }
+        if (unaddressed > 0)
+            r_.meta["nsys.memory_processes"] =
+                std::to_string(unaddressed) +
+                " memory events of processes after the first on their device: their allocations have address 0 "
+                "(the trace holds one address space per device; each process's are paired within its own)";
     }
 
-    // Kernels, serial per stream (starts that overlap the previous kernel are clamped).
+    // Kernels, in the order of their starts; written by write_kernels with the graph launches.
     void read_kernels() {
         if (!has("CUPTI_ACTIVITY_KIND_KERNEL")) return;
         auto c = columns("CUPTI_ACTIVITY_KIND_KERNEL", {"start", "end"});
         std::string name = c.count("demangledName") ? "demangledName" : c.count("shortName") ? "shortName" : "-1";
         std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " + name + ", " +
-                        col(c, "correlationId") + ", " + col(c, "gridX") + ", " + col(c, "gridY") + ", " + col(c, "gridZ") +
-                        ", " + col(c, "blockX") + ", " + col(c, "blockY") + ", " + col(c, "blockZ") + ", " +
-                        col(c, "staticSharedMemory") + " + " + col(c, "dynamicSharedMemory") + ", " +
-                        col(c, "registersPerThread") + ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
+                        col(c, "correlationId") + ", " + col(c, "gridX") + ", " + col(c, "gridY") + ", " +
+                        col(c, "gridZ") + ", " + col(c, "blockX") + ", " + col(c, "blockY") + ", " + col(c, "blockZ") +
+                        ", " + col(c, "staticSharedMemory") + " + " + col(c, "dynamicSharedMemory") + ", " +
+                        col(c, "registersPerThread") + ", " + col(c, "globalPid") +
+                        ", rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, "CUPTI_ACTIVITY_KIND_KERNEL", 14};
-        std::map<std::pair<int32_t, int64_t>, int64_t> stream_end;
+        Cells cell{s, in_, "CUPTI_ACTIVITY_KIND_KERNEL", 15};
         std::unordered_map<int64_t, int64_t> name_ids;
-        int64_t kernels = 0;
         while (s.step()) {
             ++events_;
             Kernel k;
-            k.id = ++kernels;
-            std::tie(k.device, k.stream) = device_and_stream(cell);
+            std::tie(k.device, k.stream) = lane(cell, 14);
             int64_t sid = cell.get(4, "demangledName", INT64_MIN, INT64_MAX, false, -1);
             auto ni = name_ids.find(sid);
             k.name = ni != name_ids.end() ? ni->second : (name_ids[sid] = w_.intern(str(sid)));
             auto [ks, ke] = cell.interval(0, 1);
             k.t_start = rel(ks, "CUPTI_ACTIVITY_KIND_KERNEL");
             k.t_end = rel(ke, "CUPTI_ACTIVITY_KIND_KERNEL");
-            auto& end = stream_end[{k.device, k.stream}];
-            if (k.t_start < end) {
-                k.t_start = end;
-                k.t_end = std::max(k.t_end, k.t_start);
-                ++clamped_;
-            }
-            end = std::max(end, k.t_end);
             k.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
             static const char* grid[] = {"gridX", "gridY", "gridZ"}, *block[] = {"blockX", "blockY", "blockZ"};
             for (int i = 0; i < 3; ++i) {
@@ -349,28 +418,110 @@ private:
             }
             k.shared_mem = static_cast<int32_t>(cell.get(12, "staticSharedMemory + dynamicSharedMemory", 0, INT32_MAX, false));
             k.registers = static_cast<int32_t>(cell.get(13, "registersPerThread", 0, INT32_MAX, false));
-            w_.add(k);
+            kernels_.push_back(k);
         }
     }
 
-    void read_copies(const char* t) {
-        if (!has(t)) return;
-        const bool memset = std::string(t) == "CUPTI_ACTIVITY_KIND_MEMSET";
-        auto c = columns(t, {"start", "end"});
-        std::string q = "SELECT start, end, " + col(c, "deviceId") + ", " + col(c, "streamId") + ", " + col(c, "bytes") +
-                        ", " + (memset ? std::string("-1") : col(c, "copyKind")) + ", rowid FROM " + t + " ORDER BY start, rowid";
-        sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, t, 6};
-        while (s.step()) {
+    // nsys --cuda-graph-trace=graph records a CUDA graph's launch as one row of
+    // CUPTI_ACTIVITY_KIND_GRAPH_TRACE (the graph's start to its end on the launch's stream) and
+    // none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL. Each such launch is one kernel
+    // row named "CUDA graph G", so the stream's busy time is the file's; meta and a warning say
+    // how many and that the graphs' own kernels are not in the file. A launch whose kernels are
+    // in the kernel table too (the same correlation id: node-level tracing) is not counted twice.
+    void read_graph_launches() {
+        if (!has(kGraphTrace)) return;
+        auto cols = columns(kGraphTrace, {"start", "end"});
+        std::set<int64_t> traced;   // correlation ids of the kernels read
+        for (const Kernel& kernel : kernels_)
+            if (kernel.correlation != 0) traced.insert(kernel.correlation);
+        sql::Stmt untimed(
+            db_.db, in_,
+            (std::string("SELECT COUNT(*) FROM ") + kGraphTrace + " WHERE NOT (1" + kGraphTimed + ")").c_str());
+        const int64_t no_time = untimed.step() ? untimed.i64(0) : 0;
+        std::string query = "SELECT start, end, " + col(cols, "deviceId") + ", " + col(cols, "streamId") + ", " +
+                            col(cols, "graphId") + ", " + col(cols, "correlationId") + ", " + col(cols, "globalPid") +
+                            ", rowid FROM " + kGraphTrace + " WHERE 1" + kGraphTimed + " ORDER BY start, rowid";
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        Cells cell{rows, in_, kGraphTrace, 7};
+        int64_t launches = 0, also_as_kernels = 0, busy_ns = 0;
+        std::set<int64_t> graphs;
+        while (rows.step()) {
+            ++events_;
+            Kernel launch;
+            std::tie(launch.device, launch.stream) = lane(cell, 6);
+            const int64_t graph = cell.get(4, "graphId", 0, INT64_MAX, false);
+            launch.correlation = cell.get(5, "correlationId", INT64_MIN, INT64_MAX, false);
+            auto [gs, ge] = cell.interval(0, 1);
+            if (launch.correlation != 0 && traced.count(launch.correlation)) {
+                ++also_as_kernels;
+                continue;
+            }
+            launch.name = w_.intern("CUDA graph " + std::to_string(graph));
+            launch.t_start = rel(gs, kGraphTrace);
+            launch.t_end = rel(ge, kGraphTrace);
+            kernels_.push_back(launch);
+            ++launches;
+            busy_ns += ge - gs;
+            graphs.insert(graph);
+        }
+        if (launches == 0 && also_as_kernels == 0 && no_time == 0) return;
+        std::string said = std::to_string(launches) + " CUDA graph launches of " + std::to_string(graphs.size()) +
+                           " graphs traced whole (" + kGraphTrace + ", nsys --cuda-graph-trace=graph; " +
+                           std::to_string(busy_ns) + " ns on the GPU): each is one kernel row named 'CUDA graph G'";
+        if (also_as_kernels > 0)
+            said += "; " + std::to_string(also_as_kernels) +
+                    " more whose kernels the kernel table holds were not added";
+        if (no_time > 0)   // CUPTI: start and end 0, the timestamps could not be collected
+            said += "; " + std::to_string(no_time) + " without timestamps (start and end 0) left out";
+        r_.meta["nsys.graph_launches"] = said;
+        if (launches > 0 || no_time > 0)
+            r_.warnings.push_back(said +
+                                  ": the graphs' own kernels are not in the file (record with nsys profile "
+                                  "--cuda-graph-trace=node for them)");
+    }
+
+    // Kernels and graph launches by start, serial per stream (a start that overlaps the
+    // previous one on its stream is clamped to its end).
+    void write_kernels() {
+        std::stable_sort(kernels_.begin(), kernels_.end(),
+                         [](const Kernel& lhs, const Kernel& rhs) { return lhs.t_start < rhs.t_start; });
+        std::map<std::pair<int32_t, int64_t>, int64_t> stream_end;
+        int64_t kernels = 0;
+        for (Kernel& kernel : kernels_) {
+            kernel.id = ++kernels;
+            auto [it, first] = stream_end.try_emplace({kernel.device, kernel.stream}, kernel.t_end);
+            if (!first) {
+                if (kernel.t_start < it->second) {
+                    kernel.t_start = it->second;
+                    kernel.t_end = std::max(kernel.t_end, kernel.t_start);
+                    ++clamped_;
+                }
+                it->second = std::max(it->second, kernel.t_end);
+            }
+            w_.add(kernel);
+        }
+        kernels_.clear();
+    }
+
+    void read_copies(const char* table) {
+        if (!has(table)) return;
+        const bool memset = std::string(table) == "CUPTI_ACTIVITY_KIND_MEMSET";
+        auto cols = columns(table, {"start", "end"});
+        std::string query = "SELECT start, end, " + col(cols, "deviceId") + ", " + col(cols, "streamId") + ", " +
+                            col(cols, "bytes") + ", " + (memset ? std::string("-1") : col(cols, "copyKind")) + ", " +
+                            col(cols, "globalPid") + ", rowid FROM " + table + " ORDER BY start, rowid";
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        Cells cell{rows, in_, table, 7};
+        while (rows.step()) {
             ++events_;
             Copy cp;
             cp.id = ++copies_;
-            std::tie(cp.device, cp.stream) = device_and_stream(cell);
+            std::tie(cp.device, cp.stream) = lane(cell, 6);
             cp.kind = memset ? CopyKind::Memset : copy_kind(cell.get(5, "copyKind", 0, kMaxCuptiMemcpyKind, false));
             cp.bytes = cell.get(4, "bytes", 0, kMaxBytes, false);
             auto [cs, ce] = cell.interval(0, 1);
-            cp.t_start = rel(cs, t);
-            cp.t_end = rel(ce, t);
+            cp.t_start = rel(cs, table);
+            cp.t_end = rel(ce, table);
             w_.add(cp);
         }
     }
@@ -422,6 +573,12 @@ private:
         r_.meta["categories"] = "unknown";
         r_.meta["reconstructed_blocks"] = std::to_string(reconstructed_);
         r_.meta["nsys.kernel_starts_clamped"] = std::to_string(clamped_);
+        if (!graph_mode_.empty())
+            r_.meta["nsys.cuda_graph_trace"] =
+                graph_mode_ + (graph_mode_ == "Graph"
+                                   ? " (META_DATA_CAPTURE: a CUDA graph launch is one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row, "
+                                     "its kernels are not recorded)"
+                                   : " (META_DATA_CAPTURE CUDA_GRAPH_TRACE_OPTIONS:MODE)");
         if (!has("CUDA_GPU_MEMORY_USAGE_EVENTS"))
             r_.meta["allocations"] =
                 memory_usage_traced_ == "false"
@@ -438,7 +595,10 @@ private:
     Rows& w_;
     Result& r_;
     std::set<std::string> tables_;
+    std::vector<Kernel> kernels_;                     // read, not yet written (write_kernels)
+    std::map<std::pair<int64_t, int64_t>, int64_t> stream_base_;   // (device, globalPid) -> added to its streams
     std::string cuda_traced_, memory_usage_traced_;   // META_DATA_CAPTURE: "true", "false" or unknown ("")
+    std::string graph_mode_;   // META_DATA_CAPTURE CUDA_GRAPH_TRACE_OPTIONS:MODE: "Graph", "Node" or unknown ("")
     std::unordered_map<int64_t, std::string> strings_;
     int64_t base_ = INT64_MAX;
     int64_t events_ = 0, allocations_ = 0, reconstructed_ = 0, clamped_ = 0, copies_ = 0;
