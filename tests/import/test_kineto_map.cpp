@@ -193,3 +193,16 @@ TEST_CASE("kineto map: past 32 unread categories the rest are counted as one", "
     CHECK(data.unread_categories.size() == 33);
     CHECK(data.unread_categories.at("(other categories)") == 8);
 }
+
+TEST_CASE("kineto map: durations written as begin/end halves are counted, not dropped in silence", "[import][kineto-map]") {
+    // Chrome's trace format also writes a duration as a B and an E event (other tools' exports);
+    // Kineto writes complete events only, so halves are counted and said, never read as rows.
+    KinetoData data = parse_events(
+        R"j({"ph":"B","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":1,"args":{"device":0,"stream":7}},)j"
+        R"j({"ph":"E","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":4},)j"
+        R"j({"ph":"B","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0},)j"
+        R"j({"ph":"X","cat":"kernel","name":"k","ts":5,"dur":1,"args":{"device":0,"stream":7}})j");
+    CHECK(data.kernels.size() == 1);
+    CHECK(data.ops.empty());
+    CHECK(data.begin_end_events == 3);
+}

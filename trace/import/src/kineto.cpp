@@ -192,6 +192,14 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
             std::to_string(d.negative_durations) + " events with a negative 'dur', read as 0 ns (the first: traceEvents[" +
             std::to_string(d.first_negative) + "] '" + d.first_negative_name + "', dur " +
             std::to_string(d.first_negative_dur / 1000) + " us)";
+    if (d.begin_end_events > 0) {
+        // Chrome's trace format allows a duration as a B and an E event; Kineto writes complete
+        // (X) events only, so a file of halves comes from another writer: say what was not read.
+        r.meta["kineto.begin_end_events"] = std::to_string(d.begin_end_events);
+        r.warnings.push_back(std::to_string(d.begin_end_events) +
+                             " events written as begin/end halves (ph B, E) were left out: only complete events "
+                             "(ph X, as PyTorch's profiler writes them) become kernels, copies and ranges");
+    }
     if (!d.unread_categories.empty()) {
         std::string unread;
         int64_t total = 0;

@@ -143,6 +143,8 @@ void map_event(const KEvent& e, KinetoData& d) {
         if (m.device < 0) ++d.host_memory_events;
         d.memory.push_back(m);
         d.t_min = std::min(d.t_min, m.ts);
+    } else if (e.ph == 'B' || e.ph == 'E') {
+        ++d.begin_end_events;
     } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
         ++d.flows;
         d.flow_starts[e.id] = KLaunch{e.ts, e.tid};

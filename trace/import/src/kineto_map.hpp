@@ -56,7 +56,9 @@ struct KEvent {
 //  - ph s|f, cat ac2g|async_cpu_to_gpu: a CPU-to-GPU flow (s: its start, by flow id);
 //  - ph X of any other category: counted by category in d.unread_categories (said in meta and a
 //    warning: MTIA's device events, CUPTI range-profiler kernels, ...), except categories that
-//    hold no device work (Trace, overhead, cpu_instant_event, cuda_sync, xpu_sync, cuda_event).
+//    hold no device work (Trace, overhead, cpu_instant_event, cuda_sync, xpu_sync, cuda_event);
+//  - ph B|E (a duration written as begin and end halves, which Kineto never writes): counted in
+//    d.begin_end_events, said in meta and a warning, not read.
 // Negative durations become 0.
 void map_event(const KEvent& e, KinetoData& d);
 

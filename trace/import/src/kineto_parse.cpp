@@ -774,6 +774,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.host_memory_events += second.host_memory_events;
     first.correlations_shared += second.correlations_shared;
     first.sycl_queue_lanes += second.sycl_queue_lanes;
+    first.begin_end_events += second.begin_end_events;
     for (int64_t pid : second.launch_pids)
         if (first.launch_pids.size() < KinetoData::kMaxLaunchPids) first.launch_pids.insert(pid);
     for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;
