@@ -158,9 +158,28 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     const bool file = model.size() > 3 && model.compare(model.size() - 3, 3, ".py") == 0;
     info.batch = file ? 0 : whole("capture.batch", 0);   // a model file makes its own batch
     info.micro_batches = std::max<int64_t>(1, whole("capture.micro_batches", 1));
+    // Data parallelism (python/mhc_torch/data_parallel.py). FSDP2 frees and re-allocates each
+    // parameter's unsharded memory by resizing one storage, which the capture does not follow: its
+    // trace holds every parameter unsharded from start to end, not what a rank holds.
+    info.data_parallel = trace_data.meta_or("capture.data_parallel", "");
+    if (info.data_parallel == "ddp") {
+        info.data_parallel_detail = trace_data.meta_or("capture.ddp", "");
+    } else if (!info.data_parallel.empty()) {
+        throw Error(trace_data.path + ": FSDP2 (fully_shard: " + trace_data.meta_or("capture.fsdp2", "?") +
+                    ") is not modelled: the capture holds every parameter unsharded for the whole step, not a rank's "
+                    "shards and all-gathers (docs/advise.md, Data parallelism); capture the model without fully_shard "
+                    "to ask about one GPU");
+    }
 }
 
 }  // namespace
+
+std::string data_parallel_note(const CaptureInfo& info) {
+    if (info.data_parallel != "ddp") return "";
+    return "DDP (" + info.data_parallel_detail +
+           "): one rank's step with its gradient bucket; not modelled: the all-reduce's time, the buckets' "
+           "re-assignment by bucket_cap_mb after the first step (the same bytes), the host optimizer";
+}
 
 int32_t CaptureInfo::find_module(const std::string& name) const {
     auto it = module_index.find(name);

@@ -268,6 +268,18 @@ class Recording(SettingsRecording):
         s.refs += 1
         self._watch(st, id(st), s)
 
+    def bucket_seen(self, buf: torch.Tensor, index: int) -> None:
+        """DDP's gradient bucket `index`, seen by the capture's communication hook: the reducer made
+        it when DDP was built, before the capture followed storages, so its allocation counts from
+        the start (data_parallel.py)."""
+        s = self.track(buf, store.OTHER, f"DDP gradient bucket {index}")
+        if s is None or s.alloc.label.startswith("DDP gradient bucket") and s.alloc.t_alloc == 0:
+            return
+        s.alloc.t_alloc = 0
+        s.alloc.category = store.OTHER
+        s.alloc.label = f"DDP gradient bucket {index}"
+        s.phase = "fixed"
+
     def set_category(self, t: torch.Tensor, category: int, label: str) -> None:
         s = self.track(t, category, label)
         if s is not None:
@@ -832,7 +844,7 @@ def _compiled_functions_refused():
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):
     from torch.distributed._tools.mod_tracker import ModTracker
 
-    from . import placement
+    from . import data_parallel, placement
 
     loss_fn = loss_fn or _default_loss
     with fake:
@@ -850,6 +862,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             from .applying import apply
 
             model, opt = apply(model, opt, setting)
+        facts.update(data_parallel.prepare(model, rec))
         for n, p in model.named_parameters():
             rec.set_category(p, store.PARAM, n)
         for n, b in model.named_buffers():
