@@ -845,6 +845,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
     from torch.distributed._tools.mod_tracker import ModTracker
 
     from . import data_parallel, placement
+    from .frame_holds import FrameHolds
 
     loss_fn = loss_fn or _default_loss
     with fake:
@@ -889,8 +890,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                 rec.set_category(t, store.OTHER, "batch")
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
         attention = _attention_as_on_gpu() if torch.device(device).type == "cpu" else contextlib.nullcontext()
+        holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), attention:
+                _collector_at_step_ends(), attention, holds:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
@@ -901,6 +903,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
         rec.phase = "end"
+        facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
         modules = rec.module_records(model)
         del run, opt, model, batch
     return list(layers), step_times, modules, facts

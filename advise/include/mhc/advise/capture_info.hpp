@@ -38,6 +38,10 @@ struct CaptureInfo {
     std::vector<int32_t> saved_by;
     std::vector<int32_t> saved_packs;     // parallel to saved_by: packs of the storage by that op
     int64_t saved_rows = 0;
+    // Per allocation row: the kernel row until which a frame of the model's code (a module's
+    // forward, its locals and arguments) held the storage in the forward, -1 when not recorded
+    // (meta capture.frame_holds, python/mhc_torch/frame_holds.py).
+    std::vector<int32_t> held_until;
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).
