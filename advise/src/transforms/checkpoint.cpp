@@ -197,16 +197,21 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         const int32_t xc = it->second;
         Alloc& c = p.allocs[static_cast<size_t>(xc)];
         // The checkpoint hands a recomputed tensor over at its unpack and keeps no reference to
-        // it: it dies once the last backward op reading it is done, where the captured step's
-        // saved tensor waited for its node to release its saved variables (after the node's
-        // trailing reductions, such as a bias gradient's sum).
+        // it: it dies when the backward node that unpacked it returns, where the captured step's
+        // saved tensor lived until the engine released the node's saved variables, after it had
+        // also summed the node's gradients to their inputs' shapes (a bias gradient's aten::sum).
+        // So: the captured free, less those trailing sums, and not before its last read.
         const int32_t lb = b.last_access_in_pass(x, Phase::Backward, r.pass);
-        if (lb >= 0) {
-            c.freed = {lb, true};
-            c.freed_offset = 0;
-        } else {
-            c.freed = a.freed;
-            c.freed_offset = a.freed_offset;
+        c.freed = a.freed;
+        c.freed_offset = a.freed_offset;
+        if (lb >= 0 && a.freed.op != kNoFree) {
+            int32_t end = a.freed.at_end ? a.freed.op : a.freed.op - 1;
+            while (end > lb && b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(end)].name)] == "aten::sum")
+                --end;
+            if (end >= lb) {
+                c.freed = {end, true};
+                c.freed_offset = 0;
+            }
         }
         int32_t lf = b.last_access_in_pass(x, Phase::Forward, r.pass);
         if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
@@ -257,12 +262,18 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
             if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
         }
     }
-    // The checkpoint keeps its inputs (storages made before the call) until its backward ends.
+    // The checkpoint keeps its inputs (storages made before the call) until its backward ends:
+    // the engine releases the last node's saved variables (the checkpoint's holders) after it has
+    // summed the node's gradients to their inputs' shapes (a bias gradient's aten::sum).
+    int32_t inputs_end = region_bwd_last;
+    while (inputs_end + 1 < p.recorded && b.phase[static_cast<size_t>(inputs_end + 1)] == Phase::Backward &&
+           b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(inputs_end + 1)].name)] == "aten::sum")
+        ++inputs_end;
     for (int32_t x : touched) {
         Alloc& a = p.allocs[static_cast<size_t>(x)];
         if (a.freed.op == kNoFree || a.category == trace::Category::Param) continue;
         if (p.key(a.made) >= p.key(Point{r.first, false})) continue;
-        Point until{region_bwd_last, true};
+        Point until{inputs_end, true};
         if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
     }
 }
