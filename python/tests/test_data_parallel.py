@@ -110,11 +110,24 @@ def test_ddp_on_fake_ranks_is_captured_with_its_bucket(tmp_path, as_view):
 
 
 def test_fsdp2_is_recorded_as_such(tmp_path):
+    """FSDP2's parameters are recorded as a rank's shards (the DTensor wrapper's storage has the
+    global shape: it counted four times the bytes), and its unsharded parameters, freed with
+    untyped_storage().resize_(0) after each block's forward and backward and made again with
+    resize_(size), as allocations that end and begin there (they were one allocation alive from
+    the first all-gather to the end)."""
     r, out = _capture(tmp_path, FSDP2, "fsdp2")
     assert r.returncode == 0, r.stderr
     meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
     assert meta["capture.data_parallel"] == "fsdp2"
     assert meta["capture.fsdp2"] == "world 4, modules 3, reshard_after_forward true, cpu_offload false"
+    a = mhc_torch.read_table(str(out), "allocations")
+    assert a[a.category_name == "param"].bytes.sum() == PARAM_BYTES // 4
+    # blocks.0's unsharded weight of Linear(64, 256): 64 KiB, gathered for the forward and again
+    # for the backward in each of the two steps, each time freed again
+    # for the first step's backward and both passes of the second (the first forward's are made
+    # with aten::empty): 2 blocks x 2 weights x 3 = 12, each freed again
+    grown = a[(a.label == "storage grown by untyped_storage().resize_") & (a.bytes == 64 * 256 * 4)]
+    assert len(grown) == 12 and grown.t_free.notna().all()
 
 
 def test_advise_says_what_it_models_of_ddp_and_refuses_fsdp2(tmp_path, mhc_exe):
