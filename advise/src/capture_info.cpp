@@ -180,7 +180,8 @@ void read_frame_holds(const trace::TraceData& t, CaptureInfo& info) {
     if (text.empty()) return;
     const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
     auto bad = [&](const std::string& why) {
-        return Error(t.path + ": meta capture.frame_holds: " + why + " (capture the step again with mhc-torch capture)");
+        return Error(t.path + ": meta capture.frame_holds: " + why +
+                     " (capture the step again with mhc-torch capture)");
     };
     if (!rows.is_array()) throw bad("not a JSON array of [allocation, kernel] pairs");
     for (const auto& row : rows) {

@@ -206,7 +206,8 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         c.freed_offset = a.freed_offset;
         if (lb >= 0 && a.freed.op != kNoFree) {
             int32_t end = a.freed.at_end ? a.freed.op : a.freed.op - 1;
-            while (end > lb && b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(end)].name)] == "aten::sum")
+            while (end > lb &&
+                   b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(end)].name)] == "aten::sum")
                 --end;
             if (end >= lb) {
                 c.freed = {end, true};
@@ -218,7 +219,8 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         // A frame of the model's code may hold it longer than its last use: `q, k, v` until the
         // block's forward returns, a module's input argument until its own forward does.
         const int32_t held = b.held_seq[static_cast<size_t>(x)];
-        if (held >= 0 && b.phase[static_cast<size_t>(held)] == Phase::Forward && b.pass[static_cast<size_t>(held)] == r.pass)
+        if (held >= 0 && b.phase[static_cast<size_t>(held)] == Phase::Forward &&
+            b.pass[static_cast<size_t>(held)] == r.pass)
             lf = std::max(lf, held);
         if (lf >= 0) { a.freed = {lf, true}; a.freed_offset = 0; }
         b.for_acc(x, [&](int32_t s, trace::AccessMode) {
