@@ -90,7 +90,7 @@ def prepare(model: torch.nn.Module, rec) -> dict[str, str]:
             st = m._get_fsdp_state()
             pg = st._fsdp_param_group
             if pg is not None:
-                reshard.add(str(pg.post_forward_mesh_info is None and "false" or "true"))
+                reshard.add("false" if pg.post_forward_mesh_info is None else "true")
                 offload = offload or type(pg.offload_policy).__name__ == "CPUOffloadPolicy"
                 world = max(world, _world(pg.mesh_info.shard_process_group))
         meta["capture.data_parallel"] = "fsdp2" if not ddps else "ddp+fsdp2"
