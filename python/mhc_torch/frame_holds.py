@@ -18,6 +18,7 @@ their caller and hold nothing the caller does not see.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 
@@ -29,9 +30,12 @@ class FrameHolds:
         self.rec = rec
         self.codes = set()
         for m in model.modules():
-            code = getattr(getattr(type(m), "forward", None), "__code__", None)
-            if code is not None:
-                self.codes.add(code)
+            forward = getattr(type(m), "forward", None)
+            # a decorated forward (transformers wraps some): the wrapper's frame and the method's own
+            for f in (forward, inspect.unwrap(forward) if callable(forward) else None):
+                code = getattr(f, "__code__", None)
+                if code is not None:
+                    self.codes.add(code)
         self.held: dict[int, int] = {}   # allocation id -> kernel id
         self._previous = None
 
