@@ -174,23 +174,25 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
 
 // Meta capture.frame_holds: [[allocation id, kernel id], ...] (python/mhc_torch/frame_holds.py);
 // absent in older captures (then every saved storage is taken as free at its last use).
-void read_frame_holds(const trace::TraceData& t, CaptureInfo& info) {
-    info.held_until.assign(t.allocations.size(), -1);
-    const std::string text = t.meta_or("capture.frame_holds", "");
+void read_frame_holds(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.held_until.assign(trace_data.allocations.size(), -1);
+    const std::string text = trace_data.meta_or("capture.frame_holds", "");
     if (text.empty()) return;
     const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
     auto bad = [&](const std::string& why) {
-        return Error(t.path + ": meta capture.frame_holds: " + why +
+        return Error(trace_data.path + ": meta capture.frame_holds: " + why +
                      " (capture the step again with mhc-torch capture)");
     };
     if (!rows.is_array()) throw bad("not a JSON array of [allocation, kernel] pairs");
     for (const auto& row : rows) {
         if (!row.is_array() || row.size() != 2 || !row[0].is_number_integer() || !row[1].is_number_integer())
             throw bad("not a JSON array of [allocation, kernel] pairs");
-        const int64_t a = t.allocation_at(row[0].get<int64_t>()), k = t.kernel_at(row[1].get<int64_t>());
-        if (a < 0) throw bad("names allocation " + std::to_string(row[0].get<int64_t>()) + ", which the trace lacks");
-        if (k < 0) throw bad("names kernel " + std::to_string(row[1].get<int64_t>()) + ", which the trace lacks");
-        info.held_until[static_cast<size_t>(a)] = static_cast<int32_t>(k);
+        const int64_t row_a = trace_data.allocation_at(row[0].get<int64_t>());
+        const int64_t row_k = trace_data.kernel_at(row[1].get<int64_t>());
+        if (row_a < 0)
+            throw bad("names allocation " + std::to_string(row[0].get<int64_t>()) + ", which the trace lacks");
+        if (row_k < 0) throw bad("names kernel " + std::to_string(row[1].get<int64_t>()) + ", which the trace lacks");
+        info.held_until[static_cast<size_t>(row_a)] = static_cast<int32_t>(row_k);
     }
 }
 

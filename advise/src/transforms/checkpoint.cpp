@@ -268,9 +268,11 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     // the engine releases the last node's saved variables (the checkpoint's holders) after it has
     // summed the node's gradients to their inputs' shapes (a bias gradient's aten::sum).
     int32_t inputs_end = region_bwd_last;
-    while (inputs_end + 1 < p.recorded && b.phase[static_cast<size_t>(inputs_end + 1)] == Phase::Backward &&
-           b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(inputs_end + 1)].name)] == "aten::sum")
-        ++inputs_end;
+    for (int32_t next = inputs_end + 1;
+         next < p.recorded && b.phase[static_cast<size_t>(next)] == Phase::Backward &&
+         b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(next)].name)] == "aten::sum";
+         ++next)
+        inputs_end = next;
     for (int32_t x : touched) {
         Alloc& a = p.allocs[static_cast<size_t>(x)];
         if (a.freed.op == kNoFree || a.category == trace::Category::Param) continue;
