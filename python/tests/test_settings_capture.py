@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -725,3 +726,32 @@ def test_checkpointed_storages_live_while_the_code_holds_them(tmp_path, mhc_exe,
                           capture_output=True, text=True)
     assert capt.returncode == 0, capt.stderr
     assert row["reserved_bytes"] == json.loads(capt.stdout)["baseline"]["reserved_bytes"]
+
+
+def test_frame_holds_of_a_decorated_forward(tmp_path):
+    """transformers decorates some forwards (GPT-2's attention): the frame that holds `h` is the
+    method's own, not the wrapper's, whose code was all the capture followed (GPT-2, every block
+    checkpointed: reserved 0.17% below the re-capture)."""
+    source = HELD_FILE.replace("    def forward(self, x):\n        h = self.a(x)",
+                               "    @_wrapped\n    def forward(self, x):\n        h = self.a(x)")
+    source = source.replace("class Block(nn.Module):", textwrap.dedent('''
+        import functools
+
+
+        def _wrapped(f):
+            @functools.wraps(f)
+            def inner(*args, **kwargs):
+                return f(*args, **kwargs)
+            return inner
+
+
+        class Block(nn.Module):'''), 1)
+    assert "@_wrapped" in source
+    ns = {}
+    exec(source, ns)  # noqa: S102 - the model text of this file
+    path = str(tmp_path / "wrapped.db")
+    mhc_torch.capture(ns["build_model"], ns["make_batch"], path=path, loss_fn=lambda m, b: m(*b), autocast_dtype=None)
+    meta = dict(_rows(path, "SELECT key, value FROM meta"))
+    labels = dict(_rows(path, "SELECT a.id, s.text FROM allocations a JOIN strings s ON s.id = a.label"))
+    held = {labels[a] for a, _ in json.loads(meta["capture.frame_holds"])}
+    assert {f"Net.blocks.{i}.a:aten::addmm" for i in range(3)} <= held
