@@ -166,6 +166,7 @@ int run(const Options& o) {
                               {"step_time_ns", a.baseline.step_time}}},
                             {"times", kTimeNote},
                             {"passes_per_step", base.passes},
+                            {"data_parallel", data_parallel_note(base.info)},
                             {"rows", nlohmann::json::array()},
                             {"search",
                              {{"dp_runs", a.dp_runs},
@@ -182,6 +183,7 @@ int run(const Options& o) {
         std::printf(
             "note       %d forward and backward passes per step (gradient accumulation): settings act in each\n",
             base.passes);
+    if (const std::string dp = data_parallel_note(base.info); !dp.empty()) std::printf("note       %s\n", dp.c_str());
     if (!cap_what.empty()) std::printf("capacity   %s (%s)\n", mhc::format_bytes(capacity).c_str(), cap_what.c_str());
     std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", ev.link().name.c_str(),
                 mhc::format_rate(host.bandwidth_Bps).c_str(), mhc::format_ns(std::llround(host.per_tensor_s * 1e9)).c_str());

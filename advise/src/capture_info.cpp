@@ -158,9 +158,52 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     const bool file = model.size() > 3 && model.compare(model.size() - 3, 3, ".py") == 0;
     info.batch = file ? 0 : whole("capture.batch", 0);   // a model file makes its own batch
     info.micro_batches = std::max<int64_t>(1, whole("capture.micro_batches", 1));
+    // Data parallelism (python/mhc_torch/data_parallel.py). FSDP2 frees and re-allocates each
+    // parameter's unsharded memory by resizing one storage, which the capture does not follow: its
+    // trace holds every parameter unsharded from start to end, not what a rank holds.
+    info.data_parallel = trace_data.meta_or("capture.data_parallel", "");
+    if (info.data_parallel == "ddp") {
+        info.data_parallel_detail = trace_data.meta_or("capture.ddp", "");
+    } else if (!info.data_parallel.empty()) {
+        throw Error(trace_data.path + ": FSDP2 (fully_shard: " + trace_data.meta_or("capture.fsdp2", "?") +
+                    ") is not modelled: the capture holds every parameter unsharded for the whole step, not a rank's "
+                    "shards and all-gathers (docs/advise.md, Data parallelism); capture the model without fully_shard "
+                    "to ask about one GPU");
+    }
+}
+
+// Meta capture.frame_holds: [[allocation id, kernel id], ...] (python/mhc_torch/frame_holds.py);
+// absent in older captures (then every saved storage is taken as free at its last use).
+void read_frame_holds(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.held_until.assign(trace_data.allocations.size(), -1);
+    const std::string text = trace_data.meta_or("capture.frame_holds", "");
+    if (text.empty()) return;
+    const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        return Error(trace_data.path + ": meta capture.frame_holds: " + why +
+                     " (capture the step again with mhc-torch capture)");
+    };
+    if (!rows.is_array()) throw bad("not a JSON array of [allocation, kernel] pairs");
+    for (const auto& row : rows) {
+        if (!row.is_array() || row.size() != 2 || !row[0].is_number_integer() || !row[1].is_number_integer())
+            throw bad("not a JSON array of [allocation, kernel] pairs");
+        const int64_t row_a = trace_data.allocation_at(row[0].get<int64_t>());
+        const int64_t row_k = trace_data.kernel_at(row[1].get<int64_t>());
+        if (row_a < 0)
+            throw bad("names allocation " + std::to_string(row[0].get<int64_t>()) + ", which the trace lacks");
+        if (row_k < 0) throw bad("names kernel " + std::to_string(row[1].get<int64_t>()) + ", which the trace lacks");
+        info.held_until[static_cast<size_t>(row_a)] = static_cast<int32_t>(row_k);
+    }
 }
 
 }  // namespace
+
+std::string data_parallel_note(const CaptureInfo& info) {
+    if (info.data_parallel != "ddp") return "";
+    return "DDP (" + info.data_parallel_detail +
+           "): one rank's step with its gradient bucket; not modelled: the all-reduce's time, the buckets' "
+           "re-assignment by bucket_cap_mb after the first step (the same bytes), the host optimizer";
+}
 
 int32_t CaptureInfo::find_module(const std::string& name) const {
     auto it = module_index.find(name);
@@ -252,6 +295,7 @@ CaptureInfo load_capture_info(const trace::TraceData& t) {
     }
     find_blocks(c);
     read_model_facts(t, c);
+    read_frame_holds(t, c);
     return c;
 }
 

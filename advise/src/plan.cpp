@@ -335,6 +335,9 @@ Base make_base(const trace::TraceData& t, CaptureInfo info) {
         b.saved_seq.resize(b.info.saved_by.size());
         b.saved_packs = b.info.saved_packs;
         for (size_t i = 0; i < b.info.saved_by.size(); ++i) b.saved_seq[i] = seq_of[static_cast<size_t>(b.info.saved_by[i])];
+        b.held_seq.assign(t.allocations.size(), -1);
+        for (size_t a = 0; a < b.info.held_until.size() && a < b.held_seq.size(); ++a)
+            if (b.info.held_until[a] >= 0) b.held_seq[a] = seq_of[static_cast<size_t>(b.info.held_until[a])];
     }
     b.hbm_bw = meta_number(t, "capture.gpu.hbm_bw", 3.35e12);
     b.launch_overhead = static_cast<int64_t>(meta_number(t, "capture.launch_overhead_ns", 2000));

@@ -178,9 +178,24 @@ class _RecordingFakeMode(FakeTensorMode):
     @contextlib.contextmanager
     def recording_to(self, rec: "Recording"):
         self.recording = rec
+        # UntypedStorage.resize_ reaches no dispatch mode (PyTorch's MemTracker patches it the same
+        # way): the recording follows it while it records.
+        resize = torch.UntypedStorage.resize_
+
+        @functools.wraps(resize)
+        def resize_followed(st, size):
+            before = st.nbytes()
+            out = resize(st, size)
+            after = st.nbytes()
+            if after != before and self.recording is not None:
+                self.recording.resized(st, before, after)
+            return out
+
+        torch.UntypedStorage.resize_ = resize_followed
         try:
             yield
         finally:
+            torch.UntypedStorage.resize_ = resize
             self.recording = None
 
 
@@ -211,7 +226,9 @@ class Recording(SettingsRecording):
     # Storages -------------------------------------------------------------------------------
     def track(self, t: torch.Tensor, category: int | None, label: str) -> _Storage | None:
         """The record of t's storage, created (allocated now) if new; None for empty storages."""
-        st = t.untyped_storage()
+        return self._track_storage(t.untyped_storage(), category, label)
+
+    def _track_storage(self, st, category: int | None, label: str) -> _Storage | None:
         key = id(st)
         s = self.storages.get(key)
         if s is not None:
@@ -250,6 +267,8 @@ class Recording(SettingsRecording):
     def _freed(self, key: int, s: _Storage) -> None:
         if self.storages.get(key) is s:
             del self.storages[key]
+        if s.refs <= 0:
+            return  # ended already (a storage resized to nothing, then dead)
         s.refs -= 1
         if s.refs > 0:
             return  # another storage still stands for this allocation
@@ -261,6 +280,21 @@ class Recording(SettingsRecording):
             self.live_bytes -= s.alloc.bytes
         self.accumulations.on_free(self, s)
 
+    def resized(self, st, before: int, after: int) -> None:
+        """`st.resize_()` changed a storage's bytes (FSDP2 frees a parameter's unsharded memory with
+        resize_(0) and gathers into it again after resize_(size)): the allocation it stood for ends
+        and, when it has bytes again, a new one begins (label and category kept)."""
+        key = id(st)
+        old = self.storages.get(key)
+        if old is not None:
+            self._freed(key, old)
+        if after <= 0:
+            return
+        label = old.alloc.label if old is not None else "storage grown by untyped_storage().resize_"
+        s = self._track_storage(st, old.alloc.category if old is not None else None, label)
+        if s is not None and old is not None and old.phase == "fixed":
+            s.phase = "fixed"
+
     def alias(self, t: torch.Tensor, s: _Storage) -> None:
         """t's storage is the same allocation as `s` (an op recorded as in place)."""
         st = t.untyped_storage()
@@ -268,7 +302,22 @@ class Recording(SettingsRecording):
         s.refs += 1
         self._watch(st, id(st), s)
 
+    def bucket_seen(self, buf: torch.Tensor, index: int) -> None:
+        """DDP's gradient bucket `index`, seen by the capture's communication hook: the reducer made
+        it when DDP was built, before the capture followed storages, so its allocation counts from
+        the start (data_parallel.py)."""
+        s = self.track(buf, store.OTHER, f"DDP gradient bucket {index}")
+        if s is None or s.alloc.label.startswith("DDP gradient bucket") and s.alloc.t_alloc == 0:
+            return
+        s.alloc.t_alloc = 0
+        s.alloc.category = store.OTHER
+        s.alloc.label = f"DDP gradient bucket {index}"
+        s.phase = "fixed"
+
     def set_category(self, t: torch.Tensor, category: int, label: str) -> None:
+        local = getattr(t, "_local_tensor", None)   # a DTensor (FSDP2's sharded parameter): its shard is
+        if isinstance(local, torch.Tensor):         # the memory, the wrapper's storage is its global shape
+            t = local
         s = self.track(t, category, label)
         if s is not None:
             s.alloc.category = category
@@ -832,7 +881,8 @@ def _compiled_functions_refused():
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):
     from torch.distributed._tools.mod_tracker import ModTracker
 
-    from . import placement
+    from . import data_parallel, placement
+    from .frame_holds import FrameHolds
 
     loss_fn = loss_fn or _default_loss
     with fake:
@@ -850,6 +900,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             from .applying import apply
 
             model, opt = apply(model, opt, setting)
+        facts.update(data_parallel.prepare(model, rec))
         for n, p in model.named_parameters():
             rec.set_category(p, store.PARAM, n)
         for n, b in model.named_buffers():
@@ -876,8 +927,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                 rec.set_category(t, store.OTHER, "batch")
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
         attention = _attention_as_on_gpu() if torch.device(device).type == "cpu" else contextlib.nullcontext()
+        holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), attention:
+                _collector_at_step_ends(), attention, holds:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
@@ -888,6 +940,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
         rec.phase = "end"
+        facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
         modules = rec.module_records(model)
         del run, opt, model, batch
     return list(layers), step_times, modules, facts

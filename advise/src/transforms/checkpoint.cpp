@@ -138,6 +138,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
     std::unordered_map<int32_t, int32_t> copy_of;       // recorded allocation -> its recomputed copy
     std::unordered_map<int32_t, int32_t> last_use;      // recomputed copy -> last recompute op using it
     std::unordered_map<int32_t, int32_t> replayed_at;   // cached op seq -> its position in the recomputation
+    std::unordered_map<int32_t, int32_t> rerun_of;      // op seq -> its recomputed op
     int32_t last_recompute = -1;
     for (int32_t s = r.first; s <= recompute_last; ++s) {
         const Op src = p.ops[static_cast<size_t>(s)];   // a copy: add_op below may move p.ops
@@ -160,10 +161,14 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         o.duration = src.duration;
         int32_t id = p.add_op(o);
         p.insert_before(trigger, id);
+        rerun_of[s] = id;
         std::vector<PlanAccess> acc;
         for (const PlanAccess& a : src.acc) {
             int32_t x = a.alloc;
-            if (x < nrec && b.creator[static_cast<size_t>(x)] == s && !copy_of.count(x)) {   // made by this op: a new storage
+            // made by this op: a new storage, unless it lives to the end (the thread's cuBLAS
+            // workspace that the capture's first matmul made is made once, not by the recompute)
+            if (x < nrec && b.creator[static_cast<size_t>(x)] == s && !copy_of.count(x) &&
+                b.plan.allocs[static_cast<size_t>(x)].freed.op != kNoFree) {
                 Alloc c = p.allocs[static_cast<size_t>(x)];
                 c.src = -1;
                 c.made = {id, false};
@@ -191,10 +196,32 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         if (!only_here[static_cast<size_t>(x)] || it == copy_of.end() || a.device != b.device) continue;
         const int32_t xc = it->second;
         Alloc& c = p.allocs[static_cast<size_t>(xc)];
+        // The checkpoint hands a recomputed tensor over at its unpack and keeps no reference to
+        // it: it dies when the backward node that unpacked it returns, where the captured step's
+        // saved tensor lived until the engine released the node's saved variables, after it had
+        // also summed the node's gradients to their inputs' shapes (a bias gradient's aten::sum).
+        // So: the captured free, less those trailing sums, and not before its last read.
+        const int32_t lb = b.last_access_in_pass(x, Phase::Backward, r.pass);
         c.freed = a.freed;
         c.freed_offset = a.freed_offset;
+        if (lb >= 0 && a.freed.op != kNoFree) {
+            int32_t end = a.freed.at_end ? a.freed.op : a.freed.op - 1;
+            while (end > lb &&
+                   b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(end)].name)] == "aten::sum")
+                --end;
+            if (end >= lb) {
+                c.freed = {end, true};
+                c.freed_offset = 0;
+            }
+        }
         int32_t lf = b.last_access_in_pass(x, Phase::Forward, r.pass);
         if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
+        // A frame of the model's code may hold it longer than its last use: `q, k, v` until the
+        // block's forward returns, a module's input argument until its own forward does.
+        const int32_t held = b.held_seq[static_cast<size_t>(x)];
+        if (held >= 0 && b.phase[static_cast<size_t>(held)] == Phase::Forward &&
+            b.pass[static_cast<size_t>(held)] == r.pass)
+            lf = std::max(lf, held);
         if (lf >= 0) { a.freed = {lf, true}; a.freed_offset = 0; }
         b.for_acc(x, [&](int32_t s, trace::AccessMode) {
             if (b.phase[static_cast<size_t>(s)] != Phase::Backward || b.pass[static_cast<size_t>(s)] != r.pass) return;
@@ -203,13 +230,23 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         });
         last_use.erase(xc);
     }
-    // Recomputed storages nothing saved die after their last use in the recomputation;
+    // Recomputed storages nothing saved die where the captured forward freed them, the same code
+    // dropping its last reference (a local, an argument: not always at the last use); those
+    // it freed after the early stop die at the stop, which unwinds the recomputation's frames;
     // autocast's cached parameter copies when the recomputation (its autocast region) ends.
     for (auto& [x, xc] : copy_of) {
         if (!last_use.count(xc)) continue;
         Alloc& c = p.allocs[static_cast<size_t>(xc)];
-        int32_t end = b.param_cast[static_cast<size_t>(x)] ? last_recompute : last_use[xc];
-        c.freed = {end, true};
+        Point end{last_use[xc], true};
+        const Point freed = b.plan.allocs[static_cast<size_t>(x)].freed;
+        if (b.param_cast[static_cast<size_t>(x)]) {
+            end = {last_recompute, true};
+        } else if (freed.op != kNoFree && freed.op >= r.first && freed.op <= r.last) {
+            auto it = rerun_of.find(freed.op);
+            if (freed.op > recompute_last) end = {last_recompute, true};
+            else if (it != rerun_of.end()) end = p.later(end, Point{it->second, freed.at_end});
+        }
+        c.freed = end;
     }
     // Outputs the selective policy cached live until the recomputation takes them back (or the
     // checkpoint's frame dies, when the recomputation stopped before them).
@@ -227,12 +264,20 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
             if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
         }
     }
-    // The checkpoint keeps its inputs (storages made before the call) until its backward ends.
+    // The checkpoint keeps its inputs (storages made before the call) until its backward ends:
+    // the engine releases the last node's saved variables (the checkpoint's holders) after it has
+    // summed the node's gradients to their inputs' shapes (a bias gradient's aten::sum).
+    int32_t inputs_end = region_bwd_last;
+    for (int32_t next = inputs_end + 1;
+         next < p.recorded && b.phase[static_cast<size_t>(next)] == Phase::Backward &&
+         b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(next)].name)] == "aten::sum";
+         ++next)
+        inputs_end = next;
     for (int32_t x : touched) {
         Alloc& a = p.allocs[static_cast<size_t>(x)];
         if (a.freed.op == kNoFree || a.category == trace::Category::Param) continue;
         if (p.key(a.made) >= p.key(Point{r.first, false})) continue;
-        Point until{region_bwd_last, true};
+        Point until{inputs_end, true};
         if (p.key(until) > p.key(a.freed)) { a.freed = until; a.freed_offset = 0; }
     }
 }

@@ -228,6 +228,10 @@ std::unique_ptr<Transform> make_host_optimizer(const Base& b) {
     bool any = false;
     for (int32_t f : b.opt_first) any |= f >= 0;
     if (!any) throw Error("setting: field 'optimizer.state': the capture has no optimizer step");
+    if (b.info.data_parallel == "ddp")
+        throw Error(
+            "setting: field 'optimizer.state': the step runs under DDP, whose all-reduce needs the gradients on "
+            "the GPU; ZeRO-Offload replaces DDP (DeepSpeed's engine) and is not modelled from a DDP capture");
     // The host model sends each gradient down once the backward has accumulated it and drops the
     // device copy; a step that reads the gradients on the device after the backward (clipping,
     // GradScaler's unscale) would read dropped memory (mhc_torch.apply clips on the host copies).

@@ -38,6 +38,10 @@ struct CaptureInfo {
     std::vector<int32_t> saved_by;
     std::vector<int32_t> saved_packs;     // parallel to saved_by: packs of the storage by that op
     int64_t saved_rows = 0;
+    // Per allocation row: the kernel row until which a frame of the model's code (a module's
+    // forward, its locals and arguments) held the storage in the forward, -1 when not recorded
+    // (meta capture.frame_holds, python/mhc_torch/frame_holds.py).
+    std::vector<int32_t> held_until;
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).
@@ -46,6 +50,10 @@ struct CaptureInfo {
     std::string optimizer_class;                     // "torch.optim.adamw.AdamW"
     std::string optimizer_defaults;                  // its hyperparameters, a JSON object
     int64_t batch = 0, micro_batches = 1;            // the recipe's (batch 0: not known)
+    // A data-parallel wrapper the capture found: "ddp" (DistributedDataParallel on fake ranks, its
+    // gradient buckets in the trace) with its parameters ("world 4, bucket_cap_mb 25, ..."); empty
+    // for none. A capture of FSDP2 is refused when loaded (not a rank's memory).
+    std::string data_parallel, data_parallel_detail;
 
     int32_t find_module(const std::string& name) const;   // -1 if the model has none so named
     // True when `module` is `ancestor` or lies inside it (by name: "a.b.c" inside "a.b").
@@ -63,5 +71,9 @@ struct CaptureInfo {
 // file) when the trace is not a model capture (no modules, no kernel phases or no saved
 // tensors: "capture it with mhc-torch capture") or names kernels/allocations it lacks.
 CaptureInfo load_capture_info(const trace::TraceData& t);
+
+// The one line `mhc advise` prints about a data-parallel capture: what it models of the wrapper and
+// what not (empty when the capture has none).
+std::string data_parallel_note(const CaptureInfo& info);
 
 }  // namespace mhc::advise

@@ -117,6 +117,7 @@ struct Base {
     // saved_seq[info.saved_begin[a] .. info.saved_begin[a+1]), with how many packs each made.
     std::vector<int32_t> saved_seq, saved_packs;
     std::vector<uint8_t> param_cast;    // made by aten::_to_copy of a parameter (autocast's cache)
+    std::vector<int32_t> held_seq;      // per allocation row: info.held_until as a seq, -1
     std::vector<int32_t> steps;         // step numbers present
     // Per step (index into steps): last forward seq (autocast ends), first backward seq, first
     // and last optimizer seq; -1 when absent.

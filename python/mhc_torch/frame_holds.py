@@ -1,0 +1,89 @@
+"""How long the model's own Python frames hold the storages of its forward.
+
+A storage that autograd saves lives until the backward in the captured step whatever the Python
+code does; under activation checkpointing (or offloading) autograd no longer holds it and it dies
+when the last Python reference to it goes. That is rarely its last use: `q, k, v = ...` views of a
+projection stay referenced by the module's `forward` until it returns, so does a module's input
+argument (`Linear.forward(self, input)` holds the LayerNorm output it was called with until the
+matmul is done). `mhc advise` needs this to predict a checkpointed step (advise/src/transforms/
+checkpoint.cpp); the capture records it: when a module's `forward` returns in the forward phase,
+every storage one of its locals (arguments included; a tuple, list or dict of tensors one level
+deep) still refers to, other than the value returned, is held at least until the last kernel that
+ran before the return. Meta `capture.frame_holds` lists `[allocation id, kernel id]`, the latest
+such kernel of each saved storage.
+
+The return events come from `sys.setprofile` while a step runs, filtered to the code of the
+model's modules' `forward` methods; other frames (helpers called from a forward) return before
+their caller and hold nothing the caller does not see.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+
+import torch
+
+
+class FrameHolds:
+    def __init__(self, rec, model: torch.nn.Module):
+        self.rec = rec
+        self.codes = set()
+        for m in model.modules():
+            forward = getattr(type(m), "forward", None)
+            # a decorated forward (transformers wraps some): the wrapper's frame and the method's own
+            for f in (forward, inspect.unwrap(forward) if callable(forward) else None):
+                code = getattr(f, "__code__", None)
+                if code is not None:
+                    self.codes.add(code)
+        self.held: dict[int, int] = {}   # allocation id -> kernel id
+        self._previous = None
+
+    def _tensors(self, value, returned):
+        if isinstance(value, torch.Tensor):
+            if value is not returned:
+                yield value
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                if isinstance(v, torch.Tensor) and v is not returned:
+                    yield v
+        elif isinstance(value, dict):
+            for v in value.values():
+                if isinstance(v, torch.Tensor) and v is not returned:
+                    yield v
+
+    def _profile(self, frame, event, arg):
+        if event != "return" or frame.f_code not in self.codes or self.rec.phase != "forward":
+            return
+        kernel = len(self.rec.kernels)
+        if kernel == 0:
+            return
+        returned = set()
+        if isinstance(arg, torch.Tensor):
+            returned.add(id(arg.untyped_storage()))
+        elif isinstance(arg, (tuple, list)):
+            returned.update(id(v.untyped_storage()) for v in arg if isinstance(v, torch.Tensor))
+        storages = self.rec.storages
+        for value in frame.f_locals.values():
+            for t in self._tensors(value, arg):
+                key = id(t.untyped_storage())
+                s = storages.get(key)
+                if s is None or key in returned:
+                    continue
+                aid = s.alloc.id
+                if self.held.get(aid, 0) < kernel:
+                    self.held[aid] = kernel
+
+    def __enter__(self):
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self._previous)
+        return False
+
+    def meta(self, saved_allocations) -> dict[str, str]:
+        """The holds of the saved storages (the only ones whose lifetime a setting changes)."""
+        rows = sorted([a, k] for a, k in self.held.items() if a in saved_allocations)
+        return {"capture.frame_holds": json.dumps(rows, separators=(",", ":"))}
