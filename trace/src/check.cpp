@@ -359,6 +359,84 @@ void check_runs(const std::string& path, Reader& reader, CheckReport& report) {
                                        " outside its rows in run_event_rows (left by another run of that id)"});
 }
 
+// Every reference between tables: a row that names another table's row (a string, a kernel, an
+// allocation, a module, a run) names one that exists. Tables are judged where the file has them
+// (older files lack some); 0 means "none" where the schema says so (a root module, a run event of
+// no kernel, a run that is no replay). Each row that breaks one is a problem naming its table,
+// row (the table's id; for a table keyed otherwise, its first key, the whole key in the message)
+// and field. A value that is no integer is left to the value rules (check_values, load_run), and
+// accesses are judged as the trace is loaded (dangling_accesses).
+struct Reference {
+    const char* table;
+    const char* field;
+    const char* target;   // the table whose `id` it names
+    const char* noun;     // what a row of it is, in the message
+    bool zero_is_none;
+    const char* row;       // SQL: the row's number in the report
+    const char* context;   // SQL: text after the message ('' for none)
+};
+
+constexpr int64_t kMaxListedPerReference = 10000;
+
+void check_reference(const Reader& reader, const Reference& ref, CheckReport& r) {
+    const std::string field = ref.field;
+    const std::string sql = "SELECT " + std::string(ref.row) + ", " + field + ", " + ref.context + " FROM " +
+                            ref.table + " WHERE typeof(" + field + ") = 'integer' AND " +
+                            (ref.zero_is_none ? field + " IS NOT 0 AND " : "") + field + " NOT IN (SELECT id FROM " +
+                            ref.target + ") ORDER BY 1 LIMIT " + std::to_string(kMaxListedPerReference + 1);
+    sql::Stmt s(reader.handle(), reader.path(), sql.c_str());
+    int64_t listed = 0;
+    while (s.step()) {
+        if (++listed > kMaxListedPerReference) {
+            r.problems.push_back({"unknown-id", ref.table, 0,
+                                  "more rows than the " + std::to_string(kMaxListedPerReference) + " above have a " +
+                                      field + " that is no row of " + ref.target});
+            break;
+        }
+        const std::string context = s.text(2);
+        r.problems.push_back({"unknown-id", ref.table, s.i64(0),
+                              field + " refers to " + ref.noun + " " + std::to_string(s.i64(1)) +
+                                  ", which does not exist" + (context.empty() ? "" : " (" + context + ")")});
+    }
+}
+
+void check_references(const Reader& reader, CheckReport& r) {
+    static const Reference kRefs[] = {
+        {"markers", "name", "strings", "string", true, "id", "''"},
+        {"modules", "name", "strings", "string", true, "id", "''"},
+        {"modules", "type", "strings", "string", true, "id", "''"},
+        {"modules", "parent", "modules", "module", true, "id", "''"},
+        {"kernel_info", "kernel", "kernels", "kernel", false, "kernel", "''"},
+        {"kernel_info", "module", "modules", "module", true, "kernel", "''"},
+        {"saved_tensors", "allocation", "allocations", "allocation", false, "kernel",
+         "'the row of allocation ' || allocation || ' and kernel ' || kernel"},
+        {"saved_tensors", "kernel", "kernels", "kernel", false, "kernel",
+         "'the row of allocation ' || allocation || ' and kernel ' || kernel"},
+        {"runs", "base_run", "runs", "run", true, "id", "''"},
+        {"run_events", "allocation", "allocations", "allocation", true, "rowid", "'run ' || run"},
+        {"run_events", "kernel", "kernels", "kernel", true, "rowid", "'run ' || run"},
+        {"run_kernels", "kernel", "kernels", "kernel", false, "run",
+         "'the row of run ' || run || ' and kernel ' || kernel"},
+    };
+    for (const Reference& ref : kRefs)
+        if (reader.has_table(ref.table) && reader.has_table(ref.target)) check_reference(reader, ref, r);
+    if (!reader.has_table("runs")) return;
+    // A base run is the simulated run a replay executed: a replay of itself, of another replay,
+    // or a simulated run with a base is no result mhc stores.
+    sql::Stmt base(
+        reader.handle(), reader.path(),
+        "SELECT r.id, r.kind, b.id, b.kind FROM runs r JOIN runs b ON b.id = r.base_run "
+        "WHERE r.base_run IS NOT 0 AND (r.kind IS NOT 'replayed' OR b.kind IS NOT 'simulated' OR b.id = r.id) "
+        "ORDER BY r.id");
+    while (base.step())
+        r.problems.push_back({"base-run", "runs", base.i64(0),
+                              base.i64(0) == base.i64(2)
+                                  ? "base_run refers to the run itself"
+                                  : "base_run refers to run " + std::to_string(base.i64(2)) + " (" + base.text(3) +
+                                        ") from a " + base.text(1) +
+                                        " run; only a replayed run has a base run, the simulated run it executed"});
+}
+
 }  // namespace
 
 // Allocations on a device that has segments lie inside a segment alive when they are made
@@ -454,6 +532,7 @@ CheckReport check_file(const std::string& path, bool full) {
         TraceData t = load_trace(path, "", LoadFrom::Rows);   // the rows themselves, never a cached copy
         CheckReport rows = check_trace(t);
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
+        check_references(reader, r);
         check_runs(path, reader, r);
     } catch (const sql::Busy&) {
         throw;
