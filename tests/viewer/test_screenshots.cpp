@@ -839,3 +839,39 @@ TEST_CASE("a run that stopped out of memory says why over the timeline") {
     CHECK(shot.layout["timeline"]["run_outcome"] ==
           "out of memory at 450.000 us: allocation 2 (act_big): short by 424.00 MiB");
 }
+
+TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the strip to 70 px)") {
+    // nsys's 16-stream sample (tests/data/public): its stream rows leave the timeline's memory
+    // strip 70 px in a 1200x420 window; 7 labels 13 px tall were drawn 10.4 px apart, over each
+    // other. The memory view in a window 300 px tall, the same.
+    fixture::TempPath db("streams16.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/extrap-concurrent-16-streams.sqlite",
+                                    db.path, opt);
+    auto overlap = [](const nlohmann::json& p, const nlohmann::json& q) {
+        return p["y0"].get<double>() < q["y1"].get<double>() && q["y0"].get<double>() < p["y1"].get<double>();
+    };
+    for (const std::string& args : {std::string("--size 1200x420"), std::string("--view memory --size 1200x300"),
+                                    std::string("--size 1600x900")}) {
+        Shot s = shoot(db.path, args);
+        INFO(args << ": " << s.err);
+        REQUIRE(s.rc == 0);
+        const auto& plot = args.find("memory") != std::string::npos ? s.layout["memory"]
+                                                                    : s.layout["timeline"]["memory_strip"];
+        const auto& labels = plot["axis_labels"];
+        // The memory view has two plots (curve, bands), the strip one; each label lies in one.
+        std::vector<nlohmann::json> rects;
+        for (const char* key : {"curve", "bands", "rect"})
+            if (plot.contains(key)) rects.push_back(plot[key]);
+        REQUIRE(labels.size() >= 1);
+        for (size_t i = 0; i < labels.size(); ++i) {
+            bool inside = false;
+            for (const auto& r : rects)
+                inside = inside || (labels[i]["y0"].get<double>() >= r["y0"].get<double>() - 1 &&
+                                    labels[i]["y1"].get<double>() <= r["y1"].get<double>() + 1);
+            CHECK(inside);
+            for (size_t j = i + 1; j < labels.size(); ++j) CHECK(!overlap(labels[i], labels[j]));
+        }
+    }
+}
