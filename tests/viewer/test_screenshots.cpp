@@ -357,6 +357,15 @@ TEST_CASE("compare screenshot: both runs' curves overlaid") {
     CHECK(rows["stall_ns"]["values"][0] == "50.0 us");
     CHECK(rows["stall_ns"]["values"][1] == "10.0 us");
     for (const auto& [key, r] : rows) CHECK(r["label"].get<std::string>().find('_') == std::string::npos);
+    // "recorded (grey)" sits over the plot's top left, clear of every byte label (it was drawn in
+    // the label column, over the top one).
+    const auto& cap = cmp["caption"];
+    CHECK(cap["x0"].get<double>() >= c["x0"].get<double>());
+    CHECK(cap["y0"].get<double>() >= c["y0"].get<double>());
+    REQUIRE(cmp["axis_labels"].size() >= 2);
+    for (const auto& l : cmp["axis_labels"])
+        CHECK(!(l["x0"].get<double>() < cap["x1"].get<double>() && cap["x0"].get<double>() < l["x1"].get<double>() &&
+                l["y0"].get<double>() < cap["y1"].get<double>() && cap["y0"].get<double>() < l["y1"].get<double>()));
 }
 
 TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one line") {
