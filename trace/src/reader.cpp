@@ -158,6 +158,8 @@ private:
 
 }  // namespace
 
+void set_lock_wait_note(bool on) { sql::set_lock_note(on); }
+
 std::string open_problem(const std::string& path) {
     std::string problem;
     sqlite3* db = open_readonly(path, problem, path);
