@@ -66,4 +66,29 @@ sqlite3 m.db "UPDATE run_events SET allocation = allocation + 1000000 WHERE allo
 n=$(sqlite3 m.db "SELECT count(*) FROM run_events WHERE allocation != 0")
 "$mhc" check m.db --max 3 >out 2>err && fail "check passed $n dangling events"
 grep -q "^m.db: $n problems$" err || fail "check of $n dangling events: $(cat err)"
+
+# A runs database (--runs-db): check holds it to the trace it is given. Its runs are that trace's
+# (fingerprint), and their rows refer to the trace's kernels and allocations and to runs that exist.
+"$mhc" -q simulate t.db --capacity 90% --runs-db r.db >/dev/null || fail "simulate --runs-db"
+"$mhc" check t.db --runs-db r.db >out 2>err || fail "check of a trace and its runs database: $(cat out err)"
+grep -qx "r.db: ok" out || fail "check did not say the runs database is ok: $(cat out)"
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 1 --seq 64 -o other.db >/dev/null || fail generate other
+"$mhc" check other.db --runs-db r.db >out 2>err; rc=$?
+[ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "r.db: holds runs of another trace" err ||
+    fail "check of another trace's runs database exited $rc: $(cat out err)"
+runs_corrupt() {   # runs_corrupt SQL WANT: check TRACE --runs-db exits 2 naming WANT
+    cp r.db c.db
+    sqlite3 c.db "$1" || fail "sqlite3 $1"
+    "$mhc" check t.db --runs-db c.db >out 2>err; local rc=$?
+    [ $rc = 2 ] && grep -qF -- "$2" out || fail "check --runs-db after '$1' exited $rc: $(cat out err)"
+}
+r1="(SELECT min(rowid) FROM run_events WHERE allocation != 0)"
+runs_corrupt "UPDATE run_events SET allocation = 99999 WHERE rowid = $r1" \
+    "c.db: run_events row $(sqlite3 r.db "SELECT $r1"): allocation refers to allocation 99999, which does not exist (run 1)"
+runs_corrupt "UPDATE run_kernels SET kernel = 99999 WHERE kernel = $k" \
+    "c.db: run_kernels row 1: kernel refers to kernel 99999, which does not exist"
+runs_corrupt "UPDATE runs SET base_run = 7" "c.db: runs row 1: base_run refers to run 7, which does not exist"
+runs_corrupt "UPDATE run_trace SET trace = 5" \
+    "c.db: run_trace row 1: trace refers to trace 5, which does not exist: run 1 belongs to no trace of this database"
+runs_corrupt "DELETE FROM runs" "c.db: run_config row 1: "
 echo ok

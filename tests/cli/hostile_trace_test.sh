@@ -63,6 +63,14 @@ for cmd in "simulate t.db --capacity 90%" "sweep t.db --capacities 90% --policie
         fail "$cmd --runs-db other.db: $(cat err)"
     [ "$(sqlite3 other.db .schema)" = "$before" ] || fail "$cmd --runs-db other.db changed it: $(sqlite3 other.db .tables)"
 done
+# A runs database to read that is a FIFO: said as such (it was "cannot open: disk I/O error").
+mkfifo pipe.db
+for cmd in "info t.db" "check t.db"; do
+    read -r -a words <<<"$cmd"
+    timeout 10 "$mhc" "${words[@]}" --runs-db pipe.db >out 2>err; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "pipe.db: is a FIFO, not a regular file" err ||
+        fail "$cmd --runs-db pipe.db exited $rc: $(cat err)"
+done
 # An empty file is still a runs database to be (docs/trace-format.md).
 : >runs.db
 "$mhc" -q simulate t.db --capacity 90% --runs-db runs.db >/dev/null 2>err || fail "--runs-db of an empty file: $(cat err)"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -10,6 +11,7 @@
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "rules.hpp"
+#include "run_files.hpp"
 #include "sqlite_util.hpp"
 
 namespace mhc::trace {
@@ -378,13 +380,29 @@ struct Reference {
 
 constexpr int64_t kMaxListedPerReference = 10000;
 
-void check_reference(const Reader& reader, const Reference& ref, CheckReport& r) {
+// Where references are judged: a connection, the file named in errors, the schema of the trace's
+// tables ("" when they are in the same file, "tr." for a trace attached to its runs database) and
+// which runs count ("" for all; else a condition on `run`, the runs of this trace).
+struct Scope {
+    sqlite3* db;
+    std::string file;
+    std::string trace_schema;
+    std::string runs_filter;
+};
+
+bool is_trace_table(const std::string& name) { return name != "runs" && name.rfind("run_", 0) != 0 && name != "traces"; }
+
+void check_reference(const Scope& where, const Reference& ref, CheckReport& r) {
     const std::string field = ref.field;
+    const std::string target = (is_trace_table(ref.target) ? where.trace_schema : "") + ref.target;
+    std::string filter;
+    if (!where.runs_filter.empty() && !is_trace_table(ref.table))
+        filter = " AND " + std::string(std::string(ref.table) == "runs" ? "id" : "run") + " IN " + where.runs_filter;
     const std::string sql = "SELECT " + std::string(ref.row) + ", " + field + ", " + ref.context + " FROM " +
                             ref.table + " WHERE typeof(" + field + ") = 'integer' AND " +
                             (ref.zero_is_none ? field + " IS NOT 0 AND " : "") + field + " NOT IN (SELECT id FROM " +
-                            ref.target + ") ORDER BY 1 LIMIT " + std::to_string(kMaxListedPerReference + 1);
-    sql::Stmt s(reader.handle(), reader.path(), sql.c_str());
+                            target + ")" + filter + " ORDER BY 1 LIMIT " + std::to_string(kMaxListedPerReference + 1);
+    sql::Stmt s(where.db, where.file, sql.c_str());
     int64_t listed = 0;
     while (s.step()) {
         if (++listed > kMaxListedPerReference) {
@@ -400,6 +418,34 @@ void check_reference(const Reader& reader, const Reference& ref, CheckReport& r)
     }
 }
 
+// The references of the run tables, and what a base run must be: the simulated run a replay
+// executed (a replay of itself, of another replay, or a simulated run with a base is no result
+// mhc stores).
+void check_run_references(const Scope& where, const std::function<bool(const char*)>& has_table, CheckReport& r) {
+    static const Reference kRefs[] = {
+        {"runs", "base_run", "runs", "run", true, "id", "''"},
+        {"run_events", "allocation", "allocations", "allocation", true, "rowid", "'run ' || run"},
+        {"run_events", "kernel", "kernels", "kernel", true, "rowid", "'run ' || run"},
+        {"run_kernels", "kernel", "kernels", "kernel", false, "run",
+         "'the row of run ' || run || ' and kernel ' || kernel"},
+    };
+    if (!has_table("runs")) return;
+    for (const Reference& ref : kRefs)
+        if (has_table(ref.table)) check_reference(where, ref, r);
+    sql::Stmt base(where.db, where.file,
+                   ("SELECT r.id, r.kind, b.id, b.kind FROM runs r JOIN runs b ON b.id = r.base_run "
+                    "WHERE r.base_run IS NOT 0 AND (r.kind IS NOT 'replayed' OR b.kind IS NOT 'simulated' OR b.id = r.id)" +
+                    (where.runs_filter.empty() ? "" : " AND r.id IN " + where.runs_filter) + " ORDER BY r.id")
+                       .c_str());
+    while (base.step())
+        r.problems.push_back({"base-run", "runs", base.i64(0),
+                              base.i64(0) == base.i64(2)
+                                  ? "base_run refers to the run itself"
+                                  : "base_run refers to run " + std::to_string(base.i64(2)) + " (" + base.text(3) +
+                                        ") from a " + base.text(1) +
+                                        " run; only a replayed run has a base run, the simulated run it executed"});
+}
+
 void check_references(const Reader& reader, CheckReport& r) {
     static const Reference kRefs[] = {
         {"markers", "name", "strings", "string", true, "id", "''"},
@@ -412,29 +458,11 @@ void check_references(const Reader& reader, CheckReport& r) {
          "'the row of allocation ' || allocation || ' and kernel ' || kernel"},
         {"saved_tensors", "kernel", "kernels", "kernel", false, "kernel",
          "'the row of allocation ' || allocation || ' and kernel ' || kernel"},
-        {"runs", "base_run", "runs", "run", true, "id", "''"},
-        {"run_events", "allocation", "allocations", "allocation", true, "rowid", "'run ' || run"},
-        {"run_events", "kernel", "kernels", "kernel", true, "rowid", "'run ' || run"},
-        {"run_kernels", "kernel", "kernels", "kernel", false, "run",
-         "'the row of run ' || run || ' and kernel ' || kernel"},
     };
+    const Scope here{reader.handle(), reader.path(), "", ""};
     for (const Reference& ref : kRefs)
-        if (reader.has_table(ref.table) && reader.has_table(ref.target)) check_reference(reader, ref, r);
-    if (!reader.has_table("runs")) return;
-    // A base run is the simulated run a replay executed: a replay of itself, of another replay,
-    // or a simulated run with a base is no result mhc stores.
-    sql::Stmt base(
-        reader.handle(), reader.path(),
-        "SELECT r.id, r.kind, b.id, b.kind FROM runs r JOIN runs b ON b.id = r.base_run "
-        "WHERE r.base_run IS NOT 0 AND (r.kind IS NOT 'replayed' OR b.kind IS NOT 'simulated' OR b.id = r.id) "
-        "ORDER BY r.id");
-    while (base.step())
-        r.problems.push_back({"base-run", "runs", base.i64(0),
-                              base.i64(0) == base.i64(2)
-                                  ? "base_run refers to the run itself"
-                                  : "base_run refers to run " + std::to_string(base.i64(2)) + " (" + base.text(3) +
-                                        ") from a " + base.text(1) +
-                                        " run; only a replayed run has a base run, the simulated run it executed"});
+        if (reader.has_table(ref.table) && reader.has_table(ref.target)) check_reference(here, ref, r);
+    check_run_references(here, [&](const char* t) { return reader.has_table(t); }, r);
 }
 
 }  // namespace
@@ -534,6 +562,74 @@ CheckReport check_file(const std::string& path, bool full) {
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
         check_references(reader, r);
         check_runs(path, reader, r);
+    } catch (const sql::Busy&) {
+        throw;
+    } catch (const Error& e) {
+        r.problems.push_back({"corrupt", "file", 0, e.what()});
+    }
+    return r;
+}
+
+CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) {
+    CheckReport r;
+    std::vector<RunInfo> runs;
+    try {
+        runs = list_runs(trace, runs_db);   // refuses another trace's runs (fingerprint), a non-runs database
+        for (const RunInfo& run : runs) {
+            try {
+                load_run(trace, run.id, runs_db);
+            } catch (const Error& e) { r.problems.push_back({"run", "file", 0, e.what()}); }
+        }
+    } catch (const sql::Busy&) {
+        throw;
+    } catch (const Error& e) {
+        r.problems.push_back({"file", "file", 0, e.what()});
+        return r;
+    }
+    std::string problem;
+    sqlite3* db = sql::open_existing(runs_db, false, problem);
+    if (!db) {
+        r.problems.push_back({"file", "file", 0, problem});
+        return r;
+    }
+    struct Close {
+        sqlite3* db;
+        ~Close() { sqlite3_close(db); }
+    } close{db};
+    try {
+        sql::Stmt attach(db, runs_db, "ATTACH ? AS tr");
+        attach.bind(1, trace);
+        attach.run();
+        // This trace's runs (a job's database also holds the other ranks'), by id.
+        sql::exec(db, runs_db, "CREATE TEMP TABLE mine (id INTEGER PRIMARY KEY)");
+        sql::Stmt ins(db, runs_db, "INSERT INTO temp.mine VALUES (?)");
+        for (const RunInfo& run : runs) {
+            ins.bind(1, run.id);
+            ins.run();
+        }
+        auto has = [&](const char* t) { return runfiles::has_table(db, runs_db, t, "main"); };
+        check_run_references({db, runs_db, "tr.", "temp.mine"}, has, r);
+        for (const char* table : {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory",
+                                  "run_event_rows", "run_trace"}) {
+            if (!has(table)) continue;
+            sql::Stmt orphans(db, runs_db,
+                              ("SELECT run, count(*) FROM " + std::string(table) +
+                               " WHERE run NOT IN (SELECT id FROM runs) GROUP BY run ORDER BY run")
+                                  .c_str());
+            while (orphans.step())
+                r.problems.push_back({"unknown-run", table, orphans.i64(0),
+                                      std::to_string(orphans.i64(1)) + " row(s) of run " +
+                                          std::to_string(orphans.i64(0)) + ", which has no runs row"});
+        }
+        if (has("run_trace") && has("traces")) {
+            sql::Stmt lost(db, runs_db,
+                           "SELECT run, trace FROM run_trace WHERE trace NOT IN (SELECT id FROM traces) ORDER BY run");
+            while (lost.step())
+                r.problems.push_back({"unknown-id", "run_trace", lost.i64(0),
+                                      "trace refers to trace " + std::to_string(lost.i64(1)) +
+                                          ", which does not exist: run " + std::to_string(lost.i64(0)) +
+                                          " belongs to no trace of this database"});
+        }
     } catch (const sql::Busy&) {
         throw;
     } catch (const Error& e) {

@@ -356,6 +356,7 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
     file = trace_path;
     if (runs_db.empty() || runs_db == trace_path) return;
     file = runs_db;
+    refuse_special_file(runs_db);   // a FIFO read as a database waits for a writer, or says "disk I/O error"
     std::string problem;
     own_ = sql::open_existing(runs_db, true, problem);
     if (!own_) throw Error(problem);
