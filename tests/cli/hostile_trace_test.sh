@@ -52,6 +52,30 @@ for f in truncated.db empty.db other.db newer.db newer-meta.db random.db header.
 done
 [ $tried = 99 ] || fail "tried $tried commands, wanted 99"
 
+# A trace that cannot be read (mode 000) and one in a folder that cannot be searched: said so
+# (they read "cannot open: unable to open database file" and "no such file"). Root reads
+# anything, so as root these run as the user nobody (skipped without setpriv).
+as_user=()
+if [ "$(id -u)" = 0 ]; then
+    command -v setpriv >/dev/null && as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+    chmod 0755 "$tmp"
+fi
+if [ "$(id -u)" != 0 ] || [ ${#as_user[@]} -gt 0 ]; then
+    cp t.db unreadable.db && chmod 000 unreadable.db
+    mkdir closed && cp t.db closed/t.db && chmod 700 closed
+    for cmd in info check "simulate --capacity 90% --no-store" "export -o /dev/null"; do
+        read -r -a words <<<"$cmd"
+        "${as_user[@]}" "$mhc" "${words[0]}" unreadable.db "${words[@]:1}" >out 2>err; rc=$?
+        [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "unreadable.db: cannot read: Permission denied" err ||
+            fail "$cmd of an unreadable trace exited $rc: $(cat err)"
+        "${as_user[@]}" "$mhc" "${words[0]}" closed/t.db "${words[@]:1}" >out 2>err; rc=$?
+        [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "closed/t.db: cannot be reached: Permission denied" err ||
+            fail "$cmd of a trace in a closed folder exited $rc: $(cat err)"
+    done
+else
+    echo "skipped: unreadable traces (root without setpriv)"
+fi
+
 # Another program's database as --runs-db: refused (the run is printed, then not stored: exit 4),
 # its tables as they were. mhc wrote its ten tables beside 'notes' and said nothing.
 before=$(sqlite3 other.db .schema)
