@@ -44,13 +44,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
             int shown = 0;
             const size_t total = report.problems.size() + runs.problems.size();
             for (const auto& [file, list] : {std::pair{path.get(), &report}, std::pair{runs_db.get(), &runs}})
-                for (const auto& p : list->problems) {
+                for (const auto& problem : list->problems) {
                     if (shown++ >= *max) break;
-                    if (p.table == "file")
-                        std::printf("%s\n", p.message.c_str());
+                    if (problem.table == "file")
+                        std::printf("%s\n", problem.message.c_str());
                     else
-                        std::printf("%s: %s row %lld: %s [%s]\n", file->c_str(), p.table.c_str(),
-                                    static_cast<long long>(p.row), p.message.c_str(), p.rule.c_str());
+                        std::printf("%s: %s row %lld: %s [%s]\n", file->c_str(), problem.table.c_str(),
+                                    static_cast<long long>(problem.row), problem.message.c_str(), problem.rule.c_str());
                 }
             if (static_cast<int>(total) > *max) std::printf("... %zu more\n", total - static_cast<size_t>(*max));
             std::fprintf(stderr, "%s: %zu problem%s\n", path->c_str(), total, total == 1 ? "" : "s");

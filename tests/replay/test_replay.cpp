@@ -135,24 +135,24 @@ TEST_CASE("a caching replay whose arena peaks elsewhere than the model fails, na
     // equal to its reserved peak. It was printed beside the prediction and never judged, so a
     // replay that placed other segments than the model still read "complete". A plan claiming
     // 2 MiB more than its segments reach stands for such a replay.
-    auto t = trace::load_trace(small_trace("peak_check", false));
-    sim::Result r = simulate(t, 0.7, "caching");
-    REQUIRE_FALSE(r.oom.happened);
-    replay::Plan plan = replay::make_plan(t, r);
-    replay::Measured same = replay::replay(t, plan, fast());
+    auto trace_data = trace::load_trace(small_trace("peak_check", false));
+    sim::Result run = simulate(trace_data, 0.7, "caching");
+    REQUIRE_FALSE(run.oom.happened);
+    replay::Plan plan = replay::make_plan(trace_data, run);
+    replay::Measured same = replay::replay(trace_data, plan, fast());
     CHECK(to_string(same.status) == "complete");
     CHECK(same.failure.empty());
-    CHECK(same.peak == r.simulated_peak);
+    CHECK(same.peak == run.simulated_peak);
     plan.predicted_peak += 2 << 20;
-    replay::Measured other = replay::replay(t, plan, fast());
+    replay::Measured other = replay::replay(trace_data, plan, fast());
     CHECK(to_string(other.status) == "failed");
     CHECK(other.failure == "the arena's pages in use peaked at " + format_bytes(same.peak) + " (" + std::to_string(same.peak) +
                                " bytes), the caching model's reserved peak is " + format_bytes(same.peak + (2 << 20)) +
                                " (" + std::to_string(same.peak + (2 << 20)) + " bytes)");
     // ideal's pages round its bytes up: its peak is not the model's, and not judged.
-    replay::Plan ideal = replay::make_plan(t, simulate(t, 0.7, "ideal"));
+    replay::Plan ideal = replay::make_plan(trace_data, simulate(trace_data, 0.7, "ideal"));
     ideal.predicted_peak += 2 << 20;
-    CHECK(replay::replay(t, ideal, fast()).failure.find("peaked at") == std::string::npos);
+    CHECK(replay::replay(trace_data, ideal, fast()).failure.find("peaked at") == std::string::npos);
 }
 
 TEST_CASE("an unlimited caching replay on a premapped pool maps no page itself", "[replay][host][arena]") {

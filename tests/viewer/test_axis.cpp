@@ -73,16 +73,16 @@ TEST_CASE("byte grid lines leave room for their labels on short plots") {
     CHECK(strip.back() == 200 * MiB);
     // Every height and scale: 1-2-5 x 1024^k steps, at least min_gap apart, at most 7, inside.
     for (double y_max : {1.0, 3.0, 1000.0, 5e6, 1.1 * 1424 * MiB, 141.4 * 1024 * MiB, 8e15})
-        for (float h : {5.f, 15.f, 16.f, 31.f, 40.f, 70.f, 120.f, 400.f, 2000.f}) {
-            auto v = byte_ticks(y_max, h, 16.f);
-            INFO("y_max " << y_max << ", height " << h);
-            CHECK(v.size() <= 7);
-            for (size_t i = 0; i < v.size(); ++i) {
-                const double px = (v[i] - (i ? v[i - 1] : 0)) / y_max * h;
+        for (float height : {5.f, 15.f, 16.f, 31.f, 40.f, 70.f, 120.f, 400.f, 2000.f}) {
+            auto ticks = byte_ticks(y_max, height, 16.f);
+            INFO("y_max " << y_max << ", height " << height);
+            CHECK(ticks.size() <= 7);
+            for (size_t i = 0; i < ticks.size(); ++i) {
+                const double px = (ticks[i] - (i ? ticks[i - 1] : 0)) / y_max * height;
                 CHECK(px >= 16.0 - 1e-6);
-                CHECK((y_max - v[i]) / y_max * h >= 8.0 - 1e-6);
+                CHECK((y_max - ticks[i]) / y_max * height >= 8.0 - 1e-6);
             }
-            if (h >= 64 && y_max >= 1000) CHECK(v.size() >= 1);
-            if (h < 16) CHECK(v.empty());
+            if (height >= 64 && y_max >= 1000) CHECK(!ticks.empty());
+            if (height < 16) CHECK(ticks.empty());
         }
 }

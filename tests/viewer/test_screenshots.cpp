@@ -363,9 +363,9 @@ TEST_CASE("compare screenshot: both runs' curves overlaid") {
     CHECK(cap["x0"].get<double>() >= c["x0"].get<double>());
     CHECK(cap["y0"].get<double>() >= c["y0"].get<double>());
     REQUIRE(cmp["axis_labels"].size() >= 2);
-    for (const auto& l : cmp["axis_labels"])
-        CHECK(!(l["x0"].get<double>() < cap["x1"].get<double>() && cap["x0"].get<double>() < l["x1"].get<double>() &&
-                l["y0"].get<double>() < cap["y1"].get<double>() && cap["y0"].get<double>() < l["y1"].get<double>()));
+    for (const auto& label : cmp["axis_labels"])
+        CHECK(!(label["x0"].get<double>() < cap["x1"].get<double>() && cap["x0"].get<double>() < label["x1"].get<double>() &&
+                label["y0"].get<double>() < cap["y1"].get<double>() && cap["y0"].get<double>() < label["y1"].get<double>()));
 }
 
 TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one line") {
@@ -858,27 +858,27 @@ TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the
     opt.warn = false;
     mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/extrap-concurrent-16-streams.sqlite",
                                     db.path, opt);
-    auto overlap = [](const nlohmann::json& p, const nlohmann::json& q) {
-        return p["y0"].get<double>() < q["y1"].get<double>() && q["y0"].get<double>() < p["y1"].get<double>();
+    auto overlap = [](const nlohmann::json& upper, const nlohmann::json& lower) {
+        return upper["y0"].get<double>() < lower["y1"].get<double>() && lower["y0"].get<double>() < upper["y1"].get<double>();
     };
     for (const std::string& args : {std::string("--size 1200x420"), std::string("--view memory --size 1200x300"),
                                     std::string("--size 1600x900")}) {
-        Shot s = shoot(db.path, args);
-        INFO(args << ": " << s.err);
-        REQUIRE(s.rc == 0);
-        const auto& plot = args.find("memory") != std::string::npos ? s.layout["memory"]
-                                                                    : s.layout["timeline"]["memory_strip"];
+        Shot shot = shoot(db.path, args);
+        INFO(args << ": " << shot.err);
+        REQUIRE(shot.rc == 0);
+        const auto& plot = args.find("memory") != std::string::npos ? shot.layout["memory"]
+                                                                    : shot.layout["timeline"]["memory_strip"];
         const auto& labels = plot["axis_labels"];
         // The memory view has two plots (curve, bands), the strip one; each label lies in one.
         std::vector<nlohmann::json> rects;
         for (const char* key : {"curve", "bands", "rect"})
             if (plot.contains(key)) rects.push_back(plot[key]);
-        REQUIRE(labels.size() >= 1);
+        REQUIRE(!labels.empty());
         for (size_t i = 0; i < labels.size(); ++i) {
             bool inside = false;
-            for (const auto& r : rects)
-                inside = inside || (labels[i]["y0"].get<double>() >= r["y0"].get<double>() - 1 &&
-                                    labels[i]["y1"].get<double>() <= r["y1"].get<double>() + 1);
+            for (const auto& rect : rects)
+                inside = inside || (labels[i]["y0"].get<double>() >= rect["y0"].get<double>() - 1 &&
+                                    labels[i]["y1"].get<double>() <= rect["y1"].get<double>() + 1);
             CHECK(inside);
             for (size_t j = i + 1; j < labels.size(); ++j) CHECK(!overlap(labels[i], labels[j]));
         }

@@ -392,7 +392,7 @@ struct Scope {
 
 bool is_trace_table(const std::string& name) { return name != "runs" && name.rfind("run_", 0) != 0 && name != "traces"; }
 
-void check_reference(const Scope& where, const Reference& ref, CheckReport& r) {
+void check_reference(const Scope& where, const Reference& ref, CheckReport& report) {
     const std::string field = ref.field;
     const std::string target = (is_trace_table(ref.target) ? where.trace_schema : "") + ref.target;
     std::string filter;
@@ -402,18 +402,18 @@ void check_reference(const Scope& where, const Reference& ref, CheckReport& r) {
                             ref.table + " WHERE typeof(" + field + ") = 'integer' AND " +
                             (ref.zero_is_none ? field + " IS NOT 0 AND " : "") + field + " NOT IN (SELECT id FROM " +
                             target + ")" + filter + " ORDER BY 1 LIMIT " + std::to_string(kMaxListedPerReference + 1);
-    sql::Stmt s(where.db, where.file, sql.c_str());
+    sql::Stmt rows(where.db, where.file, sql.c_str());
     int64_t listed = 0;
-    while (s.step()) {
+    while (rows.step()) {
         if (++listed > kMaxListedPerReference) {
-            r.problems.push_back({"unknown-id", ref.table, 0,
+            report.problems.push_back({"unknown-id", ref.table, 0,
                                   "more rows than the " + std::to_string(kMaxListedPerReference) + " above have a " +
                                       field + " that is no row of " + ref.target});
             break;
         }
-        const std::string context = s.text(2);
-        r.problems.push_back({"unknown-id", ref.table, s.i64(0),
-                              field + " refers to " + ref.noun + " " + std::to_string(s.i64(1)) +
+        const std::string context = rows.text(2);
+        report.problems.push_back({"unknown-id", ref.table, rows.i64(0),
+                              field + " refers to " + ref.noun + " " + std::to_string(rows.i64(1)) +
                                   ", which does not exist" + (context.empty() ? "" : " (" + context + ")")});
     }
 }
@@ -421,7 +421,7 @@ void check_reference(const Scope& where, const Reference& ref, CheckReport& r) {
 // The references of the run tables, and what a base run must be: the simulated run a replay
 // executed (a replay of itself, of another replay, or a simulated run with a base is no result
 // mhc stores).
-void check_run_references(const Scope& where, const std::function<bool(const char*)>& has_table, CheckReport& r) {
+void check_run_references(const Scope& where, const std::function<bool(const char*)>& has_table, CheckReport& report) {
     static const Reference kRefs[] = {
         {"runs", "base_run", "runs", "run", true, "id", "''"},
         {"run_events", "allocation", "allocations", "allocation", true, "rowid", "'run ' || run"},
@@ -431,14 +431,14 @@ void check_run_references(const Scope& where, const std::function<bool(const cha
     };
     if (!has_table("runs")) return;
     for (const Reference& ref : kRefs)
-        if (has_table(ref.table)) check_reference(where, ref, r);
+        if (has_table(ref.table)) check_reference(where, ref, report);
     sql::Stmt base(where.db, where.file,
                    ("SELECT r.id, r.kind, b.id, b.kind FROM runs r JOIN runs b ON b.id = r.base_run "
                     "WHERE r.base_run IS NOT 0 AND (r.kind IS NOT 'replayed' OR b.kind IS NOT 'simulated' OR b.id = r.id)" +
                     (where.runs_filter.empty() ? "" : " AND r.id IN " + where.runs_filter) + " ORDER BY r.id")
                        .c_str());
     while (base.step())
-        r.problems.push_back({"base-run", "runs", base.i64(0),
+        report.problems.push_back({"base-run", "runs", base.i64(0),
                               base.i64(0) == base.i64(2)
                                   ? "base_run refers to the run itself"
                                   : "base_run refers to run " + std::to_string(base.i64(2)) + " (" + base.text(3) +
@@ -446,7 +446,7 @@ void check_run_references(const Scope& where, const std::function<bool(const cha
                                         " run; only a replayed run has a base run, the simulated run it executed"});
 }
 
-void check_references(const Reader& reader, CheckReport& r) {
+void check_references(const Reader& reader, CheckReport& report) {
     static const Reference kRefs[] = {
         {"markers", "name", "strings", "string", true, "id", "''"},
         {"modules", "name", "strings", "string", true, "id", "''"},
@@ -461,8 +461,8 @@ void check_references(const Reader& reader, CheckReport& r) {
     };
     const Scope here{reader.handle(), reader.path(), "", ""};
     for (const Reference& ref : kRefs)
-        if (reader.has_table(ref.table) && reader.has_table(ref.target)) check_reference(here, ref, r);
-    check_run_references(here, [&](const char* t) { return reader.has_table(t); }, r);
+        if (reader.has_table(ref.table) && reader.has_table(ref.target)) check_reference(here, ref, report);
+    check_run_references(here, [&](const char* name) { return reader.has_table(name); }, report);
 }
 
 }  // namespace
@@ -571,26 +571,26 @@ CheckReport check_file(const std::string& path, bool full) {
 }
 
 CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) {
-    CheckReport r;
+    CheckReport report;
     std::vector<RunInfo> runs;
     try {
         runs = list_runs(trace, runs_db);   // refuses another trace's runs (fingerprint), a non-runs database
         for (const RunInfo& run : runs) {
             try {
                 load_run(trace, run.id, runs_db);
-            } catch (const Error& e) { r.problems.push_back({"run", "file", 0, e.what()}); }
+            } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
         }
     } catch (const sql::Busy&) {
         throw;
     } catch (const Error& e) {
-        r.problems.push_back({"file", "file", 0, e.what()});
-        return r;
+        report.problems.push_back({"file", "file", 0, e.what()});
+        return report;
     }
     std::string problem;
     sqlite3* db = sql::open_existing(runs_db, false, problem);
     if (!db) {
-        r.problems.push_back({"file", "file", 0, problem});
-        return r;
+        report.problems.push_back({"file", "file", 0, problem});
+        return report;
     }
     struct Close {
         sqlite3* db;
@@ -607,8 +607,8 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
             ins.bind(1, run.id);
             ins.run();
         }
-        auto has = [&](const char* t) { return runfiles::has_table(db, runs_db, t, "main"); };
-        check_run_references({db, runs_db, "tr.", "temp.mine"}, has, r);
+        auto has = [&](const char* name) { return runfiles::has_table(db, runs_db, name, "main"); };
+        check_run_references({db, runs_db, "tr.", "temp.mine"}, has, report);
         for (const char* table : {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory",
                                   "run_event_rows", "run_trace"}) {
             if (!has(table)) continue;
@@ -617,7 +617,7 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
                                " WHERE run NOT IN (SELECT id FROM runs) GROUP BY run ORDER BY run")
                                   .c_str());
             while (orphans.step())
-                r.problems.push_back({"unknown-run", table, orphans.i64(0),
+                report.problems.push_back({"unknown-run", table, orphans.i64(0),
                                       std::to_string(orphans.i64(1)) + " row(s) of run " +
                                           std::to_string(orphans.i64(0)) + ", which has no runs row"});
         }
@@ -625,7 +625,7 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
             sql::Stmt lost(db, runs_db,
                            "SELECT run, trace FROM run_trace WHERE trace NOT IN (SELECT id FROM traces) ORDER BY run");
             while (lost.step())
-                r.problems.push_back({"unknown-id", "run_trace", lost.i64(0),
+                report.problems.push_back({"unknown-id", "run_trace", lost.i64(0),
                                       "trace refers to trace " + std::to_string(lost.i64(1)) +
                                           ", which does not exist: run " + std::to_string(lost.i64(0)) +
                                           " belongs to no trace of this database"});
@@ -633,9 +633,9 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
     } catch (const sql::Busy&) {
         throw;
     } catch (const Error& e) {
-        r.problems.push_back({"corrupt", "file", 0, e.what()});
+        report.problems.push_back({"corrupt", "file", 0, e.what()});
     }
-    return r;
+    return report;
 }
 
 void require_ok(const CheckReport& report, const std::string& path) {

@@ -55,8 +55,8 @@ struct Wait {
 };
 std::mutex g_waits_mutex;
 std::map<std::string, Wait>& waits() {
-    static std::map<std::string, Wait> m;   // nodes never move: handlers keep pointers
-    return m;
+    static std::map<std::string, Wait> by_file;   // nodes never move: handlers keep pointers
+    return by_file;
 }
 
 // SQLite's own schedule of sleeps (ms), then 100 ms at a time; gives up at the timeout. After a
@@ -65,21 +65,21 @@ std::map<std::string, Wait>& waits() {
 int busy_wait(void* ctx, int count) {
     static constexpr int kDelays[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100};
     constexpr int kSteps = static_cast<int>(sizeof kDelays / sizeof kDelays[0]);
-    Wait& w = *static_cast<Wait*>(ctx);
+    Wait& wait = *static_cast<Wait*>(ctx);
     int64_t waited = 0;
     for (int i = 0; i < std::min(count, kSteps); ++i) waited += kDelays[i];
     if (count > kSteps) waited += int64_t{100} * (count - kSteps);
     const int delay = count < kSteps ? kDelays[count] : 100;
-    if (waited >= w.timeout_ms) return 0;
+    if (waited >= wait.timeout_ms) return 0;
     if (waited >= 1000 && g_lock_note.load()) {
         std::lock_guard<std::mutex> lock(g_waits_mutex);
-        if (!w.noted) {
-            w.noted = true;
+        if (!wait.noted) {
+            wait.noted = true;
             std::fprintf(stderr, "%s: %s: locked by another process; waiting for it (at most %g s: MHC_BUSY_TIMEOUT_MS)\n",
-                         program_invocation_short_name, w.file.c_str(), w.timeout_ms / 1000.0);
+                         program_invocation_short_name, wait.file.c_str(), wait.timeout_ms / 1000.0);
         }
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(delay, w.timeout_ms - waited)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(delay, wait.timeout_ms - waited)));
     return 1;
 }
 }  // namespace
@@ -88,15 +88,15 @@ void set_lock_note(bool on) { g_lock_note = on; }
 
 void wait_when_busy(sqlite3* db, const std::string& file) {
     const int ms = busy_timeout_ms();
-    Wait* w = nullptr;
+    Wait* wait = nullptr;
     {
         std::lock_guard<std::mutex> lock(g_waits_mutex);
-        w = &waits()[file];
-        w->file = file;
-        w->timeout_ms = ms;
+        wait = &waits()[file];
+        wait->file = file;
+        wait->timeout_ms = ms;
     }
     if (ms <= 0) sqlite3_busy_handler(db, nullptr, nullptr);
-    else sqlite3_busy_handler(db, busy_wait, w);
+    else sqlite3_busy_handler(db, busy_wait, wait);
 }
 
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem) {

@@ -16,9 +16,9 @@ std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px) 
     const double px_per_byte = static_cast<double>(height_px) / y_max;
     for (double m = 1;; m *= 10) {
         double found = 0;
-        for (double f : {1.0, 2.0, 5.0})
-            if (y_max / (step * m * f) <= 7 && step * m * f * px_per_byte >= min_gap_px) {
-                found = step * m * f;
+        for (double factor : {1.0, 2.0, 5.0})
+            if (y_max / (step * m * factor) <= 7 && step * m * factor * px_per_byte >= min_gap_px) {
+                found = step * m * factor;
                 break;
             }
         if (found > 0) {
