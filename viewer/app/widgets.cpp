@@ -253,12 +253,12 @@ void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohman
     // timeline's memory strip in a small window) has fewer labels, never overlapping ones.
     const float label_h = ImGui::GetTextLineHeight();
     for (double value : byte_ticks(y_max, p1.y - p0.y, label_h + 3)) {
-        float y = p1.y - static_cast<float>(value / y_max) * (p1.y - p0.y);
-        dl->AddLine({p0.x, y}, {p1.x, y}, IM_COL32(70, 70, 80, 255));
-        std::string s = format_bytes(static_cast<int64_t>(value));
-        ImVec2 sz = ImGui::CalcTextSize(s.c_str());
-        ImVec2 at{p0.x - sz.x - 6, y - sz.y / 2};
-        dl->AddText(at, IM_COL32(180, 180, 190, 255), s.c_str());
+        const float line_y = p1.y - static_cast<float>(value / y_max) * (p1.y - p0.y);
+        dl->AddLine({p0.x, line_y}, {p1.x, line_y}, IM_COL32(70, 70, 80, 255));
+        const std::string text = format_bytes(static_cast<int64_t>(value));
+        ImVec2 sz = ImGui::CalcTextSize(text.c_str());
+        ImVec2 at{p0.x - sz.x - 6, line_y - sz.y / 2};
+        dl->AddText(at, IM_COL32(180, 180, 190, 255), text.c_str());
         if (label_rects) label_rects->push_back(rect_json(at, {at.x + sz.x, at.y + sz.y}));
     }
 }
