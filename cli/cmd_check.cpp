@@ -13,35 +13,47 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto path = std::make_shared<std::string>();
         auto max = std::make_shared<int>(1000);
         auto full = std::make_shared<bool>(false);
+        auto runs_db = std::make_shared<std::string>();
         app.add_option("trace", *path, "Trace file (.db)")->required();
+        app.add_option("--runs-db", *runs_db,
+                       "Also check this runs database: it holds runs of this trace, and their rows refer to its "
+                       "kernels, allocations and runs")
+            ->type_name("FILE");
         app.add_flag("--full", *full,
                      "SQLite's full integrity check (every index matched with its table; slower) instead of its "
                      "quick check of every page");
         app.add_option("--max", *max, "Print at most this many problems (all are counted)")
             ->check(CLI::NonNegativeNumber)
             ->default_str(std::to_string(*max));
-        return [path, max, full] {
+        return [path, max, full, runs_db] {
             auto report = mhc::trace::check_file(*path, *full);
             // Not a trace at all (missing, not SQLite, another version): one line, as every
             // command says it, without a count of problems.
             if (!report.ok() && report.problems.front().rule == "file") throw mhc::Error(report.problems.front().message);
-            if (report.ok()) {
+            // The runs database: not one, or another trace's, is said in one line the same way.
+            mhc::trace::CheckReport runs;
+            if (!runs_db->empty()) {
+                runs = mhc::trace::check_runs_db(*path, *runs_db);
+                if (!runs.ok() && runs.problems.front().rule == "file") throw mhc::Error(runs.problems.front().message);
+            }
+            if (report.ok() && runs.ok()) {
                 std::printf("%s: ok\n", path->c_str());
+                if (!runs_db->empty()) std::printf("%s: ok\n", runs_db->c_str());
                 return mhc::cli::kExitOk;
             }
             int shown = 0;
-            for (const auto& p : report.problems) {
-                if (shown++ >= *max) break;
-                if (p.table == "file")
-                    std::printf("%s\n", p.message.c_str());
-                else
-                    std::printf("%s: %s row %lld: %s [%s]\n", path->c_str(), p.table.c_str(),
-                                static_cast<long long>(p.row), p.message.c_str(), p.rule.c_str());
-            }
-            if (static_cast<int>(report.problems.size()) > *max)
-                std::printf("... %zu more\n", report.problems.size() - static_cast<size_t>(*max));
-            std::fprintf(stderr, "%s: %zu problem%s\n", path->c_str(), report.problems.size(),
-                         report.problems.size() == 1 ? "" : "s");
+            const size_t total = report.problems.size() + runs.problems.size();
+            for (const auto& [file, list] : {std::pair{path.get(), &report}, std::pair{runs_db.get(), &runs}})
+                for (const auto& problem : list->problems) {
+                    if (shown++ >= *max) break;
+                    if (problem.table == "file")
+                        std::printf("%s\n", problem.message.c_str());
+                    else
+                        std::printf("%s: %s row %lld: %s [%s]\n", file->c_str(), problem.table.c_str(),
+                                    static_cast<long long>(problem.row), problem.message.c_str(), problem.rule.c_str());
+                }
+            if (static_cast<int>(total) > *max) std::printf("... %zu more\n", total - static_cast<size_t>(*max));
+            std::fprintf(stderr, "%s: %zu problem%s\n", path->c_str(), total, total == 1 ? "" : "s");
             return mhc::cli::kExitBadInput;
         };
     }}};

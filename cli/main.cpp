@@ -16,6 +16,7 @@
 #include "mhc/common/numbers.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/kernels/device.hpp"
+#include "mhc/trace/store.hpp"
 
 namespace mhc::cli {
 
@@ -247,6 +248,7 @@ Outcome run(int argc, char** argv) {
     }
     if (std::string empty = empty_value(chosen); !empty.empty()) return failure(kExitBadInput, empty);
     set_quiet(quiet);
+    mhc::trace::set_lock_wait_note(show_progress());   // a trace another process holds: said, not a silent wait
     try {
         return {action ? action() : kExitBadInput, ""};
     } catch (const mhc::dist::AgreedFailure&) {

@@ -1,6 +1,10 @@
 #include "mhc/common/error.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace mhc {
 
@@ -13,7 +17,14 @@ std::string where_row(const std::string& file, const std::string& table, long lo
     return file + ": " + table + " row " + std::to_string(row) + ": " + message;
 }
 
-std::string no_such_file(const std::string& file) { return file + ": no such file"; }
+std::string no_such_file(const std::string& file) {
+    // A file that stat cannot reach for another reason than its absence is not "no such file": a
+    // folder on the way that cannot be searched (EACCES), a symbolic link loop (ELOOP).
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 && errno != ENOENT && errno != ENOTDIR)
+        return file + ": cannot be reached: " + std::strerror(errno);
+    return file + ": no such file";
+}
 
 namespace {
 // Optimal string alignment distance: insertions, deletions, substitutions and swaps of

@@ -688,6 +688,14 @@ void Executor::finish() {
     measured.host_arena_high_water = host->high_water();
     measured.peak = std::max(measured.peak, arena->peak());
     if (measured.oom && !plan.oom) fail("OOM in replay at " + measured.oom_where + " where the simulator had none");
+    // The caching arena makes the model's own segment calls in 2 MiB pages: its pages in use peak
+    // at the model's reserved peak, to the byte. A replay whose arena peaked elsewhere did not
+    // place what the model placed (a segment mapped twice, a free lost): failed, where the
+    // figure was printed beside the prediction and never judged.
+    if (plan.allocator == "caching" && !measured.oom && !plan.oom && !stopped && measured.peak != plan.predicted_peak)
+        fail("the arena's pages in use peaked at " + format_bytes(measured.peak) + " (" + std::to_string(measured.peak) +
+             " bytes), the caching model's reserved peak is " + format_bytes(plan.predicted_peak) + " (" +
+             std::to_string(plan.predicted_peak) + " bytes)");
     for (int d = 0; d < 2; ++d)
         if (busy_s[d] > 0) (d ? measured.link_d2h_Bps : measured.link_h2d_Bps) = static_cast<double>(busy_bytes[d]) / busy_s[d];
     // Memory timeline: at most 4096 buckets of the measured span, each keeping its peak.

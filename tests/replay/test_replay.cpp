@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
 #include "mhc/datasets/generate.hpp"
 #include "mhc/replay/arena.hpp"
 #include "mhc/replay/pages.hpp"
@@ -127,6 +128,31 @@ TEST_CASE("replay stays within the capacity and every swap comes back intact", "
             if (hc) CHECK(m.sinkhorn_kernels > 0);
         }
     }
+}
+
+TEST_CASE("a caching replay whose arena peaks elsewhere than the model fails, naming both peaks", "[replay][host]") {
+    // The measured peak is the arena's pages in use, which replay the caching model's segments:
+    // equal to its reserved peak. It was printed beside the prediction and never judged, so a
+    // replay that placed other segments than the model still read "complete". A plan claiming
+    // 2 MiB more than its segments reach stands for such a replay.
+    auto trace_data = trace::load_trace(small_trace("peak_check", false));
+    sim::Result run = simulate(trace_data, 0.7, "caching");
+    REQUIRE_FALSE(run.oom.happened);
+    replay::Plan plan = replay::make_plan(trace_data, run);
+    replay::Measured same = replay::replay(trace_data, plan, fast());
+    CHECK(to_string(same.status) == "complete");
+    CHECK(same.failure.empty());
+    CHECK(same.peak == run.simulated_peak);
+    plan.predicted_peak += 2 << 20;
+    replay::Measured other = replay::replay(trace_data, plan, fast());
+    CHECK(to_string(other.status) == "failed");
+    CHECK(other.failure == "the arena's pages in use peaked at " + format_bytes(same.peak) + " (" + std::to_string(same.peak) +
+                               " bytes), the caching model's reserved peak is " + format_bytes(same.peak + (2 << 20)) +
+                               " (" + std::to_string(same.peak + (2 << 20)) + " bytes)");
+    // ideal's pages round its bytes up: its peak is not the model's, and not judged.
+    replay::Plan ideal = replay::make_plan(trace_data, simulate(trace_data, 0.7, "ideal"));
+    ideal.predicted_peak += 2 << 20;
+    CHECK(replay::replay(trace_data, ideal, fast()).failure.find("peaked at") == std::string::npos);
 }
 
 TEST_CASE("an unlimited caching replay on a premapped pool maps no page itself", "[replay][host][arena]") {

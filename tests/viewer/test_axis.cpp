@@ -55,3 +55,34 @@ TEST_CASE("zoom keeps the anchor in place; pan and zoom stay inside the trace") 
     r = pan({900'000, 1'000'000}, 5000, lim);
     CHECK(r.t1 == 1'000'000);
 }
+
+TEST_CASE("byte grid lines leave room for their labels on short plots") {
+    constexpr double MiB = 1024.0 * 1024.0;
+    // A tall plot: the 1-2-5 grid as before (336 MiB: a line every 50 MiB, 6 lines).
+    auto tall = byte_ticks(336 * MiB, 300.f, 16.f);
+    REQUIRE(tall.size() == 6);
+    CHECK(tall.front() == 50 * MiB);
+    CHECK(tall.back() == 300 * MiB);
+    // The timeline's memory strip in a 1200x420 window is 70 px: 50 MiB steps are 10.4 px apart,
+    // less than a 13 px label (six labels drawn over each other). Lines 16 px apart and more:
+    // 100 MiB steps (20.8 px); 300 MiB, 7.5 px under the top edge, would put half its label
+    // outside the plot.
+    auto strip = byte_ticks(336 * MiB, 70.f, 16.f);
+    REQUIRE(strip.size() == 2);
+    CHECK(strip.front() == 100 * MiB);
+    CHECK(strip.back() == 200 * MiB);
+    // Every height and scale: 1-2-5 x 1024^k steps, at least min_gap apart, at most 7, inside.
+    for (double y_max : {1.0, 3.0, 1000.0, 5e6, 1.1 * 1424 * MiB, 141.4 * 1024 * MiB, 8e15})
+        for (float height : {5.f, 15.f, 16.f, 31.f, 40.f, 70.f, 120.f, 400.f, 2000.f}) {
+            auto ticks = byte_ticks(y_max, height, 16.f);
+            INFO("y_max " << y_max << ", height " << height);
+            CHECK(ticks.size() <= 7);
+            for (size_t i = 0; i < ticks.size(); ++i) {
+                const double px = (ticks[i] - (i ? ticks[i - 1] : 0)) / y_max * height;
+                CHECK(px >= 16.0 - 1e-6);
+                CHECK((y_max - ticks[i]) / y_max * height >= 8.0 - 1e-6);
+            }
+            if (height >= 64 && y_max >= 1000) CHECK(!ticks.empty());
+            if (height < 16) CHECK(ticks.empty());
+        }
+}

@@ -357,6 +357,15 @@ TEST_CASE("compare screenshot: both runs' curves overlaid") {
     CHECK(rows["stall_ns"]["values"][0] == "50.0 us");
     CHECK(rows["stall_ns"]["values"][1] == "10.0 us");
     for (const auto& [key, r] : rows) CHECK(r["label"].get<std::string>().find('_') == std::string::npos);
+    // "recorded (grey)" sits over the plot's top left, clear of every byte label (it was drawn in
+    // the label column, over the top one).
+    const auto& cap = cmp["caption"];
+    CHECK(cap["x0"].get<double>() >= c["x0"].get<double>());
+    CHECK(cap["y0"].get<double>() >= c["y0"].get<double>());
+    REQUIRE(cmp["axis_labels"].size() >= 2);
+    for (const auto& label : cmp["axis_labels"])
+        CHECK(!(label["x0"].get<double>() < cap["x1"].get<double>() && cap["x0"].get<double>() < label["x1"].get<double>() &&
+                label["y0"].get<double>() < cap["y1"].get<double>() && cap["y0"].get<double>() < label["y1"].get<double>()));
 }
 
 TEST_CASE("screenshot mode: bad trace, unknown run, bad range exit 2 with one line") {
@@ -838,4 +847,40 @@ TEST_CASE("a run that stopped out of memory says why over the timeline") {
     REQUIRE(shot.rc == 0);
     CHECK(shot.layout["timeline"]["run_outcome"] ==
           "out of memory at 450.000 us: allocation 2 (act_big): short by 424.00 MiB");
+}
+
+TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the strip to 70 px)") {
+    // nsys's 16-stream sample (tests/data/public): its stream rows leave the timeline's memory
+    // strip 70 px in a 1200x420 window; 7 labels 13 px tall were drawn 10.4 px apart, over each
+    // other. The memory view in a window 300 px tall, the same.
+    fixture::TempPath db("streams16.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/extrap-concurrent-16-streams.sqlite",
+                                    db.path, opt);
+    auto overlap = [](const nlohmann::json& upper, const nlohmann::json& lower) {
+        return upper["y0"].get<double>() < lower["y1"].get<double>() && lower["y0"].get<double>() < upper["y1"].get<double>();
+    };
+    for (const std::string& args : {std::string("--size 1200x420"), std::string("--view memory --size 1200x300"),
+                                    std::string("--size 1600x900")}) {
+        Shot shot = shoot(db.path, args);
+        INFO(args << ": " << shot.err);
+        REQUIRE(shot.rc == 0);
+        const auto& plot = args.find("memory") != std::string::npos ? shot.layout["memory"]
+                                                                    : shot.layout["timeline"]["memory_strip"];
+        const auto& labels = plot["axis_labels"];
+        // The memory view has two plots (curve, bands), the strip one; each label lies in one.
+        std::vector<nlohmann::json> rects;
+        for (const char* key : {"curve", "bands", "rect"})
+            if (plot.contains(key)) rects.push_back(plot[key]);
+        REQUIRE(!labels.empty());
+        for (size_t i = 0; i < labels.size(); ++i) {
+            bool inside = false;
+            for (const auto& rect : rects)
+                inside = inside || (labels[i]["y0"].get<double>() >= rect["y0"].get<double>() - 1 &&
+                                    labels[i]["y1"].get<double>() <= rect["y1"].get<double>() + 1);
+            CHECK(inside);
+            for (size_t j = i + 1; j < labels.size(); ++j) CHECK(!overlap(labels[i], labels[j]));
+        }
+    }
 }

@@ -1,5 +1,9 @@
 // Reader: opens a trace read-only and validates it before anything else reads it.
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "mhc/common/output_file.hpp"
 #include "mhc/trace/store.hpp"
@@ -103,6 +107,10 @@ sqlite3* open_readonly(const std::string& path, std::string& problem, const std:
         problem = path + ": not an mhc trace (the file is empty)";
         return nullptr;
     }
+    if (::access(path.c_str(), R_OK) != 0) {   // SQLite says only "unable to open database file"
+        problem = path + ": cannot read: " + std::strerror(errno);
+        return nullptr;
+    }
     sqlite3* db = sql::open_existing(path, true, problem);
     if (!db) return nullptr;
     try {
@@ -157,6 +165,8 @@ private:
 };
 
 }  // namespace
+
+void set_lock_wait_note(bool on) { sql::set_lock_note(on); }
 
 std::string open_problem(const std::string& path) {
     std::string problem;

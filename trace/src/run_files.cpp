@@ -305,13 +305,17 @@ void RunWriter::open_runs_db(const std::vector<Target>& targets, const std::stri
     opened_.push_back(runs_db);
     if (sqlite3_open_v2(runs_db.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
         throw Error(runs_db + ": cannot open or create: " + (db_ ? sqlite3_errmsg(db_) : "error"));
-    sqlite3_busy_timeout(db_, sql::busy_timeout_ms());
+    sql::wait_when_busy(db_, runs_db);
     sqlite3_extended_result_codes(db_, 1);
     if (sqlite3_db_readonly(db_, "main") == 1) throw Error(runs_db + ": cannot store runs: the file is read-only");
     sql::exec(db_, runs_db, "BEGIN IMMEDIATE");
     if (!has_table(db_, runs_db, "meta")) {   // an empty file the user made: use it
-        if (has_table(db_, runs_db, "runs") || has_table(db_, runs_db, "allocations"))
-            throw Error(runs_db + ": not an mhc runs database (it has tables but no meta)");
+        // Any table at all is another program's database (or a damaged one): mhc's tables
+        // would be written into it beside that program's.
+        sql::Stmt other(db_, runs_db, "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' LIMIT 1");
+        if (other.step())
+            throw Error(runs_db + ": not an mhc runs database (it has a " + other.text(0) + " '" + other.text(1) +
+                        "' but no meta table): name a new file or an mhc runs database");
         init_runs_db(db_, runs_db, targets, prints);
     }
     std::map<std::string, int64_t> own = runs_db_traces(db_, runs_db);
@@ -352,6 +356,7 @@ RunReader::RunReader(const std::string& trace_path, const std::string& runs_db) 
     file = trace_path;
     if (runs_db.empty() || runs_db == trace_path) return;
     file = runs_db;
+    refuse_special_file(runs_db);   // a FIFO read as a database waits for a writer, or says "disk I/O error"
     std::string problem;
     own_ = sql::open_existing(runs_db, true, problem);
     if (!own_) throw Error(problem);

@@ -2,8 +2,14 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "mhc/common/numbers.hpp"
 
@@ -37,6 +43,62 @@ bool journal_stuck(const std::string& file) {
 }
 }  // namespace
 
+namespace {
+std::atomic<bool> g_lock_note{false};
+
+// What a connection's busy handler knows: its file, its timeout, whether the note was said.
+// One entry per file name for the process (a command opens its trace several times).
+struct Wait {
+    std::string file;
+    int timeout_ms = 0;
+    bool noted = false;
+};
+std::mutex g_waits_mutex;
+std::map<std::string, Wait>& waits() {
+    static std::map<std::string, Wait> by_file;   // nodes never move: handlers keep pointers
+    return by_file;
+}
+
+// SQLite's own schedule of sleeps (ms), then 100 ms at a time; gives up at the timeout. After a
+// second of waiting, one line on stderr says why nothing happens (a silent wait of up to ten
+// minutes reads as a hang), when the front-end asked for it (a terminal, no -q).
+int busy_wait(void* ctx, int count) {
+    static constexpr int kDelays[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100};
+    constexpr int kSteps = static_cast<int>(sizeof kDelays / sizeof kDelays[0]);
+    Wait& wait = *static_cast<Wait*>(ctx);
+    int64_t waited = 0;
+    for (int i = 0; i < std::min(count, kSteps); ++i) waited += kDelays[i];
+    if (count > kSteps) waited += int64_t{100} * (count - kSteps);
+    const int delay = count < kSteps ? kDelays[count] : 100;
+    if (waited >= wait.timeout_ms) return 0;
+    if (waited >= 1000 && g_lock_note.load()) {
+        std::lock_guard<std::mutex> lock(g_waits_mutex);
+        if (!wait.noted) {
+            wait.noted = true;
+            std::fprintf(stderr, "%s: %s: locked by another process; waiting for it (at most %g s: MHC_BUSY_TIMEOUT_MS)\n",
+                         program_invocation_short_name, wait.file.c_str(), wait.timeout_ms / 1000.0);
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(delay, wait.timeout_ms - waited)));
+    return 1;
+}
+}  // namespace
+
+void set_lock_note(bool on) { g_lock_note = on; }
+
+void wait_when_busy(sqlite3* db, const std::string& file) {
+    const int ms = busy_timeout_ms();
+    Wait* wait = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(g_waits_mutex);
+        wait = &waits()[file];
+        wait->file = file;
+        wait->timeout_ms = ms;
+    }
+    if (ms <= 0) sqlite3_busy_handler(db, nullptr, nullptr);
+    else sqlite3_busy_handler(db, busy_wait, wait);
+}
+
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem) {
     sqlite3* db = nullptr;
     // READWRITE opens read-only by itself when the file is write-protected; opening for writing
@@ -48,7 +110,7 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
         sqlite3_close(db);
         return nullptr;
     }
-    sqlite3_busy_timeout(db, busy_timeout_ms());
+    wait_when_busy(db, file);
     sqlite3_extended_result_codes(db, 1);
     return db;
 }

@@ -15,6 +15,11 @@ namespace mhc::trace::sql {
 // that is not a whole number of milliseconds in [0, 3600000] throws mhc::Error.
 int busy_timeout_ms();
 
+// Sets `db`'s busy handler: wait up to busy_timeout_ms() for another process's lock, saying so
+// on stderr once after a second when set_lock_note(true) (trace/store.hpp) was called.
+void wait_when_busy(sqlite3* db, const std::string& file);
+void set_lock_note(bool on);
+
 // A lock another process held past the busy timeout: the file is fine, it was only busy.
 class Busy : public Error {
 public:

@@ -13,10 +13,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <unistd.h>
 
 #include "app.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
+#include "mhc/trace/store.hpp"
 #include "screenshot.hpp"
 
 namespace {
@@ -167,6 +169,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     o.go_step = step->count() > 0;
+    mhc::trace::set_lock_wait_note(isatty(STDERR_FILENO) != 0);   // a locked trace: said, not a silent wait
     // Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
     if (device != "auto") {
         const auto parsed = mhc::whole_number_refusal(device, true).empty() ? mhc::parse_integer<int>(device)

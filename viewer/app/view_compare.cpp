@@ -266,14 +266,19 @@ void draw_compare(App& app) {
         if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
     }
     y_max = std::max(y_max, 1.0) * 1.08;
-    draw_bytes_axis(dl, c0, c1, y_max);
-    dl->AddText({origin.x + 4, c0.y}, IM_COL32(150, 150, 160, 255),
-                ("recorded (grey)" + std::string(app.trace->memory_devices.size() > 1 || app.trace->memory_device != 0
-                                                     ? ", " + device_name(app.trace->memory_device)
-                                                     : ""))
-                    .c_str());
+    nlohmann::json axis_labels = nlohmann::json::array();
+    draw_bytes_axis(dl, c0, c1, y_max, &axis_labels);
     draw_curve(dl, ui.curves[0], c0, c1, y_max, IM_COL32(150, 150, 160, 255), false,
                columns_before(app.range, W, app.trace->t_end));
+    // What the grey curve is, over the plot's top left as the memory strip's title (in the label
+    // column it was drawn over the top byte label).
+    const std::string caption = "recorded (grey)" + std::string(app.trace->memory_devices.size() > 1 || app.trace->memory_device != 0
+                                                                    ? ", " + device_name(app.trace->memory_device)
+                                                                    : "");
+    const ImVec2 cs = ImGui::CalcTextSize(caption.c_str());
+    const ImVec2 ca{c0.x + 2, c0.y + 1}, cb{c0.x + 8 + cs.x, c0.y + 3 + cs.y};
+    dl->AddRectFilled(ca, cb, IM_COL32(36, 36, 42, 220));
+    dl->AddText({c0.x + 4, c0.y + 2}, IM_COL32(150, 150, 160, 255), caption.c_str());
     std::set<int64_t> capacities;
     nlohmann::json jruns = nlohmann::json::array();
     for (size_t k = 0; k < runs.size(); ++k) {
@@ -299,7 +304,7 @@ void draw_compare(App& app) {
     nlohmann::json jrows = metrics_table(runs, app.order_only());
     app.layout["compare"] = {{"curve", rect_json(c0, c1)}, {"t0", app.range.t0}, {"t1", app.range.t1},
                              {"y_max", y_max}, {"runs", jruns}, {"metrics", jrows}, {"picker", picker},
-                             {"timelines", timelines}};
+                             {"timelines", timelines}, {"axis_labels", axis_labels}, {"caption", rect_json(ca, cb)}};
 }
 
 }  // namespace mhc::viewer

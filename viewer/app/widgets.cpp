@@ -249,21 +249,16 @@ void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, dou
 }
 
 void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohmann::json* label_rects) {
-    if (y_max <= 0) return;
-    // Steps of 1-2-5 x 1024^k bytes, so that labels read "512 MiB", "1 GiB", 3..8 grid lines.
-    double unit = 1;
-    while (unit * 1024 <= y_max / 2) unit *= 1024;
-    double step = unit * std::pow(10.0, std::floor(std::log10(y_max / 4 / unit)));
-    for (double m : {1.0, 2.0, 5.0, 10.0})
-        if (y_max / (step * m) <= 7) { step *= m; break; }
-    step = std::max(step, 1.0);   // whole bytes: a curve of a few bytes has no "0 B" lines
-    for (double v = step; v < y_max; v += step) {
-        float y = p1.y - static_cast<float>(v / y_max) * (p1.y - p0.y);
-        dl->AddLine({p0.x, y}, {p1.x, y}, IM_COL32(70, 70, 80, 255));
-        std::string s = format_bytes(static_cast<int64_t>(v));
-        ImVec2 sz = ImGui::CalcTextSize(s.c_str());
-        ImVec2 at{p0.x - sz.x - 6, y - 7};
-        dl->AddText(at, IM_COL32(180, 180, 190, 255), s.c_str());
+    // "512 MiB", "1 GiB": lines a label's height apart and more, so that a short plot (the
+    // timeline's memory strip in a small window) has fewer labels, never overlapping ones.
+    const float label_h = ImGui::GetTextLineHeight();
+    for (double value : byte_ticks(y_max, p1.y - p0.y, label_h + 3)) {
+        const float line_y = p1.y - static_cast<float>(value / y_max) * (p1.y - p0.y);
+        dl->AddLine({p0.x, line_y}, {p1.x, line_y}, IM_COL32(70, 70, 80, 255));
+        const std::string text = format_bytes(static_cast<int64_t>(value));
+        ImVec2 sz = ImGui::CalcTextSize(text.c_str());
+        ImVec2 at{p0.x - sz.x - 6, line_y - sz.y / 2};
+        dl->AddText(at, IM_COL32(180, 180, 190, 255), text.c_str());
         if (label_rects) label_rects->push_back(rect_json(at, {at.x + sz.x, at.y + sz.y}));
     }
 }

@@ -6,6 +6,33 @@
 
 namespace mhc::viewer {
 
+std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px) {
+    std::vector<double> out;
+    if (!(y_max > 0) || !(height_px > 0) || !(min_gap_px > 0) || height_px < min_gap_px) return out;
+    double unit = 1;
+    while (unit * 1024 <= y_max / 2) unit *= 1024;
+    double step = unit * std::pow(10.0, std::floor(std::log10(y_max / 4 / unit)));
+    // The first of 1, 2, 5, 10, 20, ... x step with at most 7 lines and min_gap_px between them.
+    const double px_per_byte = static_cast<double>(height_px) / y_max;
+    for (double m = 1;; m *= 10) {
+        double found = 0;
+        for (double factor : {1.0, 2.0, 5.0})
+            if (y_max / (step * m * factor) <= 7 && step * m * factor * px_per_byte >= min_gap_px) {
+                found = step * m * factor;
+                break;
+            }
+        if (found > 0) {
+            step = found;
+            break;
+        }
+        if (step * m > y_max) return out;   // not one line fits
+    }
+    step = std::max(step, 1.0);   // whole bytes: a curve of a few bytes has no "0 B" lines
+    const double top = y_max - min_gap_px / 2 / px_per_byte;
+    for (double v = step; v <= top; v += step) out.push_back(v);
+    return out;
+}
+
 std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events) {
     std::vector<Tick> out;
     if (r.span() <= 0 || width <= 0) return out;

@@ -35,6 +35,13 @@ std::vector<size_t> allocations_outside_segments(const TraceData& t);
 // file is not at fault) or MHC_BUSY_TIMEOUT_MS is malformed.
 CheckReport check_file(const std::string& path, bool full = false);
 
+// Checks a runs database (`--runs-db FILE`) against the trace it must belong to: the trace's
+// fingerprint is one of its traces' (else one problem of rule "file": another trace's runs, or no
+// runs database), every run of the trace loads, and the run rows of the trace's runs refer to its
+// kernels and allocations and to runs that exist (as check_file's run checks); rows of runs that
+// have no runs row, and runs whose run_trace names no trace of the database, are problems too.
+CheckReport check_runs_db(const std::string& trace, const std::string& runs_db);
+
 // Throws mhc::Error naming the file and the first problem (with the count of others) when
 // the report is not ok: what importers and the simulator do with bad input.
 void require_ok(const CheckReport& report, const std::string& path);

@@ -20,6 +20,12 @@ struct Tick {
 // `events`: the trace's timing is order only (meta timing), its times are event numbers, and
 // labels read "event #N" instead of a time.
 std::vector<Tick> time_ticks(TimeRange r, float width, float min_px = 12.f, bool events = false);
+// The byte values of a plot's grid lines (each labelled "512 MiB"), bottom up: steps of 1-2-5 x
+// 1024^k bytes, at most 7 lines below `y_max` (the plot's top), lines at least `min_gap_px`
+// apart on a plot `height_px` tall, so that labels `min_gap_px` tall never overlap, and none
+// closer than half a label to the top edge, where its label would leave the plot. A plot too
+// short for one label gets none.
+std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px);
 // "1.2345 s" with as many decimals as `resolution_ns` needs, in the unit that suits `t`.
 std::string format_time(int64_t t, int64_t resolution_ns);
 // A duration in readable units: "850 ns", "12.3 us", "4.56 ms", "1.23 s".
