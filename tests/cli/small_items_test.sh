@@ -100,6 +100,10 @@ grep -q "MHC_STORE_WARN_SIZE='lots'" err || fail "a malformed MHC_STORE_WARN_SIZ
 got=$(sqlite3 et.db "SELECT min(t_start), max(t_end), count(*), count(DISTINCT t_start), max(t_end - t_start) FROM kernels")
 [ "$got" = "1|151|150|150|1" ] || fail "an execution trace's ops are not events 1..150: $got"
 "$mhc" info et.db | grep -q "^duration    150 events$" || fail "info of an execution trace: $("$mhc" info et.db | head -8)"
+# Its steps are spans of events too: param's ResNet ET has three steps of 2,584 ops each.
+"$mhc" -q import "$(cd "$(dirname "$nsys")/.." && pwd)/chakra/param-resnet-1gpu-et-1.1.1.json.gz" -o et3.db >/dev/null 2>&1 \
+    || fail "import of param's ResNet ET"
+"$mhc" info et3.db | grep -q "^steps       3 (mean 2584 events)$" || fail "info of an ET's steps: $("$mhc" info et3.db | grep steps)"
 # Public traces: vLLM's graph replay recorded with memory profiling on (nothing allocated), and
 # verl's end-state snapshot with 9 blocks freed and pending (counted in its peak).
 pub=$(cd "$(dirname "$nsys")/.." && pwd)

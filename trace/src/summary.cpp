@@ -223,7 +223,10 @@ std::string to_text(const Summary& s) {
                  "            which block a free ended inferred\n";
     if (s.steps > 0) {
         int64_t tot = std::accumulate(s.step_durations.begin(), s.step_durations.end(), int64_t{0});
-        line("steps       %lld (mean %s)\n", (long long)s.steps, format_ns(tot / s.steps).c_str());
+        if (order)   // a step's span is a count of events, not a time
+            line("steps       %lld (mean %lld events)\n", (long long)s.steps, (long long)(tot / s.steps));
+        else
+            line("steps       %lld (mean %s)\n", (long long)s.steps, format_ns(tot / s.steps).c_str());
     } else {
         o += "steps       none marked\n";
     }
