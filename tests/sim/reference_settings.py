@@ -104,6 +104,9 @@ class Captured:
             i, mode = us[0]
             if mode & WRITE and self.kernels[i]["t0"] == self.allocs[a]["t_alloc"]:
                 self.made_by[a] = i
+        # docs/trace-format.md: the latest kernel before a module's forward returned still holding it
+        self.frame_hold = {a: self.kidx[k] for a, k in json.loads(self.meta.get("capture.frame_holds", "[]"))
+                           if a in self.allocs and k in self.kidx}
         names = {al["label"] for al in self.allocs.values() if al["category"] == GRAD}
         self.has_grads = bool(names)
         self.grad_names = names
@@ -448,6 +451,27 @@ def end_of_forward(cap, plan, ks):
     return (plan.op_of[last], "after", 0)
 
 
+def past_sums(cap, i):
+    """The last of the backward aten::sum kernels right after kernel i (i itself when none)."""
+    while i + 1 < len(cap.kernels) and cap.kernels[i + 1]["name"] == "aten::sum" \
+            and cap.kernels[i + 1]["phase"] == BWD:
+        i += 1
+    return i
+
+
+def before_sums(cap, plan, anchor):
+    """A free just after a kernel, moved before the aten::sum kernels that end right there."""
+    op, side, off = anchor
+    if op.kernel is None:
+        return anchor
+    i = op.kernel if side == "after" else op.kernel - 1
+    if i < 0 or cap.kernels[i]["name"] != "aten::sum":
+        return anchor
+    while i > 0 and cap.kernels[i]["name"] == "aten::sum":
+        i -= 1
+    return (plan.op_of[i], "after", 0)
+
+
 def checkpoint_call(plan, cap, ks, mod, call, policy):
     callset = set(call)
     saved = {a for a, i, _p in cap.saves if i in callset}
@@ -485,7 +509,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
                     last_use[a] = op
             continue
         for a in sorted(cap.acc[i]):
-            if cap.made_by.get(a) == i:
+            if cap.made_by.get(a) == i and cap.allocs[a]["t_free"] is not None:   # kept ones not made again
                 al = plan.allocs[a]
                 copy_of[a] = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, (op, "before", 0),
                                             label=al.label)
@@ -495,16 +519,34 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     rec_end = (placed[rerun[-1]], "after", 0) if rerun else None
     for a, key in copy_of.items():
         only_call = a in saved and all(i in callset for i in cap.saves_of.get(a, []))
+        recorded = plan.allocs[a].freed
         if only_call:
-            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, ks)
-            plan.allocs[key].freed = plan.allocs[a].freed
+            if cap.is_cached_cast(a):
+                early = end_of_forward(cap, plan, ks)
+            else:
+                early = last_forward_use(cap, plan, a, ks)
+                held = cap.frame_hold.get(a)   # the model's code held it longer (in this pass's forward)
+                if early is not None and held in kset and cap.kernels[held]["phase"] == FWD:
+                    early = plan.later(early, (plan.op_of[held], "after", 0))
+            plan.redirect(ks, a, key)   # the backward reads the copy
+            reads = [i for i in ks if cap.kernels[i]["phase"] == BWD and key in plan.op_of[i].acc]
+            freed = None if recorded is None else before_sums(cap, plan, recorded)
+            if reads:
+                freed = plan.later(freed, (plan.op_of[max(reads)], "after", 0))
+            plan.allocs[key].freed = freed
             if early is not None:
                 plan.allocs[a].freed = early
-            plan.redirect(ks, a, key)   # the backward reads the copy
         elif cap.is_cached_cast(a):
             plan.allocs[key].freed = rec_end
-        else:
-            plan.allocs[key].freed = (last_use[key], "after", 0)
+        else:   # after its last recomputed use, or where the captured forward freed it in the call
+            end = (last_use[key], "after", 0)
+            j = recorded[0].kernel if recorded is not None else None
+            if j in callset:
+                if j > rerun[-1]:
+                    end = rec_end
+                elif j in placed and placed[j].kind != "removed":
+                    end = plan.later(end, (placed[j], recorded[1], 0))
+            plan.allocs[key].freed = end
     # matmul outputs (save_matmuls): at least until their place and their last recomputed reader
     for a in keep:
         need = (last_use[a], "after", 0)
@@ -516,13 +558,15 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
             for a, b in cap.made_by.items():
                 if b == i:
                     plan.allocs[a].freed = plan.later(plan.allocs[a].freed, frame_end)
-    # inputs made before the call, except parameters: at least until the frame dies
+    # inputs made before the call, except parameters: at least until the frame dies and past the
+    # aten::sum kernels right after it
+    input_end = (plan.op_of[past_sums(cap, max(users))], "after", 0)
     t_first = cap.kernels[call[0]]["t0"]
     for i in call:
         for a, m in cap.acc[i].items():
             al = cap.allocs[a]
             if not cap.is_param(a) and al["t_alloc"] < t_first:
-                plan.allocs[a].freed = plan.later(plan.allocs[a].freed, frame_end)
+                plan.allocs[a].freed = plan.later(plan.allocs[a].freed, input_end)
 
 
 def apply_checkpoint(plan, cap, groups):

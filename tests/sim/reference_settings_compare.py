@@ -247,6 +247,15 @@ def capture_all(python, workdir, quick, seq):
     if not Path(python).exists() or subprocess.run(
             [python, "-c", "import mhc_torch, torch, transformers"], capture_output=True, env=env).returncode != 0:
         return None
+    # A capture made by an earlier version of the bridge is taken again: the files are kept between
+    # runs, and a capture records what the bridge's code knew (capture.frame_holds, for one).
+    stamp = Path(workdir) / "bridge.crc"
+    crc = 0
+    for f in sorted((root / "python" / "mhc_torch").rglob("*.py")):
+        crc = zlib.crc32(f.read_bytes(), zlib.crc32(str(f.relative_to(root)).encode(), crc))
+    if not stamp.exists() or stamp.read_text() != str(crc):
+        for name, _args in CAPTURES:
+            (Path(workdir) / f"{name}.db").unlink(missing_ok=True)
     todo, traces = [], []
     for name, args in CAPTURES:
         if quick and name not in QUICK_CAPTURES:
@@ -261,6 +270,7 @@ def capture_all(python, workdir, quick, seq):
         p = subprocess.run([python, "-c", script, json.dumps(todo)], capture_output=True, text=True, env=env)
         if p.returncode != 0:
             raise SystemExit(f"capture: {p.stderr.strip()[-600:]}")
+    stamp.write_text(str(crc))
     return traces
 
 
