@@ -1,7 +1,6 @@
 // The execution trace <-> Kineto join (trace/import/src/et_join.hpp) on real pairs and on small
 // hand-written ones. tests/import/et_kineto_pairs.py recomputes the joined pairs' storages
 // independently in Python.
-#include <zlib.h>
 
 #include <catch2/catch.hpp>
 
@@ -31,17 +30,6 @@ Joined import_pair(const test::TempDir& dir, const std::string& et, const std::s
     imported.trace = mhc::trace::load_trace(out);
     REQUIRE(mhc::trace::check_trace(imported.trace).ok());
     return imported;
-}
-
-std::string gunzip(const std::string& path) {
-    gzFile file = gzopen(path.c_str(), "rb");
-    REQUIRE(file != nullptr);
-    std::string text;
-    char buf[1 << 16];
-    int got = 0;
-    while ((got = gzread(file, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(got));
-    gzclose(file);
-    return text;
 }
 
 int64_t on_device(const TraceData& trace, int32_t device) {
@@ -154,7 +142,7 @@ TEST_CASE("ET + Kineto: the order rule joins what the Record function id key joi
         test::TempDir dir;
         auto by_key = import_pair(dir, test::fixture(pair.et), test::fixture(pair.kineto));
         CHECK(meta(by_key, "et.kineto_ops_matched_by_key") == pair.joined);
-        std::string text = gunzip(test::fixture(pair.kineto));
+        std::string text = test::gunzip(test::fixture(pair.kineto));
         size_t renamed = 0;
         for (size_t at = text.find("\"Record function id\""); at != std::string::npos;
              at = text.find("\"Record function id\"", at)) {

@@ -13,7 +13,6 @@
 
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
-#include <zlib.h>
 
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
@@ -75,17 +74,6 @@ int64_t kernel_time(const TraceData& trace) {
     int64_t ns = 0;
     for (size_t i = 0; i < trace.kernels.size(); ++i) ns += trace.kernels.t_end[i] - trace.kernels.t_start[i];
     return ns;
-}
-
-std::string gunzip(const std::string& path) {
-    gzFile file = gzopen(path.c_str(), "rb");
-    REQUIRE(file != nullptr);
-    std::string text;
-    char buf[1 << 16];
-    int got = 0;
-    while ((got = gzread(file, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(got));
-    gzclose(file);
-    return text;
 }
 
 }  // namespace
@@ -162,8 +150,8 @@ TEST_CASE("kineto: two ranks' traces merged into one file have one step marker p
     // HTA's sampled ranks 0 (pid 4037, 1,154 kernels on device 0) and 1 (pid 4045, 1,104 on
     // device 1), both ProfilerStep#551 and #552, traceEvents the last key of each: rank 1's events
     // appended to rank 0's array.
-    std::string rank0 = gunzip(test::pub("kineto/hta-sampled-rank-0.json.gz"));
-    const std::string rank1 = gunzip(test::pub("kineto/hta-sampled-rank-1.json.gz"));
+    std::string rank0 = test::gunzip(test::pub("kineto/hta-sampled-rank-0.json.gz"));
+    const std::string rank1 = test::gunzip(test::pub("kineto/hta-sampled-rank-1.json.gz"));
     const std::string key = "\"traceEvents\": [";
     REQUIRE(rank0.substr(rank0.size() - 2) == "]}");
     REQUIRE(rank1.find(key) != std::string::npos);
@@ -203,7 +191,7 @@ TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes 
     test::TempDir dir;
     imp::Result result;
     TraceData cuda = import_public(dir, "kineto/hta-alexnet-param-bench.json.gz", result);
-    std::string text = gunzip(test::pub("kineto/hta-alexnet-param-bench.json.gz"));
+    std::string text = test::gunzip(test::pub("kineto/hta-alexnet-param-bench.json.gz"));
     auto replace_all = [&](const std::string& from, const std::string& to) {
         size_t count = 0;
         for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()), ++count)

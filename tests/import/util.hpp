@@ -1,6 +1,7 @@
 #pragma once
 // Shared helpers of the importer tests: a scratch directory, importing into it, running mhc.
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -31,6 +32,19 @@ inline std::string read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw std::runtime_error(path + ": cannot open (missing fixture?)");
     return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A gzipped fixture's text, for tests that rewrite a real file as another writer would.
+inline std::string gunzip(const std::string& path) {
+    gzFile file = gzopen(path.c_str(), "rb");
+    if (file == nullptr) throw std::runtime_error(path + ": cannot open (missing fixture?)");
+    std::string text;
+    char buf[1 << 16];
+    int got = 0;
+    while ((got = gzread(file, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(got));
+    gzclose(file);
+    if (got < 0) throw std::runtime_error(path + ": not a whole gzip file");
+    return text;
 }
 
 // Runs `mhc ARGS`, returns the exit status; stderr goes to `err`.

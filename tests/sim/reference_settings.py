@@ -16,23 +16,13 @@ import sqlite3
 from dataclasses import dataclass
 
 import reference_caching
+from reference_sim import Link   # docs/simulator.md "Link models": the first reading's figures
 
 FWD, BWD, OPT, RECOMPUTE, OTHER = 0, 1, 2, 3, 4
 READ, WRITE = 1, 2
 PARAM, GRAD, OPTSTATE, ACTIVATION, WORKSPACE, COMM, OTHER_CAT = range(7)
 H2D, D2H = 0, 1
 MUST_SAVE = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::convolution")
-
-
-@dataclass
-class Link:
-    """docs/simulator.md "Link models": pcie5 by default (mhc advise's --link default)."""
-    h2d_bps: float = 55e9
-    d2h_bps: float = 55e9
-    h2d_latency_s: float = 6e-6
-    d2h_latency_s: float = 6e-6
-    copy_engines: int = 2
-    duplex_factor: float = 52 / 55
 
 
 LINKS = {"pcie3": Link(12e9, 12e9, 6e-6, 6e-6, 2, 0.5), "pcie4": Link(25e9, 25e9, 6e-6, 6e-6, 2, 0.5),
@@ -836,7 +826,7 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
 
 # ---------------------------------------------------------------- entry
 
-def predict(path, setting, link=Link(), host_bw=100e9, host_tensor_cost_ns=15000):
+def predict(path, setting, link=LINKS["pcie5"], host_bw=100e9, host_tensor_cost_ns=15000):
     if isinstance(setting, str):
         setting = json.loads(setting)
     cap = Captured(path)
