@@ -80,36 +80,15 @@ int32_t Base::step_index(int32_t s) const {
     return it != steps.end() && *it == s ? static_cast<int32_t>(it - steps.begin()) : -1;
 }
 
-int32_t Base::last_access(int32_t a, Phase ph, int32_t st) const {
-    int32_t last = -1;
-    for_acc(a, [&](int32_t s, trace::AccessMode) {
-        if (phase[static_cast<size_t>(s)] == ph && step[static_cast<size_t>(s)] == st) last = s;
-    });
-    return last;
-}
-
-int32_t Base::first_access(int32_t a, Phase ph, int32_t st) const {
+int32_t Base::access_in(int32_t a, Phase ph, const std::vector<int32_t>& group, int32_t g, bool last) const {
+    int32_t found = -1;
     for (int64_t j = acc_begin[static_cast<size_t>(a)]; j < acc_begin[static_cast<size_t>(a) + 1]; ++j) {
-        int32_t s = acc[static_cast<size_t>(j)].first;
-        if (phase[static_cast<size_t>(s)] == ph && step[static_cast<size_t>(s)] == st) return s;
-    }
-    return -1;
-}
-
-int32_t Base::last_access_in_pass(int32_t alloc, Phase ph, int32_t pass_index) const {
-    int32_t last = -1;
-    for_acc(alloc, [&](int32_t seq, trace::AccessMode) {
-        if (phase[static_cast<size_t>(seq)] == ph && pass[static_cast<size_t>(seq)] == pass_index) last = seq;
-    });
-    return last;
-}
-
-int32_t Base::first_access_in_pass(int32_t alloc, Phase ph, int32_t pass_index) const {
-    for (int64_t j = acc_begin[static_cast<size_t>(alloc)]; j < acc_begin[static_cast<size_t>(alloc) + 1]; ++j) {
         const int32_t seq = acc[static_cast<size_t>(j)].first;
-        if (phase[static_cast<size_t>(seq)] == ph && pass[static_cast<size_t>(seq)] == pass_index) return seq;
+        if (phase[static_cast<size_t>(seq)] != ph || group[static_cast<size_t>(seq)] != g) continue;
+        found = seq;
+        if (!last) break;
     }
-    return -1;
+    return found;
 }
 
 namespace {

@@ -156,11 +156,19 @@ struct Base {
     }
     bool saved(int32_t a) const { return info.saved_begin[static_cast<size_t>(a) + 1] > info.saved_begin[static_cast<size_t>(a)]; }
     // The last access of allocation row a by an op of `phase` in step `step`, -1 if none.
-    int32_t last_access(int32_t a, Phase phase, int32_t step) const;
-    int32_t first_access(int32_t a, Phase phase, int32_t step) const;
-    // The same within one pass (an index into pass_step).
-    int32_t last_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const;
-    int32_t first_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const;
+    int32_t last_access(int32_t a, Phase phase, int32_t step) const { return access_in(a, phase, this->step, step, true); }
+    // The same within one pass (an index into pass_step), and the first such access.
+    int32_t last_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const {
+        return access_in(alloc, phase, pass, pass_index, true);
+    }
+    int32_t first_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const {
+        return access_in(alloc, phase, pass, pass_index, false);
+    }
+
+private:
+    // The first (or last) access of allocation row a by an op of `phase` whose entry in `group`
+    // (each op's step or pass) is g, -1 if none.
+    int32_t access_in(int32_t a, Phase phase, const std::vector<int32_t>& group, int32_t g, bool last) const;
 };
 
 // Builds the Base of a captured trace (load_capture_info reads its capture tables).
