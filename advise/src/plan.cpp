@@ -80,11 +80,11 @@ int32_t Base::step_index(int32_t s) const {
     return it != steps.end() && *it == s ? static_cast<int32_t>(it - steps.begin()) : -1;
 }
 
-int32_t Base::access_in(int32_t a, Phase ph, const std::vector<int32_t>& group, int32_t g, bool last) const {
+int32_t Base::access_in(int32_t alloc, Phase ph, const std::vector<int32_t>& group, int32_t wanted, bool last) const {
     int32_t found = -1;
-    for (int64_t j = acc_begin[static_cast<size_t>(a)]; j < acc_begin[static_cast<size_t>(a) + 1]; ++j) {
+    for (int64_t j = acc_begin[static_cast<size_t>(alloc)]; j < acc_begin[static_cast<size_t>(alloc) + 1]; ++j) {
         const int32_t seq = acc[static_cast<size_t>(j)].first;
-        if (phase[static_cast<size_t>(seq)] != ph || group[static_cast<size_t>(seq)] != g) continue;
+        if (phase[static_cast<size_t>(seq)] != ph || group[static_cast<size_t>(seq)] != wanted) continue;
         found = seq;
         if (!last) break;
     }

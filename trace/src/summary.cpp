@@ -224,9 +224,9 @@ std::string to_text(const Summary& s) {
     if (s.steps > 0) {
         int64_t tot = std::accumulate(s.step_durations.begin(), s.step_durations.end(), int64_t{0});
         if (order)   // a step's span is a count of events, not a time
-            line("steps       %lld (mean %lld events)\n", (long long)s.steps, (long long)(tot / s.steps));
+            line("steps       %lld (mean %lld events)\n", static_cast<long long>(s.steps), static_cast<long long>(tot / s.steps));
         else
-            line("steps       %lld (mean %s)\n", (long long)s.steps, format_ns(tot / s.steps).c_str());
+            line("steps       %lld (mean %s)\n", static_cast<long long>(s.steps), format_ns(tot / s.steps).c_str());
     } else {
         o += "steps       none marked\n";
     }

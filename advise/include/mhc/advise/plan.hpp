@@ -155,8 +155,10 @@ struct Base {
             f(made_list[static_cast<size_t>(j)]);
     }
     bool saved(int32_t a) const { return info.saved_begin[static_cast<size_t>(a) + 1] > info.saved_begin[static_cast<size_t>(a)]; }
-    // The last access of allocation row a by an op of `phase` in step `step`, -1 if none.
-    int32_t last_access(int32_t a, Phase phase, int32_t step) const { return access_in(a, phase, this->step, step, true); }
+    // The last access of allocation row `alloc` by an op of `phase` in step `step`, -1 if none.
+    int32_t last_access(int32_t alloc, Phase phase, int32_t step) const {
+        return access_in(alloc, phase, this->step, step, true);
+    }
     // The same within one pass (an index into pass_step), and the first such access.
     int32_t last_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const {
         return access_in(alloc, phase, pass, pass_index, true);
@@ -166,9 +168,9 @@ struct Base {
     }
 
 private:
-    // The first (or last) access of allocation row a by an op of `phase` whose entry in `group`
-    // (each op's step or pass) is g, -1 if none.
-    int32_t access_in(int32_t a, Phase phase, const std::vector<int32_t>& group, int32_t g, bool last) const;
+    // The first (or last) access of allocation row `alloc` by an op of `phase` whose entry in
+    // `group` (each op's step or pass) is `wanted`, -1 if none.
+    int32_t access_in(int32_t alloc, Phase phase, const std::vector<int32_t>& group, int32_t wanted, bool last) const;
 };
 
 // Builds the Base of a captured trace (load_capture_info reads its capture tables).
