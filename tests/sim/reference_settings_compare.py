@@ -256,18 +256,18 @@ def capture_all(python, workdir, quick, seq):
     if not stamp.exists() or stamp.read_text() != str(crc):
         for name, _args in CAPTURES:
             (Path(workdir) / f"{name}.db").unlink(missing_ok=True)
-    todo, traces = [], []
+    to_capture, traces = [], []
     for name, args in CAPTURES:
         if quick and name not in QUICK_CAPTURES:
             continue
         out = Path(workdir) / f"{name}.db"
         traces.append(out)
         if not out.exists():
-            todo.append(["capture"] + args + ["--steps", "2", "--seq", str(seq), "-o", str(out), "--force"])
-    if todo:
+            to_capture.append(["capture"] + args + ["--steps", "2", "--seq", str(seq), "-o", str(out), "--force"])
+    if to_capture:
         script = ("import sys, json\nfrom mhc_torch.cli import main\n"
                   "for a in json.loads(sys.argv[1]):\n    rc = main(a)\n    if rc: sys.exit(rc)\n")
-        p = subprocess.run([python, "-c", script, json.dumps(todo)], capture_output=True, text=True, env=env)
+        p = subprocess.run([python, "-c", script, json.dumps(to_capture)], capture_output=True, text=True, env=env)
         if p.returncode != 0:
             raise SystemExit(f"capture: {p.stderr.strip()[-600:]}")
     stamp.write_text(str(crc))
