@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <numeric>
 #include <set>
@@ -17,6 +18,22 @@
 namespace mhc::trace {
 
 namespace {
+
+// Rows of run tables whose run has no `runs` row, one problem per run; `why` ends the message.
+void report_orphan_rows(sqlite3* db, const std::string& path, std::initializer_list<const char*> tables,
+                        const std::function<bool(const char*)>& has_table, const std::string& why, CheckReport& report) {
+    for (const char* table : tables) {
+        if (!has_table(table)) continue;
+        sql::Stmt orphans(db, path,
+                          ("SELECT run, count(*) FROM " + std::string(table) +
+                           " WHERE run NOT IN (SELECT id FROM runs) GROUP BY run ORDER BY run")
+                              .c_str());
+        while (orphans.step())
+            report.problems.push_back({"unknown-run", table, orphans.i64(0),
+                                       std::to_string(orphans.i64(1)) + " row(s) of run " +
+                                           std::to_string(orphans.i64(0)) + ", which has no runs row" + why});
+    }
+}
 
 std::string t_str(int64_t t) { return std::to_string(t) + " ns"; }
 
@@ -335,19 +352,10 @@ void check_runs(const std::string& path, Reader& reader, CheckReport& report) {
             } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
         }
     } catch (const Error& e) { report.problems.push_back({"run", "file", 0, e.what()}); }
-    for (const char* table :
-         {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory", "run_event_rows"}) {
-        if (!reader.has_table(table)) continue;
-        sql::Stmt orphans(reader.handle(), path,
-                          ("SELECT run, count(*) FROM " + std::string(table) +
-                           " WHERE run NOT IN (SELECT id FROM runs) GROUP BY run ORDER BY run")
-                              .c_str());
-        while (orphans.step())
-            report.problems.push_back({"unknown-run", table, orphans.i64(0),
-                                       std::to_string(orphans.i64(1)) + " row(s) of run " +
-                                           std::to_string(orphans.i64(0)) +
-                                           ", which has no runs row (a store cut short, or a run deleted in part)"});
-    }
+    report_orphan_rows(reader.handle(), path,
+                       {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory", "run_event_rows"},
+                       [&](const char* table) { return reader.has_table(table); },
+                       " (a store cut short, or a run deleted in part)", report);
     // A run's events are one range of rowids (run_event_rows): events of the run outside it are
     // another run's, left under an id the store gave again.
     if (!reader.has_table("run_event_rows")) return;
@@ -464,6 +472,7 @@ void check_references(const Reader& reader, CheckReport& report) {
         if (reader.has_table(ref.table) && reader.has_table(ref.target)) check_reference(here, ref, report);
     check_run_references(here, [&](const char* name) { return reader.has_table(name); }, report);
 }
+
 
 }  // namespace
 
@@ -609,18 +618,10 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
         }
         auto has = [&](const char* name) { return runfiles::has_table(db, runs_db, name, "main"); };
         check_run_references({db, runs_db, "tr.", "temp.mine"}, has, report);
-        for (const char* table : {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory",
-                                  "run_event_rows", "run_trace"}) {
-            if (!has(table)) continue;
-            sql::Stmt orphans(db, runs_db,
-                              ("SELECT run, count(*) FROM " + std::string(table) +
-                               " WHERE run NOT IN (SELECT id FROM runs) GROUP BY run ORDER BY run")
-                                  .c_str());
-            while (orphans.step())
-                report.problems.push_back({"unknown-run", table, orphans.i64(0),
-                                      std::to_string(orphans.i64(1)) + " row(s) of run " +
-                                          std::to_string(orphans.i64(0)) + ", which has no runs row"});
-        }
+        report_orphan_rows(db, runs_db,
+                           {"run_config", "run_metrics", "run_events", "run_kernels", "run_memory", "run_event_rows",
+                            "run_trace"},
+                           has, "", report);
         if (has("run_trace") && has("traces")) {
             sql::Stmt lost(db, runs_db,
                            "SELECT run, trace FROM run_trace WHERE trace NOT IN (SELECT id FROM traces) ORDER BY run");
