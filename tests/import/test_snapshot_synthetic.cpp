@@ -426,31 +426,31 @@ TEST_CASE("snapshot: allocations left alive that the end state does not hold are
     // peak 3,255,567,872 B, not 3,249,144,832 B).
     using test::event;
     using test::Py;
-    const int64_t S = 0x7f0000000000, A = S, B = S + 4096, MiB = 1 << 20;
+    const int64_t seg_addr = 0x7f0000000000, addr_a = seg_addr, addr_b = seg_addr + 4096, MiB = 1 << 20;
     auto block = [](int64_t addr, int64_t size, const char* state) {
         return Py::dict({{"address", addr}, {"size", size}, {"requested_size", size}, {"state", state}});
     };
-    Py segments = Py::list({Py::dict({{"device", 0}, {"address", S}, {"total_size", 2 * MiB}, {"stream", 0},
-                                      {"blocks", Py::list({block(A, 4096, "inactive"), block(B, 8192, "active_allocated"),
-                                                           block(B + 8192, 2 * MiB - 12288, "inactive")})}})});
-    std::vector<Py> with_frees{event("alloc", A, 4096, 0, 1), event("alloc", B, 8192, 0, 2),
-                               event("free_requested", A, 4096, 0, 3), event("free_completed", A, 4096, 0, 3)};
+    Py segments = Py::list({Py::dict({{"device", 0}, {"address", seg_addr}, {"total_size", 2 * MiB}, {"stream", 0},
+                                      {"blocks", Py::list({block(addr_a, 4096, "inactive"), block(addr_b, 8192, "active_allocated"),
+                                                           block(addr_b + 8192, 2 * MiB - 12288, "inactive")})}})});
+    std::vector<Py> with_frees{event("alloc", addr_a, 4096, 0, 1), event("alloc", addr_b, 8192, 0, 2),
+                               event("free_requested", addr_a, 4096, 0, 3), event("free_completed", addr_a, 4096, 0, 3)};
     std::vector<Py> without{with_frees[0], with_frees[1]};
     for (bool frees : {true, false}) {
         INFO((frees ? "as recorded" : "frees skipped"));
         test::TempDir dir;
         mhc::trace::import::Result result;
-        auto t = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(frees ? with_frees : without)})},
+        auto trace = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(frees ? with_frees : without)})},
                                             {"segments", segments}}),
                              &result);
-        REQUIRE(t.allocations.size() == 2);
+        REQUIRE(trace.allocations.size() == 2);
         if (frees) {
-            CHECK(t.meta.count("snapshot.live_not_in_end_state") == 0);
+            CHECK(trace.meta.count("snapshot.live_not_in_end_state") == 0);
             CHECK(result.warnings.empty());
             continue;
         }
-        CHECK(mhc::trace::live_peak(t, 0).bytes == 4096 + 8192);   // as the trace says, and said:
-        CHECK(t.meta.at("snapshot.live_not_in_end_state") == "1 allocation, 4096 B");
+        CHECK(mhc::trace::live_peak(trace, 0).bytes == 4096 + 8192);   // as the trace says, and said:
+        CHECK(trace.meta.at("snapshot.live_not_in_end_state") == "1 allocation, 4096 B");
         REQUIRE(result.warnings.size() == 1);
         CHECK(result.warnings[0].find("frees are missing from the trace") != std::string::npos);
     }
@@ -464,18 +464,18 @@ TEST_CASE("snapshot: the pinned host allocator's history is said not to be impor
     // _record_memory_history().
     using test::event;
     using test::Py;
-    const int64_t H = 0x7e0000000000;
-    Py host_traces = Py::list({event("alloc", H, 4096, 0, 1), event("free_completed", H, 4096, 0, 2)});
-    Py host_segments = Py::list({Py::dict({{"address", H}, {"size", 4096}, {"allocated", Py::boolean(false)}})});
+    const int64_t host = 0x7e0000000000;
+    Py host_traces = Py::list({event("alloc", host, 4096, 0, 1), event("free_completed", host, 4096, 0, 2)});
+    Py host_segments = Py::list({Py::dict({{"address", host}, {"size", 4096}, {"allocated", Py::boolean(false)}})});
     test::TempDir dir;
     mhc::trace::import::Result result;
-    auto t = import_snap(dir,
+    auto trace = import_snap(dir,
                          Py::dict({{"device_traces", Py::list({Py::list({event("alloc", 0x1000, 512, 0, 1)})})},
                                    {"host_traces", host_traces},
                                    {"host_segments", host_segments}}),
                          &result);
-    REQUIRE(t.allocations.size() == 1);   // the CUDA device's, as before
-    CHECK(t.meta.at("snapshot.host_memory_not_imported") ==
+    REQUIRE(trace.allocations.size() == 1);   // the CUDA device's, as before
+    CHECK(trace.meta.at("snapshot.host_memory_not_imported") ==
           "2 trace events and 1 segments of the pinned host memory allocator (host_traces, host_segments)");
     REQUIRE(result.warnings.size() == 1);
     CHECK(result.warnings[0].rfind("not imported: 2 trace events", 0) == 0);
@@ -521,17 +521,17 @@ TEST_CASE("snapshot: a snapshot saved as JSON is read as its pickle", "[import][
         }
         CHECK(mhc::trace::import::detect_format(in) == mhc::trace::import::Format::Snapshot);
         mhc::trace::import::import_file(in, out);
-        auto t = mhc::trace::load_trace(out);
-        REQUIRE(mhc::trace::check_trace(t).ok());
-        REQUIRE(t.allocations.size() == 2);
-        CHECK(mhc::trace::live_peak(t, 0).bytes == 4096 + 8192);
-        CHECK(t.allocations.t_alloc[0] == 1);
-        CHECK(t.allocations.t_free[0] == 2001);
-        CHECK(t.str(t.allocations.label[1]) == "step (train.py:7)");
-        CHECK(t.meta.at("timing") == "exact");
-        CHECK(t.meta.at("snapshot.file").rfind("JSON", 0) == 0);
-        REQUIRE(t.segments.size() == 1);
-        CHECK(t.segments[0].bytes == 2097152);
+        auto trace = mhc::trace::load_trace(out);
+        REQUIRE(mhc::trace::check_trace(trace).ok());
+        REQUIRE(trace.allocations.size() == 2);
+        CHECK(mhc::trace::live_peak(trace, 0).bytes == 4096 + 8192);
+        CHECK(trace.allocations.t_alloc[0] == 1);
+        CHECK(trace.allocations.t_free[0] == 2001);
+        CHECK(trace.str(trace.allocations.label[1]) == "step (train.py:7)");
+        CHECK(trace.meta.at("timing") == "exact");
+        CHECK(trace.meta.at("snapshot.file").rfind("JSON", 0) == 0);
+        REQUIRE(trace.segments.size() == 1);
+        CHECK(trace.segments[0].bytes == 2097152);
     }
     // A list of segments (memory_snapshot()) as JSON: its end state.
     const std::string list = dir.file("segments.json");
@@ -566,6 +566,6 @@ TEST_CASE("snapshot: a second free of an address with no alloc between is refuse
                           Catch::Contains("skip_actions"));
     // With an alloc between, the same frees are a block from before recording and a block of the trace.
     std::vector<Py> ok{evs[0], evs[1], event("alloc", 0x1000, 512, 0, 2), evs[2], evs[3]};
-    auto t = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(ok)})}}));
-    CHECK(t.allocations.size() == 2);
+    auto trace = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(ok)})}}));
+    CHECK(trace.allocations.size() == 2);
 }

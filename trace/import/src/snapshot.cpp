@@ -296,7 +296,7 @@ private:
     // The snapshot has an end state ('segments'), every active block of it placed at an address:
     // then each allocation the trace leaves alive must be one of them.
     bool has_end_state_ = false, end_unplaced_ = false;
-    void live_not_in_end_state(Result& r) const;
+    void live_not_in_end_state(Result& result) const;
     int64_t reconstructed_ = 0, freed_unknown_ = 0, ooms_ = 0;
     int64_t segment_events_ = 0, end_blocks_ = 0, end_segments_ = 0;
     // Per device, the reserved bytes the segment events add up to: at the end and at their
@@ -621,7 +621,7 @@ std::string SnapshotImport::reserved_peaks() const {
 // trace (a recording with skip_actions dropping free_requested and free_completed, or a damaged
 // file). Kept alive to the end, as the trace says, and said: the peak can be too high by them.
 // Before 2026-12-03 nothing was said (a real snapshot without its frees: peak 0.2% too high).
-void SnapshotImport::live_not_in_end_state(Result& r) const {
+void SnapshotImport::live_not_in_end_state(Result& result) const {
     if (!has_end_state_ || end_unplaced_) return;
     int64_t count = 0, bytes = 0;
     for (size_t dev = 0; dev < live_.size(); ++dev)
@@ -633,8 +633,8 @@ void SnapshotImport::live_not_in_end_state(Result& r) const {
     if (count == 0) return;
     const std::string what = std::to_string(count) + (count == 1 ? " allocation, " : " allocations, ") +
                              std::to_string(bytes) + " B";
-    r.meta["snapshot.live_not_in_end_state"] = what;
-    r.warnings.push_back(what + " that the trace leaves alive are not active blocks of the snapshot's end state: their "
+    result.meta["snapshot.live_not_in_end_state"] = what;
+    result.warnings.push_back(what + " that the trace leaves alive are not active blocks of the snapshot's end state: their "
                                 "frees are missing from the trace (recorded with skip_actions dropping free_requested "
                                 "and free_completed, or a damaged file); kept alive to the end, so the peak can be too "
                                 "high by up to " + std::to_string(bytes) + " B");
@@ -757,20 +757,20 @@ class JsonAsPickle : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Json
 public:
     std::string out = std::string("\x80\x04", 2);   // PROTO 4
     bool Null() { return op('N'); }
-    bool Bool(bool b) { return op(b ? '\x88' : '\x89'); }   // NEWTRUE, NEWFALSE
-    bool Int(int v) { return Int64(v); }
-    bool Uint(unsigned v) { return Int64(v); }
-    bool Int64(int64_t v) {
-        if (v >= INT32_MIN && v <= INT32_MAX) return op('J') && little(static_cast<uint32_t>(v), 4);   // BININT
-        return op('\x8a') && op('\x08') && little(static_cast<uint64_t>(v), 8);   // LONG1, 8 bytes signed
+    bool Bool(bool value) { return op(value ? '\x88' : '\x89'); }   // NEWTRUE, NEWFALSE
+    bool Int(int value) { return Int64(value); }
+    bool Uint(unsigned value) { return Int64(value); }
+    bool Int64(int64_t value) {
+        if (value >= INT32_MIN && value <= INT32_MAX) return op('J') && little(static_cast<uint32_t>(value), 4);   // BININT
+        return op('\x8a') && op('\x08') && little(static_cast<uint64_t>(value), 8);   // LONG1, 8 bytes signed
     }
-    bool Uint64(uint64_t v) {
-        if (v <= static_cast<uint64_t>(INT64_MAX)) return Int64(static_cast<int64_t>(v));
-        return op('\x8a') && op('\x09') && little(v, 8) && op('\0');   // LONG1, 9 bytes: stays positive
+    bool Uint64(uint64_t value) {
+        if (value <= static_cast<uint64_t>(INT64_MAX)) return Int64(static_cast<int64_t>(value));
+        return op('\x8a') && op('\x09') && little(value, 8) && op('\0');   // LONG1, 9 bytes: stays positive
     }
-    bool Double(double v) {
+    bool Double(double value) {
         uint64_t bits = 0;
-        std::memcpy(&bits, &v, sizeof bits);
+        std::memcpy(&bits, &value, sizeof bits);
         op('G');   // BINFLOAT, big-endian
         for (int k = 7; k >= 0; --k) out += static_cast<char>((bits >> (8 * k)) & 0xff);
         return true;
@@ -785,12 +785,12 @@ public:
     bool EndArray(rapidjson::SizeType) { return op('e'); }   // APPENDS
 
 private:
-    bool op(char c) {
-        out += c;
+    bool op(char code) {
+        out += code;
         return true;
     }
-    bool little(uint64_t v, int bytes) {
-        for (int k = 0; k < bytes; ++k) out += static_cast<char>((v >> (8 * k)) & 0xff);
+    bool little(uint64_t value, int bytes) {
+        for (int k = 0; k < bytes; ++k) out += static_cast<char>((value >> (8 * k)) & 0xff);
         return true;
     }
 };
@@ -820,22 +820,22 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         bytes = from_json;
         r.meta["snapshot.file"] = "JSON (torch.cuda.memory._snapshot() saved with json.dump), read as its pickle";
     }
-    PickleDoc d(bytes, in);
-    Id root = d.root();
-    const std::optional<Id> segments_end = end_segments(d, root);
-    const bool dict_root = d.kind(root) == PickleDoc::Kind::Dict;
-    auto field = [&](const char* name) { return dict_root ? d.get(root, name) : std::nullopt; };
+    PickleDoc doc(bytes, in);
+    Id root = doc.root();
+    const std::optional<Id> segments_end = end_segments(doc, root);
+    const bool dict_root = doc.kind(root) == PickleDoc::Kind::Dict;
+    auto field = [&](const char* name) { return dict_root ? doc.get(root, name) : std::nullopt; };
     if (!dict_root && !segments_end)
         throw Error(where(in, "not a PyTorch memory snapshot: the pickle holds no dict with "
                               "'segments' and 'device_traces'"));
     const std::optional<Id> traces = field("device_traces");
-    const bool has_traces = traces && d.kind(*traces) == PickleDoc::Kind::List;
+    const bool has_traces = traces && doc.kind(*traces) == PickleDoc::Kind::List;
     if (!has_traces && !segments_end)
         throw Error(where(in, "snapshot has no 'device_traces': record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
-    NodeCodes keys(d.node_count());
-    const Decoded ev = has_traces ? decode_events(d, *traces, keys, in) : Decoded{};
-    const std::string host = host_memory(d, field("host_traces"), field("host_segments"));
+    NodeCodes keys(doc.node_count());
+    const Decoded ev = has_traces ? decode_events(doc, *traces, keys, in) : Decoded{};
+    const std::string host = host_memory(doc, field("host_traces"), field("host_segments"));
     if (ev.events == 0 && !segments_end && !host.empty())
         throw Error(where(in, "the snapshot holds only " + host +
                                   ", which mhc does not import: no CUDA memory was recorded (record_cuda=False?)"));
@@ -846,10 +846,10 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     if (ev.events == 0 && !segments_end)
         throw Error(where(in, "snapshot has no trace events (device_traces is empty): record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
-    if (ev.events == 0) end_state_only(d, *segments_end, r);
+    if (ev.events == 0) end_state_only(doc, *segments_end, r);
     r.events = ev.events;
-    const BlockRules rules = add_allocator_settings(d, field("allocator_settings"), r.meta);
-    SnapshotImport imp(d, in, w, keys);
+    const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), r.meta);
+    SnapshotImport imp(doc, in, w, keys);
     imp.replay(ev);
     imp.end_state(dict_root ? field("segments") : segments_end);
     std::vector<Segment> segments = imp.segment_rows();
