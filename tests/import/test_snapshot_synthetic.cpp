@@ -569,3 +569,19 @@ TEST_CASE("snapshot: a second free of an address with no alloc between is refuse
     auto trace = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(ok)})}}));
     CHECK(trace.allocations.size() == 2);
 }
+
+TEST_CASE("snapshot: a snapshot of an allocator that held nothing says so", "[import][snapshot]") {
+    // As a real _dump_snapshot() of a four-GPU process taken before any allocation (no segment,
+    // no event): refused, saying the allocator held nothing; before 2026-12-03 only that no
+    // history was recorded.
+    using test::Py;
+    test::TempDir dir;
+    const std::string in = dir.file("empty.pickle");
+    Py empty = Py::list({});
+    test::write_file(in, Py::dict({{"segments", Py::list({})},
+                                   {"device_traces", Py::list({empty, empty, empty, empty})},
+                                   {"allocator_settings", Py::dict({{"expandable_segments", Py::boolean(true)}})}})
+                             .pickle());
+    CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("empty.db")),
+                      Catch::StartsWith(in) && Catch::Contains("no segments (the allocator held no memory"));
+}

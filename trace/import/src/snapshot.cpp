@@ -843,9 +843,16 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
         r.meta["snapshot.host_memory_not_imported"] = host;
         r.warnings.push_back("not imported: " + host + "; the trace holds the CUDA devices' memory only");
     }
-    if (ev.events == 0 && !segments_end)
-        throw Error(where(in, "snapshot has no trace events (device_traces is empty): record it with "
-                              "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+    if (ev.events == 0 && !segments_end) {
+        // An empty 'segments' list: the allocator held no memory when the snapshot was taken (a
+        // real four-GPU file of such: before 2026-12-03 only told to record history).
+        const std::optional<Id> segments = field("segments");
+        const bool empty_end_state = segments && doc.kind(*segments) == PickleDoc::Kind::List;
+        throw Error(where(in, std::string("snapshot has no trace events (device_traces is empty)") +
+                                  (empty_end_state ? " and no segments (the allocator held no memory when it was taken)"
+                                                   : "") +
+                                  ": record it with torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+    }
     if (ev.events == 0) end_state_only(doc, *segments_end, r);
     r.events = ev.events;
     const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), r.meta);
