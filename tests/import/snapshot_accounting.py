@@ -16,8 +16,8 @@ For every device of every snapshot, replaying its events in file order:
   * the end state: the blocks the replay leaves alive are the end state's active blocks, and
     their sizes add up to the segments' own figures.
 `mhc info --json` must give the three peaks within 0.1%, and `mhc simulate --capacity unlimited`
-must give back the baseline (simulated peak = baseline peak = info's peak). The same holds for two
-variants of each file written here: without time_us (timing order-only, said by info and simulate)
+must give back the baseline (simulated peak = baseline peak = info's peak). The same holds for the file
+saved as JSON (json.dump of the same value) and for two variants of each file written here: without time_us (timing order-only, said by info and simulate)
 and with time_us rounded down to 100 us (blocks allocated and freed within one microsecond).
 A pickle of torch.cuda.memory_snapshot() (the segments list alone) or a snapshot recorded without
 trace events is its end state: the blocks alive then, from t = 0 (timing order-only).
@@ -350,6 +350,12 @@ def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
             print(f"{name} device {device}: meta reserved peak {g} snapshot {want['reserved_peak_bytes']}" +
                   ("" if ok else "  MISMATCH"))
             failures += not ok
+    # Every block the trace leaves alive is in the end state (the replay above checks the same):
+    # the import says when it is not (frees missing from the trace).
+    said = info.get("meta", {}).get("snapshot.live_not_in_end_state")
+    if said is not None:
+        print(f"{name}: snapshot.live_not_in_end_state {said}  MISMATCH")
+        failures += 1
     if not simulate:   # the variants below hold the import's figures; the file as recorded holds simulate's
         return failures
     sim = json.loads(mhc(exe, "simulate", db, "--capacity", "unlimited", "--allocator", "ideal",
@@ -379,6 +385,13 @@ def main():
                     with open(p, "wb") as f:
                         pickle.dump(written, f, protocol=4)
                 failures += check(exe, name, s, timing, p, tmp)
+            # The same snapshot saved as JSON (json.dump(torch.cuda.memory._snapshot())): the same figures.
+            timed = all("time_us" in e for t in snap["device_traces"] for e in t) and any(snap["device_traces"])
+            p = os.path.join(tmp, "variant.json")
+            with open(p, "w") as f:
+                json.dump(snap, f)
+            failures += check(exe, f"{os.path.basename(path)} (saved as JSON)", snap,
+                              "exact" if timed else "order-only", p, tmp, simulate=False)
             for variant, s, timing, full in ring_variants(snap):
                 p = os.path.join(tmp, "variant.pickle")
                 with open(p, "wb") as f:

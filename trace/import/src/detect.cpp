@@ -102,8 +102,14 @@ Format detect_format(const std::string& path) {
     }
     size_t p = prefix.find_first_not_of(" \t\r\n");
     if (p != std::string::npos && static_cast<uint8_t>(prefix[p]) == 0x80) return Format::Snapshot;
+    // A PyTorch memory snapshot saved as JSON (json.dump(torch.cuda.memory._snapshot()), or of
+    // memory_snapshot()'s segments list): its keys, which no Kineto or execution trace has.
+    const bool snapshot_keys = prefix.find("\"device_traces\"") != std::string::npos ||
+                               (prefix.find("\"total_size\"") != std::string::npos &&
+                                prefix.find("\"blocks\"") != std::string::npos);
     if (p != std::string::npos && prefix[p] == '{') {
         if (prefix.find("\"traceEvents\"") != std::string::npos) return Format::Kineto;
+        if (snapshot_keys && prefix.find("\"nodes\"") == std::string::npos) return Format::Snapshot;
         if (prefix.find("\"nodes\"") != std::string::npos) return Format::ExecutionTrace;
         // Traces of other tools that users take for these (both seen in public test data).
         if (prefix.find("\"rocprofiler-sdk-tool\"") != std::string::npos)
@@ -121,6 +127,7 @@ Format detect_format(const std::string& path) {
     if (p != std::string::npos && prefix[p] == '[') {
         size_t first = prefix.find_first_not_of(" \t\r\n", p + 1);
         if (first != std::string::npos && prefix[first] == '{' && prefix.find("\"ph\"") != std::string::npos) return Format::Kineto;
+        if (first != std::string::npos && prefix[first] == '{' && snapshot_keys) return Format::Snapshot;
     }
     if (looks_like_chakra_protobuf(path, prefix))
         throw Error(where(path,

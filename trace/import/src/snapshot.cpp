@@ -3,10 +3,15 @@
 // Allocations that existed before recording began show up only as a free without an alloc
 // or as an allocated block in the end state: both are reconstructed as alive from t = 0.
 // Events carry requested sizes; each allocation's block is found by snapshot_blocks.cpp.
+#include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <new>
 #include <unordered_map>
@@ -160,6 +165,12 @@ std::vector<int64_t> event_times(const std::vector<Event>& evs, bool all_timed, 
     return t;
 }
 
+std::string hex_address(int64_t addr) {
+    char text[24];
+    std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(addr));
+    return text;
+}
+
 std::string at_event(size_t dev, size_t k) {
     return "device_traces[" + std::to_string(dev) + "][" + std::to_string(k) + "]";
 }
@@ -272,6 +283,9 @@ private:
     // Per device, every free as (address, time) in the trace's order; read once at the end for
     // the few end-state blocks that began at a free (a table of every address cost more).
     std::vector<std::vector<std::pair<int64_t, int64_t>>> frees_;
+    // Per device, the addresses freed and not allocated since, with the freeing event's index: a
+    // second free there means the trace lacks alloc events (skip_actions=["alloc"]).
+    std::vector<std::unordered_map<int64_t, size_t>> freed_;
     struct Reborn {   // an end-state block alive from the last free at its address, if any
         int32_t dev;
         int64_t addr;
@@ -279,6 +293,10 @@ private:
     };
     std::vector<Reborn> reborn_;
     std::vector<std::unordered_map<int64_t, int64_t>> end_size_;  // per device: end-state block size at a live address
+    // The snapshot has an end state ('segments'), every active block of it placed at an address:
+    // then each allocation the trace leaves alive must be one of them.
+    bool has_end_state_ = false, end_unplaced_ = false;
+    void live_not_in_end_state(Result& result) const;
     int64_t reconstructed_ = 0, freed_unknown_ = 0, ooms_ = 0;
     int64_t segment_events_ = 0, end_blocks_ = 0, end_segments_ = 0;
     // Per device, the reserved bytes the segment events add up to: at the end and at their
@@ -328,6 +346,7 @@ void SnapshotImport::replay(const Decoded& ev) {
     size_from_.reserve(upper + 64);
     live_.resize(ev.devices.size());
     frees_.resize(ev.devices.size());
+    freed_.resize(ev.devices.size());
     end_size_.resize(ev.devices.size());
     for (size_t dev = 0; dev < ev.devices.size(); ++dev)
         replay_device(dev, ev.devices[dev], event_times(ev.devices[dev], ev.all_timed, ev.t_min));
@@ -341,7 +360,16 @@ void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t)
         live.erase(it);
     } else {
         // Allocated before recording began: alive from the start until now. The event has
-        // the requested size; the block is that size rounded (its place is not known).
+        // the requested size; the block is that size rounded (its place is not known). Unless the
+        // trace freed this address already and allocated nothing there since: two blocks alive
+        // from the start at one address cannot be (before 2026-12-03 the import failed later, on
+        // overlapping rows, without saying why).
+        if (auto again = freed_[dev].find(e.addr); again != freed_[dev].end())
+            throw Error(where(in_, at_event(dev, k) + " (" + name_of(e.action) + "): frees the block at " +
+                                       hex_address(e.addr) + " again, with no alloc there since " +
+                                       at_event(dev, again->second) +
+                                       " freed it: the trace lacks alloc events (recorded with "
+                                       "_record_memory_history(skip_actions=[\"alloc\"])?)"));
         if (e.size <= 0)
             throw Error(where(in_, at_event(dev, k) + " (" + name_of(e.action) +
                                        "): frees an unknown block of unknown size"));
@@ -350,6 +378,7 @@ void SnapshotImport::free_block(size_t dev, size_t k, const Event& e, int64_t t)
         ++freed_unknown_;
     }
     frees_[dev].emplace_back(e.addr, t);
+    freed_[dev][e.addr] = k;
 }
 
 void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, const std::vector<int64_t>& times) {
@@ -377,6 +406,7 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
                     allocs_[it->second].t_free = t;
                     live.erase(it);
                 }
+                freed_[dev].erase(e.addr);
                 size_t i = add(static_cast<int32_t>(dev), e.addr, e.size, e.size, t, kNoTime, e.stream, labels_.of(e.frames));
                 size_from_[i] = SizeFrom::Layout;
                 live.emplace(e.addr, i);
@@ -478,6 +508,7 @@ void SnapshotImport::reborn_times() {
 // do not cover began before recording.
 void SnapshotImport::end_state(std::optional<Id> segments) {
     if (!segments || d_.kind(*segments) != PickleDoc::Kind::List) return;
+    has_end_state_ = true;
     for (Id seg : d_.items(*segments)) {
         auto dv = d_.get(seg, "device");
         int32_t dev = dv && d_.is_int(*dv) ? static_cast<int32_t>(d_.as_int(*dv)) : 0;
@@ -507,7 +538,10 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
             auto addr_v = d_.get(b, "address");
             auto size_v = d_.get(b, "size");
             int64_t addr = addr_v && d_.is_int(*addr_v) ? d_.as_int(*addr_v) : next;
-            if (!addr_v && !has_address) break;   // nowhere to place it
+            if (!addr_v && !has_address) {   // nowhere to place it
+                end_unplaced_ = true;
+                break;
+            }
             end_block(dev, stream, b, addr);
             if (size_v && d_.is_int(*size_v) && d_.as_int(*size_v) > 0 && d_.as_int(*size_v) <= kMaxBytes)
                 next = addr + d_.as_int(*size_v);
@@ -583,6 +617,29 @@ std::string SnapshotImport::reserved_peaks() const {
     return out.empty() ? "0" : out;
 }
 
+// Allocations the trace leaves alive that the end state does not hold: their frees are not in the
+// trace (a recording with skip_actions dropping free_requested and free_completed, or a damaged
+// file). Kept alive to the end, as the trace says, and said: the peak can be too high by them.
+// Before 2026-12-03 nothing was said (a real snapshot without its frees: peak 0.2% too high).
+void SnapshotImport::live_not_in_end_state(Result& result) const {
+    if (!has_end_state_ || end_unplaced_) return;
+    int64_t count = 0, bytes = 0;
+    for (size_t dev = 0; dev < live_.size(); ++dev)
+        for (const auto& [addr, row] : live_[dev])
+            if (!end_size_[dev].count(addr)) {
+                ++count;
+                add_bytes(bytes, allocs_[row].bytes);
+            }
+    if (count == 0) return;
+    const std::string what = std::to_string(count) + (count == 1 ? " allocation, " : " allocations, ") +
+                             std::to_string(bytes) + " B";
+    result.meta["snapshot.live_not_in_end_state"] = what;
+    result.warnings.push_back(what + " that the trace leaves alive are not active blocks of the snapshot's end state: their "
+                                "frees are missing from the trace (recorded with skip_actions dropping free_requested "
+                                "and free_completed, or a damaged file); kept alive to the end, so the peak can be too "
+                                "high by up to " + std::to_string(bytes) + " B");
+}
+
 void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     std::string act_list;
     for (size_t i = 0; i < kActionCount; ++i)
@@ -637,6 +694,7 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     if (seglog_.live_not_in_end_state) m["segments.live_not_in_end_state"] = std::to_string(seglog_.live_not_in_end_state);
     m["snapshot.devices"] = std::to_string(ev.devices.size());
     if (int64_t unknown = action_counts_[index(Action::Unknown)]) m["snapshot.unknown_actions"] = std::to_string(unknown);
+    live_not_in_end_state(r);
     if (!segments_dropped_.empty()) {
         m["segments"] = "none: " + segments_dropped_;
         r.warnings.push_back("segments " + segments_dropped_ + "; imported without them");
@@ -674,32 +732,131 @@ void end_state_only(const PickleDoc& doc, Id segments, Result& result) {
                                  "blocks alive when it was taken, from t = 0 to the end; no lifetimes, no order");
 }
 
+// Newer PyTorch (2.15 does) records the pinned host memory allocator too when asked
+// (_record_memory_history(record_pinned_host_memory=True)): 'host_traces', one list of trace
+// entries, and 'host_segments'. Not imported (its blocks follow the host allocator's rules, not
+// the CUDA one's): counted, said in a warning, and named where it is all the file holds. Before
+// 2026-12-03 they were dropped without a word, and a file of host memory alone was called one
+// recorded without _record_memory_history().
+std::string host_memory(const PickleDoc& doc, std::optional<Id> traces, std::optional<Id> segments) {
+    auto count = [&](std::optional<Id> list) {
+        return list && doc.kind(*list) == PickleDoc::Kind::List ? doc.items(*list).size() : size_t{0};
+    };
+    const size_t events = count(traces), segs = count(segments);
+    if (events == 0 && segs == 0) return {};
+    return std::to_string(events) + " trace events and " + std::to_string(segs) +
+           " segments of the pinned host memory allocator (host_traces, host_segments)";
+}
+
+// A snapshot saved as JSON (json.dump(torch.cuda.memory._snapshot()), or of memory_snapshot()'s
+// list) turned into the pickle of the same value, which the reader below takes: dicts, lists,
+// strings, ints, floats, booleans and null map one to one (the tuples of a pickle, such as
+// segment_pool_id, came out as lists: nothing read here is a tuple). Python's json writes NaN and
+// Infinity; rapidjson reads them. Before 2026-12-03 such a file was "not a known trace format".
+class JsonAsPickle : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonAsPickle> {
+public:
+    std::string out = std::string("\x80\x04", 2);   // PROTO 4
+    bool Null() { return op('N'); }
+    bool Bool(bool value) { return op(value ? '\x88' : '\x89'); }   // NEWTRUE, NEWFALSE
+    bool Int(int value) { return Int64(value); }
+    bool Uint(unsigned value) { return Int64(value); }
+    bool Int64(int64_t value) {
+        if (value >= INT32_MIN && value <= INT32_MAX) return op('J') && little(static_cast<uint32_t>(value), 4);   // BININT
+        return op('\x8a') && op('\x08') && little(static_cast<uint64_t>(value), 8);   // LONG1, 8 bytes signed
+    }
+    bool Uint64(uint64_t value) {
+        if (value <= static_cast<uint64_t>(INT64_MAX)) return Int64(static_cast<int64_t>(value));
+        return op('\x8a') && op('\x09') && little(value, 8) && op('\0');   // LONG1, 9 bytes: stays positive
+    }
+    bool Double(double value) {
+        uint64_t bits = 0;
+        std::memcpy(&bits, &value, sizeof bits);
+        op('G');   // BINFLOAT, big-endian
+        for (int k = 7; k >= 0; --k) out += static_cast<char>((bits >> (8 * k)) & 0xff);
+        return true;
+    }
+    bool String(const char* str, rapidjson::SizeType n, bool) {
+        return op('X') && little(n, 4) && (out.append(str, n), true);   // BINUNICODE
+    }
+    bool Key(const char* str, rapidjson::SizeType n, bool copy) { return String(str, n, copy); }
+    bool StartObject() { return op('}') && op('('); }   // EMPTY_DICT, MARK
+    bool EndObject(rapidjson::SizeType) { return op('u'); }   // SETITEMS
+    bool StartArray() { return op(']') && op('('); }   // EMPTY_LIST, MARK
+    bool EndArray(rapidjson::SizeType) { return op('e'); }   // APPENDS
+
+private:
+    bool op(char code) {
+        out += code;
+        return true;
+    }
+    bool little(uint64_t value, int bytes) {
+        for (int k = 0; k < bytes; ++k) out += static_cast<char>((value >> (8 * k)) & 0xff);
+        return true;
+    }
+};
+
+std::string json_as_pickle(std::string_view json, const std::string& in) {
+    JsonAsPickle pickle;
+    pickle.out.reserve(json.size() + 16);
+    rapidjson::MemoryStream stream(json.data(), json.size());
+    rapidjson::Reader reader;
+    // Iterative: no recursion however deep (the pickle reader then refuses past its depth limit).
+    if (!reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseNanAndInfFlag>(stream, pickle))
+        throw Error(where(in, std::string("invalid JSON: ") + rapidjson::GetParseError_En(reader.GetParseErrorCode()) +
+                                  " (byte " + std::to_string(reader.GetErrorOffset()) + ")"));
+    pickle.out += '.';   // STOP
+    return std::move(pickle.out);
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
     FileBytes data(in, max_input_size);
-    PickleDoc d(data.view(), in);
-    Id root = d.root();
-    const std::optional<Id> segments_end = end_segments(d, root);
-    const bool dict_root = d.kind(root) == PickleDoc::Kind::Dict;
-    auto field = [&](const char* name) { return dict_root ? d.get(root, name) : std::nullopt; };
+    std::string_view bytes = data.view();
+    std::string from_json;   // the pickle of a snapshot saved as JSON; the document's strings point into it
+    const size_t first = bytes.find_first_not_of(" \t\r\n");
+    if (first != std::string_view::npos && (bytes[first] == '{' || bytes[first] == '[')) {
+        from_json = json_as_pickle(bytes, in);
+        bytes = from_json;
+        r.meta["snapshot.file"] = "JSON (torch.cuda.memory._snapshot() saved with json.dump), read as its pickle";
+    }
+    PickleDoc doc(bytes, in);
+    Id root = doc.root();
+    const std::optional<Id> segments_end = end_segments(doc, root);
+    const bool dict_root = doc.kind(root) == PickleDoc::Kind::Dict;
+    auto field = [&](const char* name) { return dict_root ? doc.get(root, name) : std::nullopt; };
     if (!dict_root && !segments_end)
         throw Error(where(in, "not a PyTorch memory snapshot: the pickle holds no dict with "
                               "'segments' and 'device_traces'"));
     const std::optional<Id> traces = field("device_traces");
-    const bool has_traces = traces && d.kind(*traces) == PickleDoc::Kind::List;
+    const bool has_traces = traces && doc.kind(*traces) == PickleDoc::Kind::List;
     if (!has_traces && !segments_end)
         throw Error(where(in, "snapshot has no 'device_traces': record it with "
                               "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
-    NodeCodes keys(d.node_count());
-    const Decoded ev = has_traces ? decode_events(d, *traces, keys, in) : Decoded{};
-    if (ev.events == 0 && !segments_end)
-        throw Error(where(in, "snapshot has no trace events (device_traces is empty): record it with "
-                              "torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
-    if (ev.events == 0) end_state_only(d, *segments_end, r);
+    NodeCodes keys(doc.node_count());
+    const Decoded ev = has_traces ? decode_events(doc, *traces, keys, in) : Decoded{};
+    const std::string host = host_memory(doc, field("host_traces"), field("host_segments"));
+    if (ev.events == 0 && !segments_end && !host.empty())
+        throw Error(where(in, "the snapshot holds only " + host +
+                                  ", which mhc does not import: no CUDA memory was recorded (record_cuda=False?)"));
+    if (!host.empty()) {
+        r.meta["snapshot.host_memory_not_imported"] = host;
+        r.warnings.push_back("not imported: " + host + "; the trace holds the CUDA devices' memory only");
+    }
+    if (ev.events == 0 && !segments_end) {
+        // An empty 'segments' list: the allocator held no memory when the snapshot was taken (a
+        // real four-GPU file of such: before 2026-12-03 only told to record history).
+        const std::optional<Id> segments = field("segments");
+        const bool empty_end_state = segments && doc.kind(*segments) == PickleDoc::Kind::List;
+        throw Error(where(in, std::string("snapshot has no trace events (device_traces is empty)") +
+                                  (empty_end_state ? " and no segments (the allocator held no memory when it was taken)"
+                                                   : "") +
+                                  ": record it with torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
+    }
+    if (ev.events == 0) end_state_only(doc, *segments_end, r);
     r.events = ev.events;
-    const BlockRules rules = add_allocator_settings(d, field("allocator_settings"), r.meta);
-    SnapshotImport imp(d, in, w, keys);
+    const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), r.meta);
+    SnapshotImport imp(doc, in, w, keys);
     imp.replay(ev);
     imp.end_state(dict_root ? field("segments") : segments_end);
     std::vector<Segment> segments = imp.segment_rows();
