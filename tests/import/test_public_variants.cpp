@@ -223,6 +223,51 @@ TEST_CASE("kineto: two ranks' traces merged into one file have one step marker p
     CHECK(alone.meta.count("kineto.processes") == 0);
 }
 
+// Two processes' profile_memory traces merged into one file, both on CUDA device 0 and the host:
+// each allocator has its own addresses, baseline and Total Allocated. TraceLens's H100 BERT-small
+// (pid 19392: 218 [memory] events on GPU 0, baseline 91,360,768 B) and FalconsAI (pid 5617: 572,
+// baseline 214,877,184 B, recorded earlier), the second's events put first in the first's
+// traceEvents. Worked out
+// with Python's json (each process's level is its latest Total Allocated, its baseline before
+// its first event; the sum after every event in ts order): device 0 peaks at 322,693,632 B, the
+// FalconsAI peak (231,332,864) over BERT's baseline, alive from the start. Read as one allocator,
+// the pairing crossed processes and every check of Total Allocated failed.
+TEST_CASE("kineto: two processes' [memory] events on one device are each paired and checked on their own",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    std::string bert = test::gunzip(test::pub("kineto/tracelens-h100-bert-small-uncased.json.gz"));
+    const std::string falcon = test::gunzip(test::pub("kineto/tracelens-h100-falconsai-nsfw-image-detection.json.gz"));
+    const std::string key = "\"traceEvents\": [", end = "}], \"schemaVersion\"";
+    const size_t from = falcon.find(key) + key.size(), to = falcon.find(end) + 1;
+    REQUIRE((bert.find(key) != std::string::npos && falcon.find(end) != std::string::npos));
+    bert.insert(bert.find(key) + key.size(), falcon.substr(from, to - from) + ", ");
+    test::write_file(dir.file("two.json"), bert);
+    imp::Result result;
+    TraceData trace = import_public_path(dir, dir.file("two.json"), result);   // mhc check: ok
+    // FalconsAI's events come first in time: its allocator keeps the addresses, BERT's are the
+    // later process's (.pid19392).
+    CHECK(trace.meta.at("kineto.total_allocated.device0") == "agrees at all 572 events");
+    CHECK(trace.meta.at("kineto.total_allocated.device0.pid19392") == "agrees at all 218 events");
+    CHECK(trace.meta.at("kineto.baseline.device0").rfind("214877184 ", 0) == 0);
+    CHECK(trace.meta.at("kineto.baseline.device0.pid19392").rfind("91360768 ", 0) == 0);
+    CHECK(trace.meta.at("kineto.total_allocated.device-1") == "agrees at all 48 events");
+    CHECK(trace.meta.at("kineto.total_allocated.device-1.pid19392") == "agrees at all 18 events");
+    CHECK(trace.meta.at("kineto.memory_processes").find("pid 19392 on device 0") != std::string::npos);
+    CHECK(!warned(result, "differ from Total Allocated"));
+    // Device 0's live bytes over time, from the rows.
+    std::vector<std::pair<int64_t, int64_t>> deltas;
+    for (size_t i = 0; i < trace.allocations.size(); ++i) {
+        if (trace.allocations.device[i] != 0) continue;
+        deltas.emplace_back(trace.allocations.t_alloc[i], trace.allocations.bytes[i]);
+        if (trace.allocations.t_free[i] != mhc::trace::kNoTime)
+            deltas.emplace_back(trace.allocations.t_free[i], -trace.allocations.bytes[i]);
+    }
+    std::sort(deltas.begin(), deltas.end());
+    int64_t live = 0, peak = 0;
+    for (const auto& [time, bytes] : deltas) peak = std::max(peak, live += bytes);
+    CHECK(peak == 322693632);
+}
+
 // Kineto's XPU plugin (Intel GPUs) places kernels and copies by args.sycl queue, with no
 // args.stream, and writes its runtime calls as xpu_runtime (synchronisation as xpu_sync). Such a
 // trace had every kernel of a device on stream 0 (the overlapping ones of two queues cut short)

@@ -285,8 +285,17 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
         r.meta["kineto.memory_events_max_move_ns"] = n(mem.max_move);
     }
     if (mem.zero_bytes) r.meta["kineto.memory_events_zero_bytes"] = n(mem.zero_bytes);
+    std::string later;   // later processes of a device: their allocators' own address spaces
+    for (const auto& v : mem.devices)
+        if (v.process > 0)
+            later += (later.empty() ? "" : ", ") + std::string("pid ") + n(v.pid) + " on device " + n(v.device);
+    if (!later.empty())
+        r.meta["kineto.memory_processes"] =
+            "[memory] events of several processes on one device (" + later +
+            "): each process's paired, its baseline and Total Allocated its own (meta keys .deviceN.pidP); their " +
+            n(mem.unaddressed) + " allocations have address 0, as the trace holds one address space per device";
     for (const auto& v : mem.devices) {
-        std::string dev = ".device" + std::to_string(v.device);
+        std::string dev = memory_space_key(v);
         r.meta["kineto.baseline" + dev] =
             n(v.baseline) + (v.baseline_recorded ? " (Total Allocated before the first event)"
                                                  : " (the least the signed sum of Bytes requires)");

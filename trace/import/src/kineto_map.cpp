@@ -140,6 +140,7 @@ void map_event(const KEvent& e, KinetoData& d) {
         m.reserved = e.reserved;
         m.has_addr = e.has_addr;
         m.index = d.events - 1;   // the tokenizer counted this event already
+        m.pid = e.pid;
         m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
         if (m.device < 0) ++d.host_memory_events;
         if (e.dev_type == 6) d.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU

@@ -42,6 +42,7 @@ struct KMemory {
     int64_t index = 0;                   // position in traceEvents (for messages)
     int32_t device = 0;                  // -1: host (Device Type 0)
     bool has_addr = false;
+    int64_t pid = 0;   // the process whose allocator it is (several in a file of merged ranks)
 };
 
 struct KOp {   // cpu_op / user_annotation on a CPU thread
