@@ -232,17 +232,17 @@ TEST_CASE("kineto map: a correlation id two processes used joins each kernel to 
                    std::to_string(ts) + R"(,"dur":1,"args":{"device":)" + std::to_string(gpu) +
                    R"(,"stream":7,"correlation":)" + std::to_string(id + (flows ? 10 : 0)) + "}}";
         };
-        KinetoData d = parse_events(call(100, 5, 10) + call(100, 9, 20) + call(200, 6, 30) + call(200, 9, 40) +
+        KinetoData data = parse_events(call(100, 5, 10) + call(100, 9, 20) + call(200, 6, 30) + call(200, 9, 40) +
                                     kernel(0, 5, 50) + "," + kernel(0, 9, 51) + "," + kernel(1, 6, 52) + "," +
                                     kernel(1, 9, 53) + "," + kernel(2, 9, 45));
         INFO((flows ? "ac2g flows" : "runtime calls"));
-        CHECK((flows ? d.shared_flows : d.shared_launches).size() == 1);
-        CHECK(d.launch_pids == std::set<int64_t>{100, 200});
-        REQUIRE(d.kernels.size() == 5);
+        CHECK((flows ? data.shared_flows : data.shared_launches).size() == 1);
+        CHECK(data.launch_pids == std::set<int64_t>{100, 200});
+        REQUIRE(data.kernels.size() == 5);
         std::vector<std::pair<int64_t, LaunchPick>> got;
-        for (const KKernel& k : d.kernels) {
+        for (const KKernel& kernel : data.kernels) {
             LaunchPick how = LaunchPick::None;
-            const KLaunch* launch = d.launch_of(k, &how);
+            const KLaunch* launch = data.launch_of(kernel, &how);
             REQUIRE(launch != nullptr);
             got.emplace_back(launch->ts, how);
         }

@@ -286,11 +286,11 @@ TEST_CASE("kineto: a CUDA trace's kernels stay on their device when the [memory]
     imp::Options opt;
     opt.warn = false;
     imp::import_file(in, out, opt);
-    TraceData t = mhc::trace::load_trace(out);
-    CHECK(peak(t, 0) == 2 * MiB);
-    REQUIRE(t.kernels.size() == 1);
-    CHECK(t.kernels.device[0] == 1);
-    CHECK(t.meta.count("kineto.kernel_device") == 0);
+    TraceData trace = mhc::trace::load_trace(out);
+    CHECK(peak(trace, 0) == 2 * MiB);
+    REQUIRE(trace.kernels.size() == 1);
+    CHECK(trace.kernels.device[0] == 1);
+    CHECK(trace.meta.count("kineto.kernel_device") == 0);
 }
 
 TEST_CASE("kineto: one ROCm process driving two GPUs keeps its kernels' agent numbers and says so",

@@ -286,9 +286,9 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
     }
     if (mem.zero_bytes) r.meta["kineto.memory_events_zero_bytes"] = n(mem.zero_bytes);
     std::string later;   // later processes of a device: their allocators' own address spaces
-    for (const auto& v : mem.devices)
-        if (v.process > 0)
-            later += (later.empty() ? "" : ", ") + std::string("pid ") + n(v.pid) + " on device " + n(v.device);
+    for (const auto& space : mem.devices)
+        if (space.process > 0)
+            later += (later.empty() ? "" : ", ") + std::string("pid ") + n(space.pid) + " on device " + n(space.device);
     if (!later.empty())
         r.meta["kineto.memory_processes"] =
             "[memory] events of several processes on one device (" + later +

@@ -40,7 +40,7 @@ public:
 private:
     DeviceState& state(const KMemory& event);
     void first_pass(const std::vector<KMemory>& events);
-    size_t add(const DeviceState& s, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label);
+    size_t add(const DeviceState& space, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label);
     void allocate(DeviceState& s, const KMemory& m, int64_t t);
     void free(DeviceState& s, const KMemory& m, int64_t t);
     void release(DeviceState& s, int64_t row, int64_t need, int64_t t);
@@ -78,19 +78,19 @@ DeviceState& Mapper::state(const KMemory& event) {
 // than the signed sum requires (a curve below zero is no curve).
 void Mapper::first_pass(const std::vector<KMemory>& events) {
     for (const auto& m : events) {
-        DeviceState& s = state(m);
-        if (s.info.events++ == 0 && m.total >= 0) {
-            s.info.baseline = m.total - m.bytes;   // both within +-2^50
-            s.info.baseline_recorded = true;
+        DeviceState& space = state(m);
+        if (space.info.events++ == 0 && m.total >= 0) {
+            space.info.baseline = m.total - m.bytes;   // both within +-2^50
+            space.info.baseline_recorded = true;
         }
-        if (!m.has_addr) s.info.by_size = true;
-        if (m.total >= 0) s.has_total = true;
-        s.info.reserved_peak = std::max(s.info.reserved_peak, m.reserved);
-        s.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
-        if (s.sum > kMaxSum || s.sum < -kMaxSum)
+        if (!m.has_addr) space.info.by_size = true;
+        if (m.total >= 0) space.has_total = true;
+        space.info.reserved_peak = std::max(space.info.reserved_peak, m.reserved);
+        space.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
+        if (space.sum > kMaxSum || space.sum < -kMaxSum)
             throw Error(where(in_, "the [memory] events of device " + std::to_string(m.device) +
                                        " add up to more than 2^62 bytes"));
-        s.low = std::min(s.low, s.sum);
+        space.low = std::min(space.low, space.sum);
     }
     for (auto& s : states_) {
         s.info.baseline = std::max(s.info.baseline, -s.low);
@@ -100,14 +100,14 @@ void Mapper::first_pass(const std::vector<KMemory>& events) {
     }
 }
 
-size_t Mapper::add(const DeviceState& s, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free,
+size_t Mapper::add(const DeviceState& space, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free,
                    int64_t label) {
     Allocation a;
     a.id = static_cast<int64_t>(r_.rows.size()) + 1;
-    a.device = s.info.device;
-    a.address = s.info.process > 0 ? 0 : address;   // a later process's addresses are its own
-    if (s.info.process > 0 && address != 0) ++r_.unaddressed;
-    row_state_.push_back(s.id);
+    a.device = space.info.device;
+    a.address = space.info.process > 0 ? 0 : address;   // a later process's addresses are its own
+    if (space.info.process > 0 && address != 0) ++r_.unaddressed;
+    row_state_.push_back(space.id);
     row_address_.push_back(address);
     a.bytes = bytes;
     a.t_alloc = t_alloc;
@@ -206,17 +206,17 @@ KMemoryResult Mapper::run(const std::vector<KMemory>& events, int64_t base) {
     std::vector<int64_t> times(events.size());
     for (size_t i = 0; i < events.size(); ++i) {
         const KMemory& m = events[i];
-        DeviceState& s = state(m);
-        int64_t t = std::max(m.ts - base, s.last_t + 1);
-        if (t > kMaxTime)
+        DeviceState& space = state(m);
+        int64_t at = std::max(m.ts - base, space.last_t + 1);
+        if (at > kMaxTime)
             throw Error(where(in_, "traceEvents[" + std::to_string(m.index) + "]: [memory] events at one time past 2^62 ns"));
-        if (t != m.ts - base) {
+        if (at != m.ts - base) {
             ++r_.moved;
-            r_.max_move = std::max(r_.max_move, t - (m.ts - base));
+            r_.max_move = std::max(r_.max_move, at - (m.ts - base));
         }
-        s.last_t = times[i] = t;
-        if (m.bytes > 0) allocate(s, m, t);
-        else if (m.bytes < 0) free(s, m, t);
+        space.last_t = times[i] = at;
+        if (m.bytes > 0) allocate(space, m, at);
+        else if (m.bytes < 0) free(space, m, at);
         else ++r_.zero_bytes;
     }
     for (auto& s : states_) {
@@ -240,9 +240,9 @@ void Mapper::check_totals(const std::vector<KMemory>& events, const std::vector<
         std::vector<std::pair<int64_t, int64_t>> deltas;   // (time, bytes)
         for (size_t row = 0; row < r_.rows.size(); ++row) {
             if (row_state_[row] != s.id) continue;
-            const Allocation& a = r_.rows[row];
-            deltas.emplace_back(a.t_alloc, a.bytes);
-            if (a.t_free != kNoTime) deltas.emplace_back(a.t_free, -a.bytes);
+            const Allocation& alloc = r_.rows[row];
+            deltas.emplace_back(alloc.t_alloc, alloc.bytes);
+            if (alloc.t_free != kNoTime) deltas.emplace_back(alloc.t_free, -alloc.bytes);
         }
         std::sort(deltas.begin(), deltas.end());
         size_t next = 0;
@@ -282,8 +282,8 @@ std::string total_allocated_disagreement(const KMemoryDevice& d) {
            std::to_string(d.first_recorded) + " B recorded; largest difference " + std::to_string(d.max_diff) + " B";
 }
 
-std::string memory_space_key(const KMemoryDevice& d) {
-    return ".device" + std::to_string(d.device) + (d.process > 0 ? ".pid" + std::to_string(d.pid) : "");
+std::string memory_space_key(const KMemoryDevice& space) {
+    return ".device" + std::to_string(space.device) + (space.process > 0 ? ".pid" + std::to_string(space.pid) : "");
 }
 
 }  // namespace mhc::trace::import

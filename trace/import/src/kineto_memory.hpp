@@ -67,6 +67,6 @@ KMemoryResult map_memory(const std::vector<KMemory>& events, int64_t base, const
 std::string total_allocated_disagreement(const KMemoryDevice& d);
 
 // The meta key suffix of a device's process: ".deviceN", and ".deviceN.pidP" for its later ones.
-std::string memory_space_key(const KMemoryDevice& d);
+std::string memory_space_key(const KMemoryDevice& space);
 
 }  // namespace mhc::trace::import

@@ -923,16 +923,16 @@ void add_call(std::unordered_map<int64_t, KLaunch>& last, std::unordered_map<int
 // launch precedes its kernel), else the earliest.
 const KLaunch* pick_call(const std::unordered_map<int64_t, KLaunch>& last,
                          const std::unordered_map<int64_t, std::vector<KLaunch>>& shared,
-                         const std::map<std::pair<int64_t, int32_t>, int64_t>& lane_process, const KKernel& k,
+                         const std::map<std::pair<int64_t, int32_t>, int64_t>& lane_process, const KKernel& kernel,
                          LaunchPick& how) {
-    auto all = shared.find(k.correlation);
+    auto all = shared.find(kernel.correlation);
     if (all == shared.end()) {
-        auto it = last.find(k.correlation);
+        auto it = last.find(kernel.correlation);
         how = it == last.end() ? LaunchPick::None : LaunchPick::Only;
         return it == last.end() ? nullptr : &it->second;
     }
     const std::vector<KLaunch>& calls = all->second;
-    auto lane = lane_process.find({k.pid, k.device});
+    auto lane = lane_process.find({kernel.pid, kernel.device});
     if (lane != lane_process.end() && lane->second >= 0)
         for (const KLaunch& call : calls)
             if (call.pid == lane->second) {
@@ -942,7 +942,7 @@ const KLaunch* pick_call(const std::unordered_map<int64_t, KLaunch>& last,
     how = LaunchPick::ByTime;
     const KLaunch* best = nullptr;
     for (const KLaunch& call : calls)
-        if (call.ts <= k.ts && (best == nullptr || call.ts > best->ts)) best = &call;
+        if (call.ts <= kernel.ts && (best == nullptr || call.ts > best->ts)) best = &call;
     if (best != nullptr) return best;
     return &*std::min_element(calls.begin(), calls.end(),
                               [](const KLaunch& lhs, const KLaunch& rhs) { return lhs.ts < rhs.ts; });
@@ -987,10 +987,10 @@ void KinetoData::learn_lanes() {
     }
 }
 
-const KLaunch* KinetoData::launch_of(const KKernel& k, LaunchPick* how) const {
+const KLaunch* KinetoData::launch_of(const KKernel& kernel, LaunchPick* how) const {
     LaunchPick pick = LaunchPick::None;
-    const KLaunch* call = pick_call(launches, shared_launches, lane_process, k, pick);
-    if (call == nullptr) call = pick_call(flow_starts, shared_flows, lane_process, k, pick);
+    const KLaunch* call = pick_call(launches, shared_launches, lane_process, kernel, pick);
+    if (call == nullptr) call = pick_call(flow_starts, shared_flows, lane_process, kernel, pick);
     if (how != nullptr) *how = pick;
     return call;
 }

@@ -129,9 +129,9 @@ struct KinetoData {
     void add_flow(int64_t id, const KLaunch& start);
     // Fills lane_process (called once the whole file is read).
     void learn_lanes();
-    // The runtime call (else the ac2g flow start) that launched kernel k, nullptr if none; `how`
+    // The runtime call (else the ac2g flow start) that launched `kernel`, nullptr if none; `how`
     // says how it was chosen.
-    const KLaunch* launch_of(const KKernel& k, LaunchPick* how = nullptr) const;
+    const KLaunch* launch_of(const KKernel& kernel, LaunchPick* how = nullptr) const;
     // Sorts ops per thread and sets each op's enclosing op.
     void link_ops();
     // Innermost op on thread `tid` containing time t, -1 if none.
