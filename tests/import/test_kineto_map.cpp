@@ -2,7 +2,10 @@
 // case: a few JSON events in, the rows KinetoData keeps out. The whole-file public traces
 // (test_formats.cpp) check the rules together; these say which rule gives which row.
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -205,4 +208,48 @@ TEST_CASE("kineto map: durations written as begin/end halves are counted, not dr
     CHECK(data.kernels.size() == 1);
     CHECK(data.ops.empty());
     CHECK(data.begin_end_events == 3);
+}
+
+// Ranks merged into one file: correlation ids are per process, so two processes' launches can
+// carry one id. Process 100 drives GPU 0 (kernel pid 0), process 200 GPU 1; id 5 and 6 are each
+// one process's (they tell which process drove which GPU), id 9 both's, process 200's call read
+// last. GPU 0's kernel of id 9 takes process 100's call (at 20 us), GPU 1's process 200's (at
+// 40 us); GPU 2's process is not known: its kernel of id 9 (at 45 us) takes the latest call
+// before it, process 200's at 40 us. The same by ac2g flows alone (ids 15, 16, 19).
+TEST_CASE("kineto map: a correlation id two processes used joins each kernel to its own process's launch",
+          "[import][kineto-map]") {
+    for (const bool flows : {false, true}) {
+        auto call = [&](int pid, int id, int ts) {
+            const std::string at = R"("pid":)" + std::to_string(pid) + R"(,"tid":)" + std::to_string(pid + 1) +
+                                   R"(,"ts":)" + std::to_string(ts);
+            if (flows)
+                return R"({"ph":"s","cat":"ac2g","name":"launch","id":)" + std::to_string(id + 10) + "," + at + "},";
+            return R"({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","dur":1,)" + at +
+                   R"(,"args":{"correlation":)" + std::to_string(id) + "}},";
+        };
+        auto kernel = [&](int gpu, int id, int ts) {
+            return R"({"ph":"X","cat":"kernel","name":"k","pid":)" + std::to_string(gpu) + R"(,"tid":7,"ts":)" +
+                   std::to_string(ts) + R"(,"dur":1,"args":{"device":)" + std::to_string(gpu) +
+                   R"(,"stream":7,"correlation":)" + std::to_string(id + (flows ? 10 : 0)) + "}}";
+        };
+        KinetoData data = parse_events(call(100, 5, 10) + call(100, 9, 20) + call(200, 6, 30) + call(200, 9, 40) +
+                                    kernel(0, 5, 50) + "," + kernel(0, 9, 51) + "," + kernel(1, 6, 52) + "," +
+                                    kernel(1, 9, 53) + "," + kernel(2, 9, 45));
+        INFO((flows ? "ac2g flows" : "runtime calls"));
+        CHECK((flows ? data.shared_flows : data.shared_launches).size() == 1);
+        CHECK(data.launch_pids == std::set<int64_t>{100, 200});
+        REQUIRE(data.kernels.size() == 5);
+        std::vector<std::pair<int64_t, LaunchPick>> got;
+        for (const KKernel& kernel : data.kernels) {
+            LaunchPick how = LaunchPick::None;
+            const KLaunch* launch = data.launch_of(kernel, &how);
+            REQUIRE(launch != nullptr);
+            got.emplace_back(launch->ts, how);
+        }
+        CHECK(got == std::vector<std::pair<int64_t, LaunchPick>>{{10000, LaunchPick::Only},
+                                                                 {20000, LaunchPick::ByProcess},
+                                                                 {30000, LaunchPick::Only},
+                                                                 {40000, LaunchPick::ByProcess},
+                                                                 {40000, LaunchPick::ByTime}});
+    }
 }

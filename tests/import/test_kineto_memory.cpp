@@ -270,15 +270,40 @@ TEST_CASE("kineto: ROCm traces (Device Type 6 = HIP) are GPU memory, on the devi
     CHECK(t.meta.at("kineto.kernel_device").rfind("2 -> 0", 0) == 0);
 }
 
+// A CUDA process numbers kernels (CUPTI's device) and [memory] (c10's Device Id) by the same
+// index: kernels on GPU 1 while the only [memory] events are GPU 0's (a tensor moved there, the
+// model's work on cuda:1) ran on GPU 1. They were renumbered to 0 as a ROCm trace's agent is.
+TEST_CASE("kineto: a CUDA trace's kernels stay on their device when the [memory] events are another GPU's",
+          "[import][kineto-memory]") {
+    test::TempDir dir;
+    std::vector<Mem> ev = {{10, 2 * MiB, 0x1000, 2 * MiB, 1, 0}, {20, -2 * MiB, 0x1000, 0, 1, 0}};
+    std::string json = trace_json(ev);
+    json.insert(json.rfind("\n]}"),
+                ",\n  {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 1, \"tid\": 7, "
+                "\"ts\": 12.0, \"dur\": 3.0, \"args\": {\"device\": 1, \"stream\": 7}}");
+    std::string in = dir.file("cuda.json"), out = dir.file("cuda.db");
+    test::write_file(in, json);
+    imp::Options opt;
+    opt.warn = false;
+    imp::import_file(in, out, opt);
+    TraceData trace = mhc::trace::load_trace(out);
+    CHECK(peak(trace, 0) == 2 * MiB);
+    REQUIRE(trace.kernels.size() == 1);
+    CHECK(trace.kernels.device[0] == 1);
+    CHECK(trace.meta.count("kineto.kernel_device") == 0);
+}
+
 TEST_CASE("kineto: one ROCm process driving two GPUs keeps its kernels' agent numbers and says so",
           "[import][kineto-memory]") {
     test::TempDir dir;
     // [memory] on HIP devices 0 and 1, kernels on agents 2 and 3 (two GPUs after one CPU agent,
     // or GPUs 1 and 2 after two): which kernel ran on which memory's GPU the file does not say.
-    // A CUDA trace of the same shape (no hip* call, no ROCm key) says nothing.
-    std::vector<Mem> ev = {{10, 2 * MiB, 0x1000, 2 * MiB, 6, 0}, {20, 4 * MiB, 0x9000, 4 * MiB, 6, 1}};
+    // A CUDA trace of the same shape (no hip* call, no ROCm key, Device Type 1: a [memory] event of
+    // Device Type 6, HIP, is a ROCm build's) says nothing.
     for (bool rocm : {true, false}) {
         INFO((rocm ? "ROCm" : "CUDA"));
+        const int type = rocm ? 6 : 1;
+        std::vector<Mem> ev = {{10, 2 * MiB, 0x1000, 2 * MiB, type, 0}, {20, 4 * MiB, 0x9000, 4 * MiB, type, 1}};
         std::string json = trace_json(ev);
         if (rocm) json.insert(json.find("\"traceEvents\""), "\"roctracer_version\": 4.1,\n  ");
         for (int agent : {2, 3})

@@ -174,10 +174,98 @@ TEST_CASE("kineto: two ranks' traces merged into one file have one step marker p
     CHECK(steps == std::vector<std::pair<int32_t, int64_t>>{{551, 608096000}, {552, 631424000}});
     CHECK(trace.meta.at("kineto.processes").rfind("2 processes' traces in one file", 0) == 0);
     CHECK(warned(result, "2 ProfilerStep#N ranges of the same N joined, one step marker each"));
+    // Correlation ids are per process: each kernel takes the launch of its own rank's process
+    // (device 0's kernels were launched by pid 4037, device 1's by 4045). Worked out with Python's
+    // json from the two files (each kernel's step by its own process's call of its correlation
+    // id, in the joined step ranges): 577 and 577 kernels in steps 551 and 552 on device 0, 552
+    // and 552 on device 1. Joined by the last launch of the id read, one kernel of device 0 took
+    // rank 1's step 552 (576 and 578).
+    std::map<std::pair<int32_t, int32_t>, int64_t> per_step;
+    for (size_t i = 0; i < trace.kernels.size(); ++i) ++per_step[{trace.kernels.device[i], trace.kernels.step[i]}];
+    CHECK(per_step == std::map<std::pair<int32_t, int32_t>, int64_t>{
+                          {{0, 551}, 577}, {{0, 552}, 577}, {{1, 551}, 552}, {{1, 552}, 552}});
+    CHECK(trace.meta.at("kineto.shared_correlations").find("kernels of such ids joined to the launch of the process") !=
+          std::string::npos);
+    CHECK(trace.meta.at("kineto.shared_correlations").find(", 0 to the latest launch before them") !=
+          std::string::npos);
+    CHECK(!warned(result, "may be another process's"));
+    CHECK(trace.meta.count("kineto.device_processes") == 0);   // one pid per device
+
+    // The same two ranks as two nodes' GPU 0 each, merged by a tool that makes pids distinct (as
+    // SGLang's trace merger prefixes them with the rank): rank 1's GPU events carry device 0 and
+    // pid "node1 0". Each process keeps its own lanes: no kernel is cut short, the kernel time is
+    // the files' 606,519,000 + 651,026,000 ns (Python's json: each rank's sum of dur; neither rank
+    // alone has an overlap on a stream). On shared lanes 687 kernels were clamped and 328,507,000
+    // ns of kernel time lost (929,038,000 ns kept).
+    std::string rank1_node1 = rank1.substr(rank1.find(key) + key.size());
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"\"pid\": 1, ", "\"pid\": \"node1 0\", "}, {"\"device\": 1, ", "\"device\": 0, "}})
+        for (size_t at = rank1_node1.find(from); at != std::string::npos; at = rank1_node1.find(from, at + to.size()))
+            rank1_node1.replace(at, from.size(), to);
+    test::write_file(dir.file("nodes.json"), rank0 + ", " + rank1_node1);
+    TraceData nodes = import_public_path(dir, dir.file("nodes.json"), result);
+    REQUIRE(nodes.kernels.size() == 2258);
+    CHECK(std::count(nodes.kernels.device.begin(), nodes.kernels.device.end(), 0) == 2258);
+    int64_t kernel_ns = 0;
+    for (size_t i = 0; i < nodes.kernels.size(); ++i) kernel_ns += nodes.kernels.t_end[i] - nodes.kernels.t_start[i];
+    CHECK(kernel_ns == 606519000 + 651026000);
+    CHECK(nodes.meta.at("kineto.kernel_starts_clamped") == "0");
+    CHECK(std::count(nodes.kernels.stream.begin(), nodes.kernels.stream.end(), (int64_t{1} << 40) + 7) == 986);
+    CHECK(nodes.meta.at("kineto.device_processes")
+              .rfind("kernels, copies and memsets of several pids on device 0 (2 pids)", 0) == 0);
+    // The launches are still joined per process: lane (pid "node1 0", device 0) is rank 1's.
+    std::map<int32_t, int64_t> node_steps;
+    for (int32_t step : nodes.kernels.step) ++node_steps[step];
+    CHECK(node_steps == std::map<int32_t, int64_t>{{551, 577 + 552}, {552, 577 + 552}});
 
     // Each rank alone is one process: nothing joined, nothing said.
     TraceData alone = import_public(dir, "kineto/hta-sampled-rank-0.json.gz", result);
     CHECK(alone.meta.count("kineto.processes") == 0);
+}
+
+// Two processes' profile_memory traces merged into one file, both on CUDA device 0 and the host:
+// each allocator has its own addresses, baseline and Total Allocated. TraceLens's H100 BERT-small
+// (pid 19392: 218 [memory] events on GPU 0, baseline 91,360,768 B) and FalconsAI (pid 5617: 572,
+// baseline 214,877,184 B, recorded earlier), the second's events put first in the first's
+// traceEvents. Worked out
+// with Python's json (each process's level is its latest Total Allocated, its baseline before
+// its first event; the sum after every event in ts order): device 0 peaks at 322,693,632 B, the
+// FalconsAI peak (231,332,864) over BERT's baseline, alive from the start. Read as one allocator,
+// the pairing crossed processes and every check of Total Allocated failed.
+TEST_CASE("kineto: two processes' [memory] events on one device are each paired and checked on their own",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    std::string bert = test::gunzip(test::pub("kineto/tracelens-h100-bert-small-uncased.json.gz"));
+    const std::string falcon = test::gunzip(test::pub("kineto/tracelens-h100-falconsai-nsfw-image-detection.json.gz"));
+    const std::string key = "\"traceEvents\": [", end = "}], \"schemaVersion\"";
+    const size_t from = falcon.find(key) + key.size(), to = falcon.find(end) + 1;
+    REQUIRE((bert.find(key) != std::string::npos && falcon.find(end) != std::string::npos));
+    bert.insert(bert.find(key) + key.size(), falcon.substr(from, to - from) + ", ");
+    test::write_file(dir.file("two.json"), bert);
+    imp::Result result;
+    TraceData trace = import_public_path(dir, dir.file("two.json"), result);   // mhc check: ok
+    // FalconsAI's events come first in time: its allocator keeps the addresses, BERT's are the
+    // later process's (.pid19392).
+    CHECK(trace.meta.at("kineto.total_allocated.device0") == "agrees at all 572 events");
+    CHECK(trace.meta.at("kineto.total_allocated.device0.pid19392") == "agrees at all 218 events");
+    CHECK(trace.meta.at("kineto.baseline.device0").rfind("214877184 ", 0) == 0);
+    CHECK(trace.meta.at("kineto.baseline.device0.pid19392").rfind("91360768 ", 0) == 0);
+    CHECK(trace.meta.at("kineto.total_allocated.device-1") == "agrees at all 48 events");
+    CHECK(trace.meta.at("kineto.total_allocated.device-1.pid19392") == "agrees at all 18 events");
+    CHECK(trace.meta.at("kineto.memory_processes").find("pid 19392 on device 0") != std::string::npos);
+    CHECK(!warned(result, "differ from Total Allocated"));
+    // Device 0's live bytes over time, from the rows.
+    std::vector<std::pair<int64_t, int64_t>> deltas;
+    for (size_t i = 0; i < trace.allocations.size(); ++i) {
+        if (trace.allocations.device[i] != 0) continue;
+        deltas.emplace_back(trace.allocations.t_alloc[i], trace.allocations.bytes[i]);
+        if (trace.allocations.t_free[i] != mhc::trace::kNoTime)
+            deltas.emplace_back(trace.allocations.t_free[i], -trace.allocations.bytes[i]);
+    }
+    std::sort(deltas.begin(), deltas.end());
+    int64_t live = 0, peak = 0;
+    for (const auto& [time, bytes] : deltas) peak = std::max(peak, live += bytes);
+    CHECK(peak == 322693632);
 }
 
 // Kineto's XPU plugin (Intel GPUs) places kernels and copies by args.sycl queue, with no

@@ -1,6 +1,9 @@
 // Kineto Chrome-trace JSON -> trace: kernels, memcpy/memset, [memory] events as allocations,
 // ProfilerStep#N as step markers, annotations as range markers.
 #include <algorithm>
+#include <array>
+#include <iterator>
+#include <map>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -64,9 +67,9 @@ void clamp_stream_overlaps(KinetoData& data, Result& result) {
 // A file of several processes' traces (ranks a tool merged into one file: their runtime calls or
 // ProfilerStep#N ranges carry several pids; a trace the profiler writes has one) has each
 // process's ProfilerStep#N: the step is one marker, from the earliest start of its ranges to
-// their latest end, as info counts steps by number. Correlation ids are per process, so an id
-// two processes used links its kernels to one of their launches: counted. Said in meta and a
-// warning; a trace of one process is left as it is.
+// their latest end, as info counts steps by number. Said in meta and a warning; a trace of one
+// process is left as it is. (Correlation ids, also per process, are joined per process:
+// KinetoData::launch_of, said by say_shared_ids.)
 void merge_process_steps(KinetoData& data, Result& result) {
     std::set<int64_t> step_pids;
     for (const auto& range : data.ranges)
@@ -95,12 +98,60 @@ void merge_process_steps(KinetoData& data, Result& result) {
                        " processes' traces in one file (their runtime calls or ProfilerStep#N ranges carry " +
                        std::to_string(processes) +
                        " pids; a profiler writes one process a file: ranks merged?): " + std::to_string(merged) +
-                       " ProfilerStep#N ranges of the same N joined, one step marker each; " +
-                       std::to_string(data.correlations_shared) +
-                       " correlation ids were used by launches of more than one process (ids are per process), their "
-                       "kernels linked to the last such launch";
+                       " ProfilerStep#N ranges of the same N joined, one step marker each";
     result.meta["kineto.processes"] = said;
     result.warnings.push_back(said);
+}
+
+// A file of several processes' traces can hold kernels of two processes on one device number
+// (ranks of two nodes merged, each on its GPU 0, their pids made distinct by the merging tool, as
+// "[TP08] 0"; or processes sharing a GPU). Kineto writes a GPU's kernels under one pid, so a
+// device whose kernels, copies and memsets carry several pids holds several processes' work: the
+// k-th pid's (k = 0, 1, ... by pid) streams become k * 2^40 + stream, so that each keeps its own
+// lanes instead of being cut short behind the other's (as nsys exports of several processes are
+// read). Said in meta and a warning.
+void separate_process_streams(KinetoData& data, Result& result) {
+    std::map<int32_t, std::set<int64_t>> pids;   // device -> the pids of its kernels
+    for (const KKernel& kernel : data.kernels) pids[kernel.device].insert(kernel.pid);
+    int64_t moved = 0;
+    std::string devices;
+    for (KKernel& kernel : data.kernels) {
+        const std::set<int64_t>& of_device = pids[kernel.device];
+        if (of_device.size() < 2) continue;
+        const auto rank = static_cast<int64_t>(std::distance(of_device.begin(), of_device.find(kernel.pid)));
+        if (rank == 0) continue;
+        kernel.stream = (rank << 40) + (kernel.stream & ((int64_t{1} << 40) - 1));
+        ++moved;
+    }
+    for (const auto& [device, of_device] : pids)
+        if (of_device.size() > 1)
+            devices += (devices.empty() ? "" : ", ") + std::to_string(device) + " (" +
+                       std::to_string(of_device.size()) + " pids)";
+    if (moved == 0) return;
+    std::string said = "kernels, copies and memsets of several pids on device " + devices +
+                       ": processes' traces merged into one file; " + std::to_string(moved) +
+                       " of them were given streams k * 2^40 + stream (k: the pid's rank on its device), so each "
+                       "process keeps its own lanes";
+    result.meta["kineto.device_processes"] = said;
+    result.warnings.push_back(said);
+}
+
+// Correlation (or flow) ids that calls of several processes used: how many, and how their
+// kernels found their launch (by the process that drove the kernel's GPU, or, where that is not
+// known, by time), in meta; a warning only where some kernel had to be placed by time.
+void say_shared_ids(const KinetoData& data, const std::array<int64_t, 4>& picked, Result& result) {
+    const size_t shared = data.shared_launches.size() + data.shared_flows.size();
+    if (shared == 0) return;
+    const int64_t by_process = picked[static_cast<size_t>(LaunchPick::ByProcess)];
+    const int64_t by_time = picked[static_cast<size_t>(LaunchPick::ByTime)];
+    std::string said = std::to_string(shared) +
+                       " correlation ids were used by calls of more than one process (ids are per process): " +
+                       std::to_string(by_process) +
+                       " kernels of such ids joined to the launch of the process that launched the other kernels of "
+                       "their GPU, " +
+                       std::to_string(by_time) + " to the latest launch before them (their GPU's process not known)";
+    result.meta["kineto.shared_correlations"] = said;
+    if (by_time > 0) result.warnings.push_back(said + ": those kernels' steps may be another process's");
 }
 
 }   // namespace
@@ -120,6 +171,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     // Steps from ProfilerStep#N (CPU side): a kernel belongs to the step its launch fell in.
     merge_process_steps(d, r);
     const StepRanges steps(d.ranges);
+    separate_process_streams(d, r);
     clamp_stream_overlaps(d, r);
     std::vector<int64_t> name_ids(d.strings.list.size(), -1);
     auto name = [&](uint32_t s) {
@@ -127,6 +179,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         return name_ids[s];
     };
     int64_t kid = 0, cid = 0, linked = 0, nkern = 0;
+    std::array<int64_t, 4> picked{};   // kernels by LaunchPick
     for (size_t i = 0; i < d.kernels.size(); ++i) {
         const KKernel& k = d.kernels[i];
         if (k.is_copy || k.is_memset) {
@@ -154,11 +207,11 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
         row.shared_mem = k.shared_mem;
         row.registers = k.registers;
         row.correlation = k.correlation;
-        int64_t launch_t = k.ts;
-        auto l = d.launches.find(k.correlation);
-        if (l != d.launches.end()) { launch_t = l->second.ts; ++linked; }
-        else if ((l = d.flow_starts.find(k.correlation)) != d.flow_starts.end()) { launch_t = l->second.ts; ++linked; }
-        row.step = steps.at(launch_t);
+        LaunchPick how = LaunchPick::None;
+        const KLaunch* call = d.launch_of(k, &how);
+        linked += call != nullptr;
+        picked[static_cast<size_t>(how)] += 1;
+        row.step = steps.at(call != nullptr ? call->ts : k.ts);
         w.add(row);
         if (on_kernel) on_kernel(i, row.id);
     }
@@ -179,6 +232,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     r.meta["kineto.kernels_linked_to_launch"] = std::to_string(linked);
     r.meta["kineto.flow_events"] = std::to_string(d.flows);
     r.meta["kineto.step_markers"] = std::to_string(steps.size());
+    say_shared_ids(d, picked, r);
     if (d.sycl_queue_lanes > 0)
         r.meta["kineto.sycl_queues"] = std::to_string(d.sycl_queue_lanes) +
                                        " kernels and copies on the stream of their args.sycl queue (an Intel XPU "
@@ -231,8 +285,17 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
         r.meta["kineto.memory_events_max_move_ns"] = n(mem.max_move);
     }
     if (mem.zero_bytes) r.meta["kineto.memory_events_zero_bytes"] = n(mem.zero_bytes);
+    std::string later;   // later processes of a device: their allocators' own address spaces
+    for (const auto& space : mem.devices)
+        if (space.process > 0)
+            later += (later.empty() ? "" : ", ") + std::string("pid ") + n(space.pid) + " on device " + n(space.device);
+    if (!later.empty())
+        r.meta["kineto.memory_processes"] =
+            "[memory] events of several processes on one device (" + later +
+            "): each process's paired, its baseline and Total Allocated its own (meta keys .deviceN.pidP); their " +
+            n(mem.unaddressed) + " allocations have address 0, as the trace holds one address space per device";
     for (const auto& v : mem.devices) {
-        std::string dev = ".device" + std::to_string(v.device);
+        std::string dev = memory_space_key(v);
         r.meta["kineto.baseline" + dev] =
             n(v.baseline) + (v.baseline_recorded ? " (Total Allocated before the first event)"
                                                  : " (the least the signed sum of Bytes requires)");
@@ -249,7 +312,10 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
 // kernels (and copies) take the memory's number. Without GPU [memory] events, a deviceProperties
 // list of one GPU gives that number the same way. Where neither tells, a ROCm trace's kernels
 // keep the agent number, and meta and a warning say so (rank 0 of an 8-GPU job on agent 2).
+// Other traces (CUDA, XPU, ...) number kernels and [memory] events by the same device index, so a
+// kernel on another device than every [memory] event really ran there: nothing is renumbered.
 void unify_kernel_device(KinetoData& d, Result& r) {
+    if (!d.rocm) return;
     std::set<int32_t> mem, kern;
     for (const auto& m : d.memory)
         if (m.device >= 0) mem.insert(m.device);
@@ -267,7 +333,7 @@ void unify_kernel_device(KinetoData& d, Result& r) {
         r.meta["kineto.kernel_device"] = std::to_string(from) + " -> " + std::to_string(to) + why;
         return;
     }
-    if (!d.rocm || kern.empty()) return;
+    if (kern.empty()) return;
     auto list = [](const std::set<int32_t>& devices) {
         std::string text;
         for (int32_t device : devices) text += (text.empty() ? "" : ", ") + std::to_string(device);
@@ -298,6 +364,7 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
     labels.unattributed = rows.intern("(allocated before recording, unattributed)");
     KMemoryResult mem = map_memory(data.memory, base, labels, in);
     unify_kernel_device(data, result);
+    data.learn_lanes();   // again: the kernels' devices may have been renumbered
     const auto& allocs = mem.rows;
     size_t copies = static_cast<size_t>(std::count_if(data.kernels.begin(), data.kernels.end(),
                                                       [](const KKernel& k) { return k.is_copy || k.is_memset; }));

@@ -77,6 +77,7 @@ void map_event(const KEvent& e, KinetoData& d) {
             k.correlation = e.corr;
             k.external = e.ext;
             k.tid = e.tid;
+            k.pid = e.pid;
             k.name = d.strings.intern(e.name);
             k.registers = static_cast<int32_t>(e.regs);
             k.shared_mem = static_cast<int32_t>(e.smem);
@@ -139,15 +140,17 @@ void map_event(const KEvent& e, KinetoData& d) {
         m.reserved = e.reserved;
         m.has_addr = e.has_addr;
         m.index = d.events - 1;   // the tokenizer counted this event already
+        m.pid = e.pid;
         m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
         if (m.device < 0) ++d.host_memory_events;
+        if (e.dev_type == 6) d.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU
         d.memory.push_back(m);
         d.t_min = std::min(d.t_min, m.ts);
     } else if (e.ph == 'B' || e.ph == 'E') {
         ++d.begin_end_events;
     } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
         ++d.flows;
-        d.flow_starts[e.id] = KLaunch{e.ts, e.tid};
+        d.add_flow(e.id, KLaunch{e.ts, e.tid, e.pid});
     } else if (e.ph == 'f' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
         ++d.flows;
     }
@@ -187,11 +190,8 @@ int32_t KinetoData::op_at(int64_t tid, int64_t t) const {
 }
 
 int32_t KinetoData::launcher(const KKernel& k) const {
-    auto it = launches.find(k.correlation);
-    if (it != launches.end()) return op_at(it->second.tid, it->second.ts);
-    auto f = flow_starts.find(k.correlation);
-    if (f != flow_starts.end()) return op_at(f->second.tid, f->second.ts);
-    return -1;
+    const KLaunch* call = launch_of(k);
+    return call == nullptr ? -1 : op_at(call->tid, call->ts);
 }
 
 }  // namespace mhc::trace::import

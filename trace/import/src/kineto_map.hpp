@@ -52,7 +52,7 @@ struct KEvent {
 //    gpu_user_annotation are not);
 //  - ph i|I named [memory] with args.Addr or args.Bytes: an allocator event, on device
 //    args.Device Id when args.Device Type is an accelerator's (is_accelerator: CUDA 1, HIP 6
-//    on ROCm, ...), else host memory (device -1);
+//    on ROCm, ...), else host memory (device -1); Device Type 6 (HIP) marks the trace ROCm's;
 //  - ph s|f, cat ac2g|async_cpu_to_gpu: a CPU-to-GPU flow (s: its start, by flow id);
 //  - ph X of any other category: counted by category in d.unread_categories (said in meta and a
 //    warning: MTIA's device events, CUPTI range-profiler kernels, ...), except categories that

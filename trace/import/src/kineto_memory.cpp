@@ -21,6 +21,7 @@ constexpr int64_t kMaxSum = INT64_C(1) << 62;
 
 struct DeviceState {
     KMemoryDevice info;
+    size_t id = 0;              // its index in Mapper::states_
     int64_t sum = 0, low = 0;   // running sum of Bytes and its lowest value (first pass)
     bool has_total = false;     // some event records Total Allocated
     int64_t pool = 0;     // baseline bytes not freed yet
@@ -37,9 +38,9 @@ public:
     KMemoryResult run(const std::vector<KMemory>& events, int64_t base);
 
 private:
-    DeviceState& state(int32_t device);
+    DeviceState& state(const KMemory& event);
     void first_pass(const std::vector<KMemory>& events);
-    size_t add(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label);
+    size_t add(const DeviceState& space, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label);
     void allocate(DeviceState& s, const KMemory& m, int64_t t);
     void free(DeviceState& s, const KMemory& m, int64_t t);
     void release(DeviceState& s, int64_t row, int64_t need, int64_t t);
@@ -51,17 +52,24 @@ private:
     const std::string& in_;
     KMemoryResult r_;
     std::vector<DeviceState> states_;
-    std::map<int32_t, size_t> index_;   // device -> states_
-    size_t last_ = 0;                   // the previous event's state: most events are one device's
+    std::map<std::pair<int32_t, int64_t>, size_t> index_;   // (device, pid) -> states_
+    std::map<int32_t, int32_t> processes_;                  // device -> its processes seen so far
+    std::vector<size_t> row_state_;                         // row -> its state
+    std::vector<int64_t> row_address_;                      // row -> its address in its process
+    size_t last_ = 0;                                       // the previous event's state: most events are one device's
 };
 
-DeviceState& Mapper::state(int32_t device) {
-    if (last_ < states_.size() && states_[last_].info.device == device) return states_[last_];
-    auto it = index_.find(device);
+DeviceState& Mapper::state(const KMemory& event) {
+    if (last_ < states_.size() && states_[last_].info.device == event.device && states_[last_].info.pid == event.pid)
+        return states_[last_];
+    auto it = index_.find({event.device, event.pid});
     if (it == index_.end()) {
-        it = index_.emplace(device, states_.size()).first;
+        it = index_.emplace(std::pair{event.device, event.pid}, states_.size()).first;
         states_.emplace_back();
-        states_.back().info.device = device;
+        states_.back().id = states_.size() - 1;
+        states_.back().info.device = event.device;
+        states_.back().info.pid = event.pid;
+        states_.back().info.process = processes_[event.device]++;
     }
     return states_[last_ = it->second];
 }
@@ -70,19 +78,19 @@ DeviceState& Mapper::state(int32_t device) {
 // than the signed sum requires (a curve below zero is no curve).
 void Mapper::first_pass(const std::vector<KMemory>& events) {
     for (const auto& m : events) {
-        DeviceState& s = state(m.device);
-        if (s.info.events++ == 0 && m.total >= 0) {
-            s.info.baseline = m.total - m.bytes;   // both within +-2^50
-            s.info.baseline_recorded = true;
+        DeviceState& space = state(m);
+        if (space.info.events++ == 0 && m.total >= 0) {
+            space.info.baseline = m.total - m.bytes;   // both within +-2^50
+            space.info.baseline_recorded = true;
         }
-        if (!m.has_addr) s.info.by_size = true;
-        if (m.total >= 0) s.has_total = true;
-        s.info.reserved_peak = std::max(s.info.reserved_peak, m.reserved);
-        s.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
-        if (s.sum > kMaxSum || s.sum < -kMaxSum)
+        if (!m.has_addr) space.info.by_size = true;
+        if (m.total >= 0) space.has_total = true;
+        space.info.reserved_peak = std::max(space.info.reserved_peak, m.reserved);
+        space.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
+        if (space.sum > kMaxSum || space.sum < -kMaxSum)
             throw Error(where(in_, "the [memory] events of device " + std::to_string(m.device) +
                                        " add up to more than 2^62 bytes"));
-        s.low = std::min(s.low, s.sum);
+        space.low = std::min(space.low, space.sum);
     }
     for (auto& s : states_) {
         s.info.baseline = std::max(s.info.baseline, -s.low);
@@ -92,11 +100,15 @@ void Mapper::first_pass(const std::vector<KMemory>& events) {
     }
 }
 
-size_t Mapper::add(int32_t device, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free, int64_t label) {
+size_t Mapper::add(const DeviceState& space, int64_t address, int64_t bytes, int64_t t_alloc, int64_t t_free,
+                   int64_t label) {
     Allocation a;
     a.id = static_cast<int64_t>(r_.rows.size()) + 1;
-    a.device = device;
-    a.address = address;
+    a.device = space.info.device;
+    a.address = space.info.process > 0 ? 0 : address;   // a later process's addresses are its own
+    if (space.info.process > 0 && address != 0) ++r_.unaddressed;
+    row_state_.push_back(space.id);
+    row_address_.push_back(address);
     a.bytes = bytes;
     a.t_alloc = t_alloc;
     a.t_free = t_free;
@@ -106,7 +118,7 @@ size_t Mapper::add(int32_t device, int64_t address, int64_t bytes, int64_t t_all
 }
 
 void Mapper::allocate(DeviceState& s, const KMemory& m, int64_t t) {
-    size_t row = add(m.device, s.info.by_size ? 0 : m.addr, m.bytes, t, kNoTime, kNoString);
+    size_t row = add(s, s.info.by_size ? 0 : m.addr, m.bytes, t, kNoTime, kNoString);
     if (s.info.by_size) {
         s.of_size[m.bytes].push_back(row);
     } else {
@@ -114,7 +126,7 @@ void Mapper::allocate(DeviceState& s, const KMemory& m, int64_t t) {
         // The older row keeps its bytes (the curve follows the events) but leaves the address.
         auto [it, fresh] = s.at_addr.emplace(m.addr, row);
         if (!fresh) {
-            if (r_.rows[it->second].t_free == kNoTime) r_.rows[it->second].address = 0;
+            if (r_.rows[it->second].t_free == kNoTime) r_.rows[it->second].address = row_address_[it->second] = 0;
             it->second = row;
         }
     }
@@ -154,7 +166,7 @@ void Mapper::release(DeviceState& s, int64_t row, int64_t need, int64_t t) {
     while (need > 0) {
         if (s.pool > 0) {
             int64_t piece = std::min(s.pool, need);
-            add(s.info.device, 0, piece, 0, t, labels_.before_recording);
+            add(s, 0, piece, 0, t, labels_.before_recording);
             ++r_.reconstructed;
             s.pool -= piece;
             need -= piece;
@@ -176,8 +188,8 @@ int64_t Mapper::take(DeviceState& s, size_t row, int64_t need, int64_t t) {
     Allocation& a = r_.rows[row];
     a.t_free = t;
     if (a.bytes <= need) return a.bytes;
-    int64_t address = a.address, label = a.label, rest = a.bytes - need;
-    size_t rem = add(s.info.device, address, rest, t, kNoTime, label);
+    int64_t address = row_address_[row], label = a.label, rest = a.bytes - need;
+    size_t rem = add(s, address, rest, t, kNoTime, label);
     if (s.info.by_size) s.of_size[rest].push_back(rem);
     else if (address != 0) s.at_addr[address] = rem;
     s.order.push_back(rem);
@@ -194,22 +206,22 @@ KMemoryResult Mapper::run(const std::vector<KMemory>& events, int64_t base) {
     std::vector<int64_t> times(events.size());
     for (size_t i = 0; i < events.size(); ++i) {
         const KMemory& m = events[i];
-        DeviceState& s = state(m.device);
-        int64_t t = std::max(m.ts - base, s.last_t + 1);
-        if (t > kMaxTime)
+        DeviceState& space = state(m);
+        int64_t at = std::max(m.ts - base, space.last_t + 1);
+        if (at > kMaxTime)
             throw Error(where(in_, "traceEvents[" + std::to_string(m.index) + "]: [memory] events at one time past 2^62 ns"));
-        if (t != m.ts - base) {
+        if (at != m.ts - base) {
             ++r_.moved;
-            r_.max_move = std::max(r_.max_move, t - (m.ts - base));
+            r_.max_move = std::max(r_.max_move, at - (m.ts - base));
         }
-        s.last_t = times[i] = t;
-        if (m.bytes > 0) allocate(s, m, t);
-        else if (m.bytes < 0) free(s, m, t);
+        space.last_t = times[i] = at;
+        if (m.bytes > 0) allocate(space, m, at);
+        else if (m.bytes < 0) free(space, m, at);
         else ++r_.zero_bytes;
     }
     for (auto& s : states_) {
         if (s.pool > 0) {
-            add(s.info.device, 0, s.pool, 0, kNoTime, labels_.unattributed);
+            add(s, 0, s.pool, 0, kNoTime, labels_.unattributed);
             ++r_.reconstructed;
             if (__builtin_add_overflow(r_.unattributed, s.pool, &r_.unattributed))
                 throw Error(where(in_, "the bytes allocated before recording add up to more than 2^63"));
@@ -226,17 +238,18 @@ void Mapper::check_totals(const std::vector<KMemory>& events, const std::vector<
     for (auto& s : states_) {
         if (!s.has_total) continue;
         std::vector<std::pair<int64_t, int64_t>> deltas;   // (time, bytes)
-        for (const auto& a : r_.rows) {
-            if (a.device != s.info.device) continue;
-            deltas.emplace_back(a.t_alloc, a.bytes);
-            if (a.t_free != kNoTime) deltas.emplace_back(a.t_free, -a.bytes);
+        for (size_t row = 0; row < r_.rows.size(); ++row) {
+            if (row_state_[row] != s.id) continue;
+            const Allocation& alloc = r_.rows[row];
+            deltas.emplace_back(alloc.t_alloc, alloc.bytes);
+            if (alloc.t_free != kNoTime) deltas.emplace_back(alloc.t_free, -alloc.bytes);
         }
         std::sort(deltas.begin(), deltas.end());
         size_t next = 0;
         int64_t live = 0;
         for (size_t i = 0; i < events.size(); ++i) {
             const KMemory& m = events[i];
-            if (m.device != s.info.device) continue;
+            if (m.device != s.info.device || m.pid != s.info.pid) continue;
             while (next < deltas.size() && deltas[next].first <= times[i]) live += deltas[next++].second;
             if (m.total < 0) continue;
             ++s.info.checked;
@@ -262,11 +275,15 @@ KMemoryResult map_memory(const std::vector<KMemory>& events, int64_t base, const
 
 std::string total_allocated_disagreement(const KMemoryDevice& d) {
     if (d.mismatches == 0) return {};
-    return "device " + std::to_string(d.device) + ": the imported live bytes differ from Total Allocated at " +
-           std::to_string(d.mismatches) + " of " + std::to_string(d.checked) + " [memory] events; first at traceEvents[" +
-           std::to_string(d.first_index) + "] (t = " + format_ns(d.first_t) + "): " + std::to_string(d.first_imported) +
-           " B imported, " + std::to_string(d.first_recorded) + " B recorded; largest difference " +
-           std::to_string(d.max_diff) + " B";
+    return "device " + std::to_string(d.device) + (d.process > 0 ? " (pid " + std::to_string(d.pid) + ")" : "") +
+           ": the imported live bytes differ from Total Allocated at " + std::to_string(d.mismatches) + " of " +
+           std::to_string(d.checked) + " [memory] events; first at traceEvents[" + std::to_string(d.first_index) +
+           "] (t = " + format_ns(d.first_t) + "): " + std::to_string(d.first_imported) + " B imported, " +
+           std::to_string(d.first_recorded) + " B recorded; largest difference " + std::to_string(d.max_diff) + " B";
+}
+
+std::string memory_space_key(const KMemoryDevice& space) {
+    return ".device" + std::to_string(space.device) + (space.process > 0 ? ".pid" + std::to_string(space.pid) : "");
 }
 
 }  // namespace mhc::trace::import

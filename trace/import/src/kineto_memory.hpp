@@ -1,7 +1,10 @@
 #pragma once
 // Kineto [memory] events -> allocation rows (docs/import.md, "Kineto").
 //
-// Per device, in time order (events at one `ts` in file order):
+// Per device and process (a file of merged ranks holds several processes' allocators: each has
+// its own addresses, baseline and Total Allocated; the rows of a device's processes after the
+// first one seen there have address 0, as the trace has one address space per device), in time
+// order (events at one `ts` in file order):
 //  - the live curve is the device's baseline plus the running signed sum of `Bytes`, exactly;
 //  - the baseline (bytes live before the first event) is `Total Allocated - Bytes` of the
 //    first event where the trace records it, else the least the signed sum requires:
@@ -31,6 +34,8 @@ struct KMemoryLabels {
 
 struct KMemoryDevice {
     int32_t device = 0;
+    int64_t pid = 0;
+    int32_t process = 0;             // 0: the device's first process seen; 1, 2, ...: later ones
     bool by_size = false;            // some event of the device has no Addr: frees paired by size
     int64_t events = 0;
     int64_t baseline = 0;            // bytes live before the first event
@@ -50,6 +55,7 @@ struct KMemoryResult {
     int64_t split = 0;                     // frees that ended bytes of other allocations
     int64_t zero_bytes = 0;                // events with Bytes 0 (ignored)
     int64_t moved = 0, max_move = 0;       // events moved later to keep their order at one ts
+    int64_t unaddressed = 0;               // rows of later processes on a device: address 0
 };
 
 // `events` must be sorted by ts, stably (file order at one ts). Throws mhc::Error naming `in`
@@ -59,5 +65,8 @@ KMemoryResult map_memory(const std::vector<KMemory>& events, int64_t base, const
 
 // One line on where the imported curve and Total Allocated disagree; empty when they agree.
 std::string total_allocated_disagreement(const KMemoryDevice& d);
+
+// The meta key suffix of a device's process: ".deviceN", and ".deviceN.pidP" for its later ones.
+std::string memory_space_key(const KMemoryDevice& space);
 
 }  // namespace mhc::trace::import

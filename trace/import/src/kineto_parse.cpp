@@ -761,8 +761,13 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
         range.name = name[range.name];
         first.ranges.push_back(range);
     }
+    // Each process's calls of a shared id, then the last call of every id (which stays the last).
+    for (const auto& [id, calls] : second.shared_launches)
+        for (const KLaunch& call : calls) first.add_launch(id, call);
     for (const auto& [id, call] : second.launches) first.add_launch(id, call);
-    for (const auto& [id, start] : second.flow_starts) first.flow_starts[id] = start;
+    for (const auto& [id, starts] : second.shared_flows)
+        for (const KLaunch& start : starts) first.add_flow(id, start);
+    for (const auto& [id, start] : second.flow_starts) first.add_flow(id, start);
     if (first.negative_durations == 0 && second.negative_durations > 0) {
         first.first_negative = second.first_negative + shift;
         first.first_negative_dur = second.first_negative_dur;
@@ -772,7 +777,6 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.events += second.events;
     first.flows += second.flows;
     first.host_memory_events += second.host_memory_events;
-    first.correlations_shared += second.correlations_shared;
     first.sycl_queue_lanes += second.sycl_queue_lanes;
     first.begin_end_events += second.begin_end_events;
     for (int64_t pid : second.launch_pids)
@@ -874,6 +878,7 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
         if (Windowed(path, h, max_input_size, 0, two && !plain).run(second ? &split : nullptr)) {
             if (!h.saw_events)
                 throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
+            d.learn_lanes();
             return d;
         }
         // Too deep a nesting stops the streamed parse at the same place (and it recurses); a
@@ -886,16 +891,108 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
     parse_streamed(path, d, h, max_input_size);
     if (!h.saw_events)
         throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
+    d.learn_lanes();
     return d;
 }
 
-void KinetoData::add_launch(int64_t correlation, const KLaunch& call) {
-    auto [it, fresh] = launches.try_emplace(correlation, call);
-    if (!fresh) {
-        correlations_shared += it->second.pid != call.pid;
-        it->second = call;
+namespace {
+
+// Records `call` as the last call of `id`; where another process's call of the id was read
+// before, every process's last call of it is kept in `shared`.
+void add_call(std::unordered_map<int64_t, KLaunch>& last, std::unordered_map<int64_t, std::vector<KLaunch>>& shared,
+              int64_t id, const KLaunch& call) {
+    auto [it, fresh] = last.try_emplace(id, call);
+    if (fresh) return;
+    auto all = shared.find(id);
+    if (all == shared.end()) {
+        if (it->second.pid == call.pid) {
+            it->second = call;
+            return;
+        }
+        all = shared.emplace(id, std::vector<KLaunch>{it->second}).first;
     }
+    auto same = std::find_if(all->second.begin(), all->second.end(),
+                             [&](const KLaunch& other) { return other.pid == call.pid; });
+    if (same != all->second.end()) *same = call;
+    else all->second.push_back(call);
+    it->second = call;
+}
+
+// The call of `id` that launched kernel k: the only one, or among several processes' calls the
+// one of the process that drove k's GPU lane, else the latest one made before k started (a
+// launch precedes its kernel), else the earliest.
+const KLaunch* pick_call(const std::unordered_map<int64_t, KLaunch>& last,
+                         const std::unordered_map<int64_t, std::vector<KLaunch>>& shared,
+                         const std::map<std::pair<int64_t, int32_t>, int64_t>& lane_process, const KKernel& kernel,
+                         LaunchPick& how) {
+    auto all = shared.find(kernel.correlation);
+    if (all == shared.end()) {
+        auto it = last.find(kernel.correlation);
+        how = it == last.end() ? LaunchPick::None : LaunchPick::Only;
+        return it == last.end() ? nullptr : &it->second;
+    }
+    const std::vector<KLaunch>& calls = all->second;
+    auto lane = lane_process.find({kernel.pid, kernel.device});
+    if (lane != lane_process.end() && lane->second >= 0)
+        for (const KLaunch& call : calls)
+            if (call.pid == lane->second) {
+                how = LaunchPick::ByProcess;
+                return &call;
+            }
+    how = LaunchPick::ByTime;
+    const KLaunch* best = nullptr;
+    for (const KLaunch& call : calls)
+        if (call.ts <= kernel.ts && (best == nullptr || call.ts > best->ts)) best = &call;
+    if (best != nullptr) return best;
+    return &*std::min_element(calls.begin(), calls.end(),
+                              [](const KLaunch& lhs, const KLaunch& rhs) { return lhs.ts < rhs.ts; });
+}
+
+}   // namespace
+
+void KinetoData::add_launch(int64_t correlation, const KLaunch& call) {
+    add_call(launches, shared_launches, correlation, call);
     if (launch_pids.size() < kMaxLaunchPids) launch_pids.insert(call.pid);
+}
+
+void KinetoData::add_flow(int64_t id, const KLaunch& start) {
+    add_call(flow_starts, shared_flows, id, start);
+    if (launch_pids.size() < kMaxLaunchPids) launch_pids.insert(start.pid);
+}
+
+void KinetoData::learn_lanes() {
+    lane_process.clear();
+    if (shared_launches.empty() && shared_flows.empty()) return;
+    // Per lane, how many of its kernels each process launched (ids one process used only).
+    std::map<std::pair<int64_t, int32_t>, std::map<int64_t, int64_t>> votes;
+    for (const KKernel& kernel : kernels) {
+        if (kernel.is_copy || kernel.is_memset) continue;
+        LaunchPick how = LaunchPick::None;
+        const KLaunch* call = launch_of(kernel, &how);
+        if (how == LaunchPick::Only) ++votes[{kernel.pid, kernel.device}][call->pid];
+    }
+    // A lane is one process's where that process launched at least 99% of them (a stray kernel
+    // whose own launch was not recorded can take another process's call of its id); a lane that
+    // two processes drove (two ranks' GPU 0 under one pid) has no process: -1.
+    for (const auto& [lane, counts] : votes) {
+        int64_t process = -1, most = 0, total = 0;
+        for (const auto& [pid, count] : counts) {
+            total += count;
+            if (count > most) {
+                process = pid;
+                most = count;
+            }
+        }
+        lane_process[lane] = most * 100 >= total * 99 ? process : -1;
+    }
+}
+
+const KLaunch* KinetoData::launch_of(const KKernel& kernel, LaunchPick* how) const {
+    LaunchPick pick = LaunchPick::None;
+    const KLaunch* call = pick_call(launches, shared_launches, lane_process, kernel, pick);
+    if (call == nullptr) call = pick_call(flow_starts, shared_flows, lane_process, kernel, pick);
+    if (how != nullptr) *how = pick;
+    return call;
 }
 
 StepRanges::StepRanges(const std::vector<KRange>& ranges) {

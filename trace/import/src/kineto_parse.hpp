@@ -27,6 +27,7 @@ struct KStrings {
 
 struct KKernel {
     int64_t ts = 0, dur = 0, stream = 0, correlation = 0, external = 0, tid = 0;
+    int64_t pid = 0;   // the event's pid: Kineto writes the device number; a tool merging ranks may write others
     int32_t device = 0, registers = 0, shared_mem = 0;
     int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
     uint32_t name = 0;
@@ -41,6 +42,7 @@ struct KMemory {
     int64_t index = 0;                   // position in traceEvents (for messages)
     int32_t device = 0;                  // -1: host (Device Type 0)
     bool has_addr = false;
+    int64_t pid = 0;   // the process whose allocator it is (several in a file of merged ranks)
 };
 
 struct KOp {   // cpu_op / user_annotation on a CPU thread
@@ -50,8 +52,16 @@ struct KOp {   // cpu_op / user_annotation on a CPU thread
     int32_t parent = -1;   // enclosing op (same thread), filled by link_ops
 };
 
-struct KLaunch {   // cuda_runtime / cuda_driver call, by correlation id
+struct KLaunch {   // cuda_runtime / cuda_driver call by correlation id, or an ac2g flow's start by flow id
     int64_t ts = 0, tid = 0, pid = 0;
+};
+
+// How a kernel's launch was found (KinetoData::launch_of).
+enum class LaunchPick : uint8_t {
+    None,        // no launch of its id
+    Only,        // one process launched the id
+    ByProcess,   // several did: the one that launched the other kernels of the kernel's GPU
+    ByTime,      // several did and the GPU's process is not known: the latest launch before the kernel
 };
 
 struct KRange {
@@ -66,8 +76,16 @@ struct KinetoData {
     std::vector<KKernel> kernels;   // kernels, memcpy and memset
     std::vector<KMemory> memory;
     std::vector<KOp> ops;
-    std::unordered_map<int64_t, KLaunch> launches;   // correlation -> runtime call
-    std::unordered_map<int64_t, KLaunch> flow_starts;   // ac2g flow id -> start
+    std::unordered_map<int64_t, KLaunch> launches;      // correlation -> runtime call (the last one read)
+    std::unordered_map<int64_t, KLaunch> flow_starts;   // ac2g flow id -> start (the last one read)
+    // Ids that calls of more than one process used (ranks merged into one file: ids are per
+    // process): each process's last call of the id. A kernel of such an id takes the call of the
+    // process that drove its GPU (lane_process), else the latest call before it (launch_of).
+    std::unordered_map<int64_t, std::vector<KLaunch>> shared_launches, shared_flows;
+    // A GPU lane (a kernel event's pid, its device) -> the process whose calls launched at least
+    // 99% of its kernels whose id one process used; -1 where none did (two processes' kernels
+    // under one pid and device). Filled by learn_lanes where some id is shared, empty otherwise.
+    std::map<std::pair<int64_t, int32_t>, int64_t> lane_process;
     std::vector<KRange> ranges;   // ProfilerStep#N and annotations
     int64_t events = 0, flows = 0, host_memory_events = 0;
     // The processes (pids) whose runtime calls launched GPU work, at most kMaxLaunchPids of them:
@@ -75,7 +93,6 @@ struct KinetoData {
     // merged into one file). Correlation ids are per process: launches of one id by two of them.
     static constexpr size_t kMaxLaunchPids = 1024;
     std::set<int64_t> launch_pids;
-    int64_t correlations_shared = 0;
     int64_t sycl_queue_lanes = 0;   // kernels and copies placed by args.sycl queue (Intel XPU)
     int64_t begin_end_events = 0;   // ph B or E halves: not read (only complete events are)
     // 'X' events of categories the mapping does not read (kineto_map.hpp), by category: device
@@ -96,16 +113,25 @@ struct KinetoData {
     // writer says off); -1 when the trace does not say (older PyTorch, or profiling off).
     int profile_memory = -1;
     // The trace is ROCm's: a top-level roctracer_version, rocprofiler_version or hip_*_version key,
-    // or a runtime call named hip* (ROCm 6.2's traces write no version key).
+    // a runtime call named hip* (ROCm 6.2's traces write no version key), or a [memory] event of
+    // Device Type 6 (HIP).
     // Its kernels carry the runtime's agent number as args.device (kineto.cpp, unify_kernel_device).
     bool rocm = false;
     bool has_rf_id = false;
     bool streamed = false;   // parsed by the reference (streamed) parse, not the windowed one
     int64_t second_part_from = -1;   // the event a second thread parsed from (-1: one thread did all)
 
-    // Records a runtime call by its correlation id (a later call of the same id replaces it),
-    // counting its process and ids that two processes used.
+    // Records a runtime call by its correlation id (a later call of the same process and id
+    // replaces it; calls of other processes are kept beside it in shared_launches), counting its
+    // process.
     void add_launch(int64_t correlation, const KLaunch& call);
+    // Records an ac2g flow's start by its id, as add_launch does.
+    void add_flow(int64_t id, const KLaunch& start);
+    // Fills lane_process (called once the whole file is read).
+    void learn_lanes();
+    // The runtime call (else the ac2g flow start) that launched `kernel`, nullptr if none; `how`
+    // says how it was chosen.
+    const KLaunch* launch_of(const KKernel& kernel, LaunchPick* how = nullptr) const;
     // Sorts ops per thread and sets each op's enclosing op.
     void link_ops();
     // Innermost op on thread `tid` containing time t, -1 if none.
