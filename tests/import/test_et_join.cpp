@@ -239,6 +239,39 @@ TEST_CASE("ET + Kineto: Record function id is a key only where it is nonzero and
     }
 }
 
+TEST_CASE("ET + Kineto: another process's ops in a merged Kineto file are not the execution trace's",
+          "[import][et][join]") {
+    // Ranks merged into one Kineto file run the same code: process 2's relu has the same name,
+    // thread id, sequence number and Record function id as process 1's. The execution trace is
+    // process 1's ("pid": 1): before, both ops were candidates (two places by order; an id
+    // written twice by key) and nothing was joined.
+    test::TempDir dir;
+    const std::string et = dir.file("et.json"), kineto = dir.file("kineto.json");
+    const auto with_other_rank = [](std::string text, const std::string& args) {
+        const std::string other =
+            ",{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":2,\"tid\":1,"
+            "\"ts\":12,\"dur\":5,\"args\":{" +
+            args + "}}";
+        text.insert(text.rfind("]}"), other);
+        return text;
+    };
+    SECTION("by order") {
+        test::write_file(et, et_one_relu(6));
+        test::write_file(kineto, with_other_rank(kineto_iterations({6}), "\"Ev Idx\":0,\"Sequence number\":6"));
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "et.kineto_ops_matched_by_order") == "1");
+        REQUIRE(imported.trace.allocations.size() == 1);
+        CHECK(imported.trace.allocations.t_alloc[0] == 10000);   // process 1's kernel at 20 us
+    }
+    SECTION("by key") {
+        test::write_file(et, et_one_relu(-1, 42));
+        test::write_file(kineto, with_other_rank(kineto_iterations({-1}, {42}), "\"Record function id\":42"));
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "et.kineto_ops_matched_by_key") == "1");
+        REQUIRE(imported.trace.allocations.size() == 1);
+    }
+}
+
 TEST_CASE("ET + Kineto: endlessly repeated names are given up on within a bounded effort, said", "[import][et][join]") {
     // 20,000 ET ops and 40,000 Kineto ops of one name: 20,001 places fit the names, and each is
     // told apart only by the sequence number of its last op. Checking them all would compare

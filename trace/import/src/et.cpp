@@ -408,7 +408,7 @@ private:
             const int64_t up = has_parent ? static_cast<int64_t>(parent->second) : -1;
             refs[i] = {node.name, node.id, node.tid, node.rf_id, node.seq, up};
         }
-        join_ = join_et_kineto(refs, kd_);
+        join_ = join_et_kineto(refs, kd_, pid_);
         for (const auto& note : join_.notes) r_.warnings.push_back(note);
         if (join_.parent_disagreements > 0)
             r_.warnings.push_back(std::to_string(join_.parent_disagreements) +

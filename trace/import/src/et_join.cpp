@@ -40,11 +40,16 @@ std::vector<size_t> find_all(const std::vector<uint32_t>& pattern, const std::ve
     return found;
 }
 
-// Kineto's ops per thread in start order: by Ev Idx (the profiler's own order, exact where
-// integer-microsecond starts tie) when every op of the thread has one, else link_ops's order.
-std::map<int64_t, std::vector<int32_t>> kineto_threads(const KinetoData& kd) {
-    std::map<int64_t, std::vector<int32_t>> threads;
-    for (size_t i = 0; i < kd.ops.size(); ++i) threads[kd.ops[i].tid].push_back(static_cast<int32_t>(i));
+// A Kineto thread: (pid, tid). Merged ranks' files may repeat thread ids across processes.
+using KinetoThreads = std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>>;
+
+// The ops of process `pid` (every process's when -1) per thread in start order: by Ev Idx (the
+// profiler's own order, exact where integer-microsecond starts tie) when every op of the thread
+// has one, else link_ops's order.
+KinetoThreads kineto_threads(const KinetoData& kd, int64_t pid) {
+    KinetoThreads threads;
+    for (size_t i = 0; i < kd.ops.size(); ++i)
+        if (pid < 0 || kd.ops[i].pid == pid) threads[{kd.ops[i].pid, kd.ops[i].tid}].push_back(static_cast<int32_t>(i));
     for (auto& [tid, ops] : threads) {
         const bool indexed = std::all_of(ops.begin(), ops.end(), [&](int32_t op) { return kd.ops[op].ev_idx >= 0; });
         if (indexed)
@@ -56,7 +61,7 @@ std::map<int64_t, std::vector<int32_t>> kineto_threads(const KinetoData& kd) {
 
 class Joiner {
 public:
-    Joiner(const std::vector<EtOpRef>& nodes, const KinetoData& kd) : nodes_(nodes), kd_(kd) {
+    Joiner(const std::vector<EtOpRef>& nodes, const KinetoData& kd, int64_t pid) : nodes_(nodes), kd_(kd), pid_(pid) {
         j_.node_op.assign(nodes.size(), -1);
         claimed_.assign(kd.ops.size(), 0);
     }
@@ -71,6 +76,10 @@ public:
 private:
     std::string_view op_name(int32_t op) const { return kd_.strings.list[kd_.ops[op].name]; }
 
+    // The execution trace's process's op (every op when the execution trace names no process):
+    // another rank's op of the same name and ids is not this trace's.
+    bool recorded_process(const KOp& op) const { return pid_ < 0 || op.pid == pid_; }
+
     static std::string thread_label(int64_t tid, size_t ops) {
         return "execution-trace thread " + std::to_string(tid) + " (" + std::to_string(ops) + " ops)";
     }
@@ -84,7 +93,7 @@ private:
     void join_by_key() {
         std::unordered_map<int64_t, int32_t> by_rf;
         for (size_t i = 0; i < kd_.ops.size(); ++i) {
-            if (kd_.ops[i].rf_id <= 0) continue;
+            if (kd_.ops[i].rf_id <= 0 || !recorded_process(kd_.ops[i])) continue;
             auto [it, fresh] = by_rf.emplace(kd_.ops[i].rf_id, static_cast<int32_t>(i));
             if (!fresh) it->second = -1;
         }
@@ -113,7 +122,7 @@ private:
             if (j_.node_op[n] >= 0) keyed.insert(nodes_[n].tid);
         }
         if (threads.size() == keyed.size()) return;
-        const auto kthreads = kd_.has_rf_id ? std::map<int64_t, std::vector<int32_t>>() : kineto_threads(kd_);
+        const auto kthreads = kd_.has_rf_id ? KinetoThreads() : kineto_threads(kd_, pid_);
         for (const auto& [tid, list] : threads) {
             if (keyed.count(tid)) continue;
             if (kd_.has_rf_id)
@@ -137,7 +146,7 @@ private:
     };
 
     Places places(const std::vector<size_t>& list, const std::vector<uint32_t>& names,
-                  const std::map<int64_t, std::vector<int32_t>>& kthreads) const {
+                  const KinetoThreads& kthreads) const {
         Places out;
         int64_t compared = 0;
         for (const auto& [ktid, ops] : kthreads) {
@@ -161,8 +170,7 @@ private:
         return out;
     }
 
-    void align_thread(int64_t tid, const std::vector<size_t>& list,
-                      const std::map<int64_t, std::vector<int32_t>>& kthreads) {
+    void align_thread(int64_t tid, const std::vector<size_t>& list, const KinetoThreads& kthreads) {
         const std::string thread = thread_label(tid, list.size());
         std::vector<uint32_t> names;
         for (size_t node : list) {
@@ -230,12 +238,15 @@ private:
 
     const std::vector<EtOpRef>& nodes_;
     const KinetoData& kd_;
+    int64_t pid_;
     EtJoin j_;
     std::vector<char> claimed_;
 };
 
 }   // namespace
 
-EtJoin join_et_kineto(const std::vector<EtOpRef>& nodes, const KinetoData& kd) { return Joiner(nodes, kd).run(); }
+EtJoin join_et_kineto(const std::vector<EtOpRef>& nodes, const KinetoData& kd, int64_t pid) {
+    return Joiner(nodes, kd, pid).run();
+}
 
 }   // namespace mhc::trace::import

@@ -35,8 +35,9 @@ struct EtJoin {
     std::vector<std::string> notes;   // one line per thread left unjoined, and why
 };
 
-// `nodes` in id order (start order per thread); `kd` after link_ops.
-EtJoin join_et_kineto(const std::vector<EtOpRef>& nodes, const KinetoData& kd);
+// `nodes` in id order (start order per thread); `kd` after link_ops; `pid` the execution trace's
+// process (only its Kineto ops are joined), -1 when the execution trace does not say.
+EtJoin join_et_kineto(const std::vector<EtOpRef>& nodes, const KinetoData& kd, int64_t pid);
 
 // A profiler range the observer writes around a thread or process, not an op.
 bool is_et_profiler_range(std::string_view name);

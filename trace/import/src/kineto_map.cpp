@@ -157,7 +157,9 @@ void map_event(const KEvent& e, KinetoData& d) {
 }
 
 void KinetoData::link_ops() {
+    // A thread is a process's: merged ranks' files may repeat thread ids across processes.
     auto order = [](const KOp& a, const KOp& b) {
+        if (a.pid != b.pid) return a.pid < b.pid;
         if (a.tid != b.tid) return a.tid < b.tid;
         if (a.ts != b.ts) return a.ts < b.ts;
         return a.dur > b.dur;   // the enclosing op first
@@ -166,19 +168,20 @@ void KinetoData::link_ops() {
     thread_ops_.clear();
     std::vector<int32_t> stack;
     for (size_t i = 0; i < ops.size(); ++i) {
-        if (i == 0 || ops[i].tid != ops[i - 1].tid) {
+        const ThreadKey thread{ops[i].pid, ops[i].tid};
+        if (i == 0 || thread != ThreadKey{ops[i - 1].pid, ops[i - 1].tid}) {
             stack.clear();
-            thread_ops_[ops[i].tid] = {i, i};
+            thread_ops_[thread] = {i, i};
         }
-        thread_ops_[ops[i].tid].second = i + 1;
+        thread_ops_[thread].second = i + 1;
         while (!stack.empty() && ops[stack.back()].ts + ops[stack.back()].dur <= ops[i].ts) stack.pop_back();
         ops[i].parent = stack.empty() ? -1 : stack.back();
         stack.push_back(static_cast<int32_t>(i));
     }
 }
 
-int32_t KinetoData::op_at(int64_t tid, int64_t t) const {
-    auto it = thread_ops_.find(tid);
+int32_t KinetoData::op_at(int64_t pid, int64_t tid, int64_t t) const {
+    auto it = thread_ops_.find(ThreadKey{pid, tid});
     if (it == thread_ops_.end()) return -1;
     auto b = ops.begin() + static_cast<long>(it->second.first);
     auto e = ops.begin() + static_cast<long>(it->second.second);
@@ -191,7 +194,7 @@ int32_t KinetoData::op_at(int64_t tid, int64_t t) const {
 
 int32_t KinetoData::launcher(const KKernel& k) const {
     const KLaunch* call = launch_of(k);
-    return call == nullptr ? -1 : op_at(call->tid, call->ts);
+    return call == nullptr ? -1 : op_at(call->pid, call->tid, call->ts);
 }
 
 }  // namespace mhc::trace::import

@@ -49,7 +49,7 @@ struct KOp {   // cpu_op / user_annotation on a CPU thread
     int64_t ts = 0, dur = 0, tid = 0, external = -1, rf_id = -1, ev_idx = -1;
     int64_t pid = 0, seq = -1;   // seq: args.Sequence number (autograd), -1 when absent
     uint32_t name = 0;
-    int32_t parent = -1;   // enclosing op (same thread), filled by link_ops
+    int32_t parent = -1;   // enclosing op (same process and thread), filled by link_ops
 };
 
 struct KLaunch {   // cuda_runtime / cuda_driver call by correlation id, or an ac2g flow's start by flow id
@@ -134,13 +134,14 @@ struct KinetoData {
     const KLaunch* launch_of(const KKernel& kernel, LaunchPick* how = nullptr) const;
     // Sorts ops per thread and sets each op's enclosing op.
     void link_ops();
-    // Innermost op on thread `tid` containing time t, -1 if none.
-    int32_t op_at(int64_t tid, int64_t t) const;
+    // Innermost op on process `pid`'s thread `tid` containing time t, -1 if none.
+    int32_t op_at(int64_t pid, int64_t tid, int64_t t) const;
     // The CPU op that launched kernel k (runtime call by correlation, else ac2g flow), -1.
     int32_t launcher(const KKernel& k) const;
 
 private:
-    std::unordered_map<int64_t, std::pair<size_t, size_t>> thread_ops_;   // tid -> [begin,end) in ops
+    using ThreadKey = std::pair<int64_t, int64_t>;                // (pid, tid)
+    std::map<ThreadKey, std::pair<size_t, size_t>> thread_ops_;   // -> [begin,end) in ops
 };
 
 // Throws mhc::Error naming the file on invalid JSON, truncated gzip, or a JSON that is not
