@@ -172,8 +172,8 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     }
 }
 
-// Meta `key`: [[allocation id, kernel id], ...] as (allocation row, kernel row) pairs, f(row_a, row_k).
-template <class F> void read_pairs(const trace::TraceData& trace_data, const std::string& key, F&& f) {
+// Meta `key`: [[allocation id, kernel id], ...] as (allocation row, kernel row) pairs, on_pair(row_a, row_k).
+template <class F> void read_pairs(const trace::TraceData& trace_data, const std::string& key, F&& on_pair) {
     const std::string text = trace_data.meta_or(key, "");
     if (text.empty()) return;
     const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
@@ -190,7 +190,7 @@ template <class F> void read_pairs(const trace::TraceData& trace_data, const std
         if (row_a < 0)
             throw bad("names allocation " + std::to_string(row[0].get<int64_t>()) + ", which the trace lacks");
         if (row_k < 0) throw bad("names kernel " + std::to_string(row[1].get<int64_t>()) + ", which the trace lacks");
-        f(static_cast<int32_t>(row_a), static_cast<int32_t>(row_k));
+        on_pair(static_cast<int32_t>(row_a), static_cast<int32_t>(row_k));
     }
 }
 
