@@ -172,15 +172,13 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     }
 }
 
-// Meta capture.frame_holds: [[allocation id, kernel id], ...] (python/mhc_torch/frame_holds.py);
-// absent in older captures (then every saved storage is taken as free at its last use).
-void read_frame_holds(const trace::TraceData& trace_data, CaptureInfo& info) {
-    info.held_until.assign(trace_data.allocations.size(), -1);
-    const std::string text = trace_data.meta_or("capture.frame_holds", "");
+// Meta `key`: [[allocation id, kernel id], ...] as (allocation row, kernel row) pairs, on_pair(row_a, row_k).
+template <class F> void read_pairs(const trace::TraceData& trace_data, const std::string& key, F&& on_pair) {
+    const std::string text = trace_data.meta_or(key, "");
     if (text.empty()) return;
     const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
     auto bad = [&](const std::string& why) {
-        return Error(trace_data.path + ": meta capture.frame_holds: " + why +
+        return Error(trace_data.path + ": meta " + key + ": " + why +
                      " (capture the step again with mhc-torch capture)");
     };
     if (!rows.is_array()) throw bad("not a JSON array of [allocation, kernel] pairs");
@@ -192,8 +190,23 @@ void read_frame_holds(const trace::TraceData& trace_data, CaptureInfo& info) {
         if (row_a < 0)
             throw bad("names allocation " + std::to_string(row[0].get<int64_t>()) + ", which the trace lacks");
         if (row_k < 0) throw bad("names kernel " + std::to_string(row[1].get<int64_t>()) + ", which the trace lacks");
-        info.held_until[static_cast<size_t>(row_a)] = static_cast<int32_t>(row_k);
+        on_pair(static_cast<int32_t>(row_a), static_cast<int32_t>(row_k));
     }
+}
+
+void read_frame_holds(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.held_until.assign(trace_data.allocations.size(), -1);
+    read_pairs(trace_data, "capture.frame_holds",
+               [&](int32_t row_a, int32_t row_k) { info.held_until[static_cast<size_t>(row_a)] = row_k; });
+}
+
+// Meta capture.unpacks (python/mhc_torch/capture_tables.py, on_unpacked): absent in older
+// captures (then a storage is taken as unpacked where the backward first reads it).
+void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
+    info.unpacks.clear();
+    read_pairs(trace_data, "capture.unpacks",
+               [&](int32_t row_a, int32_t row_k) { info.unpacks.emplace_back(row_a, row_k); });
+    std::sort(info.unpacks.begin(), info.unpacks.end());
 }
 
 }  // namespace
@@ -295,7 +308,8 @@ CaptureInfo load_capture_info(const trace::TraceData& t) {
     }
     find_blocks(c);
     read_model_facts(t, c);
-    read_frame_holds(t, c);
+    read_frame_holds(t, c);   // python/mhc_torch/frame_holds.py; absent: free at the last use
+    read_unpacks(t, c);
     return c;
 }
 

@@ -91,6 +91,28 @@ int32_t Base::access_in(int32_t alloc, Phase ph, const std::vector<int32_t>& gro
     return found;
 }
 
+int32_t Base::unpack_in_pass(int32_t alloc, int32_t pass_index) const {
+    int32_t found = first_access_in_pass(alloc, Phase::Backward, pass_index);
+    auto it = std::lower_bound(unpack_seq.begin(), unpack_seq.end(), std::make_pair(alloc, INT32_MIN));
+    for (; it != unpack_seq.end() && it->first == alloc; ++it) {
+        const int32_t seq = it->second;
+        if (seq < 0 || phase[static_cast<size_t>(seq)] != Phase::Backward ||
+            pass[static_cast<size_t>(seq)] != pass_index)
+            continue;
+        if (found < 0 || seq < found) found = seq;
+    }
+    return found;
+}
+
+std::optional<Point> Base::node_return(int32_t alloc, int32_t pass_index, Point freed) const {
+    const int32_t lb = last_access_in_pass(alloc, Phase::Backward, pass_index);
+    if (lb < 0 || freed.op == kNoFree || freed.op >= static_cast<int32_t>(plan.ops.size())) return std::nullopt;
+    int32_t end = freed.at_end ? freed.op : freed.op - 1;
+    while (end > lb && plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(end)].name)] == "aten::sum") --end;
+    if (end < lb) return std::nullopt;
+    return Point{end, true};
+}
+
 namespace {
 
 int32_t gpu_device(const trace::TraceData& t) {
@@ -317,6 +339,9 @@ Base make_base(const trace::TraceData& t, CaptureInfo info) {
         b.held_seq.assign(t.allocations.size(), -1);
         for (size_t a = 0; a < b.info.held_until.size() && a < b.held_seq.size(); ++a)
             if (b.info.held_until[a] >= 0) b.held_seq[a] = seq_of[static_cast<size_t>(b.info.held_until[a])];
+        for (auto [a, k] : b.info.unpacks)
+            if (seq_of[static_cast<size_t>(k)] >= 0) b.unpack_seq.emplace_back(a, seq_of[static_cast<size_t>(k)]);
+        std::sort(b.unpack_seq.begin(), b.unpack_seq.end());
     }
     b.hbm_bw = meta_number(t, "capture.gpu.hbm_bw", 3.35e12);
     b.launch_overhead = static_cast<int64_t>(meta_number(t, "capture.launch_overhead_ns", 2000));

@@ -7,6 +7,9 @@ transformation of the trace) and captures the step again with the setting applie
 (mhc-torch capture --recipe --setting, through mhc_torch.apply), and compare peak and reserved.
 
     MHC_TORCH=... python3 bench/advise/verify_table.py [--out docs/results.md] [--only gpt2]
+
+--only KEY runs one model (gpt2, llama7b, mhc, user) and rewrites only its rows; the others keep
+theirs, each row with the date it was run.
 """
 import argparse
 import json
@@ -21,6 +24,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MHC = os.environ.get("MHC_EXE", os.path.join(ROOT, "build", "cli", "mhc"))
+
+OLD_TABLE_DATE = "2026-12-02"  # the rows written before the table had a date per row
 
 MODELS = [
     ("GPT-2 small, 8 x 1024", "gpt2", ["gpt2-small", "--batch", "8", "--seq", "1024"]),
@@ -94,30 +99,49 @@ def main():
                 continue
             rows.append((title, name, json.loads(r.stdout)["rows"][0], ""))
             print(title, name, "ok", file=sys.stderr)
-    lines = ["| model | setting | peak predicted | peak captured | error | reserved predicted | reserved captured | error |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    worst = 0.0
+    stamp = time.strftime("%Y-%m-%d")
+    text = open(a.out).read() if os.path.exists(a.out) else ""
+    pattern = re.compile(r"<!-- advise-verify-table.*?<!-- /advise-verify-table -->", re.S)
+    found = pattern.search(text)
+    # Rows of models not run this time are kept with their own date (a run with --only updates
+    # only its model's rows).
+    table = {}
+    for line in (found.group(0).splitlines() if found else []):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 8 and cells[0] not in ("model", "---"):
+            if len(cells) == 8:
+                cells.append(OLD_TABLE_DATE)
+            table[(cells[0], cells[1])] = cells[2:9]
+    order = [(title, name) for title, key, _ in MODELS for name, _ in settings(["b0", "b1"], key == "mhc")]
     for title, name, row, err in rows:
         if row is None:
-            lines.append(f"| {title} | {name} | failed: {err} | | | | | |")
+            table[(title, name)] = [f"failed: {err}", "", "", "", "", "", stamp]
             continue
         v = row["verify"]
-        worst = max(worst, v["peak_error"], v["reserved_error"])
-        lines.append(f"| {title} | {name} | {gib(row['peak_bytes'])} | {gib(v['peak_bytes'])} | {100 * v['peak_error']:.2f}% | "
-                     f"{gib(row['reserved_bytes'])} | {gib(v['reserved_bytes'])} | {100 * v['reserved_error']:.2f}% |")
-    stamp = time.strftime("%Y-%m-%d")
+        table[(title, name)] = [gib(row["peak_bytes"]), gib(v["peak_bytes"]), f"{100 * v['peak_error']:.2f}%",
+                                gib(row["reserved_bytes"]), gib(v["reserved_bytes"]), f"{100 * v['reserved_error']:.2f}%", stamp]
+    lines = ["| model | setting | peak predicted | peak captured | error | reserved predicted | reserved captured | error | run |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    worst = 0.0
+    for key in order + [k for k in table if k not in order]:
+        if key not in table:
+            continue
+        cells = table[key]
+        for c in (cells[2], cells[5]):
+            if c.endswith("%"):
+                worst = max(worst, float(c[:-1]) / 100)
+        lines.append("| " + " | ".join(list(key) + cells) + " |")
     block = "\n".join([
         "<!-- advise-verify-table: written by bench/advise/verify_table.py -->",
-        f"Command: `python3 bench/advise/verify_table.py` ({stamp}, {time.time() - t0:.0f} s on this machine). "
-        "Sizes in GiB; errors are |predicted - captured| / captured. Every capture is 2 training steps on fake "
-        f"tensors (mhc-torch capture, bf16 autocast, AdamW). Largest error: {100 * worst:.2f}%.",
+        f"Command: `python3 bench/advise/verify_table.py [--only KEY]` (last run {stamp}"
+        f"{', --only ' + a.only if a.only else ''}, {time.time() - t0:.0f} s on this machine; each row's date in its "
+        "last column). Sizes in GiB; errors are |predicted - captured| / captured. Every capture is 2 training steps "
+        f"on fake tensors (mhc-torch capture, bf16 autocast, AdamW). Largest error: {100 * worst:.2f}%.",
         "",
         *lines,
         "<!-- /advise-verify-table -->",
     ])
-    text = open(a.out).read() if os.path.exists(a.out) else ""
-    pattern = re.compile(r"<!-- advise-verify-table.*?<!-- /advise-verify-table -->", re.S)
-    if pattern.search(text):
+    if found:
         text = pattern.sub(lambda _: block, text)
     else:
         text = text.rstrip() + "\n\n## Settings: predicted vs captured (mhc advise --verify)\n\n" + block + "\n"

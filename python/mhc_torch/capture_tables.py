@@ -7,6 +7,7 @@ Mixed into capturing.Recording; the methods here read and extend its allocations
 """
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 import torch
@@ -25,6 +26,7 @@ class SettingsRecording:
     def init_tables(self) -> None:
         self.copies: list[store.Copy] = []
         self.saves: list[tuple[int, int, bool, str]] = []  # (allocation, kernels so far, output?, module)
+        self.unpacks: dict[tuple[int, int], int] = {}  # (allocation, graph task) -> the kernel after its first unpack
         self.module_types: dict[str, str] = {}  # fqn -> class name, in the order they first ran
         self.active: list[str] = []  # modules running (forward, or backward), innermost last
         self.name_of: Callable[[torch.nn.Module], str | None] = lambda m: None
@@ -117,11 +119,32 @@ class SettingsRecording:
         return sorted((a, k, n) for (a, k), n in packs.items())
 
     def saved_hooks(self):
-        """The capture's own saved-tensor hooks for the forward: they record and keep the tensor."""
+        """The capture's own saved-tensor hooks for the forward: they record and keep the tensor,
+        and note when the backward first unpacks each storage (on_unpacked)."""
         def pack(t):
             self.on_saved(t)
             return t
-        return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+
+        def unpack(t):
+            self.on_unpacked(t)
+            return t
+        return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+    def on_unpacked(self, t: torch.Tensor) -> None:
+        """A backward node unpacks every saved tensor it holds before its first kernel runs, not
+        where that kernel reads it (a matmul's backward unpacks its input for the weight gradient,
+        its second kernel): an offloaded storage is brought back there. Recorded per backward
+        (graph task) as the id of the kernel that runs next."""
+        s = self.storages.get(id(t.untyped_storage()))
+        task = torch._C._current_graph_task_id()
+        if s is not None and task != -1:
+            self.unpacks.setdefault((s.alloc.id, task), len(self.kernels) + 1)
+
+    def unpack_meta(self) -> dict[str, str]:
+        """Meta capture.unpacks: [[allocation id, kernel id], ...], each storage's first unpack in
+        each backward (a kernel that ran: an unpack after the last kernel is left out)."""
+        rows = sorted({(a, k) for (a, _), k in self.unpacks.items() if k <= len(self.kernels)})
+        return {"capture.unpacks": json.dumps([list(r) for r in rows], separators=(",", ":"))}
 
     # Modules ----------------------------------------------------------------------------------
     def track_modules(self, tracker) -> None:

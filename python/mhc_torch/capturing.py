@@ -941,6 +941,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                 step_times.append(rec.t - t0)
         rec.phase = "end"
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
+        facts.update(rec.unpack_meta())
         modules = rec.module_records(model)
         del run, opt, model, batch
     return list(layers), step_times, modules, facts

@@ -9,7 +9,8 @@ matmul is done). `mhc advise` needs this to predict a checkpointed step (advise/
 checkpoint.cpp); the capture records it: when a module's `forward` returns in the forward phase,
 every storage one of its locals (arguments included; a tuple, list or dict of tensors one level
 deep) still refers to, other than the value returned, is held at least until the last kernel that
-ran before the return. Meta `capture.frame_holds` lists `[allocation id, kernel id]`, the latest
+ran before the return; so is every tensor it was called with (nn.Module's call keeps its arguments
+until `forward` returns, also when `forward` rebinds the name: `x = x + self.attn(x)`). Meta `capture.frame_holds` lists `[allocation id, kernel id]`, the latest
 such kernel of each saved storage.
 
 The return events come from `sys.setprofile` while a step runs, filtered to the code of the
@@ -37,6 +38,7 @@ class FrameHolds:
                 if code is not None:
                     self.codes.add(code)
         self.held: dict[int, int] = {}   # allocation id -> kernel id
+        self._arguments: dict[int, list[int]] = {}   # id(frame) -> its tensor arguments' allocation ids
         self._previous = None
 
     def _tensors(self, value, returned):
@@ -53,8 +55,18 @@ class FrameHolds:
                     yield v
 
     def _profile(self, frame, event, arg):
-        if event != "return" or frame.f_code not in self.codes or self.rec.phase != "forward":
+        if event not in ("call", "return") or frame.f_code not in self.codes or self.rec.phase != "forward":
             return
+        storages = self.rec.storages
+        if event == "call":
+            # The arguments: nn.Module's call holds them (its *args) until forward returns, even
+            # when forward rebinds the name (`x = x + self.attn(x)`). Allocation ids only: a
+            # reference here would keep them alive.
+            ids = [s.alloc.id for value in frame.f_locals.values() for t in self._tensors(value, None)
+                   if (s := storages.get(id(t.untyped_storage()))) is not None]
+            self._arguments[id(frame)] = ids
+            return
+        arguments = self._arguments.pop(id(frame), [])
         kernel = len(self.rec.kernels)
         if kernel == 0:
             return
@@ -63,16 +75,17 @@ class FrameHolds:
             returned.add(id(arg.untyped_storage()))
         elif isinstance(arg, (tuple, list)):
             returned.update(id(v.untyped_storage()) for v in arg if isinstance(v, torch.Tensor))
-        storages = self.rec.storages
+        returned_ids = {storages[k].alloc.id for k in returned if k in storages}
+        held = []
         for value in frame.f_locals.values():
             for t in self._tensors(value, arg):
                 key = id(t.untyped_storage())
                 s = storages.get(key)
-                if s is None or key in returned:
-                    continue
-                aid = s.alloc.id
-                if self.held.get(aid, 0) < kernel:
-                    self.held[aid] = kernel
+                if s is not None and key not in returned:
+                    held.append(s.alloc.id)
+        for aid in held + [a for a in arguments if a not in returned_ids]:
+            if self.held.get(aid, 0) < kernel:
+                self.held[aid] = kernel
 
     def __enter__(self):
         self._previous = sys.getprofile()

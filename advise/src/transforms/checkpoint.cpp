@@ -201,18 +201,11 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
         // saved tensor lived until the engine released the node's saved variables, after it had
         // also summed the node's gradients to their inputs' shapes (a bias gradient's aten::sum).
         // So: the captured free, less those trailing sums, and not before its last read.
-        const int32_t lb = b.last_access_in_pass(x, Phase::Backward, r.pass);
         c.freed = a.freed;
         c.freed_offset = a.freed_offset;
-        if (lb >= 0 && a.freed.op != kNoFree) {
-            int32_t end = a.freed.at_end ? a.freed.op : a.freed.op - 1;
-            while (end > lb &&
-                   b.plan.strings[static_cast<size_t>(b.plan.ops[static_cast<size_t>(end)].name)] == "aten::sum")
-                --end;
-            if (end >= lb) {
-                c.freed = {end, true};
-                c.freed_offset = 0;
-            }
+        if (auto end = b.node_return(x, r.pass, a.freed)) {
+            c.freed = *end;
+            c.freed_offset = 0;
         }
         int32_t lf = b.last_access_in_pass(x, Phase::Forward, r.pass);
         if (b.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);

@@ -86,12 +86,29 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     for (size_t i = 0; i < packs.size(); ++i)
         if (eligible(base, plan, packs[i].alloc)) first_pack.emplace(packs[i].alloc, i);
     const int32_t fwd_end = base.pass_fwd_last[static_cast<size_t>(pass)];
-    auto unpack_at = [&](int32_t storage) { return base.first_access_in_pass(storage, Phase::Backward, pass); };
+    // A backward node unpacks all it saved before its first kernel (capture.unpacks).
+    auto unpack_at = [&](int32_t storage) { return base.unpack_in_pass(storage, pass); };
     // What a checkpoint's recomputation reads (its frame holds its inputs) stays on the device.
     std::unordered_map<int32_t, bool> recomputed_reads;
     for (const Op& op : plan.ops)
         if (op.phase == Phase::Recompute)
             for (const PlanAccess& pa : op.acc) recomputed_reads[pa.alloc] = true;
+    // A storage that a pack outside the hook keeps, or that the program holds (made before this
+    // step's forward: the batch, buffers), stays on the device; its unpack uses it and the host
+    // copy is dropped then. The others die on the device and are copied back in the backward.
+    std::unordered_map<int32_t, bool> copied_back;
+    for (auto& [x, i] : first_pack) {
+        const int32_t made_by = x < static_cast<int32_t>(base.creator.size()) ? base.creator[static_cast<size_t>(x)]
+                                                                              : -1;
+        bool dies = made_by >= 0 && base.pass[static_cast<size_t>(made_by)] == pass &&
+                    base.phase[static_cast<size_t>(made_by)] == Phase::Forward;
+        base.for_savers(x, [&](int32_t saver) { dies = dies && saver >= 0 && in_scope(ctx, saver); });
+        // the program holds what a kernel of another pass uses (GradScaler's scale, read by the
+        // unscale after the backward)
+        base.for_acc(
+            x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass; });
+        if (dies && !recomputed_reads.count(x) && unpack_at(x) >= 0) copied_back[x] = true;
+    }
     // The hook's first unpack (of a storage it moved) releases what the stash still holds.
     int32_t first_unpack = -1;
     for (auto& [x, i] : first_pack) {
@@ -121,19 +138,7 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             plan.insert_after(k, add_copy(base, plan, false, saved.bytes, step, k));
         }
         const int32_t u = unpack_at(x);
-        // A storage that a pack outside the hook keeps, or that the program holds (made before
-        // this step's forward: the batch, buffers), stays on the device; its unpack uses it and
-        // the host copy is dropped then.
-        const int32_t made_by = x < static_cast<int32_t>(base.creator.size()) ? base.creator[static_cast<size_t>(x)]
-                                                                              : -1;
-        bool dies = made_by >= 0 && base.pass[static_cast<size_t>(made_by)] == pass &&
-                    base.phase[static_cast<size_t>(made_by)] == Phase::Forward;
-        base.for_savers(x, [&](int32_t saver) { dies = dies && saver >= 0 && in_scope(ctx, saver); });
-        // the program holds what a kernel of another pass uses (GradScaler's scale, read by the
-        // unscale after the backward)
-        base.for_acc(
-            x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass; });
-        dies = dies && !recomputed_reads.count(x);
+        const bool dies = copied_back.count(x) > 0;
         if (!dies || u < 0) {
             host_copy.freed = u >= 0 ? Point{u, false} : saved.freed;
             plan.add_alloc(host_copy);
@@ -143,6 +148,11 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         // more packs have happened or the forward ended.
         int32_t lf = base.last_access_in_pass(x, Phase::Forward, pass);
         if (base.param_cast[static_cast<size_t>(x)]) lf = std::max(lf, fwd_end);
+        // or later, while a frame of the model's code still refers to it (capture.frame_holds)
+        const int32_t held = base.held_seq[static_cast<size_t>(x)];
+        if (held >= 0 && base.phase[static_cast<size_t>(held)] == Phase::Forward &&
+            base.pass[static_cast<size_t>(held)] == pass)
+            lf = std::max(lf, held);
         Point release{lf, true};
         if (streamed) {
             // kept until max_fwd_stash more packs (the op of that pack ends), else until the
@@ -160,17 +170,26 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         }
         saved.freed = release;
         saved.freed_offset = 0;
-        // Back in the backward: at the unpack, or earlier when a later pack's unpack prefetches it.
+        // Back in the backward: at the unpack, or earlier when a later pack's unpack prefetches it
+        // (only the unpack of a storage copied back prefetches: the hook hands the others back as
+        // they are).
         int32_t bring = u;
         if (streamed)
             for (size_t q = i + 1; q <= i + static_cast<size_t>(prefetch) && q < packs.size(); ++q) {
+                if (!copied_back.count(packs[q].alloc)) continue;   // kept on the device: no prefetch
                 int32_t uq = unpack_at(packs[q].alloc);
                 if (uq >= 0 && uq < bring) bring = uq;
             }
+        // The hook lets go of the device copy at the storage's last unpack: it dies when that
+        // backward node returns.
         Alloc device_copy = saved;
         device_copy.src = -1;
         device_copy.freed = recorded_free;
         device_copy.freed_offset = recorded_free_offset;
+        if (auto end = base.node_return(x, pass, recorded_free)) {
+            device_copy.freed = *end;
+            device_copy.freed_offset = 0;
+        }
         if (streamed) {
             plan.copies.push_back({true, saved.bytes, bring, true});
             plan.ops[static_cast<size_t>(u)].waits.push_back(static_cast<int32_t>(plan.copies.size() - 1));

@@ -42,6 +42,10 @@ struct CaptureInfo {
     // forward, its locals and arguments) held the storage in the forward, -1 when not recorded
     // (meta capture.frame_holds, python/mhc_torch/frame_holds.py).
     std::vector<int32_t> held_until;
+    // (allocation row, kernel row): the kernel that ran next after the backward first unpacked
+    // the saved storage (a backward node unpacks all it saved before its first kernel), one per
+    // backward, sorted (meta capture.unpacks; empty when not recorded).
+    std::vector<std::pair<int32_t, int32_t>> unpacks;
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).

@@ -5,6 +5,7 @@
 // on a clock with a link model, and to_trace() writes it back as a trace the simulator runs.
 // docs/simulator.md "Settings" states every rule.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,7 @@ struct Base {
     std::vector<int32_t> saved_seq, saved_packs;
     std::vector<uint8_t> param_cast;    // made by aten::_to_copy of a parameter (autocast's cache)
     std::vector<int32_t> held_seq;      // per allocation row: info.held_until as a seq, -1
+    std::vector<std::pair<int32_t, int32_t>> unpack_seq;   // info.unpacks as (allocation row, seq), sorted
     std::vector<int32_t> steps;         // step numbers present
     // Per step (index into steps): last forward seq (autocast ends), first backward seq, first
     // and last optimizer seq; -1 when absent.
@@ -166,6 +168,16 @@ struct Base {
     int32_t first_access_in_pass(int32_t alloc, Phase phase, int32_t pass_index) const {
         return access_in(alloc, phase, pass, pass_index, false);
     }
+    // Where the backward of a pass first unpacks saved allocation row `alloc`: before the
+    // recorded kernel that ran next (capture.unpacks), else its first backward access; -1 if none.
+    int32_t unpack_in_pass(int32_t alloc, int32_t pass_index) const;
+    // A copy of saved allocation row `alloc` that a backward node was handed at its unpack (a
+    // checkpoint's recomputed tensor, an offloaded tensor brought back) dies when that node
+    // returns: where the captured step freed the saved storage (`freed`, the engine releasing the
+    // node's saved variables), less the aten::sum reductions the engine runs after the node (a
+    // bias gradient summed to its shape), and not before the pass's last backward read of it.
+    // Empty when the pass's backward does not read it or `freed` is not an op of the step.
+    std::optional<Point> node_return(int32_t alloc, int32_t pass_index, Point freed) const;
 
 private:
     // The first (or last) access of allocation row `alloc` by an op of `phase` whose entry in
