@@ -1,0 +1,4 @@
+// The forward Sinkhorn kernels, log-domain variant (sinkhorn_kernels.cuh).
+#include "sinkhorn_kernels.cuh"
+
+MHC_SINKHORN_INSTANTIATE(true, false);

@@ -1,0 +1,37 @@
+#pragma once
+// What the host side of the CUDA Sinkhorn (sinkhorn.cu) hands the kernels: the launch's
+// arguments and one launch function per kernel. The kernels themselves (sinkhorn_kernels.cuh)
+// are instantiated in sinkhorn_{forward,backward}_{plain,log}.cu, one translation unit per
+// direction and variant, so that they compile in parallel.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "sinkhorn_steps.cuh"
+
+namespace mhc::kernels::cuda_impl::sk {
+
+constexpr int kThreads = 256;
+
+struct Args {
+    const void* H;
+    const void* G;
+    void* P;
+    void* dH;
+    bool h_bf16, out_bf16;
+    int64_t t_begin, t_end;  // token range of this launch
+    int n, iters;
+    float eps, tol;
+    bool column_first;
+    float* hist;             // backward: [iters * 2n][chunk] floats
+    int64_t chunk;
+    Stats* stats;
+};
+
+// Launches the forward (BACKWARD false) or backward kernel, plain or log-domain (LOG), for
+// the tokens [a.t_begin, a.t_end) on stream s: n = 4 specialised, any other n at run time.
+// Throws mhc::Error when the launch fails.
+template <bool LOG, bool BACKWARD>
+void launch(const Args& a, cudaStream_t s);
+
+}  // namespace mhc::kernels::cuda_impl::sk
