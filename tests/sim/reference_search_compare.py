@@ -4,10 +4,13 @@ docs/advise.md "Search" (reference_search.py) on captured steps and compares the
 (each row's setting, peak_bytes, reserved_bytes, host_peak_bytes, step_time_ns and loss) and the
 number of DP runs, or that both find nothing that fits.
 
-Usage: reference_search_compare.py MHC TRACE.db... [--sample=N] [--filter=TEXT] [--verbose]
+Usage: reference_search_compare.py MHC WORKDIR TRACE.db... [--sample=N] [--filter=TEXT] [--verbose]
+       reference_search_compare.py MHC WORKDIR --capture=auto|PYTHON [--seq=N] [--quick]
+--capture, --seq, --quick: the captures reference_settings_compare.py takes (and keeps in WORKDIR).
 The capacities run from below the least reserved peak of a few settings to the baseline's (9
 steps), each with no budget, 2% and 25%; --sample=N: one configuration in N, chosen by its label's CRC-32.
-Exit 0 when every configuration agrees, 1 otherwise (each difference printed).
+Exit 0 when every configuration agrees, 1 otherwise (each difference printed), 77 when --capture
+finds no usable environment.
 """
 import json
 import subprocess
@@ -18,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_search as rs  # noqa: E402
 import reference_settings as ref  # noqa: E402
+import reference_settings_compare as rsc  # noqa: E402
 
 STEPS = 8
 BUDGETS = [None, 0.02, 0.25]
@@ -98,7 +102,14 @@ def main(argv):
     if len(args) < 2:
         print(__doc__)
         return 2
-    mhc, traces = args[0], [Path(t) for t in args[1:]]
+    mhc, workdir, traces = args[0], Path(args[1]), [Path(t) for t in args[2:]]
+    workdir.mkdir(parents=True, exist_ok=True)
+    if "capture" in opts:
+        got = rsc.capture_all(rsc.venv_python(opts["capture"]), workdir, "quick" in opts, int(opts.get("seq", "512")))
+        if got is None:
+            print("no Python environment with torch, transformers and mhc_torch: skipped")
+            return 77
+        traces += got
     n = bad = 0
     for trace in traces:
         for what, capacity in capacities(trace):
