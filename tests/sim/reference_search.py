@@ -364,6 +364,9 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
             for _round in range(ROUNDS):
                 choice = solve(model, capacity - margin, fam)
                 dp_runs += 1
+                if choice is None and _round == 0 and margin > 0:
+                    margin = 0   # once more without the margin: the exact prediction decides
+                    continue
                 if choice is None:
                     break
                 best = None
