@@ -119,32 +119,32 @@ TEST_CASE("the planner finds the fitting combination whose own margin is below i
     auto data = mhc::trace::load_checked_trace(path.path);
     Base base = make_base(data);
     Evaluator ev(base, mhc::sim::link_from_spec("pcie4"));
-    PlannerOptions o;
-    o.fused_optimizer = false;
+    PlannerOptions opts;
+    opts.fused_optimizer = false;
     const BlockChoice kinds[] = {BlockChoice::Keep, BlockChoice::Full, BlockChoice::SaveMatmuls, BlockChoice::Offload};
     std::vector<Prediction> all;
     int64_t lowest = INT64_MAX;
     for (bool host : {false, true})
         for (int code = 0; code < 64; ++code) {
-            Setting g;
-            g.optimizer_on_host = host;
+            Setting global;
+            global.optimizer_on_host = host;
             std::vector<BlockChoice> per{kinds[code % 4], kinds[code / 4 % 4], kinds[code / 16]};
-            for (const std::string& conf : o.allocator_confs) {
-                Setting s = combine(base, g, per, o.offload);
-                s.allocator = conf;
-                all.push_back(ev.predict(s));
+            for (const std::string& conf : opts.allocator_confs) {
+                Setting setting = combine(base, global, per, opts.offload);
+                setting.allocator = conf;
+                all.push_back(ev.predict(setting));
                 lowest = std::min(lowest, all.back().memory.reserved);
             }
         }
     int64_t best = INT64_MAX;
-    for (const Prediction& p : all)
-        if (p.memory.reserved <= lowest) best = std::min(best, p.step_time);
-    o.capacity = lowest;
-    o.top = 1;
-    Advice a = advise(ev, o);
-    REQUIRE(!a.ranked.empty());
-    CHECK(a.ranked[0].prediction.memory.reserved <= lowest);
-    CHECK(a.ranked[0].prediction.step_time == best);
+    for (const Prediction& pred : all)
+        if (pred.memory.reserved <= lowest) best = std::min(best, pred.step_time);
+    opts.capacity = lowest;
+    opts.top = 1;
+    Advice advice = advise(ev, opts);
+    REQUIRE(!advice.ranked.empty());
+    CHECK(advice.ranked[0].prediction.memory.reserved <= lowest);
+    CHECK(advice.ranked[0].prediction.step_time == best);
 }
 
 TEST_CASE("nothing fits: the planner ranks nothing and keeps what it tried", "[advise][dp]") {
