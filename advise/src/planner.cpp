@@ -258,6 +258,12 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
                 DpResult r = solve(model, o.capacity - margin, fam);
                 ++a.dp_runs;
                 a.max_states = std::max(a.max_states, r.states);
+                if (!r.feasible && iter == 0 && margin > 0) {
+                    // A combination's own reserved-minus-peak can be below the global setting's:
+                    // try once more without the margin (the exact prediction decides).
+                    margin = 0;
+                    continue;
+                }
                 if (!r.feasible) break;
                 std::vector<BlockChoice> per(nb);
                 for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(r.choice[k]);

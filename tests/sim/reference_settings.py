@@ -169,6 +169,7 @@ class Op:
         self.issue_start, self.issue_end = [], []   # streamed copies issued at its start / end
         self.after = 0            # ops inserted after it so far
         self.t0 = self.t1 = None
+        self.anchor = kernel      # the recorded kernel it belongs to (docs/advise.md's windows)
 
 
 @dataclass
@@ -240,10 +241,12 @@ class Plan:
         return self.ops.index(op)
 
     def insert_before(self, at, op):
+        op.anchor = at.anchor
         self.ops.insert(self.index(at), op)
         return op
 
     def insert_after(self, at, op):
+        op.anchor = at.anchor
         self.ops.insert(self.index(at) + 1 + at.after, op)
         at.after += 1
         return op
@@ -826,10 +829,11 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
 
 # ---------------------------------------------------------------- entry
 
-def predict(path, setting, link=LINKS["pcie5"], host_bw=100e9, host_tensor_cost_ns=15000):
+def transform(path, setting, host_bw=100e9, host_tensor_cost_ns=15000, cap=None):
+    """The setting's edits of the captured step: (the captured step, the plan), not yet timed."""
     if isinstance(setting, str):
         setting = json.loads(setting)
-    cap = Captured(path)
+    cap = cap or Captured(path)
     if not cap.saves:
         raise ValueError("no saved tensors recorded: not a captured training step")
     plan = Plan(cap)
@@ -849,8 +853,14 @@ def predict(path, setting, link=LINKS["pcie5"], host_bw=100e9, host_tensor_cost_
         apply_fused(plan, cap)
     if opt.get("state") == "host":
         apply_host_optimizer(plan, cap, host_bw, host_tensor_cost_ns)
-    return plan.result(link, setting.get("allocator", ""))
+    return cap, plan
 
+
+def predict(path, setting, link=LINKS["pcie5"], host_bw=100e9, host_tensor_cost_ns=15000, cap=None):
+    if isinstance(setting, str):
+        setting = json.loads(setting)
+    _cap, plan = transform(path, setting, host_bw, host_tensor_cost_ns, cap)
+    return plan.result(link, setting.get("allocator", ""))
 
 if __name__ == "__main__":
     import sys

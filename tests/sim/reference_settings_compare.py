@@ -9,8 +9,9 @@ Usage: reference_settings_compare.py MHC WORKDIR TRACE.db... [--quick] [--filter
        reference_settings_compare.py MHC WORKDIR --capture=auto|PYTHON [--seq=N] [--quick]
 --capture: capture the small steps first (tiny-llama, tiny-gpt2, tiny-mhc; tiny-llama with 2
 micro-batches, tiny-gpt2 with the fused optimizer, settings_model.py alone and with 2
-micro-batches, and settings_model_scaler.py (GradScaler, fp16); --quick: tiny-llama with 2
-micro-batches, tiny-mhc and the GradScaler step) with PYTHON's torch and this tree's mhc_torch (auto: $MHC_VENV, else .venv at the
+micro-batches, settings_model_scaler.py (GradScaler, fp16), settings_conv.py (convolutions
+and BatchNorm) and settings_bert.py (a tiny BERT: the early trigger); --quick: tiny-llama with 2
+micro-batches, tiny-mhc, the GradScaler step, the conv net and the BERT) with PYTHON's torch and this tree's mhc_torch (auto: $MHC_VENV, else .venv at the
 repository's root), 2 steps of --seq tokens (512), into WORKDIR (kept there for the next run).
 --quick: a smaller grid (one setting of each kind per block, fewer offload parameters).
 --sample=N: one configuration in N, chosen by its label's CRC-32 (the same ones every time; the
@@ -35,8 +36,10 @@ CAPTURES = [("tl", ["tiny-llama"]), ("tg", ["tiny-gpt2"]), ("tm", ["tiny-mhc"]),
             ("tl_mb", ["tiny-llama", "--micro-batches", "2"]), ("tg_fused", ["tiny-gpt2", "--optimizer", "adamw-fused"]),
             ("own", [str(Path(__file__).resolve().parent / "settings_model.py")]),
             ("own_mb", [str(Path(__file__).resolve().parent / "settings_model.py"), "--micro-batches", "2"]),
-            ("own_scaler", [str(Path(__file__).resolve().parent / "settings_model_scaler.py"), "--autocast", "fp16"])]
-QUICK_CAPTURES = ["tl_mb", "tm", "own_scaler"]
+            ("own_scaler", [str(Path(__file__).resolve().parent / "settings_model_scaler.py"), "--autocast", "fp16"]),
+            ("conv", [str(Path(__file__).resolve().parent / "settings_conv.py")]),
+            ("bert", [str(Path(__file__).resolve().parent / "settings_bert.py")])]
+QUICK_CAPTURES = ["tl_mb", "tm", "own_scaler", "conv", "bert"]
 
 
 def blocks(path):

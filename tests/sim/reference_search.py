@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""A second reading of docs/advise.md's "Search" (how `mhc advise` combines the settings and ranks
+them), written from the documents alone (docs/advise.md "Search" and "Settings",
+docs/simulator.md "Settings"). Each setting is predicted by reference_settings.py, the second
+reading of the transformations; nothing is shared with advise/. reference_search_compare.py runs
+it beside `mhc advise --json` on captured steps.
+
+Library: `search(trace_path, capacity, budget=None, top=3, link=..., host_bw=..., cost=...)` returns
+the baseline, the ranked answers (setting, peak, reserved, host peak, step time, loss) and the
+number of DP runs, or raises NothingFits with the closest candidate.
+"""
+import json
+
+import reference_settings as ref
+
+QUANTUM = 1 << 20            # "sums compared in 1 MiB quanta"
+ROUNDS = 6                   # "at most 6 rounds"
+MARGIN_STEP = 16 << 20       # the margin grows by the excess and 16 MiB more
+CHOICES = ["keep", "full", "save_matmuls", "mhc", "offload"]
+# the streamed offload a block choice turns on: torchtune's OffloadActivations defaults
+BLOCK_OFFLOAD = {"mode": "streamed", "min_bytes": 1024, "max_fwd_stash": 5, "prefetch": 2}
+# families of block choices: all of them, each alone, none (the global setting alone)
+FAMILIES = [set(CHOICES), {"keep", "full"}, {"keep", "save_matmuls"}, {"keep", "mhc"}, {"keep", "offload"},
+            {"keep"}]
+ALLOCATORS = ["", "expandable_segments:True"]
+
+
+class NothingFits(Exception):
+    pass
+
+
+def setting_json(s):
+    """The setting as mhc prints it: compact, keys sorted."""
+    return json.dumps(s, separators=(",", ":"), sort_keys=True)
+
+
+# ---------------------------------------------------------------- blocks
+
+def blocks(cap):
+    """docs/advise.md "Search": the numbered children of the module path with the most forward
+    kernels (else its named children when they are two or more of one type); when those are all of
+    one module type, also every other such stack of one type neither inside nor around it, in
+    forward order."""
+    fwd_kernels = {}
+    for k in cap.kernels:
+        if k["phase"] == ref.FWD:
+            m = k["module"]
+            while m:
+                fwd_kernels[m] = fwd_kernels.get(m, 0) + 1
+                m = cap.modules.get(m, {}).get("parent", 0)
+    children = {}
+    for mid, m in cap.modules.items():
+        children.setdefault(m["parent"], []).append(mid)
+    numbered = {p: [c for c in cs if cap.modules[c]["name"].rpartition(".")[2].isdigit()]
+                for p, cs in children.items()}
+    stacks = {p: cs for p, cs in numbered.items() if cs}
+    if not stacks:   # an nn.ModuleDict: named children, two or more of one type
+        for p, cs in children.items():
+            by_type = {}
+            for c in cs:
+                by_type.setdefault(cap.modules[c]["type"], []).append(c)
+            for t, g in by_type.items():
+                if len(g) >= 2 and len(g) == len(cs):
+                    stacks[p] = g
+    if not stacks:
+        return []
+    work = lambda p: sum(fwd_kernels.get(c, 0) for c in stacks[p])   # noqa: E731
+    best = max(stacks, key=work)
+    chosen = [best]
+    one_type = lambda p: len({cap.modules[c]["type"] for c in stacks[p]}) == 1   # noqa: E731
+    if one_type(best):
+        for p in stacks:
+            if p != best and one_type(p) and work(p) > 0 and not any(
+                    cap.inside(p, q) or cap.inside(q, p) for q in chosen):
+                chosen.append(p)
+    first_fwd = {}
+    for k in cap.kernels:
+        if k["phase"] == ref.FWD:
+            for p in chosen:
+                for c in stacks[p]:
+                    if c not in first_fwd and cap.inside(k["module"], c):
+                        first_fwd[c] = k["i"]
+    mods = [c for p in chosen for c in stacks[p] if c in first_fwd]
+    return sorted(mods, key=lambda c: first_fwd[c])
+
+
+def has_type(cap, block, mtype):
+    return any(m["type"] == mtype and cap.inside(mid, block) for mid, m in cap.modules.items())
+
+
+# ---------------------------------------------------------------- windows
+
+def windows(plan):
+    """The live device bytes at each op's start (the frees at the earlier op's end and its own
+    start, then the allocations there), the largest per window: the ops anchored at a recorded
+    kernel; 'end' after the last op."""
+    made_s, made_e, freed_s, freed_e = {}, {}, {}, {}
+    for al in plan.allocs.values():
+        if al.device < 0:
+            continue
+        op, side, _off = al.made
+        d = made_e if side == "after" else made_s
+        d[id(op)] = d.get(id(op), 0) + al.nbytes
+        if al.freed is not None:
+            op, side, _off = al.freed
+            d = freed_e if side == "after" else freed_s
+            d[id(op)] = d.get(id(op), 0) + al.nbytes
+    win, live, prev = {}, 0, None
+    for op in plan.ops:
+        if prev is not None:
+            live -= freed_e.get(id(prev), 0)
+        live -= freed_s.get(id(op), 0)
+        if prev is not None:
+            live += made_e.get(id(prev), 0)
+        live += made_s.get(id(op), 0)
+        win[op.anchor] = max(win.get(op.anchor, live), live)
+        prev = op
+    if prev is not None:
+        live += made_e.get(id(prev), 0) - freed_e.get(id(prev), 0)
+    win["end"] = live
+    return win
+
+
+_CACHE = {}   # (what, trace, setting, link, host figures) -> result: one search after another
+
+
+def cached(what, trace, setting, link, host_bw, cost, f):
+    key = (what, str(trace), setting_json(setting), repr(link), host_bw, cost)
+    if key not in _CACHE:
+        _CACHE[key] = f()
+    return _CACHE[key]
+
+
+def quick(trace, cap, setting, link, host_bw, cost):
+    return cached("quick", trace, setting, link, host_bw, cost, lambda: _quick(trace, cap, setting, link, host_bw, cost))
+
+
+def _quick(trace, cap, setting, link, host_bw, cost):
+    """Live bytes per window and the step time of a setting (no caching allocator)."""
+    _cap, plan = ref.transform(trace, setting, host_bw, cost, cap)
+    plan.run(link)
+    ops = [op for op in plan.ops if op.kind != "removed"]
+    step = (max(op.t1 for op in ops) - min(op.t0 for op in ops)) if ops else 0
+    return windows(plan), step
+
+
+class Classes:
+    """Who owns each window (a block, or none), whether it is a forward one, and (outside blocks)
+    how many blocks are held there."""
+
+    def __init__(self, cap, block_ids):
+        self.owner, self.fwd, self.held = {}, {}, {}
+        first_f, last_f, first_b, last_b = {}, {}, {}, {}
+        for k in cap.kernels:
+            i, p = k["i"], cap.pass_of[k["i"]]
+            self.fwd[i] = k["phase"] == ref.FWD
+            own = next((b for b, mid in enumerate(block_ids) if cap.inside(k["module"], mid)), None)
+            self.owner[i] = own
+            if own is None:
+                continue
+            if k["phase"] == ref.FWD:
+                first_f.setdefault((own, p), i)
+                last_f[(own, p)] = i
+            elif k["phase"] == ref.BWD:
+                first_b.setdefault((own, p), i)
+                last_b[(own, p)] = i
+        for k in cap.kernels:   # an op of no block in the middle of a block's forward or backward
+            i, p = k["i"], cap.pass_of[k["i"]]
+            if self.owner[i] is not None:
+                continue
+            for b in range(len(block_ids)):
+                if first_f.get((b, p), 1 << 60) < i < last_f.get((b, p), -1) or \
+                        first_b.get((b, p), 1 << 60) < i < last_b.get((b, p), -1):
+                    self.owner[i] = b
+                    break
+        for k in cap.kernels:
+            i, p = k["i"], cap.pass_of[k["i"]]
+            if self.owner[i] is None:
+                self.held[i] = sum(1 for b in range(len(block_ids))
+                                   if first_f.get((b, p), 1 << 60) < i < last_b.get((b, p), -1))
+        for slot in (None, "end"):   # before the first and after the last kernel
+            self.owner[slot], self.fwd[slot], self.held[slot] = None, False, 0
+
+
+# ---------------------------------------------------------------- the separable model and the DP
+
+def build_model(cls, base_win, deltas, times, nb):
+    """Per block and choice: (wf, wb, df, db, time), None where the choice is not available; the gap
+    windows' peaks per number of held blocks."""
+    gap_f, gap_b = [None] * (nb + 1), [None] * (nb + 1)
+    for s, v in base_win.items():
+        if cls.owner.get(s) is not None:
+            continue
+        g = gap_f if cls.fwd.get(s) else gap_b
+        h = min(cls.held.get(s, 0), nb)
+        g[h] = v if g[h] is None else max(g[h], v)
+    blocks = []
+    for k in range(nb):
+        opts = []
+        for c in CHOICES:
+            d = deltas[k].get(c)
+            if d is None:
+                opts.append(None)
+                continue
+            wf = wb = df = db = None
+            for s, v in base_win.items():
+                own = cls.owner.get(s)
+                ds = d.get(s, 0)
+                if own == k:
+                    if cls.fwd.get(s):
+                        wf = v + ds if wf is None else max(wf, v + ds)
+                    else:
+                        wb = v + ds if wb is None else max(wb, v + ds)
+                    continue
+                held = (own is not None and own > k) or (own is None and cls.held.get(s, 0) > k)
+                if not held:
+                    continue
+                if cls.fwd.get(s):
+                    df = ds if df is None else max(df, ds)
+                else:
+                    db = ds if db is None else max(db, ds)
+            opts.append((wf, wb, df or 0, db or 0, times[k][c]))
+        blocks.append(opts)
+    return blocks, gap_f, gap_b
+
+
+def fits(w, held, capacity):
+    return w is None or w + held <= capacity
+
+
+def model_peak(model, choice):
+    blocks, gap_f, gap_b = model
+    peak, sf, sb = None, 0, 0
+
+    def upd(v, add):
+        nonlocal peak
+        if v is not None:
+            peak = v + add if peak is None else max(peak, v + add)
+    upd(gap_f[0], 0)
+    upd(gap_b[0], 0)
+    for k, c in enumerate(choice):
+        wf, wb, df, db, _t = blocks[k][c]
+        upd(wf, sf)
+        upd(wb, sb)
+        sf, sb = sf + df, sb + db
+        upd(gap_f[k + 1], sf)
+        upd(gap_b[k + 1], sb)
+    return peak
+
+
+def solve(model, capacity, allowed):
+    """The fastest combination whose separable peak fits: a DP over blocks keeping, after each, the
+    states no other beats in both held sums and time (states within one quantum in both sums
+    merged into the fastest); ties in time: the smaller held forward sum, then backward sum."""
+    blocks, gap_f, gap_b = model
+    if not (fits(gap_f[0], 0, capacity) and fits(gap_b[0], 0, capacity)):
+        return None
+    layer = [(0, 0, 0, ())]
+    for k, opts in enumerate(blocks):
+        nxt = []
+        for sf, sb, t, ch in layer:
+            for c, o in enumerate(opts):
+                if CHOICES[c] not in allowed or o is None:
+                    continue
+                wf, wb, df, db, dt = o
+                if not (fits(wf, sf, capacity) and fits(wb, sb, capacity)):
+                    continue
+                n = (sf + df, sb + db, t + dt, ch + (c,))
+                if fits(gap_f[k + 1], n[0], capacity) and fits(gap_b[k + 1], n[1], capacity):
+                    nxt.append(n)
+        merged = {}
+        for st in nxt:
+            key = (st[0] // QUANTUM, st[1] // QUANTUM)
+            if key not in merged or st[2] < merged[key][2]:
+                merged[key] = st
+        layer = []
+        for st in sorted(merged.values(), key=lambda x: (x[2], x[0], x[1])):
+            if not any(o[0] <= st[0] and o[1] <= st[1] for o in layer):
+                layer.append(st)
+        if not layer:
+            return None
+    return list(layer[0][3])
+
+
+# ---------------------------------------------------------------- the search
+
+def combine(names, global_setting, choice):
+    s = dict(global_setting)
+    groups = []
+    for c, policy in (("full", "full"), ("save_matmuls", "save_matmuls"), ("mhc", "mhc")):
+        mods = [names[k] for k, x in enumerate(choice) if CHOICES[x] == c]
+        if mods:
+            groups.append({"modules": mods, "policy": policy})
+    if groups:
+        s["checkpoint"] = groups[0] if len(groups) == 1 else groups
+    off = [names[k] for k, x in enumerate(choice) if CHOICES[x] == "offload"]
+    if off:
+        s["offload"] = dict(BLOCK_OFFLOAD, modules=off)
+    return s
+
+
+def grads_read_on_gpu(cap):
+    try:
+        ref.reads_gradients_between(cap)
+        return False
+    except ValueError:
+        return True
+
+
+def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw=100e9, cost=15000):
+    cap = cached("capture", trace, {}, None, 0, 0, lambda: ref.Captured(trace))
+    bids = blocks(cap)
+    names = [cap.modules[b]["name"] for b in bids]   # as the capture spells them
+    nb = len(bids)
+
+    def predict(s):
+        return cached("predict", trace, s, link, host_bw, cost, lambda: ref.predict(trace, s, link, host_bw, cost, cap))
+
+    baseline = predict({})
+    base_win, base_time = quick(trace, cap, {}, link, host_bw, cost)
+    deltas = [dict() for _ in range(nb)]
+    times = [dict(keep=0) for _ in range(nb)]
+    for k in range(nb):
+        deltas[k]["keep"] = {}
+        for c in CHOICES[1:]:
+            if c == "mhc" and not has_type(cap, bids[k], "HcMaps"):
+                continue
+            w, t = quick(trace, cap, combine(names, {}, [CHOICES.index(c) if j == k else 0 for j in range(nb)]),
+                         link, host_bw, cost)
+            deltas[k][c] = {s: w.get(s, 0) - base_win.get(s, 0) for s in set(w) | set(base_win)}
+            times[k][c] = t - base_time
+    cls = Classes(cap, bids)
+    # global combinations: the optimizer as captured, on the host, fused (foreach Adam(W) only)
+    has_opt = bool(ref.optimizer_steps(cap))
+    foreach = any(k["name"].startswith("aten::_foreach_") for k in cap.kernels)
+    adam = any(c in cap.meta.get("capture.optimizer_class", "AdamW") for c in ("Adam", "AdamW"))
+    ddp = cap.meta.get("capture.data_parallel", "") == "ddp"
+    globals_ = [{}]
+    if has_opt and not grads_read_on_gpu(cap) and not ddp:
+        globals_.append({"optimizer": {"state": "host"}})
+    if foreach and adam and has_opt:
+        globals_.append({"optimizer": {"impl": "fused"}})
+    seen = {}
+
+    def candidate(s):
+        key = setting_json(s)
+        if key not in seen:
+            p = predict(s)
+            loss = p["step_time_ns"] / baseline["step_time_ns"] - 1 if baseline["step_time_ns"] > 0 else 0
+            seen[key] = dict(setting=s, key=key, peak=p["peak_bytes"], reserved=p["reserved_bytes"],
+                             host=p["host_peak_bytes"], time=p["step_time_ns"], loss=loss,
+                             fits=p["reserved_bytes"] <= capacity,
+                             within=budget is None or loss <= budget + 1e-12)
+        return seen[key]
+
+    dp_runs = 0
+    for g in globals_:
+        gw, _gt = quick(trace, cap, g, link, host_bw, cost)
+        model = build_model(cls, gw, deltas, times, nb)
+        pg = candidate(g)
+        base_margin = max(0, pg["reserved"] - pg["peak"])
+        for fam in FAMILIES:
+            margin = base_margin
+            for _round in range(ROUNDS):
+                choice = solve(model, capacity - margin, fam)
+                dp_runs += 1
+                if choice is None and _round == 0 and margin > 0:
+                    margin = 0   # once more without the margin: the exact prediction decides
+                    continue
+                if choice is None:
+                    break
+                best = None
+                for conf in ALLOCATORS:
+                    s = combine(names, g, choice)
+                    if conf:
+                        s["allocator"] = conf
+                    c = candidate(s)
+                    if best is None or c["reserved"] < best["reserved"]:
+                        best = c
+                if best["fits"]:
+                    break
+                margin += best["reserved"] - capacity + MARGIN_STEP
+    every = sorted(seen.values(), key=lambda c: (not c["fits"], c["time"], len(c["key"]), c["reserved"]))
+    ranked, shown = [], set()
+    for c in every:
+        if not c["fits"] or not c["within"] or len(ranked) >= top:
+            continue
+        key = setting_json({k: v for k, v in c["setting"].items() if k != "allocator"})
+        if key in shown:
+            continue
+        shown.add(key)
+        ranked.append(c)
+    if not ranked:
+        fitting = [c for c in every if c["fits"]]
+        if fitting:
+            close = min(fitting, key=lambda c: c["loss"])
+            raise NothingFits(f"within the budget: the closest is {close['key']} at {close['loss']:+.3f}")
+        close = min(every, key=lambda c: c["reserved"]) if every else None
+        raise NothingFits(f"the closest is {close['key'] if close else '{}'}")
+    return dict(baseline=baseline, ranked=ranked, dp_runs=dp_runs, blocks=names)
+
+
+if __name__ == "__main__":
+    import sys
+    r = search(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else None)
+    for c in r["ranked"]:
+        print(c["key"], c["peak"], c["reserved"], c["time"], f"{c['loss']:+.4f}")
+    print("dp runs", r["dp_runs"])

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Is the search's first answer the fastest of every combination predicted exactly? docs/advise.md
+("Search") says tests/advise checks it on small synthetic steps; this checks it on captured ones
+with the second readings (reference_search.py's search, reference_settings.py's predictions of
+every combination of the block choices, the global settings and both allocator settings), at the
+capacities reference_search_compare.py uses. By hand (minutes per capture):
+    python3 tests/sim/reference_search_exhaustive.py TRACE.db...
+Prints one line per capacity: 'same', 'SLOWER by ...', or where one finds nothing and the other does.
+"""
+import itertools
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_search as rs  # noqa: E402
+import reference_settings as ref  # noqa: E402
+import reference_search_compare as rsc  # noqa: E402
+for trace in sys.argv[1:]:
+    cap = ref.Captured(trace)
+    bids = rs.blocks(cap); names = [cap.modules[b]["name"] for b in bids]
+    choices = [c for c in range(5) if rs.CHOICES[c] != "mhc" or all(rs.has_type(cap, b, "HcMaps") for b in bids)]
+    has_opt = bool(ref.optimizer_steps(cap))
+    globals_ = [{}]
+    if has_opt and not rs.grads_read_on_gpu(cap): globals_.append({"optimizer": {"state": "host"}})
+    if any(k["name"].startswith("aten::_foreach_") for k in cap.kernels): globals_.append({"optimizer": {"impl": "fused"}})
+    every = []
+    for g in globals_:
+        for ch in itertools.product(choices, repeat=len(bids)):
+            for conf in rs.ALLOCATORS:
+                s = rs.combine(names, g, list(ch))
+                if conf: s["allocator"] = conf
+                p = ref.predict(trace, s, cap=cap)
+                every.append((p["step_time_ns"], p["reserved_bytes"], rs.setting_json(s)))
+    for what, capacity in rsc.capacities(trace):
+        fit = sorted(e for e in every if e[1] <= capacity)
+        try:
+            r = rs.search(trace, capacity)
+            first = r["ranked"][0]
+            best = fit[0]
+            tag = "same" if first["time"] <= best[0] else f"SLOWER by {first['time'] - best[0]} ns ({(first['time'] / best[0] - 1) * 100:.2f}%)"
+            print(f"{trace.split('/')[-1]} {capacity}: search {first['key']} {first['time']}; exhaustive {best[2]} {best[0]}: {tag}")
+        except rs.NothingFits:
+            print(f"{trace.split('/')[-1]} {capacity}: search nothing; exhaustive {'nothing' if not fit else 'FITS ' + fit[0][2]}")
+    print(f"{trace}: {len(every)} combinations predicted", flush=True)
