@@ -220,4 +220,16 @@ json_ok j.json || fail "simulate --json: not JSON"
 "$mhc" calibrate --backend host --quick --rounds 1 --max-chunk 16KiB --name "$(printf 'n\xff')" -o "$bad.json" \
     >/dev/null 2>err || fail "calibrate --name not UTF-8 exited $?: $(cat err)"
 json_ok "$bad.json" || fail "calibrate wrote a profile that is not JSON"
+# 8. A value below an option's lower bound where the upper one is a type's limit: said in a few
+# words, not with the limit's 309 digits ("--top: Value 0 not in range 0.000000 to 1797...").
+refused "--top: '0': must be more than 0" info t.db --top 0
+refused "--run: '-1': must not be negative" export t.db -o x.json --run -1
+refused "--max: '-3': must not be negative" check t.db --max -3
+refused "--gpu-flops: '0': must be more than 0" generate --steps 1 --gpu-flops 0 -o g.db
+for cmd in "info t.db --top 0" "export t.db -o x.json --run -1" "check t.db --max -3"; do
+    # shellcheck disable=SC2086
+    "$mhc" $cmd >out 2>err
+    [ "$(wc -c <err)" -lt 120 ] || fail "$cmd: a long message: $(head -c 200 err)"
+done
+[ ! -e x.json ] && [ ! -e g.db ] || fail "a refused command wrote its output"
 echo ok
