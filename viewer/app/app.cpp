@@ -46,7 +46,7 @@ App::~App() {
 }
 
 void App::finish_load() {
-    run_list = trace::list_runs(trace->path);
+    run_list = trace::list_runs(trace->path, trace->runs_db);
     ++run_list_generation;
     runs.clear();
     runs.resize(run_list.size());
@@ -95,6 +95,7 @@ LoadOptions App::load_options() const {
     LoadOptions o;
     if (!opt.families.empty()) o.families.load_file(opt.families);
     o.device = opt.device;
+    o.runs_db = opt.runs_db;
     return o;
 }
 
@@ -143,7 +144,7 @@ const ViewRun* App::run(int index) {
 }
 
 void App::refresh_runs() {
-    auto fresh = trace::list_runs(trace->path);
+    auto fresh = trace::list_runs(trace->path, trace->runs_db);
     std::lock_guard<std::mutex> lock(runs_mutex);
     runs.resize(fresh.size());
     compared.resize(fresh.size(), true);
