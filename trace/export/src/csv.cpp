@@ -10,6 +10,7 @@
 #include <set>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/made_directory.hpp"
 #include "mhc/trace/export/export.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
@@ -217,19 +218,9 @@ std::vector<CsvTable> export_csv(const std::string& trace_path, const std::strin
     std::map<std::string, std::map<int64_t, std::string>> lookups;
     for (const auto& n : kNamed) lookups.try_emplace(n.lookup);
     for (auto& [name, ids] : lookups) ids = lookup(db, name, trace_path);
-    std::error_code ec;
-    // A folder this export creates is removed again when the export fails (declared before the
-    // files, so that it is removed after their temporary files are).
-    struct MadeFolder {
-        std::string dir;
-        bool made = false, keep = false;
-        ~MadeFolder() {
-            std::error_code e;
-            if (made && !keep) std::filesystem::remove(dir, e);   // only when empty
-        }
-    } folder{dir};
-    folder.made = std::filesystem::create_directories(dir, ec);
-    if (ec) throw Error(where(dir, "cannot create directory: " + ec.message()));
+    // A folder this export creates is removed again when the export fails or is interrupted by a
+    // signal (declared before the files, so that it is removed after their temporary files are).
+    MadeDirectory folder(dir);
     // Every file is complete before any is renamed into place, and they appear together.
     std::vector<std::unique_ptr<Output>> outs;
     std::vector<CsvTable> written;
@@ -250,7 +241,7 @@ std::vector<CsvTable> export_csv(const std::string& trace_path, const std::strin
         files.push_back(&o->file());
     }
     commit_together(files);
-    folder.keep = true;
+    folder.keep();
     return written;
 }
 
