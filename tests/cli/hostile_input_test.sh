@@ -232,4 +232,15 @@ for cmd in "info t.db --top 0" "export t.db -o x.json --run -1" "check t.db --ma
     [ "$(wc -c <err)" -lt 120 ] || fail "$cmd: a long message: $(head -c 200 err)"
 done
 [ ! -e x.json ] && [ ! -e g.db ] || fail "a refused command wrote its output"
+# 9. A list naming one thing twice was simulated (replayed) and stored twice, its rows printed twice.
+runs=$(sqlite3 t.db "SELECT count(*) FROM runs")
+refused "--capacities: '80%' is given twice; give each once" sweep t.db --capacities 80%,80% --no-bisect
+refused "--capacities: '80%' and '80 %' name the same thing" sweep t.db --capacities "80%,80 %" --no-bisect
+refused "--policies: 'lru' is given twice" sweep t.db --capacities 80% --policies lru,lru --no-bisect
+refused "--links: 'pcie4' is given twice" sweep t.db --capacities 80% --links pcie4,pcie4 --no-bisect
+refused "--capacity: '70%' is given twice" validate t.db --capacity 70%,70%
+[ "$(sqlite3 t.db "SELECT count(*) FROM runs")" = "$runs" ] || fail "a refused sweep or validate stored runs"
+# Sizes that differ below format_bytes' two decimals are distinct capacities.
+"$mhc" -q sweep t.db --capacities 700MiB,700.001MiB --policies lru --no-bisect --no-store >out 2>err ||
+    fail "sweep of two close sizes: $(cat err)"
 echo ok
