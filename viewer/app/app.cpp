@@ -26,7 +26,17 @@ TimeRange parse_range(const std::string& text) {
             if (std::string why = whole_number_refusal(s, false); !why.empty()) throw Error("--range " + why);
             return *parse_integer<int64_t>(s);
         }
-        return static_cast<int64_t>(parse_seconds(s) * 1e9 + 0.5);
+        double seconds = 0;
+        try {
+            seconds = parse_seconds(s);
+        } catch (const Error& e) {
+            throw Error(std::string("--range ") + e.what());   // the option named, as for numbers
+        }
+        // Past int64 nanoseconds (292 years) the cast wrapped: '0:99999999999s' read as an end
+        // before its start.
+        if (!(seconds * 1e9 < 9.2e18))
+            throw Error("--range '" + text + "': '" + s + "' is too large (at most 292 years)");
+        return static_cast<int64_t>(seconds * 1e9 + 0.5);
     };
     TimeRange r{ns(text.substr(0, colon)), ns(text.substr(colon + 1))};
     if (r.t1 <= r.t0) throw Error("--range '" + text + "': the end must be after the start");
