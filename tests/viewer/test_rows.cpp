@@ -149,10 +149,10 @@ TEST_CASE("a label fits its box: whole, cut with '...', or not drawn") {
     CHECK(fit_label("0123456789", 70, 7) == "0123456789");
     CHECK(fit_label("01234567890", 70, 7) == "0123456...");
     // Room for 4 characters: two and the dots would not fit; nothing.
-    CHECK(fit_label("abcdefgh", 34, 7) == "");
+    CHECK(fit_label("abcdefgh", 34, 7).empty());
     CHECK(fit_label("ab...", 35, 7) == "ab...");
     CHECK(fit_label("abcdefgh", 35, 7) == "ab...");
-    CHECK(fit_label("anything", 0, 7) == "");
+    CHECK(fit_label("anything", 0, 7).empty());
     // UTF-8: characters are counted and never cut in two ("é" is two bytes).
     CHECK(fit_label("éééééé", 42, 7) == "éééééé");
     CHECK(fit_label("ééééééé", 42, 7) == "ééé...");

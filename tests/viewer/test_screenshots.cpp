@@ -899,14 +899,14 @@ TEST_CASE("labels in timeline boxes fit their box, cut with '...', never clipped
     REQUIRE(shot.rc == 0);
     const double char_width = 7;   // the viewer's monospaced font (ProggyClean 13 px)
     size_t drawn = 0, cut = 0;
-    for (const auto& t : shot.layout["timeline"]["tracks"])
-        for (const auto& box : t["boxes"]) {
+    for (const auto& track_json : shot.layout["timeline"]["tracks"])
+        for (const auto& box : track_json["boxes"]) {
             REQUIRE(box.size() == 4);   // x0, x1, what, the label drawn
             const std::string label = box[3];
             if (label.empty()) continue;
             ++drawn;
             const double room = box[1].get<double>() - box[0].get<double>() - 6;
-            INFO(t["title"] << ": '" << label << "' in " << room << " px");
+            INFO(track_json["title"] << ": '" << label << "' in " << room << " px");
             CHECK(static_cast<double>(label.size()) * char_width <= room + 0.5);
             if (label.size() > 3 && label.compare(label.size() - 3, 3, "...") == 0) ++cut;
         }

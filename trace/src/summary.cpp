@@ -110,9 +110,10 @@ Summary summarize(const TraceData& t, int top_n) {
     std::set<int32_t> alloc_devs(t.allocations.device.begin(), t.allocations.device.end());
     bool any_requested = false;
     for (size_t i = 0; i < t.allocations.size() && !any_requested; ++i) any_requested = t.allocations.requested_at(i) != kNoBytes;
-    for (int32_t d : alloc_devs) {
-        const LivePeak p = live_peak(t, d);
-        s.memory.push_back({d, p.bytes, any_requested ? requested_peak(t, d) : -1, reserved_peak(t, d), p.time});
+    for (int32_t device : alloc_devs) {
+        const LivePeak live = live_peak(t, device);
+        s.memory.push_back(
+            {device, live.bytes, any_requested ? requested_peak(t, device) : -1, reserved_peak(t, device), live.time});
     }
     s.timing = t.meta_or("timing", "exact");
 
@@ -271,10 +272,10 @@ std::string to_json(const Summary& s) {
         j["peak"] = {{"bytes", s.peak.bytes}, {"time_ns", s.peak.time}, {"device", s.peak_device}};
     j["timing"] = s.timing;
     for (const auto& m : s.memory) {
-        nlohmann::json d{{"device", m.device}, {"peak_bytes", m.peak}, {"peak_time_ns", m.peak_time}};
-        d["requested_peak_bytes"] = m.requested >= 0 ? nlohmann::json(m.requested) : nlohmann::json(nullptr);
-        d["reserved_peak_bytes"] = m.reserved >= 0 ? nlohmann::json(m.reserved) : nlohmann::json(nullptr);
-        j["memory"].push_back(d);
+        nlohmann::json entry{{"device", m.device}, {"peak_bytes", m.peak}, {"peak_time_ns", m.peak_time}};
+        entry["requested_peak_bytes"] = m.requested >= 0 ? nlohmann::json(m.requested) : nlohmann::json(nullptr);
+        entry["reserved_peak_bytes"] = m.reserved >= 0 ? nlohmann::json(m.reserved) : nlohmann::json(nullptr);
+        j["memory"].push_back(entry);
     }
     for (int c = 0; c < kCategoryCount && s.allocations > 0; ++c)
         j["peak"]["by_category"][std::string(to_string(static_cast<Category>(c)))] =

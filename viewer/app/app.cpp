@@ -4,6 +4,7 @@
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "mhc/common/error.hpp"
@@ -36,7 +37,7 @@ TimeRange parse_range(const std::string& text) {
         // before its start.
         if (!(seconds * 1e9 < 9.2e18))
             throw Error("--range '" + text + "': '" + s + "' is too large (at most 292 years)");
-        return static_cast<int64_t>(seconds * 1e9 + 0.5);
+        return static_cast<int64_t>(std::llround(seconds * 1e9));
     };
     TimeRange r{ns(text.substr(0, colon)), ns(text.substr(colon + 1))};
     if (r.t1 <= r.t0) throw Error("--range '" + text + "': the end must be after the start");

@@ -211,9 +211,9 @@ std::vector<CsvTable> export_csv(const std::string& trace_path, const std::strin
     sqlite3* db = reader.handle();
     const auto tables = exported_tables(db, trace_path);
     const RunSource runs = run_source(trace_path, db, opt);
-    for (const auto& t : tables) {
-        refuse_input_as_output(trace_path, dir + "/" + t + ".csv");
-        if (!opt.runs_db.empty()) refuse_input_as_output(opt.runs_db, dir + "/" + t + ".csv");
+    for (const auto& table : tables) {
+        refuse_input_as_output(trace_path, dir + "/" + table + ".csv");
+        if (!opt.runs_db.empty()) refuse_input_as_output(opt.runs_db, dir + "/" + table + ".csv");
     }
     std::map<std::string, std::map<int64_t, std::string>> lookups;
     for (const auto& n : kNamed) lookups.try_emplace(n.lookup);
