@@ -42,8 +42,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 int64_t rows = 0;
                 for (const auto& t : tables) rows += t.rows;
                 std::printf("%s: %zu tables, %lld rows\n", out->c_str(), tables.size(), static_cast<long long>(rows));
-                for (const auto& t : tables)
-                    std::printf("  %-20s %12lld\n", t.file.c_str(), static_cast<long long>(t.rows));
+                for (const auto& table : tables)
+                    std::printf("  %-20s %12lld\n", table.file.c_str(), static_cast<long long>(table.rows));
             } else {
                 ex::PerfettoOptions opt;
                 opt.run_id = *run;

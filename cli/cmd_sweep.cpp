@@ -73,7 +73,7 @@ std::function<int()> setup(CLI::App& app) {
         refuse_repeats("--policies", spec.policies, spec.policies);
         refuse_repeats("--prefetchers", spec.prefetchers, spec.prefetchers);
         std::vector<std::string> capacity_keys;
-        for (const auto& c : spec.capacities) capacity_keys.push_back(capacity_key(c));
+        for (const auto& capacity : spec.capacities) capacity_keys.push_back(capacity_key(capacity));
         refuse_repeats("--capacities", split_list(o->capacities), capacity_keys);
         refuse_repeats("--links", split_list(o->links), split_list(o->links));
         // A loss can pass 100% (a run twice as slow loses 100%); past 1000% no budget means much.

@@ -58,12 +58,12 @@ extern "C" void remove_temps_and_die(int sig) {
         }
         return;
     }
-    for (auto& s : g_slots)
-        if (s.used.load() && !s.directory.load()) ::unlink(s.name);
+    for (auto& slot : g_slots)
+        if (slot.used.load() && !slot.directory.load()) ::unlink(slot.name);
     // Then the folders made for outputs, when empty: a parent before its child fails, so again.
     for (int pass = 0; pass < 4; ++pass)
-        for (auto& s : g_slots)
-            if (s.used.load() && s.directory.load()) ::rmdir(s.name);
+        for (auto& slot : g_slots)
+            if (slot.used.load() && slot.directory.load()) ::rmdir(slot.name);
     // Then die of the signal as the process would have (exit status 128+sig in a shell).
     for (int i = 0; i < 3; ++i)
         if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);

@@ -174,6 +174,7 @@ void click_item(App& app, const Lane& l, const DrawItem& d) {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-length): f, w, h as the body has always named them
 void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float w, float h,
                 std::vector<std::string>* labels) {
     const float char_width = ImGui::CalcTextSize("M").x;

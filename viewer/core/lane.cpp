@@ -119,10 +119,10 @@ size_t Lane::first_ending_at_or_after(int64_t t) const {
 
 std::string fit_label(const std::string& text, float room, float char_width) {
     if (char_width <= 0 || room <= 0) return "";
-    auto chars = [](const std::string& s) {
-        size_t n = 0;
-        for (unsigned char c : s) n += (c & 0xC0) != 0x80;   // UTF-8: count the characters' first bytes
-        return n;
+    auto chars = [](const std::string& line) {
+        size_t count = 0;
+        for (unsigned char byte : line) count += (byte & 0xC0) != 0x80;   // UTF-8: the characters' first bytes
+        return count;
     };
     const auto fits = static_cast<size_t>(room / char_width);
     if (chars(text) <= fits) return text;
