@@ -17,6 +17,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
         auto format = std::make_shared<std::string>("perfetto");
         auto run = std::make_shared<int64_t>(0);
         auto force = std::make_shared<bool>(false);
+        auto runs_db = std::make_shared<std::string>();
         app.add_option("trace", *in, "Trace file (.db)")->required()->check(CLI::ExistingFile);
         app.add_option("-o,--output", *out, "perfetto: a file (.json or .json.gz); csv: a folder, one file per table")
             ->required()
@@ -29,19 +30,25 @@ mhc::cli::Registration reg{mhc::cli::Command{
                                       "run tables (all runs without it)")
             ->check(CLI::PositiveNumber)
             ->type_name("ID");
+        app.add_option("--runs-db", *runs_db,
+                       "Read the runs from this file (simulate --runs-db) instead of the trace; one made for "
+                       "another trace is refused")
+            ->type_name("FILE");
         app.add_flag("--force", *force, "Replace existing output files (never the trace itself)");
-        return [in, out, format, run, force] {
+        return [in, out, format, run, force, runs_db] {
             auto if_exists = *force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
             if (*format == "csv") {
-                auto tables = ex::export_csv(*in, *out, {*run, if_exists});
+                auto tables = ex::export_csv(*in, *out, {*run, if_exists, *runs_db});
                 int64_t rows = 0;
                 for (const auto& t : tables) rows += t.rows;
                 std::printf("%s: %zu tables, %lld rows\n", out->c_str(), tables.size(), static_cast<long long>(rows));
-                for (const auto& t : tables) std::printf("  %-20s %12lld\n", t.file.c_str(), static_cast<long long>(t.rows));
+                for (const auto& table : tables)
+                    std::printf("  %-20s %12lld\n", table.file.c_str(), static_cast<long long>(table.rows));
             } else {
                 ex::PerfettoOptions opt;
                 opt.run_id = *run;
                 opt.if_exists = if_exists;
+                opt.runs_db = *runs_db;
                 int64_t n = ex::export_perfetto(*in, *out, opt);
                 std::printf("%s: %lld trace events (open in ui.perfetto.dev)\n", out->c_str(), static_cast<long long>(n));
             }

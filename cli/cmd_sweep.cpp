@@ -69,6 +69,13 @@ std::function<int()> setup(CLI::App& app) {
         spec.prefetchers = split_list(o->prefetchers);
         for (const auto& c : split_list(o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
         for (const auto& l : split_list(o->links)) spec.links.push_back(sim::link_from_spec(l));
+        // A grid that names a point twice would simulate and store it twice.
+        refuse_repeats("--policies", spec.policies, spec.policies);
+        refuse_repeats("--prefetchers", spec.prefetchers, spec.prefetchers);
+        std::vector<std::string> capacity_keys;
+        for (const auto& capacity : spec.capacities) capacity_keys.push_back(capacity_key(capacity));
+        refuse_repeats("--capacities", split_list(o->capacities), capacity_keys);
+        refuse_repeats("--links", split_list(o->links), split_list(o->links));
         // A loss can pass 100% (a run twice as slow loses 100%); past 1000% no budget means much.
         spec.budget = option_value("--budget", [&] { return parse_share(o->budget, 1000); });
         if (o->jobs < 0) throw Error("--jobs must be >= 0");

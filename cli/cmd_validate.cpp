@@ -148,7 +148,12 @@ std::function<int()> setup(CLI::App& app) {
         const sim::LinkModel modelled = sim::link_from_spec(o->model_link);
         apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);
-        for (const auto& item : split_list(o->capacity)) spec.capacities.push_back(sim::parse_capacity(item));
+        std::vector<std::string> capacity_keys;
+        for (const auto& item : split_list(o->capacity)) {
+            spec.capacities.push_back(sim::parse_capacity(item));
+            capacity_keys.push_back(capacity_key(spec.capacities.back()));
+        }
+        refuse_repeats("--capacity", split_list(o->capacity), capacity_keys);   // replayed and stored twice
         if (spec.capacities.empty()) throw Error("validate: --capacity '" + o->capacity + "' names no capacity");
         spec.replay.backend = replay::parse_backend(o->backend);
         double scale = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <exception>
@@ -68,6 +69,18 @@ std::string in_our_words(const std::string& msg) {
         if (auto eq = msg.find(" = ", convert.size()); eq != std::string::npos)
             return msg.substr(convert.size(), eq - convert.size()) + ": '" + msg.substr(eq + 3) +
                    "': not a number in the option's range";
+    // CLI11's PositiveNumber and NonNegativeNumber are ranges up to the largest double, printed
+    // whole: "--top: Value 0 not in range 0.000000 to 1797693134862315708145...(309 digits)".
+    const std::string value = "Value ", range = " not in range ";
+    const size_t at = msg.find(value), in = msg.find(range);
+    if (at != std::string::npos && in != std::string::npos && in > at && msg.size() - in > 60) {
+        const std::string given = msg.substr(at + value.size(), in - at - value.size());
+        const double number = std::strtod(given.c_str(), nullptr);
+        const std::string why = number < 0    ? "must not be negative"
+                                : number == 0 ? "must be more than 0"
+                                              : "not in the option's range";
+        return msg.substr(0, at) + "'" + given + "': " + why;
+    }
     return msg;
 }
 
@@ -248,7 +261,9 @@ Outcome run(int argc, char** argv) {
     }
     if (std::string empty = empty_value(chosen); !empty.empty()) return failure(kExitBadInput, empty);
     set_quiet(quiet);
-    mhc::trace::set_lock_wait_note(show_progress());   // a trace another process holds: said, not a silent wait
+    // A trace another process holds: said once on stderr, terminal or not (a silent wait of up to
+    // MHC_BUSY_TIMEOUT_MS reads as a hang in a log); -q keeps it quiet.
+    mhc::trace::set_lock_wait_note(!quiet);
     try {
         return {action ? action() : kExitBadInput, ""};
     } catch (const mhc::dist::AgreedFailure&) {

@@ -83,6 +83,25 @@ std::vector<std::string> split_list(const std::string& s) {
     return out;
 }
 
+std::string capacity_key(const sim::Capacity& capacity) {
+    if (capacity.unlimited()) return "unlimited";
+    char key[64];
+    if (capacity.fraction > 0) std::snprintf(key, sizeof key, "share %.17g", capacity.fraction);
+    else std::snprintf(key, sizeof key, "bytes %lld", static_cast<long long>(capacity.bytes));
+    return key;
+}
+
+void refuse_repeats(const std::string& option, const std::vector<std::string>& items,
+                    const std::vector<std::string>& keys) {
+    for (size_t i = 0; i < keys.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (keys[i] == keys[j])
+                throw Error(option + ": " +
+                            (items[i] == items[j] ? "'" + items[i] + "' is given twice"
+                                                  : "'" + items[j] + "' and '" + items[i] + "' name the same thing") +
+                            "; give each once");
+}
+
 std::shared_ptr<const sim::Prepared> prepare_for_simulation(const trace::TraceData& t, int device,
                                                             const std::string& trace_path) {
     auto prepared = sim::prepare_cached(t, device);

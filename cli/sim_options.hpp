@@ -46,6 +46,14 @@ std::string policy_names(const std::vector<sim::PolicyInfo>& v);
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> split_list(const std::string& s);
 
+// A list option naming one thing twice (`--capacities 80%,80 %`, `--policies lru,lru`) would run
+// and store it twice: refused (mhc::Error naming the option and both items). `keys[i]` is what
+// items[i] names (the parsed capacity, the policy's name).
+void refuse_repeats(const std::string& option, const std::vector<std::string>& items,
+                    const std::vector<std::string>& keys);
+// What a capacity names, exactly (Capacity::to_string rounds sizes to two decimals).
+std::string capacity_key(const sim::Capacity& capacity);
+
 // The trace prepared for simulation. Throws mhc::Error (exit 2) when the simulated device has
 // no allocations: there is nothing to limit. What else it lacks is in sim::trace_warnings.
 std::shared_ptr<const sim::Prepared> prepare_for_simulation(const trace::TraceData& t, int device,

@@ -18,6 +18,7 @@
 
 #include "mhc/common/error.hpp"
 #include "mhc/common/hash.hpp"
+#include "mhc/common/made_directory.hpp"
 
 namespace mhc {
 
@@ -30,6 +31,7 @@ namespace {
 constexpr int kSlots = 8192;
 struct Slot {
     std::atomic<bool> used{false};
+    std::atomic<bool> directory{false};   // a folder made for outputs (MadeDirectory): rmdir, after the files
     char* name = nullptr;
     size_t capacity = 0;
 };
@@ -56,8 +58,12 @@ extern "C" void remove_temps_and_die(int sig) {
         }
         return;
     }
-    for (auto& s : g_slots)
-        if (s.used.load()) ::unlink(s.name);
+    for (auto& slot : g_slots)
+        if (slot.used.load() && !slot.directory.load()) ::unlink(slot.name);
+    // Then the folders made for outputs, when empty: a parent before its child fails, so again.
+    for (int pass = 0; pass < 4; ++pass)
+        for (auto& slot : g_slots)
+            if (slot.used.load() && slot.directory.load()) ::rmdir(slot.name);
     // Then die of the signal as the process would have (exit status 128+sig in a shell).
     for (int i = 0; i < 3; ++i)
         if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);
@@ -81,7 +87,7 @@ void install_handlers() {
     }
 }
 
-int claim(const std::string& name) {
+int claim(const std::string& name, bool directory = false) {
     std::lock_guard<std::mutex> lock(g_mutex);
     install_handlers();
     for (int i = 0; i < kSlots; ++i) {
@@ -94,6 +100,7 @@ int claim(const std::string& name) {
             s.capacity = name.size() + 1;
         }
         std::memcpy(s.name, name.c_str(), name.size() + 1);
+        s.directory.store(directory);
         s.used.store(true);
         return i;
     }
@@ -294,6 +301,33 @@ void OutputFile::commit() {
     committed_ = true;
     release(slot_);
     slot_ = -1;
+}
+
+MadeDirectory::MadeDirectory(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    // The folders that do not exist yet, deepest first: those this object makes.
+    for (fs::path p = fs::path(path).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+        if (!made_.empty() && made_.back() == p.string()) break;   // "/" or "." is its own parent
+        made_.push_back(p.string());
+    }
+    for (const std::string& dir : made_) slots_.push_back(claim(dir, true));
+    fs::create_directories(path, ec);
+    if (ec) {
+        for (int slot : slots_) release(slot);
+        throw Error(path + ": cannot create directory: " + ec.message());
+    }
+}
+
+MadeDirectory::~MadeDirectory() {
+    for (const std::string& dir : made_) ::rmdir(dir.c_str());   // only when empty
+    for (int slot : slots_) release(slot);
+}
+
+void MadeDirectory::keep() {
+    made_.clear();
+    for (int slot : slots_) release(slot);
+    slots_.clear();
 }
 
 TempFile::TempFile(const std::string& purpose) {

@@ -263,6 +263,7 @@ public:
         const detail::CpuSample cpu_after = detail::cpu_sample();
         rep_.load.after = detail::load_average();
         detail::measure_others_share(rep_.load, cpu_before_, cpu_after);
+        rep_.process_peak_rss = detail::peak_resident_bytes();
         rep_.baseline.verdict = "baseline";
         for (Row& x : rep_.rows) x.verdict = verdict(x, spec_.target_pp, rep_.load);
         if (spec_.before_store) spec_.before_store(rep_);
@@ -604,6 +605,13 @@ private:
                                    " allocations fitted where the simulator's had failed (the allocator models diverged)";
         if (plan.oom && row.measured.oom && row.measured.oom_allocation != plan.oom_allocation)
             row.measured.failure = "OOM at another allocation than the simulator's";
+        // Traffic each way, judged as the peak is (kTrafficToleranceBytes): a replay that moved
+        // other bytes than predicted did not execute the plan the prediction made.
+        if (!row.measured.failed())
+            if (std::string why = traffic_mismatch(row.predicted, row.measured); !why.empty()) {
+                row.measured.failure = why;
+                row.measured.status = trace::RunStatus::Failed;
+            }
         return bm;
     }
 

@@ -89,6 +89,7 @@ std::string to_json(const Report& r) {
     j["retimed"] = r.retimed;
     j["window"] = {{"kernel", r.window_kernel >= 0 ? json(r.window_kernel) : json(nullptr)}, {"origin", r.window_origin}};
     j["paced"] = r.paced;
+    j["process_peak_rss_bytes"] = r.process_peak_rss >= 0 ? json(r.process_peak_rss) : json(nullptr);
     j["pool_seconds"] = num(r.pool_seconds);
     j["pool_cpu_seconds"] = num(r.pool_cpu_seconds);
     j["estimated_replay_seconds"] = num(r.estimated_seconds);

@@ -31,6 +31,12 @@ CpuSample cpu_sample() {
                    1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
     return sample;
 }
+int64_t peak_resident_bytes() {
+    rusage ru{};
+    if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss <= 0) return -1;
+    return static_cast<int64_t>(ru.ru_maxrss) * 1024;   // Linux counts it in KiB
+}
+
 double load_average() {
     double averages[1];
     return getloadavg(averages, 1) == 1 ? averages[0] : -1;

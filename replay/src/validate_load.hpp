@@ -2,6 +2,7 @@
 // The load probe of a validation (validate_load.cpp): how busy the machine was around the
 // replays, so that a verdict can say that measured times include other work.
 #include <chrono>
+#include <cstdint>
 
 #include "mhc/replay/validate.hpp"
 
@@ -14,6 +15,8 @@ struct CpuSample {
 };
 CpuSample cpu_sample();
 double load_average();   // the 1-minute load average, -1 when unknown
+// This process's peak resident set so far in bytes (getrusage's ru_maxrss), -1 when unknown.
+int64_t peak_resident_bytes();
 // load.others_share from samples before and after the replays: the other processes' share of
 // all cores meanwhile (left at -1 when /proc/stat could not be read).
 void measure_others_share(Load& load, const CpuSample& before, const CpuSample& after);

@@ -93,6 +93,16 @@ std::string to_text(const Report& r) {
         out += buf;
     }
     for (const Row& x : r.rows) line(x);
+    // What "peak meas" counts, and the process's own figure beside it (not comparable).
+    out +=
+        "peak meas: the replay arena's device pages in use at their most (2 MiB pages, placed as the\n"
+        "  allocator model placed them), not this process's memory";
+    if (r.process_peak_rss >= 0)
+        out +=
+            " (its peak resident set over the whole\n  validation, trace, host arena and page pool "
+            "included: " +
+            format_bytes(r.process_peak_rss) + ")";
+    out += "\njudged: the peak (caching: to the byte), swap-in and swap-out (to the byte), the loss (--target)\n";
     if (!r.phases.empty()) {
         out += "time:";
         for (size_t i = 0; i < r.phases.size(); ++i) {

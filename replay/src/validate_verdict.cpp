@@ -74,6 +74,18 @@ std::string diverged_first(const Row& x) {
 }
 }  // namespace
 
+std::string traffic_mismatch(const sim::Result& predicted, const Measured& measured) {
+    if (predicted.oom.happened || measured.oom) return "";
+    auto off = [](int64_t want, int64_t got) { return std::llabs(got - want) > kTrafficToleranceBytes; };
+    if (!off(predicted.swap_in_bytes, measured.swap_in_bytes) &&
+        !off(predicted.swap_out_bytes, measured.swap_out_bytes))
+        return "";
+    auto bytes = [](int64_t value) { return format_bytes(value) + " (" + std::to_string(value) + " bytes)"; };
+    return "the replay moved swap-in " + bytes(measured.swap_in_bytes) + ", swap-out " +
+           bytes(measured.swap_out_bytes) + "; the prediction swap-in " + bytes(predicted.swap_in_bytes) +
+           ", swap-out " + bytes(predicted.swap_out_bytes) + " (traffic is judged to the byte)";
+}
+
 std::string verdict(const Row& x, double target, const Load& load) {
     const auto& p = x.predicted;
     const auto& m = x.measured;

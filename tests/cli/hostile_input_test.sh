@@ -220,4 +220,27 @@ json_ok j.json || fail "simulate --json: not JSON"
 "$mhc" calibrate --backend host --quick --rounds 1 --max-chunk 16KiB --name "$(printf 'n\xff')" -o "$bad.json" \
     >/dev/null 2>err || fail "calibrate --name not UTF-8 exited $?: $(cat err)"
 json_ok "$bad.json" || fail "calibrate wrote a profile that is not JSON"
+# 8. A value below an option's lower bound where the upper one is a type's limit: said in a few
+# words, not with the limit's 309 digits ("--top: Value 0 not in range 0.000000 to 1797...").
+refused "--top: '0': must be more than 0" info t.db --top 0
+refused "--run: '-1': must not be negative" export t.db -o x.json --run -1
+refused "--max: '-3': must not be negative" check t.db --max -3
+refused "--gpu-flops: '0': must be more than 0" generate --steps 1 --gpu-flops 0 -o g.db
+for cmd in "info t.db --top 0" "export t.db -o x.json --run -1" "check t.db --max -3"; do
+    # shellcheck disable=SC2086
+    "$mhc" $cmd >out 2>err
+    [ "$(wc -c <err)" -lt 120 ] || fail "$cmd: a long message: $(head -c 200 err)"
+done
+[ ! -e x.json ] && [ ! -e g.db ] || fail "a refused command wrote its output"
+# 9. A list naming one thing twice was simulated (replayed) and stored twice, its rows printed twice.
+runs=$(sqlite3 t.db "SELECT count(*) FROM runs")
+refused "--capacities: '80%' is given twice; give each once" sweep t.db --capacities 80%,80% --no-bisect
+refused "--capacities: '80%' and '80 %' name the same thing" sweep t.db --capacities "80%,80 %" --no-bisect
+refused "--policies: 'lru' is given twice" sweep t.db --capacities 80% --policies lru,lru --no-bisect
+refused "--links: 'pcie4' is given twice" sweep t.db --capacities 80% --links pcie4,pcie4 --no-bisect
+refused "--capacity: '70%' is given twice" validate t.db --capacity 70%,70%
+[ "$(sqlite3 t.db "SELECT count(*) FROM runs")" = "$runs" ] || fail "a refused sweep or validate stored runs"
+# Sizes that differ below format_bytes' two decimals are distinct capacities.
+"$mhc" -q sweep t.db --capacities 700MiB,700.001MiB --policies lru --no-bisect --no-store >out 2>err ||
+    fail "sweep of two close sizes: $(cat err)"
 echo ok

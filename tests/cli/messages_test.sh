@@ -78,13 +78,15 @@ if [[ -n $view && -x $view ]]; then
     # nanoseconds past 64 bits (std::stoll threw: "mhc-view: stoll", exit 1), --run 0x10 (was run
     # 16), --device +1 and 99999999999 (GPU 1 and GPU 1215752191), --size with a tail, --click 0x1.
     for args in "--range 99999999999999999999:1" "--range 010:7" "--run 0x10" "--run 99999999999999999999" \
-                "--device +1" "--device 99999999999" "--size 1600x900junk" "--click 0x1,5"; do
+                "--device +1" "--device 99999999999" "--size 1600x900junk" "--click 0x1,5" \
+                "--range 0:99999999999s" "--range -5us:1ms"; do
         # shellcheck disable=SC2086
         DISPLAY= "$view" "$t" $args >"$tmp/out" 2>"$tmp/err"
         rc=$?
         [[ $rc == 2 && $(wc -l <"$tmp/err") == 1 ]] || fail "mhc-view $args exited $rc (want 2, one line): $(cat "$tmp/err")"
         value=${args#* }
         grep -qF -- "'${value%%[:,]*}" "$tmp/err" || fail "mhc-view $args: the value is not named: $(cat "$tmp/err")"
+        grep -qF -- "${args%% *}" "$tmp/err" || fail "mhc-view $args: the option is not named: $(cat "$tmp/err")"
     done
     "$view" --help >/dev/null 2>&1 || fail "mhc-view --help exited $?"
 fi

@@ -6,7 +6,8 @@
 # output; a seed past 2^64-1; a Kineto duration below 0; a non-finite run metric; the pipe's name
 # in an nsys warning; check --full and a damaged index; a warning before a sweep stores a lot; an
 # execution trace without Kineto numbered as its events (order only), as info and mhc-view show it;
-# info saying why a Kineto trace has no memory and what an end-state snapshot counts, each once.
+# info saying why a Kineto trace has no memory and what an end-state snapshot counts, each once;
+# info giving each device's peak.
 set -u
 mhc=$1
 nsys=$2   # a public Nsight Systems export
@@ -119,4 +120,17 @@ grep -q "^snapshot.end_state_only 127 segments, 638 blocks" out || fail "info la
 for label in timing accesses; do
     [ "$(grep -c "^$label " out)" = 1 ] || fail "info says '$label' more than once: $(cat out)"
 done
+# Several devices: info's text gives each device's blocks peak (it gave the largest device's
+# only; the others were in --json alone). extra-p's 16-stream export: GPU 0 and the host's
+# pinned buffers each peak at 320,000,000 B (305.18 MiB; SOURCES.md).
+"$mhc" -q import "$pub/nsys/extrap-concurrent-16-streams.sqlite" -o extrap.db >/dev/null 2>&1 || fail "import of extra-p"
+"$mhc" info extrap.db >out || fail "info of extra-p"
+grep -q "^blocks      305.18 MiB peak on device -1 (host) at " out &&
+    grep -q "^blocks      305.18 MiB peak on device 0 at " out ||
+    fail "info does not give each device's peak: $(cat out)"
+"$mhc" info --json extrap.db | python3 -c '
+import json, sys
+memory = json.load(sys.stdin)["memory"]
+assert [(m["device"], m["peak_bytes"]) for m in memory] == [(-1, 320000000), (0, 320000000)], memory
+assert all(m["peak_time_ns"] >= 0 for m in memory), memory' || fail "info --json of extra-p's devices"
 echo ok

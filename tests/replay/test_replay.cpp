@@ -155,6 +155,39 @@ TEST_CASE("a caching replay whose arena peaks elsewhere than the model fails, na
     CHECK(replay::replay(trace_data, ideal, fast()).failure.find("peaked at") == std::string::npos);
 }
 
+TEST_CASE("validate judges the swap traffic each way to the byte, as it does the peak", "[replay][host][traffic]") {
+    // A replay executes the plan's transfers whole: one that ran to its end moved the bytes the
+    // simulator predicted, each way. The figures were printed side by side and never judged.
+    auto trace_data = trace::load_trace(small_trace("traffic_check", false));
+    sim::Result run = simulate(trace_data, 0.7, "caching");
+    REQUIRE_FALSE(run.oom.happened);
+    REQUIRE(run.swap_in_bytes > 0);
+    replay::Measured measured = replay::replay(trace_data, replay::make_plan(trace_data, run), fast());
+    REQUIRE(to_string(measured.status) == "complete");
+    CHECK(measured.swap_in_bytes == run.swap_in_bytes);
+    CHECK(measured.swap_out_bytes == run.swap_out_bytes);
+    CHECK(replay::traffic_mismatch(run, measured).empty());
+    // One byte more predicted out than moved: failed, naming both figures each way.
+    sim::Result claimed = run;
+    claimed.swap_out_bytes += 1;
+    const std::string why = replay::traffic_mismatch(claimed, measured);
+    CHECK_THAT(why, Catch::StartsWith("the replay moved swap-in " + format_bytes(measured.swap_in_bytes) + " (" +
+                                      std::to_string(measured.swap_in_bytes) + " bytes), swap-out "));
+    CHECK_THAT(why,
+               Catch::Contains("swap-out " + format_bytes(claimed.swap_out_bytes) + " (" +
+                               std::to_string(claimed.swap_out_bytes) + " bytes) (traffic is judged to the byte)"));
+    // The verdict says it as a failure, as it says a peak that differs.
+    replay::Row row;
+    row.predicted = claimed;
+    row.measured = measured;
+    row.measured.failure = why;
+    row.measured.status = trace::RunStatus::Failed;
+    CHECK(replay::verdict(row, 5, replay::Load{}).rfind("FAILED: the replay moved swap-in", 0) == 0);
+    // A replay that ran out of memory stopped early: its traffic is not judged.
+    measured.oom = true;
+    CHECK(replay::traffic_mismatch(claimed, measured).empty());
+}
+
 TEST_CASE("an unlimited caching replay on a premapped pool maps no page itself", "[replay][host][arena]") {
     // The unlimited caching model keeps every segment, so its virtual ranges and pool pages are
     // taken lowest first and never given back: the premapped pool (what validate shares) already

@@ -141,3 +141,19 @@ TEST_CASE("bands: category colours on generated traces, source frames on importe
     a.label = {1, 2, 3, 4};
     CHECK(choose_band_coloring(t) == BandColoring::SizeClass);
 }
+
+TEST_CASE("a label fits its box: whole, cut with '...', or not drawn") {
+    // 7 px per character: a 70 px box holds 10 characters.
+    CHECK(fit_label("test2", 70, 7) == "test2");
+    CHECK(fit_label("test4(double *, unsigned long long)", 70, 7) == "test4(d...");
+    CHECK(fit_label("0123456789", 70, 7) == "0123456789");
+    CHECK(fit_label("01234567890", 70, 7) == "0123456...");
+    // Room for 4 characters: two and the dots would not fit; nothing.
+    CHECK(fit_label("abcdefgh", 34, 7).empty());
+    CHECK(fit_label("ab...", 35, 7) == "ab...");
+    CHECK(fit_label("abcdefgh", 35, 7) == "ab...");
+    CHECK(fit_label("anything", 0, 7).empty());
+    // UTF-8: characters are counted and never cut in two ("é" is two bytes).
+    CHECK(fit_label("éééééé", 42, 7) == "éééééé");
+    CHECK(fit_label("ééééééé", 42, 7) == "ééé...");
+}

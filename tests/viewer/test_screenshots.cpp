@@ -884,3 +884,32 @@ TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the
         }
     }
 }
+
+TEST_CASE("labels in timeline boxes fit their box, cut with '...', never clipped into the next box") {
+    // nsys's 16-stream sample at 1400x700: stream 28's two test4 kernels lie side by side; the
+    // first one's name was clipped at its box's edge and read on into the second's
+    // ("test4(double *, urtest4(double *, u"), and range markers did the same ("mainmain->process").
+    fixture::TempPath db("labels16.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/extrap-concurrent-16-streams.sqlite",
+                                    db.path, opt);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const double char_width = 7;   // the viewer's monospaced font (ProggyClean 13 px)
+    size_t drawn = 0, cut = 0;
+    for (const auto& track_json : shot.layout["timeline"]["tracks"])
+        for (const auto& box : track_json["boxes"]) {
+            REQUIRE(box.size() == 4);   // x0, x1, what, the label drawn
+            const std::string label = box[3];
+            if (label.empty()) continue;
+            ++drawn;
+            const double room = box[1].get<double>() - box[0].get<double>() - 6;
+            INFO(track_json["title"] << ": '" << label << "' in " << room << " px");
+            CHECK(static_cast<double>(label.size()) * char_width <= room + 0.5);
+            if (label.size() > 3 && label.compare(label.size() - 3, 3, "...") == 0) ++cut;
+        }
+    CHECK(drawn >= 5);
+    CHECK(cut >= 2);   // test4's box and a range marker's at least
+}

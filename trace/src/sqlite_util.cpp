@@ -61,7 +61,7 @@ std::map<std::string, Wait>& waits() {
 
 // SQLite's own schedule of sleeps (ms), then 100 ms at a time; gives up at the timeout. After a
 // second of waiting, one line on stderr says why nothing happens (a silent wait of up to ten
-// minutes reads as a hang), when the front-end asked for it (a terminal, no -q).
+// minutes reads as a hang), when the front-end asked for it (no -q).
 int busy_wait(void* ctx, int count) {
     static constexpr int kDelays[] = {1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100};
     constexpr int kSteps = static_cast<int>(sizeof kDelays / sizeof kDelays[0]);

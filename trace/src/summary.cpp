@@ -110,8 +110,11 @@ Summary summarize(const TraceData& t, int top_n) {
     std::set<int32_t> alloc_devs(t.allocations.device.begin(), t.allocations.device.end());
     bool any_requested = false;
     for (size_t i = 0; i < t.allocations.size() && !any_requested; ++i) any_requested = t.allocations.requested_at(i) != kNoBytes;
-    for (int32_t d : alloc_devs)
-        s.memory.push_back({d, live_peak(t, d).bytes, any_requested ? requested_peak(t, d) : -1, reserved_peak(t, d)});
+    for (int32_t device : alloc_devs) {
+        const LivePeak live = live_peak(t, device);
+        s.memory.push_back(
+            {device, live.bytes, any_requested ? requested_peak(t, device) : -1, reserved_peak(t, device), live.time});
+    }
     s.timing = t.meta_or("timing", "exact");
 
     std::unordered_map<int64_t, Summary::Top> by_name;
@@ -207,9 +210,14 @@ std::string to_text(const Summary& s) {
             line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
                  format_bytes(s.peak.by_category[static_cast<size_t>(c)]).c_str(),
                  100.0 * s.peak.by_category[static_cast<size_t>(c)] / double(std::max<int64_t>(1, s.peak.bytes)));
+    // Each device's figures when there are several (the `peak` line is the largest device's).
     for (const auto& m : s.memory) {
+        const bool several = s.memory.size() > 1;
+        if (several)
+            line("blocks      %s peak on device %d%s at %s (the allocator's blocks live at once)\n",
+                 format_bytes(m.peak).c_str(), m.device, m.device < 0 ? " (host)" : "", when(m.peak_time).c_str());
         if (m.requested < 0 && m.reserved < 0) continue;
-        std::string dev = s.memory.size() > 1 ? " on device " + std::to_string(m.device) : "";
+        std::string dev = several ? " on device " + std::to_string(m.device) : "";
         if (m.requested >= 0)
             line("requested   %s peak%s (what the program asked for; `peak` counts the allocator's blocks)\n",
                  format_bytes(m.requested).c_str(), dev.c_str());
@@ -264,10 +272,10 @@ std::string to_json(const Summary& s) {
         j["peak"] = {{"bytes", s.peak.bytes}, {"time_ns", s.peak.time}, {"device", s.peak_device}};
     j["timing"] = s.timing;
     for (const auto& m : s.memory) {
-        nlohmann::json d{{"device", m.device}, {"peak_bytes", m.peak}};
-        d["requested_peak_bytes"] = m.requested >= 0 ? nlohmann::json(m.requested) : nlohmann::json(nullptr);
-        d["reserved_peak_bytes"] = m.reserved >= 0 ? nlohmann::json(m.reserved) : nlohmann::json(nullptr);
-        j["memory"].push_back(d);
+        nlohmann::json entry{{"device", m.device}, {"peak_bytes", m.peak}, {"peak_time_ns", m.peak_time}};
+        entry["requested_peak_bytes"] = m.requested >= 0 ? nlohmann::json(m.requested) : nlohmann::json(nullptr);
+        entry["reserved_peak_bytes"] = m.reserved >= 0 ? nlohmann::json(m.reserved) : nlohmann::json(nullptr);
+        j["memory"].push_back(entry);
     }
     for (int c = 0; c < kCategoryCount && s.allocations > 0; ++c)
         j["peak"]["by_category"][std::string(to_string(static_cast<Category>(c)))] =

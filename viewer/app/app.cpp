@@ -4,6 +4,7 @@
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "mhc/common/error.hpp"
@@ -26,7 +27,17 @@ TimeRange parse_range(const std::string& text) {
             if (std::string why = whole_number_refusal(s, false); !why.empty()) throw Error("--range " + why);
             return *parse_integer<int64_t>(s);
         }
-        return static_cast<int64_t>(parse_seconds(s) * 1e9 + 0.5);
+        double seconds = 0;
+        try {
+            seconds = parse_seconds(s);
+        } catch (const Error& e) {
+            throw Error(std::string("--range ") + e.what());   // the option named, as for numbers
+        }
+        // Past int64 nanoseconds (292 years) the cast wrapped: '0:99999999999s' read as an end
+        // before its start.
+        if (!(seconds * 1e9 < 9.2e18))
+            throw Error("--range '" + text + "': '" + s + "' is too large (at most 292 years)");
+        return static_cast<int64_t>(std::llround(seconds * 1e9));
     };
     TimeRange r{ns(text.substr(0, colon)), ns(text.substr(colon + 1))};
     if (r.t1 <= r.t0) throw Error("--range '" + text + "': the end must be after the start");
@@ -46,7 +57,7 @@ App::~App() {
 }
 
 void App::finish_load() {
-    run_list = trace::list_runs(trace->path);
+    run_list = trace::list_runs(trace->path, trace->runs_db);
     ++run_list_generation;
     runs.clear();
     runs.resize(run_list.size());
@@ -95,6 +106,7 @@ LoadOptions App::load_options() const {
     LoadOptions o;
     if (!opt.families.empty()) o.families.load_file(opt.families);
     o.device = opt.device;
+    o.runs_db = opt.runs_db;
     return o;
 }
 
@@ -143,7 +155,7 @@ const ViewRun* App::run(int index) {
 }
 
 void App::refresh_runs() {
-    auto fresh = trace::list_runs(trace->path);
+    auto fresh = trace::list_runs(trace->path, trace->runs_db);
     std::lock_guard<std::mutex> lock(runs_mutex);
     runs.resize(fresh.size());
     compared.resize(fresh.size(), true);

@@ -27,6 +27,7 @@ struct Options {
     std::vector<int64_t> runs;      // --run: selected run (first) and compare set
     std::string screenshot, layout, view = "timeline", range;
     std::string families;           // --families FILE: the user's kernel family rules
+    std::string runs_db;            // --runs-db FILE: the runs stored there (mhc simulate --runs-db)
     int32_t device = kAutoMemoryDevice;   // --device: whose memory the memory views show
     int width = 1600, height = 900;
     // Screenshot mode: left clicks at window pixels (x, y), one after the other, as a user's

@@ -18,6 +18,7 @@
 #include "app.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
+#include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "screenshot.hpp"
 
@@ -152,6 +153,9 @@ int main(int argc, char** argv) {
     cli.add_option("--size", size, "window size WxH (default 1600x900)");
     cli.add_option("--families", o.families,
                    "kernel family rules, one 'FAMILY TEXT' per line, checked before the built-in ones (docs/viewer.md)");
+    cli.add_option("--runs-db", o.runs_db,
+                   "show the runs stored in this file (mhc simulate --runs-db) instead of those in the trace; one "
+                   "made for another trace is refused");
     std::string device = "auto";
     cli.add_option("--device", device,
                    "whose memory the memory views show: auto (the GPU with the largest peak, as mhc simulate), a GPU "
@@ -169,7 +173,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     o.go_step = step->count() > 0;
-    mhc::trace::set_lock_wait_note(isatty(STDERR_FILENO) != 0);   // a locked trace: said, not a silent wait
+    mhc::trace::set_lock_wait_note(true);   // a locked trace: said once on stderr, never a silent wait
     // Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
     if (device != "auto") {
         const auto parsed = mhc::whole_number_refusal(device, true).empty() ? mhc::parse_integer<int>(device)
@@ -226,6 +230,8 @@ int main(int argc, char** argv) {
         try {
             if (!o.range.empty()) mhc::viewer::parse_range(o.range);
             if (!o.families.empty()) mhc::viewer::FamilyRules().load_file(o.families);
+            // A runs database of another trace: one line and exit 2, before the window opens.
+            if (!o.runs_db.empty()) mhc::trace::list_runs(o.trace, o.runs_db);
         } catch (const mhc::Error& e) {
             std::fprintf(stderr, "mhc-view: %s\n", e.what());
             return 2;

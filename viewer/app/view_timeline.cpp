@@ -135,6 +135,7 @@ void draw_timeline(App& app) {
     ImVec2 p = ImGui::GetCursorScreenPos();
     float y = p.y;
     nlohmann::json jt = nlohmann::json::array();
+    std::vector<std::string> labels;
     for (size_t i = 0; i < ui.frame.size(); ++i) {
         const Lane& l = *ui.frame[i].lane;
         float h = heights[i];
@@ -142,13 +143,14 @@ void draw_timeline(App& app) {
         if (i > 0 && ui.frame[i].from_run != ui.frame[i - 1].from_run) y += 4;
         if (l.row == 0 && i % 2 == 0) dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + h}, IM_COL32(38, 38, 44, 255));
         draw_track_label(dl, l, {origin.x, y}, h, ui.frame[i].from_run);
-        draw_track(app, dl, ui.frame[i], {plot_x, y}, plot_w, h);
+        draw_track(app, dl, ui.frame[i], {plot_x, y}, plot_w, h, &labels);
         // The first boxes of the row on screen (x from the window's left) with what each is
-        // (an id, or the folded count), for tests that click on them.
+        // (an id, or the folded count) and the label drawn in it, for tests that click on them.
         nlohmann::json boxes = nlohmann::json::array();
-        for (const DrawItem& d : ui.frame[i].items) {
-            if (boxes.size() == 64) break;
-            boxes.push_back({plot_x + d.x0, plot_x + d.x1, d.count == 1 ? l.ref[d.first] : -static_cast<int64_t>(d.count)});
+        for (size_t k = 0; k < ui.frame[i].items.size() && boxes.size() < 64; ++k) {
+            const DrawItem& d = ui.frame[i].items[k];
+            boxes.push_back({plot_x + d.x0, plot_x + d.x1,
+                             d.count == 1 ? l.ref[d.first] : -static_cast<int64_t>(d.count), labels[k]});
         }
         jt.push_back({{"title", l.title}, {"kind", static_cast<int>(l.kind)}, {"stream", l.stream}, {"row", l.row},
                       {"y0", y}, {"y1", y + h}, {"items", ui.frame[i].items.size()}, {"boxes", boxes}});

@@ -174,7 +174,11 @@ void click_item(App& app, const Lane& l, const DrawItem& d) {
 
 }  // namespace
 
-void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float w, float h) {
+// NOLINTNEXTLINE(readability-identifier-length): f, w, h as the body has always named them
+void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float w, float h,
+                std::vector<std::string>* labels) {
+    const float char_width = ImGui::CalcTextSize("M").x;
+    if (labels) labels->clear();
     const Lane& l = *f.lane;
     ImVec2 mouse = ImGui::GetIO().MousePos;
     bool row_hovered = mouse.y >= p0.y && mouse.y < p0.y + h && mouse.x >= p0.x && mouse.x < p0.x + w &&
@@ -184,22 +188,25 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
         ImVec2 a{p0.x + d.x0, p0.y + 1}, b{p0.x + std::max(d.x1, d.x0 + 1.f), p0.y + h - 1};
         uint32_t c = item_color(app, l, d);
         dl->AddRectFilled(a, b, c);
+        std::string label;
+        const ImVec4 clip{a.x + 2, a.y, b.x - 2, b.y};   // the label fits; a wider glyph stays inside
         if (d.count > 1) {
             // Folded runs: hatched edge so they read as "many", as Tracy's zig-zag does.
             dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
             if (b.x - a.x > 30) {
                 std::string n = std::to_string(d.count);
                 if (l.kind == LaneKind::Kernels) n += std::string(" ") + family_name(static_cast<KernelFamily>(d.cls));
-                ImVec4 clip{a.x + 2, a.y, b.x - 2, b.y};
-                dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2}, IM_COL32(20, 20, 20, 255),
-                            n.c_str(), nullptr, 0, &clip);
+                label = fit_label(n, b.x - a.x - 6, char_width);
+                dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2},
+                            IM_COL32(20, 20, 20, 255), label.c_str(), nullptr, 0, &clip);
             }
         } else if (b.x - a.x > 24) {
-            std::string n = item_name(app, l, d.first);
-            ImVec4 clip{a.x + 2, a.y, b.x - 2, b.y};
+            // Inside the box with 3 pixels either side, cut with "..." when longer.
+            label = fit_label(item_name(app, l, d.first), b.x - a.x - 6, char_width);
             dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2}, IM_COL32(15, 15, 20, 255),
-                        n.c_str(), nullptr, 0, &clip);
+                        label.c_str(), nullptr, 0, &clip);
         }
+        if (labels) labels->push_back(label);
         if (d.count == 1 && app.selected_kernel && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) &&
             l.ref[d.first] == app.selected_kernel)
             dl->AddRect({a.x - 1, a.y - 1}, {b.x + 1, b.y + 1}, kSelected, 0, 0, 2.f);

@@ -117,4 +117,25 @@ size_t Lane::first_ending_at_or_after(int64_t t) const {
     return lo;
 }
 
+std::string fit_label(const std::string& text, float room, float char_width) {
+    if (char_width <= 0 || room <= 0) return "";
+    auto chars = [](const std::string& line) {
+        size_t count = 0;
+        for (unsigned char byte : line) count += (byte & 0xC0) != 0x80;   // UTF-8: the characters' first bytes
+        return count;
+    };
+    const auto fits = static_cast<size_t>(room / char_width);
+    if (chars(text) <= fits) return text;
+    if (fits < 5) return "";   // two characters and "...", or nothing
+    // The first fits - 3 characters, then the dots.
+    size_t keep = fits - 3, end = 0;
+    for (size_t seen = 0; end < text.size(); ++end) {
+        if ((static_cast<unsigned char>(text[end]) & 0xC0) != 0x80) {
+            if (seen == keep) break;
+            ++seen;
+        }
+    }
+    return text.substr(0, end) + "...";
+}
+
 }  // namespace mhc::viewer

@@ -12,6 +12,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/event_order.hpp"
+#include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/band_colors.hpp"
 #include "mhc/viewer/bands.hpp"
@@ -299,7 +300,10 @@ std::string memory_device_text(const ViewTrace& view) {
 ViewTrace load_view_trace(const std::string& path, const LoadOptions& options) {
     ViewTrace t;
     t.path = path;
+    t.runs_db = options.runs_db;
     t.reader = std::make_shared<trace::Reader>(path);   // validates: throws mhc::Error naming the file
+    // A runs database of another trace (or no runs database) is refused before any loading.
+    if (!t.runs_db.empty()) trace::list_runs(path, t.runs_db);
     t.reader->map_up_to(int64_t{16} << 30);
     t.meta = t.reader->meta();
     t.strings = t.reader->strings();

@@ -10,7 +10,9 @@
 #include <set>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/made_directory.hpp"
 #include "mhc/trace/export/export.hpp"
+#include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "output.hpp"
 
@@ -66,9 +68,12 @@ struct Column {
     const std::map<int64_t, std::string>* names = nullptr;   // resolved through this lookup
 };
 
-std::vector<Column> columns_of(sqlite3* db, const std::string& table, const std::string& file) {
+const std::string kMain = "main";   // the trace's own schema on its connection
+
+std::vector<Column> columns_of(sqlite3* db, const std::string& schema, const std::string& table,
+                               const std::string& file) {
     std::vector<Column> cols;
-    Statement st(db, "PRAGMA table_info(\"" + table + "\")", file);
+    Statement st(db, "PRAGMA " + schema + ".table_info(\"" + table + "\")", file);
     while (sqlite3_step(st.s) == SQLITE_ROW) cols.push_back({text_at(st.s, 1), sqlite3_column_int(st.s, 5)});
     return cols;
 }
@@ -107,9 +112,52 @@ std::vector<std::string> exported_tables(sqlite3* db, const std::string& file) {
 
 bool is_run_table(const std::string& t) { return t == "runs" || t.rfind("run_", 0) == 0; }
 
+// Where the run tables are read: the trace itself, or its runs database (--runs-db, checked by
+// list_runs to hold runs of this trace), attached to the trace's connection (which waits for a
+// lock as every connection of the trace library does); and which of their runs are exported.
+struct RunSource {
+    std::string schema = "main";   // the trace's, or "runs_db"
+    std::string file;
+    std::string ids;   // an SQL list of run ids, "(3, 4)"; empty: every run in `file`
+};
+
+RunSource run_source(const std::string& trace_path, sqlite3* db, const CsvOptions& opt) {
+    RunSource out;
+    out.file = trace_path;
+    if (opt.runs_db.empty() || opt.runs_db == trace_path) {
+        if (opt.run_id <= 0) return out;
+        Statement st(db, "SELECT 1 FROM runs WHERE id = ?", trace_path);
+        sqlite3_bind_int64(st.s, 1, opt.run_id);
+        if (sqlite3_step(st.s) != SQLITE_ROW)
+            throw Error(trace_path + ": run " + std::to_string(opt.run_id) + " does not exist");
+        out.ids = "(" + std::to_string(opt.run_id) + ")";
+        return out;
+    }
+    // A runs database may hold the runs of several traces (a job's): only this trace's.
+    const std::vector<RunInfo> mine = list_runs(trace_path, opt.runs_db);   // refuses another trace's
+    out.file = opt.runs_db;
+    out.schema = "runs_db";
+    out.ids = "(";
+    bool found = opt.run_id <= 0;
+    for (const RunInfo& info : mine) {
+        if (opt.run_id > 0 && info.id != opt.run_id) continue;
+        found = true;
+        out.ids += (out.ids.size() > 1 ? ", " : "") + std::to_string(info.id);
+    }
+    out.ids += ")";
+    if (!found)
+        throw Error(opt.runs_db + ": run " + std::to_string(opt.run_id) + " does not exist (of " + trace_path + ")");
+    Statement attach(db, "ATTACH DATABASE ? AS runs_db", opt.runs_db);
+    sqlite3_bind_text(attach.s, 1, opt.runs_db.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(attach.s) != SQLITE_DONE)
+        throw Error(where(opt.runs_db, std::string("cannot open: ") + sqlite3_errmsg(db)));
+    return out;
+}
+
 // Writes one table; returns its rows. A code or string id without a name is bad input.
-int64_t write_table(sqlite3* db, const std::string& file, const std::string& table, std::vector<Column> cols,
-                    int64_t run_id, Output& out) {
+// `runs`: the run ids the run tables are restricted to, as an SQL list ("(3, 4)"); empty: all.
+int64_t write_table(sqlite3* db, const std::string& file, const std::string& schema, const std::string& table,
+                    std::vector<Column> cols, const std::string& runs, Output& out) {
     std::string select, order, header;
     std::vector<std::pair<int, int>> pk;   // (position in the key, column)
     for (size_t i = 0; i < cols.size(); ++i) {
@@ -125,9 +173,9 @@ int64_t write_table(sqlite3* db, const std::string& file, const std::string& tab
         order += "rowid";
     }
     std::string filter;
-    if (run_id > 0 && is_run_table(table)) filter = table == "runs" ? " WHERE id = ?" : " WHERE run = ?";
-    Statement st(db, "SELECT " + select + " FROM \"" + table + "\"" + filter + " ORDER BY " + order, file);
-    if (!filter.empty()) sqlite3_bind_int64(st.s, 1, run_id);
+    if (!runs.empty() && is_run_table(table)) filter = (table == "runs" ? " WHERE id IN " : " WHERE run IN ") + runs;
+    Statement st(db, "SELECT " + select + " FROM " + schema + ".\"" + table + "\"" + filter + " ORDER BY " + order,
+                 file);
     out << header << "\n";
     int64_t rows = 0;
     std::string line;
@@ -162,39 +210,30 @@ std::vector<CsvTable> export_csv(const std::string& trace_path, const std::strin
     Reader reader(trace_path);
     sqlite3* db = reader.handle();
     const auto tables = exported_tables(db, trace_path);
-    if (opt.run_id > 0) {
-        Statement st(db, "SELECT 1 FROM runs WHERE id = ?", trace_path);
-        sqlite3_bind_int64(st.s, 1, opt.run_id);
-        if (sqlite3_step(st.s) != SQLITE_ROW)
-            throw Error(trace_path + ": run " + std::to_string(opt.run_id) + " does not exist");
+    const RunSource runs = run_source(trace_path, db, opt);
+    for (const auto& table : tables) {
+        refuse_input_as_output(trace_path, dir + "/" + table + ".csv");
+        if (!opt.runs_db.empty()) refuse_input_as_output(opt.runs_db, dir + "/" + table + ".csv");
     }
-    for (const auto& t : tables) refuse_input_as_output(trace_path, dir + "/" + t + ".csv");
     std::map<std::string, std::map<int64_t, std::string>> lookups;
     for (const auto& n : kNamed) lookups.try_emplace(n.lookup);
     for (auto& [name, ids] : lookups) ids = lookup(db, name, trace_path);
-    std::error_code ec;
-    // A folder this export creates is removed again when the export fails (declared before the
-    // files, so that it is removed after their temporary files are).
-    struct MadeFolder {
-        std::string dir;
-        bool made = false, keep = false;
-        ~MadeFolder() {
-            std::error_code e;
-            if (made && !keep) std::filesystem::remove(dir, e);   // only when empty
-        }
-    } folder{dir};
-    folder.made = std::filesystem::create_directories(dir, ec);
-    if (ec) throw Error(where(dir, "cannot create directory: " + ec.message()));
+    // A folder this export creates is removed again when the export fails or is interrupted by a
+    // signal (declared before the files, so that it is removed after their temporary files are).
+    MadeDirectory folder(dir);
     // Every file is complete before any is renamed into place, and they appear together.
     std::vector<std::unique_ptr<Output>> outs;
     std::vector<CsvTable> written;
     for (const auto& t : tables) {
-        auto cols = columns_of(db, t, trace_path);
+        // The run tables from where the runs are (the trace, or its runs database).
+        const std::string& schema = is_run_table(t) ? runs.schema : kMain;
+        const std::string& file = is_run_table(t) ? runs.file : trace_path;
+        auto cols = columns_of(db, schema, t, file);
         for (auto& c : cols)
             for (const auto& n : kNamed)
                 if (t == n.table && c.name == n.column) c.names = &lookups[n.lookup];
         outs.push_back(std::make_unique<Output>(dir + "/" + t + ".csv", false, opt.if_exists));
-        written.push_back({t + ".csv", write_table(db, trace_path, t, std::move(cols), opt.run_id, *outs.back())});
+        written.push_back({t + ".csv", write_table(db, file, schema, t, std::move(cols), runs.ids, *outs.back())});
     }
     std::vector<OutputFile*> files;
     for (auto& o : outs) {
@@ -202,7 +241,7 @@ std::vector<CsvTable> export_csv(const std::string& trace_path, const std::strin
         files.push_back(&o->file());
     }
     commit_together(files);
-    folder.keep = true;
+    folder.keep();
     return written;
 }
 

@@ -98,9 +98,12 @@ std::string device_label(int32_t d) { return d < 0 ? std::string("host") : "GPU 
 
 int64_t export_perfetto(const std::string& trace_path, const std::string& out, const PerfettoOptions& opt) {
     refuse_input_as_output(trace_path, out);
+    if (!opt.runs_db.empty()) refuse_input_as_output(opt.runs_db, out);
     Reader reader(trace_path);
     Run run;
-    if (opt.run_id > 0) run = load_run(trace_path, opt.run_id);   // throws for an unknown id
+    // Throws for an unknown id, and for a runs database of another trace.
+    if (opt.run_id > 0) run = load_run(trace_path, opt.run_id, opt.runs_db);
+    else if (!opt.runs_db.empty()) list_runs(trace_path, opt.runs_db);
     auto strings = reader.strings();
     auto str = [&](int64_t id) -> const std::string& {
         static const std::string empty;

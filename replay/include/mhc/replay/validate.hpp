@@ -169,6 +169,10 @@ struct Report {
     std::string time_scale_origin;  // why this scale (set by the caller: "--time-scale 20", auto: ...)
     bool retimed = false;           // limited runs predicted on the baseline's clock
     bool paced = false;             // the host replay's copies emulated the link (ValidateSpec::pace)
+    // This process's peak resident memory over the whole validation (getrusage; -1: unknown): a
+    // device-independent figure beside the arena's measured peak, which it is not comparable
+    // with (it holds the trace, the host arena and the page pool's pages too).
+    int64_t process_peak_rss = -1;
     RetimeSummary retime;
     double target_pp = 5;
     int repeat = 1;
@@ -204,5 +208,14 @@ std::string to_text(const Report& r);
 std::string to_json(const Report& r);
 // The verdict of a limited configuration against `target_pp` (Row::verdict).
 std::string verdict(const Row& row, double target_pp, const Load& load);
+
+// Swap traffic, each way (bytes swapped in, H2D, and out, D2H), is judged as the peak is: a
+// replay executes the plan's transfers whole, so one that ran to its end moved exactly the bytes
+// the simulator predicted; a difference of more than this many bytes either way fails the
+// configuration (docs/validation.md, "What is judged").
+inline constexpr int64_t kTrafficToleranceBytes = 0;
+// Why a replay's traffic fails against its prediction ("" when within kTrafficToleranceBytes
+// both ways, or not judged: a replay or prediction that ran out of memory stopped early).
+std::string traffic_mismatch(const sim::Result& predicted, const Measured& measured);
 
 }  // namespace mhc::replay

@@ -195,8 +195,8 @@ std::string open_problem(const std::string& path);
 
 // A file another process holds locked is waited for, up to MHC_BUSY_TIMEOUT_MS (10 minutes by
 // default). With `on`, the wait is said on stderr once per file after a second
-// ("mhc: T.db: locked by another process; waiting for it ..."): front-ends turn it on where
-// they show progress (a terminal, no -q), so that a long wait does not read as a hang.
+// ("mhc: T.db: locked by another process; waiting for it ..."): front-ends turn it on unless
+// told to be quiet (-q), terminal or not, so that a long wait does not read as a hang.
 void set_lock_wait_note(bool on);
 
 }  // namespace mhc::trace

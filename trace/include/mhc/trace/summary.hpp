@@ -39,6 +39,7 @@ struct Summary {
         int64_t peak = 0;            // allocation bytes (the allocator's blocks)
         int64_t requested = -1;      // requested bytes, -1: the trace does not say
         int64_t reserved = -1;       // segments, -1: none recorded
+        int64_t peak_time = 0;       // when `peak` was first reached
     };
     std::vector<DeviceMemory> memory;   // per device with allocations, by device
     std::string timing;                 // meta timing: exact, order-only, estimated

@@ -104,6 +104,7 @@ inline constexpr int32_t kAutoMemoryDevice = INT32_MIN;
 
 struct ViewTrace {
     std::string path;
+    std::string runs_db;   // where its runs are: empty for the trace itself (LoadOptions::runs_db)
     std::map<std::string, std::string> meta;
     std::vector<std::string> strings;
     std::vector<Lane> kernel_lanes, copy_lanes, marker_lanes;   // markers and copies split into
@@ -179,6 +180,10 @@ struct LoadOptions {
     // the largest live peak (the host only when no GPU has allocations), else that device; one
     // without allocations is bad input (mhc::Error naming the file and the devices it has).
     int32_t device = kAutoMemoryDevice;
+    // Where the trace's runs are read (mhc-view --runs-db, as `mhc simulate --runs-db` stored
+    // them): empty for the trace itself. A runs database of another trace is refused
+    // (trace::list_runs), naming both files.
+    std::string runs_db;
 };
 
 // Opens and loads a trace through the trace library. Throws mhc::Error naming the file.

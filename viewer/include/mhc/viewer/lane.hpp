@@ -58,4 +58,11 @@ private:
 // keeps the title.
 std::vector<Lane> split_rows(const Lane& lane, size_t max_rows);
 
+// An item's label as drawn inside its box, `room` pixels wide, in a font of `char_width` pixels
+// per character (the viewer's is monospaced): the whole text when it fits, else its start and
+// "..." (never cut inside a UTF-8 character), else nothing when not even two characters and the
+// dots fit. A label clipped at the box's edge ran into the next box's ("test4(double *, ur" then
+// "test4(double *, u"), reading as one garbled name.
+std::string fit_label(const std::string& text, float room, float char_width);
+
 }  // namespace mhc::viewer

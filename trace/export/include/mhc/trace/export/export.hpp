@@ -12,6 +12,7 @@ namespace mhc::trace::exporter {
 struct PerfettoOptions {
     int64_t run_id = 0;   // > 0: also the simulated/replayed run (events, kernel times, memory)
     IfExists if_exists = IfExists::Replace;   // the CLI refuses an existing output without --force
+    std::string runs_db;                      // where the run is stored (mhc simulate --runs-db); empty: the trace
 };
 
 // Writes `out` (gzip when the name ends in .gz). Returns the number of trace events written.
@@ -20,6 +21,9 @@ int64_t export_perfetto(const std::string& trace_path, const std::string& out, c
 struct CsvOptions {
     int64_t run_id = 0;   // > 0: the run tables hold this run only (an unknown id is refused)
     IfExists if_exists = IfExists::Replace;
+    // Not empty: the run tables are this runs database's runs of the trace (mhc simulate
+    // --runs-db), not the trace's own; one made for another trace is refused (trace::list_runs).
+    std::string runs_db;
 };
 struct CsvTable {
     std::string file;   // "allocations.csv"
