@@ -23,7 +23,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->required()
             ->type_name("PATH");
         app.add_option("--format", *format, "perfetto (ui.perfetto.dev) or csv")
-            ->check(CLI::IsMember({"perfetto", "csv"}))
+            ->check(mhc::cli::one_of({"perfetto", "csv"}))
             ->type_name("FORMAT")
             ->default_str(*format);
         app.add_option("--run", *run, "perfetto: also this simulated or replayed run; csv: only this run in the "

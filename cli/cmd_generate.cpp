@@ -226,14 +226,14 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["preset"] = app.add_option("--preset", o->preset,
                                      "Model, parallelism and GPU: " + names_list(preset_names()) +
                                          "; the options below change them")
-                          ->check(CLI::IsMember(preset_names()))
+                          ->check(mhc::cli::one_of(preset_names()))
                           ->type_name("NAME")
                           ->default_str(o->preset);
         app.add_option("-o,--output", o->output, "Trace file to write (.db)")->required()->type_name("FILE");
         app.add_flag("--force", o->force, "Replace an existing output file (and the runs stored in it)");
         m["steps"] = app.add_option("--steps", o->steps, "Training steps")->check(CLI::Range(1, 1000000));
         m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter");
-        m["arch"] = app.add_option("--arch", o->arch, "gpt2|llama")->check(CLI::IsMember({"gpt2", "llama"}));
+        m["arch"] = app.add_option("--arch", o->arch, "gpt2|llama")->check(mhc::cli::one_of({"gpt2", "llama"}));
         m["layers"] = app.add_option("--layers", o->layers, "Transformer layers (whole model)")->check(CLI::Range(1, 4096));
         m["hidden"] = app.add_option("--hidden", o->hidden, "Hidden size")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
         m["heads"] = app.add_option("--heads", o->heads, "Attention heads")->check(CLI::Range(1, 16384));
@@ -244,7 +244,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["micro-batches"] = app.add_option("--micro-batches", o->micro_batches, "Micro-batches per step (accumulation / pipeline)")->check(CLI::Range(1, 4096));
         m["vocab"] = app.add_option("--vocab", o->vocab, "Vocabulary size")->check(CLI::Range(int64_t(1), int64_t(1) << 26));
         m["max-positions"] = app.add_option("--max-positions", o->max_positions, "gpt2 learned positions (0: seq)")->check(CLI::Range(int64_t(0), int64_t(1) << 22));
-        m["dtype"] = app.add_option("--dtype", o->dtype, "bf16|fp16|fp32")->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+        m["dtype"] =
+            app.add_option("--dtype", o->dtype, "bf16|fp16|fp32")->check(mhc::cli::one_of({"bf16", "fp16", "fp32"}));
         m["dp"] = app.add_option("--dp", o->dp, "Data-parallel size")->check(CLI::Range(1, 65536));
         m["tp"] = app.add_option("--tp", o->tp, "Tensor-parallel size")->check(CLI::Range(1, 1024));
         m["pp"] = app.add_option("--pp", o->pp, "Pipeline-parallel size (the trace is stage 0 unless --pp-stage or --all-ranks)")->check(CLI::Range(1, 1024));
@@ -261,7 +262,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["sinkhorn-iters"] = app.add_option("--sinkhorn-iters", o->sinkhorn_iters, "Sinkhorn-Knopp iterations")->check(CLI::Range(1, 1000));
         m["hc-recompute"] = app.add_flag("--hc-recompute,!--no-hc-recompute", o->hc_recompute, "mHC block recomputation of the n-stream residual");
         m["hc-block"] = app.add_option("--hc-block", o->hc_block, "Layers per mHC recompute block (0: sqrt(nL/(n+2)))")->check(CLI::Range(0, 4096));
-        m["gpu"] = app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(CLI::IsMember(gpu_names()));
+        m["gpu"] = app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(mhc::cli::one_of(gpu_names()));
         m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")
                              ->check(mhc::cli::finite_number())
                              ->check(CLI::PositiveNumber);

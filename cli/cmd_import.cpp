@@ -58,7 +58,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 [](std::string& path) { return path == "-" ? std::string() : CLI::ExistingFile(path); }, ""));
         app.add_option("-o,--output", *out, "Trace file to write (.db)")->required()->type_name("FILE");
         app.add_option("--format", *format, "Input format: snapshot, kineto, et, nsys, or auto (from the content)")
-            ->check(CLI::IsMember({"auto", "snapshot", "kineto", "et", "nsys"}))
+            ->check(mhc::cli::one_of({"auto", "snapshot", "kineto", "et", "nsys"}))
             ->type_name("FORMAT")
             ->default_str(*format);
         app.add_option("--kineto", *kineto, "Kineto trace of the same run (execution traces: timing)")

@@ -90,7 +90,7 @@ std::function<int()> setup(CLI::App& app) {
                          " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
     add_allocator_conf_option(app, o->base);   // the replay's arena follows the same settings
     app.add_option("--backend", o->backend, "Where to replay: host or cuda")
-        ->check(CLI::IsMember({"host", "cuda"}))
+        ->check(mhc::cli::one_of({"host", "cuda"}))
         ->type_name("BACKEND")
         ->default_str(o->backend);
     app.add_option("--time-scale", o->time_scale,

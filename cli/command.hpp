@@ -4,6 +4,7 @@
 // from the registry, runs the chosen command and maps errors to exit statuses.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -60,6 +61,20 @@ inline CLI::Validator finite_number() {
             const double number = std::strtod(text.c_str(), &end);   // 1e400 reads as inf
             const bool whole = end != text.c_str() && *end == '\0';
             return whole && !std::isfinite(number) ? "'" + text + "': not a finite number" : std::string();
+        },
+        "");
+}
+
+// A choice among names: "--preset: 'llama-7b': use one of gpt2-small, llama2-7b, ...; did you mean
+// llama2-7b?" (CLI::IsMember says "llama-7b not in {...}" and guesses nothing), as the policy and
+// command names are refused.
+inline CLI::Validator one_of(std::vector<std::string> names) {
+    return CLI::Validator(
+        [names = std::move(names)](std::string& text) {
+            if (std::find(names.begin(), names.end(), text) != names.end()) return std::string();
+            std::string list;
+            for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+            return "'" + text + "': use one of " + list + did_you_mean(text, names);
         },
         "");
 }

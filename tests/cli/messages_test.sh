@@ -52,6 +52,13 @@ says 2 "mhc: unknown prefetch policy 'lookahaed:8': use one of none, lookahead:K
 says 2 "mhc: unknown link 'pcie44': use one of pcie3, pcie4, pcie5, nvlink-c2c, nvlink4-peer or a link profile JSON file; did you mean pcie4?" \
     "$mhc" simulate "$t" --capacity 50% --link pcie44
 says 2 "mhc: help: 'sizs' is neither a command nor a topic; did you mean sizes? (mhc help lists them)" "$mhc" help sizs
+# a named choice of an option: the names and the nearest (CLI11's own check said "llama-7b not in {...}")
+says 2 "mhc: --preset: 'llama-7b': use one of gpt2-small, llama2-7b, llama2-70b-slice, mhc-27b; did you mean llama2-7b?" \
+    "$mhc" generate --preset llama-7b -o "$tmp/g.db"
+says 2 "mhc: --format: 'kinteo': use one of auto, snapshot, kineto, et, nsys; did you mean kineto?" \
+    "$mhc" import "$t" --format kinteo -o "$tmp/i.db"
+says 2 "mhc: --backend: 'gpu': use one of host, cuda" "$mhc" validate "$t" --backend gpu --no-store
+[[ ! -e $tmp/g.db && ! -e $tmp/i.db ]] || fail "a refused choice wrote its output"
 
 # ---- mhc check of what is not a trace: the message alone, no count of problems ----
 says 2 "mhc: $m: no such file" "$mhc" check "$m"
