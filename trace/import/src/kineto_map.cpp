@@ -180,16 +180,16 @@ void KinetoData::link_ops() {
     }
 }
 
-int32_t KinetoData::op_at(int64_t pid, int64_t tid, int64_t t) const {
-    auto it = thread_ops_.find(ThreadKey{pid, tid});
-    if (it == thread_ops_.end()) return -1;
-    auto b = ops.begin() + static_cast<long>(it->second.first);
-    auto e = ops.begin() + static_cast<long>(it->second.second);
-    auto p = std::upper_bound(b, e, t, [](int64_t v, const KOp& o) { return v < o.ts; });
-    if (p == b) return -1;
-    int32_t i = static_cast<int32_t>(p - ops.begin() - 1);
-    while (i >= 0 && !(ops[i].ts <= t && t <= ops[i].ts + ops[i].dur)) i = ops[i].parent;
-    return i;
+int32_t KinetoData::op_at(int64_t pid, int64_t tid, int64_t at) const {
+    auto thread = thread_ops_.find(ThreadKey{pid, tid});
+    if (thread == thread_ops_.end()) return -1;
+    auto first = ops.begin() + static_cast<long>(thread->second.first);
+    auto last = ops.begin() + static_cast<long>(thread->second.second);
+    auto after = std::upper_bound(first, last, at, [](int64_t time, const KOp& op) { return time < op.ts; });
+    if (after == first) return -1;
+    auto inner = static_cast<int32_t>(after - ops.begin() - 1);
+    while (inner >= 0 && !(ops[inner].ts <= at && at <= ops[inner].ts + ops[inner].dur)) inner = ops[inner].parent;
+    return inner;
 }
 
 int32_t KinetoData::launcher(const KKernel& k) const {

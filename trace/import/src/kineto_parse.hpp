@@ -134,8 +134,8 @@ struct KinetoData {
     const KLaunch* launch_of(const KKernel& kernel, LaunchPick* how = nullptr) const;
     // Sorts ops per thread and sets each op's enclosing op.
     void link_ops();
-    // Innermost op on process `pid`'s thread `tid` containing time t, -1 if none.
-    int32_t op_at(int64_t pid, int64_t tid, int64_t t) const;
+    // Innermost op on process `pid`'s thread `tid` containing time `at`, -1 if none.
+    int32_t op_at(int64_t pid, int64_t tid, int64_t at) const;
     // The CPU op that launched kernel k (runtime call by correlation, else ac2g flow), -1.
     int32_t launcher(const KKernel& k) const;
 
