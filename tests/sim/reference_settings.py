@@ -97,6 +97,11 @@ class Captured:
         # docs/trace-format.md: the latest kernel before a module's forward returned still holding it
         self.frame_hold = {a: self.kidx[k] for a, k in json.loads(self.meta.get("capture.frame_holds", "[]"))
                            if a in self.allocs and k in self.kidx}
+        # the kernel that ran right after the backward first unpacked a saved storage, one per backward
+        self.unpacks = {}
+        for a, k in json.loads(self.meta.get("capture.unpacks", "[]")):
+            if a in self.allocs and k in self.kidx:
+                self.unpacks.setdefault(a, []).append(self.kidx[k])
         names = {al["label"] for al in self.allocs.values() if al["category"] == GRAD}
         self.has_grads = bool(names)
         self.grad_names = names
@@ -628,6 +633,14 @@ def apply_offload(plan, cap, off, checkpointed):
             return next((i for i, m in cap.uses[a] if m & READ and i in kset and cap.kernels[i]["phase"] == BWD),
                         None)
 
+        def unpack(a):
+            """The first backward kernel of the pass that ran right after the backward unpacked it
+            (capture.unpacks), or its first backward read when that is earlier or none is recorded."""
+            us = [i for i in cap.unpacks.get(a, []) if i in kset and cap.kernels[i]["phase"] == BWD]
+            r = first_bwd_read(a)
+            us += [] if r is None else [r]
+            return min(us) if us else None
+
         recomputed = {k for op in plan.ops if getattr(op, "recompute", False) or
                       (op.kernel is not None and cap.kernels[op.kernel]["phase"] == RECOMPUTE) for k in op.acc}
         first = {}
@@ -644,7 +657,10 @@ def apply_offload(plan, cap, off, checkpointed):
                             for i in cap.saves_of.get(a, []))
             held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
             dies[a] = made_fwd and all_packs and not held and a not in recomputed
-        moved_reads = [first_bwd_read(a) for a in first]   # every storage it copied to the host
+        def comes_back(a):   # it dies and the backward unpacks it
+            return a in first and dies[a] and unpack(a) is not None
+
+        moved_reads = [unpack(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
         first_unpack = min(moved_reads) if moved_reads else None
         d2h = {}
@@ -663,11 +679,14 @@ def apply_offload(plan, cap, off, checkpointed):
                 made = (kop, "after", 0)
                 d2h[a] = cop
             host = plan.add_alloc(-1, al.nbytes, al.stream, al.category, made, label=al.label)
-            r = first_bwd_read(a)
-            if not dies[a] or r is None:   # stays on the GPU; without a backward read, as recorded
-                plan.allocs[host].freed = al.freed if r is None else (plan.op_of[r], "before", 0)
+            u = unpack(a)
+            if not comes_back(a):   # stays on the GPU; without an unpack, as recorded
+                plan.allocs[host].freed = al.freed if u is None else (plan.op_of[u], "before", 0)
                 continue
             early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, ks)
+            held = cap.frame_hold.get(a)   # the model's code held it longer (in this pass's forward)
+            if held in kset and cap.kernels[held]["phase"] == FWD:
+                early = plan.later(early, (plan.op_of[held], "after", 0))
             if streamed:
                 if j + stash < len(packs):
                     i2, out2, _ = packs[j + stash]
@@ -686,10 +705,9 @@ def apply_offload(plan, cap, off, checkpointed):
                         wop.waits_end = getattr(wop, "waits_end", []) + [d2h[a]]
             recorded_free = al.freed
             al.freed = early
-            x = r
-            if streamed and prefetch > 0:
-                cands = [first_bwd_read(b) for (_i, _o, b) in packs[j + 1:j + 1 + prefetch]]
-                cands = [c for c in cands if c is not None]
+            x = u
+            if streamed and prefetch > 0:   # only a pack whose storage also comes back prefetches
+                cands = [unpack(b) for (_i, _o, b) in packs[j + 1:j + 1 + prefetch] if comes_back(b)]
                 if cands and min(cands) < x:
                     x = min(cands)
             xop = plan.op_of[x]
@@ -697,14 +715,22 @@ def apply_offload(plan, cap, off, checkpointed):
                 c = Copy(H2D, al.nbytes, xop, False)
                 xop.issue_start.append(c)
                 plan.copies.append(c)
-                plan.op_of[r].waits.append(c)
+                plan.op_of[u].waits.append(c)
                 made = (xop, "before", 0)
             else:
-                cop = plan.insert_before(plan.op_of[r], Op("copy", "H2D", copy=(H2D, al.nbytes)))
+                cop = plan.insert_before(plan.op_of[u], Op("copy", "H2D", copy=(H2D, al.nbytes)))
                 made = (cop, "before", 0)
-            dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, recorded_free, label=al.label)
+            dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, label=al.label)
             plan.allocs[host].freed = made
             plan.redirect(ks, a, dev)   # the backward reads the device copy
+            # the hook lets go of it at its last unpack: freed when that node returns, as a
+            # checkpoint's recomputed copy (the recorded free less the aten::sum kernels before it,
+            # not before its last backward read)
+            reads = [i for i in ks if cap.kernels[i]["phase"] == BWD and dev in plan.op_of[i].acc]
+            freed = recorded_free    # at the recorded free when the backward does not read it
+            if reads and recorded_free is not None:
+                freed = plan.later(before_sums(cap, plan, recorded_free), (plan.op_of[max(reads)], "after", 0))
+            plan.allocs[dev].freed = freed
 
 
 # ---------------------------------------------------------------- optimizer
