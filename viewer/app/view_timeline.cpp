@@ -148,9 +148,9 @@ void draw_timeline(App& app) {
         // (an id, or the folded count) and the label drawn in it, for tests that click on them.
         nlohmann::json boxes = nlohmann::json::array();
         for (size_t k = 0; k < ui.frame[i].items.size() && boxes.size() < 64; ++k) {
-            const DrawItem& d = ui.frame[i].items[k];
-            boxes.push_back({plot_x + d.x0, plot_x + d.x1,
-                             d.count == 1 ? l.ref[d.first] : -static_cast<int64_t>(d.count), labels[k]});
+            const DrawItem& box = ui.frame[i].items[k];
+            boxes.push_back({plot_x + box.x0, plot_x + box.x1,
+                             box.count == 1 ? l.ref[box.first] : -static_cast<int64_t>(box.count), labels[k]});
         }
         jt.push_back({{"title", l.title}, {"kind", static_cast<int>(l.kind)}, {"stream", l.stream}, {"row", l.row},
                       {"y0", y}, {"y1", y + h}, {"items", ui.frame[i].items.size()}, {"boxes", boxes}});

@@ -21,6 +21,7 @@ void draw_selection(App& app, ImDrawList* dl, ImVec2 p0, ImVec2 p1);
 // One track row; shows a tooltip for the item under the mouse.
 // `labels` (when given) gets the text drawn inside each of f.items' boxes ("" for none): a
 // label that does not fit its box is cut with "..." (fit_label), never clipped into the next.
+// NOLINTNEXTLINE(readability-identifier-length): f, w, h as the definition names them
 void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float w, float h,
                 std::vector<std::string>* labels = nullptr);
 // Track title in the label column.
