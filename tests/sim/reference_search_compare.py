@@ -17,7 +17,6 @@ finds no usable environment.
 import json
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -122,18 +121,10 @@ def main(argv):
                     continue
                 # at the least reserved peak tried the planner once found nothing (its margin): run always
                 kept = what.startswith("0 of") and budget is None
-                if int(opts.get("sample", "1")) > 1 and zlib.crc32(label.encode()) % int(opts["sample"]) != 0 \
-                        and not kept:
+                if rsc.sampled_out(label, opts, kept):
                     continue
                 n += 1
-                lines = compare(mhc, trace, capacity, budget)
-                if lines:
-                    bad += 1
-                    print(f"DIFF {label}")
-                    for line in lines:
-                        print(f"    {line}")
-                elif "verbose" in opts:
-                    print(f"ok   {label}")
+                bad += rsc.report(label, compare(mhc, trace, capacity, budget), opts)
     print(f"{n - bad} of {n} searches agree")
     return 0 if bad == 0 else 1
 

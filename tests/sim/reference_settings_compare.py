@@ -277,6 +277,26 @@ def capture_all(python, workdir, quick, seq):
     return traces
 
 
+
+def sampled_out(label, opts, kept=False):
+    """--sample=K keeps one run in K, the same ones every time (by CRC-32 of the label); `kept`
+    runs always."""
+    sample = int(opts.get("sample", "1"))
+    return sample > 1 and zlib.crc32(label.encode()) % sample != 0 and not kept
+
+
+def report(label, lines, opts):
+    """Prints one run's differences (or "ok" under --verbose); 1 when it differs, else 0."""
+    if lines:
+        print(f"DIFF {label}")
+        for line in lines:
+            print(f"    {line}")
+        return 1
+    if "verbose" in opts:
+        print(f"ok   {label}")
+    return 0
+
+
 def main(argv):
     args = [a for a in argv[1:] if not a.startswith("--")]
     opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv[1:] if a.startswith("--"))
@@ -302,18 +322,10 @@ def main(argv):
             if opts.get("filter") and opts["filter"] not in label:
                 continue
             kept = (setting.get("offload") or {}).get("min_bytes") == 0   # the cases fixed in advise/ run always
-            if int(opts.get("sample", "1")) > 1 and zlib.crc32(label.encode()) % int(opts["sample"]) != 0 \
-                    and not kept:
+            if sampled_out(label, opts, kept):
                 continue
             n += 1
-            lines = compare(mhc, trace, setting, workdir, link, host_bw, cost)
-            if lines:
-                bad += 1
-                print(f"DIFF {label}")
-                for line in lines:
-                    print(f"    {line}")
-            elif "verbose" in opts:
-                print(f"ok   {label}")
+            bad += report(label, compare(mhc, trace, setting, workdir, link, host_bw, cost), opts)
     print(f"{n - bad} of {n} configurations agree")
     return 0 if bad == 0 else 1
 
