@@ -98,8 +98,7 @@ def capacities(trace):
 
 
 def main(argv):
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv[1:] if a.startswith("--"))
+    args, opts = rsc.parse_argv(argv)
     if len(args) < 2:
         print(__doc__)
         return 2

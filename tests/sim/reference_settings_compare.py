@@ -297,9 +297,15 @@ def report(label, lines, opts):
     return 0
 
 
-def main(argv):
+def parse_argv(argv):
+    """(positional arguments, {option: value}); a bare --flag has the value "1"."""
     args = [a for a in argv[1:] if not a.startswith("--")]
     opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv[1:] if a.startswith("--"))
+    return args, opts
+
+
+def main(argv):
+    args, opts = parse_argv(argv)
     if len(args) < 2:
         print(__doc__)
         return 2

@@ -48,8 +48,7 @@ def relative_error(pred, capt):
 
 
 def main(argv):
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    opts = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "1") for a in argv[1:] if a.startswith("--"))
+    args, opts = rsc.parse_argv(argv)
     if len(args) != 4:
         print(__doc__)
         return 2

@@ -40,8 +40,7 @@ std::vector<size_t> find_all(const std::vector<uint32_t>& pattern, const std::ve
     return found;
 }
 
-// A Kineto thread: (pid, tid). Merged ranks' files may repeat thread ids across processes.
-using KinetoThreads = std::map<std::pair<int64_t, int64_t>, std::vector<int32_t>>;
+using KinetoThreads = std::map<KinetoData::ThreadKey, std::vector<int32_t>>;
 
 // The ops of process `pid` (every process's when -1) per thread in start order: by Ev Idx (the
 // profiler's own order, exact where integer-microsecond starts tie) when every op of the thread

@@ -72,6 +72,8 @@ struct KRange {
 };
 
 struct KinetoData {
+    // A CPU thread: (pid, tid). Merged ranks' files may repeat thread ids across processes.
+    using ThreadKey = std::pair<int64_t, int64_t>;
     KStrings strings;
     std::vector<KKernel> kernels;   // kernels, memcpy and memset
     std::vector<KMemory> memory;
@@ -140,7 +142,6 @@ struct KinetoData {
     int32_t launcher(const KKernel& k) const;
 
 private:
-    using ThreadKey = std::pair<int64_t, int64_t>;                // (pid, tid)
     std::map<ThreadKey, std::pair<size_t, size_t>> thread_ops_;   // -> [begin,end) in ops
 };
 
