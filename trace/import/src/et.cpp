@@ -47,8 +47,14 @@ constexpr int32_t kNoMemory = INT32_MIN;   // a meta tensor: a shape without sto
 // index of any accelerator ("cuda" alone is cuda:0; ROCm builds write "cuda" too). Before
 // 2026-12-03 only "cuda" was a device: an XPU, HPU, MTIA or custom-backend trace's device
 // memory was imported as the host's, without a word.
-int32_t device_of(const json& value, DeviceTypes& types) {
-    if (!value.is_string()) return -1;
+// A device written otherwise (a number, "cuda:x", an index past 4095) is bad input (`bad` names
+// it): before 2026-12-03 it was the host's, without a word.
+int32_t device_of(const json& value, DeviceTypes& types, std::string& bad) {
+    if (value.is_null()) return -1;
+    if (!value.is_string()) {
+        if (bad.empty()) bad = "device " + value.dump() + " is not a device name";
+        return -1;
+    }
     const std::string& text = value.get_ref<const std::string&>();
     const size_t colon = text.find(':');
     const std::string type = text.substr(0, colon);
@@ -57,8 +63,24 @@ int32_t device_of(const json& value, DeviceTypes& types) {
     if (type == "cpu") return -1;
     if (type == "meta") return kNoMemory;
     if (colon == std::string::npos) return 0;
-    long index = std::strtol(text.c_str() + colon + 1, nullptr, 10);
-    return index >= 0 && index < 4096 ? static_cast<int32_t>(index) : -1;
+    const char* digits = text.c_str() + colon + 1;
+    char* end = nullptr;
+    const long index = std::strtol(digits, &end, 10);
+    if (end == digits || *end != '\0' || index < 0 || index >= 4096) {
+        if (bad.empty()) bad = "device '" + text + "' is not TYPE:N with N in [0, 4096)";
+        return -1;
+    }
+    return static_cast<int32_t>(index);
+}
+
+// An integer field of a node (ctrl_deps or parent, rf_id, tid, seq_id): PyTorch writes integers;
+// anything else is bad input (`bad` names it), where it was read as -1 (no parent, no thread)
+// before 2026-12-03.
+int64_t int_of(const json& v, const char* what, std::string& bad) {
+    if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX)) return v.get<int64_t>();
+    if (v.is_number_unsigned()) return -1;   // a uint64 handle past int64: no id this import can use
+    if (bad.empty()) bad = std::string(what) + " " + v.dump() + " is not an integer";
+    return -1;
 }
 
 int64_t as_i64(const json& v) {
@@ -87,7 +109,7 @@ void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& ba
     }
     int64_t storage = f[1], offset = f[2], numel = f[3], item = f[4];
     if (storage == 0 || numel == 0 || item == 0) return;
-    const int32_t device = value.size() > 5 ? device_of(value[5], types) : -1;
+    const int32_t device = value.size() > 5 ? device_of(value[5], types, bad) : -1;
     if (device == kNoMemory) return;
     out.push_back({storage, device, (offset + numel) * item});   // < 2^47
 }
@@ -113,7 +135,7 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
         throw Error(where(in, "nodes[" + std::to_string(row) + "]: 'id' " + id.dump() + " is not an int64 integer"));
     Node x;
     x.id = id.get<int64_t>();
-    std::string bad;
+    std::string bad, field_bad;
     if (n.contains("name") && n["name"].is_string()) x.name = n["name"].get<std::string>();
     auto ins = n.find("inputs");
     auto outs = n.find("outputs");
@@ -121,22 +143,23 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
         values_from(ins->value("values", json()), ins->value("types", json()), x.ins, bad, devices);
         if (outs != n.end() && outs->is_object())
             values_from(outs->value("values", json()), outs->value("types", json()), x.outs, bad, devices);
-        if (n.contains("ctrl_deps")) x.parent = as_i64(n["ctrl_deps"]);
+        if (n.contains("ctrl_deps")) x.parent = int_of(n["ctrl_deps"], "ctrl_deps", field_bad);
         if (n.contains("attrs") && n["attrs"].is_array())
             for (const auto& a : n["attrs"]) {
                 if (!a.is_object() || !a.contains("name") || !a.contains("value")) continue;
-                if (a["name"] == "rf_id") x.rf_id = as_i64(a["value"]);
-                if (a["name"] == "tid") x.tid = as_i64(a["value"]);
-                if (a["name"] == "seq_id") x.seq = as_i64(a["value"]);
+                if (a["name"] == "rf_id") x.rf_id = int_of(a["value"], "attrs rf_id", field_bad);
+                if (a["name"] == "tid") x.tid = int_of(a["value"], "attrs tid", field_bad);
+                if (a["name"] == "seq_id") x.seq = int_of(a["value"], "attrs seq_id", field_bad);
             }
     } else {   // 1.0.x style: inputs / input_types lists
         if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins, bad, devices);
         if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs, bad, devices);
-        if (n.contains("parent")) x.parent = as_i64(n["parent"]);
-        if (n.contains("rf_id")) x.rf_id = as_i64(n["rf_id"]);
-        if (n.contains("tid")) x.tid = as_i64(n["tid"]);
-        if (n.contains("seq_id")) x.seq = as_i64(n["seq_id"]);
+        if (n.contains("parent")) x.parent = int_of(n["parent"], "parent", field_bad);
+        if (n.contains("rf_id")) x.rf_id = int_of(n["rf_id"], "rf_id", field_bad);
+        if (n.contains("tid")) x.tid = int_of(n["tid"], "tid", field_bad);
+        if (n.contains("seq_id")) x.seq = int_of(n["seq_id"], "seq_id", field_bad);
     }
+    if (!field_bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "] (id " + std::to_string(x.id) + "): " + field_bad));
     if (!bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "]: tensor " + bad));
     return x;
 }
