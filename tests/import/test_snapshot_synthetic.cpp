@@ -680,6 +680,14 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
     mhc::trace::import::Result r;
     import_snap(dir, snap(newer, segment), &r);
     CHECK(r.meta.at("snapshot.unknown_actions") == "segment_reserve=1");
+
+    // One event without time_us (PyTorch writes it on all or on none): the whole trace is in event
+    // order only, and the import says why (before 2026-12-03 in silence).
+    mhc::trace::import::Result untimed;
+    import_snap(dir, snap(event_at(3, without(evs[3], "time_us")), segment), &untimed);
+    CHECK(untimed.meta.at("timing") == "order-only");
+    CHECK(untimed.meta.at("snapshot.events_without_time_us") == "1 of 5");
+    CHECK(ok.meta.count("snapshot.events_without_time_us") == 0);
     CHECK(std::any_of(r.warnings.begin(), r.warnings.end(),
                       [](const std::string& w) { return w.find("(segment_reserve=1)") != std::string::npos; }));
 }

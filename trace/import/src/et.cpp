@@ -11,7 +11,9 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "et_join.hpp"
 #include "kineto_write.hpp"
@@ -114,16 +116,51 @@ void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& ba
     out.push_back({storage, device, (offset + numel) * item});   // < 2^47
 }
 
+// The element types of "GenericList[A,B[C,D],E]": A, B[C,D] and E (split at its top level).
+std::vector<std::string_view> element_types(std::string_view type) {
+    std::vector<std::string_view> out;
+    const size_t open = type.find('[');
+    if (open == std::string_view::npos || type.back() != ']') return out;
+    int depth = 0;
+    size_t start = open + 1;
+    for (size_t i = start; i + 1 < type.size(); ++i) {
+        const char c = type[i];
+        if (c == '[' || c == '(') ++depth;
+        else if (c == ']' || c == ')') --depth;
+        else if (c == ',' && depth == 0) {
+            out.push_back(type.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    out.push_back(type.substr(start, type.size() - 1 - start));
+    return out;
+}
+
+// One value of `type`: a tensor, or a list holding tensors at any depth (a collective's list of
+// lists: c10d::allgather_'s GenericList[GenericList[Tensor(float),Tensor(float)]]), each element
+// by its own type. Before 2026-12-03 only one level was read: the tensors of nested lists were
+// no access of their op, and their storages' lifetimes could end early.
+void typed_value(std::string_view type, const json& value, std::vector<TensorUse>& out, std::string& bad,
+                 DeviceTypes& devices, int depth) {
+    if (type.rfind("Tensor", 0) == 0) {
+        tensor_from(value, out, bad, devices);
+        return;
+    }
+    if (type.rfind("GenericList", 0) != 0 || type.find("Tensor") == std::string_view::npos || !value.is_array() ||
+        depth >= 16)
+        return;
+    const std::vector<std::string_view> types = element_types(type);
+    for (size_t i = 0; i < value.size(); ++i) {
+        if (types.size() == value.size()) typed_value(types[i], value[i], out, bad, devices, depth + 1);
+        else tensor_from(value[i], out, bad, devices);   // types not one per element: a list of tensors
+    }
+}
+
 void values_from(const json& values, const json& types, std::vector<TensorUse>& out, std::string& bad,
                  DeviceTypes& devices) {
     if (!values.is_array() || !types.is_array()) return;
-    for (size_t i = 0; i < values.size() && i < types.size(); ++i) {
-        if (!types[i].is_string()) continue;
-        const std::string& t = types[i].get_ref<const std::string&>();
-        if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out, bad, devices);
-        else if (t.rfind("GenericList", 0) == 0 && t.find("Tensor") != std::string::npos && values[i].is_array())
-            for (const auto& element : values[i]) tensor_from(element, out, bad, devices);
-    }
+    for (size_t i = 0; i < values.size() && i < types.size(); ++i)
+        if (types[i].is_string()) typed_value(types[i].get_ref<const std::string&>(), values[i], out, bad, devices, 0);
 }
 
 // One element of "nodes" (a small DOM) -> Node.

@@ -214,6 +214,7 @@ struct Decoded {
     bool all_timed = true;
     double t_min = 0;
     std::map<std::string, int64_t> unknown_actions;   // action names mhc does not know, and their events
+    int64_t timed = 0;                                 // events with time_us
 };
 
 Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std::string& in) {
@@ -275,6 +276,7 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
             if (ev.timed) {
                 out.t_min = have_t ? std::min(out.t_min, ev.time_us) : ev.time_us;
                 have_t = true;
+                ++out.timed;
             } else {
                 out.all_timed = false;
             }
@@ -720,6 +722,13 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
     m["accesses"] = "none";   // snapshots hold no kernels
     m["kernels"] = "none";
     m["timing"] = ev.all_timed && ev.events > 0 ? "exact" : "order-only";   // an end state alone has no times
+    if (ev.timed > 0 && !ev.all_timed) {
+        // PyTorch writes time_us on every event or on none: some without it is a damaged or
+        // edited file, and one such event takes the times of all (before 2026-12-03 in silence).
+        const std::string untimed = std::to_string(ev.events - ev.timed) + " of " + std::to_string(ev.events);
+        m["snapshot.events_without_time_us"] = untimed;
+        r.warnings.push_back(untimed + " trace events have no time_us: the whole trace is imported in event order only");
+    }
     m["categories"] = "unknown";
     m["labels"] = "first frame of user or library Python code, else of PyTorch, else native (docs/import.md)";
     m["bytes"] = "block (the allocator's accounting: max_memory_allocated); requested_bytes: the request";
