@@ -78,10 +78,10 @@ int32_t device_of(const json& value, DeviceTypes& types, std::string& bad) {
 // An integer field of a node (ctrl_deps or parent, rf_id, tid, seq_id): PyTorch writes integers;
 // anything else is bad input (`bad` names it), where it was read as -1 (no parent, no thread)
 // before 2026-12-03.
-int64_t int_of(const json& v, const char* what, std::string& bad) {
-    if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX)) return v.get<int64_t>();
-    if (v.is_number_unsigned()) return -1;   // a uint64 handle past int64: no id this import can use
-    if (bad.empty()) bad = std::string(what) + " " + v.dump() + " is not an integer";
+int64_t int_of(const json& value, const char* what, std::string& bad) {
+    if (value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX)) return value.get<int64_t>();
+    if (value.is_number_unsigned()) return -1;   // a uint64 handle past int64: no id this import can use
+    if (bad.empty()) bad = std::string(what) + " " + value.dump() + " is not an integer";
     return -1;
 }
 
@@ -124,10 +124,10 @@ std::vector<std::string_view> element_types(std::string_view type) {
     int depth = 0;
     size_t start = open + 1;
     for (size_t i = start; i + 1 < type.size(); ++i) {
-        const char c = type[i];
-        if (c == '[' || c == '(') ++depth;
-        else if (c == ']' || c == ')') --depth;
-        else if (c == ',' && depth == 0) {
+        const char ch = type[i];
+        if (ch == '[' || ch == '(') ++depth;
+        else if (ch == ']' || ch == ')') --depth;
+        else if (ch == ',' && depth == 0) {
             out.push_back(type.substr(start, i - start));
             start = i + 1;
         }

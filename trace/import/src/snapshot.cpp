@@ -71,8 +71,8 @@ bool moves_memory(Action action) {
 }
 
 // What a pickled value is, in Python's words, for a refusal that names it.
-const char* type_name(const PickleDoc& d, Id v) {
-    switch (d.kind(v)) {
+const char* type_name(const PickleDoc& doc, Id value) {
+    switch (doc.kind(value)) {
         case PickleDoc::Kind::None: return "None";
         case PickleDoc::Kind::Bool: return "a bool";
         case PickleDoc::Kind::Int: return "an int";
@@ -91,9 +91,9 @@ const char* type_name(const PickleDoc& d, Id v) {
 // an int and the import uses must be one (not a str, float, bool or None), else the import is
 // refused naming the field; before 2026-12-03 such a value was read as 0 without a word.
 template <class Bad>
-int64_t int_field(const PickleDoc& d, Id v, const char* key, const Bad& bad) {
-    if (d.kind(v) != PickleDoc::Kind::Int) throw bad(std::string("'") + key + "' is " + type_name(d, v) + ", not an int");
-    return d.as_int(v);
+int64_t int_field(const PickleDoc& doc, Id value, const char* key, const Bad& bad) {
+    if (doc.kind(value) != PickleDoc::Kind::Int) throw bad(std::string("'") + key + "' is " + type_name(doc, value) + ", not an int");
+    return doc.as_int(value);
 }
 
 // One trace entry, decoded with a single pass over its dict.
@@ -495,10 +495,10 @@ void SnapshotImport::replay_device(size_t dev, const std::vector<Event>& evs, co
 
 // One end-state block at `addr` (old snapshots give no address: the caller counts it from the
 // segment's start). An allocated block no trace event accounts for existed before recording.
-void SnapshotImport::end_block(int32_t dev, int64_t stream, Id b, int64_t addr, const std::string& at) {
+void SnapshotImport::end_block(int32_t dev, int64_t stream, Id block, int64_t addr, const std::string& at) {
     auto bad = [&](const std::string& what) { return Error(where(in_, at + ": " + what)); };
-    auto state = d_.get(b, "state");
-    auto size_v = d_.get(b, "size");
+    auto state = d_.get(block, "state");
+    auto size_v = d_.get(block, "size");
     if (!state) throw bad("block has no 'state'");
     if (d_.kind(*state) != PickleDoc::Kind::Str) throw bad(std::string("'state' is ") + type_name(d_, *state) + ", not a str");
     // The states PyTorch writes (c10/cuda/CUDACachingAllocator.h, BlockInfo; memory_snapshot.cpp):
@@ -518,12 +518,12 @@ void SnapshotImport::end_block(int32_t dev, int64_t stream, Id b, int64_t addr, 
         add_bytes(end_pending_bytes_, size);
     }
     // Requested size: 'requested_size', or in old snapshots the first history entry's real_size.
-    auto history = d_.get(b, "history");
+    auto history = d_.get(block, "history");
     std::optional<Id> first;
     if (history && d_.kind(*history) == PickleDoc::Kind::List && !d_.items(*history).empty())
         first = d_.items(*history).front();
     int64_t requested = kNoBytes;
-    if (auto rq = d_.get(b, "requested_size"); rq && int_field(d_, *rq, "requested_size", bad) > 0) requested = d_.as_int(*rq);
+    if (auto rq = d_.get(block, "requested_size"); rq && int_field(d_, *rq, "requested_size", bad) > 0) requested = d_.as_int(*rq);
     else if (auto rs = first ? d_.get(*first, "real_size") : std::nullopt; rs && d_.is_int(*rs) && d_.as_int(*rs) > 0)
         requested = d_.as_int(*rs);
     if (requested > size) requested = kNoBytes;
@@ -534,7 +534,7 @@ void SnapshotImport::end_block(int32_t dev, int64_t stream, Id b, int64_t addr, 
     }
     // Alive from the start, or from the last free at its address if the trace saw one (set by
     // reborn_times once every end-state block is known).
-    auto frames = d_.get(b, "frames");
+    auto frames = d_.get(block, "frames");
     if (!frames && first) frames = d_.get(*first, "frames");
     int64_t label = labels_.of(frames);
     const size_t row = add(dev, addr, size, requested, 0, kNoTime, stream, label == kNoString ? pre_label_ : label);
