@@ -24,7 +24,11 @@ struct Py {
     Py(const char* v) : kind(Str), s(v) {}
     Py(std::string v) : kind(Str), s(std::move(v)) {}
     static Py boolean(bool b) { Py p(0); p.kind = Bool; p.i = b; return p; }
-    static Py none() { Py p(0); p.kind = None; return p; }
+    static Py none() {
+        Py value(0);
+        value.kind = None;
+        return value;
+    }
     static Py list(std::vector<Py> v) { Py p(0); p.kind = List; p.items = std::move(v); return p; }
     static Py dict(std::vector<std::pair<std::string, Py>> v) { Py p(0); p.kind = Dict; p.kv = std::move(v); return p; }
 

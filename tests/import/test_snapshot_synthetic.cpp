@@ -606,7 +606,7 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
                 kv.second = std::move(value);
                 return entry;
             }
-        entry.kv.push_back({key, std::move(value)});
+        entry.kv.emplace_back(key, std::move(value));
         return entry;
     };
     auto without = [](Py entry, const std::string& key) {
@@ -639,9 +639,9 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
         test::write_file(in, snap(std::move(events), std::move(seg)).pickle());
         CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("bad.db")), Catch::StartsWith(in) && Catch::Contains(what));
     };
-    auto event_at = [&](size_t k, Py changed) {
+    auto event_at = [&](size_t index, Py changed) {
         std::vector<Py> copy = evs;
-        copy[k] = std::move(changed);
+        copy[index] = std::move(changed);
         return copy;
     };
     refused(event_at(2, with(evs[2], "addr", "0x200200")), segment, "device_traces[0][2]: 'addr' is a str, not an int");
@@ -658,7 +658,7 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
     auto block_at = [&](Py changed) {
         Py seg = segment;
         for (auto& kv : seg.kv)
-            if (kv.first == "blocks") kv.second.items[1] = std::move(changed);
+            if (kv.first == "blocks") kv.second.items[1] = changed;
         return seg;
     };
     refused(evs, block_at(with(block, "state", "active_awaiting_free")),
@@ -677,9 +677,12 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
     // An action this reader does not know (a newer PyTorch's) is imported around, named and warned.
     std::vector<Py> newer = evs;
     newer.push_back(Py::dict({{"action", "segment_reserve"}, {"addr", 0x400000}, {"size", 4096}, {"stream", 0}, {"time_us", 5.0}}));
-    mhc::trace::import::Result r;
-    import_snap(dir, snap(newer, segment), &r);
-    CHECK(r.meta.at("snapshot.unknown_actions") == "segment_reserve=1");
+    mhc::trace::import::Result newer_result;
+    import_snap(dir, snap(newer, segment), &newer_result);
+    CHECK(newer_result.meta.at("snapshot.unknown_actions") == "segment_reserve=1");
+    CHECK(std::any_of(newer_result.warnings.begin(), newer_result.warnings.end(), [](const std::string& warning) {
+        return warning.find("(segment_reserve=1)") != std::string::npos;
+    }));
 
     // One event without time_us (PyTorch writes it on all or on none): the whole trace is in event
     // order only, and the import says why (before 2026-12-03 in silence).
@@ -688,6 +691,4 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
     CHECK(untimed.meta.at("timing") == "order-only");
     CHECK(untimed.meta.at("snapshot.events_without_time_us") == "1 of 5");
     CHECK(ok.meta.count("snapshot.events_without_time_us") == 0);
-    CHECK(std::any_of(r.warnings.begin(), r.warnings.end(),
-                      [](const std::string& w) { return w.find("(segment_reserve=1)") != std::string::npos; }));
 }
