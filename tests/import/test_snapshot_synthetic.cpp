@@ -655,7 +655,7 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
     refused(event_at(0, without(evs[0], "size")), segment, "device_traces[0][0]: segment_alloc event has no 'size'");
     refused(event_at(2, Py::list({})), segment, "device_traces[0][2]: is a list, not a dict");
 
-    auto block_at = [&](Py changed) {
+    auto block_at = [&](const Py& changed) {
         Py seg = segment;
         for (auto& kv : seg.kv)
             if (kv.first == "blocks") kv.second.items[1] = changed;
