@@ -1,5 +1,5 @@
 #pragma once
-// A small pickle writer (protocol 2 opcodes: dict, list, str, int, bool, float) for tests that
+// A small pickle writer (protocol 2 opcodes: dict, list, str, int, bool, float, None) for tests that
 // build PyTorch memory snapshots by hand: Py::dict({{"action", "alloc"}, {"size", 512}}).
 #include <cstdint>
 #include <cstring>
@@ -10,7 +10,7 @@
 namespace test {
 
 struct Py {
-    enum Kind { Int, Str, Bool, Float, List, Dict } kind = Int;
+    enum Kind { Int, Str, Bool, Float, List, Dict, None } kind = Int;
     int64_t i = 0;
     double f = 0;
     std::string s;
@@ -24,6 +24,11 @@ struct Py {
     Py(const char* v) : kind(Str), s(v) {}
     Py(std::string v) : kind(Str), s(std::move(v)) {}
     static Py boolean(bool b) { Py p(0); p.kind = Bool; p.i = b; return p; }
+    static Py none() {
+        Py value(0);
+        value.kind = None;
+        return value;
+    }
     static Py list(std::vector<Py> v) { Py p(0); p.kind = List; p.items = std::move(v); return p; }
     static Py dict(std::vector<std::pair<std::string, Py>> v) { Py p(0); p.kind = Dict; p.kv = std::move(v); return p; }
 
@@ -36,6 +41,7 @@ struct Py {
                 break;
             }
             case Bool: o += i ? '\x88' : '\x89'; break;
+            case None: o += 'N'; break;
             case Float: {
                 uint64_t bits;
                 std::memcpy(&bits, &f, sizeof bits);

@@ -439,11 +439,19 @@ def nsys_source(path):
 
 def et_tensors(values, types):
     out = []
+
+    def tensors_in(v):   # a list of tensors, or of lists of them (a collective's outputs): any depth
+        for x in v:
+            if isinstance(x, list) and len(x) >= 5 and all(isinstance(f, int) for f in x[:5]):
+                out.append(x)
+            elif isinstance(x, list):
+                tensors_in(x)
+
     for v, t in zip(values, types):
         if t.startswith("Tensor") and isinstance(v, list) and len(v) >= 5:
             out.append(v)
         elif t.startswith("GenericList") and "Tensor" in t and isinstance(v, list):
-            out += [x for x in v if isinstance(x, list) and len(x) >= 5]
+            tensors_in(v)
     res = []
     for x in out:
         storage, offset, numel, itemsize = x[1], x[2], x[3], x[4]

@@ -21,6 +21,9 @@ saved as JSON (json.dump of the same value) and for two variants of each file wr
 and with time_us rounded down to 100 us (blocks allocated and freed within one microsecond).
 A pickle of torch.cuda.memory_snapshot() (the segments list alone) or a snapshot recorded without
 trace events is its end state: the blocks alive then, from t = 0 (timing order-only).
+Copies of each file with one field of the wrong type (an event's addr or size as a str, its stream
+None, a segment's total_size as a str, a block in a state PyTorch does not write) must be refused,
+exit 2, in one line naming the file and the event or block.
 Exit status 1 on a mismatch, with one line per figure.
 """
 import gzip
@@ -310,6 +313,48 @@ def ring_variants(snap):
     yield "newer PyTorch's event fields and annotate events", newer_fields(snap), timing, {0: whole}
 
 
+def hostile_variants(snap):
+    """(name, snapshot, what the refusal must say): the snapshot with one field changed as another
+    writer could write it (a str where PyTorch writes an int, a JSON null, a block state named as
+    torch.cuda.memory._snapshot's docstring names it). Each must be refused, exit 2, in one line
+    naming the file and the event or block: before 2026-12-03 each was read as 0 or as an inactive
+    block, without a word."""
+    for device, trace in enumerate(snap["device_traces"]):
+        allocs = [k for k, e in enumerate(trace) if e["action"] == "alloc"]
+        if allocs:
+            k = allocs[len(allocs) // 2]
+            e = trace[k]
+            for key, value, said in (("addr", hex(e["addr"]), "'addr' is a str, not an int"),
+                                     ("size", str(e["size"]), "'size' is a str, not an int"),
+                                     ("stream", None, "'stream' is None, not an int")):
+                changed = [list(t) for t in snap["device_traces"]]
+                changed[device][k] = dict(e, **{key: value})
+                yield f"{key} of device_traces[{device}][{k}] as {type(value).__name__}", dict(
+                    snap, device_traces=changed), f"device_traces[{device}][{k}]: {said}"
+            break
+    for i, seg in enumerate(snap.get("segments", [])):
+        for j, b in enumerate(seg.get("blocks", [])):
+            if b.get("state") == "active_allocated":
+                blocks = list(seg["blocks"])
+                blocks[j] = dict(b, state="active_awaiting_free")
+                segments = list(snap["segments"])
+                segments[i] = dict(seg, blocks=blocks)
+                yield f"segments[{i}].blocks[{j}] in state active_awaiting_free", dict(snap, segments=segments), \
+                    f"segments[{i}].blocks[{j}]: state 'active_awaiting_free' is not one PyTorch writes"
+                segments[i] = dict(seg, total_size=str(seg["total_size"]))
+                yield f"segments[{i}].total_size as str", dict(snap, segments=segments), \
+                    f"segments[{i}]: 'total_size' is a str, not an int"
+                return
+
+
+def refused(exe, name, path, said):
+    r = subprocess.run([exe, "import", path, "-o", path + ".db", "--force"], capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    ok = r.returncode == 2 and len(lines) == 1 and path in lines[0] and said in lines[0]
+    print(f"{name}: exit {r.returncode}: {lines[-1] if lines else ''}" + ("" if ok else f"  MISMATCH (want: {said})"))
+    return not ok
+
+
 def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
     failures = 0
     db = os.path.join(tmp, "t.db")
@@ -397,6 +442,11 @@ def main():
                 with open(p, "wb") as f:
                     pickle.dump(s, f, protocol=4)
                 failures += check(exe, f"{os.path.basename(path)} ({variant})", s, timing, p, tmp, full, simulate=False)
+            for variant, s, said in hostile_variants(snap):
+                p = os.path.join(tmp, "hostile.pickle")
+                with open(p, "wb") as f:
+                    pickle.dump(s, f, protocol=4)
+                failures += refused(exe, f"{os.path.basename(path)} ({variant})", p, said)
     print(f"{failures} mismatches" if failures else "every figure matches")
     return 1 if failures else 0
 

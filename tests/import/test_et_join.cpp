@@ -380,3 +380,31 @@ TEST_CASE("a Chakra protobuf execution trace (.et) is refused by name, one line,
     CHECK(test::run_mhc("import " + dir.file("x.bin") + " -o " + dir.file("t.db"), &err) == 2);
     CHECK(err.find("unknown format") != std::string::npos);
 }
+
+TEST_CASE("execution trace: tensors in lists of lists (a collective's outputs) are the op's", "[import][et]") {
+    // Hand-written from mlcommons/chakra's 1.0.2 trace (tests/data/public/chakra/chakra-1.0.2-et.json.gz,
+    // node 30): record_param_comms of an all_gather takes GenericList[Tensor(float)] in and writes
+    // GenericList[GenericList[Tensor(float),Tensor(float)]]. Here it is a leaf, and its output
+    // storages 20 (16 floats, 64 B) and 23 (8 floats, 32 B) are used by no other op. Before
+    // 2026-12-03 only one level of lists was read: both were no allocation, and the op had one
+    // access (its input, storage 15: 4 B) where it has three (read 15, write 20 and 23).
+    test::TempDir dir;
+    const std::string in = dir.file("allgather_et.json"), out = dir.file("trace.db");
+    test::write_file(
+        in, "{\"schema\":\"1.0.2-chakra.0.0.4\",\"pid\":1,\"nodes\":[{\"id\":30,\"name\":\"record_param_comms\","
+            "\"ctrl_deps\":24,\"inputs\":{\"values\":[[[14,15,0,1,4,\"cuda:0\"]],12,\"all_gather\"],"
+            "\"shapes\":[[[1]],[],[]],\"types\":[\"GenericList[Tensor(float)]\",\"Int\",\"String\"]},"
+            "\"outputs\":{\"values\":[[[[19,20,0,16,4,\"cuda:0\"],[5,23,0,8,4,\"cuda:0\"]]]],\"shapes\":[[[[16],[8]]]],"
+            "\"types\":[\"GenericList[GenericList[Tensor(float),Tensor(float)]]\"]},"
+            "\"attrs\":[{\"name\":\"rf_id\",\"type\":\"uint64\",\"value\":7}]}]}");
+    imp::Options opt;
+    opt.warn = false;
+    imp::import_file(in, out, opt);
+    const TraceData trace = mhc::trace::load_trace(out);
+    REQUIRE(trace.allocations.size() == 3);
+    std::vector<int64_t> bytes(trace.allocations.bytes.begin(), trace.allocations.bytes.end());
+    std::sort(bytes.begin(), bytes.end());
+    CHECK(bytes == std::vector<int64_t>{4, 32, 64});
+    CHECK(trace.kernels.size() == 1);
+    CHECK(trace.accesses.size() == 3);
+}

@@ -423,6 +423,22 @@ TEST_CASE("execution trace: out-of-range ids and tensor fields are refused", "[i
         {"itemsize-float", et("2", "[1,1,0,16,4.5,\"cuda:0\"]"), "nodes[1]: tensor itemsize 4.5 is out of range"},
         {"id-float", et("2.5", ok), "nodes[1]: 'id' 2.5 is not an int64 integer"},
         {"id-past-int64", et("18446744073709551615", ok), "nodes[1]: 'id' 18446744073709551615 is not an int64 integer"},
+        // Before 2026-12-03 a device written otherwise was the host's, and a parent, thread,
+        // rf_id or seq_id that is no integer was -1 (no parent: the op fell out of its step), in
+        // silence. Every real execution trace here writes integers and "TYPE:N" strings.
+        {"device-number", et("2", "[1,1,0,16,4,0]"), "nodes[1]: tensor device 0 is not a device name"},
+        {"device-garbled", et("2", "[1,1,0,16,4,\"cuda:x\"]"),
+         "nodes[1]: tensor device 'cuda:x' is not TYPE:N with N in [0, 4096)"},
+        {"device-past-4095", et("2", "[1,1,0,16,4,\"cuda:5000\"]"), "nodes[1]: tensor device 'cuda:5000' is not TYPE:N"},
+        {"parent-string",
+         "{\"schema\":\"1.0.1\",\"nodes\":[{\"id\":1,\"name\":\"root\"},{\"id\":2,\"name\":\"aten::add\","
+         "\"parent\":\"1\",\"inputs\":[],\"input_types\":[]}]}",
+         "nodes[1] (id 2): parent \"1\" is not an integer"},
+        {"chakra-tid-float",
+         "{\"schema\":\"1.1.1-chakra.0.0.4\",\"nodes\":[{\"id\":2,\"name\":\"aten::add\",\"ctrl_deps\":1,"
+         "\"inputs\":{\"values\":[],\"shapes\":[],\"types\":[]},\"attrs\":[{\"name\":\"tid\",\"type\":\"uint64\","
+         "\"value\":1.5}]}]}",
+         "nodes[0] (id 2): attrs tid 1.5 is not an integer"},
     };
     for (const auto& c : cases) {
         DYNAMIC_SECTION(c.name) {

@@ -2,6 +2,8 @@
 // a free of a block allocated before recording and an end-state block no event explains.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "mhc/trace/check.hpp"
@@ -584,4 +586,109 @@ TEST_CASE("snapshot: a snapshot of an allocator that held nothing says so", "[im
                              .pickle());
     CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("empty.db")),
                       Catch::StartsWith(in) && Catch::Contains("no segments (the allocator held no memory"));
+}
+
+TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, naming the event or block",
+          "[import][snapshot][hostile]") {
+    // The bad-field rule (docs/import.md, "Hostile input") for snapshots. The fields of the real
+    // snapshots under tests/data/public (every event's addr, size and stream ints, time_us a number;
+    // every block's state one of three, size an int) changed as another writer could change them: a
+    // tool that writes sizes and streams as strings, an address as hex text, a JSON null, a state
+    // named as torch.cuda.memory._snapshot's docstring names it (active_awaiting_free; PyTorch writes
+    // active_pending_free). Before 2026-12-03 each was read as 0 or as an inactive block without a
+    // word: an alloc without an address ended the block before it at address 0, a block in an
+    // unknown state was left out of the peak.
+    using test::event;
+    using test::Py;
+    auto with = [](Py entry, const std::string& key, Py value) {
+        for (auto& kv : entry.kv)
+            if (kv.first == key) {
+                kv.second = std::move(value);
+                return entry;
+            }
+        entry.kv.emplace_back(key, std::move(value));
+        return entry;
+    };
+    auto without = [](Py entry, const std::string& key) {
+        std::vector<std::pair<std::string, Py>> kept;
+        for (auto& kv : entry.kv)
+            if (kv.first != key) kept.push_back(kv);
+        entry.kv = kept;
+        return entry;
+    };
+    const std::vector<Py> evs{event("segment_alloc", 0x200000, 2 << 20, 0, 1), event("alloc", 0x200000, 512, 0, 2),
+                              event("alloc", 0x200200, 1024, 0, 3), event("free_requested", 0x200000, 512, 0, 4),
+                              event("free_completed", 0x200000, 512, 0, 4)};
+    const Py block = Py::dict({{"address", 0x200200}, {"size", 1024}, {"requested_size", 1024}, {"state", "active_allocated"}});
+    const Py free_block = Py::dict({{"address", 0x200600}, {"size", (2 << 20) - 0x600}, {"requested_size", 0}, {"state", "inactive"}});
+    const Py segment = Py::dict({{"device", 0}, {"address", 0x200000}, {"total_size", 2 << 20}, {"stream", 0},
+                                 {"blocks", Py::list({Py::dict({{"address", 0x200000}, {"size", 512}, {"requested_size", 0}, {"state", "inactive"}}), block, free_block})}});
+    auto snap = [&](std::vector<Py> events, Py seg) {
+        return Py::dict({{"device_traces", Py::list({Py::list(std::move(events))})}, {"segments", Py::list({std::move(seg)})}});
+    };
+    test::TempDir dir;
+    // The file as written: every figure as worked out by hand (one 512 B block freed, 1024 B alive).
+    mhc::trace::import::Result ok;
+    auto trace = import_snap(dir, snap(evs, segment), &ok);
+    REQUIRE(trace.allocations.size() == 2);
+    CHECK(trace.allocations.bytes[0] == 512);
+    CHECK(trace.allocations.bytes[1] == 1024);
+
+    auto refused = [&](std::vector<Py> events, Py seg, const std::string& what) {
+        const std::string in = dir.file("bad.pickle");
+        test::write_file(in, snap(std::move(events), std::move(seg)).pickle());
+        CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("bad.db")), Catch::StartsWith(in) && Catch::Contains(what));
+    };
+    auto event_at = [&](size_t index, Py changed) {
+        std::vector<Py> copy = evs;
+        copy[index] = std::move(changed);
+        return copy;
+    };
+    refused(event_at(2, with(evs[2], "addr", "0x200200")), segment, "device_traces[0][2]: 'addr' is a str, not an int");
+    refused(event_at(2, with(evs[2], "size", "1024")), segment, "device_traces[0][2]: 'size' is a str, not an int");
+    refused(event_at(2, with(evs[2], "size", 1024.0)), segment, "device_traces[0][2]: 'size' is a float, not an int");
+    refused(event_at(2, with(evs[2], "stream", "0")), segment, "device_traces[0][2]: 'stream' is a str, not an int");
+    refused(event_at(2, with(evs[2], "time_us", "3")), segment, "device_traces[0][2]: 'time_us' is a str, not a number");
+    refused(event_at(2, with(evs[2], "action", 1)), segment, "device_traces[0][2]: 'action' is an int, not a str");
+    refused(event_at(4, with(evs[4], "addr", Py::none())), segment, "device_traces[0][4]: 'addr' is None, not an int");
+    refused(event_at(2, without(evs[2], "addr")), segment, "device_traces[0][2]: alloc event has no 'addr'");
+    refused(event_at(0, without(evs[0], "size")), segment, "device_traces[0][0]: segment_alloc event has no 'size'");
+    refused(event_at(2, Py::list({})), segment, "device_traces[0][2]: is a list, not a dict");
+
+    auto block_at = [&](const Py& changed) {
+        Py seg = segment;
+        for (auto& kv : seg.kv)
+            if (kv.first == "blocks") kv.second.items[1] = changed;
+        return seg;
+    };
+    refused(evs, block_at(with(block, "state", "active_awaiting_free")),
+            "segments[0].blocks[1]: state 'active_awaiting_free' is not one PyTorch writes");
+    refused(evs, block_at(with(block, "size", "1024")), "segments[0].blocks[1]: 'size' is a str, not an int");
+    refused(evs, block_at(with(block, "address", "0x200200")), "segments[0].blocks[1]: 'address' is a str, not an int");
+    refused(evs, block_at(without(block, "state")), "segments[0].blocks[1]: block has no 'state'");
+    refused(evs, with(segment, "total_size", "2097152"), "segments[0]: 'total_size' is a str, not an int");
+    refused(evs, with(segment, "device", "cuda:0"), "segments[0]: 'device' is a str, not an int");
+    refused(evs, without(segment, "total_size"), "segments[0]: segment has no 'total_size'");
+    const std::string in = dir.file("null.pickle");
+    test::write_file(in, Py::dict({{"device_traces", Py::list({Py::list(evs), Py::none()})}}).pickle());
+    CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("null.db")),
+                      Catch::Contains("device_traces[1] is None, not a list of trace events"));
+
+    // An action this reader does not know (a newer PyTorch's) is imported around, named and warned.
+    std::vector<Py> newer = evs;
+    newer.push_back(Py::dict({{"action", "segment_reserve"}, {"addr", 0x400000}, {"size", 4096}, {"stream", 0}, {"time_us", 5.0}}));
+    mhc::trace::import::Result newer_result;
+    import_snap(dir, snap(newer, segment), &newer_result);
+    CHECK(newer_result.meta.at("snapshot.unknown_actions") == "segment_reserve=1");
+    CHECK(std::any_of(newer_result.warnings.begin(), newer_result.warnings.end(), [](const std::string& warning) {
+        return warning.find("(segment_reserve=1)") != std::string::npos;
+    }));
+
+    // One event without time_us (PyTorch writes it on all or on none): the whole trace is in event
+    // order only, and the import says why (before 2026-12-03 in silence).
+    mhc::trace::import::Result untimed;
+    import_snap(dir, snap(event_at(3, without(evs[3], "time_us")), segment), &untimed);
+    CHECK(untimed.meta.at("timing") == "order-only");
+    CHECK(untimed.meta.at("snapshot.events_without_time_us") == "1 of 5");
+    CHECK(ok.meta.count("snapshot.events_without_time_us") == 0);
 }

@@ -11,7 +11,9 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "et_join.hpp"
 #include "kineto_write.hpp"
@@ -47,8 +49,14 @@ constexpr int32_t kNoMemory = INT32_MIN;   // a meta tensor: a shape without sto
 // index of any accelerator ("cuda" alone is cuda:0; ROCm builds write "cuda" too). Before
 // 2026-12-03 only "cuda" was a device: an XPU, HPU, MTIA or custom-backend trace's device
 // memory was imported as the host's, without a word.
-int32_t device_of(const json& value, DeviceTypes& types) {
-    if (!value.is_string()) return -1;
+// A device written otherwise (a number, "cuda:x", an index past 4095) is bad input (`bad` names
+// it): before 2026-12-03 it was the host's, without a word.
+int32_t device_of(const json& value, DeviceTypes& types, std::string& bad) {
+    if (value.is_null()) return -1;
+    if (!value.is_string()) {
+        if (bad.empty()) bad = "device " + value.dump() + " is not a device name";
+        return -1;
+    }
     const std::string& text = value.get_ref<const std::string&>();
     const size_t colon = text.find(':');
     const std::string type = text.substr(0, colon);
@@ -57,8 +65,24 @@ int32_t device_of(const json& value, DeviceTypes& types) {
     if (type == "cpu") return -1;
     if (type == "meta") return kNoMemory;
     if (colon == std::string::npos) return 0;
-    long index = std::strtol(text.c_str() + colon + 1, nullptr, 10);
-    return index >= 0 && index < 4096 ? static_cast<int32_t>(index) : -1;
+    const char* digits = text.c_str() + colon + 1;
+    char* end = nullptr;
+    const long index = std::strtol(digits, &end, 10);
+    if (end == digits || *end != '\0' || index < 0 || index >= 4096) {
+        if (bad.empty()) bad = "device '" + text + "' is not TYPE:N with N in [0, 4096)";
+        return -1;
+    }
+    return static_cast<int32_t>(index);
+}
+
+// An integer field of a node (ctrl_deps or parent, rf_id, tid, seq_id): PyTorch writes integers;
+// anything else is bad input (`bad` names it), where it was read as -1 (no parent, no thread)
+// before 2026-12-03.
+int64_t int_of(const json& value, const char* what, std::string& bad) {
+    if (value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX)) return value.get<int64_t>();
+    if (value.is_number_unsigned()) return -1;   // a uint64 handle past int64: no id this import can use
+    if (bad.empty()) bad = std::string(what) + " " + value.dump() + " is not an integer";
+    return -1;
 }
 
 int64_t as_i64(const json& v) {
@@ -87,21 +111,56 @@ void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& ba
     }
     int64_t storage = f[1], offset = f[2], numel = f[3], item = f[4];
     if (storage == 0 || numel == 0 || item == 0) return;
-    const int32_t device = value.size() > 5 ? device_of(value[5], types) : -1;
+    const int32_t device = value.size() > 5 ? device_of(value[5], types, bad) : -1;
     if (device == kNoMemory) return;
     out.push_back({storage, device, (offset + numel) * item});   // < 2^47
+}
+
+// The element types of "GenericList[A,B[C,D],E]": A, B[C,D] and E (split at its top level).
+std::vector<std::string_view> element_types(std::string_view type) {
+    std::vector<std::string_view> out;
+    const size_t open = type.find('[');
+    if (open == std::string_view::npos || type.back() != ']') return out;
+    int depth = 0;
+    size_t start = open + 1;
+    for (size_t i = start; i + 1 < type.size(); ++i) {
+        const char ch = type[i];
+        if (ch == '[' || ch == '(') ++depth;
+        else if (ch == ']' || ch == ')') --depth;
+        else if (ch == ',' && depth == 0) {
+            out.push_back(type.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    out.push_back(type.substr(start, type.size() - 1 - start));
+    return out;
+}
+
+// One value of `type`: a tensor, or a list holding tensors at any depth (a collective's list of
+// lists: c10d::allgather_'s GenericList[GenericList[Tensor(float),Tensor(float)]]), each element
+// by its own type. Before 2026-12-03 only one level was read: the tensors of nested lists were
+// no access of their op, and their storages' lifetimes could end early.
+void typed_value(std::string_view type, const json& value, std::vector<TensorUse>& out, std::string& bad,
+                 DeviceTypes& devices, int depth) {
+    if (type.rfind("Tensor", 0) == 0) {
+        tensor_from(value, out, bad, devices);
+        return;
+    }
+    if (type.rfind("GenericList", 0) != 0 || type.find("Tensor") == std::string_view::npos || !value.is_array() ||
+        depth >= 16)
+        return;
+    const std::vector<std::string_view> types = element_types(type);
+    for (size_t i = 0; i < value.size(); ++i) {
+        if (types.size() == value.size()) typed_value(types[i], value[i], out, bad, devices, depth + 1);
+        else tensor_from(value[i], out, bad, devices);   // types not one per element: a list of tensors
+    }
 }
 
 void values_from(const json& values, const json& types, std::vector<TensorUse>& out, std::string& bad,
                  DeviceTypes& devices) {
     if (!values.is_array() || !types.is_array()) return;
-    for (size_t i = 0; i < values.size() && i < types.size(); ++i) {
-        if (!types[i].is_string()) continue;
-        const std::string& t = types[i].get_ref<const std::string&>();
-        if (t.rfind("Tensor", 0) == 0) tensor_from(values[i], out, bad, devices);
-        else if (t.rfind("GenericList", 0) == 0 && t.find("Tensor") != std::string::npos && values[i].is_array())
-            for (const auto& element : values[i]) tensor_from(element, out, bad, devices);
-    }
+    for (size_t i = 0; i < values.size() && i < types.size(); ++i)
+        if (types[i].is_string()) typed_value(types[i].get_ref<const std::string&>(), values[i], out, bad, devices, 0);
 }
 
 // One element of "nodes" (a small DOM) -> Node.
@@ -113,7 +172,7 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
         throw Error(where(in, "nodes[" + std::to_string(row) + "]: 'id' " + id.dump() + " is not an int64 integer"));
     Node x;
     x.id = id.get<int64_t>();
-    std::string bad;
+    std::string bad, field_bad;
     if (n.contains("name") && n["name"].is_string()) x.name = n["name"].get<std::string>();
     auto ins = n.find("inputs");
     auto outs = n.find("outputs");
@@ -121,22 +180,23 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
         values_from(ins->value("values", json()), ins->value("types", json()), x.ins, bad, devices);
         if (outs != n.end() && outs->is_object())
             values_from(outs->value("values", json()), outs->value("types", json()), x.outs, bad, devices);
-        if (n.contains("ctrl_deps")) x.parent = as_i64(n["ctrl_deps"]);
+        if (n.contains("ctrl_deps")) x.parent = int_of(n["ctrl_deps"], "ctrl_deps", field_bad);
         if (n.contains("attrs") && n["attrs"].is_array())
             for (const auto& a : n["attrs"]) {
                 if (!a.is_object() || !a.contains("name") || !a.contains("value")) continue;
-                if (a["name"] == "rf_id") x.rf_id = as_i64(a["value"]);
-                if (a["name"] == "tid") x.tid = as_i64(a["value"]);
-                if (a["name"] == "seq_id") x.seq = as_i64(a["value"]);
+                if (a["name"] == "rf_id") x.rf_id = int_of(a["value"], "attrs rf_id", field_bad);
+                if (a["name"] == "tid") x.tid = int_of(a["value"], "attrs tid", field_bad);
+                if (a["name"] == "seq_id") x.seq = int_of(a["value"], "attrs seq_id", field_bad);
             }
     } else {   // 1.0.x style: inputs / input_types lists
         if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins, bad, devices);
         if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs, bad, devices);
-        if (n.contains("parent")) x.parent = as_i64(n["parent"]);
-        if (n.contains("rf_id")) x.rf_id = as_i64(n["rf_id"]);
-        if (n.contains("tid")) x.tid = as_i64(n["tid"]);
-        if (n.contains("seq_id")) x.seq = as_i64(n["seq_id"]);
+        if (n.contains("parent")) x.parent = int_of(n["parent"], "parent", field_bad);
+        if (n.contains("rf_id")) x.rf_id = int_of(n["rf_id"], "rf_id", field_bad);
+        if (n.contains("tid")) x.tid = int_of(n["tid"], "tid", field_bad);
+        if (n.contains("seq_id")) x.seq = int_of(n["seq_id"], "seq_id", field_bad);
     }
+    if (!field_bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "] (id " + std::to_string(x.id) + "): " + field_bad));
     if (!bad.empty()) throw Error(where(in, "nodes[" + std::to_string(row) + "]: tensor " + bad));
     return x;
 }
