@@ -83,6 +83,53 @@ TEST_CASE("kineto map: a memcpy's name gives its direction, a memset is a memset
     CHECK(copy_kind_of("something else") == CopyKind::D2D);
 }
 
+// The word after "Memcpy " is CUPTI's (libkineto's memcpyKindString: HtoD, DtoH, HtoA, AtoH, AtoA,
+// AtoD, DtoA, DtoD, HtoH, PtoP; ROCm's the same four words) or, on Intel XPU, PTI's
+// (ptiViewMemcpyTypeToString: X2Y of M system memory, H USM host, D USM device, S USM shared).
+// Before 2026-12-03 only the CUDA words were known: every XPU copy, and CUDA's array copies, were
+// device to device, in silence. A name that gives no direction is still device to device, but
+// counted and its first name kept (said in meta and a warning).
+TEST_CASE("kineto map: CUDA's array copies and XPU's PTI names give their direction", "[import][kineto-map]") {
+    const std::pair<const char*, CopyKind> names[] = {
+        {"Memcpy HtoA (Pageable -> Array)", CopyKind::H2D},
+        {"Memcpy AtoH (Array -> Pinned)", CopyKind::D2H},
+        {"Memcpy AtoA (Array -> Array)", CopyKind::D2D},
+        {"Memcpy AtoD (Array -> Device)", CopyKind::D2D},
+        {"Memcpy DtoA (Device -> Array)", CopyKind::D2D},
+        {"Memcpy M2D (MEMORY(Unknown) -> DEVICE)", CopyKind::H2D},
+        {"Memcpy H2D (HOST -> DEVICE)", CopyKind::H2D},
+        {"Memcpy D2M (DEVICE -> MEMORY(Unknown))", CopyKind::D2H},
+        {"Memcpy D2H (DEVICE -> HOST)", CopyKind::D2H},
+        {"Memcpy D2D (DEVICE -> DEVICE)", CopyKind::D2D},
+        {"Memcpy M2M (MEMORY(Unknown) -> MEMORY(Unknown))", CopyKind::H2H},
+        {"Memcpy H2H (HOST -> HOST)", CopyKind::H2H},
+        {"Memcpy M2H (MEMORY(Unknown) -> HOST)", CopyKind::H2H},
+        {"Memcpy S2D (SHARED -> DEVICE)", CopyKind::D2D},
+        {"Memcpy H2S (HOST -> SHARED)", CopyKind::H2D},
+        {"Memcpy S2M (SHARED -> MEMORY(Unknown))", CopyKind::D2H}};
+    std::string events;
+    for (const auto& [name, kind] : names) {
+        CHECK(copy_direction(name) == kind);
+        events += std::string(events.empty() ? "" : ",") + R"j({"ph":"X","cat":"gpu_memcpy","name":")j" + name +
+                  R"j(","ts":1,"dur":1,"args":{"bytes":8}})j";
+    }
+    KinetoData d = parse_events(events);
+    CHECK(d.kernels.size() == std::size(names));
+    CHECK(d.copies_without_direction == 0);
+    // No direction in the name: device to device, counted, the first name kept.
+    for (const char* name :
+         {"Memcpy <unknown> (? -> ?)", "Memcpy INVALID (INVALID -> INVALID)", "Memcpy", "HtoD", "Memcpy X2Y (A -> B)"})
+        CHECK(!copy_direction(name));
+    d = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy <unknown> (? -> ?)","ts":1,"dur":1},)j"
+                     R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pinned -> Device)","ts":2,"dur":1},)j"
+                     R"j({"ph":"X","cat":"Memcpy","name":"Memcpy INVALID (INVALID -> INVALID)","ts":3,"dur":1})j");
+    REQUIRE(d.kernels.size() == 3);
+    CHECK(d.kernels[0].copy_kind == CopyKind::D2D);
+    CHECK(d.kernels[1].copy_kind == CopyKind::H2D);
+    CHECK(d.copies_without_direction == 2);
+    CHECK(d.first_copy_without_direction == "Memcpy <unknown> (? -> ?)");
+}
+
 TEST_CASE("kineto map: a runtime or driver call with a correlation id is that kernel's launch", "[import][kineto-map]") {
     KinetoData d = parse_events(
         R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","tid":3,"ts":100,"dur":5,"args":{"correlation":42}},)j"

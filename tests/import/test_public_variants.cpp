@@ -10,6 +10,7 @@
 #include <numeric>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
@@ -289,6 +290,9 @@ TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes 
     CHECK(replace_all("\"stream\": ", "\"sycl queue\": ") == 139);   // 98 kernels and copies, 41 cuda_sync
     CHECK(replace_all("\"cat\": \"cuda_runtime\"", "\"cat\": \"xpu_runtime\"") == 361);
     CHECK(replace_all("\"cat\": \"cuda_sync\"", "\"cat\": \"xpu_sync\"") == 41);
+    // Its memcpys named as the XPU plugin names them (Intel PTI's memcpy type, "M2D": system
+    // memory to device); they were device to device before 2026-12-03.
+    CHECK(replace_all("Memcpy HtoD (Pageable -> Device)", "Memcpy M2D (MEMORY(Unknown) -> DEVICE)") == 16);
     test::write_file(dir.file("xpu.json"), text);
     TraceData xpu = import_public_path(dir, dir.file("xpu.json"), result);
     auto lanes = [](const TraceData& trace) {
@@ -299,6 +303,20 @@ TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes 
     };
     CHECK(lanes(xpu) == lanes(cuda));
     CHECK(lanes(xpu).size() == 2);
+    auto copy_kinds = [](const TraceData& trace) {   // kind -> [count, bytes]
+        std::map<int, std::pair<int64_t, int64_t>> out;
+        for (size_t i = 0; i < trace.copies.size(); ++i) {
+            auto& [count, bytes] = out[static_cast<int>(trace.copies.kind[i])];
+            ++count;
+            bytes += trace.copies.bytes[i];
+        }
+        return out;
+    };
+    CHECK(copy_kinds(xpu) == copy_kinds(cuda));
+    // 16 HtoD of 244,403,360 B in all and 3 memsets of 21,760 B (Python's json, 2026-12-03).
+    CHECK(copy_kinds(cuda).at(static_cast<int>(mhc::trace::CopyKind::H2D)) ==
+          std::pair<int64_t, int64_t>{16, 244403360});
+    CHECK(xpu.meta.count("kineto.copies_without_direction") == 0);
     CHECK(kernel_time(xpu) == kernel_time(cuda));
     CHECK(xpu.meta.at("kineto.kernels_linked_to_launch") == cuda.meta.at("kineto.kernels_linked_to_launch"));
     CHECK(xpu.meta.at("kineto.kernels_linked_to_launch") == "79");

@@ -254,6 +254,13 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
                              " events written as begin/end halves (ph B, E) were left out: only complete events "
                              "(ph X, as PyTorch's profiler writes them) become kernels, copies and ranges");
     }
+    if (d.copies_without_direction > 0) {
+        const std::string said = std::to_string(d.copies_without_direction) +
+                                 " memcpy events whose name gives no direction (the first: '" +
+                                 d.first_copy_without_direction + "') were read as device to device";
+        r.meta["kineto.copies_without_direction"] = said;
+        r.warnings.push_back(said);
+    }
     if (!d.unread_categories.empty()) {
         std::string unread;
         int64_t total = 0;

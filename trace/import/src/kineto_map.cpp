@@ -3,17 +3,37 @@
 #include "kineto_map.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
 
 namespace mhc::trace::import {
 
-CopyKind copy_kind_of(std::string_view name) {
-    if (name.find("HtoD") != std::string_view::npos) return CopyKind::H2D;
-    if (name.find("DtoH") != std::string_view::npos) return CopyKind::D2H;
-    if (name.find("DtoD") != std::string_view::npos) return CopyKind::D2D;
-    if (name.find("PtoP") != std::string_view::npos) return CopyKind::P2P;
-    if (name.find("HtoH") != std::string_view::npos) return CopyKind::H2H;
-    return CopyKind::D2D;
+std::optional<CopyKind> copy_direction(std::string_view name) {
+    // The word after "Memcpy ": CUPTI's (libkineto memcpyKindString; ROCm's rocprofiler names
+    // HtoD, DtoH, DtoD, HtoH the same way) or Intel PTI's (Kineto's XPU plugin:
+    // ptiViewMemcpyTypeToString, X2Y of M system memory, H USM host, D USM device, S USM shared).
+    constexpr std::string_view prefix = "Memcpy ";
+    if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+    std::string_view word = name.substr(prefix.size());
+    word = word.substr(0, word.find(' '));
+    static constexpr std::pair<std::string_view, CopyKind> cupti[] = {
+        {"HtoD", CopyKind::H2D}, {"HtoA", CopyKind::H2D}, {"DtoH", CopyKind::D2H}, {"AtoH", CopyKind::D2H},
+        {"DtoD", CopyKind::D2D}, {"AtoA", CopyKind::D2D}, {"AtoD", CopyKind::D2D}, {"DtoA", CopyKind::D2D},
+        {"PtoP", CopyKind::P2P}, {"HtoH", CopyKind::H2H}};
+    for (const auto& [kind_word, kind] : cupti)
+        if (word == kind_word) return kind;
+    // PTI: M and H are host memory, D and S the device's (USM shared memory counted as the
+    // device's, as nsys counts unified-memory migrations by their direction).
+    auto side = [](char c) { return c == 'M' || c == 'H' ? 0 : c == 'D' || c == 'S' ? 1 : -1; };
+    if (word.size() == 3 && word[1] == '2' && side(word[0]) >= 0 && side(word[2]) >= 0) {
+        static constexpr CopyKind kinds[2][2] = {{CopyKind::H2H, CopyKind::H2D}, {CopyKind::D2H, CopyKind::D2D}};
+        return kinds[side(word[0])][side(word[2])];
+    }
+    return std::nullopt;
 }
+
+CopyKind copy_kind_of(std::string_view name) { return copy_direction(name).value_or(CopyKind::D2D); }
 
 namespace {
 bool is_copy_category(std::string_view c) { return c == "gpu_memcpy" || c == "Memcpy"; }
@@ -86,7 +106,12 @@ void map_event(const KEvent& e, KinetoData& d) {
             k.is_copy = is_copy_category(c);
             k.is_memset = is_memset_category(c);
             k.bytes = e.bytes;
-            if (k.is_copy) k.copy_kind = copy_kind_of(e.name);
+            if (k.is_copy) {
+                const std::optional<CopyKind> kind = copy_direction(e.name);
+                k.copy_kind = kind.value_or(CopyKind::D2D);
+                if (!kind && d.copies_without_direction++ == 0)
+                    d.first_copy_without_direction = std::string(e.name.substr(0, 80));
+            }
             if (k.is_memset) k.copy_kind = CopyKind::Memset;
             d.kernels.push_back(k);
             d.t_min = std::min(d.t_min, k.ts);

@@ -779,6 +779,9 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.host_memory_events += second.host_memory_events;
     first.sycl_queue_lanes += second.sycl_queue_lanes;
     first.begin_end_events += second.begin_end_events;
+    if (first.copies_without_direction == 0 && second.copies_without_direction > 0)
+        first.first_copy_without_direction = std::move(second.first_copy_without_direction);
+    first.copies_without_direction += second.copies_without_direction;
     for (int64_t pid : second.launch_pids)
         if (first.launch_pids.size() < KinetoData::kMaxLaunchPids) first.launch_pids.insert(pid);
     for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;

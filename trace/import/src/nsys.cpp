@@ -492,8 +492,11 @@ private:
             auto [it, first] = stream_end.try_emplace({kernel.device, kernel.stream}, kernel.t_end);
             if (!first) {
                 if (kernel.t_start < it->second) {
+                    const int64_t duration = kernel.t_end - kernel.t_start;
+                    clamp_largest_ns_ = std::max(clamp_largest_ns_, it->second - kernel.t_start);
                     kernel.t_start = it->second;
                     kernel.t_end = std::max(kernel.t_end, kernel.t_start);
+                    clamp_lost_ns_ += duration - (kernel.t_end - kernel.t_start);
                     ++clamped_;
                 }
                 it->second = std::max(it->second, kernel.t_end);
@@ -573,6 +576,15 @@ private:
         r_.meta["categories"] = "unknown";
         r_.meta["reconstructed_blocks"] = std::to_string(reconstructed_);
         r_.meta["nsys.kernel_starts_clamped"] = std::to_string(clamped_);
+        if (clamped_ > 0) {   // the kernel time is no longer the export's own sum of end - start: say so
+            const std::string said = std::to_string(clamped_) +
+                                     " kernels started before the previous kernel on their stream ended (by up to " +
+                                     std::to_string(clamp_largest_ns_) + " ns; " + std::to_string(clamp_lost_ns_) +
+                                     " ns of kernel time in all)";
+            r_.meta["nsys.kernel_clamp"] = said;
+            r_.warnings.push_back(
+                said + ": their starts were moved to that end, since a trace keeps one kernel at a time per stream");
+        }
         if (!graph_mode_.empty())
             r_.meta["nsys.cuda_graph_trace"] =
                 graph_mode_ + (graph_mode_ == "Graph"
@@ -602,6 +614,7 @@ private:
     std::unordered_map<int64_t, std::string> strings_;
     int64_t base_ = INT64_MAX;
     int64_t events_ = 0, allocations_ = 0, reconstructed_ = 0, clamped_ = 0, copies_ = 0;
+    int64_t clamp_largest_ns_ = 0, clamp_lost_ns_ = 0;   // the clamped starts' largest move, the kernel time taken off
 };
 
 }  // namespace
