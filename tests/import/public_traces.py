@@ -24,7 +24,8 @@ trace (chakra/*.json.gz):
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
-    meta rank/world_size equal to distributedInfo, and a ROCm trace's kernel device numbers renumbered
+    meta rank/world_size equal to distributedInfo, meta device_name/device_memory equal to its GPU list's,
+    its [OutOfMemory] events counted in meta (check_out_of_memory), and a ROCm trace's kernel device numbers renumbered
     or said to be the runtime's agent numbers (check_rocm_devices); execution traces: also their ops
     per step and one step marker per ProfilerStep#N with ops (check_et_steps); Kineto and nsys: also its duration (the
     first start to the last end of the kernels, copies, memsets and memory events; Kineto: from the recording's first
@@ -335,6 +336,33 @@ def check_rocm_devices(name, path, meta):
               f"meta kineto.kernel_device {said!r}")
     if (want is None) != (said is None) or (want is not None and not said.startswith(want)):
         fail(name, f"meta kineto.kernel_device {said!r}, expected to begin {want!r}")
+
+
+def check_device_list(name, path, meta):
+    """meta device_name and device_memory are the file's GPU list's (deviceProperties, or
+    computeProperties in Kineto's traces of early 2021): its device 0, else its first entry."""
+    with gzip.open(path) as f:
+        doc = json.load(f)
+    gpus = (doc.get("deviceProperties") or doc.get("computeProperties") or []) if isinstance(doc, dict) else []
+    gpus = [g for g in gpus if isinstance(g, dict)]
+    gpu = next((g for g in gpus if g.get("id") == 0), gpus[0] if gpus else {})
+    want = {"device_name": gpu.get("name") or None,
+            "device_memory": str(gpu["totalGlobalMem"]) if gpu.get("totalGlobalMem") else None}
+    for key, value in want.items():
+        if meta.get(key) != value:
+            fail(name, f"meta {key} {meta.get(key)!r}, the file's GPU list says {value!r}")
+
+
+def check_out_of_memory(name, path, meta):
+    """Every [OutOfMemory] instant (an allocation PyTorch's allocator failed to make) is said: meta
+    kineto.out_of_memory begins with their count."""
+    count = sum(1 for e in kineto_events(path) if isinstance(e, dict) and e.get("name") == "[OutOfMemory]"
+                and e.get("ph") in ("i", "I"))
+    said = meta.get("kineto.out_of_memory", "0 ").split(" ")[0]
+    if count:
+        print(f"  {count} [OutOfMemory] events; meta kineto.out_of_memory {meta.get('kineto.out_of_memory')!r}")
+    if int(said) != count:
+        fail(name, f"meta kineto.out_of_memory says {said}, the file has {count} [OutOfMemory] events")
 
 
 def check_job_identity(name, path, meta):
@@ -707,6 +735,8 @@ def check(exe, path, source_of, work):
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_job_identity(name, path, meta)
+        check_out_of_memory(name, path, meta)
+        check_device_list(name, path, meta)
         check_rocm_devices(name, path, meta)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)

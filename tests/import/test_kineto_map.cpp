@@ -130,6 +130,25 @@ TEST_CASE("kineto map: CUDA's array copies and XPU's PTI names give their direct
     CHECK(d.first_copy_without_direction == "Memcpy <unknown> (? -> ?)");
 }
 
+// PyTorch writes an [OutOfMemory] instant where its allocator failed (profiler_kineto.cpp: args
+// Device Type, Device Id, Bytes asked for, Total Allocated, Total Reserved; no Addr): no
+// allocation, so no row, but never left out in silence (before 2026-12-03 it was).
+TEST_CASE("kineto map: an [OutOfMemory] instant is counted, the first kept", "[import][kineto-map]") {
+    KinetoData d = parse_events(
+        R"j({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[OutOfMemory]","pid":5,"tid":5,"ts":10,)j"
+        R"j("args":{"Device Type":1,"Device Id":1,"Bytes":1073741824,"Total Allocated":512,"Total Reserved":2048}},)j"
+        R"j({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[OutOfMemory]","pid":5,"tid":5,"ts":11,)j"
+        R"j("args":{"Device Type":0,"Device Id":-1,"Bytes":64}})j");
+    CHECK(d.memory.empty());
+    CHECK(d.out_of_memory == 2);
+    const KMemory& first = d.first_out_of_memory;
+    CHECK(first.index == 0);
+    CHECK(first.device == 1);
+    CHECK(first.bytes == 1073741824);
+    CHECK(first.total == 512);
+    CHECK(first.reserved == 2048);
+}
+
 TEST_CASE("kineto map: a runtime or driver call with a correlation id is that kernel's launch", "[import][kineto-map]") {
     KinetoData d = parse_events(
         R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","tid":3,"ts":100,"dur":5,"args":{"correlation":42}},)j"

@@ -269,6 +269,57 @@ TEST_CASE("kineto: two processes' [memory] events on one device are each paired 
     CHECK(peak == 322693632);
 }
 
+// Kineto's traces of early 2021 (PyTorch 1.9 pre-releases) list the GPUs as computeProperties,
+// with the entries deviceProperties has now: tb_plugin's GPU-metrics test input (May 2021, four
+// V100s listed, 30 kernels on stream 7 of GPU 0, two HtoD copies of 640 and 128 B,
+// ProfilerStep#2; Python's json). Before 2026-12-03 the list was skipped: no device name or memory.
+TEST_CASE("kineto: a 2021 trace's computeProperties name its GPU", "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData trace = import_public(dir, "kineto/tb-plugin-gpu-metrics-input.json.gz", result);
+    CHECK(result.events == 340);
+    CHECK(trace.kernels.size() == 30);
+    CHECK(std::all_of(trace.kernels.stream.begin(), trace.kernels.stream.end(), [](int64_t s) { return s == 7; }));
+    CHECK(std::all_of(trace.kernels.device.begin(), trace.kernels.device.end(), [](int32_t d) { return d == 0; }));
+    REQUIRE(trace.copies.size() == 2);
+    CHECK(trace.copies.bytes[0] + trace.copies.bytes[1] == 768);
+    CHECK((trace.copies.kind[0] == mhc::trace::CopyKind::H2D && trace.copies.kind[1] == mhc::trace::CopyKind::H2D));
+    CHECK(trace.meta.at("kineto.step_markers") == "1");
+    CHECK(trace.meta.at("device_name") == "Tesla V100-DGXS-32GB");
+    CHECK(trace.meta.at("device_memory") == "34084028416");   // GPU 0's (GPUs 1-3: 34,087,305,216 B)
+}
+
+// An out-of-memory as PyTorch's profiler writes it (profiler_kineto.cpp: a cpu_instant_event
+// named [OutOfMemory] with the Device Type, Device Id and Bytes of the request that failed, and
+// the allocator's totals then) put first into the H100 BERT-small trace: the rows are the
+// original's (it allocates nothing), and the import says that an allocation failed, where
+// before 2026-12-03 the event was dropped without a word and the trace looked like a run that fit.
+TEST_CASE("kineto: an [OutOfMemory] event is said, not dropped", "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result plain_result, result;
+    TraceData plain = import_public(dir, "kineto/tracelens-h100-bert-small-uncased.json.gz", plain_result);
+    std::string text = test::gunzip(test::pub("kineto/tracelens-h100-bert-small-uncased.json.gz"));
+    const std::string key = "{\"traceEvents\": [";
+    REQUIRE(text.rfind(key, 0) == 0);
+    text.insert(key.size(), R"j({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[OutOfMemory]", )j"
+                            R"j("pid": 19392, "tid": 19392, "ts": 1419247336000.5, "args": {"Total Reserved": )j"
+                            R"j(121634816, "Total Allocated": 101305344, "Bytes": 85899345920, "Device Id": 0, )j"
+                            R"j("Device Type": 1, "Ev Idx": 5000}}, )j");
+    test::write_file(dir.file("oom.json"), text);
+    TraceData trace = import_public_path(dir, dir.file("oom.json"), result);
+    CHECK(trace.allocations.size() == plain.allocations.size());
+    CHECK(trace.kernels.size() == plain.kernels.size());
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 101305344);   // the file's largest Total Allocated
+    CHECK(trace.meta.at("kineto.total_allocated.device0") == plain.meta.at("kineto.total_allocated.device0"));
+    const std::string said =
+        "1 allocation failed while the profiler recorded ([OutOfMemory] events; the first: traceEvents[0], device 0, "
+        "85899345920 bytes asked for, Total Allocated 101305344, Total Reserved 121634816)";
+    CHECK(trace.meta.at("kineto.out_of_memory") == said);
+    CHECK(plain.meta.count("kineto.out_of_memory") == 0);
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(),
+                      [&](const std::string& warning) { return warning.rfind(said, 0) == 0; }));
+}
+
 // Kineto's XPU plugin (Intel GPUs) places kernels and copies by args.sycl queue, with no
 // args.stream, and writes its runtime calls as xpu_runtime (synchronisation as xpu_sync). Such a
 // trace had every kernel of a device on stream 0 (the overlapping ones of two queues cut short)

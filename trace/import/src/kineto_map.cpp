@@ -171,6 +171,17 @@ void map_event(const KEvent& e, KinetoData& d) {
         if (e.dev_type == 6) d.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU
         d.memory.push_back(m);
         d.t_min = std::min(d.t_min, m.ts);
+    } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[OutOfMemory]") {
+        if (d.out_of_memory++ == 0) {   // the first one's device, request and totals, for the message
+            KMemory& m = d.first_out_of_memory;
+            m.ts = e.ts;
+            m.bytes = e.mem_bytes;
+            m.total = e.total;
+            m.reserved = e.reserved;
+            m.index = d.events - 1;
+            m.pid = e.pid;
+            m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
+        }
     } else if (e.ph == 'B' || e.ph == 'E') {
         ++d.begin_end_events;
     } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {

@@ -55,6 +55,8 @@ struct KEvent {
 //  - ph i|I named [memory] with args.Addr or args.Bytes: an allocator event, on device
 //    args.Device Id when args.Device Type is an accelerator's (is_accelerator: CUDA 1, HIP 6
 //    on ROCm, ...), else host memory (device -1); Device Type 6 (HIP) marks the trace ROCm's;
+//  - ph i|I named [OutOfMemory] (an allocation PyTorch's allocator could not make): no row;
+//    counted in d.out_of_memory, the first kept (its device, bytes asked for, totals), said;
 //  - ph s|f, cat ac2g|async_cpu_to_gpu: a CPU-to-GPU flow (s: its start, by flow id);
 //  - ph X of any other category: counted by category in d.unread_categories (said in meta and a
 //    warning: MTIA's device events, CUPTI range-profiler kernels, ...), except categories that
