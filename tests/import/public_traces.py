@@ -34,7 +34,8 @@ trace (chakra/*.json.gz):
     at that end; how many did: meta nsys.kernel_starts_clamped), and its markers are the NVTX rows
     that are marks or ranges (not domain, category or thread names); nsys: also its kernels per
     (device, stream) with their GPU time after the clamp and its memcpys/memsets per (device, kind)
-    with their bytes (check_nsys_placement).
+    with their bytes (check_nsys_placement), and its NVTX marks and ranges as markers with their
+    times and texts (check_nsys_markers).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
 import decimal
@@ -539,6 +540,45 @@ def check_nsys_placement(name, path, db):
         fail(name, f"copies per (device, kind) {dict(sorted(got_c.items()))}, the file's {dict(sorted(copies.items()))}")
 
 
+def check_nsys_markers(name, path, db):
+    """Each NVTX mark or range (nvtx_markers' rows) is one marker with the file's times: the
+    imported markers' (start, end) relative to the earliest, sorted, equal to the file's (a mark,
+    whose end is NULL, ends at its start); and its name is the row's text (or StringIds' by textId)."""
+    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "NVTX_EVENTS" not in tables:
+        return
+    cols = {r[1] for r in src.execute("PRAGMA table_info(NVTX_EVENTS)")}
+    names = dict(NVTX_EVENT_TYPES)
+    if "ENUM_NSYS_EVENT_TYPE" in tables:
+        names.update(src.execute("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"))
+    strings = dict(src.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
+    want = []
+    query = "SELECT start, end, {}, {}, {} FROM NVTX_EVENTS".format(
+        "eventType" if "eventType" in cols else "NULL", "text" if "text" in cols else "NULL",
+        "textId" if "textId" in cols else "NULL")
+    for start, end, kind, text, text_id in src.execute(query):
+        n = names.get(kind, "") if kind is not None else "NvtxMark"
+        if not (n.endswith("Mark") or (n.endswith("Range") and not n.endswith(("PopRange", "EndRange")))
+                or n.endswith(("PushPopRange", "StartEndRange"))):
+            continue
+        label = text if text is not None else strings.get(text_id, f"string {text_id}") if text_id is not None else "nvtx"
+        want.append((start, end if end is not None else start, label))
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = list(conn.execute("SELECT m.t_start, m.t_end, s.text FROM markers m LEFT JOIN strings s ON s.id = m.name"))
+    if not want and not got:
+        return
+
+    def norm(rows):
+        first = min(r[0] for r in rows) if rows else 0
+        return sorted((r[0] - first, r[1] - r[0], r[2]) for r in rows)
+    print(f"  NVTX: {len(want)} marks and ranges in the file, {len(got)} markers imported")
+    if norm(got) != norm(want):
+        diff = [(g, w) for g, w in zip(norm(got), norm(want)) if g != w][:3]
+        fail(name, f"markers (start, length, name) differ from the file's NVTX rows: {len(got)} against {len(want)}; "
+                   f"first differences {diff}")
+
+
 def check_timeline(name, want, info):
     got = {"events": int(info["meta"].get("import.events", -1)), "kernels": info["counts"]["kernels"],
            "copies": info["counts"]["copies"], "markers": info["counts"]["markers"], "steps": info["steps"],
@@ -741,6 +781,7 @@ def check(exe, path, source_of, work):
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
         check_nsys_placement(name, path, db)
+        check_nsys_markers(name, path, db)
     if source_of == et_source:
         check_et_steps(name, path, db)
     if source:

@@ -603,6 +603,27 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
     CHECK(trace.meta.count("nsys.graph_launches") == 0);
 }
 
+// NVTX_EVENTS.end may be NULL (the schema allows it): a mark has none, and a range that was
+// pushed or started and never ended while nsys recorded has none either. Such a range is a
+// marker of no length at its start, as before, but no longer in silence. The 2024.6 export's
+// first push/pop range (rowid 1, 'Fusion::resetTvUses', 4,130 ns) without its end, and a mark.
+TEST_CASE("nsys: an NVTX range without an end is said", "[import][nsys][public]") {
+    test::TempDir dir;
+    const std::string in = dir.file("open.sqlite");
+    public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", in,
+                   "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = 1;"
+                   "UPDATE NVTX_EVENTS SET end = NULL, eventType = 34 WHERE rowid = 2;");
+    imp::Result result;
+    TraceData trace = import_public_path(dir, in, result);
+    CHECK(trace.markers.size() == 652);
+    CHECK(trace.meta.at("nsys.nvtx_unended_ranges") ==
+          "1 NVTX ranges have no end (pushed or started and never ended while nsys recorded; the first: "
+          "'Fusion::resetTvUses'): each is a marker of no length at its start");
+    CHECK(warned(result, "NVTX ranges have no end"));
+    TraceData plain = import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(plain.meta.count("nsys.nvtx_unended_ranges") == 0);
+}
+
 // nsys --cuda-graph-trace=graph writes each CUDA graph launch as one row of
 // CUPTI_ACTIVITY_KIND_GRAPH_TRACE and none of the graph's kernels in CUPTI_ACTIVITY_KIND_KERNEL:
 // read alone, such an export lost every graph's GPU time without a word.

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "quoted_name.hpp"
+
 namespace mhc::trace::import {
 
 std::optional<CopyKind> copy_direction(std::string_view name) {
@@ -36,17 +38,6 @@ std::optional<CopyKind> copy_direction(std::string_view name) {
 CopyKind copy_kind_of(std::string_view name) { return copy_direction(name).value_or(CopyKind::D2D); }
 
 namespace {
-// An event's name as meta and warnings quote it: at most 80 bytes, cut where a UTF-8 character
-// begins, control bytes as '?' (a warning is one line whatever the file holds).
-std::string shown_name(std::string_view name) {
-    size_t cut = std::min<size_t>(name.size(), 80);
-    while (cut > 0 && cut < name.size() && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
-    std::string out(name.substr(0, cut));
-    for (char& byte : out)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    return out;
-}
-
 bool is_copy_category(std::string_view c) { return c == "gpu_memcpy" || c == "Memcpy"; }
 bool is_memset_category(std::string_view c) { return c == "gpu_memset" || c == "Memset"; }
 bool is_gpu_activity_category(std::string_view cat) {
@@ -67,7 +58,7 @@ bool is_launch_category(std::string_view cat) {
     return cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime" || cat == "Driver" ||
            cat == "xpu_runtime" || cat == "xpu_driver" || cat == "privateuse1_runtime" || cat == "privateuse1_driver";
 }
-}  // namespace
+}   // namespace
 
 bool uses_copy_bytes(const KEvent& e) {
     return e.has_ts && e.ph == 'X' && (is_copy_category(e.cat) || is_memset_category(e.cat));
@@ -92,7 +83,7 @@ void map_event(const KEvent& e, KinetoData& d) {
     if (e.ph == 'X' && e.dur < 0 && d.negative_durations++ == 0) {
         d.first_negative = d.events - 1;   // the tokenizer counted this event already
         d.first_negative_dur = e.dur;
-        d.first_negative_name = shown_name(e.name);
+        d.first_negative_name = quoted_name(e.name);
     }
     if (e.ph == 'X') {
         if (is_gpu_activity_category(c)) {
@@ -120,8 +111,7 @@ void map_event(const KEvent& e, KinetoData& d) {
             if (k.is_copy) {
                 const std::optional<CopyKind> kind = copy_direction(e.name);
                 k.copy_kind = kind.value_or(CopyKind::D2D);
-                if (!kind && d.copies_without_direction++ == 0)
-                    d.first_copy_without_direction = shown_name(e.name);
+                if (!kind && d.copies_without_direction++ == 0) d.first_copy_without_direction = quoted_name(e.name);
             }
             if (k.is_memset) k.copy_kind = CopyKind::Memset;
             d.kernels.push_back(k);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "limits.hpp"
+#include "quoted_name.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/rows.hpp"
@@ -548,11 +549,14 @@ private:
                 r_.meta["nsys.nvtx_rows_not_ranges"] = std::to_string(skipped.i64(0)) +
                                                        " (domain, category and thread names: not markers)";
         }
+        // A range (not a mark: 34, 65) whose end is NULL was never ended while nsys recorded.
+        const std::string unended = c.count("eventType") ? "(eventType NOT IN (34, 65))" : "0";
         std::string q = "SELECT start, " + col(c, "end", "NULL") + ", " + col(c, "text", "NULL") + ", " +
-                        col(c, "textId", "NULL") + ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
+                        col(c, "textId", "NULL") + ", " + unended + ", rowid FROM NVTX_EVENTS WHERE 1" + only +
+                        " ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, "NVTX_EVENTS", 4};
-        int64_t markers = 0;
+        Cells cell{s, in_, "NVTX_EVENTS", 5};
+        int64_t markers = 0, open_ranges = 0;
         while (s.step()) {
             ++events_;
             Marker m;
@@ -561,8 +565,17 @@ private:
             m.name = w_.intern(text);
             m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
             m.t_end = s.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
+            if (s.is_null(1) && s.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
             m.kind = MarkerKind::Range;
             w_.add(m);
+        }
+        if (open_ranges > 0) {
+            const std::string said = std::to_string(open_ranges) +
+                                     " NVTX ranges have no end (pushed or started and never ended while nsys "
+                                     "recorded; the first: '" +
+                                     first_open_range_ + "'): each is a marker of no length at its start";
+            r_.meta["nsys.nvtx_unended_ranges"] = said;
+            r_.warnings.push_back(said);
         }
     }
 
@@ -614,7 +627,9 @@ private:
     std::unordered_map<int64_t, std::string> strings_;
     int64_t base_ = INT64_MAX;
     int64_t events_ = 0, allocations_ = 0, reconstructed_ = 0, clamped_ = 0, copies_ = 0;
-    int64_t clamp_largest_ns_ = 0, clamp_lost_ns_ = 0;   // the clamped starts' largest move, the kernel time taken off
+    int64_t clamp_largest_ns_ = 0, clamp_lost_ns_ = 0;
+    std::string first_open_range_;   // the first NVTX range without an end, for the warning   // the clamped starts'
+                                     // largest move, the kernel time taken off
 };
 
 }  // namespace
