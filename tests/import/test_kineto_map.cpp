@@ -132,8 +132,9 @@ TEST_CASE("kineto map: CUDA's array copies and XPU's PTI names give their direct
     // begins (60 two-byte characters after "Memcpy ": 36 of them fit, not 36 and a half).
     std::string accents, cut;
     for (int i = 0; i < 60; ++i) accents += "\\u00e9";   // a JSON escape
-    for (int i = 0; i < 36; ++i) cut += "\xc3\xa9";   // U+00E9 in UTF-8
-    d = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy )j" + accents + R"j(","ts":1,"dur":1},)j"
+    for (int i = 0; i < 36; ++i) cut += "\xc3\xa9";      // U+00E9 in UTF-8
+    d = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy )j" + accents +
+                     R"j(","ts":1,"dur":1},)j"
                      R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy\nHtoD","ts":2,"dur":-1})j");
     CHECK(d.first_copy_without_direction == "Memcpy " + cut);
     CHECK(d.copies_without_direction == 2);

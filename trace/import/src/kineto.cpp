@@ -169,10 +169,10 @@ namespace {
 // the categories mhc does not read.
 void say_what_was_not_read(const KinetoData& d, Result& r) {
     if (d.negative_durations > 0)
-        r.meta["kineto.negative_durations"] =
-            std::to_string(d.negative_durations) + " events with a negative 'dur', read as 0 ns (the first: traceEvents[" +
-            std::to_string(d.first_negative) + "] '" + d.first_negative_name + "', dur " +
-            std::to_string(d.first_negative_dur / 1000) + " us)";
+        r.meta["kineto.negative_durations"] = std::to_string(d.negative_durations) +
+                                              " events with a negative 'dur', read as 0 ns (the first: traceEvents[" +
+                                              std::to_string(d.first_negative) + "] '" + d.first_negative_name +
+                                              "', dur " + std::to_string(d.first_negative_dur / 1000) + " us)";
     if (d.begin_end_events > 0) {
         // Chrome's trace format allows a duration as a B and an E event; Kineto writes complete
         // (X) events only, so a file of halves comes from another writer: say what was not read.
@@ -210,12 +210,12 @@ void say_what_was_not_read(const KinetoData& d, Result& r) {
             total += count;
         }
         r.meta["kineto.unread_events"] = unread;
-        r.warnings.push_back(std::to_string(total) + " events of categories mhc does not read were left out (" + unread +
-                             "): only kernel, gpu_memcpy and gpu_memset events become device rows");
+        r.warnings.push_back(std::to_string(total) + " events of categories mhc does not read were left out (" +
+                             unread + "): only kernel, gpu_memcpy and gpu_memset events become device rows");
     }
 }
 
-}  // namespace
+}   // namespace
 
 void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
                            const std::function<void(size_t, int64_t)>& on_kernel) {
