@@ -113,46 +113,46 @@ TEST_CASE("kineto map: CUDA's array copies and XPU's PTI names give their direct
         events += std::string(events.empty() ? "" : ",") + R"j({"ph":"X","cat":"gpu_memcpy","name":")j" + name +
                   R"j(","ts":1,"dur":1,"args":{"bytes":8}})j";
     }
-    KinetoData d = parse_events(events);
-    CHECK(d.kernels.size() == std::size(names));
-    CHECK(d.copies_without_direction == 0);
+    KinetoData data = parse_events(events);
+    CHECK(data.kernels.size() == std::size(names));
+    CHECK(data.copies_without_direction == 0);
     // No direction in the name: device to device, counted, the first name kept.
     for (const char* name :
          {"Memcpy <unknown> (? -> ?)", "Memcpy INVALID (INVALID -> INVALID)", "Memcpy", "HtoD", "Memcpy X2Y (A -> B)"})
         CHECK(!copy_direction(name));
-    d = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy <unknown> (? -> ?)","ts":1,"dur":1},)j"
-                     R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pinned -> Device)","ts":2,"dur":1},)j"
-                     R"j({"ph":"X","cat":"Memcpy","name":"Memcpy INVALID (INVALID -> INVALID)","ts":3,"dur":1})j");
-    REQUIRE(d.kernels.size() == 3);
-    CHECK(d.kernels[0].copy_kind == CopyKind::D2D);
-    CHECK(d.kernels[1].copy_kind == CopyKind::H2D);
-    CHECK(d.copies_without_direction == 2);
-    CHECK(d.first_copy_without_direction == "Memcpy <unknown> (? -> ?)");
+    data = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy <unknown> (? -> ?)","ts":1,"dur":1},)j"
+                        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pinned -> Device)","ts":2,"dur":1},)j"
+                        R"j({"ph":"X","cat":"Memcpy","name":"Memcpy INVALID (INVALID -> INVALID)","ts":3,"dur":1})j");
+    REQUIRE(data.kernels.size() == 3);
+    CHECK(data.kernels[0].copy_kind == CopyKind::D2D);
+    CHECK(data.kernels[1].copy_kind == CopyKind::H2D);
+    CHECK(data.copies_without_direction == 2);
+    CHECK(data.first_copy_without_direction == "Memcpy <unknown> (? -> ?)");
     // The name as the warning quotes it: one line, at most 80 bytes cut where a UTF-8 character
     // begins (60 two-byte characters after "Memcpy ": 36 of them fit, not 36 and a half).
     std::string accents, cut;
     for (int i = 0; i < 60; ++i) accents += "\\u00e9";   // a JSON escape
     for (int i = 0; i < 36; ++i) cut += "\xc3\xa9";      // U+00E9 in UTF-8
-    d = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy )j" + accents +
-                     R"j(","ts":1,"dur":1},)j"
-                     R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy\nHtoD","ts":2,"dur":-1})j");
-    CHECK(d.first_copy_without_direction == "Memcpy " + cut);
-    CHECK(d.copies_without_direction == 2);
-    CHECK(d.first_negative_name == "Memcpy?HtoD");
+    data = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy )j" + accents +
+                        R"j(","ts":1,"dur":1},)j"
+                        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy\nHtoD","ts":2,"dur":-1})j");
+    CHECK(data.first_copy_without_direction == "Memcpy " + cut);
+    CHECK(data.copies_without_direction == 2);
+    CHECK(data.first_negative_name == "Memcpy?HtoD");
 }
 
 // PyTorch writes an [OutOfMemory] instant where its allocator failed (profiler_kineto.cpp: args
 // Device Type, Device Id, Bytes asked for, Total Allocated, Total Reserved; no Addr): no
 // allocation, so no row, but never left out in silence (before 2026-12-03 it was).
 TEST_CASE("kineto map: an [OutOfMemory] instant is counted, the first kept", "[import][kineto-map]") {
-    KinetoData d = parse_events(
+    KinetoData data = parse_events(
         R"j({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[OutOfMemory]","pid":5,"tid":5,"ts":10,)j"
         R"j("args":{"Device Type":1,"Device Id":1,"Bytes":1073741824,"Total Allocated":512,"Total Reserved":2048}},)j"
         R"j({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[OutOfMemory]","pid":5,"tid":5,"ts":11,)j"
         R"j("args":{"Device Type":0,"Device Id":-1,"Bytes":64}})j");
-    CHECK(d.memory.empty());
-    CHECK(d.out_of_memory == 2);
-    const KMemory& first = d.first_out_of_memory;
+    CHECK(data.memory.empty());
+    CHECK(data.out_of_memory == 2);
+    const KMemory& first = data.first_out_of_memory;
     CHECK(first.index == 0);
     CHECK(first.device == 1);
     CHECK(first.bytes == 1073741824);

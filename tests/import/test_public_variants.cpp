@@ -603,6 +603,27 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
     CHECK(trace.meta.count("nsys.graph_launches") == 0);
 }
 
+// A memory event's memKind is host memory (0 pageable, 1 pinned) or the GPU's (2-7: device,
+// array, managed, static, unknown; ENUM_CUDA_MEM_KIND of nsys 2022 to 2026). A kind a later nsys
+// adds is read as the GPU's, as before, but said: extra-p's con_kernel export (no enum table: the
+// eight kinds) with its first device allocation and its free (rowids 2 and 11, 40,000 B at
+// 47,315,943,424) of kind 9.
+TEST_CASE("nsys: a memory event of a memKind the export does not list is said", "[import][nsys][public]") {
+    test::TempDir dir;
+    const std::string in = dir.file("kind.sqlite");
+    public_variant("nsys/con_kernel.sqlite", in,
+                   "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memKind = 9 WHERE address = 47315943424;");
+    imp::Result result;
+    TraceData trace = import_public_path(dir, in, result);
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 40160000);   // as the original: the GPU's
+    CHECK(trace.meta.at("nsys.unknown_memory_kinds") ==
+          "2 memory events of a memKind the export's ENUM_CUDA_MEM_KIND does not list (the first: 9) were read as "
+          "the GPU's memory");
+    CHECK(warned(result, "does not list"));
+    TraceData plain = import_public(dir, "nsys/con_kernel.sqlite", result);
+    CHECK(plain.meta.count("nsys.unknown_memory_kinds") == 0);
+}
+
 // NVTX_EVENTS.end may be NULL (the schema allows it): a mark has none, and a range that was
 // pushed or started and never ended while nsys recorded has none either. Such a range is a
 // marker of no length at its start, as before, but no longer in silence. The 2024.6 export's

@@ -335,6 +335,20 @@ private:
         return a.id;
     }
 
+    // The memKind values the export lists (ENUM_CUDA_MEM_KIND: 0 pageable, 1 pinned, 2 device, 3
+    // array, 4 managed, 5 device static, 6 managed static, 7 unknown in nsys 2022 to 2026), or
+    // those eight where it lists none; a memory event of another kind is read as the GPU's and said.
+    std::set<int64_t> memory_kinds() const {
+        std::set<int64_t> kinds;
+        if (has("ENUM_CUDA_MEM_KIND") && db_.columns("ENUM_CUDA_MEM_KIND").count("id")) {
+            sql::Stmt rows(db_.db, in_, "SELECT id FROM ENUM_CUDA_MEM_KIND WHERE typeof(id) = 'integer'");
+            while (rows.step()) kinds.insert(rows.i64(0));
+        }
+        if (kinds.empty())
+            for (int64_t kind = 0; kind <= 7; ++kind) kinds.insert(kind);
+        return kinds;
+    }
+
     // Allocations: alloc/free pairs by (device, process, address): an export of several processes
     // (globalPid) holds each one's own address space, where the same address can be live in two.
     // The trace has one address space per device, so the allocations of a device's processes after
@@ -349,12 +363,14 @@ private:
         Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 7};
         std::map<std::tuple<int32_t, int64_t, int64_t>, int64_t> live;
         std::map<int32_t, int64_t> first_process;   // device -> the first globalPid seen allocating on it
-        int64_t unaddressed = 0;
+        int64_t unaddressed = 0, unknown_kinds = 0, first_unknown_kind = 0;
+        const std::set<int64_t> mem_kinds = memory_kinds();
         while (s.step()) {
             ++events_;
             int64_t t = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
             // memKind 0 pageable, 1 pinned: host memory (device -1); the rest is on the GPU.
             int64_t kind = cell.get(4, "memKind", INT64_MIN, INT64_MAX, false, 2);
+            if (!mem_kinds.count(kind) && unknown_kinds++ == 0) first_unknown_kind = kind;
             int64_t device = cell.get(1, "deviceId", -1, INT32_MAX, false);
             int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(device);
             int64_t addr = cell.get(2, "address", INT64_MIN, INT64_MAX), bytes = cell.get(3, "bytes", 0, kMaxBytes),
@@ -379,6 +395,13 @@ private:
                 add_block(dev, addr, bytes, 0, t, w_.intern("(allocated before recording)"));
                 ++reconstructed_;
             }
+        }
+        if (unknown_kinds > 0) {   // a kind a later nsys added: on the GPU, but not in silence
+            const std::string said = std::to_string(unknown_kinds) + " memory events of a memKind the export's " +
+                                     "ENUM_CUDA_MEM_KIND does not list (the first: " +
+                                     std::to_string(first_unknown_kind) + ") were read as the GPU's memory";
+            r_.meta["nsys.unknown_memory_kinds"] = said;
+            r_.warnings.push_back(said);
         }
         if (unaddressed > 0)
             r_.meta["nsys.memory_processes"] =
