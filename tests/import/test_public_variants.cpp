@@ -279,8 +279,10 @@ TEST_CASE("kineto: a 2021 trace's computeProperties name its GPU", "[import][kin
     TraceData trace = import_public(dir, "kineto/tb-plugin-gpu-metrics-input.json.gz", result);
     CHECK(result.events == 340);
     CHECK(trace.kernels.size() == 30);
-    CHECK(std::all_of(trace.kernels.stream.begin(), trace.kernels.stream.end(), [](int64_t s) { return s == 7; }));
-    CHECK(std::all_of(trace.kernels.device.begin(), trace.kernels.device.end(), [](int32_t d) { return d == 0; }));
+    CHECK(std::all_of(trace.kernels.stream.begin(), trace.kernels.stream.end(),
+                      [](int64_t stream) { return stream == 7; }));
+    CHECK(std::all_of(trace.kernels.device.begin(), trace.kernels.device.end(),
+                      [](int32_t device) { return device == 0; }));
     REQUIRE(trace.copies.size() == 2);
     CHECK(trace.copies.bytes[0] + trace.copies.bytes[1] == 768);
     CHECK((trace.copies.kind[0] == mhc::trace::CopyKind::H2D && trace.copies.kind[1] == mhc::trace::CopyKind::H2D));

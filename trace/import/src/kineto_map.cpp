@@ -27,7 +27,9 @@ std::optional<CopyKind> copy_direction(std::string_view name) {
         if (word == kind_word) return kind;
     // PTI: M and H are host memory, D and S the device's (USM shared memory counted as the
     // device's, as nsys counts unified-memory migrations by their direction).
-    auto side = [](char c) { return c == 'M' || c == 'H' ? 0 : c == 'D' || c == 'S' ? 1 : -1; };
+    auto side = [](char letter) {
+        return letter == 'M' || letter == 'H' ? 0 : letter == 'D' || letter == 'S' ? 1 : -1;
+    };
     if (word.size() == 3 && word[1] == '2' && side(word[0]) >= 0 && side(word[2]) >= 0) {
         static constexpr CopyKind kinds[2][2] = {{CopyKind::H2H, CopyKind::H2D}, {CopyKind::D2H, CopyKind::D2D}};
         return kinds[side(word[0])][side(word[2])];
@@ -174,14 +176,14 @@ void map_event(const KEvent& e, KinetoData& d) {
         d.t_min = std::min(d.t_min, m.ts);
     } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[OutOfMemory]") {
         if (d.out_of_memory++ == 0) {   // the first one's device, request and totals, for the message
-            KMemory& m = d.first_out_of_memory;
-            m.ts = e.ts;
-            m.bytes = e.mem_bytes;
-            m.total = e.total;
-            m.reserved = e.reserved;
-            m.index = d.events - 1;
-            m.pid = e.pid;
-            m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
+            KMemory& oom = d.first_out_of_memory;
+            oom.ts = e.ts;
+            oom.bytes = e.mem_bytes;
+            oom.total = e.total;
+            oom.reserved = e.reserved;
+            oom.index = d.events - 1;
+            oom.pid = e.pid;
+            oom.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
         }
     } else if (e.ph == 'B' || e.ph == 'E') {
         ++d.begin_end_events;

@@ -355,13 +355,13 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         bool dims = at(In::Args) && (key == F::Grid || key == F::Block);
         if (!dims) not_number("an array");
         bool top = at(In::Root) && key == F::TopKey;
-        In w = dims                              ? (key == F::Grid ? In::GridDims : In::BlockDims)
-               : top && top_key == "traceEvents" ? In::Events
-               : top && is_device_list(top_key)  ? In::Props
-               : in_event()                      ? In::EventOther
-                                                 : In::Other;
-        if (!enter(w) || !bad.empty()) return false;
-        if (w == In::Events) saw_events = true;
+        In inside = dims                              ? (key == F::Grid ? In::GridDims : In::BlockDims)
+                    : top && top_key == "traceEvents" ? In::Events
+                    : top && is_device_list(top_key)  ? In::Props
+                    : in_event()                      ? In::EventOther
+                                                      : In::Other;
+        if (!enter(inside) || !bad.empty()) return false;
+        if (inside == In::Events) saw_events = true;
         if (dims) dim_i = 0;
         return true;
     }
