@@ -24,14 +24,18 @@ trace (chakra/*.json.gz):
     equal to the file's to the nanosecond (read as decimals: epoch `ts` carry 19 digits), its kernels
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
-    meta rank/world_size equal to distributedInfo, and a ROCm trace's kernel device numbers renumbered
+    meta rank/world_size equal to distributedInfo, meta device_name/device_memory equal to its GPU list's,
+    its [OutOfMemory] events counted in meta (check_out_of_memory), and a ROCm trace's kernel device numbers renumbered
     or said to be the runtime's agent numbers (check_rocm_devices); execution traces: also their ops
     per step and one step marker per ProfilerStep#N with ops (check_et_steps); Kineto and nsys: also its duration (the
     first start to the last end of the kernels, copies, memsets and memory events; Kineto: from the recording's first
     event when bytes were live before the first [memory] event), and its kernel time is after the
     documented clamp (a kernel that starts before the previous one on its stream ended starts
     at that end; how many did: meta nsys.kernel_starts_clamped), and its markers are the NVTX rows
-    that are marks or ranges (not domain, category or thread names).
+    that are marks or ranges (not domain, category or thread names); nsys: also its kernels per
+    (device, stream) with their GPU time after the clamp and its memcpys/memsets per (device, kind)
+    with their bytes (check_nsys_placement), and its NVTX marks and ranges as markers with their
+    times and texts (check_nsys_markers).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
 import decimal
@@ -233,10 +237,28 @@ def check_device_lanes(name, path, meta):
             fail(name, f"{count} '{cat}' events on device lanes, meta kineto.unread_events says {said.get(cat, 0)}")
 
 
-# Kineto memcpy names (profiler_kineto.cpp writes "Memcpy HtoD (Pinned -> Device)"; ROCm the same
-# words) and the trace's copy kinds (docs/trace-format.md, copies.kind: 0 H2D, 1 D2H, 2 D2D, 3 P2P,
-# 4 memset, 5 H2H).
-COPY_WORDS = (("HtoD", 0), ("DtoH", 1), ("DtoD", 2), ("PtoP", 3), ("HtoH", 5))
+# Kineto memcpy names: "Memcpy <kind> (<src> -> <dst>)", kind CUPTI's (libkineto's memcpyKindString;
+# ROCm's the same words) or Intel PTI's on XPU (ptiViewMemcpyTypeToString: M2D, D2H, ...: M system
+# memory, H USM host, D USM device, S USM shared, counted as the device's); the trace's copy kinds
+# (docs/trace-format.md, copies.kind: 0 H2D, 1 D2H, 2 D2D, 3 P2P, 4 memset, 5 H2H). A name that
+# gives no direction is D2D (docs/import.md: counted in meta kineto.copies_without_direction).
+CUPTI_COPY_WORDS = {"HtoD": 0, "HtoA": 0, "DtoH": 1, "AtoH": 1, "DtoD": 2, "AtoA": 2, "AtoD": 2, "DtoA": 2,
+                    "PtoP": 3, "HtoH": 5}
+PTI_SIDES = {"M": "host", "H": "host", "D": "device", "S": "device"}
+
+
+def copy_kind(name):
+    """The copy kind a Kineto memcpy's name gives, or None."""
+    words = str(name).split(" ")
+    if len(words) < 2 or words[0] != "Memcpy":
+        return None
+    word = words[1]
+    if word in CUPTI_COPY_WORDS:
+        return CUPTI_COPY_WORDS[word]
+    if len(word) == 3 and word[1] == "2" and word[0] in PTI_SIDES and word[2] in PTI_SIDES:
+        return {("host", "host"): 5, ("host", "device"): 0, ("device", "host"): 1,
+                ("device", "device"): 2}[(PTI_SIDES[word[0]], PTI_SIDES[word[2]])]
+    return None
 
 
 def check_placement(name, path, db):
@@ -251,7 +273,7 @@ def check_placement(name, path, db):
     if " -> " in meta.get("kineto.kernel_device", ""):
         a, b = meta["kineto.kernel_device"].split(" ", 3)[0:3:2]
         renumber[int(a)] = int(b)
-    kernels, copies = {}, {}
+    kernels, copies, without_direction = {}, {}, 0
     for e in kineto_events(path):
         if not (isinstance(e, dict) and e.get("ph") == "X" and "ts" in e):
             continue
@@ -261,8 +283,10 @@ def check_placement(name, path, db):
             key = (dev, args.get("stream", 0))
             kernels[key] = kernels.get(key, 0) + 1
         elif e.get("cat") in ("gpu_memcpy", "Memcpy", "gpu_memset", "Memset"):
-            kind = 4 if e.get("cat") in ("gpu_memset", "Memset") else \
-                next((k for word, k in COPY_WORDS if word in str(e.get("name"))), 2)
+            kind = 4 if e.get("cat") in ("gpu_memset", "Memset") else copy_kind(e.get("name"))
+            if kind is None:
+                kind = 2
+                without_direction += 1
             c = copies.setdefault((dev, kind), [0, 0])
             c[0] += 1
             c[1] += max(0, args.get("bytes", 0))
@@ -276,6 +300,10 @@ def check_placement(name, path, db):
     if got_c != copies:
         fail(name, f"copies per (device, kind) [count, bytes] {dict(sorted(got_c.items()))}, the file's "
                    f"{dict(sorted(copies.items()))}")
+    said = meta.get("kineto.copies_without_direction", "0 ").split(" ")[0]
+    if int(said) != without_direction:
+        fail(name, f"meta kineto.copies_without_direction {said}, the file has {without_direction} memcpys whose name "
+                   "gives no direction")
 
 
 def check_rocm_devices(name, path, meta):
@@ -309,6 +337,33 @@ def check_rocm_devices(name, path, meta):
               f"meta kineto.kernel_device {said!r}")
     if (want is None) != (said is None) or (want is not None and not said.startswith(want)):
         fail(name, f"meta kineto.kernel_device {said!r}, expected to begin {want!r}")
+
+
+def check_device_list(name, path, meta):
+    """meta device_name and device_memory are the file's GPU list's (deviceProperties, or
+    computeProperties in Kineto's traces of early 2021): its device 0, else its first entry."""
+    with gzip.open(path) as f:
+        doc = json.load(f)
+    gpus = (doc.get("deviceProperties") or doc.get("computeProperties") or []) if isinstance(doc, dict) else []
+    gpus = [g for g in gpus if isinstance(g, dict)]
+    gpu = next((g for g in gpus if g.get("id") == 0), gpus[0] if gpus else {})
+    want = {"device_name": gpu.get("name") or None,
+            "device_memory": str(gpu["totalGlobalMem"]) if gpu.get("totalGlobalMem") else None}
+    for key, value in want.items():
+        if meta.get(key) != value:
+            fail(name, f"meta {key} {meta.get(key)!r}, the file's GPU list says {value!r}")
+
+
+def check_out_of_memory(name, path, meta):
+    """Every [OutOfMemory] instant (an allocation PyTorch's allocator failed to make) is said: meta
+    kineto.out_of_memory begins with their count."""
+    count = sum(1 for e in kineto_events(path) if isinstance(e, dict) and e.get("name") == "[OutOfMemory]"
+                and e.get("ph") in ("i", "I"))
+    said = meta.get("kineto.out_of_memory", "0 ").split(" ")[0]
+    if count:
+        print(f"  {count} [OutOfMemory] events; meta kineto.out_of_memory {meta.get('kineto.out_of_memory')!r}")
+    if int(said) != count:
+        fail(name, f"meta kineto.out_of_memory says {said}, the file has {count} [OutOfMemory] events")
 
 
 def check_job_identity(name, path, meta):
@@ -405,6 +460,123 @@ def nsys_timeline(path):
     return {"kernels": kernels[0], "copies": copies, "markers": nvtx_markers(db, tables),
             "kernel_time_ns": kernels[1], "kernel_starts_clamped": clamped,
             "duration_ns": max(s[1] for s in spans) - min(s[0] for s in spans)}
+
+
+# CUPTI_ACTIVITY_MEMCPY_KIND (cupti_activity.h) and nsys's unified-memory codes 11-13
+# (ENUM_CUDA_MEMCPY_OPER) to the trace's copy kinds (0 H2D, 1 D2H, 2 D2D, 3 P2P, 4 memset, 5 H2H):
+# HtoD, HtoA, UVM HtoD -> H2D; DtoH, AtoH, UVM DtoH -> D2H; PtoP -> P2P; HtoH -> H2H; the rest D2D.
+NSYS_COPY_KINDS = {1: 0, 3: 0, 11: 0, 2: 1, 4: 1, 12: 1, 10: 3, 9: 5}
+
+
+def nsys_lanes(path):
+    """An nsys export's kernels per (device, stream) with their GPU time after the clamp (graph
+    launches traced whole counted as kernels, as nsys_timeline counts them), and its memcpys and
+    memsets per (device, kind) with their bytes. Several processes on one GPU: the k-th process's
+    (by globalPid) streams are k * 2^40 + streamId (docs/import.md)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def cols(t):
+        return {r[1] for r in db.execute(f"PRAGMA table_info({t})")}
+    gpu_tables = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                              "CUPTI_ACTIVITY_KIND_GRAPH_TRACE") if t in tables]
+    base = {}
+    if gpu_tables and all("globalPid" in cols(t) for t in gpu_tables):
+        pids = {}
+        for t in gpu_tables:
+            for dev, pid in db.execute(f"SELECT DISTINCT deviceId, globalPid FROM {t}"):
+                pids.setdefault(dev, set()).add(pid)
+        for dev, ps in pids.items():
+            for k, pid in enumerate(sorted(ps)):
+                base[(dev, pid)] = k << 40
+
+    def pid_col(t):
+        return "globalPid" if "globalPid" in cols(t) else "0"
+    rows = []
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
+        rows = list(db.execute(f"SELECT deviceId, streamId, start, end, correlationId, {pid_col('CUPTI_ACTIVITY_KIND_KERNEL')} "
+                               "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid"))
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:
+        traced = {r[4] for r in rows if r[4]}
+        rows += [r for r in db.execute(f"SELECT deviceId, streamId, start, end, correlationId, "
+                                       f"{pid_col('CUPTI_ACTIVITY_KIND_GRAPH_TRACE')} FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE "
+                                       "WHERE NOT (start = 0 AND end = 0) ORDER BY start, rowid")
+                 if not (r[4] and r[4] in traced)]
+        rows.sort(key=lambda r: r[2])
+    kernels, prev_end = {}, {}
+    for dev, stream, start, end, _, pid in rows:
+        lane = (dev, stream + base.get((dev, pid), 0))
+        begin = max(start, prev_end.get(lane, start))
+        prev_end[lane] = max(begin, end)
+        k = kernels.setdefault(lane, [0, 0])
+        k[0] += 1
+        k[1] += max(0, end - begin)
+    copies = {}
+    for t, memset in (("CUPTI_ACTIVITY_KIND_MEMCPY", False), ("CUPTI_ACTIVITY_KIND_MEMSET", True)):
+        if t not in tables:
+            continue
+        kind_col = "-1" if memset else "copyKind"
+        for dev, kind, n, size in db.execute(f"SELECT deviceId, {kind_col}, COUNT(*), SUM(bytes) FROM {t} GROUP BY 1, 2"):
+            c = copies.setdefault((dev, 4 if memset else NSYS_COPY_KINDS.get(kind, 2)), [0, 0])
+            c[0] += n
+            c[1] += size
+    return kernels, copies
+
+
+def check_nsys_placement(name, path, db):
+    """Per (device, stream) the export's kernel count and GPU time, per (device, kind) its copy count
+    and bytes, equal to the imported rows'."""
+    kernels, copies = nsys_lanes(path)
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got_k = {(d, s): [n, t] for d, s, n, t in conn.execute(
+        "SELECT device, stream, COUNT(*), SUM(t_end - t_start) FROM kernels GROUP BY device, stream")}
+    got_c = {(d, k): [n, b] for d, k, n, b in conn.execute(
+        "SELECT device, kind, COUNT(*), SUM(bytes) FROM copies GROUP BY device, kind")}
+    print(f"  kernels per (device, stream) [count, ns]: {dict(sorted(kernels.items()))} in the file; copies per "
+          f"(device, kind) [count, bytes]: {dict(sorted(copies.items()))}")
+    if got_k != kernels:
+        fail(name, f"kernels per (device, stream) {dict(sorted(got_k.items()))}, the file's {dict(sorted(kernels.items()))}")
+    if got_c != copies:
+        fail(name, f"copies per (device, kind) {dict(sorted(got_c.items()))}, the file's {dict(sorted(copies.items()))}")
+
+
+def check_nsys_markers(name, path, db):
+    """Each NVTX mark or range (nvtx_markers' rows) is one marker with the file's times: the
+    imported markers' (start, end) relative to the earliest, sorted, equal to the file's (a mark,
+    whose end is NULL, ends at its start); and its name is the row's text (or StringIds' by textId)."""
+    src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "NVTX_EVENTS" not in tables:
+        return
+    cols = {r[1] for r in src.execute("PRAGMA table_info(NVTX_EVENTS)")}
+    names = dict(NVTX_EVENT_TYPES)
+    if "ENUM_NSYS_EVENT_TYPE" in tables:
+        names.update(src.execute("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"))
+    strings = dict(src.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
+    want = []
+    query = "SELECT start, end, {}, {}, {} FROM NVTX_EVENTS".format(
+        "eventType" if "eventType" in cols else "NULL", "text" if "text" in cols else "NULL",
+        "textId" if "textId" in cols else "NULL")
+    for start, end, kind, text, text_id in src.execute(query):
+        n = names.get(kind, "") if kind is not None else "NvtxMark"
+        if not (n.endswith("Mark") or (n.endswith("Range") and not n.endswith(("PopRange", "EndRange")))
+                or n.endswith(("PushPopRange", "StartEndRange"))):
+            continue
+        label = text if text is not None else strings.get(text_id, f"string {text_id}") if text_id is not None else "nvtx"
+        want.append((start, end if end is not None else start, label))
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = list(conn.execute("SELECT m.t_start, m.t_end, s.text FROM markers m LEFT JOIN strings s ON s.id = m.name"))
+    if not want and not got:
+        return
+
+    def norm(rows):
+        first = min(r[0] for r in rows) if rows else 0
+        return sorted((r[0] - first, r[1] - r[0], r[2]) for r in rows)
+    print(f"  NVTX: {len(want)} marks and ranges in the file, {len(got)} markers imported")
+    if norm(got) != norm(want):
+        diff = [(g, w) for g, w in zip(norm(got), norm(want)) if g != w][:3]
+        fail(name, f"markers (start, length, name) differ from the file's NVTX rows: {len(got)} against {len(want)}; "
+                   f"first differences {diff}")
 
 
 def check_timeline(name, want, info):
@@ -611,9 +783,13 @@ def check(exe, path, source_of, work):
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_job_identity(name, path, meta)
+        check_out_of_memory(name, path, meta)
+        check_device_list(name, path, meta)
         check_rocm_devices(name, path, meta)
     if source_of == nsys_source:
         check_timeline(name, nsys_timeline(path), info)
+        check_nsys_placement(name, path, db)
+        check_nsys_markers(name, path, db)
     if source_of == et_source:
         check_et_steps(name, path, db)
     if source:

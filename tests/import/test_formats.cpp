@@ -199,6 +199,18 @@ TEST_CASE("nsys: con_kernel export", "[import][nsys]") {
     CHECK(t.meta.at("device_memory") == "6442450944");
     CHECK(t.meta.at("nsys.missing_tables") == "NVTX_EVENTS");
     CHECK(t.meta.at("nsys.version") == "2022.1.1.61");
+    // Two kernels start inside the previous kernel of their stream (rows the file's authors added,
+    // with that kernel's gridId): their starts move to its end, and the kernel time that takes off
+    // the export's own sum of end - start is said, as the Kineto importer says it (worked out with
+    // Python's sqlite3: by up to 678,619 ns, 971,512 of the export's 271,711,594 ns). Before
+    // 2026-12-03 only the count was in meta, and nothing was printed.
+    CHECK(t.meta.at("nsys.kernel_starts_clamped") == "2");
+    CHECK(t.meta.at("nsys.kernel_clamp") ==
+          "2 kernels started before the previous kernel on their stream ended (by up "
+          "to 678619 ns; 971512 ns of kernel time in all)");
+    CHECK(std::any_of(r.warnings.begin(), r.warnings.end(), [](const std::string& warning) {
+        return warning.rfind("2 kernels started before the previous kernel", 0) == 0;
+    }));
 }
 
 TEST_CASE("format detection from content", "[import]") {

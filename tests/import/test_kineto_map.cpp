@@ -83,6 +83,83 @@ TEST_CASE("kineto map: a memcpy's name gives its direction, a memset is a memset
     CHECK(copy_kind_of("something else") == CopyKind::D2D);
 }
 
+// The word after "Memcpy " is CUPTI's (libkineto's memcpyKindString: HtoD, DtoH, HtoA, AtoH, AtoA,
+// AtoD, DtoA, DtoD, HtoH, PtoP; ROCm's the same four words) or, on Intel XPU, PTI's
+// (ptiViewMemcpyTypeToString: X2Y of M system memory, H USM host, D USM device, S USM shared).
+// Before 2026-12-03 only the CUDA words were known: every XPU copy, and CUDA's array copies, were
+// device to device, in silence. A name that gives no direction is still device to device, but
+// counted and its first name kept (said in meta and a warning).
+TEST_CASE("kineto map: CUDA's array copies and XPU's PTI names give their direction", "[import][kineto-map]") {
+    const std::pair<const char*, CopyKind> names[] = {
+        {"Memcpy HtoA (Pageable -> Array)", CopyKind::H2D},
+        {"Memcpy AtoH (Array -> Pinned)", CopyKind::D2H},
+        {"Memcpy AtoA (Array -> Array)", CopyKind::D2D},
+        {"Memcpy AtoD (Array -> Device)", CopyKind::D2D},
+        {"Memcpy DtoA (Device -> Array)", CopyKind::D2D},
+        {"Memcpy M2D (MEMORY(Unknown) -> DEVICE)", CopyKind::H2D},
+        {"Memcpy H2D (HOST -> DEVICE)", CopyKind::H2D},
+        {"Memcpy D2M (DEVICE -> MEMORY(Unknown))", CopyKind::D2H},
+        {"Memcpy D2H (DEVICE -> HOST)", CopyKind::D2H},
+        {"Memcpy D2D (DEVICE -> DEVICE)", CopyKind::D2D},
+        {"Memcpy M2M (MEMORY(Unknown) -> MEMORY(Unknown))", CopyKind::H2H},
+        {"Memcpy H2H (HOST -> HOST)", CopyKind::H2H},
+        {"Memcpy M2H (MEMORY(Unknown) -> HOST)", CopyKind::H2H},
+        {"Memcpy S2D (SHARED -> DEVICE)", CopyKind::D2D},
+        {"Memcpy H2S (HOST -> SHARED)", CopyKind::H2D},
+        {"Memcpy S2M (SHARED -> MEMORY(Unknown))", CopyKind::D2H}};
+    std::string events;
+    for (const auto& [name, kind] : names) {
+        CHECK(copy_direction(name) == kind);
+        events += std::string(events.empty() ? "" : ",") + R"j({"ph":"X","cat":"gpu_memcpy","name":")j" + name +
+                  R"j(","ts":1,"dur":1,"args":{"bytes":8}})j";
+    }
+    KinetoData data = parse_events(events);
+    CHECK(data.kernels.size() == std::size(names));
+    CHECK(data.copies_without_direction == 0);
+    // No direction in the name: device to device, counted, the first name kept.
+    for (const char* name :
+         {"Memcpy <unknown> (? -> ?)", "Memcpy INVALID (INVALID -> INVALID)", "Memcpy", "HtoD", "Memcpy X2Y (A -> B)"})
+        CHECK(!copy_direction(name));
+    data = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy <unknown> (? -> ?)","ts":1,"dur":1},)j"
+                        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pinned -> Device)","ts":2,"dur":1},)j"
+                        R"j({"ph":"X","cat":"Memcpy","name":"Memcpy INVALID (INVALID -> INVALID)","ts":3,"dur":1})j");
+    REQUIRE(data.kernels.size() == 3);
+    CHECK(data.kernels[0].copy_kind == CopyKind::D2D);
+    CHECK(data.kernels[1].copy_kind == CopyKind::H2D);
+    CHECK(data.copies_without_direction == 2);
+    CHECK(data.first_copy_without_direction == "Memcpy <unknown> (? -> ?)");
+    // The name as the warning quotes it: one line, at most 80 bytes cut where a UTF-8 character
+    // begins (60 two-byte characters after "Memcpy ": 36 of them fit, not 36 and a half).
+    std::string accents, cut;
+    for (int i = 0; i < 60; ++i) accents += "\\u00e9";   // a JSON escape
+    for (int i = 0; i < 36; ++i) cut += "\xc3\xa9";      // U+00E9 in UTF-8
+    data = parse_events(R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy )j" + accents +
+                        R"j(","ts":1,"dur":1},)j"
+                        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy\nHtoD","ts":2,"dur":-1})j");
+    CHECK(data.first_copy_without_direction == "Memcpy " + cut);
+    CHECK(data.copies_without_direction == 2);
+    CHECK(data.first_negative_name == "Memcpy?HtoD");
+}
+
+// PyTorch writes an [OutOfMemory] instant where its allocator failed (profiler_kineto.cpp: args
+// Device Type, Device Id, Bytes asked for, Total Allocated, Total Reserved; no Addr): no
+// allocation, so no row, but never left out in silence (before 2026-12-03 it was).
+TEST_CASE("kineto map: an [OutOfMemory] instant is counted, the first kept", "[import][kineto-map]") {
+    KinetoData data = parse_events(
+        R"j({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[OutOfMemory]","pid":5,"tid":5,"ts":10,)j"
+        R"j("args":{"Device Type":1,"Device Id":1,"Bytes":1073741824,"Total Allocated":512,"Total Reserved":2048}},)j"
+        R"j({"ph":"i","cat":"cpu_instant_event","s":"t","name":"[OutOfMemory]","pid":5,"tid":5,"ts":11,)j"
+        R"j("args":{"Device Type":0,"Device Id":-1,"Bytes":64}})j");
+    CHECK(data.memory.empty());
+    CHECK(data.out_of_memory == 2);
+    const KMemory& first = data.first_out_of_memory;
+    CHECK(first.index == 0);
+    CHECK(first.device == 1);
+    CHECK(first.bytes == 1073741824);
+    CHECK(first.total == 512);
+    CHECK(first.reserved == 2048);
+}
+
 TEST_CASE("kineto map: a runtime or driver call with a correlation id is that kernel's launch", "[import][kineto-map]") {
     KinetoData d = parse_events(
         R"j({"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","tid":3,"ts":100,"dur":5,"args":{"correlation":42}},)j"

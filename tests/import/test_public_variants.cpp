@@ -10,6 +10,7 @@
 #include <numeric>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include <catch2/catch.hpp>
 #include <sqlite3.h>
@@ -268,6 +269,59 @@ TEST_CASE("kineto: two processes' [memory] events on one device are each paired 
     CHECK(peak == 322693632);
 }
 
+// Kineto's traces of early 2021 (PyTorch 1.9 pre-releases) list the GPUs as computeProperties,
+// with the entries deviceProperties has now: tb_plugin's GPU-metrics test input (May 2021, four
+// V100s listed, 30 kernels on stream 7 of GPU 0, two HtoD copies of 640 and 128 B,
+// ProfilerStep#2; Python's json). Before 2026-12-03 the list was skipped: no device name or memory.
+TEST_CASE("kineto: a 2021 trace's computeProperties name its GPU", "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData trace = import_public(dir, "kineto/tb-plugin-gpu-metrics-input.json.gz", result);
+    CHECK(result.events == 340);
+    CHECK(trace.kernels.size() == 30);
+    CHECK(std::all_of(trace.kernels.stream.begin(), trace.kernels.stream.end(),
+                      [](int64_t stream) { return stream == 7; }));
+    CHECK(std::all_of(trace.kernels.device.begin(), trace.kernels.device.end(),
+                      [](int32_t device) { return device == 0; }));
+    REQUIRE(trace.copies.size() == 2);
+    CHECK(trace.copies.bytes[0] + trace.copies.bytes[1] == 768);
+    CHECK((trace.copies.kind[0] == mhc::trace::CopyKind::H2D && trace.copies.kind[1] == mhc::trace::CopyKind::H2D));
+    CHECK(trace.meta.at("kineto.step_markers") == "1");
+    CHECK(trace.meta.at("device_name") == "Tesla V100-DGXS-32GB");
+    CHECK(trace.meta.at("device_memory") == "34084028416");   // GPU 0's (GPUs 1-3: 34,087,305,216 B)
+}
+
+// An out-of-memory as PyTorch's profiler writes it (profiler_kineto.cpp: a cpu_instant_event
+// named [OutOfMemory] with the Device Type, Device Id and Bytes of the request that failed, and
+// the allocator's totals then) put first into the H100 BERT-small trace: the rows are the
+// original's (it allocates nothing), and the import says that an allocation failed, where
+// before 2026-12-03 the event was dropped without a word and the trace looked like a run that fit.
+TEST_CASE("kineto: an [OutOfMemory] event is said, not dropped", "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result plain_result, result;
+    TraceData plain = import_public(dir, "kineto/tracelens-h100-bert-small-uncased.json.gz", plain_result);
+    std::string text = test::gunzip(test::pub("kineto/tracelens-h100-bert-small-uncased.json.gz"));
+    const std::string key = "{\"traceEvents\": [";
+    REQUIRE(text.rfind(key, 0) == 0);
+    text.insert(key.size(), R"j({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[OutOfMemory]", )j"
+                            R"j("pid": 19392, "tid": 19392, "ts": 1419247336000.5, "args": {"Total Reserved": )j"
+                            R"j(121634816, "Total Allocated": 101305344, "Bytes": 85899345920, "Device Id": 0, )j"
+                            R"j("Device Type": 1, "Ev Idx": 5000}}, )j");
+    test::write_file(dir.file("oom.json"), text);
+    TraceData trace = import_public_path(dir, dir.file("oom.json"), result);
+    CHECK(trace.allocations.size() == plain.allocations.size());
+    CHECK(trace.kernels.size() == plain.kernels.size());
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 101305344);   // the file's largest Total Allocated
+    CHECK(trace.meta.at("kineto.total_allocated.device0") == plain.meta.at("kineto.total_allocated.device0"));
+    const std::string said =
+        "1 allocation failed while the profiler recorded ([OutOfMemory] events; the first: traceEvents[0], device 0, "
+        "85899345920 bytes asked for, Total Allocated 101305344, Total Reserved 121634816)";
+    CHECK(trace.meta.at("kineto.out_of_memory") == said);
+    CHECK(plain.meta.count("kineto.out_of_memory") == 0);
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(),
+                      [&](const std::string& warning) { return warning.rfind(said, 0) == 0; }));
+}
+
 // Kineto's XPU plugin (Intel GPUs) places kernels and copies by args.sycl queue, with no
 // args.stream, and writes its runtime calls as xpu_runtime (synchronisation as xpu_sync). Such a
 // trace had every kernel of a device on stream 0 (the overlapping ones of two queues cut short)
@@ -289,6 +343,9 @@ TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes 
     CHECK(replace_all("\"stream\": ", "\"sycl queue\": ") == 139);   // 98 kernels and copies, 41 cuda_sync
     CHECK(replace_all("\"cat\": \"cuda_runtime\"", "\"cat\": \"xpu_runtime\"") == 361);
     CHECK(replace_all("\"cat\": \"cuda_sync\"", "\"cat\": \"xpu_sync\"") == 41);
+    // Its memcpys named as the XPU plugin names them (Intel PTI's memcpy type, "M2D": system
+    // memory to device); they were device to device before 2026-12-03.
+    CHECK(replace_all("Memcpy HtoD (Pageable -> Device)", "Memcpy M2D (MEMORY(Unknown) -> DEVICE)") == 16);
     test::write_file(dir.file("xpu.json"), text);
     TraceData xpu = import_public_path(dir, dir.file("xpu.json"), result);
     auto lanes = [](const TraceData& trace) {
@@ -299,6 +356,20 @@ TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes 
     };
     CHECK(lanes(xpu) == lanes(cuda));
     CHECK(lanes(xpu).size() == 2);
+    auto copy_kinds = [](const TraceData& trace) {   // kind -> [count, bytes]
+        std::map<int, std::pair<int64_t, int64_t>> out;
+        for (size_t i = 0; i < trace.copies.size(); ++i) {
+            auto& [count, bytes] = out[static_cast<int>(trace.copies.kind[i])];
+            ++count;
+            bytes += trace.copies.bytes[i];
+        }
+        return out;
+    };
+    CHECK(copy_kinds(xpu) == copy_kinds(cuda));
+    // 16 HtoD of 244,403,360 B in all and 3 memsets of 21,760 B (Python's json, 2026-12-03).
+    CHECK(copy_kinds(cuda).at(static_cast<int>(mhc::trace::CopyKind::H2D)) ==
+          std::pair<int64_t, int64_t>{16, 244403360});
+    CHECK(xpu.meta.count("kineto.copies_without_direction") == 0);
     CHECK(kernel_time(xpu) == kernel_time(cuda));
     CHECK(xpu.meta.at("kineto.kernels_linked_to_launch") == cuda.meta.at("kineto.kernels_linked_to_launch"));
     CHECK(xpu.meta.at("kineto.kernels_linked_to_launch") == "79");
@@ -532,6 +603,48 @@ TEST_CASE("nsys: a 2025.1 export (schema 3.17.1) of an H200 run with 13,513 NVTX
     // would be one CUPTI_ACTIVITY_KIND_GRAPH_TRACE row (it has none).
     CHECK(trace.meta.at("nsys.cuda_graph_trace").rfind("Graph (META_DATA_CAPTURE", 0) == 0);
     CHECK(trace.meta.count("nsys.graph_launches") == 0);
+}
+
+// A memory event's memKind is host memory (0 pageable, 1 pinned) or the GPU's (2-7: device,
+// array, managed, static, unknown; ENUM_CUDA_MEM_KIND of nsys 2022 to 2026). A kind a later nsys
+// adds is read as the GPU's, as before, but said: extra-p's con_kernel export (no enum table: the
+// eight kinds) with its first device allocation and its free (rowids 2 and 11, 40,000 B at
+// 47,315,943,424) of kind 9.
+TEST_CASE("nsys: a memory event of a memKind the export does not list is said", "[import][nsys][public]") {
+    test::TempDir dir;
+    const std::string in = dir.file("kind.sqlite");
+    public_variant("nsys/con_kernel.sqlite", in,
+                   "UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memKind = 9 WHERE address = 47315943424;");
+    imp::Result result;
+    TraceData trace = import_public_path(dir, in, result);
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 40160000);   // as the original: the GPU's
+    CHECK(trace.meta.at("nsys.unknown_memory_kinds") ==
+          "2 memory events of a memKind the export's ENUM_CUDA_MEM_KIND does not list (the first: 9) were read as "
+          "the GPU's memory");
+    CHECK(warned(result, "does not list"));
+    TraceData plain = import_public(dir, "nsys/con_kernel.sqlite", result);
+    CHECK(plain.meta.count("nsys.unknown_memory_kinds") == 0);
+}
+
+// NVTX_EVENTS.end may be NULL (the schema allows it): a mark has none, and a range that was
+// pushed or started and never ended while nsys recorded has none either. Such a range is a
+// marker of no length at its start, as before, but no longer in silence. The 2024.6 export's
+// first push/pop range (rowid 1, 'Fusion::resetTvUses', 4,130 ns) without its end, and a mark.
+TEST_CASE("nsys: an NVTX range without an end is said", "[import][nsys][public]") {
+    test::TempDir dir;
+    const std::string in = dir.file("open.sqlite");
+    public_variant("nsys/fuser-h200-nsys-2024.6.sqlite", in,
+                   "UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = 1;"
+                   "UPDATE NVTX_EVENTS SET end = NULL, eventType = 34 WHERE rowid = 2;");
+    imp::Result result;
+    TraceData trace = import_public_path(dir, in, result);
+    CHECK(trace.markers.size() == 652);
+    CHECK(trace.meta.at("nsys.nvtx_unended_ranges") ==
+          "1 NVTX ranges have no end (pushed or started and never ended while nsys recorded; the first: "
+          "'Fusion::resetTvUses'): each is a marker of no length at its start");
+    CHECK(warned(result, "NVTX ranges have no end"));
+    TraceData plain = import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(plain.meta.count("nsys.nvtx_unended_ranges") == 0);
 }
 
 // nsys --cuda-graph-trace=graph writes each CUDA graph launch as one row of

@@ -162,6 +162,63 @@ int64_t kineto_base(const KinetoData& d) {
     return b == INT64_MAX ? 0 : b;
 }
 
+namespace {
+
+// What the file holds that became no row, or not the row it names, said in meta and warnings:
+// negative durations, begin/end halves, memcpys without a direction, out-of-memory events and
+// the categories mhc does not read.
+void say_what_was_not_read(const KinetoData& data, Result& result) {
+    if (data.negative_durations > 0)
+        result.meta["kineto.negative_durations"] =
+            std::to_string(data.negative_durations) +
+            " events with a negative 'dur', read as 0 ns (the first: traceEvents[" +
+            std::to_string(data.first_negative) + "] '" + data.first_negative_name + "', dur " +
+            std::to_string(data.first_negative_dur / 1000) + " us)";
+    if (data.begin_end_events > 0) {
+        // Chrome's trace format allows a duration as a B and an E event; Kineto writes complete
+        // (X) events only, so a file of halves comes from another writer: say what was not read.
+        result.meta["kineto.begin_end_events"] = std::to_string(data.begin_end_events);
+        result.warnings.push_back(std::to_string(data.begin_end_events) +
+                                  " events written as begin/end halves (ph B, E) were left out: only complete events "
+                                  "(ph X, as PyTorch's profiler writes them) become kernels, copies and ranges");
+    }
+    if (data.copies_without_direction > 0) {
+        const std::string said = std::to_string(data.copies_without_direction) +
+                                 " memcpy events whose name gives no direction (the first: '" +
+                                 data.first_copy_without_direction + "') were read as device to device";
+        result.meta["kineto.copies_without_direction"] = said;
+        result.warnings.push_back(said);
+    }
+    if (data.out_of_memory > 0) {
+        const KMemory& oom = data.first_out_of_memory;
+        std::string said = std::to_string(data.out_of_memory) +
+                           (data.out_of_memory == 1 ? " allocation" : " allocations") +
+                           " failed while the profiler recorded ([OutOfMemory] events; the first: traceEvents[" +
+                           std::to_string(oom.index) + "], " +
+                           (oom.device >= 0 ? "device " + std::to_string(oom.device) : std::string("host memory")) +
+                           ", " + std::to_string(oom.bytes) + " bytes asked for";
+        if (oom.total >= 0) said += ", Total Allocated " + std::to_string(oom.total);
+        if (oom.reserved >= 0) said += ", Total Reserved " + std::to_string(oom.reserved);
+        said += ")";
+        result.meta["kineto.out_of_memory"] = said;
+        result.warnings.push_back(said +
+                                  ": the run did not fit; the trace holds what was allocated, not what was asked for");
+    }
+    if (!data.unread_categories.empty()) {
+        std::string unread;
+        int64_t total = 0;
+        for (const auto& [category, count] : data.unread_categories) {
+            unread += (unread.empty() ? "" : ", ") + std::to_string(count) + " " + category;
+            total += count;
+        }
+        result.meta["kineto.unread_events"] = unread;
+        result.warnings.push_back(std::to_string(total) + " events of categories mhc does not read were left out (" +
+                                  unread + "): only kernel, gpu_memcpy and gpu_memset events become device rows");
+    }
+}
+
+}   // namespace
+
 void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
                            const std::function<void(size_t, int64_t)>& on_kernel) {
     // Kineto writes most events in time order: checking first saves sorting 100-byte structs.
@@ -241,30 +298,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     // no job id, and its times have no clock shared by the ranks.
     if (d.rank >= 0) r.meta["rank"] = std::to_string(d.rank);
     if (d.world_size >= 1) r.meta["world_size"] = std::to_string(d.world_size);
-    if (d.negative_durations > 0)
-        r.meta["kineto.negative_durations"] =
-            std::to_string(d.negative_durations) + " events with a negative 'dur', read as 0 ns (the first: traceEvents[" +
-            std::to_string(d.first_negative) + "] '" + d.first_negative_name + "', dur " +
-            std::to_string(d.first_negative_dur / 1000) + " us)";
-    if (d.begin_end_events > 0) {
-        // Chrome's trace format allows a duration as a B and an E event; Kineto writes complete
-        // (X) events only, so a file of halves comes from another writer: say what was not read.
-        r.meta["kineto.begin_end_events"] = std::to_string(d.begin_end_events);
-        r.warnings.push_back(std::to_string(d.begin_end_events) +
-                             " events written as begin/end halves (ph B, E) were left out: only complete events "
-                             "(ph X, as PyTorch's profiler writes them) become kernels, copies and ranges");
-    }
-    if (!d.unread_categories.empty()) {
-        std::string unread;
-        int64_t total = 0;
-        for (const auto& [category, count] : d.unread_categories) {
-            unread += (unread.empty() ? "" : ", ") + std::to_string(count) + " " + category;
-            total += count;
-        }
-        r.meta["kineto.unread_events"] = unread;
-        r.warnings.push_back(std::to_string(total) + " events of categories mhc does not read were left out (" + unread +
-                             "): only kernel, gpu_memcpy and gpu_memset events become device rows");
-    }
+    say_what_was_not_read(d, r);
     if (!d.device_name.empty()) r.meta["device_name"] = d.device_name;
     if (d.device_memory > 0) r.meta["device_memory"] = std::to_string(d.device_memory);
 }

@@ -3,17 +3,41 @@
 #include "kineto_map.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "quoted_name.hpp"
 
 namespace mhc::trace::import {
 
-CopyKind copy_kind_of(std::string_view name) {
-    if (name.find("HtoD") != std::string_view::npos) return CopyKind::H2D;
-    if (name.find("DtoH") != std::string_view::npos) return CopyKind::D2H;
-    if (name.find("DtoD") != std::string_view::npos) return CopyKind::D2D;
-    if (name.find("PtoP") != std::string_view::npos) return CopyKind::P2P;
-    if (name.find("HtoH") != std::string_view::npos) return CopyKind::H2H;
-    return CopyKind::D2D;
+std::optional<CopyKind> copy_direction(std::string_view name) {
+    // The word after "Memcpy ": CUPTI's (libkineto memcpyKindString; ROCm's rocprofiler names
+    // HtoD, DtoH, DtoD, HtoH the same way) or Intel PTI's (Kineto's XPU plugin:
+    // ptiViewMemcpyTypeToString, X2Y of M system memory, H USM host, D USM device, S USM shared).
+    constexpr std::string_view prefix = "Memcpy ";
+    if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+    std::string_view word = name.substr(prefix.size());
+    word = word.substr(0, word.find(' '));
+    static constexpr std::pair<std::string_view, CopyKind> cupti[] = {
+        {"HtoD", CopyKind::H2D}, {"HtoA", CopyKind::H2D}, {"DtoH", CopyKind::D2H}, {"AtoH", CopyKind::D2H},
+        {"DtoD", CopyKind::D2D}, {"AtoA", CopyKind::D2D}, {"AtoD", CopyKind::D2D}, {"DtoA", CopyKind::D2D},
+        {"PtoP", CopyKind::P2P}, {"HtoH", CopyKind::H2H}};
+    for (const auto& [kind_word, kind] : cupti)
+        if (word == kind_word) return kind;
+    // PTI: M and H are host memory, D and S the device's (USM shared memory counted as the
+    // device's, as nsys counts unified-memory migrations by their direction).
+    auto side = [](char letter) {
+        return letter == 'M' || letter == 'H' ? 0 : letter == 'D' || letter == 'S' ? 1 : -1;
+    };
+    if (word.size() == 3 && word[1] == '2' && side(word[0]) >= 0 && side(word[2]) >= 0) {
+        static constexpr CopyKind kinds[2][2] = {{CopyKind::H2H, CopyKind::H2D}, {CopyKind::D2H, CopyKind::D2D}};
+        return kinds[side(word[0])][side(word[2])];
+    }
+    return std::nullopt;
 }
+
+CopyKind copy_kind_of(std::string_view name) { return copy_direction(name).value_or(CopyKind::D2D); }
 
 namespace {
 bool is_copy_category(std::string_view c) { return c == "gpu_memcpy" || c == "Memcpy"; }
@@ -36,7 +60,7 @@ bool is_launch_category(std::string_view cat) {
     return cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime" || cat == "Driver" ||
            cat == "xpu_runtime" || cat == "xpu_driver" || cat == "privateuse1_runtime" || cat == "privateuse1_driver";
 }
-}  // namespace
+}   // namespace
 
 bool uses_copy_bytes(const KEvent& e) {
     return e.has_ts && e.ph == 'X' && (is_copy_category(e.cat) || is_memset_category(e.cat));
@@ -61,7 +85,7 @@ void map_event(const KEvent& e, KinetoData& d) {
     if (e.ph == 'X' && e.dur < 0 && d.negative_durations++ == 0) {
         d.first_negative = d.events - 1;   // the tokenizer counted this event already
         d.first_negative_dur = e.dur;
-        d.first_negative_name = std::string(e.name.substr(0, 80));
+        d.first_negative_name = quoted_name(e.name);
     }
     if (e.ph == 'X') {
         if (is_gpu_activity_category(c)) {
@@ -86,7 +110,11 @@ void map_event(const KEvent& e, KinetoData& d) {
             k.is_copy = is_copy_category(c);
             k.is_memset = is_memset_category(c);
             k.bytes = e.bytes;
-            if (k.is_copy) k.copy_kind = copy_kind_of(e.name);
+            if (k.is_copy) {
+                const std::optional<CopyKind> kind = copy_direction(e.name);
+                k.copy_kind = kind.value_or(CopyKind::D2D);
+                if (!kind && d.copies_without_direction++ == 0) d.first_copy_without_direction = quoted_name(e.name);
+            }
             if (k.is_memset) k.copy_kind = CopyKind::Memset;
             d.kernels.push_back(k);
             d.t_min = std::min(d.t_min, k.ts);
@@ -146,6 +174,17 @@ void map_event(const KEvent& e, KinetoData& d) {
         if (e.dev_type == 6) d.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU
         d.memory.push_back(m);
         d.t_min = std::min(d.t_min, m.ts);
+    } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[OutOfMemory]") {
+        if (d.out_of_memory++ == 0) {   // the first one's device, request and totals, for the message
+            KMemory& oom = d.first_out_of_memory;
+            oom.ts = e.ts;
+            oom.bytes = e.mem_bytes;
+            oom.total = e.total;
+            oom.reserved = e.reserved;
+            oom.index = d.events - 1;
+            oom.pid = e.pid;
+            oom.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
+        }
     } else if (e.ph == 'B' || e.ph == 'E') {
         ++d.begin_end_events;
     } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {

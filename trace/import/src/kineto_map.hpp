@@ -5,6 +5,7 @@
 // The tokenizer knows no category; the mapping reads no JSON.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "kineto_parse.hpp"
@@ -39,7 +40,8 @@ struct KEvent {
 // The rules, one event at a time (the tokenizer has counted it in d.events already):
 //  - no 'ts': dropped;
 //  - ph X, cat kernel|Kernel: a kernel; gpu_memcpy|Memcpy: a copy whose kind the name gives
-//    (copy_kind_of); gpu_memset|Memset: a memset;
+//    (copy_direction; a name that gives none: device to device, counted in
+//    d.copies_without_direction and said); gpu_memset|Memset: a memset;
 //  - a kernel, copy or memset without args.stream but with args.sycl queue (Intel XPU) is on
 //    the stream of that queue's number;
 //  - ph X, cat cuda_runtime|cuda_driver|Runtime|Driver, or the runtime and driver calls of other
@@ -53,6 +55,8 @@ struct KEvent {
 //  - ph i|I named [memory] with args.Addr or args.Bytes: an allocator event, on device
 //    args.Device Id when args.Device Type is an accelerator's (is_accelerator: CUDA 1, HIP 6
 //    on ROCm, ...), else host memory (device -1); Device Type 6 (HIP) marks the trace ROCm's;
+//  - ph i|I named [OutOfMemory] (an allocation PyTorch's allocator could not make): no row;
+//    counted in d.out_of_memory, the first kept (its device, bytes asked for, totals), said;
 //  - ph s|f, cat ac2g|async_cpu_to_gpu: a CPU-to-GPU flow (s: its start, by flow id);
 //  - ph X of any other category: counted by category in d.unread_categories (said in meta and a
 //    warning: MTIA's device events, CUPTI range-profiler kernels, ...), except categories that
@@ -73,8 +77,13 @@ bool uses_gpu_placement(const KEvent& event);
 // whose memory is a device's, not the host's.
 bool is_accelerator(int64_t device_type);
 
-// A memcpy's direction from its Kineto name ("Memcpy HtoD (Pageable -> Device)"); a name
-// that names none is device to device.
+// A memcpy's direction from the word after "Memcpy " in its Kineto name: CUPTI's and ROCm's
+// ("Memcpy HtoD (Pageable -> Device)"; HtoA, AtoH, AtoA, AtoD, DtoA, DtoD, PtoP, HtoH) or Intel
+// PTI's on XPU ("Memcpy M2D (MEMORY(Unknown) -> DEVICE)": X2Y of M, H host and D, S device memory).
+// None for a name that gives no direction.
+std::optional<CopyKind> copy_direction(std::string_view memcpy_name);
+// The same, device to device where the name gives none (the mapping counts those:
+// KinetoData::copies_without_direction).
 CopyKind copy_kind_of(std::string_view memcpy_name);
 
 // An integer as written (a JSON number; an integral float such as 1e3 is taken too). False for

@@ -125,6 +125,10 @@ bool parse_addr(const char* s, size_t n, int64_t& out) {
     return true;
 }
 
+// The top-level list of the GPUs: deviceProperties, or computeProperties in Kineto's traces of
+// early 2021 (PyTorch 1.9 pre-releases; the same entries: id, name, totalGlobalMem).
+bool is_device_list(std::string_view key) { return key == "deviceProperties" || key == "computeProperties"; }
+
 enum class F : uint8_t {
     None,
     Ph,
@@ -351,13 +355,13 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         bool dims = at(In::Args) && (key == F::Grid || key == F::Block);
         if (!dims) not_number("an array");
         bool top = at(In::Root) && key == F::TopKey;
-        In w = dims                                       ? (key == F::Grid ? In::GridDims : In::BlockDims)
-               : top && top_key == "traceEvents"          ? In::Events
-               : top && top_key == "deviceProperties"     ? In::Props
-               : in_event()                               ? In::EventOther
-                                                          : In::Other;
-        if (!enter(w) || !bad.empty()) return false;
-        if (w == In::Events) saw_events = true;
+        In inside = dims                              ? (key == F::Grid ? In::GridDims : In::BlockDims)
+                    : top && top_key == "traceEvents" ? In::Events
+                    : top && is_device_list(top_key)  ? In::Props
+                    : in_event()                      ? In::EventOther
+                                                      : In::Other;
+        if (!enter(inside) || !bad.empty()) return false;
+        if (inside == In::Events) saw_events = true;
         if (dims) dim_i = 0;
         return true;
     }
@@ -779,6 +783,14 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.host_memory_events += second.host_memory_events;
     first.sycl_queue_lanes += second.sycl_queue_lanes;
     first.begin_end_events += second.begin_end_events;
+    if (first.copies_without_direction == 0 && second.copies_without_direction > 0)
+        first.first_copy_without_direction = std::move(second.first_copy_without_direction);
+    first.copies_without_direction += second.copies_without_direction;
+    if (first.out_of_memory == 0 && second.out_of_memory > 0) {
+        first.first_out_of_memory = second.first_out_of_memory;
+        first.first_out_of_memory.index += shift;
+    }
+    first.out_of_memory += second.out_of_memory;
     for (int64_t pid : second.launch_pids)
         if (first.launch_pids.size() < KinetoData::kMaxLaunchPids) first.launch_pids.insert(pid);
     for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;

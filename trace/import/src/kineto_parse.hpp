@@ -97,6 +97,15 @@ struct KinetoData {
     std::set<int64_t> launch_pids;
     int64_t sycl_queue_lanes = 0;   // kernels and copies placed by args.sycl queue (Intel XPU)
     int64_t begin_end_events = 0;   // ph B or E halves: not read (only complete events are)
+    // Memcpy events whose name gives no direction (copy_direction), read as device to device, and
+    // the first one's name: said in meta and a warning.
+    int64_t copies_without_direction = 0;
+    std::string first_copy_without_direction;
+    // The profiler's [OutOfMemory] instants (PyTorch writes one where its allocator failed to
+    // allocate: args Device Type, Device Id, Bytes asked for, Total Allocated, Total Reserved; no
+    // allocation), how many and the first: said in meta and a warning, never left out in silence.
+    int64_t out_of_memory = 0;
+    KMemory first_out_of_memory;
     // 'X' events of categories the mapping does not read (kineto_map.hpp), by category: device
     // work of other back-ends (MTIA's mtia_ccp_events, CUPTI's cuda_profiler_range) among them.
     // Said in meta and a warning, never left out in silence.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "limits.hpp"
+#include "quoted_name.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/trace/import/import.hpp"
 #include "mhc/trace/import/rows.hpp"
@@ -334,6 +335,20 @@ private:
         return a.id;
     }
 
+    // The memKind values the export lists (ENUM_CUDA_MEM_KIND: 0 pageable, 1 pinned, 2 device, 3
+    // array, 4 managed, 5 device static, 6 managed static, 7 unknown in nsys 2022 to 2026), or
+    // those eight where it lists none; a memory event of another kind is read as the GPU's and said.
+    std::set<int64_t> memory_kinds() const {
+        std::set<int64_t> kinds;
+        if (has("ENUM_CUDA_MEM_KIND") && db_.columns("ENUM_CUDA_MEM_KIND").count("id")) {
+            sql::Stmt rows(db_.db, in_, "SELECT id FROM ENUM_CUDA_MEM_KIND WHERE typeof(id) = 'integer'");
+            while (rows.step()) kinds.insert(rows.i64(0));
+        }
+        if (kinds.empty())
+            for (int64_t kind = 0; kind <= 7; ++kind) kinds.insert(kind);
+        return kinds;
+    }
+
     // Allocations: alloc/free pairs by (device, process, address): an export of several processes
     // (globalPid) holds each one's own address space, where the same address can be live in two.
     // The trace has one address space per device, so the allocations of a device's processes after
@@ -348,12 +363,14 @@ private:
         Cells cell{s, in_, "CUDA_GPU_MEMORY_USAGE_EVENTS", 7};
         std::map<std::tuple<int32_t, int64_t, int64_t>, int64_t> live;
         std::map<int32_t, int64_t> first_process;   // device -> the first globalPid seen allocating on it
-        int64_t unaddressed = 0;
+        int64_t unaddressed = 0, unknown_kinds = 0, first_unknown_kind = 0;
+        const std::set<int64_t> mem_kinds = memory_kinds();
         while (s.step()) {
             ++events_;
             int64_t t = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "CUDA_GPU_MEMORY_USAGE_EVENTS");
             // memKind 0 pageable, 1 pinned: host memory (device -1); the rest is on the GPU.
             int64_t kind = cell.get(4, "memKind", INT64_MIN, INT64_MAX, false, 2);
+            if (!mem_kinds.count(kind) && unknown_kinds++ == 0) first_unknown_kind = kind;
             int64_t device = cell.get(1, "deviceId", -1, INT32_MAX, false);
             int32_t dev = kind == 0 || kind == 1 ? -1 : static_cast<int32_t>(device);
             int64_t addr = cell.get(2, "address", INT64_MIN, INT64_MAX), bytes = cell.get(3, "bytes", 0, kMaxBytes),
@@ -378,6 +395,13 @@ private:
                 add_block(dev, addr, bytes, 0, t, w_.intern("(allocated before recording)"));
                 ++reconstructed_;
             }
+        }
+        if (unknown_kinds > 0) {   // a kind a later nsys added: on the GPU, but not in silence
+            const std::string said = std::to_string(unknown_kinds) + " memory events of a memKind the export's " +
+                                     "ENUM_CUDA_MEM_KIND does not list (the first: " +
+                                     std::to_string(first_unknown_kind) + ") were read as the GPU's memory";
+            r_.meta["nsys.unknown_memory_kinds"] = said;
+            r_.warnings.push_back(said);
         }
         if (unaddressed > 0)
             r_.meta["nsys.memory_processes"] =
@@ -492,8 +516,11 @@ private:
             auto [it, first] = stream_end.try_emplace({kernel.device, kernel.stream}, kernel.t_end);
             if (!first) {
                 if (kernel.t_start < it->second) {
+                    const int64_t duration = kernel.t_end - kernel.t_start;
+                    clamp_largest_ns_ = std::max(clamp_largest_ns_, it->second - kernel.t_start);
                     kernel.t_start = it->second;
                     kernel.t_end = std::max(kernel.t_end, kernel.t_start);
+                    clamp_lost_ns_ += duration - (kernel.t_end - kernel.t_start);
                     ++clamped_;
                 }
                 it->second = std::max(it->second, kernel.t_end);
@@ -545,11 +572,14 @@ private:
                 r_.meta["nsys.nvtx_rows_not_ranges"] = std::to_string(skipped.i64(0)) +
                                                        " (domain, category and thread names: not markers)";
         }
+        // A range (not a mark: 34, 65) whose end is NULL was never ended while nsys recorded.
+        const std::string unended = c.count("eventType") ? "(eventType NOT IN (34, 65))" : "0";
         std::string q = "SELECT start, " + col(c, "end", "NULL") + ", " + col(c, "text", "NULL") + ", " +
-                        col(c, "textId", "NULL") + ", rowid FROM NVTX_EVENTS WHERE 1" + only + " ORDER BY start, rowid";
+                        col(c, "textId", "NULL") + ", " + unended + ", rowid FROM NVTX_EVENTS WHERE 1" + only +
+                        " ORDER BY start, rowid";
         sql::Stmt s(db_.db, in_, q.c_str());
-        Cells cell{s, in_, "NVTX_EVENTS", 4};
-        int64_t markers = 0;
+        Cells cell{s, in_, "NVTX_EVENTS", 5};
+        int64_t markers = 0, open_ranges = 0;
         while (s.step()) {
             ++events_;
             Marker m;
@@ -558,8 +588,17 @@ private:
             m.name = w_.intern(text);
             m.t_start = rel(cell.get(0, "start", -kMaxTime, kMaxTime), "NVTX_EVENTS");
             m.t_end = s.is_null(1) ? m.t_start : rel(cell.interval(0, 1).second, "NVTX_EVENTS");
+            if (s.is_null(1) && s.i64(4) == 1 && open_ranges++ == 0) first_open_range_ = quoted_name(text);
             m.kind = MarkerKind::Range;
             w_.add(m);
+        }
+        if (open_ranges > 0) {
+            const std::string said = std::to_string(open_ranges) +
+                                     " NVTX ranges have no end (pushed or started and never ended while nsys "
+                                     "recorded; the first: '" +
+                                     first_open_range_ + "'): each is a marker of no length at its start";
+            r_.meta["nsys.nvtx_unended_ranges"] = said;
+            r_.warnings.push_back(said);
         }
     }
 
@@ -573,6 +612,15 @@ private:
         r_.meta["categories"] = "unknown";
         r_.meta["reconstructed_blocks"] = std::to_string(reconstructed_);
         r_.meta["nsys.kernel_starts_clamped"] = std::to_string(clamped_);
+        if (clamped_ > 0) {   // the kernel time is no longer the export's own sum of end - start: say so
+            const std::string said = std::to_string(clamped_) +
+                                     " kernels started before the previous kernel on their stream ended (by up to " +
+                                     std::to_string(clamp_largest_ns_) + " ns; " + std::to_string(clamp_lost_ns_) +
+                                     " ns of kernel time in all)";
+            r_.meta["nsys.kernel_clamp"] = said;
+            r_.warnings.push_back(
+                said + ": their starts were moved to that end, since a trace keeps one kernel at a time per stream");
+        }
         if (!graph_mode_.empty())
             r_.meta["nsys.cuda_graph_trace"] =
                 graph_mode_ + (graph_mode_ == "Graph"
@@ -602,6 +650,9 @@ private:
     std::unordered_map<int64_t, std::string> strings_;
     int64_t base_ = INT64_MAX;
     int64_t events_ = 0, allocations_ = 0, reconstructed_ = 0, clamped_ = 0, copies_ = 0;
+    int64_t clamp_largest_ns_ = 0, clamp_lost_ns_ = 0;
+    std::string first_open_range_;   // the first NVTX range without an end, for the warning   // the clamped starts'
+                                     // largest move, the kernel time taken off
 };
 
 }  // namespace
