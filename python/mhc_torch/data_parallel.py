@@ -75,6 +75,17 @@ def find(model: torch.nn.Module) -> tuple[list, list]:
     return ddps, shards
 
 
+def unsharded_storages(shards: list) -> list:
+    """The storages of the unsharded parameters of FSDP2's modules `shards` (find(model)[1]) that
+    have been gathered once (FSDP2 keeps one storage per parameter, resized to 0 between gathers)."""
+    out = []
+    for m in shards:
+        group = m._get_fsdp_state()._fsdp_param_group
+        for fp in group.fsdp_params if group is not None else ():
+            out.extend(t.untyped_storage() for t in getattr(fp, "all_gather_outputs", ()))
+    return out
+
+
 def _world(group) -> int:
     try:
         return int(group.size())
@@ -219,6 +230,23 @@ class _Fsdp2Capture:
 
         return module, name, original, owned
 
+    def wrap_outside_modules(self, cls, name: str):
+        """`cls.name` (FSDP2's unshard, copy-out, reshard and gradient reduction, which its hooks
+        run around a module's forward and backward) records its ops as outside every module: a
+        checkpoint of the module recomputes its forward, not FSDP2's hooks (mhc advise's
+        checkpoint region is the module's own kernels)."""
+        original = getattr(cls, name)
+        rec = self.rec
+
+        def outside(*args, **kwargs):
+            rec.active.append("")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                del rec.active[len(rec.active) - 1 - rec.active[::-1].index("")]
+
+        return cls, name, original, outside
+
     def meta(self) -> dict[str, str]:
         for a in self.rec.allocs:
             if a.id in self.comm_labels:
@@ -270,6 +298,8 @@ def following_fsdp2(model: torch.nn.Module, rec, fake):
     patches = [cap.wrap_collective(n) for n in _COLLECTIVES]
     patches += [cap.wrap_owner(_fsdp_param_group, "foreach_all_gather", _group_name),
                 cap.wrap_owner(_fsdp_param_group, "foreach_reduce", _group_name),
+                *(cap.wrap_outside_modules(_fsdp_param_group.FSDPParamGroup, n)
+                  for n in ("unshard", "wait_for_unshard", "reshard", "post_backward")),
                 (ShardingPropagator, "_propagate_tensor_meta_non_cached", propagate, propagate_unrecorded),
                 (_fsdp_param.FSDPParam, "alloc_all_gather_outputs", alloc, alloc_named)]
     for where, name, _, new in patches:

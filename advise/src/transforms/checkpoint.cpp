@@ -30,6 +30,23 @@ struct Run {
     int32_t pass = 0;   // Base::pass (a step with gradient accumulation has several)
 };
 
+// The parameter allocation a recomputed op reads before `trigger`: the recorded one, unless it was
+// freed by then. FSDP2 frees a group's unsharded parameters after its forward (reshard_after_forward)
+// and gathers them again before its backward into new allocations of the same name and size
+// (python/mhc_torch/data_parallel.py): the recomputation reads those.
+int32_t live_param(const Plan& p, int32_t x, int32_t trigger) {
+    const Alloc& a = p.allocs[static_cast<size_t>(x)];
+    const int64_t at = p.key(Point{trigger, false});
+    if (a.category != trace::Category::Param || p.key(a.freed) > at) return x;
+    for (size_t y = 0; y < p.allocs.size(); ++y) {
+        const Alloc& c = p.allocs[y];
+        if (c.category == trace::Category::Param && c.label == a.label && c.bytes == a.bytes && c.device == a.device &&
+            !c.removed && p.key(c.made) <= at && p.key(c.freed) > at)
+            return static_cast<int32_t>(y);
+    }
+    return x;
+}
+
 class Checkpoint final : public Transform {
 public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
@@ -177,7 +194,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
                 copy_of[x] = p.add_alloc(c);
             }
             auto it = copy_of.find(x);
-            int32_t use = it == copy_of.end() ? x : it->second;
+            int32_t use = it == copy_of.end() ? live_param(p, x, trigger) : it->second;
             acc.push_back({use, a.mode});
             if (it != copy_of.end()) last_use[use] = id;
         }
