@@ -225,13 +225,13 @@ def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     assert v.returncode == 0, v.stderr
     doc = json.loads(v.stdout)
     assert "FSDP2 (world 4" in doc["data_parallel"]
-    (row,) = doc["answers"]
+    (row,) = doc["rows"]
     assert row["verify"]["peak_bytes"] == row["peak_bytes"] and row["verify"]["reserved_bytes"] == row["reserved_bytes"]
 
 
 def test_advise_refuses_fsdp2_with_cpu_offload(tmp_path, mhc_exe):
-    r, out = _capture(tmp_path, FSDP2.replace("fully_shard(m, mesh=MESH)", "fully_shard(m, mesh=MESH, offload_policy="
-                                              "__import__('torch').distributed.fsdp.CPUOffloadPolicy())"), "offload")
+    r, out = _capture(tmp_path, FSDP2.replace("reshard_after_forward=True", "reshard_after_forward=True, offload_policy="
+                                              "__import__('torch').distributed.fsdp.CPUOffloadPolicy(pin_memory=False)"), "offload")
     if r.returncode != 0:
         pytest.skip(f"FSDP2 with CPUOffloadPolicy does not run in a capture: {r.stderr.strip().splitlines()[-1]}")
     f = subprocess.run([mhc_exe, "advise", str(out), "--capacity", "1GiB"], capture_output=True, text=True)
