@@ -63,12 +63,31 @@ def tracker_peaks(mod, small):
     return out, total
 
 
-def capture_peaks(path, modules):
+def capture_peaks(path, modules, root):
     db = sqlite3.connect(path)
     rows = db.execute(
-        "SELECT p.name, COALESCE(m.text, ''), k.t_start FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+        "SELECT k.id, p.name, COALESCE(m.text, ''), k.t_start, n.text FROM kernels k JOIN kernel_info i ON i.kernel = k.id "
+        "JOIN strings n ON n.id = k.name "
         "JOIN phases p ON p.id = i.phase LEFT JOIN modules mo ON mo.id = i.module "
         "LEFT JOIN strings m ON m.id = mo.name WHERE k.step = 1 ORDER BY k.id").fetchall()
+    # FSDP2's own kernels are recorded outside every module; the tracker counts them in the module
+    # whose hooks run them: a reduction (after a group's backward) in the group it reduces, named
+    # by the buffer it touches ("FSDP2 reduce-scatter input (blocks.0)"); an all-gather, its
+    # copy-in and copy-out in the module that runs next (a group's pre-forward and pre-backward
+    # hooks gather it and, in the backward, prefetch the next group's).
+    reduced = {}
+    for kid, label in db.execute("SELECT x.kernel, s.text FROM accesses x JOIN allocations a ON a.id = x.allocation "
+                                 "JOIN strings s ON s.id = a.label WHERE s.text LIKE 'FSDP2 reduce-scatter input%'"):
+        group = label[label.index("(") + 1:-1] if label.endswith(")") else ""
+        reduced[kid] = f"{root}.{group}" if group else root
+    following = ""
+    credited = []
+    for kid, phase, module, t, name in reversed(rows):
+        if module:
+            following = module
+        fsdp = not module and name.startswith(("fsdp::", "c10d::"))
+        credited.append((phase, module or (reduced.get(kid, following) if fsdp else ""), t))
+    rows = credited[::-1]
     allocs = db.execute("SELECT a.bytes, a.t_alloc, a.t_free FROM allocations a JOIN strings s ON s.id = a.label "
                         "WHERE a.device = 0 AND s.text NOT LIKE 'cuBLAS workspace%'").fetchall()
     db.close()
@@ -93,7 +112,7 @@ def main():
     a = ap.parse_args()
     mod = _load(a.model)
     tracked, tracked_total = tracker_peaks(mod, a.small)
-    captured, captured_total = capture_peaks(a.trace, tracked)
+    captured, captured_total = capture_peaks(a.trace, tracked, next(iter(tracked)).split(".")[0])
     print(f"{'module':<28}{'fwd tracker':>14}{'fwd capture':>14}{'bwd tracker':>14}{'bwd capture':>14}")
     for fqn, (f, b) in tracked.items():
         cf, cb = captured[fqn]
