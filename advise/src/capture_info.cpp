@@ -172,11 +172,13 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
         };
         if (info.data_parallel != "fsdp2") throw refuse("under DDP as well is not modelled");
         if (info.data_parallel_detail.find("cpu_offload true") != std::string::npos)
-            throw refuse("with CPUOffloadPolicy is not modelled: the capture does not follow the parameters, "
-                         "gradients and optimizer step FSDP2 keeps on the host; capture it without offload_policy");
+            throw refuse(
+                "with CPUOffloadPolicy is not modelled: the capture does not follow the parameters, "
+                "gradients and optimizer step FSDP2 keeps on the host; capture it without offload_policy");
         if (trace_data.meta_or("capture.collectives", "").empty())
-            throw refuse("was captured before the capture followed FSDP2's all-gathers and reduce-scatters: its "
-                         "trace holds every parameter unsharded; capture the step again with mhc-torch capture");
+            throw refuse(
+                "was captured before the capture followed FSDP2's all-gathers and reduce-scatters: its "
+                "trace holds every parameter unsharded; capture the step again with mhc-torch capture");
     }
 }
 

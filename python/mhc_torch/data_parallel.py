@@ -124,7 +124,7 @@ def prepare(model: torch.nn.Module, rec) -> dict[str, str]:
     if shards:
         reshard = set()
         offload = False
-        world = 0
+        world = replicas = 0
         for m in shards:
             st = m._get_fsdp_state()
             pg = st._fsdp_param_group
@@ -132,6 +132,11 @@ def prepare(model: torch.nn.Module, rec) -> dict[str, str]:
                 reshard.add("false" if pg.post_forward_mesh_info is None else "true")
                 offload = offload or type(pg.offload_policy).__name__ == "CPUOffloadPolicy"
                 world = max(world, _world(pg.mesh_info.shard_process_group))
+                replicate = getattr(pg.mesh_info, "replicate_process_group", None)   # HSDP
+                if replicate is not None:
+                    replicas = max(replicas, _world(replicate))
+        if replicas:
+            world = f"{world * replicas} (shard {world} x replicate {replicas})"
         meta["capture.data_parallel"] = "fsdp2" if not ddps else "ddp+fsdp2"
         meta["capture.fsdp2"] = (f"world {world}, modules {len(shards)}, reshard_after_forward "
                                  f"{'/'.join(sorted(reshard)) or 'none'}, cpu_offload {str(offload).lower()}")

@@ -201,6 +201,19 @@ def test_fsdp2_capture_is_a_ranks_memory(tmp_path, reshard):
     assert opt == 64 * 64 * 4
 
 
+def test_fsdp2_unsharded_parameters_are_not_offloaded(tmp_path):
+    """FSDP2 swaps a group's unsharded parameters into its module only when its forward begins, so
+    they are not among the model's parameters when the offload's forward starts: blocks.1's
+    weights (2 x 64 KiB) were copied to the host too. What a sync offload of both blocks keeps on
+    the host is their saved activations: each block's input (8,192 B), Linear(64, 256) output and
+    GELU output (32,768 B each)."""
+    setting = {"offload": {"mode": "sync", "modules": ["FSDPNet.blocks.0", "FSDPNet.blocks.1"]}}
+    r, out = _capture(tmp_path, FSDP2, "fsdp2", "--setting", json.dumps(setting))
+    assert r.returncode == 0, r.stderr
+    meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
+    assert int(meta["capture.host_peak_bytes"]) == 2 * (8192 + 32768 + 32768)
+
+
 def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     r, ddp = _capture(tmp_path, DDP.replace("AS_VIEW", "False"), "ddp")
     assert r.returncode == 0, r.stderr
