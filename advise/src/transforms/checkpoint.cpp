@@ -34,17 +34,18 @@ struct Run {
 // freed by then. FSDP2 frees a group's unsharded parameters after its forward (reshard_after_forward)
 // and gathers them again before its backward into new allocations of the same name and size
 // (python/mhc_torch/data_parallel.py): the recomputation reads those.
-int32_t live_param(const Plan& p, int32_t x, int32_t trigger) {
-    const Alloc& a = p.allocs[static_cast<size_t>(x)];
-    const int64_t at = p.key(Point{trigger, false});
-    if (a.category != trace::Category::Param || p.key(a.freed) > at) return x;
-    for (size_t y = 0; y < p.allocs.size(); ++y) {
-        const Alloc& c = p.allocs[y];
-        if (c.category == trace::Category::Param && c.label == a.label && c.bytes == a.bytes && c.device == a.device &&
-            !c.removed && p.key(c.made) <= at && p.key(c.freed) > at)
-            return static_cast<int32_t>(y);
+int32_t live_param(const Plan& plan, int32_t alloc, int32_t trigger) {
+    const Alloc& read = plan.allocs[static_cast<size_t>(alloc)];
+    const int64_t at = plan.key(Point{trigger, false});
+    if (read.category != trace::Category::Param || plan.key(read.freed) > at) return alloc;
+    for (size_t other = 0; other < plan.allocs.size(); ++other) {
+        const Alloc& gathered = plan.allocs[other];
+        if (gathered.category == trace::Category::Param && gathered.label == read.label &&
+            gathered.bytes == read.bytes && gathered.device == read.device && !gathered.removed &&
+            plan.key(gathered.made) <= at && plan.key(gathered.freed) > at)
+            return static_cast<int32_t>(other);
     }
-    return x;
+    return alloc;
 }
 
 class Checkpoint final : public Transform {
