@@ -1,7 +1,8 @@
 """Data-parallel wrappers in a capture (docs/advise.md "Data parallelism"): DDP on a process group
-of fake ranks runs and its gradient bucket is in the trace; FSDP2 is recorded as such, so that
-`mhc advise` says what it does not model instead of answering from a trace that is not a rank's
-memory. Each capture runs in a process of its own (a process group is global state)."""
+of fake ranks runs and its gradient bucket is in the trace; FSDP2's trace is one rank's memory
+(shards, unsharded parameters between FSDP2's resizes, its collectives as kernels), which `mhc
+advise` searches and verifies. Each capture runs in a process of its own (a process group is
+global state)."""
 import json
 import os
 import sqlite3
@@ -114,26 +115,6 @@ def test_ddp_on_fake_ranks_is_captured_with_its_bucket(tmp_path, as_view):
         assert most >= PARAM_BYTES
 
 
-def test_fsdp2_is_recorded_as_such(tmp_path):
-    """FSDP2's parameters are recorded as a rank's shards (the DTensor wrapper's storage has the
-    global shape: it counted four times the bytes), and its unsharded parameters, freed with
-    untyped_storage().resize_(0) after each block's forward and backward and made again with
-    resize_(size), as allocations that end and begin there (they were one allocation alive from
-    the first all-gather to the end)."""
-    r, out = _capture(tmp_path, FSDP2, "fsdp2")
-    assert r.returncode == 0, r.stderr
-    meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
-    assert meta["capture.data_parallel"] == "fsdp2"
-    assert meta["capture.fsdp2"] == "world 4, modules 3, reshard_after_forward true, cpu_offload false"
-    a = mhc_torch.read_table(str(out), "allocations")
-    assert a[(a.category_name == "param") & ~a.label.str.endswith("(unsharded)")].bytes.sum() == PARAM_BYTES // 4
-    # blocks.0's unsharded weight of Linear(64, 256): 64 KiB, gathered for the forward and again
-    # for the backward in each of the two steps, each time freed again: 2 blocks x 2 weights x 4
-    grown = a[a.label.str.endswith(".weight (unsharded)")]
-    assert list(grown.bytes) == [64 * 256 * 4] * 16 and grown.t_free.notna().all()
-    assert (grown.category_name == "param").all()
-
-
 def _kernels(path):
     """Per kernel of the trace: (id, name, step, phase name, module name, live device bytes at its
     start: allocations made at or before it, less those freed at or before it)."""
@@ -169,6 +150,21 @@ def test_fsdp2_capture_is_a_ranks_memory(tmp_path, reshard):
     r, out = _capture(tmp_path, FSDP2.replace("reshard_after_forward=True", f"reshard_after_forward={reshard}"),
                       "fsdp2")
     assert r.returncode == 0, r.stderr
+    meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
+    assert meta["capture.data_parallel"] == "fsdp2"
+    assert meta["capture.fsdp2"] == (f"world 4, modules 3, reshard_after_forward {str(reshard).lower()}, "
+                                     "cpu_offload false")
+    # the parameters are a rank's shards (a DTensor's own storage has the global shape: it
+    # counted 4 times the bytes)
+    a = mhc_torch.read_table(str(out), "allocations")
+    assert a[(a.category_name == "param") & ~a.label.str.endswith("(unsharded)")].bytes.sum() == SHARDS
+    # each weight's unsharded memory (64 KiB) is an allocation per gather, freed with
+    # untyped_storage().resize_(0) after the forward (when resharding) and after the backward, and
+    # made again with resize_(size): 2 blocks x 2 weights x 2 steps x 2 gathers a step (1 without
+    # resharding after the forward); it was one allocation from the first gather to the end
+    grown = a[a.label.str.endswith(".weight (unsharded)")]
+    assert list(grown.bytes) == [64 * 256 * 4] * (16 if reshard else 8) and grown.t_free.notna().all()
+    assert (grown.category_name == "param").all()
     acts = 32768 + 32768 + 8192
     expected = SHARDS + 2 * SHARDS + 8 * 4 + 8192 + CUBLAS + acts + GROUP + GROUP + acts + (0 if reshard else GROUP)
     ks = _kernels(str(out))
