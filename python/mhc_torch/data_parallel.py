@@ -297,8 +297,9 @@ def following_fsdp2(model: torch.nn.Module, rec, fake):
 
     def alloc_named(self):
         alloc(self)
+        frozen = "" if self.sharded_param.requires_grad else ", frozen"
         for t in self.all_gather_outputs:
-            rec.set_category(t, store.PARAM, f"{self._param_fqn} (unsharded)")
+            rec.set_category(t, store.PARAM, f"{self._param_fqn} (unsharded{frozen})")
 
     patches = [cap.wrap_collective(n) for n in _COLLECTIVES]
     patches += [cap.wrap_owner(_fsdp_param_group, "foreach_all_gather", _group_name),
