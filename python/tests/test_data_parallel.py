@@ -222,7 +222,7 @@ def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     h = subprocess.run([mhc_exe, "advise", str(ddp), "--setting", '{"optimizer": {"state": "host"}}'],
                        capture_output=True, text=True)
     assert h.returncode == 2 and len(h.stderr.strip().splitlines()) == 1 and "DDP" in h.stderr, h.stderr
-    r, fsdp = _capture(tmp_path, FSDP2, "fsdp2")
+    r, fsdp = _capture(tmp_path, FSDP2, "fsdp2", "--autocast", "bf16")
     assert r.returncode == 0, r.stderr
     h = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", '{"optimizer": {"state": "host"}}'],
                        capture_output=True, text=True)
@@ -236,6 +236,29 @@ def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     assert "FSDP2 (world 4" in doc["data_parallel"]
     (row,) = doc["rows"]
     assert row["verify"]["peak_bytes"] == row["peak_bytes"] and row["verify"]["reserved_bytes"] == row["reserved_bytes"]
+    # Under autocast the checkpointed block's bf16 copies of its unsharded weights are autocast's
+    # cache: they live to the end of the forward, in the prediction as in the capture (they were
+    # taken as freed at their last use: the gradients of FSDP2's parameters are its reduce-scatter
+    # buffer, not "<name>.grad", so the weights were taken as frozen): the forward's live bytes at
+    # each kernel of the second step, predicted and captured
+    setting = {"checkpoint": {"modules": ["FSDPNet.blocks.0"]}}
+    predicted = tmp_path / "predicted.db"
+    p = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", json.dumps(setting), "--trace-out", str(predicted)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    r, captured = _capture(tmp_path, FSDP2, "fsdp2_checkpointed", "--autocast", "bf16", "--setting", json.dumps(setting))
+    assert r.returncode == 0, r.stderr
+
+    def forward(path):   # live bytes at the kernels of the second step before its backward's seed
+        db = sqlite3.connect(str(path))
+        ks = db.execute("SELECT n.text, k.t_start FROM kernels k JOIN strings n ON n.id = k.name "
+                        "WHERE k.step = 1 ORDER BY k.t_start").fetchall()
+        allocs = db.execute("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = 0").fetchall()
+        db.close()
+        ks = ks[:[name for name, _ in ks].index("aten::ones_like")]
+        return [sum(b for b, ta, tf in allocs if ta <= t and (tf is None or tf > t)) for _, t in ks]
+
+    assert forward(predicted) == forward(captured)
 
 
 def test_advise_refuses_fsdp2_with_cpu_offload(tmp_path, mhc_exe):
