@@ -158,17 +158,27 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     const bool file = model.size() > 3 && model.compare(model.size() - 3, 3, ".py") == 0;
     info.batch = file ? 0 : whole("capture.batch", 0);   // a model file makes its own batch
     info.micro_batches = std::max<int64_t>(1, whole("capture.micro_batches", 1));
-    // Data parallelism (python/mhc_torch/data_parallel.py). FSDP2 frees and re-allocates each
-    // parameter's unsharded memory by resizing one storage, which the capture does not follow: its
-    // trace holds every parameter unsharded from start to end, not what a rank holds.
+    // Data parallelism (python/mhc_torch/data_parallel.py): DDP with its gradient buckets, FSDP2 as
+    // one rank's memory (shards, unsharded parameters between FSDP2's resizes, the collectives'
+    // buffers, each collective a kernel). What is not modelled is refused in one line.
     info.data_parallel = trace_data.meta_or("capture.data_parallel", "");
     if (info.data_parallel == "ddp") {
         info.data_parallel_detail = trace_data.meta_or("capture.ddp", "");
     } else if (!info.data_parallel.empty()) {
-        throw Error(trace_data.path + ": FSDP2 (fully_shard: " + trace_data.meta_or("capture.fsdp2", "?") +
-                    ") is not modelled: the capture holds every parameter unsharded for the whole step, not a rank's "
-                    "shards and all-gathers (docs/advise.md, Data parallelism); capture the model without fully_shard "
-                    "to ask about one GPU");
+        info.data_parallel_detail = trace_data.meta_or("capture.fsdp2", "?");
+        auto refuse = [&](const std::string& why) {
+            return Error(trace_data.path + ": FSDP2 (fully_shard: " + info.data_parallel_detail + ") " + why +
+                         " (docs/advise.md, Data parallelism)");
+        };
+        if (info.data_parallel != "fsdp2") throw refuse("under DDP as well is not modelled");
+        if (info.data_parallel_detail.find("cpu_offload true") != std::string::npos)
+            throw refuse(
+                "with CPUOffloadPolicy is not modelled: the capture does not follow the parameters, "
+                "gradients and optimizer step FSDP2 keeps on the host; capture it without offload_policy");
+        if (trace_data.meta_or("capture.collectives", "").empty())
+            throw refuse(
+                "was captured before the capture followed FSDP2's all-gathers and reduce-scatters: its "
+                "trace holds every parameter unsharded; capture the step again with mhc-torch capture");
     }
 }
 
@@ -212,6 +222,11 @@ void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
 }  // namespace
 
 std::string data_parallel_note(const CaptureInfo& info) {
+    if (info.data_parallel == "fsdp2")
+        return "FSDP2 (" + info.data_parallel_detail +
+               "): one rank's step: its parameter shards, each group's unsharded parameters while FSDP2 holds "
+               "them, the all-gather and reduce-scatter buffers; not modelled: the collectives' time (each lasts a "
+               "launch), the host optimizer (CPUOffloadPolicy)";
     if (info.data_parallel != "ddp") return "";
     return "DDP (" + info.data_parallel_detail +
            "): one rank's step with its gradient bucket; not modelled: the all-reduce's time, the buckets' "

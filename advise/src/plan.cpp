@@ -180,8 +180,15 @@ void index_accesses(Base& b) {
     std::unordered_set<std::string> grads;
     for (size_t a = 0; a < m; ++a)
         if (t.allocations.category[a] == trace::Category::Grad) grads.insert(t.str(t.allocations.label[a]));
+    // FSDP2's unsharded parameters ("<name> (unsharded)"; "(unsharded, frozen)" without a gradient)
+    // have theirs reduce-scattered into one buffer per group (python/mhc_torch/data_parallel.py).
+    const std::string unsharded = " (unsharded)";
     auto trains = [&](int32_t param) {
-        return grads.empty() || grads.count(t.str(t.allocations.label[static_cast<size_t>(param)]) + ".grad") > 0;
+        const std::string& label = t.str(t.allocations.label[static_cast<size_t>(param)]);
+        if (label.size() > unsharded.size() &&
+            label.compare(label.size() - unsharded.size(), unsharded.size(), unsharded) == 0)
+            return true;
+        return grads.empty() || grads.count(label + ".grad") > 0;
     };
     for (size_t a = 0; a < m; ++a) {
         int32_t c = b.creator[a];

@@ -46,6 +46,11 @@ _SHAPE_ONLY_INPUT = {
 }
 
 
+# Ops whose schema does not mark the argument they write (no `Tensor(a!)`): FSDP2's copy-in writes
+# each rank's shard into its slice of the all-gather output and returns views of it.
+_UNANNOTATED_WRITES = {"fsdp::all_gather_copy_in": "all_gather_output"}
+
+
 class CaptureError(Exception):
     """The model cannot be captured: the message names the op and the reason (one line)."""
 
@@ -78,7 +83,9 @@ def _op(func) -> _Op:
     op = _OPS.get(func)
     if op is None:
         schema = func._schema
-        params = tuple((i, a.name, a.kwarg_only, a.alias_info is not None and a.alias_info.is_write)
+        unannotated = _UNANNOTATED_WRITES.get(schema.name)
+        params = tuple((i, a.name, a.kwarg_only,
+                        a.alias_info is not None and a.alias_info.is_write or a.name == unannotated)
                        for i, a in enumerate(schema.arguments))
         op = _OPS[func] = _Op(schema.name, params, any(p[3] for p in params), schema.name in _SHAPE_ONLY_INPUT,
                               schema.name in _ALLOCATE_ONLY, f"untracked input of {schema.name}")
@@ -174,6 +181,16 @@ class _RecordingFakeMode(FakeTensorMode):
         finally:
             self._depth -= 1
         return out
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Ops run here are not the model's (DTensor's sharding propagation runs an op once on
+        fake tensors of the global shape to learn its output's shape: data_parallel.py)."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
 
     @contextlib.contextmanager
     def recording_to(self, rec: "Recording"):
@@ -419,6 +436,29 @@ class Recording(SettingsRecording):
         self.accumulations.after_kernel(self, name, reads, new_outs, k)
         self.kernel_layer.append((self.layer_of(), self.phase))
         self.t = start + dur
+
+    def collective(self, name: str, reads, writes, where: str) -> store.Kernel:
+        """A collective of the process group (data_parallel.py: the fake group runs it in C++, no
+        op reaches the fake mode) as one kernel on the compute stream: it reads `reads` and writes
+        `writes` (read and written when also read: an all-reduce in place). Its time is a launch
+        (the link is not modelled); moved_bytes are the tensors' extents, as for any kernel."""
+        self._follow_autograd()
+        accesses: dict[int, int] = {}
+        moved = 0
+        for tensors, mode in ((reads, store.READ), (writes, store.WRITE)):
+            for t in tensors:
+                s = self.track(t, store.OTHER if mode == store.READ else None, f"untracked input of {name}")
+                if s is not None:
+                    accesses[s.alloc.id] = accesses.get(s.alloc.id, 0) | mode
+                moved += t.numel() * t.element_size()
+        start = self.t
+        dur = max(1, int(round(self.spec.launch_overhead_s * 1e9)))
+        k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur, step=self.step,
+                         accesses=accesses, phase=self.phase_code(), flops=0, moved_bytes=moved, module=where)
+        self.kernels.append(k)
+        self.kernel_layer.append((self.layer_of(), self.phase))
+        self.t = start + dur
+        return k
 
     def in_backward_formula(self) -> bool:
         """A backward formula runs now (the engine, without grad mode: not a checkpoint's
@@ -929,7 +969,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         attention = _attention_as_on_gpu() if torch.device(device).type == "cpu" else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), attention, holds:
+                _collector_at_step_ends(), attention, holds, data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"
                 t0 = rec.t
@@ -940,6 +980,8 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                 rec.markers.append(store.Marker("step", t0, rec.t, store.MARKER_STEP, s))
                 step_times.append(rec.t - t0)
         rec.phase = "end"
+        if fsdp2 is not None:
+            facts.update(fsdp2.meta())
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
         facts.update(rec.unpack_meta())
         modules = rec.module_records(model)

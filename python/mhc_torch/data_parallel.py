@@ -17,10 +17,38 @@ The gradient buckets themselves (one flat buffer per bucket, `bucket_cap_mb`; th
 views of them with `gradient_as_bucket_view=True`, else a second copy) are made by the reducer
 when DDP is built, before the capture follows storages: the capture counts each from the start of
 the capture (setup), when the hook first sees it.
+
+FSDP2 (fully_shard) on the same fake group is one rank's memory (`following_fsdp2`):
+- its parameters are the rank's shards (capturing.py counts a DTensor's local tensor, not the
+  wrapper's global-shape storage);
+- FSDP2 frees a parameter's unsharded memory with `untyped_storage().resize_(0)` after a group's
+  forward (reshard_after_forward) and backward, and makes it again with `resize_(size)` before the
+  copy-out of the next all-gather (`free_storage`, `alloc_storage` in
+  torch/distributed/fsdp/_fully_shard/_fsdp_param.py): capturing.py follows the resizes; here the
+  unsharded storages are named (category param, "<fqn> (unsharded)") when FSDP2 allocates them;
+- the fake group runs its collectives in C++ without dispatching an op: each all-gather,
+  reduce-scatter and all-reduce FSDP2 issues (`dist.all_gather_single`, `dist.reduce_scatter_single`,
+  `dist.all_reduce`) is recorded here as a kernel of its own (`c10d::_allgather_base_`, ...) that
+  reads its input and writes its output, so that its buffers are used when a GPU uses them
+  (category comm: the all-gather output of W x the group's padded shards, the reduce-scatter input
+  of the group's padded unsharded gradients and its output of one shard each);
+- DTensor's sharding propagation runs each op once more on fake tensors of the global shape to
+  learn its output's shape (`ShardingPropagator._propagate_tensor_meta_non_cached`): those ops are
+  not the rank's and are left out (they made the optimizer's first step allocate global-shape
+  temporaries).
+What FSDP2 keeps alive (the all-gather result until the next all-gather's copy-in, the reduce-scatter
+states until the end of the backward) it keeps by Python references, which the capture follows as
+for any storage.
 """
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+
 import torch
+
+from . import store
 
 
 def _ddp_class():
@@ -45,6 +73,17 @@ def find(model: torch.nn.Module) -> tuple[list, list]:
     ddps = [m for m in model.modules() if ddp is not None and isinstance(m, ddp)]
     shards = [m for m in model.modules() if fsdp is not None and isinstance(m, fsdp)]
     return ddps, shards
+
+
+def unsharded_storages(shards: list) -> list:
+    """The storages of the unsharded parameters of FSDP2's modules `shards` (find(model)[1]) that
+    have been gathered once (FSDP2 keeps one storage per parameter, resized to 0 between gathers)."""
+    out = []
+    for m in shards:
+        group = m._get_fsdp_state()._fsdp_param_group
+        for fp in group.fsdp_params if group is not None else ():
+            out.extend(t.untyped_storage() for t in getattr(fp, "all_gather_outputs", ()))
+    return out
 
 
 def _world(group) -> int:
@@ -85,7 +124,7 @@ def prepare(model: torch.nn.Module, rec) -> dict[str, str]:
     if shards:
         reshard = set()
         offload = False
-        world = 0
+        world = replicas = 0
         for m in shards:
             st = m._get_fsdp_state()
             pg = st._fsdp_param_group
@@ -93,6 +132,11 @@ def prepare(model: torch.nn.Module, rec) -> dict[str, str]:
                 reshard.add("false" if pg.post_forward_mesh_info is None else "true")
                 offload = offload or type(pg.offload_policy).__name__ == "CPUOffloadPolicy"
                 world = max(world, _world(pg.mesh_info.shard_process_group))
+                replicate = getattr(pg.mesh_info, "replicate_process_group", None)   # HSDP
+                if replicate is not None:
+                    replicas = max(replicas, _world(replicate))
+        if replicas:
+            world = f"{world * replicas} (shard {world} x replicate {replicas})"
         meta["capture.data_parallel"] = "fsdp2" if not ddps else "ddp+fsdp2"
         meta["capture.fsdp2"] = (f"world {world}, modules {len(shards)}, reshard_after_forward "
                                  f"{'/'.join(sorted(reshard)) or 'none'}, cpu_offload {str(offload).lower()}")
@@ -107,3 +151,167 @@ def _averaged_in_place(state, bucket):
     fut = torch.futures.Future()
     fut.set_result(buf.div_(world))
     return fut
+
+
+# The collectives FSDP2 calls through torch.distributed, the c10d op each becomes on a GPU, and the
+# positions of (output, input) in their arguments (all_reduce: one tensor, read and written).
+_COLLECTIVES = {"all_gather_single": ("c10d::_allgather_base_", ("output_tensor", "input_tensor")),
+                "reduce_scatter_single": ("c10d::_reduce_scatter_base_", ("output", "input")),
+                "all_reduce": ("c10d::allreduce_", ("tensor",))}
+
+
+def _argument(args, kwargs, position: int, name: str):
+    return args[position] if position < len(args) else kwargs.get(name)
+
+
+class _Fsdp2Capture:
+    """What the capture follows of FSDP2 while it records (the module's note)."""
+
+    def __init__(self, rec, fake):
+        self.rec, self.fake = rec, fake
+        self.owner = ""            # the FSDP module whose collectives run now ("blocks.0")
+        self.done: list[tuple[str, int, int]] = []   # (op, group size, bytes on the wire per rank)
+        self.comm_labels: dict[int, tuple[int, str]] = {}   # allocation id -> (category, label), set at the end
+
+    def _record(self, op: str, world: int, output: torch.Tensor, input_: torch.Tensor | None) -> None:
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        if not isinstance(output, FakeTensor) or self.fake.recording is None:
+            return
+        rec = self.rec
+        out_bytes = output.numel() * output.element_size()
+        if input_ is None:   # an all-reduce in place
+            rec.collective(op, [output], [output], rec.module_of())
+            wire = 2 * out_bytes * (world - 1) // max(world, 1)
+        else:
+            rec.collective(op, [input_], [output], rec.module_of())
+            in_bytes = input_.numel() * input_.element_size()
+            wire = max(out_bytes, in_bytes) * (world - 1) // max(world, 1)
+        self.done.append((op, world, wire))
+        owner = f" ({self.owner})" if self.owner else ""
+        if op == "c10d::_allgather_base_":
+            self._name(output, store.COMM, f"FSDP2 all-gather output{owner}")
+        elif op == "c10d::_reduce_scatter_base_":
+            self._name(input_, store.COMM, f"FSDP2 reduce-scatter input{owner}")
+            self._name(output, store.GRAD, f"FSDP2 reduce-scatter output: sharded gradients{owner}")
+
+    def _name(self, t: torch.Tensor, category: int, label: str) -> None:
+        s = self.rec.storages.get(id(t.untyped_storage()))
+        if s is not None:
+            self.comm_labels[s.alloc.id] = (category, label)
+            s.alloc.category, s.alloc.label, s.phase = category, label, "fixed"
+
+    def wrap_collective(self, name: str):
+        import torch.distributed as dist
+
+        op, params = _COLLECTIVES[name]
+        original = getattr(dist, name)
+
+        def collective(*args, **kwargs):
+            tensors = [_argument(args, kwargs, i, p) for i, p in enumerate(params)]
+            group = kwargs.get("group")
+            if group is None:
+                group = args[len(params) + (1 if name != "all_gather_single" else 0)] \
+                    if len(args) > len(params) + (1 if name != "all_gather_single" else 0) else None
+            out = original(*args, **kwargs)
+            world = _world(group) if group is not None else dist.get_world_size()
+            self._record(op, world, tensors[0], tensors[1] if len(tensors) > 1 else None)
+            return out
+
+        collective.__wrapped__ = original
+        return dist, name, original, collective
+
+    def wrap_owner(self, module, name: str, key):
+        """`module.name(fsdp_params, ...)` runs with `self.owner` set to the group's module."""
+        original = getattr(module, name)
+
+        def owned(*args, **kwargs):
+            before = self.owner
+            self.owner = key(args[0])
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.owner = before
+
+        return module, name, original, owned
+
+    def wrap_outside_modules(self, cls, name: str):
+        """`cls.name` (FSDP2's unshard, copy-out, reshard and gradient reduction, which its hooks
+        run around a module's forward and backward) records its ops as outside every module: a
+        checkpoint of the module recomputes its forward, not FSDP2's hooks (mhc advise's
+        checkpoint region is the module's own kernels)."""
+        original = getattr(cls, name)
+        rec = self.rec
+
+        def outside(*args, **kwargs):
+            rec.active.append("")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                del rec.active[len(rec.active) - 1 - rec.active[::-1].index("")]
+
+        return cls, name, original, outside
+
+    def meta(self) -> dict[str, str]:
+        for a in self.rec.allocs:
+            if a.id in self.comm_labels:
+                a.category, a.label = self.comm_labels[a.id]
+        by_op: dict[str, list[int]] = {}
+        for op, _, wire in self.done:
+            n = by_op.setdefault(op, [0, 0])
+            n[0] += 1
+            n[1] += wire
+        return {"capture.collectives": json.dumps({op: {"count": n, "wire_bytes": b} for op, (n, b) in
+                                                   sorted(by_op.items())}, sort_keys=True)}
+
+
+def _group_name(fsdp_params) -> str:
+    """The module of an FSDP parameter group, from its parameters' names ("blocks.0")."""
+    names = [getattr(p, "_param_fqn", None) or "" for p in fsdp_params]
+    parts = [n.split(".")[:-1] for n in names if n]
+    if not parts:
+        return ""
+    common = os.path.commonprefix(parts)
+    return ".".join(common)
+
+
+@contextlib.contextmanager
+def following_fsdp2(model: torch.nn.Module, rec, fake):
+    """While the capture records: FSDP2's collectives as kernels, its unsharded parameters named,
+    DTensor's sharding propagation left out (the module's note). Does nothing for a model without
+    fully_shard. Yields the object whose meta() says which collectives ran."""
+    if not find(model)[1]:
+        yield None
+        return
+    from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+
+    cap = _Fsdp2Capture(rec, fake)
+    propagate = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def propagate_unrecorded(self, op_schema):
+        with fake.paused():
+            return propagate(self, op_schema)
+
+    alloc = _fsdp_param.FSDPParam.alloc_all_gather_outputs
+
+    def alloc_named(self):
+        alloc(self)
+        frozen = "" if self.sharded_param.requires_grad else ", frozen"
+        for t in self.all_gather_outputs:
+            rec.set_category(t, store.PARAM, f"{self._param_fqn} (unsharded{frozen})")
+
+    patches = [cap.wrap_collective(n) for n in _COLLECTIVES]
+    patches += [cap.wrap_owner(_fsdp_param_group, "foreach_all_gather", _group_name),
+                cap.wrap_owner(_fsdp_param_group, "foreach_reduce", _group_name),
+                *(cap.wrap_outside_modules(_fsdp_param_group.FSDPParamGroup, n)
+                  for n in ("unshard", "wait_for_unshard", "reshard", "post_backward")),
+                (ShardingPropagator, "_propagate_tensor_meta_non_cached", propagate, propagate_unrecorded),
+                (_fsdp_param.FSDPParam, "alloc_all_gather_outputs", alloc, alloc_named)]
+    for where, name, _, new in patches:
+        setattr(where, name, new)
+    try:
+        yield cap
+    finally:
+        for where, name, old, _ in patches:
+            setattr(where, name, old)

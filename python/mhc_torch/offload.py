@@ -89,6 +89,7 @@ class SavedTensorOffload:
         self._count = 0
         self._in_backward = True  # the next save starts a forward
         self._copy_stream = None
+        self._fsdp2: list = []
 
     def hooks(self):
         return torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -103,11 +104,23 @@ class SavedTensorOffload:
         self._device = fixed[0].device if fixed else torch.device("cpu")
         self._fixed_refs = [t.untyped_storage() for t in fixed]  # held for this forward: ids stay theirs
         self._fixed = {id(st) for st in self._fixed_refs}
+        from .data_parallel import find
+
+        self._fsdp2 = find(model)[1] if model is not None else []   # FSDP2's modules (fully_shard)
 
     def _eligible(self, t: torch.Tensor) -> bool:
         st = t.untyped_storage()
         return (t.device == self._device and st.nbytes() >= self.min_bytes and id(st) not in self._fixed
-                and st.nbytes() % t.element_size() == 0)
+                and st.nbytes() % t.element_size() == 0 and not self._unsharded_parameter(st))
+
+    def _unsharded_parameter(self, st) -> bool:
+        """FSDP2 swaps a group's unsharded parameters into the module before its forward (they are
+        not the model's parameters when the forward begins): a parameter all the same, not offloaded."""
+        if not self._fsdp2:
+            return False
+        from .data_parallel import unsharded_storages
+
+        return any(s._cdata == st._cdata for s in unsharded_storages(self._fsdp2))
 
     def _pack(self, t: torch.Tensor):
         placement.note_saved(t)

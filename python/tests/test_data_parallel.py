@@ -1,9 +1,11 @@
 """Data-parallel wrappers in a capture (docs/advise.md "Data parallelism"): DDP on a process group
-of fake ranks runs and its gradient bucket is in the trace; FSDP2 is recorded as such, so that
-`mhc advise` says what it does not model instead of answering from a trace that is not a rank's
-memory. Each capture runs in a process of its own (a process group is global state)."""
+of fake ranks runs and its gradient bucket is in the trace; FSDP2's trace is one rank's memory
+(shards, unsharded parameters between FSDP2's resizes, its collectives as kernels), which `mhc
+advise` searches and verifies. Each capture runs in a process of its own (a process group is
+global state)."""
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -59,19 +61,23 @@ MESH = init_device_mesh("cpu", (4,))
 def build_model():
     m = Net()
     for b in m.blocks:
-        fully_shard(b, mesh=MESH)
+        fully_shard(b, mesh=MESH, reshard_after_forward=RESHARD)
     fully_shard(m, mesh=MESH)
     return m
-"""
+""".replace("RESHARD", "True")
 
 PARAM_BYTES = 2 * (64 * 256 + 256 + 256 * 64 + 64) * 4   # two blocks of fp32 Linear(64, 256), Linear(256, 64)
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=os.path.abspath(PY) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def _capture(tmp_path, text, name, *extra):
     model = tmp_path / f"{name}.py"
     model.write_text(textwrap.dedent(text))
     out = tmp_path / f"{name}.db"
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(PY) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = _env()
     r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(model), "-o", str(out),
                         "--autocast", "none", "--steps", "2", *extra],
                        capture_output=True, text=True, env=env, timeout=600)
@@ -109,28 +115,102 @@ def test_ddp_on_fake_ranks_is_captured_with_its_bucket(tmp_path, as_view):
         assert most >= PARAM_BYTES
 
 
-def test_fsdp2_is_recorded_as_such(tmp_path):
-    """FSDP2's parameters are recorded as a rank's shards (the DTensor wrapper's storage has the
-    global shape: it counted four times the bytes), and its unsharded parameters, freed with
-    untyped_storage().resize_(0) after each block's forward and backward and made again with
-    resize_(size), as allocations that end and begin there (they were one allocation alive from
-    the first all-gather to the end)."""
-    r, out = _capture(tmp_path, FSDP2, "fsdp2")
+def _kernels(path):
+    """Per kernel of the trace: (id, name, step, phase name, module name, live device bytes at its
+    start: allocations made at or before it, less those freed at or before it)."""
+    db = sqlite3.connect(path)
+    rows = db.execute(
+        "SELECT k.id, n.text, k.step, p.name, COALESCE(m.text, ''), k.t_start FROM kernels k "
+        "JOIN strings n ON n.id = k.name JOIN kernel_info i ON i.kernel = k.id JOIN phases p ON p.id = i.phase "
+        "LEFT JOIN modules mo ON mo.id = i.module LEFT JOIN strings m ON m.id = mo.name ORDER BY k.id").fetchall()
+    allocs = db.execute("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = 0").fetchall()
+    db.close()
+    return [(kid, name, step, phase, module,
+             sum(b for b, ta, tf in allocs if ta <= t and (tf is None or tf > t))) for kid, name, step, phase, module, t in rows]
+
+
+SHARDS = PARAM_BYTES // 4            # 66,176 B: a rank's quarter of every parameter (no padding: every dim-0 divides by 4)
+GROUP = PARAM_BYTES // 2             # 132,352 B: one block's parameters unsharded, = its all-gather output (4 x its shards)
+CUBLAS = 2 * 32 * 2**20              # the capture's cuBLAS workspaces on an H100 (main and autograd threads, docs/torch.md)
+
+
+@pytest.mark.parametrize("reshard", [True, False])
+def test_fsdp2_capture_is_a_ranks_memory(tmp_path, reshard):
+    """One rank of 4, worked out by hand (fp32, no autocast, AdamW foreach, batch 32 x 64), at the
+    last kernel of blocks.1's forward in the second step (its second Linear):
+      shards 66,176 + AdamW's exp_avg and exp_avg_sq of the shards 132,352 + 8 step counters 32
+      + batch 8,192 + CUBLAS
+      + blocks.0's saved Linear(64, 256) output 32,768, GELU output 32,768, residual sum 8,192
+      + blocks.1's all-gather output 132,352 (FSDP2 keeps it until the next all-gather) and its
+        unsharded parameters 132,352
+      + blocks.1's Linear(64, 256) output 32,768, GELU output 32,768, Linear(256, 64) output 8,192
+    and, with reshard_after_forward=False, blocks.0's unsharded parameters too (132,352). Before
+    FSDP2's resizes were followed every parameter was unsharded for the whole step; before its
+    collectives were kernels no all-gather or reduce-scatter was in the trace."""
+    r, out = _capture(tmp_path, FSDP2.replace("reshard_after_forward=True", f"reshard_after_forward={reshard}"),
+                      "fsdp2")
     assert r.returncode == 0, r.stderr
     meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
     assert meta["capture.data_parallel"] == "fsdp2"
-    assert meta["capture.fsdp2"] == "world 4, modules 3, reshard_after_forward true, cpu_offload false"
+    assert meta["capture.fsdp2"] == (f"world 4, modules 3, reshard_after_forward {str(reshard).lower()}, "
+                                     "cpu_offload false")
+    # the parameters are a rank's shards (a DTensor's own storage has the global shape: it
+    # counted 4 times the bytes)
     a = mhc_torch.read_table(str(out), "allocations")
-    assert a[a.category_name == "param"].bytes.sum() == PARAM_BYTES // 4
-    # blocks.0's unsharded weight of Linear(64, 256): 64 KiB, gathered for the forward and again
-    # for the backward in each of the two steps, each time freed again
-    # for the first step's backward and both passes of the second (the first forward's are made
-    # with aten::empty): 2 blocks x 2 weights x 3 = 12, each freed again
-    grown = a[(a.label == "storage grown by untyped_storage().resize_") & (a.bytes == 64 * 256 * 4)]
-    assert len(grown) == 12 and grown.t_free.notna().all()
+    assert a[(a.category_name == "param") & ~a.label.str.endswith("(unsharded)")].bytes.sum() == SHARDS
+    # each weight's unsharded memory (64 KiB) is an allocation per gather, freed with
+    # untyped_storage().resize_(0) after the forward (when resharding) and after the backward, and
+    # made again with resize_(size): 2 blocks x 2 weights x 2 steps x 2 gathers a step (1 without
+    # resharding after the forward); it was one allocation from the first gather to the end
+    grown = a[a.label.str.endswith(".weight (unsharded)")]
+    assert list(grown.bytes) == [64 * 256 * 4] * (16 if reshard else 8) and grown.t_free.notna().all()
+    assert (grown.category_name == "param").all()
+    acts = 32768 + 32768 + 8192
+    expected = SHARDS + 2 * SHARDS + 8 * 4 + 8192 + CUBLAS + acts + GROUP + GROUP + acts + (0 if reshard else GROUP)
+    ks = _kernels(str(out))
+    block1 = [k for k in ks if k[2] == 1 and k[3] == "forward" and k[4].startswith("FSDPNet.blocks.1")]
+    assert block1[-1][1] == "aten::addmm"
+    assert max(k[5] for k in block1) == block1[-1][5] == expected
+    # the collectives of one step: an all-gather per block before its forward, again before its
+    # backward when it resharded after the forward; a reduce-scatter per block after its backward
+    step1 = [k[1] for k in ks if k[2] == 1]
+    assert step1.count("c10d::_allgather_base_") == (4 if reshard else 2)
+    assert step1.count("fsdp::all_gather_copy_in") == step1.count("c10d::_allgather_base_")
+    assert step1.count("c10d::_reduce_scatter_base_") == 2
+    db = sqlite3.connect(str(out))
+    touched = db.execute(
+        "SELECT n.text, a.bytes, c.name, x.mode FROM kernels k JOIN strings n ON n.id = k.name "
+        "JOIN accesses x ON x.kernel = k.id JOIN allocations a ON a.id = x.allocation "
+        "JOIN categories c ON c.id = a.category WHERE k.step = 1 AND n.text LIKE 'c10d::%'").fetchall()
+    # an all-gather reads its input (this rank's slice of the output) and writes the output:
+    # 4 x the block's shards; a reduce-scatter reads the block's unsharded gradients (4 x its
+    # shards) and writes this rank's shard of them (the sharded gradients)
+    assert set(touched) == {("c10d::_allgather_base_", GROUP, "comm", 3),
+                            ("c10d::_reduce_scatter_base_", GROUP, "comm", 1),
+                            ("c10d::_reduce_scatter_base_", GROUP // 4, "grad", 2)}
+    # DTensor's sharding propagation runs each op of the optimizer once more on global-shape fake
+    # tensors: left out, nothing the optimizer allocates is larger than a shard (16 KiB)
+    opt = db.execute("SELECT MAX(a.bytes) FROM allocations a JOIN kernels k ON k.t_start = a.t_alloc "
+                     "JOIN kernel_info i ON i.kernel = k.id JOIN phases p ON p.id = i.phase "
+                     "WHERE p.name = 'optimizer'").fetchone()[0]
+    db.close()
+    assert opt == 64 * 64 * 4
 
 
-def test_advise_says_what_it_models_of_ddp_and_refuses_fsdp2(tmp_path, mhc_exe):
+def test_fsdp2_unsharded_parameters_are_not_offloaded(tmp_path):
+    """FSDP2 swaps a group's unsharded parameters into its module only when its forward begins, so
+    they are not among the model's parameters when the offload's forward starts: blocks.1's
+    weights (2 x 64 KiB) were copied to the host too. What a sync offload of both blocks keeps on
+    the host is their saved activations: each block's input (8,192 B), Linear(64, 256) output and
+    GELU output (32,768 B each)."""
+    setting = {"offload": {"mode": "sync", "modules": ["FSDPNet.blocks.0", "FSDPNet.blocks.1"]}}
+    r, out = _capture(tmp_path, FSDP2, "fsdp2", "--setting", json.dumps(setting))
+    assert r.returncode == 0, r.stderr
+    meta = mhc_torch.read_table(str(out), "meta").set_index("key").value.to_dict()
+    assert int(meta["capture.host_peak_bytes"]) == 2 * (8192 + 32768 + 32768)
+
+
+def test_advise_says_what_it_models_of_ddp_and_fsdp2(tmp_path, mhc_exe):
     r, ddp = _capture(tmp_path, DDP.replace("AS_VIEW", "False"), "ddp")
     assert r.returncode == 0, r.stderr
     a = subprocess.run([mhc_exe, "advise", str(ddp), "--setting",
@@ -142,8 +222,50 @@ def test_advise_says_what_it_models_of_ddp_and_refuses_fsdp2(tmp_path, mhc_exe):
     h = subprocess.run([mhc_exe, "advise", str(ddp), "--setting", '{"optimizer": {"state": "host"}}'],
                        capture_output=True, text=True)
     assert h.returncode == 2 and len(h.stderr.strip().splitlines()) == 1 and "DDP" in h.stderr, h.stderr
-    r, fsdp = _capture(tmp_path, FSDP2, "fsdp2")
+    r, fsdp = _capture(tmp_path, FSDP2, "fsdp2", "--autocast", "bf16")
     assert r.returncode == 0, r.stderr
-    f = subprocess.run([mhc_exe, "advise", str(fsdp), "--capacity", "1GiB"], capture_output=True, text=True)
+    h = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", '{"optimizer": {"state": "host"}}'],
+                       capture_output=True, text=True)
+    assert h.returncode == 2 and len(h.stderr.strip().splitlines()) == 1 and "FSDP2" in h.stderr, h.stderr
+    # a block setting and the fused optimizer, predicted and captured again with the setting applied
+    setting = {"checkpoint": {"modules": ["FSDPNet.blocks.0"], "policy": "full"}, "optimizer": {"impl": "fused"}}
+    v = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", json.dumps(setting), "--verify", "--json"],
+                       capture_output=True, text=True, env=dict(_env(), MHC_TORCH=f"{sys.executable} -m mhc_torch.cli"))
+    assert v.returncode == 0, v.stderr
+    doc = json.loads(v.stdout)
+    assert "FSDP2 (world 4" in doc["data_parallel"]
+    (row,) = doc["rows"]
+    assert row["verify"]["peak_bytes"] == row["peak_bytes"] and row["verify"]["reserved_bytes"] == row["reserved_bytes"]
+    # Under autocast the checkpointed block's bf16 copies of its unsharded weights are autocast's
+    # cache: they live to the end of the forward, in the prediction as in the capture (they were
+    # taken as freed at their last use: the gradients of FSDP2's parameters are its reduce-scatter
+    # buffer, not "<name>.grad", so the weights were taken as frozen): the forward's live bytes at
+    # each kernel of the second step, predicted and captured
+    setting = {"checkpoint": {"modules": ["FSDPNet.blocks.0"]}}
+    predicted = tmp_path / "predicted.db"
+    p = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", json.dumps(setting), "--trace-out", str(predicted)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    r, captured = _capture(tmp_path, FSDP2, "fsdp2_checkpointed", "--autocast", "bf16", "--setting", json.dumps(setting))
+    assert r.returncode == 0, r.stderr
+
+    def forward(path):   # live bytes at the kernels of the second step before its backward's seed
+        db = sqlite3.connect(str(path))
+        ks = db.execute("SELECT n.text, k.t_start FROM kernels k JOIN strings n ON n.id = k.name "
+                        "WHERE k.step = 1 ORDER BY k.t_start").fetchall()
+        allocs = db.execute("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = 0").fetchall()
+        db.close()
+        ks = ks[:[name for name, _ in ks].index("aten::ones_like")]
+        return [sum(b for b, ta, tf in allocs if ta <= t and (tf is None or tf > t)) for _, t in ks]
+
+    assert forward(predicted) == forward(captured)
+
+
+def test_advise_refuses_fsdp2_with_cpu_offload(tmp_path, mhc_exe):
+    r, out = _capture(tmp_path, FSDP2.replace("reshard_after_forward=True", "reshard_after_forward=True, offload_policy="
+                                              "__import__('torch').distributed.fsdp.CPUOffloadPolicy(pin_memory=False)"), "offload")
+    if r.returncode != 0:
+        pytest.skip(f"FSDP2 with CPUOffloadPolicy does not run in a capture: {r.stderr.strip().splitlines()[-1]}")
+    f = subprocess.run([mhc_exe, "advise", str(out), "--capacity", "1GiB"], capture_output=True, text=True)
     assert f.returncode == 2, f.stdout
-    assert len(f.stderr.strip().splitlines()) == 1 and "FSDP2" in f.stderr, f.stderr
+    assert len(f.stderr.strip().splitlines()) == 1 and "CPUOffloadPolicy" in f.stderr, f.stderr

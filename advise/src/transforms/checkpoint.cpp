@@ -30,6 +30,24 @@ struct Run {
     int32_t pass = 0;   // Base::pass (a step with gradient accumulation has several)
 };
 
+// The parameter allocation a recomputed op reads before `trigger`: the recorded one, unless it was
+// freed by then. FSDP2 frees a group's unsharded parameters after its forward (reshard_after_forward)
+// and gathers them again before its backward into new allocations of the same name and size
+// (python/mhc_torch/data_parallel.py): the recomputation reads those.
+int32_t live_param(const Plan& plan, int32_t alloc, int32_t trigger) {
+    const Alloc& read = plan.allocs[static_cast<size_t>(alloc)];
+    const int64_t at = plan.key(Point{trigger, false});
+    if (read.category != trace::Category::Param || plan.key(read.freed) > at) return alloc;
+    for (size_t other = 0; other < plan.allocs.size(); ++other) {
+        const Alloc& gathered = plan.allocs[other];
+        if (gathered.category == trace::Category::Param && gathered.label == read.label &&
+            gathered.bytes == read.bytes && gathered.device == read.device && !gathered.removed &&
+            plan.key(gathered.made) <= at && plan.key(gathered.freed) > at)
+            return static_cast<int32_t>(other);
+    }
+    return alloc;
+}
+
 class Checkpoint final : public Transform {
 public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
@@ -177,7 +195,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
                 copy_of[x] = p.add_alloc(c);
             }
             auto it = copy_of.find(x);
-            int32_t use = it == copy_of.end() ? x : it->second;
+            int32_t use = it == copy_of.end() ? live_param(p, x, trigger) : it->second;
             acc.push_back({use, a.mode});
             if (it != copy_of.end()) last_use[use] = id;
         }

@@ -232,6 +232,11 @@ std::unique_ptr<Transform> make_host_optimizer(const Base& b) {
         throw Error(
             "setting: field 'optimizer.state': the step runs under DDP, whose all-reduce needs the gradients on "
             "the GPU; ZeRO-Offload replaces DDP (DeepSpeed's engine) and is not modelled from a DDP capture");
+    if (!b.info.data_parallel.empty())
+        throw Error(
+            "setting: field 'optimizer.state': the step runs under FSDP2, whose reduce-scatter leaves each "
+            "rank's gradient shards on the GPU; FSDP2's own CPUOffloadPolicy (parameters, gradients and the "
+            "optimizer step on the host) is not modelled");
     // The host model sends each gradient down once the backward has accumulated it and drops the
     // device copy; a step that reads the gradients on the device after the backward (clipping,
     // GradScaler's unscale) would read dropped memory (mhc_torch.apply clips on the host copies).

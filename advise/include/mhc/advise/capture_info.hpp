@@ -55,8 +55,9 @@ struct CaptureInfo {
     std::string optimizer_defaults;                  // its hyperparameters, a JSON object
     int64_t batch = 0, micro_batches = 1;            // the recipe's (batch 0: not known)
     // A data-parallel wrapper the capture found: "ddp" (DistributedDataParallel on fake ranks, its
-    // gradient buckets in the trace) with its parameters ("world 4, bucket_cap_mb 25, ..."); empty
-    // for none. A capture of FSDP2 is refused when loaded (not a rank's memory).
+    // gradient buckets in the trace) or "fsdp2" (fully_shard: one rank's shards, unsharded
+    // parameters and collectives) with its parameters ("world 4, bucket_cap_mb 25, ..."); empty
+    // for none. FSDP2 with CPUOffloadPolicy, or under DDP too, is refused when loaded.
     std::string data_parallel, data_parallel_detail;
 
     int32_t find_module(const std::string& name) const;   // -1 if the model has none so named
