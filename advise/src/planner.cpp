@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <functional>
 #include <map>
 
 #include "mhc/common/units.hpp"
@@ -17,6 +18,9 @@ namespace {
 
 constexpr int64_t kNone = INT64_MIN;
 constexpr int kChoices = static_cast<int>(BlockChoice::Count);
+// Rounds of the exact search from each global setting's start; each round improves strictly, so
+// it ends on its own long before this on every step measured (docs/advise.md "Search").
+constexpr int kRefineRounds = 64;
 
 // Where each live-bytes window sits: the block that owns it (-1: none), whether it is in a
 // forward, and (outside blocks) how many blocks are held then.
@@ -201,6 +205,106 @@ SeparableModel build_model(const BlockEffects& e, const Windows& w, const std::v
     return m;
 }
 
+// The ranking's order (docs/advise.md "Search", 5): fitting first, then faster, then the setting
+// that changes less (its compact JSON shorter), then the smaller reserved peak, then the JSON's
+// byte order.
+bool ranked_before(const Candidate& x, const Candidate& y) {
+    if (x.fits != y.fits) return x.fits;
+    if (x.prediction.step_time != y.prediction.step_time) return x.prediction.step_time < y.prediction.step_time;
+    const size_t jx = to_json(x.setting).size(), jy = to_json(y.setting).size();
+    if (jx != jy) return jx < jy;   // equally fast: the one that changes less
+    if (x.prediction.memory.reserved != y.prediction.memory.reserved)
+        return x.prediction.memory.reserved < y.prediction.memory.reserved;
+    return to_json(x.setting) < to_json(y.setting);   // a total order: the same answers whatever was tried first
+}
+
+// Of two candidates, the one the exact search moves towards: one that fits before one that does
+// not, of two that fit the ranking's first, of two that do not the smaller reserved peak, then the
+// smaller live peak, then the ranking's first.
+bool closer(const Candidate& x, const Candidate& y) {
+    if (!x.fits && !y.fits) {
+        if (x.prediction.memory.reserved != y.prediction.memory.reserved)
+            return x.prediction.memory.reserved < y.prediction.memory.reserved;
+        // the reserved peak moves in the allocator's segments: the live peak shows the way across a plateau
+        if (x.prediction.memory.peak != y.prediction.memory.peak)
+            return x.prediction.memory.peak < y.prediction.memory.peak;
+    }
+    return ranked_before(x, y);
+}
+
+// A combination: the global setting (by its index) and each block's choice.
+struct Combo {
+    size_t global;
+    std::vector<BlockChoice> per;
+};
+
+// The exact search (docs/advise.md "Search", 5): from the best combination the DP returned (or a
+// global setting alone), moves to the best of its neighbours (one block's choice changed, or the
+// global setting), each predicted exactly under each allocator setting, while that one is
+// better: faster and fitting once the combination fits (a neighbour whose step time is not below
+// the combination's is not predicted); before, fitting or closer.
+void refine(const Evaluator& ev, const std::vector<Setting>& globals, const BlockEffects& e, const PlannerOptions& o,
+            const std::vector<Combo>& starts, const std::function<Candidate(const Setting&)>& predict, Advice& a) {
+    const Base& b = ev.base();
+    const size_t nb = b.info.block_name.size();
+    auto value = [&](const Combo& p) {   // the point under its better allocator setting
+        Candidate best;
+        bool have = false;
+        for (const std::string& conf : o.allocator_confs) {
+            Setting s = combine(b, globals[p.global], p.per, o.offload);
+            s.allocator = conf;
+            Candidate c = predict(s);
+            if (!have || closer(c, best)) {
+                best = c;
+                have = true;
+            }
+        }
+        return best;
+    };
+    Combo cur = starts.front();
+    Candidate now = value(cur);
+    for (const Combo& p : starts) {
+        Candidate c = value(p);
+        if (closer(c, now)) {
+            cur = p;
+            now = c;
+        }
+    }
+    for (int round = 0; round < kRefineRounds; ++round) {
+        Combo next = cur;
+        Candidate got = now;
+        auto consider = [&](const Combo& p) {
+            if (now.fits) {   // only a faster one can be better: its time first (no allocator changes it)
+                const int64_t t = ev.quick(combine(b, globals[p.global], p.per, o.offload)).step_time;
+                ++a.evaluations;
+                if (t >= now.prediction.step_time) return;
+            }
+            Candidate c = value(p);
+            if (closer(c, got)) {
+                next = p;
+                got = c;
+            }
+        };
+        for (size_t k = 0; k < nb; ++k)
+            for (size_t c = 0; c < static_cast<size_t>(kChoices); ++c) {
+                if (static_cast<BlockChoice>(c) == cur.per[k] || e.delta[k][c].empty()) continue;
+                Combo p = cur;
+                p.per[k] = static_cast<BlockChoice>(c);
+                consider(p);
+            }
+        for (size_t h = 0; h < globals.size(); ++h)
+            if (h != cur.global) consider(Combo{h, cur.per});
+        ++a.refine_rounds;
+        // better only: faster when both fit (an equally fast neighbour earlier in the ranking is
+        // ranked anyway); before, fitting or closer
+        const bool better = now.fits ? got.fits && got.prediction.step_time < now.prediction.step_time
+                                     : got.fits || closer(got, now);
+        if (!better) break;
+        cur = next;
+        now = got;
+    }
+}
+
 }  // namespace
 
 Advice advise(const Evaluator& ev, const PlannerOptions& o) {
@@ -232,7 +336,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
                                                   {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
     std::map<std::string, Candidate> seen;
-    auto predict = [&](const Setting& s) -> Candidate {
+    std::function<Candidate(const Setting&)> predict = [&](const Setting& s) -> Candidate {
         std::string key = to_json(s);
         auto it = seen.find(key);
         if (it != seen.end()) return it->second;
@@ -246,7 +350,11 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
         seen[key] = c;
         return c;
     };
-    for (const Setting& g : globals) {
+    // every combination the DP returned, as (global, block choices): where the exact search starts
+    std::vector<Combo> dp_points;
+    for (size_t gi = 0; gi < globals.size(); ++gi) {
+        const Setting& g = globals[gi];
+        dp_points.push_back({gi, std::vector<BlockChoice>(nb, BlockChoice::Keep)});
         const SeparableModel model = build_model(e, w, ev.quick(g).live.window, nb);
         ++a.evaluations;
         // The caching allocator's rounding and fragmentation, as the global setting alone has them.
@@ -267,6 +375,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
                 if (!r.feasible) break;
                 std::vector<BlockChoice> per(nb);
                 for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(r.choice[k]);
+                dp_points.push_back({gi, per});
                 Candidate best;
                 bool have = false;
                 for (const std::string& conf : o.allocator_confs) {
@@ -283,14 +392,9 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
             }
         }
     }
+    refine(ev, globals, e, o, dp_points, predict, a);
     for (auto& [key, c] : seen) a.all.push_back(c);
-    std::sort(a.all.begin(), a.all.end(), [](const Candidate& x, const Candidate& y) {
-        if (x.fits != y.fits) return x.fits;
-        if (x.prediction.step_time != y.prediction.step_time) return x.prediction.step_time < y.prediction.step_time;
-        size_t jx = to_json(x.setting).size(), jy = to_json(y.setting).size();
-        if (jx != jy) return jx < jy;   // equally fast: the one that changes less
-        return x.prediction.memory.reserved < y.prediction.memory.reserved;
-    });
+    std::sort(a.all.begin(), a.all.end(), ranked_before);
     // The same block choices under two allocator settings count once (the first that fits).
     std::map<std::string, bool> shown;
     for (const Candidate& c : a.all) {

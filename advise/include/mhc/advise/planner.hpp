@@ -49,6 +49,7 @@ struct Advice {
     std::vector<Candidate> ranked;    // fitting (and within the budget), fastest first, at most top
     std::vector<Candidate> all;       // every distinct setting predicted, fastest first
     int64_t dp_runs = 0, evaluations = 0, max_states = 0;
+    int64_t refine_rounds = 0;   // rounds of the exact search over neighbouring combinations
     double seconds = 0;
 };
 
