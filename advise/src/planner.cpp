@@ -208,28 +208,28 @@ SeparableModel build_model(const BlockEffects& e, const Windows& w, const std::v
 // The ranking's order (docs/advise.md "Search", 5): fitting first, then faster, then the setting
 // that changes less (its compact JSON shorter), then the smaller reserved peak, then the JSON's
 // byte order.
-bool ranked_before(const Candidate& x, const Candidate& y) {
-    if (x.fits != y.fits) return x.fits;
-    if (x.prediction.step_time != y.prediction.step_time) return x.prediction.step_time < y.prediction.step_time;
-    const size_t jx = to_json(x.setting).size(), jy = to_json(y.setting).size();
-    if (jx != jy) return jx < jy;   // equally fast: the one that changes less
-    if (x.prediction.memory.reserved != y.prediction.memory.reserved)
-        return x.prediction.memory.reserved < y.prediction.memory.reserved;
-    return to_json(x.setting) < to_json(y.setting);   // a total order: the same answers whatever was tried first
+bool ranked_before(const Candidate& lhs, const Candidate& rhs) {
+    if (lhs.fits != rhs.fits) return lhs.fits;
+    if (lhs.prediction.step_time != rhs.prediction.step_time) return lhs.prediction.step_time < rhs.prediction.step_time;
+    const std::string jl = to_json(lhs.setting), jr = to_json(rhs.setting);
+    if (jl.size() != jr.size()) return jl.size() < jr.size();   // equally fast: the one that changes less
+    if (lhs.prediction.memory.reserved != rhs.prediction.memory.reserved)
+        return lhs.prediction.memory.reserved < rhs.prediction.memory.reserved;
+    return jl < jr;   // a total order: the same answers whatever was tried first
 }
 
 // Of two candidates, the one the exact search moves towards: one that fits before one that does
 // not, of two that fit the ranking's first, of two that do not the smaller reserved peak, then the
 // smaller live peak, then the ranking's first.
-bool closer(const Candidate& x, const Candidate& y) {
-    if (!x.fits && !y.fits) {
-        if (x.prediction.memory.reserved != y.prediction.memory.reserved)
-            return x.prediction.memory.reserved < y.prediction.memory.reserved;
+bool closer(const Candidate& lhs, const Candidate& rhs) {
+    if (!lhs.fits && !rhs.fits) {
+        if (lhs.prediction.memory.reserved != rhs.prediction.memory.reserved)
+            return lhs.prediction.memory.reserved < rhs.prediction.memory.reserved;
         // the reserved peak moves in the allocator's segments: the live peak shows the way across a plateau
-        if (x.prediction.memory.peak != y.prediction.memory.peak)
-            return x.prediction.memory.peak < y.prediction.memory.peak;
+        if (lhs.prediction.memory.peak != rhs.prediction.memory.peak)
+            return lhs.prediction.memory.peak < rhs.prediction.memory.peak;
     }
-    return ranked_before(x, y);
+    return ranked_before(lhs, rhs);
 }
 
 // A combination: the global setting (by its index) and each block's choice.
@@ -243,19 +243,20 @@ struct Combo {
 // global setting), each predicted exactly under each allocator setting, while that one is
 // better: faster and fitting once the combination fits (a neighbour whose step time is not below
 // the combination's is not predicted); before, fitting or closer.
-void refine(const Evaluator& ev, const std::vector<Setting>& globals, const BlockEffects& e, const PlannerOptions& o,
-            const std::vector<Combo>& starts, const std::function<Candidate(const Setting&)>& predict, Advice& a) {
-    const Base& b = ev.base();
-    const size_t nb = b.info.block_name.size();
-    auto value = [&](const Combo& p) {   // the point under its better allocator setting
+void refine(const Evaluator& ev, const std::vector<Setting>& globals, const BlockEffects& effects,
+            const PlannerOptions& opts, const std::vector<Combo>& starts,
+            const std::function<Candidate(const Setting&)>& predict, Advice& advice) {
+    const Base& base = ev.base();
+    const size_t nb = base.info.block_name.size();
+    auto value = [&](const Combo& combo) {   // the combination under its better allocator setting
         Candidate best;
         bool have = false;
-        for (const std::string& conf : o.allocator_confs) {
-            Setting s = combine(b, globals[p.global], p.per, o.offload);
-            s.allocator = conf;
-            Candidate c = predict(s);
-            if (!have || closer(c, best)) {
-                best = c;
+        for (const std::string& conf : opts.allocator_confs) {
+            Setting setting = combine(base, globals[combo.global], combo.per, opts.offload);
+            setting.allocator = conf;
+            Candidate cand = predict(setting);
+            if (!have || closer(cand, best)) {
+                best = cand;
                 have = true;
             }
         }
@@ -263,38 +264,38 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
     };
     Combo cur = starts.front();
     Candidate now = value(cur);
-    for (const Combo& p : starts) {
-        Candidate c = value(p);
-        if (closer(c, now)) {
-            cur = p;
-            now = c;
+    for (const Combo& start : starts) {
+        Candidate cand = value(start);
+        if (closer(cand, now)) {
+            cur = start;
+            now = cand;
         }
     }
     for (int round = 0; round < kRefineRounds; ++round) {
         Combo next = cur;
         Candidate got = now;
-        auto consider = [&](const Combo& p) {
+        auto consider = [&](const Combo& combo) {
             if (now.fits) {   // only a faster one can be better: its time first (no allocator changes it)
-                const int64_t t = ev.quick(combine(b, globals[p.global], p.per, o.offload)).step_time;
-                ++a.evaluations;
-                if (t >= now.prediction.step_time) return;
+                const int64_t time = ev.quick(combine(base, globals[combo.global], combo.per, opts.offload)).step_time;
+                ++advice.evaluations;
+                if (time >= now.prediction.step_time) return;
             }
-            Candidate c = value(p);
-            if (closer(c, got)) {
-                next = p;
-                got = c;
+            Candidate cand = value(combo);
+            if (closer(cand, got)) {
+                next = combo;
+                got = cand;
             }
         };
         for (size_t k = 0; k < nb; ++k)
             for (size_t c = 0; c < static_cast<size_t>(kChoices); ++c) {
-                if (static_cast<BlockChoice>(c) == cur.per[k] || e.delta[k][c].empty()) continue;
-                Combo p = cur;
-                p.per[k] = static_cast<BlockChoice>(c);
-                consider(p);
+                if (static_cast<BlockChoice>(c) == cur.per[k] || effects.delta[k][c].empty()) continue;
+                Combo changed = cur;
+                changed.per[k] = static_cast<BlockChoice>(c);
+                consider(changed);
             }
         for (size_t h = 0; h < globals.size(); ++h)
             if (h != cur.global) consider(Combo{h, cur.per});
-        ++a.refine_rounds;
+        ++advice.refine_rounds;
         // better only: faster when both fit (an equally fast neighbour earlier in the ranking is
         // ranked anyway); before, fitting or closer
         const bool better = now.fits ? got.fits && got.prediction.step_time < now.prediction.step_time
@@ -336,29 +337,29 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
                                                   {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
     std::map<std::string, Candidate> seen;
-    std::function<Candidate(const Setting&)> predict = [&](const Setting& s) -> Candidate {
-        std::string key = to_json(s);
+    std::function<Candidate(const Setting&)> predict = [&](const Setting& setting) -> Candidate {
+        std::string key = to_json(setting);
         auto it = seen.find(key);
         if (it != seen.end()) return it->second;
-        Candidate c;
-        c.setting = s;
-        c.prediction = ev.predict(s);
+        Candidate cand;
+        cand.setting = setting;
+        cand.prediction = ev.predict(setting);
         ++a.evaluations;
-        c.loss = a.baseline.step_time > 0 ? static_cast<double>(c.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
-        c.fits = c.prediction.memory.reserved <= o.capacity;
-        c.within_budget = o.budget < 0 || c.loss <= o.budget + 1e-12;
-        seen[key] = c;
-        return c;
+        cand.loss = a.baseline.step_time > 0 ? static_cast<double>(cand.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
+        cand.fits = cand.prediction.memory.reserved <= o.capacity;
+        cand.within_budget = o.budget < 0 || cand.loss <= o.budget + 1e-12;
+        seen[key] = cand;
+        return cand;
     };
     // every combination the DP returned, as (global, block choices): where the exact search starts
     std::vector<Combo> dp_points;
     for (size_t gi = 0; gi < globals.size(); ++gi) {
-        const Setting& g = globals[gi];
+        const Setting& global = globals[gi];
         dp_points.push_back({gi, std::vector<BlockChoice>(nb, BlockChoice::Keep)});
-        const SeparableModel model = build_model(e, w, ev.quick(g).live.window, nb);
+        const SeparableModel model = build_model(e, w, ev.quick(global).live.window, nb);
         ++a.evaluations;
         // The caching allocator's rounding and fragmentation, as the global setting alone has them.
-        const Prediction pg = predict(g).prediction;
+        const Prediction pg = predict(global).prediction;
         const int64_t base_margin = std::max<int64_t>(0, pg.memory.reserved - pg.memory.peak);
         for (const auto& fam : families) {
             int64_t margin = base_margin;
@@ -379,7 +380,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
                 Candidate best;
                 bool have = false;
                 for (const std::string& conf : o.allocator_confs) {
-                    Setting s = combine(b, g, per, o.offload);
+                    Setting s = combine(b, global, per, o.offload);
                     s.allocator = conf;
                     Candidate c = predict(s);
                     c.blocks = per;
