@@ -232,6 +232,24 @@ bool closer(const Candidate& lhs, const Candidate& rhs) {
     return ranked_before(lhs, rhs);
 }
 
+// The setting as its answer reads (docs/advise.md "Search", 6): each module list replaced by how
+// many of its modules are in each stack (the name less its last component), the allocator cleared.
+std::string reads_as(const Setting& setting) {
+    auto counts = [](const std::vector<std::string>& modules) {
+        std::map<std::string, int> per_stack;
+        for (const std::string& name : modules)
+            ++per_stack[name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.'))];
+        std::vector<std::string> out;
+        for (const auto& [stack, count] : per_stack) out.push_back(stack + " x" + std::to_string(count));
+        return out;
+    };
+    Setting key = setting;
+    key.allocator.clear();
+    for (CheckpointGroup& group : key.checkpoint) group.modules = counts(group.modules);
+    if (key.offload && key.offload->modules) key.offload->modules = counts(*key.offload->modules);
+    return to_json(key);
+}
+
 // A combination: the global setting (by its index) and each block's choice.
 struct Combo {
     size_t global;
@@ -396,15 +414,15 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     refine(ev, globals, e, o, dp_points, predict, a);
     for (auto& [key, c] : seen) a.all.push_back(c);
     std::sort(a.all.begin(), a.all.end(), ranked_before);
-    // The same block choices under two allocator settings count once (the first that fits).
+    // Settings that read the same count once (the first that fits): the same choices on as many
+    // blocks of each stack, the same global settings, whatever the allocator.
     std::map<std::string, bool> shown;
-    for (const Candidate& c : a.all) {
-        if (!c.fits || !c.within_budget || static_cast<int>(a.ranked.size()) >= o.top) continue;
-        Setting key = c.setting;
-        key.allocator.clear();
-        if (shown[to_json(key)]) continue;
-        shown[to_json(key)] = true;
-        a.ranked.push_back(c);
+    for (const Candidate& cand : a.all) {
+        if (!cand.fits || !cand.within_budget || static_cast<int>(a.ranked.size()) >= o.top) continue;
+        const std::string key = reads_as(cand.setting);
+        if (shown[key]) continue;
+        shown[key] = true;
+        a.ranked.push_back(cand);
     }
     a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return a;

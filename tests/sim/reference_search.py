@@ -319,6 +319,24 @@ def combine(names, global_setting, choice):
     return s
 
 
+def reads_as(setting):
+    """The setting as its answer reads: the same choices on as many blocks of each stack (a module's
+    name less its last component), the same global settings, the allocator aside."""
+    def counts(mods):
+        per = {}
+        for m in mods:
+            stack = m.rpartition(".")[0]
+            per[stack] = per.get(stack, 0) + 1
+        return sorted(per.items())
+    s = {k: v for k, v in setting.items() if k != "allocator"}
+    ck = s.get("checkpoint")
+    if ck is not None:
+        s["checkpoint"] = [dict(g, modules=counts(g["modules"])) for g in (ck if isinstance(ck, list) else [ck])]
+    if s.get("offload") and s["offload"].get("modules") is not None:
+        s["offload"] = dict(s["offload"], modules=counts(s["offload"]["modules"]))
+    return setting_json(s)
+
+
 def rank_key(c):
     """The ranking's order: fitting first, faster, the shorter setting, the smaller reserved peak,
     the setting's JSON in byte order."""
@@ -467,7 +485,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
     for c in every:
         if not c["fits"] or not c["within"] or len(ranked) >= top:
             continue
-        key = setting_json({k: v for k, v in c["setting"].items() if k != "allocator"})
+        key = reads_as(c["setting"])
         if key in shown:
             continue
         shown.add(key)
