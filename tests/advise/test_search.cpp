@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <random>
+#include <set>
 
+#include "mhc/advise/code.hpp"
 #include "mhc/advise/dp.hpp"
 #include "mhc/advise/planner.hpp"
 #include "mhc/common/error.hpp"
@@ -258,5 +260,26 @@ TEST_CASE("the planner's first answer is the fastest fitting combination on capt
             CHECK(advice.ranked[0].prediction.memory.reserved <= cap);
             CHECK(advice.ranked[0].prediction.step_time == best);
         }
+    }
+}
+
+TEST_CASE("answers that read the same are ranked once", "[advise][dp]") {
+    // The exact search predicts combinations that differ only in which blocks carry a choice:
+    // on the GradScaler step at 81,788,928 bytes, checkpointing block 0 and checkpointing block 2
+    // (+ fused AdamW) are equally fast, and both were printed as "checkpoint 1 of 3 blocks + fused
+    // AdamW" (rows 2 and 3). One of them is printed; the third row is another answer.
+    auto data = mhc::trace::load_checked_trace(std::string(MHC_SOURCE_DIR) + "/tests/data/advise/scaler.db");
+    Base base = make_base(data);
+    Evaluator ev(base, mhc::sim::link_from_spec("pcie5"));
+    PlannerOptions opts;
+    opts.capacity = 81788928;
+    Advice advice = advise(ev, opts);
+    REQUIRE(advice.ranked.size() == 3);
+    std::set<std::string> reads;
+    for (const Candidate& cand : advice.ranked) {
+        Setting setting = cand.setting;
+        setting.allocator.clear();
+        INFO(to_json(cand.setting));
+        CHECK(reads.insert(describe(setting, base.info)).second);
     }
 }
