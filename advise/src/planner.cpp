@@ -240,6 +240,7 @@ std::string reads_as(const Setting& setting) {
         for (const std::string& name : modules)
             ++per_stack[name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.'))];
         std::vector<std::string> out;
+        out.reserve(per_stack.size());
         for (const auto& [stack, count] : per_stack) out.push_back(stack + " x" + std::to_string(count));
         return out;
     };
@@ -398,13 +399,16 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
                 Candidate best;
                 bool have = false;
                 for (const std::string& conf : o.allocator_confs) {
-                    Setting s = combine(b, global, per, o.offload);
-                    s.allocator = conf;
-                    Candidate c = predict(s);
-                    c.blocks = per;
-                    c.model_peak = r.peak;
-                    seen[to_json(s)] = c;
-                    if (!have || c.prediction.memory.reserved < best.prediction.memory.reserved) { best = c; have = true; }
+                    Setting setting = combine(b, global, per, o.offload);
+                    setting.allocator = conf;
+                    Candidate cand = predict(setting);
+                    cand.blocks = per;
+                    cand.model_peak = r.peak;
+                    seen[to_json(setting)] = cand;
+                    if (!have || cand.prediction.memory.reserved < best.prediction.memory.reserved) {
+                        best = cand;
+                        have = true;
+                    }
                 }
                 if (best.fits) break;
                 margin += best.prediction.memory.reserved - o.capacity + (16 << 20);
