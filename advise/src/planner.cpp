@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <functional>
 #include <map>
 
 #include "mhc/common/units.hpp"
@@ -17,6 +18,9 @@ namespace {
 
 constexpr int64_t kNone = INT64_MIN;
 constexpr int kChoices = static_cast<int>(BlockChoice::Count);
+// Rounds of the exact search from each global setting's start; each round improves strictly, so
+// it ends on its own long before this on every step measured (docs/advise.md "Search").
+constexpr int kRefineRounds = 64;
 
 // Where each live-bytes window sits: the block that owns it (-1: none), whether it is in a
 // forward, and (outside blocks) how many blocks are held then.
@@ -201,6 +205,126 @@ SeparableModel build_model(const BlockEffects& e, const Windows& w, const std::v
     return m;
 }
 
+// The ranking's order (docs/advise.md "Search", 5): fitting first, then faster, then the setting
+// that changes less (its compact JSON shorter), then the smaller reserved peak, then the JSON's
+// byte order.
+bool ranked_before(const Candidate& lhs, const Candidate& rhs) {
+    if (lhs.fits != rhs.fits) return lhs.fits;
+    if (lhs.prediction.step_time != rhs.prediction.step_time) return lhs.prediction.step_time < rhs.prediction.step_time;
+    const std::string jl = to_json(lhs.setting), jr = to_json(rhs.setting);
+    if (jl.size() != jr.size()) return jl.size() < jr.size();   // equally fast: the one that changes less
+    if (lhs.prediction.memory.reserved != rhs.prediction.memory.reserved)
+        return lhs.prediction.memory.reserved < rhs.prediction.memory.reserved;
+    return jl < jr;   // a total order: the same answers whatever was tried first
+}
+
+// Of two candidates, the one the exact search moves towards: one that fits before one that does
+// not, of two that fit the ranking's first, of two that do not the smaller reserved peak, then the
+// smaller live peak, then the ranking's first.
+bool closer(const Candidate& lhs, const Candidate& rhs) {
+    if (!lhs.fits && !rhs.fits) {
+        if (lhs.prediction.memory.reserved != rhs.prediction.memory.reserved)
+            return lhs.prediction.memory.reserved < rhs.prediction.memory.reserved;
+        // the reserved peak moves in the allocator's segments: the live peak shows the way across a plateau
+        if (lhs.prediction.memory.peak != rhs.prediction.memory.peak)
+            return lhs.prediction.memory.peak < rhs.prediction.memory.peak;
+    }
+    return ranked_before(lhs, rhs);
+}
+
+// The setting as its answer reads (docs/advise.md "Search", 6): each module list replaced by how
+// many of its modules are in each stack (the name less its last component), the allocator cleared.
+std::string reads_as(const Setting& setting) {
+    auto counts = [](const std::vector<std::string>& modules) {
+        std::map<std::string, int> per_stack;
+        for (const std::string& name : modules)
+            ++per_stack[name.substr(0, name.rfind('.') == std::string::npos ? 0 : name.rfind('.'))];
+        std::vector<std::string> out;
+        out.reserve(per_stack.size());
+        for (const auto& [stack, count] : per_stack) out.push_back(stack + " x" + std::to_string(count));
+        return out;
+    };
+    Setting key = setting;
+    key.allocator.clear();
+    for (CheckpointGroup& group : key.checkpoint) group.modules = counts(group.modules);
+    if (key.offload && key.offload->modules) key.offload->modules = counts(*key.offload->modules);
+    return to_json(key);
+}
+
+// A combination: the global setting (by its index) and each block's choice.
+struct Combo {
+    size_t global;
+    std::vector<BlockChoice> per;
+};
+
+// The exact search (docs/advise.md "Search", 5): from the best combination the DP returned (or a
+// global setting alone), moves to the best of its neighbours (one block's choice changed, or the
+// global setting), each predicted exactly under each allocator setting, while that one is
+// better: faster and fitting once the combination fits (a neighbour whose step time is not below
+// the combination's is not predicted); before, fitting or closer.
+void refine(const Evaluator& ev, const std::vector<Setting>& globals, const BlockEffects& effects,
+            const PlannerOptions& opts, const std::vector<Combo>& starts,
+            const std::function<Candidate(const Setting&)>& predict, Advice& advice) {
+    const Base& base = ev.base();
+    const size_t nb = base.info.block_name.size();
+    auto value = [&](const Combo& combo) {   // the combination under its better allocator setting
+        Candidate best;
+        bool have = false;
+        for (const std::string& conf : opts.allocator_confs) {
+            Setting setting = combine(base, globals[combo.global], combo.per, opts.offload);
+            setting.allocator = conf;
+            Candidate cand = predict(setting);
+            if (!have || closer(cand, best)) {
+                best = cand;
+                have = true;
+            }
+        }
+        return best;
+    };
+    Combo cur = starts.front();
+    Candidate now = value(cur);
+    for (const Combo& start : starts) {
+        Candidate cand = value(start);
+        if (closer(cand, now)) {
+            cur = start;
+            now = cand;
+        }
+    }
+    for (int round = 0; round < kRefineRounds; ++round) {
+        Combo next = cur;
+        Candidate got = now;
+        auto consider = [&](const Combo& combo) {
+            if (now.fits) {   // only a faster one can be better: its time first (no allocator changes it)
+                const int64_t time = ev.quick(combine(base, globals[combo.global], combo.per, opts.offload)).step_time;
+                ++advice.evaluations;
+                if (time >= now.prediction.step_time) return;
+            }
+            Candidate cand = value(combo);
+            if (closer(cand, got)) {
+                next = combo;
+                got = cand;
+            }
+        };
+        for (size_t k = 0; k < nb; ++k)
+            for (size_t c = 0; c < static_cast<size_t>(kChoices); ++c) {
+                if (static_cast<BlockChoice>(c) == cur.per[k] || effects.delta[k][c].empty()) continue;
+                Combo changed = cur;
+                changed.per[k] = static_cast<BlockChoice>(c);
+                consider(changed);
+            }
+        for (size_t h = 0; h < globals.size(); ++h)
+            if (h != cur.global) consider(Combo{h, cur.per});
+        ++advice.refine_rounds;
+        // better only: faster when both fit (an equally fast neighbour earlier in the ranking is
+        // ranked anyway); before, fitting or closer
+        const bool better = now.fits ? got.fits && got.prediction.step_time < now.prediction.step_time
+                                     : got.fits || closer(got, now);
+        if (!better) break;
+        cur = next;
+        now = got;
+    }
+}
+
 }  // namespace
 
 Advice advise(const Evaluator& ev, const PlannerOptions& o) {
@@ -232,25 +356,29 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
     std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
                                                   {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};
     std::map<std::string, Candidate> seen;
-    auto predict = [&](const Setting& s) -> Candidate {
-        std::string key = to_json(s);
+    std::function<Candidate(const Setting&)> predict = [&](const Setting& setting) -> Candidate {
+        std::string key = to_json(setting);
         auto it = seen.find(key);
         if (it != seen.end()) return it->second;
-        Candidate c;
-        c.setting = s;
-        c.prediction = ev.predict(s);
+        Candidate cand;
+        cand.setting = setting;
+        cand.prediction = ev.predict(setting);
         ++a.evaluations;
-        c.loss = a.baseline.step_time > 0 ? static_cast<double>(c.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
-        c.fits = c.prediction.memory.reserved <= o.capacity;
-        c.within_budget = o.budget < 0 || c.loss <= o.budget + 1e-12;
-        seen[key] = c;
-        return c;
+        cand.loss = a.baseline.step_time > 0 ? static_cast<double>(cand.prediction.step_time) / static_cast<double>(a.baseline.step_time) - 1 : 0;
+        cand.fits = cand.prediction.memory.reserved <= o.capacity;
+        cand.within_budget = o.budget < 0 || cand.loss <= o.budget + 1e-12;
+        seen[key] = cand;
+        return cand;
     };
-    for (const Setting& g : globals) {
-        const SeparableModel model = build_model(e, w, ev.quick(g).live.window, nb);
+    // every combination the DP returned, as (global, block choices): where the exact search starts
+    std::vector<Combo> dp_points;
+    for (size_t gi = 0; gi < globals.size(); ++gi) {
+        const Setting& global = globals[gi];
+        dp_points.push_back({gi, std::vector<BlockChoice>(nb, BlockChoice::Keep)});
+        const SeparableModel model = build_model(e, w, ev.quick(global).live.window, nb);
         ++a.evaluations;
         // The caching allocator's rounding and fragmentation, as the global setting alone has them.
-        const Prediction pg = predict(g).prediction;
+        const Prediction pg = predict(global).prediction;
         const int64_t base_margin = std::max<int64_t>(0, pg.memory.reserved - pg.memory.peak);
         for (const auto& fam : families) {
             int64_t margin = base_margin;
@@ -267,39 +395,38 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
                 if (!r.feasible) break;
                 std::vector<BlockChoice> per(nb);
                 for (size_t k = 0; k < nb; ++k) per[k] = static_cast<BlockChoice>(r.choice[k]);
+                dp_points.push_back({gi, per});
                 Candidate best;
                 bool have = false;
                 for (const std::string& conf : o.allocator_confs) {
-                    Setting s = combine(b, g, per, o.offload);
-                    s.allocator = conf;
-                    Candidate c = predict(s);
-                    c.blocks = per;
-                    c.model_peak = r.peak;
-                    seen[to_json(s)] = c;
-                    if (!have || c.prediction.memory.reserved < best.prediction.memory.reserved) { best = c; have = true; }
+                    Setting setting = combine(b, global, per, o.offload);
+                    setting.allocator = conf;
+                    Candidate cand = predict(setting);
+                    cand.blocks = per;
+                    cand.model_peak = r.peak;
+                    seen[to_json(setting)] = cand;
+                    if (!have || cand.prediction.memory.reserved < best.prediction.memory.reserved) {
+                        best = cand;
+                        have = true;
+                    }
                 }
                 if (best.fits) break;
                 margin += best.prediction.memory.reserved - o.capacity + (16 << 20);
             }
         }
     }
+    refine(ev, globals, e, o, dp_points, predict, a);
     for (auto& [key, c] : seen) a.all.push_back(c);
-    std::sort(a.all.begin(), a.all.end(), [](const Candidate& x, const Candidate& y) {
-        if (x.fits != y.fits) return x.fits;
-        if (x.prediction.step_time != y.prediction.step_time) return x.prediction.step_time < y.prediction.step_time;
-        size_t jx = to_json(x.setting).size(), jy = to_json(y.setting).size();
-        if (jx != jy) return jx < jy;   // equally fast: the one that changes less
-        return x.prediction.memory.reserved < y.prediction.memory.reserved;
-    });
-    // The same block choices under two allocator settings count once (the first that fits).
+    std::sort(a.all.begin(), a.all.end(), ranked_before);
+    // Settings that read the same count once (the first that fits): the same choices on as many
+    // blocks of each stack, the same global settings, whatever the allocator.
     std::map<std::string, bool> shown;
-    for (const Candidate& c : a.all) {
-        if (!c.fits || !c.within_budget || static_cast<int>(a.ranked.size()) >= o.top) continue;
-        Setting key = c.setting;
-        key.allocator.clear();
-        if (shown[to_json(key)]) continue;
-        shown[to_json(key)] = true;
-        a.ranked.push_back(c);
+    for (const Candidate& cand : a.all) {
+        if (!cand.fits || !cand.within_budget || static_cast<int>(a.ranked.size()) >= o.top) continue;
+        const std::string key = reads_as(cand.setting);
+        if (shown[key]) continue;
+        shown[key] = true;
+        a.ranked.push_back(cand);
     }
     a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return a;

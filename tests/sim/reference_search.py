@@ -16,6 +16,7 @@ import reference_settings as ref
 QUANTUM = 1 << 20            # "sums compared in 1 MiB quanta"
 ROUNDS = 6                   # "at most 6 rounds"
 MARGIN_STEP = 16 << 20       # the margin grows by the excess and 16 MiB more
+REFINE_ROUNDS = 64           # "at most 64 rounds" of the exact search
 CHOICES = ["keep", "full", "save_matmuls", "mhc", "offload"]
 # the streamed offload a block choice turns on: torchtune's OffloadActivations defaults
 BLOCK_OFFLOAD = {"mode": "streamed", "min_bytes": 1024, "max_fwd_stash": 5, "prefetch": 2}
@@ -131,14 +132,33 @@ def cached(what, trace, setting, link, host_bw, cost, f):
     return _CACHE[key]
 
 
+_PLANS = {}   # the last few transformed steps, timed: a setting's quick look and both allocators share one
+
+
+def timed_plan(trace, cap, setting, link, host_bw, cost):
+    """The setting's transformed step (its allocator setting aside), timed on the link."""
+    key = (str(trace), setting_json({k: v for k, v in setting.items() if k != "allocator"}), repr(link), host_bw, cost)
+    if key not in _PLANS:
+        _cap, plan = ref.transform(trace, setting, host_bw, cost, cap)
+        plan.run(link)
+        if len(_PLANS) >= 4:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[key] = plan
+    return _PLANS[key]
+
+
+def predict_exactly(trace, cap, setting, link, host_bw, cost):
+    """reference_settings.predict, the transformed step shared between allocator settings."""
+    return timed_plan(trace, cap, setting, link, host_bw, cost).result(link, setting.get("allocator", ""))
+
+
 def quick(trace, cap, setting, link, host_bw, cost):
     return cached("quick", trace, setting, link, host_bw, cost, lambda: _quick(trace, cap, setting, link, host_bw, cost))
 
 
 def _quick(trace, cap, setting, link, host_bw, cost):
     """Live bytes per window and the step time of a setting (no caching allocator)."""
-    _cap, plan = ref.transform(trace, setting, host_bw, cost, cap)
-    plan.run(link)
+    plan = timed_plan(trace, cap, setting, link, host_bw, cost)
     ops = [op for op in plan.ops if op.kind != "removed"]
     step = (max(op.t1 for op in ops) - min(op.t0 for op in ops)) if ops else 0
     return windows(plan), step
@@ -299,6 +319,81 @@ def combine(names, global_setting, choice):
     return s
 
 
+def reads_as(setting):
+    """The setting as its answer reads: the same choices on as many blocks of each stack (a module's
+    name less its last component), the same global settings, the allocator aside."""
+    def counts(mods):
+        per = {}
+        for m in mods:
+            stack = m.rpartition(".")[0]
+            per[stack] = per.get(stack, 0) + 1
+        return sorted(per.items())
+    s = {k: v for k, v in setting.items() if k != "allocator"}
+    ck = s.get("checkpoint")
+    if ck is not None:
+        s["checkpoint"] = [dict(g, modules=counts(g["modules"])) for g in (ck if isinstance(ck, list) else [ck])]
+    if s.get("offload") and s["offload"].get("modules") is not None:
+        s["offload"] = dict(s["offload"], modules=counts(s["offload"]["modules"]))
+    return setting_json(s)
+
+
+def rank_key(c):
+    """The ranking's order: fitting first, faster, the shorter setting, the smaller reserved peak,
+    the setting's JSON in byte order."""
+    return (not c["fits"], c["time"], len(c["key"]), c["reserved"], c["key"].encode())
+
+
+def closer(x, y):
+    """Whether the exact search prefers x to y: of two that do not fit, the smaller reserved peak,
+    then the smaller live peak; otherwise (or on equal peaks) the ranking's order."""
+    if not x["fits"] and not y["fits"]:
+        if x["reserved"] != y["reserved"]:
+            return x["reserved"] < y["reserved"]
+        if x["peak"] != y["peak"]:
+            return x["peak"] < y["peak"]
+    return rank_key(x) < rank_key(y)
+
+
+def exact_search(starts, globals_, names, deltas, candidate, step_time):
+    """From the closest of the starts, moves to the closest neighbour (one block's choice changed,
+    in block then choice order, then the global setting changed), each under its closer allocator
+    setting, while it fits and is faster (once the combination fits: a neighbour whose step time
+    alone is not below the combination's is not predicted) or is closer (before)."""
+    def value(point):
+        gi, choice = point
+        best = None
+        for conf in ALLOCATORS:
+            s = combine(names, globals_[gi], list(choice))
+            if conf:
+                s["allocator"] = conf
+            c = candidate(s)
+            if best is None or closer(c, best):
+                best = c
+        return best
+
+    cur, now = starts[0], value(starts[0])
+    for p in starts:
+        c = value(p)
+        if closer(c, now):
+            cur, now = p, c
+    for _round in range(REFINE_ROUNDS):
+        nxt, got = cur, now
+        gi, choice = cur
+        neighbours = [(gi, choice[:k] + (c,) + choice[k + 1:]) for k in range(len(choice))
+                      for c in range(len(CHOICES)) if c != choice[k] and deltas[k].get(CHOICES[c]) is not None]
+        neighbours += [(h, choice) for h in range(len(globals_)) if h != gi]
+        for p in neighbours:
+            if now["fits"] and step_time(p) >= now["time"]:
+                continue   # only a faster one can be better: its time first (no allocator changes it)
+            c = value(p)
+            if closer(c, got):
+                nxt, got = p, c
+        better = (got["fits"] and got["time"] < now["time"]) if now["fits"] else (got["fits"] or closer(got, now))
+        if not better:
+            break
+        cur, now = nxt, got
+
+
 def grads_read_on_gpu(cap):
     try:
         ref.reads_gradients_between(cap)
@@ -314,7 +409,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
     nb = len(bids)
 
     def predict(s):
-        return cached("predict", trace, s, link, host_bw, cost, lambda: ref.predict(trace, s, link, host_bw, cost, cap))
+        return cached("predict", trace, s, link, host_bw, cost, lambda: predict_exactly(trace, cap, s, link, host_bw, cost))
 
     baseline = predict({})
     base_win, base_time = quick(trace, cap, {}, link, host_bw, cost)
@@ -354,7 +449,9 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
         return seen[key]
 
     dp_runs = 0
-    for g in globals_:
+    starts = []   # (global's index, block choices): the global settings alone and every DP answer
+    for gi, g in enumerate(globals_):
+        starts.append((gi, (0,) * nb))
         gw, _gt = quick(trace, cap, g, link, host_bw, cost)
         model = build_model(cls, gw, deltas, times, nb)
         pg = candidate(g)
@@ -369,6 +466,7 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                     continue
                 if choice is None:
                     break
+                starts.append((gi, tuple(choice)))
                 best = None
                 for conf in ALLOCATORS:
                     s = combine(names, g, choice)
@@ -380,12 +478,14 @@ def search(trace, capacity, budget=None, top=3, link=ref.LINKS["pcie5"], host_bw
                 if best["fits"]:
                     break
                 margin += best["reserved"] - capacity + MARGIN_STEP
-    every = sorted(seen.values(), key=lambda c: (not c["fits"], c["time"], len(c["key"]), c["reserved"]))
+    exact_search(starts, globals_, names, deltas, candidate,
+                 lambda p: quick(trace, cap, combine(names, globals_[p[0]], list(p[1])), link, host_bw, cost)[1])
+    every = sorted(seen.values(), key=rank_key)
     ranked, shown = [], set()
     for c in every:
         if not c["fits"] or not c["within"] or len(ranked) >= top:
             continue
-        key = setting_json({k: v for k, v in c["setting"].items() if k != "allocator"})
+        key = reads_as(c["setting"])
         if key in shown:
             continue
         shown.add(key)

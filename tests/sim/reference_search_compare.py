@@ -76,7 +76,8 @@ def compare(mhc, trace, capacity, budget):
 def capacities(trace):
     """From below the least reserved peak of a few settings (nothing fits) to the baseline's: the
     range where the search has something to choose, in STEPS steps."""
-    cap = ref.Captured(str(trace))
+    # the search's own capture and predictions (cached): the searches after this one reuse them
+    cap = rs.cached("capture", str(trace), {}, None, 0, 0, lambda: ref.Captured(str(trace)))
     names = [cap.modules[b]["name"] for b in rs.blocks(cap)]
     tries = [{}, {"allocator": "expandable_segments:True"}]
     if ref.optimizer_steps(cap) and not rs.grads_read_on_gpu(cap):
@@ -87,7 +88,8 @@ def capacities(trace):
     got = []
     for t in tries:
         try:
-            got.append(ref.predict(str(trace), t, cap=cap)["reserved_bytes"])
+            got.append(rs.cached("predict", str(trace), t, ref.LINKS["pcie5"], 100e9, 15000, lambda: rs.predict_exactly(
+                str(trace), cap, t, ref.LINKS["pcie5"], 100e9, 15000))["reserved_bytes"])
         except ValueError:
             pass
     lo, hi = min(got), max(got)

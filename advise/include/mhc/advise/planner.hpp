@@ -11,7 +11,9 @@
 // of block choices, the fastest combination whose live-bytes peak fits the capacity minus a
 // margin for the caching allocator. Every answer is then predicted exactly (the whole
 // transformed step through the simulator's caching allocator model); the margin grows until
-// the exact reserved peak fits.
+// the exact reserved peak fits. Then an exact search moves from the best answer to a better
+// neighbour (one block's choice or the global setting changed, predicted exactly) while there is
+// one: the first answer fits and no such neighbour of it is faster and fits.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -49,6 +51,7 @@ struct Advice {
     std::vector<Candidate> ranked;    // fitting (and within the budget), fastest first, at most top
     std::vector<Candidate> all;       // every distinct setting predicted, fastest first
     int64_t dp_runs = 0, evaluations = 0, max_states = 0;
+    int64_t refine_rounds = 0;   // rounds of the exact search over neighbouring combinations
     double seconds = 0;
 };
 
