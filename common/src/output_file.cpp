@@ -266,6 +266,15 @@ OutputFile::OutputFile(std::string path, IfExists if_exists)
             std::fprintf(stderr, "mhc: %s is a symbolic link to %s: the link is replaced by the new file; %s is left as it is\n",
                          path_.c_str(), link_target(path_).c_str(), link_target(path_).c_str());
     }
+    // A folder that is not there, said one way by every command (SQLite says "unable to open
+    // database file", a stream "No such file or directory").
+    const size_t slash = path_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+    struct stat ds {};
+    if (::stat(dir.c_str(), &ds) != 0 && errno == ENOENT)
+        throw Error(path_ + ": cannot write into " + dir + ": no such directory");
+    if (::stat(dir.c_str(), &ds) == 0 && !S_ISDIR(ds.st_mode))
+        throw Error(path_ + ": cannot write into " + dir + ": not a directory");
     remove_stale_temps(path_);
     temp_ = temp_name(path_, ::getpid());
     ::unlink(temp_.c_str());   // ours from an earlier object of this process, never another's
