@@ -233,7 +233,12 @@ void validate_options(const GeneratorConfig& cfg) {
 
 int run(const Options& o) {
     GeneratorConfig cfg = build(o);
-    const bool ranks = o.all_ranks || o.given("pp-stage") || o.given("dp-rank") || o.given("tp-rank");
+    const bool one_rank = o.given("pp-stage") || o.given("dp-rank") || o.given("tp-rank");
+    if (o.all_ranks && one_rank)   // --all-ranks wrote every rank, the one named left unsaid
+        throw mhc::Error(
+            "--all-ranks writes every rank; --pp-stage, --dp-rank and --tp-rank choose one: give one or the other",
+            mhc::Error::Kind::BadInput);
+    const bool ranks = o.all_ranks || one_rank;
     if (ranks) {
         cfg.multi_rank = true;
         cfg.pp_stage = o.pp_stage;

@@ -166,6 +166,30 @@ std::string empty_value(const CLI::App* sub) {
     return "";
 }
 
+// A flag and its negation both given (`--zero1 --no-zero1`): CLI11 keeps the last, so the
+// command would run with one of two contrary settings without a word. Read from the words
+// before any `--` (CLI11 keeps only the last result of a flag). "" when none is.
+std::string contrary_flags(const CLI::App* sub, const std::vector<std::string>& words) {
+    std::vector<std::string> given;
+    for (const auto& w : words) {
+        if (w == "--") break;
+        given.push_back(w.substr(0, w.find('=')));
+    }
+    auto has = [&](const std::string& name) {
+        return std::find(given.begin(), given.end(), "--" + name) != given.end();
+    };
+    for (; sub; sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front()) {
+        for (const CLI::Option* opt : sub->get_options()) {
+            if (opt->get_fnames().empty()) continue;   // not a flag with a negation
+            for (const auto& on : opt->get_lnames())
+                for (const auto& off : opt->get_fnames())
+                    if (on != off && has(on) && has(off))
+                        return command_path(sub) + ": --" + on + " and --" + off + " both given; give one";
+        }
+    }
+    return "";
+}
+
 // One grammar for the numbers options take (docs/cli.md, "Numbers"), applied here to every
 // option whose value is a number, so that a new option follows it too. A whole number is
 // decimal digits, with a '-' first where the option takes one below 0: no '+', no spaces, no
@@ -303,6 +327,9 @@ Outcome run(int argc, char** argv) {
         return failure(kExitBadInput, msg);
     }
     if (std::string empty = empty_value(chosen); !empty.empty()) return failure(kExitBadInput, empty);
+    if (std::string contrary = contrary_flags(chosen, std::vector<std::string>(argv + 1, argv + argc));
+        !contrary.empty())
+        return failure(kExitBadInput, contrary);
     set_quiet(quiet);
     // A trace another process holds: said once on stderr, terminal or not (a silent wait of up to
     // MHC_BUSY_TIMEOUT_MS reads as a hang in a log); -q keeps it quiet.

@@ -195,6 +195,15 @@ want="--layers: '1e1': not a whole number"; refused generate --layers 1e1 -o n.d
 want="--steps: '0': not in 1..1000000"; refused generate --steps 0 -o n.db
 want="--jitter: '0.6': not in 0..0.5"; refused generate --jitter 0.6 -o n.db
 want="--pp: must divide layers (3)"; refused generate --layers 3 --pp 2 --steps 1 -o n.db
+# Contrary options: a flag and its negation (the last won), --all-ranks with one rank named (the
+# rank was ignored).
+want="generate: --zero1 and --no-zero1 both given; give one"; refused generate --zero1 --no-zero1 --steps 1 -o n.db
+want="--all-ranks writes every rank; --pp-stage, --dp-rank and --tp-rank choose one"
+refused generate --pp 2 --layers 2 --steps 1 --pp-stage 1 --all-ranks -o n.db
+[ ! -e n.db ] && [ ! -e n.rank0.db ] || fail "a refused generate wrote $(ls n.*)"
+# A count past 32 bits was said to be below 1.
+want="--replay-steps '100000000000': all or a number of steps in 1..2147483647"
+refused validate e0.db --policy lru --capacity 80% --replay-steps 100000000000
 
 # export --runs-db of a locked runs database: the wait and the timeout name the runs database
 # (the note named the trace, whose connection the runs database was attached to).
