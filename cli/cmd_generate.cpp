@@ -114,13 +114,13 @@ std::string rank_path(const std::string& base, int rank) {
 
 // "40 s", "12 min", "3.4 h", "12 days": how long a write would take, said before it starts.
 std::string duration_words(double seconds) {
-    char b[48];
-    if (seconds < 90) std::snprintf(b, sizeof b, "%.0f s", std::max(seconds, 1.0));
-    else if (seconds < 90 * 60) std::snprintf(b, sizeof b, "%.0f min", seconds / 60);
-    else if (seconds < 48 * 3600) std::snprintf(b, sizeof b, "%.1f h", seconds / 3600);
-    else if (seconds < 730 * 86400.0) std::snprintf(b, sizeof b, "%.0f days", seconds / 86400);
-    else std::snprintf(b, sizeof b, "%.0f years", seconds / (365.25 * 86400));
-    return b;
+    char text[48];
+    if (seconds < 90) std::snprintf(text, sizeof text, "%.0f s", std::max(seconds, 1.0));
+    else if (seconds < 90 * 60) std::snprintf(text, sizeof text, "%.0f min", seconds / 60);
+    else if (seconds < 48 * 3600) std::snprintf(text, sizeof text, "%.1f h", seconds / 3600);
+    else if (seconds < 730 * 86400.0) std::snprintf(text, sizeof text, "%.0f days", seconds / 86400);
+    else std::snprintf(text, sizeof text, "%.0f years", seconds / (365.25 * 86400));
+    return text;
 }
 
 // "12,345,678"
@@ -140,35 +140,35 @@ constexpr double kRowsPerSecond = 1e6;
 // How large the output will be, refused before a byte is written when it passes
 // --max-output-size or the free space of the output's filesystem (docs/datasets.md, "Size").
 // Returns the estimated bytes, for the progress line.
-int64_t check_output_size(const Options& o, const GeneratorConfig& cfg, size_t files) {
+int64_t check_output_size(const Options& opts, const GeneratorConfig& cfg, size_t files) {
     const OutputEstimate one = estimate_output(cfg);
     const double rows = static_cast<double>(one.rows.total()) * static_cast<double>(files);
     const int64_t bytes = static_cast<int64_t>(
         std::min(static_cast<double>(one.bytes) * static_cast<double>(files), 4e18));
     const int64_t limit = mhc::cli::option_value("--max-output-size",
-                                                 [&] { return mhc::parse_size(o.max_output_size, 1); });
+                                                 [&] { return mhc::parse_size(opts.max_output_size, 1); });
     char rows_text[64];
     if (rows < 1e9) std::snprintf(rows_text, sizeof rows_text, "%s rows", grouped(static_cast<int64_t>(rows)).c_str());
     else std::snprintf(rows_text, sizeof rows_text, "%.3g rows", rows);
     const std::string what = "about " + mhc::format_bytes(bytes) + " (" + (one.exact ? "" : "about ") + rows_text +
                              (files > 1 ? " in " + std::to_string(files) + " files" : "") + ", about " +
                              duration_words(rows / kRowsPerSecond) + " to write)";
-    const std::string target = files > 1 ? rank_path(o.output, 0) + ", ..." : o.output;
+    const std::string target = files > 1 ? rank_path(opts.output, 0) + ", ..." : opts.output;
     if (bytes > limit) {
         // A round size above the estimate, in the largest binary unit that keeps it whole.
         const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-        double v = static_cast<double>(bytes) * 1.1 / 1024;
-        int u = 0;
-        while (v >= 1024 && u < 5) v /= 1024, ++u;
+        double value = static_cast<double>(bytes) * 1.1 / 1024;
+        size_t unit = 0;
+        for (; value >= 1024 && unit < 5; ++unit) value /= 1024;
         char past[32];
-        std::snprintf(past, sizeof past, "%.0f%s", std::ceil(v), units[u]);
+        std::snprintf(past, sizeof past, "%.0f%s", std::ceil(value), units[unit]);
         throw mhc::Error(target + ": would be " + what + ", more than --max-output-size " + mhc::format_bytes(limit) +
                              "; pass --max-output-size " + past +
                              " to write it, or fewer --steps, --layers or --micro-batches",
                          mhc::Error::Kind::BadInput);
     }
     // The trace is written beside the output, then renamed: its filesystem must hold it whole.
-    std::filesystem::path dir = std::filesystem::path(o.output).parent_path();
+    std::filesystem::path dir = std::filesystem::path(opts.output).parent_path();
     if (dir.empty()) dir = ".";
     struct statvfs fs {};
     if (::statvfs(dir.c_str(), &fs) == 0 && fs.f_blocks > 0) {   // not /proc, /dev/fd: no size to speak of
@@ -259,8 +259,8 @@ int run(const Options& o) {
     int last = -1;
     const std::string of_size = " of about " + mhc::format_bytes(expected);
     if (progress)
-        hooks.progress = [&last, &of_size](double f) {
-            int pct = static_cast<int>(f * 100);
+        hooks.progress = [&last, &of_size](double fraction) {
+            int pct = static_cast<int>(fraction * 100);
             if (pct != last) {
                 last = pct;
                 std::fprintf(stderr, "\rgenerating: %3d%%%s", pct, of_size.c_str());

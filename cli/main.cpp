@@ -97,10 +97,10 @@ std::string in_our_words(const std::string& msg) {
             if (std::string why = mhc::whole_number_refusal(given, !low.empty() && low[0] == '-'); !why.empty())
                 return msg.substr(0, at) + why;
         }
-        char b[96];
-        std::snprintf(b, sizeof b, "'%s': not in %.15g..%.15g", given.c_str(), std::strtod(low.c_str(), nullptr),
+        char text[96];
+        std::snprintf(text, sizeof text, "'%s': not in %.15g..%.15g", given.c_str(), std::strtod(low.c_str(), nullptr),
                       std::strtod(high.c_str(), nullptr));
-        return msg.substr(0, at) + b;
+        return msg.substr(0, at) + text;
     }
     return msg;
 }
@@ -171,9 +171,9 @@ std::string empty_value(const CLI::App* sub) {
 // before any `--` (CLI11 keeps only the last result of a flag). "" when none is.
 std::string contrary_flags(const CLI::App* sub, const std::vector<std::string>& words) {
     std::vector<std::string> given;
-    for (const auto& w : words) {
-        if (w == "--") break;
-        given.push_back(w.substr(0, w.find('=')));
+    for (const auto& word : words) {
+        if (word == "--") break;
+        given.push_back(word.substr(0, word.find('=')));
     }
     auto has = [&](const std::string& name) {
         return std::find(given.begin(), given.end(), "--" + name) != given.end();
@@ -244,7 +244,7 @@ void check_environment() {
         const auto names = mhc::kernels::available_cpu_isas();
         if (std::find(names.begin(), names.end(), *isa) == names.end()) {
             std::string list;
-            for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+            for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
             throw mhc::Error("MHC_CPU_ISA='" + *isa +
                              "': not a CPU code path of this build on this machine; use one of " + list +
                              mhc::did_you_mean(*isa, names));

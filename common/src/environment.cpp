@@ -18,7 +18,7 @@ bool env_switch(const char* name, bool unset) {
     const auto value = env_value(name);
     if (!value) return unset;
     std::string word = *value;
-    std::transform(word.begin(), word.end(), word.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(word.begin(), word.end(), word.begin(), [](unsigned char letter) { return std::tolower(letter); });
     if (word == "1" || word == "on") return true;
     if (word == "0" || word == "off") return false;
     throw Error(std::string(name) + "='" + *value + "': use 1 or on, 0 or off", Error::Kind::BadInput);

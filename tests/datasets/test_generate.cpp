@@ -337,20 +337,21 @@ TEST_CASE("the estimate of a generated trace: its rows exactly and its size with
     GeneratorConfig mhc = small("mhc-27b", 3);
     mhc.hc_recompute = true;
     configs.insert(configs.end(), {one_step, accumulation, mhc});
-    int i = 0;
-    for (const GeneratorConfig& c : configs) {
-        const OutputEstimate e = estimate_output(c);
-        const std::string path = (tmp_dir() / ("estimate" + std::to_string(i++) + ".db")).string();
+    int index = 0;
+    for (const GeneratorConfig& config : configs) {
+        const OutputEstimate estimate = estimate_output(config);
+        const std::string path = (tmp_dir() / ("estimate" + std::to_string(index++) + ".db")).string();
         fs::remove(path);
-        const GenerateStats st = generate_file(c, path);
-        INFO(c.preset << " " << c.steps << " steps: estimated " << e.rows.total() << " rows, " << e.bytes
-                      << " B; wrote " << st.rows << " rows, " << fs::file_size(path) << " B");
-        CHECK(e.exact);
-        CHECK(e.rows.total() == st.rows);
-        CHECK(e.rows.kernels == st.kernels);
-        CHECK(e.rows.accesses == st.accesses);
-        CHECK(e.rows.allocations == st.allocations);
-        const double ratio = static_cast<double>(e.bytes) / static_cast<double>(fs::file_size(path));
+        const GenerateStats written = generate_file(config, path);
+        INFO(config.preset << " " << config.steps << " steps: estimated " << estimate.rows.total() << " rows, "
+                           << estimate.bytes << " B; wrote " << written.rows << " rows, " << fs::file_size(path)
+                           << " B");
+        CHECK(estimate.exact);
+        CHECK(estimate.rows.total() == written.rows);
+        CHECK(estimate.rows.kernels == written.kernels);
+        CHECK(estimate.rows.accesses == written.accesses);
+        CHECK(estimate.rows.allocations == written.allocations);
+        const double ratio = static_cast<double>(estimate.bytes) / static_cast<double>(fs::file_size(path));
         CHECK(ratio > 0.85);
         CHECK(ratio < 1.15);
         fs::remove(path);

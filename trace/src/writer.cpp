@@ -226,12 +226,12 @@ void Writer::finish(const std::function<void(const std::string&)>& verify) {
     finished_ = true;
 }
 
-int64_t estimated_file_bytes(const TableCounts& c) {
+int64_t estimated_file_bytes(const TableCounts& rows) {
     // Measured on generated traces (dbstat's pages per table over rows, 2026-12-03): a table's
     // rows with its indexes; the empty tables of the schema take a 16 KiB page each.
     constexpr double kEmptyFile = 26 * 16384;
-    const double bytes = kEmptyFile + 43.0 * c.allocations + 48.0 * c.kernels + 15.0 * c.accesses +
-                         34.0 * (c.markers + c.copies) + 60.0 * c.strings;
+    const double bytes = kEmptyFile + 43.0 * rows.allocations + 48.0 * rows.kernels + 15.0 * rows.accesses +
+                         34.0 * (rows.markers + rows.copies) + 60.0 * rows.strings;
     return static_cast<int64_t>(std::min(bytes, 4e18));   // row counts near 2^63 stay below it
 }
 
