@@ -324,6 +324,14 @@ MadeDirectory::MadeDirectory(const std::string& path) {
     fs::create_directories(path, ec);
     if (ec) {
         for (int slot : slots_) release(slot);
+        // A file where the folder goes (`export --format csv -o t.db`): "Not a directory" named
+        // nothing; say which file is in the way.
+        std::error_code exists_ec;
+        for (fs::path part = fs::path(path).lexically_normal(); !part.empty(); part = part.parent_path()) {
+            if (fs::exists(part, exists_ec) && !fs::is_directory(part, exists_ec))
+                throw Error(path + ": cannot create directory: " + part.string() + " is a file, not a folder");
+            if (part == part.parent_path()) break;
+        }
         throw Error(path + ": cannot create directory: " + ec.message());
     }
 }

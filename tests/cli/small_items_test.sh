@@ -188,6 +188,9 @@ refused generate --steps 1 --layers 2 -o nodir/o.db
 refused import "$fixtures/cpu_mlp_kineto.json.gz" -o nodir/o.db
 want="nodir/o.json: cannot write into nodir: no such directory"; refused export e0.db -o nodir/o.json
 refused calibrate --backend host -o nodir/o.json
+# A file where export's folder goes: named (it said "cannot create directory: Not a directory").
+want="e0.db/x: cannot create directory: e0.db is a file, not a folder"; refused export e0.db --format csv -o e0.db/x
+want="e0.db: cannot create directory: e0.db is a file, not a folder"; refused export e0.db --format csv -o e0.db --force
 # generate's numbers: a number that is not whole is said to be so (CLI11's range said "Value 1.5
 # not in range 1 to 1000000"), a bound as written, and a configuration's field by its option.
 want="--steps: '1.5': not a whole number"; refused generate --steps 1.5 -o n.db
