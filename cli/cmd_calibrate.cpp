@@ -108,13 +108,16 @@ int run(const Args& a) {
     // silently (checked before measuring, so a refusal costs nothing).
     mhc::refuse_special_file(a.output);   // /dev/null, a FIFO: never replaced, even with --force
     if (!a.force && std::filesystem::exists(a.output))
-        throw Error(a.output + " exists; pass --force to replace it");
+        throw Error(a.output + ": already exists; pass --force to replace it");
     // Nor is a folder that cannot take the profile found out after the measuring.
     const std::string dir = std::filesystem::path(a.output).has_parent_path()
                                 ? std::filesystem::path(a.output).parent_path().string()
                                 : std::string(".");
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw Error(a.output + ": cannot write into " + dir + ": " + std::strerror(errno));
+        throw Error(a.output + ": cannot write into " + dir + ": " +
+                    (errno == ENOENT    ? "no such directory"
+                     : errno == ENOTDIR ? "not a directory"
+                                        : std::strerror(errno)));
     k::Device dev;
     std::string backend = a.backend;
     if (backend.empty() || backend == "auto") backend = k::cuda_device_count() > 0 ? "cuda" : "host";

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <sys/statvfs.h>
 #include <map>
 #include <memory>
 
@@ -33,6 +34,7 @@ struct Options {
     bool zero1 = false, recompute = false, flash = false, dropout = false, hc_recompute = false;
     bool force = false;
     bool all_ranks = false;
+    std::string max_output_size = "8GiB";
     int pp_stage = 0, dp_rank = 0, tp_rank = 0;
     std::map<std::string, CLI::Option*> opt;
     bool given(const char* name) const { return opt.at(name)->count() > 0; }
@@ -110,6 +112,75 @@ std::string rank_path(const std::string& base, int rank) {
     return base.substr(0, dot) + tag + base.substr(dot);
 }
 
+// "40 s", "12 min", "3.4 h", "12 days": how long a write would take, said before it starts.
+std::string duration_words(double seconds) {
+    char text[48];
+    if (seconds < 90) std::snprintf(text, sizeof text, "%.0f s", std::max(seconds, 1.0));
+    else if (seconds < 90 * 60) std::snprintf(text, sizeof text, "%.0f min", seconds / 60);
+    else if (seconds < 48 * 3600) std::snprintf(text, sizeof text, "%.1f h", seconds / 3600);
+    else if (seconds < 730 * 86400.0) std::snprintf(text, sizeof text, "%.0f days", seconds / 86400);
+    else std::snprintf(text, sizeof text, "%.0f years", seconds / (365.25 * 86400));
+    return text;
+}
+
+// "12,345,678"
+std::string grouped(int64_t n) {
+    std::string digits = std::to_string(n), out;
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return out;
+}
+
+// Rows a second the writer keeps up on one core (docs/datasets.md: about 1 million; 2 when idle):
+// the time said is a guess of that order, not a promise.
+constexpr double kRowsPerSecond = 1e6;
+
+// How large the output will be, refused before a byte is written when it passes
+// --max-output-size or the free space of the output's filesystem (docs/datasets.md, "Size").
+// Returns the estimated bytes, for the progress line.
+int64_t check_output_size(const Options& opts, const GeneratorConfig& cfg, size_t files) {
+    const OutputEstimate one = estimate_output(cfg);
+    const double rows = static_cast<double>(one.rows.total()) * static_cast<double>(files);
+    const int64_t bytes = static_cast<int64_t>(
+        std::min(static_cast<double>(one.bytes) * static_cast<double>(files), 4e18));
+    const int64_t limit = mhc::cli::option_value("--max-output-size",
+                                                 [&] { return mhc::parse_size(opts.max_output_size, 1); });
+    char rows_text[64];
+    if (rows < 1e9) std::snprintf(rows_text, sizeof rows_text, "%s rows", grouped(static_cast<int64_t>(rows)).c_str());
+    else std::snprintf(rows_text, sizeof rows_text, "%.3g rows", rows);
+    const std::string what = "about " + mhc::format_bytes(bytes) + " (" + (one.exact ? "" : "about ") + rows_text +
+                             (files > 1 ? " in " + std::to_string(files) + " files" : "") + ", about " +
+                             duration_words(rows / kRowsPerSecond) + " to write)";
+    const std::string target = files > 1 ? rank_path(opts.output, 0) + ", ..." : opts.output;
+    if (bytes > limit) {
+        // A round size above the estimate, in the largest binary unit that keeps it whole.
+        const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+        double value = static_cast<double>(bytes) * 1.1 / 1024;
+        size_t unit = 0;
+        for (; value >= 1024 && unit < 5; ++unit) value /= 1024;
+        char past[32];
+        std::snprintf(past, sizeof past, "%.0f%s", std::ceil(value), units[unit]);
+        throw mhc::Error(target + ": would be " + what + ", more than --max-output-size " + mhc::format_bytes(limit) +
+                             "; pass --max-output-size " + past +
+                             " to write it, or fewer --steps, --layers or --micro-batches",
+                         mhc::Error::Kind::BadInput);
+    }
+    // The trace is written beside the output, then renamed: its filesystem must hold it whole.
+    std::filesystem::path dir = std::filesystem::path(opts.output).parent_path();
+    if (dir.empty()) dir = ".";
+    struct statvfs fs {};
+    if (::statvfs(dir.c_str(), &fs) == 0 && fs.f_blocks > 0) {   // not /proc, /dev/fd: no size to speak of
+        const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+        if (static_cast<double>(bytes) > free_bytes)
+            throw mhc::Error(target + ": would be " + what + ", but its filesystem has only " +
+                                 mhc::format_bytes(static_cast<int64_t>(free_bytes)) + " of space free",
+                             mhc::Error::Kind::BadInput);
+    }
+    return bytes;
+}
+
 int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks) {
     std::vector<RankFile> files;
     if (o.all_ranks) {
@@ -133,7 +204,7 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     for (const auto& f : files) mhc::refuse_special_file(f.path);   // before any file is generated
     for (const auto& f : files)
         if (!o.force && std::filesystem::exists(f.path))
-            throw mhc::Error(f.path + " exists; pass --force to replace it (and the runs stored in it)",
+            throw mhc::Error(f.path + ": already exists; pass --force to replace it (and the runs stored in it)",
                              mhc::Error::Kind::BadInput);
     auto stats = generate_ranks(cfg, files, hooks);
     for (size_t i = 0; i < files.size(); ++i)
@@ -145,27 +216,54 @@ int run_ranks(const Options& o, GeneratorConfig cfg, const GenerateHooks& hooks)
     return mhc::cli::kExitOk;
 }
 
+// The library names a configuration's fields ("field 'pp': must divide layers (3)"); the command
+// line names its options ("--pp: must divide layers (3)").
+void validate_options(const GeneratorConfig& cfg) {
+    try {
+        validate(cfg);
+    } catch (const mhc::Error& e) {
+        const std::string msg = e.what(), field = "field '";
+        const size_t end = msg.find("': ", field.size());
+        if (msg.rfind(field, 0) != 0 || end == std::string::npos) throw;
+        std::string name = msg.substr(field.size(), end - field.size());
+        if (name == "bucket-bytes") name = "bucket";
+        throw mhc::Error("--" + name + ": " + msg.substr(end + 3), e.kind());
+    }
+}
+
 int run(const Options& o) {
     GeneratorConfig cfg = build(o);
-    const bool ranks = o.all_ranks || o.given("pp-stage") || o.given("dp-rank") || o.given("tp-rank");
+    const bool one_rank = o.given("pp-stage") || o.given("dp-rank") || o.given("tp-rank");
+    if (o.all_ranks && one_rank)   // --all-ranks wrote every rank, the one named left unsaid
+        throw mhc::Error(
+            "--all-ranks writes every rank; --pp-stage, --dp-rank and --tp-rank choose one: give one or the other",
+            mhc::Error::Kind::BadInput);
+    const bool ranks = o.all_ranks || one_rank;
     if (ranks) {
         cfg.multi_rank = true;
         cfg.pp_stage = o.pp_stage;
         cfg.dp_rank = o.dp_rank;
         cfg.tp_rank = o.tp_rank;
     }
-    validate(cfg);
+    validate_options(cfg);
+    if (!o.all_ranks) mhc::refuse_special_file(o.output);   // /dev/fd/1 is not too small: it is no file
+    // Before any file: refuses an output too large for the bound or the disk.
+    const size_t files = o.all_ranks
+                             ? static_cast<size_t>(cfg.pp) * static_cast<size_t>(cfg.dp) * static_cast<size_t>(cfg.tp)
+                             : 1;
+    const int64_t expected = files <= 4096 ? check_output_size(o, cfg, files) : 0;
     GenerateHooks hooks;
     hooks.cancel = &g_interrupted;
     hooks.if_exists = o.force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
     const bool progress = mhc::cli::show_progress();
     int last = -1;
+    const std::string of_size = " of about " + mhc::format_bytes(expected);
     if (progress)
-        hooks.progress = [&last](double f) {
-            int pct = static_cast<int>(f * 100);
+        hooks.progress = [&last, &of_size](double fraction) {
+            int pct = static_cast<int>(fraction * 100);
             if (pct != last) {
                 last = pct;
-                std::fprintf(stderr, "\rgenerating: %3d%%", pct);
+                std::fprintf(stderr, "\rgenerating: %3d%%%s", pct, of_size.c_str());
             }
         };
     g_interrupted.store(false);
@@ -178,7 +276,7 @@ int run(const Options& o) {
         if (ranks) {
             int rc = run_ranks(o, cfg, hooks);
             sigaction(SIGINT, &old, nullptr);
-            if (progress) std::fprintf(stderr, "\r                 \r");
+            if (progress) std::fprintf(stderr, "\r%*s\r", 40, "");
             return rc;
         }
         st = generate_file(cfg, o.output, hooks);
@@ -197,7 +295,7 @@ int run(const Options& o) {
         throw;
     }
     sigaction(SIGINT, &old, nullptr);
-    if (progress) std::fprintf(stderr, "\r                 \r");
+    if (progress) std::fprintf(stderr, "\r%*s\r", 40, "");
     Dims d = dims(cfg);
     std::printf(
         "%s: %lld rows (%lld allocations, %lld kernels, %lld accesses, %lld markers, %lld copies) "
@@ -231,6 +329,10 @@ mhc::cli::Registration reg{mhc::cli::Command{
                           ->default_str(o->preset);
         app.add_option("-o,--output", o->output, "Trace file to write (.db)")->required()->type_name("FILE");
         app.add_flag("--force", o->force, "Replace an existing output file (and the runs stored in it)");
+        app.add_option("--max-output-size", o->max_output_size,
+                       "Refuse to write more than this (the size is estimated before writing)")
+            ->type_name("SIZE")
+            ->default_str(o->max_output_size);
         m["steps"] = app.add_option("--steps", o->steps, "Training steps")->check(CLI::Range(1, 1000000));
         m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter");
         m["arch"] = app.add_option("--arch", o->arch, "gpt2|llama")->check(mhc::cli::one_of({"gpt2", "llama"}));

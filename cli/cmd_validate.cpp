@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -43,7 +44,9 @@ int parse_repeat(const std::string& text) {
 int parse_replay_steps(const std::string& text) {
     if (text == "all") return 0;
     const std::optional<int> count = whole_int(text);
-    if (!count || *count < 1) throw Error("--replay-steps '" + text + "': all or a number of steps, at least 1");
+    // Past a 32-bit count no trace has that many steps: said as the range, not as "at least 1".
+    if (!count || *count < 1)
+        throw Error("--replay-steps '" + text + "': all or a number of steps in 1.." + std::to_string(INT32_MAX));
     return *count;
 }
 

@@ -13,10 +13,13 @@
 
 #include "command.hpp"
 #include "help.hpp"
+#include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
 #include "mhc/dist/process.hpp"
 #include "mhc/kernels/device.hpp"
+#include "mhc/kernels/sinkhorn.hpp"
+#include "mhc/sim/config.hpp"
 #include "mhc/trace/store.hpp"
 
 namespace mhc::cli {
@@ -80,6 +83,24 @@ std::string in_our_words(const std::string& msg) {
                                 : number == 0 ? "must be more than 0"
                                               : "not in the option's range";
         return msg.substr(0, at) + "'" + given + "': " + why;
+    }
+    // CLI11's Range checks before the grammar does: "--steps: Value 1.5 not in range 1 to 1000000"
+    // said of a number that is not whole, and "0.000000 to 0.500000" of a bound.
+    if (at != std::string::npos && in != std::string::npos && in > at) {
+        const std::string given = msg.substr(at + value.size(), in - at - value.size());
+        const std::string bounds = msg.substr(in + range.size());
+        const size_t to = bounds.find(" to ");
+        if (to == std::string::npos) return msg;
+        const std::string low = bounds.substr(0, to), high = bounds.substr(to + 4);
+        const bool whole = low.find('.') == std::string::npos && high.find('.') == std::string::npos;
+        if (whole) {
+            if (std::string why = mhc::whole_number_refusal(given, !low.empty() && low[0] == '-'); !why.empty())
+                return msg.substr(0, at) + why;
+        }
+        char text[96];
+        std::snprintf(text, sizeof text, "'%s': not in %.15g..%.15g", given.c_str(), std::strtod(low.c_str(), nullptr),
+                      std::strtod(high.c_str(), nullptr));
+        return msg.substr(0, at) + text;
     }
     return msg;
 }
@@ -145,6 +166,30 @@ std::string empty_value(const CLI::App* sub) {
     return "";
 }
 
+// A flag and its negation both given (`--zero1 --no-zero1`): CLI11 keeps the last, so the
+// command would run with one of two contrary settings without a word. Read from the words
+// before any `--` (CLI11 keeps only the last result of a flag). "" when none is.
+std::string contrary_flags(const CLI::App* sub, const std::vector<std::string>& words) {
+    std::vector<std::string> given;
+    for (const auto& word : words) {
+        if (word == "--") break;
+        given.push_back(word.substr(0, word.find('=')));
+    }
+    auto has = [&](const std::string& name) {
+        return std::find(given.begin(), given.end(), "--" + name) != given.end();
+    };
+    for (; sub; sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front()) {
+        for (const CLI::Option* opt : sub->get_options()) {
+            if (opt->get_fnames().empty()) continue;   // not a flag with a negation
+            for (const auto& on : opt->get_lnames())
+                for (const auto& off : opt->get_fnames())
+                    if (on != off && has(on) && has(off))
+                        return command_path(sub) + ": --" + on + " and --" + off + " both given; give one";
+        }
+    }
+    return "";
+}
+
 // One grammar for the numbers options take (docs/cli.md, "Numbers"), applied here to every
 // option whose value is a number, so that a new option follows it too. A whole number is
 // decimal digits, with a '-' first where the option takes one below 0: no '+', no spaces, no
@@ -184,6 +229,28 @@ bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
 namespace {
 
 using mhc::dist::Outcome;
+
+// Every MHC_* variable mhc reads, checked before any work, whichever command runs: a value the
+// variable does not document is one line naming it and exit 2 (docs/cli.md, "Environment"),
+// never read as a default. MHC_STORE_WARN_SIZE is checked by the commands that store runs,
+// MHC_TORCH and MHC_RECORD_LIBRARY (commands to run, files to load) where they are used.
+void check_environment() {
+    mhc::trace::check_environment();   // MHC_BUSY_TIMEOUT_MS, MHC_TRACE_CACHE
+    // MHC_CPU_BUFFER_RATIO, MHC_MAX_SWAP_OPS_PER_SEC, MHC_EVICTION_STRATEGY
+    mhc::sim::Config sim_defaults;
+    mhc::sim::apply_environment(sim_defaults, {});
+    mhc::env_switch("MHC_VALIDATE_POOL_PER_REPLAY", false);
+    if (const auto isa = mhc::env_value("MHC_CPU_ISA")) {
+        const auto names = mhc::kernels::available_cpu_isas();
+        if (std::find(names.begin(), names.end(), *isa) == names.end()) {
+            std::string list;
+            for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+            throw mhc::Error("MHC_CPU_ISA='" + *isa +
+                             "': not a CPU code path of this build on this machine; use one of " + list +
+                             mhc::did_you_mean(*isa, names));
+        }
+    }
+}
 
 Outcome failure(int code, const std::string& what) { return {code, "mhc: " + what}; }
 
@@ -260,11 +327,15 @@ Outcome run(int argc, char** argv) {
         return failure(kExitBadInput, msg);
     }
     if (std::string empty = empty_value(chosen); !empty.empty()) return failure(kExitBadInput, empty);
+    if (std::string contrary = contrary_flags(chosen, std::vector<std::string>(argv + 1, argv + argc));
+        !contrary.empty())
+        return failure(kExitBadInput, contrary);
     set_quiet(quiet);
     // A trace another process holds: said once on stderr, terminal or not (a silent wait of up to
     // MHC_BUSY_TIMEOUT_MS reads as a hang in a log); -q keeps it quiet.
     mhc::trace::set_lock_wait_note(!quiet);
     try {
+        check_environment();
         return {action ? action() : kExitBadInput, ""};
     } catch (const mhc::dist::AgreedFailure&) {
         throw;   // for main()

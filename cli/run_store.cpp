@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 
 namespace mhc::cli {
@@ -63,7 +65,21 @@ std::optional<std::vector<int64_t>> store_or_say(size_t count, Store store) {
 }  // namespace
 
 void check_store_environment(const StoreOptions& options) {
-    if (!options.no_store) warn_size();
+    if (options.no_store && !options.runs_db.empty())
+        throw Error("--no-store and --runs-db " + options.runs_db +
+                    ": give one (--no-store keeps only the printed result, --runs-db stores the runs there)");
+    if (options.no_store) return;
+    warn_size();
+    if (options.runs_db.empty()) return;
+    // What cannot be a runs database is said before the work, not after it (exit 4): a folder,
+    // a device, a descriptor, a file in a folder that does not exist.
+    std::error_code ec;
+    if (std::filesystem::is_directory(options.runs_db, ec))
+        throw Error(options.runs_db + ": is a directory; --runs-db names a file (created on first use)");
+    refuse_special_file(options.runs_db);
+    const std::filesystem::path parent = std::filesystem::path(options.runs_db).parent_path();
+    if (!std::filesystem::exists(options.runs_db, ec) && !parent.empty() && !std::filesystem::is_directory(parent, ec))
+        throw Error(options.runs_db + ": cannot be created: " + parent.string() + " is not a directory");
 }
 
 std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::string& fingerprint,

@@ -22,8 +22,10 @@ struct StoreOptions {
 // --no-store and --runs-db FILE.
 void add_store_options(CLI::App& app, StoreOptions& o);
 
-// Refuses (mhc::Error, bad input) a malformed $MHC_STORE_WARN_SIZE when runs will be stored:
-// called before the computation, so that the refusal does not come after it.
+// Refuses (mhc::Error, bad input) a malformed $MHC_STORE_WARN_SIZE when runs will be stored,
+// --no-store with --runs-db, and a --runs-db that cannot be a file (a folder, a device, a file in
+// a folder that does not exist): called before the computation, so that the refusal does not
+// come after it.
 void check_store_environment(const StoreOptions& options);
 
 // The file the runs go to.

@@ -266,6 +266,15 @@ OutputFile::OutputFile(std::string path, IfExists if_exists)
             std::fprintf(stderr, "mhc: %s is a symbolic link to %s: the link is replaced by the new file; %s is left as it is\n",
                          path_.c_str(), link_target(path_).c_str(), link_target(path_).c_str());
     }
+    // A folder that is not there, said one way by every command (SQLite says "unable to open
+    // database file", a stream "No such file or directory").
+    const size_t slash = path_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+    struct stat ds {};
+    if (::stat(dir.c_str(), &ds) != 0 && errno == ENOENT)
+        throw Error(path_ + ": cannot write into " + dir + ": no such directory");
+    if (::stat(dir.c_str(), &ds) == 0 && !S_ISDIR(ds.st_mode))
+        throw Error(path_ + ": cannot write into " + dir + ": not a directory");
     remove_stale_temps(path_);
     temp_ = temp_name(path_, ::getpid());
     ::unlink(temp_.c_str());   // ours from an earlier object of this process, never another's
@@ -315,6 +324,14 @@ MadeDirectory::MadeDirectory(const std::string& path) {
     fs::create_directories(path, ec);
     if (ec) {
         for (int slot : slots_) release(slot);
+        // A file where the folder goes (`export --format csv -o t.db`): "Not a directory" named
+        // nothing; say which file is in the way.
+        std::error_code exists_ec;
+        for (fs::path part = fs::path(path).lexically_normal(); !part.empty(); part = part.parent_path()) {
+            if (fs::exists(part, exists_ec) && !fs::is_directory(part, exists_ec))
+                throw Error(path + ": cannot create directory: " + part.string() + " is a file, not a folder");
+            if (part == part.parent_path()) break;
+        }
         throw Error(path + ": cannot create directory: " + ec.message());
     }
 }

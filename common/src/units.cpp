@@ -158,10 +158,13 @@ double parse_bandwidth(std::string_view text) {
 }
 
 std::string format_bytes(int64_t bytes) {
-    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     double v = static_cast<double>(bytes);
     int u = 0;
-    while (std::fabs(v) >= 1024 && u < 4) { v /= 1024; ++u; }
+    while (std::fabs(v) >= 1024 && u < 6) {
+        v /= 1024;
+        ++u;
+    }
     char buf[64];
     if (u == 0) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
     else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);

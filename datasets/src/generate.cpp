@@ -1,6 +1,8 @@
 #include "mhc/datasets/generate.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -230,6 +232,74 @@ GenerateStats generate(const GeneratorConfig& cfg, trace::Writer& w, const Gener
     write_job_meta(cfg, 0, 1, w);
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return st;
+}
+
+namespace {
+
+// Stops the count once it passes its budget (estimate_output), at `fraction` of the steps counted.
+struct CountStopped {
+    double fraction;
+};
+
+trace::TableCounts counts_of(const GenerateStats& stats, const trace::Writer& writer) {
+    trace::TableCounts counts;
+    counts.allocations = stats.allocations;   // the emitter's: the writer holds persistent ones until the end
+    counts.kernels = stats.kernels;
+    counts.accesses = stats.accesses;
+    counts.copies = stats.copies;
+    counts.markers = stats.markers;
+    counts.strings = writer.counts().strings;
+    return counts;
+}
+
+// first + times (then - first), table by table
+trace::TableCounts extrapolate(const trace::TableCounts& first, const trace::TableCounts& then, double times) {
+    auto one = [times](int64_t from, int64_t to) {   // at most 10^18: beyond any bound, within int64_t
+        const double value = static_cast<double>(from) + times * static_cast<double>(to - from);
+        return static_cast<int64_t>(std::llround(std::min(value, 1e18)));
+    };
+    return {one(first.allocations, then.allocations), one(first.kernels, then.kernels),
+            one(first.accesses, then.accesses),       one(first.copies, then.copies),
+            one(first.markers, then.markers),         one(first.strings, then.strings)};
+}
+
+}   // namespace
+
+OutputEstimate estimate_output(const GeneratorConfig& cfg, int64_t count_budget) {
+    validate(cfg);
+    GeneratorConfig counted = cfg;
+    counted.steps = std::min(cfg.steps, 2);   // the second step is as every later one
+    // A rank of a multi-rank job is counted as the single-rank trace of stage 0 (the stages
+    // differ by a layer's embedding or head and their sends and receives).
+    counted.multi_rank = false;
+    counted.pp_stage = counted.dp_rank = counted.tp_rank = 0;
+    trace::Writer writer{trace::Writer::CountOnly{}};
+    GenerateHooks hooks;
+    detail::Emitter* emitting = nullptr;
+    hooks.progress = [&](double fraction) {
+        if (emitting && counts_of(emitting->stats(), writer).total() > count_budget) throw CountStopped{fraction};
+    };
+    detail::Emitter emitter(writer, counted, hooks);
+    detail::KernelNames names(writer, counted);
+    detail::Model model(emitter, names);
+    emitting = &emitter;
+    OutputEstimate out;
+    const trace::TableCounts none;
+    try {
+        model.step(0);
+        const trace::TableCounts first = counts_of(emitter.stats(), writer);
+        if (counted.steps > 1) model.step(1);
+        const trace::TableCounts second = counts_of(emitter.stats(), writer);
+        out.rows = extrapolate(first, second, cfg.steps - 1);
+    } catch (const CountStopped& stop) {
+        // The share of the counted steps' work done (layers x micro-batches x passes), scaled to all.
+        const double scale = static_cast<double>(cfg.steps) / counted.steps / std::max(stop.fraction, 1e-12);
+        out.rows = extrapolate(none, counts_of(emitter.stats(), writer), scale);
+        out.exact = false;
+    }
+    if (cfg.multi_rank) out.exact = false;
+    out.bytes = trace::estimated_file_bytes(out.rows);
+    return out;
 }
 
 GenerateStats generate_file(const GeneratorConfig& cfg, const std::string& path, const GenerateHooks& hooks) {

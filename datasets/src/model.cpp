@@ -103,7 +103,7 @@ Model::Model(Emitter& e, const KernelNames& k)
     }
     step_name_ = emitter_.intern("step");
     opt_name_ = emitter_.intern("optimizer.step");
-    progress_total_ = config_.steps * config_.micro_batches * static_cast<int>(dims_.layers) * 2;
+    progress_total_ = int64_t{config_.steps} * config_.micro_batches * dims_.layers * 2;
 }
 
 int64_t Model::param(const std::string& name, int64_t numel) {

@@ -163,7 +163,8 @@ private:
     std::unordered_map<const char*, std::vector<int64_t>> labels_;   // by layer + 1
     std::vector<int64_t> marker_names_;
     int64_t step_name_, opt_name_;
-    int progress_done_ = 0, progress_total_ = 1;
+    // Steps x micro-batches x layers x 2 may pass 2^31 (1,000,000 steps of 4,096 layers).
+    int64_t progress_done_ = 0, progress_total_ = 1;
 };
 
 }  // namespace mhc::datasets::detail

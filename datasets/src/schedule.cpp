@@ -83,7 +83,7 @@ void Model::forward(MicroBatch& mb, int index) {
         int64_t marker = emitter_.marker_begin(), ts = emitter_.now(Stream::Compute);
         x = forward_layer(mb, l, x, false);
         emitter_.marker_end(marker, marker_names_[2 * l], ts, MarkerKind::Layer, l, emitter_.now(Stream::Compute));
-        emitter_.progress(double(++progress_done_) / progress_total_);
+        emitter_.progress(static_cast<double>(++progress_done_) / static_cast<double>(progress_total_));
     }
     if (dims_.has_head) {
         int64_t xf = x;
@@ -196,7 +196,7 @@ void Model::backward(MicroBatch& mb, int index) {
         dy = backward_layer(mb, l, dy);
         emitter_.marker_end(marker, marker_names_[2 * l + 1], ts, MarkerKind::Layer, l, emitter_.now(Stream::Compute));
         layer_grads_ready({l + 1});
-        emitter_.progress(double(++progress_done_) / progress_total_);
+        emitter_.progress(static_cast<double>(++progress_done_) / static_cast<double>(progress_total_));
     }
     int64_t demb = dy;
     if (hc && dims_.has_embed) {

@@ -16,6 +16,7 @@
 #include <exception>
 #include <thread>
 
+#include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/replay/arena.hpp"
@@ -327,8 +328,7 @@ private:
         }
         // MHC_VALIDATE_POOL_PER_REPLAY=1: the old way (a pool per replay), for the "before" figure
         // of bench/replay/validate_speed.sh.
-        const char* per_replay = std::getenv("MHC_VALIDATE_POOL_PER_REPLAY");
-        shared_pool_ = !(per_replay && per_replay[0] == '1');
+        shared_pool_ = !env_switch("MHC_VALIDATE_POOL_PER_REPLAY", false);
         window_kernel_ = window_first_kernel(t_, sim::device_of(*prepared_), spec_.replay_steps);
         if (spec_.replay_steps <= 0) rep_.window_origin = "all steps";
         else if (window_kernel_ < 0) rep_.window_origin = "all steps (the trace has no more than " + std::to_string(spec_.replay_steps) +

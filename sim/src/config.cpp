@@ -133,11 +133,12 @@ bool is_eviction_policy(const std::string& name) {
     return false;
 }
 
+// Written as an option's number is (docs/cli.md, "Numbers"): no '+', space, hexadecimal, nan or inf.
 double env_number(const char* var) {
     const char* s = std::getenv(var);
     char* end = nullptr;
     double v = std::strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || !std::isfinite(v) || v < 0)
+    if (!decimal_refusal(s).empty() || *end != '\0' || !std::isfinite(v) || v < 0)
         throw Error(std::string("environment variable ") + var + "='" + s +
                     "': must be a non-negative number");
     return v;

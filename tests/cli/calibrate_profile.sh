@@ -53,7 +53,7 @@ cp link1.json keep.json
 "$mhc" calibrate --backend host --quick --max-chunk 256KiB -o link1.json >again.txt 2>&1
 rc=$?
 [ $rc = 2 ] || fail "calibrate over an existing profile must exit 2, got $rc: $(cat again.txt)"
-grep -q "link1.json exists; pass --force" again.txt || fail "no 'exists; pass --force': $(cat again.txt)"
+grep -q "link1.json: already exists; pass --force" again.txt || fail "no 'exists; pass --force': $(cat again.txt)"
 cmp -s link1.json keep.json || fail "a refused calibrate changed the profile"
 "$mhc" calibrate --backend host --quick --max-chunk 256KiB -o link1.json --force >again.txt 2>&1 \
     || fail "calibrate --force: $(cat again.txt)"

@@ -64,7 +64,13 @@ not_stored() {   # not_stored ARGS...: simulate and sweep with these storage arg
     [ $rc = 4 ] || fail "sweep $* exited $rc, wanted 4: $(cat "$tmp/err")"
 }
 as_user=()
-not_stored --runs-db "$tmp/no/such/dir/runs.db"
+# A runs database in a folder that is not there is known before the work: refused, exit 2,
+# nothing computed (it was computed, then not stored: exit 4).
+for cmd in "simulate $t --capacity 80%" "sweep $t --policies lru --capacities 80% --links pcie4"; do
+    "$mhc" $cmd --runs-db "$tmp/no/such/dir/runs.db" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 2 ] && [ ! -s "$tmp/out" ] && grep -q "no/such/dir is not a directory" "$tmp/err" ||
+        fail "$cmd --runs-db in no folder exited $rc: $(cat "$tmp/out" "$tmp/err")"
+done
 # Read-only (0444) traces: root writes them anyway (and CI runs as root), so as root these cases
 # run as the unprivileged user nobody, who can read the trace (the folder is made world-readable)
 # but not write it; without setpriv or runuser they are reported as skipped (exit 77).

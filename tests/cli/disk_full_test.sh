@@ -139,6 +139,15 @@ expect_clean "$tmp/full/i.db" "$mhc" import "$fixture" -o "$tmp/full/i.db"
 expect_clean "$tmp/full/x.json" "$mhc" export "$t" -o "$tmp/full/x.json"
 expect_clean "$tmp/full/csv" "$mhc" export "$t" --format csv -o "$tmp/full/csv"
 expect_clean "$tmp/full/k.rank0.db" "$mhc" generate --preset gpt2-small --steps 1 --pp 2 --all-ranks -o "$tmp/full/k.db"
+# On a real full disk generate says so before writing, with its estimate (it wrote until the disk
+# was full, then said why).
+if [ "$mode" = tmpfs ]; then
+    for ranks in "" "--pp 2 --all-ranks"; do
+        "$mhc" generate --preset gpt2-small --steps 1 $ranks -o "$tmp/full/g.db" >/dev/null 2>"$tmp/err"
+        grep -q "would be about .*, but its filesystem has only .* of space free" "$tmp/err" ||
+            fail "generate $ranks onto a full disk: $(cat "$tmp/err")"
+    done
+fi
 # --force over an existing trace on a full disk: the old trace survives whole.
 expect_force() {
     run_full "$@" --force -o "$t" >/dev/null 2>"$tmp/err"; local rc=$?

@@ -96,5 +96,11 @@ if [[ -n $view && -x $view ]]; then
         grep -qF -- "${args%% *}" "$tmp/err" || fail "mhc-view $args: the option is not named: $(cat "$tmp/err")"
     done
     "$view" --help >/dev/null 2>&1 || fail "mhc-view --help exited $?"
+    # The MHC_* variables it reads are checked as mhc checks them, before any window.
+    for assign in MHC_TRACE_CACHE=maybe MHC_BUSY_TIMEOUT_MS=soon MHC_EVICTION_STRATEGY=fifo; do
+        DISPLAY= env "$assign" "$view" "$t" >"$tmp/out" 2>"$tmp/err"; rc=$?
+        [[ $rc == 2 && $(wc -l <"$tmp/err") == 1 ]] && grep -qF "${assign%%=*}='${assign#*=}'" "$tmp/err" ||
+            fail "$assign mhc-view exited $rc: $(cat "$tmp/err")"
+    done
 fi
 echo ok

@@ -7,7 +7,9 @@
 # in an nsys warning; check --full and a damaged index; a warning before a sweep stores a lot; an
 # execution trace without Kineto numbered as its events (order only), as info and mhc-view show it;
 # info saying why a Kineto trace has no memory and what an end-state snapshot counts, each once;
-# info giving each device's peak.
+# info giving each device's peak; generate refusing a trace past --max-output-size with its estimate;
+# the MHC_* variables refused in one line beyond their documented values; export --runs-db waiting
+# for a locked runs database under its name.
 set -u
 mhc=$1
 nsys=$2   # a public Nsight Systems export
@@ -133,4 +135,98 @@ import json, sys
 memory = json.load(sys.stdin)["memory"]
 assert [(m["device"], m["peak_bytes"]) for m in memory] == [(-1, 320000000), (0, 320000000)], memory
 assert all(m["peak_time_ns"] >= 0 for m in memory), memory' || fail "info --json of extra-p's devices"
+# generate refuses what it would write for hours, before a byte, with the estimate and the way
+# past the bound; a trace within the bound is written, its rows as estimated.
+want="huge.db: would be about "; refused generate --steps 1000000 --layers 4096 -o huge.db
+grep -qE "more than --max-output-size 8.00 GiB; pass --max-output-size [0-9]+TiB to write it" err ||
+    fail "the refusal lacks the bound or the way past it: $(cat err)"
+[ ! -e huge.db ] && [ -z "$(ls -A | grep mhc-tmp)" ] || fail "a refused generate left a file: $(ls)"
+want="more than --max-output-size 100.00 KiB"; refused generate --steps 3 --max-output-size 100KiB -o small.db
+rows=$(sed -n 's/.*(\([0-9,]*\) rows, .*/\1/p' err | tr -d ,)
+"$mhc" generate --steps 3 --max-output-size 1GiB -o small.db >out 2>err || fail "generate within the bound: $(cat err)"
+grep -q "^small.db: $rows rows " out || fail "the estimate ($rows rows) is not what was written: $(cat out)"
+want="--max-output-size"; refused generate --steps 3 --max-output-size 100 -o small2.db
+
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o e0.db >/dev/null || fail generate
+# The MHC_* variables: documented values only, refused in one line naming the variable by any
+# command, before any work (MHC_TRACE_CACHE=yes read as on; the CPU path and the pool switch
+# were read only when used, an unknown CPU path silently ignored; 0x10 read as 16).
+envrefused() {   # envrefused VAR=VALUE CMD...: exit 2, one line naming VAR='VALUE'
+    local assign=$1; shift
+    env "$assign" "$mhc" "$@" >out 2>err; local rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "${assign%%=*}='${assign#*=}'" err ||
+        fail "$assign $* exited $rc: $(cat out err)"
+    [ ! -s out ] || fail "$assign $*: worked before refusing: $(head -c 200 out)"
+}
+for value in yes 2 '' true; do envrefused "MHC_TRACE_CACHE=$value" info e0.db; done
+envrefused MHC_TRACE_CACHE=yes generate --steps 1 --layers 2 -o e.db
+[ ! -e e.db ] || fail "generate wrote with a bad MHC_TRACE_CACHE"
+for value in 0 1 off on OFF On; do
+    MHC_TRACE_CACHE=$value "$mhc" info e0.db >/dev/null 2>err || fail "MHC_TRACE_CACHE=$value refused: $(cat err)"
+done
+envrefused MHC_CPU_ISA=avx9 info e0.db
+envrefused MHC_VALIDATE_POOL_PER_REPLAY=yes info e0.db
+envrefused MHC_CPU_BUFFER_RATIO=0x10 simulate e0.db --capacity 80%
+envrefused MHC_MAX_SWAP_OPS_PER_SEC=' 5' simulate e0.db --capacity 80%
+envrefused MHC_BUSY_TIMEOUT_MS=soon generate --steps 1 --layers 2 -o e.db
+MHC_CPU_ISA=generic "$mhc" info e0.db >/dev/null 2>err || fail "MHC_CPU_ISA=generic refused: $(cat err)"
+
+# --runs-db that cannot be one, and --no-store with --runs-db, refused before the work (a folder
+# was said after the simulation, exit 4; both flags together stored nothing without a word).
+mkdir -p rdir
+for cmd in "simulate e0.db --capacity 80%" "sweep e0.db --policies lru --capacities 80% --no-bisect"; do
+    want="rdir: is a directory"; refused $cmd --runs-db rdir
+    want="no/r.db: cannot be created: no is not a directory"; refused $cmd --runs-db no/r.db
+    want="--no-store and --runs-db r2.db: give one"; refused $cmd --no-store --runs-db r2.db
+    [ ! -s out ] || fail "$cmd: computed before refusing: $(head -c 200 out)"
+done
+[ ! -e r2.db ] || fail "a refused --runs-db was made"
+# An output in a folder that does not exist: one wording for every command (SQLite said "unable
+# to open database file", export "No such file or directory").
+want="nodir/o.db: cannot write into nodir: no such directory"
+refused generate --steps 1 --layers 2 -o nodir/o.db
+refused import "$fixtures/cpu_mlp_kineto.json.gz" -o nodir/o.db
+want="nodir/o.json: cannot write into nodir: no such directory"; refused export e0.db -o nodir/o.json
+refused calibrate --backend host -o nodir/o.json
+# A file where export's folder goes: named (it said "cannot create directory: Not a directory").
+want="e0.db/x: cannot create directory: e0.db is a file, not a folder"; refused export e0.db --format csv -o e0.db/x
+want="e0.db: cannot create directory: e0.db is a file, not a folder"; refused export e0.db --format csv -o e0.db --force
+# generate's numbers: a number that is not whole is said to be so (CLI11's range said "Value 1.5
+# not in range 1 to 1000000"), a bound as written, and a configuration's field by its option.
+want="--steps: '1.5': not a whole number"; refused generate --steps 1.5 -o n.db
+want="--layers: '1e1': not a whole number"; refused generate --layers 1e1 -o n.db
+want="--steps: '0': not in 1..1000000"; refused generate --steps 0 -o n.db
+want="--jitter: '0.6': not in 0..0.5"; refused generate --jitter 0.6 -o n.db
+want="--pp: must divide layers (3)"; refused generate --layers 3 --pp 2 --steps 1 -o n.db
+# Contrary options: a flag and its negation (the last won), --all-ranks with one rank named (the
+# rank was ignored).
+want="generate: --zero1 and --no-zero1 both given; give one"; refused generate --zero1 --no-zero1 --steps 1 -o n.db
+want="--all-ranks writes every rank; --pp-stage, --dp-rank and --tp-rank choose one"
+refused generate --pp 2 --layers 2 --steps 1 --pp-stage 1 --all-ranks -o n.db
+[ ! -e n.db ] && [ ! -e n.rank0.db ] || fail "a refused generate wrote $(ls n.*)"
+# A count past 32 bits was said to be below 1.
+want="--replay-steps '100000000000': all or a number of steps in 1..2147483647"
+refused validate e0.db --policy lru --capacity 80% --replay-steps 100000000000
+
+# export --runs-db of a locked runs database: the wait and the timeout name the runs database
+# (the note named the trace, whose connection the runs database was attached to).
+"$mhc" -q simulate e0.db --capacity 80% --runs-db r.db >/dev/null || fail "simulate --runs-db"
+rm -f locked
+python3 -c "
+import sqlite3, time
+db = sqlite3.connect('r.db', isolation_level=None)
+db.execute('BEGIN EXCLUSIVE')
+open('locked', 'w').close()
+time.sleep(30)
+" & holder=$!
+for _ in $(seq 1 100); do [ -e locked ] && break; sleep 0.05; done
+MHC_BUSY_TIMEOUT_MS=1500 "$mhc" export e0.db --format csv -o csvl --runs-db r.db >out 2>err; rc=$?
+kill $holder; wait $holder 2>/dev/null; holder=
+[ $rc = 2 ] || fail "export of a locked runs database exited $rc: $(cat err)"
+grep -q "^mhc: r.db: locked by another process; waiting for it" err || fail "the wait does not name r.db: $(cat err)"
+grep -q "e0.db: locked" err && fail "the wait names the trace: $(cat err)"
+grep -q "r.db: .*stayed locked by another process for 1.5 s" err || fail "the timeout does not name r.db: $(cat err)"
+[ ! -e csvl ] || fail "a refused export left its folder"
+"$mhc" export e0.db --format csv -o csvl --runs-db r.db >/dev/null || fail "export after the lock"
+[ "$(wc -l <csvl/runs.csv)" = 2 ] || fail "the runs database's run was not exported: $(cat csvl/runs.csv)"
 echo ok

@@ -325,3 +325,47 @@ TEST_CASE("activations and workspaces die within their step; the peak does not g
         CHECK(mhc::trace::live_peak(longer.trace, dev).bytes == mhc::trace::live_peak(g.trace, dev).bytes);
     }
 }
+
+// mhc generate refuses a trace past --max-output-size from this estimate, before writing: the
+// rows counted over two steps and extrapolated must be the rows written, for every preset and a
+// few variants, and the bytes near the file's size (the figures in docs/datasets.md, "Size").
+TEST_CASE("the estimate of a generated trace: its rows exactly and its size within 15%") {
+    std::vector<GeneratorConfig> configs;
+    for (const auto& name : preset_names()) configs.push_back(small(name, 5));
+    GeneratorConfig one_step = small("llama2-7b", 1), accumulation = small("gpt2-small", 4);
+    accumulation.micro_batches = 3;
+    GeneratorConfig mhc = small("mhc-27b", 3);
+    mhc.hc_recompute = true;
+    configs.insert(configs.end(), {one_step, accumulation, mhc});
+    int index = 0;
+    for (const GeneratorConfig& config : configs) {
+        const OutputEstimate estimate = estimate_output(config);
+        const std::string path = (tmp_dir() / ("estimate" + std::to_string(index++) + ".db")).string();
+        fs::remove(path);
+        const GenerateStats written = generate_file(config, path);
+        INFO(config.preset << " " << config.steps << " steps: estimated " << estimate.rows.total() << " rows, "
+                           << estimate.bytes << " B; wrote " << written.rows << " rows, " << fs::file_size(path)
+                           << " B");
+        CHECK(estimate.exact);
+        CHECK(estimate.rows.total() == written.rows);
+        CHECK(estimate.rows.kernels == written.kernels);
+        CHECK(estimate.rows.accesses == written.accesses);
+        CHECK(estimate.rows.allocations == written.allocations);
+        const double ratio = static_cast<double>(estimate.bytes) / static_cast<double>(fs::file_size(path));
+        CHECK(ratio > 0.85);
+        CHECK(ratio < 1.15);
+        fs::remove(path);
+    }
+    // Past the counting budget the count is scaled by the share of the layers done: near, not exact.
+    GeneratorConfig wide = small("gpt2-small", 3);
+    const OutputEstimate whole = estimate_output(wide);
+    const OutputEstimate scaled = estimate_output(wide, whole.rows.total() / 4);
+    CHECK(!scaled.exact);
+    CHECK(std::abs(static_cast<double>(scaled.rows.total()) / static_cast<double>(whole.rows.total()) - 1) < 0.25);
+    // A step count the file could never hold is estimated, not generated (1e6 steps of 4,096 layers).
+    GeneratorConfig huge = preset("gpt2-small");
+    huge.steps = 1000000;
+    huge.layers = 4096;
+    const OutputEstimate far = estimate_output(huge);
+    CHECK(far.bytes > (int64_t{1} << 40));
+}

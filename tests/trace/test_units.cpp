@@ -100,6 +100,8 @@ TEST_CASE("durations refuse other bases, signs, exponents and bare numbers", "[u
 TEST_CASE("formatting picks readable units", "[units]") {
     CHECK(mhc::format_bytes(512) == "512 B");
     CHECK(mhc::format_bytes(3LL << 30) == "3.00 GiB");
+    CHECK(mhc::format_bytes(3LL << 50) == "3.00 PiB");   // generate's estimates: not "3072.00 TiB"
+    CHECK(mhc::format_bytes(int64_t{3} << 60) == "3.00 EiB");
     CHECK(mhc::format_ns(1500) == "1.50 us");
     CHECK(mhc::format_ns(2500000000LL) == "2.500 s");
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "mhc/common/environment.hpp"
 #include "run_files.hpp"
 #include "sqlite_util.hpp"
 
@@ -304,10 +305,7 @@ bool CacheReader::finish() {
     return impl_->ok;
 }
 
-bool cache_enabled() {
-    const char* e = std::getenv("MHC_TRACE_CACHE");
-    return !(e && std::string(e) == "0");
-}
+bool cache_enabled() { return env_switch("MHC_TRACE_CACHE", true); }
 
 int64_t change_counter(sqlite3* db) {
     sqlite3_file* file = nullptr;

@@ -7,6 +7,7 @@
 
 #include "mhc/common/output_file.hpp"
 #include "mhc/trace/store.hpp"
+#include "mhc/trace/cache.hpp"
 #include "rules.hpp"
 #include "schema.hpp"
 #include "sqlite_util.hpp"
@@ -167,6 +168,11 @@ private:
 }  // namespace
 
 void set_lock_wait_note(bool on) { sql::set_lock_note(on); }
+
+void check_environment() {
+    sql::busy_timeout_ms();
+    cache_enabled();
+}
 
 std::string open_problem(const std::string& path) {
     std::string problem;

@@ -506,4 +506,10 @@ Run load_run(const std::string& trace_path_arg, int64_t run_id, const std::strin
     return run;
 }
 
+RunsDbReader::RunsDbReader(const std::string& trace_path, const std::string& runs_db)
+    : reader_(std::make_unique<runfiles::RunReader>(trace_path, runs_db)) {}
+RunsDbReader::~RunsDbReader() = default;
+sqlite3* RunsDbReader::handle() const { return reader_->db(); }
+const std::string& RunsDbReader::path() const { return reader_->file; }
+
 }  // namespace mhc::trace

@@ -18,6 +18,7 @@
 #include "app.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
+#include "mhc/sim/config.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
 #include "screenshot.hpp"
@@ -174,6 +175,14 @@ int main(int argc, char** argv) {
     }
     o.go_step = step->count() > 0;
     mhc::trace::set_lock_wait_note(true);   // a locked trace: said once on stderr, never a silent wait
+    try {   // the MHC_* variables the viewer reads, as mhc checks them: before any window
+        mhc::trace::check_environment();
+        mhc::sim::Config sim_defaults;
+        mhc::sim::apply_environment(sim_defaults, {});
+    } catch (const mhc::Error& e) {
+        std::fprintf(stderr, "mhc-view: %s\n", e.what());
+        return 2;
+    }
     // Numbers as mhc reads them (docs/cli.md, "Numbers"): decimal, no '+', space, 0x or exponent.
     if (device != "auto") {
         const auto parsed = mhc::whole_number_refusal(device, true).empty() ? mhc::parse_integer<int>(device)

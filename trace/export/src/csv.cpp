@@ -68,12 +68,9 @@ struct Column {
     const std::map<int64_t, std::string>* names = nullptr;   // resolved through this lookup
 };
 
-const std::string kMain = "main";   // the trace's own schema on its connection
-
-std::vector<Column> columns_of(sqlite3* db, const std::string& schema, const std::string& table,
-                               const std::string& file) {
+std::vector<Column> columns_of(sqlite3* db, const std::string& table, const std::string& file) {
     std::vector<Column> cols;
-    Statement st(db, "PRAGMA " + schema + ".table_info(\"" + table + "\")", file);
+    Statement st(db, "PRAGMA table_info(\"" + table + "\")", file);
     while (sqlite3_step(st.s) == SQLITE_ROW) cols.push_back({text_at(st.s, 1), sqlite3_column_int(st.s, 5)});
     return cols;
 }
@@ -113,16 +110,18 @@ std::vector<std::string> exported_tables(sqlite3* db, const std::string& file) {
 bool is_run_table(const std::string& t) { return t == "runs" || t.rfind("run_", 0) == 0; }
 
 // Where the run tables are read: the trace itself, or its runs database (--runs-db, checked by
-// list_runs to hold runs of this trace), attached to the trace's connection (which waits for a
-// lock as every connection of the trace library does); and which of their runs are exported.
+// list_runs to hold runs of this trace) on a connection of its own, which waits for a lock under
+// the runs database's name; and which of their runs are exported.
 struct RunSource {
-    std::string schema = "main";   // the trace's, or "runs_db"
+    sqlite3* db = nullptr;   // the trace's connection, or the runs database's
+    std::unique_ptr<RunsDbReader> runs_db;
     std::string file;
     std::string ids;   // an SQL list of run ids, "(3, 4)"; empty: every run in `file`
 };
 
 RunSource run_source(const std::string& trace_path, sqlite3* db, const CsvOptions& opt) {
     RunSource out;
+    out.db = db;
     out.file = trace_path;
     if (opt.runs_db.empty() || opt.runs_db == trace_path) {
         if (opt.run_id <= 0) return out;
@@ -136,7 +135,6 @@ RunSource run_source(const std::string& trace_path, sqlite3* db, const CsvOption
     // A runs database may hold the runs of several traces (a job's): only this trace's.
     const std::vector<RunInfo> mine = list_runs(trace_path, opt.runs_db);   // refuses another trace's
     out.file = opt.runs_db;
-    out.schema = "runs_db";
     out.ids = "(";
     bool found = opt.run_id <= 0;
     for (const RunInfo& info : mine) {
@@ -147,17 +145,15 @@ RunSource run_source(const std::string& trace_path, sqlite3* db, const CsvOption
     out.ids += ")";
     if (!found)
         throw Error(opt.runs_db + ": run " + std::to_string(opt.run_id) + " does not exist (of " + trace_path + ")");
-    Statement attach(db, "ATTACH DATABASE ? AS runs_db", opt.runs_db);
-    sqlite3_bind_text(attach.s, 1, opt.runs_db.c_str(), -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(attach.s) != SQLITE_DONE)
-        throw Error(where(opt.runs_db, std::string("cannot open: ") + sqlite3_errmsg(db)));
+    out.runs_db = std::make_unique<RunsDbReader>(trace_path, opt.runs_db);
+    out.db = out.runs_db->handle();
     return out;
 }
 
 // Writes one table; returns its rows. A code or string id without a name is bad input.
 // `runs`: the run ids the run tables are restricted to, as an SQL list ("(3, 4)"); empty: all.
-int64_t write_table(sqlite3* db, const std::string& file, const std::string& schema, const std::string& table,
-                    std::vector<Column> cols, const std::string& runs, Output& out) {
+int64_t write_table(sqlite3* db, const std::string& file, const std::string& table, std::vector<Column> cols,
+                    const std::string& runs, Output& out) {
     std::string select, order, header;
     std::vector<std::pair<int, int>> pk;   // (position in the key, column)
     for (size_t i = 0; i < cols.size(); ++i) {
@@ -174,8 +170,7 @@ int64_t write_table(sqlite3* db, const std::string& file, const std::string& sch
     }
     std::string filter;
     if (!runs.empty() && is_run_table(table)) filter = (table == "runs" ? " WHERE id IN " : " WHERE run IN ") + runs;
-    Statement st(db, "SELECT " + select + " FROM " + schema + ".\"" + table + "\"" + filter + " ORDER BY " + order,
-                 file);
+    Statement st(db, "SELECT " + select + " FROM \"" + table + "\"" + filter + " ORDER BY " + order, file);
     out << header << "\n";
     int64_t rows = 0;
     std::string line;
@@ -226,14 +221,14 @@ std::vector<CsvTable> export_csv(const std::string& trace_path, const std::strin
     std::vector<CsvTable> written;
     for (const auto& t : tables) {
         // The run tables from where the runs are (the trace, or its runs database).
-        const std::string& schema = is_run_table(t) ? runs.schema : kMain;
+        sqlite3* from = is_run_table(t) ? runs.db : db;
         const std::string& file = is_run_table(t) ? runs.file : trace_path;
-        auto cols = columns_of(db, schema, t, file);
+        auto cols = columns_of(from, t, file);
         for (auto& c : cols)
             for (const auto& n : kNamed)
                 if (t == n.table && c.name == n.column) c.names = &lookups[n.lookup];
         outs.push_back(std::make_unique<Output>(dir + "/" + t + ".csv", false, opt.if_exists));
-        written.push_back({t + ".csv", write_table(db, file, schema, t, std::move(cols), runs.ids, *outs.back())});
+        written.push_back({t + ".csv", write_table(from, file, t, std::move(cols), runs.ids, *outs.back())});
     }
     std::vector<OutputFile*> files;
     for (auto& o : outs) {

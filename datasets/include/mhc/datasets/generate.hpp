@@ -48,6 +48,17 @@ GenerateStats generate(const GeneratorConfig& cfg, trace::Writer& w,
 GenerateStats generate_file(const GeneratorConfig& cfg, const std::string& path,
                             const GenerateHooks& hooks = {});
 
+// How large a generated trace will be, known before writing it: the rows of the first two steps
+// counted (nothing written) and the rest extrapolated (every step after the first adds the same
+// rows), or, where those two steps alone pass `count_budget` rows, extrapolated from the share of
+// them counted (`exact` false: then within a few percent).
+struct OutputEstimate {
+    trace::TableCounts rows;   // per table
+    int64_t bytes = 0;         // trace::estimated_file_bytes(rows)
+    bool exact = true;         // rows counted (steps 1-2) and extrapolated step by step
+};
+OutputEstimate estimate_output(const GeneratorConfig& cfg, int64_t count_budget = 4000000);
+
 // One rank of a multi-rank layout (cfg.pp x cfg.dp x cfg.tp) and the file it goes to.
 struct RankFile {
     int pp_stage = 0, dp_rank = 0, tp_rank = 0;

@@ -107,7 +107,8 @@ bool write_cache(const std::string& path, const std::string& fingerprint, int64_
 // (SQLite's locks included), letting other processes write in the middle of a transaction.
 int64_t change_counter(sqlite3* db);
 
-// Whether the cache is used at all: MHC_TRACE_CACHE=0 turns it off (reads and writes).
+// Whether the cache is used at all: MHC_TRACE_CACHE=0 (or off) turns it off, reads and writes;
+// 1 or on, or unset, keeps it; any other value throws mhc::Error naming the variable.
 bool cache_enabled();
 
 }  // namespace mhc::trace

@@ -3,9 +3,12 @@
 // tables runs, run_config, run_metrics, run_events, run_kernels, run_memory.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+struct sqlite3;
 
 namespace mhc::trace {
 
@@ -137,5 +140,26 @@ std::vector<RunInfo> list_runs(const std::string& trace_path, const std::string&
 // simulated run stored before runs kept every kernel's time (no `kernels_reached` metric: only
 // kernels that moved were stored) gets its unmoved kernels back at their recorded times.
 Run load_run(const std::string& trace_path, int64_t run_id, const std::string& runs_db = "");
+
+namespace runfiles {
+struct RunReader;
+}
+
+// A runs database (--runs-db) open for reading beside its trace, checked to hold runs of it as
+// list_runs checks, on a connection of its own: a lock on it is waited for, and said, under its
+// own name (attached to the trace's connection, the wait would be said as the trace's). Its
+// tables are those of schema "main" on handle().
+class RunsDbReader {
+public:
+    RunsDbReader(const std::string& trace_path, const std::string& runs_db);
+    ~RunsDbReader();
+    RunsDbReader(const RunsDbReader&) = delete;
+    RunsDbReader& operator=(const RunsDbReader&) = delete;
+    sqlite3* handle() const;
+    const std::string& path() const;
+
+private:
+    std::unique_ptr<runfiles::RunReader> reader_;
+};
 
 }  // namespace mhc::trace
