@@ -508,13 +508,13 @@ TEST_CASE("execution trace: a tensor of five fields (schema 1.0.0, no device) is
          "nodes[1]: tensor has 7 fields, not 6 ([tensor_id, storage_id, offset, numel, itemsize, device]) (inputs[1])"},
         {"three", "[5,6,0]", "nodes[1]: tensor has 3 fields, not 6"},
     };
-    for (const auto& c : cases) {
-        DYNAMIC_SECTION(c.name) {
-            const std::string in = dir.file(std::string(c.name) + ".json");
-            test::write_file(in, et(c.tensor));
+    for (const auto& test_case : cases) {
+        DYNAMIC_SECTION(test_case.name) {
+            const std::string in = dir.file(std::string(test_case.name) + ".json");
+            test::write_file(in, et(test_case.tensor));
             std::string err;
             CHECK(test::run_mhc("import " + in + " -o " + dir.file("t.db"), &err) == 2);
-            CHECK_THAT(err, Catch::Contains(in + ": " + c.expect));
+            CHECK_THAT(err, Catch::Contains(in + ": " + test_case.expect));
             CHECK(std::count(err.begin(), err.end(), '\n') == 1);
         }
     }
@@ -560,13 +560,13 @@ TEST_CASE("execution trace: a top-level pid that is not an integer is refused, o
         {"object", "{\"id\":1}", "'pid' an object is not an integer"},
         {"past-int64", "18446744073709551615", "'pid' 18446744073709551615 is not an integer"},
     };
-    for (const auto& c : cases) {
-        DYNAMIC_SECTION(c.name) {
-            const std::string in = dir.file(std::string(c.name) + ".json");
-            test::write_file(in, et(c.pid));
+    for (const auto& test_case : cases) {
+        DYNAMIC_SECTION(test_case.name) {
+            const std::string in = dir.file(std::string(test_case.name) + ".json");
+            test::write_file(in, et(test_case.pid));
             std::string err;
             CHECK(test::run_mhc("import " + in + " -o " + dir.file("t.db"), &err) == 2);
-            CHECK_THAT(err, Catch::Contains(in + ": " + c.expect));
+            CHECK_THAT(err, Catch::Contains(in + ": " + test_case.expect));
             CHECK(std::count(err.begin(), err.end(), '\n') == 1);
         }
     }

@@ -310,10 +310,10 @@ private:
     // The top-level "pid": PyTorch writes the recording process's id, an integer (-1 when the
     // observer had none). Anything else is bad input: before 2026-12-03 it was read as "no process"
     // (a float was truncated), in silence, and a Kineto trace of another run was joined by chance.
-    int64_t pid_of(const json& v) const {
-        if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX))
-            return v.get<int64_t>();
-        const std::string shown = v.is_array() ? "an array" : v.is_object() ? "an object" : v.dump();
+    int64_t pid_of(const json& value) const {
+        if (value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX))
+            return value.get<int64_t>();
+        const std::string shown = value.is_array() ? "an array" : value.is_object() ? "an object" : value.dump();
         throw Error(where(in_, "'pid' " + (shown.size() > 40 ? shown.substr(0, 40) + "..." : shown) +
                                    " is not an integer (the recording process's id)"));
     }
