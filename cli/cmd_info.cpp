@@ -110,7 +110,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
                                                "snapshot.end_state_only",
                                                "snapshot.end_state_pending_free",
                                                "kineto.kernel_device",
-                                               "kineto.kernel_clamp"};
+                                               "kineto.kernel_clamp",
+                                               "et.join"};
             for (const char* key : shown_meta) {
                 auto it = data.meta.find(key);
                 // A line the summary already gives under that name ("timing  order only: ...") is

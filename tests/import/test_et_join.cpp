@@ -117,6 +117,10 @@ TEST_CASE("ET + Kineto: param's DLRM rank 0 records other iterations than its Ki
     CHECK(meta(imported, "et.join_key") == "none");
     CHECK(meta(imported, "et.threads_not_joined") == "2");
     CHECK(meta(imported, "et.storages_left_out") == "113");
+    CHECK(meta(imported, "accesses") == "none");   // Kineto's 245 kernels, none with the ET's tensors
+    CHECK(meta(imported, "timing") == "exact");
+    CHECK_THAT(meta(imported, "et.join"), Catch::StartsWith("0 of 1672 ops joined (0 of 2 threads): execution-trace "
+                                                            "thread 1 (988 ops): not joined"));
     CHECK(imported.trace.allocations.size() == 0);
     REQUIRE(imported.result.warnings.size() == 3);
     CHECK_THAT(imported.result.warnings[0], Catch::Contains("thread 1 (988 ops)") && Catch::Contains("differ by 40"));
@@ -407,4 +411,175 @@ TEST_CASE("execution trace: tensors in lists of lists (a collective's outputs) a
     CHECK(bytes == std::vector<int64_t>{4, 32, 64});
     CHECK(trace.kernels.size() == 1);
     CHECK(trace.accesses.size() == 3);
+}
+
+TEST_CASE("ET + Kineto: a join of nothing or of part says so in meta and in mhc info", "[import][et][join]") {
+    // pytorch/pytorch#123640's kind of pair: the profiler recorded another iteration than the
+    // execution trace, and Kineto's Record function id is 0 on every op. Before 2026-12-03 the
+    // trace said accesses "exact" (of no access at all) and only the import's warning said why;
+    // `mhc info` showed neither.
+    test::TempDir dir;
+    const std::string et = dir.file("et.json"), kineto = dir.file("kineto.json");
+    SECTION("a GPU run, nothing joined: Kineto's kernels, timed, without accesses") {
+        test::write_file(et, et_one_relu(-1, 7));
+        test::write_file(kineto, kineto_iterations({-1}, {0}));
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(imported.trace.kernels.size() == 1);
+        CHECK(imported.trace.accesses.size() == 0);
+        CHECK(meta(imported, "accesses") == "none");
+        CHECK(meta(imported, "timing") == "exact");   // the kernel's time is Kineto's
+        CHECK_THAT(meta(imported, "et.join"),
+                   Catch::StartsWith("0 of 1 ops joined (0 of 1 threads): execution-trace thread 1 (1 ops): not "
+                                     "joined, no Kineto op carries one of its rf_ids") &&
+                       Catch::EndsWith("; the kernels have no accesses"));
+        const std::string db = dir.file("cli.db");
+        REQUIRE(test::run_mhc("import " + et + " --kineto " + kineto + " -o " + db) == 0);
+        int rc = -1;
+        const std::string info = test::mhc_stdout("info " + db, &rc);
+        CHECK(rc == 0);
+        CHECK_THAT(info, Catch::Contains("\naccesses    none\n"));
+        CHECK_THAT(info, Catch::Contains("\net.join     0 of 1 ops joined (0 of 1 threads): execution-trace thread 1"));
+    }
+    SECTION("a CPU run, nothing joined: no op is in the trace, so nothing is timed") {
+        test::write_file(et,
+                         "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":[{\"id\":1,\"name\":\"aten::relu\",\"parent\":0,"
+                         "\"rf_id\":7,\"tid\":1,\"inputs\":[[7,7,0,1024,4,\"cpu\"]],\"input_types\":"
+                         "[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}");
+        test::write_file(kineto,
+                         "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"pid\":1,"
+                         "\"tid\":1,\"ts\":10,\"dur\":5,\"args\":{\"Record function id\":0}}]}");
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(imported.trace.kernels.size() == 0);
+        CHECK(meta(imported, "accesses") == "none");
+        CHECK(meta(imported, "timing") == "none");
+        CHECK_THAT(meta(imported, "et.join"), Catch::StartsWith("0 of 1 ops joined (0 of 1 threads): ") &&
+                                                  Catch::EndsWith("; no op is in the trace"));
+    }
+    SECTION("part joined: one thread by key, the other not") {
+        // Thread 1's relu (rf_id 42) is Kineto's first op; thread 2's (rf_id 43) is nowhere.
+        test::write_file(
+            et,
+            "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":[{\"id\":1,\"name\":\"aten::relu\",\"parent\":0,\"rf_id\":42,"
+            "\"tid\":1,\"inputs\":[[7,7,0,1024,4,\"cuda:0\"]],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],"
+            "\"output_types\":[]},{\"id\":2,\"name\":\"aten::relu\",\"parent\":0,\"rf_id\":43,\"tid\":2,\"inputs\":"
+            "[[8,8,0,1024,4,\"cuda:0\"]],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}");
+        test::write_file(kineto, kineto_iterations({-1, -1}, {42, 0}));
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(imported.trace.accesses.size() == 1);
+        CHECK(meta(imported, "accesses") == "partial");
+        CHECK(meta(imported, "timing") == "exact");
+        CHECK(meta(imported, "et.join") ==
+              "1 of 2 ops joined (1 of 2 threads) by Record function id == rf_id: execution-trace thread 2 (1 ops): "
+              "not joined, no Kineto op carries one of its rf_ids as its Record function id (the profiler recorded "
+              "other ops than the execution trace)");
+    }
+    SECTION("all joined: exact, and the line says by what") {
+        test::write_file(et, et_one_relu(-1, 42));
+        test::write_file(kineto, kineto_iterations({-1}, {42}));
+        auto imported = import_pair(dir, et, kineto);
+        CHECK(meta(imported, "accesses") == "exact");
+        CHECK(meta(imported, "et.join") == "1 of 1 ops joined (1 of 1 threads) by Record function id == rf_id");
+    }
+}
+
+TEST_CASE("execution trace: a tensor of five fields (schema 1.0.0, no device) is refused, naming node and field",
+          "[import][et]") {
+    // PyTorch's ExecutionGraphObserver of schema 1.0.0 (pytorch/pytorch@1f7ca033's
+    // torch/csrc/profiler/execution_graph_observer.cpp) wrote [tensor_id, storage_id, offset, numel,
+    // itemsize]; schema 1.0.1 added the device as a sixth field. Before 2026-12-03 a five-field
+    // tensor was the host's, in silence: a GPU trace's memory was imported as host memory.
+    test::TempDir dir;
+    const auto et = [](const std::string& second_input) {
+        return "{\"schema\":\"1.0.0\",\"pid\":1,\"nodes\":[{\"id\":1,\"name\":\"[pytorch|profiler|execution_graph|"
+               "process]\",\"parent\":1},{\"id\":2,\"name\":\"aten::add\",\"parent\":1,\"tid\":1,\"inputs\":"
+               "[[3,4,0,16,4,\"cuda:0\"]," +
+               second_input +
+               "],\"input_types\":[\"Tensor(float)\",\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}";
+    };
+    struct Case {
+        const char* name;
+        std::string tensor, expect;
+    };
+    const std::vector<Case> cases = {
+        {"five", "[5,6,0,16,4]",
+         "nodes[1]: tensor has 5 fields, no device (schema 1.0.0's [tensor_id, storage_id, offset, numel, itemsize]): "
+         "its memory's device is unknown; recorded before schema 1.0.1 (inputs[1])"},
+        {"seven", "[5,6,0,16,4,\"cuda:0\",1]",
+         "nodes[1]: tensor has 7 fields, not 6 ([tensor_id, storage_id, offset, numel, itemsize, device]) (inputs[1])"},
+        {"three", "[5,6,0]", "nodes[1]: tensor has 3 fields, not 6"},
+    };
+    for (const auto& test_case : cases) {
+        DYNAMIC_SECTION(test_case.name) {
+            const std::string in = dir.file(std::string(test_case.name) + ".json");
+            test::write_file(in, et(test_case.tensor));
+            std::string err;
+            CHECK(test::run_mhc("import " + in + " -o " + dir.file("t.db"), &err) == 2);
+            CHECK_THAT(err, Catch::Contains(in + ": " + test_case.expect));
+            CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+        }
+    }
+    SECTION("in a list, in the Chakra layout: the field names the list") {
+        const std::string in = dir.file("chakra.json");
+        test::write_file(in,
+                         "{\"schema\":\"1.0.2-chakra.0.0.4\",\"pid\":1,\"nodes\":[{\"id\":2,\"name\":\"c10d::"
+                         "allgather_\",\"ctrl_deps\":1,\"inputs\":{\"values\":[],\"types\":[]},\"outputs\":"
+                         "{\"values\":[7,[[1,2,0,4,4,\"cuda:0\"],[3,4,0,4,4]]],\"types\":[\"Int\",\"GenericList"
+                         "[Tensor(float),Tensor(float)]\"]}}]}");
+        imp::Options opt;
+        opt.warn = false;
+        CHECK_THROWS_WITH(imp::import_file(in, dir.file("c.db"), opt),
+                          Catch::Contains("nodes[0]: tensor has 5 fields") && Catch::EndsWith("(outputs.values[1])"));
+    }
+    SECTION("six fields are read as before") {
+        const std::string in = dir.file("six.json");
+        test::write_file(in, et("[5,6,0,16,4,\"cuda:0\"]"));
+        CHECK(test::run_mhc("import " + in + " -o " + dir.file("six.db")) == 0);
+    }
+}
+
+TEST_CASE("execution trace: a top-level pid that is not an integer is refused, one line", "[import][et]") {
+    // PyTorch writes the recording process's id ("pid": 1734239). Before 2026-12-03 any other
+    // value was read as "no process" (-1, a float truncated) in silence, and the --kineto join
+    // then neither refused another run's Kineto trace nor kept to its process's ops.
+    test::TempDir dir;
+    const auto et = [](const std::string& pid) {
+        return "{\"schema\":\"1.0.1\",\"pid\":" + pid +
+               ",\"nodes\":[{\"id\":1,\"name\":\"aten::relu\",\"parent\":0,\"tid\":1,\"inputs\":"
+               "[[7,7,0,1024,4,\"cuda:0\"]],\"input_types\":[\"Tensor(float)\"],\"outputs\":[],\"output_types\":[]}]}";
+    };
+    struct Case {
+        const char* name;
+        std::string pid, expect;
+    };
+    const std::vector<Case> cases = {
+        {"string", "\"1734239\"", "'pid' \"1734239\" is not an integer (the recording process's id)"},
+        {"float", "1734239.5", "'pid' 1734239.5 is not an integer"},
+        {"null", "null", "'pid' null is not an integer"},
+        {"boolean", "true", "'pid' true is not an integer"},
+        {"array", "[1]", "'pid' an array is not an integer"},
+        {"object", "{\"id\":1}", "'pid' an object is not an integer"},
+        {"past-int64", "18446744073709551615", "'pid' 18446744073709551615 is not an integer"},
+    };
+    for (const auto& test_case : cases) {
+        DYNAMIC_SECTION(test_case.name) {
+            const std::string in = dir.file(std::string(test_case.name) + ".json");
+            test::write_file(in, et(test_case.pid));
+            std::string err;
+            CHECK(test::run_mhc("import " + in + " -o " + dir.file("t.db"), &err) == 2);
+            CHECK_THAT(err, Catch::Contains(in + ": " + test_case.expect));
+            CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+        }
+    }
+    SECTION("an integer pid, and none, are read") {
+        for (const std::string& pid : {std::string("1734239"), std::string("-1")}) {
+            const std::string in = dir.file("ok.json");
+            test::write_file(in, et(pid));
+            CHECK(test::run_mhc("import " + in + " -o " + dir.file("ok" + pid + ".db")) == 0);
+        }
+        const std::string none = dir.file("none.json");
+        std::string text = et("1");
+        text.erase(text.find(",\"pid\":1"), 8);
+        test::write_file(none, text);
+        CHECK(test::run_mhc("import " + none + " -o " + dir.file("none.db")) == 0);
+    }
 }

@@ -94,11 +94,22 @@ int64_t as_i64(const json& v) {
     return -1;
 }
 
-// [tensor_id, storage_id, offset, numel, itemsize, device]. Zero storage, numel or itemsize is an
-// undefined tensor (skipped); a field that is not an integer, is negative, or is past 2^40
-// elements/offset or 64-byte items is bad input (`bad` names it).
+// [tensor_id, storage_id, offset, numel, itemsize, device] (schema 1.0.1 on: PyTorch's
+// execution_graph_observer.cpp, later execution_trace_observer.cpp). Zero storage, numel or itemsize is an undefined
+// tensor (skipped); a field that is not an integer, is negative, or is past 2^40 elements/offset or 64-byte items is
+// bad input (`bad` names it). So is a tensor of another length: schema 1.0.0 (PyTorch's
+// execution_graph_observer.cpp) wrote [tensor_id, storage_id, offset, numel, itemsize], without
+// the device, and before 2026-12-03 such a tensor was the host's, in silence.
 void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& bad, DeviceTypes& types) {
-    if (!value.is_array() || value.size() < 5 || !value[0].is_number()) return;
+    if (!value.is_array() || value.empty() || !value[0].is_number()) return;
+    if (value.size() != 6) {
+        if (bad.empty())
+            bad = value.size() == 5 ? "has 5 fields, no device (schema 1.0.0's [tensor_id, storage_id, offset, numel, "
+                                      "itemsize]): its memory's device is unknown; recorded before schema 1.0.1"
+                                    : "has " + std::to_string(value.size()) +
+                                          " fields, not 6 ([tensor_id, storage_id, offset, numel, itemsize, device])";
+        return;
+    }
     static const char* names[] = {"tensor_id", "storage_id", "offset", "numel", "itemsize"};
     static const int64_t max[] = {INT64_MAX, INT64_MAX, INT64_C(1) << 40, INT64_C(1) << 40, 64};
     int64_t f[5] = {};
@@ -111,7 +122,7 @@ void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& ba
     }
     int64_t storage = f[1], offset = f[2], numel = f[3], item = f[4];
     if (storage == 0 || numel == 0 || item == 0) return;
-    const int32_t device = value.size() > 5 ? device_of(value[5], types, bad) : -1;
+    const int32_t device = device_of(value[5], types, bad);
     if (device == kNoMemory) return;
     out.push_back({storage, device, (offset + numel) * item});   // < 2^47
 }
@@ -156,11 +167,17 @@ void typed_value(std::string_view type, const json& value, std::vector<TensorUse
     }
 }
 
-void values_from(const json& values, const json& types, std::vector<TensorUse>& out, std::string& bad,
-                 DeviceTypes& devices) {
+// The tensors of one list of values (`field`: "inputs", "outputs.values", ...); a bad tensor's
+// message ends with the value it is in ("(inputs[2])").
+void values_from(const json& values, const json& types, const char* field, std::vector<TensorUse>& out,
+                 std::string& bad, DeviceTypes& devices) {
     if (!values.is_array() || !types.is_array()) return;
-    for (size_t i = 0; i < values.size() && i < types.size(); ++i)
-        if (types[i].is_string()) typed_value(types[i].get_ref<const std::string&>(), values[i], out, bad, devices, 0);
+    for (size_t i = 0; i < values.size() && i < types.size(); ++i) {
+        if (!types[i].is_string()) continue;
+        const bool was_good = bad.empty();
+        typed_value(types[i].get_ref<const std::string&>(), values[i], out, bad, devices, 0);
+        if (was_good && !bad.empty()) bad += " (" + std::string(field) + "[" + std::to_string(i) + "])";
+    }
 }
 
 // One element of "nodes" (a small DOM) -> Node.
@@ -177,9 +194,10 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
     auto ins = n.find("inputs");
     auto outs = n.find("outputs");
     if (ins != n.end() && ins->is_object()) {   // Chakra style: {values, shapes, types}, attrs list
-        values_from(ins->value("values", json()), ins->value("types", json()), x.ins, bad, devices);
+        values_from(ins->value("values", json()), ins->value("types", json()), "inputs.values", x.ins, bad, devices);
         if (outs != n.end() && outs->is_object())
-            values_from(outs->value("values", json()), outs->value("types", json()), x.outs, bad, devices);
+            values_from(outs->value("values", json()), outs->value("types", json()), "outputs.values", x.outs, bad,
+                        devices);
         if (n.contains("ctrl_deps")) x.parent = int_of(n["ctrl_deps"], "ctrl_deps", field_bad);
         if (n.contains("attrs") && n["attrs"].is_array())
             for (const auto& a : n["attrs"]) {
@@ -189,8 +207,8 @@ Node node_from(const std::string& in, const json& n, size_t row, DeviceTypes& de
                 if (a["name"] == "seq_id") x.seq = int_of(a["value"], "attrs seq_id", field_bad);
             }
     } else {   // 1.0.x style: inputs / input_types lists
-        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), x.ins, bad, devices);
-        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), x.outs, bad, devices);
+        if (ins != n.end()) values_from(*ins, n.value("input_types", json()), "inputs", x.ins, bad, devices);
+        if (outs != n.end()) values_from(*outs, n.value("output_types", json()), "outputs", x.outs, bad, devices);
         if (n.contains("parent")) x.parent = int_of(n["parent"], "parent", field_bad);
         if (n.contains("rf_id")) x.rf_id = int_of(n["rf_id"], "rf_id", field_bad);
         if (n.contains("tid")) x.tid = int_of(n["tid"], "tid", field_bad);
@@ -259,6 +277,7 @@ private:
     bool open(json v) {
         if (++depth_ > kMaxNesting) throw Error(where(in_, nesting_message()));
         if (depth_ == 1) root_object_ = v.is_object();
+        if (depth_ == 2 && root_object_ && top_key_ == "pid") pid_of(v);   // an array or object: refused
         if (depth_ == 2 && root_object_ && top_key_ == "nodes" && v.is_array()) {
             in_nodes_ = saw_nodes_ = true;
         } else if (depth_ == 3 && in_nodes_) {
@@ -278,7 +297,7 @@ private:
         return true;
     }
     bool scalar(json v) {
-        if (depth_ == 1 && root_object_ && top_key_ == "pid") pid_ = as_i64(v);
+        if (depth_ == 1 && root_object_ && top_key_ == "pid") pid_ = pid_of(v);
         if (in_nodes_ && depth_ == 2) {   // a node that is not an object
             node_ = std::move(v);
             finish();
@@ -287,6 +306,16 @@ private:
         }
         boundary();
         return true;
+    }
+    // The top-level "pid": PyTorch writes the recording process's id, an integer (-1 when the
+    // observer had none). Anything else is bad input: before 2026-12-03 it was read as "no process"
+    // (a float was truncated), in silence, and a Kineto trace of another run was joined by chance.
+    int64_t pid_of(const json& value) const {
+        if (value.is_number_integer() && !(value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX))
+            return value.get<int64_t>();
+        const std::string shown = value.is_array() ? "an array" : value.is_object() ? "an object" : value.dump();
+        throw Error(where(in_, "'pid' " + (shown.size() > 40 ? shown.substr(0, 40) + "..." : shown) +
+                                   " is not an integer (the recording process's id)"));
     }
     void finish() {
         out_.push_back(node_from(in_, node_, out_.size(), devices_));
@@ -469,6 +498,13 @@ private:
             refs[i] = {node.name, node.id, node.tid, node.rf_id, node.seq, up};
         }
         join_ = join_et_kineto(refs, kd_, pid_);
+        std::set<int64_t> threads;
+        for (const EtOpRef& ref : refs) {
+            if (is_et_profiler_range(ref.name)) continue;
+            ++ops_to_join_;
+            threads.insert(ref.tid);
+        }
+        threads_to_join_ = static_cast<int64_t>(threads.size());
         for (const auto& note : join_.notes) r_.warnings.push_back(note);
         if (join_.parent_disagreements > 0)
             r_.warnings.push_back(std::to_string(join_.parent_disagreements) +
@@ -671,16 +707,41 @@ private:
         return "none";
     }
 
+    // What the accesses are: the execution trace's, exact, for the ops joined; none when none
+    // joined (before 2026-12-03 a join of nothing still said "exact" of a trace with no access),
+    // "partial" when a thread, a leaf op or a GPU storage was left out.
+    std::string accesses() const {
+        if (!joined_) return "exact";
+        if (matched_ == 0) return "none";
+        const bool partial = !join_.notes.empty() || left_out_ > 0 || (!gpu_ && unmatched_ > 0);
+        return partial ? "partial" : "exact";
+    }
+
+    // One line for meta et.join (`mhc info` shows it): how many ops and threads joined, by what,
+    // and why the others did not (the threads' notes, at most four).
+    std::string join_summary() const {
+        const int64_t threads_joined = threads_to_join_ - static_cast<int64_t>(join_.notes.size());
+        std::string line = std::to_string(matched_) + " of " + std::to_string(ops_to_join_) + " ops joined (" +
+                           std::to_string(std::max<int64_t>(0, threads_joined)) + " of " +
+                           std::to_string(threads_to_join_) + " threads)";
+        if (matched_ > 0) line += " by " + join_key();
+        for (size_t i = 0; i < join_.notes.size() && i < 4; ++i) line += (i ? "; " : ": ") + join_.notes[i];
+        if (join_.notes.size() > 4) line += "; and " + std::to_string(join_.notes.size() - 4) + " more threads";
+        if (matched_ == 0) line += gpu_ ? "; the kernels have no accesses" : "; no op is in the trace";
+        return line;
+    }
+
     void write_meta() {
         auto& meta = r_.meta;
         meta["source"] = joined_ ? "pytorch-execution-trace+kineto" : "pytorch-execution-trace";
         meta["import.format"] = "et";
         meta["import.events"] = std::to_string(nodes_.size());
-        meta["accesses"] = "exact";
+        meta["accesses"] = accesses();
         meta["accesses.granularity"] = "storage (one allocation per storage id and device)";
         meta["lifetimes"] = "inferred (first to last op that touches the storage)";
         meta["categories"] = "unknown";
-        meta["timing"] = joined_ ? "exact" : "order-only";
+        // A CPU-only run's ops are timed by the Kineto ops they joined: none joined, none timed.
+        meta["timing"] = !joined_ ? "order-only" : !gpu_ && matched_ == 0 ? "none" : "exact";
         meta["et.ops_as_kernels"] = joined_ && gpu_ ? "no (GPU kernels from Kineto)" : std::to_string(units_.size());
         meta["et.storages"] = std::to_string(storages_.size());
         if (joined_) {
@@ -690,6 +751,7 @@ private:
             meta["et.kineto_ops_matched_by_order"] = std::to_string(join_.by_order);
             meta["et.join_parent_disagreements"] = std::to_string(join_.parent_disagreements);
             meta["et.threads_not_joined"] = std::to_string(join_.notes.size());
+            meta["et.join"] = join_summary();
             if (!gpu_) meta["et.leaf_ops_without_kineto_timing"] = std::to_string(unmatched_);
             if (!kd_.memory.empty()) meta["et.kineto_memory_events_ignored"] = std::to_string(kd_.memory.size());
             meta["et.storages_left_out"] = std::to_string(std::max<int64_t>(0, left_out_));
@@ -717,6 +779,7 @@ private:
     EtJoin join_;
     bool joined_ = false, gpu_ = false;
     int64_t base_ = 0, matched_ = 0, unmatched_ = 0, clamped_ = 0, left_out_ = 0;
+    int64_t ops_to_join_ = 0, threads_to_join_ = 0;   // the execution trace's ops (no profiler ranges)
     std::vector<Unit> units_;
     std::map<std::pair<int64_t, int32_t>, Storage> storages_;
     std::vector<std::vector<std::pair<Storage*, AccessMode>>> unit_access_;
