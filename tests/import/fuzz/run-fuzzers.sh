@@ -4,7 +4,11 @@
 # timeout or sanitizer report. Seeds: small inputs derived from the public traces and our
 # fixtures, written into the build directory (the sources stay untouched).
 #   tests/import/fuzz/run-fuzzers.sh 60
+#   tests/import/fuzz/run-fuzzers.sh --build-only     (builds the fuzzers, runs nothing: CI builds
+#                                                     them beside its other steps, .ci/run)
 set -euo pipefail
+BUILD_ONLY=0
+if [ "${1:-}" = --build-only ]; then BUILD_ONLY=1; shift; fi
 SECONDS_EACH=${1:-60}
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 BUILD=${MHC_FUZZ_BUILD:-$ROOT/build-fuzz-import}
@@ -33,7 +37,7 @@ FLAGS="-std=c++20 -O1 -gline-tables-only $SAN -fsanitize=fuzzer-no-link $INC"
 # Objects are rebuilt when the flags change.
 if [ "$(cat "$BUILD/obj/flags" 2>/dev/null)" != "$CXX $FLAGS" ]; then rm -f "$BUILD"/obj/*.o; echo "$CXX $FLAGS" > "$BUILD/obj/flags"; fi
 UNLINKED=" common/src/json.cpp common/src/numbers.cpp trace/src/model.cpp trace/src/comm_kernels.cpp trace/src/event_order.cpp trace/src/summary.cpp "
-obj_of() { echo "$BUILD/obj/$(basename "$(dirname "$(dirname "$1")")")_$(basename "$1" .cpp).o"; }
+obj_of() { local dir=${1%/src/*}; local base=${1##*/}; echo "$BUILD/obj/${dir##*/}_${base%.cpp}.o"; }
 # compile SOURCE...: MHC_FUZZ_JOBS (default 2) at a time, the next one started as soon as any
 # finishes (the importers first: et.cpp alone takes a third of the time).
 compile() {
@@ -50,14 +54,20 @@ compile() {
   return $rc
 }
 # link: the four fuzzers, two at a time, against an archive of the objects (the linker takes
-# the members it needs, as it does from the build's libraries).
+# the members it needs, as it does from the build's libraries); a fuzzer newer than the archive
+# and its source is kept.
 link() {
-  local t pids=() rc=0 lib=$BUILD/obj/libfuzzdeps.a
-  rm -f "$lib"
-  ar rcs "$lib" "$BUILD"/obj/*.o
+  local t pids=() rc=0 lib=$BUILD/obj/libfuzzdeps.a exe
+  if [ ! -f "$lib" ] || [ -n "$(find "$BUILD/obj" -name '*.o' -newer "$lib")" ]; then
+    rm -f "$lib"
+    ar rcs "$lib" "$BUILD"/obj/*.o
+  fi
   for t in pickle kineto et nsys; do
+    exe=$BUILD/tests/import/fuzz_import_$t
+    if [ "$exe" -nt "$lib" ] && [ "$exe" -nt "$ROOT/tests/import/fuzz/fuzz_$t.cpp" ] &&
+       [ "$exe" -nt "$ROOT/tests/import/fuzz/fuzz_util.hpp" ]; then continue; fi
     "$CXX" $FLAGS -fsanitize=fuzzer "$ROOT/tests/import/fuzz/fuzz_$t.cpp" "$lib" -lsqlite3 -lz \
-      -o "$BUILD/tests/import/fuzz_import_$t" 2>"$BUILD/link-$t.log" &
+      -o "$exe" 2>"$BUILD/link-$t.log" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -68,11 +78,10 @@ for src in "$ROOT"/trace/import/src/*.cpp "$ROOT"/trace/src/*.cpp "$ROOT"/common
   if [[ $UNLINKED == *" ${src#"$ROOT"/} "* ]]; then unlinked+=("$src"); else linked+=("$src"); fi
 done
 # Objects of sources that are gone are dropped (the archive takes every object in obj/).
+declare -A wanted=()
+for src in "${linked[@]}" "${unlinked[@]}"; do wanted[$(obj_of "$src")]=1; done
 for obj in "$BUILD"/obj/*.o; do
-  [ -e "$obj" ] || continue
-  found=0
-  for src in "${linked[@]}" "${unlinked[@]}"; do [ "$(obj_of "$src")" = "$obj" ] && found=1 && break; done
-  [ "$found" = 1 ] || rm -f "$obj"
+  [ -e "$obj" ] && [ -z "${wanted[$obj]:-}" ] && rm -f "$obj" "$BUILD/obj/libfuzzdeps.a"
 done
 compile "${linked[@]}" || { echo "run-fuzzers: a source did not compile"; exit 1; }
 mkdir -p "$BUILD/tests/import"
@@ -81,6 +90,7 @@ if ! link; then
   compile "${unlinked[@]}" || { echo "run-fuzzers: a source did not compile"; exit 1; }
   link || { cat "$BUILD"/link-*.log; echo "run-fuzzers: the fuzzers did not link"; exit 1; }
 fi
+[ "$BUILD_ONLY" = 0 ] || exit 0
 
 # Seed corpora (small, uncompressed).
 SEEDS=$BUILD/fuzz-seeds
