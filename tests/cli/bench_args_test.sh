@@ -4,9 +4,7 @@
 # Usage: bench_args_test.sh BENCH_IMPORT BENCH_SIM BENCH_STORE BENCH_DATASETS BENCH_VIEWER
 set -u
 import=$1 sim=$2 store=$3 datasets=$4 viewer=$5
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 # refused WANT CMD...: exit 2, one line on stderr containing WANT, nothing on stdout
 refused() {
     local want=$1; shift

@@ -6,9 +6,7 @@
 # Usage: calibrate_profile.sh MHC
 set -uo pipefail
 mhc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 # Small enough for a quick replay on a shared 2-core machine.
 "$mhc" generate --preset gpt2-small --layers 2 --steps 1 --seq 128 --hidden 256 --heads 4 --ffn 1024 -o t.db >/dev/null \

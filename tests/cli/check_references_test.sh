@@ -6,9 +6,7 @@
 # made with sqlite3, is one problem naming the table, the row and the field, exit 2.
 set -u
 mhc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
 "$mhc" -q simulate t.db --capacity 90% >/dev/null || fail simulate   # run 1: swaps, so events

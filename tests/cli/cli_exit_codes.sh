@@ -2,9 +2,7 @@
 # mhc's contract on bad input: one line on stderr and exit 2; a clean trace checks with 0.
 set -u
 mhc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 
 expect() {  # expect STATUS CMD...
     local want=$1; shift

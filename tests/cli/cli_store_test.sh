@@ -4,9 +4,7 @@
 # simulator range-checked (devices, samples, link profiles).
 set -u
 mhc=$1
-tmp=$(mktemp -d)
-trap 'chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 gen() { "$mhc" generate --preset gpt2-small --steps 1 --layers 2 --seq 128 "$@" >/dev/null; }
 t=$tmp/t.db
 

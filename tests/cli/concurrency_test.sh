@@ -6,9 +6,7 @@
 # `mhc validate` at once on a tiny trace (host backend) store all their runs the same way.
 set -u
 mhc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 # Runs info and check on TRACE in a loop while any of the processes in pids[] is alive; every
 # read must succeed. Leaves the number of rounds in $reads.
 read_while_writers_run() {

@@ -7,9 +7,7 @@
 set -uo pipefail
 mhc=$1
 pub=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 # run STATUS CMD...: runs mhc, stdout in $tmp/out, stderr in $tmp/err, checks the status
 run() {
     local want=$1; shift

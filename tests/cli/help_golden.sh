@@ -8,9 +8,7 @@ set -uo pipefail
 mhc=$1
 update=${2:-}
 golden=$(cd "$(dirname "$0")" && pwd)/golden/help
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 
 # The names listed under "Subcommands:" (or "Commands:"/"Topics:" of `mhc help`) of a help text.
 listed() {  # listed FILE SECTION

@@ -12,9 +12,7 @@
 # JSON printed and written.
 set -u
 mhc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 fixtures=$(cd "$(dirname "$0")/../import/fixtures" && pwd)
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate

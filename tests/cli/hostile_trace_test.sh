@@ -11,9 +11,7 @@
 set -u
 mhc=$1
 view=${2:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
 size=$(stat -c %s t.db)

@@ -6,9 +6,7 @@
 # Usage: interrupt_output_test.sh MHC
 set -u
 mhc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset mhc-27b --steps 2 -o t.db >/dev/null || fail generate
 tables=$("$mhc" export t.db --format csv -o whole | head -1 | sed 's/.*: \([0-9]*\) tables.*/\1/')

@@ -8,9 +8,7 @@
 set -u
 set -m   # background jobs in their own group, so that SIGINT reaches them as from a terminal
 mhc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 8 --layers 48 --seq 1024 -o base.db >/dev/null || fail generate
 caps=$(seq -s, 95 -2 41 | sed 's/,/%,/g')%   # 28 capacities x 2 policies: 56 runs, about 56 MiB to store

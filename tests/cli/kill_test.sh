@@ -14,11 +14,9 @@ set -m
 mhc=$1
 fixture=$2
 rounds=${3:-12}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/preamble.sh"
 export TMPDIR=$tmp/tmpdir   # where a pipe's copy goes: seen by this test alone
 mkdir "$TMPDIR"
-fail() { echo "FAIL: $*"; exit 1; }
 gen() { "$mhc" generate --preset gpt2-small --steps 2 --layers 4 --seq 256 "$@" >/dev/null 2>&1; }
 t=$tmp/t.db
 gen -o "$t" || fail "generate"

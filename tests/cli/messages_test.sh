@@ -6,9 +6,7 @@
 set -uo pipefail
 mhc=$1
 view=${2:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 # says STATUS LINE CMD...: exit STATUS, stderr exactly LINE, nothing on stdout for errors
 says() {
     local want=$1 line=$2; shift 2

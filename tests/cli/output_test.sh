@@ -6,9 +6,7 @@
 # Usage: output_test.sh MHC
 set -uo pipefail
 mhc=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 narrow() {  # narrow FILE WHAT: every line within 100 columns
     awk -v w="$2" 'length($0) > 100 {print w ": " length($0) " columns: " $0; bad = 1} END {exit bad}' "$1" \
         || fail "$2: lines past 100 columns"

@@ -4,9 +4,7 @@
 set -uo pipefail
 mhc=$(realpath "$1")
 lib=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 fake="$tmp/libfake.so"; : > "$fake"
 
 "$mhc" record >/dev/null 2>&1; [[ $? == 2 ]] || fail "no command: want exit 2"

@@ -7,9 +7,7 @@
 set -u
 mhc=$1
 view=${2:-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 gen() { "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 "$@" >/dev/null || fail "generate $*"; }
 gen --seed 1 -o t.db

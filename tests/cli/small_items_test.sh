@@ -13,10 +13,9 @@
 set -u
 mhc=$1
 nsys=$2   # a public Nsight Systems export
-tmp=$(mktemp -d)
+. "$(dirname "$0")/preamble.sh"
 trap 'kill $holder 2>/dev/null; rm -rf "$tmp"' EXIT
 holder=
-fail() { echo "FAIL: $*"; exit 1; }
 fixtures=$(cd "$(dirname "$0")/../import/fixtures" && pwd)
 cd "$tmp" || exit 1
 # refused CMD...: exit 2 and one line on stderr containing $want

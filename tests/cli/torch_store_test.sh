@@ -11,9 +11,7 @@ python=$2
 pkg=$3   # the folder holding the mhc_torch package
 [ -x "$python" ] && PYTHONPATH=$pkg "$python" -c "import torch, mhc_torch" 2>/dev/null \
     || { echo "skipped: no Python with torch and mhc_torch at $python"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 capture() { PYTHONPATH=$pkg MHC_EXE=$mhc "$python" -m mhc_torch.cli capture tiny-llama --seq 16 --layers 1 "$@"; }
 no_temps() {

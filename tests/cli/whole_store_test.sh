@@ -6,9 +6,7 @@
 # 253-byte name is written; a hot journal in a read-only folder gets its one-line hint.
 set -u
 mhc=$1
-tmp=$(mktemp -d)
-trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 chmod 0755 "$tmp"
 gen() { "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 "$@" >/dev/null; }

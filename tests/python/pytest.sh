@@ -15,5 +15,9 @@ if ! [ -x "$py" ] || ! "$py" -c "import pytest, mhc_torch" 2>/dev/null; then
     exit 77
 fi
 cd "$root" || exit 1
+# ctest runs two entries at once on CI's two cores: torch's CPU work (the GPU check's dry-run
+# loops, the host optimizer step) on one thread, not on one per core beside the other entry
+# (docs/results.md, "Building and testing"). OMP_NUM_THREADS set by the caller stays.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Each ctest entry its own temporary folder: two pytest sessions run side by side.
 MHC_EXE=$mhc exec "$py" -m pytest -q -p no:cacheprovider --basetemp="$basetemp" "$@"

@@ -4,7 +4,11 @@
 # timeout or sanitizer report. Seeds: small inputs derived from the public traces and our
 # fixtures, written into the build directory (the sources stay untouched).
 #   tests/import/fuzz/run-fuzzers.sh 60
+#   tests/import/fuzz/run-fuzzers.sh --build-only     (builds the fuzzers, runs nothing: CI builds
+#                                                     them beside its other steps, .ci/run)
 set -euo pipefail
+BUILD_ONLY=0
+if [ "${1:-}" = --build-only ]; then BUILD_ONLY=1; shift; fi
 SECONDS_EACH=${1:-60}
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 BUILD=${MHC_FUZZ_BUILD:-$ROOT/build-fuzz-import}
@@ -20,31 +24,73 @@ SAN="-fsanitize=address,undefined -fno-sanitize=pointer-overflow -fno-sanitize-r
 # Compiled directly (no CMake configure of the whole tree): only the libraries the importers
 # need, so a broken folder elsewhere cannot stop the fuzzing.
 mkdir -p "$BUILD/obj"
-# Objects are rebuilt when the flags change.
-if [ "$(cat "$BUILD/obj/flags" 2>/dev/null)" != "$CXX $SAN" ]; then rm -f "$BUILD"/obj/*.o; echo "$CXX $SAN" > "$BUILD/obj/flags"; fi
 # The schema header is generated from trace/schema.sql the way trace/CMakeLists.txt does it.
 mkdir -p "$BUILD/generated"
 cmake -DIN="$ROOT/trace/schema.sql" -DOUT="$BUILD/generated/schema_sql.hpp" -P "$ROOT/trace/embed_schema.cmake"
 if [ "$ROOT/trace/schema.sql" -nt "$BUILD/obj/trace_schema.o" ]; then rm -f "$BUILD/obj/trace_schema.o"; fi
 INC="-I$ROOT/common/include -I$ROOT/trace/include -I$ROOT/trace/src -I$BUILD/generated -I$ROOT/trace/import/include -I$ROOT/trace/import/src"
-FLAGS="-std=c++20 -O1 -g $SAN -fsanitize=fuzzer-no-link $INC"
-objs=()
-pids=()
-for src in "$ROOT"/common/src/*.cpp "$ROOT"/trace/src/*.cpp "$ROOT"/trace/import/src/*.cpp; do
-  obj="$BUILD/obj/$(basename "$(dirname "$(dirname "$src")")")_$(basename "$src" .cpp).o"
-  objs+=("$obj")
-  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then
-    "$CXX" $FLAGS -c "$src" -o "$obj" &
-    pids+=($!)
-    if [ ${#pids[@]} -ge "${MHC_FUZZ_JOBS:-2}" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+# Line tables only (-gline-tables-only, not -g): the sanitizers' stack traces keep their files and
+# lines; the compile takes about a fifth less (docs/results.md, "Building and testing").
+FLAGS="-std=c++20 -O1 -gline-tables-only $SAN -fsanitize=fuzzer-no-link $INC"
+# What none of the four fuzzers links (their link maps, 2026-12-03): compiled only when a link
+# asks for it, so a new dependency costs a second link, never a missing object.
+# Objects are rebuilt when the flags change.
+if [ "$(cat "$BUILD/obj/flags" 2>/dev/null)" != "$CXX $FLAGS" ]; then rm -f "$BUILD"/obj/*.o; echo "$CXX $FLAGS" > "$BUILD/obj/flags"; fi
+UNLINKED=" common/src/json.cpp common/src/numbers.cpp trace/src/model.cpp trace/src/comm_kernels.cpp trace/src/event_order.cpp trace/src/summary.cpp "
+obj_of() { local dir=${1%/src/*}; local base=${1##*/}; echo "$BUILD/obj/${dir##*/}_${base%.cpp}.o"; }
+# compile SOURCE...: MHC_FUZZ_JOBS (default 2) at a time, the next one started as soon as any
+# finishes (the importers first: et.cpp alone takes a third of the time).
+compile() {
+  local src obj running=0 rc=0
+  for src in "$@"; do
+    obj=$(obj_of "$src")
+    if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then
+      "$CXX" $FLAGS -c "$src" -o "$obj" &
+      running=$((running + 1))
+      if [ "$running" -ge "${MHC_FUZZ_JOBS:-2}" ]; then wait -n || rc=1; running=$((running - 1)); fi
+    fi
+  done
+  while [ "$running" -gt 0 ]; do wait -n || rc=1; running=$((running - 1)); done
+  return $rc
+}
+# link: the four fuzzers, two at a time, against an archive of the objects (the linker takes
+# the members it needs, as it does from the build's libraries); a fuzzer newer than the archive
+# and its source is kept.
+link() {
+  local t pids=() rc=0 lib=$BUILD/obj/libfuzzdeps.a exe
+  if [ ! -f "$lib" ] || [ -n "$(find "$BUILD/obj" -name '*.o' -newer "$lib")" ]; then
+    rm -f "$lib"
+    ar rcs "$lib" "$BUILD"/obj/*.o
   fi
+  for t in pickle kineto et nsys; do
+    exe=$BUILD/tests/import/fuzz_import_$t
+    if [ "$exe" -nt "$lib" ] && [ "$exe" -nt "$ROOT/tests/import/fuzz/fuzz_$t.cpp" ] &&
+       [ "$exe" -nt "$ROOT/tests/import/fuzz/fuzz_util.hpp" ]; then continue; fi
+    "$CXX" $FLAGS -fsanitize=fuzzer "$ROOT/tests/import/fuzz/fuzz_$t.cpp" "$lib" -lsqlite3 -lz \
+      -o "$exe" 2>"$BUILD/link-$t.log" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+linked=() unlinked=()
+for src in "$ROOT"/trace/import/src/*.cpp "$ROOT"/trace/src/*.cpp "$ROOT"/common/src/*.cpp; do
+  if [[ $UNLINKED == *" ${src#"$ROOT"/} "* ]]; then unlinked+=("$src"); else linked+=("$src"); fi
 done
-for p in "${pids[@]}"; do wait "$p"; done
+# Objects of sources that are gone are dropped (the archive takes every object in obj/).
+declare -A wanted=()
+for src in "${linked[@]}" "${unlinked[@]}"; do wanted[$(obj_of "$src")]=1; done
+for obj in "$BUILD"/obj/*.o; do
+  [ -e "$obj" ] && [ -z "${wanted[$obj]:-}" ] && rm -f "$obj" "$BUILD/obj/libfuzzdeps.a"
+done
+compile "${linked[@]}" || { echo "run-fuzzers: a source did not compile"; exit 1; }
 mkdir -p "$BUILD/tests/import"
-for t in pickle kineto et nsys; do
-  "$CXX" $FLAGS -fsanitize=fuzzer "$ROOT/tests/import/fuzz/fuzz_$t.cpp" "${objs[@]}" -lsqlite3 -lz \
-    -o "$BUILD/tests/import/fuzz_import_$t"
-done
+if ! link; then
+  echo "run-fuzzers: the fuzzers need more than ${#linked[@]} sources: compiling the other ${#unlinked[@]} (update UNLINKED)"
+  compile "${unlinked[@]}" || { echo "run-fuzzers: a source did not compile"; exit 1; }
+  link || { cat "$BUILD"/link-*.log; echo "run-fuzzers: the fuzzers did not link"; exit 1; }
+fi
+[ "$BUILD_ONLY" = 0 ] || exit 0
 
 # Seed corpora (small, uncompressed).
 SEEDS=$BUILD/fuzz-seeds
