@@ -1,5 +1,6 @@
 // mhc info TRACE: source, device, duration, counts, peak and where time goes.
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -72,6 +73,25 @@ std::string within(const std::string& text, int width) {
     return out;
 }
 
+// What the importer warned of (meta import.warnings, one per line), as it said them: the first
+// few, then how many more (--json holds them all).
+std::string import_warning_lines(const std::map<std::string, std::string>& meta) {
+    auto it = meta.find("import.warnings");
+    if (it == meta.end() || it->second.empty()) return {};
+    constexpr int kShown = 8;
+    std::string out;
+    std::istringstream lines(it->second);
+    int n = 0;
+    for (std::string l; std::getline(lines, l); ++n) {
+        if (n >= kShown) continue;
+        for (char& byte : l)
+            if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+        out += "warning     " + l + "\n";
+    }
+    if (n > kShown) out += "warning     ... and " + std::to_string(n - kShown) + " more (mhc info --json: meta import.warnings)\n";
+    return out;
+}
+
 mhc::cli::Registration reg{mhc::cli::Command{
     "info", "Summarise a trace: counts, memory peak, top allocations and kernels, steps, runs",
     [](CLI::App& app) -> std::function<int()> {
@@ -126,6 +146,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 label.resize(std::max<size_t>(label.size(), 11), ' ');
                 text += label + " " + value + "\n";
             }
+            text += import_warning_lines(data.meta);
             std::printf("%s", within(text, 100).c_str());
             if (!runs.empty()) {
                 // Peak, peak reduction and throughput loss (a replay's measured ones), as sweep says them.

@@ -9,7 +9,7 @@
 # info saying why a Kineto trace has no memory and what an end-state snapshot counts, each once;
 # info giving each device's peak; generate refusing a trace past --max-output-size with its estimate;
 # the MHC_* variables refused in one line beyond their documented values; export --runs-db waiting
-# for a locked runs database under its name.
+# for a locked runs database under its name; info saying an import's warnings again.
 set -u
 mhc=$1
 nsys=$2   # a public Nsight Systems export
@@ -113,6 +113,11 @@ pub=$(cd "$(dirname "$nsys")/.." && pwd)
     || fail "import of the vLLM trace"
 "$mhc" info vllm.db >out || fail "info of the vLLM trace"
 grep -q "^allocations none: memory profiling was on" out || fail "info does not say why vLLM's trace has no memory: $(cat out)"
+# What an import warned of is said again by info, long after (meta import.warnings).
+"$mhc" -q import "$pub/kineto/hta-cupti-profiler-range.json.gz" -o range.db >/dev/null 2>&1 || fail "import of the range trace"
+"$mhc" info range.db >out || fail "info of the range trace"
+grep -q "^warning     77 events of categories mhc does not read were left out" out \
+    || fail "info does not say the import's warning: $(cat out)"
 "$mhc" -q import "$pub/torch-snapshot/verl-megatron-vllm-end-state.pickle.gz" -o verl.db >/dev/null 2>&1 \
     || fail "import of verl's snapshot"
 "$mhc" info verl.db >out || fail "info of verl's snapshot"

@@ -102,6 +102,10 @@ TEST_CASE("kineto: CUPTI range-profiler kernels are said to be left out", "[impo
     CHECK(trace.kernels.size() == 0);
     CHECK(trace.meta.at("kineto.unread_events") == "77 cuda_profiler_range");
     CHECK(warned(result, "77 events of categories mhc does not read"));
+    // Kept with the trace as said, one per line, for `mhc info` to say again later.
+    std::string kept;
+    for (const auto& w : result.warnings) kept += (kept.empty() ? "" : "\n") + w;
+    CHECK(trace.meta.at("import.warnings") == kept);
 }
 
 TEST_CASE("kineto: traces whose every event is read carry no unread-events line", "[import][kineto][public]") {
@@ -113,6 +117,7 @@ TEST_CASE("kineto: traces whose every event is read carry no unread-events line"
         TraceData trace = import_public(dir, name, result);
         CHECK(trace.meta.count("kineto.unread_events") == 0);
         CHECK(result.warnings.empty());
+        CHECK(trace.meta.count("import.warnings") == 0);
         // Every kernel linked to its launch: by correlation with a cuda_runtime call, a
         // cuda_driver cuLaunchKernel (Triton), or a PyTorch 1.x 'Runtime' call.
         CHECK(trace.meta.at("kineto.kernels_linked_to_launch") == std::to_string(trace.kernels.size()));

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -124,13 +125,23 @@ static Result import_regular(const std::string& in, const std::string& shown, co
         case Format::Nsys: import_nsys(in, w, r); break;
         case Format::Auto: break;
     }
-    // Named as the user gave it (a pipe's private copy is not the user's file).
-    if (auto it = r.meta.find("nsys.missing_tables"); it != r.meta.end() && opt.warn)
-        std::fprintf(stderr, "mhc: warning: %s: missing tables %s (imported without them)\n", shown.c_str(),
-                     it->second.c_str());
+    std::vector<std::string> said = r.warnings;
+    if (auto it = r.meta.find("nsys.missing_tables"); it != r.meta.end())
+        said.insert(said.begin(), "missing tables " + it->second + " (imported without them)");
     r.meta["import.input"] = std::filesystem::path(shown).filename().string();
+    // Named as the user gave it (a pipe's private copy is not the user's file).
     if (opt.warn)
-        for (const auto& m : r.warnings) std::fprintf(stderr, "mhc: warning: %s: %s\n", shown.c_str(), m.c_str());
+        for (const auto& m : said) std::fprintf(stderr, "mhc: warning: %s: %s\n", shown.c_str(), m.c_str());
+    // Kept with the trace, one per line: `mhc info` says them long after the import's stderr is gone.
+    if (!said.empty()) {
+        std::string kept;
+        for (const auto& m : said) {
+            std::string line = m;
+            std::replace(line.begin(), line.end(), '\n', ' ');
+            kept += (kept.empty() ? "" : "\n") + line;
+        }
+        r.meta["import.warnings"] = kept;
+    }
     for (auto& [k, v] : r.meta) w.set_meta(k, v);
     // Checked on the complete temporary file, which only then becomes `out`; errors name `out`.
     writer.finish([&](const std::string& tmp) {
