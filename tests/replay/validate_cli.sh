@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `mhc validate` output and storage (docs/validation.md): --json carries every figure; results are
-# printed before they are stored, so a store that fails (--runs-db in a place that cannot be
-# written) still prints them and exits 4; progress stays off a non-terminal stderr; --link auto
+# printed before they are stored, so a store that fails (--runs-db a file that is no runs
+# database) still prints them and exits 4; progress stays off a non-terminal stderr; --link auto
 # measures once and then reads its per-machine cache. Functional only: no figure is timed.
 # Usage: validate_cli.sh MHC
 set -uo pipefail
@@ -14,9 +14,10 @@ export XDG_CACHE_HOME=$tmp/cache
 "$mhc" generate --preset gpt2-small --layers 2 --steps 1 --seq 128 --hidden 256 --heads 4 --ffn 1024 -o t.db >/dev/null \
     || fail "generate"
 
-# --json, with a store that cannot succeed (the runs database's directory is a file).
-touch afile
-"$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat 2 --replay-steps 1 --json --runs-db afile/runs.db \
+# --json, with a store that cannot succeed (the runs database is a file but no SQLite database:
+# found when storing; a runs database that cannot be a file is refused before the work, exit 2).
+head -c 4096 /dev/zero | tr '\0' 'x' >notsqlite.db
+"$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat 2 --replay-steps 1 --json --runs-db notsqlite.db \
     >out.json 2>err.txt
 rc=$?
 [ $rc = 4 ] || fail "a failed store must exit 4, got $rc: $(cat err.txt)"
@@ -63,7 +64,7 @@ for bad in 0 -1 x 2x ''; do
     "$mhc" validate t.db --capacity 80% --link pcie4 --replay-steps "$bad" --no-store >bad.txt 2>&1
     rc=$?
     [ $rc = 2 ] || fail "--replay-steps '$bad' must exit 2, got $rc: $(cat bad.txt)"
-    want="--replay-steps '$bad': all or a number of steps, at least 1"
+    want="--replay-steps '$bad': all or a number of steps in 1..2147483647"
     [ -z "$bad" ] && want="validate: --replay-steps '': an empty value"   # every option's empty value (docs/cli.md)
     grep -q "^mhc: $want" bad.txt || fail "--replay-steps '$bad': $(cat bad.txt)"
     [ "$(wc -l <bad.txt)" = 1 ] || fail "--replay-steps '$bad': one line wanted: $(cat bad.txt)"
