@@ -64,24 +64,26 @@ struct Args {
 };
 
 // The options' ranges, named as the user typed them (kernels::validate names the library's fields).
-void check_options(const Args& a) {
-    if (a.n < k::kSinkhornMinN || a.n > k::kSinkhornMaxN)
-        throw Error("--n: " + std::to_string(a.n) + " is outside " + std::to_string(k::kSinkhornMinN) + ".." +
+void check_options(const Args& args) {
+    if (args.n < k::kSinkhornMinN || args.n > k::kSinkhornMaxN)
+        throw Error("--n: " + std::to_string(args.n) + " is outside " + std::to_string(k::kSinkhornMinN) + ".." +
                     std::to_string(k::kSinkhornMaxN));
-    if (a.iters < 1 || a.iters > k::kSinkhornMaxIters)
-        throw Error("--iters: " + std::to_string(a.iters) + " is outside 1.." + std::to_string(k::kSinkhornMaxIters));
-    if (!(a.eps >= 0.0f)) throw Error("--eps: must be a finite number >= 0");
-    if (!a.log_domain && a.eps == 0.0f)
+    if (args.iters < 1 || args.iters > k::kSinkhornMaxIters)
+        throw Error("--iters: " + std::to_string(args.iters) + " is outside 1.." +
+                    std::to_string(k::kSinkhornMaxIters));
+    if (!(args.eps >= 0.0f)) throw Error("--eps: must be a finite number >= 0");
+    if (!args.log_domain && args.eps == 0.0f)
         throw Error("--eps: must be > 0 without --log-domain (it guards every division)");
-    if (!(a.tol >= 0.0f)) throw Error("--tol: must be a finite number >= 0");
-    if (a.threads < 0) throw Error("--threads: " + std::to_string(a.threads) + " is negative (0 for all cores)");
+    if (!(args.tol >= 0.0f)) throw Error("--tol: must be a finite number >= 0");
+    if (args.threads < 0) throw Error("--threads: " + std::to_string(args.threads) + " is negative (0 for all cores)");
 }
 
 // The same file by name (it need not exist yet).
-bool same_path(const std::string& x, const std::string& y) {
-    std::error_code ex, ey;
-    const auto cx = std::filesystem::weakly_canonical(x, ex), cy = std::filesystem::weakly_canonical(y, ey);
-    return ex || ey ? x == y : cx == cy;
+bool same_path(const std::string& first, const std::string& second) {
+    std::error_code efirst, esecond;
+    const auto cfirst = std::filesystem::weakly_canonical(first, efirst),
+               csecond = std::filesystem::weakly_canonical(second, esecond);
+    return efirst || esecond ? first == second : cfirst == csecond;
 }
 
 int run_sinkhorn(const Args& a) {

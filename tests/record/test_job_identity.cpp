@@ -66,31 +66,31 @@ TEST_CASE("recorder: MHC_RECORD_* values outside the documented ones are named o
     };
     std::vector<std::string> said;
     // Documented values (and unset or empty ones) say nothing.
-    EnvSettings s = settings({{"MHC_RECORD_ACCESSES", "0"},
-                              {"MHC_RECORD_SIGNALS", "0"},
-                              {"MHC_RECORD_FORCE", "1"},
-                              {"MHC_RECORD_BUFFER_MB", "64"},
-                              {"MHC_RECORD_DEVICE_BUFFER_MB", ""}},
-                             said);
+    EnvSettings got = settings({{"MHC_RECORD_ACCESSES", "0"},
+                                {"MHC_RECORD_SIGNALS", "0"},
+                                {"MHC_RECORD_FORCE", "1"},
+                                {"MHC_RECORD_BUFFER_MB", "64"},
+                                {"MHC_RECORD_DEVICE_BUFFER_MB", ""}},
+                               said);
     CHECK(said.empty());
-    CHECK((!s.accesses && !s.signals && s.replace));
-    CHECK(s.buffer_bytes == (size_t{64} << 20));
-    CHECK(s.device_buffer_bytes == (size_t{32} << 20));
+    CHECK((!got.accesses && !got.signals && got.replace));
+    CHECK(got.buffer_bytes == (size_t{64} << 20));
+    CHECK(got.device_buffer_bytes == (size_t{32} << 20));
     // Before 2026-12-03 each of these was ignored without a word (FORCE=yes did not replace,
     // ACCESSES=no still scanned, a buffer of 0 or "8M" MB was the default).
-    s = settings({{"MHC_RECORD_ACCESSES", "no"},
-                  {"MHC_RECORD_SIGNALS", "off"},
-                  {"MHC_RECORD_FORCE", "yes"},
-                  {"MHC_RECORD_BUFFER_MB", "8M"},
-                  {"MHC_RECORD_DEVICE_BUFFER_MB", "0"}},
-                 said);
+    got = settings({{"MHC_RECORD_ACCESSES", "no"},
+                    {"MHC_RECORD_SIGNALS", "off"},
+                    {"MHC_RECORD_FORCE", "yes"},
+                    {"MHC_RECORD_BUFFER_MB", "8M"},
+                    {"MHC_RECORD_DEVICE_BUFFER_MB", "0"}},
+                   said);
     CHECK(said == std::vector<std::string>{
                       "MHC_RECORD_ACCESSES=no: not 0 or 1; using 1", "MHC_RECORD_SIGNALS=off: not 0 or 1; using 1",
                       "MHC_RECORD_FORCE=yes: not 0 or 1; using 0",
                       "MHC_RECORD_BUFFER_MB=8M: not a whole number of MB in 1..4096; using 8",
                       "MHC_RECORD_DEVICE_BUFFER_MB=0: not a whole number of MB in 1..4096; using 32"});
-    CHECK((s.accesses && s.signals && !s.replace));
-    CHECK(s.buffer_bytes == (size_t{8} << 20));
+    CHECK((got.accesses && got.signals && !got.replace));
+    CHECK(got.buffer_bytes == (size_t{8} << 20));
     said.clear();
     settings({{"MHC_RECORD_BUFFER_MB", "4097"}, {"MHC_RECORD_DEVICE_BUFFER_MB", "99999999999999999999"}}, said);
     CHECK(said.size() == 2);

@@ -79,16 +79,16 @@ Config config_from_env() {
                            static_cast<long>(getpid()), is_root);
     if (const char* m = std::getenv("MHC_RECORD_MANIFEST")) c.manifest = m;
     // A value outside the documented ones: one line on stderr, and the default.
-    const EnvSettings s = settings_from_env([](const char* name) -> const char* { return std::getenv(name); },
-                                            [](const std::string& problem, const std::string& fallback) {
-                                                std::fprintf(stderr, "mhc-record: %s; using %s\n", problem.c_str(),
-                                                             fallback.c_str());
-                                            });
-    c.accesses = s.accesses;
-    c.signals = s.signals;
-    c.replace = s.replace;
-    c.buffer_bytes = s.buffer_bytes;
-    c.device_buffer_bytes = s.device_buffer_bytes;
+    const EnvSettings env = settings_from_env([](const char* name) -> const char* { return std::getenv(name); },
+                                              [](const std::string& problem, const std::string& fallback) {
+                                                  std::fprintf(stderr, "mhc-record: %s; using %s\n", problem.c_str(),
+                                                               fallback.c_str());
+                                              });
+    c.accesses = env.accesses;
+    c.signals = env.signals;
+    c.replace = env.replace;
+    c.buffer_bytes = env.buffer_bytes;
+    c.device_buffer_bytes = env.device_buffer_bytes;
     return c;
 }
 
