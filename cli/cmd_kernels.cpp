@@ -63,6 +63,29 @@ struct Args {
     std::string input_dtype = "f32", output_dtype = "f32";
 };
 
+// The options' ranges, named as the user typed them (kernels::validate names the library's fields).
+void check_options(const Args& args) {
+    if (args.n < k::kSinkhornMinN || args.n > k::kSinkhornMaxN)
+        throw Error("--n: " + std::to_string(args.n) + " is outside " + std::to_string(k::kSinkhornMinN) + ".." +
+                    std::to_string(k::kSinkhornMaxN));
+    if (args.iters < 1 || args.iters > k::kSinkhornMaxIters)
+        throw Error("--iters: " + std::to_string(args.iters) + " is outside 1.." +
+                    std::to_string(k::kSinkhornMaxIters));
+    if (!(args.eps >= 0.0f)) throw Error("--eps: must be a finite number >= 0");
+    if (!args.log_domain && args.eps == 0.0f)
+        throw Error("--eps: must be > 0 without --log-domain (it guards every division)");
+    if (!(args.tol >= 0.0f)) throw Error("--tol: must be a finite number >= 0");
+    if (args.threads < 0) throw Error("--threads: " + std::to_string(args.threads) + " is negative (0 for all cores)");
+}
+
+// The same file by name (it need not exist yet).
+bool same_path(const std::string& first, const std::string& second) {
+    std::error_code efirst, esecond;
+    const auto cfirst = std::filesystem::weakly_canonical(first, efirst),
+               csecond = std::filesystem::weakly_canonical(second, esecond);
+    return efirst || esecond ? first == second : cfirst == csecond;
+}
+
 int run_sinkhorn(const Args& a) {
     k::SinkhornOptions o;
     o.n = a.n;
@@ -75,8 +98,16 @@ int run_sinkhorn(const Args& a) {
     if (a.device == "cpu") o.device = k::Device::Cpu;
     else if (a.device == "cuda") o.device = k::Device::Cuda;
     else throw Error("--device: unknown device '" + a.device + "' (cpu or cuda)");
-    k::validate(o);
+    check_options(a);
+    k::validate(o);   // the library's own check: after check_options, it finds nothing more
     k::require_device(o.device);
+    // Writing a file the command reads would replace it (even a failed run would not: the output is
+    // written atomically, but a success would lose the input).
+    for (const std::string* in : {&a.input, &a.grad})
+        for (const std::string* out : {&a.output, &a.grad_output})
+            if (!out->empty()) mhc::refuse_input_as_output(*in, *out);
+    if (a.backward && same_path(a.output, a.grad_output))
+        throw Error("--grad-output " + a.grad_output + " is also --output; write them to two files");
     if (a.backward && (a.grad.empty() || a.grad_output.empty()))
         throw Error("--backward needs --grad G.f32 and --grad-output dH.f32");
     if (!a.backward && (!a.grad.empty() || !a.grad_output.empty()))

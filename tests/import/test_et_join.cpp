@@ -482,8 +482,10 @@ TEST_CASE("ET + Kineto: a join of nothing or of part says so in meta and in mhc 
     }
 }
 
-TEST_CASE("execution trace: a tensor of five fields (schema 1.0.0, no device) is refused, naming node and field",
-          "[import][et]") {
+TEST_CASE(
+    "execution trace: a tensor of five fields (schema 1.0.0, no device), or not an array of numbers, is "
+    "refused, naming node and field",
+    "[import][et]") {
     // PyTorch's ExecutionGraphObserver of schema 1.0.0 (pytorch/pytorch@1f7ca033's
     // torch/csrc/profiler/execution_graph_observer.cpp) wrote [tensor_id, storage_id, offset, numel,
     // itemsize]; schema 1.0.1 added the device as a sixth field. Before 2026-12-03 a five-field
@@ -507,6 +509,14 @@ TEST_CASE("execution trace: a tensor of five fields (schema 1.0.0, no device) is
         {"seven", "[5,6,0,16,4,\"cuda:0\",1]",
          "nodes[1]: tensor has 7 fields, not 6 ([tensor_id, storage_id, offset, numel, itemsize, device]) (inputs[1])"},
         {"three", "[5,6,0]", "nodes[1]: tensor has 3 fields, not 6"},
+        // Not an array, or a first field that is not a number: skipped in silence before 2026-12-03.
+        {"object", "{\"id\":5}",
+         "nodes[1]: tensor is not an array: {\"id\":5}, not [tensor_id, storage_id, offset, numel, itemsize, device] "
+         "(inputs[1])"},
+        {"number", "7", "nodes[1]: tensor is not an array: 7, not [tensor_id"},
+        {"string-id", "[\"5\",6,0,16,4,\"cuda:0\"]",
+         "nodes[1]: tensor has a first field (tensor_id) that is not a number: [\"5\",6,0,16,4,\"cuda:0\"], not "
+         "[tensor_id, storage_id, offset, numel, itemsize, device] (inputs[1])"},
     };
     for (const auto& test_case : cases) {
         DYNAMIC_SECTION(test_case.name) {

@@ -190,6 +190,18 @@ TEST_CASE("gzip input that expands past --max-input-size is refused", "[import][
         write_gz(in, pickle_dict("\x8d" + len + big));
         expect_refused(dir, in, "expands past 1 MiB; raise with --max-input-size", 1 << 20, "--max-input-size 1MiB");
     }
+    SECTION("a limit under the Kineto window (256 KiB) holds too, for every gzip format") {
+        // The windowed Kineto parse once held whole events up to its window's size whatever the
+        // limit: a 1-byte limit imported the gzip fixtures.
+        std::string kineto = dir.file("event.json.gz");
+        write_gz(kineto, "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"ts\":1,\"dur\":1,\"name\":\"" +
+                             std::string(8 << 10, 'k') + "\"}]}");
+        expect_refused(dir, kineto, "expands past 4 KiB; raise with --max-input-size", 4 << 10,
+                       "--max-input-size 4KiB");
+        for (const std::string& in : {test::fixture("cpu_mlp_kineto.json.gz"), test::fixture("cpu_mlp_et.json.gz"),
+                                      test::pub("torch-snapshot/cs336-bcrafton-benchmark.pickle.gz")})
+            expect_refused(dir, in, "expands past 1 bytes; raise with --max-input-size", 1, "--max-input-size 1B");
+    }
     SECTION("the limit counts one event, not the whole stream") {
         // 20,000 events of ~1 KiB: 20 MiB of JSON, far past the 1 MiB limit in total.
         std::string events;

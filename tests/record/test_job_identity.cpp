@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "helpers.hpp"
 #include "mhc/record/output.hpp"
@@ -49,4 +50,48 @@ TEST_CASE("recorder: the translator writes the job identity beside the time orig
     CHECK(d.meta.at("rank") == "1");
     CHECK(d.meta.at("world_size") == "2");
     CHECK(d.meta.at("time_origin_ns") == "1000");
+}
+
+TEST_CASE("recorder: MHC_RECORD_* values outside the documented ones are named once and the default used", "[record]") {
+    using M = std::map<std::string, std::string>;
+    const auto settings = [](const M& env, std::vector<std::string>& said) {
+        return settings_from_env(
+            [&](const char* name) -> const char* {
+                auto it = env.find(name);
+                return it == env.end() ? nullptr : it->second.c_str();
+            },
+            [&](const std::string& problem, const std::string& fallback) {
+                said.push_back(problem + "; using " + fallback);
+            });
+    };
+    std::vector<std::string> said;
+    // Documented values (and unset or empty ones) say nothing.
+    EnvSettings got = settings({{"MHC_RECORD_ACCESSES", "0"},
+                                {"MHC_RECORD_SIGNALS", "0"},
+                                {"MHC_RECORD_FORCE", "1"},
+                                {"MHC_RECORD_BUFFER_MB", "64"},
+                                {"MHC_RECORD_DEVICE_BUFFER_MB", ""}},
+                               said);
+    CHECK(said.empty());
+    CHECK((!got.accesses && !got.signals && got.replace));
+    CHECK(got.buffer_bytes == (size_t{64} << 20));
+    CHECK(got.device_buffer_bytes == (size_t{32} << 20));
+    // Before 2026-12-03 each of these was ignored without a word (FORCE=yes did not replace,
+    // ACCESSES=no still scanned, a buffer of 0 or "8M" MB was the default).
+    got = settings({{"MHC_RECORD_ACCESSES", "no"},
+                    {"MHC_RECORD_SIGNALS", "off"},
+                    {"MHC_RECORD_FORCE", "yes"},
+                    {"MHC_RECORD_BUFFER_MB", "8M"},
+                    {"MHC_RECORD_DEVICE_BUFFER_MB", "0"}},
+                   said);
+    CHECK(said == std::vector<std::string>{
+                      "MHC_RECORD_ACCESSES=no: not 0 or 1; using 1", "MHC_RECORD_SIGNALS=off: not 0 or 1; using 1",
+                      "MHC_RECORD_FORCE=yes: not 0 or 1; using 0",
+                      "MHC_RECORD_BUFFER_MB=8M: not a whole number of MB in 1..4096; using 8",
+                      "MHC_RECORD_DEVICE_BUFFER_MB=0: not a whole number of MB in 1..4096; using 32"});
+    CHECK((got.accesses && got.signals && !got.replace));
+    CHECK(got.buffer_bytes == (size_t{8} << 20));
+    said.clear();
+    settings({{"MHC_RECORD_BUFFER_MB", "4097"}, {"MHC_RECORD_DEVICE_BUFFER_MB", "99999999999999999999"}}, said);
+    CHECK(said.size() == 2);
 }

@@ -101,7 +101,18 @@ int64_t as_i64(const json& v) {
 // execution_graph_observer.cpp) wrote [tensor_id, storage_id, offset, numel, itemsize], without
 // the device, and before 2026-12-03 such a tensor was the host's, in silence.
 void tensor_from(const json& value, std::vector<TensorUse>& out, std::string& bad, DeviceTypes& types) {
-    if (!value.is_array() || value.empty() || !value[0].is_number()) return;
+    // An empty array is an undefined tensor (skipped). Anything else that is not an array of
+    // numbers was skipped in silence before 2026-12-03: its op lost the access.
+    if (value.is_array() && value.empty()) return;
+    if (!value.is_array() || !value[0].is_number()) {
+        if (bad.empty()) {
+            std::string shown = value.dump();
+            if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+            bad = (value.is_array() ? "has a first field (tensor_id) that is not a number: " : "is not an array: ") +
+                  shown + ", not [tensor_id, storage_id, offset, numel, itemsize, device]";
+        }
+        return;
+    }
     if (value.size() != 6) {
         if (bad.empty())
             bad = value.size() == 5 ? "has 5 fields, no device (schema 1.0.0's [tensor_id, storage_id, offset, numel, "

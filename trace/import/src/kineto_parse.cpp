@@ -590,8 +590,9 @@ public:
     // goes to the streamed parse, which refuses it past the limit. `start`: the byte to begin at
     // (a plain file's second part: run with `stop`). `inflate_ahead`: as ReadAhead's.
     Windowed(const std::string& path, Handler& handler, uint64_t limit, uint64_t start, bool inflate_ahead)
-        : src_(path, start, inflate_ahead), h_(handler), max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
-          keep_(std::min(kKeep, max_cap_ / 2)), base_(start) {
+        : src_(path, start, inflate_ahead), h_(handler),
+          max_cap_(std::max(cap_, static_cast<size_t>(std::min<uint64_t>(kCap, limit)))),
+          keep_(std::min(kKeep, max_cap_ / 2)), base_(start), limit_(src_.is_gzip() ? limit : UINT64_MAX) {
         buf_.resize(cap_ + kPad);
     }
 
@@ -700,7 +701,9 @@ private:
         fill();
         rapidjson::InsituStringStream ss(buf_.data() + beg_);
         rapidjson::ParseResult res = reader_.Parse<kInsituFlags>(ss, handler);
-        if (res.IsError()) return false;
+        // A value of gzip input longer than the limit (which may be under the window's size)
+        // goes to the streamed parse, which refuses it: the limit holds for every value.
+        if (res.IsError() || ss.Tell() > limit_) return false;
         beg_ += ss.Tell();
         return beg_ <= end_;
     }
@@ -711,6 +714,7 @@ private:
     std::vector<char> buf_;
     size_t beg_ = 0, end_ = 0, cap_ = size_t(256) << 10, max_cap_, keep_;
     uint64_t base_ = 0;   // offset in the input of buf_[0]
+    uint64_t limit_;      // the most bytes of one value (gzip input; plain files: no limit)
     bool eof_ = false;
 };
 

@@ -78,6 +78,7 @@ public:
     ReadAhead& operator=(const ReadAhead&) = delete;
 
     size_t read(char* buf, size_t cap);
+    bool is_gzip() const { return src_.is_gzip(); }
 
 private:
     static constexpr size_t kBlocks = 4, kBlock = size_t{1} << 20;

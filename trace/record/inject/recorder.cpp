@@ -29,15 +29,6 @@ namespace mhc::record::inject {
 
 namespace {
 
-size_t env_mb(const char* name, size_t fallback) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return fallback;
-    char* end = nullptr;
-    unsigned long mb = std::strtoul(v, &end, 10);
-    if (end == v || *end || mb == 0 || mb > 4096) return fallback;
-    return static_cast<size_t>(mb) << 20;
-}
-
 std::string command_line() {
     std::ifstream f("/proc/self/cmdline", std::ios::binary);
     std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -87,11 +78,17 @@ Config config_from_env() {
     c.output = output_path(base, std::getenv("RANK"), std::getenv("LOCAL_RANK"),
                            static_cast<long>(getpid()), is_root);
     if (const char* m = std::getenv("MHC_RECORD_MANIFEST")) c.manifest = m;
-    if (const char* a = std::getenv("MHC_RECORD_ACCESSES")) c.accesses = std::strcmp(a, "0") != 0;
-    if (const char* s = std::getenv("MHC_RECORD_SIGNALS")) c.signals = std::strcmp(s, "0") != 0;
-    if (const char* f = std::getenv("MHC_RECORD_FORCE")) c.replace = std::strcmp(f, "1") == 0;
-    c.buffer_bytes = env_mb("MHC_RECORD_BUFFER_MB", c.buffer_bytes);
-    c.device_buffer_bytes = env_mb("MHC_RECORD_DEVICE_BUFFER_MB", c.device_buffer_bytes);
+    // A value outside the documented ones: one line on stderr, and the default.
+    const EnvSettings env = settings_from_env([](const char* name) -> const char* { return std::getenv(name); },
+                                              [](const std::string& problem, const std::string& fallback) {
+                                                  std::fprintf(stderr, "mhc-record: %s; using %s\n", problem.c_str(),
+                                                               fallback.c_str());
+                                              });
+    c.accesses = env.accesses;
+    c.signals = env.signals;
+    c.replace = env.replace;
+    c.buffer_bytes = env.buffer_bytes;
+    c.device_buffer_bytes = env.device_buffer_bytes;
     return c;
 }
 

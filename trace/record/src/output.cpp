@@ -1,6 +1,8 @@
 #include "mhc/record/output.hpp"
 
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 
 namespace mhc::record {
 
@@ -54,6 +56,41 @@ std::map<std::string, std::string> job_identity(const std::function<const char*(
         id = std::string("torch.distributed:") + a + ":" + env("MASTER_PORT");
     else if (std::string m = first({"MHC_RECORD_JOB"}, false); !m.empty()) id = m;
     if (!id.empty()) out["job.id"] = id;
+    return out;
+}
+
+namespace {
+// A 0/1 switch; unset or empty: the default.
+bool flag_from(const std::function<const char*(const char*)>& env, const Warn& warn, const char* name, bool fallback) {
+    const char* value = env(name);
+    if (!value || !*value) return fallback;
+    if (std::string_view(value) == "0") return false;
+    if (std::string_view(value) == "1") return true;
+    warn(std::string(name) + "=" + value + ": not 0 or 1", fallback ? "1" : "0");
+    return fallback;
+}
+
+// Megabytes, 1..4096; unset or empty: the default.
+size_t mb_from(const std::function<const char*(const char*)>& env, const Warn& warn, const char* name,
+               size_t fallback) {
+    const char* value = env(name);
+    if (!value || !*value) return fallback;
+    bool digits = true;
+    for (const char* p = value; *p; ++p) digits = digits && std::isdigit(static_cast<unsigned char>(*p));
+    const unsigned long mb = digits && std::strlen(value) <= 4 ? std::strtoul(value, nullptr, 10) : 0;
+    if (mb >= 1 && mb <= 4096) return static_cast<size_t>(mb) << 20;
+    warn(std::string(name) + "=" + value + ": not a whole number of MB in 1..4096", std::to_string(fallback >> 20));
+    return fallback;
+}
+}   // namespace
+
+EnvSettings settings_from_env(const std::function<const char*(const char*)>& env, const Warn& warn) {
+    EnvSettings out;
+    out.accesses = flag_from(env, warn, "MHC_RECORD_ACCESSES", out.accesses);
+    out.signals = flag_from(env, warn, "MHC_RECORD_SIGNALS", out.signals);
+    out.replace = flag_from(env, warn, "MHC_RECORD_FORCE", out.replace);
+    out.buffer_bytes = mb_from(env, warn, "MHC_RECORD_BUFFER_MB", out.buffer_bytes);
+    out.device_buffer_bytes = mb_from(env, warn, "MHC_RECORD_DEVICE_BUFFER_MB", out.device_buffer_bytes);
     return out;
 }
 
