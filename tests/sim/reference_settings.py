@@ -22,6 +22,7 @@ FWD, BWD, OPT, RECOMPUTE, OTHER = 0, 1, 2, 3, 4
 READ, WRITE = 1, 2
 PARAM, GRAD, OPTSTATE, ACTIVATION, WORKSPACE, COMM, OTHER_CAT = range(7)
 H2D, D2H = 0, 1
+RANK_GAP = 1 << 32   # between two recorded kernels' ranks (Plan.place): room for 32 insertions at one place
 MUST_SAVE = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::convolution")
 
 
@@ -180,6 +181,7 @@ class Op:
         self.after = 0            # ops inserted after it so far
         self.t0 = self.t1 = None
         self.anchor = kernel      # the recorded kernel it belongs to (docs/advise.md's windows)
+        self.rank = None          # its place in the plan's order, as a number (Plan.place)
 
 
 @dataclass
@@ -208,13 +210,13 @@ class Plan:
     def __init__(self, cap):
         self.cap = cap
         self.ops = []
-        self._places = None   # op -> its index in self.ops; None: not made since the last insertion
         self.op_of = {}     # kernel index -> Op
         prev_end = None
         for k in cap.kernels:
             gap = 0 if prev_end is None else k["t0"] - prev_end
             op = Op("kernel", k["name"], k["t1"] - k["t0"], gap, k["i"])
             op.acc = dict(cap.acc[k["i"]])
+            op.rank = len(self.ops) * RANK_GAP
             self.ops.append(op)
             self.op_of[k["i"]] = op
             prev_end = k["t1"]
@@ -248,23 +250,31 @@ class Plan:
             return (self.op_of[k["i"]], "after", t - k["t1"])
         return (self.op_of[ks[0]["i"]], "before", t - ks[0]["t0"])
 
-    def index(self, op, table=False):
-        """The op's place in self.ops. `table`: from a table of every op's place, made again after an
-        insertion (only insert_before and insert_after change the order), for many look-ups."""
-        if self._places is None and table:
-            self._places = {o: n for n, o in enumerate(self.ops)}
-        return self.ops.index(op) if self._places is None else self._places[op]
+    def index(self, op):
+        return self.ops.index(op)
+
+    def place(self, n, op):
+        """Puts op at self.ops[n], its rank (the order of ops, as numbers: see pos) between its
+        neighbours'; every op is ranked again when they leave no room."""
+        self.ops.insert(n, op)
+        lo = self.ops[n - 1].rank if n > 0 else None
+        hi = self.ops[n + 1].rank if n + 1 < len(self.ops) else None
+        if lo is None or hi is None:
+            op.rank = (hi - RANK_GAP) if lo is None else lo + RANK_GAP
+        elif hi - lo >= 2:
+            op.rank = (lo + hi) // 2
+        else:
+            for m, o in enumerate(self.ops):
+                o.rank = m * RANK_GAP
 
     def insert_before(self, at, op):
         op.anchor = at.anchor
-        self.ops.insert(self.index(at), op)
-        self._places = None
+        self.place(self.index(at), op)
         return op
 
     def insert_after(self, at, op):
         op.anchor = at.anchor
-        self.ops.insert(self.index(at) + 1 + at.after, op)
-        self._places = None
+        self.place(self.index(at) + 1 + at.after, op)
         at.after += 1
         return op
 
@@ -292,9 +302,10 @@ class Plan:
         op.gap = 0
 
     def pos(self, anchor):
-        """A sortable position of an anchor in the op order (before an op < after it)."""
+        """A sortable position of an anchor in the op order (before an op < after it): an op's rank
+        grows with its index in self.ops."""
         op, side, off = anchor
-        return (self.index(op, table=True) * 2 + (1 if side == "after" else 0), off)
+        return (op.rank, 1 if side == "after" else 0, off)
 
     def later(self, a, b):
         if a is None or b is None:
