@@ -22,7 +22,7 @@ FWD, BWD, OPT, RECOMPUTE, OTHER = 0, 1, 2, 3, 4
 READ, WRITE = 1, 2
 PARAM, GRAD, OPTSTATE, ACTIVATION, WORKSPACE, COMM, OTHER_CAT = range(7)
 H2D, D2H = 0, 1
-RANK_GAP = 1 << 32   # between two recorded kernels' ranks (Plan.place): room for 32 insertions at one place
+RANK_GAP = 1 << 256   # between two recorded kernels' ranks (Plan.place): room for 256 insertions at one place
 MUST_SAVE = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::convolution")
 
 
