@@ -22,6 +22,7 @@ FWD, BWD, OPT, RECOMPUTE, OTHER = 0, 1, 2, 3, 4
 READ, WRITE = 1, 2
 PARAM, GRAD, OPTSTATE, ACTIVATION, WORKSPACE, COMM, OTHER_CAT = range(7)
 H2D, D2H = 0, 1
+RANK_GAP = 1 << 256   # between two recorded kernels' ranks (Plan.place): room for 256 insertions at one place
 MUST_SAVE = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::convolution")
 
 
@@ -74,9 +75,11 @@ class Captured:
         for a, kid, packs in srows:
             if kid in self.kidx and a in self.allocs:
                 self.saves.append((a, self.kidx[kid], packs))
-        self.saves_of = {}
+        self.saves_of = {}   # alloc -> the kernels that saved it
+        self.saved_at = {}   # kernel index -> the allocations it saved
         for a, i, p in self.saves:
             self.saves_of.setdefault(a, []).append(i)
+            self.saved_at.setdefault(i, []).append(a)
         self.modules = {}
         for mid, name, parent, mtype in q("SELECT id, name, parent, type FROM modules"):
             self.modules[mid] = dict(name=strings.get(name, ""), parent=parent, type=strings.get(mtype, ""))
@@ -94,6 +97,9 @@ class Captured:
             i, mode = us[0]
             if mode & WRITE and self.kernels[i]["t0"] == self.allocs[a]["t_alloc"]:
                 self.made_by[a] = i
+        self.made = {}      # kernel index -> the allocations it made (in made_by's order)
+        for a, i in self.made_by.items():
+            self.made.setdefault(i, []).append(a)
         # docs/trace-format.md: the latest kernel before a module's forward returned still holding it
         self.frame_hold = {a: self.kidx[k] for a, k in json.loads(self.meta.get("capture.frame_holds", "[]"))
                            if a in self.allocs and k in self.kidx}
@@ -175,6 +181,7 @@ class Op:
         self.after = 0            # ops inserted after it so far
         self.t0 = self.t1 = None
         self.anchor = kernel      # the recorded kernel it belongs to (docs/advise.md's windows)
+        self.rank = None          # its place in the plan's order, as a number (Plan.place)
 
 
 @dataclass
@@ -209,6 +216,7 @@ class Plan:
             gap = 0 if prev_end is None else k["t0"] - prev_end
             op = Op("kernel", k["name"], k["t1"] - k["t0"], gap, k["i"])
             op.acc = dict(cap.acc[k["i"]])
+            op.rank = len(self.ops) * RANK_GAP
             self.ops.append(op)
             self.op_of[k["i"]] = op
             prev_end = k["t1"]
@@ -245,14 +253,28 @@ class Plan:
     def index(self, op):
         return self.ops.index(op)
 
+    def place(self, n, op):
+        """Puts op at self.ops[n], its rank (the order of ops, as numbers: see pos) between its
+        neighbours'; every op is ranked again when they leave no room."""
+        self.ops.insert(n, op)
+        lo = self.ops[n - 1].rank if n > 0 else None
+        hi = self.ops[n + 1].rank if n + 1 < len(self.ops) else None
+        if lo is None or hi is None:
+            op.rank = (hi - RANK_GAP) if lo is None else lo + RANK_GAP
+        elif hi - lo >= 2:
+            op.rank = (lo + hi) // 2
+        else:
+            for m, o in enumerate(self.ops):
+                o.rank = m * RANK_GAP
+
     def insert_before(self, at, op):
         op.anchor = at.anchor
-        self.ops.insert(self.index(at), op)
+        self.place(self.index(at), op)
         return op
 
     def insert_after(self, at, op):
         op.anchor = at.anchor
-        self.ops.insert(self.index(at) + 1 + at.after, op)
+        self.place(self.index(at) + 1 + at.after, op)
         at.after += 1
         return op
 
@@ -262,12 +284,17 @@ class Plan:
         self.allocs[key] = Alloc(device, nbytes, stream, category, made, freed, (0, self.n_added), label)
         return key
 
-    def redirect(self, ks, a, key, phase=BWD):
-        """The pass's kernels of that phase access `key` instead of `a`."""
-        for i in ks:
+    def redirect(self, kset, a, key, phase=BWD):
+        """The pass's kernels (kset, a set of kernel indices) of that phase access `key` instead of
+        the recorded allocation `a`; returns them in kernel order. Only a kernel that accessed `a` in
+        the capture can access it here (a recorded kernel gains an access only by a redirect)."""
+        moved = []
+        for i, _m in self.cap.uses[a]:
             op = self.op_of[i]
-            if self.cap.kernels[i]["phase"] == phase and a in op.acc:
+            if i in kset and self.cap.kernels[i]["phase"] == phase and a in op.acc:
                 op.acc[key] = op.acc.pop(a)
+                moved.append(i)
+        return moved
 
     def remove(self, op):
         op.kind = "removed"
@@ -275,9 +302,10 @@ class Plan:
         op.gap = 0
 
     def pos(self, anchor):
-        """A sortable position of an anchor in the op order (before an op < after it)."""
+        """A sortable position of an anchor in the op order (before an op < after it): an op's rank
+        grows with its index in self.ops."""
         op, side, off = anchor
-        return (self.index(op) * 2 + (1 if side == "after" else 0), off)
+        return (op.rank, 1 if side == "after" else 0, off)
 
     def later(self, a, b):
         if a is None or b is None:
@@ -431,9 +459,9 @@ def calls_of(cap, ks, mod):
     return runs
 
 
-def last_forward_use(cap, plan, a, ks):
-    """After the last forward kernel of the pass that accesses the storage."""
-    kset = set(ks)
+def last_forward_use(cap, plan, a, kset):
+    """After the last forward kernel of the pass (kset, a set of kernel indices) that accesses the
+    storage."""
     last = None
     for i, _m in cap.uses[a]:
         if i in kset and cap.kernels[i]["phase"] == FWD:
@@ -472,10 +500,10 @@ def before_sums(cap, plan, anchor):
 
 def checkpoint_call(plan, cap, ks, mod, call, policy):
     callset = set(call)
-    saved = {a for a, i, _p in cap.saves if i in callset}
+    saved = {a for i in call for a in cap.saved_at.get(i, [])}
     if not saved:
         return
-    stop = max(i for a, i, _p in cap.saves if i in callset)
+    stop = max(i for i in call if i in cap.saved_at)
     kset = set(ks)
     bwd_users = lambda a: [i for i, _m in cap.uses[a] if i in kset and cap.kernels[i]["phase"] == BWD]  # noqa: E731
     users = sorted({i for a in saved for i in bwd_users(a)})
@@ -486,7 +514,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     only = [a for a in saved if all(i in callset for i in cap.saves_of.get(a, []))]
     trig = min([trig] + [i for a in only for i in bwd_users(a)])
     frame_end = (plan.op_of[max(users)], "after", 0)
-    stop_reruns = any(cap.made_by.get(a) == stop for a, i, _p in cap.saves if i == stop)
+    stop_reruns = any(cap.made_by.get(a) == stop for a in cap.saved_at[stop])
     rerun = [i for i in call if i < stop] + ([stop] if stop_reruns else [])
     trig_op = plan.op_of[trig]
     copy_of = {}
@@ -501,10 +529,9 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
         op.recompute = True
         placed[i] = op
         if matmul:
-            for a, b in cap.made_by.items():
-                if b == i:
-                    keep.add(a)
-                    last_use[a] = op
+            for a in cap.made.get(i, []):
+                keep.add(a)
+                last_use[a] = op
             continue
         for a in sorted(cap.acc[i]):
             if cap.made_by.get(a) == i and cap.allocs[a]["t_free"] is not None:   # kept ones not made again
@@ -522,12 +549,11 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
             if cap.is_cached_cast(a):
                 early = end_of_forward(cap, plan, ks)
             else:
-                early = last_forward_use(cap, plan, a, ks)
+                early = last_forward_use(cap, plan, a, kset)
                 held = cap.frame_hold.get(a)   # the model's code held it longer (in this pass's forward)
                 if early is not None and held in kset and cap.kernels[held]["phase"] == FWD:
                     early = plan.later(early, (plan.op_of[held], "after", 0))
-            plan.redirect(ks, a, key)   # the backward reads the copy
-            reads = [i for i in ks if cap.kernels[i]["phase"] == BWD and key in plan.op_of[i].acc]
+            reads = plan.redirect(kset, a, key)   # the backward reads the copy
             freed = None if recorded is None else before_sums(cap, plan, recorded)
             if reads:
                 freed = plan.later(freed, (plan.op_of[max(reads)], "after", 0))
@@ -553,9 +579,8 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
         if i in placed or cap.kernels[i]["name"] is None:
             continue
         if policy == "save_matmuls" and is_must_save(cap.kernels[i]["name"]):
-            for a, b in cap.made_by.items():
-                if b == i:
-                    plan.allocs[a].freed = plan.later(plan.allocs[a].freed, frame_end)
+            for a in cap.made.get(i, []):
+                plan.allocs[a].freed = plan.later(plan.allocs[a].freed, frame_end)
     # inputs made before the call, except parameters: at least until the frame dies and past the
     # aten::sum kernels right after it
     input_end = (plan.op_of[past_sums(cap, max(users))], "after", 0)
@@ -683,7 +708,7 @@ def apply_offload(plan, cap, off, checkpointed):
             if not comes_back(a):   # stays on the GPU; without an unpack, as recorded
                 plan.allocs[host].freed = al.freed if u is None else (plan.op_of[u], "before", 0)
                 continue
-            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, ks)
+            early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, kset)
             held = cap.frame_hold.get(a)   # the model's code held it longer (in this pass's forward)
             if held in kset and cap.kernels[held]["phase"] == FWD:
                 early = plan.later(early, (plan.op_of[held], "after", 0))
@@ -722,11 +747,10 @@ def apply_offload(plan, cap, off, checkpointed):
                 made = (cop, "before", 0)
             dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, label=al.label)
             plan.allocs[host].freed = made
-            plan.redirect(ks, a, dev)   # the backward reads the device copy
+            reads = plan.redirect(kset, a, dev)   # the backward reads the device copy
             # the hook lets go of it at its last unpack: freed when that node returns, as a
             # checkpoint's recomputed copy (the recorded free less the aten::sum kernels before it,
             # not before its last backward read)
-            reads = [i for i in ks if cap.kernels[i]["phase"] == BWD and dev in plan.op_of[i].acc]
             freed = recorded_free    # at the recorded free when the backward does not read it
             if reads and recorded_free is not None:
                 freed = plan.later(before_sums(cap, plan, recorded_free), (plan.op_of[max(reads)], "after", 0))
@@ -816,9 +840,11 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
         copies = []
         passes = [ks_ for ks_ in cap.passes if any(cap.kernels[i]["step"] == step and
                                                    cap.kernels[i]["phase"] == BWD for i in ks_)]
+        pass_sets = [set(pks) for pks in passes]
         for g in sorted(grads):
-            for pn, pks in enumerate(passes):
-                bw_acc = [i for i in pks if cap.kernels[i]["phase"] == BWD and g in cap.acc[i]]
+            for pn, pset in enumerate(pass_sets):
+                # the pass's backward kernels that accessed it in the capture, in order
+                bw_acc = [i for i, _m in cap.uses[g] if i in pset and cap.kernels[i]["phase"] == BWD]
                 if not bw_acc:
                     continue
                 last = plan.op_of[bw_acc[-1]]
@@ -828,7 +854,7 @@ def apply_host_optimizer(plan, cap, host_bw, tensor_cost_ns):
                 else:
                     key = plan.add_alloc(al.device, al.nbytes, al.stream, al.category,
                                          (plan.op_of[bw_acc[0]], "before", 0), label=al.label)
-                    plan.redirect(pks, g, key)
+                    plan.redirect(pset, g, key)
                 plan.allocs[key].freed = (last, "after", 0)
                 c = Copy(D2H, al.nbytes, last, True)
                 last.issue_end.append(c)

@@ -26,6 +26,7 @@ import sqlite3
 import subprocess
 import sys
 import zlib
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -185,11 +186,12 @@ def diff_lists(what, mine, theirs, limit=4):
     lines = []
     if len(mine) != len(theirs):
         lines.append(f"{what}: {len(theirs)} in mhc, {len(mine)} in the reading")
-    sm, st = sorted(mine, key=repr), sorted(theirs, key=repr)
-    if sm == st:
+    if Counter(mine) == Counter(theirs):   # the same rows, as many times each
         return lines
-    only_t = [x for x in st if x not in set(sm)]
-    only_m = [x for x in sm if x not in set(st)]
+    sm, st = sorted(mine, key=repr), sorted(theirs, key=repr)
+    in_m, in_t = set(sm), set(st)
+    only_t = [x for x in st if x not in in_m]
+    only_m = [x for x in sm if x not in in_t]
     lines.append(f"{what}: {len(only_t)} only in mhc, {len(only_m)} only in the reading")
     for x in only_t[:limit]:
         lines.append(f"  mhc     {x}")
@@ -198,12 +200,14 @@ def diff_lists(what, mine, theirs, limit=4):
     return lines
 
 
-def compare(mhc, trace, setting, workdir, link="pcie5", host_bw=100e9, cost=15000):
+def compare(mhc, trace, setting, workdir, link="pcie5", host_bw=100e9, cost=15000, cap=None):
+    """`cap`: the trace's ref.Captured, read once for all of its settings (the reading does not
+    change it), else read here."""
     out = Path(workdir) / "advise-out.db"
     row, err = run_mhc(mhc, trace, setting, out, link, host_bw, cost)
     try:
         lk = ref.LINKS[link] if link in ref.LINKS else ref.link_profile(link)
-        mine = ref.predict(str(trace), setting, lk, host_bw, cost)
+        mine = ref.predict(str(trace), setting, lk, host_bw, cost, cap=cap)
         merr = None
     except Exception as e:   # noqa: BLE001 - a difference to report
         mine, merr = None, f"{type(e).__name__}: {e}"
@@ -321,6 +325,10 @@ def main(argv):
         traces += got
     n = bad = 0
     for trace in traces:
+        try:
+            cap = ref.Captured(str(trace))
+        except Exception:   # noqa: BLE001 - each run reads it again and reports the error
+            cap = None
         for setting, link, host_bw, cost in runs(trace, quick, workdir):
             label = f"{trace.name} {json.dumps(setting, separators=(',', ':'))}"
             if (link, host_bw, cost) != ("pcie5", 100e9, 15000):
@@ -331,7 +339,7 @@ def main(argv):
             if sampled_out(label, opts, kept):
                 continue
             n += 1
-            bad += report(label, compare(mhc, trace, setting, workdir, link, host_bw, cost), opts)
+            bad += report(label, compare(mhc, trace, setting, workdir, link, host_bw, cost, cap), opts)
     print(f"{n - bad} of {n} configurations agree")
     return 0 if bad == 0 else 1
 
