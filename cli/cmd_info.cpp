@@ -81,14 +81,16 @@ std::string import_warning_lines(const std::map<std::string, std::string>& meta)
     constexpr int kShown = 8;
     std::string out;
     std::istringstream lines(it->second);
-    int n = 0;
-    for (std::string l; std::getline(lines, l); ++n) {
-        if (n >= kShown) continue;
-        for (char& byte : l)
+    int count = 0;
+    for (std::string line; std::getline(lines, line); ++count) {
+        if (count >= kShown) continue;
+        for (char& byte : line)
             if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-        out += "warning     " + l + "\n";
+        out += "warning     " + line + "\n";
     }
-    if (n > kShown) out += "warning     ... and " + std::to_string(n - kShown) + " more (mhc info --json: meta import.warnings)\n";
+    if (count > kShown)
+        out += "warning     ... and " + std::to_string(count - kShown) +
+               " more (mhc info --json: meta import.warnings)\n";
     return out;
 }
 

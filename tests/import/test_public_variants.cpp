@@ -104,7 +104,7 @@ TEST_CASE("kineto: CUPTI range-profiler kernels are said to be left out", "[impo
     CHECK(warned(result, "77 events of categories mhc does not read"));
     // Kept with the trace as said, one per line, for `mhc info` to say again later.
     std::string kept;
-    for (const auto& w : result.warnings) kept += (kept.empty() ? "" : "\n") + w;
+    for (const auto& warning : result.warnings) kept += (kept.empty() ? "" : "\n") + warning;
     CHECK(trace.meta.at("import.warnings") == kept);
 }
 

@@ -131,12 +131,12 @@ static Result import_regular(const std::string& in, const std::string& shown, co
     r.meta["import.input"] = std::filesystem::path(shown).filename().string();
     // Named as the user gave it (a pipe's private copy is not the user's file).
     if (opt.warn)
-        for (const auto& m : said) std::fprintf(stderr, "mhc: warning: %s: %s\n", shown.c_str(), m.c_str());
+        for (const auto& warning : said) std::fprintf(stderr, "mhc: warning: %s: %s\n", shown.c_str(), warning.c_str());
     // Kept with the trace, one per line: `mhc info` says them long after the import's stderr is gone.
     if (!said.empty()) {
         std::string kept;
-        for (const auto& m : said) {
-            std::string line = m;
+        for (const auto& warning : said) {
+            std::string line = warning;
             std::replace(line.begin(), line.end(), '\n', ' ');
             kept += (kept.empty() ? "" : "\n") + line;
         }
