@@ -56,6 +56,12 @@ HOST = -1
 failures = []
 
 
+def imported_copies(conn):
+    """The imported trace's copies per (device, kind): [count, bytes]."""
+    return {(d, k): [n, b] for d, k, n, b in conn.execute(
+        "SELECT device, kind, COUNT(*), SUM(bytes) FROM copies GROUP BY device, kind")}
+
+
 def fail(name, what):
     failures.append(f"{name}: {what}")
     print(f"  FAIL {what}")
@@ -291,8 +297,7 @@ def check_placement(name, path, db):
             c[0] += 1
             c[1] += max(0, args.get("bytes", 0))
     got_k = {(d, s): n for d, s, n in conn.execute("SELECT device, stream, COUNT(*) FROM kernels GROUP BY device, stream")}
-    got_c = {(d, k): [n, b] for d, k, n, b in conn.execute("SELECT device, kind, COUNT(*), SUM(bytes) FROM copies "
-                                                          "GROUP BY device, kind")}
+    got_c = imported_copies(conn)
     print(f"  kernels per (device, stream): {len(kernels)} lanes in the file, {len(got_k)} imported; copies per "
           f"(device, kind): {dict(sorted((k, v[0]) for k, v in copies.items()))} in the file")
     if got_k != kernels:
@@ -530,8 +535,7 @@ def check_nsys_placement(name, path, db):
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     got_k = {(d, s): [n, t] for d, s, n, t in conn.execute(
         "SELECT device, stream, COUNT(*), SUM(t_end - t_start) FROM kernels GROUP BY device, stream")}
-    got_c = {(d, k): [n, b] for d, k, n, b in conn.execute(
-        "SELECT device, kind, COUNT(*), SUM(bytes) FROM copies GROUP BY device, kind")}
+    got_c = imported_copies(conn)
     print(f"  kernels per (device, stream) [count, ns]: {dict(sorted(kernels.items()))} in the file; copies per "
           f"(device, kind) [count, bytes]: {dict(sorted(copies.items()))}")
     if got_k != kernels:
