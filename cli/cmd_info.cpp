@@ -73,6 +73,14 @@ std::string within(const std::string& text, int width) {
     return out;
 }
 
+// Text as written by an importer, or by anyone: a control byte (a NUL, an escape) is shown as
+// '?', never sent to the terminal.
+std::string printable(std::string text) {
+    for (char& byte : text)
+        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+    return text;
+}
+
 // What the importer warned of (meta import.warnings, one per line), as it said them: the first
 // few, then how many more (--json holds them all).
 std::string import_warning_lines(const std::map<std::string, std::string>& meta) {
@@ -84,9 +92,7 @@ std::string import_warning_lines(const std::map<std::string, std::string>& meta)
     int count = 0;
     for (std::string line; std::getline(lines, line); ++count) {
         if (count >= kShown) continue;
-        for (char& byte : line)
-            if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-        out += "warning     " + line + "\n";
+        out += "warning     " + printable(line) + "\n";
     }
     if (count > kShown)
         out += "warning     ... and " + std::to_string(count - kShown) +
@@ -139,11 +145,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 // A line the summary already gives under that name ("timing  order only: ...") is
                 // not said again in the importer's words.
                 if (it == data.meta.end() || said_in(text, key)) continue;
-                // As written by an importer, or by anyone: a control byte (a NUL, an escape) is
-                // shown as '?', never sent to the terminal.
-                std::string value = it->second;
-                for (char& byte : value)
-                    if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+                const std::string value = printable(it->second);
                 std::string label = key;
                 label.resize(std::max<size_t>(label.size(), 11), ' ');
                 text += label + " " + value + "\n";
