@@ -25,7 +25,9 @@ trace (chakra/*.json.gz):
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
     meta rank/world_size equal to distributedInfo, meta device_name/device_memory equal to its GPU list's,
-    its [OutOfMemory] events counted in meta (check_out_of_memory), and a ROCm trace's kernel device numbers renumbered
+    its [OutOfMemory] events counted in meta (check_out_of_memory), its counter events and [memory] events read
+    as host memory by another rule than Device Type 0 counted in meta (check_counters_and_host_memory), a peer copy
+    (no args.device) on its args.inDevice (check_placement), and a ROCm trace's kernel device numbers renumbered
     or said to be the runtime's agent numbers (check_rocm_devices); execution traces: also their ops
     per step and one step marker per ProfilerStep#N with ops (check_et_steps); Kineto and nsys: also its duration (the
     first start to the last end of the kernels, copies, memsets and memory events; Kineto: from the recording's first
@@ -35,7 +37,8 @@ trace (chakra/*.json.gz):
     that are marks or ranges (not domain, category or thread names); nsys: also its kernels per
     (device, stream) with their GPU time after the clamp and its memcpys/memsets per (device, kind)
     with their bytes (check_nsys_placement), and its NVTX marks and ranges as markers with their
-    times and texts (check_nsys_markers).
+    times and texts (check_nsys_markers), and the rows of its GPU memory and sample tables mhc does not read named
+    with their counts (check_nsys_unread_tables).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
 import decimal
@@ -49,9 +52,11 @@ import subprocess
 import sys
 
 TOLERANCE = 0.001
-# c10::DeviceType numbers of accelerators (c10/core/DeviceType.h): CUDA, HIP, XPU, MPS, HPU,
-# MTIA, PrivateUse1. Other types (CPU 0, ...) are the host's memory.
-ACCELERATORS = {1, 6, 12, 13, 15, 19, 20}
+# c10::DeviceType numbers of devices with memory of their own (c10/core/DeviceType.h): CUDA 1,
+# OPENGL 3, OPENCL 4, HIP 6, FPGA 7, MAIA 8, XLA 9, Vulkan 10, Metal 11, XPU 12, MPS 13, HPU 15,
+# VE 16, IPU 18, MTIA 19, PrivateUse1 20. Other types (CPU 0, MKLDNN 2, IDEEP 5, Meta 14, Lazy 17,
+# numbers c10 does not define) are the host's memory.
+ACCELERATORS = {1, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16, 18, 19, 20}
 HOST = -1
 failures = []
 
@@ -284,7 +289,10 @@ def check_placement(name, path, db):
         if not (isinstance(e, dict) and e.get("ph") == "X" and "ts" in e):
             continue
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        dev = renumber.get(args.get("device", 0), args.get("device", 0))
+        # A peer copy (CUPTI memcpy2) has no args.device: Kineto writes fromDevice, inDevice (the
+        # device that ran it, also its pid) and toDevice.
+        dev = args.get("device", args.get("inDevice", 0))
+        dev = renumber.get(dev, dev)
         if e.get("cat") in ("kernel", "Kernel"):
             key = (dev, args.get("stream", 0))
             kernels[key] = kernels.get(key, 0) + 1
@@ -357,6 +365,36 @@ def check_device_list(name, path, meta):
     for key, value in want.items():
         if meta.get(key) != value:
             fail(name, f"meta {key} {meta.get(key)!r}, the file's GPU list says {value!r}")
+
+
+def check_counters_and_host_memory(name, path, meta):
+    """Counter events (ph C: hardware_counters, mtia_counters, xpu_scope_profiler) become no row and
+    are counted by category in meta kineto.counter_events; [memory] events read as host memory by
+    another rule than Device Type 0 (a type that is no device's, an accelerator's Device Id -1) are
+    counted in meta kineto.memory_read_as_host: neither is left out in silence."""
+    counters, odd = {}, 0
+    for e in kineto_events(path):
+        if not isinstance(e, dict) or "ts" not in e:
+            continue
+        if e.get("ph") == "C":
+            cat = e.get("cat") or "(no category)"
+            counters[cat] = counters.get(cat, 0) + 1
+        a = e.get("args") if isinstance(e.get("args"), dict) else {}
+        if e.get("name") == "[memory]" and e.get("ph") in ("i", "I") and ("Bytes" in a or "Addr" in a):
+            accel = a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0
+            odd += not accel and a.get("Device Type", -1) != 0
+    said = {}
+    for part in filter(None, meta.get("kineto.counter_events", "").split(", ")):
+        count, cat = part.split(" ", 1)
+        said[cat] = int(count)
+    said_odd = sum(int(part.split(" ", 1)[0]) for part in filter(None, meta.get("kineto.memory_read_as_host", "").split(", ")))
+    if counters or odd:
+        print(f"  counter events {counters}, meta {said}; {odd} [memory] events host memory not by Device Type 0, "
+              f"meta {said_odd}")
+    if said != counters:
+        fail(name, f"meta kineto.counter_events {said}, the file's counter events {counters}")
+    if said_odd != odd:
+        fail(name, f"meta kineto.memory_read_as_host counts {said_odd}, the file has {odd} such [memory] events")
 
 
 def check_out_of_memory(name, path, meta):
@@ -542,6 +580,33 @@ def check_nsys_placement(name, path, db):
         fail(name, f"kernels per (device, stream) {dict(sorted(got_k.items()))}, the file's {dict(sorted(kernels.items()))}")
     if got_c != copies:
         fail(name, f"copies per (device, kind) {dict(sorted(got_c.items()))}, the file's {dict(sorted(copies.items()))}")
+
+
+# nsys tables of GPU memory or GPU samples that the trace has no rows for: pools' reservations,
+# unified-memory page faults, Windows' per-process video memory and budget, GPU metrics.
+NSYS_UNREAD_TABLES = ("CUDA_GPU_MEMORY_POOL_EVENTS", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
+                      "GPU_MEMORY_USAGE_EVENTS", "GPU_MEMORY_BUDGET_EVENTS", "GPU_METRICS")
+
+
+def check_nsys_unread_tables(name, path, meta):
+    """Rows of those tables are never left out in silence: meta nsys.unread_tables names each with
+    its row count."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    want = {}
+    for table in NSYS_UNREAD_TABLES:
+        if table in tables:
+            rows = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0]
+            if rows:
+                want[table] = rows
+    said = {}
+    for part in filter(None, meta.get("nsys.unread_tables", "").split(", ")):
+        table, rows = part.rsplit(" ", 1)
+        said[table] = int(rows)
+    if want:
+        print(f"  rows of tables not read: {want}, meta {said}")
+    if said != want:
+        fail(name, f"meta nsys.unread_tables {said}, the file's {want}")
 
 
 def check_nsys_markers(name, path, db):
@@ -786,6 +851,7 @@ def check(exe, path, source_of, work):
         check_kernel_steps(name, path, db)
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
+        check_counters_and_host_memory(name, path, meta)
         check_job_identity(name, path, meta)
         check_out_of_memory(name, path, meta)
         check_device_list(name, path, meta)
@@ -794,6 +860,7 @@ def check(exe, path, source_of, work):
         check_timeline(name, nsys_timeline(path), info)
         check_nsys_placement(name, path, db)
         check_nsys_markers(name, path, db)
+        check_nsys_unread_tables(name, path, meta)
     if source_of == et_source:
         check_et_steps(name, path, db)
     if source:

@@ -391,6 +391,68 @@ TEST_CASE("kineto: an XPU-style trace (sycl queue, xpu_runtime) keeps its lanes 
           0);   // stream 20: 6 kernels, 1 memset
 }
 
+// A process driving several GPUs copies between them peer to peer (cudaMemcpyPeer, NVLink):
+// CUPTI reports such a copy as a memcpy2 record, which Kineto writes with args fromDevice,
+// inDevice and toDevice and no args.device, under the pid of the device that ran it (libkineto
+// CuptiActivity.h, GpuActivity<CUpti_ActivityMemcpyPtoPType>). No such trace was found public;
+// AlexNet's 16 HtoD memcpys on GPU 0 written as that writer writes peer copies from GPU 0 run by
+// GPU 1 were imported on device 0 (every peer copy of such a trace on the first GPU).
+TEST_CASE("kineto: peer copies (no args.device) are on the GPU that ran them, their args.inDevice",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    std::string text = test::gunzip(test::pub("kineto/hta-alexnet-param-bench.json.gz"));
+    int copies = 0;
+    const std::string htod = "\"Memcpy HtoD (Pageable -> Device)\", \"pid\": 0,";
+    for (size_t at = text.find(htod); at != std::string::npos; at = text.find(htod, at + 1), ++copies) {
+        text.replace(at, htod.size(), "\"Memcpy PtoP (Device -> Device)\", \"pid\": 1,");
+        const std::string device = "\"device\": 0, \"context\": 1,";
+        const size_t args = text.find(device, at);
+        REQUIRE(args != std::string::npos);
+        text.replace(args, device.size(),
+                     "\"fromDevice\": 0, \"inDevice\": 1, \"toDevice\": 1, \"fromContext\": 1, \"inContext\": 2, "
+                     "\"toContext\": 2,");
+    }
+    CHECK(copies == 16);
+    test::write_file(dir.file("peer.json"), text);
+    imp::Result result;
+    TraceData peer = import_public_path(dir, dir.file("peer.json"), result);
+    std::map<std::tuple<int32_t, int, int64_t>, std::pair<int64_t, int64_t>> by_lane;   // (device, kind, stream)
+    for (size_t i = 0; i < peer.copies.size(); ++i) {
+        auto& [count,
+               bytes] = by_lane[{peer.copies.device[i], static_cast<int>(peer.copies.kind[i]), peer.copies.stream[i]}];
+        ++count;
+        bytes += peer.copies.bytes[i];
+    }
+    // The 16 copies' 244,403,360 B (Python's json, 2026-12-03) on GPU 1, stream 7; the 3 memsets
+    // (21,760 B) stay on GPU 0.
+    const int p2p = static_cast<int>(mhc::trace::CopyKind::P2P),
+              memset = static_cast<int>(mhc::trace::CopyKind::Memset);
+    CHECK(by_lane.at({1, p2p, 7}) == std::pair<int64_t, int64_t>{16, 244403360});
+    CHECK(by_lane.count({0, p2p, 7}) == 0);
+    std::map<int32_t, std::pair<int64_t, int64_t>> memsets;   // device -> count, bytes
+    for (const auto& [lane, count_bytes] : by_lane) {
+        if (std::get<1>(lane) != memset) continue;
+        memsets[std::get<0>(lane)].first += count_bytes.first;
+        memsets[std::get<0>(lane)].second += count_bytes.second;
+    }
+    CHECK(memsets == std::map<int32_t, std::pair<int64_t, int64_t>>{{0, {3, 21760}}});
+    CHECK(peer.meta.at("kineto.copies_on_in_device").rfind("16 memcpys without args.device", 0) == 0);
+    CHECK(peer.meta.count("kineto.without_device") == 0);
+    // Placed on device 0, the copies (pid 1) made GPU 0 look like two processes' (pid 0's kernels).
+    CHECK(peer.meta.count("kineto.device_processes") == 0);
+    CHECK(peer.kernels.size() == 79);
+    // With the inDevice removed too, the copies have no device at all: on device 0, and said.
+    const std::string in_device = "\"inDevice\": 1, ";
+    for (size_t at = text.find(in_device); at != std::string::npos; at = text.find(in_device, at))
+        text.erase(at, in_device.size());
+    test::write_file(dir.file("nowhere.json"), text);
+    TraceData nowhere = import_public_path(dir, dir.file("nowhere.json"), result);
+    CHECK(nowhere.meta.at("kineto.without_device") ==
+          "16 kernels, memcpys or memsets without args.device (the first: 'Memcpy PtoP (Device -> Device)') were "
+          "placed on device 0");
+    CHECK(warned(result, "16 kernels, memcpys or memsets without args.device"));
+}
+
 TEST_CASE("kineto: a PyTorch 1.8-era trace written as one JSON array is read, not refused", "[import][kineto][public]") {
     test::TempDir dir;
     imp::Result result;
@@ -635,6 +697,30 @@ TEST_CASE("nsys: a memory event of a memKind the export does not list is said", 
 // pushed or started and never ended while nsys recorded has none either. Such a range is a
 // marker of no length at its start, as before, but no longer in silence. The 2024.6 export's
 // first push/pop range (rowid 1, 'Fusion::resetTvUses', 4,130 ns) without its end, and a mark.
+// Tables of GPU memory and GPU samples the trace has no rows for are named with their row
+// counts: extra-p's 2022.1 exports hold Windows' per-process video memory usage and budget
+// (219 and 130 rows in con_kernel, sqlite3 2026-12-03), left out in silence before; a CUDA memory
+// pool's reservations (cudaMallocAsync: CUDA_GPU_MEMORY_POOL_EVENTS, added to a copy) likewise.
+TEST_CASE("nsys: rows of GPU memory tables mhc does not read are named and counted", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    TraceData plain = import_public(dir, "nsys/con_kernel.sqlite", result);
+    CHECK(plain.meta.at("nsys.unread_tables") == "GPU_MEMORY_USAGE_EVENTS 219, GPU_MEMORY_BUDGET_EVENTS 130");
+    CHECK(warned(result, "rows of tables mhc does not read were left out (GPU_MEMORY_USAGE_EVENTS 219"));
+    const std::string in = dir.file("pool.sqlite");
+    public_variant("nsys/con_kernel.sqlite", in,
+                   "CREATE TABLE CUDA_GPU_MEMORY_POOL_EVENTS (start INTEGER NOT NULL, globalPid INTEGER, deviceId "
+                   "INTEGER, address INTEGER, operationType INTEGER, poolType INTEGER, size INTEGER); INSERT INTO "
+                   "CUDA_GPU_MEMORY_POOL_EVENTS VALUES (1, 1, 0, 4096, 0, 0, 33554432), (2, 1, 0, 4096, 1, 0, 0);");
+    TraceData pool = import_public_path(dir, in, result);
+    CHECK(pool.meta.at("nsys.unread_tables") ==
+          "CUDA_GPU_MEMORY_POOL_EVENTS 2, GPU_MEMORY_USAGE_EVENTS 219, GPU_MEMORY_BUDGET_EVENTS 130");
+    CHECK(pool.allocations.size() == plain.allocations.size());
+    // A 2025.1 export holds none of them: no line.
+    import_public(dir, "nsys/fuser-h200-nsys-2025.1.sqlite", result);
+    CHECK(!warned(result, "tables mhc does not read"));
+}
+
 TEST_CASE("nsys: an NVTX range without an end is said", "[import][nsys][public]") {
     test::TempDir dir;
     const std::string in = dir.file("open.sqlite");

@@ -164,6 +164,48 @@ int64_t kineto_base(const KinetoData& d) {
 
 namespace {
 
+// "3 a, 1 b" of counts by name.
+std::string counts_text(const std::map<std::string, int64_t, std::less<>>& counts, int64_t* total = nullptr) {
+    std::string text;
+    for (const auto& [name, count] : counts) {
+        text += (text.empty() ? "" : ", ") + std::to_string(count) + " " + name;
+        if (total != nullptr) *total += count;
+    }
+    return text;
+}
+
+// Where device work without args.device was placed, [memory] events read as host memory by
+// another rule than Device Type 0, and the counter events, which become no row: meta, and a
+// warning for all but the peer copies (read as the file says).
+void say_placement_and_counters(const KinetoData& data, Result& result) {
+    if (data.copies_on_in_device > 0)
+        result.meta["kineto.copies_on_in_device"] =
+            std::to_string(data.copies_on_in_device) +
+            " memcpys without args.device (peer copies: args.fromDevice, inDevice, toDevice) on their args.inDevice";
+    if (data.activities_without_device > 0) {
+        const std::string said = std::to_string(data.activities_without_device) +
+                                 " kernels, memcpys or memsets without args.device (the first: '" +
+                                 data.first_without_device + "') were placed on device 0";
+        result.meta["kineto.without_device"] = said;
+        result.warnings.push_back(said);
+    }
+    if (!data.odd_memory_devices.empty()) {
+        int64_t total = 0;
+        const std::string text = counts_text(data.odd_memory_devices, &total);
+        result.meta["kineto.memory_read_as_host"] = text;
+        result.warnings.push_back(std::to_string(total) + " [memory] events were read as host memory (device -1) " +
+                                  "though not of Device Type 0, the CPU's (" + text +
+                                  "): mhc knows no accelerator by that type, or its Device Id is negative");
+    }
+    if (!data.counter_categories.empty()) {
+        int64_t total = 0;
+        const std::string text = counts_text(data.counter_categories, &total);
+        result.meta["kineto.counter_events"] = text;
+        result.warnings.push_back(std::to_string(total) + " counter events (ph C: " + text +
+                                  ") were left out: a trace holds no counters");
+    }
+}
+
 // What the file holds that became no row, or not the row it names, said in meta and warnings:
 // negative durations, begin/end halves, memcpys without a direction, out-of-memory events and
 // the categories mhc does not read.
@@ -204,13 +246,10 @@ void say_what_was_not_read(const KinetoData& data, Result& result) {
         result.warnings.push_back(said +
                                   ": the run did not fit; the trace holds what was allocated, not what was asked for");
     }
+    say_placement_and_counters(data, result);
     if (!data.unread_categories.empty()) {
-        std::string unread;
         int64_t total = 0;
-        for (const auto& [category, count] : data.unread_categories) {
-            unread += (unread.empty() ? "" : ", ") + std::to_string(count) + " " + category;
-            total += count;
-        }
+        const std::string unread = counts_text(data.unread_categories, &total);
         result.meta["kineto.unread_events"] = unread;
         result.warnings.push_back(std::to_string(total) + " events of categories mhc does not read were left out (" +
                                   unread + "): only kernel, gpu_memcpy and gpu_memset events become device rows");
@@ -413,8 +452,10 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
     result.meta["kineto.memory_events"] = std::to_string(data.memory.size());
     write_memory_meta(mem, result);
     if (data.host_memory_events)
-        result.meta["kineto.host_memory_events"] = std::to_string(data.host_memory_events) +
-                                                   " (Device Type 0: imported on device -1, the host)";
+        result.meta["kineto.host_memory_events"] =
+            std::to_string(data.host_memory_events) +
+            (data.odd_memory_devices.empty() ? " (Device Type 0: imported on device -1, the host)"
+                                             : " (imported on device -1, the host; see kineto.memory_read_as_host)");
     if (data.profile_memory >= 0) result.meta["kineto.profile_memory"] = data.profile_memory ? "on" : "off";
     if (data.memory.empty())
         result.meta["allocations"] =

@@ -3,6 +3,7 @@
 #include "kineto_map.hpp"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +41,15 @@ std::optional<CopyKind> copy_direction(std::string_view name) {
 CopyKind copy_kind_of(std::string_view name) { return copy_direction(name).value_or(CopyKind::D2D); }
 
 namespace {
+// Counts one more under `key` in a map a file fills: at most 32 keys by name (a file cannot grow
+// it without bound), the rest under one.
+void count_by_name(std::map<std::string, int64_t, std::less<>>& counts, std::string_view key, const char* rest) {
+    auto it = counts.find(key);
+    if (it == counts.end())
+        it = counts.emplace(counts.size() < 32 ? std::string(key.substr(0, 80)) : std::string(rest), 0).first;
+    ++it->second;
+}
+
 bool is_copy_category(std::string_view c) { return c == "gpu_memcpy" || c == "Memcpy"; }
 bool is_memset_category(std::string_view c) { return c == "gpu_memset" || c == "Memset"; }
 bool is_gpu_activity_category(std::string_view cat) {
@@ -71,12 +81,12 @@ bool uses_gpu_placement(const KEvent& event) {
 }
 
 bool is_accelerator(int64_t device_type) {
-    // c10::DeviceType (c10/core/DeviceType.h): CUDA 1, HIP 6 (ROCm builds), XPU 12, MPS 13,
-    // HPU 15, MTIA 19, PrivateUse1 20. CPU (0) and the CPU-side types are host memory.
-    switch (device_type) {
-        case 1: case 6: case 12: case 13: case 15: case 19: case 20: return true;
-        default: return false;
-    }
+    // c10::DeviceType (c10/core/DeviceType.h): CUDA 1, OPENGL 3, OPENCL 4, HIP 6 (ROCm builds),
+    // FPGA 7, MAIA 8, XLA 9, Vulkan 10, Metal 11, XPU 12, MPS 13, HPU 15, VE 16, IPU 18, MTIA 19,
+    // PrivateUse1 20 (out-of-tree back-ends: Ascend NPU, ...): a device's own memory. CPU (0) and
+    // the CPU-side types (MKLDNN 2, IDEEP 5, Meta 14, Lazy 17) are host memory.
+    constexpr std::array<int, 16> kDevices = {1, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16, 18, 19, 20};
+    return std::find(kDevices.begin(), kDevices.end(), device_type) != kDevices.end();
 }
 
 void map_event(const KEvent& e, KinetoData& d) {
@@ -93,6 +103,12 @@ void map_event(const KEvent& e, KinetoData& d) {
             k.ts = e.ts;
             k.dur = std::max<int64_t>(0, e.dur);
             k.device = static_cast<int32_t>(e.device);
+            if (!e.has_device && e.in_device >= 0) {   // a peer copy: on the device that ran it
+                k.device = static_cast<int32_t>(e.in_device);
+                ++d.copies_on_in_device;
+            } else if (!e.has_device && d.activities_without_device++ == 0) {
+                d.first_without_device = quoted_name(e.name);
+            }
             k.stream = e.stream;
             if (!e.has_stream && e.sycl_queue >= 0) {   // an Intel XPU trace: the SYCL queue is the lane
                 k.stream = e.sycl_queue;
@@ -152,12 +168,7 @@ void map_event(const KEvent& e, KinetoData& d) {
                 d.ops.push_back(o);
             }
         } else if (!is_known_unread_category(c)) {
-            // At most 32 categories by name (a file cannot grow the map without bound), the rest as one.
-            auto it = d.unread_categories.find(c);
-            if (it == d.unread_categories.end())
-                it = d.unread_categories.emplace(d.unread_categories.size() < 32 ? std::string(c.substr(0, 80))
-                                                                                 : std::string("(other categories)"), 0).first;
-            ++it->second;
+            count_by_name(d.unread_categories, c, "(other categories)");
         }
     } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[memory]" && e.has_mem) {
         KMemory m;
@@ -171,6 +182,10 @@ void map_event(const KEvent& e, KinetoData& d) {
         m.pid = e.pid;
         m.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
         if (m.device < 0) ++d.host_memory_events;
+        if (m.device < 0 && e.dev_type != 0)   // host memory by another rule than Device Type 0 (-1: none written)
+            count_by_name(d.odd_memory_devices,
+                          "Device Type " + std::to_string(e.dev_type) + " Id " + std::to_string(e.dev_id),
+                          "(other Device Types and Ids)");
         if (e.dev_type == 6) d.rocm = true;   // c10::DeviceType HIP: memory of a ROCm build's GPU
         d.memory.push_back(m);
         d.t_min = std::min(d.t_min, m.ts);
@@ -185,6 +200,8 @@ void map_event(const KEvent& e, KinetoData& d) {
             oom.pid = e.pid;
             oom.device = is_accelerator(e.dev_type) && e.dev_id >= 0 ? static_cast<int32_t>(e.dev_id) : -1;
         }
+    } else if (e.ph == 'C') {   // counters: hardware_counters, mtia_counters, xpu_scope_profiler, ...
+        count_by_name(d.counter_categories, c.empty() ? std::string_view("(no category)") : c, "(other categories)");
     } else if (e.ph == 'B' || e.ph == 'E') {
         ++d.begin_end_events;
     } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {

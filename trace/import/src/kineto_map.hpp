@@ -27,6 +27,10 @@ struct KEvent {
     // SYCL queue and write no args.stream; -1: absent.
     int64_t sycl_queue = -1;
     bool has_stream = false;   // args.stream was read
+    bool has_device = false;   // args.device was read
+    // args.inDevice: the device that ran a peer copy. Kineto writes a CUPTI peer-to-peer memcpy
+    // (memcpy2) with fromDevice, inDevice and toDevice and no args.device; -1: absent.
+    int64_t in_device = -1;
     int32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
     bool has_mem = false;    // args.Addr or args.Bytes was read ([memory] events)
     bool has_addr = false;   // args.Addr was read (profilers before about PyTorch 1.10 write none)
@@ -52,9 +56,14 @@ struct KEvent {
 //    gpu_user_annotation ranges are on the GPU timeline);
 //  - ph X, cat cpu_op|user_annotation|Operator: also a CPU op (python_function and
 //    gpu_user_annotation are not);
+//  - a kernel, copy or memset is on args.device; a memcpy without it on args.inDevice (CUPTI peer
+//    copies: fromDevice, inDevice, toDevice), counted in d.copies_on_in_device; with neither, on
+//    device 0, counted in d.activities_without_device and said;
 //  - ph i|I named [memory] with args.Addr or args.Bytes: an allocator event, on device
 //    args.Device Id when args.Device Type is an accelerator's (is_accelerator: CUDA 1, HIP 6
-//    on ROCm, ...), else host memory (device -1); Device Type 6 (HIP) marks the trace ROCm's;
+//    on ROCm, ...), else host memory (device -1), counted by type and id in
+//    d.odd_memory_devices unless Device Type is 0; Device Type 6 (HIP) marks the trace ROCm's;
+//  - ph C (counter events): counted by category in d.counter_categories, said;
 //  - ph i|I named [OutOfMemory] (an allocation PyTorch's allocator could not make): no row;
 //    counted in d.out_of_memory, the first kept (its device, bytes asked for, totals), said;
 //  - ph s|f, cat ac2g|async_cpu_to_gpu: a CPU-to-GPU flow (s: its start, by flow id);

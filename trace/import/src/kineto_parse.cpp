@@ -160,6 +160,7 @@ enum class F : uint8_t {
     EvIdx,
     SeqNr,
     SyclQueue,
+    InDevice,
     // deviceProperties
     DpId,
     DpName,
@@ -187,6 +188,7 @@ F arg_key(const char* k, size_t n) {
         case 4: return s == "grid" ? F::Grid : s == "Addr" ? F::Addr : F::None;
         case 5: return s == "bytes" ? F::Bytes : s == "Bytes" ? F::MemBytes : s == "block" ? F::Block : F::None;
         case 6: return s == "device" ? F::Device : s == "stream" ? F::Stream : s == "Ev Idx" ? F::EvIdx : F::None;
+        case 8: return s == "inDevice" ? F::InDevice : F::None;
         case 9: return s == "Device Id" ? F::DevId : F::None;
         case 10: return s == "sycl queue" ? F::SyclQueue : F::None;
         case 11: return s == "correlation" ? F::Corr : s == "External id" ? F::ExtId : s == "Device Type" ? F::DevType : F::None;
@@ -438,7 +440,12 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         switch (key) {
             case F::ExtId: field(text, size, "args.External id", e.ext, lo, hi); break;
             case F::Corr: field(text, size, "args.correlation", e.corr, lo, hi); break;
-            case F::Device: field(text, size, "args.device", e.device, -1, INT32_MAX); break;
+            case F::Device: e.has_device = field(text, size, "args.device", e.device, -1, INT32_MAX); break;
+            case F::InDevice: {   // a peer copy's executing device (CUPTI memcpy2); another value: not read
+                int64_t device = -1;
+                if (parse_int(text, size, device) && device >= 0 && device <= INT32_MAX) e.in_device = device;
+                break;
+            }
             case F::Stream: e.has_stream = field(text, size, "args.stream", e.stream, lo, hi); break;
             case F::SyclQueue: {   // a queue id past int64 (an invalid id written unsigned): no lane, no error
                 int64_t queue = -1;
@@ -798,6 +805,12 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     for (int64_t pid : second.launch_pids)
         if (first.launch_pids.size() < KinetoData::kMaxLaunchPids) first.launch_pids.insert(pid);
     for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;
+    for (const auto& [category, count] : second.counter_categories) first.counter_categories[category] += count;
+    for (const auto& [device, count] : second.odd_memory_devices) first.odd_memory_devices[device] += count;
+    if (first.activities_without_device == 0 && second.activities_without_device > 0)
+        first.first_without_device = std::move(second.first_without_device);
+    first.activities_without_device += second.activities_without_device;
+    first.copies_on_in_device += second.copies_on_in_device;
     first.t_min = std::min(first.t_min, second.t_min);
     if (second.device_count > 0) {
         first.device_count = second.device_count;

@@ -106,6 +106,18 @@ struct KinetoData {
     // allocation), how many and the first: said in meta and a warning, never left out in silence.
     int64_t out_of_memory = 0;
     KMemory first_out_of_memory;
+    // Memcpys without args.device placed on their args.inDevice (peer copies: Kineto writes a
+    // CUPTI peer-to-peer memcpy with fromDevice, inDevice, toDevice instead), said in meta; and
+    // kernels, memcpys and memsets with neither, placed on device 0 (the first one's name kept):
+    // said in meta and a warning.
+    int64_t copies_on_in_device = 0, activities_without_device = 0;
+    std::string first_without_device;
+    // Counter events (ph C: hardware_counters, mtia_counters, xpu_scope_profiler, ...) by category:
+    // the trace has no counters; said in meta and a warning, never left out in silence.
+    std::map<std::string, int64_t, std::less<>> counter_categories;
+    // [memory] events read as host memory whose Device Type is not the CPU's (0), or whose Device Id
+    // is negative on an accelerator, by "Device Type T Id I": said in meta and a warning.
+    std::map<std::string, int64_t, std::less<>> odd_memory_devices;
     // 'X' events of categories the mapping does not read (kineto_map.hpp), by category: device
     // work of other back-ends (MTIA's mtia_ccp_events, CUPTI's cuda_profiler_range) among them.
     // Said in meta and a warning, never left out in silence.

@@ -174,10 +174,35 @@ private:
                                        ") has none of the tables mhc reads (CUPTI_ACTIVITY_KIND_KERNEL, "
                                        "_MEMCPY, _MEMSET, _GRAPH_TRACE, CUDA_GPU_MEMORY_USAGE_EVENTS): " +
                                        why_no_gpu_tables()));
+        say_unread_tables();
         if (!missing.empty()) {
             r_.meta["nsys.missing_tables"] = missing;
             r_.meta["missing"] = "nsys tables " + missing;   // import_file says so, naming the input as given
         }
+    }
+
+    // Tables of GPU memory or GPU samples that the trace has no rows for, with their row counts, in
+    // meta nsys.unread_tables and a warning: never left out in silence. CUDA memory pools'
+    // reservations (cudaMallocAsync; the pools' allocations are CUDA_GPU_MEMORY_USAGE_EVENTS rows),
+    // unified-memory page faults (the migrations are memcpy rows of kinds 11-13), Windows' video
+    // memory manager's per-process usage and budget (WDDM: the driver's and context's reservations
+    // too, not the allocations) and GPU metrics samples.
+    void say_unread_tables() {
+        std::string unread;
+        for (const char* table :
+             {"CUDA_GPU_MEMORY_POOL_EVENTS", "CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS",
+              "GPU_MEMORY_USAGE_EVENTS", "GPU_MEMORY_BUDGET_EVENTS", "GPU_METRICS"}) {
+            if (!has(table)) continue;
+            sql::Stmt count(db_.db, in_, (std::string("SELECT COUNT(*) FROM \"") + table + "\"").c_str());
+            const int64_t rows = count.step() ? count.i64(0) : 0;
+            if (rows > 0) unread += (unread.empty() ? "" : ", ") + std::string(table) + " " + std::to_string(rows);
+        }
+        if (unread.empty()) return;
+        r_.meta["nsys.unread_tables"] = unread;
+        r_.warnings.push_back("rows of tables mhc does not read were left out (" + unread +
+                              "): memory pools' reservations, unified-memory page faults, Windows' per-process video "
+                              "memory and GPU metrics have no rows in a trace; allocations are "
+                              "CUDA_GPU_MEMORY_USAGE_EVENTS'");
     }
 
     // META_DATA_CAPTURE (nsys 2023 and later): the options the recording ran with, per process
