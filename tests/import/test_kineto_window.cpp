@@ -141,6 +141,11 @@ void check_same(const KinetoData& one, const KinetoData& two) {
     CHECK(one.world_size == two.world_size);
     CHECK(one.has_rf_id == two.has_rf_id);
     CHECK(one.unread_categories == two.unread_categories);
+    CHECK(one.counter_categories == two.counter_categories);
+    CHECK(one.odd_memory_devices == two.odd_memory_devices);
+    CHECK(one.copies_on_in_device == two.copies_on_in_device);
+    CHECK(one.activities_without_device == two.activities_without_device);
+    CHECK(one.first_without_device == two.first_without_device);
     REQUIRE(one.kernels.size() == two.kernels.size());
     for (size_t i = 0; i < one.kernels.size(); ++i) {
         const auto &mine = one.kernels[i], &theirs = two.kernels[i];
@@ -196,14 +201,28 @@ std::string mixed_events(int n, const std::string& string_arg) {
              ",\"args\":{\"Record function id\":" + std::to_string(i) + ",\"note\":\"" + string_arg + "\"}},\n";
         text += "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":" + ts +
              ",\"dur\":1,\"args\":{\"correlation\":" + id + "}},\n";
-        text += "{\"ph\":\"s\",\"cat\":\"ac2g\",\"id\":" + id + ",\"pid\":1,\"tid\":1,\"ts\":" + ts + "},\n";
+        // Every 600th flow start is a counter event instead (counted by category, in both halves).
+        text += i % 600 == 7
+                    ? "{\"ph\":\"C\",\"cat\":\"hardware_counters\",\"name\":\"c\",\"pid\":\"GPU 0 Counters\",\"tid\":0,"
+                      "\"ts\":" +
+                          ts + ",\"args\":{\"\":3}},\n"
+                    : "{\"ph\":\"s\",\"cat\":\"ac2g\",\"id\":" + id + ",\"pid\":1,\"tid\":1,\"ts\":" + ts + "},\n";
         // Every 700th device event is of a category the mapping does not read (counted, in both halves).
         const char* category = i % 700 == 5 ? (i % 1400 == 5 ? "mtia_ccp_events" : "cuda_profiler_range") : i % 4 ? "kernel" : "gpu_memcpy";
-        text += "{\"ph\":\"X\",\"cat\":\"" + std::string(category) + "\",\"name\":\"k" +
-             std::to_string(i % 11) + (i % 4 ? "" : " Memcpy HtoD") + "\",\"pid\":0,\"tid\":7,\"ts\":" + ts +
-             ",\"dur\":2,\"args\":{\"device\":0,\"stream\":7,\"bytes\":64,\"correlation\":" + id + ",\"grid\":[2,1,1]}},\n";
-        text += "{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":" + ts + ",\"args\":{\"Bytes\":" + (i % 2 ? "-512" : "512") +
-             ",\"Device Type\":" + (i % 3 ? "1" : "0") + ",\"Addr\":" + std::to_string(4096 * (i / 2 + 1)) + "}}";
+        text += "{\"ph\":\"X\",\"cat\":\"" + std::string(category) + "\",\"name\":\"k" + std::to_string(i % 11) +
+                (i % 4 ? "" : " Memcpy HtoD") + "\",\"pid\":0,\"tid\":7,\"ts\":" + ts +
+                // Two memcpys peer copies (inDevice, no device), every 900th kernel without a device.
+                ",\"dur\":2,\"args\":{" +
+                (i % 3200 == 4  ? "\"inDevice\":1,"
+                 : i % 900 == 1 ? ""
+                                : "\"device\":0,") +
+                "\"stream\":7,\"bytes\":64,\"correlation\":" + id + ",\"grid\":[2,1,1]}},\n";
+        text += "{\"ph\":\"i\",\"name\":\"[memory]\",\"ts\":" + ts +
+                ",\"args\":{\"Bytes\":" + (i % 2 ? "-512" : "512") + ",\"Device Type\":" +
+                (i % 500 == 2 ? "2"
+                 : i % 3      ? "1"
+                              : "0") +
+                ",\"Addr\":" + std::to_string(4096 * (i / 2 + 1)) + "}}";
     }
     return text;
 }
@@ -242,6 +261,14 @@ TEST_CASE("kineto parse: two threads, each from one half of a plain file, give t
             CHECK(one.negative_durations > 1);
             if (name != "element starts inside strings")   // i = 5, 705, ..., 5605: every other one MTIA's
                 CHECK(one.unread_categories == std::map<std::string, int64_t, std::less<>>{{"cuda_profiler_range", 4}, {"mtia_ccp_events", 5}});
+            if (name != "element starts inside strings") {   // i = 7, 607, ..., 5407; 4, 3204; 1, 901, ..., 5401; 2,
+                                                             // 502, ..., 5502
+                CHECK(one.counter_categories == std::map<std::string, int64_t, std::less<>>{{"hardware_counters", 10}});
+                CHECK(one.copies_on_in_device == 2);
+                CHECK(one.activities_without_device == 7);
+                CHECK(one.odd_memory_devices ==
+                      std::map<std::string, int64_t, std::less<>>{{"Device Type 2 Id 0", 12}});
+            }
             CHECK(one.second_part_from == -1);
             // Device properties in both parts cannot be merged as one parse would keep them: one
             // thread then parses on. Elsewhere the second thread took the second half.
