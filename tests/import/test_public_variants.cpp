@@ -1062,6 +1062,26 @@ TEST_CASE("nsys: an export without GPU tables says whether CUDA was traced, from
         const std::string error = import_error(dir, in);
         CHECK(error.find("CUDA was not traced (META_DATA_CAPTURE COLLECT_CUDA_TRACE=false") != std::string::npos);
     }
+    // nsys 2023.1 (schema 3.1.2) writes its version and no capture options: three such exports
+    // of a Python process whose CUDA calls were not traced (nikitinvv/recon-stream, not kept: no
+    // licence) were refused as "unknown version or nothing was traced", their version in the file.
+    SECTION("a known version without capture options, nothing traced (as three nsys 2023.1 exports)") {
+        const std::string in = dir.file("known-version.sqlite");
+        public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", in,
+                       no_gpu_tables + "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME; DROP TABLE META_DATA_CAPTURE;");
+        const std::string error = import_error(dir, in);
+        CHECK(error.find("(schema 3.17.1) has none of the tables mhc reads") != std::string::npos);
+        CHECK(error.find("no CUDA call and no GPU activity was traced (no CUPTI_ACTIVITY_KIND_RUNTIME: record with "
+                         "nsys profile --trace=cuda)") != std::string::npos);
+        CHECK(error.find("unknown version") == std::string::npos);
+        // Without its version table too, the version is unknown, and the refusal says so.
+        const std::string unknown = dir.file("unknown-version.sqlite");
+        public_variant("nsys/fuser-h200-nsys-2025.1.sqlite", unknown,
+                       no_gpu_tables +
+                           "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME; DROP TABLE META_DATA_CAPTURE; DROP TABLE "
+                           "META_DATA_EXPORT;");
+        CHECK(import_error(dir, unknown).find("unknown version or nothing was traced") != std::string::npos);
+    }
 }
 
 TEST_CASE("kineto: a trace with no [memory] event says whether memory profiling was on, from its own flag",

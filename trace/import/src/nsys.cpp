@@ -167,6 +167,7 @@ private:
             }
         }
         r_.meta["nsys.schema_version"] = version;
+        schema_version_ = version;
         read_capture();
         if (!has("CUPTI_ACTIVITY_KIND_KERNEL") && !has("CUPTI_ACTIVITY_KIND_MEMCPY") &&
             !has("CUPTI_ACTIVITY_KIND_MEMSET") && !has("CUDA_GPU_MEMORY_USAGE_EVENTS") && !has(kGraphTrace))
@@ -239,6 +240,9 @@ private:
         if (cuda_traced_ == "true")
             return "CUDA tracing was on (META_DATA_CAPTURE COLLECT_CUDA_TRACE=true) but nsys recorded no CUDA call "
                    "and no GPU activity";
+        if (schema_version_ != "unknown")   // a known export (nsys 2023.1 writes no capture options)
+            return "no CUDA call and no GPU activity was traced (no CUPTI_ACTIVITY_KIND_RUNTIME: record with nsys "
+                   "profile --trace=cuda)";
         return "unknown version or nothing was traced";
     }
 
@@ -671,6 +675,7 @@ private:
     std::vector<Kernel> kernels_;                     // read, not yet written (write_kernels)
     std::map<std::pair<int64_t, int64_t>, int64_t> stream_base_;   // (device, globalPid) -> added to its streams
     std::string cuda_traced_, memory_usage_traced_;   // META_DATA_CAPTURE: "true", "false" or unknown ("")
+    std::string schema_version_ = "unknown";          // EXPORT_SCHEMA_VERSION, as meta nsys.schema_version
     std::string graph_mode_;   // META_DATA_CAPTURE CUDA_GRAPH_TRACE_OPTIONS:MODE: "Graph", "Node" or unknown ("")
     std::unordered_map<int64_t, std::string> strings_;
     int64_t base_ = INT64_MAX;
