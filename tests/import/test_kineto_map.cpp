@@ -252,7 +252,7 @@ TEST_CASE("kineto map: a peer copy without args.device is on its inDevice", "[im
 // (CUDA, HIP, XPU, MPS, HPU, MTIA, PrivateUse1): XLA's (9) was read as host memory, in silence.
 // Host memory by another rule than Device Type 0 (a CPU-side type such as MKLDNN 2, a type
 // PyTorch does not define, an accelerator's Device Id -1) is counted by type and id and said.
-TEST_CASE("kineto map: [memory] of every c10 device type is a device's; other host memory is said",
+TEST_CASE("kineto map: [memory] of every c10 device type is a device's, other host memory is said",
           "[import][kineto-map]") {
     KinetoData d = parse_events(
         R"j({"ph":"i","name":"[memory]","ts":1,"args":{"Addr":1,"Bytes":8,"Device Type":9,"Device Id":0}},)j"
