@@ -229,23 +229,23 @@ TEST_CASE("kineto map: [memory] instants are allocator events on the GPU or the 
 // (libkineto's CuptiActivity.h, GpuActivity<CUpti_ActivityMemcpyPtoPType>; its pid is the
 // inDevice). They were all placed on device 0.
 TEST_CASE("kineto map: a peer copy without args.device is on its inDevice", "[import][kineto-map]") {
-    KinetoData d = parse_events(
+    KinetoData data = parse_events(
         R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy PtoP (Device -> Device)","pid":1,"tid":13,"ts":10,)j"
         R"j("dur":5,"args":{"fromDevice":0,"inDevice":1,"toDevice":1,"fromContext":1,"inContext":2,)j"
         R"j("toContext":2,"stream":13,"correlation":9,"bytes":4096,"memory bandwidth (GB/s)":0.8}},)j"
         R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoD (Device -> Device)","pid":3,"tid":7,"ts":20,)j"
         R"j("dur":5,"args":{"device":3,"stream":7,"correlation":10,"bytes":64}},)j"
         R"j({"ph":"X","cat":"kernel","name":"k","pid":2,"tid":7,"ts":30,"dur":5,"args":{"stream":7}})j");
-    REQUIRE(d.kernels.size() == 3);
-    CHECK(d.kernels[0].device == 1);   // inDevice, the device that ran it
-    CHECK(d.kernels[0].copy_kind == CopyKind::P2P);
-    CHECK(d.kernels[0].bytes == 4096);
-    CHECK(d.kernels[0].stream == 13);
-    CHECK(d.kernels[1].device == 3);   // args.device where it is written
-    CHECK(d.copies_on_in_device == 1);
-    CHECK(d.kernels[2].device == 0);   // neither: device 0, counted and said
-    CHECK(d.activities_without_device == 1);
-    CHECK(d.first_without_device == "k");
+    REQUIRE(data.kernels.size() == 3);
+    CHECK(data.kernels[0].device == 1);   // inDevice, the device that ran it
+    CHECK(data.kernels[0].copy_kind == CopyKind::P2P);
+    CHECK(data.kernels[0].bytes == 4096);
+    CHECK(data.kernels[0].stream == 13);
+    CHECK(data.kernels[1].device == 3);   // args.device where it is written
+    CHECK(data.copies_on_in_device == 1);
+    CHECK(data.kernels[2].device == 0);   // neither: device 0, counted and said
+    CHECK(data.activities_without_device == 1);
+    CHECK(data.first_without_device == "k");
 }
 
 // c10::DeviceType numbers a device's memory for every back-end, not only those mhc had seen
@@ -254,7 +254,7 @@ TEST_CASE("kineto map: a peer copy without args.device is on its inDevice", "[im
 // PyTorch does not define, an accelerator's Device Id -1) is counted by type and id and said.
 TEST_CASE("kineto map: [memory] of every c10 device type is a device's, other host memory is said",
           "[import][kineto-map]") {
-    KinetoData d = parse_events(
+    KinetoData data = parse_events(
         R"j({"ph":"i","name":"[memory]","ts":1,"args":{"Addr":1,"Bytes":8,"Device Type":9,"Device Id":0}},)j"
         R"j({"ph":"i","name":"[memory]","ts":2,"args":{"Addr":2,"Bytes":8,"Device Type":18,"Device Id":1}},)j"
         R"j({"ph":"i","name":"[memory]","ts":3,"args":{"Addr":3,"Bytes":8,"Device Type":0,"Device Id":-1}},)j"
@@ -262,29 +262,29 @@ TEST_CASE("kineto map: [memory] of every c10 device type is a device's, other ho
         R"j({"ph":"i","name":"[memory]","ts":5,"args":{"Addr":5,"Bytes":8,"Device Type":1,"Device Id":-1}},)j"
         R"j({"ph":"i","name":"[memory]","ts":6,"args":{"Addr":6,"Bytes":8,"Device Type":-3,"Device Id":0}},)j"
         R"j({"ph":"i","name":"[memory]","ts":7,"args":{"Addr":7,"Bytes":8,"Device Type":21,"Device Id":0}})j");
-    REQUIRE(d.memory.size() == 7);
-    CHECK(d.memory[0].device == 0);   // XLA
-    CHECK(d.memory[1].device == 1);   // IPU
-    for (size_t i = 2; i < 7; ++i) CHECK(d.memory[i].device == -1);
-    CHECK(d.host_memory_events == 5);
+    REQUIRE(data.memory.size() == 7);
+    CHECK(data.memory[0].device == 0);   // XLA
+    CHECK(data.memory[1].device == 1);   // IPU
+    for (size_t i = 2; i < 7; ++i) CHECK(data.memory[i].device == -1);
+    CHECK(data.host_memory_events == 5);
     const std::map<std::string, int64_t, std::less<>> odd = {
         {"Device Type -3 Id 0", 1}, {"Device Type 1 Id -1", 1}, {"Device Type 2 Id -1", 1}, {"Device Type 21 Id 0", 1}};
-    CHECK(d.odd_memory_devices == odd);   // Device Type 0 is the host's own: not listed
+    CHECK(data.odd_memory_devices == odd);   // Device Type 0 is the host's own: not listed
 }
 
 // Kineto writes hardware_counters, mtia_counters and xpu_scope_profiler samples as counter
 // events (ph C, output_json.cpp writeCounterEvent); a trace has no counters: counted by category.
 TEST_CASE("kineto map: counter events are counted by category, not dropped in silence", "[import][kineto-map]") {
-    KinetoData d = parse_events(
+    KinetoData data = parse_events(
         R"j({"ph":"C","cat":"hardware_counters","name":"sm__cycles","pid":"GPU 0 Counters","tid":0,"ts":1,)j"
         R"j("args":{"":5}},)j"
         R"j({"ph":"C","cat":"hardware_counters","name":"dram__bytes","pid":"GPU 0 Counters","tid":0,"ts":1,)j"
         R"j("args":{"":7}},)j"
         R"j({"ph":"C","cat":"xpu_scope_profiler","name":"scope","pid":0,"tid":0,"ts":2,"args":{"a":1}})j");
     const std::map<std::string, int64_t, std::less<>> counters = {{"hardware_counters", 2}, {"xpu_scope_profiler", 1}};
-    CHECK(d.counter_categories == counters);
-    CHECK(d.kernels.empty());
-    CHECK(d.unread_categories.empty());
+    CHECK(data.counter_categories == counters);
+    CHECK(data.kernels.empty());
+    CHECK(data.unread_categories.empty());
 }
 
 TEST_CASE("kineto map: ac2g flows link a kernel to its CPU op when no runtime call does", "[import][kineto-map]") {
