@@ -89,6 +89,47 @@ bool is_accelerator(int64_t device_type) {
     return std::find(kDevices.begin(), kDevices.end(), device_type) != kDevices.end();
 }
 
+namespace {
+// A kernel, memcpy or memset event: a KKernel (map_event's rules).
+void map_gpu_activity(const KEvent& event, std::string_view category, KinetoData& data) {
+    KKernel kernel;
+    kernel.ts = event.ts;
+    kernel.dur = std::max<int64_t>(0, event.dur);
+    kernel.device = static_cast<int32_t>(event.device);
+    if (!event.has_device && event.in_device >= 0) {   // a peer copy: on the device that ran it
+        kernel.device = static_cast<int32_t>(event.in_device);
+        ++data.copies_on_in_device;
+    } else if (!event.has_device && data.activities_without_device++ == 0) {
+        data.first_without_device = quoted_name(event.name);
+    }
+    kernel.stream = event.stream;
+    if (!event.has_stream && event.sycl_queue >= 0) {   // an Intel XPU trace: the SYCL queue is the lane
+        kernel.stream = event.sycl_queue;
+        ++data.sycl_queue_lanes;
+    }
+    kernel.correlation = event.corr;
+    kernel.external = event.ext;
+    kernel.tid = event.tid;
+    kernel.pid = event.pid;
+    kernel.name = data.strings.intern(event.name);
+    kernel.registers = static_cast<int32_t>(event.regs);
+    kernel.shared_mem = static_cast<int32_t>(event.smem);
+    std::copy(event.grid, event.grid + 3, kernel.grid);
+    std::copy(event.block, event.block + 3, kernel.block);
+    kernel.is_copy = is_copy_category(category);
+    kernel.is_memset = is_memset_category(category);
+    kernel.bytes = event.bytes;
+    if (kernel.is_copy) {
+        const std::optional<CopyKind> kind = copy_direction(event.name);
+        kernel.copy_kind = kind.value_or(CopyKind::D2D);
+        if (!kind && data.copies_without_direction++ == 0) data.first_copy_without_direction = quoted_name(event.name);
+    }
+    if (kernel.is_memset) kernel.copy_kind = CopyKind::Memset;
+    data.kernels.push_back(kernel);
+    data.t_min = std::min(data.t_min, kernel.ts);
+}
+}   // namespace
+
 void map_event(const KEvent& e, KinetoData& d) {
     if (!e.has_ts) return;
     std::string_view c = e.cat;
@@ -99,41 +140,7 @@ void map_event(const KEvent& e, KinetoData& d) {
     }
     if (e.ph == 'X') {
         if (is_gpu_activity_category(c)) {
-            KKernel k;
-            k.ts = e.ts;
-            k.dur = std::max<int64_t>(0, e.dur);
-            k.device = static_cast<int32_t>(e.device);
-            if (!e.has_device && e.in_device >= 0) {   // a peer copy: on the device that ran it
-                k.device = static_cast<int32_t>(e.in_device);
-                ++d.copies_on_in_device;
-            } else if (!e.has_device && d.activities_without_device++ == 0) {
-                d.first_without_device = quoted_name(e.name);
-            }
-            k.stream = e.stream;
-            if (!e.has_stream && e.sycl_queue >= 0) {   // an Intel XPU trace: the SYCL queue is the lane
-                k.stream = e.sycl_queue;
-                ++d.sycl_queue_lanes;
-            }
-            k.correlation = e.corr;
-            k.external = e.ext;
-            k.tid = e.tid;
-            k.pid = e.pid;
-            k.name = d.strings.intern(e.name);
-            k.registers = static_cast<int32_t>(e.regs);
-            k.shared_mem = static_cast<int32_t>(e.smem);
-            std::copy(e.grid, e.grid + 3, k.grid);
-            std::copy(e.block, e.block + 3, k.block);
-            k.is_copy = is_copy_category(c);
-            k.is_memset = is_memset_category(c);
-            k.bytes = e.bytes;
-            if (k.is_copy) {
-                const std::optional<CopyKind> kind = copy_direction(e.name);
-                k.copy_kind = kind.value_or(CopyKind::D2D);
-                if (!kind && d.copies_without_direction++ == 0) d.first_copy_without_direction = quoted_name(e.name);
-            }
-            if (k.is_memset) k.copy_kind = CopyKind::Memset;
-            d.kernels.push_back(k);
-            d.t_min = std::min(d.t_min, k.ts);
+            map_gpu_activity(e, c, d);
         } else if (is_launch_category(c)) {
             if (e.corr >= 0) d.add_launch(e.corr, KLaunch{e.ts, e.tid, e.pid});
             if (e.name.substr(0, 3) == "hip") d.rocm = true;   // hipLaunchKernel, ...: a ROCm trace
