@@ -79,7 +79,7 @@ std::string describe(const GeneratorConfig& c) {
 
 }  // namespace
 
-TEST_CASE("generate: every trace written from random option values passes check; the others are refused in one line",
+TEST_CASE("generate: every trace written from random option values passes check, the others are refused in one line",
           "[datasets][bounds]") {
     mhc::test::TempDir dir("mhc-bounds");
     Draw d{std::mt19937_64(0x5eed2024)};

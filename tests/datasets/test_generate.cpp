@@ -222,7 +222,7 @@ TEST_CASE("GEMM durations times the roofline rate give the GEMM FLOPs") {
     CHECK(flops == Approx(gemm_flops_per_step(c)).epsilon(0.002));
 }
 
-TEST_CASE("same seed, same file; another seed, another file") {
+TEST_CASE("same seed, same file, another seed, another file") {
     GeneratorConfig c = small("gpt2-small");
     Generated a = make(c, "seed-a"), b = make(c, "seed-b");
     c.seed = 2;
@@ -303,7 +303,7 @@ TEST_CASE("preset peaks are plausible for their GPU") {
 // Found by the simulator: a saved tensor that the backward never freed made the peak grow by
 // one layer-stack of it per step. Every activation and workspace must die within its step,
 // and the live peak must not grow with the number of steps.
-TEST_CASE("activations and workspaces die within their step; the peak does not grow with steps") {
+TEST_CASE("activations and workspaces die within their step, the peak does not grow with steps") {
     for (const char* name : {"gpt2-small", "llama2-7b", "llama2-70b-slice", "mhc-27b"}) {
         INFO(name);
         Generated g = make(small(name, 3), std::string("steady_") + name);

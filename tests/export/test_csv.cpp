@@ -276,15 +276,15 @@ TEST_CASE("csv export: every table, read back row for row", "[export][csv]") {
     CHECK(read_csv(out + "/modules.csv")[1] == std::vector<std::string>{"1", "model.layers.0", "0", "torch.nn.Linear"});
 }
 
-TEST_CASE("csv export: --run keeps one run in the run tables; an unknown run is refused", "[export][csv]") {
+TEST_CASE("csv export: --run keeps one run in the run tables, an unknown run is refused", "[export][csv]") {
     test::TempDir dir;
     std::string db = every_table_trace(dir);
     std::string out = dir.file("one");
-    ex::export_csv(db, out, {2, mhc::IfExists::Refuse});
+    ex::export_csv(db, out, {2, mhc::IfExists::Refuse, {}});
     compare(out, expected_of(db, 2));
     CHECK(read_csv(out + "/runs.csv").size() == 2);
     std::string bad = dir.file("bad");
-    CHECK_THROWS_WITH(ex::export_csv(db, bad, {9}), db + ": run 9 does not exist");
+    CHECK_THROWS_WITH(ex::export_csv(db, bad, {9, mhc::IfExists::Replace, {}}), db + ": run 9 does not exist");
     CHECK_FALSE(std::filesystem::exists(bad + "/allocations.csv"));
     std::string err;
     CHECK(test::run_mhc("export " + db + " --format csv --run 9 -o " + bad, &err) == 2);

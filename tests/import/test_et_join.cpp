@@ -185,7 +185,7 @@ TEST_CASE("ET + Kineto: an execution trace of one profiled step lands in that st
     }
 }
 
-TEST_CASE("ET + Kineto: sequence numbers tell repeated iterations apart; without them the thread is not joined",
+TEST_CASE("ET + Kineto: sequence numbers tell repeated iterations apart, without them the thread is not joined",
           "[import][et][join]") {
     test::TempDir dir;
     const std::string et = dir.file("et.json"), kineto = dir.file("kineto.json");

@@ -96,7 +96,7 @@ void check_identity(const TraceData& t, int64_t expected_peak) {
 
 }  // namespace
 
-TEST_CASE("kineto without Addr: frees pair by size; the curve is the signed sum of Bytes", "[import][kineto-memory]") {
+TEST_CASE("kineto without Addr: frees pair by size, the curve is the signed sum of Bytes", "[import][kineto-memory]") {
     test::TempDir dir;
     SECTION("a training-step sawtooth (two steps) imports with its own peak and nothing reconstructed") {
         std::vector<Mem> ev;

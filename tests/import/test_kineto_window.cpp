@@ -354,7 +354,7 @@ TEST_CASE("kineto parse: an error in the second half is reported as by one threa
     }
 }
 
-TEST_CASE("kineto parse: gzip inflated on a second thread; corrupt data late in the file is an error", "[import][kineto]") {
+TEST_CASE("kineto parse: gzip inflated on a second thread, corrupt data late in the file is an error", "[import][kineto]") {
     test::TempDir dir;
     Doc doc = make_doc(150000, 0, "\n  ");
     test::TempDir src;

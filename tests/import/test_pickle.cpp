@@ -79,7 +79,7 @@ TEST_CASE("pickle: memo references share one object", "[pickle]") {
 // Slots are numbered in order by MEMOIZE (protocol 4) and by CPython's BINPUT: the next slot is
 // never refused, however few objects hold nodes of their own (small ints hold none); a slot far
 // beyond what was read still is.
-TEST_CASE("pickle: the next memo slot is always taken; a far one is refused", "[pickle]") {
+TEST_CASE("pickle: the next memo slot is always taken, a far one is refused", "[pickle]") {
     std::string bytes("\x80\x04]\x94(", 5);   // a memoized list, then MARK
     for (int k = 0; k < 3000; ++k) bytes += std::string("K\x07\x94", 3);   // BININT1 7, MEMOIZE
     bytes += std::string("e", 1);                                           // APPENDS

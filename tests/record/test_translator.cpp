@@ -219,7 +219,7 @@ TEST_CASE("translator: VMM mappings are allocations until unmapped") {
     REQUIRE(d.accesses.size() == 1);
 }
 
-TEST_CASE("translator: NVTX ranges become step, layer and range markers; kernels get steps") {
+TEST_CASE("translator: NVTX ranges become step, layer and range markers, kernels get steps") {
     auto d = translate([](Translator& t) {
         using P = MarkerEvent::Phase;
         t.on_marker({1, P::Start, T0 + 100, "ProfilerStep#4"});

@@ -168,7 +168,7 @@ TEST_CASE("a pattern that fragments a contiguous arena fits in pages", "[replay]
     CHECK(vm->mapped_pages() * kPage == a.in_use());
 }
 
-TEST_CASE("caching segments are placed by pages; the pool never exceeds the capacity", "[replay][arena]") {
+TEST_CASE("caching segments are placed by pages, the pool never exceeds the capacity", "[replay][arena]") {
     // Eight 12 MiB blocks (one 12 MiB segment each) in a 100 MiB pool; freeing every other one
     // leaves 48 MiB in four holes; a 40 MiB block makes the model release the free segments and
     // add a 40 MiB one: contiguous placement has no 40 MiB hole, pages do.

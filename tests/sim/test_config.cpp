@@ -135,7 +135,7 @@ TEST_CASE("validate rejects unknown policies and bad windows", "[sim][config]") 
     CHECK_THROWS_WITH(sim::validate(c), Catch::Contains("allocator"));
 }
 
-TEST_CASE("a set cancel flag stops simulate() with sim::Cancelled; a clear one changes nothing", "[sim][config]") {
+TEST_CASE("a set cancel flag stops simulate() with sim::Cancelled, a clear one changes nothing", "[sim][config]") {
     using namespace simtest;
     // 10000 kernels: the engine checks the flag every 4096 events, from the first.
     std::vector<Tensor> ts{{MiB, 0, mhc::trace::kNoTime}};
@@ -155,7 +155,7 @@ TEST_CASE("a set cancel flag stops simulate() with sim::Cancelled; a clear one c
     CHECK(r.events.size() == plain.events.size());
 }
 
-TEST_CASE("policy and allocator names parse into one kind each; unknown names are refused in one line", "[sim][config]") {
+TEST_CASE("policy and allocator names parse into one kind each, unknown names are refused in one line", "[sim][config]") {
     std::vector<sim::EvictionKind> kinds;
     for (const auto& p : sim::eviction_policies()) kinds.push_back(sim::parse_eviction(p.name));
     CHECK(kinds == std::vector<sim::EvictionKind>{sim::EvictionKind::Lru, sim::EvictionKind::Largest,

@@ -297,7 +297,7 @@ TEST_CASE("coupled: a send-receive matches only a send-receive, not a receive an
     }
 }
 
-TEST_CASE("coupled: ties between ranks go to the lowest global rank; no stall, no limiting rank", "[sim][multirank][decided]") {
+TEST_CASE("coupled: ties between ranks go to the lowest global rank, no stall, no limiting rank", "[sim][multirank][decided]") {
     // Two ranks that stall 1 ms each before an all-reduce recorded at [5, 6] ms by both, given
     // rank 1 first: both stall as much and end at 10 ms; the limiting and the last rank are 0.
     trace::TraceData one = stalling_rank(5 * ms, kAllReduce, 5, kDpMeta);

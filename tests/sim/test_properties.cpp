@@ -60,7 +60,7 @@ TEST_CASE("capacity is never exceeded and every kernel starts with its operands"
             }
 }
 
-TEST_CASE("Belady never swaps in more than LRU; more capacity never swaps in more", "[sim][belady]") {
+TEST_CASE("Belady never swaps in more than LRU, more capacity never swaps in more", "[sim][belady]") {
     for (uint64_t seed = 1; seed <= 12; ++seed) {
         auto t = sim::synthetic::random_reads(seed, 16, 400, 1, MiB);
         auto p = sim::prepare(t);

@@ -247,7 +247,7 @@ TEST_CASE("recompute is recursive: a dropped input of the producer is recomputed
     CHECK(r.swap_in_count == 0);
 }
 
-TEST_CASE("prefetch names are parsed once, into types; unknown names are errors", "[sim][config]") {
+TEST_CASE("prefetch names are parsed once, into types, unknown names are errors", "[sim][config]") {
     auto p = sim::parse_prefetch("lookahead:12");
     CHECK(p.kind == sim::PrefetchKind::Lookahead);
     CHECK(p.window == 12);

@@ -18,7 +18,7 @@ namespace {
 constexpr int64_t us100 = ms / 10;   // 0.1 ms
 }  // namespace
 
-TEST_CASE("rule 6: a cancelled swap-out occupies its queue; the next swap-out starts after it", "[sim][spec][transfers]") {
+TEST_CASE("rule 6: a cancelled swap-out occupies its queue, the next swap-out starts after it", "[sim][spec][transfers]") {
     // Capacity 4 MiB, lru, lookahead:1 (window: the kernel and the next), no early swap-out.
     // Tensors: X 1 MiB [0, -), B 3 MiB [0, -), C 1 MiB [2, 3.5], D 1 MiB [4.6, -).
     // Kernels: k0 [0,1] writes X, B; k1 [3,3.5] writes C; k2 [4,4.2] read-writes X;

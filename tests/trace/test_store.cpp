@@ -61,7 +61,7 @@ TEST_CASE("a column projection reads the named columns in id order, unchecked", 
     CHECK_THROWS_WITH(r.scan(TraceTable::Copies, {"id; DROP TABLE copies"}), Catch::Contains("has no column"));
 }
 
-TEST_CASE("a new trace has no index of accesses by allocation; one a user makes is used", "[store]") {
+TEST_CASE("a new trace has no index of accesses by allocation, one a user makes is used", "[store]") {
     // Building that index was about half of writing a large trace (docs/results.md, "Trace store"):
     // new files go without it, and accesses_to reads the table when the file lacks it.
     TempPath path("no_access_index.db");

@@ -220,7 +220,7 @@ TEST_CASE("info on an order-only trace: times are event numbers, memory figures 
     CHECK_FALSE(order_only_timing("exact"));
 }
 
-TEST_CASE("info names the versions a captured trace was made with; a mix of versions is said", "[summary]") {
+TEST_CASE("info names the versions a captured trace was made with, a mix of versions is said", "[summary]") {
     TempPath p("versions.db");
     {
         Writer w(p.path);
@@ -263,7 +263,7 @@ void exec(const std::string& path, const char* sql) {
 }
 }  // namespace
 
-TEST_CASE("a run's kind and status are stored as their words; another word is refused on reading", "[runs]") {
+TEST_CASE("a run's kind and status are stored as their words, another word is refused on reading", "[runs]") {
     TempPath file("kinds.db");
     {
         Writer writer(file.path);

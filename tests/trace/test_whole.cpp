@@ -239,7 +239,7 @@ TEST_CASE("nothing is written over a device, a FIFO or through a link to one", "
     CHECK(s == "old");
 }
 
-TEST_CASE("a legal name of 253 bytes is written; its temporary name stays within the limit", "[store][whole]") {
+TEST_CASE("a legal name of 253 bytes is written, its temporary name stays within the limit", "[store][whole]") {
     TempDir dir("mhc-whole");
     const std::string name = std::string(250, 'a') + ".db";
     const std::string out = dir.file(name);

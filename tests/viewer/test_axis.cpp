@@ -39,7 +39,7 @@ TEST_CASE("an order-only trace's axis counts events, not time") {
     }
 }
 
-TEST_CASE("zoom keeps the anchor in place; pan and zoom stay inside the trace") {
+TEST_CASE("zoom keeps the anchor in place, pan and zoom stay inside the trace") {
     TimeRange lim{0, 1'000'000};
     TimeRange r = zoom(lim, 0.5, 250'000, lim);
     CHECK(r.span() == 500'000);

@@ -28,7 +28,7 @@ TEST_CASE("the run clock: identity before the first kernel, the preceding kernel
     CHECK(c.map(5000) == 5100);   // after the last kernel: its shift
 }
 
-TEST_CASE("the run clock: kernels starting together take the largest shift; ends never precede starts") {
+TEST_CASE("the run clock: kernels starting together take the largest shift, ends never precede starts") {
     RunClock c;
     c.add(200, 230);   // +30
     c.add(200, 260);   // +60 (another stream, same recorded start)

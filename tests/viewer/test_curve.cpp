@@ -96,7 +96,7 @@ TEST_CASE("the peak lands in the column that holds its time") {
 #include "mhc/viewer/bands.hpp"
 #include "mhc/viewer/data.hpp"
 
-TEST_CASE("bands: drawn + summarised = allocations overlapping the range; bands bounded") {
+TEST_CASE("bands: drawn + summarised = allocations overlapping the range, bands bounded") {
     std::mt19937_64 rng(5);
     AllocationTable a;
     for (int i = 0; i < 5000; ++i) {

@@ -6,7 +6,7 @@
 
 using namespace mhc::viewer;
 
-TEST_CASE("an idle window waits; input and animation draw at once, then settle") {
+TEST_CASE("an idle window waits, input and animation draw at once, then settle") {
     FramePacer p;
     // Start: the first frames settle, then the loop waits.
     for (int i = 0; i < FramePacer::kSettleFrames; ++i) CHECK(p.next_wait(false, false) == 0);

@@ -15,7 +15,7 @@ using namespace mhc::viewer;
 using fixture::MiB;
 using fixture::us;
 
-TEST_CASE("nested ranges go to one row per depth; no row holds two overlapping items") {
+TEST_CASE("nested ranges go to one row per depth, no row holds two overlapping items") {
     fixture::TempPath p("imported.db");
     fixture::write_imported_trace(p.path);
     ViewTrace t = load_view_trace(p.path);

@@ -522,7 +522,7 @@ TEST_CASE("a click on a kernel selects it: outlined, its details pane with both 
     CHECK(s.layout["status"]["text"] == "kernel #2 selected");
 }
 
-TEST_CASE("a click on a folded box zooms to it; a click on a band shows the allocation's details") {
+TEST_CASE("a click on a folded box zooms to it, a click on a band shows the allocation's details") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
     Shot s = shoot(db.path, "--view timeline");
@@ -561,7 +561,7 @@ TEST_CASE("a click on a folded box zooms to it; a click on a band shows the allo
     CHECK(d["rows"][1][4] == "550.000 us");
 }
 
-TEST_CASE("Go does not move the toolbar or the plots; statistics give names the width") {
+TEST_CASE("Go does not move the toolbar or the plots, statistics give names the width") {
     fixture::TempPath db("known.db");
     fixture::write_known_trace(db.path);
     Shot plain = shoot(db.path, "--view timeline --range 100us:200us");
