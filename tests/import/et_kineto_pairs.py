@@ -53,6 +53,7 @@ CPU_PAIRS = [
     ("cpu_mlp_et.json.gz", "cpu_mlp_kineto.json.gz"),
     ("cpu_mlp_window_et.json.gz", "cpu_mlp_window_kineto.json.gz"),
     ("cpu_threads_et.json.gz", "cpu_threads_kineto.json.gz"),
+    ("cpu_threads_all_et.json.gz", "cpu_threads_all_kineto.json.gz"),
 ]
 failures = []
 
