@@ -223,13 +223,14 @@ TEST_CASE("ET + Kineto (CPU only): a thread the profiler did not record is said 
     }));
 }
 
-TEST_CASE("ET + Kineto (CPU only): the profiler recording every thread, every thread joins by key", "[import][et][join]") {
+TEST_CASE("ET + Kineto (CPU only): the profiler recording every thread, every thread joins by key",
+          "[import][et][join]") {
     // fixtures/cpu_threads_all_*: the run above with profile_all_threads=True. By
     // fixtures/expected_numbers.py: threads 1 (492 ops), 2 and 3 (24 each), every rf_id in Kineto;
     // 128 storages of leaf ops with tensors, all of joined ops.
     test::TempDir dir;
-    auto imported =
-        import_pair(dir, test::fixture("cpu_threads_all_et.json.gz"), test::fixture("cpu_threads_all_kineto.json.gz"));
+    auto imported = import_pair(dir, test::fixture("cpu_threads_all_et.json.gz"),
+                                test::fixture("cpu_threads_all_kineto.json.gz"));
     CHECK(meta(imported, "et.join") == "540 of 540 ops joined (3 of 3 threads) by Record function id == rf_id");
     CHECK(meta(imported, "et.storages_left_out") == "0");
     CHECK(meta(imported, "accesses") == "exact");
