@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -547,6 +549,64 @@ TEST_CASE("snapshot: a snapshot saved as JSON is read as its pickle", "[import][
     test::write_file(bad, R"({"device_traces": [[{"action": "alloc",)");
     CHECK_THROWS_WITH(mhc::trace::import::import_file(bad, dir.file("bad.db")),
                       Catch::StartsWith(bad) && Catch::Contains("invalid JSON"));
+}
+
+TEST_CASE("snapshot: user-annotated regions (external_annotations) are range markers", "[import][snapshot]") {
+    // PyTorch notes record_function ranges of user scope as START and END entries with time_us.
+    // Events at 100, 101 and 140 us (t_min 100). "fwd" START at 100 and END at 120: from 0 to
+    // 21,000 ns (after the events of its last microsecond); a nested "fwd" START 105 / END 110:
+    // 5,000 to 11,000; "opt" END at 130 whose START was before recording: 0 to 31,000; "bwd"
+    // START at 135 never ended: 35,000 to the end of the last event's microsecond, 41,000;
+    // the same "fwd" range noted on device 1 too: one marker. Before 2026-12-03 none was imported.
+    const std::string events = R"("device_traces": [[
+        {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 100},
+        {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 101},
+        {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "time_us": 140}]])";
+    const std::string notes = R"("external_annotations": [
+        {"name": "fwd", "stage": "START", "device": 0, "time_us": 100},
+        {"name": "fwd", "stage": "START", "device": 0, "time_us": 105},
+        {"name": "fwd", "stage": "END", "device": 0, "time_us": 110},
+        {"name": "fwd", "stage": "END", "device": 0, "time_us": 120},
+        {"name": "fwd", "stage": "START", "device": 1, "time_us": 100},
+        {"name": "fwd", "stage": "END", "device": 1, "time_us": 120},
+        {"name": "opt", "stage": "END", "device": 0, "time_us": 130},
+        {"name": "bwd", "stage": "START", "device": 0, "time_us": 135}])";
+    test::TempDir dir;
+    const std::string in = dir.file("snap.json"), out = dir.file("snap.db");
+    test::write_file(in, "{" + events + ", " + notes + "}");
+    const auto result = mhc::trace::import::import_file(in, out);
+    const auto trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    CHECK(result.meta.at("snapshot.annotations") ==
+          "4 range markers from 8 START/END entries (record_function ranges of user scope)");
+    std::set<std::tuple<std::string, int64_t, int64_t>> got;
+    for (size_t i = 0; i < trace.markers.size(); ++i) {
+        CHECK(trace.markers.kind[i] == mhc::trace::MarkerKind::Range);
+        got.insert({trace.str(trace.markers.name[i]), trace.markers.t_start[i], trace.markers.t_end[i]});
+    }
+    const std::set<std::tuple<std::string, int64_t, int64_t>> want = {
+        {"fwd", 0, 21000}, {"fwd", 5000, 11000}, {"opt", 0, 31000}, {"bwd", 35000, 41000}};
+    CHECK(got == want);
+    SECTION("without time_us they cannot be placed: counted, not imported") {
+        std::string untimed = events;
+        for (const char* t : {", \"time_us\": 100}", ", \"time_us\": 101}", ", \"time_us\": 140}"})
+            untimed.replace(untimed.find(t), std::string(t).size(), "}");
+        test::write_file(in, "{" + untimed + ", " + notes + "}");
+        const auto untimed_result = mhc::trace::import::import_file(in, dir.file("untimed.db"));
+        CHECK(mhc::trace::load_trace(dir.file("untimed.db")).markers.size() == 0);
+        CHECK(untimed_result.meta.at("snapshot.annotations") ==
+              "8 entries not imported: the trace events have no time_us to place them");
+    }
+    SECTION("an entry of another shape is refused, naming it") {
+        test::write_file(in, "{" + events + R"(, "external_annotations": [{"name": "fwd", "stage": "BEGIN",
+            "device": 0, "time_us": 100}]})");
+        CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("bad.db")),
+                          Catch::StartsWith(in) && Catch::Contains("external_annotations[0]: 'stage' is 'BEGIN'"));
+        test::write_file(in, "{" + events + R"(, "external_annotations": [{"name": "fwd", "stage": "END",
+            "device": 0, "time_us": "100"}]})");
+        CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("bad2.db")),
+                          Catch::Contains("external_annotations[0]: 'time_us' is a str, not a number"));
+    }
 }
 
 TEST_CASE("snapshot: a second free of an address with no alloc between is refused, naming why", "[import][snapshot]") {

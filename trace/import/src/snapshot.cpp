@@ -14,6 +14,8 @@
 #include <cstring>
 #include <map>
 #include <new>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "mhc/common/error.hpp"
@@ -889,6 +891,76 @@ std::string json_as_pickle(std::string_view json, const std::string& in) {
     return std::move(pickle.out);
 }
 
+// snapshot['external_annotations'] (PyTorch 2.5 on): the record_function ranges of user scope
+// (torch.profiler.record_function, Optimizer.step's own) that the allocator noted while it
+// recorded history, one entry per START or END, with 'name', 'stage', 'device' and 'time_us'.
+// Each START and the next END of the same name and device are one range marker, at the trace's
+// times: a START at microsecond u begins before that microsecond's events (1000 (u - t_min) ns),
+// an END ends after them (1000 (u - t_min + 1) ns); an END whose START is not in the file began
+// before recording (t = 0), a START never ended was open when the snapshot was taken (it ends
+// after the last event). A range noted on several devices at the same times is one marker.
+// Without time_us they cannot be placed: counted, not imported. Before 2026-12-03 they were
+// dropped without a word. Returns what meta snapshot.annotations says.
+std::string add_annotation_markers(const PickleDoc& d, std::optional<Id> list, const Decoded& ev, Rows& w,
+                                   const std::string& in) {
+    if (!list || d.kind(*list) != PickleDoc::Kind::List || d.size(*list) == 0) return {};
+    const auto entries = d.items(*list);
+    if (!ev.all_timed || ev.events == 0)
+        return std::to_string(entries.size()) + " entries not imported: the trace events have no time_us to place them";
+    std::map<std::pair<int64_t, std::string>, std::vector<int64_t>> starts;   // (device, name) -> START times
+    std::set<std::tuple<std::string, int64_t, int64_t>> ranges;               // (name, t_start, t_end)
+    double last_us = ev.t_min;
+    for (const auto& evs : ev.devices)
+        for (const Event& e : evs) last_us = std::max(last_us, e.time_us);
+    const int64_t t_last = (static_cast<int64_t>(std::floor(last_us - ev.t_min)) + 1) * 1000;
+    for (size_t k = 0; k < entries.size(); ++k) {
+        const std::string at = "external_annotations[" + std::to_string(k) + "]";
+        auto bad = [&](const std::string& what) { return Error(where(in, at + ": " + what)); };
+        const Id a = entries[k];
+        if (d.kind(a) != PickleDoc::Kind::Dict) throw bad(std::string("is ") + type_name(d, a) + ", not a dict");
+        auto text = [&](const char* key) {
+            auto v = d.get(a, key);
+            if (!v || d.kind(*v) != PickleDoc::Kind::Str)
+                throw bad(std::string("'") + key + "' is " + (v ? type_name(d, *v) : "missing") + ", not a str");
+            return std::string(d.as_str(*v));
+        };
+        const std::string name = text("name"), stage = text("stage");
+        auto time = d.get(a, "time_us");
+        if (!time || !d.is_number(*time) || d.kind(*time) == PickleDoc::Kind::Bool)
+            throw bad(std::string("'time_us' is ") + (time ? type_name(d, *time) : "missing") + ", not a number");
+        auto device = d.get(a, "device");
+        const int64_t dev = device ? int_field(d, *device, "device", bad) : 0;
+        const auto us = static_cast<int64_t>(std::floor(d.as_float(*time) - ev.t_min));
+        auto& open = starts[{dev, name}];
+        if (stage == "START") {
+            open.push_back(std::max<int64_t>(0, us * 1000));
+        } else if (stage == "END") {
+            const int64_t t_end = std::max<int64_t>(0, (us + 1) * 1000);
+            const int64_t t_start = open.empty() ? 0 : open.back();
+            if (!open.empty()) open.pop_back();
+            ranges.insert({name, t_start, std::max(t_start, t_end)});
+        } else {
+            throw bad("'stage' is '" + stage + "', not START or END");
+        }
+    }
+    for (const auto& [key, open] : starts)
+        for (int64_t t : open) ranges.insert({key.second, t, std::max(t, t_last)});
+    int64_t id = 0;
+    for (const auto& evs : ev.devices)
+        id += std::count_if(evs.begin(), evs.end(), [](const Event& e) { return e.action == Action::Oom; });
+    for (const auto& [name, t_start, t_end] : ranges) {
+        Marker m;
+        m.id = ++id;
+        m.name = w.intern(name);
+        m.t_start = t_start;
+        m.t_end = t_end;
+        m.kind = MarkerKind::Range;
+        w.add(m);
+    }
+    return std::to_string(ranges.size()) + " range markers from " + std::to_string(entries.size()) +
+           " START/END entries (record_function ranges of user scope)";
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
@@ -954,6 +1026,8 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     }
     imp.block_sizes(segments, block_rules);
     imp.write(segments);
+    if (const std::string said = add_annotation_markers(doc, field("external_annotations"), ev, w, in); !said.empty())
+        r.meta["snapshot.annotations"] = said;
     r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
     // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).
     if (!segments.empty()) r.meta["segments.hold_allocations"] = "true";
