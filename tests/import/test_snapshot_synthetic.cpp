@@ -609,6 +609,38 @@ TEST_CASE("snapshot: user-annotated regions (external_annotations) are range mar
     }
 }
 
+TEST_CASE("snapshot: keys and event fields this reader does not know are named and warned", "[import][snapshot]") {
+    // torch 2.15's TraceEntry fields (internal_metadata, forward_frames, ...) are known and hold no
+    // memory: nothing said. A field or top-level key of a later PyTorch is named with its count, as
+    // unknown actions are; before 2026-12-03 both were passed over in silence. The figures stay:
+    // one 512 B block from 1 to 2 us.
+    const std::string json = R"({"device_traces": [[
+        {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 1,
+         "internal_metadata": "mallocWithAddress", "forward_frames": [], "compile_context": "",
+         "user_metadata": "", "pool_id": [0, 0], "new_field": 3},
+        {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 2, "new_field": 4}]],
+      "segments": [], "allocator_settings": {}, "external_annotations": [], "host_segments": [],
+      "host_traces": [], "device_segments_v2": []})";
+    test::TempDir dir;
+    const std::string in = dir.file("snap.json");
+    test::write_file(in, json);
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    const auto result = mhc::trace::import::import_file(in, dir.file("snap.db"), opt);
+    const auto trace = mhc::trace::load_trace(dir.file("snap.db"));
+    REQUIRE(trace.allocations.size() == 1);
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 512);
+    CHECK(result.meta.at("snapshot.event_keys_not_read") == "new_field=2");
+    CHECK(result.meta.at("snapshot.keys_not_read") == "device_segments_v2");
+    auto said = [&](const std::string& part) {
+        return std::any_of(result.warnings.begin(), result.warnings.end(),
+                           [&](const std::string& w) { return w.find(part) != std::string::npos; });
+    };
+    CHECK(said("trace event fields mhc does not know were not read (new_field=2)"));
+    CHECK(said("snapshot keys mhc does not know were not read (device_segments_v2)"));
+    CHECK_FALSE(said("internal_metadata"));
+}
+
 TEST_CASE("snapshot: a second free of an address with no alloc between is refused, naming why", "[import][snapshot]") {
     // Hand-written: _record_memory_history(skip_actions=["alloc"]) (PyTorch >= 2.9) keeps the
     // frees only. Each free of an address the trace never allocated was a block from before

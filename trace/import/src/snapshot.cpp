@@ -216,6 +216,7 @@ struct Decoded {
     bool all_timed = true;
     double t_min = 0;
     std::map<std::string, int64_t> unknown_actions;   // action names mhc does not know, and their events
+    std::map<std::string, int64_t> unknown_keys;      // event keys mhc does not know, and their events
     int64_t timed = 0;                                 // events with time_us
 };
 
@@ -266,6 +267,7 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
                         ev.timed = true;
                         break;
                     case KeyCode::Frames: ev.frames = v; break;
+                    case KeyCode::Other: ++out.unknown_keys[std::string(d.as_str(k))]; break;
                     default: break;
                 }
             }
@@ -777,6 +779,16 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
         r.warnings.push_back("trace events of actions mhc does not know were not imported (" + names +
                              "): if they allocate or free memory, the figures miss it");
     }
+    if (!ev.unknown_keys.empty()) {
+        // Fields of a newer PyTorch than this reader knows: named and warned, as unknown actions are
+        // (before 2026-12-03 they were passed over in silence).
+        std::string names;
+        for (const auto& [name, count] : ev.unknown_keys)
+            names += (names.empty() ? "" : ", ") + name + "=" + std::to_string(count);
+        m["snapshot.event_keys_not_read"] = names;
+        r.warnings.push_back("trace event fields mhc does not know were not read (" + names +
+                             "): if they change what an event allocates or frees, the figures miss it");
+    }
     live_not_in_end_state(r);
     if (!segments_dropped_.empty()) {
         m["segments"] = "none: " + segments_dropped_;
@@ -961,6 +973,26 @@ std::string add_annotation_markers(const PickleDoc& d, std::optional<Id> list, c
            " START/END entries (record_function ranges of user scope)";
 }
 
+// The snapshot's top-level keys this reader does not know (a newer PyTorch's), named in meta
+// snapshot.keys_not_read and warned: before 2026-12-03 they were passed over in silence.
+void say_keys_not_read(const PickleDoc& d, Id root, Result& r) {
+    std::string names;
+    const auto kv = d.items(root);
+    for (size_t i = 0; i + 1 < kv.size(); i += 2) {
+        const std::string_view key = d.as_str(kv[i]);
+        bool known = false;
+        for (std::string_view k : {"segments", "device_traces", "allocator_settings", "external_annotations",
+                                   "host_segments", "host_traces"})
+            known |= key == k;
+        if (!known)
+            names += (names.empty() ? "" : ", ") + (key.empty() ? std::string("(not a str)") : std::string(key));
+    }
+    if (names.empty()) return;
+    r.meta["snapshot.keys_not_read"] = names;
+    r.warnings.push_back("snapshot keys mhc does not know were not read (" + names +
+                         "): if they hold memory the trace events do not, the figures miss it");
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
@@ -1007,6 +1039,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                                   ": record it with torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
     }
     if (ev.events == 0) end_state_only(doc, *segments_end, r);
+    if (dict_root) say_keys_not_read(doc, root, r);
     r.events = ev.events;
     const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), r.meta);
     SnapshotImport imp(doc, in, w, keys);
