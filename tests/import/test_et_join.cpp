@@ -217,8 +217,8 @@ TEST_CASE("ET + Kineto (CPU only): a thread the profiler did not record is said 
         ++said;
     CHECK(said == 2);
     CHECK(join.find("other ops than the execution trace") == std::string::npos);
-    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(), [](const std::string& w) {
-        return w.find("8 of the execution trace's 120 storages are used by no op joined to a Kineto op") !=
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(), [](const std::string& warning) {
+        return warning.find("8 of the execution trace's 120 storages are used by no op joined to a Kineto op") !=
                std::string::npos;
     }));
 }

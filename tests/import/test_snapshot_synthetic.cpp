@@ -589,8 +589,8 @@ TEST_CASE("snapshot: user-annotated regions (external_annotations) are range mar
     CHECK(got == want);
     SECTION("without time_us they cannot be placed: counted, not imported") {
         std::string untimed = events;
-        for (const char* t : {", \"time_us\": 100}", ", \"time_us\": 101}", ", \"time_us\": 140}"})
-            untimed.replace(untimed.find(t), std::string(t).size(), "}");
+        for (const std::string time : {", \"time_us\": 100}", ", \"time_us\": 101}", ", \"time_us\": 140}"})
+            untimed.replace(untimed.find(time), time.size(), "}");
         test::write_file(in, "{" + untimed + ", " + notes + "}");
         const auto untimed_result = mhc::trace::import::import_file(in, dir.file("untimed.db"));
         CHECK(mhc::trace::load_trace(dir.file("untimed.db")).markers.size() == 0);
@@ -634,7 +634,7 @@ TEST_CASE("snapshot: keys and event fields this reader does not know are named a
     CHECK(result.meta.at("snapshot.keys_not_read") == "device_segments_v2");
     auto said = [&](const std::string& part) {
         return std::any_of(result.warnings.begin(), result.warnings.end(),
-                           [&](const std::string& w) { return w.find(part) != std::string::npos; });
+                           [&](const std::string& warning) { return warning.find(part) != std::string::npos; });
     };
     CHECK(said("trace event fields mhc does not know were not read (new_field=2)"));
     CHECK(said("snapshot keys mhc does not know were not read (device_segments_v2)"));

@@ -144,10 +144,10 @@ private:
             lo = std::min(lo, nodes_[n].rf_id);
             hi = std::max(hi, nodes_[n].rf_id);
         }
-        for (size_t n : list) {
-            if (nodes_[n].rf_id <= 0) continue;
-            first = std::min(first, nodes_[n].rf_id);
-            last = std::max(last, nodes_[n].rf_id);
+        for (size_t node : list) {
+            if (nodes_[node].rf_id <= 0) continue;
+            first = std::min(first, nodes_[node].rf_id);
+            last = std::max(last, nodes_[node].rf_id);
         }
         const std::string line = "no Kineto op carries one of its rf_ids as its Record function id ";
         if (first <= last && first <= hi && lo <= last)

@@ -913,36 +913,38 @@ std::string json_as_pickle(std::string_view json, const std::string& in) {
 // after the last event). A range noted on several devices at the same times is one marker.
 // Without time_us they cannot be placed: counted, not imported. Before 2026-12-03 they were
 // dropped without a word. Returns what meta snapshot.annotations says.
-std::string add_annotation_markers(const PickleDoc& d, std::optional<Id> list, const Decoded& ev, Rows& w,
+std::string add_annotation_markers(const PickleDoc& doc, std::optional<Id> list, const Decoded& ev, Rows& rows,
                                    const std::string& in) {
-    if (!list || d.kind(*list) != PickleDoc::Kind::List || d.size(*list) == 0) return {};
-    const auto entries = d.items(*list);
+    if (!list || doc.kind(*list) != PickleDoc::Kind::List || doc.size(*list) == 0) return {};
+    const auto entries = doc.items(*list);
     if (!ev.all_timed || ev.events == 0)
         return std::to_string(entries.size()) + " entries not imported: the trace events have no time_us to place them";
     std::map<std::pair<int64_t, std::string>, std::vector<int64_t>> starts;   // (device, name) -> START times
     std::set<std::tuple<std::string, int64_t, int64_t>> ranges;               // (name, t_start, t_end)
     double last_us = ev.t_min;
     for (const auto& evs : ev.devices)
-        for (const Event& e : evs) last_us = std::max(last_us, e.time_us);
+        for (const Event& event : evs) last_us = std::max(last_us, event.time_us);
     const int64_t t_last = (static_cast<int64_t>(std::floor(last_us - ev.t_min)) + 1) * 1000;
     for (size_t k = 0; k < entries.size(); ++k) {
         const std::string at = "external_annotations[" + std::to_string(k) + "]";
         auto bad = [&](const std::string& what) { return Error(where(in, at + ": " + what)); };
-        const Id a = entries[k];
-        if (d.kind(a) != PickleDoc::Kind::Dict) throw bad(std::string("is ") + type_name(d, a) + ", not a dict");
+        const Id entry = entries[k];
+        if (doc.kind(entry) != PickleDoc::Kind::Dict)
+            throw bad(std::string("is ") + type_name(doc, entry) + ", not a dict");
         auto text = [&](const char* key) {
-            auto v = d.get(a, key);
-            if (!v || d.kind(*v) != PickleDoc::Kind::Str)
-                throw bad(std::string("'") + key + "' is " + (v ? type_name(d, *v) : "missing") + ", not a str");
-            return std::string(d.as_str(*v));
+            auto value = doc.get(entry, key);
+            if (!value || doc.kind(*value) != PickleDoc::Kind::Str)
+                throw bad(std::string("'") + key + "' is " + (value ? type_name(doc, *value) : "missing") +
+                          ", not a str");
+            return std::string(doc.as_str(*value));
         };
         const std::string name = text("name"), stage = text("stage");
-        auto time = d.get(a, "time_us");
-        if (!time || !d.is_number(*time) || d.kind(*time) == PickleDoc::Kind::Bool)
-            throw bad(std::string("'time_us' is ") + (time ? type_name(d, *time) : "missing") + ", not a number");
-        auto device = d.get(a, "device");
-        const int64_t dev = device ? int_field(d, *device, "device", bad) : 0;
-        const auto us = static_cast<int64_t>(std::floor(d.as_float(*time) - ev.t_min));
+        auto time = doc.get(entry, "time_us");
+        if (!time || !doc.is_number(*time) || doc.kind(*time) == PickleDoc::Kind::Bool)
+            throw bad(std::string("'time_us' is ") + (time ? type_name(doc, *time) : "missing") + ", not a number");
+        auto device = doc.get(entry, "device");
+        const int64_t dev = device ? int_field(doc, *device, "device", bad) : 0;
+        const auto us = static_cast<int64_t>(std::floor(doc.as_float(*time) - ev.t_min));
         auto& open = starts[{dev, name}];
         if (stage == "START") {
             open.push_back(std::max<int64_t>(0, us * 1000));
@@ -956,18 +958,18 @@ std::string add_annotation_markers(const PickleDoc& d, std::optional<Id> list, c
         }
     }
     for (const auto& [key, open] : starts)
-        for (int64_t t : open) ranges.insert({key.second, t, std::max(t, t_last)});
+        for (int64_t start : open) ranges.insert({key.second, start, std::max(start, t_last)});
     int64_t id = 0;
     for (const auto& evs : ev.devices)
-        id += std::count_if(evs.begin(), evs.end(), [](const Event& e) { return e.action == Action::Oom; });
+        id += std::count_if(evs.begin(), evs.end(), [](const Event& event) { return event.action == Action::Oom; });
     for (const auto& [name, t_start, t_end] : ranges) {
-        Marker m;
-        m.id = ++id;
-        m.name = w.intern(name);
-        m.t_start = t_start;
-        m.t_end = t_end;
-        m.kind = MarkerKind::Range;
-        w.add(m);
+        Marker marker;
+        marker.id = ++id;
+        marker.name = rows.intern(name);
+        marker.t_start = t_start;
+        marker.t_end = t_end;
+        marker.kind = MarkerKind::Range;
+        rows.add(marker);
     }
     return std::to_string(ranges.size()) + " range markers from " + std::to_string(entries.size()) +
            " START/END entries (record_function ranges of user scope)";
@@ -975,22 +977,22 @@ std::string add_annotation_markers(const PickleDoc& d, std::optional<Id> list, c
 
 // The snapshot's top-level keys this reader does not know (a newer PyTorch's), named in meta
 // snapshot.keys_not_read and warned: before 2026-12-03 they were passed over in silence.
-void say_keys_not_read(const PickleDoc& d, Id root, Result& r) {
+void say_keys_not_read(const PickleDoc& doc, Id root, Result& result) {
     std::string names;
-    const auto kv = d.items(root);
+    const auto kv = doc.items(root);
     for (size_t i = 0; i + 1 < kv.size(); i += 2) {
-        const std::string_view key = d.as_str(kv[i]);
+        const std::string_view key = doc.as_str(kv[i]);
         bool known = false;
-        for (std::string_view k : {"segments", "device_traces", "allocator_settings", "external_annotations",
-                                   "host_segments", "host_traces"})
-            known |= key == k;
+        for (std::string_view written : {"segments", "device_traces", "allocator_settings", "external_annotations",
+                                         "host_segments", "host_traces"})
+            known |= key == written;
         if (!known)
             names += (names.empty() ? "" : ", ") + (key.empty() ? std::string("(not a str)") : std::string(key));
     }
     if (names.empty()) return;
-    r.meta["snapshot.keys_not_read"] = names;
-    r.warnings.push_back("snapshot keys mhc does not know were not read (" + names +
-                         "): if they hold memory the trace events do not, the figures miss it");
+    result.meta["snapshot.keys_not_read"] = names;
+    result.warnings.push_back("snapshot keys mhc does not know were not read (" + names +
+                              "): if they hold memory the trace events do not, the figures miss it");
 }
 
 }  // namespace
