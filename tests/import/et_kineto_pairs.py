@@ -2,9 +2,10 @@
 """The execution trace + Kineto pairs in tests/data/public, imported by mhc with --kineto, against a
 join computed here with Python's json/gzip/sqlite3 and no mhc code.
 
-Usage: et_kineto_pairs.py MHC PUBLIC_DIR WORK_DIR
+Usage: et_kineto_pairs.py MHC PUBLIC_DIR WORK_DIR [FIXTURES_DIR]
 
-For each pair in PAIRS:
+For each pair in PAIRS (and, with FIXTURES_DIR, the CPU-only pairs recorded in tests/import/fixtures,
+CPU_PAIRS):
   - same process: the ET's top-level pid must be among the Kineto CPU ops' pids, else mhc must
     refuse the pair (exit status 2, one line);
   - the join: where the Kineto trace writes Record function ids, the ET node of each nonzero
@@ -21,6 +22,12 @@ For each pair in PAIRS:
     from its first kernel's start to its last kernel's end (Kineto's times, to the ns);
   - every kernel mhc gave accesses was launched inside the Kineto ops the ET was joined to (the
     iteration the ET recorded, not another).
+  - a CPU-only pair (no GPU kernel): each leaf op with tensors joined to a Kineto op is timed by
+    that op's interval (a start inside the previous op of its Kineto thread moved to that op's
+    end); every storage those ops use, on any device, must be in mhc's allocations and no other:
+    bytes as above, alive from its first op's start to its last op's end; the storages of leaf
+    ops not joined (a thread the profiler did not record) must be counted in meta
+    et.storages_left_out.
 Prints one line per pair with the figures; exits 1 on any mismatch.
 """
 import bisect
@@ -40,6 +47,13 @@ PAIRS = [
     ("chakra/param-resnet-et-1.0.1.json.gz", "kineto/param-resnet-kineto.json.gz"),
     ("chakra/param-resnet-et-1.1.0-chakra.0.0.4.json.gz", "kineto/param-resnet-kineto.json.gz"),
     ("chakra/param-dlrm-rank0-et.json.gz", "kineto/param-dlrm-rank0-kineto.json.gz"),
+]
+# CPU-only pairs recorded with torch 2.15 (tests/import/fixtures/README.md), under FIXTURES_DIR.
+CPU_PAIRS = [
+    ("cpu_mlp_et.json.gz", "cpu_mlp_kineto.json.gz"),
+    ("cpu_mlp_window_et.json.gz", "cpu_mlp_window_kineto.json.gz"),
+    ("cpu_threads_et.json.gz", "cpu_threads_kineto.json.gz"),
+    ("cpu_threads_all_et.json.gz", "cpu_threads_all_kineto.json.gz"),
 ]
 failures = []
 
@@ -61,16 +75,21 @@ def load_et(path):
     for n in et["nodes"]:
         if isinstance(n.get("inputs"), dict):
             attrs = {a["name"]: a["value"] for a in n.get("attrs", [])}
-            tensors = et_tensors(n["inputs"]["values"], n["inputs"]["types"]) + \
-                et_tensors(n["outputs"]["values"], n["outputs"]["types"])
+            ins = et_tensors(n["inputs"]["values"], n["inputs"]["types"])
+            outs = et_tensors(n["outputs"]["values"], n["outputs"]["types"])
             parent = n.get("ctrl_deps")
         else:
             attrs = n
-            tensors = et_tensors(n.get("inputs", []), n.get("input_types", [])) + \
-                et_tensors(n.get("outputs", []), n.get("output_types", []))
+            ins = et_tensors(n.get("inputs", []), n.get("input_types", []))
+            outs = et_tensors(n.get("outputs", []), n.get("output_types", []))
             parent = n.get("parent")
         nodes[n["id"]] = {"name": n["name"], "tid": attrs.get("tid", 0), "seq": attrs.get("seq_id", -1),
-                          "rf_id": attrs.get("rf_id", -1), "parent": parent, "tensors": tensors}
+                          "rf_id": attrs.get("rf_id", -1), "parent": parent, "tensors": ins + outs,
+                          "device": (outs or ins or [(0, HOST, 0)])[0][1]}
+    parents = {n["parent"] for n in nodes.values() if n["parent"] is not None and n["parent"] != -1}
+    for i, n in nodes.items():
+        # A leaf op with tensors, not a profiler range: what a CPU-only run times.
+        n["leaf"] = i not in parents and bool(n["tensors"]) and not n["name"].startswith("[pytorch|")
     return et.get("pid"), dict(sorted(nodes.items()))
 
 
@@ -163,6 +182,51 @@ def expected_storages(nodes, joined, events):
     return storages, launches
 
 
+def expected_cpu_storages(nodes, joined):
+    """A CPU-only run: {(storage, device): [bytes, first ns, last ns]} of the joined leaf ops, timed
+    by their Kineto ops (per device and Kineto thread, by start then ET id, a start before the
+    previous op's end moved to it), and how many storages of leaf ops are left out."""
+    units = sorted(((nodes[i]["device"], e["tid"], ns(e["ts"]), i, ns(e["ts"]) + ns(e.get("dur", 0)))
+                    for i, e in joined.items() if nodes[i]["leaf"]))
+    storages = {}
+    prev = None
+    for dev, tid, t0, i, t1 in units:
+        if prev is not None and prev[:2] == (dev, tid) and t0 < prev[2]:
+            t0, t1 = prev[2], max(t1, prev[2])
+        prev = (dev, tid, t1)
+        for storage, sdev, size in nodes[i]["tensors"]:
+            s = storages.setdefault((storage, sdev), [0, t0, t1])
+            s[0], s[1], s[2] = max(s[0], size), min(s[1], t0), max(s[2], t1)
+    every = {(storage, sdev) for n in nodes.values() if n["leaf"] for storage, sdev, _ in n["tensors"]}
+    return storages, len(every) - len(storages)
+
+
+def check_cpu_pair(name, conn, nodes, joined):
+    """A CPU-only pair: the joined leaf ops' storages, on any device, and those left out."""
+    want, left_out = expected_cpu_storages(nodes, joined)
+    strings = dict(conn.execute("SELECT id, text FROM strings"))
+    got = {(int(strings[label].split()[1]), dev): [size, t0, t1] for label, dev, size, t0, t1 in
+           conn.execute("SELECT label, device, bytes, t_alloc, t_free FROM allocations")}
+    # mhc's times start at the Kineto trace's first op: the offset is the first timed op's.
+    first_json = min((t0 for _, t0, _ in want.values()), default=0)
+    first_db = conn.execute("SELECT MIN(t_alloc) FROM allocations").fetchone()[0] or 0
+    got = {key: [size, t0 + first_json - first_db, t1 + first_json - first_db] for key, (size, t0, t1) in got.items()}
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    print(f"  CPU-only: storages placed here {len(want)}, mhc {len(got)}; left out here {left_out}, "
+          f"mhc {meta.get('et.storages_left_out')}")
+    if str(left_out) != meta.get("et.storages_left_out"):
+        fail(name, f"mhc says {meta.get('et.storages_left_out')} storages left out, here {left_out}")
+    if set(want) != set(got):
+        fail(name, f"storages only here: {sorted(set(want) - set(got))[:5]}, only in mhc: {sorted(set(got) - set(want))[:5]}")
+    differ = sorted(key for key in set(want) & set(got) if want[key] != got[key])
+    if differ:
+        fail(name, f"{len(differ)} storages differ in bytes or lifetime, e.g. {differ[0]}: here {want[differ[0]]}, "
+                   f"mhc {got[differ[0]]}")
+    else:
+        print(f"  every storage's bytes, first use and last use equal here and in mhc "
+              f"({sum(s[0] for s in want.values())} B in all)")
+
+
 def check_pair(exe, et_path, kineto_path, work):
     name = f"{os.path.basename(et_path)} + {os.path.basename(kineto_path)}"
     print(name)
@@ -180,8 +244,15 @@ def check_pair(exe, et_path, kineto_path, work):
         fail(name, f"mhc import exited {p.returncode}: {p.stderr.strip()}")
         return
     joined = join(nodes, ops, threads)
-    want, launches = expected_storages(nodes, joined, events)
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    if not any(e.get("ph") == "X" and e.get("cat") == "kernel" for e in events):
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        print(f"  joined here {len(joined)} ops, mhc {meta.get('et.kineto_ops_matched')} ({meta.get('et.join_key')})")
+        if str(len(joined)) != meta.get("et.kineto_ops_matched"):
+            fail(name, f"mhc joined {meta.get('et.kineto_ops_matched')} ops, here {len(joined)}")
+        check_cpu_pair(name, conn, nodes, joined)
+        return
+    want, launches = expected_storages(nodes, joined, events)
     strings = dict(conn.execute("SELECT id, text FROM strings"))
     got = {(int(strings[label].split()[1]), dev): [size, t0, t1] for label, dev, size, t0, t1 in
            conn.execute("SELECT label, device, bytes, t_alloc, t_free FROM allocations WHERE device >= 0")}
@@ -223,13 +294,16 @@ def check_iteration(name, conn, joined, launches):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
     exe, public, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
-    for et, kineto in PAIRS:
-        check_pair(exe, os.path.join(public, et), os.path.join(public, kineto), work)
-    print(f"{len(PAIRS)} pairs, {len(failures)} failures")
+    pairs = [(os.path.join(public, et), os.path.join(public, kineto)) for et, kineto in PAIRS]
+    if len(sys.argv) == 5:
+        pairs += [(os.path.join(sys.argv[4], et), os.path.join(sys.argv[4], kineto)) for et, kineto in CPU_PAIRS]
+    for et, kineto in pairs:
+        check_pair(exe, et, kineto, work)
+    print(f"{len(pairs)} pairs, {len(failures)} failures")
     for f in failures:
         print("FAIL", f)
     sys.exit(1 if failures else 0)

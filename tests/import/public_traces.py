@@ -2,7 +2,10 @@
 """Every real public trace in tests/data/public, imported by mhc, against the source file's own
 accounting computed here with Python's json/gzip/sqlite3 and no mhc code.
 
-Usage: public_traces.py MHC PUBLIC_DIR WORK_DIR
+Usage: public_traces.py MHC PUBLIC_DIR WORK_DIR [EXECUTION_TRACE ...]
+
+(EXECUTION_TRACE: more execution traces checked as those of chakra/ are, such as the CPU fixture
+recorded here with two threads whose ops overlap, tests/import/fixtures/cpu_threads_et.json.gz.)
 
 For each Kineto JSON (kineto/*.json.gz), Nsight Systems export (nsys/*.sqlite) and execution
 trace (chakra/*.json.gz):
@@ -10,7 +13,10 @@ trace (chakra/*.json.gz):
     else the running signed sum of Bytes (events in ts order, file order at one ts) plus the
     least baseline that keeps it >= 0; nsys: the signed sum of CUDA_GPU_MEMORY_USAGE_EVENTS
     (by start, then row); execution traces: each storage's bytes over the 1 us slots of the
-    first to the last leaf op that uses it (what the format implies, order only);
+    first to the last leaf op that uses it, the ops in id (start) order, not the file's (what the
+    format implies, order only; before 2026-12-03 the file's order, which differs where two
+    threads' ops overlap), and every storage's bytes and lifetime equal to mhc's allocation of it
+    (check_et_storages);
   - the imported trace's peak per device (from its allocations table: frees before
     allocations at one instant, docs/trace-format.md) and `mhc info`'s peak must equal them
     within 0.1%; Kineto's reserved peak (meta) must equal the largest Total Reserved;
@@ -719,8 +725,11 @@ def et_node_tensors(n):
         et_tensors(n.get("outputs", []), n.get("output_types", []))
 
 
-def et_source(path):
-    nodes = json.load(gzip.open(path))["nodes"]
+def et_storages(path):
+    """Each storage's (bytes, first slot, last slot) and the number of slots: one slot per leaf op
+    with tensors, in id order (ids are given as ops start; the file lists a node when its op ends,
+    so two threads' ops that overlap are in another order there)."""
+    nodes = sorted(json.load(gzip.open(path))["nodes"], key=lambda n: n["id"])
     parents = set()
     for n in nodes:
         p = n.get("parent", n.get("ctrl_deps"))
@@ -736,6 +745,11 @@ def et_source(path):
             s = storages.setdefault((storage, dev), [0, slot, slot])
             s[0], s[2] = max(s[0], size), slot
         slot += 1
+    return storages, slot
+
+
+def et_source(path):
+    storages, slot = et_storages(path)
     out = {}
     for dev in {d for _, d in storages}:
         live = [0] * (slot + 1)
@@ -745,6 +759,24 @@ def et_source(path):
                     live[k] += size
         out[dev] = (max(live), None, "storages over their first to last use")
     return out
+
+
+def check_et_storages(name, path, db):
+    """An execution trace imported alone: every storage is one allocation (label "storage N", its
+    device) of its bytes, from its first leaf op's slot to the end of its last one's (the k-th slot
+    from 0 is [k + 1, k + 2) ns), and there is no other allocation."""
+    storages, _ = et_storages(path)
+    want = {(s, d): (b, first + 1, last + 2) for (s, d), (b, first, last) in storages.items()}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    got = {}
+    for label, dev, size, t0, t1 in conn.execute(
+            "SELECT s.text, a.device, a.bytes, a.t_alloc, a.t_free FROM allocations a JOIN strings s ON s.id = a.label"):
+        got[(int(label.split()[-1]), dev)] = (size, t0, t1)
+    wrong = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    print(f"  storages: {len(got)} imported, {len(want)} in the file, {len(wrong)} with other bytes or lifetime")
+    for k in wrong[:3]:
+        fail(name, f"storage {k[0]} on device {k[1]}: imported (bytes, t_alloc, t_free) {got.get(k)}, "
+                   f"the file's {want.get(k)}")
 
 
 def check_et_steps(name, path, db):
@@ -825,9 +857,15 @@ def imported_peaks(db_path):
     return peaks, meta
 
 
+def display_name(path):
+    """The path under PUBLIC_DIR, or the file's name for a trace given on the command line."""
+    rel = os.path.relpath(path, PUBLIC)
+    return os.path.basename(path) if rel.startswith("..") else rel
+
+
 def check(exe, path, source_of, work):
     source = source_of(path)
-    name = os.path.relpath(path, PUBLIC)
+    name = display_name(path)
     print(name)
     db = os.path.join(work, os.path.basename(path) + ".db")
     mhc(exe, "import", path, "-o", db, "--force")
@@ -862,6 +900,7 @@ def check(exe, path, source_of, work):
         check_nsys_markers(name, path, db)
         check_nsys_unread_tables(name, path, meta)
     if source_of == et_source:
+        check_et_storages(name, path, db)
         check_et_steps(name, path, db)
     if source:
         want = max(p for p, _, _ in source.values())
@@ -891,18 +930,19 @@ def check(exe, path, source_of, work):
 
 def main():
     global PUBLIC
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 4:
         sys.exit(__doc__)
     exe, PUBLIC, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
     files = [(p, kineto_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "kineto", "*.json.gz")))]
     files += [(p, nsys_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "nsys", "*.sqlite")))]
     files += [(p, et_source) for p in sorted(glob.glob(os.path.join(PUBLIC, "chakra", "*.json.gz")))]
+    files += [(os.path.abspath(p), et_source) for p in sys.argv[4:]]
     for path, source in files:
         try:
             check(exe, path, source, work)
         except (RuntimeError, KeyError, ValueError) as e:
-            fail(os.path.relpath(path, PUBLIC), str(e))
+            fail(display_name(path), str(e))
     print(f"{len(files)} traces, {len(failures)} failures")
     for f in failures:
         print("FAIL", f)

@@ -21,6 +21,8 @@ saved as JSON (json.dump of the same value) and for two variants of each file wr
 and with time_us rounded down to 100 us (blocks allocated and freed within one microsecond).
 A pickle of torch.cuda.memory_snapshot() (the segments list alone) or a snapshot recorded without
 trace events is its end state: the blocks alive then, from t = 0 (timing order-only).
+The snapshot's external_annotations (record_function ranges) must be mhc's range markers, placed
+by the rule of annotation_ranges().
 Copies of each file with one field of the wrong type (an event's addr or size as a str, its stream
 None, a segment's total_size as a str, a block in a state PyTorch does not write) must be refused,
 exit 2, in one line naming the file and the event or block.
@@ -28,8 +30,10 @@ Exit status 1 on a mismatch, with one line per figure.
 """
 import gzip
 import json
+import math
 import os
 import pickle
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -355,6 +359,33 @@ def refused(exe, name, path, said):
     return not ok
 
 
+def annotation_ranges(snap):
+    """The range markers the snapshot's external_annotations (record_function ranges of user scope,
+    one entry per START or END) stand for, at the trace's times: {(name, t_start, t_end)}. With
+    t_min the earliest event's time_us, a START at microsecond u begins at 1000 (u - t_min) ns
+    (before that microsecond's events), an END ends at 1000 (u - t_min + 1); each END closes the
+    latest open START of its name and device, or begins at 0 (its START was before recording); a
+    START left open ends after the last event. None without time_us on every event."""
+    events = [e for t in snap["device_traces"] for e in t]
+    notes = snap.get("external_annotations") or []
+    if not notes or not events or not all("time_us" in e for e in events):
+        return set()
+    t_min = min(e["time_us"] for e in events)
+    t_last = (math.floor(max(e["time_us"] for e in events) - t_min) + 1) * 1000
+    ranges, open_ = set(), {}
+    for a in notes:
+        us = math.floor(a["time_us"] - t_min)
+        stack = open_.setdefault((a.get("device", 0), a["name"]), [])
+        if a["stage"] == "START":
+            stack.append(max(0, us * 1000))
+        else:
+            start = stack.pop() if stack else 0
+            ranges.add((a["name"], start, max(start, max(0, (us + 1) * 1000))))
+    for (_, name), stack in open_.items():
+        ranges.update((name, t, max(t, t_last)) for t in stack)
+    return ranges
+
+
 def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
     failures = 0
     db = os.path.join(tmp, "t.db")
@@ -395,6 +426,18 @@ def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
             print(f"{name} device {device}: meta reserved peak {g} snapshot {want['reserved_peak_bytes']}" +
                   ("" if ok else "  MISMATCH"))
             failures += not ok
+    # The user-annotated regions are range markers (before 2026-12-03 they were dropped in silence).
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    markers = {(n, t0, t1) for n, t0, t1 in conn.execute(
+        "SELECT s.text, m.t_start, m.t_end FROM markers m JOIN strings s ON s.id = m.name") if not n.startswith("oom: ")}
+    conn.close()
+    want_markers = annotation_ranges(snap)
+    if markers != want_markers:
+        print(f"{name}: annotation markers mhc {sorted(markers)[:3]} ({len(markers)}), snapshot "
+              f"{sorted(want_markers)[:3]} ({len(want_markers)})  MISMATCH")
+        failures += 1
+    elif want_markers:
+        print(f"{name}: {len(markers)} annotation range markers equal")
     # Every block the trace leaves alive is in the end state (the replay above checks the same):
     # the import says when it is not (frees missing from the trace).
     said = info.get("meta", {}).get("snapshot.live_not_in_end_state")

@@ -185,6 +185,58 @@ TEST_CASE("ET + Kineto: an execution trace of one profiled step lands in that st
     }
 }
 
+TEST_CASE("ET + Kineto (CPU only): a thread the profiler did not record is said so, its storages counted as left out",
+          "[import][et][join]") {
+    // fixtures/cpu_threads_*: torch 2.15 on the CPU, a Python worker thread started in each step.
+    // The execution trace records its ops (global callbacks), the profiler does not (its
+    // callbacks are the thread's it was started on). By fixtures/expected_numbers.py: ET threads
+    // 1 (492 ops, all 492 rf_ids in Kineto), 2 and 3 (24 ops each, none); 120 storages of leaf
+    // ops with tensors, 112 of the joined ones, so 8 left out (the worker's 1 MiB matrices
+    // among them). Before 2026-12-03: et.storages_left_out 0 (only GPU storages were counted) and
+    // both threads said to be "other ops than the execution trace".
+    test::TempDir dir;
+    imp::Options opt;
+    opt.warn = false;
+    opt.kineto_path = test::fixture("cpu_threads_kineto.json.gz");
+    const std::string out = dir.file("t.db");
+    const auto result = imp::import_file(test::fixture("cpu_threads_et.json.gz"), out, opt);
+    const TraceData trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    CHECK(trace.meta.at("et.kineto_ops_matched") == "492");
+    CHECK(trace.meta.at("et.threads_not_joined") == "2");
+    CHECK(trace.meta.at("et.storages_left_out") == "8");
+    CHECK(trace.meta.at("accesses") == "partial");
+    CHECK(trace.allocations.size() == 112);
+    CHECK(on_device(trace, -1) == 112);
+    const std::string& join = trace.meta.at("et.join");
+    CHECK(join.find("execution-trace thread 2 (24 ops): not joined") != std::string::npos);
+    CHECK(join.find("execution-trace thread 3 (24 ops): not joined") != std::string::npos);
+    size_t said = 0;
+    for (size_t at = join.find("the profiler did not record this thread"); at != std::string::npos;
+         at = join.find("the profiler did not record this thread", at + 1))
+        ++said;
+    CHECK(said == 2);
+    CHECK(join.find("other ops than the execution trace") == std::string::npos);
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(), [](const std::string& warning) {
+        return warning.find("8 of the execution trace's 120 storages are used by no op joined to a Kineto op") !=
+               std::string::npos;
+    }));
+}
+
+TEST_CASE("ET + Kineto (CPU only): the profiler recording every thread, every thread joins by key",
+          "[import][et][join]") {
+    // fixtures/cpu_threads_all_*: the run above with profile_all_threads=True. By
+    // fixtures/expected_numbers.py: threads 1 (492 ops), 2 and 3 (24 each), every rf_id in Kineto;
+    // 128 storages of leaf ops with tensors, all of joined ops.
+    test::TempDir dir;
+    auto imported = import_pair(dir, test::fixture("cpu_threads_all_et.json.gz"),
+                                test::fixture("cpu_threads_all_kineto.json.gz"));
+    CHECK(meta(imported, "et.join") == "540 of 540 ops joined (3 of 3 threads) by Record function id == rf_id");
+    CHECK(meta(imported, "et.storages_left_out") == "0");
+    CHECK(meta(imported, "accesses") == "exact");
+    CHECK(imported.trace.allocations.size() == 128);
+}
+
 TEST_CASE("ET + Kineto: sequence numbers tell repeated iterations apart, without them the thread is not joined",
           "[import][et][join]") {
     test::TempDir dir;

@@ -1015,6 +1015,24 @@ TEST_CASE("snapshot: an end state's blocks pending free are kept alive and said 
     CHECK_FALSE(warned(other, "pending"));
 }
 
+TEST_CASE("snapshot: a real snapshot's user-annotated region is a range marker", "[import][snapshot][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // bcrafton's snapshot (PyTorch of 2026): external_annotations holds Optimizer.step's
+    // record_function range, START at time_us 1773270053883781 and END at 1773270053896695; its
+    // earliest event is at 1773270053858957 (Python's pickle): 24,824 us and 37,738 us in, so the
+    // marker runs from 24,824,000 ns to the end of the END's microsecond, 37,739,000 ns. Before
+    // 2026-12-03 the region was dropped in silence (no marker).
+    TraceData trace = import_public(dir, "torch-snapshot/cs336-bcrafton-benchmark.pickle.gz", result);
+    REQUIRE(trace.markers.size() == 1);
+    CHECK(trace.str(trace.markers.name[0]) == "Optimizer.step#AdamW.step");
+    CHECK(trace.markers.t_start[0] == 24824000);
+    CHECK(trace.markers.t_end[0] == 37739000);
+    CHECK(trace.markers.kind[0] == mhc::trace::MarkerKind::Range);
+    CHECK(trace.meta.at("snapshot.annotations") ==
+          "1 range markers from 2 START/END entries (record_function ranges of user scope)");
+}
+
 TEST_CASE("nsys: an export without GPU tables says whether CUDA was traced, from its capture options",
           "[import][nsys][public]") {
     test::TempDir dir;

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -547,6 +549,96 @@ TEST_CASE("snapshot: a snapshot saved as JSON is read as its pickle", "[import][
     test::write_file(bad, R"({"device_traces": [[{"action": "alloc",)");
     CHECK_THROWS_WITH(mhc::trace::import::import_file(bad, dir.file("bad.db")),
                       Catch::StartsWith(bad) && Catch::Contains("invalid JSON"));
+}
+
+TEST_CASE("snapshot: user-annotated regions (external_annotations) are range markers", "[import][snapshot]") {
+    // PyTorch notes record_function ranges of user scope as START and END entries with time_us.
+    // Events at 100, 101 and 140 us (t_min 100). "fwd" START at 100 and END at 120: from 0 to
+    // 21,000 ns (after the events of its last microsecond); a nested "fwd" START 105 / END 110:
+    // 5,000 to 11,000; "opt" END at 130 whose START was before recording: 0 to 31,000; "bwd"
+    // START at 135 never ended: 35,000 to the end of the last event's microsecond, 41,000;
+    // the same "fwd" range noted on device 1 too: one marker. Before 2026-12-03 none was imported.
+    const std::string events = R"("device_traces": [[
+        {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 100},
+        {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 101},
+        {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "time_us": 140}]])";
+    const std::string notes = R"("external_annotations": [
+        {"name": "fwd", "stage": "START", "device": 0, "time_us": 100},
+        {"name": "fwd", "stage": "START", "device": 0, "time_us": 105},
+        {"name": "fwd", "stage": "END", "device": 0, "time_us": 110},
+        {"name": "fwd", "stage": "END", "device": 0, "time_us": 120},
+        {"name": "fwd", "stage": "START", "device": 1, "time_us": 100},
+        {"name": "fwd", "stage": "END", "device": 1, "time_us": 120},
+        {"name": "opt", "stage": "END", "device": 0, "time_us": 130},
+        {"name": "bwd", "stage": "START", "device": 0, "time_us": 135}])";
+    test::TempDir dir;
+    const std::string in = dir.file("snap.json"), out = dir.file("snap.db");
+    test::write_file(in, "{" + events + ", " + notes + "}");
+    const auto result = mhc::trace::import::import_file(in, out);
+    const auto trace = mhc::trace::load_trace(out);
+    REQUIRE(mhc::trace::check_trace(trace).ok());
+    CHECK(result.meta.at("snapshot.annotations") ==
+          "4 range markers from 8 START/END entries (record_function ranges of user scope)");
+    std::set<std::tuple<std::string, int64_t, int64_t>> got;
+    for (size_t i = 0; i < trace.markers.size(); ++i) {
+        CHECK(trace.markers.kind[i] == mhc::trace::MarkerKind::Range);
+        got.insert({trace.str(trace.markers.name[i]), trace.markers.t_start[i], trace.markers.t_end[i]});
+    }
+    const std::set<std::tuple<std::string, int64_t, int64_t>> want = {
+        {"fwd", 0, 21000}, {"fwd", 5000, 11000}, {"opt", 0, 31000}, {"bwd", 35000, 41000}};
+    CHECK(got == want);
+    SECTION("without time_us they cannot be placed: counted, not imported") {
+        std::string untimed = events;
+        for (const std::string time : {", \"time_us\": 100}", ", \"time_us\": 101}", ", \"time_us\": 140}"})
+            untimed.replace(untimed.find(time), time.size(), "}");
+        test::write_file(in, "{" + untimed + ", " + notes + "}");
+        const auto untimed_result = mhc::trace::import::import_file(in, dir.file("untimed.db"));
+        CHECK(mhc::trace::load_trace(dir.file("untimed.db")).markers.size() == 0);
+        CHECK(untimed_result.meta.at("snapshot.annotations") ==
+              "8 entries not imported: the trace events have no time_us to place them");
+    }
+    SECTION("an entry of another shape is refused, naming it") {
+        test::write_file(in, "{" + events + R"(, "external_annotations": [{"name": "fwd", "stage": "BEGIN",
+            "device": 0, "time_us": 100}]})");
+        CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("bad.db")),
+                          Catch::StartsWith(in) && Catch::Contains("external_annotations[0]: 'stage' is 'BEGIN'"));
+        test::write_file(in, "{" + events + R"(, "external_annotations": [{"name": "fwd", "stage": "END",
+            "device": 0, "time_us": "100"}]})");
+        CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir.file("bad2.db")),
+                          Catch::Contains("external_annotations[0]: 'time_us' is a str, not a number"));
+    }
+}
+
+TEST_CASE("snapshot: keys and event fields this reader does not know are named and warned", "[import][snapshot]") {
+    // torch 2.15's TraceEntry fields (internal_metadata, forward_frames, ...) are known and hold no
+    // memory: nothing said. A field or top-level key of a later PyTorch is named with its count, as
+    // unknown actions are; before 2026-12-03 both were passed over in silence. The figures stay:
+    // one 512 B block from 1 to 2 us.
+    const std::string json = R"({"device_traces": [[
+        {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 1,
+         "internal_metadata": "mallocWithAddress", "forward_frames": [], "compile_context": "",
+         "user_metadata": "", "pool_id": [0, 0], "new_field": 3},
+        {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 2, "new_field": 4}]],
+      "segments": [], "allocator_settings": {}, "external_annotations": [], "host_segments": [],
+      "host_traces": [], "device_segments_v2": []})";
+    test::TempDir dir;
+    const std::string in = dir.file("snap.json");
+    test::write_file(in, json);
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    const auto result = mhc::trace::import::import_file(in, dir.file("snap.db"), opt);
+    const auto trace = mhc::trace::load_trace(dir.file("snap.db"));
+    REQUIRE(trace.allocations.size() == 1);
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 512);
+    CHECK(result.meta.at("snapshot.event_keys_not_read") == "new_field=2");
+    CHECK(result.meta.at("snapshot.keys_not_read") == "device_segments_v2");
+    auto said = [&](const std::string& part) {
+        return std::any_of(result.warnings.begin(), result.warnings.end(),
+                           [&](const std::string& warning) { return warning.find(part) != std::string::npos; });
+    };
+    CHECK(said("trace event fields mhc does not know were not read (new_field=2)"));
+    CHECK(said("snapshot keys mhc does not know were not read (device_segments_v2)"));
+    CHECK_FALSE(said("internal_metadata"));
 }
 
 TEST_CASE("snapshot: a second free of an address with no alloc between is refused, naming why", "[import][snapshot]") {

@@ -592,23 +592,31 @@ private:
         }
     }
 
-    // GPU storages of the execution trace's leaf ops that no joined unit uses are left out of
-    // the trace: said, since the GPU's peak then misses them (a join key that stops matching
-    // part way). Host storages of ops that launch no kernel are left out by design.
+    // Storages of the execution trace's leaf ops that no joined unit uses are left out of the
+    // trace: said, since the peak then misses them (a join key that stops matching part way, a
+    // thread the profiler did not record). On a GPU run, the GPU's storages; host storages of ops
+    // that launch no kernel are left out by design. On a CPU-only run the ops are the timeline and
+    // the host's storages its memory: those count (before 2026-12-03 they were left out in
+    // silence, and meta et.storages_left_out said 0).
     void count_storages_left_out() {
+        const bool cpu_run = !gpu_;
+        auto counted = [&](int32_t device) { return device >= 0 || cpu_run; };
         std::set<std::pair<int64_t, int32_t>> all;
         for (const Node& node : nodes_) {
             if (!is_unit(node)) continue;
             for (const auto* uses : {&node.ins, &node.outs})
                 for (const auto& use : *uses)
-                    if (use.device >= 0) all.insert({use.storage, use.device});
+                    if (counted(use.device)) all.insert({use.storage, use.device});
         }
-        const auto kept = std::count_if(storages_.begin(), storages_.end(), [](const auto& kv) { return kv.first.second >= 0; });
+        const auto kept = std::count_if(storages_.begin(), storages_.end(),
+                                        [&](const auto& kv) { return counted(kv.first.second); });
         left_out_ = static_cast<int64_t>(all.size()) - static_cast<int64_t>(kept);
-        if (left_out_ > 0)
-            r_.warnings.push_back(std::to_string(left_out_) + " of the execution trace's " + std::to_string(all.size()) +
-                                  " GPU storages are used by no op that a Kineto kernel was joined to (" +
-                                  std::to_string(matched_) + " ops joined): left out, the GPU's figures miss them");
+        if (left_out_ <= 0) return;
+        const std::string what = cpu_run ? " storages are used by no op joined to a Kineto op ("
+                                         : " GPU storages are used by no op that a Kineto kernel was joined to (";
+        r_.warnings.push_back(std::to_string(left_out_) + " of the execution trace's " + std::to_string(all.size()) +
+                              what + std::to_string(matched_) + " ops joined): left out, the " +
+                              (cpu_run ? "host's" : "GPU's") + " figures miss them");
     }
 
     // Each unit's storages with their access modes, and each storage's size and lifetime.

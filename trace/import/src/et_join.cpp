@@ -124,12 +124,40 @@ private:
         const auto kthreads = kd_.has_rf_id ? KinetoThreads() : kineto_threads(kd_, pid_);
         for (const auto& [tid, list] : threads) {
             if (keyed.count(tid)) continue;
-            if (kd_.has_rf_id)
-                j_.notes.push_back(thread_label(tid, list.size()) +
-                                   ": not joined, no Kineto op carries one of its rf_ids as its Record function id "
-                                   "(the profiler recorded other ops than the execution trace)");
+            if (kd_.has_rf_id) j_.notes.push_back(thread_label(tid, list.size()) + ": not joined, " + why_no_key(list));
             else align_thread(tid, list, kthreads);
         }
+    }
+
+    // Why a thread's rf_ids are on no Kineto op. Record function ids are one counter for the whole
+    // process: where the thread's overlap the ids of the ops joined on other threads, the profiler
+    // was recording then, and did not record that thread (the profiler's callbacks are the thread's it
+    // was started on and of those that inherit its state: a Python thread of the program is not
+    // recorded unless profile_all_threads is set, while the execution trace's callbacks, global,
+    // record it). Before 2026-12-03 every such thread was
+    // said to be "other ops than the execution trace" (another iteration), which sent users to
+    // record again for nothing.
+    std::string why_no_key(const std::vector<size_t>& list) const {
+        int64_t lo = INT64_MAX, hi = INT64_MIN, first = INT64_MAX, last = INT64_MIN;
+        for (size_t n = 0; n < nodes_.size(); ++n) {
+            if (j_.node_op[n] < 0) continue;
+            lo = std::min(lo, nodes_[n].rf_id);
+            hi = std::max(hi, nodes_[n].rf_id);
+        }
+        for (size_t node : list) {
+            if (nodes_[node].rf_id <= 0) continue;
+            first = std::min(first, nodes_[node].rf_id);
+            last = std::max(last, nodes_[node].rf_id);
+        }
+        const std::string line = "no Kineto op carries one of its rf_ids as its Record function id ";
+        if (first <= last && first <= hi && lo <= last)
+            return line + "although the profiler recorded other threads' ops while it ran (rf_ids " +
+                   std::to_string(first) + " to " + std::to_string(last) + " within " + std::to_string(lo) + " to " +
+                   std::to_string(hi) +
+                   "): the profiler did not record this thread (it records the thread it was "
+                   "started on and those that inherit its state, such as autograd's; "
+                   "experimental_config=_ExperimentalConfig(profile_all_threads=True) records every thread)";
+        return line + "(the profiler recorded other ops than the execution trace)";
     }
 
     struct Fit {

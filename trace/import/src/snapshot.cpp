@@ -14,6 +14,8 @@
 #include <cstring>
 #include <map>
 #include <new>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "mhc/common/error.hpp"
@@ -214,6 +216,7 @@ struct Decoded {
     bool all_timed = true;
     double t_min = 0;
     std::map<std::string, int64_t> unknown_actions;   // action names mhc does not know, and their events
+    std::map<std::string, int64_t> unknown_keys;      // event keys mhc does not know, and their events
     int64_t timed = 0;                                 // events with time_us
 };
 
@@ -264,6 +267,7 @@ Decoded decode_events(const PickleDoc& d, Id traces, NodeCodes& keys, const std:
                         ev.timed = true;
                         break;
                     case KeyCode::Frames: ev.frames = v; break;
+                    case KeyCode::Other: ++out.unknown_keys[std::string(d.as_str(k))]; break;
                     default: break;
                 }
             }
@@ -775,6 +779,16 @@ void SnapshotImport::meta(Result& r, const Decoded& ev) const {
         r.warnings.push_back("trace events of actions mhc does not know were not imported (" + names +
                              "): if they allocate or free memory, the figures miss it");
     }
+    if (!ev.unknown_keys.empty()) {
+        // Fields of a newer PyTorch than this reader knows: named and warned, as unknown actions are
+        // (before 2026-12-03 they were passed over in silence).
+        std::string names;
+        for (const auto& [name, count] : ev.unknown_keys)
+            names += (names.empty() ? "" : ", ") + name + "=" + std::to_string(count);
+        m["snapshot.event_keys_not_read"] = names;
+        r.warnings.push_back("trace event fields mhc does not know were not read (" + names +
+                             "): if they change what an event allocates or frees, the figures miss it");
+    }
     live_not_in_end_state(r);
     if (!segments_dropped_.empty()) {
         m["segments"] = "none: " + segments_dropped_;
@@ -889,6 +903,98 @@ std::string json_as_pickle(std::string_view json, const std::string& in) {
     return std::move(pickle.out);
 }
 
+// snapshot['external_annotations'] (PyTorch 2.5 on): the record_function ranges of user scope
+// (torch.profiler.record_function, Optimizer.step's own) that the allocator noted while it
+// recorded history, one entry per START or END, with 'name', 'stage', 'device' and 'time_us'.
+// Each START and the next END of the same name and device are one range marker, at the trace's
+// times: a START at microsecond u begins before that microsecond's events (1000 (u - t_min) ns),
+// an END ends after them (1000 (u - t_min + 1) ns); an END whose START is not in the file began
+// before recording (t = 0), a START never ended was open when the snapshot was taken (it ends
+// after the last event). A range noted on several devices at the same times is one marker.
+// Without time_us they cannot be placed: counted, not imported. Before 2026-12-03 they were
+// dropped without a word. Returns what meta snapshot.annotations says.
+std::string add_annotation_markers(const PickleDoc& doc, std::optional<Id> list, const Decoded& ev, Rows& rows,
+                                   const std::string& in) {
+    if (!list || doc.kind(*list) != PickleDoc::Kind::List || doc.size(*list) == 0) return {};
+    const auto entries = doc.items(*list);
+    if (!ev.all_timed || ev.events == 0)
+        return std::to_string(entries.size()) + " entries not imported: the trace events have no time_us to place them";
+    std::map<std::pair<int64_t, std::string>, std::vector<int64_t>> starts;   // (device, name) -> START times
+    std::set<std::tuple<std::string, int64_t, int64_t>> ranges;               // (name, t_start, t_end)
+    double last_us = ev.t_min;
+    for (const auto& evs : ev.devices)
+        for (const Event& event : evs) last_us = std::max(last_us, event.time_us);
+    const int64_t t_last = (static_cast<int64_t>(std::floor(last_us - ev.t_min)) + 1) * 1000;
+    for (size_t k = 0; k < entries.size(); ++k) {
+        const std::string at = "external_annotations[" + std::to_string(k) + "]";
+        auto bad = [&](const std::string& what) { return Error(where(in, at + ": " + what)); };
+        const Id entry = entries[k];
+        if (doc.kind(entry) != PickleDoc::Kind::Dict)
+            throw bad(std::string("is ") + type_name(doc, entry) + ", not a dict");
+        auto text = [&](const char* key) {
+            auto value = doc.get(entry, key);
+            if (!value || doc.kind(*value) != PickleDoc::Kind::Str)
+                throw bad(std::string("'") + key + "' is " + (value ? type_name(doc, *value) : "missing") +
+                          ", not a str");
+            return std::string(doc.as_str(*value));
+        };
+        const std::string name = text("name"), stage = text("stage");
+        auto time = doc.get(entry, "time_us");
+        if (!time || !doc.is_number(*time) || doc.kind(*time) == PickleDoc::Kind::Bool)
+            throw bad(std::string("'time_us' is ") + (time ? type_name(doc, *time) : "missing") + ", not a number");
+        auto device = doc.get(entry, "device");
+        const int64_t dev = device ? int_field(doc, *device, "device", bad) : 0;
+        const auto us = static_cast<int64_t>(std::floor(doc.as_float(*time) - ev.t_min));
+        auto& open = starts[{dev, name}];
+        if (stage == "START") {
+            open.push_back(std::max<int64_t>(0, us * 1000));
+        } else if (stage == "END") {
+            const int64_t t_end = std::max<int64_t>(0, (us + 1) * 1000);
+            const int64_t t_start = open.empty() ? 0 : open.back();
+            if (!open.empty()) open.pop_back();
+            ranges.insert({name, t_start, std::max(t_start, t_end)});
+        } else {
+            throw bad("'stage' is '" + stage + "', not START or END");
+        }
+    }
+    for (const auto& [key, open] : starts)
+        for (int64_t start : open) ranges.insert({key.second, start, std::max(start, t_last)});
+    int64_t id = 0;
+    for (const auto& evs : ev.devices)
+        id += std::count_if(evs.begin(), evs.end(), [](const Event& event) { return event.action == Action::Oom; });
+    for (const auto& [name, t_start, t_end] : ranges) {
+        Marker marker;
+        marker.id = ++id;
+        marker.name = rows.intern(name);
+        marker.t_start = t_start;
+        marker.t_end = t_end;
+        marker.kind = MarkerKind::Range;
+        rows.add(marker);
+    }
+    return std::to_string(ranges.size()) + " range markers from " + std::to_string(entries.size()) +
+           " START/END entries (record_function ranges of user scope)";
+}
+
+// The snapshot's top-level keys this reader does not know (a newer PyTorch's), named in meta
+// snapshot.keys_not_read and warned: before 2026-12-03 they were passed over in silence.
+void say_keys_not_read(const PickleDoc& doc, Id root, Result& result) {
+    std::string names;
+    const auto kv = doc.items(root);
+    for (size_t i = 0; i + 1 < kv.size(); i += 2) {
+        const std::string_view key = doc.as_str(kv[i]);
+        bool known = false;
+        for (std::string_view written : {"segments", "device_traces", "allocator_settings", "external_annotations",
+                                         "host_segments", "host_traces"})
+            known |= key == written;
+        if (!known)
+            names += (names.empty() ? "" : ", ") + (key.empty() ? std::string("(not a str)") : std::string(key));
+    }
+    if (names.empty()) return;
+    result.meta["snapshot.keys_not_read"] = names;
+    result.warnings.push_back("snapshot keys mhc does not know were not read (" + names +
+                              "): if they hold memory the trace events do not, the figures miss it");
+}
+
 }  // namespace
 
 void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_input_size) {
@@ -935,6 +1041,7 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
                                   ": record it with torch.cuda.memory._record_memory_history() before _dump_snapshot()"));
     }
     if (ev.events == 0) end_state_only(doc, *segments_end, r);
+    if (dict_root) say_keys_not_read(doc, root, r);
     r.events = ev.events;
     const BlockRules rules = add_allocator_settings(doc, field("allocator_settings"), r.meta);
     SnapshotImport imp(doc, in, w, keys);
@@ -954,6 +1061,8 @@ void import_snapshot(const std::string& in, Rows& w, Result& r, uint64_t max_inp
     }
     imp.block_sizes(segments, block_rules);
     imp.write(segments);
+    if (const std::string said = add_annotation_markers(doc, field("external_annotations"), ev, w, in); !said.empty())
+        r.meta["snapshot.annotations"] = said;
     r.meta["segments"] = std::to_string(segments.size()) + " rows (segment events and end state)";
     // A PyTorch allocator's blocks lie in its segments: mhc check holds the trace to it (outside-segment).
     if (!segments.empty()) r.meta["segments.hold_allocations"] = "true";
