@@ -380,6 +380,7 @@ Base make_base(const trace::TraceData& t, CaptureInfo info) {
     p.ops[n].anchor = static_cast<int32_t>(n);
     p.ops[n + 1].anchor = static_cast<int32_t>(n + 1);
     place_allocations(b, ev);
+    apply_comm_model(b, comm_model(t, b.info, ""));
     return b;
 }
 
@@ -422,7 +423,7 @@ struct LinkQueues {
 
 }  // namespace
 
-Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link) {
+Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link, bool lanes) {
     Timing tm;
     tm.start.assign(p.ops.size(), 0);
     tm.end.assign(p.ops.size(), 0);
@@ -443,9 +444,29 @@ Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link) {
     };
     int64_t now = 0;
     bool first = true;
-    int64_t t0 = 0;
+    int64_t t0 = 0, last_end = 0;
+    // The collectives' streams (Op::lane): when each is free, and when each allocation's last
+    // write on one of them ends (an op that accesses it waits for that).
+    int64_t lane_free[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
+    std::vector<int64_t> written(p.allocs.size(), INT64_MIN);
     for (int32_t op : o.seq) {
         const Op& x = p.ops[static_cast<size_t>(op)];
+        if (lanes && x.lane != 0 && x.kind == OpKind::Kernel) {
+            int64_t start = x.issue_after >= 0 ? tm.end[static_cast<size_t>(x.issue_after)] : now + x.gap;
+            start = std::max(start, lane_free[x.lane]);
+            for (const PlanAccess& a : x.acc) start = std::max(start, written[static_cast<size_t>(a.alloc)]);
+            if (first) {
+                t0 = start;
+                first = false;
+            }
+            tm.start[static_cast<size_t>(op)] = start;
+            tm.end[static_cast<size_t>(op)] = lane_free[x.lane] = start + x.duration;
+            tm.comm += x.duration;
+            for (const PlanAccess& a : x.acc)
+                if (a.mode != trace::AccessMode::Read) written[static_cast<size_t>(a.alloc)] = start + x.duration;
+            last_end = std::max(last_end, start + x.duration);
+            continue;
+        }
         int64_t ready = now + x.gap;
         issue(at_start[static_cast<size_t>(op)], ready);   // issued when the stream reaches the op
         int64_t waited = ready;
@@ -455,6 +476,10 @@ Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link) {
             waited = std::max(waited, e);
         }
         tm.waits += waited - ready;
+        int64_t after_comm = waited;
+        for (const PlanAccess& a : x.acc) after_comm = std::max(after_comm, written[static_cast<size_t>(a.alloc)]);
+        tm.comm_waits += after_comm - waited;
+        waited = after_comm;
         int64_t start = waited, end = start + x.duration;
         if (x.kind == OpKind::CopyH2D || x.kind == OpKind::CopyD2H) {
             auto [s, e] = q.run(x.kind == OpKind::CopyH2D, x.bytes, waited);
@@ -467,9 +492,13 @@ Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link) {
         tm.start[static_cast<size_t>(op)] = start;
         tm.end[static_cast<size_t>(op)] = end;
         issue(at_end[static_cast<size_t>(op)], end);
+        for (const PlanAccess& a : x.acc)
+            if (a.mode != trace::AccessMode::Read)
+                written[static_cast<size_t>(a.alloc)] = std::max(written[static_cast<size_t>(a.alloc)], end);
         now = end;
+        last_end = std::max(last_end, end);
     }
-    tm.makespan = now - t0;
+    tm.makespan = std::max(now, last_end) - t0;
     return tm;
 }
 
