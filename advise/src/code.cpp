@@ -323,8 +323,8 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
 std::string reshard_words(const std::vector<std::pair<std::string, int>>& values, const CaptureInfo& info) {
     std::map<int, std::string> by_value;
     for (const auto& [name, value] : values) {
-        const int32_t m = info.find_module(name);
-        by_value[value] += (by_value[value].empty() ? "" : ", ") + (m >= 0 ? info.user_name(m) : name);
+        const int32_t index = info.find_module(name);
+        by_value[value] += (by_value[value].empty() ? "" : ", ") + (index >= 0 ? info.user_name(index) : name);
     }
     std::string out;
     for (const auto& [value, modules] : by_value)
@@ -340,8 +340,8 @@ void reshard_code(std::ostringstream& out, const std::vector<std::pair<std::stri
                   const CaptureInfo& info) {
     out << "# FSDP2: parameters kept unsharded from the forward to the backward (no all-gather in the backward)\n";
     for (const auto& [name, value] : values) {
-        const int32_t m = info.find_module(name);
-        const std::string module = m >= 0 ? info.user_name(m) : name;
+        const int32_t index = info.find_module(name);
+        const std::string module = index >= 0 ? info.user_name(index) : name;
         if (value >= 2) {
             out << "# fully_shard(model.get_submodule(\"" << module << "\"), ..., reshard_after_forward=" << value
                 << ")\n";

@@ -34,7 +34,7 @@ std::pair<int, int> worlds(const std::string& detail) {
 int64_t bucket_bytes(const std::string& ddp_detail, int64_t& first) {
     const size_t at = ddp_detail.find("bucket_cap_mb ");
     double mb = 25;
-    if (at != std::string::npos) mb = std::atof(ddp_detail.c_str() + at + 14);
+    if (at != std::string::npos) mb = std::strtod(ddp_detail.c_str() + at + 14, nullptr);
     const auto cap = static_cast<int64_t>(mb * 1024 * 1024);
     // DDP's first bucket is 1 MiB when bucket_cap_mb is left at 25 (torch/nn/parallel/distributed.py,
     // _DEFAULT_FIRST_BUCKET_BYTES), else bucket_cap_mb too
@@ -51,27 +51,28 @@ Collective collective_of(const std::string& name) {
     return Collective::None;
 }
 
-int64_t CommModel::ns(Collective c, int64_t bytes) const {
-    const int ranks = c == Collective::AllReduce ? replicate : world;
-    if (c == Collective::None || ranks <= 1 || bus_Bps <= 0 || bytes <= 0) return 0;
-    const int steps = c == Collective::AllReduce ? 2 * (ranks - 1) : ranks - 1;
-    const double s = base_latency_s + steps * step_latency_s + static_cast<double>(bytes) * steps / ranks / bus_Bps;
-    return static_cast<int64_t>(std::ceil(s * 1e9 - 1e-6));   // whole ns; rounding noise below 1e-6 ns dropped
+int64_t CommModel::ns(Collective kind, int64_t bytes) const {
+    const int ranks = kind == Collective::AllReduce ? replicate : world;
+    if (kind == Collective::None || ranks <= 1 || bus_Bps <= 0 || bytes <= 0) return 0;
+    const int steps = kind == Collective::AllReduce ? 2 * (ranks - 1) : ranks - 1;
+    const double seconds = base_latency_s + steps * step_latency_s +
+                           static_cast<double>(bytes) * steps / ranks / bus_Bps;
+    return static_cast<int64_t>(std::ceil(seconds * 1e9 - 1e-6));   // whole ns; rounding noise below 1e-6 ns dropped
 }
 
-CommModel comm_model(const trace::TraceData& t, const CaptureInfo& info, const std::string& link) {
-    CommModel m;
-    if (info.data_parallel.empty()) return m;
+CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info, const std::string& link) {
+    CommModel model;
+    if (info.data_parallel.empty()) return model;
     auto [shard, replicate] = worlds(info.data_parallel_detail);
     std::string assumed;
     if (shard <= 0) {
         shard = 8;
         assumed = "world 8 (the capture does not say)";
     }
-    m.world = shard;
-    m.replicate = info.data_parallel == "ddp" ? shard : std::max(1, replicate);
+    model.world = shard;
+    model.replicate = info.data_parallel == "ddp" ? shard : std::max(1, replicate);
     if (info.data_parallel == "ddp")
-        m.ddp_bucket_bytes = bucket_bytes(info.data_parallel_detail, m.ddp_first_bucket_bytes);
+        model.ddp_bucket_bytes = bucket_bytes(info.data_parallel_detail, model.ddp_first_bucket_bytes);
     const int ranks = info.data_parallel == "ddp" ? shard : shard * std::max(1, replicate);
     std::string kind = link;
     if (kind.empty()) {
@@ -80,95 +81,100 @@ CommModel comm_model(const trace::TraceData& t, const CaptureInfo& info, const s
                    (ranks <= kGpusPerNode ? "one node (NVLink)" : "nodes of 8 GPUs joined by InfiniBand NDR");
     }
     if (kind == "nvlink") {
-        std::string gpu = t.meta_or("capture.gpu", "");
-        const GpuMemory* g = find_gpu(gpu);
-        if (g == nullptr) {
-            g = &gpu_memory("h100-sxm");
+        std::string gpu = trace_data.meta_or("capture.gpu", "");
+        const GpuMemory* spec = find_gpu(gpu);
+        if (spec == nullptr) {
+            spec = &gpu_memory("h100-sxm");
             assumed += std::string(assumed.empty() ? "" : "; ") + "an H100 SXM's NVLink (the capture names no GPU)";
             gpu = "h100-sxm";
         }
-        m.bus_Bps = g->link_Bps;
-        m.step_latency_s = kNvlinkStep;
-        m.link = gpu + " " + g->link_name;
+        model.bus_Bps = spec->link_Bps;
+        model.step_latency_s = kNvlinkStep;
+        model.link = gpu + " " + spec->link_name;
     } else if (kind == "ib-ndr" || kind == "ib-hdr") {
-        m.bus_Bps = kind == "ib-ndr" ? kNdr : kHdr;
-        m.step_latency_s = kNetStep;
-        m.link = kind == "ib-ndr" ? "InfiniBand NDR, 400 Gb/s per GPU" : "InfiniBand HDR, 200 Gb/s per GPU";
+        model.bus_Bps = kind == "ib-ndr" ? kNdr : kHdr;
+        model.step_latency_s = kNetStep;
+        model.link = kind == "ib-ndr" ? "InfiniBand NDR, 400 Gb/s per GPU" : "InfiniBand HDR, 200 Gb/s per GPU";
     } else {
         try {
-            m.bus_Bps = parse_bandwidth(kind);
+            model.bus_Bps = parse_bandwidth(kind);
         } catch (const Error&) {
             throw Error("--comm-link: '" + link + "' is not nvlink, ib-ndr, ib-hdr or a bandwidth such as 200GB/s");
         }
-        m.step_latency_s = ranks <= kGpusPerNode ? kNvlinkStep : kNetStep;
-        m.link = "--comm-link " + link;
+        model.step_latency_s = ranks <= kGpusPerNode ? kNvlinkStep : kNetStep;
+        model.link = "--comm-link " + link;
     }
-    m.assumed = assumed;
-    return m;
+    model.assumed = assumed;
+    return model;
 }
 
 namespace {
 
 // The largest buffer a collective accesses: what NCCL is given (all-gather output, reduce-scatter input).
-int64_t collective_bytes(const Plan& p, const Op& op) {
+int64_t collective_bytes(const Plan& plan, const Op& op) {
     int64_t bytes = 0;
-    for (const PlanAccess& a : op.acc) bytes = std::max(bytes, p.allocs[static_cast<size_t>(a.alloc)].bytes);
+    for (const PlanAccess& access : op.acc)
+        bytes = std::max(bytes, plan.allocs[static_cast<size_t>(access.alloc)].bytes);
     return bytes;
 }
 
 // FSDP2's all-gathers (with their copy-in) are issued when the previous group's copy-out is done.
-void issue_all_gathers(Base& b) {
-    Plan& p = b.plan;
+void issue_all_gathers(Base& base) {
+    Plan& plan = base.plan;
     const std::string copy_in = "fsdp::all_gather_copy_in";
     int32_t prev_output = -1, prev_step = -1;
-    for (int32_t s = 0; s < p.recorded; ++s) {
-        Op& op = p.ops[static_cast<size_t>(s)];
-        if (p.strings[static_cast<size_t>(op.name)] == copy_in) op.lane = 1;
-        if (collective_of(p.strings[static_cast<size_t>(op.name)]) != Collective::AllGather || op.acc.empty()) continue;
+    for (int32_t s = 0; s < plan.recorded; ++s) {
+        Op& op = plan.ops[static_cast<size_t>(s)];
+        if (plan.strings[static_cast<size_t>(op.name)] == copy_in) op.lane = 1;
+        if (collective_of(plan.strings[static_cast<size_t>(op.name)]) != Collective::AllGather || op.acc.empty())
+            continue;
         const int32_t output = op.acc.front().alloc;
-        const int32_t made_by = b.creator[static_cast<size_t>(output)];
+        const int32_t made_by = base.creator[static_cast<size_t>(output)];
         int32_t after = -1;   // the previous all-gather's copy-out: its last reader before this one's copy-in
-        if (prev_output >= 0 && b.step[static_cast<size_t>(s)] == prev_step)
-            b.for_acc(prev_output, [&](int32_t seq, trace::AccessMode mode) {
+        if (prev_output >= 0 && base.step[static_cast<size_t>(s)] == prev_step)
+            base.for_acc(prev_output, [&](int32_t seq, trace::AccessMode mode) {
                 if (seq < (made_by >= 0 ? made_by : s) && mode == trace::AccessMode::Read &&
-                    p.ops[static_cast<size_t>(seq)].lane == 0)
+                    plan.ops[static_cast<size_t>(seq)].lane == 0)
                     after = seq;
             });
         op.issue_after = after;
-        if (made_by >= 0 && made_by < s && p.ops[static_cast<size_t>(made_by)].lane == 1)
-            p.ops[static_cast<size_t>(made_by)].issue_after = after;
+        if (made_by >= 0 && made_by < s && plan.ops[static_cast<size_t>(made_by)].lane == 1)
+            plan.ops[static_cast<size_t>(made_by)].issue_after = after;
         prev_output = output;
-        prev_step = b.step[static_cast<size_t>(s)];
+        prev_step = base.step[static_cast<size_t>(s)];
     }
 }
 
 // DDP's all-reduce as buckets: the capture's one bucket (DDP's first step) split, in the order the
 // backward writes gradients into it, into buckets of bucket_cap_mb (the first of 1 MiB by default),
 // each issued after the write that fills it; the recorded all-reduce carries the rest.
-void split_ddp_buckets(Base& b, const CommModel& m) {
-    Plan& p = b.plan;
+void split_ddp_buckets(Base& base, const CommModel& model) {
+    Plan& plan = base.plan;
     const std::string prefix = "DDP gradient bucket";
-    for (int32_t s = 0; s < p.recorded; ++s) {
-        const Op& ar = p.ops[static_cast<size_t>(s)];   // (add_op below moves the ops: not used after it)
-        if (collective_of(p.strings[static_cast<size_t>(ar.name)]) != Collective::AllReduce || ar.acc.size() != 1)
+    for (int32_t s = 0; s < plan.recorded; ++s) {
+        const Op& ar = plan.ops[static_cast<size_t>(s)];   // (add_op below moves the ops: not used after it)
+        if (collective_of(plan.strings[static_cast<size_t>(ar.name)]) != Collective::AllReduce || ar.acc.size() != 1)
             continue;
         const int32_t bucket = ar.acc.front().alloc, step = ar.step;
-        if (p.strings[static_cast<size_t>(p.allocs[static_cast<size_t>(bucket)].label)].rfind(prefix, 0) != 0) continue;
+        if (plan.strings[static_cast<size_t>(plan.allocs[static_cast<size_t>(bucket)].label)].rfind(prefix, 0) != 0)
+            continue;
         std::vector<std::pair<int32_t, int64_t>> writes;   // (seq, gradient bytes) in this pass's backward
-        b.for_acc(bucket, [&](int32_t seq, trace::AccessMode mode) {
+        base.for_acc(bucket, [&](int32_t seq, trace::AccessMode mode) {
             if (seq >= s || mode == trace::AccessMode::Read ||
-                b.pass[static_cast<size_t>(seq)] != b.pass[static_cast<size_t>(s)] ||
-                b.phase[static_cast<size_t>(seq)] != Phase::Backward ||
-                collective_of(p.strings[static_cast<size_t>(p.ops[static_cast<size_t>(seq)].name)]) != Collective::None)
+                base.pass[static_cast<size_t>(seq)] != base.pass[static_cast<size_t>(s)] ||
+                base.phase[static_cast<size_t>(seq)] != Phase::Backward ||
+                collective_of(plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(seq)].name)]) !=
+                    Collective::None)
                 return;
             int64_t bytes = 0;
-            for (const PlanAccess& a : p.ops[static_cast<size_t>(seq)].acc)
-                if (a.alloc != bucket && p.allocs[static_cast<size_t>(a.alloc)].category == trace::Category::Grad)
-                    bytes += p.allocs[static_cast<size_t>(a.alloc)].bytes;
+            for (const PlanAccess& access : plan.ops[static_cast<size_t>(seq)].acc)
+                if (access.alloc != bucket &&
+                    plan.allocs[static_cast<size_t>(access.alloc)].category == trace::Category::Grad)
+                    bytes += plan.allocs[static_cast<size_t>(access.alloc)].bytes;
             writes.emplace_back(seq, bytes);
         });
-        int64_t total = ar.bytes, filled = 0, cap = m.ddp_first_bucket_bytes;
-        const auto name = p.intern("c10d::allreduce_ (DDP bucket)");
+        int64_t total = ar.bytes, filled = 0, cap = model.ddp_first_bucket_bytes;
+        const auto name = plan.intern("c10d::allreduce_ (DDP bucket)");
         for (auto [seq, bytes] : writes) {
             filled += bytes;
             if (filled < cap || filled >= total) continue;
@@ -179,49 +185,51 @@ void split_ddp_buckets(Base& b, const CommModel& m) {
             chunk.step = step;
             chunk.phase = Phase::Backward;
             chunk.anchor = seq;
-            const int32_t op = p.add_op(chunk);
-            p.insert_after(seq, op);
-            b.comm_chunks.push_back(op);
+            const int32_t op = plan.add_op(chunk);
+            plan.insert_after(seq, op);
+            base.comm_chunks.push_back(op);
             total -= filled;
             filled = 0;
-            cap = m.ddp_bucket_bytes;
+            cap = model.ddp_bucket_bytes;
         }
-        p.ops[static_cast<size_t>(s)].bytes = total;
+        plan.ops[static_cast<size_t>(s)].bytes = total;
     }
 }
 
 }   // namespace
 
-void apply_comm_model(Base& b, const CommModel& m) {
-    Plan& p = b.plan;
-    if (!b.comm_placed) {
-        for (int32_t s = 0; s < p.recorded; ++s) {
-            Op& op = p.ops[static_cast<size_t>(s)];
-            const Collective c = collective_of(p.strings[static_cast<size_t>(op.name)]);
-            if (c == Collective::None) continue;
-            op.lane = c == Collective::AllGather ? 1 : 2;
-            op.bytes = collective_bytes(p, op);
+void apply_comm_model(Base& base, const CommModel& model) {
+    Plan& plan = base.plan;
+    if (!base.comm_placed) {
+        for (int32_t s = 0; s < plan.recorded; ++s) {
+            Op& op = plan.ops[static_cast<size_t>(s)];
+            const Collective kind = collective_of(plan.strings[static_cast<size_t>(op.name)]);
+            if (kind == Collective::None) continue;
+            op.lane = kind == Collective::AllGather ? 1 : 2;
+            op.bytes = collective_bytes(plan, op);
             op.gap = 0;   // launched from the host as the compute stream runs: no host time of its own
         }
-        issue_all_gathers(b);
-        if (m.ddp_bucket_bytes > 0) split_ddp_buckets(b, m);
-        b.comm_placed = true;
+        issue_all_gathers(base);
+        if (model.ddp_bucket_bytes > 0) split_ddp_buckets(base, model);
+        base.comm_placed = true;
     }
-    for (size_t i = 0; i < p.ops.size(); ++i) {
-        Op& op = p.ops[i];
-        const Collective c = collective_of(p.strings[static_cast<size_t>(op.name)]);
-        if (c != Collective::None && op.kind == OpKind::Kernel && m.bus_Bps > 0) op.duration = m.ns(c, op.bytes);
+    for (size_t i = 0; i < plan.ops.size(); ++i) {
+        Op& op = plan.ops[i];
+        const Collective kind = collective_of(plan.strings[static_cast<size_t>(op.name)]);
+        if (kind != Collective::None && op.kind == OpKind::Kernel && model.bus_Bps > 0)
+            op.duration = model.ns(kind, op.bytes);
     }
-    b.comm = m;
+    base.comm = model;
 }
 
-std::string describe(const CommModel& m) {
-    if (m.bus_Bps <= 0) return "";
+std::string describe(const CommModel& model) {
+    if (model.bus_Bps <= 0) return "";
     char line[256];
-    std::snprintf(line, sizeof line, "ring, world %d%s, %s bus bandwidth, %.1f us + %.1f us per step", m.world,
-                  m.replicate > 1 && m.replicate != m.world ? (" x " + std::to_string(m.replicate)).c_str() : "",
-                  format_rate(m.bus_Bps).c_str(), m.base_latency_s * 1e6, m.step_latency_s * 1e6);
-    return std::string(line) + " (" + m.link + ")" + (m.assumed.empty() ? "" : "; assumed: " + m.assumed);
+    std::snprintf(
+        line, sizeof line, "ring, world %d%s, %s bus bandwidth, %.1f us + %.1f us per step", model.world,
+        model.replicate > 1 && model.replicate != model.world ? (" x " + std::to_string(model.replicate)).c_str() : "",
+        format_rate(model.bus_Bps).c_str(), model.base_latency_s * 1e6, model.step_latency_s * 1e6);
+    return std::string(line) + " (" + model.link + ")" + (model.assumed.empty() ? "" : "; assumed: " + model.assumed);
 }
 
 }   // namespace mhc::advise

@@ -54,10 +54,10 @@ Prediction Evaluator::predict(const Setting& s) const {
     Timing tm = timing(p, o, link_);
     LiveProfile lp = live_profile(p, o, b_.device);
     const Timing launch_order = timing(p, o, link_, false);
-    trace::TraceData t = to_trace(p, o, launch_order, *b_.trace,
-                                  {{"source", "advise"}, {"advise.setting", to_json(s)}});
+    const trace::TraceData written = to_trace(p, o, launch_order, *b_.trace,
+                                              {{"source", "advise"}, {"advise.setting", to_json(s)}});
     Prediction r;
-    r.memory = measure(t, s.allocator);
+    r.memory = measure(written, s.allocator);
     r.host_peak = lp.host_peak;
     r.step_time = tm.makespan;
     r.waits = tm.waits;

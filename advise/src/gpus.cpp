@@ -27,8 +27,8 @@ std::string gpu_names() {
 }
 
 const GpuMemory* find_gpu(const std::string& name) {
-    for (const GpuMemory& g : kGpus)
-        if (name == g.name) return &g;
+    for (const GpuMemory& gpu : kGpus)
+        if (name == gpu.name) return &gpu;
     return nullptr;
 }
 

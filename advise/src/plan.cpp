@@ -423,23 +423,25 @@ struct LinkQueues {
 
 }  // namespace
 
-Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link, bool lanes) {
+Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, bool lanes) {
     Timing tm;
-    tm.start.assign(p.ops.size(), 0);
-    tm.end.assign(p.ops.size(), 0);
-    tm.copy_start.assign(p.copies.size(), -1);
-    tm.copy_end.assign(p.copies.size(), -1);
+    tm.start.assign(plan.ops.size(), 0);
+    tm.end.assign(plan.ops.size(), 0);
+    tm.copy_start.assign(plan.copies.size(), -1);
+    tm.copy_end.assign(plan.copies.size(), -1);
     // copies issued at each op's start / end
-    std::vector<std::vector<int32_t>> at_start(p.ops.size()), at_end(p.ops.size());
-    for (size_t c = 0; c < p.copies.size(); ++c)
-        (p.copies[c].at_start ? at_start : at_end)[static_cast<size_t>(p.copies[c].trigger)].push_back(static_cast<int32_t>(c));
+    std::vector<std::vector<int32_t>> at_start(plan.ops.size()), at_end(plan.ops.size());
+    for (size_t c = 0; c < plan.copies.size(); ++c)
+        (plan.copies[c].at_start ? at_start : at_end)[static_cast<size_t>(plan.copies[c].trigger)].push_back(
+            static_cast<int32_t>(c));
     LinkQueues q{link};
     auto issue = [&](const std::vector<int32_t>& cs, int64_t t) {
         for (int32_t c : cs) {
-            auto [s, e] = q.run(p.copies[static_cast<size_t>(c)].h2d, p.copies[static_cast<size_t>(c)].bytes, t);
+            auto [s, e] = q.run(plan.copies[static_cast<size_t>(c)].h2d, plan.copies[static_cast<size_t>(c)].bytes, t);
             tm.copy_start[static_cast<size_t>(c)] = s;
             tm.copy_end[static_cast<size_t>(c)] = e;
-            (p.copies[static_cast<size_t>(c)].h2d ? tm.h2d_bytes : tm.d2h_bytes) += p.copies[static_cast<size_t>(c)].bytes;
+            (plan.copies[static_cast<size_t>(c)].h2d ? tm.h2d_bytes
+                                                     : tm.d2h_bytes) += plan.copies[static_cast<size_t>(c)].bytes;
         }
     };
     int64_t now = 0;
@@ -448,13 +450,13 @@ Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link, bool la
     // The collectives' streams (Op::lane): when each is free, and when each allocation's last
     // write on one of them ends (an op that accesses it waits for that).
     int64_t lane_free[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
-    std::vector<int64_t> written(p.allocs.size(), INT64_MIN);
-    for (int32_t op : o.seq) {
-        const Op& x = p.ops[static_cast<size_t>(op)];
+    std::vector<int64_t> written(plan.allocs.size(), INT64_MIN);
+    for (int32_t op : order.seq) {
+        const Op& x = plan.ops[static_cast<size_t>(op)];
         if (lanes && x.lane != 0 && x.kind == OpKind::Kernel) {
             int64_t start = x.issue_after >= 0 ? tm.end[static_cast<size_t>(x.issue_after)] : now + x.gap;
             start = std::max(start, lane_free[x.lane]);
-            for (const PlanAccess& a : x.acc) start = std::max(start, written[static_cast<size_t>(a.alloc)]);
+            for (const PlanAccess& access : x.acc) start = std::max(start, written[static_cast<size_t>(access.alloc)]);
             if (first) {
                 t0 = start;
                 first = false;
@@ -462,8 +464,9 @@ Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link, bool la
             tm.start[static_cast<size_t>(op)] = start;
             tm.end[static_cast<size_t>(op)] = lane_free[x.lane] = start + x.duration;
             tm.comm += x.duration;
-            for (const PlanAccess& a : x.acc)
-                if (a.mode != trace::AccessMode::Read) written[static_cast<size_t>(a.alloc)] = start + x.duration;
+            for (const PlanAccess& access : x.acc)
+                if (access.mode != trace::AccessMode::Read)
+                    written[static_cast<size_t>(access.alloc)] = start + x.duration;
             last_end = std::max(last_end, start + x.duration);
             continue;
         }
@@ -477,7 +480,8 @@ Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link, bool la
         }
         tm.waits += waited - ready;
         int64_t after_comm = waited;
-        for (const PlanAccess& a : x.acc) after_comm = std::max(after_comm, written[static_cast<size_t>(a.alloc)]);
+        for (const PlanAccess& access : x.acc)
+            after_comm = std::max(after_comm, written[static_cast<size_t>(access.alloc)]);
         tm.comm_waits += after_comm - waited;
         waited = after_comm;
         int64_t start = waited, end = start + x.duration;
@@ -492,9 +496,9 @@ Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link, bool la
         tm.start[static_cast<size_t>(op)] = start;
         tm.end[static_cast<size_t>(op)] = end;
         issue(at_end[static_cast<size_t>(op)], end);
-        for (const PlanAccess& a : x.acc)
-            if (a.mode != trace::AccessMode::Read)
-                written[static_cast<size_t>(a.alloc)] = std::max(written[static_cast<size_t>(a.alloc)], end);
+        for (const PlanAccess& access : x.acc)
+            if (access.mode != trace::AccessMode::Read)
+                written[static_cast<size_t>(access.alloc)] = std::max(written[static_cast<size_t>(access.alloc)], end);
         now = end;
         last_end = std::max(last_end, end);
     }

@@ -105,11 +105,11 @@ void parse_optimizer(const json& j, Setting& s) {
 
 // {"blocks.0": false, "blocks.1": 2, ...}: FSDP2's reshard_after_forward per fully_shard module
 // (true, false, or the ranks of a smaller group to reshard to), in the order given.
-std::vector<std::pair<std::string, int>> parse_reshard(const json& j) {
+std::vector<std::pair<std::string, int>> parse_reshard(const json& object) {
     const std::string field = "reshard_after_forward";
-    if (!j.is_object()) bad(field, "must be an object {\"module\": true|false|ranks, ...}");
+    if (!object.is_object()) bad(field, "must be an object {\"module\": true|false|ranks, ...}");
     std::vector<std::pair<std::string, int>> out;
-    for (auto it = j.begin(); it != j.end(); ++it) {
+    for (auto it = object.begin(); it != object.end(); ++it) {
         if (it.key().empty()) bad(field, "a module name is empty");
         if (it.value().is_boolean()) out.emplace_back(it.key(), it.value().get<bool>() ? 1 : 0);
         else if (it.value().is_number_integer())
@@ -217,10 +217,10 @@ std::string to_json(const Setting& s) {
     if (s.bf16_weights) j["weights"] = "bf16";
     if (!s.allocator.empty()) j["allocator"] = s.allocator;
     if (!s.reshard_after_forward.empty()) {
-        json r = json::object();
+        json values = json::object();
         for (const auto& [module, value] : s.reshard_after_forward)
-            r[module] = value <= 1 ? json(value == 1) : json(value);
-        j["reshard_after_forward"] = r;
+            values[module] = value <= 1 ? json(value == 1) : json(value);
+        j["reshard_after_forward"] = values;
     }
     return j.dump();
 }

@@ -30,14 +30,14 @@ struct CommModel {
     std::string link;      // where the bandwidth comes from, in words
     std::string assumed;   // what was assumed (world size or link), "" when all known
 
-    int64_t ns(Collective c, int64_t bytes) const;   // the time of one collective of `bytes`
+    int64_t ns(Collective kind, int64_t bytes) const;   // the time of one collective of `bytes`
 };
 
 // The model of a capture: world sizes from its meta (capture.fsdp2, capture.ddp), bandwidth from
 // the capture's GPU (capture.gpu) over NVLink within a node, or `link` ("nvlink", "ib-ndr",
 // "ib-hdr", or a bus bandwidth such as "200GB/s"); `link` empty: NVLink up to 8 ranks, else
 // ib-ndr (both said in `assumed`). Throws mhc::Error (bad input) for a link it cannot read.
-CommModel comm_model(const trace::TraceData& t, const CaptureInfo& info, const std::string& link);
+CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info, const std::string& link);
 
 // The collective a recorded kernel is, by name (c10d::_allgather_base_, ...).
 Collective collective_of(const std::string& kernel_name);
@@ -46,8 +46,8 @@ Collective collective_of(const std::string& kernel_name);
 // all-gathers (and their copy-in) issued as soon as the previous group's copy-out is done (the
 // CPU runs ahead of the GPU; FSDP2's rate limit), and DDP's all-reduce split into buckets of
 // bucket_cap_mb issued as their gradients are ready. Called again after the model changes.
-void apply_comm_model(Base& b, const CommModel& m);
+void apply_comm_model(Base& base, const CommModel& model);
 
-std::string describe(const CommModel& m);
+std::string describe(const CommModel& model);
 
 }   // namespace mhc::advise

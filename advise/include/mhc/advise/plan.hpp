@@ -223,7 +223,7 @@ struct Timing {
 // With `lanes` false every op runs on the compute stream in launch order (the collectives too, for
 // their modelled durations): the clock to_trace writes, on which time order is launch order, so
 // the written step's live bytes are the launch-order ones (live_profile) that a capture measures.
-Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link, bool lanes = true);
+Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, bool lanes = true);
 
 // Live device bytes: the peak, and the peak during the ops anchored at each recorded kernel
 // (index seq; slots n and n+1: before the first and after the last kernel).
