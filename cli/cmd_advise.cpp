@@ -46,8 +46,9 @@ const char* kTimeNote =
 std::string comm_line(const Base& base, const Prediction& baseline) {
     const std::string model = describe(base.comm);
     if (model.empty()) return "";
-    return model + "\n           collectives " + mhc::format_ns(baseline.comm) + " a step on their streams, " +
-           mhc::format_ns(baseline.comm_waits) + " of it not hidden behind compute (estimated)";
+    return model + "\n           collectives " + mhc::format_ns(baseline.comm) + " on their streams, " +
+           mhc::format_ns(baseline.comm_waits) +
+           " of it not hidden behind compute (every step of the capture; estimated)";
 }
 
 // A share in the size grammar (mhc help sizes), as sweep's --budget.

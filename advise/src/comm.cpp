@@ -226,7 +226,7 @@ std::string describe(const CommModel& model) {
     if (model.bus_Bps <= 0) return "";
     char line[256];
     std::snprintf(
-        line, sizeof line, "ring, world %d%s, %s bus bandwidth, %.1f us + %.1f us per step", model.world,
+        line, sizeof line, "ring, world %d%s, %s bus bandwidth, %.1f us + %.1f us per ring step", model.world,
         model.replicate > 1 && model.replicate != model.world ? (" x " + std::to_string(model.replicate)).c_str() : "",
         format_rate(model.bus_Bps).c_str(), model.base_latency_s * 1e6, model.step_latency_s * 1e6);
     return std::string(line) + " (" + model.link + ")" + (model.assumed.empty() ? "" : "; assumed: " + model.assumed);
