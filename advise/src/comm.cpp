@@ -38,7 +38,7 @@ int64_t bucket_bytes(const std::string& ddp_detail, int64_t& first) {
     const auto cap = static_cast<int64_t>(mb * 1024 * 1024);
     // DDP's first bucket is 1 MiB when bucket_cap_mb is left at 25 (torch/nn/parallel/distributed.py,
     // _DEFAULT_FIRST_BUCKET_BYTES), else bucket_cap_mb too
-    first = mb == 25 ? int64_t(1) << 20 : cap;
+    first = mb == 25 ? static_cast<int64_t>(1) << 20 : cap;
     return cap;
 }
 

@@ -452,51 +452,52 @@ Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, 
     int64_t lane_free[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
     std::vector<int64_t> written(plan.allocs.size(), INT64_MIN);
     for (int32_t op : order.seq) {
-        const Op& x = plan.ops[static_cast<size_t>(op)];
-        if (lanes && x.lane != 0 && x.kind == OpKind::Kernel) {
-            int64_t start = x.issue_after >= 0 ? tm.end[static_cast<size_t>(x.issue_after)] : now + x.gap;
-            start = std::max(start, lane_free[x.lane]);
-            for (const PlanAccess& access : x.acc) start = std::max(start, written[static_cast<size_t>(access.alloc)]);
+        const Op& cur = plan.ops[static_cast<size_t>(op)];
+        if (lanes && cur.lane != 0 && cur.kind == OpKind::Kernel) {
+            int64_t start = cur.issue_after >= 0 ? tm.end[static_cast<size_t>(cur.issue_after)] : now + cur.gap;
+            start = std::max(start, lane_free[cur.lane]);
+            for (const PlanAccess& access : cur.acc)
+                start = std::max(start, written[static_cast<size_t>(access.alloc)]);
             if (first) {
                 t0 = start;
                 first = false;
             }
             tm.start[static_cast<size_t>(op)] = start;
-            tm.end[static_cast<size_t>(op)] = lane_free[x.lane] = start + x.duration;
-            tm.comm += x.duration;
-            for (const PlanAccess& access : x.acc)
+            tm.end[static_cast<size_t>(op)] = lane_free[cur.lane] = start + cur.duration;
+            tm.comm += cur.duration;
+            for (const PlanAccess& access : cur.acc)
                 if (access.mode != trace::AccessMode::Read)
-                    written[static_cast<size_t>(access.alloc)] = start + x.duration;
-            last_end = std::max(last_end, start + x.duration);
+                    written[static_cast<size_t>(access.alloc)] = start + cur.duration;
+            last_end = std::max(last_end, start + cur.duration);
             continue;
         }
-        int64_t ready = now + x.gap;
+        int64_t ready = now + cur.gap;
         issue(at_start[static_cast<size_t>(op)], ready);   // issued when the stream reaches the op
         int64_t waited = ready;
-        for (int32_t c : x.waits) {
+        for (int32_t c : cur.waits) {
             int64_t e = tm.copy_end[static_cast<size_t>(c)];
             if (e < 0) throw Error("advise: an op waits for a copy issued after it (internal)", Error::Kind::Internal);
             waited = std::max(waited, e);
         }
         tm.waits += waited - ready;
         int64_t after_comm = waited;
-        for (const PlanAccess& access : x.acc)
+        for (const PlanAccess& access : cur.acc)
             after_comm = std::max(after_comm, written[static_cast<size_t>(access.alloc)]);
         tm.comm_waits += after_comm - waited;
         waited = after_comm;
-        int64_t start = waited, end = start + x.duration;
-        if (x.kind == OpKind::CopyH2D || x.kind == OpKind::CopyD2H) {
-            auto [s, e] = q.run(x.kind == OpKind::CopyH2D, x.bytes, waited);
+        int64_t start = waited, end = start + cur.duration;
+        if (cur.kind == OpKind::CopyH2D || cur.kind == OpKind::CopyD2H) {
+            auto [s, e] = q.run(cur.kind == OpKind::CopyH2D, cur.bytes, waited);
             tm.waits += s - waited;
             start = s;
             end = e;
-            (x.kind == OpKind::CopyH2D ? tm.h2d_bytes : tm.d2h_bytes) += x.bytes;
+            (cur.kind == OpKind::CopyH2D ? tm.h2d_bytes : tm.d2h_bytes) += cur.bytes;
         }
         if (first) { t0 = start; first = false; }
         tm.start[static_cast<size_t>(op)] = start;
         tm.end[static_cast<size_t>(op)] = end;
         issue(at_end[static_cast<size_t>(op)], end);
-        for (const PlanAccess& access : x.acc)
+        for (const PlanAccess& access : cur.acc)
             if (access.mode != trace::AccessMode::Read)
                 written[static_cast<size_t>(access.alloc)] = std::max(written[static_cast<size_t>(access.alloc)], end);
         now = end;
