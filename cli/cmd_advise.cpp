@@ -26,6 +26,7 @@ using namespace mhc::advise;
 
 struct Options {
     std::string trace, capacity, gpu, budget, link = "pcie5", setting, host_bw = "100GB/s", host_tensor = "15us", trace_out;
+    std::string comm_link;   // the collectives' link (empty: from the capture, comm.hpp)
     int top = 3;
     bool verify = false, json = false, force = false;
 };
@@ -37,7 +38,18 @@ struct Row {
     std::string verify_error;
 };
 
-const char* kTimeNote = "times are estimates (the capture's roofline and the link model) until a GPU measures them";
+const char* kTimeNote =
+    "times are estimates (the capture's roofline, the link model and, under DDP or FSDP2, the collectives' ring "
+    "model) until a GPU measures them";
+
+// The collectives' model and what they cost the baseline (DDP, FSDP2), or "" without them.
+std::string comm_line(const Base& base, const Prediction& baseline) {
+    const std::string model = describe(base.comm);
+    if (model.empty()) return "";
+    return model + "\n           collectives " + mhc::format_ns(baseline.comm) + " on their streams, " +
+           mhc::format_ns(baseline.comm_waits) +
+           " of it not hidden behind compute (every step of the capture; estimated)";
+}
 
 // A share in the size grammar (mhc help sizes), as sweep's --budget.
 double budget_of(const std::string& text) {
@@ -115,6 +127,7 @@ int run(const Options& o) {
     });
     auto data = mhc::trace::load_checked_trace(o.trace);
     Base base = make_base(data);
+    if (!o.comm_link.empty()) apply_comm_model(base, comm_model(data, base.info, o.comm_link));
     Evaluator ev(base, mhc::sim::link_from_spec(o.link), host);
     std::vector<Row> rows;
     Advice a;
@@ -159,11 +172,14 @@ int run(const Options& o) {
         nlohmann::json j = {{"trace", o.trace},
                             {"capacity_bytes", capacity},
                             {"link", ev.link().name},
+                            {"comm", describe(base.comm)},
                             {"budget", budget},
                             {"baseline",
                              {{"peak_bytes", a.baseline.memory.peak},
                               {"reserved_bytes", a.baseline.memory.reserved},
-                              {"step_time_ns", a.baseline.step_time}}},
+                              {"step_time_ns", a.baseline.step_time},
+                              {"comm_ns", a.baseline.comm},
+                              {"comm_exposed_ns", a.baseline.comm_waits}}},
                             {"times", kTimeNote},
                             {"passes_per_step", base.passes},
                             {"data_parallel", data_parallel_note(base.info)},
@@ -187,6 +203,8 @@ int run(const Options& o) {
     if (!cap_what.empty()) std::printf("capacity   %s (%s)\n", mhc::format_bytes(capacity).c_str(), cap_what.c_str());
     std::printf("link       %s; host optimizer steps at %s + %s per parameter tensor\n", ev.link().name.c_str(),
                 mhc::format_rate(host.bandwidth_Bps).c_str(), mhc::format_ns(std::llround(host.per_tensor_s * 1e9)).c_str());
+    if (const std::string comm = comm_line(base, a.baseline); !comm.empty())
+        std::printf("comm       %s\n", comm.c_str());
     std::printf("baseline   peak %s, reserved %s, step %s (estimated)%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
                 mhc::format_bytes(a.baseline.memory.reserved).c_str(), mhc::format_ns(a.baseline.step_time).c_str(),
                 capacity > 0 && a.baseline.memory.reserved > capacity ? ": does not fit" : "");
@@ -232,6 +250,10 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_option("--link", o->link, "Link to the host: a preset (pcie3, pcie4, pcie5, nvlink-c2c) or a link profile")
             ->type_name("LINK")
             ->default_str(o->link);
+        app.add_option("--comm-link", o->comm_link,
+                       "The collectives' link (DDP, FSDP2): nvlink (the capture's GPU), ib-ndr, ib-hdr, or a bus "
+                       "bandwidth such as 200GB/s (default: nvlink up to 8 ranks, else ib-ndr)")
+            ->type_name("LINK");
         app.add_option("--host-bandwidth", o->host_bw, "Memory bandwidth a host optimizer step streams at (an assumption)")
             ->type_name("RATE")
             ->default_str(o->host_bw);

@@ -225,12 +225,14 @@ std::string data_parallel_note(const CaptureInfo& info) {
     if (info.data_parallel == "fsdp2")
         return "FSDP2 (" + info.data_parallel_detail +
                "): one rank's step: its parameter shards, each group's unsharded parameters while FSDP2 holds "
-               "them, the all-gather and reduce-scatter buffers; not modelled: the collectives' time (each lasts a "
-               "launch), the host optimizer (CPUOffloadPolicy)";
+               "them, the all-gather and reduce-scatter buffers; the collectives on their streams (all-gathers prefetched, reduce-scatters "
+               "overlapped with the backward), timed by the ring model below; not modelled: the host optimizer "
+               "(CPUOffloadPolicy)";
     if (info.data_parallel != "ddp") return "";
     return "DDP (" + info.data_parallel_detail +
-           "): one rank's step with its gradient bucket; not modelled: the all-reduce's time, the buckets' "
-           "re-assignment by bucket_cap_mb after the first step (the same bytes), the host optimizer";
+           "): one rank's step with its gradient bucket; its all-reduce in buckets of bucket_cap_mb overlapped with the "
+           "backward, timed by the ring model below; not modelled: the buckets' re-assignment by bucket_cap_mb after "
+           "the first step in memory (the same bytes in one buffer), the host optimizer";
 }
 
 int32_t CaptureInfo::find_module(const std::string& name) const {

@@ -319,6 +319,40 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
         << "# (parameter groups of your own: pass them instead of model.parameters(), as before)\n";
 }
 
+// "unsharded after forward: blocks.0, blocks.1" (reshard_after_forward false), "... true: ...".
+std::string reshard_words(const std::vector<std::pair<std::string, int>>& values, const CaptureInfo& info) {
+    std::map<int, std::string> by_value;
+    for (const auto& [name, value] : values) {
+        const int32_t index = info.find_module(name);
+        by_value[value] += (by_value[value].empty() ? "" : ", ") + (index >= 0 ? info.user_name(index) : name);
+    }
+    std::string out;
+    for (const auto& [value, modules] : by_value)
+        out += (out.empty() ? "" : " + ") +
+               (value == 0   ? "keep unsharded after forward: "
+                : value == 1 ? "reshard after forward: "
+                             : "reshard to " + std::to_string(value) + " ranks: ") +
+               modules;
+    return out;
+}
+
+void reshard_code(std::ostringstream& out, const std::vector<std::pair<std::string, int>>& values,
+                  const CaptureInfo& info) {
+    out << "# FSDP2: parameters kept unsharded from the forward to the backward (no all-gather in the backward)\n";
+    for (const auto& [name, value] : values) {
+        const int32_t index = info.find_module(name);
+        const std::string module = index >= 0 ? info.user_name(index) : name;
+        if (value >= 2) {
+            out << "# fully_shard(model.get_submodule(\"" << module << "\"), ..., reshard_after_forward=" << value
+                << ")\n";
+            continue;
+        }
+        out << "model.get_submodule(\"" << module << "\").set_reshard_after_forward(" << (value == 1 ? "True" : "False")
+            << ", recurse=False)\n";
+    }
+    out << "# (the same as fully_shard(module, reshard_after_forward=...) where the model is sharded)\n";
+}
+
 }  // namespace
 
 std::string describe(const Setting& s, const CaptureInfo& info) {
@@ -339,6 +373,7 @@ std::string describe(const Setting& s, const CaptureInfo& info) {
     if (s.optimizer_on_host) parts.push_back("optimizer on host");
     if (s.bf16_weights) parts.push_back("bf16 weights");
     if (!s.allocator.empty()) parts.push_back(s.allocator);
+    if (!s.reshard_after_forward.empty()) parts.push_back(reshard_words(s.reshard_after_forward, info));
     if (parts.empty()) return "as captured";
     std::string out;
     for (const std::string& p : parts) out += (out.empty() ? "" : " + ") + p;
@@ -354,6 +389,7 @@ std::string code_for(const Setting& s, const CaptureInfo& info) {
     checkpoint_code(o, s, info);
     if (s.offload) offload_code(o, *s.offload, info);
     optimizer_code(o, s, info);
+    if (!s.reshard_after_forward.empty()) reshard_code(o, s.reshard_after_forward, info);
     o << "# or, the same in one line (what --verify runs):\n"
       << "import mhc_torch\n"
       << "model, optimizer = mhc_torch.apply(model, optimizer, " << to_json(s) << ")";

@@ -44,7 +44,7 @@ Evaluator::Quick Evaluator::quick(const Setting& s) const {
 trace::TraceData Evaluator::trace(const Setting& s) const {
     Plan p = plan(s);
     Order o = order_of(p);
-    Timing tm = timing(p, o, link_);
+    Timing tm = timing(p, o, link_, false);   // one stream in launch order: the predicted memory (plan.hpp)
     return to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}, {"timing", "estimated"}});
 }
 
@@ -53,14 +53,18 @@ Prediction Evaluator::predict(const Setting& s) const {
     Order o = order_of(p);
     Timing tm = timing(p, o, link_);
     LiveProfile lp = live_profile(p, o, b_.device);
-    trace::TraceData t = to_trace(p, o, tm, *b_.trace, {{"source", "advise"}, {"advise.setting", to_json(s)}});
+    const Timing launch_order = timing(p, o, link_, false);
+    const trace::TraceData written = to_trace(p, o, launch_order, *b_.trace,
+                                              {{"source", "advise"}, {"advise.setting", to_json(s)}});
     Prediction r;
-    r.memory = measure(t, s.allocator);
+    r.memory = measure(written, s.allocator);
     r.host_peak = lp.host_peak;
     r.step_time = tm.makespan;
     r.waits = tm.waits;
     r.h2d_bytes = tm.h2d_bytes;
     r.d2h_bytes = tm.d2h_bytes;
+    r.comm = tm.comm;
+    r.comm_waits = tm.comm_waits;
     return r;
 }
 

@@ -380,6 +380,7 @@ Base make_base(const trace::TraceData& t, CaptureInfo info) {
     p.ops[n].anchor = static_cast<int32_t>(n);
     p.ops[n + 1].anchor = static_cast<int32_t>(n + 1);
     place_allocations(b, ev);
+    apply_comm_model(b, comm_model(t, b.info, ""));
     return b;
 }
 
@@ -422,54 +423,87 @@ struct LinkQueues {
 
 }  // namespace
 
-Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link) {
+Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, bool lanes) {
     Timing tm;
-    tm.start.assign(p.ops.size(), 0);
-    tm.end.assign(p.ops.size(), 0);
-    tm.copy_start.assign(p.copies.size(), -1);
-    tm.copy_end.assign(p.copies.size(), -1);
+    tm.start.assign(plan.ops.size(), 0);
+    tm.end.assign(plan.ops.size(), 0);
+    tm.copy_start.assign(plan.copies.size(), -1);
+    tm.copy_end.assign(plan.copies.size(), -1);
     // copies issued at each op's start / end
-    std::vector<std::vector<int32_t>> at_start(p.ops.size()), at_end(p.ops.size());
-    for (size_t c = 0; c < p.copies.size(); ++c)
-        (p.copies[c].at_start ? at_start : at_end)[static_cast<size_t>(p.copies[c].trigger)].push_back(static_cast<int32_t>(c));
+    std::vector<std::vector<int32_t>> at_start(plan.ops.size()), at_end(plan.ops.size());
+    for (size_t c = 0; c < plan.copies.size(); ++c)
+        (plan.copies[c].at_start ? at_start : at_end)[static_cast<size_t>(plan.copies[c].trigger)].push_back(
+            static_cast<int32_t>(c));
     LinkQueues q{link};
     auto issue = [&](const std::vector<int32_t>& cs, int64_t t) {
         for (int32_t c : cs) {
-            auto [s, e] = q.run(p.copies[static_cast<size_t>(c)].h2d, p.copies[static_cast<size_t>(c)].bytes, t);
+            auto [s, e] = q.run(plan.copies[static_cast<size_t>(c)].h2d, plan.copies[static_cast<size_t>(c)].bytes, t);
             tm.copy_start[static_cast<size_t>(c)] = s;
             tm.copy_end[static_cast<size_t>(c)] = e;
-            (p.copies[static_cast<size_t>(c)].h2d ? tm.h2d_bytes : tm.d2h_bytes) += p.copies[static_cast<size_t>(c)].bytes;
+            (plan.copies[static_cast<size_t>(c)].h2d ? tm.h2d_bytes
+                                                     : tm.d2h_bytes) += plan.copies[static_cast<size_t>(c)].bytes;
         }
     };
     int64_t now = 0;
     bool first = true;
-    int64_t t0 = 0;
-    for (int32_t op : o.seq) {
-        const Op& x = p.ops[static_cast<size_t>(op)];
-        int64_t ready = now + x.gap;
+    int64_t t0 = 0, last_end = 0;
+    // The collectives' streams (Op::lane): when each is free, and when each allocation's last
+    // write on one of them ends (an op that accesses it waits for that).
+    int64_t lane_free[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
+    std::vector<int64_t> written(plan.allocs.size(), INT64_MIN);
+    for (int32_t op : order.seq) {
+        const Op& cur = plan.ops[static_cast<size_t>(op)];
+        if (lanes && cur.lane != 0 && cur.kind == OpKind::Kernel) {
+            int64_t start = cur.issue_after >= 0 ? tm.end[static_cast<size_t>(cur.issue_after)] : now + cur.gap;
+            start = std::max(start, lane_free[cur.lane]);
+            for (const PlanAccess& access : cur.acc)
+                start = std::max(start, written[static_cast<size_t>(access.alloc)]);
+            if (first) {
+                t0 = start;
+                first = false;
+            }
+            tm.start[static_cast<size_t>(op)] = start;
+            tm.end[static_cast<size_t>(op)] = lane_free[cur.lane] = start + cur.duration;
+            tm.comm += cur.duration;
+            for (const PlanAccess& access : cur.acc)
+                if (access.mode != trace::AccessMode::Read)
+                    written[static_cast<size_t>(access.alloc)] = start + cur.duration;
+            last_end = std::max(last_end, start + cur.duration);
+            continue;
+        }
+        int64_t ready = now + cur.gap;
         issue(at_start[static_cast<size_t>(op)], ready);   // issued when the stream reaches the op
         int64_t waited = ready;
-        for (int32_t c : x.waits) {
+        for (int32_t c : cur.waits) {
             int64_t e = tm.copy_end[static_cast<size_t>(c)];
             if (e < 0) throw Error("advise: an op waits for a copy issued after it (internal)", Error::Kind::Internal);
             waited = std::max(waited, e);
         }
         tm.waits += waited - ready;
-        int64_t start = waited, end = start + x.duration;
-        if (x.kind == OpKind::CopyH2D || x.kind == OpKind::CopyD2H) {
-            auto [s, e] = q.run(x.kind == OpKind::CopyH2D, x.bytes, waited);
+        int64_t after_comm = waited;
+        for (const PlanAccess& access : cur.acc)
+            after_comm = std::max(after_comm, written[static_cast<size_t>(access.alloc)]);
+        tm.comm_waits += after_comm - waited;
+        waited = after_comm;
+        int64_t start = waited, end = start + cur.duration;
+        if (cur.kind == OpKind::CopyH2D || cur.kind == OpKind::CopyD2H) {
+            auto [s, e] = q.run(cur.kind == OpKind::CopyH2D, cur.bytes, waited);
             tm.waits += s - waited;
             start = s;
             end = e;
-            (x.kind == OpKind::CopyH2D ? tm.h2d_bytes : tm.d2h_bytes) += x.bytes;
+            (cur.kind == OpKind::CopyH2D ? tm.h2d_bytes : tm.d2h_bytes) += cur.bytes;
         }
         if (first) { t0 = start; first = false; }
         tm.start[static_cast<size_t>(op)] = start;
         tm.end[static_cast<size_t>(op)] = end;
         issue(at_end[static_cast<size_t>(op)], end);
+        for (const PlanAccess& access : cur.acc)
+            if (access.mode != trace::AccessMode::Read)
+                written[static_cast<size_t>(access.alloc)] = std::max(written[static_cast<size_t>(access.alloc)], end);
         now = end;
+        last_end = std::max(last_end, end);
     }
-    tm.makespan = now - t0;
+    tm.makespan = std::max(now, last_end) - t0;
     return tm;
 }
 

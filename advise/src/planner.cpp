@@ -352,6 +352,7 @@ Advice advise(const Evaluator& ev, const PlannerOptions& o) {
             g.optimizer_on_host = host;
             globals.push_back(g);
         }
+    add_reshard_choices(b, globals);   // FSDP2: reshard_after_forward false (transforms/reshard.cpp)
     // Families of block choices: all of them, and each alone (answers people can read).
     std::vector<std::vector<uint8_t>> families = {{1, 1, 1, 1, 1}, {1, 1, 0, 0, 0}, {1, 0, 1, 0, 0},
                                                   {1, 0, 0, 1, 0}, {1, 0, 0, 0, 1}, {1, 0, 0, 0, 0}};

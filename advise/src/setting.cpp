@@ -103,6 +103,22 @@ void parse_optimizer(const json& j, Setting& s) {
     }
 }
 
+// {"blocks.0": false, "blocks.1": 2, ...}: FSDP2's reshard_after_forward per fully_shard module
+// (true, false, or the ranks of a smaller group to reshard to), in the order given.
+std::vector<std::pair<std::string, int>> parse_reshard(const json& object) {
+    const std::string field = "reshard_after_forward";
+    if (!object.is_object()) bad(field, "must be an object {\"module\": true|false|ranks, ...}");
+    std::vector<std::pair<std::string, int>> out;
+    for (auto it = object.begin(); it != object.end(); ++it) {
+        if (it.key().empty()) bad(field, "a module name is empty");
+        if (it.value().is_boolean()) out.emplace_back(it.key(), it.value().get<bool>() ? 1 : 0);
+        else if (it.value().is_number_integer())
+            out.emplace_back(it.key(), static_cast<int>(integer(it.value(), field + "." + it.key(), 2, 1 << 20)));
+        else bad(field + "." + it.key(), "must be true, false or a number of ranks (2 or more)");
+    }
+    return out;
+}
+
 std::string read_text(const std::string& text) {
     std::error_code ec;
     if (!text.empty() && text.front() != '{' && std::filesystem::is_regular_file(text, ec)) {
@@ -119,7 +135,7 @@ std::string read_text(const std::string& text) {
 
 bool Setting::empty() const {
     return checkpoint.empty() && !offload && optimizer_impl == OptimizerImpl::AsCaptured && !optimizer_on_host &&
-           !bf16_weights && allocator.empty();
+           !bf16_weights && allocator.empty() && reshard_after_forward.empty();
 }
 
 std::string_view to_string(Policy p) {
@@ -150,7 +166,7 @@ Setting parse_setting(const std::string& input) {
         throw Error("setting: not JSON: " + std::string(e.what()).substr(0, 160));
     }
     if (!j.is_object()) throw Error("setting: must be a JSON object");
-    only_keys(j, "", {"checkpoint", "offload", "optimizer", "weights", "allocator"});
+    only_keys(j, "", {"checkpoint", "offload", "optimizer", "weights", "allocator", "reshard_after_forward"});
     Setting s;
     if (j.contains("checkpoint")) {
         const json& c = j["checkpoint"];
@@ -168,6 +184,7 @@ Setting parse_setting(const std::string& input) {
         else if (w != "fp32") bad("weights", "'" + w + "' is not one of fp32, bf16");
     }
     if (j.contains("allocator")) s.allocator = text(j["allocator"], "allocator");
+    if (j.contains("reshard_after_forward")) s.reshard_after_forward = parse_reshard(j["reshard_after_forward"]);
     return s;
 }
 
@@ -199,6 +216,12 @@ std::string to_json(const Setting& s) {
     }
     if (s.bf16_weights) j["weights"] = "bf16";
     if (!s.allocator.empty()) j["allocator"] = s.allocator;
+    if (!s.reshard_after_forward.empty()) {
+        json values = json::object();
+        for (const auto& [module, value] : s.reshard_after_forward)
+            values[module] = value <= 1 ? json(value == 1) : json(value);
+        j["reshard_after_forward"] = values;
+    }
     return j.dump();
 }
 

@@ -47,6 +47,7 @@ std::vector<std::unique_ptr<Transform>> make_transforms(const Base& b, const Set
         throw Error("setting: field 'optimizer.impl': forloop is not modelled from a capture of another implementation: "
                     "capture the step with it");
     if (s.optimizer_on_host) t.push_back(make_host_optimizer(b));
+    if (!s.reshard_after_forward.empty()) t.push_back(make_reshard(b, s.reshard_after_forward));
     if (s.bf16_weights)
         throw Error("setting: field 'weights': bf16 weights change every activation's type, which a capture with fp32 "
                     "weights does not record: capture the step with bf16 weights instead (mhc-torch capture --weights bf16)");

@@ -71,6 +71,19 @@ def _allocator(conf: str) -> None:
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
 
 
+def _fsdp2_modules(model: torch.nn.Module, values: dict) -> list:
+    """(module, value) for reshard_after_forward: each a fully_shard module, each value a bool."""
+    out = []
+    for (name, value), m in zip(values.items(), resolve_modules(model, list(values), "reshard_after_forward")):
+        if not hasattr(m, "set_reshard_after_forward"):
+            raise SettingError(f"setting: reshard_after_forward.{name}: not a fully_shard (FSDP2) module")
+        if not isinstance(value, bool):
+            raise SettingError(f"setting: reshard_after_forward.{name}: {value} ranks is set when sharding: "
+                               f"fully_shard(module, reshard_after_forward={value})")
+        out.append((m, value))
+    return out
+
+
 def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setting):
     """Applies `setting` (a dict, JSON text or a JSON file's path) to the model (in place) and the
     optimizer; returns (model, optimizer): use the optimizer returned, it may be a new one."""
@@ -91,6 +104,7 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
     if (opt or s.get("weights") == "bf16") and optimizer is None:
         raise SettingError("setting: optimizer/weights: pass the optimizer to apply")
     options = optimizers.impl_options(optimizer, opt.get("impl")) if opt else {}
+    reshards = _fsdp2_modules(model, s.get("reshard_after_forward", {}))
     if (opt.get("state") == "host" or s.get("weights") == "bf16") and optimizer.state:
         raise SettingError("setting: the optimizer has taken steps already; apply the setting before the first step")
 
@@ -108,5 +122,7 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         optimizer = optimizers.rebuild(optimizer, options)
     if "allocator" in s:
         _allocator(s["allocator"])
+    for m, value in reshards:
+        m.set_reshard_after_forward(value, recurse=False)   # FSDP2's public switch (torch >= 2.6)
     model._mhc_setting = s
     return model, optimizer

@@ -6,7 +6,8 @@
                     "min_bytes": INT, "max_fwd_stash": INT, "prefetch": INT},
      "optimizer":  {"impl": "foreach" | "fused" | "forloop", "state": "device" | "host"},
      "weights":    "fp32" | "bf16",
-     "allocator":  "expandable_segments:True,max_split_size_mb:128"}
+     "allocator":  "expandable_segments:True,max_split_size_mb:128",
+     "reshard_after_forward": {FQN: true | false | RANKS, ...}}   (FSDP2's fully_shard modules)
 
 Every key is optional (absent: as the model and optimizer were built). Module names are fully
 qualified as the trace's `modules` table spells them: the root's class name, then the attribute
@@ -88,9 +89,10 @@ def dumps(setting) -> str:
 def check_setting(data) -> dict:
     if not isinstance(data, dict):
         raise SettingError(f"setting: expected a JSON object, got {_json_type(data)}")
-    unknown = sorted(set(data) - {"checkpoint", "offload", "optimizer", "weights", "allocator"})
+    unknown = sorted(set(data) - {"checkpoint", "offload", "optimizer", "weights", "allocator", "reshard_after_forward"})
     if unknown:
-        raise SettingError(f"setting: unknown key '{unknown[0]}'; valid: allocator, checkpoint, offload, optimizer, weights")
+        raise SettingError(f"setting: unknown key '{unknown[0]}'; valid: allocator, checkpoint, offload, optimizer, "
+                           "reshard_after_forward, weights")
     out = {}
     if data.get("checkpoint") is not None:
         out["checkpoint"] = _checkpoint(data["checkpoint"])
@@ -102,7 +104,20 @@ def check_setting(data) -> dict:
         out["weights"] = _choice("weights", data["weights"], WEIGHTS)
     if data.get("allocator") is not None:
         out["allocator"] = _allocator(data["allocator"])
+    if data.get("reshard_after_forward") is not None:
+        out["reshard_after_forward"] = _reshard(data["reshard_after_forward"])
     return out
+
+
+def _reshard(v) -> dict:
+    """{FQN: true | false | ranks >= 2}: FSDP2's reshard_after_forward per fully_shard module."""
+    if not isinstance(v, dict) or not v:
+        raise SettingError(f"setting: reshard_after_forward: expected an object of module names, got {_json_type(v)}")
+    for name, value in v.items():
+        if not name or not (isinstance(value, bool) or (isinstance(value, int) and value >= 2)):
+            raise SettingError(f"setting: reshard_after_forward.{name}: expected true, false or a number of ranks "
+                               f">= 2, got {json.dumps(value)}")
+    return dict(v)
 
 
 def _json_type(v) -> str:

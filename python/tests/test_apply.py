@@ -153,7 +153,12 @@ def test_gpt2_blocks_with_dropout_bitwise(tmp_path):
      "expandable_segments, garbage_collection_threshold, max_non_split_rounding_mb, max_split_size_mb, "
      "pinned_num_register_threads, pinned_use_background_threads, pinned_use_cuda_host_register, "
      "release_lock_on_cudamalloc, roundup_power2_divisions"),
-    ({"recompute": {}}, "setting: unknown key 'recompute'; valid: allocator, checkpoint, offload, optimizer, weights"),
+    ({"recompute": {}}, "setting: unknown key 'recompute'; valid: allocator, checkpoint, offload, optimizer, "
+     "reshard_after_forward, weights"),
+    ({"reshard_after_forward": {"MhcTransformer.layers.0": 1}},
+     "setting: reshard_after_forward.MhcTransformer.layers.0: expected true, false or a number of ranks >= 2, got 1"),
+    ({"reshard_after_forward": {"MhcTransformer.layers.0": False}},
+     "setting: reshard_after_forward.MhcTransformer.layers.0: not a fully_shard (FSDP2) module"),
     ("[1, 2]", "setting: expected a JSON object, got an array"),
     ("{\"weights\": ", "setting: not JSON: Expecting value at line 1 column 13"),
 ])

@@ -269,3 +269,56 @@ def test_advise_refuses_fsdp2_with_cpu_offload(tmp_path, mhc_exe):
     f = subprocess.run([mhc_exe, "advise", str(out), "--capacity", "1GiB"], capture_output=True, text=True)
     assert f.returncode == 2, f.stdout
     assert len(f.stderr.strip().splitlines()) == 1 and "CPUOffloadPolicy" in f.stderr, f.stderr
+
+
+def test_advise_keeps_fsdp2_parameters_unsharded_when_it_fits(tmp_path, mhc_exe):
+    """reshard_after_forward=False is a setting mhc advise chooses (docs/advise.md, "Data
+    parallelism"): with room to spare, every answer keeps the blocks' gathered parameters from the
+    forward to the backward (no all-gather in the backward: faster by the ring model), and each is
+    captured again through mhc_torch.apply's set_reshard_after_forward: the predicted peaks are the
+    captured ones to the byte, and equal those of the model sharded with
+    fully_shard(..., reshard_after_forward=False). Before, the setting did not exist and each
+    all-gather lasted a launch on the compute stream."""
+    r, fsdp = _capture(tmp_path, FSDP2, "fsdp2")
+    assert r.returncode == 0, r.stderr
+    env = dict(_env(), MHC_TORCH=f"{sys.executable} -m mhc_torch.cli")
+    a = subprocess.run([mhc_exe, "advise", str(fsdp), "--capacity", "1GiB", "--top", "1", "--verify", "--json"],
+                       capture_output=True, text=True, env=env)
+    assert a.returncode == 0, a.stderr
+    doc = json.loads(a.stdout)
+    assert doc["comm"].startswith("ring, world 4, 450.0 GB/s bus bandwidth"), doc["comm"]
+    assert doc["baseline"]["comm_ns"] > 0
+    (row,) = doc["rows"]
+    assert row["setting"]["reshard_after_forward"] == {"FSDPNet.blocks.0": False, "FSDPNet.blocks.1": False}
+    assert row["step_time_ns"] < doc["baseline"]["step_time_ns"]
+    assert 'model.get_submodule("blocks.1").set_reshard_after_forward(False, recurse=False)' in row["code"]
+    assert row["verify"]["peak_bytes"] == row["peak_bytes"]
+    assert row["verify"]["reserved_bytes"] == row["reserved_bytes"]
+    # the same step sharded with reshard_after_forward=False: the same peaks, and 2 all-gathers a
+    # step where the prediction removed the backward's
+    r, kept = _capture(tmp_path, FSDP2.replace("reshard_after_forward=True", "reshard_after_forward=False"), "kept")
+    assert r.returncode == 0, r.stderr
+    k = subprocess.run([mhc_exe, "advise", str(kept), "--setting", "{}", "--json"], capture_output=True, text=True)
+    assert k.returncode == 0, k.stderr
+    both = {"reshard_after_forward": {"FSDPNet.blocks.0": False, "FSDPNet.blocks.1": False}}
+    p = subprocess.run([mhc_exe, "advise", str(fsdp), "--setting", json.dumps(both), "--json"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    (captured,), (predicted,) = json.loads(k.stdout)["rows"], json.loads(p.stdout)["rows"]
+    assert (predicted["peak_bytes"], predicted["reserved_bytes"]) == (captured["peak_bytes"], captured["reserved_bytes"])
+    assert predicted["step_time_ns"] == captured["step_time_ns"]
+
+
+def test_ddp_all_reduce_is_a_kernel_and_timed(tmp_path, mhc_exe):
+    """The capture's all-reduce hook records the bucket's all-reduce (one per step: the capture's
+    single bucket), which mhc advise times by the ring model on its own stream."""
+    r, ddp = _capture(tmp_path, DDP.replace("AS_VIEW", "False"), "ddp")
+    assert r.returncode == 0, r.stderr
+    names = [k[1] for k in _kernels(str(ddp))]
+    assert names.count("c10d::allreduce_") == 2
+    a = subprocess.run([mhc_exe, "advise", str(ddp), "--setting", "{}", "--json"], capture_output=True, text=True)
+    assert a.returncode == 0, a.stderr
+    doc = json.loads(a.stdout)
+    # 264,704 B over 4 ranks on 450 GB/s: 2 x 3 steps, 6/4 x 264,704 B / 450e9 = 882.3 ns + 8.4 us + 6 x 3.4 us
+    # = 29,682.35 -> 29,683 ns a step (a bucket smaller than DDP's first 1 MiB: not split)
+    assert doc["baseline"]["comm_ns"] == 2 * 29683

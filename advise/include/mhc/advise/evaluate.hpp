@@ -25,6 +25,8 @@ struct Prediction {
     int64_t step_time = 0;   // ns, every step of the capture; an estimate (roofline + link model)
     int64_t waits = 0;       // of which the compute stream waited for copies
     int64_t h2d_bytes = 0, d2h_bytes = 0;
+    int64_t comm = 0;         // the collectives' time on their streams (comm.hpp), an estimate
+    int64_t comm_waits = 0;   // of which compute ops waited for
 };
 
 class Evaluator {

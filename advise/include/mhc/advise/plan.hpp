@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mhc/advise/capture_info.hpp"
+#include "mhc/advise/comm.hpp"
 #include "mhc/sim/link.hpp"
 #include "mhc/trace/columns.hpp"
 
@@ -42,6 +43,12 @@ struct Op {
     int32_t anchor = 0;        // the recorded kernel (seq) it belongs to: per-window peaks
     std::vector<PlanAccess> acc;
     std::vector<int32_t> waits;   // async copies (Plan::copies) that must land before it starts
+    // The stream it runs on: 0 the compute stream; 1 the all-gathers' (FSDP2's copy-in and
+    // all-gather streams), 2 the reductions' (reduce-scatter, all-reduce): a collective starts when
+    // it is issued, its stream is free and what it accesses is written, and an op that accesses
+    // what it writes waits for it (comm.hpp).
+    uint8_t lane = 0;
+    int32_t issue_after = -1;   // a lane op: issued when this op ends (-1: when the compute stream reaches it)
 };
 
 // A copy on a copy engine, beside the compute stream (streamed offload, gradients to the host).
@@ -136,6 +143,9 @@ struct Base {
     std::vector<int32_t> pass_step, pass_fwd_last, pass_bwd_first;
     double hbm_bw = 0;                  // B/s of the capture's GPU (roofline of added kernels)
     int64_t launch_overhead = 2000;     // ns
+    CommModel comm;                     // the collectives' time (apply_comm_model)
+    bool comm_placed = false;
+    std::vector<int32_t> comm_chunks;   // ops apply_comm_model added (DDP's buckets)
     Plan plan;                          // the recorded step, unedited
 
     int32_t step_index(int32_t step) const;   // position in steps, -1
@@ -202,12 +212,18 @@ struct Timing {
     int64_t makespan = 0;                       // first start to last end
     int64_t waits = 0;                          // time ops waited for copies to land
     int64_t d2h_bytes = 0, h2d_bytes = 0;
+    int64_t comm = 0;         // time the collectives' streams were busy
+    int64_t comm_waits = 0;   // time compute ops waited for collectives
 };
-// Lays the plan on a clock: ops run one after another on the compute stream, each after its
+// Lays the plan on a clock: ops run one after another on the compute stream (collectives on
+// their own, Op::lane), each after its
 // recorded gap and after the copies it waits for; copies queue per direction on `link` (one
 // shared queue with one copy engine) and take ceil(latency + bytes / bandwidth) ns, the
 // bandwidth times the duplex factor when the other direction is busy at the start.
-Timing timing(const Plan& p, const Order& o, const sim::LinkModel& link);
+// With `lanes` false every op runs on the compute stream in launch order (the collectives too, for
+// their modelled durations): the clock to_trace writes, on which time order is launch order, so
+// the written step's live bytes are the launch-order ones (live_profile) that a capture measures.
+Timing timing(const Plan& plan, const Order& order, const sim::LinkModel& link, bool lanes = true);
 
 // Live device bytes: the peak, and the peak during the ops anchored at each recorded kernel
 // (index seq; slots n and n+1: before the first and after the last kernel).

@@ -6,7 +6,8 @@
 //                "max_fwd_stash": K, "prefetch": P},
 //    "optimizer": {"impl": "foreach"|"fused"|"forloop", "state": "device"|"host"},
 //    "weights": "fp32"|"bf16",
-//    "allocator": "PYTORCH_CUDA_ALLOC_CONF text"}
+//    "allocator": "PYTORCH_CUDA_ALLOC_CONF text",
+//    "reshard_after_forward": {"blocks.0": false, ...}}   (FSDP2, per fully_shard module)
 // The same object is what mhc_torch.apply(model, optimizer, setting) takes.
 #include <cstdint>
 #include <optional>
@@ -42,6 +43,9 @@ struct Setting {
     bool optimizer_on_host = false;
     bool bf16_weights = false;
     std::string allocator;        // "" keeps the captured allocator settings
+    // FSDP2's reshard_after_forward per fully_shard module (its name as the capture's groups
+    // spell it, "blocks.0"): 0 false, 1 true, 2 or more the ranks of a smaller group; absent: as captured
+    std::vector<std::pair<std::string, int>> reshard_after_forward;
 
     bool empty() const;
 };

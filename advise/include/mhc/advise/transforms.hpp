@@ -52,6 +52,16 @@ std::unique_ptr<Transform> make_checkpoint(const Base& b, const std::vector<Chec
 std::unique_ptr<Transform> make_offload(const Base& b, const OffloadSetting& o);
 std::unique_ptr<Transform> make_fused_optimizer(const Base& b);
 std::unique_ptr<Transform> make_host_optimizer(const Base& b);
+// FSDP2's reshard_after_forward per fully_shard module (transforms/reshard.cpp): false on a group
+// the capture resharded; true or absent keeps the capture; other cases are refused (bad input).
+std::unique_ptr<Transform> make_reshard(const Base& base, const std::vector<std::pair<std::string, int>>& values);
+// FSDP2's groups that all-gather (module names, "blocks.0"), in forward order; and those the
+// capture resharded after the forward (all-gathered again in the backward).
+std::vector<std::string> fsdp2_groups(const Base& base);
+std::vector<std::string> fsdp2_resharded_groups(const Base& base);
+// The search's global settings for FSDP2: each of `globals` again with reshard_after_forward false
+// on the group the backward gathers first (the last of the forward), and on every resharded group.
+void add_reshard_choices(const Base& base, std::vector<Setting>& globals);
 // The first op (its name and kernel id) that reads a gradient on the device after the backward
 // and before the optimizer step (gradient clipping, GradScaler's unscale); empty when none.
 std::string grads_used_after_backward(const Base& base);

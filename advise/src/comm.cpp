@@ -1,0 +1,235 @@
+// The collectives' time (comm.hpp; docs/advise.md, "Data parallelism: communication time").
+#include "mhc/advise/comm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "mhc/advise/gpus.hpp"
+#include "mhc/advise/plan.hpp"
+#include "mhc/common/error.hpp"
+#include "mhc/common/units.hpp"
+
+namespace mhc::advise {
+
+namespace {
+
+// NCCL's ring figures (NVIDIA/nccl src/graph/tuning.cc, ring with the Simple protocol that
+// large messages use): 8.4 us base latency, 3.4 us per step over NVLink, 9.6 us over the network.
+constexpr double kNvlinkStep = 3.4e-6, kNetStep = 9.6e-6;
+// Inter-node bandwidth per GPU: one NIC per GPU, as DGX H100 (8 x ConnectX-7 400 Gb/s) and DGX A100
+// (8 x ConnectX-6 200 Gb/s) have: 400 Gb/s = 50 GB/s (InfiniBand NDR), 200 Gb/s = 25 GB/s (HDR).
+constexpr double kNdr = 50e9, kHdr = 25e9;
+constexpr int kGpusPerNode = 8;
+
+// "world 4, ..." or "world 4 (shard 2 x replicate 2), ...": (shard ranks, replicate ranks), 0 unknown.
+std::pair<int, int> worlds(const std::string& detail) {
+    int world = 0, shard = 0, replicate = 0;
+    if (std::sscanf(detail.c_str(), "world %d (shard %d x replicate %d)", &world, &shard, &replicate) == 3)
+        return {shard, replicate};
+    if (std::sscanf(detail.c_str(), "world %d", &world) == 1) return {world, 0};
+    return {0, 0};
+}
+
+int64_t bucket_bytes(const std::string& ddp_detail, int64_t& first) {
+    const size_t at = ddp_detail.find("bucket_cap_mb ");
+    double mb = 25;
+    if (at != std::string::npos) mb = std::strtod(ddp_detail.c_str() + at + 14, nullptr);
+    const auto cap = static_cast<int64_t>(mb * 1024 * 1024);
+    // DDP's first bucket is 1 MiB when bucket_cap_mb is left at 25 (torch/nn/parallel/distributed.py,
+    // _DEFAULT_FIRST_BUCKET_BYTES), else bucket_cap_mb too
+    first = mb == 25 ? static_cast<int64_t>(1) << 20 : cap;
+    return cap;
+}
+
+}   // namespace
+
+Collective collective_of(const std::string& name) {
+    if (name == "c10d::_allgather_base_" || name == "c10d::allgather_") return Collective::AllGather;
+    if (name == "c10d::_reduce_scatter_base_" || name == "c10d::reduce_scatter_") return Collective::ReduceScatter;
+    if (name.rfind("c10d::allreduce_", 0) == 0) return Collective::AllReduce;
+    return Collective::None;
+}
+
+int64_t CommModel::ns(Collective kind, int64_t bytes) const {
+    const int ranks = kind == Collective::AllReduce ? replicate : world;
+    if (kind == Collective::None || ranks <= 1 || bus_Bps <= 0 || bytes <= 0) return 0;
+    const int steps = kind == Collective::AllReduce ? 2 * (ranks - 1) : ranks - 1;
+    const double seconds = base_latency_s + steps * step_latency_s +
+                           static_cast<double>(bytes) * steps / ranks / bus_Bps;
+    return static_cast<int64_t>(std::ceil(seconds * 1e9 - 1e-6));   // whole ns; rounding noise below 1e-6 ns dropped
+}
+
+CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info, const std::string& link) {
+    CommModel model;
+    if (info.data_parallel.empty()) return model;
+    auto [shard, replicate] = worlds(info.data_parallel_detail);
+    std::string assumed;
+    if (shard <= 0) {
+        shard = 8;
+        assumed = "world 8 (the capture does not say)";
+    }
+    model.world = shard;
+    model.replicate = info.data_parallel == "ddp" ? shard : std::max(1, replicate);
+    if (info.data_parallel == "ddp")
+        model.ddp_bucket_bytes = bucket_bytes(info.data_parallel_detail, model.ddp_first_bucket_bytes);
+    const int ranks = info.data_parallel == "ddp" ? shard : shard * std::max(1, replicate);
+    std::string kind = link;
+    if (kind.empty()) {
+        kind = ranks <= kGpusPerNode ? "nvlink" : "ib-ndr";
+        assumed += std::string(assumed.empty() ? "" : "; ") +
+                   (ranks <= kGpusPerNode ? "one node (NVLink)" : "nodes of 8 GPUs joined by InfiniBand NDR");
+    }
+    if (kind == "nvlink") {
+        std::string gpu = trace_data.meta_or("capture.gpu", "");
+        const GpuMemory* spec = find_gpu(gpu);
+        if (spec == nullptr) {
+            spec = &gpu_memory("h100-sxm");
+            assumed += std::string(assumed.empty() ? "" : "; ") + "an H100 SXM's NVLink (the capture names no GPU)";
+            gpu = "h100-sxm";
+        }
+        model.bus_Bps = spec->link_Bps;
+        model.step_latency_s = kNvlinkStep;
+        model.link = gpu + " " + spec->link_name;
+    } else if (kind == "ib-ndr" || kind == "ib-hdr") {
+        model.bus_Bps = kind == "ib-ndr" ? kNdr : kHdr;
+        model.step_latency_s = kNetStep;
+        model.link = kind == "ib-ndr" ? "InfiniBand NDR, 400 Gb/s per GPU" : "InfiniBand HDR, 200 Gb/s per GPU";
+    } else {
+        try {
+            model.bus_Bps = parse_bandwidth(kind);
+        } catch (const Error&) {
+            throw Error("--comm-link: '" + link + "' is not nvlink, ib-ndr, ib-hdr or a bandwidth such as 200GB/s");
+        }
+        model.step_latency_s = ranks <= kGpusPerNode ? kNvlinkStep : kNetStep;
+        model.link = "--comm-link " + link;
+    }
+    model.assumed = assumed;
+    return model;
+}
+
+namespace {
+
+// The largest buffer a collective accesses: what NCCL is given (all-gather output, reduce-scatter input).
+int64_t collective_bytes(const Plan& plan, const Op& op) {
+    int64_t bytes = 0;
+    for (const PlanAccess& access : op.acc)
+        bytes = std::max(bytes, plan.allocs[static_cast<size_t>(access.alloc)].bytes);
+    return bytes;
+}
+
+// FSDP2's all-gathers (with their copy-in) are issued when the previous group's copy-out is done.
+void issue_all_gathers(Base& base) {
+    Plan& plan = base.plan;
+    const std::string copy_in = "fsdp::all_gather_copy_in";
+    int32_t prev_output = -1, prev_step = -1;
+    for (int32_t s = 0; s < plan.recorded; ++s) {
+        Op& op = plan.ops[static_cast<size_t>(s)];
+        if (plan.strings[static_cast<size_t>(op.name)] == copy_in) op.lane = 1;
+        if (collective_of(plan.strings[static_cast<size_t>(op.name)]) != Collective::AllGather || op.acc.empty())
+            continue;
+        const int32_t output = op.acc.front().alloc;
+        const int32_t made_by = base.creator[static_cast<size_t>(output)];
+        int32_t after = -1;   // the previous all-gather's copy-out: its last reader before this one's copy-in
+        if (prev_output >= 0 && base.step[static_cast<size_t>(s)] == prev_step)
+            base.for_acc(prev_output, [&](int32_t seq, trace::AccessMode mode) {
+                if (seq < (made_by >= 0 ? made_by : s) && mode == trace::AccessMode::Read &&
+                    plan.ops[static_cast<size_t>(seq)].lane == 0)
+                    after = seq;
+            });
+        op.issue_after = after;
+        if (made_by >= 0 && made_by < s && plan.ops[static_cast<size_t>(made_by)].lane == 1)
+            plan.ops[static_cast<size_t>(made_by)].issue_after = after;
+        prev_output = output;
+        prev_step = base.step[static_cast<size_t>(s)];
+    }
+}
+
+// DDP's all-reduce as buckets: the capture's one bucket (DDP's first step) split, in the order the
+// backward writes gradients into it, into buckets of bucket_cap_mb (the first of 1 MiB by default),
+// each issued after the write that fills it; the recorded all-reduce carries the rest.
+void split_ddp_buckets(Base& base, const CommModel& model) {
+    Plan& plan = base.plan;
+    const std::string prefix = "DDP gradient bucket";
+    for (int32_t s = 0; s < plan.recorded; ++s) {
+        const Op& ar = plan.ops[static_cast<size_t>(s)];   // (add_op below moves the ops: not used after it)
+        if (collective_of(plan.strings[static_cast<size_t>(ar.name)]) != Collective::AllReduce || ar.acc.size() != 1)
+            continue;
+        const int32_t bucket = ar.acc.front().alloc, step = ar.step;
+        if (plan.strings[static_cast<size_t>(plan.allocs[static_cast<size_t>(bucket)].label)].rfind(prefix, 0) != 0)
+            continue;
+        std::vector<std::pair<int32_t, int64_t>> writes;   // (seq, gradient bytes) in this pass's backward
+        base.for_acc(bucket, [&](int32_t seq, trace::AccessMode mode) {
+            if (seq >= s || mode == trace::AccessMode::Read ||
+                base.pass[static_cast<size_t>(seq)] != base.pass[static_cast<size_t>(s)] ||
+                base.phase[static_cast<size_t>(seq)] != Phase::Backward ||
+                collective_of(plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(seq)].name)]) !=
+                    Collective::None)
+                return;
+            int64_t bytes = 0;
+            for (const PlanAccess& access : plan.ops[static_cast<size_t>(seq)].acc)
+                if (access.alloc != bucket &&
+                    plan.allocs[static_cast<size_t>(access.alloc)].category == trace::Category::Grad)
+                    bytes += plan.allocs[static_cast<size_t>(access.alloc)].bytes;
+            writes.emplace_back(seq, bytes);
+        });
+        int64_t total = ar.bytes, filled = 0, cap = model.ddp_first_bucket_bytes;
+        const auto name = plan.intern("c10d::allreduce_ (DDP bucket)");
+        for (auto [seq, bytes] : writes) {
+            filled += bytes;
+            if (filled < cap || filled >= total) continue;
+            Op chunk;
+            chunk.name = name;
+            chunk.lane = 2;
+            chunk.bytes = filled;
+            chunk.step = step;
+            chunk.phase = Phase::Backward;
+            chunk.anchor = seq;
+            const int32_t op = plan.add_op(chunk);
+            plan.insert_after(seq, op);
+            base.comm_chunks.push_back(op);
+            total -= filled;
+            filled = 0;
+            cap = model.ddp_bucket_bytes;
+        }
+        plan.ops[static_cast<size_t>(s)].bytes = total;
+    }
+}
+
+}   // namespace
+
+void apply_comm_model(Base& base, const CommModel& model) {
+    Plan& plan = base.plan;
+    if (!base.comm_placed) {
+        for (int32_t s = 0; s < plan.recorded; ++s) {
+            Op& op = plan.ops[static_cast<size_t>(s)];
+            const Collective kind = collective_of(plan.strings[static_cast<size_t>(op.name)]);
+            if (kind == Collective::None) continue;
+            op.lane = kind == Collective::AllGather ? 1 : 2;
+            op.bytes = collective_bytes(plan, op);
+            op.gap = 0;   // launched from the host as the compute stream runs: no host time of its own
+        }
+        issue_all_gathers(base);
+        if (model.ddp_bucket_bytes > 0) split_ddp_buckets(base, model);
+        base.comm_placed = true;
+    }
+    for (size_t i = 0; i < plan.ops.size(); ++i) {
+        Op& op = plan.ops[i];
+        const Collective kind = collective_of(plan.strings[static_cast<size_t>(op.name)]);
+        if (kind != Collective::None && op.kind == OpKind::Kernel && model.bus_Bps > 0)
+            op.duration = model.ns(kind, op.bytes);
+    }
+    base.comm = model;
+}
+
+std::string describe(const CommModel& model) {
+    if (model.bus_Bps <= 0) return "";
+    char line[256];
+    std::snprintf(
+        line, sizeof line, "ring, world %d%s, %s bus bandwidth, %.1f us + %.1f us per ring step", model.world,
+        model.replicate > 1 && model.replicate != model.world ? (" x " + std::to_string(model.replicate)).c_str() : "",
+        format_rate(model.bus_Bps).c_str(), model.base_latency_s * 1e6, model.step_latency_s * 1e6);
+    return std::string(line) + " (" + model.link + ")" + (model.assumed.empty() ? "" : "; assumed: " + model.assumed);
+}
+
+}   // namespace mhc::advise
