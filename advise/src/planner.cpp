@@ -322,20 +322,24 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
         std::vector<Change> singles;   // in block order then choice order, then the global settings
         for (size_t k = 0; k < nb; ++k)
             for (size_t c = 0; c < static_cast<size_t>(kChoices); ++c)
-                if (static_cast<BlockChoice>(c) != cur.per[k] && !effects.delta[k][c].empty()) singles.push_back({k, c, -1});
+                if (static_cast<BlockChoice>(c) != cur.per[k] && !effects.delta[k][c].empty())
+                    singles.push_back({k, c, -1});
         for (size_t h = 0; h < globals.size(); ++h)
             if (h != cur.global) singles.push_back({nb, h, -1});
         for (Change& change : singles) change.time = consider(apply(cur, change));
         // better only: faster when both fit (an equally fast neighbour earlier in the ranking is
         // ranked anyway); before, fitting or closer
         auto better = [&] {
-            return now.fits ? got.fits && got.prediction.step_time < now.prediction.step_time : got.fits || closer(got, now);
+            return now.fits ? got.fits && got.prediction.step_time < now.prediction.step_time
+                            : got.fits || closer(got, now);
         };
         if (!better() && now.fits && opts.pair_moves) {
             // No single change is better: two at once, one of which alone is faster (it did not
             // fit) and one other, on another block or the global setting; each pair once.
             ++advice.pair_rounds;
-            auto faster = [&](const Change& change) { return change.time >= 0 && change.time < now.prediction.step_time; };
+            auto faster = [&](const Change& change) {
+                return change.time >= 0 && change.time < now.prediction.step_time;
+            };
             for (size_t i = 0; i < singles.size(); ++i) {
                 if (!faster(singles[i])) continue;
                 for (size_t j = 0; j < singles.size(); ++j) {

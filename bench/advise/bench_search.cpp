@@ -81,7 +81,7 @@ struct Mode {
     std::vector<std::string> examples;
 };
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     mhc::bench::Args args(argc, argv, "[--link NAME] [--max N] TRACE.db...");
@@ -99,8 +99,7 @@ int main(int argc, char** argv) {
                 fractions.push_back(args.whole(list.substr(at, end - at), "--cost (percent)", 1, 1000) / 100.0);
                 at = end + 1;
             }
-        }
-        else if (args.word(i) == "--max") max_caps = args.whole(args.value_after(i), "--max", 1, 1000000);
+        } else if (args.word(i) == "--max") max_caps = args.whole(args.value_after(i), "--max", 1, 1000000);
         else traces.push_back(args.word(i));
     }
     if (traces.empty()) args.refuse("no trace given");
@@ -126,15 +125,20 @@ int main(int argc, char** argv) {
                         const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
                         sums[pairs] += cpu;
                         evals[pairs] += advice.evaluations;
-                        std::printf("  %3.0f%% %-16s %s, evaluations %lld (rounds %lld, with pairs %lld), %.2f s CPU\n", fraction * 100,
-                                    pairs ? "pair moves" : "one-block moves",
-                                    advice.ranked.empty() ? "nothing" : (to_json(advice.ranked[0].setting) + " " + std::to_string(advice.ranked[0].prediction.step_time) + " ns").c_str(),
-                                    static_cast<long long>(advice.evaluations), static_cast<long long>(advice.refine_rounds),
-                                    static_cast<long long>(advice.pair_rounds), cpu);
+                        std::printf(
+                            "  %3.0f%% %-16s %s, evaluations %lld (rounds %lld, with pairs %lld), %.2f s CPU\n",
+                            fraction * 100, pairs ? "pair moves" : "one-block moves",
+                            advice.ranked.empty() ? "nothing"
+                                                  : (to_json(advice.ranked[0].setting) + " " +
+                                                     std::to_string(advice.ranked[0].prediction.step_time) + " ns")
+                                                        .c_str(),
+                            static_cast<long long>(advice.evaluations), static_cast<long long>(advice.refine_rounds),
+                            static_cast<long long>(advice.pair_rounds), cpu);
                         std::fflush(stdout);
                     }
                 }
-                std::printf("  pair/one-block: evaluations x%.2f, seconds x%.2f\n", static_cast<double>(evals[1]) / static_cast<double>(std::max<int64_t>(1, evals[0])),
+                std::printf("  pair/one-block: evaluations x%.2f, seconds x%.2f\n",
+                            static_cast<double>(evals[1]) / static_cast<double>(std::max<int64_t>(1, evals[0])),
                             sums[1] / std::max(1e-9, sums[0]));
                 continue;
             }
@@ -147,7 +151,8 @@ int main(int argc, char** argv) {
             if (static_cast<int64_t>(caps.size()) > max_caps) {
                 std::vector<int64_t> kept;
                 for (int64_t j = 0; j < max_caps; ++j)
-                    kept.push_back(caps[static_cast<size_t>(j * static_cast<int64_t>(caps.size() - 1) / std::max<int64_t>(1, max_caps - 1))]);
+                    kept.push_back(caps[static_cast<size_t>(j * static_cast<int64_t>(caps.size() - 1) /
+                                                            std::max<int64_t>(1, max_caps - 1))]);
                 caps = kept;
             }
             caps.insert(caps.begin(), caps.front() - 1);   // one byte below the least: nothing fits
@@ -164,27 +169,31 @@ int main(int argc, char** argv) {
                     mode.seconds += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
                     mode.evaluations += advice.evaluations;
                     const bool found = !advice.ranked.empty();
-                    if (found != (best != nullptr) ||
-                        (found && advice.ranked[0].prediction.step_time != best->time)) {
+                    if (found != (best != nullptr) || (found && advice.ranked[0].prediction.step_time != best->time)) {
                         ++mode.misses;
                         if (!found) ++mode.nothing;
                         if (mode.examples.size() < 4)
-                            mode.examples.push_back(
-                                std::to_string(cap) + " B: first " +
-                                (found ? to_json(advice.ranked[0].setting) + " " + std::to_string(advice.ranked[0].prediction.step_time) + " ns" : std::string("nothing")) +
-                                "; fastest fitting " + (best ? best->setting + " " + std::to_string(best->time) + " ns" : std::string("none")));
+                            mode.examples.push_back(std::to_string(cap) + " B: first " +
+                                                    (found ? to_json(advice.ranked[0].setting) + " " +
+                                                                 std::to_string(advice.ranked[0].prediction.step_time) +
+                                                                 " ns"
+                                                           : std::string("nothing")) +
+                                                    "; fastest fitting " +
+                                                    (best ? best->setting + " " + std::to_string(best->time) + " ns"
+                                                          : std::string("none")));
                     }
                 }
             }
             std::printf("%s: %zu blocks, %zu combinations predicted (%.1f s), %zu capacities\n", path.c_str(),
                         base.info.block_name.size(), all.size(), enum_s, caps.size());
             for (const Mode& mode : modes) {
-                std::printf("  %-16s misses %d (nothing found %d), evaluations %lld, search %.2f s CPU\n", mode.name, mode.misses,
-                            mode.nothing, static_cast<long long>(mode.evaluations), mode.seconds);
+                std::printf("  %-16s misses %d (nothing found %d), evaluations %lld, search %.2f s CPU\n", mode.name,
+                            mode.misses, mode.nothing, static_cast<long long>(mode.evaluations), mode.seconds);
                 for (const std::string& e : mode.examples) std::printf("    %s\n", e.c_str());
             }
             std::printf("  pair/one-block: evaluations x%.2f, seconds x%.2f\n",
-                        static_cast<double>(modes[1].evaluations) / static_cast<double>(std::max<int64_t>(1, modes[0].evaluations)),
+                        static_cast<double>(modes[1].evaluations) /
+                            static_cast<double>(std::max<int64_t>(1, modes[0].evaluations)),
                         modes[1].seconds / std::max(1e-9, modes[0].seconds));
             std::fflush(stdout);
         }
