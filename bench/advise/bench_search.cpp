@@ -5,8 +5,8 @@
 // every available choice per block, both allocator settings) predicted exactly; then, at every
 // distinct reserved peak among them as the capacity (the capacities where the fastest fitting
 // combination can change; at most MAX of them, evenly spaced, when there are more), the planner's
-// first answer with one-block moves only and with pair moves too, each against the fastest fitting
-// combination. Prints per step: combinations, capacities, misses of each mode (with the first few
+// first answer with single moves only and with pair moves too (PlannerOptions::pair_moves), each
+// against the fastest fitting combination. Prints per step: combinations, capacities, misses of each mode (with the first few
 // written out), and each mode's evaluations and CPU seconds summed over the capacities, with the ratio.
 //
 // With --cost F,F,... (fractions of the captured step's reserved peak) nothing is enumerated (a
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
                         evals[pairs] += advice.evaluations;
                         std::printf(
                             "  %3.0f%% %-16s %s, evaluations %lld (rounds %lld, with pairs %lld), %.2f s CPU\n",
-                            fraction * 100, pairs ? "pair moves" : "one-block moves",
+                            fraction * 100, pairs ? "pair moves" : "single moves",
                             advice.ranked.empty() ? "nothing"
                                                   : (to_json(advice.ranked[0].setting) + " " +
                                                      std::to_string(advice.ranked[0].prediction.step_time) + " ns")
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
                         std::fflush(stdout);
                     }
                 }
-                std::printf("  pair/one-block: evaluations x%.2f, seconds x%.2f\n",
+                std::printf("  pair/single: evaluations x%.2f, seconds x%.2f\n",
                             static_cast<double>(evals[1]) / static_cast<double>(std::max<int64_t>(1, evals[0])),
                             sums[1] / std::max(1e-9, sums[0]));
                 continue;
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
                 caps = kept;
             }
             caps.insert(caps.begin(), caps.front() - 1);   // one byte below the least: nothing fits
-            Mode modes[] = {{"one-block moves", false, 0, 0, 0, 0, {}}, {"pair moves", true, 0, 0, 0, 0, {}}};
+            Mode modes[] = {{"single moves", false, 0, 0, 0, 0, {}}, {"pair moves", true, 0, 0, 0, 0, {}}};
             for (int64_t cap : caps) {
                 const Combination* best = nullptr;
                 for (const Combination& c : all)
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
                             mode.misses, mode.nothing, static_cast<long long>(mode.evaluations), mode.seconds);
                 for (const std::string& e : mode.examples) std::printf("    %s\n", e.c_str());
             }
-            std::printf("  pair/one-block: evaluations x%.2f, seconds x%.2f\n",
+            std::printf("  pair/single: evaluations x%.2f, seconds x%.2f\n",
                         static_cast<double>(modes[1].evaluations) /
                             static_cast<double>(std::max<int64_t>(1, modes[0].evaluations)),
                         modes[1].seconds / std::max(1e-9, modes[0].seconds));
