@@ -26,7 +26,19 @@
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
 
-using namespace mhc::advise;
+using mhc::advise::Advice;
+using mhc::advise::advise;
+using mhc::advise::Base;
+using mhc::advise::BlockChoice;
+using mhc::advise::combine;
+using mhc::advise::Evaluator;
+using mhc::advise::grads_used_after_backward;
+using mhc::advise::make_base;
+using mhc::advise::OptimizerImpl;
+using mhc::advise::PlannerOptions;
+using mhc::advise::Prediction;
+using mhc::advise::Setting;
+using mhc::advise::to_json;
 
 namespace {
 
@@ -92,7 +104,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < args.size(); ++i) {
         if (args.word(i) == "--link") link = args.value_after(i);
         else if (args.word(i) == "--cost") {
-            const std::string list = args.value_after(i);
+            const std::string& list = args.value_after(i);
             for (size_t at = 0; at < list.size();) {
                 size_t end = list.find(',', at);
                 if (end == std::string::npos) end = list.size();
@@ -146,7 +158,7 @@ int main(int argc, char** argv) {
             const std::vector<Combination> all = every_combination(ev, opts);
             const double enum_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::set<int64_t> distinct;
-            for (const Combination& c : all) distinct.insert(c.reserved);
+            for (const Combination& comb : all) distinct.insert(comb.reserved);
             std::vector<int64_t> caps(distinct.begin(), distinct.end());
             if (static_cast<int64_t>(caps.size()) > max_caps) {
                 std::vector<int64_t> kept;
@@ -159,8 +171,8 @@ int main(int argc, char** argv) {
             Mode modes[] = {{"single moves", false, 0, 0, 0, 0, {}}, {"pair moves", true, 0, 0, 0, 0, {}}};
             for (int64_t cap : caps) {
                 const Combination* best = nullptr;
-                for (const Combination& c : all)
-                    if (c.reserved <= cap && (best == nullptr || c.time < best->time)) best = &c;
+                for (const Combination& comb : all)
+                    if (comb.reserved <= cap && (best == nullptr || comb.time < best->time)) best = &comb;
                 for (Mode& mode : modes) {
                     opts.capacity = cap;
                     opts.pair_moves = mode.pairs;
@@ -189,7 +201,7 @@ int main(int argc, char** argv) {
             for (const Mode& mode : modes) {
                 std::printf("  %-16s misses %d (nothing found %d), evaluations %lld, search %.2f s CPU\n", mode.name,
                             mode.misses, mode.nothing, static_cast<long long>(mode.evaluations), mode.seconds);
-                for (const std::string& e : mode.examples) std::printf("    %s\n", e.c_str());
+                for (const std::string& line : mode.examples) std::printf("    %s\n", line.c_str());
             }
             std::printf("  pair/single: evaluations x%.2f, seconds x%.2f\n",
                         static_cast<double>(modes[1].evaluations) /
