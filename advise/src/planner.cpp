@@ -290,36 +290,66 @@ void refine(const Evaluator& ev, const std::vector<Setting>& globals, const Bloc
             now = cand;
         }
     }
+    // A change: one coordinate (a block, or nb for the global setting) and its new value.
+    struct Change {
+        size_t at, to;
+        int64_t time;   // the changed combination's step time, when measured (the combination fits)
+    };
+    auto apply = [&](Combo combo, const Change& change) {
+        if (change.at == nb) combo.global = change.to;
+        else combo.per[change.at] = static_cast<BlockChoice>(change.to);
+        return combo;
+    };
     for (int round = 0; round < kRefineRounds; ++round) {
         Combo next = cur;
         Candidate got = now;
-        auto consider = [&](const Combo& combo) {
-            if (now.fits) {   // only a faster one can be better: its time first (no allocator changes it)
-                const int64_t time = ev.quick(combine(base, globals[combo.global], combo.per, opts.offload)).step_time;
+        // only a faster one can be better once the combination fits: its time first (no
+        // allocator setting changes it); returns that time (-1: not measured)
+        auto consider = [&](const Combo& combo) -> int64_t {
+            int64_t time = -1;
+            if (now.fits) {
+                time = ev.quick(combine(base, globals[combo.global], combo.per, opts.offload)).step_time;
                 ++advice.evaluations;
-                if (time >= now.prediction.step_time) return;
+                if (time >= now.prediction.step_time) return time;
             }
             Candidate cand = value(combo);
             if (closer(cand, got)) {
                 next = combo;
                 got = cand;
             }
+            return time;
         };
+        std::vector<Change> singles;   // in block order then choice order, then the global settings
         for (size_t k = 0; k < nb; ++k)
-            for (size_t c = 0; c < static_cast<size_t>(kChoices); ++c) {
-                if (static_cast<BlockChoice>(c) == cur.per[k] || effects.delta[k][c].empty()) continue;
-                Combo changed = cur;
-                changed.per[k] = static_cast<BlockChoice>(c);
-                consider(changed);
-            }
+            for (size_t c = 0; c < static_cast<size_t>(kChoices); ++c)
+                if (static_cast<BlockChoice>(c) != cur.per[k] && !effects.delta[k][c].empty())
+                    singles.push_back({k, c, -1});
         for (size_t h = 0; h < globals.size(); ++h)
-            if (h != cur.global) consider(Combo{h, cur.per});
-        ++advice.refine_rounds;
+            if (h != cur.global) singles.push_back({nb, h, -1});
+        for (Change& change : singles) change.time = consider(apply(cur, change));
         // better only: faster when both fit (an equally fast neighbour earlier in the ranking is
         // ranked anyway); before, fitting or closer
-        const bool better = now.fits ? got.fits && got.prediction.step_time < now.prediction.step_time
-                                     : got.fits || closer(got, now);
-        if (!better) break;
+        auto better = [&] {
+            return now.fits ? got.fits && got.prediction.step_time < now.prediction.step_time
+                            : got.fits || closer(got, now);
+        };
+        if (!better() && now.fits && opts.pair_moves) {
+            // No single change is better: two at once, one of which alone is faster (it did not
+            // fit) and one other, on another block or the global setting; each pair once.
+            ++advice.pair_rounds;
+            auto faster = [&](const Change& change) {
+                return change.time >= 0 && change.time < now.prediction.step_time;
+            };
+            for (size_t i = 0; i < singles.size(); ++i) {
+                if (!faster(singles[i])) continue;
+                for (size_t j = 0; j < singles.size(); ++j) {
+                    if (singles[j].at == singles[i].at || (faster(singles[j]) && j < i)) continue;
+                    consider(apply(apply(cur, singles[i]), singles[j]));
+                }
+            }
+        }
+        ++advice.refine_rounds;
+        if (!better()) break;
         cur = next;
         now = got;
     }

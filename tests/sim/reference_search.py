@@ -358,7 +358,9 @@ def exact_search(starts, globals_, names, deltas, candidate, step_time):
     """From the closest of the starts, moves to the closest neighbour (one block's choice changed,
     in block then choice order, then the global setting changed), each under its closer allocator
     setting, while it fits and is faster (once the combination fits: a neighbour whose step time
-    alone is not below the combination's is not predicted) or is closer (before)."""
+    alone is not below the combination's is not predicted) or is closer (before). Once it fits and
+    no single change is better, two changes at once: one that alone is faster (and did not fit) with
+    any other on another block or the global setting, each pair once."""
     def value(point):
         gi, choice = point
         best = None
@@ -371,27 +373,54 @@ def exact_search(starts, globals_, names, deltas, candidate, step_time):
                 best = c
         return best
 
+    def apply(point, change):
+        gi, choice = point
+        at, to = change
+        if at == "global":
+            return (to, choice)
+        return (gi, choice[:at] + (to,) + choice[at + 1:])
+
     cur, now = starts[0], value(starts[0])
     for p in starts:
         c = value(p)
         if closer(c, now):
             cur, now = p, c
     for _round in range(REFINE_ROUNDS):
-        nxt, got = cur, now
+        best = [cur, now]
         gi, choice = cur
-        neighbours = [(gi, choice[:k] + (c,) + choice[k + 1:]) for k in range(len(choice))
-                      for c in range(len(CHOICES)) if c != choice[k] and deltas[k].get(CHOICES[c]) is not None]
-        neighbours += [(h, choice) for h in range(len(globals_)) if h != gi]
-        for p in neighbours:
-            if now["fits"] and step_time(p) >= now["time"]:
-                continue   # only a faster one can be better: its time first (no allocator changes it)
+
+        def consider(p):
+            t = None
+            if now["fits"]:
+                t = step_time(p)
+                if t >= now["time"]:
+                    return t   # only a faster one can be better: its time first (no allocator changes it)
             c = value(p)
-            if closer(c, got):
-                nxt, got = p, c
-        better = (got["fits"] and got["time"] < now["time"]) if now["fits"] else (got["fits"] or closer(got, now))
-        if not better:
+            if closer(c, best[1]):
+                best[0], best[1] = p, c
+            return t
+
+        singles = [(k, c) for k in range(len(choice)) for c in range(len(CHOICES))
+                   if c != choice[k] and deltas[k].get(CHOICES[c]) is not None]
+        singles += [("global", h) for h in range(len(globals_)) if h != gi]
+        times = [consider(apply(cur, ch)) for ch in singles]
+
+        def better():
+            got = best[1]
+            return (got["fits"] and got["time"] < now["time"]) if now["fits"] else (got["fits"] or closer(got, now))
+
+        if not better() and now["fits"]:
+            faster = [t is not None and t < now["time"] for t in times]
+            for i, a in enumerate(singles):
+                if not faster[i]:
+                    continue
+                for j, b in enumerate(singles):
+                    if b[0] == a[0] or (faster[j] and j < i):
+                        continue
+                    consider(apply(apply(cur, a), b))
+        if not better():
             break
-        cur, now = nxt, got
+        cur, now = best[0], best[1]
 
 
 def grads_read_on_gpu(cap):

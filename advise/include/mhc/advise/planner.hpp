@@ -34,6 +34,9 @@ struct PlannerOptions {
     std::vector<std::string> allocator_confs{"", "expandable_segments:True"};
     OffloadSetting offload;      // the streamed offload a block choice "offload" uses
     bool host_optimizer = true, fused_optimizer = true;
+    // The exact search also moves two blocks' choices at once, or one block's and the global
+    // setting, where no single change is better (docs/advise.md "Search", 5).
+    bool pair_moves = true;
     std::function<void(const std::string&)> progress;   // a line per stage, or nothing
 };
 
@@ -52,6 +55,7 @@ struct Advice {
     std::vector<Candidate> all;       // every distinct setting predicted, fastest first
     int64_t dp_runs = 0, evaluations = 0, max_states = 0;
     int64_t refine_rounds = 0;   // rounds of the exact search over neighbouring combinations
+    int64_t pair_rounds = 0;     // of which also tried two changes at once
     double seconds = 0;
 };
 
