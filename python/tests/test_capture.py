@@ -1,6 +1,8 @@
 """Capture on fake tensors: the trace's contents, its validity by `mhc check`, the simulator's
 identity on it, bad input. No GPU and no network: models are built in code."""
+import contextlib
 import glob
+import io
 import json
 import os
 import sqlite3
@@ -146,9 +148,14 @@ def test_roofline_duration(tmp_path):
 
 def test_two_layer_model_two_steps_checks_and_simulates(tmp_path, mhc_exe):
     path = str(tmp_path / "two.db")
-    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", "tiny-llama", "--layers", "2", "--steps", "2",
-                        "--seq", "32", "--batch", "2", "-o", path], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    # mhc-torch's main in this process (torch and transformers imported once); its process is
+    # tested below (test_data_dependent_model_fails_with_one_line, test_missing_model_file_and_bad_options)
+    from mhc_torch.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["capture", "tiny-llama", "--layers", "2", "--steps", "2", "--seq", "32", "--batch", "2", "-o", path])
+    assert code == 0, err.getvalue()
     chk = subprocess.run([mhc_exe, "check", path], capture_output=True, text=True)
     assert chk.returncode == 0 and chk.stdout.strip().endswith("ok"), chk.stdout + chk.stderr
     # Step and layer markers from the module hierarchy: 2 steps x 2 layers x (forward, backward).

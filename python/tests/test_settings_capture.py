@@ -1,6 +1,8 @@
 """Captures with settings applied (mhc_torch.apply on fake tensors): the memory each setting
 moves, worked out by hand on a tiny model, and the tables settings need (modules, the kernels'
 modules, saved tensors and who saved them, recompute, host memory)."""
+import contextlib
+import io
 import json
 import os
 import sqlite3
@@ -346,6 +348,22 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "mhc_torch.cli", *args], capture_output=True, text=True)
 
 
+class _Ran:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def _cli_here(*args):
+    """`mhc-torch ARGS` in this process (torch imported once, not once per capture): for the
+    captures that succeed; what the command prints on failing is checked through _cli's process."""
+    from mhc_torch.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(map(str, args)))
+    return _Ran(code, out.getvalue(), err.getvalue())
+
+
 NET_FILE = """
 import torch
 from torch import nn
@@ -391,7 +409,7 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     """`--recipe` with a trace's meta capture.recipe captures the same step again (a model file
     by its absolute path); `--setting` applies a setting to it, as `mhc advise --verify` runs them."""
     a = str(tmp_path / "a.db")
-    r = _cli("capture", net_file, "--autocast", "none", "--seq", "32", "-o", a)
+    r = _cli_here("capture", net_file, "--autocast", "none", "--seq", "32", "-o", a)
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
     assert json.loads(recipe) == {"model": net_file, "batch": 1, "seq": 32, "steps": 1, "layers": None, "hc": 4,
@@ -401,7 +419,7 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     setting = tmp_path / "s.json"
     setting.write_text('{"checkpoint": {"modules": ["Net.blocks.1"]}}')
     b = str(tmp_path / "b.db")
-    r = _cli("capture", "--recipe", recipe, "--setting", str(setting), "-o", b)
+    r = _cli_here("capture", "--recipe", recipe, "--setting", str(setting), "-o", b)
     assert r.returncode == 0, r.stderr
     assert store.read_meta(b)["capture.recipe"] == recipe
     assert _activations_at_backward(a) == BASELINE - LOSS + 4  # the model returns the sum itself
@@ -418,11 +436,11 @@ def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
     """Every option of the step goes into the recipe and comes back from it: the capture that
     --recipe runs (--force replacing its output) is the same trace, op for op and byte for byte."""
     a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
-    r = _cli("capture", net_file, "--seq", "32", *flags, "-o", a)
+    r = _cli_here("capture", net_file, "--seq", "32", *flags, "-o", a)
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
     open(b, "w").close()
-    r = _cli("capture", "--recipe", recipe, "--force", "-o", b)
+    r = _cli_here("capture", "--recipe", recipe, "--force", "-o", b)
     assert r.returncode == 0, r.stderr
     meta_a, meta_b = store.read_meta(a), store.read_meta(b)
     for key in ("capture.recipe", "capture.autocast", "capture.autocast_policy", "capture.param_dtype",

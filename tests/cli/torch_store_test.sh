@@ -3,7 +3,10 @@
 # concurrency"): killed at random moments (SIGINT, SIGTERM, SIGKILL) it leaves the previous output
 # whole or none, and no temporary file once the next capture has run; captures at once onto one
 # output leave one complete trace; onto a full disk, one line and nothing left. Skipped (exit 77)
-# where no Python with torch and mhc_torch is found.
+# where no Python with torch and mhc_torch is found. Seven captures (each mostly torch's and
+# transformers' imports): the timed one, three killed, the two at once (which also run after the
+# SIGKILL, so they are the next capture that removes its temporary file), and the full disk's,
+# which runs beside the two at once (it writes into its own folder).
 set -u
 set -m   # background jobs as from a terminal: without it SIGINT is ignored by them (kill_test.sh)
 mhc=$1
@@ -38,30 +41,35 @@ for sig in INT TERM KILL; do
     "$mhc" check c.db >/dev/null 2>err || fail "after SIG$sig: the output fails check: $(cat err)"
     [ "$sig" = KILL ] || no_temps
 done
-capture --force -o c.db >/dev/null 2>err || fail "capture after the kills: $(cat err)"
-no_temps   # the temporary file of the SIGKILLed capture is gone too
-[ "$(sha256sum <c.db)" != "" ] && "$mhc" check c.db >/dev/null || fail "the last capture"
-
-# Two captures at once onto one output: one complete trace, no temporary file.
-capture --force -o same.db >/dev/null 2>e1 & p1=$!
-capture --force -o same.db >/dev/null 2>e2 & p2=$!
-wait $p1 || fail "capture 1 at once: $(cat e1)"
-wait $p2 || fail "capture 2 at once: $(cat e2)"
-"$mhc" check same.db >/dev/null || fail "captures at once left a broken trace"
-no_temps
 
 # A full disk: one line, no output, no temporary file (a tmpfs in a private mount namespace where
-# it can be mounted, else a file size limit).
+# it can be mounted, else a file size limit). Started here, waited for after the two below.
 mkdir full
-if unshare -m sh -c 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d" && rmdir "$d"' 2>/dev/null; then
-    unshare -m sh -c "mount -t tmpfs -o size=64k tmpfs full && dd if=/dev/zero of=full/filler bs=4k >/dev/null 2>&1;
-        PYTHONPATH='$pkg' '$python' -m mhc_torch.cli capture tiny-llama --seq 16 --layers 1 -o full/x.db >/dev/null 2>err;
-        echo \$? >rc; rm -f full/filler; ls full >left"
-    mode=tmpfs
-else
-    (trap '' XFSZ; ulimit -f 8; capture -o full/x.db >/dev/null 2>err; echo $? >rc; ls full >left)
-    mode=fsize
-fi
+full_disk() {
+    if unshare -m sh -c 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d" && rmdir "$d"' 2>/dev/null; then
+        unshare -m sh -c "mount -t tmpfs -o size=64k tmpfs full && dd if=/dev/zero of=full/filler bs=4k >/dev/null 2>&1;
+            PYTHONPATH='$pkg' '$python' -m mhc_torch.cli capture tiny-llama --seq 16 --layers 1 -o full/x.db >/dev/null 2>err;
+            echo \$? >rc; rm -f full/filler; ls full >left"
+        echo tmpfs >mode
+    else
+        (trap '' XFSZ; ulimit -f 8; capture -o full/x.db >/dev/null 2>err; echo $? >rc; ls full >left)
+        echo fsize >mode
+    fi
+}
+full_disk & pf=$!
+
+# Two captures at once onto one new output, the SIGKILLed capture's temporary file beside it: one
+# complete trace, no temporary file (that one is gone too: the next capture removes it).
+rm c.db
+capture --force -o c.db >/dev/null 2>e1 & p1=$!
+capture --force -o c.db >/dev/null 2>e2 & p2=$!
+wait $p1 || fail "capture 1 at once: $(cat e1)"
+wait $p2 || fail "capture 2 at once: $(cat e2)"
+"$mhc" check c.db >/dev/null || fail "captures at once left a broken trace"
+no_temps
+
+wait $pf
+mode=$(cat mode)
 [ "$(cat rc)" != 0 ] || fail "a capture onto a full disk ($mode) succeeded"
 [ "$(wc -l <err)" = 1 ] || fail "a capture onto a full disk ($mode): not one line: $(cat err)"
 [ ! -s left ] || fail "a capture onto a full disk ($mode) left: $(cat left)"

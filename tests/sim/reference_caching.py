@@ -1,7 +1,13 @@
 """PyTorch's caching allocator as docs/simulator.md ("Allocator models", `caching`) states it, with
 its settings (`expandable_segments`, `max_split_size_mb`, `max_non_split_rounding_mb`,
 `roundup_power2_divisions`, `garbage_collection_threshold`); written from the document alone for
-reference_sim.py."""
+reference_sim.py.
+
+Best fit keeps, per pool (stream, small or large), the free mapped blocks in a list sorted by
+(size, segment, offset): a bisection finds the smallest that fits instead of sorting every free
+block on each request. Each block remembers the entry it has there (`key`), and every change to a
+block's size, state or place updates it (_index, _unindex, _reindex)."""
+import bisect
 import math
 
 MIB = 1 << 20
@@ -90,19 +96,21 @@ def round_size(n, conf=None):
 
 
 class Block:
-    __slots__ = ("segment", "offset", "size", "free", "mapped", "cached_at")
+    __slots__ = ("segment", "offset", "size", "free", "mapped", "cached_at", "key")
 
     def __init__(self, segment, offset, size, free, mapped=True):
         self.segment, self.offset, self.size, self.free, self.mapped = segment, offset, size, free, mapped
         self.cached_at = 0
+        self.key = None   # its entry (size, segment id, offset, block) in the pool's free list, if any
 
 
 class Segment:
-    __slots__ = ("id", "stream", "small", "size", "blocks", "expandable")
+    __slots__ = ("id", "stream", "small", "size", "blocks", "expandable", "free_list")
 
-    def __init__(self, sid, stream, small, size, expandable=False):
+    def __init__(self, sid, stream, small, size, expandable=False, free_list=None):
         self.id, self.stream, self.small, self.size, self.expandable = sid, stream, small, size, expandable
         self.blocks = [Block(self, 0, size, True, not expandable)]
+        self.free_list = free_list   # its pool's (CachingAllocator.free_lists)
 
 
 class CachingAllocator:
@@ -114,6 +122,44 @@ class CachingAllocator:
         self.reserved = 0
         self.block_of = {}   # allocation -> Block
         self.large_searches = 0   # garbage collection's clock: searches of the large pool
+        self.free_lists = {}   # (stream, small) -> sorted [(size, segment id, offset, Block)], free and mapped
+
+    # -- the free lists: every free mapped block of a live segment, and nothing else
+    @staticmethod
+    def _unindex(b):
+        if b.key is not None:
+            pool = b.segment.free_list
+            del pool[bisect.bisect_left(pool, b.key)]   # entries are unique: (size, segment, offset)
+            b.key = None
+
+    @staticmethod
+    def _index(b):
+        """Brings b's entry up to date with its size and state (b a block of a live segment)."""
+        key = b.key
+        if b.free and b.mapped:
+            if key is not None:
+                if key[0] == b.size:
+                    return
+                pool = b.segment.free_list
+                del pool[bisect.bisect_left(pool, key)]
+            b.key = (b.size, b.segment.id, b.offset, b)
+            bisect.insort(b.segment.free_list, b.key)
+        elif key is not None:
+            pool = b.segment.free_list
+            del pool[bisect.bisect_left(pool, key)]
+            b.key = None
+
+    def _free_list(self, stream, small):
+        return self.free_lists.setdefault((stream, small), [])
+
+    def _reindex(self, seg, before):
+        """After seg's block list changed from `before`: the blocks gone leave, the others update."""
+        now = set(map(id, seg.blocks))
+        for b in before:
+            if id(b) not in now:
+                self._unindex(b)
+        for b in seg.blocks:
+            self._index(b)
 
     def round(self, n):
         return round_size(n, self.conf)
@@ -127,42 +173,46 @@ class CachingAllocator:
             return rest >= MIN_BLOCK
         return size < self.conf.max_split and rest > SMALL_SIZE
 
-    def _grow_size(self, seg, i):
+    def _grow_size_of(self, b):
         """A free block's size for best fit: with the unmapped space after it (expandable)."""
-        b = seg.blocks[i]
-        nxt = seg.blocks[i + 1] if i + 1 < len(seg.blocks) else None
+        blocks = b.segment.blocks
+        i = blocks.index(b)
+        nxt = blocks[i + 1] if i + 1 < len(blocks) else None
         return b.size + (nxt.size if nxt is not None and not nxt.mapped else 0)
 
     def _best_fit(self, stream, small, size):
         """The smallest free block >= size (ties: segment, offset); with expandable segments, the
         walk to the next larger ones while they would grow to less; then the oversize rules."""
         c = self.conf
-        fits = sorted((b.size, seg.id, b.offset, i, seg) for seg in self.segments
-                      if seg.stream == stream and seg.small == small
-                      for i, b in enumerate(seg.blocks) if b.free and b.mapped and b.size >= size)
-        if not fits:
+        fits = self.free_lists.get((stream, small), [])
+        j = bisect.bisect_left(fits, (size,))   # the first entry of at least size bytes
+        if j == len(fits):
             return None
-        j = 0
         if c.expandable:
-            while j + 1 < len(fits) and self._grow_size(fits[j + 1][4], fits[j + 1][3]) < \
-                    self._grow_size(fits[j][4], fits[j][3]):
+            grow = self._grow_size_of
+            while j + 1 < len(fits) and grow(fits[j + 1][3]) < grow(fits[j][3]):
                 j += 1
-        found, _, _, i, seg = fits[j]
+        found, _, _, block = fits[j]
         if size < c.max_split <= found:   # an oversize block serves only oversize requests
             return None
         if size >= c.max_split and found >= size + c.non_split_rounding:
             return None
-        return seg.blocks[i]
+        return block
 
     def _insert_after(self, block, new):
         seg = block.segment
         seg.blocks.insert(seg.blocks.index(block) + 1, new)
 
     def _take(self, block, size):
+        pool = block.segment.free_list
+        del pool[bisect.bisect_left(pool, block.key)]   # a free block: it has its entry
+        block.key = None
         if self._should_split(block, size):
             rest = Block(block.segment, block.offset + size, block.size - size, True)
             rest.cached_at = self.large_searches
             self._insert_after(block, rest)
+            rest.key = (rest.size, rest.segment.id, rest.offset, rest)
+            bisect.insort(pool, rest.key)
             block.size = size
         block.free = False
         return block
@@ -170,6 +220,8 @@ class CachingAllocator:
     def _release_segment(self, seg):
         self.reserved -= seg.size
         self.segments.remove(seg)
+        for b in seg.blocks:
+            self._unindex(b)
 
     def _release_cached(self):
         """Every wholly free segment goes back to the GPU; expandable: whole pages in free blocks."""
@@ -222,7 +274,7 @@ class CachingAllocator:
     def _new_expandable_segment(self, stream, small):
         page = self._page(small)
         space = math.ceil((self.capacity + self.capacity // 8) / page) * page
-        seg = Segment(self.next_id, stream, small, space, expandable=True)
+        seg = Segment(self.next_id, stream, small, space, True, self._free_list(stream, small))
         self.next_id += 1
         self.segments.append(seg)
         return seg
@@ -253,6 +305,13 @@ class CachingAllocator:
     def _map(self, seg, plan):
         """Maps the plan's ranges one after another; False at the first the capacity refuses (the
         pages mapped before it stay mapped)."""
+        before = list(seg.blocks)
+        try:
+            return self._map_ranges(seg, plan)
+        finally:
+            self._reindex(seg, before)
+
+    def _map_ranges(self, seg, plan):
         for off, n in plan:
             if self.reserved + n > self.capacity:
                 return False
@@ -277,6 +336,11 @@ class CachingAllocator:
         seg.blocks = out
 
     def _unmap_free(self, seg):
+        before = list(seg.blocks)
+        self._unmap_free_pages(seg)
+        self._reindex(seg, before)
+
+    def _unmap_free_pages(self, seg):
         page = self._page(seg.small)
         out = []
         for b in seg.blocks:
@@ -326,10 +390,11 @@ class CachingAllocator:
             seg_size = ROUND_LARGE * math.ceil(size / ROUND_LARGE)
         if self.reserved + seg_size > self.capacity:
             return None
-        seg = Segment(self.next_id, stream, small, seg_size)
+        seg = Segment(self.next_id, stream, small, seg_size, False, self._free_list(stream, small))
         self.next_id += 1
         self.segments.append(seg)
         self.reserved += seg_size
+        self._index(seg.blocks[0])
         return seg.blocks[0]
 
     def _alloc_block(self, stream, small, size):
@@ -364,15 +429,20 @@ class CachingAllocator:
         seg = block.segment
         i = seg.blocks.index(block)
         if i + 1 < len(seg.blocks) and seg.blocks[i + 1].free and seg.blocks[i + 1].mapped:   # absorb neighbours
-            block.size += seg.blocks.pop(i + 1).size
+            nxt = seg.blocks.pop(i + 1)
+            self._unindex(nxt)
+            block.size += nxt.size
         if i > 0 and seg.blocks[i - 1].free and seg.blocks[i - 1].mapped:
             prev = seg.blocks[i - 1]
             prev.size += block.size
             prev.cached_at = self.large_searches
             seg.blocks.pop(i)
+            self._index(prev)
+        else:
+            self._index(block)
 
     def largest_free_block(self):
-        return max((b.size for seg in self.segments for b in seg.blocks if b.free and b.mapped), default=0)
+        return max((pool[-1][0] for pool in self.free_lists.values() if pool), default=0)
 
     def block_bytes(self, a):
         return self.block_of[a].size
