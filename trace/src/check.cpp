@@ -6,8 +6,12 @@
 #include <initializer_list>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "mhc/common/numbers.hpp"
 #include "mhc/trace/limits.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
@@ -36,6 +40,56 @@ void report_orphan_rows(sqlite3* db, const std::string& path, std::initializer_l
 }
 
 std::string t_str(int64_t t) { return std::to_string(t) + " ns"; }
+
+// A meta value quoted in a problem: its first 40 bytes, a control byte shown as '?'.
+std::string quoted(const std::string& value) {
+    std::string text = value.substr(0, 40);
+    for (char& byte : text)
+        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+    return "'" + text + (value.size() > 40 ? "...'" : "'");
+}
+
+// The times of a trace lie within 2^62 ns of one another (146 years): each lies within
+// [-2^62, 2^62] (check_ranges), and what computes on a trace takes differences of them (the
+// advise plan counts from the first; a span of 2^63 would not fit in 64 bits). The latest time
+// is named, with the first.
+void check_span(const TraceData& t, CheckReport& r) {
+    struct At {
+        int64_t time;
+        const char* table;
+        int64_t id;
+        const char* col;
+    };
+    At first{INT64_MAX, "", 0, ""}, last{INT64_MIN, "", 0, ""};
+    auto see = [&](int64_t v, const char* table, int64_t id, const char* col) {
+        if (v == kNoTime) return;
+        if (v < first.time) first = {v, table, id, col};
+        if (v > last.time) last = {v, table, id, col};
+    };
+    const auto& a = t.allocations;
+    for (size_t i = 0; i < a.size(); ++i) {
+        see(a.t_alloc[i], "allocations", a.id[i], "t_alloc");
+        see(a.t_free[i], "allocations", a.id[i], "t_free");
+    }
+    for (size_t i = 0; i < t.kernels.size(); ++i) {
+        see(t.kernels.t_start[i], "kernels", t.kernels.id[i], "t_start");
+        see(t.kernels.t_end[i], "kernels", t.kernels.id[i], "t_end");
+    }
+    for (size_t i = 0; i < t.copies.size(); ++i) {
+        see(t.copies.t_start[i], "copies", t.copies.id[i], "t_start");
+        see(t.copies.t_end[i], "copies", t.copies.id[i], "t_end");
+    }
+    for (size_t i = 0; i < t.markers.size(); ++i) {
+        see(t.markers.t_start[i], "markers", t.markers.id[i], "t_start");
+        see(t.markers.t_end[i], "markers", t.markers.id[i], "t_end");
+    }
+    if (first.time > last.time) return;
+    if (static_cast<__int128>(last.time) - first.time <= limits::kMaxAbsTime) return;
+    r.problems.push_back({"range", last.table, last.id,
+                          std::string(last.col) + " is " + std::to_string(last.time) +
+                              ", more than 2^62 ns after the trace's first time, " + first.col + " " +
+                              std::to_string(first.time) + " of " + first.table + " row " + std::to_string(first.id)});
+}
 
 // The value ranges of limits.hpp on rows built in memory (importers check before writing);
 // rows read from a file were held to them by the Reader already.
@@ -473,6 +527,106 @@ void check_references(const Reader& reader, CheckReport& report) {
     check_run_references(here, [&](const char* name) { return reader.has_table(name); }, report);
 }
 
+// Meta `key`, a JSON list of [allocation id, kernel id] (capture.frame_holds, capture.unpacks):
+// its first entry that is no pair, or names a row the trace lacks.
+void check_pairs_meta(const TraceData& t, const char* key, CheckReport& r) {
+    const std::string text = t.meta_or(key, "");
+    if (text.empty()) return;
+    const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        r.problems.push_back({"meta", "meta", 0, std::string(key) + ": " + why});
+    };
+    if (!rows.is_array()) return bad("not a JSON list of [allocation id, kernel id] pairs");
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const auto& row = rows[i];
+        const std::string entry = "entry " + std::to_string(i + 1) + " ";
+        if (!row.is_array() || row.size() != 2 || !row[0].is_number_integer() || !row[1].is_number_integer())
+            return bad(entry + row.dump().substr(0, 40) + " is not an [allocation id, kernel id] pair");
+        if (t.allocation_at(row[0].get<int64_t>()) < 0)
+            return bad(entry + "names allocation " + std::to_string(row[0].get<int64_t>()) + ", which does not exist");
+        if (t.kernel_at(row[1].get<int64_t>()) < 0)
+            return bad(entry + "names kernel " + std::to_string(row[1].get<int64_t>()) + ", which does not exist");
+    }
+}
+
+// The other capture.* meta `mhc advise` reads (python/mhc_torch writes them): their forms.
+void check_capture_meta(const TraceData& t, CheckReport& r) {
+    check_pairs_meta(t, "capture.frame_holds", r);
+    check_pairs_meta(t, "capture.unpacks", r);
+    auto bad = [&](const std::string& key, const std::string& why) {
+        r.problems.push_back({"meta", "meta", 0, key + ": " + why});
+    };
+    const auto given = [&](const char* key) { return t.meta.find(key) != t.meta.end(); };
+    if (given("capture.hf_checkpoint_layers")) {
+        const auto names = nlohmann::json::parse(t.meta_or("capture.hf_checkpoint_layers", ""), nullptr, false);
+        if (!names.is_array() || std::any_of(names.begin(), names.end(), [](const auto& n) { return !n.is_string(); }))
+            bad("capture.hf_checkpoint_layers", "not a JSON list of module names");
+    }
+    if (given("capture.hf_checkpoint_call")) {
+        const std::string call = t.meta_or("capture.hf_checkpoint_call", "");
+        if (call != "gradient_checkpointing_enable" && call != "activation_checkpointing_enable")
+            bad("capture.hf_checkpoint_call", quoted(call) +
+                                                  " is not a Hugging Face checkpointing call "
+                                                  "(gradient_checkpointing_enable, activation_checkpointing_enable)");
+    }
+    if (given("capture.optimizer_defaults") &&
+        !nlohmann::json::parse(t.meta_or("capture.optimizer_defaults", ""), nullptr, false).is_object())
+        bad("capture.optimizer_defaults", "not a JSON object");
+    if (given("capture.data_parallel")) {
+        const std::string dp = t.meta_or("capture.data_parallel", "");
+        if (dp != "ddp" && dp != "fsdp2" && dp != "ddp+fsdp2")
+            bad("capture.data_parallel", quoted(dp) + " is not ddp, fsdp2 or ddp+fsdp2");
+    }
+}
+
+// The job meta of a rank's trace (docs/trace-format.md, "Multi-rank traces"), which a coupled
+// run (`mhc simulate --ranks`) reads: rank and world_size are whole numbers >= 0, the rank below
+// the world size, time_origin_ns a time in ns.
+void check_job_meta(const TraceData& t, CheckReport& r) {
+    auto number = [&](const char* key, bool negative_ok) -> std::optional<int64_t> {
+        auto it = t.meta.find(key);
+        if (it == t.meta.end()) return std::nullopt;
+        const std::optional<int64_t> value = parse_integer<int64_t>(it->second);
+        if (!value || (!negative_ok && *value < 0)) {
+            r.problems.push_back({"meta", "meta", 0,
+                                  std::string(key) + ": " + quoted(it->second) + " is not " +
+                                      (negative_ok ? "a time in ns" : "a whole number >= 0")});
+            return std::nullopt;
+        }
+        return value;
+    };
+    const auto rank = number("rank", false), world = number("world_size", false);
+    number("time_origin_ns", true);
+    if (rank && world && *rank >= *world)
+        r.problems.push_back({"meta", "meta", 0,
+                              "rank: " + std::to_string(*rank) + " is not below world_size " + std::to_string(*world)});
+}
+
+// A model capture's kernels run one after another on each device (mhc-torch puts every op on
+// one compute stream; `mhc advise` plans the step as that one sequence): two that overlap, on
+// any streams, are listed as `stream-overlap` lists them on one stream.
+void check_capture_kernels(const TraceData& t, CheckReport& r) {
+    const auto& k = t.kernels;
+    std::vector<size_t> order(k.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        if (k.device[x] != k.device[y]) return k.device[x] < k.device[y];
+        if (k.t_start[x] != k.t_start[y]) return k.t_start[x] < k.t_start[y];
+        return k.id[x] < k.id[y];
+    });
+    size_t last = SIZE_MAX;   // the kernel ending latest so far on this device
+    for (size_t i : order) {
+        if (last != SIZE_MAX && k.device[last] == k.device[i] && k.t_start[i] < k.t_end[last] &&
+            k.stream[last] != k.stream[i])   // on one stream: rule stream-overlap says it
+            r.problems.push_back({"capture-overlap", "kernels", k.id[i],
+                                  "starts at " + t_str(k.t_start[i]) + " on stream " + std::to_string(k.stream[i]) +
+                                      " while kernel " + std::to_string(k.id[last]) + " still runs on stream " +
+                                      std::to_string(k.stream[last]) + " (until " + t_str(k.t_end[last]) +
+                                      "): a model capture runs its kernels one after another on device " +
+                                      std::to_string(k.device[i])});
+        if (last == SIZE_MAX || k.device[last] != k.device[i] || k.t_end[i] > k.t_end[last]) last = i;
+    }
+}
 
 }  // namespace
 
@@ -530,9 +684,41 @@ std::vector<size_t> allocations_outside_segments(const TraceData& t) {
     return out;
 }
 
+CheckReport check_capture(const TraceData& t) {
+    CheckReport r;
+    check_capture_meta(t, r);
+    if (t.path.empty()) return r;
+    Reader reader(t.path);
+    auto count = [&](const std::string& sql) {
+        sql::Stmt s(reader.handle(), reader.path(), sql.c_str());
+        return s.step() ? s.i64(0) : 0;
+    };
+    if (!reader.has_table("modules") || count("SELECT count(*) FROM modules") == 0) return r;   // not a capture
+    check_capture_kernels(t, r);
+    if (!reader.has_table("kernel_info")) return r;
+    // Each kernel's module and phase: what the planner groups and moves.
+    sql::Stmt lacking(reader.handle(), reader.path(),
+                      ("SELECT id FROM kernels WHERE id NOT IN (SELECT kernel FROM kernel_info) ORDER BY id LIMIT " +
+                       std::to_string(kMaxListedPerReference + 1))
+                          .c_str());
+    for (int64_t listed = 0; lacking.step();) {
+        if (++listed > kMaxListedPerReference) {
+            r.problems.push_back(
+                {"kernel-info", "kernels", 0,
+                 "more kernels than the " + std::to_string(kMaxListedPerReference) + " above have no kernel_info row"});
+            break;
+        }
+        r.problems.push_back({"kernel-info", "kernels", lacking.i64(0),
+                              "has no kernel_info row (its module and phase), which every kernel of a model "
+                              "capture has"});
+    }
+    return r;
+}
+
 CheckReport check_trace(const TraceData& t) {
     CheckReport r;
     check_ranges(t, r);
+    check_span(t, r);
     check_allocations(t, r);
     check_kernels(t, r);
     check_accesses(t, r);
@@ -570,6 +756,9 @@ CheckReport check_file(const std::string& path, bool full) {
         CheckReport rows = check_trace(t);
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
         check_references(reader, r);
+        check_job_meta(t, r);
+        CheckReport capture = check_capture(t);
+        r.problems.insert(r.problems.end(), capture.problems.begin(), capture.problems.end());
         check_runs(path, reader, r);
     } catch (const sql::Busy&) {
         throw;
@@ -642,9 +831,9 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
 void require_ok(const CheckReport& report, const std::string& path) {
     if (report.ok()) return;
     const Problem& p = report.problems.front();
-    std::string msg = p.table == "file"
-                          ? p.message
-                          : where_row(path, p.table, p.row, p.message + " [" + p.rule + "]");
+    std::string msg = p.table == "file"   ? p.message
+                      : p.table == "meta" ? path + ": meta " + p.message + " [" + p.rule + "]"
+                                          : where_row(path, p.table, p.row, p.message + " [" + p.rule + "]");
     if (report.problems.size() > 1)
         msg += " (and " + std::to_string(report.problems.size() - 1) +
                " more problems; run `mhc check` for the list)";
