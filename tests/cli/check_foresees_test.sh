@@ -48,7 +48,7 @@ spoiled "m.db: meta capture.optimizer_defaults: not a JSON object [meta]" "$(met
 spoiled "m.db: meta capture.data_parallel: 'zero3' is not ddp, fsdp2 or ddp+fsdp2 [meta]" \
     "$(meta capture.data_parallel zero3)" advise
 last=$(sqlite3 "$capture" "SELECT max(kernel) FROM kernel_info")
-spoiled "m.db: kernels row $last: has no kernel_info row (its module and phase), which every kernel of a model capture has [kernel-info]" \
+spoiled "m.db: kernels row $last: has no kernel_info row (its module and phase); every kernel of a model capture has one [kernel-info]" \
     "DELETE FROM kernel_info WHERE kernel = $last" advise
 
 # A kernel on stream 7 from just before kernel K to the free of an allocation A that K reads last
