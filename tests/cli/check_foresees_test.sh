@@ -47,6 +47,12 @@ spoiled "m.db: meta capture.hf_checkpoint_call: 'enable' is not a Hugging Face c
 spoiled "m.db: meta capture.optimizer_defaults: not a JSON object [meta]" "$(meta capture.optimizer_defaults '[1]')" advise
 spoiled "m.db: meta capture.data_parallel: 'zero3' is not ddp, fsdp2 or ddp+fsdp2 [meta]" \
     "$(meta capture.data_parallel zero3)" advise
+# What advise reads as absent (an empty value; a call without layers) check passes too.
+cp "$capture" e.db && chmod u+w e.db && sqlite3 e.db "$(meta capture.data_parallel ''); $(meta capture.unpacks '');
+    $(meta capture.hf_checkpoint_layers ''); $(meta capture.hf_checkpoint_call x); $(meta capture.optimizer_defaults '')" ||
+    fail "sqlite3 e.db"
+"$mhc" check e.db >out || fail "check of empty capture meta: $(cat out)"
+"$mhc" advise e.db --capacity 80GiB --top 1 >/dev/null 2>err || fail "advise of empty capture meta: $(cat err)"
 last=$(sqlite3 "$capture" "SELECT max(kernel) FROM kernel_info")
 spoiled "m.db: kernels row $last: has no kernel_info row (its module and phase); every kernel of a model capture has one [kernel-info]" \
     "DELETE FROM kernel_info WHERE kernel = $last" advise

@@ -556,27 +556,24 @@ void check_capture_meta(const TraceData& t, CheckReport& r) {
     auto bad = [&](const std::string& key, const std::string& why) {
         r.problems.push_back({"meta", "meta", 0, key + ": " + why});
     };
-    const auto given = [&](const char* key) { return t.meta.find(key) != t.meta.end(); };
-    if (given("capture.hf_checkpoint_layers")) {
-        const auto names = nlohmann::json::parse(t.meta_or("capture.hf_checkpoint_layers", ""), nullptr, false);
+    // As advise reads them: an empty value is no value; the call is read only beside layers.
+    const std::string layers = t.meta_or("capture.hf_checkpoint_layers", "");
+    if (!layers.empty()) {
+        const auto names = nlohmann::json::parse(layers, nullptr, false);
         if (!names.is_array() || std::any_of(names.begin(), names.end(), [](const auto& n) { return !n.is_string(); }))
             bad("capture.hf_checkpoint_layers", "not a JSON list of module names");
-    }
-    if (given("capture.hf_checkpoint_call")) {
-        const std::string call = t.meta_or("capture.hf_checkpoint_call", "");
+        const std::string call = t.meta_or("capture.hf_checkpoint_call", "gradient_checkpointing_enable");
         if (call != "gradient_checkpointing_enable" && call != "activation_checkpointing_enable")
             bad("capture.hf_checkpoint_call", quoted(call) +
                                                   " is not a Hugging Face checkpointing call "
                                                   "(gradient_checkpointing_enable, activation_checkpointing_enable)");
     }
-    if (given("capture.optimizer_defaults") &&
-        !nlohmann::json::parse(t.meta_or("capture.optimizer_defaults", ""), nullptr, false).is_object())
+    const std::string defaults = t.meta_or("capture.optimizer_defaults", "");
+    if (!defaults.empty() && !nlohmann::json::parse(defaults, nullptr, false).is_object())
         bad("capture.optimizer_defaults", "not a JSON object");
-    if (given("capture.data_parallel")) {
-        const std::string dp = t.meta_or("capture.data_parallel", "");
-        if (dp != "ddp" && dp != "fsdp2" && dp != "ddp+fsdp2")
-            bad("capture.data_parallel", quoted(dp) + " is not ddp, fsdp2 or ddp+fsdp2");
-    }
+    const std::string dp = t.meta_or("capture.data_parallel", "");
+    if (!dp.empty() && dp != "ddp" && dp != "fsdp2" && dp != "ddp+fsdp2")
+        bad("capture.data_parallel", quoted(dp) + " is not ddp, fsdp2 or ddp+fsdp2");
 }
 
 // The job meta of a rank's trace (docs/trace-format.md, "Multi-rank traces"), which a coupled
