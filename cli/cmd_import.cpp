@@ -95,9 +95,9 @@ mhc::cli::Registration reg{mhc::cli::Command{
                         static_cast<long long>(r.kernels), static_cast<long long>(r.accesses),
                         static_cast<long long>(r.copies), static_cast<long long>(r.markers));
             // What the trace is and lacks, as `mhc info` says it later (an ET's join with its Kineto trace).
-            for (const char* k : mhc::cli::kTraceNotes) {
-                auto it = r.meta.find(k);
-                if (it != r.meta.end()) std::printf("  %-21s %s\n", k, mhc::cli::printable(it->second).c_str());
+            for (const char* key : mhc::cli::kTraceNotes) {
+                auto it = r.meta.find(key);
+                if (it != r.meta.end()) std::printf("  %-21s %s\n", key, mhc::cli::printable(it->second).c_str());
             }
             // Where a Kineto trace's Total Allocated and the imported curve disagree: one line per device.
             for (const auto& [k, v] : r.meta)

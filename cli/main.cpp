@@ -207,9 +207,9 @@ std::string repeated_flag(const CLI::App& app, const CLI::App* sub, const std::v
             std::string name = opt->get_name();
             for (const auto& word : given) {
                 bool named = false;
-                for (const auto& l : opt->get_lnames()) named |= word == "--" + l;
-                for (const auto& f : opt->get_fnames()) named |= word == "--" + f;
-                for (const auto& s : opt->get_snames()) named |= word == "-" + s;
+                for (const auto& long_name : opt->get_lnames()) named |= word == "--" + long_name;
+                for (const auto& negation : opt->get_fnames()) named |= word == "--" + negation;
+                for (const auto& short_name : opt->get_snames()) named |= word == "-" + short_name;
                 if (named) {
                     name = word;
                     break;

@@ -53,7 +53,7 @@ std::string quoted(const std::string& value) {
 // [-2^62, 2^62] (check_ranges), and what computes on a trace takes differences of them (the
 // advise plan counts from the first; a span of 2^63 would not fit in 64 bits). The latest time
 // is named, with the first.
-void check_span(const TraceData& t, CheckReport& r) {
+void check_span(const TraceData& trace, CheckReport& report) {
     struct At {
         int64_t time;
         const char* table;
@@ -61,34 +61,35 @@ void check_span(const TraceData& t, CheckReport& r) {
         const char* col;
     };
     At first{INT64_MAX, "", 0, ""}, last{INT64_MIN, "", 0, ""};
-    auto see = [&](int64_t v, const char* table, int64_t id, const char* col) {
-        if (v == kNoTime) return;
-        if (v < first.time) first = {v, table, id, col};
-        if (v > last.time) last = {v, table, id, col};
+    auto see = [&](int64_t value, const char* table, int64_t id, const char* col) {
+        if (value == kNoTime) return;
+        if (value < first.time) first = {value, table, id, col};
+        if (value > last.time) last = {value, table, id, col};
     };
-    const auto& a = t.allocations;
-    for (size_t i = 0; i < a.size(); ++i) {
-        see(a.t_alloc[i], "allocations", a.id[i], "t_alloc");
-        see(a.t_free[i], "allocations", a.id[i], "t_free");
+    const auto& allocs = trace.allocations;
+    for (size_t i = 0; i < allocs.size(); ++i) {
+        see(allocs.t_alloc[i], "allocations", allocs.id[i], "t_alloc");
+        see(allocs.t_free[i], "allocations", allocs.id[i], "t_free");
     }
-    for (size_t i = 0; i < t.kernels.size(); ++i) {
-        see(t.kernels.t_start[i], "kernels", t.kernels.id[i], "t_start");
-        see(t.kernels.t_end[i], "kernels", t.kernels.id[i], "t_end");
+    for (size_t i = 0; i < trace.kernels.size(); ++i) {
+        see(trace.kernels.t_start[i], "kernels", trace.kernels.id[i], "t_start");
+        see(trace.kernels.t_end[i], "kernels", trace.kernels.id[i], "t_end");
     }
-    for (size_t i = 0; i < t.copies.size(); ++i) {
-        see(t.copies.t_start[i], "copies", t.copies.id[i], "t_start");
-        see(t.copies.t_end[i], "copies", t.copies.id[i], "t_end");
+    for (size_t i = 0; i < trace.copies.size(); ++i) {
+        see(trace.copies.t_start[i], "copies", trace.copies.id[i], "t_start");
+        see(trace.copies.t_end[i], "copies", trace.copies.id[i], "t_end");
     }
-    for (size_t i = 0; i < t.markers.size(); ++i) {
-        see(t.markers.t_start[i], "markers", t.markers.id[i], "t_start");
-        see(t.markers.t_end[i], "markers", t.markers.id[i], "t_end");
+    for (size_t i = 0; i < trace.markers.size(); ++i) {
+        see(trace.markers.t_start[i], "markers", trace.markers.id[i], "t_start");
+        see(trace.markers.t_end[i], "markers", trace.markers.id[i], "t_end");
     }
     if (first.time > last.time) return;
     if (static_cast<__int128>(last.time) - first.time <= limits::kMaxAbsTime) return;
-    r.problems.push_back({"range", last.table, last.id,
-                          std::string(last.col) + " is " + std::to_string(last.time) +
-                              ", more than 2^62 ns after the trace's first time, " + first.col + " " +
-                              std::to_string(first.time) + " of " + first.table + " row " + std::to_string(first.id)});
+    report.problems.push_back({"range", last.table, last.id,
+                               std::string(last.col) + " is " + std::to_string(last.time) +
+                                   ", more than 2^62 ns after the trace's first time, " + first.col + " " +
+                                   std::to_string(first.time) + " of " + first.table + " row " +
+                                   std::to_string(first.id)});
 }
 
 // The value ranges of limits.hpp on rows built in memory (importers check before writing);
@@ -529,12 +530,12 @@ void check_references(const Reader& reader, CheckReport& report) {
 
 // Meta `key`, a JSON list of [allocation id, kernel id] (capture.frame_holds, capture.unpacks):
 // its first entry that is no pair, or names a row the trace lacks.
-void check_pairs_meta(const TraceData& t, const char* key, CheckReport& r) {
-    const std::string text = t.meta_or(key, "");
+void check_pairs_meta(const TraceData& trace, const char* key, CheckReport& report) {
+    const std::string text = trace.meta_or(key, "");
     if (text.empty()) return;
     const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
     auto bad = [&](const std::string& why) {
-        r.problems.push_back({"meta", "meta", 0, std::string(key) + ": " + why});
+        report.problems.push_back({"meta", "meta", 0, std::string(key) + ": " + why});
     };
     if (!rows.is_array()) return bad("not a JSON list of [allocation id, kernel id] pairs");
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -542,36 +543,36 @@ void check_pairs_meta(const TraceData& t, const char* key, CheckReport& r) {
         const std::string entry = "entry " + std::to_string(i + 1) + " ";
         if (!row.is_array() || row.size() != 2 || !row[0].is_number_integer() || !row[1].is_number_integer())
             return bad(entry + row.dump().substr(0, 40) + " is not an [allocation id, kernel id] pair");
-        if (t.allocation_at(row[0].get<int64_t>()) < 0)
+        if (trace.allocation_at(row[0].get<int64_t>()) < 0)
             return bad(entry + "names allocation " + std::to_string(row[0].get<int64_t>()) + ", which does not exist");
-        if (t.kernel_at(row[1].get<int64_t>()) < 0)
+        if (trace.kernel_at(row[1].get<int64_t>()) < 0)
             return bad(entry + "names kernel " + std::to_string(row[1].get<int64_t>()) + ", which does not exist");
     }
 }
 
 // The other capture.* meta `mhc advise` reads (python/mhc_torch writes them): their forms.
-void check_capture_meta(const TraceData& t, CheckReport& r) {
-    check_pairs_meta(t, "capture.frame_holds", r);
-    check_pairs_meta(t, "capture.unpacks", r);
+void check_capture_meta(const TraceData& trace, CheckReport& report) {
+    check_pairs_meta(trace, "capture.frame_holds", report);
+    check_pairs_meta(trace, "capture.unpacks", report);
     auto bad = [&](const std::string& key, const std::string& why) {
-        r.problems.push_back({"meta", "meta", 0, key + ": " + why});
+        report.problems.push_back({"meta", "meta", 0, key + ": " + why});
     };
     // As advise reads them: an empty value is no value; the call is read only beside layers.
-    const std::string layers = t.meta_or("capture.hf_checkpoint_layers", "");
+    const std::string layers = trace.meta_or("capture.hf_checkpoint_layers", "");
     if (!layers.empty()) {
         const auto names = nlohmann::json::parse(layers, nullptr, false);
         if (!names.is_array() || std::any_of(names.begin(), names.end(), [](const auto& n) { return !n.is_string(); }))
             bad("capture.hf_checkpoint_layers", "not a JSON list of module names");
-        const std::string call = t.meta_or("capture.hf_checkpoint_call", "gradient_checkpointing_enable");
+        const std::string call = trace.meta_or("capture.hf_checkpoint_call", "gradient_checkpointing_enable");
         if (call != "gradient_checkpointing_enable" && call != "activation_checkpointing_enable")
             bad("capture.hf_checkpoint_call", quoted(call) +
                                                   " is not a Hugging Face checkpointing call "
                                                   "(gradient_checkpointing_enable, activation_checkpointing_enable)");
     }
-    const std::string defaults = t.meta_or("capture.optimizer_defaults", "");
+    const std::string defaults = trace.meta_or("capture.optimizer_defaults", "");
     if (!defaults.empty() && !nlohmann::json::parse(defaults, nullptr, false).is_object())
         bad("capture.optimizer_defaults", "not a JSON object");
-    const std::string dp = t.meta_or("capture.data_parallel", "");
+    const std::string dp = trace.meta_or("capture.data_parallel", "");
     if (!dp.empty() && dp != "ddp" && dp != "fsdp2" && dp != "ddp+fsdp2")
         bad("capture.data_parallel", quoted(dp) + " is not ddp, fsdp2 or ddp+fsdp2");
 }
@@ -579,15 +580,15 @@ void check_capture_meta(const TraceData& t, CheckReport& r) {
 // The job meta of a rank's trace (docs/trace-format.md, "Multi-rank traces"), which a coupled
 // run (`mhc simulate --ranks`) reads: rank and world_size are whole numbers >= 0, the rank below
 // the world size, time_origin_ns a time in ns.
-void check_job_meta(const TraceData& t, CheckReport& r) {
+void check_job_meta(const TraceData& trace, CheckReport& report) {
     auto number = [&](const char* key, bool negative_ok) -> std::optional<int64_t> {
-        auto it = t.meta.find(key);
-        if (it == t.meta.end()) return std::nullopt;
+        auto it = trace.meta.find(key);
+        if (it == trace.meta.end()) return std::nullopt;
         const std::optional<int64_t> value = parse_integer<int64_t>(it->second);
         if (!value || (!negative_ok && *value < 0)) {
-            r.problems.push_back({"meta", "meta", 0,
-                                  std::string(key) + ": " + quoted(it->second) + " is not " +
-                                      (negative_ok ? "a time in ns" : "a whole number >= 0")});
+            report.problems.push_back({"meta", "meta", 0,
+                                       std::string(key) + ": " + quoted(it->second) + " is not " +
+                                           (negative_ok ? "a time in ns" : "a whole number >= 0")});
             return std::nullopt;
         }
         return value;
@@ -595,33 +596,37 @@ void check_job_meta(const TraceData& t, CheckReport& r) {
     const auto rank = number("rank", false), world = number("world_size", false);
     number("time_origin_ns", true);
     if (rank && world && *rank >= *world)
-        r.problems.push_back({"meta", "meta", 0,
-                              "rank: " + std::to_string(*rank) + " is not below world_size " + std::to_string(*world)});
+        report.problems.push_back(
+            {"meta", "meta", 0,
+             "rank: " + std::to_string(*rank) + " is not below world_size " + std::to_string(*world)});
 }
 
 // A model capture's kernels run one after another on each device (mhc-torch puts every op on
 // one compute stream; `mhc advise` plans the step as that one sequence): two that overlap, on
 // any streams, are listed as `stream-overlap` lists them on one stream.
-void check_capture_kernels(const TraceData& t, CheckReport& r) {
-    const auto& k = t.kernels;
-    std::vector<size_t> order(k.size());
+void check_capture_kernels(const TraceData& trace, CheckReport& report) {
+    const auto& kernels = trace.kernels;
+    std::vector<size_t> order(kernels.size());
     std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-        if (k.device[x] != k.device[y]) return k.device[x] < k.device[y];
-        if (k.t_start[x] != k.t_start[y]) return k.t_start[x] < k.t_start[y];
-        return k.id[x] < k.id[y];
+    std::sort(order.begin(), order.end(), [&](size_t lhs, size_t rhs) {
+        if (kernels.device[lhs] != kernels.device[rhs]) return kernels.device[lhs] < kernels.device[rhs];
+        if (kernels.t_start[lhs] != kernels.t_start[rhs]) return kernels.t_start[lhs] < kernels.t_start[rhs];
+        return kernels.id[lhs] < kernels.id[rhs];
     });
     size_t last = SIZE_MAX;   // the kernel ending latest so far on this device
-    for (size_t i : order) {
-        if (last != SIZE_MAX && k.device[last] == k.device[i] && k.t_start[i] < k.t_end[last] &&
-            k.stream[last] != k.stream[i])   // on one stream: rule stream-overlap says it
-            r.problems.push_back({"capture-overlap", "kernels", k.id[i],
-                                  "starts at " + t_str(k.t_start[i]) + " on stream " + std::to_string(k.stream[i]) +
-                                      " while kernel " + std::to_string(k.id[last]) + " still runs on stream " +
-                                      std::to_string(k.stream[last]) + " (until " + t_str(k.t_end[last]) +
-                                      "): a model capture runs its kernels one after another on device " +
-                                      std::to_string(k.device[i])});
-        if (last == SIZE_MAX || k.device[last] != k.device[i] || k.t_end[i] > k.t_end[last]) last = i;
+    for (size_t row : order) {
+        if (last != SIZE_MAX && kernels.device[last] == kernels.device[row] &&
+            kernels.t_start[row] < kernels.t_end[last] &&
+            kernels.stream[last] != kernels.stream[row])   // on one stream: rule stream-overlap says it
+            report.problems.push_back(
+                {"capture-overlap", "kernels", kernels.id[row],
+                 "starts at " + t_str(kernels.t_start[row]) + " on stream " + std::to_string(kernels.stream[row]) +
+                     " while kernel " + std::to_string(kernels.id[last]) + " still runs on stream " +
+                     std::to_string(kernels.stream[last]) + " (until " + t_str(kernels.t_end[last]) +
+                     "): a model capture runs its kernels one after another on device " +
+                     std::to_string(kernels.device[row])});
+        if (last == SIZE_MAX || kernels.device[last] != kernels.device[row] || kernels.t_end[row] > kernels.t_end[last])
+            last = row;
     }
 }
 
@@ -681,31 +686,31 @@ std::vector<size_t> allocations_outside_segments(const TraceData& t) {
     return out;
 }
 
-CheckReport check_capture(const TraceData& t) {
-    CheckReport r;
-    check_capture_meta(t, r);
-    if (t.path.empty()) return r;
-    Reader reader(t.path);
+CheckReport check_capture(const TraceData& trace) {
+    CheckReport report;
+    check_capture_meta(trace, report);
+    if (trace.path.empty()) return report;
+    Reader reader(trace.path);
     auto count = [&](const std::string& sql) {
-        sql::Stmt s(reader.handle(), reader.path(), sql.c_str());
-        return s.step() ? s.i64(0) : 0;
+        sql::Stmt stmt(reader.handle(), reader.path(), sql.c_str());
+        return stmt.step() ? stmt.i64(0) : 0;
     };
-    if (!reader.has_table("modules") || count("SELECT count(*) FROM modules") == 0) return r;   // not a capture
-    check_capture_kernels(t, r);
-    if (!reader.has_table("kernel_info")) return r;
+    if (!reader.has_table("modules") || count("SELECT count(*) FROM modules") == 0) return report;   // not a capture
+    check_capture_kernels(trace, report);
+    if (!reader.has_table("kernel_info")) return report;
     // Each kernel's module and phase: what the planner groups and moves. One problem, at the first
     // kernel without a row, with how many lack one (a capture cut short lacks thousands).
     sql::Stmt lacking(reader.handle(), reader.path(),
                       "SELECT min(id), count(*) FROM kernels WHERE id NOT IN (SELECT kernel FROM kernel_info)");
     if (lacking.step() && lacking.i64(1) > 0) {
         const int64_t others = lacking.i64(1) - 1;
-        r.problems.push_back(
+        report.problems.push_back(
             {"kernel-info", "kernels", lacking.i64(0),
              "has no kernel_info row (its module and phase)" +
                  (others > 0 ? ", nor have " + std::to_string(others) + " later kernels" : std::string()) +
                  "; every kernel of a model capture has one"});
     }
-    return r;
+    return report;
 }
 
 CheckReport check_trace(const TraceData& t) {

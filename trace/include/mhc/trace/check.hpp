@@ -26,8 +26,8 @@ CheckReport check_trace(const TraceData& t);
 // capture.* meta advise reads are well formed and name rows that exist (rule `meta`, table
 // "meta", the key first in the message); and where the trace has modules (mhc-torch capture),
 // its kernels run one after another on each device (`capture-overlap`) and each has a
-// kernel_info row (`kernel-info`). Opens t.path for the capture tables (none when it is empty).
-CheckReport check_capture(const TraceData& t);
+// kernel_info row (`kernel-info`). Opens trace.path for the capture tables (none when it is empty).
+CheckReport check_capture(const TraceData& trace);
 // The rows (dense indices, ascending) of allocations that lie in no segment of their device
 // alive when they were made (rule `outside-segment`; devices without segments are not
 // judged). Importers that drop an inconsistent segments table ask it before writing one.
