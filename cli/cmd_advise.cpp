@@ -126,6 +126,8 @@ int run(const Options& o) {
         return seconds;
     });
     auto data = mhc::trace::load_checked_trace(o.trace);
+    // What a capture keeps beyond any trace (`mhc check` says it too), before the plan is made of it.
+    mhc::trace::require_ok(mhc::trace::check_capture(data), o.trace);
     Base base = make_base(data);
     if (!o.comm_link.empty()) apply_comm_model(base, comm_model(data, base.info, o.comm_link));
     Evaluator ev(base, mhc::sim::link_from_spec(o.link), host);

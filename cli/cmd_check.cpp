@@ -48,6 +48,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
                     if (shown++ >= *max) break;
                     if (problem.table == "file")
                         std::printf("%s\n", problem.message.c_str());
+                    else if (problem.table == "meta")   // the key leads the message
+                        std::printf("%s: meta %s [%s]\n", file->c_str(), problem.message.c_str(), problem.rule.c_str());
                     else
                         std::printf("%s: %s row %lld: %s [%s]\n", file->c_str(), problem.table.c_str(),
                                     static_cast<long long>(problem.row), problem.message.c_str(), problem.rule.c_str());

@@ -133,9 +133,11 @@ std::string grouped(int64_t n) {
     return out;
 }
 
-// Rows a second the writer keeps up on one core (docs/datasets.md: about 1 million; 2 when idle):
-// the time said is a guess of that order, not a promise.
-constexpr double kRowsPerSecond = 1e6;
+// Rows a second the generator writes on one core: the slowest of the shapes measured (CPU time,
+// 1.10 to 1.67 million rows a second over five presets and shapes of 1.2 to 8 million rows;
+// docs/results.md, "generate's write rate"). The time said is CPU time: on a busy machine the
+// wall time is longer, by as much as the machine is shared.
+constexpr double kRowsPerSecond = 1.1e6;
 
 // How large the output will be, refused before a byte is written when it passes
 // --max-output-size or the free space of the output's filesystem (docs/datasets.md, "Size").
@@ -152,7 +154,7 @@ int64_t check_output_size(const Options& opts, const GeneratorConfig& cfg, size_
     else std::snprintf(rows_text, sizeof rows_text, "%.3g rows", rows);
     const std::string what = "about " + mhc::format_bytes(bytes) + " (" + (one.exact ? "" : "about ") + rows_text +
                              (files > 1 ? " in " + std::to_string(files) + " files" : "") + ", about " +
-                             duration_words(rows / kRowsPerSecond) + " to write)";
+                             duration_words(rows / kRowsPerSecond) + " of one core to write)";
     const std::string target = files > 1 ? rank_path(opts.output, 0) + ", ..." : opts.output;
     if (bytes > limit) {
         // A round size above the estimate, in the largest binary unit that keeps it whole.

@@ -94,15 +94,16 @@ mhc::cli::Registration reg{mhc::cli::Command{
                         static_cast<long long>(r.events), static_cast<long long>(r.allocations),
                         static_cast<long long>(r.kernels), static_cast<long long>(r.accesses),
                         static_cast<long long>(r.copies), static_cast<long long>(r.markers));
-            for (const char* k : {"timing", "accesses", "reconstructed_blocks", "pairing", "missing"}) {
-                auto it = r.meta.find(k);
-                if (it != r.meta.end()) std::printf("  %-21s %s\n", k, it->second.c_str());
+            // What the trace is and lacks, as `mhc info` says it later (an ET's join with its Kineto trace).
+            for (const char* key : mhc::cli::kTraceNotes) {
+                auto it = r.meta.find(key);
+                if (it != r.meta.end()) std::printf("  %-21s %s\n", key, mhc::cli::printable(it->second).c_str());
             }
             // Where a Kineto trace's Total Allocated and the imported curve disagree: one line per device.
             for (const auto& [k, v] : r.meta)
                 if ((k.rfind("kineto.total_allocated.", 0) == 0 && v.rfind("agrees", 0) != 0) ||
                     k == "kineto.negative_durations")
-                    std::printf("  warning               %s\n", v.c_str());
+                    std::printf("  warning               %s\n", mhc::cli::printable(v).c_str());
             return mhc::cli::kExitOk;
         };
     }}};

@@ -73,14 +73,6 @@ std::string within(const std::string& text, int width) {
     return out;
 }
 
-// Text as written by an importer, or by anyone: a control byte (a NUL, an escape) is shown as
-// '?', never sent to the terminal.
-std::string printable(std::string text) {
-    for (char& byte : text)
-        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
-    return text;
-}
-
 // What the importer warned of (meta import.warnings, one per line), as it said them: the first
 // few, then how many more (--json holds them all).
 std::string import_warning_lines(const std::map<std::string, std::string>& meta) {
@@ -92,7 +84,7 @@ std::string import_warning_lines(const std::map<std::string, std::string>& meta)
     int count = 0;
     for (std::string line; std::getline(lines, line); ++count) {
         if (count >= kShown) continue;
-        out += "warning     " + printable(line) + "\n";
+        out += "warning     " + mhc::cli::printable(line) + "\n";
     }
     if (count > kShown)
         out += "warning     ... and " + std::to_string(count - kShown) +
@@ -127,25 +119,12 @@ mhc::cli::Registration reg{mhc::cli::Command{
             std::string text = mhc::trace::to_text(summary);
             // The meta lines shown: what the trace is and lacks, and what an importer changed or
             // could not tell (docs/import.md).
-            static const char* shown_meta[] = {"preset",
-                                               "accesses",
-                                               "timing",
-                                               "allocations",
-                                               "dropped_records",
-                                               "complete",
-                                               "reconstructed_blocks",
-                                               "missing",
-                                               "snapshot.end_state_only",
-                                               "snapshot.end_state_pending_free",
-                                               "kineto.kernel_device",
-                                               "kineto.kernel_clamp",
-                                               "et.join"};
-            for (const char* key : shown_meta) {
+            for (const char* key : mhc::cli::kTraceNotes) {
                 auto it = data.meta.find(key);
                 // A line the summary already gives under that name ("timing  order only: ...") is
                 // not said again in the importer's words.
                 if (it == data.meta.end() || said_in(text, key)) continue;
-                const std::string value = printable(it->second);
+                const std::string value = mhc::cli::printable(it->second);
                 std::string label = key;
                 label.resize(std::max<size_t>(label.size(), 11), ' ');
                 text += label + " " + value + "\n";

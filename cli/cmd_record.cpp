@@ -18,6 +18,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/record/output.hpp"
 
 namespace fs = std::filesystem;
 
@@ -116,6 +117,12 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
                const std::string& library_opt, const std::vector<std::string>& cmd) {
     if (cmd.empty()) throw Error("record: no command given (mhc record [options] -- CMD ...)",
                                  Error::Kind::BadInput);
+    // The recorder's variables (docs/recording.md): the library names a value outside them and
+    // records with the default, inside a program that may run for hours; here it is refused first.
+    record::settings_from_env([](const char* name) { return std::getenv(name); },
+                              [](const std::string& problem, const std::string&) {
+                                  throw Error(printable(problem) + " (docs/recording.md)", Error::Kind::BadInput);
+                              });
     std::string library = find_library(library_opt);
     fs::path out = fs::absolute(output);   // the program may change directory
     if (!fs::is_directory(out.parent_path()))

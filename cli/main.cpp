@@ -190,6 +190,36 @@ std::string contrary_flags(const CLI::App* sub, const std::vector<std::string>& 
     return "";
 }
 
+// A flag given more than once (`--json --json`, `-q -q`): CLI11 takes it, where an option that
+// takes a value given twice is refused ("--capacity given 2 times; give it once"); said the same
+// way, naming the flag as written. The top level's flags, then the command's. "" when none is.
+std::string repeated_flag(const CLI::App& app, const CLI::App* sub, const std::vector<std::string>& words) {
+    std::vector<std::string> given;
+    for (const auto& word : words) {
+        if (word == "--") break;
+        given.push_back(word.substr(0, word.find('=')));
+    }
+    std::vector<const CLI::App*> apps{&app};
+    for (; sub; sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front()) apps.push_back(sub);
+    for (const CLI::App* where : apps)
+        for (const CLI::Option* opt : where->get_options()) {
+            if (opt->get_expected_max() != 0 || opt->count() < 2) continue;   // an option with a value, or once
+            std::string name = opt->get_name();
+            for (const auto& word : given) {
+                bool named = false;
+                for (const auto& long_name : opt->get_lnames()) named |= word == "--" + long_name;
+                for (const auto& negation : opt->get_fnames()) named |= word == "--" + negation;
+                for (const auto& short_name : opt->get_snames()) named |= word == "-" + short_name;
+                if (named) {
+                    name = word;
+                    break;
+                }
+            }
+            return name + " given " + std::to_string(opt->count()) + " times; give it once";
+        }
+    return "";
+}
+
 // One grammar for the numbers options take (docs/cli.md, "Numbers"), applied here to every
 // option whose value is a number, so that a new option follows it too. A whole number is
 // decimal digits, with a '-' first where the option takes one below 0: no '+', no spaces, no
@@ -330,6 +360,8 @@ Outcome run(int argc, char** argv) {
     if (std::string contrary = contrary_flags(chosen, std::vector<std::string>(argv + 1, argv + argc));
         !contrary.empty())
         return failure(kExitBadInput, contrary);
+    if (std::string twice = repeated_flag(app, chosen, std::vector<std::string>(argv + 1, argv + argc)); !twice.empty())
+        return failure(kExitBadInput, twice);
     set_quiet(quiet);
     // A trace another process holds: said once on stderr, terminal or not (a silent wait of up to
     // MHC_BUSY_TIMEOUT_MS reads as a hang in a log); -q keeps it quiet.

@@ -11,13 +11,14 @@ cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
 "$mhc" -q simulate t.db --capacity 90% >/dev/null || fail simulate   # run 1: swaps, so events
 # A replay of run 1 as `mhc validate` stores it (base_run = the simulated run), and a model
-# capture's rows: module 2 inside module 1, a kernel of module 2, a storage saved by it.
+# capture's rows: module 2 inside module 1, a kernel of module 2 (every kernel has its row), a
+# storage saved by it.
 k=$(sqlite3 t.db "SELECT min(id) FROM kernels")
 a=$(sqlite3 t.db "SELECT min(id) FROM allocations")
 s=$(sqlite3 t.db "SELECT min(id) FROM strings")
 sqlite3 t.db "INSERT INTO runs VALUES (2, 'replayed', 'r', 'complete', '2026-12-03T00:00:00Z', 1);
               INSERT INTO modules VALUES (1, $s, 0, $s), (2, $s, 1, $s);
-              INSERT INTO kernel_info VALUES ($k, 2, 0, 0, 0);
+              INSERT INTO kernel_info SELECT id, CASE id WHEN $k THEN 2 ELSE 0 END, 0, 0, 0 FROM kernels;
               INSERT INTO saved_tensors VALUES ($a, $k, 1)" || fail "sqlite3 setup"
 [ "$(sqlite3 t.db "SELECT sum(allocation != 0) > 0 AND sum(kernel != 0) > 0 FROM run_events WHERE run = 1")" = 1 ] ||
     fail "the simulated run has no event of an allocation, or none of a kernel"
@@ -52,8 +53,11 @@ corrupt "UPDATE markers SET name = 99999 WHERE id = (SELECT min(id) FROM markers
 corrupt "UPDATE modules SET parent = 7 WHERE id = 2" "c.db: modules row 2: parent refers to module 7, which does not exist"
 corrupt "UPDATE modules SET name = 99999 WHERE id = 1" "c.db: modules row 1: name refers to string 99999"
 corrupt "UPDATE modules SET type = 99999 WHERE id = 1" "c.db: modules row 1: type refers to string 99999"
-corrupt "UPDATE kernel_info SET module = 9" "kernel_info row $k: module refers to module 9, which does not exist"
-corrupt "UPDATE kernel_info SET kernel = 99999" "kernel_info row 99999: kernel refers to kernel 99999, which does not exist"
+corrupt "UPDATE kernel_info SET module = 9 WHERE kernel = $k" "kernel_info row $k: module refers to module 9, which does not exist"
+corrupt "INSERT INTO kernel_info VALUES (99999, 2, 0, 0, 0)" "kernel_info row 99999: kernel refers to kernel 99999, which does not exist"
+# A model capture's kernel without its row (advise refused it; check passed it).
+corrupt "DELETE FROM kernel_info WHERE kernel > $k" \
+    "c.db: kernels row $((k + 1)): has no kernel_info row (its module and phase), nor have $(($(sqlite3 t.db "SELECT count(*) FROM kernels") - 2)) later kernels; every kernel of a model capture has one [kernel-info]"
 corrupt "UPDATE saved_tensors SET kernel = 99999" \
     "saved_tensors row 99999: kernel refers to kernel 99999, which does not exist (the row of allocation $a and kernel 99999)"
 corrupt "UPDATE saved_tensors SET allocation = 99999" \

@@ -3,7 +3,7 @@
 # "Messages and exit statuses"): every option that takes a value, of every command (read from
 # its --help, so a new option is tried too), given nan, inf, -inf, 1e400 (past a double) and ''
 # (CLI11 reads an empty number as 0, an empty name as not given); a command's own commands
-# (`kernels sinkhorn`) mistyped, missing or given an unknown option; an option given twice; an
+# (`kernels sinkhorn`) mistyped, missing or given an unknown option; an option or a flag given twice; an
 # output that is a descriptor of the process (/dev/stdout, /dev/fd/1: replaced, as root, or
 # written through); calibrate --repeat past what a machine can do, or into a missing folder; a
 # link share below 0; stored runs `mhc info` would refuse, and rows of a run that is not there,
@@ -102,8 +102,32 @@ refused "kernels sinkhorn: unexpected argument 'extra'" kernels sinkhorn --n 4 -
 refused "mhc: a command is required; commands: advise," -q
 refused "info: unexpected argument '--json'" info t.db -- --json   # after --, an argument: no "did you mean --json?"
 
-# 3. An option given twice.
+# 3. An option given twice. A flag given twice was taken without a word (`info --json --json`):
+# every flag of every command (read from its --help, with its negation), and the top level's.
 refused "--capacity given 2 times; give it once" simulate t.db --capacity 70% --capacity 80% --no-store
+base[record]="record -o r.db --force"
+flags=0
+for cmd in "${!base[@]}"; do
+    # A flag's line: its names, then the description (after two spaces, or one before a word in
+    # lower case) or nothing; an option's names are followed by its value (N, FILE, SIZE|SHARE).
+    # shellcheck disable=SC2086
+    names=$("$mhc" $cmd --help | grep -E '^ +(-[a-zA-Z], )?--[a-z0-9-]+(, --[a-z0-9-]+)?(  | [A-Z][a-z]|$)' |
+        sed -E 's/^ +((-[a-zA-Z], )?--[a-z0-9-]+(, --[a-z0-9-]+)?).*/\1/' | grep -oE -- '--[a-z0-9-]+' |
+        grep -vx -- --help | sort -u)
+    for f in $names; do
+        # shellcheck disable=SC2206
+        case $cmd in record) args=(${base[$cmd]} "$f" "$f" -- true) ;; *) args=(${base[$cmd]} "$f" "$f") ;; esac
+        # Given in the base command too (calibrate --quick): three times.
+        refused "$f given " "${args[@]}"
+        grep -qE -- "$f given [23] times; give it once" err || fail "$cmd $f $f: $(cat err)"
+        flags=$((flags + 1))
+    done
+done
+[ $flags -gt 30 ] || fail "only $flags flags given twice"
+unset 'base[record]'
+refused "-q given 2 times; give it once" -q -q info t.db
+refused "--quiet given 2 times; give it once" --quiet --quiet info t.db
+refused "--json given 2 times; give it once" info t.db --json=true --json
 
 # 4. Outputs that are descriptors of the process: refused, the link left as it is.
 ln -s /proc/self/fd/1 stdout.json

@@ -13,6 +13,18 @@ fake="$tmp/libfake.so"; : > "$fake"
 "$mhc" record --library "$fake" -o "$tmp/nodir/run.db" -- true >/dev/null 2>&1
 [[ $? == 2 ]] || fail "output in a missing directory: want exit 2"
 
+# The recorder's variables outside their values (0 or 1; 1..4096 MB) are refused before the
+# command runs, in one line naming the variable (the library would warn and use the default).
+for assign in MHC_RECORD_FORCE=yes MHC_RECORD_ACCESSES=no MHC_RECORD_SIGNALS=2 MHC_RECORD_BUFFER_MB=8M \
+              MHC_RECORD_DEVICE_BUFFER_MB=0 MHC_RECORD_BUFFER_MB=4097; do
+    env "$assign" "$mhc" record --library "$fake" -o "$tmp/env.db" -- touch "$tmp/ran" >/dev/null 2>"$tmp/err"; rc=$?
+    [[ $rc == 2 ]] || fail "$assign: want exit 2, got $rc: $(cat "$tmp/err")"
+    [[ $(wc -l <"$tmp/err") == 1 ]] && grep -qF "$assign: not " "$tmp/err" || fail "$assign: $(cat "$tmp/err")"
+    [[ ! -e $tmp/ran ]] || fail "$assign: the command ran anyway"
+done
+MHC_RECORD_BUFFER_MB=4096 MHC_RECORD_SIGNALS=0 "$mhc" record --library "$fake" -o "$tmp/env.db" -- true >/dev/null 2>&1
+[[ $? == 5 ]] || fail "documented MHC_RECORD_* values were refused"
+
 # An existing output is refused before the command runs, unless --force (then the recorder is
 # told to replace it, rank and pid files included).
 echo "old" > "$tmp/exists.db"

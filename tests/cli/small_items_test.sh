@@ -9,7 +9,8 @@
 # info saying why a Kineto trace has no memory and what an end-state snapshot counts, each once;
 # info giving each device's peak; generate refusing a trace past --max-output-size with its estimate;
 # the MHC_* variables refused in one line beyond their documented values; export --runs-db waiting
-# for a locked runs database under its name; info saying an import's warnings again.
+# for a locked runs database under its name; info saying an import's warnings again; import of an
+# execution trace with its Kineto trace saying how they joined.
 set -u
 mhc=$1
 nsys=$2   # a public Nsight Systems export
@@ -102,6 +103,16 @@ grep -q "MHC_STORE_WARN_SIZE='lots'" err || fail "a malformed MHC_STORE_WARN_SIZ
 got=$(sqlite3 et.db "SELECT min(t_start), max(t_end), count(*), count(DISTINCT t_start), max(t_end - t_start) FROM kernels")
 [ "$got" = "1|151|150|150|1" ] || fail "an execution trace's ops are not events 1..150: $got"
 "$mhc" info et.db | grep -q "^duration    150 events$" || fail "info of an execution trace: $("$mhc" info et.db | head -8)"
+# Joined with its Kineto trace, import says how the ops joined (meta et.join) as info does, and
+# every note it prints once: cpu_mlp's 357 ops join by their record function ids.
+"$mhc" import "$fixtures/cpu_mlp_et.json.gz" --kineto "$fixtures/cpu_mlp_kineto.json.gz" -o etk.db >out 2>err ||
+    fail "import of an ET with its Kineto trace: $(cat err)"
+grep -qE "^  et.join +357 of 357 ops joined \(1 of 1 threads\) by Record function id == rf_id$" out ||
+    fail "import does not say how the ET joined its Kineto trace: $(cat out)"
+"$mhc" info etk.db | grep -q "^et.join     357 of 357 ops joined" || fail "info lacks et.join: $("$mhc" info etk.db | tail -4)"
+for label in timing accesses et.join; do
+    [ "$(grep -c "^  $label " out)" = 1 ] || fail "import says '$label' other than once: $(cat out)"
+done
 # Its steps are spans of events too: param's ResNet ET has three steps of 2,584 ops each.
 "$mhc" -q import "$(cd "$(dirname "$nsys")/.." && pwd)/chakra/param-resnet-1gpu-et-1.1.1.json.gz" -o et3.db >/dev/null 2>&1 \
     || fail "import of param's ResNet ET"
@@ -118,6 +129,16 @@ grep -q "^allocations none: memory profiling was on" out || fail "info does not 
 "$mhc" info range.db >out || fail "info of the range trace"
 grep -q "^warning     77 events of categories mhc does not read were left out" out \
     || fail "info does not say the import's warning: $(cat out)"
+# More than eight warnings: the first eight, then how many more and where they all are. Ten
+# written into a copy of the range trace's meta: "w1" .. "w10", one a line.
+cp range.db many.db
+sqlite3 many.db "INSERT OR REPLACE INTO meta(key, value) VALUES ('import.warnings',
+    'w1' || char(10) || 'w2' || char(10) || 'w3' || char(10) || 'w4' || char(10) || 'w5' || char(10) ||
+    'w6' || char(10) || 'w7' || char(10) || 'w8' || char(10) || 'w9' || char(10) || 'w10')" || fail "sqlite3 many.db"
+"$mhc" info many.db >out || fail "info of ten warnings"
+[ "$(grep '^warning ' out | sed 's/^warning *//' | tr '\n' ' ')" = \
+  "w1 w2 w3 w4 w5 w6 w7 w8 ... and 2 more (mhc info --json: meta import.warnings) " ] ||
+    fail "info of ten warnings: $(grep '^warning' out)"
 "$mhc" -q import "$pub/torch-snapshot/verl-megatron-vllm-end-state.pickle.gz" -o verl.db >/dev/null 2>&1 \
     || fail "import of verl's snapshot"
 "$mhc" info verl.db >out || fail "info of verl's snapshot"
@@ -150,6 +171,14 @@ rows=$(sed -n 's/.*(\([0-9,]*\) rows, .*/\1/p' err | tr -d ,)
 "$mhc" generate --steps 3 --max-output-size 1GiB -o small.db >out 2>err || fail "generate within the bound: $(cat err)"
 grep -q "^small.db: $rows rows " out || fail "the estimate ($rows rows) is not what was written: $(cat out)"
 want="--max-output-size"; refused generate --steps 3 --max-output-size 100 -o small2.db
+# The time said is the rows at the slowest rate measured on one core (1.1 million rows a second,
+# docs/results.md "generate's write rate"), in seconds below 90: 14,500 steps of gpt2-small.
+want="more than --max-output-size 100.00 KiB"; refused generate --steps 14500 --max-output-size 100KiB -o big.db
+rows=$(sed -n 's/.*(\([0-9,]*\) rows, .*/\1/p' err | tr -d ,)
+secs=$(python3 -c "print(round($rows / 1.1e6))")
+grep -qF "($(python3 -c "print(f'{$rows:,}')") rows, about $secs s of one core to write)" err ||
+    fail "the time to write $rows rows is not $secs s of one core: $(cat err)"
+
 
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o e0.db >/dev/null || fail generate
 # The MHC_* variables: documented values only, refused in one line naming the variable by any

@@ -6,8 +6,12 @@
 #include <initializer_list>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "mhc/common/numbers.hpp"
 #include "mhc/trace/limits.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
@@ -36,6 +40,57 @@ void report_orphan_rows(sqlite3* db, const std::string& path, std::initializer_l
 }
 
 std::string t_str(int64_t t) { return std::to_string(t) + " ns"; }
+
+// A meta value quoted in a problem: its first 40 bytes, a control byte shown as '?'.
+std::string quoted(const std::string& value) {
+    std::string text = value.substr(0, 40);
+    for (char& byte : text)
+        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
+    return "'" + text + (value.size() > 40 ? "...'" : "'");
+}
+
+// The times of a trace lie within 2^62 ns of one another (146 years): each lies within
+// [-2^62, 2^62] (check_ranges), and what computes on a trace takes differences of them (the
+// advise plan counts from the first; a span of 2^63 would not fit in 64 bits). The latest time
+// is named, with the first.
+void check_span(const TraceData& trace, CheckReport& report) {
+    struct At {
+        int64_t time;
+        const char* table;
+        int64_t id;
+        const char* col;
+    };
+    At first{INT64_MAX, "", 0, ""}, last{INT64_MIN, "", 0, ""};
+    auto see = [&](int64_t value, const char* table, int64_t id, const char* col) {
+        if (value == kNoTime) return;
+        if (value < first.time) first = {value, table, id, col};
+        if (value > last.time) last = {value, table, id, col};
+    };
+    const auto& allocs = trace.allocations;
+    for (size_t i = 0; i < allocs.size(); ++i) {
+        see(allocs.t_alloc[i], "allocations", allocs.id[i], "t_alloc");
+        see(allocs.t_free[i], "allocations", allocs.id[i], "t_free");
+    }
+    for (size_t i = 0; i < trace.kernels.size(); ++i) {
+        see(trace.kernels.t_start[i], "kernels", trace.kernels.id[i], "t_start");
+        see(trace.kernels.t_end[i], "kernels", trace.kernels.id[i], "t_end");
+    }
+    for (size_t i = 0; i < trace.copies.size(); ++i) {
+        see(trace.copies.t_start[i], "copies", trace.copies.id[i], "t_start");
+        see(trace.copies.t_end[i], "copies", trace.copies.id[i], "t_end");
+    }
+    for (size_t i = 0; i < trace.markers.size(); ++i) {
+        see(trace.markers.t_start[i], "markers", trace.markers.id[i], "t_start");
+        see(trace.markers.t_end[i], "markers", trace.markers.id[i], "t_end");
+    }
+    if (first.time > last.time) return;
+    if (static_cast<__int128>(last.time) - first.time <= limits::kMaxAbsTime) return;
+    report.problems.push_back({"range", last.table, last.id,
+                               std::string(last.col) + " is " + std::to_string(last.time) +
+                                   ", more than 2^62 ns after the trace's first time, " + first.col + " " +
+                                   std::to_string(first.time) + " of " + first.table + " row " +
+                                   std::to_string(first.id)});
+}
 
 // The value ranges of limits.hpp on rows built in memory (importers check before writing);
 // rows read from a file were held to them by the Reader already.
@@ -473,6 +528,107 @@ void check_references(const Reader& reader, CheckReport& report) {
     check_run_references(here, [&](const char* name) { return reader.has_table(name); }, report);
 }
 
+// Meta `key`, a JSON list of [allocation id, kernel id] (capture.frame_holds, capture.unpacks):
+// its first entry that is no pair, or names a row the trace lacks.
+void check_pairs_meta(const TraceData& trace, const char* key, CheckReport& report) {
+    const std::string text = trace.meta_or(key, "");
+    if (text.empty()) return;
+    const nlohmann::json rows = nlohmann::json::parse(text, nullptr, false);
+    auto bad = [&](const std::string& why) {
+        report.problems.push_back({"meta", "meta", 0, std::string(key) + ": " + why});
+    };
+    if (!rows.is_array()) return bad("not a JSON list of [allocation id, kernel id] pairs");
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const auto& row = rows[i];
+        const std::string entry = "entry " + std::to_string(i + 1) + " ";
+        if (!row.is_array() || row.size() != 2 || !row[0].is_number_integer() || !row[1].is_number_integer())
+            return bad(entry + row.dump().substr(0, 40) + " is not an [allocation id, kernel id] pair");
+        if (trace.allocation_at(row[0].get<int64_t>()) < 0)
+            return bad(entry + "names allocation " + std::to_string(row[0].get<int64_t>()) + ", which does not exist");
+        if (trace.kernel_at(row[1].get<int64_t>()) < 0)
+            return bad(entry + "names kernel " + std::to_string(row[1].get<int64_t>()) + ", which does not exist");
+    }
+}
+
+// The other capture.* meta `mhc advise` reads (python/mhc_torch writes them): their forms.
+void check_capture_meta(const TraceData& trace, CheckReport& report) {
+    check_pairs_meta(trace, "capture.frame_holds", report);
+    check_pairs_meta(trace, "capture.unpacks", report);
+    auto bad = [&](const std::string& key, const std::string& why) {
+        report.problems.push_back({"meta", "meta", 0, key + ": " + why});
+    };
+    // As advise reads them: an empty value is no value; the call is read only beside layers.
+    const std::string layers = trace.meta_or("capture.hf_checkpoint_layers", "");
+    if (!layers.empty()) {
+        const auto names = nlohmann::json::parse(layers, nullptr, false);
+        if (!names.is_array() || std::any_of(names.begin(), names.end(), [](const auto& n) { return !n.is_string(); }))
+            bad("capture.hf_checkpoint_layers", "not a JSON list of module names");
+        const std::string call = trace.meta_or("capture.hf_checkpoint_call", "gradient_checkpointing_enable");
+        if (call != "gradient_checkpointing_enable" && call != "activation_checkpointing_enable")
+            bad("capture.hf_checkpoint_call", quoted(call) +
+                                                  " is not a Hugging Face checkpointing call "
+                                                  "(gradient_checkpointing_enable, activation_checkpointing_enable)");
+    }
+    const std::string defaults = trace.meta_or("capture.optimizer_defaults", "");
+    if (!defaults.empty() && !nlohmann::json::parse(defaults, nullptr, false).is_object())
+        bad("capture.optimizer_defaults", "not a JSON object");
+    const std::string dp = trace.meta_or("capture.data_parallel", "");
+    if (!dp.empty() && dp != "ddp" && dp != "fsdp2" && dp != "ddp+fsdp2")
+        bad("capture.data_parallel", quoted(dp) + " is not ddp, fsdp2 or ddp+fsdp2");
+}
+
+// The job meta of a rank's trace (docs/trace-format.md, "Multi-rank traces"), which a coupled
+// run (`mhc simulate --ranks`) reads: rank and world_size are whole numbers >= 0, the rank below
+// the world size, time_origin_ns a time in ns.
+void check_job_meta(const TraceData& trace, CheckReport& report) {
+    auto number = [&](const char* key, bool negative_ok) -> std::optional<int64_t> {
+        auto it = trace.meta.find(key);
+        if (it == trace.meta.end()) return std::nullopt;
+        const std::optional<int64_t> value = parse_integer<int64_t>(it->second);
+        if (!value || (!negative_ok && *value < 0)) {
+            report.problems.push_back({"meta", "meta", 0,
+                                       std::string(key) + ": " + quoted(it->second) + " is not " +
+                                           (negative_ok ? "a time in ns" : "a whole number >= 0")});
+            return std::nullopt;
+        }
+        return value;
+    };
+    const auto rank = number("rank", false), world = number("world_size", false);
+    number("time_origin_ns", true);
+    if (rank && world && *rank >= *world)
+        report.problems.push_back(
+            {"meta", "meta", 0,
+             "rank: " + std::to_string(*rank) + " is not below world_size " + std::to_string(*world)});
+}
+
+// A model capture's kernels run one after another on each device (mhc-torch puts every op on
+// one compute stream; `mhc advise` plans the step as that one sequence): two that overlap, on
+// any streams, are listed as `stream-overlap` lists them on one stream.
+void check_capture_kernels(const TraceData& trace, CheckReport& report) {
+    const auto& kernels = trace.kernels;
+    std::vector<size_t> order(kernels.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t lhs, size_t rhs) {
+        if (kernels.device[lhs] != kernels.device[rhs]) return kernels.device[lhs] < kernels.device[rhs];
+        if (kernels.t_start[lhs] != kernels.t_start[rhs]) return kernels.t_start[lhs] < kernels.t_start[rhs];
+        return kernels.id[lhs] < kernels.id[rhs];
+    });
+    size_t last = SIZE_MAX;   // the kernel ending latest so far on this device
+    for (size_t row : order) {
+        if (last != SIZE_MAX && kernels.device[last] == kernels.device[row] &&
+            kernels.t_start[row] < kernels.t_end[last] &&
+            kernels.stream[last] != kernels.stream[row])   // on one stream: rule stream-overlap says it
+            report.problems.push_back(
+                {"capture-overlap", "kernels", kernels.id[row],
+                 "starts at " + t_str(kernels.t_start[row]) + " on stream " + std::to_string(kernels.stream[row]) +
+                     " while kernel " + std::to_string(kernels.id[last]) + " still runs on stream " +
+                     std::to_string(kernels.stream[last]) + " (until " + t_str(kernels.t_end[last]) +
+                     "): a model capture runs its kernels one after another on device " +
+                     std::to_string(kernels.device[row])});
+        if (last == SIZE_MAX || kernels.device[last] != kernels.device[row] || kernels.t_end[row] > kernels.t_end[last])
+            last = row;
+    }
+}
 
 }  // namespace
 
@@ -530,9 +686,37 @@ std::vector<size_t> allocations_outside_segments(const TraceData& t) {
     return out;
 }
 
+CheckReport check_capture(const TraceData& trace) {
+    CheckReport report;
+    check_capture_meta(trace, report);
+    if (trace.path.empty()) return report;
+    Reader reader(trace.path);
+    auto count = [&](const std::string& sql) {
+        sql::Stmt stmt(reader.handle(), reader.path(), sql.c_str());
+        return stmt.step() ? stmt.i64(0) : 0;
+    };
+    if (!reader.has_table("modules") || count("SELECT count(*) FROM modules") == 0) return report;   // not a capture
+    check_capture_kernels(trace, report);
+    if (!reader.has_table("kernel_info")) return report;
+    // Each kernel's module and phase: what the planner groups and moves. One problem, at the first
+    // kernel without a row, with how many lack one (a capture cut short lacks thousands).
+    sql::Stmt lacking(reader.handle(), reader.path(),
+                      "SELECT min(id), count(*) FROM kernels WHERE id NOT IN (SELECT kernel FROM kernel_info)");
+    if (lacking.step() && lacking.i64(1) > 0) {
+        const int64_t others = lacking.i64(1) - 1;
+        report.problems.push_back(
+            {"kernel-info", "kernels", lacking.i64(0),
+             "has no kernel_info row (its module and phase)" +
+                 (others > 0 ? ", nor have " + std::to_string(others) + " later kernels" : std::string()) +
+                 "; every kernel of a model capture has one"});
+    }
+    return report;
+}
+
 CheckReport check_trace(const TraceData& t) {
     CheckReport r;
     check_ranges(t, r);
+    check_span(t, r);
     check_allocations(t, r);
     check_kernels(t, r);
     check_accesses(t, r);
@@ -570,6 +754,9 @@ CheckReport check_file(const std::string& path, bool full) {
         CheckReport rows = check_trace(t);
         r.problems.insert(r.problems.end(), rows.problems.begin(), rows.problems.end());
         check_references(reader, r);
+        check_job_meta(t, r);
+        CheckReport capture = check_capture(t);
+        r.problems.insert(r.problems.end(), capture.problems.begin(), capture.problems.end());
         check_runs(path, reader, r);
     } catch (const sql::Busy&) {
         throw;
@@ -642,9 +829,9 @@ CheckReport check_runs_db(const std::string& trace, const std::string& runs_db) 
 void require_ok(const CheckReport& report, const std::string& path) {
     if (report.ok()) return;
     const Problem& p = report.problems.front();
-    std::string msg = p.table == "file"
-                          ? p.message
-                          : where_row(path, p.table, p.row, p.message + " [" + p.rule + "]");
+    std::string msg = p.table == "file"   ? p.message
+                      : p.table == "meta" ? path + ": meta " + p.message + " [" + p.rule + "]"
+                                          : where_row(path, p.table, p.row, p.message + " [" + p.rule + "]");
     if (report.problems.size() > 1)
         msg += " (and " + std::to_string(report.problems.size() - 1) +
                " more problems; run `mhc check` for the list)";

@@ -22,6 +22,12 @@ struct CheckReport {
 
 // Checks a loaded trace: every rule of docs/trace-format.md except file-level ones.
 CheckReport check_trace(const TraceData& t);
+// The rules a model capture keeps (`mhc advise` plans on them; check_file runs them): the
+// capture.* meta advise reads are well formed and name rows that exist (rule `meta`, table
+// "meta", the key first in the message); and where the trace has modules (mhc-torch capture),
+// its kernels run one after another on each device (`capture-overlap`) and each has a
+// kernel_info row (`kernel-info`). Opens trace.path for the capture tables (none when it is empty).
+CheckReport check_capture(const TraceData& trace);
 // The rows (dense indices, ascending) of allocations that lie in no segment of their device
 // alive when they were made (rule `outside-segment`; devices without segments are not
 // judged). Importers that drop an inconsistent segments table ask it before writing one.
