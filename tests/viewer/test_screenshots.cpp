@@ -913,3 +913,65 @@ TEST_CASE("labels in timeline boxes fit their box, cut with '...', never clipped
     CHECK(drawn >= 5);
     CHECK(cut >= 2);   // test4's box and a range marker's at least
 }
+
+TEST_CASE("an import's warnings are said by the header; the strip's one line ends inside the view") {
+    // nvFuser's 2025.1 Nsight export: no CUDA_GPU_MEMORY_USAGE_EVENTS (an import warning and
+    // meta allocations' reason). Nothing in the window said so, and the strip's line "no
+    // allocations in this trace: no memory curve" ran 6 px under the status bar, its descenders
+    // cut ("no memoru curve").
+    fixture::TempPath db("fuser-notes.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/fuser-h200-nsys-2025.1.sqlite", db.path,
+                                    opt);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& notes = shot.layout["notes"];
+    REQUIRE(notes.contains("text"));
+    CHECK(notes["text"] == "notes: import: missing tables CUDA_GPU_MEMORY_USAGE_EVENTS (imported without them)");
+    REQUIRE(notes["lines"].size() == 1);
+    // Drawn in the notes' amber on the header's line.
+    const auto& r = notes["rect"];
+    CHECK(r["y1"].get<double>() < shot.layout["view"]["y0"].get<double>());
+    size_t amber = 0;
+    for (double y = r["y0"]; y < r["y1"].get<double>(); ++y)
+        for (double x = r["x0"]; x < r["x1"].get<double>(); ++x)
+            amber += near(shot.img.at(x, y), rgb(242, 204, 102), 12) ? 1 : 0;
+    CHECK(amber > 200);
+    // The strip: inside the view, with the importer's reason, its background on its last rows.
+    const auto& strip = shot.layout["timeline"]["memory_strip"];
+    REQUIRE(strip["empty"] == true);
+    CHECK(strip["text"].get<std::string>().find("--cuda-memory-usage=true") != std::string::npos);
+    const auto& sr = strip["rect"];
+    CHECK(sr["y1"].get<double>() <= shot.layout["view"]["y1"].get<double>());
+    CHECK(near(shot.img.at(sr["x1"].get<double>() - 6, sr["y1"].get<double>() - 1), rgb(36, 36, 42)));
+}
+
+TEST_CASE("folded boxes say their count whole or not at all") {
+    // Kineto's trace of CUDA graphs (HTA's trace-diff sample) at 1600 px: stream 7's folded
+    // boxes read "47...", "32..." (4,744 and 327 kernels cut to fit), numbers the trace does not have.
+    fixture::TempPath db("graphs-folded.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(
+        std::string(MHC_PUBLIC_DATASETS) + "/kineto/hta-trace-diff-cuda-graphs-rank-1.json.gz", db.path, opt);
+    Shot shot = shoot(db.path, "--size 1600x900");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    size_t folded = 0, named = 0;
+    for (const auto& track_json : shot.layout["timeline"]["tracks"])
+        for (const auto& box : track_json["boxes"]) {
+            const int64_t what = box[2];
+            const std::string label = box[3];
+            if (what >= 0 || label.empty()) continue;   // one item, or a folded box too narrow to say
+            ++folded;
+            const std::string count = std::to_string(-what);
+            INFO(track_json["title"] << ": '" << label << "' for " << count << " items");
+            CHECK(label.compare(0, count.size(), count) == 0);
+            CHECK((label.size() == count.size() || label[count.size()] == ' '));
+            named += label.size() > count.size() ? 1 : 0;
+        }
+    CHECK(folded >= 10);
+    CHECK(named >= 5);   // "907 GEMM", and the copies and ranges say what they count
+}

@@ -193,10 +193,10 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
         if (d.count > 1) {
             // Folded runs: hatched edge so they read as "many", as Tracy's zig-zag does.
             dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
-            if (b.x - a.x > 30) {
-                std::string n = std::to_string(d.count);
-                if (l.kind == LaneKind::Kernels) n += std::string(" ") + family_name(static_cast<KernelFamily>(d.cls));
-                label = fit_label(n, b.x - a.x - 6, char_width);
+            if (b.x - a.x > 12) {
+                const char* family = l.kind == LaneKind::Kernels ? family_name(static_cast<KernelFamily>(d.cls))
+                                                                 : nullptr;
+                label = folded_label(d.count, folded_noun(l, family), b.x - a.x - 6, char_width);
                 dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2},
                             IM_COL32(20, 20, 20, 255), label.c_str(), nullptr, 0, &clip);
             }
