@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "mhc/viewer/axis.hpp"
 
 using namespace mhc::viewer;
@@ -84,5 +87,34 @@ TEST_CASE("byte grid lines leave room for their labels on short plots") {
             }
             if (height >= 64 && y_max >= 1000) CHECK(!ticks.empty());
             if (height < 16) CHECK(ticks.empty());
+        }
+}
+
+TEST_CASE("byte labels: one unit and the decimals the step needs") {
+    constexpr double MiB = 1024.0 * 1024.0, GiB = 1024.0 * MiB;
+    // torch's ResNet-50 profile (2.6 GiB peak, 1.1 x for the plot): a line every 0.5 GiB, which
+    // format_bytes wrote "512.00 MiB", "1.00 GiB", "1.50 GiB".
+    auto resnet = byte_ticks(1.1 * 2.6 * GiB, 500.f, 16.f);
+    CHECK(byte_tick_labels(resnet) == std::vector<std::string>{"0.5 GiB", "1.0 GiB", "1.5 GiB", "2.0 GiB", "2.5 GiB"});
+    // 500 MiB steps past 1 GiB stay in MiB ("1.46 GiB" is no line a reader can place).
+    auto mib = byte_ticks(1.6 * GiB, 500.f, 16.f);
+    CHECK(byte_tick_labels(mib) == std::vector<std::string>{"500 MiB", "1000 MiB", "1500 MiB"});
+    CHECK(byte_tick_labels(byte_ticks(141.4 * 1.1 * GiB, 400.f, 16.f)) ==
+          std::vector<std::string>{"50 GiB", "100 GiB", "150 GiB"});
+    CHECK(byte_tick_labels(byte_ticks(336 * MiB, 70.f, 16.f)) == std::vector<std::string>{"100 MiB", "200 MiB"});
+    CHECK(byte_tick_labels(byte_ticks(3.0, 120.f, 16.f)) == std::vector<std::string>{"1 B", "2 B"});
+    CHECK(byte_tick_labels({}).empty());
+    // Every scale: as many labels as lines, each with a unit and at most one decimal.
+    for (double y_max : {1.0, 1000.0, 5e6, 1.1 * 1424 * MiB, 8e15})
+        for (float height : {70.f, 400.f, 2000.f}) {
+            auto ticks = byte_ticks(y_max, height, 16.f);
+            auto labels = byte_tick_labels(ticks);
+            REQUIRE(labels.size() == ticks.size());
+            for (const std::string& l : labels) {
+                INFO(l);
+                CHECK(l.find(' ') != std::string::npos);
+                const auto dot = l.find('.');
+                CHECK((dot == std::string::npos || l.find(' ') - dot == 2));
+            }
         }
 }

@@ -881,6 +881,12 @@ TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the
                                     labels[i]["y1"].get<double>() <= rect["y1"].get<double>() + 1);
             CHECK(inside);
             for (size_t j = i + 1; j < labels.size(); ++j) CHECK(!overlap(labels[i], labels[j]));
+            // In one unit, one decimal at most ("100 MiB", not "100.00 MiB"; byte_tick_labels).
+            const std::string text = labels[i].value("text", ""), first = labels[0].value("text", "");
+            INFO(text);
+            REQUIRE(text.find(' ') != std::string::npos);
+            CHECK(text.find(".00 ") == std::string::npos);
+            CHECK(text.substr(text.find(' ')) == first.substr(first.find(' ')));
         }
     }
 }

@@ -259,14 +259,21 @@ void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohman
     // "512 MiB", "1 GiB": lines a label's height apart and more, so that a short plot (the
     // timeline's memory strip in a small window) has fewer labels, never overlapping ones.
     const float label_h = ImGui::GetTextLineHeight();
-    for (double value : byte_ticks(y_max, p1.y - p0.y, label_h + 3)) {
+    const std::vector<double> ticks = byte_ticks(y_max, p1.y - p0.y, label_h + 3);
+    const std::vector<std::string> texts = byte_tick_labels(ticks);
+    for (size_t i = 0; i < ticks.size(); ++i) {
+        const double value = ticks[i];
         const float line_y = p1.y - static_cast<float>(value / y_max) * (p1.y - p0.y);
         dl->AddLine({p0.x, line_y}, {p1.x, line_y}, IM_COL32(70, 70, 80, 255));
-        const std::string text = format_bytes(static_cast<int64_t>(value));
+        const std::string& text = texts[i];
         ImVec2 sz = ImGui::CalcTextSize(text.c_str());
         ImVec2 at{p0.x - sz.x - 6, line_y - sz.y / 2};
         dl->AddText(at, IM_COL32(180, 180, 190, 255), text.c_str());
-        if (label_rects) label_rects->push_back(rect_json(at, {at.x + sz.x, at.y + sz.y}));
+        if (label_rects) {
+            nlohmann::json rect = rect_json(at, {at.x + sz.x, at.y + sz.y});
+            rect["text"] = text;
+            label_rects->push_back(rect);
+        }
     }
 }
 

@@ -33,6 +33,31 @@ std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px) 
     return out;
 }
 
+std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks) {
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    std::vector<std::string> out;
+    if (ticks.empty()) return out;
+    const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : ticks[0];
+    // The largest unit in which the step is a whole number of tenths (0.5 GiB, 0.1 GiB, 500 MiB).
+    int unit = 0;
+    for (int k = 6; k > 0; --k) {
+        const double tenths = step / std::pow(1024.0, k) * 10;
+        if (tenths >= 1 - 1e-9 && std::fabs(tenths - std::round(tenths)) < 1e-6 * tenths) {
+            unit = k;
+            break;
+        }
+    }
+    const double scale = std::pow(1024.0, unit);
+    const double r = step / scale;
+    const int decimals = std::fabs(r - std::round(r)) < 1e-6 * r ? 0 : 1;
+    for (double v : ticks) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.*f %s", decimals, v / scale, units[unit]);
+        out.emplace_back(buf);
+    }
+    return out;
+}
+
 std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events) {
     std::vector<Tick> out;
     if (r.span() <= 0 || width <= 0) return out;
