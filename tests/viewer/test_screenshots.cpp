@@ -981,3 +981,33 @@ TEST_CASE("folded boxes say their count whole or not at all") {
     CHECK(folded >= 10);
     CHECK(named >= 5);   // "907 GEMM", and the copies and ranges say what they count
 }
+
+TEST_CASE("ranges nested deeper than the rows: no label runs under the next box") {
+    // HTA's MTIA inference trace: CPU ranges nested more than six deep, the deeper ones all in the
+    // last row, where boxes overlap. Each label took its whole box and was drawn over by the next
+    // box's ("36 | 1 16 35"): a label now ends where the next box starts.
+    fixture::TempPath db("mtia-rows.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/kineto/hta-mtia-inference-rank-0.json.gz",
+                                    db.path, opt);
+    Shot shot = shoot(db.path, "--size 1600x900");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const double char_width = 7;   // ProggyClean 13 px, monospaced
+    size_t checked = 0, overlapping = 0;
+    for (const auto& track_json : shot.layout["timeline"]["tracks"]) {
+        const auto& boxes = track_json["boxes"];
+        for (size_t k = 0; k + 1 < boxes.size(); ++k) {
+            const std::string label = boxes[k][3];
+            const double x0 = boxes[k][0], next = boxes[k + 1][0];
+            overlapping += next < boxes[k][1].get<double>() ? 1 : 0;
+            if (label.empty()) continue;
+            ++checked;
+            INFO(track_json["title"] << " row " << track_json["row"] << ": '" << label << "' before a box at " << next);
+            CHECK(static_cast<double>(label.size()) * char_width <= next - x0 - 6 + 0.5);
+        }
+    }
+    CHECK(overlapping >= 5);   // the last row's boxes do overlap
+    CHECK(checked >= 20);
+}
