@@ -1011,3 +1011,32 @@ TEST_CASE("ranges nested deeper than the rows: no label runs under the next box"
     CHECK(overlapping >= 5);   // the last row's boxes do overlap
     CHECK(checked >= 20);
 }
+
+TEST_CASE("(?) shows the help on an order-only trace; the notes show every note on hover") {
+    // FlexGen's out-of-memory snapshot: order only, so a yellow note follows (?). The help was the
+    // tooltip of the last item, that note: (?) showed nothing there.
+    fixture::TempPath db("flexgen-help.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/torch-snapshot/flexgen-oom-snapshot.pickle",
+                                    db.path, opt);
+    Shot first = shoot(db.path, "--size 1400x700");
+    INFO(first.err);
+    REQUIRE(first.rc == 0);
+    const auto& tb = first.layout["toolbar"];
+    REQUIRE(tb.contains("order_only"));
+    CHECK(!tb.contains("tooltip"));
+    auto centre = [](const nlohmann::json& r) {
+        return std::to_string(static_cast<int>((r["x0"].get<double>() + r["x1"].get<double>()) / 2)) + "," +
+               std::to_string(static_cast<int>((r["y0"].get<double>() + r["y1"].get<double>()) / 2));
+    };
+    Shot help = shoot(db.path, "--size 1400x700 --hover " + centre(tb["help"]));
+    REQUIRE(help.rc == 0);
+    CHECK(help.layout["toolbar"].value("tooltip", "").rfind("wheel or W/S: zoom", 0) == 0);
+    // The notes line: each note whole in its tooltip.
+    REQUIRE(first.layout.contains("notes"));
+    Shot notes = shoot(db.path, "--size 1400x700 --hover " + centre(first.layout["notes"]["rect"]));
+    REQUIRE(notes.rc == 0);
+    CHECK(notes.layout["notes"]["tooltip"] == first.layout["notes"]["lines"]);
+    CHECK(!notes.layout["toolbar"].contains("tooltip"));
+}

@@ -292,6 +292,7 @@ void App::notes_line() {
     layout["notes"] = {
         {"text", shown}, {"lines", lines}, {"rect", rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax())}};
     if (ImGui::IsItemHovered()) {
+        layout["notes"]["tooltip"] = lines;
         ImGui::BeginTooltip();
         ImGui::PushTextWrapPos(ImGui::GetFontSize() * 70);
         for (const TraceNote& n : notes) ImGui::TextUnformatted(n.text.c_str());

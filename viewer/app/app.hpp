@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,7 @@ struct Options {
     // Screenshot mode: left clicks at window pixels (x, y), one after the other, as a user's
     // clicks (press and release on separate frames), and the toolbar's step + Go.
     std::vector<std::pair<float, float>> clicks;
+    std::optional<std::pair<float, float>> hover;   // --hover: the mouse there in the saved frame
     bool go_step = false;
     int step = 0;
 };

@@ -336,6 +336,10 @@ void toolbar(App& app) {
                         app.times().span(app.range.span()).c_str());
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
+    // The help is (?)'s tooltip: it was asked of the last item, the order-only note when there is
+    // one, so that (?) showed nothing on an order-only trace and the note showed the help.
+    const bool help = ImGui::IsItemHovered();
+    jt["help"] = last_rect();
     jt["range_text"] = app.times().at(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1));
     if (app.order_only()) {   // said where the times are read, once per view
         const char* note = app.selected >= 0 ? "order only: times are event numbers, the run's stalls add simulated ns"
@@ -344,9 +348,12 @@ void toolbar(App& app) {
         ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", note);
         jt["order_only"] = note;
     }
-    if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
-                          "click a kernel or an allocation: its details; click a folded box: zoom to it");
+    if (help) {
+        const char* text = "wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
+                           "click a kernel or an allocation: its details; click a folded box: zoom to it";
+        ImGui::SetTooltip("%s", text);
+        jt["tooltip"] = text;
+    }
 }
 
 bool draw_details(const char* id, const DetailsPane& pane, float height, nlohmann::json& out) {
