@@ -42,6 +42,27 @@ TEST_CASE("an order-only trace's axis counts events, not time") {
     }
 }
 
+TEST_CASE("a range shorter than one major step still has labels") {
+    // param's PT2 execution trace: 4 ops, events #1 to #5 on a 1000 px axis. The step stops at one
+    // event (250 px apart) and the majors at ten: the axis had four ticks and no label.
+    auto ticks = time_ticks({1, 5}, 1000.f, 40.f, true);
+    std::vector<std::string> labels;
+    for (const Tick& k : ticks)
+        if (k.major) labels.push_back(k.label);
+    CHECK(labels == std::vector<std::string>{"event #1", "event #2", "event #3", "event #4", "event #5"});
+    // The same with times: 5 ns over 1000 px, every nanosecond labelled; 30 ns over 100 px, every 10 ns.
+    labels.clear();
+    for (const Tick& k : time_ticks({1, 5}, 1000.f, 10.f))
+        if (k.major) labels.push_back(k.label);
+    CHECK(labels == std::vector<std::string>{"1 ns", "2 ns", "3 ns", "4 ns", "5 ns"});
+    labels.clear();
+    for (const Tick& k : time_ticks({1, 9}, 100.f, 40.f, true))
+        if (k.major) labels.push_back(k.label);
+    CHECK(labels == std::vector<std::string>{"event #5"});   // 12.5 px a step: every 5th
+    // Ranges long enough keep the usual majors (every 10th or 5th step).
+    for (const Tick& k : time_ticks({0, 1'000'000}, 1000.f, 12.f)) CHECK(k.major == (k.t % 100'000 == 0));
+}
+
 TEST_CASE("zoom keeps the anchor in place; pan and zoom stay inside the trace") {
     TimeRange lim{0, 1'000'000};
     TimeRange r = zoom(lim, 0.5, 250'000, lim);

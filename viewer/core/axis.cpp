@@ -82,6 +82,21 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events
         out.push_back(std::move(k));
         if (out.size() > 10000) break;
     }
+    // A range shorter than one major step (a few events, or nanoseconds, on a wide plot: the step
+    // stops at 1) had ticks and no label at all: label every m-th step instead, the fewest that
+    // leave 2.5 x min_px between labels, and at least one.
+    if (!out.empty() && std::none_of(out.begin(), out.end(), [](const Tick& k) { return k.major; })) {
+        const double px_per_step = static_cast<double>(step) / ns_per_px;
+        int64_t every = step;
+        for (int64_t m : {1, 2, 5, 10})
+            if (px_per_step * static_cast<double>(m) >= 2.5 * min_px) { every = step * m; break; }
+        bool any = false;
+        for (Tick& k : out)
+            if (k.t % every == 0 || (!any && &k == &out.back())) {   // at least one: the last tick
+                k.major = any = true;
+                k.label = events ? "event #" + std::to_string(k.t) : format_time(k.t, every);
+            }
+    }
     return out;
 }
 
