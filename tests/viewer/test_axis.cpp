@@ -47,20 +47,20 @@ TEST_CASE("a range shorter than one major step still has labels") {
     // event (250 px apart) and the majors at ten: the axis had four ticks and no label.
     auto ticks = time_ticks({1, 5}, 1000.f, 40.f, true);
     std::vector<std::string> labels;
-    for (const Tick& k : ticks)
-        if (k.major) labels.push_back(k.label);
+    for (const Tick& tick : ticks)
+        if (tick.major) labels.push_back(tick.label);
     CHECK(labels == std::vector<std::string>{"event #1", "event #2", "event #3", "event #4", "event #5"});
     // The same with times: 5 ns over 1000 px, every nanosecond labelled; 30 ns over 100 px, every 10 ns.
     labels.clear();
-    for (const Tick& k : time_ticks({1, 5}, 1000.f, 10.f))
-        if (k.major) labels.push_back(k.label);
+    for (const Tick& tick : time_ticks({1, 5}, 1000.f, 10.f))
+        if (tick.major) labels.push_back(tick.label);
     CHECK(labels == std::vector<std::string>{"1 ns", "2 ns", "3 ns", "4 ns", "5 ns"});
     labels.clear();
-    for (const Tick& k : time_ticks({1, 9}, 100.f, 40.f, true))
-        if (k.major) labels.push_back(k.label);
+    for (const Tick& tick : time_ticks({1, 9}, 100.f, 40.f, true))
+        if (tick.major) labels.push_back(tick.label);
     CHECK(labels == std::vector<std::string>{"event #5"});   // 12.5 px a step: every 5th
     // Ranges long enough keep the usual majors (every 10th or 5th step).
-    for (const Tick& k : time_ticks({0, 1'000'000}, 1000.f, 12.f)) CHECK(k.major == (k.t % 100'000 == 0));
+    for (const Tick& tick : time_ticks({0, 1'000'000}, 1000.f, 12.f)) CHECK(tick.major == (tick.t % 100'000 == 0));
 }
 
 TEST_CASE("zoom keeps the anchor in place; pan and zoom stay inside the trace") {
@@ -131,11 +131,11 @@ TEST_CASE("byte labels: one unit and the decimals the step needs") {
             auto ticks = byte_ticks(y_max, height, 16.f);
             auto labels = byte_tick_labels(ticks);
             REQUIRE(labels.size() == ticks.size());
-            for (const std::string& l : labels) {
-                INFO(l);
-                CHECK(l.find(' ') != std::string::npos);
-                const auto dot = l.find('.');
-                CHECK((dot == std::string::npos || l.find(' ') - dot == 2));
+            for (const std::string& label : labels) {
+                INFO(label);
+                CHECK(label.find(' ') != std::string::npos);
+                const auto dot = label.find('.');
+                CHECK((dot == std::string::npos || label.find(' ') - dot == 2));
             }
         }
 }

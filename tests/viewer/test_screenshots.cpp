@@ -938,11 +938,11 @@ TEST_CASE("an import's warnings are said by the header; the strip's one line end
     CHECK(notes["text"] == "notes: import: missing tables CUDA_GPU_MEMORY_USAGE_EVENTS (imported without them)");
     REQUIRE(notes["lines"].size() == 1);
     // Drawn in the notes' amber on the header's line.
-    const auto& r = notes["rect"];
-    CHECK(r["y1"].get<double>() < shot.layout["view"]["y0"].get<double>());
+    const auto& rect = notes["rect"];
+    CHECK(rect["y1"].get<double>() < shot.layout["view"]["y0"].get<double>());
     size_t amber = 0;
-    for (double y = r["y0"]; y < r["y1"].get<double>(); ++y)
-        for (double x = r["x0"]; x < r["x1"].get<double>(); ++x)
+    for (double y = rect["y0"]; y < rect["y1"].get<double>(); ++y)
+        for (double x = rect["x0"]; x < rect["x1"].get<double>(); ++x)
             amber += near(shot.img.at(x, y), rgb(242, 204, 102), 12) ? 1 : 0;
     CHECK(amber > 200);
     // The strip: inside the view, with the importer's reason, its background on its last rows.
@@ -1026,9 +1026,9 @@ TEST_CASE("(?) shows the help on an order-only trace; the notes show every note 
     const auto& tb = first.layout["toolbar"];
     REQUIRE(tb.contains("order_only"));
     CHECK(!tb.contains("tooltip"));
-    auto centre = [](const nlohmann::json& r) {
-        return std::to_string(static_cast<int>((r["x0"].get<double>() + r["x1"].get<double>()) / 2)) + "," +
-               std::to_string(static_cast<int>((r["y0"].get<double>() + r["y1"].get<double>()) / 2));
+    auto centre = [](const nlohmann::json& rect) {
+        return std::to_string(static_cast<int>((rect["x0"].get<double>() + rect["x1"].get<double>()) / 2)) + "," +
+               std::to_string(static_cast<int>((rect["y0"].get<double>() + rect["y1"].get<double>()) / 2));
     };
     Shot help = shoot(db.path, "--size 1400x700 --hover " + centre(tb["help"]));
     REQUIRE(help.rc == 0);

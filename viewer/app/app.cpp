@@ -288,14 +288,14 @@ void App::notes_line() {
     const std::string shown = fit_label(full, room, ImGui::CalcTextSize("M").x);
     ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", shown.c_str());
     nlohmann::json lines = nlohmann::json::array();
-    for (const TraceNote& n : notes) lines.push_back(n.text);
+    for (const TraceNote& note : notes) lines.push_back(note.text);
     layout["notes"] = {
         {"text", shown}, {"lines", lines}, {"rect", rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax())}};
     if (ImGui::IsItemHovered()) {
         layout["notes"]["tooltip"] = lines;
         ImGui::BeginTooltip();
         ImGui::PushTextWrapPos(ImGui::GetFontSize() * 70);
-        for (const TraceNote& n : notes) ImGui::TextUnformatted(n.text.c_str());
+        for (const TraceNote& note : notes) ImGui::TextUnformatted(note.text.c_str());
         ImGui::PopTextWrapPos();
         ImGui::EndTooltip();
     }

@@ -199,10 +199,10 @@ int main(int argc, char** argv) {
         }
         o.device = value;
     }
-    auto pixel = [](const std::string& c) -> std::optional<std::pair<float, float>> {
+    auto pixel = [](const std::string& text) -> std::optional<std::pair<float, float>> {
         float px = -1, py = -1;
-        const size_t comma = c.find(',');
-        const std::string xs = c.substr(0, comma), ys = comma == std::string::npos ? "" : c.substr(comma + 1);
+        const size_t comma = text.find(',');
+        const std::string xs = text.substr(0, comma), ys = comma == std::string::npos ? "" : text.substr(comma + 1);
         if (comma != std::string::npos && mhc::decimal_refusal(xs).empty() && mhc::decimal_refusal(ys).empty()) {
             px = std::strtof(xs.c_str(), nullptr);
             py = std::strtof(ys.c_str(), nullptr);
@@ -210,10 +210,10 @@ int main(int argc, char** argv) {
         if (!(px >= 0 && py >= 0 && px <= 65536 && py <= 65536)) return std::nullopt;
         return std::pair{px, py};
     };
-    for (const std::string& c : clicks) {
-        const auto at = pixel(c);
+    for (const std::string& click : clicks) {
+        const auto at = pixel(click);
         if (!at) {
-            std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", c.c_str());
+            std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", click.c_str());
             return 2;
         }
         o.clicks.push_back(*at);

@@ -48,11 +48,11 @@ std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks) {
         }
     }
     const double scale = std::pow(1024.0, unit);
-    const double r = step / scale;
-    const int decimals = std::fabs(r - std::round(r)) < 1e-6 * r ? 0 : 1;
-    for (double v : ticks) {
+    const double in_unit = step / scale;
+    const int decimals = std::fabs(in_unit - std::round(in_unit)) < 1e-6 * in_unit ? 0 : 1;
+    for (double value : ticks) {
         char buf[64];
-        std::snprintf(buf, sizeof buf, "%.*f %s", decimals, v / scale, units[unit]);
+        std::snprintf(buf, sizeof buf, "%.*f %s", decimals, value / scale, units[unit]);
         out.emplace_back(buf);
     }
     return out;
@@ -85,16 +85,16 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events
     // A range shorter than one major step (a few events, or nanoseconds, on a wide plot: the step
     // stops at 1) had ticks and no label at all: label every m-th step instead, the fewest that
     // leave 2.5 x min_px between labels, and at least one.
-    if (!out.empty() && std::none_of(out.begin(), out.end(), [](const Tick& k) { return k.major; })) {
+    if (!out.empty() && std::none_of(out.begin(), out.end(), [](const Tick& tick) { return tick.major; })) {
         const double px_per_step = static_cast<double>(step) / ns_per_px;
         int64_t every = step;
-        for (int64_t m : {1, 2, 5, 10})
-            if (px_per_step * static_cast<double>(m) >= 2.5 * min_px) { every = step * m; break; }
+        for (int64_t times : {1, 2, 5, 10})
+            if (px_per_step * static_cast<double>(times) >= 2.5 * min_px) { every = step * times; break; }
         bool any = false;
-        for (Tick& k : out)
-            if (k.t % every == 0 || (!any && &k == &out.back())) {   // at least one: the last tick
-                k.major = any = true;
-                k.label = events ? "event #" + std::to_string(k.t) : format_time(k.t, every);
+        for (Tick& tick : out)
+            if (tick.t % every == 0 || (!any && &tick == &out.back())) {   // at least one: the last tick
+                tick.major = any = true;
+                tick.label = events ? "event #" + std::to_string(tick.t) : format_time(tick.t, every);
             }
     }
     return out;

@@ -144,7 +144,7 @@ std::string folded_label(uint32_t count, const std::string& what, float room, fl
     const std::string number = std::to_string(count);
     if (char_width <= 0 || room <= 0) return "";
     const auto fits = static_cast<size_t>(room / char_width);
-    const std::string whole = what.empty() ? number : number + " " + what;
+    std::string whole = what.empty() ? number : number + " " + what;
     if (whole.size() <= fits) return whole;
     if (!what.empty() && number.size() + 6 <= fits) return fit_label(whole, room, char_width);   // "373 NCCL..."
     return number.size() <= fits ? number : "";

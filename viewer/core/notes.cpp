@@ -8,8 +8,8 @@ namespace {
 // escape) would split or garble the line, so they read as '?', as `mhc info` prints them.
 std::string printable(const std::string& text) {
     std::string out = text;
-    for (char& c : out)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    for (char& byte : out)
+        if (static_cast<unsigned char>(byte) < 0x20 || byte == 0x7f) byte = '?';
     return out;
 }
 
@@ -57,12 +57,12 @@ std::string notes_summary(const std::vector<TraceNote>& notes) {
     std::string out;
     size_t imports = 0;
     const TraceNote* first_import = nullptr;
-    for (const TraceNote& n : notes) {
-        if (n.brief == "import") {
-            if (imports++ == 0) first_import = &n;
+    for (const TraceNote& note : notes) {
+        if (note.brief == "import") {
+            if (imports++ == 0) first_import = &note;
             continue;
         }
-        out += (out.empty() ? "" : "; ") + n.brief;
+        out += (out.empty() ? "" : "; ") + note.brief;
     }
     if (first_import) {
         out += (out.empty() ? "" : "; ") + first_import->text;

@@ -91,11 +91,11 @@ std::string no_allocations_reason(const ViewTrace& view) {
     // profile --cuda-memory-usage=true)", "none (the trace has no [memory] events: ...)".
     auto it = view.meta.find("allocations");
     if (it == view.meta.end()) return {};
-    const std::string& v = it->second;
-    if (v.size() < 7 || v.compare(0, 6, "none (") != 0 || v.back() != ')') return {};
-    std::string why = v.substr(6, v.size() - 7);
-    for (char& c : why)
-        if (static_cast<unsigned char>(c) < 0x20) c = '?';
+    const std::string& value = it->second;
+    if (value.size() < 7 || value.compare(0, 6, "none (") != 0 || value.back() != ')') return {};
+    std::string why = value.substr(6, value.size() - 7);
+    for (char& byte : why)
+        if (static_cast<unsigned char>(byte) < 0x20) byte = '?';
     return why;
 }
 
