@@ -185,36 +185,36 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
                        ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows);
     const DrawItem* hovered = nullptr;
     for (size_t k = 0; k < f.items.size(); ++k) {
-        const DrawItem& d = f.items[k];
-        ImVec2 a{p0.x + d.x0, p0.y + 1}, b{p0.x + std::max(d.x1, d.x0 + 1.f), p0.y + h - 1};
-        uint32_t c = item_color(app, l, d);
+        const DrawItem& item = f.items[k];
+        ImVec2 a{p0.x + item.x0, p0.y + 1}, b{p0.x + std::max(item.x1, item.x0 + 1.f), p0.y + h - 1};
+        uint32_t c = item_color(app, l, item);
         dl->AddRectFilled(a, b, c);
         std::string label;
         // The label has the part of the box that stays in view: the next box covers the rest when
         // they overlap (ranges nested deeper than the rows, all in the last one: MTIA's "36 | 1 16 35").
         const float right = k + 1 < f.items.size() ? std::min(b.x, p0.x + f.items[k + 1].x0) : b.x;
         const ImVec4 clip{a.x + 2, a.y, right - 2, b.y};   // the label fits; a wider glyph stays inside
-        if (d.count > 1) {
+        if (item.count > 1) {
             // Folded runs: hatched edge so they read as "many", as Tracy's zig-zag does.
             dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
             if (right - a.x > 12) {
-                const char* family = l.kind == LaneKind::Kernels ? family_name(static_cast<KernelFamily>(d.cls))
+                const char* family = l.kind == LaneKind::Kernels ? family_name(static_cast<KernelFamily>(item.cls))
                                                                  : nullptr;
-                label = folded_label(d.count, folded_noun(l, family), right - a.x - 6, char_width);
+                label = folded_label(item.count, folded_noun(l, family), right - a.x - 6, char_width);
                 dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2},
                             IM_COL32(20, 20, 20, 255), label.c_str(), nullptr, 0, &clip);
             }
         } else if (right - a.x > 24) {
             // Inside the box with 3 pixels either side, cut with "..." when longer.
-            label = fit_label(item_name(app, l, d.first), right - a.x - 6, char_width);
+            label = fit_label(item_name(app, l, item.first), right - a.x - 6, char_width);
             dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2}, IM_COL32(15, 15, 20, 255),
                         label.c_str(), nullptr, 0, &clip);
         }
         if (labels) labels->push_back(label);
-        if (d.count == 1 && app.selected_kernel && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) &&
-            l.ref[d.first] == app.selected_kernel)
+        if (item.count == 1 && app.selected_kernel && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) &&
+            l.ref[item.first] == app.selected_kernel)
             dl->AddRect({a.x - 1, a.y - 1}, {b.x + 1, b.y + 1}, kSelected, 0, 0, 2.f);
-        if (row_hovered && mouse.x >= a.x && mouse.x < b.x) hovered = &d;
+        if (row_hovered && mouse.x >= a.x && mouse.x < b.x) hovered = &item;
     }
     if (hovered) {
         dl->AddRect({p0.x + hovered->x0, p0.y}, {p0.x + std::max(hovered->x1, hovered->x0 + 1.f), p0.y + h},
