@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "mhc/viewer/axis.hpp"
 
 using namespace mhc::viewer;
@@ -37,6 +40,27 @@ TEST_CASE("an order-only trace's axis counts events, not time") {
         CHECK(k.label == "event #" + std::to_string(k.t));
         CHECK(k.label.find("us") == std::string::npos);
     }
+}
+
+TEST_CASE("a range shorter than one major step still has labels") {
+    // param's PT2 execution trace: 4 ops, events #1 to #5 on a 1000 px axis. The step stops at one
+    // event (250 px apart) and the majors at ten: the axis had four ticks and no label.
+    auto ticks = time_ticks({1, 5}, 1000.f, 40.f, true);
+    std::vector<std::string> labels;
+    for (const Tick& tick : ticks)
+        if (tick.major) labels.push_back(tick.label);
+    CHECK(labels == std::vector<std::string>{"event #1", "event #2", "event #3", "event #4", "event #5"});
+    // The same with times: 5 ns over 1000 px, every nanosecond labelled; 30 ns over 100 px, every 10 ns.
+    labels.clear();
+    for (const Tick& tick : time_ticks({1, 5}, 1000.f, 10.f))
+        if (tick.major) labels.push_back(tick.label);
+    CHECK(labels == std::vector<std::string>{"1 ns", "2 ns", "3 ns", "4 ns", "5 ns"});
+    labels.clear();
+    for (const Tick& tick : time_ticks({1, 9}, 100.f, 40.f, true))
+        if (tick.major) labels.push_back(tick.label);
+    CHECK(labels == std::vector<std::string>{"event #5"});   // 12.5 px a step: every 5th
+    // Ranges long enough keep the usual majors (every 10th or 5th step).
+    for (const Tick& tick : time_ticks({0, 1'000'000}, 1000.f, 12.f)) CHECK(tick.major == (tick.t % 100'000 == 0));
 }
 
 TEST_CASE("zoom keeps the anchor in place, pan and zoom stay inside the trace") {
@@ -84,5 +108,34 @@ TEST_CASE("byte grid lines leave room for their labels on short plots") {
             }
             if (height >= 64 && y_max >= 1000) CHECK(!ticks.empty());
             if (height < 16) CHECK(ticks.empty());
+        }
+}
+
+TEST_CASE("byte labels: one unit and the decimals the step needs") {
+    constexpr double MiB = 1024.0 * 1024.0, GiB = 1024.0 * MiB;
+    // torch's ResNet-50 profile (2.6 GiB peak, 1.1 x for the plot): a line every 0.5 GiB, which
+    // format_bytes wrote "512.00 MiB", "1.00 GiB", "1.50 GiB".
+    auto resnet = byte_ticks(1.1 * 2.6 * GiB, 500.f, 16.f);
+    CHECK(byte_tick_labels(resnet) == std::vector<std::string>{"0.5 GiB", "1.0 GiB", "1.5 GiB", "2.0 GiB", "2.5 GiB"});
+    // 500 MiB steps past 1 GiB stay in MiB ("1.46 GiB" is no line a reader can place).
+    auto mib = byte_ticks(1.6 * GiB, 500.f, 16.f);
+    CHECK(byte_tick_labels(mib) == std::vector<std::string>{"500 MiB", "1000 MiB", "1500 MiB"});
+    CHECK(byte_tick_labels(byte_ticks(141.4 * 1.1 * GiB, 400.f, 16.f)) ==
+          std::vector<std::string>{"50 GiB", "100 GiB", "150 GiB"});
+    CHECK(byte_tick_labels(byte_ticks(336 * MiB, 70.f, 16.f)) == std::vector<std::string>{"100 MiB", "200 MiB"});
+    CHECK(byte_tick_labels(byte_ticks(3.0, 120.f, 16.f)) == std::vector<std::string>{"1 B", "2 B"});
+    CHECK(byte_tick_labels({}).empty());
+    // Every scale: as many labels as lines, each with a unit and at most one decimal.
+    for (double y_max : {1.0, 1000.0, 5e6, 1.1 * 1424 * MiB, 8e15})
+        for (float height : {70.f, 400.f, 2000.f}) {
+            auto ticks = byte_ticks(y_max, height, 16.f);
+            auto labels = byte_tick_labels(ticks);
+            REQUIRE(labels.size() == ticks.size());
+            for (const std::string& label : labels) {
+                INFO(label);
+                CHECK(label.find(' ') != std::string::npos);
+                const auto dot = label.find('.');
+                CHECK((dot == std::string::npos || label.find(' ') - dot == 2));
+            }
         }
 }

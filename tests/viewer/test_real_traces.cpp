@@ -12,6 +12,7 @@
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/details.hpp"
 #include "mhc/viewer/metrics.hpp"
+#include "mhc/viewer/notes.hpp"
 #include "mhc/viewer/run_table.hpp"
 #include "mhc/viewer/stats.hpp"
 
@@ -131,4 +132,53 @@ TEST_CASE("an execution trace alone (order only): a kernel's details pane gives 
     for (const auto& [field, value] : pane.fields)
         if (field == "recorded") recorded = value;
     CHECK(recorded == "start event #1, end event #2 (1 event)");
+}
+
+TEST_CASE("what the import warned of and what the trace lacks are said: notes from meta") {
+    // con_kernel's Nsight export: no NVTX table and two kernels moved (import.warnings, two lines),
+    // allocations without accesses. The window showed none of it.
+    ViewTrace view = imported(kPublic / "nsys/con_kernel.sqlite", "real-notes.db");
+    auto notes = mhc::viewer::trace_notes(view.meta, static_cast<int64_t>(view.allocations.size()));
+    REQUIRE(notes.size() == 3);
+    CHECK(notes[0].brief == "accesses none");
+    CHECK(notes[1].text == "import: missing tables NVTX_EVENTS (imported without them)");
+    CHECK(notes[2].text.rfind("import: 2 kernels started before the previous kernel on their stream ended", 0) == 0);
+    CHECK(mhc::viewer::notes_summary(notes) ==
+          "accesses none; import: missing tables NVTX_EVENTS (imported without them) (+1 more)");
+    // Each meta value that warns, in its words; control bytes as '?'; nothing for a clean trace.
+    std::map<std::string, std::string> meta{{"accesses", "partial"},   {"et.join", "2 threads left out"},
+                                            {"timing", "estimated"},   {"complete", "false"},
+                                            {"dropped_records", "12"}, {"import.warnings", "first\x1b[31m\nsecond"}};
+    notes = mhc::viewer::trace_notes(meta, 0);
+    REQUIRE(notes.size() == 6);
+    CHECK(notes[0].text == "accesses partial: some kernels' accesses are missing (2 threads left out)");
+    CHECK(notes[4].text == "import: first?[31m");
+    CHECK(notes[5].text == "import: second");
+    CHECK(
+        mhc::viewer::notes_summary(notes) ==
+        "accesses partial; timing estimated; recording interrupted; 12 records dropped; import: first?[31m (+1 more)");
+    CHECK(mhc::viewer::trace_notes({{"accesses", "none"}, {"timing", "exact"}}, 0).empty());   // no memory: no matter
+    CHECK(mhc::viewer::trace_notes({{"accesses", "exact"}, {"dropped_records", "0"}}, 10).empty());
+}
+
+TEST_CASE("a trace without allocations gives its importer's reason, not Kineto's advice to an nsys user") {
+    // nvFuser's 2025.1 export was recorded with GPU memory usage off: the memory view said to
+    // profile with profile_memory (a PyTorch option) instead of nsys's --cuda-memory-usage.
+    ViewTrace view = imported(kPublic / "nsys/fuser-h200-nsys-2025.1.sqlite", "real-fuser.db");
+    REQUIRE(view.allocations.size() == 0);
+    CHECK(mhc::viewer::no_allocations_reason(view) ==
+          "recorded without GPU memory usage, META_DATA_CAPTURE COLLECT_GPU_MEMORY_USAGE=false: record with nsys "
+          "profile --cuda-memory-usage=true");
+    CHECK(empty_table_text(view, StatsTable::Allocations, 0) ==
+          "no allocations in this trace: a timeline only (" + mhc::viewer::no_allocations_reason(view) + ")");
+    view.meta.erase("allocations");   // no reason given: the general sentence
+    CHECK(empty_table_text(view, StatsTable::Allocations, 0).find("profile_memory") != std::string::npos);
+}
+
+TEST_CASE("an execution trace's CPU ops lie on a host lane, not 'GPU-1'") {
+    // Chakra's 1.0.2 sample: 40 ops on device -1 (the host), 110 on GPU 0.
+    ViewTrace view = imported(kPublic / "chakra/chakra-1.0.2-et.json.gz", "real-et-host.db");
+    std::vector<std::string> titles;
+    for (const auto& lane : view.kernel_lanes) titles.push_back(lane.title);
+    CHECK(titles == std::vector<std::string>{"host stream 1", "GPU0 stream 1"});
 }

@@ -157,3 +157,28 @@ TEST_CASE("a label fits its box: whole, cut with '...', or not drawn") {
     CHECK(fit_label("éééééé", 42, 7) == "éééééé");
     CHECK(fit_label("ééééééé", 42, 7) == "ééé...");
 }
+
+TEST_CASE("a folded box's count is whole or absent, never cut into another number") {
+    // 7 px per character. "4744 GEMM" in 5 characters' room was "47...", read as 47 kernels
+    // (Kineto's CUDA-graph trace at 1600 px: "47...", "32..." on stream 7).
+    CHECK(fit_label("4744 GEMM", 35, 7) == "47...");   // what the box drew
+    CHECK(folded_label(4744, "GEMM", 35, 7) == "4744");
+    CHECK(folded_label(4744, "GEMM", 63, 7) == "4744 GEMM");
+    CHECK(folded_label(4744, "GEMM", 62, 7) == "4744");   // 8 characters: the count alone
+    CHECK(folded_label(373, "NCCL/comm", 70, 7) == "373 NCC...");
+    CHECK(folded_label(373, "NCCL/comm", 62, 7) == "373");   // "373 N..." would say little
+    CHECK(folded_label(4744, "GEMM", 27, 7).empty());        // 3 characters: not even the count
+    CHECK(folded_label(12, "", 14, 7) == "12");
+    // What is counted, by lane.
+    Lane copies;
+    copies.kind = LaneKind::Copies;
+    CHECK(folded_noun(copies, nullptr) == "copies");
+    Lane ranges;
+    ranges.kind = LaneKind::Markers;
+    ranges.stream = static_cast<int64_t>(mhc::trace::MarkerKind::Range);
+    CHECK(folded_noun(ranges, nullptr) == "ranges");
+    ranges.stream = static_cast<int64_t>(mhc::trace::MarkerKind::Step);
+    CHECK(folded_noun(ranges, nullptr) == "steps");
+    Lane kernels;
+    CHECK(folded_noun(kernels, "GEMM") == "GEMM");
+}

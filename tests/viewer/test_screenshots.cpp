@@ -881,6 +881,12 @@ TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the
                                     labels[i]["y1"].get<double>() <= rect["y1"].get<double>() + 1);
             CHECK(inside);
             for (size_t j = i + 1; j < labels.size(); ++j) CHECK(!overlap(labels[i], labels[j]));
+            // In one unit, one decimal at most ("100 MiB", not "100.00 MiB"; byte_tick_labels).
+            const std::string text = labels[i].value("text", ""), first = labels[0].value("text", "");
+            INFO(text);
+            REQUIRE(text.find(' ') != std::string::npos);
+            CHECK(text.find(".00 ") == std::string::npos);
+            CHECK(text.substr(text.find(' ')) == first.substr(first.find(' ')));
         }
     }
 }
@@ -912,4 +918,125 @@ TEST_CASE("labels in timeline boxes fit their box, cut with '...', never clipped
         }
     CHECK(drawn >= 5);
     CHECK(cut >= 2);   // test4's box and a range marker's at least
+}
+
+TEST_CASE("an import's warnings are said by the header, the strip's one line ends inside the view") {
+    // nvFuser's 2025.1 Nsight export: no CUDA_GPU_MEMORY_USAGE_EVENTS (an import warning and
+    // meta allocations' reason). Nothing in the window said so, and the strip's line "no
+    // allocations in this trace: no memory curve" ran 6 px under the status bar, its descenders
+    // cut ("no memoru curve").
+    fixture::TempPath db("fuser-notes.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/nsys/fuser-h200-nsys-2025.1.sqlite", db.path,
+                                    opt);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& notes = shot.layout["notes"];
+    REQUIRE(notes.contains("text"));
+    CHECK(notes["text"] == "notes: import: missing tables CUDA_GPU_MEMORY_USAGE_EVENTS (imported without them)");
+    REQUIRE(notes["lines"].size() == 1);
+    // Drawn in the notes' amber on the header's line.
+    const auto& rect = notes["rect"];
+    CHECK(rect["y1"].get<double>() < shot.layout["view"]["y0"].get<double>());
+    size_t amber = 0;
+    for (double y = rect["y0"]; y < rect["y1"].get<double>(); ++y)
+        for (double x = rect["x0"]; x < rect["x1"].get<double>(); ++x)
+            amber += near(shot.img.at(x, y), rgb(242, 204, 102), 12) ? 1 : 0;
+    CHECK(amber > 200);
+    // The strip: inside the view, with the importer's reason, its background on its last rows.
+    const auto& strip = shot.layout["timeline"]["memory_strip"];
+    REQUIRE(strip["empty"] == true);
+    CHECK(strip["text"].get<std::string>().find("--cuda-memory-usage=true") != std::string::npos);
+    const auto& sr = strip["rect"];
+    CHECK(sr["y1"].get<double>() <= shot.layout["view"]["y1"].get<double>());
+    CHECK(near(shot.img.at(sr["x1"].get<double>() - 6, sr["y1"].get<double>() - 1), rgb(36, 36, 42)));
+}
+
+TEST_CASE("folded boxes say their count whole or not at all") {
+    // Kineto's trace of CUDA graphs (HTA's trace-diff sample) at 1600 px: stream 7's folded
+    // boxes read "47...", "32..." (4,744 and 327 kernels cut to fit), numbers the trace does not have.
+    fixture::TempPath db("graphs-folded.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(
+        std::string(MHC_PUBLIC_DATASETS) + "/kineto/hta-trace-diff-cuda-graphs-rank-1.json.gz", db.path, opt);
+    Shot shot = shoot(db.path, "--size 1600x900");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    size_t folded = 0, named = 0;
+    for (const auto& track_json : shot.layout["timeline"]["tracks"])
+        for (const auto& box : track_json["boxes"]) {
+            const int64_t what = box[2];
+            const std::string label = box[3];
+            if (what >= 0 || label.empty()) continue;   // one item, or a folded box too narrow to say
+            ++folded;
+            const std::string count = std::to_string(-what);
+            INFO(track_json["title"] << ": '" << label << "' for " << count << " items");
+            CHECK(label.compare(0, count.size(), count) == 0);
+            CHECK((label.size() == count.size() || label[count.size()] == ' '));
+            named += label.size() > count.size() ? 1 : 0;
+        }
+    CHECK(folded >= 10);
+    CHECK(named >= 5);   // "907 GEMM", and the copies and ranges say what they count
+}
+
+TEST_CASE("ranges nested deeper than the rows: no label runs under the next box") {
+    // HTA's MTIA inference trace: CPU ranges nested more than six deep, the deeper ones all in the
+    // last row, where boxes overlap. Each label took its whole box and was drawn over by the next
+    // box's ("36 | 1 16 35"): a label now ends where the next box starts.
+    fixture::TempPath db("mtia-rows.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/kineto/hta-mtia-inference-rank-0.json.gz",
+                                    db.path, opt);
+    Shot shot = shoot(db.path, "--size 1600x900");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const double char_width = 7;   // ProggyClean 13 px, monospaced
+    size_t checked = 0, overlapping = 0;
+    for (const auto& track_json : shot.layout["timeline"]["tracks"]) {
+        const auto& boxes = track_json["boxes"];
+        for (size_t k = 0; k + 1 < boxes.size(); ++k) {
+            const std::string label = boxes[k][3];
+            const double x0 = boxes[k][0], next = boxes[k + 1][0];
+            overlapping += next < boxes[k][1].get<double>() ? 1 : 0;
+            if (label.empty()) continue;
+            ++checked;
+            INFO(track_json["title"] << " row " << track_json["row"] << ": '" << label << "' before a box at " << next);
+            CHECK(static_cast<double>(label.size()) * char_width <= next - x0 - 6 + 0.5);
+        }
+    }
+    CHECK(overlapping >= 5);   // the last row's boxes do overlap
+    CHECK(checked >= 20);
+}
+
+TEST_CASE("(?) shows the help on an order-only trace, the notes show every note on hover") {
+    // FlexGen's out-of-memory snapshot: order only, so a yellow note follows (?). The help was the
+    // tooltip of the last item, that note: (?) showed nothing there.
+    fixture::TempPath db("flexgen-help.db");
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/torch-snapshot/flexgen-oom-snapshot.pickle",
+                                    db.path, opt);
+    Shot first = shoot(db.path, "--size 1400x700");
+    INFO(first.err);
+    REQUIRE(first.rc == 0);
+    const auto& tb = first.layout["toolbar"];
+    REQUIRE(tb.contains("order_only"));
+    CHECK(!tb.contains("tooltip"));
+    auto centre = [](const nlohmann::json& rect) {
+        return std::to_string(static_cast<int>((rect["x0"].get<double>() + rect["x1"].get<double>()) / 2)) + "," +
+               std::to_string(static_cast<int>((rect["y0"].get<double>() + rect["y1"].get<double>()) / 2));
+    };
+    Shot help = shoot(db.path, "--size 1400x700 --hover " + centre(tb["help"]));
+    REQUIRE(help.rc == 0);
+    CHECK(help.layout["toolbar"].value("tooltip", "").rfind("wheel or W/S: zoom", 0) == 0);
+    // The notes line: each note whole in its tooltip.
+    REQUIRE(first.layout.contains("notes"));
+    Shot notes = shoot(db.path, "--size 1400x700 --hover " + centre(first.layout["notes"]["rect"]));
+    REQUIRE(notes.rc == 0);
+    CHECK(notes.layout["notes"]["tooltip"] == first.layout["notes"]["lines"]);
+    CHECK(!notes.layout["toolbar"].contains("tooltip"));
 }

@@ -63,6 +63,7 @@ void App::finish_load() {
     runs.resize(run_list.size());
     compared.assign(run_list.size(), false);
     limits = {trace->t_begin, trace->t_end};
+    notes = trace_notes(trace->meta, static_cast<int64_t>(trace->allocations.size()));
     // --run IDs: the first is the selected run, all of them are compared.
     for (size_t k = 0; k < opt.runs.size(); ++k) {
         auto it = std::find_if(run_list.begin(), run_list.end(),
@@ -275,6 +276,31 @@ void App::status_bar() {
                         {"frame_ms", frame_stats.last()}};
 }
 
+void App::notes_line() {
+    if (notes.empty()) return;
+    // Beside the header when a useful part of it fits there, else on a line of its own; cut with
+    // "..." to the window, every note whole in the tooltip.
+    const std::string full = "notes: " + notes_summary(notes);
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const float beside = right - ImGui::GetItemRectMax().x - 24;
+    if (beside >= 320) ImGui::SameLine(0, 24);
+    const float room = beside >= 320 ? beside : ImGui::GetContentRegionAvail().x;
+    const std::string shown = fit_label(full, room, ImGui::CalcTextSize("M").x);
+    ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", shown.c_str());
+    nlohmann::json lines = nlohmann::json::array();
+    for (const TraceNote& note : notes) lines.push_back(note.text);
+    layout["notes"] = {
+        {"text", shown}, {"lines", lines}, {"rect", rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax())}};
+    if (ImGui::IsItemHovered()) {
+        layout["notes"]["tooltip"] = lines;
+        ImGui::BeginTooltip();
+        ImGui::PushTextWrapPos(ImGui::GetFontSize() * 70);
+        for (const TraceNote& note : notes) ImGui::TextUnformatted(note.text.c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::EndTooltip();
+    }
+}
+
 void App::frame(float width, float height) {
     layout = nlohmann::json::object();
     loaded_this_frame = false;
@@ -312,6 +338,7 @@ void App::frame(float width, float height) {
                 static_cast<long long>(trace->kernel_count), trace->allocations.size(), on.c_str(),
                 static_cast<long long>(trace->copy_count), run_list.size(),
                 times().span(trace->t_end - trace->t_begin).c_str());
+    notes_line();
     // The status bar keeps its line at the bottom whatever the view does above it.
     const float status_h = ImGui::GetFrameHeightWithSpacing();
     if (ImGui::BeginTabBar("views")) {
@@ -326,6 +353,8 @@ void App::frame(float width, float height) {
             if (ImGui::BeginTabItem(t.name, nullptr, f)) {
                 view = t.id;
                 ImGui::BeginChild("view", {0, -status_h}, false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+                const ImVec2 view_pos = ImGui::GetWindowPos(), view_size = ImGui::GetWindowSize();
+                layout["view"] = rect_json(view_pos, {view_pos.x + view_size.x, view_pos.y + view_size.y});
                 t.draw(*this);
                 ImGui::EndChild();
                 ImGui::EndTabItem();

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "mhc/viewer/data.hpp"
 #include "mhc/viewer/details.hpp"
 #include "mhc/viewer/job.hpp"
+#include "mhc/viewer/notes.hpp"
 #include "mhc/viewer/pacing.hpp"
 #include "mhc/viewer/reserved.hpp"
 #include "mhc/viewer/timeline.hpp"
@@ -33,6 +35,7 @@ struct Options {
     // Screenshot mode: left clicks at window pixels (x, y), one after the other, as a user's
     // clicks (press and release on separate frames), and the toolbar's step + Go.
     std::vector<std::pair<float, float>> clicks;
+    std::optional<std::pair<float, float>> hover;   // --hover: the mouse there in the saved frame
     bool go_step = false;
     int step = 0;
 };
@@ -83,6 +86,7 @@ public:
     // Kernel clicked on a timeline: outlined, its details in the timeline's details pane.
     int64_t selected_kernel = 0;
     DetailsPane kernel_info;
+    std::vector<TraceNote> notes;            // what the trace lacks or its import warned of (notes.hpp)
     std::string status;                      // the status bar's message (left of the frame time)
     FrameStats frame_stats;                  // CPU time of the last frames (status bar)
     bool loaded_this_frame = false;          // a run was read from the file, or screenshot mode
@@ -137,6 +141,7 @@ public:
 private:
     LoadOptions load_options() const;   // throws mhc::Error for a bad --families file
     void status_bar();
+    void notes_line();   // the trace's notes, one line by the header (hover: all)
     void finish_load();
     std::thread loader_;
     std::unique_ptr<ViewTrace> pending_;

@@ -11,6 +11,7 @@
 #include <cfloat>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <cstdlib>
 #include <fstream>
 #include <unistd.h>
@@ -46,7 +47,8 @@ void simulate_input(mhc::viewer::App& app, int n) {
         io.MouseDown[0] = k % 2 == 0;
         return;
     }
-    io.MousePos = {-FLT_MAX, -FLT_MAX};
+    // After the clicks the mouse rests on --hover (its tooltip is in the saved frame), else leaves.
+    io.MousePos = app.opt.hover ? ImVec2{app.opt.hover->first, app.opt.hover->second} : ImVec2{-FLT_MAX, -FLT_MAX};
     if (app.opt.go_step && k == 2 * static_cast<int>(app.opt.clicks.size())) {
         app.step_input = app.opt.step;
         app.go_to_step(app.opt.step);
@@ -163,6 +165,8 @@ int main(int argc, char** argv) {
                    "number, or -1 for the host's pinned memory");
     std::vector<std::string> clicks;
     cli.add_option("--click", clicks, "with --screenshot: a left click at window pixel X,Y before the saved frame (repeat for more)");
+    std::string hover;
+    cli.add_option("--hover", hover, "with --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)");
     auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
     try {
@@ -195,19 +199,31 @@ int main(int argc, char** argv) {
         }
         o.device = value;
     }
-    for (const std::string& c : clicks) {
+    auto pixel = [](const std::string& text) -> std::optional<std::pair<float, float>> {
         float px = -1, py = -1;
-        const size_t comma = c.find(',');
-        const std::string xs = c.substr(0, comma), ys = comma == std::string::npos ? "" : c.substr(comma + 1);
+        const size_t comma = text.find(',');
+        const std::string xs = text.substr(0, comma), ys = comma == std::string::npos ? "" : text.substr(comma + 1);
         if (comma != std::string::npos && mhc::decimal_refusal(xs).empty() && mhc::decimal_refusal(ys).empty()) {
             px = std::strtof(xs.c_str(), nullptr);
             py = std::strtof(ys.c_str(), nullptr);
         }
-        if (!(px >= 0 && py >= 0 && px <= 65536 && py <= 65536)) {
-            std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", c.c_str());
+        if (!(px >= 0 && py >= 0 && px <= 65536 && py <= 65536)) return std::nullopt;
+        return std::pair{px, py};
+    };
+    for (const std::string& click : clicks) {
+        const auto at = pixel(click);
+        if (!at) {
+            std::fprintf(stderr, "mhc-view: --click '%s': expected X,Y in window pixels, e.g. 400,300\n", click.c_str());
             return 2;
         }
-        o.clicks.emplace_back(px, py);
+        o.clicks.push_back(*at);
+    }
+    if (!hover.empty()) {
+        o.hover = pixel(hover);
+        if (!o.hover) {
+            std::fprintf(stderr, "mhc-view: --hover '%s': expected X,Y in window pixels, e.g. 400,300\n", hover.c_str());
+            return 2;
+        }
     }
     if (!size.empty()) {
         const size_t times = size.find('x');

@@ -116,7 +116,9 @@ void draw_memory(App& app) {
     const Curve& curve = run_curve ? run->memory : app.trace->live;
     if (app.trace->allocations.size() == 0 && !run_curve) {   // nothing to plot: say why, not an axis of 0 B
         const std::string why = empty_table_text(*app.trace, StatsTable::Allocations, 0);
-        ImGui::TextDisabled("%s", why.c_str());
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+        ImGui::TextWrapped("%s", why.c_str());   // the importer's reason can be longer than the window
+        ImGui::PopStyleColor();
         app.layout["memory"] = {{"empty", why}};
         return;
     }

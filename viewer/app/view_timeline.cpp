@@ -49,10 +49,14 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     const Curve& curve = run_curve ? run->memory : app.trace->live;
     if (curve.empty() || curve.peak() <= 0) {
         dl->AddRectFilled(p0, p1, IM_COL32(36, 36, 42, 255));
-        dl->AddText({p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255),
-                    app.trace->allocations.size() == 0 ? "no allocations in this trace: no memory curve"
-                                                       : "no memory in use: the curve stays at 0 B");
-        out = {{"rect", rect_json(p0, p1)}, {"empty", true}};
+        std::string text = "no memory in use: the curve stays at 0 B";
+        if (app.trace->allocations.size() == 0) {
+            const std::string why = no_allocations_reason(*app.trace);
+            text = "no allocations in this trace: no memory curve" + (why.empty() ? "" : " (" + why + ")");
+        }
+        const ImVec4 clip{p0.x, p0.y, p1.x - 2, p1.y};
+        dl->AddText(nullptr, 0, {p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), text.c_str(), nullptr, 0, &clip);
+        out = {{"rect", rect_json(p0, p1)}, {"empty", true}, {"text", text}};
         return;
     }
     int W = static_cast<int>(p1.x - p0.x);
@@ -113,7 +117,10 @@ void draw_timeline(App& app) {
 
     // The tracks fill what the memory strip leaves; they scroll when they do not fit.
     // When the rows reach their largest height with room to spare, the strip takes the rest.
-    const float body_h = avail.y - kAxisHeight - legend_h;
+    // Below the axis come the tracks' child and the strip's dummy, each followed by the item
+    // spacing: counted here, so that the strip ends inside the view (it ran 6 px past it, under
+    // the status bar: the bottom of its curve, and of its one line "no memory curve", was cut).
+    const float body_h = avail.y - kAxisHeight - legend_h - 2 * ImGui::GetStyle().ItemSpacing.y;
     // Without a curve to draw (no allocations, or an OOM run that stored none and a trace without
     // any) the strip is the one line saying so, and the tracks keep the window.
     const bool curve_empty = (run && !run->memory.empty() ? run->memory : app.trace->live).peak() <= 0;

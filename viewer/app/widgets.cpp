@@ -184,33 +184,37 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
     bool row_hovered = mouse.y >= p0.y && mouse.y < p0.y + h && mouse.x >= p0.x && mouse.x < p0.x + w &&
                        ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows);
     const DrawItem* hovered = nullptr;
-    for (const DrawItem& d : f.items) {
-        ImVec2 a{p0.x + d.x0, p0.y + 1}, b{p0.x + std::max(d.x1, d.x0 + 1.f), p0.y + h - 1};
-        uint32_t c = item_color(app, l, d);
+    for (size_t k = 0; k < f.items.size(); ++k) {
+        const DrawItem& item = f.items[k];
+        ImVec2 a{p0.x + item.x0, p0.y + 1}, b{p0.x + std::max(item.x1, item.x0 + 1.f), p0.y + h - 1};
+        uint32_t c = item_color(app, l, item);
         dl->AddRectFilled(a, b, c);
         std::string label;
-        const ImVec4 clip{a.x + 2, a.y, b.x - 2, b.y};   // the label fits; a wider glyph stays inside
-        if (d.count > 1) {
+        // The label has the part of the box that stays in view: the next box covers the rest when
+        // they overlap (ranges nested deeper than the rows, all in the last one: MTIA's "36 | 1 16 35").
+        const float right = k + 1 < f.items.size() ? std::min(b.x, p0.x + f.items[k + 1].x0) : b.x;
+        const ImVec4 clip{a.x + 2, a.y, right - 2, b.y};   // the label fits; a wider glyph stays inside
+        if (item.count > 1) {
             // Folded runs: hatched edge so they read as "many", as Tracy's zig-zag does.
             dl->AddRect(a, b, IM_COL32(70, 70, 80, 255));
-            if (b.x - a.x > 30) {
-                std::string n = std::to_string(d.count);
-                if (l.kind == LaneKind::Kernels) n += std::string(" ") + family_name(static_cast<KernelFamily>(d.cls));
-                label = fit_label(n, b.x - a.x - 6, char_width);
+            if (right - a.x > 12) {
+                const char* family = l.kind == LaneKind::Kernels ? family_name(static_cast<KernelFamily>(item.cls))
+                                                                 : nullptr;
+                label = folded_label(item.count, folded_noun(l, family), right - a.x - 6, char_width);
                 dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2},
                             IM_COL32(20, 20, 20, 255), label.c_str(), nullptr, 0, &clip);
             }
-        } else if (b.x - a.x > 24) {
+        } else if (right - a.x > 24) {
             // Inside the box with 3 pixels either side, cut with "..." when longer.
-            label = fit_label(item_name(app, l, d.first), b.x - a.x - 6, char_width);
+            label = fit_label(item_name(app, l, item.first), right - a.x - 6, char_width);
             dl->AddText(nullptr, 0, {a.x + 3, a.y + (b.y - a.y - ImGui::GetFontSize()) / 2}, IM_COL32(15, 15, 20, 255),
                         label.c_str(), nullptr, 0, &clip);
         }
         if (labels) labels->push_back(label);
-        if (d.count == 1 && app.selected_kernel && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) &&
-            l.ref[d.first] == app.selected_kernel)
+        if (item.count == 1 && app.selected_kernel && (l.kind == LaneKind::Kernels || l.kind == LaneKind::Highlight) &&
+            l.ref[item.first] == app.selected_kernel)
             dl->AddRect({a.x - 1, a.y - 1}, {b.x + 1, b.y + 1}, kSelected, 0, 0, 2.f);
-        if (row_hovered && mouse.x >= a.x && mouse.x < b.x) hovered = &d;
+        if (row_hovered && mouse.x >= a.x && mouse.x < b.x) hovered = &item;
     }
     if (hovered) {
         dl->AddRect({p0.x + hovered->x0, p0.y}, {p0.x + std::max(hovered->x1, hovered->x0 + 1.f), p0.y + h},
@@ -259,14 +263,21 @@ void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohman
     // "512 MiB", "1 GiB": lines a label's height apart and more, so that a short plot (the
     // timeline's memory strip in a small window) has fewer labels, never overlapping ones.
     const float label_h = ImGui::GetTextLineHeight();
-    for (double value : byte_ticks(y_max, p1.y - p0.y, label_h + 3)) {
+    const std::vector<double> ticks = byte_ticks(y_max, p1.y - p0.y, label_h + 3);
+    const std::vector<std::string> texts = byte_tick_labels(ticks);
+    for (size_t i = 0; i < ticks.size(); ++i) {
+        const double value = ticks[i];
         const float line_y = p1.y - static_cast<float>(value / y_max) * (p1.y - p0.y);
         dl->AddLine({p0.x, line_y}, {p1.x, line_y}, IM_COL32(70, 70, 80, 255));
-        const std::string text = format_bytes(static_cast<int64_t>(value));
+        const std::string& text = texts[i];
         ImVec2 sz = ImGui::CalcTextSize(text.c_str());
         ImVec2 at{p0.x - sz.x - 6, line_y - sz.y / 2};
         dl->AddText(at, IM_COL32(180, 180, 190, 255), text.c_str());
-        if (label_rects) label_rects->push_back(rect_json(at, {at.x + sz.x, at.y + sz.y}));
+        if (label_rects) {
+            nlohmann::json rect = rect_json(at, {at.x + sz.x, at.y + sz.y});
+            rect["text"] = text;
+            label_rects->push_back(rect);
+        }
     }
 }
 
@@ -325,6 +336,10 @@ void toolbar(App& app) {
                         app.times().span(app.range.span()).c_str());
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
+    // The help is (?)'s tooltip: it was asked of the last item, the order-only note when there is
+    // one, so that (?) showed nothing on an order-only trace and the note showed the help.
+    const bool help = ImGui::IsItemHovered();
+    jt["help"] = last_rect();
     jt["range_text"] = app.times().at(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1));
     if (app.order_only()) {   // said where the times are read, once per view
         const char* note = app.selected >= 0 ? "order only: times are event numbers, the run's stalls add simulated ns"
@@ -333,9 +348,12 @@ void toolbar(App& app) {
         ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", note);
         jt["order_only"] = note;
     }
-    if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
-                          "click a kernel or an allocation: its details; click a folded box: zoom to it");
+    if (help) {
+        const char* text = "wheel or W/S: zoom; drag or A/D: pan; right-drag: select a range, Z: zoom to it;\n"
+                           "click a kernel or an allocation: its details; click a folded box: zoom to it";
+        ImGui::SetTooltip("%s", text);
+        jt["tooltip"] = text;
+    }
 }
 
 bool draw_details(const char* id, const DetailsPane& pane, float height, nlohmann::json& out) {

@@ -33,6 +33,31 @@ std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px) 
     return out;
 }
 
+std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks) {
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    std::vector<std::string> out;
+    if (ticks.empty()) return out;
+    const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : ticks[0];
+    // The largest unit in which the step is a whole number of tenths (0.5 GiB, 0.1 GiB, 500 MiB).
+    int unit = 0;
+    for (int k = 6; k > 0; --k) {
+        const double tenths = step / std::pow(1024.0, k) * 10;
+        if (tenths >= 1 - 1e-9 && std::fabs(tenths - std::round(tenths)) < 1e-6 * tenths) {
+            unit = k;
+            break;
+        }
+    }
+    const double scale = std::pow(1024.0, unit);
+    const double in_unit = step / scale;
+    const int decimals = std::fabs(in_unit - std::round(in_unit)) < 1e-6 * in_unit ? 0 : 1;
+    for (double value : ticks) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.*f %s", decimals, value / scale, units[unit]);
+        out.emplace_back(buf);
+    }
+    return out;
+}
+
 std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events) {
     std::vector<Tick> out;
     if (r.span() <= 0 || width <= 0) return out;
@@ -56,6 +81,21 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events
         if (k.major) k.label = events ? "event #" + std::to_string(t) : format_time(t, major);
         out.push_back(std::move(k));
         if (out.size() > 10000) break;
+    }
+    // A range shorter than one major step (a few events, or nanoseconds, on a wide plot: the step
+    // stops at 1) had ticks and no label at all: label every m-th step instead, the fewest that
+    // leave 2.5 x min_px between labels, and at least one.
+    if (!out.empty() && std::none_of(out.begin(), out.end(), [](const Tick& tick) { return tick.major; })) {
+        const double px_per_step = static_cast<double>(step) / ns_per_px;
+        int64_t every = step;
+        for (int64_t times : {1, 2, 5, 10})
+            if (px_per_step * static_cast<double>(times) >= 2.5 * min_px) { every = step * times; break; }
+        bool any = false;
+        for (Tick& tick : out)
+            if (tick.t % every == 0 || (!any && &tick == &out.back())) {   // at least one: the last tick
+                tick.major = any = true;
+                tick.label = events ? "event #" + std::to_string(tick.t) : format_time(tick.t, every);
+            }
     }
     return out;
 }

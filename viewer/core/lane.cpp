@@ -1,5 +1,7 @@
 #include "mhc/viewer/lane.hpp"
 
+#include "mhc/trace/model.hpp"
+
 #include <algorithm>
 #include <numeric>
 
@@ -136,6 +138,30 @@ std::string fit_label(const std::string& text, float room, float char_width) {
         }
     }
     return text.substr(0, end) + "...";
+}
+
+std::string folded_label(uint32_t count, const std::string& what, float room, float char_width) {
+    const std::string number = std::to_string(count);
+    if (char_width <= 0 || room <= 0) return "";
+    const auto fits = static_cast<size_t>(room / char_width);
+    std::string whole = what.empty() ? number : number + " " + what;
+    if (whole.size() <= fits) return whole;
+    if (!what.empty() && number.size() + 6 <= fits) return fit_label(whole, room, char_width);   // "373 NCCL..."
+    return number.size() <= fits ? number : "";
+}
+
+std::string folded_noun(const Lane& lane, const char* family) {
+    switch (lane.kind) {
+        case LaneKind::Kernels: return family ? family : "kernels";
+        case LaneKind::Copies: return "copies";
+        case LaneKind::Markers:
+            if (lane.stream == static_cast<int64_t>(trace::MarkerKind::Step)) return "steps";
+            if (lane.stream == static_cast<int64_t>(trace::MarkerKind::Layer)) return "layers";
+            return "ranges";
+        case LaneKind::Events: return "events";
+        case LaneKind::Highlight: return "accesses";
+    }
+    return {};
 }
 
 }  // namespace mhc::viewer

@@ -24,6 +24,13 @@ namespace mhc::viewer {
 
 namespace {
 
+// A lane title's device: "GPU2 " (said when the trace has several devices or one other than GPU 0),
+// "host " for device -1 (an execution trace's CPU ops read "GPU-1 stream 1"), "" otherwise.
+std::string lane_device(int32_t device, bool multi_device) {
+    if (device < 0) return "host ";
+    return multi_device || device != 0 ? "GPU" + std::to_string(device) + " " : std::string();
+}
+
 // (device, stream) -> lane index, with a one-entry cache: consecutive rows share a stream.
 class LaneMap {
 public:
@@ -120,8 +127,7 @@ struct Loader {
         for (auto& [k, v] : steps) t.steps.push_back(v);
         sort_lanes(t.kernel_lanes);
         for (Lane& l : t.kernel_lanes)
-            l.title = (multi_device || l.device != 0 ? "GPU" + std::to_string(l.device) + " " : "") + "stream " +
-                      std::to_string(l.stream);
+            l.title = lane_device(l.device, multi_device) + "stream " + std::to_string(l.stream);
         // Families and colours of the kernel names, once per name.
         t.family_of_name.assign(t.strings.size(), static_cast<uint8_t>(KernelFamily::Other));
         t.color_of_name.assign(t.strings.size(), 0);
@@ -172,8 +178,7 @@ struct Loader {
         for (Lane& l : t.copy_lanes) {
             auto k = (l.stream >= 0 && l.stream < trace::kCopyKindCount) ? static_cast<trace::CopyKind>(l.stream)
                                                                          : trace::CopyKind::D2D;
-            l.title = (multi_device || l.device != 0 ? "GPU" + std::to_string(l.device) + " " : "") + "copies " +
-                      std::string(trace::to_string(k));
+            l.title = lane_device(l.device, multi_device) + "copies " + std::string(trace::to_string(k));
         }
         t.copy_lanes = split_all(t.copy_lanes);
     }

@@ -86,6 +86,19 @@ std::vector<CategoryStat> category_stats(const ViewTrace& t) {
     return out;
 }
 
+std::string no_allocations_reason(const ViewTrace& view) {
+    // The importers write "none (why)": "none (no CUDA_GPU_MEMORY_USAGE_EVENTS: record with nsys
+    // profile --cuda-memory-usage=true)", "none (the trace has no [memory] events: ...)".
+    auto it = view.meta.find("allocations");
+    if (it == view.meta.end()) return {};
+    const std::string& value = it->second;
+    if (value.size() < 7 || value.compare(0, 6, "none (") != 0 || value.back() != ')') return {};
+    std::string why = value.substr(6, value.size() - 7);
+    for (char& byte : why)
+        if (static_cast<unsigned char>(byte) < 0x20) byte = '?';
+    return why;
+}
+
 std::string empty_table_text(const ViewTrace& view, StatsTable table, size_t rows, std::string_view search) {
     if (rows > 0) return {};
     auto source = view.meta.find("source");
@@ -99,9 +112,14 @@ std::string empty_table_text(const ViewTrace& view, StatsTable table, size_t row
                            : "no kernels in this trace";
             return "no kernel name contains '" + std::string(search) + "'";
         case StatsTable::Allocations:
-            if (view.allocations.size() == 0)
+            if (view.allocations.size() == 0) {
+                // The importer's reason when it gave one (an Nsight Systems export recorded without
+                // --cuda-memory-usage was told to record Kineto's profile_memory).
+                if (std::string why = no_allocations_reason(view); !why.empty())
+                    return "no allocations in this trace: a timeline only (" + why + ")";
                 return "no allocations in this trace: a timeline only (its source recorded no memory events; import a "
                        "memory snapshot, or a profile recorded with profile_memory, for memory)";
+            }
             return "no allocation label contains '" + std::string(search) + "'";
         case StatsTable::Steps: return "no steps in this trace (no ProfilerStep#N, step markers or kernels' steps)";
     }

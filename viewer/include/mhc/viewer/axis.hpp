@@ -26,6 +26,11 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px = 12.f, bool
 // closer than half a label to the top edge, where its label would leave the plot. A plot too
 // short for one label gets none.
 std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px);
+// The labels of byte_ticks' lines (the same step apart), all in one unit and with the decimals the
+// step needs: "0.5 GiB", "1.0 GiB", "1.5 GiB"; "500 MiB", "1000 MiB", "1500 MiB" (a step of 500 MiB
+// is no round part of a GiB). format_bytes wrote "512.00 MiB" beside "1.00 GiB", and a step of
+// 500 MiB as "1000.00 MiB", "1.46 GiB".
+std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks);
 // "1.2345 s" with as many decimals as `resolution_ns` needs, in the unit that suits `t`.
 std::string format_time(int64_t t, int64_t resolution_ns);
 // A duration in readable units: "850 ns", "12.3 us", "4.56 ms", "1.23 s".

@@ -65,4 +65,12 @@ std::vector<Lane> split_rows(const Lane& lane, size_t max_rows);
 // "test4(double *, u"), reading as one garbled name.
 std::string fit_label(const std::string& text, float room, float char_width);
 
+// The label of a folded box of `count` items, `room` pixels wide: "4744 GEMM" (the count and
+// what they are) when it fits, else the count alone, else nothing. A count is never cut: fit_label
+// made "47..." of "4744 GEMM", a number that read as 47.
+std::string folded_label(uint32_t count, const std::string& what, float room, float char_width);
+// What a folded box of `lane` counts, for folded_label: kernels their dominant family's name (given),
+// else "copies", "steps"/"layers"/"ranges" (markers), "events", "accesses".
+std::string folded_noun(const Lane& lane, const char* family);
+
 }  // namespace mhc::viewer

@@ -42,6 +42,9 @@ void sort_steps(std::vector<StepStat>& steps, StepSort by, bool ascending);
 // memory snapshot has no kernels, a timeline-only trace no allocations, a search matched
 // nothing); "" when `rows` > 0. Categories and the memory views read as Allocations.
 enum class StatsTable { Kernels, Allocations, Steps };
+// Why a trace has no allocations, as its importer wrote it in meta `allocations` ("none (why)"):
+// the part in brackets, "" when it gave none.
+std::string no_allocations_reason(const ViewTrace& view);
 std::string empty_table_text(const ViewTrace& view, StatsTable table, size_t rows, std::string_view search = {});
 
 }  // namespace mhc::viewer
