@@ -27,7 +27,7 @@ const std::map<std::string, Known>& known() {
         {"baseline_makespan_ns", {"makespan, recorded", Unit::Nanoseconds}},
         {"stall_ns", {"stall time", Unit::Nanoseconds}},
         {"simulated_peak_bytes", {"peak memory, simulated", Unit::Bytes}},
-        {"baseline_peak_bytes", {"peak memory, recorded (no limit)", Unit::Bytes}},
+        {"baseline_peak_bytes", {"peak memory, no limit (same allocator model)", Unit::Bytes}},
         {"peak_reduction", {"peak reduction", Unit::Ratio}},
         {"capacity_bytes", {"capacity (memory limit)", Unit::Bytes}},
         {"host_capacity_bytes", {"host capacity", Unit::Bytes}},
