@@ -125,6 +125,7 @@ int run(const Options& o) {
         if (seconds > 1) throw mhc::Error("'" + o.host_tensor + "' is more than 1 s");
         return seconds;
     });
+    if (!o.comm_link.empty()) check_comm_link(o.comm_link);
     auto data = mhc::trace::load_checked_trace(o.trace);
     // What a capture keeps beyond any trace (`mhc check` says it too), before the plan is made of it.
     mhc::trace::require_ok(mhc::trace::check_capture(data), o.trace);

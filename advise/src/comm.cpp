@@ -60,6 +60,15 @@ int64_t CommModel::ns(Collective kind, int64_t bytes) const {
     return static_cast<int64_t>(std::ceil(seconds * 1e9 - 1e-6));   // whole ns; rounding noise below 1e-6 ns dropped
 }
 
+void check_comm_link(const std::string& link) {
+    if (link == "nvlink" || link == "ib-ndr" || link == "ib-hdr") return;
+    try {
+        parse_bandwidth(link);
+    } catch (const Error&) {
+        throw Error("--comm-link: '" + link + "' is not nvlink, ib-ndr, ib-hdr or a bandwidth such as 200GB/s");
+    }
+}
+
 CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info, const std::string& link) {
     CommModel model;
     if (info.data_parallel.empty()) return model;
@@ -96,11 +105,8 @@ CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info
         model.step_latency_s = kNetStep;
         model.link = kind == "ib-ndr" ? "InfiniBand NDR, 400 Gb/s per GPU" : "InfiniBand HDR, 200 Gb/s per GPU";
     } else {
-        try {
-            model.bus_Bps = parse_bandwidth(kind);
-        } catch (const Error&) {
-            throw Error("--comm-link: '" + link + "' is not nvlink, ib-ndr, ib-hdr or a bandwidth such as 200GB/s");
-        }
+        check_comm_link(link);
+        model.bus_Bps = parse_bandwidth(kind);
         model.step_latency_s = ranks <= kGpusPerNode ? kNvlinkStep : kNetStep;
         model.link = "--comm-link " + link;
     }

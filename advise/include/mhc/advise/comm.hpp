@@ -37,6 +37,10 @@ struct CommModel {
 // the capture's GPU (capture.gpu) over NVLink within a node, or `link` ("nvlink", "ib-ndr",
 // "ib-hdr", or a bus bandwidth such as "200GB/s"); `link` empty: NVLink up to 8 ranks, else
 // ib-ndr (both said in `assumed`). Throws mhc::Error (bad input) for a link it cannot read.
+// Refuses (mhc::Error naming --comm-link) a link that is not nvlink, ib-ndr, ib-hdr or a
+// bandwidth; front-ends call it before reading the trace.
+void check_comm_link(const std::string& link);
+
 CommModel comm_model(const trace::TraceData& trace_data, const CaptureInfo& info, const std::string& link);
 
 // The collective a recorded kernel is, by name (c10d::_allgather_base_, ...).
