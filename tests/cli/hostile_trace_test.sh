@@ -102,9 +102,14 @@ done
 # waits for; then the timeout's one line (exit 2), or the command's output once the lock goes.
 # Off a terminal too; with -q nothing but the timeout's line. (`script` gives the terminal.)
 if command -v script >/dev/null; then
-    hold() {   # hold SECONDS: an exclusive lock on t.db, as a writer in the middle of its commit
-        (echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'format';"; sleep "$1"; echo "COMMIT;") |
-            sqlite3 t.db &
+    # hold: an exclusive lock on t.db, as a writer in the middle of its commit, until release
+    # (at most 2 minutes). Released by the test, not after a fixed time: on a loaded machine the
+    # commands below may start seconds late.
+    hold() {
+        touch hold.flag
+        (echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'format';"
+         for _ in $(seq 1200); do [ -e hold.flag ] || break; sleep 0.1; done
+         echo "COMMIT;") | sqlite3 t.db &
         for _ in $(seq 50); do
             sqlite3 t.db "PRAGMA busy_timeout = 0; SELECT 1 FROM meta LIMIT 1" >/dev/null 2>&1 || return 0
             sleep 0.1
@@ -112,7 +117,7 @@ if command -v script >/dev/null; then
         fail "the lock was not taken"
     }
     note="mhc: t.db: locked by another process; waiting for it (at most"
-    hold 9
+    hold
     MHC_BUSY_TIMEOUT_MS=2000 script -qec "'$mhc' info t.db" /dev/null >tty.txt; rc=$?
     [ $rc = 2 ] || fail "info of a locked trace on a terminal exited $rc: $(cat tty.txt)"
     grep -qF "$note 2 s: MHC_BUSY_TIMEOUT_MS)" tty.txt || fail "no note of the wait: $(cat tty.txt)"
@@ -127,13 +132,16 @@ if command -v script >/dev/null; then
     MHC_BUSY_TIMEOUT_MS=1500 "$mhc" -q info t.db >out 2>err; rc=$?
     [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "stayed locked by another process for 1.5 s" err ||
         fail "info -q of a locked trace off a terminal exited $rc: $(cat err)"
+    rm -f hold.flag
     wait
-    hold 3
+    hold
+    (sleep 3; rm -f hold.flag) &
     MHC_BUSY_TIMEOUT_MS=20000 script -qec "'$mhc' info t.db" /dev/null >tty.txt || fail "info after the lock: $(cat tty.txt)"
     grep -qF "$note 20 s: MHC_BUSY_TIMEOUT_MS)" tty.txt && grep -q "^source *generate" tty.txt ||
         fail "info that waited for a lock: $(head -5 tty.txt)"
     wait
-    hold 3
+    hold
+    (sleep 3; rm -f hold.flag) &
     MHC_BUSY_TIMEOUT_MS=20000 script -qec "'$mhc' -q info t.db" /dev/null >tty.txt || fail "info -q after the lock"
     grep -qF "locked by another process" tty.txt && fail "info -q said the wait: $(head -3 tty.txt)"
     wait
