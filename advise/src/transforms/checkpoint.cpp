@@ -59,6 +59,10 @@ private:
     std::vector<Region> regions_;
 
     // The forward calls of each region: maximal seq ranges of a pass's forward kernels inside it.
+    // An op of a module outside every block and not around the region (a shared activation
+    // module the region calls, one not registered under it: transformers' Mamba mixers call one
+    // SiLUActivation) between two of the region's ops is part of the call: the checkpoint runs
+    // and recomputes it with the region's.
     std::vector<Run> runs(const Base& b) const {
         std::vector<Run> out;
         for (const Region& g : regions_) {
@@ -68,6 +72,7 @@ private:
                 if (b.phase[s] != Phase::Forward) continue;
                 bool in = b.info.within(b.module[s], g.module);
                 const int32_t pass = b.pass[s];
+                if (open && !in && pass == cur.pass && foreign(b, b.module[s], g.module)) continue;
                 if (open && (!in || pass != cur.pass)) {
                     out.push_back(cur);
                     open = false;
@@ -81,6 +86,11 @@ private:
             if (open) out.push_back(cur);
         }
         return out;
+    }
+
+    // A module outside every block that does not contain `region`.
+    static bool foreign(const Base& b, int32_t module, int32_t region) {
+        return module >= 0 && b.info.module_block[static_cast<size_t>(module)] < 0 && !b.info.within(region, module);
     }
 
     void apply_run(const Base& b, Plan& p, const Run& r) const;
