@@ -117,10 +117,10 @@ TEST_CASE("selective checkpoint keeps matmul outputs and recomputes the rest", "
     CHECK(p.step_time == 70);
 }
 
-TEST_CASE("selective checkpoint: a shared module's op inside the block's call is recomputed with it",
+TEST_CASE("selective checkpoint: an unregistered module's op inside the block's call is recomputed with it",
           "[advise][transform]") {
-    // Block 1 calls a module registered outside every block (transformers' Mamba mixers call
-    // one shared SiLUActivation) between its own ops:
+    // Block 1 calls a module not registered under it between its own ops (transformers' Mamba
+    // reference causal_conv1d_fn calls ACT2FN["silu"], a new SiLUActivation each call):
     //   k0 blocks.0 mm x -> a0 (1000)             k5 M sum o1 -> loss (10)
     //   k1 blocks.0 gelu a0 -> o0 (100), saves a0  k6 blocks.1 gelu_bwd s1 -> gs (500)
     //   k2 blocks.1 mm o0 -> a1 (2000)             k7 Act silu_bwd a1, gs -> g1 (100)

@@ -59,10 +59,10 @@ private:
     std::vector<Region> regions_;
 
     // The forward calls of each region: maximal seq ranges of a pass's forward kernels inside it.
-    // An op of a module outside every block and not around the region (a shared activation
-    // module the region calls, one not registered under it: transformers' Mamba mixers call one
-    // SiLUActivation) between two of the region's ops is part of the call: the checkpoint runs
-    // and recomputes it with the region's.
+    // An op of a module outside every block and not around the region (a module the region
+    // calls that is not registered under it: transformers' Mamba reference causal_conv1d_fn
+    // calls ACT2FN["silu"], a new SiLUActivation each call) between two of the region's ops is
+    // part of the call: the checkpoint runs and recomputes it with the region's.
     std::vector<Run> runs(const Base& b) const {
         std::vector<Run> out;
         for (const Region& g : regions_) {
