@@ -52,27 +52,25 @@ class Checkpoint final : public Transform {
 public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
     void apply(const Context& c, Plan& p) const override {
-        for (const Run& r : runs(c.base)) apply_run(c.base, p, r);
+        for (const Run& r : runs(c)) apply_run(c.base, p, r);
     }
 
 private:
     std::vector<Region> regions_;
 
-    // The forward calls of each region: maximal seq ranges of a pass's forward kernels inside it.
-    // An op of a module outside every block and not around the region (a module the region
-    // calls that is not registered under it: transformers' Mamba reference causal_conv1d_fn
-    // calls ACT2FN["silu"], a new SiLUActivation each call) between two of the region's ops is
-    // part of the call: the checkpoint runs and recomputes it with the region's.
-    std::vector<Run> runs(const Base& b) const {
+    // The forward calls of each region: maximal seq ranges of a pass's forward kernels inside it,
+    // by the module whose call runs each (Context::caller: an op of a module the region calls
+    // that is not registered under the model runs, and is recomputed, with the region's).
+    std::vector<Run> runs(const Context& c) const {
+        const Base& b = c.base;
         std::vector<Run> out;
         for (const Region& g : regions_) {
             Run cur;
             bool open = false;
             for (size_t s = 0; s < b.korder.size(); ++s) {
                 if (b.phase[s] != Phase::Forward) continue;
-                bool in = b.info.within(b.module[s], g.module);
+                bool in = b.info.within(c.caller[s], g.module);
                 const int32_t pass = b.pass[s];
-                if (open && !in && pass == cur.pass && foreign(b, b.module[s], g.module)) continue;
                 if (open && (!in || pass != cur.pass)) {
                     out.push_back(cur);
                     open = false;
@@ -86,11 +84,6 @@ private:
             if (open) out.push_back(cur);
         }
         return out;
-    }
-
-    // A module outside every block that does not contain `region`.
-    static bool foreign(const Base& b, int32_t module, int32_t region) {
-        return module >= 0 && b.info.module_block[static_cast<size_t>(module)] < 0 && !b.info.within(region, module);
     }
 
     void apply_run(const Base& b, Plan& p, const Run& r) const;

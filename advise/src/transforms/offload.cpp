@@ -45,7 +45,7 @@ private:
     std::vector<int32_t> scope_;   // modules whose forward runs under the hook; empty: the whole forward
 
     bool in_scope(const Context& c, int32_t seq) const {
-        const int32_t m = c.base.module[static_cast<size_t>(seq)];
+        const int32_t m = c.caller[static_cast<size_t>(seq)];   // a module the model does not register: its caller
         if (m >= 0 && c.in_checkpoint[static_cast<size_t>(m)]) return false;   // the checkpoint's own hook
         if (!o_.modules) return true;
         for (int32_t s : scope_)
