@@ -117,18 +117,19 @@ TEST_CASE("selective checkpoint keeps matmul outputs and recomputes the rest", "
     CHECK(p.step_time == 70);
 }
 
-TEST_CASE("selective checkpoint: an unregistered module's op inside the block's call is recomputed with it",
-          "[advise][transform]") {
-    // Block 1 calls a module not registered under it between its own ops (transformers' Mamba
-    // reference causal_conv1d_fn calls ACT2FN["silu"], a new SiLUActivation each call):
-    //   k0 blocks.0 mm x -> a0 (1000)             k5 M sum o1 -> loss (10)
-    //   k1 blocks.0 gelu a0 -> o0 (100), saves a0  k6 blocks.1 gelu_bwd s1 -> gs (500)
-    //   k2 blocks.1 mm o0 -> a1 (2000)             k7 Act silu_bwd a1, gs -> g1 (100)
-    //   k3 Act silu a1 -> s1 (500), saves a1       k8 blocks.0 gelu_bwd a0, g1 -> g0 (100)
-    //   k4 blocks.1 gelu s1 -> o1 (100), saves s1
-    // torch.utils.checkpoint around blocks.1 runs k2..k4 as one call: a1 (a matmul's) is kept,
-    // s1 dies in the forward and the recomputation gives a1 back and reruns silu before k6.
-    // Split at k3 into two calls, silu was not recomputed and s1 read back from nothing.
+namespace {
+
+// Block 1 calls a module not registered under it between its own ops (transformers' Mamba
+// reference causal_conv1d_fn calls ACT2FN["silu"], a new SiLUActivation each call):
+//   k0 blocks.0 mm x -> a0 (1000)             k5 M sum o1 -> loss (10)
+//   k1 blocks.0 gelu a0 -> o0 (100), saves a0  k6 blocks.1 gelu_bwd s1 -> gs (500)
+//   k2 blocks.1 mm o0 -> a1 (2000)             k7 Act silu_bwd a1, gs -> g1 (100)
+//   k3 Act silu a1 -> s1 (500), saves a1       k8 blocks.0 gelu_bwd a0, g1 -> g0 (100)
+//   k4 blocks.1 gelu s1 -> o1 (100), saves s1
+// torch.utils.checkpoint around blocks.1 runs k2..k4 as one call: a1 (a matmul's) is kept,
+// s1 dies in the forward and the recomputation gives a1 back and reruns silu before k6.
+// Split at k3 into two calls, silu was not recomputed and s1 read back from nothing.
+TinyTrace unregistered_call() {
     using mhc::trace::Category;
     using mhc::trace::Phase;
     TinyTrace t;
@@ -152,7 +153,14 @@ TEST_CASE("selective checkpoint: an unregistered module's op inside the block's 
     t.kernel({"aten::gelu_backward", "M.blocks.1", Phase::Backward, {{s1, 'r'}, {gs, 'w'}}, {}});
     t.kernel({"aten::silu_backward", "Act", Phase::Backward, {{a1, 'r'}, {gs, 'r'}, {g1, 'w'}}, {}});
     t.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a0, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
-    Fixture f(t);
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("selective checkpoint: an unregistered module's op inside the block's call is recomputed with it",
+          "[advise][transform]") {
+    Fixture f(unregistered_call());
     const Setting setting = parse_setting(R"({"checkpoint": {"modules": ["M.blocks.1"], "policy": "save_matmuls"}})");
     mhc::trace::TraceData out = f.ev().trace(setting);
     CHECK(mhc::trace::check_trace(out).ok());
@@ -167,6 +175,21 @@ TEST_CASE("selective checkpoint: an unregistered module's op inside the block's 
     // last backward node reading what the call saved), a1, s1' and gs (4200)
     Prediction p = f.ev().predict(setting);
     CHECK(p.memory.peak == 4200);
+}
+
+TEST_CASE("offload: an unregistered module's op inside the block's call is under the block's hook",
+          "[advise][transform]") {
+    Fixture f(unregistered_call());
+    // offloading blocks.1: the hook entered around its forward sees silu's pack of a1 (2000) as
+    // well as gelu's of s1 (500); by the kernels' own modules silu's was outside (500 moved)
+    Prediction p = predict(f, R"({"offload": {"mode": "sync", "modules": ["M.blocks.1"], "min_bytes": 1}})");
+    CHECK(p.d2h_bytes == 2500);
+    CHECK(p.h2d_bytes == 2500);
+    // with blocks.1 checkpointed, its packs (silu's too) are the checkpoint's: only a0 (k1's
+    // pack in blocks.0) goes to the host
+    Prediction both = predict(f, R"({"offload": {"mode": "sync", "modules": null, "min_bytes": 1},
+                                    "checkpoint": {"modules": ["M.blocks.1"], "policy": "save_matmuls"}})");
+    CHECK(both.d2h_bytes == 1000);
 }
 
 TEST_CASE("mhc recomputes the hyper-connections inside the named modules", "[advise][transform]") {
