@@ -36,7 +36,7 @@ struct Context {
 };
 
 // The `caller` of Context, for every seq of `b`.
-std::vector<int32_t> forward_callers(const Base& b);
+std::vector<int32_t> forward_callers(const Base& base);
 
 class Transform {
 public:
