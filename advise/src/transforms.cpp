@@ -22,11 +22,59 @@ std::vector<int32_t> resolve_modules(const CaptureInfo& info, const std::vector<
 }
 
 Context make_context(const Base& b, const Setting& s, HostModel host) {
-    Context c{b, s, host, {}};
+    Context ctx{b, s, host, {}, {}};
     std::vector<int32_t> roots;
     for (const Region& r : checkpoint_regions(b.info, s.checkpoint)) roots.push_back(r.module);
-    c.in_checkpoint = b.info.inside_any(roots);
-    return c;
+    ctx.in_checkpoint = b.info.inside_any(roots);
+    ctx.caller = forward_callers(b);
+    return ctx;
+}
+
+namespace {
+
+// The innermost module holding both `first` and `second` (by name), -1 if none does.
+int32_t common_module(const CaptureInfo& info, int32_t first, int32_t second) {
+    if (first < 0 || second < 0) return -1;
+    std::string name = info.module_name[static_cast<size_t>(first)];
+    for (;;) {
+        const int32_t around = info.find_module(name);
+        if (around >= 0 && info.within(second, around)) return around;
+        const size_t dot = name.rfind('.');
+        if (dot == std::string::npos) return -1;
+        name.resize(dot);
+    }
+}
+
+}  // namespace
+
+std::vector<int32_t> forward_callers(const Base& base) {
+    const size_t seqs = base.korder.size();
+    std::vector<int32_t> caller(base.module.begin(), base.module.begin() + static_cast<std::ptrdiff_t>(seqs));
+    const int32_t root = base.info.find_module(base.info.root);
+    auto outside = [&](size_t seq) { return base.module[seq] >= 0 && !base.info.within(base.module[seq], root); };
+    // the nearest forward kernel of the model's own modules before each seq, in its pass
+    std::vector<int32_t> before(seqs, -1);
+    int32_t last = -1;
+    for (size_t seq = 0; seq < seqs; ++seq) {
+        if (base.phase[seq] != Phase::Forward) continue;
+        if (last >= 0 && base.pass[static_cast<size_t>(last)] != base.pass[seq]) last = -1;
+        if (outside(seq)) before[seq] = last;
+        else if (base.module[seq] >= 0) last = static_cast<int32_t>(seq);
+    }
+    int32_t next = -1;
+    for (size_t seq = seqs; seq-- > 0;) {
+        if (base.phase[seq] != Phase::Forward) continue;
+        if (next >= 0 && base.pass[static_cast<size_t>(next)] != base.pass[seq]) next = -1;
+        if (outside(seq)) {
+            const int32_t prev = before[seq];
+            caller[seq] = prev < 0 || next < 0 ? -1
+                                               : common_module(base.info, base.module[static_cast<size_t>(prev)],
+                                                               base.module[static_cast<size_t>(next)]);
+        } else if (base.module[seq] >= 0) {
+            next = static_cast<int32_t>(seq);
+        }
+    }
+    return caller;
 }
 
 std::vector<std::unique_ptr<Transform>> make_transforms(const Base& b, const Setting& s) {

@@ -117,6 +117,81 @@ TEST_CASE("selective checkpoint keeps matmul outputs and recomputes the rest", "
     CHECK(p.step_time == 70);
 }
 
+namespace {
+
+// Block 1 calls a module not registered under it between its own ops (transformers' Mamba
+// reference causal_conv1d_fn calls ACT2FN["silu"], a new SiLUActivation each call):
+//   k0 blocks.0 mm batch -> a0 (1000)         k5 M sum o1 -> loss (10)
+//   k1 blocks.0 gelu a0 -> o0 (100), saves a0  k6 blocks.1 gelu_bwd s1 -> gs (500)
+//   k2 blocks.1 mm o0 -> a1 (2000)             k7 Act silu_bwd a1, gs -> g1 (100)
+//   k3 Act silu a1 -> s1 (500), saves a1       k8 blocks.0 gelu_bwd a0, g1 -> g0 (100)
+//   k4 blocks.1 gelu s1 -> o1 (100), saves s1
+// torch.utils.checkpoint around blocks.1 runs k2..k4 as one call: a1 (a matmul's) is kept,
+// s1 dies in the forward and the recomputation gives a1 back and reruns silu before k6.
+// Split at k3 into two calls, silu was not recomputed and s1 read back from nothing.
+TinyTrace unregistered_call() {
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace trace;
+    trace.modules = {{"M", "Tiny"}, {"Act", "SiLUActivation"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
+    const int batch = trace.alloc(100, Category::Other, "batch", -1, -1);
+    const int a0 = trace.alloc(1000, Category::Activation, "a0", 0, 8);
+    const int o0 = trace.alloc(100, Category::Activation, "o0", 1, 2);
+    const int a1 = trace.alloc(2000, Category::Activation, "a1", 2, 7);
+    const int s1 = trace.alloc(500, Category::Activation, "s1", 3, 6);
+    const int o1 = trace.alloc(100, Category::Activation, "o1", 4, 5);
+    const int loss = trace.alloc(10, Category::Workspace, "loss", 5, 5);
+    const int gs = trace.alloc(500, Category::Workspace, "gs", 6, 7);
+    const int g1 = trace.alloc(100, Category::Workspace, "g1", 7, 8);
+    const int g0 = trace.alloc(100, Category::Workspace, "g0", 8, 8);
+    trace.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a0, 'w'}}, {}});
+    trace.kernel({"aten::gelu", "M.blocks.0", Phase::Forward, {{a0, 'r'}, {o0, 'w'}}, {a0}});
+    trace.kernel({"aten::mm", "M.blocks.1", Phase::Forward, {{o0, 'r'}, {a1, 'w'}}, {}});
+    trace.kernel({"aten::silu", "Act", Phase::Forward, {{a1, 'r'}, {s1, 'w'}}, {a1}});
+    trace.kernel({"aten::gelu", "M.blocks.1", Phase::Forward, {{s1, 'r'}, {o1, 'w'}}, {s1}});
+    trace.kernel({"aten::sum", "M", Phase::Forward, {{o1, 'r'}, {loss, 'w'}}, {}});
+    trace.kernel({"aten::gelu_backward", "M.blocks.1", Phase::Backward, {{s1, 'r'}, {gs, 'w'}}, {}});
+    trace.kernel({"aten::silu_backward", "Act", Phase::Backward, {{a1, 'r'}, {gs, 'r'}, {g1, 'w'}}, {}});
+    trace.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a0, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
+    return trace;
+}
+
+}  // namespace
+
+TEST_CASE("selective checkpoint: an unregistered module's op inside the block's call is recomputed with it",
+          "[advise][transform]") {
+    Fixture fix(unregistered_call());
+    const Setting setting = parse_setting(R"({"checkpoint": {"modules": ["M.blocks.1"], "policy": "save_matmuls"}})");
+    mhc::trace::TraceData out = fix.ev().trace(setting);
+    CHECK(mhc::trace::check_trace(out).ok());
+    std::vector<std::string> names;
+    for (size_t k = 0; k < out.kernels.size(); ++k) names.push_back(out.str(out.kernels.name[k]));
+    // the forward, then silu rerun (mm's output given back without a kernel), then the backward
+    CHECK(names == std::vector<std::string>{"aten::mm", "aten::gelu", "aten::mm", "aten::silu", "aten::gelu",
+                                            "aten::sum", "aten::silu", "aten::gelu_backward",
+                                            "aten::silu_backward", "aten::gelu_backward"});
+    // s1 is not held from k3 to k6: at k5 batch, a0, o0 (the checkpoint's input), a1 (kept), o1 and
+    // loss are live (3310, not 3810); the peak is k6's, batch, a0, o0 (held until silu_backward, the
+    // last backward node reading what the call saved), a1, s1' and gs (4200)
+    Prediction pred = fix.ev().predict(setting);
+    CHECK(pred.memory.peak == 4200);
+}
+
+TEST_CASE("offload: an unregistered module's op inside the block's call is under the block's hook",
+          "[advise][transform]") {
+    Fixture fix(unregistered_call());
+    // offloading blocks.1: the hook entered around its forward sees silu's pack of a1 (2000) as
+    // well as gelu's of s1 (500); by the kernels' own modules silu's was outside (500 moved)
+    Prediction pred = predict(fix, R"({"offload": {"mode": "sync", "modules": ["M.blocks.1"], "min_bytes": 1}})");
+    CHECK(pred.d2h_bytes == 2500);
+    CHECK(pred.h2d_bytes == 2500);
+    // with blocks.1 checkpointed, its packs (silu's too) are the checkpoint's: only a0 (k1's
+    // pack in blocks.0) goes to the host
+    Prediction both = predict(fix, R"({"offload": {"mode": "sync", "modules": null, "min_bytes": 1},
+                                    "checkpoint": {"modules": ["M.blocks.1"], "policy": "save_matmuls"}})");
+    CHECK(both.d2h_bytes == 1000);
+}
+
 TEST_CASE("mhc recomputes the hyper-connections inside the named modules", "[advise][transform]") {
     TinyTrace t = advisetest::two_blocks();
     t.modules[2].second = "HcMaps";

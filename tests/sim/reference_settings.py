@@ -90,6 +90,7 @@ class Captured:
         for p, ks in enumerate(self.passes):
             for i in ks:
                 self.pass_of[i] = p
+        self.caller = self._callers()
         self.made_by = {}   # alloc -> kernel index that made it
         for a, us in self.uses.items():
             if not us:
@@ -111,6 +112,32 @@ class Captured:
         names = {al["label"] for al in self.allocs.values() if al["category"] == GRAD}
         self.has_grads = bool(names)
         self.grad_names = names
+
+    def _callers(self):
+        """docs/simulator.md "Settings": per kernel, the module whose call runs it: its own, but for
+        a forward kernel of a module not under the model's root, the innermost module holding the
+        nearest forward kernels of the model's own modules before and after it in its pass (0 when
+        one is missing)."""
+        roots = [m for m in self.modules if self.modules[m]["parent"] == 0]
+        root = roots[0] if roots else None
+        caller = [k["module"] for k in self.kernels]
+        def outside(m):
+            return m in self.modules and root is not None and not self.inside(m, root)
+        for ks in self.passes:
+            fwd = [i for i in ks if self.kernels[i]["phase"] == FWD]
+            own = [i for i in fwd if self.kernels[i]["module"] in self.modules and not outside(self.kernels[i]["module"])]
+            for i in fwd:
+                if not outside(self.kernels[i]["module"]):
+                    continue
+                before = [j for j in own if j < i]
+                after = [j for j in own if j > i]
+                caller[i] = 0
+                if before and after:
+                    m, n = self.kernels[before[-1]]["module"], self.kernels[after[0]]["module"]
+                    while m and not self.inside(n, m):
+                        m = self.modules.get(m, {}).get("parent", 0)
+                    caller[i] = m
+        return caller
 
     def _passes(self):
         """A new pass at each step's first kernel and at a forward kernel after a backward one
@@ -449,7 +476,7 @@ def calls_of(cap, ks, mod):
     runs, cur = [], []
     for i in ks:
         k = cap.kernels[i]
-        if k["phase"] == FWD and cap.inside(k["module"], mod):
+        if k["phase"] == FWD and cap.inside(cap.caller[i], mod):
             cur.append(i)
         elif cur:
             runs.append(cur)
@@ -640,9 +667,9 @@ def apply_offload(plan, cap, off, checkpointed):
             k = cap.kernels[i]
             if i not in kset or k["phase"] != FWD:
                 continue
-            if mods is not None and not any(cap.inside(k["module"], m) for m in mods):
+            if mods is not None and not any(cap.inside(cap.caller[i], m) for m in mods):
                 continue
-            if any(cap.inside(k["module"], m) for m in checkpointed):
+            if any(cap.inside(cap.caller[i], m) for m in checkpointed):
                 continue
             out = cap.made_by.get(a) == i
             packs += [(i, 1 if out else 0, a)] * n
@@ -677,8 +704,8 @@ def apply_offload(plan, cap, off, checkpointed):
             mb = cap.made_by.get(a)
             made_fwd = mb is not None and mb in kset and cap.kernels[mb]["phase"] == FWD
             all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
-                            and (mods is None or any(cap.inside(cap.kernels[i]["module"], m) for m in mods))
-                            and not any(cap.inside(cap.kernels[i]["module"], m) for m in checkpointed)
+                            and (mods is None or any(cap.inside(cap.caller[i], m) for m in mods))
+                            and not any(cap.inside(cap.caller[i], m) for m in checkpointed)
                             for i in cap.saves_of.get(a, []))
             held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
             dies[a] = made_fwd and all_packs and not held and a not in recomputed

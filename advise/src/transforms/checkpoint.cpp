@@ -51,23 +51,26 @@ int32_t live_param(const Plan& plan, int32_t alloc, int32_t trigger) {
 class Checkpoint final : public Transform {
 public:
     explicit Checkpoint(std::vector<Region> regions) : regions_(std::move(regions)) {}
-    void apply(const Context& c, Plan& p) const override {
-        for (const Run& r : runs(c.base)) apply_run(c.base, p, r);
+    void apply(const Context& ctx, Plan& plan) const override {
+        for (const Run& run : runs(ctx)) apply_run(ctx.base, plan, run);
     }
 
 private:
     std::vector<Region> regions_;
 
-    // The forward calls of each region: maximal seq ranges of a pass's forward kernels inside it.
-    std::vector<Run> runs(const Base& b) const {
+    // The forward calls of each region: maximal seq ranges of a pass's forward kernels inside it,
+    // by the module whose call runs each (Context::caller: an op of a module the region calls
+    // that is not registered under the model runs, and is recomputed, with the region's).
+    std::vector<Run> runs(const Context& ctx) const {
+        const Base& base = ctx.base;
         std::vector<Run> out;
         for (const Region& g : regions_) {
             Run cur;
             bool open = false;
-            for (size_t s = 0; s < b.korder.size(); ++s) {
-                if (b.phase[s] != Phase::Forward) continue;
-                bool in = b.info.within(b.module[s], g.module);
-                const int32_t pass = b.pass[s];
+            for (size_t s = 0; s < base.korder.size(); ++s) {
+                if (base.phase[s] != Phase::Forward) continue;
+                bool in = base.info.within(ctx.caller[s], g.module);
+                const int32_t pass = base.pass[s];
                 if (open && (!in || pass != cur.pass)) {
                     out.push_back(cur);
                     open = false;

@@ -45,11 +45,12 @@ private:
     std::vector<int32_t> scope_;   // modules whose forward runs under the hook; empty: the whole forward
 
     bool in_scope(const Context& c, int32_t seq) const {
-        const int32_t m = c.base.module[static_cast<size_t>(seq)];
-        if (m >= 0 && c.in_checkpoint[static_cast<size_t>(m)]) return false;   // the checkpoint's own hook
+        // (a module the model does not register: its caller's)
+        const int32_t mod = c.caller[static_cast<size_t>(seq)];
+        if (mod >= 0 && c.in_checkpoint[static_cast<size_t>(mod)]) return false;   // the checkpoint's own hook
         if (!o_.modules) return true;
         for (int32_t s : scope_)
-            if (c.base.info.within(m, s)) return true;
+            if (c.base.info.within(mod, s)) return true;
         return false;
     }
     bool eligible(const Base& b, const Plan& p, int32_t x) const {

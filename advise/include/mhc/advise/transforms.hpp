@@ -27,7 +27,16 @@ struct Context {
     // Per module: inside a checkpointed module (its saved tensors go to the checkpoint, not to
     // an offload hook around it).
     std::vector<uint8_t> in_checkpoint;
+    // Per seq: the module whose call runs it. The kernel's own module, but for a forward kernel of
+    // a module not registered under the model (transformers' Mamba reference causal_conv1d_fn
+    // calls ACT2FN["silu"], a new SiLUActivation each call): the innermost module holding the
+    // nearest forward kernels of the model's own modules before and after it in its pass, when
+    // it has both (-1 otherwise). Checkpoint and offload act on that module's calls.
+    std::vector<int32_t> caller;
 };
+
+// The `caller` of Context, for every seq of `b`.
+std::vector<int32_t> forward_callers(const Base& base);
 
 class Transform {
 public:
