@@ -135,16 +135,18 @@ TEST_CASE("an execution trace alone (order only): a kernel's details pane gives 
 }
 
 TEST_CASE("what the import warned of and what the trace lacks are said: notes from meta") {
-    // con_kernel's Nsight export: no NVTX table and two kernels moved (import.warnings, two lines),
-    // allocations without accesses. The window showed none of it.
+    // con_kernel's Nsight export: no NVTX table, rows of tables not read, two kernels moved
+    // (import.warnings, three lines), allocations without accesses. The window showed none of it.
     ViewTrace view = imported(kPublic / "nsys/con_kernel.sqlite", "real-notes.db");
     auto notes = mhc::viewer::trace_notes(view.meta, static_cast<int64_t>(view.allocations.size()));
-    REQUIRE(notes.size() == 3);
+    REQUIRE(notes.size() == 4);
     CHECK(notes[0].brief == "accesses none");
     CHECK(notes[1].text == "import: missing tables NVTX_EVENTS (imported without them)");
-    CHECK(notes[2].text.rfind("import: 2 kernels started before the previous kernel on their stream ended", 0) == 0);
+    CHECK(notes[2].text.rfind("import: rows of tables mhc does not read were left out (GPU_MEMORY_USAGE_EVENTS 219", 0) ==
+          0);
+    CHECK(notes[3].text.rfind("import: 2 kernels started before the previous kernel on their stream ended", 0) == 0);
     CHECK(mhc::viewer::notes_summary(notes) ==
-          "accesses none; import: missing tables NVTX_EVENTS (imported without them) (+1 more)");
+          "accesses none; import: missing tables NVTX_EVENTS (imported without them) (+2 more)");
     // Each meta value that warns, in its words; control bytes as '?'; nothing for a clean trace.
     std::map<std::string, std::string> meta{{"accesses", "partial"},   {"et.join", "2 threads left out"},
                                             {"timing", "estimated"},   {"complete", "false"},
