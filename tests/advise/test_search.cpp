@@ -69,7 +69,8 @@ TEST_CASE("the DP finds the exhaustive optimum of the separable model", "[advise
 TEST_CASE("the planner's answer is the fastest fitting combination, checked exactly", "[advise][dp]") {
     mhc::test::TempPath path{"chain.db"};
     // A module outside the blocks called inside each block's forward (a shared activation
-    // instance, as transformers' Mamba calls its SiLU): its ops are the block's, not a window
+    // instance, or one made per call as transformers' Mamba's reference causal_conv1d_fn makes its
+    // SiLU, registered under no block): its ops are the block's, not a window
     // where the block is held. Counted as held, the block's saving there was almost none, the
     // model's held shift too, and nothing fitted below the captured peak.
     const bool shared = GENERATE(false, true);
