@@ -37,6 +37,15 @@ out=$("$mhc" record --library "$fake" --force -o "$tmp/exists.db" -- sh -c 'echo
 [[ $(head -1 <<<"$out") == 1 ]] || fail "--force: MHC_RECORD_FORCE=$(head -1 <<<"$out")"
 out=$("$mhc" record --library "$fake" -o "$tmp/new.db" -- sh -c 'echo "$MHC_RECORD_FORCE"' 2>/dev/null)
 [[ $(head -1 <<<"$out") == 0 ]] || fail "without --force: MHC_RECORD_FORCE=$(head -1 <<<"$out")"
+# A variable the user set counts as its flag: MHC_RECORD_FORCE=1 as --force (the existing output
+# taken, the recorder told to replace), MHC_RECORD_ACCESSES=0 as --no-accesses (both were
+# overwritten with the flags' defaults in silence).
+out=$(MHC_RECORD_FORCE=1 "$mhc" record --library "$fake" -o "$tmp/exists.db" -- sh -c 'echo "$MHC_RECORD_FORCE"' 2>/dev/null)
+[[ $(head -1 <<<"$out") == 1 ]] || fail "MHC_RECORD_FORCE=1 without --force: MHC_RECORD_FORCE=$(head -1 <<<"$out")"
+out=$(MHC_RECORD_ACCESSES=0 "$mhc" record --library "$fake" -o "$tmp/new.db" -- sh -c 'echo "$MHC_RECORD_ACCESSES"' 2>/dev/null)
+[[ $(head -1 <<<"$out") == 0 ]] || fail "MHC_RECORD_ACCESSES=0: MHC_RECORD_ACCESSES=$(head -1 <<<"$out")"
+out=$("$mhc" record --library "$fake" -o "$tmp/new.db" -- sh -c 'echo "$MHC_RECORD_ACCESSES"' 2>/dev/null)
+[[ $(head -1 <<<"$out") == 1 ]] || fail "accesses by default: MHC_RECORD_ACCESSES=$(head -1 <<<"$out")"
 
 # The command's status is ours; a program that never initialises CUDA writes no trace.
 out=$("$mhc" record --library "$fake" -o "$tmp/run.db" -- sh -c 'exit 5' 2>&1); rc=$?
