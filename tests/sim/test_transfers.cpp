@@ -82,3 +82,17 @@ TEST_CASE("rule 6: make room does not wait for a cancelled swap-out (it frees no
     CHECK(r.oom.bytes_short == MiB);
     CHECK(r.stall_time == 2 * ms);   // C's 1 ms and k2's 1 ms, as in the first case
 }
+
+TEST_CASE("a transfer past the time range on a trace near its end blames the trace's times, not the link",
+          "[sim][transfers]") {
+    // X 1 MiB written by k0, then C 1 MiB under a 1 MiB capacity: X goes out (1 ms at the helpers'
+    // link) when C arrives. Shifted so the last recorded time is just inside 2^62 ns, the swap-out
+    // would end past it: the message said the link was too slow for the trace (a 1 ms copy).
+    const int64_t base = (int64_t{1} << 62) - 25 * us100 - 1;
+    auto t = build({{MiB, base, kNoTime}, {MiB, base + 2 * ms, base + 25 * us100}},
+                   {{base, base + ms, {{0, 'w'}}}, {base + 2 * ms, base + 24 * us100, {{1, 'w'}}}});
+    auto c = config("lru", MiB, "none");
+    c.early_swap_out = false;
+    CHECK_THROWS_WITH(sim::simulate(t, c), Catch::Contains("the trace's times are too close to its end") &&
+                                               !Catch::Contains("the link is too slow"));
+}
