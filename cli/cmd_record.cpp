@@ -119,11 +119,11 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
                                  Error::Kind::BadInput);
     // The recorder's variables (docs/recording.md): the library names a value outside them and
     // records with the default, inside a program that may run for hours; here it is refused first.
-    const record::EnvSettings env =
-        record::settings_from_env([](const char* name) { return std::getenv(name); },
-                                  [](const std::string& problem, const std::string&) {
-                                      throw Error(printable(problem) + " (docs/recording.md)", Error::Kind::BadInput);
-                                  });
+    const record::EnvSettings env = record::settings_from_env(
+        [](const char* name) { return std::getenv(name); },
+        [](const std::string& problem, const std::string&) {
+            throw Error(printable(problem) + " (docs/recording.md)", Error::Kind::BadInput);
+        });
     // A variable the user set counts as its flag (MHC_RECORD_FORCE=1 as --force,
     // MHC_RECORD_ACCESSES=0 as --no-accesses): the command passes both on to the recorder, and
     // a value it overwrote would be a setting dropped in silence.
