@@ -6,7 +6,6 @@ tests/sim/reference_caching.py, each 3 times, its least CPU seconds printed, and
 every stream the same reserved peak.
   bench/ci/reference_caching_streams.py OLD.py NEW.py TRACE.db..."""
 import contextlib
-import importlib.util
 import io
 import sys
 import time
@@ -15,12 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "sim"))
 
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from reference_caching_same import load  # noqa: E402  (one module loader for both scripts)
 
 
 def record(traces):
