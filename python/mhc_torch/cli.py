@@ -264,6 +264,10 @@ def main(argv=None) -> int:
             if v < lo:
                 print(f"mhc-torch: {name} must be at least {lo} (got {v})", file=sys.stderr)
                 return 2
+        if a.model.endswith(".py") and not os.path.isfile(a.model):
+            # said before torch is imported (about 2 s), as _load_model_file would say it
+            print(f"mhc-torch: {a.model}: no such file", file=sys.stderr)
+            return 2
         try:  # before the model is loaded or run: a refused output costs nothing
             check_output(a.out, replace=a.force, inputs=[a.model] if a.model.endswith(".py") else [])
         except OutputError as e:

@@ -237,6 +237,13 @@ def test_missing_model_file_and_bad_options(tmp_path):
         r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", *args], capture_output=True, text=True)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
     assert not os.path.exists(tmp_path / "x.db")
+    # A missing model file is said before torch is imported (it took about 2 s first).
+    code = ("import sys; from mhc_torch.cli import main; "
+            f"rc = main(['capture', {str(tmp_path / 'none.py')!r}, '-o', {str(tmp_path / 'x.db')!r}]); "
+            "print(rc, 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.split() == ["2", "False"], (r.stdout, r.stderr)
+    assert r.stderr.strip() == f"mhc-torch: {tmp_path / 'none.py'}: no such file"
 
 
 def test_runs_as_dataframes(tmp_path, mhc_exe):
