@@ -16,6 +16,12 @@ namespace mhc::trace::import {
 
 namespace {
 
+// What the importer did that the file did not say: kept in meta under KEY and warned, in the same words.
+void said_and_warned(Result& result, const std::string& key, const std::string& said) {
+    result.meta[key] = said;
+    result.warnings.push_back(said);
+}
+
 // The trace keeps one kernel at a time per stream (mhc check, rule stream-overlap), but Kineto
 // puts kernels on one stream that overlap: by a few ns of clock jitter, and by microseconds where
 // they really ran at once, the parallel branches of a CUDA graph (all its kernels carry the
@@ -99,8 +105,7 @@ void merge_process_steps(KinetoData& data, Result& result) {
                        std::to_string(processes) +
                        " pids; a profiler writes one process a file: ranks merged?): " + std::to_string(merged) +
                        " ProfilerStep#N ranges of the same N joined, one step marker each";
-    result.meta["kineto.processes"] = said;
-    result.warnings.push_back(said);
+    said_and_warned(result, "kineto.processes", said);
 }
 
 // A file of several processes' traces can hold kernels of two processes on one device number
@@ -132,8 +137,7 @@ void separate_process_streams(KinetoData& data, Result& result) {
                        ": processes' traces merged into one file; " + std::to_string(moved) +
                        " of them were given streams k * 2^40 + stream (k: the pid's rank on its device), so each "
                        "process keeps its own lanes";
-    result.meta["kineto.device_processes"] = said;
-    result.warnings.push_back(said);
+    said_and_warned(result, "kineto.device_processes", said);
 }
 
 // Correlation (or flow) ids that calls of several processes used: how many, and how their
@@ -186,8 +190,7 @@ void say_placement_and_counters(const KinetoData& data, Result& result) {
         const std::string said = std::to_string(data.activities_without_device) +
                                  " kernels, memcpys or memsets without args.device (the first: '" +
                                  data.first_without_device + "') were placed on device 0";
-        result.meta["kineto.without_device"] = said;
-        result.warnings.push_back(said);
+        said_and_warned(result, "kineto.without_device", said);
     }
     if (!data.odd_memory_devices.empty()) {
         int64_t total = 0;
@@ -228,8 +231,7 @@ void say_what_was_not_read(const KinetoData& data, Result& result) {
         const std::string said = std::to_string(data.copies_without_direction) +
                                  " memcpy events whose name gives no direction (the first: '" +
                                  data.first_copy_without_direction + "') were read as device to device";
-        result.meta["kineto.copies_without_direction"] = said;
-        result.warnings.push_back(said);
+        said_and_warned(result, "kineto.copies_without_direction", said);
     }
     if (data.out_of_memory > 0) {
         const KMemory& oom = data.first_out_of_memory;
