@@ -14,8 +14,8 @@ allocator's peaks (max_memory_allocated, max_memory_reserved) and what ran.
 part is put into PYTORCH_CUDA_ALLOC_CONF before CUDA starts. --snapshot records the allocator's
 history from before the model reaches the device and dumps it (torch.cuda.memory._dump_snapshot,
 no stack traces: the events and segments only). --device cpu runs the same loop on the CPU (the
-check's dry run): no NVTX, no allocator figures. Exit status 3 when the device runs out of memory
-(the JSON line says so).
+check's dry run): the layer hooks count instead of making NVTX ranges, no allocator figures.
+Exit status 3 when the device runs out of memory (the JSON line says so).
 """
 import argparse
 import json
@@ -50,11 +50,21 @@ def layer_list(model):
     return max(lists, key=len) if lists else []
 
 
-def nvtx_layers(model, torch):
-    """An NVTX range around each block's forward, as the recorder's layer markers."""
+def mark_layers(model, push, pop):
+    """push("layer N") before each block's forward and pop() after it: on the GPU an NVTX range,
+    the recorder's layer markers. The hooks return None whatever push and pop return: a forward
+    pre-hook's result replaces the block's arguments (range_push returns the nesting depth, an
+    int, which the block then got as its only argument)."""
+    def before(module, args, name):
+        push(name)
+
+    def after(module, args, output):
+        pop()
+
     for i, block in enumerate(layer_list(model)):
-        block.register_forward_pre_hook(lambda m, a, i=i: torch.cuda.nvtx.range_push(f"layer {i}"))
-        block.register_forward_hook(lambda m, a, o: torch.cuda.nvtx.range_pop())
+        block.register_forward_pre_hook(lambda m, a, name=f"layer {i}": before(m, a, name))
+        block.register_forward_hook(after)
+    return len(layer_list(model))
 
 
 def main(argv):
@@ -86,12 +96,26 @@ def main(argv):
     with dev:
         batch = make_batch()
     loss_of = loss_fn or (lambda m, b: m(**b).loss)
+    # The CPU (the dry run) runs the same hooks with a stand-in that, like range_push, returns
+    # the nesting depth.
+    depth = [0]
+
+    def count_push(name):
+        depth[0] += 1
+        return depth[0] - 1
+
+    def count_pop():
+        depth[0] -= 1
+        return depth[0]
+
     if cuda:
-        nvtx_layers(model, torch)
+        marked = mark_layers(model, torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop)
+    else:
+        marked = mark_layers(model, count_push, count_pop)
     out = {"model": {"name": a.model, "layers": a.layers, "batch": a.batch, "seq": a.seq, "hc": a.hc},
            "device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""), "setting": setting, "steps": a.steps,
-           "params": sum(p.numel() for p in model.parameters())}
+           "params": sum(p.numel() for p in model.parameters()), "layers_marked": marked}
     times = []
     loss = None
     try:
