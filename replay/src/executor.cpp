@@ -269,7 +269,7 @@ void Executor::wait_for(int32_t a) {
 
 void Executor::complete(const kernels::SwapResult& r, int32_t a) {
     const bool h2d = r.dir == SwapDir::HostToDevice;
-    ++measured.checksums;
+    if (r.verified) ++measured.checksums;   // round_trip: compared at the swap-in, below
     if (!r.ok) {
         ++measured.mismatches;
         fail(std::string(h2d ? "swap-in" : "swap-out") + " of allocation " + std::to_string(trace_data.allocations.id[a]) +
@@ -290,7 +290,7 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
                                    trace_data.allocations.id[a], 0, static_cast<int64_t>(r.bytes)});
     }
     if (!h2d) {
-        sum[a] = static_cast<int64_t>(r.dest_sum);   // what must come back
+        sum[a] = static_cast<int64_t>(r.round_trip ? r.source_sum : r.dest_sum);   // what must come back
         if (state[a] == Freed || freed_in_flight[a]) {
             release_device(a);
             release_host(a);
@@ -308,7 +308,10 @@ void Executor::complete(const kernels::SwapResult& r, int32_t a) {
         }
     } else {
         ++measured.checksums;   // end to end: what came back is what went out
-        if (r.verified && (static_cast<int64_t>(r.source_sum) != sum[a] || static_cast<int64_t>(r.dest_sum) != sum[a])) {
+        const bool differs = r.round_trip ? static_cast<int64_t>(r.dest_sum) != sum[a]
+                                          : r.verified && (static_cast<int64_t>(r.source_sum) != sum[a] ||
+                                                           static_cast<int64_t>(r.dest_sum) != sum[a]);
+        if (differs) {
             ++measured.mismatches;
             fail("allocation " + std::to_string(trace_data.allocations.id[a]) +
                  " came back different from what was swapped out (stale or lost data)");
@@ -534,6 +537,9 @@ std::unique_ptr<kernels::SwapEngine> Executor::make_engine(bool paced) {
         sc.host_memory = options.host_memory;
     sc.chunk_bytes = options.chunk_bytes;
     sc.verify = true;
+    // The GPU hashes both ends of the round trip itself; the host's hash of its end held each
+    // swap-in up for as long as the copy (kernels/swap.hpp).
+    sc.verify_on_device_only = device == kernels::Device::Cuda;
     sc.threads_per_direction = options.copy_threads;
     if (device == kernels::Device::Cpu) {
         sc.paused_ns = &paused_ns;

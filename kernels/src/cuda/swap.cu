@@ -3,8 +3,10 @@
 // path: a kernel moving 16-byte words between the device arena and the host arena's device
 // alias, so the SMs drive the PCIe/NVLink traffic. Verification hashes the source before
 // and the destination after the copy (device side by a kernel computing the same checksum
-// as the CPU's checksum64).
+// as the CPU's checksum64); with verify_on_device_only the device end alone, and the host
+// does no hashing (the caller checks the round trip).
 #include <chrono>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -81,6 +83,10 @@ public:
         for (auto& [id, op] : ops_) release(op);
         for (auto& s : streams_) cudaStreamDestroy(s);
         cudaEventDestroy(base_);
+        for (auto& b : slot_blocks_) {
+            cudaFree(b.dev);
+            cudaFreeHost(b.host);
+        }
         if (!cfg_.device_memory) cudaFree(dev_);
         cudaFreeHost(host_);
     }
@@ -108,13 +114,9 @@ public:
         MHC_CUDA_CHECK(cudaEventCreate(&op.end));
         MHC_CUDA_CHECK(cudaEventRecord(op.start, s));
         if (cfg_.verify) {
-            MHC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&op.slot), 8, s));
-            MHC_CUDA_CHECK(cudaMemsetAsync(op.slot, 0, 8, s));
-            if (h2d) {
-                op.r.source_sum = checksum64(hp, bytes);  // the host source, now
-            } else {
-                hash(dp, bytes, op.slot, s);  // the device source, in stream order
-            }
+            op.slot = take_slot();
+            MHC_CUDA_CHECK(cudaMemsetAsync(dev_slot(op.slot), 0, 8, s));
+            if (!h2d) hash(dp, bytes, dev_slot(op.slot), s);  // the device source, in stream order
         }
         const size_t chunk = cfg_.chunk_bytes;
         for (size_t off = 0; off < bytes; off += chunk) {
@@ -135,8 +137,14 @@ public:
             flip_byte_kernel<<<1, 1, 0, s>>>(dp + bytes / 2);
             MHC_CUDA_CHECK_LAUNCH("flip_byte_kernel");
         }
-        if (cfg_.verify && h2d) hash(dp, bytes, op.slot, s);  // the device destination
+        if (cfg_.verify) {
+            if (h2d) hash(dp, bytes, dev_slot(op.slot), s);  // the device destination
+            MHC_CUDA_CHECK(cudaMemcpyAsync(host_slot(op.slot), dev_slot(op.slot), 8, cudaMemcpyDeviceToHost, s));
+        }
         MHC_CUDA_CHECK(cudaEventRecord(op.end, s));
+        // The host source, while the copy reads it too (the caller does not write it until
+        // the transfer is collected): the copy's start does not wait for this hash.
+        if (cfg_.verify && !cfg_.verify_on_device_only && h2d) op.r.source_sum = checksum64(hp, bytes);
         ops_[op.r.id] = op;
         return op.r.id;
     }
@@ -164,9 +172,15 @@ public:
         SwapResult r = op.r;
         r.start_s = ms0 * 1e-3;
         r.end_s = ms1 * 1e-3;
-        if (cfg_.verify) {
-            unsigned long long dev_sum = 0;
-            MHC_CUDA_CHECK(cudaMemcpy(&dev_sum, op.slot, 8, cudaMemcpyDeviceToHost));
+        if (cfg_.verify && cfg_.verify_on_device_only) {
+            const uint64_t device_sum = checksum64_finish(*host_slot(op.slot), r.bytes);
+            if (r.dir == SwapDir::HostToDevice) r.dest_sum = device_sum;
+            else r.source_sum = device_sum;
+            if (op.fault == Fault::Corrupt && r.dir == SwapDir::DeviceToHost && r.bytes)
+                host_[op.host_off + r.bytes / 2] ^= 0x5a;  // test hook: the round trip must catch it
+            r.round_trip = true;
+        } else if (cfg_.verify) {
+            const unsigned long long dev_sum = *host_slot(op.slot);
             unsigned char* hp = host_ + op.host_off;
             if (r.dir == SwapDir::HostToDevice) {
                 r.dest_sum = checksum64_finish(dev_sum, r.bytes);
@@ -202,8 +216,31 @@ private:
         size_t host_off = 0;
         Fault fault = Fault::None;
         cudaEvent_t start = nullptr, end = nullptr;
-        unsigned long long* slot = nullptr;
+        size_t slot = kNoSlot;
     };
+    static constexpr size_t kNoSlot = std::numeric_limits<size_t>::max();
+    // The device hashes' results: the kernel adds into a device word, copied in stream order
+    // into a pinned host word that wait() reads. Slots are reused, never freed one by one
+    // (cudaFree waits for the whole device: one per transfer stalled the replay's kernels).
+    static constexpr size_t kSlotsPerBlock = 4096;
+    struct SlotBlock {
+        unsigned long long* dev = nullptr;
+        unsigned long long* host = nullptr;
+    };
+    size_t take_slot() {
+        if (free_slots_.empty()) {
+            SlotBlock b;
+            MHC_CUDA_CHECK(cudaMalloc(&b.dev, kSlotsPerBlock * 8));
+            MHC_CUDA_CHECK(cudaHostAlloc(&b.host, kSlotsPerBlock * 8, cudaHostAllocPortable));
+            slot_blocks_.push_back(b);
+            for (size_t i = kSlotsPerBlock; i-- > 0;) free_slots_.push_back((slot_blocks_.size() - 1) * kSlotsPerBlock + i);
+        }
+        const size_t slot = free_slots_.back();
+        free_slots_.pop_back();
+        return slot;
+    }
+    unsigned long long* dev_slot(size_t i) { return slot_blocks_[i / kSlotsPerBlock].dev + i % kSlotsPerBlock; }
+    unsigned long long* host_slot(size_t i) { return slot_blocks_[i / kSlotsPerBlock].host + i % kSlotsPerBlock; }
 
     Op& find(uint64_t id) {
         auto it = ops_.find(id);
@@ -212,10 +249,10 @@ private:
         return it->second;
     }
     void release(Op& op) {
-        if (op.slot) cudaFree(op.slot);
+        if (op.slot != kNoSlot) free_slots_.push_back(op.slot);
         if (op.start) cudaEventDestroy(op.start);
         if (op.end) cudaEventDestroy(op.end);
-        op.slot = nullptr;
+        op.slot = kNoSlot;
         op.start = op.end = nullptr;
     }
     void hash(const unsigned char* p, size_t bytes, unsigned long long* slot, cudaStream_t s) {
@@ -235,6 +272,8 @@ private:
     uint64_t next_id_ = 1;
     Fault fault_[2] = {Fault::None, Fault::None};
     std::map<uint64_t, Op> ops_;
+    std::vector<SlotBlock> slot_blocks_;
+    std::vector<size_t> free_slots_;
     SwapStats stats_;
 };
 

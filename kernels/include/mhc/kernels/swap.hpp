@@ -39,6 +39,15 @@ struct SwapConfig {
     size_t chunk_bytes = 2 << 20;     // each transfer moves in chunks of this size
     double max_ops_per_s = 0;         // transfers start no faster than this; 0 = unlimited
     bool verify = true;               // checksum every transfer
+    // CUDA backend, with verify: hash on the device alone, a swap-out's source before its copy
+    // (source_sum) and a swap-in's destination after it (dest_sum), and nothing on the host.
+    // The host's checksum of the other end ran on the caller's thread at one core's speed
+    // (about 6 GB/s on an H200 machine, against its link's 55 GB/s), so a verified swap-in
+    // held the replay up about as long as the copy took (docs/validation.md). Such results
+    // are round_trip, not verified: the caller compares a swap-in's dest_sum with the
+    // source_sum of the swap-out that moved the same bytes (replay does), which catches
+    // damage in either direction.
+    bool verify_on_device_only = false;
     int threads_per_direction = 1;    // host backend: copy threads per direction (unpaced)
     // Host backend: an emulated link of known speed. A direction's transfers move no faster
     // than pace_h2d_Bps / pace_d2h_Bps; one that starts while the other direction is copying
@@ -72,6 +81,7 @@ struct SwapResult {
     size_t bytes = 0;
     double start_s = 0, end_s = 0;    // seconds since the engine was made (host clock)
     bool verified = false;            // checksums were compared
+    bool round_trip = false;          // verify_on_device_only: only the device end was hashed
     bool ok = true;                   // false: checksum mismatch (lost, stale or damaged)
     uint64_t source_sum = 0, dest_sum = 0;
     double late_s = 0;                // paced: how much later than the pace it ended
