@@ -179,3 +179,46 @@ def test_cli_recipe_options_and_a_files_step_function(tmp_path):
     assert {lab: b for _, lab, _, b, _, _ in _allocs(out)}["weight.grad"] == N * K * 2
     assert main(["capture", "tiny-llama", "--seq", "8", "--layers", "1", "-o", str(tmp_path / "f.db"),
                  "--forward-only", "--micro-batches", "2"]) == 2  # a forward-only step has no micro-batches
+
+
+class _Attention(torch.nn.Module):
+    """One self-attention: q, k and v projections, then scaled_dot_product_attention."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(K, 3 * K)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(ATT_B, ATT_S, 3, ATT_H, K // ATT_H).permute(2, 0, 3, 1, 4)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+ATT_B, ATT_S, ATT_H = 2, 32, 4
+
+
+@pytest.mark.parametrize("registry", ["torch's", "without CPU attention (torch 2.11)"])
+def test_attention_flops_whatever_torch_counts(tmp_path, monkeypatch, registry):
+    """Fake tensors on the CPU run attention as the CPU's flash kernel; its FLOPs are the GPU
+    kernel's whether or not torch's flop counter knows the CPU op (torch 2.11's does not)."""
+    from mhc_torch import capturing
+    from torch.utils.flop_counter import flop_registry
+
+    if registry != "torch's":
+        drop = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu,
+                torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward}
+        monkeypatch.setattr(capturing, "_flop_registry", {k: v for k, v in flop_registry.items() if k not in drop})
+    path, _ = _capture(tmp_path, "att", build=_Attention, batch=lambda: (torch.randn(ATT_B, ATT_S, K),),
+                       autocast_dtype=None, steps=1)
+    att = {name: flops for _, name, _, _, _, _, flops in _kernels(path) if "attention" in name}
+    # By hand: Q K^T and P V, each 2 * b * h * s * s * d (d = K / h). The backward as torch counts
+    # the GPU's flash backward: dV, dP, dQ and dK (torch 2.11: twice the forward), plus the
+    # recomputed scores since (torch 2.15: 2.5 times).
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    d = K // ATT_H
+    fwd = 2 * (2 * ATT_B * ATT_H * ATT_S * ATT_S * d)
+    shape = (ATT_B, ATT_H, ATT_S, d)
+    assert sdpa_backward_flop_count(shape, shape, shape, shape) in (2 * fwd, 5 * fwd // 2)
+    assert att == {"aten::_scaled_dot_product_flash_attention_for_cpu": fwd,
+                   "aten::_scaled_dot_product_flash_attention_for_cpu_backward":
+                       sdpa_backward_flop_count(shape, shape, shape, shape)}
