@@ -359,8 +359,9 @@ TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator
 #include "pickle_writer.hpp"
 
 namespace {
-sim::AllocatorComparison compare_public(const std::string& rel, const std::string& conf_text = "") {
-    std::string in = std::string(MHC_PUBLIC_DATASETS) + "/" + rel;
+sim::AllocatorComparison compare_public(const std::string& rel, const std::string& conf_text = "",
+                                        const std::string& folder = MHC_PUBLIC_DATASETS) {
+    std::string in = folder + "/" + rel;
     std::string db = temp_path(std::filesystem::path(rel).stem().string() + ".db");
     trace::import::import_file(in, db);
     auto t = trace::load_trace(db);
@@ -489,6 +490,28 @@ TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md
             CHECK(c.max_abs_diff == 0);
             CHECK_FALSE(c.diverged);
         }
+    }
+    SECTION("GPT-2 small on an H200 with expandable segments (our recording): the model to the byte") {
+        // datasets/recorded/README.md: 20 training steps, torch 2.11, the allocator's history from
+        // before the model moved to the GPU. max_memory_reserved() of that run: 14,250,147,840 B.
+        auto c = compare_public("h200-gpt2-small-expandable-segments.pickle.gz", "", MHC_RECORDED_DATASETS);
+        CHECK(c.settings == "expandable_segments:True");   // recorded in the snapshot
+        CHECK(c.allocations == 28289);
+        CHECK(c.seeded_segments == 0);   // recorded from an empty cache
+        CHECK(c.recorded_peak == 14250147840);
+        CHECK(c.model_peak == 14250147840);
+        CHECK(c.recorded_segments == 139);
+        CHECK(c.model_segments == 139);
+        CHECK(c.max_abs_diff == 0);
+        CHECK_FALSE(c.diverged);
+        CHECK(c.blocks_outside_segments == 0);
+        // The same program run again with PyTorch's default allocator (no snapshot) reserved
+        // 14,971,568,128 B (torch.cuda.max_memory_reserved): the model, given this recording's
+        // allocations and the default settings, reserves exactly that.
+        auto d = compare_public("h200-gpt2-small-expandable-segments.pickle.gz", "expandable_segments:False",
+                                MHC_RECORDED_DATASETS);
+        CHECK(d.model_peak == 14971568128);
+        CHECK(d.model_segments == 140);
     }
     SECTION("mosaic (synthetic): its segments cannot hold its own blocks, so the import leaves them out") {
         // 520 of its 537 allocations lie in no segment: mhc import drops the 5 rows with a
