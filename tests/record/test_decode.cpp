@@ -235,3 +235,47 @@ TEST_CASE("decode: NVTX sync-object markers are not ranges") {
     });
     CHECK(d.markers.size() == 0);
 }
+
+// A memory record carries the correlation id of the API call that made the operation: it is
+// merged into that call's callback allocation (or free) whatever its timestamp says.
+TEST_CASE("decode: memory records paired with their callbacks by correlation id") {
+    TranslatorOptions opt;
+    opt.origin = static_cast<int64_t>(T0);
+    auto d = translate(
+        [](Translator& t) {
+            AllocEvent a;   // cuMemAllocAsync's callback, inside cudaMallocAsync (runtime id 700)
+            a.address = 0x7f0000000000;
+            a.bytes = 4096;
+            a.t = T0 + 200;
+            a.t_enter = T0 + 150;
+            a.pool = true;
+            a.api = "cuMemAllocAsync";
+            a.correlation = 701;
+            a.runtime_correlation = 700;
+            t.on_alloc(a);
+            FreeEvent f;   // cuMemFreeAsync's callback
+            f.address = a.address;
+            f.t = T0 + 400;
+            f.correlation = 711;
+            f.runtime_correlation = 710;
+            t.on_free(f);
+            // Stamped outside the calls (at 5000 and 6000): the ids still pair them.
+            auto rec = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, a.address, 4096, 5000, true);
+            rec.correlationId = 700;
+            CHECK(decode_record(as_record(&rec), t));
+            auto rel = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, a.address, 4096, 6000, true);
+            rel.correlationId = 711;
+            CHECK(decode_record(as_record(&rel), t));
+        },
+        opt);
+    auto r = trace::check_trace(d);
+    INFO(problems(r));
+    REQUIRE(r.ok());
+    REQUIRE(d.allocations.size() == 1);
+    CHECK(d.allocations.t_alloc[0] == 200);
+    CHECK(d.allocations.t_free[0] == 400);
+    CHECK(d.allocations.stream[0] == 13);   // from the record
+    CHECK(d.meta.at("record.activity_merged") == "1");
+    CHECK(d.meta.at("record.activity_by_correlation") == "2");
+    CHECK(d.meta.at("record.frees_unmatched") == "0");
+}
