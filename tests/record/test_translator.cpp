@@ -137,6 +137,9 @@ TEST_CASE("translator: stream-ordered free extends the lifetime to the last acce
     CHECK(d.meta.at("record.lifetimes_extended") == "1");
     CHECK(d.meta.at("record.allocations_delayed") == "1");
     CHECK(d.meta.at("record.lifetime_conflicts") == "0");
+    CHECK(d.meta.at("record.lifetimes") ==
+          "1 of 2 allocations freed at their last kernel's end, not at the free call; 1 started at the previous "
+          "holder's end, not at the call (0 left with no time, 0 with a kernel before that start)");
 }
 
 TEST_CASE("translator: activity records of callback allocations are merged, not repeated") {

@@ -562,6 +562,14 @@ void Translator::finish() {
     put("record.frees_unmatched", s.frees_unmatched);
     put("record.lifetimes_extended", s.lifetimes_extended);
     put("record.allocations_delayed", s.allocs_delayed);
+    // What the settling changed, in one line `mhc info` shows (docs/recording.md).
+    if (s.lifetimes_extended + s.allocs_delayed > 0)
+        w_.set_meta("record.lifetimes", std::to_string(s.lifetimes_extended) + " of " + std::to_string(s.allocations) +
+                                            " allocations freed at their last kernel's end, not at the free call; " +
+                                            std::to_string(s.allocs_delayed) +
+                                            " started at the previous holder's end, not at the call (" +
+                                            std::to_string(s.lifetimes_emptied) + " left with no time, " +
+                                            std::to_string(s.lifetime_conflicts) + " with a kernel before that start)");
     put("record.lifetimes_emptied", s.lifetimes_emptied);
     put("record.lifetime_conflicts", s.lifetime_conflicts);
     put("record.kernels_without_time", s.kernels_without_time);
