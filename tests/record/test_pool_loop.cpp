@@ -11,9 +11,14 @@
 
 #include "helpers.hpp"
 
-using namespace mhc::record;
-using namespace mhc::record::test;
-using namespace mhc;
+using mhc::record::AllocEvent;
+using mhc::record::AllocSource;
+using mhc::record::FreeEvent;
+using mhc::record::KernelEvent;
+using mhc::record::LaunchEvent;
+using mhc::record::Translator;
+using mhc::record::TranslatorOptions;
+namespace trace = mhc::trace;
 
 namespace {
 
@@ -25,64 +30,64 @@ struct Rec {
 
 class PoolLoop {
 public:
-    PoolLoop(Translator& t, size_t buffer, bool ids) : tr_(t), buffer_(buffer), ids_(ids) {}
+    PoolLoop(Translator& translator, size_t buffer, bool ids) : tr_(translator), buffer_(buffer), ids_(ids) {}
 
     uint64_t alloc(uint64_t bytes) {
         const uint64_t enter = host_;
         host_ += 3000;
         auto& blocks = free_[bytes];
-        uint64_t a = next_;
+        uint64_t addr = next_;
         if (blocks.empty()) next_ += bytes;
-        else a = blocks.back(), blocks.pop_back();
-        AllocEvent e;
-        e.address = a, e.bytes = bytes, e.t = host_, e.t_enter = enter, e.stream = 7, e.pool = true;
-        e.api = "cuMemAllocAsync";
-        e.correlation = ids_ ? corr_ : 0;
-        tr_.on_alloc(e);
-        records_.push_back({true, a, bytes, enter + 1000, corr_++});
+        else addr = blocks.back(), blocks.pop_back();
+        AllocEvent event;
+        event.address = addr, event.bytes = bytes, event.t = host_, event.t_enter = enter, event.stream = 7;
+        event.pool = true, event.api = "cuMemAllocAsync";
+        event.correlation = ids_ ? corr_ : 0;
+        tr_.on_alloc(event);
+        records_.push_back({true, addr, bytes, enter + 1000, corr_++});
         ++calls_;
         deliver_if_full();
-        return a;
+        return addr;
     }
-    void free(uint64_t a, uint64_t bytes) {
+    void free(uint64_t addr, uint64_t bytes) {
         const uint64_t enter = host_;
         host_ += 2000;
-        FreeEvent f;
-        f.address = a, f.t = host_, f.correlation = ids_ ? corr_ : 0;
-        tr_.on_free(f);
-        records_.push_back({false, a, bytes, enter + 1000, corr_++});
-        free_[bytes].push_back(a);
+        FreeEvent event;
+        event.address = addr, event.t = host_, event.correlation = ids_ ? corr_ : 0;
+        tr_.on_free(event);
+        records_.push_back({false, addr, bytes, enter + 1000, corr_++});
+        free_[bytes].push_back(addr);
         deliver_if_full();
     }
     void kernel(std::vector<uint64_t> ptrs) {
-        LaunchEvent l;
-        l.correlation = corr_, l.t = host_, l.words = std::move(ptrs);
+        LaunchEvent launch;
+        launch.correlation = corr_, launch.t = host_, launch.words = std::move(ptrs);
         host_ += 6000;
-        tr_.on_launch(l);
-        const uint64_t start = std::max(l.t + 5000, gpu_), dur = 20000 + rng_() % 180000;
+        tr_.on_launch(launch);
+        const uint64_t start = std::max(launch.t + 5000, gpu_), dur = 20000 + rng_() % 180000;
         gpu_ = start + dur;
-        KernelEvent k;
-        k.name = "k", k.start = start, k.end = gpu_, k.stream = 7, k.correlation = corr_++;
-        kernels_.push_back(k);
+        KernelEvent kernel;
+        kernel.name = "k", kernel.start = start, kernel.end = gpu_, kernel.stream = 7, kernel.correlation = corr_++;
+        kernels_.push_back(kernel);
         deliver_if_full();
     }
     void sync() { host_ = std::max(host_, gpu_) + 1000; }   // loss.item()
     void deliver() {
-        for (const Rec& r : records_) {
-            if (r.alloc) {
-                AllocEvent e;
-                e.address = r.addr, e.bytes = r.bytes, e.t = e.t_enter = r.t, e.stream = 7;
-                e.source = AllocSource::Activity, e.pool = true, e.api = "memory:pool";
-                e.correlation = ids_ ? r.corr : 0;
-                tr_.on_alloc(e);
+        for (const Rec& rec : records_) {
+            if (rec.alloc) {
+                AllocEvent event;
+                event.address = rec.addr, event.bytes = rec.bytes, event.t = event.t_enter = rec.t, event.stream = 7;
+                event.source = AllocSource::Activity, event.pool = true, event.api = "memory:pool";
+                event.correlation = ids_ ? rec.corr : 0;
+                tr_.on_alloc(event);
             } else {
-                FreeEvent f;
-                f.address = r.addr, f.t = r.t, f.source = AllocSource::Activity;
-                f.correlation = ids_ ? r.corr : 0;
-                tr_.on_free(f);
+                FreeEvent event;
+                event.address = rec.addr, event.t = rec.t, event.source = AllocSource::Activity;
+                event.correlation = ids_ ? rec.corr : 0;
+                tr_.on_free(event);
             }
         }
-        for (const KernelEvent& k : kernels_) tr_.on_kernel(k);
+        for (const KernelEvent& kernel : kernels_) tr_.on_kernel(kernel);
         records_.clear();
         kernels_.clear();
     }
@@ -107,34 +112,34 @@ private:
 
 // Parameters, then per step: a forward that keeps 2 of every 5 outputs for the backward, a
 // backward of temporaries that frees them, an optimizer; 1 allocation in 10 has no kernel seen.
-void train(PoolLoop& p, int steps) {
-    auto size = [&p] { return uint64_t{4096} << (2 * (p.rng()() % 8)); };
-    std::vector<uint64_t> params;
-    for (int i = 0; i < 150; ++i) params.push_back(p.alloc(uint64_t{4096} << (2 * (i % 8))));
+void train(PoolLoop& loop, int steps) {
+    auto size = [&loop] { return uint64_t{4096} << (2 * (loop.rng()() % 8)); };
+    std::vector<uint64_t> params(150);
+    for (size_t i = 0; i < params.size(); ++i) params[i] = loop.alloc(uint64_t{4096} << (2 * (i % 8)));
     for (int step = 0; step < steps; ++step) {
         std::vector<std::pair<uint64_t, uint64_t>> saved;
         for (int op = 0; op < 12 * 25; ++op) {
-            const uint64_t b = size(), out = p.alloc(b);
-            if (p.rng()() % 10 != 0)
-                p.kernel({params[op % params.size()], out, saved.empty() ? 0 : saved.back().first});
-            if (op % 5 < 2) saved.emplace_back(out, b);
-            else p.free(out, b);
+            const uint64_t bytes = size(), out = loop.alloc(bytes);
+            if (loop.rng()() % 10 != 0)
+                loop.kernel({params[op % params.size()], out, saved.empty() ? 0 : saved.back().first});
+            if (op % 5 < 2) saved.emplace_back(out, bytes);
+            else loop.free(out, bytes);
         }
         for (int op = 0; op < 12 * 50; ++op) {
-            const uint64_t b = size(), g = p.alloc(b);
-            if (p.rng()() % 10 != 0) p.kernel({g, saved.empty() ? 0 : saved.back().first});
-            p.free(g, b);
-            if (op % 5 == 0 && !saved.empty()) p.free(saved.back().first, saved.back().second), saved.pop_back();
+            const uint64_t bytes = size(), grad = loop.alloc(bytes);
+            if (loop.rng()() % 10 != 0) loop.kernel({grad, saved.empty() ? 0 : saved.back().first});
+            loop.free(grad, bytes);
+            if (op % 5 == 0 && !saved.empty()) loop.free(saved.back().first, saved.back().second), saved.pop_back();
         }
-        for (; !saved.empty(); saved.pop_back()) p.free(saved.back().first, saved.back().second);
+        for (; !saved.empty(); saved.pop_back()) loop.free(saved.back().first, saved.back().second);
         for (int i = 0; i < 20; ++i) {
-            const uint64_t b = size(), t = p.alloc(b);
-            p.kernel({t});
-            p.free(t, b);
+            const uint64_t bytes = size(), tmp = loop.alloc(bytes);
+            loop.kernel({tmp});
+            loop.free(tmp, bytes);
         }
-        p.sync();
+        loop.sync();
     }
-    p.deliver();
+    loop.deliver();
 }
 
 }   // namespace
@@ -149,22 +154,22 @@ TEST_CASE("translator: cudaMallocAsync training loop with late activity buffers:
             int64_t calls = 0;
             TranslatorOptions at_zero;
             at_zero.origin = 0;
-            auto d = translate(
-                [&](Translator& t) {
-                    PoolLoop p(t, buffer, ids);
-                    train(p, 3);
-                    calls = p.calls();
+            auto data = mhc::record::test::translate(
+                [&](Translator& translator) {
+                    PoolLoop loop(translator, buffer, ids);
+                    train(loop, 3);
+                    calls = loop.calls();
                 },
                 at_zero);
-            auto r = trace::check_trace(d);
-            INFO(problems(r).substr(0, 2000));
-            CHECK(r.ok());
-            CHECK(static_cast<int64_t>(d.allocations.size()) == calls);
-            CHECK(d.meta.at("record.activity_merged") == std::to_string(calls));
-            CHECK(d.meta.at("record.frees_unmatched") == "0");
-            CHECK(d.meta.at("record.implicit_frees") == "0");
-            CHECK(d.meta.at("record.lifetime_conflicts") == "0");
-            CHECK(d.meta.at("record.activity_by_correlation") == (ids ? std::to_string(2 * calls - 150) : "0"));
+            auto report = trace::check_trace(data);
+            INFO(mhc::record::test::problems(report).substr(0, 2000));
+            CHECK(report.ok());
+            CHECK(static_cast<int64_t>(data.allocations.size()) == calls);
+            CHECK(data.meta.at("record.activity_merged") == std::to_string(calls));
+            CHECK(data.meta.at("record.frees_unmatched") == "0");
+            CHECK(data.meta.at("record.implicit_frees") == "0");
+            CHECK(data.meta.at("record.lifetime_conflicts") == "0");
+            CHECK(data.meta.at("record.activity_by_correlation") == (ids ? std::to_string(2 * calls - 150) : "0"));
         }
     }
 }

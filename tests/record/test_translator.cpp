@@ -315,58 +315,58 @@ TEST_CASE("translator: records without timestamps and zero-size allocations are 
 
 namespace {
 // The stream-ordered pool's reuse pattern (PyTorch with backend:cudaMallocAsync): one address is
-// allocated, launched on, freed with cuMemFreeAsync and allocated again, `n` times, while the host
+// allocated, launched on, freed with cuMemFreeAsync and allocated again, `count` times, while the host
 // runs ahead of the GPU; the activity records of these allocations and frees come in a buffer
 // after all of it. Host times (callbacks): alloc i returns at 1000 + 1000 i (entered 100 ns
 // before), its kernel is launched at + 200, the free returns at + 500. GPU times: kernel i runs
 // [50000 + 3000 i, 52000 + 3000 i]. `corr`: the callbacks and records carry CUPTI's correlation
 // ids (alloc i: 1000 + i, free i: 2000 + i); `release_at_gpu`: the release records are stamped
 // when the stream reaches the free (just after the kernel's end) instead of at the API call.
-void pool_reuse(Translator& t, int n, bool corr, bool release_at_gpu) {
-    constexpr uint64_t X = 0x7f0000200000;
-    for (int i = 0; i < n; ++i) {
+void pool_reuse(Translator& tr, int count, bool corr, bool release_at_gpu) {
+    constexpr uint64_t kAddr = 0x7f0000200000;
+    for (int i = 0; i < count; ++i) {
         const uint64_t ta = 1000 + 1000 * static_cast<uint64_t>(i);
-        AllocEvent a = driver_alloc(X, 4096, ta, "cuMemAllocAsync");
-        a.pool = true;
-        a.stream = 7;
-        if (corr) a.correlation = 1000 + static_cast<uint32_t>(i);
-        t.on_alloc(a);
-        t.on_launch(launch(100 + static_cast<uint32_t>(i), ta + 200, {X}));
-        FreeEvent f = free_event(X, ta + 500);
-        if (corr) f.correlation = 2000 + static_cast<uint32_t>(i);
-        t.on_free(f);
+        AllocEvent alloc = driver_alloc(kAddr, 4096, ta, "cuMemAllocAsync");
+        alloc.pool = true;
+        alloc.stream = 7;
+        if (corr) alloc.correlation = 1000 + static_cast<uint32_t>(i);
+        tr.on_alloc(alloc);
+        tr.on_launch(launch(100 + static_cast<uint32_t>(i), ta + 200, {kAddr}));
+        FreeEvent rel = free_event(kAddr, ta + 500);
+        if (corr) rel.correlation = 2000 + static_cast<uint32_t>(i);
+        tr.on_free(rel);
     }
-    for (int i = 0; i < n; ++i)
-        t.on_kernel(kernel(100 + static_cast<uint32_t>(i), 50000 + 3000 * static_cast<uint64_t>(i),
-                           52000 + 3000 * static_cast<uint64_t>(i), 7));
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < count; ++i)
+        tr.on_kernel(kernel(100 + static_cast<uint32_t>(i), 50000 + 3000 * static_cast<uint64_t>(i),
+                            52000 + 3000 * static_cast<uint64_t>(i), 7));
+    for (int i = 0; i < count; ++i) {
         const uint64_t ta = 1000 + 1000 * static_cast<uint64_t>(i);
-        AllocEvent r = activity_alloc(X, 4096, ta - 50, true);   // inside the call
-        if (corr) r.correlation = 1000 + static_cast<uint32_t>(i);
-        t.on_alloc(r);
-        FreeEvent f = free_event(X, release_at_gpu ? 52100 + 3000 * static_cast<uint64_t>(i) : ta + 450,
-                                 AllocSource::Activity);
-        if (corr) f.correlation = 2000 + static_cast<uint32_t>(i);
-        t.on_free(f);
+        AllocEvent rec = activity_alloc(kAddr, 4096, ta - 50, true);   // inside the call
+        if (corr) rec.correlation = 1000 + static_cast<uint32_t>(i);
+        tr.on_alloc(rec);
+        FreeEvent rel = free_event(kAddr, release_at_gpu ? 52100 + 3000 * static_cast<uint64_t>(i) : ta + 450,
+                                   AllocSource::Activity);
+        if (corr) rel.correlation = 2000 + static_cast<uint32_t>(i);
+        tr.on_free(rel);
     }
 }
 
-// Worked by hand: allocation i holds X on the GPU from the end of kernel i-1 (52000 + 3000 (i-1);
+// Worked by hand: allocation i holds the address on the GPU from the end of kernel i-1 (52000 + 3000 (i-1);
 // the first from its host call, 1000) to the end of its own kernel (52000 + 3000 i).
-void require_pool_lifetimes(const trace::TraceData& d, int n) {
-    REQUIRE(d.allocations.size() == static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) {
-        const auto k = static_cast<size_t>(i);
-        CHECK(d.allocations.t_alloc[k] == (i == 0 ? 1000 : 52000 + 3000 * (i - 1)));
-        CHECK(d.allocations.t_free[k] == 52000 + 3000 * i);
+void require_pool_lifetimes(const trace::TraceData& data, int count) {
+    REQUIRE(data.allocations.size() == static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) {
+        const auto row = static_cast<size_t>(i);
+        CHECK(data.allocations.t_alloc[row] == (i == 0 ? 1000 : 52000 + 3000 * (i - 1)));
+        CHECK(data.allocations.t_free[row] == 52000 + 3000 * i);
     }
-    CHECK(d.accesses.size() == static_cast<size_t>(n));
-    CHECK(d.meta.at("record.activity_merged") == std::to_string(n));
-    CHECK(d.meta.at("record.allocations_activity") == "0");
-    CHECK(d.meta.at("record.frees_unmatched") == "0");
-    CHECK(d.meta.at("record.lifetimes_extended") == std::to_string(n));
-    CHECK(d.meta.at("record.allocations_delayed") == std::to_string(n - 1));
-    CHECK(d.meta.at("record.lifetime_conflicts") == "0");
+    CHECK(data.accesses.size() == static_cast<size_t>(count));
+    CHECK(data.meta.at("record.activity_merged") == std::to_string(count));
+    CHECK(data.meta.at("record.allocations_activity") == "0");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
+    CHECK(data.meta.at("record.lifetimes_extended") == std::to_string(count));
+    CHECK(data.meta.at("record.allocations_delayed") == std::to_string(count - 1));
+    CHECK(data.meta.at("record.lifetime_conflicts") == "0");
 }
 }   // namespace
 
@@ -375,18 +375,18 @@ void require_pool_lifetimes(const trace::TraceData& d, int n) {
 // that before CUPTI delivered its buffer, most records became second rows of allocations already
 // recorded (53,168 rows where PyTorch made about 28,300), and `mhc check` found 55,546 problems.
 TEST_CASE("translator: a pool address reused many times before the activity buffer comes, matched by address") {
-    const int n = 40;
-    auto d = translate([&](Translator& t) { pool_reuse(t, n, false, false); }, at_origin());
-    require_valid(d);
-    require_pool_lifetimes(d, n);
+    const int count = 40;
+    auto data = translate([&](Translator& tr) { pool_reuse(tr, count, false, false); }, at_origin());
+    require_valid(data);
+    require_pool_lifetimes(data, count);
 }
 
 TEST_CASE("translator: activity records matched to their calls by correlation id, whatever their time") {
-    const int n = 40;
-    auto d = translate([&](Translator& t) { pool_reuse(t, n, true, true); }, at_origin());
-    require_valid(d);
-    require_pool_lifetimes(d, n);
-    CHECK(d.meta.at("record.activity_by_correlation") == std::to_string(2 * n));
+    const int count = 40;
+    auto data = translate([&](Translator& tr) { pool_reuse(tr, count, true, true); }, at_origin());
+    require_valid(data);
+    require_pool_lifetimes(data, count);
+    CHECK(data.meta.at("record.activity_by_correlation") == std::to_string(2 * count));
 }
 
 // Delays can start several allocations at one address at one time; `mhc check` orders those by
@@ -398,37 +398,37 @@ TEST_CASE("translator: activity records matched to their calls by correlation id
 // In the order they were made, C is emptied at 60000, B holds [60000, 70000], D [70000, 80000].
 // In the check's order B comes before C at 60000 and D before C at 70000: C moves to [80000, 80000].
 TEST_CASE("translator: allocations delayed to one time are settled in the check's order") {
-    constexpr uint64_t X = 0x10000;
-    auto d = translate(
-        [](Translator& t) {
-            t.on_alloc(driver_alloc(X, 1024, 10000, "cuMemAllocAsync"));
-            t.on_launch(launch(1, 12000, {X}));
-            t.on_free(free_event(X, 15000));
-            t.on_alloc(driver_alloc(X, 1024, 20000, "cuMemAllocAsync"));
-            t.on_launch(launch(2, 22000, {X}));
-            t.on_free(free_event(X, 25000));
-            t.on_alloc(driver_alloc(X, 1024, 30000, "cuMemAllocAsync"));
-            t.on_launch(launch(3, 32000, {X}));
-            t.on_free(free_event(X, 35000));
-            t.on_kernel(kernel(1, 50000, 60000));
-            t.on_kernel(kernel(2, 60000, 70000));
-            t.on_kernel(kernel(3, 70000, 80000));
-            t.on_alloc(activity_alloc(X, 1024, 16500, true));
-            t.on_free(free_event(X, 17500, AllocSource::Activity));
+    constexpr uint64_t kAddr = 0x10000;
+    auto data = translate(
+        [](Translator& tr) {
+            tr.on_alloc(driver_alloc(kAddr, 1024, 10000, "cuMemAllocAsync"));
+            tr.on_launch(launch(1, 12000, {kAddr}));
+            tr.on_free(free_event(kAddr, 15000));
+            tr.on_alloc(driver_alloc(kAddr, 1024, 20000, "cuMemAllocAsync"));
+            tr.on_launch(launch(2, 22000, {kAddr}));
+            tr.on_free(free_event(kAddr, 25000));
+            tr.on_alloc(driver_alloc(kAddr, 1024, 30000, "cuMemAllocAsync"));
+            tr.on_launch(launch(3, 32000, {kAddr}));
+            tr.on_free(free_event(kAddr, 35000));
+            tr.on_kernel(kernel(1, 50000, 60000));
+            tr.on_kernel(kernel(2, 60000, 70000));
+            tr.on_kernel(kernel(3, 70000, 80000));
+            tr.on_alloc(activity_alloc(kAddr, 1024, 16500, true));
+            tr.on_free(free_event(kAddr, 17500, AllocSource::Activity));
         },
         at_origin());
-    require_valid(d);
-    REQUIRE(d.allocations.size() == 4);
-    CHECK(d.allocations.t_free[0] == 60000);
-    CHECK(d.allocations.t_alloc[1] == 60000);
-    CHECK(d.allocations.t_free[1] == 70000);
-    CHECK(d.allocations.t_alloc[2] == 70000);
-    CHECK(d.allocations.t_free[2] == 80000);
-    CHECK(d.allocations.t_alloc[3] == 80000);
-    CHECK(d.allocations.t_free[3] == 80000);
-    CHECK(d.meta.at("record.allocations_delayed") == "3");
-    CHECK(d.meta.at("record.lifetimes_emptied") == "1");
-    CHECK(d.meta.at("record.lifetime_conflicts") == "0");
-    CHECK(d.meta.at("record.implicit_frees") == "0");
-    CHECK(d.meta.at("record.frees_unmatched") == "0");
+    require_valid(data);
+    REQUIRE(data.allocations.size() == 4);
+    CHECK(data.allocations.t_free[0] == 60000);
+    CHECK(data.allocations.t_alloc[1] == 60000);
+    CHECK(data.allocations.t_free[1] == 70000);
+    CHECK(data.allocations.t_alloc[2] == 70000);
+    CHECK(data.allocations.t_free[2] == 80000);
+    CHECK(data.allocations.t_alloc[3] == 80000);
+    CHECK(data.allocations.t_free[3] == 80000);
+    CHECK(data.meta.at("record.allocations_delayed") == "3");
+    CHECK(data.meta.at("record.lifetimes_emptied") == "1");
+    CHECK(data.meta.at("record.lifetime_conflicts") == "0");
+    CHECK(data.meta.at("record.implicit_frees") == "0");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
 }

@@ -43,27 +43,27 @@ int64_t Translator::rel(uint64_t t) {
     return r;
 }
 
-bool Translator::awaits_activity(const Held& h) {
-    if (h.source == AllocSource::Vmm) return false;
-    return !h.activity_alloc || !h.activity_release;
+bool Translator::awaits_activity(const Held& held) {
+    if (held.source == AllocSource::Vmm) return false;
+    return !held.activity_alloc || !held.activity_release;
 }
 
 void Translator::remember(uint64_t address, int64_t id) {
-    auto& h = history_[address];
+    auto& ids = history_[address];
     // Only allocations still waiting for an activity record: the pool reuses a hot address
     // hundreds of times before CUPTI hands over a buffer.
-    h.erase(std::remove_if(h.begin(), h.end(),
-                           [&](int64_t old) { return !awaits_activity(allocs_[static_cast<size_t>(old - 1)]); }),
-            h.end());
-    if (h.size() >= kHistoryPerAddress) h.erase(h.begin());
-    h.push_back(id);
+    ids.erase(std::remove_if(ids.begin(), ids.end(),
+                             [&](int64_t old) { return !awaits_activity(allocs_[static_cast<size_t>(old - 1)]); }),
+              ids.end());
+    if (ids.size() >= kHistoryPerAddress) ids.erase(ids.begin());
+    ids.push_back(id);
 }
 
 void Translator::expect_record(bool release, uint32_t corr, uint32_t runtime_corr, int64_t id) {
     auto& by_corr = release ? free_corr_ : alloc_corr_;
     if (by_corr.size() >= kMaxPendingCorrelations) by_corr.clear();   // records that never came
-    Held& h = allocs_[static_cast<size_t>(id - 1)];
-    uint32_t* keys = release ? h.free_keys : h.alloc_keys;
+    Held& held = allocs_[static_cast<size_t>(id - 1)];
+    uint32_t* keys = release ? held.free_keys : held.alloc_keys;
     keys[0] = corr;
     keys[1] = runtime_corr != corr ? runtime_corr : 0;
     for (int i = 0; i < 2; ++i)
@@ -76,8 +76,8 @@ int64_t Translator::take_record(bool release, uint32_t corr, uint64_t address, u
     auto it = by_corr.find(corr);
     if (it == by_corr.end()) return -1;
     const int64_t id = it->second;
-    Held& h = allocs_[static_cast<size_t>(id - 1)];
-    if (h.row.address != static_cast<int64_t>(address) || h.row.device != static_cast<int32_t>(device)) return -1;
+    const Held& held = allocs_[static_cast<size_t>(id - 1)];
+    if (held.row.address != static_cast<int64_t>(address) || held.row.device != static_cast<int32_t>(device)) return -1;
     forget_keys(release, id);
     ++stats_.activity_by_correlation;
     return id;
@@ -85,28 +85,29 @@ int64_t Translator::take_record(bool release, uint32_t corr, uint64_t address, u
 
 void Translator::forget_keys(bool release, int64_t id) {
     auto& by_corr = release ? free_corr_ : alloc_corr_;
-    Held& h = allocs_[static_cast<size_t>(id - 1)];
-    for (uint32_t& k : release ? h.free_keys : h.alloc_keys) {   // the driver's and the runtime's id
-        auto it = k != 0 ? by_corr.find(k) : by_corr.end();
+    Held& held = allocs_[static_cast<size_t>(id - 1)];
+    for (uint32_t& key : release ? held.free_keys : held.alloc_keys) {   // the driver's and the runtime's id
+        auto it = key != 0 ? by_corr.find(key) : by_corr.end();
         if (it != by_corr.end() && it->second == id) by_corr.erase(it);
-        k = 0;
+        key = 0;
     }
 }
 
 // An activity record of an allocation a driver callback already reported: by the call's
 // correlation id, else the oldest allocation at that address still waiting for its record whose
 // host lifetime (with the slack) holds the record's time.
-int64_t Translator::find_alloc_of(const AllocEvent& e, int64_t t) {
-    int64_t id = take_record(false, e.correlation, e.address, e.device);
+int64_t Translator::find_alloc_of(const AllocEvent& record, int64_t time) {
+    const int64_t id = take_record(false, record.correlation, record.address, record.device);
     if (id >= 0) return id;
-    auto it = history_.find(e.address);
+    auto it = history_.find(record.address);
     if (it == history_.end()) return -1;
     const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
     for (int64_t cand : it->second) {
-        const Held& h = allocs_[static_cast<size_t>(cand - 1)];
-        if (h.source != AllocSource::Driver || h.activity_alloc || h.row.device != static_cast<int32_t>(e.device))
+        const Held& held = allocs_[static_cast<size_t>(cand - 1)];
+        if (held.source != AllocSource::Driver || held.activity_alloc ||
+            held.row.device != static_cast<int32_t>(record.device))
             continue;
-        if (t >= h.t_enter - slack && (!h.freed || t <= h.row.t_free + slack)) {
+        if (time >= held.t_enter - slack && (!held.freed || time <= held.row.t_free + slack)) {
             forget_keys(false, cand);
             return cand;
         }
@@ -115,18 +116,19 @@ int64_t Translator::find_alloc_of(const AllocEvent& e, int64_t t) {
 }
 
 // The same for a release record: the allocation whose free it reports.
-int64_t Translator::find_release_of(const FreeEvent& e, int64_t t) {
-    int64_t id = take_record(true, e.correlation, e.address, e.device);
+int64_t Translator::find_release_of(const FreeEvent& record, int64_t time) {
+    const int64_t id = take_record(true, record.correlation, record.address, record.device);
     if (id >= 0) return id;
-    auto it = history_.find(e.address);
+    auto it = history_.find(record.address);
     if (it == history_.end()) return -1;
     const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
     for (int64_t cand : it->second) {
-        const Held& h = allocs_[static_cast<size_t>(cand - 1)];
-        if (h.activity_release || h.source == AllocSource::Vmm || h.row.device != static_cast<int32_t>(e.device))
+        const Held& held = allocs_[static_cast<size_t>(cand - 1)];
+        if (held.activity_release || held.source == AllocSource::Vmm ||
+            held.row.device != static_cast<int32_t>(record.device))
             continue;
-        if (t < h.t_enter - slack) continue;
-        if (h.freed && t > h.row.t_free + slack) continue;
+        if (time < held.t_enter - slack) continue;
+        if (held.freed && time > held.row.t_free + slack) continue;
         forget_keys(true, cand);
         return cand;
     }
@@ -176,9 +178,9 @@ void Translator::on_alloc(const AllocEvent& e) {
     if (e.source == AllocSource::Activity) {
         const int64_t seen = find_alloc_of(e, t);
         if (seen >= 0) {
-            Held& h = allocs_[static_cast<size_t>(seen - 1)];
-            h.activity_alloc = true;
-            if (h.row.stream == 0) h.row.stream = static_cast<int64_t>(e.stream);
+            Held& held = allocs_[static_cast<size_t>(seen - 1)];
+            held.activity_alloc = true;
+            if (held.row.stream == 0) held.row.stream = static_cast<int64_t>(e.stream);
             ++stats_.activity_merged;
             return;
         }
@@ -230,12 +232,12 @@ void Translator::on_free(const FreeEvent& e) {
         ++stats_.frees_unmatched;
         return;
     }
-    Held& h = allocs_[static_cast<size_t>(id - 1)];
-    h.activity_release = true;
-    if (!h.freed) {
+    Held& held = allocs_[static_cast<size_t>(id - 1)];
+    held.activity_release = true;
+    if (!held.freed) {
         // No callback saw this free (or the allocation is activity-only).
         if (live_.at(e.address) == id) live_.erase(e.address);
-        free_held(h, t);
+        free_held(held, t);
     }
 }
 
@@ -438,20 +440,20 @@ void Translator::on_device(const DeviceEvent& e) {
 // One pass over the allocations in `order` (sorted by device, address, start, id).
 void Translator::chain_lifetimes(const std::vector<size_t>& order) {
     for (size_t k = 1; k < order.size(); ++k) {
-        Held& p = allocs_[order[k - 1]];
-        Held& h = allocs_[order[k]];
-        if (p.row.device != h.row.device || p.row.address != h.row.address) continue;
-        if (!p.freed) {   // its free was never seen: it ended when the next one began
-            p.freed = true;
-            p.row.t_free = std::max(p.row.t_alloc, std::max(h.row.t_alloc, p.use_end));
+        Held& prev = allocs_[order[k - 1]];
+        Held& next = allocs_[order[k]];
+        if (prev.row.device != next.row.device || prev.row.address != next.row.address) continue;
+        if (!prev.freed) {   // its free was never seen: it ended when the next one began
+            prev.freed = true;
+            prev.row.t_free = std::max(prev.row.t_alloc, std::max(next.row.t_alloc, prev.use_end));
             ++stats_.implicit_frees;
         }
-        if (h.row.t_alloc < p.row.t_free) {
-            h.row.t_alloc = p.row.t_free;
-            h.delayed = true;
-            if (h.freed && h.row.t_free < h.row.t_alloc) {
-                h.row.t_free = h.row.t_alloc;
-                h.emptied = true;
+        if (next.row.t_alloc < prev.row.t_free) {
+            next.row.t_alloc = prev.row.t_free;
+            next.delayed = true;
+            if (next.freed && next.row.t_free < next.row.t_alloc) {
+                next.row.t_free = next.row.t_alloc;
+                next.emptied = true;
             }
         }
     }
@@ -463,14 +465,15 @@ void Translator::chain_lifetimes(const std::vector<size_t>& order) {
 // address's allocations in the settled order.
 void Translator::place_emptied(const std::vector<size_t>& group) {
     std::map<int64_t, const Held*> holders;   // start -> the allocation that holds the memory from then
-    for (size_t i : group)
-        if (allocs_[i].row.t_free > allocs_[i].row.t_alloc) holders.emplace(allocs_[i].row.t_alloc, &allocs_[i]);
-    for (size_t i : group) {
-        Held& h = allocs_[i];
-        if (h.row.t_free != h.row.t_alloc) continue;
-        for (auto it = holders.find(h.row.t_alloc); it != holders.end() && it->second->row.id < h.row.id;
-             it = holders.find(h.row.t_alloc))
-            h.row.t_alloc = h.row.t_free = it->second->row.t_free;
+    for (size_t idx : group)
+        if (allocs_[idx].row.t_free > allocs_[idx].row.t_alloc)
+            holders.emplace(allocs_[idx].row.t_alloc, &allocs_[idx]);
+    for (size_t idx : group) {
+        Held& held = allocs_[idx];
+        if (held.row.t_free != held.row.t_alloc) continue;
+        for (auto it = holders.find(held.row.t_alloc); it != holders.end() && it->second->row.id < held.row.id;
+             it = holders.find(held.row.t_alloc))
+            held.row.t_alloc = held.row.t_free = it->second->row.t_free;
     }
 }
 
@@ -505,11 +508,11 @@ void Translator::settle_allocations() {
         if (group.size() > 1) place_emptied(group);
         group.clear();
     }
-    for (const Held& h : allocs_) {
-        if (!h.delayed) continue;
+    for (const Held& held : allocs_) {
+        if (!held.delayed) continue;
         ++stats_.allocs_delayed;
-        if (h.emptied) ++stats_.lifetimes_emptied;
-        if (h.use_start < h.row.t_alloc) ++stats_.lifetime_conflicts;
+        if (held.emptied) ++stats_.lifetimes_emptied;
+        if (held.use_start < held.row.t_alloc) ++stats_.lifetime_conflicts;
     }
 }
 

@@ -112,12 +112,12 @@ private:
     int64_t new_allocation(const AllocEvent& e, int64_t t);
     void free_held(Held& h, int64_t t);
     void remember(uint64_t address, int64_t id);
-    static bool awaits_activity(const Held& h);
+    static bool awaits_activity(const Held& held);
     void expect_record(bool release, uint32_t corr, uint32_t runtime_corr, int64_t id);
     int64_t take_record(bool release, uint32_t corr, uint64_t address, uint32_t device);
     void forget_keys(bool release, int64_t id);
-    int64_t find_alloc_of(const AllocEvent& e, int64_t t);
-    int64_t find_release_of(const FreeEvent& e, int64_t t);
+    int64_t find_alloc_of(const AllocEvent& record, int64_t time);
+    int64_t find_release_of(const FreeEvent& record, int64_t time);
     int32_t step_at(int64_t t) const;
     void write_marker(int64_t name, int64_t start, int64_t end, trace::MarkerKind kind,
                       int32_t index);
