@@ -432,3 +432,31 @@ TEST_CASE("translator: allocations delayed to one time are settled in the check'
     CHECK(data.meta.at("record.implicit_frees") == "0");
     CHECK(data.meta.at("record.frees_unmatched") == "0");
 }
+
+// A memory record of a VMM mapping (if CUPTI gives one) is the mapping's, as for cuMemAlloc: before
+// 2026-12-04 only callback allocations of the fine layer were candidates, and the record became a
+// second row (and segment) at the mapping's address.
+TEST_CASE("translator: an activity record at a cuMemMap mapping is merged into it") {
+    constexpr uint64_t kBase = 0x100000;
+    auto data = translate(
+        [](Translator& tr) {
+            AllocEvent map = driver_alloc(kBase, 2 << 20, 100, "cuMemMap");
+            map.source = AllocSource::Vmm;
+            tr.on_alloc(map);
+            tr.on_launch(launch(9, 200, {kBase + 4096}));
+            tr.on_kernel(kernel(9, 300, 400));
+            FreeEvent unmap = free_event(kBase, 1000, AllocSource::Vmm);
+            unmap.bytes = 2 << 20;
+            tr.on_free(unmap);
+            tr.on_alloc(activity_alloc(kBase, 2 << 20, 90));   // inside the cuMemMap call
+            tr.on_free(free_event(kBase, 990, AllocSource::Activity));
+        },
+        at_origin());
+    require_valid(data);
+    REQUIRE(data.allocations.size() == 1);
+    CHECK(data.allocations.t_alloc[0] == 100);
+    CHECK(data.allocations.t_free[0] == 1000);
+    CHECK(data.segments.size() == 1);
+    CHECK(data.meta.at("record.activity_merged") == "1");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
+}

@@ -43,10 +43,7 @@ int64_t Translator::rel(uint64_t t) {
     return r;
 }
 
-bool Translator::awaits_activity(const Held& held) {
-    if (held.source == AllocSource::Vmm) return false;
-    return !held.activity_alloc || !held.activity_release;
-}
+bool Translator::awaits_activity(const Held& held) { return !held.activity_alloc || !held.activity_release; }
 
 void Translator::remember(uint64_t address, int64_t id) {
     auto& ids = history_[address];
@@ -104,7 +101,7 @@ int64_t Translator::find_alloc_of(const AllocEvent& record, int64_t time) {
     const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
     for (int64_t cand : it->second) {
         const Held& held = allocs_[static_cast<size_t>(cand - 1)];
-        if (held.source != AllocSource::Driver || held.activity_alloc ||
+        if (held.source == AllocSource::Activity || held.activity_alloc ||
             held.row.device != static_cast<int32_t>(record.device))
             continue;
         if (time >= held.t_enter - slack && (!held.freed || time <= held.row.t_free + slack)) {
@@ -124,8 +121,7 @@ int64_t Translator::find_release_of(const FreeEvent& record, int64_t time) {
     const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
     for (int64_t cand : it->second) {
         const Held& held = allocs_[static_cast<size_t>(cand - 1)];
-        if (held.activity_release || held.source == AllocSource::Vmm ||
-            held.row.device != static_cast<int32_t>(record.device))
+        if (held.activity_release || held.row.device != static_cast<int32_t>(record.device))
             continue;
         if (time < held.t_enter - slack) continue;
         if (held.freed && time > held.row.t_free + slack) continue;
@@ -202,8 +198,9 @@ void Translator::on_alloc(const AllocEvent& e) {
             ++stats_.implicit_frees;
         }
     }
-    if (e.source == AllocSource::Driver) expect_record(false, e.correlation, e.runtime_correlation, id);
-    if (e.source != AllocSource::Vmm) remember(e.address, id);
+    // A callback's allocation (cuMemAlloc*, or a cuMemMap mapping) waits for its activity record.
+    if (e.source != AllocSource::Activity) expect_record(false, e.correlation, e.runtime_correlation, id);
+    remember(e.address, id);
 }
 
 void Translator::on_free(const FreeEvent& e) {
@@ -213,7 +210,10 @@ void Translator::on_free(const FreeEvent& e) {
         std::vector<int64_t> ids;
         live_.erase_range(e.address, e.bytes, ids);
         if (ids.empty()) ++stats_.frees_unmatched;
-        for (int64_t id : ids) free_held(allocs_[static_cast<size_t>(id - 1)], t);
+        for (int64_t id : ids) {
+            free_held(allocs_[static_cast<size_t>(id - 1)], t);
+            expect_record(true, e.correlation, e.runtime_correlation, id);
+        }
         return;
     }
     if (e.source == AllocSource::Driver) {
