@@ -121,8 +121,7 @@ int64_t Translator::find_release_of(const FreeEvent& record, int64_t time) {
     const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
     for (int64_t cand : it->second) {
         const Held& held = allocs_[static_cast<size_t>(cand - 1)];
-        if (held.activity_release || held.row.device != static_cast<int32_t>(record.device))
-            continue;
+        if (held.activity_release || held.row.device != static_cast<int32_t>(record.device)) continue;
         if (time < held.t_enter - slack) continue;
         if (held.freed && time > held.row.t_free + slack) continue;
         forget_keys(true, cand);
