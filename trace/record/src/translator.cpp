@@ -1,6 +1,7 @@
 #include "mhc/record/translator.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
 
 #include "mhc/record/markers.hpp"
@@ -43,17 +44,20 @@ int64_t Translator::rel(uint64_t t) {
     return r;
 }
 
-bool Translator::awaits_activity(const Held& held) { return !held.activity_alloc || !held.activity_release; }
-
 void Translator::remember(uint64_t address, int64_t id) {
-    auto& ids = history_[address];
-    // Only allocations still waiting for an activity record: the pool reuses a hot address
-    // hundreds of times before CUPTI hands over a buffer.
-    ids.erase(std::remove_if(ids.begin(), ids.end(),
-                             [&](int64_t old) { return !awaits_activity(allocs_[static_cast<size_t>(old - 1)]); }),
-              ids.end());
-    if (ids.size() >= kHistoryPerAddress) ids.erase(ids.begin());
-    ids.push_back(id);
+    // The allocations at this address still waiting for their allocation record and for their
+    // release record (the pool reuses a hot address hundreds of times before CUPTI hands over a
+    // buffer). Records come oldest first, so the answered ones are dropped from the front.
+    Pending& pending = history_[address];
+    auto push = [](std::deque<int64_t>& ids, int64_t add, auto answered) {
+        while (!ids.empty() && answered(ids.front())) ids.pop_front();
+        if (ids.size() >= kHistoryPerAddress) ids.pop_front();   // records that never came
+        ids.push_back(add);
+    };
+    const Held& held = allocs_[static_cast<size_t>(id - 1)];
+    if (!held.activity_alloc)
+        push(pending.alloc, id, [this](int64_t old) { return allocs_[static_cast<size_t>(old - 1)].activity_alloc; });
+    push(pending.release, id, [this](int64_t old) { return allocs_[static_cast<size_t>(old - 1)].activity_release; });
 }
 
 void Translator::expect_record(bool release, uint32_t corr, uint32_t runtime_corr, int64_t id) {
@@ -99,7 +103,7 @@ int64_t Translator::find_alloc_of(const AllocEvent& record, int64_t time) {
     auto it = history_.find(record.address);
     if (it == history_.end()) return -1;
     const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
-    for (int64_t cand : it->second) {
+    for (int64_t cand : it->second.alloc) {
         const Held& held = allocs_[static_cast<size_t>(cand - 1)];
         if (held.source == AllocSource::Activity || held.activity_alloc ||
             held.row.device != static_cast<int32_t>(record.device))
@@ -119,7 +123,7 @@ int64_t Translator::find_release_of(const FreeEvent& record, int64_t time) {
     auto it = history_.find(record.address);
     if (it == history_.end()) return -1;
     const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
-    for (int64_t cand : it->second) {
+    for (int64_t cand : it->second.release) {
         const Held& held = allocs_[static_cast<size_t>(cand - 1)];
         if (held.activity_release || held.row.device != static_cast<int32_t>(record.device)) continue;
         if (time < held.t_enter - slack) continue;

@@ -11,6 +11,7 @@
 //    to access the allocation, and a later allocation at the same address starts no
 //    earlier than that.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -112,7 +113,6 @@ private:
     int64_t new_allocation(const AllocEvent& e, int64_t t);
     void free_held(Held& h, int64_t t);
     void remember(uint64_t address, int64_t id);
-    static bool awaits_activity(const Held& held);
     void expect_record(bool release, uint32_t corr, uint32_t runtime_corr, int64_t id);
     int64_t take_record(bool release, uint32_t corr, uint64_t address, uint32_t device);
     void forget_keys(bool release, int64_t id);
@@ -133,9 +133,13 @@ private:
 
     std::vector<Held> allocs_;   // id = index + 1
     LiveMap live_;
-    // Allocation ids by start address (oldest first) still waiting for an activity record, and
-    // the calls waiting for one by correlation id: for matching activity records to callbacks.
-    std::unordered_map<uint64_t, std::vector<int64_t>> history_;
+    // Allocation ids by start address (oldest first) still waiting for an activity record of
+    // their allocation or release, and the calls waiting for one by correlation id: for matching
+    // activity records to callbacks.
+    struct Pending {
+        std::deque<int64_t> alloc, release;
+    };
+    std::unordered_map<uint64_t, Pending> history_;
     std::unordered_map<uint32_t, int64_t> alloc_corr_, free_corr_;
     std::unordered_map<std::string, int64_t> labels_;
 
