@@ -235,3 +235,47 @@ TEST_CASE("decode: NVTX sync-object markers are not ranges") {
     });
     CHECK(d.markers.size() == 0);
 }
+
+// A memory record carries the correlation id of the API call that made the operation: it is
+// merged into that call's callback allocation (or free) whatever its timestamp says.
+TEST_CASE("decode: memory records paired with their callbacks by correlation id") {
+    TranslatorOptions opt;
+    opt.origin = static_cast<int64_t>(T0);
+    auto data = translate(
+        [](Translator& tr) {
+            AllocEvent alloc;   // cuMemAllocAsync's callback, inside cudaMallocAsync (runtime id 700)
+            alloc.address = 0x7f0000000000;
+            alloc.bytes = 4096;
+            alloc.t = T0 + 200;
+            alloc.t_enter = T0 + 150;
+            alloc.pool = true;
+            alloc.api = "cuMemAllocAsync";
+            alloc.correlation = 701;
+            alloc.runtime_correlation = 700;
+            tr.on_alloc(alloc);
+            FreeEvent free_call;   // cuMemFreeAsync's callback
+            free_call.address = alloc.address;
+            free_call.t = T0 + 400;
+            free_call.correlation = 711;
+            free_call.runtime_correlation = 710;
+            tr.on_free(free_call);
+            // Stamped outside the calls (at 5000 and 6000): the ids still pair them.
+            auto rec = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, alloc.address, 4096, 5000, true);
+            rec.correlationId = 700;
+            CHECK(decode_record(as_record(&rec), tr));
+            auto rel = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, alloc.address, 4096, 6000, true);
+            rel.correlationId = 711;
+            CHECK(decode_record(as_record(&rel), tr));
+        },
+        opt);
+    auto report = trace::check_trace(data);
+    INFO(problems(report));
+    REQUIRE(report.ok());
+    REQUIRE(data.allocations.size() == 1);
+    CHECK(data.allocations.t_alloc[0] == 200);
+    CHECK(data.allocations.t_free[0] == 400);
+    CHECK(data.allocations.stream[0] == 13);   // from the record
+    CHECK(data.meta.at("record.activity_merged") == "1");
+    CHECK(data.meta.at("record.activity_by_correlation") == "2");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
+}

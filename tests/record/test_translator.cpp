@@ -137,6 +137,9 @@ TEST_CASE("translator: stream-ordered free extends the lifetime to the last acce
     CHECK(d.meta.at("record.lifetimes_extended") == "1");
     CHECK(d.meta.at("record.allocations_delayed") == "1");
     CHECK(d.meta.at("record.lifetime_conflicts") == "0");
+    CHECK(d.meta.at("record.lifetimes") ==
+          "1 of 2 allocations freed at their last kernel's end, not at the free call; 1 started at the previous "
+          "holder's end, not at the call (0 left with no time, 0 with a kernel before that start)");
 }
 
 TEST_CASE("translator: activity records of callback allocations are merged, not repeated") {
@@ -308,4 +311,152 @@ TEST_CASE("translator: records without timestamps and zero-size allocations are 
     CHECK(d.allocations.size() == 0);
     CHECK(d.meta.at("record.kernels_without_time") == "2");
     CHECK(d.meta.at("record.frees_unmatched") == "0");
+}
+
+namespace {
+// The stream-ordered pool's reuse pattern (PyTorch with backend:cudaMallocAsync): one address is
+// allocated, launched on, freed with cuMemFreeAsync and allocated again, `count` times, while the host
+// runs ahead of the GPU; the activity records of these allocations and frees come in a buffer
+// after all of it. Host times (callbacks): alloc i returns at 1000 + 1000 i (entered 100 ns
+// before), its kernel is launched at + 200, the free returns at + 500. GPU times: kernel i runs
+// [50000 + 3000 i, 52000 + 3000 i]. `corr`: the callbacks and records carry CUPTI's correlation
+// ids (alloc i: 1000 + i, free i: 2000 + i); `release_at_gpu`: the release records are stamped
+// when the stream reaches the free (just after the kernel's end) instead of at the API call.
+void pool_reuse(Translator& tr, int count, bool corr, bool release_at_gpu) {
+    constexpr uint64_t kAddr = 0x7f0000200000;
+    for (int i = 0; i < count; ++i) {
+        const uint64_t ta = 1000 + 1000 * static_cast<uint64_t>(i);
+        AllocEvent alloc = driver_alloc(kAddr, 4096, ta, "cuMemAllocAsync");
+        alloc.pool = true;
+        alloc.stream = 7;
+        if (corr) alloc.correlation = 1000 + static_cast<uint32_t>(i);
+        tr.on_alloc(alloc);
+        tr.on_launch(launch(100 + static_cast<uint32_t>(i), ta + 200, {kAddr}));
+        FreeEvent rel = free_event(kAddr, ta + 500);
+        if (corr) rel.correlation = 2000 + static_cast<uint32_t>(i);
+        tr.on_free(rel);
+    }
+    for (int i = 0; i < count; ++i)
+        tr.on_kernel(kernel(100 + static_cast<uint32_t>(i), 50000 + 3000 * static_cast<uint64_t>(i),
+                            52000 + 3000 * static_cast<uint64_t>(i), 7));
+    for (int i = 0; i < count; ++i) {
+        const uint64_t ta = 1000 + 1000 * static_cast<uint64_t>(i);
+        AllocEvent rec = activity_alloc(kAddr, 4096, ta - 50, true);   // inside the call
+        if (corr) rec.correlation = 1000 + static_cast<uint32_t>(i);
+        tr.on_alloc(rec);
+        FreeEvent rel = free_event(kAddr, release_at_gpu ? 52100 + 3000 * static_cast<uint64_t>(i) : ta + 450,
+                                   AllocSource::Activity);
+        if (corr) rel.correlation = 2000 + static_cast<uint32_t>(i);
+        tr.on_free(rel);
+    }
+}
+
+// Worked by hand: allocation i holds the address on the GPU from the end of kernel i-1 (52000 + 3000 (i-1);
+// the first from its host call, 1000) to the end of its own kernel (52000 + 3000 i).
+void require_pool_lifetimes(const trace::TraceData& data, int count) {
+    REQUIRE(data.allocations.size() == static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) {
+        const auto row = static_cast<size_t>(i);
+        CHECK(data.allocations.t_alloc[row] == (i == 0 ? 1000 : 52000 + 3000 * (i - 1)));
+        CHECK(data.allocations.t_free[row] == 52000 + 3000 * i);
+    }
+    CHECK(data.accesses.size() == static_cast<size_t>(count));
+    CHECK(data.meta.at("record.activity_merged") == std::to_string(count));
+    CHECK(data.meta.at("record.allocations_activity") == "0");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
+    CHECK(data.meta.at("record.lifetimes_extended") == std::to_string(count));
+    CHECK(data.meta.at("record.allocations_delayed") == std::to_string(count - 1));
+    CHECK(data.meta.at("record.lifetime_conflicts") == "0");
+}
+}   // namespace
+
+// Before 2026-12-04 only the last 8 allocations at an address were kept for matching activity
+// records: on the H200 (GPT-2, --torch, 20 steps) the pool reused hot addresses more often than
+// that before CUPTI delivered its buffer, most records became second rows of allocations already
+// recorded (53,168 rows where PyTorch made about 28,300), and `mhc check` found 55,546 problems.
+TEST_CASE("translator: a pool address reused many times before the activity buffer comes, matched by address") {
+    const int count = 40;
+    auto data = translate([&](Translator& tr) { pool_reuse(tr, count, false, false); }, at_origin());
+    require_valid(data);
+    require_pool_lifetimes(data, count);
+}
+
+TEST_CASE("translator: activity records matched to their calls by correlation id, whatever their time") {
+    const int count = 40;
+    auto data = translate([&](Translator& tr) { pool_reuse(tr, count, true, true); }, at_origin());
+    require_valid(data);
+    require_pool_lifetimes(data, count);
+    CHECK(data.meta.at("record.activity_by_correlation") == std::to_string(2 * count));
+}
+
+// Delays can start several allocations at one address at one time; `mhc check` orders those by
+// id, and all but the one that holds the memory after that time must come first. Here an
+// activity-only allocation (graph memory: no callback, so a later id) lies on the host between
+// callback ones, and the callback ones are delayed to the end of the previous one's kernel:
+//   A (id 1) [10000, 60000]; C (id 4) [16500, 17500]; B (id 2) made at 20000, kernel
+//   [60000, 70000]; D (id 3) made at 30000, kernel [70000, 80000].
+// In the order they were made, C is emptied at 60000, B holds [60000, 70000], D [70000, 80000].
+// In the check's order B comes before C at 60000 and D before C at 70000: C moves to [80000, 80000].
+TEST_CASE("translator: allocations delayed to one time are settled in the check's order") {
+    constexpr uint64_t kAddr = 0x10000;
+    auto data = translate(
+        [](Translator& tr) {
+            tr.on_alloc(driver_alloc(kAddr, 1024, 10000, "cuMemAllocAsync"));
+            tr.on_launch(launch(1, 12000, {kAddr}));
+            tr.on_free(free_event(kAddr, 15000));
+            tr.on_alloc(driver_alloc(kAddr, 1024, 20000, "cuMemAllocAsync"));
+            tr.on_launch(launch(2, 22000, {kAddr}));
+            tr.on_free(free_event(kAddr, 25000));
+            tr.on_alloc(driver_alloc(kAddr, 1024, 30000, "cuMemAllocAsync"));
+            tr.on_launch(launch(3, 32000, {kAddr}));
+            tr.on_free(free_event(kAddr, 35000));
+            tr.on_kernel(kernel(1, 50000, 60000));
+            tr.on_kernel(kernel(2, 60000, 70000));
+            tr.on_kernel(kernel(3, 70000, 80000));
+            tr.on_alloc(activity_alloc(kAddr, 1024, 16500, true));
+            tr.on_free(free_event(kAddr, 17500, AllocSource::Activity));
+        },
+        at_origin());
+    require_valid(data);
+    REQUIRE(data.allocations.size() == 4);
+    CHECK(data.allocations.t_free[0] == 60000);
+    CHECK(data.allocations.t_alloc[1] == 60000);
+    CHECK(data.allocations.t_free[1] == 70000);
+    CHECK(data.allocations.t_alloc[2] == 70000);
+    CHECK(data.allocations.t_free[2] == 80000);
+    CHECK(data.allocations.t_alloc[3] == 80000);
+    CHECK(data.allocations.t_free[3] == 80000);
+    CHECK(data.meta.at("record.allocations_delayed") == "3");
+    CHECK(data.meta.at("record.lifetimes_emptied") == "1");
+    CHECK(data.meta.at("record.lifetime_conflicts") == "0");
+    CHECK(data.meta.at("record.implicit_frees") == "0");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
+}
+
+// A memory record of a VMM mapping (if CUPTI gives one) is the mapping's, as for cuMemAlloc: before
+// 2026-12-04 only callback allocations of the fine layer were candidates, and the record became a
+// second row (and segment) at the mapping's address.
+TEST_CASE("translator: an activity record at a cuMemMap mapping is merged into it") {
+    constexpr uint64_t kBase = 0x100000;
+    auto data = translate(
+        [](Translator& tr) {
+            AllocEvent map = driver_alloc(kBase, 2 << 20, 100, "cuMemMap");
+            map.source = AllocSource::Vmm;
+            tr.on_alloc(map);
+            tr.on_launch(launch(9, 200, {kBase + 4096}));
+            tr.on_kernel(kernel(9, 300, 400));
+            FreeEvent unmap = free_event(kBase, 1000, AllocSource::Vmm);
+            unmap.bytes = 2 << 20;
+            tr.on_free(unmap);
+            tr.on_alloc(activity_alloc(kBase, 2 << 20, 90));   // inside the cuMemMap call
+            tr.on_free(free_event(kBase, 990, AllocSource::Activity));
+        },
+        at_origin());
+    require_valid(data);
+    REQUIRE(data.allocations.size() == 1);
+    CHECK(data.allocations.t_alloc[0] == 100);
+    CHECK(data.allocations.t_free[0] == 1000);
+    CHECK(data.segments.size() == 1);
+    CHECK(data.meta.at("record.activity_merged") == "1");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
 }

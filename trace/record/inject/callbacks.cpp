@@ -147,9 +147,15 @@ void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
     a.t = now();
     a.t_enter = t_enter ? t_enter : a.t;
     a.device = device_of(cb->context);
+    // The ids CUPTI's memory record of this operation will carry (the driver call's or the runtime
+    // call's around it): how the translator pairs the record with this callback.
+    a.correlation = cb->correlationId;
+    a.runtime_correlation = tls_runtime_corr;
     FreeEvent fr;
     fr.t = a.t;
     fr.device = a.device;
+    fr.correlation = a.correlation;
+    fr.runtime_correlation = a.runtime_correlation;
     bool is_alloc = true;
     switch (cbid) {
         case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
@@ -247,6 +253,17 @@ constexpr CUpti_CallbackId kMemory[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemMap,
     CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,
     CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap};
+// Runtime calls around the memory calls: their correlation id, which the memory record may carry.
+constexpr CUpti_CallbackId kRuntimeMemory[] = {CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020,
+                                               CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020};
 constexpr CUpti_CallbackId kFlushPoints[] = {
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2};
 
@@ -293,6 +310,9 @@ bool enable_callbacks(CUpti_SubscriberHandle sub, bool accesses) {
         if (!enable(CUPTI_CB_DOMAIN_DRIVER_API, id)) return false;
     for (CUpti_CallbackId id : kFlushPoints)
         if (!enable(CUPTI_CB_DOMAIN_DRIVER_API, id)) return false;
+    // Not needed to record: without them a memory record is paired by the driver call's id or by
+    // address and time.
+    for (CUpti_CallbackId id : kRuntimeMemory) cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id);
     if (!enable(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020))
         return false;
     if (accesses) {

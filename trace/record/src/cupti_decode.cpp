@@ -49,6 +49,7 @@ void decode_memory(const CUpti_ActivityMemory4& m, Translator& t) {
         e.stream = m.streamId;
         e.source = AllocSource::Activity;
         e.pool = pool;
+        e.correlation = m.correlationId;
         switch (m.memoryKind) {
             case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: e.api = "memory:managed"; break;
             case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: e.api = "memory:static"; break;
@@ -62,6 +63,7 @@ void decode_memory(const CUpti_ActivityMemory4& m, Translator& t) {
         e.t = m.timestamp;
         e.device = m.deviceId;
         e.source = AllocSource::Activity;
+        e.correlation = m.correlationId;
         t.on_free(e);
     }
 }

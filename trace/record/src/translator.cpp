@@ -1,6 +1,7 @@
 #include "mhc/record/translator.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <numeric>
 
 #include "mhc/record/markers.hpp"
@@ -8,7 +9,11 @@
 namespace mhc::record {
 
 namespace {
-constexpr size_t kHistoryPerAddress = 8;
+// Allocations at one address still waiting for their activity records (the oldest are dropped
+// beyond this many: records that never came).
+constexpr size_t kHistoryPerAddress = 4096;
+// Calls whose activity record has not come yet, by correlation id (forgotten beyond this many).
+constexpr size_t kMaxPendingCorrelations = size_t{1} << 22;
 // Launches whose kernel record never came (dropped, or a launch that failed) are
 // forgotten beyond this many, oldest slots first reused.
 constexpr size_t kMaxPendingLaunches = size_t{1} << 22;
@@ -40,9 +45,93 @@ int64_t Translator::rel(uint64_t t) {
 }
 
 void Translator::remember(uint64_t address, int64_t id) {
-    auto& h = history_[address];
-    if (h.size() >= kHistoryPerAddress) h.erase(h.begin());
-    h.push_back(id);
+    // The allocations at this address still waiting for their allocation record and for their
+    // release record (the pool reuses a hot address hundreds of times before CUPTI hands over a
+    // buffer). Records come oldest first, so the answered ones are dropped from the front.
+    Pending& pending = history_[address];
+    auto push = [](std::deque<int64_t>& ids, int64_t add, auto answered) {
+        while (!ids.empty() && answered(ids.front())) ids.pop_front();
+        if (ids.size() >= kHistoryPerAddress) ids.pop_front();   // records that never came
+        ids.push_back(add);
+    };
+    const Held& held = allocs_[static_cast<size_t>(id - 1)];
+    if (!held.activity_alloc)
+        push(pending.alloc, id, [this](int64_t old) { return allocs_[static_cast<size_t>(old - 1)].activity_alloc; });
+    push(pending.release, id, [this](int64_t old) { return allocs_[static_cast<size_t>(old - 1)].activity_release; });
+}
+
+void Translator::expect_record(bool release, uint32_t corr, uint32_t runtime_corr, int64_t id) {
+    auto& by_corr = release ? free_corr_ : alloc_corr_;
+    if (by_corr.size() >= kMaxPendingCorrelations) by_corr.clear();   // records that never came
+    Held& held = allocs_[static_cast<size_t>(id - 1)];
+    uint32_t* keys = release ? held.free_keys : held.alloc_keys;
+    keys[0] = corr;
+    keys[1] = runtime_corr != corr ? runtime_corr : 0;
+    for (int i = 0; i < 2; ++i)
+        if (keys[i] != 0) by_corr[keys[i]] = id;
+}
+
+int64_t Translator::take_record(bool release, uint32_t corr, uint64_t address, uint32_t device) {
+    if (corr == 0) return -1;
+    auto& by_corr = release ? free_corr_ : alloc_corr_;
+    auto it = by_corr.find(corr);
+    if (it == by_corr.end()) return -1;
+    const int64_t id = it->second;
+    const Held& held = allocs_[static_cast<size_t>(id - 1)];
+    if (held.row.address != static_cast<int64_t>(address) || held.row.device != static_cast<int32_t>(device)) return -1;
+    forget_keys(release, id);
+    ++stats_.activity_by_correlation;
+    return id;
+}
+
+void Translator::forget_keys(bool release, int64_t id) {
+    auto& by_corr = release ? free_corr_ : alloc_corr_;
+    Held& held = allocs_[static_cast<size_t>(id - 1)];
+    for (uint32_t& key : release ? held.free_keys : held.alloc_keys) {   // the driver's and the runtime's id
+        auto it = key != 0 ? by_corr.find(key) : by_corr.end();
+        if (it != by_corr.end() && it->second == id) by_corr.erase(it);
+        key = 0;
+    }
+}
+
+// An activity record of an allocation a driver callback already reported: by the call's
+// correlation id, else the oldest allocation at that address still waiting for its record whose
+// host lifetime (with the slack) holds the record's time.
+int64_t Translator::find_alloc_of(const AllocEvent& record, int64_t time) {
+    const int64_t id = take_record(false, record.correlation, record.address, record.device);
+    if (id >= 0) return id;
+    auto it = history_.find(record.address);
+    if (it == history_.end()) return -1;
+    const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
+    for (int64_t cand : it->second.alloc) {
+        const Held& held = allocs_[static_cast<size_t>(cand - 1)];
+        if (held.source == AllocSource::Activity || held.activity_alloc ||
+            held.row.device != static_cast<int32_t>(record.device))
+            continue;
+        if (time >= held.t_enter - slack && (!held.freed || time <= held.row.t_free + slack)) {
+            forget_keys(false, cand);
+            return cand;
+        }
+    }
+    return -1;
+}
+
+// The same for a release record: the allocation whose free it reports.
+int64_t Translator::find_release_of(const FreeEvent& record, int64_t time) {
+    const int64_t id = take_record(true, record.correlation, record.address, record.device);
+    if (id >= 0) return id;
+    auto it = history_.find(record.address);
+    if (it == history_.end()) return -1;
+    const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
+    for (int64_t cand : it->second.release) {
+        const Held& held = allocs_[static_cast<size_t>(cand - 1)];
+        if (held.activity_release || held.row.device != static_cast<int32_t>(record.device)) continue;
+        if (time < held.t_enter - slack) continue;
+        if (held.freed && time > held.row.t_free + slack) continue;
+        forget_keys(true, cand);
+        return cand;
+    }
+    return -1;
 }
 
 int64_t Translator::new_allocation(const AllocEvent& e, int64_t t) {
@@ -83,27 +172,16 @@ void Translator::on_alloc(const AllocEvent& e) {
         return;
     }
     const int64_t t = rel(e.t);
-    const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
     auto layer = e.source == AllocSource::Vmm ? LiveMap::Layer::Vmm : LiveMap::Layer::Fine;
 
     if (e.source == AllocSource::Activity) {
-        // The same allocation seen earlier by a driver callback: merge, oldest first.
-        auto it = history_.find(e.address);
-        if (it != history_.end()) {
-            for (int64_t id : it->second) {
-                Held& h = allocs_[static_cast<size_t>(id - 1)];
-                if (h.source != AllocSource::Driver || h.activity_alloc ||
-                    h.row.device != static_cast<int32_t>(e.device))
-                    continue;
-                bool after_start = t >= h.t_enter - slack;
-                bool before_end = !h.freed || t <= h.row.t_free + slack;
-                if (after_start && before_end) {
-                    h.activity_alloc = true;
-                    if (h.row.stream == 0) h.row.stream = static_cast<int64_t>(e.stream);
-                    ++stats_.activity_merged;
-                    return;
-                }
-            }
+        const int64_t seen = find_alloc_of(e, t);
+        if (seen >= 0) {
+            Held& held = allocs_[static_cast<size_t>(seen - 1)];
+            held.activity_alloc = true;
+            if (held.row.stream == 0) held.row.stream = static_cast<int64_t>(e.stream);
+            ++stats_.activity_merged;
+            return;
         }
         // Activity arrives late: a driver allocation made later at this address may already
         // be live. Then this one is history and stays out of the live map.
@@ -123,6 +201,8 @@ void Translator::on_alloc(const AllocEvent& e) {
             ++stats_.implicit_frees;
         }
     }
+    // A callback's allocation (cuMemAlloc*, or a cuMemMap mapping) waits for its activity record.
+    if (e.source != AllocSource::Activity) expect_record(false, e.correlation, e.runtime_correlation, id);
     remember(e.address, id);
 }
 
@@ -133,7 +213,10 @@ void Translator::on_free(const FreeEvent& e) {
         std::vector<int64_t> ids;
         live_.erase_range(e.address, e.bytes, ids);
         if (ids.empty()) ++stats_.frees_unmatched;
-        for (int64_t id : ids) free_held(allocs_[static_cast<size_t>(id - 1)], t);
+        for (int64_t id : ids) {
+            free_held(allocs_[static_cast<size_t>(id - 1)], t);
+            expect_record(true, e.correlation, e.runtime_correlation, id);
+        }
         return;
     }
     if (e.source == AllocSource::Driver) {
@@ -143,29 +226,22 @@ void Translator::on_free(const FreeEvent& e) {
             return;
         }
         free_held(allocs_[static_cast<size_t>(id - 1)], t);
+        expect_record(true, e.correlation, e.runtime_correlation, id);
         return;
     }
-    // Activity release: the oldest allocation at this address it can describe.
-    const auto slack = static_cast<int64_t>(opt_.match_slack_ns);
-    auto it = history_.find(e.address);
-    if (it != history_.end()) {
-        for (int64_t id : it->second) {
-            Held& h = allocs_[static_cast<size_t>(id - 1)];
-            if (h.activity_release || h.source == AllocSource::Vmm ||
-                h.row.device != static_cast<int32_t>(e.device))
-                continue;
-            if (t < h.t_enter - slack) continue;
-            if (h.freed && t > h.row.t_free + slack) continue;
-            h.activity_release = true;
-            if (!h.freed) {
-                // No callback saw this free (or the allocation is activity-only).
-                if (live_.at(e.address) == id) live_.erase(e.address);
-                free_held(h, t);
-            }
-            return;
-        }
+    // Activity release: of an allocation whose free a callback saw, or of one it describes alone.
+    const int64_t id = find_release_of(e, t);
+    if (id < 0) {
+        ++stats_.frees_unmatched;
+        return;
     }
-    ++stats_.frees_unmatched;
+    Held& held = allocs_[static_cast<size_t>(id - 1)];
+    held.activity_release = true;
+    if (!held.freed) {
+        // No callback saw this free (or the allocation is activity-only).
+        if (live_.at(e.address) == id) live_.erase(e.address);
+        free_held(held, t);
+    }
 }
 
 void Translator::on_launch(const LaunchEvent& e) {
@@ -364,6 +440,46 @@ void Translator::on_device(const DeviceEvent& e) {
     }
 }
 
+// One pass over the allocations in `order` (sorted by device, address, start, id).
+void Translator::chain_lifetimes(const std::vector<size_t>& order) {
+    for (size_t k = 1; k < order.size(); ++k) {
+        Held& prev = allocs_[order[k - 1]];
+        Held& next = allocs_[order[k]];
+        if (prev.row.device != next.row.device || prev.row.address != next.row.address) continue;
+        if (!prev.freed) {   // its free was never seen: it ended when the next one began
+            prev.freed = true;
+            prev.row.t_free = std::max(prev.row.t_alloc, std::max(next.row.t_alloc, prev.use_end));
+            ++stats_.implicit_frees;
+        }
+        if (next.row.t_alloc < prev.row.t_free) {
+            next.row.t_alloc = prev.row.t_free;
+            next.delayed = true;
+            if (next.freed && next.row.t_free < next.row.t_alloc) {
+                next.row.t_free = next.row.t_alloc;
+                next.emptied = true;
+            }
+        }
+    }
+}
+
+// An emptied allocation ([t, t]: delayed to or past its own free) starts where an allocation that
+// holds the memory after t may start too; `mhc check` orders allocations that start together by
+// id, so an emptied one moves to the end of each such holder with a smaller id. `group`: one
+// address's allocations in the settled order.
+void Translator::place_emptied(const std::vector<size_t>& group) {
+    std::map<int64_t, const Held*> holders;   // start -> the allocation that holds the memory from then
+    for (size_t idx : group)
+        if (allocs_[idx].row.t_free > allocs_[idx].row.t_alloc)
+            holders.emplace(allocs_[idx].row.t_alloc, &allocs_[idx]);
+    for (size_t idx : group) {
+        Held& held = allocs_[idx];
+        if (held.row.t_free != held.row.t_alloc) continue;
+        for (auto it = holders.find(held.row.t_alloc); it != holders.end() && it->second->row.id < held.row.id;
+             it = holders.find(held.row.t_alloc))
+            held.row.t_alloc = held.row.t_free = it->second->row.t_free;
+    }
+}
+
 void Translator::settle_allocations() {
     // Memory is in use until the last kernel that accesses it has run.
     for (Held& h : allocs_) {
@@ -372,7 +488,8 @@ void Translator::settle_allocations() {
             ++stats_.lifetimes_extended;
         }
     }
-    // At one address, an allocation starts no earlier than the previous holder's free.
+    // At one address, in the order they were made, an allocation starts no earlier than the
+    // previous holder's free.
     std::vector<size_t> order(allocs_.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
@@ -383,21 +500,22 @@ void Translator::settle_allocations() {
         if (a.t_alloc != b.t_alloc) return a.t_alloc < b.t_alloc;
         return a.id < b.id;
     });
-    for (size_t k = 1; k < order.size(); ++k) {
-        Held& p = allocs_[order[k - 1]];
-        Held& h = allocs_[order[k]];
-        if (p.row.device != h.row.device || p.row.address != h.row.address) continue;
-        if (!p.freed) {   // its free was never seen: it ended when the next one began
-            p.freed = true;
-            p.row.t_free = std::max(p.row.t_alloc, std::max(h.row.t_alloc, p.use_end));
-            ++stats_.implicit_frees;
-        }
-        if (h.row.t_alloc < p.row.t_free) {
-            h.row.t_alloc = p.row.t_free;
-            ++stats_.allocs_delayed;
-            if (h.use_start < h.row.t_alloc) ++stats_.lifetime_conflicts;
-            if (h.freed && h.row.t_free < h.row.t_alloc) h.row.t_free = h.row.t_alloc;
-        }
+    chain_lifetimes(order);
+    std::vector<size_t> group;
+    for (size_t k = 0; k < order.size(); ++k) {
+        group.push_back(order[k]);
+        const auto& row = allocs_[order[k]].row;
+        const bool last = k + 1 == order.size() || allocs_[order[k + 1]].row.device != row.device ||
+                          allocs_[order[k + 1]].row.address != row.address;
+        if (!last) continue;
+        if (group.size() > 1) place_emptied(group);
+        group.clear();
+    }
+    for (const Held& held : allocs_) {
+        if (!held.delayed) continue;
+        ++stats_.allocs_delayed;
+        if (held.emptied) ++stats_.lifetimes_emptied;
+        if (held.use_start < held.row.t_alloc) ++stats_.lifetime_conflicts;
     }
 }
 
@@ -444,11 +562,21 @@ void Translator::finish() {
     put("record.allocations_activity", s.allocations_activity);
     put("record.allocations_vmm", s.allocations_vmm);
     put("record.activity_merged", s.activity_merged);
+    put("record.activity_by_correlation", s.activity_by_correlation);
     put("record.host_allocations_skipped", s.host_allocations);
     put("record.implicit_frees", s.implicit_frees);
     put("record.frees_unmatched", s.frees_unmatched);
     put("record.lifetimes_extended", s.lifetimes_extended);
     put("record.allocations_delayed", s.allocs_delayed);
+    // What the settling changed, in one line `mhc info` shows (docs/recording.md).
+    if (s.lifetimes_extended + s.allocs_delayed > 0)
+        w_.set_meta("record.lifetimes", std::to_string(s.lifetimes_extended) + " of " + std::to_string(s.allocations) +
+                                            " allocations freed at their last kernel's end, not at the free call; " +
+                                            std::to_string(s.allocs_delayed) +
+                                            " started at the previous holder's end, not at the call (" +
+                                            std::to_string(s.lifetimes_emptied) + " left with no time, " +
+                                            std::to_string(s.lifetime_conflicts) + " with a kernel before that start)");
+    put("record.lifetimes_emptied", s.lifetimes_emptied);
     put("record.lifetime_conflicts", s.lifetime_conflicts);
     put("record.kernels_without_time", s.kernels_without_time);
     put("record.launches", s.launches);

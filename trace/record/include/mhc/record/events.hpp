@@ -25,6 +25,11 @@ struct AllocEvent {
     AllocSource source = AllocSource::Driver;
     bool pool = false;      // stream-ordered allocation from a memory pool
     std::string_view api;   // e.g. "cuMemAlloc", "cuMemAllocAsync", "cuMemMap"
+    // CUPTI correlation ids: the driver call's and the enclosing runtime call's (callbacks), the
+    // record's (activity: CUpti_ActivityMemory4::correlationId, the id of the API call that made
+    // the operation). 0: unknown.
+    uint32_t correlation = 0;
+    uint32_t runtime_correlation = 0;
 };
 
 struct FreeEvent {
@@ -33,6 +38,8 @@ struct FreeEvent {
     uint64_t t = 0;
     uint32_t device = 0;
     AllocSource source = AllocSource::Driver;
+    uint32_t correlation = 0;   // as AllocEvent's
+    uint32_t runtime_correlation = 0;
 };
 
 struct KernelEvent {

@@ -11,6 +11,7 @@
 //    to access the allocation, and a later allocation at the same address starts no
 //    earlier than that.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -39,12 +40,14 @@ struct TranslatorStats {
     int64_t allocations = 0, allocations_driver = 0, allocations_activity = 0,
             allocations_vmm = 0;
     int64_t activity_merged = 0;        // activity allocations merged into a callback one
+    int64_t activity_by_correlation = 0;   // activity records (allocations, releases) matched by id
     int64_t host_allocations = 0;       // pinned/pageable memory records, not GPU memory
     int64_t zero_size = 0;
     int64_t implicit_frees = 0;         // a new allocation at a live address
     int64_t frees_unmatched = 0;        // free of an address not known to be live
     int64_t lifetimes_extended = 0;     // t_free moved to the end of an accessing kernel
     int64_t allocs_delayed = 0;         // t_alloc moved after the previous holder's free
+    int64_t lifetimes_emptied = 0;      // delayed to or past its own free: no time left on the GPU
     int64_t lifetime_conflicts = 0;     // an access before the allocation could start
     int64_t kernels = 0, kernels_without_time = 0;
     int64_t launches = 0, launches_with_hits = 0, launches_unmatched = 0;
@@ -90,6 +93,8 @@ private:
         int64_t use_start = INT64_MAX, use_end = INT64_MIN;   // accessing kernels
         AllocSource source = AllocSource::Driver;
         bool freed = false, activity_alloc = false, activity_release = false, pool = false;
+        bool delayed = false, emptied = false;
+        uint32_t alloc_keys[2] = {0, 0}, free_keys[2] = {0, 0};   // correlation ids awaiting a record
     };
     struct Launch {
         std::vector<int64_t> ids;
@@ -108,10 +113,17 @@ private:
     int64_t new_allocation(const AllocEvent& e, int64_t t);
     void free_held(Held& h, int64_t t);
     void remember(uint64_t address, int64_t id);
+    void expect_record(bool release, uint32_t corr, uint32_t runtime_corr, int64_t id);
+    int64_t take_record(bool release, uint32_t corr, uint64_t address, uint32_t device);
+    void forget_keys(bool release, int64_t id);
+    int64_t find_alloc_of(const AllocEvent& record, int64_t time);
+    int64_t find_release_of(const FreeEvent& record, int64_t time);
     int32_t step_at(int64_t t) const;
     void write_marker(int64_t name, int64_t start, int64_t end, trace::MarkerKind kind,
                       int32_t index);
     void settle_allocations();
+    void chain_lifetimes(const std::vector<size_t>& order);
+    void place_emptied(const std::vector<size_t>& group);
     void release_launch(uint32_t slot);
 
     trace::Writer& w_;
@@ -121,8 +133,14 @@ private:
 
     std::vector<Held> allocs_;   // id = index + 1
     LiveMap live_;
-    // Recent allocation ids by start address (oldest first), for matching activity records.
-    std::unordered_map<uint64_t, std::vector<int64_t>> history_;
+    // Allocation ids by start address (oldest first) still waiting for an activity record of
+    // their allocation or release, and the calls waiting for one by correlation id: for matching
+    // activity records to callbacks.
+    struct Pending {
+        std::deque<int64_t> alloc, release;
+    };
+    std::unordered_map<uint64_t, Pending> history_;
+    std::unordered_map<uint32_t, int64_t> alloc_corr_, free_corr_;
     std::unordered_map<std::string, int64_t> labels_;
 
     std::vector<Launch> launches_;
