@@ -31,10 +31,13 @@ for sec in $(grep -rhoE 'docs/design\.md` ?§[0-9]+|docs/design\.md §[0-9]+' --
              --include='*.md' --include='CMakeLists.txt' . | grep -oE '[0-9]+$' | sort -u); do
     grep -q "^## $sec\. " docs/design.md || fail "docs/design.md has no section $sec"
 done
-# The README says plainly what has never run on a GPU.
-for part in "mhc record" "CUDA kernels" "validate --backend cuda" "calibrate --backend cuda"; do
-    grep -A8 "What has run on a GPU" README.md | tr '\n' ' ' | grep -q -- "$part" \
-        || fail "README's GPU paragraph does not name $part"
+# The README says plainly what has run on a GPU, where its logs are, and what has not run yet.
+gpu_paragraph=$(sed -n '/What has run on a GPU/,/^$/p' README.md | tr '\n' ' ')
+for part in "mhc record" "CUDA kernels" "validate --backend cuda" "calibrate --backend cuda" "docs/logs/" \
+            "Not yet measured on a GPU"; do
+    grep -q -- "$part" <<<"$gpu_paragraph" || fail "README's GPU paragraph does not name $part"
 done
-grep -q "Unverified on a GPU" README.md || fail "README does not say what is unverified on a GPU"
+for log in $(grep -oE 'docs/logs/[A-Za-z0-9._/-]+' <<<"$gpu_paragraph"); do
+    [ -e "$log" ] || fail "README's GPU paragraph names $log, which is not in the repository"
+done
 echo ok
