@@ -226,6 +226,12 @@ std::function<int()> setup(CLI::App& app) {
             spec.replay.progress = [phase](size_t done, size_t total) {
                 std::fprintf(stderr, "\r\033[Kmhc: %s %3.0f%%", phase->c_str(), total ? 100.0 * done / total : 100.0);
             };
+        // Each replay and each configuration's rows as soon as they are measured, on stderr (stdout
+        // keeps the report alone): a validation stopped by a timeout has said what it measured.
+        spec.progress_line = [tty](const std::string& line) {
+            std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", line.c_str());
+            std::fflush(stderr);
+        };
         // The results first: runs that cannot be stored must not cost the replays.
         spec.time_scale_origin = scale_why;
         // A signal once the replays are done lets the store finish first.

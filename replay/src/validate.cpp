@@ -530,6 +530,7 @@ private:
             row.makespans.push_back(m.makespan_ns);
             row.replay_seconds.push_back(m.seconds);
             row.map_seconds.push_back(m.map_seconds);
+            tell_replay(row, i, reps, m);
             if (m.failed() || (spec_.adaptive_repeat && agreed(baseline, row))) break;
         }
         std::sort(runs.begin(), runs.end(), [](const Measured& a, const Measured& b) {
@@ -538,6 +539,48 @@ private:
         });
         const bool any_failed = runs.front().failed();
         row.measured = std::move(runs[any_failed ? 0 : (runs.size() - 1) / 2]);
+    }
+
+    // ValidateSpec::progress_line: a replay has ended.
+    void tell_replay(const Row& row, int replay_no, int replays, const Measured& m) const {
+        if (!spec_.progress_line) return;
+        char b[512];
+        std::snprintf(
+            b, sizeof b,
+            "mhc: configuration %d/%zu: replay %d/%d of %s: makespan %s (predicted %s), %.2f s (page mapping %.2f s), %s%s",
+            config_no_, 1 + spec_.capacities.size(), replay_no + 1, replays, row.name.c_str(),
+            format_ns(m.makespan_ns).c_str(), format_ns(row.predicted_makespan()).c_str(), m.seconds, m.map_seconds,
+            std::string(trace::to_string(m.status)).c_str(), m.failed() ? " (failed)" : "");
+        spec_.progress_line(b);
+    }
+
+    // ValidateSpec::progress_line: a configuration is measured: its table lines and its verdict
+    // on the load so far (the report's verdict takes the load over every replay).
+    void tell_measured(const Row* baseline, const Row& row) const {
+        if (!spec_.progress_line) return;
+        const std::string head = "configuration " + std::to_string(config_no_) + "/" +
+                                 std::to_string(1 + spec_.capacities.size());
+        spec_.progress_line("mhc: " + head + " measured (its rows of the report's table):");
+        // As wide as the report's table will be, the header once.
+        std::vector<std::string> names;
+        for (size_t i = 0; i <= spec_.capacities.size(); ++i) {
+            sim::Config c = base_;
+            c.capacity = i == 0 ? sim::Capacity{} : spec_.capacities[i - 1];
+            names.push_back(sim::run_name(c));
+        }
+        const int width = table_width(names);
+        std::string lines = row_text(row, width);
+        if (!baseline) lines = table_header(width) + lines;
+        for (size_t at = 0; at < lines.size();) {
+            const size_t end = lines.find('\n', at);
+            spec_.progress_line(lines.substr(at, end - at));
+            at = end == std::string::npos ? lines.size() : end + 1;
+        }
+        if (!baseline) return;
+        Load load = rep_.load;
+        load.after = detail::load_average();
+        detail::measure_others_share(load, cpu_before_, detail::cpu_sample());
+        spec_.progress_line("mhc: " + head + " verdict (on the load so far): " + verdict(row, spec_.target_pp, load));
     }
 
     // The adaptive repeats' rule (repeats_agree) for `row`'s replays so far: the baseline's spread
@@ -648,6 +691,7 @@ private:
         }
         replay_repeats(plan, ro, baseline, row);
         const int64_t bm = compare(baseline, plan, row);
+        tell_measured(baseline, row);
         // Runs predicted on the retimed trace say so: their times are the baseline replay's.
         const char* timing = timed_ == &t_ ? "recorded" : "baseline replay";
         row.sim_record = sim::to_run(row.predicted);

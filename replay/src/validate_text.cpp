@@ -27,6 +27,56 @@ std::string spread(const Row& x) {
 
 }  // namespace
 
+int table_width(const std::vector<std::string>& names) {
+    size_t width = 34;
+    for (const std::string& name : names) width = std::max(width, name.size());
+    return static_cast<int>(width);
+}
+
+std::string table_header(int width) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf, "%-*s %10s %10s %7s | %8s %8s %7s | %10s %10s | %10s %10s | %6s %s\n", width,
+                  "configuration", "peak pred", "peak meas", "err", "loss pred", "meas", "err pp", "in pred", "in meas",
+                  "out pred", "out meas", "checks", "status");
+    return buf;
+}
+
+std::string row_text(const Row& x, int width) {
+    std::string out;
+    char buf[1024];
+    const auto& p = x.predicted;
+    const auto& m = x.measured;
+    // A run that ran out of memory has no throughput to lose.
+    char lp[16], lm[16], le[16];
+    std::snprintf(lp, sizeof lp, p.oom.happened ? "oom" : "%.2f%%", 100 * x.predicted_loss());
+    std::snprintf(lm, sizeof lm, m.oom ? "oom" : "%.2f%%", 100 * x.measured_loss);
+    std::snprintf(le, sizeof le, p.oom.happened || m.oom ? "-" : "%+.2f", x.loss_error_pp);
+    std::snprintf(buf, sizeof buf, "%-*s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
+                  width, x.name.c_str(), format_bytes(p.simulated_peak).c_str(), format_bytes(m.peak).c_str(),
+                  100 * x.peak_error, lp, lm, le, format_bytes(p.swap_in_bytes).c_str(),
+                  format_bytes(m.swap_in_bytes).c_str(), format_bytes(p.swap_out_bytes).c_str(),
+                  format_bytes(m.swap_out_bytes).c_str(), static_cast<long long>(m.checksums),
+                  std::string(to_string(m.status)).c_str(), m.mismatches ? " CHECKSUM MISMATCH" : "",
+                  m.failure.empty() ? "" : (": " + m.failure).c_str());
+    out += buf;
+    if (p.oom.happened || m.oom) {
+        std::snprintf(buf, sizeof buf, "    OOM predicted: %s | measured: %s%s\n",
+                      p.oom.happened ? p.oom.where.c_str() : "none", m.oom ? m.oom_where.c_str() : "none",
+                      m.oom_fragmentation ? " (fragmentation)" : "");
+        out += buf;
+    }
+    std::snprintf(buf, sizeof buf,
+                  "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
+                  "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)%s%s\n",
+                  100 * p.peak_reduction, format_ns(x.predicted_makespan()).c_str(), format_ns(m.makespan_ns).c_str(),
+                  static_cast<long long>(p.stall_count), format_ns(p.stall_time).c_str(),
+                  static_cast<long long>(m.stalls), format_ns(m.stall_ns).c_str(), static_cast<long long>(m.overruns),
+                  format_ns(m.overrun_ns).c_str(), static_cast<long long>(m.sinkhorn_kernels),
+                  format_bytes(m.high_water).c_str(), m.map_seconds, link_seen(m).c_str(), spread(x).c_str());
+    out += buf;
+    return out;
+}
+
 std::string to_text(const Report& r) {
     std::string out;
     char buf[1024];
@@ -43,46 +93,11 @@ std::string to_text(const Report& r) {
         out += "replayed and measured: " + r.window_origin + (r.window_kernel >= 0 ? " (the steps before run at once, unmeasured; "
                                                                                      "peak, traffic and checksums cover them too)\n" : "\n");
     // The configuration column fits the longest name (a calibrated link's name can be long).
-    int width = 34;
-    width = std::max(width, static_cast<int>(r.baseline.name.size()));
-    for (const auto& x : r.rows) width = std::max(width, static_cast<int>(x.name.size()));
-    std::snprintf(buf, sizeof buf, "%-*s %10s %10s %7s | %8s %8s %7s | %10s %10s | %10s %10s | %6s %s\n", width, "configuration",
-                  "peak pred", "peak meas", "err", "loss pred", "meas", "err pp", "in pred", "in meas", "out pred",
-                  "out meas", "checks", "status");
-    out += buf;
-    auto line = [&](const Row& x) {
-        const auto& p = x.predicted;
-        const auto& m = x.measured;
-        // A run that ran out of memory has no throughput to lose.
-        char lp[16], lm[16], le[16];
-        std::snprintf(lp, sizeof lp, p.oom.happened ? "oom" : "%.2f%%", 100 * x.predicted_loss());
-        std::snprintf(lm, sizeof lm, m.oom ? "oom" : "%.2f%%", 100 * x.measured_loss);
-        std::snprintf(le, sizeof le, p.oom.happened || m.oom ? "-" : "%+.2f", x.loss_error_pp);
-        std::snprintf(buf, sizeof buf,
-                      "%-*s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
-                      width, x.name.c_str(), format_bytes(p.simulated_peak).c_str(), format_bytes(m.peak).c_str(),
-                      100 * x.peak_error, lp, lm, le,
-                      format_bytes(p.swap_in_bytes).c_str(), format_bytes(m.swap_in_bytes).c_str(),
-                      format_bytes(p.swap_out_bytes).c_str(), format_bytes(m.swap_out_bytes).c_str(),
-                      static_cast<long long>(m.checksums), std::string(to_string(m.status)).c_str(),
-                      m.mismatches ? " CHECKSUM MISMATCH" : "", m.failure.empty() ? "" : (": " + m.failure).c_str());
-        out += buf;
-        if (p.oom.happened || m.oom) {
-            std::snprintf(buf, sizeof buf, "    OOM predicted: %s | measured: %s%s\n",
-                          p.oom.happened ? p.oom.where.c_str() : "none", m.oom ? m.oom_where.c_str() : "none",
-                          m.oom_fragmentation ? " (fragmentation)" : "");
-            out += buf;
-        }
-        std::snprintf(buf, sizeof buf,
-                      "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
-                      "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)%s%s\n",
-                      100 * p.peak_reduction, format_ns(x.predicted_makespan()).c_str(), format_ns(m.makespan_ns).c_str(),
-                      static_cast<long long>(p.stall_count), format_ns(p.stall_time).c_str(),
-                      static_cast<long long>(m.stalls), format_ns(m.stall_ns).c_str(), static_cast<long long>(m.overruns),
-                      format_ns(m.overrun_ns).c_str(), static_cast<long long>(m.sinkhorn_kernels),
-                      format_bytes(m.high_water).c_str(), m.map_seconds, link_seen(m).c_str(), spread(x).c_str());
-        out += buf;
-    };
+    std::vector<std::string> names{r.baseline.name};
+    for (const auto& x : r.rows) names.push_back(x.name);
+    const int width = table_width(names);
+    out += table_header(width);
+    auto line = [&](const Row& x) { out += row_text(x, width); };
     line(r.baseline);
     if (r.retimed) {
         std::snprintf(buf, sizeof buf,

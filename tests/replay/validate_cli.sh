@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mhc validate` output and storage (docs/validation.md): --json carries every figure; results are
 # printed before they are stored, so a store that fails (--runs-db a file that is no runs
-# database) still prints them and exits 4; progress stays off a non-terminal stderr; --link auto
+# database) still prints them and exits 4; progress stays off a non-terminal stderr, each replay
+# and each configuration's rows are told on stderr as they are measured; --link auto
 # measures once and then reads its per-machine cache. Functional only: no figure is timed.
 # Usage: validate_cli.sh MHC
 set -uo pipefail
@@ -86,6 +87,20 @@ PY
 grep -q "one replay: its noise is unknown" out.txt || fail "a single replay must say its noise is unknown: $(cat out.txt)"
 grep -q "^machine: load average" out.txt || fail "no load line: $(cat out.txt)"
 grep -q "stored runs (simulated -> replayed):.* in runs.db" out.txt || fail "not stored in runs.db: $(cat out.txt)"
+# As it goes (stderr, the report on stdout unchanged): a line per replay, and each configuration's
+# rows of the table as soon as it is measured, so that a validation cut short by a timeout has
+# said what it measured (gpu-check's lru validation on the H200 was killed at 60 s with nothing).
+for i in 1 2 3; do
+    grep -q "^mhc: configuration $i/3: replay 1/1 of .*: makespan .* (predicted .*), .* s (page mapping .* s), complete$" err.txt \
+        || fail "no progress line for configuration $i's replay: $(cat err.txt)"
+    grep -q "^mhc: configuration $i/3 measured (its rows of the report's table):$" err.txt || fail "configuration $i not told: $(cat err.txt)"
+done
+[ "$(grep -c '^mhc: configuration [23]/3 verdict (on the load so far): ' err.txt)" = 2 ] || fail "verdicts not told: $(cat err.txt)"
+grep -q "^mhc: configuration" out.txt && fail "progress lines in the report (stdout): $(cat out.txt)"
+# Every line of the report's table (header, rows, detail lines) was told first, as printed.
+grep -E '^configuration |^lru\+|^    peak reduction' out.txt >table.txt
+[ "$(wc -l <table.txt)" = 7 ] || fail "want a header and 3 configurations of 2 lines: $(cat out.txt)"
+grep -vxFf err.txt table.txt && fail "table lines not told as they were measured: $(cat err.txt)"
 "$mhc" info t.db --runs-db runs.db >info.txt 2>&1 || fail "info --runs-db: $(cat info.txt)"
 [ "$(grep -c replayed info.txt)" -ge 3 ] || fail "3 replayed runs wanted in runs.db: $(cat info.txt)"
 

@@ -27,6 +27,13 @@ struct ValidateSpec {
     // Called once every replay is done, before anything is stored: a caller prints the
     // results here, so that a store that fails costs no result.
     std::function<void(const Report&)> before_store;
+    // Called as the validation goes, one line at a time (no newline): when each replay ends
+    // ("mhc: configuration 2/5: replay 1/3 of NAME: makespan ..."), and once a configuration is
+    // measured, its lines of the report's table as to_text will print them (the header before
+    // the baseline's; row_text at table_width) and its verdict on the load so far. A
+    // validation cut short (a timeout, a signal) has said what it measured; the report at the
+    // end is unchanged.
+    std::function<void(const std::string&)> progress_line;
     double target_pp = 5;                   // the loss error a configuration must stay within
     std::string link_origin = "given";      // how the link was obtained (printed, in --json)
     std::string time_scale_origin;          // why replay.time_scale is what it is
@@ -202,6 +209,12 @@ struct Report {
 Report validate(const std::string& trace_path, const ValidateSpec& spec,
                 const std::function<void(const std::string&)>& note = {});
 std::string to_text(const Report& r);
+// The table's configuration column: wide enough for every name (at least 34), and its header line.
+int table_width(const std::vector<std::string>& names);
+std::string table_header(int width);
+// One configuration's lines of to_text's table (its row, an OOM line when one ran out of memory,
+// the detail line), the name padded to `width`; each line ends with a newline.
+std::string row_text(const Row& row, int width);
 // The report as one JSON object (mhc validate --json): per configuration the predicted and
 // measured peak, loss, error in points, traffic, checksums, repeats and their spread, the
 // verdict; the link used and how it was obtained; the load.
