@@ -533,8 +533,8 @@ std::unique_ptr<kernels::SwapEngine> Executor::make_engine(bool paced) {
     sc.device_memory = pm->base();
     sc.host_bytes = static_cast<size_t>(host->size());
     if (own_host_) sc.host_memory = own_host_.get();
-    else if (device == kernels::Device::Cpu && options.host_memory && options.host_memory_bytes >= sc.host_bytes)
-        sc.host_memory = options.host_memory;
+    else if (options.host_memory && options.host_memory_bytes >= sc.host_bytes)
+        sc.host_memory = options.host_memory;   // CUDA: pinned by the caller, once for every replay
     sc.chunk_bytes = options.chunk_bytes;
     sc.verify = true;
     // The GPU hashes both ends of the round trip itself; the host's hash of its end held each

@@ -19,6 +19,7 @@
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/kernels/swap.hpp"
 #include "mhc/replay/arena.hpp"
 #include "mhc/replay/pages.hpp"
 #include "mhc/sim/simulate.hpp"
@@ -463,7 +464,9 @@ private:
             cap_bytes = std::max(cap_bytes, pool_->pool_pages() * PageMapper::kPage);
             distinct_bytes = std::max(distinct_bytes, pool_->distinct_pages() * PageMapper::kPage);
         }
-        const bool new_host = spec_.replay.backend == Backend::Host && host_bytes > host_mem_bytes_;
+        // Both backends: the CUDA engine pinned its own arena per replay, seconds per replay on the
+        // H200 (the lru slices ran past gpu-check's 60 s; docs/validation.md).
+        const bool new_host = host_bytes > host_mem_bytes_;
         if (!new_pool && !new_host) return;
         const auto t_pool = std::chrono::steady_clock::now();
         const double cpu_pool = process_cpu_seconds();
@@ -472,6 +475,12 @@ private:
         if (new_host) {
             host_mem_.reset();
             host_mem_bytes_ = 0;
+        }
+        if (new_host &&
+            spec_.replay.backend == Backend::Cuda) {   // pinned, before the pool (one thread drives the GPU)
+            host_mem_ = kernels::pinned_host_memory(host_bytes);
+            host_mem_bytes_ = host_bytes;
+        } else if (new_host) {
             host_thread = std::thread([&] {
                 try {
                     host_mem_ = populated_host_memory(host_bytes, std::min(host_populate, host_bytes));
@@ -502,14 +511,14 @@ private:
 
     // `bytes` of anonymous memory, the first `populate` of them faulted in now (the rest, room
     // for the first-fit arena's fragmentation, only if a replay ever places a copy there).
-    static std::unique_ptr<unsigned char[], Unmap> populated_host_memory(size_t bytes, size_t populate) {
+    static std::shared_ptr<unsigned char> populated_host_memory(size_t bytes, size_t populate) {
         auto failed = [&](const char* what) {
             return Error(std::string("the replay's host arena: ") + what + " of " + format_bytes(static_cast<int64_t>(bytes)) + ": " +
                          std::strerror(errno));
         };
         void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED) throw failed("mmap");
-        std::unique_ptr<unsigned char[], Unmap> out{static_cast<unsigned char*>(mem), Unmap{bytes}};
+        std::shared_ptr<unsigned char> out{static_cast<unsigned char*>(mem), Unmap{bytes}};
         if (populate > 0 && ::mmap(mem, populate, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0) == MAP_FAILED)
             throw failed("populating");
         return out;
@@ -733,7 +742,7 @@ private:
     const trace::TraceData* timed_ = &t_;
     trace::TraceData retimed_;
     std::unique_ptr<PageMapper> pool_;
-    std::unique_ptr<unsigned char[], Unmap> host_mem_;
+    std::shared_ptr<unsigned char> host_mem_;   // host: anonymous memory; CUDA: pinned (kernels::pinned_host_memory)
     size_t host_mem_bytes_ = 0;
     bool shared_pool_ = true;
     int config_no_ = 0;

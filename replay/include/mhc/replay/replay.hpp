@@ -56,8 +56,9 @@ struct Options {
     // its own; a replay that swaps also when the pool's pages alias (PageMapper::distinct_pages).
     // Every replay leaves it as it found it (nothing mapped).
     PageMapper* mapper = nullptr;
-    // Host backend: a host arena shared by replays the same way (zeroing GiBs per replay cost
-    // seconds); used when it holds host_arena_bytes(). Its content is not relied on.
+    // A host arena shared by replays the same way (host: zeroing GiBs per replay cost seconds;
+    // CUDA: pinned memory, kernels::pinned_host_memory, whose pinning per replay cost more than
+    // the replays); used when it holds host_arena_bytes(). Its content is not relied on.
     unsigned char* host_memory = nullptr;
     size_t host_memory_bytes = 0;
 };
