@@ -495,7 +495,7 @@ private:
             pool_.reset();
             try {
                 pool_ = spec_.replay.backend == Backend::Cuda
-                            ? make_cuda_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes))
+                            ? make_cuda_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes), true)
                             : make_host_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes), true,
                                                std::max<int64_t>(Arena::pool_pages(distinct_bytes), 1));
             } catch (...) {
