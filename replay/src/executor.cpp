@@ -83,7 +83,10 @@ private:
     void pause_clock(Clock::time_point since) {
         auto d = Clock::now() - since;
         t0 += d;
-        paused_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+        const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+        paused_ns += ns;
+        // A GPU's copies run on while the clock stands still (the host's paced ones wait it out).
+        if (device == kernels::Device::Cuda && (!q[0].empty() || !q[1].empty())) measured.paused_with_copies_ns += ns;
     }
     void note_lag(int64_t recorded) {
         if (fast_ || recorded < origin_) return;   // before the window: not on its clock

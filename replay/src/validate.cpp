@@ -124,6 +124,7 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["predicted_peak_bytes"] = static_cast<double>(p.simulated_peak);
     x["arena_high_water_bytes"] = static_cast<double>(m.high_water);
     x["page_map_seconds"] = m.map_seconds;
+    x["page_map_with_copies_seconds"] = 1e-9 * static_cast<double>(m.paused_with_copies_ns);
     x["peak_error"] = row.peak_error;
     x["measured_makespan_ns"] = static_cast<double>(m.makespan_ns);
     x["measured_baseline_makespan_ns"] = static_cast<double>(base_makespan);

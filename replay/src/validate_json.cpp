@@ -47,6 +47,7 @@ std::string to_json(const Report& r) {
                          {"link_d2h_Bps", num(m.link_d2h_Bps)},
                          {"replay_seconds", num(m.seconds)},
                          {"page_map_seconds", num(m.map_seconds)},
+                         {"page_map_with_copies_seconds", num(1e-9 * static_cast<double>(m.paused_with_copies_ns))},
                          {"host_arena_bytes", m.host_arena_bytes},
                          {"host_arena_high_water_bytes", m.host_arena_high_water},
                          {"oom", m.oom}};

@@ -17,6 +17,15 @@ std::string link_seen(const Measured& m) {
     return s;
 }
 
+// CUDA: how much of the stood-still clock had copies in flight (they ran on meanwhile), or nothing.
+std::string copies_meanwhile(const Measured& m) {
+    if (m.paused_with_copies_ns <= 0) return "";
+    char b[128];
+    std::snprintf(b, sizeof b, "; %.2f s of it with copies in flight, which ran on",
+                  1e-9 * static_cast<double>(m.paused_with_copies_ns));
+    return b;
+}
+
 // With repeats: how far the replays of one configuration were apart.
 std::string spread(const Row& x) {
     if (x.makespans.size() < 2) return "";
@@ -67,12 +76,13 @@ std::string row_text(const Row& x, int width) {
     }
     std::snprintf(buf, sizeof buf,
                   "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
-                  "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)%s%s\n",
+                  "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused%s)%s%s\n",
                   100 * p.peak_reduction, format_ns(x.predicted_makespan()).c_str(), format_ns(m.makespan_ns).c_str(),
                   static_cast<long long>(p.stall_count), format_ns(p.stall_time).c_str(),
                   static_cast<long long>(m.stalls), format_ns(m.stall_ns).c_str(), static_cast<long long>(m.overruns),
                   format_ns(m.overrun_ns).c_str(), static_cast<long long>(m.sinkhorn_kernels),
-                  format_bytes(m.high_water).c_str(), m.map_seconds, link_seen(m).c_str(), spread(x).c_str());
+                  format_bytes(m.high_water).c_str(), m.map_seconds, copies_meanwhile(m).c_str(), link_seen(m).c_str(),
+                  spread(x).c_str());
     out += buf;
     return out;
 }

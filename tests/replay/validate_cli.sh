@@ -46,6 +46,7 @@ assert c["verdict"].split(":")[0] in ("validated", "not validated", "inconclusiv
 assert len(j["baseline"]["repeats"]["makespans_ns"]) == 3   # the baseline 2N - 1 times
 assert j["paced"] is True   # host backend: the copies emulate the link
 assert c["measured"]["late_transfers"] >= 0 and c["measured"]["late_ns"] >= 0
+assert c["measured"]["page_map_with_copies_seconds"] == 0   # host: paced copies wait out the stood-still clock (CUDA's run on)
 assert "sim_run" not in c   # nothing was stored
 assert j["repeat_adaptive"] is False   # --repeat 2: fixed counts
 names = [p["phase"] for p in j["phases"]]

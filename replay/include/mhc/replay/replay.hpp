@@ -107,6 +107,9 @@ struct Measured {
     std::string oom_where;
     double seconds = 0;                // wall time of the whole replay
     double map_seconds = 0;            // wall time mapping/unmapping pages (the replay clock paused)
+    // CUDA: of that, the time with copies queued or in flight, which the GPU ran meanwhile (the
+    // replay's clock did not see them take it: a transfer can finish sooner than it measures).
+    int64_t paused_with_copies_ns = 0;
     std::vector<trace::RunEvent> events;            // measured, in trace ns (t0 = t_begin)
     std::vector<trace::RunKernelTime> kernel_times; // measured start/end of every kernel
     std::vector<trace::RunMemorySample> memory;
