@@ -240,6 +240,8 @@ public:
         : path_(path), spec_(spec), note_(note) {}
 
     Report run() {
+        started_ = std::chrono::steady_clock::now();
+        rep_.time_limit_s = spec_.time_limit_s;
         if (spec_.calibration_seconds > 0)
             rep_.phases.push_back({"calibration", spec_.calibration_seconds, spec_.calibration_cpu_seconds});
         phase_start_ = std::chrono::steady_clock::now();
@@ -260,7 +262,15 @@ public:
         }
         for (const sim::Capacity& cap : spec_.capacities) {
             rep_.rows.emplace_back();
-            configuration(cap, &rep_.baseline, rep_.rows.back());
+            // Out of time (--time-limit): this configuration and the ones after it are not run.
+            if (rep_.not_run.empty() && configuration(cap, &rep_.baseline, rep_.rows.back())) continue;
+            rep_.rows.pop_back();
+            sim::Config c = base_;
+            c.capacity = cap;
+            rep_.not_run.push_back(sim::run_name(c));
+            if (spec_.progress_line)
+                spec_.progress_line("mhc: not run " + rep_.not_run.back() +
+                                    ": its first replay would have ended past --time-limit");
         }
         end_phase("limited replays");
         const detail::CpuSample cpu_after = detail::cpu_sample();
@@ -534,9 +544,19 @@ private:
         const bool is_baseline = baseline == nullptr;
         const int reps = !is_baseline || spec_.repeat < 2 ? std::max(spec_.repeat, 1) : 2 * spec_.repeat - 1;
         for (int i = 0; i < reps; ++i) {
+            if (i > 0 && !fits(row)) {   // --time-limit: the replays so far stand for it
+                row.repeats_cut = true;
+                break;
+            }
             say("replaying " + row.name + (reps > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(reps) + ")" : ""));
+            const auto wall0 = std::chrono::steady_clock::now();
             runs.push_back(replay(t_, plan, ro));
             const Measured& m = runs.back();
+            // What a replay costs beyond its makespan on the replay's clock (setting up, page
+            // mapping, the engine's end): the largest so far goes into every estimate.
+            overhead_s_ = std::max(overhead_s_,
+                                   std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count() -
+                                       1e-9 * static_cast<double>(m.makespan_ns) * spec_.replay.time_scale);
             row.makespans.push_back(m.makespan_ns);
             row.replay_seconds.push_back(m.seconds);
             row.map_seconds.push_back(m.map_seconds);
@@ -549,6 +569,17 @@ private:
         });
         const bool any_failed = runs.front().failed();
         row.measured = std::move(runs[any_failed ? 0 : (runs.size() - 1) / 2]);
+    }
+
+    // ValidateSpec::time_limit_s: whether another replay of `row` ends within the limit, by its
+    // predicted makespan x the time scale plus the largest overhead a replay has had so far.
+    bool fits(const Row& row) const {
+        if (spec_.time_limit_s <= 0) return true;
+        const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        const double need = 1e-9 * static_cast<double>(std::max<int64_t>(row.predicted_makespan(), 0)) *
+                                spec_.replay.time_scale +
+                            overhead_s_;
+        return used + need <= spec_.time_limit_s;
     }
 
     // ValidateSpec::progress_line: a replay has ended.
@@ -670,7 +701,9 @@ private:
 
     // One configuration: predicted on `timed_` (the recorded trace, or after the baseline with
     // spec.retime the trace on the baseline replay's clock), replayed on the recorded trace.
-    void configuration(const sim::Capacity& cap, const Row* baseline, Row& row) {
+    // false: a limited configuration whose first replay would not end within --time-limit (not
+    // run, nothing stored).
+    bool configuration(const sim::Capacity& cap, const Row* baseline, Row& row) {
         ++config_no_;
         sim::Config c = base_;
         c.capacity = cap;
@@ -689,6 +722,7 @@ private:
             row.windowed = row.window.reached;
             if (row.windowed) plan = with_window(std::move(plan), window_kernel_);
         }
+        if (baseline && !fits(row)) return false;   // the baseline runs once in any case
         const Options ro = shared_memory_for(plan);
         int64_t id = 0;
         if (spec_.store && rep_.store_error.empty()) {
@@ -710,6 +744,7 @@ private:
         if (row.windowed) row.replay_record.config["window_first_kernel"] = std::to_string(t_.kernels.id[static_cast<size_t>(window_kernel_)]);
         row.replay_record.config["timing"] = timing;
         row.replay_run = id;
+        return true;
     }
 
     void store() {
@@ -747,6 +782,8 @@ private:
     size_t host_mem_bytes_ = 0;
     bool shared_pool_ = true;
     int config_no_ = 0;
+    std::chrono::steady_clock::time_point started_;   // --time-limit counts from here
+    double overhead_s_ = 0;                           // a replay's largest cost beyond its makespan x scale
     int32_t window_kernel_ = -1;   // dense index of the window's first kernel; -1: the whole trace
     std::chrono::steady_clock::time_point phase_start_;
     double phase_cpu_start_ = 0;

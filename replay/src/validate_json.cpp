@@ -54,6 +54,7 @@ std::string to_json(const Report& r) {
         j["loss_error_pp"] = (p.oom.happened || m.oom) ? json(nullptr) : num(x.loss_error_pp);
         j["peak_error"] = num(x.peak_error);
         j["repeats"] = {{"makespans_ns", x.makespans},
+                        {"cut_by_time_limit", x.repeats_cut},
                         {"replay_seconds", x.replay_seconds},
                         {"page_map_seconds", x.map_seconds},
                         {"spread_pp", x.spread_pp < 0 ? json(nullptr) : num(x.spread_pp)}};
@@ -103,6 +104,8 @@ std::string to_json(const Report& r) {
     j["baseline"] = row(r.baseline);
     j["configurations"] = json::array();
     for (const Row& x : r.rows) j["configurations"].push_back(row(x));
+    j["time_limit_s"] = r.time_limit_s > 0 ? num(r.time_limit_s) : json(nullptr);
+    j["not_run"] = r.not_run;   // configurations the time limit left out
     j["ok"] = r.ok();
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -139,6 +139,20 @@ std::string to_text(const Report& r) {
     }
     out += "machine: " + r.load.text() + (r.load.loaded() ? " -- LOADED: measured times include other work\n" : "\n");
     for (const Row& x : r.rows) out += "verdict " + x.name + ": " + x.verdict + "\n";
+    if (r.time_limit_s > 0) {   // what --time-limit cut
+        char limit[64];
+        std::snprintf(limit, sizeof limit, "%g s", r.time_limit_s);
+        auto cut = [&](const Row& x, const char* what) {
+            if (!x.repeats_cut) return;
+            const size_t n = x.makespans.size();
+            out += "cut short " + x.name + what + ": " + std::to_string(n) + (n == 1 ? " replay" : " replays") +
+                   ", the next would have ended past --time-limit " + limit + "\n";
+        };
+        cut(r.baseline, " (baseline)");
+        for (const Row& x : r.rows) cut(x, "");
+        for (const std::string& name : r.not_run)
+            out += "not run " + name + ": its first replay would have ended past --time-limit " + limit + "\n";
+    }
     return out;
 }
 

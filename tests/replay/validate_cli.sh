@@ -102,6 +102,30 @@ grep -q "^mhc: configuration" out.txt && fail "progress lines in the report (std
 grep -E '^configuration |^lru\+|^    peak reduction' out.txt >table.txt
 [ "$(wc -l <table.txt)" = 7 ] || fail "want a header and 3 configurations of 2 lines: $(cat out.txt)"
 grep -vxFf err.txt table.txt && fail "table lines not told as they were measured: $(cat err.txt)"
+# --time-limit: a replay that would end past it is not started. At 1 ms only the baseline's first
+# replay runs (it always does): its repeats are cut, both configurations are not run and not
+# stored, and the report says so (text and --json); exit 0.
+"$mhc" validate t.db --capacity 90%,80% --link pcie4 --time-scale 0.2 --repeat 2 --time-limit 0.001 --runs-db tl.db \
+    >tl.txt 2>tl.err || fail "--time-limit: $(cat tl.err)"
+grep -q "^cut short lru+none@unlimited/.* (baseline): 1 replay, the next would have ended past --time-limit 0.001 s$" tl.txt \
+    || fail "--time-limit: the baseline's cut repeats not said: $(cat tl.txt)"
+[ "$(grep -c '^not run lru+none@[89]0%/.*: its first replay would have ended past --time-limit 0.001 s$' tl.txt)" = 2 ] \
+    || fail "--time-limit: configurations not run not named: $(cat tl.txt)"
+grep -q "^verdict " tl.txt && fail "--time-limit: a configuration not run has a verdict: $(cat tl.txt)"
+[ "$(grep -c '^mhc: not run ' tl.err)" = 2 ] || fail "--time-limit: not told as it went: $(cat tl.err)"
+[ "$(sqlite3 tl.db "SELECT count(*) FROM runs" 2>/dev/null || echo 0)" = 2 ] || fail "--time-limit: want the baseline's 2 runs stored"
+"$mhc" validate t.db --capacity 90%,80% --link pcie4 --time-scale 0.2 --repeat 2 --time-limit 0.001 --no-store --json >tl.json \
+    || fail "--time-limit --json"
+python3 - tl.json <<'PY' || fail "--time-limit --json: $(head -c 1500 tl.json)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["time_limit_s"] == 0.001 and j["configurations"] == [], j["time_limit_s"]
+assert [n.split("@")[1].split("/")[0] for n in j["not_run"]] == ["90%", "80%"], j["not_run"]
+assert j["baseline"]["repeats"]["cut_by_time_limit"] is True and len(j["baseline"]["repeats"]["makespans_ns"]) == 1
+PY
+"$mhc" validate t.db --capacity 90% --link pcie4 --time-scale 0.2 --repeat 1 --no-store --json >nl.json || fail "no --time-limit"
+python3 -c "import json; j=json.load(open('nl.json')); assert j['time_limit_s'] is None and j['not_run'] == [] and len(j['configurations']) == 1" \
+    || fail "without --time-limit: $(head -c 800 nl.json)"
 "$mhc" info t.db --runs-db runs.db >info.txt 2>&1 || fail "info --runs-db: $(cat info.txt)"
 [ "$(grep -c replayed info.txt)" -ge 3 ] || fail "3 replayed runs wanted in runs.db: $(cat info.txt)"
 

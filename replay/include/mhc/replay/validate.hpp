@@ -60,6 +60,12 @@ struct ValidateSpec {
     // Replay and measure only the last this many training steps (0: all of them): the steps
     // before run at once to bring each replay to the state its run had (Plan::window_begin).
     int replay_steps = 0;
+    // Seconds the validation may take, counted from its start (0: no limit). A replay is not
+    // started when its predicted makespan x the time scale, plus the most a replay has cost
+    // beyond that so far, would end past it: a configuration's repeats stop there (those done
+    // stand for it), and a limited configuration whose first replay would not fit is not run,
+    // nor any after it (Report::not_run). The baseline's first replay always runs.
+    double time_limit_s = 0;
 };
 
 inline constexpr double kLongReplaySeconds = 600;
@@ -151,6 +157,7 @@ struct Row {
     double predicted_loss() const { return windowed ? window.loss : predicted.throughput_loss; }
     int64_t predicted_makespan() const { return windowed ? window.makespan_ns : predicted.simulated_makespan; }
     std::string verdict;              // one line: validated / not validated / inconclusive / ...
+    bool repeats_cut = false;         // fewer replays than asked: the next would have ended past --time-limit
     // Stored after every replay (begun first as "incomplete" when storing).
     trace::Run sim_record, replay_record;
 };
@@ -201,6 +208,8 @@ struct Report {
     };
     std::vector<Phase> phases;
     double estimated_seconds = 0;   // the replays' duration estimated before the first (estimated_replay_seconds)
+    double time_limit_s = 0;        // ValidateSpec::time_limit_s (0: none)
+    std::vector<std::string> not_run;   // configurations not run: they would have ended past it
     std::string store_error;        // set when the runs could not (all) be stored
     bool stored = false;
     bool ok() const;                // no failure, no checksum mismatch
