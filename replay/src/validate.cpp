@@ -475,8 +475,9 @@ private:
             cap_bytes = std::max(cap_bytes, pool_->pool_pages() * PageMapper::kPage);
             distinct_bytes = std::max(distinct_bytes, pool_->distinct_pages() * PageMapper::kPage);
         }
-        // Both backends: the CUDA engine pinned its own arena per replay, seconds per replay on the
-        // H200 (the lru slices ran past gpu-check's 60 s; docs/validation.md).
+        // Both backends: the CUDA engine pinned (and unpinned) an arena of GiBs in every replay,
+        // outside the replay's clock: on the H200 the cost_aware slice's replays cost about 2 s
+        // each beyond their makespans, the likely reason the lru slices ran past gpu-check's 60 s.
         const bool new_host = host_bytes > host_mem_bytes_;
         if (!new_pool && !new_host) return;
         const auto t_pool = std::chrono::steady_clock::now();
