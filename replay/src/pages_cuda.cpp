@@ -34,35 +34,35 @@ namespace detail {
 #define MHC_STR2(x) #x
 #define MHC_STR(x) MHC_STR2(x)   // expands cuda.h's versioned names (e.g. ..._v2) first
 const CudaDriver& cuda_driver() {
-    static const CudaDriver d = [] {
+    static const CudaDriver driver = [] {
         void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!lib) throw Error("page pool: the CUDA driver (libcuda.so.1) is not available on this machine");
-        CudaDriver t;
+        CudaDriver table;
         auto load = [&](auto& fn, const char* sym) {
             fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, sym));
             if (!fn) throw Error(std::string("page pool: the CUDA driver lacks ") + sym);
         };
-        load(t.cuCtxGetCurrent, MHC_STR(cuCtxGetCurrent));
-        load(t.cuCtxGetDevice, MHC_STR(cuCtxGetDevice));
-        load(t.cuCtxSetCurrent, MHC_STR(cuCtxSetCurrent));
-        load(t.cuCtxSynchronize, MHC_STR(cuCtxSynchronize));
-        load(t.cuDeviceGet, MHC_STR(cuDeviceGet));
-        load(t.cuDeviceGetAttribute, MHC_STR(cuDeviceGetAttribute));
-        load(t.cuDevicePrimaryCtxRelease, MHC_STR(cuDevicePrimaryCtxRelease));
-        load(t.cuDevicePrimaryCtxRetain, MHC_STR(cuDevicePrimaryCtxRetain));
-        load(t.cuGetErrorName, MHC_STR(cuGetErrorName));
-        load(t.cuInit, MHC_STR(cuInit));
-        load(t.cuMemAddressFree, MHC_STR(cuMemAddressFree));
-        load(t.cuMemAddressReserve, MHC_STR(cuMemAddressReserve));
-        load(t.cuMemCreate, MHC_STR(cuMemCreate));
-        load(t.cuMemGetAllocationGranularity, MHC_STR(cuMemGetAllocationGranularity));
-        load(t.cuMemMap, MHC_STR(cuMemMap));
-        load(t.cuMemRelease, MHC_STR(cuMemRelease));
-        load(t.cuMemSetAccess, MHC_STR(cuMemSetAccess));
-        load(t.cuMemUnmap, MHC_STR(cuMemUnmap));
-        return t;
+        load(table.cuCtxGetCurrent, MHC_STR(cuCtxGetCurrent));
+        load(table.cuCtxGetDevice, MHC_STR(cuCtxGetDevice));
+        load(table.cuCtxSetCurrent, MHC_STR(cuCtxSetCurrent));
+        load(table.cuCtxSynchronize, MHC_STR(cuCtxSynchronize));
+        load(table.cuDeviceGet, MHC_STR(cuDeviceGet));
+        load(table.cuDeviceGetAttribute, MHC_STR(cuDeviceGetAttribute));
+        load(table.cuDevicePrimaryCtxRelease, MHC_STR(cuDevicePrimaryCtxRelease));
+        load(table.cuDevicePrimaryCtxRetain, MHC_STR(cuDevicePrimaryCtxRetain));
+        load(table.cuGetErrorName, MHC_STR(cuGetErrorName));
+        load(table.cuInit, MHC_STR(cuInit));
+        load(table.cuMemAddressFree, MHC_STR(cuMemAddressFree));
+        load(table.cuMemAddressReserve, MHC_STR(cuMemAddressReserve));
+        load(table.cuMemCreate, MHC_STR(cuMemCreate));
+        load(table.cuMemGetAllocationGranularity, MHC_STR(cuMemGetAllocationGranularity));
+        load(table.cuMemMap, MHC_STR(cuMemMap));
+        load(table.cuMemRelease, MHC_STR(cuMemRelease));
+        load(table.cuMemSetAccess, MHC_STR(cuMemSetAccess));
+        load(table.cuMemUnmap, MHC_STR(cuMemUnmap));
+        return table;
     }();
-    return d;
+    return driver;
 }
 
 namespace {
@@ -171,38 +171,44 @@ private:
                 ++i;
                 continue;
             }
-            int64_t j = i;
-            for (; j < n && shown_[v0 + static_cast<size_t>(j)] != pages[j]; ++j) {
-                const CUdeviceptr at = base_ + static_cast<CUdeviceptr>(va_off + j * kPage);
-                int32_t& shown = shown_[v0 + static_cast<size_t>(j)];
-                if (shown >= 0) {
-                    check(drv_.cuMemUnmap(at, static_cast<size_t>(kPage)), "cuMemUnmap");
-                    shown = -1;
-                }
-                check(drv_.cuMemMap(at, static_cast<size_t>(kPage), 0, handles_[static_cast<size_t>(pages[j])], 0),
-                      "cuMemMap");
-                shown = pages[j];
-                ++remapped_;
-            }
-            CUmemAccessDesc acc{};
-            acc.location = prop_.location;
-            acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-            const CUdeviceptr from = base_ + static_cast<CUdeviceptr>(va_off + i * kPage);
-            const CUresult r = drv_.cuMemSetAccess(from, static_cast<size_t>((j - i) * kPage), &acc, 1);
-            if (r != CUDA_SUCCESS) {   // pages without access must not look mapped
-                for (int64_t k = i; k < j; ++k) {
+            int64_t end = i;
+            // A run's pages without access must not look mapped: undone when a call fails.
+            auto undo = [&] {
+                for (int64_t k = i; k < end; ++k) {
                     drv_.cuMemUnmap(base_ + static_cast<CUdeviceptr>(va_off + k * kPage), static_cast<size_t>(kPage));
                     shown_[v0 + static_cast<size_t>(k)] = -1;
                 }
-                check(r, "cuMemSetAccess");
+            };
+            try {
+                for (; end < n && shown_[v0 + static_cast<size_t>(end)] != pages[end]; ++end) {
+                    const CUdeviceptr at = base_ + static_cast<CUdeviceptr>(va_off + end * kPage);
+                    int32_t& shown = shown_[v0 + static_cast<size_t>(end)];
+                    if (shown >= 0) {
+                        check(drv_.cuMemUnmap(at, static_cast<size_t>(kPage)), "cuMemUnmap");
+                        shown = -1;
+                    }
+                    check(
+                        drv_.cuMemMap(at, static_cast<size_t>(kPage), 0, handles_[static_cast<size_t>(pages[end])], 0),
+                        "cuMemMap");
+                    shown = pages[end];
+                    ++remapped_;
+                }
+                CUmemAccessDesc acc{};
+                acc.location = prop_.location;
+                acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+                const CUdeviceptr from = base_ + static_cast<CUdeviceptr>(va_off + i * kPage);
+                check(drv_.cuMemSetAccess(from, static_cast<size_t>((end - i) * kPage), &acc, 1), "cuMemSetAccess");
+            } catch (...) {
+                undo();
+                throw;
             }
-            i = j;
+            i = end;
         }
     }
-    void check(CUresult r, const char* what) const {
-        if (r == CUDA_SUCCESS) return;
+    void check(CUresult result, const char* what) const {
+        if (result == CUDA_SUCCESS) return;
         const char* name = nullptr;
-        drv_.cuGetErrorName(r, &name);
+        drv_.cuGetErrorName(result, &name);
         throw Error(std::string("page pool: ") + what + ": " + (name ? name : "CUDA error"));
     }
     void range(int64_t va_off, int64_t n) const {
@@ -220,7 +226,7 @@ private:
         }
         shown_.clear();
         live_.clear();
-        for (auto h : handles_) drv_.cuMemRelease(h);
+        for (auto handle : handles_) drv_.cuMemRelease(handle);
         handles_.clear();
         if (base_) drv_.cuMemAddressFree(base_, static_cast<size_t>(va_));
         base_ = 0;

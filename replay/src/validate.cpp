@@ -265,9 +265,9 @@ public:
             // Out of time (--time-limit): this configuration and the ones after it are not run.
             if (rep_.not_run.empty() && configuration(cap, &rep_.baseline, rep_.rows.back())) continue;
             rep_.rows.pop_back();
-            sim::Config c = base_;
-            c.capacity = cap;
-            rep_.not_run.push_back(sim::run_name(c));
+            sim::Config config = base_;
+            config.capacity = cap;
+            rep_.not_run.push_back(sim::run_name(config));
             if (spec_.progress_line)
                 spec_.progress_line("mhc: not run " + rep_.not_run.back() +
                                     ": its first replay would have ended past --time-limit");
@@ -552,17 +552,17 @@ private:
             say("replaying " + row.name + (reps > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(reps) + ")" : ""));
             const auto wall0 = std::chrono::steady_clock::now();
             runs.push_back(replay(t_, plan, ro));
-            const Measured& m = runs.back();
+            const Measured& last = runs.back();
             // What a replay costs beyond its makespan on the replay's clock (setting up, page
             // mapping, the engine's end): the largest so far goes into every estimate.
             overhead_s_ = std::max(overhead_s_,
                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count() -
-                                       1e-9 * static_cast<double>(m.makespan_ns) * spec_.replay.time_scale);
-            row.makespans.push_back(m.makespan_ns);
-            row.replay_seconds.push_back(m.seconds);
-            row.map_seconds.push_back(m.map_seconds);
-            tell_replay(row, i, reps, m);
-            if (m.failed() || (spec_.adaptive_repeat && agreed(baseline, row))) break;
+                                       1e-9 * static_cast<double>(last.makespan_ns) * spec_.replay.time_scale);
+            row.makespans.push_back(last.makespan_ns);
+            row.replay_seconds.push_back(last.seconds);
+            row.map_seconds.push_back(last.map_seconds);
+            tell_replay(row, i, reps, last);
+            if (last.failed() || (spec_.adaptive_repeat && agreed(baseline, row))) break;
         }
         std::sort(runs.begin(), runs.end(), [](const Measured& a, const Measured& b) {
             const bool fa = a.failed(), fb = b.failed();
@@ -584,16 +584,17 @@ private:
     }
 
     // ValidateSpec::progress_line: a replay has ended.
-    void tell_replay(const Row& row, int replay_no, int replays, const Measured& m) const {
+    void tell_replay(const Row& row, int replay_no, int replays, const Measured& measured) const {
         if (!spec_.progress_line) return;
-        char b[512];
+        char line[512];
         std::snprintf(
-            b, sizeof b,
+            line, sizeof line,
             "mhc: configuration %d/%zu: replay %d/%d of %s: makespan %s (predicted %s), %.2f s (page mapping %.2f s), %s%s",
             config_no_, 1 + spec_.capacities.size(), replay_no + 1, replays, row.name.c_str(),
-            format_ns(m.makespan_ns).c_str(), format_ns(row.predicted_makespan()).c_str(), m.seconds, m.map_seconds,
-            std::string(trace::to_string(m.status)).c_str(), m.failed() ? " (failed)" : "");
-        spec_.progress_line(b);
+            format_ns(measured.makespan_ns).c_str(), format_ns(row.predicted_makespan()).c_str(), measured.seconds,
+            measured.map_seconds, std::string(trace::to_string(measured.status)).c_str(),
+            measured.failed() ? " (failed)" : "");
+        spec_.progress_line(line);
     }
 
     // ValidateSpec::progress_line: a configuration is measured: its table lines and its verdict
@@ -606,9 +607,9 @@ private:
         // As wide as the report's table will be, the header once.
         std::vector<std::string> names;
         for (size_t i = 0; i <= spec_.capacities.size(); ++i) {
-            sim::Config c = base_;
-            c.capacity = i == 0 ? sim::Capacity{} : spec_.capacities[i - 1];
-            names.push_back(sim::run_name(c));
+            sim::Config config = base_;
+            config.capacity = i == 0 ? sim::Capacity{} : spec_.capacities[i - 1];
+            names.push_back(sim::run_name(config));
         }
         const int width = table_width(names);
         std::string lines = row_text(row, width);

@@ -258,34 +258,34 @@ TEST_CASE("kernels: CUDA swap engine hashing on the device alone catches damage 
 TEST_CASE("kernels: CUDA swap engines share the caller's pinned host arena", "[kernels][cuda][gpu][swap]") {
     require_gpu();
     std::mt19937_64 rng(ref::seed() + 34);
-    const size_t n = 3 << 20;
+    const size_t bytes = 3 << 20;
     std::shared_ptr<unsigned char> pinned = k::pinned_host_memory(16 << 20);
     for (auto path : {k::SwapPath::CopyEngine, k::SwapPath::ZeroCopy}) {
         INFO("path " << k::to_string(path));
-        k::SwapConfig c;
-        c.device_bytes = c.host_bytes = 16 << 20;
-        c.chunk_bytes = 1 << 20;
-        c.path = path;
-        c.host_memory = pinned.get();
-        std::vector<unsigned char> want(n);
+        k::SwapConfig config;
+        config.device_bytes = config.host_bytes = 16 << 20;
+        config.chunk_bytes = 1 << 20;
+        config.path = path;
+        config.host_memory = pinned.get();
+        std::vector<unsigned char> want(bytes);
         {
-            auto first = k::make_swap_engine(k::Device::Cuda, c);
+            auto first = k::make_swap_engine(k::Device::Cuda, config);
             CHECK(first->host_arena() == pinned.get());
-            for (size_t i = 0; i < n; ++i) pinned.get()[i] = want[i] = static_cast<unsigned char>(rng());
-            CHECK(first->wait_checked(first->submit(k::SwapDir::HostToDevice, 0, 0, n)).ok);
-            CHECK(first->wait_checked(first->submit(k::SwapDir::DeviceToHost, 8 << 20, 0, n)).ok);
+            for (size_t i = 0; i < bytes; ++i) pinned.get()[i] = want[i] = static_cast<unsigned char>(rng());
+            CHECK(first->wait_checked(first->submit(k::SwapDir::HostToDevice, 0, 0, bytes)).ok);
+            CHECK(first->wait_checked(first->submit(k::SwapDir::DeviceToHost, 8 << 20, 0, bytes)).ok);
         }   // the engine is gone; the arena and what it copied there stay
-        CHECK(std::memcmp(pinned.get() + (8 << 20), want.data(), n) == 0);
-        auto second = k::make_swap_engine(k::Device::Cuda, c);
-        CHECK(second->wait_checked(second->submit(k::SwapDir::HostToDevice, 8 << 20, 4 << 20, n)).ok);
-        CHECK(second->wait_checked(second->submit(k::SwapDir::DeviceToHost, 12 << 20, 4 << 20, n)).ok);
-        CHECK(std::memcmp(pinned.get() + (12 << 20), want.data(), n) == 0);
+        CHECK(std::memcmp(pinned.get() + (8 << 20), want.data(), bytes) == 0);
+        auto second = k::make_swap_engine(k::Device::Cuda, config);
+        CHECK(second->wait_checked(second->submit(k::SwapDir::HostToDevice, 8 << 20, 4 << 20, bytes)).ok);
+        CHECK(second->wait_checked(second->submit(k::SwapDir::DeviceToHost, 12 << 20, 4 << 20, bytes)).ok);
+        CHECK(std::memcmp(pinned.get() + (12 << 20), want.data(), bytes) == 0);
     }
     std::vector<unsigned char> pageable(16 << 20);
-    k::SwapConfig c;
-    c.device_bytes = c.host_bytes = 16 << 20;
-    c.host_memory = pageable.data();
-    CHECK_THROWS_WITH(k::make_swap_engine(k::Device::Cuda, c), Catch::Contains("not pinned"));
+    k::SwapConfig config;
+    config.device_bytes = config.host_bytes = 16 << 20;
+    config.host_memory = pageable.data();
+    CHECK_THROWS_WITH(k::make_swap_engine(k::Device::Cuda, config), Catch::Contains("not pinned"));
 }
 
 TEST_CASE("kernels: CUDA stand-ins run and touch", "[kernels][cuda][gpu][standin]") {

@@ -53,19 +53,19 @@ CUresult address_reserve(CUdeviceptr* at, size_t, size_t, CUdeviceptr, unsigned 
     *at = kBase;
     return CUDA_SUCCESS;
 }
-CUresult create(CUmemGenericAllocationHandle* h, size_t, const CUmemAllocationProp*, unsigned long long) {
-    *h = calls.next_handle++;
+CUresult create(CUmemGenericAllocationHandle* handle, size_t, const CUmemAllocationProp*, unsigned long long) {
+    *handle = calls.next_handle++;
     return CUDA_SUCCESS;
 }
-CUresult granularity(size_t* g, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) {
-    *g = kPage;
+CUresult granularity(size_t* bytes, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) {
+    *bytes = kPage;
     return CUDA_SUCCESS;
 }
 // As the driver: a virtual page already mapped cannot be mapped again, one not mapped not unmapped.
-CUresult map(CUdeviceptr at, size_t bytes, size_t, CUmemGenericAllocationHandle h, unsigned long long) {
+CUresult map(CUdeviceptr at, size_t bytes, size_t, CUmemGenericAllocationHandle handle, unsigned long long) {
     ++calls.maps;
     if (bytes != kPage || calls.mapped.count(at)) return CUDA_ERROR_INVALID_VALUE;
-    calls.mapped[at] = h;
+    calls.mapped[at] = handle;
     return CUDA_SUCCESS;
 }
 CUresult release(CUmemGenericAllocationHandle) { return CUDA_SUCCESS; }
@@ -81,27 +81,27 @@ CUresult unmap(CUdeviceptr at, size_t) {
 }
 
 mhc::replay::detail::CudaDriver stand_in_driver() {
-    mhc::replay::detail::CudaDriver d;
-    d.cuCtxGetCurrent = ok_ctx_current;
-    d.cuCtxGetDevice = ok_ctx_device;
-    d.cuCtxSynchronize = sync;
-    d.cuDeviceGetAttribute = attribute;
-    d.cuGetErrorName = error_name;
-    d.cuInit = init;
-    d.cuMemAddressFree = address_free;
-    d.cuMemAddressReserve = address_reserve;
-    d.cuMemCreate = create;
-    d.cuMemGetAllocationGranularity = granularity;
-    d.cuMemMap = map;
-    d.cuMemRelease = release;
-    d.cuMemSetAccess = set_access;
-    d.cuMemUnmap = unmap;
-    return d;
+    mhc::replay::detail::CudaDriver table;
+    table.cuCtxGetCurrent = ok_ctx_current;
+    table.cuCtxGetDevice = ok_ctx_device;
+    table.cuCtxSynchronize = sync;
+    table.cuDeviceGetAttribute = attribute;
+    table.cuGetErrorName = error_name;
+    table.cuInit = init;
+    table.cuMemAddressFree = address_free;
+    table.cuMemAddressReserve = address_reserve;
+    table.cuMemCreate = create;
+    table.cuMemGetAllocationGranularity = granularity;
+    table.cuMemMap = map;
+    table.cuMemRelease = release;
+    table.cuMemSetAccess = set_access;
+    table.cuMemUnmap = unmap;
+    return table;
 }
 
-// The handle virtual page v shows (0: none).
-CUmemGenericAllocationHandle shows(int64_t v) {
-    auto it = calls.mapped.find(kBase + static_cast<CUdeviceptr>(v) * kPage);
+// The handle virtual page `page` shows (0: none).
+CUmemGenericAllocationHandle shows(int64_t page) {
+    auto it = calls.mapped.find(kBase + static_cast<CUdeviceptr>(page) * kPage);
     return it == calls.mapped.end() ? 0 : it->second;
 }
 
@@ -112,29 +112,29 @@ TEST_CASE("replay: the CUDA page mapper keeps freed ranges mapped and waits for 
     calls = Calls{};
     const auto driver = stand_in_driver();
     {
-        auto m = mhc::replay::detail::make_cuda_mapper(driver, 8, 64 * static_cast<int64_t>(kPage), false);
+        auto mapper = mhc::replay::detail::make_cuda_mapper(driver, 8, 64 * static_cast<int64_t>(kPage), false);
         const std::vector<int32_t> first{2, 3, 4};
-        m->map(0, first.data(), 3);
+        mapper->map(0, first.data(), 3);
         CHECK(calls.maps == 3);
         CHECK(calls.access == 1);   // one run of pages
-        CHECK(m->mapped_pages() == 3);
+        CHECK(mapper->mapped_pages() == 3);
         // Freed: the pages stay where they are; nothing is unmapped, nothing waits.
-        m->unmap(0, 3);
+        mapper->unmap(0, 3);
         CHECK(calls.unmaps == 0);
         CHECK(calls.syncs == 0);
-        CHECK(m->mapped_pages() == 0);
-        CHECK(m->shown_page(kPage) == 3);
+        CHECK(mapper->mapped_pages() == 0);
+        CHECK(mapper->shown_page(kPage) == 3);
         // The same range with the same pages (a repeat replay): no driver call at all.
-        m->map(0, first.data(), 3);
+        mapper->map(0, first.data(), 3);
         CHECK(calls.maps == 3);
         CHECK(calls.unmaps == 0);
-        CHECK(m->pages_remapped() == 3);
-        CHECK_THROWS_AS(m->map(0, first.data(), 1), mhc::Error);   // still in use
-        m->unmap(0, 3);
+        CHECK(mapper->pages_remapped() == 3);
+        CHECK_THROWS_AS(mapper->map(0, first.data(), 1), mhc::Error);   // still in use
+        mapper->unmap(0, 3);
         // Other pages at virtual pages 1 and 2: those two are unmapped once the device is idle
         // and mapped again; page 0 keeps its own.
         const std::vector<int32_t> other{2, 5, 6};
-        m->map(0, other.data(), 3);
+        mapper->map(0, other.data(), 3);
         CHECK(calls.syncs == 1);
         CHECK(calls.unmaps == 2);
         CHECK(calls.maps == 5);
@@ -143,7 +143,7 @@ TEST_CASE("replay: the CUDA page mapper keeps freed ranges mapped and waits for 
         CHECK(shows(2) == 7);
         // Virtual pages never shown before: mapped without waiting.
         const std::vector<int32_t> fresh{0, 1};
-        m->map(10 * static_cast<int64_t>(kPage), fresh.data(), 2);
+        mapper->map(10 * static_cast<int64_t>(kPage), fresh.data(), 2);
         CHECK(calls.syncs == 1);
         CHECK(calls.maps == 7);
     }
@@ -154,12 +154,12 @@ TEST_CASE("replay: an arena on a premapped CUDA pool maps nothing in a replay or
     calls = Calls{};
     const auto driver = stand_in_driver();
     const int64_t capacity = 16 * static_cast<int64_t>(kPage);
-    auto m = mhc::replay::detail::make_cuda_mapper(driver, mhc::replay::Arena::pool_pages(capacity),
-                                                   mhc::replay::Arena::default_va(capacity), true);
+    auto mapper = mhc::replay::detail::make_cuda_mapper(driver, mhc::replay::Arena::pool_pages(capacity),
+                                                        mhc::replay::Arena::default_va(capacity), true);
     const int before = calls.maps;
     CHECK(before == 16);   // virtual page i shows pool page i, before any replay
     for (int replay = 0; replay < 2; ++replay) {
-        mhc::replay::Arena arena("caching", capacity, m.get());
+        mhc::replay::Arena arena("caching", capacity, mapper.get());
         // Segments of 4, 2 and 6 MiB (caching: large blocks get their own segment), one freed and
         // placed again.
         CHECK(arena.allocate(1, 4 << 20) >= 0);
