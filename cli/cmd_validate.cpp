@@ -53,7 +53,7 @@ int parse_replay_steps(const std::string& text) {
 struct ValOptions {
     std::string trace, capacity = "60%", policy = "lru", prefetch = "none", link = "auto", model_link = "pcie4";
     std::string backend = "host", chunk = "2MiB", time_scale = "auto";
-    double max_age_h = 24, max_replay_minutes = 60;
+    double max_age_h = 24, max_replay_minutes = 60, time_limit_s = 0;
     int copy_threads = 1;
     std::string repeat = "auto", replay_steps = "all";
     bool recalibrate = false, unpaced = false;
@@ -125,6 +125,14 @@ std::function<int()> setup(CLI::App& app) {
         ->capture_default_str()
         ->check(finite_number())
         ->check(CLI::Range(0.0, 1e9));
+    app.add_option("--time-limit", o->time_limit_s,
+                   "Seconds the validation may take: a replay that would end past them (its predicted makespan x time "
+                   "scale, plus the most a replay cost beyond that so far) is not started; the configurations measured "
+                   "are reported and the ones left out named; 0: no limit")
+        ->type_name("SECONDS")
+        ->capture_default_str()
+        ->check(finite_number())
+        ->check(CLI::Range(0.0, 1e9));
     app.add_option("--repeat", o->repeat,
                    "Replay each configuration this many times (the baseline, whose noise every loss carries, 2N-1 "
                    "times) and use the one with the median makespan (the host is noisy; their spread decides "
@@ -178,6 +186,7 @@ std::function<int()> setup(CLI::App& app) {
         spec.pace = !o->unpaced;
         spec.link_measured_here = auto_link;
         spec.max_replay_seconds = 60 * o->max_replay_minutes;
+        spec.time_limit_s = o->time_limit_s;
         spec.warn = [](const std::string& line) { std::fprintf(stderr, "mhc: warning: %s\n", line.c_str()); };
         if (spec.pace && o->copy_threads > 1 && spec.replay.backend == replay::Backend::Host)
             throw Error("--copy-threads " + std::to_string(o->copy_threads) +
@@ -226,6 +235,12 @@ std::function<int()> setup(CLI::App& app) {
             spec.replay.progress = [phase](size_t done, size_t total) {
                 std::fprintf(stderr, "\r\033[Kmhc: %s %3.0f%%", phase->c_str(), total ? 100.0 * done / total : 100.0);
             };
+        // Each replay and each configuration's rows as soon as they are measured, on stderr (stdout
+        // keeps the report alone): a validation stopped by a timeout has said what it measured.
+        spec.progress_line = [tty](const std::string& line) {
+            std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", line.c_str());
+            std::fflush(stderr);
+        };
         // The results first: runs that cannot be stored must not cost the replays.
         spec.time_scale_origin = scale_why;
         // A signal once the replays are done lets the store finish first.

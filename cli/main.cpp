@@ -229,7 +229,7 @@ std::string repeated_flag(const CLI::App& app, const CLI::App* sub, const std::v
 // Which options: CLI11's own value names for integers and floating point (INT, UINT, FLOAT), and
 // the names given to such options instead (the list below).
 constexpr const char* kWholeNumberNames[] = {"INT", "UINT", "DEVICE", "ID"};
-constexpr const char* kDecimalNames[] = {"FLOAT", "HOURS", "MINUTES", "POINTS"};
+constexpr const char* kDecimalNames[] = {"FLOAT", "HOURS", "MINUTES", "SECONDS", "POINTS"};
 
 void apply_number_grammar(CLI::App& app) {
     for (CLI::Option* opt : app.get_options()) {

@@ -50,4 +50,5 @@ SinkhornReport sinkhorn_backward(const SinkhornOptions&, int64_t, ConstTensor, C
 namespace mhc::kernels::cuda_impl {
 std::unique_ptr<SwapEngine> make_swap_engine(const SwapConfig&) { no_cuda(); }
 std::unique_ptr<Standin> make_standin() { no_cuda(); }
+std::shared_ptr<unsigned char> pinned_host_memory(size_t) { no_cuda(); }
 }  // namespace mhc::kernels::cuda_impl

@@ -46,7 +46,6 @@ void check_swap_range(const SwapConfig& c, size_t host_off, size_t dev_off, size
 std::unique_ptr<SwapEngine> make_swap_engine(Device device, const SwapConfig& config) {
     check_swap_config(config);
     if (device == Device::Cuda) {
-        if (config.host_memory) throw Error("swap engine: host_memory is for the host backend (CUDA pins its own)", Error::Kind::Internal);
         if (config.pace_h2d_Bps > 0 || config.pace_d2h_Bps > 0)
             throw Error("swap engine: a paced link is the host backend's emulation; a GPU's copies run at its link's speed",
                         Error::Kind::Internal);
@@ -54,6 +53,11 @@ std::unique_ptr<SwapEngine> make_swap_engine(Device device, const SwapConfig& co
         return cuda_impl::make_swap_engine(config);
     }
     return make_host_swap_engine(config);
+}
+
+std::shared_ptr<unsigned char> pinned_host_memory(size_t bytes) {
+    require_device(Device::Cuda);
+    return cuda_impl::pinned_host_memory(bytes);
 }
 
 std::unique_ptr<Standin> make_standin(Device device, int threads) {

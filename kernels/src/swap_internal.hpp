@@ -18,6 +18,7 @@ std::unique_ptr<Standin> make_host_standin(int threads);
 namespace cuda_impl {
 std::unique_ptr<SwapEngine> make_swap_engine(const SwapConfig& c);
 std::unique_ptr<Standin> make_standin();
+std::shared_ptr<unsigned char> pinned_host_memory(size_t bytes);
 }  // namespace cuda_impl
 
 // Spaces operation starts at least 1/rate apart (0 = no limit); shared by both directions.

@@ -345,13 +345,22 @@ double auto_time_scale(const sim::LinkModel& modelled, const sim::LinkModel& mea
     const double raw = h > 0 ? m / h : 1.0;
     const double s = std::clamp(raw, 1.0, 1000.0);
     if (why) {
-        char b[512];
-        std::snprintf(b, sizeof b,
-                      "auto: %s moves %s, this replay's copies %s, so kernels and gaps run x%.3g slower and transfers "
-                      "take the share of the step they would on %s%s",
-                      modelled.name.c_str(), format_rate(m).c_str(), format_rate(h).c_str(), raw, modelled.name.c_str(),
-                      s != raw ? " (kept in [1, 1000]: the ratio is not matched)" : "");
-        *why = b;
+        char line[768];
+        if (s == raw)
+            std::snprintf(
+                line, sizeof line,
+                "auto: %s moves %s, this replay's copies %s, so kernels and gaps run x%.3g slower and transfers "
+                "take the share of the step they would on %s",
+                modelled.name.c_str(), format_rate(m).c_str(), format_rate(h).c_str(), raw, modelled.name.c_str());
+        else   // clamped: the replay and its prediction are both for this replay's link, at scale s
+            std::snprintf(
+                line, sizeof line,
+                "auto: %s moves %s, this replay's copies %s: the ratio asks x%.3g, kept in [1, 1000] at x%g, so "
+                "transfers take %.3g x the share of the step they would on %s (the ratio is not matched: "
+                "the prediction is for this replay's link at x%g)",
+                modelled.name.c_str(), format_rate(m).c_str(), format_rate(h).c_str(), raw, s, raw / s,
+                modelled.name.c_str(), s);
+        *why = line;
     }
     return s;
 }

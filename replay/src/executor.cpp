@@ -83,7 +83,10 @@ private:
     void pause_clock(Clock::time_point since) {
         auto d = Clock::now() - since;
         t0 += d;
-        paused_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+        const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+        paused_ns += ns;
+        // A GPU's copies run on while the clock stands still (the host's paced ones wait it out).
+        if (device == kernels::Device::Cuda && (!q[0].empty() || !q[1].empty())) measured.paused_with_copies_ns += ns;
     }
     void note_lag(int64_t recorded) {
         if (fast_ || recorded < origin_) return;   // before the window: not on its clock
@@ -533,8 +536,8 @@ std::unique_ptr<kernels::SwapEngine> Executor::make_engine(bool paced) {
     sc.device_memory = pm->base();
     sc.host_bytes = static_cast<size_t>(host->size());
     if (own_host_) sc.host_memory = own_host_.get();
-    else if (device == kernels::Device::Cpu && options.host_memory && options.host_memory_bytes >= sc.host_bytes)
-        sc.host_memory = options.host_memory;
+    else if (options.host_memory && options.host_memory_bytes >= sc.host_bytes)
+        sc.host_memory = options.host_memory;   // CUDA: pinned by the caller, once for every replay
     sc.chunk_bytes = options.chunk_bytes;
     sc.verify = true;
     // The GPU hashes both ends of the round trip itself; the host's hash of its end held each

@@ -19,6 +19,7 @@
 #include "mhc/common/environment.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
+#include "mhc/kernels/swap.hpp"
 #include "mhc/replay/arena.hpp"
 #include "mhc/replay/pages.hpp"
 #include "mhc/sim/simulate.hpp"
@@ -123,6 +124,7 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     x["predicted_peak_bytes"] = static_cast<double>(p.simulated_peak);
     x["arena_high_water_bytes"] = static_cast<double>(m.high_water);
     x["page_map_seconds"] = m.map_seconds;
+    x["page_map_with_copies_seconds"] = 1e-9 * static_cast<double>(m.paused_with_copies_ns);
     x["peak_error"] = row.peak_error;
     x["measured_makespan_ns"] = static_cast<double>(m.makespan_ns);
     x["measured_baseline_makespan_ns"] = static_cast<double>(base_makespan);
@@ -238,6 +240,8 @@ public:
         : path_(path), spec_(spec), note_(note) {}
 
     Report run() {
+        started_ = std::chrono::steady_clock::now();
+        rep_.time_limit_s = spec_.time_limit_s;
         if (spec_.calibration_seconds > 0)
             rep_.phases.push_back({"calibration", spec_.calibration_seconds, spec_.calibration_cpu_seconds});
         phase_start_ = std::chrono::steady_clock::now();
@@ -258,7 +262,15 @@ public:
         }
         for (const sim::Capacity& cap : spec_.capacities) {
             rep_.rows.emplace_back();
-            configuration(cap, &rep_.baseline, rep_.rows.back());
+            // Out of time (--time-limit): this configuration and the ones after it are not run.
+            if (rep_.not_run.empty() && configuration(cap, &rep_.baseline, rep_.rows.back())) continue;
+            rep_.rows.pop_back();
+            sim::Config config = base_;
+            config.capacity = cap;
+            rep_.not_run.push_back(sim::run_name(config));
+            if (spec_.progress_line)
+                spec_.progress_line("mhc: not run " + rep_.not_run.back() +
+                                    ": its first replay would have ended past --time-limit");
         }
         end_phase("limited replays");
         const detail::CpuSample cpu_after = detail::cpu_sample();
@@ -463,7 +475,10 @@ private:
             cap_bytes = std::max(cap_bytes, pool_->pool_pages() * PageMapper::kPage);
             distinct_bytes = std::max(distinct_bytes, pool_->distinct_pages() * PageMapper::kPage);
         }
-        const bool new_host = spec_.replay.backend == Backend::Host && host_bytes > host_mem_bytes_;
+        // Both backends: the CUDA engine pinned (and unpinned) an arena of GiBs in every replay,
+        // outside the replay's clock: on the H200 the cost_aware slice's replays cost about 2 s
+        // each beyond their makespans, the likely reason the lru slices ran past gpu-check's 60 s.
+        const bool new_host = host_bytes > host_mem_bytes_;
         if (!new_pool && !new_host) return;
         const auto t_pool = std::chrono::steady_clock::now();
         const double cpu_pool = process_cpu_seconds();
@@ -472,6 +487,12 @@ private:
         if (new_host) {
             host_mem_.reset();
             host_mem_bytes_ = 0;
+        }
+        if (new_host &&
+            spec_.replay.backend == Backend::Cuda) {   // pinned, before the pool (one thread drives the GPU)
+            host_mem_ = kernels::pinned_host_memory(host_bytes);
+            host_mem_bytes_ = host_bytes;
+        } else if (new_host) {
             host_thread = std::thread([&] {
                 try {
                     host_mem_ = populated_host_memory(host_bytes, std::min(host_populate, host_bytes));
@@ -486,7 +507,7 @@ private:
             pool_.reset();
             try {
                 pool_ = spec_.replay.backend == Backend::Cuda
-                            ? make_cuda_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes))
+                            ? make_cuda_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes), true)
                             : make_host_mapper(Arena::pool_pages(cap_bytes), Arena::default_va(cap_bytes), true,
                                                std::max<int64_t>(Arena::pool_pages(distinct_bytes), 1));
             } catch (...) {
@@ -502,14 +523,14 @@ private:
 
     // `bytes` of anonymous memory, the first `populate` of them faulted in now (the rest, room
     // for the first-fit arena's fragmentation, only if a replay ever places a copy there).
-    static std::unique_ptr<unsigned char[], Unmap> populated_host_memory(size_t bytes, size_t populate) {
+    static std::shared_ptr<unsigned char> populated_host_memory(size_t bytes, size_t populate) {
         auto failed = [&](const char* what) {
             return Error(std::string("the replay's host arena: ") + what + " of " + format_bytes(static_cast<int64_t>(bytes)) + ": " +
                          std::strerror(errno));
         };
         void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED) throw failed("mmap");
-        std::unique_ptr<unsigned char[], Unmap> out{static_cast<unsigned char*>(mem), Unmap{bytes}};
+        std::shared_ptr<unsigned char> out{static_cast<unsigned char*>(mem), Unmap{bytes}};
         if (populate > 0 && ::mmap(mem, populate, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0) == MAP_FAILED)
             throw failed("populating");
         return out;
@@ -524,13 +545,24 @@ private:
         const bool is_baseline = baseline == nullptr;
         const int reps = !is_baseline || spec_.repeat < 2 ? std::max(spec_.repeat, 1) : 2 * spec_.repeat - 1;
         for (int i = 0; i < reps; ++i) {
+            if (i > 0 && !fits(row)) {   // --time-limit: the replays so far stand for it
+                row.repeats_cut = true;
+                break;
+            }
             say("replaying " + row.name + (reps > 1 ? " (" + std::to_string(i + 1) + "/" + std::to_string(reps) + ")" : ""));
+            const auto wall0 = std::chrono::steady_clock::now();
             runs.push_back(replay(t_, plan, ro));
-            const Measured& m = runs.back();
-            row.makespans.push_back(m.makespan_ns);
-            row.replay_seconds.push_back(m.seconds);
-            row.map_seconds.push_back(m.map_seconds);
-            if (m.failed() || (spec_.adaptive_repeat && agreed(baseline, row))) break;
+            const Measured& last = runs.back();
+            // What a replay costs beyond its makespan on the replay's clock (setting up, page
+            // mapping, the engine's end): the largest so far goes into every estimate.
+            overhead_s_ = std::max(overhead_s_,
+                                   std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count() -
+                                       1e-9 * static_cast<double>(last.makespan_ns) * spec_.replay.time_scale);
+            row.makespans.push_back(last.makespan_ns);
+            row.replay_seconds.push_back(last.seconds);
+            row.map_seconds.push_back(last.map_seconds);
+            tell_replay(row, i, reps, last);
+            if (last.failed() || (spec_.adaptive_repeat && agreed(baseline, row))) break;
         }
         std::sort(runs.begin(), runs.end(), [](const Measured& a, const Measured& b) {
             const bool fa = a.failed(), fb = b.failed();
@@ -538,6 +570,60 @@ private:
         });
         const bool any_failed = runs.front().failed();
         row.measured = std::move(runs[any_failed ? 0 : (runs.size() - 1) / 2]);
+    }
+
+    // ValidateSpec::time_limit_s: whether another replay of `row` ends within the limit, by its
+    // predicted makespan x the time scale plus the largest overhead a replay has had so far.
+    bool fits(const Row& row) const {
+        if (spec_.time_limit_s <= 0) return true;
+        const double used = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        const double need = 1e-9 * static_cast<double>(std::max<int64_t>(row.predicted_makespan(), 0)) *
+                                spec_.replay.time_scale +
+                            overhead_s_;
+        return used + need <= spec_.time_limit_s;
+    }
+
+    // ValidateSpec::progress_line: a replay has ended.
+    void tell_replay(const Row& row, int replay_no, int replays, const Measured& measured) const {
+        if (!spec_.progress_line) return;
+        char line[512];
+        std::snprintf(
+            line, sizeof line,
+            "mhc: configuration %d/%zu: replay %d/%d of %s: makespan %s (predicted %s), %.2f s (page mapping %.2f s), %s%s",
+            config_no_, 1 + spec_.capacities.size(), replay_no + 1, replays, row.name.c_str(),
+            format_ns(measured.makespan_ns).c_str(), format_ns(row.predicted_makespan()).c_str(), measured.seconds,
+            measured.map_seconds, std::string(trace::to_string(measured.status)).c_str(),
+            measured.failed() ? " (failed)" : "");
+        spec_.progress_line(line);
+    }
+
+    // ValidateSpec::progress_line: a configuration is measured: its table lines and its verdict
+    // on the load so far (the report's verdict takes the load over every replay).
+    void tell_measured(const Row* baseline, const Row& row) const {
+        if (!spec_.progress_line) return;
+        const std::string head = "configuration " + std::to_string(config_no_) + "/" +
+                                 std::to_string(1 + spec_.capacities.size());
+        spec_.progress_line("mhc: " + head + " measured (its rows of the report's table):");
+        // As wide as the report's table will be, the header once.
+        std::vector<std::string> names;
+        for (size_t i = 0; i <= spec_.capacities.size(); ++i) {
+            sim::Config config = base_;
+            config.capacity = i == 0 ? sim::Capacity{} : spec_.capacities[i - 1];
+            names.push_back(sim::run_name(config));
+        }
+        const int width = table_width(names);
+        std::string lines = row_text(row, width);
+        if (!baseline) lines = table_header(width) + lines;
+        for (size_t at = 0; at < lines.size();) {
+            const size_t end = lines.find('\n', at);
+            spec_.progress_line(lines.substr(at, end - at));
+            at = end == std::string::npos ? lines.size() : end + 1;
+        }
+        if (!baseline) return;
+        Load load = rep_.load;
+        load.after = detail::load_average();
+        detail::measure_others_share(load, cpu_before_, detail::cpu_sample());
+        spec_.progress_line("mhc: " + head + " verdict (on the load so far): " + verdict(row, spec_.target_pp, load));
     }
 
     // The adaptive repeats' rule (repeats_agree) for `row`'s replays so far: the baseline's spread
@@ -617,7 +703,9 @@ private:
 
     // One configuration: predicted on `timed_` (the recorded trace, or after the baseline with
     // spec.retime the trace on the baseline replay's clock), replayed on the recorded trace.
-    void configuration(const sim::Capacity& cap, const Row* baseline, Row& row) {
+    // false: a limited configuration whose first replay would not end within --time-limit (not
+    // run, nothing stored).
+    bool configuration(const sim::Capacity& cap, const Row* baseline, Row& row) {
         ++config_no_;
         sim::Config c = base_;
         c.capacity = cap;
@@ -636,6 +724,7 @@ private:
             row.windowed = row.window.reached;
             if (row.windowed) plan = with_window(std::move(plan), window_kernel_);
         }
+        if (baseline && !fits(row)) return false;   // the baseline runs once in any case
         const Options ro = shared_memory_for(plan);
         int64_t id = 0;
         if (spec_.store && rep_.store_error.empty()) {
@@ -648,6 +737,7 @@ private:
         }
         replay_repeats(plan, ro, baseline, row);
         const int64_t bm = compare(baseline, plan, row);
+        tell_measured(baseline, row);
         // Runs predicted on the retimed trace say so: their times are the baseline replay's.
         const char* timing = timed_ == &t_ ? "recorded" : "baseline replay";
         row.sim_record = sim::to_run(row.predicted);
@@ -656,6 +746,7 @@ private:
         if (row.windowed) row.replay_record.config["window_first_kernel"] = std::to_string(t_.kernels.id[static_cast<size_t>(window_kernel_)]);
         row.replay_record.config["timing"] = timing;
         row.replay_run = id;
+        return true;
     }
 
     void store() {
@@ -689,10 +780,12 @@ private:
     const trace::TraceData* timed_ = &t_;
     trace::TraceData retimed_;
     std::unique_ptr<PageMapper> pool_;
-    std::unique_ptr<unsigned char[], Unmap> host_mem_;
+    std::shared_ptr<unsigned char> host_mem_;   // host: anonymous memory; CUDA: pinned (kernels::pinned_host_memory)
     size_t host_mem_bytes_ = 0;
     bool shared_pool_ = true;
     int config_no_ = 0;
+    std::chrono::steady_clock::time_point started_;   // --time-limit counts from here
+    double overhead_s_ = 0;                           // a replay's largest cost beyond its makespan x scale
     int32_t window_kernel_ = -1;   // dense index of the window's first kernel; -1: the whole trace
     std::chrono::steady_clock::time_point phase_start_;
     double phase_cpu_start_ = 0;

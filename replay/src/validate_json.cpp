@@ -47,12 +47,14 @@ std::string to_json(const Report& r) {
                          {"link_d2h_Bps", num(m.link_d2h_Bps)},
                          {"replay_seconds", num(m.seconds)},
                          {"page_map_seconds", num(m.map_seconds)},
+                         {"page_map_with_copies_seconds", num(1e-9 * static_cast<double>(m.paused_with_copies_ns))},
                          {"host_arena_bytes", m.host_arena_bytes},
                          {"host_arena_high_water_bytes", m.host_arena_high_water},
                          {"oom", m.oom}};
         j["loss_error_pp"] = (p.oom.happened || m.oom) ? json(nullptr) : num(x.loss_error_pp);
         j["peak_error"] = num(x.peak_error);
         j["repeats"] = {{"makespans_ns", x.makespans},
+                        {"cut_by_time_limit", x.repeats_cut},
                         {"replay_seconds", x.replay_seconds},
                         {"page_map_seconds", x.map_seconds},
                         {"spread_pp", x.spread_pp < 0 ? json(nullptr) : num(x.spread_pp)}};
@@ -102,6 +104,8 @@ std::string to_json(const Report& r) {
     j["baseline"] = row(r.baseline);
     j["configurations"] = json::array();
     for (const Row& x : r.rows) j["configurations"].push_back(row(x));
+    j["time_limit_s"] = r.time_limit_s > 0 ? num(r.time_limit_s) : json(nullptr);
+    j["not_run"] = r.not_run;   // configurations the time limit left out
     j["ok"] = r.ok();
     return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }

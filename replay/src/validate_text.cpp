@@ -17,6 +17,15 @@ std::string link_seen(const Measured& m) {
     return s;
 }
 
+// CUDA: how much of the stood-still clock had copies in flight (they ran on meanwhile), or nothing.
+std::string copies_meanwhile(const Measured& measured) {
+    if (measured.paused_with_copies_ns <= 0) return "";
+    char text[128];
+    std::snprintf(text, sizeof text, "; %.2f s of it with copies in flight, which ran on",
+                  1e-9 * static_cast<double>(measured.paused_with_copies_ns));
+    return text;
+}
+
 // With repeats: how far the replays of one configuration were apart.
 std::string spread(const Row& x) {
     if (x.makespans.size() < 2) return "";
@@ -26,6 +35,58 @@ std::string spread(const Row& x) {
 }
 
 }  // namespace
+
+int table_width(const std::vector<std::string>& names) {
+    size_t width = 34;
+    for (const std::string& name : names) width = std::max(width, name.size());
+    return static_cast<int>(width);
+}
+
+std::string table_header(int width) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf, "%-*s %10s %10s %7s | %8s %8s %7s | %10s %10s | %10s %10s | %6s %s\n", width,
+                  "configuration", "peak pred", "peak meas", "err", "loss pred", "meas", "err pp", "in pred", "in meas",
+                  "out pred", "out meas", "checks", "status");
+    return buf;
+}
+
+std::string row_text(const Row& row, int width) {
+    std::string out;
+    char buf[1024];
+    const auto& pred = row.predicted;
+    const auto& meas = row.measured;
+    // A run that ran out of memory has no throughput to lose.
+    char lp[16], lm[16], le[16];
+    std::snprintf(lp, sizeof lp, pred.oom.happened ? "oom" : "%.2f%%", 100 * row.predicted_loss());
+    std::snprintf(lm, sizeof lm, meas.oom ? "oom" : "%.2f%%", 100 * row.measured_loss);
+    std::snprintf(le, sizeof le, pred.oom.happened || meas.oom ? "-" : "%+.2f", row.loss_error_pp);
+    std::snprintf(buf, sizeof buf, "%-*s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
+                  width, row.name.c_str(), format_bytes(pred.simulated_peak).c_str(), format_bytes(meas.peak).c_str(),
+                  100 * row.peak_error, lp, lm, le, format_bytes(pred.swap_in_bytes).c_str(),
+                  format_bytes(meas.swap_in_bytes).c_str(), format_bytes(pred.swap_out_bytes).c_str(),
+                  format_bytes(meas.swap_out_bytes).c_str(), static_cast<long long>(meas.checksums),
+                  std::string(to_string(meas.status)).c_str(), meas.mismatches ? " CHECKSUM MISMATCH" : "",
+                  meas.failure.empty() ? "" : (": " + meas.failure).c_str());
+    out += buf;
+    if (pred.oom.happened || meas.oom) {
+        std::snprintf(buf, sizeof buf, "    OOM predicted: %s | measured: %s%s\n",
+                      pred.oom.happened ? pred.oom.where.c_str() : "none", meas.oom ? meas.oom_where.c_str() : "none",
+                      meas.oom_fragmentation ? " (fragmentation)" : "");
+        out += buf;
+    }
+    std::snprintf(buf, sizeof buf,
+                  "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
+                  "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused%s)%s%s\n",
+                  100 * pred.peak_reduction, format_ns(row.predicted_makespan()).c_str(),
+                  format_ns(meas.makespan_ns).c_str(), static_cast<long long>(pred.stall_count),
+                  format_ns(pred.stall_time).c_str(), static_cast<long long>(meas.stalls),
+                  format_ns(meas.stall_ns).c_str(), static_cast<long long>(meas.overruns),
+                  format_ns(meas.overrun_ns).c_str(), static_cast<long long>(meas.sinkhorn_kernels),
+                  format_bytes(meas.high_water).c_str(), meas.map_seconds, copies_meanwhile(meas).c_str(),
+                  link_seen(meas).c_str(), spread(row).c_str());
+    out += buf;
+    return out;
+}
 
 std::string to_text(const Report& r) {
     std::string out;
@@ -43,46 +104,11 @@ std::string to_text(const Report& r) {
         out += "replayed and measured: " + r.window_origin + (r.window_kernel >= 0 ? " (the steps before run at once, unmeasured; "
                                                                                      "peak, traffic and checksums cover them too)\n" : "\n");
     // The configuration column fits the longest name (a calibrated link's name can be long).
-    int width = 34;
-    width = std::max(width, static_cast<int>(r.baseline.name.size()));
-    for (const auto& x : r.rows) width = std::max(width, static_cast<int>(x.name.size()));
-    std::snprintf(buf, sizeof buf, "%-*s %10s %10s %7s | %8s %8s %7s | %10s %10s | %10s %10s | %6s %s\n", width, "configuration",
-                  "peak pred", "peak meas", "err", "loss pred", "meas", "err pp", "in pred", "in meas", "out pred",
-                  "out meas", "checks", "status");
-    out += buf;
-    auto line = [&](const Row& x) {
-        const auto& p = x.predicted;
-        const auto& m = x.measured;
-        // A run that ran out of memory has no throughput to lose.
-        char lp[16], lm[16], le[16];
-        std::snprintf(lp, sizeof lp, p.oom.happened ? "oom" : "%.2f%%", 100 * x.predicted_loss());
-        std::snprintf(lm, sizeof lm, m.oom ? "oom" : "%.2f%%", 100 * x.measured_loss);
-        std::snprintf(le, sizeof le, p.oom.happened || m.oom ? "-" : "%+.2f", x.loss_error_pp);
-        std::snprintf(buf, sizeof buf,
-                      "%-*s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
-                      width, x.name.c_str(), format_bytes(p.simulated_peak).c_str(), format_bytes(m.peak).c_str(),
-                      100 * x.peak_error, lp, lm, le,
-                      format_bytes(p.swap_in_bytes).c_str(), format_bytes(m.swap_in_bytes).c_str(),
-                      format_bytes(p.swap_out_bytes).c_str(), format_bytes(m.swap_out_bytes).c_str(),
-                      static_cast<long long>(m.checksums), std::string(to_string(m.status)).c_str(),
-                      m.mismatches ? " CHECKSUM MISMATCH" : "", m.failure.empty() ? "" : (": " + m.failure).c_str());
-        out += buf;
-        if (p.oom.happened || m.oom) {
-            std::snprintf(buf, sizeof buf, "    OOM predicted: %s | measured: %s%s\n",
-                          p.oom.happened ? p.oom.where.c_str() : "none", m.oom ? m.oom_where.c_str() : "none",
-                          m.oom_fragmentation ? " (fragmentation)" : "");
-            out += buf;
-        }
-        std::snprintf(buf, sizeof buf,
-                      "    peak reduction pred %.1f%%; makespan pred %s meas %s; stalls pred %lld (%s) meas %lld (%s); "
-                      "overruns %lld (%s); sinkhorn %lld; arena high water %s; page mapping %.2f s (clock paused)%s%s\n",
-                      100 * p.peak_reduction, format_ns(x.predicted_makespan()).c_str(), format_ns(m.makespan_ns).c_str(),
-                      static_cast<long long>(p.stall_count), format_ns(p.stall_time).c_str(),
-                      static_cast<long long>(m.stalls), format_ns(m.stall_ns).c_str(), static_cast<long long>(m.overruns),
-                      format_ns(m.overrun_ns).c_str(), static_cast<long long>(m.sinkhorn_kernels),
-                      format_bytes(m.high_water).c_str(), m.map_seconds, link_seen(m).c_str(), spread(x).c_str());
-        out += buf;
-    };
+    std::vector<std::string> names{r.baseline.name};
+    for (const auto& row : r.rows) names.push_back(row.name);
+    const int width = table_width(names);
+    out += table_header(width);
+    auto line = [&](const Row& row) { out += row_text(row, width); };
     line(r.baseline);
     if (r.retimed) {
         std::snprintf(buf, sizeof buf,
@@ -114,6 +140,21 @@ std::string to_text(const Report& r) {
     }
     out += "machine: " + r.load.text() + (r.load.loaded() ? " -- LOADED: measured times include other work\n" : "\n");
     for (const Row& x : r.rows) out += "verdict " + x.name + ": " + x.verdict + "\n";
+    if (r.time_limit_s > 0) {   // what --time-limit cut
+        char limit[64];
+        std::snprintf(limit, sizeof limit, "%g s", r.time_limit_s);
+        auto cut = [&](const Row& row, const char* what) {
+            if (!row.repeats_cut) return;
+            const size_t count = row.makespans.size();
+            out += "cut short " + row.name + what + ": " + std::to_string(count) +
+                   (count == 1 ? " replay" : " replays") + ", the next would have ended past --time-limit " + limit +
+                   "\n";
+        };
+        cut(r.baseline, " (baseline)");
+        for (const Row& row : r.rows) cut(row, "");
+        for (const std::string& name : r.not_run)
+            out += "not run " + name + ": its first replay would have ended past --time-limit " + limit + "\n";
+    }
     return out;
 }
 

@@ -115,10 +115,16 @@ void Worker::run(Job& j) {
         // On the replay's clock: time it stood still (pages being mapped) does not count.
         kernels::host_wait_until(due, paused_, paused0);
     } else {
-        standin_->synchronize();
-        const double spent = std::chrono::duration<double>(Clock::now() - t.start).count();
-        if (j.seconds > spent) standin_->run_for(j.seconds - spent);
-        standin_->synchronize();
+        // On the replay's clock, as the host's stand-ins: the time it stood still while this job
+        // ran (pages mapped) does not count, so the GPU's stand-in runs that much longer; before,
+        // it ended on real time and got the stood-still time for free.
+        for (int round = 0; round < 16; ++round) {
+            standin_->synchronize();
+            const double stood = paused_ ? 1e-9 * static_cast<double>(paused_->load() - paused0) : 0;
+            const double left = j.seconds + stood - std::chrono::duration<double>(Clock::now() - t.start).count();
+            if (left <= 2e-6) break;
+            standin_->run_for(left);
+        }
     }
     t.end = Clock::now();
     t.paused_end = paused_ ? paused_->load() : 0;

@@ -66,7 +66,7 @@ for cmd in "${!base[@]}"; do
             [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] || fail "$cmd $o '$v' exited $rc: $(head -c 300 err)"
             # An option that takes a number (or a list of them) names the value it refuses (a name
             # or a file may be refused for something else first).
-            case $kind in N | X | N\|* | X\|* | DEVICE | ID | SIZE | SHARE* | RATE | TIME | HOURS | MINUTES | POINTS | LIST)
+            case $kind in N | X | N\|* | X\|* | DEVICE | ID | SIZE | SHARE* | RATE | TIME | HOURS | MINUTES | SECONDS | POINTS | LIST)
                 case $v in 0x10 | +5 | ' 7' | 010 | 1e3 | -0x1 | 9999*)
                     grep -q "given 2 times" err || grep -qF -- "$v" err ||
                         fail "$cmd $o '$v': the refusal does not name the value: $(cat err)" ;;

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <memory>
 
 #include "helpers.hpp"
 #include "mhc/common/error.hpp"
@@ -130,6 +131,7 @@ TEST_CASE("kernels: asking for CUDA without it fails clearly", "[kernels][cuda][
     CHECK_THROWS_WITH(k::require_device(k::Device::Cuda), Catch::Contains("cuda") || Catch::Contains("CUDA"));
     CHECK_THROWS_AS(k::make_swap_engine(k::Device::Cuda, {}), mhc::Error);
     CHECK_THROWS_AS(k::make_standin(k::Device::Cuda), mhc::Error);
+    CHECK_THROWS_AS(k::pinned_host_memory(64), mhc::Error);
     CHECK_THROWS_AS(k::DeviceBuffer(64), mhc::Error);
     CHECK_NOTHROW(k::require_device(k::Device::Cpu));
 }
@@ -248,6 +250,42 @@ TEST_CASE("kernels: CUDA swap engine hashing on the device alone catches damage 
         CHECK(e->stats().mismatches == 0);   // the engine compared nothing itself
         CHECK(e->stats().verified == 0);
     }
+}
+
+// mhc validate pins one host arena for all its replays (pinning GiBs per replay took longer
+// than the replays on the H200): engines made one after the other on it share its bytes, and
+// memory that is not pinned is refused.
+TEST_CASE("kernels: CUDA swap engines share the caller's pinned host arena", "[kernels][cuda][gpu][swap]") {
+    require_gpu();
+    std::mt19937_64 rng(ref::seed() + 34);
+    const size_t bytes = 3 << 20;
+    std::shared_ptr<unsigned char> pinned = k::pinned_host_memory(16 << 20);
+    for (auto path : {k::SwapPath::CopyEngine, k::SwapPath::ZeroCopy}) {
+        INFO("path " << k::to_string(path));
+        k::SwapConfig config;
+        config.device_bytes = config.host_bytes = 16 << 20;
+        config.chunk_bytes = 1 << 20;
+        config.path = path;
+        config.host_memory = pinned.get();
+        std::vector<unsigned char> want(bytes);
+        {
+            auto first = k::make_swap_engine(k::Device::Cuda, config);
+            CHECK(first->host_arena() == pinned.get());
+            for (size_t i = 0; i < bytes; ++i) pinned.get()[i] = want[i] = static_cast<unsigned char>(rng());
+            CHECK(first->wait_checked(first->submit(k::SwapDir::HostToDevice, 0, 0, bytes)).ok);
+            CHECK(first->wait_checked(first->submit(k::SwapDir::DeviceToHost, 8 << 20, 0, bytes)).ok);
+        }   // the engine is gone; the arena and what it copied there stay
+        CHECK(std::memcmp(pinned.get() + (8 << 20), want.data(), bytes) == 0);
+        auto second = k::make_swap_engine(k::Device::Cuda, config);
+        CHECK(second->wait_checked(second->submit(k::SwapDir::HostToDevice, 8 << 20, 4 << 20, bytes)).ok);
+        CHECK(second->wait_checked(second->submit(k::SwapDir::DeviceToHost, 12 << 20, 4 << 20, bytes)).ok);
+        CHECK(std::memcmp(pinned.get() + (12 << 20), want.data(), bytes) == 0);
+    }
+    std::vector<unsigned char> pageable(16 << 20);
+    k::SwapConfig config;
+    config.device_bytes = config.host_bytes = 16 << 20;
+    config.host_memory = pageable.data();
+    CHECK_THROWS_WITH(k::make_swap_engine(k::Device::Cuda, config), Catch::Contains("not pinned"));
 }
 
 TEST_CASE("kernels: CUDA stand-ins run and touch", "[kernels][cuda][gpu][standin]") {

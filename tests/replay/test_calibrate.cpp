@@ -141,6 +141,12 @@ TEST_CASE("the automatic time scale makes the replay's compute/transfer ratio th
     sim::LinkModel fast = fake(100e9, 100e9, 1).link;
     CHECK(replay::auto_time_scale(pcie4, fast, &why) == 1.0);
     CHECK(why.find("not matched") != std::string::npos);
+    // Clamped, it says what runs (the H200's line said "kernels and gaps run x0.525 slower ... the
+    // share they would on pcie4", neither of which held at x1): 25 / 100 GB/s asks x0.25, kept at
+    // x1, so transfers take 0.25 x the share of the step they would on pcie4.
+    CHECK(why.find("slower") == std::string::npos);
+    CHECK(why.find("the ratio asks x0.25, kept in [1, 1000] at x1, so transfers take 0.25 x the share of the step they would "
+                   "on pcie4 (the ratio is not matched: the prediction is for this replay's link at x1)") != std::string::npos);
 }
 
 TEST_CASE("a paced replay's automatic time scale is at least the floor, its link slowed to keep the ratio", "[replay][calibrate]") {

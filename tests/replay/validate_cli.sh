@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mhc validate` output and storage (docs/validation.md): --json carries every figure; results are
 # printed before they are stored, so a store that fails (--runs-db a file that is no runs
-# database) still prints them and exits 4; progress stays off a non-terminal stderr; --link auto
+# database) still prints them and exits 4; progress stays off a non-terminal stderr, each replay
+# and each configuration's rows are told on stderr as they are measured; --link auto
 # measures once and then reads its per-machine cache. Functional only: no figure is timed.
 # Usage: validate_cli.sh MHC
 set -uo pipefail
@@ -45,6 +46,7 @@ assert c["verdict"].split(":")[0] in ("validated", "not validated", "inconclusiv
 assert len(j["baseline"]["repeats"]["makespans_ns"]) == 3   # the baseline 2N - 1 times
 assert j["paced"] is True   # host backend: the copies emulate the link
 assert c["measured"]["late_transfers"] >= 0 and c["measured"]["late_ns"] >= 0
+assert c["measured"]["page_map_with_copies_seconds"] == 0   # host: paced copies wait out the stood-still clock (CUDA's run on)
 assert "sim_run" not in c   # nothing was stored
 assert j["repeat_adaptive"] is False   # --repeat 2: fixed counts
 names = [p["phase"] for p in j["phases"]]
@@ -86,6 +88,44 @@ PY
 grep -q "one replay: its noise is unknown" out.txt || fail "a single replay must say its noise is unknown: $(cat out.txt)"
 grep -q "^machine: load average" out.txt || fail "no load line: $(cat out.txt)"
 grep -q "stored runs (simulated -> replayed):.* in runs.db" out.txt || fail "not stored in runs.db: $(cat out.txt)"
+# As it goes (stderr, the report on stdout unchanged): a line per replay, and each configuration's
+# rows of the table as soon as it is measured, so that a validation cut short by a timeout has
+# said what it measured (gpu-check's lru validation on the H200 was killed at 60 s with nothing).
+for i in 1 2 3; do
+    grep -q "^mhc: configuration $i/3: replay 1/1 of .*: makespan .* (predicted .*), .* s (page mapping .* s), complete$" err.txt \
+        || fail "no progress line for configuration $i's replay: $(cat err.txt)"
+    grep -q "^mhc: configuration $i/3 measured (its rows of the report's table):$" err.txt || fail "configuration $i not told: $(cat err.txt)"
+done
+[ "$(grep -c '^mhc: configuration [23]/3 verdict (on the load so far): ' err.txt)" = 2 ] || fail "verdicts not told: $(cat err.txt)"
+grep -q "^mhc: configuration" out.txt && fail "progress lines in the report (stdout): $(cat out.txt)"
+# Every line of the report's table (header, rows, detail lines) was told first, as printed.
+grep -E '^configuration |^lru\+|^    peak reduction' out.txt >table.txt
+[ "$(wc -l <table.txt)" = 7 ] || fail "want a header and 3 configurations of 2 lines: $(cat out.txt)"
+grep -vxFf err.txt table.txt && fail "table lines not told as they were measured: $(cat err.txt)"
+# --time-limit: a replay that would end past it is not started. At 1 ms only the baseline's first
+# replay runs (it always does): its repeats are cut, both configurations are not run and not
+# stored, and the report says so (text and --json); exit 0.
+"$mhc" validate t.db --capacity 90%,80% --link pcie4 --time-scale 0.2 --repeat 2 --time-limit 0.001 --runs-db tl.db \
+    >tl.txt 2>tl.err || fail "--time-limit: $(cat tl.err)"
+grep -q "^cut short lru+none@unlimited/.* (baseline): 1 replay, the next would have ended past --time-limit 0.001 s$" tl.txt \
+    || fail "--time-limit: the baseline's cut repeats not said: $(cat tl.txt)"
+[ "$(grep -c '^not run lru+none@[89]0%/.*: its first replay would have ended past --time-limit 0.001 s$' tl.txt)" = 2 ] \
+    || fail "--time-limit: configurations not run not named: $(cat tl.txt)"
+grep -q "^verdict " tl.txt && fail "--time-limit: a configuration not run has a verdict: $(cat tl.txt)"
+[ "$(grep -c '^mhc: not run ' tl.err)" = 2 ] || fail "--time-limit: not told as it went: $(cat tl.err)"
+[ "$(sqlite3 tl.db "SELECT count(*) FROM runs" 2>/dev/null || echo 0)" = 2 ] || fail "--time-limit: want the baseline's 2 runs stored"
+"$mhc" validate t.db --capacity 90%,80% --link pcie4 --time-scale 0.2 --repeat 2 --time-limit 0.001 --no-store --json >tl.json \
+    || fail "--time-limit --json"
+python3 - tl.json <<'PY' || fail "--time-limit --json: $(head -c 1500 tl.json)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["time_limit_s"] == 0.001 and j["configurations"] == [], j["time_limit_s"]
+assert [n.split("@")[1].split("/")[0] for n in j["not_run"]] == ["90%", "80%"], j["not_run"]
+assert j["baseline"]["repeats"]["cut_by_time_limit"] is True and len(j["baseline"]["repeats"]["makespans_ns"]) == 1
+PY
+"$mhc" validate t.db --capacity 90% --link pcie4 --time-scale 0.2 --repeat 1 --no-store --json >nl.json || fail "no --time-limit"
+python3 -c "import json; j=json.load(open('nl.json')); assert j['time_limit_s'] is None and j['not_run'] == [] and len(j['configurations']) == 1" \
+    || fail "without --time-limit: $(head -c 800 nl.json)"
 "$mhc" info t.db --runs-db runs.db >info.txt 2>&1 || fail "info --runs-db: $(cat info.txt)"
 [ "$(grep -c replayed info.txt)" -ge 3 ] || fail "3 replayed runs wanted in runs.db: $(cat info.txt)"
 

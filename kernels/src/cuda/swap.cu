@@ -69,7 +69,18 @@ public:
             dev_ = static_cast<unsigned char*>(c.device_memory);   // the caller's (cuMemMap'd) memory
         else
             MHC_CUDA_CHECK(cudaMalloc(&dev_, c.device_bytes));
-        MHC_CUDA_CHECK(cudaHostAlloc(&host_, c.host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+        if (c.host_memory) {   // the caller's: pinned and mapped, or refused
+            host_ = static_cast<unsigned char*>(c.host_memory);
+            cudaPointerAttributes at{};
+            if (cudaPointerGetAttributes(&at, host_) != cudaSuccess || at.type != cudaMemoryTypeHost) {
+                (void)cudaGetLastError();
+                if (!c.device_memory) cudaFree(dev_);
+                throw Error("swap engine: the caller's host arena is not pinned memory (kernels::pinned_host_memory)",
+                            Error::Kind::Internal);
+            }
+        } else {
+            MHC_CUDA_CHECK(cudaHostAlloc(&host_, c.host_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+        }
         MHC_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_dev_), host_, 0));
         for (auto& s : streams_) MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
         MHC_CUDA_CHECK(cudaEventCreate(&base_));
@@ -88,7 +99,7 @@ public:
             cudaFreeHost(b.host);
         }
         if (!cfg_.device_memory) cudaFree(dev_);
-        cudaFreeHost(host_);
+        if (!cfg_.host_memory) cudaFreeHost(host_);
     }
 
     std::string name() const override { return "cuda-swap"; }
@@ -280,5 +291,11 @@ private:
 }  // namespace
 
 std::unique_ptr<SwapEngine> make_swap_engine(const SwapConfig& c) { return std::make_unique<CudaSwapEngine>(c); }
+
+std::shared_ptr<unsigned char> pinned_host_memory(size_t bytes) {
+    void* p = nullptr;
+    MHC_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    return {static_cast<unsigned char*>(p), [](unsigned char* q) { cudaFreeHost(q); }};
+}
 
 }  // namespace mhc::kernels::cuda_impl

@@ -69,9 +69,10 @@ struct SwapConfig {
     // When set: the device arena is this memory of device_bytes, owned by the caller (replay's
     // page-mapped pool: virtual ranges backed by 2 MiB pages), instead of one the engine allocates.
     void* device_memory = nullptr;
-    // Host backend only (the CUDA engine's host arena must be pinned; it refuses this): the host
-    // arena is this memory of host_bytes, owned by the caller, instead of one the engine
-    // allocates and zeroes (replay shares one between its replays).
+    // The host arena is this memory of host_bytes, owned by the caller, instead of one the
+    // engine allocates (host: and zeroes; CUDA: and pins), so that one arena serves many
+    // engines (replay shares one between its replays). CUDA: it must be pinned and mapped
+    // (swap_host_memory(Device::Cuda, ...)); other memory is refused.
     void* host_memory = nullptr;
 };
 
@@ -124,5 +125,12 @@ public:
 };
 
 std::unique_ptr<SwapEngine> make_swap_engine(Device device, const SwapConfig& config);
+
+// Pinned, mapped host memory (cudaHostAlloc) of `bytes` for a CUDA swap engine's host arena
+// (SwapConfig::host_memory), freed with the last owner. A CUDA engine that pins its own arena
+// does so on every construction: pinning GiBs costs about as much as copying them, and a
+// validation that made an engine per replay spent most of its time there. Throws mhc::Error
+// without a CUDA build or device, or when the memory cannot be pinned.
+std::shared_ptr<unsigned char> pinned_host_memory(size_t bytes);
 
 }  // namespace mhc::kernels

@@ -25,9 +25,9 @@ public:
     // Maps pool pages pages[0..n) at base + va_off, in order (va_off page-aligned, the range
     // unmapped). Throws mhc::Error when the system refuses.
     virtual void map(int64_t va_off, const int32_t* pages, int64_t n) = 0;
-    // Returns [va_off, va_off + n pages) to the reservation (data in the pages is kept). The
-    // host mapper leaves the old mapping in place until the range is mapped to other pages
-    // (pages_host.cpp says why); a range may not be mapped twice without an unmap between.
+    // Returns [va_off, va_off + n pages) to the reservation (data in the pages is kept). Both
+    // mappers leave the old mapping in place until the range is mapped to other pages
+    // (pages_host.cpp, pages_cuda.cpp say why); a range may not be mapped twice without an unmap between.
     virtual void unmap(int64_t va_off, int64_t n) = 0;
     virtual int64_t mapped_pages() const = 0;   // pages currently mapped (all ranges)
     // The pool page the mapping at base + va_off shows now, mapped or not (-1: none, or not
@@ -43,7 +43,9 @@ public:
 // `distinct_pages` (0: all): the pages with memory of their own (PageMapper::distinct_pages).
 std::unique_ptr<PageMapper> make_host_mapper(int64_t pool_pages, int64_t va_bytes, bool premap = false,
                                              int64_t distinct_pages = 0);
-// Throws mhc::Error without a CUDA build, without a GPU, or when the driver refuses.
-std::unique_ptr<PageMapper> make_cuda_mapper(int64_t pool_pages, int64_t va_bytes);
+// Throws mhc::Error without a CUDA build, without a GPU, or when the driver refuses. Like the
+// host mapper, it keeps a freed range's pages mapped until the virtual pages are needed for
+// others (shown_page). `premap`: virtual page i shows pool page i from the start.
+std::unique_ptr<PageMapper> make_cuda_mapper(int64_t pool_pages, int64_t va_bytes, bool premap = false);
 
 }  // namespace mhc::replay

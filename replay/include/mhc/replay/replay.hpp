@@ -56,8 +56,9 @@ struct Options {
     // its own; a replay that swaps also when the pool's pages alias (PageMapper::distinct_pages).
     // Every replay leaves it as it found it (nothing mapped).
     PageMapper* mapper = nullptr;
-    // Host backend: a host arena shared by replays the same way (zeroing GiBs per replay cost
-    // seconds); used when it holds host_arena_bytes(). Its content is not relied on.
+    // A host arena shared by replays the same way (host: zeroing GiBs per replay cost seconds;
+    // CUDA: pinned memory, kernels::pinned_host_memory, whose pinning per replay cost more than
+    // the replays); used when it holds host_arena_bytes(). Its content is not relied on.
     unsigned char* host_memory = nullptr;
     size_t host_memory_bytes = 0;
 };
@@ -106,6 +107,9 @@ struct Measured {
     std::string oom_where;
     double seconds = 0;                // wall time of the whole replay
     double map_seconds = 0;            // wall time mapping/unmapping pages (the replay clock paused)
+    // CUDA: of that, the time with copies queued or in flight, which the GPU ran meanwhile (the
+    // replay's clock did not see them take it: a transfer can finish sooner than it measures).
+    int64_t paused_with_copies_ns = 0;
     std::vector<trace::RunEvent> events;            // measured, in trace ns (t0 = t_begin)
     std::vector<trace::RunKernelTime> kernel_times; // measured start/end of every kernel
     std::vector<trace::RunMemorySample> memory;

@@ -27,6 +27,13 @@ struct ValidateSpec {
     // Called once every replay is done, before anything is stored: a caller prints the
     // results here, so that a store that fails costs no result.
     std::function<void(const Report&)> before_store;
+    // Called as the validation goes, one line at a time (no newline): when each replay ends
+    // ("mhc: configuration 2/5: replay 1/3 of NAME: makespan ..."), and once a configuration is
+    // measured, its lines of the report's table as to_text will print them (the header before
+    // the baseline's; row_text at table_width) and its verdict on the load so far. A
+    // validation cut short (a timeout, a signal) has said what it measured; the report at the
+    // end is unchanged.
+    std::function<void(const std::string&)> progress_line;
     double target_pp = 5;                   // the loss error a configuration must stay within
     std::string link_origin = "given";      // how the link was obtained (printed, in --json)
     std::string time_scale_origin;          // why replay.time_scale is what it is
@@ -53,6 +60,12 @@ struct ValidateSpec {
     // Replay and measure only the last this many training steps (0: all of them): the steps
     // before run at once to bring each replay to the state its run had (Plan::window_begin).
     int replay_steps = 0;
+    // Seconds the validation may take, counted from its start (0: no limit). A replay is not
+    // started when its predicted makespan x the time scale, plus the most a replay has cost
+    // beyond that so far, would end past it: a configuration's repeats stop there (those done
+    // stand for it), and a limited configuration whose first replay would not fit is not run,
+    // nor any after it (Report::not_run). The baseline's first replay always runs.
+    double time_limit_s = 0;
 };
 
 inline constexpr double kLongReplaySeconds = 600;
@@ -144,6 +157,7 @@ struct Row {
     double predicted_loss() const { return windowed ? window.loss : predicted.throughput_loss; }
     int64_t predicted_makespan() const { return windowed ? window.makespan_ns : predicted.simulated_makespan; }
     std::string verdict;              // one line: validated / not validated / inconclusive / ...
+    bool repeats_cut = false;         // fewer replays than asked: the next would have ended past --time-limit
     // Stored after every replay (begun first as "incomplete" when storing).
     trace::Run sim_record, replay_record;
 };
@@ -194,6 +208,8 @@ struct Report {
     };
     std::vector<Phase> phases;
     double estimated_seconds = 0;   // the replays' duration estimated before the first (estimated_replay_seconds)
+    double time_limit_s = 0;        // ValidateSpec::time_limit_s (0: none)
+    std::vector<std::string> not_run;   // configurations not run: they would have ended past it
     std::string store_error;        // set when the runs could not (all) be stored
     bool stored = false;
     bool ok() const;                // no failure, no checksum mismatch
@@ -202,6 +218,12 @@ struct Report {
 Report validate(const std::string& trace_path, const ValidateSpec& spec,
                 const std::function<void(const std::string&)>& note = {});
 std::string to_text(const Report& r);
+// The table's configuration column: wide enough for every name (at least 34), and its header line.
+int table_width(const std::vector<std::string>& names);
+std::string table_header(int width);
+// One configuration's lines of to_text's table (its row, an OOM line when one ran out of memory,
+// the detail line), the name padded to `width`; each line ends with a newline.
+std::string row_text(const Row& row, int width);
 // The report as one JSON object (mhc validate --json): per configuration the predicted and
 // measured peak, loss, error in points, traffic, checksums, repeats and their spread, the
 // verdict; the link used and how it was obtained; the load.
