@@ -78,12 +78,13 @@ int check_inputs(int64_t count, int threads) {
     }
     const double mean = sum / count, sd = std::sqrt(sq / count - mean * mean);
     const bool ok = same && std::abs(mean) < 5.0 / std::sqrt(double(count)) + 1e-3 && std::abs(sd - 1.0) < 0.01;
-    std::printf("inputs: %lld normal bf16 values on %d threads in %.3f s: mean %.4f, sd %.4f; same on 1 thread: %s: %s\n",
-                static_cast<long long>(count), threads, secs, mean, sd, same ? "yes" : "no", ok ? "ok" : "FAILED");
+    std::printf(
+        "inputs: %lld normal bf16 values on %d threads in %.3f s: mean %.4f, sd %.4f; same on 1 thread: %s: %s\n",
+        static_cast<long long>(count), threads, secs, mean, sd, same ? "yes" : "no", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }
 
-}  // namespace
+}   // namespace
 
 int main(int argc, char** argv) {
     int64_t T = 16 << 20;
@@ -174,10 +175,11 @@ int main(int argc, char** argv) {
         }
         std::sort(t.begin(), t.end());
         const double med = t[t.size() / 2], gbs = bytes_per_token * T / med;
-        std::printf("%-9s %-22s median %8.3f ms  min %8.3f ms  %7.1f GB/s  %5.1f%% of device bandwidth  "
-                    "(max row err %.2g, %s)\n",
-                    k::to_string(kernels), what, med * 1e3, t.front() * 1e3, gbs / 1e9, 100 * gbs / bw, r.max_row_err,
-                    r.backend.c_str());
+        std::printf(
+            "%-9s %-22s median %8.3f ms  min %8.3f ms  %7.1f GB/s  %5.1f%% of device bandwidth  "
+            "(max row err %.2g, %s)\n",
+            k::to_string(kernels), what, med * 1e3, t.front() * 1e3, gbs / 1e9, 100 * gbs / bw, r.max_row_err,
+            r.backend.c_str());
         out = head(backward ? ddH : dP);
         return med;
     };
@@ -196,8 +198,11 @@ int main(int argc, char** argv) {
     for (int c = 0; c < 4; ++c) {
         const double bytes = (cases[c].backward ? 6.0 : 4.0) * nn;
         std::vector<k::bf16> ob, of;
-        if (base) med[0][c] = run(cases[c].what, k::CudaSinkhornKernels::Baseline, cases[c].log, cases[c].backward, bytes, ob);
-        if (fused) med[1][c] = run(cases[c].what, k::CudaSinkhornKernels::Fused, cases[c].log, cases[c].backward, bytes, of);
+        if (base)
+            med[0][c] = run(cases[c].what, k::CudaSinkhornKernels::Baseline, cases[c].log, cases[c].backward, bytes,
+                            ob);
+        if (fused)
+            med[1][c] = run(cases[c].what, k::CudaSinkhornKernels::Fused, cases[c].log, cases[c].backward, bytes, of);
         if (base && fused) {
             double worst = 0, scale = 0;
             for (size_t i = 0; i < of.size(); ++i) {
@@ -205,10 +210,11 @@ int main(int argc, char** argv) {
                 worst = std::max(worst, std::abs(a - b));
                 scale = std::max(scale, std::abs(a));
             }
-            std::printf("          %-22s fused: %.2fx the baseline's speed; outputs of the first %lld tokens differ "
-                        "by at most %.3g (largest |value| %.3g, bf16 step near it %.3g)\n",
-                        cases[c].what, med[0][c] / med[1][c], static_cast<long long>(of.size() / nn), worst, scale,
-                        scale / 128);
+            std::printf(
+                "          %-22s fused: %.2fx the baseline's speed; outputs of the first %lld tokens differ "
+                "by at most %.3g (largest |value| %.3g, bf16 step near it %.3g)\n",
+                cases[c].what, med[0][c] / med[1][c], static_cast<long long>(of.size() / nn), worst, scale,
+                scale / 128);
         }
     }
     const int v = fused ? 1 : 0;

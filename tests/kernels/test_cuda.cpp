@@ -53,10 +53,9 @@ void run_gpu(const k::SinkhornOptions& o, const std::vector<float>& h, const std
         ddH = k::DeviceBuffer(h.size() * sizeof(Out) + out_off);
         dG.upload(gi.data(), gi.size() * sizeof(In), in_off);
         ddH.fill_bytes(0xff);
-        rep = k::sinkhorn_backward(o, T, {at(dH, in_off), k::view(hi.data()).dtype},
-                                   {at(dG, in_off), k::view(gi.data()).dtype},
-                                   {at(ddH, out_off), k::view(po.data()).dtype},
-                                   {at(dP, out_off), k::view(po.data()).dtype});
+        rep = k::sinkhorn_backward(
+            o, T, {at(dH, in_off), k::view(hi.data()).dtype}, {at(dG, in_off), k::view(gi.data()).dtype},
+            {at(ddH, out_off), k::view(po.data()).dtype}, {at(dP, out_off), k::view(po.data()).dtype});
         ddH.download(dho.data(), dho.size() * sizeof(Out), out_off);
     } else {
         rep = k::sinkhorn_forward(o, T, {at(dH, in_off), k::view(hi.data()).dtype},
@@ -73,7 +72,7 @@ void run_gpu(const k::SinkhornOptions& o, const std::vector<float>& h, const std
 // for (or the backward's history does not fit, which these tests avoid).
 std::string expected_backend(const k::SinkhornOptions& o) {
     return o.n == 4 && k::resolve_cuda_kernels(o.cuda_kernels) == k::CudaSinkhornKernels::Fused ? "cuda-fused"
-                                                                                             : "cuda-baseline";
+                                                                                                : "cuda-baseline";
 }
 
 template <typename In, typename Out>
@@ -102,9 +101,9 @@ k::SinkhornReport compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOption
     }
     const bool bf16_out = std::is_same_v<Out, k::bf16>;
     const bool bf16_in = std::is_same_v<In, k::bf16>;
-    INFO("n " << n << " log " << og.log_domain << " column_first " << og.column_first << " tol " << og.tol
-              << " iters " << og.iters << " backward " << backward << " bf16 in " << bf16_in << " bf16 out "
-              << bf16_out << " kernels " << k::to_string(og.cuda_kernels) << " offset " << offset);
+    INFO("n " << n << " log " << og.log_domain << " column_first " << og.column_first << " tol " << og.tol << " iters "
+              << og.iters << " backward " << backward << " bf16 in " << bf16_in << " bf16 out " << bf16_out
+              << " kernels " << k::to_string(og.cuda_kernels) << " offset " << offset);
     if (!backward || og.iters <= 40) CHECK(rg.backend == expected_backend(og));
     // With a tolerance, a token whose error lands within rounding of tol may stop one
     // iteration earlier on one side; that moves P by about tol (and dH accordingly).
@@ -166,7 +165,7 @@ TEST_CASE("kernels: CUDA Sinkhorn forward matches the CPU", "[kernels][cuda][gpu
                 o.iters = 200;
             }
             for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
-                if (n != 4 && kernels == k::CudaSinkhornKernels::Baseline) continue;  // the same kernels
+                if (n != 4 && kernels == k::CudaSinkhornKernels::Baseline) continue;   // the same kernels
                 o.cuda_kernels = kernels;
                 compare_with_cpu<float, float>(rng, o, false);
                 compare_with_cpu<k::bf16, k::bf16>(rng, o, false);
@@ -187,7 +186,7 @@ TEST_CASE("kernels: CUDA Sinkhorn backward matches the CPU", "[kernels][cuda][gp
             o.log_domain = variant & 2;
             if (variant & 4) {
                 o.tol = 1e-4f;
-                o.iters = 40;  // the fused backward's history (iters x 2 KiB a block) must fit twice
+                o.iters = 40;   // the fused backward's history (iters x 2 KiB a block) must fit twice
             }
             for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
                 if (n != 4 && kernels == k::CudaSinkhornKernels::Baseline) continue;

@@ -81,7 +81,7 @@ double max_abs(const std::vector<float>& v, size_t from, size_t count) {
     return m;
 }
 
-}  // namespace
+}   // namespace
 
 TEST_CASE("kernels: the fused CUDA kernels' arithmetic matches the CPU kernels", "[kernels][sinkhorn][fused]") {
     std::mt19937_64 rng(ref::seed() + 40);
@@ -126,7 +126,8 @@ TEST_CASE("kernels: the fused CUDA kernels' arithmetic matches the CPU kernels",
         if (o.tol > 0) {
             CHECK(std::abs(its_max - rep.iters_max) <= 1);
             CHECK(its_mean == Approx(rep.iters_mean).epsilon(0.01));
-            if (o.eps < 1e-3f) CHECK(its_mean < o.iters);  // the tolerance stopped tokens (eps 0.05 never gets within 1e-4)
+            if (o.eps < 1e-3f)
+                CHECK(its_mean < o.iters);   // the tolerance stopped tokens (eps 0.05 never gets within 1e-4)
         } else {
             CHECK(its_max == o.iters);
         }
@@ -150,7 +151,7 @@ TEST_CASE("kernels: the fused CUDA kernels' backward matches the float64 referen
             worst = std::max(worst, max_abs_diff(&r.dh[t * 16], want) / std::max(1.0, kt::max_abs(want)));
         }
         INFO("column_first " << o.column_first << " log " << o.log_domain << " eps " << o.eps);
-        CHECK(worst < 2e-4);  // the CPU kernels' own bound (test_sinkhorn_backward.cpp)
+        CHECK(worst < 2e-4);   // the CPU kernels' own bound (test_sinkhorn_backward.cpp)
     }
 }
 
@@ -188,7 +189,7 @@ TEST_CASE("kernels: MHC_CUDA_SINKHORN chooses the CUDA kernels a default call ru
     CHECK(k::resolve_cuda_kernels(K::Default) == K::Fused);
     ::setenv("MHC_CUDA_SINKHORN", "baseline", 1);
     CHECK(k::resolve_cuda_kernels(K::Default) == K::Baseline);
-    CHECK(k::resolve_cuda_kernels(K::Fused) == K::Fused);  // an explicit choice wins
+    CHECK(k::resolve_cuda_kernels(K::Fused) == K::Fused);   // an explicit choice wins
     ::setenv("MHC_CUDA_SINKHORN", "fused", 1);
     CHECK(k::resolve_cuda_kernels(K::Default) == K::Fused);
     CHECK(k::resolve_cuda_kernels(K::Baseline) == K::Baseline);

@@ -39,7 +39,7 @@ SinkhornReport run(const SinkhornOptions& o, int64_t T, ConstTensor H, ConstTens
                    bool backward) {
     SinkhornReport rep;
     rep.tokens = T;
-    rep.backend = "cuda";  // named once the kernels are chosen
+    rep.backend = "cuda";   // named once the kernels are chosen
     if (T == 0) return rep;
     CallResources r;
     MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));

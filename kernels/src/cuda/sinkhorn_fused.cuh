@@ -93,15 +93,15 @@ __device__ __forceinline__ void prefetch16(const void* p, bool bf16, int64_t t) 
 
 // A thread's statistics over its tokens.
 struct Acc {
-    unsigned row_bits = 0, col_bits = 0;  // non-negative floats order like their bits
+    unsigned row_bits = 0, col_bits = 0;   // non-negative floats order like their bits
     unsigned long long worst = 0, iter_sum = 0;
     int iter_max = 0;
 
     __device__ __forceinline__ void add(int64_t t, float re, float ce, int its) {
         row_bits = max(row_bits, __float_as_uint(re));
         col_bits = max(col_bits, __float_as_uint(ce));
-        worst = max(worst, (static_cast<unsigned long long>(__float_as_uint(fmaxf(re, ce))) << 32) |
-                               static_cast<uint32_t>(t));
+        worst = max(worst,
+                    (static_cast<unsigned long long>(__float_as_uint(fmaxf(re, ce))) << 32) | static_cast<uint32_t>(t));
         iter_sum += static_cast<unsigned long long>(its);
         iter_max = max(iter_max, its);
     }
@@ -128,7 +128,7 @@ __device__ __forceinline__ void flush(Acc a, Stats* s) {
             a.iter_sum += warps[w].iter_sum;
             a.iter_max = max(a.iter_max, warps[w].iter_max);
         }
-        if (a.iter_sum == 0) return;  // no token in this block
+        if (a.iter_sum == 0) return;   // no token in this block
         atomicMax(&s->row_bits, a.row_bits);
         atomicMax(&s->col_bits, a.col_bits);
         atomicMax(&s->worst, a.worst);
@@ -202,24 +202,21 @@ __global__ void __launch_bounds__(kFusedBackwardThreads) fused_backward_kernel(F
     flush(acc, A.stats);
 }
 
-template <bool LOG, bool BACKWARD, bool COLFIRST, bool TOL>
-void launch_fused_one(const FusedArgs& a, cudaStream_t s) {
+template <bool LOG, bool BACKWARD, bool COLFIRST, bool TOL> void launch_fused_one(const FusedArgs& a, cudaStream_t s) {
     const int threads = BACKWARD ? kFusedBackwardThreads : kFusedForwardThreads;
     const size_t smem = BACKWARD ? fused_backward_smem(a.iters) : 0;
     void (*kernel)(FusedArgs) = nullptr;
-    if constexpr (BACKWARD)
-        kernel = fused_backward_kernel<LOG, COLFIRST, TOL>;
-    else
-        kernel = fused_forward_kernel<LOG, COLFIRST, TOL>;
+    if constexpr (BACKWARD) kernel = fused_backward_kernel<LOG, COLFIRST, TOL>;
+    else kernel = fused_forward_kernel<LOG, COLFIRST, TOL>;
     if (BACKWARD) {
-        MHC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        MHC_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
         MHC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                             cudaSharedmemCarveoutMaxShared));
     }
     int per_sm = 0;
     MHC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-    if (per_sm < 1)
-        throw Error("CUDA Sinkhorn: the fused kernel does not fit on this device", Error::Kind::Internal);
+    if (per_sm < 1) throw Error("CUDA Sinkhorn: the fused kernel does not fit on this device", Error::Kind::Internal);
     const int64_t needed = (a.T + threads - 1) / threads;
     const int64_t full = static_cast<int64_t>(per_sm) * a.sms;
     const unsigned blocks = static_cast<unsigned>(needed < full ? needed : full);
@@ -227,17 +224,15 @@ void launch_fused_one(const FusedArgs& a, cudaStream_t s) {
     MHC_CUDA_CHECK_LAUNCH("fused sinkhorn kernel");
 }
 
-template <bool LOG, bool BACKWARD>
-void launch_fused(const FusedArgs& a, cudaStream_t s) {
+template <bool LOG, bool BACKWARD> void launch_fused(const FusedArgs& a, cudaStream_t s) {
     const bool tol = a.tol > 0.0f;
     if (a.column_first)
         tol ? launch_fused_one<LOG, BACKWARD, true, true>(a, s) : launch_fused_one<LOG, BACKWARD, true, false>(a, s);
-    else
-        tol ? launch_fused_one<LOG, BACKWARD, false, true>(a, s) : launch_fused_one<LOG, BACKWARD, false, false>(a, s);
+    else tol ? launch_fused_one<LOG, BACKWARD, false, true>(a, s) : launch_fused_one<LOG, BACKWARD, false, false>(a, s);
 }
 
-}  // namespace mhc::kernels::cuda_impl::sk
+}   // namespace mhc::kernels::cuda_impl::sk
 
-#define MHC_SINKHORN_FUSED_INSTANTIATE(LOG, BACKWARD)                    \
+#define MHC_SINKHORN_FUSED_INSTANTIATE(LOG, BACKWARD)                       \
     template void mhc::kernels::cuda_impl::sk::launch_fused<LOG, BACKWARD>( \
         const mhc::kernels::cuda_impl::sk::FusedArgs&, cudaStream_t)

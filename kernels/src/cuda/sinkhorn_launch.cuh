@@ -26,7 +26,7 @@ struct Args {
     float* hist;             // backward: [iters * 2n][chunk] floats
     int64_t chunk;
     Stats* stats;
-    bool generic;            // n = 4 through the run-time-n kernels (buffers not 16-byte aligned)
+    bool generic;   // n = 4 through the run-time-n kernels (buffers not 16-byte aligned)
 };
 
 // Launches the forward (BACKWARD false) or backward kernel, plain or log-domain (LOG), for
@@ -43,15 +43,15 @@ constexpr int kFusedBackwardThreads = 64;
 struct FusedArgs {
     const void* H;
     const void* G;
-    void* P;                 // backward: may be null
+    void* P;   // backward: may be null
     void* dH;
     bool h_bf16, out_bf16;
-    bool vec;                // every buffer 16-byte aligned: vector loads and stores
+    bool vec;   // every buffer 16-byte aligned: vector loads and stores
     bool column_first;
     int64_t T;
     int iters;
     float eps, tol;
-    int sms;                 // multiprocessors: the grid fills them once
+    int sms;   // multiprocessors: the grid fills them once
     Stats* stats;
 };
 
@@ -60,7 +60,6 @@ inline size_t fused_backward_smem(int iters) {
     return static_cast<size_t>(iters) * 2 * sizeof(float) * 4 * kFusedBackwardThreads;
 }
 
-template <bool LOG, bool BACKWARD>
-void launch_fused(const FusedArgs& a, cudaStream_t s);
+template <bool LOG, bool BACKWARD> void launch_fused(const FusedArgs& a, cudaStream_t s);
 
 }  // namespace mhc::kernels::cuda_impl::sk

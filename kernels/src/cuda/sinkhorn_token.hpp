@@ -31,7 +31,7 @@
 #if defined(__CUDA_ARCH__)
 #define MHC_SK4_UNROLL _Pragma("unroll")
 #elif defined(__CUDACC__)
-#define MHC_SK4_UNROLL  // nvcc's host pass: GCC would warn of either pragma
+#define MHC_SK4_UNROLL   // nvcc's host pass: GCC would warn of either pragma
 #else
 #define MHC_SK4_UNROLL _Pragma("GCC unroll 16")
 #endif
@@ -44,7 +44,7 @@ constexpr float kLn2 = 0.693147180559945309f;
 MHC_SK4 float rcp(float x) {
 #if defined(__CUDA_ARCH__)
     float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));  // x = s + eps >= eps
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));   // x = s + eps >= eps
     return r;
 #else
     return 1.0f / x;
@@ -90,10 +90,7 @@ MHC_SK4 float max2(float a, float b) {
 }
 
 // Element (x, y) of a row (ROWS) or column walk: x is the row or column normalised.
-template <bool ROWS>
-MHC_SK4 constexpr int at(int x, int y) {
-    return ROWS ? 4 * x + y : 4 * y + x;
-}
+template <bool ROWS> MHC_SK4 constexpr int at(int x, int y) { return ROWS ? 4 * x + y : 4 * y + x; }
 
 // No history (the forward kernel).
 struct NoHist {
@@ -102,8 +99,7 @@ struct NoHist {
 
 // Row shift of H in place: exp(H - rowmax) (EXP, the plain variant) or H - rowmax (log).
 // Returns the first argmax of each row, 2 bits per row.
-template <bool EXP>
-MHC_SK4 int shift(float* a) {
+template <bool EXP> MHC_SK4 int shift(float* a) {
     int amax = 0;
     MHC_SK4_UNROLL
     for (int i = 0; i < 4; ++i) {
@@ -152,8 +148,7 @@ MHC_SK4 void marginals(const float* p, float& re, float& ce) {
 
 // Normalises the rows (ROWS) or columns of a: s = ((a0 + a1) + a2) + a3 + eps, a *= 1/s.
 // back[x] = s, what the backward multiplies by to undo the step.
-template <bool ROWS>
-MHC_SK4 void plain_step(float* a, float eps, float* back) {
+template <bool ROWS> MHC_SK4 void plain_step(float* a, float eps, float* back) {
     MHC_SK4_UNROLL
     for (int x = 0; x < 4; ++x) {
         const float s = (((a[at<ROWS>(x, 0)] + a[at<ROWS>(x, 1)]) + a[at<ROWS>(x, 2)]) + a[at<ROWS>(x, 3)]) + eps;
@@ -183,8 +178,7 @@ MHC_SK4 int plain_iterations(float* a, int iters, float eps, float tol, Hist& hi
 }
 
 // Undoes one step along rows (ROWS) or columns: X carries g ∘ B (see the top).
-template <bool ROWS>
-MHC_SK4 void plain_undo(float* b, float* x, const float* back) {
+template <bool ROWS> MHC_SK4 void plain_undo(float* b, float* x, const float* back) {
     MHC_SK4_UNROLL
     for (int r = 0; r < 4; ++r) {
         const float d = ((x[at<ROWS>(r, 0)] + x[at<ROWS>(r, 1)]) + x[at<ROWS>(r, 2)]) + x[at<ROWS>(r, 3)];
@@ -199,8 +193,7 @@ MHC_SK4 void plain_undo(float* b, float* x, const float* back) {
 
 // b: the forward's result (consumed); x: dL/dP in, dL/dL0 out (before the shift's term),
 // i.e. dL/dM0 ∘ M0. its iterations, their back vectors from hist.get(it, q0, q1).
-template <bool COLFIRST, class Hist>
-MHC_SK4 void plain_backward(float* b, float* x, int its, const Hist& hist) {
+template <bool COLFIRST, class Hist> MHC_SK4 void plain_backward(float* b, float* x, int its, const Hist& hist) {
     MHC_SK4_UNROLL
     for (int k = 0; k < 16; ++k) x[k] *= b[k];
     for (int it = its - 1; it >= 0; --it) {
@@ -214,8 +207,7 @@ MHC_SK4 void plain_backward(float* b, float* x, int its, const Hist& hist) {
 // ---- log domain (natural units, as the CPU; exponentials through ex2) ----
 
 // upd[x] = -logsumexp_y(L(x, y) + oth[y]).
-template <bool ROWS>
-MHC_SK4 void lse_step(const float* L, float* upd, const float* oth) {
+template <bool ROWS> MHC_SK4 void lse_step(const float* L, float* upd, const float* oth) {
     MHC_SK4_UNROLL
     for (int x = 0; x < 4; ++x) {
         float t[4];
@@ -232,9 +224,8 @@ MHC_SK4 void lse_step(const float* L, float* upd, const float* oth) {
 // p = exp(L + f_i + g_j).
 MHC_SK4 void log_exp(const float* L, const float* f, const float* g, float* p) {
     MHC_SK4_UNROLL
-    for (int i = 0; i < 4; ++i)
-        MHC_SK4_UNROLL
-        for (int j = 0; j < 4; ++j) p[4 * i + j] = ex2(((L[4 * i + j] + f[i]) + g[j]) * kLog2e);
+    for (int i = 0; i < 4; ++i) MHC_SK4_UNROLL
+    for (int j = 0; j < 4; ++j) p[4 * i + j] = ex2(((L[4 * i + j] + f[i]) + g[j]) * kLog2e);
 }
 
 // The iterations on L0 (= H - rowmax); f, g out. hist.put(it, first step's vector, second's).
@@ -264,8 +255,7 @@ MHC_SK4 int log_iterations(const float* L, float* f, float* g, int iters, float 
 
 // Undoes one logsumexp step along rows (ROWS) or columns: p is the matrix after it, cur the
 // step's vector and prev the same vector before it; p becomes the matrix before the step.
-template <bool ROWS>
-MHC_SK4 void log_undo(float* p, float* g, const float* cur, const float* prev) {
+template <bool ROWS> MHC_SK4 void log_undo(float* p, float* g, const float* cur, const float* prev) {
     MHC_SK4_UNROLL
     for (int r = 0; r < 4; ++r) {
         const float d = ((g[at<ROWS>(r, 0)] + g[at<ROWS>(r, 1)]) + g[at<ROWS>(r, 2)]) + g[at<ROWS>(r, 3)];
@@ -280,8 +270,7 @@ MHC_SK4 void log_undo(float* p, float* g, const float* cur, const float* prev) {
 }
 
 // p: the forward's result (consumed); g: dL/dP in, dL/dL0 out (before the shift's term).
-template <bool COLFIRST, class Hist>
-MHC_SK4 void log_backward(float* p, float* g, int its, const Hist& hist) {
+template <bool COLFIRST, class Hist> MHC_SK4 void log_backward(float* p, float* g, int its, const Hist& hist) {
     MHC_SK4_UNROLL
     for (int k = 0; k < 16; ++k) g[k] *= p[k];
     float c0[4], c1[4];
@@ -323,11 +312,9 @@ MHC_SK4 int forward_token(float* a, int iters, float eps, float tol, Hist& hist,
 // p: forward_token's result (consumed); g: dL/dP in, dL/dH out.
 template <bool LOG, bool COLFIRST, class Hist>
 MHC_SK4 void backward_token(float* p, float* g, int its, int amax, const Hist& hist) {
-    if constexpr (LOG)
-        log_backward<COLFIRST>(p, g, its, hist);
-    else
-        plain_backward<COLFIRST>(p, g, its, hist);
+    if constexpr (LOG) log_backward<COLFIRST>(p, g, its, hist);
+    else plain_backward<COLFIRST>(p, g, its, hist);
     shift_grad(g, amax);
 }
 
-}  // namespace mhc::kernels::sk4
+}   // namespace mhc::kernels::sk4
