@@ -27,35 +27,36 @@ namespace k = mhc::kernels;
 
 namespace {
 
-uint64_t splitmix64(uint64_t& s) {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+uint64_t splitmix64(uint64_t& state) {
+    uint64_t mix = (state += 0x9e3779b97f4a7c15ull);
+    mix = (mix ^ (mix >> 30)) * 0xbf58476d1ce4e5b9ull;
+    mix = (mix ^ (mix >> 27)) * 0x94d049bb133111ebull;
+    return mix ^ (mix >> 31);
 }
 
 // Standard normal bf16 values: block b of kBlock values from seed (seed, b), Box-Muller.
 constexpr size_t kBlock = 1 << 16;
-void fill_normal(std::vector<k::bf16>& v, uint64_t seed, int threads) {
-    const size_t blocks = (v.size() + kBlock - 1) / kBlock;
+void fill_normal(std::vector<k::bf16>& vals, uint64_t seed, int threads) {
+    const size_t blocks = (vals.size() + kBlock - 1) / kBlock;
     std::vector<std::thread> pool;
+    pool.reserve(static_cast<size_t>(threads));
     for (int w = 0; w < threads; ++w)
         pool.emplace_back([&, w] {
             for (size_t b = static_cast<size_t>(w); b < blocks; b += static_cast<size_t>(threads)) {
-                uint64_t s = seed * 0x2545f4914f6cdd1dull + b;
-                const size_t end = std::min(v.size(), (b + 1) * kBlock);
+                uint64_t state = seed * 0x2545f4914f6cdd1dull + b;
+                const size_t end = std::min(vals.size(), (b + 1) * kBlock);
                 for (size_t i = b * kBlock; i < end; i += 2) {
                     // one 64-bit draw: u1 in (0, 1] and u2 in [0, 1), 24 bits each (the values are bf16)
-                    const uint64_t z = splitmix64(s);
-                    const float u1 = (static_cast<float>(z >> 40) + 1.0f) * 0x1.0p-24f;
-                    const float u2 = static_cast<float>((z >> 16) & 0xffffff) * 0x1.0p-24f;
-                    const float r = std::sqrt(-2.0f * std::log(u1)), a = 6.2831853f * u2;
-                    v[i] = k::float_to_bf16(r * std::cos(a));
-                    if (i + 1 < end) v[i + 1] = k::float_to_bf16(r * std::sin(a));
+                    const uint64_t bits = splitmix64(state);
+                    const float u1 = (static_cast<float>(bits >> 40) + 1.0f) * 0x1.0p-24f;
+                    const float u2 = static_cast<float>((bits >> 16) & 0xffffff) * 0x1.0p-24f;
+                    const float radius = std::sqrt(-2.0f * std::log(u1)), angle = 6.2831853f * u2;
+                    vals[i] = k::float_to_bf16(radius * std::cos(angle));
+                    if (i + 1 < end) vals[i + 1] = k::float_to_bf16(radius * std::sin(angle));
                 }
             }
         });
-    for (auto& t : pool) t.join();
+    for (auto& worker : pool) worker.join();
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -64,20 +65,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // --inputs-only: the generator's own check. Exit status 1 when it fails.
 int check_inputs(int64_t count, int threads) {
-    std::vector<k::bf16> a(static_cast<size_t>(count)), b(static_cast<size_t>(count));
+    std::vector<k::bf16> made(static_cast<size_t>(count)), again(static_cast<size_t>(count));
     const auto t0 = std::chrono::steady_clock::now();
-    fill_normal(a, 1, threads);
+    fill_normal(made, 1, threads);
     const double secs = seconds_since(t0);
-    fill_normal(b, 1, 1);
-    const bool same = std::equal(a.begin(), a.end(), b.begin(), [](k::bf16 x, k::bf16 y) { return x.bits == y.bits; });
+    fill_normal(again, 1, 1);
+    const bool same = std::equal(made.begin(), made.end(), again.begin(),
+                                 [](k::bf16 lhs, k::bf16 rhs) { return lhs.bits == rhs.bits; });
     double sum = 0, sq = 0;
-    for (auto x : a) {
-        const double f = k::bf16_to_float(x);
-        sum += f;
-        sq += f * f;
+    for (auto val : made) {
+        const double fv = k::bf16_to_float(val);
+        sum += fv;
+        sq += fv * fv;
     }
     const double mean = sum / count, sd = std::sqrt(sq / count - mean * mean);
-    const bool ok = same && std::abs(mean) < 5.0 / std::sqrt(double(count)) + 1e-3 && std::abs(sd - 1.0) < 0.01;
+    const bool ok = same && std::abs(mean) < 5.0 / std::sqrt(static_cast<double>(count)) + 1e-3 &&
+                    std::abs(sd - 1.0) < 0.01;
     std::printf(
         "inputs: %lld normal bf16 values on %d threads in %.3f s: mean %.4f, sd %.4f; same on 1 thread: %s: %s\n",
         static_cast<long long>(count), threads, secs, mean, sd, same ? "yes" : "no", ok ? "ok" : "FAILED");
@@ -98,10 +101,10 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         size_t w = static_cast<size_t>(i - 1);
-        auto next = [&](int64_t min = 1, int64_t max = int64_t(1) << 40) {
-            int64_t v = args.whole(args.value_after(w), a.c_str(), min, max);
+        auto next = [&](int64_t min = 1, int64_t max = int64_t{1} << 40) {
+            const int64_t value = args.whole(args.value_after(w), a.c_str(), min, max);
             i = static_cast<int>(w) + 1;
-            return v;
+            return value;
         };
         if (a == "--tokens") T = next();
         else if (a == "--n") n = static_cast<int>(next(k::kSinkhornMinN, k::kSinkhornMaxN));
@@ -139,23 +142,23 @@ int main(int argc, char** argv) {
     std::printf("measured device bandwidth (read+write stand-in): %.1f GB/s\n", bw / 1e9);
 
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<k::bf16> h(static_cast<size_t>(T * nn)), g(static_cast<size_t>(T * nn));
-    fill_normal(h, 1, threads);
-    fill_normal(g, 2, threads);
-    k::DeviceBuffer dH(h.size() * 2), dG(g.size() * 2), dP(h.size() * 2), ddH(h.size() * 2);
-    dH.upload(h.data(), dH.size());
-    dG.upload(g.data(), dG.size());
+    std::vector<k::bf16> logits(static_cast<size_t>(T * nn)), grads(static_cast<size_t>(T * nn));
+    fill_normal(logits, 1, threads);
+    fill_normal(grads, 2, threads);
+    k::DeviceBuffer dH(logits.size() * 2), dG(grads.size() * 2), dP(logits.size() * 2), ddH(logits.size() * 2);
+    dH.upload(logits.data(), dH.size());
+    dG.upload(grads.data(), dG.size());
     std::printf("inputs: %lld tokens made on %d threads and uploaded in %.2f s\n", static_cast<long long>(T), threads,
                 seconds_since(t0));
-    h = {};
-    g = {};
+    logits = {};
+    grads = {};
 
     // The first tokens' outputs of the last run of each kernel, to compare the two kernel sets.
     const size_t check_values = static_cast<size_t>(std::min<int64_t>(T, 1 << 20) * nn);
-    auto head = [&](const k::DeviceBuffer& b) {
-        std::vector<k::bf16> v(check_values);
-        b.download(v.data(), v.size() * 2);
-        return v;
+    auto head = [&](const k::DeviceBuffer& buf) {
+        std::vector<k::bf16> vals(check_values);
+        buf.download(vals.data(), vals.size() * 2);
+        return vals;
     };
     auto run = [&](const char* what, k::CudaSinkhornKernels kernels, bool log, bool backward, double bytes_per_token,
                    std::vector<k::bf16>& out) {
@@ -206,9 +209,9 @@ int main(int argc, char** argv) {
         if (base && fused) {
             double worst = 0, scale = 0;
             for (size_t i = 0; i < of.size(); ++i) {
-                const double a = k::bf16_to_float(ob[i]), b = k::bf16_to_float(of[i]);
-                worst = std::max(worst, std::abs(a - b));
-                scale = std::max(scale, std::abs(a));
+                const double was = k::bf16_to_float(ob[i]), now = k::bf16_to_float(of[i]);
+                worst = std::max(worst, std::abs(was - now));
+                scale = std::max(scale, std::abs(was));
             }
             std::printf(
                 "          %-22s fused: %.2fx the baseline's speed; outputs of the first %lld tokens differ "
@@ -217,8 +220,8 @@ int main(int argc, char** argv) {
                 scale / 128);
         }
     }
-    const int v = fused ? 1 : 0;
-    const double fwd = med[v][0], bwd = med[v][1];
+    const int judged = fused ? 1 : 0;
+    const double fwd = med[judged][0], bwd = med[judged][1];
     const double frac = 4.0 * nn * T / fwd / bw;
     std::printf("target forward >= 70%% of device bandwidth (%s): %s (%.1f%%)\n", fused ? "fused" : "baseline",
                 frac >= 0.7 ? "MET" : "MISSED", 100 * frac);

@@ -20,18 +20,20 @@ namespace mhc::kernels {
 const char* to_string(Device d) { return d == Device::Cpu ? "cpu" : "cuda"; }
 const char* to_string(DType t) { return t == DType::F32 ? "f32" : "bf16"; }
 
-const char* to_string(CudaSinkhornKernels k) {
-    return k == CudaSinkhornKernels::Fused ? "fused" : k == CudaSinkhornKernels::Baseline ? "baseline" : "default";
+const char* to_string(CudaSinkhornKernels kernels) {
+    return kernels == CudaSinkhornKernels::Fused      ? "fused"
+           : kernels == CudaSinkhornKernels::Baseline ? "baseline"
+                                                      : "default";
 }
 
-CudaSinkhornKernels resolve_cuda_kernels(CudaSinkhornKernels k) {
-    if (k != CudaSinkhornKernels::Default) return k;
+CudaSinkhornKernels resolve_cuda_kernels(CudaSinkhornKernels kernels) {
+    if (kernels != CudaSinkhornKernels::Default) return kernels;
     const char* env = std::getenv("MHC_CUDA_SINKHORN");
     if (!env || !*env) return CudaSinkhornKernels::Fused;
-    const std::string v = env;
-    if (v == "fused") return CudaSinkhornKernels::Fused;
-    if (v == "baseline") return CudaSinkhornKernels::Baseline;
-    throw Error("MHC_CUDA_SINKHORN='" + v + "': use fused or baseline");
+    const std::string value = env;
+    if (value == "fused") return CudaSinkhornKernels::Fused;
+    if (value == "baseline") return CudaSinkhornKernels::Baseline;
+    throw Error("MHC_CUDA_SINKHORN='" + value + "': use fused or baseline");
 }
 
 void validate(const SinkhornOptions& o) {

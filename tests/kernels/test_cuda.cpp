@@ -37,42 +37,42 @@ float as_float(k::bf16 x) { return k::bf16_to_float(x); }
 // bytes: NaN in fp32 and bf16) and returns the outputs as floats. With `offset`, every buffer
 // starts that many elements past a cudaMalloc'd (256-byte aligned) address.
 template <typename In, typename Out>
-void run_gpu(const k::SinkhornOptions& o, const std::vector<float>& h, const std::vector<float>* g,
-             std::vector<float>& p, std::vector<float>& dh, k::SinkhornReport& rep, size_t offset = 0) {
-    const int64_t T = static_cast<int64_t>(h.size()) / (o.n * o.n);
-    auto hi = to_dtype<In>(h);
+void run_gpu(const k::SinkhornOptions& opt, const std::vector<float>& logits, const std::vector<float>* grad,
+             std::vector<float>& p_out, std::vector<float>& dh_out, k::SinkhornReport& rep, size_t offset = 0) {
+    const int64_t tokens = static_cast<int64_t>(logits.size()) / (opt.n * opt.n);
+    auto hi = to_dtype<In>(logits);
     const size_t in_off = offset * sizeof(In), out_off = offset * sizeof(Out);
-    k::DeviceBuffer dH(hi.size() * sizeof(In) + in_off), dP(h.size() * sizeof(Out) + out_off), dG, ddH;
-    auto at = [](const k::DeviceBuffer& b, size_t off) { return static_cast<unsigned char*>(b.data()) + off; };
+    k::DeviceBuffer dH(hi.size() * sizeof(In) + in_off), dP(logits.size() * sizeof(Out) + out_off), dG, ddH;
+    auto at = [](const k::DeviceBuffer& buf, size_t off) { return static_cast<unsigned char*>(buf.data()) + off; };
     dH.upload(hi.data(), hi.size() * sizeof(In), in_off);
     dP.fill_bytes(0xff);
-    std::vector<Out> po(h.size()), dho(h.size());
-    if (g) {
-        auto gi = to_dtype<In>(*g);
-        dG = k::DeviceBuffer(gi.size() * sizeof(In) + in_off);
-        ddH = k::DeviceBuffer(h.size() * sizeof(Out) + out_off);
+    std::vector<Out> po(logits.size()), dho(logits.size());
+    if (grad) {
+        auto gi = to_dtype<In>(*grad);
+        dG = k::DeviceBuffer{gi.size() * sizeof(In) + in_off};
+        ddH = k::DeviceBuffer{logits.size() * sizeof(Out) + out_off};
         dG.upload(gi.data(), gi.size() * sizeof(In), in_off);
         ddH.fill_bytes(0xff);
         rep = k::sinkhorn_backward(
-            o, T, {at(dH, in_off), k::view(hi.data()).dtype}, {at(dG, in_off), k::view(gi.data()).dtype},
+            opt, tokens, {at(dH, in_off), k::view(hi.data()).dtype}, {at(dG, in_off), k::view(gi.data()).dtype},
             {at(ddH, out_off), k::view(po.data()).dtype}, {at(dP, out_off), k::view(po.data()).dtype});
         ddH.download(dho.data(), dho.size() * sizeof(Out), out_off);
     } else {
-        rep = k::sinkhorn_forward(o, T, {at(dH, in_off), k::view(hi.data()).dtype},
+        rep = k::sinkhorn_forward(opt, tokens, {at(dH, in_off), k::view(hi.data()).dtype},
                                   {at(dP, out_off), k::view(po.data()).dtype});
     }
     dP.download(po.data(), po.size() * sizeof(Out), out_off);
-    p.resize(h.size());
-    dh.resize(g ? h.size() : 0);
-    for (size_t i = 0; i < h.size(); ++i) p[i] = as_float(po[i]);
-    for (size_t i = 0; i < dh.size(); ++i) dh[i] = as_float(dho[i]);
+    p_out.resize(logits.size());
+    dh_out.resize(grad ? logits.size() : 0);
+    for (size_t i = 0; i < logits.size(); ++i) p_out[i] = as_float(po[i]);
+    for (size_t i = 0; i < dh_out.size(); ++i) dh_out[i] = as_float(dho[i]);
 }
 
 // The kernels a call must have run: the fused ones for n = 4 unless the baseline was asked
 // for (or the backward's history does not fit, which these tests avoid).
-std::string expected_backend(const k::SinkhornOptions& o) {
-    return o.n == 4 && k::resolve_cuda_kernels(o.cuda_kernels) == k::CudaSinkhornKernels::Fused ? "cuda-fused"
-                                                                                                : "cuda-baseline";
+std::string expected_backend(const k::SinkhornOptions& opt) {
+    return opt.n == 4 && k::resolve_cuda_kernels(opt.cuda_kernels) == k::CudaSinkhornKernels::Fused ? "cuda-fused"
+                                                                                                    : "cuda-baseline";
 }
 
 template <typename In, typename Out>
@@ -203,14 +203,14 @@ TEST_CASE("kernels: CUDA Sinkhorn on buffers that are not 16-byte aligned", "[ke
     std::mt19937_64 rng(ref::seed() + 34);
     for (int variant = 0; variant < 4; ++variant)
         for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
-            k::SinkhornOptions o;
-            o.device = k::Device::Cuda;
-            o.column_first = variant & 1;
-            o.log_domain = variant & 2;
-            o.cuda_kernels = kernels;
+            k::SinkhornOptions opt;
+            opt.device = k::Device::Cuda;
+            opt.column_first = variant & 1;
+            opt.log_domain = variant & 2;
+            opt.cuda_kernels = kernels;
             for (bool backward : {false, true}) {
-                compare_with_cpu<float, float>(rng, o, backward, 1);
-                compare_with_cpu<k::bf16, k::bf16>(rng, o, backward, 3);
+                compare_with_cpu<float, float>(rng, opt, backward, 1);
+                compare_with_cpu<k::bf16, k::bf16>(rng, opt, backward, 3);
             }
         }
 }
@@ -220,11 +220,11 @@ TEST_CASE("kernels: CUDA Sinkhorn refuses buffers not aligned to their element",
     k::DeviceBuffer in(64 * 4 + 8), out(64 * 4 + 8);
     auto* base_in = static_cast<unsigned char*>(in.data());
     auto* base_out = static_cast<unsigned char*>(out.data());
-    k::SinkhornOptions o;
-    o.device = k::Device::Cuda;
-    CHECK_THROWS_WITH(k::sinkhorn_forward(o, 4, {base_in + 2, k::DType::F32}, {base_out, k::DType::F32}),
+    k::SinkhornOptions opt;
+    opt.device = k::Device::Cuda;
+    CHECK_THROWS_WITH(k::sinkhorn_forward(opt, 4, {base_in + 2, k::DType::F32}, {base_out, k::DType::F32}),
                       Catch::Contains("not aligned to its element size"));
-    CHECK_THROWS_WITH(k::sinkhorn_forward(o, 4, {base_in, k::DType::BF16}, {base_out + 1, k::DType::BF16}),
+    CHECK_THROWS_WITH(k::sinkhorn_forward(opt, 4, {base_in, k::DType::BF16}, {base_out + 1, k::DType::BF16}),
                       Catch::Contains("not aligned to its element size"));
 }
 
@@ -232,10 +232,10 @@ TEST_CASE("kernels: CUDA Sinkhorn backward with a history too large for shared m
     // 200 iterations need 400 KiB of history a block: the first version's global scratch runs it.
     require_gpu();
     std::mt19937_64 rng(ref::seed() + 35);
-    k::SinkhornOptions o;
-    o.device = k::Device::Cuda;
-    o.iters = 200;
-    CHECK(compare_with_cpu<float, float>(rng, o, true).backend == "cuda-baseline");
+    k::SinkhornOptions opt;
+    opt.device = k::Device::Cuda;
+    opt.iters = 200;
+    CHECK(compare_with_cpu<float, float>(rng, opt, true).backend == "cuda-baseline");
 }
 
 TEST_CASE("kernels: CUDA swap engine verifies every transfer on both paths", "[kernels][cuda][gpu][swap]") {

@@ -11,8 +11,12 @@
 #include "cuda/sinkhorn_token.hpp"
 #include "helpers.hpp"
 
-using namespace kt;
+namespace k = mhc::kernels;
 namespace sk4 = mhc::kernels::sk4;
+using kt::bwd;
+using kt::fwd;
+using kt::max_abs_diff;
+using kt::to_ref;
 
 namespace {
 
@@ -41,44 +45,49 @@ struct Result {
 };
 
 template <bool LOG, bool COLFIRST, bool TOL>
-Result run_tokens(const k::SinkhornOptions& o, const std::vector<float>& h, const std::vector<float>& g) {
-    const size_t T = h.size() / 16;
-    Result r;
-    r.p.resize(h.size());
-    r.dh.resize(h.size());
-    for (size_t t = 0; t < T; ++t) {
-        float a[16], x[16];
-        std::copy(&h[16 * t], &h[16 * t] + 16, a);
-        std::copy(&g[16 * t], &g[16 * t] + 16, x);
-        HostHist hist(o.iters);
+Result run_tokens(const k::SinkhornOptions& opt, const std::vector<float>& logits, const std::vector<float>& grad) {
+    const size_t tokens = logits.size() / 16;
+    Result res;
+    res.p.resize(logits.size());
+    res.dh.resize(logits.size());
+    for (size_t t = 0; t < tokens; ++t) {
+        float mat[16], carry[16];
+        std::copy(&logits[16 * t], &logits[16 * t] + 16, mat);
+        std::copy(&grad[16 * t], &grad[16 * t] + 16, carry);
+        HostHist hist(opt.iters);
         int amax = 0;
-        const int its = sk4::forward_token<LOG, COLFIRST, TOL>(a, o.iters, o.eps, o.tol, hist, amax);
+        const int its = sk4::forward_token<LOG, COLFIRST, TOL>(mat, opt.iters, opt.eps, opt.tol, hist, amax);
         float re, ce;
-        sk4::marginals(a, re, ce);
-        r.max_row = std::max<double>(r.max_row, re);
-        r.max_col = std::max<double>(r.max_col, ce);
-        r.its.push_back(its);
-        std::copy(a, a + 16, &r.p[16 * t]);
-        sk4::backward_token<LOG, COLFIRST>(a, x, its, amax, hist);
-        std::copy(x, x + 16, &r.dh[16 * t]);
+        sk4::marginals(mat, re, ce);
+        res.max_row = std::max<double>(res.max_row, re);
+        res.max_col = std::max<double>(res.max_col, ce);
+        res.its.push_back(its);
+        std::copy(mat, mat + 16, &res.p[16 * t]);
+        sk4::backward_token<LOG, COLFIRST>(mat, carry, its, amax, hist);
+        std::copy(carry, carry + 16, &res.dh[16 * t]);
     }
-    return r;
+    return res;
 }
 
-Result run_tokens(const k::SinkhornOptions& o, const std::vector<float>& h, const std::vector<float>& g) {
-    const bool tol = o.tol > 0;
-    if (o.log_domain) {
-        if (o.column_first) return tol ? run_tokens<true, true, true>(o, h, g) : run_tokens<true, true, false>(o, h, g);
-        return tol ? run_tokens<true, false, true>(o, h, g) : run_tokens<true, false, false>(o, h, g);
+Result run_tokens(const k::SinkhornOptions& opt, const std::vector<float>& logits, const std::vector<float>& grad) {
+    const bool tol = opt.tol > 0;
+    if (opt.log_domain) {
+        if (opt.column_first)
+            return tol ? run_tokens<true, true, true>(opt, logits, grad)
+                       : run_tokens<true, true, false>(opt, logits, grad);
+        return tol ? run_tokens<true, false, true>(opt, logits, grad)
+                   : run_tokens<true, false, false>(opt, logits, grad);
     }
-    if (o.column_first) return tol ? run_tokens<false, true, true>(o, h, g) : run_tokens<false, true, false>(o, h, g);
-    return tol ? run_tokens<false, false, true>(o, h, g) : run_tokens<false, false, false>(o, h, g);
+    if (opt.column_first)
+        return tol ? run_tokens<false, true, true>(opt, logits, grad)
+                   : run_tokens<false, true, false>(opt, logits, grad);
+    return tol ? run_tokens<false, false, true>(opt, logits, grad) : run_tokens<false, false, false>(opt, logits, grad);
 }
 
-double max_abs(const std::vector<float>& v, size_t from, size_t count) {
-    double m = 0;
-    for (size_t i = from; i < from + count; ++i) m = std::max(m, std::abs(double(v[i])));
-    return m;
+double max_abs_of(const std::vector<float>& vals, size_t from, size_t count) {
+    double largest = 0;
+    for (size_t i = from; i < from + count; ++i) largest = std::max(largest, std::abs(static_cast<double>(vals[i])));
+    return largest;
 }
 
 }   // namespace
@@ -86,50 +95,51 @@ double max_abs(const std::vector<float>& v, size_t from, size_t count) {
 TEST_CASE("kernels: the fused CUDA kernels' arithmetic matches the CPU kernels", "[kernels][sinkhorn][fused]") {
     std::mt19937_64 rng(ref::seed() + 40);
     for (int variant = 0; variant < 16; ++variant) {
-        k::SinkhornOptions o;
-        o.column_first = variant & 1;
-        o.log_domain = variant & 2;
-        o.eps = (variant & 4) ? 0.05f : 1e-6f;
+        k::SinkhornOptions opt;
+        opt.column_first = variant & 1;
+        opt.log_domain = variant & 2;
+        opt.eps = (variant & 4) ? 0.05f : 1e-6f;
         if (variant & 8) {
-            o.tol = 1e-4f;
-            o.iters = 60;
+            opt.tol = 1e-4f;
+            opt.iters = 60;
         }
-        const int64_t T = 200;
-        auto h = ref::random_logits(rng, T * 16, 2.0);
-        auto g = ref::random_logits(rng, T * 16, 1.0);
+        const int64_t tokens = 200;
+        auto logits = ref::random_logits(rng, tokens * 16, 2.0);
+        auto grad = ref::random_logits(rng, tokens * 16, 1.0);
         k::SinkhornReport rep;
-        auto pc = fwd(o, h, &rep);
+        auto pc = fwd(opt, logits, &rep);
         std::vector<float> pb;
-        auto dhc = bwd(o, h, g, &pb);
-        auto r = run_tokens(o, h, g);
-        INFO("column_first " << o.column_first << " log " << o.log_domain << " eps " << o.eps << " tol " << o.tol);
+        auto dhc = bwd(opt, logits, grad, &pb);
+        auto res = run_tokens(opt, logits, grad);
+        INFO("column_first " << opt.column_first << " log " << opt.log_domain << " eps " << opt.eps << " tol "
+                             << opt.tol);
         // As the GPU tests compare: fp32 P within 2e-6 (more with a tolerance, where a token whose
         // error lands within rounding of tol may stop one iteration apart), dH within 1e-4 of
         // the largest gradient.
-        const double slack = o.tol > 0 ? 5.0 * o.tol : 0.0;
+        const double slack = opt.tol > 0 ? 5.0 * opt.tol : 0.0;
         double worst_p = 0, worst_g = 0, scale = 1;
-        for (float v : dhc) scale = std::max(scale, double(std::abs(v)));
-        for (size_t i = 0; i < h.size(); ++i) {
-            REQUIRE(std::isfinite(r.p[i]));
-            REQUIRE(std::isfinite(r.dh[i]));
-            worst_p = std::max(worst_p, std::abs(double(r.p[i]) - pc[i]));
-            worst_g = std::max(worst_g, std::abs(double(r.dh[i]) - dhc[i]));
+        for (float val : dhc) scale = std::max(scale, static_cast<double>(std::abs(val)));
+        for (size_t i = 0; i < logits.size(); ++i) {
+            REQUIRE(std::isfinite(res.p[i]));
+            REQUIRE(std::isfinite(res.dh[i]));
+            worst_p = std::max(worst_p, std::abs(static_cast<double>(res.p[i]) - pc[i]));
+            worst_g = std::max(worst_g, std::abs(static_cast<double>(res.dh[i]) - dhc[i]));
         }
         CHECK(worst_p <= 2e-6 + slack);
         CHECK(worst_g <= (1e-4 + 100 * slack) * scale);
-        CHECK(r.max_row == Approx(rep.max_row_err).margin(2e-6 + slack));
-        CHECK(r.max_col == Approx(rep.max_col_err).margin(2e-6 + slack));
-        const int its_max = *std::max_element(r.its.begin(), r.its.end());
+        CHECK(res.max_row == Approx(rep.max_row_err).margin(2e-6 + slack));
+        CHECK(res.max_col == Approx(rep.max_col_err).margin(2e-6 + slack));
+        const int its_max = *std::max_element(res.its.begin(), res.its.end());
         double its_mean = 0;
-        for (int v : r.its) its_mean += v;
-        its_mean /= T;
-        if (o.tol > 0) {
+        for (int count : res.its) its_mean += count;
+        its_mean /= tokens;
+        if (opt.tol > 0) {
             CHECK(std::abs(its_max - rep.iters_max) <= 1);
             CHECK(its_mean == Approx(rep.iters_mean).epsilon(0.01));
-            if (o.eps < 1e-3f)
-                CHECK(its_mean < o.iters);   // the tolerance stopped tokens (eps 0.05 never gets within 1e-4)
+            if (opt.eps < 1e-3f)
+                CHECK(its_mean < opt.iters);   // the tolerance stopped tokens (eps 0.05 never gets within 1e-4)
         } else {
-            CHECK(its_max == o.iters);
+            CHECK(its_max == opt.iters);
         }
     }
 }
@@ -137,20 +147,20 @@ TEST_CASE("kernels: the fused CUDA kernels' arithmetic matches the CPU kernels",
 TEST_CASE("kernels: the fused CUDA kernels' backward matches the float64 reference", "[kernels][sinkhorn][fused]") {
     std::mt19937_64 rng(ref::seed() + 41);
     for (int variant = 0; variant < 8; ++variant) {
-        k::SinkhornOptions o;
-        o.column_first = variant & 1;
-        o.log_domain = variant & 2;
-        o.eps = (variant & 4) ? 0.05f : 1e-6f;
-        const int T = 50;
-        auto h = ref::random_logits(rng, T * 16, 1.5);
-        auto g = ref::random_logits(rng, T * 16, 1.0);
-        auto r = run_tokens(o, h, g);
+        k::SinkhornOptions opt;
+        opt.column_first = variant & 1;
+        opt.log_domain = variant & 2;
+        opt.eps = (variant & 4) ? 0.05f : 1e-6f;
+        const int tokens = 50;
+        auto logits = ref::random_logits(rng, tokens * 16, 1.5);
+        auto grad = ref::random_logits(rng, tokens * 16, 1.0);
+        auto res = run_tokens(opt, logits, grad);
         double worst = 0;
-        for (int t = 0; t < T; ++t) {
-            auto want = ref::backward(to_ref(o), &h[t * 16], &g[t * 16]);
-            worst = std::max(worst, max_abs_diff(&r.dh[t * 16], want) / std::max(1.0, kt::max_abs(want)));
+        for (int t = 0; t < tokens; ++t) {
+            auto want = ref::backward(to_ref(opt), &logits[t * 16], &grad[t * 16]);
+            worst = std::max(worst, max_abs_diff(&res.dh[t * 16], want) / std::max(1.0, kt::max_abs(want)));
         }
-        INFO("column_first " << o.column_first << " log " << o.log_domain << " eps " << o.eps);
+        INFO("column_first " << opt.column_first << " log " << opt.log_domain << " eps " << opt.eps);
         CHECK(worst < 2e-4);   // the CPU kernels' own bound (test_sinkhorn_backward.cpp)
     }
 }
@@ -160,22 +170,22 @@ TEST_CASE("kernels: the fused log-domain backward's rescaling holds on extreme l
     // by step must neither overflow nor lose the entries that matter.
     std::mt19937_64 rng(ref::seed() + 42);
     for (int variant = 0; variant < 2; ++variant) {
-        k::SinkhornOptions o;
-        o.log_domain = true;
-        o.column_first = variant & 1;
-        const int T = 100;
-        auto h = ref::random_logits(rng, T * 16, 60.0);
-        auto g = ref::random_logits(rng, T * 16, 1.0);
-        auto dhc = bwd(o, h, g);
-        auto pc = fwd(o, h);
-        auto r = run_tokens(o, h, g);
-        INFO("column_first " << o.column_first);
-        for (int t = 0; t < T; ++t) {
-            const double scale = std::max(1.0, max_abs(dhc, 16 * t, 16));
+        k::SinkhornOptions opt;
+        opt.log_domain = true;
+        opt.column_first = variant & 1;
+        const int tokens = 100;
+        auto logits = ref::random_logits(rng, tokens * 16, 60.0);
+        auto grad = ref::random_logits(rng, tokens * 16, 1.0);
+        auto dhc = bwd(opt, logits, grad);
+        auto pc = fwd(opt, logits);
+        auto res = run_tokens(opt, logits, grad);
+        INFO("column_first " << opt.column_first);
+        for (int t = 0; t < tokens; ++t) {
+            const double scale = std::max(1.0, max_abs_of(dhc, 16 * t, 16));
             for (int k = 0; k < 16; ++k) {
-                REQUIRE(std::isfinite(r.dh[16 * t + k]));
-                CHECK(std::abs(double(r.p[16 * t + k]) - pc[16 * t + k]) <= 1e-4);
-                CHECK(std::abs(double(r.dh[16 * t + k]) - dhc[16 * t + k]) <= 1e-3 * scale);
+                REQUIRE(std::isfinite(res.dh[16 * t + k]));
+                CHECK(std::abs(static_cast<double>(res.p[16 * t + k]) - pc[16 * t + k]) <= 1e-4);
+                CHECK(std::abs(static_cast<double>(res.dh[16 * t + k]) - dhc[16 * t + k]) <= 1e-3 * scale);
             }
         }
     }

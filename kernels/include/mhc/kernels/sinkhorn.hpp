@@ -25,7 +25,7 @@ inline constexpr int kSinkhornMaxIters = 100000;
 // version's kernels). Baseline: the first version's kernels throughout, kept so that one
 // benchmark run measures both. Default: Fused, or what MHC_CUDA_SINKHORN=fused|baseline says.
 enum class CudaSinkhornKernels { Default, Fused, Baseline };
-const char* to_string(CudaSinkhornKernels k);
+const char* to_string(CudaSinkhornKernels kernels);
 
 struct SinkhornOptions {
     int n = 4;
@@ -72,9 +72,9 @@ int64_t first_nonfinite_token(int n, int64_t T, ConstTensor H);
 // Validates the options (n range, iters, eps, tol); throws mhc::Error naming the field.
 void validate(const SinkhornOptions& opt);
 
-// The CUDA kernels a call with these options runs: k itself unless Default, then
+// The CUDA kernels a call with these options runs: `kernels` itself unless Default, then
 // MHC_CUDA_SINKHORN (fused or baseline; throws mhc::Error for any other value), else Fused.
-CudaSinkhornKernels resolve_cuda_kernels(CudaSinkhornKernels k);
+CudaSinkhornKernels resolve_cuda_kernels(CudaSinkhornKernels kernels);
 
 // CPU code paths: the fused kernels are compiled for several instruction sets and the best
 // one the machine supports is used ("avx512", "avx2", "generic"). Tests and benchmarks may
