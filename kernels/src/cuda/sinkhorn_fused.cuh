@@ -217,8 +217,11 @@ template <bool LOG, bool BACKWARD, bool COLFIRST, bool TOL> void launch_fused_on
     int per_sm = 0;
     MHC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
     if (per_sm < 1) throw Error("CUDA Sinkhorn: the fused kernel does not fit on this device", Error::Kind::Internal);
+    // The forward's residency is set by its registers: one wave. The backward's by shared
+    // memory and the carveout the driver grants: four waves, so that a block fewer per
+    // multiprocessor than computed costs a fraction of a wave, not a second one.
     const int64_t needed = (a.T + threads - 1) / threads;
-    const int64_t full = static_cast<int64_t>(per_sm) * a.sms;
+    const int64_t full = static_cast<int64_t>(per_sm) * a.sms * (BACKWARD ? 4 : 1);
     const unsigned blocks = static_cast<unsigned>(needed < full ? needed : full);
     kernel<<<blocks, threads, smem, s>>>(a);
     MHC_CUDA_CHECK_LAUNCH("fused sinkhorn kernel");
