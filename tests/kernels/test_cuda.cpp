@@ -76,10 +76,10 @@ std::string expected_backend(const k::SinkhornOptions& opt) {
 }
 
 template <typename In, typename Out>
-k::SinkhornReport compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool backward,
-                                   size_t offset = 0) {
+k::SinkhornReport compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool backward, size_t offset = 0,
+                                   int64_t tokens = 3001) {
     const int n = og.n;
-    const int64_t T = 3001;
+    const int64_t T = tokens;
     auto h = ref::random_logits(rng, T * n * n, 2.0);
     auto g = ref::random_logits(rng, T * n * n, 1.0);
     // The CPU sees exactly the values the GPU sees.
@@ -212,6 +212,20 @@ TEST_CASE("kernels: CUDA Sinkhorn on buffers that are not 16-byte aligned", "[ke
                 compare_with_cpu<float, float>(rng, opt, backward, 1);
                 compare_with_cpu<k::bf16, k::bf16>(rng, opt, backward, 3);
             }
+        }
+}
+
+TEST_CASE("kernels: CUDA Sinkhorn on a few tokens", "[kernels][cuda][gpu]") {
+    // Fewer tokens than a block has threads, and a count that leaves a block partly idle.
+    require_gpu();
+    std::mt19937_64 rng(ref::seed() + 36);
+    for (int64_t tokens : {1, 31, 257})
+        for (int variant = 0; variant < 4; ++variant) {
+            k::SinkhornOptions opt;
+            opt.device = k::Device::Cuda;
+            opt.column_first = variant & 1;
+            opt.log_domain = variant & 2;
+            for (bool backward : {false, true}) compare_with_cpu<float, float>(rng, opt, backward, 0, tokens);
         }
 }
 
