@@ -79,14 +79,13 @@ template <typename In, typename Out>
 k::SinkhornReport compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool backward, size_t offset = 0,
                                    int64_t tokens = 3001) {
     const int n = og.n;
-    const int64_t T = tokens;
-    auto h = ref::random_logits(rng, T * n * n, 2.0);
-    auto g = ref::random_logits(rng, T * n * n, 1.0);
+    auto logits = ref::random_logits(rng, tokens * n * n, 2.0);
+    auto grads = ref::random_logits(rng, tokens * n * n, 1.0);
     // The CPU sees exactly the values the GPU sees.
-    std::vector<float> hc(h.size()), gc(g.size());
-    for (size_t i = 0; i < h.size(); ++i) {
-        hc[i] = as_float(to_dtype<In>({h[i]})[0]);
-        gc[i] = as_float(to_dtype<In>({g[i]})[0]);
+    std::vector<float> hc(logits.size()), gc(grads.size());
+    for (size_t i = 0; i < logits.size(); ++i) {
+        hc[i] = as_float(to_dtype<In>({logits[i]})[0]);
+        gc[i] = as_float(to_dtype<In>({grads[i]})[0]);
     }
     k::SinkhornOptions oc = og;
     oc.device = k::Device::Cpu;
@@ -94,10 +93,10 @@ k::SinkhornReport compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOption
     k::SinkhornReport rc, rg;
     if (backward) {
         dhc = bwd(oc, hc, gc, &pc);
-        run_gpu<In, Out>(og, h, &g, pg, dhg, rg, offset);
+        run_gpu<In, Out>(og, logits, &grads, pg, dhg, rg, offset);
     } else {
         pc = fwd(oc, hc, &rc);
-        run_gpu<In, Out>(og, h, nullptr, pg, dhg, rg, offset);
+        run_gpu<In, Out>(og, logits, nullptr, pg, dhg, rg, offset);
     }
     const bool bf16_out = std::is_same_v<Out, k::bf16>;
     const bool bf16_in = std::is_same_v<In, k::bf16>;
@@ -108,7 +107,7 @@ k::SinkhornReport compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOption
     // With a tolerance, a token whose error lands within rounding of tol may stop one
     // iteration earlier on one side; that moves P by about tol (and dH accordingly).
     const double slack = og.tol > 0 ? 5.0 * og.tol : 0.0;
-    for (size_t i = 0; i < h.size(); ++i) {
+    for (size_t i = 0; i < logits.size(); ++i) {
         REQUIRE(std::isfinite(pg[i]));  // every poisoned output was overwritten
         const double tol = (bf16_out ? 1e-6 + std::abs(pc[i]) / 128 : 2e-6) + slack;
         REQUIRE(std::abs(pg[i] - pc[i]) <= tol);
@@ -116,13 +115,13 @@ k::SinkhornReport compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOption
     if (backward) {
         double scale = 1;
         for (float x : dhc) scale = std::max(scale, double(std::abs(x)));
-        for (size_t i = 0; i < h.size(); ++i) {
+        for (size_t i = 0; i < logits.size(); ++i) {
             REQUIRE(std::isfinite(dhg[i]));
             const double tol = (bf16_out ? 1e-6 + std::abs(dhc[i]) / 128 : 0) + (1e-4 + 100 * slack) * scale;
             REQUIRE(std::abs(dhg[i] - dhc[i]) <= tol);
         }
     } else {
-        CHECK(rg.tokens == T);
+        CHECK(rg.tokens == tokens);
         CHECK(rg.max_row_err == Approx(rc.max_row_err).margin(2e-6 + slack));
         CHECK(rg.max_col_err == Approx(rc.max_col_err).margin(2e-6 + slack));
         if (og.tol > 0) {
