@@ -1,7 +1,7 @@
 #pragma once
 // The fused CUDA Sinkhorn kernels for n = 4 (docs/kernels.md "CUDA implementation"): one thread
 // per token with its matrix in registers (the arithmetic in sinkhorn_token.hpp), a grid-stride
-// loop over the tokens on a grid sized to fill the GPU once, the convergence statistics
+// loop over the tokens on a grid sized by the occupancy API (launch_fused_one), the convergence statistics
 // reduced per thread, per block and then merged with one set of atomics per block (the first
 // version's atomics per warp all hit one address: 2.6 M of them for 16 M tokens), the column
 // order and the tolerance mode as template parameters (no run-time branch in the iterations).
