@@ -199,11 +199,18 @@ template <bool ROWS> MHC_SK4 void plain_undo(float* iter, float* carry, const fl
 template <bool COLFIRST, class Hist> MHC_SK4 void plain_backward(float* iter, float* carry, int its, const Hist& hist) {
     MHC_SK4_UNROLL
     for (int k = 0; k < 16; ++k) carry[k] *= iter[k];
+    float q0[4], q1[4];
+    hist.get(its - 1, q0, q1);
     for (int it = its - 1; it >= 0; --it) {
-        float q0[4], q1[4];
-        hist.get(it, q0, q1);
+        float n0[4], n1[4];   // the previous iteration's, loaded one iteration ahead (iteration 0's again at the end)
+        hist.get(it > 0 ? it - 1 : 0, n0, n1);
         plain_undo<COLFIRST>(iter, carry, q1);   // the second step: rows when columns go first
         plain_undo<!COLFIRST>(iter, carry, q0);
+        MHC_SK4_UNROLL
+        for (int v = 0; v < 4; ++v) {
+            q0[v] = n0[v];
+            q1[v] = n1[v];
+        }
     }
 }
 
