@@ -106,9 +106,11 @@ SinkhornReport run(const SinkhornOptions& o, int64_t T, ConstTensor H, ConstTens
         f.tol = o.tol;
         f.sms = sms;
         f.stats = r.stats;
-        MHC_CUDA_CHECK(cudaEventRecord(r.start, r.stream));
-        if (o.log_domain) backward ? launch_fused<true, true>(f, r.stream) : launch_fused<true, false>(f, r.stream);
-        else backward ? launch_fused<false, true>(f, r.stream) : launch_fused<false, false>(f, r.stream);
+        if (o.log_domain)
+            backward ? launch_fused<true, true>(f, r.stream, r.start) : launch_fused<true, false>(f, r.stream, r.start);
+        else
+            backward ? launch_fused<false, true>(f, r.stream, r.start)
+                     : launch_fused<false, false>(f, r.stream, r.start);
         MHC_CUDA_CHECK(cudaEventRecord(r.stop, r.stream));
         return finish(r, T, rep);
     }

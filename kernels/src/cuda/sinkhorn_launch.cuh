@@ -60,6 +60,7 @@ inline size_t fused_backward_smem(int iters) {
     return static_cast<size_t>(iters) * 2 * sizeof(float) * 4 * kFusedBackwardThreads;
 }
 
-template <bool LOG, bool BACKWARD> void launch_fused(const FusedArgs& a, cudaStream_t s);
+// Records `start` on s just before the kernel (after the host-side set-up), then launches it.
+template <bool LOG, bool BACKWARD> void launch_fused(const FusedArgs& a, cudaStream_t s, cudaEvent_t start);
 
 }  // namespace mhc::kernels::cuda_impl::sk
