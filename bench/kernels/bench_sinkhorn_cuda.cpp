@@ -1,12 +1,21 @@
 // GPU Sinkhorn benchmark (n = 4 by default, bf16 in/out): kernel time by CUDA events against
 // the device's measured bandwidth (a read+write stand-in over 2 x 1 GiB), forward and
-// backward, plain and log-domain. Prints figures and whether the targets are met.
+// backward, plain and log-domain, for the fused kernels and the first version's (baseline) in
+// the same run. Prints figures, the speed-ups, how far the two kernel sets' outputs differ, and
+// whether the targets are met (by the fused kernels).
 //   bench_sinkhorn_cuda [--tokens 16777216] [--n 4] [--iters 20] [--reps 10]
+//                       [--variant both|fused|baseline] [--threads N] [--inputs-only]
+// The inputs are standard normal logits (and gradients) made on all CPU threads, each block of
+// values from its own seed, so they do not depend on the thread count (64M tokens in about a
+// second on 16 cores; std::mt19937 on one thread took over 45 s). --inputs-only makes them,
+// checks their mean, spread and independence from the thread count, and stops (no GPU needed).
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mhc/bench/args.hpp"
@@ -16,24 +25,102 @@
 
 namespace k = mhc::kernels;
 
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+    uint64_t mix = (state += 0x9e3779b97f4a7c15ull);
+    mix = (mix ^ (mix >> 30)) * 0xbf58476d1ce4e5b9ull;
+    mix = (mix ^ (mix >> 27)) * 0x94d049bb133111ebull;
+    return mix ^ (mix >> 31);
+}
+
+// Standard normal bf16 values: block b of kBlock values from seed (seed, b), Box-Muller.
+constexpr size_t kBlock = 1 << 16;
+void fill_normal(std::vector<k::bf16>& vals, uint64_t seed, int threads) {
+    const size_t blocks = (vals.size() + kBlock - 1) / kBlock;
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<size_t>(threads));
+    for (int w = 0; w < threads; ++w)
+        pool.emplace_back([&, w] {
+            for (size_t b = static_cast<size_t>(w); b < blocks; b += static_cast<size_t>(threads)) {
+                uint64_t state = seed * 0x2545f4914f6cdd1dull + b;
+                const size_t end = std::min(vals.size(), (b + 1) * kBlock);
+                for (size_t i = b * kBlock; i < end; i += 2) {
+                    // one 64-bit draw: u1 in (0, 1] and u2 in [0, 1), 24 bits each (the values are bf16)
+                    const uint64_t bits = splitmix64(state);
+                    const float u1 = (static_cast<float>(bits >> 40) + 1.0f) * 0x1.0p-24f;
+                    const float u2 = static_cast<float>((bits >> 16) & 0xffffff) * 0x1.0p-24f;
+                    const float radius = std::sqrt(-2.0f * std::log(u1)), angle = 6.2831853f * u2;
+                    vals[i] = k::float_to_bf16(radius * std::cos(angle));
+                    if (i + 1 < end) vals[i + 1] = k::float_to_bf16(radius * std::sin(angle));
+                }
+            }
+        });
+    for (auto& worker : pool) worker.join();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// --inputs-only: the generator's own check. Exit status 1 when it fails.
+int check_inputs(int64_t count, int threads) {
+    std::vector<k::bf16> made(static_cast<size_t>(count)), again(static_cast<size_t>(count));
+    const auto t0 = std::chrono::steady_clock::now();
+    fill_normal(made, 1, threads);
+    const double secs = seconds_since(t0);
+    fill_normal(again, 1, 1);
+    const bool same = std::equal(made.begin(), made.end(), again.begin(),
+                                 [](k::bf16 lhs, k::bf16 rhs) { return lhs.bits == rhs.bits; });
+    double sum = 0, sq = 0;
+    for (auto val : made) {
+        const double fv = k::bf16_to_float(val);
+        sum += fv;
+        sq += fv * fv;
+    }
+    const double mean = sum / count, sd = std::sqrt(sq / count - mean * mean);
+    const bool ok = same && std::abs(mean) < 5.0 / std::sqrt(static_cast<double>(count)) + 1e-3 &&
+                    std::abs(sd - 1.0) < 0.01;
+    std::printf(
+        "inputs: %lld normal bf16 values on %d threads in %.3f s: mean %.4f, sd %.4f; same on 1 thread: %s: %s\n",
+        static_cast<long long>(count), threads, secs, mean, sd, same ? "yes" : "no", ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}
+
+}   // namespace
+
 int main(int argc, char** argv) {
     int64_t T = 16 << 20;
     int n = 4, iters = 20, reps = 10;
-    const mhc::bench::Args args(argc, argv, "[--tokens N] [--n N] [--iters N] [--reps N]");
+    int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::string variant = "both";
+    bool inputs_only = false;
+    const mhc::bench::Args args(
+        argc, argv,
+        "[--tokens N] [--n N] [--iters N] [--reps N] [--variant both|fused|baseline] [--threads N] [--inputs-only]");
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         size_t w = static_cast<size_t>(i - 1);
-        auto next = [&](int64_t min = 1) {
-            int64_t v = args.whole(args.value_after(w), a.c_str(), min, int64_t(1) << 40);
+        auto next = [&](int64_t min = 1, int64_t max = int64_t{1} << 40) {
+            const int64_t value = args.whole(args.value_after(w), a.c_str(), min, max);
             i = static_cast<int>(w) + 1;
-            return v;
+            return value;
         };
         if (a == "--tokens") T = next();
-        else if (a == "--n") n = static_cast<int>(next());
-        else if (a == "--iters") iters = static_cast<int>(next());
-        else if (a == "--reps") reps = static_cast<int>(next());
-        else args.refuse("unknown argument '" + a + "'");
+        else if (a == "--n") n = static_cast<int>(next(k::kSinkhornMinN, k::kSinkhornMaxN));
+        else if (a == "--iters") iters = static_cast<int>(next(1, k::kSinkhornMaxIters));
+        else if (a == "--reps") reps = static_cast<int>(next(1, 1000));
+        else if (a == "--threads") threads = static_cast<int>(next(1, 1024));
+        else if (a == "--inputs-only") inputs_only = true;
+        else if (a == "--variant") {
+            variant = args.value_after(w);
+            i = static_cast<int>(w) + 1;
+            if (variant != "both" && variant != "fused" && variant != "baseline")
+                args.refuse("--variant '" + variant + "': use both, fused or baseline");
+        } else args.refuse("unknown argument '" + a + "'");
     }
+    const int64_t nn = static_cast<int64_t>(n) * n;
+    if (inputs_only) return check_inputs(T * nn, threads);
     if (k::cuda_device_count() == 0) {
         std::printf("no CUDA device (built with CUDA: %s): nothing to measure\n", k::built_with_cuda() ? "yes" : "no");
         return 0;
@@ -54,22 +141,33 @@ int main(int argc, char** argv) {
     }
     std::printf("measured device bandwidth (read+write stand-in): %.1f GB/s\n", bw / 1e9);
 
-    const int64_t nn = static_cast<int64_t>(n) * n;
-    std::mt19937_64 rng(1);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<k::bf16> h(T * nn), g(T * nn);
-    for (auto& x : h) x = k::float_to_bf16(nd(rng));
-    for (auto& x : g) x = k::float_to_bf16(nd(rng));
-    k::DeviceBuffer dH(h.size() * 2), dG(g.size() * 2), dP(h.size() * 2), ddH(h.size() * 2);
-    dH.upload(h.data(), dH.size());
-    dG.upload(g.data(), dG.size());
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<k::bf16> logits(static_cast<size_t>(T * nn)), grads(static_cast<size_t>(T * nn));
+    fill_normal(logits, 1, threads);
+    fill_normal(grads, 2, threads);
+    k::DeviceBuffer dH(logits.size() * 2), dG(grads.size() * 2), dP(logits.size() * 2), ddH(logits.size() * 2);
+    dH.upload(logits.data(), dH.size());
+    dG.upload(grads.data(), dG.size());
+    std::printf("inputs: %lld tokens made on %d threads and uploaded in %.2f s\n", static_cast<long long>(T), threads,
+                seconds_since(t0));
+    logits = {};
+    grads = {};
 
-    auto run = [&](const char* what, bool log, bool backward, double bytes_per_token) {
+    // The first tokens' outputs of the last run of each kernel, to compare the two kernel sets.
+    const size_t check_values = static_cast<size_t>(std::min<int64_t>(T, 1 << 20) * nn);
+    auto head = [&](const k::DeviceBuffer& buf) {
+        std::vector<k::bf16> vals(check_values);
+        buf.download(vals.data(), vals.size() * 2);
+        return vals;
+    };
+    auto run = [&](const char* what, k::CudaSinkhornKernels kernels, bool log, bool backward, double bytes_per_token,
+                   std::vector<k::bf16>& out) {
         k::SinkhornOptions o;
         o.device = k::Device::Cuda;
         o.n = n;
         o.iters = iters;
         o.log_domain = log;
+        o.cuda_kernels = kernels;
         std::vector<double> t;
         k::SinkhornReport r;
         for (int i = 0; i < reps + 1; ++i) {
@@ -80,17 +178,54 @@ int main(int argc, char** argv) {
         }
         std::sort(t.begin(), t.end());
         const double med = t[t.size() / 2], gbs = bytes_per_token * T / med;
-        std::printf("%-28s median %8.3f ms  %7.1f GB/s  %5.1f%% of device bandwidth  (max row err %.2g)\n", what,
-                    med * 1e3, gbs / 1e9, 100 * gbs / bw, r.max_row_err);
+        std::printf(
+            "%-9s %-22s median %8.3f ms  min %8.3f ms  %7.1f GB/s  %5.1f%% of device bandwidth  "
+            "(max row err %.2g, %s)\n",
+            k::to_string(kernels), what, med * 1e3, t.front() * 1e3, gbs / 1e9, 100 * gbs / bw, r.max_row_err,
+            r.backend.c_str());
+        out = head(backward ? ddH : dP);
         return med;
     };
-    std::printf("T=%lld tokens, n=%d, %d iterations, bf16 in/out\n", static_cast<long long>(T), n, iters);
-    const double fwd = run("forward", false, false, 4.0 * nn);
-    const double bwd = run("backward (H,G->dH)", false, true, 6.0 * nn);
-    run("log-domain forward", true, false, 4.0 * nn);
-    run("log-domain backward", true, true, 6.0 * nn);
+    std::printf("T=%lld tokens, n=%d, %d iterations, bf16 in/out, %d timed runs each (CUDA events)\n",
+                static_cast<long long>(T), n, iters, reps);
+    struct Case {
+        const char* what;
+        bool log, backward;
+    };
+    const Case cases[] = {{"forward", false, false},
+                          {"backward (H,G->dH)", false, true},
+                          {"log-domain forward", true, false},
+                          {"log-domain backward", true, true}};
+    const bool base = variant != "fused", fused = variant != "baseline";
+    double med[2][4] = {};
+    for (int c = 0; c < 4; ++c) {
+        const double bytes = (cases[c].backward ? 6.0 : 4.0) * nn;
+        std::vector<k::bf16> ob, of;
+        if (base)
+            med[0][c] = run(cases[c].what, k::CudaSinkhornKernels::Baseline, cases[c].log, cases[c].backward, bytes,
+                            ob);
+        if (fused)
+            med[1][c] = run(cases[c].what, k::CudaSinkhornKernels::Fused, cases[c].log, cases[c].backward, bytes, of);
+        if (base && fused) {
+            double worst = 0, scale = 0;
+            for (size_t i = 0; i < of.size(); ++i) {
+                const double was = k::bf16_to_float(ob[i]), now = k::bf16_to_float(of[i]);
+                worst = std::max(worst, std::abs(was - now));
+                scale = std::max(scale, std::abs(was));
+            }
+            std::printf(
+                "          %-22s fused: %.2fx the baseline's speed; outputs of the first %lld tokens differ "
+                "by at most %.3g (largest |value| %.3g, bf16 step near it %.3g)\n",
+                cases[c].what, med[0][c] / med[1][c], static_cast<long long>(of.size() / nn), worst, scale,
+                scale / 128);
+        }
+    }
+    const int judged = fused ? 1 : 0;
+    const double fwd = med[judged][0], bwd = med[judged][1];
     const double frac = 4.0 * nn * T / fwd / bw;
-    std::printf("target forward >= 70%% of device bandwidth: %s (%.1f%%)\n", frac >= 0.7 ? "MET" : "MISSED", 100 * frac);
-    std::printf("target backward within 3x of forward: %s (%.2fx)\n", bwd <= 3 * fwd ? "MET" : "MISSED", bwd / fwd);
+    std::printf("target forward >= 70%% of device bandwidth (%s): %s (%.1f%%)\n", fused ? "fused" : "baseline",
+                frac >= 0.7 ? "MET" : "MISSED", 100 * frac);
+    std::printf("target backward within 3x of forward (%s): %s (%.2fx)\n", fused ? "fused" : "baseline",
+                bwd <= 3 * fwd ? "MET" : "MISSED", bwd / fwd);
     return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <vector>
@@ -18,6 +19,22 @@ namespace mhc::kernels {
 
 const char* to_string(Device d) { return d == Device::Cpu ? "cpu" : "cuda"; }
 const char* to_string(DType t) { return t == DType::F32 ? "f32" : "bf16"; }
+
+const char* to_string(CudaSinkhornKernels kernels) {
+    return kernels == CudaSinkhornKernels::Fused      ? "fused"
+           : kernels == CudaSinkhornKernels::Baseline ? "baseline"
+                                                      : "default";
+}
+
+CudaSinkhornKernels resolve_cuda_kernels(CudaSinkhornKernels kernels) {
+    if (kernels != CudaSinkhornKernels::Default) return kernels;
+    const char* env = std::getenv("MHC_CUDA_SINKHORN");
+    if (!env || !*env) return CudaSinkhornKernels::Fused;
+    const std::string value = env;
+    if (value == "fused") return CudaSinkhornKernels::Fused;
+    if (value == "baseline") return CudaSinkhornKernels::Baseline;
+    throw Error("MHC_CUDA_SINKHORN='" + value + "': use fused or baseline");
+}
 
 void validate(const SinkhornOptions& o) {
     if (o.n < kSinkhornMinN || o.n > kSinkhornMaxN)
@@ -104,7 +121,9 @@ SinkhornReport sinkhorn_forward(const SinkhornOptions& o, int64_t T, ConstTensor
     check_args(o, T, {H.data, P.data});
     if (o.device == Device::Cuda) {
         require_device(Device::Cuda);
-        return cuda_impl::sinkhorn_forward(o, T, H, P);
+        SinkhornOptions oc = o;
+        oc.cuda_kernels = resolve_cuda_kernels(o.cuda_kernels);
+        return cuda_impl::sinkhorn_forward(oc, T, H, P);
     }
     cpu::Job job{o, H, {}, P, {}, nullptr};
     return cpu::run(o, T, false, job);
@@ -115,7 +134,9 @@ SinkhornReport sinkhorn_backward(const SinkhornOptions& o, int64_t T, ConstTenso
     check_args(o, T, {H.data, G.data, dH.data});
     if (o.device == Device::Cuda) {
         require_device(Device::Cuda);
-        return cuda_impl::sinkhorn_backward(o, T, H, G, dH, P);
+        SinkhornOptions oc = o;
+        oc.cuda_kernels = resolve_cuda_kernels(o.cuda_kernels);
+        return cuda_impl::sinkhorn_backward(oc, T, H, G, dH, P);
     }
     cpu::Job job{o, H, G, P, dH, nullptr};
     return cpu::run(o, T, true, job);

@@ -35,46 +35,58 @@ float as_float(float x) { return x; }
 float as_float(k::bf16 x) { return k::bf16_to_float(x); }
 
 // Runs forward (and backward when g is given) on the GPU with outputs poisoned (all-ones
-// bytes: NaN in fp32 and bf16) and returns the outputs as floats.
+// bytes: NaN in fp32 and bf16) and returns the outputs as floats. With `offset`, every buffer
+// starts that many elements past a cudaMalloc'd (256-byte aligned) address.
 template <typename In, typename Out>
-void run_gpu(const k::SinkhornOptions& o, const std::vector<float>& h, const std::vector<float>* g,
-             std::vector<float>& p, std::vector<float>& dh, k::SinkhornReport& rep) {
-    const int64_t T = static_cast<int64_t>(h.size()) / (o.n * o.n);
-    auto hi = to_dtype<In>(h);
-    k::DeviceBuffer dH(hi.size() * sizeof(In)), dP(h.size() * sizeof(Out)), dG, ddH;
-    dH.upload(hi.data(), dH.size());
+void run_gpu(const k::SinkhornOptions& opt, const std::vector<float>& logits, const std::vector<float>* grad,
+             std::vector<float>& p_out, std::vector<float>& dh_out, k::SinkhornReport& rep, size_t offset = 0) {
+    const int64_t tokens = static_cast<int64_t>(logits.size()) / (opt.n * opt.n);
+    auto hi = to_dtype<In>(logits);
+    const size_t in_off = offset * sizeof(In), out_off = offset * sizeof(Out);
+    k::DeviceBuffer dH(hi.size() * sizeof(In) + in_off), dP(logits.size() * sizeof(Out) + out_off), dG, ddH;
+    auto at = [](const k::DeviceBuffer& buf, size_t off) { return static_cast<unsigned char*>(buf.data()) + off; };
+    dH.upload(hi.data(), hi.size() * sizeof(In), in_off);
     dP.fill_bytes(0xff);
-    std::vector<Out> po(h.size()), dho(h.size());
-    if (g) {
-        auto gi = to_dtype<In>(*g);
-        dG = k::DeviceBuffer(gi.size() * sizeof(In));
-        ddH = k::DeviceBuffer(h.size() * sizeof(Out));
-        dG.upload(gi.data(), dG.size());
+    std::vector<Out> po(logits.size()), dho(logits.size());
+    if (grad) {
+        auto gi = to_dtype<In>(*grad);
+        dG = k::DeviceBuffer{gi.size() * sizeof(In) + in_off};
+        ddH = k::DeviceBuffer{logits.size() * sizeof(Out) + out_off};
+        dG.upload(gi.data(), gi.size() * sizeof(In), in_off);
         ddH.fill_bytes(0xff);
-        rep = k::sinkhorn_backward(o, T, {dH.data(), k::view(hi.data()).dtype}, {dG.data(), k::view(gi.data()).dtype},
-                                   {ddH.data(), k::view(po.data()).dtype}, {dP.data(), k::view(po.data()).dtype});
-        ddH.download(dho.data(), ddH.size());
+        rep = k::sinkhorn_backward(
+            opt, tokens, {at(dH, in_off), k::view(hi.data()).dtype}, {at(dG, in_off), k::view(gi.data()).dtype},
+            {at(ddH, out_off), k::view(po.data()).dtype}, {at(dP, out_off), k::view(po.data()).dtype});
+        ddH.download(dho.data(), dho.size() * sizeof(Out), out_off);
     } else {
-        rep = k::sinkhorn_forward(o, T, {dH.data(), k::view(hi.data()).dtype}, {dP.data(), k::view(po.data()).dtype});
+        rep = k::sinkhorn_forward(opt, tokens, {at(dH, in_off), k::view(hi.data()).dtype},
+                                  {at(dP, out_off), k::view(po.data()).dtype});
     }
-    dP.download(po.data(), dP.size());
-    p.resize(h.size());
-    dh.resize(g ? h.size() : 0);
-    for (size_t i = 0; i < h.size(); ++i) p[i] = as_float(po[i]);
-    for (size_t i = 0; i < dh.size(); ++i) dh[i] = as_float(dho[i]);
+    dP.download(po.data(), po.size() * sizeof(Out), out_off);
+    p_out.resize(logits.size());
+    dh_out.resize(grad ? logits.size() : 0);
+    for (size_t i = 0; i < logits.size(); ++i) p_out[i] = as_float(po[i]);
+    for (size_t i = 0; i < dh_out.size(); ++i) dh_out[i] = as_float(dho[i]);
+}
+
+// The kernels a call must have run: the fused ones for n = 4 unless the baseline was asked
+// for (or the backward's history does not fit, which these tests avoid).
+std::string expected_backend(const k::SinkhornOptions& opt) {
+    return opt.n == 4 && k::resolve_cuda_kernels(opt.cuda_kernels) == k::CudaSinkhornKernels::Fused ? "cuda-fused"
+                                                                                                    : "cuda-baseline";
 }
 
 template <typename In, typename Out>
-void compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool backward) {
+k::SinkhornReport compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool backward, size_t offset = 0,
+                                   int64_t tokens = 3001) {
     const int n = og.n;
-    const int64_t T = 3001;
-    auto h = ref::random_logits(rng, T * n * n, 2.0);
-    auto g = ref::random_logits(rng, T * n * n, 1.0);
+    auto logits = ref::random_logits(rng, tokens * n * n, 2.0);
+    auto grads = ref::random_logits(rng, tokens * n * n, 1.0);
     // The CPU sees exactly the values the GPU sees.
-    std::vector<float> hc(h.size()), gc(g.size());
-    for (size_t i = 0; i < h.size(); ++i) {
-        hc[i] = as_float(to_dtype<In>({h[i]})[0]);
-        gc[i] = as_float(to_dtype<In>({g[i]})[0]);
+    std::vector<float> hc(logits.size()), gc(grads.size());
+    for (size_t i = 0; i < logits.size(); ++i) {
+        hc[i] = as_float(to_dtype<In>({logits[i]})[0]);
+        gc[i] = as_float(to_dtype<In>({grads[i]})[0]);
     }
     k::SinkhornOptions oc = og;
     oc.device = k::Device::Cpu;
@@ -82,19 +94,21 @@ void compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool b
     k::SinkhornReport rc, rg;
     if (backward) {
         dhc = bwd(oc, hc, gc, &pc);
-        run_gpu<In, Out>(og, h, &g, pg, dhg, rg);
+        run_gpu<In, Out>(og, logits, &grads, pg, dhg, rg, offset);
     } else {
         pc = fwd(oc, hc, &rc);
-        run_gpu<In, Out>(og, h, nullptr, pg, dhg, rg);
+        run_gpu<In, Out>(og, logits, nullptr, pg, dhg, rg, offset);
     }
     const bool bf16_out = std::is_same_v<Out, k::bf16>;
     const bool bf16_in = std::is_same_v<In, k::bf16>;
-    INFO("n " << n << " log " << og.log_domain << " column_first " << og.column_first << " tol " << og.tol
-              << " backward " << backward << " bf16 in " << bf16_in << " bf16 out " << bf16_out);
+    INFO("n " << n << " log " << og.log_domain << " column_first " << og.column_first << " tol " << og.tol << " iters "
+              << og.iters << " backward " << backward << " bf16 in " << bf16_in << " bf16 out " << bf16_out
+              << " kernels " << k::to_string(og.cuda_kernels) << " offset " << offset);
+    if (!backward || og.iters <= 40) CHECK(rg.backend == expected_backend(og));
     // With a tolerance, a token whose error lands within rounding of tol may stop one
     // iteration earlier on one side; that moves P by about tol (and dH accordingly).
     const double slack = og.tol > 0 ? 5.0 * og.tol : 0.0;
-    for (size_t i = 0; i < h.size(); ++i) {
+    for (size_t i = 0; i < logits.size(); ++i) {
         REQUIRE(std::isfinite(pg[i]));  // every poisoned output was overwritten
         const double tol = (bf16_out ? 1e-6 + std::abs(pc[i]) / 128 : 2e-6) + slack;
         REQUIRE(std::abs(pg[i] - pc[i]) <= tol);
@@ -102,13 +116,13 @@ void compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool b
     if (backward) {
         double scale = 1;
         for (float x : dhc) scale = std::max(scale, double(std::abs(x)));
-        for (size_t i = 0; i < h.size(); ++i) {
+        for (size_t i = 0; i < logits.size(); ++i) {
             REQUIRE(std::isfinite(dhg[i]));
             const double tol = (bf16_out ? 1e-6 + std::abs(dhc[i]) / 128 : 0) + (1e-4 + 100 * slack) * scale;
             REQUIRE(std::abs(dhg[i] - dhc[i]) <= tol);
         }
     } else {
-        CHECK(rg.tokens == T);
+        CHECK(rg.tokens == tokens);
         CHECK(rg.max_row_err == Approx(rc.max_row_err).margin(2e-6 + slack));
         CHECK(rg.max_col_err == Approx(rc.max_col_err).margin(2e-6 + slack));
         if (og.tol > 0) {
@@ -118,6 +132,7 @@ void compare_with_cpu(std::mt19937_64& rng, const k::SinkhornOptions& og, bool b
             CHECK(rg.iters_max == rc.iters_max);
         }
     }
+    return rg;
 }
 
 }  // namespace
@@ -150,9 +165,13 @@ TEST_CASE("kernels: CUDA Sinkhorn forward matches the CPU", "[kernels][cuda][gpu
                 o.tol = 1e-4f;
                 o.iters = 200;
             }
-            compare_with_cpu<float, float>(rng, o, false);
-            compare_with_cpu<k::bf16, k::bf16>(rng, o, false);
-            compare_with_cpu<k::bf16, float>(rng, o, false);
+            for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
+                if (n != 4 && kernels == k::CudaSinkhornKernels::Baseline) continue;   // the same kernels
+                o.cuda_kernels = kernels;
+                compare_with_cpu<float, float>(rng, o, false);
+                compare_with_cpu<k::bf16, k::bf16>(rng, o, false);
+                compare_with_cpu<k::bf16, float>(rng, o, false);
+            }
         }
 }
 
@@ -168,11 +187,70 @@ TEST_CASE("kernels: CUDA Sinkhorn backward matches the CPU", "[kernels][cuda][gp
             o.log_domain = variant & 2;
             if (variant & 4) {
                 o.tol = 1e-4f;
-                o.iters = 100;
+                o.iters = 40;   // the fused backward's history (iters x 2 KiB a block) must fit twice
             }
-            compare_with_cpu<float, float>(rng, o, true);
-            compare_with_cpu<k::bf16, k::bf16>(rng, o, true);
+            for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
+                if (n != 4 && kernels == k::CudaSinkhornKernels::Baseline) continue;
+                o.cuda_kernels = kernels;
+                compare_with_cpu<float, float>(rng, o, true);
+                compare_with_cpu<k::bf16, k::bf16>(rng, o, true);
+            }
         }
+}
+
+TEST_CASE("kernels: CUDA Sinkhorn on buffers that are not 16-byte aligned", "[kernels][cuda][gpu]") {
+    // Both kernel sets fall back to element loads (a 16-byte load there would end the context).
+    require_gpu();
+    std::mt19937_64 rng(ref::seed() + 34);
+    for (int variant = 0; variant < 4; ++variant)
+        for (auto kernels : {k::CudaSinkhornKernels::Fused, k::CudaSinkhornKernels::Baseline}) {
+            k::SinkhornOptions opt;
+            opt.device = k::Device::Cuda;
+            opt.column_first = variant & 1;
+            opt.log_domain = variant & 2;
+            opt.cuda_kernels = kernels;
+            for (bool backward : {false, true}) {
+                compare_with_cpu<float, float>(rng, opt, backward, 1);
+                compare_with_cpu<k::bf16, k::bf16>(rng, opt, backward, 3);
+            }
+        }
+}
+
+TEST_CASE("kernels: CUDA Sinkhorn on a few tokens", "[kernels][cuda][gpu]") {
+    // Fewer tokens than a block has threads, and a count that leaves a block partly idle.
+    require_gpu();
+    std::mt19937_64 rng(ref::seed() + 36);
+    for (int64_t tokens : {1, 31, 257})
+        for (int variant = 0; variant < 4; ++variant) {
+            k::SinkhornOptions opt;
+            opt.device = k::Device::Cuda;
+            opt.column_first = variant & 1;
+            opt.log_domain = variant & 2;
+            for (bool backward : {false, true}) compare_with_cpu<float, float>(rng, opt, backward, 0, tokens);
+        }
+}
+
+TEST_CASE("kernels: CUDA Sinkhorn refuses buffers not aligned to their element", "[kernels][cuda][gpu]") {
+    require_gpu();
+    k::DeviceBuffer in(64 * 4 + 8), out(64 * 4 + 8);
+    auto* base_in = static_cast<unsigned char*>(in.data());
+    auto* base_out = static_cast<unsigned char*>(out.data());
+    k::SinkhornOptions opt;
+    opt.device = k::Device::Cuda;
+    CHECK_THROWS_WITH(k::sinkhorn_forward(opt, 4, {base_in + 2, k::DType::F32}, {base_out, k::DType::F32}),
+                      Catch::Contains("not aligned to its element size"));
+    CHECK_THROWS_WITH(k::sinkhorn_forward(opt, 4, {base_in, k::DType::BF16}, {base_out + 1, k::DType::BF16}),
+                      Catch::Contains("not aligned to its element size"));
+}
+
+TEST_CASE("kernels: CUDA Sinkhorn backward with a history too large for shared memory", "[kernels][cuda][gpu]") {
+    // 200 iterations need 400 KiB of history a block: the first version's global scratch runs it.
+    require_gpu();
+    std::mt19937_64 rng(ref::seed() + 35);
+    k::SinkhornOptions opt;
+    opt.device = k::Device::Cuda;
+    opt.iters = 200;
+    CHECK(compare_with_cpu<float, float>(rng, opt, true).backend == "cuda-baseline");
 }
 
 TEST_CASE("kernels: CUDA swap engine verifies every transfer on both paths", "[kernels][cuda][gpu][swap]") {

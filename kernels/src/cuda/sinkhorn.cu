@@ -1,6 +1,8 @@
-// CUDA Sinkhorn, the host side: checks, stream, scratch and statistics of one call. The
-// kernels are in sinkhorn_kernels.cuh. The backward's scratch holds each iteration's inv
-// (or f, g) vectors; the call runs over chunks of tokens so the scratch stays bounded.
+// CUDA Sinkhorn, the host side: checks, stream, scratch and statistics of one call, and the
+// choice of kernels: the fused n = 4 ones (sinkhorn_fused.cuh) or the first version's
+// (sinkhorn_kernels.cuh, SinkhornOptions::cuda_kernels). The first version's backward keeps
+// each iteration's inv (or f, g) vectors in a global scratch; the call runs over chunks of
+// tokens so the scratch stays bounded.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -31,11 +33,13 @@ struct CallResources {
     }
 };
 
+SinkhornReport finish(CallResources& r, int64_t T, SinkhornReport rep);
+
 SinkhornReport run(const SinkhornOptions& o, int64_t T, ConstTensor H, ConstTensor G, Tensor P, Tensor dH,
                    bool backward) {
     SinkhornReport rep;
     rep.tokens = T;
-    rep.backend = "cuda";
+    rep.backend = "cuda";   // named once the kernels are chosen
     if (T == 0) return rep;
     CallResources r;
     MHC_CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
@@ -55,12 +59,62 @@ SinkhornReport run(const SinkhornOptions& o, int64_t T, ConstTensor H, ConstTens
         throw Error("CUDA backward: P and dH must have the same element type", Error::Kind::Internal);
     if (backward && G.dtype != H.dtype)
         throw Error("CUDA backward: G and H must have the same element type", Error::Kind::Internal);
+    // Vector loads need 16-byte aligned buffers (cudaMalloc gives 256); element alignment is
+    // the least any load needs, and a misaligned access would end the CUDA context.
+    bool vec = true;
+    for (const void* p : {H.data, G.data, static_cast<const void*>(P.data), static_cast<const void*>(dH.data)}) {
+        const auto addr = reinterpret_cast<uintptr_t>(p);
+        if (addr % 16 != 0) vec = false;
+    }
+    const size_t esize_in = a.h_bf16 ? 2 : 4, esize_out = a.out_bf16 ? 2 : 4;
+    for (const void* p : {H.data, G.data})
+        if (reinterpret_cast<uintptr_t>(p) % esize_in != 0)
+            throw Error("CUDA Sinkhorn: an input buffer is not aligned to its element size");
+    for (const void* p : {static_cast<const void*>(P.data), static_cast<const void*>(dH.data)})
+        if (reinterpret_cast<uintptr_t>(p) % esize_out != 0)
+            throw Error("CUDA Sinkhorn: an output buffer is not aligned to its element size");
+    a.generic = !vec;
     a.n = o.n;
     a.iters = o.iters;
     a.eps = o.eps;
     a.tol = o.tol;
     a.column_first = o.column_first;
     a.stats = r.stats;
+
+    int dev = 0, sms = 0, smem_optin = 0;
+    MHC_CUDA_CHECK(cudaGetDevice(&dev));
+    MHC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    MHC_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    // The fused kernels: n = 4, and for the backward a history that leaves room for two
+    // blocks per multiprocessor (iters <= 56 on sm_90, <= 40 on sm_80 at 64 threads a block).
+    const bool fused = o.cuda_kernels != CudaSinkhornKernels::Baseline && o.n == 4 &&
+                       (!backward || fused_backward_smem(o.iters) <= static_cast<size_t>(smem_optin) / 2);
+    rep.backend = fused ? "cuda-fused" : "cuda-baseline";
+    if (fused) {
+        FusedArgs f{};
+        f.H = H.data;
+        f.G = G.data;
+        f.P = P.data;
+        f.dH = dH.data;
+        f.h_bf16 = a.h_bf16;
+        f.out_bf16 = a.out_bf16;
+        f.vec = vec;
+        f.column_first = o.column_first;
+        f.T = T;
+        f.iters = o.iters;
+        f.eps = o.eps;
+        f.tol = o.tol;
+        f.sms = sms;
+        f.stats = r.stats;
+        if (o.log_domain)
+            backward ? launch_fused<true, true>(f, r.stream, r.start) : launch_fused<true, false>(f, r.stream, r.start);
+        else
+            backward ? launch_fused<false, true>(f, r.stream, r.start)
+                     : launch_fused<false, false>(f, r.stream, r.start);
+        MHC_CUDA_CHECK(cudaEventRecord(r.stop, r.stream));
+        return finish(r, T, rep);
+    }
+
     // Backward scratch: 2n floats per iteration and token, for at most ~256 MiB of tokens.
     int64_t chunk = T;
     if (backward) {
@@ -79,6 +133,11 @@ SinkhornReport run(const SinkhornOptions& o, int64_t T, ConstTensor H, ConstTens
         else backward ? launch<false, true>(a, r.stream) : launch<false, false>(a, r.stream);
     }
     MHC_CUDA_CHECK(cudaEventRecord(r.stop, r.stream));
+    return finish(r, T, rep);
+}
+
+// Waits for the call and fills the report from its statistics and events.
+SinkhornReport finish(CallResources& r, int64_t T, SinkhornReport rep) {
     Stats s{};
     MHC_CUDA_CHECK(cudaMemcpyAsync(&s, r.stats, sizeof(Stats), cudaMemcpyDeviceToHost, r.stream));
     MHC_CUDA_CHECK(cudaStreamSynchronize(r.stream));

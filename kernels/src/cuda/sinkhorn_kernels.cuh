@@ -194,10 +194,10 @@ void launch(const Args& a, cudaStream_t s) {
     const int64_t count = a.t_end - a.t_begin;
     const unsigned blocks = static_cast<unsigned>((count + kThreads - 1) / kThreads);
     if constexpr (BACKWARD) {
-        if (a.n == 4) backward_kernel<4, LOG><<<blocks, kThreads, 0, s>>>(a);
+        if (a.n == 4 && !a.generic) backward_kernel<4, LOG><<<blocks, kThreads, 0, s>>>(a);
         else backward_kernel<0, LOG><<<blocks, kThreads, 0, s>>>(a);
     } else {
-        if (a.n == 4) forward_kernel<4, LOG><<<blocks, kThreads, 0, s>>>(a);
+        if (a.n == 4 && !a.generic) forward_kernel<4, LOG><<<blocks, kThreads, 0, s>>>(a);
         else forward_kernel<0, LOG><<<blocks, kThreads, 0, s>>>(a);
     }
     MHC_CUDA_CHECK_LAUNCH("sinkhorn kernel");

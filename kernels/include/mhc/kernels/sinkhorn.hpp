@@ -20,6 +20,13 @@ inline constexpr int kSinkhornMinN = 2;
 inline constexpr int kSinkhornMaxN = 16;
 inline constexpr int kSinkhornMaxIters = 100000;
 
+// Which CUDA kernels run (Device::Cuda only). Fused: n = 4 in one pass per call, the backward's
+// history in shared memory (other n, and a backward whose history does not fit, run the first
+// version's kernels). Baseline: the first version's kernels throughout, kept so that one
+// benchmark run measures both. Default: Fused, or what MHC_CUDA_SINKHORN=fused|baseline says.
+enum class CudaSinkhornKernels { Default, Fused, Baseline };
+const char* to_string(CudaSinkhornKernels kernels);
+
 struct SinkhornOptions {
     int n = 4;
     int iters = 20;            // fixed count, or the cap when tol > 0
@@ -29,6 +36,7 @@ struct SinkhornOptions {
     bool log_domain = false;
     Device device = Device::Cpu;
     int threads = 0;           // CPU worker threads; 0 = all hardware threads
+    CudaSinkhornKernels cuda_kernels = CudaSinkhornKernels::Default;
 };
 
 // Convergence of one call: the largest |row sum - 1| and |column sum - 1| over the output
@@ -40,7 +48,7 @@ struct SinkhornReport {
     int64_t worst_token = -1;  // a token attaining max(max_row_err, max_col_err)
     int iters_max = 0;         // iterations run (== iters unless tol > 0)
     double iters_mean = 0.0;
-    std::string backend;       // e.g. "cpu-avx512 x2 threads", "cuda"
+    std::string backend;       // e.g. "cpu-avx512 x2 threads", "cuda-fused", "cuda-baseline"
     double seconds = 0.0;      // the computation alone: CPU wall time; CUDA kernel time (events)
 };
 
@@ -63,6 +71,10 @@ int64_t first_nonfinite_token(int n, int64_t T, ConstTensor H);
 
 // Validates the options (n range, iters, eps, tol); throws mhc::Error naming the field.
 void validate(const SinkhornOptions& opt);
+
+// The CUDA kernels a call with these options runs: `kernels` itself unless Default, then
+// MHC_CUDA_SINKHORN (fused or baseline; throws mhc::Error for any other value), else Fused.
+CudaSinkhornKernels resolve_cuda_kernels(CudaSinkhornKernels kernels);
 
 // CPU code paths: the fused kernels are compiled for several instruction sets and the best
 // one the machine supports is used ("avx512", "avx2", "generic"). Tests and benchmarks may

@@ -1,0 +1,4 @@
+// The fused n = 4 Sinkhorn kernels, backward, log variant (sinkhorn_fused.cuh).
+#include "sinkhorn_fused.cuh"
+
+MHC_SINKHORN_FUSED_INSTANTIATE(true, true);
