@@ -23,7 +23,8 @@ inline constexpr int kSinkhornMaxIters = 100000;
 // Which CUDA kernels run (Device::Cuda only). Fused: n = 4 in one pass per call, the backward's
 // history in shared memory (other n, and a backward whose history does not fit, run the first
 // version's kernels). Baseline: the first version's kernels throughout, kept so that one
-// benchmark run measures both. Default: Fused, or what MHC_CUDA_SINKHORN=fused|baseline says.
+// benchmark run measures both. Default: Baseline (the set a GPU has run), or what
+// MHC_CUDA_SINKHORN=fused|baseline says.
 enum class CudaSinkhornKernels { Default, Fused, Baseline };
 const char* to_string(CudaSinkhornKernels kernels);
 
@@ -73,7 +74,7 @@ int64_t first_nonfinite_token(int n, int64_t T, ConstTensor H);
 void validate(const SinkhornOptions& opt);
 
 // The CUDA kernels a call with these options runs: `kernels` itself unless Default, then
-// MHC_CUDA_SINKHORN (fused or baseline; throws mhc::Error for any other value), else Fused.
+// MHC_CUDA_SINKHORN (fused or baseline; throws mhc::Error for any other value), else Baseline.
 CudaSinkhornKernels resolve_cuda_kernels(CudaSinkhornKernels kernels);
 
 // CPU code paths: the fused kernels are compiled for several instruction sets and the best
