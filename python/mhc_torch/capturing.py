@@ -413,8 +413,10 @@ class Recording(SettingsRecording):
 
     def _record_kernel(self, func, op: _Op, args, kwargs, out, reads, mutated, new_outs, accesses, start, where):
         name = op.name
-        workspaces.add_persistent(self, self.workspaces.persistent(name, self.phase == "backward", func, args, kwargs),
-                                  start, accesses)
+        in_backward = self.phase == "backward"
+        workspaces.add_persistent(self, self.workspaces.persistent(name, in_backward, func, args, kwargs), start, accesses)
+        if name in workspaces.CUBLAS_OPS:
+            workspaces.add_uses(self, self.workspaces.used(name, in_backward, func, args, kwargs), accesses)
         # Roofline: bytes moved are the tensors' own extents (views, not whole storages); a
         # mutated argument is read and written.
         moved = 0

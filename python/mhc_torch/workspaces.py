@@ -226,9 +226,8 @@ class Workspaces:
     def __init__(self, spec):
         self.spec = spec
         self.cublas_bytes = cublas_workspace_bytes(getattr(spec, "compute_capability", None))
-        self.cublas_threads: set[str] = set()
         self.cublaslt_bytes = cublaslt_workspace_bytes()
-        self.cublaslt_threads: set[str] = set()
+        self.taken: dict[str, int] = {}  # label of a thread's workspace -> its allocation id
         self.sm_count = getattr(spec, "sm_count", None)
         self.max_threads_per_sm = getattr(spec, "max_threads_per_sm", None)
 
@@ -240,17 +239,24 @@ class Workspaces:
     def persistent(self, name: str, in_backward: bool, func=None, args=(), kwargs=None) -> list[tuple[int, str]]:
         """A cuBLAS workspace when this is the first cuBLAS kernel of its thread, and a cuBLASLt
         one when it is the thread's first cuBLASLt GEMM (func, args and kwargs say)."""
+        out = []
+        for label in self.used(name, in_backward, func, args, kwargs):
+            if label not in self.taken:
+                self.taken[label] = 0  # its allocation id, once add_persistent has made it
+                out.append((self.cublaslt_bytes if label.startswith("cuBLASLt") else self.cublas_bytes, label))
+        return out
+
+    def used(self, name: str, in_backward: bool, func=None, args=(), kwargs=None) -> list[str]:
+        """The thread's workspaces that this kernel runs in (their labels): a cuBLAS GEMM its
+        thread's cuBLAS workspace, a cuBLASLt GEMM the cuBLASLt one too. Every such kernel
+        accesses them, so that a setting that reruns the kernel on another thread (a checkpoint's
+        recompute, in the backward) knows it needs that thread's."""
         if name not in CUBLAS_OPS:
             return []
         thread = "autograd thread" if in_backward else "main thread"
-        out = []
-        if thread not in self.cublas_threads:
-            self.cublas_threads.add(thread)
-            out.append((self.cublas_bytes, f"cuBLAS workspace ({thread})"))
-        if name in CUBLASLT_OPS and thread not in self.cublaslt_threads and func is not None and \
-                uses_cublaslt(func, args, kwargs or {}):
-            self.cublaslt_threads.add(thread)
-            out.append((self.cublaslt_bytes, f"cuBLASLt workspace ({thread})"))
+        out = [f"cuBLAS workspace ({thread})"]
+        if name in CUBLASLT_OPS and func is not None and uses_cublaslt(func, args, kwargs or {}):
+            out.append(f"cuBLASLt workspace ({thread})")
         return out
 
     def transient(self, func, args, kwargs, name: str) -> list[tuple[int, str]]:
@@ -284,12 +290,19 @@ def add_transient(rec, buffers, start: int, end: int, accesses: dict[int, int]) 
 def add_persistent(rec, buffers, start: int, accesses: dict[int, int]) -> None:
     """Allocations taken at the kernel's start and never given back (cuBLAS workspaces)."""
     for nbytes, label in buffers:
-        _add(rec, nbytes, label, start, None, accesses)
+        rec.workspaces.taken[label] = _add(rec, nbytes, label, start, None, accesses)
         rec.live_bytes += nbytes
 
 
-def _add(rec, nbytes: int, label: str, t_alloc: int, t_free: int | None, accesses: dict[int, int]) -> None:
+def add_uses(rec, labels, accesses: dict[int, int]) -> None:
+    """The kernel reads and writes the workspaces of these labels (made already)."""
+    for label in labels:
+        accesses[rec.workspaces.taken[label]] = store.READ_WRITE
+
+
+def _add(rec, nbytes: int, label: str, t_alloc: int, t_free: int | None, accesses: dict[int, int]) -> int:
     a = store.Allocation(id=len(rec.allocs) + 1, bytes=nbytes, t_alloc=t_alloc, t_free=t_free,
                          category=store.WORKSPACE, label=label)
     rec.allocs.append(a)
     accesses[a.id] = store.READ_WRITE
+    return a.id
