@@ -92,10 +92,9 @@ def test_capture_matches_the_h200_step_peak(tmp_path):
 
     Remaining gap +400 B, none of it modelling of note: the capture puts AdamW's 148 `step`
     counters (4 B each) on the device, where AdamW(foreach, not capturable) keeps them on the host
-    (the GPU holds 2 other 4 B tensors there: the loss and a step counter's scalar), and it does
-    not model the attention kernel's random seed and offset (2 x 8 B a layer, kept for the
-    backward): 592 - 8 - 192 = 400. Tolerance 4 KiB; before the fixes the capture was
-    +370,147,728 B."""
+    (both hold the loss and nll_loss's total weight, 4 B each), and it does not model the CUDA
+    attention kernel's random seed and offset (2 x 8 B a layer, kept for the backward):
+    148 x 4 - 12 x 2 x 8 = 400. Tolerance 4 KiB; before the fixes the capture was +370,147,728 B."""
     one = _capture_gpt2(str(tmp_path / "l1.db"), 1)
     two = _capture_gpt2(str(tmp_path / "l2.db"), 2)
     captured = one + 11 * (two - one)
