@@ -414,7 +414,8 @@ class Recording(SettingsRecording):
     def _record_kernel(self, func, op: _Op, args, kwargs, out, reads, mutated, new_outs, accesses, start, where):
         name = op.name
         in_backward = self.phase == "backward"
-        workspaces.add_persistent(self, self.workspaces.persistent(name, in_backward, func, args, kwargs), start, accesses)
+        made = self.workspaces.persistent(name, in_backward, func, args, kwargs)
+        workspaces.add_persistent(self, made, start, accesses)
         if name in workspaces.CUBLAS_OPS:
             workspaces.add_uses(self, self.workspaces.used(name, in_backward, func, args, kwargs), accesses)
         # Roofline: bytes moved are the tensors' own extents (views, not whole storages); a

@@ -19,7 +19,8 @@ from mhc_torch.models import preset  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SNAPSHOT = os.path.join(REPO, "tests", "data", "recorded", "h200-gpt2-small-b8-s1024-expandable.pickle.gz")
-needs_snapshot = pytest.mark.skipif(not os.path.exists(SNAPSHOT), reason="the recorded snapshot is not in this checkout")
+needs_snapshot = pytest.mark.skipif(not os.path.exists(SNAPSHOT),
+                                    reason="the recorded snapshot is not in this checkout")
 
 
 class _Loader(pickle.Unpickler):
