@@ -28,30 +28,31 @@ bool is_matmul(const std::string& name) {
 // GEMM of that kind and kept to the end: python/mhc_torch/workspaces.py). A recomputed op that used
 // the main thread's workspace uses the autograd thread's: the captured one (made here instead if
 // the captured backward made it later), else one made here.
-int32_t thread_workspace(Plan& p, int32_t x, int32_t op) {
+int32_t thread_workspace(Plan& plan, int32_t alloc, int32_t op) {
     static const std::string kMain = " (main thread)";
-    const Alloc& a = p.allocs[static_cast<size_t>(x)];
-    const std::string& label = p.strings[static_cast<size_t>(a.label)];
-    if (a.freed.op != kNoFree || label.size() <= kMain.size() ||
+    const Alloc& main = plan.allocs[static_cast<size_t>(alloc)];
+    const std::string& label = plan.strings[static_cast<size_t>(main.label)];
+    if (main.freed.op != kNoFree || label.size() <= kMain.size() ||
         label.compare(label.size() - kMain.size(), kMain.size(), kMain) != 0 || label.rfind("cuBLAS", 0) != 0)
-        return x;
+        return alloc;
     const std::string own = label.substr(0, label.size() - kMain.size()) + " (autograd thread)";
     const Point here{op, false};
-    for (size_t i = 0; i < p.allocs.size(); ++i) {
-        Alloc& w = p.allocs[i];
-        if (w.removed || w.device != a.device || p.strings[static_cast<size_t>(w.label)] != own) continue;
-        if (p.key(w.made) > p.key(here)) {
-            w.made = here;
-            w.made_offset = 0;
+    for (size_t i = 0; i < plan.allocs.size(); ++i) {
+        Alloc& theirs = plan.allocs[i];
+        if (theirs.removed || theirs.device != main.device || plan.strings[static_cast<size_t>(theirs.label)] != own)
+            continue;
+        if (plan.key(theirs.made) > plan.key(here)) {
+            theirs.made = here;
+            theirs.made_offset = 0;
         }
         return static_cast<int32_t>(i);
     }
-    Alloc c = a;
-    c.src = -1;
-    c.label = p.intern(own);
-    c.made = here;
-    c.made_offset = 0;
-    return p.add_alloc(c);
+    Alloc made = main;
+    made.src = -1;
+    made.label = plan.intern(own);
+    made.made = here;
+    made.made_offset = 0;
+    return plan.add_alloc(made);
 }
 
 struct Run {
