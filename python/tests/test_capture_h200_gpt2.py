@@ -197,3 +197,25 @@ def test_allocator_model_replays_the_h200_run(tmp_path, mhc_exe):
                                          "expandable_segments:False"], check=True, capture_output=True,
                                         text=True).stdout)
     assert default["model"]["reserved_peak"] == 14_971_568_128
+
+
+@needs_snapshot
+def test_compare_snapshot_reads_one_step_of_many(tmp_path, capsys):
+    """bench/torch/compare_snapshot.py --step: a window per training step of a snapshot of 20 (its
+    start: what lived at the end of the step before), and a snapshot recorded from an empty device
+    (nothing live at the start) compared without a division by zero."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_snapshot",
+                                                  os.path.join(REPO, "bench", "torch", "compare_snapshot.py"))
+    cmp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cmp)
+    start0, peak0, sizes0 = cmp.snapshot_step(SNAPSHOT, 0)
+    start1, peak1, sizes1 = cmp.snapshot_step(SNAPSHOT, 1)
+    assert (start0, peak0) == (0, step_peaks(SNAPSHOT)[0])
+    # after step 0: parameters, AdamW's state, the batch, the workspaces, the loss
+    assert (start1, peak1) == (1_561_566_212, 13_292_282_568) and len(sizes1) == 1_392
+    path = str(tmp_path / "l1.db")
+    _capture_gpt2(path, 1, batch=1, seq=64)
+    assert cmp.main([path, SNAPSHOT]) == 0
+    assert "peak in the window" in capsys.readouterr().out
