@@ -12,6 +12,13 @@ snapshot tests/data/public/torch-snapshot/stanford-cs336-training-step.pickle):
   CUBLAS_WORKSPACE_CONFIG's `:SIZE_KIB:COUNT` pairs summed, else 32 MiB on compute capability
   9.x, 10.x and 12.x (Hopper, Blackwell) and 4096 KiB x 2 + 16 KiB x 8 = 8,519,680 B on older
   GPUs. The real snapshot holds two blocks of 8,519,680 B.
+- cuBLASLt workspaces (the same file, getCUDABlasLtWorkspace): one per thread that runs a
+  cuBLASLt GEMM, taken at its first and never given back, CUBLASLT_WORKSPACE_SIZE KiB (default
+  1,024 KiB = 1,048,576 B). `addmm` and `_addmm_activation` with a 1-D bias, beta 1 and a
+  floating type take cuBLASLt (the bias fused into the GEMM; aten/src/ATen/native/cuda/Blas.cpp's
+  useLtInterface), other matmuls plain cuBLAS. The H200 snapshot of GPT-2 small
+  (tests/data/recorded/) holds one block of 1,048,576 B, taken at the first addmm right after the
+  main thread's cuBLAS workspace; the backward (mm only) takes none.
 - Reduction staging (aten/src/ATen/native/cuda/Reduce.cuh: setReduceConfig, ReduceConfig's
   global_memory_size and semaphore_size; gpu_reduce_kernel allocates both): a reduction that
   splits each output's inputs across thread blocks keeps partial results in a global buffer of
@@ -67,6 +74,31 @@ def cublas_workspace_bytes(compute_capability: tuple[int, int] | None, env=None)
             return sum(int(size) * 1024 * int(count) for size, count in pairs)
     major = compute_capability[0] if compute_capability else 0
     return 4096 * 8 * 1024 if major in (9, 10, 12) else 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def cublaslt_workspace_bytes(env=None) -> int:
+    """What one cuBLASLt workspace takes: CUBLASLT_WORKSPACE_SIZE (KiB), else 1 MiB."""
+    env = os.environ if env is None else env
+    size = env.get("CUBLASLT_WORKSPACE_SIZE", "")
+    return int(size) * 1024 if size.isdigit() else 1024 * 1024
+
+
+# ops whose CUDA kernel is a cuBLASLt GEMM with the bias fused, when uses_cublaslt says so
+CUBLASLT_OPS = {"aten::addmm", "aten::_addmm_activation"}
+
+
+def uses_cublaslt(func, args, kwargs) -> bool:
+    """An addmm that CUDA runs with cuBLASLt (Blas.cpp's useLtInterface, the conditions fake
+    tensors can see): a contiguous 1-D bias as long as the output's rows, beta 1, a floating type,
+    both matrices larger than 1 x 1 in each dimension."""
+    if not args or len(args) < 3 or not all(isinstance(a, torch.Tensor) for a in args[:3]):
+        return False
+    bias, mat1, mat2 = args[:3]
+    beta = _arg(func, args, kwargs, "beta", 1)
+    return (bias.dim() == 1 and mat1.dim() == 2 and mat2.dim() == 2 and bias.is_contiguous() and
+            bias.shape[0] == mat2.shape[1] and beta == 1 and
+            mat1.dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64) and
+            min(mat1.shape[0], mat1.shape[1], mat2.shape[1]) > 1)
 
 
 def _reduction_geometry(t: torch.Tensor, reduced: set[int]):
@@ -194,23 +226,38 @@ class Workspaces:
     def __init__(self, spec):
         self.spec = spec
         self.cublas_bytes = cublas_workspace_bytes(getattr(spec, "compute_capability", None))
-        self.cublas_threads: set[str] = set()
+        self.cublaslt_bytes = cublaslt_workspace_bytes()
+        self.taken: dict[str, int] = {}  # label of a thread's workspace -> its allocation id
         self.sm_count = getattr(spec, "sm_count", None)
         self.max_threads_per_sm = getattr(spec, "max_threads_per_sm", None)
 
     def meta(self) -> dict[str, str]:
-        return {"capture.workspaces": "cublas reduction-staging index_put-sort",
-                "capture.cublas_workspace_bytes": str(self.cublas_bytes)}
+        return {"capture.workspaces": "cublas cublaslt reduction-staging index_put-sort",
+                "capture.cublas_workspace_bytes": str(self.cublas_bytes),
+                "capture.cublaslt_workspace_bytes": str(self.cublaslt_bytes)}
 
-    def persistent(self, name: str, in_backward: bool) -> list[tuple[int, str]]:
-        """A cuBLAS workspace when this is the first cuBLAS kernel of its thread."""
+    def persistent(self, name: str, in_backward: bool, func=None, args=(), kwargs=None) -> list[tuple[int, str]]:
+        """A cuBLAS workspace when this is the first cuBLAS kernel of its thread, and a cuBLASLt
+        one when it is the thread's first cuBLASLt GEMM (func, args and kwargs say)."""
+        out = []
+        for label in self.used(name, in_backward, func, args, kwargs):
+            if label not in self.taken:
+                self.taken[label] = 0  # its allocation id, once add_persistent has made it
+                out.append((self.cublaslt_bytes if label.startswith("cuBLASLt") else self.cublas_bytes, label))
+        return out
+
+    def used(self, name: str, in_backward: bool, func=None, args=(), kwargs=None) -> list[str]:
+        """The thread's workspaces that this kernel runs in (their labels): a cuBLAS GEMM its
+        thread's cuBLAS workspace, a cuBLASLt GEMM the cuBLASLt one too. Every such kernel
+        accesses them, so that a setting that reruns the kernel on another thread (a checkpoint's
+        recompute, in the backward) knows it needs that thread's."""
         if name not in CUBLAS_OPS:
             return []
         thread = "autograd thread" if in_backward else "main thread"
-        if thread in self.cublas_threads:
-            return []
-        self.cublas_threads.add(thread)
-        return [(self.cublas_bytes, f"cuBLAS workspace ({thread})")]
+        out = [f"cuBLAS workspace ({thread})"]
+        if name in CUBLASLT_OPS and func is not None and uses_cublaslt(func, args, kwargs or {}):
+            out.append(f"cuBLASLt workspace ({thread})")
+        return out
 
     def transient(self, func, args, kwargs, name: str) -> list[tuple[int, str]]:
         """Buffers the kernel of `func` (whose schema's name is `name`) takes from the caching
@@ -243,12 +290,19 @@ def add_transient(rec, buffers, start: int, end: int, accesses: dict[int, int]) 
 def add_persistent(rec, buffers, start: int, accesses: dict[int, int]) -> None:
     """Allocations taken at the kernel's start and never given back (cuBLAS workspaces)."""
     for nbytes, label in buffers:
-        _add(rec, nbytes, label, start, None, accesses)
+        rec.workspaces.taken[label] = _add(rec, nbytes, label, start, None, accesses)
         rec.live_bytes += nbytes
 
 
-def _add(rec, nbytes: int, label: str, t_alloc: int, t_free: int | None, accesses: dict[int, int]) -> None:
+def add_uses(rec, labels, accesses: dict[int, int]) -> None:
+    """The kernel reads and writes the workspaces of these labels (made already)."""
+    for label in labels:
+        accesses[rec.workspaces.taken[label]] = store.READ_WRITE
+
+
+def _add(rec, nbytes: int, label: str, t_alloc: int, t_free: int | None, accesses: dict[int, int]) -> int:
     a = store.Allocation(id=len(rec.allocs) + 1, bytes=nbytes, t_alloc=t_alloc, t_free=t_free,
                          category=store.WORKSPACE, label=label)
     rec.allocs.append(a)
     accesses[a.id] = store.READ_WRITE
+    return a.id

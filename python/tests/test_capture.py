@@ -51,6 +51,7 @@ def test_linear_every_storage_and_op(tmp_path):
         (32, "other", "batch"),                      # 2 x 4
         (24, "workspace", "Linear:aten::addmm"),     # y = x W^T + b: not saved (sum needs no input)
         (32 << 20, "workspace", "cuBLAS workspace (main thread)"),      # H100: 32 MiB, at the first matmul
+        (1 << 20, "workspace", "cuBLASLt workspace (main thread)"),     # addmm with a bias runs cuBLASLt
         (4, "activation", "aten::sum"),              # the loss: alive when the backward starts
         (4, "workspace", "aten::ones_like"),         # d loss / d loss
         (48, "grad", "weight.grad"),
@@ -74,7 +75,7 @@ def test_linear_every_storage_and_op(tmp_path):
     s1, s2 = [f"aten::_foreach_sqrt#{i}" for i, _, _, lab in allocs if lab == "aten::_foreach_sqrt"]
     expected = [
         ("aten::addmm", {("bias", "R"), ("batch", "R"), ("weight", "R"), ("Linear:aten::addmm", "W"),
-                         ("cuBLAS workspace (main thread)", "RW")}),
+                         ("cuBLAS workspace (main thread)", "RW"), ("cuBLASLt workspace (main thread)", "RW")}),
         ("aten::sum", {("Linear:aten::addmm", "R"), ("aten::sum", "W")}),
         ("aten::ones_like", {("aten::ones_like", "W")}),  # takes the loss for its shape only
         ("aten::mm", {("aten::ones_like", "R"), ("batch", "R"), ("weight.grad", "W"),

@@ -710,6 +710,27 @@ def _alloc_events(path, step):
     return [e[2:] for e in sorted(ev)]
 
 
+def test_recomputed_matmuls_take_the_autograd_threads_workspaces(tmp_path, mhc_exe):
+    """A checkpoint's recompute runs in the backward, on the autograd engine's thread, whose cuBLAS
+    handle has workspaces of its own: its addmm with a bias takes that thread's cuBLASLt workspace
+    (1 MiB), which the backward alone (mm only) never takes. Blocks 1 and 2 are checkpointed, not
+    block 0, whose addmm took the main thread's: the capture recorded the workspace as accessed by
+    that first kernel only, so the prediction found no recomputed kernel using it and was 1 MiB under
+    the capture of the same setting (GPT-2 small on the H200, blocks 5-11: 10,891,830,360 B
+    predicted, 10,892,878,936 B captured)."""
+    setting = {"checkpoint": {"modules": ["Net.blocks.1", "Net.blocks.2"]}}
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, HELD_FILE, setting, steps=2)
+    pred = tmp_path / "pred.db"
+    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--setting", json.dumps(setting),
+                          "--trace-out", str(pred)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lt = "SELECT count(*) FROM allocations a JOIN strings s ON s.id = a.label WHERE s.text = ?"
+    for path, n in ((tmp_path / "base.db", 0), (tmp_path / "set.db", 1), (pred, 1)):
+        assert _rows(str(path), lt, ("cuBLASLt workspace (autograd thread)",)) == [(n,)], path
+    assert _alloc_events(str(pred), 1) == _alloc_events(str(tmp_path / "set.db"), 1)
+    assert doc["rows"][0]["peak_bytes"] == captured.peak_bytes
+
+
 @pytest.mark.parametrize("autocast", [None, torch.bfloat16], ids=["fp32", "bf16 autocast"])
 def test_checkpointed_storages_live_while_the_code_holds_them(tmp_path, mhc_exe, autocast):
     """Under checkpointing a saved storage dies when the Python code drops it, not at its last use:

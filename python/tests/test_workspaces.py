@@ -56,10 +56,25 @@ def test_one_cublas_workspace_per_thread_that_runs_matmuls(tmp_path):
         ks, acc = _kernels(path)
         first_fwd = next(k for k in ks if k[1] == "aten::addmm")
         first_bwd = next(k for k in ks if k[1] == "aten::mm" and k[4] == 1)
-        # Taken at each thread's first matmul, kept to the end, whatever the number of steps.
+        # Taken at each thread's first matmul, kept to the end, whatever the number of steps; the
+        # forward's addmm with a bias runs cuBLASLt, which takes its own 1 MiB at the first (the
+        # backward's mm run plain cuBLAS: no cuBLASLt workspace on the autograd thread).
         assert [(lab, b, ta) for lab, b, ta, _ in ws] == [("cuBLAS workspace (main thread)", size, first_fwd[2]),
+                                                          ("cuBLASLt workspace (main thread)", 1 << 20, first_fwd[2]),
                                                           ("cuBLAS workspace (autograd thread)", size, first_bwd[2])]
         assert all(tf is None for *_, tf in ws)
+
+
+def test_cublaslt_workspace_rules():
+    assert workspaces.cublaslt_workspace_bytes(env={}) == 1 << 20
+    assert workspaces.cublaslt_workspace_bytes(env={"CUBLASLT_WORKSPACE_SIZE": "4096"}) == 4 << 20
+    addmm = torch.ops.aten.addmm.default
+    bias, x, w = torch.empty(16, device="meta"), torch.empty(4, 8, device="meta"), torch.empty(8, 16, device="meta")
+    assert workspaces.uses_cublaslt(addmm, (bias, x, w), {})
+    assert not workspaces.uses_cublaslt(addmm, (bias, x, w), {"beta": 0.5})  # cuBLAS, bias scaled apart
+    assert not workspaces.uses_cublaslt(addmm, (torch.empty(4, 16, device="meta"), x, w), {})  # 2-D self
+    assert not workspaces.uses_cublaslt(addmm, (bias, torch.empty(1, 8, device="meta"), w), {})  # one row
+    assert not workspaces.uses_cublaslt(addmm, (bias.long(), x.long(), w.long()), {})  # integers
 
 
 def test_reduction_staging_by_hand():

@@ -525,6 +525,23 @@ def before_sums(cap, plan, anchor):
     return (plan.op_of[i], "after", 0)
 
 
+def autograd_workspace(plan, a, op):
+    """docs/simulator.md: a main thread's cuBLAS or cuBLASLt workspace that a recomputed kernel used
+    is the autograd thread's instead: the one already there (made at `op` if it came later), else
+    one made at `op` and kept to the end."""
+    al = plan.allocs[a]
+    if al.freed is not None or not al.label.startswith("cuBLAS") or not al.label.endswith(" (main thread)"):
+        return a
+    own = al.label[:-len(" (main thread)")] + " (autograd thread)"
+    here = (op, "before", 0)
+    for key, w in plan.allocs.items():
+        if w.label == own and w.device == al.device:
+            if plan.pos(w.made) > plan.pos(here):
+                w.made = here
+            return key
+    return plan.add_alloc(al.device, al.nbytes, al.stream, al.category, here, label=own)
+
+
 def checkpoint_call(plan, cap, ks, mod, call, policy):
     callset = set(call)
     saved = {a for i in call for a in cap.saved_at.get(i, [])}
@@ -566,8 +583,9 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
                 copy_of[a] = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, (op, "before", 0),
                                             label=al.label)
         for a, m in sorted(cap.acc[i].items()):
-            last_use[copy_of.get(a, a)] = op
-            op.acc[copy_of.get(a, a)] = m
+            use = copy_of[a] if a in copy_of else autograd_workspace(plan, a, op)
+            last_use[use] = op
+            op.acc[use] = m
     rec_end = (placed[rerun[-1]], "after", 0) if rerun else None
     for a, key in copy_of.items():
         only_call = a in saved and all(i in callset for i in cap.saves_of.get(a, []))

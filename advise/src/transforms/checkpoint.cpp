@@ -23,6 +23,38 @@ bool is_matmul(const std::string& name) {
            name == "aten::convolution" || name.rfind("aten::_scaled_dot_product_", 0) == 0;
 }
 
+// The recomputation runs in the backward, on the autograd engine's device thread, which keeps
+// cuBLAS and cuBLASLt workspaces of its own (one of each per thread, taken at the thread's first
+// GEMM of that kind and kept to the end: python/mhc_torch/workspaces.py). A recomputed op that used
+// the main thread's workspace uses the autograd thread's: the captured one (made here instead if
+// the captured backward made it later), else one made here.
+int32_t thread_workspace(Plan& plan, int32_t alloc, int32_t op) {
+    static const std::string kMain = " (main thread)";
+    const Alloc& main = plan.allocs[static_cast<size_t>(alloc)];
+    const std::string& label = plan.strings[static_cast<size_t>(main.label)];
+    if (main.freed.op != kNoFree || label.size() <= kMain.size() ||
+        label.compare(label.size() - kMain.size(), kMain.size(), kMain) != 0 || label.rfind("cuBLAS", 0) != 0)
+        return alloc;
+    const std::string own = label.substr(0, label.size() - kMain.size()) + " (autograd thread)";
+    const Point here{op, false};
+    for (size_t i = 0; i < plan.allocs.size(); ++i) {
+        Alloc& theirs = plan.allocs[i];
+        if (theirs.removed || theirs.device != main.device || plan.strings[static_cast<size_t>(theirs.label)] != own)
+            continue;
+        if (plan.key(theirs.made) > plan.key(here)) {
+            theirs.made = here;
+            theirs.made_offset = 0;
+        }
+        return static_cast<int32_t>(i);
+    }
+    Alloc made = main;
+    made.src = -1;
+    made.label = plan.intern(own);
+    made.made = here;
+    made.made_offset = 0;
+    return plan.add_alloc(made);
+}
+
 struct Run {
     int32_t first = 0, last = 0;   // forward seqs [first, last] of one call of the module
     int32_t module = -1;
@@ -198,7 +230,7 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
                 copy_of[x] = p.add_alloc(c);
             }
             auto it = copy_of.find(x);
-            int32_t use = it == copy_of.end() ? live_param(p, x, trigger) : it->second;
+            int32_t use = it == copy_of.end() ? thread_workspace(p, live_param(p, x, trigger), id) : it->second;
             acc.push_back({use, a.mode});
             if (it != copy_of.end()) last_use[use] = id;
         }

@@ -1,0 +1,221 @@
+"""The capture against a real GPU: GPT-2 small's training step as an H200 recorded it
+(tests/data/recorded/README.md: torch 2.11, transformers 5.17, bf16 autocast, AdamW foreach,
+batch 8 x 1024, expandable segments) and as the capture models it from the same preset. Before
+2026-12-04 the capture held 370,147,728 B (+2.8%) more at the step's peak; the three causes each
+have a small test below: dropout's mask, transformers' causal mask on fake tensors, and the
+cuBLASLt workspace (test_workspaces.py)."""
+import gzip
+import os
+import pickle
+import sqlite3
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+import mhc_torch  # noqa: E402
+from mhc_torch.models import preset  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SNAPSHOT = os.path.join(REPO, "tests", "data", "recorded", "h200-gpt2-small-b8-s1024-expandable.pickle.gz")
+needs_snapshot = pytest.mark.skipif(not os.path.exists(SNAPSHOT),
+                                    reason="the recorded snapshot is not in this checkout")
+
+
+class _Loader(pickle.Unpickler):
+    def find_class(self, module, name):  # a snapshot holds plain containers only
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a snapshot")
+
+
+def step_peaks(path):
+    """Peak of live bytes (the alloc events' sizes, as requested) in each training step; a step
+    ends at the END of the optimizer's zero_grad (the snapshot's external annotations)."""
+    with gzip.open(path, "rb") as f:
+        snap = _Loader(f).load()
+    ends = sorted(a["time_us"] for a in snap["external_annotations"]
+                  if a["name"].startswith("Optimizer.zero_grad") and a["stage"] == "END")
+    peaks = [0] * len(ends)
+    live = step = 0
+    for e in snap["device_traces"][0]:
+        while step < len(ends) - 1 and e["time_us"] > ends[step]:
+            step += 1
+        if e["action"] == "alloc":
+            live += e["size"]
+        elif e["action"] == "free_completed":
+            live -= e["size"]
+        peaks[step] = max(peaks[step], live)
+    return peaks
+
+
+def _last_step_peak(path):
+    """Peak of live device bytes in the capture's last step (frees before allocations at one
+    instant, what bench/torch/compare_snapshot.py counts)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        t0, t1 = db.execute("SELECT t_start, t_end FROM markers WHERE kind = 0 ORDER BY idx DESC LIMIT 1").fetchone()
+        rows = db.execute("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = 0").fetchall()
+    finally:
+        db.close()
+    live = sum(b for b, ta, tf in rows if ta < t0 and (tf is None or tf > t0))
+    events = [(ta, 1, b) for b, ta, _ in rows if t0 <= ta <= t1]
+    events += [(tf, 0, -b) for b, ta, tf in rows if tf is not None and (t0 < tf <= t1 or (tf == t0 and ta >= t0))]
+    peak = live
+    for _, _, d in sorted(events):
+        live += d
+        peak = max(peak, live)
+    return peak
+
+
+def _capture_gpt2(path, layers, batch=8, seq=1024):
+    build, make_batch, loss_fn, _ = preset("gpt2-small", batch=batch, seq=seq, layers=layers)
+    mhc_torch.capture(build, make_batch, steps=2, gpu="h200", path=path, loss_fn=loss_fn,
+                      optimizer=lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True))
+    return _last_step_peak(path)
+
+
+@needs_snapshot
+def test_recorded_steps():
+    """What the fixture holds (README.md): step 0 has no optimizer state yet; steps 1-19 peak alike."""
+    peaks = step_peaks(SNAPSHOT)
+    assert len(peaks) == 20
+    assert peaks[0] == 12_263_209_672
+    assert set(peaks[1:]) == {13_292_282_568}
+
+
+@needs_snapshot
+def test_capture_matches_the_h200_step_peak(tmp_path):
+    """The capture's steady step (its second) against the recorded steps 1-19. Capturing 12 layers
+    at 8 x 1024 takes 15-60 s, so 1 and 2 layers are captured (a few seconds) and the peak is
+    carried to 12 layers: it comes at the start of the backward, where each layer holds the same
+    parameters, gradients, optimizer state and saved activations, so the peak is a + b x layers
+    (the 12-layer capture gives 13,292,282,968 B, the same as 1 layer + 11 x the difference).
+
+    Remaining gap +400 B, none of it modelling of note: the capture puts AdamW's 148 `step`
+    counters (4 B each) on the device, where AdamW(foreach, not capturable) keeps them on the host
+    (both hold the loss and nll_loss's total weight, 4 B each), and it does not model the CUDA
+    attention kernel's random seed and offset (2 x 8 B a layer, kept for the backward):
+    148 x 4 - 12 x 2 x 8 = 400. Tolerance 4 KiB; before the fixes the capture was +370,147,728 B."""
+    one = _capture_gpt2(str(tmp_path / "l1.db"), 1)
+    two = _capture_gpt2(str(tmp_path / "l2.db"), 2)
+    captured = one + 11 * (two - one)
+    recorded = step_peaks(SNAPSHOT)[1]
+    assert abs(captured - recorded) <= 4096, (captured, recorded, captured - recorded)
+
+
+class _Dropped(torch.nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.fc = torch.nn.Linear(256, 256)
+        self.drop = torch.nn.Dropout(p)
+
+    def forward(self, x):
+        return self.drop(self.fc(x)).float().sum()
+
+
+def _peak_and_labels(path, before=None):
+    """Labels and sizes of the capture's allocations (made before the first one labelled `before`)."""
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("SELECT s.text, a.bytes, a.t_alloc FROM allocations a JOIN strings s ON s.id = a.label "
+                          "ORDER BY a.id").fetchall()
+    finally:
+        db.close()
+    end = next((t for lab, _, t in rows if lab == before), None)
+    rows = [(lab, b) for lab, b, t in rows if end is None or t < end]
+    return [lab for lab, _ in rows], [b for _, b in rows]
+
+
+@pytest.mark.parametrize("autocast", [None, torch.bfloat16], ids=["fp32", "bf16"])
+def test_dropout_keeps_a_bool_mask_as_on_the_gpu(tmp_path, autocast):
+    """A GPU fuses dropout (native_dropout): its output and a bool mask, 1 B an element, which the
+    backward keeps. CPU's composite path makes a noise tensor of the input's dtype (4 B an element
+    in fp32, 2 under bf16 autocast: the linear's output) and the output, and the backward keeps the
+    noise: the capture held that until 2026-12-04."""
+    path = str(tmp_path / "d.db")
+    mhc_torch.capture(lambda: _Dropped(0.1), lambda: (torch.randn(64, 256),), steps=1, path=path,
+                      autocast_dtype=autocast, loss_fn=lambda m, b: m(*b))
+    labels, sizes = _peak_and_labels(path, before="aten::ones_like")  # the forward's (ones_like: the backward's seed)
+    made = sorted(b for lab, b in zip(labels, sizes) if lab.startswith("_Dropped.drop:"))
+    elem = 2 if autocast else 4
+    assert made == sorted([64 * 256, 64 * 256 * elem]), list(zip(labels, sizes))
+    assert "_Dropped.drop:aten::native_dropout" in labels
+
+
+def test_dropout_left_alone_where_the_gpu_does_not_fuse(tmp_path):
+    """In place, p = 0 and eval: the composite path on a GPU too (aten's is_fused_kernel_acceptable)."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(256, 256)
+
+        def forward(self, x):
+            y = torch.nn.functional.dropout(self.fc(x), 0.1, training=True, inplace=True)
+            y = torch.nn.functional.dropout(y, 0.1, training=False)
+            return torch.nn.functional.dropout(y, 0.0, training=True).sum()
+
+    path = str(tmp_path / "inplace.db")
+    mhc_torch.capture(M, lambda: (torch.randn(64, 256),), steps=1, path=path, autocast_dtype=None,
+                      loss_fn=lambda m, b: m(*b))
+    labels, _ = _peak_and_labels(path)
+    assert not any("native_dropout" in lab for lab in labels)
+    assert not hasattr(torch.nn.functional.dropout, "__wrapped__")  # restored after the capture
+
+
+def test_no_causal_mask_built_for_transformers_models(tmp_path):
+    """transformers checks the position ids' values for packed sequences; on fake tensors it could
+    not and built a batch x 1 x seq x seq mask (SDPA then made an additive one per layer, 2 B an
+    element under bf16) where the GPU runs SDPA with is_causal and no mask."""
+    b, s = 2, 128
+    path = str(tmp_path / "gpt2.db")
+    _capture_gpt2(path, 2, batch=b, seq=s)
+    labels, sizes = _peak_and_labels(path)
+    assert not any(lab.endswith("attn:aten::where") for lab in labels), [lab for lab in labels if "where" in lab]
+    assert b * s * s not in sizes and b * s * s * 2 not in sizes
+    import transformers.masking_utils as masking
+
+    assert masking.find_packed_sequence_indices.__module__ == "transformers.masking_utils"
+    assert not hasattr(masking.find_packed_sequence_indices, "__wrapped__")  # restored
+
+
+@needs_snapshot
+def test_allocator_model_replays_the_h200_run(tmp_path, mhc_exe):
+    """The caching allocator model, fed the recorded allocations: with expandable segments (as
+    recorded) the same 139 mappings and 14,250,147,840 B reserved at every moment; with the
+    default allocator (what-if) 14,971,568,128 B, which is what the same loop measured on the H200
+    without expandable segments (torch.cuda.max_memory_reserved, docs/logs/h200-2026-12-04/run2)."""
+    import json
+
+    db = str(tmp_path / "real.db")
+    subprocess.run([mhc_exe, "-q", "import", SNAPSHOT, "-o", db], check=True, capture_output=True)
+    out = json.loads(subprocess.run([mhc_exe, "allocator", db, "--json"], check=True, capture_output=True,
+                                    text=True).stdout)
+    assert out["recorded"]["reserved_peak"] == out["model"]["reserved_peak"] == 14_250_147_840
+    assert out["recorded"]["segments"] == out["model"]["segments"] == 139
+    assert out["reserved_diff"]["max_abs"] == 0 and out["first_divergence"] is None
+    default = json.loads(subprocess.run([mhc_exe, "allocator", db, "--json", "--allocator-conf",
+                                         "expandable_segments:False"], check=True, capture_output=True,
+                                        text=True).stdout)
+    assert default["model"]["reserved_peak"] == 14_971_568_128
+
+
+@needs_snapshot
+def test_compare_snapshot_reads_one_step_of_many(tmp_path, capsys):
+    """bench/torch/compare_snapshot.py --step: a window per training step of a snapshot of 20 (its
+    start: what lived at the end of the step before), and a snapshot recorded from an empty device
+    (nothing live at the start) compared without a division by zero."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compare_snapshot",
+                                                  os.path.join(REPO, "bench", "torch", "compare_snapshot.py"))
+    cmp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cmp)
+    start0, peak0, sizes0 = cmp.snapshot_step(SNAPSHOT, 0)
+    start1, peak1, sizes1 = cmp.snapshot_step(SNAPSHOT, 1)
+    assert (start0, peak0) == (0, step_peaks(SNAPSHOT)[0])
+    # after step 0: parameters, AdamW's state, the batch, the workspaces, the loss
+    assert (start1, peak1) == (1_561_566_212, 13_292_282_568) and len(sizes1) == 1_392
+    path = str(tmp_path / "l1.db")
+    _capture_gpt2(path, 1, batch=1, seq=64)
+    assert cmp.main([path, SNAPSHOT]) == 0
+    assert "peak in the window" in capsys.readouterr().out
