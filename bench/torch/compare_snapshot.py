@@ -13,7 +13,7 @@ the `size` of their free event). Only the standard library and the pickle module
 
 --step N takes the snapshot's window to be its training step N (from 0), for a snapshot of several
 steps whose external annotations mark the end of each step's `Optimizer.zero_grad` (what
-torch.optim records; package/gpu/train_loop.py's snapshots, tests/data/recorded/): the window runs
+torch.optim records; package/gpu/train_loop.py's snapshots, datasets/recorded/): the window runs
 from the end of step N-1's zero_grad (the recording's start for step 0) to the end of step N's,
 and its start is the bytes live then.
 """

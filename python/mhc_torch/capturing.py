@@ -702,7 +702,7 @@ def _dropout_as_on_gpu():
     keeps; on a CPU tensor it takes the composite path, a noise tensor of the input's dtype
     (empty_like, bernoulli_, div_, mul), which the backward keeps instead: 2 bytes an element under
     bf16 autocast, 4 in fp32. GPT-2 small (batch 8 x 1024) keeps 25 such masks, so the capture held
-    169,869,312 B more than the H200 did at the step's peak (tests/data/recorded/README.md). While
+    169,869,312 B more than the H200 did at the step's peak (datasets/recorded/README.md). While
     the capture runs, a dropout that the GPU would fuse (training, 0 < p < 1, not in place, not
     empty: aten's is_fused_kernel_acceptable) calls native_dropout; in place and p = 0 or 1 keep the
     composite path on the GPU too. The function itself is replaced, as for attention: code that

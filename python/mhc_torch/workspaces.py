@@ -17,7 +17,7 @@ snapshot tests/data/public/torch-snapshot/stanford-cs336-training-step.pickle):
   1,024 KiB = 1,048,576 B). `addmm` and `_addmm_activation` with a 1-D bias, beta 1 and a
   floating type take cuBLASLt (the bias fused into the GEMM; aten/src/ATen/native/cuda/Blas.cpp's
   useLtInterface), other matmuls plain cuBLAS. The H200 snapshot of GPT-2 small
-  (tests/data/recorded/) holds one block of 1,048,576 B, taken at the first addmm right after the
+  (datasets/recorded/) holds one block of 1,048,576 B, taken at the first addmm right after the
   main thread's cuBLAS workspace; the backward (mm only) takes none.
 - Reduction staging (aten/src/ATen/native/cuda/Reduce.cuh: setReduceConfig, ReduceConfig's
   global_memory_size and semaphore_size; gpu_reduce_kernel allocates both): a reduction that

@@ -1,5 +1,5 @@
 """The capture against a real GPU: GPT-2 small's training step as an H200 recorded it
-(tests/data/recorded/README.md: torch 2.11, transformers 5.17, bf16 autocast, AdamW foreach,
+(datasets/recorded/README.md: torch 2.11, transformers 5.17, bf16 autocast, AdamW foreach,
 batch 8 x 1024, expandable segments) and as the capture models it from the same preset. Before
 2026-12-04 the capture held 370,147,728 B (+2.8%) more at the step's peak; the three causes each
 have a small test below: dropout's mask, transformers' causal mask on fake tensors, and the
@@ -8,7 +8,6 @@ import gzip
 import os
 import pickle
 import sqlite3
-import subprocess
 
 import pytest
 
@@ -18,7 +17,7 @@ import mhc_torch  # noqa: E402
 from mhc_torch.models import preset  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SNAPSHOT = os.path.join(REPO, "tests", "data", "recorded", "h200-gpt2-small-b8-s1024-expandable.pickle.gz")
+SNAPSHOT = os.path.join(REPO, "datasets", "recorded", "h200-gpt2-small-expandable-segments.pickle.gz")
 needs_snapshot = pytest.mark.skipif(not os.path.exists(SNAPSHOT),
                                     reason="the recorded snapshot is not in this checkout")
 
@@ -178,25 +177,8 @@ def test_no_causal_mask_built_for_transformers_models(tmp_path):
     assert not hasattr(masking.find_packed_sequence_indices, "__wrapped__")  # restored
 
 
-@needs_snapshot
-def test_allocator_model_replays_the_h200_run(tmp_path, mhc_exe):
-    """The caching allocator model, fed the recorded allocations: with expandable segments (as
-    recorded) the same 139 mappings and 14,250,147,840 B reserved at every moment; with the
-    default allocator (what-if) 14,971,568,128 B, which is what the same loop measured on the H200
-    without expandable segments (torch.cuda.max_memory_reserved, docs/logs/h200-2026-12-04/run2)."""
-    import json
-
-    db = str(tmp_path / "real.db")
-    subprocess.run([mhc_exe, "-q", "import", SNAPSHOT, "-o", db], check=True, capture_output=True)
-    out = json.loads(subprocess.run([mhc_exe, "allocator", db, "--json"], check=True, capture_output=True,
-                                    text=True).stdout)
-    assert out["recorded"]["reserved_peak"] == out["model"]["reserved_peak"] == 14_250_147_840
-    assert out["recorded"]["segments"] == out["model"]["segments"] == 139
-    assert out["reserved_diff"]["max_abs"] == 0 and out["first_divergence"] is None
-    default = json.loads(subprocess.run([mhc_exe, "allocator", db, "--json", "--allocator-conf",
-                                         "expandable_segments:False"], check=True, capture_output=True,
-                                        text=True).stdout)
-    assert default["model"]["reserved_peak"] == 14_971_568_128
+# The allocator model fed this recording's allocations (both reserved peaks to the byte) is
+# tests/sim/test_allocator_settings.cpp's ("GPT-2 small on an H200 with expandable segments").
 
 
 @needs_snapshot
