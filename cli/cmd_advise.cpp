@@ -29,6 +29,7 @@ struct Options {
     std::string comm_link;   // the collectives' link (empty: from the capture, comm.hpp)
     int top = 3;
     bool verify = false, json = false, force = false;
+    bool top_given = false;   // --top given (its default is 3)
 };
 
 struct Row {
@@ -115,6 +116,18 @@ void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::s
 int run(const Options& o) {
     const double budget = budget_of(o.budget);
     if (!o.trace_out.empty() && o.setting.empty()) throw mhc::Error("--trace-out: give the setting to write with --setting");
+    if (o.force && o.trace_out.empty())
+        throw mhc::Error("--force: replaces an existing --trace-out file, and no --trace-out is given");
+    // The search's options with one given setting: it is predicted as given, nothing is searched
+    // or ranked, and no capacity is compared (refused, as --trace-out without --setting is).
+    if (!o.setting.empty())
+        for (const auto& [name, given] : {std::pair<const char*, bool>{"--capacity", !o.capacity.empty()},
+                                          {"--gpu", !o.gpu.empty()},
+                                          {"--budget", !o.budget.empty()},
+                                          {"--top", o.top_given}})
+            if (given)
+                throw mhc::Error(std::string(name) + " and --setting: " + name +
+                                 " is for the search, and --setting predicts the one setting given; give one");
     if (o.top < 1 || o.top > 100) throw mhc::Error("--top: " + std::to_string(o.top) + " is outside [1, 100]");
     std::string cap_what;
     const int64_t capacity = o.setting.empty() ? capacity_of(o, cap_what) : 0;
@@ -130,6 +143,11 @@ int run(const Options& o) {
     // What a capture keeps beyond any trace (`mhc check` says it too), before the plan is made of it.
     mhc::trace::require_ok(mhc::trace::check_capture(data), o.trace);
     Base base = make_base(data);
+    // The input decides whether --comm-link does anything: said, not refused (a script may pass it to every capture).
+    if (!o.comm_link.empty() && base.info.data_parallel.empty())
+        std::fprintf(stderr,
+                     "mhc: warning: --comm-link %s has no effect: %s has no DDP or FSDP2 collectives (a step on one GPU)\n",
+                     mhc::cli::printable(o.comm_link).c_str(), mhc::cli::printable(o.trace).c_str());
     if (!o.comm_link.empty()) apply_comm_model(base, comm_model(data, base.info, o.comm_link));
     Evaluator ev(base, mhc::sim::link_from_spec(o.link), host);
     std::vector<Row> rows;
@@ -264,7 +282,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                        "Fixed cost of a host optimizer step per parameter tensor (an assumption)")
             ->type_name("TIME")
             ->default_str(o->host_tensor);
-        app.add_option("--top", o->top, "How many settings to print")->default_str(std::to_string(o->top));
+        auto* top = app.add_option("--top", o->top, "How many settings to print")->default_str(std::to_string(o->top));
         app.add_option("--setting", o->setting, "Predict one given setting (JSON or a file) instead of searching")
             ->type_name("JSON|FILE");
         app.add_option("--trace-out", o->trace_out, "With --setting: write the step as the setting changes it (a trace)")
@@ -272,7 +290,10 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_flag("--force", o->force, "Replace an existing --trace-out file");
         app.add_flag("--verify", o->verify, "Capture the step with each printed setting applied (mhc-torch) and compare");
         app.add_flag("--json", o->json, "Machine-readable output");
-        return [o] { return run(*o); };
+        return [o, top] {
+            o->top_given = top->count() > 0;
+            return run(*o);
+        };
     }}};
 
 }  // namespace

@@ -77,13 +77,13 @@ std::function<int()> setup(CLI::App& app) {
                    "machine), a preset, or a profile from mhc calibrate")
         ->type_name("LINK")
         ->default_str(o->link);
-    app.add_option("--model-link", o->model_link,
+    auto* model_link = app.add_option("--model-link", o->model_link,
                    "The link the trace's machine had (a preset or profile): --time-scale auto gives the replay its "
                    "compute/transfer ratio")
         ->type_name("LINK")
         ->default_str(o->model_link);
     app.add_flag("--recalibrate", o->recalibrate, "--link auto: measure again even when a fresh calibration is cached");
-    app.add_option("--calibration-max-age", o->max_age_h,
+    auto* max_age = app.add_option("--calibration-max-age", o->max_age_h,
                    "--link auto: hours after which a cached calibration is measured again")
         ->check(finite_number())
         ->check(CLI::Range(0.0, 1e6))
@@ -148,8 +148,21 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--recorded-timing", o->recorded_timing,
                  "Predict the limited runs with the recorded kernel times, not the baseline replay's "
                  "(the default moves the trace onto the replay machine's clock first)");
-    return [o, pol] {
+    return [o, pol, model_link, max_age] {
         check_store_environment(o->store);
+        // Options that the others given leave with nothing to do: refused, as --copy-threads without --unpaced is.
+        if (o->link != "auto") {
+            if (o->recalibrate)
+                throw Error("--recalibrate and --link " + o->link + ": only --link auto measures the link; give one");
+            if (max_age->count() > 0)
+                throw Error("--calibration-max-age and --link " + o->link +
+                            ": only --link auto caches a measured link; give one");
+        }
+        if (o->time_scale != "auto" && model_link->count() > 0)
+            throw Error("--model-link and --time-scale " + o->time_scale +
+                        ": the modelled link only sets --time-scale auto; give one");
+        if (o->unpaced && o->backend == "cuda")
+            throw Error("--unpaced and --backend cuda: only the host backend paces its copies; give one");
         replay::ValidateSpec spec;
         sim::Config& c = spec.base;
         c.eviction = o->policy;

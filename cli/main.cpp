@@ -220,6 +220,42 @@ std::string repeated_flag(const CLI::App& app, const CLI::App* sub, const std::v
     return "";
 }
 
+// A flag given a value (`--json=2`, `--force=yes`, `--no-zero1=false`, `-q=1`): CLI11 reads the
+// value as the flag's setting (0, false or no turn it off; the negation's value is inverted) or
+// fails on it in the words of a conversion; no flag of mhc takes a value. Read from the words given
+// to `where` (a word naming one of its commands passes the words after it to that command), before
+// any `--`, before CLI11 parses them, so that every flag of every command, and a new one, is
+// refused the same way: "advise: --json takes no value: '--json=2' (mhc advise --help)". "" when
+// none is.
+std::string flag_with_value(const CLI::App& where, const std::vector<std::string>& words) {
+    const CLI::App* app = &where;
+    for (const auto& word : words) {
+        if (word == "--") break;
+        if (word.empty() || word[0] != '-') {
+            for (const CLI::App* sub : app->get_subcommands({}))
+                if (sub->get_name() == word) app = sub;
+            continue;
+        }
+        // --json=2, or -q=1 and -q1 (CLI11 reads what follows a short flag as more flags, or as its value)
+        const bool long_name = word.rfind("--", 0) == 0;
+        const size_t eq = long_name ? word.find('=') : word.size() > 2 ? 2 : std::string::npos;
+        if (eq == std::string::npos) continue;
+        const std::string name = word.substr(0, eq);
+        for (const CLI::Option* opt : app->get_options()) {
+            if (opt->get_expected_max() != 0) continue;   // an option with a value
+            bool named = false;
+            for (const auto& l : opt->get_lnames()) named |= name == "--" + l;
+            for (const auto& f : opt->get_fnames()) named |= name == "--" + f;
+            for (const auto& s : opt->get_snames()) named |= name == "-" + s;
+            if (!named) continue;
+            const std::string path = command_path(app);
+            const std::string help = path.empty() ? "(mhc --help)" : "(mhc " + path + " --help)";
+            return (path.empty() ? "" : path + ": ") + name + " takes no value: '" + printable(word) + "' " + help;
+        }
+    }
+    return "";
+}
+
 // One grammar for the numbers options take (docs/cli.md, "Numbers"), applied here to every
 // option whose value is a number, so that a new option follows it too. A whole number is
 // decimal digits, with a '-' first where the option takes one below 0: no '+', no spaces, no
@@ -321,6 +357,7 @@ Outcome run(int argc, char** argv) {
                 for (const auto& l : o->get_lnames()) top.push_back("--" + l);
             for (const CLI::Option* o : app.get_options())
                 for (const auto& s : o->get_snames()) top.push_back("-" + s);
+            if (std::string valued = flag_with_value(app, {a}); !valued.empty()) return failure(kExitBadInput, valued);
             if (std::find(top.begin(), top.end(), a) == top.end())
                 return failure(kExitBadInput, "unknown option " + a + mhc::did_you_mean(a, top) + " (mhc --help)");
             continue;
@@ -333,6 +370,9 @@ Outcome run(int argc, char** argv) {
                                               (guess.empty() ? "; commands: " + names + " (mhc --help)" : guess));
         }
         chosen = app.get_subcommand(a);
+        if (std::string valued = flag_with_value(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
+            !valued.empty())
+            return failure(kExitBadInput, valued);
         if (std::string missing = missing_command(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
             !missing.empty())
             return failure(kExitBadInput, missing);

@@ -81,12 +81,34 @@ TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
     one_line(run("advise " + t.path + " --capacity 50%"), "--capacity: give bytes");
     one_line(run("advise " + t.path + " --capacity 1GiB --budget lots"), "--budget 'lots': not a share");
     one_line(run("advise " + t.path + " --capacity 1GiB --verify"), "no capture.recipe");
-    one_line(run("advise " + t.path + " --capacity 1GiB --setting '{\"offload\": 1}'"), "field 'offload'");
+    one_line(run("advise " + t.path + " --setting '{\"offload\": 1}'"), "field 'offload'");
+    // Options with nothing to do beside the others given: refused before any work, naming them
+    // (the search's options with one setting; --force without the file it would replace).
+    one_line(run("advise " + t.path + " --capacity 1GiB --setting '{}'"),
+             "--capacity and --setting: --capacity is for the search");
+    one_line(run("advise " + t.path + " --setting '{}' --gpu h100-sxm"), "--gpu and --setting");
+    one_line(run("advise " + t.path + " --setting '{}' --budget 3%"), "--budget and --setting");
+    one_line(run("advise " + t.path + " --setting '{}' --top 3"), "--top and --setting");
+    one_line(run("advise " + t.path + " --capacity 1GiB --force"), "--force: replaces an existing --trace-out file");
     mhc::test::TempPath plain{"plain.db"};
     advisetest::TinyTrace p = advisetest::chain({8}, false);
     p.modules.clear();
     p.write(plain.path);
     one_line(run("advise " + plain.path + " --capacity 1GiB"), "not a model capture");
+}
+
+TEST_CASE("mhc advise --comm-link on a step without collectives says it has no effect", "[advise][cli]") {
+    mhc::test::TempPath t{"chain.db"};
+    advisetest::chain({64, 96, 32}, true).write(t.path);
+    // One GPU, no DDP or FSDP2: the answer is the same with or without the option, and one line says so.
+    const Out with = run("advise " + t.path + " --capacity 400MiB --json --comm-link nvlink");
+    const Out without = run("advise " + t.path + " --capacity 400MiB --json");
+    INFO(with.err);
+    REQUIRE(with.status == 0);
+    CHECK(with.err == "mhc: warning: --comm-link nvlink has no effect: " + t.path +
+                          " has no DDP or FSDP2 collectives (a step on one GPU)\n");
+    CHECK(nlohmann::json::parse(with.out)["rows"] == nlohmann::json::parse(without.out)["rows"]);
+    CHECK(without.err.empty());
 }
 
 TEST_CASE("mhc advise --verify runs the capture command and compares", "[advise][cli]") {

@@ -3,6 +3,9 @@
 // out by hand below. Every kernel takes 10 ns (tiny.hpp).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <fstream>
+
 #include "mhc/advise/code.hpp"
 #include "mhc/advise/evaluate.hpp"
 #include "mhc/common/error.hpp"
@@ -255,3 +258,21 @@ TEST_CASE("DDP: the all-reduce in buckets, overlapped with the backward, worked 
     CHECK(pred.comm == 45);
     CHECK(pred.comm_waits == 30);
 }
+
+#ifdef MHC_EXE
+// `mhc advise --comm-link` on a step with collectives: taken without a word (on a step on one
+// GPU it has no effect and says so: test_cli.cpp).
+TEST_CASE("mhc advise --comm-link on an FSDP2 or DDP step: no warning, the link in the comm line", "[advise][comm][cli]") {
+    for (const TinyTrace& tiny : {fsdp2_step(), ddp_step()}) {
+        Step step(tiny);
+        mhc::test::TempPath err{"stderr.txt"};
+        const std::string cmd = std::string(MHC_EXE) + " advise " + step.path.path +
+                                " --setting '{}' --json --comm-link 200GB/s 2>" + err.path + " >/dev/null";
+        CHECK(std::system(cmd.c_str()) == 0);
+        std::ifstream f(err.path);
+        std::string text;
+        std::getline(f, text, '\0');
+        CHECK(text.empty());
+    }
+}
+#endif

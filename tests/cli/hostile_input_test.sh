@@ -127,7 +127,54 @@ done
 unset 'base[record]'
 refused "-q given 2 times; give it once" -q -q info t.db
 refused "--quiet given 2 times; give it once" --quiet --quiet info t.db
-refused "--json given 2 times; give it once" info t.db --json=true --json
+refused "--json given 2 times; give it once" info t.db --json --json
+
+# 3b. A flag given a value (`--json=2`, `--force=yes`): CLI11 took it, read as the flag's setting
+# ("0" or "false" turned it off, "abc" was a conversion error): every flag of every command and
+# its negation, read from --help as above, refused naming it; the top level's, short ones too.
+flags=0
+for cmd in "${!base[@]}" record; do
+    [ "$cmd" = record ] && base[record]="record -o r.db --force"
+    # shellcheck disable=SC2086
+    names=$("$mhc" $cmd --help | grep -E '^ +(-[a-zA-Z], )?--[a-z0-9-]+(, --[a-z0-9-]+)?(  | [A-Z][a-z]|$)' |
+        sed -E 's/^ +((-[a-zA-Z], )?--[a-z0-9-]+(, --[a-z0-9-]+)?).*/\1/' | grep -oE -- '--[a-z0-9-]+' | sort -u)
+    for f in $names; do
+        for value in 2 0 true false yes ''; do
+            # shellcheck disable=SC2206
+            case $cmd in record) args=(${base[$cmd]} "$f=$value" -- true) ;; *) args=(${base[$cmd]} "$f=$value") ;; esac
+            refused "$cmd: $f takes no value: '$f=$value' (mhc $cmd --help)" "${args[@]}"
+        done
+        flags=$((flags + 1))
+    done
+done
+unset 'base[record]'
+[ $flags -gt 35 ] || fail "only $flags flags given a value"
+refused "kernels sinkhorn: --log-domain takes no value: '--log-domain=0' (mhc kernels sinkhorn --help)" \
+    kernels sinkhorn --n 4 --iters 2 --input H.f32 --output P.f32 --log-domain=0
+[ ! -e P.f32 ] || fail "kernels sinkhorn --log-domain=0 wrote its output"
+refused "--quiet takes no value: '--quiet=0' (mhc --help)" --quiet=0 info t.db
+refused "-q takes no value: '-q=1' (mhc --help)" -q=1 info t.db
+refused "--version takes no value: '--version=1' (mhc --help)" --version=1
+refused "info: -h takes no value: '-h=1' (mhc info --help)" info t.db -h=1
+refused "info: unexpected argument '--json=2'" info t.db -- --json=2   # after --, an argument
+refused "simulate: --no-store takes no value: '--no-store=0'" simulate t.db --capacity 100% --no-store=0
+[ ! -s out ] || fail "simulate --no-store=0 ran: $(head -c 200 out)"
+
+# 3c. An option the others given leave with nothing to do: refused before any work, naming both
+# (advise's are in tests/advise/test_cli.cpp, with --comm-link on a step without collectives).
+refused "--no-events and --no-store: a run not stored keeps no timeline anyway; give one" \
+    simulate t.db --capacity 100% --no-store --no-events
+v="validate t.db --capacity 99% --no-store --repeat 1"
+# shellcheck disable=SC2086
+{
+    refused "--recalibrate and --link pcie4: only --link auto measures the link; give one" $v --link pcie4 --recalibrate
+    refused "--calibration-max-age and --link pcie4: only --link auto caches" $v --link pcie4 --calibration-max-age 1
+    refused "--model-link and --time-scale 2: the modelled link only sets --time-scale auto; give one" \
+        $v --link pcie4 --time-scale 2 --model-link pcie5
+    refused "--unpaced and --backend cuda: only the host backend paces its copies; give one" \
+        $v --link pcie4 --backend cuda --unpaced
+}
+[ ! -s out ] || fail "validate ran before refusing: $(head -c 200 out)"
 
 # 4. Outputs that are descriptors of the process: refused, the link left as it is.
 ln -s /proc/self/fd/1 stdout.json
