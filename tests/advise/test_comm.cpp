@@ -262,7 +262,7 @@ TEST_CASE("DDP: the all-reduce in buckets, overlapped with the backward, worked 
 #ifdef MHC_EXE
 // `mhc advise --comm-link` on a step with collectives: taken without a word (on a step on one
 // GPU it has no effect and says so: test_cli.cpp).
-TEST_CASE("mhc advise --comm-link on an FSDP2 or DDP step: no warning, the link in the comm line", "[advise][comm][cli]") {
+TEST_CASE("mhc advise --comm-link on an FSDP2 or DDP step: taken without a warning", "[advise][comm][cli]") {
     for (const TinyTrace& tiny : {fsdp2_step(), ddp_step()}) {
         Step step(tiny);
         mhc::test::TempPath err{"stderr.txt"};
