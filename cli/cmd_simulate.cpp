@@ -78,7 +78,7 @@ std::function<int()> setup(CLI::App& app) {
     add_store_options(app, o->store);
     app.add_flag("--check", o->check, "Check the invariants while running");
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
-    return [o, pol] {
+    return [o, pol, &app] {
         check_store_environment(o->store);
         if (o->no_events && o->store.no_store)
             throw Error("--no-events and --no-store: a run not stored keeps no timeline anyway; give one");
@@ -88,6 +88,15 @@ std::function<int()> setup(CLI::App& app) {
                         "or 'unlimited' for the baseline");
         sim::Config c;
         c.capacity = sim::parse_capacity(o->capacity);
+        // Without a limit nothing is evicted, so nothing is swapped or brought back: the options that
+        // choose how are refused, naming the first given, rather than stored in a run they did not change.
+        if (c.capacity.unlimited())
+            for (const char* name : {"--policy", "--prefetch", "--link", "--h2d-bandwidth", "--d2h-bandwidth", "--latency",
+                                     "--copy-engines", "--duplex-factor", "--nccl-share", "--memcpy-share",
+                                     "--cpu-buffer-ratio", "--max-swap-ops-per-sec", "--no-early"})
+                if (app.get_option(name)->count() > 0)
+                    throw Error(std::string(name) + " and --capacity " + o->capacity +
+                                ": nothing is evicted or swapped without a limit; give one");
         c.eviction = o->policy;
         c.prefetch = o->prefetch;
         c.link = sim::link_from_spec(o->link);

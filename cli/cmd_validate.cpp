@@ -158,6 +158,9 @@ std::function<int()> setup(CLI::App& app) {
                 throw Error("--calibration-max-age and --link " + o->link +
                             ": only --link auto caches a measured link; give one");
         }
+        if (o->recalibrate && max_age->count() > 0)
+            throw Error("--calibration-max-age and --recalibrate: --recalibrate measures again whatever the cached "
+                        "calibration's age; give one");
         if (o->time_scale != "auto" && model_link->count() > 0)
             throw Error("--model-link and --time-scale " + o->time_scale +
                         ": the modelled link only sets --time-scale auto; give one");

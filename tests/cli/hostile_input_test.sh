@@ -164,11 +164,25 @@ refused "simulate: --no-store takes no value: '--no-store=0'" simulate t.db --ca
 # (advise's are in tests/advise/test_cli.cpp, with --comm-link on a step without collectives).
 refused "--no-events and --no-store: a run not stored keeps no timeline anyway; give one" \
     simulate t.db --capacity 100% --no-store --no-events
+# Without a limit nothing is evicted: how to evict, prefetch or swap is refused (said as written
+# first among them); with a limit the same options run.
+for opt in "--policy belady" "--eviction belady" "--prefetch none" "--link pcie5" "--h2d-bandwidth 1GB/s" \
+           "--d2h-bandwidth 1GB/s" "--latency 1us" "--copy-engines 2" "--duplex-factor 0.5" "--nccl-share 0.1" \
+           "--memcpy-share 0.1" "--cpu-buffer-ratio 2" "--max-swap-ops-per-sec 5" --no-early; do
+    # shellcheck disable=SC2086
+    refused " and --capacity unlimited: nothing is evicted or swapped without a limit; give one" \
+        simulate t.db --capacity unlimited --no-store $opt
+    [ ! -s out ] || fail "simulate --capacity unlimited $opt ran: $(head -c 200 out)"
+done
+"$mhc" simulate t.db --capacity unlimited --no-store --allocator ideal --device auto >out 2>err || fail "unlimited: $(cat err)"
+"$mhc" simulate t.db --capacity 90% --no-store --policy belady --no-early --link pcie5 >out 2>err || fail "90%: $(cat err)"
 v="validate t.db --capacity 99% --no-store --repeat 1"
 # shellcheck disable=SC2086
 {
     refused "--recalibrate and --link pcie4: only --link auto measures the link; give one" $v --link pcie4 --recalibrate
     refused "--calibration-max-age and --link pcie4: only --link auto caches" $v --link pcie4 --calibration-max-age 1
+    refused "--calibration-max-age and --recalibrate: --recalibrate measures again whatever" \
+        $v --recalibrate --calibration-max-age 1
     refused "--model-link and --time-scale 2: the modelled link only sets --time-scale auto; give one" \
         $v --link pcie4 --time-scale 2 --model-link pcie5
     refused "--unpaced and --backend cuda: only the host backend paces its copies; give one" \
