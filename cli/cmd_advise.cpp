@@ -145,9 +145,10 @@ int run(const Options& o) {
     Base base = make_base(data);
     // The input decides whether --comm-link does anything: said, not refused (a script may pass it to every capture).
     if (!o.comm_link.empty() && base.info.data_parallel.empty())
-        std::fprintf(stderr,
-                     "mhc: warning: --comm-link %s has no effect: %s has no DDP or FSDP2 collectives (a step on one GPU)\n",
-                     mhc::cli::printable(o.comm_link).c_str(), mhc::cli::printable(o.trace).c_str());
+        std::fprintf(
+            stderr,
+            "mhc: warning: --comm-link %s has no effect: %s has no DDP or FSDP2 collectives (a step on one GPU)\n",
+            mhc::cli::printable(o.comm_link).c_str(), mhc::cli::printable(o.trace).c_str());
     if (!o.comm_link.empty()) apply_comm_model(base, comm_model(data, base.info, o.comm_link));
     Evaluator ev(base, mhc::sim::link_from_spec(o.link), host);
     std::vector<Row> rows;

@@ -91,8 +91,8 @@ std::function<int()> setup(CLI::App& app) {
         // Without a limit nothing is evicted, so nothing is swapped or brought back: the options that
         // choose how are refused, naming the first given, rather than stored in a run they did not change.
         if (c.capacity.unlimited())
-            for (const char* name : {"--policy", "--prefetch", "--link", "--h2d-bandwidth", "--d2h-bandwidth", "--latency",
-                                     "--copy-engines", "--duplex-factor", "--nccl-share", "--memcpy-share",
+            for (const char* name : {"--policy", "--prefetch", "--link", "--h2d-bandwidth", "--d2h-bandwidth",
+                                     "--latency", "--copy-engines", "--duplex-factor", "--nccl-share", "--memcpy-share",
                                      "--cpu-buffer-ratio", "--max-swap-ops-per-sec", "--no-early"})
                 if (app.get_option(name)->count() > 0)
                     throw Error(std::string(name) + " and --capacity " + o->capacity +

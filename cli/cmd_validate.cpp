@@ -77,18 +77,19 @@ std::function<int()> setup(CLI::App& app) {
                    "machine), a preset, or a profile from mhc calibrate")
         ->type_name("LINK")
         ->default_str(o->link);
-    auto* model_link = app.add_option("--model-link", o->model_link,
-                   "The link the trace's machine had (a preset or profile): --time-scale auto gives the replay its "
-                   "compute/transfer ratio")
-        ->type_name("LINK")
-        ->default_str(o->model_link);
+    auto* model_link =
+        app.add_option("--model-link", o->model_link,
+                       "The link the trace's machine had (a preset or profile): --time-scale auto gives the replay its "
+                       "compute/transfer ratio")
+            ->type_name("LINK")
+            ->default_str(o->model_link);
     app.add_flag("--recalibrate", o->recalibrate, "--link auto: measure again even when a fresh calibration is cached");
     auto* max_age = app.add_option("--calibration-max-age", o->max_age_h,
-                   "--link auto: hours after which a cached calibration is measured again")
-        ->check(finite_number())
-        ->check(CLI::Range(0.0, 1e6))
-        ->type_name("HOURS")
-        ->capture_default_str();
+                                   "--link auto: hours after which a cached calibration is measured again")
+                        ->check(finite_number())
+                        ->check(CLI::Range(0.0, 1e6))
+                        ->type_name("HOURS")
+                        ->capture_default_str();
     add_sim_base_options(app, o->base,
                          " (replay places caching segments in 2 MiB pages as on a GPU; ideal's page rounding may not fit)");
     add_allocator_conf_option(app, o->base);   // the replay's arena follows the same settings
@@ -159,8 +160,9 @@ std::function<int()> setup(CLI::App& app) {
                             ": only --link auto caches a measured link; give one");
         }
         if (o->recalibrate && max_age->count() > 0)
-            throw Error("--calibration-max-age and --recalibrate: --recalibrate measures again whatever the cached "
-                        "calibration's age; give one");
+            throw Error(
+                "--calibration-max-age and --recalibrate: --recalibrate measures again whatever the cached "
+                "calibration's age; give one");
         if (o->time_scale != "auto" && model_link->count() > 0)
             throw Error("--model-link and --time-scale " + o->time_scale +
                         ": the modelled link only sets --time-scale auto; give one");

@@ -237,16 +237,16 @@ std::string flag_with_value(const CLI::App& where, const std::vector<std::string
             continue;
         }
         // --json=2, or -q=1 and -q1 (CLI11 reads what follows a short flag as more flags, or as its value)
-        const bool long_name = word.rfind("--", 0) == 0;
-        const size_t eq = long_name ? word.find('=') : word.size() > 2 ? 2 : std::string::npos;
+        const bool long_form = word.rfind("--", 0) == 0;
+        const size_t eq = long_form ? word.find('=') : word.size() > 2 ? 2 : std::string::npos;
         if (eq == std::string::npos) continue;
         const std::string name = word.substr(0, eq);
         for (const CLI::Option* opt : app->get_options()) {
             if (opt->get_expected_max() != 0) continue;   // an option with a value
             bool named = false;
-            for (const auto& l : opt->get_lnames()) named |= name == "--" + l;
-            for (const auto& f : opt->get_fnames()) named |= name == "--" + f;
-            for (const auto& s : opt->get_snames()) named |= name == "-" + s;
+            for (const auto& long_name : opt->get_lnames()) named |= name == "--" + long_name;
+            for (const auto& negation : opt->get_fnames()) named |= name == "--" + negation;
+            for (const auto& short_name : opt->get_snames()) named |= name == "-" + short_name;
             if (!named) continue;
             const std::string path = command_path(app);
             const std::string help = path.empty() ? "(mhc --help)" : "(mhc " + path + " --help)";

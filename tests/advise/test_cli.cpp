@@ -98,14 +98,14 @@ TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
 }
 
 TEST_CASE("mhc advise --comm-link on a step without collectives says it has no effect", "[advise][cli]") {
-    mhc::test::TempPath t{"chain.db"};
-    advisetest::chain({64, 96, 32}, true).write(t.path);
+    mhc::test::TempPath chain{"chain.db"};
+    advisetest::chain({64, 96, 32}, true).write(chain.path);
     // One GPU, no DDP or FSDP2: the answer is the same with or without the option, and one line says so.
-    const Out with = run("advise " + t.path + " --capacity 400MiB --json --comm-link nvlink");
-    const Out without = run("advise " + t.path + " --capacity 400MiB --json");
+    const Out with = run("advise " + chain.path + " --capacity 400MiB --json --comm-link nvlink");
+    const Out without = run("advise " + chain.path + " --capacity 400MiB --json");
     INFO(with.err);
     REQUIRE(with.status == 0);
-    CHECK(with.err == "mhc: warning: --comm-link nvlink has no effect: " + t.path +
+    CHECK(with.err == "mhc: warning: --comm-link nvlink has no effect: " + chain.path +
                           " has no DDP or FSDP2 collectives (a step on one GPU)\n");
     CHECK(nlohmann::json::parse(with.out)["rows"] == nlohmann::json::parse(without.out)["rows"]);
     CHECK(without.err.empty());

@@ -269,9 +269,9 @@ TEST_CASE("mhc advise --comm-link on an FSDP2 or DDP step: taken without a warni
         const std::string cmd = std::string(MHC_EXE) + " advise " + step.path.path +
                                 " --setting '{}' --json --comm-link 200GB/s 2>" + err.path + " >/dev/null";
         CHECK(std::system(cmd.c_str()) == 0);
-        std::ifstream f(err.path);
+        std::ifstream said(err.path);
         std::string text;
-        std::getline(f, text, '\0');
+        std::getline(said, text, '\0');
         CHECK(text.empty());
     }
 }
