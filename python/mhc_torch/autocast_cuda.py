@@ -32,6 +32,7 @@ the table are listed in the capture's meta (`capture.autocast_unmodelled`).
 from __future__ import annotations
 
 import contextlib
+import warnings
 import weakref
 
 import torch
@@ -61,10 +62,12 @@ _upsample_bicubic2d_aa linalg_matrix_sqrth
 FP32_SET_OPT_DTYPE = """
 prod prod.dim_int softmax.int log_softmax.int cumprod cumsum linalg_vector_norm linalg_matrix_norm
 linalg_matrix_norm.str_ord sum sum.dim_IntList
+prod.dim_Dimname softmax.Dimname log_softmax.Dimname cumprod.dimname cumsum.dimname sum.dim_DimnameList
 """.split()
 
 # The overload each one redispatches to, with the output dtype appended.
-FP32_APPEND_DTYPE = {"norm.Scalar": "norm.ScalarOpt_dtype", "norm.ScalarOpt_dim": "norm.ScalarOpt_dim_dtype"}
+FP32_APPEND_DTYPE = {"norm.Scalar": "norm.ScalarOpt_dtype", "norm.ScalarOpt_dim": "norm.ScalarOpt_dim_dtype",
+                     "norm.names_ScalarOpt_dim": "norm.names_ScalarOpt_dim_dtype"}
 
 PROMOTE = "addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_put tensordot scatter_add".split()
 
@@ -77,13 +80,19 @@ _KEY = torch._C.DispatchKey.AutocastCPU
 
 
 def policy_table() -> dict[str, str]:
-    """aten overload name ("softmax.int", "mm") -> CUDA autocast policy name."""
+    """aten overload name ("softmax.int", "mm") -> CUDA autocast policy name, for the ops the
+    installed torch autocasts on CUDA. The lists above are the union over the torch versions
+    known; one torch's CUDA autocast leaves some of them alone (torch 2.11 casts no rms_norm,
+    which then runs in its input's dtype, where 2.15 runs it in fp32), and such an op falls
+    through here as it does there."""
+    cuda = _registered("AutocastCUDA")
     table = {}
     for names, policy in ((LOWER_PRECISION_FP, "lower_precision_fp"), (FP32, "fp32"),
                           (FP32_SET_OPT_DTYPE, "fp32_set_opt_dtype"), (list(FP32_APPEND_DTYPE), "fp32_append_dtype"),
                           (PROMOTE, "promote"), (list(REFUSED), "refused"), (list(NOT_EMULATED), "not_emulated")):
         for n in names:
-            table[n] = policy
+            if n in cuda:
+                table[n] = policy
     return table
 
 
@@ -215,6 +224,8 @@ def _name(op) -> str:
 
 
 _active: list[_Policy] = []  # the policies whose kernels are registered now, innermost last
+# torch's warning when a kernel replaces one registered for the same operator and key.
+_OVERRIDE_WARNING = r"(?s).*Overriding a previously registered kernel"
 
 
 @contextlib.contextmanager
@@ -237,16 +248,20 @@ def cuda_autocast_kernels(dtype: torch.dtype = torch.bfloat16, device_type: str 
 
     try:
         table = policy_table()
-        for name, kind in table.items():
-            op = _overload(name)
-            if op is None or kind == "not_emulated":
-                continue
-            redispatch = _overload(FP32_APPEND_DTYPE[name]) if kind == "fp32_append_dtype" else None
-            lib.impl(name, policy.kernel(op, kind, redispatch), "AutocastCPU")
-        # What CPU autocast casts and CUDA's does not falls through, as on CUDA: a composite op
-        # (cross_entropy_loss) then decomposes with autocast on (log_softmax in fp32).
-        for name in _registered("AutocastCPU") - set(table):
-            lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU")
+        # Replacing torch's AutocastCPU kernels is the point; torch 2.11 says so in an 8-line
+        # warning ("Overriding a previously registered kernel ...") on every capture's stderr.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_OVERRIDE_WARNING, category=UserWarning)
+            for name, kind in table.items():
+                op = _overload(name)
+                if op is None or kind == "not_emulated":
+                    continue
+                redispatch = _overload(FP32_APPEND_DTYPE[name]) if kind == "fp32_append_dtype" else None
+                lib.impl(name, policy.kernel(op, kind, redispatch), "AutocastCPU")
+            # What CPU autocast casts and CUDA's does not falls through, as on CUDA: a composite
+            # op (cross_entropy_loss) then decomposes with autocast on (log_softmax in fp32).
+            for name in _registered("AutocastCPU") - set(table):
+                lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU")
         torch.clear_autocast_cache = clear_autocast_cache
         _active.append(policy)
         yield policy

@@ -232,3 +232,36 @@ def test_capture_applies_cudas_policy_by_default(tmp_path):
         assert meta["capture.autocast_policy"] == policy and meta["capture.autocast"] == "bfloat16"
     probs = 4 * 64 * 64
     assert sizes == {"cuda": [4 * probs], "cpu": [2 * probs]}  # softmax in fp32 on a GPU, bf16 on a CPU
+
+
+def test_replacing_torchs_autocast_kernels_is_not_warned(monkeypatch, recwarn):
+    """torch 2.11 warns, once per process, when a kernel replaces another for the same operator
+    and dispatch key: 8 lines on every capture's stderr. Emulated here (torch 2.15 does not warn),
+    with torch 2.11's words; the registration keeps it quiet, and other warnings still pass."""
+    import warnings
+
+    real = torch.library.Library.impl
+
+    def impl_as_in_2_11(self, op_name, fn, dispatch_key="", **kw):
+        warnings.warn("Warning only once for all operators,  other operators may also be overridden.\n"
+                      "  Overriding a previously registered kernel for the same operator and the same dispatch key\n"
+                      "  dispatch key: AutocastCPU", UserWarning)
+        return real(self, op_name, fn, dispatch_key, **kw)
+
+    monkeypatch.setattr(torch.library.Library, "impl", impl_as_in_2_11)
+    with autocast_cuda.cuda_autocast_kernels(torch.bfloat16):
+        warnings.warn("something else", UserWarning)
+    assert [str(w.message) for w in recwarn] == ["something else"]
+
+
+def test_ops_this_torch_does_not_autocast_on_cuda_fall_through(monkeypatch):
+    """A torch whose CUDA autocast has no kernel for an op the lists name (torch 2.11: rms_norm)
+    runs it in its input's dtype; the emulation follows the installed torch, not the lists."""
+    real = autocast_cuda._registered
+    monkeypatch.setattr(autocast_cuda, "_registered",
+                        lambda key: real(key) - {"rms_norm"} if key == "AutocastCUDA" else real(key))
+    assert "rms_norm" not in autocast_cuda.policy_table()
+    x = torch.randn(4, 8)
+    with autocast_cuda.cuda_autocast(torch.bfloat16):
+        y = torch.nn.functional.rms_norm(x.to(torch.bfloat16), (8,))
+    assert y.dtype == torch.bfloat16
