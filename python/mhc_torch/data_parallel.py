@@ -156,11 +156,16 @@ def _averaged_in_place(state, bucket):
     return fut
 
 
-# The collectives FSDP2 calls through torch.distributed, the c10d op each becomes on a GPU, and the
-# positions of (output, input) in their arguments (all_reduce: one tensor, read and written).
-_COLLECTIVES = {"all_gather_single": ("c10d::_allgather_base_", ("output_tensor", "input_tensor")),
-                "reduce_scatter_single": ("c10d::_reduce_scatter_base_", ("output", "input")),
-                "all_reduce": ("c10d::allreduce_", ("tensor",))}
+# The collectives FSDP2 calls through torch.distributed, the c10d op each becomes on a GPU, the
+# names of (output, input) among their arguments (all_reduce: one tensor, read and written) and
+# the position of their group argument. FSDP2 calls all_gather_single and reduce_scatter_single
+# in torch 2.15, all_gather_into_tensor and reduce_scatter_tensor in 2.11 (same arguments): each
+# one torch.distributed has is followed, a call made inside another followed one counted once.
+_COLLECTIVES = {"all_gather_single": ("c10d::_allgather_base_", ("output_tensor", "input_tensor"), 2),
+                "all_gather_into_tensor": ("c10d::_allgather_base_", ("output_tensor", "input_tensor"), 2),
+                "reduce_scatter_single": ("c10d::_reduce_scatter_base_", ("output", "input"), 3),
+                "reduce_scatter_tensor": ("c10d::_reduce_scatter_base_", ("output", "input"), 3),
+                "all_reduce": ("c10d::allreduce_", ("tensor",), 2)}
 
 
 def _argument(args, kwargs, position: int, name: str):
@@ -175,6 +180,7 @@ class _Fsdp2Capture:
         self.owner = ""            # the FSDP module whose collectives run now ("blocks.0")
         self.done: list[tuple[str, int, int]] = []   # (op, group size, bytes on the wire per rank)
         self.comm_labels: dict[int, tuple[int, str]] = {}   # allocation id -> (category, label), set at the end
+        self.in_collective = False   # a followed collective runs now (one it calls is not counted again)
 
     def _record(self, op: str, world: int, output: torch.Tensor, input_: torch.Tensor | None) -> None:
         from torch._subclasses.fake_tensor import FakeTensor
@@ -207,16 +213,19 @@ class _Fsdp2Capture:
     def wrap_collective(self, name: str):
         import torch.distributed as dist
 
-        op, params = _COLLECTIVES[name]
+        op, params, group_at = _COLLECTIVES[name]
         original = getattr(dist, name)
 
         def collective(*args, **kwargs):
+            if self.in_collective:
+                return original(*args, **kwargs)
             tensors = [_argument(args, kwargs, i, p) for i, p in enumerate(params)]
-            group = kwargs.get("group")
-            if group is None:
-                group = args[len(params) + (1 if name != "all_gather_single" else 0)] \
-                    if len(args) > len(params) + (1 if name != "all_gather_single" else 0) else None
-            out = original(*args, **kwargs)
+            group = _argument(args, kwargs, group_at, "group")
+            self.in_collective = True
+            try:
+                out = original(*args, **kwargs)
+            finally:
+                self.in_collective = False
             world = _world(group) if group is not None else dist.get_world_size()
             self._record(op, world, tensors[0], tensors[1] if len(tensors) > 1 else None)
             return out
@@ -304,7 +313,9 @@ def following_fsdp2(model: torch.nn.Module, rec, fake):
         for t in self.all_gather_outputs:
             rec.set_category(t, store.PARAM, f"{self._param_fqn} (unsharded{frozen})")
 
-    patches = [cap.wrap_collective(n) for n in _COLLECTIVES]
+    import torch.distributed as dist
+
+    patches = [cap.wrap_collective(n) for n in _COLLECTIVES if hasattr(dist, n)]
     patches += [cap.wrap_owner(_fsdp_param_group, "foreach_all_gather", _group_name),
                 cap.wrap_owner(_fsdp_param_group, "foreach_reduce", _group_name),
                 *(cap.wrap_outside_modules(_fsdp_param_group.FSDPParamGroup, n)
