@@ -970,26 +970,38 @@ _EAGER_HINT = "run with TORCHDYNAMO_DISABLE=1 (torch.compile then changes nothin
 def _compiled_functions_refused():
     """A torch.compile'd function called inside the step (a decorated helper) crashed the process
     (Dynamo compiling on fake tensors inside the capture). Dynamo's wrapper asks, before it
-    compiles, whether to run the function eagerly instead; inside the capture that question
-    raises a CaptureError naming the function. Only when Dynamo is loaded (a model that compiles
-    imported it)."""
+    compiles, whether to run the function eagerly instead (torch 2.15: _is_eager_on_nested_compile)
+    and, in every version, which callback to install (_callback_from_stance); inside the capture
+    either question raises a CaptureError naming the function. torch 2.11 has only the second: a
+    capture there died with a segmentation fault. Only when Dynamo is loaded (a model that
+    compiles imported it)."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    ask = getattr(eval_frame, "_is_eager_on_nested_compile", None)
-    if ask is None:
+    if eval_frame is None:
         yield
         return
 
     def refuse():
-        fn = sys._getframe(1).f_locals.get("fn")
-        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        fn = sys._getframe(2).f_locals.get("fn")   # the wrapper's compiled function
+        name = getattr(fn, "__qualname__", None) or "a torch.compile'd function"
         raise CaptureError(f"function '{name}' is torch.compile'd: a capture records eager PyTorch op by op, and "
                            f"compiled code fuses kernels and recomputes by itself; {_EAGER_HINT}")
 
-    eval_frame._is_eager_on_nested_compile = refuse
+    patched = []
+    ask = getattr(eval_frame, "_is_eager_on_nested_compile", None)
+    if ask is not None:
+        patched.append(("_is_eager_on_nested_compile", ask, lambda: refuse()))
+    stance = getattr(eval_frame, "_callback_from_stance", None)
+    if stance is not None:
+        # None and False are the "run eagerly" callbacks (torch.compiler.disable): left alone.
+        patched.append(("_callback_from_stance", stance,
+                        lambda callback: stance(callback) if callback in (False, None) else refuse()))
+    for name, _, new in patched:
+        setattr(eval_frame, name, new)
     try:
         yield
     finally:
-        eval_frame._is_eager_on_nested_compile = ask
+        for name, old, _ in patched:
+            setattr(eval_frame, name, old)
 
 
 def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):

@@ -280,3 +280,19 @@ def test_a_step_that_clips_gradients_is_advised(mhc_exe, tmp_path):
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "reads the gradients on the GPU between the backward and the optimizer step" in out.stderr
     assert "linalg_vector_norm" in out.stderr
+
+
+def test_compiling_is_refused_where_torch_has_no_nested_compile_question():
+    """torch 2.11's compile wrapper has no _is_eager_on_nested_compile to answer; it still picks
+    the callback to install (_callback_from_stance) before compiling, and inside a capture that
+    refuses, where it died with a segmentation fault. "Run eagerly" callbacks pass."""
+    import torch._dynamo.eval_frame as eval_frame
+
+    from mhc_torch.capturing import _compiled_functions_refused
+
+    original = eval_frame._callback_from_stance
+    with _compiled_functions_refused():
+        with pytest.raises(CaptureError, match="torch.compile'd"):
+            eval_frame._callback_from_stance(lambda *a: None)
+        assert eval_frame._callback_from_stance(None) is None
+    assert eval_frame._callback_from_stance is original
