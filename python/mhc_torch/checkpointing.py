@@ -56,6 +56,14 @@ def _checkpointed(fn, module: torch.nn.Module, context_fn=None):
     return run
 
 
+def _is_checkpoints_pack_hook(hook) -> bool:
+    """Whether `hook` is non-reentrant checkpoint's pack hook: marked `_checkpoint_internal` in
+    torch 2.15; unmarked in torch 2.11, known there by where it is defined."""
+    return bool(getattr(hook, "_checkpoint_internal", False)) or (
+        getattr(hook, "__module__", "") == "torch.utils.checkpoint"
+        and getattr(hook, "__qualname__", "") == "_checkpoint_hook.__init__.<locals>.pack_hook")
+
+
 @contextlib.contextmanager
 def _saves_told():
     """Inside a checkpointed region autograd gives what it saves to the checkpoint's hook, which
@@ -65,7 +73,7 @@ def _saves_told():
     (PyTorch's checkpoint-internal marks, so that selective checkpointing still finds the hooks
     outside). Without a capture, or if the checkpoint's hook is not the one expected, nothing."""
     top = torch._C._autograd._top_saved_tensors_default_hooks(False)
-    if not placement.listened() or top is None or not getattr(top[0], "_checkpoint_internal", False):
+    if not placement.listened() or top is None or not _is_checkpoints_pack_hook(top[0]):
         yield
         return
     inner_pack, inner_unpack = top
