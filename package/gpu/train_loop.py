@@ -61,10 +61,11 @@ def mark_layers(model, push, pop):
     def after(module, args, output):
         pop()
 
-    for i, block in enumerate(layer_list(model)):
+    blocks = layer_list(model)
+    for i, block in enumerate(blocks):
         block.register_forward_pre_hook(lambda m, a, name=f"layer {i}": before(m, a, name))
         block.register_forward_hook(after)
-    return len(layer_list(model))
+    return len(blocks)
 
 
 def main(argv):
