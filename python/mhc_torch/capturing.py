@@ -24,7 +24,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from . import inplace_backward, recipes, store, workspaces
+from . import gpu_paths, inplace_backward, recipes, store, workspaces
 from .capture_tables import HOST, SettingsRecording
 from .recipes import Recipe, StepRun, cast_model
 
@@ -669,92 +669,6 @@ def _grad_scaler_on_fake_tensors(device: str):
 
 
 @contextlib.contextmanager
-def _attention_as_on_gpu():
-    """F.scaled_dot_product_attention with dropout as a GPU runs it. CPU dispatch sends a call with
-    dropout_p > 0 to the math path, which saves the attention probabilities (batch x heads x
-    seq x seq), the dropout mask and the dropped probabilities; a GPU's flash and memory-efficient
-    kernels apply the dropout inside the kernel and save only the output and the log-sum-exp (and
-    the generator's seed and offset). So while the capture runs, such a call runs with dropout 0,
-    which takes the CPU flash kernel: the same tensors as the GPU's. Fake tensors compute no
-    values, so the probabilities being dropped or not changes nothing else. The function itself
-    is replaced (not a TorchFunctionMode, which a checkpoint's recompute in the backward does not
-    see: it would recompute with the math path and fail checkpoint's metadata check); code that
-    bound the function before the capture keeps CPU's choice."""
-    import torch.nn.functional as F
-
-    original = F.scaled_dot_product_attention
-
-    @functools.wraps(original)
-    def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-        return original(query, key, value, attn_mask, 0.0, is_causal, scale=scale, enable_gqa=enable_gqa)
-
-    F.scaled_dot_product_attention = attention
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention = original
-
-
-@contextlib.contextmanager
-def _dropout_as_on_gpu():
-    """F.dropout (nn.Dropout) as a GPU runs it. On a CUDA tensor `at::dropout` takes the fused
-    kernel, `native_dropout`, whose mask is bool (1 byte an element) and is what the backward
-    keeps; on a CPU tensor it takes the composite path, a noise tensor of the input's dtype
-    (empty_like, bernoulli_, div_, mul), which the backward keeps instead: 2 bytes an element under
-    bf16 autocast, 4 in fp32. GPT-2 small (batch 8 x 1024) keeps 25 such masks, so the capture held
-    169,869,312 B more than the H200 did at the step's peak (datasets/recorded/README.md). While
-    the capture runs, a dropout that the GPU would fuse (training, 0 < p < 1, not in place, not
-    empty: aten's is_fused_kernel_acceptable) calls native_dropout; in place and p = 0 or 1 keep the
-    composite path on the GPU too. The function itself is replaced, as for attention: code that
-    bound it before the capture keeps CPU's path."""
-    import torch.nn.functional as F
-
-    original = F.dropout
-
-    @functools.wraps(original)
-    def dropout(input, p=0.5, training=True, inplace=False):
-        if training and not inplace and 0.0 < p < 1.0 and isinstance(input, FakeTensor) and input.numel() > 0:
-            return torch.native_dropout(input, p, True)[0]
-        return original(input, p, training, inplace)
-
-    F.dropout = dropout
-    try:
-        yield
-    finally:
-        F.dropout = original
-
-
-@contextlib.contextmanager
-def _transformers_masks_as_on_gpu():
-    """transformers' check for packed sequences as it comes out on a GPU. With no attention mask,
-    a causal model of transformers (masking_utils.find_packed_sequence_indices) looks at the
-    position ids' values to see whether a row packs several sequences; on fake tensors it cannot
-    (`is_tracing` counts a fake tensor as tracing) and answers "packed", so the model builds a
-    batch x 1 x seq x seq mask and SDPA turns it into an additive one per layer (GPT-2 small at
-    8 x 1024: 16,777,216 B more per layer, and CPU attention with a mask), where the GPU, seeing
-    position ids that count up in each row (what the model makes when the batch gives none), skips
-    the mask and runs SDPA with is_causal. While the capture runs the check still runs its ops, and
-    answers "not packed" for fake position ids. A batch that does pack sequences (position ids
-    restarting within a row) gets on the GPU the mask that the capture leaves out."""
-    masking = sys.modules.get("transformers.masking_utils")
-    original = getattr(masking, "find_packed_sequence_indices", None)
-    if original is None:
-        yield
-        return
-
-    @functools.wraps(original)
-    def find_packed_sequence_indices(position_ids, *args, **kwargs):
-        found = original(position_ids, *args, **kwargs)
-        return None if isinstance(position_ids, FakeTensor) else found
-
-    masking.find_packed_sequence_indices = find_packed_sequence_indices
-    try:
-        yield
-    finally:
-        masking.find_packed_sequence_indices = original
-
-
-@contextlib.contextmanager
 def _collector_at_step_ends():
     """Python's cyclic garbage collector off during the capture (collected at each step's end
     instead): a storage kept only by a reference cycle would otherwise be freed after whichever
@@ -1053,11 +967,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
                 rec.set_category(t, store.OTHER, "batch")
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
         on_cpu = torch.device(device).type == "cpu"
-        attention = _attention_as_on_gpu() if on_cpu else contextlib.nullcontext()
-        dropout = _dropout_as_on_gpu() if on_cpu else contextlib.nullcontext()
+        kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), attention, dropout, _transformers_masks_as_on_gpu(), holds, \
+                _collector_at_step_ends(), kernels, gpu_paths.transformers_masks_as_on_gpu(), holds, \
                 data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"

@@ -35,6 +35,16 @@ snapshot tests/data/public/torch-snapshot/stanford-cs336-training-step.pickle):
   138,751 B for 8,192 indices; the model has 4 x 65,536 B and 131,072 B (cub's own few KiB of
   bins and tile state are not modelled).
 
+- Attention backward's accumulators (aten/src/ATen/native/transformers/cuda/flash_attn/
+  flash_api.cpp: mha_bwd, which `_flash_attention_backward` runs for fp16 and bf16): dq_accum,
+  batch x seq_q rounded up to 128 x heads x head dim rounded up to 32 (64 above 128) in fp32, and
+  softmax_d, batch x heads x seq_q rounded in fp32, which `_flash_attention_backward` drops on
+  return; with fewer key/value heads than query heads (GQA), dk and dv expanded to the query's
+  heads in the input's dtype. The H200 snapshot of GPT-2 small (batch 8 x 1024, 12 heads of 64)
+  takes one buffer of 25,559,296 B in each layer's attention backward, the rule's 25,559,040 B +
+  256 (one workspace: the kernel the GPU chose is another with the same accumulators). fp32
+  attention runs the memory-efficient kernel on a GPU, whose workspace is not modelled.
+
 Not modelled (stated in docs/torch.md): cuDNN's convolution workspaces, embedding_dense_backward's
 segment buffers (their size depends on how many indices are distinct), cub temporaries of other
 sorts (torch.sort, unique), NCCL buffers, and the CUDA context itself (not allocator memory).
@@ -232,7 +242,7 @@ class Workspaces:
         self.max_threads_per_sm = getattr(spec, "max_threads_per_sm", None)
 
     def meta(self) -> dict[str, str]:
-        return {"capture.workspaces": "cublas cublaslt reduction-staging index_put-sort",
+        return {"capture.workspaces": "cublas cublaslt reduction-staging index_put-sort attention-backward",
                 "capture.cublas_workspace_bytes": str(self.cublas_bytes),
                 "capture.cublaslt_workspace_bytes": str(self.cublaslt_bytes)}
 
@@ -268,6 +278,8 @@ class Workspaces:
             dims = _reduced_dims(func, args, kwargs, t)
             buf, sem = reduction_staging(t, dims, _acc_bytes(kind, t), self.sm_count, self.max_threads_per_sm)
             return [(buf, f"reduction staging ({name})"), (sem, f"reduction semaphores ({name})")] if buf else []
+        if name == ATTENTION_BACKWARD:
+            return attention_backward_buffers(func, args, kwargs)
         if name in ("aten::index_put", "aten::index_put_", "aten::_index_put_impl_") and \
                 _arg(func, args, kwargs, "accumulate", False):
             indices = [i for i in _arg(func, args, kwargs, "indices", []) if isinstance(i, torch.Tensor)]
@@ -278,6 +290,35 @@ class Workspaces:
             return [(n * 8, label + ": linear index"), (n * 8, label + ": sorted"), (n * 8, label + ": positions"),
                     (n * 8, label + ": range"), (n * 16, label + ": radix sort buffers")]
         return []
+
+
+# The capture's attention backward: the CPU flash kernel, standing for the GPU's flash kernel.
+ATTENTION_BACKWARD = "aten::_scaled_dot_product_flash_attention_for_cpu_backward"
+
+
+def _round_up(x: int, m: int) -> int:
+    return (x + m - 1) // m * m
+
+
+def attention_backward_buffers(func, args, kwargs) -> list[tuple[int, str]]:
+    """The accumulators of flash attention's backward on a GPU (mha_bwd), for the CPU flash
+    kernel's backward, whose query, key and value are batch x heads x seq x head dim."""
+    query = _arg(func, args, kwargs, "query")
+    key = _arg(func, args, kwargs, "key")
+    if not isinstance(query, torch.Tensor) or not isinstance(key, torch.Tensor) or query.dim() != 4 \
+            or query.dtype not in (torch.float16, torch.bfloat16) or query.shape[-1] > 256:
+        return []
+    b, h, s_q, d = query.shape
+    s_q_rounded = _round_up(s_q, 128)
+    d_rounded = _round_up(_round_up(d, 8), 32 if d <= 128 else 64)
+    label = "attention backward"
+    out = [(b * s_q_rounded * h * d_rounded * 4, label + ": dq accumulator"),
+           (b * h * s_q_rounded * 4, label + ": softmax_d")]
+    if key.dim() == 4 and key.shape[1] != h:
+        s_k = key.shape[2]
+        expanded = b * s_k * h * _round_up(d, 8) * query.element_size()
+        out += [(expanded, label + ": dk expanded"), (expanded, label + ": dv expanded")]
+    return out
 
 
 def add_transient(rec, buffers, start: int, end: int, accesses: dict[int, int]) -> None:

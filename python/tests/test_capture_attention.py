@@ -14,6 +14,9 @@ import mhc_torch  # noqa: E402
 B, H, S, D = 2, 4, 256, 32
 
 
+from torch.nn.functional import scaled_dot_product_attention as bound_attention  # noqa: E402  before any capture
+
+
 class Attention(nn.Module):
     def __init__(self, dropout):
         super().__init__()
@@ -25,7 +28,7 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(B, S, 3, H, D).permute(2, 0, 3, 1, 4)
         p = self.dropout if self.training else 0.0
         positional = torch.nn.functional.scaled_dot_product_attention(q, k, v, None, p)
-        keyword = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        keyword = bound_attention(q, k, v, dropout_p=p, is_causal=True)  # a name bound at import
         return self.out((positional + keyword).transpose(1, 2).reshape(B, S, H * D))
 
 

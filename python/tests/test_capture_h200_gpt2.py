@@ -141,6 +141,46 @@ def test_dropout_keeps_a_bool_mask_as_on_the_gpu(tmp_path, autocast):
     assert "_Dropped.drop:aten::native_dropout" in labels
 
 
+from torch.nn.functional import dropout as _bound_dropout  # noqa: E402  bound before any capture
+
+
+class _DroppedBy(torch.nn.Module):
+    """Dropout reached another way than nn.Dropout: torch.dropout, or a name bound at import."""
+    def __init__(self, how):
+        super().__init__()
+        self.fc = torch.nn.Linear(256, 256)
+        self.how = how
+
+    def forward(self, x):
+        y = self.fc(x)
+        y = torch.dropout(y, 0.1, True) if self.how == "torch.dropout" else _bound_dropout(y, 0.1, True)
+        return y.float().sum()
+
+
+@pytest.mark.parametrize("how", ["torch.dropout", "bound"])
+def test_dropout_reached_any_way_keeps_a_bool_mask(tmp_path, how):
+    """The GPU's kernel is chosen in the dispatcher, so torch.dropout and a name bound before the
+    capture take it too (replacing F.dropout missed both: a noise tensor of the input's dtype)."""
+    path = str(tmp_path / "d.db")
+    mhc_torch.capture(lambda: _DroppedBy(how), lambda: (torch.randn(64, 256),), steps=1, path=path,
+                      autocast_dtype=None, loss_fn=lambda m, b: m(*b))
+    labels, sizes = _peak_and_labels(path, before="aten::ones_like")
+    made = sorted(b for lab, b in zip(labels, sizes) if lab.startswith("_DroppedBy:"))
+    assert "_DroppedBy:aten::native_dropout" in labels, labels
+    assert made.count(64 * 256) == 1 and "_DroppedBy:aten::bernoulli_" not in labels, list(zip(labels, sizes))
+
+
+def test_dropout_of_real_tensors_left_alone_after_a_capture(tmp_path):
+    """The dispatcher's kernels go with the capture: real CPU dropout is CPU's composite again."""
+    mhc_torch.capture(lambda: _Dropped(0.1), lambda: (torch.randn(64, 256),), steps=1,
+                      path=str(tmp_path / "d.db"), autocast_dtype=None, loss_fn=lambda m, b: m(*b))
+    x = torch.randn(8, 8, requires_grad=True)
+    assert type(torch.dropout(x, 0.5, True).grad_fn).__name__ == "MulBackward0"
+    q = torch.randn(1, 2, 8, 4, requires_grad=True)
+    out = torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    assert "Flash" not in type(out.grad_fn).__name__  # CPU's math path for dropout, as before
+
+
 def test_dropout_left_alone_where_the_gpu_does_not_fuse(tmp_path):
     """In place, p = 0 and eval: the composite path on a GPU too (aten's is_fused_kernel_acceptable)."""
     class M(torch.nn.Module):
@@ -158,7 +198,6 @@ def test_dropout_left_alone_where_the_gpu_does_not_fuse(tmp_path):
                       loss_fn=lambda m, b: m(*b))
     labels, _ = _peak_and_labels(path)
     assert not any("native_dropout" in lab for lab in labels)
-    assert not hasattr(torch.nn.functional.dropout, "__wrapped__")  # restored after the capture
 
 
 def test_no_causal_mask_built_for_transformers_models(tmp_path):

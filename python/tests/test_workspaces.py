@@ -108,6 +108,50 @@ class _Indexed(torch.nn.Module):
         return self.w[ids].float().sum()
 
 
+def test_attention_backward_accumulators_by_hand():
+    """flash_api.cpp's mha_bwd: dq_accum (seq rounded to 128, head dim to 32, or 64 above 128)
+    and softmax_d in fp32; GQA adds dk and dv expanded to the query's heads; fp32 runs another
+    kernel (not modelled)."""
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+
+    def sizes(q_shape, k_shape=None, dtype=torch.bfloat16):
+        q = torch.empty(q_shape, dtype=dtype, device="meta")
+        k = torch.empty(k_shape or q_shape, dtype=dtype, device="meta")
+        return [b for b, _ in workspaces.attention_backward_buffers(op, (q, q, k, k, q, q, 0.0, True), {})]
+
+    # GPT-2 small at 8 x 1024: 25,559,040 B, where the H200 took one buffer of 25,559,296 B
+    assert sizes((8, 12, 1024, 64)) == [8 * 1024 * 12 * 64 * 4, 8 * 12 * 1024 * 4]
+    assert sum(sizes((8, 12, 1024, 64))) == 25_559_296 - 256
+    assert sizes((2, 4, 1000, 80)) == [2 * 1024 * 4 * 96 * 4, 2 * 4 * 1024 * 4]
+    assert sizes((1, 2, 128, 192)) == [1 * 128 * 2 * 192 * 4, 2 * 128 * 4]
+    assert sizes((1, 8, 256, 64), (1, 2, 256, 64), torch.float16) == \
+        [256 * 8 * 64 * 4, 8 * 256 * 4, 256 * 8 * 64 * 2, 256 * 8 * 64 * 2]
+    assert sizes((8, 12, 1024, 64), dtype=torch.float32) == []
+    assert sizes((1, 1, 16, 512)) == []  # head dim above 256: not the flash kernel
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(256, 768)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 512, 3, 4, 64).permute(2, 0, 3, 1, 4)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).float().sum()
+
+
+def test_attention_backward_takes_its_accumulators_for_the_kernel(tmp_path):
+    path = str(tmp_path / "attn.db")
+    mhc_torch.capture(_Attention, lambda: (torch.randn(2, 512, 256),), path=path, loss_fn=lambda m, b: m(*b))
+    allocs = _allocs(path)
+    ks, acc = _kernels(path)
+    bwd = next(k for k in ks if k[1] == "aten::_scaled_dot_product_flash_attention_for_cpu_backward")
+    made = {lab: (b, ta, tf, i) for i, lab, b, ta, tf in allocs if lab.startswith("attention backward")}
+    assert made["attention backward: dq accumulator"][:3] == (2 * 512 * 4 * 64 * 4, bwd[2], bwd[3])
+    assert made["attention backward: softmax_d"][:3] == (2 * 4 * 512 * 4, bwd[2], bwd[3])
+    assert all(acc[bwd[0]][i] == 3 for *_, i in made.values())
+
+
 def test_index_put_sort_temporaries_and_the_in_place_backward(tmp_path):
     path = str(tmp_path / "idx.db")
     mhc_torch.capture(_Indexed, lambda: (torch.randint(0, 1000, (8, 512)),), gpu="a100-80g", path=path,

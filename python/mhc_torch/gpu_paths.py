@@ -1,0 +1,109 @@
+"""The paths a GPU takes, taken by the capture's fake CPU tensors.
+
+A capture runs the model on fake CPU tensors, and aten picks some kernels by device: where a CUDA
+tensor takes a fused kernel that keeps less for the backward, the CPU path would make the capture
+hold more than the GPU does. While a capture runs, these choices are made as on a GPU.
+
+Dropout and attention are replaced in the dispatcher (kernels for aten::dropout and
+aten::scaled_dot_product_attention under the CPU's autograd and backend keys), not in
+torch.nn.functional: every way of reaching the op takes them (`F.dropout`, `torch.dropout`,
+`nn.Dropout`, a name bound by `from torch.nn.functional import dropout` before the capture), and
+so does a checkpoint's recompute in the backward, which a TorchFunctionMode does not see. The
+kernels act on fake tensors only; real CPU tensors elsewhere in the process keep CPU's path.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import warnings
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+_aten = torch.ops.aten
+_COMPOSITE = torch._C.DispatchKey.CompositeImplicitAutograd
+# torch's warning when a kernel replaces one registered for the same operator and key.
+_OVERRIDE_WARNING = r"(?s).*Overriding a previously registered kernel"
+# Autograd's key, where grad mode tensors arrive, and the backend's, where inference tensors do.
+_KEYS = ("AutogradCPU", "CPU")
+
+
+def _composite(op, *args, **kwargs):
+    """The op's own CompositeImplicitAutograd kernel (C++), not torch's Python decomposition of it,
+    which for dropout takes native_dropout on every device."""
+    return op._op_dk(_COMPOSITE, *args, **kwargs)
+
+
+def _dropout(input, p, train):
+    """at::dropout as on a CUDA tensor: its fused kernel, native_dropout, whose mask is bool (1 byte
+    an element) and is what the backward keeps, where a CPU tensor takes the composite path, a
+    noise tensor of the input's dtype (empty_like, bernoulli_, div_, mul) kept by the backward
+    instead: 2 bytes an element under bf16 autocast, 4 in fp32. GPT-2 small (batch 8 x 1024) keeps
+    25 such masks: the capture held 169,869,312 B more than an H200 did at the step's peak
+    (datasets/recorded/README.md). The fused kernel is taken where aten's
+    is_fused_kernel_acceptable takes it on a GPU (training, 0 < p < 1, not empty); feature and
+    alpha dropout and in-place dropout are other ops, composite on a GPU too."""
+    if train and 0.0 < p < 1.0 and isinstance(input, FakeTensor) and input.numel() > 0:
+        return _aten.native_dropout.default(input, p, True)[0]
+    return _composite(_aten.dropout.default, input, p, train)
+
+
+def _attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """Scaled dot product attention with dropout as a GPU runs it. CPU dispatch sends a call with
+    dropout_p > 0 to the math path, which saves the attention probabilities (batch x heads x seq x
+    seq), the dropout mask and the dropped probabilities; a GPU's flash and memory-efficient
+    kernels apply the dropout inside the kernel and save only the output and the log-sum-exp (and
+    the generator's seed and offset). On fake tensors the call runs with dropout 0, which takes the
+    CPU flash kernel: the same tensors as the GPU's. Fake tensors compute no values, so the
+    probabilities being dropped or not changes nothing else."""
+    if isinstance(query, FakeTensor):
+        dropout_p = 0.0
+    return _composite(_aten.scaled_dot_product_attention.default, query, key, value, attn_mask, dropout_p,
+                      is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
+@contextlib.contextmanager
+def kernels_as_on_gpu():
+    """Registers the GPU's choices of dropout and attention kernels for the capture's duration."""
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        # Replacing aten's composite kernels is the point; torch says so in an 8-line warning.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_OVERRIDE_WARNING, category=UserWarning)
+            for key in _KEYS:
+                lib.impl("dropout", _dropout, key)
+                lib.impl("scaled_dot_product_attention", _attention, key)
+        yield
+    finally:
+        lib._destroy()
+
+
+@contextlib.contextmanager
+def transformers_masks_as_on_gpu():
+    """transformers' check for packed sequences as it comes out on a GPU. With no attention mask,
+    a causal model of transformers (masking_utils.find_packed_sequence_indices) looks at the
+    position ids' values to see whether a row packs several sequences; on fake tensors it cannot
+    (`is_tracing` counts a fake tensor as tracing) and answers "packed", so the model builds a
+    batch x 1 x seq x seq mask and SDPA turns it into an additive one per layer (GPT-2 small at
+    8 x 1024: 16,777,216 B more per layer, and CPU attention with a mask), where the GPU, seeing
+    position ids that count up in each row (what the model makes when the batch gives none), skips
+    the mask and runs SDPA with is_causal. While the capture runs the check still runs its ops, and
+    answers "not packed" for fake position ids. A batch that does pack sequences (position ids
+    restarting within a row) gets on the GPU the mask that the capture leaves out."""
+    masking = sys.modules.get("transformers.masking_utils")
+    original = getattr(masking, "find_packed_sequence_indices", None)
+    if original is None:
+        yield
+        return
+
+    @functools.wraps(original)
+    def find_packed_sequence_indices(position_ids, *args, **kwargs):
+        found = original(position_ids, *args, **kwargs)
+        return None if isinstance(position_ids, FakeTensor) else found
+
+    masking.find_packed_sequence_indices = find_packed_sequence_indices
+    try:
+        yield
+    finally:
+        masking.find_packed_sequence_indices = original
