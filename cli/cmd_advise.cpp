@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unistd.h>
 
 #include "command.hpp"
+#include "mhc/advise/calibrate.hpp"
 #include "mhc/advise/code.hpp"
 #include "mhc/advise/gpus.hpp"
 #include "mhc/advise/planner.hpp"
@@ -27,6 +29,7 @@ using namespace mhc::advise;
 struct Options {
     std::string trace, capacity, gpu, budget, link = "pcie5", setting, host_bw = "100GB/s", host_tensor = "15us", trace_out;
     std::string comm_link;   // the collectives' link (empty: from the capture, comm.hpp)
+    std::string step_time;   // the measured step without any setting (empty: the roofline's times)
     int top = 3;
     bool verify = false, json = false, force = false;
     bool top_given = false;   // --top given (its default is 3)
@@ -42,6 +45,19 @@ struct Row {
 const char* kTimeNote =
     "times are estimates (the capture's roofline, the link model and, under DDP or FSDP2, the collectives' ring "
     "model) until a GPU measures them";
+const char* kCalibratedTimeNote =
+    "times are estimates: kernels scaled to the measured --step-time, copies by the link model and, under DDP or "
+    "FSDP2, collectives by the ring model";
+
+// The baseline's time as printed: the roofline's estimate, or the measured step it was scaled to.
+std::string baseline_time(const Prediction& baseline, const Calibration* cal) {
+    if (!cal) return mhc::format_ns(baseline.step_time) + " (estimated)";
+    char factor[32];
+    std::snprintf(factor, sizeof factor, "%.2f", cal->factor);
+    return mhc::format_ns(baseline.step_time) + " (last step " + mhc::format_ns(cal->calibrated_step) +
+           ", as --step-time " + mhc::format_ns(cal->measured_step) + "; kernel times x" + factor +
+           " the capture's roofline, whose step was " + mhc::format_ns(cal->estimated_step) + ")";
+}
 
 // The collectives' model and what they cost the baseline (DDP, FSDP2), or "" without them.
 std::string comm_line(const Base& base, const Prediction& baseline) {
@@ -150,7 +166,16 @@ int run(const Options& o) {
             "mhc: warning: --comm-link %s has no effect: %s has no DDP or FSDP2 collectives (a step on one GPU)\n",
             mhc::cli::printable(o.comm_link).c_str(), mhc::cli::printable(o.trace).c_str());
     if (!o.comm_link.empty()) apply_comm_model(base, comm_model(data, base.info, o.comm_link));
-    Evaluator ev(base, mhc::sim::link_from_spec(o.link), host);
+    const mhc::sim::LinkModel link = mhc::sim::link_from_spec(o.link);
+    std::optional<Calibration> calibration;
+    if (!o.step_time.empty()) {
+        const double seconds = mhc::cli::option_value("--step-time", [&] { return mhc::parse_seconds(o.step_time); });
+        if (!(seconds > 0) || seconds > 3600)
+            throw mhc::Error("--step-time: '" + o.step_time + "' is not a step time in (0, 1 h]");
+        calibration = calibrate_compute(base, link, std::llround(seconds * 1e9));
+    }
+    const Calibration* cal = calibration ? &*calibration : nullptr;
+    Evaluator ev(base, link, host);
     std::vector<Row> rows;
     Advice a;
     if (!o.setting.empty()) {   // one given setting: predict (and verify) it
@@ -202,8 +227,13 @@ int run(const Options& o) {
                               {"step_time_ns", a.baseline.step_time},
                               {"comm_ns", a.baseline.comm},
                               {"comm_exposed_ns", a.baseline.comm_waits}}},
-                            {"times", kTimeNote},
+                            {"times", cal ? kCalibratedTimeNote : kTimeNote},
                             {"passes_per_step", base.passes},
+                            {"calibration", cal ? nlohmann::json{{"factor", cal->factor},
+                                                                  {"estimated_step_ns", cal->estimated_step},
+                                                                  {"measured_step_ns", cal->measured_step},
+                                                                  {"calibrated_step_ns", cal->calibrated_step}}
+                                                : nlohmann::json(nullptr)},
                             {"data_parallel", data_parallel_note(base.info)},
                             {"rows", nlohmann::json::array()},
                             {"search",
@@ -227,8 +257,8 @@ int run(const Options& o) {
                 mhc::format_rate(host.bandwidth_Bps).c_str(), mhc::format_ns(std::llround(host.per_tensor_s * 1e9)).c_str());
     if (const std::string comm = comm_line(base, a.baseline); !comm.empty())
         std::printf("comm       %s\n", comm.c_str());
-    std::printf("baseline   peak %s, reserved %s, step %s (estimated)%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
-                mhc::format_bytes(a.baseline.memory.reserved).c_str(), mhc::format_ns(a.baseline.step_time).c_str(),
+    std::printf("baseline   peak %s, reserved %s, step %s%s\n", mhc::format_bytes(a.baseline.memory.peak).c_str(),
+                mhc::format_bytes(a.baseline.memory.reserved).c_str(), baseline_time(a.baseline, cal).c_str(),
                 capacity > 0 && a.baseline.memory.reserved > capacity ? ": does not fit" : "");
     std::printf("\n%-4s %10s %10s %10s %11s %7s", "rank", "peak", "reserved", "host", "step (est.)", "loss");
     if (o.verify) std::printf(" %11s %11s %7s %7s", "capt. peak", "capt. res.", "err pk", "err res");
@@ -246,7 +276,7 @@ int run(const Options& o) {
                         100 * relative_error(p.memory.reserved, r.captured.memory.reserved));
         std::printf("  %s\n", describe(r.c.setting, base.info).c_str());
     }
-    std::printf("(%s)\n", kTimeNote);
+    std::printf("(%s)\n", cal ? kCalibratedTimeNote : kTimeNote);
     for (size_t i = 0; i < rows.size(); ++i)
         std::printf("\n# %zu. %s\n%s\n", i + 1, describe(rows[i].c.setting, base.info).c_str(),
                     code_for(rows[i].c.setting, base.info).c_str());
@@ -276,6 +306,10 @@ mhc::cli::Registration reg{mhc::cli::Command{
                        "The collectives' link (DDP, FSDP2): nvlink (the capture's GPU), ib-ndr, ib-hdr, or a bus "
                        "bandwidth such as 200GB/s (default: nvlink up to 8 ranks, else ib-ndr)")
             ->type_name("LINK");
+        app.add_option("--step-time", o->step_time,
+                       "The step's measured time without any setting, e.g. 60ms (the median of a run's steady steps): "
+                       "kernel times are scaled to it (the roofline's without it)")
+            ->type_name("TIME");
         app.add_option("--host-bandwidth", o->host_bw, "Memory bandwidth a host optimizer step streams at (an assumption)")
             ->type_name("RATE")
             ->default_str(o->host_bw);

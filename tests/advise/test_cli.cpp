@@ -90,11 +90,35 @@ TEST_CASE("mhc advise: bad input is one line and exit 2", "[advise][cli]") {
     one_line(run("advise " + t.path + " --setting '{}' --budget 3%"), "--budget and --setting");
     one_line(run("advise " + t.path + " --setting '{}' --top 3"), "--top and --setting");
     one_line(run("advise " + t.path + " --capacity 1GiB --force"), "--force: replaces an existing --trace-out file");
+    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 0s"), "--step-time: '0s' is not a step time");
+    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 7200s"), "--step-time: '7200s' is not a step time");
+    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 60"), "--step-time '60': a duration needs a unit");
+    one_line(run("advise " + t.path + " --capacity 1GiB --step-time fast"), "--step-time");
+    one_line(run("advise " + t.path + " --capacity 1GiB --step-time 1s"), "no scaling of the kernels' times gives that step");
     mhc::test::TempPath plain{"plain.db"};
     advisetest::TinyTrace p = advisetest::chain({8}, false);
     p.modules.clear();
     p.write(plain.path);
     one_line(run("advise " + plain.path + " --capacity 1GiB"), "not a model capture");
+}
+
+TEST_CASE("mhc advise --step-time scales the baseline to the measured step and says so", "[advise][cli]") {
+    mhc::test::TempPath chain{"chain.db"};
+    advisetest::chain({64, 96, 32}, true).write(chain.path);
+    // The last step runs 13 kernels of 10 ns: 130 ns; measured 260 ns, twice.
+    const Out o = run("advise " + chain.path + " --capacity 400MiB --json --step-time 260ns");
+    INFO(o.err);
+    REQUIRE(o.status == 0);
+    const auto doc = nlohmann::json::parse(o.out);
+    CHECK(doc["calibration"]["factor"].get<double>() == Approx(2.0));
+    CHECK(doc["calibration"]["estimated_step_ns"] == 130);
+    CHECK(doc["calibration"]["calibrated_step_ns"] == 260);
+    CHECK(doc["baseline"]["step_time_ns"] == 2 * (15 + 13) * 10);
+    CHECK(doc["times"].get<std::string>().find("measured --step-time") != std::string::npos);
+    CHECK(nlohmann::json::parse(run("advise " + chain.path + " --capacity 400MiB --json").out)["calibration"].is_null());
+    const Out text = run("advise " + chain.path + " --capacity 400MiB --step-time 260ns");
+    CHECK(text.out.find("last step 260 ns, as --step-time 260 ns; kernel times x2.00 the capture's roofline, whose step was 130 ns") !=
+          std::string::npos);
 }
 
 TEST_CASE("mhc advise --comm-link on a step without collectives says it has no effect", "[advise][cli]") {
