@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <numeric>
+#include <set>
 
 #include "mhc/record/markers.hpp"
 
@@ -150,6 +151,8 @@ int64_t Translator::new_allocation(const AllocEvent& e, int64_t t) {
     h.t_enter = e.t_enter ? std::min(static_cast<int64_t>(e.t_enter) - origin_, t) : t;
     h.source = e.source;
     h.pool = e.pool;
+    h.static_memory = e.static_memory;
+    if (e.static_memory) ++stats_.static_allocations;
     h.activity_alloc = e.source == AllocSource::Activity;
     allocs_.push_back(h);
     ++stats_.allocations;
@@ -418,12 +421,86 @@ void Translator::on_overhead(const OverheadEvent& e) {
 
 void Translator::on_pool(const PoolEvent& e) {
     switch (e.op) {
-        case 1: ++stats_.pools_created; break;
-        case 2: ++stats_.pools_destroyed; break;
-        case 3: ++stats_.pools_trimmed; break;
-        default: break;
+        case PoolEvent::Created: ++stats_.pools_created; break;
+        case PoolEvent::Destroyed: ++stats_.pools_destroyed; break;
+        case PoolEvent::Trimmed: ++stats_.pools_trimmed; break;
+        case PoolEvent::Sampled: break;
+        default: return;
     }
-    stats_.pool_max_bytes = std::max(stats_.pool_max_bytes, static_cast<int64_t>(e.size));
+    if (!e.local) return;   // an imported pool: its memory is another process's
+    if (e.op == PoolEvent::Sampled) {
+        // A pool smaller than what it has handed out (or than the allocation just made from it)
+        // is not a size: the field was not filled.
+        if (e.size < std::max(e.utilized, e.bytes)) {
+            ++stats_.pool_samples_skipped;
+            return;
+        }
+        ++stats_.pool_samples;
+    }
+    const int64_t size = e.op == PoolEvent::Destroyed ? 0 : static_cast<int64_t>(e.size);
+    stats_.pool_max_bytes = std::max(stats_.pool_max_bytes, size);
+    pool_points_.push_back({static_cast<int32_t>(e.device), e.address, e.op, size, rel(e.t), pool_points_.size()});
+}
+
+// The memory each pool holds over time as segments rows whose live bytes sum to the size CUPTI
+// last reported: a row for each growth, stacked above the pool's base address; a shrink frees the
+// newest rows first (the one it cuts into is freed and its kept part opened again in its place).
+// Between two reports the size is taken to stay as the first said.
+void Translator::pool_segments(std::vector<trace::Segment>& out) {
+    using Key = std::pair<int32_t, uint64_t>;
+    std::map<Key, std::vector<PoolPoint>> pools;
+    std::map<int32_t, std::set<uint64_t>> sampled;   // device -> pools that memory records named
+    for (const PoolPoint& p : pool_points_)
+        if (p.op == PoolEvent::Sampled) sampled[p.device].insert(p.address);
+    for (const PoolPoint& p : pool_points_) {
+        Key key{p.device, p.address};
+        if (p.op != PoolEvent::Sampled) {
+            // A MEMORY_POOL record of an address no memory record named: the device's pool when it
+            // has one (the two records may not name the pool by one address).
+            auto it = sampled.find(p.device);
+            if (it != sampled.end() && !it->second.count(p.address) && it->second.size() == 1) {
+                key.second = *it->second.begin();
+                ++stats_.pool_records_by_device;
+            }
+        }
+        pools[key].push_back(p);
+    }
+    for (auto& [key, points] : pools) {
+        std::sort(points.begin(), points.end(),
+                  [](const PoolPoint& a, const PoolPoint& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; });
+        struct Row { int64_t offset, bytes, t; };
+        std::vector<Row> stack;
+        int64_t held = 0;
+        auto close = [&](const Row& r, int64_t t) {
+            trace::Segment s;
+            s.device = key.first;
+            s.address = static_cast<int64_t>(key.second) + r.offset;
+            s.bytes = r.bytes;
+            s.t_alloc = r.t;
+            s.t_free = t;
+            out.push_back(s);
+        };
+        for (size_t i = 0; i < points.size(); ++i) {
+            // Of several reports at one time, the last holds.
+            if (i + 1 < points.size() && points[i + 1].t == points[i].t) continue;
+            const int64_t size = points[i].size, t = points[i].t;
+            while (held > size) {
+                Row top = stack.back();
+                stack.pop_back();
+                held -= top.bytes;
+                close(top, t);
+                if (held < size) {   // cut into: the part still held opens again at once
+                    stack.push_back({top.offset, size - held, t});
+                    held = size;
+                }
+            }
+            if (size > held) {
+                stack.push_back({held, size - held, t});
+                held = size;
+            }
+        }
+        for (const Row& r : stack) close(r, trace::kNoTime);
+    }
 }
 
 void Translator::on_device(const DeviceEvent& e) {
@@ -524,11 +601,10 @@ void Translator::finish() {
     for (const Held& h : allocs_) w_.add(h.row);
     if (opt_.segments) {
         // Settled lifetimes, as the allocation rows: a segment is held until its last use.
-        int64_t n = 0;
+        std::vector<trace::Segment> rows;
         for (const Held& h : allocs_) {
-            if (h.pool) continue;
+            if (h.pool || h.static_memory) continue;
             trace::Segment s;
-            s.id = ++n;
             s.device = h.row.device;
             s.stream = h.row.stream;
             s.address = h.row.address;
@@ -536,10 +612,31 @@ void Translator::finish() {
             s.t_alloc = h.row.t_alloc;
             s.t_free = h.row.t_free;
             s.expandable = h.source == AllocSource::Vmm;
+            rows.push_back(s);
+        }
+        const auto driver = static_cast<int64_t>(rows.size());
+        pool_segments(rows);
+        stats_.pool_segments = static_cast<int64_t>(rows.size()) - driver;
+        std::stable_sort(rows.begin(), rows.end(), [](const trace::Segment& a, const trace::Segment& b) {
+            if (a.t_alloc != b.t_alloc) return a.t_alloc < b.t_alloc;
+            if (a.device != b.device) return a.device < b.device;
+            return a.address < b.address;
+        });
+        int64_t n = 0;
+        for (trace::Segment& s : rows) {
+            s.id = ++n;
             w_.add(s);
         }
-        w_.set_meta("segments", std::to_string(n) + " rows: the driver allocations not from a pool (cudaMalloc, "
-                                                    "cuMemMap), PyTorch's segments under its caching allocator");
+        w_.set_meta("segments",
+                    std::to_string(n) + " rows: " + std::to_string(driver) +
+                        " device allocations not from a pool (cuMemAlloc, cuMemMap: PyTorch's segments under its "
+                        "caching allocator), " +
+                        std::to_string(stats_.pool_segments) +
+                        " of the memory stream-ordered pools hold (cudaMallocAsync: the pool's size as CUPTI reports "
+                        "it at the pool's allocations, releases, creation, trims and destruction; not known in "
+                        "between); modules' static memory is not a segment");
+        w_.set_meta("segments.from_driver", std::to_string(driver));
+        w_.set_meta("segments.from_pools", std::to_string(stats_.pool_segments));
     }
     // Ranges still open (an interrupted run): they end at the latest time seen.
     std::vector<std::pair<uint32_t, Open>> still(open_.begin(), open_.end());
@@ -592,6 +689,10 @@ void Translator::finish() {
     put("record.pools_destroyed", s.pools_destroyed);
     put("record.pools_trimmed", s.pools_trimmed);
     put("record.pool_max_bytes", s.pool_max_bytes);
+    put("record.pool_samples", s.pool_samples);
+    put("record.pool_samples_skipped", s.pool_samples_skipped);
+    put("record.pool_records_by_device", s.pool_records_by_device);
+    put("record.static_allocations", s.static_allocations);
 }
 
 }  // namespace mhc::record
