@@ -85,6 +85,7 @@ void decode_memory(const CUpti_ActivityMemory4& m, Translator& t) {
         e.device = m.deviceId;
         e.source = AllocSource::Activity;
         e.correlation = m.correlationId;
+        if (m.isAsync && m.streamId != CUPTI_INVALID_STREAM_ID) e.stream = m.streamId;
         t.on_free(e);
     }
 }

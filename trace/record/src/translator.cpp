@@ -142,6 +142,7 @@ int64_t Translator::new_allocation(const AllocEvent& e, int64_t t) {
     h.row.address = static_cast<int64_t>(e.address);
     h.row.bytes = static_cast<int64_t>(e.bytes);
     h.row.t_alloc = t;
+    h.t_call = t;
     h.row.stream = static_cast<int64_t>(e.stream);
     h.row.category = trace::Category::Other;   // the driver cannot tell tensor roles
     std::string label(e.api);
@@ -228,7 +229,9 @@ void Translator::on_free(const FreeEvent& e) {
             ++stats_.frees_unmatched;
             return;
         }
-        free_held(allocs_[static_cast<size_t>(id - 1)], t);
+        Held& held = allocs_[static_cast<size_t>(id - 1)];
+        free_held(held, t);
+        held.free_stream = static_cast<int64_t>(e.stream);
         expect_record(true, e.correlation, e.runtime_correlation, id);
         return;
     }
@@ -244,6 +247,7 @@ void Translator::on_free(const FreeEvent& e) {
         // No callback saw this free (or the allocation is activity-only).
         if (live_.at(e.address) == id) live_.erase(e.address);
         free_held(held, t);
+        held.free_stream = static_cast<int64_t>(e.stream);
     }
 }
 
@@ -335,6 +339,7 @@ void Translator::on_kernel(const KernelEvent& e) {
     k.step = step_at(slot >= 0 ? launches_[static_cast<size_t>(slot)].t : k.t_start);
     w_.add(k);
     if (slot < 0) return;
+    stream_work_[{k.device, k.stream}].push_back({launches_[static_cast<size_t>(slot)].t, k.t_end});
     for (int64_t id : launches_[static_cast<size_t>(slot)].ids) {
         w_.add(trace::Access{k.id, id, trace::AccessMode::ReadWrite});
         ++stats_.accesses;
@@ -557,7 +562,33 @@ void Translator::place_emptied(const std::vector<size_t>& group) {
     }
 }
 
+// When the GPU reached, on `stream`, work enqueued at host time t: the end of the last kernel
+// launched on it before t (kernels of one stream run in launch order), INT64_MIN if none is known.
+int64_t Translator::stream_reached(int32_t device, int64_t stream, int64_t t) const {
+    if (stream == 0) return INT64_MIN;
+    auto it = stream_work_.find({device, stream});
+    if (it == stream_work_.end()) return INT64_MIN;
+    const auto& work = it->second;
+    auto pos = std::lower_bound(work.begin(), work.end(), t,
+                                [](const std::pair<int64_t, int64_t>& w, int64_t v) { return w.first < v; });
+    return pos == work.begin() ? INT64_MIN : std::prev(pos)->second;
+}
+
 void Translator::settle_allocations() {
+    for (auto& [key, work] : stream_work_) {
+        std::sort(work.begin(), work.end());
+        for (size_t i = 1; i < work.size(); ++i) work[i].second = std::max(work[i].second, work[i - 1].second);
+    }
+    // A stream-ordered free (cuMemFreeAsync) gives the memory back when its stream reaches it: after
+    // every kernel launched on that stream before the call.
+    for (Held& h : allocs_) {
+        if (!h.freed || h.free_stream == 0) continue;
+        const int64_t reached = stream_reached(h.row.device, h.free_stream, h.row.t_free);
+        if (reached > h.row.t_free) {
+            h.row.t_free = reached;
+            ++stats_.frees_stream_ordered;
+        }
+    }
     // Memory is in use until the last kernel that accesses it has run.
     for (Held& h : allocs_) {
         if (h.freed && h.use_end > h.row.t_free) {
@@ -578,6 +609,18 @@ void Translator::settle_allocations() {
         return a.id < b.id;
     });
     chain_lifetimes(order);
+    // A stream-ordered allocation (cuMemAllocAsync) is made when its stream reaches it: after every
+    // kernel launched on that stream before the call; never after a kernel that uses it nor after
+    // its free. Only ever later, so no holder at the address comes to overlap another.
+    for (Held& h : allocs_) {
+        if (!h.pool) continue;
+        const int64_t reached =
+            std::min({stream_reached(h.row.device, h.row.stream, h.t_call), h.use_start, h.row.t_free});
+        if (reached > h.row.t_alloc) {
+            h.row.t_alloc = reached;
+            ++stats_.allocs_stream_started;
+        }
+    }
     std::vector<size_t> group;
     for (size_t k = 0; k < order.size(); ++k) {
         group.push_back(order[k]);
@@ -666,13 +709,22 @@ void Translator::finish() {
     put("record.lifetimes_extended", s.lifetimes_extended);
     put("record.allocations_delayed", s.allocs_delayed);
     // What the settling changed, in one line `mhc info` shows (docs/recording.md).
-    if (s.lifetimes_extended + s.allocs_delayed > 0)
-        w_.set_meta("record.lifetimes", std::to_string(s.lifetimes_extended) + " of " + std::to_string(s.allocations) +
-                                            " allocations freed at their last kernel's end, not at the free call; " +
-                                            std::to_string(s.allocs_delayed) +
-                                            " started at the previous holder's end, not at the call (" +
-                                            std::to_string(s.lifetimes_emptied) + " left with no time, " +
-                                            std::to_string(s.lifetime_conflicts) + " with a kernel before that start)");
+    if (s.lifetimes_extended + s.allocs_delayed + s.allocs_stream_started + s.frees_stream_ordered > 0) {
+        std::string line = std::to_string(s.lifetimes_extended) + " of " + std::to_string(s.allocations) +
+                           " allocations freed at their last kernel's end, not at the free call; " +
+                           std::to_string(s.allocs_delayed) +
+                           " started at the previous holder's end, not at the call (" +
+                           std::to_string(s.lifetimes_emptied) + " left with no time, " +
+                           std::to_string(s.lifetime_conflicts) + " with a kernel before that start)";
+        if (s.allocs_stream_started + s.frees_stream_ordered > 0)
+            line += "; stream-ordered: " + std::to_string(s.allocs_stream_started) +
+                    " started when their stream reached the call (the end of the kernel launched before it on "
+                    "that stream), " +
+                    std::to_string(s.frees_stream_ordered) + " frees ended when their stream reached them";
+        w_.set_meta("record.lifetimes", line);
+    }
+    put("record.allocations_stream_started", s.allocs_stream_started);
+    put("record.frees_stream_ordered", s.frees_stream_ordered);
     put("record.lifetimes_emptied", s.lifetimes_emptied);
     put("record.lifetime_conflicts", s.lifetime_conflicts);
     put("record.kernels_without_time", s.kernels_without_time);

@@ -40,6 +40,7 @@ struct FreeEvent {
     uint64_t bytes = 0;     // VMM unmap: size of the unmapped range; 0 otherwise
     uint64_t t = 0;
     uint32_t device = 0;
+    uint64_t stream = 0;    // cuMemFreeAsync: CUPTI id of the stream the free is ordered on; 0 otherwise
     AllocSource source = AllocSource::Driver;
     uint32_t correlation = 0;   // as AllocEvent's
     uint32_t runtime_correlation = 0;

@@ -63,6 +63,8 @@ struct TranslatorStats {
     int64_t pool_records_by_device = 0;  // pool records of an address no memory record named, put to the device's pool
     int64_t pool_segments = 0;           // segments rows of pools' reserved memory
     int64_t static_allocations = 0;      // module static memory (DEVICE_STATIC / MANAGED_STATIC)
+    int64_t allocs_stream_started = 0;   // pool allocation started when its stream reached it, not at the call
+    int64_t frees_stream_ordered = 0;    // stream-ordered free moved to when its stream reached it
     int64_t times_clamped = 0;          // records earlier than the origin
     int64_t last_time = 0;              // latest time seen, relative to the origin
 };
@@ -101,6 +103,8 @@ private:
         AllocSource source = AllocSource::Driver;
         bool freed = false, activity_alloc = false, activity_release = false, pool = false;
         bool static_memory = false;
+        int64_t t_call = 0;        // the allocation call's time (host)
+        int64_t free_stream = 0;   // cuMemFreeAsync's stream, 0: none known
         bool delayed = false, emptied = false;
         uint32_t alloc_keys[2] = {0, 0}, free_keys[2] = {0, 0};   // correlation ids awaiting a record
     };
@@ -134,6 +138,7 @@ private:
     void place_emptied(const std::vector<size_t>& group);
     void release_launch(uint32_t slot);
     void pool_segments(std::vector<trace::Segment>& out);
+    int64_t stream_reached(int32_t device, int64_t stream, int64_t t) const;
 
     trace::Writer& w_;
     TranslatorOptions opt_;
@@ -166,6 +171,9 @@ private:
         size_t seq;
     };
     std::vector<PoolPoint> pool_points_;
+    // Per (device, stream): the kernels whose launch the callbacks saw, as (launch time on the host,
+    // end on the GPU); sorted by launch with the running maximum of ends in settle_allocations.
+    std::map<std::pair<int32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> stream_work_;
 
     std::unordered_map<uint32_t, Open> open_;
     std::vector<StepRange> steps_;   // sorted by start
