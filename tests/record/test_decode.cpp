@@ -297,6 +297,7 @@ TEST_CASE("decode: pool sizes from memory and pool records become segments and s
 
         auto st = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7d0000000000, 4096, 60, false,
                                 CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC);
+        st.streamId = CUPTI_INVALID_STREAM_ID;   // not an async operation
         CHECK(decode_record(as_record(&st), t));
 
         auto a = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, kBase, 1 << 20, 100, true);
@@ -320,6 +321,7 @@ TEST_CASE("decode: pool sizes from memory and pool records become segments and s
     REQUIRE(r.ok());
     REQUIRE(d.allocations.size() == 2);
     CHECK(d.str(d.allocations.label[0]) == "memory:static");
+    CHECK(d.allocations.stream[0] == 0);   // not 4294967295, as the H200 recordings' rows had
     REQUIRE(d.segments.size() == 1);
     CHECK(d.segments[0].address == static_cast<int64_t>(kBase));
     CHECK(d.segments[0].bytes == 2 << 20);

@@ -61,7 +61,7 @@ void decode_memory(const CUpti_ActivityMemory4& m, Translator& t) {
         e.bytes = m.bytes;
         e.t = e.t_enter = m.timestamp;
         e.device = m.deviceId;
-        e.stream = m.streamId;
+        e.stream = m.streamId != CUPTI_INVALID_STREAM_ID ? m.streamId : 0;   // not async: no stream
         e.source = AllocSource::Activity;
         e.pool = pool;
         e.correlation = m.correlationId;
