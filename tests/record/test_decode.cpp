@@ -328,6 +328,7 @@ TEST_CASE("decode: pool sizes from memory and pool records become segments and s
     CHECK(d.segments[0].t_alloc == 100);
     CHECK(d.segments[0].t_free == 400);
     CHECK(d.meta.at("record.pool_samples") == "2");
+    CHECK(d.meta.at("record.pool_utilized_max_bytes") == std::to_string(1 << 20));
     CHECK(d.meta.at("record.static_allocations") == "1");
     CHECK(d.meta.at("record.pool_max_bytes") == std::to_string(2 << 20));
 }

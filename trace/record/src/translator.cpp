@@ -442,6 +442,7 @@ void Translator::on_pool(const PoolEvent& e) {
         }
         ++stats_.pool_samples;
     }
+    stats_.pool_utilized_max_bytes = std::max(stats_.pool_utilized_max_bytes, static_cast<int64_t>(e.utilized));
     const int64_t size = e.op == PoolEvent::Destroyed ? 0 : static_cast<int64_t>(e.size);
     stats_.pool_max_bytes = std::max(stats_.pool_max_bytes, size);
     pool_points_.push_back({static_cast<int32_t>(e.device), e.address, e.op, size, rel(e.t), pool_points_.size()});
@@ -742,6 +743,7 @@ void Translator::finish() {
     put("record.pools_trimmed", s.pools_trimmed);
     put("record.pool_max_bytes", s.pool_max_bytes);
     put("record.pool_samples", s.pool_samples);
+    put("record.pool_utilized_max_bytes", s.pool_utilized_max_bytes);
     put("record.pool_samples_skipped", s.pool_samples_skipped);
     put("record.pool_records_by_device", s.pool_records_by_device);
     put("record.static_allocations", s.static_allocations);

@@ -59,6 +59,7 @@ struct TranslatorStats {
     int64_t overhead_records = 0, overhead_ns = 0;
     int64_t pools_created = 0, pools_destroyed = 0, pools_trimmed = 0, pool_max_bytes = 0;
     int64_t pool_samples = 0;            // pool sizes read from memory records
+    int64_t pool_utilized_max_bytes = 0; // the largest utilizedSize reported (bytes allocated from a pool)
     int64_t pool_samples_skipped = 0;    // sizes below what the pool was said to hold (utilized, the allocation)
     int64_t pool_records_by_device = 0;  // pool records of an address no memory record named, put to the device's pool
     int64_t pool_segments = 0;           // segments rows of pools' reserved memory
