@@ -207,3 +207,28 @@ TEST_CASE("recorder: a pool's memory still held at the end stays open", "[record
     CHECK(d.segments[0].t_free == trace::kNoTime);
     CHECK(trace::reserved_peak(d, 0) == 64 << 20);
 }
+
+// The rows stand for sizes, not pages: where the range above the pool's base would meet another
+// segment (a cuMemAlloc, another pool), the pool's rows go above every segment of the device, so
+// that `mhc check` (and every command that loads the trace) finds no overlap.
+TEST_CASE("recorder: pool rows that would meet another segment are laid out above them", "[record][segments]") {
+    const int64_t MiB = 1 << 20;
+    trace::TraceData d = mhc::record::test::translate([&](Translator& tr) {
+        AllocEvent seg;   // inside the range the pool's 4 MiB would take above its base
+        seg.address = 0x7e0000000000 + 1 * MiB;
+        seg.bytes = 20 * MiB;
+        seg.t = seg.t_enter = kT0 + 50;
+        seg.api = "cuMemAlloc";
+        tr.on_alloc(seg);
+        tr.on_pool(pool_event(PoolEvent::Sampled, 4 * MiB, 100));
+        tr.on_pool(pool_event(PoolEvent::Sampled, 8 * MiB, 100, 0x7e0000000000 + 2 * MiB));   // a second pool
+    }, TranslatorOptions{static_cast<int64_t>(kT0)});
+    auto r = trace::check_trace(d);
+    INFO(mhc::record::test::problems(r));
+    REQUIRE(r.ok());
+    REQUIRE(d.segments.size() == 3);
+    CHECK(trace::reserved_peak(d, 0) == 32 * MiB);
+    CHECK(d.meta.at("record.pools_moved") == "2");
+    for (const auto& s : d.segments)
+        if (s.bytes != 20 * MiB) CHECK(s.address >= 0x7e0000000000 + 21 * MiB);
+}

@@ -1,6 +1,7 @@
 #include "mhc/record/translator.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <deque>
 #include <numeric>
 #include <set>
@@ -471,20 +472,25 @@ void Translator::pool_segments(std::vector<trace::Segment>& out) {
         }
         pools[key].push_back(p);
     }
+    // Address ranges the rows of a device may not overlap (at any time): the other segments, and
+    // the pools laid out before.
+    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> taken;
+    for (const trace::Segment& s : out) taken[s.device].push_back({s.address, s.address + s.bytes});
     for (auto& [key, points] : pools) {
         std::sort(points.begin(), points.end(),
                   [](const PoolPoint& a, const PoolPoint& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; });
         struct Row { int64_t offset, bytes, t; };
         std::vector<Row> stack;
-        int64_t held = 0;
+        std::vector<trace::Segment> rows;   // addresses relative to the pool's base
+        int64_t held = 0, extent = 0;
         auto close = [&](const Row& r, int64_t t) {
             trace::Segment s;
             s.device = key.first;
-            s.address = static_cast<int64_t>(key.second) + r.offset;
+            s.address = r.offset;
             s.bytes = r.bytes;
             s.t_alloc = r.t;
             s.t_free = t;
-            out.push_back(s);
+            rows.push_back(s);
         };
         for (size_t i = 0; i < points.size(); ++i) {
             // Of several reports at one time, the last holds.
@@ -503,9 +509,30 @@ void Translator::pool_segments(std::vector<trace::Segment>& out) {
             if (size > held) {
                 stack.push_back({held, size - held, t});
                 held = size;
+                extent = std::max(extent, held);
             }
         }
         for (const Row& r : stack) close(r, trace::kNoTime);
+        if (rows.empty()) continue;
+        // Above the pool's base address, unless that range meets another segment or pool (the
+        // pool's pages need not lie there): then above everything on the device.
+        auto& used = taken[key.first];
+        auto base = static_cast<int64_t>(key.second);
+        auto meets = [&](int64_t lo, int64_t hi) {
+            return std::any_of(used.begin(), used.end(), [&](const auto& u) { return lo < u.second && u.first < hi; });
+        };
+        if (base < 0 || base > INT64_MAX - extent || meets(base, base + extent)) {
+            int64_t top = 0;
+            for (const auto& u : used) top = std::max(top, u.second);
+            constexpr int64_t kAlign = int64_t{2} << 20;
+            base = (top + kAlign - 1) / kAlign * kAlign;
+            ++stats_.pools_moved;
+        }
+        used.push_back({base, base + extent});
+        for (trace::Segment& r : rows) {
+            r.address += base;
+            out.push_back(r);
+        }
     }
 }
 
@@ -746,6 +773,7 @@ void Translator::finish() {
     put("record.pool_utilized_max_bytes", s.pool_utilized_max_bytes);
     put("record.pool_samples_skipped", s.pool_samples_skipped);
     put("record.pool_records_by_device", s.pool_records_by_device);
+    put("record.pools_moved", s.pools_moved);
     put("record.static_allocations", s.static_allocations);
 }
 

@@ -63,6 +63,7 @@ struct TranslatorStats {
     int64_t pool_samples_skipped = 0;    // sizes below what the pool was said to hold (utilized, the allocation)
     int64_t pool_records_by_device = 0;  // pool records of an address no memory record named, put to the device's pool
     int64_t pool_segments = 0;           // segments rows of pools' reserved memory
+    int64_t pools_moved = 0;             // pools whose rows would have met other segments above their base: laid out above all
     int64_t static_allocations = 0;      // module static memory (DEVICE_STATIC / MANAGED_STATIC)
     int64_t allocs_stream_started = 0;   // pool allocation started when its stream reached it, not at the call
     int64_t frees_stream_ordered = 0;    // stream-ordered free moved to when its stream reached it
