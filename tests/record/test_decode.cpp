@@ -279,3 +279,56 @@ TEST_CASE("decode: memory records paired with their callbacks by correlation id"
     CHECK(data.meta.at("record.activity_by_correlation") == "2");
     CHECK(data.meta.at("record.frees_unmatched") == "0");
 }
+
+// The pool's figures in CUpti_ActivityMemory4::memoryPoolConfig and CUpti_ActivityMemoryPool3 are
+// the reserved memory of a cudaMallocAsync run (segments rows); static module memory is no segment.
+TEST_CASE("decode: pool sizes from memory and pool records become segments and static memory does not") {
+    TranslatorOptions opt;
+    opt.origin = static_cast<int64_t>(T0);
+    constexpr uint64_t kBase = 0x7e0000000000;
+    trace::TraceData d = translate([&](Translator& t) {
+        auto created = zeroed<CUpti_ActivityMemoryPool3>();
+        created.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+        created.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
+        created.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+        created.address = kBase;
+        created.timestamp = T0 + 50;
+        CHECK(decode_record(as_record(&created), t));
+
+        auto st = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7d0000000000, 4096, 60, false,
+                                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC);
+        st.streamId = CUPTI_INVALID_STREAM_ID;   // not an async operation
+        CHECK(decode_record(as_record(&st), t));
+
+        auto a = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, kBase, 1 << 20, 100, true);
+        a.memoryPoolConfig.address = kBase;
+        a.memoryPoolConfig.pool.size = 2 << 20;
+        a.memoryPoolConfig.utilizedSize = 1 << 20;
+        CHECK(decode_record(as_record(&a), t));
+        auto f = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, kBase, 1 << 20, 300, true);
+        f.memoryPoolConfig.address = kBase;
+        f.memoryPoolConfig.pool.size = 2 << 20;
+        CHECK(decode_record(as_record(&f), t));
+
+        auto trim = created;
+        trim.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
+        trim.size = 0;
+        trim.timestamp = T0 + 400;
+        CHECK(decode_record(as_record(&trim), t));
+    }, opt);
+    auto r = trace::check_trace(d);
+    INFO(problems(r));
+    REQUIRE(r.ok());
+    REQUIRE(d.allocations.size() == 2);
+    CHECK(d.str(d.allocations.label[0]) == "memory:static");
+    CHECK(d.allocations.stream[0] == 0);   // not 4294967295, as the H200 recordings' rows had
+    REQUIRE(d.segments.size() == 1);
+    CHECK(d.segments[0].address == static_cast<int64_t>(kBase));
+    CHECK(d.segments[0].bytes == 2 << 20);
+    CHECK(d.segments[0].t_alloc == 100);
+    CHECK(d.segments[0].t_free == 400);
+    CHECK(d.meta.at("record.pool_samples") == "2");
+    CHECK(d.meta.at("record.pool_utilized_max_bytes") == std::to_string(1 << 20));
+    CHECK(d.meta.at("record.static_allocations") == "1");
+    CHECK(d.meta.at("record.pool_max_bytes") == std::to_string(2 << 20));
+}

@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+
+#include "mhc/trace/summary.hpp"
 #include <random>
 
 #include "helpers.hpp"
@@ -30,7 +32,13 @@ struct Rec {
 
 class PoolLoop {
 public:
-    PoolLoop(Translator& translator, size_t buffer, bool ids) : tr_(translator), buffer_(buffer), ids_(ids) {}
+    PoolLoop(Translator& translator, size_t buffer, bool ids, bool streams = false)
+        : tr_(translator), buffer_(buffer), ids_(ids), streams_(streams) {}
+
+    // Each call's lifetime on the GPU: from when the stream reached the allocation to when it
+    // reached the free (the host's time where the stream was idle then).
+    struct Life { int64_t start, end; };
+    const std::vector<Life>& truth() const { return truth_; }
 
     uint64_t alloc(uint64_t bytes) {
         const uint64_t enter = host_;
@@ -40,10 +48,13 @@ public:
         if (blocks.empty()) next_ += bytes;
         else addr = blocks.back(), blocks.pop_back();
         AllocEvent event;
-        event.address = addr, event.bytes = bytes, event.t = host_, event.t_enter = enter, event.stream = 7;
+        event.address = addr, event.bytes = bytes, event.t = host_, event.t_enter = enter;
+        event.stream = streams_ ? 7 : 0;
         event.pool = true, event.api = "cuMemAllocAsync";
         event.correlation = ids_ ? corr_ : 0;
         tr_.on_alloc(event);
+        live_[addr] = truth_.size();
+        truth_.push_back({static_cast<int64_t>(std::max(host_, gpu_)), trace::kNoTime});
         records_.push_back({true, addr, bytes, enter + 1000, corr_++});
         ++calls_;
         deliver_if_full();
@@ -54,7 +65,9 @@ public:
         host_ += 2000;
         FreeEvent event;
         event.address = addr, event.t = host_, event.correlation = ids_ ? corr_ : 0;
+        event.stream = streams_ ? 7 : 0;
         tr_.on_free(event);
+        truth_[live_.at(addr)].end = static_cast<int64_t>(std::max(host_, gpu_));
         records_.push_back({false, addr, bytes, enter + 1000, corr_++});
         free_[bytes].push_back(addr);
         deliver_if_full();
@@ -76,7 +89,8 @@ public:
         for (const Rec& rec : records_) {
             if (rec.alloc) {
                 AllocEvent event;
-                event.address = rec.addr, event.bytes = rec.bytes, event.t = event.t_enter = rec.t, event.stream = 7;
+                event.address = rec.addr, event.bytes = rec.bytes, event.t = event.t_enter = rec.t;
+                event.stream = streams_ ? 7 : 0;
                 event.source = AllocSource::Activity, event.pool = true, event.api = "memory:pool";
                 event.correlation = ids_ ? rec.corr : 0;
                 tr_.on_alloc(event);
@@ -100,7 +114,9 @@ private:
     }
     Translator& tr_;
     size_t buffer_;
-    bool ids_;
+    bool ids_, streams_;
+    std::vector<Life> truth_;
+    std::map<uint64_t, size_t> live_;   // address -> the call holding it
     std::mt19937_64 rng_{42};
     uint64_t host_ = 1'000'000, gpu_ = 1'000'000, next_ = 0x7f0000000000;
     uint32_t corr_ = 1;
@@ -149,14 +165,15 @@ void train(PoolLoop& loop, int steps) {
 // with 1,000-record ones), overlapping at one address, as on the H200.
 TEST_CASE("translator: cudaMallocAsync training loop with late activity buffers: one row per call, check-clean") {
     for (size_t buffer : {size_t{1000}, size_t{40000}}) {
-        for (bool ids : {false, true}) {
-            INFO("buffer " << buffer << " records, correlation ids " << ids);
+        for (int variant = 0; variant < 4; ++variant) {
+            const bool ids = variant % 2 == 1, streams = variant >= 2;
+            INFO("buffer " << buffer << " records, correlation ids " << ids << ", streams " << streams);
             int64_t calls = 0;
             TranslatorOptions at_zero;
             at_zero.origin = 0;
             auto data = mhc::record::test::translate(
                 [&](Translator& translator) {
-                    PoolLoop loop(translator, buffer, ids);
+                    PoolLoop loop(translator, buffer, ids, streams);
                     train(loop, 3);
                     calls = loop.calls();
                 },
@@ -172,4 +189,42 @@ TEST_CASE("translator: cudaMallocAsync training loop with late activity buffers:
             CHECK(data.meta.at("record.activity_by_correlation") == (ids ? std::to_string(2 * calls - 150) : "0"));
         }
     }
+}
+
+// The same loop with the streams of the calls known (cuMemAllocAsync's and cuMemFreeAsync's, as
+// the callbacks record them): every allocation lives exactly from when its stream reached the call
+// to when it reached the free. With the host's times instead (no streams: the recorder before
+// 2026-12-04 evening) allocations start while the kernels queued before them still run, and the
+// live peak is higher than on the GPU.
+TEST_CASE("translator: cudaMallocAsync training loop: lifetimes on the GPU's timeline, not the host's") {
+    TranslatorOptions at_zero;
+    at_zero.origin = 0;
+    std::vector<PoolLoop::Life> truth;
+    auto run = [&](bool streams) {
+        return mhc::record::test::translate(
+            [&](Translator& translator) {
+                PoolLoop loop(translator, 1000, true, streams);
+                train(loop, 3);
+                truth = loop.truth();
+            },
+            at_zero);
+    };
+    const trace::TraceData gpu = run(true);
+    auto report = trace::check_trace(gpu);
+    INFO(mhc::record::test::problems(report).substr(0, 2000));
+    REQUIRE(report.ok());
+    REQUIRE(gpu.allocations.size() == truth.size());
+    size_t wrong = 0;
+    for (size_t i = 0; i < truth.size(); ++i)
+        if (gpu.allocations.t_alloc[i] != truth[i].start || gpu.allocations.t_free[i] != truth[i].end) ++wrong;
+    CHECK(wrong == 0);
+    CHECK(gpu.meta.at("record.lifetime_conflicts") == "0");
+    CHECK(std::stoll(gpu.meta.at("record.allocations_stream_started")) > 0);
+    CHECK(std::stoll(gpu.meta.at("record.frees_stream_ordered")) > 0);
+
+    const trace::TraceData host = run(false);
+    REQUIRE(trace::check_trace(host).ok());
+    const int64_t gpu_peak = trace::live_peak(gpu, 0).bytes, host_peak = trace::live_peak(host, 0).bytes;
+    INFO("live peak: " << gpu_peak << " B on the GPU's timeline, " << host_peak << " B with host start times");
+    CHECK(host_peak > gpu_peak);
 }

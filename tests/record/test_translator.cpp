@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
+#include "mhc/trace/summary.hpp"
 
 using namespace mhc::record;
 using namespace mhc::record::test;
@@ -459,4 +460,63 @@ TEST_CASE("translator: an activity record at a cuMemMap mapping is merged into i
     CHECK(data.segments.size() == 1);
     CHECK(data.meta.at("record.activity_merged") == "1");
     CHECK(data.meta.at("record.frees_unmatched") == "0");
+}
+
+// cudaMallocAsync: the host runs ahead of the GPU, so an allocation call returns long before its
+// stream reaches it, and a cuMemFreeAsync before the stream has run the kernels enqueued ahead of
+// it. On the GPU's timeline an allocation starts when its stream reached the call (the end of the
+// kernel launched before it on that stream) and ends when the stream reached the free.
+TEST_CASE("translator: stream-ordered allocations live when their stream reaches them") {
+    auto pool_alloc = [](uint64_t addr, uint64_t t) {
+        AllocEvent e = driver_alloc(addr, 1 << 20, t, "cuMemAllocAsync");
+        e.pool = true;
+        e.stream = 7;
+        return e;
+    };
+    auto pool_free = [](uint64_t addr, uint64_t t) {
+        FreeEvent f = free_event(addr, t);
+        f.stream = 7;
+        return f;
+    };
+    auto d = translate([&](Translator& t) {
+        t.on_alloc(pool_alloc(0x100000, 100));     // C
+        t.on_launch(launch(1, 500, {0x100000}));   // K0 uses C; runs at 3000-5000 on the GPU
+        t.on_free(pool_free(0x100000, 900));       // C freed on the host long before K0 ran
+        t.on_alloc(pool_alloc(0x300000, 1000));    // A: the stream reaches it when K0 ends
+        t.on_launch(launch(2, 1100, {0x300000}));  // K1 uses A: 5000-6000
+        t.on_launch(launch(3, 1150, {}));          // K2 uses nothing: 6000-7000
+        t.on_free(pool_free(0x300000, 1200));      // A's free: reached after K2
+        t.on_kernel(kernel(1, 3000, 5000, 7));
+        t.on_kernel(kernel(2, 5000, 6000, 7));
+        t.on_kernel(kernel(3, 6000, 7000, 7));
+    }, at_origin());
+    require_valid(d);
+    REQUIRE(d.allocations.size() == 2);
+    CHECK(d.allocations.t_alloc[0] == 100);    // the stream had nothing before it
+    CHECK(d.allocations.t_free[0] == 5000);    // the end of K0 (its last use and the stream's point)
+    CHECK(d.allocations.t_alloc[1] == 5000);   // not 1000: K0 was launched before it
+    CHECK(d.allocations.t_free[1] == 7000);    // not 6000 (K1, its last use): K2 was ahead of the free
+    // C and A never live at once on the GPU: the peak is one of them, not both.
+    CHECK(trace::live_peak(d, 0).bytes == 1 << 20);
+    CHECK(d.meta.at("record.allocations_stream_started") == "1");
+    CHECK(d.meta.at("record.frees_stream_ordered") == "2");   // C: at K0's end, also its last use
+    CHECK(d.meta.at("record.lifetimes").find("; stream-ordered: 1 started when their stream reached the call") !=
+          std::string::npos);
+}
+
+// A kernel on another stream that uses the allocation before its own stream reaches it (a race, or
+// an event the recorder does not follow): the allocation starts no later than that kernel.
+TEST_CASE("translator: a stream-ordered start never passes a kernel that uses the allocation") {
+    auto d = translate([&](Translator& t) {
+        AllocEvent a = driver_alloc(0x300000, 4096, 1000, "cuMemAllocAsync");
+        a.pool = true;
+        a.stream = 7;
+        t.on_launch(launch(1, 500, {}));            // stream 7: 3000-5000
+        t.on_alloc(a);
+        t.on_launch(launch(2, 1100, {0x300000}));   // stream 9: 4000-4500
+        t.on_kernel(kernel(1, 3000, 5000, 7));
+        t.on_kernel(kernel(2, 4000, 4500, 9));
+    }, at_origin());
+    require_valid(d);
+    CHECK(d.allocations.t_alloc[0] == 4000);
 }

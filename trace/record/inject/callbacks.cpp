@@ -200,10 +200,13 @@ void on_memory(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
             fr.address = static_cast<const cuMemFree_v2_params*>(fp)->dptr;
             break;
         case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
-        case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+        case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
+            const auto* p = static_cast<const cuMemFreeAsync_params*>(fp);
             is_alloc = false;
-            fr.address = static_cast<const cuMemFreeAsync_params*>(fp)->dptr;
+            fr.address = p->dptr;
+            fr.stream = stream_of(cb->context, p->hStream, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz);
             break;
+        }
         case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
             const auto* p = static_cast<const cuMemUnmap_params*>(fp);
             is_alloc = false;

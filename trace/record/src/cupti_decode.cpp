@@ -40,20 +40,41 @@ void decode_memory(const CUpti_ActivityMemory4& m, Translator& t) {
         default: break;
     }
     bool pool = m.memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID;
-    if (m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) {
+    const bool alloc = m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+    // The pool's size when this allocation or release was made: the only figure of a pool's
+    // reserved memory between its MEMORY_POOL records (created, trimmed, destroyed).
+    if (m.memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL &&
+        (alloc || m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)) {
+        PoolEvent p;
+        p.op = PoolEvent::Sampled;
+        p.device = m.deviceId;
+        p.address = m.memoryPoolConfig.address;
+        p.size = m.memoryPoolConfig.pool.size;
+        p.utilized = m.memoryPoolConfig.utilizedSize;
+        p.t = m.timestamp;
+        p.bytes = alloc ? m.bytes : 0;
+        t.on_pool(p);
+    }
+    if (alloc) {
         AllocEvent e;
         e.address = m.address;
         e.bytes = m.bytes;
         e.t = e.t_enter = m.timestamp;
         e.device = m.deviceId;
-        e.stream = m.streamId;
+        e.stream = m.streamId != CUPTI_INVALID_STREAM_ID ? m.streamId : 0;   // not async: no stream
         e.source = AllocSource::Activity;
         e.pool = pool;
         e.correlation = m.correlationId;
         switch (m.memoryKind) {
             case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: e.api = "memory:managed"; break;
-            case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: e.api = "memory:static"; break;
-            case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: e.api = "memory:managed-static"; break;
+            case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+                e.api = "memory:static";
+                e.static_memory = true;
+                break;
+            case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+                e.api = "memory:managed-static";
+                e.static_memory = true;
+                break;
             default: e.api = pool ? "memory:pool" : "memory:device"; break;
         }
         t.on_alloc(e);
@@ -64,6 +85,7 @@ void decode_memory(const CUpti_ActivityMemory4& m, Translator& t) {
         e.device = m.deviceId;
         e.source = AllocSource::Activity;
         e.correlation = m.correlationId;
+        if (m.isAsync && m.streamId != CUPTI_INVALID_STREAM_ID) e.stream = m.streamId;
         t.on_free(e);
     }
 }
@@ -81,8 +103,15 @@ bool decode_record(const CUpti_Activity* r, Translator& t) {
             return true;
         case CUPTI_ACTIVITY_KIND_MEMORY_POOL: {
             const auto& p = *reinterpret_cast<const CUpti_ActivityMemoryPool3*>(r);
-            t.on_pool({static_cast<uint32_t>(p.memoryPoolOperationType), p.deviceId, p.address,
-                       p.size, p.utilizedSize, p.timestamp});
+            PoolEvent e;
+            e.op = static_cast<uint32_t>(p.memoryPoolOperationType);
+            e.device = p.deviceId;
+            e.address = p.address;
+            e.size = p.size;
+            e.utilized = p.utilizedSize;
+            e.t = p.timestamp;
+            e.local = p.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_IMPORTED;
+            t.on_pool(e);
             return true;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {

@@ -1,8 +1,10 @@
 #include "mhc/record/translator.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <deque>
 #include <numeric>
+#include <set>
 
 #include "mhc/record/markers.hpp"
 
@@ -141,6 +143,7 @@ int64_t Translator::new_allocation(const AllocEvent& e, int64_t t) {
     h.row.address = static_cast<int64_t>(e.address);
     h.row.bytes = static_cast<int64_t>(e.bytes);
     h.row.t_alloc = t;
+    h.t_call = t;
     h.row.stream = static_cast<int64_t>(e.stream);
     h.row.category = trace::Category::Other;   // the driver cannot tell tensor roles
     std::string label(e.api);
@@ -150,6 +153,8 @@ int64_t Translator::new_allocation(const AllocEvent& e, int64_t t) {
     h.t_enter = e.t_enter ? std::min(static_cast<int64_t>(e.t_enter) - origin_, t) : t;
     h.source = e.source;
     h.pool = e.pool;
+    h.static_memory = e.static_memory;
+    if (e.static_memory) ++stats_.static_allocations;
     h.activity_alloc = e.source == AllocSource::Activity;
     allocs_.push_back(h);
     ++stats_.allocations;
@@ -225,7 +230,9 @@ void Translator::on_free(const FreeEvent& e) {
             ++stats_.frees_unmatched;
             return;
         }
-        free_held(allocs_[static_cast<size_t>(id - 1)], t);
+        Held& held = allocs_[static_cast<size_t>(id - 1)];
+        free_held(held, t);
+        held.free_stream = static_cast<int64_t>(e.stream);
         expect_record(true, e.correlation, e.runtime_correlation, id);
         return;
     }
@@ -241,6 +248,7 @@ void Translator::on_free(const FreeEvent& e) {
         // No callback saw this free (or the allocation is activity-only).
         if (live_.at(e.address) == id) live_.erase(e.address);
         free_held(held, t);
+        held.free_stream = static_cast<int64_t>(e.stream);
     }
 }
 
@@ -332,6 +340,7 @@ void Translator::on_kernel(const KernelEvent& e) {
     k.step = step_at(slot >= 0 ? launches_[static_cast<size_t>(slot)].t : k.t_start);
     w_.add(k);
     if (slot < 0) return;
+    stream_work_[{k.device, k.stream}].push_back({launches_[static_cast<size_t>(slot)].t, k.t_end});
     for (int64_t id : launches_[static_cast<size_t>(slot)].ids) {
         w_.add(trace::Access{k.id, id, trace::AccessMode::ReadWrite});
         ++stats_.accesses;
@@ -418,12 +427,113 @@ void Translator::on_overhead(const OverheadEvent& e) {
 
 void Translator::on_pool(const PoolEvent& e) {
     switch (e.op) {
-        case 1: ++stats_.pools_created; break;
-        case 2: ++stats_.pools_destroyed; break;
-        case 3: ++stats_.pools_trimmed; break;
-        default: break;
+        case PoolEvent::Created: ++stats_.pools_created; break;
+        case PoolEvent::Destroyed: ++stats_.pools_destroyed; break;
+        case PoolEvent::Trimmed: ++stats_.pools_trimmed; break;
+        case PoolEvent::Sampled: break;
+        default: return;
     }
-    stats_.pool_max_bytes = std::max(stats_.pool_max_bytes, static_cast<int64_t>(e.size));
+    if (!e.local) return;   // an imported pool: its memory is another process's
+    if (e.op == PoolEvent::Sampled) {
+        // A pool smaller than what it has handed out (or than the allocation just made from it)
+        // is not a size: the field was not filled.
+        if (e.size < std::max(e.utilized, e.bytes)) {
+            ++stats_.pool_samples_skipped;
+            return;
+        }
+        ++stats_.pool_samples;
+    }
+    stats_.pool_utilized_max_bytes = std::max(stats_.pool_utilized_max_bytes, static_cast<int64_t>(e.utilized));
+    const int64_t size = e.op == PoolEvent::Destroyed ? 0 : static_cast<int64_t>(e.size);
+    stats_.pool_max_bytes = std::max(stats_.pool_max_bytes, size);
+    pool_points_.push_back({static_cast<int32_t>(e.device), e.address, e.op, size, rel(e.t), pool_points_.size()});
+}
+
+// The memory each pool holds over time as segments rows whose live bytes sum to the size CUPTI
+// last reported: a row for each growth, stacked above the pool's base address; a shrink frees the
+// newest rows first (the one it cuts into is freed and its kept part opened again in its place).
+// Between two reports the size is taken to stay as the first said.
+void Translator::pool_segments(std::vector<trace::Segment>& out) {
+    using Key = std::pair<int32_t, uint64_t>;
+    std::map<Key, std::vector<PoolPoint>> pools;
+    std::map<int32_t, std::set<uint64_t>> sampled;   // device -> pools that memory records named
+    for (const PoolPoint& p : pool_points_)
+        if (p.op == PoolEvent::Sampled) sampled[p.device].insert(p.address);
+    for (const PoolPoint& p : pool_points_) {
+        Key key{p.device, p.address};
+        if (p.op != PoolEvent::Sampled) {
+            // A MEMORY_POOL record of an address no memory record named: the device's pool when it
+            // has one (the two records may not name the pool by one address).
+            auto it = sampled.find(p.device);
+            if (it != sampled.end() && !it->second.count(p.address) && it->second.size() == 1) {
+                key.second = *it->second.begin();
+                ++stats_.pool_records_by_device;
+            }
+        }
+        pools[key].push_back(p);
+    }
+    // Address ranges the rows of a device may not overlap (at any time): the other segments, and
+    // the pools laid out before.
+    std::map<int32_t, std::vector<std::pair<int64_t, int64_t>>> taken;
+    for (const trace::Segment& s : out) taken[s.device].push_back({s.address, s.address + s.bytes});
+    for (auto& [key, points] : pools) {
+        std::sort(points.begin(), points.end(),
+                  [](const PoolPoint& a, const PoolPoint& b) { return a.t != b.t ? a.t < b.t : a.seq < b.seq; });
+        struct Row { int64_t offset, bytes, t; };
+        std::vector<Row> stack;
+        std::vector<trace::Segment> rows;   // addresses relative to the pool's base
+        int64_t held = 0, extent = 0;
+        auto close = [&](const Row& r, int64_t t) {
+            trace::Segment s;
+            s.device = key.first;
+            s.address = r.offset;
+            s.bytes = r.bytes;
+            s.t_alloc = r.t;
+            s.t_free = t;
+            rows.push_back(s);
+        };
+        for (size_t i = 0; i < points.size(); ++i) {
+            // Of several reports at one time, the last holds.
+            if (i + 1 < points.size() && points[i + 1].t == points[i].t) continue;
+            const int64_t size = points[i].size, t = points[i].t;
+            while (held > size) {
+                Row top = stack.back();
+                stack.pop_back();
+                held -= top.bytes;
+                close(top, t);
+                if (held < size) {   // cut into: the part still held opens again at once
+                    stack.push_back({top.offset, size - held, t});
+                    held = size;
+                }
+            }
+            if (size > held) {
+                stack.push_back({held, size - held, t});
+                held = size;
+                extent = std::max(extent, held);
+            }
+        }
+        for (const Row& r : stack) close(r, trace::kNoTime);
+        if (rows.empty()) continue;
+        // Above the pool's base address, unless that range meets another segment or pool (the
+        // pool's pages need not lie there): then above everything on the device.
+        auto& used = taken[key.first];
+        auto base = static_cast<int64_t>(key.second);
+        auto meets = [&](int64_t lo, int64_t hi) {
+            return std::any_of(used.begin(), used.end(), [&](const auto& u) { return lo < u.second && u.first < hi; });
+        };
+        if (base < 0 || base > INT64_MAX - extent || meets(base, base + extent)) {
+            int64_t top = 0;
+            for (const auto& u : used) top = std::max(top, u.second);
+            constexpr int64_t kAlign = int64_t{2} << 20;
+            base = (top + kAlign - 1) / kAlign * kAlign;
+            ++stats_.pools_moved;
+        }
+        used.push_back({base, base + extent});
+        for (trace::Segment& r : rows) {
+            r.address += base;
+            out.push_back(r);
+        }
+    }
 }
 
 void Translator::on_device(const DeviceEvent& e) {
@@ -480,7 +590,33 @@ void Translator::place_emptied(const std::vector<size_t>& group) {
     }
 }
 
+// When the GPU reached, on `stream`, work enqueued at host time t: the end of the last kernel
+// launched on it before t (kernels of one stream run in launch order), INT64_MIN if none is known.
+int64_t Translator::stream_reached(int32_t device, int64_t stream, int64_t t) const {
+    if (stream == 0) return INT64_MIN;
+    auto it = stream_work_.find({device, stream});
+    if (it == stream_work_.end()) return INT64_MIN;
+    const auto& work = it->second;
+    auto pos = std::lower_bound(work.begin(), work.end(), t,
+                                [](const std::pair<int64_t, int64_t>& w, int64_t v) { return w.first < v; });
+    return pos == work.begin() ? INT64_MIN : std::prev(pos)->second;
+}
+
 void Translator::settle_allocations() {
+    for (auto& [key, work] : stream_work_) {
+        std::sort(work.begin(), work.end());
+        for (size_t i = 1; i < work.size(); ++i) work[i].second = std::max(work[i].second, work[i - 1].second);
+    }
+    // A stream-ordered free (cuMemFreeAsync) gives the memory back when its stream reaches it: after
+    // every kernel launched on that stream before the call.
+    for (Held& h : allocs_) {
+        if (!h.freed || h.free_stream == 0) continue;
+        const int64_t reached = stream_reached(h.row.device, h.free_stream, h.row.t_free);
+        if (reached > h.row.t_free) {
+            h.row.t_free = reached;
+            ++stats_.frees_stream_ordered;
+        }
+    }
     // Memory is in use until the last kernel that accesses it has run.
     for (Held& h : allocs_) {
         if (h.freed && h.use_end > h.row.t_free) {
@@ -501,6 +637,18 @@ void Translator::settle_allocations() {
         return a.id < b.id;
     });
     chain_lifetimes(order);
+    // A stream-ordered allocation (cuMemAllocAsync) is made when its stream reaches it: after every
+    // kernel launched on that stream before the call; never after a kernel that uses it nor after
+    // its free. Only ever later, so no holder at the address comes to overlap another.
+    for (Held& h : allocs_) {
+        if (!h.pool) continue;
+        const int64_t reached =
+            std::min({stream_reached(h.row.device, h.row.stream, h.t_call), h.use_start, h.row.t_free});
+        if (reached > h.row.t_alloc) {
+            h.row.t_alloc = reached;
+            ++stats_.allocs_stream_started;
+        }
+    }
     std::vector<size_t> group;
     for (size_t k = 0; k < order.size(); ++k) {
         group.push_back(order[k]);
@@ -524,11 +672,10 @@ void Translator::finish() {
     for (const Held& h : allocs_) w_.add(h.row);
     if (opt_.segments) {
         // Settled lifetimes, as the allocation rows: a segment is held until its last use.
-        int64_t n = 0;
+        std::vector<trace::Segment> rows;
         for (const Held& h : allocs_) {
-            if (h.pool) continue;
+            if (h.pool || h.static_memory) continue;
             trace::Segment s;
-            s.id = ++n;
             s.device = h.row.device;
             s.stream = h.row.stream;
             s.address = h.row.address;
@@ -536,10 +683,31 @@ void Translator::finish() {
             s.t_alloc = h.row.t_alloc;
             s.t_free = h.row.t_free;
             s.expandable = h.source == AllocSource::Vmm;
+            rows.push_back(s);
+        }
+        const auto driver = static_cast<int64_t>(rows.size());
+        pool_segments(rows);
+        stats_.pool_segments = static_cast<int64_t>(rows.size()) - driver;
+        std::stable_sort(rows.begin(), rows.end(), [](const trace::Segment& a, const trace::Segment& b) {
+            if (a.t_alloc != b.t_alloc) return a.t_alloc < b.t_alloc;
+            if (a.device != b.device) return a.device < b.device;
+            return a.address < b.address;
+        });
+        int64_t n = 0;
+        for (trace::Segment& s : rows) {
+            s.id = ++n;
             w_.add(s);
         }
-        w_.set_meta("segments", std::to_string(n) + " rows: the driver allocations not from a pool (cudaMalloc, "
-                                                    "cuMemMap), PyTorch's segments under its caching allocator");
+        w_.set_meta("segments",
+                    std::to_string(n) + " rows: " + std::to_string(driver) +
+                        " device allocations not from a pool (cuMemAlloc, cuMemMap: PyTorch's segments under its "
+                        "caching allocator), " +
+                        std::to_string(stats_.pool_segments) +
+                        " of the memory stream-ordered pools hold (cudaMallocAsync: the pool's size as CUPTI reports "
+                        "it at the pool's allocations, releases, creation, trims and destruction; not known in "
+                        "between); modules' static memory is not a segment");
+        w_.set_meta("segments.from_driver", std::to_string(driver));
+        w_.set_meta("segments.from_pools", std::to_string(stats_.pool_segments));
     }
     // Ranges still open (an interrupted run): they end at the latest time seen.
     std::vector<std::pair<uint32_t, Open>> still(open_.begin(), open_.end());
@@ -569,13 +737,22 @@ void Translator::finish() {
     put("record.lifetimes_extended", s.lifetimes_extended);
     put("record.allocations_delayed", s.allocs_delayed);
     // What the settling changed, in one line `mhc info` shows (docs/recording.md).
-    if (s.lifetimes_extended + s.allocs_delayed > 0)
-        w_.set_meta("record.lifetimes", std::to_string(s.lifetimes_extended) + " of " + std::to_string(s.allocations) +
-                                            " allocations freed at their last kernel's end, not at the free call; " +
-                                            std::to_string(s.allocs_delayed) +
-                                            " started at the previous holder's end, not at the call (" +
-                                            std::to_string(s.lifetimes_emptied) + " left with no time, " +
-                                            std::to_string(s.lifetime_conflicts) + " with a kernel before that start)");
+    if (s.lifetimes_extended + s.allocs_delayed + s.allocs_stream_started + s.frees_stream_ordered > 0) {
+        std::string line = std::to_string(s.lifetimes_extended) + " of " + std::to_string(s.allocations) +
+                           " allocations freed at their last kernel's end, not at the free call; " +
+                           std::to_string(s.allocs_delayed) +
+                           " started at the previous holder's end, not at the call (" +
+                           std::to_string(s.lifetimes_emptied) + " left with no time, " +
+                           std::to_string(s.lifetime_conflicts) + " with a kernel before that start)";
+        if (s.allocs_stream_started + s.frees_stream_ordered > 0)
+            line += "; stream-ordered: " + std::to_string(s.allocs_stream_started) +
+                    " started when their stream reached the call (the end of the kernel launched before it on "
+                    "that stream), " +
+                    std::to_string(s.frees_stream_ordered) + " frees ended when their stream reached them";
+        w_.set_meta("record.lifetimes", line);
+    }
+    put("record.allocations_stream_started", s.allocs_stream_started);
+    put("record.frees_stream_ordered", s.frees_stream_ordered);
     put("record.lifetimes_emptied", s.lifetimes_emptied);
     put("record.lifetime_conflicts", s.lifetime_conflicts);
     put("record.kernels_without_time", s.kernels_without_time);
@@ -592,6 +769,12 @@ void Translator::finish() {
     put("record.pools_destroyed", s.pools_destroyed);
     put("record.pools_trimmed", s.pools_trimmed);
     put("record.pool_max_bytes", s.pool_max_bytes);
+    put("record.pool_samples", s.pool_samples);
+    put("record.pool_utilized_max_bytes", s.pool_utilized_max_bytes);
+    put("record.pool_samples_skipped", s.pool_samples_skipped);
+    put("record.pool_records_by_device", s.pool_records_by_device);
+    put("record.pools_moved", s.pools_moved);
+    put("record.static_allocations", s.static_allocations);
 }
 
 }  // namespace mhc::record

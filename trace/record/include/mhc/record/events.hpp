@@ -24,6 +24,9 @@ struct AllocEvent {
     uint64_t stream = 0;    // CUPTI stream id, 0 when the API has none
     AllocSource source = AllocSource::Driver;
     bool pool = false;      // stream-ordered allocation from a memory pool
+    // Static memory of a loaded module (`__device__` / `__managed__` variables: CUPTI's
+    // DEVICE_STATIC / MANAGED_STATIC memory records): held by the program, not by an allocator.
+    bool static_memory = false;
     std::string_view api;   // e.g. "cuMemAlloc", "cuMemAllocAsync", "cuMemMap"
     // CUPTI correlation ids: the driver call's and the enclosing runtime call's (callbacks), the
     // record's (activity: CUpti_ActivityMemory4::correlationId, the id of the API call that made
@@ -37,6 +40,7 @@ struct FreeEvent {
     uint64_t bytes = 0;     // VMM unmap: size of the unmapped range; 0 otherwise
     uint64_t t = 0;
     uint32_t device = 0;
+    uint64_t stream = 0;    // cuMemFreeAsync: CUPTI id of the stream the free is ordered on; 0 otherwise
     AllocSource source = AllocSource::Driver;
     uint32_t correlation = 0;   // as AllocEvent's
     uint32_t runtime_correlation = 0;
@@ -92,11 +96,22 @@ struct OverheadEvent {
     uint64_t start = 0, end = 0;
 };
 
-// Memory pool life: 1 created, 2 destroyed, 3 trimmed (CUpti_ActivityMemoryPoolOperationType).
+// What CUPTI says of a stream-ordered memory pool's size: a `MEMORY_POOL` record
+// (CUpti_ActivityMemoryPool3: the pool created, destroyed, trimmed) or the pool's figures that a
+// memory record of an allocation or release from it carries (CUpti_ActivityMemory4::
+// memoryPoolConfig). Sizes only of pools local to the process (an imported pool's size field
+// holds its process id).
 struct PoolEvent {
-    uint32_t op = 0;
+    // 1..3 as CUpti_ActivityMemoryPoolOperationType; Sampled: from a memory record.
+    enum Op : uint32_t { Invalid = 0, Created = 1, Destroyed = 2, Trimmed = 3, Sampled = 16 };
+    uint32_t op = Invalid;
     uint32_t device = 0;
-    uint64_t address = 0, size = 0, utilized = 0, t = 0;
+    uint64_t address = 0;    // the pool's base address (memoryPoolConfig.address; MemoryPool3::address)
+    uint64_t size = 0;       // bytes the pool holds (reserved from the device) after the operation
+    uint64_t utilized = 0;   // of which allocated
+    uint64_t t = 0;
+    bool local = true;       // CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL: size and utilized are valid
+    uint64_t bytes = 0;      // Sampled from an allocation record: the allocation's bytes (the pool holds them)
 };
 
 struct DeviceEvent {

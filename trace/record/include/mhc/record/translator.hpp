@@ -27,9 +27,11 @@ struct TranslatorOptions {
     int64_t origin = -1;            // raw timestamp of t = 0; -1: the first event's time
     bool accesses = true;           // match launches to kernels and write accesses
     uint64_t match_slack_ns = 1000;   // tolerance when matching activity to callbacks
-    // Also write each device allocation that is not from a stream-ordered pool as a `segments`
-    // row (cuMemMap'd ones as expandable): under PyTorch's caching allocator (recorded without
-    // --torch) the driver sees only its segments (docs/trace-format.md "segments").
+    // Write the `segments` table (docs/trace-format.md "segments"): each device allocation that is
+    // neither from a stream-ordered pool nor a module's static memory (cuMemMap'd ones as
+    // expandable: under PyTorch's caching allocator, recorded without --torch, the driver sees
+    // only its segments), and the memory each stream-ordered pool holds, as CUPTI reports its
+    // size (recorded with --torch: cudaMallocAsync's pool).
     bool segments = true;
     // The job identity of the recorded process (record::job_identity), written into meta beside
     // time_origin_ns, its place on the clock the job's processes share.
@@ -56,6 +58,15 @@ struct TranslatorStats {
             markers_left_open = 0;
     int64_t overhead_records = 0, overhead_ns = 0;
     int64_t pools_created = 0, pools_destroyed = 0, pools_trimmed = 0, pool_max_bytes = 0;
+    int64_t pool_samples = 0;            // pool sizes read from memory records
+    int64_t pool_utilized_max_bytes = 0; // the largest utilizedSize reported (bytes allocated from a pool)
+    int64_t pool_samples_skipped = 0;    // sizes below what the pool was said to hold (utilized, the allocation)
+    int64_t pool_records_by_device = 0;  // pool records of an address no memory record named, put to the device's pool
+    int64_t pool_segments = 0;           // segments rows of pools' reserved memory
+    int64_t pools_moved = 0;             // pools whose rows would have met other segments above their base: laid out above all
+    int64_t static_allocations = 0;      // module static memory (DEVICE_STATIC / MANAGED_STATIC)
+    int64_t allocs_stream_started = 0;   // pool allocation started when its stream reached it, not at the call
+    int64_t frees_stream_ordered = 0;    // stream-ordered free moved to when its stream reached it
     int64_t times_clamped = 0;          // records earlier than the origin
     int64_t last_time = 0;              // latest time seen, relative to the origin
 };
@@ -93,6 +104,9 @@ private:
         int64_t use_start = INT64_MAX, use_end = INT64_MIN;   // accessing kernels
         AllocSource source = AllocSource::Driver;
         bool freed = false, activity_alloc = false, activity_release = false, pool = false;
+        bool static_memory = false;
+        int64_t t_call = 0;        // the allocation call's time (host)
+        int64_t free_stream = 0;   // cuMemFreeAsync's stream, 0: none known
         bool delayed = false, emptied = false;
         uint32_t alloc_keys[2] = {0, 0}, free_keys[2] = {0, 0};   // correlation ids awaiting a record
     };
@@ -125,6 +139,8 @@ private:
     void chain_lifetimes(const std::vector<size_t>& order);
     void place_emptied(const std::vector<size_t>& group);
     void release_launch(uint32_t slot);
+    void pool_segments(std::vector<trace::Segment>& out);
+    int64_t stream_reached(int32_t device, int64_t stream, int64_t t) const;
 
     trace::Writer& w_;
     TranslatorOptions opt_;
@@ -147,6 +163,19 @@ private:
     std::vector<uint32_t> free_slots_;
     std::unordered_map<uint32_t, uint32_t> launch_by_corr_;
     std::vector<int64_t> scratch_;
+
+    // What CUPTI said of the pools' sizes, in arrival order (sorted by time at the end).
+    struct PoolPoint {
+        int32_t device;
+        uint64_t address;
+        uint32_t op;
+        int64_t size, t;
+        size_t seq;
+    };
+    std::vector<PoolPoint> pool_points_;
+    // Per (device, stream): the kernels whose launch the callbacks saw, as (launch time on the host,
+    // end on the GPU); sorted by launch with the running maximum of ends in settle_allocations.
+    std::map<std::pair<int32_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> stream_work_;
 
     std::unordered_map<uint32_t, Open> open_;
     std::vector<StepRange> steps_;   // sorted by start
