@@ -100,6 +100,13 @@ Deltas recorded_deltas(const trace::TraceData& t, const std::vector<trace::Segme
     if (segments.empty())
         throw Error(t.path + ": no segments recorded: import a PyTorch memory snapshot (mhc import), or record "
                              "with the CUPTI recorder without --torch, to compare the allocator model with");
+    // A stream-ordered pool's reserved memory (mhc record --torch: cudaMallocAsync) is not what
+    // PyTorch's caching allocator holds: the model has nothing to be compared with there.
+    if (auto it = t.meta.find("segments.from_pools"); it != t.meta.end() && it->second != "0")
+        throw Error(t.path + ": " + it->second +
+                    " of its segments rows are a stream-ordered pool's reserved memory (cudaMallocAsync, recorded "
+                    "with --torch), not PyTorch's caching allocator's segments: record without --torch to compare "
+                    "the allocator model with");
     std::map<int32_t, Deltas> deltas;
     for (const auto& s : segments) {
         deltas[s.device].push_back({s.t_alloc, s.bytes});

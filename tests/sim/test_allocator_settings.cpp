@@ -345,6 +345,12 @@ TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator
                       Catch::StartsWith("hand.db: no segments recorded"));
     std::vector<trace::Segment> s{seg(0x1000000, 20 * MiB, 10, trace::kNoTime)};
     CHECK_THROWS_WITH(sim::compare_allocator(t, s, 3, ""), "hand.db: no segments recorded on device 3");
+    // a recording's cudaMallocAsync pool (mhc record --torch) is not the caching allocator's
+    t.meta["segments.from_pools"] = "1";
+    CHECK_THROWS_WITH(sim::compare_allocator(t, s, -1, ""),
+                      Catch::StartsWith("hand.db: 1 of its segments rows are a stream-ordered pool's reserved memory"));
+    t.meta["segments.from_pools"] = "0";
+    CHECK_NOTHROW(sim::compare_allocator(t, s, -1, ""));
     CHECK_THROWS_WITH(sim::compare_allocator(t, s, 0, "max_split_size_mb:1"),
                       "--allocator-conf: max_split_size_mb: 1 is too small: it must be more than 20 (MiB)");
 }
