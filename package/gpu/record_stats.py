@@ -4,9 +4,11 @@
     record_stats.py overhead BASE.json BASE2.json REC.json NOACC.json NATIVE_BASE.json NATIVE_REC.json
         median step times (after the warm-up steps) and the overhead of recording; a missing or
         empty file counts as "n/a"
-    record_stats.py trace TRACE.db
+    record_stats.py trace TRACE.db [LOOP.json]
         what the recorder wrote: allocations (tensor- or segment-level?), labels, kernels with
-        a step, accesses, marker kinds, the recorder's meta entries
+        a step, accesses, marker kinds, the recorder's meta entries; with the recorded loop's
+        JSON line (train_loop.py), the trace's live and reserved peaks against the allocator's
+        own max_memory_allocated and max_memory_reserved
 
 With FIGURES=FILE in the environment, the same figures are also merged into that JSON file
 (gpu-check's summary.json takes them from there).
@@ -70,7 +72,25 @@ def overhead(paths):
         add_figures("overhead_native", rn / bn - 1)
 
 
-def trace(path):
+def _peak(rows):
+    """Peak of the sum of live rows (bytes, t_alloc, t_free): frees before allocations at one time."""
+    events = sorted([(ta, 1, b) for b, ta, _ in rows] + [(tf, 0, -b) for b, _, tf in rows if tf is not None])
+    live = peak = 0
+    for _, _, d in events:
+        live += d
+        peak = max(peak, live)
+    return peak
+
+
+def _loop_peaks(path):
+    try:
+        r = json.loads([l for l in open(path) if l.startswith("{")][-1])
+        return r.get("peak_allocated"), r.get("peak_reserved")
+    except (OSError, IndexError, ValueError):
+        return None, None
+
+
+def trace(path, loop=None):
     c = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     sizes = [r[0] for r in c.execute("SELECT bytes FROM allocations")]
     if sizes:
@@ -90,14 +110,25 @@ def trace(path):
                           "'driver_cuda_version')"):
         print(f"    {k} = {v}")
         meta[k] = v
-    add_figures("trace " + os.path.basename(path), {"allocations": len(sizes), "kernels": n_k,
-                                                    "kernels_with_step": n_ks, "accesses": n_acc, "meta": meta})
+    figures = {"allocations": len(sizes), "kernels": n_k, "kernels_with_step": n_ks, "accesses": n_acc, "meta": meta}
+    # The recorder's peaks against the allocator's own (docs/recording.md, "Reserved memory"):
+    # live bytes from the allocation rows, reserved from the segments rows, on the GPU (device 0).
+    live = _peak(c.execute("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = 0").fetchall())
+    has_segments = c.execute("SELECT count(*) FROM sqlite_master WHERE name = 'segments'").fetchone()[0]
+    reserved = _peak(c.execute("SELECT bytes, t_alloc, t_free FROM segments WHERE device = 0").fetchall()) \
+        if has_segments else 0
+    allocated, loop_reserved = _loop_peaks(loop) if loop else (None, None)
+    def vs(mine, theirs):
+        return f"{mine} B" + ("" if not theirs else f" (the loop's own {theirs} B: {100 * (mine / theirs - 1):+.2f}%)")
+    print(f"  peak live {vs(live, allocated)}; peak reserved (segments) {vs(reserved, loop_reserved)}")
+    figures.update(peak_live=live, peak_reserved=reserved, loop_peak_allocated=allocated, loop_peak_reserved=loop_reserved)
+    add_figures("trace " + os.path.basename(path), figures)
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 8 and sys.argv[1] == "overhead":
         overhead(sys.argv[2:])
-    elif len(sys.argv) == 3 and sys.argv[1] == "trace":
-        trace(sys.argv[2])
+    elif len(sys.argv) in (3, 4) and sys.argv[1] == "trace":
+        trace(*sys.argv[2:])
     else:
         sys.exit(__doc__)
