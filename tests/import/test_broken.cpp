@@ -92,6 +92,33 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read"},
         {"chakra.json", "{\n  \"workload_graph\": [\n    {\n      \"Id\": 216,\n      \"NodeType\": 4}]}",
          "a Chakra workload-graph JSON (converted from a Chakra trace)"},
+        // TensorFlow's and JAX's profiler (XProf) write their trace viewer's JSON with traceEvents
+        // too, as a TensorFlow 2.5 run's plugins/profile/*/HOST.trace.json.gz does (aoberai/chess-engine,
+        // 2021): processes named /device:GPU:0 and /host:CPU, events without 'cat', metadata without
+        // 'ts', a last empty event. Before 2026-12-04 imported as a Kineto trace of nothing, exit 0.
+        {"host.trace.json",
+         R"j({"displayTimeUnit":"ns","metadata":{"highres-ticks":true},"traceEvents":[)j"
+         R"j({"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:GPU:0"}},)j"
+         R"j({"ph":"M","pid":1,"tid":13,"name":"thread_name","args":{"name":"Stream #13(Compute)"}},)j"
+         R"j({"ph":"M","pid":501,"name":"process_name","args":{"name":"/host:CPU"}},)j"
+         R"j({"ph":"X","pid":501,"tid":7,"ts":496135.561,"dur":9482.223,"name":"train_function"},)j"
+         R"j({"ph":"X","pid":1,"tid":14,"ts":497270.374,"dur":31.584,"name":"MemcpyH2D","args":{"correlation_id":"1"}},)j"
+         R"j({"ph":"X","pid":1,"tid":13,"ts":497300.1,"dur":12.5,"name":"volta_sgemm_64x64_nt"},{}]})j",
+         "a TensorFlow or JAX profiler trace (XProf's trace viewer JSON: process '/device:GPU:0'), not a PyTorch "
+         "profiler (Kineto) trace: none of its 3 events (3 (no category)) is of a kind PyTorch's profiler writes"},
+        // The head of `mhc export --format perfetto`'s output (mhc's own trace, for viewing): before
+        // 2026-12-04 read as Kineto, its copies, markers and allocation counters left out with a warning.
+        {"export.json",
+         R"j({"displayTimeUnit":"ns","otherData":{"accesses":"none","format":"mhc-trace","import.format":"kineto"},)j"
+         R"j("traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":100,"tid":7,"ts":1.0,"dur":2.0}]})j",
+         "an mhc trace exported for viewing (mhc export --format perfetto), which mhc does not import"},
+        // A browser's or another tool's Chrome trace: events of its own categories, halves.
+        {"browser.json",
+         R"j({"traceEvents":[{"ph":"B","cat":"devtools.timeline","name":"RunTask","pid":1,"tid":2,"ts":10},)j"
+         R"j({"ph":"X","cat":"v8","name":"V8.Execute","pid":1,"tid":2,"ts":11,"dur":3},)j"
+         R"j({"ph":"E","cat":"devtools.timeline","name":"RunTask","pid":1,"tid":2,"ts":20}]})j",
+         "a Chrome trace JSON that is not a PyTorch profiler (Kineto) trace: none of its 3 events "
+         "(2 devtools.timeline, 1 v8) is of a kind PyTorch's profiler writes"},
     };
     for (const auto& c : cases) {
         DYNAMIC_SECTION(c.name) {
@@ -100,6 +127,20 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
             test::write_file(in, c.bytes);
             expect_rejected(dir, in, c.expect);
         }
+    }
+    SECTION("another tool's Chrome trace given as the execution trace's Kineto trace") {
+        test::TempDir dir;
+        std::string et = dir.file("et.json"), kineto = dir.file("host.trace.json");
+        test::write_file(et, "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":[{\"id\":1,\"name\":\"aten::relu\",\"parent\":0,"
+                             "\"rf_id\":1,\"inputs\":[[7,7,0,1024,4,\"cuda:0\"]],\"input_types\":[\"Tensor(float)\"],"
+                             "\"outputs\":[],\"output_types\":[]}]}");
+        test::write_file(kineto, R"j({"traceEvents":[{"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:GPU:0"}},)j"
+                                 R"j({"ph":"X","pid":1,"tid":13,"ts":5.5,"dur":1.5,"name":"relu_kernel"}]})j");
+        imp::Options opt;
+        opt.kineto_path = kineto;
+        CHECK_THROWS_WITH(imp::import_file(et, dir.file("t.db"), opt),
+                          Catch::StartsWith(kineto) && Catch::Contains("a TensorFlow or JAX profiler trace"));
+        CHECK(dir.entries() == 2);
     }
     SECTION("nsys export of an unknown version, missing every table we read") {
         test::TempDir dir;

@@ -328,6 +328,32 @@ TEST_CASE("kineto map: events of categories not read are counted by category, no
     CHECK(data.unread_categories == std::map<std::string, int64_t, std::less<>>{{"cuda_profiler_range", 1}, {"mtia_ccp_events", 2}});
 }
 
+TEST_CASE("kineto map: complete events without a category are counted as such", "[import][kineto-map]") {
+    // Before 2026-12-04 counted under an empty name: the warning read "(2 ): only kernel, ...".
+    KinetoData data = parse_events(R"j({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":4},)j"
+                                   R"j({"ph":"X","name":"volta_sgemm","pid":1,"tid":13,"ts":2,"dur":1},)j"
+                                   R"j({"ph":"X","cat":"","name":"other","pid":1,"tid":13,"ts":3,"dur":1})j");
+    CHECK(data.unread_categories == std::map<std::string, int64_t, std::less<>>{{"(no category)", 2}});
+    CHECK(data.profiler_events == 1);
+    CHECK(data.foreign_events == 2);
+}
+
+TEST_CASE("kineto map: the processes TensorFlow's and JAX's profiler name are kept, a Kineto trace's not",
+          "[import][kineto-map]") {
+    KinetoData xprof = parse_events(R"j({"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:TPU:0"}},)j"
+                                    R"j({"ph":"X","pid":1,"tid":2,"ts":1,"dur":1,"name":"fusion.1"})j");
+    CHECK(xprof.xprof_process == "/device:TPU:0");
+    CHECK(xprof.profiler_events == 0);
+    KinetoData kineto = parse_events(
+        R"j({"ph":"M","pid":4,"ts":0,"name":"process_name","args":{"name":"python3"}},)j"
+        R"j({"ph":"M","pid":0,"ts":0,"name":"process_name","args":{"name":"GPU 0"}},)j"
+        R"j({"ph":"i","s":"t","name":"Iteration Start: PyTorch Profiler","pid":4,"tid":4,"ts":1},)j"
+        R"j({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":3,"dur":1,"args":{"device":0,"stream":7}})j");
+    CHECK(kineto.xprof_process.empty());
+    CHECK(kineto.profiler_events == 2);
+    CHECK(kineto.foreign_events == 0);
+}
+
 TEST_CASE("kineto map: past 32 unread categories the rest are counted as one", "[import][kineto-map]") {
     std::string events;
     for (int i = 0; i < 40; ++i)

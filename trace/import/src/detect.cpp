@@ -108,6 +108,12 @@ Format detect_format(const std::string& path) {
                                (prefix.find("\"total_size\"") != std::string::npos &&
                                 prefix.find("\"blocks\"") != std::string::npos);
     if (p != std::string::npos && prefix[p] == '{') {
+        // mhc's own Chrome trace export (mhc export --format perfetto) writes its meta in otherData:
+        // read back as Kineto it lost every copy, marker and allocation (counters) with a warning only.
+        if (prefix.find("\"otherData\":{") != std::string::npos &&
+            prefix.find("\"format\":\"mhc-trace\"") != std::string::npos)
+            throw Error(where(path, "an mhc trace exported for viewing (mhc export --format perfetto), which "
+                                    "mhc does not import: use the mhc trace it was exported from"));
         if (prefix.find("\"traceEvents\"") != std::string::npos) return Format::Kineto;
         if (snapshot_keys && prefix.find("\"nodes\"") == std::string::npos) return Format::Snapshot;
         if (prefix.find("\"nodes\"") != std::string::npos) return Format::ExecutionTrace;

@@ -427,6 +427,7 @@ void unify_kernel_device(KinetoData& d, Result& r) {
 
 void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t max_input_size, ParseThreads threads) {
     KinetoData data = parse_kineto(in, max_input_size, threads);
+    refuse_foreign_trace(in, data);
     int64_t base = kineto_base(data);
     result.events = data.events;
 

@@ -23,6 +23,9 @@ struct KEvent {
     int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
     int64_t addr = 0, mem_bytes = 0, total = -1, reserved = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
     int64_t seq = -1;   // args.Sequence number (autograd), -1: absent
+    // args.name: a metadata event's (ph M process_name: the process's name), read for XProf's
+    // process names only (KinetoData::xprof_process).
+    std::string_view arg_name;
     // args.sycl queue: Intel XPU traces (Kineto's XPU plugin) place kernels and copies by their
     // SYCL queue and write no args.stream; -1: absent.
     int64_t sycl_queue = -1;
@@ -72,6 +75,10 @@ struct KEvent {
 //    hold no device work (Trace, overhead, cpu_instant_event, cuda_sync, xpu_sync, cuda_event);
 //  - ph B|E (a duration written as begin and end halves, which Kineto never writes): counted in
 //    d.begin_end_events, said in meta and a warning, not read.
+//  - ph M (metadata): no row; a process_name whose args.name is "/device:..." or "/host:..."
+//    (TensorFlow's and JAX's profiler) kept in d.xprof_process;
+//  - every other event counted in d.profiler_events where a rule above reads it (or its category
+//    holds no work), else by category in d.foreign_categories (refuse_foreign_trace).
 // Negative durations become 0.
 void map_event(const KEvent& e, KinetoData& d);
 
