@@ -105,7 +105,24 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          R"j({"ph":"X","pid":1,"tid":14,"ts":497270.374,"dur":31.584,"name":"MemcpyH2D","args":{"correlation_id":"1"}},)j"
          R"j({"ph":"X","pid":1,"tid":13,"ts":497300.1,"dur":12.5,"name":"volta_sgemm_64x64_nt"},{}]})j",
          "a TensorFlow or JAX profiler trace (XProf's trace viewer JSON: process '/device:GPU:0'), not a PyTorch "
-         "profiler (Kineto) trace: none of its 3 events (3 (no category)) is of a kind PyTorch's profiler writes"},
+         "profiler (Kineto) trace: none of its 3 events (3 (no category)) is of a kind Kineto (the PyTorch profiler's trace) writes"},
+        // The autograd profiler's export_chrome_trace before Kineto (torch/autograd/profiler.py of
+        // PyTorch 1.7; torch_npu's legacy profiler writes the same): an array of events without 'cat'.
+        // Before 2026-12-04 imported as a Kineto trace of nothing, exit 0.
+        {"legacy.json",
+         R"j([{"name": "aten::mm", "ph": "X", "ts": 10.5, "dur": 3.2, "tid": 1, "pid": "CPU functions", "args": {}}, )j"
+         R"j({"name": "aten::mm", "ph": "s", "ts": 10.5, "tid": 1, "pid": "CPU functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}, )j"
+         R"j({"name": "volta_sgemm", "ph": "f", "ts": 12, "tid": 0, "pid": "CUDA functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}, )j"
+         R"j({"name": "volta_sgemm", "ph": "X", "ts": 12, "dur": 4, "tid": 0, "pid": "CUDA functions", "args": {}}])j",
+         "the autograd profiler's own Chrome trace (export_chrome_trace of PyTorch 1.7 or earlier, or of "
+         "use_kineto=False: processes 'CPU functions' and 'CUDA functions'), not a Kineto trace: none of its 4 "
+         "events (2 (no category), 2 cpu_to_cuda) is of a kind Kineto (the PyTorch profiler's trace) writes"},
+        // XProf's memory profile, written beside the trace viewer's JSON (same TensorFlow 2.5 run):
+        // before 2026-12-04 "not a known trace format".
+        {"host.memory_profile.json",
+         R"j({"memoryProfilePerAllocator":{"gpu_host_bfc":{"memoryProfileSnapshots":[{"timeOffsetPs":"683260242000",)j"
+         R"j("aggregationStats":{"heapAllocatedBytes":"4352","peakBytesInUse":"4608"}}]}}})j",
+         "a TensorFlow or JAX profiler memory profile (XProf's HOST.memory_profile.json), which mhc does not read"},
         // The head of `mhc export --format perfetto`'s output (mhc's own trace, for viewing): before
         // 2026-12-04 read as Kineto, its copies, markers and allocation counters left out with a warning.
         {"export.json",
@@ -118,7 +135,7 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          R"j({"ph":"X","cat":"v8","name":"V8.Execute","pid":1,"tid":2,"ts":11,"dur":3},)j"
          R"j({"ph":"E","cat":"devtools.timeline","name":"RunTask","pid":1,"tid":2,"ts":20}]})j",
          "a Chrome trace JSON that is not a PyTorch profiler (Kineto) trace: none of its 3 events "
-         "(2 devtools.timeline, 1 v8) is of a kind PyTorch's profiler writes"},
+         "(2 devtools.timeline, 1 v8) is of a kind Kineto (the PyTorch profiler's trace) writes"},
     };
     for (const auto& c : cases) {
         DYNAMIC_SECTION(c.name) {

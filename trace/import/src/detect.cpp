@@ -122,6 +122,10 @@ Format detect_format(const std::string& path) {
             throw Error(where(path,
                               "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read: "
                               "import the PyTorch profiler's trace of the run (Kineto JSON) instead"));
+        if (prefix.find("\"memoryProfilePerAllocator\"") != std::string::npos)
+            throw Error(where(path,
+                              "a TensorFlow or JAX profiler memory profile (XProf's HOST.memory_profile.json), "
+                              "which mhc does not read: mhc reads PyTorch's memory snapshots and profiler traces"));
         if (prefix.find("\"workload_graph\"") != std::string::npos)
             throw Error(where(path,
                               "a Chakra workload-graph JSON (converted from a Chakra trace), which mhc "

@@ -514,7 +514,12 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                     else e.name = {s, n};
                     break;
                 // string pids/tids ("Traces", "stream 7"): a stable number
-                case F::Pid: e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
+                case F::Pid:
+                    e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
+                    // The autograd profiler's own export (before Kineto): its processes by name
+                    if (std::string_view(s, n) == "CPU functions" || std::string_view(s, n) == "CUDA functions")
+                        d.autograd_legacy = true;
+                    break;
                 case F::Tid: e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
                 case F::Id: {   // flow ids are sometimes strings: a number when they are one
                     int64_t v = 0;
@@ -814,6 +819,7 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     first.foreign_events += second.foreign_events;
     for (const auto& [category, count] : second.foreign_categories) first.foreign_categories[category] += count;
     if (first.xprof_process.empty()) first.xprof_process = std::move(second.xprof_process);
+    first.autograd_legacy |= second.autograd_legacy;
     for (const auto& [category, count] : second.counter_categories) first.counter_categories[category] += count;
     for (const auto& [device, count] : second.odd_memory_devices) first.odd_memory_devices[device] += count;
     if (first.activities_without_device == 0 && second.activities_without_device > 0)
@@ -939,7 +945,12 @@ void refuse_foreign_trace(const std::string& path, const KinetoData& data) {
     for (const auto& [category, count] : data.foreign_categories)
         categories += (categories.empty() ? "" : ", ") + std::to_string(count) + " " + category;
     const std::string none = "none of its " + std::to_string(data.foreign_events) + " events (" + categories +
-                             ") is of a kind PyTorch's profiler writes, so it would import as nothing";
+                             ") is of a kind Kineto (the PyTorch profiler's trace) writes, so it would import as nothing";
+    if (data.autograd_legacy)
+        throw Error(where(path, "the autograd profiler's own Chrome trace (export_chrome_trace of PyTorch 1.7 or "
+                                "earlier, or of use_kineto=False: processes 'CPU functions' and 'CUDA functions'), "
+                                "not a Kineto trace: " +
+                                    none + "; record with torch.profiler (Kineto) for mhc"));
     if (!data.xprof_process.empty())
         throw Error(where(path, "a TensorFlow or JAX profiler trace (XProf's trace viewer JSON: process '" +
                                     data.xprof_process + "'), not a PyTorch profiler (Kineto) trace: " + none +

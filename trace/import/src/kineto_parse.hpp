@@ -132,6 +132,9 @@ struct KinetoData {
     // The first process named as TensorFlow's and JAX's profiler (XProf) names them in the trace
     // viewer's JSON ("/device:GPU:0", "/host:CPU"; ph M process_name), empty where none is.
     std::string xprof_process;
+    // A pid written as "CPU functions" or "CUDA functions": the autograd profiler's export before
+    // Kineto (its events have no 'cat'), said by name by refuse_foreign_trace.
+    bool autograd_legacy = false;
     // Events whose 'dur' is negative (read as 0 ns), and the first of them (its index in
     // traceEvents and name): said in meta, never silently.
     int64_t negative_durations = 0, first_negative = -1, first_negative_dur = 0;
