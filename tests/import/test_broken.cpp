@@ -117,6 +117,10 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          "the autograd profiler's own Chrome trace (export_chrome_trace of PyTorch 1.7 or earlier, or of "
          "use_kineto=False: processes 'CPU functions' and 'CUDA functions'), not a Kineto trace: none of its 4 "
          "events (2 (no category), 2 cpu_to_cuda) is of a kind Kineto (the PyTorch profiler's trace) writes"},
+        // The first bytes of an XProf XSpace protobuf (a JAX run's HOST.xplane.pb, AMD-AGI/TraceLens's
+        // tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb): before 2026-12-04 "unknown format".
+        {"tw003.xplane.pb", unhex("0aa1f008120e2f686f73743a6d65746164617461"),
+         "an XProf XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's or PyTorch/XLA's profiler)"},
         // XProf's memory profile, written beside the trace viewer's JSON (same TensorFlow 2.5 run):
         // before 2026-12-04 "not a known trace format".
         {"host.memory_profile.json",

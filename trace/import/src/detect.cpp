@@ -2,9 +2,12 @@
 // JSON (plain or gzip) by its first top-level keys.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "mhc/common/error.hpp"
@@ -138,6 +141,15 @@ Format detect_format(const std::string& path) {
         size_t first = prefix.find_first_not_of(" \t\r\n", p + 1);
         if (first != std::string::npos && prefix[first] == '{' && prefix.find("\"ph\"") != std::string::npos) return Format::Kineto;
         if (first != std::string::npos && prefix[first] == '{' && snapshot_keys) return Format::Snapshot;
+    }
+    // XProf's XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's and PyTorch/XLA's profiler): field 1
+    // (planes, tag 0x0a), its length, then the first plane, named "/host:..." or "/device:..." near the start.
+    if (!prefix.empty() && static_cast<uint8_t>(prefix[0]) == 0x0a) {
+        const std::string_view head(prefix.data(), std::min<size_t>(prefix.size(), 64));
+        if (head.find("/host:") != std::string_view::npos || head.find("/device:") != std::string_view::npos)
+            throw Error(where(path, "an XProf XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's or PyTorch/XLA's "
+                                    "profiler), which mhc does not read: mhc reads PyTorch's CUDA and ROCm profiler "
+                                    "traces (Kineto), memory snapshots, execution traces and Nsight Systems exports"));
     }
     if (looks_like_chakra_protobuf(path, prefix))
         throw Error(where(path,
