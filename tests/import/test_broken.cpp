@@ -121,6 +121,19 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
         // tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb): before 2026-12-04 "unknown format".
         {"tw003.xplane.pb", unhex("0aa1f008120e2f686f73743a6d65746164617461"),
          "an XProf XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's or PyTorch/XLA's profiler)"},
+        // Containers and compressors other than gzip (before 2026-12-04 all "unknown format: not a ...
+        // SQLite file", also for an SQLite export compressed with gzip).
+        {"report.sqlite.gz", unhex("1f8b08000000000002030b0ef4c92c495548cb2fca4d2c513066a0050000b7a1578564000000"),
+         "a gzip-compressed SQLite file: decompress it (gunzip)"},
+        {"trace.json.bz2",
+         unhex("425a6839314159265359e754d7590000081f80100000100200000a2a011d0a2000314c00014d30034943d28d7341872066efc5dc91"
+               "4e142439d535d640"),
+         "compressed with bzip2, which mhc does not read"},
+        {"trace.json.xz", unhex("fd377a585a000004e6d6b4460200210116000000"), "compressed with xz"},
+        {"trace.json.zst", unhex("28b52ffd2400"), "compressed with zstd"},
+        // torch.save(torch.cuda.memory._snapshot(), "snap.pt"): a zip whose first entry is archive/data.pkl.
+        {"snap.pt", std::string("PK\x03\x04\x00\x00\x08\x08", 8) + std::string(18, '\0') + "archive/data.pkl",
+         "a torch.save archive (zip with data.pkl), which mhc does not read"},
         // XProf's memory profile, written beside the trace viewer's JSON (same TensorFlow 2.5 run):
         // before 2026-12-04 "not a known trace format".
         {"host.memory_profile.json",

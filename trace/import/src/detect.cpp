@@ -151,6 +151,23 @@ Format detect_format(const std::string& path) {
                                     "profiler), which mhc does not read: mhc reads PyTorch's CUDA and ROCm profiler "
                                     "traces (Kineto), memory snapshots, execution traces and Nsight Systems exports"));
     }
+    // Containers and compressors other than gzip, named rather than called an unknown format.
+    const std::string_view raw(head, sizeof head);
+    if (raw.substr(0, 2) == "\x1f\x8b" && prefix.rfind("SQLite format 3", 0) == 0)
+        throw Error(where(path, "a gzip-compressed SQLite file: decompress it (gunzip) and import the .sqlite "
+                                "(Nsight Systems exports are read uncompressed)"));
+    if (raw.substr(0, 4) == "PK\x03\x04")
+        throw Error(where(path, prefix.find("data.pkl") != std::string::npos
+                                    ? "a torch.save archive (zip with data.pkl), which mhc does not read: save a "
+                                      "memory snapshot with torch.cuda.memory._dump_snapshot() or pickle.dump()"
+                                    : "a zip archive, which mhc does not read: extract the trace from it first"));
+    const char* packer = raw.substr(0, 3) == "BZh"                               ? "bzip2"
+                         : raw.substr(0, 4) == "\x28\xb5\x2f\xfd"               ? "zstd"
+                         : raw.substr(0, 6) == std::string_view("\xfd" "7zXZ\0", 6) ? "xz"
+                                                                                    : nullptr;
+    if (packer != nullptr)
+        throw Error(where(path, std::string("compressed with ") + packer +
+                                    ", which mhc does not read: decompress it first (gzip is read as it is)"));
     if (looks_like_chakra_protobuf(path, prefix))
         throw Error(where(path,
                           "a Chakra protobuf execution trace (chakra_converter's .et), which mhc does not "
