@@ -328,6 +328,24 @@ TEST_CASE("kineto map: events of categories not read are counted by category, no
     CHECK(data.unread_categories == std::map<std::string, int64_t, std::less<>>{{"cuda_profiler_range", 1}, {"mtia_ccp_events", 2}});
 }
 
+TEST_CASE("kineto map: device work without args.stream is on the stream its numeric tid names, else said",
+          "[import][kineto-map]") {
+    // As a converter of nsys exports to Chrome traces writes them (pid the device, tid the stream,
+    // no args.device or args.stream): before 2026-12-04 every such kernel was on stream 0, in silence.
+    KinetoData d = parse_events(
+        R"j({"ph":"X","cat":"kernel","name":"a","pid":0,"tid":7,"ts":1,"dur":5,"args":{"correlation":1}},)j"
+        R"j({"ph":"X","cat":"kernel","name":"b","pid":0,"tid":13,"ts":2,"dur":5,"args":{"correlation":2}},)j"
+        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD","pid":0,"tid":"stream 9","ts":3,"dur":1,"args":{"bytes":64}},)j"
+        R"j({"ph":"X","cat":"kernel","name":"c","pid":0,"tid":7,"ts":8,"dur":1,"args":{"device":0,"stream":20}})j");
+    REQUIRE(d.kernels.size() == 4);
+    CHECK(d.kernels[0].stream == 7);
+    CHECK(d.kernels[1].stream == 13);
+    CHECK(d.kernels[2].stream == 0);
+    CHECK(d.kernels[3].stream == 20);   // args.stream where written, whatever the tid
+    CHECK(d.streams_from_tid == 2);
+    CHECK(d.activities_without_stream == 1);
+}
+
 TEST_CASE("kineto map: complete events without a category are counted as such", "[import][kineto-map]") {
     // Before 2026-12-04 counted under an empty name: the warning read "(2 ): only kernel, ...".
     KinetoData data = parse_events(R"j({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":4},)j"

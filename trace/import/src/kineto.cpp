@@ -186,6 +186,17 @@ void say_placement_and_counters(const KinetoData& data, Result& result) {
         result.meta["kineto.copies_on_in_device"] =
             std::to_string(data.copies_on_in_device) +
             " memcpys without args.device (peer copies: args.fromDevice, inDevice, toDevice) on their args.inDevice";
+    if (data.streams_from_tid > 0)
+        said_and_warned(result, "kineto.streams_from_tid",
+                        std::to_string(data.streams_from_tid) +
+                            " kernels, memcpys or memsets without args.stream were placed on the stream their 'tid' "
+                            "names (Kineto writes both; a converter from another tool may write the tid only)");
+    if (data.activities_without_stream > 0)
+        said_and_warned(result, "kineto.without_stream",
+                        std::to_string(data.activities_without_stream) +
+                            " kernels, memcpys or memsets without args.stream or a numeric 'tid' were placed on "
+                            "stream 0: work of several streams is made serial there (kineto.kernel_clamp says how "
+                            "much was moved)");
     if (data.activities_without_device > 0) {
         const std::string said = std::to_string(data.activities_without_device) +
                                  " kernels, memcpys or memsets without args.device (the first: '" +

@@ -482,7 +482,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 else bad = "'dur' " + std::string(text, size) + " is out of range";
             } break;
             case F::Pid: field(text, size, "'pid'", e.pid, INT64_MIN, INT64_MAX); break;
-            case F::Tid: field(text, size, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
+            case F::Tid: e.tid_number = field(text, size, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
             case F::Id: field(text, size, "'id'", e.id, INT64_MIN, INT64_MAX); break;
             default: break;
         }
@@ -826,6 +826,8 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
         first.first_without_device = std::move(second.first_without_device);
     first.activities_without_device += second.activities_without_device;
     first.copies_on_in_device += second.copies_on_in_device;
+    first.streams_from_tid += second.streams_from_tid;
+    first.activities_without_stream += second.activities_without_stream;
     first.t_min = std::min(first.t_min, second.t_min);
     if (second.device_count > 0) {
         first.device_count = second.device_count;

@@ -111,6 +111,9 @@ struct KinetoData {
     // kernels, memcpys and memsets with neither, placed on device 0 (the first one's name kept):
     // said in meta and a warning.
     int64_t copies_on_in_device = 0, activities_without_device = 0;
+    // Kernels, memcpys and memsets without args.stream placed on the stream their numeric 'tid'
+    // names, and those with neither, on stream 0: said in meta and a warning.
+    int64_t streams_from_tid = 0, activities_without_stream = 0;
     std::string first_without_device;
     // Counter events (ph C: hardware_counters, mtia_counters, xpu_scope_profiler, ...) by category:
     // the trace has no counters; said in meta and a warning, never left out in silence.
