@@ -336,13 +336,17 @@ TEST_CASE("kineto map: device work without args.stream is on the stream its nume
         R"j({"ph":"X","cat":"kernel","name":"a","pid":0,"tid":7,"ts":1,"dur":5,"args":{"correlation":1}},)j"
         R"j({"ph":"X","cat":"kernel","name":"b","pid":0,"tid":13,"ts":2,"dur":5,"args":{"correlation":2}},)j"
         R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD","pid":0,"tid":"stream 9","ts":3,"dur":1,"args":{"bytes":64}},)j"
-        R"j({"ph":"X","cat":"kernel","name":"c","pid":0,"tid":7,"ts":8,"dur":1,"args":{"device":0,"stream":20}})j");
-    REQUIRE(d.kernels.size() == 4);
+        R"j({"ph":"X","cat":"kernel","name":"c","pid":0,"tid":7,"ts":8,"dur":1,"args":{"device":0,"stream":20}},)j"
+        R"j({"ph":"X","cat":"kernel","name":"d","pid":"Device 0","tid":"Stream 21","ts":9,"dur":1},)j"
+        R"j({"ph":"X","cat":"kernel","name":"e","pid":0,"tid":"GPU lane","ts":10,"dur":1})j");
+    REQUIRE(d.kernels.size() == 6);
     CHECK(d.kernels[0].stream == 7);
     CHECK(d.kernels[1].stream == 13);
-    CHECK(d.kernels[2].stream == 0);
+    CHECK(d.kernels[2].stream == 9);    // PyTorch 1.9 wrote a GPU lane's tid as "stream 9"
     CHECK(d.kernels[3].stream == 20);   // args.stream where written, whatever the tid
-    CHECK(d.streams_from_tid == 2);
+    CHECK(d.kernels[4].stream == 21);   // nsys2chrome's "Stream 21"
+    CHECK(d.kernels[5].stream == 0);    // nothing names a stream: 0, counted
+    CHECK(d.streams_from_tid == 4);
     CHECK(d.activities_without_stream == 1);
 }
 

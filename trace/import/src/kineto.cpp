@@ -194,7 +194,7 @@ void say_placement_and_counters(const KinetoData& data, Result& result) {
     if (data.activities_without_stream > 0)
         said_and_warned(result, "kineto.without_stream",
                         std::to_string(data.activities_without_stream) +
-                            " kernels, memcpys or memsets without args.stream or a numeric 'tid' were placed on "
+                            " kernels, memcpys or memsets without args.stream or a 'tid' naming a stream were placed on "
                             "stream 0: work of several streams is made serial there (kineto.kernel_clamp says how "
                             "much was moved)");
     if (data.activities_without_device > 0) {

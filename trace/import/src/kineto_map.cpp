@@ -106,8 +106,8 @@ void map_gpu_activity(const KEvent& event, std::string_view category, KinetoData
     if (!event.has_stream && event.sycl_queue >= 0) {   // an Intel XPU trace: the SYCL queue is the lane
         kernel.stream = event.sycl_queue;
         ++data.sycl_queue_lanes;
-    } else if (!event.has_stream && event.tid_number) {   // the lane's tid: where Kineto writes the stream too
-        kernel.stream = event.tid;
+    } else if (!event.has_stream && event.tid_stream >= 0) {   // the lane's tid: where Kineto writes the stream too
+        kernel.stream = event.tid_stream;
         ++data.streams_from_tid;
     } else if (!event.has_stream) {
         ++data.activities_without_stream;

@@ -30,7 +30,9 @@ struct KEvent {
     // SYCL queue and write no args.stream; -1: absent.
     int64_t sycl_queue = -1;
     bool has_stream = false;   // args.stream was read
-    bool tid_number = false;   // 'tid' was a number (Kineto writes a GPU lane's stream there too)
+    // The stream a GPU lane's 'tid' names: a number, or "stream N" / "Stream N" as a string (Kineto
+    // writes a GPU lane's stream there too, PyTorch 1.9's as text); -1: none.
+    int64_t tid_stream = -1;
     bool has_device = false;   // args.device was read
     // args.inDevice: the device that ran a peer copy. Kineto writes a CUPTI peer-to-peer memcpy
     // (memcpy2) with fromDevice, inDevice and toDevice and no args.device; -1: absent.
@@ -63,8 +65,8 @@ struct KEvent {
 //  - a kernel, copy or memset is on args.device; a memcpy without it on args.inDevice (CUPTI peer
 //    copies: fromDevice, inDevice, toDevice), counted in d.copies_on_in_device; with neither, on
 //    device 0, counted in d.activities_without_device and said;
-//  - a kernel, copy or memset without args.stream (nor args.sycl queue) is on the stream its numeric
-//    'tid' names (Kineto writes a GPU lane's stream as its tid; converters from other tools write it
+//  - a kernel, copy or memset without args.stream (nor args.sycl queue) is on the stream its
+//    'tid' names (a number, or "stream N") (Kineto writes a GPU lane's stream as its tid; converters from other tools write it
 //    there only), counted in d.streams_from_tid; with neither, on stream 0, counted in
 //    d.activities_without_stream; both said;
 //  - ph i|I named [memory] with args.Addr or args.Bytes: an allocator event, on device

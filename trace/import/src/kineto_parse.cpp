@@ -482,7 +482,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 else bad = "'dur' " + std::string(text, size) + " is out of range";
             } break;
             case F::Pid: field(text, size, "'pid'", e.pid, INT64_MIN, INT64_MAX); break;
-            case F::Tid: e.tid_number = field(text, size, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
+            case F::Tid:
+                if (field(text, size, "'tid'", e.tid, INT64_MIN, INT64_MAX) && e.tid >= 0) e.tid_stream = e.tid;
+                break;
             case F::Id: field(text, size, "'id'", e.id, INT64_MIN, INT64_MAX); break;
             default: break;
         }
@@ -520,7 +522,14 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                     if (std::string_view(s, n) == "CPU functions" || std::string_view(s, n) == "CUDA functions")
                         d.autograd_legacy = true;
                     break;
-                case F::Tid: e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
+                case F::Tid: {
+                    e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
+                    const std::string_view tid(s, n);   // "stream 7" (PyTorch 1.9), "Stream 7" (converters)
+                    int64_t stream = -1;
+                    if (n > 7 && (tid.substr(0, 7) == "stream " || tid.substr(0, 7) == "Stream ") &&
+                        parse_int(s + 7, n - 7, stream) && stream >= 0)
+                        e.tid_stream = stream;
+                } break;
                 case F::Id: {   // flow ids are sometimes strings: a number when they are one
                     int64_t v = 0;
                     e.id = parse_int(s, n, v) ? v : static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
