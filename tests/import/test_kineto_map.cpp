@@ -374,6 +374,13 @@ TEST_CASE("kineto map: the processes TensorFlow's and JAX's profiler name are ke
     CHECK(kineto.xprof_process.empty());
     CHECK(kineto.profiler_events == 2);
     CHECK(kineto.foreign_events == 0);
+    // Kineto's instants and its own flows make no row but are the profiler's.
+    KinetoData instants = parse_events(
+        R"j({"ph":"i","s":"t","cat":"cpu_instant_event","name":"record_param_comms","pid":4,"tid":4,"ts":1},)j"
+        R"j({"ph":"s","cat":"fwdbwd","name":"fwdbwd","id":3,"pid":4,"tid":4,"ts":2},)j"
+        R"j({"ph":"f","cat":"fwdbwd","name":"fwdbwd","id":3,"bp":"e","pid":4,"tid":5,"ts":3})j");
+    CHECK(instants.profiler_events == 3);
+    CHECK(instants.foreign_events == 0);
 }
 
 TEST_CASE("kineto map: past 32 unread categories the rest are counted as one", "[import][kineto-map]") {

@@ -250,6 +250,9 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
     } else if ((e.ph == 'i' || e.ph == 'I') &&
                (e.name == "Iteration Start: PyTorch Profiler" || e.name == "Record Window End")) {
         // the profiler's own marks of its window (no category): no row
+    } else if (is_known_unread_category(c) || c == "fwdbwd" || c == "async" || c == "async_gpu") {
+        // Kineto's instants (cpu_instant_event) and flows of its own (forward-backward links,
+        // PyTorch 1.9's async flows): no row, but the profiler's
     } else {
         return false;
     }
