@@ -92,6 +92,67 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read"},
         {"chakra.json", "{\n  \"workload_graph\": [\n    {\n      \"Id\": 216,\n      \"NodeType\": 4}]}",
          "a Chakra workload-graph JSON (converted from a Chakra trace)"},
+        // TensorFlow's and JAX's profiler (XProf) write their trace viewer's JSON with traceEvents
+        // too, as a TensorFlow 2.5 run's plugins/profile/*/HOST.trace.json.gz does (aoberai/chess-engine,
+        // 2021): processes named /device:GPU:0 and /host:CPU, events without 'cat', metadata without
+        // 'ts', a last empty event. Before 2026-12-04 imported as a Kineto trace of nothing, exit 0.
+        {"host.trace.json",
+         R"j({"displayTimeUnit":"ns","metadata":{"highres-ticks":true},"traceEvents":[)j"
+         R"j({"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:GPU:0"}},)j"
+         R"j({"ph":"M","pid":1,"tid":13,"name":"thread_name","args":{"name":"Stream #13(Compute)"}},)j"
+         R"j({"ph":"M","pid":501,"name":"process_name","args":{"name":"/host:CPU"}},)j"
+         R"j({"ph":"X","pid":501,"tid":7,"ts":496135.561,"dur":9482.223,"name":"train_function"},)j"
+         R"j({"ph":"X","pid":1,"tid":14,"ts":497270.374,"dur":31.584,"name":"MemcpyH2D","args":{"correlation_id":"1"}},)j"
+         R"j({"ph":"X","pid":1,"tid":13,"ts":497300.1,"dur":12.5,"name":"volta_sgemm_64x64_nt"},{}]})j",
+         "a TensorFlow or JAX profiler trace (XProf's trace viewer JSON: process '/device:GPU:0'), not a PyTorch "
+         "profiler (Kineto) trace: none of its 3 events (3 (no category)) is of a kind Kineto (the PyTorch profiler's trace) writes"},
+        // The autograd profiler's export_chrome_trace before Kineto (torch/autograd/profiler.py of
+        // PyTorch 1.7; torch_npu's legacy profiler writes the same): an array of events without 'cat'.
+        // Before 2026-12-04 imported as a Kineto trace of nothing, exit 0.
+        {"legacy.json",
+         R"j([{"name": "aten::mm", "ph": "X", "ts": 10.5, "dur": 3.2, "tid": 1, "pid": "CPU functions", "args": {}}, )j"
+         R"j({"name": "aten::mm", "ph": "s", "ts": 10.5, "tid": 1, "pid": "CPU functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}, )j"
+         R"j({"name": "volta_sgemm", "ph": "f", "ts": 12, "tid": 0, "pid": "CUDA functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}, )j"
+         R"j({"name": "volta_sgemm", "ph": "X", "ts": 12, "dur": 4, "tid": 0, "pid": "CUDA functions", "args": {}}])j",
+         "the autograd profiler's own Chrome trace (export_chrome_trace of PyTorch 1.7 or earlier, or of "
+         "use_kineto=False: processes 'CPU functions' and 'CUDA functions'), not a Kineto trace: none of its 4 "
+         "events (2 (no category), 2 cpu_to_cuda) is of a kind Kineto (the PyTorch profiler's trace) writes"},
+        // The first bytes of an XProf XSpace protobuf (a JAX run's HOST.xplane.pb, AMD-AGI/TraceLens's
+        // tests/traces/mi300/jax_conv_minimal_08/tw003.xplane.pb): before 2026-12-04 "unknown format".
+        {"tw003.xplane.pb", unhex("0aa1f008120e2f686f73743a6d65746164617461"),
+         "an XProf XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's or PyTorch/XLA's profiler)"},
+        // Containers and compressors other than gzip (before 2026-12-04 all "unknown format: not a ...
+        // SQLite file", also for an SQLite export compressed with gzip).
+        {"report.sqlite.gz", unhex("1f8b08000000000002030b0ef4c92c495548cb2fca4d2c513066a0050000b7a1578564000000"),
+         "a gzip-compressed SQLite file: decompress it (gunzip)"},
+        {"trace.json.bz2",
+         unhex("425a6839314159265359e754d7590000081f80100000100200000a2a011d0a2000314c00014d30034943d28d7341872066efc5dc91"
+               "4e142439d535d640"),
+         "compressed with bzip2, which mhc does not read"},
+        {"trace.json.xz", unhex("fd377a585a000004e6d6b4460200210116000000"), "compressed with xz"},
+        {"trace.json.zst", unhex("28b52ffd2400"), "compressed with zstd"},
+        // torch.save(torch.cuda.memory._snapshot(), "snap.pt"): a zip whose first entry is archive/data.pkl.
+        {"snap.pt", std::string("PK\x03\x04\x00\x00\x08\x08", 8) + std::string(18, '\0') + "archive/data.pkl",
+         "a torch.save archive (zip with data.pkl), which mhc does not read"},
+        // XProf's memory profile, written beside the trace viewer's JSON (same TensorFlow 2.5 run):
+        // before 2026-12-04 "not a known trace format".
+        {"host.memory_profile.json",
+         R"j({"memoryProfilePerAllocator":{"gpu_host_bfc":{"memoryProfileSnapshots":[{"timeOffsetPs":"683260242000",)j"
+         R"j("aggregationStats":{"heapAllocatedBytes":"4352","peakBytesInUse":"4608"}}]}}})j",
+         "a TensorFlow or JAX profiler memory profile (XProf's HOST.memory_profile.json), which mhc does not read"},
+        // The head of `mhc export --format perfetto`'s output (mhc's own trace, for viewing): before
+        // 2026-12-04 read as Kineto, its copies, markers and allocation counters left out with a warning.
+        {"export.json",
+         R"j({"displayTimeUnit":"ns","otherData":{"accesses":"none","format":"mhc-trace","import.format":"kineto"},)j"
+         R"j("traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":100,"tid":7,"ts":1.0,"dur":2.0}]})j",
+         "an mhc trace exported for viewing (mhc export --format perfetto), which mhc does not import"},
+        // A browser's or another tool's Chrome trace: events of its own categories, halves.
+        {"browser.json",
+         R"j({"traceEvents":[{"ph":"B","cat":"devtools.timeline","name":"RunTask","pid":1,"tid":2,"ts":10},)j"
+         R"j({"ph":"X","cat":"v8","name":"V8.Execute","pid":1,"tid":2,"ts":11,"dur":3},)j"
+         R"j({"ph":"E","cat":"devtools.timeline","name":"RunTask","pid":1,"tid":2,"ts":20}]})j",
+         "a Chrome trace JSON that is not a PyTorch profiler (Kineto) trace: none of its 3 events "
+         "(2 devtools.timeline, 1 v8) is of a kind Kineto (the PyTorch profiler's trace) writes"},
     };
     for (const auto& c : cases) {
         DYNAMIC_SECTION(c.name) {
@@ -100,6 +161,20 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
             test::write_file(in, c.bytes);
             expect_rejected(dir, in, c.expect);
         }
+    }
+    SECTION("another tool's Chrome trace given as the execution trace's Kineto trace") {
+        test::TempDir dir;
+        std::string et = dir.file("et.json"), kineto = dir.file("host.trace.json");
+        test::write_file(et, "{\"schema\":\"1.0.1\",\"pid\":1,\"nodes\":[{\"id\":1,\"name\":\"aten::relu\",\"parent\":0,"
+                             "\"rf_id\":1,\"inputs\":[[7,7,0,1024,4,\"cuda:0\"]],\"input_types\":[\"Tensor(float)\"],"
+                             "\"outputs\":[],\"output_types\":[]}]}");
+        test::write_file(kineto, R"j({"traceEvents":[{"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:GPU:0"}},)j"
+                                 R"j({"ph":"X","pid":1,"tid":13,"ts":5.5,"dur":1.5,"name":"relu_kernel"}]})j");
+        imp::Options opt;
+        opt.kineto_path = kineto;
+        CHECK_THROWS_WITH(imp::import_file(et, dir.file("t.db"), opt),
+                          Catch::StartsWith(kineto) && Catch::Contains("a TensorFlow or JAX profiler trace"));
+        CHECK(dir.entries() == 2);
     }
     SECTION("nsys export of an unknown version, missing every table we read") {
         test::TempDir dir;

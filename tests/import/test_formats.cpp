@@ -93,6 +93,26 @@ TEST_CASE("kineto: NCCL run (2700 kernels, copies, steps)", "[import][kineto]") 
     CHECK(stepped > 0);
 }
 
+TEST_CASE("kineto: device work without args.stream is placed and said, not put on stream 0 in silence",
+          "[import][kineto]") {
+    // Two kernels that overlap on two streams, written with the stream in 'tid' only (a converter
+    // of nsys exports writes them so): before 2026-12-04 both on stream 0, the second moved to the
+    // first's end (4 us of kernel time lost), the stream said nowhere.
+    test::TempDir dir;
+    std::string in = dir.file("converted.json");
+    test::write_file(in, R"j({"traceEvents":[)j"
+                         R"j({"ph":"X","cat":"kernel","name":"a","pid":0,"tid":7,"ts":1,"dur":5},)j"
+                         R"j({"ph":"X","cat":"kernel","name":"b","pid":0,"tid":13,"ts":2,"dur":5}]})j");
+    imp::Result result;
+    TraceData t = import_and_load(dir, in, &result);
+    REQUIRE(t.kernels.size() == 2);
+    CHECK(t.kernels.stream == std::vector<int64_t>{7, 13});
+    CHECK(t.kernels.t_end[1] - t.kernels.t_start[1] == 5000);
+    CHECK(t.meta.at("kineto.streams_from_tid").rfind("2 kernels, memcpys or memsets without args.stream", 0) == 0);
+    CHECK(std::any_of(result.warnings.begin(), result.warnings.end(),
+                      [](const std::string& w) { return w.find("their 'tid' names") != std::string::npos; }));
+}
+
 TEST_CASE("kineto: our CPU recording with [memory] events", "[import][kineto]") {
     test::TempDir dir;
     auto t = import_and_load(dir, test::fixture("cpu_mlp_kineto.json.gz"));

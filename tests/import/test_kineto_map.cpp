@@ -328,6 +328,61 @@ TEST_CASE("kineto map: events of categories not read are counted by category, no
     CHECK(data.unread_categories == std::map<std::string, int64_t, std::less<>>{{"cuda_profiler_range", 1}, {"mtia_ccp_events", 2}});
 }
 
+TEST_CASE("kineto map: device work without args.stream is on the stream its numeric tid names, else said",
+          "[import][kineto-map]") {
+    // As a converter of nsys exports to Chrome traces writes them (pid the device, tid the stream,
+    // no args.device or args.stream): before 2026-12-04 every such kernel was on stream 0, in silence.
+    KinetoData d = parse_events(
+        R"j({"ph":"X","cat":"kernel","name":"a","pid":0,"tid":7,"ts":1,"dur":5,"args":{"correlation":1}},)j"
+        R"j({"ph":"X","cat":"kernel","name":"b","pid":0,"tid":13,"ts":2,"dur":5,"args":{"correlation":2}},)j"
+        R"j({"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD","pid":0,"tid":"stream 9","ts":3,"dur":1,"args":{"bytes":64}},)j"
+        R"j({"ph":"X","cat":"kernel","name":"c","pid":0,"tid":7,"ts":8,"dur":1,"args":{"device":0,"stream":20}},)j"
+        R"j({"ph":"X","cat":"kernel","name":"d","pid":"Device 0","tid":"Stream 21","ts":9,"dur":1},)j"
+        R"j({"ph":"X","cat":"kernel","name":"e","pid":0,"tid":"GPU lane","ts":10,"dur":1})j");
+    REQUIRE(d.kernels.size() == 6);
+    CHECK(d.kernels[0].stream == 7);
+    CHECK(d.kernels[1].stream == 13);
+    CHECK(d.kernels[2].stream == 9);    // PyTorch 1.9 wrote a GPU lane's tid as "stream 9"
+    CHECK(d.kernels[3].stream == 20);   // args.stream where written, whatever the tid
+    CHECK(d.kernels[4].stream == 21);   // nsys2chrome's "Stream 21"
+    CHECK(d.kernels[5].stream == 0);    // nothing names a stream: 0, counted
+    CHECK(d.streams_from_tid == 4);
+    CHECK(d.activities_without_stream == 1);
+}
+
+TEST_CASE("kineto map: complete events without a category are counted as such", "[import][kineto-map]") {
+    // Before 2026-12-04 counted under an empty name: the warning read "(2 ): only kernel, ...".
+    KinetoData data = parse_events(R"j({"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":4},)j"
+                                   R"j({"ph":"X","name":"volta_sgemm","pid":1,"tid":13,"ts":2,"dur":1},)j"
+                                   R"j({"ph":"X","cat":"","name":"other","pid":1,"tid":13,"ts":3,"dur":1})j");
+    CHECK(data.unread_categories == std::map<std::string, int64_t, std::less<>>{{"(no category)", 2}});
+    CHECK(data.profiler_events == 1);
+    CHECK(data.foreign_events == 2);
+}
+
+TEST_CASE("kineto map: the processes TensorFlow's and JAX's profiler name are kept, a Kineto trace's not",
+          "[import][kineto-map]") {
+    KinetoData xprof = parse_events(R"j({"ph":"M","pid":1,"name":"process_name","args":{"name":"/device:TPU:0"}},)j"
+                                    R"j({"ph":"X","pid":1,"tid":2,"ts":1,"dur":1,"name":"fusion.1"})j");
+    CHECK(xprof.xprof_process == "/device:TPU:0");
+    CHECK(xprof.profiler_events == 0);
+    KinetoData kineto = parse_events(
+        R"j({"ph":"M","pid":4,"ts":0,"name":"process_name","args":{"name":"python3"}},)j"
+        R"j({"ph":"M","pid":0,"ts":0,"name":"process_name","args":{"name":"GPU 0"}},)j"
+        R"j({"ph":"i","s":"t","name":"Iteration Start: PyTorch Profiler","pid":4,"tid":4,"ts":1},)j"
+        R"j({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":3,"dur":1,"args":{"device":0,"stream":7}})j");
+    CHECK(kineto.xprof_process.empty());
+    CHECK(kineto.profiler_events == 2);
+    CHECK(kineto.foreign_events == 0);
+    // Kineto's instants and its own flows make no row but are the profiler's.
+    KinetoData instants = parse_events(
+        R"j({"ph":"i","s":"t","cat":"cpu_instant_event","name":"record_param_comms","pid":4,"tid":4,"ts":1},)j"
+        R"j({"ph":"s","cat":"fwdbwd","name":"fwdbwd","id":3,"pid":4,"tid":4,"ts":2},)j"
+        R"j({"ph":"f","cat":"fwdbwd","name":"fwdbwd","id":3,"bp":"e","pid":4,"tid":5,"ts":3})j");
+    CHECK(instants.profiler_events == 3);
+    CHECK(instants.foreign_events == 0);
+}
+
 TEST_CASE("kineto map: past 32 unread categories the rest are counted as one", "[import][kineto-map]") {
     std::string events;
     for (int i = 0; i < 40; ++i)

@@ -146,6 +146,13 @@ void check_same(const KinetoData& one, const KinetoData& two) {
     CHECK(one.copies_on_in_device == two.copies_on_in_device);
     CHECK(one.activities_without_device == two.activities_without_device);
     CHECK(one.first_without_device == two.first_without_device);
+    CHECK(one.streams_from_tid == two.streams_from_tid);
+    CHECK(one.activities_without_stream == two.activities_without_stream);
+    CHECK(one.profiler_events == two.profiler_events);
+    CHECK(one.foreign_events == two.foreign_events);
+    CHECK(one.foreign_categories == two.foreign_categories);
+    CHECK(one.xprof_process == two.xprof_process);
+    CHECK(one.autograd_legacy == two.autograd_legacy);
     REQUIRE(one.kernels.size() == two.kernels.size());
     for (size_t i = 0; i < one.kernels.size(); ++i) {
         const auto &mine = one.kernels[i], &theirs = two.kernels[i];

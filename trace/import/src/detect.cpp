@@ -2,9 +2,12 @@
 // JSON (plain or gzip) by its first top-level keys.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "mhc/common/error.hpp"
@@ -108,6 +111,12 @@ Format detect_format(const std::string& path) {
                                (prefix.find("\"total_size\"") != std::string::npos &&
                                 prefix.find("\"blocks\"") != std::string::npos);
     if (p != std::string::npos && prefix[p] == '{') {
+        // mhc's own Chrome trace export (mhc export --format perfetto) writes its meta in otherData:
+        // read back as Kineto it lost every copy, marker and allocation (counters) with a warning only.
+        if (prefix.find("\"otherData\":{") != std::string::npos &&
+            prefix.find("\"format\":\"mhc-trace\"") != std::string::npos)
+            throw Error(where(path, "an mhc trace exported for viewing (mhc export --format perfetto), which "
+                                    "mhc does not import: use the mhc trace it was exported from"));
         if (prefix.find("\"traceEvents\"") != std::string::npos) return Format::Kineto;
         if (snapshot_keys && prefix.find("\"nodes\"") == std::string::npos) return Format::Snapshot;
         if (prefix.find("\"nodes\"") != std::string::npos) return Format::ExecutionTrace;
@@ -116,6 +125,10 @@ Format detect_format(const std::string& path) {
             throw Error(where(path,
                               "a rocprofiler-sdk JSON (rocprofv3 --output-format json), which mhc does not read: "
                               "import the PyTorch profiler's trace of the run (Kineto JSON) instead"));
+        if (prefix.find("\"memoryProfilePerAllocator\"") != std::string::npos)
+            throw Error(where(path,
+                              "a TensorFlow or JAX profiler memory profile (XProf's HOST.memory_profile.json), "
+                              "which mhc does not read: mhc reads PyTorch's memory snapshots and profiler traces"));
         if (prefix.find("\"workload_graph\"") != std::string::npos)
             throw Error(where(path,
                               "a Chakra workload-graph JSON (converted from a Chakra trace), which mhc "
@@ -129,6 +142,32 @@ Format detect_format(const std::string& path) {
         if (first != std::string::npos && prefix[first] == '{' && prefix.find("\"ph\"") != std::string::npos) return Format::Kineto;
         if (first != std::string::npos && prefix[first] == '{' && snapshot_keys) return Format::Snapshot;
     }
+    // XProf's XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's and PyTorch/XLA's profiler): field 1
+    // (planes, tag 0x0a), its length, then the first plane, named "/host:..." or "/device:..." near the start.
+    if (!prefix.empty() && static_cast<uint8_t>(prefix[0]) == 0x0a) {
+        const std::string_view head(prefix.data(), std::min<size_t>(prefix.size(), 64));
+        if (head.find("/host:") != std::string_view::npos || head.find("/device:") != std::string_view::npos)
+            throw Error(where(path, "an XProf XSpace protobuf (HOST.xplane.pb of TensorFlow's, JAX's or PyTorch/XLA's "
+                                    "profiler), which mhc does not read: mhc reads PyTorch's CUDA and ROCm profiler "
+                                    "traces (Kineto), memory snapshots, execution traces and Nsight Systems exports"));
+    }
+    // Containers and compressors other than gzip, named rather than called an unknown format.
+    const std::string_view raw(head, sizeof head);
+    if (raw.substr(0, 2) == "\x1f\x8b" && prefix.rfind("SQLite format 3", 0) == 0)
+        throw Error(where(path, "a gzip-compressed SQLite file: decompress it (gunzip) and import the .sqlite "
+                                "(Nsight Systems exports are read uncompressed)"));
+    if (raw.substr(0, 4) == "PK\x03\x04")
+        throw Error(where(path, prefix.find("data.pkl") != std::string::npos
+                                    ? "a torch.save archive (zip with data.pkl), which mhc does not read: save a "
+                                      "memory snapshot with torch.cuda.memory._dump_snapshot() or pickle.dump()"
+                                    : "a zip archive, which mhc does not read: extract the trace from it first"));
+    const char* packer = raw.substr(0, 3) == "BZh"                               ? "bzip2"
+                         : raw.substr(0, 4) == "\x28\xb5\x2f\xfd"               ? "zstd"
+                         : raw.substr(0, 6) == std::string_view("\xfd" "7zXZ\0", 6) ? "xz"
+                                                                                    : nullptr;
+    if (packer != nullptr)
+        throw Error(where(path, std::string("compressed with ") + packer +
+                                    ", which mhc does not read: decompress it first (gzip is read as it is)"));
     if (looks_like_chakra_protobuf(path, prefix))
         throw Error(where(path,
                           "a Chakra protobuf execution trace (chakra_converter's .et), which mhc does not "

@@ -497,6 +497,7 @@ private:
     // the op that launched them, or (a CPU-only run) the leaf ops timed by their Kineto interval.
     void join_kineto(const std::string& in, const std::string& kineto, uint64_t max_input_size) {
         kd_ = parse_kineto(kineto, max_input_size);
+        refuse_foreign_trace(kineto, kd_);
         kd_.link_ops();
         base_ = kineto_base(kd_);
         check_same_process(in, kineto);

@@ -186,6 +186,17 @@ void say_placement_and_counters(const KinetoData& data, Result& result) {
         result.meta["kineto.copies_on_in_device"] =
             std::to_string(data.copies_on_in_device) +
             " memcpys without args.device (peer copies: args.fromDevice, inDevice, toDevice) on their args.inDevice";
+    if (data.streams_from_tid > 0)
+        said_and_warned(result, "kineto.streams_from_tid",
+                        std::to_string(data.streams_from_tid) +
+                            " kernels, memcpys or memsets without args.stream were placed on the stream their 'tid' "
+                            "names (Kineto writes both; a converter from another tool may write the tid only)");
+    if (data.activities_without_stream > 0)
+        said_and_warned(result, "kineto.without_stream",
+                        std::to_string(data.activities_without_stream) +
+                            " kernels, memcpys or memsets without args.stream or a 'tid' naming a stream were placed on "
+                            "stream 0: work of several streams is made serial there (kineto.kernel_clamp says how "
+                            "much was moved)");
     if (data.activities_without_device > 0) {
         const std::string said = std::to_string(data.activities_without_device) +
                                  " kernels, memcpys or memsets without args.device (the first: '" +
@@ -427,6 +438,7 @@ void unify_kernel_device(KinetoData& d, Result& r) {
 
 void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t max_input_size, ParseThreads threads) {
     KinetoData data = parse_kineto(in, max_input_size, threads);
+    refuse_foreign_trace(in, data);
     int64_t base = kineto_base(data);
     result.events = data.events;
 

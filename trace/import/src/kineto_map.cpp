@@ -106,6 +106,11 @@ void map_gpu_activity(const KEvent& event, std::string_view category, KinetoData
     if (!event.has_stream && event.sycl_queue >= 0) {   // an Intel XPU trace: the SYCL queue is the lane
         kernel.stream = event.sycl_queue;
         ++data.sycl_queue_lanes;
+    } else if (!event.has_stream && event.tid_stream >= 0) {   // the lane's tid: where Kineto writes the stream too
+        kernel.stream = event.tid_stream;
+        ++data.streams_from_tid;
+    } else if (!event.has_stream) {
+        ++data.activities_without_stream;
     }
     kernel.correlation = event.corr;
     kernel.external = event.ext;
@@ -130,8 +135,30 @@ void map_gpu_activity(const KEvent& event, std::string_view category, KinetoData
 }
 }   // namespace
 
+namespace {
+// The rest of map_event's rules; false where none reads the event (nor knows it holds no work).
+bool map_timed_event(const KEvent& e, KinetoData& d);
+}   // namespace
+
 void map_event(const KEvent& e, KinetoData& d) {
+    if (e.ph == 'M') {   // metadata: names of processes and threads (TensorFlow's and JAX's writer omits 'ts')
+        if (d.xprof_process.empty() && e.name == "process_name" &&
+            (e.arg_name.substr(0, 8) == "/device:" || e.arg_name.substr(0, 6) == "/host:"))
+            d.xprof_process = quoted_name(e.arg_name);
+        return;
+    }
     if (!e.has_ts) return;
+    if (map_timed_event(e, d)) {
+        ++d.profiler_events;
+    } else {
+        ++d.foreign_events;
+        count_by_name(d.foreign_categories, e.cat.empty() ? std::string_view("(no category)") : e.cat,
+                      "(other categories)");
+    }
+}
+
+namespace {
+bool map_timed_event(const KEvent& e, KinetoData& d) {
     std::string_view c = e.cat;
     if (e.ph == 'X' && e.dur < 0 && d.negative_durations++ == 0) {
         d.first_negative = d.events - 1;   // the tokenizer counted this event already
@@ -175,7 +202,9 @@ void map_event(const KEvent& e, KinetoData& d) {
                 d.ops.push_back(o);
             }
         } else if (!is_known_unread_category(c)) {
-            count_by_name(d.unread_categories, c, "(other categories)");
+            count_by_name(d.unread_categories, c.empty() ? std::string_view("(no category)") : c,
+                          "(other categories)");
+            return false;
         }
     } else if ((e.ph == 'i' || e.ph == 'I') && e.name == "[memory]" && e.has_mem) {
         KMemory m;
@@ -209,15 +238,27 @@ void map_event(const KEvent& e, KinetoData& d) {
         }
     } else if (e.ph == 'C') {   // counters: hardware_counters, mtia_counters, xpu_scope_profiler, ...
         count_by_name(d.counter_categories, c.empty() ? std::string_view("(no category)") : c, "(other categories)");
+        return false;
     } else if (e.ph == 'B' || e.ph == 'E') {
         ++d.begin_end_events;
+        return false;
     } else if (e.ph == 's' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
         ++d.flows;
         d.add_flow(e.id, KLaunch{e.ts, e.tid, e.pid});
     } else if (e.ph == 'f' && (c == "ac2g" || c == "async_cpu_to_gpu")) {
         ++d.flows;
+    } else if ((e.ph == 'i' || e.ph == 'I') &&
+               (e.name == "Iteration Start: PyTorch Profiler" || e.name == "Record Window End")) {
+        // the profiler's own marks of its window (no category): no row
+    } else if (is_known_unread_category(c) || c == "fwdbwd" || c == "async" || c == "async_gpu") {
+        // Kineto's instants (cpu_instant_event) and flows of its own (forward-backward links,
+        // PyTorch 1.9's async flows): no row, but the profiler's
+    } else {
+        return false;
     }
+    return true;
 }
+}   // namespace
 
 void KinetoData::link_ops() {
     // A thread is a process's: merged ranks' files may repeat thread ids across processes.

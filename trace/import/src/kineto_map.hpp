@@ -23,10 +23,16 @@ struct KEvent {
     int64_t ext = -1, corr = -1, device = 0, stream = 0, bytes = 0, regs = 0, smem = 0;
     int64_t addr = 0, mem_bytes = 0, total = -1, reserved = -1, dev_type = -1, dev_id = 0, rf_id = -1, ev_idx = -1;
     int64_t seq = -1;   // args.Sequence number (autograd), -1: absent
+    // args.name: a metadata event's (ph M process_name: the process's name), read for XProf's
+    // process names only (KinetoData::xprof_process).
+    std::string_view arg_name;
     // args.sycl queue: Intel XPU traces (Kineto's XPU plugin) place kernels and copies by their
     // SYCL queue and write no args.stream; -1: absent.
     int64_t sycl_queue = -1;
     bool has_stream = false;   // args.stream was read
+    // The stream a GPU lane's 'tid' names: a number, or "stream N" / "Stream N" as a string (Kineto
+    // writes a GPU lane's stream there too, PyTorch 1.9's as text); -1: none.
+    int64_t tid_stream = -1;
     bool has_device = false;   // args.device was read
     // args.inDevice: the device that ran a peer copy. Kineto writes a CUPTI peer-to-peer memcpy
     // (memcpy2) with fromDevice, inDevice and toDevice and no args.device; -1: absent.
@@ -59,6 +65,10 @@ struct KEvent {
 //  - a kernel, copy or memset is on args.device; a memcpy without it on args.inDevice (CUPTI peer
 //    copies: fromDevice, inDevice, toDevice), counted in d.copies_on_in_device; with neither, on
 //    device 0, counted in d.activities_without_device and said;
+//  - a kernel, copy or memset without args.stream (nor args.sycl queue) is on the stream its
+//    'tid' names (a number, or "stream N") (Kineto writes a GPU lane's stream as its tid; converters from other tools write it
+//    there only), counted in d.streams_from_tid; with neither, on stream 0, counted in
+//    d.activities_without_stream; both said;
 //  - ph i|I named [memory] with args.Addr or args.Bytes: an allocator event, on device
 //    args.Device Id when args.Device Type is an accelerator's (is_accelerator: CUDA 1, HIP 6
 //    on ROCm, ...), else host memory (device -1), counted by type and id in
@@ -72,6 +82,10 @@ struct KEvent {
 //    hold no device work (Trace, overhead, cpu_instant_event, cuda_sync, xpu_sync, cuda_event);
 //  - ph B|E (a duration written as begin and end halves, which Kineto never writes): counted in
 //    d.begin_end_events, said in meta and a warning, not read.
+//  - ph M (metadata): no row; a process_name whose args.name is "/device:..." or "/host:..."
+//    (TensorFlow's and JAX's profiler) kept in d.xprof_process;
+//  - every other event counted in d.profiler_events where a rule above reads it (or its category
+//    holds no work), else by category in d.foreign_categories (refuse_foreign_trace).
 // Negative durations become 0.
 void map_event(const KEvent& e, KinetoData& d);
 

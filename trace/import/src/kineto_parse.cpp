@@ -161,6 +161,7 @@ enum class F : uint8_t {
     SeqNr,
     SyclQueue,
     InDevice,
+    ArgName,   // args.name (a metadata event's process name)
     // deviceProperties
     DpId,
     DpName,
@@ -185,7 +186,7 @@ F event_key(const char* k, size_t n) {
 F arg_key(const char* k, size_t n) {
     std::string_view s(k, n);
     switch (n) {
-        case 4: return s == "grid" ? F::Grid : s == "Addr" ? F::Addr : F::None;
+        case 4: return s == "grid" ? F::Grid : s == "Addr" ? F::Addr : s == "name" ? F::ArgName : F::None;
         case 5: return s == "bytes" ? F::Bytes : s == "Bytes" ? F::MemBytes : s == "block" ? F::Block : F::None;
         case 6: return s == "device" ? F::Device : s == "stream" ? F::Stream : s == "Ev Idx" ? F::EvIdx : F::None;
         case 8: return s == "inDevice" ? F::InDevice : F::None;
@@ -238,7 +239,7 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     int dim_i = 0;           // next index of args.grid / args.block
     KEvent e;
     bool copy_strings = true;   // false for the in-situ parse: strings stay in the buffer
-    std::string own_cat, own_name;
+    std::string own_cat, own_name, own_arg_name;
     // deviceProperties entry
     std::string dp_name;
     int64_t dp_id = -1, dp_mem = 0;
@@ -481,7 +482,9 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                 else bad = "'dur' " + std::string(text, size) + " is out of range";
             } break;
             case F::Pid: field(text, size, "'pid'", e.pid, INT64_MIN, INT64_MAX); break;
-            case F::Tid: field(text, size, "'tid'", e.tid, INT64_MIN, INT64_MAX); break;
+            case F::Tid:
+                if (field(text, size, "'tid'", e.tid, INT64_MIN, INT64_MAX) && e.tid >= 0) e.tid_stream = e.tid;
+                break;
             case F::Id: field(text, size, "'id'", e.id, INT64_MIN, INT64_MAX); break;
             default: break;
         }
@@ -496,6 +499,10 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
         boundary();
         not_number("a string");
         if (at(In::Prop) && key == F::DpName) dp_name.assign(s, n);
+        if (at(In::Args) && key == F::ArgName) {
+            if (copy_strings) { own_arg_name.assign(s, n); e.arg_name = own_arg_name; }
+            else e.arg_name = {s, n};
+        }
         if (at(In::Root) && key == F::TopKey && top_key == "profile_memory") root_flag({s, n});
         if (at(In::Event)) {
             switch (key) {
@@ -509,8 +516,20 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                     else e.name = {s, n};
                     break;
                 // string pids/tids ("Traces", "stream 7"): a stable number
-                case F::Pid: e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
-                case F::Tid: e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2); break;
+                case F::Pid:
+                    e.pid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
+                    // The autograd profiler's own export (before Kineto): its processes by name
+                    if (std::string_view(s, n) == "CPU functions" || std::string_view(s, n) == "CUDA functions")
+                        d.autograd_legacy = true;
+                    break;
+                case F::Tid: {
+                    e.tid = static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
+                    const std::string_view tid(s, n);   // "stream 7" (PyTorch 1.9), "Stream 7" (converters)
+                    int64_t stream = -1;
+                    if (n > 7 && (tid.substr(0, 7) == "stream " || tid.substr(0, 7) == "Stream ") &&
+                        parse_int(s + 7, n - 7, stream) && stream >= 0)
+                        e.tid_stream = stream;
+                } break;
                 case F::Id: {   // flow ids are sometimes strings: a number when they are one
                     int64_t v = 0;
                     e.id = parse_int(s, n, v) ? v : static_cast<int64_t>(std::hash<std::string_view>{}({s, n}) >> 2);
@@ -805,12 +824,19 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     for (int64_t pid : second.launch_pids)
         if (first.launch_pids.size() < KinetoData::kMaxLaunchPids) first.launch_pids.insert(pid);
     for (const auto& [category, count] : second.unread_categories) first.unread_categories[category] += count;
+    first.profiler_events += second.profiler_events;
+    first.foreign_events += second.foreign_events;
+    for (const auto& [category, count] : second.foreign_categories) first.foreign_categories[category] += count;
+    if (first.xprof_process.empty()) first.xprof_process = std::move(second.xprof_process);
+    first.autograd_legacy |= second.autograd_legacy;
     for (const auto& [category, count] : second.counter_categories) first.counter_categories[category] += count;
     for (const auto& [device, count] : second.odd_memory_devices) first.odd_memory_devices[device] += count;
     if (first.activities_without_device == 0 && second.activities_without_device > 0)
         first.first_without_device = std::move(second.first_without_device);
     first.activities_without_device += second.activities_without_device;
     first.copies_on_in_device += second.copies_on_in_device;
+    first.streams_from_tid += second.streams_from_tid;
+    first.activities_without_stream += second.activities_without_stream;
     first.t_min = std::min(first.t_min, second.t_min);
     if (second.device_count > 0) {
         first.device_count = second.device_count;
@@ -922,6 +948,25 @@ KinetoData parse_kineto(const std::string& path, uint64_t max_input_size, ParseT
         throw Error(where(path, "not a Kineto trace: the JSON has no top-level 'traceEvents' array"));
     d.learn_lanes();
     return d;
+}
+
+void refuse_foreign_trace(const std::string& path, const KinetoData& data) {
+    if (data.profiler_events > 0 || data.foreign_events == 0) return;
+    std::string categories;
+    for (const auto& [category, count] : data.foreign_categories)
+        categories += (categories.empty() ? "" : ", ") + std::to_string(count) + " " + category;
+    const std::string none = "none of its " + std::to_string(data.foreign_events) + " events (" + categories +
+                             ") is of a kind Kineto (the PyTorch profiler's trace) writes, so it would import as nothing";
+    if (data.autograd_legacy)
+        throw Error(where(path, "the autograd profiler's own Chrome trace (export_chrome_trace of PyTorch 1.7 or "
+                                "earlier, or of use_kineto=False: processes 'CPU functions' and 'CUDA functions'), "
+                                "not a Kineto trace: " +
+                                    none + "; record with torch.profiler (Kineto) for mhc"));
+    if (!data.xprof_process.empty())
+        throw Error(where(path, "a TensorFlow or JAX profiler trace (XProf's trace viewer JSON: process '" +
+                                    data.xprof_process + "'), not a PyTorch profiler (Kineto) trace: " + none +
+                                    "; mhc does not read it"));
+    throw Error(where(path, "a Chrome trace JSON that is not a PyTorch profiler (Kineto) trace: " + none));
 }
 
 namespace {

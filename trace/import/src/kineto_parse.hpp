@@ -111,6 +111,9 @@ struct KinetoData {
     // kernels, memcpys and memsets with neither, placed on device 0 (the first one's name kept):
     // said in meta and a warning.
     int64_t copies_on_in_device = 0, activities_without_device = 0;
+    // Kernels, memcpys and memsets without args.stream placed on the stream their numeric 'tid'
+    // names, and those with neither, on stream 0: said in meta and a warning.
+    int64_t streams_from_tid = 0, activities_without_stream = 0;
     std::string first_without_device;
     // Counter events (ph C: hardware_counters, mtia_counters, xpu_scope_profiler, ...) by category:
     // the trace has no counters; said in meta and a warning, never left out in silence.
@@ -122,6 +125,19 @@ struct KinetoData {
     // work of other back-ends (MTIA's mtia_ccp_events, CUPTI's cuda_profiler_range) among them.
     // Said in meta and a warning, never left out in silence.
     std::map<std::string, int64_t, std::less<>> unread_categories;
+    // Whether the file is PyTorch's profiler's at all: events the mapping reads or knows (a
+    // category it reads or knows holds no work, [memory], [OutOfMemory], ac2g flows), and the
+    // other events that are not metadata (ph M), by category ("(no category)" where 'cat' is
+    // absent). A file with events and none of the profiler's is another tool's Chrome trace
+    // (refuse_foreign_trace).
+    int64_t profiler_events = 0, foreign_events = 0;
+    std::map<std::string, int64_t, std::less<>> foreign_categories;
+    // The first process named as TensorFlow's and JAX's profiler (XProf) names them in the trace
+    // viewer's JSON ("/device:GPU:0", "/host:CPU"; ph M process_name), empty where none is.
+    std::string xprof_process;
+    // A pid written as "CPU functions" or "CUDA functions": the autograd profiler's export before
+    // Kineto (its events have no 'cat'), said by name by refuse_foreign_trace.
+    bool autograd_legacy = false;
     // Events whose 'dur' is negative (read as 0 ns), and the first of them (its index in
     // traceEvents and name): said in meta, never silently.
     int64_t negative_durations = 0, first_negative = -1, first_negative_dur = 0;
@@ -175,6 +191,11 @@ private:
 constexpr uint64_t kSplitFrom = uint64_t{16} << 20;
 KinetoData parse_kineto(const std::string& path, uint64_t max_input_size = UINT64_MAX,
                         ParseThreads threads = ParseThreads::Auto);
+
+// Throws mhc::Error naming the file where the trace holds events and none that PyTorch's profiler
+// writes: the Chrome trace JSON of another tool (TensorFlow's and JAX's profiler, a browser,
+// ...), which would import as nothing.
+void refuse_foreign_trace(const std::string& path, const KinetoData& data);
 
 // The ProfilerStep#N ranges (CPU side) of a trace: the step a time falls in (-1 outside every
 // step). Kernels take the step of their launch; execution-trace ops joined to Kineto ops, the
