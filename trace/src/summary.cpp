@@ -112,8 +112,13 @@ Summary summarize(const TraceData& t, int top_n) {
     for (size_t i = 0; i < t.allocations.size() && !any_requested; ++i) any_requested = t.allocations.requested_at(i) != kNoBytes;
     for (int32_t device : alloc_devs) {
         const LivePeak live = live_peak(t, device);
-        s.memory.push_back(
-            {device, live.bytes, any_requested ? requested_peak(t, device) : -1, reserved_peak(t, device), live.time});
+        Summary::DeviceMemory m{device, live.bytes, any_requested ? requested_peak(t, device) : -1,
+                                reserved_peak(t, device), live.time};
+        if (m.reserved < 0) {
+            const std::string recorded = t.meta_or("kineto.reserved_peak.device" + std::to_string(device), "");
+            if (!recorded.empty() && recorded != "0") m.profiler_reserved = std::stoll(recorded);
+        }
+        s.memory.push_back(m);
     }
     s.timing = t.meta_or("timing", "exact");
 
@@ -216,13 +221,16 @@ std::string to_text(const Summary& s) {
         if (several)
             line("blocks      %s peak on device %d%s at %s (the allocator's blocks live at once)\n",
                  format_bytes(m.peak).c_str(), m.device, m.device < 0 ? " (host)" : "", when(m.peak_time).c_str());
-        if (m.requested < 0 && m.reserved < 0) continue;
+        if (m.requested < 0 && m.reserved < 0 && m.profiler_reserved < 0) continue;
         std::string dev = several ? " on device " + std::to_string(m.device) : "";
         if (m.requested >= 0)
             line("requested   %s peak%s (what the program asked for; `peak` counts the allocator's blocks)\n",
                  format_bytes(m.requested).c_str(), dev.c_str());
         if (m.reserved >= 0)
             line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(m.reserved).c_str(), dev.c_str());
+        else if (m.profiler_reserved >= 0)
+            line("reserved    %s peak%s (the profiler's Total Reserved; no segments recorded)\n",
+                 format_bytes(m.profiler_reserved).c_str(), dev.c_str());
     }
     // Traces without addresses (Kineto before about PyTorch 1.10): say what is exact and what is not.
     for (const auto& [k, v] : s.meta)
@@ -275,6 +283,8 @@ std::string to_json(const Summary& s) {
         nlohmann::json entry{{"device", m.device}, {"peak_bytes", m.peak}, {"peak_time_ns", m.peak_time}};
         entry["requested_peak_bytes"] = m.requested >= 0 ? nlohmann::json(m.requested) : nlohmann::json(nullptr);
         entry["reserved_peak_bytes"] = m.reserved >= 0 ? nlohmann::json(m.reserved) : nlohmann::json(nullptr);
+        entry["profiler_reserved_peak_bytes"] =
+            m.profiler_reserved >= 0 ? nlohmann::json(m.profiler_reserved) : nlohmann::json(nullptr);
         j["memory"].push_back(entry);
     }
     for (int c = 0; c < kCategoryCount && s.allocations > 0; ++c)

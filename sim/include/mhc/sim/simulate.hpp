@@ -49,5 +49,10 @@ bool assumed_accesses(const Prepared& p);
 // kernels (losses then come from swap-outs only), no accesses (assumed), no allocations.
 // simulate() copies them into Result::warnings.
 std::vector<std::string> trace_warnings(const Prepared& p);
+// Said when the caching allocator model's reserved peak (`modelled`, the recorded settings) is
+// more than 5% off the reserved peak the trace's profiler recorded (Kineto's Total Reserved), with
+// what expandable segments would reserve when that comes within 5% (the profiler does not record
+// the allocator's settings); "" otherwise.
+std::string modelled_reserved_warning(const Prepared& p, const Config& c, int64_t modelled);
 
 }  // namespace mhc::sim

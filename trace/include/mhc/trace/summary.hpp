@@ -40,6 +40,9 @@ struct Summary {
         int64_t requested = -1;      // requested bytes, -1: the trace does not say
         int64_t reserved = -1;       // segments, -1: none recorded
         int64_t peak_time = 0;       // when `peak` was first reached
+        // The profiler's own reserved peak where the trace has no segments (Kineto's `Total
+        // Reserved`: meta kineto.reserved_peak.deviceN), -1: not recorded.
+        int64_t profiler_reserved = -1;
     };
     std::vector<DeviceMemory> memory;   // per device with allocations, by device
     std::string timing;                 // meta timing: exact, order-only, estimated
