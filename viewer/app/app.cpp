@@ -13,6 +13,7 @@
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/run_table.hpp"
 #include "widgets.hpp"
 
@@ -45,6 +46,7 @@ TimeRange parse_range(const std::string& text) {
 }
 
 App::App(Options o) : opt(std::move(o)) {
+    fit_y = opt.fit_y;
     if (opt.view == "memory") requested = ViewId::Memory;
     else if (opt.view == "compare") requested = ViewId::Compare;
     else if (opt.view == "statistics") requested = ViewId::Statistics;
@@ -64,6 +66,7 @@ void App::finish_load() {
     compared.assign(run_list.size(), false);
     limits = {trace->t_begin, trace->t_end};
     notes = trace_notes(trace->meta, static_cast<int64_t>(trace->allocations.size()));
+    step_input = step_control(trace->steps).first;   // the first step there is (not always 0)
     // --run IDs: the first is the selected run, all of them are compared.
     for (size_t k = 0; k < opt.runs.size(); ++k) {
         auto it = std::find_if(run_list.begin(), run_list.end(),
@@ -258,7 +261,8 @@ void App::go_to_step(int32_t step) {
             status = "step " + std::to_string(step) + (r && !r->clock.empty() ? " (on the run's clock)" : "");
             return;
         }
-    status = "no step " + std::to_string(step) + " in this trace";
+    status = trace->steps.empty() ? step_control(trace->steps).why
+                                  : "no step " + std::to_string(step) + " in this trace";
 }
 
 void App::status_bar() {
@@ -279,7 +283,8 @@ void App::status_bar() {
 void App::notes_line() {
     if (notes.empty()) return;
     // Beside the header when a useful part of it fits there, else on a line of its own; cut with
-    // "..." to the window, every note whole in the tooltip.
+    // "..." to the window, every note whole in the tooltip and in the notes' window (a click on
+    // the line, or N), where each can be read and selected.
     const std::string full = "notes: " + notes_summary(notes);
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const float beside = right - ImGui::GetItemRectMax().x - 24;
@@ -287,18 +292,42 @@ void App::notes_line() {
     const float room = beside >= 320 ? beside : ImGui::GetContentRegionAvail().x;
     const std::string shown = fit_label(full, room, ImGui::CalcTextSize("M").x);
     ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", shown.c_str());
+    const ImVec2 line_min = ImGui::GetItemRectMin(), line_max = ImGui::GetItemRectMax();
     nlohmann::json lines = nlohmann::json::array();
     for (const TraceNote& note : notes) lines.push_back(note.text);
-    layout["notes"] = {
-        {"text", shown}, {"lines", lines}, {"rect", rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax())}};
-    if (ImGui::IsItemHovered()) {
+    layout["notes"] = {{"text", shown}, {"lines", lines}, {"rect", rect_json(line_min, line_max)}};
+    const bool hovered = ImGui::IsItemHovered();
+    if (hovered) ImGui::SetMouseCursor(ImGuiMouseCursor_Hand);
+    if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) notes_open = !notes_open;
+    if (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(GLFW_KEY_N, false)) notes_open = !notes_open;
+    if (hovered && !notes_open) {
         layout["notes"]["tooltip"] = lines;
         ImGui::BeginTooltip();
         ImGui::PushTextWrapPos(ImGui::GetFontSize() * 70);
         for (const TraceNote& note : notes) ImGui::TextUnformatted(note.text.c_str());
+        ImGui::TextDisabled("click or N: list them in a window");
         ImGui::PopTextWrapPos();
         ImGui::EndTooltip();
     }
+    if (!notes_open) return;
+    // Under the line, as wide as the window allows; Esc, N, "close" or a click on the line close it.
+    const float width = std::min(ImGui::GetFontSize() * 60, right - ImGui::GetWindowPos().x - 16);
+    ImGui::SetNextWindowPos(
+        {std::max(ImGui::GetWindowPos().x + 8, std::min(line_min.x, right - width)), line_max.y + 4}, ImGuiCond_Always);
+    ImGui::SetNextWindowSizeConstraints({width, 0}, {width, ImGui::GetIO().DisplaySize.y * 0.6f});
+    ImGui::Begin("notes on this trace", &notes_open,
+                 ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize |
+                     ImGuiWindowFlags_NoMove);
+    ImGui::PushTextWrapPos(0);
+    for (size_t k = 0; k < notes.size(); ++k) {
+        ImGui::Bullet();
+        ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", notes[k].text.c_str());
+    }
+    ImGui::PopTextWrapPos();
+    if (ImGui::SmallButton("close") || ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false)) notes_open = false;
+    const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+    layout["notes"]["window"] = {{"lines", lines}, {"rect", rect_json(pos, {pos.x + size.x, pos.y + size.y})}};
+    ImGui::End();
 }
 
 void App::frame(float width, float height) {

@@ -38,6 +38,7 @@ struct Options {
     std::optional<std::pair<float, float>> hover;   // --hover: the mouse there in the saved frame
     bool go_step = false;
     int step = 0;
+    bool fit_y = false;   // --fit-y: memory curves' y axis fitted to the data, not from 0 B
 };
 
 // Each view's own state (buffers reused across frames, sort orders, search text), complete only
@@ -93,6 +94,8 @@ public:
                                              // waited for a worker: not a drawing frame
     int step_input = 0;                      // the toolbar's "step" field
     bool memory_strip = true;                // timeline: the memory curve under the tracks
+    bool fit_y = false;                      // memory curves: y axis fitted to the data in view (toolbar)
+    bool notes_open = false;                 // the notes' window (a click on the notes line, or N)
     int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)

@@ -168,6 +168,8 @@ int main(int argc, char** argv) {
     std::string hover;
     cli.add_option("--hover", hover, "with --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)");
     auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
+    cli.add_flag("--fit-y", o.fit_y,
+                 "memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
     try {
         cli.parse(argc, argv);

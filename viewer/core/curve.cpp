@@ -202,4 +202,15 @@ void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out
     }
 }
 
+Curve::MinMax columns_min_max(const CurveColumns& c, size_t columns) {
+    const size_t n = std::min({columns, c.min.size(), c.max.size()});
+    if (n == 0) return {};
+    Curve::MinMax out{c.min[0], c.max[0]};
+    for (size_t x = 1; x < n; ++x) {
+        out.min = std::min(out.min, static_cast<double>(c.min[x]));
+        out.max = std::max(out.max, static_cast<double>(c.max[x]));
+    }
+    return out;
+}
+
 }  // namespace mhc::viewer
