@@ -86,6 +86,49 @@ void App::finish_load() {
     limits = range = whole();
     limits_dirty = false;
     if (!opt.range.empty()) range = clamp(parse_range(opt.range), limits);
+    if (kept_) {   // read again for another memory device: the same runs and range
+        const Kept kept = *kept_;
+        kept_.reset();
+        selected = -1;
+        compared.assign(run_list.size(), false);
+        for (size_t i = 0; i < run_list.size(); ++i) {
+            if (run_list[i].id == kept.selected_run) select_run(static_cast<int>(i));
+            if (std::find(kept.compared.begin(), kept.compared.end(), run_list[i].id) != kept.compared.end())
+                compared[i] = true;
+        }
+        limits = whole();
+        range = clamp(kept.range, limits);
+    }
+}
+
+void App::drop_trace_state() {
+    reserved_.reset();   // their workers read the trace: done before it goes
+    picked_keys_.reset();
+    // The views' caches index its tables (the statistics' rows are allocation indexes); called
+    // between frames only, when no view holds them.
+    timeline_ui.reset();
+    memory_ui.reset();
+    compare_ui.reset();
+    statistics_ui.reset();
+}
+
+void App::switch_memory_device(int32_t device) {
+    if (!trace || loading || device == trace->memory_device) return;
+    Kept kept{range, selected >= 0 ? run_list[static_cast<size_t>(selected)].id : 0, {}};
+    for (size_t i = 0; i < compared.size() && i < run_list.size(); ++i)
+        if (compared[i]) kept.compared.push_back(run_list[i].id);
+    kept_ = kept;
+    opt.device = device;
+    select_allocation(0);
+    status = "memory of " + device_name(device);
+    if (opt.screenshot.empty()) {
+        load_async();
+        return;
+    }
+    drop_trace_state();
+    trace = std::make_unique<ViewTrace>(load_view_trace(opt.trace, load_options()));
+    finish_load();
+    loaded_this_frame = true;
 }
 
 TimeRange App::whole() {
@@ -120,6 +163,9 @@ void App::load_now() {
 }
 
 void App::load_async() {
+    if (loader_.joinable()) loader_.join();
+    pending_ready_ = false;
+    pending_error_.clear();
     loading = true;
     loader_ = std::thread([this] {
         try {
@@ -339,8 +385,18 @@ void App::frame(float width, float height) {
         loaded_this_frame = true;
         if (!pending_error_.empty()) error = pending_error_;
         else {
+            drop_trace_state();
             trace = std::move(pending_);
             try { finish_load(); } catch (const std::exception& e) { error = e.what(); }
+        }
+    }
+    if (device_request) {   // picked in the last frame's toolbar
+        const int32_t device = *device_request;
+        device_request.reset();
+        try {
+            switch_memory_device(device);
+        } catch (const std::exception& e) {
+            error = e.what();
         }
     }
     if (limits_dirty) update_limits();
@@ -355,7 +411,9 @@ void App::frame(float width, float height) {
         ImGui::PopStyleColor();
         if (trace && ImGui::SmallButton("dismiss")) error.clear();
     }
-    if (loading) {
+    if (loading && trace) {
+        ImGui::Text("Reading %s for %s...", opt.trace.c_str(), device_name(opt.device).c_str());
+    } else if (loading) {
         ImGui::Text("Loading %s", opt.trace.c_str());
         ImGui::ProgressBar(static_cast<float>(progress.load()), {400, 0});
     }

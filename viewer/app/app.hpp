@@ -136,6 +136,11 @@ public:
     // window keeps drawing; otherwise it waits for events (FramePacer).
     bool animating() const;
     void go_to_step(int32_t step);
+    // The memory views show `device` (the toolbar's picker, as --device): the trace is read again
+    // for it (on a worker, the window drawing the one before meanwhile; at once in screenshot
+    // mode), keeping the range, the selected and compared runs.
+    void switch_memory_device(int32_t device);
+    std::optional<int32_t> device_request;   // picked in the toolbar: switched at the next frame's start
 
     // Loader progress for the async path.
     std::atomic<double> progress{0};
@@ -146,6 +151,13 @@ private:
     void status_bar();
     void notes_line();   // the trace's notes, one line by the header (hover: all)
     void finish_load();
+    struct Kept {   // what a reload for another memory device keeps
+        TimeRange range;
+        int64_t selected_run = 0;   // run id, 0 for the recording
+        std::vector<int64_t> compared;
+    };
+    std::optional<Kept> kept_;
+    void drop_trace_state();   // before `trace` is replaced: workers done, views' caches dropped
     std::thread loader_;
     std::unique_ptr<ViewTrace> pending_;
     std::string pending_error_;

@@ -78,8 +78,8 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     ImVec2 ts = ImGui::CalcTextSize(title.c_str());
     dl->AddRectFilled({p0.x + 2, p0.y + 1}, {p0.x + 8 + ts.x, p0.y + 3 + ts.y}, IM_COL32(36, 36, 42, 220));
     dl->AddText({p0.x + 4, p0.y + 2}, kCurve, title.c_str());
-    out = {{"rect", rect_json(p0, p1)}, {"y_max", y.hi},        {"y_min", y.lo}, {"peak_bytes", cols.y_max},
-           {"peak_col", cols.peak_col}, {"axis_labels", labels}};
+    out = {{"rect", rect_json(p0, p1)}, {"title", title},       {"y_max", y.hi},         {"y_min", y.lo},
+           {"peak_bytes", cols.y_max},   {"peak_col", cols.peak_col}, {"axis_labels", labels}};
 }
 
 }  // namespace

@@ -372,6 +372,34 @@ void toolbar(App& app) {
         ImGui::SetTooltip(
             "memory curves: the y axis fitted to the bytes in view (on) or from 0 B (off);\n"
             "a curve over a large baseline (141 GiB moving by 10 MB) is flat from 0 B");
+    // Whose memory the curves show, when the trace has several devices (as --device).
+    const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);
+    if (!devices.empty()) {
+        std::string current = device_name(app.trace->memory_device);
+        for (const DeviceChoice& d : devices)
+            if (d.device == app.trace->memory_device) current = d.label;
+        same_line_if_fits(ImGui::CalcTextSize("memory of").x + 250, 16);
+        ImGui::TextUnformatted("memory of");
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(240);
+        const bool busy = app.loading || launcher_busy(app);
+        ImGui::BeginDisabled(busy);
+        nlohmann::json entries = nlohmann::json::array();
+        if (ImGui::BeginCombo("##memory device", current.c_str())) {
+            for (const DeviceChoice& d : devices) {
+                if (ImGui::Selectable(d.label.c_str(), d.device == app.trace->memory_device))
+                    app.device_request = d.device;
+                entries.push_back(last_rect());
+                entries.back()["device"] = d.device;
+            }
+            ImGui::EndCombo();
+        }
+        ImGui::EndDisabled();
+        jt["device"] = last_rect();
+        jt["device"]["current"] = app.trace->memory_device;
+        jt["device"]["text"] = current;
+        if (!entries.empty()) jt["device"]["entries"] = entries;
+    }
     ImGui::SameLine();
     ImGui::TextDisabled("%s .. %s (%s)",
                         app.times().at(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),
