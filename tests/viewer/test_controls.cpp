@@ -9,7 +9,20 @@
 #include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/curve.hpp"
 
-using namespace mhc::viewer;
+using mhc::viewer::byte_range;
+using mhc::viewer::byte_tick_labels;
+using mhc::viewer::byte_tick_labels_fitted;
+using mhc::viewer::byte_ticks;
+using mhc::viewer::ByteRange;
+using mhc::viewer::columns_min_max;
+using mhc::viewer::Curve;
+using mhc::viewer::CurveColumns;
+using mhc::viewer::device_choices;
+using mhc::viewer::prepare_curve;
+using mhc::viewer::snap_step;
+using mhc::viewer::step_control;
+using mhc::viewer::StepControl;
+using mhc::viewer::StepSpan;
 
 TEST_CASE("the step field is off for a trace without steps, and starts at the first step there is") {
     // No steps: off, with the reason (the field read 0 and Go said "no step 0 in this trace").
@@ -71,10 +84,10 @@ TEST_CASE("a y axis fitted to the data: a curve over a large baseline fills the 
     CHECK(ticks.size() <= 7);
     const double step = ticks[1] - ticks[0];
     CHECK(step == 2 * MiB);
-    for (double t : ticks) {
-        CHECK(std::fmod(t, step) == 0);
-        CHECK(fit.fraction(t) * 300 >= 8 - 1e-6);
-        CHECK((1 - fit.fraction(t)) * 300 >= 8 - 1e-6);
+    for (double line : ticks) {
+        CHECK(std::fmod(line, step) == 0);
+        CHECK(fit.fraction(line) * 300 >= 8 - 1e-6);
+        CHECK((1 - fit.fraction(line)) * 300 >= 8 - 1e-6);
     }
     // Labels: the lowest line whole (141.4 GiB to a step's resolution), the others above it; in
     // one unit they would read "144794 MiB", "144796 MiB".
@@ -103,23 +116,23 @@ TEST_CASE("a y axis fitted to the data: a curve over a large baseline fills the 
     for (double lo : {0.0, 1e3, 5e6, 3 * GiB, base})
         for (double spread : {0.0, 1.0, 4096.0, 10e6, 2 * GiB})
             for (float height : {70.f, 300.f, 900.f}) {
-                const ByteRange r = byte_range(lo, lo + spread, true);
-                const auto lines = byte_ticks(r, height, 16.f);
+                const ByteRange fitted = byte_range(lo, lo + spread, true);
+                const auto lines = byte_ticks(fitted, height, 16.f);
                 INFO("lo " << lo << " spread " << spread << " height " << height);
                 CHECK(byte_tick_labels_fitted(lines).size() == lines.size());
                 for (size_t i = 0; i < lines.size(); ++i) {
-                    CHECK(lines[i] >= r.lo);
-                    CHECK(lines[i] <= r.hi);
-                    if (i) CHECK((lines[i] - lines[i - 1]) / r.span() * height >= 16 - 1e-6);
+                    CHECK(lines[i] >= fitted.lo);
+                    CHECK(lines[i] <= fitted.hi);
+                    if (i) CHECK((lines[i] - lines[i - 1]) / fitted.span() * height >= 16 - 1e-6);
                 }
             }
 }
 
 TEST_CASE("a fitted plot spans the columns drawn") {
-    Curve c;
-    c.assign({0, 100, 200, 300}, {5.0, 9.0, 7.0, 1.0});
+    Curve curve;
+    curve.assign({0, 100, 200, 300}, {5.0, 9.0, 7.0, 1.0});
     CurveColumns cols;
-    prepare_curve(c, {0, 400}, 4, cols);
+    prepare_curve(curve, {0, 400}, 4, cols);
     const Curve::MinMax all = columns_min_max(cols);
     CHECK(all.min == 1.0);
     CHECK(all.max == 9.0);

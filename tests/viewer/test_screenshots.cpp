@@ -1115,17 +1115,17 @@ TEST_CASE("fit y: a curve over a 141 GiB baseline fills the memory plot, its lab
     for (size_t i = 1; i < labels.size(); ++i) CHECK(labels[i] == "+" + std::to_string(2 * i) + " MiB");
     // Pixels: in the fitted plot the filled curve's top moves over more than half the height
     // (column by column: the topmost pixel in the curve's colour); from 0 B by under 3 px.
-    auto top_spread = [](const Shot& s) {
-        const auto& c = s.layout["memory"]["curve"];
+    auto top_spread = [](const Shot& shot) {
+        const auto& plot = shot.layout["memory"]["curve"];
         double lowest = 0, highest = 1e9;
-        for (double x = c["x0"].get<double>() + 2; x < c["x1"].get<double>() - 2; x += 3)
-            for (double y = c["y0"].get<double>() + 1; y < c["y1"].get<double>(); ++y)
-                if (near(s.img.at(x, y), kCurve, 40)) {
+        for (double x = plot["x0"].get<double>() + 2; x < plot["x1"].get<double>() - 2; x += 3)
+            for (double y = plot["y0"].get<double>() + 1; y < plot["y1"].get<double>(); ++y)
+                if (near(shot.img.at(x, y), kCurve, 40)) {
                     lowest = std::max(lowest, y);
                     highest = std::min(highest, y);
                     break;
                 }
-        return (lowest - highest) / (c["y1"].get<double>() - c["y0"].get<double>());
+        return (lowest - highest) / (plot["y1"].get<double>() - plot["y0"].get<double>());
     };
     CHECK(top_spread(fit) > 0.5);
     CHECK(top_spread(zero) < 0.05);
@@ -1186,8 +1186,8 @@ TEST_CASE("the memory device picker: a trace with GPU 0 and the host shows eithe
     const auto& entries = open.layout["toolbar"]["device"]["entries"];
     REQUIRE(entries.size() == 2);
     const nlohmann::json* host = nullptr;
-    for (const auto& e : entries)
-        if (e["device"] == -1) host = &e;
+    for (const auto& entry : entries)
+        if (entry["device"] == -1) host = &entry;
     REQUIRE(host);
     Shot picked = shoot(db.path, "--size 1400x700 --click " + centre_of(device) + " --click " + centre_of(*host));
     INFO(picked.err);

@@ -165,20 +165,20 @@ void draw_memory(App& app) {
         prepare_curve(model, app.range, W, mres);
         drawn.emplace_back(&mres, rec_end);
     }
-    const ByteRange y = plot_range(app, drawn, run && run->capacity > 0 ? static_cast<double>(run->capacity) : 0, 0.08);
+    const ByteRange y_range = plot_range(app, drawn, run && run->capacity > 0 ? static_cast<double>(run->capacity) : 0, 0.08);
     nlohmann::json axis_labels = nlohmann::json::array(), legend = nlohmann::json::array();
-    draw_bytes_axis(dl, c0, c1, y, &axis_labels);
-    if (!reserved.empty()) draw_curve(dl, res, c0, c1, y, kReserved, false, rec_end);
-    if (!model.empty()) draw_curve(dl, mres, c0, c1, y, kModelReserved, false, rec_end);
-    if (run_curve) draw_curve(dl, rec, c0, c1, y, IM_COL32(150, 150, 160, 255), false, rec_end);
-    draw_curve(dl, cols, c0, c1, y, kCurve, true, cols_end);
+    draw_bytes_axis(dl, c0, c1, y_range, &axis_labels);
+    if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_range, kReserved, false, rec_end);
+    if (!model.empty()) draw_curve(dl, mres, c0, c1, y_range, kModelReserved, false, rec_end);
+    if (run_curve) draw_curve(dl, rec, c0, c1, y_range, IM_COL32(150, 150, 160, 255), false, rec_end);
+    draw_curve(dl, cols, c0, c1, y_range, kCurve, true, cols_end);
     if (run && run->capacity > 0) {
         std::string s = "capacity " + format_bytes(run->capacity);
-        draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y, kCapacity, s.c_str());
+        draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y_range, kCapacity, s.c_str());
     }
     if (cols.peak_col >= 0) {
         float px = c0.x + static_cast<float>(cols.peak_col);
-        float py = c1.y - static_cast<float>(y.fraction(cols.y_max)) * (c1.y - c0.y);
+        float py = c1.y - static_cast<float>(y_range.fraction(cols.y_max)) * (c1.y - c0.y);
         dl->AddCircleFilled({px, py}, 4, IM_COL32(255, 255, 255, 255));
         std::string s = "peak " + format_bytes(static_cast<int64_t>(cols.y_max));
         float tx = std::min(px + 6, c1.x - ImGui::CalcTextSize(s.c_str()).x);
@@ -275,8 +275,8 @@ void draw_memory(App& app) {
                             {"bands", rect_json(b0, b1)},
                             {"t0", app.range.t0},
                             {"t1", app.range.t1},
-                            {"y_max", y.hi},
-                            {"y_min", y.lo},
+                            {"y_max", y_range.hi},
+                            {"y_min", y_range.lo},
                             {"fit_y", app.fit_y},
                             {"band_y_max", by_max},
                             {"peak_col", cols.peak_col},

@@ -239,15 +239,17 @@ size_t columns_before(TimeRange r, int width, int64_t t_end) {
     return static_cast<size_t>(std::min(x, static_cast<double>(width)));
 }
 
-void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, ByteRange y, uint32_t color, bool fill,
-                size_t columns) {
+void draw_curve(ImDrawList* dl, const CurveColumns& cols, ImVec2 p0, ImVec2 p1, ByteRange y_range, uint32_t color,
+                bool fill, size_t columns) {
     float h = p1.y - p0.y;
-    auto y_of = [&](double v) { return std::clamp(p1.y - static_cast<float>(y.fraction(v)) * h, p0.y, p1.y); };
+    auto y_of = [&](double bytes) {
+        return std::clamp(p1.y - static_cast<float>(y_range.fraction(bytes)) * h, p0.y, p1.y);
+    };
     uint32_t soft = (color & 0x00ffffff) | (110u << 24);
     float prev = -1;
-    for (size_t x = 0; x < std::min(c.max.size(), columns); ++x) {
+    for (size_t x = 0; x < std::min(cols.max.size(), columns); ++x) {
         float px = p0.x + static_cast<float>(x);
-        float top = y_of(c.max[x]), low = y_of(c.min[x]);
+        float top = y_of(cols.max[x]), low = y_of(cols.min[x]);
         if (fill) {
             dl->AddRectFilled({px, top}, {px + 1, p1.y}, soft);
             dl->AddRectFilled({px, top}, {px + 1, std::max(top + 1.5f, low)}, color);
@@ -260,15 +262,15 @@ void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, Byt
     }
 }
 
-void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ByteRange y, nlohmann::json* label_rects) {
+void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ByteRange y_range, nlohmann::json* label_rects) {
     // "512 MiB", "1 GiB": lines a label's height apart and more, so that a short plot (the
     // timeline's memory strip in a small window) has fewer labels, never overlapping ones.
     const float label_h = ImGui::GetTextLineHeight();
-    const std::vector<double> ticks = byte_ticks(y, p1.y - p0.y, label_h + 3);
+    const std::vector<double> ticks = byte_ticks(y_range, p1.y - p0.y, label_h + 3);
     const std::vector<std::string> texts = byte_tick_labels_fitted(ticks);
     for (size_t i = 0; i < ticks.size(); ++i) {
         const double value = ticks[i];
-        const float line_y = p1.y - static_cast<float>(y.fraction(value)) * (p1.y - p0.y);
+        const float line_y = p1.y - static_cast<float>(y_range.fraction(value)) * (p1.y - p0.y);
         dl->AddLine({p0.x, line_y}, {p1.x, line_y}, IM_COL32(70, 70, 80, 255));
         const std::string& text = texts[i];
         ImVec2 sz = ImGui::CalcTextSize(text.c_str());
@@ -282,8 +284,9 @@ void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ByteRange y, nlohmann
     }
 }
 
-void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double bytes, ByteRange y, uint32_t color, const char* text) {
-    float py = p1.y - static_cast<float>(y.fraction(bytes)) * (p1.y - p0.y);
+void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double bytes, ByteRange y_range, uint32_t color,
+                const char* text) {
+    float py = p1.y - static_cast<float>(y_range.fraction(bytes)) * (p1.y - p0.y);
     if (py < p0.y || py > p1.y) return;
     for (float x = p0.x; x < p1.x; x += 10) dl->AddLine({x, py}, {std::min(x + 6, p1.x), py}, color, 2.f);
     if (text) dl->AddText({p1.x - ImGui::CalcTextSize(text).x - 4, py - 16}, color, text);
@@ -294,10 +297,10 @@ ByteRange plot_range(const App& app, const std::vector<std::pair<const CurveColu
     double lo = 0, hi = 0;
     bool any = false;
     for (const auto& [cols, columns] : data) {
-        const Curve::MinMax m = columns_min_max(*cols, columns);
+        const Curve::MinMax span = columns_min_max(*cols, columns);
         if (std::min(columns, cols->max.size()) == 0) continue;
-        lo = any ? std::min(lo, m.min) : m.min;
-        hi = any ? std::max(hi, m.max) : m.max;
+        lo = any ? std::min(lo, span.min) : span.min;
+        hi = any ? std::max(hi, span.max) : span.max;
         any = true;
     }
     // From 0 the capacity line is always in view; a fitted range is the data's alone.
@@ -376,21 +379,25 @@ void toolbar(App& app) {
     const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);
     if (!devices.empty()) {
         std::string current = device_name(app.trace->memory_device);
-        for (const DeviceChoice& d : devices)
-            if (d.device == app.trace->memory_device) current = d.label;
-        same_line_if_fits(ImGui::CalcTextSize("memory of").x + 250, 16);
+        for (const DeviceChoice& choice : devices)
+            if (choice.device == app.trace->memory_device) current = choice.label;
+        // As wide as its longest entry: the toolbar's line has little room left.
+        float width = 0;
+        for (const DeviceChoice& choice : devices) width = std::max(width, ImGui::CalcTextSize(choice.label.c_str()).x);
+        width = std::clamp(width + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight() + 4, 120.f, 260.f);
+        same_line_if_fits(ImGui::CalcTextSize("memory of").x + width + 10, 16);
         ImGui::TextUnformatted("memory of");
         ImGui::SameLine();
-        ImGui::SetNextItemWidth(240);
+        ImGui::SetNextItemWidth(width);
         const bool busy = app.loading || launcher_busy(app);
         ImGui::BeginDisabled(busy);
         nlohmann::json entries = nlohmann::json::array();
         if (ImGui::BeginCombo("##memory device", current.c_str())) {
-            for (const DeviceChoice& d : devices) {
-                if (ImGui::Selectable(d.label.c_str(), d.device == app.trace->memory_device))
-                    app.device_request = d.device;
+            for (const DeviceChoice& choice : devices) {
+                if (ImGui::Selectable(choice.label.c_str(), choice.device == app.trace->memory_device))
+                    app.device_request = choice.device;
                 entries.push_back(last_rect());
-                entries.back()["device"] = d.device;
+                entries.back()["device"] = choice.device;
             }
             ImGui::EndCombo();
         }

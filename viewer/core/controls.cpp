@@ -8,20 +8,20 @@
 namespace mhc::viewer {
 
 StepControl step_control(const std::vector<StepSpan>& steps) {
-    StepControl c;
+    StepControl control;
     if (steps.empty()) {
-        c.why = "no steps in this trace: it has no step markers and its kernels carry no step numbers";
-        return c;
+        control.why = "no steps in this trace: it has no step markers and its kernels carry no step numbers";
+        return control;
     }
-    c.enabled = true;
-    c.first = steps.front().step;
-    c.last = steps.back().step;
-    return c;
+    control.enabled = true;
+    control.first = steps.front().step;
+    control.last = steps.back().step;
+    return control;
 }
 
 int32_t snap_step(const std::vector<StepSpan>& steps, int32_t value, int32_t previous) {
     if (steps.empty()) return value;
-    auto by_step = [](const StepSpan& s, int32_t v) { return s.step < v; };
+    auto by_step = [](const StepSpan& span, int32_t step) { return span.step < step; };
     if (value <= steps.front().step) return steps.front().step;
     if (value >= steps.back().step) return steps.back().step;
     auto it = std::lower_bound(steps.begin(), steps.end(), value, by_step);   // first step >= value
@@ -32,8 +32,8 @@ int32_t snap_step(const std::vector<StepSpan>& steps, int32_t value, int32_t pre
 std::vector<DeviceChoice> device_choices(const std::vector<DeviceMemory>& devices) {
     std::vector<DeviceChoice> out;
     if (devices.size() < 2) return out;
-    for (const DeviceMemory& d : devices)
-        out.push_back({d.device, device_name(d.device) + " (peak " + format_bytes(d.peak_bytes) + ")"});
+    for (const DeviceMemory& memory : devices)
+        out.push_back({memory.device, device_name(memory.device) + " (peak " + format_bytes(memory.peak_bytes) + ")"});
     return out;
 }
 

@@ -33,7 +33,7 @@ struct ByteRange {
     double lo = 0, hi = 1;
     double span() const { return hi - lo; }
     // Height fraction of `v` (0 at the bottom, 1 at the top; outside [0, 1] when off the plot).
-    double fraction(double v) const { return span() > 0 ? (v - lo) / span() : 0; }
+    double fraction(double bytes) const { return span() > 0 ? (bytes - lo) / span() : 0; }
 };
 // The range a plot of data in [data_min, data_max] shows: [0, data_max x (1 + headroom)] when not
 // `fit`; fitted, [data_min - m, data_max + m] with m = headroom x (data_max - data_min), not

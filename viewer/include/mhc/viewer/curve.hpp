@@ -73,6 +73,6 @@ struct CurveColumns {
 void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out);
 // The lowest min and highest max over the first `columns` columns (those a curve is drawn on; a
 // plot fitted to its data spans them): {0, 0} for none.
-Curve::MinMax columns_min_max(const CurveColumns& c, size_t columns = SIZE_MAX);
+Curve::MinMax columns_min_max(const CurveColumns& cols, size_t columns = SIZE_MAX);
 
 }  // namespace mhc::viewer
