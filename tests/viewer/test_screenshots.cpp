@@ -1194,6 +1194,13 @@ TEST_CASE("the memory device picker: a trace with GPU 0 and the host shows eithe
     REQUIRE(picked.rc == 0);
     CHECK(picked.layout["toolbar"]["device"]["current"] == -1);
     CHECK(picked.layout["timeline"]["memory_strip"]["title"].get<std::string>().find("host") != std::string::npos);
+    // The range is kept across the switch (the trace is read again for the host).
+    Shot zoomed = shoot(db.path, "--size 1400x700 --range 20ms:120ms --click " + centre_of(device) + " --click " +
+                                     centre_of(*host));
+    REQUIRE(zoomed.rc == 0);
+    CHECK(zoomed.layout["toolbar"]["device"]["current"] == -1);
+    CHECK(zoomed.layout["timeline"]["t0"] == 20'000'000);
+    CHECK(zoomed.layout["timeline"]["t1"] == 120'000'000);
     // As --device -1 draws it.
     Shot flag = shoot(db.path, "--size 1400x700 --device -1");
     REQUIRE(flag.rc == 0);

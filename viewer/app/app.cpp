@@ -121,14 +121,27 @@ void App::switch_memory_device(int32_t device) {
     opt.device = device;
     select_allocation(0);
     status = "memory of " + device_name(device);
-    if (opt.screenshot.empty()) {
-        load_async();
+    load_async();
+    // Screenshot mode shows the finished view: the same worker, waited for.
+    if (!opt.screenshot.empty()) take_pending();
+}
+
+void App::take_pending() {
+    loader_.join();
+    loading = false;
+    loaded_this_frame = true;
+    if (!pending_error_.empty()) {
+        error = pending_error_;
+        kept_.reset();
         return;
     }
     drop_trace_state();
-    trace = std::make_unique<ViewTrace>(load_view_trace(opt.trace, load_options()));
-    finish_load();
-    loaded_this_frame = true;
+    trace = std::move(pending_);
+    try {
+        finish_load();
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
 }
 
 TimeRange App::whole() {
@@ -379,17 +392,7 @@ void App::notes_line() {
 void App::frame(float width, float height) {
     layout = nlohmann::json::object();
     loaded_this_frame = false;
-    if (loading && pending_ready_) {
-        loader_.join();
-        loading = false;
-        loaded_this_frame = true;
-        if (!pending_error_.empty()) error = pending_error_;
-        else {
-            drop_trace_state();
-            trace = std::move(pending_);
-            try { finish_load(); } catch (const std::exception& e) { error = e.what(); }
-        }
-    }
+    if (loading && pending_ready_) take_pending();
     if (device_request) {   // picked in the last frame's toolbar
         const int32_t device = *device_request;
         device_request.reset();

@@ -157,6 +157,7 @@ private:
         std::vector<int64_t> compared;
     };
     std::optional<Kept> kept_;
+    void take_pending();       // the loader's trace (or its error) replaces the one shown
     void drop_trace_state();   // before `trace` is replaced: workers done, views' caches dropped
     std::thread loader_;
     std::unique_ptr<ViewTrace> pending_;
