@@ -1040,3 +1040,170 @@ TEST_CASE("(?) shows the help on an order-only trace, the notes show every note 
     CHECK(notes.layout["notes"]["tooltip"] == first.layout["notes"]["lines"]);
     CHECK(!notes.layout["toolbar"].contains("tooltip"));
 }
+
+namespace {
+
+std::string import_public(const std::string& relative, const std::string& db) {
+    mhc::trace::import::Options opt;
+    opt.warn = false;
+    mhc::trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/" + relative, db, opt);
+    return db;
+}
+
+std::string centre_of(const nlohmann::json& rect) {
+    return std::to_string(static_cast<int>((rect["x0"].get<double>() + rect["x1"].get<double>()) / 2)) + "," +
+           std::to_string(static_cast<int>((rect["y0"].get<double>() + rect["y1"].get<double>()) / 2));
+}
+
+}  // namespace
+
+TEST_CASE("the step field of a trace without steps is off and says why, one with steps starts at its first") {
+    // con_kernel's Nsight export has no steps: the field read 0, its buttons stayed on and Go said
+    // "no step 0 in this trace".
+    fixture::TempPath db("con-steps.db");
+    import_public("nsys/con_kernel.sqlite", db.path);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    const auto& tb = shot.layout["toolbar"];
+    REQUIRE(tb.contains("step"));
+    CHECK(tb["step"]["enabled"] == false);
+    CHECK(!tb["step"].contains("tooltip"));
+    Shot hover = shoot(db.path, "--size 1400x700 --hover " + centre_of(tb["step_input"]));
+    REQUIRE(hover.rc == 0);
+    CHECK(hover.layout["toolbar"]["step"].value("tooltip", "").rfind("no steps in this trace", 0) == 0);
+    Shot go = shoot(db.path, "--size 1400x700 --step 0");
+    REQUIRE(go.rc == 0);
+    CHECK(go.layout["status"]["text"].get<std::string>().rfind("no steps in this trace", 0) == 0);
+    // SGLang's decode capture starts at step 134: the field reads 134, on.
+    fixture::TempPath sg("sglang-steps.db");
+    import_public("kineto/tracelens-mi300x-sglang-decode-capture-bs32.json.gz", sg.path);
+    Shot late = shoot(sg.path, "--size 1400x700");
+    REQUIRE(late.rc == 0);
+    CHECK(late.layout["toolbar"]["step"]["enabled"] == true);
+    CHECK(late.layout["toolbar"]["step"]["first"] == 134);
+    CHECK(late.layout["toolbar"]["step"]["value"] == 134);
+}
+
+TEST_CASE("fit y: a curve over a 141 GiB baseline fills the memory plot, its labels readable") {
+    // SGLang's decode capture: 141.4 GiB held from before recording, moving by about 10 MB. From
+    // 0 B the curve is a flat line at the top; fitted, its moves span most of the plot.
+    fixture::TempPath db("sglang-fit.db");
+    import_public("kineto/tracelens-mi300x-sglang-decode-capture-bs32.json.gz", db.path);
+    constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+    Shot zero = shoot(db.path, "--view memory --size 1400x700");
+    INFO(zero.err);
+    REQUIRE(zero.rc == 0);
+    CHECK(zero.layout["memory"]["y_min"] == 0.0);
+    CHECK(zero.layout["memory"]["fit_y"] == false);
+    CHECK(zero.layout["memory"]["axis_labels"][0]["text"] == "50 GiB");
+    Shot fit = shoot(db.path, "--view memory --size 1400x700 --fit-y");
+    REQUIRE(fit.rc == 0);
+    const auto& mem = fit.layout["memory"];
+    CHECK(mem["fit_y"] == true);
+    CHECK(mem["y_min"].get<double>() > 141.3 * GiB);
+    CHECK(mem["y_max"].get<double>() - mem["y_min"].get<double>() < 20e6);
+    // The curve's labels: the lowest line whole, the others above it ("+2 MiB"); the bands' plot
+    // below stays from 0 B ("50 GiB").
+    std::vector<std::string> labels;
+    const double curve_y1 = mem["curve"]["y1"];
+    for (const auto& label : mem["axis_labels"])
+        if (label["y1"].get<double>() <= curve_y1 + 8) labels.push_back(label["text"]);
+    REQUIRE(labels.size() >= 3);
+    CHECK(labels[0].rfind("141.", 0) == 0);
+    CHECK(labels[0].find(" GiB") != std::string::npos);
+    for (size_t i = 1; i < labels.size(); ++i) CHECK(labels[i] == "+" + std::to_string(2 * i) + " MiB");
+    // Pixels: in the fitted plot the filled curve's top moves over more than half the height
+    // (column by column: the topmost pixel in the curve's colour); from 0 B by under 3 px.
+    auto top_spread = [](const Shot& shot) {
+        const auto& plot = shot.layout["memory"]["curve"];
+        double lowest = 0, highest = 1e9;
+        for (double x = plot["x0"].get<double>() + 2; x < plot["x1"].get<double>() - 2; x += 3)
+            for (double y = plot["y0"].get<double>() + 1; y < plot["y1"].get<double>(); ++y)
+                if (near(shot.img.at(x, y), kCurve, 40)) {
+                    lowest = std::max(lowest, y);
+                    highest = std::min(highest, y);
+                    break;
+                }
+        return (lowest - highest) / (plot["y1"].get<double>() - plot["y0"].get<double>());
+    };
+    CHECK(top_spread(fit) > 0.5);
+    CHECK(top_spread(zero) < 0.05);
+    // The toolbar's "fit y" does the same as --fit-y, and the timeline's strip follows it.
+    Shot clicked = shoot(db.path, "--view memory --size 1400x700 --click " + centre_of(zero.layout["toolbar"]["fit_y"]));
+    REQUIRE(clicked.rc == 0);
+    CHECK(clicked.layout["memory"]["fit_y"] == true);
+    CHECK(clicked.layout["memory"]["y_min"] == mem["y_min"]);
+    Shot strip = shoot(db.path, "--size 1400x700 --fit-y");
+    REQUIRE(strip.rc == 0);
+    CHECK(strip.layout["timeline"]["memory_strip"]["y_min"].get<double>() > 141.3 * GiB);
+}
+
+TEST_CASE("a click on the notes line opens a window with every note") {
+    // con_kernel: accesses none and three import warnings; the line names two and "(+2 more)".
+    fixture::TempPath db("con-notes-window.db");
+    import_public("nsys/con_kernel.sqlite", db.path);
+    Shot first = shoot(db.path, "--size 1400x700");
+    REQUIRE(first.rc == 0);
+    const auto& notes = first.layout["notes"];
+    REQUIRE(notes["lines"].size() == 4);
+    // (cut with "..." when the header's path leaves less room)
+    const std::string text = notes["text"];
+    CHECK((text.find("(+2 more)") != std::string::npos || text.substr(text.size() - 3) == "..."));
+    CHECK(!notes.contains("window"));
+    Shot open = shoot(db.path, "--size 1400x700 --click " + centre_of(notes["rect"]));
+    REQUIRE(open.rc == 0);
+    const auto& window = open.layout["notes"]["window"];
+    CHECK(window["lines"] == notes["lines"]);
+    // Below the line, inside the window, its notes drawn in amber.
+    const auto& rect = window["rect"];
+    CHECK(rect["y0"].get<double>() >= notes["rect"]["y1"].get<double>());
+    CHECK(rect["x1"].get<double>() <= 1400);
+    CHECK(rect["y1"].get<double>() - rect["y0"].get<double>() > 4 * 13);
+    size_t amber = 0;
+    for (double y = rect["y0"]; y < rect["y1"].get<double>(); ++y)
+        for (double x = rect["x0"]; x < rect["x1"].get<double>(); ++x)
+            amber += near(open.img.at(x, y), rgb(242, 204, 102), 12) ? 1 : 0;
+    CHECK(amber > 1000);
+    // A second click on the line closes it.
+    Shot closed = shoot(db.path, "--size 1400x700 --click " + centre_of(notes["rect"]) + " --click " +
+                                     centre_of(notes["rect"]));
+    REQUIRE(closed.rc == 0);
+    CHECK(!closed.layout["notes"].contains("window"));
+}
+
+TEST_CASE("the memory device picker: a trace with GPU 0 and the host shows either in the window") {
+    // con_kernel: GPU 0 (the larger peak, shown first) and the host's pinned buffers.
+    fixture::TempPath db("con-devices.db");
+    import_public("nsys/con_kernel.sqlite", db.path);
+    Shot first = shoot(db.path, "--size 1400x700");
+    REQUIRE(first.rc == 0);
+    const auto& device = first.layout["toolbar"]["device"];
+    CHECK(device["current"] == 0);
+    CHECK(device["text"].get<std::string>().rfind("GPU 0 (peak ", 0) == 0);
+    Shot open = shoot(db.path, "--size 1400x700 --click " + centre_of(device));
+    REQUIRE(open.rc == 0);
+    const auto& entries = open.layout["toolbar"]["device"]["entries"];
+    REQUIRE(entries.size() == 2);
+    const nlohmann::json* host = nullptr;
+    for (const auto& entry : entries)
+        if (entry["device"] == -1) host = &entry;
+    REQUIRE(host);
+    Shot picked = shoot(db.path, "--size 1400x700 --click " + centre_of(device) + " --click " + centre_of(*host));
+    INFO(picked.err);
+    REQUIRE(picked.rc == 0);
+    CHECK(picked.layout["toolbar"]["device"]["current"] == -1);
+    CHECK(picked.layout["timeline"]["memory_strip"]["title"].get<std::string>().find("host") != std::string::npos);
+    // The range is kept across the switch (the trace is read again for the host).
+    Shot zoomed = shoot(db.path, "--size 1400x700 --range 20ms:120ms --click " + centre_of(device) + " --click " +
+                                     centre_of(*host));
+    REQUIRE(zoomed.rc == 0);
+    CHECK(zoomed.layout["toolbar"]["device"]["current"] == -1);
+    CHECK(zoomed.layout["timeline"]["t0"] == 20'000'000);
+    CHECK(zoomed.layout["timeline"]["t1"] == 120'000'000);
+    // As --device -1 draws it.
+    Shot flag = shoot(db.path, "--size 1400x700 --device -1");
+    REQUIRE(flag.rc == 0);
+    CHECK(flag.layout["timeline"]["memory_strip"]["peak_bytes"] == picked.layout["timeline"]["memory_strip"]["peak_bytes"]);
+    CHECK(flag.layout["timeline"]["memory_strip"]["title"] == picked.layout["timeline"]["memory_strip"]["title"]);
+}

@@ -13,6 +13,7 @@
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
 #include "mhc/viewer/axis.hpp"
+#include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/run_table.hpp"
 #include "widgets.hpp"
 
@@ -45,6 +46,7 @@ TimeRange parse_range(const std::string& text) {
 }
 
 App::App(Options o) : opt(std::move(o)) {
+    fit_y = opt.fit_y;
     if (opt.view == "memory") requested = ViewId::Memory;
     else if (opt.view == "compare") requested = ViewId::Compare;
     else if (opt.view == "statistics") requested = ViewId::Statistics;
@@ -64,6 +66,7 @@ void App::finish_load() {
     compared.assign(run_list.size(), false);
     limits = {trace->t_begin, trace->t_end};
     notes = trace_notes(trace->meta, static_cast<int64_t>(trace->allocations.size()));
+    step_input = step_control(trace->steps).first;   // the first step there is (not always 0)
     // --run IDs: the first is the selected run, all of them are compared.
     for (size_t k = 0; k < opt.runs.size(); ++k) {
         auto it = std::find_if(run_list.begin(), run_list.end(),
@@ -83,6 +86,62 @@ void App::finish_load() {
     limits = range = whole();
     limits_dirty = false;
     if (!opt.range.empty()) range = clamp(parse_range(opt.range), limits);
+    if (kept_) {   // read again for another memory device: the same runs and range
+        const Kept kept = *kept_;
+        kept_.reset();
+        selected = -1;
+        compared.assign(run_list.size(), false);
+        for (size_t i = 0; i < run_list.size(); ++i) {
+            if (run_list[i].id == kept.selected_run) select_run(static_cast<int>(i));
+            if (std::find(kept.compared.begin(), kept.compared.end(), run_list[i].id) != kept.compared.end())
+                compared[i] = true;
+        }
+        limits = whole();
+        range = clamp(kept.range, limits);
+    }
+}
+
+void App::drop_trace_state() {
+    reserved_.reset();   // their workers read the trace: done before it goes
+    picked_keys_.reset();
+    // The views' caches index its tables (the statistics' rows are allocation indexes); called
+    // between frames only, when no view holds them.
+    timeline_ui.reset();
+    memory_ui.reset();
+    compare_ui.reset();
+    statistics_ui.reset();
+}
+
+void App::switch_memory_device(int32_t device) {
+    if (!trace || loading || device == trace->memory_device) return;
+    Kept kept{range, selected >= 0 ? run_list[static_cast<size_t>(selected)].id : 0, {}};
+    for (size_t i = 0; i < compared.size() && i < run_list.size(); ++i)
+        if (compared[i]) kept.compared.push_back(run_list[i].id);
+    kept_ = kept;
+    opt.device = device;
+    select_allocation(0);
+    status = "memory of " + device_name(device);
+    load_async();
+    // Screenshot mode shows the finished view: the same worker, waited for.
+    if (!opt.screenshot.empty()) take_pending();
+}
+
+void App::take_pending() {
+    loader_.join();
+    loading = false;
+    loaded_this_frame = true;
+    if (!pending_error_.empty()) {
+        error = pending_error_;
+        kept_.reset();
+        return;
+    }
+    drop_trace_state();
+    trace = std::move(pending_);
+    try {
+        finish_load();
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
 }
 
 TimeRange App::whole() {
@@ -117,6 +176,9 @@ void App::load_now() {
 }
 
 void App::load_async() {
+    if (loader_.joinable()) loader_.join();
+    pending_ready_ = false;
+    pending_error_.clear();
     loading = true;
     loader_ = std::thread([this] {
         try {
@@ -258,7 +320,8 @@ void App::go_to_step(int32_t step) {
             status = "step " + std::to_string(step) + (r && !r->clock.empty() ? " (on the run's clock)" : "");
             return;
         }
-    status = "no step " + std::to_string(step) + " in this trace";
+    status = trace->steps.empty() ? step_control(trace->steps).why
+                                  : "no step " + std::to_string(step) + " in this trace";
 }
 
 void App::status_bar() {
@@ -279,7 +342,8 @@ void App::status_bar() {
 void App::notes_line() {
     if (notes.empty()) return;
     // Beside the header when a useful part of it fits there, else on a line of its own; cut with
-    // "..." to the window, every note whole in the tooltip.
+    // "..." to the window, every note whole in the tooltip and in the notes' window (a click on
+    // the line, or N), where each can be read and selected.
     const std::string full = "notes: " + notes_summary(notes);
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const float beside = right - ImGui::GetItemRectMax().x - 24;
@@ -287,31 +351,55 @@ void App::notes_line() {
     const float room = beside >= 320 ? beside : ImGui::GetContentRegionAvail().x;
     const std::string shown = fit_label(full, room, ImGui::CalcTextSize("M").x);
     ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", shown.c_str());
+    const ImVec2 line_min = ImGui::GetItemRectMin(), line_max = ImGui::GetItemRectMax();
     nlohmann::json lines = nlohmann::json::array();
     for (const TraceNote& note : notes) lines.push_back(note.text);
-    layout["notes"] = {
-        {"text", shown}, {"lines", lines}, {"rect", rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax())}};
-    if (ImGui::IsItemHovered()) {
+    layout["notes"] = {{"text", shown}, {"lines", lines}, {"rect", rect_json(line_min, line_max)}};
+    const bool hovered = ImGui::IsItemHovered();
+    if (hovered) ImGui::SetMouseCursor(ImGuiMouseCursor_Hand);
+    if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) notes_open = !notes_open;
+    if (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(GLFW_KEY_N, false)) notes_open = !notes_open;
+    if (hovered && !notes_open) {
         layout["notes"]["tooltip"] = lines;
         ImGui::BeginTooltip();
         ImGui::PushTextWrapPos(ImGui::GetFontSize() * 70);
         for (const TraceNote& note : notes) ImGui::TextUnformatted(note.text.c_str());
+        ImGui::TextDisabled("click or N: list them in a window");
         ImGui::PopTextWrapPos();
         ImGui::EndTooltip();
     }
+    if (!notes_open) return;
+    // Under the line, as wide as the window allows; Esc, N, "close" or a click on the line close it.
+    const float width = std::min(ImGui::GetFontSize() * 60, right - ImGui::GetWindowPos().x - 16);
+    ImGui::SetNextWindowPos(
+        {std::max(ImGui::GetWindowPos().x + 8, std::min(line_min.x, right - width)), line_max.y + 4}, ImGuiCond_Always);
+    ImGui::SetNextWindowSizeConstraints({width, 0}, {width, ImGui::GetIO().DisplaySize.y * 0.6f});
+    ImGui::Begin("notes on this trace", &notes_open,
+                 ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_AlwaysAutoResize |
+                     ImGuiWindowFlags_NoMove);
+    ImGui::PushTextWrapPos(0);
+    for (size_t k = 0; k < notes.size(); ++k) {
+        ImGui::Bullet();
+        ImGui::TextColored(ImVec4(0.95f, 0.8f, 0.4f, 1.f), "%s", notes[k].text.c_str());
+    }
+    ImGui::PopTextWrapPos();
+    if (ImGui::SmallButton("close") || ImGui::IsKeyPressed(GLFW_KEY_ESCAPE, false)) notes_open = false;
+    const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+    layout["notes"]["window"] = {{"lines", lines}, {"rect", rect_json(pos, {pos.x + size.x, pos.y + size.y})}};
+    ImGui::End();
 }
 
 void App::frame(float width, float height) {
     layout = nlohmann::json::object();
     loaded_this_frame = false;
-    if (loading && pending_ready_) {
-        loader_.join();
-        loading = false;
-        loaded_this_frame = true;
-        if (!pending_error_.empty()) error = pending_error_;
-        else {
-            trace = std::move(pending_);
-            try { finish_load(); } catch (const std::exception& e) { error = e.what(); }
+    if (loading && pending_ready_) take_pending();
+    if (device_request) {   // picked in the last frame's toolbar
+        const int32_t device = *device_request;
+        device_request.reset();
+        try {
+            switch_memory_device(device);
+        } catch (const std::exception& e) {
+            error = e.what();
         }
     }
     if (limits_dirty) update_limits();
@@ -326,7 +414,9 @@ void App::frame(float width, float height) {
         ImGui::PopStyleColor();
         if (trace && ImGui::SmallButton("dismiss")) error.clear();
     }
-    if (loading) {
+    if (loading && trace) {
+        ImGui::Text("Reading %s for %s...", opt.trace.c_str(), device_name(opt.device).c_str());
+    } else if (loading) {
         ImGui::Text("Loading %s", opt.trace.c_str());
         ImGui::ProgressBar(static_cast<float>(progress.load()), {400, 0});
     }

@@ -38,6 +38,7 @@ struct Options {
     std::optional<std::pair<float, float>> hover;   // --hover: the mouse there in the saved frame
     bool go_step = false;
     int step = 0;
+    bool fit_y = false;   // --fit-y: memory curves' y axis fitted to the data, not from 0 B
 };
 
 // Each view's own state (buffers reused across frames, sort orders, search text), complete only
@@ -93,6 +94,8 @@ public:
                                              // waited for a worker: not a drawing frame
     int step_input = 0;                      // the toolbar's "step" field
     bool memory_strip = true;                // timeline: the memory curve under the tracks
+    bool fit_y = false;                      // memory curves: y axis fitted to the data in view (toolbar)
+    bool notes_open = false;                 // the notes' window (a click on the notes line, or N)
     int band_coloring = -1;                  // memory view: BandColoring, -1 = chosen for the trace
 
     nlohmann::json layout;                   // plot rectangles of this frame (for --layout)
@@ -133,6 +136,11 @@ public:
     // window keeps drawing; otherwise it waits for events (FramePacer).
     bool animating() const;
     void go_to_step(int32_t step);
+    // The memory views show `device` (the toolbar's picker, as --device): the trace is read again
+    // for it (on a worker, the window drawing the one before meanwhile; at once in screenshot
+    // mode), keeping the range, the selected and compared runs.
+    void switch_memory_device(int32_t device);
+    std::optional<int32_t> device_request;   // picked in the toolbar: switched at the next frame's start
 
     // Loader progress for the async path.
     std::atomic<double> progress{0};
@@ -143,6 +151,14 @@ private:
     void status_bar();
     void notes_line();   // the trace's notes, one line by the header (hover: all)
     void finish_load();
+    struct Kept {   // what a reload for another memory device keeps
+        TimeRange range;
+        int64_t selected_run = 0;   // run id, 0 for the recording
+        std::vector<int64_t> compared;
+    };
+    std::optional<Kept> kept_;
+    void take_pending();       // the loader's trace (or its error) replaces the one shown
+    void drop_trace_state();   // before `trace` is replaced: workers done, views' caches dropped
     std::thread loader_;
     std::unique_ptr<ViewTrace> pending_;
     std::string pending_error_;

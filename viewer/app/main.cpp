@@ -35,21 +35,24 @@ void style() {
     s.Colors[ImGuiCol_WindowBg] = ImGui::ColorConvertU32ToFloat4(IM_COL32(30, 30, 34, 255));
 }
 
-// Screenshot mode's scripted input, before frame n is built: each --click is a press on one frame
-// and a release on the next, after two frames that settle the layout; --step presses Go after
-// them (the toolbar's field set to the step).
+// Screenshot mode's scripted input, before frame n is built: each --click is the mouse arriving
+// on one frame, a press on the next and a release on the one after, as a user's (a popup opened
+// by the click before is drawn and hoverable by then: pressing on the frame the mouse arrived hit
+// the window under a combo's list), after two frames that settle the layout; --step presses Go
+// after them (the toolbar's field set to the step).
+constexpr int kFramesPerClick = 3;
 void simulate_input(mhc::viewer::App& app, int n) {
     ImGuiIO& io = ImGui::GetIO();
     const int k = n - 2;
-    if (k >= 0 && k / 2 < static_cast<int>(app.opt.clicks.size())) {
-        const auto& [x, y] = app.opt.clicks[static_cast<size_t>(k / 2)];
+    if (k >= 0 && k / kFramesPerClick < static_cast<int>(app.opt.clicks.size())) {
+        const auto& [x, y] = app.opt.clicks[static_cast<size_t>(k / kFramesPerClick)];
         io.MousePos = {x, y};
-        io.MouseDown[0] = k % 2 == 0;
+        io.MouseDown[0] = k % kFramesPerClick == 1;
         return;
     }
     // After the clicks the mouse rests on --hover (its tooltip is in the saved frame), else leaves.
     io.MousePos = app.opt.hover ? ImVec2{app.opt.hover->first, app.opt.hover->second} : ImVec2{-FLT_MAX, -FLT_MAX};
-    if (app.opt.go_step && k == 2 * static_cast<int>(app.opt.clicks.size())) {
+    if (app.opt.go_step && k == kFramesPerClick * static_cast<int>(app.opt.clicks.size())) {
         app.step_input = app.opt.step;
         app.go_to_step(app.opt.step);
     }
@@ -84,10 +87,10 @@ int run_gui(mhc::viewer::App& app, bool screenshot) {
     ImGui_ImplOpenGL3_Init("#version 330");
 
     int rc = 0;
-    // Screenshot mode: a few frames let tab selection and layout settle; each --click takes a
-    // press frame and a release frame; the last frame is saved.
+    // Screenshot mode: a few frames let tab selection and layout settle; each --click takes an
+    // arrival, a press and a release frame; the last frame is saved.
     const int clicks = static_cast<int>(app.opt.clicks.size());
-    const int frames = 4 + 2 * clicks + (app.opt.go_step ? 1 : 0);
+    const int frames = 4 + kFramesPerClick * clicks + (app.opt.go_step ? 1 : 0);
     mhc::viewer::FramePacer pacer;
     double wait = 0;
     for (int n = 0; screenshot ? n < frames : !glfwWindowShouldClose(w); ++n) {
@@ -168,6 +171,8 @@ int main(int argc, char** argv) {
     std::string hover;
     cli.add_option("--hover", hover, "with --screenshot: the mouse at window pixel X,Y in the saved frame (its tooltip)");
     auto* step = cli.add_option("--step", o.step, "with --screenshot: set the toolbar's step and press Go");
+    cli.add_flag("--fit-y", o.fit_y,
+                 "memory curves: the y axis fitted to the bytes in view instead of from 0 B (the toolbar's \"fit y\")");
     cli.add_option("--layout", o.layout, "with --screenshot: write the plot rectangles as JSON (for tests)");
     try {
         cli.parse(argc, argv);

@@ -265,10 +265,11 @@ void draw_compare(App& app) {
         y_max = std::max(y_max, ui.curves[k + 1].y_max);
         if (runs[k]->capacity > 0) y_max = std::max(y_max, static_cast<double>(runs[k]->capacity));
     }
-    y_max = std::max(y_max, 1.0) * 1.08;
+    // Runs of several capacities: always from 0 B (no "fit y" here).
+    const ByteRange y_range = byte_range(0, y_max, false, 0.08);
     nlohmann::json axis_labels = nlohmann::json::array();
-    draw_bytes_axis(dl, c0, c1, y_max, &axis_labels);
-    draw_curve(dl, ui.curves[0], c0, c1, y_max, IM_COL32(150, 150, 160, 255), false,
+    draw_bytes_axis(dl, c0, c1, y_range, &axis_labels);
+    draw_curve(dl, ui.curves[0], c0, c1, y_range, IM_COL32(150, 150, 160, 255), false,
                columns_before(app.range, W, app.trace->t_end));
     // What the grey curve is, over the plot's top left as the memory strip's title (in the label
     // column it was drawn over the top byte label).
@@ -284,9 +285,9 @@ void draw_compare(App& app) {
     for (size_t k = 0; k < runs.size(); ++k) {
         if (runs[k]->capacity > 0 && capacities.insert(runs[k]->capacity).second) {
             std::string s = "capacity " + format_bytes(runs[k]->capacity);
-            draw_hline(dl, c0, c1, static_cast<double>(runs[k]->capacity), y_max, kCapacity, s.c_str());
+            draw_hline(dl, c0, c1, static_cast<double>(runs[k]->capacity), y_range, kCapacity, s.c_str());
         }
-        draw_curve(dl, ui.curves[k + 1], c0, c1, y_max, series_color(k), false,
+        draw_curve(dl, ui.curves[k + 1], c0, c1, y_range, series_color(k), false,
                    columns_before(app.range, W, runs[k]->t_end));
         jruns.push_back({{"id", runs[k]->info.id}, {"color", series_color(k)}, {"peak", ui.curves[k + 1].y_max},
                          {"peak_col", ui.curves[k + 1].peak_col}, {"t_end", runs[k]->t_end}});
@@ -302,9 +303,16 @@ void draw_compare(App& app) {
     navigate(app, {plot_x, c0.y}, {plot_x + plot_w, tl_bottom});
     draw_selection(app, dl, c0, c1);
     nlohmann::json jrows = metrics_table(runs, app.order_only());
-    app.layout["compare"] = {{"curve", rect_json(c0, c1)}, {"t0", app.range.t0}, {"t1", app.range.t1},
-                             {"y_max", y_max}, {"runs", jruns}, {"metrics", jrows}, {"picker", picker},
-                             {"timelines", timelines}, {"axis_labels", axis_labels}, {"caption", rect_json(ca, cb)}};
+    app.layout["compare"] = {{"curve", rect_json(c0, c1)},
+                             {"t0", app.range.t0},
+                             {"t1", app.range.t1},
+                             {"y_max", y_range.hi},
+                             {"runs", jruns},
+                             {"metrics", jrows},
+                             {"picker", picker},
+                             {"timelines", timelines},
+                             {"axis_labels", axis_labels},
+                             {"caption", rect_json(ca, cb)}};
 }
 
 }  // namespace mhc::viewer

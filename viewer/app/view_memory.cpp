@@ -140,12 +140,13 @@ void draw_memory(App& app) {
     ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
     prepare_curve(curve, app.range, W, cols);
-    double y_max = std::max(cols.y_max, 1.0);
+    const size_t rec_end = columns_before(app.range, W, app.trace->t_end);
+    const size_t cols_end = columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end);
+    std::vector<std::pair<const CurveColumns*, size_t>> drawn{{&cols, cols_end}};
     if (run_curve) {
         prepare_curve(app.trace->live, app.range, W, rec);
-        y_max = std::max(y_max, rec.y_max);
+        drawn.emplace_back(&rec, rec_end);
     }
-    if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
     // The reserved curves come from a worker; until they arrive (or when they cannot be made)
     // the plot shows the rest, and a line over it says which.
     Job<ReservedCurves>& job = *app.reserved_curves();
@@ -157,28 +158,27 @@ void draw_memory(App& app) {
     const Curve& reserved = curves.recorded;
     if (!reserved.empty()) {
         prepare_curve(reserved, app.range, W, res);
-        y_max = std::max(y_max, res.y_max);
+        drawn.emplace_back(&res, rec_end);
     }
     const Curve& model = curves.model;
     if (!model.empty()) {
         prepare_curve(model, app.range, W, mres);
-        y_max = std::max(y_max, mres.y_max);
+        drawn.emplace_back(&mres, rec_end);
     }
-    y_max *= 1.08;
+    const ByteRange y_range = plot_range(app, drawn, run && run->capacity > 0 ? static_cast<double>(run->capacity) : 0, 0.08);
     nlohmann::json axis_labels = nlohmann::json::array(), legend = nlohmann::json::array();
-    draw_bytes_axis(dl, c0, c1, y_max, &axis_labels);
-    size_t rec_end = columns_before(app.range, W, app.trace->t_end);
-    if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_max, kReserved, false, rec_end);
-    if (!model.empty()) draw_curve(dl, mres, c0, c1, y_max, kModelReserved, false, rec_end);
-    if (run_curve) draw_curve(dl, rec, c0, c1, y_max, IM_COL32(150, 150, 160, 255), false, rec_end);
-    draw_curve(dl, cols, c0, c1, y_max, kCurve, true, columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end));
+    draw_bytes_axis(dl, c0, c1, y_range, &axis_labels);
+    if (!reserved.empty()) draw_curve(dl, res, c0, c1, y_range, kReserved, false, rec_end);
+    if (!model.empty()) draw_curve(dl, mres, c0, c1, y_range, kModelReserved, false, rec_end);
+    if (run_curve) draw_curve(dl, rec, c0, c1, y_range, IM_COL32(150, 150, 160, 255), false, rec_end);
+    draw_curve(dl, cols, c0, c1, y_range, kCurve, true, cols_end);
     if (run && run->capacity > 0) {
         std::string s = "capacity " + format_bytes(run->capacity);
-        draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y_max, kCapacity, s.c_str());
+        draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y_range, kCapacity, s.c_str());
     }
     if (cols.peak_col >= 0) {
         float px = c0.x + static_cast<float>(cols.peak_col);
-        float py = c1.y - static_cast<float>(cols.y_max / y_max) * (c1.y - c0.y);
+        float py = c1.y - static_cast<float>(y_range.fraction(cols.y_max)) * (c1.y - c0.y);
         dl->AddCircleFilled({px, py}, 4, IM_COL32(255, 255, 255, 255));
         std::string s = "peak " + format_bytes(static_cast<int64_t>(cols.y_max));
         float tx = std::min(px + 6, c1.x - ImGui::CalcTextSize(s.c_str()).x);
@@ -215,7 +215,7 @@ void draw_memory(App& app) {
                  run_curve ? nullptr : &cols);   // the upper plot's columns, when it shows the same curve
     double by_max = bands.y_max * 1.05;
     auto y_of = [&](double v) { return b1.y - static_cast<float>(v / by_max) * (b1.y - b0.y); };
-    draw_bytes_axis(dl, b0, b1, by_max, &axis_labels);
+    draw_bytes_axis(dl, b0, b1, ByteRange{0, by_max}, &axis_labels);   // bands stack from 0 B
     for (const SummarySegment& s : bands.summaries)
         dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, summary_color(keys, s.key));
     for (const BandSegment& s : bands.segments) {
@@ -269,13 +269,28 @@ void draw_memory(App& app) {
     nlohmann::json details;
     if (app.highlight_alloc && draw_details("allocation details", app.allocation_info, details_h - 4, details))
         app.select_allocation(0);
-    app.layout["memory"] = {{"details", details}, {"selected_allocation", app.highlight_alloc},{"curve", rect_json(c0, c1)}, {"bands", rect_json(b0, b1)},
-                            {"t0", app.range.t0}, {"t1", app.range.t1}, {"y_max", y_max}, {"band_y_max", by_max},
-                            {"peak_col", cols.peak_col}, {"peak_bytes", cols.y_max},
-                            {"bands_drawn", bands.bands.size()}, {"segments", bands.segments.size()},
-                            {"summaries", bands.summaries.size()}, {"summarised", bands.summarised},
+    app.layout["memory"] = {{"details", details},
+                            {"selected_allocation", app.highlight_alloc},
+                            {"curve", rect_json(c0, c1)},
+                            {"bands", rect_json(b0, b1)},
+                            {"t0", app.range.t0},
+                            {"t1", app.range.t1},
+                            {"y_max", y_range.hi},
+                            {"y_min", y_range.lo},
+                            {"fit_y", app.fit_y},
+                            {"band_y_max", by_max},
+                            {"peak_col", cols.peak_col},
+                            {"peak_bytes", cols.y_max},
+                            {"bands_drawn", bands.bands.size()},
+                            {"segments", bands.segments.size()},
+                            {"summaries", bands.summaries.size()},
+                            {"summarised", bands.summarised},
                             {"band_peak_col", bands.peak_col},
-                            {"coloring", coloring_name(keys.coloring)}, {"message", message}, {"bands_message", bands_message}, {"legend", legend}, {"axis_labels", axis_labels}};
+                            {"coloring", coloring_name(keys.coloring)},
+                            {"message", message},
+                            {"bands_message", bands_message},
+                            {"legend", legend},
+                            {"axis_labels", axis_labels}};
 }
 
 }  // namespace mhc::viewer

@@ -61,17 +61,16 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     }
     int W = static_cast<int>(p1.x - p0.x);
     prepare_curve(curve, app.range, W, cols);
-    double y_max = std::max(cols.y_max, 1.0);
-    if (run && run->capacity > 0) y_max = std::max(y_max, static_cast<double>(run->capacity));
-    y_max *= 1.1;
+    const size_t drawn = columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end);
+    const ByteRange y_range = plot_range(app, {{&cols, drawn}},
+                                   run && run->capacity > 0 ? static_cast<double>(run->capacity) : 0, 0.1);
     dl->AddRectFilled(p0, p1, IM_COL32(36, 36, 42, 255));
     nlohmann::json labels = nlohmann::json::array();
-    draw_bytes_axis(dl, p0, p1, y_max, &labels);
-    draw_curve(dl, cols, p0, p1, y_max, kCurve, true,
-               columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end));
+    draw_bytes_axis(dl, p0, p1, y_range, &labels);
+    draw_curve(dl, cols, p0, p1, y_range, kCurve, true, drawn);
     if (run && run->capacity > 0) {
         std::string s = "capacity " + format_bytes(run->capacity);
-        draw_hline(dl, p0, p1, static_cast<double>(run->capacity), y_max, kCapacity, s.c_str());
+        draw_hline(dl, p0, p1, static_cast<double>(run->capacity), y_range, kCapacity, s.c_str());
     }
     const std::string device = memory_device_text(*app.trace);
     std::string title = run_curve ? "device bytes, " + run->label()
@@ -79,8 +78,8 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
     ImVec2 ts = ImGui::CalcTextSize(title.c_str());
     dl->AddRectFilled({p0.x + 2, p0.y + 1}, {p0.x + 8 + ts.x, p0.y + 3 + ts.y}, IM_COL32(36, 36, 42, 220));
     dl->AddText({p0.x + 4, p0.y + 2}, kCurve, title.c_str());
-    out = {{"rect", rect_json(p0, p1)}, {"y_max", y_max}, {"peak_bytes", cols.y_max}, {"peak_col", cols.peak_col},
-           {"axis_labels", labels}};
+    out = {{"rect", rect_json(p0, p1)}, {"title", title},       {"y_max", y_range.hi},         {"y_min", y_range.lo},
+           {"peak_bytes", cols.y_max},   {"peak_col", cols.peak_col}, {"axis_labels", labels}};
 }
 
 }  // namespace

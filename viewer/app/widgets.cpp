@@ -8,6 +8,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/viewer/axis.hpp"
 #include "mhc/viewer/colors.hpp"
+#include "mhc/viewer/controls.hpp"
 #include "mhc/viewer/families.hpp"
 
 namespace mhc::viewer {
@@ -238,15 +239,17 @@ size_t columns_before(TimeRange r, int width, int64_t t_end) {
     return static_cast<size_t>(std::min(x, static_cast<double>(width)));
 }
 
-void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, double y_max, uint32_t color, bool fill,
-                size_t columns) {
+void draw_curve(ImDrawList* dl, const CurveColumns& cols, ImVec2 p0, ImVec2 p1, ByteRange y_range, uint32_t color,
+                bool fill, size_t columns) {
     float h = p1.y - p0.y;
-    auto y_of = [&](double v) { return p1.y - static_cast<float>(v / y_max) * h; };
+    auto y_of = [&](double bytes) {
+        return std::clamp(p1.y - static_cast<float>(y_range.fraction(bytes)) * h, p0.y, p1.y);
+    };
     uint32_t soft = (color & 0x00ffffff) | (110u << 24);
     float prev = -1;
-    for (size_t x = 0; x < std::min(c.max.size(), columns); ++x) {
+    for (size_t x = 0; x < std::min(cols.max.size(), columns); ++x) {
         float px = p0.x + static_cast<float>(x);
-        float top = y_of(c.max[x]), low = y_of(c.min[x]);
+        float top = y_of(cols.max[x]), low = y_of(cols.min[x]);
         if (fill) {
             dl->AddRectFilled({px, top}, {px + 1, p1.y}, soft);
             dl->AddRectFilled({px, top}, {px + 1, std::max(top + 1.5f, low)}, color);
@@ -259,15 +262,15 @@ void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, dou
     }
 }
 
-void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohmann::json* label_rects) {
+void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ByteRange y_range, nlohmann::json* label_rects) {
     // "512 MiB", "1 GiB": lines a label's height apart and more, so that a short plot (the
     // timeline's memory strip in a small window) has fewer labels, never overlapping ones.
     const float label_h = ImGui::GetTextLineHeight();
-    const std::vector<double> ticks = byte_ticks(y_max, p1.y - p0.y, label_h + 3);
-    const std::vector<std::string> texts = byte_tick_labels(ticks);
+    const std::vector<double> ticks = byte_ticks(y_range, p1.y - p0.y, label_h + 3);
+    const std::vector<std::string> texts = byte_tick_labels_fitted(ticks);
     for (size_t i = 0; i < ticks.size(); ++i) {
         const double value = ticks[i];
-        const float line_y = p1.y - static_cast<float>(value / y_max) * (p1.y - p0.y);
+        const float line_y = p1.y - static_cast<float>(y_range.fraction(value)) * (p1.y - p0.y);
         dl->AddLine({p0.x, line_y}, {p1.x, line_y}, IM_COL32(70, 70, 80, 255));
         const std::string& text = texts[i];
         ImVec2 sz = ImGui::CalcTextSize(text.c_str());
@@ -281,11 +284,28 @@ void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohman
     }
 }
 
-void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, uint32_t color, const char* text) {
-    float py = p1.y - static_cast<float>(y / y_max) * (p1.y - p0.y);
-    if (py < p0.y) return;
+void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double bytes, ByteRange y_range, uint32_t color,
+                const char* text) {
+    float py = p1.y - static_cast<float>(y_range.fraction(bytes)) * (p1.y - p0.y);
+    if (py < p0.y || py > p1.y) return;
     for (float x = p0.x; x < p1.x; x += 10) dl->AddLine({x, py}, {std::min(x + 6, p1.x), py}, color, 2.f);
     if (text) dl->AddText({p1.x - ImGui::CalcTextSize(text).x - 4, py - 16}, color, text);
+}
+
+ByteRange plot_range(const App& app, const std::vector<std::pair<const CurveColumns*, size_t>>& data, double capacity,
+                     double headroom) {
+    double lo = 0, hi = 0;
+    bool any = false;
+    for (const auto& [cols, columns] : data) {
+        const Curve::MinMax span = columns_min_max(*cols, columns);
+        if (std::min(columns, cols->max.size()) == 0) continue;
+        lo = any ? std::min(lo, span.min) : span.min;
+        hi = any ? std::max(hi, span.max) : span.max;
+        any = true;
+    }
+    // From 0 the capacity line is always in view; a fitted range is the data's alone.
+    if (!app.fit_y && capacity > 0) hi = std::max(hi, capacity);
+    return byte_range(lo, hi, app.fit_y && any, headroom);
 }
 
 void toolbar(App& app) {
@@ -312,16 +332,34 @@ void toolbar(App& app) {
     }
     jt["run_combo"] = last_rect();
     ImGui::SameLine(0, 24);
+    // The step field: off, reading "none", for a trace without steps (its tooltip says why);
+    // else on a step the trace has (+/- move to the next one there is).
+    const StepControl steps = step_control(app.trace->steps);
+    ImGui::BeginGroup();
+    ImGui::BeginDisabled(!steps.enabled);
     ImGui::TextUnformatted("step");
     jt["step_label"] = last_rect();
     ImGui::SameLine();
     ImGui::SetNextItemWidth(100);
-    ImGui::InputInt("##step", &app.step_input);
+    if (steps.enabled) {
+        const int previous = app.step_input;
+        if (ImGui::InputInt("##step", &app.step_input))
+            app.step_input = snap_step(app.trace->steps, app.step_input, previous);
+    } else {
+        char none[] = "none";
+        ImGui::InputText("##step", none, sizeof none, ImGuiInputTextFlags_ReadOnly);
+    }
     jt["step_input"] = last_rect();
-    if (!app.trace->steps.empty())
-        app.step_input = std::clamp(app.step_input, app.trace->steps.front().step, app.trace->steps.back().step);
+    if (steps.enabled) app.step_input = std::clamp(app.step_input, steps.first, steps.last);
     ImGui::SameLine();
-    if (ImGui::Button("Go")) app.go_to_step(app.step_input);
+    if (ImGui::Button("Go") && steps.enabled) app.go_to_step(app.step_input);
+    ImGui::EndDisabled();
+    ImGui::EndGroup();
+    jt["step"] = {{"enabled", steps.enabled}, {"value", app.step_input}, {"first", steps.first}, {"last", steps.last}};
+    if (!steps.enabled && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+        ImGui::SetTooltip("%s", steps.why.c_str());
+        jt["step"]["tooltip"] = steps.why;
+    }
     ImGui::SameLine();
     if (ImGui::Button("Zoom to selection") && app.sel.active) {
         app.range = clamp({app.sel.t0, app.sel.t1}, app.limits);
@@ -329,6 +367,46 @@ void toolbar(App& app) {
     }
     ImGui::SameLine();
     if (ImGui::Button("Reset zoom")) app.range = app.limits;
+    ImGui::SameLine();
+    ImGui::Checkbox("fit y", &app.fit_y);
+    jt["fit_y"] = last_rect();
+    jt["fit_y"]["on"] = app.fit_y;
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "memory curves: the y axis fitted to the bytes in view (on) or from 0 B (off);\n"
+            "a curve over a large baseline (141 GiB moving by 10 MB) is flat from 0 B");
+    // Whose memory the curves show, when the trace has several devices (as --device).
+    const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);
+    if (!devices.empty()) {
+        std::string current = device_name(app.trace->memory_device);
+        for (const DeviceChoice& choice : devices)
+            if (choice.device == app.trace->memory_device) current = choice.label;
+        // As wide as its longest entry: the toolbar's line has little room left.
+        float width = 0;
+        for (const DeviceChoice& choice : devices) width = std::max(width, ImGui::CalcTextSize(choice.label.c_str()).x);
+        width = std::clamp(width + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight() + 4, 120.f, 260.f);
+        same_line_if_fits(ImGui::CalcTextSize("memory of").x + width + 10, 16);
+        ImGui::TextUnformatted("memory of");
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(width);
+        const bool busy = app.loading || launcher_busy(app);
+        ImGui::BeginDisabled(busy);
+        nlohmann::json entries = nlohmann::json::array();
+        if (ImGui::BeginCombo("##memory device", current.c_str())) {
+            for (const DeviceChoice& choice : devices) {
+                if (ImGui::Selectable(choice.label.c_str(), choice.device == app.trace->memory_device))
+                    app.device_request = choice.device;
+                entries.push_back(last_rect());
+                entries.back()["device"] = choice.device;
+            }
+            ImGui::EndCombo();
+        }
+        ImGui::EndDisabled();
+        jt["device"] = last_rect();
+        jt["device"]["current"] = app.trace->memory_device;
+        jt["device"]["text"] = current;
+        if (!entries.empty()) jt["device"]["entries"] = entries;
+    }
     ImGui::SameLine();
     ImGui::TextDisabled("%s .. %s (%s)",
                         app.times().at(app.range.t0, std::max<int64_t>(app.range.span() / 1000, 1)).c_str(),

@@ -3,6 +3,7 @@
 #include <imgui.h>
 
 #include "app.hpp"
+#include "mhc/viewer/axis.hpp"
 
 namespace mhc::viewer {
 
@@ -27,16 +28,25 @@ void draw_track(App& app, ImDrawList* dl, const TrackFrame& f, ImVec2 p0, float 
 // Track title in the label column.
 void draw_track_label(ImDrawList* dl, const Lane& lane, ImVec2 p0, float h, bool from_run);
 
-// Memory curve on [p0, p1]: filled from 0 to the column max when `fill`, else a line; only
-// the first `columns` columns (a curve stops where its recording or run ends).
-void draw_curve(ImDrawList* dl, const CurveColumns& c, ImVec2 p0, ImVec2 p1, double y_max, uint32_t color, bool fill,
+// Memory curve on [p0, p1], whose height spans the bytes `y_range` (byte_range: from 0, or fitted to the
+// data): filled from the bottom to the column max when `fill`, else a line; only the first
+// `columns` columns (a curve stops where its recording or run ends).
+void draw_curve(ImDrawList* dl, const CurveColumns& cols, ImVec2 p0, ImVec2 p1, ByteRange y_range, uint32_t color,
+                bool fill,
                 size_t columns = SIZE_MAX);
 // Columns of a `width`-column plot of `r` that start before `t_end`.
 size_t columns_before(TimeRange r, int width, int64_t t_end);
 // Horizontal grid and byte labels for a memory plot.
 // With `label_rects`, each label's rectangle is appended (for the layout JSON).
-void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y_max, nlohmann::json* label_rects = nullptr);
-void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double y, double y_max, uint32_t color, const char* text);
+// A fitted range's labels read "141.402 GiB", "+2 MiB", ... (byte_tick_labels_fitted).
+void draw_bytes_axis(ImDrawList* dl, ImVec2 p0, ImVec2 p1, ByteRange y_range, nlohmann::json* label_rects = nullptr);
+// A dashed line at `bytes` (nothing when off the plot, as a capacity under a fitted range).
+void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double bytes, ByteRange y_range, uint32_t color,
+                const char* text);
+// The memory plots' y range: from 0 (the default), or fitted to the curves drawn (the toolbar's
+// "fit y", --fit-y); `data` holds each curve's columns and how many of them are drawn.
+ByteRange plot_range(const App& app, const std::vector<std::pair<const CurveColumns*, size_t>>& data, double capacity,
+                     double headroom);
 
 // The toolbar shared by timeline and memory views: range, run choice, go to step, zoom.
 void toolbar(App& app);

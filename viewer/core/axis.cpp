@@ -33,6 +33,51 @@ std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px) 
     return out;
 }
 
+ByteRange byte_range(double data_min, double data_max, bool fit, double headroom) {
+    data_max = std::max(data_max, 0.0);
+    if (!fit) return {0, std::max(data_max, 1.0) * (1 + headroom)};
+    data_min = std::clamp(data_min, 0.0, data_max);
+    const double spread = data_max - data_min;
+    const double margin = spread > 0 ? spread * headroom : std::max(data_max * 0.005, 32.0);
+    return {std::max(data_min - margin, 0.0), data_max + margin};
+}
+
+std::vector<double> byte_ticks(ByteRange range, float height_px, float min_gap_px) {
+    const double span = range.span();
+    std::vector<double> out;
+    if (!(range.lo > 0)) {   // zero-based: as it always was
+        return byte_ticks(range.hi, height_px, min_gap_px);
+    }
+    // The step of a zero-based plot of the span, then its lines moved up to the range.
+    const std::vector<double> zero = byte_ticks(span, height_px, min_gap_px);
+    if (zero.empty()) return out;
+    const double step = zero.size() > 1 ? zero[1] - zero[0] : zero[0];
+    const double half_label = min_gap_px / 2 / (static_cast<double>(height_px) / span);
+    for (double v = std::ceil((range.lo + half_label) / step) * step; v <= range.hi - half_label; v += step)
+        out.push_back(v);
+    return out;
+}
+
+std::vector<std::string> byte_tick_labels_fitted(const std::vector<double>& ticks) {
+    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (ticks.size() < 2) return byte_tick_labels(ticks);
+    const double step = ticks[1] - ticks[0];
+    if (ticks[0] < 1000 * step) return byte_tick_labels(ticks);
+    // The base in the largest unit it holds one of, with the decimals that resolve a step.
+    int unit = 0;
+    while (unit < 6 && ticks[0] >= std::pow(1024.0, unit + 1)) ++unit;
+    const double scale = std::pow(1024.0, unit);
+    const int decimals = std::clamp(static_cast<int>(std::ceil(-std::log10(step / scale) - 1e-9)), 0, 6);
+    std::vector<std::string> out;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f %s", decimals, ticks[0] / scale, units[unit]);
+    out.emplace_back(buf);
+    std::vector<double> above;
+    for (size_t i = 1; i < ticks.size(); ++i) above.push_back(ticks[i] - ticks[0]);
+    for (std::string& text : byte_tick_labels(above)) out.push_back("+" + text);
+    return out;
+}
+
 std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks) {
     static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     std::vector<std::string> out;

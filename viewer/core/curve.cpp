@@ -202,4 +202,15 @@ void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out
     }
 }
 
+Curve::MinMax columns_min_max(const CurveColumns& cols, size_t columns) {
+    const size_t drawn = std::min({columns, cols.min.size(), cols.max.size()});
+    if (drawn == 0) return {};
+    Curve::MinMax out{cols.min[0], cols.max[0]};
+    for (size_t x = 1; x < drawn; ++x) {
+        out.min = std::min(out.min, static_cast<double>(cols.min[x]));
+        out.max = std::max(out.max, static_cast<double>(cols.max[x]));
+    }
+    return out;
+}
+
 }  // namespace mhc::viewer

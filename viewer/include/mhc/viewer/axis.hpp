@@ -26,11 +26,33 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px = 12.f, bool
 // closer than half a label to the top edge, where its label would leave the plot. A plot too
 // short for one label gets none.
 std::vector<double> byte_ticks(double y_max, float height_px, float min_gap_px);
+// The bytes a plot's height spans, bottom to top. Zero-based ([0, top], the default) or fitted to
+// the data (`--fit-y`, the toolbar's "fit y"): a curve over a large baseline (SGLang's decode
+// capture holds 141.4 GiB from before recording and moves by 10 MB) is a flat line on [0, top].
+struct ByteRange {
+    double lo = 0, hi = 1;
+    double span() const { return hi - lo; }
+    // Height fraction of `v` (0 at the bottom, 1 at the top; outside [0, 1] when off the plot).
+    double fraction(double bytes) const { return span() > 0 ? (bytes - lo) / span() : 0; }
+};
+// The range a plot of data in [data_min, data_max] shows: [0, data_max x (1 + headroom)] when not
+// `fit`; fitted, [data_min - m, data_max + m] with m = headroom x (data_max - data_min), not
+// below 0, and a flat curve (data_min == data_max) in the middle of a range of 1% of its value
+// (at least 64 B).
+ByteRange byte_range(double data_min, double data_max, bool fit, double headroom = 0.08);
+// byte_ticks over a range that need not start at 0: lines at multiples of the step inside it,
+// none within half a label of either edge. For lo == 0 the same lines as byte_ticks(hi, ...).
+std::vector<double> byte_ticks(ByteRange range, float height_px, float min_gap_px);
 // The labels of byte_ticks' lines (the same step apart), all in one unit and with the decimals the
 // step needs: "0.5 GiB", "1.0 GiB", "1.5 GiB"; "500 MiB", "1000 MiB", "1500 MiB" (a step of 500 MiB
 // is no round part of a GiB). format_bytes wrote "512.00 MiB" beside "1.00 GiB", and a step of
 // 500 MiB as "1000.00 MiB", "1.46 GiB".
 std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks);
+// The labels of a fitted range's lines: byte_tick_labels' when they stay short, else (the lowest
+// line a thousand steps and more above 0) the lowest line's value whole, in the largest unit with
+// the decimals the step needs, and each other line as its distance above it: "141.402 GiB",
+// "+2 MiB", "+4 MiB" (in one unit, "144794 MiB", "144796 MiB" read as noise).
+std::vector<std::string> byte_tick_labels_fitted(const std::vector<double>& ticks);
 // "1.2345 s" with as many decimals as `resolution_ns` needs, in the unit that suits `t`.
 std::string format_time(int64_t t, int64_t resolution_ns);
 // A duration in readable units: "850 ns", "12.3 us", "4.56 ms", "1.23 s".

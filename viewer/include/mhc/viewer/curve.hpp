@@ -1,6 +1,7 @@
 #pragma once
 // A step curve (memory in bytes over time) with a min/max pyramid, so that the min and max
 // over any time slice cost O(log n): a frame asks for one slice per pixel column.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -70,5 +71,8 @@ struct CurveColumns {
     int peak_col = -1;             // first column that reaches y_max
 };
 void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out);
+// The lowest min and highest max over the first `columns` columns (those a curve is drawn on; a
+// plot fitted to its data spans them): {0, 0} for none.
+Curve::MinMax columns_min_max(const CurveColumns& cols, size_t columns = SIZE_MAX);
 
 }  // namespace mhc::viewer
