@@ -2,6 +2,7 @@
 // test_transforms.cpp, whose kernels take 10 ns each, with the numbers worked out by hand.
 #include <catch2/catch.hpp>
 
+#include "fixture.hpp"
 #include "mhc/advise/calibrate.hpp"
 #include "mhc/advise/evaluate.hpp"
 #include "mhc/common/error.hpp"
@@ -10,29 +11,10 @@
 #include "tiny.hpp"
 
 using namespace mhc::advise;
+using advisetest::Fixture;
+using advisetest::unit_link;
 
 namespace {
-
-// A link of 1 B/ns each way, no latency: a copy of n bytes takes n ns.
-mhc::sim::LinkModel unit_link() {
-    mhc::sim::LinkModel l = mhc::sim::link_from_spec("pcie4");
-    l.h2d = {1e9, 0};
-    l.d2h = {1e9, 0};
-    l.duplex_factor = 1;
-    return l;
-}
-
-struct Fixture {
-    mhc::test::TempPath path{"calibrate.db"};
-    mhc::trace::TraceData data;
-    Base base;
-    explicit Fixture(const advisetest::TinyTrace& t) {
-        t.write(path.path);
-        data = mhc::trace::load_checked_trace(path.path);
-        base = make_base(data);
-    }
-    Prediction predict(const std::string& json) const { return Evaluator(base, unit_link()).predict(parse_setting(json)); }
-};
 
 const char* kStreamed =
     R"({"offload": {"mode": "streamed", "modules": ["M.blocks.0"], "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})";

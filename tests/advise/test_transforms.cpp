@@ -9,6 +9,7 @@
 //   1100, 1200, 3200, 3200, 3210, 3200, 1300: peak 3210 (k4), 70 ns.
 #include <catch2/catch.hpp>
 
+#include "fixture.hpp"
 #include "mhc/advise/evaluate.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/test/temp.hpp"
@@ -16,32 +17,12 @@
 #include "tiny.hpp"
 
 using namespace mhc::advise;
+using advisetest::Fixture;
 using advisetest::TinyTrace;
 
 namespace {
 
 constexpr int64_t MiB = 1 << 20;
-
-// A link of 1 B/ns each way, no latency: a copy of n bytes takes n ns.
-mhc::sim::LinkModel unit_link() {
-    mhc::sim::LinkModel l = mhc::sim::link_from_spec("pcie4");
-    l.h2d = {1e9, 0};
-    l.d2h = {1e9, 0};
-    l.duplex_factor = 1;
-    return l;
-}
-
-struct Fixture {
-    mhc::test::TempPath path{"advise.db"};
-    mhc::trace::TraceData data;
-    Base base;
-    explicit Fixture(const TinyTrace& t) {
-        t.write(path.path);
-        data = mhc::trace::load_checked_trace(path.path);
-        base = make_base(data);
-    }
-    Evaluator ev(HostModel h = {}) const { return Evaluator(base, unit_link(), h); }
-};
 
 Prediction predict(const Fixture& f, const std::string& json, HostModel h = {}) {
     return f.ev(h).predict(parse_setting(json));
