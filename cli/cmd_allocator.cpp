@@ -1,11 +1,14 @@
 // mhc allocator TRACE: the caching allocator model against the segments the trace recorded
 // (docs/simulator.md "Comparing with a recording").
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "command.hpp"
+#include "sim_options.hpp"
 #include "mhc/sim/allocator_compare.hpp"
+#include "mhc/sim/config.hpp"
 #include "mhc/trace/check.hpp"
 
 namespace {
@@ -25,15 +28,25 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_option("--allocator-conf", *conf,
                        "What-if settings over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF syntax: "
                        "expandable_segments:True")
-            ->type_name("CONF");
+            ->type_name("CONF")
+            ->check(mhc::cli::allocator_conf_once());
         app.add_option("--device", *device, "Device to compare: auto is the one with the largest recorded reserved peak")
-            ->transform(CLI::Transformer({{"auto", "-1"}}))
+            ->transform(CLI::Transformer({{"auto", std::to_string(mhc::sim::kAutoDevice)}}))
             ->type_name("DEVICE")
             ->default_str("auto")
-            ->check(CLI::Range(-1, INT32_MAX));
+            // 0 and up, or auto: -1 (the host's pinned memory in simulate) was taken as auto.
+            ->check(CLI::Validator(
+                [](std::string& v) {
+                    const long long d = std::strtoll(v.c_str(), nullptr, 10);
+                    return d >= 0 || d == mhc::sim::kAutoDevice
+                               ? std::string()
+                               : "'" + v + "': a device is 0 or more, or auto (segments are the GPUs' memory)";
+                },
+                "DEVICE"));
         return [path, json, conf, device] {
             auto data = mhc::trace::load_checked_trace(*path);   // segments checked too (overlap, order)
-            auto c = mhc::sim::compare_allocator(data, data.segments, *device, *conf);
+            const int device_id = *device == mhc::sim::kAutoDevice ? -1 : *device;   // -1: auto there
+            auto c = mhc::sim::compare_allocator(data, data.segments, device_id, *conf);
             if (*json) {
                 std::printf("%s\n", mhc::sim::to_json(c).c_str());
             } else {

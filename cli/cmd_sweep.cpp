@@ -45,37 +45,37 @@ std::function<int()> setup(CLI::App& app) {
     app.add_option("--links", o->links, "Links, comma-separated: presets or link profile files (mhc help links)")
         ->type_name("LIST")
         ->default_str(o->links);
-    app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection")
+    auto* budget = app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection")
         ->type_name("SHARE")
         ->default_str(o->budget);
     add_sim_base_options(app, o->base);
     add_allocator_conf_option(app, o->base);
     app.add_option("--jobs,-j", o->jobs, "Threads, 0 for all cores")->default_str("0");
-    app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)")
+    auto* steps = app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)")
         ->default_str(std::to_string(o->bisect_steps));
     add_store_options(app, o->store);
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
-    return [o, pol] {
+    return [o, pol, budget, steps] {
         check_store_environment(o->store);
         sim::SweepSpec spec;
         spec.base.record_events = !o->store.no_store;
         apply_sim_base_options(o->base, spec.base, true);   // the policy list is handled below
-        spec.policies = split_list(o->policies);
+        spec.policies = split_list("--policies", o->policies);
         if (pol->count() == 0 && std::getenv("MHC_EVICTION_STRATEGY")) {
             sim::Config env;
             sim::apply_environment(env, {true, false, true});
             spec.policies = {env.eviction};
         }
-        spec.prefetchers = split_list(o->prefetchers);
-        for (const auto& c : split_list(o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
-        for (const auto& l : split_list(o->links)) spec.links.push_back(sim::link_from_spec(l));
+        spec.prefetchers = split_list("--prefetchers", o->prefetchers);
+        for (const auto& c : split_list("--capacities", o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
+        for (const auto& l : split_list("--links", o->links)) spec.links.push_back(sim::link_from_spec(l));
         // A grid that names a point twice would simulate and store it twice.
         refuse_repeats("--policies", spec.policies, spec.policies);
         refuse_repeats("--prefetchers", spec.prefetchers, spec.prefetchers);
         std::vector<std::string> capacity_keys;
         for (const auto& capacity : spec.capacities) capacity_keys.push_back(capacity_key(capacity));
-        refuse_repeats("--capacities", split_list(o->capacities), capacity_keys);
-        refuse_repeats("--links", split_list(o->links), split_list(o->links));
+        refuse_repeats("--capacities", split_list("--capacities", o->capacities), capacity_keys);
+        refuse_repeats("--links", split_list("--links", o->links), split_list("--links", o->links));
         // A loss can pass 100% (a run twice as slow loses 100%); past 1000% no budget means much.
         spec.budget = option_value("--budget", [&] { return parse_share(o->budget, 1000); });
         if (o->jobs < 0) throw Error("--jobs must be >= 0");
@@ -83,6 +83,11 @@ std::function<int()> setup(CLI::App& app) {
         spec.jobs = o->jobs;
         spec.bisect_steps = o->bisect_steps;
         spec.bisect = !o->no_bisect;
+        // The bisection's own options with no bisection: taken, and nothing done with them.
+        for (const CLI::Option* given : {budget, steps})
+            if (o->no_bisect && given->count() > 0)
+                throw Error(given->get_name() + " and --no-bisect: " + given->get_name() +
+                            " is for the bisection, and --no-bisect runs only the grid; give one");
         if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty() || spec.capacities.empty())
             throw Error("sweep: empty --policies, --prefetchers, --capacities or --links");
         for (const auto& p : spec.policies)
