@@ -139,6 +139,7 @@ Outcome run(int argc, char** argv) {
         std::string msg = in_our_words(path_first(e.what()));
         // No command among the words (`mhc -q`): said as for `mhc` alone.
         if (!chosen && msg == "A subcommand is required") msg = "a command is required";
+        if (chosen) msg = required_in_context(msg, *chosen, std::vector<std::string>(argv + 1, argv + argc));
         if (argc < 2 || !chosen) msg += "; commands: " + names + " (mhc --help)";
         return failure(kExitBadInput, msg);
     }

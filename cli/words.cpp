@@ -6,6 +6,7 @@
 #include "words.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -272,6 +273,30 @@ void apply_number_grammar(CLI::App& app) {
         }
     }
     for (CLI::App* sub : app.get_subcommands({})) apply_number_grammar(*sub);
+}
+
+std::string required_in_context(const std::string& msg, const CLI::App& chosen, const std::vector<std::string>& words) {
+    const std::string tail = " is required";
+    if (msg.size() <= tail.size() || msg.compare(msg.size() - tail.size(), tail.size(), tail) != 0) return msg;
+    // The command whose option it is: `kernels sinkhorn` when that word was given.
+    const CLI::App* sub = &chosen;
+    for (const auto& word : words)
+        for (const CLI::App* inner : sub->get_subcommands({}))
+            if (inner->get_name() == word) sub = inner;
+    const std::string name = msg.substr(0, msg.size() - tail.size());
+    for (const CLI::Option* opt : sub->get_options()) {
+        if (opt->get_name() != name) continue;
+        const std::string path = command_path(sub);
+        std::string what = name;
+        if (opt->get_lnames().empty() && opt->get_snames().empty()) {   // a positional argument
+            std::string upper = name;
+            for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            what = "the " + upper + " argument";
+        }
+        const std::string usage = path == "record" ? ": mhc record [OPTIONS] -- COMMAND [ARGS...]" : "";
+        return path + ": " + what + tail + usage + " (mhc " + path + " --help)";
+    }
+    return msg;
 }
 
 // A file option given "-" (`-o -`): it was taken as a file named "-" (generate and import wrote

@@ -20,6 +20,10 @@ std::string unexpected(const CLI::App& app, const CLI::App* sub);
 // A command with commands of its own given none, or an unknown one.
 std::string missing_command(const CLI::App& sub, const std::vector<std::string>& words);
 
+// CLI11's "trace is required" and "--output is required" with the command they belong to and its
+// help: "info: the TRACE argument is required (mhc info --help)". Other messages as they are.
+std::string required_in_context(const std::string& msg, const CLI::App& chosen, const std::vector<std::string>& words);
+
 // After parsing:
 std::string empty_value(const CLI::App* sub);   // an option or argument given ''
 std::string contrary_flags(const CLI::App* sub, const std::vector<std::string>& words);   // --zero1 --no-zero1
