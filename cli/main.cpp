@@ -140,6 +140,10 @@ Outcome run(int argc, char** argv) {
         // No command among the words (`mhc -q`): said as for `mhc` alone.
         if (!chosen && msg == "A subcommand is required") msg = "a command is required";
         if (chosen) msg = required_in_context(msg, *chosen, std::vector<std::string>(argv + 1, argv + argc));
+        // An input that must exist, given "-" (`export - -o e.json`): said as dash_file says it.
+        if (chosen && msg == mhc::no_such_file("-"))
+            msg = chosen->get_name() + ": '-' names a file to read, not standard input; name a file (./- for one " +
+                  "called -) (mhc " + chosen->get_name() + " --help)";
         if (argc < 2 || !chosen) msg += "; commands: " + names + " (mhc --help)";
         return failure(kExitBadInput, msg);
     }

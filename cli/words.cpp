@@ -317,7 +317,9 @@ std::string dash_file(const CLI::App* sub) {
                 return std::find_if(std::begin(list), std::end(list), [&](const char* n) { return name == n; }) !=
                        std::end(list);
             };
-            const std::string said = opt->get_lnames().empty() ? "the " + name + " argument '-'" : "--" + name + " -";
+            std::string upper = name;
+            for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            const std::string said = opt->get_lnames().empty() ? "the " + upper + " argument '-'" : "--" + name + " -";
             const std::string where = command_path(sub) + ": " + said + ": ";
             const std::string help = "; name a file (./- for one called -) (mhc " + command_path(sub) + " --help)";
             if (named(outputs)) return where + "mhc writes whole files renamed into place, not standard output" + help;

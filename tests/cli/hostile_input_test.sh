@@ -59,6 +59,7 @@ for cmd in "${!base[@]}"; do
         for v in "${values[@]}"; do
             case "$o:$v" in
                 --runs-db:?* | --output:?* | --name:?* | --capacity:inf | --capacities:inf) continue ;;
+                --seed:99999999999) continue ;;   # a seed takes 64 bits: a seed, not past its range
             esac
             # shellcheck disable=SC2086
             "$mhc" ${base[$cmd]} "$o" "$v" >out 2>err; rc=$?
