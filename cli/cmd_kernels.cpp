@@ -50,15 +50,17 @@ void check_finite(const std::string& path, int n, int64_t tokens, k::DType t, co
         throw Error(where(path, "token " + std::to_string(bad) + " contains NaN or Inf"));
 }
 
-// All-or-nothing: write a temporary file beside the target, then rename over it.
-void write_atomic(const std::string& path, const void* data, size_t bytes) {
-    mhc::write_file_atomically(path, std::string_view(static_cast<const char*>(data), bytes), mhc::IfExists::Replace);
+// All-or-nothing: write a temporary file beside the target, then rename over it; an existing one
+// only with --force, as every command's output.
+void write_atomic(const std::string& path, const void* data, size_t bytes, bool force) {
+    mhc::write_file_atomically(path, std::string_view(static_cast<const char*>(data), bytes),
+                               force ? mhc::IfExists::Replace : mhc::IfExists::Refuse);
 }
 
 struct Args {
     int n = 4, iters = 20, threads = 0;
     float eps = 1e-6f, tol = 0.0f;
-    bool column_first = false, log_domain = false, backward = false;
+    bool column_first = false, log_domain = false, backward = false, force = false;
     std::string device = "cpu", input, output, grad, grad_output;
     std::string input_dtype = "f32", output_dtype = "f32";
     bool eps_given = false, threads_given = false;   // --eps, --threads given (not their defaults)
@@ -133,6 +135,11 @@ int run_sinkhorn(const Args& a) {
                                           std::to_string(T)));
         check_finite(a.grad, a.n, TG, in_t, G);
     }
+    // An existing output is refused before the work, not after it (it was replaced without a word);
+    // what is wrong with the inputs is said first.
+    for (const std::string* out : {&a.output, &a.grad_output})
+        if (!a.force && !out->empty() && std::filesystem::exists(*out))
+            throw Error(*out + ": already exists; pass --force to replace it");
     const size_t out_bytes = static_cast<size_t>(T) * a.n * a.n * k::dtype_size(out_t);
     std::vector<unsigned char> P(out_bytes), dH(a.backward ? out_bytes : 0);
 
@@ -157,8 +164,8 @@ int run_sinkhorn(const Args& a) {
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    write_atomic(a.output, P.data(), P.size());
-    if (a.backward) write_atomic(a.grad_output, dH.data(), dH.size());
+    write_atomic(a.output, P.data(), P.size(), a.force);
+    if (a.backward) write_atomic(a.grad_output, dH.data(), dH.size(), a.force);
 
     std::printf("sinkhorn %s: %lld tokens, n=%d, %s, %s order, %s%d iterations, %s -> %s, %s, %.3f s\n",
                 a.backward ? "backward" : "forward", static_cast<long long>(T), a.n,
@@ -201,6 +208,7 @@ Registration reg{Command{
         sk->add_flag("--backward", args->backward, "Also compute dH from the upstream gradient --grad");
         sk->add_option("--grad", args->grad, "Upstream gradient dL/dP, same shape as the input")->type_name("FILE");
         sk->add_option("--grad-output", args->grad_output, "Where to write dL/dH")->type_name("FILE");
+        sk->add_flag("--force", args->force, "Replace existing output files");
         return [args, sk, eps, threads]() -> int {
             if (!sk->parsed()) return kExitBadInput;
             args->eps_given = eps->count() > 0;

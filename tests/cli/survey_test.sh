@@ -153,5 +153,11 @@ k="kernels sinkhorn --n 4 --iters 2 --input H.f32 --output P.f32"
     refused "--threads and --device cuda: --threads sets the CPU's threads" $k --device cuda --threads 2
     [ ! -e P.f32 ] || fail "a refused kernels sinkhorn wrote its output"
     runs $k --eps 1e-5 --threads 1
+    # An existing output was replaced without --force (every other command refuses it): refused
+    # before the work, the file left as it was; --force replaces it.
+    cp P.f32 keep.f32
+    refused "P.f32: already exists; pass --force to replace it" kernels sinkhorn --n 4 --iters 3 --input H.f32 --output P.f32
+    cmp -s P.f32 keep.f32 || fail "kernels sinkhorn replaced an existing output without --force"
+    runs $k --force
 }
 echo ok
