@@ -70,6 +70,15 @@ for list in "--capacities 90%,,70%" "--capacities 90%," "--policies lru,,dtr" "-
     refused "'${list#* }': an empty item (two commas, or one at an end)" sweep t.db --no-store --no-bisect $list
 done
 refused "--capacity '90%,,70%': an empty item" validate t.db --capacity 90%,,70% --no-store --link pcie4 --repeat 1
+# A link profile that is a folder was "no such file"; one that is no JSON said the JSON library's
+# tag and the bytes it read (a binary file's control bytes).
+mkdir -p linkdir
+refused "linkdir: is a directory, not a link profile" sweep t.db --capacities 90% --no-store --no-bisect --links linkdir
+refused "linkdir: is a directory, not a link profile" simulate t.db --capacity 90% --no-store --link linkdir
+refused "/dev/null: not a regular file, not a link profile" sweep t.db --capacities 90% --no-store --no-bisect --links /dev/null
+refused "t.db: not a link profile: not valid JSON (parse error at line 1, column 1: syntax error while parsing value - invalid literal)" \
+    sweep t.db --capacities 90% --no-store --no-bisect --links t.db
+grep -q "json.exception\|last read" err && fail "a link profile's JSON error in the library's words: $(cat err)"
 
 # 4. generate: options the configuration leaves with nothing to do (the trace was the same without
 # them, or its meta said a ZeRO-1 that sharded over one rank); a negation states the default and runs.
