@@ -1,5 +1,6 @@
 // `mhc sweep TRACE`: policies x prefetchers x capacities x links on all cores, a table, every
 // run stored, and per policy the smallest capacity within a throughput-loss budget.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -35,14 +36,14 @@ std::function<int()> setup(CLI::App& app) {
                                                               policy_names(sim::eviction_policies()) + " (mhc help policies)")
                     ->type_name("LIST")
                     ->default_str(o->policies);
-    app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated: " +
+    auto* pre = app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated: " +
                                                          policy_names(sim::prefetch_policies()) + " (mhc help prefetch)")
         ->type_name("LIST")
         ->default_str(o->prefetchers);
     app.add_option("--capacities", o->capacities, "Capacities, comma-separated: shares of the peak or sizes (40GiB)")
         ->type_name("LIST")
         ->default_str(o->capacities);
-    app.add_option("--links", o->links, "Links, comma-separated: presets or link profile files (mhc help links)")
+    auto* links = app.add_option("--links", o->links, "Links, comma-separated: presets or link profile files (mhc help links)")
         ->type_name("LIST")
         ->default_str(o->links);
     auto* budget = app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection")
@@ -55,7 +56,7 @@ std::function<int()> setup(CLI::App& app) {
         ->default_str(std::to_string(o->bisect_steps));
     add_store_options(app, o->store);
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
-    return [o, pol, budget, steps] {
+    return [o, pol, pre, links, budget, steps] {
         check_store_environment(o->store);
         sim::SweepSpec spec;
         spec.base.record_events = !o->store.no_store;
@@ -83,6 +84,15 @@ std::function<int()> setup(CLI::App& app) {
         spec.jobs = o->jobs;
         spec.bisect_steps = o->bisect_steps;
         spec.bisect = !o->no_bisect;
+        // A grid of unlimited capacities alone, without the bisection: nothing is evicted or swapped,
+        // and how to do it, given, would be stored run by run with nothing done (as simulate refuses).
+        const bool all_unlimited = std::all_of(spec.capacities.begin(), spec.capacities.end(),
+                                               [](const sim::Capacity& c) { return c.unlimited(); });
+        if (all_unlimited && o->no_bisect)
+            for (const CLI::Option* given : {pol, pre, links})
+                if (given->count() > 0)
+                    throw Error(given->get_name() + " and --capacities unlimited with --no-bisect: nothing is evicted "
+                                "or swapped without a limit; give one");
         // The bisection's own options with no bisection: taken, and nothing done with them.
         for (const CLI::Option* given : {budget, steps})
             if (o->no_bisect && given->count() > 0)

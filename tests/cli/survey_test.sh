@@ -65,6 +65,15 @@ s="sweep t.db --policies lru --capacities 90% --no-store"
     refused "--bisect-steps and --no-bisect: --bisect-steps is for the bisection" $s --no-bisect --bisect-steps 3
     runs $s --budget 5% --bisect-steps 3
 }
+# Unlimited capacities alone and no bisection: how to evict, prefetch or swap does nothing (as
+# simulate --capacity unlimited refuses it); with a limit among them, or the bisection, it runs.
+for opt in "--policies lru,dtr" "--prefetchers none,lookahead:2" "--links pcie4,pcie5"; do
+    # shellcheck disable=SC2086
+    refused "${opt%% *} and --capacities unlimited with --no-bisect: nothing is evicted or swapped without a limit" \
+        sweep t.db --capacities unlimited --no-bisect --no-store $opt
+done
+runs sweep t.db --capacities unlimited,90% --no-bisect --no-store --policies lru,dtr
+runs sweep t.db --capacities unlimited --no-store --policies lru
 for list in "--capacities 90%,,70%" "--capacities 90%," "--policies lru,,dtr" "--prefetchers ,none" "--links pcie4,,pcie5"; do
     # shellcheck disable=SC2086
     refused "'${list#* }': an empty item (two commas, or one at an end)" sweep t.db --no-store --no-bisect $list
