@@ -97,6 +97,7 @@ Outcome run(int argc, char** argv) {
     CLI::App* chosen = nullptr;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
+        if (a == "--") return failure(kExitBadInput, "a command is required before --; commands: " + names + " (mhc --help)");
         if (!a.empty() && a[0] == '-') {
             std::vector<std::string> top;   // the options before the command
             for (const CLI::Option* o : app.get_options())
@@ -119,6 +120,9 @@ Outcome run(int argc, char** argv) {
         if (std::string valued = flag_with_value(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
             !valued.empty())
             return failure(kExitBadInput, valued);
+        if (std::string equals = short_with_equals(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
+            !equals.empty())
+            return failure(kExitBadInput, equals);
         if (std::string missing = missing_command(*chosen, std::vector<std::string>(argv + i + 1, argv + argc));
             !missing.empty())
             return failure(kExitBadInput, missing);
@@ -140,6 +144,7 @@ Outcome run(int argc, char** argv) {
         // No command among the words (`mhc -q`): said as for `mhc` alone.
         if (!chosen && msg == "A subcommand is required") msg = "a command is required";
         if (chosen) msg = required_in_context(msg, *chosen, std::vector<std::string>(argv + 1, argv + argc));
+        if (chosen) msg = missing_value(msg, *chosen, std::vector<std::string>(argv + 1, argv + argc));
         // An input that must exist, given "-" (`export - -o e.json`): said as dash_file says it.
         if (chosen && msg == mhc::no_such_file("-"))
             msg = chosen->get_name() + ": '-' names a file to read, not standard input; name a file (./- for one " +

@@ -110,6 +110,16 @@ std::string unexpected(const CLI::App& app, const CLI::App* sub) {
         }
         // An option's own name here was given after "--": an argument, not the option.
         if (std::find(names.begin(), names.end(), x.substr(0, x.find('='))) != names.end()) break;
+        // mhc's own option after the command (`mhc info T.db -q`): its place, not a guess (-h).
+        if (sub)
+            for (const CLI::Option* o : app.get_options()) {
+                bool own = false;
+                for (const auto& l : o->get_lnames()) own |= x == "--" + l;
+                for (const auto& s : o->get_snames()) own |= x == "-" + s;
+                if (own && x != "-h" && x != "--help" && x != "--version")
+                    return prefix + x + " is an option of mhc itself: give it before the command (mhc " + x + " " +
+                           command_path(sub) + " ...)";
+            }
         return prefix + "unknown option " + x + mhc::did_you_mean(x.substr(0, x.find('=')), names) + " " + help;
     }
     return prefix + "unexpected argument '" + extras.front() + "' " + help;
@@ -297,6 +307,46 @@ std::string required_in_context(const std::string& msg, const CLI::App& chosen, 
         return path + ": " + what + tail + usage + " (mhc " + path + " --help)";
     }
     return msg;
+}
+
+std::string short_with_equals(const CLI::App& where, const std::vector<std::string>& words) {
+    const CLI::App* app = &where;
+    for (const auto& word : words) {
+        if (word == "--") break;
+        if (word.empty() || word[0] != '-') {
+            for (const CLI::App* sub : app->get_subcommands({}))
+                if (sub->get_name() == word) app = sub;
+            continue;
+        }
+        if (word.size() < 3 || word[1] == '-' || word[2] != '=') continue;
+        for (const CLI::Option* opt : app->get_options()) {
+            if (opt->get_expected_max() == 0) continue;   // a flag: flag_with_value says it
+            const auto& names = opt->get_snames();
+            if (std::find(names.begin(), names.end(), word.substr(1, 1)) == names.end()) continue;
+            const std::string path = command_path(app), value = word.substr(3);
+            return (path.empty() ? "" : path + ": ") + "'" + printable(word) + "': a short option takes its value after a space (" +
+                   word.substr(0, 2) + " " + printable(value) + "); this would be '=" + printable(value) + "'" +
+                   (path.empty() ? " (mhc --help)" : " (mhc " + path + " --help)");
+        }
+    }
+    return "";
+}
+
+std::string missing_value(const std::string& msg, const CLI::App& chosen, const std::vector<std::string>& words) {
+    // "--top: 1 required INT:POSITIVE missing"
+    const std::string required = ": 1 required ", missing = " missing";
+    const size_t at = msg.find(required);
+    if (at == std::string::npos || msg.size() < missing.size() ||
+        msg.compare(msg.size() - missing.size(), missing.size(), missing) != 0)
+        return msg;
+    const std::string name = msg.substr(0, at);
+    const CLI::App* sub = &chosen;
+    for (const auto& word : words)
+        for (const CLI::App* inner : sub->get_subcommands({}))
+            if (inner->get_name() == word) sub = inner;
+    const std::string path = command_path(sub), help = " (mhc " + path + " --help)";
+    const bool empty = std::find(words.begin(), words.end(), name + "=") != words.end();
+    return path + ": " + name + (empty ? " '': an empty value" : " needs a value: none was given") + help;
 }
 
 // A file option given "-" (`-o -`): it was taken as a file named "-" (generate and import wrote

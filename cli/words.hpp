@@ -34,6 +34,12 @@ std::string dash_file(const CLI::App* sub);
 
 // Before parsing: a flag given a value (`--json=2`).
 std::string flag_with_value(const CLI::App& where, const std::vector<std::string>& words);
+// Before parsing: a short option given '=' and a value (`-o=g.db`): CLI11 took '=g.db' as the value
+// (generate wrote a file named '=g.db').
+std::string short_with_equals(const CLI::App& where, const std::vector<std::string>& words);
+// CLI11's "--top: 1 required INT:POSITIVE missing" as "info: --top needs a value: none was given", or,
+// given as `--top=`, as an empty value is said.
+std::string missing_value(const std::string& msg, const CLI::App& chosen, const std::vector<std::string>& words);
 // The number grammar (docs/cli.md, "Numbers") on every option of `app` and its commands.
 void apply_number_grammar(CLI::App& app);
 

@@ -57,6 +57,23 @@ refused "generate: --output is required (mhc generate --help)" generate
 refused "record: the COMMAND argument is required: mhc record [OPTIONS] -- COMMAND [ARGS...]" record --library lib.so --
 refused "kernels sinkhorn: --input is required (mhc kernels sinkhorn --help)" kernels sinkhorn --n 4
 
+# 2b. An option's value left out, or given empty after '=': CLI11's words ("--top: 1 required
+# INT:POSITIVE missing"). A short option given '=' (-o=g.db) took '=g.db' as its value: generate
+# wrote a file named '=g.db'. mhc's own option after the command was answered "did you mean -h?";
+# '--' before any command "unknown option --".
+refused "info: --top needs a value: none was given (mhc info --help)" info t.db --top
+refused "info: --top '': an empty value (mhc info --help)" info t.db --top=
+refused "simulate: --capacity needs a value: none was given" simulate t.db --capacity
+refused "kernels sinkhorn: --n needs a value: none was given" kernels sinkhorn --n
+refused "generate: '-o=g.db': a short option takes its value after a space (-o g.db); this would be '=g.db'" \
+    generate --steps 1 --layers 2 --seq 128 -o=g.db
+refused "sweep: '-j=2': a short option takes its value after a space (-j 2)" sweep t.db -j=2 --no-store --no-bisect
+ls -- =* >/dev/null 2>&1 && fail "a short option given '=' wrote a file named $(ls -- =*)"
+refused "info: -q is an option of mhc itself: give it before the command (mhc -q info ...)" info t.db -q
+refused "info: unknown option --version (mhc info --help)" info t.db --version
+refused "mhc: a command is required before --; commands: advise," -- info t.db
+runs -q info t.db
+
 # 3. sweep: the bisection's options with --no-bisect did nothing; an empty item of a list was dropped.
 s="sweep t.db --policies lru --capacities 90% --no-store"
 # shellcheck disable=SC2086
