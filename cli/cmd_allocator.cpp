@@ -30,27 +30,28 @@ mhc::cli::Registration reg{mhc::cli::Command{
                        "expandable_segments:True")
             ->type_name("CONF")
             ->check(mhc::cli::allocator_conf_once());
-        app.add_option("--device", *device, "Device to compare: auto is the one with the largest recorded reserved peak")
+        app.add_option("--device", *device,
+                       "Device to compare: auto is the one with the largest recorded reserved peak")
             ->transform(CLI::Transformer({{"auto", std::to_string(mhc::sim::kAutoDevice)}}))
             ->type_name("DEVICE")
             ->default_str("auto")
             // 0 and up, or auto: -1 (the host's pinned memory in simulate) was taken as auto.
             ->check(CLI::Validator(
-                [](std::string& v) {
-                    const long long d = std::strtoll(v.c_str(), nullptr, 10);
-                    return d >= 0 || d == mhc::sim::kAutoDevice
+                [](std::string& text) {
+                    const long long id = std::strtoll(text.c_str(), nullptr, 10);
+                    return id >= 0 || id == mhc::sim::kAutoDevice
                                ? std::string()
-                               : "'" + v + "': a device is 0 or more, or auto (segments are the GPUs' memory)";
+                               : "'" + text + "': a device is 0 or more, or auto (segments are the GPUs' memory)";
                 },
                 "DEVICE"));
         return [path, json, conf, device] {
             auto data = mhc::trace::load_checked_trace(*path);   // segments checked too (overlap, order)
             const int device_id = *device == mhc::sim::kAutoDevice ? -1 : *device;   // -1: auto there
-            auto c = mhc::sim::compare_allocator(data, data.segments, device_id, *conf);
+            auto comparison = mhc::sim::compare_allocator(data, data.segments, device_id, *conf);
             if (*json) {
-                std::printf("%s\n", mhc::sim::to_json(c).c_str());
+                std::printf("%s\n", mhc::sim::to_json(comparison).c_str());
             } else {
-                std::printf("trace         %s\n%s", path->c_str(), mhc::sim::to_text(c).c_str());
+                std::printf("trace         %s\n%s", path->c_str(), mhc::sim::to_text(comparison).c_str());
             }
             return mhc::cli::kExitOk;
         };

@@ -121,7 +121,8 @@ int run(const Args& a) {
                                         : std::strerror(errno)));
     // --quick measures at most 3 rounds: more, given, were not measured.
     if (a.quick && a.rounds_given && a.rounds > 3)
-        throw Error("--rounds " + std::to_string(a.rounds) + " and --quick: --quick measures at most 3 rounds; give one");
+        throw Error("--rounds " + std::to_string(a.rounds) +
+                    " and --quick: --quick measures at most 3 rounds; give one");
     std::string backend = a.backend;
     const bool chosen = !backend.empty() && backend != "auto";
     if (!chosen) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
@@ -257,9 +258,10 @@ Registration reg{Command{
         sub.add_option("--repeat", args->repeat, "Transfers per measurement, 0 for a number by size")
             ->check(CLI::Range(0, 65536))
             ->default_str("0");
-        auto* rounds = sub.add_option("--rounds", args->rounds, "Repetitions of each measurement; the median is kept (--quick: at most 3)")
-            ->check(CLI::Range(1, 99))
-            ->capture_default_str();
+        auto* rounds = sub.add_option("--rounds", args->rounds,
+                                      "Repetitions of each measurement; the median is kept (--quick: at most 3)")
+                           ->check(CLI::Range(1, 99))
+                           ->capture_default_str();
         sub.add_flag("--quick", args->quick, "Fewer bytes per measurement");
         sub.add_flag("--force", args->force, "Replace an existing profile");
         return [args, path, rounds]() {

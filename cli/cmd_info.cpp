@@ -111,8 +111,9 @@ mhc::cli::Registration reg{mhc::cli::Command{
         return [path, json, top, runs_db] {
             // The JSON summary is the trace's alone: the runs a --runs-db holds were read and not printed.
             if (*json && !runs_db->empty())
-                throw mhc::Error("--runs-db and --json: info --json prints the trace's summary, without its runs; "
-                                 "give one");
+                throw mhc::Error(
+                    "--runs-db and --json: info --json prints the trace's summary, without its runs; "
+                    "give one");
             // The full check: info computes peaks and sums, so it refuses what `mhc check` refuses.
             auto data = mhc::trace::load_checked_trace(*path);
             auto summary = mhc::trace::summarize(data, *top);

@@ -81,8 +81,9 @@ void check_options(const Args& args) {
     if (args.threads < 0) throw Error("--threads: " + std::to_string(args.threads) + " is negative (0 for all cores)");
     // Options the others leave with nothing to do: taken, and the run the same without them.
     if (args.eps_given && args.log_domain)
-        throw Error("--eps and --log-domain: --eps guards the plain variant's divisions, and the log-domain one "
-                    "has none; give one");
+        throw Error(
+            "--eps and --log-domain: --eps guards the plain variant's divisions, and the log-domain one "
+            "has none; give one");
     if (args.threads_given && args.device == "cuda")
         throw Error("--threads and --device cuda: --threads sets the CPU's threads; give one");
 }
@@ -188,8 +189,8 @@ Registration reg{Command{
         sk->add_option("--n", args->n, "Matrix size n (2..16)")->capture_default_str();
         sk->add_option("--iters", args->iters, "Iterations (the cap when --tol is given)")->capture_default_str();
         auto* eps = sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")
-            ->check(finite_number())
-            ->capture_default_str();
+                        ->check(finite_number())
+                        ->capture_default_str();
         sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol, 0 for fixed iterations")
             ->check(finite_number())
             ->default_str("0");

@@ -35,11 +35,13 @@ std::string checked_library(const std::string& what, const std::string& path) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) throw Error(what + ": " + path + ": is a directory", Error::Kind::BadInput);
     if (!fs::exists(path, ec)) throw Error(what + ": " + no_such_file(path), Error::Kind::BadInput);
-    if (!fs::is_regular_file(path, ec))
-        throw Error(what + ": " + path + ": not a regular file", Error::Kind::BadInput);
+    if (!fs::is_regular_file(path, ec)) throw Error(what + ": " + path + ": not a regular file", Error::Kind::BadInput);
     std::ifstream in(path, std::ios::binary);
     char magic[4] = {};
-    if (!in.read(magic, sizeof magic) || std::memcmp(magic, "\x7f" "ELF", 4) != 0)
+    if (!in.read(magic, sizeof magic) || std::memcmp(magic,
+                                                     "\x7f"
+                                                     "ELF",
+                                                     4) != 0)
         throw Error(what + ": " + path + ": not a shared library (no ELF header)", Error::Kind::BadInput);
     return fs::absolute(path).string();
 }

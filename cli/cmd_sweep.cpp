@@ -36,24 +36,27 @@ std::function<int()> setup(CLI::App& app) {
                                                               policy_names(sim::eviction_policies()) + " (mhc help policies)")
                     ->type_name("LIST")
                     ->default_str(o->policies);
-    auto* pre = app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated: " +
-                                                         policy_names(sim::prefetch_policies()) + " (mhc help prefetch)")
-        ->type_name("LIST")
-        ->default_str(o->prefetchers);
+    auto* pre = app.add_option("--prefetchers", o->prefetchers,
+                               "Prefetch policies, comma-separated: " + policy_names(sim::prefetch_policies()) +
+                                   " (mhc help prefetch)")
+                    ->type_name("LIST")
+                    ->default_str(o->prefetchers);
     app.add_option("--capacities", o->capacities, "Capacities, comma-separated: shares of the peak or sizes (40GiB)")
         ->type_name("LIST")
         ->default_str(o->capacities);
-    auto* links = app.add_option("--links", o->links, "Links, comma-separated: presets or link profile files (mhc help links)")
-        ->type_name("LIST")
-        ->default_str(o->links);
+    auto* links = app.add_option("--links", o->links,
+                                 "Links, comma-separated: presets or link profile files (mhc help links)")
+                      ->type_name("LIST")
+                      ->default_str(o->links);
     auto* budget = app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection")
-        ->type_name("SHARE")
-        ->default_str(o->budget);
+                       ->type_name("SHARE")
+                       ->default_str(o->budget);
     add_sim_base_options(app, o->base);
     add_allocator_conf_option(app, o->base);
     app.add_option("--jobs,-j", o->jobs, "Threads, 0 for all cores")->default_str("0");
-    auto* steps = app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)")
-        ->default_str(std::to_string(o->bisect_steps));
+    auto* steps = app.add_option("--bisect-steps", o->bisect_steps,
+                                 "Bisection steps (resolution 1/2^steps of the peak)")
+                      ->default_str(std::to_string(o->bisect_steps));
     add_store_options(app, o->store);
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
     return [o, pol, pre, links, budget, steps] {
@@ -68,8 +71,9 @@ std::function<int()> setup(CLI::App& app) {
             spec.policies = {env.eviction};
         }
         spec.prefetchers = split_list("--prefetchers", o->prefetchers);
-        for (const auto& c : split_list("--capacities", o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
-        for (const auto& l : split_list("--links", o->links)) spec.links.push_back(sim::link_from_spec(l));
+        for (const auto& item : split_list("--capacities", o->capacities))
+            spec.capacities.push_back(sim::parse_capacity(item));
+        for (const auto& item : split_list("--links", o->links)) spec.links.push_back(sim::link_from_spec(item));
         // A grid that names a point twice would simulate and store it twice.
         refuse_repeats("--policies", spec.policies, spec.policies);
         refuse_repeats("--prefetchers", spec.prefetchers, spec.prefetchers);
@@ -87,11 +91,12 @@ std::function<int()> setup(CLI::App& app) {
         // A grid of unlimited capacities alone, without the bisection: nothing is evicted or swapped,
         // and how to do it, given, would be stored run by run with nothing done (as simulate refuses).
         const bool all_unlimited = std::all_of(spec.capacities.begin(), spec.capacities.end(),
-                                               [](const sim::Capacity& c) { return c.unlimited(); });
+                                               [](const sim::Capacity& capacity) { return capacity.unlimited(); });
         if (all_unlimited && o->no_bisect)
             for (const CLI::Option* given : {pol, pre, links})
                 if (given->count() > 0)
-                    throw Error(given->get_name() + " and --capacities unlimited with --no-bisect: nothing is evicted "
+                    throw Error(given->get_name() +
+                                " and --capacities unlimited with --no-bisect: nothing is evicted "
                                 "or swapped without a limit; give one");
         // The bisection's own options with no bisection: taken, and nothing done with them.
         for (const CLI::Option* given : {budget, steps})

@@ -182,7 +182,8 @@ std::function<int()> setup(CLI::App& app) {
             spec.capacities.push_back(sim::parse_capacity(item));
             capacity_keys.push_back(capacity_key(spec.capacities.back()));
         }
-        refuse_repeats("--capacity", split_list("--capacity", o->capacity), capacity_keys);   // replayed and stored twice
+        refuse_repeats("--capacity", split_list("--capacity", o->capacity),
+                       capacity_keys);   // replayed and stored twice
         if (spec.capacities.empty()) throw Error("validate: --capacity '" + o->capacity + "' names no capacity");
         spec.replay.backend = replay::parse_backend(o->backend);
         double scale = 0;

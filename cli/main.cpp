@@ -97,7 +97,8 @@ Outcome run(int argc, char** argv) {
     CLI::App* chosen = nullptr;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--") return failure(kExitBadInput, "a command is required before --; commands: " + names + " (mhc --help)");
+        if (a == "--")
+            return failure(kExitBadInput, "a command is required before --; commands: " + names + " (mhc --help)");
         if (!a.empty() && a[0] == '-') {
             std::vector<std::string> top;   // the options before the command
             for (const CLI::Option* o : app.get_options())

@@ -57,11 +57,11 @@ CLI::Validator allocator_conf_once() {
             std::string key;
             int depth = 0;
             bool in_key = true;
-            for (size_t i = 0; i <= text.size(); ++i) {
-                const char c = i < text.size() ? text[i] : ',';
-                if (c == '[') ++depth;
-                if (c == ']') --depth;
-                if (c == ',' && depth == 0) {
+            for (size_t at = 0; at <= text.size(); ++at) {
+                const char byte = at < text.size() ? text[at] : ',';
+                if (byte == '[') ++depth;
+                if (byte == ']') --depth;
+                if (byte == ',' && depth == 0) {
                     const size_t first = key.find_first_not_of(' '), last = key.find_last_not_of(' ');
                     const std::string trimmed = first == std::string::npos ? "" : key.substr(first, last - first + 1);
                     if (!trimmed.empty() && std::find(keys.begin(), keys.end(), trimmed) != keys.end())
@@ -69,10 +69,10 @@ CLI::Validator allocator_conf_once() {
                     keys.push_back(trimmed);
                     key.clear();
                     in_key = true;
-                } else if (c == ':' && depth == 0) {
+                } else if (byte == ':' && depth == 0) {
                     in_key = false;
                 } else if (in_key) {
-                    key += c;
+                    key += byte;
                 }
             }
             return std::string();
@@ -107,14 +107,15 @@ std::string policy_names(const std::vector<sim::PolicyInfo>& v) {
     return s;
 }
 
-std::vector<std::string> split_list(const std::string& option, const std::string& s) {
+std::vector<std::string> split_list(const std::string& option, const std::string& text) {
     std::vector<std::string> out;
-    std::stringstream ss(s);
+    std::stringstream ss(text);
     for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
-    if (!s.empty() && s.back() == ',') out.emplace_back();
+    if (!text.empty() && text.back() == ',') out.emplace_back();
     for (const auto& item : out)
         if (item.find_first_not_of(" \t") == std::string::npos)
-            throw Error(option + " '" + s + "': an empty item (two commas, or one at an end); separate the items by one comma");
+            throw Error(option + " '" + text +
+                        "': an empty item (two commas, or one at an end); separate the items by one comma");
     return out;
 }
 

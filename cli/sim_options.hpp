@@ -48,7 +48,7 @@ std::string policy_names(const std::vector<sim::PolicyInfo>& v);
 
 // "a,b,c" -> {"a", "b", "c"}; an empty item ("a,,c", "a,") is refused naming `option` (it was
 // dropped without a word: `--capacities 90%,,70%` ran two capacities).
-std::vector<std::string> split_list(const std::string& option, const std::string& s);
+std::vector<std::string> split_list(const std::string& option, const std::string& text);
 
 // A list option naming one thing twice (`--capacities 80%,80 %`, `--policies lru,lru`) would run
 // and store it twice: refused (mhc::Error naming the option and both items). `keys[i]` is what

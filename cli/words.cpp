@@ -20,9 +20,9 @@ namespace mhc::cli {
 // is "<file>: <what is wrong>", so the path leads, in the words every command uses.
 std::string path_first(const std::string& msg) {
     static const std::pair<const char*, const char*> reasons[] = {
-        {"File does not exist: ", "no such file"},        {"File is actually a directory: ", "is a directory"},
+        {"File does not exist: ", "no such file"},           {"File is actually a directory: ", "is a directory"},
         {"Directory does not exist: ", "no such directory"}, {"Directory is actually a file: ", "is not a directory"},
-        {"Path does not exist: ", "no such file"},        {"Path already exists: ", "already exists"}};
+        {"Path does not exist: ", "no such file"},           {"Path already exists: ", "already exists"}};
     for (const auto& [reason, words] : reasons) {
         auto at = msg.find(reason);
         if (at == std::string::npos) continue;
@@ -45,7 +45,7 @@ const CLI::App* innermost(const CLI::App* sub) {
     while (sub && !sub->get_subcommands().empty()) sub = sub->get_subcommands().front();
     return sub;
 }
-}  // namespace
+}   // namespace
 
 // CLI11's "--n: At Most 1 required but received 2" in the words of the other messages.
 std::string in_our_words(const std::string& msg) {
@@ -101,26 +101,26 @@ std::string unexpected(const CLI::App& app, const CLI::App* sub) {
     const std::string prefix = sub ? command_path(sub) + ": " : "";
     const std::string help = sub ? "(mhc " + command_path(sub) + " --help)" : "(mhc --help)";
     if (extras.empty()) return prefix + "unexpected arguments " + help;
-    for (const auto& x : extras) {
-        if (x.size() < 2 || x[0] != '-') continue;
+    for (const auto& extra : extras) {
+        if (extra.size() < 2 || extra[0] != '-') continue;
         std::vector<std::string> names;
-        for (const CLI::Option* o : where.get_options()) {
-            for (const auto& l : o->get_lnames()) names.push_back("--" + l);
-            for (const auto& s : o->get_snames()) names.push_back("-" + s);
+        for (const CLI::Option* opt : where.get_options()) {
+            for (const auto& long_name : opt->get_lnames()) names.push_back("--" + long_name);
+            for (const auto& short_name : opt->get_snames()) names.push_back("-" + short_name);
         }
         // An option's own name here was given after "--": an argument, not the option.
-        if (std::find(names.begin(), names.end(), x.substr(0, x.find('='))) != names.end()) break;
+        if (std::find(names.begin(), names.end(), extra.substr(0, extra.find('='))) != names.end()) break;
         // mhc's own option after the command (`mhc info T.db -q`): its place, not a guess (-h).
         if (sub)
-            for (const CLI::Option* o : app.get_options()) {
+            for (const CLI::Option* top : app.get_options()) {
                 bool own = false;
-                for (const auto& l : o->get_lnames()) own |= x == "--" + l;
-                for (const auto& s : o->get_snames()) own |= x == "-" + s;
-                if (own && x != "-h" && x != "--help" && x != "--version")
-                    return prefix + x + " is an option of mhc itself: give it before the command (mhc " + x + " " +
+                for (const auto& long_name : top->get_lnames()) own |= extra == "--" + long_name;
+                for (const auto& short_name : top->get_snames()) own |= extra == "-" + short_name;
+                if (own && extra != "-h" && extra != "--help" && extra != "--version")
+                    return prefix + extra + " is an option of mhc itself: give it before the command (mhc " + extra + " " +
                            command_path(sub) + " ...)";
             }
-        return prefix + "unknown option " + x + mhc::did_you_mean(x.substr(0, x.find('=')), names) + " " + help;
+        return prefix + "unknown option " + extra + mhc::did_you_mean(extra.substr(0, extra.find('=')), names) + " " + help;
     }
     return prefix + "unexpected argument '" + extras.front() + "' " + help;
 }
@@ -263,7 +263,7 @@ std::string flag_with_value(const CLI::App& where, const std::vector<std::string
 namespace {
 constexpr const char* kWholeNumberNames[] = {"INT", "UINT", "DEVICE", "ID"};
 constexpr const char* kDecimalNames[] = {"FLOAT", "HOURS", "MINUTES", "SECONDS", "POINTS"};
-}  // namespace
+}   // namespace
 
 void apply_number_grammar(CLI::App& app) {
     for (CLI::Option* opt : app.get_options()) {
@@ -271,7 +271,7 @@ void apply_number_grammar(CLI::App& app) {
         std::string kind = opt->get_type_name();
         kind = kind.substr(0, kind.find(':'));
         const auto in = [&](const auto& names) {
-            return std::find_if(std::begin(names), std::end(names), [&](const char* n) { return kind == n; }) !=
+            return std::find_if(std::begin(names), std::end(names), [&](const char* known) { return kind == known; }) !=
                    std::end(names);
         };
         if (in(kWholeNumberNames)) {
@@ -300,7 +300,7 @@ std::string required_in_context(const std::string& msg, const CLI::App& chosen, 
         std::string what = name;
         if (opt->get_lnames().empty() && opt->get_snames().empty()) {   // a positional argument
             std::string upper = name;
-            for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            for (char& letter : upper) letter = static_cast<char>(std::toupper(static_cast<unsigned char>(letter)));
             what = "the " + upper + " argument";
         }
         const std::string usage = path == "record" ? ": mhc record [OPTIONS] -- COMMAND [ARGS...]" : "";
@@ -324,8 +324,9 @@ std::string short_with_equals(const CLI::App& where, const std::vector<std::stri
             const auto& names = opt->get_snames();
             if (std::find(names.begin(), names.end(), word.substr(1, 1)) == names.end()) continue;
             const std::string path = command_path(app), value = word.substr(3);
-            return (path.empty() ? "" : path + ": ") + "'" + printable(word) + "': a short option takes its value after a space (" +
-                   word.substr(0, 2) + " " + printable(value) + "); this would be '=" + printable(value) + "'" +
+            return (path.empty() ? "" : path + ": ") + "'" + printable(word) +
+                   "': a short option takes its value after a space (" + word.substr(0, 2) + " " + printable(value) +
+                   "); this would be '=" + printable(value) + "'" +
                    (path.empty() ? " (mhc --help)" : " (mhc " + path + " --help)");
         }
     }
@@ -364,11 +365,11 @@ std::string dash_file(const CLI::App* sub) {
             if (std::find(values.begin(), values.end(), "-") == values.end()) continue;
             const std::string name = opt->get_lnames().empty() ? opt->get_name() : opt->get_lnames().front();
             const auto named = [&](const auto& list) {
-                return std::find_if(std::begin(list), std::end(list), [&](const char* n) { return name == n; }) !=
+                return std::find_if(std::begin(list), std::end(list), [&](const char* known) { return name == known; }) !=
                        std::end(list);
             };
             std::string upper = name;
-            for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            for (char& letter : upper) letter = static_cast<char>(std::toupper(static_cast<unsigned char>(letter)));
             const std::string said = opt->get_lnames().empty() ? "the " + upper + " argument '-'" : "--" + name + " -";
             const std::string where = command_path(sub) + ": " + said + ": ";
             const std::string help = "; name a file (./- for one called -) (mhc " + command_path(sub) + " --help)";
@@ -379,4 +380,4 @@ std::string dash_file(const CLI::App* sub) {
     return "";
 }
 
-}  // namespace mhc::cli
+}   // namespace mhc::cli

@@ -43,4 +43,4 @@ std::string missing_value(const std::string& msg, const CLI::App& chosen, const 
 // The number grammar (docs/cli.md, "Numbers") on every option of `app` and its commands.
 void apply_number_grammar(CLI::App& app);
 
-}  // namespace mhc::cli
+}   // namespace mhc::cli
