@@ -39,9 +39,9 @@ mhc::cli::Registration reg{mhc::cli::Command{
             // A Perfetto export holds one run, the one --run names: without it the runs database is
             // opened, checked and left unread (the CSV tables hold every run it has).
             if (*format == "perfetto" && !runs_db->empty() && *run == 0)
-                throw mhc::Error(
-                    "--runs-db without --run: a perfetto export holds a run only with --run ID; give "
-                    "--run, or leave --runs-db out");
+                throw mhc::Error("--runs-db " + *runs_db +
+                                 " without --run: a perfetto export holds a run only with --run ID; give --run, or "
+                                 "leave --runs-db out");
             auto if_exists = *force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
             if (*format == "csv") {
                 auto tables = ex::export_csv(*in, *out, {*run, if_exists, *runs_db});

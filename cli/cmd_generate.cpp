@@ -246,7 +246,8 @@ void refuse_idle_options(const Options& opts, const GeneratorConfig& cfg) {
         std::string why;
     };
     const Idle rules[] = {
-        {"zero1", cfg.zero1 && cfg.dp == 1, "with " + dp + ": ZeRO-1 shards the optimizer states over data-parallel ranks"},
+        {"zero1", cfg.zero1 && cfg.dp == 1,
+         "with " + dp + ": ZeRO-1 shards the optimizer states over data-parallel ranks"},
         {"bucket", cfg.dp == 1, "with " + dp + ": gradient buckets are all-reduced over data-parallel ranks"},
         {"sinkhorn-iters", one_stream, "with " + hc + ": Sinkhorn-Knopp mixes the streams of mHC (--hc 2 or more)"},
         {"hc-recompute", one_stream && cfg.hc_recompute,

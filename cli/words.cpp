@@ -117,10 +117,11 @@ std::string unexpected(const CLI::App& app, const CLI::App* sub) {
                 for (const auto& long_name : top->get_lnames()) own |= extra == "--" + long_name;
                 for (const auto& short_name : top->get_snames()) own |= extra == "-" + short_name;
                 if (own && extra != "-h" && extra != "--help" && extra != "--version")
-                    return prefix + extra + " is an option of mhc itself: give it before the command (mhc " + extra + " " +
-                           command_path(sub) + " ...)";
+                    return prefix + extra + " is an option of mhc itself: give it before the command (mhc " + extra +
+                           " " + command_path(sub) + " ...)";
             }
-        return prefix + "unknown option " + extra + mhc::did_you_mean(extra.substr(0, extra.find('=')), names) + " " + help;
+        return prefix + "unknown option " + extra + mhc::did_you_mean(extra.substr(0, extra.find('=')), names) + " " +
+               help;
     }
     return prefix + "unexpected argument '" + extras.front() + "' " + help;
 }
@@ -365,8 +366,8 @@ std::string dash_file(const CLI::App* sub) {
             if (std::find(values.begin(), values.end(), "-") == values.end()) continue;
             const std::string name = opt->get_lnames().empty() ? opt->get_name() : opt->get_lnames().front();
             const auto named = [&](const auto& list) {
-                return std::find_if(std::begin(list), std::end(list), [&](const char* known) { return name == known; }) !=
-                       std::end(list);
+                return std::find_if(std::begin(list), std::end(list),
+                                    [&](const char* known) { return name == known; }) != std::end(list);
             };
             std::string upper = name;
             for (char& letter : upper) letter = static_cast<char>(std::toupper(static_cast<unsigned char>(letter)));

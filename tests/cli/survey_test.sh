@@ -130,7 +130,7 @@ g="generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o g.db --force"
 grep -qE -- "--seed N " out && grep -qE -- "--arch NAME " out || fail "generate --help: --seed N, --arch NAME: $(grep -E -- '--seed|--arch' out)"
 
 # 5. export, info, check: a runs database read for nothing, or not there.
-refused "--runs-db without --run: a perfetto export holds a run only with --run ID" export t.db -o e.json --runs-db runs.db
+refused "--runs-db runs.db without --run: a perfetto export holds a run only with --run ID" export t.db -o e.json --runs-db runs.db
 refused "--runs-db and --json: info --json prints the trace's summary, without its runs" info t.db --json --runs-db runs.db
 [ ! -e e.json ] || fail "a refused export wrote its output"
 runs export t.db -o e.json --runs-db runs.db --run 1
