@@ -126,12 +126,13 @@ int run(const Args& a) {
     std::string backend = a.backend;
     const bool chosen = !backend.empty() && backend != "auto";
     if (!chosen) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
+    // Said once every refusal has had its turn (a warning, then a refusal, would be two lines).
+    std::vector<std::string> warnings;
     // The host backend's memcpy has one path: --path names a GPU's way of copying.
     if (backend == "host" && a.path_given) {
         if (chosen)
             throw Error("--path and --backend host: the host backend copies one way, the path is a GPU's; give one");
-        std::fprintf(stderr, "mhc: warning: --path %s has no effect: no GPU here, the host backend copies one way\n",
-                     printable(a.path).c_str());
+        warnings.push_back("--path " + printable(a.path) + " has no effect: no GPU here, the host backend copies one way");
     }
     const k::Device dev = backend == "cuda" ? k::Device::Cuda : k::Device::Cpu;
     k::require_device(dev);
@@ -153,6 +154,13 @@ int run(const Args& a) {
                     ") take more than half of this machine's memory (" + format_bytes(int64_t(memory)) +
                     "); give at most " + format_bytes(int64_t(most)));
     }
+    // Chunks are 4 KiB times powers of 4: a --max-chunk between two (32MiB) was measured up to the
+    // one below it (16 MiB) without a word, the profile's source naming the value given.
+    if (static_cast<int64_t>(sizes.back()) != max_chunk)
+        warnings.push_back("--max-chunk " + printable(a.max_chunk) +
+                           ": chunks are 4 KiB times a power of 4; the largest measured is " +
+                           format_bytes(static_cast<int64_t>(sizes.back())));
+    for (const auto& warning : warnings) std::fprintf(stderr, "mhc: warning: %s\n", warning.c_str());
     const double budget = a.quick ? 16e6 : 256e6;  // bytes moved per measurement
 
     auto make = [&](k::SwapPath p) {

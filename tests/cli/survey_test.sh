@@ -174,6 +174,13 @@ c="calibrate --quick --rounds 1 --max-chunk 16KiB"
     refused "--path and --backend host: the host backend copies one way" $c -o c.json --backend host --path zero-copy
     refused "--rounds 5 and --quick: --quick measures at most 3 rounds; give one" calibrate --quick --rounds 5 -o c.json
     [ ! -e c.json ] || fail "a refused calibrate wrote its profile"
+    # A warning never stands before a refusal (two lines): the refusal alone.
+    refused "--max-chunk '100': a size needs a unit" calibrate --quick --rounds 1 -o c.json --max-chunk 100 --path zero-copy
+    # A --max-chunk between two measured sizes (4 KiB times powers of 4): said, and run.
+    "$mhc" calibrate --backend host --quick --rounds 1 --max-chunk 20KiB -o c20.json >out 2>err ||
+        fail "calibrate --max-chunk 20KiB: $(cat err)"
+    [ "$(cat err)" = "mhc: warning: --max-chunk 20KiB: chunks are 4 KiB times a power of 4; the largest measured is 16.00 KiB" ] ||
+        fail "calibrate --max-chunk 20KiB: $(cat err)"
     # With auto: on a machine without a GPU (the host backend) said in one line, and run.
     "$mhc" $c -o c.json --path zero-copy >out 2>err || fail "calibrate --path with auto: $(cat err)"
     [ ! -s err ] || [ "$(cat err)" = "mhc: warning: --path zero-copy has no effect: no GPU here, the host backend copies one way" ] ||
