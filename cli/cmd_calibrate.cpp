@@ -132,7 +132,8 @@ int run(const Args& a) {
     if (backend == "host" && a.path_given) {
         if (chosen)
             throw Error("--path and --backend host: the host backend copies one way, the path is a GPU's; give one");
-        warnings.push_back("--path " + printable(a.path) + " has no effect: no GPU here, the host backend copies one way");
+        warnings.push_back("--path " + printable(a.path) +
+                           " has no effect: no GPU here, the host backend copies one way");
     }
     const k::Device dev = backend == "cuda" ? k::Device::Cuda : k::Device::Cpu;
     k::require_device(dev);

@@ -74,6 +74,14 @@ refused "info: unknown option --version (mhc info --help)" info t.db --version
 refused "mhc: a command is required before --; commands: advise," -- info t.db
 runs -q info t.db
 
+# 2c. mhc help of a command's own command (it was "help: unexpected argument 'sinkhorn'").
+"$mhc" help kernels sinkhorn >h1 2>err || fail "help kernels sinkhorn: $(cat err)"
+"$mhc" kernels sinkhorn --help >h2
+cmp -s h1 h2 || fail "mhc help kernels sinkhorn differs from mhc kernels sinkhorn --help"
+refused "help: 'sinkhron' is not a command of kernels; did you mean sinkhorn? (mhc help kernels)" help kernels sinkhron
+refused "help: 'x' is not a command of info, which has none (mhc help info)" help info x
+refused "help: sizes is a topic, with no commands: 'x' (mhc help sizes)" help sizes x
+
 # 3. sweep: the bisection's options with --no-bisect did nothing; an empty item of a list was dropped.
 s="sweep t.db --policies lru --capacities 90% --no-store"
 # shellcheck disable=SC2086
