@@ -48,6 +48,18 @@ runs import k.json -o ./-   # a file called '-', named so
 [ -s ./- ] || fail "import -o ./- wrote nothing"
 cat k.json | "$mhc" import - -o dash.db >out 2>err || fail "import - (standard input) exited $?: $(cat err)"
 
+# 1b. import --max-input-size of a file that is not gzip-compressed bounds nothing (it bounds a gzip
+# input's decompressed bytes, and a pipe's): said in one line after the import; a gzip input and
+# standard input are bounded, nothing said.
+"$mhc" import k.json -o m1.db --max-input-size 1GiB >out 2>err || fail "import --max-input-size: $(cat err)"
+[ "$(cat err)" = "mhc: warning: --max-input-size had no effect: k.json is not gzip-compressed (it bounds a gzip input's decompressed bytes, and a pipe's)" ] ||
+    fail "import --max-input-size of a plain file: $(cat err)"
+"$mhc" import "$fixtures/cpu_mlp_kineto.json.gz" -o m2.db --max-input-size 1GiB >out 2>err && [ ! -s err ] ||
+    fail "import --max-input-size of a gzip file: $(cat err)"
+cat k.json | "$mhc" import - -o m3.db --max-input-size 1GiB >out 2>err && [ ! -s err ] ||
+    fail "import --max-input-size of standard input: $(cat err)"
+refused "m1.db: already exists" import k.json -o m1.db --max-input-size 1GiB   # the refusal alone
+
 # 2. A required option or argument left out: said with its command and help (CLI11 said
 # "trace is required", "command is required").
 refused "info: the TRACE argument is required (mhc info --help)" info
