@@ -30,6 +30,7 @@ struct Args {
     std::string backend, output, name, path = "copy-engine", max_chunk = "64MiB";
     int repeat = 0, rounds = 5;
     bool quick = false, force = false;
+    bool path_given = false, rounds_given = false;   // --path, --rounds given (not their defaults)
 };
 
 struct Rates {
@@ -118,17 +119,25 @@ int run(const Args& a) {
                     (errno == ENOENT    ? "no such directory"
                      : errno == ENOTDIR ? "not a directory"
                                         : std::strerror(errno)));
-    k::Device dev;
+    // --quick measures at most 3 rounds: more, given, were not measured.
+    if (a.quick && a.rounds_given && a.rounds > 3)
+        throw Error("--rounds " + std::to_string(a.rounds) +
+                    " and --quick: --quick measures at most 3 rounds; give one");
     std::string backend = a.backend;
-    if (backend.empty() || backend == "auto") backend = k::cuda_device_count() > 0 ? "cuda" : "host";
-    if (backend == "host") dev = k::Device::Cpu;
-    else if (backend == "cuda") dev = k::Device::Cuda;
-    else throw Error("--backend: unknown backend '" + backend + "' (host or cuda)");
+    const bool chosen = !backend.empty() && backend != "auto";
+    if (!chosen) backend = k::cuda_device_count() > 0 ? "cuda" : "host";
+    // Said once every refusal has had its turn (a warning, then a refusal, would be two lines).
+    std::vector<std::string> warnings;
+    // The host backend's memcpy has one path: --path names a GPU's way of copying.
+    if (backend == "host" && a.path_given) {
+        if (chosen)
+            throw Error("--path and --backend host: the host backend copies one way, the path is a GPU's; give one");
+        warnings.push_back("--path " + printable(a.path) +
+                           " has no effect: no GPU here, the host backend copies one way");
+    }
+    const k::Device dev = backend == "cuda" ? k::Device::Cuda : k::Device::Cpu;
     k::require_device(dev);
-    k::SwapPath path;
-    if (a.path == "copy-engine") path = k::SwapPath::CopyEngine;
-    else if (a.path == "zero-copy") path = k::SwapPath::ZeroCopy;
-    else throw Error("--path: unknown path '" + a.path + "' (copy-engine or zero-copy)");
+    const k::SwapPath path = a.path == "zero-copy" ? k::SwapPath::ZeroCopy : k::SwapPath::CopyEngine;
     const int64_t max_chunk = option_value("--max-chunk", [&] { return parse_size(a.max_chunk, 4096); });
 
     std::vector<size_t> sizes;
@@ -146,6 +155,13 @@ int run(const Args& a) {
                     ") take more than half of this machine's memory (" + format_bytes(int64_t(memory)) +
                     "); give at most " + format_bytes(int64_t(most)));
     }
+    // Chunks are 4 KiB times powers of 4: a --max-chunk between two (32MiB) was measured up to the
+    // one below it (16 MiB) without a word, the profile's source naming the value given.
+    if (static_cast<int64_t>(sizes.back()) != max_chunk)
+        warnings.push_back("--max-chunk " + printable(a.max_chunk) +
+                           ": chunks are 4 KiB times a power of 4; the largest measured is " +
+                           format_bytes(static_cast<int64_t>(sizes.back())));
+    for (const auto& warning : warnings) std::fprintf(stderr, "mhc: warning: %s\n", warning.c_str());
     const double budget = a.quick ? 16e6 : 256e6;  // bytes moved per measurement
 
     auto make = [&](k::SwapPath p) {
@@ -235,11 +251,15 @@ Registration reg{Command{
     [](CLI::App& sub) -> std::function<int()> {
         auto args = std::make_shared<Args>();
         sub.add_option("--backend", args->backend, "host or cuda; auto is cuda when a GPU is present")
+            ->check(one_of({"auto", "host", "cuda"}))
             ->type_name("BACKEND")
             ->default_str("auto");
         sub.add_option("-o,--output", args->output, "Link profile to write (.json)")->required()->type_name("FILE");
         sub.add_option("--name", args->name, "Name recorded in the profile");
-        sub.add_option("--path", args->path, "copy-engine or zero-copy (cuda)")->type_name("PATH")->capture_default_str();
+        auto* path = sub.add_option("--path", args->path, "copy-engine or zero-copy (cuda)")
+                         ->check(one_of({"copy-engine", "zero-copy"}))
+                         ->type_name("PATH")
+                         ->capture_default_str();
         sub.add_option("--max-chunk", args->max_chunk, "Largest chunk size measured, at least 4KiB")
             ->type_name("SIZE")
             ->capture_default_str();
@@ -247,12 +267,17 @@ Registration reg{Command{
         sub.add_option("--repeat", args->repeat, "Transfers per measurement, 0 for a number by size")
             ->check(CLI::Range(0, 65536))
             ->default_str("0");
-        sub.add_option("--rounds", args->rounds, "Repetitions of each measurement; the median is kept (--quick: at most 3)")
-            ->check(CLI::Range(1, 99))
-            ->capture_default_str();
+        auto* rounds = sub.add_option("--rounds", args->rounds,
+                                      "Repetitions of each measurement; the median is kept (--quick: at most 3)")
+                           ->check(CLI::Range(1, 99))
+                           ->capture_default_str();
         sub.add_flag("--quick", args->quick, "Fewer bytes per measurement");
         sub.add_flag("--force", args->force, "Replace an existing profile");
-        return [args]() { return run(*args); };
+        return [args, path, rounds]() {
+            args->path_given = path->count() > 0;
+            args->rounds_given = rounds->count() > 0;
+            return run(*args);
+        };
     }}};
 
 }  // namespace

@@ -36,6 +36,12 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("FILE");
         app.add_flag("--force", *force, "Replace existing output files (never the trace itself)");
         return [in, out, format, run, force, runs_db] {
+            // A Perfetto export holds one run, the one --run names: without it the runs database is
+            // opened, checked and left unread (the CSV tables hold every run it has).
+            if (*format == "perfetto" && !runs_db->empty() && *run == 0)
+                throw mhc::Error("--runs-db " + *runs_db +
+                                 " without --run: a perfetto export holds a run only with --run ID; give --run, or "
+                                 "leave --runs-db out");
             auto if_exists = *force ? mhc::IfExists::Replace : mhc::IfExists::Refuse;
             if (*format == "csv") {
                 auto tables = ex::export_csv(*in, *out, {*run, if_exists, *runs_db});

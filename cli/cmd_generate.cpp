@@ -233,6 +233,39 @@ void validate_options(const GeneratorConfig& cfg) {
     }
 }
 
+// Options given that the configuration leaves with nothing to do: refused, saying why, as simulate
+// and advise refuse theirs (docs/cli.md). Only options given: a preset's own setting an override
+// leaves idle (llama2-7b's ZeRO-1 with --dp 1) is not the user's word. A negation (--no-zero1)
+// says what happens anyway and passes.
+void refuse_idle_options(const Options& opts, const GeneratorConfig& cfg) {
+    const std::string dp = "dp " + std::to_string(cfg.dp), hc = "--hc " + std::to_string(cfg.hc);
+    const bool one_stream = cfg.hc == 1;
+    struct Idle {
+        const char* option;
+        bool idle;
+        std::string why;
+    };
+    const Idle rules[] = {
+        {"zero1", cfg.zero1 && cfg.dp == 1,
+         "with " + dp + ": ZeRO-1 shards the optimizer states over data-parallel ranks"},
+        {"bucket", cfg.dp == 1, "with " + dp + ": gradient buckets are all-reduced over data-parallel ranks"},
+        {"sinkhorn-iters", one_stream, "with " + hc + ": Sinkhorn-Knopp mixes the streams of mHC (--hc 2 or more)"},
+        {"hc-recompute", one_stream && cfg.hc_recompute,
+         "with " + hc + ": there is no n-stream residual (--hc 2 or more)"},
+        {"hc-block", one_stream, "with " + hc + ": there is no n-stream residual (--hc 2 or more)"},
+        {"hc-recompute", cfg.recompute && cfg.hc_recompute,
+         "with --recompute: every layer is recomputed whole, the mHC blocks with it"},
+        {"hc-block", cfg.recompute, "with --recompute: every layer is recomputed whole, the mHC blocks with it"},
+        {"hc-block", !cfg.hc_recompute, "without --hc-recompute: the blocks are those it recomputes"},
+        {"max-positions", cfg.arch == Arch::Llama, "with --arch llama: its positions are rotary, not learned"},
+        {"seed", cfg.jitter == 0, "with --jitter 0: the seed draws the jitter alone"},
+    };
+    for (const auto& rule : rules)
+        if (rule.idle && opts.given(rule.option))
+            throw mhc::Error(std::string("--") + rule.option + " " + rule.why + "; it does nothing here: leave it out",
+                             mhc::Error::Kind::BadInput);
+}
+
 int run(const Options& o) {
     GeneratorConfig cfg = build(o);
     const bool one_rank = o.given("pp-stage") || o.given("dp-rank") || o.given("tp-rank");
@@ -248,6 +281,7 @@ int run(const Options& o) {
         cfg.tp_rank = o.tp_rank;
     }
     validate_options(cfg);
+    refuse_idle_options(o, cfg);
     if (!o.all_ranks) mhc::refuse_special_file(o.output);   // /dev/fd/1 is not too small: it is no file
     // Before any file: refuses an output too large for the bound or the disk.
     const size_t files = o.all_ranks
@@ -336,8 +370,10 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("SIZE")
             ->default_str(o->max_output_size);
         m["steps"] = app.add_option("--steps", o->steps, "Training steps")->check(CLI::Range(1, 1000000));
-        m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter");
-        m["arch"] = app.add_option("--arch", o->arch, "gpt2|llama")->check(mhc::cli::one_of({"gpt2", "llama"}));
+        m["seed"] = app.add_option("--seed", o->seed, "Seed of the jitter")->type_name("UINT");
+        m["arch"] = app.add_option("--arch", o->arch, "gpt2|llama")
+                        ->check(mhc::cli::one_of({"gpt2", "llama"}))
+                        ->type_name("NAME");
         m["layers"] = app.add_option("--layers", o->layers, "Transformer layers (whole model)")->check(CLI::Range(1, 4096));
         m["hidden"] = app.add_option("--hidden", o->hidden, "Hidden size")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
         m["heads"] = app.add_option("--heads", o->heads, "Attention heads")->check(CLI::Range(1, 16384));
@@ -348,8 +384,9 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["micro-batches"] = app.add_option("--micro-batches", o->micro_batches, "Micro-batches per step (accumulation / pipeline)")->check(CLI::Range(1, 4096));
         m["vocab"] = app.add_option("--vocab", o->vocab, "Vocabulary size")->check(CLI::Range(int64_t(1), int64_t(1) << 26));
         m["max-positions"] = app.add_option("--max-positions", o->max_positions, "gpt2 learned positions (0: seq)")->check(CLI::Range(int64_t(0), int64_t(1) << 22));
-        m["dtype"] =
-            app.add_option("--dtype", o->dtype, "bf16|fp16|fp32")->check(mhc::cli::one_of({"bf16", "fp16", "fp32"}));
+        m["dtype"] = app.add_option("--dtype", o->dtype, "bf16|fp16|fp32")
+                         ->check(mhc::cli::one_of({"bf16", "fp16", "fp32"}))
+                         ->type_name("NAME");
         m["dp"] = app.add_option("--dp", o->dp, "Data-parallel size")->check(CLI::Range(1, 65536));
         m["tp"] = app.add_option("--tp", o->tp, "Tensor-parallel size")->check(CLI::Range(1, 1024));
         m["pp"] = app.add_option("--pp", o->pp, "Pipeline-parallel size (the trace is stage 0 unless --pp-stage or --all-ranks)")->check(CLI::Range(1, 1024));
@@ -366,7 +403,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
         m["sinkhorn-iters"] = app.add_option("--sinkhorn-iters", o->sinkhorn_iters, "Sinkhorn-Knopp iterations")->check(CLI::Range(1, 1000));
         m["hc-recompute"] = app.add_flag("--hc-recompute,!--no-hc-recompute", o->hc_recompute, "mHC block recomputation of the n-stream residual");
         m["hc-block"] = app.add_option("--hc-block", o->hc_block, "Layers per mHC recompute block (0: sqrt(nL/(n+2)))")->check(CLI::Range(0, 4096));
-        m["gpu"] = app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(mhc::cli::one_of(gpu_names()));
+        m["gpu"] =
+            app.add_option("--gpu", o->gpu, "a100|h100|h200")->check(mhc::cli::one_of(gpu_names()))->type_name("NAME");
         m["gpu-flops"] = app.add_option("--gpu-flops", o->gpu_flops, "Peak bf16 matmul FLOP/s override")
                              ->check(mhc::cli::finite_number())
                              ->check(CLI::PositiveNumber);

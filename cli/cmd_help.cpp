@@ -101,8 +101,10 @@ std::string overview(const CLI::App& top, int w) {
 
 std::function<int()> setup(CLI::App& app) {
     auto what = std::make_shared<std::string>();
+    auto inner = std::make_shared<std::string>();
     app.add_option("subject", *what, "A command or a topic (sizes, policies, prefetch, allocators, links, exit-status)");
-    return [what, &app]() -> int {
+    app.add_option("command", *inner, "A command's own command (mhc help kernels sinkhorn)");
+    return [what, inner, &app]() -> int {
         const int w = help_width();
         const CLI::App& top = *app.get_parent();
         if (what->empty()) {
@@ -111,14 +113,31 @@ std::function<int()> setup(CLI::App& app) {
         }
         for (const auto& t : kTopics)
             if (*what == t.name) {
+                if (!inner->empty())
+                    throw Error("help: " + *what + " is a topic, with no commands: '" + *inner + "' (mhc help " +
+                                *what + ")");
                 std::fputs(t.text(w).c_str(), stdout);
                 return kExitOk;
             }
         std::vector<std::string> names;
         for (const CLI::App* sub : top.get_subcommands({})) {
             if (sub->get_name() == *what) {
-                std::fputs(sub->help(top.get_name()).c_str(), stdout);
-                return kExitOk;
+                if (inner->empty()) {
+                    std::fputs(sub->help(top.get_name()).c_str(), stdout);
+                    return kExitOk;
+                }
+                // `mhc help kernels sinkhorn`, as `mhc kernels sinkhorn --help` (it was "unexpected argument").
+                std::vector<std::string> own;
+                for (const CLI::App* command : sub->get_subcommands({})) {
+                    if (command->get_name() == *inner) {
+                        std::fputs(command->help(top.get_name() + " " + sub->get_name()).c_str(), stdout);
+                        return kExitOk;
+                    }
+                    own.push_back(command->get_name());
+                }
+                throw Error("help: '" + *inner + "' is not a command of " + *what +
+                            (own.empty() ? ", which has none" : did_you_mean(*inner, own)) + " (mhc help " + *what +
+                            ")");
             }
             names.push_back(sub->get_name());
         }

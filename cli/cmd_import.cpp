@@ -42,6 +42,19 @@ void say_if_waiting(const std::string& path, const char* what) {
                  what, path.c_str());
 }
 
+// Whether `path` is a regular file that does not start as gzip does (0x1f 0x8b): --max-input-size
+// bounds the decompressed bytes of a gzip input and what a pipe gives, nothing of such a file.
+bool plain_file(const std::string& path) {
+    struct stat st {};
+    if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    std::FILE* file = std::fopen(path.c_str(), "rb");
+    if (file == nullptr) return false;
+    unsigned char magic[2] = {0, 0};
+    const size_t got = std::fread(magic, 1, 2, file);
+    std::fclose(file);
+    return got < 2 || magic[0] != 0x1f || magic[1] != 0x8b;
+}
+
 mhc::cli::Registration reg{mhc::cli::Command{
     "import", "Import a PyTorch memory snapshot, Kineto trace, execution trace or nsys SQLite export",
     [](CLI::App& app) -> std::function<int()> {
@@ -64,13 +77,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
         app.add_option("--kineto", *kineto, "Kineto trace of the same run (execution traces: timing)")
             ->check(CLI::ExistingFile)
             ->type_name("FILE");
-        app.add_option("--max-input-size", *max_input,
+        auto* max_input_option = app.add_option("--max-input-size", *max_input,
                        "Most decompressed bytes of a gzip input held at once (a snapshot, one ET node or "
                        "Kineto event)")
             ->type_name("SIZE")
             ->default_str(*max_input);
         app.add_flag("--force", *force, "Replace an existing output file (and the runs stored in it)");
-        return [in, out, format, kineto, max_input, force] {
+        return [in, out, format, kineto, max_input, force, max_input_option] {
             imp::Options opt;
             opt.format = imp::format_from_string(*format);
             opt.kineto_path = *kineto;
@@ -87,7 +100,16 @@ mhc::cli::Registration reg{mhc::cli::Command{
             if (*in == "-") *in = "/dev/stdin";
             // Not when the output is refused without reading (one line, as for any refusal).
             if (*force || !std::filesystem::exists(*out)) say_if_waiting(*in, "the input");
+            // The input decides whether the bound did anything: said (after the import, so that a refusal
+            // stays one line), not refused.
+            const bool unbounded =
+                max_input_option->count() > 0 && plain_file(*in) && (kineto->empty() || plain_file(*kineto));
             imp::Result r = imp::import_file(*in, *out, opt);
+            if (unbounded)
+                std::fprintf(stderr,
+                             "mhc: warning: --max-input-size had no effect: %s is not gzip-compressed (it bounds a "
+                             "gzip input's decompressed bytes, and a pipe's)\n",
+                             mhc::cli::printable(*in).c_str());
             std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
                         "%lld copies, %lld markers\n",
                         out->c_str(), std::string(imp::to_string(r.format)).c_str(),

@@ -8,6 +8,7 @@
 
 #include "command.hpp"
 #include "help.hpp"
+#include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/trace/check.hpp"
 #include "mhc/trace/columns.hpp"
@@ -108,6 +109,11 @@ mhc::cli::Registration reg{mhc::cli::Command{
                                               "those in the trace")
             ->type_name("FILE");
         return [path, json, top, runs_db] {
+            // The JSON summary is the trace's alone: the runs a --runs-db holds were read and not printed.
+            if (*json && !runs_db->empty())
+                throw mhc::Error(
+                    "--runs-db and --json: info --json prints the trace's summary, without its runs; "
+                    "give one");
             // The full check: info computes peaks and sums, so it refuses what `mhc check` refuses.
             auto data = mhc::trace::load_checked_trace(*path);
             auto summary = mhc::trace::summarize(data, *top);

@@ -50,17 +50,20 @@ void check_finite(const std::string& path, int n, int64_t tokens, k::DType t, co
         throw Error(where(path, "token " + std::to_string(bad) + " contains NaN or Inf"));
 }
 
-// All-or-nothing: write a temporary file beside the target, then rename over it.
-void write_atomic(const std::string& path, const void* data, size_t bytes) {
-    mhc::write_file_atomically(path, std::string_view(static_cast<const char*>(data), bytes), mhc::IfExists::Replace);
+// All-or-nothing: write a temporary file beside the target, then rename over it; an existing one
+// only with --force, as every command's output.
+void write_atomic(const std::string& path, const void* data, size_t bytes, bool force) {
+    mhc::write_file_atomically(path, std::string_view(static_cast<const char*>(data), bytes),
+                               force ? mhc::IfExists::Replace : mhc::IfExists::Refuse);
 }
 
 struct Args {
     int n = 4, iters = 20, threads = 0;
     float eps = 1e-6f, tol = 0.0f;
-    bool column_first = false, log_domain = false, backward = false;
+    bool column_first = false, log_domain = false, backward = false, force = false;
     std::string device = "cpu", input, output, grad, grad_output;
     std::string input_dtype = "f32", output_dtype = "f32";
+    bool eps_given = false, threads_given = false;   // --eps, --threads given (not their defaults)
 };
 
 // The options' ranges, named as the user typed them (kernels::validate names the library's fields).
@@ -76,6 +79,13 @@ void check_options(const Args& args) {
         throw Error("--eps: must be > 0 without --log-domain (it guards every division)");
     if (!(args.tol >= 0.0f)) throw Error("--tol: must be a finite number >= 0");
     if (args.threads < 0) throw Error("--threads: " + std::to_string(args.threads) + " is negative (0 for all cores)");
+    // Options the others leave with nothing to do: taken, and the run the same without them.
+    if (args.eps_given && args.log_domain)
+        throw Error(
+            "--eps and --log-domain: --eps guards the plain variant's divisions, and the log-domain one "
+            "has none; give one");
+    if (args.threads_given && args.device == "cuda")
+        throw Error("--threads and --device cuda: --threads sets the CPU's threads; give one");
 }
 
 // The same file by name (it need not exist yet).
@@ -126,6 +136,11 @@ int run_sinkhorn(const Args& a) {
                                           std::to_string(T)));
         check_finite(a.grad, a.n, TG, in_t, G);
     }
+    // An existing output is refused before the work, not after it (it was replaced without a word);
+    // what is wrong with the inputs is said first.
+    for (const std::string* out : {&a.output, &a.grad_output})
+        if (!a.force && !out->empty() && std::filesystem::exists(*out))
+            throw Error(*out + ": already exists; pass --force to replace it");
     const size_t out_bytes = static_cast<size_t>(T) * a.n * a.n * k::dtype_size(out_t);
     std::vector<unsigned char> P(out_bytes), dH(a.backward ? out_bytes : 0);
 
@@ -150,8 +165,8 @@ int run_sinkhorn(const Args& a) {
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    write_atomic(a.output, P.data(), P.size());
-    if (a.backward) write_atomic(a.grad_output, dH.data(), dH.size());
+    write_atomic(a.output, P.data(), P.size(), a.force);
+    if (a.backward) write_atomic(a.grad_output, dH.data(), dH.size(), a.force);
 
     std::printf("sinkhorn %s: %lld tokens, n=%d, %s, %s order, %s%d iterations, %s -> %s, %s, %.3f s\n",
                 a.backward ? "backward" : "forward", static_cast<long long>(T), a.n,
@@ -173,16 +188,16 @@ Registration reg{Command{
         CLI::App* sk = sub.add_subcommand("sinkhorn", "Batched Sinkhorn-Knopp on raw T x n x n tensors");
         sk->add_option("--n", args->n, "Matrix size n (2..16)")->capture_default_str();
         sk->add_option("--iters", args->iters, "Iterations (the cap when --tol is given)")->capture_default_str();
-        sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")
-            ->check(finite_number())
-            ->capture_default_str();
+        auto* eps = sk->add_option("--eps", args->eps, "Added to every denominator (plain variant)")
+                        ->check(finite_number())
+                        ->capture_default_str();
         sk->add_option("--tol", args->tol, "Stop a token once its marginal error is <= tol, 0 for fixed iterations")
             ->check(finite_number())
             ->default_str("0");
         sk->add_flag("--column-first", args->column_first, "Normalise columns before rows in each iteration");
         sk->add_flag("--log-domain", args->log_domain, "logsumexp normalisation (extreme inputs)");
         sk->add_option("--device", args->device, "Where the kernel runs")->type_name("cpu|cuda")->capture_default_str();
-        sk->add_option("--threads", args->threads, "CPU threads, 0 for all")->default_str("0");
+        auto* threads = sk->add_option("--threads", args->threads, "CPU threads, 0 for all")->default_str("0");
         sk->add_option("--input", args->input, "Logits H, raw little-endian T x n x n")->required()->type_name("FILE");
         sk->add_option("--output", args->output, "Result P (written atomically)")->required()->type_name("FILE");
         sk->add_option("--input-dtype", args->input_dtype, "f32 or bf16 (input and --grad files)")
@@ -194,8 +209,11 @@ Registration reg{Command{
         sk->add_flag("--backward", args->backward, "Also compute dH from the upstream gradient --grad");
         sk->add_option("--grad", args->grad, "Upstream gradient dL/dP, same shape as the input")->type_name("FILE");
         sk->add_option("--grad-output", args->grad_output, "Where to write dL/dH")->type_name("FILE");
-        return [args, sk]() -> int {
+        sk->add_flag("--force", args->force, "Replace existing output files");
+        return [args, sk, eps, threads]() -> int {
             if (!sk->parsed()) return kExitBadInput;
+            args->eps_given = eps->count() > 0;
+            args->threads_given = threads->count() > 0;
             return run_sinkhorn(*args);
         };
     }}};

@@ -18,6 +18,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/record/output.hpp"
 
 namespace fs = std::filesystem;
@@ -27,18 +28,28 @@ namespace {
 
 constexpr const char* kLibraryName = "libmhc_record.so";
 
+// The library named by --library or MHC_RECORD_LIBRARY: a file, and a shared library (an ELF
+// file). Anything else was handed to the CUDA driver, which cannot load it and records nothing,
+// after the program ran (a folder was said to be "no such file").
+std::string checked_library(const std::string& what, const std::string& path) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) throw Error(what + ": " + path + ": is a directory", Error::Kind::BadInput);
+    if (!fs::exists(path, ec)) throw Error(what + ": " + no_such_file(path), Error::Kind::BadInput);
+    if (!fs::is_regular_file(path, ec)) throw Error(what + ": " + path + ": not a regular file", Error::Kind::BadInput);
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {};
+    if (!in.read(magic, sizeof magic) || std::memcmp(magic,
+                                                     "\x7f"
+                                                     "ELF",
+                                                     4) != 0)
+        throw Error(what + ": " + path + ": not a shared library (no ELF header)", Error::Kind::BadInput);
+    return fs::absolute(path).string();
+}
+
 std::string find_library(const std::string& given) {
-    if (!given.empty() && given != "auto") {
-        if (!fs::is_regular_file(given))
-            throw Error("--library: " + given + ": no such file", Error::Kind::BadInput);
-        return fs::absolute(given).string();
-    }
-    if (const char* env = std::getenv("MHC_RECORD_LIBRARY"); env && *env) {
-        if (!fs::is_regular_file(env))
-            throw Error(std::string("MHC_RECORD_LIBRARY: ") + env + ": no such file",
-                        Error::Kind::BadInput);
-        return fs::absolute(env).string();
-    }
+    if (!given.empty() && given != "auto") return checked_library("--library", given);
+    if (const char* env = std::getenv("MHC_RECORD_LIBRARY"); env && *env)
+        return checked_library("MHC_RECORD_LIBRARY", env);
     std::error_code ec;
     fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec) {
@@ -129,14 +140,20 @@ int run_record(const std::string& output, bool torch, bool no_accesses, bool for
     // a value it overwrote would be a setting dropped in silence.
     force = force || env.replace;
     no_accesses = no_accesses || !env.accesses;
+    // The output, checked as every command checks its own, before the program runs (it may run
+    // for hours): a folder or a device (/dev/stdout, /dev/null) is never replaced, even with --force.
+    const std::string dir = fs::path(output).has_parent_path() ? fs::path(output).parent_path().string() : ".";
+    std::error_code ec;
+    if (!fs::exists(dir, ec))
+        throw Error(output + ": cannot write into " + dir + ": no such directory", Error::Kind::BadInput);
+    if (!fs::is_directory(dir, ec))
+        throw Error(output + ": cannot write into " + dir + ": not a directory", Error::Kind::BadInput);
+    if (fs::is_directory(output, ec)) throw Error(output + ": is a directory", Error::Kind::BadInput);
+    refuse_special_file(output);
     std::string library = find_library(library_opt);
     fs::path out = fs::absolute(output);   // the program may change directory
-    if (!fs::is_directory(out.parent_path()))
-        throw Error("-o " + output + ": directory " + out.parent_path().string() +
-                        " does not exist",
-                    Error::Kind::BadInput);
-    // Refused before the program runs (it may run for hours); the recorder refuses rank and pid
-    // names that exist too (MHC_RECORD_FORCE).
+    // Refused before the program runs; the recorder refuses rank and pid names that exist too
+    // (MHC_RECORD_FORCE).
     if (!force && fs::exists(out))
         throw Error(output + ": already exists; pass --force to replace it (and everything in it)",
                     Error::Kind::BadInput);

@@ -1,5 +1,6 @@
 // `mhc sweep TRACE`: policies x prefetchers x capacities x links on all cores, a table, every
 // run stored, and per policy the smallest capacity within a throughput-loss budget.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -35,47 +36,51 @@ std::function<int()> setup(CLI::App& app) {
                                                               policy_names(sim::eviction_policies()) + " (mhc help policies)")
                     ->type_name("LIST")
                     ->default_str(o->policies);
-    app.add_option("--prefetchers", o->prefetchers, "Prefetch policies, comma-separated: " +
-                                                         policy_names(sim::prefetch_policies()) + " (mhc help prefetch)")
-        ->type_name("LIST")
-        ->default_str(o->prefetchers);
+    auto* pre = app.add_option("--prefetchers", o->prefetchers,
+                               "Prefetch policies, comma-separated: " + policy_names(sim::prefetch_policies()) +
+                                   " (mhc help prefetch)")
+                    ->type_name("LIST")
+                    ->default_str(o->prefetchers);
     app.add_option("--capacities", o->capacities, "Capacities, comma-separated: shares of the peak or sizes (40GiB)")
         ->type_name("LIST")
         ->default_str(o->capacities);
-    app.add_option("--links", o->links, "Links, comma-separated: presets or link profile files (mhc help links)")
-        ->type_name("LIST")
-        ->default_str(o->links);
-    app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection")
-        ->type_name("SHARE")
-        ->default_str(o->budget);
+    auto* links = app.add_option("--links", o->links,
+                                 "Links, comma-separated: presets or link profile files (mhc help links)")
+                      ->type_name("LIST")
+                      ->default_str(o->links);
+    auto* budget = app.add_option("--budget", o->budget, "Throughput-loss budget of the bisection")
+                       ->type_name("SHARE")
+                       ->default_str(o->budget);
     add_sim_base_options(app, o->base);
     add_allocator_conf_option(app, o->base);
     app.add_option("--jobs,-j", o->jobs, "Threads, 0 for all cores")->default_str("0");
-    app.add_option("--bisect-steps", o->bisect_steps, "Bisection steps (resolution 1/2^steps of the peak)")
-        ->default_str(std::to_string(o->bisect_steps));
+    auto* steps = app.add_option("--bisect-steps", o->bisect_steps,
+                                 "Bisection steps (resolution 1/2^steps of the peak)")
+                      ->default_str(std::to_string(o->bisect_steps));
     add_store_options(app, o->store);
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
-    return [o, pol] {
+    return [o, pol, pre, links, budget, steps] {
         check_store_environment(o->store);
         sim::SweepSpec spec;
         spec.base.record_events = !o->store.no_store;
         apply_sim_base_options(o->base, spec.base, true);   // the policy list is handled below
-        spec.policies = split_list(o->policies);
+        spec.policies = split_list("--policies", o->policies);
         if (pol->count() == 0 && std::getenv("MHC_EVICTION_STRATEGY")) {
             sim::Config env;
             sim::apply_environment(env, {true, false, true});
             spec.policies = {env.eviction};
         }
-        spec.prefetchers = split_list(o->prefetchers);
-        for (const auto& c : split_list(o->capacities)) spec.capacities.push_back(sim::parse_capacity(c));
-        for (const auto& l : split_list(o->links)) spec.links.push_back(sim::link_from_spec(l));
+        spec.prefetchers = split_list("--prefetchers", o->prefetchers);
+        for (const auto& item : split_list("--capacities", o->capacities))
+            spec.capacities.push_back(sim::parse_capacity(item));
+        for (const auto& item : split_list("--links", o->links)) spec.links.push_back(sim::link_from_spec(item));
         // A grid that names a point twice would simulate and store it twice.
         refuse_repeats("--policies", spec.policies, spec.policies);
         refuse_repeats("--prefetchers", spec.prefetchers, spec.prefetchers);
         std::vector<std::string> capacity_keys;
         for (const auto& capacity : spec.capacities) capacity_keys.push_back(capacity_key(capacity));
-        refuse_repeats("--capacities", split_list(o->capacities), capacity_keys);
-        refuse_repeats("--links", split_list(o->links), split_list(o->links));
+        refuse_repeats("--capacities", split_list("--capacities", o->capacities), capacity_keys);
+        refuse_repeats("--links", split_list("--links", o->links), split_list("--links", o->links));
         // A loss can pass 100% (a run twice as slow loses 100%); past 1000% no budget means much.
         spec.budget = option_value("--budget", [&] { return parse_share(o->budget, 1000); });
         if (o->jobs < 0) throw Error("--jobs must be >= 0");
@@ -83,6 +88,21 @@ std::function<int()> setup(CLI::App& app) {
         spec.jobs = o->jobs;
         spec.bisect_steps = o->bisect_steps;
         spec.bisect = !o->no_bisect;
+        // A grid of unlimited capacities alone, without the bisection: nothing is evicted or swapped,
+        // and how to do it, given, would be stored run by run with nothing done (as simulate refuses).
+        const bool all_unlimited = std::all_of(spec.capacities.begin(), spec.capacities.end(),
+                                               [](const sim::Capacity& capacity) { return capacity.unlimited(); });
+        if (all_unlimited && o->no_bisect)
+            for (const CLI::Option* given : {pol, pre, links})
+                if (given->count() > 0)
+                    throw Error(given->get_name() +
+                                " and --capacities unlimited with --no-bisect: nothing is evicted "
+                                "or swapped without a limit; give one");
+        // The bisection's own options with no bisection: taken, and nothing done with them.
+        for (const CLI::Option* given : {budget, steps})
+            if (o->no_bisect && given->count() > 0)
+                throw Error(given->get_name() + " and --no-bisect: " + given->get_name() +
+                            " is for the bisection, and --no-bisect runs only the grid; give one");
         if (spec.policies.empty() || spec.prefetchers.empty() || spec.links.empty() || spec.capacities.empty())
             throw Error("sweep: empty --policies, --prefetchers, --capacities or --links");
         for (const auto& p : spec.policies)

@@ -178,11 +178,12 @@ std::function<int()> setup(CLI::App& app) {
         apply_sim_base_options(o->base, c, pol->count() > 0);
         sim::validate(c);
         std::vector<std::string> capacity_keys;
-        for (const auto& item : split_list(o->capacity)) {
+        for (const auto& item : split_list("--capacity", o->capacity)) {
             spec.capacities.push_back(sim::parse_capacity(item));
             capacity_keys.push_back(capacity_key(spec.capacities.back()));
         }
-        refuse_repeats("--capacity", split_list(o->capacity), capacity_keys);   // replayed and stored twice
+        refuse_repeats("--capacity", split_list("--capacity", o->capacity),
+                       capacity_keys);   // replayed and stored twice
         if (spec.capacities.empty()) throw Error("validate: --capacity '" + o->capacity + "' names no capacity");
         spec.replay.backend = replay::parse_backend(o->backend);
         double scale = 0;

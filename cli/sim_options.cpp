@@ -45,7 +45,39 @@ void add_allocator_conf_option(CLI::App& app, SimBaseOptions& o) {
     app.add_option("--allocator-conf", o.allocator_conf,
                    "What-if caching allocator settings over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF syntax: "
                    "expandable_segments:True")
-        ->type_name("CONF");
+        ->type_name("CONF")
+        ->check(allocator_conf_once());
+}
+
+CLI::Validator allocator_conf_once() {
+    return CLI::Validator(
+        [](std::string& text) {
+            // Settings are separated by commas outside brackets (roundup_power2_divisions:[256:1,>:4]).
+            std::vector<std::string> keys;
+            std::string key;
+            int depth = 0;
+            bool in_key = true;
+            for (size_t at = 0; at <= text.size(); ++at) {
+                const char byte = at < text.size() ? text[at] : ',';
+                if (byte == '[') ++depth;
+                if (byte == ']') --depth;
+                if (byte == ',' && depth == 0) {
+                    const size_t first = key.find_first_not_of(' '), last = key.find_last_not_of(' ');
+                    const std::string trimmed = first == std::string::npos ? "" : key.substr(first, last - first + 1);
+                    if (!trimmed.empty() && std::find(keys.begin(), keys.end(), trimmed) != keys.end())
+                        return "'" + text + "': " + trimmed + " is given twice (the last one was used); give it once";
+                    keys.push_back(trimmed);
+                    key.clear();
+                    in_key = true;
+                } else if (byte == ':' && depth == 0) {
+                    in_key = false;
+                } else if (in_key) {
+                    key += byte;
+                }
+            }
+            return std::string();
+        },
+        "");
 }
 
 void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given) {
@@ -75,11 +107,15 @@ std::string policy_names(const std::vector<sim::PolicyInfo>& v) {
     return s;
 }
 
-std::vector<std::string> split_list(const std::string& s) {
+std::vector<std::string> split_list(const std::string& option, const std::string& text) {
     std::vector<std::string> out;
-    std::stringstream ss(s);
-    for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) out.push_back(item);
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+    if (!text.empty() && text.back() == ',') out.emplace_back();
+    for (const auto& item : out)
+        if (item.find_first_not_of(" \t") == std::string::npos)
+            throw Error(option + " '" + text +
+                        "': an empty item (two commas, or one at an end); separate the items by one comma");
     return out;
 }
 

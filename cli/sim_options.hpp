@@ -31,6 +31,9 @@ struct SimBaseOptions {
 void add_sim_base_options(CLI::App& app, SimBaseOptions& o, const std::string& allocator_note = "");
 // --allocator-conf: PYTORCH_CUDA_ALLOC_CONF over the trace's recorded allocator settings.
 void add_allocator_conf_option(CLI::App& app, SimBaseOptions& o);
+// Its check (simulate, sweep, validate, allocator): a setting named twice is refused
+// ("expandable_segments:True,expandable_segments:False" ran with the last, without a word).
+CLI::Validator allocator_conf_once();
 // Copies them into `c`, then lets the environment variables fill what was not given
 // (docs/simulator.md); `policy_given`: whether the command's eviction option was given.
 void apply_sim_base_options(const SimBaseOptions& o, sim::Config& c, bool policy_given);
@@ -43,8 +46,9 @@ CLI::Option* add_policy_options(CLI::App& app, std::string& policy, std::string&
 // (the descriptions are in `mhc help policies`).
 std::string policy_names(const std::vector<sim::PolicyInfo>& v);
 
-// "a,b,,c" -> {"a", "b", "c"}
-std::vector<std::string> split_list(const std::string& s);
+// "a,b,c" -> {"a", "b", "c"}; an empty item ("a,,c", "a,") is refused naming `option` (it was
+// dropped without a word: `--capacities 90%,,70%` ran two capacities).
+std::vector<std::string> split_list(const std::string& option, const std::string& text);
 
 // A list option naming one thing twice (`--capacities 80%,80 %`, `--policies lru,lru`) would run
 // and store it twice: refused (mhc::Error naming the option and both items). `keys[i]` is what

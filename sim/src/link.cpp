@@ -105,7 +105,12 @@ LinkModel load_link_profile(const std::string& path) {
     try {
         root = json::parse(ss.str());
     } catch (const json::parse_error& e) {
-        throw Error(where(path, std::string("not valid JSON: ") + e.what()));
+        // "[json.exception.parse_error.101] parse error at line 1, column 1: ...; last read: '<bytes>'":
+        // the place, without the library's tag and the raw bytes (a binary file's are control bytes).
+        std::string what = e.what();
+        if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
+        if (const size_t raw = what.find("; last read"); raw != std::string::npos) what.resize(raw);
+        throw Error(where(path, "not a link profile: not valid JSON (" + what + ")"));
     }
     if (!root.is_object()) throw Error(where(path, "a link profile must be a JSON object"));
     LinkModel l;
@@ -252,6 +257,9 @@ LinkModel link_from_spec(const std::string& spec) {
         if (p.name == spec) return p;
     std::error_code ec;
     if (std::filesystem::is_regular_file(spec, ec)) return load_link_profile(spec);
+    // A folder or a device named as a profile was "no such file".
+    if (std::filesystem::is_directory(spec, ec)) throw Error(where(spec, "is a directory, not a link profile"));
+    if (std::filesystem::exists(spec, ec)) throw Error(where(spec, "not a regular file, not a link profile"));
     // A name with a folder or a .json ending meant a profile file.
     if (spec.find('/') != std::string::npos || spec.ends_with(".json")) throw Error(no_such_file(spec));
     std::string names;

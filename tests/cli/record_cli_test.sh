@@ -5,7 +5,7 @@ set -uo pipefail
 mhc=$(realpath "$1")
 lib=$2
 . "$(dirname "$0")/preamble.sh"
-fake="$tmp/libfake.so"; : > "$fake"
+fake="$tmp/libfake.so"; printf '\177ELF' >"$fake"   # a shared library as far as mhc looks (its ELF header)
 
 "$mhc" record >/dev/null 2>&1; [[ $? == 2 ]] || fail "no command: want exit 2"
 "$mhc" record --library "$tmp/missing.so" -- true >/dev/null 2>&1

@@ -39,15 +39,17 @@ want="run 1"; refused "$mhc" export t.db -o q.json --run 1
 # Another trace's runs database: refused, nothing written.
 want="another trace"; refused "$mhc" export u.db --format csv -o csv3 --runs-db runs.db
 [ ! -e csv3 ] || fail "a refused export left csv3"
-want="another trace"; refused "$mhc" export u.db -o u.json --runs-db runs.db
+# (A perfetto export reads a runs database only for --run: without it, --runs-db is refused as
+# having nothing to do, tests/cli/survey_test.sh.)
+want="another trace"; refused "$mhc" export u.db -o u.json --runs-db runs.db --run 1
 [ ! -e u.json ] || fail "a refused export left u.json"
 # An unknown run of the runs database, a missing runs database, the runs database as output.
 want="run 9 does not exist"; refused "$mhc" export t.db --format csv -o csv4 --runs-db runs.db --run 9
 [ ! -e csv4 ] || fail "a refused export left csv4"
-want="missing.db"; refused "$mhc" export t.db -o m.json --runs-db missing.db
+want="missing.db: no such file"; refused "$mhc" export t.db -o m.json --runs-db missing.db --run 1
 [ ! -e missing.db ] || fail "export created the runs database it was to read"
 cp runs.db runs-before.db
-want="runs.db"; refused "$mhc" export t.db -o runs.db --runs-db runs.db --force
+want="runs.db: is the input file runs.db"; refused "$mhc" export t.db -o runs.db --runs-db runs.db --force --run 1
 cmp -s runs.db runs-before.db || fail "export wrote over its runs database"
 
 # mhc-view: another trace's runs database is refused before any window opens; its runs are

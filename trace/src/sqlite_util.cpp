@@ -1,5 +1,6 @@
 #include "sqlite_util.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "mhc/common/error.hpp"
 #include "mhc/common/numbers.hpp"
 
 namespace mhc::trace::sql {
@@ -105,6 +107,13 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
     // whenever possible lets SQLite roll back the journal a killed writer left (a "hot journal"),
     // which a read-only connection cannot do.
     int flags = (writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY) | SQLITE_OPEN_NOMUTEX;
+    // A file that is not there, said as every command says it (SQLite: "unable to open database
+    // file"; `info T.db --runs-db missing.db`).
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 && errno == ENOENT) {
+        problem = no_such_file(file);
+        return nullptr;
+    }
     if (sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
         problem = file + ": cannot open: " + (db ? sqlite3_errmsg(db) : "error");
         sqlite3_close(db);
