@@ -155,6 +155,14 @@ int run(const Options& o) {
         return seconds;
     });
     if (!o.comm_link.empty()) check_comm_link(o.comm_link);
+    // The measured step, refused before the trace is read when it is not a time.
+    int64_t measured_step = 0;
+    if (!o.step_time.empty()) {
+        const double seconds = mhc::cli::option_value("--step-time", [&] { return mhc::parse_seconds(o.step_time); });
+        if (!(seconds > 0) || seconds > 3600)
+            throw mhc::Error("--step-time: '" + o.step_time + "' is not a step time in (0, 1 h]");
+        measured_step = std::llround(seconds * 1e9);
+    }
     auto data = mhc::trace::load_checked_trace(o.trace);
     // What a capture keeps beyond any trace (`mhc check` says it too), before the plan is made of it.
     mhc::trace::require_ok(mhc::trace::check_capture(data), o.trace);
@@ -168,12 +176,7 @@ int run(const Options& o) {
     if (!o.comm_link.empty()) apply_comm_model(base, comm_model(data, base.info, o.comm_link));
     const mhc::sim::LinkModel link = mhc::sim::link_from_spec(o.link);
     std::optional<Calibration> calibration;
-    if (!o.step_time.empty()) {
-        const double seconds = mhc::cli::option_value("--step-time", [&] { return mhc::parse_seconds(o.step_time); });
-        if (!(seconds > 0) || seconds > 3600)
-            throw mhc::Error("--step-time: '" + o.step_time + "' is not a step time in (0, 1 h]");
-        calibration = calibrate_compute(base, link, std::llround(seconds * 1e9));
-    }
+    if (measured_step > 0) calibration = calibrate_compute(base, link, measured_step);
     const Calibration* cal = calibration ? &*calibration : nullptr;
     Evaluator ev(base, link, host);
     std::vector<Row> rows;

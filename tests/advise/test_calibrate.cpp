@@ -30,7 +30,7 @@ TEST_CASE("the last step: from the end of the step before it", "[advise][calibra
     CHECK(last_step_time(two_blocks.base, unit_link()) == 70);
 }
 
-TEST_CASE("kernels scaled to the measured step; copies are not", "[advise][calibrate]") {
+TEST_CASE("kernels scaled to the measured step, copies not", "[advise][calibrate]") {
     Fixture f(advisetest::two_blocks());
     const Prediction before = f.predict(kStreamed);
     const int64_t ckpt_before = f.predict(R"({"checkpoint": {"modules": ["M.blocks.0"]}})").step_time;

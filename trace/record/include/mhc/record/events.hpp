@@ -103,7 +103,8 @@ struct OverheadEvent {
 // holds its process id).
 struct PoolEvent {
     // 1..3 as CUpti_ActivityMemoryPoolOperationType; Sampled: from a memory record.
-    enum Op : uint32_t { Invalid = 0, Created = 1, Destroyed = 2, Trimmed = 3, Sampled = 16 };
+    // (constants, not an enum: op holds CUPTI's raw value, which may be one not listed)
+    static constexpr uint32_t Invalid = 0, Created = 1, Destroyed = 2, Trimmed = 3, Sampled = 16;
     uint32_t op = Invalid;
     uint32_t device = 0;
     uint64_t address = 0;    // the pool's base address (memoryPoolConfig.address; MemoryPool3::address)
