@@ -13,6 +13,8 @@ def _load_model_file(path: str):
     """build_model, make_batch and loss_fn (optional) defined by a Python file."""
     import importlib.util
 
+    from .errors import a_kind
+
     if not os.path.isfile(path):
         raise OSError("no such file")
     spec = importlib.util.spec_from_file_location("mhc_torch_user_model", path)
@@ -23,6 +25,10 @@ def _load_model_file(path: str):
     for name in ("build_model", "make_batch"):
         if not callable(getattr(mod, name, None)):
             raise AttributeError(f"defines no function {name}()")
+    for name in ("loss_fn", "step"):
+        v = getattr(mod, name, None)
+        if v is not None and not callable(v):
+            raise TypeError(f"{name} is {a_kind(v)}, not a function")
     return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None), getattr(mod, "step", None)
 
 
@@ -39,6 +45,68 @@ def _model_failed(model: str, e: BaseException) -> str:
     return f"mhc-torch: {where(frame) or model}: {what}"
 
 
+# The options that shape a preset's model and batch, and their defaults: a model file makes its own.
+_SHAPE = {"batch": 1, "seq": 4096, "layers": None, "hc": 4}
+# The most tokens a step may hold (batch x seq): far beyond any GPU's step, and token counts times a
+# vocabulary still fit the 64-bit sizes of tensors.
+_MAX_TOKENS = 2**31
+
+
+def _is_file(model: str) -> bool:
+    return model.endswith(".py")
+
+
+def _is_mhc(model: str) -> bool:
+    return model.startswith("mhc") or model.endswith("mhc")
+
+
+def _unused(model: str) -> list[str]:
+    """The shape options that do nothing for `model`: all of them for a model file (make_batch()
+    and build_model() decide), --hc for a model that is not an mHC transformer."""
+    if _is_file(model):
+        return list(_SHAPE)
+    return [] if _is_mhc(model) else ["hc"]
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_options(a) -> str | None:
+    """What is wrong with the options given, as one line, or None; fills the shape defaults."""
+    given = [d for d in _unused(a.model) if getattr(a, d) is not None]
+    if given:
+        why = ("builds its own model and batch (build_model(), make_batch())" if _is_file(a.model)
+               else "is not an mHC transformer")
+        return f"{a.model}: {', '.join(map(_flag, given))} would do nothing: {a.model} {why}; drop it"
+    for d, default in _SHAPE.items():
+        if getattr(a, d) is None:
+            setattr(a, d, default)
+    for name, v in (("--steps", a.steps), ("--batch", a.batch), ("--seq", a.seq), ("--hc", a.hc),
+                    ("--layers", a.layers if a.layers is not None else 1), ("--micro-batches", a.micro_batches)):
+        if v < 1:
+            return f"{name} must be at least 1 (got {v})"
+    if not _is_file(a.model):
+        from .models import depth
+
+        if a.layers is not None and a.layers > depth(a.model):
+            return f"--layers {a.layers}: {a.model} has {depth(a.model)} layers; --layers takes the first 1 to " \
+                   f"{depth(a.model)} of them"
+        if a.batch * a.seq > _MAX_TOKENS:
+            return f"--batch {a.batch} x --seq {a.seq} is {a.batch * a.seq:,} tokens a step; at most {_MAX_TOKENS:,}"
+    for name, v, hi in (("--steps", a.steps, 10**6), ("--micro-batches", a.micro_batches, 10**6), ("--hc", a.hc, 64)):
+        if v > hi:
+            return f"{name} must be at most {hi:,} (got {v:,})"
+    if a.forward_only:
+        extra = [f"{_flag(d)} {getattr(a, d)}" for d, default in (("zero_grad", "none"), ("optimizer", "adamw"))
+                 if getattr(a, d) != default]
+        if extra:
+            return f"{', '.join(extra)} would do nothing: a --forward-only step has no optimizer; drop it"
+    if a.autocast == "none" and a.autocast_policy != "cuda":
+        return f"--autocast-policy {a.autocast_policy} would do nothing with --autocast none; drop it"
+    return None
+
+
 # Options that say where the trace goes or what is applied to the step, not what the step is.
 _NOT_RECIPE = {"help", "out", "force", "setting", "recipe", "cmd"}
 
@@ -47,8 +115,9 @@ def _recipe(a, parser: argparse.ArgumentParser) -> dict:
     """What `mhc-torch capture` needs to run the same capture again: the model (a preset or the
     absolute path of FILE.py) and every option of the step."""
     recipe = {"model": os.path.abspath(a.model) if a.model.endswith(".py") else a.model}
+    unused = _unused(a.model)
     for action in parser._actions:
-        if action.dest not in _NOT_RECIPE and action.dest != "model":
+        if action.dest not in _NOT_RECIPE and action.dest != "model" and action.dest not in unused:
             recipe[action.dest] = getattr(a, action.dest)
     return recipe
 
@@ -68,15 +137,24 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
         raise ValueError("expected a JSON object with a \"model\"")
     options = {a.dest: a for a in parser._actions if a.dest not in _NOT_RECIPE and a.dest != "model"}
     argv = [recipe["model"]]
+    unused = _unused(recipe["model"])
     for key, value in recipe.items():
         if key == "model" or value is None:
             continue
         action = options.get(key)
         if action is None:
             raise ValueError(f"unknown key '{key}'; valid: model, {', '.join(options)}")
+        if key in unused and value == _SHAPE[key]:
+            continue  # written by earlier versions for every model; it never did anything
         if isinstance(action, argparse._StoreTrueAction):
+            if not isinstance(value, bool):
+                raise ValueError(f"{key}: expected true or false, got {json.dumps(value)}")
             argv += [action.option_strings[-1]] if value else []
         else:
+            want = action.type or str
+            if want is int and (isinstance(value, bool) or not isinstance(value, int)) or \
+                    want is str and not isinstance(value, str):
+                raise ValueError(f"{key}: expected {'an integer' if want is int else 'a string'}, got {json.dumps(value)}")
             argv += [action.option_strings[-1], str(value)]
     return argv
 
@@ -123,9 +201,8 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
         build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
         step = None
     dtype = dtypes[a.autocast]
-    meta = {"capture.model": a.model, "capture.batch": str(a.batch), "capture.seq": str(a.seq),
-            "capture.hc": str(a.hc) if a.model.endswith("mhc") or a.model.startswith("mhc") else ""}
-    meta = {k: v for k, v in meta.items() if v}
+    meta = {"capture.model": a.model}
+    meta.update({f"capture.{d}": str(getattr(a, d)) for d in ("batch", "seq", "hc") if d not in _unused(a.model)})
     meta["capture.optimizer"] = a.optimizer
     meta["capture.recipe"] = json.dumps(_recipe(a, parser), sort_keys=True)
     # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
@@ -199,10 +276,25 @@ def _runs(a) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, its errors in one line (with where to find the usage) and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
+        print("mhc-torch: interrupted; no trace written", file=sys.stderr)
+        return 130
+
+
+def _main(argv=None) -> int:
     from .gpus import GPUS
 
-    p = argparse.ArgumentParser(prog="mhc-torch", description=__doc__)
+    p = _Parser(prog="mhc-torch", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("capture", help="capture training steps of a named model on fake tensors")
     from .models import PRESETS
@@ -216,12 +308,14 @@ def main(argv=None) -> int:
                    help="apply a memory setting with mhc_torch.apply before the first step (docs/torch.md)")
     c.add_argument("--recipe", metavar="JSON_OR_FILE",
                    help="the model and options as a trace's meta capture.recipe has them (instead of MODEL and options)")
-    c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS))
-    c.add_argument("--steps", type=int, default=1)
-    c.add_argument("--batch", type=int, default=1)
-    c.add_argument("--seq", type=int, default=4096)
-    c.add_argument("--layers", type=int, default=None, help="transformer layers (default: the model's)")
-    c.add_argument("--hc", type=int, default=4, help="mHC residual streams n (mhc models; 1 = plain)")
+    c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS),
+                   help="the GPU whose roofline times the kernels (default h100-sxm)")
+    c.add_argument("--steps", type=int, default=1, help="training steps captured (default 1)")
+    c.add_argument("--batch", type=int, help="sequences a step (presets; default 1)")
+    c.add_argument("--seq", type=int, help="tokens a sequence (presets; default 4096)")
+    c.add_argument("--layers", type=int, default=None,
+                   help="the first N transformer layers (presets; default: all of the model's)")
+    c.add_argument("--hc", type=int, help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4)")
     c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"])
     c.add_argument("--autocast-policy", default="cuda", choices=["cuda", "cpu"],
                    help="CUDA autocast's cast lists (default: the target is a GPU) or torch's CPU lists")
@@ -258,12 +352,10 @@ def main(argv=None) -> int:
         if not a.model.endswith(".py") and a.model not in PRESETS:
             print(f"mhc-torch: unknown model '{a.model}'; valid: {', '.join(PRESETS)} or FILE.py", file=sys.stderr)
             return 2
-        for name, v, lo in (("--steps", a.steps, 1), ("--batch", a.batch, 1), ("--seq", a.seq, 1),
-                            ("--hc", a.hc, 1), ("--layers", a.layers if a.layers is not None else 1, 1),
-                            ("--micro-batches", a.micro_batches, 1)):
-            if v < lo:
-                print(f"mhc-torch: {name} must be at least {lo} (got {v})", file=sys.stderr)
-                return 2
+        wrong = _check_options(a)
+        if wrong:
+            print(f"mhc-torch: {wrong}", file=sys.stderr)
+            return 2
         if a.model.endswith(".py") and not os.path.isfile(a.model):
             # said before torch is imported (about 2 s), as _load_model_file would say it
             print(f"mhc-torch: {a.model}: no such file", file=sys.stderr)

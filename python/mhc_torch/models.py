@@ -81,6 +81,14 @@ def _mhc(batch, seq, layers, n, hidden=6144, heads=48, kv_heads=8, ffn=16384, vo
 
 
 PRESETS = ["llama2-7b", "gpt2-small", "llama3-70b-slice", "mhc-27b", "tiny-llama", "tiny-mhc", "tiny-gpt2"]
+# Each preset's whole depth: --layers takes a slice of it (llama3-70b-slice: 4 of Llama 3 70B's 80 by default).
+_DEPTH = {"llama2-7b": 32, "gpt2-small": 12, "llama3-70b-slice": 80, "mhc-27b": 64, "tiny-llama": 2, "tiny-mhc": 2,
+          "tiny-gpt2": 2}
+
+
+def depth(name: str) -> int:
+    """The transformer layers of the whole model a preset names."""
+    return _DEPTH[name]
 
 
 def preset(name: str, batch: int = 1, seq: int = 4096, layers: int | None = None, hc: int = 4):

@@ -58,7 +58,7 @@ def read_setting(source):
         if text.lstrip()[:1] in ("{", "[", '"') or not os.path.exists(text) and _is_json(text):
             where = "setting"
         else:
-            where = text
+            where = f"setting: {text}" if text else "setting: ''"
             try:
                 with open(text, encoding="utf-8") as f:
                     text = f.read()
