@@ -72,38 +72,45 @@ def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def _check_options(a) -> str | None:
-    """What is wrong with the options given, as one line, or None; fills the shape defaults."""
-    given = [d for d in _unused(a.model) if getattr(a, d) is not None]
-    if given:
+def _no_effect(a) -> list[str]:
+    """The options given that cannot change this capture, each as one warning (as `mhc` warns:
+    `--X has no effect: why`); fills the shape defaults."""
+    out = []
+    unused = [d for d in _unused(a.model) if getattr(a, d) is not None]
+    if unused:
         why = ("builds its own model and batch (build_model(), make_batch())" if _is_file(a.model)
                else "is not an mHC transformer")
-        return f"{a.model}: {', '.join(map(_flag, given))} would do nothing: {a.model} {why}; drop it"
+        out.append(f"{', '.join(map(_flag, unused))} {'has' if len(unused) == 1 else 'have'} no effect: {a.model} {why}")
     for d, default in _SHAPE.items():
         if getattr(a, d) is None:
             setattr(a, d, default)
+    if a.forward_only:
+        for d, default in (("zero_grad", "none"), ("optimizer", "adamw")):
+            if getattr(a, d) != default:
+                out.append(f"{_flag(d)} {getattr(a, d)} has no effect: a --forward-only step has no optimizer")
+    if a.autocast == "none" and a.autocast_policy != "cuda":
+        out.append(f"--autocast-policy {a.autocast_policy} has no effect with --autocast none")
+    return out
+
+
+def _check_options(a) -> str | None:
+    """What is wrong with the (filled) options, as one line, or None."""
     for name, v in (("--steps", a.steps), ("--batch", a.batch), ("--seq", a.seq), ("--hc", a.hc),
                     ("--layers", a.layers if a.layers is not None else 1), ("--micro-batches", a.micro_batches)):
         if v < 1:
             return f"{name} must be at least 1 (got {v})"
+    # --seq and --hc as `mhc generate` bounds them
+    for name, v, hi in (("--steps", a.steps, 10**6), ("--micro-batches", a.micro_batches, 10**6), ("--hc", a.hc, 16),
+                        ("--seq", a.seq, 1 << 22)):
+        if v > hi:
+            return f"{name} must be at most {hi:,} (got {v:,})"
     if not _is_file(a.model):
         from .models import depth
 
         if a.layers is not None and a.layers > depth(a.model):
-            return f"--layers {a.layers}: {a.model} has {depth(a.model)} layers; --layers takes the first 1 to " \
-                   f"{depth(a.model)} of them"
+            return f"--layers {a.layers}: {a.model} takes at most {depth(a.model)}"
         if a.batch * a.seq > _MAX_TOKENS:
             return f"--batch {a.batch} x --seq {a.seq} is {a.batch * a.seq:,} tokens a step; at most {_MAX_TOKENS:,}"
-    for name, v, hi in (("--steps", a.steps, 10**6), ("--micro-batches", a.micro_batches, 10**6), ("--hc", a.hc, 64)):
-        if v > hi:
-            return f"{name} must be at most {hi:,} (got {v:,})"
-    if a.forward_only:
-        extra = [f"{_flag(d)} {getattr(a, d)}" for d, default in (("zero_grad", "none"), ("optimizer", "adamw"))
-                 if getattr(a, d) != default]
-        if extra:
-            return f"{', '.join(extra)} would do nothing: a --forward-only step has no optimizer; drop it"
-    if a.autocast == "none" and a.autocast_policy != "cuda":
-        return f"--autocast-policy {a.autocast_policy} would do nothing with --autocast none; drop it"
     return None
 
 
@@ -352,6 +359,8 @@ def _main(argv=None) -> int:
         if not a.model.endswith(".py") and a.model not in PRESETS:
             print(f"mhc-torch: unknown model '{a.model}'; valid: {', '.join(PRESETS)} or FILE.py", file=sys.stderr)
             return 2
+        for w in _no_effect(a):
+            print(f"mhc-torch: warning: {w}", file=sys.stderr)
         wrong = _check_options(a)
         if wrong:
             print(f"mhc-torch: {wrong}", file=sys.stderr)

@@ -459,7 +459,7 @@ def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
      "mhc-torch: NET: setting: checkpoint.modules: Net has no module 'Net.blocks.3' "
      "(did you mean 'Net.blocks.1' or 'Net.blocks.2'?)"),
     (["--setting", '{"offload": 3}'], "mhc-torch: setting: offload: expected an object, got a number"),
-    (["--setting", "missing.json"], "mhc-torch: missing.json: No such file or directory"),
+    (["--setting", "missing.json"], "mhc-torch: setting: missing.json: No such file or directory"),
 ])
 def test_cli_bad_setting_one_line(tmp_path, net_file, args, message):
     out = tmp_path / "x.db"
