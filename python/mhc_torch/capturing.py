@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import gpu_paths, inplace_backward, recipes, store, workspaces
@@ -971,6 +971,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         step_times = []
         with torch.device(device):
             batch = make_batch()
+        # a batch made on "cuda" (as the training script has it) goes where the model went
+        batch = tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) and t.device.type != torch.device(
+            device).type else t, batch)
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")

@@ -16,7 +16,7 @@ def _load_model_file(path: str):
     from .errors import a_kind
 
     if not os.path.isfile(path):
-        raise OSError("no such file")
+        raise OSError(_not_a_file(path))
     spec = importlib.util.spec_from_file_location("mhc_torch_user_model", path)
     mod = importlib.util.module_from_spec(spec)
     # as `python FILE.py` runs it: modules beside the file import (from my_blocks import Block)
@@ -30,6 +30,10 @@ def _load_model_file(path: str):
         if v is not None and not callable(v):
             raise TypeError(f"{name} is {a_kind(v)}, not a function")
     return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None), getattr(mod, "step", None)
+
+
+def _not_a_file(path: str) -> str:
+    return "is a directory, not a model file" if os.path.isdir(path) else "no such file"
 
 
 def _model_failed(model: str, e: BaseException) -> str:
@@ -133,7 +137,7 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
     """The command-line arguments that a recipe (JSON text or file, as _recipe writes) stands for."""
     import json
 
-    if not text.lstrip().startswith("{"):
+    if text.lstrip()[:1] not in ("{", "[", '"'):
         with open(text, encoding="utf-8") as f:
             text = f.read()
     try:
@@ -176,6 +180,10 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
     except SettingError as e:
         print(f"mhc-torch: {e}", file=sys.stderr)
         return 2
+
+    if a.forward_only and setting is not None and setting.get("optimizer"):
+        print("mhc-torch: warning: the setting's \"optimizer\" has no effect: a --forward-only step has no optimizer",
+              file=sys.stderr)
 
     import torch
 
@@ -367,7 +375,7 @@ def _main(argv=None) -> int:
             return 2
         if a.model.endswith(".py") and not os.path.isfile(a.model):
             # said before torch is imported (about 2 s), as _load_model_file would say it
-            print(f"mhc-torch: {a.model}: no such file", file=sys.stderr)
+            print(f"mhc-torch: {a.model}: {_not_a_file(a.model)}", file=sys.stderr)
             return 2
         try:  # before the model is loaded or run: a refused output costs nothing
             check_output(a.out, replace=a.force, inputs=[a.model] if a.model.endswith(".py") else [])

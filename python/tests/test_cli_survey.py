@@ -170,3 +170,31 @@ def test_interrupt_while_the_model_file_loads_is_one_line(tmp_path):
     _, err = p.communicate(timeout=30)
     assert (p.returncode, err.strip()) == (130, "mhc-torch: interrupted; no trace written")
     assert not (tmp_path / "o.db").exists()
+
+
+def test_model_file_that_is_a_directory(tmp_path, capsys):
+    (tmp_path / "net.py").mkdir()
+    code, _, err = _cli(capsys, "capture", "net.py", "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: net.py: is a directory, not a model file")
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '"tiny-gpt2"'])
+def test_recipe_that_is_json_but_not_an_object(tmp_path, capsys, text):
+    code, _, err = _cli(capsys, "capture", "--recipe", text, "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, 'mhc-torch: recipe: expected a JSON object with a "model"')
+
+
+def test_batch_made_on_cuda_follows_the_model(tmp_path, capsys):
+    """A model file written for the GPU (`.cuda()`, `device="cuda"`) captures as written."""
+    (tmp_path / "m.py").write_text("import torch\ndef build_model(): return torch.nn.Linear(2, 2).cuda()\n"
+                                   "def make_batch(): return (torch.randn(1, 2, device='cuda'),)\n")
+    code, _, err = _cli(capsys, "capture", "m.py", "-o", "o.db", cwd=tmp_path)
+    assert code == 0, err
+
+
+def test_optimizer_setting_of_a_forward_only_step_warned(tmp_path, capsys):
+    _file(tmp_path, "good.py", GOOD)
+    code, _, err = _cli(capsys, "capture", "good.py", "--forward-only", "--setting", '{"optimizer": {"state": "host"}}',
+                        "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (0, 'mhc-torch: warning: the setting\'s "optimizer" has no effect: a --forward-only '
+                                      'step has no optimizer')
