@@ -1,4 +1,5 @@
-"""mhc-torch: capture a named model's training steps as a trace (see docs/torch.md)."""
+"""mhc-torch: capture a model's training steps (a preset or FILE.py) as a trace on fake tensors, and
+print a trace's runs (see docs/torch.md)."""
 from __future__ import annotations
 
 import argparse
@@ -306,16 +307,17 @@ def main(argv=None) -> int:
         return 130
 
 
-def _main(argv=None) -> int:
+def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """mhc-torch's parser and its capture subcommand's."""
     from .gpus import GPUS
+    from .models import PRESETS
 
     p = _Parser(prog="mhc-torch", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("capture", help="capture training steps of a named model on fake tensors")
-    from .models import PRESETS
-    c.add_argument("model", nargs="?", help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), "
-                                            "make_batch() and optionally loss_fn(model, batch) and "
-                                            "step(model, batch, run)")
+    c = sub.add_parser("capture", help="capture training steps of a preset or FILE.py on fake tensors")
+    c.add_argument("model", nargs="?", metavar="MODEL",
+                   help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), make_batch() and "
+                        "optionally loss_fn(model, batch) and step(model, batch, run)")
     c.add_argument("-o", "--out", required=True, help="trace file to write (.db); an existing file is refused "
                                                       "unless --force")
     c.add_argument("--force", action="store_true", help="replace an existing output (and the runs stored in it)")
@@ -325,26 +327,36 @@ def _main(argv=None) -> int:
                    help="the model and options as a trace's meta capture.recipe has them (instead of MODEL and options)")
     c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS),
                    help="the GPU whose roofline times the kernels (default h100-sxm)")
-    c.add_argument("--steps", type=int, default=1, help="training steps captured (default 1)")
+    c.add_argument("--steps", type=int, default=1, help="training steps captured (default 1; at most 1,000,000)")
     c.add_argument("--batch", type=int, help="sequences a step (presets; default 1)")
-    c.add_argument("--seq", type=int, help="tokens a sequence (presets; default 4096)")
+    c.add_argument("--seq", type=int, help="tokens a sequence (presets; default 4096; at most 4,194,304)")
     c.add_argument("--layers", type=int, default=None,
-                   help="the first N transformer layers (presets; default: all of the model's)")
-    c.add_argument("--hc", type=int, help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4)")
-    c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"])
+                   help="the first N transformer layers (presets; default and most: the model's own, 4 of "
+                        "80 for llama3-70b-slice; the tiny ones at most 64)")
+    c.add_argument("--hc", type=int, help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4; at most 16)")
+    c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"],
+                   help="autocast of the forward and loss (default bf16)")
     c.add_argument("--autocast-policy", default="cuda", choices=["cuda", "cpu"],
                    help="CUDA autocast's cast lists (default: the target is a GPU) or torch's CPU lists")
     c.add_argument("--weights", default="as-built", choices=["as-built", "bf16", "fp16", "fp32"],
-                   help="cast the model's parameters and buffers (bf16: bf16 weights, grads and optimizer state)")
+                   help="cast the model's parameters and buffers (bf16: bf16 weights, grads and optimizer state; "
+                        "default as-built: as build_model() made them)")
     c.add_argument("--forward-only", action="store_true", help="forward steps under torch.no_grad() (inference)")
     c.add_argument("--micro-batches", type=int, default=1,
-                   help="forward+backward passes per optimizer step, gradients accumulated")
+                   help="forward+backward passes per optimizer step, gradients accumulated (default 1)")
     c.add_argument("--zero-grad", default="none", choices=["none", "zeros", "never"],
                    help="after the optimizer step: grads set to None (default), zeroed and kept, or kept")
     c.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw-fused"],
                    help="AdamW with foreach kernels (default) or the fused kernel")
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
-    r.add_argument("trace")
+    r.add_argument("trace", help="a trace file (.db)")
+    return p, c
+
+
+def _main(argv=None) -> int:
+    from .models import PRESETS
+
+    p, c = parsers()
     a = p.parse_args(argv)
     if a.cmd == "capture" and a.recipe is not None:
         if a.model is not None:

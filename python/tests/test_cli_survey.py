@@ -198,3 +198,16 @@ def test_optimizer_setting_of_a_forward_only_step_warned(tmp_path, capsys):
                         "-o", "o.db", cwd=tmp_path)
     assert (code, err.strip()) == (0, 'mhc-torch: warning: the setting\'s "optimizer" has no effect: a --forward-only '
                                       'step has no optimizer')
+
+
+def test_every_option_has_help_and_its_default():
+    """`mhc-torch capture --help` says what each option does, and its default where it has one."""
+    from mhc_torch.cli import parsers
+
+    p, capture = parsers()
+    for parser in (capture, *p._subparsers._group_actions[0].choices.values()):
+        for action in parser._actions:
+            assert action.help, action.option_strings or action.dest
+    for action in capture._actions:
+        if action.option_strings and action.default not in (None, False, "==SUPPRESS=="):
+            assert "default" in action.help, action.option_strings
