@@ -85,7 +85,8 @@ def _no_effect(a) -> list[str]:
     if unused:
         why = ("builds its own model and batch (build_model(), make_batch())" if _is_file(a.model)
                else "is not an mHC transformer")
-        out.append(f"{', '.join(map(_flag, unused))} {'has' if len(unused) == 1 else 'have'} no effect: {a.model} {why}")
+        verb = "has" if len(unused) == 1 else "have"
+        out.append(f"{', '.join(map(_flag, unused))} {verb} no effect: {a.model} {why}")
     for d, default in _SHAPE.items():
         if getattr(a, d) is None:
             setattr(a, d, default)
@@ -166,7 +167,8 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
             want = action.type or str
             if want is int and (isinstance(value, bool) or not isinstance(value, int)) or \
                     want is str and not isinstance(value, str):
-                raise ValueError(f"{key}: expected {'an integer' if want is int else 'a string'}, got {json.dumps(value)}")
+                kind = "an integer" if want is int else "a string"
+                raise ValueError(f"{key}: expected {kind}, got {json.dumps(value)}")
             argv += [action.option_strings[-1], str(value)]
     return argv
 
@@ -333,7 +335,8 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     c.add_argument("--layers", type=int, default=None,
                    help="the first N transformer layers (presets; default and most: the model's own, 4 of "
                         "80 for llama3-70b-slice; the tiny ones at most 64)")
-    c.add_argument("--hc", type=int, help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4; at most 16)")
+    c.add_argument("--hc", type=int,
+                   help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4; at most 16)")
     c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"],
                    help="autocast of the forward and loss (default bf16)")
     c.add_argument("--autocast-policy", default="cuda", choices=["cuda", "cpu"],

@@ -127,7 +127,8 @@ def test_hc_of_a_model_without_streams_warned(tmp_path, capsys):
     assert "capture.hc" not in store.read_meta(str(tmp_path / "a.db"))
 
 
-_HOOKS = "import torch\ndef build_model(): return torch.nn.Linear(2, 2)\ndef make_batch(): return (torch.randn(1, 2),)\n"
+_HOOKS = ("import torch\ndef build_model(): return torch.nn.Linear(2, 2)\n"
+          "def make_batch(): return (torch.randn(1, 2),)\n")
 
 
 @pytest.mark.parametrize("body, message", [
