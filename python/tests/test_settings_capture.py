@@ -409,7 +409,7 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     """`--recipe` with a trace's meta capture.recipe captures the same step again (a model file
     by its absolute path); `--setting` applies a setting to it, as `mhc advise --verify` runs them."""
     a = str(tmp_path / "a.db")
-    r = _cli_here("capture", net_file, "--autocast", "none", "--seq", "32", "-o", a)
+    r = _cli_here("capture", net_file, "--autocast", "none", "-o", a)
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
     assert json.loads(recipe) == {"model": net_file, "batch": 1, "seq": 32, "steps": 1, "layers": None, "hc": 4,
@@ -436,7 +436,7 @@ def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
     """Every option of the step goes into the recipe and comes back from it: the capture that
     --recipe runs (--force replacing its output) is the same trace, op for op and byte for byte."""
     a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
-    r = _cli_here("capture", net_file, "--seq", "32", *flags, "-o", a)
+    r = _cli_here("capture", net_file, *flags, "-o", a)
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
     open(b, "w").close()
