@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -289,8 +290,10 @@ def _runs(a) -> int:
     except TraceError as e:
         print(f"mhc-torch: {e}", file=sys.stderr)
         return 2
-    with pd.option_context("display.max_columns", None, "display.width", 200):
-        print(df.to_string() if len(df) else f"{a.trace}: no runs")
+    # the columns wrap at the terminal's width (COLUMNS, else 200 when not a terminal)
+    width = shutil.get_terminal_size((200, 24)).columns
+    with pd.option_context("display.max_columns", None):
+        print(df.to_string(line_width=width) if len(df) else f"{a.trace}: no runs")
     return 0
 
 

@@ -212,3 +212,16 @@ def test_every_option_has_help_and_its_default():
     for action in capture._actions:
         if action.option_strings and action.default not in (None, False, "==SUPPRESS=="):
             assert "default" in action.help, action.option_strings
+
+
+def test_runs_table_wraps_at_the_terminal_width(tmp_path, capsys, monkeypatch, mhc_exe):
+    """A simulated run has some 50 columns: printed on one line of 1,000 characters it could not be
+    read; the table wraps at the terminal's width."""
+    _file(tmp_path, "good.py", GOOD)
+    assert _cli(capsys, "capture", "good.py", "-o", "t.db", cwd=tmp_path)[0] == 0
+    subprocess.run([mhc_exe, "simulate", str(tmp_path / "t.db"), "--capacity", "100MB"], check=True,
+                   capture_output=True)
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = _cli(capsys, "runs", str(tmp_path / "t.db"))
+    assert code == 0, err
+    assert "simulated" in out and "throughput_loss" in out and max(map(len, out.splitlines())) <= 100
