@@ -137,12 +137,28 @@ def _recipe(a, parser: argparse.ArgumentParser) -> dict:
 
 
 def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
-    """The command-line arguments that a recipe (JSON text or file, as _recipe writes) stands for."""
+    """The command-line arguments that a recipe (JSON text, a JSON file, or a trace whose meta has
+    capture.recipe) stands for."""
     import json
 
     if text.lstrip()[:1] not in ("{", "[", '"'):
-        with open(text, encoding="utf-8") as f:
-            text = f.read()
+        path = text
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw.startswith(b"SQLite format 3\0"):  # a trace: the recipe it was captured with
+            from .store import TraceError, read_meta
+
+            try:
+                text = read_meta(path).get("capture.recipe")
+            except TraceError as e:
+                raise ValueError(str(e)) from None
+            if text is None:
+                raise ValueError(f"{path}: the trace has no capture.recipe (not captured by mhc-torch capture)")
+        else:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{path}: not UTF-8 text (a JSON file or a trace was expected)") from None
     try:
         recipe = json.loads(text)
     except json.JSONDecodeError as e:

@@ -64,6 +64,8 @@ def read_setting(source):
                     text = f.read()
             except OSError as e:
                 raise SettingError(f"{where}: {e.strerror or e}") from None
+            except UnicodeDecodeError:
+                raise SettingError(f"{where}: not UTF-8 text (a JSON file was expected)") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:

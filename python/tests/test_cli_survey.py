@@ -225,3 +225,18 @@ def test_runs_table_wraps_at_the_terminal_width(tmp_path, capsys, monkeypatch, m
     code, out, err = _cli(capsys, "runs", str(tmp_path / "t.db"))
     assert code == 0, err
     assert "simulated" in out and "throughput_loss" in out and max(map(len, out.splitlines())) <= 100
+
+
+def test_recipe_from_a_trace_and_binary_files_as_json(tmp_path, capsys):
+    """--recipe TRACE.db captures again with the recipe in the trace's meta; a binary file given as
+    a setting or recipe is one line (it was a UnicodeDecodeError traceback for --setting)."""
+    _file(tmp_path, "good.py", GOOD)
+    assert _cli(capsys, "capture", "good.py", "--autocast", "none", "-o", "a.db", cwd=tmp_path)[0] == 0
+    code, _, err = _cli(capsys, "capture", "--recipe", "a.db", "-o", "b.db", cwd=tmp_path)
+    assert code == 0, err
+    assert store.read_meta(str(tmp_path / "b.db"))["capture.autocast"] == "none"
+    code, _, err = _cli(capsys, "capture", "good.py", "--setting", "a.db", "-o", "c.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: setting: a.db: not UTF-8 text (a JSON file was expected)")
+    (tmp_path / "x.json").write_bytes(b"\xff\xfe")
+    code, _, err = _cli(capsys, "capture", "--recipe", "x.json", "-o", "c.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: recipe: x.json: not UTF-8 text (a JSON file or a trace was expected)")
