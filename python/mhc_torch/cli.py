@@ -34,6 +34,16 @@ def _load_model_file(path: str):
     return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None), getattr(mod, "step", None)
 
 
+def _unknown_model(model: str, presets: list[str]) -> str:
+    import difflib
+
+    if os.path.isfile(model):
+        return f"{model}: a model file's name ends in .py (it is imported as Python)"
+    near = difflib.get_close_matches(model.lower().replace("_", "-"), presets, n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    return f"unknown model '{model}'{hint} (valid: {', '.join(presets)} or FILE.py)"
+
+
 def _not_a_file(path: str) -> str:
     return "is a directory, not a model file" if os.path.isdir(path) else "no such file"
 
@@ -399,7 +409,7 @@ def _main(argv=None) -> int:
             print("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe", file=sys.stderr)
             return 2
         if not a.model.endswith(".py") and a.model not in PRESETS:
-            print(f"mhc-torch: unknown model '{a.model}'; valid: {', '.join(PRESETS)} or FILE.py", file=sys.stderr)
+            print(f"mhc-torch: {_unknown_model(a.model, PRESETS)}", file=sys.stderr)
             return 2
         for w in _no_effect(a):
             print(f"mhc-torch: warning: {w}", file=sys.stderr)

@@ -240,3 +240,14 @@ def test_recipe_from_a_trace_and_binary_files_as_json(tmp_path, capsys):
     (tmp_path / "x.json").write_bytes(b"\xff\xfe")
     code, _, err = _cli(capsys, "capture", "--recipe", "x.json", "-o", "c.db", cwd=tmp_path)
     assert (code, err.strip()) == (2, "mhc-torch: recipe: x.json: not UTF-8 text (a JSON file or a trace was expected)")
+
+
+@pytest.mark.parametrize("model, message", [
+    ("tiny_gpt2", "unknown model 'tiny_gpt2'; did you mean tiny-gpt2? (valid: llama2-7b, gpt2-small, "
+                  "llama3-70b-slice, mhc-27b, tiny-llama, tiny-mhc, tiny-gpt2 or FILE.py)"),
+    ("net", "net: a model file's name ends in .py (it is imported as Python)"),
+])
+def test_misspelled_model_and_a_file_without_py(tmp_path, capsys, model, message):
+    _file(tmp_path, "net", GOOD)
+    code, _, err = _cli(capsys, "capture", model, "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: " + message)
