@@ -412,8 +412,8 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     r = _cli_here("capture", net_file, "--autocast", "none", "-o", a)
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
-    assert json.loads(recipe) == {"model": net_file, "batch": 1, "seq": 32, "steps": 1, "layers": None, "hc": 4,
-                                  "gpu": "h100-sxm", "autocast": "none", "autocast_policy": "cuda",
+    # (a model file makes its own model and batch: no batch, seq, layers or hc)
+    assert json.loads(recipe) == {"model": net_file, "steps": 1, "gpu": "h100-sxm", "autocast": "none", "autocast_policy": "cuda",
                                   "weights": "as-built", "forward_only": False, "micro_batches": 1,
                                   "zero_grad": "none", "optimizer": "adamw"}
     setting = tmp_path / "s.json"
