@@ -184,8 +184,8 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
         action = options.get(key)
         if action is None:
             raise ValueError(f"unknown key '{key}'; valid: model, {', '.join(options)}")
-        if key in unused and value == _SHAPE[key]:
-            continue  # written by earlier versions for every model; it never did anything
+        if key in unused:
+            continue  # written by earlier versions for every model (a model file's too); it never did anything
         if isinstance(action, argparse._StoreTrueAction):
             if not isinstance(value, bool):
                 raise ValueError(f"{key}: expected true or false, got {json.dumps(value)}")

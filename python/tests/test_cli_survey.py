@@ -114,8 +114,8 @@ def test_options_without_effect_warned_and_left_out_of_meta(tmp_path, capsys):
     assert "capture.seq" not in meta and "capture.batch" not in meta
     recipe = json.loads(meta["capture.recipe"])
     assert not {"batch", "seq", "layers", "hc"} & set(recipe)
-    # an older recipe, which had every shape option at its default, runs without their warning
-    old = dict(recipe, batch=1, seq=4096, hc=4, layers=None)
+    # an older recipe, which had every shape option (tests/data/advise/bert.db: seq 256), runs without their warning
+    old = dict(recipe, batch=1, seq=256, hc=4, layers=None)
     code, _, err = _cli(capsys, "capture", "--recipe", json.dumps(old), "-o", "b.db", cwd=tmp_path)
     assert code == 0 and "own model" not in err, err
 
