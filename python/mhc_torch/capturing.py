@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from . import gpu_paths, inplace_backward, recipes, store, workspaces
 from .capture_tables import HOST, SettingsRecording
+from .errors import a_kind
 from .recipes import Recipe, StepRun, cast_model
 
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
@@ -928,13 +929,21 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
     with fake:
         with torch.device(device):
             model = build_model()
+        if not isinstance(model, torch.nn.Module):
+            raise CaptureError(f"build_model() returned {a_kind(model)}, not a torch.nn.Module")
         _refuse_compiled(model)
         if any(t.device.type != torch.device(device).type for t in list(model.parameters()) + list(model.buffers())):
             model = model.to(device)
         if recipe.param_dtype is not None:
             model = cast_model(model, recipe.param_dtype)
         params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))([p for _, p in params])
+        # A forward-only step never steps its optimizer: a frozen model's is built over its frozen parameters.
+        trained = [p for _, p in params] or (list(model.parameters()) if recipe.forward_only else [])
+        if not trained:
+            raise CaptureError("the model has no parameters" if not list(model.parameters()) else
+                               "the model has no parameter that requires a gradient: a training step has nothing to "
+                               "train; capture its inference step with --forward-only (forward_only=True)")
+        opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))(trained)
         facts = model_facts(model, opt)
         if setting is not None:
             from .applying import apply
@@ -962,6 +971,9 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         step_times = []
         with torch.device(device):
             batch = make_batch()
+        # a batch made on "cuda" (as the training script has it) goes where the model went
+        batch = tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) and t.device.type != torch.device(
+            device).type else t, batch)
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")

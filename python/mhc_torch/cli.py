@@ -1,8 +1,10 @@
-"""mhc-torch: capture a named model's training steps as a trace (see docs/torch.md)."""
+"""mhc-torch: capture a model's training steps (a preset or FILE.py) as a trace on fake tensors, and
+print a trace's runs (see docs/torch.md)."""
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -13,8 +15,10 @@ def _load_model_file(path: str):
     """build_model, make_batch and loss_fn (optional) defined by a Python file."""
     import importlib.util
 
+    from .errors import a_kind
+
     if not os.path.isfile(path):
-        raise OSError("no such file")
+        raise OSError(_not_a_file(path))
     spec = importlib.util.spec_from_file_location("mhc_torch_user_model", path)
     mod = importlib.util.module_from_spec(spec)
     # as `python FILE.py` runs it: modules beside the file import (from my_blocks import Block)
@@ -23,7 +27,25 @@ def _load_model_file(path: str):
     for name in ("build_model", "make_batch"):
         if not callable(getattr(mod, name, None)):
             raise AttributeError(f"defines no function {name}()")
+    for name in ("loss_fn", "step"):
+        v = getattr(mod, name, None)
+        if v is not None and not callable(v):
+            raise TypeError(f"{name} is {a_kind(v)}, not a function")
     return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None), getattr(mod, "step", None)
+
+
+def _unknown_model(model: str, presets: list[str]) -> str:
+    import difflib
+
+    if os.path.isfile(model):
+        return f"{model}: a model file's name ends in .py (it is imported as Python)"
+    near = difflib.get_close_matches(model.lower().replace("_", "-"), presets, n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    return f"unknown model '{model}'{hint} (valid: {', '.join(presets)} or FILE.py)"
+
+
+def _not_a_file(path: str) -> str:
+    return "is a directory, not a model file" if os.path.isdir(path) else "no such file"
 
 
 def _model_failed(model: str, e: BaseException) -> str:
@@ -39,6 +61,76 @@ def _model_failed(model: str, e: BaseException) -> str:
     return f"mhc-torch: {where(frame) or model}: {what}"
 
 
+# The options that shape a preset's model and batch, and their defaults: a model file makes its own.
+_SHAPE = {"batch": 1, "seq": 4096, "layers": None, "hc": 4}
+# The most tokens a step may hold (batch x seq): far beyond any GPU's step, and token counts times a
+# vocabulary still fit the 64-bit sizes of tensors.
+_MAX_TOKENS = 2**31
+
+
+def _is_file(model: str) -> bool:
+    return model.endswith(".py")
+
+
+def _is_mhc(model: str) -> bool:
+    return model.startswith("mhc") or model.endswith("mhc")
+
+
+def _unused(model: str) -> list[str]:
+    """The shape options that do nothing for `model`: all of them for a model file (make_batch()
+    and build_model() decide), --hc for a model that is not an mHC transformer."""
+    if _is_file(model):
+        return list(_SHAPE)
+    return [] if _is_mhc(model) else ["hc"]
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _no_effect(a) -> list[str]:
+    """The options given that cannot change this capture, each as one warning (as `mhc` warns:
+    `--X has no effect: why`); fills the shape defaults."""
+    out = []
+    unused = [d for d in _unused(a.model) if getattr(a, d) is not None]
+    if unused:
+        why = ("builds its own model and batch (build_model(), make_batch())" if _is_file(a.model)
+               else "is not an mHC transformer")
+        verb = "has" if len(unused) == 1 else "have"
+        out.append(f"{', '.join(map(_flag, unused))} {verb} no effect: {a.model} {why}")
+    for d, default in _SHAPE.items():
+        if getattr(a, d) is None:
+            setattr(a, d, default)
+    if a.forward_only:
+        for d, default in (("zero_grad", "none"), ("optimizer", "adamw")):
+            if getattr(a, d) != default:
+                out.append(f"{_flag(d)} {getattr(a, d)} has no effect: a --forward-only step has no optimizer")
+    if a.autocast == "none" and a.autocast_policy != "cuda":
+        out.append(f"--autocast-policy {a.autocast_policy} has no effect with --autocast none")
+    return out
+
+
+def _check_options(a) -> str | None:
+    """What is wrong with the (filled) options, as one line, or None."""
+    for name, v in (("--steps", a.steps), ("--batch", a.batch), ("--seq", a.seq), ("--hc", a.hc),
+                    ("--layers", a.layers if a.layers is not None else 1), ("--micro-batches", a.micro_batches)):
+        if v < 1:
+            return f"{name} must be at least 1 (got {v})"
+    # --seq and --hc as `mhc generate` bounds them
+    for name, v, hi in (("--steps", a.steps, 10**6), ("--micro-batches", a.micro_batches, 10**6), ("--hc", a.hc, 16),
+                        ("--seq", a.seq, 1 << 22)):
+        if v > hi:
+            return f"{name} must be at most {hi:,} (got {v:,})"
+    if not _is_file(a.model):
+        from .models import depth
+
+        if a.layers is not None and a.layers > depth(a.model):
+            return f"--layers {a.layers}: {a.model} takes at most {depth(a.model)}"
+        if a.batch * a.seq > _MAX_TOKENS:
+            return f"--batch {a.batch} x --seq {a.seq} is {a.batch * a.seq:,} tokens a step; at most {_MAX_TOKENS:,}"
+    return None
+
+
 # Options that say where the trace goes or what is applied to the step, not what the step is.
 _NOT_RECIPE = {"help", "out", "force", "setting", "recipe", "cmd"}
 
@@ -47,19 +139,36 @@ def _recipe(a, parser: argparse.ArgumentParser) -> dict:
     """What `mhc-torch capture` needs to run the same capture again: the model (a preset or the
     absolute path of FILE.py) and every option of the step."""
     recipe = {"model": os.path.abspath(a.model) if a.model.endswith(".py") else a.model}
+    unused = _unused(a.model)
     for action in parser._actions:
-        if action.dest not in _NOT_RECIPE and action.dest != "model":
+        if action.dest not in _NOT_RECIPE and action.dest != "model" and action.dest not in unused:
             recipe[action.dest] = getattr(a, action.dest)
     return recipe
 
 
 def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
-    """The command-line arguments that a recipe (JSON text or file, as _recipe writes) stands for."""
+    """The command-line arguments that a recipe (JSON text, a JSON file, or a trace whose meta has
+    capture.recipe) stands for."""
     import json
 
-    if not text.lstrip().startswith("{"):
-        with open(text, encoding="utf-8") as f:
-            text = f.read()
+    if text.lstrip()[:1] not in ("{", "[", '"'):
+        path = text
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw.startswith(b"SQLite format 3\0"):  # a trace: the recipe it was captured with
+            from .store import TraceError, read_meta
+
+            try:
+                text = read_meta(path).get("capture.recipe")
+            except TraceError as e:
+                raise ValueError(str(e)) from None
+            if text is None:
+                raise ValueError(f"{path}: the trace has no capture.recipe (not captured by mhc-torch capture)")
+        else:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{path}: not UTF-8 text (a JSON file or a trace was expected)") from None
     try:
         recipe = json.loads(text)
     except json.JSONDecodeError as e:
@@ -68,15 +177,25 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
         raise ValueError("expected a JSON object with a \"model\"")
     options = {a.dest: a for a in parser._actions if a.dest not in _NOT_RECIPE and a.dest != "model"}
     argv = [recipe["model"]]
+    unused = _unused(recipe["model"])
     for key, value in recipe.items():
         if key == "model" or value is None:
             continue
         action = options.get(key)
         if action is None:
             raise ValueError(f"unknown key '{key}'; valid: model, {', '.join(options)}")
+        if key in unused:
+            continue  # written by earlier versions for every model (a model file's too); it never did anything
         if isinstance(action, argparse._StoreTrueAction):
+            if not isinstance(value, bool):
+                raise ValueError(f"{key}: expected true or false, got {json.dumps(value)}")
             argv += [action.option_strings[-1]] if value else []
         else:
+            want = action.type or str
+            if want is int and (isinstance(value, bool) or not isinstance(value, int)) or \
+                    want is str and not isinstance(value, str):
+                kind = "an integer" if want is int else "a string"
+                raise ValueError(f"{key}: expected {kind}, got {json.dumps(value)}")
             argv += [action.option_strings[-1], str(value)]
     return argv
 
@@ -91,6 +210,10 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
     except SettingError as e:
         print(f"mhc-torch: {e}", file=sys.stderr)
         return 2
+
+    if a.forward_only and setting is not None and setting.get("optimizer"):
+        print("mhc-torch: warning: the setting's \"optimizer\" has no effect: a --forward-only step has no optimizer",
+              file=sys.stderr)
 
     import torch
 
@@ -123,9 +246,8 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
         build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
         step = None
     dtype = dtypes[a.autocast]
-    meta = {"capture.model": a.model, "capture.batch": str(a.batch), "capture.seq": str(a.seq),
-            "capture.hc": str(a.hc) if a.model.endswith("mhc") or a.model.startswith("mhc") else ""}
-    meta = {k: v for k, v in meta.items() if v}
+    meta = {"capture.model": a.model}
+    meta.update({f"capture.{d}": str(getattr(a, d)) for d in ("batch", "seq", "hc") if d not in _unused(a.model)})
     meta["capture.optimizer"] = a.optimizer
     meta["capture.recipe"] = json.dumps(_recipe(a, parser), sort_keys=True)
     # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
@@ -194,21 +316,39 @@ def _runs(a) -> int:
     except TraceError as e:
         print(f"mhc-torch: {e}", file=sys.stderr)
         return 2
-    with pd.option_context("display.max_columns", None, "display.width", 200):
-        print(df.to_string() if len(df) else f"{a.trace}: no runs")
+    # the columns wrap at the terminal's width (COLUMNS, else 200 when not a terminal)
+    width = shutil.get_terminal_size((200, 24)).columns
+    with pd.option_context("display.max_columns", None):
+        print(df.to_string(line_width=width) if len(df) else f"{a.trace}: no runs")
     return 0
 
 
-def main(argv=None) -> int:
-    from .gpus import GPUS
+class _Parser(argparse.ArgumentParser):
+    """argparse, its errors in one line (with where to find the usage) and exit status 2."""
 
-    p = argparse.ArgumentParser(prog="mhc-torch", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("capture", help="capture training steps of a named model on fake tensors")
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before or after the capture's own handling: nothing was written
+        print("mhc-torch: interrupted; no trace written", file=sys.stderr)
+        return 130
+
+
+def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """mhc-torch's parser and its capture subcommand's."""
+    from .gpus import GPUS
     from .models import PRESETS
-    c.add_argument("model", nargs="?", help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), "
-                                            "make_batch() and optionally loss_fn(model, batch) and "
-                                            "step(model, batch, run)")
+
+    p = _Parser(prog="mhc-torch", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("capture", help="capture training steps of a preset or FILE.py on fake tensors")
+    c.add_argument("model", nargs="?", metavar="MODEL",
+                   help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), make_batch() and "
+                        "optionally loss_fn(model, batch) and step(model, batch, run)")
     c.add_argument("-o", "--out", required=True, help="trace file to write (.db); an existing file is refused "
                                                       "unless --force")
     c.add_argument("--force", action="store_true", help="replace an existing output (and the runs stored in it)")
@@ -216,26 +356,39 @@ def main(argv=None) -> int:
                    help="apply a memory setting with mhc_torch.apply before the first step (docs/torch.md)")
     c.add_argument("--recipe", metavar="JSON_OR_FILE",
                    help="the model and options as a trace's meta capture.recipe has them (instead of MODEL and options)")
-    c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS))
-    c.add_argument("--steps", type=int, default=1)
-    c.add_argument("--batch", type=int, default=1)
-    c.add_argument("--seq", type=int, default=4096)
-    c.add_argument("--layers", type=int, default=None, help="transformer layers (default: the model's)")
-    c.add_argument("--hc", type=int, default=4, help="mHC residual streams n (mhc models; 1 = plain)")
-    c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"])
+    c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS),
+                   help="the GPU whose roofline times the kernels (default h100-sxm)")
+    c.add_argument("--steps", type=int, default=1, help="training steps captured (default 1; at most 1,000,000)")
+    c.add_argument("--batch", type=int, help="sequences a step (presets; default 1)")
+    c.add_argument("--seq", type=int, help="tokens a sequence (presets; default 4096; at most 4,194,304)")
+    c.add_argument("--layers", type=int, default=None,
+                   help="the first N transformer layers (presets; default and most: the model's own, 4 of "
+                        "80 for llama3-70b-slice; the tiny ones at most 64)")
+    c.add_argument("--hc", type=int,
+                   help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4; at most 16)")
+    c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"],
+                   help="autocast of the forward and loss (default bf16)")
     c.add_argument("--autocast-policy", default="cuda", choices=["cuda", "cpu"],
                    help="CUDA autocast's cast lists (default: the target is a GPU) or torch's CPU lists")
     c.add_argument("--weights", default="as-built", choices=["as-built", "bf16", "fp16", "fp32"],
-                   help="cast the model's parameters and buffers (bf16: bf16 weights, grads and optimizer state)")
+                   help="cast the model's parameters and buffers (bf16: bf16 weights, grads and optimizer state; "
+                        "default as-built: as build_model() made them)")
     c.add_argument("--forward-only", action="store_true", help="forward steps under torch.no_grad() (inference)")
     c.add_argument("--micro-batches", type=int, default=1,
-                   help="forward+backward passes per optimizer step, gradients accumulated")
+                   help="forward+backward passes per optimizer step, gradients accumulated (default 1)")
     c.add_argument("--zero-grad", default="none", choices=["none", "zeros", "never"],
                    help="after the optimizer step: grads set to None (default), zeroed and kept, or kept")
     c.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw-fused"],
                    help="AdamW with foreach kernels (default) or the fused kernel")
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
-    r.add_argument("trace")
+    r.add_argument("trace", help="a trace file (.db)")
+    return p, c
+
+
+def _main(argv=None) -> int:
+    from .models import PRESETS
+
+    p, c = parsers()
     a = p.parse_args(argv)
     if a.cmd == "capture" and a.recipe is not None:
         if a.model is not None:
@@ -256,17 +409,17 @@ def main(argv=None) -> int:
             print("mhc-torch: capture needs MODEL (a preset or FILE.py) or --recipe", file=sys.stderr)
             return 2
         if not a.model.endswith(".py") and a.model not in PRESETS:
-            print(f"mhc-torch: unknown model '{a.model}'; valid: {', '.join(PRESETS)} or FILE.py", file=sys.stderr)
+            print(f"mhc-torch: {_unknown_model(a.model, PRESETS)}", file=sys.stderr)
             return 2
-        for name, v, lo in (("--steps", a.steps, 1), ("--batch", a.batch, 1), ("--seq", a.seq, 1),
-                            ("--hc", a.hc, 1), ("--layers", a.layers if a.layers is not None else 1, 1),
-                            ("--micro-batches", a.micro_batches, 1)):
-            if v < lo:
-                print(f"mhc-torch: {name} must be at least {lo} (got {v})", file=sys.stderr)
-                return 2
+        for w in _no_effect(a):
+            print(f"mhc-torch: warning: {w}", file=sys.stderr)
+        wrong = _check_options(a)
+        if wrong:
+            print(f"mhc-torch: {wrong}", file=sys.stderr)
+            return 2
         if a.model.endswith(".py") and not os.path.isfile(a.model):
             # said before torch is imported (about 2 s), as _load_model_file would say it
-            print(f"mhc-torch: {a.model}: no such file", file=sys.stderr)
+            print(f"mhc-torch: {a.model}: {_not_a_file(a.model)}", file=sys.stderr)
             return 2
         try:  # before the model is loaded or run: a refused output costs nothing
             check_output(a.out, replace=a.force, inputs=[a.model] if a.model.endswith(".py") else [])

@@ -60,3 +60,11 @@ def one_line(exc: BaseException) -> str:
     """The exception's type and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def a_kind(value) -> str:
+    """'a str', 'an int', 'None': what a user's function returned or a name holds, in words."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

@@ -81,6 +81,16 @@ def _mhc(batch, seq, layers, n, hidden=6144, heads=48, kv_heads=8, ffn=16384, vo
 
 
 PRESETS = ["llama2-7b", "gpt2-small", "llama3-70b-slice", "mhc-27b", "tiny-llama", "tiny-mhc", "tiny-gpt2"]
+# The most layers --layers takes: a real model's whole depth (--layers takes a slice of it;
+# llama3-70b-slice: 4 of Llama 3 70B's 80 by default); the tiny test models, 2 layers by default, are
+# made up and may be made deeper.
+_DEPTH = {"llama2-7b": 32, "gpt2-small": 12, "llama3-70b-slice": 80, "mhc-27b": 64, "tiny-llama": 64, "tiny-mhc": 64,
+          "tiny-gpt2": 64}
+
+
+def depth(name: str) -> int:
+    """The most transformer layers a preset's model may have (--layers)."""
+    return _DEPTH[name]
 
 
 def preset(name: str, batch: int = 1, seq: int = 4096, layers: int | None = None, hc: int = 4):

@@ -24,6 +24,9 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
     """Refuses, before any work, an output that cannot be written: a missing or unwritable
     folder, a directory, one of the command's own inputs (even when replacing), or an existing
     file unless `replace`. Raises OutputError (OutputExists) with one line naming `path`."""
+    if path in ("", "-"):
+        raise OutputError(f"'{path}': not a file name; a trace is a SQLite file (-o trace.db), it cannot go to "
+                          "standard output")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise OutputError(f"{path}: the folder {folder} does not exist")

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import torch
 
 from . import store
+from .errors import a_kind
 
 ZERO_GRAD = ("none", "zeros", "never")
 
@@ -142,6 +143,12 @@ class StepRun:
         return self._loss_fn(model, batch)
 
     def backward(self, loss: torch.Tensor, **kwargs) -> None:
+        if not isinstance(loss, torch.Tensor):
+            raise TypeError(f"the loss is {a_kind(loss)}, not a tensor; "
+                            "loss_fn(model, batch) returns the loss")
+        if loss.numel() != 1 and "gradient" not in kwargs:
+            raise TypeError(f"the loss has shape {list(loss.shape)}, not one value; reduce it in "
+                            "loss_fn(model, batch) (its .sum() or .mean())")
         self._rec.begin_backward()
         loss.backward(**kwargs)
         self._rec.end_backward()

@@ -58,12 +58,14 @@ def read_setting(source):
         if text.lstrip()[:1] in ("{", "[", '"') or not os.path.exists(text) and _is_json(text):
             where = "setting"
         else:
-            where = text
+            where = f"setting: {text}" if text else "setting: ''"
             try:
                 with open(text, encoding="utf-8") as f:
                     text = f.read()
             except OSError as e:
                 raise SettingError(f"{where}: {e.strerror or e}") from None
+            except UnicodeDecodeError:
+                raise SettingError(f"{where}: not UTF-8 text (a JSON file was expected)") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:

@@ -204,7 +204,7 @@ class TraceError(Exception):
 
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
-        raise TraceError(f"{path}: no such file")
+        raise TraceError(f"{path}: {'is a directory, not a trace' if os.path.isdir(path) else 'no such file'}")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]

@@ -409,11 +409,11 @@ def test_cli_setting_and_recipe_round_trip(tmp_path, net_file, mhc_exe):
     """`--recipe` with a trace's meta capture.recipe captures the same step again (a model file
     by its absolute path); `--setting` applies a setting to it, as `mhc advise --verify` runs them."""
     a = str(tmp_path / "a.db")
-    r = _cli_here("capture", net_file, "--autocast", "none", "--seq", "32", "-o", a)
+    r = _cli_here("capture", net_file, "--autocast", "none", "-o", a)
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
-    assert json.loads(recipe) == {"model": net_file, "batch": 1, "seq": 32, "steps": 1, "layers": None, "hc": 4,
-                                  "gpu": "h100-sxm", "autocast": "none", "autocast_policy": "cuda",
+    # (a model file makes its own model and batch: no batch, seq, layers or hc)
+    assert json.loads(recipe) == {"model": net_file, "steps": 1, "gpu": "h100-sxm", "autocast": "none", "autocast_policy": "cuda",
                                   "weights": "as-built", "forward_only": False, "micro_batches": 1,
                                   "zero_grad": "none", "optimizer": "adamw"}
     setting = tmp_path / "s.json"
@@ -436,7 +436,7 @@ def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
     """Every option of the step goes into the recipe and comes back from it: the capture that
     --recipe runs (--force replacing its output) is the same trace, op for op and byte for byte."""
     a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
-    r = _cli_here("capture", net_file, "--seq", "32", *flags, "-o", a)
+    r = _cli_here("capture", net_file, *flags, "-o", a)
     assert r.returncode == 0, r.stderr
     recipe = store.read_meta(a)["capture.recipe"]
     open(b, "w").close()
@@ -459,7 +459,7 @@ def test_cli_recipe_reproduces_the_step_options(tmp_path, net_file, flags):
      "mhc-torch: NET: setting: checkpoint.modules: Net has no module 'Net.blocks.3' "
      "(did you mean 'Net.blocks.1' or 'Net.blocks.2'?)"),
     (["--setting", '{"offload": 3}'], "mhc-torch: setting: offload: expected an object, got a number"),
-    (["--setting", "missing.json"], "mhc-torch: missing.json: No such file or directory"),
+    (["--setting", "missing.json"], "mhc-torch: setting: missing.json: No such file or directory"),
 ])
 def test_cli_bad_setting_one_line(tmp_path, net_file, args, message):
     out = tmp_path / "x.db"

@@ -270,7 +270,8 @@ def capture_all(python, workdir, quick, seq):
         out = Path(workdir) / f"{name}.db"
         traces.append(out)
         if not out.exists():
-            to_capture.append(["capture"] + args + ["--steps", "2", "--seq", str(seq), "-o", str(out), "--force"])
+            shape = [] if args[0].endswith(".py") else ["--seq", str(seq)]  # a model file makes its own batch
+            to_capture.append(["capture"] + args + ["--steps", "2", *shape, "-o", str(out), "--force"])
     if to_capture:
         script = ("import sys, json\nfrom mhc_torch.cli import main\n"
                   "for a in json.loads(sys.argv[1]):\n    rc = main(a)\n    if rc: sys.exit(rc)\n")

@@ -1,0 +1,253 @@
+"""mhc-torch's command line against a hostile user: every bad option or model file is one line
+(exit 2, no traceback), an option that cannot change the capture is warned about in one line,
+an interrupt before the capture is one line (exit 130), and the trace's meta says only what
+applied."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from mhc_torch import store  # noqa: E402
+from mhc_torch.cli import main  # noqa: E402
+
+ENV = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..") + os.pathsep
+           + os.environ.get("PYTHONPATH", ""))
+
+GOOD = """
+    import torch
+
+    def build_model():
+        return torch.nn.Linear(8, 8)
+
+    def make_batch():
+        return (torch.randn(4, 8),)
+"""
+
+
+def _cli(capsys, *args, cwd=None):
+    """(exit status, stdout, stderr) of `mhc-torch ARGS` run in this process."""
+    capsys.readouterr()
+    old = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        try:
+            code = main(list(map(str, args)))
+        except SystemExit as e:
+            code = e.code
+    finally:
+        os.chdir(old)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _file(tmp_path, name, body):
+    (tmp_path / name).write_text(textwrap.dedent(body))
+    return name
+
+
+@pytest.mark.parametrize("args, message", [
+    (["capture", "tiny-gpt2", "--batch", "x"], "mhc-torch capture: argument --batch: invalid int value: 'x'"),
+    (["capture", "tiny-gpt2", "--gpu", "h300", "-o", "o.db"], "mhc-torch capture: argument --gpu: invalid choice"),
+    (["runs"], "mhc-torch runs: the following arguments are required: trace"),
+    (["bogus"], "mhc-torch: argument cmd: invalid choice: 'bogus'"),
+])
+def test_command_line_errors_are_one_line(tmp_path, capsys, args, message):
+    code, out, err = _cli(capsys, *args, cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and err.startswith(message), err
+    assert err.strip().endswith("--help)")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["gpt2-small", "--layers", "13"], "mhc-torch: --layers 13: gpt2-small takes at most 12"),
+    (["tiny-gpt2", "--batch", "99999999999999999999", "--seq", "32"],
+     "mhc-torch: --batch 99999999999999999999 x --seq 32 is 3,199,999,999,999,999,999,968 tokens a step; "
+     "at most 2,147,483,648"),
+    (["tiny-gpt2", "--seq", str(1 << 23)], "mhc-torch: --seq must be at most 4,194,304 (got 8,388,608)"),
+    (["tiny-mhc", "--hc", "17"], "mhc-torch: --hc must be at most 16 (got 17)"),
+    (["tiny-gpt2", "--steps", "10000000"], "mhc-torch: --steps must be at most 1,000,000 (got 10,000,000)"),
+    (["--recipe", '{"model": "tiny-gpt2", "forward_only": "false"}'],
+     'mhc-torch: recipe: forward_only: expected true or false, got "false"'),
+    (["--recipe", '{"model": "tiny-gpt2", "seq": "abc"}'], 'mhc-torch: recipe: seq: expected an integer, got "abc"'),
+    (["--recipe", '{"model": "tiny-gpt2", "gpu": 3}'], "mhc-torch: recipe: gpu: expected a string, got 3"),
+])
+def test_numbers_out_of_range_and_recipe_types_refused_in_one_line(tmp_path, capsys, args, message):
+    code, out, err = _cli(capsys, "capture", *args, "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, message)
+    assert not (tmp_path / "o.db").exists()
+
+
+@pytest.mark.parametrize("out", ["-", ""])
+def test_output_to_standard_output_refused(tmp_path, capsys, out):
+    _file(tmp_path, "good.py", GOOD)
+    code, _, err = _cli(capsys, "capture", "good.py", "-o", out, cwd=tmp_path)
+    assert code == 2 and err.strip() == (f"mhc-torch: '{out}': not a file name; a trace is a SQLite file "
+                                         "(-o trace.db), it cannot go to standard output")
+    assert sorted(os.listdir(tmp_path)) == ["good.py"]
+
+
+def test_runs_on_a_directory(tmp_path, capsys):
+    code, _, err = _cli(capsys, "runs", str(tmp_path))
+    assert (code, err.strip()) == (2, f"mhc-torch: {tmp_path}: is a directory, not a trace")
+
+
+def test_options_without_effect_warned_and_left_out_of_meta(tmp_path, capsys):
+    """A model file makes its own model and batch: --seq/--batch/--hc are warned about, and the
+    trace's meta and recipe do not claim them."""
+    _file(tmp_path, "good.py", GOOD)
+    code, _, err = _cli(capsys, "capture", "good.py", "--seq", "32", "--batch", "2", "--forward-only",
+                        "--zero-grad", "zeros", "--autocast", "none", "--autocast-policy", "cpu", "-o", "a.db",
+                        cwd=tmp_path)
+    assert code == 0, err
+    assert err.strip().splitlines() == [
+        "mhc-torch: warning: --batch, --seq have no effect: good.py builds its own model and batch (build_model(), "
+        "make_batch())",
+        "mhc-torch: warning: --zero-grad zeros has no effect: a --forward-only step has no optimizer",
+        "mhc-torch: warning: --autocast-policy cpu has no effect with --autocast none"]
+    meta = store.read_meta(str(tmp_path / "a.db"))
+    assert "capture.seq" not in meta and "capture.batch" not in meta
+    recipe = json.loads(meta["capture.recipe"])
+    assert not {"batch", "seq", "layers", "hc"} & set(recipe)
+    # an older recipe, which had every shape option (tests/data/advise/bert.db: seq 256), runs without their warning
+    old = dict(recipe, batch=1, seq=256, hc=4, layers=None)
+    code, _, err = _cli(capsys, "capture", "--recipe", json.dumps(old), "-o", "b.db", cwd=tmp_path)
+    assert code == 0 and "own model" not in err, err
+
+
+def test_hc_of_a_model_without_streams_warned(tmp_path, capsys):
+    code, _, err = _cli(capsys, "capture", "tiny-gpt2", "--layers", "1", "--seq", "32", "--hc", "2", "-o", "a.db",
+                        cwd=tmp_path)
+    assert code == 0 and "mhc-torch: warning: --hc has no effect: tiny-gpt2 is not an mHC transformer" in err, err
+    assert "capture.hc" not in store.read_meta(str(tmp_path / "a.db"))
+
+
+_HOOKS = ("import torch\ndef build_model(): return torch.nn.Linear(2, 2)\n"
+          "def make_batch(): return (torch.randn(1, 2),)\n")
+
+
+@pytest.mark.parametrize("body, message", [
+    ("import torch\ndef build_model(): return 42\ndef make_batch(): return (torch.randn(1, 2),)\n",
+     "m.py: build_model() returned an int, not a torch.nn.Module"),
+    (_HOOKS + "loss_fn = 5\n", "m.py: TypeError: loss_fn is an int, not a function"),
+    (_HOOKS + "step = None\nstep = 'x'\n", "m.py: TypeError: step is a str, not a function"),
+    (_HOOKS + "def loss_fn(model, batch): return 'nope'\n",
+     "m.py: TypeError: the loss is a str, not a tensor; loss_fn(model, batch) returns the loss"),
+    (_HOOKS + "def loss_fn(model, batch): return model(*batch)\n",
+     "m.py: TypeError: the loss has shape [1, 2], not one value; reduce it in loss_fn(model, batch) "
+     "(its .sum() or .mean())"),
+    (_HOOKS.replace("Linear(2, 2)", "Linear(2, 2).requires_grad_(False)"),
+     "m.py: the model has no parameter that requires a gradient: a training step has nothing to train; capture "
+     "its inference step with --forward-only (forward_only=True)"),
+])
+def test_model_file_of_the_wrong_kind_is_one_line(tmp_path, capsys, body, message):
+    (tmp_path / "m.py").write_text(body)
+    code, _, err = _cli(capsys, "capture", "m.py", "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: " + message)
+    assert not (tmp_path / "o.db").exists()
+
+
+def test_frozen_model_captures_forward_only(tmp_path, capsys):
+    (tmp_path / "m.py").write_text(_HOOKS.replace("Linear(2, 2)", "Linear(2, 2).requires_grad_(False)"))
+    code, _, err = _cli(capsys, "capture", "m.py", "--forward-only", "-o", "o.db", cwd=tmp_path)
+    assert code == 0, err
+
+
+def test_interrupt_while_the_model_file_loads_is_one_line(tmp_path):
+    """Ctrl-C before the capture (here while the model file imports): one line, exit 130, no
+    traceback, no output."""
+    (tmp_path / "slow.py").write_text("import pathlib, time\npathlib.Path('started').touch()\ntime.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-m", "mhc_torch.cli", "capture", "slow.py", "-o", "o.db"], cwd=tmp_path,
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert (p.returncode, err.strip()) == (130, "mhc-torch: interrupted; no trace written")
+    assert not (tmp_path / "o.db").exists()
+
+
+def test_model_file_that_is_a_directory(tmp_path, capsys):
+    (tmp_path / "net.py").mkdir()
+    code, _, err = _cli(capsys, "capture", "net.py", "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: net.py: is a directory, not a model file")
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '"tiny-gpt2"'])
+def test_recipe_that_is_json_but_not_an_object(tmp_path, capsys, text):
+    code, _, err = _cli(capsys, "capture", "--recipe", text, "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, 'mhc-torch: recipe: expected a JSON object with a "model"')
+
+
+def test_batch_made_on_cuda_follows_the_model(tmp_path, capsys):
+    """A model file written for the GPU (`.cuda()`, `device="cuda"`) captures as written."""
+    (tmp_path / "m.py").write_text("import torch\ndef build_model(): return torch.nn.Linear(2, 2).cuda()\n"
+                                   "def make_batch(): return (torch.randn(1, 2, device='cuda'),)\n")
+    code, _, err = _cli(capsys, "capture", "m.py", "-o", "o.db", cwd=tmp_path)
+    assert code == 0, err
+
+
+def test_optimizer_setting_of_a_forward_only_step_warned(tmp_path, capsys):
+    _file(tmp_path, "good.py", GOOD)
+    code, _, err = _cli(capsys, "capture", "good.py", "--forward-only", "--setting", '{"optimizer": {"state": "host"}}',
+                        "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (0, 'mhc-torch: warning: the setting\'s "optimizer" has no effect: a --forward-only '
+                                      'step has no optimizer')
+
+
+def test_every_option_has_help_and_its_default():
+    """`mhc-torch capture --help` says what each option does, and its default where it has one."""
+    from mhc_torch.cli import parsers
+
+    p, capture = parsers()
+    for parser in (capture, *p._subparsers._group_actions[0].choices.values()):
+        for action in parser._actions:
+            assert action.help, action.option_strings or action.dest
+    for action in capture._actions:
+        if action.option_strings and action.default not in (None, False, "==SUPPRESS=="):
+            assert "default" in action.help, action.option_strings
+
+
+def test_runs_table_wraps_at_the_terminal_width(tmp_path, capsys, monkeypatch, mhc_exe):
+    """A simulated run has some 50 columns: printed on one line of 1,000 characters it could not be
+    read; the table wraps at the terminal's width."""
+    _file(tmp_path, "good.py", GOOD)
+    assert _cli(capsys, "capture", "good.py", "-o", "t.db", cwd=tmp_path)[0] == 0
+    subprocess.run([mhc_exe, "simulate", str(tmp_path / "t.db"), "--capacity", "100MB"], check=True,
+                   capture_output=True)
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = _cli(capsys, "runs", str(tmp_path / "t.db"))
+    assert code == 0, err
+    assert "simulated" in out and "throughput_loss" in out and max(map(len, out.splitlines())) <= 100
+
+
+def test_recipe_from_a_trace_and_binary_files_as_json(tmp_path, capsys):
+    """--recipe TRACE.db captures again with the recipe in the trace's meta; a binary file given as
+    a setting or recipe is one line (it was a UnicodeDecodeError traceback for --setting)."""
+    _file(tmp_path, "good.py", GOOD)
+    assert _cli(capsys, "capture", "good.py", "--autocast", "none", "-o", "a.db", cwd=tmp_path)[0] == 0
+    code, _, err = _cli(capsys, "capture", "--recipe", "a.db", "-o", "b.db", cwd=tmp_path)
+    assert code == 0, err
+    assert store.read_meta(str(tmp_path / "b.db"))["capture.autocast"] == "none"
+    code, _, err = _cli(capsys, "capture", "good.py", "--setting", "a.db", "-o", "c.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: setting: a.db: not UTF-8 text (a JSON file was expected)")
+    (tmp_path / "x.json").write_bytes(b"\xff\xfe")
+    code, _, err = _cli(capsys, "capture", "--recipe", "x.json", "-o", "c.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: recipe: x.json: not UTF-8 text (a JSON file or a trace was expected)")
+
+
+@pytest.mark.parametrize("model, message", [
+    ("tiny_gpt2", "unknown model 'tiny_gpt2'; did you mean tiny-gpt2? (valid: llama2-7b, gpt2-small, "
+                  "llama3-70b-slice, mhc-27b, tiny-llama, tiny-mhc, tiny-gpt2 or FILE.py)"),
+    ("net", "net: a model file's name ends in .py (it is imported as Python)"),
+])
+def test_misspelled_model_and_a_file_without_py(tmp_path, capsys, model, message):
+    _file(tmp_path, "net", GOOD)
+    code, _, err = _cli(capsys, "capture", model, "-o", "o.db", cwd=tmp_path)
+    assert (code, err.strip()) == (2, "mhc-torch: " + message)
