@@ -217,14 +217,11 @@ std::string repeated_flag(const CLI::App& app, const CLI::App* sub, const std::v
     return "";
 }
 
-// A flag given a value (`--json=2`, `--force=yes`, `--no-zero1=false`, `-q=1`): CLI11 reads the
-// value as the flag's setting (0, false or no turn it off; the negation's value is inverted) or
-// fails on it in the words of a conversion; no flag of mhc takes a value. Read from the words given
-// to `where` (a word naming one of its commands passes the words after it to that command), before
-// any `--`, before CLI11 parses them, so that every flag of every command, and a new one, is
-// refused the same way: "advise: --json takes no value: '--json=2' (mhc advise --help)". "" when
-// none is.
-std::string flag_with_value(const CLI::App& where, const std::vector<std::string>& words) {
+// Calls f(app, word) for each option word given to `where`, or to the command a word before it
+// names (a word naming one of its commands passes the words after it to that command), before
+// any `--`; the first answer that is not "" is returned.
+template <class F>
+std::string first_option_word(const CLI::App& where, const std::vector<std::string>& words, F&& f) {
     const CLI::App* app = &where;
     for (const auto& word : words) {
         if (word == "--") break;
@@ -233,24 +230,38 @@ std::string flag_with_value(const CLI::App& where, const std::vector<std::string
                 if (sub->get_name() == word) app = sub;
             continue;
         }
+        if (std::string said = f(*app, word); !said.empty()) return said;
+    }
+    return "";
+}
+
+// A flag given a value (`--json=2`, `--force=yes`, `--no-zero1=false`, `-q=1`): CLI11 reads the
+// value as the flag's setting (0, false or no turn it off; the negation's value is inverted) or
+// fails on it in the words of a conversion; no flag of mhc takes a value. Read from the words given
+// to `where` (a word naming one of its commands passes the words after it to that command), before
+// any `--`, before CLI11 parses them, so that every flag of every command, and a new one, is
+// refused the same way: "advise: --json takes no value: '--json=2' (mhc advise --help)". "" when
+// none is.
+std::string flag_with_value(const CLI::App& where, const std::vector<std::string>& words) {
+    return first_option_word(where, words, [](const CLI::App& app, const std::string& word) -> std::string {
         // --json=2, or -q=1 and -q1 (CLI11 reads what follows a short flag as more flags, or as its value)
         const bool long_form = word.rfind("--", 0) == 0;
         const size_t eq = long_form ? word.find('=') : word.size() > 2 ? 2 : std::string::npos;
-        if (eq == std::string::npos) continue;
+        if (eq == std::string::npos) return "";
         const std::string name = word.substr(0, eq);
-        for (const CLI::Option* opt : app->get_options()) {
+        for (const CLI::Option* opt : app.get_options()) {
             if (opt->get_expected_max() != 0) continue;   // an option with a value
             bool named = false;
             for (const auto& long_name : opt->get_lnames()) named |= name == "--" + long_name;
             for (const auto& negation : opt->get_fnames()) named |= name == "--" + negation;
             for (const auto& short_name : opt->get_snames()) named |= name == "-" + short_name;
             if (!named) continue;
-            const std::string path = command_path(app);
+            const std::string path = command_path(&app);
             const std::string help = path.empty() ? "(mhc --help)" : "(mhc " + path + " --help)";
             return (path.empty() ? "" : path + ": ") + name + " takes no value: '" + printable(word) + "' " + help;
         }
-    }
-    return "";
+        return "";
+    });
 }
 
 // One grammar for the numbers options take (docs/cli.md, "Numbers"), applied here to every
@@ -311,27 +322,20 @@ std::string required_in_context(const std::string& msg, const CLI::App& chosen, 
 }
 
 std::string short_with_equals(const CLI::App& where, const std::vector<std::string>& words) {
-    const CLI::App* app = &where;
-    for (const auto& word : words) {
-        if (word == "--") break;
-        if (word.empty() || word[0] != '-') {
-            for (const CLI::App* sub : app->get_subcommands({}))
-                if (sub->get_name() == word) app = sub;
-            continue;
-        }
-        if (word.size() < 3 || word[1] == '-' || word[2] != '=') continue;
-        for (const CLI::Option* opt : app->get_options()) {
+    return first_option_word(where, words, [](const CLI::App& app, const std::string& word) -> std::string {
+        if (word.size() < 3 || word[1] == '-' || word[2] != '=') return "";
+        for (const CLI::Option* opt : app.get_options()) {
             if (opt->get_expected_max() == 0) continue;   // a flag: flag_with_value says it
             const auto& names = opt->get_snames();
             if (std::find(names.begin(), names.end(), word.substr(1, 1)) == names.end()) continue;
-            const std::string path = command_path(app), value = word.substr(3);
+            const std::string path = command_path(&app), value = word.substr(3);
             return (path.empty() ? "" : path + ": ") + "'" + printable(word) +
                    "': a short option takes its value after a space (" + word.substr(0, 2) + " " + printable(value) +
                    "); this would be '=" + printable(value) + "'" +
                    (path.empty() ? " (mhc --help)" : " (mhc " + path + " --help)");
         }
-    }
-    return "";
+        return "";
+    });
 }
 
 std::string missing_value(const std::string& msg, const CLI::App& chosen, const std::vector<std::string>& words) {

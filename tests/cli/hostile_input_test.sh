@@ -18,14 +18,6 @@ cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
 head -c 512 /dev/zero >H.f32   # 8 matrices of 4 x 4 float32 zeros
 echo '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":10,"dur":5,"args":{"device":0,"stream":7}}]}' >k.json
-# refused WANT CMD...: exit 2, one line on stderr containing WANT
-refused() {
-    local want=$1; shift
-    "$mhc" "$@" >out 2>err; local rc=$?
-    [ $rc = 2 ] || fail "$* exited $rc, wanted 2: $(cat err)"
-    [ "$(wc -l <err)" = 1 ] || fail "$*: wanted one line: $(cat err)"
-    grep -qF -- "$want" err || fail "$*: does not say '$want': $(cat err)"
-}
 
 # 1. Every option with a value, every command. What may take these words: a file (--runs-db,
 # -o), a profile's name (calibrate --name); 'inf' is unlimited for --capacity. validate's

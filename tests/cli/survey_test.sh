@@ -15,14 +15,6 @@ cd "$tmp" || exit 1
 echo '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":10,"dur":5,"args":{"device":0,"stream":7}}]}' >k.json
 head -c 512 /dev/zero >H.f32
 printf '\177ELF' >lib.so   # a shared library as far as mhc looks (its ELF header); never loaded here
-# refused WANT CMD...: exit 2, one line on stderr containing WANT
-refused() {
-    local want=$1; shift
-    "$mhc" "$@" >out 2>err; local rc=$?
-    [ $rc = 2 ] || fail "$* exited $rc, wanted 2: $(cat err)"
-    [ "$(wc -l <err)" = 1 ] || fail "$*: wanted one line: $(cat err)"
-    grep -qF -- "$want" err || fail "$*: does not say '$want': $(cat err)"
-}
 runs() { "$mhc" "$@" >out 2>err || fail "$* exited $?: $(cat err)"; }
 
 # 1. A file option given '-': generate and import wrote a file named '-', export and calibrate
