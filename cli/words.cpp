@@ -217,11 +217,11 @@ std::string repeated_flag(const CLI::App& app, const CLI::App* sub, const std::v
     return "";
 }
 
-// Calls f(app, word) for each option word given to `where`, or to the command a word before it
+// Calls check(app, word) for each option word given to `where`, or to the command a word before it
 // names (a word naming one of its commands passes the words after it to that command), before
 // any `--`; the first answer that is not "" is returned.
 template <class F>
-std::string first_option_word(const CLI::App& where, const std::vector<std::string>& words, F&& f) {
+std::string first_option_word(const CLI::App& where, const std::vector<std::string>& words, F&& check) {
     const CLI::App* app = &where;
     for (const auto& word : words) {
         if (word == "--") break;
@@ -230,7 +230,7 @@ std::string first_option_word(const CLI::App& where, const std::vector<std::stri
                 if (sub->get_name() == word) app = sub;
             continue;
         }
-        if (std::string said = f(*app, word); !said.empty()) return said;
+        if (std::string said = check(*app, word); !said.empty()) return said;
     }
     return "";
 }
