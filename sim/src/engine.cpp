@@ -775,7 +775,7 @@ Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& h
     r.warnings = trace_warnings(p);
     r.order_only = p.t->order_only();
     r.baseline_peak = baseline_peak(p, parse_allocator(c.allocator));
-    if (std::string w = modelled_reserved_warning(p, c, r.baseline_peak); !w.empty()) r.warnings.push_back(w);
+    if (std::string said = modelled_reserved_warning(p, c, r.baseline_peak); !said.empty()) r.warnings.push_back(said);
     cap = c.capacity.fraction > 0
               ? static_cast<int64_t>(std::floor(c.capacity.fraction * static_cast<double>(r.baseline_peak)))
               : c.capacity.bytes;

@@ -424,10 +424,10 @@ std::vector<std::string> trace_warnings(const Prepared& p) {
     return w;
 }
 
-std::string modelled_reserved_warning(const Prepared& p, const Config& c, int64_t modelled) {
-    if (parse_allocator(c.allocator) != AllocatorKind::Caching) return "";
+std::string modelled_reserved_warning(const Prepared& prepared, const Config& config, int64_t modelled) {
+    if (parse_allocator(config.allocator) != AllocatorKind::Caching) return "";
     // A Kineto trace keeps the profiler's reserved peak (Total Reserved), not its segments.
-    const std::string recorded = p.t->meta_or("kineto.reserved_peak.device" + std::to_string(p.device), "");
+    const std::string recorded = prepared.t->meta_or("kineto.reserved_peak.device" + std::to_string(prepared.device), "");
     if (recorded.empty()) return "";
     int64_t bytes = 0;
     try {
@@ -435,33 +435,33 @@ std::string modelled_reserved_warning(const Prepared& p, const Config& c, int64_
     } catch (const std::exception&) {
         return "";
     }
-    auto ratio = [bytes](int64_t b) { return static_cast<double>(b) / static_cast<double>(bytes); };
+    auto ratio = [bytes](int64_t other) { return static_cast<double>(other) / static_cast<double>(bytes); };
     if (bytes <= 0 || std::abs(ratio(modelled) - 1) <= 0.05) return "";
-    auto times = [&](int64_t b) {
+    auto times = [&](int64_t other) {
         char text[32];
-        std::snprintf(text, sizeof text, "x%.3f", ratio(b));
+        std::snprintf(text, sizeof text, "x%.3f", ratio(other));
         return std::string(text);
     };
-    std::string w = "the caching allocator model reserves " + format_bytes(modelled) +
+    std::string said = "the caching allocator model reserves " + format_bytes(modelled) +
                     " at unlimited capacity where the profiler recorded a reserved peak of " + format_bytes(bytes) +
                     " (Total Reserved, " + times(modelled) +
                     "): the model starts with no segments and the profiler records neither the allocator's settings "
                     "nor how it had laid out its memory before profiling; a capacity given as a share is a share of "
                     "the model's figure";
     // The what-if a user would try first, unless it is the run's own (that run asks no further).
-    if (c.allocator_conf.find("expandable_segments:True") != std::string::npos) return w;
-    Config e;
-    e.allocator = "caching";
-    e.allocator_conf = "expandable_segments:True";
-    e.capacity = Capacity{};
-    e.record_events = false;
-    e.check_invariants = false;
-    e.memory_samples = 1;
-    const int64_t expandable = simulate(p, e).simulated_peak;
+    if (config.allocator_conf.find("expandable_segments:True") != std::string::npos) return said;
+    Config whatif;
+    whatif.allocator = "caching";
+    whatif.allocator_conf = "expandable_segments:True";
+    whatif.capacity = Capacity{};
+    whatif.record_events = false;
+    whatif.check_invariants = false;
+    whatif.memory_samples = 1;
+    const int64_t expandable = simulate(prepared, whatif).simulated_peak;
     if (std::abs(ratio(expandable) - 1) <= 0.05)
-        w += "; with expandable segments it reserves " + format_bytes(expandable) + " (" + times(expandable) +
+        said += "; with expandable segments it reserves " + format_bytes(expandable) + " (" + times(expandable) +
              "): the run may have used them (--allocator-conf expandable_segments:True)";
-    return w;
+    return said;
 }
 
 }  // namespace mhc::sim

@@ -112,13 +112,13 @@ Summary summarize(const TraceData& t, int top_n) {
     for (size_t i = 0; i < t.allocations.size() && !any_requested; ++i) any_requested = t.allocations.requested_at(i) != kNoBytes;
     for (int32_t device : alloc_devs) {
         const LivePeak live = live_peak(t, device);
-        Summary::DeviceMemory m{device, live.bytes, any_requested ? requested_peak(t, device) : -1,
+        Summary::DeviceMemory mem{device, live.bytes, any_requested ? requested_peak(t, device) : -1,
                                 reserved_peak(t, device), live.time};
-        if (m.reserved < 0) {
+        if (mem.reserved < 0) {
             const std::string recorded = t.meta_or("kineto.reserved_peak.device" + std::to_string(device), "");
-            if (!recorded.empty() && recorded != "0") m.profiler_reserved = std::stoll(recorded);
+            if (!recorded.empty() && recorded != "0") mem.profiler_reserved = std::stoll(recorded);
         }
-        s.memory.push_back(m);
+        s.memory.push_back(mem);
     }
     s.timing = t.meta_or("timing", "exact");
 

@@ -22,11 +22,11 @@ struct Calibration {
 
 // The baseline's last captured step (from the end of the step before it; the whole capture when it
 // holds one step), timed as Evaluator::predict times it.
-int64_t last_step_time(const Base& b, const sim::LinkModel& link);
+int64_t last_step_time(const Base& base, const sim::LinkModel& link);
 
-// Scales b's compute kernels so that its last step takes `measured_step` ns. Throws mhc::Error
+// Scales base's compute kernels so that its last step takes `measured_step` ns. Throws mhc::Error
 // (bad input) when no factor gets there: the copies and collectives the compute stream waits for
 // take longer than the measured step, or the factor would leave [1/100, 100].
-Calibration calibrate_compute(Base& b, const sim::LinkModel& link, int64_t measured_step);
+Calibration calibrate_compute(Base& base, const sim::LinkModel& link, int64_t measured_step);
 
 }  // namespace mhc::advise

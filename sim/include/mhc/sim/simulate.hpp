@@ -53,6 +53,6 @@ std::vector<std::string> trace_warnings(const Prepared& p);
 // more than 5% off the reserved peak the trace's profiler recorded (Kineto's Total Reserved), with
 // what expandable segments would reserve when that comes within 5% (the profiler does not record
 // the allocator's settings); "" otherwise.
-std::string modelled_reserved_warning(const Prepared& p, const Config& c, int64_t modelled);
+std::string modelled_reserved_warning(const Prepared& prepared, const Config& config, int64_t modelled);
 
 }  // namespace mhc::sim
