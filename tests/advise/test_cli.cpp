@@ -106,10 +106,10 @@ TEST_CASE("mhc advise --step-time scales the baseline to the measured step and s
     mhc::test::TempPath chain{"chain.db"};
     advisetest::chain({64, 96, 32}, true).write(chain.path);
     // The last step runs 13 kernels of 10 ns: 130 ns; measured 260 ns, twice.
-    const Out o = run("advise " + chain.path + " --capacity 400MiB --json --step-time 260ns");
-    INFO(o.err);
-    REQUIRE(o.status == 0);
-    const auto doc = nlohmann::json::parse(o.out);
+    const Out out = run("advise " + chain.path + " --capacity 400MiB --json --step-time 260ns");
+    INFO(out.err);
+    REQUIRE(out.status == 0);
+    const auto doc = nlohmann::json::parse(out.out);
     CHECK(doc["calibration"]["factor"].get<double>() == Approx(2.0));
     CHECK(doc["calibration"]["estimated_step_ns"] == 130);
     CHECK(doc["calibration"]["calibrated_step_ns"] == 260);

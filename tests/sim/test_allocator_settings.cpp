@@ -559,35 +559,35 @@ TEST_CASE("mhc allocator on an order-only trace names the divergence by event", 
 TEST_CASE("simulate: the caching model against a profiler's recorded reserved peak", "[sim][allocator][kineto]") {
     // 12 MiB, freed, then 14 MiB: the default large pool keeps the 12 MiB segment cached and
     // takes another of 14 MiB (26 MiB); expandable segments map 20 MiB pages and reuse them (20 MiB).
-    auto t = allocations({{12 * MiB, 10, 20}, {14 * MiB, 30, 40}});
-    auto prep = [&] { return sim::prepare(t, 0); };
-    sim::Config c;
-    c.allocator = "caching";
-    c.capacity = sim::parse_capacity("unlimited");
-    REQUIRE(sim::simulate(*prep(), c).baseline_peak == 26 * MiB);
-    sim::Config e = c;
-    e.allocator_conf = "expandable_segments:True";
-    REQUIRE(sim::simulate(*prep(), e).simulated_peak == 20 * MiB);
+    auto trace = allocations({{12 * MiB, 10, 20}, {14 * MiB, 30, 40}});
+    auto prep = [&] { return sim::prepare(trace, 0); };
+    sim::Config config;
+    config.allocator = "caching";
+    config.capacity = sim::parse_capacity("unlimited");
+    REQUIRE(sim::simulate(*prep(), config).baseline_peak == 26 * MiB);
+    sim::Config expandable = config;
+    expandable.allocator_conf = "expandable_segments:True";
+    REQUIRE(sim::simulate(*prep(), expandable).simulated_peak == 20 * MiB);
     // no recorded peak (not a Kineto trace), or one within 5%: nothing said
-    CHECK(sim::modelled_reserved_warning(*prep(), c, 26 * MiB).empty());
-    t.meta["kineto.reserved_peak.device0"] = std::to_string(26 * MiB + MiB);
-    CHECK(sim::modelled_reserved_warning(*prep(), c, 26 * MiB).empty());
+    CHECK(sim::modelled_reserved_warning(*prep(), config, 26 * MiB).empty());
+    trace.meta["kineto.reserved_peak.device0"] = std::to_string(26 * MiB + MiB);
+    CHECK(sim::modelled_reserved_warning(*prep(), config, 26 * MiB).empty());
     // 26 MiB against a recorded 20 MiB: said, with what expandable segments reserve (20 MiB)
-    t.meta["kineto.reserved_peak.device0"] = std::to_string(20 * MiB);
-    const std::string w = sim::modelled_reserved_warning(*prep(), c, 26 * MiB);
-    CHECK_THAT(w, Catch::StartsWith("the caching allocator model reserves 26.00 MiB at unlimited capacity where the "
+    trace.meta["kineto.reserved_peak.device0"] = std::to_string(20 * MiB);
+    const std::string said = sim::modelled_reserved_warning(*prep(), config, 26 * MiB);
+    CHECK_THAT(said, Catch::StartsWith("the caching allocator model reserves 26.00 MiB at unlimited capacity where the "
                                     "profiler recorded a reserved peak of 20.00 MiB (Total Reserved, x1.300)"));
-    CHECK_THAT(w, Catch::EndsWith("with expandable segments it reserves 20.00 MiB (x1.000): the run may have used them "
+    CHECK_THAT(said, Catch::EndsWith("with expandable segments it reserves 20.00 MiB (x1.000): the run may have used them "
                                   "(--allocator-conf expandable_segments:True)"));
     // the warning is one of the run's warnings
-    const auto r = sim::simulate(*prep(), c);
-    CHECK(std::find(r.warnings.begin(), r.warnings.end(), w) != r.warnings.end());
+    const auto run = sim::simulate(*prep(), config);
+    CHECK(std::find(run.warnings.begin(), run.warnings.end(), said) != run.warnings.end());
     // recorded 13 MiB: expandable segments do not explain it either, so no what-if is offered
-    t.meta["kineto.reserved_peak.device0"] = std::to_string(13 * MiB);
-    CHECK_THAT(sim::modelled_reserved_warning(*prep(), c, 26 * MiB), Catch::EndsWith("a share of the model's figure"));
+    trace.meta["kineto.reserved_peak.device0"] = std::to_string(13 * MiB);
+    CHECK_THAT(sim::modelled_reserved_warning(*prep(), config, 26 * MiB), Catch::EndsWith("a share of the model's figure"));
     // a run already under expandable segments, or the ideal allocator: no what-if, or nothing
-    t.meta["kineto.reserved_peak.device0"] = std::to_string(20 * MiB);
-    CHECK_THAT(sim::modelled_reserved_warning(*prep(), e, 26 * MiB), Catch::EndsWith("a share of the model's figure"));
-    c.allocator = "ideal";
-    CHECK(sim::modelled_reserved_warning(*prep(), c, 26 * MiB).empty());
+    trace.meta["kineto.reserved_peak.device0"] = std::to_string(20 * MiB);
+    CHECK_THAT(sim::modelled_reserved_warning(*prep(), expandable, 26 * MiB), Catch::EndsWith("a share of the model's figure"));
+    config.allocator = "ideal";
+    CHECK(sim::modelled_reserved_warning(*prep(), config, 26 * MiB).empty());
 }

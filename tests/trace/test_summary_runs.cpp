@@ -298,21 +298,21 @@ TEST_CASE("a run's kind and status are stored as their words, another word is re
 }
 
 TEST_CASE("info: a Kineto trace's recorded reserved peak where it has no segments", "[summary]") {
-    TempPath p("kineto.db");
+    TempPath path("kineto.db");
     {
-        Writer w(p.path);
-        w.add(Allocation{1, 0, 0, 100, 0, 10, 0, Category::Other, 0});
-        w.set_meta("kineto.reserved_peak.device0", "2097152");
-        w.set_meta("kineto.reserved_peak.device-1", "0");
-        w.finish();
+        Writer writer(path.path);
+        writer.add(Allocation{1, 0, 0, 100, 0, 10, 0, Category::Other, 0});
+        writer.set_meta("kineto.reserved_peak.device0", "2097152");
+        writer.set_meta("kineto.reserved_peak.device-1", "0");
+        writer.finish();
     }
-    Summary s = summarize(load_trace(p.path));
-    REQUIRE(s.memory.size() == 1);
-    CHECK(s.memory[0].reserved == -1);
-    CHECK(s.memory[0].profiler_reserved == 2097152);
-    CHECK(to_text(s).find("reserved    2.00 MiB peak (the profiler's Total Reserved; no segments recorded)") !=
+    Summary sum = summarize(load_trace(path.path));
+    REQUIRE(sum.memory.size() == 1);
+    CHECK(sum.memory[0].reserved == -1);
+    CHECK(sum.memory[0].profiler_reserved == 2097152);
+    CHECK(to_text(sum).find("reserved    2.00 MiB peak (the profiler's Total Reserved; no segments recorded)") !=
           std::string::npos);
-    auto j = nlohmann::json::parse(to_json(s));
-    CHECK(j["memory"][0]["profiler_reserved_peak_bytes"] == 2097152);
-    CHECK(j["memory"][0]["reserved_peak_bytes"].is_null());
+    auto doc = nlohmann::json::parse(to_json(sum));
+    CHECK(doc["memory"][0]["profiler_reserved_peak_bytes"] == 2097152);
+    CHECK(doc["memory"][0]["reserved_peak_bytes"].is_null());
 }
