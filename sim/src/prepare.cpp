@@ -6,6 +6,7 @@
 #include <string>
 
 #include "mhc/common/error.hpp"
+#include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/allocator.hpp"
 #include "mhc/trace/cache.hpp"
@@ -427,14 +428,10 @@ std::vector<std::string> trace_warnings(const Prepared& p) {
 std::string modelled_reserved_warning(const Prepared& prepared, const Config& config, int64_t modelled) {
     if (parse_allocator(config.allocator) != AllocatorKind::Caching) return "";
     // A Kineto trace keeps the profiler's reserved peak (Total Reserved), not its segments.
-    const std::string recorded = prepared.t->meta_or("kineto.reserved_peak.device" + std::to_string(prepared.device), "");
-    if (recorded.empty()) return "";
-    int64_t bytes = 0;
-    try {
-        bytes = std::stoll(recorded);
-    } catch (const std::exception&) {
-        return "";
-    }
+    const auto recorded =
+        parse_integer<int64_t>(prepared.t->meta_or("kineto.reserved_peak.device" + std::to_string(prepared.device), ""));
+    if (!recorded) return "";
+    const int64_t bytes = *recorded;
     auto ratio = [bytes](int64_t other) { return static_cast<double>(other) / static_cast<double>(bytes); };
     if (bytes <= 0 || std::abs(ratio(modelled) - 1) <= 0.05) return "";
     auto times = [&](int64_t other) {

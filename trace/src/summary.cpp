@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mhc/common/numbers.hpp"
+
 #include "mhc/common/units.hpp"
 #include "mhc/trace/event_order.hpp"
 
@@ -115,8 +117,10 @@ Summary summarize(const TraceData& t, int top_n) {
         Summary::DeviceMemory mem{device, live.bytes, any_requested ? requested_peak(t, device) : -1,
                                 reserved_peak(t, device), live.time};
         if (mem.reserved < 0) {
-            const std::string recorded = t.meta_or("kineto.reserved_peak.device" + std::to_string(device), "");
-            if (!recorded.empty() && recorded != "0") mem.profiler_reserved = std::stoll(recorded);
+            // A value that is not a whole number is not a figure to print (a hand-edited trace).
+            const auto recorded =
+                parse_integer<int64_t>(t.meta_or("kineto.reserved_peak.device" + std::to_string(device), ""));
+            if (recorded && *recorded > 0) mem.profiler_reserved = *recorded;
         }
         s.memory.push_back(mem);
     }
