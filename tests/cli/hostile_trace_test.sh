@@ -107,7 +107,10 @@ if command -v script >/dev/null; then
     # commands below may start seconds late.
     hold() {
         touch hold.flag
-        (echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'format';"
+        # .timeout: the probe below may hold a read lock for the moment BEGIN EXCLUSIVE asks
+        # (without it sqlite3 gives up at once, "database is locked", and no lock is held).
+        (echo ".timeout 10000"
+         echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'format';"
          for _ in $(seq 1200); do [ -e hold.flag ] || break; sleep 0.1; done
          echo "COMMIT;") | sqlite3 t.db &
         for _ in $(seq 50); do
