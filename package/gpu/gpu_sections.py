@@ -211,6 +211,18 @@ def keep_gzipped(src, name):
     return {"file": os.path.basename(dst), "bytes": size}
 
 
+def kept_profile(sec, path):
+    """The profiled step's Chrome trace (one step after the loop, torch.profiler): kept gzipped,
+    and read by `mhc import` and `mhc info` as a user's Kineto trace would be (reported, not
+    counted against the section)."""
+    kept = keep_gzipped(path, "profile-step.json")
+    db = os.path.join(sec.work, "profile-step.db")
+    status, _ = run([os.environ["MHC"], "import", path, "-o", db, "--force"], quiet_stderr_lines=10)
+    if status == 0:
+        run([os.environ["MHC"], "info", db], quiet_stderr_lines=10)
+    return {"kept": kept, "import_exit": status}
+
+
 def device_name():
     """The GPU's name: from a loop of an earlier section, else asked of torch."""
     try:
@@ -250,11 +262,15 @@ def captured_vs_real():
     real = {"default": reuse_or_loop(sec, "base_native", gpt, steps)}
     sec.put("measured_default", real["default"])
     snapshot = os.path.join(sec.work, "snapshot-expandable.pickle")
-    real["expandable_segments:True"] = loop(sec, "gpt_expandable", gpt, ["--steps", str(steps), "--snapshot", snapshot],
+    profile = os.path.join(sec.work, "profile-step.json")
+    real["expandable_segments:True"] = loop(sec, "gpt_expandable", gpt,
+                                            ["--steps", str(steps), "--snapshot", snapshot, "--profile", profile],
                                             env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
     sec.put("measured_expandable", real["expandable_segments:True"])
     if os.path.exists(snapshot):
         sec.put("snapshot", keep_gzipped(snapshot, "snapshot-expandable.pickle"))
+    if os.path.exists(profile):
+        sec.put("profile", kept_profile(sec, profile))
     rows, out = [], []
     for conf, setting in (("default", {}), ("expandable_segments:True", {"allocator": "expandable_segments:True"})):
         p = predicted(trace, setting)

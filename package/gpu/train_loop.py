@@ -8,12 +8,15 @@ allocator's peaks (max_memory_allocated, max_memory_reserved) and what ran.
 
     python3 train_loop.py [--model gpt2-small] [--layers N] [--batch B] [--seq T] [--hc N]
                           [--steps 20] [--warmup 5] [--device cuda|cpu] [--setting JSON]
-                          [--snapshot FILE] [--build-on-device]
+                          [--snapshot FILE] [--profile FILE] [--build-on-device]
 
 --setting applies an mhc_torch setting (mhc_torch.apply) before the first step; its allocator
 part is put into PYTORCH_CUDA_ALLOC_CONF before CUDA starts. --snapshot records the allocator's
 history from before the model reaches the device and dumps it (torch.cuda.memory._dump_snapshot,
-no stack traces: the events and segments only). --device cpu runs the same loop on the CPU (the
+no stack traces: the events and segments only). --profile runs one more step after the timed
+ones and the allocator's figures, under torch.profiler (CPU and CUDA activities, shapes, memory),
+and exports its Chrome trace: each kernel's measured time beside the aten op that launched it,
+what a per-kernel-kind calibration of the capture's time estimates needs. --device cpu runs the same loop on the CPU (the
 check's dry run): the layer hooks count instead of making NVTX ranges, no allocator figures.
 Exit status 3 when the device runs out of memory (the JSON line says so).
 """
@@ -37,6 +40,8 @@ def parse(argv):
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--setting", default=None, help="an mhc_torch setting (JSON)")
     p.add_argument("--snapshot", default=None, help="dump the allocator's history here (cuda)")
+    p.add_argument("--profile", default=None,
+                   help="one more step under torch.profiler, its Chrome trace written here")
     p.add_argument("--build-on-device", action="store_true",
                    help="build the model on the device (large models: no host copy, no host init)")
     return p.parse_args(argv)
@@ -66,6 +71,38 @@ def mark_layers(model, push, pop):
         block.register_forward_pre_hook(lambda m, a, name=f"layer {i}": before(m, a, name))
         block.register_forward_hook(after)
     return len(blocks)
+
+
+def one_step(model, batch, opt, loss_of, dev):
+    """The capture's standard step; its loss."""
+    import torch
+
+    with torch.autocast(dev.type, dtype=torch.bfloat16):
+        loss = loss_of(model, batch)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+def profile_one_step(torch, cuda, step, path):
+    """One step under torch.profiler, after the figures the loop reports (the profiler's own
+    buffers and its synchronisation leave them untouched); its Chrome trace written to PATH.
+    Returns the path and the seconds the profiled step took, or the error in one line."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    try:
+        with profile(activities=acts, record_shapes=True, profile_memory=True) as prof:
+            t0 = time.perf_counter()
+            step()
+            if cuda:
+                torch.cuda.synchronize()
+            took = time.perf_counter() - t0
+        prof.export_chrome_trace(path)
+        return {"file": path, "step_s": took}
+    except Exception as e:  # noqa: BLE001 - a profiler failure must not lose the loop's figures
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
 
 
 def main(argv):
@@ -125,11 +162,7 @@ def main(argv):
                 torch.cuda.synchronize()
                 torch.cuda.nvtx.range_push(f"step {s}")
             t0 = time.perf_counter()
-            with torch.autocast(dev.type, dtype=torch.bfloat16):
-                loss = loss_of(model, batch)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            loss = one_step(model, batch, opt, loss_of, dev)
             if cuda:
                 torch.cuda.synchronize()
                 torch.cuda.nvtx.range_pop()
@@ -150,6 +183,8 @@ def main(argv):
             out["snapshot"] = a.snapshot
     else:
         out.update(peak_allocated=None, peak_reserved=None)
+    if a.profile and "error" not in out:
+        out["profile"] = profile_one_step(torch, cuda, lambda: one_step(model, batch, opt, loss_of, dev), a.profile)
     print(json.dumps(out), flush=True)
     return 3 if "error" in out else 0
 

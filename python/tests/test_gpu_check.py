@@ -52,7 +52,7 @@ def test_dry_run_passes_every_pytorch_section(dry_run):
         assert s["estimate_s"] > 0 and s["limit_s"] > 0
     # What comes back from a device is at most 8 files, none in a subfolder.
     files = sorted(os.listdir(out))
-    assert files == ["gpu-check.txt", "summary.json", "summary.txt"]
+    assert files == ["gpu-check.txt", "profile-step.json.gz", "summary.json", "summary.txt"]
     with open(out / "summary.txt") as f:
         lines = f.read().splitlines()
     assert [line.split()[0] for line in lines[:-1]] == ["device", *PYTORCH_SECTIONS]
@@ -82,6 +82,9 @@ def test_dry_run_compares_the_capture_with_the_loop(dry_run):
         # On the CPU there are no allocator figures: nothing is compared, nothing is claimed.
         assert rows[(conf, "peak live")]["measured"] is None and rows[(conf, "peak live")]["within_target"] is None
     assert len(f["measured_default"]["step_s"]) == 3 and len(f["measured_expandable"]["step_s"]) == 3
+    # One more step under torch.profiler, after the loop's figures: kept, and read by mhc import.
+    assert "error" not in f["measured_expandable"]["profile"], f["measured_expandable"]["profile"]
+    assert f["profile"]["kept"]["file"] == "profile-step.json.gz" and f["profile"]["import_exit"] == 0
 
 
 def test_dry_run_applies_the_top_advice(dry_run):
