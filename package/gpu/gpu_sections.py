@@ -347,7 +347,44 @@ def advise_section():
                            else applied["peak_reserved"] <= capacity})
     say(f"\n{top['description']} applied with mhc_torch.apply ({steps} steps on {applied['device']}):")
     table(rows, ["", "predicted", "measured", "error"])
+    with_measured_kernels(sec, gpt, gpu, top, base_real, loss_real, link_args)
     return 0
+
+
+def with_measured_kernels(sec, gpt, gpu, top, base_real, loss_real, link_args):
+    """The top answer's loss predicted again from a capture timed by the profiled step
+    (captured_vs_real's torch.profiler trace: `mhc-torch capture --kernel-times`), alone and with
+    the measured step time (`mhc advise --step-time`), against the loss measured above. Reported,
+    not counted: a profile that is missing (the dry run's holds no kernels) leaves it out."""
+    profile = os.path.join(sec.work, "profile-step.json")
+    if not os.path.exists(profile) or not base_real.get("median_ms"):
+        say("\n(no profiled step or no measured step time: the prediction from measured kernel times is left out)")
+        return
+    o = dict(gpt)
+    model = o.pop("--model")
+    path = os.path.join(sec.work, "gpt-capture-measured.db")
+    py = os.environ.get("MHC_PYTHON", "python3")
+    status, _ = run([py, "-m", "mhc_torch.cli", "capture", model, *as_argv(o), "--steps", str(CAPTURE_STEPS),
+                     "--gpu", gpu, "--kernel-times", profile, "-o", path, "--force"])
+    if status != 0:  # the dry run's CPU profile holds no kernels: refused, as it should be
+        say("(the capture with --kernel-times was refused: left out)")
+        sec.put("measured_kernels", {"capture_exit": status})
+        return
+    rows, out = [], {}
+    for name, extra in (("measured kernels", []),
+                        ("measured kernels + --step-time", ["--step-time", f"{base_real['median_ms']:.3f}ms"])):
+        j = advise(path, "--setting", json.dumps(top["setting"]), *extra, *link_args)
+        if j is None or not j["rows"]:
+            continue
+        r = j["rows"][0]
+        out[name] = {"loss": r["loss"], "step_time_ns": r["step_time_ns"] / CAPTURE_STEPS,
+                     "baseline_step_ns": j["baseline"]["step_time_ns"] / CAPTURE_STEPS}
+        rows.append([name, pct(r["loss"]), pct(loss_real), ms(j["baseline"]["step_time_ns"] / CAPTURE_STEPS / 1e6),
+                     ms(base_real.get("median_ms"))])
+    sec.put("measured_kernels", out)
+    say(f"\n{top['description']}: the loss predicted from the profiled step's kernel times:")
+    table([["roofline", pct(top["loss"]), pct(loss_real), "", ms(base_real.get("median_ms"))], *rows],
+          ["timing", "predicted loss", "measured loss", "baseline step (est.)", "measured step"])
 
 
 def mhc_overhead():

@@ -32,6 +32,7 @@ from .recipes import Recipe, StepRun, cast_model
 # flop_counter warns that triton kernels cannot be counted; capture runs none.
 logging.getLogger("torch.utils.flop_counter").setLevel(logging.ERROR)
 from .gpus import GpuSpec, gpu as gpu_by_name
+from .kernel_times import KernelTimes, op_key
 
 # Ops that allocate without launching a kernel.
 _ALLOCATE_ONLY = {
@@ -231,8 +232,9 @@ class _RecordingFakeMode(FakeTensorMode):
 class Recording(SettingsRecording):
     """The trace being built: allocations, kernels and markers on one clock (ns)."""
 
-    def __init__(self, spec: GpuSpec):
+    def __init__(self, spec: GpuSpec, kernel_times: KernelTimes | None = None):
         self.spec = spec
+        self.kernel_times = kernel_times
         self.t = 0
         self.allocs: list[store.Allocation] = []
         self.kernels: list[store.Kernel] = []
@@ -444,6 +446,8 @@ class Recording(SettingsRecording):
         seconds = max(flops / self.spec.peak_flops(dtype) if flops else 0.0,
                       moved / self.spec.hbm_bw) + self.spec.launch_overhead_s
         dur = max(1, int(round(seconds * 1e9)))
+        if self.kernel_times is not None:  # measured on the user's GPU where the profile has the op
+            dur = self.kernel_times.duration(name, *op_key(op.params, args, kwargs), dur)
         k = store.Kernel(id=len(self.kernels) + 1, name=name, t_start=start, t_end=start + dur,
                          step=self.step, accesses=accesses, phase=self.phase_code(),
                          flops=flops, moved_bytes=moved, module=where)
@@ -701,7 +705,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
             micro_batches: int = 1,
             zero_grad: str = "none",
             step: Callable | None = None,
-            setting=None) -> CaptureResult:
+            setting=None,
+            kernel_times: str | KernelTimes | None = None) -> CaptureResult:
     """Runs `steps` training steps (forward, backward, optimizer step, zero_grad) of the model
     that `build_model()` returns, on fake tensors, and writes the trace to `path`.
 
@@ -719,6 +724,9 @@ def capture(build_model: Callable[[], torch.nn.Module],
     `setting` (a dict, JSON text or file: mhc_torch.settings) is applied to the model and
     optimizer with mhc_torch.apply once both are built, before the first step, and recorded in
     meta `capture.setting` (SettingError when it does not fit the model).
+    `kernel_times` (a PyTorch profiler trace of the same step on the GPU, or a KernelTimes) gives
+    each kernel the time measured there where the profile has its op (kernel_times.py), the
+    roofline otherwise (KernelTimesError, one line, for a profile without kernels or shapes).
     An output that cannot be written (a missing folder; an existing file when `replace` is False)
     is refused before the capture runs (store.OutputError, one line naming the file).
     """
@@ -733,7 +741,9 @@ def capture(build_model: Callable[[], torch.nn.Module],
         setting_given = read_setting(setting)
         setting = check_setting(setting_given)
     store.check_output(path, replace)
-    rec = Recording(spec)
+    if isinstance(kernel_times, str):
+        kernel_times = KernelTimes(kernel_times)
+    rec = Recording(spec, kernel_times)
     fake = _RecordingFakeMode(allow_non_fake_inputs=False)
     # FakeTensorMode logs a traceback of its own before raising; the error raised says it all.
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
@@ -777,6 +787,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
         "capture.host_peak_bytes": str(rec.host_peak),
     }
     full_meta.update(recipe.meta())
+    if kernel_times is not None:
+        full_meta.update(kernel_times.meta())
     if setting is not None:
         full_meta["capture.setting"] = dumps(setting_given)
         if setting.get("weights") == "bf16" and param_dtype is None:

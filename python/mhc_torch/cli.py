@@ -132,7 +132,7 @@ def _check_options(a) -> str | None:
 
 
 # Options that say where the trace goes or what is applied to the step, not what the step is.
-_NOT_RECIPE = {"help", "out", "force", "setting", "recipe", "cmd"}
+_NOT_RECIPE = {"help", "out", "force", "setting", "recipe", "cmd", "kernel_times"}
 
 
 def _recipe(a, parser: argparse.ArgumentParser) -> dict:
@@ -221,6 +221,14 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
     from .models import preset
     from .recipes import Recipe
 
+    from .kernel_times import KernelTimes, KernelTimesError
+
+    try:  # before the model is loaded: a profile that cannot give times is told at once
+        kernel_times = KernelTimes(a.kernel_times) if a.kernel_times is not None else None
+    except KernelTimesError as e:
+        print(f"mhc-torch: --kernel-times: {e}", file=sys.stderr)
+        return 2
+
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "none": None, "as-built": None}
     try:  # before the model is loaded: options that contradict each other
         Recipe(dtypes[a.autocast], a.autocast_policy, dtypes[a.weights], a.forward_only, a.micro_batches,
@@ -258,7 +266,8 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
         r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
                     optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
                     autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
-                    micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting)
+                    micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting,
+                    kernel_times=kernel_times)
     except (CaptureError, SettingError) as e:
         print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
         return 2
@@ -279,6 +288,10 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
           f"peak {r.peak_bytes / 2**30:.2f} GiB; estimated step time {step_ms} ms on {a.gpu}; "
           f"captured in {wall:.1f} s")
     print(_flops_line(r, a.gpu))
+    if kernel_times is not None:
+        m = kernel_times.meta()
+        print(f"kernel times: {m['capture.kernel_times.matched']} measured in {a.kernel_times} "
+              f"({m['capture.kernel_times.device']}); the roofline for the rest: {m['capture.kernel_times.unmatched']}")
     return 0
 
 
@@ -380,6 +393,9 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                    help="after the optimizer step: grads set to None (default), zeroed and kept, or kept")
     c.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw-fused"],
                    help="AdamW with foreach kernels (default) or the fused kernel")
+    c.add_argument("--kernel-times", metavar="PROFILE",
+                   help="a PyTorch profiler trace (.json, .json.gz) of the same step on the GPU, recorded with "
+                        "record_shapes=True: each kernel takes the time measured there instead of the roofline")
     r = sub.add_parser("runs", help="print a trace's simulated and replayed runs (pandas)")
     r.add_argument("trace", help="a trace file (.db)")
     return p, c

@@ -98,6 +98,8 @@ def test_dry_run_applies_the_top_advice(dry_run):
     applied = f["measured_applied"]
     assert applied["setting"] == top["setting"] and len(applied["step_s"]) == 3 and applied["loss"] > 0
     assert f["comparison"]["predicted_loss"] == top["loss"]
+    # The capture timed by the profiled step is refused on the CPU (its profile has no kernels).
+    assert f["measured_kernels"] == {"capture_exit": 2}
     # The host step's figures were measured on this machine and given to mhc advise.
     host = f["host_step"]
     assert host["per_tensor_s"] > 0 and host["bandwidth_Bps"] > 0 and host["threads"] >= 1
