@@ -8,8 +8,9 @@ the same thread (aten::linear holds aten::addmm; aten::_scaled_dot_product_flash
 aten::_flash_attention_forward), so a captured op is found at whatever level the capture's
 dispatch sees it. An op is keyed by its name and the shapes of its tensor inputs in schema order
 (0-dim tensors and non-tensors left out on both sides), then by the first input's dtype where the
-profile says it; its time is the median over the op's occurrences. A captured kernel whose key
-the profile lacks keeps the roofline: meta `capture.kernel_times.*` says how many and which.
+profile says it; its time is the median over the op's occurrences. Ops a GPU names otherwise
+(cuDNN's batch norm and convolution backward) are found under the capture's name. A captured
+kernel whose key the profile lacks keeps the roofline: meta `capture.kernel_times.*` says how many and which.
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ import os
 import statistics
 from collections import Counter
 
-# The device work Kineto attributes to an op.
-_DEVICE_CATS = {"kernel", "gpu_memset", "gpu_memcpy"}
+# The device work Kineto attributes to an op, and the ops (the capitalised names are those of
+# PyTorch 1.8-1.9's profiler, which also wrote `external id` on kernels).
+_DEVICE_CATS = {"kernel", "gpu_memset", "gpu_memcpy", "Kernel", "Memset", "Memcpy"}
+_OP_CATS = {"cpu_op", "Operator"}
 
 # torch dtypes by the names caffe2's TypeMeta gives them (Kineto's `Input type`).
 _TYPE_NAMES = {"float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
@@ -28,6 +31,29 @@ _TYPE_NAMES = {"float": "float32", "double": "float64", "c10::Half": "float16", 
                "unsigned char": "uint8", "bool": "bool", "c10::complex<float>": "complex64",
                "c10::complex<double>": "complex128", "c10::Float8_e4m3fn": "float8_e4m3fn",
                "c10::Float8_e5m2": "float8_e5m2"}
+
+
+# Ops that a GPU's dispatch names otherwise than the capture's (fake CPU tensors): the GPU's name ->
+# the capture's. Found by the last lookup, on the shapes in any order less empty ones (cuDNN's
+# batch-norm backward takes input before grad_output, and a reserve buffer of 0 elements).
+_CAPTURE_NAME = {
+    "aten::cudnn_batch_norm": "aten::native_batch_norm",
+    "aten::miopen_batch_norm": "aten::native_batch_norm",
+    "aten::_batch_norm_with_update": "aten::native_batch_norm",
+    "aten::_native_batch_norm_legit": "aten::native_batch_norm",
+    "aten::cudnn_batch_norm_backward": "aten::native_batch_norm_backward",
+    "aten::miopen_batch_norm_backward": "aten::native_batch_norm_backward",
+    "aten::batch_norm_backward": "aten::native_batch_norm_backward",
+    "aten::cudnn_convolution_backward": "aten::convolution_backward",  # PyTorch up to 1.10
+    "aten::miopen_convolution_backward": "aten::convolution_backward",
+    "aten::cudnn_convolution": "aten::convolution",
+    "aten::miopen_convolution": "aten::convolution",
+}
+
+
+def _unordered(shapes: tuple) -> tuple:
+    """The shapes as a sorted multiset, those of no element left out."""
+    return tuple(sorted(s for s in shapes if all(s)))
 
 
 class KernelTimesError(ValueError):
@@ -78,7 +104,7 @@ class KernelTimes:
         events, doc = _events(path)
         ops = []
         for e in events:
-            if e.get("cat") != "cpu_op" or e.get("ph") != "X":
+            if e.get("cat") not in _OP_CATS or e.get("ph") != "X":
                 continue
             a = e.get("args") if isinstance(e.get("args"), dict) else {}
             ts, dur = e.get("ts"), e.get("dur")
@@ -100,7 +126,7 @@ class KernelTimes:
             ns = e["dur"] * 1000.0
             device_ns += ns
             a = e.get("args") if isinstance(e.get("args"), dict) else {}
-            i = by_ext.get(a.get("External id"))
+            i = by_ext.get(a.get("External id", a.get("external id")))
             if i is None:
                 self.unattributed += 1
                 continue
@@ -111,14 +137,18 @@ class KernelTimes:
         self.device_ns = device_ns
         exact: dict[tuple, list[float]] = {}
         loose: dict[tuple, list[float]] = {}
+        renamed: dict[tuple, list[float]] = {}
         for o in ops:
             if o["ns"] <= 0 or not isinstance(o["name"], str):
                 continue
             shapes = _shapes(o["dims"])
             exact.setdefault((o["name"], shapes, _first_dtype(o["types"], o["dims"])), []).append(o["ns"])
             loose.setdefault((o["name"], shapes), []).append(o["ns"])
+            if o["name"] in _CAPTURE_NAME:
+                renamed.setdefault((_CAPTURE_NAME[o["name"]], _unordered(shapes)), []).append(o["ns"])
         self._exact = {k: statistics.median(v) for k, v in exact.items()}
         self._loose = {k: statistics.median(v) for k, v in loose.items()}
+        self._renamed = {k: statistics.median(v) for k, v in renamed.items()}
         props = doc.get("deviceProperties") if isinstance(doc, dict) else None
         self.device_name = props[0].get("name") if isinstance(props, list) and props and isinstance(props[0], dict) \
             else None
@@ -154,6 +184,8 @@ class KernelTimes:
         ns = self._exact.get((name, shapes, dtype))
         if ns is None:
             ns = self._loose.get((name, shapes))
+        if ns is None:
+            ns = self._renamed.get((name, _unordered(shapes)))
         if ns is None:
             self.unmatched[name] += 1
             return roofline_ns
