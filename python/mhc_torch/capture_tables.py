@@ -142,8 +142,10 @@ class SettingsRecording:
 
     def unpack_meta(self) -> dict[str, str]:
         """Meta capture.unpacks: [[allocation id, kernel id], ...], each storage's first unpack in
-        each backward (a kernel that ran: an unpack after the last kernel is left out)."""
-        rows = sorted({(a, k) for (a, _), k in self.unpacks.items() if k <= len(self.kernels)})
+        each backward (a kernel that ran: an unpack after the last kernel is left out), in the order
+        of the unpacks: a node unpacks its saved tensors in the order of its formula, which an
+        offload's copies back follow (the dict keeps that order)."""
+        rows = list(dict.fromkeys((a, k) for (a, _), k in self.unpacks.items() if k <= len(self.kernels)))
         return {"capture.unpacks": json.dumps([list(r) for r in rows], separators=(",", ":"))}
 
     # Modules ----------------------------------------------------------------------------------

@@ -80,6 +80,12 @@ class _Op:
 
 _OPS: dict[Any, _Op] = {}
 
+# Ops whose GPU kernel allocates its outputs in another order than it returns them (the order the
+# caching allocator sees, which decides where each block lands): output index, first allocated
+# first. CUDA's native_dropout makes the bool mask, then the output (dropout_cuda in
+# aten/src/ATen/native/cuda/Dropout.cu; the H200's snapshot, datasets/recorded/, shows it).
+_GPU_ALLOCATION_ORDER = {"aten::native_dropout": (1, 0)}
+
 
 def _op(func) -> _Op:
     op = _OPS.get(func)
@@ -404,6 +410,9 @@ class Recording(SettingsRecording):
         # Every storage is tracked (allocated if new) before the host check, inputs first.
         in_records = [self.track(t, store.OTHER, op.untracked) for t in reads]
         mutated_records = [self.track(t, store.OTHER, op.untracked) for t in mutated]
+        order = _GPU_ALLOCATION_ORDER.get(name)
+        if order is not None and len(order) == len(new_outs):
+            new_outs = [new_outs[i] for i in order]
         out_records = [self.track(o, None, label) for o in new_outs]
         if self.host_seen and self.route_host_op(name, reads, mutated,
                                                  in_records + mutated_records + out_records):

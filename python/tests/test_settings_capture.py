@@ -521,7 +521,8 @@ def test_checkpoint_recompute_under_cuda_autocast(tmp_path):
     as the forward did (checkpoint compares them and raised CheckpointError when the recompute got
     CPU's lists), so it writes the same ops and bytes: the bf16 weight casts (64 x 16 x 2 =
     2048 B), fc1's bf16 output (32 x 64 x 2 = 4096 B), the softmax in fp32 (its input cast, then
-    the softmax: 32 x 64 x 4 = 8192 B each), fc2's input cast back to bf16 (4096 B). And the
+    the softmax: 32 x 64 x 4 = 8192 B each), fc2's weight cast and then its input cast back to bf16
+    (4096 B: autocast casts the last argument first, as GCC-built CUDA autocast does). And the
     weight casts the recompute caches die when its autocast region ends, as on a GPU: nothing it
     made is alive when the optimizer runs."""
     path = str(tmp_path / "soft.db")
@@ -530,7 +531,7 @@ def test_checkpoint_recompute_under_cuda_autocast(tmp_path):
     forward = _written(path, store.FORWARD, "SoftNet.blocks.1")
     recompute = _written(path, store.RECOMPUTE, "SoftNet.blocks.1")
     assert forward == [("aten::_to_copy", 2048), ("aten::mm", 4096), ("aten::_to_copy", 8192), ("aten::_softmax", 8192),
-                       ("aten::_to_copy", 4096), ("aten::_to_copy", 2048), ("aten::mm", 1024)]
+                       ("aten::_to_copy", 2048), ("aten::_to_copy", 4096), ("aten::mm", 1024)]
     # It stops once it has what the backward needs: fc2's inputs (the mm saves them before it runs).
     assert recompute == forward[:-1]
     optimizer_start = _rows(path, "SELECT min(k.t_start) FROM kernels k JOIN kernel_info i ON i.kernel = k.id "

@@ -106,7 +106,9 @@ class Captured:
                            if a in self.allocs and k in self.kidx}
         # the kernel that ran right after the backward first unpacked a saved storage, one per backward
         self.unpacks = {}
-        for a, k in json.loads(self.meta.get("capture.unpacks", "[]")):
+        self.unpack_rank = {}   # the place of each storage's first pair in that list
+        for n, (a, k) in enumerate(json.loads(self.meta.get("capture.unpacks", "[]"))):
+            self.unpack_rank.setdefault(a, n)
             if a in self.allocs and k in self.kidx:
                 self.unpacks.setdefault(a, []).append(self.kidx[k])
         names = {al["label"] for al in self.allocs.values() if al["category"] == GRAD}
@@ -690,10 +692,11 @@ def apply_offload(plan, cap, off, checkpointed):
             if any(cap.inside(cap.caller[i], m) for m in checkpointed):
                 continue
             out = cap.made_by.get(a) == i
-            packs += [(i, 1 if out else 0, a)] * n
+            packs += [(i, 1 if out else 0, cap.unpack_rank.get(a, float("inf")), a)] * n
         if not packs:
             continue
         packs.sort()
+        packs = [(i, o, a) for i, o, _rank, a in packs]
 
         def eligible(a):
             al = cap.allocs[a]

@@ -4,6 +4,7 @@
 // forward stash and prefetch (torchtune's OffloadActivations, TRL's activation offloading).
 // docs/simulator.md "Settings: offload" states the rules this file follows.
 #include <algorithm>
+#include <climits>
 #include <unordered_map>
 
 #include "mhc/advise/transforms.hpp"
@@ -78,10 +79,21 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
                 for (int32_t i = 0; i < count; ++i)
                     packs.push_back({seq, x, base.creator[static_cast<size_t>(x)] == seq});
         });
-    std::sort(packs.begin(), packs.end(), [](const Pack& a, const Pack& q) {
+    // A storage's place among the backward's first unpacks (capture.unpacks' order), else last.
+    auto unpack_rank = [&](int32_t storage) {
+        const auto& ranks = base.info.unpack_rank;
+        return static_cast<size_t>(storage) < ranks.size() && ranks[static_cast<size_t>(storage)] >= 0
+                   ? ranks[static_cast<size_t>(storage)]
+                   : INT32_MAX;
+    };
+    // One op's saves in the order autograd made them, which its node unpacks them in too (the
+    // formula's saved variables), not in the order they were allocated (autocast casts the last
+    // argument first): the copies back at one unpack are allocated in this order.
+    std::sort(packs.begin(), packs.end(), [&](const Pack& a, const Pack& q) {
         if (a.seq != q.seq) return a.seq < q.seq;
         if (a.output != q.output) return !a.output;
-        return a.alloc < q.alloc;
+        const int32_t ra = unpack_rank(a.alloc), rq = unpack_rank(q.alloc);
+        return ra != rq ? ra < rq : a.alloc < q.alloc;
     });
     std::unordered_map<int32_t, size_t> first_pack;   // storage -> its first eligible pack
     for (size_t i = 0; i < packs.size(); ++i)
