@@ -7,57 +7,64 @@
 #include "helpers.hpp"
 #include "mhc/record/cupti_decode.hpp"
 
-using namespace mhc::record;
-using namespace mhc::record::test;
-using namespace mhc;
+using mhc::record::AllocEvent;
+using mhc::record::copy_kind;
+using mhc::record::decode_record;
+using mhc::record::FreeEvent;
+using mhc::record::Translator;
+using mhc::record::TranslatorOptions;
+using mhc::record::test::problems;
+using mhc::record::test::translate;
+using mhc::record::test::translate_to_file;
+namespace trace = mhc::trace;
 
 namespace {
 constexpr uint64_t T0 = 5'000'000'000;
 
 template <typename T>
 T zeroed() {
-    T r;
-    std::memset(&r, 0, sizeof r);
-    return r;
+    T value;
+    std::memset(&value, 0, sizeof value);
+    return value;
 }
 
 CUpti_ActivityKernel10 kernel_record(uint32_t corr, uint64_t start, uint64_t end, const char* name) {
-    auto k = zeroed<CUpti_ActivityKernel10>();
-    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.start = T0 + start;
-    k.end = T0 + end;
-    k.deviceId = 0;
-    k.streamId = 7;
-    k.gridX = 108, k.gridY = 4, k.gridZ = 1;
-    k.blockX = 128, k.blockY = 2, k.blockZ = 1;
-    k.staticSharedMemory = 1024;
-    k.dynamicSharedMemory = 48 * 1024;
-    k.registersPerThread = 96;
-    k.correlationId = corr;
-    k.name = name;
-    return k;
+    auto kernel = zeroed<CUpti_ActivityKernel10>();
+    kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    kernel.start = T0 + start;
+    kernel.end = T0 + end;
+    kernel.deviceId = 0;
+    kernel.streamId = 7;
+    kernel.gridX = 108, kernel.gridY = 4, kernel.gridZ = 1;
+    kernel.blockX = 128, kernel.blockY = 2, kernel.blockZ = 1;
+    kernel.staticSharedMemory = 1024;
+    kernel.dynamicSharedMemory = 48 * 1024;
+    kernel.registersPerThread = 96;
+    kernel.correlationId = corr;
+    kernel.name = name;
+    return kernel;
 }
 
 CUpti_ActivityMemory4 memory_record(CUpti_ActivityMemoryOperationType op, uint64_t addr,
-                                    uint64_t bytes, uint64_t t, bool pool,
+                                    uint64_t bytes, uint64_t time, bool pool,
                                     CUpti_ActivityMemoryKind kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
-    auto m = zeroed<CUpti_ActivityMemory4>();
-    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-    m.memoryOperationType = op;
-    m.memoryKind = kind;
-    m.address = addr;
-    m.bytes = bytes;
-    m.timestamp = T0 + t;
-    m.deviceId = 0;
-    m.streamId = 13;
+    auto memory = zeroed<CUpti_ActivityMemory4>();
+    memory.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    memory.memoryOperationType = op;
+    memory.memoryKind = kind;
+    memory.address = addr;
+    memory.bytes = bytes;
+    memory.timestamp = T0 + time;
+    memory.deviceId = 0;
+    memory.streamId = 13;
     if (pool) {
-        m.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
-        m.isAsync = 1;
+        memory.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+        memory.isAsync = 1;
     }
-    return m;
+    return memory;
 }
 
-const CUpti_Activity* as_record(const void* p) { return static_cast<const CUpti_Activity*>(p); }
+const CUpti_Activity* as_record(const void* raw) { return static_cast<const CUpti_Activity*>(raw); }
 }  // namespace
 
 TEST_CASE("decode: memcpy kinds") {
@@ -74,7 +81,7 @@ TEST_CASE("decode: memcpy kinds") {
 TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
     TranslatorOptions opt;
     opt.origin = static_cast<int64_t>(T0);
-    std::string path = translate_to_file([](Translator& t) {
+    std::string path = translate_to_file([](Translator& translator) {
         auto dev = zeroed<CUpti_ActivityDevice5>();
         dev.kind = CUPTI_ACTIVITY_KIND_DEVICE;
         dev.id = 0;
@@ -82,23 +89,23 @@ TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
         dev.globalMemorySize = 150ull << 30;
         dev.computeCapabilityMajor = 9;
         dev.numMultiprocessors = 132;
-        CHECK(decode_record(as_record(&dev), t));
+        CHECK(decode_record(as_record(&dev), translator));
 
         // cudaMallocAsync (pool) allocation and a plain device allocation.
         auto a1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000000000, 1 << 20, 100, true);
         auto a2 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7f0000200000, 4096, 150, false);
         auto pinned = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x500000, 4096, 160, false,
                                     CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
-        CHECK(decode_record(as_record(&a1), t));
-        CHECK(decode_record(as_record(&a2), t));
-        CHECK(decode_record(as_record(&pinned), t));
+        CHECK(decode_record(as_record(&a1), translator));
+        CHECK(decode_record(as_record(&a2), translator));
+        CHECK(decode_record(as_record(&pinned), translator));
 
         auto pool = zeroed<CUpti_ActivityMemoryPool3>();
         pool.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
         pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
         pool.size = 32 << 20;
         pool.timestamp = T0 + 90;
-        CHECK(decode_record(as_record(&pool), t));
+        CHECK(decode_record(as_record(&pool), translator));
 
         auto nvtx_start = zeroed<CUpti_ActivityMarker2>();
         nvtx_start.kind = CUPTI_ACTIVITY_KIND_MARKER;
@@ -106,10 +113,10 @@ TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
         nvtx_start.id = 77;
         nvtx_start.timestamp = T0 + 120;
         nvtx_start.name = "train step 3";
-        CHECK(decode_record(as_record(&nvtx_start), t));
+        CHECK(decode_record(as_record(&nvtx_start), translator));
 
-        auto k = kernel_record(42, 200, 900, "ampere_sgemm_128x64_nn");
-        CHECK(decode_record(as_record(&k), t));
+        auto kernel = kernel_record(42, 200, 900, "ampere_sgemm_128x64_nn");
+        CHECK(decode_record(as_record(&kernel), translator));
 
         auto cpy = zeroed<CUpti_ActivityMemcpy6>();
         cpy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
@@ -118,7 +125,7 @@ TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
         cpy.start = T0 + 950;
         cpy.end = T0 + 1000;
         cpy.streamId = 7;
-        CHECK(decode_record(as_record(&cpy), t));
+        CHECK(decode_record(as_record(&cpy), translator));
 
         auto p2p = zeroed<CUpti_ActivityMemcpyPtoP4>();
         p2p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
@@ -128,7 +135,7 @@ TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
         p2p.end = T0 + 1100;
         p2p.deviceId = 1;
         p2p.streamId = 9;
-        CHECK(decode_record(as_record(&p2p), t));
+        CHECK(decode_record(as_record(&p2p), translator));
 
         auto ms = zeroed<CUpti_ActivityMemset4>();
         ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
@@ -136,49 +143,49 @@ TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
         ms.start = T0 + 180;
         ms.end = T0 + 190;
         ms.streamId = 7;
-        CHECK(decode_record(as_record(&ms), t));
+        CHECK(decode_record(as_record(&ms), translator));
 
         auto sync = zeroed<CUpti_ActivitySynchronization2>();
         sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
         sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
         sync.start = T0 + 905;
         sync.end = T0 + 940;
-        CHECK(decode_record(as_record(&sync), t));
+        CHECK(decode_record(as_record(&sync), translator));
 
         auto nvtx_end = zeroed<CUpti_ActivityMarker2>();
         nvtx_end.kind = CUPTI_ACTIVITY_KIND_MARKER;
         nvtx_end.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
         nvtx_end.id = 77;
         nvtx_end.timestamp = T0 + 1200;
-        CHECK(decode_record(as_record(&nvtx_end), t));
+        CHECK(decode_record(as_record(&nvtx_end), translator));
 
         auto ovh = zeroed<CUpti_ActivityOverhead3>();
         ovh.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
         ovh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
         ovh.start = T0 + 1300;
         ovh.end = T0 + 1550;
-        CHECK(decode_record(as_record(&ovh), t));
+        CHECK(decode_record(as_record(&ovh), translator));
 
         auto f1 = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0x7f0000000000, 1 << 20, 1250, true);
-        CHECK(decode_record(as_record(&f1), t));
+        CHECK(decode_record(as_record(&f1), translator));
 
         auto api = zeroed<CUpti_ActivityAPI>();
         api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-        CHECK_FALSE(decode_record(as_record(&api), t));   // not used by the recorder
+        CHECK_FALSE(decode_record(as_record(&api), translator));   // not used by the recorder
     }, opt);
-    trace::TraceData d = trace::load_trace(path);
+    trace::TraceData data = trace::load_trace(path);
     std::vector<trace::Kernel> rows;
-    trace::Reader(path).for_each([&](const trace::Kernel& k) { rows.push_back(k); });
+    trace::Reader(path).for_each([&](const trace::Kernel& kernel) { rows.push_back(kernel); });
     std::filesystem::remove(path);
-    auto r = trace::check_trace(d);
-    INFO(problems(r));
-    REQUIRE(r.ok());
+    auto report = trace::check_trace(data);
+    INFO(problems(report));
+    REQUIRE(report.ok());
 
-    REQUIRE(d.kernels.size() == 1);
-    CHECK(d.str(d.kernels.name[0]) == "ampere_sgemm_128x64_nn");
-    CHECK(d.kernels.t_start[0] == 200);
-    CHECK(d.kernels.t_end[0] == 900);
-    CHECK(d.kernels.stream[0] == 7);
+    REQUIRE(data.kernels.size() == 1);
+    CHECK(data.str(data.kernels.name[0]) == "ampere_sgemm_128x64_nn");
+    CHECK(data.kernels.t_start[0] == 200);
+    CHECK(data.kernels.t_end[0] == 900);
+    CHECK(data.kernels.stream[0] == 7);
     REQUIRE(rows.size() == 1);
     CHECK(rows[0].shared_mem == 1024 + 48 * 1024);
     CHECK(rows[0].registers == 96);
@@ -187,53 +194,53 @@ TEST_CASE("decode: a hand-built CUPTI activity stream becomes a valid trace") {
     CHECK(rows[0].grid[2] == 1);
     CHECK(rows[0].block[0] == 128);
     CHECK(rows[0].block[1] == 2);
-    CHECK(d.kernels.correlation[0] == 42);
-    CHECK(d.kernels.step[0] == 3);   // inside "train step 3"
+    CHECK(data.kernels.correlation[0] == 42);
+    CHECK(data.kernels.step[0] == 3);   // inside "train step 3"
 
-    REQUIRE(d.allocations.size() == 2);   // pinned host memory is not a GPU allocation
-    CHECK(d.allocations.address[0] == 0x7f0000000000);
-    CHECK(d.allocations.bytes[0] == 1 << 20);
-    CHECK(d.allocations.t_alloc[0] == 100);
-    CHECK(d.allocations.t_free[0] == 1250);
-    CHECK(d.allocations.stream[0] == 13);
-    CHECK(d.str(d.allocations.label[0]) == "memory:pool");
-    CHECK(d.str(d.allocations.label[1]) == "memory:device");
-    CHECK(d.allocations.t_free[1] == trace::kNoTime);
+    REQUIRE(data.allocations.size() == 2);   // pinned host memory is not a GPU allocation
+    CHECK(data.allocations.address[0] == 0x7f0000000000);
+    CHECK(data.allocations.bytes[0] == 1 << 20);
+    CHECK(data.allocations.t_alloc[0] == 100);
+    CHECK(data.allocations.t_free[0] == 1250);
+    CHECK(data.allocations.stream[0] == 13);
+    CHECK(data.str(data.allocations.label[0]) == "memory:pool");
+    CHECK(data.str(data.allocations.label[1]) == "memory:device");
+    CHECK(data.allocations.t_free[1] == trace::kNoTime);
 
-    REQUIRE(d.copies.size() == 3);
-    CHECK(d.copies.kind[0] == trace::CopyKind::D2H);
-    CHECK(d.copies.kind[1] == trace::CopyKind::P2P);
-    CHECK(d.copies.device[1] == 1);
-    CHECK(d.copies.kind[2] == trace::CopyKind::Memset);
-    CHECK(d.copies.bytes[2] == 1 << 20);
+    REQUIRE(data.copies.size() == 3);
+    CHECK(data.copies.kind[0] == trace::CopyKind::D2H);
+    CHECK(data.copies.kind[1] == trace::CopyKind::P2P);
+    CHECK(data.copies.device[1] == 1);
+    CHECK(data.copies.kind[2] == trace::CopyKind::Memset);
+    CHECK(data.copies.bytes[2] == 1 << 20);
 
-    REQUIRE(d.markers.size() == 2);
-    CHECK(d.str(d.markers.name[0]) == "cuda-sync:context");
-    CHECK(d.markers.kind[1] == trace::MarkerKind::Step);
-    CHECK(d.markers.index[1] == 3);
-    CHECK(d.markers.t_start[1] == 120);
-    CHECK(d.markers.t_end[1] == 1200);
+    REQUIRE(data.markers.size() == 2);
+    CHECK(data.str(data.markers.name[0]) == "cuda-sync:context");
+    CHECK(data.markers.kind[1] == trace::MarkerKind::Step);
+    CHECK(data.markers.index[1] == 3);
+    CHECK(data.markers.t_start[1] == 120);
+    CHECK(data.markers.t_end[1] == 1200);
 
-    CHECK(d.meta.at("device_name") == "NVIDIA H200");
-    CHECK(d.meta.at("device_memory") == std::to_string(150ull << 30));
-    CHECK(d.meta.at("device.0.compute_capability") == "9.0");
-    CHECK(d.meta.at("cupti_overhead_records") == "1");
-    CHECK(d.meta.at("cupti_overhead_ns") == "250");
-    CHECK(d.meta.at("record.host_allocations_skipped") == "1");
-    CHECK(d.meta.at("record.pools_created") == "1");
-    CHECK(d.meta.at("record.pool_max_bytes") == std::to_string(32 << 20));
+    CHECK(data.meta.at("device_name") == "NVIDIA H200");
+    CHECK(data.meta.at("device_memory") == std::to_string(150ull << 30));
+    CHECK(data.meta.at("device.0.compute_capability") == "9.0");
+    CHECK(data.meta.at("cupti_overhead_records") == "1");
+    CHECK(data.meta.at("cupti_overhead_ns") == "250");
+    CHECK(data.meta.at("record.host_allocations_skipped") == "1");
+    CHECK(data.meta.at("record.pools_created") == "1");
+    CHECK(data.meta.at("record.pool_max_bytes") == std::to_string(32 << 20));
 }
 
 TEST_CASE("decode: NVTX sync-object markers are not ranges") {
-    auto d = translate([](Translator& t) {
-        auto m = zeroed<CUpti_ActivityMarker2>();
-        m.kind = CUPTI_ACTIVITY_KIND_MARKER;
-        m.flags = static_cast<CUpti_ActivityFlag>(CUPTI_ACTIVITY_FLAG_MARKER_SYNC_ACQUIRE);
-        m.timestamp = T0;
-        m.name = "mutex";
-        CHECK(decode_record(as_record(&m), t));
+    auto data = translate([](Translator& translator) {
+        auto marker = zeroed<CUpti_ActivityMarker2>();
+        marker.kind = CUPTI_ACTIVITY_KIND_MARKER;
+        marker.flags = static_cast<CUpti_ActivityFlag>(CUPTI_ACTIVITY_FLAG_MARKER_SYNC_ACQUIRE);
+        marker.timestamp = T0;
+        marker.name = "mutex";
+        CHECK(decode_record(as_record(&marker), translator));
     });
-    CHECK(d.markers.size() == 0);
+    CHECK(data.markers.size() == 0);
 }
 
 // A memory record carries the correlation id of the API call that made the operation: it is
@@ -286,49 +293,49 @@ TEST_CASE("decode: pool sizes from memory and pool records become segments and s
     TranslatorOptions opt;
     opt.origin = static_cast<int64_t>(T0);
     constexpr uint64_t kBase = 0x7e0000000000;
-    trace::TraceData d = translate([&](Translator& t) {
+    trace::TraceData data = translate([&](Translator& translator) {
         auto created = zeroed<CUpti_ActivityMemoryPool3>();
         created.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
         created.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
         created.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
         created.address = kBase;
         created.timestamp = T0 + 50;
-        CHECK(decode_record(as_record(&created), t));
+        CHECK(decode_record(as_record(&created), translator));
 
         auto st = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, 0x7d0000000000, 4096, 60, false,
                                 CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC);
         st.streamId = CUPTI_INVALID_STREAM_ID;   // not an async operation
-        CHECK(decode_record(as_record(&st), t));
+        CHECK(decode_record(as_record(&st), translator));
 
-        auto a = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, kBase, 1 << 20, 100, true);
-        a.memoryPoolConfig.address = kBase;
-        a.memoryPoolConfig.pool.size = 2 << 20;
-        a.memoryPoolConfig.utilizedSize = 1 << 20;
-        CHECK(decode_record(as_record(&a), t));
-        auto f = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, kBase, 1 << 20, 300, true);
-        f.memoryPoolConfig.address = kBase;
-        f.memoryPoolConfig.pool.size = 2 << 20;
-        CHECK(decode_record(as_record(&f), t));
+        auto alloc = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, kBase, 1 << 20, 100, true);
+        alloc.memoryPoolConfig.address = kBase;
+        alloc.memoryPoolConfig.pool.size = 2 << 20;
+        alloc.memoryPoolConfig.utilizedSize = 1 << 20;
+        CHECK(decode_record(as_record(&alloc), translator));
+        auto release = memory_record(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, kBase, 1 << 20, 300, true);
+        release.memoryPoolConfig.address = kBase;
+        release.memoryPoolConfig.pool.size = 2 << 20;
+        CHECK(decode_record(as_record(&release), translator));
 
         auto trim = created;
         trim.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
         trim.size = 0;
         trim.timestamp = T0 + 400;
-        CHECK(decode_record(as_record(&trim), t));
+        CHECK(decode_record(as_record(&trim), translator));
     }, opt);
-    auto r = trace::check_trace(d);
-    INFO(problems(r));
-    REQUIRE(r.ok());
-    REQUIRE(d.allocations.size() == 2);
-    CHECK(d.str(d.allocations.label[0]) == "memory:static");
-    CHECK(d.allocations.stream[0] == 0);   // not 4294967295, as the H200 recordings' rows had
-    REQUIRE(d.segments.size() == 1);
-    CHECK(d.segments[0].address == static_cast<int64_t>(kBase));
-    CHECK(d.segments[0].bytes == 2 << 20);
-    CHECK(d.segments[0].t_alloc == 100);
-    CHECK(d.segments[0].t_free == 400);
-    CHECK(d.meta.at("record.pool_samples") == "2");
-    CHECK(d.meta.at("record.pool_utilized_max_bytes") == std::to_string(1 << 20));
-    CHECK(d.meta.at("record.static_allocations") == "1");
-    CHECK(d.meta.at("record.pool_max_bytes") == std::to_string(2 << 20));
+    auto report = trace::check_trace(data);
+    INFO(problems(report));
+    REQUIRE(report.ok());
+    REQUIRE(data.allocations.size() == 2);
+    CHECK(data.str(data.allocations.label[0]) == "memory:static");
+    CHECK(data.allocations.stream[0] == 0);   // not 4294967295, as the H200 recordings' rows had
+    REQUIRE(data.segments.size() == 1);
+    CHECK(data.segments[0].address == static_cast<int64_t>(kBase));
+    CHECK(data.segments[0].bytes == 2 << 20);
+    CHECK(data.segments[0].t_alloc == 100);
+    CHECK(data.segments[0].t_free == 400);
+    CHECK(data.meta.at("record.pool_samples") == "2");
+    CHECK(data.meta.at("record.pool_utilized_max_bytes") == std::to_string(1 << 20));
+    CHECK(data.meta.at("record.static_allocations") == "1");
+    CHECK(data.meta.at("record.pool_max_bytes") == std::to_string(2 << 20));
 }

@@ -8,7 +8,11 @@
 #include "helpers.hpp"
 #include "mhc/record/output.hpp"
 
-using namespace mhc::record;
+using mhc::record::EnvSettings;
+using mhc::record::job_identity;
+using mhc::record::settings_from_env;
+using mhc::record::Translator;
+using mhc::record::TranslatorOptions;
 
 namespace {
 std::map<std::string, std::string> identity(const std::map<std::string, std::string>& env) {
@@ -45,11 +49,11 @@ TEST_CASE("recorder: the translator writes the job identity beside the time orig
     TranslatorOptions opt;
     opt.origin = 1000;
     opt.job = {{"job.id", "torchrun:abc"}, {"rank", "1"}, {"world_size", "2"}};
-    auto d = test::translate([](Translator&) {}, opt);
-    CHECK(d.meta.at("job.id") == "torchrun:abc");
-    CHECK(d.meta.at("rank") == "1");
-    CHECK(d.meta.at("world_size") == "2");
-    CHECK(d.meta.at("time_origin_ns") == "1000");
+    auto data = mhc::record::test::translate([](Translator&) {}, opt);
+    CHECK(data.meta.at("job.id") == "torchrun:abc");
+    CHECK(data.meta.at("rank") == "1");
+    CHECK(data.meta.at("world_size") == "2");
+    CHECK(data.meta.at("time_origin_ns") == "1000");
 }
 
 TEST_CASE("recorder: MHC_RECORD_* values outside the documented ones are named once and the default used", "[record]") {

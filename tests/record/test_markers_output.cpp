@@ -3,30 +3,32 @@
 #include "mhc/record/markers.hpp"
 #include "mhc/record/output.hpp"
 
-using namespace mhc::record;
+using mhc::record::classify_marker;
+using mhc::record::last_number;
+using mhc::record::output_path;
 using mhc::trace::MarkerKind;
 
 TEST_CASE("markers: step, layer and range names") {
-    auto c = classify_marker("ProfilerStep#12", 0);
-    CHECK(c.kind == MarkerKind::Step);
-    CHECK(c.index == 12);
-    c = classify_marker("train STEP 7", 0);
-    CHECK(c.kind == MarkerKind::Step);
-    CHECK(c.index == 7);
-    c = classify_marker("step", 4);   // no number: numbered by order
-    CHECK(c.kind == MarkerKind::Step);
-    CHECK(c.index == 4);
-    c = classify_marker("Layer_3.attn", 0);
-    CHECK(c.kind == MarkerKind::Layer);
-    CHECK(c.index == 3);
-    c = classify_marker("decoder layer", 0);
-    CHECK(c.kind == MarkerKind::Layer);
-    CHECK(c.index == -1);
-    c = classify_marker("forward", 0);
-    CHECK(c.kind == MarkerKind::Range);
-    CHECK(c.index == -1);
-    c = classify_marker("", 0);
-    CHECK(c.kind == MarkerKind::Range);
+    auto marker_class = classify_marker("ProfilerStep#12", 0);
+    CHECK(marker_class.kind == MarkerKind::Step);
+    CHECK(marker_class.index == 12);
+    marker_class = classify_marker("train STEP 7", 0);
+    CHECK(marker_class.kind == MarkerKind::Step);
+    CHECK(marker_class.index == 7);
+    marker_class = classify_marker("step", 4);   // no number: numbered by order
+    CHECK(marker_class.kind == MarkerKind::Step);
+    CHECK(marker_class.index == 4);
+    marker_class = classify_marker("Layer_3.attn", 0);
+    CHECK(marker_class.kind == MarkerKind::Layer);
+    CHECK(marker_class.index == 3);
+    marker_class = classify_marker("decoder layer", 0);
+    CHECK(marker_class.kind == MarkerKind::Layer);
+    CHECK(marker_class.index == -1);
+    marker_class = classify_marker("forward", 0);
+    CHECK(marker_class.kind == MarkerKind::Range);
+    CHECK(marker_class.index == -1);
+    marker_class = classify_marker("", 0);
+    CHECK(marker_class.kind == MarkerKind::Range);
 }
 
 TEST_CASE("markers: last number") {

@@ -4,314 +4,322 @@
 #include "helpers.hpp"
 #include "mhc/trace/summary.hpp"
 
-using namespace mhc::record;
-using namespace mhc::record::test;
-using namespace mhc;
+using mhc::record::AllocEvent;
+using mhc::record::AllocSource;
+using mhc::record::FreeEvent;
+using mhc::record::KernelEvent;
+using mhc::record::LaunchEvent;
+using mhc::record::MarkerEvent;
+using mhc::record::Translator;
+using mhc::record::TranslatorOptions;
+using mhc::record::test::problems;
+using mhc::record::test::translate;
+namespace trace = mhc::trace;
 
 namespace {
 constexpr uint64_t T0 = 1'000'000'000;   // raw CUPTI time of the trace origin
 
-AllocEvent driver_alloc(uint64_t addr, uint64_t bytes, uint64_t t, const char* api = "cuMemAlloc") {
-    AllocEvent e;
-    e.address = addr;
-    e.bytes = bytes;
-    e.t = T0 + t;
-    e.t_enter = T0 + t - 100;
-    e.source = AllocSource::Driver;
-    e.api = api;
-    return e;
+AllocEvent driver_alloc(uint64_t addr, uint64_t bytes, uint64_t time, const char* api = "cuMemAlloc") {
+    AllocEvent event;
+    event.address = addr;
+    event.bytes = bytes;
+    event.t = T0 + time;
+    event.t_enter = T0 + time - 100;
+    event.source = AllocSource::Driver;
+    event.api = api;
+    return event;
 }
-AllocEvent activity_alloc(uint64_t addr, uint64_t bytes, uint64_t t, bool pool = false) {
-    AllocEvent e;
-    e.address = addr;
-    e.bytes = bytes;
-    e.t = e.t_enter = T0 + t;
-    e.stream = 7;
-    e.source = AllocSource::Activity;
-    e.pool = pool;
-    e.api = pool ? "memory:pool" : "memory:device";
-    return e;
+AllocEvent activity_alloc(uint64_t addr, uint64_t bytes, uint64_t time, bool pool = false) {
+    AllocEvent event;
+    event.address = addr;
+    event.bytes = bytes;
+    event.t = event.t_enter = T0 + time;
+    event.stream = 7;
+    event.source = AllocSource::Activity;
+    event.pool = pool;
+    event.api = pool ? "memory:pool" : "memory:device";
+    return event;
 }
-FreeEvent free_event(uint64_t addr, uint64_t t, AllocSource s = AllocSource::Driver) {
-    FreeEvent f;
-    f.address = addr;
-    f.t = T0 + t;
-    f.source = s;
-    return f;
+FreeEvent free_event(uint64_t addr, uint64_t time, AllocSource source = AllocSource::Driver) {
+    FreeEvent event;
+    event.address = addr;
+    event.t = T0 + time;
+    event.source = source;
+    return event;
 }
-LaunchEvent launch(uint32_t corr, uint64_t t, std::vector<uint64_t> words, uint32_t rcorr = 0) {
-    LaunchEvent l;
-    l.correlation = corr;
-    l.runtime_correlation = rcorr;
-    l.t = T0 + t;
-    l.words = std::move(words);
-    return l;
+LaunchEvent launch(uint32_t corr, uint64_t time, std::vector<uint64_t> words, uint32_t rcorr = 0) {
+    LaunchEvent event;
+    event.correlation = corr;
+    event.runtime_correlation = rcorr;
+    event.t = T0 + time;
+    event.words = std::move(words);
+    return event;
 }
 KernelEvent kernel(uint32_t corr, uint64_t start, uint64_t end, uint32_t stream = 1,
                    const char* name = "k") {
-    KernelEvent k;
-    k.name = name;
-    k.start = T0 + start;
-    k.end = T0 + end;
-    k.stream = stream;
-    k.correlation = corr;
-    k.grid[0] = 64, k.grid[1] = 2, k.grid[2] = 1;
-    k.block[0] = 256, k.block[1] = 1, k.block[2] = 1;
-    k.shared_mem = 4096;
-    k.registers = 40;
-    return k;
+    KernelEvent event;
+    event.name = name;
+    event.start = T0 + start;
+    event.end = T0 + end;
+    event.stream = stream;
+    event.correlation = corr;
+    event.grid[0] = 64, event.grid[1] = 2, event.grid[2] = 1;
+    event.block[0] = 256, event.block[1] = 1, event.block[2] = 1;
+    event.shared_mem = 4096;
+    event.registers = 40;
+    return event;
 }
 TranslatorOptions at_origin() {
-    TranslatorOptions o;
-    o.origin = static_cast<int64_t>(T0);
-    return o;
+    TranslatorOptions options;
+    options.origin = static_cast<int64_t>(T0);
+    return options;
 }
-void require_valid(const trace::TraceData& d) {
-    auto r = trace::check_trace(d);
-    INFO(problems(r));
-    REQUIRE(r.ok());
+void require_valid(const trace::TraceData& data) {
+    auto report = trace::check_trace(data);
+    INFO(problems(report));
+    REQUIRE(report.ok());
 }
 }  // namespace
 
 TEST_CASE("translator: kernels, launches and accesses, times from the origin") {
-    auto d = translate([](Translator& t) {
-        t.on_alloc(driver_alloc(0x10000, 4096, 1000));
-        t.on_alloc(driver_alloc(0x20000, 256, 2000));
-        t.on_launch(launch(11, 3000, {0x10000, 0x20080, 0x99999999, 5}));
-        t.on_launch(launch(12, 3500, {0x10fff}));
-        t.on_kernel(kernel(11, 5000, 6000, 1, "gemm"));
-        t.on_kernel(kernel(12, 6000, 6500, 1, "relu"));
-        t.on_kernel(kernel(13, 7000, 7100, 1, "no_launch_seen"));
-        t.on_free(free_event(0x10000, 9000));
+    auto data = translate([](Translator& translator) {
+        translator.on_alloc(driver_alloc(0x10000, 4096, 1000));
+        translator.on_alloc(driver_alloc(0x20000, 256, 2000));
+        translator.on_launch(launch(11, 3000, {0x10000, 0x20080, 0x99999999, 5}));
+        translator.on_launch(launch(12, 3500, {0x10fff}));
+        translator.on_kernel(kernel(11, 5000, 6000, 1, "gemm"));
+        translator.on_kernel(kernel(12, 6000, 6500, 1, "relu"));
+        translator.on_kernel(kernel(13, 7000, 7100, 1, "no_launch_seen"));
+        translator.on_free(free_event(0x10000, 9000));
     }, at_origin());
-    require_valid(d);
-    REQUIRE(d.kernels.size() == 3);
-    CHECK(d.str(d.kernels.name[0]) == "gemm");
-    CHECK(d.kernels.t_start[0] == 5000);
-    CHECK(d.kernels.t_end[0] == 6000);
-    CHECK(d.kernels.correlation[0] == 11);
-    CHECK(d.kernels.stream[0] == 1);
-    REQUIRE(d.allocations.size() == 2);
-    CHECK(d.allocations.t_alloc[0] == 1000);
-    CHECK(d.allocations.t_free[0] == 9000);
-    CHECK(d.allocations.t_free[1] == trace::kNoTime);
-    CHECK(d.allocations.address[0] == 0x10000);
-    CHECK(d.str(d.allocations.label[0]) == "cuMemAlloc");
+    require_valid(data);
+    REQUIRE(data.kernels.size() == 3);
+    CHECK(data.str(data.kernels.name[0]) == "gemm");
+    CHECK(data.kernels.t_start[0] == 5000);
+    CHECK(data.kernels.t_end[0] == 6000);
+    CHECK(data.kernels.correlation[0] == 11);
+    CHECK(data.kernels.stream[0] == 1);
+    REQUIRE(data.allocations.size() == 2);
+    CHECK(data.allocations.t_alloc[0] == 1000);
+    CHECK(data.allocations.t_free[0] == 9000);
+    CHECK(data.allocations.t_free[1] == trace::kNoTime);
+    CHECK(data.allocations.address[0] == 0x10000);
+    CHECK(data.str(data.allocations.label[0]) == "cuMemAlloc");
     // gemm touched both allocations, relu the first, the third kernel nothing.
-    REQUIRE(d.kernels.access_begin == std::vector<int64_t>{0, 2, 3, 3});
-    CHECK(d.accesses.allocation[0] == 0);
-    CHECK(d.accesses.allocation[1] == 1);
-    CHECK(d.accesses.allocation[2] == 0);
-    CHECK(d.accesses.mode[0] == trace::AccessMode::ReadWrite);
-    CHECK(d.meta.at("accesses") == "inferred");
-    CHECK(d.meta.at("record.launches") == "2");
-    CHECK(d.meta.at("record.launches_unmatched") == "0");
+    REQUIRE(data.kernels.access_begin == std::vector<int64_t>{0, 2, 3, 3});
+    CHECK(data.accesses.allocation[0] == 0);
+    CHECK(data.accesses.allocation[1] == 1);
+    CHECK(data.accesses.allocation[2] == 0);
+    CHECK(data.accesses.mode[0] == trace::AccessMode::ReadWrite);
+    CHECK(data.meta.at("accesses") == "inferred");
+    CHECK(data.meta.at("record.launches") == "2");
+    CHECK(data.meta.at("record.launches_unmatched") == "0");
 }
 
 TEST_CASE("translator: kernel records correlated through the runtime call's id") {
-    auto d = translate([](Translator& t) {
-        t.on_alloc(driver_alloc(0x10000, 4096, 1000));
-        t.on_launch(launch(501, 2000, {0x10008}, /*runtime*/ 500));
-        t.on_kernel(kernel(500, 3000, 4000));   // carries the runtime id
+    auto data = translate([](Translator& translator) {
+        translator.on_alloc(driver_alloc(0x10000, 4096, 1000));
+        translator.on_launch(launch(501, 2000, {0x10008}, /*runtime*/ 500));
+        translator.on_kernel(kernel(500, 3000, 4000));   // carries the runtime id
     }, at_origin());
-    require_valid(d);
-    REQUIRE(d.accesses.size() == 1);
-    CHECK(d.meta.at("record.launches_unmatched") == "0");
+    require_valid(data);
+    REQUIRE(data.accesses.size() == 1);
+    CHECK(data.meta.at("record.launches_unmatched") == "0");
 }
 
 TEST_CASE("translator: stream-ordered free extends the lifetime to the last accessing kernel") {
-    auto d = translate([](Translator& t) {
-        t.on_alloc(driver_alloc(0x10000, 1024, 1000, "cuMemAllocAsync"));
-        t.on_launch(launch(1, 2000, {0x10000}));
-        t.on_free(free_event(0x10000, 2500));             // host returns at once
-        t.on_alloc(driver_alloc(0x10000, 1024, 3000, "cuMemAllocAsync"));   // reused
-        t.on_launch(launch(2, 3500, {0x10000}));
-        t.on_kernel(kernel(1, 4000, 8000));               // ran after both host calls
-        t.on_kernel(kernel(2, 8000, 9000));
-        t.on_free(free_event(0x10000, 9500));
+    auto data = translate([](Translator& translator) {
+        translator.on_alloc(driver_alloc(0x10000, 1024, 1000, "cuMemAllocAsync"));
+        translator.on_launch(launch(1, 2000, {0x10000}));
+        translator.on_free(free_event(0x10000, 2500));             // host returns at once
+        translator.on_alloc(driver_alloc(0x10000, 1024, 3000, "cuMemAllocAsync"));   // reused
+        translator.on_launch(launch(2, 3500, {0x10000}));
+        translator.on_kernel(kernel(1, 4000, 8000));               // ran after both host calls
+        translator.on_kernel(kernel(2, 8000, 9000));
+        translator.on_free(free_event(0x10000, 9500));
     }, at_origin());
-    require_valid(d);   // no overlap at 0x10000, no access outside a lifetime
-    REQUIRE(d.allocations.size() == 2);
-    CHECK(d.allocations.t_free[0] == 8000);   // extended from 2500
-    CHECK(d.allocations.t_alloc[1] == 8000);  // delayed from 3000
-    CHECK(d.allocations.t_free[1] == 9500);
-    CHECK(d.meta.at("record.lifetimes_extended") == "1");
-    CHECK(d.meta.at("record.allocations_delayed") == "1");
-    CHECK(d.meta.at("record.lifetime_conflicts") == "0");
-    CHECK(d.meta.at("record.lifetimes") ==
+    require_valid(data);   // no overlap at 0x10000, no access outside a lifetime
+    REQUIRE(data.allocations.size() == 2);
+    CHECK(data.allocations.t_free[0] == 8000);   // extended from 2500
+    CHECK(data.allocations.t_alloc[1] == 8000);  // delayed from 3000
+    CHECK(data.allocations.t_free[1] == 9500);
+    CHECK(data.meta.at("record.lifetimes_extended") == "1");
+    CHECK(data.meta.at("record.allocations_delayed") == "1");
+    CHECK(data.meta.at("record.lifetime_conflicts") == "0");
+    CHECK(data.meta.at("record.lifetimes") ==
           "1 of 2 allocations freed at their last kernel's end, not at the free call; 1 started at the previous "
           "holder's end, not at the call (0 left with no time, 0 with a kernel before that start)");
 }
 
 TEST_CASE("translator: activity records of callback allocations are merged, not repeated") {
-    auto d = translate([](Translator& t) {
+    auto data = translate([](Translator& translator) {
         // Callbacks come first; the activity buffer with the same operations comes later.
-        t.on_alloc(driver_alloc(0x10000, 1024, 1000));
-        t.on_free(free_event(0x10000, 2000));
-        t.on_alloc(driver_alloc(0x10000, 512, 3000));
-        t.on_free(free_event(0x10000, 4000));
-        t.on_alloc(activity_alloc(0x10000, 1024, 950));    // inside the first call
-        t.on_free(free_event(0x10000, 1990, AllocSource::Activity));
-        t.on_alloc(activity_alloc(0x10000, 512, 2950));
-        t.on_free(free_event(0x10000, 3990, AllocSource::Activity));
+        translator.on_alloc(driver_alloc(0x10000, 1024, 1000));
+        translator.on_free(free_event(0x10000, 2000));
+        translator.on_alloc(driver_alloc(0x10000, 512, 3000));
+        translator.on_free(free_event(0x10000, 4000));
+        translator.on_alloc(activity_alloc(0x10000, 1024, 950));    // inside the first call
+        translator.on_free(free_event(0x10000, 1990, AllocSource::Activity));
+        translator.on_alloc(activity_alloc(0x10000, 512, 2950));
+        translator.on_free(free_event(0x10000, 3990, AllocSource::Activity));
     }, at_origin());
-    require_valid(d);
-    REQUIRE(d.allocations.size() == 2);
-    CHECK(d.allocations.bytes[0] == 1024);
-    CHECK(d.allocations.bytes[1] == 512);
-    CHECK(d.allocations.stream[0] == 7);   // filled from the activity record
-    CHECK(d.meta.at("record.activity_merged") == "2");
-    CHECK(d.meta.at("record.frees_unmatched") == "0");
+    require_valid(data);
+    REQUIRE(data.allocations.size() == 2);
+    CHECK(data.allocations.bytes[0] == 1024);
+    CHECK(data.allocations.bytes[1] == 512);
+    CHECK(data.allocations.stream[0] == 7);   // filled from the activity record
+    CHECK(data.meta.at("record.activity_merged") == "2");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
 }
 
 TEST_CASE("translator: activity-only allocations (graph memory, pool) become rows") {
-    auto d = translate([](Translator& t) {
-        t.on_alloc(driver_alloc(0x50000, 64, 5000));          // a later callback allocation
-        t.on_alloc(activity_alloc(0x50000, 64, 1000, true));  // earlier, seen only by activity
-        t.on_free(free_event(0x50000, 2000, AllocSource::Activity));
-        t.on_alloc(activity_alloc(0x60000, 128, 1500, true));
-        t.on_launch(launch(3, 6000, {0x60010, 0x50000}));
-        t.on_kernel(kernel(3, 7000, 7500));
+    auto data = translate([](Translator& translator) {
+        translator.on_alloc(driver_alloc(0x50000, 64, 5000));          // a later callback allocation
+        translator.on_alloc(activity_alloc(0x50000, 64, 1000, true));  // earlier, seen only by activity
+        translator.on_free(free_event(0x50000, 2000, AllocSource::Activity));
+        translator.on_alloc(activity_alloc(0x60000, 128, 1500, true));
+        translator.on_launch(launch(3, 6000, {0x60010, 0x50000}));
+        translator.on_kernel(kernel(3, 7000, 7500));
     }, at_origin());
-    require_valid(d);
-    REQUIRE(d.allocations.size() == 3);
+    require_valid(data);
+    REQUIRE(data.allocations.size() == 3);
     // Row ids follow arrival; the activity one at 0x50000 lived [1000, 2000].
-    CHECK(d.allocations.t_alloc[1] == 1000);
-    CHECK(d.allocations.t_free[1] == 2000);
-    CHECK(d.str(d.allocations.label[1]) == "memory:pool");
-    CHECK(d.allocations.t_free[0] == trace::kNoTime);   // the callback one is still live
-    CHECK(d.allocations.t_free[2] == trace::kNoTime);
+    CHECK(data.allocations.t_alloc[1] == 1000);
+    CHECK(data.allocations.t_free[1] == 2000);
+    CHECK(data.str(data.allocations.label[1]) == "memory:pool");
+    CHECK(data.allocations.t_free[0] == trace::kNoTime);   // the callback one is still live
+    CHECK(data.allocations.t_free[2] == trace::kNoTime);
     // The kernel saw the live callback allocation and the pool one.
-    REQUIRE(d.accesses.size() == 2);
-    CHECK(d.meta.at("record.allocations_activity") == "2");
-    CHECK(d.meta.at("record.allocations_driver") == "1");
+    REQUIRE(data.accesses.size() == 2);
+    CHECK(data.meta.at("record.allocations_activity") == "2");
+    CHECK(data.meta.at("record.allocations_driver") == "1");
 }
 
 TEST_CASE("translator: a missed free is closed by the next allocation at that address") {
-    auto d = translate([](Translator& t) {
-        t.on_alloc(driver_alloc(0x70000, 64, 100));
-        t.on_alloc(driver_alloc(0x70000, 64, 300));
-        t.on_free(free_event(0x70000, 400));
-        t.on_free(free_event(0x70000, 500));   // nothing live there any more
+    auto data = translate([](Translator& translator) {
+        translator.on_alloc(driver_alloc(0x70000, 64, 100));
+        translator.on_alloc(driver_alloc(0x70000, 64, 300));
+        translator.on_free(free_event(0x70000, 400));
+        translator.on_free(free_event(0x70000, 500));   // nothing live there any more
     }, at_origin());
-    require_valid(d);
-    CHECK(d.allocations.t_free[0] == 300);
-    CHECK(d.allocations.t_free[1] == 400);
-    CHECK(d.meta.at("record.implicit_frees") == "1");
-    CHECK(d.meta.at("record.frees_unmatched") == "1");
+    require_valid(data);
+    CHECK(data.allocations.t_free[0] == 300);
+    CHECK(data.allocations.t_free[1] == 400);
+    CHECK(data.meta.at("record.implicit_frees") == "1");
+    CHECK(data.meta.at("record.frees_unmatched") == "1");
 }
 
 TEST_CASE("translator: VMM mappings are allocations until unmapped") {
-    auto d = translate([](Translator& t) {
-        AllocEvent m = driver_alloc(0x100000, 2 << 20, 100, "cuMemMap");
-        m.source = AllocSource::Vmm;
-        t.on_alloc(m);
+    auto data = translate([](Translator& translator) {
+        AllocEvent mapping = driver_alloc(0x100000, 2 << 20, 100, "cuMemMap");
+        mapping.source = AllocSource::Vmm;
+        translator.on_alloc(mapping);
         AllocEvent m2 = driver_alloc(0x300000, 2 << 20, 150, "cuMemMap");
         m2.source = AllocSource::Vmm;
-        t.on_alloc(m2);
-        t.on_launch(launch(9, 200, {0x100000 + 4096}));
-        t.on_kernel(kernel(9, 300, 400));
-        FreeEvent u = free_event(0x100000, 1000, AllocSource::Vmm);
-        u.bytes = 4 << 20;   // one unmap covering both mappings
-        t.on_free(u);
+        translator.on_alloc(m2);
+        translator.on_launch(launch(9, 200, {0x100000 + 4096}));
+        translator.on_kernel(kernel(9, 300, 400));
+        FreeEvent unmap = free_event(0x100000, 1000, AllocSource::Vmm);
+        unmap.bytes = 4 << 20;   // one unmap covering both mappings
+        translator.on_free(unmap);
     }, at_origin());
-    require_valid(d);
-    REQUIRE(d.allocations.size() == 2);
-    CHECK(d.allocations.t_free[0] == 1000);
-    CHECK(d.allocations.t_free[1] == 1000);
-    CHECK(d.meta.at("record.allocations_vmm") == "2");
-    REQUIRE(d.accesses.size() == 1);
+    require_valid(data);
+    REQUIRE(data.allocations.size() == 2);
+    CHECK(data.allocations.t_free[0] == 1000);
+    CHECK(data.allocations.t_free[1] == 1000);
+    CHECK(data.meta.at("record.allocations_vmm") == "2");
+    REQUIRE(data.accesses.size() == 1);
 }
 
 TEST_CASE("translator: NVTX ranges become step, layer and range markers, kernels get steps") {
-    auto d = translate([](Translator& t) {
+    auto data = translate([](Translator& translator) {
         using P = MarkerEvent::Phase;
-        t.on_marker({1, P::Start, T0 + 100, "ProfilerStep#4"});
-        t.on_marker({2, P::Start, T0 + 150, "layer 0"});
-        t.on_launch(launch(20, 200, {}));
-        t.on_marker({2, P::End, T0 + 250, ""});
-        t.on_marker({1, P::End, T0 + 300, ""});
-        t.on_marker({3, P::Start, T0 + 400, "ProfilerStep#5"});
-        t.on_launch(launch(21, 450, {}));
-        t.on_marker({4, P::Instant, T0 + 460, "checkpoint"});
+        translator.on_marker({1, P::Start, T0 + 100, "ProfilerStep#4"});
+        translator.on_marker({2, P::Start, T0 + 150, "layer 0"});
+        translator.on_launch(launch(20, 200, {}));
+        translator.on_marker({2, P::End, T0 + 250, ""});
+        translator.on_marker({1, P::End, T0 + 300, ""});
+        translator.on_marker({3, P::Start, T0 + 400, "ProfilerStep#5"});
+        translator.on_launch(launch(21, 450, {}));
+        translator.on_marker({4, P::Instant, T0 + 460, "checkpoint"});
         // Kernels run on the GPU after their step ended on the host.
-        t.on_kernel(kernel(20, 350, 380));
-        t.on_kernel(kernel(21, 500, 600));
-        t.on_kernel(kernel(22, 700, 800));   // no launch seen: step from its start time
-        t.on_marker({9, P::End, T0 + 900, ""});   // an end without a start
-        t.on_sync({3, T0 + 610, T0 + 650, 1});
+        translator.on_kernel(kernel(20, 350, 380));
+        translator.on_kernel(kernel(21, 500, 600));
+        translator.on_kernel(kernel(22, 700, 800));   // no launch seen: step from its start time
+        translator.on_marker({9, P::End, T0 + 900, ""});   // an end without a start
+        translator.on_sync({3, T0 + 610, T0 + 650, 1});
         // ProfilerStep#5 is still open: closed at the latest time seen.
     }, at_origin());
-    require_valid(d);
-    REQUIRE(d.kernels.size() == 3);
-    CHECK(d.kernels.step[0] == 4);
-    CHECK(d.kernels.step[1] == 5);
-    CHECK(d.kernels.step[2] == 5);   // inside the open step 5
-    REQUIRE(d.markers.size() == 5);
+    require_valid(data);
+    REQUIRE(data.kernels.size() == 3);
+    CHECK(data.kernels.step[0] == 4);
+    CHECK(data.kernels.step[1] == 5);
+    CHECK(data.kernels.step[2] == 5);   // inside the open step 5
+    REQUIRE(data.markers.size() == 5);
     // Written as they close: layer 0, step 4, checkpoint, sync, then step 5 at finish.
-    CHECK(d.str(d.markers.name[0]) == "layer 0");
-    CHECK(d.markers.kind[0] == trace::MarkerKind::Layer);
-    CHECK(d.markers.index[0] == 0);
-    CHECK(d.markers.kind[1] == trace::MarkerKind::Step);
-    CHECK(d.markers.index[1] == 4);
-    CHECK(d.markers.t_start[1] == 100);
-    CHECK(d.markers.t_end[1] == 300);
-    CHECK(d.markers.kind[2] == trace::MarkerKind::Range);
-    CHECK(d.markers.t_start[2] == d.markers.t_end[2]);
-    CHECK(d.str(d.markers.name[3]) == "cuda-sync:stream");
-    CHECK(d.markers.t_end[3] - d.markers.t_start[3] == 40);
-    CHECK(d.str(d.markers.name[4]) == "ProfilerStep#5");
-    CHECK(d.markers.t_end[4] == 900);
-    CHECK(d.meta.at("record.markers_left_open") == "1");
-    CHECK(d.meta.at("record.marker_ends_unmatched") == "1");
+    CHECK(data.str(data.markers.name[0]) == "layer 0");
+    CHECK(data.markers.kind[0] == trace::MarkerKind::Layer);
+    CHECK(data.markers.index[0] == 0);
+    CHECK(data.markers.kind[1] == trace::MarkerKind::Step);
+    CHECK(data.markers.index[1] == 4);
+    CHECK(data.markers.t_start[1] == 100);
+    CHECK(data.markers.t_end[1] == 300);
+    CHECK(data.markers.kind[2] == trace::MarkerKind::Range);
+    CHECK(data.markers.t_start[2] == data.markers.t_end[2]);
+    CHECK(data.str(data.markers.name[3]) == "cuda-sync:stream");
+    CHECK(data.markers.t_end[3] - data.markers.t_start[3] == 40);
+    CHECK(data.str(data.markers.name[4]) == "ProfilerStep#5");
+    CHECK(data.markers.t_end[4] == 900);
+    CHECK(data.meta.at("record.markers_left_open") == "1");
+    CHECK(data.meta.at("record.marker_ends_unmatched") == "1");
 }
 
 TEST_CASE("translator: origin from the first event, earlier records clamped and counted") {
-    auto d = translate([](Translator& t) {
-        t.on_alloc(driver_alloc(0x10000, 64, 1000));   // origin = T0 + 1000
-        t.on_copy({trace::CopyKind::H2D, 64, T0 + 1500, T0 + 1600, 0, 3});
-        t.on_copy({trace::CopyKind::Memset, 64, T0 + 900, T0 + 1200, 0, 3});
+    auto data = translate([](Translator& translator) {
+        translator.on_alloc(driver_alloc(0x10000, 64, 1000));   // origin = T0 + 1000
+        translator.on_copy({trace::CopyKind::H2D, 64, T0 + 1500, T0 + 1600, 0, 3});
+        translator.on_copy({trace::CopyKind::Memset, 64, T0 + 900, T0 + 1200, 0, 3});
     });
-    require_valid(d);
-    CHECK(d.meta.at("time_origin_ns") == std::to_string(T0 + 1000));
-    REQUIRE(d.copies.size() == 2);
-    CHECK(d.copies.t_start[0] == 500);
-    CHECK(d.copies.kind[0] == trace::CopyKind::H2D);
-    CHECK(d.copies.bytes[0] == 64);
-    CHECK(d.copies.stream[0] == 3);
-    CHECK(d.copies.t_start[1] == 0);   // clamped
-    CHECK(d.copies.t_end[1] == 200);
-    CHECK(d.meta.at("record.times_clamped") == "1");
+    require_valid(data);
+    CHECK(data.meta.at("time_origin_ns") == std::to_string(T0 + 1000));
+    REQUIRE(data.copies.size() == 2);
+    CHECK(data.copies.t_start[0] == 500);
+    CHECK(data.copies.kind[0] == trace::CopyKind::H2D);
+    CHECK(data.copies.bytes[0] == 64);
+    CHECK(data.copies.stream[0] == 3);
+    CHECK(data.copies.t_start[1] == 0);   // clamped
+    CHECK(data.copies.t_end[1] == 200);
+    CHECK(data.meta.at("record.times_clamped") == "1");
 }
 
 TEST_CASE("translator: without access inference no accesses and meta says none") {
-    TranslatorOptions o = at_origin();
-    o.accesses = false;
-    auto d = translate([](Translator& t) {
-        t.on_alloc(driver_alloc(0x10000, 64, 10));
-        t.on_launch(launch(1, 20, {0x10000}));
-        t.on_kernel(kernel(1, 30, 40));
-    }, o);
-    require_valid(d);
-    CHECK(d.accesses.size() == 0);
-    CHECK(d.meta.at("accesses") == "none");
+    TranslatorOptions options = at_origin();
+    options.accesses = false;
+    auto data = translate([](Translator& translator) {
+        translator.on_alloc(driver_alloc(0x10000, 64, 10));
+        translator.on_launch(launch(1, 20, {0x10000}));
+        translator.on_kernel(kernel(1, 30, 40));
+    }, options);
+    require_valid(data);
+    CHECK(data.accesses.size() == 0);
+    CHECK(data.meta.at("accesses") == "none");
 }
 
 TEST_CASE("translator: records without timestamps and zero-size allocations are skipped") {
-    auto d = translate([](Translator& t) {
+    auto data = translate([](Translator& translator) {
         KernelEvent untimed = kernel(1, 0, 0);
         untimed.start = untimed.end = 0;   // CUPTI: timestamps not collected
-        t.on_kernel(untimed);
+        translator.on_kernel(untimed);
         KernelEvent backwards = kernel(2, 500, 400);
-        t.on_kernel(backwards);
-        t.on_alloc(driver_alloc(0x10000, 0, 10));
-        t.on_free(free_event(0, 20));   // cudaFree(nullptr)
+        translator.on_kernel(backwards);
+        translator.on_alloc(driver_alloc(0x10000, 0, 10));
+        translator.on_free(free_event(0, 20));   // cudaFree(nullptr)
     }, at_origin());
-    require_valid(d);
-    CHECK(d.kernels.size() == 0);
-    CHECK(d.allocations.size() == 0);
-    CHECK(d.meta.at("record.kernels_without_time") == "2");
-    CHECK(d.meta.at("record.frees_unmatched") == "0");
+    require_valid(data);
+    CHECK(data.kernels.size() == 0);
+    CHECK(data.allocations.size() == 0);
+    CHECK(data.meta.at("record.kernels_without_time") == "2");
+    CHECK(data.meta.at("record.frees_unmatched") == "0");
 }
 
 namespace {
@@ -467,56 +475,56 @@ TEST_CASE("translator: an activity record at a cuMemMap mapping is merged into i
 // it. On the GPU's timeline an allocation starts when its stream reached the call (the end of the
 // kernel launched before it on that stream) and ends when the stream reached the free.
 TEST_CASE("translator: stream-ordered allocations live when their stream reaches them") {
-    auto pool_alloc = [](uint64_t addr, uint64_t t) {
-        AllocEvent e = driver_alloc(addr, 1 << 20, t, "cuMemAllocAsync");
-        e.pool = true;
-        e.stream = 7;
-        return e;
+    auto pool_alloc = [](uint64_t addr, uint64_t time) {
+        AllocEvent alloc = driver_alloc(addr, 1 << 20, time, "cuMemAllocAsync");
+        alloc.pool = true;
+        alloc.stream = 7;
+        return alloc;
     };
-    auto pool_free = [](uint64_t addr, uint64_t t) {
-        FreeEvent f = free_event(addr, t);
-        f.stream = 7;
-        return f;
+    auto pool_free = [](uint64_t addr, uint64_t time) {
+        FreeEvent release = free_event(addr, time);
+        release.stream = 7;
+        return release;
     };
-    auto d = translate([&](Translator& t) {
-        t.on_alloc(pool_alloc(0x100000, 100));     // C
-        t.on_launch(launch(1, 500, {0x100000}));   // K0 uses C; runs at 3000-5000 on the GPU
-        t.on_free(pool_free(0x100000, 900));       // C freed on the host long before K0 ran
-        t.on_alloc(pool_alloc(0x300000, 1000));    // A: the stream reaches it when K0 ends
-        t.on_launch(launch(2, 1100, {0x300000}));  // K1 uses A: 5000-6000
-        t.on_launch(launch(3, 1150, {}));          // K2 uses nothing: 6000-7000
-        t.on_free(pool_free(0x300000, 1200));      // A's free: reached after K2
-        t.on_kernel(kernel(1, 3000, 5000, 7));
-        t.on_kernel(kernel(2, 5000, 6000, 7));
-        t.on_kernel(kernel(3, 6000, 7000, 7));
+    auto data = translate([&](Translator& translator) {
+        translator.on_alloc(pool_alloc(0x100000, 100));     // C
+        translator.on_launch(launch(1, 500, {0x100000}));   // K0 uses C; runs at 3000-5000 on the GPU
+        translator.on_free(pool_free(0x100000, 900));       // C freed on the host long before K0 ran
+        translator.on_alloc(pool_alloc(0x300000, 1000));    // A: the stream reaches it when K0 ends
+        translator.on_launch(launch(2, 1100, {0x300000}));  // K1 uses A: 5000-6000
+        translator.on_launch(launch(3, 1150, {}));          // K2 uses nothing: 6000-7000
+        translator.on_free(pool_free(0x300000, 1200));      // A's free: reached after K2
+        translator.on_kernel(kernel(1, 3000, 5000, 7));
+        translator.on_kernel(kernel(2, 5000, 6000, 7));
+        translator.on_kernel(kernel(3, 6000, 7000, 7));
     }, at_origin());
-    require_valid(d);
-    REQUIRE(d.allocations.size() == 2);
-    CHECK(d.allocations.t_alloc[0] == 100);    // the stream had nothing before it
-    CHECK(d.allocations.t_free[0] == 5000);    // the end of K0 (its last use and the stream's point)
-    CHECK(d.allocations.t_alloc[1] == 5000);   // not 1000: K0 was launched before it
-    CHECK(d.allocations.t_free[1] == 7000);    // not 6000 (K1, its last use): K2 was ahead of the free
+    require_valid(data);
+    REQUIRE(data.allocations.size() == 2);
+    CHECK(data.allocations.t_alloc[0] == 100);    // the stream had nothing before it
+    CHECK(data.allocations.t_free[0] == 5000);    // the end of K0 (its last use and the stream's point)
+    CHECK(data.allocations.t_alloc[1] == 5000);   // not 1000: K0 was launched before it
+    CHECK(data.allocations.t_free[1] == 7000);    // not 6000 (K1, its last use): K2 was ahead of the free
     // C and A never live at once on the GPU: the peak is one of them, not both.
-    CHECK(trace::live_peak(d, 0).bytes == 1 << 20);
-    CHECK(d.meta.at("record.allocations_stream_started") == "1");
-    CHECK(d.meta.at("record.frees_stream_ordered") == "2");   // C: at K0's end, also its last use
-    CHECK(d.meta.at("record.lifetimes").find("; stream-ordered: 1 started when their stream reached the call") !=
+    CHECK(trace::live_peak(data, 0).bytes == 1 << 20);
+    CHECK(data.meta.at("record.allocations_stream_started") == "1");
+    CHECK(data.meta.at("record.frees_stream_ordered") == "2");   // C: at K0's end, also its last use
+    CHECK(data.meta.at("record.lifetimes").find("; stream-ordered: 1 started when their stream reached the call") !=
           std::string::npos);
 }
 
 // A kernel on another stream that uses the allocation before its own stream reaches it (a race, or
 // an event the recorder does not follow): the allocation starts no later than that kernel.
 TEST_CASE("translator: a stream-ordered start never passes a kernel that uses the allocation") {
-    auto d = translate([&](Translator& t) {
-        AllocEvent a = driver_alloc(0x300000, 4096, 1000, "cuMemAllocAsync");
-        a.pool = true;
-        a.stream = 7;
-        t.on_launch(launch(1, 500, {}));            // stream 7: 3000-5000
-        t.on_alloc(a);
-        t.on_launch(launch(2, 1100, {0x300000}));   // stream 9: 4000-4500
-        t.on_kernel(kernel(1, 3000, 5000, 7));
-        t.on_kernel(kernel(2, 4000, 4500, 9));
+    auto data = translate([&](Translator& translator) {
+        AllocEvent alloc = driver_alloc(0x300000, 4096, 1000, "cuMemAllocAsync");
+        alloc.pool = true;
+        alloc.stream = 7;
+        translator.on_launch(launch(1, 500, {}));            // stream 7: 3000-5000
+        translator.on_alloc(alloc);
+        translator.on_launch(launch(2, 1100, {0x300000}));   // stream 9: 4000-4500
+        translator.on_kernel(kernel(1, 3000, 5000, 7));
+        translator.on_kernel(kernel(2, 4000, 4500, 9));
     }, at_origin());
-    require_valid(d);
-    CHECK(d.allocations.t_alloc[0] == 4000);
+    require_valid(data);
+    CHECK(data.allocations.t_alloc[0] == 4000);
 }

@@ -1129,10 +1129,16 @@ TEST_CASE("fit y: a curve over a 141 GiB baseline fills the memory plot, its lab
     };
     CHECK(top_spread(fit) > 0.5);
     CHECK(top_spread(zero) < 0.05);
-    // The toolbar's "fit y" does the same as --fit-y, and the timeline's strip follows it.
-    Shot clicked = shoot(db.path, "--view memory --size 1400x700 --click " + centre_of(zero.layout["toolbar"]["fit_y"]));
+    // "fit y" in the toolbar's options does the same as --fit-y, and the timeline's strip follows it.
+    const std::string options = " --click " + centre_of(zero.layout["toolbar"]["options"]);
+    Shot menu = shoot(db.path, "--view memory --size 1400x700" + options);
+    REQUIRE(menu.rc == 0);
+    REQUIRE(menu.layout["toolbar"].contains("fit_y"));
+    Shot clicked = shoot(
+        db.path, "--view memory --size 1400x700" + options + " --click " + centre_of(menu.layout["toolbar"]["fit_y"]));
     REQUIRE(clicked.rc == 0);
     CHECK(clicked.layout["memory"]["fit_y"] == true);
+    CHECK(clicked.layout["toolbar"]["options"]["fit_y"] == true);
     CHECK(clicked.layout["memory"]["y_min"] == mem["y_min"]);
     Shot strip = shoot(db.path, "--size 1400x700 --fit-y");
     REQUIRE(strip.rc == 0);
@@ -1206,4 +1212,56 @@ TEST_CASE("the memory device picker: a trace with GPU 0 and the host shows eithe
     REQUIRE(flag.rc == 0);
     CHECK(flag.layout["timeline"]["memory_strip"]["peak_bytes"] == picked.layout["timeline"]["memory_strip"]["peak_bytes"]);
     CHECK(flag.layout["timeline"]["memory_strip"]["title"] == picked.layout["timeline"]["memory_strip"]["title"]);
+}
+
+TEST_CASE("the toolbar keeps to one line at 1400 px with several devices, in the timeline and memory views") {
+    // con_kernel: GPU 0 and the host, so the toolbar has its "memory of" field. At 1400 px its
+    // line was full and the timeline's "memory strip" and the memory view's "band colour" went
+    // to a second line, pushing the plots down. The view starts where it does on a window wide
+    // enough for anything (2400 px), and every toolbar item lies on the first line, inside.
+    fixture::TempPath db("con-toolbar.db");
+    import_public("nsys/con_kernel.sqlite", db.path);
+    for (const std::string view : {"timeline", "memory"}) {
+        INFO(view);
+        Shot narrow = shoot(db.path, "--view " + view + " --size 1400x700");
+        Shot wide = shoot(db.path, "--view " + view + " --size 2400x700");
+        REQUIRE(narrow.rc == 0);
+        REQUIRE(wide.rc == 0);
+        const char* plot = view == "timeline" ? "plot" : "curve";
+        CHECK(narrow.layout[view][plot]["y0"] == wide.layout[view][plot]["y0"]);
+        const auto& tb = narrow.layout["toolbar"];
+        REQUIRE(tb.contains("device"));
+        const double line_y0 = tb["run_combo"]["y0"], line_y1 = tb["run_combo"]["y1"];
+        for (const auto& [name, rect] : tb.items()) {
+            if (!rect.is_object() || !rect.contains("x0")) continue;
+            INFO(name);
+            CHECK(rect["y0"].get<double>() >= line_y0);
+            CHECK(rect["y1"].get<double>() <= line_y1);
+            CHECK(rect["x1"].get<double>() <= 1400 - 8);
+        }
+    }
+    // What left the line is one click away, in the toolbar's options: "memory strip" there hides
+    // the strip, and a band colour there recolours the bands.
+    Shot timeline = shoot(db.path, "--view timeline --size 1400x700");
+    REQUIRE(timeline.rc == 0);
+    CHECK(timeline.layout["timeline"]["memory_strip"].is_object());
+    const std::string options = " --click " + centre_of(timeline.layout["toolbar"]["options"]);
+    Shot menu = shoot(db.path, "--view timeline --size 1400x700" + options);
+    REQUIRE(menu.rc == 0);
+    REQUIRE(menu.layout["toolbar"].contains("memory_strip"));
+    CHECK(menu.layout["toolbar"]["memory_strip"]["y0"].get<double>() >
+          menu.layout["toolbar"]["options"]["y1"].get<double>());
+    Shot hidden = shoot(db.path, "--view timeline --size 1400x700" + options + " --click " +
+                                     centre_of(menu.layout["toolbar"]["memory_strip"]));
+    REQUIRE(hidden.rc == 0);
+    CHECK(hidden.layout["timeline"]["memory_strip"].is_null());
+    Shot memory = shoot(db.path, "--view memory --size 1400x700" + options);
+    REQUIRE(memory.rc == 0);
+    const auto& choices = memory.layout["toolbar"]["band_colour"];
+    REQUIRE(choices.size() == 3);
+    CHECK(memory.layout["memory"]["coloring"] == "size");   // an import: by size class, as chosen at load
+    CHECK(choices[2]["text"] == "size (this trace)");
+    Shot recoloured = shoot(db.path, "--view memory --size 1400x700" + options + " --click " + centre_of(choices[1]));
+    REQUIRE(recoloured.rc == 0);
+    CHECK(recoloured.layout["memory"]["coloring"] == "source frame");
 }

@@ -95,22 +95,24 @@ void draw_memory(App& app) {
     MemoryUi& ui = *app.memory_ui;
     CurveColumns &cols = ui.cols, &rec = ui.rec, &res = ui.res, &mres = ui.mres;
     BandLayout& bands = ui.bands;
-    toolbar(app);
     // Colour of the bands: by category, or for imported traces (no categories) by the
-    // allocation's source frame or size class; chosen for the trace unless the user picks.
+    // allocation's source frame or size class; chosen for the trace unless the user picks (in the
+    // toolbar's options).
     const BandColoring auto_coloring = app.trace->keys->coloring;   // chosen at load
     const BandColoring coloring = app.band_coloring < 0 ? auto_coloring : static_cast<BandColoring>(app.band_coloring);
-    same_line_if_fits(ImGui::CalcTextSize("band colour").x + 200, 24);
-    ImGui::TextUnformatted("band colour");   // the label before its field, as in the toolbar
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(190);
-    if (ImGui::BeginCombo("##band colour", coloring_name(coloring))) {
-        for (BandColoring c : {BandColoring::Category, BandColoring::Label, BandColoring::SizeClass}) {
-            std::string s = std::string(coloring_name(c)) + (c == auto_coloring ? " (this trace)" : "");
-            if (ImGui::Selectable(s.c_str(), c == coloring)) app.band_coloring = static_cast<int>(c);
+    toolbar(app, [&](nlohmann::json& jt) {
+        ImGui::Separator();
+        ImGui::TextDisabled("band colour");
+        nlohmann::json choices = nlohmann::json::array();
+        for (BandColoring choice : {BandColoring::Category, BandColoring::Label, BandColoring::SizeClass}) {
+            const std::string text = std::string(coloring_name(choice)) +
+                                     (choice == auto_coloring ? " (this trace)" : "");
+            if (ImGui::RadioButton(text.c_str(), choice == coloring)) app.band_coloring = static_cast<int>(choice);
+            choices.push_back(rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax()));
+            choices.back()["text"] = text;
         }
-        ImGui::EndCombo();
-    }
+        jt["band_colour"] = choices;
+    });
     const ViewRun* run = app.selected_run();
     const bool run_curve = run && !run->memory.empty();
     const Curve& curve = run_curve ? run->memory : app.trace->live;

@@ -87,9 +87,10 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
 void draw_timeline(App& app) {
     if (!app.timeline_ui) app.timeline_ui = std::make_shared<TimelineUi>();
     TimelineUi& ui = *app.timeline_ui;
-    toolbar(app);
-    same_line_if_fits(ImGui::CalcTextSize("memory strip").x + 40);
-    ImGui::Checkbox("memory strip", &app.memory_strip);
+    toolbar(app, [&app](nlohmann::json& jt) {
+        ImGui::Checkbox("memory strip", &app.memory_strip);
+        jt["memory_strip"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    });
     const ViewRun* run = app.selected_run();
     // A run that stopped says why (mhc simulate's line), before anything is drawn of it.
     const std::string outcome = run ? run_outcome(*run, app.times()) : std::string();

@@ -308,7 +308,35 @@ ByteRange plot_range(const App& app, const std::vector<std::pair<const CurveColu
     return byte_range(lo, hi, app.fit_y && any, headroom);
 }
 
-void toolbar(App& app) {
+namespace {
+// The width of a combo whose widest value is `text_width` px: that, the frame's padding and the arrow.
+float combo_width(float text_width) {
+    return text_width + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight() + 4;
+}
+
+// The options used now and then, in one menu so that the toolbar keeps to one line at 1400 px
+// with every field (the "memory of" field pushed "memory strip" and "band colour" to a second
+// one): "fit y" for both views, then the view's own.
+void options_menu(App& app, const std::function<void(nlohmann::json&)>& view_options, nlohmann::json& jt) {
+    const char* title = "options";
+    ImGui::SetNextItemWidth(combo_width(ImGui::CalcTextSize(title).x));
+    if (ImGui::BeginCombo("##options", title, ImGuiComboFlags_HeightLargest)) {
+        ImGui::Checkbox("fit y", &app.fit_y);
+        jt["fit_y"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+        if (ImGui::IsItemHovered())
+            ImGui::SetTooltip(
+                "memory curves: the y axis fitted to the bytes in view (on) or from 0 B (off);\n"
+                "a curve over a large baseline (141 GiB moving by 10 MB) is flat from 0 B");
+        if (view_options) view_options(jt);
+        ImGui::EndCombo();
+    }
+    jt["options"] = rect_json(ImGui::GetItemRectMin(), ImGui::GetItemRectMax());
+    jt["options"]["fit_y"] = app.fit_y;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("fit y (%s), and this view's own options", app.fit_y ? "on" : "off");
+}
+}   // namespace
+
+void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options) {
     // Each field's label on its left ("run [combo]   step [-][+] Go"), so that no value reads
     // as belonging to the widget before it.
     nlohmann::json& jt = app.layout["toolbar"];
@@ -319,15 +347,21 @@ void toolbar(App& app) {
     ImGui::SameLine();
     const char* current = app.selected < 0 ? "recorded" : nullptr;
     std::string label = current ? current : app.run_list[static_cast<size_t>(app.selected)].name;
-    ImGui::SetNextItemWidth(260);
+    std::vector<std::string> items;
+    items.reserve(app.run_list.size());
+    float widest = ImGui::CalcTextSize("recorded").x;
+    for (const auto& run : app.run_list) {
+        items.push_back("#" + std::to_string(run.id) + " " + run.name + " (" + std::string(to_string(run.status)) +
+                        ")");
+        widest = std::max(widest, ImGui::CalcTextSize(items.back().c_str()).x);
+    }
+    // As wide as its longest entry, up to 260 px: "recorded" alone took 260 px of the line.
+    ImGui::SetNextItemWidth(std::clamp(combo_width(widest), 120.f, 260.f));
     if (ImGui::BeginCombo("##run", label.c_str())) {
         if (ImGui::Selectable("recorded", app.selected < 0)) app.select_run(-1);
-        for (size_t i = 0; i < app.run_list.size(); ++i) {
-            const auto& r = app.run_list[i];
-            std::string item =
-                "#" + std::to_string(r.id) + " " + r.name + " (" + std::string(to_string(r.status)) + ")";
-            if (ImGui::Selectable(item.c_str(), app.selected == static_cast<int>(i))) app.select_run(static_cast<int>(i));
-        }
+        for (size_t i = 0; i < items.size(); ++i)
+            if (ImGui::Selectable(items[i].c_str(), app.selected == static_cast<int>(i)))
+                app.select_run(static_cast<int>(i));
         ImGui::EndCombo();
     }
     jt["run_combo"] = last_rect();
@@ -368,13 +402,7 @@ void toolbar(App& app) {
     ImGui::SameLine();
     if (ImGui::Button("Reset zoom")) app.range = app.limits;
     ImGui::SameLine();
-    ImGui::Checkbox("fit y", &app.fit_y);
-    jt["fit_y"] = last_rect();
-    jt["fit_y"]["on"] = app.fit_y;
-    if (ImGui::IsItemHovered())
-        ImGui::SetTooltip(
-            "memory curves: the y axis fitted to the bytes in view (on) or from 0 B (off);\n"
-            "a curve over a large baseline (141 GiB moving by 10 MB) is flat from 0 B");
+    options_menu(app, view_options, jt);
     // Whose memory the curves show, when the trace has several devices (as --device).
     const std::vector<DeviceChoice> devices = device_choices(app.trace->memory_devices);
     if (!devices.empty()) {
@@ -384,7 +412,7 @@ void toolbar(App& app) {
         // As wide as its longest entry: the toolbar's line has little room left.
         float width = 0;
         for (const DeviceChoice& choice : devices) width = std::max(width, ImGui::CalcTextSize(choice.label.c_str()).x);
-        width = std::clamp(width + ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight() + 4, 120.f, 260.f);
+        width = std::clamp(combo_width(width), 120.f, 260.f);
         same_line_if_fits(ImGui::CalcTextSize("memory of").x + width + 10, 16);
         ImGui::TextUnformatted("memory of");
         ImGui::SameLine();

@@ -2,6 +2,8 @@
 // Drawing helpers shared by the views: the time axis, tracks, curves and navigation.
 #include <imgui.h>
 
+#include <functional>
+
 #include "app.hpp"
 #include "mhc/viewer/axis.hpp"
 
@@ -48,8 +50,11 @@ void draw_hline(ImDrawList* dl, ImVec2 p0, ImVec2 p1, double bytes, ByteRange y_
 ByteRange plot_range(const App& app, const std::vector<std::pair<const CurveColumns*, size_t>>& data, double capacity,
                      double headroom);
 
-// The toolbar shared by timeline and memory views: range, run choice, go to step, zoom.
-void toolbar(App& app);
+// The toolbar shared by timeline and memory views, on one line: run choice, go to step, zoom, the
+// "options" menu (fit y, then what `view_options` draws: the view's own, used now and then), the
+// device whose memory is shown, the range. `view_options` writes its items' rectangles into the
+// toolbar's layout JSON (for tests).
+void toolbar(App& app, const std::function<void(nlohmann::json&)>& view_options = {});
 
 nlohmann::json rect_json(ImVec2 p0, ImVec2 p1);
 // A left click (released without dragging) this frame.

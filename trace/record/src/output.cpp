@@ -7,9 +7,9 @@
 namespace mhc::record {
 
 namespace {
-bool usable(const char* v) {
-    if (!v || !*v) return false;
-    for (const char* p = v; *p; ++p)   // a rank is a number; anything else is not a name part
+bool usable(const char* text) {
+    if (!text || !*text) return false;
+    for (const char* p = text; *p; ++p)   // a rank is a number; anything else is not a name part
         if (!std::isdigit(static_cast<unsigned char>(*p))) return false;
     return true;
 }
@@ -36,25 +36,30 @@ std::string output_path(std::string_view base, const char* rank, const char* loc
 std::map<std::string, std::string> job_identity(const std::function<const char*(const char*)>& env) {
     std::map<std::string, std::string> out;
     auto first = [&](std::initializer_list<const char*> names, bool number) -> std::string {
-        for (const char* n : names) {
-            const char* v = env(n);
-            if (v && *v && (!number || usable(v))) return v;
+        for (const char* name : names) {
+            const char* value = env(name);
+            if (value && *value && (!number || usable(value))) return value;
         }
         return {};
     };
-    if (std::string r = first({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, true); !r.empty())
-        out["rank"] = r;
-    if (std::string w = first({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, true); !w.empty())
-        out["world_size"] = w;
+    if (std::string rank = first({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, true);
+        !rank.empty())
+        out["rank"] = rank;
+    if (std::string world_size = first({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, true);
+        !world_size.empty())
+        out["world_size"] = world_size;
     std::string id;
-    if (const char* t = env("TORCHELASTIC_RUN_ID"); t && *t && std::string_view(t) != "none") id = std::string("torchrun:") + t;
-    else if (const char* j = env("SLURM_JOB_ID"); j && *j)
-        id = std::string("slurm:") + j + (env("SLURM_STEP_ID") ? std::string(".") + env("SLURM_STEP_ID") : "");
-    else if (std::string o = first({"OMPI_MCA_ess_base_jobid"}, false); !o.empty()) id = "openmpi:" + o;
-    else if (std::string x = first({"PMIX_NAMESPACE"}, false); !x.empty()) id = "pmix:" + x;
-    else if (const char* a = env("MASTER_ADDR"); a && *a && env("MASTER_PORT"))
-        id = std::string("torch.distributed:") + a + ":" + env("MASTER_PORT");
-    else if (std::string m = first({"MHC_RECORD_JOB"}, false); !m.empty()) id = m;
+    if (const char* run_id = env("TORCHELASTIC_RUN_ID"); run_id && *run_id && std::string_view(run_id) != "none")
+        id = std::string("torchrun:") + run_id;
+    else if (const char* slurm_job = env("SLURM_JOB_ID"); slurm_job && *slurm_job)
+        id = std::string("slurm:") + slurm_job + (env("SLURM_STEP_ID") ? std::string(".") + env("SLURM_STEP_ID") : "");
+    else if (std::string ompi_job = first({"OMPI_MCA_ess_base_jobid"}, false); !ompi_job.empty())
+        id = "openmpi:" + ompi_job;
+    else if (std::string pmix_namespace = first({"PMIX_NAMESPACE"}, false); !pmix_namespace.empty())
+        id = "pmix:" + pmix_namespace;
+    else if (const char* master_addr = env("MASTER_ADDR"); master_addr && *master_addr && env("MASTER_PORT"))
+        id = std::string("torch.distributed:") + master_addr + ":" + env("MASTER_PORT");
+    else if (std::string job = first({"MHC_RECORD_JOB"}, false); !job.empty()) id = job;
     if (!id.empty()) out["job.id"] = id;
     return out;
 }

@@ -8,7 +8,7 @@
 namespace mhc::record {
 
 // Feeds one record to the translator. Returns false for kinds the recorder does not use.
-bool decode_record(const CUpti_Activity* record, Translator& t);
+bool decode_record(const CUpti_Activity* record, Translator& translator);
 
 // CUPTI memcpy kind -> trace copy kind (arrays count as device memory).
 trace::CopyKind copy_kind(uint8_t cupti_kind);

@@ -47,7 +47,7 @@ public:
 private:
     struct Entry { uint64_t end; int64_t id; };
     using Map = std::map<uint64_t, Entry>;
-    static int64_t find_in(const Map& m, uint64_t value);
+    static int64_t find_in(const Map& entries, uint64_t value);
     Map fine_, vmm_;
 };
 

@@ -73,18 +73,18 @@ struct TranslatorStats {
 
 class Translator {
 public:
-    explicit Translator(trace::Writer& writer, TranslatorOptions options = {});
+    explicit Translator(trace::Writer& writer, const TranslatorOptions& options = {});
 
-    void on_alloc(const AllocEvent& e);
-    void on_free(const FreeEvent& e);
-    void on_launch(const LaunchEvent& e);
-    void on_kernel(const KernelEvent& e);
-    void on_copy(const CopyEvent& e);
-    void on_marker(const MarkerEvent& e);
-    void on_sync(const SyncEvent& e);
-    void on_overhead(const OverheadEvent& e);
-    void on_pool(const PoolEvent& e);
-    void on_device(const DeviceEvent& e);
+    void on_alloc(const AllocEvent& event);
+    void on_free(const FreeEvent& event);
+    void on_launch(const LaunchEvent& event);
+    void on_kernel(const KernelEvent& event);
+    void on_copy(const CopyEvent& event);
+    void on_marker(const MarkerEvent& event);
+    void on_sync(const SyncEvent& event);
+    void on_overhead(const OverheadEvent& event);
+    void on_pool(const PoolEvent& event);
+    void on_device(const DeviceEvent& event);
     // A memory record of pinned or pageable host memory: counted, not a GPU allocation.
     void on_host_memory() { ++stats_.host_allocations; }
 
@@ -123,16 +123,16 @@ private:
     };
     struct StepRange { int64_t start, end; int32_t index; };
 
-    int64_t rel(uint64_t t);
-    int64_t new_allocation(const AllocEvent& e, int64_t t);
-    void free_held(Held& h, int64_t t);
+    int64_t rel(uint64_t timestamp);
+    int64_t new_allocation(const AllocEvent& event, int64_t time);
+    void free_held(Held& held, int64_t time);
     void remember(uint64_t address, int64_t id);
     void expect_record(bool release, uint32_t corr, uint32_t runtime_corr, int64_t id);
     int64_t take_record(bool release, uint32_t corr, uint64_t address, uint32_t device);
     void forget_keys(bool release, int64_t id);
     int64_t find_alloc_of(const AllocEvent& record, int64_t time);
     int64_t find_release_of(const FreeEvent& record, int64_t time);
-    int32_t step_at(int64_t t) const;
+    int32_t step_at(int64_t time) const;
     void write_marker(int64_t name, int64_t start, int64_t end, trace::MarkerKind kind,
                       int32_t index);
     void settle_allocations();
@@ -140,7 +140,7 @@ private:
     void place_emptied(const std::vector<size_t>& group);
     void release_launch(uint32_t slot);
     void pool_segments(std::vector<trace::Segment>& out);
-    int64_t stream_reached(int32_t device, int64_t stream, int64_t t) const;
+    int64_t stream_reached(int32_t device, int64_t stream, int64_t time) const;
 
     trace::Writer& w_;
     TranslatorOptions opt_;
