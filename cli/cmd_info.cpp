@@ -25,10 +25,10 @@ bool said_in(const std::string& text, const std::string& label) {
 // A run's row: its peak, peak reduction and throughput loss in the words and signs `simulate`
 // and `sweep` print (a replayed run's measured figures; "-" for what it lacks), then its name,
 // and for an OOM what was short: within 100 columns, a long name on a line of its own.
-std::string run_row(const mhc::trace::RunInfo& r) {
+std::string run_row(const mhc::trace::RunInfo& run, bool order_only) {
     auto get = [&](const char* key) {
-        auto it = r.metrics.find(key);
-        return it == r.metrics.end() ? std::optional<double>{} : std::optional<double>{it->second};
+        auto it = run.metrics.find(key);
+        return it == run.metrics.end() ? std::optional<double>{} : std::optional<double>{it->second};
     };
     auto bytes = [](std::optional<double> v) { return v ? mhc::format_bytes(static_cast<int64_t>(*v)) : "-"; };
     auto percent = [](std::optional<double> v, const char* f) {
@@ -36,19 +36,22 @@ std::string run_row(const mhc::trace::RunInfo& r) {
         if (v) std::snprintf(b, sizeof b, f, *v * 100);
         return std::string(b);
     };
-    const bool replayed = r.kind == mhc::trace::RunKind::Replayed;
+    const bool replayed = run.kind == mhc::trace::RunKind::Replayed;
     auto peak = get(replayed ? "measured_peak_bytes" : "simulated_peak_bytes");
     auto red = replayed ? std::nullopt : get("peak_reduction");
     auto loss = get(replayed ? "measured_throughput_loss" : "throughput_loss");
-    std::string name = r.name, loss_text = percent(loss, "%.2f%%");
-    if (r.status == mhc::trace::RunStatus::Oom) {
+    // Order-only timing: a simulated loss is a share of event numbers, not of time (simulate and
+    // sweep print none); a replay's measured loss is timed on the replay machine.
+    if (order_only && !replayed) loss = std::nullopt;
+    std::string name = run.name, loss_text = percent(loss, "%.2f%%");
+    if (run.status == mhc::trace::RunStatus::Oom) {
         peak = red = std::nullopt;
         loss_text = "OOM";
         if (auto s = get("oom_bytes_short")) name += " (out of memory, short by " + bytes(s) + ")";
     }
-    const std::string kind(to_string(r.kind)), status(to_string(r.status));
+    const std::string kind(to_string(run.kind)), status(to_string(run.status));
     char b[512];
-    std::snprintf(b, sizeof b, "%5lld %-9s %-10s %10s %9s %8s", static_cast<long long>(r.id), kind.c_str(),
+    std::snprintf(b, sizeof b, "%5lld %-9s %-10s %10s %9s %8s", static_cast<long long>(run.id), kind.c_str(),
                   status.c_str(), bytes(peak).c_str(), percent(red, "%.1f%%").c_str(), loss_text.c_str());
     // A name too long for the line goes under the row.
     const std::string row = b;
@@ -142,7 +145,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 std::printf("runs        %zu stored\n"
                             "   id kind      status           peak reduction     loss  name\n",
                             runs.size());
-                for (const auto& r : runs) std::printf("%s", run_row(r).c_str());
+                for (const auto& run : runs) std::printf("%s", run_row(run, data.order_only()).c_str());
             }
             return mhc::cli::kExitOk;
         };

@@ -5,6 +5,8 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "command.hpp"
 #include "run_store.hpp"
@@ -116,7 +118,31 @@ std::function<int()> setup(CLI::App& app) {
         trace::TraceData t = trace::load_trace(o->trace);
         auto prepared = prepare_for_simulation(t, o->base.device, o->trace);
         if (dist::is_root())
-            for (const auto& w : sim::trace_warnings(*prepared)) std::printf("warning: %s\n", w.c_str());
+            for (const auto& warning : sim::trace_warnings(*prepared)) std::printf("warning: %s\n", warning.c_str());
+        // Which device the grid simulates, where the trace has several with allocations (simulate
+        // names it on its run line; the sweep said nothing, and a trace of GPU 0 and the host's
+        // pinned buffers left it to guess).
+        {
+            std::vector<int32_t> devices(t.allocations.device.begin(), t.allocations.device.end());
+            std::sort(devices.begin(), devices.end());
+            devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+            if (devices.size() > 1 && dist::is_root()) {
+                std::string list;
+                for (int32_t number : devices) list += (list.empty() ? "" : ", ") + std::to_string(number);
+                std::printf("device %d (the trace's devices with allocations: %s; --device for another)\n",
+                            sim::device_of(*prepared), list.c_str());
+            }
+        }
+        // Order-only timing: a loss is a share of event numbers, not of time, so a capacity
+        // "within the loss budget" means nothing (it printed losses of 4,848,656% and bisected
+        // them); the grid's memory figures stand.
+        if (t.order_only() && spec.bisect) {
+            spec.bisect = false;
+            if (dist::is_root())
+                std::printf(
+                    "warning: no bisection: its loss budget is a share of time, and this trace's times are "
+                    "event numbers; the grid's peaks stand\n");
+        }
         bool tty = show_progress();
         auto progress = [&tty](size_t done, size_t total) {
             if (tty) std::fprintf(stderr, "\rsimulating %zu/%zu", done, total);

@@ -199,10 +199,13 @@ std::string to_text(const SweepResult& s, int64_t baseline_peak) {
                 std::snprintf(loss, sizeof loss, "OOM");
             } else {
                 std::snprintf(red, sizeof red, "%.1f%%", r.peak_reduction * 100);
-                std::snprintf(loss, sizeof loss, "%.2f%%", r.throughput_loss * 100);
+                // Order-only timing: the loss and stalls count event numbers, not times (as simulate says).
+                if (r.order_only) std::snprintf(loss, sizeof loss, "-");
+                else std::snprintf(loss, sizeof loss, "%.2f%%", r.throughput_loss * 100);
             }
+            const std::string stall = r.order_only ? std::string("-") : format_ns(r.stall_time);
             std::snprintf(line, sizeof line, row, r.config.eviction.c_str(), prefetch.c_str(),
-                          r.config.capacity.to_string().c_str(), peak.c_str(), red, loss, format_ns(r.stall_time).c_str(),
+                          r.config.capacity.to_string().c_str(), peak.c_str(), red, loss, stall.c_str(),
                           format_bytes(r.swap_in_bytes).c_str(), format_bytes(r.swap_out_bytes).c_str());
             o << line;
         }

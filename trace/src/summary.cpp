@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -105,9 +106,20 @@ Summary summarize(const TraceData& t, int top_n) {
     std::set<int32_t> devs(t.allocations.device.begin(), t.allocations.device.end());
     devs.insert(t.kernels.device.begin(), t.kernels.device.end());
     s.devices.assign(devs.begin(), devs.end());
+    // The headline peak is the device `mhc simulate` takes by default (sim's pick_device): the GPU
+    // with the largest peak, the host (device -1: pinned buffers) only when no GPU allocates.
+    // Taking the host's larger peak (an execution trace's 40 MiB of host tensors beside 768 KiB
+    // on GPU 0) gave a figure that simulate at unlimited capacity never prints.
+    // Ranked by (a GPU with allocations, bytes); ties: the lowest device number.
+    std::pair<bool, int64_t> best{false, -1};
     for (int32_t d : s.devices) {
         LivePeak p = live_peak(t, d);
-        if (p.bytes > s.peak.bytes || s.peak.bytes == 0) { s.peak = p; s.peak_device = d; }
+        const std::pair<bool, int64_t> rank{d >= 0 && p.bytes > 0, p.bytes};
+        if (rank > best) {
+            best = rank;
+            s.peak = p;
+            s.peak_device = d;
+        }
     }
     std::set<int32_t> alloc_devs(t.allocations.device.begin(), t.allocations.device.end());
     bool any_requested = false;
@@ -219,7 +231,7 @@ std::string to_text(const Summary& s) {
             line("  %-11s %12s  %5.1f%%\n", std::string(to_string(static_cast<Category>(c))).c_str(),
                  format_bytes(s.peak.by_category[static_cast<size_t>(c)]).c_str(),
                  100.0 * s.peak.by_category[static_cast<size_t>(c)] / double(std::max<int64_t>(1, s.peak.bytes)));
-    // Each device's figures when there are several (the `peak` line is the largest device's).
+    // Each device's figures when there are several (the `peak` line is the largest GPU's).
     for (const auto& m : s.memory) {
         const bool several = s.memory.size() > 1;
         if (several)
@@ -283,6 +295,10 @@ std::string to_json(const Summary& s) {
     else
         j["peak"] = {{"bytes", s.peak.bytes}, {"time_ns", s.peak.time}, {"device", s.peak_device}};
     j["timing"] = s.timing;
+    // Lists are lists even when empty (a timeline-only trace lacked "memory" and "largest_allocations").
+    j["memory"] = nlohmann::json::array();
+    j["top_kernels"] = nlohmann::json::array();
+    j["largest_allocations"] = nlohmann::json::array();
     for (const auto& m : s.memory) {
         nlohmann::json entry{{"device", m.device}, {"peak_bytes", m.peak}, {"peak_time_ns", m.peak_time}};
         entry["requested_peak_bytes"] = m.requested >= 0 ? nlohmann::json(m.requested) : nlohmann::json(nullptr);
