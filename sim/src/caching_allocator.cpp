@@ -625,13 +625,11 @@ int64_t CachingAllocator::top_up(int64_t bytes) {
 }
 
 bool CachingAllocator::draw(int64_t bytes) {
-    // New device memory: from the held bytes where they hold it, else from the GPU (capacity).
-    if (bytes <= held_) {
-        held_ -= bytes;
-        return true;
-    }
-    if (bytes > capacity_ - reserved_) return false;
-    reserved_ += bytes;
+    // New device memory: the held bytes first, the rest from the GPU (within the capacity).
+    const int64_t from_held = std::min(held_, bytes);
+    if (bytes - from_held > capacity_ - reserved_) return false;
+    held_ -= from_held;
+    reserved_ += bytes - from_held;
     return true;
 }
 

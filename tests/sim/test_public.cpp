@@ -111,6 +111,24 @@ TEST_CASE("the caching model on a Kineto trace starts from the profiler's reserv
                    0 &&
                said.find("from an empty cache the model reserves 6.39 GiB (x0.537)") != std::string::npos;
     }));
+    // Under a capacity the held bytes change no decision: a segment is made whenever one would be
+    // from an empty cache, and a failed one gives them back first. The same runs without the first
+    // event's figure evict, stall and stop alike (the capacities: 6.39 GiB from an empty cache x 0.9,
+    // 0.7, 0.5, 0.3).
+    trace::TraceData cold = data;
+    cold.meta.erase("kineto.reserved_first.device1");
+    auto cold_prepared = sim::prepare(cold);
+    for (double share : {0.9, 0.7, 0.5, 0.3}) {
+        config.capacity.bytes = static_cast<int64_t>(share * 6866075648.0);
+        const auto warm_run = sim::simulate(*prepared, config);
+        const auto cold_run = sim::simulate(*cold_prepared, config);
+        INFO("capacity " << config.capacity.bytes);
+        CHECK(warm_run.oom.happened == cold_run.oom.happened);
+        CHECK(warm_run.swap_out_count == cold_run.swap_out_count);
+        CHECK(warm_run.swap_in_bytes == cold_run.swap_in_bytes);
+        CHECK(warm_run.simulated_makespan == cold_run.simulated_makespan);
+        CHECK(warm_run.simulated_peak >= cold_run.simulated_peak);
+    }
     std::filesystem::remove(out);
 }
 #endif

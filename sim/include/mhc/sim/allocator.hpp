@@ -86,10 +86,10 @@ public:
     // A warm start from a figure alone (a Kineto trace's Total Reserved at its first memory event,
     // with no segments): when fewer than `bytes` are reserved, the rest, up to the capacity, is
     // held: reserved, in no segment of the model's, free. New segments (cudaMalloc, or the pages
-    // expandable segments map) draw on the held bytes before the capacity when they hold the whole
-    // size; the held bytes are given back first when memory is released (release_cached: a failed
-    // cudaMalloc, empty_cache; garbage collection). So at unlimited capacity the reserved peak is
-    // about max(bytes, the peak from an empty cache). Returns the bytes added.
+    // expandable segments map) take held bytes first and only the rest from the capacity; the held
+    // bytes are given back first when memory is released (release_cached: a failed cudaMalloc,
+    // empty_cache; garbage collection). So at unlimited capacity the reserved bytes are at every
+    // moment the larger of `bytes` and the model's own segments. Returns the bytes added.
     int64_t top_up(int64_t bytes);
     int64_t held() const { return held_; }
     // A block of `bytes` (rounded) at `offset` of a segment made by add_cached_segment, where a
@@ -158,7 +158,7 @@ private:
     bool should_split(int32_t b, int64_t size) const;
     int32_t split_off(int32_t b, int64_t size);
     void split(int32_t b, int64_t size);
-    bool draw(int64_t bytes);   // new device memory for a segment: held bytes, else within the capacity
+    bool draw(int64_t bytes);   // new device memory for a segment: held bytes first, the rest within the capacity
     int32_t alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size);
     int32_t try_allocate_expandable(int p, int64_t stream, int64_t size);
     int32_t find_expandable_block(int p, int64_t stream, int64_t size);
