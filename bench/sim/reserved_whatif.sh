@@ -42,6 +42,7 @@ for mhc in "$@"; do
   read -r with n < <(per_sim "$mhc" "$tmp/with.db")
   read -r without _ < <(per_sim "$mhc" "$tmp/without.db")
   ratio=$(awk -v a="$with" -v b="$without" 'BEGIN { printf "%.2f", a / b }')
-  printf '%s: %s simulations; %.1f us each with the figure (warned), %.1f us without; ratio %s\n' \
-    "$mhc" "$n" "$(awk -v x="$with" 'BEGIN { print x * 1e6 }')" "$(awk -v x="$without" 'BEGIN { print x * 1e6 }')" "$ratio"
+  printf '%s: %s simulations; %.1f us each with the figure (warned), %.1f us without: %+.1f us, ratio %s\n' \
+    "$mhc" "$n" "$(awk -v x="$with" 'BEGIN { print x * 1e6 }')" "$(awk -v x="$without" 'BEGIN { print x * 1e6 }')" \
+    "$(awk -v a="$with" -v b="$without" 'BEGIN { print (a - b) * 1e6 }')" "$ratio"
 done
