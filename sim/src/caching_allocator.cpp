@@ -362,9 +362,8 @@ void CachingAllocator::log(bool alloc, int32_t seg, int64_t offset, int64_t byte
 
 int32_t CachingAllocator::alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size) {
     if (set_.expandable_segments) return try_allocate_expandable(p, stream, size);
-    if (alloc_size > capacity_ - reserved_) return -1;   // cudaMalloc fails
+    if (!draw(alloc_size)) return -1;   // cudaMalloc fails
     const int32_t b = new_segment_block(p, stream, alloc_size, 0, false);
-    reserved_ += alloc_size;
     log(true, blocks_[static_cast<size_t>(b)].segment, 0, alloc_size);
     return b;
 }
@@ -411,7 +410,7 @@ bool CachingAllocator::map_block(int32_t b, int64_t size) {
     Block& x = blocks_[static_cast<size_t>(b)];
     const int64_t page = segs_[static_cast<size_t>(x.segment)].page;
     const int64_t bytes = std::min(x.size, (size + page - 1) / page * page);
-    if (bytes > capacity_ - reserved_) return false;
+    if (!draw(bytes)) return false;
     take(unmapped_of(b), key(b));
     x.mapped = true;
     if (bytes < x.size) {   // the pages past the request stay unmapped
@@ -423,7 +422,6 @@ bool CachingAllocator::map_block(int32_t b, int64_t size) {
     merge(b, blocks_[static_cast<size_t>(b)].prev);
     merge(b, blocks_[static_cast<size_t>(b)].next);
     to_pool(b);
-    reserved_ += bytes;
     log(true, blocks_[static_cast<size_t>(b)].segment, offset, bytes);
     return true;
 }
@@ -534,7 +532,9 @@ void CachingAllocator::release_cached() {
     // release_cached_blocks / release_blocks: every free whole segment; the free pages of
     // expandable segments are unmapped, and a segment left wholly unmapped goes too.
     // The whole segments are kept apart (whole_) in the pool's order, so that a failed
-    // allocation does not walk every free block.
+    // allocation does not walk every free block. The held bytes (top_up) are free: they go first.
+    reserved_ -= held_;
+    held_ = 0;
     for (int p = 0; p < 2; ++p) {
         std::vector<int32_t> segments, unmap;
         for (const Key& entry : whole_[p]) segments.push_back(entry.block);
@@ -568,6 +568,11 @@ void CachingAllocator::garbage_collect() {
     // whose age (get_free_block calls since they were freed) is at least the average, until
     // reserved is back under the threshold.
     const auto threshold = static_cast<int64_t>(set_.garbage_collection_threshold * static_cast<double>(capacity_));
+    if (reserved_ <= threshold) return;
+    // The held bytes (top_up) are the oldest free memory: given back first.
+    const int64_t back = std::min(held_, reserved_ - threshold);
+    held_ -= back;
+    reserved_ -= back;
     if (reserved_ <= threshold) return;
     const int64_t target = reserved_ - threshold;
     double total_age = 0;
@@ -609,6 +614,23 @@ int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool
     ++live_segments_;
     to_pool(b);
     return x.segment;
+}
+
+int64_t CachingAllocator::top_up(int64_t bytes) {
+    const int64_t add = std::min(bytes, capacity_) - reserved_;
+    if (add <= 0) return 0;
+    held_ += add;
+    reserved_ += add;
+    return add;
+}
+
+bool CachingAllocator::draw(int64_t bytes) {
+    // New device memory: the held bytes first, the rest from the GPU (within the capacity).
+    const int64_t from_held = std::min(held_, bytes);
+    if (bytes - from_held > capacity_ - reserved_) return false;
+    held_ -= from_held;
+    reserved_ += bytes - from_held;
+    return true;
 }
 
 int32_t CachingAllocator::allocate_at(int32_t segment, int64_t offset, int64_t bytes) {

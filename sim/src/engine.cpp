@@ -55,6 +55,7 @@ bool Engine<Policy>::try_reserve(int32_t a) {
         if (used + b > cap) return false;
         used += b;
     } else {
+        if (!warmed) warmed = warm_start(prepared, ca, prepared.t->allocations.t_alloc[a]);
         const int64_t reserved_before = ca.reserved();
         int32_t blk = ca.allocate(b, prepared.t->allocations.stream[a]);
         if (blk < 0) {

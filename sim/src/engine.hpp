@@ -151,6 +151,7 @@ private:
     bool pre_watches = false, pre_waits = false, pre_acts = false;   // which of its hooks it wants
     const AllocatorKind allocator_kind;
     CachingAllocator ca;
+    bool warmed = false;   // the caching model's warm start done (warm_start, prepared.hpp)
     int64_t cap, host_cap;
     bool done = false;
     EventOrigin origin;               // the recorded event being processed (for replay)

@@ -262,14 +262,46 @@ void build_steps(Prepared& p) {
             p.step_allocs[p.step_allocs_begin[p.alloc_step[al]] + p.alloc_ordinal[al]] = al;
 }
 
+// One caching model walked over the recorded events (at unlimited capacity), and its peak.
+struct CachingWalk {
+    CachingAllocator ca;
+    bool warm, warmed = false;
+    std::vector<int32_t> block;
+    int64_t peak = 0;
+    CachingWalk(const AllocatorSettings& set, bool from_first_event, size_t rows)
+        : ca(INT64_MAX / 2, set), warm(from_first_event), block(rows, -1) {}
+    void allocate(const Prepared& prepared, size_t al) {
+        const auto& rows = prepared.t->allocations;
+        if (warm && !warmed) warmed = warm_start(prepared, ca, rows.t_alloc[al]);
+        block[al] = ca.allocate(rows.bytes[al], rows.stream[al]);
+        peak = std::max(peak, ca.reserved());
+    }
+    void free(size_t al) {
+        if (block[al] >= 0) ca.free(block[al]);
+        block[al] = -1;
+    }
+};
+
 // Live bytes at each kernel start and the peaks of both allocator models, by one walk of the
-// recorded events in the simulator's order (EventCursor).
+// recorded events in the simulator's order (EventCursor). Where the trace records the profiler's
+// reserved peak, also the caching peaks modelled_reserved_warning compares with it.
 void build_live(Prepared& p) {
     const auto& a = p.t->allocations;
     p.live_at.assign(p.korder.size(), 0);
+    const std::string dev = ".device" + std::to_string(p.device);
+    if (auto first = parse_integer<int64_t>(p.t->meta_or("kineto.reserved_first" + dev, "")); first && *first > 0)
+        p.reserved_start = *first;
     // The caching peak under the settings the trace recorded (meta allocator.conf).
-    CachingAllocator ca(INT64_MAX / 2, allocator_settings_for(p.t->meta, ""));
-    std::vector<int32_t> block(a.size(), -1);
+    const AllocatorSettings recorded = allocator_settings_for(p.t->meta, "");
+    std::vector<CachingWalk> walks;
+    walks.reserve(3);
+    walks.emplace_back(recorded, true, a.size());
+    const bool compared = p.t->meta.count("kineto.reserved_peak" + dev) > 0;
+    if (compared) {
+        walks.emplace_back(recorded, false, a.size());   // from an empty cache
+        if (!recorded.expandable_segments)
+            walks.emplace_back(parse_allocator_conf("expandable_segments:True", "what-if", recorded), true, a.size());
+    }
     int64_t live = 0;
     EventCursor events(p, *p.t);
     RecordedEvent e;
@@ -278,18 +310,21 @@ void build_live(Prepared& p) {
         switch (e.what) {
             case Recorded::Free:
                 live -= a.bytes[al];
-                if (block[al] >= 0) ca.free(block[al]);
-                block[al] = -1;
+                for (auto& walk : walks) walk.free(al);
                 break;
             case Recorded::Allocation:
                 live += a.bytes[al];
-                block[al] = ca.allocate(a.bytes[al], a.stream[al]);
+                for (auto& walk : walks) walk.allocate(p, al);
                 p.peak_ideal = std::max(p.peak_ideal, live);
-                p.peak_caching = std::max(p.peak_caching, ca.reserved());
                 break;
             case Recorded::KernelStart: p.live_at[static_cast<size_t>(e.seq)] = live; break;
             case Recorded::KernelEnd: break;
         }
+    }
+    p.peak_caching = walks[0].peak;
+    if (compared) {
+        p.peak_caching_cold = walks[1].peak;
+        p.peak_expandable = walks.size() > 2 ? walks[2].peak : -1;
     }
 }
 
@@ -430,34 +465,48 @@ std::string modelled_reserved_warning(const Prepared& prepared, const Config& co
     // A Kineto trace keeps the profiler's reserved peak (Total Reserved), not its segments.
     const auto recorded =
         parse_integer<int64_t>(prepared.t->meta_or("kineto.reserved_peak.device" + std::to_string(prepared.device), ""));
-    if (!recorded) return "";
+    if (!recorded || *recorded <= 0) return "";
     const int64_t bytes = *recorded;
     auto ratio = [bytes](int64_t other) { return static_cast<double>(other) / static_cast<double>(bytes); };
-    if (bytes <= 0 || std::abs(ratio(modelled) - 1) <= 0.05) return "";
     auto times = [&](int64_t other) {
         char text[32];
         std::snprintf(text, sizeof text, "x%.3f", ratio(other));
         return std::string(text);
     };
-    std::string said = "the caching allocator model reserves " + format_bytes(modelled) +
-                    " at unlimited capacity where the profiler recorded a reserved peak of " + format_bytes(bytes) +
-                    " (Total Reserved, " + times(modelled) +
-                    "): the model starts with no segments and the profiler records neither the allocator's settings "
-                    "nor how it had laid out its memory before profiling; a capacity given as a share is a share of "
-                    "the model's figure";
-    // The what-if a user would try first, unless it is the run's own (that run asks no further).
-    if (config.allocator_conf.find("expandable_segments:True") != std::string::npos) return said;
-    Config whatif;
-    whatif.allocator = "caching";
-    whatif.allocator_conf = "expandable_segments:True";
-    whatif.capacity = Capacity{};
-    whatif.record_events = false;
-    whatif.check_invariants = false;
-    whatif.memory_samples = 1;
-    const int64_t expandable = simulate(prepared, whatif).simulated_peak;
-    if (std::abs(ratio(expandable) - 1) <= 0.05)
+    std::string said;
+    // The warm start, where it made the figure: say so, and what an empty cache would have reserved.
+    const int64_t cold = prepared.peak_caching_cold;
+    if (prepared.reserved_start > 0 && cold >= 0 && std::abs(ratio(modelled) - ratio(cold)) > 0.05)
+        said = "the caching allocator model starts from the " + format_bytes(prepared.reserved_start) +
+               " the profiler recorded reserved at its first memory event (Total Reserved): memory the allocator "
+               "held before profiling, which the model's new segments take before the GPU's (the trace does not say "
+               "how it was laid out); from an empty cache the model reserves " +
+               format_bytes(cold) + " (" + times(cold) + ")";
+    if (std::abs(ratio(modelled) - 1) <= 0.05) return said;
+    said += std::string(said.empty() ? "" : "; ") + "the caching allocator model reserves " + format_bytes(modelled) +
+            " at unlimited capacity where the profiler recorded a reserved peak of " + format_bytes(bytes) +
+            " (Total Reserved, " + times(modelled) + "): ";
+    if (modelled > bytes)
+        said +=
+            "its blocks took more segments than the run's allocator held, whose settings the profiler does not record";
+    else if (prepared.reserved_start < 0)
+        said +=
+            "the trace does not say what the allocator held at its first memory event (imported by an earlier "
+            "mhc: import it again), so the model starts with no segments, and memory reserved before profiling is "
+            "the likely difference";
+    else
+        said += "the run's allocator reserved more during the trace than the model does from the " +
+                format_bytes(prepared.reserved_start) +
+                " held at its first memory event; the trace does not say on "
+                "which stream each block was allocated (the allocator keeps a pool per stream) nor the allocator's "
+                "settings";
+    said += "; a capacity given as a share is a share of the model's figure";
+    // The what-if a user would try first (computed once per prepared trace), unless it is the run's own.
+    const int64_t expandable = prepared.peak_expandable;
+    if (expandable >= 0 && config.allocator_conf.find("expandable_segments:True") == std::string::npos &&
+        std::abs(ratio(expandable) - 1) <= 0.05)
         said += "; with expandable segments it reserves " + format_bytes(expandable) + " (" + times(expandable) +
-             "): the run may have used them (--allocator-conf expandable_segments:True)";
+                "): the run may have used them (--allocator-conf expandable_segments:True)";
     return said;
 }
 
@@ -471,7 +520,7 @@ namespace {
 
 // The values of a Prepared that are not arrays.
 struct PreparedScalars {
-    int64_t t_begin, t_end, rows, peak_ideal, peak_caching;
+    int64_t t_begin, t_end, rows, peak_ideal, peak_caching, reserved_start, peak_caching_cold, peak_expandable;
     uint64_t live_max_n;
     int32_t device;
     uint8_t assumed_accesses;
@@ -531,18 +580,22 @@ std::shared_ptr<Prepared> read_prepared(const trace::TraceData& t, int32_t devic
     if (!ok || !c->finish()) return nullptr;
     p->t_begin = s[0].t_begin; p->t_end = s[0].t_end; p->rows = s[0].rows;
     p->peak_ideal = s[0].peak_ideal; p->peak_caching = s[0].peak_caching; p->live_max.n = s[0].live_max_n;
+    p->reserved_start = s[0].reserved_start;
+    p->peak_caching_cold = s[0].peak_caching_cold;
+    p->peak_expandable = s[0].peak_expandable;
     p->device = s[0].device; p->assumed_accesses = s[0].assumed_accesses != 0;
     for (size_t i = 0; i < host.size(); i += 2) p->host_events.push_back({host[i], host[i + 1]});
     return fits(*p, t) ? p : nullptr;
 }
 
 void write_prepared(const Prepared& p, const trace::TraceData& t, int32_t device, int64_t counter) {
-    const std::vector<PreparedScalars> s = {{p.t_begin, p.t_end, p.rows, p.peak_ideal, p.peak_caching, p.live_max.n,
-                                             p.device, static_cast<uint8_t>(p.assumed_accesses)}};
+    const std::vector<PreparedScalars> scalars = {{p.t_begin, p.t_end, p.rows, p.peak_ideal, p.peak_caching,
+                                                   p.reserved_start, p.peak_caching_cold, p.peak_expandable,
+                                                   p.live_max.n, p.device, static_cast<uint8_t>(p.assumed_accesses)}};
     std::vector<int64_t> host;
     for (auto [time, bytes] : p.host_events) host.insert(host.end(), {time, bytes});
     trace::CacheWriter w, columns;
-    w.put("scalars", s);
+    w.put("scalars", scalars);
     w.put("host_events", host);
     each_array(p, [&](const char* name, const auto& v) { w.put(name, v); });
     std::vector<std::pair<std::string, const trace::CacheWriter*>> entries = {{cache_key(device), &w}};

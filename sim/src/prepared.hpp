@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "mhc/sim/allocator.hpp"
 #include "mhc/sim/event_order.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/columns.hpp"
@@ -80,6 +81,24 @@ struct Prepared : EventStreams {
 
     Intervals nccl, h2d_busy, d2h_busy; // recorded contention on the link
     int64_t peak_ideal = 0, peak_caching = 0;
+    // A Kineto trace's Total Reserved at its first memory event (meta kineto.reserved_first.deviceN),
+    // which the caching model starts from (warm_start); -1: the trace does not record it.
+    int64_t reserved_start = -1;
+    // Where the trace records a reserved peak (meta kineto.reserved_peak.deviceN), the caching
+    // peaks that modelled_reserved_warning compares with it: from an empty cache (no warm start)
+    // and with expandable_segments:True over the recorded settings; -1 where not computed.
+    int64_t peak_caching_cold = -1, peak_expandable = -1;
 };
+
+// The caching model's warm start: before the first allocation recorded after the trace's start
+// (the rows at t = 0 are the bytes live before recording), the reserved bytes are topped up to
+// what the profiler recorded at its first event (CachingAllocator::top_up). Returns true once it
+// has acted (or has nothing to do).
+inline bool warm_start(const Prepared& prepared, CachingAllocator& ca, int64_t t_alloc) {
+    if (prepared.reserved_start <= 0) return true;
+    if (t_alloc <= 0) return false;
+    ca.top_up(prepared.reserved_start);
+    return true;
+}
 
 }  // namespace mhc::sim

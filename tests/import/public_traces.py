@@ -19,7 +19,8 @@ trace (chakra/*.json.gz):
     (check_et_storages);
   - the imported trace's peak per device (from its allocations table: frees before
     allocations at one instant, docs/trace-format.md) and `mhc info`'s peak must equal them
-    within 0.1%; Kineto's reserved peak (meta) must equal the largest Total Reserved;
+    within 0.1%; Kineto's reserved peak (meta) must equal the largest Total Reserved, and the
+    reserved bytes at the first event (meta) the first Total Reserved;
   - `mhc simulate --capacity unlimited --allocator ideal` must give the baseline back:
     simulated peak and makespan equal to the baseline's, no stalls, no swaps, and the
     baseline peak equal to the source's on the simulated device;
@@ -371,6 +372,28 @@ def check_device_list(name, path, meta):
     for key, value in want.items():
         if meta.get(key) != value:
             fail(name, f"meta {key} {meta.get(key)!r}, the file's GPU list says {value!r}")
+
+
+def check_reserved_first(name, path, meta):
+    """Meta kineto.reserved_first.deviceN is the Total Reserved of the device's first [memory] event
+    that records one (in time order, file order at one ts): where the caching model starts
+    (docs/simulator.md). Also prints whether Total Reserved ever changed after it."""
+    events = kineto_events(path)
+    mem = [e for e in events if isinstance(e, dict) and e.get("name") == "[memory]" and "ts" in e
+           and e.get("ph") in ("i", "I") and isinstance(e.get("args"), dict) and "Total Reserved" in e["args"]]
+    mem.sort(key=lambda e: decimal_of(e["ts"]))
+    by_dev = {}
+    for e in mem:
+        a = e["args"]
+        dev = a.get("Device Id", 0) if a.get("Device Type") in ACCELERATORS and a.get("Device Id", 0) >= 0 else HOST
+        by_dev.setdefault(dev, []).append(a["Total Reserved"])
+    for dev, values in sorted(by_dev.items()):
+        got = int(meta.get(f"kineto.reserved_first.device{dev}", -1))
+        changes = sum(1 for x, y in zip(values, values[1:]) if x != y)
+        print(f"  device {dev}: reserved at the first event {got} B imported, {values[0]} B by Total Reserved "
+              f"({changes} changes after it, peak {max(values)} B)")
+        if got != values[0]:
+            fail(name, f"device {dev}: reserved at the first event {got} B, Total Reserved {values[0]} B")
 
 
 def check_counters_and_host_memory(name, path, meta):
@@ -890,6 +913,7 @@ def check(exe, path, source_of, work):
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_counters_and_host_memory(name, path, meta)
+        check_reserved_first(name, path, meta)
         check_job_identity(name, path, meta)
         check_out_of_memory(name, path, meta)
         check_device_list(name, path, meta)

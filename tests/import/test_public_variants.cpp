@@ -1121,3 +1121,19 @@ TEST_CASE("kineto: a trace with no [memory] event says whether memory profiling 
     CHECK(b200.meta.count("kineto.profile_memory") == 0);
     CHECK(b200.meta.at("allocations").find("profile_memory=True?") != std::string::npos);
 }
+
+TEST_CASE("kineto: Total Reserved at the first memory event and at its peak", "[import][kineto][public]") {
+    // What the allocator held when the profiler began (docs/import.md, eleventh audit), read from
+    // the files with Python: HTA's trace reserves 12,782,141,440 B at its first [memory] event of
+    // GPU 1 and never changes (Total Allocated peaks at 6,629,508,096 B: the rest was reserved before
+    // profiling); TraceLens's MI300X normalization test starts at 2,097,152 B and grows to 8,388,608 B.
+    test::TempDir dir;
+    imp::Result result;
+    TraceData hta = import_public(dir, "kineto/hta-df-index-resolver.json.gz", result);
+    CHECK(hta.meta.at("kineto.reserved_first.device1") == "12782141440");
+    CHECK(hta.meta.at("kineto.reserved_peak.device1") == "12782141440");
+    CHECK(hta.meta.at("kineto.reserved_first.device-1") == "0");   // the host's events record 0
+    TraceData norm = import_public(dir, "kineto/tracelens-mi300x-normalization-layer-test.json.gz", result);
+    CHECK(norm.meta.at("kineto.reserved_first.device0") == "2097152");
+    CHECK(norm.meta.at("kineto.reserved_peak.device0") == "8388608");
+}

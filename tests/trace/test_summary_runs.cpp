@@ -316,3 +316,30 @@ TEST_CASE("info: a Kineto trace's recorded reserved peak where it has no segment
     CHECK(doc["memory"][0]["profiler_reserved_peak_bytes"] == 2097152);
     CHECK(doc["memory"][0]["reserved_peak_bytes"].is_null());
 }
+
+TEST_CASE("info: the profiler's reserved bytes at its first memory event beside the peak", "[summary]") {
+    auto summary_with = [](const std::string& first, const std::string& peak) {
+        TempPath path("kineto-first.db");
+        {
+            Writer writer(path.path);
+            writer.add(Allocation{1, 0, 0, 100, 0, 10, 0, Category::Other, 0});
+            writer.set_meta("kineto.reserved_peak.device0", peak);
+            writer.set_meta("kineto.reserved_first.device0", first);
+            writer.finish();
+        }
+        return summarize(load_trace(path.path));
+    };
+    // all of the peak held at the first event (TraceLens's MI300X TimeSformer: 6.21 GiB throughout)
+    Summary held = summary_with("2097152", "2097152");
+    CHECK(held.memory[0].profiler_reserved_first == 2097152);
+    CHECK(to_text(held).find("reserved    2.00 MiB peak (the profiler's Total Reserved, all of it at its first memory "
+                             "event: reserved before profiling; no segments recorded)") != std::string::npos);
+    CHECK(nlohmann::json::parse(to_json(held))["memory"][0]["profiler_reserved_first_bytes"] == 2097152);
+    // grown from 2 to 8 MiB during the trace (TraceLens's MI300X normalization test)
+    Summary grown = summary_with("2097152", "8388608");
+    CHECK(to_text(grown).find("reserved    8.00 MiB peak (the profiler's Total Reserved, 2.00 MiB at its first memory "
+                              "event; no segments recorded)") != std::string::npos);
+    // a first figure above the peak, or not a number, is not one to print
+    CHECK(summary_with("9000000", "8388608").memory[0].profiler_reserved_first == -1);
+    CHECK(summary_with("2x", "8388608").memory[0].profiler_reserved_first == -1);
+}

@@ -133,6 +133,10 @@ Summary summarize(const TraceData& t, int top_n) {
             const auto recorded =
                 parse_integer<int64_t>(t.meta_or("kineto.reserved_peak.device" + std::to_string(device), ""));
             if (recorded && *recorded > 0) mem.profiler_reserved = *recorded;
+            const auto first = parse_integer<int64_t>(
+                t.meta_or("kineto.reserved_first.device" + std::to_string(device), ""));
+            if (recorded && *recorded > 0 && first && *first >= 0 && *first <= *recorded)
+                mem.profiler_reserved_first = *first;
         }
         s.memory.push_back(mem);
     }
@@ -245,8 +249,13 @@ std::string to_text(const Summary& s) {
         if (m.reserved >= 0)
             line("reserved    %s peak%s (the allocator's segments)\n", format_bytes(m.reserved).c_str(), dev.c_str());
         else if (m.profiler_reserved >= 0)
-            line("reserved    %s peak%s (the profiler's Total Reserved; no segments recorded)\n",
-                 format_bytes(m.profiler_reserved).c_str(), dev.c_str());
+            line("reserved    %s peak%s (the profiler's Total Reserved%s; no segments recorded)\n",
+                 format_bytes(m.profiler_reserved).c_str(), dev.c_str(),
+                 m.profiler_reserved_first == m.profiler_reserved
+                     ? ", all of it at its first memory event: reserved before profiling"
+                 : m.profiler_reserved_first >= 0
+                     ? (", " + format_bytes(m.profiler_reserved_first) + " at its first memory event").c_str()
+                     : "");
     }
     // Traces without addresses (Kineto before about PyTorch 1.10): say what is exact and what is not.
     for (const auto& [k, v] : s.meta)
@@ -305,6 +314,9 @@ std::string to_json(const Summary& s) {
         entry["reserved_peak_bytes"] = m.reserved >= 0 ? nlohmann::json(m.reserved) : nlohmann::json(nullptr);
         entry["profiler_reserved_peak_bytes"] =
             m.profiler_reserved >= 0 ? nlohmann::json(m.profiler_reserved) : nlohmann::json(nullptr);
+        entry["profiler_reserved_first_bytes"] = m.profiler_reserved_first >= 0
+                                                     ? nlohmann::json(m.profiler_reserved_first)
+                                                     : nlohmann::json(nullptr);
         j["memory"].push_back(entry);
     }
     for (int c = 0; c < kCategoryCount && s.allocations > 0; ++c)

@@ -386,6 +386,8 @@ void write_memory_meta(const KMemoryResult& mem, Result& r) {
             n(v.baseline) + (v.baseline_recorded ? " (Total Allocated before the first event)"
                                                  : " (the least the signed sum of Bytes requires)");
         if (v.reserved_peak >= 0) r.meta["kineto.reserved_peak" + dev] = n(v.reserved_peak);
+        // What the allocator held when the profiler's first event came: the caching model starts there.
+        if (v.reserved_first >= 0) r.meta["kineto.reserved_first" + dev] = n(v.reserved_first);
         if (v.checked == 0) continue;
         std::string off = total_allocated_disagreement(v);
         r.meta["kineto.total_allocated" + dev] = off.empty() ? "agrees at all " + n(v.checked) + " events" : off;

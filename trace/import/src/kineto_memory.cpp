@@ -86,6 +86,7 @@ void Mapper::first_pass(const std::vector<KMemory>& events) {
         if (!m.has_addr) space.info.by_size = true;
         if (m.total >= 0) space.has_total = true;
         space.info.reserved_peak = std::max(space.info.reserved_peak, m.reserved);
+        if (space.info.reserved_first < 0) space.info.reserved_first = m.reserved;
         space.sum += m.bytes;   // |Bytes| <= 2^50: checked against 2^62 at each step, it cannot overflow
         if (space.sum > kMaxSum || space.sum < -kMaxSum)
             throw Error(where(in_, "the [memory] events of device " + std::to_string(m.device) +

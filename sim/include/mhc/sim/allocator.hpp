@@ -83,6 +83,15 @@ public:
     // segments from before it began); counts in reserved(), not in device_allocs(). Returns
     // its segment number. `small`: the small pool's (PyTorch makes small-pool segments of 2 MiB).
     int32_t add_cached_segment(int64_t bytes, int64_t stream, bool small);
+    // A warm start from a figure alone (a Kineto trace's Total Reserved at its first memory event,
+    // with no segments): when fewer than `bytes` are reserved, the rest, up to the capacity, is
+    // held: reserved, in no segment of the model's, free. New segments (cudaMalloc, or the pages
+    // expandable segments map) take held bytes first and only the rest from the capacity; the held
+    // bytes are given back first when memory is released (release_cached: a failed cudaMalloc,
+    // empty_cache; garbage collection). So at unlimited capacity the reserved bytes are at every
+    // moment the larger of `bytes` and the model's own segments. Returns the bytes added.
+    int64_t top_up(int64_t bytes);
+    int64_t held() const { return held_; }
     // A block of `bytes` (rounded) at `offset` of a segment made by add_cached_segment, where a
     // recording had it; -1 when that range is not free.
     int32_t allocate_at(int32_t segment, int64_t offset, int64_t bytes);
@@ -149,6 +158,7 @@ private:
     bool should_split(int32_t b, int64_t size) const;
     int32_t split_off(int32_t b, int64_t size);
     void split(int32_t b, int64_t size);
+    bool draw(int64_t bytes);   // new device memory for a segment: held bytes first, the rest within the capacity
     int32_t alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size);
     int32_t try_allocate_expandable(int p, int64_t stream, int64_t size);
     int32_t find_expandable_block(int p, int64_t stream, int64_t size);
@@ -164,6 +174,7 @@ private:
     int64_t capacity_;
     AllocatorSettings set_;
     int64_t reserved_ = 0, allocated_ = 0;
+    int64_t held_ = 0;   // reserved bytes in no segment (top_up)
     std::size_t live_segments_ = 0;
     std::vector<Block> blocks_;
     std::vector<int32_t> spare_;

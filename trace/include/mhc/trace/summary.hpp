@@ -43,6 +43,9 @@ struct Summary {
         // The profiler's own reserved peak where the trace has no segments (Kineto's `Total
         // Reserved`: meta kineto.reserved_peak.deviceN), -1: not recorded.
         int64_t profiler_reserved = -1;
+        // Its value at the profiler's first memory event (meta kineto.reserved_first.deviceN: what
+        // the allocator held when profiling began), -1: not recorded.
+        int64_t profiler_reserved_first = -1;
     };
     std::vector<DeviceMemory> memory;   // per device with allocations, by device
     std::string timing;                 // meta timing: exact, order-only, estimated
