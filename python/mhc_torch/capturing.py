@@ -149,6 +149,18 @@ _FLOPS_AS = {
 }
 
 
+def _grouped_mm_flops(out, mat_a, mat_b, *args, **kwargs) -> int:
+    """aten._grouped_mm (mixture-of-experts layers: transformers' default "grouped_mm" experts),
+    which torch's flop counter does not count: each row of a ragged operand belongs to one group,
+    so the FLOPs are one matmul's over all rows whatever the offsets say. 2-D x 2-D, ragged along
+    the contraction (the weights' gradient: (M, S) by (S, N) into (G, M, N)): 2 x M x S x N;
+    otherwise (2-D x 3-D, the forward and the input's gradient: (S, K) by (G, K, N) into (S, N);
+    3-D x 2-D; 3-D x 3-D, G matmuls): 2 x out.numel() x K."""
+    if mat_a.dim() == 2 and mat_b.dim() == 2:
+        return 2 * mat_a.shape[0] * mat_a.shape[1] * mat_b.shape[1]
+    return 2 * out.numel() * mat_a.shape[-1]
+
+
 def _flops_of(func, args, kwargs, out) -> int:
     global _flop_registry
     if _flop_registry is None:
@@ -158,6 +170,8 @@ def _flops_of(func, args, kwargs, out) -> int:
     f = _flop_registry.get(func._overloadpacket)
     if f is None:
         f = _flop_registry.get(_FLOPS_AS.get(func._overloadpacket.__name__))
+    if f is None and func._overloadpacket.__name__ == "_grouped_mm":
+        return _grouped_mm_flops(out, *args)
     if f is None:
         return 0
     try:
@@ -701,14 +715,17 @@ def capture(build_model: Callable[[], torch.nn.Module],
             micro_batches: int = 1,
             zero_grad: str = "none",
             step: Callable | None = None,
-            setting=None) -> CaptureResult:
+            setting=None,
+            build_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None) -> CaptureResult:
     """Runs `steps` training steps (forward, backward, optimizer step, zero_grad) of the model
     that `build_model()` returns, on fake tensors, and writes the trace to `path`.
 
     `make_batch()` returns the inputs (called under fake tensors, so tensors cost nothing);
     `loss_fn(model, batch)` returns the scalar loss (default: `model(**batch).loss` for a dict,
     `model(*batch).loss` or the output itself for a tuple); `optimizer(params)` builds the
-    optimizer (default AdamW, foreach). Raises CaptureError when an op cannot run on fake tensors.
+    optimizer (default AdamW, foreach); or `build_optimizer(model)` builds it from the model as
+    built (parameter groups of one's own: a model file's build_optimizer()). Raises CaptureError
+    when an op cannot run on fake tensors.
 
     The recipe (recipes.py, docs/torch.md): `autocast_dtype` with CUDA autocast's cast lists
     (`autocast_policy="cuda"`, emulated on the fake CPU tensors; "cpu" keeps torch's CPU lists);
@@ -725,6 +742,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
     spec = gpu if isinstance(gpu, GpuSpec) else gpu_by_name(gpu)
     if steps < 1:
         raise ValueError("steps must be at least 1")
+    if optimizer is not None and build_optimizer is not None:
+        raise ValueError("pass optimizer(params) or build_optimizer(model), not both")
     recipe = Recipe(autocast_dtype, autocast_policy, param_dtype, forward_only, micro_batches, zero_grad, step)
     recipe.check()
     if setting is not None:
@@ -742,7 +761,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
     try:
         with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values():
             with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
-                result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
+                result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
+                              build_optimizer)
     except CaptureError:
         raise
     except Exception as e:
@@ -919,7 +939,23 @@ def _compiled_functions_refused():
             setattr(eval_frame, name, old)
 
 
-def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):
+def _build_optimizer(build_optimizer, model):
+    """The model file's optimizer: an Optimizer over parameters of the model (each at most once:
+    torch refuses a parameter in two groups), else one line saying what it returned."""
+    opt = build_optimizer(model)
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise CaptureError(f"build_optimizer(model) returned {a_kind(opt)}, not a torch.optim.Optimizer (one "
+                           "optimizer; parameter groups of one's own go in it)")
+    ours = {id(p) for p in model.parameters()}
+    for g in opt.param_groups:
+        for p in g["params"]:
+            if id(p) not in ours:
+                raise CaptureError(f"build_optimizer(model) returned an optimizer over a tensor of shape "
+                                   f"{list(p.shape)} that is not a parameter of the model")
+    return opt
+
+
+def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):
     from torch.distributed._tools.mod_tracker import ModTracker
 
     from . import data_parallel, placement
@@ -943,7 +979,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             raise CaptureError("the model has no parameters" if not list(model.parameters()) else
                                "the model has no parameter that requires a gradient: a training step has nothing to "
                                "train; capture its inference step with --forward-only (forward_only=True)")
-        opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))(trained)
+        if build_optimizer is not None:
+            opt = _build_optimizer(build_optimizer, model)
+        else:
+            opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))(trained)
         facts = model_facts(model, opt)
         if setting is not None:
             from .applying import apply
