@@ -260,6 +260,7 @@ class Recording(SettingsRecording):
         self.live_bytes = 0
         self.peak_bytes = 0
         self.in_engine = False  # an op of the autograd engine ran since the backward began
+        self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
         self.workspaces = workspaces.Workspaces(spec)
         self.accumulations = inplace_backward.Accumulations()
         self.init_tables()
@@ -368,6 +369,8 @@ class Recording(SettingsRecording):
             s.phase = "fixed"
 
     def begin_backward(self) -> None:
+        if self.phase != "backward":
+            self.backward_passes[self.step] = self.backward_passes.get(self.step, 0) + 1
         # Forward storages still alive when the backward starts are saved for it: activations.
         for s in self.storages.values():
             if s.phase == "forward" and s.step == self.step:
@@ -939,6 +942,21 @@ def _compiled_functions_refused():
             setattr(eval_frame, name, old)
 
 
+def _accumulation(recipe, rec, run, steps: int) -> dict[str, str]:
+    """A step function that accumulates gradients itself (N forward and backward passes, then one
+    step of the capture's optimizer, in every step) is N micro-batches a step, as --micro-batches N
+    is: meta capture.micro_batches says so (the printed DeepSpeed configuration's
+    gradient_accumulation_steps). Any other step function (one pass; passes without one step of
+    the capture's optimizer each, as a GAN's two) keeps the recipe's 1."""
+    if recipe.step is None:
+        return {}
+    passes = {rec.backward_passes.get(s, 0) for s in range(steps)}
+    stepped = {run.optimizer_steps.get(s, 0) for s in range(steps)}
+    if len(passes) == 1 and min(passes) > 1 and stepped == {1}:
+        return {"capture.micro_batches": str(min(passes))}
+    return {}
+
+
 def _build_optimizer(build_optimizer, model):
     """The model file's optimizer: an Optimizer over parameters of the model (each at most once:
     torch refuses a parameter in two groups), else one line saying what it returned."""
@@ -1036,6 +1054,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         if fsdp2 is not None:
             facts.update(fsdp2.meta())
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
+        facts.update(_accumulation(recipe, rec, run, steps))
         facts.update(rec.unpack_meta())
         modules = rec.module_records(model)
         del run, opt, model, batch

@@ -134,6 +134,7 @@ class StepRun:
         self._handles = []
         self._t_opt = None
         self._opt_depth = 0
+        self.optimizer_steps: dict[int, int] = {}  # step -> steps of the capture's optimizer in it
 
     # What a step function calls --------------------------------------------------------------
     def autocast(self):
@@ -199,6 +200,7 @@ class StepRun:
         self._opt_depth -= 1
         if self._opt_depth > 0:
             return
+        self.optimizer_steps[self.step] = self.optimizer_steps.get(self.step, 0) + 1
         for p, state in opt.state.items():
             for key, v in state.items():
                 if isinstance(v, torch.Tensor):

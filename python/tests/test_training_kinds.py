@@ -164,3 +164,37 @@ def test_mfu_leaves_out_the_recompute():
     line = _flops_line(R(), "h100-sxm")   # 989 TFLOP/s bf16: 3 s of model FLOPs, 4 s with the recompute
     assert "so MFU = 3 s / a measured step time (50.0% at the estimated 6 s)" in line
     assert line.endswith("; with the recompute (HFU) 4 s")
+
+
+def test_accumulation_in_a_step_function_is_micro_batches(mhc_exe, tmp_path):
+    """Gradient accumulation written in the loop (a step function with N backward passes, one
+    optimizer step) was captured as 1 micro-batch a step: the DeepSpeed configuration `mhc advise`
+    printed for the host optimizer had no gradient_accumulation_steps, so DeepSpeed would step the
+    optimizer after every micro-batch."""
+    def accumulate(model, batch, run):
+        for x in batch[0].chunk(3):
+            with run.autocast():
+                loss = model(x).float().pow(2).mean() / 3
+            run.backward(loss)
+        run.optimizer_step()
+        run.zero_grad()
+
+    def gan_like(model, batch, run):   # two backward passes, the optimizer stepped after each
+        for _ in range(2):
+            with run.autocast():
+                loss = model(*batch).float().pow(2).mean()
+            loss.backward()
+            run.optimizer_step()
+            run.zero_grad()
+
+    build = lambda: nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))  # noqa: E731
+    paths = {}
+    for name, step in (("acc", accumulate), ("gan", gan_like)):
+        paths[name] = str(tmp_path / f"{name}.db")
+        mhc_torch.capture(build, lambda: (torch.randn(48, 64),), path=paths[name], steps=2, step=step)
+    assert mhc_torch.read_meta(paths["acc"])["capture.micro_batches"] == "3"
+    assert mhc_torch.read_meta(paths["gan"])["capture.micro_batches"] == "1"
+    out = subprocess.run([mhc_exe, "advise", paths["acc"], "--setting", '{"optimizer": {"state": "host"}}'],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert '"gradient_accumulation_steps": 3,' in out.stdout
