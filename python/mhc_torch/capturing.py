@@ -587,7 +587,27 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
     from .errors import user_frame, where
 
     at = where(user_frame(outer or e) or user_frame(e))
-    return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}")
+    return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}"
+                        f"{_eager_experts_hint(outer or e)}")
+
+
+def _eager_experts_hint(e: BaseException) -> str:
+    """Hugging Face mixture-of-experts layers with experts_implementation="eager" loop over the
+    experts a batch routes to (`nonzero`, `torch.where` on the routing mask): what to capture
+    instead, said after the error's line. The "grouped_mm" experts (transformers' default) sort
+    the tokens by expert and run grouped matmuls whose shapes do not depend on the routing."""
+    tb, found = e.__traceback__, None
+    while tb is not None:   # the innermost module of such a model: its experts
+        module = tb.tb_frame.f_locals.get("self")
+        if getattr(getattr(module, "config", None), "_experts_implementation", None) == "eager":
+            found = module
+        tb = tb.tb_next
+    if found is not None:
+        return ("; the mixture-of-experts layer " + type(found).__name__ + " runs its experts with "
+                "experts_implementation=\"eager\", which picks the experts a batch routes to by value: build "
+                "the model with experts_implementation=\"grouped_mm\" (transformers' default), whose shapes "
+                "do not depend on the routing (docs/torch.md)")
+    return ""
 
 
 @contextlib.contextmanager

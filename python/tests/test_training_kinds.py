@@ -198,3 +198,30 @@ def test_accumulation_in_a_step_function_is_micro_batches(mhc_exe, tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert '"gradient_accumulation_steps": 3,' in out.stdout
+
+
+def test_eager_experts_are_refused_with_what_to_capture_instead(tmp_path):
+    """A Hugging Face mixture-of-experts model built with experts_implementation="eager" stops at
+    `nonzero` (the experts a batch routes to); the line now says which experts implementation
+    captures (transformers' default "grouped_mm")."""
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "OlmoeConfig"):
+        pytest.skip("transformers without OLMoE")
+
+    def build():
+        cfg = transformers.OlmoeConfig(vocab_size=128, hidden_size=32, intermediate_size=16, num_hidden_layers=1,
+                                       num_attention_heads=2, num_key_value_heads=2, num_experts=4,
+                                       num_experts_per_tok=2, use_cache=False, experts_implementation="eager",
+                                       eos_token_id=1, pad_token_id=0, bos_token_id=1)
+        return transformers.OlmoeForCausalLM(cfg)
+
+    ids = lambda: {"input_ids": torch.randint(0, 128, (2, 8)), "labels": torch.randint(0, 128, (2, 8))}  # noqa: E731
+    with pytest.raises(CaptureError, match=r"op aten.nonzero.default cannot run on fake tensors .*; the "
+                                           r"mixture-of-experts layer OlmoeExperts runs its experts with "
+                                           r'experts_implementation="eager".*experts_implementation="grouped_mm"'):
+        mhc_torch.capture(build, ids, path=str(tmp_path / "e.db"))
+    # the default experts capture
+    mhc_torch.capture(lambda: transformers.OlmoeForCausalLM(transformers.OlmoeConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, use_cache=False, eos_token_id=1, pad_token_id=0,
+        bos_token_id=1)), ids, path=str(tmp_path / "g.db"))
