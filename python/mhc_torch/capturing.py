@@ -856,6 +856,14 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
                 isinstance(v, tuple) and all(isinstance(x, (int, float)) for x in v)}
     facts = {"capture.optimizer_class": f"{cls.__module__}.{cls.__qualname__}",
              "capture.optimizer_defaults": json.dumps(defaults, sort_keys=True)}
+    # Parameter groups of one's own (build_optimizer): each group's parameter count and the
+    # hyperparameters it sets otherwise than the defaults, so that printed code can keep them.
+    groups = [dict({k: list(v) if isinstance(v, tuple) else v for k, v in g.items()
+                    if k in defaults and not isinstance(v, torch.Tensor) and v != optimizer.defaults[k]},
+                   params=len(g["params"]))
+              for g in optimizer.param_groups]
+    if len(groups) > 1 or any(len(g) > 1 for g in groups):
+        facts["capture.optimizer_groups"] = json.dumps(groups, sort_keys=True)
     hf = sys.modules.get("transformers.modeling_utils")
     layers_mod = sys.modules.get("transformers.modeling_layers")
     if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):

@@ -55,6 +55,10 @@ def test_a_model_files_build_optimizer_is_the_captured_optimizer(tmp_path, capsy
     assert meta["capture.optimizer_class"] == "torch.optim.adamw.AdamW"
     d = json.loads(meta["capture.optimizer_defaults"])
     assert d["lr"] == 3e-4 and d["betas"] == [0.9, 0.95] and d["foreach"] is True
+    # the groups, as they differ from the defaults (weight decay 0.01 for AdamW)
+    assert json.loads(meta["capture.optimizer_groups"]) == [{"params": 1, "weight_decay": 0.1},
+                                                            {"params": 2, "weight_decay": 0.0},
+                                                            {"lr": 3e-5, "params": 1}]
     a = _allocs(out)
     state = a[a.category_name == "optimizer"].label
     # exp_avg and exp_avg_sq of the four parameters (each group's), named after them
