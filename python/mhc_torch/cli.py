@@ -363,7 +363,7 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     c = sub.add_parser("capture", help="capture training steps of a preset or FILE.py on fake tensors")
     c.add_argument("model", nargs="?", metavar="MODEL",
                    help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), make_batch() and "
-                        "optionally loss_fn(model, batch) and step(model, batch, run)")
+                        "optionally loss_fn(model, batch), step(model, batch, run) and build_optimizer(model)")
     c.add_argument("-o", "--out", required=True, help="trace file to write (.db); an existing file is refused "
                                                       "unless --force")
     c.add_argument("--force", action="store_true", help="replace an existing output (and the runs stored in it)")
