@@ -299,8 +299,13 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
                     params += (params.empty() ? "" : ", ") + std::string("\"") + key + "\": " + py_value(defaults[key]);
             if (params.empty()) params = "\"lr\": 1e-4";
             out << "             \"optimizer\": {\"type\": \"" << (cls == "torch.optim.Adam" ? "Adam" : "AdamW")
-                << "\", \"params\": {" << params << "}}}\n"
-                << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
+                << "\", \"params\": {" << params << "}}}\n";
+            if (info.optimizer_groups)   // the user's groups and what each sets (lr, weight decay, ...)
+                out << "groups = [{k: v for k, v in g.items() if k in (\"params\", \"lr\", \"betas\", \"eps\", "
+                       "\"weight_decay\")} for g in optimizer.param_groups]   # your parameter groups, kept\n"
+                    << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=ds_config)\n";
+            else
+                out << "model, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)\n";
         } else {
             out << "             \"zero_allow_untested_optimizer\": True,\n"
                 << "             \"zero_force_ds_cpu_optimizer\": False}   # your " << cls << ", stepped on the CPU\n"
@@ -314,6 +319,15 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
                        : setting.optimizer_impl == OptimizerImpl::Forloop ? "foreach=False"
                                                                           : nullptr;
     if (impl == nullptr) return;
+    if (info.optimizer_groups) {   // the user's parameter groups, each with its own hyperparameters
+        const char* entries = setting.optimizer_impl == OptimizerImpl::Fused ? "\"foreach\": None, \"fused\": True"
+                              : setting.optimizer_impl == OptimizerImpl::Foreach
+                                  ? "\"foreach\": True, \"fused\": None"
+                                  : "\"foreach\": False, \"fused\": None";
+        out << "optimizer = " << cls << "([{**g, " << entries << "} for g in optimizer.param_groups], " << impl
+            << ")   # your parameter groups, kept\n";
+        return;
+    }
     out << "optimizer = " << cls << "(model.parameters(), " << hp << ", " << impl << ")"
         << (setting.optimizer_impl == OptimizerImpl::Fused ? "   # no foreach temporaries" : "") << "\n"
         << "# (parameter groups of your own: pass them instead of model.parameters(), as before)\n";

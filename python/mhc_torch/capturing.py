@@ -156,6 +156,18 @@ _FLOPS_AS = {
 }
 
 
+def _grouped_mm_flops(out, mat_a, mat_b, *args, **kwargs) -> int:
+    """aten._grouped_mm (mixture-of-experts layers: transformers' default "grouped_mm" experts),
+    which torch's flop counter does not count: each row of a ragged operand belongs to one group,
+    so the FLOPs are one matmul's over all rows whatever the offsets say. 2-D x 2-D, ragged along
+    the contraction (the weights' gradient: (M, S) by (S, N) into (G, M, N)): 2 x M x S x N;
+    otherwise (2-D x 3-D, the forward and the input's gradient: (S, K) by (G, K, N) into (S, N);
+    3-D x 2-D; 3-D x 3-D, G matmuls): 2 x out.numel() x K."""
+    if mat_a.dim() == 2 and mat_b.dim() == 2:
+        return 2 * mat_a.shape[0] * mat_a.shape[1] * mat_b.shape[1]
+    return 2 * out.numel() * mat_a.shape[-1]
+
+
 def _flops_of(func, args, kwargs, out) -> int:
     global _flop_registry
     if _flop_registry is None:
@@ -165,6 +177,8 @@ def _flops_of(func, args, kwargs, out) -> int:
     f = _flop_registry.get(func._overloadpacket)
     if f is None:
         f = _flop_registry.get(_FLOPS_AS.get(func._overloadpacket.__name__))
+    if f is None and func._overloadpacket.__name__ == "_grouped_mm":
+        return _grouped_mm_flops(out, *args)
     if f is None:
         return 0
     try:
@@ -254,6 +268,7 @@ class Recording(SettingsRecording):
         self.live_bytes = 0
         self.peak_bytes = 0
         self.in_engine = False  # an op of the autograd engine ran since the backward began
+        self.backward_passes: dict[int, int] = {}  # step -> backward passes begun in it
         self.workspaces = workspaces.Workspaces(spec)
         self.accumulations = inplace_backward.Accumulations()
         self.init_tables()
@@ -362,6 +377,8 @@ class Recording(SettingsRecording):
             s.phase = "fixed"
 
     def begin_backward(self) -> None:
+        if self.phase != "backward":
+            self.backward_passes[self.step] = self.backward_passes.get(self.step, 0) + 1
         # Forward storages still alive when the backward starts are saved for it: activations.
         for s in self.storages.values():
             if s.phase == "forward" and s.step == self.step:
@@ -583,7 +600,27 @@ def _fake_error(e: BaseException, outer: BaseException | None = None) -> Capture
     from .errors import user_frame, where
 
     at = where(user_frame(outer or e) or user_frame(e))
-    return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}")
+    return CaptureError(f"op {op} cannot run on fake tensors{f' (at {at})' if at else ''}: {why}"
+                        f"{_eager_experts_hint(outer or e)}")
+
+
+def _eager_experts_hint(e: BaseException) -> str:
+    """Hugging Face mixture-of-experts layers with experts_implementation="eager" loop over the
+    experts a batch routes to (`nonzero`, `torch.where` on the routing mask): what to capture
+    instead, said after the error's line. The "grouped_mm" experts (transformers' default) sort
+    the tokens by expert and run grouped matmuls whose shapes do not depend on the routing."""
+    tb, found = e.__traceback__, None
+    while tb is not None:   # the innermost module of such a model: its experts
+        module = tb.tb_frame.f_locals.get("self")
+        if getattr(getattr(module, "config", None), "_experts_implementation", None) == "eager":
+            found = module
+        tb = tb.tb_next
+    if found is not None:
+        return ("; the mixture-of-experts layer " + type(found).__name__ + " runs its experts with "
+                "experts_implementation=\"eager\", which picks the experts a batch routes to by value: build "
+                "the model with experts_implementation=\"grouped_mm\" (transformers' default), whose shapes "
+                "do not depend on the routing (docs/torch.md)")
+    return ""
 
 
 @contextlib.contextmanager
@@ -715,6 +752,7 @@ def capture(build_model: Callable[[], torch.nn.Module],
             zero_grad: str = "none",
             step: Callable | None = None,
             setting=None,
+            build_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None,
             kernel_times: str | KernelTimes | None = None) -> CaptureResult:
     """Runs `steps` training steps (forward, backward, optimizer step, zero_grad) of the model
     that `build_model()` returns, on fake tensors, and writes the trace to `path`.
@@ -722,7 +760,9 @@ def capture(build_model: Callable[[], torch.nn.Module],
     `make_batch()` returns the inputs (called under fake tensors, so tensors cost nothing);
     `loss_fn(model, batch)` returns the scalar loss (default: `model(**batch).loss` for a dict,
     `model(*batch).loss` or the output itself for a tuple); `optimizer(params)` builds the
-    optimizer (default AdamW, foreach). Raises CaptureError when an op cannot run on fake tensors.
+    optimizer (default AdamW, foreach); or `build_optimizer(model)` builds it from the model as
+    built (parameter groups of one's own: a model file's build_optimizer()). Raises CaptureError
+    when an op cannot run on fake tensors.
 
     The recipe (recipes.py, docs/torch.md): `autocast_dtype` with CUDA autocast's cast lists
     (`autocast_policy="cuda"`, emulated on the fake CPU tensors; "cpu" keeps torch's CPU lists);
@@ -742,6 +782,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
     spec = gpu if isinstance(gpu, GpuSpec) else gpu_by_name(gpu)
     if steps < 1:
         raise ValueError("steps must be at least 1")
+    if optimizer is not None and build_optimizer is not None:
+        raise ValueError("pass optimizer(params) or build_optimizer(model), not both")
     recipe = Recipe(autocast_dtype, autocast_policy, param_dtype, forward_only, micro_batches, zero_grad, step)
     recipe.check()
     if setting is not None:
@@ -761,7 +803,8 @@ def capture(build_model: Callable[[], torch.nn.Module],
     try:
         with _older_objects_frozen(), _module_conversion_in_place(), _trunc_normal_without_values():
             with _grad_scaler_on_fake_tensors(device), _compiled_functions_refused():
-                result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting)
+                result = _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting,
+                              build_optimizer)
     except CaptureError:
         raise
     except Exception as e:
@@ -834,6 +877,14 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
                 isinstance(v, tuple) and all(isinstance(x, (int, float)) for x in v)}
     facts = {"capture.optimizer_class": f"{cls.__module__}.{cls.__qualname__}",
              "capture.optimizer_defaults": json.dumps(defaults, sort_keys=True)}
+    # Parameter groups of one's own (build_optimizer): each group's parameter count and the
+    # hyperparameters it sets otherwise than the defaults, so that printed code can keep them.
+    groups = [dict({k: list(v) if isinstance(v, tuple) else v for k, v in g.items()
+                    if k in defaults and not isinstance(v, torch.Tensor) and v != optimizer.defaults[k]},
+                   params=len(g["params"]))
+              for g in optimizer.param_groups]
+    if len(groups) > 1 or any(len(g) > 1 for g in groups):
+        facts["capture.optimizer_groups"] = json.dumps(groups, sort_keys=True)
     hf = sys.modules.get("transformers.modeling_utils")
     layers_mod = sys.modules.get("transformers.modeling_layers")
     if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):
@@ -940,7 +991,38 @@ def _compiled_functions_refused():
             setattr(eval_frame, name, old)
 
 
-def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting):
+def _accumulation(recipe, rec, run, steps: int) -> dict[str, str]:
+    """A step function that accumulates gradients itself (N forward and backward passes, then one
+    step of the capture's optimizer, in every step) is N micro-batches a step, as --micro-batches N
+    is: meta capture.micro_batches says so (the printed DeepSpeed configuration's
+    gradient_accumulation_steps). Any other step function (one pass; passes without one step of
+    the capture's optimizer each, as a GAN's two) keeps the recipe's 1."""
+    if recipe.step is None:
+        return {}
+    passes = {rec.backward_passes.get(s, 0) for s in range(steps)}
+    stepped = {run.optimizer_steps.get(s, 0) for s in range(steps)}
+    if len(passes) == 1 and min(passes) > 1 and stepped == {1}:
+        return {"capture.micro_batches": str(min(passes))}
+    return {}
+
+
+def _build_optimizer(build_optimizer, model):
+    """The model file's optimizer: an Optimizer over parameters of the model (each at most once:
+    torch refuses a parameter in two groups), else one line saying what it returned."""
+    opt = build_optimizer(model)
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise CaptureError(f"build_optimizer(model) returned {a_kind(opt)}, not a torch.optim.Optimizer (one "
+                           "optimizer; parameter groups of one's own go in it)")
+    ours = {id(p) for p in model.parameters()}
+    for g in opt.param_groups:
+        for p in g["params"]:
+            if id(p) not in ours:
+                raise CaptureError(f"build_optimizer(model) returned an optimizer over a tensor of shape "
+                                   f"{list(p.shape)} that is not a parameter of the model")
+    return opt
+
+
+def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, device, setting, build_optimizer=None):
     from torch.distributed._tools.mod_tracker import ModTracker
 
     from . import data_parallel, placement
@@ -964,7 +1046,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
             raise CaptureError("the model has no parameters" if not list(model.parameters()) else
                                "the model has no parameter that requires a gradient: a training step has nothing to "
                                "train; capture its inference step with --forward-only (forward_only=True)")
-        opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))(trained)
+        if build_optimizer is not None:
+            opt = _build_optimizer(build_optimizer, model)
+        else:
+            opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))(trained)
         facts = model_facts(model, opt)
         if setting is not None:
             from .applying import apply
@@ -1018,6 +1103,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         if fsdp2 is not None:
             facts.update(fsdp2.meta())
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
+        facts.update(_accumulation(recipe, rec, run, steps))
         facts.update(rec.unpack_meta())
         modules = rec.module_records(model)
         del run, opt, model, batch

@@ -12,7 +12,8 @@ from .output_file import OutputError, check_output
 
 
 def _load_model_file(path: str):
-    """build_model, make_batch and loss_fn (optional) defined by a Python file."""
+    """build_model, make_batch, and the optional loss_fn, step and build_optimizer defined by a
+    Python file."""
     import importlib.util
 
     from .errors import a_kind
@@ -27,11 +28,12 @@ def _load_model_file(path: str):
     for name in ("build_model", "make_batch"):
         if not callable(getattr(mod, name, None)):
             raise AttributeError(f"defines no function {name}()")
-    for name in ("loss_fn", "step"):
+    for name in ("loss_fn", "step", "build_optimizer"):
         v = getattr(mod, name, None)
         if v is not None and not callable(v):
             raise TypeError(f"{name} is {a_kind(v)}, not a function")
-    return mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None), getattr(mod, "step", None)
+    return (mod.build_model, mod.make_batch, getattr(mod, "loss_fn", None), getattr(mod, "step", None),
+            getattr(mod, "build_optimizer", None))
 
 
 def _unknown_model(model: str, presets: list[str]) -> str:
@@ -239,7 +241,7 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
 
     if a.model.endswith(".py"):
         try:
-            build, make_batch, loss_fn, step = _load_model_file(a.model)
+            build, make_batch, loss_fn, step, build_optimizer = _load_model_file(a.model)
         except OSError as e:
             print(f"mhc-torch: {a.model}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
             return 2
@@ -252,22 +254,27 @@ def _capture(a, parser: argparse.ArgumentParser) -> int:
             return 2
     else:
         build, make_batch, loss_fn, _ = preset(a.model, batch=a.batch, seq=a.seq, layers=a.layers, hc=a.hc)
-        step = None
+        step = build_optimizer = None
     dtype = dtypes[a.autocast]
     meta = {"capture.model": a.model}
     meta.update({f"capture.{d}": str(getattr(a, d)) for d in ("batch", "seq", "hc") if d not in _unused(a.model)})
-    meta["capture.optimizer"] = a.optimizer
+    meta["capture.optimizer"] = a.optimizer if build_optimizer is None else "build_optimizer"
+    if build_optimizer is not None and a.optimizer != "adamw":
+        print(f"mhc-torch: warning: --optimizer {a.optimizer} has no effect: {a.model} builds its own optimizer "
+              "(build_optimizer())", file=sys.stderr)
     meta["capture.recipe"] = json.dumps(_recipe(a, parser), sort_keys=True)
     # foreach (PyTorch's default on GPUs) or fused: the fused kernel makes no temporaries.
     fused = a.optimizer == "adamw-fused"
     optimizer = lambda ps: torch.optim.AdamW(ps, lr=1e-4, fused=fused, foreach=None if fused else True)  # noqa: E731
+    if build_optimizer is not None:  # the model file's own optimizer (its class, groups, hyperparameters)
+        optimizer = None
     t0 = time.perf_counter()
     try:
         r = capture(build, make_batch, steps=a.steps, gpu=a.gpu, path=a.out, loss_fn=loss_fn,
                     optimizer=optimizer, autocast_dtype=dtype, meta=meta, replace=a.force,
                     autocast_policy=a.autocast_policy, param_dtype=dtypes[a.weights], forward_only=a.forward_only,
                     micro_batches=a.micro_batches, zero_grad=a.zero_grad, step=step, setting=setting,
-                    kernel_times=kernel_times)
+                    build_optimizer=build_optimizer, kernel_times=kernel_times)
     except (CaptureError, SettingError) as e:
         print(f"mhc-torch: {a.model}: {e}", file=sys.stderr)
         return 2
@@ -306,17 +313,24 @@ def _si(v: float, unit: str) -> str:
 
 def _flops_line(r, gpu_name: str) -> str:
     """The last step's FLOPs by phase and what they take at the GPU's bf16 peak: MFU is that time
-    over a measured step time (the capture's own step time is a roofline estimate)."""
+    over a measured step time (the capture's own step time is a roofline estimate). MFU counts the
+    model's FLOPs only: a checkpointed step's recomputation is work the hardware does, not the
+    model (PaLM's MFU against HFU), so it is left out of MFU and said as HFU beside it."""
     from .gpus import gpu
 
     f = r.flops_per_step[-1]
     total = sum(f.values())
-    at_peak = total / gpu(gpu_name).bf16_flops
+    recompute = f.get("recompute", 0)
+    peak = gpu(gpu_name).bf16_flops
+    at_peak = (total - recompute) / peak
     est = r.step_time_ns[-1] / 1e9
     parts = ", ".join(f"{phase} {_si(v, 'FLOP')}" for phase, v in f.items() if v)
     estimated = f" ({100 * at_peak / est:.1f}% at the estimated {_si(est, 's')})" if est > 0 else ""
-    return (f"FLOPs per step {_si(total, 'FLOP')} ({parts or 'none counted'}); {_si(at_peak, 's')} at "
+    line = (f"FLOPs per step {_si(total, 'FLOP')} ({parts or 'none counted'}); {_si(at_peak, 's')} at "
             f"{gpu_name}'s bf16 peak, so MFU = {_si(at_peak, 's')} / a measured step time{estimated}")
+    if recompute:
+        line += f"; with the recompute (HFU) {_si(total / peak, 's')}"
+    return line
 
 
 def _runs(a) -> int:
@@ -361,7 +375,7 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     c = sub.add_parser("capture", help="capture training steps of a preset or FILE.py on fake tensors")
     c.add_argument("model", nargs="?", metavar="MODEL",
                    help=f"a preset ({', '.join(PRESETS)}) or FILE.py defining build_model(), make_batch() and "
-                        "optionally loss_fn(model, batch) and step(model, batch, run)")
+                        "optionally loss_fn(model, batch), step(model, batch, run) and build_optimizer(model)")
     c.add_argument("-o", "--out", required=True, help="trace file to write (.db); an existing file is refused "
                                                       "unless --force")
     c.add_argument("--force", action="store_true", help="replace an existing output (and the runs stored in it)")

@@ -134,6 +134,7 @@ class StepRun:
         self._handles = []
         self._t_opt = None
         self._opt_depth = 0
+        self.optimizer_steps: dict[int, int] = {}  # step -> steps of the capture's optimizer in it
 
     # What a step function calls --------------------------------------------------------------
     def autocast(self):
@@ -170,6 +171,11 @@ class StepRun:
                 self._handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
         self._handles.append(self.optimizer.register_step_pre_hook(self._optimizer_begins))
         self._handles.append(self.optimizer.register_step_post_hook(self._optimizer_ends))
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        # Optimizers of the step's own (a step function's, built in run.state): their state is
+        # optimizer state too, not the workspace of the op that made it.
+        self._handles.append(register_optimizer_step_post_hook(self._own_optimizer_ends))
         return self
 
     def __exit__(self, *exc):
@@ -194,12 +200,29 @@ class StepRun:
         self._opt_depth -= 1
         if self._opt_depth > 0:
             return
+        self.optimizer_steps[self.step] = self.optimizer_steps.get(self.step, 0) + 1
         for p, state in opt.state.items():
             for key, v in state.items():
                 if isinstance(v, torch.Tensor):
                     self._rec.set_category(v, store.OPTIMIZER, f"{self._param_name.get(id(p), '?')}.{key}")
         self._rec.markers.append(store.Marker("optimizer", self._t_opt, self._rec.t, store.MARKER_RANGE, -1))
         self._rec.phase = "forward"
+
+    def _state_label(self, p, key: str) -> str:
+        name = self._param_name.get(id(p))
+        return f"{name}.{key}" if name is not None else f"optimizer state {key} ({list(p.shape)})"
+
+    def _own_optimizer_ends(self, opt, args, kwargs) -> None:
+        """Any other optimizer stepped in the step (a step function's own, over the model's
+        parameters or copies of them): its state is categorised as optimizer state; its kernels
+        keep the phase they ran in (mhc_torch.apply, and so `mhc advise`'s optimizer settings,
+        reach only the capture's optimizer)."""
+        if opt is self.optimizer:
+            return
+        for p, state in opt.state.items():
+            for key, v in state.items():
+                if isinstance(v, torch.Tensor):
+                    self._rec.set_category(v, store.OPTIMIZER, self._state_label(p, key))
 
     def run_step(self, index: int, batch) -> None:
         self.step = index

@@ -220,3 +220,45 @@ def test_fused_code_keeps_the_hyperparameters(mhc_exe, gpt2_trace):
     assert tuple(opt1.defaults["betas"]) == (0.9, 0.95)
     for n in p0:
         torch.testing.assert_close(p1[n], p0[n], rtol=1e-5, atol=1e-6)
+
+
+def _grouped_adamw(model):   # nanoGPT's groups, and a smaller learning rate for the head
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("head")]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2 and not n.startswith("head")]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0},
+                              {"params": list(model.head.parameters()), "lr": 3e-5}],
+                             lr=3e-2, betas=(0.9, 0.95), foreach=True)
+
+
+def test_printed_optimizer_code_keeps_parameter_groups(mhc_exe, tmp_path):
+    """A capture whose optimizer has parameter groups of its own (a model file's build_optimizer):
+    the printed fused AdamW was `AdamW(model.parameters(), lr=..., fused=True)` with the defaults'
+    hyperparameters, so pasted as printed it trained every group with one learning rate and weight
+    decay (the parameters after one step 2.7e-4 off on the bench's param_groups.py, where
+    mhc_torch.apply's were 1.5e-8 off); the DeepSpeed configuration dropped the groups too."""
+    path = str(tmp_path / "groups.db")
+    mhc_torch.capture(NetForCausalLM, _net_batch, steps=1, path=path, autocast_dtype=None, loss_fn=_net_loss,
+                      build_optimizer=_grouped_adamw)
+    code = _printed(mhc_exe, path, {"optimizer": {"impl": "fused"}})
+    assert "for g in optimizer.param_groups" in code
+    torch.manual_seed(0)
+    plain = NetForCausalLM()
+    mine = copy.deepcopy(plain)
+    opt0, opt1 = _grouped_adamw(plain), _grouped_adamw(mine)
+    ns = {"model": mine, "optimizer": opt1, "torch": torch}
+    exec(code, ns)  # noqa: S102 - the code under test
+    assert ns["optimizer"].defaults["fused"] and all(g["fused"] and not g["foreach"] for g in ns["optimizer"].param_groups)
+    assert [(g["lr"], g["weight_decay"]) for g in ns["optimizer"].param_groups] == [(3e-2, 0.1), (3e-2, 0.0),
+                                                                                   (3e-5, 0.01)]
+    batch = _net_batch()
+    for model, opt in ((plain, opt0), (mine, ns["optimizer"])):
+        _train_step(model, opt, batch, _net_loss)
+    for (n, p0), p1 in zip(plain.named_parameters(), mine.parameters()):
+        torch.testing.assert_close(p1, p0, rtol=1e-5, atol=1e-6, msg=n)
+    # the DeepSpeed lines: the same groups as model_parameters (deepspeed itself is not installed)
+    code = _printed(mhc_exe, path, {"optimizer": {"state": "host"}})
+    ns = {"optimizer": _grouped_adamw(NetForCausalLM())}
+    exec(code.replace("import deepspeed", "").split("model, optimizer, _, _")[0], {"MICRO_BATCH": 2}, ns)  # noqa: S102
+    assert [(g["lr"], g["weight_decay"], len(g["params"])) for g in ns["groups"]] == [(3e-2, 0.1, 6), (3e-2, 0.0, 12),
+                                                                                     (3e-5, 0.01, 2)]
+    assert "model_parameters=groups" in code

@@ -59,29 +59,32 @@ public:
         for (size_t si = 0; si < b.steps.size(); ++si) {
             if (b.opt_first[si] < 0) continue;
             StepTensors st = step_tensors(b, si);
-            int32_t first_removed = -1;
+            // The fused kernel goes where the last foreach kernel was: with parameter groups
+            // (torch steps them one after the other, each group's state made lazily before its
+            // kernels) every group's state exists only from there.
+            int32_t last_removed = -1;
             for (int32_t s = b.opt_first[si]; s <= b.opt_last[si]; ++s) {
                 if (b.phase[static_cast<size_t>(s)] != Phase::Optimizer || makes_state_only(b, p, s)) continue;
-                if (first_removed < 0) first_removed = s;
+                last_removed = s;
                 p.remove_op(s);
                 // the foreach kernels' temporaries are never made
                 b.for_made(s, [&](int32_t a) {
                     if (p.allocs[static_cast<size_t>(a)].category != trace::Category::Optimizer) p.allocs[static_cast<size_t>(a)].removed = true;
                 });
             }
-            if (first_removed < 0) continue;
+            if (last_removed < 0) continue;
             Op f;
             f.kind = OpKind::Kernel;
             f.name = p.intern("aten::_fused_adamw_");
             f.step = b.steps[si];
             f.phase = Phase::Optimizer;
-            f.anchor = first_removed;
+            f.anchor = last_removed;
             const int64_t moved = st.adam_bytes(b.plan);
             f.duration = static_cast<int64_t>(static_cast<double>(moved) / b.hbm_bw * 1e9) + b.launch_overhead;
             for (int32_t a : st.params) f.acc.push_back({a, trace::AccessMode::ReadWrite});
             for (int32_t a : st.grads) f.acc.push_back({a, trace::AccessMode::Read});
             for (int32_t a : st.state) f.acc.push_back({a, trace::AccessMode::ReadWrite});
-            p.insert_before(first_removed, p.add_op(f));
+            p.insert_before(last_removed, p.add_op(f));
         }
     }
 };

@@ -61,8 +61,10 @@ def _diff(a, b):
     return max([(a[k].float() - b[k].float()).abs().max().item() for k in a] or [0.0])
 
 
-def _optimizer(params):  # what the capture's optimizer was: AdamW, lr 1e-4 (mhc-torch capture's default)
-    return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+def _optimizer(mod, model):  # what the capture's optimizer was: the file's build_optimizer(model), else
+    if hasattr(mod, "build_optimizer"):  # AdamW, lr 1e-4 (mhc-torch capture's default)
+        return mod.build_optimizer(model)
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, foreach=True)
 
 
 def run_one(mod, code, autocast, micro_batches=1):
@@ -70,8 +72,7 @@ def run_one(mod, code, autocast, micro_batches=1):
     plain = mod.build_model(small=True)
     mine = copy.deepcopy(plain)
     batch = mod.make_batch(small=True)
-    trainable = lambda m: [p for p in m.parameters() if p.requires_grad]  # noqa: E731
-    opt0, opt1 = _optimizer(trainable(plain)), _optimizer(trainable(mine))
+    opt0, opt1 = _optimizer(mod, plain), _optimizer(mod, mine)
     env = dict(os.environ)
     ns = {"model": mine, "optimizer": opt1, "torch": torch}
     with warnings.catch_warnings():
