@@ -158,7 +158,7 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     plan.capacity = r.capacity;
     plan.allocator = r.config.allocator;
     plan.allocator_conf = r.config.allocator_conf;
-    plan.predicted_peak = r.simulated_peak;
+    plan.predicted_peak = predicted_arena_peak(r);
     plan.predicted_host_peak = r.host_peak;
     // The recorded event order of the simulator (one definition: sim::event_streams).
     const sim::EventStreams ev = sim::event_streams(t, plan.device);

@@ -121,7 +121,7 @@ trace::Run replay_run(const Row& row, const sim::Config& c, const Options& o, in
     auto& x = run.metrics;
     x["capacity_bytes"] = static_cast<double>(m.capacity);
     x["measured_peak_bytes"] = static_cast<double>(m.peak);
-    x["predicted_peak_bytes"] = static_cast<double>(p.simulated_peak);
+    x["predicted_peak_bytes"] = static_cast<double>(predicted_arena_peak(p));
     x["arena_high_water_bytes"] = static_cast<double>(m.high_water);
     x["page_map_seconds"] = m.map_seconds;
     x["page_map_with_copies_seconds"] = 1e-9 * static_cast<double>(m.paused_with_copies_ns);
@@ -706,8 +706,9 @@ private:
         const int64_t bm = baseline && baseline->measured.makespan_ns > 0 ? baseline->measured.makespan_ns : row.measured.makespan_ns;
         row.measured_loss = bm > 0 ? static_cast<double>(row.measured.makespan_ns) / static_cast<double>(bm) - 1.0 : 0;
         row.loss_error_pp = 100.0 * (row.measured_loss - row.predicted_loss());
-        row.peak_error = row.predicted.simulated_peak > 0
-                             ? static_cast<double>(row.measured.peak - row.predicted.simulated_peak) / static_cast<double>(row.predicted.simulated_peak)
+        const int64_t predicted_peak = predicted_arena_peak(row.predicted);
+        row.peak_error = predicted_peak > 0
+                             ? static_cast<double>(row.measured.peak - predicted_peak) / static_cast<double>(predicted_peak)
                              : 0;
         // The spread of the loss: this configuration's replays, and the baseline's (the
         // denominator), each relative to the baseline's median.

@@ -19,7 +19,7 @@ std::string to_json(const Report& r) {
         j["status"] = std::string(to_string(m.status));
         if (!m.failure.empty()) j["failure"] = m.failure;
         j["verdict"] = x.verdict;
-        j["predicted"] = {{"peak_bytes", p.simulated_peak},
+        j["predicted"] = {{"peak_bytes", predicted_arena_peak(p)},
                           {"peak_reduction", num(p.peak_reduction)},
                           {"makespan_ns", x.predicted_makespan()},
                           {"loss", num(x.predicted_loss())},

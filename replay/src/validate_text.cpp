@@ -61,7 +61,7 @@ std::string row_text(const Row& row, int width) {
     std::snprintf(lm, sizeof lm, meas.oom ? "oom" : "%.2f%%", 100 * row.measured_loss);
     std::snprintf(le, sizeof le, pred.oom.happened || meas.oom ? "-" : "%+.2f", row.loss_error_pp);
     std::snprintf(buf, sizeof buf, "%-*s %10s %10s %6.2f%% | %8s %8s %7s | %10s %10s | %10s %10s | %6lld %s%s%s\n",
-                  width, row.name.c_str(), format_bytes(pred.simulated_peak).c_str(), format_bytes(meas.peak).c_str(),
+                  width, row.name.c_str(), format_bytes(predicted_arena_peak(pred)).c_str(), format_bytes(meas.peak).c_str(),
                   100 * row.peak_error, lp, lm, le, format_bytes(pred.swap_in_bytes).c_str(),
                   format_bytes(meas.swap_in_bytes).c_str(), format_bytes(pred.swap_out_bytes).c_str(),
                   format_bytes(meas.swap_out_bytes).c_str(), static_cast<long long>(meas.checksums),

@@ -94,6 +94,8 @@ bool Engine<Policy>::fits_after_pending(int32_t a) const {
 template <class Policy>
 void Engine<Policy>::note_peak() {
     if (used > result.simulated_peak) result.simulated_peak = used;
+    const int64_t segments = allocator_kind == AllocatorKind::Ideal ? used : used - ca.held();
+    if (segments > result.segment_peak) result.segment_peak = segments;
     if (config.check_invariants && used > cap)
         fail_invariant("device bytes " + std::to_string(used) + " exceed the capacity " + std::to_string(cap));
 }

@@ -33,6 +33,10 @@ struct Result {
     int64_t host_capacity = 0;
     int64_t baseline_peak = 0;    // unlimited capacity, same allocator model
     int64_t simulated_peak = 0;   // resident + in-flight reservations (or reserved segments)
+    // The caching model's own segments at their peak: simulated_peak less the bytes a warm start
+    // (a Kineto trace's reserved memory at its first event) held and no segment took; what a
+    // replay's arena maps. 0 where not simulated here (then simulated_peak stands).
+    int64_t segment_peak = 0;
     double peak_reduction = 0;    // 1 - simulated / baseline
     int64_t baseline_makespan = 0, simulated_makespan = 0;
     // simulated / baseline makespan - 1; after an OOM, the slowdown of the part that ran
