@@ -89,11 +89,11 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     // One op's saves in the order autograd made them, which its node unpacks them in too (the
     // formula's saved variables), not in the order they were allocated (autocast casts the last
     // argument first): the copies back at one unpack are allocated in this order.
-    std::sort(packs.begin(), packs.end(), [&](const Pack& a, const Pack& q) {
-        if (a.seq != q.seq) return a.seq < q.seq;
-        if (a.output != q.output) return !a.output;
-        const int32_t ra = unpack_rank(a.alloc), rq = unpack_rank(q.alloc);
-        return ra != rq ? ra < rq : a.alloc < q.alloc;
+    std::sort(packs.begin(), packs.end(), [&](const Pack& left, const Pack& right) {
+        if (left.seq != right.seq) return left.seq < right.seq;
+        if (left.output != right.output) return !left.output;
+        const int32_t rank_left = unpack_rank(left.alloc), rank_right = unpack_rank(right.alloc);
+        return rank_left != rank_right ? rank_left < rank_right : left.alloc < right.alloc;
     });
     std::unordered_map<int32_t, size_t> first_pack;   // storage -> its first eligible pack
     for (size_t i = 0; i < packs.size(); ++i)

@@ -65,7 +65,9 @@ struct Plan {
 // The peak a replay's arena is held to: the caching model's own segments (sim::Result::segment_peak,
 // which leaves out memory a warm start held that no segment took: the replay starts from an
 // empty device), else the simulated peak.
-inline int64_t predicted_arena_peak(const sim::Result& r) { return r.segment_peak > 0 ? r.segment_peak : r.simulated_peak; }
+inline int64_t predicted_arena_peak(const sim::Result& run) {
+    return run.segment_peak > 0 ? run.segment_peak : run.simulated_peak;
+}
 
 // Builds the plan of a run of `trace` (the Result must have been simulated on this trace with
 // record_events on; sim::Result::event_origin ties each event to the recorded event that
