@@ -120,6 +120,7 @@ class CachingAllocator:
         self.segments = []
         self.next_id = 0
         self.reserved = 0
+        self.held = 0   # reserved, in no segment (docs/simulator.md, "Start from a profiler's figure")
         self.block_of = {}   # allocation -> Block
         self.large_searches = 0   # garbage collection's clock: searches of the large pool
         self.free_lists = {}   # (stream, small) -> sorted [(size, segment id, offset, Block)], free and mapped
@@ -223,8 +224,27 @@ class CachingAllocator:
         for b in seg.blocks:
             self._unindex(b)
 
+    def top_up(self, nbytes):
+        """The warm start: reserved topped up to nbytes (at most the capacity) with held bytes."""
+        add = min(nbytes, self.capacity) - self.reserved
+        if add > 0:
+            self.held += add
+            self.reserved += add
+
+    def _draw(self, n):
+        """New device memory of n bytes: the held bytes first, the rest within the capacity."""
+        from_held = min(self.held, n)
+        if n - from_held > self.capacity - self.reserved:
+            return False
+        self.held -= from_held
+        self.reserved += n - from_held
+        return True
+
     def _release_cached(self):
-        """Every wholly free segment goes back to the GPU; expandable: whole pages in free blocks."""
+        """Every wholly free segment goes back to the GPU; expandable: whole pages in free blocks.
+        The held bytes are free memory too: they go first."""
+        self.reserved -= self.held
+        self.held = 0
         for seg in list(self.segments):
             if seg.expandable:
                 self._unmap_free(seg)
@@ -259,6 +279,9 @@ class CachingAllocator:
         limit = int(c.gc_threshold * self.capacity)
         if c.gc_threshold <= 0 or self.reserved <= limit:
             return
+        back = min(self.held, self.reserved - limit)   # the oldest free memory: first
+        self.held -= back
+        self.reserved -= back
         while self.reserved > limit:
             whole = [seg for seg in self.segments if not seg.small and not seg.expandable and len(seg.blocks) == 1
                      and seg.blocks[0].free]
@@ -313,7 +336,7 @@ class CachingAllocator:
 
     def _map_ranges(self, seg, plan):
         for off, n in plan:
-            if self.reserved + n > self.capacity:
+            if not self._draw(n):
                 return False
             j = next(j for j, b in enumerate(seg.blocks) if b.offset == off)
             blk = seg.blocks[j]
@@ -322,7 +345,6 @@ class CachingAllocator:
                 blk.size = n
             blk.mapped = True
             blk.cached_at = self.large_searches
-            self.reserved += n
             self._merge_all(seg)
         return True
 
@@ -388,12 +410,11 @@ class CachingAllocator:
             seg_size = LARGE_SEGMENT
         else:
             seg_size = ROUND_LARGE * math.ceil(size / ROUND_LARGE)
-        if self.reserved + seg_size > self.capacity:
+        if not self._draw(seg_size):
             return None
         seg = Segment(self.next_id, stream, small, seg_size, False, self._free_list(stream, small))
         self.next_id += 1
         self.segments.append(seg)
-        self.reserved += seg_size
         self._index(seg.blocks[0])
         return seg.blocks[0]
 

@@ -95,6 +95,9 @@ class Trace:
         self.nccl = sorted((k[2], k[3]) for k in kernels if k[4] and ("nccl" in k[4].lower() or "rccl" in k[4].lower()))
         row = db.execute("SELECT value FROM meta WHERE key = 'allocator.conf'").fetchone()
         self.allocator_conf = row[0] if row else ""   # the settings the recording ran with
+        # a Kineto trace's Total Reserved at its first memory event: the caching model starts there
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (f"kineto.reserved_first.device{self.device}",)).fetchone()
+        self.reserved_first = int(row[0]) if row and row[0].strip().isdigit() else 0
         self.copies = {0: [], 1: []}
         for kind, t0, t1 in db.execute("SELECT kind, t_start, t_end FROM copies"):
             if kind in (0, 1):
@@ -199,6 +202,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         # `caching`: device bytes are the model's reserved bytes ("Allocator models")
         self.caching = (reference_caching.CachingAllocator(capacity, ",".join(
             c for c in (tr.allocator_conf, allocator_conf) if c)) if allocator == "caching" else None)
+        self.warmed = False          # the caching model's warm start made (or nothing to make)
         self.lookahead = lookahead   # K of `lookahead:K`; 0: `none`
         self.protected = set()
         self.live_table = None
@@ -383,6 +387,10 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
         """Places a's bytes now if the allocator can (ideal: they fit; caching: a block)."""
         b = self.tr.allocs[a][2]
         if self.caching:
+            # the warm start: before the first allocation recorded after t = 0
+            if not self.warmed and (self.tr.reserved_first <= 0 or self.tr.allocs[a][3] > 0):
+                self.caching.top_up(self.tr.reserved_first)
+                self.warmed = True
             return self.caching.allocate(a, b, self.tr.streams[a])
         if self.used + b > self.cap:
             return False
