@@ -290,6 +290,12 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
             << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << (info.batch > 0 ? ",\n" : "\n");
         if (info.micro_batches > 1)
             out << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
+        // Weights in 16 bits (the recipe's or the setting's): DeepSpeed keeps them so, with fp32
+        // master weights in the offloaded optimizer, only when told.
+        if (setting.bf16_weights || info.param_dtype == "bfloat16")
+            out << "             \"bf16\": {\"enabled\": True},   # the weights are bf16\n";
+        else if (info.param_dtype == "float16")
+            out << "             \"fp16\": {\"enabled\": True},   # the weights are fp16\n";
         out << "             \"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": True}},\n";
         if (info.adam_optimizer()) {   // the planner's test too: one rule for both
             const nlohmann::json defaults = optimizer_defaults(info);

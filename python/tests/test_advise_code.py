@@ -191,6 +191,24 @@ def test_host_optimizer_code_keeps_adamw_hyperparameters(mhc_exe, gpt2_trace):
                                                                         "weight_decay": 0.1}}
 
 
+def test_host_optimizer_code_says_the_weights_are_bf16(mhc_exe, gpt2_trace, tmp_path):
+    """DeepSpeed keeps 16-bit weights (fp32 masters in the offloaded optimizer) only when its config
+    says so: for a step captured with bf16 weights (--weights bf16) the printed config enables bf16;
+    with the model's fp32 weights it enables neither (before 2026-12-04 it never did)."""
+    def config(trace):
+        code = _printed(mhc_exe, trace, {"optimizer": {"state": "host"}})
+        ns = {}
+        exec(code.replace("import deepspeed", "").split("model, optimizer, _, _")[0], {"MICRO_BATCH": 2}, ns)  # noqa: S102
+        return ns["ds_config"]
+
+    bf16 = str(tmp_path / "bf16.db")
+    mhc_torch.capture(_gpt2, _gpt2_batch, steps=1, path=bf16, autocast_dtype=None, optimizer=_adamw,
+                      param_dtype=torch.bfloat16)
+    assert config(bf16)["bf16"] == {"enabled": True}
+    fp32 = config(gpt2_trace)
+    assert "bf16" not in fp32 and "fp16" not in fp32
+
+
 def test_hf_model_gets_its_own_checkpointing_call(mhc_exe, gpt2_trace):
     blocks = [f"GPT2LMHeadModel.transformer.h.{i}" for i in range(2)]
     code = _printed(mhc_exe, gpt2_trace, {"checkpoint": {"modules": blocks}})
