@@ -355,12 +355,23 @@ void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
         o.fragmentation = free_bytes >= o.bytes_needed;
         o.bytes_short = o.fragmentation ? std::max<int64_t>(o.bytes_needed - std::max(o.largest_free_block, cap - ca.reserved()), 0)
                                         : o.bytes_needed - free_bytes;
+        // The least the allocator adds for the request: a segment (or, expandable, whole pages).
+        // Where that is more than all the free bytes, nothing is fragmented: the allocator's unit
+        // is larger than what is left (a 2 MiB small-pool segment under a 1.6 MiB capacity).
+        const int64_t page = o.bytes_needed <= CachingAllocator::kSmallSize ? CachingAllocator::kSmallBuffer
+                                                                          : CachingAllocator::kLargeBuffer;
+        const int64_t grow = ca.settings().expandable_segments ? (o.bytes_needed + page - 1) / page * page
+                                                               : CachingAllocator::segment_size(o.bytes_needed);
+        const std::string unit = ca.settings().expandable_segments ? "the pages it maps" : "the segment it takes";
         o.why = "needs " + format_bytes(o.bytes_needed) + "; " + format_bytes(live) + " in use (" +
                 format_bytes(pinned) + " pinned by running kernels), " + format_bytes(ca.reserved()) +
                 " reserved in segments of " + format_bytes(cap) +
-                (o.fragmentation ? "; the free bytes suffice but no free block or new segment fits "
-                                   "(fragmentation), largest free block " + format_bytes(o.largest_free_block)
-                                 : "; short by " + format_bytes(o.bytes_short));
+                (!o.fragmentation ? "; short by " + format_bytes(o.bytes_short)
+                 : grow > free_bytes
+                     ? "; the free bytes hold the request but not " + unit + " for it (" + format_bytes(grow) +
+                           "), largest free block " + format_bytes(o.largest_free_block)
+                     : "; the free bytes suffice but no free block or new segment fits "
+                       "(fragmentation), largest free block " + format_bytes(o.largest_free_block));
     } else {
         o.bytes_short = used + need - cap;
         o.why = "needs " + format_bytes(need) + " but " + format_bytes(used) + " of " + format_bytes(cap) +
