@@ -48,17 +48,17 @@ TEST_CASE("caching allocator: best fit, splitting, merging, release on retry", "
 TEST_CASE("a capacity below the allocator's unit says so, not fragmentation", "[sim][allocator]") {
     // One 512 B allocation under 1.5 MiB: the bytes fit, the small pool's 2 MiB segment does not.
     // Nothing is fragmented (nothing is reserved); the OOM said "fragmentation" and short by 0.
-    auto t = build({{512, 0, trace::kNoTime}}, {{1 * ms, 2 * ms, {{0, 'w'}}}});
-    auto c = config("lru", 3 * MiB / 2);
-    c.allocator = "caching";
-    auto r = sim::simulate(t, c);
-    REQUIRE(r.oom.happened);
-    CHECK(r.oom.why.find("not the segment it takes for it (2.00 MiB)") != std::string::npos);
-    CHECK(r.oom.why.find("fragmentation") == std::string::npos);
-    c.allocator_conf = "expandable_segments:True";
-    r = sim::simulate(t, c);
-    REQUIRE(r.oom.happened);
-    CHECK(r.oom.why.find("not the pages it maps for it (2.00 MiB)") != std::string::npos);
+    auto small = build({{512, 0, trace::kNoTime}}, {{1 * ms, 2 * ms, {{0, 'w'}}}});
+    auto conf = config("lru", 3 * MiB / 2);
+    conf.allocator = "caching";
+    auto run = sim::simulate(small, conf);
+    REQUIRE(run.oom.happened);
+    CHECK(run.oom.why.find("not the segment it takes for it (2.00 MiB)") != std::string::npos);
+    CHECK(run.oom.why.find("fragmentation") == std::string::npos);
+    conf.allocator_conf = "expandable_segments:True";
+    run = sim::simulate(small, conf);
+    REQUIRE(run.oom.happened);
+    CHECK(run.oom.why.find("not the pages it maps for it (2.00 MiB)") != std::string::npos);
 }
 
 TEST_CASE("a capacity that fits the bytes but not the blocks is a fragmentation OOM", "[sim][allocator]") {
