@@ -290,7 +290,7 @@ void optimizer_code(std::ostringstream& out, const Setting& setting, const Captu
             << "ds_config = {\"train_micro_batch_size_per_gpu\": " << batch << (info.batch > 0 ? ",\n" : "\n");
         if (info.micro_batches > 1)
             out << "             \"gradient_accumulation_steps\": " << info.micro_batches << ",\n";
-        // Weights in 16 bits (the recipe's or the setting's): DeepSpeed keeps them so, with fp32
+        // Weights in 16 bits (as captured, or the setting's): DeepSpeed keeps them so, with fp32
         // master weights in the offloaded optimizer, only when told.
         if (setting.bf16_weights || info.param_dtype == "bfloat16")
             out << "             \"bf16\": {\"enabled\": True},   # the weights are bf16\n";

@@ -885,6 +885,14 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
               for g in optimizer.param_groups]
     if len(groups) > 1 or any(len(g) > 1 for g in groups):
         facts["capture.optimizer_groups"] = json.dumps(groups, sort_keys=True)
+    # The trained weights' dtype (most of their bytes), whatever made it: the recipe's cast or the
+    # model as built (printed DeepSpeed configs enable bf16 or fp16 by it).
+    by_dtype: dict[torch.dtype, int] = {}
+    for p in model.parameters():
+        if p.requires_grad:
+            by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + p.numel() * p.element_size()
+    if by_dtype:
+        facts["capture.weights_dtype"] = str(max(by_dtype, key=by_dtype.get)).replace("torch.", "")
     hf = sys.modules.get("transformers.modeling_utils")
     layers_mod = sys.modules.get("transformers.modeling_layers")
     if hf is not None and isinstance(model, hf.PreTrainedModel) and getattr(model, "supports_gradient_checkpointing", False):

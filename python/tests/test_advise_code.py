@@ -205,6 +205,10 @@ def test_host_optimizer_code_says_the_weights_are_bf16(mhc_exe, gpt2_trace, tmp_
     mhc_torch.capture(_gpt2, _gpt2_batch, steps=1, path=bf16, autocast_dtype=None, optimizer=_adamw,
                       param_dtype=torch.bfloat16)
     assert config(bf16)["bf16"] == {"enabled": True}
+    built = str(tmp_path / "built.db")   # the model made bf16 by its own code (meta capture.weights_dtype)
+    mhc_torch.capture(lambda: _gpt2().to(torch.bfloat16), _gpt2_batch, steps=1, path=built, autocast_dtype=None,
+                      optimizer=_adamw)
+    assert config(built)["bf16"] == {"enabled": True}
     fp32 = config(gpt2_trace)
     assert "bf16" not in fp32 and "fp16" not in fp32
 
