@@ -135,14 +135,21 @@ def gpu_for(device_name):
     return "h200", f" ({device_name} is not among mhc_torch's GPUs: h200 assumed)"
 
 
-def capture(sec, name, options, gpu):
-    """`mhc-torch capture` of the same model and step on fake tensors (2 steps); the trace's path."""
+def run_capture(sec, name, options, gpu, extra=()):
+    """`mhc-torch capture` of the same model and step on fake tensors (2 steps, EXTRA options):
+    (the trace's path, the exit status)."""
     o = dict(options)
     model = o.pop("--model")
     path = os.path.join(sec.work, name + ".db")
     py = os.environ.get("MHC_PYTHON", "python3")
     status, _ = run([py, "-m", "mhc_torch.cli", "capture", model, *as_argv(o), "--steps", str(CAPTURE_STEPS), "--gpu", gpu,
-                     "-o", path, "--force"])
+                     *extra, "-o", path, "--force"])
+    return path, status
+
+
+def capture(sec, name, options, gpu):
+    """run_capture, which must succeed; the trace's path."""
+    path, status = run_capture(sec, name, options, gpu)
     if status != 0:
         raise RuntimeError(f"{name}: the capture failed (exit {status})")
     return path
@@ -360,12 +367,7 @@ def with_measured_kernels(sec, gpt, gpu, top, base_real, loss_real, link_args):
     if not os.path.exists(profile) or not base_real.get("median_ms"):
         say("\n(no profiled step or no measured step time: the prediction from measured kernel times is left out)")
         return
-    o = dict(gpt)
-    model = o.pop("--model")
-    path = os.path.join(sec.work, "gpt-capture-measured.db")
-    py = os.environ.get("MHC_PYTHON", "python3")
-    status, _ = run([py, "-m", "mhc_torch.cli", "capture", model, *as_argv(o), "--steps", str(CAPTURE_STEPS),
-                     "--gpu", gpu, "--kernel-times", profile, "-o", path, "--force"])
+    path, status = run_capture(sec, "gpt-capture-measured", gpt, gpu, ["--kernel-times", profile])
     if status != 0:  # the dry run's CPU profile holds no kernels: refused, as it should be
         say("(the capture with --kernel-times was refused: left out)")
         sec.put("measured_kernels", {"capture_exit": status})

@@ -60,14 +60,19 @@ class KernelTimesError(ValueError):
     """A profile that cannot give kernel times: one line naming the file."""
 
 
+def _is_shape(d) -> bool:
+    """One tensor's entry of `Input Dims` (a 0-dim tensor's and a non-tensor's are empty)."""
+    return isinstance(d, list) and bool(d) and all(isinstance(x, int) for x in d)
+
+
 def _shapes(dims) -> tuple:
     """Kineto's `Input Dims` as the key's shapes: a tensor's dims, each tensor of a list's."""
     out = []
     for d in dims if isinstance(dims, list) else ():
-        if isinstance(d, list) and d and all(isinstance(x, int) for x in d):
+        if _is_shape(d):
             out.append(tuple(d))
         elif isinstance(d, list):
-            out.extend(tuple(x) for x in d if isinstance(x, list) and x and all(isinstance(y, int) for y in x))
+            out.extend(tuple(x) for x in d if _is_shape(x))
     return tuple(out)
 
 
@@ -76,7 +81,7 @@ def _first_dtype(types, dims) -> str | None:
     if not isinstance(types, list) or not isinstance(dims, list):
         return None
     for t, d in zip(types, dims):
-        if isinstance(d, list) and d and all(isinstance(x, int) for x in d):
+        if _is_shape(d):
             return _TYPE_NAMES.get(t)
     return None
 
@@ -153,7 +158,6 @@ class KernelTimes:
         self.device_name = props[0].get("name") if isinstance(props, list) and props and isinstance(props[0], dict) \
             else None
         self.matched = 0
-        self.matched_ns = 0
         self.unmatched: Counter[str] = Counter()
 
     @staticmethod
@@ -190,7 +194,6 @@ class KernelTimes:
             self.unmatched[name] += 1
             return roofline_ns
         self.matched += 1
-        self.matched_ns += int(round(ns))
         return max(1, int(round(ns)))
 
     def meta(self) -> dict[str, str]:

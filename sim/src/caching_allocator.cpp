@@ -188,6 +188,15 @@ int64_t CachingAllocator::rounded(int64_t bytes) const {
     return trace::torch::round_size(bytes, bytes < kMinBlock ? 0 : set_.divisions_for(bytes));
 }
 
+// An expandable segment's page: 2 MiB in the small pool, 20 MiB in the large one.
+static int64_t page_of(bool small) { return small ? CachingAllocator::kSmallBuffer : CachingAllocator::kLargeBuffer; }
+
+int64_t CachingAllocator::growth_for(int64_t rounded) const {
+    if (!set_.expandable_segments) return segment_size(rounded);
+    const int64_t page = page_of(rounded <= kSmallSize);
+    return (rounded + page - 1) / page * page;
+}
+
 int64_t CachingAllocator::segment_size(int64_t rounded) {
     // get_allocation_size.
     if (rounded <= kSmallSize) return kSmallBuffer;
@@ -395,7 +404,7 @@ int32_t CachingAllocator::find_expandable_block(int p, int64_t stream, int64_t s
         if (room >= size) return c;
     }
     // Address space: 1 1/8 of the device memory (ExpandableSegment), at most 2^50 bytes here.
-    const int64_t page = p == 1 ? kSmallBuffer : kLargeBuffer;
+    const int64_t page = page_of(p == 1);
     int64_t va = capacity_ >= (int64_t{1} << 50) ? (int64_t{1} << 50) : capacity_ + capacity_ / 8;
     va = std::max(page, (va + page - 1) / page * page);
     const int32_t b = new_segment_block(p, stream, va, page, true);

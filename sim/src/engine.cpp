@@ -358,10 +358,7 @@ void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
         // The least the allocator adds for the request: a segment (or, expandable, whole pages).
         // Where that is more than all the free bytes, nothing is fragmented: the allocator's unit
         // is larger than what is left (a 2 MiB small-pool segment under a 1.6 MiB capacity).
-        const int64_t page = o.bytes_needed <= CachingAllocator::kSmallSize ? CachingAllocator::kSmallBuffer
-                                                                          : CachingAllocator::kLargeBuffer;
-        const int64_t grow = ca.settings().expandable_segments ? (o.bytes_needed + page - 1) / page * page
-                                                               : CachingAllocator::segment_size(o.bytes_needed);
+        const int64_t grow = ca.growth_for(o.bytes_needed);
         const std::string unit = ca.settings().expandable_segments ? "the pages it maps" : "the segment it takes";
         o.why = "needs " + format_bytes(o.bytes_needed) + "; " + format_bytes(live) + " in use (" +
                 format_bytes(pinned) + " pinned by running kernels), " + format_bytes(ca.reserved()) +

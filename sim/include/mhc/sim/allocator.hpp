@@ -71,6 +71,9 @@ public:
     static int64_t segment_size(int64_t rounded);
     // Rounding under this allocator's settings.
     int64_t rounded(int64_t bytes) const;
+    // The least new device memory a rounded request makes this allocator take: the segment it
+    // would cudaMalloc, or with expandable segments whole pages of its pool.
+    int64_t growth_for(int64_t rounded) const;
 
     // Returns a block handle >= 0, or -1 when no block fits and no segment can be added
     // (after giving back the cached memory PyTorch gives back before it reports an OOM).
