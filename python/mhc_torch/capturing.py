@@ -1094,9 +1094,10 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
         on_cpu = torch.device(device).type == "cpu"
         kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
+        foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
         holds = FrameHolds(rec, model)
         with placement.listening(rec), recipes.autocast_kernels(device, recipe), tracker, fake.recording_to(rec), run, \
-                _collector_at_step_ends(), kernels, gpu_paths.transformers_masks_as_on_gpu(), holds, \
+                _collector_at_step_ends(), kernels, foreach, gpu_paths.transformers_masks_as_on_gpu(), holds, \
                 data_parallel.following_fsdp2(model, rec, fake) as fsdp2:
             for s in range(steps):
                 rec.step, rec.phase = s, "forward"

@@ -107,3 +107,36 @@ def transformers_masks_as_on_gpu():
         yield
     finally:
         masking.find_packed_sequence_indices = original
+
+
+@contextlib.contextmanager
+def foreach_as_on_gpu():
+    """The implementation an optimizer or `clip_grad_norm_` picks when the user leaves it to torch
+    (`foreach=None`, the default: `torch.optim.AdamW(model.parameters(), lr=...)`), picked as on a
+    GPU. On CUDA tensors torch runs the foreach kernels (`_default_to_fused_or_foreach`:
+    every parameter a plain tensor on a device with foreach kernels), which make the temporaries of
+    whole lists at once (AdamW's `_foreach_sqrt` of all the second moments); on fake CPU tensors
+    it would find neither the type nor the device and run the per-parameter loop, which holds one
+    parameter's temporaries at a time: the capture of a user's own optimizer was then low by the
+    foreach temporaries and ran other kernels than the GPU. While a capture runs, fake tensors
+    count as foreach-supported and the CPU as a device with foreach kernels (the capture's own
+    optimizer passes foreach=True and is unchanged)."""
+    from torch.optim import optimizer as opt_module
+    from torch.utils import _foreach_utils
+
+    lists = [lst for lst in {id(x): x for x in (getattr(opt_module, "_foreach_supported_types", None),
+                                                 getattr(_foreach_utils, "_foreach_supported_types", None))}.values()
+             if isinstance(lst, list) and FakeTensor not in lst]
+    devices = getattr(opt_module, "_get_foreach_kernels_supported_devices", None)
+    for lst in lists:
+        lst.append(FakeTensor)
+    if devices is not None:
+        opt_module._get_foreach_kernels_supported_devices = lambda: [*devices(), "cpu"]
+    try:
+        yield
+    finally:
+        for lst in lists:
+            if FakeTensor in lst:
+                lst.remove(FakeTensor)
+        if devices is not None:
+            opt_module._get_foreach_kernels_supported_devices = devices
