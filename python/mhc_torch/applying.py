@@ -116,13 +116,34 @@ def apply(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, setti
         manager = SavedTensorOffload(model, off["mode"], off["min_bytes"], off["max_fwd_stash"], off["prefetch"])
         for m in off_modules:
             _wrap_forward_in(m, manager.hooks)
-    if opt.get("state") == "host":
-        optimizer = optimizers.state_on_host(optimizer, options)
-    elif options:
-        optimizer = optimizers.rebuild(optimizer, options)
+    optimizer = _optimizer_part(optimizer, opt, options)
     if "allocator" in s:
         _allocator(s["allocator"])
     for m, value in reshards:
         m.set_reshard_after_forward(value, recurse=False)   # FSDP2's public switch (torch >= 2.6)
     model._mhc_setting = s
     return model, optimizer
+
+
+def _optimizer_part(optimizer, opt: dict, options: dict):
+    if opt.get("state") == "host":
+        return optimizers.state_on_host(optimizer, options)
+    if options:
+        return optimizers.rebuild(optimizer, options)
+    return optimizer
+
+
+def apply_to_optimizer(optimizer: torch.optim.Optimizer, setting) -> torch.optim.Optimizer:
+    """The optimizer part of a setting (its "optimizer" key), applied to this optimizer in place:
+    the object stays the one the caller holds and becomes the one `apply` would have returned
+    (class, parameter groups, state, hooks). The capture applies a setting so to an optimizer that
+    a step function builds itself, which its code goes on using by name."""
+    opt = load_setting(setting).get("optimizer", {})
+    options = optimizers.impl_options(optimizer, opt.get("impl")) if opt else {}
+    if opt.get("state") == "host" and optimizer.state:
+        raise SettingError("setting: the optimizer has taken steps already; apply the setting before the first step")
+    new = _optimizer_part(optimizer, opt, options)
+    if new is not optimizer:
+        optimizer.__class__ = new.__class__
+        optimizer.__dict__ = new.__dict__   # shared: the host gradient hooks update `new`'s buffers
+    return optimizer

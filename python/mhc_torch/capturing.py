@@ -1059,9 +1059,17 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         else:
             opt = (optimizer or (lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)))(trained)
         facts = model_facts(model, opt)
+        optimizer_setting = None
         if setting is not None:
             from .applying import apply
+            from .settings import load_setting
 
+            # A step function may train with an optimizer it builds itself: the setting's optimizer
+            # part waits until the step shows which optimizer trains (StepRun._settle).
+            setting = load_setting(setting)
+            if recipe.step is not None and setting.get("optimizer"):
+                optimizer_setting = setting["optimizer"]
+                setting = {k: v for k, v in setting.items() if k != "optimizer"}
             model, opt = apply(model, opt, setting)
         facts.update(data_parallel.prepare(model, rec))
         for n, p in model.named_parameters():
@@ -1091,7 +1099,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
-        run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name)
+        run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name, optimizer_setting)
         on_cpu = torch.device(device).type == "cpu"
         kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
         foreach = gpu_paths.foreach_as_on_gpu() if on_cpu else contextlib.nullcontext()
@@ -1112,6 +1120,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         if fsdp2 is not None:
             facts.update(fsdp2.meta())
         facts.update(holds.meta({a for a, _, _ in rec.saved_pairs()}))
+        facts.update(run.adopted_facts)
         facts.update(_accumulation(recipe, rec, run, steps))
         facts.update(rec.unpack_meta())
         modules = rec.module_records(model)

@@ -7,10 +7,11 @@ projection stay referenced by the module's `forward` until it returns, so does a
 argument (`Linear.forward(self, input)` holds the LayerNorm output it was called with until the
 matmul is done). `mhc advise` needs this to predict a checkpointed step (advise/src/transforms/
 checkpoint.cpp); the capture records it: when a module's `forward` returns in the forward phase,
-every storage one of its locals (arguments included; a tuple, list or dict of tensors one level
-deep) still refers to, other than the value returned, is held at least until the last kernel that
-ran before the return; so is every tensor it was called with (nn.Module's call keeps its arguments
-until `forward` returns, also when `forward` rebinds the name: `x = x + self.attn(x)`). Meta `capture.frame_holds` lists `[allocation id, kernel id]`, the latest
+every storage one of its locals (arguments included; tuples, lists and dicts of tensors read up to
+four deep) still refers to, other than the value returned, is held at least until the last kernel
+that ran before the return; so is every tensor it was called with (nn.Module's call keeps its
+arguments until `forward` returns, also when `forward` rebinds the name: `x = x + self.attn(x)`).
+Meta `capture.frame_holds` lists `[allocation id, kernel id]`, the latest
 such kernel of each saved storage.
 
 The return events come from `sys.setprofile` while a step runs, filtered to the code of the
@@ -32,6 +33,10 @@ import torch
 from .errors import _machinery
 
 
+_DEPTH = 4       # containers read inside containers (a dict of lists of tensors: 2)
+_ITEMS = 4096    # a container longer than this is not read (a frame's list of every layer's cache)
+
+
 class FrameHolds:
     def __init__(self, rec, model: torch.nn.Module):
         self.rec = rec
@@ -48,24 +53,27 @@ class FrameHolds:
         self._arguments: dict[int, list[int]] = {}   # id(frame) -> its tensor arguments' allocation ids
         self._previous = None
 
-    def _tensors(self, value, returned):
+    def _tensors(self, value, returned, depth: int = _DEPTH):
+        """The tensors in `value`, also inside tuples, lists and dicts (and their subclasses:
+        transformers' ModelOutput) nested up to _DEPTH deep, other than `returned`."""
         if isinstance(value, torch.Tensor):
             if value is not returned:
                 yield value
-        elif isinstance(value, (tuple, list)):
-            for v in value:
-                if isinstance(v, torch.Tensor) and v is not returned:
-                    yield v
-        elif isinstance(value, dict):
-            for v in value.values():
-                if isinstance(v, torch.Tensor) and v is not returned:
-                    yield v
+        elif depth > 0 and isinstance(value, (tuple, list, dict)):
+            items = value.values() if isinstance(value, dict) else value
+            if len(items) <= _ITEMS:
+                for v in items:
+                    yield from self._tensors(v, returned, depth - 1)
 
     def _helper(self, code) -> bool:
-        """A function of the model's own Python (not torch's, mhc_torch's or the standard library's)."""
+        """A function of the model's own Python (not torch's, mhc_torch's or the standard library's).
+        Code compiled from a string (`exec` of a model's text, a notebook cell, generated code:
+        `<string>`, `<ipython-input-...>`) is the model's; frozen modules (`<frozen ...>`) are not."""
         known = self.helpers.get(code)
         if known is None:
-            known = self.helpers[code] = not _machinery(code.co_filename)
+            name = code.co_filename
+            known = self.helpers[code] = (not name.startswith("<frozen") if name.startswith("<") else
+                                          not _machinery(name))
         return known
 
     def _profile(self, frame, event, arg):
@@ -87,11 +95,7 @@ class FrameHolds:
         kernel = len(self.rec.kernels)
         if kernel == 0:
             return
-        returned = set()
-        if isinstance(arg, torch.Tensor):
-            returned.add(id(arg.untyped_storage()))
-        elif isinstance(arg, (tuple, list)):
-            returned.update(id(v.untyped_storage()) for v in arg if isinstance(v, torch.Tensor))
+        returned = {id(v.untyped_storage()) for v in self._tensors(arg, None)}
         returned_ids = {storages[k].alloc.id for k in returned if k in storages}
         held = []
         for value in frame.f_locals.values():

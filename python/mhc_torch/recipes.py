@@ -121,7 +121,8 @@ def cast_model(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
 class StepRun:
     """The handle a step function gets: the capture's autocast, backward, optimizer and state."""
 
-    def __init__(self, rec, model, optimizer, loss_fn, recipe: Recipe, device: str, param_name: dict[int, str]):
+    def __init__(self, rec, model, optimizer, loss_fn, recipe: Recipe, device: str, param_name: dict[int, str],
+                 optimizer_setting: dict | None = None):
         self._rec = rec
         self.model = model
         self.optimizer = optimizer
@@ -135,6 +136,13 @@ class StepRun:
         self._t_opt = None
         self._opt_depth = 0
         self.optimizer_steps: dict[int, int] = {}  # step -> steps of the capture's optimizer in it
+        # The optimizer a step function builds itself (see _settle): adopted as the capture's.
+        self.optimizer_setting = optimizer_setting   # a setting's "optimizer" part, not yet applied
+        self.adopted_facts: dict[str, str] = {}
+        self._built: list = []                      # optimizers constructed while the steps run
+        self._building = True
+        self._settled = False
+        self._given_to_captures = False             # optimizer_setting applied to the capture's own
 
     # What a step function calls --------------------------------------------------------------
     def autocast(self):
@@ -176,13 +184,91 @@ class StepRun:
         # Optimizers of the step's own (a step function's, built in run.state): their state is
         # optimizer state too, not the workspace of the op that made it.
         self._handles.append(register_optimizer_step_post_hook(self._own_optimizer_ends))
+        if self.recipe.step is not None:
+            from torch.nn.modules.module import register_module_forward_pre_hook
+            from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+            self._handles.append(register_optimizer_step_pre_hook(self._any_optimizer_begins))
+            self._handles.append(register_module_forward_pre_hook(lambda m, args: self._settle(None)))
+            self._handles.append(_on_optimizer_init(self._built_one))
+        elif self.optimizer_setting:
+            self._give_to_captures()
         return self
 
     def __exit__(self, *exc):
         for h in self._handles:
             h.remove()
         self._handles = []
+        self._built = []
         self.state.clear()
+
+    # The optimizer a step function builds itself -----------------------------------------------
+    def _built_one(self, opt) -> None:
+        if self._building and not self._settled:
+            self._built.append(opt)
+
+    def _over_the_model(self, opt) -> bool:
+        params = [p for g in opt.param_groups for p in g["params"]]
+        return bool(params) and all(id(p) in self._param_name for p in params)
+
+    def _give_to_captures(self) -> None:
+        if self.optimizer_setting and not self._given_to_captures:
+            from .applying import apply_to_optimizer
+
+            self._building = False
+            apply_to_optimizer(self.optimizer, {"optimizer": self.optimizer_setting})
+            self._building = True
+            self._given_to_captures = True
+            for p, h in getattr(self.optimizer, "offloaded_params", ()):
+                self._param_name[id(h)] = self._param_name.get(id(p), "?")
+
+    def _settle(self, stepping) -> None:
+        """Which optimizer is the capture's: a step function that builds one optimizer over the
+        model's parameters and steps it (a training script's loop, nanoGPT's configure_optimizers,
+        transformers' Trainer-like groups) trains with that one, not with run.optimizer. It is
+        adopted at the model's first forward after it was built, or at its first step: its steps
+        are the optimizer phase (markers, gradient accumulation), its class and hyperparameters the
+        capture's (meta capture.optimizer_*), and a setting's optimizer part is applied to it (in
+        place: the step's code holds it). Two or more built (a GAN's, master weights' copies), or
+        run.optimizer stepped: nothing is adopted, as before."""
+        if self._settled:
+            return
+        if self.optimizer_steps:
+            self._settled = True
+            return
+        built = [o for o in self._built if o is not self.optimizer and self._over_the_model(o)]
+        if len(built) > 1:
+            self._settled = True
+        elif len(built) == 1:
+            self._adopt(built[0], stepping is built[0])
+        elif stepping is None:
+            # The first forward and no optimizer of its own yet: a setting's host state must be in
+            # place before the backward; the step may use run.optimizer.
+            self._give_to_captures()
+
+    def _adopt(self, opt, at_its_step: bool) -> None:
+        from .capturing import CaptureError, model_facts
+
+        self._settled = True
+        self.adopted_facts = model_facts(self.model, opt)
+        if self.optimizer_setting:
+            if self.optimizer_setting.get("state") == "host" and (self._given_to_captures or at_its_step):
+                raise CaptureError("setting: optimizer.state host: the step function builds its optimizer after the "
+                                   "model's first forward; build it before (as a training loop does, before its "
+                                   "first step) to capture it with its state on the host")
+            from .applying import apply_to_optimizer
+
+            self._building = False
+            apply_to_optimizer(opt, {"optimizer": self.optimizer_setting})
+        for p, h in getattr(opt, "offloaded_params", ()):
+            self._param_name[id(h)] = self._param_name.get(id(p), "?")
+        self.optimizer = opt
+        self._adopted = True
+
+    def _any_optimizer_begins(self, opt, args, kwargs) -> None:
+        self._settle(opt)
+        if opt is self.optimizer and getattr(self, "_adopted", False):
+            self._optimizer_begins(opt, args, kwargs)
 
     def _grad_ready(self, p) -> None:
         if p.grad is not None:  # None: a hook registered before this one took it (optimizer state on the host)
@@ -218,6 +304,8 @@ class StepRun:
         keep the phase they ran in (mhc_torch.apply, and so `mhc advise`'s optimizer settings,
         reach only the capture's optimizer)."""
         if opt is self.optimizer:
+            if getattr(self, "_adopted", False):
+                self._optimizer_ends(opt, args, kwargs)
             return
         for p, state in opt.state.items():
             for key, v in state.items():
@@ -247,3 +335,22 @@ class StepRun:
         self.optimizer_step()
         if self.recipe.zero_grad != "never":
             self.zero_grad(set_to_none=self.recipe.zero_grad == "none")
+
+
+def _on_optimizer_init(callback):
+    """Calls callback(optimizer) for each torch.optim.Optimizer constructed until the returned
+    handle's remove(); the callback sees the object after Optimizer.__init__ (its groups are set)."""
+    original = torch.optim.Optimizer.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        callback(self)
+
+    torch.optim.Optimizer.__init__ = init
+
+    class Handle:
+        @staticmethod
+        def remove():
+            torch.optim.Optimizer.__init__ = original
+
+    return Handle()

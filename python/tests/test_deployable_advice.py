@@ -62,3 +62,76 @@ def test_an_optimizer_left_to_torchs_default_runs_foreach_as_on_a_gpu(tmp_path, 
     assert "cpu" not in opt_module._get_foreach_kernels_supported_devices()
     from torch._subclasses.fake_tensor import FakeTensor
     assert FakeTensor not in opt_module._foreach_supported_types
+
+
+STEP_BUILT = MODEL + textwrap.dedent("""
+    def step(model, batch, run):            # a training script's loop: its optimizer made once, before it
+        if "optimizer" not in run.state:
+            decay = [p for p in model.parameters() if p.dim() >= 2]
+            rest = [p for p in model.parameters() if p.dim() < 2]
+            run.state["optimizer"] = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                                        {"params": rest, "weight_decay": 0.0}], lr=3e-4,
+                                                       betas=(0.9, 0.95))
+        optimizer = run.state["optimizer"]
+        for _ in range(2):                  # gradient accumulation
+            with run.autocast():
+                loss = loss_fn(model, batch) / 2
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+""")
+
+
+def test_an_optimizer_the_step_builds_is_the_captures(mhc_exe, tmp_path):
+    """A step function that builds its optimizer itself (nanoGPT's train.py, a Trainer-like loop)
+    got no optimizer answer from `mhc advise`: the capture recorded run.optimizer's class (never
+    stepped), its steps were not the optimizer phase, and --setting could not reach it. Now the one
+    optimizer the step builds over the model's parameters is adopted: its class, groups and
+    hyperparameters are the capture's, its steps the optimizer phase (two backward passes: two
+    micro-batches), and the fused and host answers are predicted as captured with them applied."""
+    model = tmp_path / "loop.py"
+    model.write_text(STEP_BUILT)
+    same_model = tmp_path / "same.py"
+    same_model.write_text(MODEL + textwrap.dedent("""
+        def build_optimizer(model):
+            decay = [p for p in model.parameters() if p.dim() >= 2]
+            rest = [p for p in model.parameters() if p.dim() < 2]
+            return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                     lr=3e-4, betas=(0.9, 0.95))
+
+        def step(model, batch, run):
+            for _ in range(2):
+                with run.autocast():
+                    loss = loss_fn(model, batch) / 2
+                loss.backward()
+            run.optimizer.step()
+            run.optimizer.zero_grad(set_to_none=True)
+    """))
+    base = str(tmp_path / "b.db")
+    assert main(["capture", str(model), "-o", base, "--steps", "2"]) == 0
+    meta = mhc_torch.read_meta(base)
+    assert meta["capture.optimizer_class"] == "torch.optim.adamw.AdamW"
+    assert json.loads(meta["capture.optimizer_defaults"])["lr"] == 3e-4
+    assert json.loads(meta["capture.optimizer_groups"]) == [{"params": 3, "weight_decay": 0.1},
+                                                            {"params": 3, "weight_decay": 0.0}]
+    assert meta["capture.micro_batches"] == "2"
+    out = subprocess.run([mhc_exe, "advise", base, "--capacity", "1GiB", "--top", "20", "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    settings = [r["setting"].get("optimizer") for r in json.loads(out.stdout)["rows"]]
+    assert {"impl": "fused"} in settings and any(s and s.get("state") == "host" for s in settings)
+    for setting in ('{"optimizer": {"impl": "fused"}}', '{"optimizer": {"state": "host"}}'):
+        captured = str(tmp_path / "s.db")
+        assert main(["capture", str(model), "-o", captured, "--steps", "2", "--setting", setting, "--force"]) == 0
+        out = subprocess.run([mhc_exe, "advise", base, "--setting", setting, "--json"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        row = json.loads(out.stdout)["rows"][0]
+        meta = mhc_torch.read_meta(captured)
+        # the same step with the optimizer from build_optimizer(model), run.optimizer stepped
+        same = str(tmp_path / "same.db")
+        assert main(["capture", str(same_model), "-o", same, "--steps", "2", "--setting", setting, "--force"]) == 0
+        for key in ("capture.peak_bytes", "capture.host_peak_bytes"):
+            assert meta[key] == mhc_torch.read_meta(same)[key], setting
+        # fused: exact; host over two micro-batches: the prediction is 131,072 B (0.19%) over the
+        # capture, as for the build_optimizer step (advise's host model, not the adoption)
+        assert abs(row["peak_bytes"] - int(meta["capture.peak_bytes"])) <= (0 if "fused" in setting else 131072)

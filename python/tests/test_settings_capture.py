@@ -928,3 +928,36 @@ def test_checkpoints_pack_hook_known_unmarked_as_in_torch_2_11():
     assert _is_checkpoints_pack_hook(pack_hook)
     pack_hook.__module__ = __name__   # a hook of the user's own, with the same name
     assert not _is_checkpoints_pack_hook(pack_hook)
+
+
+def test_frame_holds_of_code_from_a_string_and_nested_containers(tmp_path, mhc_exe):
+    """A model whose code was compiled from a string (exec of its text, a notebook cell, a code
+    generator: file name `<string>`) and whose helper keeps its tensors two levels deep (a dict of
+    lists): the capture read no frame of such code (it took every `<...>` file for the standard
+    library's) and only tensors one container deep, so nothing held `h` and `g` and the checkpointed
+    prediction freed them at their last use, ahead of the captured step."""
+    source = HELPER_FILE.replace('''    h = block.a(x)
+    g = F.gelu(h)
+    return x + block.b(g)
+''', '''    acts = {"mlp": [block.a(x)]}
+    acts["mlp"].append(F.gelu(acts["mlp"][0]))
+    return x + block.b(acts["mlp"][1])
+''')
+    assert 'acts = {"mlp"' in source
+    ns = {}
+    exec(source, ns)  # noqa: S102 - the model text of this file, compiled from the string
+    assert ns["_mlp"].__code__.co_filename == "<string>"
+    kw = {"loss_fn": lambda m, b: m(*b), "autocast_dtype": None, "steps": 2}
+    setting = {"checkpoint": {"modules": [f"Net.blocks.{i}" for i in range(3)]}}
+    base = tmp_path / "base.db"
+    mhc_torch.capture(ns["build_model"], ns["make_batch"], path=str(base), **kw)
+    meta = dict(_rows(str(base), "SELECT key, value FROM meta"))
+    labels = dict(_rows(str(base), "SELECT a.id, s.text FROM allocations a JOIN strings s ON s.id = a.label"))
+    held = {labels[a] for a, _ in json.loads(meta["capture.frame_holds"])}
+    assert {f"Net.blocks.{i}.a:aten::addmm" for i in range(3)} | {f"Net.blocks.{i}:aten::gelu" for i in range(3)} <= held
+    mhc_torch.capture(ns["build_model"], ns["make_batch"], path=str(tmp_path / "set.db"), setting=setting, **kw)
+    pred = tmp_path / "pred.db"
+    out = subprocess.run([mhc_exe, "advise", str(base), "--setting", json.dumps(setting), "--trace-out", str(pred)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert _alloc_events(str(pred), 1) == _alloc_events(str(tmp_path / "set.db"), 1)
