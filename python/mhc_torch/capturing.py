@@ -1022,6 +1022,9 @@ def _build_optimizer(build_optimizer, model):
         raise CaptureError(f"build_optimizer(model) returned {a_kind(opt)}, not a torch.optim.Optimizer (one "
                            "optimizer; parameter groups of one's own go in it)")
     ours = {id(p) for p in model.parameters()}
+    # mhc_torch.apply pasted into build_optimizer (what `mhc advise` prints): with the state on the
+    # host the optimizer steps host copies of the model's parameters, paired in offloaded_params.
+    ours.update(id(h) for p, h in getattr(opt, "offloaded_params", ()) if id(p) in ours)
     for g in opt.param_groups:
         for p in g["params"]:
             if id(p) not in ours:

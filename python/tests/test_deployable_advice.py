@@ -135,3 +135,26 @@ def test_an_optimizer_the_step_builds_is_the_captures(mhc_exe, tmp_path):
         # fused: exact; host over two micro-batches: the prediction is 131,072 B (0.19%) over the
         # capture, as for the build_optimizer step (advise's host model, not the adoption)
         assert abs(row["peak_bytes"] - int(meta["capture.peak_bytes"])) <= (0 if "fused" in setting else 131072)
+
+
+def test_the_printed_apply_line_pasted_into_build_optimizer(tmp_path):
+    """The one line `mhc advise` prints, `model, optimizer = mhc_torch.apply(model, optimizer,
+    {... "optimizer": {"state": "host"}})`, pasted where the model file builds its optimizer: the
+    capture refused the optimizer it returned (`an optimizer over a tensor of shape [256, 64] that
+    is not a parameter of the model`: the host copies it steps). It is the same step as the
+    capture with that setting."""
+    model = tmp_path / "pasted.py"
+    model.write_text(MODEL + textwrap.dedent("""
+        def build_optimizer(model):
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+            import mhc_torch
+            model, optimizer = mhc_torch.apply(model, optimizer, {"optimizer": {"state": "host"}})
+            return optimizer
+    """))
+    plain = tmp_path / "plain.py"
+    plain.write_text(MODEL)
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    assert main(["capture", str(model), "-o", a, "--steps", "2"]) == 0
+    assert main(["capture", str(plain), "-o", b, "--steps", "2", "--setting", '{"optimizer": {"state": "host"}}']) == 0
+    for key in ("capture.peak_bytes", "capture.host_peak_bytes"):
+        assert mhc_torch.read_meta(a)[key] == mhc_torch.read_meta(b)[key]
