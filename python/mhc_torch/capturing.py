@@ -900,6 +900,8 @@ def model_facts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
         root = type(model).__name__
         names = [f"{root}.{n}" if n else root for n, m in model.named_modules()
                  if layer_cls is not None and isinstance(m, layer_cls)]
+        if any(getattr(m, "gradient_checkpointing", False) for m in model.modules()):
+            facts["capture.hf_checkpointing_on"] = "true"   # turned on by the user's own call
         if names:
             facts["capture.hf_checkpoint_layers"] = json.dumps(names)
             facts["capture.hf_checkpoint_call"] = ("activation_checkpointing_enable"

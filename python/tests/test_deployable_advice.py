@@ -158,3 +158,45 @@ def test_the_printed_apply_line_pasted_into_build_optimizer(tmp_path):
     assert main(["capture", str(plain), "-o", b, "--steps", "2", "--setting", '{"optimizer": {"state": "host"}}']) == 0
     for key in ("capture.peak_bytes", "capture.host_peak_bytes"):
         assert mhc_torch.read_meta(a)[key] == mhc_torch.read_meta(b)[key]
+
+
+HF_CHECKPOINTED = textwrap.dedent("""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    def build_model():
+        cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=4, use_cache=False)
+        m = LlamaForCausalLM(cfg)
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # CHECKPOINTING
+        return m
+
+    def make_batch():
+        ids = torch.randint(0, 256, (2, 64))
+        return {"input_ids": ids, "labels": ids.clone()}
+""")
+
+
+def test_hf_checkpointing_turned_on_is_said_with_the_step_without_it(tmp_path, capsys):
+    """A Hugging Face model whose own gradient checkpointing the user turned on: `mhc advise` only
+    adds settings, so a user with memory to spare was never told that turning it off is faster.
+    The capture now captures the step again without it and says its peak and estimated time (meta
+    capture.without_hf_checkpointing): the figures of the same model captured without the call."""
+    pytest.importorskip("transformers")
+    on, off = tmp_path / "on.py", tmp_path / "off.py"
+    on.write_text(HF_CHECKPOINTED)
+    plain = HF_CHECKPOINTED.replace("    m.gradient_checkpointing_enable", "    # m.gradient_checkpointing_enable")
+    assert plain != HF_CHECKPOINTED
+    off.write_text(plain)
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    assert main(["capture", str(on), "-o", a, "--steps", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert main(["capture", str(off), "-o", b, "--steps", "2"]) == 0
+    assert "gradient checkpointing is on" not in capsys.readouterr().out
+    figures = json.loads(mhc_torch.read_meta(a)["capture.without_hf_checkpointing"])
+    meta_off = mhc_torch.read_meta(b)
+    assert "capture.without_hf_checkpointing" not in meta_off
+    assert figures["peak_bytes"] == int(meta_off["capture.peak_bytes"])
+    assert figures["peak_bytes"] > int(mhc_torch.read_meta(a)["capture.peak_bytes"])
+    assert "note: the model's own gradient checkpointing is on (its gradient_checkpointing_enable()" in printed
+    assert f"peaks at {figures['peak_bytes'] / 2**30:.2f} GiB" in printed and "faster" in printed
