@@ -150,8 +150,9 @@ def build_model(small=False):
 
 def make_batch(small=False):
     b, t, v = (2, 32, 512) if small else (BATCH, BLOCK, 50304)
-    x = torch.randint(0, v, (b, t), device="cuda")
-    y = torch.randint(0, v, (b, t), device="cuda")
+    device = "cpu" if small else "cuda"   # train.py's get_batch: the batch on the GPU (small: a real CPU run)
+    x = torch.randint(0, v, (b, t), device=device)
+    y = torch.randint(0, v, (b, t), device=device)
     return x, y
 
 
