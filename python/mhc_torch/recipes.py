@@ -14,6 +14,7 @@ replaces it, exactly as a reassigned Python variable would.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -205,7 +206,7 @@ class StepRun:
     # The optimizer a step function builds itself -----------------------------------------------
     def _built_one(self, opt) -> None:
         if self._building and not self._settled:
-            self._built.append(opt)
+            self._built.append(weakref.ref(opt))   # not kept alive by the capture
 
     def _over_the_model(self, opt) -> bool:
         params = [p for g in opt.param_groups for p in g["params"]]
@@ -236,7 +237,8 @@ class StepRun:
         if self.optimizer_steps:
             self._settled = True
             return
-        built = [o for o in self._built if o is not self.optimizer and self._over_the_model(o)]
+        built = [o for o in (ref() for ref in self._built)
+                 if o is not None and o is not self.optimizer and self._over_the_model(o)]
         if len(built) > 1:
             self._settled = True
         elif len(built) == 1:
