@@ -1137,3 +1137,53 @@ TEST_CASE("kineto: Total Reserved at the first memory event and at its peak", "[
     CHECK(norm.meta.at("kineto.reserved_first.device0") == "2097152");
     CHECK(norm.meta.at("kineto.reserved_peak.device0") == "8388608");
 }
+
+TEST_CASE("kineto: GPU work beside [memory] events that are all the host's says the GPU memory was not recorded",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // TraceLens's MI300X DDP ResNet-18 rank "no_pool" (ROCm, HIP runtime 70253211, April 2026; Python's
+    // json): profile_memory 1, 2,360 kernels on agent 2 stream 0, 5 DtoD memcpys and 10 memsets, 15
+    // annotations (10 on the CPU, 5 on the GPU), no ProfilerStep#N, and 210 [memory] events, all the
+    // host's (Device Type 0, 105 blocks of 8 B, Total Allocated at most 8 B): the GPU's allocations
+    // were never reported to the profiler. Its process ran as PID 1 (a container): pid 1 is labelled
+    // 'CPU' and 'GPU 1'. Before 2026-12-05 the import said nothing, and mhc info's peak was the host's
+    // 8 B as if it were the trace's.
+    TraceData ddp = import_public(dir, "kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz", result);
+    CHECK(ddp.kernels.size() == 2360);
+    CHECK(std::all_of(ddp.kernels.device.begin(), ddp.kernels.device.end(), [](int32_t dev) { return dev == 2; }));
+    CHECK(std::all_of(ddp.kernels.step.begin(), ddp.kernels.step.end(), [](int64_t step) { return step == -1; }));
+    int64_t kernel_ns = 0;
+    for (size_t i = 0; i < ddp.kernels.size(); ++i) kernel_ns += ddp.kernels.t_end[i] - ddp.kernels.t_start[i];
+    CHECK(kernel_ns == 358908852);   // the sum of the kernels' dur, none clamped
+    CHECK(ddp.copies.size() == 15);
+    CHECK(ddp.markers.size() == 15);
+    CHECK(ddp.allocations.size() == 105);
+    CHECK(std::all_of(ddp.allocations.device.begin(), ddp.allocations.device.end(),
+                      [](int32_t dev) { return dev == -1; }));
+    CHECK(mhc::trace::live_peak(ddp, -1).bytes == 8);
+    CHECK(ddp.meta.at("kineto.kernels_linked_to_launch") == "2360");
+    CHECK(ddp.meta.at("kineto.total_allocated.device-1") == "agrees at all 210 events");
+    CHECK(ddp.meta.at("kineto.profile_memory") == "on");
+    CHECK(ddp.meta.at("kineto.gpu_memory")
+              .rfind("not recorded: the trace's 210 [memory] events are all the host's, "
+                     "while device 2 (2360 kernels, 15 copies and memsets) ran GPU work",
+                     0) == 0);
+    CHECK(warned(result, "GPU memory not recorded"));
+    // Traces with a GPU's [memory] events, or with none at all, say nothing of it: the H100 BERT-small
+    // trace (218 GPU events beside 18 host ones) and TraceLens's NVIDIA MoE unit test (CUDA 13.1,
+    // cuda_runtime_version 13010, May 2026: 36 kernels on stream 7 of device 0, 231,454 ns, no
+    // [memory] event, profile_memory absent).
+    TraceData bert = import_public(dir, "kineto/tracelens-h100-bert-small-uncased.json.gz", result);
+    CHECK(bert.meta.count("kineto.gpu_memory") == 0);
+    TraceData moe = import_public(dir, "kineto/tracelens-cuda13-moe-unit-test.json.gz", result);
+    CHECK(moe.meta.count("kineto.gpu_memory") == 0);
+    CHECK(moe.kernels.size() == 36);
+    CHECK(
+        std::all_of(moe.kernels.stream.begin(), moe.kernels.stream.end(), [](int64_t stream) { return stream == 7; }));
+    kernel_ns = 0;
+    for (size_t i = 0; i < moe.kernels.size(); ++i) kernel_ns += moe.kernels.t_end[i] - moe.kernels.t_start[i];
+    CHECK(kernel_ns == 231454);
+    CHECK(moe.meta.at("kineto.kernels_linked_to_launch") == "36");
+    CHECK(moe.allocations.size() == 0);
+}
