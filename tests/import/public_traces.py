@@ -662,6 +662,27 @@ def check_nsys_unread_tables(name, path, meta):
         fail(name, f"meta nsys.unread_tables {said}, the file's {want}")
 
 
+def check_nsys_uvm_migrations(name, path, meta):
+    """Memcpy rows of copyKind 11-13 (ENUM_CUDA_MEMCPY_OPER's unified-memory migrations) are said:
+    meta nsys.uvm_migrations gives their count first, and each kind's rows and bytes."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    want = {}
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
+        want = {k: (n, b) for k, n, b in conn.execute(
+            "SELECT copyKind, COUNT(*), SUM(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (11, 12, 13) "
+            "GROUP BY copyKind")}
+    said = meta.get("nsys.uvm_migrations", "")
+    if want:
+        print(f"  unified-memory migrations: {want}; meta: {said[:80]}...")
+    total = sum(n for n, _ in want.values())
+    names = {11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
+    ok = (not said) if not want else said.startswith(f"{total} memcpy rows are unified-memory page migrations") \
+        and all(f"{n} {names[k]} ({b} B)" in said for k, (n, b) in want.items())
+    if not ok:
+        fail(name, f"unified-memory migrations {want} in the file, meta nsys.uvm_migrations {said!r}")
+
+
 def check_nsys_markers(name, path, db):
     """Each NVTX mark or range (nvtx_markers' rows) is one marker with the file's times: the
     imported markers' (start, end) relative to the earliest, sorted, equal to the file's (a mark,
@@ -948,6 +969,7 @@ def check(exe, path, source_of, work):
         check_nsys_placement(name, path, db)
         check_nsys_markers(name, path, db)
         check_nsys_unread_tables(name, path, meta)
+        check_nsys_uvm_migrations(name, path, meta)
     if source_of == et_source:
         check_et_storages(name, path, db)
         check_et_steps(name, path, db)

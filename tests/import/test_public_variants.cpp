@@ -1187,3 +1187,43 @@ TEST_CASE("kineto: GPU work beside [memory] events that are all the host's says 
     CHECK(moe.meta.at("kineto.kernels_linked_to_launch") == "36");
     CHECK(moe.allocations.size() == 0);
 }
+
+TEST_CASE("nsys: unified-memory page migrations (memcpy copyKind 11-13) are copies on stream 0, said",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // cestwc/balinski-and-gomory-cuda's Nsight Systems 2025.5.1 export (schema 3.23.3) of a
+    // cudaMallocManaged solver on one of two RTX 3090s (Python's sqlite3): 86 kernels on stream 7
+    // of device 0 (4,566,039 ns), 56 memcpy rows and 2 memsets; 49 of the memcpys are unified
+    // memory's migrations (copyKind 11 UVM HtoD: 25 rows, 274,432 B; 12 UVM DtoH: 24, 212,992 B;
+    // migrationCause 2 "Page fault" 44, 3 "Speculative prefecth" 5, as the export's
+    // ENUM_CUDA_UNIF_MEM_MIGRATION spells it), all with streamId 0; the other 7 are cudaMemcpy
+    // calls on stream 7 (4 HtoD, 160 B; 3 DtoH, 72 B). Before 2026-12-05 the migrations were read
+    // as the program's copies without a word.
+    TraceData uvm = import_public(dir, "nsys/cestwc-rtx3090-uvm-nsys-2025.5.sqlite", result);
+    CHECK(uvm.kernels.size() == 86);
+    int64_t kernel_ns = 0;
+    for (size_t i = 0; i < uvm.kernels.size(); ++i) kernel_ns += uvm.kernels.t_end[i] - uvm.kernels.t_start[i];
+    CHECK(kernel_ns == 4566039);
+    CHECK(uvm.copies.size() == 58);
+    std::map<std::tuple<int, int64_t>, std::pair<int64_t, int64_t>> lanes;   // (kind, stream) -> rows, bytes
+    for (size_t i = 0; i < uvm.copies.size(); ++i) {
+        auto& lane = lanes[{static_cast<int>(uvm.copies.kind[i]), uvm.copies.stream[i]}];
+        ++lane.first;
+        lane.second += uvm.copies.bytes[i];
+    }
+    const int h2d = static_cast<int>(mhc::trace::CopyKind::H2D), d2h = static_cast<int>(mhc::trace::CopyKind::D2H);
+    CHECK(lanes.at({h2d, 0}) == std::pair<int64_t, int64_t>{25, 274432});
+    CHECK(lanes.at({d2h, 0}) == std::pair<int64_t, int64_t>{24, 212992});
+    CHECK(lanes.at({h2d, 7}) == std::pair<int64_t, int64_t>{4, 160});
+    CHECK(lanes.at({d2h, 7}) == std::pair<int64_t, int64_t>{3, 72});
+    CHECK(uvm.meta.at("nsys.version") == "2025.5.1.121");
+    CHECK(uvm.meta.at("nsys.uvm_migrations") ==
+          "49 memcpy rows are unified-memory page migrations (25 UVM HtoD (274432 B), 24 UVM DtoH (212992 B); "
+          "migration cause: 44 Page fault, 5 Speculative prefecth): the driver moving managed memory, not "
+          "cudaMemcpy calls; imported as copies on stream 0 (CUPTI gives them no stream)");
+    CHECK(warned(result, "49 memcpy rows are unified-memory page migrations"));
+    // An export without such rows says nothing of them (the 2024.6 H200 export: a DtoH memcpy).
+    TraceData h200 = import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(h200.meta.count("nsys.uvm_migrations") == 0);
+}
