@@ -173,9 +173,6 @@ def replay(snap, device, first=0):
         live[e["addr"]] = (round_size(e["size"], divisions), e["size"])
     for a, (size, req) in born_at.get(-1, []):
         live[a] = (size, req)
-    block_sum = sum(b for b, _ in live.values())
-    req_sum = sum(r for _, r in live.values())
-    peak_block, peak_req = (block_sum, req_sum) if first == 0 else (0, 0)
 
     def block_of(k, e):
         size = round_size(e["size"], divisions)
@@ -191,6 +188,16 @@ def replay(snap, device, first=0):
         nxt = [b for b in live if a < b < end]
         room = (min(nxt) if nxt else end) - a
         return size if room < size or (size < max_split and room - size > SMALL_SIZE) else room
+
+    # A block allocated before recording and freed in it (a wrapped ring's) takes the room at its
+    # address among every block alive at the start, as an alloc's block takes the room it landed
+    # in: a large-pool free block is always more than 1 MiB (a split leaves more, a freed block is
+    # more), so 1 MiB or less up to the next live block is the block's own, not split off.
+    for e in pre_free:
+        live[e["addr"]] = (block_of(-0.5, e), e["size"])
+    block_sum = sum(b for b, _ in live.values())
+    req_sum = sum(r for _, r in live.values())
+    peak_block, peak_req = (block_sum, req_sum) if first == 0 else (0, 0)
 
     for k, e in enumerate(trace):
         act = e["action"]

@@ -639,8 +639,9 @@ std::vector<Segment> SnapshotImport::segment_rows() {
 void SnapshotImport::block_sizes(const std::vector<Segment>& segments, const BlockRules& rules) {
     std::vector<bool> infer(allocs_.size());
     for (size_t i = 0; i < allocs_.size(); ++i) {
-        infer[i] = size_from_[i] == SizeFrom::Layout;
-        if (size_from_[i] == SizeFrom::Rounding) allocs_[i].bytes = rules.rounded(allocs_[i].requested_bytes);
+        // A block allocated before recording and freed in it (Rounding) takes its place's room at
+        // the start, as an alloc event's block takes the room it landed in.
+        infer[i] = size_from_[i] == SizeFrom::Layout || size_from_[i] == SizeFrom::Rounding;
     }
     blocks_ = infer_block_sizes(allocs_, infer, segments, rules);
     // Blocks still allocated at the end are in the end state with their size: the recorded
