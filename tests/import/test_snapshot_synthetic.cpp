@@ -201,18 +201,18 @@ TEST_CASE("snapshot: a block from before recording takes the room at its place w
     };
     Py settings = Py::dict({{"expandable_segments", Py::boolean(false)}, {"max_split_size", -1}});
     test::TempDir dir;
-    auto t = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})},
-                                        {"segments", Py::list({seg(S1, 22 * MiB), seg(S2, 20 * MiB)})},
-                                        {"allocator_settings", settings}}));
-    const auto& a = t.allocations;
-    REQUIRE(a.size() == 4);
+    auto trace = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})},
+                                            {"segments", Py::list({seg(S1, 22 * MiB), seg(S2, 20 * MiB)})},
+                                            {"allocator_settings", settings}}));
+    const auto& rows = trace.allocations;
+    REQUIRE(rows.size() == 4);
     // Rows: P, Q, R (alive from t = 0 to their frees), then X (10 MiB in the 22 MiB free: split).
-    CHECK(a.requested_bytes == std::vector<int64_t>{p_req, q_req, r_req, x_req});
-    CHECK(a.bytes == std::vector<int64_t>{19 * MiB, 3 * MiB, 5 * MiB + 512, 10 * MiB});
-    CHECK(t.meta.at("reconstructed_blocks.freed_during_trace") == "3");
-    CHECK(t.meta.at("snapshot.blocks_inferred") == "split 2, whole 2, no segment 0, no room 0");
+    CHECK(rows.requested_bytes == std::vector<int64_t>{p_req, q_req, r_req, x_req});
+    CHECK(rows.bytes == std::vector<int64_t>{19 * MiB, 3 * MiB, 5 * MiB + 512, 10 * MiB});
+    CHECK(trace.meta.at("reconstructed_blocks.freed_during_trace") == "3");
+    CHECK(trace.meta.at("snapshot.blocks_inferred") == "split 2, whole 2, no segment 0, no room 0");
     // The peak is at the start: 19 + 3 + 5 MiB + 512 B (the rounded requests gave 25 MiB + 1,536 B).
-    CHECK(mhc::trace::live_peak(t, 0).bytes == 27 * MiB + 512);
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 27 * MiB + 512);
 }
 
 TEST_CASE("snapshot: requested bytes and the allocator's blocks", "[import][snapshot][blocks]") {

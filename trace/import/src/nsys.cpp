@@ -581,10 +581,11 @@ private:
         sql::Stmt rows(db_.db, in_, query.c_str());
         std::map<int64_t, std::string> names;   // ENUM_CUDA_UNIF_MEM_MIGRATION: 2 "Page fault", ...
         if (has("ENUM_CUDA_UNIF_MEM_MIGRATION")) {
-            sql::Stmt e(db_.db, in_, "SELECT * FROM ENUM_CUDA_UNIF_MEM_MIGRATION");
-            while (e.step())
-                if (sqlite3_column_count(e.get()) >= 3 && sqlite3_column_type(e.get(), 0) == SQLITE_INTEGER)
-                    names[e.i64(0)] = e.text(2);
+            sql::Stmt rows_of_enum(db_.db, in_, "SELECT * FROM ENUM_CUDA_UNIF_MEM_MIGRATION");
+            while (rows_of_enum.step())
+                if (sqlite3_column_count(rows_of_enum.get()) >= 3 &&
+                    sqlite3_column_type(rows_of_enum.get(), 0) == SQLITE_INTEGER)
+                    names[rows_of_enum.i64(0)] = rows_of_enum.text(2);
         }
         std::map<int64_t, std::pair<int64_t, int64_t>> by_kind;   // copyKind -> rows, bytes
         std::map<std::string, int64_t> by_cause;
