@@ -1217,3 +1217,34 @@ TEST_CASE("nsys: unified-memory page migrations (memcpy copyKind 11-13) are copi
     TraceData h200 = import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
     CHECK(h200.meta.count("nsys.uvm_migrations") == 0);
 }
+
+TEST_CASE("snapshot: segments of private memory pools (a MemPool's, a CUDA graph's) are said",
+          "[import][snapshot][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // slime's Megatron RL snapshot (THUDM/slime, August 2025; Python's pickle): device_traces for
+    // eight devices, events on device 3 alone (2,515: 1,065 alloc, 462 free_requested, 462
+    // free_completed, 412 segment_alloc, 114 segment_free), 298 end-state segments, 297 of them
+    // (34,709,962,752 B) in pool (0, 1), the torch.cuda.MemPool its offloaded weights live in, one
+    // small segment (2,097,152 B) in the default pool (0, 0); 24 external_annotations. Its blocks peak
+    // at 36,235,336,192 B and its reserved bytes at 38,780,534,784 B (snapshot_accounting.py). Before
+    // 2026-12-05 the pools went unsaid, and mhc allocator's model (one pool per stream) reserved 5.05%
+    // less with no reason given.
+    TraceData slime = import_public(dir, "torch-snapshot/slime-megatron-mempool-device3.pickle.gz", result);
+    CHECK(slime.allocations.size() == 1065);
+    CHECK(std::all_of(slime.allocations.device.begin(), slime.allocations.device.end(),
+                      [](int32_t dev) { return dev == 3; }));
+    CHECK(mhc::trace::live_peak(slime, 3).bytes == 36235336192);
+    CHECK(slime.segments.size() == 412);
+    CHECK(slime.markers.size() == 12);
+    CHECK(slime.meta.at("snapshot.reserved_peak_from_segment_events") == "38780534784");
+    CHECK(slime.meta.at("snapshot.private_pools") == "device 3 pool (0, 1): 297 segments, 34709962752 B");
+    CHECK(warned(result, "the end state holds 297 segments (34709962752 B) of private memory pools"));
+    // verl's end state: a CUDA graph's pool and vLLM's KV cache pool beside the default one.
+    TraceData verl = import_public(dir, "torch-snapshot/verl-megatron-vllm-end-state.pickle.gz", result);
+    CHECK(verl.meta.at("snapshot.private_pools") ==
+          "device 0 pool (0, 1): 44 segments, 585105408 B, device 0 pool (0, 2): 24 segments, 21793603584 B");
+    // Snapshots of the default pool alone say nothing (Stanford's training step).
+    TraceData stanford = import_public(dir, "torch-snapshot/stanford-cs336-training-step.pickle", result);
+    CHECK(stanford.meta.count("snapshot.private_pools") == 0);
+}
