@@ -190,10 +190,17 @@ def kineto_duration(path, gpu):
 
 
 def cpu_lanes(events):
-    """The pids Kineto labels CPU (process_labels); every other labelled pid is a device's lane."""
-    labels = {e.get("pid"): e["args"].get("labels") for e in events if isinstance(e, dict) and e.get("ph") == "M"
-              and e.get("name") == "process_labels" and isinstance(e.get("args"), dict)}
-    return {p for p, label in labels.items() if label == "CPU"}, {p for p, label in labels.items() if label != "CPU"}
+    """The pids Kineto labels CPU (process_labels); every other labelled pid is a device's lane. A pid
+    labelled both is the process's: Kineto writes GPU N's lanes under pid N, so a process whose own
+    pid is N (PID 1 in a container: TraceLens's MI300X DDP ResNet-18 rank labels pid 1 'CPU' and
+    'GPU 1') shares its number with GPU N's lanes; its CPU events are not device events."""
+    labels = {}
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_labels" \
+                and isinstance(e.get("args"), dict):
+            labels.setdefault(e.get("pid"), set()).add(e["args"].get("labels"))
+    cpu = {p for p, names in labels.items() if "CPU" in names}
+    return cpu, {p for p in labels if p not in cpu}
 
 
 def check_kernel_steps(name, path, db):
@@ -253,6 +260,23 @@ def check_device_lanes(name, path, meta):
         print(f"  device lanes: {count} '{cat}' events, {said.get(cat, 0)} counted as unread by the import (at least)")
         if said.get(cat, 0) < count:
             fail(name, f"{count} '{cat}' events on device lanes, meta kineto.unread_events says {said.get(cat, 0)}")
+
+
+def check_gpu_memory_said(name, path, source, meta):
+    """A trace whose [memory] events are all the host's (device -1) while kernels, copies or memsets ran
+    on a GPU recorded no GPU memory: the import must say so (meta kineto.gpu_memory), since its peaks
+    are the host's alone; and must not where a GPU's memory is there."""
+    events = kineto_events(path)
+    has_memory = any(isinstance(e, dict) and e.get("name") == "[memory]" for e in events)
+    gpu_work = any(isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in
+                   ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset") for e in events)
+    want = has_memory and gpu_work and all(dev < 0 for dev in source)
+    said = "kineto.gpu_memory" in meta
+    if want:
+        print(f"  GPU memory: no [memory] event of a GPU, {'said' if said else 'NOT said'}")
+    if want != said:
+        fail(name, f"GPU memory unrecorded: the file {'has' if want else 'has not'} only host [memory] events beside "
+                   f"GPU work, meta kineto.gpu_memory {'present' if said else 'absent'}")
 
 
 # Kineto memcpy names: "Memcpy <kind> (<src> -> <dst>)", kind CUPTI's (libkineto's memcpyKindString;
@@ -638,6 +662,27 @@ def check_nsys_unread_tables(name, path, meta):
         fail(name, f"meta nsys.unread_tables {said}, the file's {want}")
 
 
+def check_nsys_uvm_migrations(name, path, meta):
+    """Memcpy rows of copyKind 11-13 (ENUM_CUDA_MEMCPY_OPER's unified-memory migrations) are said:
+    meta nsys.uvm_migrations gives their count first, and each kind's rows and bytes."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    want = {}
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
+        want = {k: (n, b) for k, n, b in conn.execute(
+            "SELECT copyKind, COUNT(*), SUM(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (11, 12, 13) "
+            "GROUP BY copyKind")}
+    said = meta.get("nsys.uvm_migrations", "")
+    if want:
+        print(f"  unified-memory migrations: {want}; meta: {said[:80]}...")
+    total = sum(n for n, _ in want.values())
+    names = {11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
+    ok = (not said) if not want else said.startswith(f"{total} memcpy rows are unified-memory page migrations") \
+        and all(f"{n} {names[k]} ({b} B)" in said for k, (n, b) in want.items())
+    if not ok:
+        fail(name, f"unified-memory migrations {want} in the file, meta nsys.uvm_migrations {said!r}")
+
+
 def check_nsys_markers(name, path, db):
     """Each NVTX mark or range (nvtx_markers' rows) is one marker with the file's times: the
     imported markers' (start, end) relative to the earliest, sorted, equal to the file's (a mark,
@@ -912,6 +957,7 @@ def check(exe, path, source_of, work):
         check_kernel_steps(name, path, db)
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
+        check_gpu_memory_said(name, path, source, meta)
         check_counters_and_host_memory(name, path, meta)
         check_reserved_first(name, path, meta)
         check_job_identity(name, path, meta)
@@ -923,6 +969,7 @@ def check(exe, path, source_of, work):
         check_nsys_placement(name, path, db)
         check_nsys_markers(name, path, db)
         check_nsys_unread_tables(name, path, meta)
+        check_nsys_uvm_migrations(name, path, meta)
     if source_of == et_source:
         check_et_storages(name, path, db)
         check_et_steps(name, path, db)

@@ -173,9 +173,6 @@ def replay(snap, device, first=0):
         live[e["addr"]] = (round_size(e["size"], divisions), e["size"])
     for a, (size, req) in born_at.get(-1, []):
         live[a] = (size, req)
-    block_sum = sum(b for b, _ in live.values())
-    req_sum = sum(r for _, r in live.values())
-    peak_block, peak_req = (block_sum, req_sum) if first == 0 else (0, 0)
 
     def block_of(k, e):
         size = round_size(e["size"], divisions)
@@ -191,6 +188,16 @@ def replay(snap, device, first=0):
         nxt = [b for b in live if a < b < end]
         room = (min(nxt) if nxt else end) - a
         return size if room < size or (size < max_split and room - size > SMALL_SIZE) else room
+
+    # A block allocated before recording and freed in it (a wrapped ring's) takes the room at its
+    # address among every block alive at the start, as an alloc's block takes the room it landed
+    # in: a large-pool free block is always more than 1 MiB (a split leaves more, a freed block is
+    # more), so 1 MiB or less up to the next live block is the block's own, not split off.
+    for e in pre_free:
+        live[e["addr"]] = (block_of(-0.5, e), e["size"])
+    block_sum = sum(b for b, _ in live.values())
+    req_sum = sum(r for _, r in live.values())
+    peak_block, peak_req = (block_sum, req_sum) if first == 0 else (0, 0)
 
     for k, e in enumerate(trace):
         act = e["action"]
@@ -426,6 +433,28 @@ def check(exe, name, snap, timing, path, tmp, full=None, simulate=True):
             print(f"{name} device {device}: meta reserved peak {g} snapshot {want['reserved_peak_bytes']}" +
                   ("" if ok else "  MISMATCH"))
             failures += not ok
+    # Segments of private pools (segment_pool_id other than (0, 0)) are said, per device and pool,
+    # with their count and bytes (meta snapshot.private_pools); a file without them says nothing.
+    pools = {}
+    for seg in snap.get("segments", []) if isinstance(snap.get("segments"), list) else []:
+        pid = seg.get("segment_pool_id")
+        if pid is None or "address" not in seg:
+            continue
+        pid = tuple(pid) if isinstance(pid, (list, tuple)) and len(pid) == 2 else None
+        if pid == (0, 0):
+            continue
+        key = (seg.get("device", 0), pid)
+        n, b = pools.get(key, (0, 0))
+        pools[key] = (n + 1, b + seg["total_size"])
+    said = info.get("meta", {}).get("snapshot.private_pools", "")
+    for (device, pid), (n, b) in sorted(pools.items(), key=str):
+        name_of = f"({pid[0]}, {pid[1]})" if pid else "of an unknown id"
+        if f"device {device} pool {name_of}: {n} segments, {b} B" not in said:
+            print(f"{name}: private pool {name_of} of device {device}: {n} segments, {b} B; meta {said!r}  MISMATCH")
+            failures += 1
+    if not pools and said:
+        print(f"{name}: no private pool, meta snapshot.private_pools {said!r}  MISMATCH")
+        failures += 1
     # The user-annotated regions are range markers (before 2026-12-03 they were dropped in silence).
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     markers = {(n, t0, t1) for n, t0, t1 in conn.execute(

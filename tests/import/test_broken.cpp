@@ -126,8 +126,9 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
         {"report.sqlite.gz", unhex("1f8b08000000000002030b0ef4c92c495548cb2fca4d2c513066a0050000b7a1578564000000"),
          "a gzip-compressed SQLite file: decompress it (gunzip)"},
         {"trace.json.bz2",
-         unhex("425a6839314159265359e754d7590000081f80100000100200000a2a011d0a2000314c00014d30034943d28d7341872066efc5dc91"
-               "4e142439d535d640"),
+         unhex(
+             "425a6839314159265359e754d7590000081f80100000100200000a2a011d0a2000314c00014d30034943d28d7341872066efc5dc91"
+             "4e142439d535d640"),
          "compressed with bzip2, which mhc does not read"},
         {"trace.json.xz", unhex("fd377a585a000004e6d6b4460200210116000000"), "compressed with xz"},
         {"trace.json.zst", unhex("28b52ffd2400"), "compressed with zstd"},
@@ -146,6 +147,14 @@ TEST_CASE("broken inputs are refused cleanly", "[import][broken]") {
          R"j({"displayTimeUnit":"ns","otherData":{"accesses":"none","format":"mhc-trace","import.format":"kineto"},)j"
          R"j("traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":100,"tid":7,"ts":1.0,"dur":2.0}]})j",
          "an mhc trace exported for viewing (mhc export --format perfetto), which mhc does not import"},
+        // A Git LFS pointer committed in place of a trace (sidvijay10/ml_cloud_hw2's nsys_report.sqlite,
+        // its three lines): before 2026-12-05 "unknown format: not a pickle ..., JSON ... or
+        // SQLite (Nsight Systems) file", though the file names what it is.
+        {"nsys_report.sqlite",
+         "version https://git-lfs.github.com/spec/v1\n"
+         "oid sha256:b87f94d83442f1366cd26b9aeb91843ab22d9edd7d553a2b465052d6ac077966\nsize 593444864\n",
+         "a Git LFS pointer, not the trace: the file of 593444864 bytes is in the repository's LFS storage; fetch it "
+         "(git lfs pull) and import that"},
         // A browser's or another tool's Chrome trace: events of its own categories, halves.
         {"browser.json",
          R"j({"traceEvents":[{"ph":"B","cat":"devtools.timeline","name":"RunTask","pid":1,"tid":2,"ts":10},)j"

@@ -1137,3 +1137,114 @@ TEST_CASE("kineto: Total Reserved at the first memory event and at its peak", "[
     CHECK(norm.meta.at("kineto.reserved_first.device0") == "2097152");
     CHECK(norm.meta.at("kineto.reserved_peak.device0") == "8388608");
 }
+
+TEST_CASE("kineto: GPU work beside [memory] events that are all the host's says the GPU memory was not recorded",
+          "[import][kineto][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // TraceLens's MI300X DDP ResNet-18 rank "no_pool" (ROCm, HIP runtime 70253211, April 2026; Python's
+    // json): profile_memory 1, 2,360 kernels on agent 2 stream 0, 5 DtoD memcpys and 10 memsets, 15
+    // annotations (10 on the CPU, 5 on the GPU), no ProfilerStep#N, and 210 [memory] events, all the
+    // host's (Device Type 0, 105 blocks of 8 B, Total Allocated at most 8 B): the GPU's allocations
+    // were never reported to the profiler. Its process ran as PID 1 (a container): pid 1 is labelled
+    // 'CPU' and 'GPU 1'. Before 2026-12-05 the import said nothing, and mhc info's peak was the host's
+    // 8 B as if it were the trace's.
+    TraceData ddp = import_public(dir, "kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz", result);
+    CHECK(ddp.kernels.size() == 2360);
+    CHECK(std::all_of(ddp.kernels.device.begin(), ddp.kernels.device.end(), [](int32_t dev) { return dev == 2; }));
+    CHECK(std::all_of(ddp.kernels.step.begin(), ddp.kernels.step.end(), [](int64_t step) { return step == -1; }));
+    int64_t kernel_ns = 0;
+    for (size_t i = 0; i < ddp.kernels.size(); ++i) kernel_ns += ddp.kernels.t_end[i] - ddp.kernels.t_start[i];
+    CHECK(kernel_ns == 358908852);   // the sum of the kernels' dur, none clamped
+    CHECK(ddp.copies.size() == 15);
+    CHECK(ddp.markers.size() == 15);
+    CHECK(ddp.allocations.size() == 105);
+    CHECK(std::all_of(ddp.allocations.device.begin(), ddp.allocations.device.end(),
+                      [](int32_t dev) { return dev == -1; }));
+    CHECK(mhc::trace::live_peak(ddp, -1).bytes == 8);
+    CHECK(ddp.meta.at("kineto.kernels_linked_to_launch") == "2360");
+    CHECK(ddp.meta.at("kineto.total_allocated.device-1") == "agrees at all 210 events");
+    CHECK(ddp.meta.at("kineto.profile_memory") == "on");
+    CHECK(ddp.meta.at("kineto.gpu_memory")
+              .rfind("not recorded: the trace's 210 [memory] events are all the host's, "
+                     "while device 2 (2360 kernels, 15 copies and memsets) ran GPU work",
+                     0) == 0);
+    CHECK(warned(result, "GPU memory not recorded"));
+    // A trace with a GPU's [memory] events says nothing of it: the H100 BERT-small trace (218 GPU
+    // events beside 18 host ones); nor does one with none at all (the B200 eager trace).
+    TraceData bert = import_public(dir, "kineto/tracelens-h100-bert-small-uncased.json.gz", result);
+    CHECK(bert.meta.count("kineto.gpu_memory") == 0);
+    TraceData b200 = import_public(dir, "kineto/tracelens-b200-eager.json.gz", result);
+    CHECK(b200.meta.count("kineto.gpu_memory") == 0);
+}
+
+TEST_CASE("nsys: unified-memory page migrations (memcpy copyKind 11-13) are copies on stream 0, said",
+          "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // cestwc/balinski-and-gomory-cuda's Nsight Systems 2025.5.1 export (schema 3.23.3) of a
+    // cudaMallocManaged solver on one of two RTX 3090s (Python's sqlite3): 86 kernels on stream 7
+    // of device 0 (4,566,039 ns), 56 memcpy rows and 2 memsets; 49 of the memcpys are unified
+    // memory's migrations (copyKind 11 UVM HtoD: 25 rows, 274,432 B; 12 UVM DtoH: 24, 212,992 B;
+    // migrationCause 2 "Page fault" 44, 3 "Speculative prefecth" 5, as the export's
+    // ENUM_CUDA_UNIF_MEM_MIGRATION spells it), all with streamId 0; the other 7 are cudaMemcpy
+    // calls on stream 7 (4 HtoD, 160 B; 3 DtoH, 72 B). Before 2026-12-05 the migrations were read
+    // as the program's copies without a word.
+    TraceData uvm = import_public(dir, "nsys/cestwc-rtx3090-uvm-nsys-2025.5.sqlite", result);
+    CHECK(uvm.kernels.size() == 86);
+    int64_t kernel_ns = 0;
+    for (size_t i = 0; i < uvm.kernels.size(); ++i) kernel_ns += uvm.kernels.t_end[i] - uvm.kernels.t_start[i];
+    CHECK(kernel_ns == 4566039);
+    CHECK(uvm.copies.size() == 58);
+    std::map<std::tuple<int, int64_t>, std::pair<int64_t, int64_t>> lanes;   // (kind, stream) -> rows, bytes
+    for (size_t i = 0; i < uvm.copies.size(); ++i) {
+        auto& lane = lanes[{static_cast<int>(uvm.copies.kind[i]), uvm.copies.stream[i]}];
+        ++lane.first;
+        lane.second += uvm.copies.bytes[i];
+    }
+    const int h2d = static_cast<int>(mhc::trace::CopyKind::H2D), d2h = static_cast<int>(mhc::trace::CopyKind::D2H);
+    CHECK(lanes.at({h2d, 0}) == std::pair<int64_t, int64_t>{25, 274432});
+    CHECK(lanes.at({d2h, 0}) == std::pair<int64_t, int64_t>{24, 212992});
+    CHECK(lanes.at({h2d, 7}) == std::pair<int64_t, int64_t>{4, 160});
+    CHECK(lanes.at({d2h, 7}) == std::pair<int64_t, int64_t>{3, 72});
+    CHECK(uvm.meta.at("nsys.version") == "2025.5.1.121");
+    CHECK(uvm.meta.at("nsys.uvm_migrations") ==
+          "49 memcpy rows are unified-memory page migrations (25 UVM HtoD (274432 B), 24 UVM DtoH (212992 B); "
+          "migration cause: 44 Page fault, 5 Speculative prefecth): the driver moving managed memory, not "
+          "cudaMemcpy calls; imported as copies on stream 0 (CUPTI gives them no stream)");
+    CHECK(warned(result, "49 memcpy rows are unified-memory page migrations"));
+    // An export without such rows says nothing of them (the 2024.6 H200 export: a DtoH memcpy).
+    TraceData h200 = import_public(dir, "nsys/fuser-h200-nsys-2024.6.sqlite", result);
+    CHECK(h200.meta.count("nsys.uvm_migrations") == 0);
+}
+
+TEST_CASE("snapshot: segments of private memory pools (a MemPool's, a CUDA graph's) are said",
+          "[import][snapshot][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    // slime's Megatron RL snapshot (THUDM/slime, August 2025; Python's pickle): device_traces for
+    // eight devices, events on device 3 alone (2,515: 1,065 alloc, 462 free_requested, 462
+    // free_completed, 412 segment_alloc, 114 segment_free), 298 end-state segments, 297 of them
+    // (34,709,962,752 B) in pool (0, 1), the torch.cuda.MemPool its offloaded weights live in, one
+    // small segment (2,097,152 B) in the default pool (0, 0); 24 external_annotations. Its blocks peak
+    // at 36,235,336,192 B and its reserved bytes at 38,780,534,784 B (snapshot_accounting.py). Before
+    // 2026-12-05 the pools went unsaid, and mhc allocator's model (one pool per stream) reserved 5.05%
+    // less with no reason given.
+    TraceData slime = import_public(dir, "torch-snapshot/slime-megatron-mempool-device3.pickle.gz", result);
+    CHECK(slime.allocations.size() == 1065);
+    CHECK(std::all_of(slime.allocations.device.begin(), slime.allocations.device.end(),
+                      [](int32_t dev) { return dev == 3; }));
+    CHECK(mhc::trace::live_peak(slime, 3).bytes == 36235336192);
+    CHECK(slime.segments.size() == 412);
+    CHECK(slime.markers.size() == 12);
+    CHECK(slime.meta.at("snapshot.reserved_peak_from_segment_events") == "38780534784");
+    CHECK(slime.meta.at("snapshot.private_pools") == "device 3 pool (0, 1): 297 segments, 34709962752 B");
+    CHECK(warned(result, "the end state holds 297 segments (34709962752 B) of private memory pools"));
+    // verl's end state: a CUDA graph's pool and vLLM's KV cache pool beside the default one.
+    TraceData verl = import_public(dir, "torch-snapshot/verl-megatron-vllm-end-state.pickle.gz", result);
+    CHECK(verl.meta.at("snapshot.private_pools") ==
+          "device 0 pool (0, 1): 44 segments, 585105408 B, device 0 pool (0, 2): 24 segments, 21793603584 B");
+    // Snapshots of the default pool alone say nothing (Stanford's training step).
+    TraceData stanford = import_public(dir, "torch-snapshot/stanford-cs336-training-step.pickle", result);
+    CHECK(stanford.meta.count("snapshot.private_pools") == 0);
+}

@@ -169,6 +169,52 @@ TEST_CASE("snapshot: an allocation is labelled by its first user or library Pyth
     CHECK(t.str(t.allocations.label[3]) == "torch::unwind::unwind() (??:0)");
 }
 
+TEST_CASE("snapshot: a block from before recording takes the room at its place when recording began",
+          "[import][snapshot][blocks]") {
+    // A wrapped trace ring starts with frees of blocks it never saw allocated. Their block is the
+    // request rounded, or in the large pool the room from the address to the next block alive at
+    // the start where that room is 1 MiB or less above the rounded request: a large-pool free
+    // block is always more than 1 MiB, so that room is the block's own (not split off). Before
+    // 2026-12-05 always the request rounded: cranberrii/ftcourse's real snapshot (10,307 events, no
+    // licence) with its ring wrapped at half its events peaked 4,837,599,232 B where the whole
+    // recording over that window says 4,857,571,328 B; now equal (snapshot_accounting.py).
+    using test::event;
+    using test::Py;
+    const int64_t MiB = 1 << 20, S1 = 0x10000000, S2 = 0x20000000;
+    // S1 (22 MiB): P at its start asks 18 MiB + 100 (18 MiB + 512 rounded), Q at 19 MiB asks
+    // 2 MiB + 100 (2 MiB + 512). At the start P's room runs to Q: 19 MiB, 1 MiB - 512 above its
+    // rounded request, so P is 19 MiB whole; Q's runs to the segment's end: 3 MiB, 1,048,064 B
+    // above, whole: 3 MiB. S2 (20 MiB): R asks 5 MiB + 1 (5 MiB + 512) with 20 MiB of room: split.
+    const int64_t p_req = 18 * MiB + 100, q_req = 2 * MiB + 100, r_req = 5 * MiB + 1, x_req = 10 * MiB;
+    std::vector<Py> evs{
+        event("free_completed", S1, p_req, 0, 1), event("free_completed", S1 + 19 * MiB, q_req, 0, 2),
+        event("free_completed", S2, r_req, 0, 3), event("alloc", S1, x_req, 0, 4),
+        event("free_completed", S1, x_req, 0, 5),
+    };
+    auto seg = [&](int64_t addr, int64_t size) {
+        return Py::dict({{"device", 0},
+                         {"address", addr},
+                         {"total_size", size},
+                         {"stream", 0},
+                         {"is_expandable", Py::boolean(false)},
+                         {"blocks", Py::list({})}});
+    };
+    Py settings = Py::dict({{"expandable_segments", Py::boolean(false)}, {"max_split_size", -1}});
+    test::TempDir dir;
+    auto trace = import_snap(dir, Py::dict({{"device_traces", Py::list({Py::list(evs)})},
+                                            {"segments", Py::list({seg(S1, 22 * MiB), seg(S2, 20 * MiB)})},
+                                            {"allocator_settings", settings}}));
+    const auto& rows = trace.allocations;
+    REQUIRE(rows.size() == 4);
+    // Rows: P, Q, R (alive from t = 0 to their frees), then X (10 MiB in the 22 MiB free: split).
+    CHECK(rows.requested_bytes == std::vector<int64_t>{p_req, q_req, r_req, x_req});
+    CHECK(rows.bytes == std::vector<int64_t>{19 * MiB, 3 * MiB, 5 * MiB + 512, 10 * MiB});
+    CHECK(trace.meta.at("reconstructed_blocks.freed_during_trace") == "3");
+    CHECK(trace.meta.at("snapshot.blocks_inferred") == "split 2, whole 2, no segment 0, no room 0");
+    // The peak is at the start: 19 + 3 + 5 MiB + 512 B (the rounded requests gave 25 MiB + 1,536 B).
+    CHECK(mhc::trace::live_peak(trace, 0).bytes == 27 * MiB + 512);
+}
+
 TEST_CASE("snapshot: requested bytes and the allocator's blocks", "[import][snapshot][blocks]") {
     // alloc events carry the requested size (CUDACachingAllocator records orig_size); the
     // block is the request rounded, or the whole free block when the allocator did not split

@@ -172,6 +172,18 @@ Format detect_format(const std::string& path) {
         throw Error(where(path,
                           "a Chakra protobuf execution trace (chakra_converter's .et), which mhc does not "
                           "read: import the PyTorch execution trace JSON it was converted from"));
+    // A Git LFS pointer in place of the trace (a clone without git-lfs, or a repository whose LFS
+    // objects were not fetched): traces are often committed so (mlcommons/chakra's
+    // llama_pytorch24.05.tgz, a CS336 fork's snapshots, an nsys export of a homework repository).
+    if (prefix.rfind("version https://git-lfs.github.com/spec/", 0) == 0) {
+        const size_t at = prefix.find("\nsize ");
+        const std::string size =
+            at == std::string::npos
+                ? ""
+                : " of " + prefix.substr(at + 6, prefix.find_first_not_of("0123456789", at + 6) - (at + 6)) + " bytes";
+        throw Error(where(path, "a Git LFS pointer, not the trace: the file" + size +
+                                    " is in the repository's LFS storage; fetch it (git lfs pull) and import that"));
+    }
     throw Error(where(path, "unknown format: not a pickle (memory snapshot), JSON (Kineto or "
                             "execution trace, optionally gzip) or SQLite (Nsight Systems) file"));
 }

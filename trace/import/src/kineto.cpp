@@ -438,6 +438,40 @@ void unify_kernel_device(KinetoData& d, Result& r) {
 
 }  // namespace
 
+namespace {
+
+// A trace recorded with memory profiling whose [memory] events are all the host's while GPUs ran
+// kernels or copies: the GPUs' allocations were not recorded (PyTorch's caching allocator reports
+// them to the profiler; with it turned off, PYTORCH_NO_CUDA_MEMORY_CACHING=1 or its HIP twin, or
+// with another allocator, cudaMalloc'd memory is never reported). Its peaks are the host's alone,
+// which mhc info printed as the trace's peak without a word (TraceLens's MI300X DDP ResNet-18
+// "no_pool" rank: 2,360 kernels on agent 2, 210 host events of 8 B). Said in meta
+// kineto.gpu_memory and a warning.
+void say_gpu_memory_unrecorded(const KinetoData& data, Result& result) {
+    if (data.memory.empty()) return;   // no [memory] event at all: meta 'allocations' says why
+    if (std::any_of(data.memory.begin(), data.memory.end(), [](const KMemory& event) { return event.device >= 0; }))
+        return;
+    std::map<int32_t, std::pair<int64_t, int64_t>> work;   // device -> kernels, copies and memsets
+    for (const KKernel& kernel : data.kernels)
+        if (kernel.device >= 0)
+            ++(kernel.is_copy || kernel.is_memset ? work[kernel.device].second : work[kernel.device].first);
+    if (work.empty()) return;
+    std::string devices;
+    for (const auto& [device, counts] : work)
+        devices += (devices.empty() ? "" : ", ") + std::string("device ") + std::to_string(device) + " (" +
+                   std::to_string(counts.first) + " kernels, " + std::to_string(counts.second) + " copies and memsets)";
+    const std::string said =
+        "not recorded: the trace's " + std::to_string(data.memory.size()) +
+        " [memory] events are all the host's, while " + devices +
+        " ran GPU work; the GPU's allocations did not go through PyTorch's caching allocator while it recorded "
+        "(PYTORCH_NO_CUDA_MEMORY_CACHING=1 or PYTORCH_NO_HIP_MEMORY_CACHING=1, or another allocator: the profiler "
+        "records only that allocator's), so the peaks are the host's alone";
+    result.meta["kineto.gpu_memory"] = said;
+    result.warnings.push_back("GPU memory " + said);
+}
+
+}   // namespace
+
 void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t max_input_size, ParseThreads threads) {
     KinetoData data = parse_kineto(in, max_input_size, threads);
     refuse_foreign_trace(in, data);
@@ -473,6 +507,7 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
             (data.odd_memory_devices.empty() ? " (Device Type 0: imported on device -1, the host)"
                                              : " (imported on device -1, the host; see kineto.memory_read_as_host)");
     if (data.profile_memory >= 0) result.meta["kineto.profile_memory"] = data.profile_memory ? "on" : "off";
+    say_gpu_memory_unrecorded(data, result);
     if (data.memory.empty())
         result.meta["allocations"] =
             data.profile_memory == 1

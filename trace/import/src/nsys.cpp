@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -123,6 +124,7 @@ public:
         read_graph_launches();
         write_kernels();
         read_copies("CUPTI_ACTIVITY_KIND_MEMCPY");
+        say_uvm_migrations();
         read_copies("CUPTI_ACTIVITY_KIND_MEMSET");
         read_markers();
         write_meta();
@@ -557,6 +559,63 @@ private:
             w_.add(kernel);
         }
         kernels_.clear();
+    }
+
+    // Memcpy rows of kinds 11-13 are unified memory's page migrations (cudaMallocManaged memory moved
+    // by the driver on a page fault or a prefetch), not cudaMemcpy calls; CUPTI gives
+    // them no stream (streamId 0). They are copies of the trace (H2D, D2H, D2D) on stream 0, as
+    // before, and said: meta nsys.uvm_migrations and a warning, with their causes (migrationCause,
+    // named by the export's ENUM_CUDA_UNIF_MEM_MIGRATION). Before 2026-12-05 they were read as the
+    // program's copies without a word (cestwc/balinski-and-gomory-cuda's 2025.5 export: 49 of its
+    // 56 memcpy rows).
+    void say_uvm_migrations() {
+        if (!has("CUPTI_ACTIVITY_KIND_MEMCPY")) return;
+        auto cols = db_.columns("CUPTI_ACTIVITY_KIND_MEMCPY");
+        if (!cols.count("copyKind")) return;
+        const std::string cause = col(cols, "migrationCause", "NULL");
+        const std::string query =
+            "SELECT copyKind, " + cause +
+            ", COUNT(*), SUM(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind IN (11, 12, 13) "
+            "GROUP BY copyKind, " +
+            cause + " ORDER BY copyKind, " + cause;
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        std::map<int64_t, std::string> names;   // ENUM_CUDA_UNIF_MEM_MIGRATION: 2 "Page fault", ...
+        if (has("ENUM_CUDA_UNIF_MEM_MIGRATION")) {
+            sql::Stmt rows_of_enum(db_.db, in_, "SELECT * FROM ENUM_CUDA_UNIF_MEM_MIGRATION");
+            while (rows_of_enum.step())
+                if (sqlite3_column_count(rows_of_enum.get()) >= 3 &&
+                    sqlite3_column_type(rows_of_enum.get(), 0) == SQLITE_INTEGER)
+                    names[rows_of_enum.i64(0)] = rows_of_enum.text(2);
+        }
+        std::map<int64_t, std::pair<int64_t, int64_t>> by_kind;   // copyKind -> rows, bytes
+        std::map<std::string, int64_t> by_cause;
+        int64_t total = 0;
+        while (rows.step()) {
+            const int64_t kind = rows.i64(0), count = rows.i64(2);
+            by_kind[kind].first += count;
+            by_kind[kind].second += rows.is_null(3) ? 0 : rows.i64(3);
+            std::string why = "not given";
+            if (sqlite3_column_type(rows.get(), 1) == SQLITE_INTEGER) {
+                auto name = names.find(rows.i64(1));
+                why = name != names.end() ? name->second : "cause " + std::to_string(rows.i64(1));
+            }
+            by_cause[why] += count;
+            total += count;
+        }
+        if (total == 0) return;
+        static const std::map<int64_t, const char*> kinds = {{11, "UVM HtoD"}, {12, "UVM DtoH"}, {13, "UVM DtoD"}};
+        std::string what, causes;
+        for (const auto& [kind, counts] : by_kind)
+            what += (what.empty() ? "" : ", ") + std::to_string(counts.first) + " " + kinds.at(kind) + " (" +
+                    std::to_string(counts.second) + " B)";
+        for (const auto& [why, count] : by_cause)
+            causes += (causes.empty() ? "" : ", ") + std::to_string(count) + " " + why;
+        const std::string said = std::to_string(total) + " memcpy rows are unified-memory page migrations (" + what +
+                                 "; migration cause: " + causes +
+                                 "): the driver moving managed memory, not cudaMemcpy calls; imported as copies "
+                                 "on stream 0 (CUPTI gives them no stream)";
+        r_.meta["nsys.uvm_migrations"] = said;
+        r_.warnings.push_back(said);
     }
 
     void read_copies(const char* table) {

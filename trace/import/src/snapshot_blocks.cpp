@@ -48,6 +48,11 @@ BlockReport infer_block_sizes(std::vector<Allocation>& allocs, const std::vector
     using Key = std::pair<int32_t, int64_t>;   // (device, address)
     std::map<Key, size_t> live_segments;       // by start
     std::set<Key> live_blocks;                 // block starts
+    // Blocks alive before recording (t = 0: a wrapped ring's frees of blocks it never saw
+    // allocated, the end state's blocks) are all alive at the start: each one's room is found among
+    // all of them, not only those placed before it at that instant.
+    for (const Allocation& before : allocs)
+        if (before.t_alloc == 0) live_blocks.insert({before.device, before.address});
     for (const Step& st : steps_of(allocs, segments)) {
         if (st.phase != 1) {
             const Segment& g = segments[st.segment];
