@@ -9,6 +9,8 @@
 #include <string>
 
 #include "mhc/replay/host_memory.hpp"
+#include "mhc/replay/replay.hpp"
+#include "mhc/sim/config.hpp"
 #include "mhc/test/temp.hpp"
 
 using namespace mhc;
@@ -117,4 +119,16 @@ TEST_CASE("host memory: a container's view (cgroup namespace, or v1 mounted at i
     write(fs::path(sp.path) / "cg root/a b/memory.max", std::to_string(256 * kMiB) + "\n");
     write(fs::path(sp.path) / "cg root/a b/memory.current", "0\n");
     CHECK(replay::available_host_memory(sp.path).available == 256 * kMiB);
+}
+
+// The margins a replay's pool and host arena get beyond the prediction scale with it: a fixed
+// 64 MiB each made a tiny trace's validation several times its memory (a 40 MiB peak: 214 MB of RSS).
+TEST_CASE("host memory: the replay's margins are an eighth of what they pad, between 4 and 64 MiB",
+          "[replay][host_memory]") {
+    // Unlimited caching baseline of 40 MiB: 40 + 40/64 + 5 (an eighth) MiB.
+    CHECK(replay::replay_capacity(sim::kUnlimited, 40 * kMiB, "caching") == 40 * kMiB + 40 * kMiB / 64 + 5 * kMiB);
+    // 8 MiB: the 4 MiB floor; 8 GiB: the 64 MiB ceiling, as before.
+    CHECK(replay::replay_capacity(sim::kUnlimited, 8 * kMiB, "caching") == 8 * kMiB + 8 * kMiB / 64 + 4 * kMiB);
+    CHECK(replay::replay_capacity(sim::kUnlimited, 8192 * kMiB, "ideal") == 8192 * kMiB + 1024 * kMiB + 64 * kMiB);
+    CHECK(replay::replay_capacity(100 * kMiB, 40 * kMiB, "caching") == 100 * kMiB);   // a limit is the limit
 }
