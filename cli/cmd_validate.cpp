@@ -151,6 +151,7 @@ std::function<int()> setup(CLI::App& app) {
                  "(the default moves the trace onto the replay machine's clock first)");
     return [o, pol, model_link, max_age] {
         check_store_environment(o->store);
+        check_runs_db_of(o->trace, o->store);
         // Options that the others given leave with nothing to do: refused, as --copy-threads without --unpaced is.
         if (o->link != "auto") {
             if (o->recalibrate)
