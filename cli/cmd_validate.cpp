@@ -181,6 +181,11 @@ std::function<int()> setup(CLI::App& app) {
         std::vector<std::string> capacity_keys;
         for (const auto& item : split_list("--capacity", o->capacity)) {
             spec.capacities.push_back(sim::parse_capacity(item));
+            // The baseline is replayed anyway: 'unlimited' replayed it a second time, stored it as
+            // another run and judged its noise as a loss (-41% on a tiny trace).
+            if (spec.capacities.back().unlimited())
+                throw Error("--capacity: '" + item +
+                            "' is the unlimited baseline, which validate always replays; give limits (60%, 40GiB)");
             capacity_keys.push_back(capacity_key(spec.capacities.back()));
         }
         refuse_repeats("--capacity", split_list("--capacity", o->capacity),

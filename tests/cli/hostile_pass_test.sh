@@ -8,6 +8,8 @@
 #      without a word, a folder was "9223372036854775807 bytes is not a whole number of ...
 #      matrices", /dev/zero "is empty", <(cmd) "cannot open for reading".
 #   3. import - with standard input closed was "/dev/stdin: no such file".
+#   4. validate --capacity unlimited (or inf) replayed the baseline a second time, stored it as
+#      another run and judged its noise as a loss.
 # Usage: hostile_pass_test.sh MHC
 set -u
 mhc=$1
@@ -65,4 +67,11 @@ timeout 10 "$mhc" "${k[@]}" --input <(cat H.f32) --output P.f32 >out 2>err; rc=$
 # 3. import - with standard input closed.
 refused "import -: standard input is closed; pipe the trace into mhc or name a file" import - -o c.db <&-
 [ ! -e c.db ] || fail "import - with stdin closed wrote c.db"
+
+# 4. validate --capacity naming the baseline: refused before any replay.
+for c in unlimited 90%,unlimited inf; do
+    refused "--capacity: '${c##*,}' is the unlimited baseline, which validate always replays; give limits" \
+        validate t.db --link pcie4 --repeat 1 --no-store --capacity "$c"
+    [ ! -s out ] || fail "validate --capacity $c replayed first: $(head -c 200 out)"
+done
 echo ok
