@@ -17,6 +17,7 @@
 #include "mhc/advise/planner.hpp"
 #include "mhc/advise/verify.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/link.hpp"
@@ -134,6 +135,9 @@ int run(const Options& o) {
     if (!o.trace_out.empty() && o.setting.empty()) throw mhc::Error("--trace-out: give the setting to write with --setting");
     if (o.force && o.trace_out.empty())
         throw mhc::Error("--force: replaces an existing --trace-out file, and no --trace-out is given");
+    // --trace-out naming the capture itself (any name: a link, a hard link) with --force replaced the
+    // capture with the predicted step: the one file the prediction came from, lost.
+    if (!o.trace_out.empty()) mhc::refuse_input_as_output(o.trace, o.trace_out);
     // The search's options with one given setting: it is predicted as given, nothing is searched
     // or ranked, and no capacity is compared (refused, as --trace-out without --setting is).
     if (!o.setting.empty())

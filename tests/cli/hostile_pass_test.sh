@@ -10,9 +10,11 @@
 #   3. import - with standard input closed was "/dev/stdin: no such file".
 #   4. validate --capacity unlimited (or inf) replayed the baseline a second time, stored it as
 #      another run and judged its noise as a loss.
-# Usage: hostile_pass_test.sh MHC
+#   5. advise --trace-out naming the capture itself, with --force, replaced the capture.
+# Usage: hostile_pass_test.sh MHC CAPTURE (a model capture: tests/data/advise/tiny_mhc.db)
 set -u
 mhc=$1
+capture=$2
 . "$(dirname "$0")/preamble.sh"
 cd "$tmp" || exit 1
 "$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 -o t.db >/dev/null || fail generate
@@ -74,4 +76,14 @@ for c in unlimited 90%,unlimited inf; do
         validate t.db --link pcie4 --repeat 1 --no-store --capacity "$c"
     [ ! -s out ] || fail "validate --capacity $c replayed first: $(head -c 200 out)"
 done
+
+# 5. advise --trace-out naming the capture (the same name, another spelling, a hard link).
+cp "$capture" cap.db
+ln cap.db cap-hard.db
+for out in cap.db ./cap.db cap-hard.db; do
+    refused "$out: is the input file cap.db; write the output to another file" \
+        advise cap.db --setting '{}' --trace-out "$out" --force
+    cmp -s cap.db "$capture" || fail "advise --trace-out $out --force replaced the capture"
+done
+"$mhc" advise cap.db --setting '{}' --trace-out new.db >out 2>err || fail "advise --trace-out new.db: $(cat err)"
 echo ok
