@@ -15,12 +15,24 @@ export XDG_CACHE_HOME=$tmp/cache
 "$mhc" generate --preset gpt2-small --layers 2 --steps 1 --seq 128 --hidden 256 --heads 4 --ffn 1024 -o t.db >/dev/null \
     || fail "generate"
 
-# --json, with a store that cannot succeed (the runs database is a file but no SQLite database:
-# found when storing; a runs database that cannot be a file is refused before the work, exit 2).
-head -c 4096 /dev/zero | tr '\0' 'x' >notsqlite.db
-"$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat 2 --replay-steps 1 --json --runs-db notsqlite.db \
-    >out.json 2>err.txt
+# --json, with a store that cannot succeed: the runs database is this trace's, but another process
+# holds its write lock past MHC_BUSY_TIMEOUT_MS (found when storing; a file that is no runs
+# database of this trace, or cannot be a file, is refused before the work, exit 2).
+"$mhc" -q simulate t.db --capacity 90% --runs-db locked.db >/dev/null || fail "simulate --runs-db locked.db"
+touch hold.flag
+(echo "BEGIN IMMEDIATE; UPDATE meta SET value = value;"
+ for _ in $(seq 1200); do [ -e hold.flag ] || break; sleep 0.1; done
+ echo "COMMIT;") | sqlite3 locked.db &
+holder=$!
+for _ in $(seq 50); do
+    sqlite3 locked.db "PRAGMA busy_timeout = 0; BEGIN IMMEDIATE; ROLLBACK;" >/dev/null 2>&1 || break
+    sleep 0.1
+done
+MHC_BUSY_TIMEOUT_MS=300 "$mhc" validate t.db --capacity 80% --link pcie4 --time-scale 0.2 --repeat 2 --replay-steps 1 --json \
+    --runs-db locked.db >out.json 2>err.txt
 rc=$?
+rm -f hold.flag
+wait $holder
 [ $rc = 4 ] || fail "a failed store must exit 4, got $rc: $(cat err.txt)"
 grep -q "not stored" err.txt || fail "no 'not stored' line: $(cat err.txt)"
 grep -q $'\r' err.txt && fail "progress written to a non-terminal stderr: $(cat -A err.txt | head -5)"
