@@ -8,6 +8,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "command.hpp"
@@ -130,8 +131,23 @@ void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::s
     }
 }
 
+// --setting JSON|FILE: a word that is no JSON object was read as a file only when it is a regular
+// file, else parsed as JSON: a mistyped file name, a folder or a pipe was "setting: not JSON: ...
+// last read: 's'". Said as what it is, before the trace is read.
+void check_setting_word(const std::string& text) {
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || text[first] == '{') return;   // JSON: parse_setting says what is wrong
+    struct stat st {};
+    if (::stat(text.c_str(), &st) != 0)
+        throw mhc::Error("--setting " + mhc::no_such_file(text) + ", and not a JSON object ({\"checkpoint\": ...})");
+    if (S_ISDIR(st.st_mode)) throw mhc::Error("--setting " + text + ": is a directory, not a setting file");
+    if (!S_ISREG(st.st_mode))
+        throw mhc::Error("--setting " + text + ": not a regular file (a pipe or a device): save the setting to a file");
+}
+
 int run(const Options& o) {
     const double budget = budget_of(o.budget);
+    if (!o.setting.empty()) check_setting_word(o.setting);
     if (!o.trace_out.empty() && o.setting.empty()) throw mhc::Error("--trace-out: give the setting to write with --setting");
     if (o.force && o.trace_out.empty())
         throw mhc::Error("--force: replaces an existing --trace-out file, and no --trace-out is given");

@@ -10,7 +10,8 @@
 #   3. import - with standard input closed was "/dev/stdin: no such file".
 #   4. validate --capacity unlimited (or inf) replayed the baseline a second time, stored it as
 #      another run and judged its noise as a loss.
-#   5. advise --trace-out naming the capture itself, with --force, replaced the capture.
+#   5. advise --trace-out naming the capture itself, with --force, replaced the capture; --setting
+#      naming a file not there, a folder or a pipe was "setting: not JSON: ... last read: 's'".
 # Usage: hostile_pass_test.sh MHC CAPTURE (a model capture: tests/data/advise/tiny_mhc.db)
 set -u
 mhc=$1
@@ -86,4 +87,9 @@ for out in cap.db ./cap.db cap-hard.db; do
     cmp -s cap.db "$capture" || fail "advise --trace-out $out --force replaced the capture"
 done
 "$mhc" advise cap.db --setting '{}' --trace-out new.db >out 2>err || fail "advise --trace-out new.db: $(cat err)"
+echo '{}' >setting.json
+"$mhc" advise cap.db --setting setting.json >out 2>err || fail "advise --setting setting.json: $(cat err)"
+refused "--setting setting2.json: no such file, and not a JSON object" advise cap.db --setting setting2.json
+refused "--setting dir.f32: is a directory, not a setting file" advise cap.db --setting dir.f32
+refused "--setting pipe.f32: not a regular file (a pipe or a device)" advise cap.db --setting pipe.f32
 echo ok
