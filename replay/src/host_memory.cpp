@@ -113,6 +113,7 @@ void bound_by_cgroups(const std::string& root, bool v2, const std::string& cgrou
     const std::string base = root + mount.point;
     for (;;) {
         const Room r = room_in(base + rel, v2);
+        if (r.room >= 0 && (out.cgroup_limit < 0 || r.limit < out.cgroup_limit)) out.cgroup_limit = r.limit;
         if (r.room >= 0 && (out.available < 0 || r.room < out.available)) {
             out.available = r.room;
             out.limited_by = "the memory cgroup's limit (" + r.file + " of " + mount.point + (rel.empty() ? "" : rel) +

@@ -47,6 +47,7 @@ TEST_CASE("host memory: MemAvailable alone without cgroup files, or under a limi
     auto got = replay::available_host_memory(root.path);
     CHECK(got.available == 4096 * kMiB);
     CHECK(got.limited_by.empty());
+    CHECK(got.cgroup_limit == -1);
     lay_out(root.path, 4096, "0::/job\n", kV2Mount);
     write(fs::path(root.path) / "sys/fs/cgroup/job/memory.max", "max\n");
     write(fs::path(root.path) / "sys/fs/cgroup/job/memory.current", "1000\n");
@@ -71,6 +72,7 @@ TEST_CASE("host memory: a cgroup v2 limit below MemAvailable bounds it, inactive
     write(cg / "memory.stat", "anon 1000\nfile 5\nactive_file 7\ninactive_file " + std::to_string(300 * kMiB) + "\n");
     auto got = replay::available_host_memory(root.path);
     CHECK(got.available == 848 * kMiB);
+    CHECK(got.cgroup_limit == 2048 * kMiB);
     CHECK(got.limited_by ==
           "the memory cgroup's limit (memory.max of /sys/fs/cgroup/system.slice/job.service: "
           "2.00 GiB, 1.17 GiB of it in use)");

@@ -213,6 +213,12 @@ if [ "$(id -u)" = 0 ] && [ -n "$cg2" ] && command -v unshare >/dev/null && unsha
     grep -qF "available under the memory cgroup's limit (memory.max of $cg2" err.txt && grep -qF "200.00 MiB, 40.00 MiB of it in use)" err.txt ||
         fail "validate under a cgroup limit: $(cat err.txt)"
     [ ! -s out.txt ] || fail "validate under a cgroup limit replayed first: $(head -c 300 out.txt)"
+    # calibrate's buffers are bounded by half the machine's memory, or of the cgroup's limit.
+    unshare -m bash -c "mount --bind fakecg '$cg2' && exec '$mhc' calibrate --backend host --quick --max-chunk 64MiB -o cal.json" \
+        >out.txt 2>err.txt
+    rc=$?
+    [ $rc = 2 ] && grep -qF "take more than half of this process's memory cgroup limit (200.00 MiB); give at most 16.00 MiB" err.txt ||
+        fail "calibrate under a 200 MiB cgroup limit exited $rc: $(cat err.txt)"
 else
     echo "skipped: a cgroup limit (needs root, a cgroup2 mount and unshare -m)"
 fi

@@ -14,6 +14,8 @@ struct HostMemory {
     // MemAvailable, else the cgroup, e.g. "the memory cgroup's limit (memory.max of
     // /sys/fs/cgroup/job: 2.00 GiB, 1.20 GiB of it in use)".
     std::string limited_by;
+    // The smallest memory cgroup limit over the process, in bytes; -1 when none limits it.
+    int64_t cgroup_limit = -1;
 };
 
 // `root` prefixes every path read (/proc/self/cgroup, /proc/self/mountinfo, /proc/meminfo and
