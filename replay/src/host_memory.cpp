@@ -30,24 +30,24 @@ int64_t parse_bytes(const std::string& text) {
 // A key's value in a "key value" file (memory.stat, /proc/meminfo), -1 when absent.
 int64_t stat_value(const std::string& path, const std::string& key) {
     std::ifstream in(path);
-    std::string k, v;
-    while (in >> k >> v) {
-        if (k == key) return parse_bytes(v);
+    std::string name, value;
+    while (in >> name >> value) {
+        if (name == key) return parse_bytes(value);
         in.ignore(1 << 20, '\n');
     }
     return -1;
 }
 
 // mountinfo writes a space, tab, newline and backslash in a path as \040, \011, \012, \134.
-std::string unescape_mount_path(const std::string& s) {
+std::string unescape_mount_path(const std::string& text) {
     std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-        const auto octal = [&](size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
-        if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
-            out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+    for (size_t i = 0; i < text.size(); ++i) {
+        const auto octal = [&](size_t at) { return at < text.size() && text[at] >= '0' && text[at] <= '7'; };
+        if (text[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+            out += static_cast<char>((text[i + 1] - '0') * 64 + (text[i + 2] - '0') * 8 + (text[i + 3] - '0'));
             i += 3;
         } else {
-            out += s[i];
+            out += text[i];
         }
     }
     return out;
@@ -63,16 +63,16 @@ bool find_mount(const std::string& root, bool v2, Mount& found) {
     std::string line;
     while (std::getline(in, line)) {
         std::istringstream fields(line);
-        std::vector<std::string> f;
-        for (std::string w; fields >> w;) f.push_back(w);
-        const auto dash = std::find(f.begin(), f.end(), "-");
+        std::vector<std::string> words;
+        for (std::string word; fields >> word;) words.push_back(word);
+        const auto dash = std::find(words.begin(), words.end(), "-");
         // "... - TYPE SOURCE SUPER_OPTIONS": v1's controllers are among the super options.
-        if (f.size() < 5 || dash == f.end() || f.end() - dash < 4) continue;
+        if (words.size() < 5 || dash == words.end() || words.end() - dash < 4) continue;
         const std::string& type = dash[1];
         const std::string& super = dash[3];
         if (v2 ? type != "cgroup2" : type != "cgroup" || ("," + super + ",").find(",memory,") == std::string::npos)
             continue;
-        found = {unescape_mount_path(f[3]), unescape_mount_path(f[4])};
+        found = {unescape_mount_path(words[3]), unescape_mount_path(words[4])};
         return true;
     }
     return false;
@@ -84,18 +84,18 @@ struct Room {
     std::string file;
 };
 Room room_in(const std::string& dir, bool v2) {
-    Room r;
-    r.file = v2 ? "memory.max" : "memory.limit_in_bytes";
-    r.limit = parse_bytes(read_first_line(dir + "/" + r.file));
+    Room room;
+    room.file = v2 ? "memory.max" : "memory.limit_in_bytes";
+    room.limit = parse_bytes(read_first_line(dir + "/" + room.file));
     // v1 writes "no limit" as the largest page-aligned 64-bit number (9223372036854771712).
-    if (r.limit < 0 || r.limit >= (int64_t{1} << 62)) return r;
-    r.used = parse_bytes(read_first_line(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes")));
-    if (r.used < 0) return r;
+    if (room.limit < 0 || room.limit >= (int64_t{1} << 62)) return room;
+    room.used = parse_bytes(read_first_line(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes")));
+    if (room.used < 0) return room;
     int64_t inactive = stat_value(dir + "/memory.stat", v2 ? "inactive_file" : "total_inactive_file");
     if (inactive < 0 && !v2) inactive = stat_value(dir + "/memory.stat", "inactive_file");
-    const int64_t used = std::max<int64_t>(r.used - std::max<int64_t>(inactive, 0), 0);
-    r.room = std::max<int64_t>(r.limit - used, 0);
-    return r;
+    const int64_t used = std::max<int64_t>(room.used - std::max<int64_t>(inactive, 0), 0);
+    room.room = std::max<int64_t>(room.limit - used, 0);
+    return room;
 }
 
 // The tightest room over the cgroups holding this process in one hierarchy (v2, or v1's memory).
@@ -112,12 +112,13 @@ void bound_by_cgroups(const std::string& root, bool v2, const std::string& cgrou
     while (!rel.empty() && rel.back() == '/') rel.pop_back();
     const std::string base = root + mount.point;
     for (;;) {
-        const Room r = room_in(base + rel, v2);
-        if (r.room >= 0 && (out.cgroup_limit < 0 || r.limit < out.cgroup_limit)) out.cgroup_limit = r.limit;
-        if (r.room >= 0 && (out.available < 0 || r.room < out.available)) {
-            out.available = r.room;
-            out.limited_by = "the memory cgroup's limit (" + r.file + " of " + mount.point + (rel.empty() ? "" : rel) +
-                             ": " + format_bytes(r.limit) + ", " + format_bytes(r.limit - r.room) + " of it in use)";
+        const Room here = room_in(base + rel, v2);
+        if (here.room >= 0 && (out.cgroup_limit < 0 || here.limit < out.cgroup_limit)) out.cgroup_limit = here.limit;
+        if (here.room >= 0 && (out.available < 0 || here.room < out.available)) {
+            out.available = here.room;
+            out.limited_by = "the memory cgroup's limit (" + here.file + " of " + mount.point +
+                             (rel.empty() ? "" : rel) + ": " + format_bytes(here.limit) + ", " +
+                             format_bytes(here.limit - here.room) + " of it in use)";
         }
         if (rel.empty()) break;
         const size_t slash = rel.rfind('/');
@@ -135,10 +136,10 @@ HostMemory available_host_memory(const std::string& root) {
     std::ifstream in(root + "/proc/self/cgroup");
     std::string line;
     while (std::getline(in, line)) {
-        const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-        if (b == std::string::npos) continue;
-        const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-        if (line.compare(0, a, "0") == 0 && controllers.empty()) bound_by_cgroups(root, true, path, out);
+        const size_t one = line.find(':'), two = one == std::string::npos ? one : line.find(':', one + 1);
+        if (two == std::string::npos) continue;
+        const std::string controllers = line.substr(one + 1, two - one - 1), path = line.substr(two + 1);
+        if (line.compare(0, one, "0") == 0 && controllers.empty()) bound_by_cgroups(root, true, path, out);
         else if (("," + controllers + ",").find(",memory,") != std::string::npos)
             bound_by_cgroups(root, false, path, out);
     }

@@ -13,7 +13,9 @@
 #include "mhc/sim/config.hpp"
 #include "mhc/test/temp.hpp"
 
-using namespace mhc;
+namespace replay = mhc::replay;
+namespace sim = mhc::sim;
+namespace test = mhc::test;
 namespace fs = std::filesystem;
 
 namespace {
