@@ -81,6 +81,7 @@ std::function<int()> setup(CLI::App& app) {
     return [o, pol, &app] {
         check_store_environment(o->store);
         if (o->ranks.empty()) check_runs_db_of(o->trace, o->store);
+        else check_runs_db_of_job(o->ranks, o->store);
         if (o->no_events && o->store.no_store)
             throw Error("--no-events and --no-store: a run not stored keeps no timeline anyway; give one");
         // Without a limit a run says nothing, and storing it by accident clutters the trace.

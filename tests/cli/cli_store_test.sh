@@ -130,6 +130,17 @@ for cmd in "simulate $tmp/u.db --capacity 80% --runs-db $tmp/runs.db" \
         fail "$cmd exited $rc, wanted 2 before the work: $(cat "$tmp/err") $(head -c 200 "$tmp/out")"
     grep -qE "holds runs of another trace|not an mhc runs database" "$tmp/err" || fail "$cmd: $(cat "$tmp/err")"
 done
+# A coupled job likewise: another trace's runs database, or one of the job's own traces.
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 --pp 2 --all-ranks -o "$tmp/j.db" >/dev/null ||
+    fail "generate --all-ranks"
+for db in "$tmp/runs.db" "$tmp/./j.rank1.db"; do
+    "$mhc" simulate --ranks "$tmp/j.rank0.db" "$tmp/j.rank1.db" --capacity 90% --runs-db "$db" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -s "$tmp/out" ] ||
+        fail "simulate --ranks --runs-db $db exited $rc, wanted 2 before the work: $(cat "$tmp/err")"
+done
+"$mhc" -q simulate --ranks "$tmp/j.rank0.db" "$tmp/j.rank1.db" --capacity 90% --runs-db "$tmp/job-runs.db" >/dev/null &&
+    "$mhc" -q simulate --ranks "$tmp/j.rank0.db" "$tmp/j.rank1.db" --capacity 80% --runs-db "$tmp/job-runs.db" >/dev/null ||
+    fail "simulate --ranks into its own runs database"
 # --runs-db naming the trace itself, under any name (./T.db, a link): its own runs, as without it
 # (./T.db and a link were refused after the work, exit 4, while T.db stored into the trace).
 ln -s "$tmp/u.db" "$tmp/u-link.db"
