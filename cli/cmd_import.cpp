@@ -105,7 +105,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 throw mhc::Error("import -: standard input is closed; pipe the trace into mhc or name a file");
             if (*in == "-") *in = "/dev/stdin";
             // Not when the output is refused without reading (one line, as for any refusal).
-            if (*force || !std::filesystem::exists(*out)) say_if_waiting(*in, "the input");
+            // -q leaves it out, as it does the note of a locked trace's wait.
+            if (!mhc::cli::quiet() && (*force || !std::filesystem::exists(*out))) say_if_waiting(*in, "the input");
             // The input decides whether the bound did anything: said (after the import, so that a refusal
             // stays one line), not refused.
             const bool unbounded =

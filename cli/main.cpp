@@ -35,6 +35,7 @@ bool g_quiet = false;
 }   // namespace
 void set_quiet(bool quiet) { g_quiet = quiet; }
 bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
+bool quiet() { return g_quiet; }
 
 }  // namespace mhc::cli
 

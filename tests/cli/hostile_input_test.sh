@@ -257,6 +257,12 @@ cat k.json >in.json
 wait $pid || fail "import of a named pipe exited $?: $(cat err)"
 refused "f.db: already exists; pass --force" import in.json -o f.db   # refused before the wait: one line
 [ -s f.db ] && [ "$(wc -l <err)" = 1 ] || fail "import of a named pipe: $(cat out err)"
+# -q leaves the note out, as it does a locked trace's.
+"$mhc" -q import in.json -o q.db >out 2>err &
+pid=$!
+cat k.json >in.json
+wait $pid || fail "import -q of a named pipe exited $?: $(cat err)"
+[ ! -s err ] || fail "import -q of a named pipe said: $(cat err)"
 "$mhc" import <(cat k.json) -o ps.db >out 2>err || fail "import <(cat) exited $?: $(cat err)"
 [ ! -s err ] || fail "import <(cat) said: $(cat err)"
 "$mhc" import /dev/stdin -o sd.db <k.json >out 2>err || fail "import /dev/stdin <file exited $?: $(cat err)"
