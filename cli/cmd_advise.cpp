@@ -8,6 +8,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "command.hpp"
@@ -17,6 +18,7 @@
 #include "mhc/advise/planner.hpp"
 #include "mhc/advise/verify.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/link.hpp"
@@ -129,11 +131,29 @@ void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::s
     }
 }
 
+// --setting JSON|FILE: a word that is no JSON object was read as a file only when it is a regular
+// file, else parsed as JSON: a mistyped file name, a folder or a pipe was "setting: not JSON: ...
+// last read: 's'". Said as what it is, before the trace is read.
+void check_setting_word(const std::string& text) {
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || text[first] == '{') return;   // JSON: parse_setting says what is wrong
+    struct stat st {};
+    if (::stat(text.c_str(), &st) != 0)
+        throw mhc::Error("--setting " + mhc::no_such_file(text) + ", and not a JSON object ({\"checkpoint\": ...})");
+    if (S_ISDIR(st.st_mode)) throw mhc::Error("--setting " + text + ": is a directory, not a setting file");
+    if (!S_ISREG(st.st_mode))
+        throw mhc::Error("--setting " + text + ": not a regular file (a pipe or a device): save the setting to a file");
+}
+
 int run(const Options& o) {
     const double budget = budget_of(o.budget);
+    if (!o.setting.empty()) check_setting_word(o.setting);
     if (!o.trace_out.empty() && o.setting.empty()) throw mhc::Error("--trace-out: give the setting to write with --setting");
     if (o.force && o.trace_out.empty())
         throw mhc::Error("--force: replaces an existing --trace-out file, and no --trace-out is given");
+    // --trace-out naming the capture itself (any name: a link, a hard link) with --force replaced the
+    // capture with the predicted step: the one file the prediction came from, lost.
+    if (!o.trace_out.empty()) mhc::refuse_input_as_output(o.trace, o.trace_out);
     // The search's options with one given setting: it is predicted as given, nothing is searched
     // or ranked, and no capacity is compared (refused, as --trace-out without --setting is).
     if (!o.setting.empty())

@@ -14,6 +14,7 @@
 
 #include "command.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/replay/host_memory.hpp"
 #include "mhc/common/output_file.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/device.hpp"
@@ -145,15 +146,22 @@ int run(const Args& a) {
     const size_t arena = std::max<size_t>(sizes.back() * 2, 16 << 20);
     // A device and a host buffer of `arena` bytes each (both in host memory on the host backend,
     // the host one pinned): refused before anything is allocated when they take more than half
-    // of this machine's memory, rather than ending "out of host memory".
+    // of this machine's memory, rather than ending "out of host memory" (or killed by the kernel
+    // under a container's smaller memory cgroup limit, which counts as the machine's memory).
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    const double memory = pages > 0 && page > 0 ? double(pages) * double(page) : 0;
-    if (memory > 0 && 2.0 * double(arena) > memory / 2) {
+    double memory = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+    std::string whose = "this machine's memory";
+    if (const int64_t limit = mhc::replay::available_host_memory().cgroup_limit;
+        limit > 0 && (memory <= 0 || static_cast<double>(limit) < memory)) {
+        memory = static_cast<double>(limit);
+        whose = "this process's memory cgroup limit";
+    }
+    if (memory > 0 && 2.0 * static_cast<double>(arena) > memory / 2) {
         size_t most = 4096;
-        while (most * 4 * 4 <= memory / 2) most *= 4;   // 2 buffers of 2 chunks within half
-        throw Error("--max-chunk " + a.max_chunk + ": its buffers (" + format_bytes(int64_t(2 * arena)) +
-                    ") take more than half of this machine's memory (" + format_bytes(int64_t(memory)) +
-                    "); give at most " + format_bytes(int64_t(most)));
+        while (static_cast<double>(most * 4 * 4) <= memory / 2) most *= 4;   // 2 buffers of 2 chunks within half
+        throw Error("--max-chunk " + a.max_chunk + ": its buffers (" + format_bytes(static_cast<int64_t>(2 * arena)) +
+                    ") take more than half of " + whose + " (" + format_bytes(static_cast<int64_t>(memory)) +
+                    "); give at most " + format_bytes(static_cast<int64_t>(most)));
     }
     // Chunks are 4 KiB times powers of 4: a --max-chunk between two (32MiB) was measured up to the
     // one below it (16 MiB) without a word, the profile's source naming the value given.

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "command.hpp"
+#include "run_store.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/trace/check.hpp"
 
@@ -26,10 +27,13 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->check(CLI::NonNegativeNumber)
             ->default_str(std::to_string(*max));
         return [path, max, full, runs_db] {
+            *runs_db = mhc::cli::runs_db_to_read(*runs_db,
+                                                 *path);   // the trace itself under another name: its own runs
             auto report = mhc::trace::check_file(*path, *full);
             // Not a trace at all (missing, not SQLite, another version): one line, as every
             // command says it, without a count of problems.
-            if (!report.ok() && report.problems.front().rule == "file") throw mhc::Error(report.problems.front().message);
+            if (!report.ok() && report.problems.front().rule == "file")
+                throw mhc::Error(report.problems.front().message);
             // The runs database: not one, or another trace's, is said in one line the same way.
             mhc::trace::CheckReport runs;
             if (!runs_db->empty()) {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "command.hpp"
+#include "run_store.hpp"
 #include "mhc/trace/export/export.hpp"
 
 namespace {
@@ -36,6 +37,7 @@ mhc::cli::Registration reg{mhc::cli::Command{
             ->type_name("FILE");
         app.add_flag("--force", *force, "Replace existing output files (never the trace itself)");
         return [in, out, format, run, force, runs_db] {
+            *runs_db = mhc::cli::runs_db_to_read(*runs_db, *in);   // the trace itself under another name: its own runs
             // A Perfetto export holds one run, the one --run names: without it the runs database is
             // opened, checked and left unread (the CSV tables hold every run it has).
             if (*format == "perfetto" && !runs_db->empty() && *run == 0)

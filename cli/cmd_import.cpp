@@ -1,8 +1,10 @@
 // mhc import FILE -o trace.db: PyTorch memory snapshots, Kineto JSON, execution traces
 // (optionally joined with Kineto) and Nsight Systems SQLite exports (docs/import.md).
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -97,9 +99,14 @@ mhc::cli::Registration reg{mhc::cli::Command{
                 throw mhc::Error(*kineto +
                                  ": --kineto reads a regular file, not a pipe or device (it is read "
                                  "twice); save it to a file first");
+            // "-" with no standard input at all (`<&-`, a daemon's closed descriptor 0) was said
+            // as "/dev/stdin: no such file".
+            if (*in == "-" && ::fcntl(STDIN_FILENO, F_GETFD) == -1 && errno == EBADF)
+                throw mhc::Error("import -: standard input is closed; pipe the trace into mhc or name a file");
             if (*in == "-") *in = "/dev/stdin";
             // Not when the output is refused without reading (one line, as for any refusal).
-            if (*force || !std::filesystem::exists(*out)) say_if_waiting(*in, "the input");
+            // -q leaves it out, as it does the note of a locked trace's wait.
+            if (!mhc::cli::quiet() && (*force || !std::filesystem::exists(*out))) say_if_waiting(*in, "the input");
             // The input decides whether the bound did anything: said (after the import, so that a refusal
             // stays one line), not refused.
             const bool unbounded =

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "command.hpp"
+#include "run_store.hpp"
 #include "help.hpp"
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
@@ -112,6 +113,8 @@ mhc::cli::Registration reg{mhc::cli::Command{
                                               "those in the trace")
             ->type_name("FILE");
         return [path, json, top, runs_db] {
+            *runs_db = mhc::cli::runs_db_to_read(*runs_db,
+                                                 *path);   // the trace itself under another name: its own runs
             // The JSON summary is the trace's alone: the runs a --runs-db holds were read and not printed.
             if (*json && !runs_db->empty())
                 throw mhc::Error(

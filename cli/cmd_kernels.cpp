@@ -1,7 +1,10 @@
 // `mhc kernels sinkhorn`: runs the batched Sinkhorn-Knopp kernels on raw tensors in files
 // (little-endian, T x n x n, row-major; T from the file size), forward or backward.
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -27,9 +30,22 @@ k::DType parse_dtype(const std::string& s, const char* option) {
 }
 
 // Reads a T x n x n tensor; the size must be a whole number of matrices.
+// A tensor is read by its size and a seek: a folder was "9223372036854775807 bytes is not a whole
+// number of ... matrices", /dev/zero "is empty", a named pipe waited for a writer without a word
+// and <(cmd) "cannot open for reading"; each is said as what it is, as for a trace.
 std::vector<unsigned char> read_tensor(const std::string& path, int n, k::DType t, int64_t& tokens) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw Error(no_such_file(path));
+    if (S_ISDIR(st.st_mode)) throw Error(where(path, "is a directory"));
+    if (!S_ISREG(st.st_mode))
+        throw Error(where(path, std::string("is a ") +
+                                    (S_ISFIFO(st.st_mode)  ? "pipe"
+                                     : S_ISCHR(st.st_mode) ? "character device"
+                                     : S_ISBLK(st.st_mode) ? "block device"
+                                                           : "socket") +
+                                    ", not a regular file: a tensor is read by its size; give a file"));
     std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) throw Error(std::filesystem::exists(path) ? where(path, "cannot open for reading") : no_such_file(path));
+    if (!in) throw Error(where(path, std::string("cannot read: ") + std::strerror(errno)));
     const auto size = static_cast<int64_t>(in.tellg());
     const int64_t per = static_cast<int64_t>(n) * n * k::dtype_size(t);
     if (size == 0) throw Error(where(path, "is empty"));

@@ -80,6 +80,8 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--no-events", o->no_events, "Store metrics only, no timeline");
     return [o, pol, &app] {
         check_store_environment(o->store);
+        if (o->ranks.empty()) check_runs_db_of(o->trace, o->store);
+        else check_runs_db_of_job(o->ranks, o->store);
         if (o->no_events && o->store.no_store)
             throw Error("--no-events and --no-store: a run not stored keeps no timeline anyway; give one");
         // Without a limit a run says nothing, and storing it by accident clutters the trace.

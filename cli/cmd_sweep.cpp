@@ -63,6 +63,7 @@ std::function<int()> setup(CLI::App& app) {
     app.add_flag("--no-bisect", o->no_bisect, "Only the grid");
     return [o, pol, pre, links, budget, steps] {
         check_store_environment(o->store);
+        check_runs_db_of(o->trace, o->store);
         sim::SweepSpec spec;
         spec.base.record_events = !o->store.no_store;
         apply_sim_base_options(o->base, spec.base, true);   // the policy list is handled below

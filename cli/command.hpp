@@ -108,5 +108,7 @@ inline CLI::Validator one_of(std::vector<std::string> names) {
 // True when stderr is a terminal and --quiet was not given: long commands show progress.
 bool show_progress();
 void set_quiet(bool quiet);
+// -q (--quiet) was given: notes that a wait is not a hang (a lock, a named pipe) are left out too.
+bool quiet();
 
 }  // namespace mhc::cli

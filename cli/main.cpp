@@ -35,6 +35,7 @@ bool g_quiet = false;
 }   // namespace
 void set_quiet(bool quiet) { g_quiet = quiet; }
 bool show_progress() { return !g_quiet && isatty(STDERR_FILENO); }
+bool quiet() { return g_quiet; }
 
 }  // namespace mhc::cli
 
@@ -64,7 +65,10 @@ void check_environment() {
     }
 }
 
-Outcome failure(int code, const std::string& what) { return {code, "mhc: " + what}; }
+// One line, whatever it quotes: a value or a file name with a newline, a tab or an escape in it
+// (`--top $'7\n'`, a trace named so) printed its message over two lines, or sent the byte to
+// the terminal; each such byte is shown as '?'.
+Outcome failure(int code, const std::string& what) { return {code, "mhc: " + mhc::cli::printable(what)}; }
 
 // The command line, run: its exit code, and the one line to print when it failed (printed by
 // main(), once per job under mpirun).

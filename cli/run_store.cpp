@@ -82,6 +82,42 @@ void check_store_environment(const StoreOptions& options) {
         throw Error(options.runs_db + ": cannot be created: " + parent.string() + " is not a directory");
 }
 
+std::string runs_db_to_read(const std::string& runs_db, const std::string& trace) {
+    std::error_code ec;
+    return !runs_db.empty() && !trace.empty() && std::filesystem::equivalent(runs_db, trace, ec) ? "" : runs_db;
+}
+
+void check_runs_db_of(const std::string& trace, StoreOptions& options) {
+    if (options.no_store || options.runs_db.empty() || trace.empty()) return;
+    options.runs_db = runs_db_to_read(options.runs_db, trace);
+    if (options.runs_db.empty()) return;
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(options.runs_db, ec);
+    if (ec || bytes == 0) return;               // not there yet, or empty: a runs database to be, made by the store
+    trace::list_runs(trace, options.runs_db);   // refuses what is not this trace's runs database
+}
+
+void check_runs_db_of_job(const std::vector<std::string>& ranks, const StoreOptions& options) {
+    if (options.no_store || options.runs_db.empty() || ranks.empty()) return;
+    for (const auto& rank : ranks)
+        if (runs_db_to_read(options.runs_db, rank).empty())
+            throw Error(options.runs_db + ": --runs-db names one of the job's traces (" + rank +
+                        "); name a file of its own");
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(options.runs_db, ec);
+    if (ec || bytes == 0) return;
+    std::string first;
+    for (const auto& rank : ranks) {
+        try {
+            trace::list_runs(rank, options.runs_db);
+            return;   // a runs database of the job (or of one of its ranks): the store decides
+        } catch (const Error& e) {
+            if (first.empty()) first = e.what();
+        }
+    }
+    throw Error(first);
+}
+
 std::optional<std::vector<int64_t>> store_runs(const std::string& trace, const std::string& fingerprint,
                                                const std::vector<trace::Run>& runs, const StoreOptions& o) {
     std::vector<const trace::Run*> all;

@@ -28,6 +28,20 @@ void add_store_options(CLI::App& app, StoreOptions& o);
 // come after it.
 void check_store_environment(const StoreOptions& options);
 
+// Before the work, once the trace is known: a --runs-db that is the trace itself under any name
+// (T.db, ./T.db, a link to it) is left out, so the runs are the trace's own as without it (T.db
+// stored into the trace, ./T.db computed, then refused the result as "not an mhc runs
+// database", exit 4); an existing, non-empty --runs-db that is no runs database of this trace
+// (another trace's, a trace, another program's database) is refused now, exit 2, not after the
+// work (exit 4).
+void check_runs_db_of(const std::string& trace, StoreOptions& options);
+// The same for a coupled job (simulate --ranks): a --runs-db that is one of its traces is refused
+// (it was found after the work, exit 4), and an existing one that none of its ranks' runs can be
+// read from (another trace's, a trace, another program's database).
+void check_runs_db_of_job(const std::vector<std::string>& ranks, const StoreOptions& options);
+// A --runs-db to read (info, check, export): "" when it names the trace itself, under any name.
+std::string runs_db_to_read(const std::string& runs_db, const std::string& trace);
+
 // The file the runs go to.
 std::string store_target(const std::string& trace, const StoreOptions& o);
 

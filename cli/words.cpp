@@ -277,6 +277,22 @@ constexpr const char* kWholeNumberNames[] = {"INT", "UINT", "DEVICE", "ID"};
 constexpr const char* kDecimalNames[] = {"FLOAT", "HOURS", "MINUTES", "SECONDS", "POINTS"};
 }   // namespace
 
+namespace {
+// Moves the check just added (the last validator) before the option's other checks, after its
+// transforms (`--device auto` becomes a number first): an option's range check ran first and
+// said '7 ' was "not in the option's range" and an Arabic-Indic digit "must be more than 0".
+void check_before_other_checks(CLI::Option& opt) {
+    int count = 0;
+    for (;; ++count) {
+        try {
+            opt.get_validator(count);
+        } catch (const CLI::OptionNotFound&) { break; }
+    }
+    for (int i = count - 1; i > 0 && !opt.get_validator(i - 1)->get_modifying(); --i)
+        std::swap(*opt.get_validator(i - 1), *opt.get_validator(i));
+}
+}   // namespace
+
 void apply_number_grammar(CLI::App& app) {
     for (CLI::Option* opt : app.get_options()) {
         if (opt->get_type_size_max() == 0) continue;   // a flag
@@ -292,7 +308,10 @@ void apply_number_grammar(CLI::App& app) {
                 [negative_ok](std::string& text) { return mhc::whole_number_refusal(text, negative_ok); }, ""));
         } else if (in(kDecimalNames)) {
             opt->check(CLI::Validator([](std::string& text) { return mhc::decimal_refusal(text); }, ""));
+        } else {
+            continue;
         }
+        check_before_other_checks(*opt);
     }
     for (CLI::App* sub : app.get_subcommands({})) apply_number_grammar(*sub);
 }

@@ -275,6 +275,11 @@ OutputFile::OutputFile(std::string path, IfExists if_exists)
         throw Error(path_ + ": cannot write into " + dir + ": no such directory");
     if (::stat(dir.c_str(), &ds) == 0 && !S_ISDIR(ds.st_mode))
         throw Error(path_ + ": cannot write into " + dir + ": not a directory");
+    // A folder this process may not write into (its mode, a read-only mount), said one way too:
+    // SQLite said "cannot create: unable to open database file", an export "cannot write:
+    // Permission denied", kernels "cannot open for writing".
+    if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0 && (errno == EACCES || errno == EROFS))
+        throw Error(path_ + ": cannot write into " + dir + ": " + std::strerror(errno));
     remove_stale_temps(path_);
     temp_ = temp_name(path_, ::getpid());
     ::unlink(temp_.c_str());   // ours from an earlier object of this process, never another's

@@ -724,22 +724,31 @@ void Executor::finish() {
 
 }  // namespace
 
+namespace {
+// Room beyond what the model predicts, for a pool or host arena of `bytes`: an eighth, between
+// 4 MiB and 64 MiB. A fixed 64 MiB made a tiny trace's validation several times its memory (a
+// 40 MiB peak took 214 MB of RSS, half of it these margins).
+int64_t margin(int64_t bytes) { return std::clamp<int64_t>(bytes / 8, int64_t{4} << 20, int64_t{64} << 20); }
+}   // namespace
+
 int64_t replay_capacity(int64_t capacity, int64_t predicted_peak, const std::string& allocator) {
     if (capacity < sim::kUnlimited) return capacity;
     // The caching arena takes exactly the model's segments, so the predicted (reserved) peak
     // fits; the ideal one places blocks itself and fragments.
-    return predicted_peak + predicted_peak / (allocator == "caching" ? 64 : 8) + (64 << 20);
+    return predicted_peak + predicted_peak / (allocator == "caching" ? 64 : 8) + margin(predicted_peak);
 }
 
 int64_t host_arena_bytes(const trace::TraceData& trace_data, const Plan& plan) {
     int64_t swapped_out = 0;
     for (const Action& x : plan.actions)
         if (x.op == Op::SwapOut) swapped_out += trace_data.allocations.bytes[x.alloc];
-    return std::min<int64_t>(swapped_out, plan.predicted_host_peak + plan.predicted_host_peak / 2) + (64 << 20);
+    const int64_t need = std::min<int64_t>(swapped_out, plan.predicted_host_peak + plan.predicted_host_peak / 2);
+    return need + margin(need);
 }
 
 int64_t host_arena_populated_bytes(const trace::TraceData& trace_data, const Plan& plan) {
-    return std::min<int64_t>(host_arena_bytes(trace_data, plan), plan.predicted_host_peak + (64 << 20));
+    return std::min<int64_t>(host_arena_bytes(trace_data, plan),
+                             plan.predicted_host_peak + margin(plan.predicted_host_peak));
 }
 
 Measured replay(const trace::TraceData& trace, const Plan& plan, const Options& options) {

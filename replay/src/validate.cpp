@@ -21,6 +21,7 @@
 #include "mhc/common/units.hpp"
 #include "mhc/kernels/swap.hpp"
 #include "mhc/replay/arena.hpp"
+#include "mhc/replay/host_memory.hpp"
 #include "mhc/replay/pages.hpp"
 #include "mhc/sim/simulate.hpp"
 #include "mhc/trace/runs.hpp"
@@ -524,12 +525,15 @@ private:
 
     // What the pool (its pages with memory of their own, host backend) and the host arena (the
     // host backend's populated part, the CUDA backend's pinned whole) are about to take from this
-    // host, against what it has available (MemAvailable, less what this validation gives back
-    // first): past it the kernel's OOM killer ends the process with SIGKILL and no word (a
-    // 24.39 GiB snapshot on a 23 GiB machine was killed after 13 s), so it is refused first.
+    // host, against what this process may still take (MemAvailable, or less under a memory
+    // cgroup's limit: a container's, a systemd unit's; host_memory.hpp), less what this
+    // validation gives back first: past it the kernel's OOM killer ends the process with SIGKILL
+    // and no word (a 24.39 GiB snapshot on a 23 GiB machine was killed after 13 s), so it is
+    // refused first.
     void check_host_memory(int64_t pool_distinct, size_t host_bytes, size_t host_populate) const {
-        const int64_t available = available_host_memory();
-        if (available < 0) return;   // no /proc/meminfo: nothing to check against
+        const HostMemory host = available_host_memory();
+        const int64_t available = host.available;
+        if (available < 0) return;   // no /proc/meminfo and no cgroup limit: nothing to check against
         const bool host_backend = spec_.replay.backend != Backend::Cuda;
         const int64_t pool = host_backend ? pool_distinct : 0;
         const int64_t arena = static_cast<int64_t>(host_backend ? host_populate : host_bytes);
@@ -541,21 +545,10 @@ private:
             path_ + ": the replay needs " + format_bytes(pool + arena) + " of this host's memory (" +
                 (host_backend ? "the device pool " + format_bytes(pool) + ", the host arena " + format_bytes(arena)
                               : "the pinned host arena " + format_bytes(arena)) +
-                "), more than the " + format_bytes(available + released) +
-                " available: replay on a machine with more memory, or a trace whose peak fits",
+                "), more than the " + format_bytes(available + released) + " available" +
+                (host.limited_by.empty() ? "" : " under " + host.limited_by) +
+                ": replay on a machine with more memory, or a trace whose peak fits",
             Error::Kind::BadInput);
-    }
-
-    // MemAvailable of /proc/meminfo in bytes, -1 where it cannot be read.
-    static int64_t available_host_memory() {
-        std::FILE* meminfo = std::fopen("/proc/meminfo", "r");
-        if (!meminfo) return -1;
-        char line[256];
-        long long kib = -1;
-        while (std::fgets(line, sizeof line, meminfo))
-            if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-        std::fclose(meminfo);
-        return kib < 0 ? -1 : static_cast<int64_t>(kib) * 1024;
     }
 
     // `bytes` of anonymous memory, the first `populate` of them faulted in now (the rest, room

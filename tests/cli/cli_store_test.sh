@@ -117,6 +117,41 @@ chmod 0644 "$t"
 gen -o "$tmp/u.db"
 "$mhc" info "$tmp/u.db" --runs-db "$tmp/runs.db" 2>"$tmp/err" && fail "info accepted runs of another trace"
 grep -q "another trace" "$tmp/err" || fail "wrong message: $(cat "$tmp/err")"
+# Storing into another trace's runs database, or into a trace: refused before the work, exit 2,
+# nothing printed (the result was computed and printed, then not stored: exit 4, as docs/cli.md
+# said it was not).
+for cmd in "simulate $tmp/u.db --capacity 80% --runs-db $tmp/runs.db" \
+           "sweep $tmp/u.db --capacities 80% --policies lru --no-bisect --runs-db $tmp/runs.db" \
+           "validate $tmp/u.db --capacity 80% --link pcie4 --repeat 1 --runs-db $tmp/runs.db" \
+           "simulate $t --capacity 80% --runs-db $tmp/u.db"; do
+    # shellcheck disable=SC2086
+    "$mhc" $cmd >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -s "$tmp/out" ] ||
+        fail "$cmd exited $rc, wanted 2 before the work: $(cat "$tmp/err") $(head -c 200 "$tmp/out")"
+    grep -qE "holds runs of another trace|not an mhc runs database" "$tmp/err" || fail "$cmd: $(cat "$tmp/err")"
+done
+# A coupled job likewise: another trace's runs database, or one of the job's own traces.
+"$mhc" -q generate --preset gpt2-small --steps 1 --layers 2 --seq 128 --pp 2 --all-ranks -o "$tmp/j.db" >/dev/null ||
+    fail "generate --all-ranks"
+for db in "$tmp/runs.db" "$tmp/./j.rank1.db"; do
+    "$mhc" simulate --ranks "$tmp/j.rank0.db" "$tmp/j.rank1.db" --capacity 90% --runs-db "$db" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -s "$tmp/out" ] ||
+        fail "simulate --ranks --runs-db $db exited $rc, wanted 2 before the work: $(cat "$tmp/err")"
+done
+"$mhc" -q simulate --ranks "$tmp/j.rank0.db" "$tmp/j.rank1.db" --capacity 90% --runs-db "$tmp/job-runs.db" >/dev/null &&
+    "$mhc" -q simulate --ranks "$tmp/j.rank0.db" "$tmp/j.rank1.db" --capacity 80% --runs-db "$tmp/job-runs.db" >/dev/null ||
+    fail "simulate --ranks into its own runs database"
+# --runs-db naming the trace itself, under any name (./T.db, a link): its own runs, as without it
+# (./T.db and a link were refused after the work, exit 4, while T.db stored into the trace).
+ln -s "$tmp/u.db" "$tmp/u-link.db"
+for same in "$tmp/u.db" "$tmp/./u.db" "$tmp/u-link.db"; do
+    before=$(sqlite3 "$tmp/u.db" "SELECT count(*) FROM runs")
+    "$mhc" simulate "$tmp/u.db" --capacity 80% --runs-db "$same" >"$tmp/out" 2>"$tmp/err" ||
+        fail "simulate --runs-db $same (the trace) exited $?: $(cat "$tmp/err")"
+    [ "$(sqlite3 "$tmp/u.db" "SELECT count(*) FROM runs")" = $((before + 1)) ] || fail "--runs-db $same stored no run in the trace"
+    "$mhc" info "$tmp/u.db" --runs-db "$same" >"$tmp/out" 2>"$tmp/err" || fail "info --runs-db $same exited $?: $(cat "$tmp/err")"
+    "$mhc" check "$tmp/u.db" --runs-db "$same" >"$tmp/out" 2>"$tmp/err" || fail "check --runs-db $same exited $?: $(cat "$tmp/err")"
+done
 
 # Defect 10 and 6: options and link profiles out of range are exit 2, nothing stored.
 expect2() {

@@ -44,7 +44,7 @@ for cmd in "${!base[@]}"; do
         # read as 16): refused, naming the value as given. A whole number (N) takes decimal digits
         # alone: 010 (was read as 8) and 1e3 are refused too, and numbers past 64 bits (read as
         # the largest) or past an int (docs/cli.md, "Numbers").
-        values=(nan inf -inf 1e400 '' 0x10 +5 ' 7')
+        values=(nan inf -inf 1e400 '' 0x10 +5 ' 7' '7 ' $'7\n' '٣' '1_000')
         # shellcheck disable=SC2086
         kind=$("$mhc" $cmd --help | grep -E -- "^ +(-[a-zA-Z], )?$o [A-Z]" | head -1 | sed -E "s/^ +(-[a-zA-Z], )?$o ([^ ]+).*/\2/")
         [ "$kind" = N ] && values+=(010 1e3 -0x1 99999999999999999999 99999999999)
@@ -60,7 +60,7 @@ for cmd in "${!base[@]}"; do
             # An option that takes a number (or a list of them) names the value it refuses (a name
             # or a file may be refused for something else first).
             case $kind in N | X | N\|* | X\|* | DEVICE | ID | SIZE | SHARE* | RATE | TIME | HOURS | MINUTES | SECONDS | POINTS | LIST)
-                case $v in 0x10 | +5 | ' 7' | 010 | 1e3 | -0x1 | 9999*)
+                case $v in 0x10 | +5 | ' 7' | '7 ' | 1_000 | 010 | 1e3 | -0x1 | 9999*)
                     grep -q "given 2 times" err || grep -qF -- "$v" err ||
                         fail "$cmd $o '$v': the refusal does not name the value: $(cat err)" ;;
                 esac ;;
@@ -74,6 +74,10 @@ done
 [ $tried -gt 300 ] || fail "only $tried option values tried"
 want="simulate: --latency '': an empty value"; refused "$want" simulate t.db --capacity 70% --latency ''
 refused "info: the trace argument is empty" info ''
+# A message quoting a newline, a tab or an escape (a value, a file name) stays one line: each such
+# byte is shown as '?' (a trace named 'a<newline>b.db' was said over two lines).
+refused "mhc: a?b?c?.db: no such file" info $'a\nb\tc\e.db'
+refused "--top: '7?': not a whole number" info t.db --top $'7\n'
 refused "--nccl-share: 'nan': not a finite number" simulate t.db --capacity 70% --no-store --nccl-share nan
 refused "nccl_share': must be in [0, 1)" simulate t.db --capacity 70% --no-store --nccl-share -5
 
@@ -253,6 +257,12 @@ cat k.json >in.json
 wait $pid || fail "import of a named pipe exited $?: $(cat err)"
 refused "f.db: already exists; pass --force" import in.json -o f.db   # refused before the wait: one line
 [ -s f.db ] && [ "$(wc -l <err)" = 1 ] || fail "import of a named pipe: $(cat out err)"
+# -q leaves the note out, as it does a locked trace's.
+"$mhc" -q import in.json -o q.db >out 2>err &
+pid=$!
+cat k.json >in.json
+wait $pid || fail "import -q of a named pipe exited $?: $(cat err)"
+[ ! -s err ] || fail "import -q of a named pipe said: $(cat err)"
 "$mhc" import <(cat k.json) -o ps.db >out 2>err || fail "import <(cat) exited $?: $(cat err)"
 [ ! -s err ] || fail "import <(cat) said: $(cat err)"
 "$mhc" import /dev/stdin -o sd.db <k.json >out 2>err || fail "import /dev/stdin <file exited $?: $(cat err)"

@@ -64,14 +64,17 @@ struct Options {
 };
 
 // The device capacity a replay's pool has: the run's capacity, or for an unlimited run its
-// predicted peak plus 64 MiB and 1/64 (caching) or 1/8 (ideal) of it of room for placement.
+// predicted peak plus 1/64 (caching) or 1/8 (ideal) of it and a margin (an eighth of it, between
+// 4 and 64 MiB) of room for placement.
 int64_t replay_capacity(int64_t capacity, int64_t predicted_peak, const std::string& allocator);
 // The host arena a replay of `plan` uses: what the simulator held on the host at once, with
-// room for placement, never more than all the bytes swapped out (plus 64 MiB).
+// room for placement, never more than all the bytes swapped out (each plus the margin: an
+// eighth, between 4 and 64 MiB).
 int64_t host_arena_bytes(const trace::TraceData& trace, const Plan& plan);
 // How much of it a replay is expected to fill: what the simulator held on the host at once
 // (the first-fit arena's high water where nothing fragments; 4.13 of gpt2-small's 6.26 GB at
-// 70%), never more than the arena. mhc validate faults in only these bytes before the replays.
+// 70%) plus the margin, never more than the arena. mhc validate faults in only these bytes
+// before the replays.
 int64_t host_arena_populated_bytes(const trace::TraceData& trace, const Plan& plan);
 
 struct Cancelled : std::exception {
