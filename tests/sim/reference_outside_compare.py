@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Runs `mhc simulate` beside reference_outside.py (an outside reading of docs/simulator.md) on
+random traces written here and on `mhc generate` traces, under random links (each direction's
+own bandwidth and latency through a link profile, copy engines, duplex factor, contention
+shares, a swap-operation cap), host buffers, capacities and memory sample counts, and compares
+the run's figures, OOM report, kernel times and memory timeline.
+
+Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose]
+Exit 0 when every run agrees, 1 otherwise (each difference printed).
+"""
+import json
+import math
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_outside as ref  # noqa: E402
+
+MiB = 1 << 20
+TALLY = {}   # runs in which each figure was nonzero: what the fuzzing exercised
+INT_METRICS = ["baseline_peak_bytes", "simulated_peak_bytes", "baseline_makespan_ns", "simulated_makespan_ns",
+               "stall_ns", "stalls", "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions",
+               "early_evictions", "prefetches", "host_peak_bytes", "kernels_reached", "last_kernel_reached",
+               "capacity_bytes"]
+FLOAT_METRICS = ["throughput_loss", "peak_reduction", "oom_slowdown"]
+OOM_FIELDS = ["time_ns", "bytes_needed", "bytes_pinned", "bytes_short", "allocation", "kernel"]
+
+
+def empty_trace(mhc, work):
+    """A trace file with the schema and nothing in it: `mhc generate`'s, its rows deleted."""
+    base = work / "empty.db"
+    if not base.exists():
+        subprocess.run([mhc, "generate", "--layers", "1", "--steps", "1", "--seq", "64", "-o", str(base)],
+                       check=True, capture_output=True)
+        db = sqlite3.connect(str(base))
+        for table in ["allocations", "kernels", "accesses", "copies", "markers", "kernel_info", "modules",
+                      "saved_tensors", "segments"]:
+            db.execute(f"DELETE FROM {table}")
+        db.execute("DELETE FROM meta WHERE key LIKE 'gen.%'")
+        db.commit()
+        db.execute("VACUUM")
+        db.close()
+    return base.read_bytes()
+
+
+def random_trace(path, blank, rng):
+    """Kernels on one or two streams, allocations alive over random spans (ties at instants on
+    purpose), accesses of every mode, NCCL kernels, the trace's own memcpys both ways and host
+    allocations (device -1)."""
+    path.write_bytes(blank)
+    db = sqlite3.connect(str(path))
+    names = ["gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "elementwise", "ncclKernel_SendRecv", "softmax"]
+    db.executemany("INSERT OR REPLACE INTO strings (id, text) VALUES (?, ?)",
+                   [(100 + i, n) for i, n in enumerate(names)])
+    grid = rng.choice([1000, 5000, 20000])
+    nk = rng.randint(8, 40)
+    kernels = []
+    t = rng.randint(0, 3) * grid
+    streams = rng.choice([1, 1, 2])
+    for i in range(nk):
+        dur = rng.choice([0, grid, 2 * grid, 5 * grid, rng.randint(1, 10 * grid)])
+        stream = rng.randrange(streams)
+        kernels.append((i + 1, stream, 100 + rng.choice([0, 0, 1, 2, 2, 4]), t, t + dur))
+        t += dur + rng.choice([0, 0, grid, rng.randint(0, 3 * grid)])
+        if streams == 2 and rng.random() < 0.3:   # a kernel on the other stream overlapping this one
+            t = max(t - dur // 2, kernels[-1][3])
+    # kernels on one stream must not overlap: keep per stream the end
+    fixed, ends = [], {}
+    for kid, stream, name, s, e in kernels:
+        s = max(s, ends.get(stream, s))
+        e = s + (e - kernels[kid - 1][3])
+        ends[stream] = e
+        fixed.append((kid, 0, stream, name, s, e))
+    kernels = fixed
+    end_t = max(k[5] for k in kernels) + grid
+    na = rng.randint(6, 40)
+    allocs, addr = [], 1 << 30
+    sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
+    for i in range(na):
+        b = rng.choice(sizes) if rng.random() < 0.6 else rng.randint(1, 200) * 512 * 1024
+        ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5], rng.randint(0, end_t)])
+        r = rng.random()
+        tf = None if r < 0.15 else ta if r < 0.2 else rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5],
+                                                                    rng.randint(ta, end_t + grid)])
+        if tf is not None and tf < ta:
+            tf = ta
+        allocs.append((i + 1, 0, addr, b, ta, tf, 0, 3, 0))
+        addr += b + 4096
+    for i in range(rng.randint(0, 5)):   # the program's host memory
+        ta = rng.randint(0, end_t)
+        allocs.append((na + i + 1, -1, addr, rng.choice(sizes), ta, rng.choice([None, ta + rng.randint(1, end_t)]),
+                       0, 2, 0))
+        addr += 200 * MiB
+    db.executemany("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, label) "
+                   "VALUES (?,?,?,?,?,?,?,?,?)", allocs)
+    db.executemany("INSERT INTO kernels (id, device, stream, name, t_start, t_end, step, grid_x, grid_y, grid_z, "
+                   "block_x, block_y, block_z, shared_mem, registers, correlation) "
+                   "VALUES (?,?,?,?,?,?,-1,1,1,1,1,1,1,0,0,0)", kernels)
+    acc = set()
+    for kid, _, _, _, s, e in kernels:
+        live = [a for a in allocs if a[1] == 0 and a[4] <= s and (a[5] is None or a[5] >= e)]
+        for a in rng.sample(live, min(len(live), rng.randint(0, 4))):
+            acc.add((kid, a[0], rng.choice([1, 2, 3])))
+    db.executemany("INSERT INTO accesses (kernel, allocation, mode) VALUES (?,?,?)", sorted(acc))
+    copies = []
+    for i in range(rng.randint(0, 6)):
+        s = rng.randint(0, end_t)
+        copies.append((i + 1, 0, 3, rng.choice([0, 1]), 8192, s, s + rng.randint(0, 5 * grid)))
+    db.executemany("INSERT INTO copies (id, device, stream, kind, bytes, t_start, t_end) VALUES (?,?,?,?,?,?,?)",
+                   copies)
+    db.commit()
+    db.close()
+
+
+def random_link(rng, work):
+    """A link: a preset with overrides, or a profile file with each direction's own figures."""
+    if rng.random() < 0.4:
+        name = rng.choice(list(ref.PRESETS))
+        link = ref.preset(name)
+        args = ["--link", name]
+        if rng.random() < 0.5:
+            link.engines = rng.choice([1, 2, 3])
+            args += ["--copy-engines", str(link.engines)]
+        if rng.random() < 0.5:
+            lat = rng.choice([0, 1.5, 6, 40])
+            link.lat = [lat * 1e-6, lat * 1e-6]
+            args += ["--latency", f"{lat}us"]
+        if rng.random() < 0.5:
+            link.duplex = rng.choice([0.3, 0.5, 1.0])
+            args += ["--duplex-factor", str(link.duplex)]
+    else:
+        h2d, d2h = rng.choice([3e9, 12e9, 25e9, 55e9]), rng.choice([2e9, 12e9, 24.5e9, 50e9])
+        hl, dl = rng.choice([0, 2e-6, 6e-6, 3e-5]), rng.choice([0, 5e-6, 1e-5])
+        link = ref.Link(h2d, d2h, hl, dl, rng.choice([1, 2, 4]), rng.choice([0.25, 0.5, 0.9, 1.0]),
+                        rng.choice([0, 0.3, 0.5, 0.9]), rng.choice([0, 0.2, 0.5]))
+        prof = {"name": "fuzz", "h2d": {"bandwidth_Bps": h2d, "latency_s": hl},
+                "d2h": {"bandwidth_Bps": d2h, "latency_s": dl}, "copy_engines": link.engines,
+                "duplex_factor": link.duplex, "nccl_share": link.nccl_share, "memcpy_share": link.memcpy_share}
+        f = work / "link.json"
+        f.write_text(json.dumps(prof))
+        args = ["--link", str(f)]
+    if rng.random() < 0.3:
+        link.nccl_share = rng.choice([0.0, 0.6])
+        args += ["--nccl-share", str(link.nccl_share)]
+    if rng.random() < 0.3:
+        link.memcpy_share = rng.choice([0.0, 0.7])
+        args += ["--memcpy-share", str(link.memcpy_share)]
+    if rng.random() < 0.3:
+        link.max_ops = rng.choice([3000, 20000, 1e5, 777])
+        args += ["--max-swap-ops-per-sec", str(link.max_ops)]
+    return link, args
+
+
+def run_one(mhc, trace, rng, work, verbose):
+    link, largs = random_link(rng, work)
+    policy = rng.choice(["lru", "largest", "belady"])
+    k = rng.choice([0, 0, 2, 8])
+    early = rng.random() < 0.8
+    samples = rng.choice([4096, 4096, 1, 7, 64])
+    ratio = rng.choice([0, 0, 0.1, 0.5, 1])
+    share = rng.choice([95, 90, 80, 70, 60, 50, 40, 30])
+    cmd = [mhc, "simulate", str(trace), "--allocator", "ideal", "--policy", policy,
+           "--prefetch", f"lookahead:{k}" if k else "none", "--capacity", f"{share}%", "--json",
+           "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)] + largs + ([] if early else ["--no-early"])
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    label = " ".join(str(c) for c in cmd[2:])
+    if p.returncode not in (0, 3):
+        return label, [f"exit {p.returncode}: {p.stderr.strip()[:300]}"]
+    out = json.loads(p.stdout)
+    got = out["metrics"]
+    dev = out["device"]
+    tr = ref.Trace(str(trace), dev)
+    base_peak, _ = tr.live_walk()
+    cap = math.floor(base_peak * share / 100)
+    host_cap = math.floor(cap * ratio) if ratio else 0
+    sim = ref.Sim(tr, cap, policy, link, k, host_cap, early, samples).run()
+    problems = []
+    mine = sim.metrics
+    if int(got["host_capacity_bytes"]) != (host_cap if ratio else -1):
+        problems.append(f"host_capacity_bytes: mhc {got['host_capacity_bytes']}, outside {host_cap}")
+    for key in INT_METRICS:
+        if (key in mine) != (key in got and got[key] is not None):
+            problems.append(f"{key}: mhc {got.get(key)}, outside {mine.get(key)}")
+        elif key in mine and int(got[key]) != int(mine[key]):
+            problems.append(f"{key}: mhc {int(got[key])}, outside {mine[key]}")
+    for key in FLOAT_METRICS:
+        a, b = got.get(key), mine.get(key)
+        if (a is None) != (b is None) or (a is not None and not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)):
+            problems.append(f"{key}: mhc {a}, outside {b}")
+    if bool(out.get("oom")) != bool(sim.oom):
+        problems.append(f"oom: mhc {out.get('oom')}, outside {sim.oom}")
+    elif sim.oom:
+        for key in OOM_FIELDS:
+            if out["oom"][key] != sim.oom[key]:
+                problems.append(f"oom.{key}: mhc {out['oom'][key]}, outside {sim.oom[key]}")
+    stored = stored_run(trace)
+    kt = sorted((k2, v[0], v[1]) for k2, v in sim.kernel_times.items())
+    if kt != stored["kernels"]:
+        d = next((f"mhc {y}, outside {x}" for x, y in zip(kt, stored["kernels"]) if x != y),
+                 f"{len(stored['kernels'])} rows, outside {len(kt)}")
+        problems.append(f"run_kernels: {d}")
+    mem = [(t, int(d), int(h)) for t, d, h in stored["memory"]]
+    if mem != sim.memory:
+        d = next((f"mhc {y}, outside {x}" for x, y in zip(sim.memory, mem) if x != y),
+                 f"{len(mem)} rows, outside {len(sim.memory)}")
+        problems.append(f"run_memory: {d}")
+    if verbose and problems:
+        print("   ", cmd)
+    for key in ("swap_outs", "swap_ins", "stalls", "oom", "prefetches", "early_evictions", "clean_evictions"):
+        if mine.get(key):
+            TALLY[key] = TALLY.get(key, 0) + 1
+    return f"{label} [{out['run']}]", problems
+
+
+def stored_run(trace):
+    db = sqlite3.connect(str(trace))
+    run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
+    q = lambda sql: db.execute(sql, (run,)).fetchall()   # noqa: E731
+    res = dict(kernels=q("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel"),
+               memory=q("SELECT t, device_bytes, host_bytes FROM run_memory WHERE run = ? ORDER BY t, rowid"))
+    db.close()
+    return res
+
+
+def main():
+    mhc, work = sys.argv[1], Path(sys.argv[2])
+    opt = lambda name, d: next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), d)  # noqa
+    runs, seed = int(opt("runs", "200")), int(opt("seed", "1"))
+    verbose = "--verbose" in sys.argv
+    work.mkdir(parents=True, exist_ok=True)
+    blank = empty_trace(mhc, work)
+    rng = random.Random(seed)
+    gen = work / "gen.db"
+    subprocess.run([mhc, "generate", "--preset", "gpt2-small", "--layers", "2", "--steps", "2", "--seq", "128",
+                    "--force", "-o", str(gen)], check=True, capture_output=True)
+    gen_blob = gen.read_bytes()
+    differ = 0
+    for i in range(runs):
+        trace = work / "run.db"
+        if i % 5 == 4:
+            trace.write_bytes(gen_blob)
+        else:
+            random_trace(trace, blank, rng)
+            chk = subprocess.run([mhc, "check", str(trace)], capture_output=True, text=True)
+            if chk.returncode != 0:
+                print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
+                differ += 1
+                continue
+        label, problems = run_one(mhc, trace, rng, work, verbose)
+        if problems:   # kept for a rerun by hand: the trace, its link profile, the command
+            differ += 1
+            (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
+            if (work / "link.json").exists():
+                (work / f"differ-{i}.json").write_bytes((work / "link.json").read_bytes())
+        print(f"{'DIFFER' if problems else 'same  '} {i}: {label}")
+        for p in problems[:8]:
+            print(f"    {p}")
+    print(f"{runs} runs, {differ} differ; runs with: " + ", ".join(f"{k} {v}" for k, v in sorted(TALLY.items())))
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
