@@ -320,17 +320,17 @@ class Sim:
             self.buckets[i] = (r + self.shift, self.used, self.sim_host + self.host_live)
 
     # ---- events ----
-    def stall(self, t, w, kernel):
+    def stall(self, t, w, kernel, alloc=None):
         if w > 0:
             self.shift += w
             self.m["stall_ns"] += w
             self.m["stalls"] += 1
-            self.events.append(("stall", t, t + w, None, kernel, 0))
+            self.events.append(("stall", t, t + w, alloc, kernel, 0))
 
     def alloc(self, a, r):
         t = r + self.shift
         t2 = self.make_room(self.tr.bytes[a], t, (self.tr.ids[a], 0))
-        self.stall(t, t2 - t, None)
+        self.stall(t, t2 - t, None, a)
         self.used += self.tr.bytes[a]
         self.note_used()
         self.state[a] = GPU
@@ -470,7 +470,8 @@ class Sim:
                 else:
                     self.kernel_end(x)
             except OOM:
-                self.events.append(("oom", self.oom["time_ns"], self.oom["time_ns"], None, None,
+                self.events.append(("oom", self.oom["time_ns"], self.oom["time_ns"],
+                                    tr.index[self.oom["allocation"]], self.oom["kernel"] or None,
                                     self.oom["bytes_short"]))
                 break
             self.note_host()

@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_outside as ref  # noqa: E402
 
 MiB = 1 << 20
-TALLY = {}   # runs in which each figure was nonzero: what the fuzzing exercised
+TALLY = {}
+KINDS = ["swap_out", "swap_in", "evict_clean", "drop", "recompute", "stall", "oom", "prefetch"]   # run_events.kind   # runs in which each figure was nonzero: what the fuzzing exercised
 INT_METRICS = ["baseline_peak_bytes", "simulated_peak_bytes", "baseline_makespan_ns", "simulated_makespan_ns",
                "stall_ns", "stalls", "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions",
                "early_evictions", "prefetches", "host_peak_bytes", "kernels_reached", "last_kernel_reached",
@@ -202,6 +203,13 @@ def run_one(mhc, trace, rng, work, verbose):
         d = next((f"mhc {y}, outside {x}" for x, y in zip(kt, stored["kernels"]) if x != y),
                  f"{len(stored['kernels'])} rows, outside {len(kt)}")
         problems.append(f"run_kernels: {d}")
+    ids = tr.ids
+    mine_ev = sorted((KINDS.index(k), t0, t1, ids[a] if a is not None else 0, kern or 0, b)
+                     for k, t0, t1, a, kern, b in sim.events)
+    if mine_ev != stored["events"]:
+        d = next((f"mhc {y}, outside {x}" for x, y in zip(mine_ev, stored["events"]) if x != y),
+                 f"{len(stored['events'])} rows, outside {len(mine_ev)}")
+        problems.append(f"run_events (kind, start, end, allocation, kernel, bytes): {d}")
     mem = [(t, int(d), int(h)) for t, d, h in stored["memory"]]
     if mem != sim.memory:
         d = next((f"mhc {y}, outside {x}" for x, y in zip(sim.memory, mem) if x != y),
@@ -219,7 +227,8 @@ def stored_run(trace):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
     q = lambda sql: db.execute(sql, (run,)).fetchall()   # noqa: E731
-    res = dict(kernels=q("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel"),
+    res = dict(events=sorted(q("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ?")),
+               kernels=q("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel"),
                memory=q("SELECT t, device_bytes, host_bytes FROM run_memory WHERE run = ? ORDER BY t, rowid"))
     db.close()
     return res
