@@ -223,6 +223,67 @@ def run_one(mhc, trace, rng, work, verbose):
     return f"{label} [{out['run']}]", problems
 
 
+def run_sweep(mhc, trace, rng, work):
+    """`mhc sweep`'s answer (docs/simulator.md, "Sweep"): the bisection's share and the run at it."""
+    if rng.random() < 0.5:
+        name = rng.choice(list(ref.PRESETS))
+        link, largs = ref.preset(name), ["--links", name]
+    else:
+        link, largs = random_link(rng, work)
+        while len(largs) > 2 or largs[1] in ref.PRESETS:   # sweep takes no overrides: a profile file alone
+            link, largs = random_link(rng, work)
+        largs = ["--links" if a == "--link" else a for a in largs]
+    policy = rng.choice(["lru", "largest", "belady"])
+    k = rng.choice([0, 0, 2, 8])
+    budget = rng.choice([0, 1, 3, 10, 50, 200])
+    steps = rng.randint(1, 10)
+    ratio = rng.choice([0, 0, 0.5])
+    cmd = [mhc, "sweep", str(trace), "--allocator", "ideal", "--policies", policy, "--prefetchers",
+           f"lookahead:{k}" if k else "none", "--capacities", "100%", "--budget", f"{budget}%",
+           "--bisect-steps", str(steps), "--cpu-buffer-ratio", str(ratio)] + largs
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    label = " ".join(str(c) for c in cmd[2:])
+    if p.returncode != 0:
+        return label, [f"exit {p.returncode}: {p.stderr.strip()[:300]}"]
+    db = sqlite3.connect(str(trace))
+    row = db.execute("SELECT id FROM runs WHERE name LIKE 'bisect:%' ORDER BY id DESC LIMIT 1").fetchone()
+    got = None
+    if row:
+        got = dict(db.execute("SELECT key, value FROM run_metrics WHERE run = ?", row).fetchall())
+        got["capacity_bytes"] = int(db.execute("SELECT value FROM run_config WHERE run = ? AND key = "
+                                               "'capacity_bytes'", row).fetchone()[0])
+    db.close()
+    tr = ref.Trace(str(trace), 0)
+    peak, _ = tr.live_walk()
+
+    def at(share):
+        cap = math.floor(peak * share)
+        sim = ref.Sim(tr, cap, policy, link, k, math.floor(cap * ratio) if ratio else 0).run()
+        return sim.metrics, (not sim.oom and sim.metrics["throughput_loss"] <= budget / 100)
+
+    mine = None
+    m, ok = at(1.0)
+    if ok:
+        lo, hi = 0.0, 1.0
+        for _ in range(steps):
+            mid = (lo + hi) / 2
+            m, ok = at(mid)
+            if ok:
+                hi, mine = mid, m
+            else:
+                lo = mid
+    problems = []
+    if (got is None) != (mine is None):
+        problems.append(f"answer: mhc {got and got['capacity_bytes']}, outside {mine and mine['capacity_bytes']}")
+    elif mine:
+        for key in INT_METRICS:
+            if key in mine and key in got and int(got[key]) != int(mine[key]):
+                problems.append(f"answer {key}: mhc {int(got[key])}, outside {mine[key]}")
+    if mine:
+        TALLY["sweep answers"] = TALLY.get("sweep answers", 0) + 1
+    return label + (f" [answer {mine['capacity_bytes']} B]" if mine else " [no answer]"), problems
+
+
 def stored_run(trace):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
@@ -258,7 +319,8 @@ def main():
                 print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
                 differ += 1
                 continue
-        label, problems = run_one(mhc, trace, rng, work, verbose)
+        sweeping = i % 7 == 6
+        label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work, *([] if sweeping else [verbose]))
         if problems:   # kept for a rerun by hand: the trace, its link profile, the command
             differ += 1
             (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
