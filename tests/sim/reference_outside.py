@@ -46,6 +46,9 @@ class Trace:
     def __init__(self, path, device):
         db = sqlite3.connect(path)
         q = lambda sql, *a: db.execute(sql, a).fetchall()   # noqa: E731
+        if device is None:   # the GPU with the largest live peak, ties the lowest number
+            devs = [d for (d,) in q("SELECT DISTINCT device FROM allocations WHERE device >= 0 ORDER BY device")]
+            device = max(devs, key=lambda d: (Trace(path, d).live_walk()[0], -d))
         self.device = device
         rows = q("SELECT id, bytes, t_alloc, t_free FROM allocations WHERE device = ? ORDER BY id", device)
         self.ids = [r[0] for r in rows]
@@ -65,6 +68,9 @@ class Trace:
         for kern, alloc, mode in q("SELECT kernel, allocation, mode FROM accesses ORDER BY kernel, allocation"):
             if kern in seq and alloc in self.index:
                 self.ops[seq[kern]].append((self.index[alloc], mode))
+        self.assumed = not any(self.ops) and bool(ks) and bool(rows)
+        if self.assumed:
+            self.assume_accesses()
         for o in self.ops:
             o.sort(key=lambda x: self.ids[x[0]])
         self.nccl = [(self.kstart[s], self.kend[s]) for s in range(len(ks))
@@ -79,6 +85,23 @@ class Trace:
         for s, o in enumerate(self.ops):
             for a, _ in o:
                 self.uses[a].append(s)
+
+    def assume_accesses(self):
+        """"Inputs", Accesses: no kernel of the device accesses one of its allocations. Written by the
+        first kernel (seq) starting at or after the allocation if it ends by the free; read by the
+        latest-starting kernel ending by the free (never freed: the last kernel) if later than that
+        first kernel."""
+        n = len(self.kstart)
+        for a in range(len(self.ids)):
+            w = next((s for s in range(n) if self.kstart[s] >= self.t_alloc[a]), None)
+            if w is None:
+                continue
+            tf = self.t_free[a]
+            if tf is None or self.kend[w] <= tf:
+                self.ops[w].append((a, 2))
+            r = n - 1 if tf is None else max((s for s in range(n) if self.kend[s] <= tf), default=None)
+            if r is not None and r > w:
+                self.ops[r].append((a, 1))
 
     def events(self):
         """(recorded time, kind, payload) in the documented order: kernel ends, frees, allocations,

@@ -50,37 +50,45 @@ def empty_trace(mhc, work):
 def random_trace(path, blank, rng):
     """Kernels on one or two streams, allocations alive over random spans (ties at instants on
     purpose), accesses of every mode, NCCL kernels, the trace's own memcpys both ways and host
-    allocations (device -1)."""
+    allocations (device -1); sometimes a second GPU (the simulator takes the larger peak) and
+    sometimes no accesses at all (assumed)."""
     path.write_bytes(blank)
     db = sqlite3.connect(str(path))
     names = ["gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "elementwise", "ncclKernel_SendRecv", "softmax"]
     db.executemany("INSERT OR REPLACE INTO strings (id, text) VALUES (?, ?)",
                    [(100 + i, n) for i, n in enumerate(names)])
     grid = rng.choice([1000, 5000, 20000])
+    no_access = rng.random() < 0.15
+    ids = {"k": 0, "a": 0, "c": 0}
+    addr = [1 << 30]
+    for dev in ([0, 1] if rng.random() < 0.2 else [0]):
+        device_rows(db, rng, dev, grid, no_access, ids, addr)
+    db.commit()
+    db.close()
+
+
+def device_rows(db, rng, dev, grid, no_access, ids, addr):
+    """One GPU's kernels, allocations, accesses and copies (ids continue in `ids`)."""
     nk = rng.randint(8, 40)
-    kernels = []
+    raw = []
     t = rng.randint(0, 3) * grid
     streams = rng.choice([1, 1, 2])
-    for i in range(nk):
+    for _ in range(nk):
         dur = rng.choice([0, grid, 2 * grid, 5 * grid, rng.randint(1, 10 * grid)])
-        stream = rng.randrange(streams)
-        kernels.append((i + 1, stream, 100 + rng.choice([0, 0, 1, 2, 2, 4]), t, t + dur))
+        raw.append((rng.randrange(streams), 100 + rng.choice([0, 0, 1, 2, 2, 4]), t, dur))
         t += dur + rng.choice([0, 0, grid, rng.randint(0, 3 * grid)])
-        if streams == 2 and rng.random() < 0.3:   # a kernel on the other stream overlapping this one
-            t = max(t - dur // 2, kernels[-1][3])
-    # kernels on one stream must not overlap: keep per stream the end
-    fixed, ends = [], {}
-    for kid, stream, name, s, e in kernels:
-        s = max(s, ends.get(stream, s))
-        e = s + (e - kernels[kid - 1][3])
-        ends[stream] = e
-        fixed.append((kid, 0, stream, name, s, e))
-    kernels = fixed
+        if streams == 2 and rng.random() < 0.3:   # the next kernel overlaps this one (on the other stream, or later)
+            t = max(t - dur // 2, raw[-1][2])
+    kernels, ends = [], {}
+    for stream, name, start, dur in raw:   # kernels of one stream never overlap
+        start = max(start, ends.get(stream, start))
+        ends[stream] = start + dur
+        ids["k"] += 1
+        kernels.append((ids["k"], dev, stream, name, start, start + dur))
     end_t = max(k[5] for k in kernels) + grid
-    na = rng.randint(6, 40)
-    allocs, addr = [], 1 << 30
+    allocs = []
     sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
-    for i in range(na):
+    for _ in range(rng.randint(6, 40)):
         b = rng.choice(sizes) if rng.random() < 0.6 else rng.randint(1, 200) * 512 * 1024
         ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5], rng.randint(0, end_t)])
         r = rng.random()
@@ -88,32 +96,34 @@ def random_trace(path, blank, rng):
                                                                     rng.randint(ta, end_t + grid)])
         if tf is not None and tf < ta:
             tf = ta
-        allocs.append((i + 1, 0, addr, b, ta, tf, 0, 3, 0))
-        addr += b + 4096
-    for i in range(rng.randint(0, 5)):   # the program's host memory
-        ta = rng.randint(0, end_t)
-        allocs.append((na + i + 1, -1, addr, rng.choice(sizes), ta, rng.choice([None, ta + rng.randint(1, end_t)]),
-                       0, 2, 0))
-        addr += 200 * MiB
+        ids["a"] += 1
+        allocs.append((ids["a"], dev, addr[0], b, ta, tf, 0, 3, 0))
+        addr[0] += b + 4096
+    if dev == 0:
+        for _ in range(rng.randint(0, 5)):   # the program's host memory
+            ta = rng.randint(0, end_t)
+            ids["a"] += 1
+            allocs.append((ids["a"], -1, addr[0], rng.choice(sizes), ta,
+                           rng.choice([None, ta + rng.randint(1, end_t)]), 0, 2, 0))
+            addr[0] += 200 * MiB
     db.executemany("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, label) "
                    "VALUES (?,?,?,?,?,?,?,?,?)", allocs)
     db.executemany("INSERT INTO kernels (id, device, stream, name, t_start, t_end, step, grid_x, grid_y, grid_z, "
                    "block_x, block_y, block_z, shared_mem, registers, correlation) "
                    "VALUES (?,?,?,?,?,?,-1,1,1,1,1,1,1,0,0,0)", kernels)
     acc = set()
-    for kid, _, _, _, s, e in kernels:
-        live = [a for a in allocs if a[1] == 0 and a[4] <= s and (a[5] is None or a[5] >= e)]
+    for kid, _, _, _, s, e in ([] if no_access else kernels):
+        live = [a for a in allocs if a[1] == dev and a[4] <= s and (a[5] is None or a[5] >= e)]
         for a in rng.sample(live, min(len(live), rng.randint(0, 4))):
             acc.add((kid, a[0], rng.choice([1, 2, 3])))
     db.executemany("INSERT INTO accesses (kernel, allocation, mode) VALUES (?,?,?)", sorted(acc))
     copies = []
-    for i in range(rng.randint(0, 6)):
+    for _ in range(rng.randint(0, 6)):
         s = rng.randint(0, end_t)
-        copies.append((i + 1, 0, 3, rng.choice([0, 1]), 8192, s, s + rng.randint(0, 5 * grid)))
+        ids["c"] += 1
+        copies.append((ids["c"], dev, 3, rng.choice([0, 1]), 8192, s, s + rng.randint(0, 5 * grid)))
     db.executemany("INSERT INTO copies (id, device, stream, kind, bytes, t_start, t_end) VALUES (?,?,?,?,?,?,?)",
                    copies)
-    db.commit()
-    db.close()
 
 
 def random_link(rng, work):
@@ -173,12 +183,19 @@ def run_one(mhc, trace, rng, work, verbose):
     out = json.loads(p.stdout)
     got = out["metrics"]
     dev = out["device"]
-    tr = ref.Trace(str(trace), dev)
+    tr = ref.Trace(str(trace), None)
+    problems = []
+    if tr.device != dev:
+        problems.append(f"device: mhc {dev}, outside {tr.device}")
+        tr = ref.Trace(str(trace), dev)
+    if bool(out["assumed_accesses"]) != tr.assumed:
+        problems.append(f"assumed_accesses: mhc {out['assumed_accesses']}, outside {tr.assumed}")
+    if tr.assumed:
+        TALLY["assumed accesses"] = TALLY.get("assumed accesses", 0) + 1
     base_peak, _ = tr.live_walk()
     cap = math.floor(base_peak * share / 100)
     host_cap = math.floor(cap * ratio) if ratio else 0
     sim = ref.Sim(tr, cap, policy, link, k, host_cap, early, samples).run()
-    problems = []
     mine = sim.metrics
     if int(got["host_capacity_bytes"]) != (host_cap if ratio else -1):
         problems.append(f"host_capacity_bytes: mhc {got['host_capacity_bytes']}, outside {host_cap}")
@@ -253,7 +270,7 @@ def run_sweep(mhc, trace, rng, work):
         got["capacity_bytes"] = int(db.execute("SELECT value FROM run_config WHERE run = ? AND key = "
                                                "'capacity_bytes'", row).fetchone()[0])
     db.close()
-    tr = ref.Trace(str(trace), 0)
+    tr = ref.Trace(str(trace), None)
     peak, _ = tr.live_walk()
 
     def at(share):
@@ -303,15 +320,24 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     blank = empty_trace(mhc, work)
     rng = random.Random(seed)
-    gen = work / "gen.db"
-    subprocess.run([mhc, "generate", "--preset", "gpt2-small", "--layers", "2", "--steps", "2", "--seq", "128",
-                    "--force", "-o", str(gen)], check=True, capture_output=True)
-    gen_blob = gen.read_bytes()
+    # generated traces: plain, tensor parallel (NCCL kernels for rule 8's contention), micro-batches
+    # with recomputation, data parallel with jitter
+    gens = []
+    for j, args in enumerate([["--preset", "gpt2-small", "--layers", "2", "--steps", "2", "--seq", "128"],
+                              ["--preset", "mhc-27b", "--layers", "2", "--steps", "2", "--seq", "64", "--tp", "2",
+                               "--dp", "1", "--pp", "1"],
+                              ["--preset", "llama2-7b", "--layers", "1", "--steps", "2", "--seq", "128",
+                               "--micro-batches", "2", "--recompute"],
+                              ["--preset", "gpt2-small", "--layers", "2", "--steps", "3", "--seq", "128", "--dp", "2",
+                               "--pp", "1", "--seed", "7", "--jitter", "0.2", "--no-dropout"]]):
+        gen = work / f"gen{j}.db"
+        subprocess.run([mhc, "generate", "--force", "-o", str(gen)] + args, check=True, capture_output=True)
+        gens.append(gen.read_bytes())
     differ = 0
     for i in range(runs):
         trace = work / "run.db"
         if i % 5 == 4:
-            trace.write_bytes(gen_blob)
+            trace.write_bytes(gens[(i // 5) % len(gens)])
         else:
             random_trace(trace, blank, rng)
             chk = subprocess.run([mhc, "check", str(trace)], capture_output=True, text=True)
