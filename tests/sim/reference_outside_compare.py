@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_outside as ref  # noqa: E402
 
 MiB = 1 << 20
-TALLY = {}
-KINDS = ["swap_out", "swap_in", "evict_clean", "drop", "recompute", "stall", "oom", "prefetch"]   # run_events.kind   # runs in which each figure was nonzero: what the fuzzing exercised
+TALLY = {}   # runs in which each figure was nonzero: what the fuzzing exercised
+KINDS = ["swap_out", "swap_in", "evict_clean", "drop", "recompute", "stall", "oom", "prefetch"]   # run_events.kind
 INT_METRICS = ["baseline_peak_bytes", "simulated_peak_bytes", "baseline_makespan_ns", "simulated_makespan_ns",
                "stall_ns", "stalls", "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions",
                "early_evictions", "prefetches", "host_peak_bytes", "kernels_reached", "last_kernel_reached",
@@ -175,7 +175,8 @@ def run_one(mhc, trace, rng, work, verbose):
     share = rng.choice([95, 90, 80, 70, 60, 50, 40, 30])
     cmd = [mhc, "simulate", str(trace), "--allocator", "ideal", "--policy", policy,
            "--prefetch", f"lookahead:{k}" if k else "none", "--capacity", f"{share}%", "--json",
-           "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)] + largs + ([] if early else ["--no-early"])
+           "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)] + largs
+    cmd += [] if early else ["--no-early"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     label = " ".join(str(c) for c in cmd[2:])
     if p.returncode not in (0, 3):
