@@ -5,7 +5,9 @@ own bandwidth and latency through a link profile, copy engines, duplex factor, c
 shares, a swap-operation cap), host buffers, capacities and memory sample counts, and compares
 the run's figures, OOM report, kernel times and memory timeline.
 
-Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose]
+Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--second-reading]
+--second-reading: instead, the same traces and links through reference_sim.py (the first reading:
+every policy and prefetcher, both allocators), compared by reference_compare.py.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
 """
 import json
@@ -302,6 +304,27 @@ def run_sweep(mhc, trace, rng, work):
     return label + (f" [answer {mine['capacity_bytes']} B]" if mine else " [no answer]"), problems
 
 
+def run_second(mhc, trace, rng, work):
+    """The same random traces and links through the first reading (reference_sim.py, via
+    reference_compare.compare): every policy and prefetcher, both allocators."""
+    import reference_compare as first   # noqa: E402
+    link, largs = random_link(rng, work)
+    other = first.ref.Link(h2d_bps=link.bps[0], d2h_bps=link.bps[1], h2d_latency_s=link.lat[0],
+                           d2h_latency_s=link.lat[1], copy_engines=link.engines, duplex_factor=link.duplex,
+                           nccl_share=link.nccl_share, memcpy_share=link.memcpy_share, max_ops_per_sec=link.max_ops)
+    ratio = rng.choice([0, 0, 0.5, 1])
+    largs = largs + ["--cpu-buffer-ratio", str(ratio)]
+    policy = rng.choice(["lru", "largest", "belady", "dtr", "cost_aware"])
+    allocator = rng.choice(["ideal", "caching"])
+    pre = rng.choice(["none", "lookahead", "periodic", "capuchin", "forecast"])
+    k = rng.choice([2, 8])
+    share = rng.choice(["95%", "80%", "60%", "40%"])
+    problems, got = first.compare(mhc, trace, policy, share, other, largs, k if pre == "lookahead" else 0, allocator,
+                                  "", -1 if pre == "capuchin" else k if pre == "periodic" else 0,
+                                  k if pre == "forecast" else 0)
+    return f"{allocator} {policy} {pre}:{k} {share} {' '.join(largs)}", problems
+
+
 def stored_run(trace):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
@@ -347,7 +370,10 @@ def main():
                 differ += 1
                 continue
         sweeping = i % 7 == 6
-        label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work, *([] if sweeping else [verbose]))
+        if "--second-reading" in sys.argv:
+            label, problems = run_second(mhc, trace, rng, work)
+        else:
+            label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work, *([] if sweeping else [verbose]))
         if problems:   # kept for a rerun by hand: the trace, its link profile, the command
             differ += 1
             (work / f"differ-{i}.db").write_bytes(trace.read_bytes())

@@ -91,15 +91,16 @@ class Trace:
             self.assume_accesses()
         # the program's own host memory (device -1): counted in the host bytes, never placed
         self.host_events = Trace.memory_events([a for a in allocs if a[1] == -1]) if device != -1 else []
-        # recorded contention (rule 8): any kernel whose name holds "nccl", memcpys by direction
-        self.nccl = sorted((k[2], k[3]) for k in kernels if k[4] and ("nccl" in k[4].lower() or "rccl" in k[4].lower()))
+        # recorded contention (rule 8): the device's kernels whose name holds "nccl", its memcpys by
+        # direction (other devices are ignored, "Inputs": a second GPU's AllReduce slowed this one's link)
+        self.nccl = sorted((k[2], k[3]) for k in own if k[4] and ("nccl" in k[4].lower() or "rccl" in k[4].lower()))
         row = db.execute("SELECT value FROM meta WHERE key = 'allocator.conf'").fetchone()
         self.allocator_conf = row[0] if row else ""   # the settings the recording ran with
         # a Kineto trace's Total Reserved at its first memory event: the caching model starts there
         row = db.execute("SELECT value FROM meta WHERE key = ?", (f"kineto.reserved_first.device{self.device}",)).fetchone()
         self.reserved_first = int(row[0]) if row and row[0].strip().isdigit() else 0
         self.copies = {0: [], 1: []}
-        for kind, t0, t1 in db.execute("SELECT kind, t_start, t_end FROM copies"):
+        for kind, t0, t1 in db.execute("SELECT kind, t_start, t_end FROM copies WHERE device = ?", (device,)):
             if kind in (0, 1):
                 self.copies[kind].append((t0, t1))
         db.close()
