@@ -58,6 +58,7 @@ class Trace:
         self.t_free = [r[3] for r in rows]   # None: lives to the end
         self.host = q("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = -1 ORDER BY id")
         names = dict(q("SELECT id, text FROM strings"))
+        self.order_only = q("SELECT value FROM meta WHERE key = 'timing'") == [("order-only",)]
         ks = q("SELECT id, name, t_start, t_end FROM kernels WHERE device = ? ORDER BY t_start, id", device)
         self.kid = [k[0] for k in ks]
         self.kname = [names.get(k[1], "") for k in ks]
