@@ -176,6 +176,7 @@ class Sim:
         self.m = dict(stall_ns=0, stalls=0, swap_ins=0, swap_in_bytes=0, swap_outs=0, swap_out_bytes=0,
                       clean_evictions=0, early_evictions=0, prefetches=0)
         self.events = []
+        self.seen = {}   # how often the rarer rules ran (what a comparison exercised)
         self.kernel_times = {}
         self.buckets = {}
         self.oom = None
@@ -198,6 +199,9 @@ class Sim:
 
     def note_used(self):
         self.peak = max(self.peak, self.used)
+
+    def saw(self, what):
+        self.seen[what] = self.seen.get(what, 0) + 1
 
     # ---- policy ----
     def next_use(self, a):
@@ -230,6 +234,7 @@ class Sim:
         for a in caches:
             if self.sim_host + b <= self.host_cap:
                 break
+            self.saw("host copy discarded")
             self.valid[a] = False
             self.sim_host -= self.tr.bytes[a]
         return self.sim_host + b <= self.host_cap
@@ -244,6 +249,7 @@ class Sim:
                 return None
             if self.valid[v] or self.host_room(self.tr.bytes[v]):
                 return v
+            self.saw("victim set aside (host full)")
             aside.add(v)
 
     # ---- transfers ----
@@ -368,6 +374,7 @@ class Sim:
         if st in (GPU, H2D, D2H):
             self.used -= b
         if self.xfer[a] is not None:
+            self.saw("free in transfer")
             self.xfer[a].cancelled = True
             self.xfer[a] = None
         if self.valid[a] or st == D2H:
@@ -388,6 +395,7 @@ class Sim:
             if st == H2D:
                 ready = max(ready, self.xfer[a].end)
             elif st == D2H:
+                self.saw("swap-out cancelled")
                 self.xfer[a].cancelled = True
                 self.xfer[a] = None
                 self.state[a] = GPU
@@ -404,6 +412,7 @@ class Sim:
         self.lastk = s
         for a, mode in ops:
             if self.state[a] == FREED:
+                self.saw("freed operand skipped")
                 continue
             self.tick += 1
             self.clock[a] = self.tick

@@ -244,6 +244,8 @@ def run_one(mhc, trace, rng, work, verbose):
     for key in ("swap_outs", "swap_ins", "stalls", "oom", "prefetches", "early_evictions", "clean_evictions"):
         if mine.get(key):
             TALLY[key] = TALLY.get(key, 0) + 1
+    for key in sim.seen:
+        TALLY[key] = TALLY.get(key, 0) + 1
     return f"{label} [{out['run']}]", problems
 
 
