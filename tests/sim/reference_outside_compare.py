@@ -84,11 +84,12 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr):
         if streams == 2 and rng.random() < 0.3:   # the next kernel overlaps this one (on the other stream, or later)
             t = max(t - dur // 2, raw[-1][2])
     kernels, ends = [], {}
-    for stream, name, start, dur in raw:   # kernels of one stream never overlap
+    steps = rng.choice([0, 0, 2, 3, 4])   # a step column (the learning prefetchers), in runs of kernels
+    for i, (stream, name, start, dur) in enumerate(raw):   # kernels of one stream never overlap
         start = max(start, ends.get(stream, start))
         ends[stream] = start + dur
         ids["k"] += 1
-        kernels.append((ids["k"], dev, stream, name, start, start + dur))
+        kernels.append((ids["k"], dev, stream, name, start, start + dur, i * steps // nk if steps else -1))
     end_t = max(k[5] for k in kernels) + grid
     allocs = []
     sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
@@ -114,9 +115,9 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr):
                    "VALUES (?,?,?,?,?,?,?,?,?)", allocs)
     db.executemany("INSERT INTO kernels (id, device, stream, name, t_start, t_end, step, grid_x, grid_y, grid_z, "
                    "block_x, block_y, block_z, shared_mem, registers, correlation) "
-                   "VALUES (?,?,?,?,?,?,-1,1,1,1,1,1,1,0,0,0)", kernels)
+                   "VALUES (?,?,?,?,?,?,?,1,1,1,1,1,1,0,0,0)", kernels)
     acc = set()
-    for kid, _, _, _, s, e in ([] if no_access else kernels):
+    for kid, _, _, _, s, e, _ in ([] if no_access else kernels):
         live = [a for a in allocs if a[1] == dev and a[4] <= s and (a[5] is None or a[5] >= e)]
         for a in rng.sample(live, min(len(live), rng.randint(0, 4))):
             acc.add((kid, a[0], rng.choice([1, 2, 3])))
