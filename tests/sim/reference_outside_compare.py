@@ -8,6 +8,7 @@ the run's figures, OOM report, kernel times and memory timeline.
 Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--second-reading]
 --second-reading: instead, the same traces and links through reference_sim.py (the first reading:
 every policy and prefetcher, both allocators), compared by reference_compare.py.
+--ranks: instead, generated jobs of up to 4 ranks through `simulate --ranks` and reference_coupled.py.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
 """
 import json
@@ -332,6 +333,36 @@ def run_second(mhc, trace, rng, work):
     return f"{allocator} {policy} {pre}:{k} {share} {' '.join(largs)}", problems
 
 
+def run_ranks(mhc, work, rng):
+    """A generated job (data, tensor and pipeline parallel, up to 4 ranks, jittered) through
+    `mhc simulate --ranks` and reference_coupled.py under a random link, policy and allocator."""
+    import reference_compare as first   # noqa: E402
+    preset = rng.choice(["gpt2-small", "llama2-7b", "mhc-27b"])
+    dp, tp, pp = rng.choice([(2, 1, 1), (1, 2, 1), (1, 1, 2), (2, 1, 2), (1, 2, 2), (4, 1, 1), (1, 1, 4)])
+    layers = 4 if pp == 4 else rng.choice([2, 4])
+    args = ["--preset", preset, "--layers", str(layers), "--steps", "2", "--seq", "64", "--dp", str(dp), "--tp",
+            str(tp), "--pp", str(pp), "--micro-batches", str(rng.choice([1, 2]))]
+    jitter = rng.choice([0, 0.1, 0.3])
+    args += ["--seed", str(rng.randint(1, 99)), "--jitter", str(jitter)] if jitter else ["--jitter", "0"]
+    for old in work.glob("job.rank*.db"):
+        old.unlink()
+    g = subprocess.run([mhc, "generate", "--all-ranks", "--force", "-o", str(work / "job.db")] + args,
+                       capture_output=True, text=True)
+    if g.returncode != 0:
+        return " ".join(args), [f"generate: {g.stderr.strip()[:200]}"]
+    paths = sorted(work.glob("job.rank*.db"))
+    link, largs = random_link(rng, work)
+    other = first.ref.Link(h2d_bps=link.bps[0], d2h_bps=link.bps[1], h2d_latency_s=link.lat[0],
+                           d2h_latency_s=link.lat[1], copy_engines=link.engines, duplex_factor=link.duplex,
+                           nccl_share=link.nccl_share, memcpy_share=link.memcpy_share, max_ops_per_sec=link.max_ops)
+    policy = rng.choice(["lru", "largest", "belady", "dtr", "cost_aware"])
+    allocator = rng.choice(["ideal", "caching"])
+    share = rng.choice(["95%", "80%", "60%", "45%"])
+    problems, got = first.compare_job(mhc, paths, policy, share, other, largs, allocator)
+    return (f"{len(paths)} ranks {' '.join(args)} {allocator} {policy} {share} {' '.join(largs)}: "
+            f"job loss {got.get('throughput_loss')}"), problems
+
+
 def stored_run(trace):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
@@ -377,7 +408,9 @@ def main():
                 differ += 1
                 continue
         sweeping = i % 7 == 6
-        if "--second-reading" in sys.argv:
+        if "--ranks" in sys.argv:
+            label, problems = run_ranks(mhc, work, rng)
+        elif "--second-reading" in sys.argv:
             label, problems = run_second(mhc, trace, rng, work)
         else:
             label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work, *([] if sweeping else [verbose]))
