@@ -327,9 +327,26 @@ def run_second(mhc, trace, rng, work):
     pre = rng.choice(["none", "lookahead", "periodic", "capuchin", "forecast"])
     k = rng.choice([2, 8])
     share = rng.choice(["95%", "80%", "60%", "40%"])
-    problems, got = first.compare(mhc, trace, policy, share, other, largs, k if pre == "lookahead" else 0, allocator,
-                                  "", -1 if pre == "capuchin" else k if pre == "periodic" else 0,
-                                  k if pre == "forecast" else 0)
+    report = {}
+    original = first.ref.Sim.oom_figures
+
+    def keep(sim, a):   # the first reading's OOM figures of this run
+        report.update(original(sim, a))
+        return report
+
+    first.ref.Sim.oom_figures = keep
+    try:
+        problems, got = first.compare(mhc, trace, policy, share, other, largs, k if pre == "lookahead" else 0,
+                                      allocator, "", -1 if pre == "capuchin" else k if pre == "periodic" else 0,
+                                      k if pre == "forecast" else 0)
+    finally:
+        first.ref.Sim.oom_figures = original
+    if report and not problems:   # rule 7's figures beside short by (compared with the oom event)
+        for key, v in report.items():
+            if int(got.get(key, -1)) != v:
+                problems.append(f"{key}: mhc {got.get(key)}, reference {v}")
+        TALLY[f"oom {allocator}"] = TALLY.get(f"oom {allocator}", 0) + 1
+        TALLY["oom fragmentation"] = TALLY.get("oom fragmentation", 0) + report["oom_fragmentation"]
     return f"{allocator} {policy} {pre}:{k} {share} {' '.join(largs)}", problems
 
 

@@ -424,6 +424,20 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             return max(0, needed - max(ca.largest_free_block(), self.cap - ca.reserved))
         return needed - (self.cap - in_use)
 
+    def oom_figures(self, a):
+        """Rule 7's other figures, as the metrics oom_bytes_needed, oom_bytes_pinned and
+        oom_fragmentation hold them."""
+        held = [i for i, st in enumerate(self.state) if st in (GPU, H2D, D2H)]
+        # pinned by kernels (running, or the one starting): a recomputation's inputs are unpinned first
+        pinned = sum(self.tr.allocs[i][2] for i in held if self.pins[i] - self.recompute_pins.count(i) > 0)
+        b = self.tr.allocs[a][2]
+        if not self.caching:
+            return dict(oom_bytes_needed=b, oom_bytes_pinned=pinned, oom_fragmentation=0)
+        needed = self.caching.round(b)
+        in_use = sum(self.caching.block_bytes(i) for i in held)
+        return dict(oom_bytes_needed=needed, oom_bytes_pinned=pinned,
+                    oom_fragmentation=int(self.cap - in_use >= needed))
+
     def pending_out(self):
         """Rule 6's pending: the allocation bytes of the swap-outs in flight."""
         return sum(self.tr.allocs[tf.alloc][2] for tf in self.flight if tf.live and not tf.to_gpu)
@@ -473,6 +487,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
                 self.oom_at = t
                 self.oom_alloc = a
                 self.oom_short = self.short_by(a)
+                self.oom_report = self.oom_figures(a)
                 self.restore_aside(aside)
                 return None
             t = max(t, min(live))
