@@ -784,12 +784,13 @@ template class Engine<CostAwarePolicy>;
 // 70% of the peak is 123,680,256 bytes (docs/simulator.md, "Capacity").
 namespace {
 int64_t share_of(double share, int64_t bytes) {
-    const double x = share * static_cast<double>(bytes);
-    const double whole = std::nearbyint(x);
-    if (std::abs(x - whole) <= 4 * std::numeric_limits<double>::epsilon() * std::abs(x)) return static_cast<int64_t>(whole);
-    return static_cast<int64_t>(std::floor(x));
+    const double product = share * static_cast<double>(bytes);
+    const double whole = std::nearbyint(product);
+    if (std::abs(product - whole) <= 4 * std::numeric_limits<double>::epsilon() * std::abs(product))
+        return static_cast<int64_t>(whole);
+    return static_cast<int64_t>(std::floor(product));
 }
-}  // namespace
+}   // namespace
 
 Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap) {
     Result r;

@@ -74,7 +74,8 @@ def random_trace(path, blank, rng):
 
 def device_rows(db, rng, dev, grid, no_access, ids, addr):
     """One GPU's kernels, allocations, accesses and copies (ids continue in `ids`)."""
-    nk = rng.randint(8, 40)
+    big = rng.random() < 0.2   # sometimes a longer trace: more interplay between the rules
+    nk = rng.randint(8, 150 if big else 40)
     raw = []
     t = rng.randint(0, 3) * grid
     streams = rng.choice([1, 1, 2])
@@ -94,7 +95,7 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr):
     end_t = max(k[5] for k in kernels) + grid
     allocs = []
     sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
-    for _ in range(rng.randint(6, 40)):
+    for _ in range(rng.randint(6, 120 if big else 40)):
         b = rng.choice(sizes) if rng.random() < 0.6 else rng.randint(1, 200) * 512 * 1024
         ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5], rng.randint(0, end_t)])
         r = rng.random()
@@ -120,7 +121,7 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr):
     acc = set()
     for kid, _, _, _, s, e, _ in ([] if no_access else kernels):
         live = [a for a in allocs if a[1] == dev and a[4] <= s and (a[5] is None or a[5] >= e)]
-        for a in rng.sample(live, min(len(live), rng.randint(0, 4))):
+        for a in rng.sample(live, min(len(live), rng.randint(0, 6 if big else 4))):
             acc.add((kid, a[0], rng.choice([1, 2, 3])))
     db.executemany("INSERT INTO accesses (kernel, allocation, mode) VALUES (?,?,?)", sorted(acc))
     copies = []
