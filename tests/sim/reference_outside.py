@@ -182,15 +182,18 @@ class Sim:
         self.oom = None
         self.protect = set()
         self.baseline_peak, self.live_at_start = tr.live_walk()
-        self.host_events = sorted([(b[1], 1, i, b[0]) for i, b in enumerate(tr.host)] +
-                                  [(b[2], 0, i, -b[0]) for i, b in enumerate(tr.host) if b[2] is not None])
+        # in docs/trace-format.md's order at one instant: frees of earlier allocations, then the
+        # allocations, one freed at that instant right after it is made
+        self.host_events = sorted([(b[1], 1, i, 0, b[0]) for i, b in enumerate(tr.host)] +
+                                  [(b[2], 0 if b[2] > b[1] else 1, i, 1, -b[0]) for i, b in enumerate(tr.host)
+                                   if b[2] is not None])
         self.host_pos = 0
         self.host_live = 0
 
     # ---- host allocations of the program (device -1), by recorded time ----
     def host_advance(self, r):
         while self.host_pos < len(self.host_events) and self.host_events[self.host_pos][0] <= r:
-            self.host_live += self.host_events[self.host_pos][3]
+            self.host_live += self.host_events[self.host_pos][4]
             self.host_pos += 1
             self.note_host()
 

@@ -111,7 +111,7 @@ def device_rows(db, rng, dev, grid, no_access, ids, addr):
             ta = rng.randint(0, end_t)
             ids["a"] += 1
             allocs.append((ids["a"], -1, addr[0], rng.choice(sizes), ta,
-                           rng.choice([None, ta + rng.randint(1, end_t)]), 0, 2, 0))
+                           rng.choice([None, ta, ta + rng.randint(1, end_t)]), 0, 2, 0))
             addr[0] += 200 * MiB
     db.executemany("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, label) "
                    "VALUES (?,?,?,?,?,?,?,?,?)", allocs)
