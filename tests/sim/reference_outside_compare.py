@@ -225,6 +225,14 @@ def run_one(mhc, trace, rng, work, verbose):
             if out["oom"][key] != sim.oom[key]:
                 problems.append(f"oom.{key}: mhc {out['oom'][key]}, outside {sim.oom[key]}")
     stored = stored_run(trace)
+    # the stored run holds the figures --json printed ("Time": oom_slowdown the same in both; an
+    # OOM run's loss and peak reduction null in --json, absent from the store)
+    for key in INT_METRICS + FLOAT_METRICS + ["oom_bytes_needed", "oom_bytes_pinned", "oom_bytes_short"]:
+        a, b = got.get(key), stored["metrics"].get(key)
+        if key == "capacity_bytes":
+            continue   # a config entry, not a metric
+        if (a is None) != (b is None) or (a is not None and not math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)):
+            problems.append(f"stored {key}: {b}, --json {a}")
     kt = sorted((k2, v[0], v[1]) for k2, v in sim.kernel_times.items())
     if kt != stored["kernels"]:
         d = next((f"mhc {y}, outside {x}" for x, y in zip(kt, stored["kernels"]) if x != y),
@@ -385,7 +393,8 @@ def stored_run(trace):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
     q = lambda sql: db.execute(sql, (run,)).fetchall()   # noqa: E731
-    res = dict(events=sorted(q("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ?")),
+    res = dict(metrics=dict(q("SELECT key, value FROM run_metrics WHERE run = ?")),
+               events=sorted(q("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ?")),
                kernels=q("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel"),
                memory=q("SELECT t, device_bytes, host_bytes FROM run_memory WHERE run = ? ORDER BY t, rowid"))
     db.close()
