@@ -56,7 +56,8 @@ class Trace:
         self.bytes = [r[1] for r in rows]
         self.t_alloc = [r[2] for r in rows]
         self.t_free = [r[3] for r in rows]   # None: lives to the end
-        self.host = q("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = -1 ORDER BY id")
+        self.host = [] if device == -1 else q("SELECT bytes, t_alloc, t_free FROM allocations WHERE device = -1 "
+                                               "ORDER BY id")   # the program's host memory
         names = dict(q("SELECT id, text FROM strings"))
         self.order_only = q("SELECT value FROM meta WHERE key = 'timing'") == [("order-only",)]
         ks = q("SELECT id, name, t_start, t_end FROM kernels WHERE device = ? ORDER BY t_start, id", device)

@@ -177,13 +177,17 @@ def run_one(mhc, trace, rng, work, verbose):
     policy = rng.choice(["lru", "largest", "belady"])
     k = rng.choice([0, 0, 2, 8])
     early = rng.random() < 0.8
-    samples = rng.choice([4096, 4096, 1, 7, 64])
+    samples = rng.choice([4096, 4096, 1, 7, 64, 1000000])
     ratio = rng.choice([0, 0, 0.1, 0.5, 1])
     share = rng.choice([95, 90, 80, 70, 60, 50, 40, 30])
+    db = sqlite3.connect(str(trace))
+    host_rows = db.execute("SELECT count(*) FROM allocations WHERE device = -1").fetchone()[0]
+    db.close()
+    host_device = host_rows > 0 and rng.random() < 0.1   # --device -1: the host's pinned buffers alone
     cmd = [mhc, "simulate", str(trace), "--allocator", "ideal", "--policy", policy,
            "--prefetch", f"lookahead:{k}" if k else "none", "--capacity", f"{share}%", "--json",
            "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)] + largs
-    cmd += [] if early else ["--no-early"]
+    cmd += ([] if early else ["--no-early"]) + (["--device", "-1"] if host_device else [])
     p = subprocess.run(cmd, capture_output=True, text=True)
     label = " ".join(str(c) for c in cmd[2:])
     if p.returncode not in (0, 3):
@@ -191,8 +195,10 @@ def run_one(mhc, trace, rng, work, verbose):
     out = json.loads(p.stdout)
     got = out["metrics"]
     dev = out["device"]
-    tr = ref.Trace(str(trace), None)
+    tr = ref.Trace(str(trace), -1 if host_device else None)
     problems = []
+    if host_device:
+        TALLY["device -1"] = TALLY.get("device -1", 0) + 1
     if tr.device != dev:
         problems.append(f"device: mhc {dev}, outside {tr.device}")
         tr = ref.Trace(str(trace), dev)
