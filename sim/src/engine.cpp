@@ -455,7 +455,13 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
                 ++epoch[a];
                 break;
             case Residency::Host:
-                if (!make_room(a, t, false)) { oom(t, a, s, prepared.t->allocations.bytes[a]); return false; }
+                if (!make_room(a, t, false)) {
+                    // the inputs of an operand recomputed before this one are pinned by no kernel
+                    // (rule 7), as when the recomputation itself runs out of memory
+                    if (!rc_pinned.empty()) unpin_recompute_inputs();
+                    oom(t, a, s, prepared.t->allocations.bytes[a]);
+                    return false;
+                }
                 state[a] = Residency::InH2D;
                 resident_bytes += prepared.t->allocations.bytes[a];
                 need_at = ready_at[a] = start_transfer(a, true, t);
