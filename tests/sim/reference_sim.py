@@ -802,7 +802,9 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
     def kernel_end(self, s):
         for a, _ in self.tr.operands[s]:
             self.pins[a] -= 1
-            self.key_next[a] = self.next_use_after(a, s)
+            # the next use after the kernel started last (the next-use table's entry of a's latest
+            # access): with two streams a later kernel may have started and used it already
+            self.key_next[a] = self.next_use_after(a, max(s, self.last_started))
             self.refresh(a)
 
 
