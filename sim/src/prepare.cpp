@@ -98,9 +98,9 @@ void build_on_device(Prepared& p) {
     // earlier allocations first, then the allocations, one freed at that time right after it is
     // made (it counts in the host peak, as in the host's own peak). Sorting (time, bytes) put its
     // free first: 5 MiB alive only at one instant never counted (tests/sim/test_host_allocations.cpp).
-    for (const trace::MemoryEvent& e : trace::memory_events(a, -1)) {
-        const auto i = static_cast<size_t>(e.row);
-        p.host_events.push_back({e.time, e.free ? -a.bytes[i] : a.bytes[i]});
+    for (const trace::MemoryEvent& event : trace::memory_events(a, -1)) {
+        const int64_t bytes = a.bytes[static_cast<size_t>(event.row)];
+        p.host_events.emplace_back(event.time, event.free ? -bytes : bytes);
     }
 }
 
