@@ -9,6 +9,8 @@ Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose
 --second-reading: instead, the same traces and links through reference_sim.py (the first reading:
 every policy and prefetcher, both allocators), compared by reference_compare.py.
 --ranks: instead, generated jobs of up to 4 ranks through `simulate --ranks` and reference_coupled.py.
+--step-time=DIR: instead, `mhc advise --step-time` on the captures in DIR (docs/advise.md, "A measured
+step time"; those without copies or collectives), exit 77 when there are none.
 Exit 0 when every run agrees, 1 otherwise (each difference printed).
 """
 import json
@@ -395,6 +397,62 @@ def run_ranks(mhc, work, rng):
             f"job loss {got.get('throughput_loss')}"), problems
 
 
+def step_time_check(mhc, captures, work):
+    """docs/advise.md, "A measured step time", on captures whose step has no copies and no
+    collectives (one round: the step is proportional to the factor, up to rounding): the factor,
+    the estimated and calibrated step times and every kernel of --trace-out."""
+    problems, checked = [], 0
+    for cap in captures:
+        db = sqlite3.connect(f"file:{cap}?mode=ro", uri=True)
+        ks = db.execute("SELECT t_start, t_end, step FROM kernels ORDER BY t_start, id").fetchall()
+        copies = db.execute("SELECT count(*) FROM copies").fetchone()[0]
+        names = [r[0] for r in db.execute("SELECT s.text FROM kernels k JOIN strings s ON s.id = k.name")]
+        db.close()
+        if copies or any(n.startswith(("c10d::", "fsdp::", "nccl")) for n in names):
+            continue
+        ends = {}
+        for _, e, st in ks:
+            if st >= 0:
+                ends[st] = max(ends.get(st, e), e)
+        order = sorted(ends)
+        estimated = ends[order[-1]] - (ends[order[-2]] if len(order) > 1 else ks[0][0])
+        for measured in (estimated * 3 // 2, estimated * 4, max(1, estimated // 3)):
+            out = work / "step.db"
+            if out.exists():
+                out.unlink()
+            p = subprocess.run([mhc, "advise", str(cap), "--setting", "{}", "--step-time", f"{measured}ns", "--json",
+                                "--trace-out", str(out)], capture_output=True, text=True)
+            if p.returncode != 0:
+                problems.append(f"{cap.name} --step-time {measured}ns: exit {p.returncode}: {p.stderr.strip()[:200]}")
+                continue
+            cal = json.loads(p.stdout)["calibration"]
+            factor = measured / estimated
+            t, prev_end, scaled = None, None, []   # the kernels one after another, gaps kept
+            for (s0, e0, st), prev in zip(ks, [None] + ks[:-1]):
+                start = s0 if prev is None else scaled[-1][1] + (s0 - prev[1])
+                scaled.append((start, start + math.floor((e0 - s0) * factor + 0.5), st))   # halves up
+            sends = {}
+            for _, e, st in scaled:
+                if st >= 0:
+                    sends[st] = max(sends.get(st, e), e)
+            calibrated = sends[order[-1]] - (sends[order[-2]] if len(order) > 1 else scaled[0][0])
+            want = dict(estimated_step_ns=estimated, measured_step_ns=measured, calibrated_step_ns=calibrated)
+            for key, v in want.items():
+                if cal[key] != v:
+                    problems.append(f"{cap.name} --step-time {measured}ns: {key}: mhc {cal[key]}, outside {v}")
+            if not math.isclose(cal["factor"], factor, rel_tol=1e-12):
+                problems.append(f"{cap.name} --step-time {measured}ns: factor: mhc {cal['factor']}, outside {factor}")
+            db = sqlite3.connect(str(out))
+            got = db.execute("SELECT t_start, t_end FROM kernels ORDER BY t_start, id").fetchall()
+            db.close()
+            if [(a, b) for a, b, _ in scaled] != got:
+                d = next((f"mhc {y}, outside {x[:2]}" for x, y in zip(scaled, got) if x[:2] != y),
+                         f"{len(got)} kernels, outside {len(scaled)}")
+                problems.append(f"{cap.name} --step-time {measured}ns: --trace-out kernels: {d}")
+            checked += 1
+    return checked, problems
+
+
 def stored_run(trace):
     db = sqlite3.connect(str(trace))
     run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
@@ -413,6 +471,16 @@ def main():
     runs, seed = int(opt("runs", "200")), int(opt("seed", "1"))
     verbose = "--verbose" in sys.argv
     work.mkdir(parents=True, exist_ok=True)
+    if opt("step-time", None) is not None:   # captures (the settings' second reading takes them)
+        caps = sorted(Path(opt("step-time", None)).glob("*.db"))
+        caps = [c for c in caps if sqlite3.connect(str(c)).execute(   # model captures only
+            "SELECT count(*) FROM sqlite_master WHERE name = 'modules'").fetchone()[0] and
+                sqlite3.connect(str(c)).execute("SELECT count(*) FROM modules").fetchone()[0]]
+        checked, problems = step_time_check(mhc, [c for c in caps if c.name != "advise-out.db"], work)
+        for p in problems:
+            print(f"DIFFER {p}")
+        print(f"--step-time: {checked} runs, {len(problems)} differences")
+        return 77 if not checked else 1 if problems else 0
     blank = empty_trace(mhc, work)
     rng = random.Random(seed)
     # generated traces: plain, tensor parallel (NCCL kernels for rule 8's contention), micro-batches
