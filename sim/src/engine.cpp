@@ -2,6 +2,8 @@
 #include "engine.hpp"
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include "mhc/common/error.hpp"
 #include "mhc/sim/simulate.hpp"
@@ -453,7 +455,13 @@ bool Engine<Policy>::on_kernel_start(int32_t s) {
                 ++epoch[a];
                 break;
             case Residency::Host:
-                if (!make_room(a, t, false)) { oom(t, a, s, prepared.t->allocations.bytes[a]); return false; }
+                if (!make_room(a, t, false)) {
+                    // the inputs of an operand recomputed before this one are pinned by no kernel
+                    // (rule 7), as when the recomputation itself runs out of memory
+                    if (!rc_pinned.empty()) unpin_recompute_inputs();
+                    oom(t, a, s, prepared.t->allocations.bytes[a]);
+                    return false;
+                }
                 state[a] = Residency::InH2D;
                 resident_bytes += prepared.t->allocations.bytes[a];
                 need_at = ready_at[a] = start_transfer(a, true, t);
@@ -777,6 +785,19 @@ template class Engine<CostAwarePolicy>;
 
 // ---- entry points -------------------------------------------------------------------------
 
+// `share` of `bytes`, rounded down to a byte; a product within a few ulps of a whole number is that
+// number: 70% is the double 0.69999999999999996, and floor(0.7 x 176,686,080) was 123,680,255 where
+// 70% of the peak is 123,680,256 bytes (docs/simulator.md, "Capacity").
+namespace {
+int64_t share_of(double share, int64_t bytes) {
+    const double product = share * static_cast<double>(bytes);
+    const double whole = std::nearbyint(product);
+    if (std::abs(product - whole) <= 4 * std::numeric_limits<double>::epsilon() * std::abs(product))
+        return static_cast<int64_t>(whole);
+    return static_cast<int64_t>(std::floor(product));
+}
+}   // namespace
+
 Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& host_cap) {
     Result r;
     r.config = c;
@@ -787,12 +808,9 @@ Result start_result(const Prepared& p, const Config& c, int64_t& cap, int64_t& h
     r.order_only = p.t->order_only();
     r.baseline_peak = baseline_peak(p, parse_allocator(c.allocator));
     if (std::string said = modelled_reserved_warning(p, c, r.baseline_peak); !said.empty()) r.warnings.push_back(said);
-    cap = c.capacity.fraction > 0
-              ? static_cast<int64_t>(std::floor(c.capacity.fraction * static_cast<double>(r.baseline_peak)))
-              : c.capacity.bytes;
+    cap = c.capacity.fraction > 0 ? share_of(c.capacity.fraction, r.baseline_peak) : c.capacity.bytes;
     host_cap = kUnlimited;
-    if (c.cpu_buffer_ratio > 0 && cap < kUnlimited)
-        host_cap = static_cast<int64_t>(c.cpu_buffer_ratio * static_cast<double>(cap));
+    if (c.cpu_buffer_ratio > 0 && cap < kUnlimited) host_cap = share_of(c.cpu_buffer_ratio, cap);
     r.capacity = cap;
     r.host_capacity = host_cap;
     r.rows = p.rows;

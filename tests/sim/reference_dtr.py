@@ -61,7 +61,7 @@ class SampledPolicies:
         b = self.tr.allocs[a][2]
         lk = self.link
         lat, bw = (lk.h2d_latency_s, lk.h2d_bps) if to_gpu else (lk.d2h_latency_s, lk.d2h_bps)
-        return lat * 1e9 + b * 1e9 / bw
+        return lat * 1e9 + b * (1e9 / bw)   # nanoseconds per byte first: equal costs per byte tie exactly
 
     def recompute_cost(self, a):
         """The producer's recorded duration, when it can be rerun at a's next use; else infinite."""

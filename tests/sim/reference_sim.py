@@ -91,15 +91,16 @@ class Trace:
             self.assume_accesses()
         # the program's own host memory (device -1): counted in the host bytes, never placed
         self.host_events = Trace.memory_events([a for a in allocs if a[1] == -1]) if device != -1 else []
-        # recorded contention (rule 8): any kernel whose name holds "nccl", memcpys by direction
-        self.nccl = sorted((k[2], k[3]) for k in kernels if k[4] and ("nccl" in k[4].lower() or "rccl" in k[4].lower()))
+        # recorded contention (rule 8): the device's kernels whose name holds "nccl", its memcpys by
+        # direction (other devices are ignored, "Inputs": a second GPU's AllReduce slowed this one's link)
+        self.nccl = sorted((k[2], k[3]) for k in own if k[4] and ("nccl" in k[4].lower() or "rccl" in k[4].lower()))
         row = db.execute("SELECT value FROM meta WHERE key = 'allocator.conf'").fetchone()
         self.allocator_conf = row[0] if row else ""   # the settings the recording ran with
         # a Kineto trace's Total Reserved at its first memory event: the caching model starts there
         row = db.execute("SELECT value FROM meta WHERE key = ?", (f"kineto.reserved_first.device{self.device}",)).fetchone()
         self.reserved_first = int(row[0]) if row and row[0].strip().isdigit() else 0
         self.copies = {0: [], 1: []}
-        for kind, t0, t1 in db.execute("SELECT kind, t_start, t_end FROM copies"):
+        for kind, t0, t1 in db.execute("SELECT kind, t_start, t_end FROM copies WHERE device = ?", (device,)):
             if kind in (0, 1):
                 self.copies[kind].append((t0, t1))
         db.close()
@@ -423,6 +424,20 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             return max(0, needed - max(ca.largest_free_block(), self.cap - ca.reserved))
         return needed - (self.cap - in_use)
 
+    def oom_figures(self, a):
+        """Rule 7's other figures, as the metrics oom_bytes_needed, oom_bytes_pinned and
+        oom_fragmentation hold them."""
+        held = [i for i, st in enumerate(self.state) if st in (GPU, H2D, D2H)]
+        # pinned by kernels (running, or the one starting): a recomputation's inputs are unpinned first
+        pinned = sum(self.tr.allocs[i][2] for i in held if self.pins[i] - self.recompute_pins.count(i) > 0)
+        b = self.tr.allocs[a][2]
+        if not self.caching:
+            return dict(oom_bytes_needed=b, oom_bytes_pinned=pinned, oom_fragmentation=0)
+        needed = self.caching.round(b)
+        in_use = sum(self.caching.block_bytes(i) for i in held)
+        return dict(oom_bytes_needed=needed, oom_bytes_pinned=pinned,
+                    oom_fragmentation=int(self.cap - in_use >= needed))
+
     def pending_out(self):
         """Rule 6's pending: the allocation bytes of the swap-outs in flight."""
         return sum(self.tr.allocs[tf.alloc][2] for tf in self.flight if tf.live and not tf.to_gpu)
@@ -472,6 +487,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
                 self.oom_at = t
                 self.oom_alloc = a
                 self.oom_short = self.short_by(a)
+                self.oom_report = self.oom_figures(a)
                 self.restore_aside(aside)
                 return None
             t = max(t, min(live))
@@ -786,7 +802,9 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
     def kernel_end(self, s):
         for a, _ in self.tr.operands[s]:
             self.pins[a] -= 1
-            self.key_next[a] = self.next_use_after(a, s)
+            # the next use after the kernel started last (the next-use table's entry of a's latest
+            # access): with two streams a later kernel may have started and used it already
+            self.key_next[a] = self.next_use_after(a, max(s, self.last_started))
             self.refresh(a)
 
 

@@ -176,3 +176,22 @@ TEST_CASE("policy and allocator names parse into one kind each, unknown names ar
     sim::JobPlan plan = sim::plan_job({rank});
     CHECK_THROWS_WITH(sim::make_runner(*rank.prepared, c, plan, 0), Catch::StartsWith("unknown eviction policy 'fifo'"));
 }
+
+TEST_CASE("a share of the peak is exact in bytes when the share divides it", "[sim][config]") {
+    // One tensor of 176,686,080 B: the peak. 70% of it is 123,680,256 B exactly (x 7 / 10); the
+    // double 0.7 is 0.69999999999999996, and floor(0.7 x peak) gave 123,680,255. 1/3 of 3 MiB + 1 B
+    // is 1,048,576.33: rounded down. The host buffer (--cpu-buffer-ratio) is a share of the capacity.
+    const int64_t peak = 176'686'080;
+    auto one = simtest::build({{peak, 0, 10}}, {{1, 2, {{0, 'w'}}}});
+    auto cfg = simtest::config("lru", 0);
+    cfg.allocator = "ideal";
+    cfg.capacity = sim::parse_capacity("70%");
+    cfg.cpu_buffer_ratio = 0.7;
+    auto run = sim::simulate(one, cfg);
+    CHECK(run.capacity == 123'680'256);
+    CHECK(run.host_capacity == 86'576'179);   // 0.7 x 123,680,256 = 86,576,179.2
+    auto odd = simtest::build({{3 * simtest::MiB + 1, 0, 10}}, {{1, 2, {{0, 'w'}}}});
+    cfg.capacity.fraction = 1.0 / 3;
+    cfg.cpu_buffer_ratio = 0;
+    CHECK(sim::simulate(odd, cfg).capacity == 1'048'576);
+}

@@ -39,3 +39,21 @@ TEST_CASE("swapped-out bytes and the trace's host bytes add up", "[sim][host]") 
     CHECK(r.swap_out_count == 1);
     CHECK(r.host_peak == 5 * MiB);
 }
+
+TEST_CASE("a host allocation alive only at one instant counts in the host peak", "[sim][host]") {
+    // docs/trace-format.md, "Events at one instant": one made and freed at 1.5 ms counts in the
+    // peak with what is alive then, as mhc info's host (device -1) peak and `simulate --device -1`
+    // count it. The 3 MiB host copy lives 1-4 ms; a 5 MiB one only at 1.5 ms (between the GPU's
+    // events at 1 and 2 ms): host peak 8 MiB. Its free sorted before its allocation gave 3 MiB.
+    mhc::trace::TraceData trace = build(
+        {{2 * MiB, 0, 5 * ms}, {2 * MiB, 1 * ms, 3 * ms}, {3 * MiB, 1 * ms, 4 * ms}, {5 * MiB, 1'500'000, 1'500'000}},
+        {{0, 1 * ms, {{0, 'w'}}},
+         {1 * ms, 2 * ms, {{1, 'w'}}},
+         {2 * ms, 3 * ms, {{1, 'r'}}},
+         {4 * ms, 5 * ms, {{0, 'r'}}}});
+    trace.allocations.device[2] = trace.allocations.device[3] = -1;
+    auto prepared = mhc::sim::prepare(trace);
+    CHECK(mhc::sim::simulate(*prepared, config("lru", mhc::sim::kUnlimited)).host_peak == 8 * MiB);
+    // the same order as the host's own peak
+    CHECK(mhc::sim::baseline_peak(*mhc::sim::prepare(trace, -1), "ideal") == 8 * MiB);
+}

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "mhc/sim/link.hpp"
 #include "mhc/sim/simulate.hpp"
 
 using namespace simtest;
@@ -95,4 +96,31 @@ TEST_CASE("a transfer past the time range on a trace near its end blames the tra
     c.early_swap_out = false;
     CHECK_THROWS_WITH(sim::simulate(t, c), Catch::Contains("the trace's times are too close to its end") &&
                                                !Catch::Contains("the link is too slow"));
+}
+
+TEST_CASE("an OOM's pinned bytes leave out a recomputation's inputs in every branch", "[sim][oom]") {
+    // Rule 7: pinned = the bytes pinned by a kernel; a recomputation's inputs are released before
+    // the figures are taken. Kernel 4 needs A (100 MiB, on the GPU), C (512 B, dropped by dtr:
+    // recomputed by rerunning kernel 1, whose input B, 3 MiB + 512 B, is pinned meanwhile) and D
+    // (39.5 MiB, swapped out), whose swap-in finds no room. Pinned: A and C, 104,858,112 B; the
+    // branch of an operand on the host counted B too (108,004,352 B) where the branch of a
+    // recomputation that runs out itself did not. (Found by the first reading on random traces.)
+    using mhc::trace::Category;
+    const std::vector<simtest::Tensor> tensors = {{104'857'600, 55'724, 83'789, Category::Activation},
+                                                  {3'146'240, 14'324, 101'678, Category::Activation},
+                                                  {512, 3'472, 78'048, Category::Activation},
+                                                  {41'418'752, 72'339, 92'590, Category::Activation}};
+    const std::vector<simtest::K> kernels = {{49'724, 50'724, {{1, 'x'}, {2, 'x'}}},
+                                             {62'339, 67'339, {{0, 'x'}}},
+                                             {72'339, 72'339, {{0, 'w'}}},
+                                             {73'339, 75'339, {{0, 'x'}, {2, 'r'}, {3, 'w'}}}};
+    auto trace = simtest::build(tensors, kernels);
+    auto cfg = simtest::config("dtr", 124'886'016);
+    cfg.allocator = "ideal";
+    cfg.link = mhc::sim::link_from_spec("pcie4");
+    auto run = mhc::sim::simulate(trace, cfg);
+    REQUIRE(run.oom.happened);
+    CHECK(run.recompute_count > 0);   // C was dropped and its producer reran
+    CHECK(run.oom.allocation == 4);
+    CHECK(run.oom.bytes_pinned == 104'857'600 + 512);
 }

@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+"""Runs `mhc simulate` beside reference_outside.py (an outside reading of docs/simulator.md) on
+random traces written here and on `mhc generate` traces, under random links (each direction's
+own bandwidth and latency through a link profile, copy engines, duplex factor, contention
+shares, a swap-operation cap), host buffers, capacities and memory sample counts, and compares
+the run's figures, OOM report, kernel times and memory timeline.
+
+Usage: reference_outside_compare.py MHC WORKDIR [--runs=N] [--seed=S] [--verbose] [--second-reading]
+--second-reading: instead, the same traces and links through reference_sim.py (the first reading:
+every policy and prefetcher, both allocators), compared by reference_compare.py.
+--ranks: instead, generated jobs of up to 4 ranks through `simulate --ranks` and reference_coupled.py.
+--step-time=DIR: instead, `mhc advise --step-time` on the captures in DIR (docs/advise.md, "A measured
+step time"; those without copies or collectives), exit 77 when there are none.
+Exit 0 when every run agrees, 1 otherwise (each difference printed).
+"""
+import json
+import math
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_outside as ref  # noqa: E402
+
+MiB = 1 << 20
+TALLY = {}   # runs in which each figure was nonzero: what the fuzzing exercised
+KINDS = ["swap_out", "swap_in", "evict_clean", "drop", "recompute", "stall", "oom", "prefetch"]   # run_events.kind
+INT_METRICS = ["baseline_peak_bytes", "simulated_peak_bytes", "baseline_makespan_ns", "simulated_makespan_ns",
+               "stall_ns", "stalls", "swap_ins", "swap_in_bytes", "swap_outs", "swap_out_bytes", "clean_evictions",
+               "early_evictions", "prefetches", "host_peak_bytes", "kernels_reached", "last_kernel_reached",
+               "capacity_bytes"]
+FLOAT_METRICS = ["throughput_loss", "peak_reduction", "oom_slowdown"]
+OOM_FIELDS = ["time_ns", "bytes_needed", "bytes_pinned", "bytes_short", "allocation", "kernel"]
+
+
+def empty_trace(mhc, work):
+    """A trace file with the schema and nothing in it: `mhc generate`'s, its rows deleted."""
+    base = work / "empty.db"
+    if not base.exists():
+        subprocess.run([mhc, "generate", "--layers", "1", "--steps", "1", "--seq", "64", "-o", str(base)],
+                       check=True, capture_output=True)
+        db = sqlite3.connect(str(base))
+        for table in ["allocations", "kernels", "accesses", "copies", "markers", "kernel_info", "modules",
+                      "saved_tensors", "segments"]:
+            db.execute(f"DELETE FROM {table}")
+        db.execute("DELETE FROM meta WHERE key LIKE 'gen.%'")
+        db.commit()
+        db.execute("VACUUM")
+        db.close()
+    return base.read_bytes()
+
+
+def random_trace(path, blank, rng):
+    """Kernels on one or two streams, allocations alive over random spans (ties at instants on
+    purpose), accesses of every mode, NCCL kernels, the trace's own memcpys both ways and host
+    allocations (device -1); sometimes a second GPU (the simulator takes the larger peak) and
+    sometimes no accesses at all (assumed)."""
+    path.write_bytes(blank)
+    db = sqlite3.connect(str(path))
+    names = ["gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "elementwise", "ncclKernel_SendRecv", "softmax"]
+    db.executemany("INSERT OR REPLACE INTO strings (id, text) VALUES (?, ?)",
+                   [(100 + i, n) for i, n in enumerate(names)])
+    grid = rng.choice([1000, 5000, 20000])
+    no_access = rng.random() < 0.15
+    ids = {"k": 0, "a": 0, "c": 0}
+    addr = [1 << 30]
+    for dev in ([0, 1] if rng.random() < 0.2 else [0]):
+        device_rows(db, rng, dev, grid, no_access, ids, addr)
+    if rng.random() < 0.1:   # "Inputs", order-only timing: simulated as any other, said so
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('timing', 'order-only')")
+    db.commit()
+    db.close()
+
+
+def device_rows(db, rng, dev, grid, no_access, ids, addr):
+    """One GPU's kernels, allocations, accesses and copies (ids continue in `ids`)."""
+    big = rng.random() < 0.2   # sometimes a longer trace: more interplay between the rules
+    nk = rng.randint(8, 150 if big else 40)
+    raw = []
+    t = rng.randint(0, 3) * grid
+    streams = rng.choice([1, 1, 2])
+    for _ in range(nk):
+        dur = rng.choice([0, grid, 2 * grid, 5 * grid, rng.randint(1, 10 * grid)])
+        raw.append((rng.randrange(streams), 100 + rng.choice([0, 0, 1, 2, 2, 4]), t, dur))
+        t += dur + rng.choice([0, 0, grid, rng.randint(0, 3 * grid)])
+        if streams == 2 and rng.random() < 0.3:   # the next kernel overlaps this one (on the other stream, or later)
+            t = max(t - dur // 2, raw[-1][2])
+    kernels, ends = [], {}
+    steps = rng.choice([0, 0, 2, 3, 4])   # a step column (the learning prefetchers), in runs of kernels
+    for i, (stream, name, start, dur) in enumerate(raw):   # kernels of one stream never overlap
+        start = max(start, ends.get(stream, start))
+        ends[stream] = start + dur
+        ids["k"] += 1
+        kernels.append((ids["k"], dev, stream, name, start, start + dur, i * steps // nk if steps else -1))
+    end_t = max(k[5] for k in kernels) + grid
+    allocs = []
+    sizes = [512, 4096, MiB, 3 * MiB + 512, 16 * MiB, 40 * MiB, 100 * MiB]
+    for _ in range(rng.randint(6, 120 if big else 40)):
+        b = rng.choice(sizes) if rng.random() < 0.6 else rng.randint(1, 200) * 512 * 1024
+        ta = rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5], rng.randint(0, end_t)])
+        r = rng.random()
+        tf = None if r < 0.15 else ta if r < 0.2 else rng.choice([rng.choice(kernels)[4], rng.choice(kernels)[5],
+                                                                    rng.randint(ta, end_t + grid)])
+        if tf is not None and tf < ta:
+            tf = ta
+        ids["a"] += 1
+        allocs.append((ids["a"], dev, addr[0], b, ta, tf, 0, 3, 0))
+        addr[0] += b + 4096
+    if dev == 0:
+        for _ in range(rng.randint(0, 5)):   # the program's host memory
+            ta = rng.randint(0, end_t)
+            ids["a"] += 1
+            allocs.append((ids["a"], -1, addr[0], rng.choice(sizes), ta,
+                           rng.choice([None, ta, ta + rng.randint(1, end_t)]), 0, 2, 0))
+            addr[0] += 200 * MiB
+    db.executemany("INSERT INTO allocations (id, device, address, bytes, t_alloc, t_free, stream, category, label) "
+                   "VALUES (?,?,?,?,?,?,?,?,?)", allocs)
+    db.executemany("INSERT INTO kernels (id, device, stream, name, t_start, t_end, step, grid_x, grid_y, grid_z, "
+                   "block_x, block_y, block_z, shared_mem, registers, correlation) "
+                   "VALUES (?,?,?,?,?,?,?,1,1,1,1,1,1,0,0,0)", kernels)
+    acc = set()
+    for kid, _, _, _, s, e, _ in ([] if no_access else kernels):
+        live = [a for a in allocs if a[1] == dev and a[4] <= s and (a[5] is None or a[5] >= e)]
+        for a in rng.sample(live, min(len(live), rng.randint(0, 6 if big else 4))):
+            acc.add((kid, a[0], rng.choice([1, 2, 3])))
+    db.executemany("INSERT INTO accesses (kernel, allocation, mode) VALUES (?,?,?)", sorted(acc))
+    copies = []
+    for _ in range(rng.randint(0, 6)):
+        s = rng.randint(0, end_t)
+        ids["c"] += 1
+        copies.append((ids["c"], dev, 3, rng.choice([0, 1]), 8192, s, s + rng.randint(0, 5 * grid)))
+    db.executemany("INSERT INTO copies (id, device, stream, kind, bytes, t_start, t_end) VALUES (?,?,?,?,?,?,?)",
+                   copies)
+
+
+def random_link(rng, work):
+    """A link: a preset with overrides, or a profile file with each direction's own figures."""
+    if rng.random() < 0.4:
+        name = rng.choice(list(ref.PRESETS))
+        link = ref.preset(name)
+        args = ["--link", name]
+        if rng.random() < 0.5:
+            link.engines = rng.choice([1, 2, 3])
+            args += ["--copy-engines", str(link.engines)]
+        if rng.random() < 0.5:
+            lat = rng.choice([0, 1.5, 6, 40])
+            link.lat = [lat * 1e-6, lat * 1e-6]
+            args += ["--latency", f"{lat}us"]
+        if rng.random() < 0.5:
+            link.duplex = rng.choice([0.3, 0.5, 1.0])
+            args += ["--duplex-factor", str(link.duplex)]
+    else:
+        h2d, d2h = rng.choice([3e9, 12e9, 25e9, 55e9]), rng.choice([2e9, 12e9, 24.5e9, 50e9])
+        hl, dl = rng.choice([0, 2e-6, 6e-6, 3e-5]), rng.choice([0, 5e-6, 1e-5])
+        link = ref.Link(h2d, d2h, hl, dl, rng.choice([1, 2, 4]), rng.choice([0.25, 0.5, 0.9, 1.0]),
+                        rng.choice([0, 0.3, 0.5, 0.9]), rng.choice([0, 0.2, 0.5]))
+        prof = {"name": "fuzz", "h2d": {"bandwidth_Bps": h2d, "latency_s": hl},
+                "d2h": {"bandwidth_Bps": d2h, "latency_s": dl}, "copy_engines": link.engines,
+                "duplex_factor": link.duplex, "nccl_share": link.nccl_share, "memcpy_share": link.memcpy_share}
+        f = work / "link.json"
+        f.write_text(json.dumps(prof))
+        args = ["--link", str(f)]
+    if rng.random() < 0.3:
+        link.nccl_share = rng.choice([0.0, 0.6])
+        args += ["--nccl-share", str(link.nccl_share)]
+    if rng.random() < 0.3:
+        link.memcpy_share = rng.choice([0.0, 0.7])
+        args += ["--memcpy-share", str(link.memcpy_share)]
+    if rng.random() < 0.3:
+        link.max_ops = rng.choice([3000, 20000, 1e5, 777])
+        args += ["--max-swap-ops-per-sec", str(link.max_ops)]
+    return link, args
+
+
+def run_one(mhc, trace, rng, work, verbose):
+    link, largs = random_link(rng, work)
+    policy = rng.choice(["lru", "largest", "belady"])
+    k = rng.choice([0, 0, 2, 8])
+    early = rng.random() < 0.8
+    samples = rng.choice([4096, 4096, 1, 7, 64, 1000000])
+    ratio = rng.choice([0, 0, 0.1, 0.5, 1])
+    share = rng.choice([95, 90, 80, 70, 60, 50, 40, 30])
+    db = sqlite3.connect(str(trace))
+    host_rows = db.execute("SELECT count(*) FROM allocations WHERE device = -1").fetchone()[0]
+    db.close()
+    host_device = host_rows > 0 and rng.random() < 0.1   # --device -1: the host's pinned buffers alone
+    cmd = [mhc, "simulate", str(trace), "--allocator", "ideal", "--policy", policy,
+           "--prefetch", f"lookahead:{k}" if k else "none", "--capacity", f"{share}%", "--json",
+           "--cpu-buffer-ratio", str(ratio), "--memory-samples", str(samples)] + largs
+    cmd += ([] if early else ["--no-early"]) + (["--device", "-1"] if host_device else [])
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    label = " ".join(str(c) for c in cmd[2:])
+    if p.returncode not in (0, 3):
+        return label, [f"exit {p.returncode}: {p.stderr.strip()[:300]}"]
+    out = json.loads(p.stdout)
+    got = out["metrics"]
+    dev = out["device"]
+    tr = ref.Trace(str(trace), -1 if host_device else None)
+    problems = []
+    if host_device:
+        TALLY["device -1"] = TALLY.get("device -1", 0) + 1
+    if tr.device != dev:
+        problems.append(f"device: mhc {dev}, outside {tr.device}")
+        tr = ref.Trace(str(trace), dev)
+    if bool(out["assumed_accesses"]) != tr.assumed:
+        problems.append(f"assumed_accesses: mhc {out['assumed_accesses']}, outside {tr.assumed}")
+    if tr.assumed:
+        TALLY["assumed accesses"] = TALLY.get("assumed accesses", 0) + 1
+    if out["timing"] != ("order-only" if tr.order_only else "exact"):
+        problems.append(f"timing: mhc {out['timing']}, outside {'order-only' if tr.order_only else 'exact'}")
+    base_peak, _ = tr.live_walk()
+    cap = math.floor(base_peak * share / 100)
+    host_cap = math.floor(cap * ratio) if ratio else 0
+    sim = ref.Sim(tr, cap, policy, link, k, host_cap, early, samples).run()
+    mine = sim.metrics
+    if int(got["host_capacity_bytes"]) != (host_cap if ratio else -1):
+        problems.append(f"host_capacity_bytes: mhc {got['host_capacity_bytes']}, outside {host_cap}")
+    for key in INT_METRICS:
+        if (key in mine) != (key in got and got[key] is not None):
+            problems.append(f"{key}: mhc {got.get(key)}, outside {mine.get(key)}")
+        elif key in mine and int(got[key]) != int(mine[key]):
+            problems.append(f"{key}: mhc {int(got[key])}, outside {mine[key]}")
+    for key in FLOAT_METRICS:
+        a, b = got.get(key), mine.get(key)
+        if (a is None) != (b is None) or (a is not None and not math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)):
+            problems.append(f"{key}: mhc {a}, outside {b}")
+    if bool(out.get("oom")) != bool(sim.oom):
+        problems.append(f"oom: mhc {out.get('oom')}, outside {sim.oom}")
+    elif sim.oom:
+        for key in OOM_FIELDS:
+            if out["oom"][key] != sim.oom[key]:
+                problems.append(f"oom.{key}: mhc {out['oom'][key]}, outside {sim.oom[key]}")
+    stored = stored_run(trace)
+    # the stored run holds the figures --json printed ("Time": oom_slowdown the same in both; an
+    # OOM run's loss and peak reduction null in --json, absent from the store)
+    for key in INT_METRICS + FLOAT_METRICS + ["oom_bytes_needed", "oom_bytes_pinned", "oom_bytes_short"]:
+        a, b = got.get(key), stored["metrics"].get(key)
+        if key == "capacity_bytes":
+            continue   # a config entry, not a metric
+        if (a is None) != (b is None) or (a is not None and not math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)):
+            problems.append(f"stored {key}: {b}, --json {a}")
+    kt = sorted((k2, v[0], v[1]) for k2, v in sim.kernel_times.items())
+    if kt != stored["kernels"]:
+        d = next((f"mhc {y}, outside {x}" for x, y in zip(kt, stored["kernels"]) if x != y),
+                 f"{len(stored['kernels'])} rows, outside {len(kt)}")
+        problems.append(f"run_kernels: {d}")
+    ids = tr.ids
+    mine_ev = sorted((KINDS.index(k), t0, t1, ids[a] if a is not None else 0, kern or 0, b)
+                     for k, t0, t1, a, kern, b in sim.events)
+    if mine_ev != stored["events"]:
+        d = next((f"mhc {y}, outside {x}" for x, y in zip(mine_ev, stored["events"]) if x != y),
+                 f"{len(stored['events'])} rows, outside {len(mine_ev)}")
+        problems.append(f"run_events (kind, start, end, allocation, kernel, bytes): {d}")
+    mem = [(t, int(d), int(h)) for t, d, h in stored["memory"]]
+    if mem != sim.memory:
+        d = next((f"mhc {y}, outside {x}" for x, y in zip(sim.memory, mem) if x != y),
+                 f"{len(mem)} rows, outside {len(sim.memory)}")
+        problems.append(f"run_memory: {d}")
+    if verbose and problems:
+        print("   ", cmd)
+    for key in ("swap_outs", "swap_ins", "stalls", "oom", "prefetches", "early_evictions", "clean_evictions"):
+        if mine.get(key):
+            TALLY[key] = TALLY.get(key, 0) + 1
+    for key in sim.seen:
+        TALLY[key] = TALLY.get(key, 0) + 1
+    return f"{label} [{out['run']}]", problems
+
+
+def run_sweep(mhc, trace, rng, work):
+    """`mhc sweep`'s answer (docs/simulator.md, "Sweep"): the bisection's share and the run at it."""
+    if rng.random() < 0.5:
+        name = rng.choice(list(ref.PRESETS))
+        link, largs = ref.preset(name), ["--links", name]
+    else:
+        link, largs = random_link(rng, work)
+        while len(largs) > 2 or largs[1] in ref.PRESETS:   # sweep takes no overrides: a profile file alone
+            link, largs = random_link(rng, work)
+        largs = ["--links" if a == "--link" else a for a in largs]
+    policy = rng.choice(["lru", "largest", "belady"])
+    k = rng.choice([0, 0, 2, 8])
+    budget = rng.choice([0, 1, 3, 10, 50, 200])
+    steps = rng.randint(1, 10)
+    ratio = rng.choice([0, 0, 0.5])
+    cmd = [mhc, "sweep", str(trace), "--allocator", "ideal", "--policies", policy, "--prefetchers",
+           f"lookahead:{k}" if k else "none", "--capacities", "100%", "--budget", f"{budget}%",
+           "--bisect-steps", str(steps), "--cpu-buffer-ratio", str(ratio)] + largs
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    label = " ".join(str(c) for c in cmd[2:])
+    if p.returncode != 0:
+        return label, [f"exit {p.returncode}: {p.stderr.strip()[:300]}"]
+    db = sqlite3.connect(str(trace))
+    row = db.execute("SELECT id FROM runs WHERE name LIKE 'bisect:%' ORDER BY id DESC LIMIT 1").fetchone()
+    got = None
+    if row:
+        got = dict(db.execute("SELECT key, value FROM run_metrics WHERE run = ?", row).fetchall())
+        got["capacity_bytes"] = int(db.execute("SELECT value FROM run_config WHERE run = ? AND key = "
+                                               "'capacity_bytes'", row).fetchone()[0])
+    db.close()
+    tr = ref.Trace(str(trace), None)
+    peak, _ = tr.live_walk()
+
+    def at(share):
+        cap = math.floor(peak * share)
+        sim = ref.Sim(tr, cap, policy, link, k, math.floor(cap * ratio) if ratio else 0).run()
+        return sim.metrics, (not sim.oom and sim.metrics["throughput_loss"] <= budget / 100)
+
+    mine = None
+    m, ok = at(1.0)
+    if ok and not tr.order_only:   # an order-only trace is not bisected (its budget is a share of time)
+        lo, hi = 0.0, 1.0
+        for _ in range(steps):
+            mid = (lo + hi) / 2
+            m, ok = at(mid)
+            if ok:
+                hi, mine = mid, m
+            else:
+                lo = mid
+    problems = []
+    if (got is None) != (mine is None):
+        problems.append(f"answer: mhc {got and got['capacity_bytes']}, outside {mine and mine['capacity_bytes']}")
+    elif mine:
+        for key in INT_METRICS:
+            if key in mine and key in got and int(got[key]) != int(mine[key]):
+                problems.append(f"answer {key}: mhc {int(got[key])}, outside {mine[key]}")
+    if mine:
+        TALLY["sweep answers"] = TALLY.get("sweep answers", 0) + 1
+    return label + (f" [answer {mine['capacity_bytes']} B]" if mine else " [no answer]"), problems
+
+
+def run_second(mhc, trace, rng, work):
+    """The same random traces and links through the first reading (reference_sim.py, via
+    reference_compare.compare): every policy and prefetcher, both allocators."""
+    import reference_compare as first   # noqa: E402
+    link, largs = random_link(rng, work)
+    other = first.ref.Link(h2d_bps=link.bps[0], d2h_bps=link.bps[1], h2d_latency_s=link.lat[0],
+                           d2h_latency_s=link.lat[1], copy_engines=link.engines, duplex_factor=link.duplex,
+                           nccl_share=link.nccl_share, memcpy_share=link.memcpy_share, max_ops_per_sec=link.max_ops)
+    ratio = rng.choice([0, 0, 0.5, 1])
+    largs = largs + ["--cpu-buffer-ratio", str(ratio)]
+    policy = rng.choice(["lru", "largest", "belady", "dtr", "cost_aware"])
+    allocator = rng.choice(["ideal", "caching"])
+    pre = rng.choice(["none", "lookahead", "periodic", "capuchin", "forecast"])
+    k = rng.choice([2, 8])
+    share = rng.choice(["95%", "80%", "60%", "40%"])
+    report = {}
+    original = first.ref.Sim.oom_figures
+
+    def keep(sim, a):   # the first reading's OOM figures of this run
+        report.update(original(sim, a))
+        return report
+
+    first.ref.Sim.oom_figures = keep
+    try:
+        problems, got = first.compare(mhc, trace, policy, share, other, largs, k if pre == "lookahead" else 0,
+                                      allocator, "", -1 if pre == "capuchin" else k if pre == "periodic" else 0,
+                                      k if pre == "forecast" else 0)
+    finally:
+        first.ref.Sim.oom_figures = original
+    if report and not problems:   # rule 7's figures beside short by (compared with the oom event)
+        for key, v in report.items():
+            if int(got.get(key, -1)) != v:
+                problems.append(f"{key}: mhc {got.get(key)}, reference {v}")
+        TALLY[f"oom {allocator}"] = TALLY.get(f"oom {allocator}", 0) + 1
+        TALLY["oom fragmentation"] = TALLY.get("oom fragmentation", 0) + report["oom_fragmentation"]
+    return f"{allocator} {policy} {pre}:{k} {share} {' '.join(largs)}", problems
+
+
+def run_ranks(mhc, work, rng):
+    """A generated job (data, tensor and pipeline parallel, up to 4 ranks, jittered) through
+    `mhc simulate --ranks` and reference_coupled.py under a random link, policy and allocator."""
+    import reference_compare as first   # noqa: E402
+    preset = rng.choice(["gpt2-small", "llama2-7b", "mhc-27b"])
+    dp, tp, pp = rng.choice([(2, 1, 1), (1, 2, 1), (1, 1, 2), (2, 1, 2), (1, 2, 2), (4, 1, 1), (1, 1, 4)])
+    layers = 4 if pp == 4 else rng.choice([2, 4])
+    args = ["--preset", preset, "--layers", str(layers), "--steps", "2", "--seq", "64", "--dp", str(dp), "--tp",
+            str(tp), "--pp", str(pp), "--micro-batches", str(rng.choice([1, 2]))]
+    jitter = rng.choice([0, 0.1, 0.3])
+    args += ["--seed", str(rng.randint(1, 99)), "--jitter", str(jitter)] if jitter else ["--jitter", "0"]
+    for old in work.glob("job.rank*.db"):
+        old.unlink()
+    g = subprocess.run([mhc, "generate", "--all-ranks", "--force", "-o", str(work / "job.db")] + args,
+                       capture_output=True, text=True)
+    if g.returncode != 0:
+        return " ".join(args), [f"generate: {g.stderr.strip()[:200]}"]
+    paths = sorted(work.glob("job.rank*.db"))
+    link, largs = random_link(rng, work)
+    other = first.ref.Link(h2d_bps=link.bps[0], d2h_bps=link.bps[1], h2d_latency_s=link.lat[0],
+                           d2h_latency_s=link.lat[1], copy_engines=link.engines, duplex_factor=link.duplex,
+                           nccl_share=link.nccl_share, memcpy_share=link.memcpy_share, max_ops_per_sec=link.max_ops)
+    policy = rng.choice(["lru", "largest", "belady", "dtr", "cost_aware"])
+    allocator = rng.choice(["ideal", "caching"])
+    share = rng.choice(["95%", "80%", "60%", "45%"])
+    problems, got = first.compare_job(mhc, paths, policy, share, other, largs, allocator)
+    return (f"{len(paths)} ranks {' '.join(args)} {allocator} {policy} {share} {' '.join(largs)}: "
+            f"job loss {got.get('throughput_loss')}"), problems
+
+
+def step_time_check(mhc, captures, work):
+    """docs/advise.md, "A measured step time", on captures whose step has no copies and no
+    collectives (one round: the step is proportional to the factor, up to rounding): the factor,
+    the estimated and calibrated step times and every kernel of --trace-out."""
+    problems, checked = [], 0
+    for cap in captures:
+        db = sqlite3.connect(f"file:{cap}?mode=ro", uri=True)
+        ks = db.execute("SELECT t_start, t_end, step FROM kernels ORDER BY t_start, id").fetchall()
+        copies = db.execute("SELECT count(*) FROM copies").fetchone()[0]
+        names = [r[0] for r in db.execute("SELECT s.text FROM kernels k JOIN strings s ON s.id = k.name")]
+        db.close()
+        if copies or any(n.startswith(("c10d::", "fsdp::", "nccl")) for n in names):
+            continue
+        ends = {}
+        for _, e, st in ks:
+            if st >= 0:
+                ends[st] = max(ends.get(st, e), e)
+        order = sorted(ends)
+        estimated = ends[order[-1]] - (ends[order[-2]] if len(order) > 1 else ks[0][0])
+        for measured in (estimated * 3 // 2, estimated * 4, max(1, estimated // 3)):
+            out = work / "step.db"
+            if out.exists():
+                out.unlink()
+            p = subprocess.run([mhc, "advise", str(cap), "--setting", "{}", "--step-time", f"{measured}ns", "--json",
+                                "--trace-out", str(out)], capture_output=True, text=True)
+            if p.returncode != 0:
+                problems.append(f"{cap.name} --step-time {measured}ns: exit {p.returncode}: {p.stderr.strip()[:200]}")
+                continue
+            cal = json.loads(p.stdout)["calibration"]
+            factor = measured / estimated
+            t, prev_end, scaled = None, None, []   # the kernels one after another, gaps kept
+            for (s0, e0, st), prev in zip(ks, [None] + ks[:-1]):
+                start = s0 if prev is None else scaled[-1][1] + (s0 - prev[1])
+                scaled.append((start, start + math.floor((e0 - s0) * factor + 0.5), st))   # halves up
+            sends = {}
+            for _, e, st in scaled:
+                if st >= 0:
+                    sends[st] = max(sends.get(st, e), e)
+            calibrated = sends[order[-1]] - (sends[order[-2]] if len(order) > 1 else scaled[0][0])
+            want = dict(estimated_step_ns=estimated, measured_step_ns=measured, calibrated_step_ns=calibrated)
+            for key, v in want.items():
+                if cal[key] != v:
+                    problems.append(f"{cap.name} --step-time {measured}ns: {key}: mhc {cal[key]}, outside {v}")
+            if not math.isclose(cal["factor"], factor, rel_tol=1e-12):
+                problems.append(f"{cap.name} --step-time {measured}ns: factor: mhc {cal['factor']}, outside {factor}")
+            db = sqlite3.connect(str(out))
+            got = db.execute("SELECT t_start, t_end FROM kernels ORDER BY t_start, id").fetchall()
+            db.close()
+            if [(a, b) for a, b, _ in scaled] != got:
+                d = next((f"mhc {y}, outside {x[:2]}" for x, y in zip(scaled, got) if x[:2] != y),
+                         f"{len(got)} kernels, outside {len(scaled)}")
+                problems.append(f"{cap.name} --step-time {measured}ns: --trace-out kernels: {d}")
+            checked += 1
+    return checked, problems
+
+
+def stored_run(trace):
+    db = sqlite3.connect(str(trace))
+    run = db.execute("SELECT max(id) FROM runs").fetchone()[0]
+    q = lambda sql: db.execute(sql, (run,)).fetchall()   # noqa: E731
+    res = dict(metrics=dict(q("SELECT key, value FROM run_metrics WHERE run = ?")),
+               events=sorted(q("SELECT kind, t_start, t_end, allocation, kernel, bytes FROM run_events WHERE run = ?")),
+               kernels=q("SELECT kernel, t_start, t_end FROM run_kernels WHERE run = ? ORDER BY kernel"),
+               memory=q("SELECT t, device_bytes, host_bytes FROM run_memory WHERE run = ? ORDER BY t, rowid"))
+    db.close()
+    return res
+
+
+def main():
+    mhc, work = sys.argv[1], Path(sys.argv[2])
+    opt = lambda name, d: next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), d)  # noqa
+    runs, seed = int(opt("runs", "200")), int(opt("seed", "1"))
+    verbose = "--verbose" in sys.argv
+    work.mkdir(parents=True, exist_ok=True)
+    if opt("step-time", None) is not None:   # captures (the settings' second reading takes them)
+        caps = sorted(Path(opt("step-time", None)).glob("*.db"))
+        caps = [c for c in caps if sqlite3.connect(str(c)).execute(   # model captures only
+            "SELECT count(*) FROM sqlite_master WHERE name = 'modules'").fetchone()[0] and
+                sqlite3.connect(str(c)).execute("SELECT count(*) FROM modules").fetchone()[0]]
+        checked, problems = step_time_check(mhc, [c for c in caps if c.name != "advise-out.db"], work)
+        for p in problems:
+            print(f"DIFFER {p}")
+        print(f"--step-time: {checked} runs, {len(problems)} differences")
+        return 77 if not checked else 1 if problems else 0
+    blank = empty_trace(mhc, work)
+    rng = random.Random(seed)
+    # generated traces: plain, tensor parallel (NCCL kernels for rule 8's contention), micro-batches
+    # with recomputation, data parallel with jitter
+    gens = []
+    for j, args in enumerate([["--preset", "gpt2-small", "--layers", "2", "--steps", "2", "--seq", "128"],
+                              ["--preset", "mhc-27b", "--layers", "2", "--steps", "2", "--seq", "64", "--tp", "2",
+                               "--dp", "1", "--pp", "1"],
+                              ["--preset", "llama2-7b", "--layers", "1", "--steps", "2", "--seq", "128",
+                               "--micro-batches", "2", "--recompute"],
+                              ["--preset", "gpt2-small", "--layers", "2", "--steps", "3", "--seq", "128", "--dp", "2",
+                               "--pp", "1", "--seed", "7", "--jitter", "0.2", "--no-dropout"]]):
+        gen = work / f"gen{j}.db"
+        subprocess.run([mhc, "generate", "--force", "-o", str(gen)] + args, check=True, capture_output=True)
+        gens.append(gen.read_bytes())
+    differ = 0
+    for i in range(runs):
+        trace = work / "run.db"
+        if i % 5 == 4:
+            trace.write_bytes(gens[(i // 5) % len(gens)])
+        else:
+            random_trace(trace, blank, rng)
+            chk = subprocess.run([mhc, "check", str(trace)], capture_output=True, text=True)
+            if chk.returncode != 0:
+                print(f"trace {i} fails mhc check: {chk.stdout.strip()[:300]}")
+                differ += 1
+                continue
+        sweeping = i % 7 == 6
+        if "--ranks" in sys.argv:
+            label, problems = run_ranks(mhc, work, rng)
+        elif "--second-reading" in sys.argv:
+            label, problems = run_second(mhc, trace, rng, work)
+        else:
+            label, problems = (run_sweep if sweeping else run_one)(mhc, trace, rng, work, *([] if sweeping else [verbose]))
+        if problems:   # kept for a rerun by hand: the trace, its link profile, the command
+            differ += 1
+            (work / f"differ-{i}.db").write_bytes(trace.read_bytes())
+            if (work / "link.json").exists():
+                (work / f"differ-{i}.json").write_bytes((work / "link.json").read_bytes())
+        print(f"{'DIFFER' if problems else 'same  '} {i}: {label}")
+        for p in problems[:8]:
+            print(f"    {p}")
+    print(f"{runs} runs, {differ} differ; runs with: " + ", ".join(f"{k} {v}" for k, v in sorted(TALLY.items())))
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
