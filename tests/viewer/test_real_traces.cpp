@@ -64,6 +64,8 @@ TEST_CASE("an order-only snapshot: times are event numbers in every text, no ker
     ViewTrace view = imported(kPublic / "torch-snapshot/flexgen-oom-snapshot.pickle", "real-flexgen.db");
     REQUIRE(trace::order_only_timing(view.meta.at("timing")));
     const TimeText times{true};
+    CHECK(view.time_text().events);
+    CHECK(view.time_text().noun == std::string("event"));   // a snapshot's events, not ops
     CHECK(times.at(view.t_begin) == "event #0");
     CHECK(times.span(view.t_end - view.t_begin) == "1 event");   // the header read "1 ns"
     CHECK(times.span(1670900) == "1670900 events");
@@ -120,7 +122,7 @@ TEST_CASE("a run that stopped out of memory says where and why, as mhc simulate 
     CHECK(run_outcome(load_view_run(view, 2), TimeText{}).empty());
 }
 
-TEST_CASE("an execution trace alone (order only): a kernel's details pane gives event numbers, not nanoseconds") {
+TEST_CASE("an execution trace alone (order only): a kernel's details pane gives the op's number, not nanoseconds") {
     // param's ResNet ET on one GPU: the k-th op (from 1) at k ns for 1 ns (docs/import.md), so the
     // first op is [1, 2): event #1, one event long (the pane once said "start 0 ns, end 1.000 us").
     ViewTrace view = imported(kPublic / "chakra/param-resnet-1gpu-et-1.0.3.json.gz", "real-et.db");
@@ -131,7 +133,10 @@ TEST_CASE("an execution trace alone (order only): a kernel's details pane gives 
     std::string recorded;
     for (const auto& [field, value] : pane.fields)
         if (field == "recorded") recorded = value;
-    CHECK(recorded == "start event #1, end event #2 (1 event)");
+    // An op's number: it has no start and end one apart, nor a duration (they read "start event #1,
+    // end event #2 (1 event)", and before that "start 0 ns, end 1.000 us").
+    CHECK(recorded == "op #1");
+    CHECK(view.time_text().noun == std::string("op"));
 }
 
 TEST_CASE("what the import warned of and what the trace lacks are said: notes from meta") {

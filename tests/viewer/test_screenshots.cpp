@@ -1013,8 +1013,8 @@ TEST_CASE("ranges nested deeper than the rows: no label runs under the next box"
 }
 
 TEST_CASE("(?) shows the help on an order-only trace, the notes show every note on hover") {
-    // FlexGen's out-of-memory snapshot: order only, so a yellow note follows (?). The help was the
-    // tooltip of the last item, that note: (?) showed nothing there.
+    // FlexGen's out-of-memory snapshot: order only, so a yellow note followed (?) (now it titles the
+    // axis). The help was the tooltip of the last item, that note: (?) showed nothing there.
     fixture::TempPath db("flexgen-help.db");
     mhc::trace::import::Options opt;
     opt.warn = false;
@@ -1024,7 +1024,7 @@ TEST_CASE("(?) shows the help on an order-only trace, the notes show every note 
     INFO(first.err);
     REQUIRE(first.rc == 0);
     const auto& tb = first.layout["toolbar"];
-    REQUIRE(tb.contains("order_only"));
+    REQUIRE(first.layout["axis"]["title"] == "event order");   // the order-only note, by the axis
     CHECK(!tb.contains("tooltip"));
     auto centre = [](const nlohmann::json& rect) {
         return std::to_string(static_cast<int>((rect["x0"].get<double>() + rect["x1"].get<double>()) / 2)) + "," +
@@ -1264,4 +1264,142 @@ TEST_CASE("the toolbar keeps to one line at 1400 px with several devices, in the
     Shot recoloured = shoot(db.path, "--view memory --size 1400x700" + options + " --click " + centre_of(choices[1]));
     REQUIRE(recoloured.rc == 0);
     CHECK(recoloured.layout["memory"]["coloring"] == "source frame");
+}
+
+namespace {
+
+// Every rectangle of the toolbar's layout lies on the run field's line and inside a window `width` wide.
+void check_one_line(const nlohmann::json& tb, double width) {
+    const double line_y0 = tb["run_combo"]["y0"], line_y1 = tb["run_combo"]["y1"];
+    for (const auto& [name, rect] : tb.items()) {
+        if (!rect.is_object() || !rect.contains("x0")) continue;
+        INFO(name);
+        CHECK(rect["y0"].get<double>() >= line_y0);
+        CHECK(rect["y1"].get<double>() <= line_y1);
+        CHECK(rect["x1"].get<double>() <= width - 8);
+    }
+}
+
+}   // namespace
+
+TEST_CASE("the toolbar keeps to one line at 1024 px with a run and two devices, the device one click away below") {
+    // con_kernel (GPU 0 and the host) with a run of a long name: under about 1300 px "memory of"
+    // went to a second line (the plots 13 px lower at 1024 px) and the range text ran off the window.
+    fixture::TempPath db("con-1024.db");
+    import_public("nsys/con_kernel.sqlite", db.path);
+    mhc::trace::Run run;
+    run.name = "lru+none@70%/pcie4/caching";
+    run.config = {{"policy", "lru"}};
+    mhc::trace::add_run(db.path, run);
+    for (const std::string view : {"timeline", "memory"}) {
+        INFO(view);
+        Shot narrow = shoot(db.path, "--view " + view + " --run 1 --size 1024x700");
+        Shot wide = shoot(db.path, "--view " + view + " --run 1 --size 2400x700");
+        REQUIRE(narrow.rc == 0);
+        REQUIRE(wide.rc == 0);
+        // The plot starts as far under the toolbar's line as in a window wide enough for anything
+        // (the header's notes may take a line of their own in the narrow one: the test's long path).
+        const char* plot = view == "timeline" ? "plot" : "curve";
+        auto below_toolbar = [&](const Shot& shot) {
+            return shot.layout[view][plot]["y0"].get<double>() -
+                   shot.layout["toolbar"]["run_combo"]["y1"].get<double>();
+        };
+        CHECK(below_toolbar(narrow) == below_toolbar(wide));
+        const auto& tb = narrow.layout["toolbar"];
+        CHECK(tb["form"] == "compact");
+        CHECK(wide.layout["toolbar"]["form"] == "full");
+        REQUIRE(tb.contains("device"));   // still on the line, with its label
+        check_one_line(tb, 1024);
+        // The range in view, whole, is in (?)'s tooltip.
+        Shot help = shoot(db.path, "--view " + view + " --run 1 --size 1024x700 --hover " + centre_of(tb["help"]));
+        REQUIRE(help.rc == 0);
+        CHECK(help.layout["toolbar"].value("tooltip", "").find("in view: 0 us .. ") != std::string::npos);
+    }
+    // Narrower (860 px), "memory of" is in the options menu: the host is two clicks away there.
+    Shot narrow = shoot(db.path, "--run 1 --size 860x700");
+    REQUIRE(narrow.rc == 0);
+    CHECK(narrow.layout["toolbar"]["form"] == "narrow");
+    CHECK(!narrow.layout["toolbar"].contains("device"));
+    check_one_line(narrow.layout["toolbar"], 860);
+    const std::string options = " --click " + centre_of(narrow.layout["toolbar"]["options"]);
+    Shot menu = shoot(db.path, "--run 1 --size 860x700" + options);
+    REQUIRE(menu.rc == 0);
+    const auto& entries = menu.layout["toolbar"]["device_entries"];
+    REQUIRE(entries.size() == 2);
+    const nlohmann::json* host = nullptr;
+    for (const auto& entry : entries)
+        if (entry["device"] == -1) host = &entry;
+    REQUIRE(host);
+    Shot picked = shoot(db.path, "--run 1 --size 860x700" + options + " --click " + centre_of(*host));
+    INFO(picked.err);
+    REQUIRE(picked.rc == 0);
+    CHECK(picked.layout["toolbar"]["device_in_options"]["current"] == -1);
+    CHECK(picked.layout["timeline"]["memory_strip"]["title"].get<std::string>().find("host") != std::string::npos);
+}
+
+TEST_CASE("an execution trace is drawn by op number: axis, range, hover and details say ops, no times") {
+    // param's PT2 execution trace (4 ops, order only). The axis read "event #N", the order-only note
+    // took a second line under the toolbar at 1400 px (the plots 19 px lower than at 2400 px), and
+    // hovering an op said "start event #1, end event #2", "duration 1 event".
+    fixture::TempPath db("pt2-et.db");
+    import_public("chakra/param-pt2-et-1.1.1.json.gz", db.path);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    Shot wide = shoot(db.path, "--size 2400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    REQUIRE(wide.rc == 0);
+    auto below_toolbar = [](const Shot& s) {
+        return s.layout["timeline"]["plot"]["y0"].get<double>() - s.layout["toolbar"]["run_combo"]["y1"].get<double>();
+    };
+    CHECK(below_toolbar(shot) == below_toolbar(wide));
+    check_one_line(shot.layout["toolbar"], 1400);
+    const auto& axis = shot.layout["axis"];
+    CHECK(axis["title"] == "op order");
+    const auto& plot = shot.layout["timeline"]["plot"];
+    // The title lies in the label column, left of the plot.
+    CHECK(axis["title_rect"]["x1"].get<double>() < plot["x0"].get<double>());
+    REQUIRE(!axis["labels"].empty());
+    for (const auto& label : axis["labels"]) {
+        CHECK(label["text"].get<std::string>().rfind("op #", 0) == 0);
+        CHECK(label["x1"].get<double>() <= plot["x1"].get<double>());
+    }
+    CHECK(shot.layout["toolbar"]["range_text"] == "op #1 .. #4 (4 ops)");
+    // Hovering the op on the first kernel track: its name and number.
+    const nlohmann::json* ops = nullptr;
+    for (const auto& t : shot.layout["timeline"]["tracks"])
+        if (t["title"].get<std::string>().find("stream") != std::string::npos && t["items"].get<int>() > 0) {
+            ops = &t;
+            break;
+        }
+    REQUIRE(ops);
+    // The middle of op #2's box ([2, 3) on the axis).
+    const auto& tl = shot.layout["timeline"];
+    const int hover_x = static_cast<int>((x_at(plot, tl, 2) + x_at(plot, tl, 3)) / 2);
+    Shot probe = shoot(db.path, "--size 1400x700 --hover " + std::to_string(hover_x) + "," +
+                                    std::to_string(static_cast<int>(row_y(*ops))));
+    REQUIRE(probe.rc == 0);
+    REQUIRE(probe.layout.contains("hover"));
+    CHECK(probe.layout["hover"]["when"] == "op #2");
+}
+
+TEST_CASE("time axis labels stay inside the plot") {
+    // HTA's TorchRec trace (five streams, 1.23 s) at 1400 px: the last label read "1.2" (1.2 s cut
+    // by the window's edge). Every label ends inside the plot, none over another.
+    fixture::TempPath db("torchrec-axis.db");
+    import_public("kineto/hta-torchrec-rank0-five-streams.json.gz", db.path);
+    for (const std::string range : {"", " --range 0:1232ms", " --range 1ms:1229ms"}) {
+        INFO(range);
+        Shot shot = shoot(db.path, "--size 1400x700" + range);
+        REQUIRE(shot.rc == 0);
+        const auto& labels = shot.layout["axis"]["labels"];
+        REQUIRE(labels.size() >= 5);
+        double before = -1;
+        for (const auto& label : labels) {
+            INFO(label["text"]);
+            CHECK(label["x1"].get<double>() <= 1400 - 8);
+            CHECK(label["x0"].get<double>() > before);
+            before = label["x1"].get<double>();
+            CHECK(label["text"].get<std::string>().find(' ') != std::string::npos);   // a number and its unit
+        }
+    }
 }

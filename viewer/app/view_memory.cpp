@@ -133,7 +133,7 @@ void draw_memory(App& app) {
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
     int W = static_cast<int>(plot_w);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range, app.order_only());
+    time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
 
     // Upper plot: the curve, under its legend row (legends sit over the plots, right of the
     // byte labels, never in the label column where the byte labels are).

@@ -108,7 +108,7 @@ void draw_timeline(App& app) {
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth, 10.f);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range, app.order_only());
+    time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
     nlohmann::json legend = nlohmann::json::array();
     const float legend_h = 18.f;
     dl->AddText({origin.x + 4, origin.y + kAxisHeight + 2}, IM_COL32(150, 150, 160, 255), "kernel families");
