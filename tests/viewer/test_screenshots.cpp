@@ -1403,3 +1403,29 @@ TEST_CASE("time axis labels stay inside the plot") {
         }
     }
 }
+
+TEST_CASE("thin allocation bands keep their colours: no dark edge on a band a few pixels tall") {
+    // HTA's V100 trace (df_index_resolver): between 4 and 5 GiB hundreds of 14-24 MiB activations
+    // stack 1-3 px tall each. Each band had a dark line on its top edge, so that the stack read as
+    // brown stripes, not as the legend's orange (and red, green) it holds. A band's own colour is its
+    // key's, 0.86-1.14 as bright (band_color): no channel under 110 for these keys; the dark edge
+    // (20, 20, 25 at 160/255 over it) is.
+    fixture::TempPath db("df-index-bands.db");
+    import_public("kineto/hta-df-index-resolver.json.gz", db.path);
+    Shot shot = shoot(db.path, "--view memory --range 150ms:200ms --size 1400x900");
+    REQUIRE(shot.rc == 0);
+    const auto& m = shot.layout["memory"];
+    const double y0 = m["bands"]["y0"], y1 = m["bands"]["y1"], top = m["band_y_max"];
+    auto y_of = [&](double bytes) { return y1 - bytes / top * (y1 - y0); };
+    const double gib = 1024.0 * 1024 * 1024;
+    size_t dark = 0, all = 0;
+    for (double y = y_of(4.9 * gib); y < y_of(4.1 * gib); y += 1)
+        for (double x = m["bands"]["x0"].get<double>() + 2; x < m["bands"]["x1"].get<double>() - 2; x += 3) {
+            const uint32_t c = shot.img.at(x, y);
+            dark += std::max({red(c), green(c), blue(c)}) < 110;
+            ++all;
+        }
+    INFO(dark << " dark of " << all);
+    REQUIRE(all > 10000);
+    CHECK(dark * 20 < all);   // under 5%
+}

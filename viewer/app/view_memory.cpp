@@ -24,6 +24,7 @@ constexpr ImU32 kMessage = IM_COL32(255, 200, 120, 255);
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
 constexpr float kLegendRow = 17.f;
+constexpr float kBandEdgeMinPx = 5.f;   // a band's dark top edge only from this height
 
 }  // namespace
 
@@ -157,7 +158,11 @@ void draw_memory(App& app) {
     std::string message = !job.error().empty() ? "reserved memory not shown: " + job.error()
                           : !job.value()       ? std::string("reading the segments and replaying the caching allocator model...")
                           : curves.model_error.empty() ? std::string() : "model reserved not shown: " + curves.model_error;
-    const Curve& reserved = curves.recorded;
+    // Segments that hold less than the allocations at their peak do not hold them: not drawn, said.
+    const std::string mismatch = reserved_mismatch(curves.recorded, app.trace->live);
+    if (!mismatch.empty()) message = message.empty() ? mismatch : message + "; " + mismatch;
+    const Curve no_curve;
+    const Curve& reserved = mismatch.empty() ? curves.recorded : no_curve;
     if (!reserved.empty()) {
         prepare_curve(reserved, app.range, W, res);
         drawn.emplace_back(&res, rec_end);
@@ -224,8 +229,12 @@ void draw_memory(App& app) {
         uint32_t i = bands.bands[s.band];
         uint32_t c = allocs.id[i] == app.highlight_alloc ? kHighlight : band_color(keys, allocs, i);
         dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, c);
-        // A darker line at the top edge separates neighbouring bands of one key.
-        dl->AddLine({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y1)}, IM_COL32(20, 20, 25, 160));
+        // A darker line at the top edge separates neighbouring bands of one key, on bands tall
+        // enough to keep their colour under it: on bands of 1-3 px (hundreds of activations
+        // stacked) the lines were most of the pixels and the stack read brown, not in its keys'
+        // colours; there each band's own shade (band_color) tells them apart.
+        if (y_of(s.y0) - y_of(s.y1) >= kBandEdgeMinPx)
+            dl->AddLine({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y1)}, IM_COL32(20, 20, 25, 160));
     }
     if (!bands_message.empty()) message_line(dl, {b0.x + 6, b0.y + 4}, b1.x - 6, bands_message);
     // The live bytes' maximum per column, where it rises above the stack (a spike inside a column).
