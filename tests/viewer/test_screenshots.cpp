@@ -847,6 +847,20 @@ TEST_CASE("a run that stopped out of memory says why over the timeline") {
     REQUIRE(shot.rc == 0);
     CHECK(shot.layout["timeline"]["run_outcome"] ==
           "out of memory at 450.000 us: allocation 2 (act_big): short by 424.00 MiB");
+    // The run reached one kernel (stream 7's first): its streams 8 and 9 have none, and say why
+    // (their rows were blank); stream 7's row has its kernel and no note.
+    size_t noted = 0;
+    for (const auto& t : shot.layout["timeline"]["tracks"]) {
+        if (t["kind"] != static_cast<int>(LaneKind::Kernels)) continue;
+        INFO(t["title"]);
+        if (t["items"] == 0) {
+            CHECK(t.value("note", "") == "no kernel reached: the run stopped before this stream's first");
+            ++noted;
+        } else {
+            CHECK(!t.contains("note"));
+        }
+    }
+    CHECK(noted >= 1);
 }
 
 TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the strip to 70 px)") {
@@ -1380,6 +1394,20 @@ TEST_CASE("an execution trace is drawn by op number: axis, range, hover and deta
     REQUIRE(probe.rc == 0);
     REQUIRE(probe.layout.contains("hover"));
     CHECK(probe.layout["hover"]["when"] == "op #2");
+    // Its "kernels" are ops: the header counts ops, the statistics give each op's count and share
+    // (they gave "4 ops (100.0%)" as a total, "1 op" as a mean and a max).
+    CHECK(shot.layout["header"].get<std::string>().find("  |  4 ops, ") != std::string::npos);
+    Shot stats = shoot(db.path, "--view statistics --size 1400x700");
+    REQUIRE(stats.rc == 0);
+    CHECK(stats.layout["statistics"]["kernels"]["headers"] == nlohmann::json::array({"name", "count", "share"}));
+    // A timed trace keeps its kernels' times.
+    fixture::TempPath known("known-stats.db");
+    fixture::write_known_trace(known.path);
+    Shot timed = shoot(known.path, "--view statistics --size 1400x700");
+    REQUIRE(timed.rc == 0);
+    CHECK(timed.layout["statistics"]["kernels"]["headers"] ==
+          nlohmann::json::array({"name", "count", "total", "mean", "max"}));
+    CHECK(timed.layout["header"].get<std::string>().find(" kernels, ") != std::string::npos);
 }
 
 TEST_CASE("time axis labels stay inside the plot") {

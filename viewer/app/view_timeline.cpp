@@ -111,7 +111,9 @@ void draw_timeline(App& app) {
     time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
     nlohmann::json legend = nlohmann::json::array();
     const float legend_h = 18.f;
-    dl->AddText({origin.x + 4, origin.y + kAxisHeight + 2}, IM_COL32(150, 150, 160, 255), "kernel families");
+    // An execution trace's families are its ops' (their shares by count: each op is one place).
+    dl->AddText({origin.x + 4, origin.y + kAxisHeight + 2}, IM_COL32(150, 150, 160, 255),
+                app.ops() ? "op families" : "kernel families");
     family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w, legend);
     ImGui::Dummy({avail.x, kAxisHeight + legend_h});
 
@@ -151,6 +153,12 @@ void draw_timeline(App& app) {
         if (l.row == 0 && i % 2 == 0) dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + h}, IM_COL32(38, 38, 44, 255));
         draw_track_label(dl, l, {origin.x, y}, h, ui.frame[i].from_run);
         draw_track(app, dl, ui.frame[i], {plot_x, y}, plot_w, h, &labels);
+        // A stream of the run without a kernel: it stopped before reaching any (the row was blank).
+        std::string note;
+        if (ui.frame[i].from_run && l.kind == LaneKind::Kernels && l.t_start.empty() && !outcome.empty()) {
+            note = "no kernel reached: the run stopped before this stream's first";
+            dl->AddText({plot_x + 6, y + (h - ImGui::GetFontSize()) / 2}, IM_COL32(140, 140, 150, 255), note.c_str());
+        }
         // The first boxes of the row on screen (x from the window's left) with what each is
         // (an id, or the folded count) and the label drawn in it, for tests that click on them.
         nlohmann::json boxes = nlohmann::json::array();
@@ -161,6 +169,7 @@ void draw_timeline(App& app) {
         }
         jt.push_back({{"title", l.title}, {"kind", static_cast<int>(l.kind)}, {"stream", l.stream}, {"row", l.row},
                       {"y0", y}, {"y1", y + h}, {"items", ui.frame[i].items.size()}, {"boxes", boxes}});
+        if (!note.empty()) jt.back()["note"] = note;
         y += h + 2;
     }
     float bottom = std::max(y, p.y + ImGui::GetContentRegionAvail().y);
