@@ -1457,3 +1457,21 @@ TEST_CASE("thin allocation bands keep their colours: no dark edge on a band a fe
     REQUIRE(all > 10000);
     CHECK(dark * 20 < all);   // under 5%
 }
+
+TEST_CASE("the peak's label never covers its dot") {
+    // SGLang's decode capture peaks 8 px from the plot's right edge: the label was pushed back over
+    // the dot ("pea" + dot + "k"). Whole traces and ranges that put the peak at either edge.
+    fixture::TempPath db("sglang-peak.db");
+    import_public("kineto/tracelens-mi300x-sglang-decode-capture-bs32.json.gz", db.path);
+    for (const std::string args : {"", " --range 0:31500100", " --range 31499000:33000000", " --fit-y"}) {
+        INFO(args);
+        Shot shot = shoot(db.path, "--view memory --size 1400x560" + args);
+        REQUIRE(shot.rc == 0);
+        const auto& label = shot.layout["memory"]["peak_label"];
+        REQUIRE(label.is_object());
+        const double dot = label["dot_x"];
+        CHECK((label["x1"].get<double>() <= dot - 4 || label["x0"].get<double>() >= dot + 4));
+        CHECK(label["x0"].get<double>() >= shot.layout["memory"]["curve"]["x0"].get<double>());
+        CHECK(label["x1"].get<double>() <= shot.layout["memory"]["curve"]["x1"].get<double>());
+    }
+}

@@ -183,13 +183,20 @@ void draw_memory(App& app) {
         std::string s = "capacity " + format_bytes(run->capacity);
         draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y_range, kCapacity, s.c_str());
     }
+    nlohmann::json peak_label;
     if (cols.peak_col >= 0) {
         float px = c0.x + static_cast<float>(cols.peak_col);
         float py = c1.y - static_cast<float>(y_range.fraction(cols.y_max)) * (c1.y - c0.y);
         dl->AddCircleFilled({px, py}, 4, IM_COL32(255, 255, 255, 255));
         std::string s = "peak " + format_bytes(static_cast<int64_t>(cols.y_max));
-        float tx = std::min(px + 6, c1.x - ImGui::CalcTextSize(s.c_str()).x);
-        dl->AddText({tx, std::max(py - 16, c0.y + 2)}, IM_COL32(255, 255, 255, 255), s.c_str());
+        // Right of the dot, or left of it when it would leave the plot (it was pushed back over
+        // the dot: SGLang's peak at the right edge read "pea●k").
+        const float text_w = ImGui::CalcTextSize(s.c_str()).x;
+        const float tx = px + 6 + text_w <= c1.x ? px + 6 : std::max(px - 6 - text_w, c0.x);
+        const float ty = std::max(py - 16, c0.y + 2);
+        dl->AddText({tx, ty}, IM_COL32(255, 255, 255, 255), s.c_str());
+        peak_label = rect_json({tx, ty}, {tx + text_w, ty + ImGui::GetFontSize()});
+        peak_label["dot_x"] = px;
     }
     {
         const std::string device = memory_device_text(*app.trace);
@@ -292,6 +299,7 @@ void draw_memory(App& app) {
                             {"band_y_max", by_max},
                             {"peak_col", cols.peak_col},
                             {"peak_bytes", cols.y_max},
+                            {"peak_label", peak_label},
                             {"bands_drawn", bands.bands.size()},
                             {"segments", bands.segments.size()},
                             {"summaries", bands.summaries.size()},
