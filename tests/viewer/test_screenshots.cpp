@@ -934,6 +934,10 @@ TEST_CASE("labels in timeline boxes fit their box, cut with '...', never clipped
     CHECK(cut >= 2);   // test4's box and a range marker's at least
 }
 
+namespace {
+std::string centre_of(const nlohmann::json& rect);   // below
+}   // namespace
+
 TEST_CASE("an import's warnings are said by the header, the strip's one line ends inside the view") {
     // nvFuser's 2025.1 Nsight export: no CUDA_GPU_MEMORY_USAGE_EVENTS (an import warning and
     // meta allocations' reason). Nothing in the window said so, and the strip's line "no
@@ -966,6 +970,17 @@ TEST_CASE("an import's warnings are said by the header, the strip's one line end
     const auto& sr = strip["rect"];
     CHECK(sr["y1"].get<double>() <= shot.layout["view"]["y1"].get<double>());
     CHECK(near(shot.img.at(sr["x1"].get<double>() - 6, sr["y1"].get<double>() - 1), rgb(36, 36, 42)));
+    // At 1400 px the line is longer than the strip: cut with "..." inside it (it ran off the
+    // window mid-word, "--cuda-memory-u"), whole when hovered. No text in its last 4 px.
+    const std::string shown = strip.value("shown", "");
+    CHECK(shown.size() > 3);
+    CHECK(shown.substr(shown.size() - 3) == "...");
+    for (double y = sr["y0"]; y < sr["y0"].get<double>() + 16; ++y)
+        for (double x = sr["x1"].get<double>() - 4; x < sr["x1"].get<double>(); ++x)
+            CHECK(near(shot.img.at(x, y), rgb(36, 36, 42), 30));
+    Shot hover = shoot(db.path, "--size 1400x700 --hover " + centre_of(sr));
+    REQUIRE(hover.rc == 0);
+    CHECK(hover.layout["timeline"]["memory_strip"].value("tooltip", "") == strip["text"]);
 }
 
 TEST_CASE("folded boxes say their count whole or not at all") {
@@ -1474,4 +1489,20 @@ TEST_CASE("the peak's label never covers its dot") {
         CHECK(label["x0"].get<double>() >= shot.layout["memory"]["curve"]["x0"].get<double>());
         CHECK(label["x1"].get<double>() <= shot.layout["memory"]["curve"]["x1"].get<double>());
     }
+}
+
+TEST_CASE("a snapshot's timeline at 900 px: the sentence for its missing kernels ends inside the plot") {
+    // Stanford's CS336 snapshot has allocations and no kernel: the family legend's line says why
+    // (756 px of text), and ran off the window under about 950 px.
+    fixture::TempPath db("cs336-1024.db");
+    import_public("torch-snapshot/stanford-cs336-training-step.pickle", db.path);
+    Shot shot = shoot(db.path, "--size 900x600");
+    REQUIRE(shot.rc == 0);
+    const auto& legend = shot.layout["timeline"]["legend"];
+    REQUIRE(legend.size() == 1);
+    CHECK(legend[0]["text"].get<std::string>().rfind("no kernels in this trace: a PyTorch memory snapshot", 0) == 0);
+    CHECK(legend[0]["x1"].get<double>() <= shot.layout["timeline"]["plot"]["x1"].get<double>());
+    const std::string shown = legend[0]["shown"];
+    CHECK(shown.substr(shown.size() - 3) == "...");
+    check_one_line(shot.layout["toolbar"], 900);
 }

@@ -24,8 +24,14 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
     float x = p.x;
     if (app.trace->kernel_count == 0) {
         const std::string why = empty_table_text(*app.trace, StatsTable::Kernels, 0);
-        dl->AddText({x, p.y}, IM_COL32(150, 150, 160, 255), why.c_str());
-        out.push_back({{"family", ""}, {"text", why}});
+        // Cut with "..." to the plot (at 1024 px a snapshot's sentence ran off the window).
+        const std::string shown = fit_label(why, x_max - x - 4, ImGui::CalcTextSize("M").x);
+        dl->AddText({x, p.y}, IM_COL32(150, 150, 160, 255), shown.c_str());
+        out.push_back({{"family", ""},
+                       {"text", why},
+                       {"shown", shown},
+                       {"x0", x},
+                       {"x1", x + ImGui::CalcTextSize(shown.c_str()).x}});
         return;
     }
     for (const FamilyShare& f : family_shares(*app.trace)) {
@@ -54,9 +60,20 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
             const std::string why = no_allocations_reason(*app.trace);
             text = "no allocations in this trace: no memory curve" + (why.empty() ? "" : " (" + why + ")");
         }
-        const ImVec4 clip{p0.x, p0.y, p1.x - 2, p1.y};
-        dl->AddText(nullptr, 0, {p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), text.c_str(), nullptr, 0, &clip);
-        out = {{"rect", rect_json(p0, p1)}, {"empty", true}, {"text", text}};
+        // Cut with "..." to the strip (it ran off the window's edge mid-word: "--cuda-memory-u"),
+        // whole in the tooltip.
+        const std::string shown = fit_label(text, p1.x - p0.x - 8, ImGui::CalcTextSize("M").x);
+        dl->AddText({p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), shown.c_str());
+        out = {{"rect", rect_json(p0, p1)}, {"empty", true}, {"text", text}, {"shown", shown}};
+        if (shown != text && ImGui::IsMouseHoveringRect(p0, p1) &&
+            ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
+            ImGui::BeginTooltip();
+            ImGui::PushTextWrapPos(ImGui::GetFontSize() * 60);
+            ImGui::TextUnformatted(text.c_str());
+            ImGui::PopTextWrapPos();
+            ImGui::EndTooltip();
+            out["tooltip"] = text;
+        }
         return;
     }
     int W = static_cast<int>(p1.x - p0.x);
