@@ -223,3 +223,29 @@ TEST_CASE("bands: the caller's curve columns give the same layout as the bands' 
         CHECK(other.total == own.total);
     }
 }
+
+TEST_CASE("argmax_index: the first index of the maximum over any index range, as a scan finds it") {
+    // The memory view's bands show each column at its live maximum's instant: found through the
+    // pyramid, against a linear scan on random curves with many ties.
+    std::mt19937_64 rng(5);
+    for (int round = 0; round < 20; ++round) {
+        const size_t n = 1 + rng() % 3000;
+        std::vector<int64_t> t(n);
+        std::vector<double> v(n);
+        for (size_t i = 0; i < n; ++i) {
+            t[i] = static_cast<int64_t>(i) * 10;
+            v[i] = static_cast<double>(rng() % 50);
+        }
+        mhc::viewer::Curve c;
+        c.assign(t, v);
+        for (int q = 0; q < 300; ++q) {
+            size_t lo = rng() % n, hi = rng() % n;
+            if (lo > hi) std::swap(lo, hi);
+            size_t want = lo;
+            for (size_t i = lo; i <= hi; ++i)
+                if (v[i] > v[want]) want = i;
+            INFO(n << " [" << lo << ", " << hi << "]");
+            REQUIRE(c.argmax_index(lo, hi) == want);
+        }
+    }
+}

@@ -142,7 +142,7 @@ void draw_memory(App& app) {
     float top_h = std::max((avail.y - kAxisHeight) * 0.42f, 60.f);
     ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
-    prepare_curve(curve, app.range, W, cols);
+    prepare_curve(curve, app.range, W, cols, !run_curve);   // the bands' column instants, when they share it
     const size_t rec_end = columns_before(app.range, W, app.trace->t_end);
     const size_t cols_end = columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end);
     std::vector<std::pair<const CurveColumns*, size_t>> drawn{{&cols, cols_end}};

@@ -180,9 +180,70 @@ int64_t Curve::argmax(int64_t a, int64_t b) const {
     return a;
 }
 
-void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out) {
+size_t Curve::argmax_index(size_t lo, size_t hi) const {
+    // The pyramid nodes covering [lo, hi] from left to right (as index_range takes them: from
+    // both ends, the right ones reversed after), the first holding the maximum, then down it.
+    struct Node {
+        int level;
+        size_t i;
+        double max;
+    };   // level -1: a raw value
+    Node left[2 * 64], right[2 * 64];
+    size_t nl = 0, nr = 0;
+    if (lo % 2 == 1 || lo == hi) {
+        left[nl++] = {-1, lo, v_[lo]};
+        ++lo;
+    }
+    if (lo <= hi && hi % 2 == 0) {
+        right[nr++] = {-1, hi, v_[hi]};
+        if (hi == 0) lo = 1;
+        else --hi;
+    }
+    if (lo <= hi) {
+        size_t a = lo / 2, b = hi / 2;
+        for (size_t k = 0; k < levels_.size() && a <= b; ++k) {
+            const auto& level = levels_[k];
+            if (a == b) {
+                left[nl++] = {static_cast<int>(k), a, level[a].max};
+                break;
+            }
+            if (a % 2 == 1) {
+                left[nl++] = {static_cast<int>(k), a, level[a].max};
+                ++a;
+            }
+            if (b % 2 == 0) {
+                right[nr++] = {static_cast<int>(k), b, level[b].max};
+                --b;
+            }
+            if (a > b) break;
+            a /= 2;
+            b /= 2;
+        }
+    }
+    while (nr > 0) left[nl++] = right[--nr];
+    double m = left[0].max;
+    for (size_t k = 1; k < nl; ++k) m = std::max(m, left[k].max);
+    Node n = left[0];
+    for (size_t k = 0; k < nl; ++k)
+        if (left[k].max >= m) {
+            n = left[k];
+            break;
+        }
+    // Down: the left child when it holds the maximum (a missing right child repeats the left).
+    while (n.level >= 0) {
+        if (n.level == 0) return v_[2 * n.i] >= m || 2 * n.i + 1 >= v_.size() ? 2 * n.i : 2 * n.i + 1;
+        const auto& below = levels_[static_cast<size_t>(n.level - 1)];
+        const size_t c = 2 * n.i;
+        n = below[c].max >= m || c + 1 >= below.size() ? Node{n.level - 1, c, below[c].max}
+                                                       : Node{n.level - 1, c + 1, below[c + 1].max};
+    }
+    return n.i;
+}
+
+void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out, bool instants) {
     out.min.assign(static_cast<size_t>(std::max(width, 0)), 0.f);
     out.max.assign(out.min.size(), 0.f);
+    out.at.assign(instants ? out.min.size() : 0, 0);
     out.y_max = 0;
     out.peak_col = -1;
     if (width <= 0 || range.span() <= 0) return;
@@ -199,6 +260,15 @@ void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out
         out.min[static_cast<size_t>(x)] = static_cast<float>(m.min);
         out.max[static_cast<size_t>(x)] = static_cast<float>(m.max);
         if (m.max > out.y_max) { out.y_max = m.max; out.peak_col = x; }
+        if (instants) {
+            // The sample in force at a (index first - 1, shown from a) and those starting inside.
+            int64_t at = a;
+            if (last > 0 && last > first) {
+                const size_t j = c.argmax_index(first > 0 ? first - 1 : 0, last - 1);
+                if (j >= first) at = c.times()[j];
+            }
+            out.at[static_cast<size_t>(x)] = at;
+        }
     }
 }
 
