@@ -850,14 +850,14 @@ TEST_CASE("a run that stopped out of memory says why over the timeline") {
     // The run reached one kernel (stream 7's first): its streams 8 and 9 have none, and say why
     // (their rows were blank); stream 7's row has its kernel and no note.
     size_t noted = 0;
-    for (const auto& t : shot.layout["timeline"]["tracks"]) {
-        if (t["kind"] != static_cast<int>(LaneKind::Kernels)) continue;
-        INFO(t["title"]);
-        if (t["items"] == 0) {
-            CHECK(t.value("note", "") == "no kernel reached: the run stopped before this stream's first");
+    for (const auto& row : shot.layout["timeline"]["tracks"]) {
+        if (row["kind"] != static_cast<int>(LaneKind::Kernels)) continue;
+        INFO(row["title"]);
+        if (row["items"] == 0) {
+            CHECK(row.value("note", "") == "no kernel reached: the run stopped before this stream's first");
             ++noted;
         } else {
-            CHECK(!t.contains("note"));
+            CHECK(!row.contains("note"));
         }
     }
     CHECK(noted >= 1);
@@ -1377,8 +1377,9 @@ TEST_CASE("an execution trace is drawn by op number: axis, range, hover and deta
     INFO(shot.err);
     REQUIRE(shot.rc == 0);
     REQUIRE(wide.rc == 0);
-    auto below_toolbar = [](const Shot& s) {
-        return s.layout["timeline"]["plot"]["y0"].get<double>() - s.layout["toolbar"]["run_combo"]["y1"].get<double>();
+    auto below_toolbar = [](const Shot& taken) {
+        return taken.layout["timeline"]["plot"]["y0"].get<double>() -
+               taken.layout["toolbar"]["run_combo"]["y1"].get<double>();
     };
     CHECK(below_toolbar(shot) == below_toolbar(wide));
     check_one_line(shot.layout["toolbar"], 1400);
@@ -1395,9 +1396,9 @@ TEST_CASE("an execution trace is drawn by op number: axis, range, hover and deta
     CHECK(shot.layout["toolbar"]["range_text"] == "op #1 .. #4 (4 ops)");
     // Hovering the op on the first kernel track: its name and number.
     const nlohmann::json* ops = nullptr;
-    for (const auto& t : shot.layout["timeline"]["tracks"])
-        if (t["title"].get<std::string>().find("stream") != std::string::npos && t["items"].get<int>() > 0) {
-            ops = &t;
+    for (const auto& row : shot.layout["timeline"]["tracks"])
+        if (row["title"].get<std::string>().find("stream") != std::string::npos && row["items"].get<int>() > 0) {
+            ops = &row;
             break;
         }
     REQUIRE(ops);
@@ -1457,15 +1458,15 @@ TEST_CASE("thin allocation bands keep their colours: no dark edge on a band a fe
     import_public("kineto/hta-df-index-resolver.json.gz", db.path);
     Shot shot = shoot(db.path, "--view memory --range 150ms:200ms --size 1400x900");
     REQUIRE(shot.rc == 0);
-    const auto& m = shot.layout["memory"];
-    const double y0 = m["bands"]["y0"], y1 = m["bands"]["y1"], top = m["band_y_max"];
+    const auto& mem = shot.layout["memory"];
+    const double y0 = mem["bands"]["y0"], y1 = mem["bands"]["y1"], top = mem["band_y_max"];
     auto y_of = [&](double bytes) { return y1 - bytes / top * (y1 - y0); };
     const double gib = 1024.0 * 1024 * 1024;
     size_t dark = 0, all = 0;
     for (double y = y_of(4.9 * gib); y < y_of(4.1 * gib); y += 1)
-        for (double x = m["bands"]["x0"].get<double>() + 2; x < m["bands"]["x1"].get<double>() - 2; x += 3) {
-            const uint32_t c = shot.img.at(x, y);
-            dark += std::max({red(c), green(c), blue(c)}) < 110;
+        for (double x = mem["bands"]["x0"].get<double>() + 2; x < mem["bands"]["x1"].get<double>() - 2; x += 3) {
+            const uint32_t px = shot.img.at(x, y);
+            dark += std::max({red(px), green(px), blue(px)}) < 110;
             ++all;
         }
     INFO(dark << " dark of " << all);

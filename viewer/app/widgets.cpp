@@ -22,30 +22,32 @@ void same_line_if_fits(float width, float spacing) {
     if (ImGui::GetItemRectMax().x + spacing + width <= right) ImGui::SameLine(0, spacing);
 }
 
-nlohmann::json draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r, const TimeText& times) {
-    dl->AddRectFilled(p0, {p0.x + w, p0.y + h}, IM_COL32(42, 42, 48, 255));
+nlohmann::json draw_time_axis(ImDrawList* dl, ImVec2 p0, float width, float height, TimeRange range,
+                              const TimeText& times) {
+    dl->AddRectFilled(p0, {p0.x + width, p0.y + height}, IM_COL32(42, 42, 48, 255));
     nlohmann::json labels = nlohmann::json::array();
     float last_end = -1e9f;   // the right edge of the last label drawn
-    for (const Tick& t : time_ticks(r, w, times.events ? 16.f : 10.f, times.events, times.noun)) {
-        float x = std::floor(p0.x + t.x) + 0.5f;
-        dl->AddLine({x, p0.y + h - (t.major ? 8.f : 4.f)}, {x, p0.y + h}, IM_COL32(170, 170, 180, 255));
-        if (!t.major) continue;
+    for (const Tick& tick : time_ticks(range, width, times.events ? 16.f : 10.f, times.events, times.noun)) {
+        const float tick_x = std::floor(p0.x + tick.x) + 0.5f;
+        dl->AddLine({tick_x, p0.y + height - (tick.major ? 8.f : 4.f)}, {tick_x, p0.y + height},
+                    IM_COL32(170, 170, 180, 255));
+        if (!tick.major) continue;
         // A label that would run past the plot's right edge ("1.2" for "1.2 s", "57" for "570 ms")
         // ends at the edge instead when it clears the one before, else is left out.
-        const float text_w = ImGui::CalcTextSize(t.label.c_str()).x;
-        float tx = x + 3;
-        if (tx + text_w > p0.x + w) tx = p0.x + w - text_w - 2;
+        const float text_w = ImGui::CalcTextSize(tick.label.c_str()).x;
+        float tx = tick_x + 3;
+        if (tx + text_w > p0.x + width) tx = p0.x + width - text_w - 2;
         if (tx < last_end + 8 || tx < p0.x) continue;
-        dl->AddText({tx, p0.y + 2}, IM_COL32(210, 210, 215, 255), t.label.c_str());
+        dl->AddText({tx, p0.y + 2}, IM_COL32(210, 210, 215, 255), tick.label.c_str());
         last_end = tx + text_w;
-        labels.push_back({{"text", t.label}, {"x0", tx}, {"x1", last_end}});
+        labels.push_back({{"text", tick.label}, {"x0", tx}, {"x1", last_end}});
     }
     return labels;
 }
 
-void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float w, nlohmann::json& out) {
+void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json& out) {
     const TimeText times = app.times();
-    out = {{"labels", draw_time_axis(dl, p0, w, kAxisHeight, app.range, times)}};
+    out = {{"labels", draw_time_axis(dl, p0, width, kAxisHeight, app.range, times)}};
     // Order only: the axis says what it counts, in the label column beside it, and why (hover).
     const std::string title = times.axis_title();
     if (title.empty()) return;

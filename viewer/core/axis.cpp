@@ -103,10 +103,10 @@ std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks) {
     return out;
 }
 
-std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events, const char* noun) {
+std::vector<Tick> time_ticks(TimeRange range, float width, float min_px, bool events, const char* noun) {
     std::vector<Tick> out;
-    if (r.span() <= 0 || width <= 0) return out;
-    double ns_per_px = static_cast<double>(r.span()) / width;
+    if (range.span() <= 0 || width <= 0) return out;
+    double ns_per_px = static_cast<double>(range.span()) / width;
     double want = ns_per_px * min_px;
     // Smallest step on the 1-2-5 grid that leaves min_px between ticks.
     int64_t step = 1;
@@ -117,11 +117,11 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events
         if (p > INT64_MAX / 100) { step = p; break; }
     }
     int64_t major = (std::to_string(step)[0] == '2') ? step * 5 : step * 10;
-    int64_t first = (r.t0 >= 0 ? (r.t0 + step - 1) / step : r.t0 / step) * step;
-    for (int64_t t = first; t <= r.t1; t += step) {
+    int64_t first = (range.t0 >= 0 ? (range.t0 + step - 1) / step : range.t0 / step) * step;
+    for (int64_t t = first; t <= range.t1; t += step) {
         Tick k;
         k.t = t;
-        k.x = static_cast<float>(r.x_of(t, width));
+        k.x = static_cast<float>(range.x_of(t, width));
         k.major = t % major == 0;
         if (k.major) k.label = events ? std::string(noun) + " #" + std::to_string(t) : format_time(t, major);
         out.push_back(std::move(k));

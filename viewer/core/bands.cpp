@@ -185,18 +185,19 @@ struct Stacker {
     static constexpr size_t kSummaryBlock = 4;
     std::vector<double> block_bytes{};   // per class, for the current column (long-lived) or block
     std::vector<size_t> hint{};          // per class: last sample found
-    void summaries(size_t x, int64_t t, bool long_group, double& y) {
+    void summaries(size_t column, int64_t instant, bool long_group, double& top) {
         if (!keys) return;
         if (long_group)
-            for (size_t cls = 0; cls < classes(); cls += (x % kSummaryBlock == 0 ? 1 : 2))
-                block_bytes[cls] = keys->series[cls].value_at(t, hint[cls]);
+            for (size_t cls = 0; cls < classes(); cls += (column % kSummaryBlock == 0 ? 1 : 2))
+                block_bytes[cls] = keys->series[cls].value_at(instant, hint[cls]);
         for (size_t cls = long_group ? 0 : 1; cls < classes(); cls += 2)
-            summary(cls, x, std::min(std::max(0.0, block_bytes[cls] - drawn[cls]), std::max(0.0, out.total[x] - y)), y);
+            summary(cls, column,
+                    std::min(std::max(0.0, block_bytes[cls] - drawn[cls]), std::max(0.0, out.total[column] - top)), top);
     }
 
     // `at[x]`: the instant column x shows (its live maximum's); a band is stacked in the column
     // when alive then, not whenever it overlaps the column.
-    void run(size_t W, const std::vector<int64_t>& at) {
+    void run(size_t width, const std::vector<int64_t>& at) {
         const size_t B = out.bands.size();
         open.assign(B, -1);
         open_summary.assign(classes(), -1);
@@ -212,21 +213,21 @@ struct Stacker {
         }
         size_t split = 0;   // first band of the transient group
         while (split < B && long_lived(static_cast<StackGroup>(a.group[out.bands[split]]))) ++split;
-        for (size_t x = 0; x < W; ++x) {
-            const int64_t t = at[x];
+        for (size_t x = 0; x < width; ++x) {
+            const int64_t instant = at[x];
             drawn.assign(classes(), 0.0);
             double y = 0;
             auto stack = [&](size_t from, size_t to) {
                 for (size_t b = from; b < to; ++b) {
-                    if (band_alloc[b] > t || band_free[b] <= t) open[b] = -1;
+                    if (band_alloc[b] > instant || band_free[b] <= instant) open[b] = -1;
                     else band(b, x, y);
                 }
             };
             stack(0, split);
-            summaries(x, t, true, y);
+            summaries(x, instant, true, y);
             stack(split, B);
             out.drawn_top[x] = y;
-            summaries(x, t, false, y);
+            summaries(x, instant, false, y);
             if (!keys) summary(0, x, out.total[x] - y, y);
             out.stack_top[x] = y;
             // The bands alive at the column's instant add up to its live maximum; summaries read
@@ -317,8 +318,8 @@ void layout_bands(const AllocationTable& a, const Curve& live, const BandKeys* k
             // Columns [x0, x1) the band is drawn in, by the same test as the stacking below (alive
             // at the column's instant; the instants increase with x). None: it lived between two
             // columns' instants, and is summarised.
-            const size_t x0 = first_column(W, [&](size_t x) { return at[x] >= ta; });
-            const size_t x1 = first_column(W, [&](size_t x) { return at[x] >= tf; });
+            const size_t x0 = first_column(W, [&](size_t column) { return at[column] >= ta; });
+            const size_t x1 = first_column(W, [&](size_t column) { return at[column] >= tf; });
             if (x0 >= x1) continue;
             if (cap) {
                 if (counts.min(x0, x1) >= c) {

@@ -175,7 +175,7 @@ DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
     if (k.step >= 0) id += ", step " + std::to_string(k.step);
     p.fields.push_back({"kernel", id});
     // Order only: the op's number ("op #12"), not a start and an end one apart.
-    p.fields.push_back({"recorded", times.interval(k.t_start, k.t_end)});
+    p.fields.emplace_back("recorded", times.interval(k.t_start, k.t_end));
     if (d.has_run && run) {
         std::string v = "not reached (the run stopped before it)";
         if (d.reached) {

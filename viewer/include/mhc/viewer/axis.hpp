@@ -19,7 +19,7 @@ struct Tick {
 // Ticks on a 1-2-5 grid with at least `min_px` between minor ticks; major every 5 or 10.
 // `events`: the trace's timing is order only (meta timing), its times are event numbers, and
 // labels read "event #N" (`noun` #N: "op #N" for an execution trace's ops) instead of a time.
-std::vector<Tick> time_ticks(TimeRange r, float width, float min_px = 12.f, bool events = false,
+std::vector<Tick> time_ticks(TimeRange range, float width, float min_px = 12.f, bool events = false,
                              const char* noun = "event");
 // The byte values of a plot's grid lines (each labelled "512 MiB"), bottom up: steps of 1-2-5 x
 // 1024^k bytes, at most 7 lines below `y_max` (the plot's top), lines at least `min_gap_px`

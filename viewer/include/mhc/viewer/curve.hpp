@@ -76,7 +76,7 @@ struct CurveColumns {
     // the allocations alive then); empty otherwise.
     std::vector<int64_t> at;
 };
-void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out, bool instants = false);
+void prepare_curve(const Curve& curve, TimeRange range, int width, CurveColumns& out, bool instants = false);
 // The lowest min and highest max over the first `columns` columns (those a curve is drawn on; a
 // plot fitted to its data spans them): {0, 0} for none.
 Curve::MinMax columns_min_max(const CurveColumns& cols, size_t columns = SIZE_MAX);
