@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
             tl.push_back(cpu_ms() - c);
             max_items = std::max(max_items, draw_item_count(frame));
             c = cpu_ms();
-            prepare_curve(t.live, range, width, cols);   // as the memory view: its curve, then the bands
+            prepare_curve(t.live, range, width, cols, true);   // as the memory view: its curve, then the bands
             layout_bands(t.allocations, t.live, &keys, range, width, 300, 1024, bands, kBandsPerColumn, &cols);
             mem.push_back(cpu_ms() - c);
             max_bands = std::max(max_bands, bands.bands.size());

@@ -42,6 +42,30 @@ TEST_CASE("an order-only trace's axis counts events, not time") {
     }
 }
 
+TEST_CASE("an execution trace's axis, ranges and items count ops, never nanoseconds") {
+    // An execution trace alone has the order of its ops and no times: op k (from 1) lies on
+    // [k, k + 1). Its axis read "event #4359000" for the 4,359th op when ops took 1 us slots, and its
+    // tooltips "start event #1, end event #2", "duration 1 event".
+    TimeText ops{true, "op"};
+    CHECK(ops.at(12) == "op #12");
+    CHECK(ops.span(1) == "1 op");
+    CHECK(ops.span(14254) == "14254 ops");
+    CHECK(ops.interval(12, 13) == "op #12");                  // one op: its number alone
+    CHECK(ops.interval(12, 16) == "op #12 .. #15 (4 ops)");   // the last one it covers, not the next
+    CHECK(ops.range(1, 14255) == "op #1 .. #14254 (14254 ops)");
+    CHECK(ops.axis_title() == "op order");
+    for (const Tick& tick : time_ticks({1, 14255}, 800.f, 16.f, true, "op")) {
+        if (!tick.major) continue;
+        CHECK(tick.label == "op #" + std::to_string(tick.t));
+    }
+    // A snapshot without time_us numbers its events the same way; a timed trace keeps its times.
+    CHECK(TimeText{true}.interval(3, 40) == "event #3 .. #39 (37 events)");
+    CHECK(TimeText{true}.axis_title() == "event order");
+    CHECK(TimeText{}.interval(1'500'000, 1'600'000, 1000) == "start 1.500 ms, end 1.600 ms (100 us)");
+    CHECK(TimeText{}.range(0, 2'000'000, 2000) == "0 us .. 2.000 ms (2.00 ms)");
+    CHECK(TimeText{}.axis_title().empty());
+}
+
 TEST_CASE("a range shorter than one major step still has labels") {
     // param's PT2 execution trace: 4 ops, events #1 to #5 on a 1000 px axis. The step stops at one
     // event (250 px apart) and the majors at ten: the axis had four ticks and no label.

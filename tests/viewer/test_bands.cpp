@@ -119,18 +119,21 @@ TEST_CASE("bands: drawn iff among the per_column largest of one of its columns (
         CurveColumns cols;
         prepare_curve(live, {t0, t1}, W, cols);
         const double min_bytes = 0.5 * std::max(cols.y_max, 1.0) / H;
-        // Brute force: per column, the first K eligible allocations in by_size order.
+        // Brute force: per column, the first K eligible allocations in by_size order. A column
+        // shows the allocations alive at the first instant of its live maximum (Curve::argmax, a
+        // search by times: independent of the layout's search by sample indexes).
         const double npc = static_cast<double>(t1 - t0) / W;
         std::set<uint32_t> expect;
         std::vector<size_t> eligible(static_cast<size_t>(W), 0);
         for (int x = 0; x < W; ++x) {
             int64_t c0 = t0 + static_cast<int64_t>(x * npc);
             int64_t c1 = std::max(c0 + 1, t0 + static_cast<int64_t>((x + 1) * npc));
+            const int64_t at = live.argmax(c0, c1);
             size_t taken = 0;
             for (size_t r = 0; r < a.size(); ++r) {
                 uint32_t i = a.by_size[r];
                 if (static_cast<double>(a.bytes[i]) < min_bytes) break;
-                if (a.t_alloc[i] < c1 && a.t_free[i] > c0 && a.t_alloc[i] < t1 && a.t_free[i] > t0) {
+                if (a.t_alloc[i] <= at && a.t_free[i] > at && a.t_alloc[i] < t1 && a.t_free[i] > t0) {
                     ++eligible[static_cast<size_t>(x)];
                     if (taken++ < K) expect.insert(i);
                 }
@@ -146,6 +149,7 @@ TEST_CASE("bands: drawn iff among the per_column largest of one of its columns (
                 uint32_t i = a.by_size[r];
                 if (static_cast<double>(a.bytes[i]) >= min_bytes && a.t_alloc[i] < t1 && a.t_free[i] > t0) all.insert(i);
             }
+            // (some of them alive at no column's instant: never a band)
             CHECK(all.size() > budget);
             ++capped;
         } else {

@@ -223,3 +223,29 @@ TEST_CASE("bands: the caller's curve columns give the same layout as the bands' 
         CHECK(other.total == own.total);
     }
 }
+
+TEST_CASE("argmax_index: the first index of the maximum over any index range, as a scan finds it") {
+    // The memory view's bands show each column at its live maximum's instant: found through the
+    // pyramid, against a linear scan on random curves with many ties.
+    std::mt19937_64 rng(5);
+    for (int round = 0; round < 20; ++round) {
+        const size_t count = 1 + rng() % 3000;
+        std::vector<int64_t> times(count);
+        std::vector<double> values(count);
+        for (size_t i = 0; i < count; ++i) {
+            times[i] = static_cast<int64_t>(i) * 10;
+            values[i] = static_cast<double>(rng() % 50);
+        }
+        mhc::viewer::Curve curve;
+        curve.assign(times, values);
+        for (int q = 0; q < 300; ++q) {
+            size_t lo = rng() % count, hi = rng() % count;
+            if (lo > hi) std::swap(lo, hi);
+            size_t want = lo;
+            for (size_t i = lo; i <= hi; ++i)
+                if (values[i] > values[want]) want = i;
+            INFO(count << " [" << lo << ", " << hi << "]");
+            REQUIRE(curve.argmax_index(lo, hi) == want);
+        }
+    }
+}

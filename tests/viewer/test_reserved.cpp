@@ -8,6 +8,7 @@
 
 #include "fixtures.hpp"
 #include "mhc/common/error.hpp"
+#include "mhc/viewer/data.hpp"
 #include "mhc/viewer/job.hpp"
 #include "mhc/viewer/reserved.hpp"
 
@@ -33,6 +34,25 @@ TEST_CASE("reserved curves: the recorded segments over time and the caching mode
     CHECK(curves.model_device == 0);
     CHECK(curves.model.peak() == 2048.0 * MiB);
     CHECK(curves.model.value_at(300 * us) == 2048.0 * MiB);
+}
+
+TEST_CASE("reserved curves: segments that hold less than the allocations at their peak are not drawn, and said") {
+    // An old H200 --torch recording: 432 KiB of static segments while its pool allocations (outside
+    // them) peak at 556 MiB; the violet line lay at the plot's floor under the live bytes.
+    using mhc::viewer::Curve;
+    using mhc::viewer::reserved_mismatch;
+    fixture::TempPath db("segments-held.db");
+    fixture::write_segments_trace(db.path);
+    const mhc::viewer::ViewTrace view = mhc::viewer::load_view_trace(db.path);
+    CHECK(reserved_mismatch(reserved_curves(db.path).recorded, view.live).empty());             // they hold them
+    const Curve live = Curve::from_intervals({100, 300}, {900, 800}, {400 * MiB, 156 * MiB});   // 556 MiB at 300
+    const Curve statics = Curve::from_intervals({0}, {1000}, {int64_t{442368}});                // 432 KiB
+    CHECK(reserved_mismatch(statics, live) ==
+          "recorded reserved not shown: the trace's segments hold 432.00 KiB at the live bytes' peak of "
+          "556.00 MiB, so they do not hold its allocations");
+    const Curve held = Curve::from_intervals({0}, {1000}, {556 * MiB});   // exactly the peak: drawn
+    CHECK(reserved_mismatch(held, live).empty());
+    CHECK(reserved_mismatch(Curve{}, live).empty());   // no segments: nothing to say
 }
 
 TEST_CASE("reserved curves: none for a trace without segments") {

@@ -142,8 +142,21 @@ TEST_CASE("bands: category colours on generated traces, source frames on importe
     (void)c1;
     // Every allocation with its own label: labels do not group, so size classes.
     AllocationTable& a = t.allocations;
+    const std::vector<int64_t> labels_before = a.label;
     a.label = {1, 2, 3, 4};
     CHECK(choose_band_coloring(t) == BandColoring::SizeClass);
+    // One label holding 90% of the bytes or more colours every band alike (a CUPTI recording:
+    // "cuMemAllocAsync (pool)" 555.83 of 556 MiB, "memory:static" the rest): size classes. The
+    // frames above: 512 + 512 + 64 MiB of 1088, the largest 47%, keep their colours.
+    a.label = labels_before;
+    CHECK(choose_band_coloring(t) == BandColoring::Label);
+    const std::vector<int64_t> bytes_before = a.bytes;
+    a.bytes = {int64_t{1} << 30, int64_t{1} << 30, 64 * MiB, 64 * MiB};   // frame A: 2 GiB of 2.125 (94%)
+    a.label = {labels_before[0], labels_before[0], labels_before[2], labels_before[3]};
+    CHECK(choose_band_coloring(t) == BandColoring::SizeClass);
+    a.bytes = {512 * MiB, 512 * MiB, 64 * MiB, 64 * MiB};   // 1 GiB of 1.125 (89%): still frames
+    CHECK(choose_band_coloring(t) == BandColoring::Label);
+    a.bytes = bytes_before;
 }
 
 TEST_CASE("a label fits its box: whole, cut with '...', or not drawn") {

@@ -847,6 +847,20 @@ TEST_CASE("a run that stopped out of memory says why over the timeline") {
     REQUIRE(shot.rc == 0);
     CHECK(shot.layout["timeline"]["run_outcome"] ==
           "out of memory at 450.000 us: allocation 2 (act_big): short by 424.00 MiB");
+    // The run reached one kernel (stream 7's first): its streams 8 and 9 have none, and say why
+    // (their rows were blank); stream 7's row has its kernel and no note.
+    size_t noted = 0;
+    for (const auto& row : shot.layout["timeline"]["tracks"]) {
+        if (row["kind"] != static_cast<int>(LaneKind::Kernels)) continue;
+        INFO(row["title"]);
+        if (row["items"] == 0) {
+            CHECK(row.value("note", "") == "no kernel reached: the run stopped before this stream's first");
+            ++noted;
+        } else {
+            CHECK(!row.contains("note"));
+        }
+    }
+    CHECK(noted >= 1);
 }
 
 TEST_CASE("byte labels of a short memory plot never overlap (16 streams fold the strip to 70 px)") {
@@ -920,6 +934,10 @@ TEST_CASE("labels in timeline boxes fit their box, cut with '...', never clipped
     CHECK(cut >= 2);   // test4's box and a range marker's at least
 }
 
+namespace {
+std::string centre_of(const nlohmann::json& rect);   // below
+}   // namespace
+
 TEST_CASE("an import's warnings are said by the header, the strip's one line ends inside the view") {
     // nvFuser's 2025.1 Nsight export: no CUDA_GPU_MEMORY_USAGE_EVENTS (an import warning and
     // meta allocations' reason). Nothing in the window said so, and the strip's line "no
@@ -952,6 +970,17 @@ TEST_CASE("an import's warnings are said by the header, the strip's one line end
     const auto& sr = strip["rect"];
     CHECK(sr["y1"].get<double>() <= shot.layout["view"]["y1"].get<double>());
     CHECK(near(shot.img.at(sr["x1"].get<double>() - 6, sr["y1"].get<double>() - 1), rgb(36, 36, 42)));
+    // At 1400 px the line is longer than the strip: cut with "..." inside it (it ran off the
+    // window mid-word, "--cuda-memory-u"), whole when hovered. No text in its last 4 px.
+    const std::string shown = strip.value("shown", "");
+    CHECK(shown.size() > 3);
+    CHECK(shown.substr(shown.size() - 3) == "...");
+    for (double y = sr["y0"]; y < sr["y0"].get<double>() + 16; ++y)
+        for (double x = sr["x1"].get<double>() - 4; x < sr["x1"].get<double>(); ++x)
+            CHECK(near(shot.img.at(x, y), rgb(36, 36, 42), 30));
+    Shot hover = shoot(db.path, "--size 1400x700 --hover " + centre_of(sr));
+    REQUIRE(hover.rc == 0);
+    CHECK(hover.layout["timeline"]["memory_strip"].value("tooltip", "") == strip["text"]);
 }
 
 TEST_CASE("folded boxes say their count whole or not at all") {
@@ -1013,8 +1042,8 @@ TEST_CASE("ranges nested deeper than the rows: no label runs under the next box"
 }
 
 TEST_CASE("(?) shows the help on an order-only trace, the notes show every note on hover") {
-    // FlexGen's out-of-memory snapshot: order only, so a yellow note follows (?). The help was the
-    // tooltip of the last item, that note: (?) showed nothing there.
+    // FlexGen's out-of-memory snapshot: order only, so a yellow note followed (?) (now it titles the
+    // axis). The help was the tooltip of the last item, that note: (?) showed nothing there.
     fixture::TempPath db("flexgen-help.db");
     mhc::trace::import::Options opt;
     opt.warn = false;
@@ -1024,7 +1053,7 @@ TEST_CASE("(?) shows the help on an order-only trace, the notes show every note 
     INFO(first.err);
     REQUIRE(first.rc == 0);
     const auto& tb = first.layout["toolbar"];
-    REQUIRE(tb.contains("order_only"));
+    REQUIRE(first.layout["axis"]["title"] == "event order");   // the order-only note, by the axis
     CHECK(!tb.contains("tooltip"));
     auto centre = [](const nlohmann::json& rect) {
         return std::to_string(static_cast<int>((rect["x0"].get<double>() + rect["x1"].get<double>()) / 2)) + "," +
@@ -1264,4 +1293,217 @@ TEST_CASE("the toolbar keeps to one line at 1400 px with several devices, in the
     Shot recoloured = shoot(db.path, "--view memory --size 1400x700" + options + " --click " + centre_of(choices[1]));
     REQUIRE(recoloured.rc == 0);
     CHECK(recoloured.layout["memory"]["coloring"] == "source frame");
+}
+
+namespace {
+
+// Every rectangle of the toolbar's layout lies on the run field's line and inside a window `width` wide.
+void check_one_line(const nlohmann::json& tb, double width) {
+    const double line_y0 = tb["run_combo"]["y0"], line_y1 = tb["run_combo"]["y1"];
+    for (const auto& [name, rect] : tb.items()) {
+        if (!rect.is_object() || !rect.contains("x0")) continue;
+        INFO(name);
+        CHECK(rect["y0"].get<double>() >= line_y0);
+        CHECK(rect["y1"].get<double>() <= line_y1);
+        CHECK(rect["x1"].get<double>() <= width - 8);
+    }
+}
+
+}   // namespace
+
+TEST_CASE("the toolbar keeps to one line at 1024 px with a run and two devices, the device one click away below") {
+    // con_kernel (GPU 0 and the host) with a run of a long name: under about 1300 px "memory of"
+    // went to a second line (the plots 13 px lower at 1024 px) and the range text ran off the window.
+    fixture::TempPath db("con-1024.db");
+    import_public("nsys/con_kernel.sqlite", db.path);
+    mhc::trace::Run run;
+    run.name = "lru+none@70%/pcie4/caching";
+    run.config = {{"policy", "lru"}};
+    mhc::trace::add_run(db.path, run);
+    for (const std::string view : {"timeline", "memory"}) {
+        INFO(view);
+        Shot narrow = shoot(db.path, "--view " + view + " --run 1 --size 1024x700");
+        Shot wide = shoot(db.path, "--view " + view + " --run 1 --size 2400x700");
+        REQUIRE(narrow.rc == 0);
+        REQUIRE(wide.rc == 0);
+        // The plot starts as far under the toolbar's line as in a window wide enough for anything
+        // (the header's notes may take a line of their own in the narrow one: the test's long path).
+        const char* plot = view == "timeline" ? "plot" : "curve";
+        auto below_toolbar = [&](const Shot& shot) {
+            return shot.layout[view][plot]["y0"].get<double>() -
+                   shot.layout["toolbar"]["run_combo"]["y1"].get<double>();
+        };
+        CHECK(below_toolbar(narrow) == below_toolbar(wide));
+        const auto& tb = narrow.layout["toolbar"];
+        CHECK(tb["form"] == "compact");
+        CHECK(wide.layout["toolbar"]["form"] == "full");
+        REQUIRE(tb.contains("device"));   // still on the line, with its label
+        check_one_line(tb, 1024);
+        // The range in view, whole, is in (?)'s tooltip.
+        Shot help = shoot(db.path, "--view " + view + " --run 1 --size 1024x700 --hover " + centre_of(tb["help"]));
+        REQUIRE(help.rc == 0);
+        CHECK(help.layout["toolbar"].value("tooltip", "").find("in view: 0 us .. ") != std::string::npos);
+    }
+    // Narrower (860 px), "memory of" is in the options menu: the host is two clicks away there.
+    Shot narrow = shoot(db.path, "--run 1 --size 860x700");
+    REQUIRE(narrow.rc == 0);
+    CHECK(narrow.layout["toolbar"]["form"] == "narrow");
+    CHECK(!narrow.layout["toolbar"].contains("device"));
+    check_one_line(narrow.layout["toolbar"], 860);
+    const std::string options = " --click " + centre_of(narrow.layout["toolbar"]["options"]);
+    Shot menu = shoot(db.path, "--run 1 --size 860x700" + options);
+    REQUIRE(menu.rc == 0);
+    const auto& entries = menu.layout["toolbar"]["device_entries"];
+    REQUIRE(entries.size() == 2);
+    const nlohmann::json* host = nullptr;
+    for (const auto& entry : entries)
+        if (entry["device"] == -1) host = &entry;
+    REQUIRE(host);
+    Shot picked = shoot(db.path, "--run 1 --size 860x700" + options + " --click " + centre_of(*host));
+    INFO(picked.err);
+    REQUIRE(picked.rc == 0);
+    CHECK(picked.layout["toolbar"]["device_in_options"]["current"] == -1);
+    CHECK(picked.layout["timeline"]["memory_strip"]["title"].get<std::string>().find("host") != std::string::npos);
+}
+
+TEST_CASE("an execution trace is drawn by op number: axis, range, hover and details say ops, no times") {
+    // param's PT2 execution trace (4 ops, order only). The axis read "event #N", the order-only note
+    // took a second line under the toolbar at 1400 px (the plots 19 px lower than at 2400 px), and
+    // hovering an op said "start event #1, end event #2", "duration 1 event".
+    fixture::TempPath db("pt2-et.db");
+    import_public("chakra/param-pt2-et-1.1.1.json.gz", db.path);
+    Shot shot = shoot(db.path, "--size 1400x700");
+    Shot wide = shoot(db.path, "--size 2400x700");
+    INFO(shot.err);
+    REQUIRE(shot.rc == 0);
+    REQUIRE(wide.rc == 0);
+    auto below_toolbar = [](const Shot& taken) {
+        return taken.layout["timeline"]["plot"]["y0"].get<double>() -
+               taken.layout["toolbar"]["run_combo"]["y1"].get<double>();
+    };
+    CHECK(below_toolbar(shot) == below_toolbar(wide));
+    check_one_line(shot.layout["toolbar"], 1400);
+    const auto& axis = shot.layout["axis"];
+    CHECK(axis["title"] == "op order");
+    const auto& plot = shot.layout["timeline"]["plot"];
+    // The title lies in the label column, left of the plot.
+    CHECK(axis["title_rect"]["x1"].get<double>() < plot["x0"].get<double>());
+    REQUIRE(!axis["labels"].empty());
+    for (const auto& label : axis["labels"]) {
+        CHECK(label["text"].get<std::string>().rfind("op #", 0) == 0);
+        CHECK(label["x1"].get<double>() <= plot["x1"].get<double>());
+    }
+    CHECK(shot.layout["toolbar"]["range_text"] == "op #1 .. #4 (4 ops)");
+    // Hovering the op on the first kernel track: its name and number.
+    const nlohmann::json* ops = nullptr;
+    for (const auto& row : shot.layout["timeline"]["tracks"])
+        if (row["title"].get<std::string>().find("stream") != std::string::npos && row["items"].get<int>() > 0) {
+            ops = &row;
+            break;
+        }
+    REQUIRE(ops);
+    // The middle of op #2's box ([2, 3) on the axis).
+    const auto& tl = shot.layout["timeline"];
+    const int hover_x = static_cast<int>((x_at(plot, tl, 2) + x_at(plot, tl, 3)) / 2);
+    Shot probe = shoot(db.path, "--size 1400x700 --hover " + std::to_string(hover_x) + "," +
+                                    std::to_string(static_cast<int>(row_y(*ops))));
+    REQUIRE(probe.rc == 0);
+    REQUIRE(probe.layout.contains("hover"));
+    CHECK(probe.layout["hover"]["when"] == "op #2");
+    // Its "kernels" are ops: the header counts ops, the statistics give each op's count and share
+    // (they gave "4 ops (100.0%)" as a total, "1 op" as a mean and a max).
+    CHECK(shot.layout["header"].get<std::string>().find("  |  4 ops, ") != std::string::npos);
+    Shot stats = shoot(db.path, "--view statistics --size 1400x700");
+    REQUIRE(stats.rc == 0);
+    CHECK(stats.layout["statistics"]["kernels"]["headers"] == nlohmann::json::array({"name", "count", "share"}));
+    // A timed trace keeps its kernels' times.
+    fixture::TempPath known("known-stats.db");
+    fixture::write_known_trace(known.path);
+    Shot timed = shoot(known.path, "--view statistics --size 1400x700");
+    REQUIRE(timed.rc == 0);
+    CHECK(timed.layout["statistics"]["kernels"]["headers"] ==
+          nlohmann::json::array({"name", "count", "total", "mean", "max"}));
+    CHECK(timed.layout["header"].get<std::string>().find(" kernels, ") != std::string::npos);
+}
+
+TEST_CASE("time axis labels stay inside the plot") {
+    // HTA's TorchRec trace (five streams, 1.23 s) at 1400 px: the last label read "1.2" (1.2 s cut
+    // by the window's edge). Every label ends inside the plot, none over another.
+    fixture::TempPath db("torchrec-axis.db");
+    import_public("kineto/hta-torchrec-rank0-five-streams.json.gz", db.path);
+    for (const std::string range : {"", " --range 0:1232ms", " --range 1ms:1229ms"}) {
+        INFO(range);
+        Shot shot = shoot(db.path, "--size 1400x700" + range);
+        REQUIRE(shot.rc == 0);
+        const auto& labels = shot.layout["axis"]["labels"];
+        REQUIRE(labels.size() >= 5);
+        double before = -1;
+        for (const auto& label : labels) {
+            INFO(label["text"]);
+            CHECK(label["x1"].get<double>() <= 1400 - 8);
+            CHECK(label["x0"].get<double>() > before);
+            before = label["x1"].get<double>();
+            CHECK(label["text"].get<std::string>().find(' ') != std::string::npos);   // a number and its unit
+        }
+    }
+}
+
+TEST_CASE("thin allocation bands keep their colours: no dark edge on a band a few pixels tall") {
+    // HTA's V100 trace (df_index_resolver): between 4 and 5 GiB hundreds of 14-24 MiB activations
+    // stack 1-3 px tall each. Each band had a dark line on its top edge, so that the stack read as
+    // brown stripes, not as the legend's orange (and red, green) it holds. A band's own colour is its
+    // key's, 0.86-1.14 as bright (band_color): no channel under 110 for these keys; the dark edge
+    // (20, 20, 25 at 160/255 over it) is.
+    fixture::TempPath db("df-index-bands.db");
+    import_public("kineto/hta-df-index-resolver.json.gz", db.path);
+    Shot shot = shoot(db.path, "--view memory --range 150ms:200ms --size 1400x900");
+    REQUIRE(shot.rc == 0);
+    const auto& mem = shot.layout["memory"];
+    const double y0 = mem["bands"]["y0"], y1 = mem["bands"]["y1"], top = mem["band_y_max"];
+    auto y_of = [&](double bytes) { return y1 - bytes / top * (y1 - y0); };
+    const double gib = 1024.0 * 1024 * 1024;
+    size_t dark = 0, all = 0;
+    for (double y = y_of(4.9 * gib); y < y_of(4.1 * gib); y += 1)
+        for (double x = mem["bands"]["x0"].get<double>() + 2; x < mem["bands"]["x1"].get<double>() - 2; x += 3) {
+            const uint32_t px = shot.img.at(x, y);
+            dark += std::max({red(px), green(px), blue(px)}) < 110;
+            ++all;
+        }
+    INFO(dark << " dark of " << all);
+    REQUIRE(all > 10000);
+    CHECK(dark * 20 < all);   // under 5%
+}
+
+TEST_CASE("the peak's label never covers its dot") {
+    // SGLang's decode capture peaks 8 px from the plot's right edge: the label was pushed back over
+    // the dot ("pea" + dot + "k"). Whole traces and ranges that put the peak at either edge.
+    fixture::TempPath db("sglang-peak.db");
+    import_public("kineto/tracelens-mi300x-sglang-decode-capture-bs32.json.gz", db.path);
+    for (const std::string args : {"", " --range 0:31500100", " --range 31499000:33000000", " --fit-y"}) {
+        INFO(args);
+        Shot shot = shoot(db.path, "--view memory --size 1400x560" + args);
+        REQUIRE(shot.rc == 0);
+        const auto& label = shot.layout["memory"]["peak_label"];
+        REQUIRE(label.is_object());
+        const double dot = label["dot_x"];
+        CHECK((label["x1"].get<double>() <= dot - 4 || label["x0"].get<double>() >= dot + 4));
+        CHECK(label["x0"].get<double>() >= shot.layout["memory"]["curve"]["x0"].get<double>());
+        CHECK(label["x1"].get<double>() <= shot.layout["memory"]["curve"]["x1"].get<double>());
+    }
+}
+
+TEST_CASE("a snapshot's timeline at 900 px: the sentence for its missing kernels ends inside the plot") {
+    // Stanford's CS336 snapshot has allocations and no kernel: the family legend's line says why
+    // (756 px of text), and ran off the window under about 950 px.
+    fixture::TempPath db("cs336-1024.db");
+    import_public("torch-snapshot/stanford-cs336-training-step.pickle", db.path);
+    Shot shot = shoot(db.path, "--size 900x600");
+    REQUIRE(shot.rc == 0);
+    const auto& legend = shot.layout["timeline"]["legend"];
+    REQUIRE(legend.size() == 1);
+    CHECK(legend[0]["text"].get<std::string>().rfind("no kernels in this trace: a PyTorch memory snapshot", 0) == 0);
+    CHECK(legend[0]["x1"].get<double>() <= shot.layout["timeline"]["plot"]["x1"].get<double>());
+    const std::string shown = legend[0]["shown"];
+    CHECK(shown.substr(shown.size() - 3) == "...");
+    check_one_line(shot.layout["toolbar"], 900);
 }

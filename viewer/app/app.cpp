@@ -424,10 +424,13 @@ void App::frame(float width, float height) {
 
     // With several devices the allocations counted are those of the device the memory views show.
     const std::string on = trace->memory_devices.size() > 1 ? " on " + device_name(trace->memory_device) : "";
-    ImGui::Text("%s  |  %lld kernels, %zu allocations%s, %lld copies, %zu runs  |  %s", trace->path.c_str(),
-                static_cast<long long>(trace->kernel_count), trace->allocations.size(), on.c_str(),
-                static_cast<long long>(trace->copy_count), run_list.size(),
-                times().span(trace->t_end - trace->t_begin).c_str());
+    char header[512];
+    std::snprintf(header, sizeof header, "  |  %lld %s, %zu allocations%s, %lld copies, %zu runs  |  ",
+                  static_cast<long long>(trace->kernel_count), ops() ? "ops" : "kernels", trace->allocations.size(),
+                  on.c_str(), static_cast<long long>(trace->copy_count), run_list.size());
+    const std::string header_text = trace->path + header + times().span(trace->t_end - trace->t_begin);
+    ImGui::TextUnformatted(header_text.c_str());
+    layout["header"] = header_text;
     notes_line();
     // The status bar keeps its line at the bottom whatever the view does above it.
     const float status_h = ImGui::GetFrameHeightWithSpacing();

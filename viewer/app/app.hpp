@@ -119,7 +119,11 @@ public:
 
     // The trace's timing is order only (meta timing): its times are event numbers.
     bool order_only() const;
-    TimeText times() const { return {order_only()}; }   // times in words (event numbers when order only)
+    // Times in words: as recorded, or the numbers of its ops or events when order only.
+    TimeText times() const { return trace ? trace->time_text() : TimeText{}; }
+    // The trace's "kernels" are an execution trace's ops (CPU and GPU operators in their order):
+    // the header, the family legend and the statistics say ops.
+    bool ops() const { return trace && times().events && std::string(times().noun) == "op"; }
     const ViewRun* run(int index);           // loads on first use; nullptr and sets error if it fails
     const ViewRun* selected_run() { return selected >= 0 ? run(selected) : nullptr; }
     void refresh_runs();                     // re-reads the run list (after a launch)

@@ -251,7 +251,7 @@ void draw_compare(App& app) {
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
     int W = static_cast<int>(plot_w);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    draw_time_axis(dl, {plot_x, origin.y + 2}, plot_w, kAxisHeight, app.range, app.order_only());
+    time_axis(app, dl, {plot_x, origin.y + 2}, plot_w, app.layout["axis"]);
 
     // Overlaid curves: the recorded live bytes in grey, then each run's device bytes.
     float curve_h = std::clamp(avail.y * 0.36f, 80.f, 320.f);

@@ -24,6 +24,7 @@ constexpr ImU32 kMessage = IM_COL32(255, 200, 120, 255);
 // Bands drawn individually; the layout costs O(bands x width) per frame (about 3 ms at 1600 px).
 constexpr size_t kMaxBands = 1024;
 constexpr float kLegendRow = 17.f;
+constexpr float kBandEdgeMinPx = 5.f;   // a band's dark top edge only from this height
 
 }  // namespace
 
@@ -133,7 +134,7 @@ void draw_memory(App& app) {
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth - 10, 10.f);
     int W = static_cast<int>(plot_w);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range, app.order_only());
+    time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
 
     // Upper plot: the curve, under its legend row (legends sit over the plots, right of the
     // byte labels, never in the label column where the byte labels are).
@@ -141,7 +142,7 @@ void draw_memory(App& app) {
     float top_h = std::max((avail.y - kAxisHeight) * 0.42f, 60.f);
     ImVec2 c0{plot_x, origin.y + kAxisHeight + 4 + legend_h}, c1{plot_x + plot_w, origin.y + kAxisHeight + top_h};
     dl->AddRectFilled(c0, c1, IM_COL32(36, 36, 42, 255));
-    prepare_curve(curve, app.range, W, cols);
+    prepare_curve(curve, app.range, W, cols, !run_curve);   // the bands' column instants, when they share it
     const size_t rec_end = columns_before(app.range, W, app.trace->t_end);
     const size_t cols_end = columns_before(app.range, W, run_curve ? run->t_end : app.trace->t_end);
     std::vector<std::pair<const CurveColumns*, size_t>> drawn{{&cols, cols_end}};
@@ -157,7 +158,11 @@ void draw_memory(App& app) {
     std::string message = !job.error().empty() ? "reserved memory not shown: " + job.error()
                           : !job.value()       ? std::string("reading the segments and replaying the caching allocator model...")
                           : curves.model_error.empty() ? std::string() : "model reserved not shown: " + curves.model_error;
-    const Curve& reserved = curves.recorded;
+    // Segments that hold less than the allocations at their peak do not hold them: not drawn, said.
+    const std::string mismatch = reserved_mismatch(curves.recorded, app.trace->live);
+    if (!mismatch.empty()) message = message.empty() ? mismatch : message + "; " + mismatch;
+    const Curve no_curve;
+    const Curve& reserved = mismatch.empty() ? curves.recorded : no_curve;
     if (!reserved.empty()) {
         prepare_curve(reserved, app.range, W, res);
         drawn.emplace_back(&res, rec_end);
@@ -178,13 +183,20 @@ void draw_memory(App& app) {
         std::string s = "capacity " + format_bytes(run->capacity);
         draw_hline(dl, c0, c1, static_cast<double>(run->capacity), y_range, kCapacity, s.c_str());
     }
+    nlohmann::json peak_label;
     if (cols.peak_col >= 0) {
         float px = c0.x + static_cast<float>(cols.peak_col);
         float py = c1.y - static_cast<float>(y_range.fraction(cols.y_max)) * (c1.y - c0.y);
         dl->AddCircleFilled({px, py}, 4, IM_COL32(255, 255, 255, 255));
         std::string s = "peak " + format_bytes(static_cast<int64_t>(cols.y_max));
-        float tx = std::min(px + 6, c1.x - ImGui::CalcTextSize(s.c_str()).x);
-        dl->AddText({tx, std::max(py - 16, c0.y + 2)}, IM_COL32(255, 255, 255, 255), s.c_str());
+        // Right of the dot, or left of it when it would leave the plot (it was pushed back over
+        // the dot: SGLang's peak at the right edge read "pea●k").
+        const float text_w = ImGui::CalcTextSize(s.c_str()).x;
+        const float tx = px + 6 + text_w <= c1.x ? px + 6 : std::max(px - 6 - text_w, c0.x);
+        const float ty = std::max(py - 16, c0.y + 2);
+        dl->AddText({tx, ty}, IM_COL32(255, 255, 255, 255), s.c_str());
+        peak_label = rect_json({tx, ty}, {tx + text_w, ty + ImGui::GetFontSize()});
+        peak_label["dot_x"] = px;
     }
     {
         const std::string device = memory_device_text(*app.trace);
@@ -224,8 +236,12 @@ void draw_memory(App& app) {
         uint32_t i = bands.bands[s.band];
         uint32_t c = allocs.id[i] == app.highlight_alloc ? kHighlight : band_color(keys, allocs, i);
         dl->AddRectFilled({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y0)}, c);
-        // A darker line at the top edge separates neighbouring bands of one key.
-        dl->AddLine({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y1)}, IM_COL32(20, 20, 25, 160));
+        // A darker line at the top edge separates neighbouring bands of one key, on bands tall
+        // enough to keep their colour under it: on bands of 1-3 px (hundreds of activations
+        // stacked) the lines were most of the pixels and the stack read brown, not in its keys'
+        // colours; there each band's own shade (band_color) tells them apart.
+        if (y_of(s.y0) - y_of(s.y1) >= kBandEdgeMinPx)
+            dl->AddLine({b0.x + s.x0, y_of(s.y1)}, {b0.x + s.x1, y_of(s.y1)}, IM_COL32(20, 20, 25, 160));
     }
     if (!bands_message.empty()) message_line(dl, {b0.x + 6, b0.y + 4}, b1.x - 6, bands_message);
     // The live bytes' maximum per column, where it rises above the stack (a spike inside a column).
@@ -283,6 +299,7 @@ void draw_memory(App& app) {
                             {"band_y_max", by_max},
                             {"peak_col", cols.peak_col},
                             {"peak_bytes", cols.y_max},
+                            {"peak_label", peak_label},
                             {"bands_drawn", bands.bands.size()},
                             {"segments", bands.segments.size()},
                             {"summaries", bands.summaries.size()},

@@ -65,13 +65,21 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
         return;
     }
     if (!ImGui::BeginTable("kernels", 5, kTable)) return;
+    // An execution trace's ops each take one place in its order: a total is their count, a mean or
+    // a max "1 op". Its table has the count and the share of ops (mean and max columns hidden).
+    const bool ops = app.ops();
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
     number_column("count", "88888888");
-    number_column("total", "888.8 ms (88.8%)", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
-    number_column("mean", "888.8 ms");
-    number_column("max", "888.8 ms");
+    number_column(ops ? "share" : "total", ops ? "88.8%" : "888.8 ms (88.8%)",
+                  ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
+    number_column("mean", "888.8 ms", ops ? ImGuiTableColumnFlags_Disabled : 0);
+    number_column("max", "888.8 ms", ops ? ImGuiTableColumnFlags_Disabled : 0);
     ImGui::TableHeadersRow();
+    nlohmann::json headers = nlohmann::json::array();
+    for (int c = 0; c < 5; ++c)
+        if (ImGui::TableGetColumnFlags(c) & ImGuiTableColumnFlags_IsEnabled)
+            headers.push_back(ImGui::TableGetColumnName(c));
     if (sort_spec(ui.kernel_col, ui.kernel_asc) || changed || ui.kernel_rows.empty())
         ui.kernel_rows = kernel_table(t, ui.search, static_cast<KernelSort>(ui.kernel_col), ui.kernel_asc);
     int64_t all = 0;
@@ -96,8 +104,9 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
             ImGui::Text("%lld", static_cast<long long>(k.count));
             ImGui::TableNextColumn();
             if (cols.size() == 2) cols.push_back(ImGui::GetContentRegionAvail().x);
-            ImGui::Text("%s (%.1f%%)", app.times().span(k.total_ns).c_str(),
-                        all ? 100.0 * static_cast<double>(k.total_ns) / static_cast<double>(all) : 0.0);
+            const double share = all ? 100.0 * static_cast<double>(k.total_ns) / static_cast<double>(all) : 0.0;
+            if (ops) ImGui::Text("%.1f%%", share);
+            else ImGui::Text("%s (%.1f%%)", app.times().span(k.total_ns).c_str(), share);
             ImGui::TableNextColumn();
             if (cols.size() == 3) cols.push_back(ImGui::GetContentRegionAvail().x);
             ImGui::TextUnformatted(app.times().span(k.total_ns / std::max<int64_t>(k.count, 1)).c_str());
@@ -107,8 +116,8 @@ void kernels_tab(App& app, StatisticsUi& ui, bool changed, nlohmann::json& out) 
         }
     ImVec2 p0 = ImGui::GetWindowPos();
     ImGui::EndTable();
-    out = {{"column_widths", cols}, {"names", names}, {"rows", ui.kernel_rows.size()},
-           {"table_x0", p0.x}, {"table_x1", ImGui::GetItemRectMax().x}};
+    out = {{"column_widths", cols}, {"names", names},   {"rows", ui.kernel_rows.size()},
+           {"headers", headers},    {"table_x0", p0.x}, {"table_x1", ImGui::GetItemRectMax().x}};
 }
 
 void allocations_tab(App& app, StatisticsUi& ui, bool changed) {
@@ -212,13 +221,15 @@ void draw_statistics(App& app) {
         ui.stats_ready = true;
     }
     ImGui::SetNextItemWidth(320);
-    ImGui::InputTextWithHint("##search", "search kernel and allocation names", ui.search, sizeof ui.search);
+    ImGui::InputTextWithHint("##search",
+                             app.ops() ? "search op and allocation names" : "search kernel and allocation names",
+                             ui.search, sizeof ui.search);
     bool changed = ui.last_search != ui.search;
     ui.last_search = ui.search;
 
     if (!ImGui::BeginTabBar("stats")) return;
     nlohmann::json kernels;
-    if (ImGui::BeginTabItem("Kernels")) {
+    if (ImGui::BeginTabItem(app.ops() ? "Ops###kernels" : "Kernels###kernels")) {
         kernels_tab(app, ui, changed, kernels);
         ImGui::EndTabItem();
     }

@@ -24,8 +24,14 @@ void family_legend(App& app, ImDrawList* dl, ImVec2 p, float x_max, nlohmann::js
     float x = p.x;
     if (app.trace->kernel_count == 0) {
         const std::string why = empty_table_text(*app.trace, StatsTable::Kernels, 0);
-        dl->AddText({x, p.y}, IM_COL32(150, 150, 160, 255), why.c_str());
-        out.push_back({{"family", ""}, {"text", why}});
+        // Cut with "..." to the plot (at 1024 px a snapshot's sentence ran off the window).
+        const std::string shown = fit_label(why, x_max - x - 4, ImGui::CalcTextSize("M").x);
+        dl->AddText({x, p.y}, IM_COL32(150, 150, 160, 255), shown.c_str());
+        out.push_back({{"family", ""},
+                       {"text", why},
+                       {"shown", shown},
+                       {"x0", x},
+                       {"x1", x + ImGui::CalcTextSize(shown.c_str()).x}});
         return;
     }
     for (const FamilyShare& f : family_shares(*app.trace)) {
@@ -54,9 +60,20 @@ void memory_strip(App& app, const ViewRun* run, ImDrawList* dl, ImVec2 p0, ImVec
             const std::string why = no_allocations_reason(*app.trace);
             text = "no allocations in this trace: no memory curve" + (why.empty() ? "" : " (" + why + ")");
         }
-        const ImVec4 clip{p0.x, p0.y, p1.x - 2, p1.y};
-        dl->AddText(nullptr, 0, {p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), text.c_str(), nullptr, 0, &clip);
-        out = {{"rect", rect_json(p0, p1)}, {"empty", true}, {"text", text}};
+        // Cut with "..." to the strip (it ran off the window's edge mid-word: "--cuda-memory-u"),
+        // whole in the tooltip.
+        const std::string shown = fit_label(text, p1.x - p0.x - 8, ImGui::CalcTextSize("M").x);
+        dl->AddText({p0.x + 4, p0.y + 2}, IM_COL32(150, 150, 160, 255), shown.c_str());
+        out = {{"rect", rect_json(p0, p1)}, {"empty", true}, {"text", text}, {"shown", shown}};
+        if (shown != text && ImGui::IsMouseHoveringRect(p0, p1) &&
+            ImGui::IsWindowHovered(ImGuiHoveredFlags_ChildWindows)) {
+            ImGui::BeginTooltip();
+            ImGui::PushTextWrapPos(ImGui::GetFontSize() * 60);
+            ImGui::TextUnformatted(text.c_str());
+            ImGui::PopTextWrapPos();
+            ImGui::EndTooltip();
+            out["tooltip"] = text;
+        }
         return;
     }
     int W = static_cast<int>(p1.x - p0.x);
@@ -108,10 +125,12 @@ void draw_timeline(App& app) {
     ImVec2 origin = ImGui::GetCursorScreenPos();
     float plot_x = origin.x + kLabelWidth, plot_w = std::max(avail.x - kLabelWidth, 10.f);
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    draw_time_axis(dl, {plot_x, origin.y}, plot_w, kAxisHeight, app.range, app.order_only());
+    time_axis(app, dl, {plot_x, origin.y}, plot_w, app.layout["axis"]);
     nlohmann::json legend = nlohmann::json::array();
     const float legend_h = 18.f;
-    dl->AddText({origin.x + 4, origin.y + kAxisHeight + 2}, IM_COL32(150, 150, 160, 255), "kernel families");
+    // An execution trace's families are its ops' (their shares by count: each op is one place).
+    dl->AddText({origin.x + 4, origin.y + kAxisHeight + 2}, IM_COL32(150, 150, 160, 255),
+                app.ops() ? "op families" : "kernel families");
     family_legend(app, dl, {plot_x, origin.y + kAxisHeight + 2}, plot_x + plot_w, legend);
     ImGui::Dummy({avail.x, kAxisHeight + legend_h});
 
@@ -151,6 +170,12 @@ void draw_timeline(App& app) {
         if (l.row == 0 && i % 2 == 0) dl->AddRectFilled({origin.x, y}, {plot_x + plot_w, y + h}, IM_COL32(38, 38, 44, 255));
         draw_track_label(dl, l, {origin.x, y}, h, ui.frame[i].from_run);
         draw_track(app, dl, ui.frame[i], {plot_x, y}, plot_w, h, &labels);
+        // A stream of the run without a kernel: it stopped before reaching any (the row was blank).
+        std::string note;
+        if (ui.frame[i].from_run && l.kind == LaneKind::Kernels && l.t_start.empty() && !outcome.empty()) {
+            note = "no kernel reached: the run stopped before this stream's first";
+            dl->AddText({plot_x + 6, y + (h - ImGui::GetFontSize()) / 2}, IM_COL32(140, 140, 150, 255), note.c_str());
+        }
         // The first boxes of the row on screen (x from the window's left) with what each is
         // (an id, or the folded count) and the label drawn in it, for tests that click on them.
         nlohmann::json boxes = nlohmann::json::array();
@@ -161,6 +186,7 @@ void draw_timeline(App& app) {
         }
         jt.push_back({{"title", l.title}, {"kind", static_cast<int>(l.kind)}, {"stream", l.stream}, {"row", l.row},
                       {"y0", y}, {"y1", y + h}, {"items", ui.frame[i].items.size()}, {"boxes", boxes}});
+        if (!note.empty()) jt.back()["note"] = note;
         y += h + 2;
     }
     float bottom = std::max(y, p.y + ImGui::GetContentRegionAvail().y);

@@ -12,9 +12,14 @@ namespace mhc::viewer {
 inline constexpr float kLabelWidth = 170.f;
 inline constexpr float kAxisHeight = 22.f;
 
-// Ruler with ticks and labels over [x0, x0 + w).
-// `events`: label ticks "event #N" (a trace whose timing is order only).
-void draw_time_axis(ImDrawList* dl, ImVec2 p0, float w, float h, TimeRange r, bool events = false);
+// Ruler with ticks and labels over [x0, x0 + w), as `times` reads them ("op #N" when order only);
+// no label past the right edge. Returns the labels drawn (text, x0, x1) for the layout JSON.
+nlohmann::json draw_time_axis(ImDrawList* dl, ImVec2 p0, float width, float height, TimeRange range,
+                              const TimeText& times);
+// The views' time axis at p0 (the plot's left edge; the label column lies left of it): the ruler of
+// app.range and, for an order-only trace, its title in the label column ("op order", hover: why).
+// Its labels and title go to `out` (for --layout).
+void time_axis(App& app, ImDrawList* dl, ImVec2 p0, float width, nlohmann::json& out);
 // Wheel zoom about the mouse, W/S zoom about the mouse or centre, drag (left) pan, A/D pan,
 // right-drag selects a range (zoom to it with the toolbar or Z). Returns true if hovered.
 bool navigate(App& app, ImVec2 p0, ImVec2 p1);

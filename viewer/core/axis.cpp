@@ -103,10 +103,10 @@ std::vector<std::string> byte_tick_labels(const std::vector<double>& ticks) {
     return out;
 }
 
-std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events) {
+std::vector<Tick> time_ticks(TimeRange range, float width, float min_px, bool events, const char* noun) {
     std::vector<Tick> out;
-    if (r.span() <= 0 || width <= 0) return out;
-    double ns_per_px = static_cast<double>(r.span()) / width;
+    if (range.span() <= 0 || width <= 0) return out;
+    double ns_per_px = static_cast<double>(range.span()) / width;
     double want = ns_per_px * min_px;
     // Smallest step on the 1-2-5 grid that leaves min_px between ticks.
     int64_t step = 1;
@@ -117,13 +117,13 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events
         if (p > INT64_MAX / 100) { step = p; break; }
     }
     int64_t major = (std::to_string(step)[0] == '2') ? step * 5 : step * 10;
-    int64_t first = (r.t0 >= 0 ? (r.t0 + step - 1) / step : r.t0 / step) * step;
-    for (int64_t t = first; t <= r.t1; t += step) {
+    int64_t first = (range.t0 >= 0 ? (range.t0 + step - 1) / step : range.t0 / step) * step;
+    for (int64_t t = first; t <= range.t1; t += step) {
         Tick k;
         k.t = t;
-        k.x = static_cast<float>(r.x_of(t, width));
+        k.x = static_cast<float>(range.x_of(t, width));
         k.major = t % major == 0;
-        if (k.major) k.label = events ? "event #" + std::to_string(t) : format_time(t, major);
+        if (k.major) k.label = events ? std::string(noun) + " #" + std::to_string(t) : format_time(t, major);
         out.push_back(std::move(k));
         if (out.size() > 10000) break;
     }
@@ -139,7 +139,7 @@ std::vector<Tick> time_ticks(TimeRange r, float width, float min_px, bool events
         for (Tick& tick : out)
             if (tick.t % every == 0 || (!any && &tick == &out.back())) {   // at least one: the last tick
                 tick.major = any = true;
-                tick.label = events ? "event #" + std::to_string(tick.t) : format_time(tick.t, every);
+                tick.label = events ? std::string(noun) + " #" + std::to_string(tick.t) : format_time(tick.t, every);
             }
     }
     return out;
@@ -174,13 +174,27 @@ std::string format_duration(int64_t ns) {
 }
 
 std::string TimeText::at(int64_t time, int64_t resolution_ns) const {
-    return events ? "event #" + std::to_string(time) : format_time(time, resolution_ns);
+    return events ? std::string(noun) + " #" + std::to_string(time) : format_time(time, resolution_ns);
 }
 
 std::string TimeText::span(int64_t ns) const {
     if (!events) return format_duration(ns);
-    return std::to_string(ns) + (ns == 1 ? " event" : " events");
+    return std::to_string(ns) + " " + noun + (ns == 1 ? "" : "s");
 }
+
+std::string TimeText::interval(int64_t t0, int64_t t1, int64_t resolution_ns) const {
+    if (!events)
+        return "start " + at(t0, resolution_ns) + ", end " + at(t1, resolution_ns) + " (" + span(t1 - t0) + ")";
+    if (t1 - t0 <= 1) return at(t0);
+    return at(t0) + " .. #" + std::to_string(t1 - 1) + " (" + span(t1 - t0) + ")";
+}
+
+std::string TimeText::range(int64_t t0, int64_t t1, int64_t resolution_ns) const {
+    if (events) return interval(t0, t1);
+    return at(t0, resolution_ns) + " .. " + at(t1, resolution_ns) + " (" + span(t1 - t0) + ")";
+}
+
+std::string TimeText::axis_title() const { return events ? std::string(noun) + " order" : std::string(); }
 
 TimeRange clamp(TimeRange r, TimeRange limits) {
     int64_t span = std::clamp<int64_t>(r.span(), std::min(kMinSpan, limits.span()), limits.span());

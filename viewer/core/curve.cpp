@@ -1,6 +1,7 @@
 #include "mhc/viewer/curve.hpp"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 #include "mhc/trace/event_order.hpp"
@@ -180,9 +181,72 @@ int64_t Curve::argmax(int64_t a, int64_t b) const {
     return a;
 }
 
-void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out) {
+size_t Curve::argmax_index(size_t lo, size_t hi) const {
+    // The pyramid nodes covering [lo, hi] from left to right (as index_range takes them: from
+    // both ends, the right ones reversed after), the first holding the maximum, then down it.
+    struct Node {
+        int level = -1;   // -1: a raw value
+        size_t index = 0;
+        double max = 0;
+    };
+    std::array<Node, 2 * 64> left{}, right{};
+    size_t nl = 0, nr = 0;
+    if (lo % 2 == 1 || lo == hi) {
+        left[nl++] = {-1, lo, v_[lo]};
+        ++lo;
+    }
+    if (lo <= hi && hi % 2 == 0) {
+        right[nr++] = {-1, hi, v_[hi]};
+        if (hi == 0) lo = 1;
+        else --hi;
+    }
+    if (lo <= hi) {
+        size_t first = lo / 2, last = hi / 2;
+        for (size_t k = 0; k < levels_.size() && first <= last; ++k) {
+            const auto& level = levels_[k];
+            if (first == last) {
+                left[nl++] = {static_cast<int>(k), first, level[first].max};
+                break;
+            }
+            if (first % 2 == 1) {
+                left[nl++] = {static_cast<int>(k), first, level[first].max};
+                ++first;
+            }
+            if (last % 2 == 0) {
+                right[nr++] = {static_cast<int>(k), last, level[last].max};
+                --last;
+            }
+            if (first > last) break;
+            first /= 2;
+            last /= 2;
+        }
+    }
+    while (nr > 0) left[nl++] = right[--nr];
+    double best = left[0].max;
+    for (size_t k = 1; k < nl; ++k) best = std::max(best, left[k].max);
+    Node node = left[0];
+    for (size_t k = 0; k < nl; ++k)
+        if (left[k].max >= best) {
+            node = left[k];
+            break;
+        }
+    // Down: the left child when it holds the maximum (a missing right child repeats the left).
+    while (node.level >= 0) {
+        const size_t child = 2 * node.index;
+        if (node.level == 0) return v_[child] >= best || child + 1 >= v_.size() ? child : child + 1;
+        const auto& below = levels_[static_cast<size_t>(node.level - 1)];
+        const bool left_child = below[child].max >= best || child + 1 >= below.size();
+        const size_t next = left_child ? child : child + 1;
+        node = {node.level - 1, next, below[next].max};
+    }
+    return node.index;
+}
+
+void prepare_curve(const Curve& c,   // NOLINT(readability-identifier-length): the curve, as always named here
+                   TimeRange range, int width, CurveColumns& out, bool instants) {
     out.min.assign(static_cast<size_t>(std::max(width, 0)), 0.f);
     out.max.assign(out.min.size(), 0.f);
+    out.at.assign(instants ? out.min.size() : 0, 0);
     out.y_max = 0;
     out.peak_col = -1;
     if (width <= 0 || range.span() <= 0) return;
@@ -199,6 +263,15 @@ void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out
         out.min[static_cast<size_t>(x)] = static_cast<float>(m.min);
         out.max[static_cast<size_t>(x)] = static_cast<float>(m.max);
         if (m.max > out.y_max) { out.y_max = m.max; out.peak_col = x; }
+        if (instants) {
+            // The sample in force at a (index first - 1, shown from a) and those starting inside.
+            int64_t at = a;
+            if (last > 0 && last > first) {
+                const size_t top = c.argmax_index(first > 0 ? first - 1 : 0, last - 1);
+                if (top >= first) at = c.times()[top];
+            }
+            out.at[static_cast<size_t>(x)] = at;
+        }
     }
 }
 

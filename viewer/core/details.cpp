@@ -55,7 +55,7 @@ std::string mode_name(trace::AccessMode m) { return std::string(trace::to_string
 
 KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t kernel_id) {
     KernelDetails d;
-    d.times.events = t.order_only();
+    d.times = t.time_text();
     if (!t.reader || !t.reader->kernel(kernel_id, d.kernel)) return d;
     d.found = true;
     d.name = t.str(d.kernel.name);
@@ -96,7 +96,7 @@ KernelDetails kernel_details(const ViewTrace& t, const ViewRun* run, int64_t ker
 
 AllocationDetails allocation_details(const ViewTrace& t, const ViewRun* run, int64_t allocation_id, size_t max_rows) {
     AllocationDetails d;
-    d.times.events = t.order_only();
+    d.times = t.time_text();
     if (!t.reader || !t.reader->allocation(allocation_id, d.allocation)) return d;
     d.found = true;
     d.label = t.str(d.allocation.label);
@@ -174,8 +174,8 @@ DetailsPane kernel_pane(const KernelDetails& d, const ViewRun* run) {
     std::string id = "#" + std::to_string(k.id) + ", " + device_name(k.device) + ", stream " + std::to_string(k.stream);
     if (k.step >= 0) id += ", step " + std::to_string(k.step);
     p.fields.push_back({"kernel", id});
-    p.fields.push_back({"recorded", "start " + when(k.t_start) + ", end " + when(k.t_end) + " (" +
-                                        times.span(k.t_end - k.t_start) + ")"});
+    // Order only: the op's number ("op #12"), not a start and an end one apart.
+    p.fields.emplace_back("recorded", times.interval(k.t_start, k.t_end));
     if (d.has_run && run) {
         std::string v = "not reached (the run stopped before it)";
         if (d.reached) {

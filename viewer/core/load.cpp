@@ -11,6 +11,7 @@
 #include "mhc/common/error.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/trace/columns.hpp"
+#include "mhc/viewer/axis.hpp"
 #include "mhc/trace/event_order.hpp"
 #include "mhc/trace/runs.hpp"
 #include "mhc/trace/store.hpp"
@@ -435,6 +436,15 @@ int64_t AllocationTable::index_of(int64_t allocation_id) const {
 bool ViewTrace::order_only() const {
     auto timing = meta.find("timing");
     return timing != meta.end() && trace::order_only_timing(timing->second);
+}
+
+TimeText ViewTrace::time_text() const {
+    TimeText text;
+    text.events = order_only();
+    auto source = meta.find("source");
+    if (text.events && source != meta.end() && source->second.rfind("pytorch-execution-trace", 0) == 0)
+        text.noun = "op";
+    return text;
 }
 
 KernelFamily ViewTrace::family_of(int64_t name_id) const {

@@ -3,6 +3,7 @@
 #include <exception>
 #include <vector>
 
+#include "mhc/common/units.hpp"
 #include "mhc/sim/allocator_compare.hpp"
 #include "mhc/trace/columns.hpp"
 #include "mhc/trace/store.hpp"
@@ -30,6 +31,15 @@ ReservedCurves reserved_curves(const std::string& path) {
         curves.model_error = std::string("the caching allocator model: ") + e.what();
     }
     return curves;
+}
+
+std::string reserved_mismatch(const Curve& reserved, const Curve& live) {
+    if (reserved.empty() || live.empty()) return {};
+    const double held = reserved.value_at(live.peak_time());
+    if (held >= live.peak()) return {};
+    return "recorded reserved not shown: the trace's segments hold " + format_bytes(static_cast<int64_t>(held)) +
+           " at the live bytes' peak of " + format_bytes(static_cast<int64_t>(live.peak())) +
+           ", so they do not hold its allocations";
 }
 
 }  // namespace mhc::viewer

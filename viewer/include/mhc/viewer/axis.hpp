@@ -18,8 +18,9 @@ struct Tick {
 
 // Ticks on a 1-2-5 grid with at least `min_px` between minor ticks; major every 5 or 10.
 // `events`: the trace's timing is order only (meta timing), its times are event numbers, and
-// labels read "event #N" instead of a time.
-std::vector<Tick> time_ticks(TimeRange r, float width, float min_px = 12.f, bool events = false);
+// labels read "event #N" (`noun` #N: "op #N" for an execution trace's ops) instead of a time.
+std::vector<Tick> time_ticks(TimeRange range, float width, float min_px = 12.f, bool events = false,
+                             const char* noun = "event");
 // The byte values of a plot's grid lines (each labelled "512 MiB"), bottom up: steps of 1-2-5 x
 // 1024^k bytes, at most 7 lines below `y_max` (the plot's top), lines at least `min_gap_px`
 // apart on a plot `height_px` tall, so that labels `min_gap_px` tall never overlap, and none
@@ -63,8 +64,18 @@ std::string format_duration(int64_t ns);
 // event's place and a "duration" a count of events, so no text may read as nanoseconds.
 struct TimeText {
     bool events = false;
+    // What a number counts when order only: a snapshot's events, or an execution trace's ops (op k
+    // from 1 lies on [k, k + 1): "op #k").
+    const char* noun = "event";
     std::string at(int64_t time, int64_t resolution_ns = 1) const;   // "1.5000 ms", or "event #1500"
     std::string span(int64_t ns) const;                           // "2.30 ms", or "1500 events"
+    // An item or a range [t0, t1): "start 1.5 ms, end 1.6 ms (100 us)"; order only, the numbers it
+    // covers: "op #12" (one), "op #12 .. #15 (4 ops)", never an end that is the next one's start.
+    std::string interval(int64_t t0, int64_t t1, int64_t resolution_ns = 1) const;
+    // The range in view: "1.5 ms .. 2.5 ms (1.00 ms)", or as interval() when order only.
+    std::string range(int64_t t0, int64_t t1, int64_t resolution_ns = 1) const;
+    // The axis's title when order only ("op order", "event order"), else empty.
+    std::string axis_title() const;
 };
 
 inline constexpr int64_t kMinSpan = 100;   // ns: the deepest zoom

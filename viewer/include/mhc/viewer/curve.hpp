@@ -37,6 +37,9 @@ public:
     MinMax between(size_t first, size_t last) const;
     // Time of the first maximum inside [a, b).
     int64_t argmax(int64_t a, int64_t b) const;
+    // The same over samples [lo, hi] (indexes, inclusive): the first index holding their maximum,
+    // in O(log^2 n) without searching times.
+    size_t argmax_index(size_t lo, size_t hi) const;
 
 private:
     MinMax index_range(size_t lo, size_t hi) const;   // samples [lo, hi], inclusive
@@ -69,8 +72,11 @@ struct CurveColumns {
     std::vector<float> min, max;   // bytes
     double y_max = 0;              // largest max over the columns
     int peak_col = -1;             // first column that reaches y_max
+    // With `instants`: per column, the first instant of its maximum (the memory view's bands show
+    // the allocations alive then); empty otherwise.
+    std::vector<int64_t> at;
 };
-void prepare_curve(const Curve& c, TimeRange range, int width, CurveColumns& out);
+void prepare_curve(const Curve& curve, TimeRange range, int width, CurveColumns& out, bool instants = false);
 // The lowest min and highest max over the first `columns` columns (those a curve is drawn on; a
 // plot fitted to its data spans them): {0, 0} for none.
 Curve::MinMax columns_min_max(const CurveColumns& cols, size_t columns = SIZE_MAX);

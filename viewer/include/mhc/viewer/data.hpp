@@ -19,6 +19,8 @@ namespace mhc::trace { class Reader; }
 
 namespace mhc::viewer {
 
+struct TimeText;   // axis.hpp
+
 struct BandKeys;   // band_colors.hpp
 
 struct AllocationTable {
@@ -134,6 +136,9 @@ struct ViewTrace {
 
     // The trace's timing is order only (meta timing): its times are event numbers.
     bool order_only() const;
+    // How its times read (axis.hpp): times, or when order only the numbers of its events, or of its
+    // ops for an execution trace (meta source), whose op k lies on [k, k + 1).
+    TimeText time_text() const;
     // A kernel name's family and colour (classified at load, the user's rules first).
     KernelFamily family_of(int64_t name_id) const;
     uint32_t color_of(int64_t name_id) const;
@@ -163,7 +168,6 @@ struct ViewRun {
     std::string label() const;        // "#id name"
 };
 
-struct TimeText;   // axis.hpp
 // Why a run stopped, as mhc simulate printed it: "out of memory at 1.2 ms: allocation 508 (...):
 // needs 141.39 GiB; ... short by 42.40 GiB" (its config's oom_where, oom_why and its metric
 // oom_time_ns); "interrupted: ..." for an incomplete run; "" for a run that completed.

@@ -27,4 +27,10 @@ struct ReservedCurves {
 // when the segments cannot be read.
 ReservedCurves reserved_curves(const std::string& path);
 
+// Why the recorded reserved curve is not to be drawn over `live` (the allocations' curve), or "":
+// segments holding fewer bytes than the live allocations at their peak do not hold them (an old
+// recording's pool allocations lay outside its segments: 432 KiB of reserved under 556 MiB live
+// read as memory allocated outside anything reserved).
+std::string reserved_mismatch(const Curve& reserved, const Curve& live);
+
 }  // namespace mhc::viewer
