@@ -349,7 +349,8 @@ void Engine<Policy>::oom(int64_t t, int32_t a, int32_t s, int64_t need) {
         o.where = "kernel " + std::to_string(o.kernel) + " (" + prepared.t->str(prepared.t->kernels.name[prepared.korder[s]]) +
                   ") needs allocation " + std::to_string(o.allocation);
     } else {
-        o.where = "allocation " + std::to_string(o.allocation) + " (" + prepared.t->str(al.label[a]) + ")";
+        const std::string label = prepared.t->str(al.label[a]);   // unlabelled: no empty "()"
+        o.where = "allocation " + std::to_string(o.allocation) + (label.empty() ? "" : " (" + label + ")");
     }
     if (caching) {
         o.largest_free_block = ca.largest_free_block();
