@@ -258,7 +258,10 @@ void CachingAllocator::take(KeySet& set, const Key& entry) {
 
 bool CachingAllocator::whole(int32_t block) const {
     const Block& blk = blocks_[static_cast<size_t>(block)];
-    return blk.prev < 0 && blk.next < 0 && !segs_[static_cast<size_t>(blk.segment)].expandable;
+    const Segment& seg = segs_[static_cast<size_t>(blk.segment)];
+    // A private pool's segments are never given back (release_cached_blocks frees a pool only
+    // once the program has let go of it), so they are not kept with the whole ones.
+    return blk.prev < 0 && blk.next < 0 && !seg.expandable && seg.pool == 0;
 }
 
 void CachingAllocator::pool_erase(int32_t block) {
@@ -365,13 +368,17 @@ void CachingAllocator::log(bool alloc, int32_t seg, int64_t offset, int64_t byte
     (alloc ? device_allocs_ : device_frees_)++;
     if (log_) {
         const Segment& s = segs_[static_cast<size_t>(seg)];
-        log_->push_back({alloc, s.expandable, bytes, s.stream, offset, seg});
+        log_->push_back({alloc, s.expandable, bytes, stream_of_lane(s.stream), offset, seg, s.pool});
     }
 }
 
 int32_t CachingAllocator::alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size) {
-    if (set_.expandable_segments) return try_allocate_expandable(p, stream, size);
+    // A private pool's segments are cudaMalloc'd even with expandable segments (alloc_block:
+    // "our checkpointing logic for private pools doesn't support the expandable_segments_
+    // structure yet", !p.pool->owner_PrivatePool).
+    if (set_.expandable_segments && !private_lane(stream)) return try_allocate_expandable(p, stream, size);
     if (!draw(alloc_size)) return -1;   // cudaMalloc fails
+    if (private_lane(stream)) reserved_private_ += alloc_size;
     const int32_t b = new_segment_block(p, stream, alloc_size, 0, false);
     log(true, blocks_[static_cast<size_t>(b)].segment, 0, alloc_size);
     return b;
@@ -385,7 +392,7 @@ int32_t CachingAllocator::new_segment_block(int p, int64_t stream, int64_t size,
     x.stream = stream;
     x.small = p == 1;
     x.alive = true;
-    segs_.push_back({stream, page, p == 1, expandable, true});
+    segs_.push_back({stream, page, p == 1, expandable, true, pool_of_lane(stream)});
     ++live_segments_;
     return b;
 }
@@ -610,7 +617,9 @@ void CachingAllocator::garbage_collect() {
     }
 }
 
-int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool small) {
+int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool small, int64_t pool) {
+    stream = lane(stream, pool);
+    if (pool != 0) reserved_private_ += bytes;
     int32_t b = new_block();
     Block& x = blocks_[static_cast<size_t>(b)];
     x.size = bytes;
@@ -618,7 +627,7 @@ int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool
     x.stream = stream;
     x.small = small;
     x.alive = true;
-    segs_.push_back({stream, 0, small, false, true});
+    segs_.push_back({stream, 0, small, false, true, pool});
     reserved_ += bytes;
     ++live_segments_;
     to_pool(b);
@@ -666,7 +675,23 @@ int32_t CachingAllocator::allocate_at(int32_t segment, int64_t offset, int64_t b
     return -1;
 }
 
-int32_t CachingAllocator::allocate(int64_t bytes, int64_t stream) {
+int64_t CachingAllocator::lane(int64_t stream, int64_t pool) {
+    if (pool == 0) return stream;
+    auto [it, fresh] = lanes_.try_emplace({stream, pool}, kPrivateLane + static_cast<int64_t>(lane_keys_.size()));
+    if (fresh) lane_keys_.push_back({stream, pool});
+    return it->second;
+}
+
+int64_t CachingAllocator::pool_of_lane(int64_t l) const {
+    return private_lane(l) ? lane_keys_[static_cast<size_t>(l - kPrivateLane)].second : 0;
+}
+
+int64_t CachingAllocator::stream_of_lane(int64_t l) const {
+    return private_lane(l) ? lane_keys_[static_cast<size_t>(l - kPrivateLane)].first : l;
+}
+
+int32_t CachingAllocator::allocate(int64_t bytes, int64_t stream, int64_t pool) {
+    stream = lane(stream, pool);   // from here on the lane: the pool's blocks of that stream
     if (!any_alloc_) {
         first_stream_ = stream;
         any_alloc_ = true;

@@ -519,6 +519,37 @@ TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md
         CHECK(d.model_peak == 14971568128);
         CHECK(d.model_segments == 140);
     }
+    SECTION("private memory pools (a torch.cuda.MemPool, CUDA graphs' pools): each allocation in its own pool") {
+        // slime's Megatron RL snapshot (THUDM/slime): 297 of its 298 end-state segments in the
+        // MemPool (0, 1), 412 segments made and 114 given back by two empty_cache calls; the
+        // recording reserved 38,780,534,784 B at its peak (snapshot_accounting.py). With one pool
+        // per stream the model reserved 36,821,794,816 B (-5.05%, 343 segments, 28 given back):
+        // the default pool's free blocks served the MemPool's requests and the reverse.
+        auto c = compare_public("torch-snapshot/slime-megatron-mempool-device3.pickle.gz");
+        CHECK(c.private_pools == 1);
+        CHECK(c.private_pool_segments == 297);
+        CHECK(c.private_pool_allocations == 800);
+        CHECK(c.recorded_peak == 38780534784);
+        CHECK(c.model_peak == 38780534784);
+        CHECK(c.recorded_segments == 412);
+        CHECK(c.model_segments == 412);
+        CHECK(c.model_frees == 114);   // the MemPool's segments are never given back
+        CHECK(c.max_abs_diff == 0);
+        CHECK_FALSE(c.diverged);
+        // verl's end state (no trace events; pools (0, 1) and (0, 2) beside the default one): the
+        // warm start holds every segment, so only the cold start models anything. It reserved
+        // 25,631,391,744 B with one pool per stream, 25,652,363,264 B now: 2.05% under the
+        // recording's 26,189,234,176 B (the end state's cached free blocks, which the model from
+        // an empty cache has no reason to make).
+        auto v = compare_public("torch-snapshot/verl-megatron-vllm-end-state.pickle.gz");
+        CHECK(v.private_pools == 2);
+        CHECK(v.private_pool_segments == 68);
+        CHECK(v.private_pool_allocations == 339);
+        CHECK(v.recorded_peak == 26189234176);
+        CHECK(v.model_peak == 26189234176);
+        CHECK(v.cold_peak == 25652363264);
+        CHECK(v.cold_segments == 125);
+    }
     SECTION("mosaic (synthetic): its segments cannot hold its own blocks, so the import leaves them out") {
         // 520 of its 537 allocations lie in no segment: mhc import drops the 5 rows with a
         // warning (meta segments), and there is nothing to compare with.
