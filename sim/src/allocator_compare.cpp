@@ -488,7 +488,7 @@ std::string to_text(const AllocatorComparison& c) {
     if (c.private_pools > 0)
         o << "private pools " << c.private_pools << " (CUDA graph or torch.cuda.MemPool): " << c.private_pool_allocations
           << " allocations lie in their " << c.private_pool_segments
-          << " segments held at the end and are modelled in their pool, never given back\n";
+          << " segments held at the end and are modelled in their pool (empty_cache keeps its memory)\n";
     if (c.blocks_outside_segments > 0)
         o << "recording inconsistent: " << c.blocks_outside_segments << " of " << c.allocations
           << " allocations lie outside every recorded segment alive when they were made: no allocator can "

@@ -258,10 +258,7 @@ void CachingAllocator::take(KeySet& set, const Key& entry) {
 
 bool CachingAllocator::whole(int32_t block) const {
     const Block& blk = blocks_[static_cast<size_t>(block)];
-    const Segment& seg = segs_[static_cast<size_t>(blk.segment)];
-    // A private pool's segments are never given back (release_cached_blocks frees a pool only
-    // once the program has let go of it), so they are not kept with the whole ones.
-    return blk.prev < 0 && blk.next < 0 && !seg.expandable && seg.pool == 0;
+    return blk.prev < 0 && blk.next < 0 && !segs_[static_cast<size_t>(blk.segment)].expandable;
 }
 
 void CachingAllocator::pool_erase(int32_t block) {
@@ -296,7 +293,8 @@ int32_t CachingAllocator::merge(int32_t dst, int32_t src) {
 
 int32_t CachingAllocator::get_free_block(int p, int64_t stream, int64_t size) {
     auto& pool = free_[p];
-    if (set_.garbage_collection_threshold > 0) ++gc_calls_[p];
+    // get_free_blocks_call_count is the BlockPool's: garbage collection ages the default pool's.
+    if (set_.garbage_collection_threshold > 0 && !private_lane(stream)) ++gc_calls_[p];
     const Key want{stream, size, INT32_MIN, INT64_MIN, -1};
     // Nothing as large: the usual answer when memory is short, without a descent of the tree.
     if (pool.empty() || *pool.rbegin() < want) return -1;
@@ -373,12 +371,11 @@ void CachingAllocator::log(bool alloc, int32_t seg, int64_t offset, int64_t byte
 }
 
 int32_t CachingAllocator::alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size) {
-    // A private pool's segments are cudaMalloc'd even with expandable segments (alloc_block:
-    // "our checkpointing logic for private pools doesn't support the expandable_segments_
-    // structure yet", !p.pool->owner_PrivatePool).
-    if (set_.expandable_segments && !private_lane(stream)) return try_allocate_expandable(p, stream, size);
+    // A private pool's segments too are expandable under the setting (alloc_block at the commit
+    // read; PyTorch 2.1-2.3 made them with cudaMalloc), with their own unmapped ranges (the
+    // BlockPool's `unmapped`): the lane keeps them apart.
+    if (set_.expandable_segments) return try_allocate_expandable(p, stream, size);
     if (!draw(alloc_size)) return -1;   // cudaMalloc fails
-    if (private_lane(stream)) reserved_private_ += alloc_size;
     const int32_t b = new_segment_block(p, stream, alloc_size, 0, false);
     log(true, blocks_[static_cast<size_t>(b)].segment, 0, alloc_size);
     return b;
@@ -553,10 +550,15 @@ void CachingAllocator::release_cached() {
     held_ = 0;
     for (int p = 0; p < 2; ++p) {
         std::vector<int32_t> segments, unmap;
-        for (const Key& entry : whole_[p]) segments.push_back(entry.block);
+        // release_cached_blocks((0, 0)): the default pool's blocks; a private pool's only once the
+        // program has let go of the pool (graph_pools_freeable), which a trace does not say.
+        auto of_default = [&](int32_t b) { return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].pool == 0; };
+        for (const Key& entry : whole_[p])
+            if (of_default(entry.block)) segments.push_back(entry.block);
         if (set_.expandable_segments)   // only then are there expandable segments
             for (const Key& entry : free_[p])
-                if (segs_[static_cast<size_t>(blocks_[static_cast<size_t>(entry.block)].segment)].expandable)
+                if (segs_[static_cast<size_t>(blocks_[static_cast<size_t>(entry.block)].segment)].expandable &&
+                    of_default(entry.block))
                     unmap.push_back(entry.block);
         for (int32_t block : segments) release_block(block);
         for (int32_t b : unmap) {
@@ -568,7 +570,7 @@ void CachingAllocator::release_cached() {
         std::vector<int32_t> gone;
         for (const Key& k : un) {
             const Block& x = blocks_[static_cast<size_t>(k.block)];
-            if (x.prev < 0 && x.next < 0) gone.push_back(k.block);
+            if (x.prev < 0 && x.next < 0 && segs_[static_cast<size_t>(x.segment)].pool == 0) gone.push_back(k.block);
         }
         for (int32_t b : gone) {   // release_expandable_segment: address space only, no event
             take(un, key(b));
@@ -593,7 +595,10 @@ void CachingAllocator::garbage_collect() {
     const int64_t target = reserved_ - threshold;
     double total_age = 0;
     int count = 0;
+    // garbage_collect_cached_blocks walks the default large pool only (large_blocks).
+    auto of_default = [&](int32_t b) { return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].pool == 0; };
     for (const Key& entry : whole_[0]) {
+        if (!of_default(entry.block)) continue;
         total_age += static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(entry.block)].gc_base);
         ++count;
     }
@@ -604,6 +609,7 @@ void CachingAllocator::garbage_collect() {
         freed = false;
         std::vector<int32_t> go;
         for (const Key& entry : whole_[0]) {
+            if (!of_default(entry.block)) continue;
             double age = static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(entry.block)].gc_base);
             if (age >= threshold_age) {
                 go.push_back(entry.block);
@@ -619,7 +625,6 @@ void CachingAllocator::garbage_collect() {
 
 int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool small, int64_t pool) {
     stream = lane(stream, pool);
-    if (pool != 0) reserved_private_ += bytes;
     int32_t b = new_block();
     Block& x = blocks_[static_cast<size_t>(b)];
     x.size = bytes;
@@ -680,6 +685,13 @@ int64_t CachingAllocator::lane(int64_t stream, int64_t pool) {
     auto [it, fresh] = lanes_.try_emplace({stream, pool}, kPrivateLane + static_cast<int64_t>(lane_keys_.size()));
     if (fresh) lane_keys_.push_back({stream, pool});
     return it->second;
+}
+
+int64_t CachingAllocator::reserved_private() const {
+    int64_t bytes = 0;
+    for (const Block& x : blocks_)
+        if (x.alive && x.mapped && segs_[static_cast<size_t>(x.segment)].pool != 0) bytes += x.size;
+    return bytes;
 }
 
 int64_t CachingAllocator::pool_of_lane(int64_t l) const {

@@ -112,8 +112,9 @@ TEST_CASE("caching allocator: a private pool (CUDA graph, torch.cuda.MemPool) ke
     int32_t e = ca.allocate(16 * MiB, 0, 1);
     REQUIRE(e >= 0);
     CHECK(ca.reserved() == 40 * MiB);
-    // With expandable segments a private pool still makes cudaMalloc'd segments (alloc_block:
-    // !owner_PrivatePool), split with any 512 B rest as the setting splits every block.
+    // With expandable segments a private pool maps pages of its own segment (alloc_block at the
+    // commit read: try_allocate_expandable_block with the private BlockPool and its unmapped
+    // ranges), which neither the default pool shares nor empty_cache unmaps.
     sim::AllocatorSettings set;
     set.expandable_segments = true;
     CachingAllocator ex(INT64_MAX / 2, set);
@@ -121,13 +122,20 @@ TEST_CASE("caching allocator: a private pool (CUDA graph, torch.cuda.MemPool) ke
     ex.set_log(&log);
     int32_t f = ex.allocate(6 * MiB, 7, 1);
     REQUIRE(log.size() == 1);
-    CHECK_FALSE(log[0].expandable);
+    CHECK(log[0].expandable);
     CHECK(log[0].bytes == 20 * MiB);
     CHECK(log[0].stream == 7);
     CHECK(log[0].pool == 1);
     CHECK(ex.block_size(f) == 6 * MiB);
-    ex.allocate(6 * MiB, 7);                   // the default pool: expandable pages
+    int32_t g = ex.allocate(6 * MiB, 7);       // the default pool: its own segment's pages
     REQUIRE(log.size() == 2);
     CHECK(log[1].expandable);
     CHECK(log[1].pool == 0);
+    CHECK(ex.block_segment(g) != ex.block_segment(f));
+    CHECK(ex.reserved() == 40 * MiB);
+    ex.free(f);
+    ex.free(g);
+    ex.empty_cache();
+    CHECK(ex.reserved() == 20 * MiB);
+    CHECK(ex.reserved_private() == 20 * MiB);
 }

@@ -744,10 +744,11 @@ void SnapshotImport::live_not_in_end_state(Result& result) const {
 
 // Segments of private pools in the end state (segment_pool_id other than (0, 0): a CUDA graph's or
 // a torch.cuda.MemPool's, as verl's vLLM and slime's offloaded weights use) keep their own segments:
-// a block of one pool never goes into another's. mhc's caching-allocator model (sim/) has one pool
-// per stream, so its reserved memory can differ from the recording's; said in meta
-// snapshot.private_pools and a warning (before 2026-12-05 in silence: slime's Megatron snapshot,
-// 297 of its 298 segments in pool (0, 1), was modelled 5.05% under its recorded reserved peak).
+// a block of one pool never goes into another's. Said in meta snapshot.private_pools and a warning
+// (before 2026-12-05 in silence); meta snapshot.segment_pools names each such segment, from which
+// mhc allocator's caching model puts each allocation in its pool (sim/src/allocator_compare.cpp:
+// slime's Megatron snapshot, 297 of its 298 segments in pool (0, 1), was modelled 5.05% under its
+// recorded reserved peak with one pool per stream, and to the byte with its pool).
 void SnapshotImport::say_private_pools(std::map<std::string, std::string>& meta, Result& result) const {
     std::string said;
     int64_t segments = 0, bytes = 0;
@@ -768,8 +769,8 @@ void SnapshotImport::say_private_pools(std::map<std::string, std::string>& meta,
         "the end state holds " + std::to_string(segments) + " segments (" + std::to_string(bytes) +
         " B) of private memory pools (" + said +
         "): a CUDA graph's or a torch.cuda.MemPool's, whose blocks never share the default pool's "
-        "segments; mhc allocator's caching model gives each allocation the pool of the end-state segment "
-        "it lies in (meta snapshot.segment_pools)");
+        "segments; mhc allocator models each allocation in the pool of the end-state segment it lies in "
+        "(meta snapshot.segment_pools), mhc simulate and advise keep one pool per stream");
 }
 
 void SnapshotImport::meta(Result& r, const Decoded& ev) const {

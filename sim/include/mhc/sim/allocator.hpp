@@ -79,17 +79,18 @@ public:
     // (after giving back the cached memory PyTorch gives back before it reports an OOM).
     // `pool`: 0 the default pool; any other number a private pool (a CUDA graph's, a
     // torch.cuda.MemPool's; the caller numbers them). A private pool's blocks come only from its
-    // own segments (per stream, small and large as the default pool), which are cudaMalloc'd
-    // (never expandable) and never given back: empty_cache, an out-of-memory retry and garbage
-    // collection release the default pool's memory only (release_cached_blocks frees a private
-    // pool only once the program has let go of it, which a trace does not say).
+    // own segments (per stream, small and large, cudaMalloc'd or expandable as the default pool),
+    // which empty_cache, an out-of-memory retry and garbage collection never give back: they
+    // release the default pool's memory only (release_cached_blocks frees a private pool only once
+    // the program has let go of it, which a trace does not say); max_split_size's release does
+    // give back the request's own pool's oversize blocks, as PyTorch's does.
     int32_t allocate(int64_t bytes, int64_t stream = 0, int64_t pool = 0);
     void free(int32_t block);
     // torch.cuda.empty_cache(): every fully free segment and free expandable page of the default
     // pool is given back.
     void empty_cache() { release_cached(); }
     // Reserved bytes of private pools (included in reserved()).
-    int64_t reserved_private() const { return reserved_private_; }
+    int64_t reserved_private() const;
 
     // A warm start: a free cudaMalloc'd segment the allocator already holds (a recording's
     // segments from before it began); counts in reserved(), not in device_allocs(). Returns
@@ -193,7 +194,6 @@ private:
     int64_t stream_of_lane(int64_t lane) const;
     std::map<std::pair<int64_t, int64_t>, int64_t> lanes_;   // (stream, pool) -> lane
     std::vector<std::pair<int64_t, int64_t>> lane_keys_;     // lane - kPrivateLane -> (stream, pool)
-    int64_t reserved_private_ = 0;
 
     int64_t capacity_;
     AllocatorSettings set_;
