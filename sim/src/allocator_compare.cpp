@@ -213,12 +213,14 @@ std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const 
 }
 
 // Private memory pools (a CUDA graph's, a torch.cuda.MemPool's): meta snapshot.segment_pools names
-// each end-state segment of a private pool ("DEVICE:FIRST,SECOND:ADDRESS", space-separated). A
-// segment row of the device held at the end at such an address is that pool's; an allocation is
-// the pool's whose bytes lie in such a segment, made once the segment was (a snapshot's trace
-// entries do not say the pool per allocation, and a block never leaves its segment). Segments
-// freed during the trace are not in the end state: their allocations stay in the default pool.
-// Pools are numbered 1.. in (first, second) order; 0 is the default pool.
+// each end-state segment of a private pool ("DEVICE:FIRST,SECOND:ADDRESS:BYTES", space-separated).
+// The segment rows of the device inside such a range are that pool's: those held at the end, and
+// an expandable segment's mapped ranges unmapped before (its address space stays the segment's).
+// An allocation is the pool's when its first byte lies in the range and it was made once the
+// earliest of those rows was (a snapshot's trace entries do not say the pool per allocation, and
+// a block never leaves its segment). Segments freed during the trace are not in the end state:
+// their allocations stay in the default pool. Pools are numbered 1.. in (first, second) order; 0
+// is the default pool.
 struct PoolMap {
     std::map<const trace::Segment*, int64_t> segment;
     std::vector<int64_t> allocation;   // per allocation row
@@ -230,36 +232,45 @@ PoolMap private_pools(const trace::TraceData& t, const std::vector<const trace::
     m.allocation.assign(t.allocations.size(), 0);
     auto it = t.meta.find("snapshot.segment_pools");
     if (it == t.meta.end()) return m;
+    struct Range {
+        int64_t bytes, pool, since;
+    };
     std::map<std::pair<int64_t, int64_t>, int64_t> number;
-    std::map<int64_t, int64_t> at;   // address -> pool number
+    std::map<int64_t, Range> at;   // address -> the end-state segment
     std::istringstream in(it->second);
     std::string entry;
     while (in >> entry) {
-        long long dev = 0, first = 0, second = 0, address = 0;
-        if (std::sscanf(entry.c_str(), "%lld:%lld,%lld:%lld", &dev, &first, &second, &address) != 4)
-            throw Error(t.path + ": meta snapshot.segment_pools: entry '" + entry + "' is not DEVICE:FIRST,SECOND:ADDRESS");
+        long long dev = 0, first = 0, second = 0, address = 0, bytes = 0;
+        char tail = 0;
+        if (std::sscanf(entry.c_str(), "%lld:%lld,%lld:%lld:%lld%c", &dev, &first, &second, &address, &bytes, &tail) != 5 ||
+            bytes <= 0)
+            throw Error(t.path + ": meta snapshot.segment_pools: entry '" + entry +
+                        "' is not DEVICE:FIRST,SECOND:ADDRESS:BYTES (import the snapshot again)");
         if (dev != device) continue;
-        auto [n, fresh] = number.try_emplace({first, second}, static_cast<int64_t>(number.size()) + 1);
-        (void)fresh;
-        at[address] = n->second;
+        auto n = number.try_emplace({first, second}, static_cast<int64_t>(number.size()) + 1).first;
+        at[address] = {bytes, n->second, trace::kNoTime};
     }
     c.private_pools = static_cast<int64_t>(number.size());
-    std::map<int64_t, const trace::Segment*> seg;   // address -> the private pool's segment row
-    for (const auto* s : S)
-        if (s->t_free == trace::kNoTime)
-            if (auto p = at.find(s->address); p != at.end()) {
-                m.segment[s] = p->second;
-                seg[s->address] = s;
-                ++c.private_pool_segments;
-            }
+    auto range_of = [&](int64_t address) -> Range* {
+        auto u = at.upper_bound(address);
+        if (u == at.begin()) return nullptr;
+        --u;
+        return address < u->first + u->second.bytes ? &u->second : nullptr;
+    };
+    for (const auto* s : S) {
+        if (s->t_free != trace::kNoTime && !s->expandable) continue;
+        Range* r = range_of(s->address);
+        if (!r) continue;
+        m.segment[s] = r->pool;
+        r->since = std::min(r->since, s->t_alloc);
+        if (s->t_free == trace::kNoTime) ++c.private_pool_segments;
+    }
     const auto& a = t.allocations;
     for (size_t i = 0; i < a.size(); ++i) {
-        if (a.device[i] != device || seg.empty()) continue;
-        auto u = seg.upper_bound(a.address[i]);
-        if (u == seg.begin()) continue;
-        const trace::Segment* s = std::prev(u)->second;
-        if (a.address[i] + a.bytes[i] > s->address + s->bytes || a.t_alloc[i] < s->t_alloc) continue;
-        m.allocation[i] = m.segment[s];
+        if (a.device[i] != device) continue;
+        const Range* r = range_of(a.address[i]);
+        if (!r || r->since == trace::kNoTime || a.t_alloc[i] < r->since) continue;
+        m.allocation[i] = r->pool;
         ++c.private_pool_allocations;
     }
     return m;

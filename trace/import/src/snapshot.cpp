@@ -367,7 +367,7 @@ private:
     // private pool (a CUDA graph's, a torch.cuda.MemPool's). Value: segments, bytes.
     std::map<std::tuple<int32_t, int64_t, int64_t>, std::pair<int64_t, int64_t>> pools_;
     // Meta snapshot.segment_pools: each end-state segment of a private pool, as
-    // "DEVICE:FIRST,SECOND:ADDRESS" (space-separated), for the caching model's pools.
+    // "DEVICE:FIRST,SECOND:ADDRESS:BYTES" (space-separated), for the caching model's pools.
     std::string segment_pools_;
     BlockReport blocks_;
     std::string segments_dropped_;
@@ -586,7 +586,7 @@ void SnapshotImport::note_pool(Id seg, int32_t dev, int64_t address, int64_t byt
     auto& pool = pools_[{dev, first, second}];
     if (first >= 0 && !(first == 0 && second == 0))
         segment_pools_ += (segment_pools_.empty() ? "" : " ") + std::to_string(dev) + ":" + std::to_string(first) + "," +
-                          std::to_string(second) + ":" + std::to_string(address);
+                          std::to_string(second) + ":" + std::to_string(address) + ":" + std::to_string(bytes);
     ++pool.first;
     add_bytes(pool.second, bytes);
 }
