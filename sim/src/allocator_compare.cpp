@@ -212,18 +212,84 @@ std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const 
     return evs;
 }
 
+// Private memory pools (a CUDA graph's, a torch.cuda.MemPool's): meta snapshot.segment_pools names
+// each end-state segment of a private pool ("DEVICE:FIRST,SECOND:ADDRESS:BYTES", space-separated).
+// The segment rows of the device inside such a range are that pool's: those held at the end, and
+// an expandable segment's mapped ranges unmapped before (its address space stays the segment's).
+// An allocation is the pool's when its first byte lies in the range and it was made once the
+// earliest of those rows was (a snapshot's trace entries do not say the pool per allocation, and
+// a block never leaves its segment). Segments freed during the trace are not in the end state:
+// their allocations stay in the default pool. Pools are numbered 1.. in (first, second) order; 0
+// is the default pool.
+struct PoolMap {
+    std::map<const trace::Segment*, int64_t> segment;
+    std::vector<int64_t> allocation;   // per allocation row
+};
+
+PoolMap private_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& S, int32_t device,
+                      AllocatorComparison& c) {
+    PoolMap m;
+    m.allocation.assign(t.allocations.size(), 0);
+    auto it = t.meta.find("snapshot.segment_pools");
+    if (it == t.meta.end()) return m;
+    struct Range {
+        int64_t bytes, pool, since;
+    };
+    std::map<std::pair<int64_t, int64_t>, int64_t> number;
+    std::map<int64_t, Range> at;   // address -> the end-state segment
+    std::istringstream in(it->second);
+    std::string entry;
+    while (in >> entry) {
+        long long dev = 0, first = 0, second = 0, address = 0, bytes = 0;
+        char tail = 0;
+        if (std::sscanf(entry.c_str(), "%lld:%lld,%lld:%lld:%lld%c", &dev, &first, &second, &address, &bytes, &tail) != 5 ||
+            bytes <= 0)
+            throw Error(t.path + ": meta snapshot.segment_pools: entry '" + entry +
+                        "' is not DEVICE:FIRST,SECOND:ADDRESS:BYTES (import the snapshot again)");
+        if (dev != device) continue;
+        auto n = number.try_emplace({first, second}, static_cast<int64_t>(number.size()) + 1).first;
+        at[address] = {bytes, n->second, trace::kNoTime};
+    }
+    c.private_pools = static_cast<int64_t>(number.size());
+    auto range_of = [&](int64_t address) -> Range* {
+        auto u = at.upper_bound(address);
+        if (u == at.begin()) return nullptr;
+        --u;
+        return address < u->first + u->second.bytes ? &u->second : nullptr;
+    };
+    for (const auto* s : S) {
+        if (s->t_free != trace::kNoTime && !s->expandable) continue;
+        Range* r = range_of(s->address);
+        if (!r) continue;
+        m.segment[s] = r->pool;
+        r->since = std::min(r->since, s->t_alloc);
+        if (s->t_free == trace::kNoTime) ++c.private_pool_segments;
+    }
+    const auto& a = t.allocations;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != device) continue;
+        const Range* r = range_of(a.address[i]);
+        if (!r || r->since == trace::kNoTime || a.t_alloc[i] < r->since) continue;
+        m.allocation[i] = r->pool;
+        ++c.private_pool_allocations;
+    }
+    return m;
+}
+
 // The model's run over the events, sampled after each of `times`; warm: starting from the
 // segments the recording held when it began, their blocks placed where recorded.
 class ModelRun {
 public:
     ModelRun(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, const AllocatorSettings& set,
-             bool warm)
-        : t_(t), warm_(warm), ca_(INT64_MAX / 2, set), block_(t.allocations.size(), -1) {
+             bool warm, const PoolMap& pools)
+        : t_(t), warm_(warm), pools_(pools), ca_(INT64_MAX / 2, set), block_(t.allocations.size(), -1) {
         ca_.set_log(&r_.log);
         if (warm)
             for (const auto* s : segments)
                 if (s->reconstructed && !s->expandable && s->t_alloc == 0) {
-                    int32_t id = ca_.add_cached_segment(s->bytes, s->stream, s->bytes == CachingAllocator::kSmallBuffer);
+                    auto p = pools_.segment.find(s);
+                    int32_t id = ca_.add_cached_segment(s->bytes, s->stream, s->bytes == CachingAllocator::kSmallBuffer,
+                                                        p == pools_.segment.end() ? 0 : p->second);
                     seeded_[s->address] = {id, s->bytes};
                     ++r_.seeded;
                     r_.seeded_bytes += s->bytes;
@@ -274,12 +340,13 @@ private:
                 }
             }
         }
-        if (b < 0) b = ca_.allocate(a.bytes[i], a.stream[i]);
+        if (b < 0) b = ca_.allocate(a.bytes[i], a.stream[i], pools_.allocation[i]);
         block_[i] = b;
     }
 
     const trace::TraceData& t_;
     const bool warm_;
+    const PoolMap& pools_;
     Run r_;
     CachingAllocator ca_;
     std::map<int64_t, std::pair<int32_t, int64_t>> seeded_;   // address -> (segment, bytes)
@@ -393,7 +460,8 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     times.erase(std::unique(times.begin(), times.end()), times.end());
     if (!rec.empty() && (times.empty() || rec.back().first > times.back())) times.push_back(rec.back().first);
 
-    Run w = ModelRun(t, S, set, true).run(evs, times);
+    const PoolMap pools = private_pools(t, S, device, c);
+    Run w = ModelRun(t, S, set, true, pools).run(evs, times);
     c.seeded_segments = w.seeded;
     c.seeded_bytes = w.seeded_bytes;
     c.seeded_blocks = w.seeded_blocks;
@@ -403,7 +471,7 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     c.model_frees = w.frees;
     c.sample_times = times;
     c.model_reserved = w.reserved_at;
-    Run cold = ModelRun(t, S, set, false).run(evs, times);
+    Run cold = ModelRun(t, S, set, false, pools).run(evs, times);
     c.cold_peak = cold.peak;
     c.cold_segments = cold.segments;
     compare_reserved(t, S, rec, calls, times, w, c);
@@ -428,6 +496,10 @@ std::string to_text(const AllocatorComparison& c) {
         o << " (" << c.empty_cache_segment_frees << " segment frees over " << format_ns(c.empty_cache_span_ns)
           << "; the model empties its cache at each call's last free)";
     o << "\n";
+    if (c.private_pools > 0)
+        o << "private pools " << c.private_pools << " (CUDA graph or torch.cuda.MemPool): " << c.private_pool_allocations
+          << " allocations lie in their " << c.private_pool_segments
+          << " segments held at the end and are modelled in their pool (empty_cache keeps its memory)\n";
     if (c.blocks_outside_segments > 0)
         o << "recording inconsistent: " << c.blocks_outside_segments << " of " << c.allocations
           << " allocations lie outside every recorded segment alive when they were made: no allocator can "
@@ -464,7 +536,11 @@ std::string to_json(const AllocatorComparison& c) {
       << ",\"seeded_segments\":" << c.seeded_segments << ",\"seeded_bytes\":" << c.seeded_bytes
       << ",\"seeded_blocks\":" << c.seeded_blocks << ",\"empty_cache_calls\":" << c.empty_cache_calls
       << ",\"empty_cache_segment_frees\":" << c.empty_cache_segment_frees << ",\"empty_cache_span_ns\":" << c.empty_cache_span_ns
-      << ",\"blocks_outside_segments\":" << c.blocks_outside_segments
+      << ",\"blocks_outside_segments\":" << c.blocks_outside_segments;
+    if (c.private_pools > 0)
+        o << ",\"private_pools\":" << c.private_pools << ",\"private_pool_segments\":" << c.private_pool_segments
+          << ",\"private_pool_allocations\":" << c.private_pool_allocations;
+    o
       << ",\"recorded\":{\"reserved_peak\":" << c.recorded_peak << ",\"segments\":" << c.recorded_segments
       << ",\"device_allocs\":" << c.recorded_mallocs << ",\"device_frees\":" << c.recorded_frees << "}"
       << ",\"model\":{\"reserved_peak\":" << c.model_peak << ",\"segments\":" << c.model_segments

@@ -293,7 +293,8 @@ int32_t CachingAllocator::merge(int32_t dst, int32_t src) {
 
 int32_t CachingAllocator::get_free_block(int p, int64_t stream, int64_t size) {
     auto& pool = free_[p];
-    if (set_.garbage_collection_threshold > 0) ++gc_calls_[p];
+    // get_free_blocks_call_count is the BlockPool's: garbage collection ages the default pool's.
+    if (set_.garbage_collection_threshold > 0 && !private_lane(stream)) ++gc_calls_[p];
     const Key want{stream, size, INT32_MIN, INT64_MIN, -1};
     // Nothing as large: the usual answer when memory is short, without a descent of the tree.
     if (pool.empty() || *pool.rbegin() < want) return -1;
@@ -365,11 +366,14 @@ void CachingAllocator::log(bool alloc, int32_t seg, int64_t offset, int64_t byte
     (alloc ? device_allocs_ : device_frees_)++;
     if (log_) {
         const Segment& s = segs_[static_cast<size_t>(seg)];
-        log_->push_back({alloc, s.expandable, bytes, s.stream, offset, seg});
+        log_->push_back({alloc, s.expandable, bytes, stream_of_lane(s.stream), offset, seg, s.pool});
     }
 }
 
 int32_t CachingAllocator::alloc_block(int p, int64_t stream, int64_t size, int64_t alloc_size) {
+    // A private pool's segments too are expandable under the setting (alloc_block at the commit
+    // read; PyTorch 2.1-2.3 made them with cudaMalloc), with their own unmapped ranges (the
+    // BlockPool's `unmapped`): the lane keeps them apart.
     if (set_.expandable_segments) return try_allocate_expandable(p, stream, size);
     if (!draw(alloc_size)) return -1;   // cudaMalloc fails
     const int32_t b = new_segment_block(p, stream, alloc_size, 0, false);
@@ -385,7 +389,7 @@ int32_t CachingAllocator::new_segment_block(int p, int64_t stream, int64_t size,
     x.stream = stream;
     x.small = p == 1;
     x.alive = true;
-    segs_.push_back({stream, page, p == 1, expandable, true});
+    segs_.push_back({stream, page, p == 1, expandable, true, pool_of_lane(stream)});
     ++live_segments_;
     return b;
 }
@@ -546,10 +550,15 @@ void CachingAllocator::release_cached() {
     held_ = 0;
     for (int p = 0; p < 2; ++p) {
         std::vector<int32_t> segments, unmap;
-        for (const Key& entry : whole_[p]) segments.push_back(entry.block);
+        // release_cached_blocks((0, 0)): the default pool's blocks; a private pool's only once the
+        // program has let go of the pool (graph_pools_freeable), which a trace does not say.
+        auto of_default = [&](int32_t b) { return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].pool == 0; };
+        for (const Key& entry : whole_[p])
+            if (of_default(entry.block)) segments.push_back(entry.block);
         if (set_.expandable_segments)   // only then are there expandable segments
             for (const Key& entry : free_[p])
-                if (segs_[static_cast<size_t>(blocks_[static_cast<size_t>(entry.block)].segment)].expandable)
+                if (segs_[static_cast<size_t>(blocks_[static_cast<size_t>(entry.block)].segment)].expandable &&
+                    of_default(entry.block))
                     unmap.push_back(entry.block);
         for (int32_t block : segments) release_block(block);
         for (int32_t b : unmap) {
@@ -561,7 +570,7 @@ void CachingAllocator::release_cached() {
         std::vector<int32_t> gone;
         for (const Key& k : un) {
             const Block& x = blocks_[static_cast<size_t>(k.block)];
-            if (x.prev < 0 && x.next < 0) gone.push_back(k.block);
+            if (x.prev < 0 && x.next < 0 && segs_[static_cast<size_t>(x.segment)].pool == 0) gone.push_back(k.block);
         }
         for (int32_t b : gone) {   // release_expandable_segment: address space only, no event
             take(un, key(b));
@@ -586,7 +595,10 @@ void CachingAllocator::garbage_collect() {
     const int64_t target = reserved_ - threshold;
     double total_age = 0;
     int count = 0;
+    // garbage_collect_cached_blocks walks the default large pool only (large_blocks).
+    auto of_default = [&](int32_t b) { return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].pool == 0; };
     for (const Key& entry : whole_[0]) {
+        if (!of_default(entry.block)) continue;
         total_age += static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(entry.block)].gc_base);
         ++count;
     }
@@ -597,6 +609,7 @@ void CachingAllocator::garbage_collect() {
         freed = false;
         std::vector<int32_t> go;
         for (const Key& entry : whole_[0]) {
+            if (!of_default(entry.block)) continue;
             double age = static_cast<double>(gc_calls_[0] - blocks_[static_cast<size_t>(entry.block)].gc_base);
             if (age >= threshold_age) {
                 go.push_back(entry.block);
@@ -610,7 +623,8 @@ void CachingAllocator::garbage_collect() {
     }
 }
 
-int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool small) {
+int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool small, int64_t pool) {
+    stream = lane(stream, pool);
     int32_t b = new_block();
     Block& x = blocks_[static_cast<size_t>(b)];
     x.size = bytes;
@@ -618,7 +632,7 @@ int32_t CachingAllocator::add_cached_segment(int64_t bytes, int64_t stream, bool
     x.stream = stream;
     x.small = small;
     x.alive = true;
-    segs_.push_back({stream, 0, small, false, true});
+    segs_.push_back({stream, 0, small, false, true, pool});
     reserved_ += bytes;
     ++live_segments_;
     to_pool(b);
@@ -666,7 +680,30 @@ int32_t CachingAllocator::allocate_at(int32_t segment, int64_t offset, int64_t b
     return -1;
 }
 
-int32_t CachingAllocator::allocate(int64_t bytes, int64_t stream) {
+int64_t CachingAllocator::lane(int64_t stream, int64_t pool) {
+    if (pool == 0) return stream;
+    auto [it, fresh] = lanes_.try_emplace({stream, pool}, kPrivateLane + static_cast<int64_t>(lane_keys_.size()));
+    if (fresh) lane_keys_.push_back({stream, pool});
+    return it->second;
+}
+
+int64_t CachingAllocator::reserved_private() const {
+    int64_t bytes = 0;
+    for (const Block& x : blocks_)
+        if (x.alive && x.mapped && segs_[static_cast<size_t>(x.segment)].pool != 0) bytes += x.size;
+    return bytes;
+}
+
+int64_t CachingAllocator::pool_of_lane(int64_t l) const {
+    return private_lane(l) ? lane_keys_[static_cast<size_t>(l - kPrivateLane)].second : 0;
+}
+
+int64_t CachingAllocator::stream_of_lane(int64_t l) const {
+    return private_lane(l) ? lane_keys_[static_cast<size_t>(l - kPrivateLane)].first : l;
+}
+
+int32_t CachingAllocator::allocate(int64_t bytes, int64_t stream, int64_t pool) {
+    stream = lane(stream, pool);   // from here on the lane: the pool's blocks of that stream
     if (!any_alloc_) {
         first_stream_ = stream;
         any_alloc_ = true;

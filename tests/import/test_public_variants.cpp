@@ -1240,6 +1240,12 @@ TEST_CASE("snapshot: segments of private memory pools (a MemPool's, a CUDA graph
     CHECK(slime.meta.at("snapshot.reserved_peak_from_segment_events") == "38780534784");
     CHECK(slime.meta.at("snapshot.private_pools") == "device 3 pool (0, 1): 297 segments, 34709962752 B");
     CHECK(warned(result, "the end state holds 297 segments (34709962752 B) of private memory pools"));
+    // Each private-pool segment of the end state by device, pool and address (meta
+    // snapshot.segment_pools), which mhc allocator's model gives its allocations' pool from.
+    const std::string& sp = slime.meta.at("snapshot.segment_pools");
+    CHECK(std::count(sp.begin(), sp.end(), ' ') == 296);
+    CHECK(sp.find("3:0,1:46808432640") != std::string::npos);
+    CHECK(sp.find("3:0,0:") == std::string::npos);
     // verl's end state: a CUDA graph's pool and vLLM's KV cache pool beside the default one.
     TraceData verl = import_public(dir, "torch-snapshot/verl-megatron-vllm-end-state.pickle.gz", result);
     CHECK(verl.meta.at("snapshot.private_pools") ==

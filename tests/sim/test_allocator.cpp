@@ -80,3 +80,62 @@ TEST_CASE("a capacity that fits the bytes but not the blocks is a fragmentation 
     CHECK(r.oom.why.find("fragmentation") != std::string::npos);
     CHECK(r.baseline_peak == 32 * MiB);   // unlimited caching: 20 + 12 MiB reserved
 }
+
+TEST_CASE("caching allocator: a private pool (CUDA graph, torch.cuda.MemPool) keeps its own segments",
+          "[sim][allocator][pools]") {
+    // PyTorch (get_pool, release_cached_blocks): a request made in a private pool is served only
+    // from that pool's free blocks, and its segments are not given back by empty_cache or an
+    // out-of-memory retry while the pool lives; the reserved figure counts every pool.
+    CachingAllocator ca(60 * MiB);
+    int32_t a = ca.allocate(6 * MiB, 0, 1);   // pool 1: a 20 MiB segment
+    CHECK(ca.reserved() == 20 * MiB);
+    CHECK(ca.reserved_private() == 20 * MiB);
+    int32_t b = ca.allocate(6 * MiB);         // the default pool does not take pool 1's 14 MiB rest
+    CHECK(ca.reserved() == 40 * MiB);
+    int32_t c = ca.allocate(6 * MiB, 0, 2);   // nor does pool 2
+    CHECK(ca.reserved() == 60 * MiB);
+    int32_t d = ca.allocate(6 * MiB, 0, 1);   // pool 1's rest serves pool 1
+    CHECK(ca.reserved() == 60 * MiB);
+    CHECK(ca.block_segment(d) == ca.block_segment(a));
+    ca.free(a);
+    ca.free(d);
+    ca.free(b);
+    ca.free(c);
+    ca.empty_cache();                          // only the default pool's segment goes
+    CHECK(ca.reserved() == 40 * MiB);
+    CHECK(ca.reserved_private() == 40 * MiB);
+    CHECK(ca.device_frees() == 1);
+    // An out-of-memory retry gives back no private segment either: 40 + 30 > 60.
+    CHECK(ca.allocate(30 * MiB) == -1);
+    CHECK(ca.reserved() == 40 * MiB);
+    // Pool 1's free segment serves pool 1 (no new segment).
+    int32_t e = ca.allocate(16 * MiB, 0, 1);
+    REQUIRE(e >= 0);
+    CHECK(ca.reserved() == 40 * MiB);
+    // With expandable segments a private pool maps pages of its own segment (alloc_block at the
+    // commit read: try_allocate_expandable_block with the private BlockPool and its unmapped
+    // ranges), which neither the default pool shares nor empty_cache unmaps.
+    sim::AllocatorSettings set;
+    set.expandable_segments = true;
+    CachingAllocator ex(INT64_MAX / 2, set);
+    std::vector<CachingAllocator::SegmentEvent> log;
+    ex.set_log(&log);
+    int32_t f = ex.allocate(6 * MiB, 7, 1);
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].expandable);
+    CHECK(log[0].bytes == 20 * MiB);
+    CHECK(log[0].stream == 7);
+    CHECK(log[0].pool == 1);
+    CHECK(ex.block_size(f) == 6 * MiB);
+    int32_t g = ex.allocate(6 * MiB, 7);       // the default pool: its own segment's pages
+    REQUIRE(log.size() == 2);
+    CHECK(log[1].expandable);
+    CHECK(log[1].pool == 0);
+    CHECK(ex.block_segment(g) != ex.block_segment(f));
+    CHECK(ex.reserved() == 40 * MiB);
+    ex.free(f);
+    ex.free(g);
+    ex.empty_cache();
+    CHECK(ex.reserved() == 20 * MiB);
+    CHECK(ex.reserved_private() == 20 * MiB);
+}

@@ -385,6 +385,57 @@ sim::AllocatorComparison compare_public(const std::string& rel, const std::strin
 // cached block fits), frees them, and torch.cuda.empty_cache() gives the 597 segments (14 GiB)
 // back one cudaFree after another, 89 us apart (53 ms, as one real snapshot recorded it); the
 // next step allocates three blocks again and frees them (their segments stay cached).
+// A MemPool under expandable_segments:True (PyTorch at the commit read maps pages of a private
+// pool's own segment): 6 MiB in the pool (a 20 MiB page), freed; 6 MiB in the default pool, which
+// the pool's free block must not serve (a 20 MiB page of the default pool's segment: 40 MiB
+// reserved; one pool would have reserved 20); 26 MiB in the pool, from its free 20 MiB block and
+// a second page mapped after it, across the segment's two mapped rows.
+TEST_CASE("mhc allocator: a private pool's expandable segment keeps its blocks from the default pool",
+          "[sim][allocator][compare][pools]") {
+    using test::event;
+    using test::Py;
+    const int64_t P = 0x7f0000000000, D = 0x7f8000000000;
+    std::vector<Py> evs{event("segment_map", P, 20 * MiB, 0, 1000),       event("alloc", P, 6 * MiB, 0, 1000),
+                        event("free_requested", P, 6 * MiB, 0, 1010),    event("free_completed", P, 6 * MiB, 0, 1010),
+                        event("segment_map", D, 20 * MiB, 0, 1020),       event("alloc", D, 6 * MiB, 0, 1020),
+                        event("segment_map", P + 20 * MiB, 20 * MiB, 0, 1030), event("alloc", P, 26 * MiB, 0, 1030)};
+    auto block = [](int64_t addr, int64_t bytes, bool live) {
+        return Py::dict({{"address", addr}, {"size", bytes}, {"requested_size", live ? bytes : 0},
+                         {"state", live ? "active_allocated" : "inactive"}});
+    };
+    auto segment = [&](int64_t addr, int64_t used, int64_t pool) {
+        return Py::dict({{"device", 0}, {"address", addr}, {"total_size", pool ? 40 * MiB : 20 * MiB},
+                         {"allocated_size", used}, {"active_size", used}, {"stream", 0}, {"segment_type", "large"},
+                         {"segment_pool_id", Py::list({Py(int64_t{0}), Py(pool)})}, {"is_expandable", Py::boolean(true)},
+                         {"blocks", Py::list({block(addr, used, true),
+                                              block(addr + used, (pool ? 40 * MiB : 20 * MiB) - used, false)})}});
+    };
+    Py settings = Py::dict({{"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"}, {"max_split_size", int64_t{-1}},
+                            {"expandable_segments", Py::boolean(true)}});
+    Py snap = Py::dict({{"segments", Py::list({segment(P, 26 * MiB, 1), segment(D, 6 * MiB, 0)})},
+                        {"device_traces", Py::list({Py::list(evs)})}, {"allocator_settings", settings}});
+    const std::string in = temp_path("mempool-expandable.pickle"), db = temp_path("mempool-expandable.db");
+    std::filesystem::remove(db);
+    { std::ofstream(in, std::ios::binary) << snap.pickle(); }
+    trace::import::import_file(in, db);
+    auto t = trace::load_trace(db);
+    CHECK(t.meta.at("snapshot.segment_pools") == "0:0,1:" + std::to_string(P) + ":" + std::to_string(40 * MiB));
+    std::vector<trace::Segment> s;
+    trace::Reader(db).for_each([&](const trace::Segment& g) { s.push_back(g); });
+    auto c = sim::compare_allocator(t, s, -1, "");
+    CHECK(c.settings == "expandable_segments:True");
+    CHECK(c.private_pools == 1);
+    CHECK(c.private_pool_segments == 2);      // the pool's two mapped rows
+    CHECK(c.private_pool_allocations == 2);   // 6 MiB and 26 MiB (across both rows)
+    CHECK(c.recorded_peak == 60 * MiB);
+    CHECK(c.model_peak == 60 * MiB);          // one pool: 40 MiB (the 6 MiB default block in the pool's page)
+    CHECK(c.model_mallocs == 3);
+    CHECK(c.max_abs_diff == 0);
+    CHECK_FALSE(c.diverged);
+    std::filesystem::remove(db);
+    std::filesystem::remove(in);
+}
+
 TEST_CASE("mhc allocator: one empty_cache() freeing 597 segments over 53 ms is one call", "[sim][allocator][compare]") {
     using test::event;
     using test::Py;
@@ -518,6 +569,37 @@ TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md
                                 MHC_RECORDED_DATASETS);
         CHECK(d.model_peak == 14971568128);
         CHECK(d.model_segments == 140);
+    }
+    SECTION("private memory pools (a torch.cuda.MemPool, CUDA graphs' pools): each allocation in its own pool") {
+        // slime's Megatron RL snapshot (THUDM/slime): 297 of its 298 end-state segments in the
+        // MemPool (0, 1), 412 segments made and 114 given back by two empty_cache calls; the
+        // recording reserved 38,780,534,784 B at its peak (snapshot_accounting.py). With one pool
+        // per stream the model reserved 36,821,794,816 B (-5.05%, 343 segments, 28 given back):
+        // the default pool's free blocks served the MemPool's requests and the reverse.
+        auto c = compare_public("torch-snapshot/slime-megatron-mempool-device3.pickle.gz");
+        CHECK(c.private_pools == 1);
+        CHECK(c.private_pool_segments == 297);
+        CHECK(c.private_pool_allocations == 800);
+        CHECK(c.recorded_peak == 38780534784);
+        CHECK(c.model_peak == 38780534784);
+        CHECK(c.recorded_segments == 412);
+        CHECK(c.model_segments == 412);
+        CHECK(c.model_frees == 114);   // the MemPool's segments are never given back
+        CHECK(c.max_abs_diff == 0);
+        CHECK_FALSE(c.diverged);
+        // verl's end state (no trace events; pools (0, 1) and (0, 2) beside the default one): the
+        // warm start holds every segment, so only the cold start models anything. It reserved
+        // 25,631,391,744 B with one pool per stream, 25,652,363,264 B now: 2.05% under the
+        // recording's 26,189,234,176 B (the end state's cached free blocks, which the model from
+        // an empty cache has no reason to make).
+        auto v = compare_public("torch-snapshot/verl-megatron-vllm-end-state.pickle.gz");
+        CHECK(v.private_pools == 2);
+        CHECK(v.private_pool_segments == 68);
+        CHECK(v.private_pool_allocations == 339);
+        CHECK(v.recorded_peak == 26189234176);
+        CHECK(v.model_peak == 26189234176);
+        CHECK(v.cold_peak == 25652363264);
+        CHECK(v.cold_segments == 125);
     }
     SECTION("mosaic (synthetic): its segments cannot hold its own blocks, so the import leaves them out") {
         // 520 of its 537 allocations lie in no segment: mhc import drops the 5 rows with a

@@ -299,7 +299,7 @@ public:
 
     void replay(const Decoded& ev);
     void end_state(std::optional<Id> segments);
-    void note_pool(Id seg, int32_t dev, int64_t bytes);
+    void note_pool(Id seg, int32_t dev, int64_t address, int64_t bytes);
     void say_private_pools(std::map<std::string, std::string>& meta, Result& result) const;
     // Segment rows, or none when the allocations do not fit in them (said in meta).
     std::vector<Segment> segment_rows();
@@ -366,6 +366,9 @@ private:
     // End-state segments per (device, segment_pool_id): (0, 0) is the default pool, any other a
     // private pool (a CUDA graph's, a torch.cuda.MemPool's). Value: segments, bytes.
     std::map<std::tuple<int32_t, int64_t, int64_t>, std::pair<int64_t, int64_t>> pools_;
+    // Meta snapshot.segment_pools: each end-state segment of a private pool, as
+    // "DEVICE:FIRST,SECOND:ADDRESS:BYTES" (space-separated), for the caching model's pools.
+    std::string segment_pools_;
     BlockReport blocks_;
     std::string segments_dropped_;
 };
@@ -568,7 +571,7 @@ void SnapshotImport::reborn_times() {
 // A segment's pool (segment_pool_id, PyTorch 2.1 on: a pair of ints, a tuple in the pickle, a list
 // in JSON), counted for meta snapshot.private_pools. A value of another shape is not a pool id
 // mhc knows: the segment is counted as of an unknown pool.
-void SnapshotImport::note_pool(Id seg, int32_t dev, int64_t bytes) {
+void SnapshotImport::note_pool(Id seg, int32_t dev, int64_t address, int64_t bytes) {
     auto id = d_.get(seg, "segment_pool_id");
     if (!id) return;
     int64_t first = -1, second = -1;
@@ -581,6 +584,9 @@ void SnapshotImport::note_pool(Id seg, int32_t dev, int64_t bytes) {
         }
     }
     auto& pool = pools_[{dev, first, second}];
+    if (first >= 0 && !(first == 0 && second == 0))
+        segment_pools_ += (segment_pools_.empty() ? "" : " ") + std::to_string(dev) + ":" + std::to_string(first) + "," +
+                          std::to_string(second) + ":" + std::to_string(address) + ":" + std::to_string(bytes);
     ++pool.first;
     add_bytes(pool.second, bytes);
 }
@@ -615,7 +621,7 @@ void SnapshotImport::end_state(std::optional<Id> segments) {
             reserved.seen = true;
             seglog_.end_state(static_cast<size_t>(end_segments_), dev, d_.as_int(*sa), d_.as_int(*sz), stream,
                               ex && d_.is_int(*ex) && d_.as_int(*ex) != 0);
-            note_pool(seg, dev, d_.as_int(*sz));
+            note_pool(seg, dev, d_.as_int(*sa), d_.as_int(*sz));
         }
         ++end_segments_;
         auto blocks = d_.get(seg, "blocks");
@@ -738,10 +744,11 @@ void SnapshotImport::live_not_in_end_state(Result& result) const {
 
 // Segments of private pools in the end state (segment_pool_id other than (0, 0): a CUDA graph's or
 // a torch.cuda.MemPool's, as verl's vLLM and slime's offloaded weights use) keep their own segments:
-// a block of one pool never goes into another's. mhc's caching-allocator model (sim/) has one pool
-// per stream, so its reserved memory can differ from the recording's; said in meta
-// snapshot.private_pools and a warning (before 2026-12-05 in silence: slime's Megatron snapshot,
-// 297 of its 298 segments in pool (0, 1), was modelled 5.05% under its recorded reserved peak).
+// a block of one pool never goes into another's. Said in meta snapshot.private_pools and a warning
+// (before 2026-12-05 in silence); meta snapshot.segment_pools names each such segment, from which
+// mhc allocator's caching model puts each allocation in its pool (sim/src/allocator_compare.cpp:
+// slime's Megatron snapshot, 297 of its 298 segments in pool (0, 1), was modelled 5.05% under its
+// recorded reserved peak with one pool per stream, and to the byte with its pool).
 void SnapshotImport::say_private_pools(std::map<std::string, std::string>& meta, Result& result) const {
     std::string said;
     int64_t segments = 0, bytes = 0;
@@ -757,12 +764,13 @@ void SnapshotImport::say_private_pools(std::map<std::string, std::string>& meta,
     }
     if (said.empty()) return;
     meta["snapshot.private_pools"] = said;
+    if (!segment_pools_.empty()) meta["snapshot.segment_pools"] = segment_pools_;
     result.warnings.push_back(
         "the end state holds " + std::to_string(segments) + " segments (" + std::to_string(bytes) +
         " B) of private memory pools (" + said +
         "): a CUDA graph's or a torch.cuda.MemPool's, whose blocks never share the default pool's "
-        "segments; mhc's caching-allocator model keeps one pool per stream, so its reserved memory "
-        "can differ from the recording's (mhc allocator compares them)");
+        "segments; mhc allocator models each allocation in the pool of the end-state segment it lies in "
+        "(meta snapshot.segment_pools), mhc simulate and advise keep one pool per stream");
 }
 
 void SnapshotImport::meta(Result& r, const Decoded& ev) const {

@@ -77,15 +77,25 @@ public:
 
     // Returns a block handle >= 0, or -1 when no block fits and no segment can be added
     // (after giving back the cached memory PyTorch gives back before it reports an OOM).
-    int32_t allocate(int64_t bytes, int64_t stream = 0);
+    // `pool`: 0 the default pool; any other number a private pool (a CUDA graph's, a
+    // torch.cuda.MemPool's; the caller numbers them). A private pool's blocks come only from its
+    // own segments (per stream, small and large, cudaMalloc'd or expandable as the default pool),
+    // which empty_cache, an out-of-memory retry and garbage collection never give back: they
+    // release the default pool's memory only (release_cached_blocks frees a private pool only once
+    // the program has let go of it, which a trace does not say); max_split_size's release does
+    // give back the request's own pool's oversize blocks, as PyTorch's does.
+    int32_t allocate(int64_t bytes, int64_t stream = 0, int64_t pool = 0);
     void free(int32_t block);
-    // torch.cuda.empty_cache(): every fully free segment and free expandable page is given back.
+    // torch.cuda.empty_cache(): every fully free segment and free expandable page of the default
+    // pool is given back.
     void empty_cache() { release_cached(); }
+    // Reserved bytes of private pools (included in reserved()).
+    int64_t reserved_private() const;
 
     // A warm start: a free cudaMalloc'd segment the allocator already holds (a recording's
     // segments from before it began); counts in reserved(), not in device_allocs(). Returns
     // its segment number. `small`: the small pool's (PyTorch makes small-pool segments of 2 MiB).
-    int32_t add_cached_segment(int64_t bytes, int64_t stream, bool small);
+    int32_t add_cached_segment(int64_t bytes, int64_t stream, bool small, int64_t pool = 0);
     // A warm start from a figure alone (a Kineto trace's Total Reserved at its first memory event,
     // with no segments): when fewer than `bytes` are reserved, the rest, up to the capacity, is
     // held: reserved, in no segment of the model's, free. New segments (cudaMalloc, or the pages
@@ -120,6 +130,7 @@ public:
         bool expandable;
         int64_t bytes, stream, offset;
         int32_t segment;
+        int64_t pool = 0;   // 0: the default pool; else the caller's private pool number
     };
     void set_log(std::vector<SegmentEvent>* log) { log_ = log; }
 
@@ -130,8 +141,9 @@ private:
         bool small = false, in_use = false, alive = false, mapped = true;
     };
     struct Segment {
-        int64_t stream = 0, page = 0;
+        int64_t stream = 0, page = 0;   // stream: the lane (see lane())
         bool small = false, expandable = false, alive = false;
+        int64_t pool = 0;               // 0: default pool; else a private pool's number
     };
     struct Key {   // best fit: by stream, size, then segment and offset (deterministic)
         int64_t stream, size; int32_t segment; int64_t offset; int32_t block;
@@ -173,6 +185,15 @@ private:
     void release_cached();
     void garbage_collect();
     void log(bool alloc, int32_t seg, int64_t offset, int64_t bytes);
+    // A lane is what best fit keys free blocks by: the stream itself in the default pool; a
+    // number below kPrivateLane per (stream, private pool), so that no pool sees another's blocks.
+    static constexpr int64_t kPrivateLane = INT64_MIN / 2;
+    int64_t lane(int64_t stream, int64_t pool);
+    bool private_lane(int64_t lane) const { return lane < kPrivateLane / 2; }
+    int64_t pool_of_lane(int64_t lane) const;
+    int64_t stream_of_lane(int64_t lane) const;
+    std::map<std::pair<int64_t, int64_t>, int64_t> lanes_;   // (stream, pool) -> lane
+    std::vector<std::pair<int64_t, int64_t>> lane_keys_;     // lane - kPrivateLane -> (stream, pool)
 
     int64_t capacity_;
     AllocatorSettings set_;
