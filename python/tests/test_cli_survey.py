@@ -53,8 +53,8 @@ def _file(tmp_path, name, body):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["capture", "tiny-gpt2", "--batch", "x"], "mhc-torch capture: argument --batch: invalid int value: 'x'"),
-    (["capture", "tiny-gpt2", "--gpu", "h300", "-o", "o.db"], "mhc-torch capture: argument --gpu: invalid choice"),
+    (["capture", "tiny-gpt2", "--batch", "x"], "mhc-torch capture: --batch: 'x': not a whole number"),
+    (["capture", "tiny-gpt2", "--gpu", "h300", "-o", "o.db"], "mhc-torch capture: --gpu: invalid choice"),
     (["runs"], "mhc-torch runs: the following arguments are required: trace"),
     (["bogus"], "mhc-torch: argument cmd: invalid choice: 'bogus'"),
 ])
@@ -66,8 +66,8 @@ def test_command_line_errors_are_one_line(tmp_path, capsys, args, message):
 
 @pytest.mark.parametrize("args, message", [
     (["gpt2-small", "--layers", "13"], "mhc-torch: --layers 13: gpt2-small takes at most 12"),
-    (["tiny-gpt2", "--batch", "99999999999999999999", "--seq", "32"],
-     "mhc-torch: --batch 99999999999999999999 x --seq 32 is 3,199,999,999,999,999,999,968 tokens a step; "
+    (["tiny-gpt2", "--batch", "99999999999", "--seq", "32"],
+     "mhc-torch: --batch 99999999999 x --seq 32 is 3,199,999,999,968 tokens a step; "
      "at most 2,147,483,648"),
     (["tiny-gpt2", "--seq", str(1 << 23)], "mhc-torch: --seq must be at most 4,194,304 (got 8,388,608)"),
     (["tiny-mhc", "--hc", "17"], "mhc-torch: --hc must be at most 16 (got 17)"),
