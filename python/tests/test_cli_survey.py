@@ -251,3 +251,27 @@ def test_misspelled_model_and_a_file_without_py(tmp_path, capsys, model, message
     _file(tmp_path, "net", GOOD)
     code, _, err = _cli(capsys, "capture", model, "-o", "o.db", cwd=tmp_path)
     assert (code, err.strip()) == (2, "mhc-torch: " + message)
+
+
+def test_a_preset_captures_without_transformers_noise_and_a_model_files_warnings_are_kept(tmp_path):
+    """tiny-gpt2 printed 3 lines of transformers warnings on every capture (bos and eos 50256
+    outside its 256-token vocabulary, "`loss_type=None` ... unrecognized"): about the preset's
+    config, nothing a user can act on. A model file's own config still warns."""
+    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", "tiny-gpt2", "--seq", "32", "-o",
+                        str(tmp_path / "p.db")], env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    (tmp_path / "m.py").write_text(textwrap.dedent("""
+        import torch
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        def build_model():
+            return GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=64, n_embd=32, n_layer=1, n_head=2))
+
+        def make_batch():
+            ids = torch.randint(0, 256, (1, 16))
+            return {"input_ids": ids, "labels": ids.clone()}
+    """))
+    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(tmp_path / "m.py"), "-o",
+                        str(tmp_path / "m.db")], env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "bos_token_id must be `None` or an integer within the vocabulary" in r.stderr, \
+        r.stderr
