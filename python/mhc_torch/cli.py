@@ -168,6 +168,9 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
                 raise ValueError(str(e)) from None
             if text is None:
                 raise ValueError(f"{path}: the trace has no capture.recipe (not captured by mhc-torch capture)")
+        elif raw.startswith(b"\x1f\x8b"):  # a trace or a JSON file kept gzip-compressed
+            how = f"gunzip -k {path}" if path.endswith(".gz") else f"gunzip -c {path} > FILE"
+            raise ValueError(f"{path}: gzip-compressed (a JSON file or a trace was expected): decompress it first ({how})")
         else:
             try:
                 text = raw.decode("utf-8")

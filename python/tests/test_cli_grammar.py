@@ -138,3 +138,28 @@ def test_output_folders_said_as_mhc_says_them(tmp_path, monkeypatch):
         output_file.check_output(out)
     assert str(e.value) == f"{out}: cannot write into {tmp_path}: {os.strerror(errno.EACCES)}"
     assert os.strerror(errno.EACCES) == "Permission denied"
+
+
+def test_a_gzipped_trace_is_said_to_be_one(tmp_path, capsys):
+    """`mhc-torch runs` said "not a trace: file is not a database" of a gzipped trace, and
+    --recipe "not UTF-8 text": now gzip-compressed, with how to decompress it, as mhc says it."""
+    import gzip
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "t.db")
+    db.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    db.commit()
+    db.close()
+    (tmp_path / "t.db.gz").write_bytes(gzip.compress((tmp_path / "t.db").read_bytes()))
+    (tmp_path / "z.db").write_bytes((tmp_path / "t.db.gz").read_bytes())
+    code, err = _cli(capsys, tmp_path, ["runs", "z.db"])
+    assert (code, err.strip()) == (2, "mhc-torch: z.db: not a trace: the file is gzip-compressed, not an SQLite "
+                                      "database: decompress it first (gunzip -c z.db > trace.db)")
+    code, err = _cli(capsys, tmp_path, ["runs", "t.db.gz"])
+    assert code == 2 and err.strip().endswith("decompress it first (gunzip -k t.db.gz)"), err
+    code, err = _cli(capsys, tmp_path, ["capture", "--recipe", "t.db.gz", "-o", "o.db"])
+    assert (code, err.strip()) == (2, "mhc-torch: recipe: t.db.gz: gzip-compressed (a JSON file or a trace was "
+                                      "expected): decompress it first (gunzip -k t.db.gz)")
+    (tmp_path / "x.db").write_bytes(b"not sqlite at all, but long enough to be read as a header" * 4)
+    code, err = _cli(capsys, tmp_path, ["runs", "x.db"])
+    assert code == 2 and "gzip" not in err and err.startswith("mhc-torch: x.db: not a trace: "), err
