@@ -170,7 +170,8 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
                 raise ValueError(f"{path}: the trace has no capture.recipe (not captured by mhc-torch capture)")
         elif raw.startswith(b"\x1f\x8b"):  # a trace or a JSON file kept gzip-compressed
             how = f"gunzip -k {path}" if path.endswith(".gz") else f"gunzip -c {path} > FILE"
-            raise ValueError(f"{path}: gzip-compressed (a JSON file or a trace was expected): decompress it first ({how})")
+            raise ValueError(f"{path}: gzip-compressed (a JSON file or a trace was expected): "
+                             f"decompress it first ({how})")
         else:
             try:
                 text = raw.decode("utf-8")
@@ -476,9 +477,11 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                    help="the model and options as a trace's meta capture.recipe has them (instead of MODEL and options)")
     c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS),
                    help="the GPU whose roofline times the kernels (default h100-sxm)")
-    c.add_argument("--steps", type=whole, metavar="N", default=1, help="training steps captured (default 1; at most 1,000,000)")
+    c.add_argument("--steps", type=whole, metavar="N", default=1,
+                   help="training steps captured (default 1; at most 1,000,000)")
     c.add_argument("--batch", type=whole, metavar="N", help="sequences a step (presets; default 1)")
-    c.add_argument("--seq", type=whole, metavar="N", help="tokens a sequence (presets; default 4096; at most 4,194,304)")
+    c.add_argument("--seq", type=whole, metavar="N",
+                   help="tokens a sequence (presets; default 4096; at most 4,194,304)")
     c.add_argument("--layers", type=whole, metavar="N", default=None,
                    help="the first N transformer layers (presets; default and most: the model's own, 4 of "
                         "80 for llama3-70b-slice; the tiny ones at most 64)")

@@ -53,7 +53,8 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
             read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
         except OSError:
             read_only = False
-        raise OutputError(f"{path}: cannot write into {folder}: {os.strerror(errno.EROFS if read_only else errno.EACCES)}")
+        why = os.strerror(errno.EROFS if read_only else errno.EACCES)
+        raise OutputError(f"{path}: cannot write into {folder}: {why}")
 
 
 def _kind(mode: int) -> str:
