@@ -24,13 +24,13 @@ namespace imp = mhc::trace::import;
 // for its writer to open it, a terminal for what is typed. Said on stderr before reading, so
 // that a command that waits is not taken for one that hangs. Process substitution (<(cmd)) and
 // a redirected stdin are pipes or files whose writer already runs: nothing is said.
-void say_if_waiting(const std::string& path, const char* what) {
+void say_if_waiting(const std::string& path, const std::string& what) {
     struct stat st {};
     if (path.empty() || ::stat(path.c_str(), &st) != 0) return;
     if (S_ISCHR(st.st_mode)) {
         const bool stdin_name = path == "/dev/stdin" || path == "/dev/fd/0" || path == "/proc/self/fd/0";
         if (stdin_name && ::isatty(STDIN_FILENO))
-            std::fprintf(stderr, "mhc: import: reading %s %s from the terminal until Ctrl-D\n", what, path.c_str());
+            std::fprintf(stderr, "mhc: import: reading %s from the terminal until Ctrl-D\n", what.c_str());
         return;
     }
     if (!S_ISFIFO(st.st_mode)) return;
@@ -39,9 +39,9 @@ void say_if_waiting(const std::string& path, const char* what) {
     struct stat lst {};
     if (::realpath(path.c_str(), real) == nullptr || ::lstat(real, &lst) != 0 || !S_ISFIFO(lst.st_mode)) return;
     std::fprintf(stderr,
-                 "mhc: import: %s %s is a named pipe: reading it until its writer closes it (waiting for a "
+                 "mhc: import: %s is a named pipe: reading it until its writer closes it (waiting for a "
                  "writer to open it)\n",
-                 what, path.c_str());
+                 what.c_str());
 }
 
 // Whether `path` is a regular file that does not start as gzip does (0x1f 0x8b): --max-input-size
@@ -103,20 +103,36 @@ mhc::cli::Registration reg{mhc::cli::Command{
             // as "/dev/stdin: no such file".
             if (*in == "-" && ::fcntl(STDIN_FILENO, F_GETFD) == -1 && errno == EBADF)
                 throw mhc::Error("import -: standard input is closed; pipe the trace into mhc or name a file");
-            if (*in == "-") *in = "/dev/stdin";
+            // "-" is read as /dev/stdin, and said as "standard input" (its errors named /dev/stdin).
+            const bool from_stdin = *in == "-";
+            if (from_stdin) *in = "/dev/stdin";
+            const std::string shown = from_stdin ? "standard input" : *in;
+            const auto as_given = [&](std::string text) {
+                if (!from_stdin) return text;
+                for (size_t at = 0; (at = text.find("/dev/stdin", at)) != std::string::npos; at += shown.size())
+                    text.replace(at, 10, shown);
+                return text;
+            };
             // Not when the output is refused without reading (one line, as for any refusal).
             // -q leaves it out, as it does the note of a locked trace's wait.
-            if (!mhc::cli::quiet() && (*force || !std::filesystem::exists(*out))) say_if_waiting(*in, "the input");
+            if (!mhc::cli::quiet() && (*force || !std::filesystem::exists(*out)))
+                say_if_waiting(*in, from_stdin ? shown : "the input " + *in);
             // The input decides whether the bound did anything: said (after the import, so that a refusal
             // stays one line), not refused.
             const bool unbounded =
                 max_input_option->count() > 0 && plain_file(*in) && (kineto->empty() || plain_file(*kineto));
-            imp::Result r = imp::import_file(*in, *out, opt);
+            imp::Result r;
+            try {
+                r = imp::import_file(*in, *out, opt);
+            } catch (const mhc::Error& e) {
+                if (!from_stdin) throw;
+                throw mhc::Error(as_given(e.what()), e.kind());
+            }
             if (unbounded)
                 std::fprintf(stderr,
                              "mhc: warning: --max-input-size had no effect: %s is not gzip-compressed (it bounds a "
                              "gzip input's decompressed bytes, and a pipe's)\n",
-                             mhc::cli::printable(*in).c_str());
+                             mhc::cli::printable(shown).c_str());
             std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
                         "%lld copies, %lld markers\n",
                         out->c_str(), std::string(imp::to_string(r.format)).c_str(),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import time
 
+from .number_grammar import printable, whole
 from .output_file import OutputError, check_output
 
 
@@ -166,6 +168,10 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
                 raise ValueError(str(e)) from None
             if text is None:
                 raise ValueError(f"{path}: the trace has no capture.recipe (not captured by mhc-torch capture)")
+        elif raw.startswith(b"\x1f\x8b"):  # a trace or a JSON file kept gzip-compressed
+            how = f"gunzip -k {path}" if path.endswith(".gz") else f"gunzip -c {path} > FILE"
+            raise ValueError(f"{path}: gzip-compressed (a JSON file or a trace was expected): "
+                             f"decompress it first ({how})")
         else:
             try:
                 text = raw.decode("utf-8")
@@ -193,7 +199,7 @@ def _recipe_argv(text: str, parser: argparse.ArgumentParser) -> list[str]:
                 raise ValueError(f"{key}: expected true or false, got {json.dumps(value)}")
             argv += [action.option_strings[-1]] if value else []
         else:
-            want = action.type or str
+            want = int if action.type is whole else str
             if want is int and (isinstance(value, bool) or not isinstance(value, int)) or \
                     want is str and not isinstance(value, str):
                 kind = "an integer" if want is int else "a string"
@@ -398,10 +404,48 @@ def _runs(a) -> int:
     return 0
 
 
+class _Counted:
+    """An option's action that counts how often it is given (argparse keeps the last silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None:
+            given = namespace.__dict__.setdefault("_given", {})
+            given[self.dest] = given.get(self.dest, 0) + 1
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _Store(_Counted, argparse._StoreAction):
+    pass
+
+
+class _StoreTrue(_Counted, argparse._StoreTrueAction):
+    pass
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, its errors in one line (with where to find the usage) and exit status 2."""
+    """argparse, its errors in one line (with where to find the usage) and exit status 2, and
+    mhc's rules for the command line (docs/cli.md): an option given twice is refused (argparse
+    kept the last), a number follows mhc's grammar (number_grammar.whole), and an option is named
+    whole (argparse took --step for --steps)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Store)
+        self.register("action", "store", _Store)
+        self.register("action", "store_true", _StoreTrue)
+
+    def parse_known_args(self, args=None, namespace=None):
+        a, rest = super().parse_known_args(args, namespace)
+        given = a.__dict__.pop("_given", {})
+        for action in self._actions:
+            n = given.get(action.dest, 0)
+            if n > 1 and action.option_strings:
+                self.error(f"{action.option_strings[-1]} given {n} times; give it once")
+        return a, rest
 
     def error(self, message):
+        message = printable(re.sub(r"^argument (-[^ :]*): ", r"\1: ", message))   # as mhc names an option
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -433,13 +477,15 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                    help="the model and options as a trace's meta capture.recipe has them (instead of MODEL and options)")
     c.add_argument("--gpu", default="h100-sxm", choices=list(GPUS),
                    help="the GPU whose roofline times the kernels (default h100-sxm)")
-    c.add_argument("--steps", type=int, default=1, help="training steps captured (default 1; at most 1,000,000)")
-    c.add_argument("--batch", type=int, help="sequences a step (presets; default 1)")
-    c.add_argument("--seq", type=int, help="tokens a sequence (presets; default 4096; at most 4,194,304)")
-    c.add_argument("--layers", type=int, default=None,
+    c.add_argument("--steps", type=whole, metavar="N", default=1,
+                   help="training steps captured (default 1; at most 1,000,000)")
+    c.add_argument("--batch", type=whole, metavar="N", help="sequences a step (presets; default 1)")
+    c.add_argument("--seq", type=whole, metavar="N",
+                   help="tokens a sequence (presets; default 4096; at most 4,194,304)")
+    c.add_argument("--layers", type=whole, metavar="N", default=None,
                    help="the first N transformer layers (presets; default and most: the model's own, 4 of "
                         "80 for llama3-70b-slice; the tiny ones at most 64)")
-    c.add_argument("--hc", type=int,
+    c.add_argument("--hc", type=whole, metavar="N",
                    help="mHC residual streams n (mhc-27b, tiny-mhc; 1 = plain; default 4; at most 16)")
     c.add_argument("--autocast", default="bf16", choices=["bf16", "fp16", "none"],
                    help="autocast of the forward and loss (default bf16)")
@@ -449,7 +495,7 @@ def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                    help="cast the model's parameters and buffers (bf16: bf16 weights, grads and optimizer state; "
                         "default as-built: as build_model() made them)")
     c.add_argument("--forward-only", action="store_true", help="forward steps under torch.no_grad() (inference)")
-    c.add_argument("--micro-batches", type=int, default=1,
+    c.add_argument("--micro-batches", type=whole, metavar="N", default=1,
                    help="forward+backward passes per optimizer step, gradients accumulated (default 1)")
     c.add_argument("--zero-grad", default="none", choices=["none", "zeros", "never"],
                    help="after the optimizer step: grads set to None (default), zeroed and kept, or kept")

@@ -52,7 +52,10 @@ def gpt2_small_config():
 
 def tiny_gpt2_config():
     from transformers import GPT2Config
-    return GPT2Config(vocab_size=256, n_positions=512, n_embd=64, n_layer=2, n_head=4)
+    # GPT-2's special tokens are its last (50256): here too, or transformers warns on every capture
+    # that 50256 is outside the vocabulary, of a config the user did not write.
+    return GPT2Config(vocab_size=256, n_positions=512, n_embd=64, n_layer=2, n_head=4, bos_token_id=255,
+                      eos_token_id=255)
 
 
 def _gpt2(batch, seq, layers, config_fn=gpt2_small_config):
@@ -64,6 +67,9 @@ def _gpt2(batch, seq, layers, config_fn=gpt2_small_config):
             cfg.n_layer = layers
         cfg.use_cache = False
         m = GPT2LMHeadModel(cfg)
+        # The causal-LM loss transformers uses anyway, named: it finds none in the class name
+        # GPT2LMHeadModel and warned "`loss_type=None` ... unrecognized" on every capture.
+        m.loss_type = "ForCausalLM"
         m.train()
         return m
     return build

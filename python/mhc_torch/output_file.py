@@ -5,6 +5,7 @@ SIGKILL, by the next write of the same output."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -27,9 +28,11 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
     if path in ("", "-"):
         raise OutputError(f"'{path}': not a file name; a trace is a SQLite file (-o trace.db), it cannot go to "
                           "standard output")
-    folder = os.path.dirname(os.path.abspath(path))
+    # The folder said as mhc says it (common/src/output_file.cpp): as written in the path, "." when none.
+    folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
-        raise OutputError(f"{path}: the folder {folder} does not exist")
+        why = "not a directory" if os.path.exists(folder) else "no such directory"
+        raise OutputError(f"{path}: cannot write into {folder}: {why}")
     if os.path.isdir(path):
         raise OutputError(f"{path}: is a directory")
     # A device, a FIFO or a socket (or a link to one) is never replaced, even when replacing.
@@ -45,8 +48,13 @@ def check_output(path: str, replace: bool = True, inputs=()) -> None:
             raise OutputError(f"{path}: is the input file {src}; write the output to another file")
     if os.path.exists(path) and not replace:
         raise OutputExists(f"{path}: already exists; pass --force to replace it (and everything in it)")
-    if not os.access(folder, os.W_OK):
-        raise OutputError(f"{path}: the folder {folder} is not writable")
+    if not os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        try:
+            read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        why = os.strerror(errno.EROFS if read_only else errno.EACCES)
+        raise OutputError(f"{path}: cannot write into {folder}: {why}")
 
 
 def _kind(mode: int) -> str:

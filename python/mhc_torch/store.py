@@ -202,6 +202,20 @@ class TraceError(Exception):
     """A trace file that cannot be read: the message names the file and the reason."""
 
 
+def gzip_note(path: str) -> str:
+    """What a file that is no SQLite database is when it is gzip-compressed, as mhc says it
+    (trace/src/sqlite_util.cpp): "gzip-compressed, not an SQLite database: decompress it first
+    (gunzip ...)"; "" otherwise."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b":
+                return ""
+    except OSError:
+        return ""
+    how = f"gunzip -k {path}" if path.endswith(".gz") and len(path) > 3 else f"gunzip -c {path} > trace.db"
+    return f"gzip-compressed, not an SQLite database: decompress it first ({how})"
+
+
 def _open(path: str) -> sqlite3.Connection:
     if not os.path.isfile(path):
         raise TraceError(f"{path}: {'is a directory, not a trace' if os.path.isdir(path) else 'no such file'}")
@@ -211,7 +225,8 @@ def _open(path: str) -> sqlite3.Connection:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as e:
         db.close()
-        raise TraceError(f"{path}: not a trace: {e}") from None
+        gz = gzip_note(path)
+        raise TraceError(f"{path}: not a trace: " + (f"the file is {gz}" if gz else str(e))) from None
     if "meta" not in tables:
         db.close()
         raise TraceError(f"{path}: not a trace (no meta table)")

@@ -53,8 +53,8 @@ def _file(tmp_path, name, body):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["capture", "tiny-gpt2", "--batch", "x"], "mhc-torch capture: argument --batch: invalid int value: 'x'"),
-    (["capture", "tiny-gpt2", "--gpu", "h300", "-o", "o.db"], "mhc-torch capture: argument --gpu: invalid choice"),
+    (["capture", "tiny-gpt2", "--batch", "x"], "mhc-torch capture: --batch: 'x': not a whole number"),
+    (["capture", "tiny-gpt2", "--gpu", "h300", "-o", "o.db"], "mhc-torch capture: --gpu: invalid choice"),
     (["runs"], "mhc-torch runs: the following arguments are required: trace"),
     (["bogus"], "mhc-torch: argument cmd: invalid choice: 'bogus'"),
 ])
@@ -66,8 +66,8 @@ def test_command_line_errors_are_one_line(tmp_path, capsys, args, message):
 
 @pytest.mark.parametrize("args, message", [
     (["gpt2-small", "--layers", "13"], "mhc-torch: --layers 13: gpt2-small takes at most 12"),
-    (["tiny-gpt2", "--batch", "99999999999999999999", "--seq", "32"],
-     "mhc-torch: --batch 99999999999999999999 x --seq 32 is 3,199,999,999,999,999,999,968 tokens a step; "
+    (["tiny-gpt2", "--batch", "99999999999", "--seq", "32"],
+     "mhc-torch: --batch 99999999999 x --seq 32 is 3,199,999,999,968 tokens a step; "
      "at most 2,147,483,648"),
     (["tiny-gpt2", "--seq", str(1 << 23)], "mhc-torch: --seq must be at most 4,194,304 (got 8,388,608)"),
     (["tiny-mhc", "--hc", "17"], "mhc-torch: --hc must be at most 16 (got 17)"),
@@ -251,3 +251,27 @@ def test_misspelled_model_and_a_file_without_py(tmp_path, capsys, model, message
     _file(tmp_path, "net", GOOD)
     code, _, err = _cli(capsys, "capture", model, "-o", "o.db", cwd=tmp_path)
     assert (code, err.strip()) == (2, "mhc-torch: " + message)
+
+
+def test_a_preset_captures_without_transformers_noise_and_a_model_files_warnings_are_kept(tmp_path):
+    """tiny-gpt2 printed 3 lines of transformers warnings on every capture (bos and eos 50256
+    outside its 256-token vocabulary, "`loss_type=None` ... unrecognized"): about the preset's
+    config, nothing a user can act on. A model file's own config still warns."""
+    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", "tiny-gpt2", "--seq", "32", "-o",
+                        str(tmp_path / "p.db")], env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    (tmp_path / "m.py").write_text(textwrap.dedent("""
+        import torch
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        def build_model():
+            return GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=64, n_embd=32, n_layer=1, n_head=2))
+
+        def make_batch():
+            ids = torch.randint(0, 256, (1, 16))
+            return {"input_ids": ids, "labels": ids.clone()}
+    """))
+    r = subprocess.run([sys.executable, "-m", "mhc_torch.cli", "capture", str(tmp_path / "m.py"), "-o",
+                        str(tmp_path / "m.db")], env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "bos_token_id must be `None` or an integer within the vocabulary" in r.stderr, \
+        r.stderr

@@ -200,7 +200,11 @@ PrefetchSpec parse_prefetch(const std::string& text) {
     if (colon != std::string::npos) {
         if (p.kind == PrefetchKind::Capuchin || p.kind == PrefetchKind::None)
             throw Error("prefetch policy '" + base + "' takes no argument");
-        const auto window = parse_integer<int>(std::string_view(text).substr(colon + 1));
+        // The window follows the options' number grammar (docs/cli.md, "Numbers"): 08 was read as 8.
+        const std::string_view digits = std::string_view(text).substr(colon + 1);
+        if (const std::string why = whole_number_refusal(digits, false); !why.empty())
+            throw Error("prefetch '" + text + "': the window " + why);
+        const auto window = parse_integer<int>(digits);
         if (!window || *window < 1 || *window > 100000)
             throw Error("prefetch '" + text + "': the window must be an integer in 1..100000");
         p.window = *window;

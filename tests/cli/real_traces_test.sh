@@ -60,6 +60,7 @@ traces=(
     kineto/tracelens-h100-falconsai-nsfw-image-detection.json.gz   # GPU 0 and the host; a warm block before recording
     kineto/tb-plugin-resnet50-worker0.1623143089861.pt.trace.json.gz  # GPU 2.6 GiB, host 55 MiB
     kineto/hta-alexnet-param-bench.json.gz                         # kernels, no allocations
+    kineto/tracelens-mi300x-ddp-resnet18-no-pool-pid1.json.gz      # allocations on the host alone (the GPU's not recorded)
     chakra/param-resnet-et-1.0.1.json.gz                           # order only, GPU and host
     chakra/simple_add_et.json.gz                                   # order only, the host's peak 53x GPU 0's
     nsys/con_kernel.sqlite                                         # pinned host buffers as large as GPU 0's
@@ -100,6 +101,33 @@ for src in "${traces[@]}"; do
         py counts info.json csv
         py timeline info.json
         rm -rf csv p.json
+        continue
+    fi
+
+    # Allocations on the host alone (PYTORCH_NO_CUDA_MEMORY_CACHING=1: the profiler saw no GPU
+    # allocation): the device simulated by default is the GPU that ran the kernels, refused in one
+    # line that names the host as the device with allocations and offers --device -1; with it the
+    # host's peak is info's headline peak, and a limit is simulated (or an OOM said).
+    if [ "$(q "$t" "SELECT count(*) FROM allocations WHERE device >= 0")" = 0 ]; then
+        for cmd in "simulate --capacity unlimited --no-store" "simulate --capacity 50% --no-store" "sweep -j 2 --no-store"; do
+            read -r -a words <<<"$cmd"
+            run 2 "$label" "${words[0]}" "$t" "${words[@]:1}"
+            says "$t: no allocations on device " "$label: $cmd"
+            says "the devices with allocations: -1 (the host) (--device -1)" "$label: $cmd"
+        done
+        run 0 "$label" simulate "$t" --device -1 --capacity unlimited --allocator ideal --no-store --json
+        json out "$label: simulate --device -1 --json"
+        cp out ideal.json
+        run 0 "$label" simulate "$t" --device -1 --capacity unlimited --allocator ideal --no-store
+        cp out ideal.txt
+        says "(device -1)" "$label: simulate --device -1" out
+        py unlimited info.json ideal.json ideal.txt
+        for policy in $policies; do
+            run "0 3" "$label" simulate "$t" --device -1 --capacity 50% --policy "$policy" --no-store --json
+            json out "$label: simulate --device -1 50% $policy"
+            py limited out "$rc"
+            if [ "$rc" = 3 ]; then one_line "$label: 50% $policy OOM"; says "out of memory" "$label: OOM"; fi
+        done
         continue
     fi
 

@@ -44,9 +44,33 @@ want="is a directory"; refused generate --steps 1 --pp 2 --all-ranks -o d/
 # The seed takes the whole-number grammar as every N does (010 was read as 10): past 2^64-1, said so.
 want="--seed: '18446744073709551616': too large a number"; refused generate --steps 1 --seed 18446744073709551616 -o s.db
 
+# A gzipped trace is said to be one, with how to decompress it (was "not an SQLite database" alone).
+gzip -c t.db >gz.db && cp gz.db gz2.db.gz
+want="gz.db: not an mhc trace: the file is gzip-compressed, not an SQLite database: decompress it first (gunzip -c gz.db > trace.db)"
+refused info gz.db
+refused check gz.db
+refused simulate gz.db --capacity 50% --no-store
+want="gz2.db.gz: not an mhc trace: the file is gzip-compressed, not an SQLite database: decompress it first (gunzip -k gz2.db.gz)"
+refused info gz2.db.gz
+# `mhc import -` names standard input, not the /dev/stdin it is read through.
+printf 'garbage' | "$mhc" import - -o s.db >out 2>err; rc=$?
+[ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -q "^mhc: standard input: unknown format" err && ! grep -q /dev/stdin err ||
+    fail "import - of garbage ($rc): $(cat err)"
+"$mhc" import - -o s.db <gz.db >out 2>err; rc=$?
+[ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -q "^mhc: standard input: a gzip-compressed SQLite file" err ||
+    fail "import - of a gzipped SQLite file ($rc): $(cat err)"
+[ ! -e s.db ] || fail "a refused import wrote s.db"
+
 # The busy timeout: malformed, refused; a lock, said in the seconds it was set to, no problem count.
 MHC_BUSY_TIMEOUT_MS=soon "$mhc" info t.db >/dev/null 2>err; rc=$?
 [ $rc = 2 ] && grep -q "MHC_BUSY_TIMEOUT_MS='soon'" err || fail "a malformed MHC_BUSY_TIMEOUT_MS was ignored ($rc): $(cat err)"
+# An environment number follows the options' grammar (docs/cli.md, "Numbers"): 010 was read as 10.
+for v in 010 +5 ' 7' 1_000 '٣'; do
+    MHC_BUSY_TIMEOUT_MS=$v "$mhc" info t.db >/dev/null 2>err; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <err)" = 1 ] && grep -qF "MHC_BUSY_TIMEOUT_MS='$v': " err ||
+        fail "MHC_BUSY_TIMEOUT_MS='$v' was taken ($rc): $(cat err)"
+done
+grep -qF "MHC_BUSY_TIMEOUT_MS='٣': not a whole number (decimal digits only" err || fail "the refusal: $(cat err)"
 python3 -c "
 import sqlite3, sys, time
 db = sqlite3.connect('t.db', isolation_level=None)

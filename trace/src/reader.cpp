@@ -28,7 +28,10 @@ std::string validate(sqlite3* db, const std::string& path) {
         int code = sqlite3_extended_errcode(db);
         std::string m = sqlite3_errmsg(db);
         sqlite3_finalize(s);
-        if ((code & 0xff) == SQLITE_NOTADB) return path + ": not an mhc trace (not an SQLite database)";
+        if ((code & 0xff) == SQLITE_NOTADB) {
+            const std::string gz = sql::gzip_note(path);
+            return path + ": not an mhc trace" + (gz.empty() ? " (not an SQLite database)" : ": the file is " + gz);
+        }
         if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED) sql::fail(db, path, "cannot read");   // Busy
         if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_IOERR) {
             try { sql::fail(db, path, "cannot read"); } catch (const Error& e) { return e.what(); }

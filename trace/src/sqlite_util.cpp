@@ -19,6 +19,9 @@ namespace mhc::trace::sql {
 
 int busy_timeout_ms() {
     if (const char* e = std::getenv("MHC_BUSY_TIMEOUT_MS")) {
+        // The options' number grammar (docs/cli.md, "Numbers"): 010 was read as 10.
+        if (const std::string why = whole_number_refusal(e, false); !why.empty())
+            throw Error("MHC_BUSY_TIMEOUT_MS=" + why + "; a whole number of milliseconds in [0, 3600000]");
         const auto ms = parse_integer<int>(e);
         if (!ms || *ms < 0 || *ms > 3600000)
             throw Error(std::string("MHC_BUSY_TIMEOUT_MS='") + e + "': not a whole number of milliseconds in [0, 3600000]");
@@ -124,11 +127,26 @@ sqlite3* open_existing(const std::string& file, bool writable, std::string& prob
     return db;
 }
 
+std::string gzip_note(const std::string& file) {
+    std::FILE* f = std::fopen(file.c_str(), "rb");
+    if (!f) return "";
+    unsigned char magic[2] = {0, 0};
+    const size_t got = std::fread(magic, 1, 2, f);
+    std::fclose(f);
+    if (got != 2 || magic[0] != 0x1f || magic[1] != 0x8b) return "";
+    const bool gz = file.size() > 3 && file.compare(file.size() - 3, 3, ".gz") == 0;
+    const std::string how = gz ? "gunzip -k " + file : "gunzip -c " + file + " > trace.db";
+    return "gzip-compressed, not an SQLite database: decompress it first (" + how + ")";
+}
+
 void fail(sqlite3* db, const std::string& file, const std::string& what) {
     std::string msg = db ? sqlite3_errmsg(db) : "cannot open";
     int ext = db ? sqlite3_extended_errcode(db) : SQLITE_CANTOPEN;
     int code = ext & 0xff;
-    if (code == SQLITE_NOTADB) msg = "not an SQLite database (wrong format or corrupt header)";
+    if (code == SQLITE_NOTADB) {
+        msg = gzip_note(file);
+        if (msg.empty()) msg = "not an SQLite database (wrong format or corrupt header)";
+    }
     else if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
         throw Busy(file + ": " + what + ": the file stayed locked by another process for " + timeout_text() +
                    " (MHC_BUSY_TIMEOUT_MS; " + msg + ")");

@@ -32,6 +32,10 @@ public:
 // `problem` (naming `file`) on failure.
 sqlite3* open_existing(const std::string& file, bool writable, std::string& problem);
 
+// What a file SQLite calls "not a database" is when it is gzip-compressed (a trace downloaded or
+// kept as .db.gz): "gzip-compressed: decompress it first (gunzip ...)"; "" otherwise.
+std::string gzip_note(const std::string& file);
+
 // Throws mhc::Error "<file>: <what>: <sqlite message>" (Busy for a lock held past the timeout).
 [[noreturn]] void fail(sqlite3* db, const std::string& file, const std::string& what);
 
