@@ -142,25 +142,8 @@ void refuse_repeats(const std::string& option, const std::vector<std::string>& i
 std::shared_ptr<const sim::Prepared> prepare_for_simulation(const trace::TraceData& t, int device,
                                                             const std::string& trace_path) {
     auto prepared = sim::prepare_cached(t, device);
-    const int32_t dev = sim::device_of(*prepared);
-    const auto& devices = t.allocations.device;
-    if (std::find(devices.begin(), devices.end(), dev) != devices.end()) return prepared;
-    // What to do instead: a trace without allocations needs its memory recorded; else the
-    // devices that have them (--device given one without: "use --device" told it what it did).
-    if (devices.empty())
-        throw Error(trace_path +
-                    ": no allocations: nothing to simulate under a memory limit (a timeline only: "
-                    "import its memory snapshot, or a trace recorded with memory)");
-    std::vector<int32_t> with(devices.begin(), devices.end());
-    std::sort(with.begin(), with.end());
-    with.erase(std::unique(with.begin(), with.end()), with.end());
-    std::string list;
-    for (int32_t number : with)
-        list += (list.empty() ? "" : ", ") + std::to_string(number) + (number < 0 ? " (the host)" : "");
-    throw Error(trace_path + ": no allocations on device " + std::to_string(dev) +
-                (device == sim::kAutoDevice ? " (the GPU simulated by default)" : " (--device)") +
-                ": nothing to simulate under a memory limit; the devices with allocations: " + list + " (--device " +
-                std::to_string(with.front()) + ")");
+    sim::require_allocations(t, *prepared, device, trace_path);
+    return prepared;
 }
 
 }  // namespace mhc::cli

@@ -316,6 +316,9 @@ private:
         cpu_before_ = detail::cpu_sample();
         t_ = trace::load_trace(path_);
         prepared_ = sim::prepare_kept(t_, spec_.base.device);   // kept before validate stores anything
+        // Refused as simulate refuses it: a device without allocations replayed for minutes and
+        // reported 0 B peaks (a Kineto trace with only the host's memory events).
+        sim::require_allocations(t_, *prepared_, spec_.base.device, path_);
         base_ = spec_.base;
         // Replay copies in chunks of spec.replay.chunk_bytes: a calibrated profile's rate for that
         // chunk size is the rate to predict with, not its best one.

@@ -109,7 +109,8 @@ for src in "${traces[@]}"; do
     # line that names the host as the device with allocations and offers --device -1; with it the
     # host's peak is info's headline peak, and a limit is simulated (or an OOM said).
     if [ "$(q "$t" "SELECT count(*) FROM allocations WHERE device >= 0")" = 0 ]; then
-        for cmd in "simulate --capacity unlimited --no-store" "simulate --capacity 50% --no-store" "sweep -j 2 --no-store"; do
+        for cmd in "simulate --capacity unlimited --no-store" "simulate --capacity 50% --no-store" "sweep -j 2 --no-store" \
+                   "validate --link pcie4 --repeat 1 --no-store"; do
             read -r -a words <<<"$cmd"
             run 2 "$label" "${words[0]}" "$t" "${words[@]:1}"
             says "$t: no allocations on device " "$label: $cmd"

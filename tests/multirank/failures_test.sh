@@ -35,7 +35,7 @@ check_job() {   # check_job SUFFIX LAUNCH...
     shift
     run "oom3$s" "$oom3" "$@"
     [ "$(cat oom3$s.rc)" = 3 ] || fail "oom3$s: exit $(cat oom3$s.rc), not 3 (out of memory): $(cat oom3$s.err)"
-    grep -q "^out of memory  rank 2: allocation 1 " "oom3$s.out" || fail "oom3$s: rank 2 not named: $(cat oom3$s.out)"
+    grep -q "^out of memory  rank 2: allocation 1: " "oom3$s.out" || fail "oom3$s: rank 2 not named: $(cat oom3$s.out)"
     [ "$(grep -c STOPPED "oom3$s.out")" = 2 ] || fail "oom3$s: ranks 0 and 1 not shown stopped: $(cat oom3$s.out)"
     [ "$(mhc_lines "oom3$s.err")" = 0 ] || fail "oom3$s: $(cat oom3$s.err)"
     run "oom3j$s" "$oom3 --json" "$@"

@@ -4,6 +4,7 @@
 // one configuration over it and may be called from many threads at once.
 #include <exception>
 #include <memory>
+#include <string>
 
 #include "mhc/sim/config.hpp"
 #include "mhc/sim/result.hpp"
@@ -44,6 +45,11 @@ Result simulate(const trace::TraceData& t, const Config& c);
 int64_t baseline_peak(const Prepared& p, AllocatorKind allocator);
 int64_t baseline_peak(const Prepared& p, const std::string& allocator);
 int32_t device_of(const Prepared& p);
+// Throws mhc::Error (bad input, naming `path`) when the prepared device has no allocations, so
+// nothing is to be simulated or replayed under a memory limit: a trace without any (a timeline
+// only), or one whose allocations are all on other devices (the host's -1, another GPU), which
+// the message lists. `requested`: the --device given, or kAutoDevice.
+void require_allocations(const trace::TraceData& t, const Prepared& p, int32_t requested, const std::string& path);
 bool assumed_accesses(const Prepared& p);
 // What the prepared device's trace lacks for a faithful simulation, one sentence each: no
 // kernels (losses then come from swap-outs only), no accesses (assumed), no allocations.
