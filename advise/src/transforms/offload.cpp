@@ -79,12 +79,24 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
                 for (int32_t i = 0; i < count; ++i)
                     packs.push_back({seq, x, base.creator[static_cast<size_t>(x)] == seq});
         });
-    // A storage's place among the backward's first unpacks (capture.unpacks' order), else last.
+    // A storage's place among this pass's backward's first unpacks (capture.unpacks' order),
+    // else last. Per pass: a parameter saved in every pass has its first place in the first
+    // pass, which would sort it before the activations a later pass's op saved with it.
+    std::unordered_map<int32_t, int32_t> pass_rank;
+    {
+        std::vector<int32_t> seq_of(base.trace->kernels.size(), -1);
+        for (size_t s = 0; s < base.korder.size(); ++s)
+            seq_of[static_cast<size_t>(base.korder[s])] = static_cast<int32_t>(s);
+        const auto& listed = base.info.unpacks_listed;
+        for (size_t r = 0; r < listed.size(); ++r) {
+            const int32_t seq = seq_of[static_cast<size_t>(listed[r].second)];
+            if (seq >= 0 && base.pass[static_cast<size_t>(seq)] == pass)
+                pass_rank.emplace(listed[r].first, static_cast<int32_t>(r));
+        }
+    }
     auto unpack_rank = [&](int32_t storage) {
-        const auto& ranks = base.info.unpack_rank;
-        return static_cast<size_t>(storage) < ranks.size() && ranks[static_cast<size_t>(storage)] >= 0
-                   ? ranks[static_cast<size_t>(storage)]
-                   : INT32_MAX;
+        auto it = pass_rank.find(storage);
+        return it != pass_rank.end() ? it->second : INT32_MAX;
     };
     // One op's saves in the order autograd made them, which its node unpacks them in too (the
     // formula's saved variables), not in the order they were allocated (autocast casts the last
