@@ -300,6 +300,48 @@ TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked
     CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
 }
 
+TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, not another save's of a shared storage",
+          "[advise][transform]") {
+    // t (1000 B, a timestep embedding) is saved by blocks.0 (under the hook) and blocks.1 (not):
+    //   k0 emb      mm        batch -> t              k4 M        sum        o1 -> loss (10)
+    //   k1 blocks.0 mul       t, batch -> a (2000), saves t    k5 blocks.1 mul_backward t -> g1 (100),
+    //   k2 blocks.0 gelu      a -> o0 (100), saves a                        workspace w (5000)
+    //   k3 blocks.1 mul       t, o0 -> o1 (100), saves t       k6 blocks.0 gelu_backward a, t, g1 -> g0 (100)
+    // capture.unpacks: t first at k5 (blocks.1's save, outside the hook), a at k6. The hook's
+    // stash (10 saves) keeps a until the hook's first unpack, k6 (blocks.0's backward): a is on
+    // the device at k5, 100 + 1000 + 2000 + 5000 + 100 = 8200, as captured. Before, the stash
+    // was let go at t's first unpack (k5), which the hook never sees: 6200 predicted, a fit the
+    // step does not have (the diffusion UNet's up.2, whose blocks all save the time embedding).
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int t = tiny.alloc(1000, Category::Activation, "t", 0, 6);
+    const int a = tiny.alloc(2000, Category::Activation, "a", 1, 6);
+    const int o0 = tiny.alloc(100, Category::Activation, "o0", 2, 3);
+    const int o1 = tiny.alloc(100, Category::Activation, "o1", 3, 4);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
+    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
+    const int w = tiny.alloc(5000, Category::Workspace, "w", 5, 5);
+    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 6, -1);
+    tiny.kernel({"aten::mm", "M.emb", Phase::Forward, {{batch, 'r'}, {t, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{t, 'r'}, {batch, 'r'}, {a, 'w'}}, {t}});
+    tiny.kernel({"aten::gelu", "M.blocks.0", Phase::Forward, {{a, 'r'}, {o0, 'w'}}, {a}});
+    tiny.kernel({"aten::mul", "M.blocks.1", Phase::Forward, {{t, 'r'}, {o0, 'r'}, {o1, 'w'}}, {t}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{o1, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul_backward", "M.blocks.1", Phase::Backward, {{t, 'r'}, {g1, 'w'}, {w, 'w'}}, {}});
+    tiny.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a, 'r'}, {t, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
+    // ids are row + 1: t's first unpack before k5 (id 6), a's before k6 (id 7)
+    tiny.meta.emplace_back("capture.unpacks", "[[" + std::to_string(t + 1) + ",6],[" + std::to_string(a + 1) + ",7]]");
+    Fixture fix(tiny);
+    CHECK(predict(fix, "{}").memory.peak == 8200);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": ["M.blocks.0"], "min_bytes": 500, "max_fwd_stash": 10, "prefetch": 0}})";
+    CHECK(predict(fix, off).memory.peak == 8200);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
 TEST_CASE("offload: a saved storage the program reads after its pass stays on the device", "[advise][transform]") {
     // s (1000 B) is made in the forward (k0), saved by k1 and read by the backward (k2), and read
     // again by k3, a forward-phase kernel after the backward (a pass of its own, as GradScaler's

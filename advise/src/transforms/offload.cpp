@@ -134,10 +134,31 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass; });
         if (dies && !recomputed_reads.count(x) && unpack_at(x) >= 0) copied_back[x] = true;
     }
+    // Where the hook itself first unpacks storage x. A storage that ops outside the hook saved
+    // too (a timestep embedding every block reads) may be unpacked first by one of theirs, which
+    // the hook never sees (capture.unpacks has a storage's first unpack only): then the first
+    // backward op in the hook's scope that reads it.
+    auto hook_unpack_at = [&](int32_t x) {
+        const int32_t u = unpack_at(x);
+        bool outside = false;
+        base.for_savers(x, [&](int32_t saver) {
+            if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass &&
+                base.phase[static_cast<size_t>(saver)] == Phase::Forward && !in_scope(ctx, saver))
+                outside = true;
+        });
+        if (!outside || u < 0) return u;
+        int32_t found = -1;
+        base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
+            if (found < 0 && seq >= u && base.pass[static_cast<size_t>(seq)] == pass &&
+                base.phase[static_cast<size_t>(seq)] == Phase::Backward && in_scope(ctx, seq))
+                found = seq;
+        });
+        return found >= 0 ? found : u;
+    };
     // The hook's first unpack (of a storage it moved) releases what the stash still holds.
     int32_t first_unpack = -1;
     for (auto& [x, i] : first_pack) {
-        int32_t u = unpack_at(x);
+        int32_t u = hook_unpack_at(x);
         if (u >= 0 && (first_unpack < 0 || u < first_unpack)) first_unpack = u;
     }
 
@@ -165,7 +186,9 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         const int32_t u = unpack_at(x);
         const bool dies = copied_back.count(x) > 0;
         if (!dies || u < 0) {
-            host_copy.freed = u >= 0 ? Point{u, false} : saved.freed;
+            // the hook drops the host copy at its own unpack
+            const int32_t hu = hook_unpack_at(x);
+            host_copy.freed = hu >= 0 ? Point{hu, false} : saved.freed;
             plan.add_alloc(host_copy);
             continue;
         }
