@@ -231,6 +231,31 @@ def test_streamed_offload_prefetch(tmp_path):
     assert a1_back == {0: False, 5: True}
 
 
+def test_streamed_stash_let_go_only_at_an_offloaded_save(tmp_path, mhc_exe):
+    """torchtune's OffloadActivations (the code `mhc advise` prints) lets go of its stash only when
+    it packs a tensor it offloads; saves it keeps as they are (weights, tensors under min_bytes)
+    count toward max_fwd_stash but release nothing. With max_fwd_stash 3: a0 (save 1) is let go
+    at save 6 (a1, block 1's relu output, packed after relu ran), not at save 4 (block 1's fc1
+    weight, packed before fc1 ran), so a0 is still on the device while block 1's fc1 and relu run.
+    mhc_torch.apply (--verify) let go at every save, and so did the prediction: both freed a0
+    before block 1's fc1. The prediction allocates and frees in the captured order."""
+    setting = {"offload": {"mode": "streamed", "min_bytes": 4096, "max_fwd_stash": 3, "prefetch": 0}}
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, NET_FILE, setting, steps=2)
+    path = str(tmp_path / "set.db")
+    relu = _rows(path, "SELECT k.t_start, k.t_end FROM kernels k JOIN strings s ON s.id = k.name "
+                       "WHERE s.text = 'aten::relu' AND k.step = 1 ORDER BY k.t_start")
+    a0_freed = _rows(path, "SELECT a.t_free FROM allocations a JOIN strings s ON s.id = a.label "
+                           "WHERE a.device >= 0 AND s.text = 'Net.blocks.0:aten::relu' AND a.t_alloc >= ? "
+                           "ORDER BY a.t_alloc", (relu[0][0],))[0][0]
+    assert a0_freed >= relu[1][1]   # after block 1's relu ran
+    assert doc["rows"][0]["peak_bytes"] == captured.peak_bytes
+    pred = tmp_path / "pred.db"
+    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--setting", json.dumps(setting),
+                          "--trace-out", str(pred)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert _alloc_order(str(pred)) == _alloc_order(path)
+
+
 def test_offloaded_storage_kept_by_another_save_is_not_copied_back(tmp_path):
     """Offloading fc2 of block 1 only: fc2 saves its input a1, which relu (outside fc2) saves too,
     so a1 stays on the device; the backward uses it as it is: one copy to the host, none back."""

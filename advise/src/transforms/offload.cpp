@@ -203,9 +203,11 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             lf = std::max(lf, held);
         Point release{lf, true};
         if (streamed) {
-            // kept until max_fwd_stash more packs (the op of that pack ends), else until the
+            // kept until a pack the hook offloads comes max_fwd_stash or more packs later (the
+            // others count but let go of nothing: torchtune's pack_tensor), else until the
             // hook's first unpack; the compute stream waits there for the copy to land
             size_t j = i + static_cast<size_t>(o_.max_fwd_stash);
+            while (j < packs.size() && !eligible(base, plan, packs[j].alloc)) ++j;
             Point stash = j < packs.size() ? packs[j].at() : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
             release = plan.later(release, stash);
             int32_t waiter = j < packs.size()    ? packs[j].seq + (packs[j].output ? 1 : 0)
