@@ -158,7 +158,9 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     };
     const std::string model = trace_data.meta_or("capture.model", "");
     const bool file = model.size() > 3 && model.compare(model.size() - 3, 3, ".py") == 0;
-    info.batch = file ? 0 : whole("capture.batch", 0);   // a model file makes its own batch
+    // the batch's leading dimension as captured (a model file makes its own batch; a preset's is
+    // --batch, capture.batch, in captures before capture.batch_size)
+    info.batch = whole("capture.batch_size", file ? 0 : whole("capture.batch", 0));
     info.micro_batches = std::max<int64_t>(1, whole("capture.micro_batches", 1));
     // Data parallelism (python/mhc_torch/data_parallel.py): DDP with its gradient buckets, FSDP2 as
     // one rank's memory (shards, unsharded parameters between FSDP2's resizes, the collectives'

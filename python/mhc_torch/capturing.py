@@ -1104,6 +1104,12 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
+        # the batch's size as the printed code needs it (DeepSpeed's train_micro_batch_size_per_gpu):
+        # the leading dimension of its first tensor that has one
+        leading = next((t.shape[0] for t in tree_flatten(batch)[0] if isinstance(t, torch.Tensor) and t.dim() > 0),
+                       None)
+        if leading is not None:
+            facts["capture.batch_size"] = str(int(leading))
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name, optimizer_setting)
         on_cpu = torch.device(device).type == "cpu"
         kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
