@@ -144,6 +144,23 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
             throw bad("capture.hf_checkpoint_call",
                       "'" + info.hf_checkpoint_call + "' is not a Hugging Face checkpointing call");
     }
+    const std::string off = trace_data.meta_or("capture.without_hf_checkpointing", "");
+    if (!off.empty()) {
+        const nlohmann::json figures = nlohmann::json::parse(off, nullptr, false);
+        auto number = [&](const char* key, int64_t fallback) {
+            if (!figures.is_object() || !figures.contains(key)) return fallback;
+            if (!figures[key].is_number_integer() || figures[key].get<int64_t>() < 0)
+                throw bad("capture.without_hf_checkpointing", std::string("'") + key + "' is not a whole number of bytes or ns");
+            return figures[key].get<int64_t>();
+        };
+        if (!figures.is_object() || !figures.contains("peak_bytes") || !figures.contains("step_time_ns"))
+            throw bad("capture.without_hf_checkpointing", "not a JSON object with peak_bytes and step_time_ns");
+        info.hf_off.peak = number("peak_bytes", -1);
+        info.hf_off.reserved = number("reserved_bytes", -1);
+        info.hf_off.host_peak = number("host_peak_bytes", 0);
+        info.hf_off.step_ns = number("step_time_ns", 0);
+        info.hf_off.with_step_ns = number("with_step_time_ns", 0);
+    }
     info.optimizer_class = trace_data.meta_or("capture.optimizer_class", "");
     info.optimizer_defaults = trace_data.meta_or("capture.optimizer_defaults", "");
     if (!info.optimizer_defaults.empty() && !nlohmann::json::parse(info.optimizer_defaults, nullptr, false).is_object())

@@ -57,6 +57,14 @@ struct CaptureInfo {
     // mhc-torch capture writes; empty in a capture that lacks it).
     std::vector<std::string> hf_checkpoint_layers;   // the layers a Hugging Face model's own call checkpoints
     std::string hf_checkpoint_call;                  // that call: activation_ or gradient_checkpointing_enable
+    // The same step captured again with that checkpointing turned off (meta
+    // capture.without_hf_checkpointing, python/mhc_torch/cli.py): its peak, reserved bytes (-1
+    // when the capture could not run mhc to simulate its allocator), host peak and estimated last
+    // step; with_step_ns is the last step with checkpointing on, as the capture estimated it (0:
+    // not recorded). off_peak < 0: not captured.
+    struct HfOff {
+        int64_t peak = -1, reserved = -1, host_peak = 0, step_ns = 0, with_step_ns = 0;
+    } hf_off;
     std::string optimizer_class;                     // "torch.optim.adamw.AdamW"
     std::string optimizer_defaults;                  // its hyperparameters, a JSON object
     bool optimizer_groups = false;                   // its parameter groups (capture.optimizer_groups)
