@@ -244,6 +244,9 @@ void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
         info.unpacks_listed.emplace_back(row_a, row_k);
     });
     std::sort(info.unpacks.begin(), info.unpacks.end());
+    info.pack_order.clear();
+    read_pairs(trace_data, "capture.pack_order",
+               [&](int32_t row_a, int32_t row_k) { info.pack_order.emplace_back(row_a, row_k); });
 }
 
 }  // namespace

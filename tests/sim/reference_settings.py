@@ -105,6 +105,9 @@ class Captured:
         self.frame_hold = {a: self.kidx[k] for a, k in json.loads(self.meta.get("capture.frame_holds", "[]"))
                            if a in self.allocs and k in self.kidx}
         # the kernel that ran right after the backward first unpacked a saved storage, one per backward
+        # every save in the order autograd packed it: (allocation, kernel index)
+        self.pack_order = [(a, self.kidx[k]) for a, k in json.loads(self.meta.get("capture.pack_order", "[]"))
+                           if a in self.allocs and k in self.kidx]
         self.unpacks = {}
         self.unpack_list = []   # (allocation, kernel index) in the list's order
         for a, k in json.loads(self.meta.get("capture.unpacks", "[]")):
@@ -687,21 +690,27 @@ def apply_offload(plan, cap, off, checkpointed):
         for n, (a, i) in enumerate(cap.unpack_list):
             if i in kset:
                 rank.setdefault(a, n)
+        place = {}   # (allocation, saving kernel) -> its first place in capture.pack_order
+        for n, (a, i) in enumerate(cap.pack_order):
+            if i in kset:
+                place.setdefault((a, i), n)
         packs = []
         for a, i, n in cap.saves:
             k = cap.kernels[i]
             if i not in kset or k["phase"] != FWD:
+                continue
+            if mods is None and not cap.caller[i]:   # the model's forward only, not the loss after it
                 continue
             if mods is not None and not any(cap.inside(cap.caller[i], m) for m in mods):
                 continue
             if any(cap.inside(cap.caller[i], m) for m in checkpointed):
                 continue
             out = cap.made_by.get(a) == i
-            packs += [(i, 1 if out else 0, rank.get(a, float("inf")), a)] * n
+            packs += [(i, place.get((a, i), float("inf")), 1 if out else 0, rank.get(a, float("inf")), a)] * n
         if not packs:
             continue
         packs.sort()
-        packs = [(i, o, a) for i, o, _rank, a in packs]
+        packs = [(i, o, a) for i, _place, o, _rank, a in packs]
 
         def eligible(a):
             al = cap.allocs[a]
@@ -730,7 +739,7 @@ def apply_offload(plan, cap, off, checkpointed):
             mb = cap.made_by.get(a)
             made_fwd = mb is not None and mb in kset and cap.kernels[mb]["phase"] == FWD
             all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
-                            and (mods is None or any(cap.inside(cap.caller[i], m) for m in mods))
+                            and (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods))
                             and not any(cap.inside(cap.caller[i], m) for m in checkpointed)
                             for i in cap.saves_of.get(a, []))
             held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
@@ -739,7 +748,7 @@ def apply_offload(plan, cap, off, checkpointed):
             return a in first and dies[a] and unpack(a) is not None
 
         def in_hook(i):
-            return (mods is None or any(cap.inside(cap.caller[i], m) for m in mods)) and \
+            return (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods)) and \
                 not any(cap.inside(cap.caller[i], m) for m in checkpointed)
 
         def hook_unpack(a):

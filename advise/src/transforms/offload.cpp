@@ -5,6 +5,7 @@
 // docs/simulator.md "Settings: offload" states the rules this file follows.
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <unordered_map>
 
 #include "mhc/advise/transforms.hpp"
@@ -49,7 +50,8 @@ private:
         // (a module the model does not register: its caller's)
         const int32_t mod = c.caller[static_cast<size_t>(seq)];
         if (mod >= 0 && c.in_checkpoint[static_cast<size_t>(mod)]) return false;   // the checkpoint's own hook
-        if (!o_.modules) return true;
+        // null: around the model's forward (the root module's call), not a loss computed after it
+        if (!o_.modules) return mod >= 0;
         for (int32_t s : scope_)
             if (c.base.info.within(mod, s)) return true;
         return false;
@@ -83,10 +85,19 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     // else last. Per pass: a parameter saved in every pass has its first place in the first
     // pass, which would sort it before the activations a later pass's op saved with it.
     std::unordered_map<int32_t, int32_t> pass_rank;
+    // Where the capture recorded the order of the saves (capture.pack_order), an op's saves keep
+    // it: (storage, saving seq) -> its first place.
+    std::map<std::pair<int32_t, int32_t>, int32_t> pack_place;
     {
         std::vector<int32_t> seq_of(base.trace->kernels.size(), -1);
         for (size_t s = 0; s < base.korder.size(); ++s)
             seq_of[static_cast<size_t>(base.korder[s])] = static_cast<int32_t>(s);
+        const auto& order = base.info.pack_order;
+        for (size_t r = 0; r < order.size(); ++r) {
+            const int32_t seq = seq_of[static_cast<size_t>(order[r].second)];
+            if (seq >= 0 && base.pass[static_cast<size_t>(seq)] == pass)
+                pack_place.emplace(std::make_pair(order[r].first, seq), static_cast<int32_t>(r));
+        }
         const auto& listed = base.info.unpacks_listed;
         for (size_t r = 0; r < listed.size(); ++r) {
             const int32_t seq = seq_of[static_cast<size_t>(listed[r].second)];
@@ -103,6 +114,9 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     // argument first): the copies back at one unpack are allocated in this order.
     std::sort(packs.begin(), packs.end(), [&](const Pack& left, const Pack& right) {
         if (left.seq != right.seq) return left.seq < right.seq;
+        auto pl = pack_place.find({left.alloc, left.seq}), pr = pack_place.find({right.alloc, right.seq});
+        if (pl != pack_place.end() && pr != pack_place.end() && pl->second != pr->second)
+            return pl->second < pr->second;
         if (left.output != right.output) return !left.output;
         const int32_t rank_left = unpack_rank(left.alloc), rank_right = unpack_rank(right.alloc);
         return rank_left != rank_right ? rank_left < rank_right : left.alloc < right.alloc;

@@ -52,6 +52,9 @@ struct CaptureInfo {
     // The same pairs in the order meta capture.unpacks lists them (the order the backwards
     // unpacked them in): a storage saved in every pass (a parameter) has a place in each.
     std::vector<std::pair<int32_t, int32_t>> unpacks_listed;
+    // (allocation row, kernel row) of every save in the order autograd packed them (meta
+    // capture.pack_order; empty in captures before it): an offload hook's order.
+    std::vector<std::pair<int32_t, int32_t>> pack_order;
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).
