@@ -986,3 +986,28 @@ def test_frame_holds_of_code_from_a_string_and_nested_containers(tmp_path, mhc_e
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert _alloc_events(str(pred), 1) == _alloc_events(str(tmp_path / "set.db"), 1)
+
+
+class _IdentitySkip(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.skip = nn.Linear(16, 16), nn.Linear(16, 16), nn.Identity()
+
+    def forward(self, x):
+        h = self.fc1(x)
+        return self.fc2(h) + self.skip(h)
+
+
+def test_identity_module_backward_leaves_no_module_running(tmp_path):
+    """ModTracker sees an nn.Identity's backward begin (its output is its input) but never end:
+    the capture kept it running after the backward, so the optimizer's kernels and the next step's
+    loss (ops outside every module) were put in it (the diffusion UNet's down.0.skip), and an
+    offload of the whole forward counted the loss's saves as the model's."""
+    path = str(tmp_path / "id.db")
+    mhc_torch.capture(_IdentitySkip, lambda: (torch.randn(32, 16),), steps=2, path=path, autocast_dtype=None,
+                      loss_fn=lambda m, b: m(*b).sum())
+    rows = _rows(path, "SELECT k.step, i.phase, coalesce(ms.text, ''), s.text FROM kernels k "
+                       "JOIN kernel_info i ON i.kernel = k.id JOIN strings s ON s.id = k.name "
+                       "LEFT JOIN modules m ON m.id = i.module LEFT JOIN strings ms ON ms.id = m.name")
+    assert {m for _, phase, m, _ in rows if phase == 2} == {""}   # the optimizer, in both steps
+    assert {(step, m) for step, phase, m, name in rows if phase == 0 and name == "aten::sum"} == {(0, ""), (1, "")}

@@ -343,6 +343,86 @@ TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, 
     CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
 }
 
+TEST_CASE("offload of the whole forward: a loss computed after the model's forward is not under the hook",
+          "[advise][transform]") {
+    // mhc_torch.apply (and the printed code) puts the hook around the model's forward; the loss
+    // (kernels outside every module) runs after it, and its saves are not packed:
+    //   k0 blocks.0 mm     batch -> a (1000)        k3 -     mse_backward o, n -> g (100)
+    //   k1 blocks.0 gelu   a -> o (1000), saves a    k4 blocks.0 gelu_backward a, g -> g0 (100)
+    //   k2 -        mse    o, n -> loss, saves o, n (n: the target, 1000 B, made before the step)
+    // Only a goes to the host: 1000 B each way. Before, the loss's o and n were packed too
+    // (3000 B to the host) and a's stash of 1 ended at o's pack, before k2.
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int n = tiny.alloc(1000, Category::Other, "target", -1, -1);
+    const int a = tiny.alloc(1000, Category::Activation, "a", 0, 4);
+    const int o = tiny.alloc(1000, Category::Activation, "o", 1, 3);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 2, 2);
+    const int g = tiny.alloc(100, Category::Workspace, "g", 3, 4);
+    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 4, -1);
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a, 'w'}}, {}});
+    tiny.kernel({"aten::gelu", "M.blocks.0", Phase::Forward, {{a, 'r'}, {o, 'w'}}, {a}});
+    tiny.kernel({"aten::mse_loss", "", Phase::Forward, {{o, 'r'}, {n, 'r'}, {loss, 'w'}}, {o, n}});
+    tiny.kernel({"aten::mse_loss_backward", "", Phase::Backward, {{o, 'r'}, {n, 'r'}, {g, 'w'}}, {}});
+    tiny.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a, 'r'}, {g, 'r'}, {g0, 'w'}}, {}});
+    Fixture fix(tiny);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})";
+    Prediction p = predict(fix, off);
+    CHECK(p.d2h_bytes == 1000);
+    CHECK(p.h2d_bytes == 1000);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
+TEST_CASE("streamed offload: one op's saves in the order autograd packed them (capture.pack_order)",
+          "[advise][transform]") {
+    //   k0 blocks.0 mm    batch -> a (1000)         k4 M        sum      p -> loss (10)
+    //   k1 blocks.0 ln    a, w -> h (600), saves a, w   k5 blocks.0 mul_bwd w -> g1 (100)
+    //   k2 blocks.0 mm    h -> o (5000), saves h    k6 blocks.0 mm_bwd  h, g1 -> g2 (100)
+    //   k3 blocks.0 mul   o, w -> p (100), saves w  k7 blocks.0 ln_bwd  a, w, g2 -> g0 (100)
+    // k1 packs a, then w (capture.pack_order); w's first unpack is k3's node's (k5), before a's
+    // (k7), so the unpacks' order puts w first. With a stash of 2, a (pack 0) is let go at pack 2
+    // (h, before k2): live at k3 100 + w 100 + h 600 + o 5000 + p 100 = 5900. In the unpacks'
+    // order a was pack 1, the next offloaded pack 2 or more later none (pack 3 is w), so a stayed
+    // until the backward: 6900, as captured without offload.
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int w = tiny.alloc(100, Category::Param, "w", -1, -1);
+    const int a = tiny.alloc(1000, Category::Activation, "a", 0, 7);
+    const int h = tiny.alloc(600, Category::Activation, "h", 1, 6);
+    const int o = tiny.alloc(5000, Category::Activation, "o", 2, 3);
+    const int pr = tiny.alloc(100, Category::Activation, "p", 3, 4);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
+    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
+    const int g2 = tiny.alloc(100, Category::Workspace, "g2", 6, 7);
+    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 7, -1);
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a, 'w'}}, {}});
+    tiny.kernel({"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{a, 'r'}, {w, 'r'}, {h, 'w'}}, {a, w}});
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{h, 'r'}, {o, 'w'}}, {h}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{o, 'r'}, {w, 'r'}, {pr, 'w'}}, {w}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{pr, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{w, 'r'}, {g1, 'w'}}, {}});
+    tiny.kernel({"aten::mm_backward", "M.blocks.0", Phase::Backward, {{h, 'r'}, {g1, 'r'}, {g2, 'w'}}, {}});
+    tiny.kernel({"aten::native_layer_norm_backward", "M.blocks.0", Phase::Backward,
+                 {{a, 'r'}, {w, 'r'}, {g2, 'r'}, {g0, 'w'}}, {}});
+    auto id = [](int row) { return std::to_string(row + 1); };   // ids are row + 1, kernels k + 1
+    tiny.meta.emplace_back("capture.unpacks", "[[" + id(w) + ",6],[" + id(h) + ",7],[" + id(a) + ",8]]");
+    tiny.meta.emplace_back("capture.pack_order",
+                           "[[" + id(a) + ",2],[" + id(w) + ",2],[" + id(h) + ",3],[" + id(w) + ",4]]");
+    Fixture fix(tiny);
+    CHECK(predict(fix, "{}").memory.peak == 6900);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 2, "prefetch": 0}})";
+    CHECK(predict(fix, off).memory.peak == 5900);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
 TEST_CASE("offload: a saved storage the program reads after its pass stays on the device", "[advise][transform]") {
     // s (1000 B) is made in the forward (k0), saved by k1 and read by the backward (k2), and read
     // again by k3, a forward-phase kernel after the backward (a pass of its own, as GradScaler's
