@@ -764,6 +764,19 @@ def apply_offload(plan, cap, off, checkpointed):
                       and in_hook(i)), None)
             return u if r is None else r
 
+        def save_unpack(i, a):
+            """Where the save of `a` by kernel i is unpacked: its unpack, but when several forward
+            kernels of the pass saved it, the first backward kernel at or after that of kernel i's
+            module that reads it."""
+            u = unpack(a)
+            savers = [s for s in cap.saves_of.get(a, []) if s in kset and cap.kernels[s]["phase"] == FWD]
+            if u is None or len(savers) <= 1:
+                return u
+            mod = cap.kernels[i]["module"]
+            r = next((k for k, _m in cap.uses[a] if k >= u and k in kset and cap.kernels[k]["phase"] == BWD
+                      and cap.kernels[k]["module"] == mod), None)
+            return u if r is None else r
+
         moved_reads = [hook_unpack(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
         first_unpack = min(moved_reads) if moved_reads else None
@@ -814,7 +827,7 @@ def apply_offload(plan, cap, off, checkpointed):
             al.freed = early
             x = u
             if streamed and prefetch > 0:   # only a pack whose storage also comes back prefetches
-                cands = [unpack(b) for (_i, _o, b) in packs[j + 1:j + 1 + prefetch] if comes_back(b)]
+                cands = [save_unpack(i2, b) for (i2, _o, b) in packs[j + 1:j + 1 + prefetch] if comes_back(b)]
                 if cands and min(cands) < x:
                     x = min(cands)
             xop = plan.op_of[x]

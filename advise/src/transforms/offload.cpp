@@ -169,6 +169,29 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         });
         return found >= 0 ? found : u;
     };
+    // Where pack q's own save is unpacked (what a prefetch from it waits for): the storage's
+    // unpack, but for a storage that several forward ops of the pass saved (a time embedding
+    // every block reads), the first backward kernel at or after it of the saving op's module
+    // that reads it (the storage's first unpack is another node's).
+    auto save_unpack_at = [&](size_t q) {
+        const int32_t x = packs[q].alloc, u = unpack_at(x);
+        if (u < 0) return u;
+        int32_t savers = 0;
+        base.for_savers(x, [&](int32_t saver) {
+            if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass &&
+                base.phase[static_cast<size_t>(saver)] == Phase::Forward)
+                ++savers;
+        });
+        if (savers <= 1) return u;
+        const int32_t mod = base.module[static_cast<size_t>(packs[q].seq)];
+        int32_t found = -1;
+        base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
+            if (found < 0 && seq >= u && base.pass[static_cast<size_t>(seq)] == pass &&
+                base.phase[static_cast<size_t>(seq)] == Phase::Backward && base.module[static_cast<size_t>(seq)] == mod)
+                found = seq;
+        });
+        return found >= 0 ? found : u;
+    };
     // The hook's first unpack (of a storage it moved) releases what the stash still holds.
     int32_t first_unpack = -1;
     for (auto& [x, i] : first_pack) {
@@ -241,7 +264,7 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         if (streamed)
             for (size_t q = i + 1; q <= i + static_cast<size_t>(prefetch) && q < packs.size(); ++q) {
                 if (!copied_back.count(packs[q].alloc)) continue;   // kept on the device: no prefetch
-                int32_t uq = unpack_at(packs[q].alloc);
+                int32_t uq = save_unpack_at(q);
                 if (uq >= 0 && uq < bring) bring = uq;
             }
         // The hook lets go of the device copy at the storage's last unpack: it dies when that
