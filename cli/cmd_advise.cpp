@@ -1,6 +1,8 @@
 // mhc advise TRACE (--capacity SIZE | --gpu NAME): which memory settings a PyTorch user can turn
 // on make a captured training step fit, fastest first, with the code to apply them, and (with
 // --verify) each answer checked by capturing the step with it applied (docs/advise.md).
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -42,7 +44,49 @@ struct Row {
     bool verified = false;
     Captured captured;
     std::string verify_error;
+    bool hf_off = false;   // the model's own gradient checkpointing turned off: figures a capture measured
 };
+
+// The Hugging Face model's own gradient checkpointing turned off, as an answer: the step the
+// capture took again without it (meta capture.without_hf_checkpointing), its time relative to
+// the captured step's last (both the capture's estimates) applied to the baseline's. None when
+// the capture has no such figures or no reserved bytes for them.
+std::optional<Row> hf_off_row(const Base& base, const Prediction& baseline) {
+    const CaptureInfo::HfOff& f = base.info.hf_off;
+    if (f.peak < 0 || f.reserved < 0 || f.step_ns <= 0 || baseline.step_time <= 0) return std::nullopt;
+    int64_t with = f.with_step_ns;
+    if (with <= 0) {   // the last step's span in the trace
+        const auto& k = base.trace->kernels;
+        int64_t last = INT64_MIN, begin = INT64_MAX, end = INT64_MIN;
+        for (size_t i = 0; i < k.size(); ++i) last = std::max<int64_t>(last, k.step[i]);
+        for (size_t i = 0; i < k.size(); ++i)
+            if (k.step[i] == last) begin = std::min(begin, k.t_start[i]), end = std::max(end, k.t_end[i]);
+        with = end > begin ? end - begin : 0;
+    }
+    if (with <= 0) return std::nullopt;
+    Row r;
+    r.hf_off = true;
+    r.c.prediction = baseline;
+    r.c.prediction.memory.peak = f.peak;
+    r.c.prediction.memory.reserved = f.reserved;
+    r.c.prediction.host_peak = f.host_peak;
+    r.c.loss = static_cast<double>(f.step_ns) / static_cast<double>(with) - 1;
+    r.c.prediction.step_time = std::llround(static_cast<double>(baseline.step_time) * (1 + r.c.loss));
+    return r;
+}
+
+std::string row_description(const Row& r, const CaptureInfo& info) {
+    return r.hf_off ? "the model's own gradient checkpointing off (captured)" : describe(r.c.setting, info);
+}
+
+std::string row_code(const Row& r, const CaptureInfo& info) {
+    if (!r.hf_off) return code_for(r.c.setting, info);
+    std::string off = info.hf_checkpoint_call.empty() ? "gradient_checkpointing_enable" : info.hf_checkpoint_call;
+    const std::string enable = off;
+    off.replace(off.rfind("_enable"), 7, "_disable");
+    return "model." + off + "()   # or leave out the model." + enable +
+           "(...) call; the figures are the step captured without it";
+}
 
 const char* kTimeNote =
     "times are estimates (the capture's roofline, the link model and, under DDP or FSDP2, the collectives' ring "
@@ -97,15 +141,16 @@ std::string pct(double x) {
 
 nlohmann::json row_json(const Row& r, const CaptureInfo& info) {
     const Prediction& p = r.c.prediction;
-    nlohmann::json j = {{"setting", nlohmann::json::parse(to_json(r.c.setting))},
-                        {"description", describe(r.c.setting, info)},
+    nlohmann::json j = {{"setting", r.hf_off ? nlohmann::json{{"hf_checkpointing", false}}
+                                             : nlohmann::json::parse(to_json(r.c.setting))},
+                        {"description", row_description(r, info)},
                         {"peak_bytes", p.memory.peak},
                         {"reserved_bytes", p.memory.reserved},
                         {"host_peak_bytes", p.host_peak},
                         {"step_time_ns", p.step_time},
                         {"loss", r.c.loss},
                         {"fits", r.c.fits},
-                        {"code", code_for(r.c.setting, info)}};
+                        {"code", row_code(r, info)}};
     if (r.verified)
         j["verify"] = {{"peak_bytes", r.captured.memory.peak},
                        {"reserved_bytes", r.captured.memory.reserved},
@@ -121,6 +166,12 @@ nlohmann::json row_json(const Row& r, const CaptureInfo& info) {
 void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::string, std::string>& meta) {
     const std::string dir = std::filesystem::temp_directory_path().string();
     for (size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].hf_off) {   // its figures are a capture already
+            rows[i].captured.memory = rows[i].c.prediction.memory;
+            rows[i].captured.host_peak = rows[i].c.prediction.host_peak;
+            rows[i].verified = true;
+            continue;
+        }
         const std::string out = dir + "/mhc-advise-" + std::to_string(getpid()) + "-" + std::to_string(i) + ".db";
         if (mhc::cli::show_progress() && !o.json)
             std::fprintf(stderr, "verifying %zu of %zu: capturing the step with the setting applied...\n", i + 1, rows.size());
@@ -217,7 +268,17 @@ int run(const Options& o) {
         po.top = o.top;
         if (mhc::cli::show_progress() && !o.json) po.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
         a = advise(ev, po);
-        for (const Candidate& c : a.ranked) rows.push_back(Row{c, false, {}, ""});
+        for (const Candidate& c : a.ranked) rows.push_back(Row{c, false, {}, "", false});
+        // turning the model's own checkpointing off, ranked with the others where it fits
+        if (std::optional<Row> off = hf_off_row(base, a.baseline);
+            off && off->c.prediction.memory.reserved <= capacity && (budget < 0 || off->c.loss <= budget)) {
+            off->c.fits = off->c.within_budget = true;
+            auto at = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+                return r.c.prediction.step_time > off->c.prediction.step_time;
+            });
+            rows.insert(at, *off);
+            if (rows.size() > static_cast<size_t>(o.top)) rows.resize(static_cast<size_t>(o.top));
+        }
         if (rows.empty()) {
             // nothing fits (or nothing within the budget): name the closest, one line, exit 2
             const Candidate* close = nullptr;
@@ -297,12 +358,12 @@ int run(const Options& o) {
                         mhc::format_bytes(r.captured.memory.reserved).c_str(),
                         100 * relative_error(p.memory.peak, r.captured.memory.peak),
                         100 * relative_error(p.memory.reserved, r.captured.memory.reserved));
-        std::printf("  %s\n", describe(r.c.setting, base.info).c_str());
+        std::printf("  %s\n", row_description(r, base.info).c_str());
     }
     std::printf("(%s)\n", cal ? kCalibratedTimeNote : kTimeNote);
     for (size_t i = 0; i < rows.size(); ++i)
-        std::printf("\n# %zu. %s\n%s\n", i + 1, describe(rows[i].c.setting, base.info).c_str(),
-                    code_for(rows[i].c.setting, base.info).c_str());
+        std::printf("\n# %zu. %s\n%s\n", i + 1, row_description(rows[i], base.info).c_str(),
+                    row_code(rows[i], base.info).c_str());
     if (o.setting.empty())
         std::printf("\nsearch: %lld DP runs over %zu blocks (at most %lld states), %lld evaluations, %.1f s\n",
                     static_cast<long long>(a.dp_runs), base.info.block_name.size(), static_cast<long long>(a.max_states),

@@ -144,6 +144,23 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
             throw bad("capture.hf_checkpoint_call",
                       "'" + info.hf_checkpoint_call + "' is not a Hugging Face checkpointing call");
     }
+    const std::string off = trace_data.meta_or("capture.without_hf_checkpointing", "");
+    if (!off.empty()) {
+        const nlohmann::json figures = nlohmann::json::parse(off, nullptr, false);
+        auto number = [&](const char* key, int64_t fallback) {
+            if (!figures.is_object() || !figures.contains(key)) return fallback;
+            if (!figures[key].is_number_integer() || figures[key].get<int64_t>() < 0)
+                throw bad("capture.without_hf_checkpointing", std::string("'") + key + "' is not a whole number of bytes or ns");
+            return figures[key].get<int64_t>();
+        };
+        if (!figures.is_object() || !figures.contains("peak_bytes") || !figures.contains("step_time_ns"))
+            throw bad("capture.without_hf_checkpointing", "not a JSON object with peak_bytes and step_time_ns");
+        info.hf_off.peak = number("peak_bytes", -1);
+        info.hf_off.reserved = number("reserved_bytes", -1);
+        info.hf_off.host_peak = number("host_peak_bytes", 0);
+        info.hf_off.step_ns = number("step_time_ns", 0);
+        info.hf_off.with_step_ns = number("with_step_time_ns", 0);
+    }
     info.optimizer_class = trace_data.meta_or("capture.optimizer_class", "");
     info.optimizer_defaults = trace_data.meta_or("capture.optimizer_defaults", "");
     if (!info.optimizer_defaults.empty() && !nlohmann::json::parse(info.optimizer_defaults, nullptr, false).is_object())
@@ -158,7 +175,9 @@ void read_model_facts(const trace::TraceData& trace_data, CaptureInfo& info) {
     };
     const std::string model = trace_data.meta_or("capture.model", "");
     const bool file = model.size() > 3 && model.compare(model.size() - 3, 3, ".py") == 0;
-    info.batch = file ? 0 : whole("capture.batch", 0);   // a model file makes its own batch
+    // the batch's leading dimension as captured (a model file makes its own batch; a preset's is
+    // --batch, capture.batch, in captures before capture.batch_size)
+    info.batch = whole("capture.batch_size", file ? 0 : whole("capture.batch", 0));
     info.micro_batches = std::max<int64_t>(1, whole("capture.micro_batches", 1));
     // Data parallelism (python/mhc_torch/data_parallel.py): DDP with its gradient buckets, FSDP2 as
     // one rank's memory (shards, unsharded parameters between FSDP2's resizes, the collectives'
@@ -216,13 +235,18 @@ void read_frame_holds(const trace::TraceData& trace_data, CaptureInfo& info) {
 // captures (then a storage is taken as unpacked where the backward first reads it).
 void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
     info.unpacks.clear();
+    info.unpacks_listed.clear();
     info.unpack_rank.assign(trace_data.allocations.size(), -1);
     read_pairs(trace_data, "capture.unpacks", [&](int32_t row_a, int32_t row_k) {
         auto& rank = info.unpack_rank[static_cast<size_t>(row_a)];
         if (rank < 0) rank = static_cast<int32_t>(info.unpacks.size());
         info.unpacks.emplace_back(row_a, row_k);
+        info.unpacks_listed.emplace_back(row_a, row_k);
     });
     std::sort(info.unpacks.begin(), info.unpacks.end());
+    info.pack_order.clear();
+    read_pairs(trace_data, "capture.pack_order",
+               [&](int32_t row_a, int32_t row_k) { info.pack_order.emplace_back(row_a, row_k); });
 }
 
 }  // namespace

@@ -104,6 +104,13 @@ class SettingsRecording:
         to the next kernel if it runs in the saving module or inside it (else the last one before);
         packs counts an op's saves of one storage (views of it: q, k and v of one projection)."""
         packs: dict[tuple[int, int], int] = {}
+        for alloc, kernel in self._saves_by_kernel():
+            packs[(alloc, kernel)] = packs.get((alloc, kernel), 0) + 1
+        return sorted((a, k, n) for (a, k), n in packs.items())
+
+    def _saves_by_kernel(self) -> list[tuple[int, int]]:
+        """(allocation, kernel id) of each save, in the order autograd packed them."""
+        out = []
         for alloc, count, is_output, module in self.saves:
             last = self.kernels[count - 1] if count > 0 else None
             nxt = self.kernels[count] if count < len(self.kernels) else None
@@ -115,8 +122,16 @@ class SettingsRecording:
                 kernel = last
             else:
                 continue
-            packs[(alloc, kernel.id)] = packs.get((alloc, kernel.id), 0) + 1
-        return sorted((a, k, n) for (a, k), n in packs.items())
+            out.append((alloc, kernel.id))
+        return out
+
+    def pack_meta(self) -> dict[str, str]:
+        """Meta capture.pack_order: [[allocation id, kernel id], ...], every save in the order
+        autograd packed it (an offload's hook numbers the saves so: its stash and prefetch count
+        them). One op's saves are in the order of its formula's saved variables, which is not the
+        order its backward node first unpacks the storages in when another node unpacked one of
+        them before (a weight, an embedding every block reads)."""
+        return {"capture.pack_order": json.dumps([list(r) for r in self._saves_by_kernel()], separators=(",", ":"))}
 
     def saved_hooks(self):
         """The capture's own saved-tensor hooks for the forward: they record and keep the tensor,

@@ -379,6 +379,7 @@ class Recording(SettingsRecording):
     def begin_backward(self) -> None:
         if self.phase != "backward":
             self.backward_passes[self.step] = self.backward_passes.get(self.step, 0) + 1
+            self.active_at_backward = len(self.active)
         # Forward storages still alive when the backward starts are saved for it: activations.
         for s in self.storages.values():
             if s.phase == "forward" and s.step == self.step:
@@ -389,6 +390,10 @@ class Recording(SettingsRecording):
         self.in_engine = False
         if self.phase == "backward":
             self.phase = "forward"  # what follows is the next micro-batch's forward, or the step's end
+            # a module whose backward ModTracker saw begin but never end (an nn.Identity, whose
+            # output is its input) is not running after the backward: the optimizer's kernels and
+            # the next step's loss were put in it
+            del self.active[getattr(self, "active_at_backward", 0):]
 
     def _follow_autograd(self) -> None:
         """The backward phase from the autograd engine itself, for steps that call
@@ -1104,6 +1109,12 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         for t in tree_flatten(batch)[0]:
             if isinstance(t, torch.Tensor):
                 rec.set_category(t, store.OTHER, "batch")
+        # the batch's size as the printed code needs it (DeepSpeed's train_micro_batch_size_per_gpu):
+        # the leading dimension of its first tensor that has one
+        leading = next((t.shape[0] for t in tree_flatten(batch)[0] if isinstance(t, torch.Tensor) and t.dim() > 0),
+                       None)
+        if leading is not None:
+            facts["capture.batch_size"] = str(int(leading))
         run = StepRun(rec, model, opt, loss_fn, recipe, device, param_name, optimizer_setting)
         on_cpu = torch.device(device).type == "cpu"
         kernels = gpu_paths.kernels_as_on_gpu() if on_cpu else contextlib.nullcontext()
@@ -1128,6 +1139,7 @@ def _run(rec, fake, build_model, make_batch, steps, loss_fn, optimizer, recipe, 
         facts.update(run.adopted_facts)
         facts.update(_accumulation(recipe, rec, run, steps))
         facts.update(rec.unpack_meta())
+        facts.update(rec.pack_meta())
         modules = rec.module_records(model)
         del run, opt, model, batch
     return list(layers), step_times, modules, facts

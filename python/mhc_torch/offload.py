@@ -7,8 +7,9 @@ forward, in two modes:
   keeps no reference to the device storage.
 - streamed: the semantics of torchtune's OffloadActivations(use_streams=True): the copy to the host
   runs on a copy stream beside the compute stream, so the device storage is kept alive (stashed)
-  until `max_fwd_stash` further saves have happened (counted over every save the hooks see,
-  offloaded or not) or the backward starts; in the backward, unpacking save number i also copies
+  until a save that is offloaded comes `max_fwd_stash` or more saves after it (saves are counted
+  over every save the hooks see, offloaded or not, but only an offloaded one lets go of the stash,
+  as torchtune's pack_tensor does) or the backward starts; in the backward, unpacking save number i also copies
   back the storages of saves i-1 .. i-prefetch (the ones the backward needs next), ahead of use.
 
 Which saves are offloaded: those of a storage on the model's device, of at least min_bytes
@@ -128,9 +129,11 @@ class SavedTensorOffload:
             self._begin_forward()
         index = self._count
         self._count += 1
-        self._release_stash(keep_after=index - self.max_fwd_stash)
         if not self._eligible(t):
             return t
+        # torchtune's rule: the stash is let go of only when a save is offloaded (one kept as it
+        # is, a parameter or a small tensor, still counts toward max_fwd_stash but releases nothing)
+        self._release_stash(keep_after=index - self.max_fwd_stash)
         st = t.untyped_storage()
         stored = self._stored.get(id(st))
         if stored is None or stored.source() is not st or stored.host is None:

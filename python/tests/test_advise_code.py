@@ -4,7 +4,9 @@ optimizer class and hyperparameters, and train exactly as the plain step does wh
 does not change the math (checkpointing: gradients bitwise equal; a fused optimizer: within
 rounding). A Hugging Face model gets its own checkpointing call only when it is one (whatever its
 class is named) and that call's current name in the installed transformers."""
+import contextlib
 import copy
+import io
 import json
 import subprocess
 import warnings
@@ -181,6 +183,44 @@ def test_host_optimizer_code_names_the_users_optimizer(mhc_exe, net_trace):
     exec(code.replace("import deepspeed", "").split("model, optimizer, _, _")[0], {"MICRO_BATCH": 32}, ns)  # noqa: S102
     assert ns["ds_config"]["train_micro_batch_size_per_gpu"] == 32
     assert ns["ds_config"]["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+
+
+MODEL_FILE = """
+import torch
+from torch import nn
+
+
+def build_model(small=False):
+    return nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
+
+
+def make_batch(small=False):
+    return torch.randn(24, 16), torch.randn(24, 1)
+
+
+def loss_fn(model, batch):
+    x, y = batch
+    return ((model(x) - y) ** 2).mean()
+"""
+
+
+def test_host_optimizer_code_for_a_model_file_says_its_batch_size(mhc_exe, tmp_path):
+    """A model file makes its own batch: the capture records the batch's leading dimension (meta
+    capture.batch_size) and the printed DeepSpeed config says it. It printed the name MICRO_BATCH
+    for the user to fill in, a NameError when pasted as it is."""
+    from mhc_torch.cli import main
+
+    model = tmp_path / "tiny_model.py"
+    model.write_text(MODEL_FILE)
+    path = str(tmp_path / "file.db")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["capture", str(model), "-o", path, "--autocast", "none"]) == 0
+    assert mhc_torch.read_meta(path)["capture.batch_size"] == "24"
+    code = _printed(mhc_exe, path, {"optimizer": {"state": "host"}})
+    assert "MICRO_BATCH" not in code
+    ns = {}
+    exec(code.replace("import deepspeed", "").split("model, optimizer, _, _")[0], {}, ns)  # noqa: S102
+    assert ns["ds_config"]["train_micro_batch_size_per_gpu"] == 24
 
 
 def test_host_optimizer_code_keeps_adamw_hyperparameters(mhc_exe, gpt2_trace):

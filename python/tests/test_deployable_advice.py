@@ -200,3 +200,37 @@ def test_hf_checkpointing_turned_on_is_said_with_the_step_without_it(tmp_path, c
     assert figures["peak_bytes"] > int(mhc_torch.read_meta(a)["capture.peak_bytes"])
     assert "note: the model's own gradient checkpointing is on (its gradient_checkpointing_enable()" in printed
     assert f"peaks at {figures['peak_bytes'] / 2**30:.2f} GiB" in printed and "faster" in printed
+
+
+def test_hf_checkpointing_off_is_an_answer_where_it_fits(tmp_path, capsys, monkeypatch, mhc_exe):
+    """The step captured without the model's own gradient checkpointing (meta
+    capture.without_hf_checkpointing, with its reserved bytes as mhc simulates them) is an answer
+    of `mhc advise`, ranked with the others (faster: first) where it fits the capacity, with the
+    code that turns it off; where only the step with checkpointing fits, it is not listed. Before,
+    it was only a note printed by the capture."""
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("MHC_EXE", mhc_exe)
+    on = tmp_path / "on.py"
+    on.write_text(HF_CHECKPOINTED.replace("(2, 64)", "(8, 256)"))   # activations that checkpointing saves
+    a = str(tmp_path / "a.db")
+    assert main(["capture", str(on), "-o", a, "--steps", "2"]) == 0
+    capsys.readouterr()
+    figures = json.loads(mhc_torch.read_meta(a)["capture.without_hf_checkpointing"])
+    assert figures["reserved_bytes"] >= figures["peak_bytes"] and figures["with_step_time_ns"] > figures["step_time_ns"]
+
+    def advise(capacity):
+        out = subprocess.run([mhc_exe, "advise", a, "--capacity", f"{capacity}B", "--json", "--top", "3"],
+                             capture_output=True, text=True)
+        return json.loads(out.stdout) if out.returncode == 0 else out.stderr
+
+    doc = advise(figures["reserved_bytes"] + 2**20)
+    row = doc["rows"][0]
+    assert row["setting"] == {"hf_checkpointing": False} and row["fits"]
+    assert (row["peak_bytes"], row["reserved_bytes"]) == (figures["peak_bytes"], figures["reserved_bytes"])
+    assert row["step_time_ns"] < doc["baseline"]["step_time_ns"] and row["loss"] < 0
+    call = mhc_torch.read_meta(a)["capture.hf_checkpoint_call"]   # the installed transformers' name
+    assert row["code"].startswith(f"model.{call.replace('_enable', '_disable')}()")
+    base = doc["baseline"]["reserved_bytes"]
+    assert base < figures["reserved_bytes"]
+    tight = advise((base + figures["reserved_bytes"]) // 2)
+    assert isinstance(tight, str) or all(r["setting"] != {"hf_checkpointing": False} for r in tight["rows"])

@@ -231,6 +231,31 @@ def test_streamed_offload_prefetch(tmp_path):
     assert a1_back == {0: False, 5: True}
 
 
+def test_streamed_stash_let_go_only_at_an_offloaded_save(tmp_path, mhc_exe):
+    """torchtune's OffloadActivations (the code `mhc advise` prints) lets go of its stash only when
+    it packs a tensor it offloads; saves it keeps as they are (weights, tensors under min_bytes)
+    count toward max_fwd_stash but release nothing. With max_fwd_stash 3: a0 (save 1) is let go
+    at save 6 (a1, block 1's relu output, packed after relu ran), not at save 4 (block 1's fc1
+    weight, packed before fc1 ran), so a0 is still on the device while block 1's fc1 and relu run.
+    mhc_torch.apply (--verify) let go at every save, and so did the prediction: both freed a0
+    before block 1's fc1. The prediction allocates and frees in the captured order."""
+    setting = {"offload": {"mode": "streamed", "min_bytes": 4096, "max_fwd_stash": 3, "prefetch": 0}}
+    doc, captured = _predicted_and_captured(tmp_path, mhc_exe, NET_FILE, setting, steps=2)
+    path = str(tmp_path / "set.db")
+    relu = _rows(path, "SELECT k.t_start, k.t_end FROM kernels k JOIN strings s ON s.id = k.name "
+                       "WHERE s.text = 'aten::relu' AND k.step = 1 ORDER BY k.t_start")
+    a0_freed = _rows(path, "SELECT a.t_free FROM allocations a JOIN strings s ON s.id = a.label "
+                           "WHERE a.device >= 0 AND s.text = 'Net.blocks.0:aten::relu' AND a.t_alloc >= ? "
+                           "ORDER BY a.t_alloc", (relu[0][0],))[0][0]
+    assert a0_freed >= relu[1][1]   # after block 1's relu ran
+    assert doc["rows"][0]["peak_bytes"] == captured.peak_bytes
+    pred = tmp_path / "pred.db"
+    out = subprocess.run([mhc_exe, "advise", str(tmp_path / "base.db"), "--setting", json.dumps(setting),
+                          "--trace-out", str(pred)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert _alloc_order(str(pred)) == _alloc_order(path)
+
+
 def test_offloaded_storage_kept_by_another_save_is_not_copied_back(tmp_path):
     """Offloading fc2 of block 1 only: fc2 saves its input a1, which relu (outside fc2) saves too,
     so a1 stays on the device; the backward uses it as it is: one copy to the host, none back."""
@@ -961,3 +986,28 @@ def test_frame_holds_of_code_from_a_string_and_nested_containers(tmp_path, mhc_e
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert _alloc_events(str(pred), 1) == _alloc_events(str(tmp_path / "set.db"), 1)
+
+
+class _IdentitySkip(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.skip = nn.Linear(16, 16), nn.Linear(16, 16), nn.Identity()
+
+    def forward(self, x):
+        h = self.fc1(x)
+        return self.fc2(h) + self.skip(h)
+
+
+def test_identity_module_backward_leaves_no_module_running(tmp_path):
+    """ModTracker sees an nn.Identity's backward begin (its output is its input) but never end:
+    the capture kept it running after the backward, so the optimizer's kernels and the next step's
+    loss (ops outside every module) were put in it (the diffusion UNet's down.0.skip), and an
+    offload of the whole forward counted the loss's saves as the model's."""
+    path = str(tmp_path / "id.db")
+    mhc_torch.capture(_IdentitySkip, lambda: (torch.randn(32, 16),), steps=2, path=path, autocast_dtype=None,
+                      loss_fn=lambda m, b: m(*b).sum())
+    rows = _rows(path, "SELECT k.step, i.phase, coalesce(ms.text, ''), s.text FROM kernels k "
+                       "JOIN kernel_info i ON i.kernel = k.id JOIN strings s ON s.id = k.name "
+                       "LEFT JOIN modules m ON m.id = i.module LEFT JOIN strings ms ON ms.id = m.name")
+    assert {m for _, phase, m, _ in rows if phase == 2} == {""}   # the optimizer, in both steps
+    assert {(step, m) for step, phase, m, name in rows if phase == 0 and name == "aten::sum"} == {(0, ""), (1, "")}

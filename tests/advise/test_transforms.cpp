@@ -249,6 +249,223 @@ TEST_CASE("streamed offload: a stash smaller than one op's packs waits after tha
     CHECK(pred.host_peak == 2000);
 }
 
+TEST_CASE("streamed offload: one op's saves keep the order its own pass unpacked them in, a parameter's too",
+          "[advise][transform]") {
+    // Two steps of one pass each (kernels k0..k4, then k5..k9 the same); per step:
+    //   k0 blocks.0 mm         batch -> a (1000)
+    //   k1 blocks.0 layer_norm a, w -> h (600), saves a, w (w a parameter: packed, not moved)
+    //   k2 blocks.0 mm         h -> o (5000), saves h
+    //   k3 M        sum        o -> loss (10)
+    //   k4 blocks.0 backward   a, w, h -> g (100)
+    // The backward unpacks k1's saves as a, w (capture.unpacks lists a, w, h in each step), so
+    // a's pack comes first: with a stash of 2 it is dropped when the 3rd pack (h, offloaded too,
+    // before k2) happens, and k2's 5000 B never meet a; h stays stashed until the backward's first
+    // unpack (k4). Live at k3: batch 100 + w 100 + h 600 + o 5000 + loss 10 = 5810 in both steps
+    // (6810 as captured, with a). Before, the order came from the first place a storage had in the
+    // capture's unpacks, which for w is in step 0: in step 1, w sorted before a', a' became the
+    // 2nd pack, stayed stashed until the backward, and k8 met it: 6810 (the ConvNeXt-Tiny
+    // features.4 capture: its 2nd step's LayerNorm input, 19,267,584 B, kept until the backward).
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int w = tiny.alloc(100, Category::Param, "w", -1, -1);
+    std::string unpacks = "[";
+    for (int step = 0; step < 2; ++step) {
+        const int k = 5 * step;
+        const int a = tiny.alloc(1000, Category::Activation, "a", k, k + 4);
+        const int h = tiny.alloc(600, Category::Activation, "h", k + 1, k + 4);
+        const int o = tiny.alloc(5000, Category::Activation, "o", k + 2, k + 3);
+        const int loss = tiny.alloc(10, Category::Workspace, "loss", k + 3, k + 3);
+        const int g = tiny.alloc(100, Category::Workspace, "g", k + 4, k + 4);
+        tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a, 'w'}}, {}, step});
+        tiny.kernel({"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{a, 'r'}, {w, 'r'}, {h, 'w'}}, {a, w}, step});
+        tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{h, 'r'}, {o, 'w'}}, {h}, step});
+        tiny.kernel({"aten::sum", "M", Phase::Forward, {{o, 'r'}, {loss, 'w'}}, {}, step});
+        tiny.kernel({"aten::native_layer_norm_backward", "M.blocks.0", Phase::Backward,
+                     {{a, 'r'}, {w, 'r'}, {h, 'r'}, {g, 'w'}}, {}, step});
+        // ids are row + 1; the backward's kernel is k + 4
+        for (int x : {a, w, h})
+            unpacks += (unpacks.size() > 1 ? "," : "") + std::string("[") + std::to_string(x + 1) + "," +
+                       std::to_string(k + 5) + "]";
+    }
+    tiny.meta.emplace_back("capture.unpacks", unpacks + "]");
+    Fixture fix(tiny);
+    REQUIRE(fix.base.passes == 1);
+    REQUIRE(fix.base.pass_step.size() == 2);
+    CHECK(predict(fix, "{}").memory.peak == 6810);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 2, "prefetch": 0}})";
+    CHECK(predict(fix, off).memory.peak == 5810);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
+TEST_CASE("streamed offload: the stash lasts until the hook's own first unpack, not another save's of a shared storage",
+          "[advise][transform]") {
+    // t (1000 B, a timestep embedding) is saved by blocks.0 (under the hook) and blocks.1 (not):
+    //   k0 emb      mm        batch -> t              k4 M        sum        o1 -> loss (10)
+    //   k1 blocks.0 mul       t, batch -> a (2000), saves t    k5 blocks.1 mul_backward t -> g1 (100),
+    //   k2 blocks.0 gelu      a -> o0 (100), saves a                        workspace w (5000)
+    //   k3 blocks.1 mul       t, o0 -> o1 (100), saves t       k6 blocks.0 gelu_backward a, t, g1 -> g0 (100)
+    // capture.unpacks: t first at k5 (blocks.1's save, outside the hook), a at k6. The hook's
+    // stash (10 saves) keeps a until the hook's first unpack, k6 (blocks.0's backward): a is on
+    // the device at k5, 100 + 1000 + 2000 + 5000 + 100 = 8200, as captured. Before, the stash
+    // was let go at t's first unpack (k5), which the hook never sees: 6200 predicted, a fit the
+    // step does not have (the diffusion UNet's up.2, whose blocks all save the time embedding).
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int t = tiny.alloc(1000, Category::Activation, "t", 0, 6);
+    const int a = tiny.alloc(2000, Category::Activation, "a", 1, 6);
+    const int o0 = tiny.alloc(100, Category::Activation, "o0", 2, 3);
+    const int o1 = tiny.alloc(100, Category::Activation, "o1", 3, 4);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
+    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
+    const int w = tiny.alloc(5000, Category::Workspace, "w", 5, 5);
+    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 6, -1);
+    tiny.kernel({"aten::mm", "M.emb", Phase::Forward, {{batch, 'r'}, {t, 'w'}}, {}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{t, 'r'}, {batch, 'r'}, {a, 'w'}}, {t}});
+    tiny.kernel({"aten::gelu", "M.blocks.0", Phase::Forward, {{a, 'r'}, {o0, 'w'}}, {a}});
+    tiny.kernel({"aten::mul", "M.blocks.1", Phase::Forward, {{t, 'r'}, {o0, 'r'}, {o1, 'w'}}, {t}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{o1, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul_backward", "M.blocks.1", Phase::Backward, {{t, 'r'}, {g1, 'w'}, {w, 'w'}}, {}});
+    tiny.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a, 'r'}, {t, 'r'}, {g1, 'r'}, {g0, 'w'}}, {}});
+    // ids are row + 1: t's first unpack before k5 (id 6), a's before k6 (id 7)
+    tiny.meta.emplace_back("capture.unpacks", "[[" + std::to_string(t + 1) + ",6],[" + std::to_string(a + 1) + ",7]]");
+    Fixture fix(tiny);
+    CHECK(predict(fix, "{}").memory.peak == 8200);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": ["M.blocks.0"], "min_bytes": 500, "max_fwd_stash": 10, "prefetch": 0}})";
+    CHECK(predict(fix, off).memory.peak == 8200);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
+TEST_CASE("offload of the whole forward: a loss computed after the model's forward is not under the hook",
+          "[advise][transform]") {
+    // mhc_torch.apply (and the printed code) puts the hook around the model's forward; the loss
+    // (kernels outside every module) runs after it, and its saves are not packed:
+    //   k0 blocks.0 mm     batch -> a (1000)        k3 -     mse_backward o, n -> g (100)
+    //   k1 blocks.0 gelu   a -> o (1000), saves a    k4 blocks.0 gelu_backward a, g -> g0 (100)
+    //   k2 -        mse    o, n -> loss, saves o, n (n: the target, 1000 B, made before the step)
+    // Only a goes to the host: 1000 B each way. Before, the loss's o and n were packed too
+    // (3000 B to the host) and a's stash of 1 ended at o's pack, before k2.
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int n = tiny.alloc(1000, Category::Other, "target", -1, -1);
+    const int a = tiny.alloc(1000, Category::Activation, "a", 0, 4);
+    const int o = tiny.alloc(1000, Category::Activation, "o", 1, 3);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 2, 2);
+    const int g = tiny.alloc(100, Category::Workspace, "g", 3, 4);
+    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 4, -1);
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a, 'w'}}, {}});
+    tiny.kernel({"aten::gelu", "M.blocks.0", Phase::Forward, {{a, 'r'}, {o, 'w'}}, {a}});
+    tiny.kernel({"aten::mse_loss", "", Phase::Forward, {{o, 'r'}, {n, 'r'}, {loss, 'w'}}, {o, n}});
+    tiny.kernel({"aten::mse_loss_backward", "", Phase::Backward, {{o, 'r'}, {n, 'r'}, {g, 'w'}}, {}});
+    tiny.kernel({"aten::gelu_backward", "M.blocks.0", Phase::Backward, {{a, 'r'}, {g, 'r'}, {g0, 'w'}}, {}});
+    Fixture fix(tiny);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})";
+    Prediction p = predict(fix, off);
+    CHECK(p.d2h_bytes == 1000);
+    CHECK(p.h2d_bytes == 1000);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
+TEST_CASE("streamed offload: one op's saves in the order autograd packed them (capture.pack_order)",
+          "[advise][transform]") {
+    //   k0 blocks.0 mm    batch -> a (1000)         k4 M        sum      p -> loss (10)
+    //   k1 blocks.0 ln    a, w -> h (600), saves a, w   k5 blocks.0 mul_bwd w -> g1 (100)
+    //   k2 blocks.0 mm    h -> o (5000), saves h    k6 blocks.0 mm_bwd  h, g1 -> g2 (100)
+    //   k3 blocks.0 mul   o, w -> p (100), saves w  k7 blocks.0 ln_bwd  a, w, g2 -> g0 (100)
+    // k1 packs a, then w (capture.pack_order); w's first unpack is k3's node's (k5), before a's
+    // (k7), so the unpacks' order puts w first. With a stash of 2, a (pack 0) is let go at pack 2
+    // (h, before k2): live at k3 100 + w 100 + h 600 + o 5000 + p 100 = 5900. In the unpacks'
+    // order a was pack 1, the next offloaded pack 2 or more later none (pack 3 is w), so a stayed
+    // until the backward: 6900, as captured without offload.
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int w = tiny.alloc(100, Category::Param, "w", -1, -1);
+    const int a = tiny.alloc(1000, Category::Activation, "a", 0, 7);
+    const int h = tiny.alloc(600, Category::Activation, "h", 1, 6);
+    const int o = tiny.alloc(5000, Category::Activation, "o", 2, 3);
+    const int pr = tiny.alloc(100, Category::Activation, "p", 3, 4);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
+    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
+    const int g2 = tiny.alloc(100, Category::Workspace, "g2", 6, 7);
+    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 7, -1);
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {a, 'w'}}, {}});
+    tiny.kernel({"aten::native_layer_norm", "M.blocks.0", Phase::Forward, {{a, 'r'}, {w, 'r'}, {h, 'w'}}, {a, w}});
+    tiny.kernel({"aten::mm", "M.blocks.0", Phase::Forward, {{h, 'r'}, {o, 'w'}}, {h}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{o, 'r'}, {w, 'r'}, {pr, 'w'}}, {w}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{pr, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{w, 'r'}, {g1, 'w'}}, {}});
+    tiny.kernel({"aten::mm_backward", "M.blocks.0", Phase::Backward, {{h, 'r'}, {g1, 'r'}, {g2, 'w'}}, {}});
+    tiny.kernel({"aten::native_layer_norm_backward", "M.blocks.0", Phase::Backward,
+                 {{a, 'r'}, {w, 'r'}, {g2, 'r'}, {g0, 'w'}}, {}});
+    auto id = [](int row) { return std::to_string(row + 1); };   // ids are row + 1, kernels k + 1
+    tiny.meta.emplace_back("capture.unpacks", "[[" + id(w) + ",6],[" + id(h) + ",7],[" + id(a) + ",8]]");
+    tiny.meta.emplace_back("capture.pack_order",
+                           "[[" + id(a) + ",2],[" + id(w) + ",2],[" + id(h) + ",3],[" + id(w) + ",4]]");
+    Fixture fix(tiny);
+    CHECK(predict(fix, "{}").memory.peak == 6900);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 2, "prefetch": 0}})";
+    CHECK(predict(fix, off).memory.peak == 5900);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
+TEST_CASE("streamed offload: a prefetch waits for the unpack of the save it follows, not another save's of that storage",
+          "[advise][transform]") {
+    // t (1000 B, a time embedding) is saved by blocks.0 (k2) and blocks.1 (k3); x (2000 B) by
+    // blocks.0 (k1, the pack before k2's):
+    //   k0 emb      mm    batch -> t                k4 M        sum      o1 -> loss (10)
+    //   k1 blocks.0 relu  batch -> x, saves x       k5 blocks.1 mul_bwd  t -> g1 (100), workspace w (5000)
+    //   k2 blocks.0 mul   x, t -> o0 (100), saves t k6 blocks.0 mul_bwd  t, g1 -> g2 (100)
+    //   k3 blocks.1 mul   o0, t -> o1 (100), saves t k7 blocks.0 relu_bwd x, g2 -> g0 (100)
+    // With prefetch 1, unpacking k2's save of t brings x back: that is blocks.0's node (k6), not
+    // t's first unpack (blocks.1's, k5). At k5: batch 100 + t's copy 1000 + w 5000 + g1 100 =
+    // 6200. Before, x came back at k5 too: 8200, as captured without offload.
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.emb", "Linear"}, {"M.blocks.0", "Block"}, {"M.blocks.1", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int t = tiny.alloc(1000, Category::Activation, "t", 0, 6);
+    const int x = tiny.alloc(2000, Category::Activation, "x", 1, 7);
+    const int o0 = tiny.alloc(100, Category::Activation, "o0", 2, 3);
+    const int o1 = tiny.alloc(100, Category::Activation, "o1", 3, 4);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 4, 4);
+    const int g1 = tiny.alloc(100, Category::Workspace, "g1", 5, 6);
+    const int w = tiny.alloc(5000, Category::Workspace, "w", 5, 5);
+    const int g2 = tiny.alloc(100, Category::Workspace, "g2", 6, 7);
+    const int g0 = tiny.alloc(100, Category::Workspace, "g0", 7, -1);
+    tiny.kernel({"aten::mm", "M.emb", Phase::Forward, {{batch, 'r'}, {t, 'w'}}, {}});
+    tiny.kernel({"aten::relu", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {x, 'w'}}, {x}});
+    tiny.kernel({"aten::mul", "M.blocks.0", Phase::Forward, {{x, 'r'}, {t, 'r'}, {o0, 'w'}}, {t}});
+    tiny.kernel({"aten::mul", "M.blocks.1", Phase::Forward, {{o0, 'r'}, {t, 'r'}, {o1, 'w'}}, {t}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{o1, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::mul_backward", "M.blocks.1", Phase::Backward, {{t, 'r'}, {g1, 'w'}, {w, 'w'}}, {}});
+    tiny.kernel({"aten::mul_backward", "M.blocks.0", Phase::Backward, {{t, 'r'}, {g1, 'r'}, {g2, 'w'}}, {}});
+    tiny.kernel({"aten::relu_backward", "M.blocks.0", Phase::Backward, {{x, 'r'}, {g2, 'r'}, {g0, 'w'}}, {}});
+    // ids are row + 1: t's first unpack before k5 (id 6), x's before k7 (id 8)
+    tiny.meta.emplace_back("capture.unpacks", "[[" + std::to_string(t + 1) + ",6],[" + std::to_string(x + 1) + ",8]]");
+    Fixture fix(tiny);
+    CHECK(predict(fix, "{}").memory.peak == 8200);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 1}})";
+    CHECK(predict(fix, off).memory.peak == 6200);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
 TEST_CASE("offload: a saved storage the program reads after its pass stays on the device", "[advise][transform]") {
     // s (1000 B) is made in the forward (k0), saved by k1 and read by the backward (k2), and read
     // again by k3, a forward-phase kernel after the backward (a pass of its own, as GradScaler's

@@ -105,12 +105,15 @@ class Captured:
         self.frame_hold = {a: self.kidx[k] for a, k in json.loads(self.meta.get("capture.frame_holds", "[]"))
                            if a in self.allocs and k in self.kidx}
         # the kernel that ran right after the backward first unpacked a saved storage, one per backward
+        # every save in the order autograd packed it: (allocation, kernel index)
+        self.pack_order = [(a, self.kidx[k]) for a, k in json.loads(self.meta.get("capture.pack_order", "[]"))
+                           if a in self.allocs and k in self.kidx]
         self.unpacks = {}
-        self.unpack_rank = {}   # the place of each storage's first pair in that list
-        for n, (a, k) in enumerate(json.loads(self.meta.get("capture.unpacks", "[]"))):
-            self.unpack_rank.setdefault(a, n)
+        self.unpack_list = []   # (allocation, kernel index) in the list's order
+        for a, k in json.loads(self.meta.get("capture.unpacks", "[]")):
             if a in self.allocs and k in self.kidx:
                 self.unpacks.setdefault(a, []).append(self.kidx[k])
+                self.unpack_list.append((a, self.kidx[k]))
         names = {al["label"] for al in self.allocs.values() if al["category"] == GRAD}
         self.has_grads = bool(names)
         self.grad_names = names
@@ -682,21 +685,32 @@ def apply_offload(plan, cap, off, checkpointed):
     streamed = mode == "streamed"
     for ks in cap.passes:
         kset = set(ks)
+        # each storage's place among this pass's pairs of the list (a parameter has one per pass)
+        rank = {}
+        for n, (a, i) in enumerate(cap.unpack_list):
+            if i in kset:
+                rank.setdefault(a, n)
+        place = {}   # (allocation, saving kernel) -> its first place in capture.pack_order
+        for n, (a, i) in enumerate(cap.pack_order):
+            if i in kset:
+                place.setdefault((a, i), n)
         packs = []
         for a, i, n in cap.saves:
             k = cap.kernels[i]
             if i not in kset or k["phase"] != FWD:
+                continue
+            if mods is None and not cap.caller[i]:   # the model's forward only, not the loss after it
                 continue
             if mods is not None and not any(cap.inside(cap.caller[i], m) for m in mods):
                 continue
             if any(cap.inside(cap.caller[i], m) for m in checkpointed):
                 continue
             out = cap.made_by.get(a) == i
-            packs += [(i, 1 if out else 0, cap.unpack_rank.get(a, float("inf")), a)] * n
+            packs += [(i, place.get((a, i), float("inf")), 1 if out else 0, rank.get(a, float("inf")), a)] * n
         if not packs:
             continue
         packs.sort()
-        packs = [(i, o, a) for i, o, _rank, a in packs]
+        packs = [(i, o, a) for i, _place, o, _rank, a in packs]
 
         def eligible(a):
             al = cap.allocs[a]
@@ -725,7 +739,7 @@ def apply_offload(plan, cap, off, checkpointed):
             mb = cap.made_by.get(a)
             made_fwd = mb is not None and mb in kset and cap.kernels[mb]["phase"] == FWD
             all_packs = all(i in kset and cap.kernels[i]["phase"] == FWD
-                            and (mods is None or any(cap.inside(cap.caller[i], m) for m in mods))
+                            and (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods))
                             and not any(cap.inside(cap.caller[i], m) for m in checkpointed)
                             for i in cap.saves_of.get(a, []))
             held = any(i not in kset for i, _m in cap.uses[a])   # a kernel of another pass uses it
@@ -733,7 +747,37 @@ def apply_offload(plan, cap, off, checkpointed):
         def comes_back(a):   # it dies and the backward unpacks it
             return a in first and dies[a] and unpack(a) is not None
 
-        moved_reads = [unpack(a) for a in first]   # every storage it copied to the host
+        def in_hook(i):
+            return (bool(cap.caller[i]) if mods is None else any(cap.inside(cap.caller[i], m) for m in mods)) and \
+                not any(cap.inside(cap.caller[i], m) for m in checkpointed)
+
+        def hook_unpack(a):
+            """Where the hook itself first unpacks it: a storage that an op outside the hook saved
+            too may be unpacked first by that op's node, which the hook does not see; then the
+            first backward kernel inside the hook that reads it."""
+            u = unpack(a)
+            outside = any(i in kset and cap.kernels[i]["phase"] == FWD and not in_hook(i)
+                          for i in cap.saves_of.get(a, []))
+            if not outside or u is None:
+                return u
+            r = next((i for i, _m in cap.uses[a] if i >= u and i in kset and cap.kernels[i]["phase"] == BWD
+                      and in_hook(i)), None)
+            return u if r is None else r
+
+        def save_unpack(i, a):
+            """Where the save of `a` by kernel i is unpacked: its unpack, but when several forward
+            kernels of the pass saved it, the first backward kernel at or after that of kernel i's
+            module that reads it."""
+            u = unpack(a)
+            savers = [s for s in cap.saves_of.get(a, []) if s in kset and cap.kernels[s]["phase"] == FWD]
+            if u is None or len(savers) <= 1:
+                return u
+            mod = cap.kernels[i]["module"]
+            r = next((k for k, _m in cap.uses[a] if k >= u and k in kset and cap.kernels[k]["phase"] == BWD
+                      and cap.kernels[k]["module"] == mod), None)
+            return u if r is None else r
+
+        moved_reads = [hook_unpack(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
         first_unpack = min(moved_reads) if moved_reads else None
         d2h = {}
@@ -754,15 +798,18 @@ def apply_offload(plan, cap, off, checkpointed):
             host = plan.add_alloc(-1, al.nbytes, al.stream, al.category, made, label=al.label)
             u = unpack(a)
             if not comes_back(a):   # stays on the GPU; without an unpack, as recorded
-                plan.allocs[host].freed = al.freed if u is None else (plan.op_of[u], "before", 0)
+                hu = hook_unpack(a)   # the host copy is dropped at the hook's own unpack
+                plan.allocs[host].freed = al.freed if hu is None else (plan.op_of[hu], "before", 0)
                 continue
             early = end_of_forward(cap, plan, ks) if cap.is_cached_cast(a) else last_forward_use(cap, plan, a, kset)
             held = cap.frame_hold.get(a)   # the model's code held it longer (in this pass's forward)
             if held in kset and cap.kernels[held]["phase"] == FWD:
                 early = plan.later(early, (plan.op_of[held], "after", 0))
             if streamed:
-                if j + stash < len(packs):
-                    i2, out2, _ = packs[j + stash]
+                # let go of at the first pack it offloads stash or more packs later (torchtune)
+                j2 = next((q for q in range(j + stash, len(packs)) if eligible(packs[q][2])), len(packs))
+                if j2 < len(packs):
+                    i2, out2, _ = packs[j2]
                     at = (plan.op_of[i2], "after" if out2 else "before", 0)
                 elif first_unpack is not None:
                     at = (plan.op_of[first_unpack], "before", 0)
@@ -780,7 +827,7 @@ def apply_offload(plan, cap, off, checkpointed):
             al.freed = early
             x = u
             if streamed and prefetch > 0:   # only a pack whose storage also comes back prefetches
-                cands = [unpack(b) for (_i, _o, b) in packs[j + 1:j + 1 + prefetch] if comes_back(b)]
+                cands = [save_unpack(i2, b) for (i2, _o, b) in packs[j + 1:j + 1 + prefetch] if comes_back(b)]
                 if cands and min(cands) < x:
                     x = min(cands)
             xop = plan.op_of[x]

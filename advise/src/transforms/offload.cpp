@@ -5,6 +5,7 @@
 // docs/simulator.md "Settings: offload" states the rules this file follows.
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <unordered_map>
 
 #include "mhc/advise/transforms.hpp"
@@ -49,7 +50,8 @@ private:
         // (a module the model does not register: its caller's)
         const int32_t mod = c.caller[static_cast<size_t>(seq)];
         if (mod >= 0 && c.in_checkpoint[static_cast<size_t>(mod)]) return false;   // the checkpoint's own hook
-        if (!o_.modules) return true;
+        // null: around the model's forward (the root module's call), not a loss computed after it
+        if (!o_.modules) return mod >= 0;
         for (int32_t s : scope_)
             if (c.base.info.within(mod, s)) return true;
         return false;
@@ -79,18 +81,42 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
                 for (int32_t i = 0; i < count; ++i)
                     packs.push_back({seq, x, base.creator[static_cast<size_t>(x)] == seq});
         });
-    // A storage's place among the backward's first unpacks (capture.unpacks' order), else last.
+    // A storage's place among this pass's backward's first unpacks (capture.unpacks' order),
+    // else last. Per pass: a parameter saved in every pass has its first place in the first
+    // pass, which would sort it before the activations a later pass's op saved with it.
+    std::unordered_map<int32_t, int32_t> pass_rank;
+    // Where the capture recorded the order of the saves (capture.pack_order), an op's saves keep
+    // it: (storage, saving seq) -> its first place.
+    std::map<std::pair<int32_t, int32_t>, int32_t> pack_place;
+    {
+        std::vector<int32_t> seq_of(base.trace->kernels.size(), -1);
+        for (size_t s = 0; s < base.korder.size(); ++s)
+            seq_of[static_cast<size_t>(base.korder[s])] = static_cast<int32_t>(s);
+        const auto& order = base.info.pack_order;
+        for (size_t r = 0; r < order.size(); ++r) {
+            const int32_t seq = seq_of[static_cast<size_t>(order[r].second)];
+            if (seq >= 0 && base.pass[static_cast<size_t>(seq)] == pass)
+                pack_place.emplace(std::make_pair(order[r].first, seq), static_cast<int32_t>(r));
+        }
+        const auto& listed = base.info.unpacks_listed;
+        for (size_t r = 0; r < listed.size(); ++r) {
+            const int32_t seq = seq_of[static_cast<size_t>(listed[r].second)];
+            if (seq >= 0 && base.pass[static_cast<size_t>(seq)] == pass)
+                pass_rank.emplace(listed[r].first, static_cast<int32_t>(r));
+        }
+    }
     auto unpack_rank = [&](int32_t storage) {
-        const auto& ranks = base.info.unpack_rank;
-        return static_cast<size_t>(storage) < ranks.size() && ranks[static_cast<size_t>(storage)] >= 0
-                   ? ranks[static_cast<size_t>(storage)]
-                   : INT32_MAX;
+        auto it = pass_rank.find(storage);
+        return it != pass_rank.end() ? it->second : INT32_MAX;
     };
     // One op's saves in the order autograd made them, which its node unpacks them in too (the
     // formula's saved variables), not in the order they were allocated (autocast casts the last
     // argument first): the copies back at one unpack are allocated in this order.
     std::sort(packs.begin(), packs.end(), [&](const Pack& left, const Pack& right) {
         if (left.seq != right.seq) return left.seq < right.seq;
+        auto pl = pack_place.find({left.alloc, left.seq}), pr = pack_place.find({right.alloc, right.seq});
+        if (pl != pack_place.end() && pr != pack_place.end() && pl->second != pr->second)
+            return pl->second < pr->second;
         if (left.output != right.output) return !left.output;
         const int32_t rank_left = unpack_rank(left.alloc), rank_right = unpack_rank(right.alloc);
         return rank_left != rank_right ? rank_left < rank_right : left.alloc < right.alloc;
@@ -122,10 +148,54 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass; });
         if (dies && !recomputed_reads.count(x) && unpack_at(x) >= 0) copied_back[x] = true;
     }
+    // Where the hook itself first unpacks storage x. A storage that ops outside the hook saved
+    // too (a timestep embedding every block reads) may be unpacked first by one of theirs, which
+    // the hook never sees (capture.unpacks has a storage's first unpack only): then the first
+    // backward op in the hook's scope that reads it.
+    auto hook_unpack_at = [&](int32_t x) {
+        const int32_t u = unpack_at(x);
+        bool outside = false;
+        base.for_savers(x, [&](int32_t saver) {
+            if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass &&
+                base.phase[static_cast<size_t>(saver)] == Phase::Forward && !in_scope(ctx, saver))
+                outside = true;
+        });
+        if (!outside || u < 0) return u;
+        int32_t found = -1;
+        base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
+            if (found < 0 && seq >= u && base.pass[static_cast<size_t>(seq)] == pass &&
+                base.phase[static_cast<size_t>(seq)] == Phase::Backward && in_scope(ctx, seq))
+                found = seq;
+        });
+        return found >= 0 ? found : u;
+    };
+    // Where pack q's own save is unpacked (what a prefetch from it waits for): the storage's
+    // unpack, but for a storage that several forward ops of the pass saved (a time embedding
+    // every block reads), the first backward kernel at or after it of the saving op's module
+    // that reads it (the storage's first unpack is another node's).
+    auto save_unpack_at = [&](size_t q) {
+        const int32_t x = packs[q].alloc, u = unpack_at(x);
+        if (u < 0) return u;
+        int32_t savers = 0;
+        base.for_savers(x, [&](int32_t saver) {
+            if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass &&
+                base.phase[static_cast<size_t>(saver)] == Phase::Forward)
+                ++savers;
+        });
+        if (savers <= 1) return u;
+        const int32_t mod = base.module[static_cast<size_t>(packs[q].seq)];
+        int32_t found = -1;
+        base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
+            if (found < 0 && seq >= u && base.pass[static_cast<size_t>(seq)] == pass &&
+                base.phase[static_cast<size_t>(seq)] == Phase::Backward && base.module[static_cast<size_t>(seq)] == mod)
+                found = seq;
+        });
+        return found >= 0 ? found : u;
+    };
     // The hook's first unpack (of a storage it moved) releases what the stash still holds.
     int32_t first_unpack = -1;
     for (auto& [x, i] : first_pack) {
-        int32_t u = unpack_at(x);
+        int32_t u = hook_unpack_at(x);
         if (u >= 0 && (first_unpack < 0 || u < first_unpack)) first_unpack = u;
     }
 
@@ -153,7 +223,9 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         const int32_t u = unpack_at(x);
         const bool dies = copied_back.count(x) > 0;
         if (!dies || u < 0) {
-            host_copy.freed = u >= 0 ? Point{u, false} : saved.freed;
+            // the hook drops the host copy at its own unpack
+            const int32_t hu = hook_unpack_at(x);
+            host_copy.freed = hu >= 0 ? Point{hu, false} : saved.freed;
             plan.add_alloc(host_copy);
             continue;
         }
@@ -168,9 +240,11 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             lf = std::max(lf, held);
         Point release{lf, true};
         if (streamed) {
-            // kept until max_fwd_stash more packs (the op of that pack ends), else until the
+            // kept until a pack the hook offloads comes max_fwd_stash or more packs later (the
+            // others count but let go of nothing: torchtune's pack_tensor), else until the
             // hook's first unpack; the compute stream waits there for the copy to land
             size_t j = i + static_cast<size_t>(o_.max_fwd_stash);
+            while (j < packs.size() && !eligible(base, plan, packs[j].alloc)) ++j;
             Point stash = j < packs.size() ? packs[j].at() : first_unpack >= 0 ? Point{first_unpack, false} : Point{fwd_end, true};
             release = plan.later(release, stash);
             int32_t waiter = j < packs.size()    ? packs[j].seq + (packs[j].output ? 1 : 0)
@@ -190,7 +264,7 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         if (streamed)
             for (size_t q = i + 1; q <= i + static_cast<size_t>(prefetch) && q < packs.size(); ++q) {
                 if (!copied_back.count(packs[q].alloc)) continue;   // kept on the device: no prefetch
-                int32_t uq = unpack_at(packs[q].alloc);
+                int32_t uq = save_unpack_at(q);
                 if (uq >= 0 && uq < bring) bring = uq;
             }
         // The hook lets go of the device copy at the storage's last unpack: it dies when that

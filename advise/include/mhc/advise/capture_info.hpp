@@ -49,11 +49,25 @@ struct CaptureInfo {
     // Each allocation row's place among the first unpacks (the order meta capture.unpacks lists
     // them in: the backward's own since 2026-12-04); -1 when never unpacked.
     std::vector<int32_t> unpack_rank;
+    // The same pairs in the order meta capture.unpacks lists them (the order the backwards
+    // unpacked them in): a storage saved in every pass (a parameter) has a place in each.
+    std::vector<std::pair<int32_t, int32_t>> unpacks_listed;
+    // (allocation row, kernel row) of every save in the order autograd packed them (meta
+    // capture.pack_order; empty in captures before it): an offload hook's order.
+    std::vector<std::pair<int32_t, int32_t>> pack_order;
 
     // What the printed code needs to know of the user's model and optimizer (meta that
     // mhc-torch capture writes; empty in a capture that lacks it).
     std::vector<std::string> hf_checkpoint_layers;   // the layers a Hugging Face model's own call checkpoints
     std::string hf_checkpoint_call;                  // that call: activation_ or gradient_checkpointing_enable
+    // The same step captured again with that checkpointing turned off (meta
+    // capture.without_hf_checkpointing, python/mhc_torch/cli.py): its peak, reserved bytes (-1
+    // when the capture could not run mhc to simulate its allocator), host peak and estimated last
+    // step; with_step_ns is the last step with checkpointing on, as the capture estimated it (0:
+    // not recorded). off_peak < 0: not captured.
+    struct HfOff {
+        int64_t peak = -1, reserved = -1, host_peak = 0, step_ns = 0, with_step_ns = 0;
+    } hf_off;
     std::string optimizer_class;                     // "torch.optim.adamw.AdamW"
     std::string optimizer_defaults;                  // its hyperparameters, a JSON object
     bool optimizer_groups = false;                   // its parameter groups (capture.optimizer_groups)
