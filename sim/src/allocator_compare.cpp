@@ -212,76 +212,12 @@ std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const 
     return evs;
 }
 
-// Private memory pools (a CUDA graph's, a torch.cuda.MemPool's): meta snapshot.segment_pools names
-// each end-state segment of a private pool ("DEVICE:FIRST,SECOND:ADDRESS:BYTES", space-separated).
-// The segment rows of the device inside such a range are that pool's: those held at the end, and
-// an expandable segment's mapped ranges unmapped before (its address space stays the segment's).
-// An allocation is the pool's when its first byte lies in the range and it was made once the
-// earliest of those rows was (a snapshot's trace entries do not say the pool per allocation, and
-// a block never leaves its segment). Segments freed during the trace are not in the end state:
-// their allocations stay in the default pool. Pools are numbered 1.. in (first, second) order; 0
-// is the default pool.
-struct PoolMap {
-    std::map<const trace::Segment*, int64_t> segment;
-    std::vector<int64_t> allocation;   // per allocation row
-};
-
-PoolMap private_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& S, int32_t device,
-                      AllocatorComparison& c) {
-    PoolMap m;
-    m.allocation.assign(t.allocations.size(), 0);
-    auto it = t.meta.find("snapshot.segment_pools");
-    if (it == t.meta.end()) return m;
-    struct Range {
-        int64_t bytes, pool, since;
-    };
-    std::map<std::pair<int64_t, int64_t>, int64_t> number;
-    std::map<int64_t, Range> at;   // address -> the end-state segment
-    std::istringstream in(it->second);
-    std::string entry;
-    while (in >> entry) {
-        long long dev = 0, first = 0, second = 0, address = 0, bytes = 0;
-        char tail = 0;
-        if (std::sscanf(entry.c_str(), "%lld:%lld,%lld:%lld:%lld%c", &dev, &first, &second, &address, &bytes, &tail) != 5 ||
-            bytes <= 0)
-            throw Error(t.path + ": meta snapshot.segment_pools: entry '" + entry +
-                        "' is not DEVICE:FIRST,SECOND:ADDRESS:BYTES (import the snapshot again)");
-        if (dev != device) continue;
-        auto n = number.try_emplace({first, second}, static_cast<int64_t>(number.size()) + 1).first;
-        at[address] = {bytes, n->second, trace::kNoTime};
-    }
-    c.private_pools = static_cast<int64_t>(number.size());
-    auto range_of = [&](int64_t address) -> Range* {
-        auto u = at.upper_bound(address);
-        if (u == at.begin()) return nullptr;
-        --u;
-        return address < u->first + u->second.bytes ? &u->second : nullptr;
-    };
-    for (const auto* s : S) {
-        if (s->t_free != trace::kNoTime && !s->expandable) continue;
-        Range* r = range_of(s->address);
-        if (!r) continue;
-        m.segment[s] = r->pool;
-        r->since = std::min(r->since, s->t_alloc);
-        if (s->t_free == trace::kNoTime) ++c.private_pool_segments;
-    }
-    const auto& a = t.allocations;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (a.device[i] != device) continue;
-        const Range* r = range_of(a.address[i]);
-        if (!r || r->since == trace::kNoTime || a.t_alloc[i] < r->since) continue;
-        m.allocation[i] = r->pool;
-        ++c.private_pool_allocations;
-    }
-    return m;
-}
-
 // The model's run over the events, sampled after each of `times`; warm: starting from the
 // segments the recording held when it began, their blocks placed where recorded.
 class ModelRun {
 public:
     ModelRun(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, const AllocatorSettings& set,
-             bool warm, const PoolMap& pools)
+             bool warm, const PrivatePools& pools)
         : t_(t), warm_(warm), pools_(pools), ca_(INT64_MAX / 2, set), block_(t.allocations.size(), -1) {
         ca_.set_log(&r_.log);
         if (warm)
@@ -346,7 +282,7 @@ private:
 
     const trace::TraceData& t_;
     const bool warm_;
-    const PoolMap& pools_;
+    const PrivatePools& pools_;
     Run r_;
     CachingAllocator ca_;
     std::map<int64_t, std::pair<int32_t, int64_t>> seeded_;   // address -> (segment, bytes)
@@ -431,6 +367,62 @@ void compare_reserved(const trace::TraceData& t, const std::vector<const trace::
 
 }  // namespace
 
+PrivatePools private_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& S, int32_t device) {
+    PrivatePools m;
+    m.allocation.assign(t.allocations.size(), 0);
+    auto it = t.meta.find("snapshot.segment_pools");
+    if (it == t.meta.end()) return m;
+    struct Range {
+        int64_t bytes, pool, since;
+    };
+    std::map<std::pair<int64_t, int64_t>, int64_t> number;
+    std::map<int64_t, Range> at;   // address -> the end-state segment
+    std::istringstream in(it->second);
+    std::string entry;
+    while (in >> entry) {
+        long long dev = 0, first = 0, second = 0, address = 0, bytes = 0;
+        char tail = 0;
+        if (std::sscanf(entry.c_str(), "%lld:%lld,%lld:%lld:%lld%c", &dev, &first, &second, &address, &bytes, &tail) != 5 ||
+            bytes <= 0)
+            throw Error(t.path + ": meta snapshot.segment_pools: entry '" + entry +
+                        "' is not DEVICE:FIRST,SECOND:ADDRESS:BYTES (import the snapshot again)");
+        if (dev != device) continue;
+        auto n = number.try_emplace({first, second}, static_cast<int64_t>(number.size()) + 1).first;
+        at[address] = {bytes, n->second, trace::kNoTime};
+    }
+    m.pools = static_cast<int64_t>(number.size());
+    auto range_of = [&](int64_t address) -> Range* {
+        auto u = at.upper_bound(address);
+        if (u == at.begin()) return nullptr;
+        --u;
+        return address < u->first + u->second.bytes ? &u->second : nullptr;
+    };
+    for (const auto* s : S) {
+        if (s->t_free != trace::kNoTime && !s->expandable) continue;
+        Range* r = range_of(s->address);
+        if (!r) continue;
+        m.segment[s] = r->pool;
+        r->since = std::min(r->since, s->t_alloc);
+        if (s->t_free == trace::kNoTime) ++m.segments_held;
+    }
+    const auto& a = t.allocations;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a.device[i] != device) continue;
+        const Range* r = range_of(a.address[i]);
+        if (!r || r->since == trace::kNoTime || a.t_alloc[i] < r->since) continue;
+        m.allocation[i] = r->pool;
+        ++m.allocations;
+    }
+    return m;
+}
+
+PrivatePools private_pools(const trace::TraceData& t, int32_t device) {
+    std::vector<const trace::Segment*> S;
+    for (const auto& s : t.segments)
+        if (s.device == device) S.push_back(&s);
+    return private_pools(t, S, device);
+}
+
 AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vector<trace::Segment>& segments,
                                       int32_t device, const std::string& conf_override) {
     Deltas rec = recorded_deltas(t, segments, device);
@@ -460,7 +452,10 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     times.erase(std::unique(times.begin(), times.end()), times.end());
     if (!rec.empty() && (times.empty() || rec.back().first > times.back())) times.push_back(rec.back().first);
 
-    const PoolMap pools = private_pools(t, S, device, c);
+    const PrivatePools pools = private_pools(t, S, device);
+    c.private_pools = pools.pools;
+    c.private_pool_segments = pools.segments_held;
+    c.private_pool_allocations = pools.allocations;
     Run w = ModelRun(t, S, set, true, pools).run(evs, times);
     c.seeded_segments = w.seeded;
     c.seeded_bytes = w.seeded_bytes;

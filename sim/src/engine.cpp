@@ -59,7 +59,9 @@ bool Engine<Policy>::try_reserve(int32_t a) {
     } else {
         if (!warmed) warmed = warm_start(prepared, ca, prepared.t->allocations.t_alloc[a]);
         const int64_t reserved_before = ca.reserved();
-        int32_t blk = ca.allocate(b, prepared.t->allocations.stream[a]);
+        // In its private pool where the trace says one (a swap-in too: the block comes back to
+        // the pool it was evicted from).
+        int32_t blk = ca.allocate(b, prepared.t->allocations.stream[a], prepared.pool_of(a));
         if (blk < 0) {
             // The failed call still gave the cached free segments back (PyTorch's retry after
             // a failed cudaMalloc); replay repeats it here to keep its model in step.

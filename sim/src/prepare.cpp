@@ -9,6 +9,7 @@
 #include "mhc/common/numbers.hpp"
 #include "mhc/common/units.hpp"
 #include "mhc/sim/allocator.hpp"
+#include "mhc/sim/allocator_compare.hpp"
 #include "mhc/trace/cache.hpp"
 #include "mhc/trace/event_order.hpp"
 #include "mhc/trace/check.hpp"
@@ -102,6 +103,15 @@ void build_on_device(Prepared& p) {
         const int64_t bytes = a.bytes[static_cast<size_t>(event.row)];
         p.host_events.emplace_back(event.time, event.free ? -bytes : bytes);
     }
+}
+
+// Private pools of the device's allocations (meta snapshot.segment_pools: a snapshot's CUDA graph
+// or torch.cuda.MemPool segments), by the rule mhc allocator reads them with.
+void build_pools(Prepared& p) {
+    if (p.device < 0 || !p.t->meta.count("snapshot.segment_pools")) return;
+    const PrivatePools pools = private_pools(*p.t, p.device);
+    if (pools.allocations == 0) return;
+    p.alloc_pool.assign(pools.allocation.begin(), pools.allocation.end());
 }
 
 // Accesses in seq order. When the device has none (no kernel of the device accesses one of
@@ -276,7 +286,7 @@ struct CachingWalk {
     void allocate(const Prepared& prepared, size_t al) {
         const auto& rows = prepared.t->allocations;
         if (warm && !warmed) warmed = warm_start(prepared, ca, rows.t_alloc[al]);
-        block[al] = ca.allocate(rows.bytes[al], rows.stream[al]);
+        block[al] = ca.allocate(rows.bytes[al], rows.stream[al], prepared.pool_of(static_cast<int32_t>(al)));
         peak = std::max(peak, ca.reserved());
     }
     void free(size_t al) {
@@ -412,6 +422,7 @@ std::shared_ptr<const Prepared> prepare(const trace::TraceData& t, int32_t devic
     p->device = device != kAutoDevice ? device : pick_device(t);
     static_cast<EventStreams&>(*p) = event_streams(t, p->device);
     build_on_device(*p);
+    build_pools(*p);
     build_accesses(*p);
     build_next_use(*p);
     build_operand_frees(*p);
@@ -568,6 +579,11 @@ void each_array(P& p, F&& f) {
     f("h2d_busy.end", p.h2d_busy.end); f("d2h_busy.begin", p.d2h_busy.begin); f("d2h_busy.end", p.d2h_busy.end);
 }
 
+// Each allocation's private pool (build_pools), an array of its own: an entry kept by a version
+// before pools (2026-12-05) lacks it and reads as absent, so its caching peak, made with one pool
+// per stream, is not served. Empty in a trace without private pools.
+constexpr const char* kAllocPool = "alloc_pool";
+
 // The program's host events in event order (build_on_device). Named anew when that order changed
 // (2026-12-05): an entry kept in a trace file by an earlier version lacks it and reads as absent.
 constexpr const char* kHostEvents = "host_events.ordered";
@@ -590,7 +606,7 @@ bool fits(const Prepared& p, const trace::TraceData& t) {
            std::is_sorted(p.acc_begin.begin(), p.acc_begin.end()) &&
            static_cast<size_t>(p.acc_begin.back()) == p.acc_alloc.size() && p.acc_write.size() == p.acc_alloc.size() &&
            p.acc_read.size() == p.acc_alloc.size() && p.next_use.size() == p.acc_alloc.size() &&
-           p.first_use.size() == na && p.on_device.size() == na && p.operand_free1.size() == n &&
+           p.first_use.size() == na && p.on_device.size() == na && (p.alloc_pool.empty() || p.alloc_pool.size() == na) && p.operand_free1.size() == n &&
            p.operand_free2.size() == n && p.operand_free1_alloc.size() == n && p.step_of.size() == n &&
            p.alloc_step.size() == na && p.alloc_ordinal.size() == na && p.live_at.size() == n &&
            !p.step_begin.empty() && !p.step_allocs_begin.empty() && all_below(p.step_allocs, na) &&
@@ -605,7 +621,8 @@ std::shared_ptr<Prepared> read_prepared(const trace::TraceData& t, int32_t devic
     p->t = &t;
     std::vector<PreparedScalars> s;
     std::vector<int64_t> host;
-    bool ok = c->get("scalars", s) && s.size() == 1 && c->get(kHostEvents, host) && host.size() % 2 == 0;
+    bool ok = c->get("scalars", s) && s.size() == 1 && c->get(kHostEvents, host) && host.size() % 2 == 0 &&
+              c->get(kAllocPool, p->alloc_pool);
     each_array(*p, [&](const char* name, auto& v) { ok = ok && c->get(name, v); });
     if (!ok || !c->finish()) return nullptr;
     p->t_begin = s[0].t_begin; p->t_end = s[0].t_end; p->rows = s[0].rows;
@@ -627,6 +644,7 @@ void write_prepared(const Prepared& p, const trace::TraceData& t, int32_t device
     trace::CacheWriter w, columns;
     w.put("scalars", scalars);
     w.put(kHostEvents, host);
+    w.put(kAllocPool, p.alloc_pool);
     each_array(p, [&](const char* name, const auto& v) { w.put(name, v); });
     std::vector<std::pair<std::string, const trace::CacheWriter*>> entries = {{cache_key(device), &w}};
     if (!t.from_cache) {   // the trace's columns too, in the same transaction

@@ -65,6 +65,13 @@ struct Prepared : EventStreams {
     std::vector<int32_t> operand_free1_alloc;
 
     std::vector<uint8_t> on_device;     // per allocation
+    // Per allocation: the caching model's private pool it is made in (0: the default pool), from
+    // meta snapshot.segment_pools by private_pools() (allocator_compare.hpp), as mhc allocator
+    // reads it; empty when the device has no allocation in a private pool (every one in pool 0).
+    std::vector<int32_t> alloc_pool;
+    int64_t pool_of(int32_t allocation) const {
+        return alloc_pool.empty() ? 0 : alloc_pool[static_cast<size_t>(allocation)];
+    }
     // The trace's host allocations (device -1) when a GPU is simulated: (recorded time, +bytes
     // at an allocation, -bytes at a free), by time, frees before allocations at one instant.
     std::vector<std::pair<int64_t, int64_t>> host_events;

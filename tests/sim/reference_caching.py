@@ -105,10 +105,13 @@ class Block:
 
 
 class Segment:
-    __slots__ = ("id", "stream", "small", "size", "blocks", "expandable", "free_list")
+    __slots__ = ("id", "stream", "small", "size", "blocks", "expandable", "free_list", "private")
 
     def __init__(self, sid, stream, small, size, expandable=False, free_list=None):
+        # stream: the allocation's stream, or (stream, pool id) in a private pool (docs/simulator.md:
+        # a private pool keeps its own small and large pools per stream)
         self.id, self.stream, self.small, self.size, self.expandable = sid, stream, small, size, expandable
+        self.private = isinstance(stream, tuple)
         self.blocks = [Block(self, 0, size, True, not expandable)]
         self.free_list = free_list   # its pool's (CachingAllocator.free_lists)
 
@@ -246,6 +249,8 @@ class CachingAllocator:
         self.reserved -= self.held
         self.held = 0
         for seg in list(self.segments):
+            if seg.private:   # a private pool's memory stays (the program has not let go of it)
+                continue
             if seg.expandable:
                 self._unmap_free(seg)
             elif len(seg.blocks) == 1 and seg.blocks[0].free:
@@ -283,8 +288,8 @@ class CachingAllocator:
         self.held -= back
         self.reserved -= back
         while self.reserved > limit:
-            whole = [seg for seg in self.segments if not seg.small and not seg.expandable and len(seg.blocks) == 1
-                     and seg.blocks[0].free]
+            whole = [seg for seg in self.segments if not seg.small and not seg.expandable and not seg.private
+                     and len(seg.blocks) == 1 and seg.blocks[0].free]
             if not whole:
                 return
             ages = [self.large_searches - seg.blocks[0].cached_at for seg in whole]
@@ -423,12 +428,15 @@ class CachingAllocator:
             return self._grow(stream, small, size)
         return self._new_segment(stream, small, size)
 
-    def allocate(self, a, nbytes, stream):
-        """Places allocation a; False when the capacity does not allow it (the simulator then evicts)."""
+    def allocate(self, a, nbytes, stream, pool=None):
+        """Places allocation a, in private pool `pool` (None: the default pool); False when the
+        capacity does not allow it (the simulator then evicts)."""
         size = self.round(nbytes)
         small = size <= SMALL_SIZE
-        if not small:
+        if not small and pool is None:   # the clock is the default large pool's searches
             self.large_searches += 1
+        if pool is not None:
+            stream = (stream, pool)
         block = self._best_fit(stream, small, size)
         if block is None:
             self._collect_garbage()

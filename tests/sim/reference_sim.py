@@ -74,6 +74,7 @@ class Trace:
         self.alloc_index = {a[0]: i for i, a in enumerate(self.allocs)}
         stream = dict(db.execute("SELECT id, stream FROM allocations"))
         self.streams = [stream[a[0]] for a in self.allocs]
+        self.pools = Trace.private_pools(db, device, self.allocs)
         category = dict(db.execute("SELECT id, category FROM allocations"))
         self.categories = [category[a[0]] for a in self.allocs]
         own = [k for k in kernels if k[1] == device]
@@ -104,6 +105,37 @@ class Trace:
             if kind in (0, 1):
                 self.copies[kind].append((t0, t1))
         db.close()
+
+    @staticmethod
+    def private_pools(db, device, allocs):
+        """docs/simulator.md, "Comparing with a recording", private pools: each allocation's pool,
+        None for the default one, else the (first, second) id meta snapshot.segment_pools gives the
+        end-state segment range its first byte lies in, once a segment row of that range held at
+        the end (or an expandable one) had been made."""
+        row = db.execute("SELECT value FROM meta WHERE key = 'snapshot.segment_pools'").fetchone()
+        pools = [None] * len(allocs)
+        if not row:
+            return pools
+        ranges = []   # [address, end, pool id, earliest row's t_alloc]
+        for entry in row[0].split():
+            dev, pool_id, address, size = entry.split(":")
+            if int(dev) == device:
+                ranges.append([int(address), int(address) + int(size), tuple(map(int, pool_id.split(","))), None])
+
+        def range_of(address):
+            return next((r for r in ranges if r[0] <= address < r[1]), None)
+
+        for address, t_alloc, t_free, expandable in db.execute(
+                "SELECT address, t_alloc, t_free, expandable FROM segments WHERE device = ?", (device,)):
+            r = range_of(address)
+            if r is not None and (t_free is None or expandable):
+                r[3] = t_alloc if r[3] is None else min(r[3], t_alloc)
+        address = dict(db.execute("SELECT id, address FROM allocations"))
+        for i, a in enumerate(allocs):
+            r = range_of(address[a[0]])
+            if r is not None and r[3] is not None and a[3] >= r[3]:
+                pools[i] = r[2]
+        return pools
 
     @staticmethod
     def steps(kernels, markers):
@@ -392,7 +424,7 @@ class Sim(SampledPolicies, PeriodicPrefetch, CapuchinPrefetch, ForecastPrefetch)
             if not self.warmed and (self.tr.reserved_first <= 0 or self.tr.allocs[a][3] > 0):
                 self.caching.top_up(self.tr.reserved_first)
                 self.warmed = True
-            return self.caching.allocate(a, b, self.tr.streams[a])
+            return self.caching.allocate(a, b, self.tr.streams[a], self.tr.pools[a])
         if self.used + b > self.cap:
             return False
         self.used += b

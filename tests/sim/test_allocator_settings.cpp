@@ -601,6 +601,33 @@ TEST_CASE("mhc allocator on the public snapshots: the figures of docs/results.md
         CHECK(v.cold_peak == 25652363264);
         CHECK(v.cold_segments == 125);
     }
+    SECTION("simulate's caching model puts each allocation in the same private pool as mhc allocator") {
+        // The same slime snapshot through prepare and the engine (mhc simulate --allocator caching,
+        // sweep's baseline, mhc advise): 800 allocations in the MemPool, the rest in the default
+        // pool. With one pool per stream simulate reserved 36,821,794,816 B (-5.05%) at unlimited
+        // capacity; now the recording's and mhc allocator's 38,780,534,784 B.
+        const std::string db = temp_path("slime-simulate.db");
+        trace::import::import_file(std::string(MHC_PUBLIC_DATASETS) + "/torch-snapshot/slime-megatron-mempool-device3.pickle.gz", db);
+        auto t = trace::load_trace(db);
+        sim::Config config;
+        config.allocator = "caching";
+        config.capacity = sim::parse_capacity("unlimited");
+        const auto run = sim::simulate(*sim::prepare(t), config);
+        CHECK(run.baseline_peak == 38780534784);
+        CHECK(run.simulated_peak == 38780534784);
+        CHECK(sim::private_pools(t, 3).allocations == 800);
+        // Under 90% of it (34,902,481,305 B) blocks are evicted, each freed into its own pool, and
+        // the run stays within the capacity (the engine's invariants checked).
+        config.capacity = sim::parse_capacity("90%");
+        config.check_invariants = true;
+        const auto limited = sim::simulate(*sim::prepare(t), config);
+        CHECK(limited.baseline_peak == 38780534784);
+        CHECK(limited.capacity == 34902481305);
+        CHECK(limited.swap_out_count == 628);
+        CHECK(limited.simulated_peak == 34850471936);
+        CHECK_FALSE(limited.oom.happened);
+        std::filesystem::remove(db);
+    }
     SECTION("mosaic (synthetic): its segments cannot hold its own blocks, so the import leaves them out") {
         // 520 of its 537 allocations lie in no segment: mhc import drops the 5 rows with a
         // warning (meta segments), and there is nothing to compare with.

@@ -769,8 +769,8 @@ void SnapshotImport::say_private_pools(std::map<std::string, std::string>& meta,
         "the end state holds " + std::to_string(segments) + " segments (" + std::to_string(bytes) +
         " B) of private memory pools (" + said +
         "): a CUDA graph's or a torch.cuda.MemPool's, whose blocks never share the default pool's "
-        "segments; mhc allocator models each allocation in the pool of the end-state segment it lies in "
-        "(meta snapshot.segment_pools), mhc simulate and advise keep one pool per stream");
+        "segments; the caching model (mhc allocator, simulate, sweep, advise) puts each allocation in the "
+        "pool of the end-state segment it lies in (meta snapshot.segment_pools)");
 }
 
 void SnapshotImport::meta(Result& r, const Decoded& ev) const {

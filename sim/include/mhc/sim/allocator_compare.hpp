@@ -5,6 +5,7 @@
 // held when it began (warm start); the model's segments are compared with the recorded ones.
 // docs/simulator.md "Comparing with a recording" states the rules.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,25 @@ struct AllocatorComparison {
     double peak_error() const;     // (model - recorded) / recorded
     double segment_error() const;
 };
+
+// Private memory pools (a CUDA graph's, a torch.cuda.MemPool's): meta snapshot.segment_pools names
+// each end-state segment of a private pool ("DEVICE:FIRST,SECOND:ADDRESS:BYTES", space-separated).
+// The segment rows of the device inside such a range are that pool's: those held at the end, and
+// an expandable segment's mapped ranges unmapped before (its address space stays the segment's).
+// An allocation is the pool's when its first byte lies in the range and it was made once the
+// earliest of those rows was (a snapshot's trace entries do not say the pool per allocation, and
+// a block never leaves its segment). Segments freed during the trace are not in the end state:
+// their allocations stay in the default pool. Pools are numbered 1.. in the order the meta first
+// names them; 0 is the default pool. The one rule: `mhc allocator` and the simulator's caching
+// model (prepare: Prepared::alloc_pool) both read it here.
+struct PrivatePools {
+    std::map<const trace::Segment*, int64_t> segment;   // the device's segment rows in a private pool
+    std::vector<int64_t> allocation;   // per allocation row of the trace: its pool (0 off the device)
+    int64_t pools = 0, segments_held = 0, allocations = 0;   // pools; their rows held at the end; allocations in them
+};
+// `segments`: the trace's segment rows of `device`. Throws mhc::Error on a malformed meta entry.
+PrivatePools private_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, int32_t device);
+PrivatePools private_pools(const trace::TraceData& t, int32_t device);   // from t.segments
 
 // Throws mhc::Error (bad input) when the trace has no segments on `device` (-1: the device with
 // the largest recorded reserved peak) or the settings do not parse.
