@@ -182,7 +182,7 @@ bool Arena::follow_log() {
     return ok;
 }
 
-int64_t Arena::allocate(int32_t key, int64_t bytes, int64_t stream) {
+int64_t Arena::allocate(int32_t key, int64_t bytes, int64_t stream, int64_t pool) {
     frag_ = false;
     if (!caching_) {
         const int64_t need = ideal_round(bytes);
@@ -222,7 +222,7 @@ int64_t Arena::allocate(int32_t key, int64_t bytes, int64_t stream) {
         ideal_live_[key] = bytes;
         return pl.va;
     }
-    int32_t b = ca_.allocate(bytes, stream);
+    int32_t b = ca_.allocate(bytes, stream, pool);
     // The model's cudaFrees (released cached segments) and cudaMallocs, in its order.
     const bool mapped = follow_log();
     if (b < 0) {   // the model is out of memory; fragmentation if its blocks held the bytes

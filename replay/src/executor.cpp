@@ -150,7 +150,7 @@ bool Executor::place(int32_t a, size_t action) {
     for (;;) {
         poll();
         auto m0 = Clock::now();
-        int64_t off = arena->allocate(a, bytes, trace_data.allocations.stream[a]);
+        int64_t off = arena->allocate(a, bytes, trace_data.allocations.stream[a], plan.pool(a));
         pause_clock(m0);
         if (off >= 0) {
             dev_off[a] = off;
@@ -641,7 +641,7 @@ void Executor::execute(const Action& x, size_t i) {
             // (the runs have diverged), the block goes straight back.
             if (dev_off[a] < 0 && plan.allocator == "caching") {
                 auto m0 = Clock::now();
-                if (arena->allocate(a, trace_data.allocations.bytes[a], trace_data.allocations.stream[a]) >= 0) {
+                if (arena->allocate(a, trace_data.allocations.bytes[a], trace_data.allocations.stream[a], plan.pool(a)) >= 0) {
                     arena->free(a);
                     ++measured.diverged_allocations;
                 }

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "mhc/common/error.hpp"
+#include "mhc/sim/allocator_compare.hpp"
 #include "mhc/sim/event_order.hpp"
 
 namespace mhc::replay {
@@ -160,6 +161,10 @@ Plan make_plan(const trace::TraceData& t, const sim::Result& r) {
     plan.allocator_conf = r.config.allocator_conf;
     plan.predicted_peak = predicted_arena_peak(r);
     plan.predicted_host_peak = r.host_peak;
+    if (plan.allocator == "caching") {   // blocks of a private pool come from its own segments, as simulated
+        sim::PrivatePools pools = sim::private_pools(t, plan.device);
+        if (pools.pools > 0) plan.pool_of = std::move(pools.allocation);
+    }
     // The recorded event order of the simulator (one definition: sim::event_streams).
     const sim::EventStreams ev = sim::event_streams(t, plan.device);
     number_streams(plan, t, ev.korder);

@@ -266,3 +266,17 @@ TEST_CASE("the caching arena keeps a pool per stream, as the model does", "[repl
     REQUIRE(a.allocate(3, 12 * MiB, 0) >= 0);
     CHECK(a.in_use() == 24 * MiB);
 }
+
+TEST_CASE("the caching arena keeps a private pool's blocks apart, as the model does", "[replay][arena][caching]") {
+    // A 12 MiB block freed in private pool 1 is cached for that pool only: the same request of the
+    // default pool (same stream) takes a new segment, the pool's own request reuses it.
+    const int64_t cap = 100 * MiB;
+    Arena a("caching", cap);
+    REQUIRE(a.allocate(1, 12 * MiB, 0, 1) >= 0);
+    a.free(1);
+    CHECK(a.in_use() == 12 * MiB);
+    REQUIRE(a.allocate(2, 12 * MiB, 0, 0) >= 0);
+    CHECK(a.in_use() == 24 * MiB);
+    REQUIRE(a.allocate(3, 12 * MiB, 0, 1) >= 0);
+    CHECK(a.in_use() == 24 * MiB);
+}

@@ -65,8 +65,9 @@ public:
 
     // Offset in the virtual range of the placed allocation (caller's handle `key`), or -1
     // when it does not fit.
-    // `stream`: the allocation's recorded stream (the caching model keeps a pool per stream).
-    int64_t allocate(int32_t key, int64_t bytes, int64_t stream = 0);
+    // `stream`: the allocation's recorded stream (the caching model keeps a pool per stream);
+    // `pool`: its private memory pool (0: the default pool), as the caching model takes it.
+    int64_t allocate(int32_t key, int64_t bytes, int64_t stream = 0, int64_t pool = 0);
     void free(int32_t key);
     int64_t in_use() const { return (pages_ - static_cast<int64_t>(free_pages_.size())) * kPage; }
     int64_t peak() const { return peak_; }

@@ -55,6 +55,10 @@ struct Plan {
     // -1 for kernels of other devices.
     std::vector<int32_t> stream_of;
     int32_t streams = 0;
+    // Per allocation row: its private memory pool (sim::private_pools, the simulator's rule), for
+    // the caching arena; empty when the trace names none (every allocation in the default pool).
+    std::vector<int64_t> pool_of;
+    int64_t pool(int32_t alloc) const { return pool_of.empty() ? 0 : pool_of[static_cast<size_t>(alloc)]; }
     // A window (with_window): the actions before window_begin only bring the replay to the
     // state the run had when the window began (executed at once, unpaced, not timed); time is
     // measured from action window_begin on, whose recorded time is window_t. 0: no window.
