@@ -605,6 +605,40 @@ TEST_CASE("streamed offload: the copies back at one unpack in the hook's order, 
     CHECK(back == std::vector<int64_t>{3000, 2000, 1000});
 }
 
+TEST_CASE("streamed offload: a copy back dies when its node's apply returns, before the engine casts the gradient",
+          "[advise][transform]") {
+    //   k0 blocks.0 relu          batch -> x (1000), saves x
+    //   k1 M        sum           x -> loss (10)
+    //   k2 blocks.0 relu_backward x -> g (100)
+    //   k3 blocks.0 _to_copy      g -> g16 (5000)   (the engine's cast of the gradient to its input's dtype)
+    // The captured x is freed after k3: the engine releases the node's saved variables after
+    // validate_outputs, which sums and casts the gradients (aten::sum, aten::_to_copy). The hook's
+    // device copy is only the node's temporary and dies when its apply returns, after k2: at k3
+    // batch 100 + g 100 + g16 5000 = 5200. Before, only aten::sum kernels were taken off the
+    // recorded free: 6200 (ConvNeXt's layer-scale MulBackward, whose gradient is cast: offloading
+    // everything with expandable segments predicted 826 MiB reserved against 786 MiB captured).
+    using mhc::trace::Category;
+    using mhc::trace::Phase;
+    TinyTrace tiny;
+    tiny.modules = {{"M", "Tiny"}, {"M.blocks.0", "Block"}};
+    const int batch = tiny.alloc(100, Category::Other, "batch", -1, -1);
+    const int x = tiny.alloc(1000, Category::Activation, "x", 0, 3);
+    const int loss = tiny.alloc(10, Category::Workspace, "loss", 1, 1);
+    const int g = tiny.alloc(100, Category::Workspace, "g", 2, 3);
+    const int g16 = tiny.alloc(5000, Category::Workspace, "g16", 3, -1);
+    tiny.kernel({"aten::relu", "M.blocks.0", Phase::Forward, {{batch, 'r'}, {x, 'w'}}, {x}});
+    tiny.kernel({"aten::sum", "M", Phase::Forward, {{x, 'r'}, {loss, 'w'}}, {}});
+    tiny.kernel({"aten::relu_backward", "M.blocks.0", Phase::Backward, {{x, 'r'}, {g, 'w'}}, {}});
+    tiny.kernel({"aten::_to_copy", "M.blocks.0", Phase::Backward, {{g, 'r'}, {g16, 'w'}}, {}});
+    tiny.meta.emplace_back("capture.unpacks", "[[" + std::to_string(x + 1) + ",3]]");
+    Fixture fix(tiny);
+    CHECK(predict(fix, "{}").memory.peak == 6200);
+    const std::string off =
+        R"({"offload": {"mode": "streamed", "modules": null, "min_bytes": 500, "max_fwd_stash": 1, "prefetch": 0}})";
+    CHECK(predict(fix, off).memory.peak == 5200);
+    CHECK(mhc::trace::check_trace(fix.ev().trace(parse_setting(off))).ok());
+}
+
 TEST_CASE("offload: a saved storage the program reads after its pass stays on the device", "[advise][transform]") {
     // s (1000 B) is made in the forward (k0), saved by k1 and read by the backward (k2), and read
     // again by k3, a forward-phase kernel after the backward (a pass of its own, as GradScaler's

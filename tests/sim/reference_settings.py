@@ -518,14 +518,16 @@ def past_sums(cap, i):
 
 
 def before_sums(cap, plan, anchor):
-    """A free just after a kernel, moved before the aten::sum kernels that end right there."""
+    """A free just after a kernel, moved before the aten::sum and aten::_to_copy kernels that end
+    right there (the engine's checks of a node's gradients: shape, then dtype)."""
+    engine = ("aten::sum", "aten::_to_copy")
     op, side, off = anchor
     if op.kernel is None:
         return anchor
     i = op.kernel if side == "after" else op.kernel - 1
-    if i < 0 or cap.kernels[i]["name"] != "aten::sum":
+    if i < 0 or cap.kernels[i]["name"] not in engine:
         return anchor
-    while i > 0 and cap.kernels[i]["name"] == "aten::sum":
+    while i > 0 and cap.kernels[i]["name"] in engine:
         i -= 1
     return (plan.op_of[i], "after", 0)
 
