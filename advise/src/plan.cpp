@@ -108,7 +108,11 @@ std::optional<Point> Base::node_return(int32_t alloc, int32_t pass_index, Point 
     const int32_t lb = last_access_in_pass(alloc, Phase::Backward, pass_index);
     if (lb < 0 || freed.op == kNoFree || freed.op >= static_cast<int32_t>(plan.ops.size())) return std::nullopt;
     int32_t end = freed.at_end ? freed.op : freed.op - 1;
-    while (end > lb && plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(end)].name)] == "aten::sum") --end;
+    auto after_apply = [&](int32_t op) {
+        const std::string& name = plan.strings[static_cast<size_t>(plan.ops[static_cast<size_t>(op)].name)];
+        return name == "aten::sum" || name == "aten::_to_copy";
+    };
+    while (end > lb && after_apply(end)) --end;
     if (end < lb) return std::nullopt;
     return Point{end, true};
 }

@@ -518,14 +518,16 @@ def past_sums(cap, i):
 
 
 def before_sums(cap, plan, anchor):
-    """A free just after a kernel, moved before the aten::sum kernels that end right there."""
+    """A free just after a kernel, moved before the aten::sum and aten::_to_copy kernels that end
+    right there (the engine's checks of a node's gradients: shape, then dtype)."""
+    engine = ("aten::sum", "aten::_to_copy")
     op, side, off = anchor
     if op.kernel is None:
         return anchor
     i = op.kernel if side == "after" else op.kernel - 1
-    if i < 0 or cap.kernels[i]["name"] != "aten::sum":
+    if i < 0 or cap.kernels[i]["name"] not in engine:
         return anchor
-    while i > 0 and cap.kernels[i]["name"] == "aten::sum":
+    while i > 0 and cap.kernels[i]["name"] in engine:
         i -= 1
     return (plan.op_of[i], "after", 0)
 
@@ -562,7 +564,12 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
     # what only the call saved is read from its recomputed copy: recomputed before any backward use of it
     only = [a for a in saved if all(i in callset for i in cap.saves_of.get(a, []))]
     trig = min([trig] + [i for a in only for i in bwd_users(a)])
-    frame_end = (plan.op_of[max(users)], "after", 0)
+    # the frame: until the last backward read of a saved storage; of one that kernels outside the
+    # call saved too, only the reads inside the module (the others' nodes read it later)
+    frame_users = [i for a in saved for i in bwd_users(a)
+                   if a in only or cap.inside(cap.kernels[i]["module"], mod)]
+    frame_last = max(frame_users + [trig])
+    frame_end = (plan.op_of[frame_last], "after", 0)
     stop_reruns = any(cap.made_by.get(a) == stop for a in cap.saved_at[stop])
     rerun = [i for i in call if i < stop] + ([stop] if stop_reruns else [])
     trig_op = plan.op_of[trig]
@@ -633,7 +640,7 @@ def checkpoint_call(plan, cap, ks, mod, call, policy):
                 plan.allocs[a].freed = plan.later(plan.allocs[a].freed, frame_end)
     # inputs made before the call, except parameters: at least until the frame dies and past the
     # aten::sum kernels right after it
-    input_end = (plan.op_of[past_sums(cap, max(users))], "after", 0)
+    input_end = (plan.op_of[past_sums(cap, frame_last)], "after", 0)
     t_first = cap.kernels[call[0]]["t0"]
     for i in call:
         for a, m in cap.acc[i].items():
@@ -774,13 +781,14 @@ def apply_offload(plan, cap, off, checkpointed):
                 return u
             mod = cap.kernels[i]["module"]
             r = next((k for k, _m in cap.uses[a] if k >= u and k in kset and cap.kernels[k]["phase"] == BWD
-                      and cap.kernels[k]["module"] == mod), None)
+                      and cap.inside(cap.kernels[k]["module"], mod)), None)
             return u if r is None else r
 
         moved_reads = [hook_unpack(a) for a in first]   # every storage it copied to the host
         moved_reads = [r for r in moved_reads if r is not None]
         first_unpack = min(moved_reads) if moved_reads else None
         d2h = {}
+        backs = []
         for a, j in sorted(first.items(), key=lambda x: x[1]):
             i = packs[j][0]
             kop = plan.op_of[i]
@@ -826,10 +834,13 @@ def apply_offload(plan, cap, off, checkpointed):
             recorded_free = al.freed
             al.freed = early
             x = u
+            by = j   # the pack whose unpack brings it back
             if streamed and prefetch > 0:   # only a pack whose storage also comes back prefetches
-                cands = [save_unpack(i2, b) for (i2, _o, b) in packs[j + 1:j + 1 + prefetch] if comes_back(b)]
-                if cands and min(cands) < x:
-                    x = min(cands)
+                cands = [(save_unpack(i2, b), q) for q, (i2, _o, b) in enumerate(packs[j + 1:j + 1 + prefetch], j + 1)
+                         if comes_back(b)]
+                cands = [c for c in cands if c[0] is not None]
+                if cands and min(cands)[0] < x:
+                    x, by = min(cands)
             xop = plan.op_of[x]
             if streamed:
                 c = Copy(H2D, al.nbytes, xop, False)
@@ -840,8 +851,12 @@ def apply_offload(plan, cap, off, checkpointed):
             else:
                 cop = plan.insert_before(plan.op_of[u], Op("copy", "H2D", copy=(H2D, al.nbytes)))
                 made = (cop, "before", 0)
-            dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, label=al.label)
             plan.allocs[host].freed = made
+            backs.append((by, by - j, a, al, made, recorded_free))
+        # the device copies in the hook's order: by the pack whose unpack brings them, that pack's
+        # own storage first, then the prefetched ones nearest first
+        for _by, _d, a, al, made, recorded_free in sorted(backs, key=lambda b: (b[0], b[1])):
+            dev = plan.add_alloc(al.device, al.nbytes, al.stream, al.category, made, label=al.label)
             reads = plan.redirect(kset, a, dev)   # the backward reads the device copy
             # the hook lets go of it at its last unpack: freed when that node returns, as a
             # checkpoint's recomputed copy (the recorded free less the aten::sum kernels before it,

@@ -172,7 +172,11 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     // Where pack q's own save is unpacked (what a prefetch from it waits for): the storage's
     // unpack, but for a storage that several forward ops of the pass saved (a time embedding
     // every block reads), the first backward kernel at or after it of the saving op's module
-    // that reads it (the storage's first unpack is another node's).
+    // or a module inside it that reads it (the storage's first unpack is another node's). Inside:
+    // a backward kernel is recorded under the module whose backward ran last, so a ResBlock's
+    // silu_backward of the time embedding runs under its `skip` conv's (bench/advise/new_user/
+    // unet.py); with the module alone, such a block's prefetch fell back to the storage's first
+    // unpack, in another block, and brought its storages back hundreds of kernels early.
     auto save_unpack_at = [&](size_t q) {
         const int32_t x = packs[q].alloc, u = unpack_at(x);
         if (u < 0) return u;
@@ -187,7 +191,7 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         int32_t found = -1;
         base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
             if (found < 0 && seq >= u && base.pass[static_cast<size_t>(seq)] == pass &&
-                base.phase[static_cast<size_t>(seq)] == Phase::Backward && base.module[static_cast<size_t>(seq)] == mod)
+                base.phase[static_cast<size_t>(seq)] == Phase::Backward && base.info.within(base.module[static_cast<size_t>(seq)], mod))
                 found = seq;
         });
         return found >= 0 ? found : u;
@@ -199,6 +203,12 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         if (u >= 0 && (first_unpack < 0 || u < first_unpack)) first_unpack = u;
     }
 
+    struct Back {
+        size_t trigger, distance;
+        int32_t storage;
+        Alloc copy;
+    };
+    std::vector<Back> backs;
     for (size_t i = 0; i < packs.size(); ++i) {
         const int32_t x = packs[i].alloc;
         auto fp = first_pack.find(x);
@@ -261,11 +271,17 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         // (only the unpack of a storage copied back prefetches: the hook hands the others back as
         // they are).
         int32_t bring = u;
+        // Which unpack brings it: the save the hook unpacks (own, i) or a later one whose
+        // prefetch reaches it (q); at one instant the hook copies in the order it runs.
+        size_t trigger = i;
         if (streamed)
             for (size_t q = i + 1; q <= i + static_cast<size_t>(prefetch) && q < packs.size(); ++q) {
                 if (!copied_back.count(packs[q].alloc)) continue;   // kept on the device: no prefetch
                 int32_t uq = save_unpack_at(q);
-                if (uq >= 0 && uq < bring) bring = uq;
+                if (uq >= 0 && uq < bring) {
+                    bring = uq;
+                    trigger = q;
+                }
             }
         // The hook lets go of the device copy at the storage's last unpack: it dies when that
         // backward node returns.
@@ -289,7 +305,22 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
         device_copy.made_offset = 0;
         host_copy.freed = device_copy.made;
         plan.add_alloc(host_copy);
-        const int32_t dc = plan.add_alloc(device_copy);
+        backs.push_back({trigger, trigger - i, x, device_copy});
+    }
+    // The device copies in the order the hook makes them at one instant (allocations made at one
+    // point keep the order they are added in, and so do their frees at one instant): at each
+    // unpack, the save itself first (on demand), then the saves before it, nearest first
+    // (python/mhc_torch/offload.py, _unpack: index - 1 down to index - prefetch); the saves of one
+    // node in the order it unpacks them (the pack order). Added in forward order instead, a
+    // prefetch brought a block's earlier saves back before the save being unpacked, and the
+    // expandable segments' model placed them elsewhere: the UNet's offload of everything
+    // (bench/advise/new_user/unet.py) predicted 922 MiB reserved against the capture's 1022 MiB.
+    std::stable_sort(backs.begin(), backs.end(), [](const Back& l, const Back& r) {
+        return l.trigger != r.trigger ? l.trigger < r.trigger : l.distance < r.distance;
+    });
+    for (Back& b : backs) {
+        const int32_t x = b.storage;
+        const int32_t dc = plan.add_alloc(b.copy);
         base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
             if (base.phase[static_cast<size_t>(seq)] != Phase::Backward || base.pass[static_cast<size_t>(seq)] != pass)
                 return;

@@ -184,8 +184,9 @@ struct Base {
     // A copy of saved allocation row `alloc` that a backward node was handed at its unpack (a
     // checkpoint's recomputed tensor, an offloaded tensor brought back) dies when that node
     // returns: where the captured step freed the saved storage (`freed`, the engine releasing the
-    // node's saved variables), less the aten::sum reductions the engine runs after the node (a
-    // bias gradient summed to its shape), and not before the pass's last backward read of it.
+    // node's saved variables), less the aten::sum and aten::_to_copy kernels the engine runs
+    // after the node's apply (validate_outputs: a bias gradient summed to its shape, a gradient
+    // cast to its input's dtype), and not before the pass's last backward read of it.
     // Empty when the pass's backward does not read it or `freed` is not an op of the step.
     std::optional<Point> node_return(int32_t alloc, int32_t pass_index, Point freed) const;
 
