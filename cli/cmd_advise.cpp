@@ -52,35 +52,37 @@ struct Row {
 // the captured step's last (both the capture's estimates) applied to the baseline's. None when
 // the capture has no such figures or no reserved bytes for them.
 std::optional<Row> hf_off_row(const Base& base, const Prediction& baseline) {
-    const CaptureInfo::HfOff& f = base.info.hf_off;
-    if (f.peak < 0 || f.reserved < 0 || f.step_ns <= 0 || baseline.step_time <= 0) return std::nullopt;
-    int64_t with = f.with_step_ns;
+    const CaptureInfo::HfOff& figures = base.info.hf_off;
+    if (figures.peak < 0 || figures.reserved < 0 || figures.step_ns <= 0 || baseline.step_time <= 0)
+        return std::nullopt;
+    int64_t with = figures.with_step_ns;
     if (with <= 0) {   // the last step's span in the trace
-        const auto& k = base.trace->kernels;
+        const auto& kernel_rows = base.trace->kernels;
         int64_t last = INT64_MIN, begin = INT64_MAX, end = INT64_MIN;
-        for (size_t i = 0; i < k.size(); ++i) last = std::max<int64_t>(last, k.step[i]);
-        for (size_t i = 0; i < k.size(); ++i)
-            if (k.step[i] == last) begin = std::min(begin, k.t_start[i]), end = std::max(end, k.t_end[i]);
+        for (size_t i = 0; i < kernel_rows.size(); ++i) last = std::max<int64_t>(last, kernel_rows.step[i]);
+        for (size_t i = 0; i < kernel_rows.size(); ++i)
+            if (kernel_rows.step[i] == last)
+                begin = std::min(begin, kernel_rows.t_start[i]), end = std::max(end, kernel_rows.t_end[i]);
         with = end > begin ? end - begin : 0;
     }
     if (with <= 0) return std::nullopt;
-    Row r;
-    r.hf_off = true;
-    r.c.prediction = baseline;
-    r.c.prediction.memory.peak = f.peak;
-    r.c.prediction.memory.reserved = f.reserved;
-    r.c.prediction.host_peak = f.host_peak;
-    r.c.loss = static_cast<double>(f.step_ns) / static_cast<double>(with) - 1;
-    r.c.prediction.step_time = std::llround(static_cast<double>(baseline.step_time) * (1 + r.c.loss));
-    return r;
+    Row row;
+    row.hf_off = true;
+    row.c.prediction = baseline;
+    row.c.prediction.memory.peak = figures.peak;
+    row.c.prediction.memory.reserved = figures.reserved;
+    row.c.prediction.host_peak = figures.host_peak;
+    row.c.loss = static_cast<double>(figures.step_ns) / static_cast<double>(with) - 1;
+    row.c.prediction.step_time = std::llround(static_cast<double>(baseline.step_time) * (1 + row.c.loss));
+    return row;
 }
 
-std::string row_description(const Row& r, const CaptureInfo& info) {
-    return r.hf_off ? "the model's own gradient checkpointing off (captured)" : describe(r.c.setting, info);
+std::string row_description(const Row& row, const CaptureInfo& info) {
+    return row.hf_off ? "the model's own gradient checkpointing off (captured)" : describe(row.c.setting, info);
 }
 
-std::string row_code(const Row& r, const CaptureInfo& info) {
-    if (!r.hf_off) return code_for(r.c.setting, info);
+std::string row_code(const Row& row, const CaptureInfo& info) {
+    if (!row.hf_off) return code_for(row.c.setting, info);
     std::string off = info.hf_checkpoint_call.empty() ? "gradient_checkpointing_enable" : info.hf_checkpoint_call;
     const std::string enable = off;
     off.replace(off.rfind("_enable"), 7, "_disable");
@@ -139,28 +141,27 @@ std::string pct(double x) {
     return b;
 }
 
-nlohmann::json row_json(const Row& r, const CaptureInfo& info) {
-    const Prediction& p = r.c.prediction;
-    nlohmann::json j = {{"setting", r.hf_off ? nlohmann::json{{"hf_checkpointing", false}}
-                                             : nlohmann::json::parse(to_json(r.c.setting))},
-                        {"description", row_description(r, info)},
-                        {"peak_bytes", p.memory.peak},
-                        {"reserved_bytes", p.memory.reserved},
-                        {"host_peak_bytes", p.host_peak},
-                        {"step_time_ns", p.step_time},
-                        {"loss", r.c.loss},
-                        {"fits", r.c.fits},
-                        {"code", row_code(r, info)}};
-    if (r.verified)
-        j["verify"] = {{"peak_bytes", r.captured.memory.peak},
-                       {"reserved_bytes", r.captured.memory.reserved},
-                       {"host_peak_bytes", r.captured.host_peak},
-                       {"peak_error", relative_error(p.memory.peak, r.captured.memory.peak)},
-                       {"reserved_error", relative_error(p.memory.reserved, r.captured.memory.reserved)},
-                       {"seconds", r.captured.seconds}};
-    else if (!r.verify_error.empty())
-        j["verify"] = {{"error", r.verify_error}};
-    return j;
+nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
+    const Prediction& p = row.c.prediction;
+    nlohmann::json out = {{"setting", row.hf_off ? nlohmann::json{{"hf_checkpointing", false}}
+                                                 : nlohmann::json::parse(to_json(row.c.setting))},
+                          {"description", row_description(row, info)},
+                          {"peak_bytes", p.memory.peak},
+                          {"reserved_bytes", p.memory.reserved},
+                          {"host_peak_bytes", p.host_peak},
+                          {"step_time_ns", p.step_time},
+                          {"loss", row.c.loss},
+                          {"fits", row.c.fits},
+                          {"code", row_code(row, info)}};
+    if (row.verified)
+        out["verify"] = {{"peak_bytes", row.captured.memory.peak},
+                         {"reserved_bytes", row.captured.memory.reserved},
+                         {"host_peak_bytes", row.captured.host_peak},
+                         {"peak_error", relative_error(p.memory.peak, row.captured.memory.peak)},
+                         {"reserved_error", relative_error(p.memory.reserved, row.captured.memory.reserved)},
+                         {"seconds", row.captured.seconds}};
+    else if (!row.verify_error.empty()) out["verify"] = {{"error", row.verify_error}};
+    return out;
 }
 
 void verify_rows(std::vector<Row>& rows, const Options& o, const std::map<std::string, std::string>& meta) {
@@ -268,13 +269,13 @@ int run(const Options& o) {
         po.top = o.top;
         if (mhc::cli::show_progress() && !o.json) po.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
         a = advise(ev, po);
-        for (const Candidate& c : a.ranked) rows.push_back(Row{c, false, {}, "", false});
+        for (const Candidate& candidate : a.ranked) rows.push_back(Row{candidate, false, {}, "", false});
         // turning the model's own checkpointing off, ranked with the others where it fits
         if (std::optional<Row> off = hf_off_row(base, a.baseline);
             off && off->c.prediction.memory.reserved <= capacity && (budget < 0 || off->c.loss <= budget)) {
             off->c.fits = off->c.within_budget = true;
-            auto at = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
-                return r.c.prediction.step_time > off->c.prediction.step_time;
+            auto at = std::find_if(rows.begin(), rows.end(), [&](const Row& row) {
+                return row.c.prediction.step_time > off->c.prediction.step_time;
             });
             rows.insert(at, *off);
             if (rows.size() > static_cast<size_t>(o.top)) rows.resize(static_cast<size_t>(o.top));

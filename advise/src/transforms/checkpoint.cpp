@@ -182,10 +182,10 @@ void Checkpoint::apply_run(const Base& b, Plan& p, const Run& r) const {
             region_bwd_last = std::max(region_bwd_last, b.last_access_in_pass(storage, Phase::Backward, r.pass));
             continue;
         }
-        b.for_acc(storage, [&](int32_t s, trace::AccessMode) {
-            if (b.phase[static_cast<size_t>(s)] == Phase::Backward && b.pass[static_cast<size_t>(s)] == r.pass &&
-                b.info.within(b.module[static_cast<size_t>(s)], r.module))
-                region_bwd_last = std::max(region_bwd_last, s);
+        b.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+            if (b.phase[static_cast<size_t>(seq)] == Phase::Backward && b.pass[static_cast<size_t>(seq)] == r.pass &&
+                b.info.within(b.module[static_cast<size_t>(seq)], r.module))
+                region_bwd_last = std::max(region_bwd_last, seq);
         });
     }
     const int32_t fwd_end = b.pass_fwd_last[static_cast<size_t>(r.pass)];

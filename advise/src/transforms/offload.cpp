@@ -148,28 +148,28 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
             x, [&](int32_t seq, trace::AccessMode) { dies = dies && base.pass[static_cast<size_t>(seq)] == pass; });
         if (dies && !recomputed_reads.count(x) && unpack_at(x) >= 0) copied_back[x] = true;
     }
-    // Where the hook itself first unpacks storage x. A storage that ops outside the hook saved
+    // Where the hook itself first unpacks a storage. A storage that ops outside the hook saved
     // too (a timestep embedding every block reads) may be unpacked first by one of theirs, which
     // the hook never sees (capture.unpacks has a storage's first unpack only): then the first
     // backward op in the hook's scope that reads it.
-    auto hook_unpack_at = [&](int32_t x) {
-        const int32_t u = unpack_at(x);
+    auto hook_unpack_at = [&](int32_t storage) {
+        const int32_t unpacked = unpack_at(storage);
         bool outside = false;
-        base.for_savers(x, [&](int32_t saver) {
+        base.for_savers(storage, [&](int32_t saver) {
             if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass &&
                 base.phase[static_cast<size_t>(saver)] == Phase::Forward && !in_scope(ctx, saver))
                 outside = true;
         });
-        if (!outside || u < 0) return u;
+        if (!outside || unpacked < 0) return unpacked;
         int32_t found = -1;
-        base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
-            if (found < 0 && seq >= u && base.pass[static_cast<size_t>(seq)] == pass &&
+        base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+            if (found < 0 && seq >= unpacked && base.pass[static_cast<size_t>(seq)] == pass &&
                 base.phase[static_cast<size_t>(seq)] == Phase::Backward && in_scope(ctx, seq))
                 found = seq;
         });
-        return found >= 0 ? found : u;
+        return found >= 0 ? found : unpacked;
     };
-    // Where pack q's own save is unpacked (what a prefetch from it waits for): the storage's
+    // Where a pack's own save is unpacked (what a prefetch from it waits for): the storage's
     // unpack, but for a storage that several forward ops of the pass saved (a time embedding
     // every block reads), the first backward kernel at or after it of the saving op's module
     // or a module inside it that reads it (the storage's first unpack is another node's). Inside:
@@ -177,30 +177,31 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     // silu_backward of the time embedding runs under its `skip` conv's (bench/advise/new_user/
     // unet.py); with the module alone, such a block's prefetch fell back to the storage's first
     // unpack, in another block, and brought its storages back hundreds of kernels early.
-    auto save_unpack_at = [&](size_t q) {
-        const int32_t x = packs[q].alloc, u = unpack_at(x);
-        if (u < 0) return u;
+    auto save_unpack_at = [&](size_t pack) {
+        const int32_t storage = packs[pack].alloc, unpacked = unpack_at(storage);
+        if (unpacked < 0) return unpacked;
         int32_t savers = 0;
-        base.for_savers(x, [&](int32_t saver) {
+        base.for_savers(storage, [&](int32_t saver) {
             if (saver >= 0 && base.pass[static_cast<size_t>(saver)] == pass &&
                 base.phase[static_cast<size_t>(saver)] == Phase::Forward)
                 ++savers;
         });
-        if (savers <= 1) return u;
-        const int32_t mod = base.module[static_cast<size_t>(packs[q].seq)];
+        if (savers <= 1) return unpacked;
+        const int32_t mod = base.module[static_cast<size_t>(packs[pack].seq)];
         int32_t found = -1;
-        base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
-            if (found < 0 && seq >= u && base.pass[static_cast<size_t>(seq)] == pass &&
-                base.phase[static_cast<size_t>(seq)] == Phase::Backward && base.info.within(base.module[static_cast<size_t>(seq)], mod))
+        base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
+            if (found < 0 && seq >= unpacked && base.pass[static_cast<size_t>(seq)] == pass &&
+                base.phase[static_cast<size_t>(seq)] == Phase::Backward &&
+                base.info.within(base.module[static_cast<size_t>(seq)], mod))
                 found = seq;
         });
-        return found >= 0 ? found : u;
+        return found >= 0 ? found : unpacked;
     };
     // The hook's first unpack (of a storage it moved) releases what the stash still holds.
     int32_t first_unpack = -1;
     for (auto& [x, i] : first_pack) {
-        int32_t u = hook_unpack_at(x);
-        if (u >= 0 && (first_unpack < 0 || u < first_unpack)) first_unpack = u;
+        int32_t unpacked = hook_unpack_at(x);
+        if (unpacked >= 0 && (first_unpack < 0 || unpacked < first_unpack)) first_unpack = unpacked;
     }
 
     struct Back {
@@ -315,17 +316,17 @@ void Offload::apply_pass(const Context& ctx, Plan& plan, int32_t pass) const {
     // prefetch brought a block's earlier saves back before the save being unpacked, and the
     // expandable segments' model placed them elsewhere: the UNet's offload of everything
     // (bench/advise/new_user/unet.py) predicted 922 MiB reserved against the capture's 1022 MiB.
-    std::stable_sort(backs.begin(), backs.end(), [](const Back& l, const Back& r) {
-        return l.trigger != r.trigger ? l.trigger < r.trigger : l.distance < r.distance;
+    std::stable_sort(backs.begin(), backs.end(), [](const Back& lhs, const Back& rhs) {
+        return lhs.trigger != rhs.trigger ? lhs.trigger < rhs.trigger : lhs.distance < rhs.distance;
     });
-    for (Back& b : backs) {
-        const int32_t x = b.storage;
-        const int32_t dc = plan.add_alloc(b.copy);
-        base.for_acc(x, [&](int32_t seq, trace::AccessMode) {
+    for (Back& back : backs) {
+        const int32_t storage = back.storage;
+        const int32_t dc = plan.add_alloc(back.copy);
+        base.for_acc(storage, [&](int32_t seq, trace::AccessMode) {
             if (base.phase[static_cast<size_t>(seq)] != Phase::Backward || base.pass[static_cast<size_t>(seq)] != pass)
                 return;
             for (PlanAccess& pa : plan.ops[static_cast<size_t>(seq)].acc)
-                if (pa.alloc == x) pa.alloc = dc;
+                if (pa.alloc == storage) pa.alloc = dc;
         });
     }
 }
