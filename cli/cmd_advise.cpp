@@ -142,14 +142,14 @@ std::string pct(double x) {
 }
 
 nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
-    const Prediction& p = row.c.prediction;
+    const Prediction& predicted = row.c.prediction;
     nlohmann::json out = {{"setting", row.hf_off ? nlohmann::json{{"hf_checkpointing", false}}
                                                  : nlohmann::json::parse(to_json(row.c.setting))},
                           {"description", row_description(row, info)},
-                          {"peak_bytes", p.memory.peak},
-                          {"reserved_bytes", p.memory.reserved},
-                          {"host_peak_bytes", p.host_peak},
-                          {"step_time_ns", p.step_time},
+                          {"peak_bytes", predicted.memory.peak},
+                          {"reserved_bytes", predicted.memory.reserved},
+                          {"host_peak_bytes", predicted.host_peak},
+                          {"step_time_ns", predicted.step_time},
                           {"loss", row.c.loss},
                           {"fits", row.c.fits},
                           {"code", row_code(row, info)}};
@@ -157,8 +157,8 @@ nlohmann::json row_json(const Row& row, const CaptureInfo& info) {
         out["verify"] = {{"peak_bytes", row.captured.memory.peak},
                          {"reserved_bytes", row.captured.memory.reserved},
                          {"host_peak_bytes", row.captured.host_peak},
-                         {"peak_error", relative_error(p.memory.peak, row.captured.memory.peak)},
-                         {"reserved_error", relative_error(p.memory.reserved, row.captured.memory.reserved)},
+                         {"peak_error", relative_error(predicted.memory.peak, row.captured.memory.peak)},
+                         {"reserved_error", relative_error(predicted.memory.reserved, row.captured.memory.reserved)},
                          {"seconds", row.captured.seconds}};
     else if (!row.verify_error.empty()) out["verify"] = {{"error", row.verify_error}};
     return out;
