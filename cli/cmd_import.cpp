@@ -121,9 +121,9 @@ mhc::cli::Registration reg{mhc::cli::Command{
             // stays one line), not refused.
             const bool unbounded =
                 max_input_option->count() > 0 && plain_file(*in) && (kineto->empty() || plain_file(*kineto));
-            imp::Result r;
+            imp::Result result;
             try {
-                r = imp::import_file(*in, *out, opt);
+                result = imp::import_file(*in, *out, opt);
             } catch (const mhc::Error& e) {
                 if (!from_stdin) throw;
                 throw mhc::Error(as_given(e.what()), e.kind());
@@ -133,19 +133,20 @@ mhc::cli::Registration reg{mhc::cli::Command{
                              "mhc: warning: --max-input-size had no effect: %s is not gzip-compressed (it bounds a "
                              "gzip input's decompressed bytes, and a pipe's)\n",
                              mhc::cli::printable(shown).c_str());
-            std::printf("%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
-                        "%lld copies, %lld markers\n",
-                        out->c_str(), std::string(imp::to_string(r.format)).c_str(),
-                        static_cast<long long>(r.events), static_cast<long long>(r.allocations),
-                        static_cast<long long>(r.kernels), static_cast<long long>(r.accesses),
-                        static_cast<long long>(r.copies), static_cast<long long>(r.markers));
+            std::printf(
+                "%s: %s, %lld input events -> %lld allocations, %lld kernels, %lld accesses, "
+                "%lld copies, %lld markers\n",
+                out->c_str(), std::string(imp::to_string(result.format)).c_str(), static_cast<long long>(result.events),
+                static_cast<long long>(result.allocations), static_cast<long long>(result.kernels),
+                static_cast<long long>(result.accesses), static_cast<long long>(result.copies),
+                static_cast<long long>(result.markers));
             // What the trace is and lacks, as `mhc info` says it later (an ET's join with its Kineto trace).
             for (const char* key : mhc::cli::kTraceNotes) {
-                auto it = r.meta.find(key);
-                if (it != r.meta.end()) std::printf("  %-21s %s\n", key, mhc::cli::printable(it->second).c_str());
+                auto it = result.meta.find(key);
+                if (it != result.meta.end()) std::printf("  %-21s %s\n", key, mhc::cli::printable(it->second).c_str());
             }
             // Where a Kineto trace's Total Allocated and the imported curve disagree: one line per device.
-            for (const auto& [k, v] : r.meta)
+            for (const auto& [k, v] : result.meta)
                 if ((k.rfind("kineto.total_allocated.", 0) == 0 && v.rfind("agrees", 0) != 0) ||
                     k == "kineto.negative_durations")
                     std::printf("  warning               %s\n", mhc::cli::printable(v).c_str());
