@@ -222,22 +222,22 @@ int64_t Arena::allocate(int32_t key, int64_t bytes, int64_t stream, int64_t pool
         ideal_live_[key] = bytes;
         return pl.va;
     }
-    int32_t b = ca_.allocate(bytes, stream, pool);
+    int32_t block = ca_.allocate(bytes, stream, pool);
     // The model's cudaFrees (released cached segments) and cudaMallocs, in its order.
     const bool mapped = follow_log();
-    if (b < 0) {   // the model is out of memory; fragmentation if its blocks held the bytes
+    if (block < 0) {   // the model is out of memory; fragmentation if its blocks held the bytes
         frag_ = ca_.allocated() + ca_.rounded(bytes) <= capacity_;
         return -1;
     }
     if (!mapped) {   // the model fit it but the pages did not: only a broken invariant gets here
-        ca_.free(b);
+        ca_.free(block);
         follow_log();
         frag_ = true;
         return -1;
     }
-    block_[key] = b;
-    const Range& r = seg_[static_cast<size_t>(ca_.block_segment(b))];
-    return r.va + ca_.block_offset(b);
+    block_[key] = block;
+    const Range& r = seg_[static_cast<size_t>(ca_.block_segment(block))];
+    return r.va + ca_.block_offset(block);
 }
 
 void Arena::free(int32_t key) {

@@ -457,9 +457,10 @@ int64_t baseline_peak(const Prepared& p, const std::string& allocator) {
 int32_t device_of(const Prepared& p) { return p.device; }
 bool assumed_accesses(const Prepared& p) { return p.assumed_accesses; }
 
-void require_allocations(const trace::TraceData& t, const Prepared& p, int32_t requested, const std::string& path) {
-    const auto& devices = t.allocations.device;
-    if (std::find(devices.begin(), devices.end(), p.device) != devices.end()) return;
+void require_allocations(const trace::TraceData& trace, const Prepared& prepared, int32_t requested,
+                         const std::string& path) {
+    const auto& devices = trace.allocations.device;
+    if (std::find(devices.begin(), devices.end(), prepared.device) != devices.end()) return;
     // What to do instead: a trace without allocations needs its memory recorded; else the
     // devices that have them (--device given one without: "use --device" told it what it did).
     if (devices.empty())
@@ -473,7 +474,7 @@ void require_allocations(const trace::TraceData& t, const Prepared& p, int32_t r
     std::string list;
     for (int32_t number : with)
         list += (list.empty() ? "" : ", ") + std::to_string(number) + (number < 0 ? " (the host)" : "");
-    throw Error(path + ": no allocations on device " + std::to_string(p.device) +
+    throw Error(path + ": no allocations on device " + std::to_string(prepared.device) +
                     (requested == kAutoDevice ? " (the GPU simulated by default)" : " (--device)") +
                     ": nothing to simulate under a memory limit; the devices with allocations: " + list +
                     " (--device " + std::to_string(with.front()) + ")",

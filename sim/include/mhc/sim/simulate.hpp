@@ -49,7 +49,8 @@ int32_t device_of(const Prepared& p);
 // nothing is to be simulated or replayed under a memory limit: a trace without any (a timeline
 // only), or one whose allocations are all on other devices (the host's -1, another GPU), which
 // the message lists. `requested`: the --device given, or kAutoDevice.
-void require_allocations(const trace::TraceData& t, const Prepared& p, int32_t requested, const std::string& path);
+void require_allocations(const trace::TraceData& trace, const Prepared& prepared, int32_t requested,
+                         const std::string& path);
 bool assumed_accesses(const Prepared& p);
 // What the prepared device's trace lacks for a faithful simulation, one sentence each: no
 // kernels (losses then come from swap-outs only), no accesses (assumed), no allocations.
