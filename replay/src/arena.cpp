@@ -236,8 +236,8 @@ int64_t Arena::allocate(int32_t key, int64_t bytes, int64_t stream, int64_t pool
         return -1;
     }
     block_[key] = block;
-    const Range& r = seg_[static_cast<size_t>(ca_.block_segment(block))];
-    return r.va + ca_.block_offset(block);
+    const Range& segment = seg_[static_cast<size_t>(ca_.block_segment(block))];
+    return segment.va + ca_.block_offset(block);
 }
 
 void Arena::free(int32_t key) {
