@@ -236,10 +236,7 @@ void read_frame_holds(const trace::TraceData& trace_data, CaptureInfo& info) {
 void read_unpacks(const trace::TraceData& trace_data, CaptureInfo& info) {
     info.unpacks.clear();
     info.unpacks_listed.clear();
-    info.unpack_rank.assign(trace_data.allocations.size(), -1);
     read_pairs(trace_data, "capture.unpacks", [&](int32_t row_a, int32_t row_k) {
-        auto& rank = info.unpack_rank[static_cast<size_t>(row_a)];
-        if (rank < 0) rank = static_cast<int32_t>(info.unpacks.size());
         info.unpacks.emplace_back(row_a, row_k);
         info.unpacks_listed.emplace_back(row_a, row_k);
     });

@@ -46,9 +46,6 @@ struct CaptureInfo {
     // the saved storage (a backward node unpacks all it saved before its first kernel), one per
     // backward, sorted (meta capture.unpacks; empty when not recorded).
     std::vector<std::pair<int32_t, int32_t>> unpacks;
-    // Each allocation row's place among the first unpacks (the order meta capture.unpacks lists
-    // them in: the backward's own since 2026-12-04); -1 when never unpacked.
-    std::vector<int32_t> unpack_rank;
     // The same pairs in the order meta capture.unpacks lists them (the order the backwards
     // unpacked them in): a storage saved in every pass (a parameter) has a place in each.
     std::vector<std::pair<int32_t, int32_t>> unpacks_listed;
