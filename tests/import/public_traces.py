@@ -32,7 +32,8 @@ trace (chakra/*.json.gz):
     per step (check_kernel_steps), its kernels per (device, stream) and copies per (device, kind) with
     their bytes (check_placement), every event on a device's lane accounted for (check_device_lanes),
     meta rank/world_size equal to distributedInfo, meta device_name/device_memory equal to its GPU list's,
-    its [OutOfMemory] events counted in meta (check_out_of_memory), its counter events and [memory] events read
+    its [OutOfMemory] events counted in meta (check_out_of_memory), its kernel launches without a kernel event
+    (captured into a graph, or not recorded) counted in meta (check_launches_without_kernel), its counter events and [memory] events read
     as host memory by another rule than Device Type 0 counted in meta (check_counters_and_host_memory), a peer copy
     (no args.device) on its args.inDevice (check_placement), and a ROCm trace's kernel device numbers renumbered
     or said to be the runtime's agent numbers (check_rocm_devices); execution traces: also their ops
@@ -277,6 +278,67 @@ def check_gpu_memory_said(name, path, source, meta):
     if want != said:
         fail(name, f"GPU memory unrecorded: the file {'has' if want else 'has not'} only host [memory] events beside "
                    f"GPU work, meta kineto.gpu_memory {'present' if said else 'absent'}")
+
+
+# Runtime and driver calls that launch kernels or a CUDA graph, and those that begin and end a
+# stream capture (docs/import.md, Kineto: "kernel launches without their kernels"), by name prefix.
+LAUNCH_PREFIXES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchCooperativeKernel",
+                   "cudaGraphLaunch", "cuGraphLaunch", "hipLaunchKernel", "hipModuleLaunchKernel",
+                   "hipExtModuleLaunchKernel", "hipExtLaunchKernel", "hipLaunchCooperativeKernel",
+                   "hipModuleLaunchCooperativeKernel", "hipGraphLaunch")
+CAPTURE_BEGIN = ("cudaStreamBeginCapture", "cuStreamBeginCapture", "hipStreamBeginCapture")
+CAPTURE_END = ("cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture")
+CALL_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime", "Driver", "xpu_runtime", "xpu_driver",
+                   "privateuse1_runtime", "privateuse1_driver")
+
+
+def check_launches_without_kernel(name, path, meta):
+    """Kernel launches whose correlation id no kernel, memcpy or memset event carries: those made
+    while a stream capture of their process was open (captured into a graph, not run) and the
+    others (not recorded) must be counted in meta kineto.launches_without_kernel; a trace with none
+    has no such key."""
+    events = [e if isinstance(e, dict) else {} for e in kineto_events(path)]   # indexes as in traceEvents
+    ran = {(e.get("args") or {}).get("correlation") for e in events if e.get("ph") == "X" and e.get("cat") in
+           ("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset")}
+    calls = [(i, e) for i, e in enumerate(events) if e.get("ph") == "X" and e.get("cat") in CALL_CATEGORIES
+             and "ts" in e and isinstance(e.get("name"), str)]
+    spans = {}
+    for _, e in sorted((c for c in calls if c[1]["name"].startswith(CAPTURE_BEGIN + CAPTURE_END)),
+                       key=lambda c: (c[1].get("pid"), decimal_of(c[1]["ts"]))):
+        mine = spans.setdefault(e.get("pid"), [])
+        if e["name"].startswith(CAPTURE_BEGIN):
+            mine.append([decimal_of(e["ts"]), None])
+        elif mine and mine[-1][1] is None:
+            mine[-1][1] = decimal_of(e["ts"])
+    launches = [(i, e) for i, e in calls if e["name"].startswith(LAUNCH_PREFIXES)]
+    captured = lost = 0
+    first = None
+    for i, e in launches:
+        if (e.get("args") or {}).get("correlation") in ran:
+            continue
+        t = decimal_of(e["ts"])
+        if any(b <= t and (end is None or t < end) for b, end in spans.get(e.get("pid"), [])):
+            captured += 1
+        else:
+            lost += 1
+            first = first if first is not None else (i, e["name"])
+    said = meta.get("kineto.launches_without_kernel")
+    if captured + lost == 0:
+        if said is not None:
+            fail(name, f"every launch has its kernels, yet meta kineto.launches_without_kernel = {said!r}")
+        return
+    want = (f"{captured + lost} of {len(launches)} kernel launches (runtime and driver calls that launch kernels or "
+            f"CUDA graphs) have no kernel, memcpy or memset event of their correlation id")
+    parts = []
+    if captured:
+        parts.append(f"{captured} made while a stream capture was open (captured into a CUDA graph, not run)")
+    if lost:
+        parts.append(f"{lost} not recorded (the first: traceEvents[{first[0]}] '{first[1]}')")
+    want += ": " + ", ".join(parts)
+    print(f"  launches without kernels: {captured} captured, {lost} not recorded, of {len(launches)}; "
+          f"{'said' if said == want else 'NOT said as expected'}")
+    if said != want:
+        fail(name, f"launches without kernels: meta {said!r}, expected {want!r}")
 
 
 # Kineto memcpy names: "Memcpy <kind> (<src> -> <dst>)", kind CUPTI's (libkineto's memcpyKindString;
@@ -958,6 +1020,7 @@ def check(exe, path, source_of, work):
         check_placement(name, path, db)
         check_device_lanes(name, path, meta)
         check_gpu_memory_said(name, path, source, meta)
+        check_launches_without_kernel(name, path, meta)
         check_counters_and_host_memory(name, path, meta)
         check_reserved_first(name, path, meta)
         check_job_identity(name, path, meta)

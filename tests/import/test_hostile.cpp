@@ -229,7 +229,8 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
         std::string json, expect;
     };
     const std::vector<Case> cases = {
-        {"bytes-int64-max", kineto("10", "9223372036854775807"), "traceEvents[1]: args.Bytes 9223372036854775807 is out of range"},
+        {"bytes-int64-max", kineto("10", "9223372036854775807"),
+         "traceEvents[1]: args.Bytes 9223372036854775807 is out of range"},
         {"bytes-past-int64", kineto("10", "99999999999999999999"), "traceEvents[1]: args.Bytes"},
         {"bytes-nan", kineto("10", "NaN"), "traceEvents[1]: args.Bytes NaN"},
         {"bytes-string", kineto("10", "\"4096\""), "traceEvents[1]: args.Bytes is a string, not a number"},
@@ -247,6 +248,20 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
         {"ts-ns-overflow", kineto("9223372036854775.807"), "traceEvents[0]: 'ts' 9223372036854775.807 is out of range"},
         {"ts-huge-float", kineto("1e300"), "traceEvents[0]: 'ts' 1e300 is out of range"},
         {"ts-nan", kineto("NaN"), "traceEvents[0]: 'ts' NaN is out of range"},
+        {"ts-negative", kineto("-5"), "traceEvents[0]: 'ts' -5 is out of range"},
+        // A field the importer reads, written twice: JSON readers keep the first (rapidjson's DOM
+        // finds it) or the last (Python's json, nlohmann, the streamed parse here), so the value is
+        // not one. Before 2026-12-05 the last was read without a word, and a second traceEvents
+        // array was read after the first where Python's json sees only the second.
+        {"ts-twice", kineto("10, \"ts\": 7"), "traceEvents[0]: 'ts' appears twice in the event: its value is not one"},
+        {"bytes-twice", kineto("10", "4096, \"Bytes\": -4096"),
+         "traceEvents[1]: 'args.Bytes' appears twice in the event: its value is not one"},
+        {"stream-twice", gpu_activity("kernel", "\"device\":0,\"stream\":7,\"stream\":20"),
+         "traceEvents[0]: 'args.stream' appears twice in the event"},
+        {"cat-twice", gpu_activity("kernel\",\"cat\":\"cpu_op", "\"device\":0,\"stream\":7"),
+         "traceEvents[0]: 'cat' appears twice in the event"},
+        {"trace-events-twice", kineto().substr(0, kineto().size() - 1) + ",\"traceEvents\":[]}",
+         "the top-level key 'traceEvents' appears twice: JSON readers take either one, so the file has no one meaning"},
     };
     for (const auto& c : cases) {
         DYNAMIC_SECTION(c.name) {
@@ -254,6 +269,13 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
             test::write_file(in, c.json);
             expect_refused(dir, in, c.expect);
         }
+    }
+    SECTION("a key the importer does not read may be written twice, in an event and at the top") {
+        std::string in = dir.file("twice-unread.json");
+        std::string json = gpu_activity("kernel", "\"device\":0,\"stream\":7,\"queued\":0,\"queued\":1");
+        test::write_file(in, json.substr(0, json.size() - 1) + ",\"traceName\":\"a\",\"traceName\":\"b\"}");
+        imp::Result r = accepted(in);
+        CHECK(r.kernels == 1);
     }
     SECTION("the same trace with sane values, and with optional fields absent, is read") {
         std::string in = dir.file("ok.json");

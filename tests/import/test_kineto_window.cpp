@@ -244,6 +244,7 @@ std::string trace_doc(const std::string& head, const std::string& events, const 
 TEST_CASE("kineto parse: two threads, each from one half of a plain file, give the one-thread parse", "[import][kineto]") {
     test::TempDir dir;
     const std::string props = "\"deviceProperties\": [{\"id\": 0, \"name\": \"GPU zero\", \"totalGlobalMem\": 1024}]";
+    const std::string old_props = "\"computeProperties\": [{\"id\": 0, \"name\": \"GPU zero\", \"totalGlobalMem\": 1024}]";
     const std::string dist = "\"distributedInfo\": {\"rank\": 3, \"world_size\": 8}";
     const std::string events = mixed_events(6000, "x");
     // The text that looks like an element start ("}, {") inside a string: wherever the middle
@@ -253,7 +254,8 @@ TEST_CASE("kineto parse: two threads, each from one half of a plain file, give t
         {"members before", trace_doc(props + ", " + dist + ", ", events, "")},
         {"members after", trace_doc("\"schemaVersion\": 1, ", events, ", " + props + ", " + dist)},
         {"members on both sides", trace_doc(props + ", ", events, ", " + dist + ", \"traceName\": \"t\"")},
-        {"device properties on both sides", trace_doc(props + ", ", events, ", " + props)},
+        // Two GPU lists (deviceProperties and its older name; one key twice is refused since 2026-12-05).
+        {"device properties on both sides", trace_doc(props + ", ", events, ", " + old_props)},
         {"element starts inside strings", trace_doc("", tricky, "")},
     };
     for (const auto& [name, text] : docs) {

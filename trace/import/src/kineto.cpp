@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kineto_memory.hpp"
 #include "kineto_write.hpp"
@@ -470,6 +471,72 @@ void say_gpu_memory_unrecorded(const KinetoData& data, Result& result) {
     result.warnings.push_back("GPU memory " + said);
 }
 
+// Kernel launches (runtime and driver calls: cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel,
+// cudaGraphLaunch, ...) whose correlation id no kernel, memcpy or memset event of the trace
+// carries. In a trace the profiler wrote whole there are none: every launch's kernels follow it
+// under its id. Those made while a stream capture of their process was open (between
+// cudaStreamBeginCapture and cudaStreamEndCapture, or their HIP twins) were captured into a CUDA
+// graph and did not run: said in meta. The others ran and are not in the file (the profiler lost
+// the GPU's activity: HazyResearch/zoology's A100 trace holds 260 launches and no GPU event at
+// all, which mhc imported as a run of no kernel without a word; or their kernels are events of a
+// category mhc does not read, kineto.unread_events): said in meta and a warning, since the kernel
+// time, the duration and a simulation of the trace lack them.
+void say_launches_without_kernels(const KinetoData& data, Result& result) {
+    std::unordered_set<int64_t> ran;
+    for (const KKernel& kernel : data.kernels) ran.insert(kernel.correlation);
+    // Each process's open captures, [begin, end) (an end never seen: to the end of the trace).
+    std::vector<const KCall*> captures;
+    for (const KCall& call : data.launch_calls)
+        if (call.kind != KCallKind::Launch) captures.push_back(&call);
+    std::stable_sort(captures.begin(), captures.end(), [](const KCall* lhs, const KCall* rhs) {
+        return lhs->pid != rhs->pid ? lhs->pid < rhs->pid : lhs->ts < rhs->ts;
+    });
+    std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> open;   // pid -> [begin, end)
+    for (const KCall* call : captures) {
+        auto& spans = open[call->pid];
+        if (call->kind == KCallKind::CaptureBegin) spans.emplace_back(call->ts, INT64_MAX);
+        else if (!spans.empty() && spans.back().second == INT64_MAX) spans.back().second = call->ts;
+    }
+    auto captured = [&](const KCall& call) {
+        auto it = open.find(call.pid);
+        if (it == open.end()) return false;
+        return std::any_of(it->second.begin(), it->second.end(),
+                           [&](const auto& span) { return span.first <= call.ts && call.ts < span.second; });
+    };
+    int64_t launches = 0, in_capture = 0, lost = 0;
+    const KCall* first_lost = nullptr;
+    for (const KCall& call : data.launch_calls) {
+        if (call.kind != KCallKind::Launch) continue;
+        ++launches;
+        if (call.correlation >= 0 && ran.count(call.correlation) > 0) continue;
+        if (captured(call)) {
+            ++in_capture;
+        } else if (lost++ == 0) {
+            first_lost = &call;
+        }
+    }
+    if (in_capture + lost == 0) return;
+    std::string said = std::to_string(in_capture + lost) + " of " + std::to_string(launches) +
+                       " kernel launches (runtime and driver calls that launch kernels or CUDA graphs) have no kernel, "
+                       "memcpy or memset event of their correlation id";
+    if (in_capture > 0)
+        said += ": " + std::to_string(in_capture) +
+                " made while a stream capture was open (captured into a CUDA graph, not run)";
+    if (lost > 0) {
+        const std::string which = std::to_string(lost) + " not recorded (the first: traceEvents[" +
+                                  std::to_string(first_lost->index) + "] '" + data.strings.list[first_lost->name] +
+                                  "')";
+        said += (in_capture > 0 ? ", " : ": ") + which;
+        result.warnings.push_back(
+            std::to_string(lost) + " of the trace's " + std::to_string(launches) +
+            " kernel launches have no kernel, memcpy or memset event in the trace (the first: traceEvents[" +
+            std::to_string(first_lost->index) + "] '" + data.strings.list[first_lost->name] +
+            "'): the profiler did not record their GPU activity (or wrote it as events mhc does not read: "
+            "kineto.unread_events), so the trace's kernel time, its duration and a simulation of it lack them");
+    }
+    result.meta["kineto.launches_without_kernel"] = said;
+}
+
 }   // namespace
 
 void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t max_input_size, ParseThreads threads) {
@@ -508,6 +575,7 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
                                              : " (imported on device -1, the host; see kineto.memory_read_as_host)");
     if (data.profile_memory >= 0) result.meta["kineto.profile_memory"] = data.profile_memory ? "on" : "off";
     say_gpu_memory_unrecorded(data, result);
+    say_launches_without_kernels(data, result);
     if (data.memory.empty())
         result.meta["allocations"] =
             data.profile_memory == 1

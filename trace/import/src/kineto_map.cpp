@@ -70,6 +70,24 @@ bool is_launch_category(std::string_view cat) {
     return cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime" || cat == "Driver" ||
            cat == "xpu_runtime" || cat == "xpu_driver" || cat == "privateuse1_runtime" || cat == "privateuse1_driver";
 }
+
+// Calls that launch kernels, by the names of CUDA's runtime and driver APIs and of HIP's (with
+// their suffixes: cudaLaunchKernelExC, cuLaunchKernelEx, cudaLaunchKernel_ptsz, ...), a CUDA
+// graph's launch among them, and the calls that begin and end a stream capture (between them a
+// launch is captured into a graph, not run).
+std::optional<KCallKind> launch_call_kind(std::string_view name) {
+    auto starts = [&](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
+    for (std::string_view prefix : {"cudaStreamBeginCapture", "cuStreamBeginCapture", "hipStreamBeginCapture"})
+        if (starts(prefix)) return KCallKind::CaptureBegin;
+    for (std::string_view prefix : {"cudaStreamEndCapture", "cuStreamEndCapture", "hipStreamEndCapture"})
+        if (starts(prefix)) return KCallKind::CaptureEnd;
+    for (std::string_view prefix :
+         {"cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchCooperativeKernel",
+          "cudaGraphLaunch", "cuGraphLaunch", "hipLaunchKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel",
+          "hipExtLaunchKernel", "hipLaunchCooperativeKernel", "hipModuleLaunchCooperativeKernel", "hipGraphLaunch"})
+        if (starts(prefix)) return KCallKind::Launch;
+    return std::nullopt;
+}
 }   // namespace
 
 bool uses_copy_bytes(const KEvent& e) {
@@ -171,6 +189,8 @@ bool map_timed_event(const KEvent& e, KinetoData& d) {
         } else if (is_launch_category(c)) {
             if (e.corr >= 0) d.add_launch(e.corr, KLaunch{e.ts, e.tid, e.pid});
             if (e.name.substr(0, 3) == "hip") d.rocm = true;   // hipLaunchKernel, ...: a ROCm trace
+            if (auto kind = launch_call_kind(e.name))
+                d.launch_calls.push_back(KCall{e.ts, e.pid, e.corr, d.events - 1, d.strings.intern(e.name), *kind});
         } else if (c == "cpu_op" || c == "user_annotation" || c == "Operator" || c == "python_function" ||
                    c == "gpu_user_annotation") {
             bool step = e.name.substr(0, 13) == "ProfilerStep#";

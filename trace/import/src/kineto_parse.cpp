@@ -170,7 +170,51 @@ enum class F : uint8_t {
     DistRank,
     DistWorld,
     TopKey,   // a key of the root object was just read (its name in Handler::top_key)
+    Count,    // how many there are (a bit each in Handler::seen_keys)
 };
+static_assert(static_cast<unsigned>(F::Count) <= 64, "Handler::seen_keys holds a bit per field");
+
+// The name of a field the mapping reads, as the file writes it (for messages).
+const char* field_name(F key) {
+    switch (key) {
+        case F::Ph: return "ph";
+        case F::Cat: return "cat";
+        case F::Name: return "name";
+        case F::Pid: return "pid";
+        case F::Tid: return "tid";
+        case F::Ts: return "ts";
+        case F::Dur: return "dur";
+        case F::Id: return "id";
+        case F::Args: return "args";
+        case F::ExtId: return "args.External id";
+        case F::Corr: return "args.correlation";
+        case F::Device: return "args.device";
+        case F::Stream: return "args.stream";
+        case F::Bytes: return "args.bytes";
+        case F::Regs: return "args.registers per thread";
+        case F::Smem: return "args.shared memory";
+        case F::Grid: return "args.grid";
+        case F::Block: return "args.block";
+        case F::Addr: return "args.Addr";
+        case F::MemBytes: return "args.Bytes";
+        case F::Total: return "args.Total Allocated";
+        case F::Reserved: return "args.Total Reserved";
+        case F::DevType: return "args.Device Type";
+        case F::DevId: return "args.Device Id";
+        case F::RfId: return "args.Record function id";
+        case F::EvIdx: return "args.Ev Idx";
+        case F::SeqNr: return "args.Sequence number";
+        case F::SyclQueue: return "args.sycl queue";
+        case F::InDevice: return "args.inDevice";
+        case F::ArgName: return "args.name";
+        default: return "a field";
+    }
+}
+
+// The top-level members the tokenizer reads (the others are skipped whole).
+bool is_read_top_key(std::string_view key) {
+    return key == "traceEvents" || is_device_list(key) || key == "distributedInfo" || key == "profile_memory";
+}
 
 // Key lookups switch on length first: they run for every key of every event.
 F event_key(const char* k, size_t n) {
@@ -320,7 +364,10 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
                : in_event()                      ? In::EventOther
                                                  : In::Other;
         if (!enter(w) || !bad.empty()) return false;
-        if (w == In::Event) e = KEvent{};
+        if (w == In::Event) {
+            e = KEvent{};
+            seen_keys = 0;
+        }
         if (w == In::Prop) { dp_name.clear(); dp_id = -1; dp_mem = 0; }
         key = F::None;
         return true;
@@ -375,13 +422,42 @@ struct Handler : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
     }
     std::string top_key;
     bool array_root = false;   // the document is the traceEvents array itself
+    // The fields of the current event (and its args) read so far, a bit per F: a field written
+    // twice has no one value (JSON readers keep the first or the last), so the event is refused.
+    uint64_t seen_keys = 0;
+    std::set<std::string, std::less<>> top_keys_read;   // the same for the root's members the tokenizer reads
+    bool bad_at_root = false;                           // `bad` is about the root object, not an event
+    bool once(F field) {
+        const uint64_t bit = uint64_t{1} << static_cast<unsigned>(field);
+        if ((seen_keys & bit) == 0) {
+            seen_keys |= bit;
+            return true;
+        }
+        if (bad.empty())
+            bad = std::string("'") + field_name(field) + "' appears twice in the event: its value is not one";
+        return false;
+    }
     bool Key(const char* s, rapidjson::SizeType n, bool) {
         const std::string_view name(s, n);
         switch (stack.empty() ? In::Other : stack.back()) {
-            case In::Event: key = event_key(s, n); break;
-            case In::Args: key = arg_key(s, n); break;
+            case In::Event:
+                key = event_key(s, n);
+                if (key != F::None && !once(key)) return false;
+                break;
+            case In::Args:
+                key = arg_key(s, n);
+                if (key != F::None && !once(key)) return false;
+                break;
             case In::Root:
                 boundary();
+                if (is_read_top_key(name) && !top_keys_read.emplace(name).second) {
+                    if (bad.empty()) {
+                        bad = "the top-level key '" + std::string(name) +
+                              "' appears twice: JSON readers take either one, so the file has no one meaning";
+                        bad_at_root = true;
+                    }
+                    return false;
+                }
                 top_key.assign(s, n);
                 key = F::TopKey;
                 if (name.rfind("roctracer", 0) == 0 || name.rfind("rocprofiler", 0) == 0 || name.rfind("hip_", 0) == 0)
@@ -573,6 +649,7 @@ constexpr unsigned kInsituFlags = kStreamFlags | rapidjson::kParseInsituFlag | r
 // Errors the handler found (a bad field, too deep a nesting) before any syntax error.
 void throw_handler_error(const std::string& path, const KinetoData& d, const Handler& h) {
     if (h.too_deep) throw Error(where(path, nesting_message()));
+    if (!h.bad.empty() && h.bad_at_root) throw Error(where(path, h.bad));
     if (!h.bad.empty()) throw Error(where(path, "traceEvents[" + std::to_string(d.events) + "]: " + h.bad));
 }
 
@@ -684,7 +761,7 @@ private:
         if (!ws() || at() != '"') return false;
         KeyCatcher kc;
         if (!value(kc) || !kc.ok) return false;
-        h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false);
+        if (!h_.Key(kc.s.data(), static_cast<rapidjson::SizeType>(kc.s.size()), false)) return false;   // a key twice
         if (!ws() || at() != ':') return false;
         ++beg_;
         return ws();
@@ -794,6 +871,11 @@ bool merge_second_part(KinetoData& first, KinetoData&& second) {
     for (KRange& range : second.ranges) {
         range.name = name[range.name];
         first.ranges.push_back(range);
+    }
+    for (KCall& call : second.launch_calls) {
+        call.name = name[call.name];
+        call.index += shift;
+        first.launch_calls.push_back(call);
     }
     // Each process's calls of a shared id, then the last call of every id (which stays the last).
     for (const auto& [id, calls] : second.shared_launches)

@@ -64,6 +64,17 @@ enum class LaunchPick : uint8_t {
     ByTime,      // several did and the GPU's process is not known: the latest launch before the kernel
 };
 
+// A runtime or driver call that launches kernels (cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel,
+// cudaGraphLaunch, ...) or begins or ends a stream capture (cudaStreamBeginCapture, ...), in file
+// order: whether each launch's kernels are in the trace (kineto.cpp, say_launches_without_kernels).
+enum class KCallKind : uint8_t { Launch, CaptureBegin, CaptureEnd };
+struct KCall {
+    int64_t ts = 0, pid = 0, correlation = -1;
+    int64_t index = 0;   // position in traceEvents (for messages)
+    uint32_t name = 0;
+    KCallKind kind = KCallKind::Launch;
+};
+
 struct KRange {
     int64_t ts = 0, dur = 0, pid = 0;
     uint32_t name = 0;
@@ -89,6 +100,7 @@ struct KinetoData {
     // under one pid and device). Filled by learn_lanes where some id is shared, empty otherwise.
     std::map<std::pair<int64_t, int32_t>, int64_t> lane_process;
     std::vector<KRange> ranges;   // ProfilerStep#N and annotations
+    std::vector<KCall> launch_calls;   // kernel launches and stream captures' begins and ends
     int64_t events = 0, flows = 0, host_memory_events = 0;
     // The processes (pids) whose runtime calls launched GPU work, at most kMaxLaunchPids of them:
     // one in a trace the profiler wrote; several in a file of several processes' traces (ranks
