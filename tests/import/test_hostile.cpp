@@ -456,14 +456,16 @@ TEST_CASE("execution trace: out-of-range ids and tensor fields are refused", "[i
         {"offset-negative", et("2", "[1,1,-8,16,4,\"cuda:0\"]"), "nodes[1]: tensor offset -8 is out of range"},
         {"itemsize-float", et("2", "[1,1,0,16,4.5,\"cuda:0\"]"), "nodes[1]: tensor itemsize 4.5 is out of range"},
         {"id-float", et("2.5", ok), "nodes[1]: 'id' 2.5 is not an int64 integer"},
-        {"id-past-int64", et("18446744073709551615", ok), "nodes[1]: 'id' 18446744073709551615 is not an int64 integer"},
+        {"id-past-int64", et("18446744073709551615", ok),
+         "nodes[1]: 'id' 18446744073709551615 is not an int64 integer"},
         // Before 2026-12-03 a device written otherwise was the host's, and a parent, thread,
         // rf_id or seq_id that is no integer was -1 (no parent: the op fell out of its step), in
         // silence. Every real execution trace here writes integers and "TYPE:N" strings.
         {"device-number", et("2", "[1,1,0,16,4,0]"), "nodes[1]: tensor device 0 is not a device name"},
         {"device-garbled", et("2", "[1,1,0,16,4,\"cuda:x\"]"),
          "nodes[1]: tensor device 'cuda:x' is not TYPE:N with N in [0, 4096)"},
-        {"device-past-4095", et("2", "[1,1,0,16,4,\"cuda:5000\"]"), "nodes[1]: tensor device 'cuda:5000' is not TYPE:N"},
+        {"device-past-4095", et("2", "[1,1,0,16,4,\"cuda:5000\"]"),
+         "nodes[1]: tensor device 'cuda:5000' is not TYPE:N"},
         {"parent-string",
          "{\"schema\":\"1.0.1\",\"nodes\":[{\"id\":1,\"name\":\"root\"},{\"id\":2,\"name\":\"aten::add\","
          "\"parent\":\"1\",\"inputs\":[],\"input_types\":[]}]}",
@@ -473,6 +475,11 @@ TEST_CASE("execution trace: out-of-range ids and tensor fields are refused", "[i
          "\"inputs\":{\"values\":[],\"shapes\":[],\"types\":[]},\"attrs\":[{\"name\":\"tid\",\"type\":\"uint64\","
          "\"value\":1.5}]}]}",
          "nodes[0] (id 2): attrs tid 1.5 is not an integer"},
+        // A key twice (nlohmann and Python's json keep the last, other readers the first): before
+        // 2026-12-05 the last was read, and a second "nodes" array after the first, in silence.
+        {"id-twice", et("2, \"id\": 3", ok), "nodes[1]: key 'id' appears twice in one object: its value is not one"},
+        {"nodes-twice", et("2", ok).substr(0, et("2", ok).size() - 1) + ",\"nodes\":[]}",
+         "the top-level key 'nodes' appears twice: JSON readers take either one, so the file has no one meaning"},
     };
     for (const auto& c : cases) {
         DYNAMIC_SECTION(c.name) {

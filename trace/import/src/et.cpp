@@ -250,6 +250,13 @@ public:
     bool start_array(std::size_t) { return open(json::array()); }
     bool key(json::string_t& k) {
         if (depth_ == 1) {
+            // The members this reader reads, written twice: JSON readers keep the first or the last
+            // (Python's json: the last), so the file has no one meaning. Before 2026-12-05 a second
+            // "nodes" array was read after the first, where Python's json sees only the second.
+            if ((k == "nodes" || k == "pid") && !top_keys_.insert(k).second)
+                throw Error(
+                    where(in_, "the top-level key '" + k +
+                                   "' appears twice: JSON readers take either one, so the file has no one meaning"));
             top_key_ = k;
             boundary();
         } else if (depth_ >= 3 && in_nodes_) {
@@ -278,6 +285,11 @@ private:
     json* insert(json v) {
         json* parent = stack_.back();
         if (parent->is_object()) {
+            // A key twice in one object of a node ("id" twice): its value is not one (nlohmann and
+            // Python's json keep the last; other readers the first). Before 2026-12-05 the last, in silence.
+            if (parent->contains(key_))
+                throw Error(where(in_, "nodes[" + std::to_string(out_.size()) + "]: key '" + key_ +
+                                           "' appears twice in one object: its value is not one"));
             json& slot = (*parent)[key_];
             slot = std::move(v);
             return &slot;
@@ -341,6 +353,7 @@ private:
     int64_t pid_ = -1;   // the top-level "pid" (the recording process), -1 when absent
     bool root_object_ = false, in_nodes_ = false, saw_nodes_ = false;
     std::string top_key_, key_, error_;
+    std::set<std::string> top_keys_;   // "nodes" and "pid" once read
     json node_;
     std::vector<json*> stack_;
     DeviceTypes devices_;
