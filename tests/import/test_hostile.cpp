@@ -274,8 +274,8 @@ TEST_CASE("Kineto: out-of-range and non-numeric fields are refused and absent on
         std::string in = dir.file("twice-unread.json");
         std::string json = gpu_activity("kernel", "\"device\":0,\"stream\":7,\"queued\":0,\"queued\":1");
         test::write_file(in, json.substr(0, json.size() - 1) + ",\"traceName\":\"a\",\"traceName\":\"b\"}");
-        imp::Result r = accepted(in);
-        CHECK(r.kernels == 1);
+        imp::Result result = accepted(in);
+        CHECK(result.kernels == 1);
     }
     SECTION("the same trace with sane values, and with optional fields absent, is read") {
         std::string in = dir.file("ok.json");
