@@ -159,6 +159,8 @@ void say_shared_ids(const KinetoData& data, const std::array<int64_t, 4>& picked
     if (by_time > 0) result.warnings.push_back(said + ": those kernels' steps may be another process's");
 }
 
+void say_launches_without_kernels(const KinetoData& data, Result& result);   // below
+
 }   // namespace
 
 int64_t kineto_base(const KinetoData& d) {
@@ -352,6 +354,7 @@ void write_kineto_timeline(KinetoData& d, int64_t base, Rows& w, Result& r,
     if (d.rank >= 0) r.meta["rank"] = std::to_string(d.rank);
     if (d.world_size >= 1) r.meta["world_size"] = std::to_string(d.world_size);
     say_what_was_not_read(d, r);
+    say_launches_without_kernels(d, r);
     if (!d.device_name.empty()) r.meta["device_name"] = d.device_name;
     if (d.device_memory > 0) r.meta["device_memory"] = std::to_string(d.device_memory);
 }
@@ -528,7 +531,7 @@ void say_launches_without_kernels(const KinetoData& data, Result& result) {
                                   "')";
         said += (in_capture > 0 ? ", " : ": ") + which;
         result.warnings.push_back(
-            std::to_string(lost) + " of the trace's " + std::to_string(launches) +
+            std::to_string(lost) + " of the Kineto trace's " + std::to_string(launches) +
             " kernel launches have no kernel, memcpy or memset event in the trace (the first: traceEvents[" +
             std::to_string(first_lost->index) + "] '" + data.strings.list[first_lost->name] +
             "'): the profiler did not record their GPU activity (or wrote it as events mhc does not read: "
@@ -575,7 +578,6 @@ void import_kineto(const std::string& in, Rows& rows, Result& result, uint64_t m
                                              : " (imported on device -1, the host; see kineto.memory_read_as_host)");
     if (data.profile_memory >= 0) result.meta["kineto.profile_memory"] = data.profile_memory ? "on" : "off";
     say_gpu_memory_unrecorded(data, result);
-    say_launches_without_kernels(data, result);
     if (data.memory.empty())
         result.meta["allocations"] =
             data.profile_memory == 1
