@@ -46,7 +46,8 @@ trace (chakra/*.json.gz):
     (device, stream) with their GPU time after the clamp and its memcpys/memsets per (device, kind)
     with their bytes (check_nsys_placement), and its NVTX marks and ranges as markers with their
     times and texts (check_nsys_markers), and the rows of its GPU memory and sample tables mhc does not read named
-    with their counts (check_nsys_unread_tables).
+    with their counts (check_nsys_unread_tables), and its kernel launches without a GPU row counted in meta
+    (check_nsys_launches_without_kernel).
 Prints one line per trace with the figures; exits 1 on any mismatch.
 """
 import decimal
@@ -339,6 +340,61 @@ def check_launches_without_kernel(name, path, meta):
           f"{'said' if said == want else 'NOT said as expected'}")
     if said != want:
         fail(name, f"launches without kernels: meta {said!r}, expected {want!r}")
+
+
+def check_nsys_launches_without_kernel(name, path, meta):
+    """An nsys export's CUPTI_ACTIVITY_KIND_RUNTIME launches (the names above, with nsys's _vNNNN
+    suffix) that returned 0 and whose correlationId no kernel, memcpy, memset or graph row carries:
+    counted in meta nsys.launches_without_kernel (captured, not recorded), absent where none."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    said = meta.get("nsys.launches_without_kernel")
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables or "StringIds" not in tables:
+        if said is not None:
+            fail(name, f"no runtime table, yet meta nsys.launches_without_kernel = {said!r}")
+        return
+    ran = set()
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                  "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
+        if table in tables:
+            ran |= {r[0] for r in db.execute(f"SELECT correlationId FROM {table}")}
+    rows = db.execute("SELECT s.value, r.start, r.globalTid, r.correlationId, r.rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                      "JOIN StringIds s ON s.id = r.nameId WHERE r.returnValue = 0 ORDER BY r.start, r.rowid").fetchall()
+    spans, launches = {}, []
+    for text, start, tid, corr, row in rows:
+        process = (tid or 0) >> 24
+        if text.startswith(CAPTURE_BEGIN):
+            spans.setdefault(process, []).append([start, None])
+        elif text.startswith(CAPTURE_END):
+            if spans.get(process) and spans[process][-1][1] is None:
+                spans[process][-1][1] = start
+        elif text.startswith(LAUNCH_PREFIXES):
+            launches.append((text, start, process, corr, row))
+    captured = lost = 0
+    first = None
+    for text, start, process, corr, row in launches:
+        if corr in ran:
+            continue
+        if any(b <= start and (e is None or start < e) for b, e in spans.get(process, [])):
+            captured += 1
+        else:
+            lost += 1
+            first = first or (row, text)
+    if captured + lost == 0:
+        if said is not None:
+            fail(name, f"every launch has its rows, yet meta nsys.launches_without_kernel = {said!r}")
+        return
+    parts = []
+    if captured:
+        parts.append(f"{captured} made while a stream capture was open (captured into a CUDA graph, not run)")
+    if lost:
+        parts.append(f"{lost} not recorded (the first: CUPTI_ACTIVITY_KIND_RUNTIME row {first[0]} '{first[1]}')")
+    want = (f"{captured + lost} of {len(launches)} kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch "
+            f"kernels or CUDA graphs, returning success) have no kernel, memcpy, memset or graph row of their "
+            f"correlationId: " + ", ".join(parts))
+    print(f"  launches without kernel rows: {captured} captured, {lost} not recorded, of {len(launches)}")
+    if said != want:
+        fail(name, f"launches without kernel rows: meta {said!r}, expected {want!r}")
 
 
 # Kineto memcpy names: "Memcpy <kind> (<src> -> <dst>)", kind CUPTI's (libkineto's memcpyKindString;
@@ -1033,6 +1089,7 @@ def check(exe, path, source_of, work):
         check_nsys_markers(name, path, db)
         check_nsys_unread_tables(name, path, meta)
         check_nsys_uvm_migrations(name, path, meta)
+        check_nsys_launches_without_kernel(name, path, meta)
     if source_of == et_source:
         check_et_storages(name, path, db)
         check_et_steps(name, path, db)

@@ -1317,3 +1317,39 @@ TEST_CASE("kineto: kernel launches whose kernels are not in the trace are said (
                                        "recorded (the first: traceEvents[") != std::string::npos);
     CHECK(warned(result, "544 of the Kineto trace's 546 kernel launches have no kernel"));
 }
+
+// The same for an Nsight Systems export: a CUPTI_ACTIVITY_KIND_RUNTIME launch that returned success
+// and whose correlationId no kernel, memcpy, memset or graph row carries. None in any export read
+// here; con_kernel (extra-p, nsys 2022.1: 7 cudaLaunchKernel_v7000 calls, correlation ids 122, 124,
+// 129, 133, 135, 138, 141, Python's sqlite3) with the kernels of 124 and 133 deleted, as a recording
+// that lost them; then with a stream capture begun before the first launch (captured, not run).
+TEST_CASE("nsys: kernel launches without their kernel rows are said (captured ones apart)", "[import][nsys][public]") {
+    test::TempDir dir;
+    imp::Result result;
+    const std::string key = "nsys.launches_without_kernel";
+    TraceData whole = import_public(dir, "nsys/con_kernel.sqlite", result);
+    CHECK(whole.meta.count(key) == 0);
+    const std::string lost = dir.file("lost.sqlite");
+    public_variant("nsys/con_kernel.sqlite", lost,
+                   "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (124, 133);");
+    TraceData missing = import_public_path(dir, lost, result);
+    CHECK(missing.kernels.size() == whole.kernels.size() - 2);
+    CHECK(missing.meta.at(key) ==
+          "2 of 7 kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch kernels or CUDA graphs, returning "
+          "success) have no kernel, memcpy, memset or graph row of their correlationId: 2 not recorded (the first: "
+          "CUPTI_ACTIVITY_KIND_RUNTIME row 25 'cudaLaunchKernel_v7000')");
+    CHECK(warned(result, "2 of the export's 7 kernel launches have no kernel, memcpy, memset or graph row"));
+    const std::string captured = dir.file("captured.sqlite");
+    public_variant("nsys/con_kernel.sqlite", captured,
+                   "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IN (124, 133);"
+                   "INSERT INTO StringIds (id, value) VALUES (99999, 'cudaStreamBeginCapture_v10000');"
+                   "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
+                   "returnValue) SELECT MIN(start) - 1, MIN(start) - 1, 0, 72058132318159760, 0, 99999, 0 "
+                   "FROM CUPTI_ACTIVITY_KIND_RUNTIME;");
+    TraceData in_capture = import_public_path(dir, captured, result);
+    CHECK(in_capture.meta.at(key) ==
+          "2 of 7 kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch kernels or CUDA graphs, returning "
+          "success) have no kernel, memcpy, memset or graph row of their correlationId: 2 made while a stream capture "
+          "was open (captured into a CUDA graph, not run)");
+    CHECK_FALSE(warned(result, "kernel launches have no kernel"));
+}

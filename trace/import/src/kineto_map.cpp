@@ -71,6 +71,8 @@ bool is_launch_category(std::string_view cat) {
            cat == "xpu_runtime" || cat == "xpu_driver" || cat == "privateuse1_runtime" || cat == "privateuse1_driver";
 }
 
+}   // namespace
+
 // Calls that launch kernels, by the names of CUDA's runtime and driver APIs and of HIP's (with
 // their suffixes: cudaLaunchKernelExC, cuLaunchKernelEx, cudaLaunchKernel_ptsz, ...), a CUDA
 // graph's launch among them, and the calls that begin and end a stream capture (between them a
@@ -88,7 +90,6 @@ std::optional<KCallKind> launch_call_kind(std::string_view name) {
         if (starts(prefix)) return KCallKind::Launch;
     return std::nullopt;
 }
-}   // namespace
 
 bool uses_copy_bytes(const KEvent& e) {
     return e.has_ts && e.ph == 'X' && (is_copy_category(e.cat) || is_memset_category(e.cat));

@@ -89,6 +89,11 @@ struct KEvent {
 // Negative durations become 0.
 void map_event(const KEvent& e, KinetoData& d);
 
+// Whether a runtime or driver call of that name launches kernels (cudaLaunchKernel*, cuLaunchKernel*,
+// cudaGraphLaunch, HIP's twins, ...), or begins or ends a stream capture; nullopt for any other
+// call. Shared with the nsys importer (nsys writes the same names with a _vNNNN suffix).
+std::optional<KCallKind> launch_call_kind(std::string_view name);
+
 // Whether the event is a memcpy or memset, the only events whose args.bytes is read.
 bool uses_copy_bytes(const KEvent& e);
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kineto_map.hpp"
 #include "limits.hpp"
 #include "quoted_name.hpp"
 #include "mhc/common/error.hpp"
@@ -126,6 +127,7 @@ public:
         read_copies("CUPTI_ACTIVITY_KIND_MEMCPY");
         say_uvm_migrations();
         read_copies("CUPTI_ACTIVITY_KIND_MEMSET");
+        say_launches_without_kernels();
         read_markers();
         write_meta();
     }
@@ -639,6 +641,79 @@ private:
             cp.t_end = rel(ce, table);
             w_.add(cp);
         }
+    }
+
+    // Kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME rows named cudaLaunchKernel_v7000, cuLaunchKernel,
+    // cudaGraphLaunch_v10000, ...: kineto_map.hpp's launch_call_kind) that returned success and whose
+    // correlationId no kernel, memcpy, memset or graph-launch row carries: none in an export whose
+    // GPU activity was recorded whole (every export read here, 2026-12-05). Those made while a
+    // stream capture of their process was open were captured into a graph, not run (said in meta);
+    // the others ran and their rows are not in the file (said in meta and a warning), as a Kineto
+    // trace's are (kineto.cpp, say_launches_without_kernels).
+    void say_launches_without_kernels() {
+        if (!has("CUPTI_ACTIVITY_KIND_RUNTIME") || !has("StringIds")) return;
+        auto cols = columns("CUPTI_ACTIVITY_KIND_RUNTIME", {"start", "nameId"});
+        if (!cols.count("correlationId")) return;
+        std::string ran;   // the correlation ids of the GPU rows
+        for (const char* table :
+             {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", kGraphTrace})
+            if (has(table) && db_.columns(table).count("correlationId"))
+                ran += std::string(ran.empty() ? "" : " UNION ") + "SELECT correlationId FROM " + table;
+        if (ran.empty()) ran = "SELECT NULL WHERE 0";
+        const std::string ok = cols.count("returnValue") ? "r.returnValue = 0" : "1";
+        std::string query = "SELECT s.value, r.start, " + col(cols, "globalTid") + ", r.correlationId IN (" + ran +
+                            ") , r.rowid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                            "WHERE " +
+                            ok + " AND (s.value LIKE '%Launch%' OR s.value LIKE '%Capture%') ORDER BY r.start, r.rowid";
+        sql::Stmt rows(db_.db, in_, query.c_str());
+        struct Call {
+            int64_t start, process, row;
+            bool ran;
+            std::string name;
+        };
+        std::vector<Call> launches;
+        std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> open;   // process -> captures [begin, end)
+        while (rows.step()) {
+            const std::string name = rows.text(0);
+            const auto kind = launch_call_kind(name);
+            if (!kind) continue;
+            const int64_t process = rows.i64(2) >> 24;   // globalTid: the PID in bits 24-47
+            auto& spans = open[process];
+            if (*kind == KCallKind::CaptureBegin) spans.emplace_back(rows.i64(1), INT64_MAX);
+            else if (*kind == KCallKind::CaptureEnd && !spans.empty() && spans.back().second == INT64_MAX)
+                spans.back().second = rows.i64(1);
+            else if (*kind == KCallKind::Launch)
+                launches.push_back(Call{rows.i64(1), process, rows.i64(4), rows.i64(3) != 0, name});
+        }
+        int64_t in_capture = 0, lost = 0;
+        const Call* first = nullptr;
+        for (const Call& call : launches) {
+            if (call.ran) continue;
+            const auto& spans = open[call.process];
+            if (std::any_of(spans.begin(), spans.end(),
+                            [&](const auto& span) { return span.first <= call.start && call.start < span.second; }))
+                ++in_capture;
+            else if (lost++ == 0) first = &call;
+        }
+        if (in_capture + lost == 0) return;
+        std::string said = std::to_string(in_capture + lost) + " of " + std::to_string(launches.size()) +
+                           " kernel launches (CUPTI_ACTIVITY_KIND_RUNTIME calls that launch kernels or CUDA graphs, "
+                           "returning success) have no kernel, memcpy, memset or graph row of their correlationId";
+        if (in_capture > 0)
+            said += ": " + std::to_string(in_capture) +
+                    " made while a stream capture was open (captured into a CUDA graph, not run)";
+        if (lost > 0) {
+            said += std::string(in_capture > 0 ? ", " : ": ") + std::to_string(lost) +
+                    " not recorded (the first: CUPTI_ACTIVITY_KIND_RUNTIME row " + std::to_string(first->row) + " '" +
+                    first->name + "')";
+            r_.warnings.push_back(std::to_string(lost) + " of the export's " + std::to_string(launches.size()) +
+                                  " kernel launches have no kernel, memcpy, memset or graph row (the first: "
+                                  "CUPTI_ACTIVITY_KIND_RUNTIME row " +
+                                  std::to_string(first->row) + " '" + first->name +
+                                  "'): nsys did not record their GPU activity, so the export's kernel time, its "
+                                  "duration and a simulation of it lack them");
+        }
+        r_.meta["nsys.launches_without_kernel"] = said;
     }
 
     // NVTX_EVENTS also holds rows that are no range or mark (ENUM_NSYS_EVENT_TYPE): domain
