@@ -830,3 +830,65 @@ TEST_CASE("snapshot: a field of the wrong type or a missing one is refused, nami
     CHECK(untimed.meta.at("snapshot.events_without_time_us") == "1 of 5");
     CHECK(ok.meta.count("snapshot.events_without_time_us") == 0);
 }
+
+TEST_CASE("snapshot: torch 2.15's pool_id on trace events names each row's pool, also of a pool given back",
+          "[import][snapshot][pools]") {
+    // Synthetic, in the shape torch 2.15 writes (no CUDA device here to record one): every trace
+    // entry carries pool_id, a tuple, the pool of the block or segment it acts on (PyTorch's
+    // record_trace passes pool->owner_MempoolId(): (0, 0) the default pool). A torch.cuda.MemPool
+    // (0, 1) gets a 20 MiB segment and a 9 MiB block, frees it, and is destroyed: its segment is
+    // given back (segment_free, pool_id (0, 1)) before the snapshot, so the end state holds no
+    // segment of it. Before 2026-12-05 pool_id was not read and such a pool was the default one.
+    using test::pool_event;
+    using test::Py;
+    const int64_t MiB = 1 << 20, D = 0x7f0000000000, P = 0x7f1000000000, E = 0x7f2000000000;
+    std::vector<Py> evs{
+        pool_event("segment_alloc", D, 20 * MiB, 0, 1000), pool_event("alloc", D, 9 * MiB, 0, 1000),
+        pool_event("segment_alloc", P, 20 * MiB, 1, 1010), pool_event("alloc", P, 9 * MiB, 1, 1010),
+        pool_event("free_requested", P, 9 * MiB, 1, 1020), pool_event("free_completed", P, 9 * MiB, 1, 1020),
+        pool_event("segment_alloc", E, 12 * MiB, 0, 1030), pool_event("alloc", E, 12 * MiB, 0, 1030),
+        pool_event("segment_free", P, 20 * MiB, 1, 1040),  pool_event("free_requested", E, 12 * MiB, 0, 1050),
+        pool_event("free_completed", E, 12 * MiB, 0, 1050)};
+    auto block = [](int64_t addr, int64_t bytes, bool live) {
+        return Py::dict({{"address", addr},
+                         {"size", bytes},
+                         {"requested_size", live ? bytes : 0},
+                         {"state", live ? "active_allocated" : "inactive"},
+                         {"frames", Py::list({})}});
+    };
+    auto segment = [&](int64_t addr, int64_t bytes, std::vector<Py> blocks) {
+        return Py::dict({{"device", 0},
+                         {"address", addr},
+                         {"total_size", bytes},
+                         {"stream", 0},
+                         {"segment_type", "large"},
+                         {"segment_pool_id", Py::pool(0, 0)},
+                         {"is_expandable", Py::boolean(false)},
+                         {"blocks", Py::list(std::move(blocks))}});
+    };
+    Py snap = Py::dict(
+        {{"segments", Py::list({segment(D, 20 * MiB, {block(D, 9 * MiB, true), block(D + 9 * MiB, 11 * MiB, false)}),
+                                segment(E, 12 * MiB, {block(E, 12 * MiB, false)})})},
+         {"device_traces", Py::list({Py::list(evs)})}});
+    test::TempDir dir;
+    mhc::trace::import::Result r;
+    auto t = import_snap(dir, snap, &r);
+    REQUIRE(t.allocations.size() == 3);   // rows 1 (D), 2 (the MemPool's), 3 (E), in event order
+    CHECK(t.allocations.address[1] == P);
+    CHECK(t.meta.at("snapshot.pools_from") == "trace events (pool_id): exact");
+    CHECK(t.meta.at("snapshot.allocation_pools") == "0,1:2");
+    CHECK(t.meta.at("snapshot.segment_row_pools") == "0,1:2");   // segment rows by t_alloc: D, P, E
+    CHECK(t.meta.at("snapshot.private_pools_given_back") == "(0, 1): 1 segment rows");
+    CHECK(t.meta.count("snapshot.private_pools") == 0);   // the end state holds no private segment
+    CHECK(t.meta.count("snapshot.event_keys_not_read") == 0);
+    CHECK(std::any_of(r.warnings.begin(), r.warnings.end(), [](const std::string& w) {
+        return w.find("gave all their segments back") != std::string::npos;
+    }));
+    // A pool_id PyTorch never writes (not a pair of ints) is refused, naming the event and field.
+    evs[3].kv.back().second = Py("0,1");
+    test::TempDir dir2;
+    const std::string in = dir2.file("bad.pickle");
+    test::write_file(in, Py::dict({{"device_traces", Py::list({Py::list(evs)})}}).pickle());
+    CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir2.file("bad.db")),
+                      Catch::Contains("device_traces[0][3]: 'pool_id' is a str, not a pair of ints"));
+}

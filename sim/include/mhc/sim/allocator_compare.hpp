@@ -65,10 +65,19 @@ struct AllocatorComparison {
 // their allocations stay in the default pool. Pools are numbered 1.. in the order the meta first
 // names them; 0 is the default pool. The one rule: `mhc allocator` and the simulator's caching
 // model (prepare: Prepared::alloc_pool) both read it here.
+//
+// A snapshot whose trace events name their pool (pool_id, torch 2.15) says each row's pool exactly
+// (meta snapshot.pools_from "trace events ...", snapshot.allocation_pools and
+// snapshot.segment_row_pools: "FIRST,SECOND:ID-ID,ID ..." of allocation and segment row ids); then
+// those rows are the pools', also the rows of segments freed before the end (exact = true).
+// A pool none of whose segment rows is held at the end was given back during the trace (its graph
+// or MemPool let go of): given_back_at[pool] is when its last segment row was freed (else kNoTime).
 struct PrivatePools {
     std::map<const trace::Segment*, int64_t> segment;   // the device's segment rows in a private pool
     std::vector<int64_t> allocation;   // per allocation row of the trace: its pool (0 off the device)
     int64_t pools = 0, segments_held = 0, allocations = 0;   // pools; their rows held at the end; allocations in them
+    bool exact = false;                                      // from the trace events' pool_id
+    std::vector<int64_t> given_back_at;                      // per pool number (0: the default pool, never): see above
 };
 // `segments`: the trace's segment rows of `device`. Throws mhc::Error on a malformed meta entry.
 PrivatePools private_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments, int32_t device);
