@@ -560,6 +560,8 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     c.private_pools = pools.pools;
     c.private_pool_segments = pools.segments_held;
     c.private_pool_allocations = pools.allocations;
+    c.private_pools_exact = pools.exact;
+    for (int64_t at : pools.given_back_at) c.private_pools_given_back += at != trace::kNoTime;
     Run w = ModelRun(t, S, set, true, pools, calls).run(evs, times);
     c.seeded_segments = w.seeded;
     c.seeded_bytes = w.seeded_bytes;
@@ -595,7 +597,12 @@ std::string to_text(const AllocatorComparison& c) {
         o << " (" << c.empty_cache_segment_frees << " segment frees over " << format_ns(c.empty_cache_span_ns)
           << "; the model empties its cache at each call's last free)";
     o << "\n";
-    if (c.private_pools > 0)
+    if (c.private_pools > 0 && c.private_pools_exact)
+        o << "private pools " << c.private_pools << " (CUDA graph or torch.cuda.MemPool, as the trace events name them): "
+          << c.private_pool_allocations << " allocations modelled in their pool; " << c.private_pool_segments
+          << " of their segments held at the end (empty_cache keeps their memory); " << c.private_pools_given_back
+          << " pools given back during the trace, released by the model too\n";
+    else if (c.private_pools > 0)
         o << "private pools " << c.private_pools << " (CUDA graph or torch.cuda.MemPool): " << c.private_pool_allocations
           << " allocations lie in their " << c.private_pool_segments
           << " segments held at the end and are modelled in their pool (empty_cache keeps its memory)\n";
@@ -638,7 +645,9 @@ std::string to_json(const AllocatorComparison& c) {
       << ",\"blocks_outside_segments\":" << c.blocks_outside_segments;
     if (c.private_pools > 0)
         o << ",\"private_pools\":" << c.private_pools << ",\"private_pool_segments\":" << c.private_pool_segments
-          << ",\"private_pool_allocations\":" << c.private_pool_allocations;
+          << ",\"private_pool_allocations\":" << c.private_pool_allocations
+          << ",\"private_pools_given_back\":" << c.private_pools_given_back
+          << ",\"private_pools_exact\":" << (c.private_pools_exact ? "true" : "false");
     o
       << ",\"recorded\":{\"reserved_peak\":" << c.recorded_peak << ",\"segments\":" << c.recorded_segments
       << ",\"device_allocs\":" << c.recorded_mallocs << ",\"device_frees\":" << c.recorded_frees << "}"

@@ -105,10 +105,12 @@ void build_on_device(Prepared& p) {
     }
 }
 
-// Private pools of the device's allocations (meta snapshot.segment_pools: a snapshot's CUDA graph
-// or torch.cuda.MemPool segments), by the rule mhc allocator reads them with.
+// Private pools of the device's allocations (meta snapshot.allocation_pools, from the trace events'
+// pool_id, else snapshot.segment_pools: a snapshot's CUDA graph or torch.cuda.MemPool segments), by
+// the rule mhc allocator reads them with.
 void build_pools(Prepared& p) {
-    if (p.device < 0 || !p.t->meta.count("snapshot.segment_pools")) return;
+    if (p.device < 0 || (!p.t->meta.count("snapshot.segment_pools") && !p.t->meta.count("snapshot.allocation_pools")))
+        return;
     const PrivatePools pools = private_pools(*p.t, p.device);
     if (pools.allocations == 0) return;
     p.alloc_pool.assign(pools.allocation.begin(), pools.allocation.end());

@@ -844,10 +844,10 @@ TEST_CASE("snapshot: torch 2.15's pool_id on trace events names each row's pool,
     const int64_t MiB = 1 << 20, D = 0x7f0000000000, P = 0x7f1000000000, E = 0x7f2000000000;
     std::vector<Py> evs{
         pool_event("segment_alloc", D, 20 * MiB, 0, 1000), pool_event("alloc", D, 9 * MiB, 0, 1000),
-        pool_event("segment_alloc", P, 20 * MiB, 1, 1010), pool_event("alloc", P, 9 * MiB, 1, 1010),
-        pool_event("free_requested", P, 9 * MiB, 1, 1020), pool_event("free_completed", P, 9 * MiB, 1, 1020),
+        pool_event("segment_alloc", P, 14 * MiB, 1, 1010), pool_event("alloc", P, 14 * MiB, 1, 1010),
+        pool_event("free_requested", P, 14 * MiB, 1, 1020), pool_event("free_completed", P, 14 * MiB, 1, 1020),
         pool_event("segment_alloc", E, 12 * MiB, 0, 1030), pool_event("alloc", E, 12 * MiB, 0, 1030),
-        pool_event("segment_free", P, 20 * MiB, 1, 1040),  pool_event("free_requested", E, 12 * MiB, 0, 1050),
+        pool_event("segment_free", P, 14 * MiB, 1, 1040),  pool_event("free_requested", E, 12 * MiB, 0, 1050),
         pool_event("free_completed", E, 12 * MiB, 0, 1050)};
     auto block = [](int64_t addr, int64_t bytes, bool live) {
         return Py::dict({{"address", addr},

@@ -441,11 +441,11 @@ namespace {
 // trace entry, a tuple), with PyTorch's sizes (a request under 10 MiB gets a 20 MiB segment, a
 // larger one a segment of its size rounded to 2 MiB; a large block is split when more than 1 MiB
 // is left): 9 MiB of the default pool in a 20 MiB segment D (1000 us); a torch.cuda.MemPool (0, 1)
-// makes a 20 MiB segment P for 9 MiB (1010) and frees the block (1020); 12 MiB of the default
-// pool: D's 11 MiB free block is too small and P's free block is the MemPool's: a new 12 MiB
-// segment E (1030); the MemPool, destroyed, gives P back (segment_free, 1040); E's block is freed
-// (1050); 22 MiB: no free block that large (D 11, E 12 MiB): a 22 MiB segment F (1060).
-// Recorded reserved: 20, 40, 52 (1030), 32 (1040), 54 MiB (1060).
+// makes a 14 MiB segment P for 14 MiB (1010: D's 11 MiB free block is too small, and the default
+// pool's anyway) and frees the block (1020); 12 MiB of the default pool: D's free block is too
+// small and P's is the MemPool's: a new 12 MiB segment E (1030); the MemPool, destroyed, gives P
+// back (segment_free, 1040); E's block is freed (1050); 22 MiB: no free block that large (D 11,
+// E 12 MiB): a 22 MiB segment F (1060). Recorded reserved: 20, 34, 46 (1030), 32 (1040), 54 MiB.
 // `pool_ids` false: the same file as torch before 2.15 writes it (no pool_id).
 trace::TraceData mempool_given_back(const std::string& name, bool pool_ids, std::vector<trace::Segment>* segments) {
     using test::Py;
@@ -454,10 +454,10 @@ trace::TraceData mempool_given_back(const std::string& name, bool pool_ids, std:
         return pool_ids ? test::pool_event(action, addr, bytes, pool, us) : test::event(action, addr, bytes, 0, us);
     };
     std::vector<Py> evs{ev("segment_alloc", D, 20 * MiB, 0, 1000),  ev("alloc", D, 9 * MiB, 0, 1000),
-                        ev("segment_alloc", P, 20 * MiB, 1, 1010),  ev("alloc", P, 9 * MiB, 1, 1010),
-                        ev("free_requested", P, 9 * MiB, 1, 1020),  ev("free_completed", P, 9 * MiB, 1, 1020),
+                        ev("segment_alloc", P, 14 * MiB, 1, 1010),  ev("alloc", P, 14 * MiB, 1, 1010),
+                        ev("free_requested", P, 14 * MiB, 1, 1020),  ev("free_completed", P, 14 * MiB, 1, 1020),
                         ev("segment_alloc", E, 12 * MiB, 0, 1030),  ev("alloc", E, 12 * MiB, 0, 1030),
-                        ev("segment_free", P, 20 * MiB, 1, 1040),   ev("free_requested", E, 12 * MiB, 0, 1050),
+                        ev("segment_free", P, 14 * MiB, 1, 1040),   ev("free_requested", E, 12 * MiB, 0, 1050),
                         ev("free_completed", E, 12 * MiB, 0, 1050), ev("segment_alloc", F, 22 * MiB, 0, 1060),
                         ev("alloc", F, 22 * MiB, 0, 1060)};
     auto block = [](int64_t addr, int64_t bytes, bool live) {
@@ -506,9 +506,11 @@ TEST_CASE("mhc allocator and simulate: a private pool given back during the trac
     INFO(sim::to_text(c));
     CHECK(c.private_pools == 1);
     CHECK(c.private_pool_allocations == 1);
+    CHECK(c.private_pools_given_back == 1);
+    CHECK(sim::to_text(c).find("1 pools given back during the trace, released by the model too") != std::string::npos);
     CHECK(c.recorded_peak == 54 * MiB);
-    // The model: D and P (in its pool) 40 MiB; E's 12 MiB cannot use P's free block: a new segment
-    // (52 MiB); the recording's segment_free of P, when nothing is allocated, is an empty_cache
+    // The model: D and P (in its pool) 34 MiB; E's 12 MiB cannot use P's free block: a new segment
+    // (46 MiB); the recording's segment_free of P, when nothing is allocated, is an empty_cache
     // of that pool: P goes (32 MiB), as recorded; F's 22 MiB fits no free block: 54 MiB.
     CHECK(c.model_peak == 54 * MiB);
     CHECK(c.model_mallocs == 4);
@@ -518,7 +520,7 @@ TEST_CASE("mhc allocator and simulate: a private pool given back during the trac
     CHECK_FALSE(c.diverged);
     // simulate --allocator caching at unlimited capacity (prepare's baseline and the engine):
     // the pool is given back at the first allocation or free recorded after 1040 us (E's free:
-    // 32 MiB), so F's segment makes 54 MiB, as recorded; kept, the pool made it 74 MiB.
+    // 32 MiB), so F's segment makes 54 MiB, as recorded; kept, the pool made it 68 MiB.
     sim::Config config;
     config.allocator = "caching";
     config.capacity = sim::parse_capacity("unlimited");
@@ -527,13 +529,15 @@ TEST_CASE("mhc allocator and simulate: a private pool given back during the trac
     CHECK(run.simulated_peak == 54 * MiB);
     // The same file as older PyTorch writes it (no pool_id): nothing says the segment P was a
     // pool's, so the model puts its block in the default pool, where E's request reuses it: the
-    // model diverges at 1030 (40 MiB where the recording made a 12 MiB segment; docs/import.md).
+    // model diverges at 1030 (34 MiB where the recording made a 12 MiB segment; docs/import.md)
+    // and ends at 56 MiB (F beside P's segment, which E held when the recording gave P back).
     std::vector<trace::Segment> s_old;
     auto old = mempool_given_back("mempool-given-back-old", false, &s_old);
     CHECK(old.meta.count("snapshot.pools_from") == 0);
     auto o = sim::compare_allocator(old, s_old, -1, "");
     CHECK(o.private_pools == 0);
     CHECK(o.model_mallocs == 3);
+    CHECK(o.model_peak == 56 * MiB);
     CHECK(o.diverged);
     std::filesystem::remove(temp_path("mempool-given-back.db"));
     std::filesystem::remove(temp_path("mempool-given-back-old.db"));

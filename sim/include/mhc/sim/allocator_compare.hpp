@@ -32,9 +32,11 @@ struct AllocatorComparison {
     // (by address): a recording whose segments cannot hold its own blocks, which no allocator
     // model can reproduce (e.g. a synthetic snapshot); 0 for a consistent recording.
     int64_t blocks_outside_segments = 0;
-    // Private memory pools of the device (meta snapshot.segment_pools): pools, their segment rows
-    // held at the end, and the allocations that lie in those segments (modelled in their pool).
-    int64_t private_pools = 0, private_pool_segments = 0, private_pool_allocations = 0;
+    // Private memory pools of the device (PrivatePools): pools, their segment rows held at the end,
+    // the allocations in them (modelled in their pool), the pools the recording gave back during
+    // the trace (released by the model too), and whether the trace events named the pools (exact).
+    int64_t private_pools = 0, private_pool_segments = 0, private_pool_allocations = 0, private_pools_given_back = 0;
+    bool private_pools_exact = false;
     // Reserved peak; segments (cudaMalloc'd segments or mapped ranges over the run, warm start
     // included); cudaMalloc/map and cudaFree/unmap calls during the trace.
     int64_t recorded_peak = 0, model_peak = 0;
