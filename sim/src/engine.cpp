@@ -396,7 +396,10 @@ template <class Policy>
 bool Engine<Policy>::on_alloc(int32_t a) {
     int64_t now = prepared.t->allocations.t_alloc[a] + shift;
     int64_t t = now;
-    pools_due(prepared.t->allocations.t_alloc[a]);
+    if (!pending_pool.empty()) {   // the swap-outs landed by now first, as make room's first step
+        complete_until(now);
+        pools_due(prepared.t->allocations.t_alloc[a]);
+    }
     ctx.last_touch[a] = ++tick;
     ctx.last_time[a] = now;
     if (!make_room(a, t, false)) {
