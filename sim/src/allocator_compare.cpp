@@ -408,11 +408,19 @@ PoolRows parse_pool_rows(const trace::TraceData& t, const char* key) {
         std::istringstream list(entry.substr(static_cast<size_t>(used)));
         std::string range;
         while (std::getline(list, range, ',')) {
-            long long lo = 0, hi = 0;
-            char tail = 0;
-            const int n = std::sscanf(range.c_str(), "%lld-%lld%c", &lo, &hi, &tail);
-            if (n == 1) hi = lo;
-            if ((n != 1 && n != 2) || lo <= 0 || hi < lo) throw bad("has a bad id range '" + range + "'");
+            // LO or LO-HI, digits only.
+            auto number = [](const std::string& text, int64_t& v) {
+                if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+                    return false;
+                v = std::stoll(text);
+                return v > 0;
+            };
+            const size_t dash = range.find('-');
+            int64_t lo = 0, hi = 0;
+            const bool ok = dash == std::string::npos
+                                ? number(range, lo) && number(range, hi)
+                                : number(range.substr(0, dash), lo) && number(range.substr(dash + 1), hi) && hi >= lo;
+            if (!ok) throw bad("has a bad id range '" + range + "'");
             rows.emplace_back(lo, hi);
         }
     }

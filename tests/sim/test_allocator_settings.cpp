@@ -339,6 +339,22 @@ TEST_CASE("mhc allocator: segment frees with an allocation between them are two 
     CHECK(c.model_reserved == std::vector<int64_t>{24 * MiB, 24 * MiB, 0, 14 * MiB, 14 * MiB, 0});
 }
 
+TEST_CASE("private pools: a malformed exact pool list is bad input naming the meta key", "[sim][allocator][pools]") {
+    auto t = allocations({{6 * MiB, 10, 20}, {6 * MiB, 30, 40}});
+    t.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+    t.meta["snapshot.allocation_pools"] = "0,1:2";
+    auto pools = sim::private_pools(t, 0);
+    CHECK(pools.exact);
+    CHECK(pools.allocation == std::vector<int64_t>{0, 1});   // row id 2 is the second row
+    CHECK(pools.given_back_at == std::vector<int64_t>{trace::kNoTime, trace::kNoTime});   // no segment row said
+    t.meta["snapshot.allocation_pools"] = "0,1:2-x";
+    CHECK_THROWS_WITH(sim::private_pools(t, 0),
+                      "hand.db: meta snapshot.allocation_pools: entry '0,1:2-x' has a bad id range '2-x' (import the "
+                      "snapshot again)");
+    t.meta["snapshot.allocation_pools"] = "pool:2";
+    CHECK_THROWS_WITH(sim::private_pools(t, 0), Catch::Contains("is not FIRST,SECOND:ID-ID,ID..."));
+}
+
 TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator][compare]") {
     auto t = allocations({{6 * MiB, 10, 20}});
     CHECK_THROWS_WITH(sim::compare_allocator(t, {}, -1, ""),
