@@ -57,13 +57,13 @@ struct CacheCall {
 
 // Segment frees at times when nothing is allocated, grouped into calls: consecutive ones with no
 // allocation between them are one call (empty_cache frees its segments one cudaFree at a time).
-std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*>& S,
+std::vector<CacheCall> empty_cache_calls(const std::vector<const trace::Segment*>& segments,
                                          const std::set<int64_t>& alloc_times, const PrivatePools& pools) {
     std::map<int64_t, std::vector<int64_t>> frees_at;   // time -> the pools of the segments freed then
-    for (const auto* s : S)
-        if (s->t_free != trace::kNoTime && !alloc_times.count(s->t_free)) {
-            auto p = pools.segment.find(s);
-            frees_at[s->t_free].push_back(p == pools.segment.end() ? 0 : p->second);
+    for (const auto* seg : segments)
+        if (seg->t_free != trace::kNoTime && !alloc_times.count(seg->t_free)) {
+            auto pool_of = pools.segment.find(seg);
+            frees_at[seg->t_free].push_back(pool_of == pools.segment.end() ? 0 : pool_of->second);
         }
     std::vector<CacheCall> calls;
     for (const auto& [tm, of] : frees_at) {
@@ -202,13 +202,13 @@ int64_t blocks_outside_segments(const trace::TraceData& t, const std::vector<con
 // calls (segment frees that no allocation explains), mirrored at each call's last segment free.
 std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments,
                              int32_t device, const PrivatePools& pools, std::vector<CacheCall>& calls,
-                             AllocatorComparison& c) {
+                             AllocatorComparison& cmp) {
     const auto& a = t.allocations;
     std::vector<Ev> evs;
     std::set<int64_t> alloc_times;
     for (size_t i = 0; i < a.size(); ++i) {
         if (a.device[i] != device) continue;
-        ++c.allocations;
+        ++cmp.allocations;
         evs.push_back({a.t_alloc[i], 2, static_cast<int64_t>(i)});
         alloc_times.insert(a.t_alloc[i]);
         if (a.t_free[i] == a.t_alloc[i]) evs.push_back({a.t_free[i], 2, static_cast<int64_t>(i), true});
@@ -218,10 +218,10 @@ std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const 
     for (size_t k = 0; k < calls.size(); ++k) {
         const CacheCall& call = calls[k];
         evs.push_back({call.last, 1, static_cast<int64_t>(k)});
-        c.empty_cache_segment_frees += call.frees;
-        c.empty_cache_span_ns += call.last - call.first;
+        cmp.empty_cache_segment_frees += call.frees;
+        cmp.empty_cache_span_ns += call.last - call.first;
     }
-    c.empty_cache_calls = static_cast<int64_t>(calls.size());
+    cmp.empty_cache_calls = static_cast<int64_t>(calls.size());
     std::sort(evs.begin(), evs.end());
     return evs;
 }
@@ -230,9 +230,9 @@ std::vector<Ev> model_events(const trace::TraceData& t, const std::vector<const 
 // segments the recording held when it began, their blocks placed where recorded.
 class ModelRun {
 public:
-    ModelRun(const trace::TraceData& t, const std::vector<const trace::Segment*>& segments,
+    ModelRun(const trace::TraceData& trace_data, const std::vector<const trace::Segment*>& segments,
              const AllocatorSettings& set, bool warm, const PrivatePools& pools, const std::vector<CacheCall>& calls)
-        : t_(t), warm_(warm), pools_(pools), calls_(calls), ca_(INT64_MAX / 2, set), block_(t.allocations.size(), -1) {
+        : t_(trace_data), warm_(warm), pools_(pools), calls_(calls), ca_(INT64_MAX / 2, set), block_(trace_data.allocations.size(), -1) {
         ca_.set_log(&r_.log);
         if (warm)
             for (const auto* s : segments)
@@ -390,14 +390,14 @@ namespace {
 using PoolRows = std::vector<std::pair<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>>>;
 
 // meta snapshot.allocation_pools or snapshot.segment_row_pools: per pool, its row id ranges.
-PoolRows parse_pool_rows(const trace::TraceData& t, const char* key) {
+PoolRows parse_pool_rows(const trace::TraceData& trace_data, const char* key) {
     PoolRows out;
-    auto it = t.meta.find(key);
-    if (it == t.meta.end()) return out;
+    auto it = trace_data.meta.find(key);
+    if (it == trace_data.meta.end()) return out;
     std::istringstream in(it->second);
     std::string entry;
     auto bad = [&](const std::string& why) {
-        return Error(t.path + ": meta " + key + ": entry '" + entry + "' " + why + " (import the snapshot again)");
+        return Error(trace_data.path + ": meta " + key + ": entry '" + entry + "' " + why + " (import the snapshot again)");
     };
     while (in >> entry) {
         long long first = 0, second = 0;
@@ -409,11 +409,11 @@ PoolRows parse_pool_rows(const trace::TraceData& t, const char* key) {
         std::string range;
         while (std::getline(list, range, ',')) {
             // LO or LO-HI, digits only.
-            auto number = [](const std::string& text, int64_t& v) {
+            auto number = [](const std::string& text, int64_t& value) {
                 if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
                     return false;
-                v = std::stoll(text);
-                return v > 0;
+                value = std::stoll(text);
+                return value > 0;
             };
             const size_t dash = range.find('-');
             int64_t lo = 0, hi = 0;
@@ -428,49 +428,50 @@ PoolRows parse_pool_rows(const trace::TraceData& t, const char* key) {
 }
 
 // The exact rule: each row in the pool the trace events named (pool_id).
-PrivatePools exact_pools(const trace::TraceData& t, const std::vector<const trace::Segment*>& S, int32_t device) {
-    PrivatePools m;
-    m.exact = true;
-    m.allocation.assign(t.allocations.size(), 0);
+PrivatePools exact_pools(const trace::TraceData& trace_data, const std::vector<const trace::Segment*>& segments,
+                         int32_t device) {
+    PrivatePools pools;
+    pools.exact = true;
+    pools.allocation.assign(trace_data.allocations.size(), 0);
     std::map<std::pair<int64_t, int64_t>, int64_t> number;
     auto number_of = [&](const std::pair<int64_t, int64_t>& id) {
         return number.try_emplace(id, static_cast<int64_t>(number.size()) + 1).first->second;
     };
-    const auto& a = t.allocations;
-    for (const auto& [id, ranges] : parse_pool_rows(t, "snapshot.allocation_pools"))
+    const auto& allocs = trace_data.allocations;
+    for (const auto& [id, ranges] : parse_pool_rows(trace_data, "snapshot.allocation_pools"))
         for (auto [lo, hi] : ranges) {
-            auto row = std::lower_bound(a.id.begin(), a.id.end(), lo);   // ids ascend with the rows
-            for (; row != a.id.end() && *row <= hi; ++row) {
-                const auto i = static_cast<size_t>(row - a.id.begin());
-                if (a.device[i] != device) continue;
-                m.allocation[i] = number_of(id);
-                ++m.allocations;
+            auto at = std::lower_bound(allocs.id.begin(), allocs.id.end(), lo);   // ids ascend with the rows
+            for (; at != allocs.id.end() && *at <= hi; ++at) {
+                const auto row = static_cast<size_t>(at - allocs.id.begin());
+                if (allocs.device[row] != device) continue;
+                pools.allocation[row] = number_of(id);
+                ++pools.allocations;
             }
         }
     std::map<int64_t, const trace::Segment*> by_id;
-    for (const auto* s : S) by_id[s->id] = s;
-    std::vector<std::pair<const trace::Segment*, int64_t>> rows;
-    for (const auto& [id, ranges] : parse_pool_rows(t, "snapshot.segment_row_pools"))
+    for (const auto* seg : segments) by_id[seg->id] = seg;
+    std::vector<std::pair<const trace::Segment*, int64_t>> seg_rows;
+    for (const auto& [id, ranges] : parse_pool_rows(trace_data, "snapshot.segment_row_pools"))
         for (auto [lo, hi] : ranges)
             for (auto it = by_id.lower_bound(lo); it != by_id.end() && it->first <= hi; ++it)
-                rows.emplace_back(it->second, number_of(id));
-    m.pools = static_cast<int64_t>(number.size());
-    m.given_back_at.assign(static_cast<size_t>(m.pools) + 1, trace::kNoTime);
-    std::vector<bool> held(static_cast<size_t>(m.pools) + 1, false);
-    std::vector<int64_t> last_free(static_cast<size_t>(m.pools) + 1, trace::kNoTime);
-    for (auto [s, pool] : rows) {
-        m.segment[s] = pool;
-        const auto p = static_cast<size_t>(pool);
-        if (s->t_free == trace::kNoTime) {
-            held[p] = true;
-            ++m.segments_held;
+                seg_rows.emplace_back(it->second, number_of(id));
+    pools.pools = static_cast<int64_t>(number.size());
+    pools.given_back_at.assign(static_cast<size_t>(pools.pools) + 1, trace::kNoTime);
+    std::vector<bool> held(static_cast<size_t>(pools.pools) + 1, false);
+    std::vector<int64_t> last_free(static_cast<size_t>(pools.pools) + 1, trace::kNoTime);
+    for (auto [seg, pool] : seg_rows) {
+        pools.segment[seg] = pool;
+        const auto pool_no = static_cast<size_t>(pool);
+        if (seg->t_free == trace::kNoTime) {
+            held[pool_no] = true;
+            ++pools.segments_held;
         } else {
-            last_free[p] = last_free[p] == trace::kNoTime ? s->t_free : std::max(last_free[p], s->t_free);
+            last_free[pool_no] = last_free[pool_no] == trace::kNoTime ? seg->t_free : std::max(last_free[pool_no], seg->t_free);
         }
     }
-    for (size_t p = 1; p < held.size(); ++p)
-        if (!held[p]) m.given_back_at[p] = last_free[p];
-    return m;
+    for (size_t pool_no = 1; pool_no < held.size(); ++pool_no)
+        if (!held[pool_no]) pools.given_back_at[pool_no] = last_free[pool_no];
+    return pools;
 }
 
 }   // namespace
@@ -570,20 +571,20 @@ AllocatorComparison compare_allocator(const trace::TraceData& t, const std::vect
     c.private_pool_allocations = pools.allocations;
     c.private_pools_exact = pools.exact;
     for (int64_t at : pools.given_back_at) c.private_pools_given_back += at != trace::kNoTime;
-    Run w = ModelRun(t, S, set, true, pools, calls).run(evs, times);
-    c.seeded_segments = w.seeded;
-    c.seeded_bytes = w.seeded_bytes;
-    c.seeded_blocks = w.seeded_blocks;
-    c.model_peak = w.peak;
-    c.model_segments = w.segments;
-    c.model_mallocs = w.mallocs;
-    c.model_frees = w.frees;
+    Run warm = ModelRun(t, S, set, true, pools, calls).run(evs, times);
+    c.seeded_segments = warm.seeded;
+    c.seeded_bytes = warm.seeded_bytes;
+    c.seeded_blocks = warm.seeded_blocks;
+    c.model_peak = warm.peak;
+    c.model_segments = warm.segments;
+    c.model_mallocs = warm.mallocs;
+    c.model_frees = warm.frees;
     c.sample_times = times;
-    c.model_reserved = w.reserved_at;
+    c.model_reserved = warm.reserved_at;
     Run cold = ModelRun(t, S, set, false, pools, calls).run(evs, times);
     c.cold_peak = cold.peak;
     c.cold_segments = cold.segments;
-    compare_reserved(t, S, rec, calls, times, w, c);
+    compare_reserved(t, S, rec, calls, times, warm, c);
     return c;
 }
 

@@ -554,8 +554,8 @@ void CachingAllocator::release_cached(int64_t pool) {
         std::vector<int32_t> segments, unmap;
         // release_cached_blocks((0, 0)): the default pool's blocks; a private pool's only once the
         // program has let go of the pool (graph_pools_freeable): release_pool says when.
-        auto of_default = [&](int32_t b) {
-            return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(b)].segment)].pool == pool;
+        auto of_default = [&](int32_t block) {
+            return segs_[static_cast<size_t>(blocks_[static_cast<size_t>(block)].segment)].pool == pool;
         };
         for (const Key& entry : whole_[p])
             if (of_default(entry.block)) segments.push_back(entry.block);

@@ -194,9 +194,9 @@ private:
         if (allocator_kind == AllocatorKind::Caching && !pending_pool.empty() && ca.pools_due(recorded))
             used = ca.reserved();
     }
-    void add_pending(int32_t a, int64_t bytes) {
+    void add_pending(int32_t alloc, int64_t bytes) {
         pending_release += bytes;
-        if (!pending_pool.empty()) pending_pool[static_cast<size_t>(prepared.pool_of(a))] += bytes;
+        if (!pending_pool.empty()) pending_pool[static_cast<size_t>(prepared.pool_of(alloc))] += bytes;
     }
     // The program's own host memory (the trace's device -1 allocations), live at the current
     // recorded time: counted in host bytes, not against the host buffer (docs/simulator.md).

@@ -30,11 +30,11 @@ struct Py {
         return value;
     }
     static Py list(std::vector<Py> v) { Py p(0); p.kind = List; p.items = std::move(v); return p; }
-    static Py tuple(std::vector<Py> v) {
-        Py p(0);
-        p.kind = Tuple;
-        p.items = std::move(v);
-        return p;
+    static Py tuple(std::vector<Py> values) {
+        Py value(0);
+        value.kind = Tuple;
+        value.items = std::move(values);
+        return value;
     }
     // A memory pool's id as PyTorch pickles it (segment_pool_id, a trace entry's pool_id): (first, second).
     static Py pool(int64_t first, int64_t second) { return tuple({Py(first), Py(second)}); }
@@ -73,7 +73,7 @@ struct Py {
                 break;
             case Tuple:   // MARK items TUPLE
                 o += '(';
-                for (const auto& x : items) x.write(o);
+                for (const auto& item : items) item.write(o);
                 o += 't';
                 break;
             case Dict:
@@ -105,9 +105,9 @@ inline Py event(const char* action, int64_t addr, int64_t size, int64_t stream =
 // One trace entry as torch 2.15 writes it: with the pool it acts in (pool_id; (0, 0) the default pool).
 inline Py pool_event(const char* action, int64_t addr, int64_t size, int64_t pool_second, double time_us,
                      int64_t pool_first = 0) {
-    Py e = event(action, addr, size, 0, time_us);
-    e.kv.push_back({"pool_id", Py::pool(pool_first, pool_second)});
-    return e;
+    Py entry = event(action, addr, size, 0, time_us);
+    entry.kv.emplace_back("pool_id", Py::pool(pool_first, pool_second));
+    return entry;
 }
 
 }  // namespace test

@@ -841,14 +841,14 @@ TEST_CASE("snapshot: torch 2.15's pool_id on trace events names each row's pool,
     // segment of it. Before 2026-12-05 pool_id was not read and such a pool was the default one.
     using test::pool_event;
     using test::Py;
-    const int64_t MiB = 1 << 20, D = 0x7f0000000000, P = 0x7f1000000000, E = 0x7f2000000000;
+    const int64_t MiB = 1 << 20, seg_d = 0x7f0000000000, seg_p = 0x7f1000000000, seg_e = 0x7f2000000000;
     std::vector<Py> evs{
-        pool_event("segment_alloc", D, 20 * MiB, 0, 1000), pool_event("alloc", D, 9 * MiB, 0, 1000),
-        pool_event("segment_alloc", P, 14 * MiB, 1, 1010), pool_event("alloc", P, 14 * MiB, 1, 1010),
-        pool_event("free_requested", P, 14 * MiB, 1, 1020), pool_event("free_completed", P, 14 * MiB, 1, 1020),
-        pool_event("segment_alloc", E, 12 * MiB, 0, 1030), pool_event("alloc", E, 12 * MiB, 0, 1030),
-        pool_event("segment_free", P, 14 * MiB, 1, 1040),  pool_event("free_requested", E, 12 * MiB, 0, 1050),
-        pool_event("free_completed", E, 12 * MiB, 0, 1050)};
+        pool_event("segment_alloc", seg_d, 20 * MiB, 0, 1000), pool_event("alloc", seg_d, 9 * MiB, 0, 1000),
+        pool_event("segment_alloc", seg_p, 14 * MiB, 1, 1010), pool_event("alloc", seg_p, 14 * MiB, 1, 1010),
+        pool_event("free_requested", seg_p, 14 * MiB, 1, 1020), pool_event("free_completed", seg_p, 14 * MiB, 1, 1020),
+        pool_event("segment_alloc", seg_e, 12 * MiB, 0, 1030), pool_event("alloc", seg_e, 12 * MiB, 0, 1030),
+        pool_event("segment_free", seg_p, 14 * MiB, 1, 1040),  pool_event("free_requested", seg_e, 12 * MiB, 0, 1050),
+        pool_event("free_completed", seg_e, 12 * MiB, 0, 1050)};
     auto block = [](int64_t addr, int64_t bytes, bool live) {
         return Py::dict({{"address", addr},
                          {"size", bytes},
@@ -867,22 +867,22 @@ TEST_CASE("snapshot: torch 2.15's pool_id on trace events names each row's pool,
                          {"blocks", Py::list(std::move(blocks))}});
     };
     Py snap = Py::dict(
-        {{"segments", Py::list({segment(D, 20 * MiB, {block(D, 9 * MiB, true), block(D + 9 * MiB, 11 * MiB, false)}),
-                                segment(E, 12 * MiB, {block(E, 12 * MiB, false)})})},
+        {{"segments", Py::list({segment(seg_d, 20 * MiB, {block(seg_d, 9 * MiB, true), block(seg_d + 9 * MiB, 11 * MiB, false)}),
+                                segment(seg_e, 12 * MiB, {block(seg_e, 12 * MiB, false)})})},
          {"device_traces", Py::list({Py::list(evs)})}});
     test::TempDir dir;
-    mhc::trace::import::Result r;
-    auto t = import_snap(dir, snap, &r);
-    REQUIRE(t.allocations.size() == 3);   // rows 1 (D), 2 (the MemPool's), 3 (E), in event order
-    CHECK(t.allocations.address[1] == P);
-    CHECK(t.meta.at("snapshot.pools_from") == "trace events (pool_id): exact");
-    CHECK(t.meta.at("snapshot.allocation_pools") == "0,1:2");
-    CHECK(t.meta.at("snapshot.segment_row_pools") == "0,1:2");   // segment rows by t_alloc: D, P, E
-    CHECK(t.meta.at("snapshot.private_pools_given_back") == "(0, 1): 1 segment rows");
-    CHECK(t.meta.count("snapshot.private_pools") == 0);   // the end state holds no private segment
-    CHECK(t.meta.count("snapshot.event_keys_not_read") == 0);
-    CHECK(std::any_of(r.warnings.begin(), r.warnings.end(), [](const std::string& w) {
-        return w.find("gave all their segments back") != std::string::npos;
+    mhc::trace::import::Result res;
+    auto trace = import_snap(dir, snap, &res);
+    REQUIRE(trace.allocations.size() == 3);   // rows 1 (seg_d), 2 (the MemPool's), 3 (seg_e), in event order
+    CHECK(trace.allocations.address[1] == seg_p);
+    CHECK(trace.meta.at("snapshot.pools_from") == "trace events (pool_id): exact");
+    CHECK(trace.meta.at("snapshot.allocation_pools") == "0,1:2");
+    CHECK(trace.meta.at("snapshot.segment_row_pools") == "0,1:2");   // segment rows by t_alloc: seg_d, seg_p, seg_e
+    CHECK(trace.meta.at("snapshot.private_pools_given_back") == "(0, 1): 1 segment rows");
+    CHECK(trace.meta.count("snapshot.private_pools") == 0);   // the end state holds no private segment
+    CHECK(trace.meta.count("snapshot.event_keys_not_read") == 0);
+    CHECK(std::any_of(res.warnings.begin(), res.warnings.end(), [](const std::string& warning) {
+        return warning.find("gave all their segments back") != std::string::npos;
     }));
     // A pool_id PyTorch never writes (not a pair of ints) is refused, naming the event and field.
     evs[3].kv.back().second = Py("0,1");

@@ -340,19 +340,19 @@ TEST_CASE("mhc allocator: segment frees with an allocation between them are two 
 }
 
 TEST_CASE("private pools: a malformed exact pool list is bad input naming the meta key", "[sim][allocator][pools]") {
-    auto t = allocations({{6 * MiB, 10, 20}, {6 * MiB, 30, 40}});
-    t.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
-    t.meta["snapshot.allocation_pools"] = "0,1:2";
-    auto pools = sim::private_pools(t, 0);
+    auto trace_data = allocations({{6 * MiB, 10, 20}, {6 * MiB, 30, 40}});
+    trace_data.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+    trace_data.meta["snapshot.allocation_pools"] = "0,1:2";
+    auto pools = sim::private_pools(trace_data, 0);
     CHECK(pools.exact);
     CHECK(pools.allocation == std::vector<int64_t>{0, 1});   // row id 2 is the second row
     CHECK(pools.given_back_at == std::vector<int64_t>{trace::kNoTime, trace::kNoTime});   // no segment row said
-    t.meta["snapshot.allocation_pools"] = "0,1:2-x";
-    CHECK_THROWS_WITH(sim::private_pools(t, 0),
+    trace_data.meta["snapshot.allocation_pools"] = "0,1:2-x";
+    CHECK_THROWS_WITH(sim::private_pools(trace_data, 0),
                       "hand.db: meta snapshot.allocation_pools: entry '0,1:2-x' has a bad id range '2-x' (import the "
                       "snapshot again)");
-    t.meta["snapshot.allocation_pools"] = "pool:2";
-    CHECK_THROWS_WITH(sim::private_pools(t, 0), Catch::Contains("is not FIRST,SECOND:ID-ID,ID..."));
+    trace_data.meta["snapshot.allocation_pools"] = "pool:2";
+    CHECK_THROWS_WITH(sim::private_pools(trace_data, 0), Catch::Contains("is not FIRST,SECOND:ID-ID,ID..."));
 }
 
 TEST_CASE("mhc allocator: a trace without segments is refused", "[sim][allocator][compare]") {
@@ -465,17 +465,17 @@ namespace {
 // `pool_ids` false: the same file as torch before 2.15 writes it (no pool_id).
 trace::TraceData mempool_given_back(const std::string& name, bool pool_ids, std::vector<trace::Segment>* segments) {
     using test::Py;
-    const int64_t D = 0x7f0000000000, P = 0x7f1000000000, E = 0x7f2000000000, F = 0x7f3000000000;
+    const int64_t seg_d = 0x7f0000000000, seg_p = 0x7f1000000000, seg_e = 0x7f2000000000, seg_f = 0x7f3000000000;
     auto ev = [&](const char* action, int64_t addr, int64_t bytes, int64_t pool, double us) {
         return pool_ids ? test::pool_event(action, addr, bytes, pool, us) : test::event(action, addr, bytes, 0, us);
     };
-    std::vector<Py> evs{ev("segment_alloc", D, 20 * MiB, 0, 1000),  ev("alloc", D, 9 * MiB, 0, 1000),
-                        ev("segment_alloc", P, 14 * MiB, 1, 1010),  ev("alloc", P, 14 * MiB, 1, 1010),
-                        ev("free_requested", P, 14 * MiB, 1, 1020),  ev("free_completed", P, 14 * MiB, 1, 1020),
-                        ev("segment_alloc", E, 12 * MiB, 0, 1030),  ev("alloc", E, 12 * MiB, 0, 1030),
-                        ev("segment_free", P, 14 * MiB, 1, 1040),   ev("free_requested", E, 12 * MiB, 0, 1050),
-                        ev("free_completed", E, 12 * MiB, 0, 1050), ev("segment_alloc", F, 22 * MiB, 0, 1060),
-                        ev("alloc", F, 22 * MiB, 0, 1060)};
+    std::vector<Py> evs{ev("segment_alloc", seg_d, 20 * MiB, 0, 1000),  ev("alloc", seg_d, 9 * MiB, 0, 1000),
+                        ev("segment_alloc", seg_p, 14 * MiB, 1, 1010),  ev("alloc", seg_p, 14 * MiB, 1, 1010),
+                        ev("free_requested", seg_p, 14 * MiB, 1, 1020),  ev("free_completed", seg_p, 14 * MiB, 1, 1020),
+                        ev("segment_alloc", seg_e, 12 * MiB, 0, 1030),  ev("alloc", seg_e, 12 * MiB, 0, 1030),
+                        ev("segment_free", seg_p, 14 * MiB, 1, 1040),   ev("free_requested", seg_e, 12 * MiB, 0, 1050),
+                        ev("free_completed", seg_e, 12 * MiB, 0, 1050), ev("segment_alloc", seg_f, 22 * MiB, 0, 1060),
+                        ev("alloc", seg_f, 22 * MiB, 0, 1060)};
     auto block = [](int64_t addr, int64_t bytes, bool live) {
         return Py::dict({{"address", addr},
                          {"size", bytes},
@@ -493,54 +493,54 @@ trace::TraceData mempool_given_back(const std::string& name, bool pool_ids, std:
                          {"blocks", Py::list(std::move(blocks))}});
     };
     Py snap = Py::dict(
-        {{"segments", Py::list({segment(D, 20 * MiB, {block(D, 9 * MiB, true), block(D + 9 * MiB, 11 * MiB, false)}),
-                                segment(E, 12 * MiB, {block(E, 12 * MiB, false)}),
-                                segment(F, 22 * MiB, {block(F, 22 * MiB, true)})})},
+        {{"segments", Py::list({segment(seg_d, 20 * MiB, {block(seg_d, 9 * MiB, true), block(seg_d + 9 * MiB, 11 * MiB, false)}),
+                                segment(seg_e, 12 * MiB, {block(seg_e, 12 * MiB, false)}),
+                                segment(seg_f, 22 * MiB, {block(seg_f, 22 * MiB, true)})})},
          {"device_traces", Py::list({Py::list(evs)})}});
     const std::string in = temp_path(name + ".pickle"), db = temp_path(name + ".db");
     std::filesystem::remove(db);
     { std::ofstream(in, std::ios::binary) << snap.pickle(); }
     trace::import::import_file(in, db);
-    auto t = trace::load_trace(db);
-    if (segments) trace::Reader(db).for_each([&](const trace::Segment& g) { segments->push_back(g); });
+    auto trace_data = trace::load_trace(db);
+    if (segments) trace::Reader(db).for_each([&](const trace::Segment& seg) { segments->push_back(seg); });
     std::filesystem::remove(in);
-    return t;
+    return trace_data;
 }
 }   // namespace
 
 TEST_CASE("mhc allocator and simulate: a private pool given back during the trace releases its memory",
           "[sim][allocator][compare][pools]") {
-    std::vector<trace::Segment> s;
-    auto t = mempool_given_back("mempool-given-back", true, &s);
-    auto pools = sim::private_pools(t, 0);
+    std::vector<trace::Segment> segs;
+    auto trace_data = mempool_given_back("mempool-given-back", true, &segs);
+    auto pools = sim::private_pools(trace_data, 0);
     CHECK(pools.exact);
     CHECK(pools.pools == 1);
     CHECK(pools.allocations == 1);
     CHECK(pools.segments_held == 0);
     CHECK(pools.given_back_at[1] == 1040 * 1000 - 1000 * 1000 + 1);   // ns from the first event, +1
-    auto c = sim::compare_allocator(t, s, -1, "");
-    INFO(sim::to_text(c));
-    CHECK(c.private_pools == 1);
-    CHECK(c.private_pool_allocations == 1);
-    CHECK(c.private_pools_given_back == 1);
-    CHECK(sim::to_text(c).find("1 pools given back during the trace, released by the model too") != std::string::npos);
-    CHECK(c.recorded_peak == 54 * MiB);
+    auto cmp = sim::compare_allocator(trace_data, segs, -1, "");
+    INFO(sim::to_text(cmp));
+    CHECK(cmp.private_pools == 1);
+    CHECK(cmp.private_pool_allocations == 1);
+    CHECK(cmp.private_pools_given_back == 1);
+    CHECK(sim::to_text(cmp).find("1 pools given back during the trace, released by the model too") != std::string::npos);
+    CHECK(cmp.recorded_peak == 54 * MiB);
     // The model: D and P (in its pool) 34 MiB; E's 12 MiB cannot use P's free block: a new segment
     // (46 MiB); the recording's segment_free of P, when nothing is allocated, is an empty_cache
     // of that pool: P goes (32 MiB), as recorded; F's 22 MiB fits no free block: 54 MiB.
-    CHECK(c.model_peak == 54 * MiB);
-    CHECK(c.model_mallocs == 4);
-    CHECK(c.model_frees == 1);
-    CHECK(c.empty_cache_calls == 1);
-    CHECK(c.max_abs_diff == 0);
-    CHECK_FALSE(c.diverged);
+    CHECK(cmp.model_peak == 54 * MiB);
+    CHECK(cmp.model_mallocs == 4);
+    CHECK(cmp.model_frees == 1);
+    CHECK(cmp.empty_cache_calls == 1);
+    CHECK(cmp.max_abs_diff == 0);
+    CHECK_FALSE(cmp.diverged);
     // simulate --allocator caching at unlimited capacity (prepare's baseline and the engine):
     // the pool is given back at the first allocation or free recorded after 1040 us (E's free:
     // 32 MiB), so F's segment makes 54 MiB, as recorded; kept, the pool made it 68 MiB.
     sim::Config config;
     config.allocator = "caching";
     config.capacity = sim::parse_capacity("unlimited");
-    const auto run = sim::simulate(*sim::prepare(t), config);
+    const auto run = sim::simulate(*sim::prepare(trace_data), config);
     CHECK(run.baseline_peak == 54 * MiB);
     CHECK(run.simulated_peak == 54 * MiB);
     // The same file as older PyTorch writes it (no pool_id): nothing says the segment P was a
@@ -550,11 +550,11 @@ TEST_CASE("mhc allocator and simulate: a private pool given back during the trac
     std::vector<trace::Segment> s_old;
     auto old = mempool_given_back("mempool-given-back-old", false, &s_old);
     CHECK(old.meta.count("snapshot.pools_from") == 0);
-    auto o = sim::compare_allocator(old, s_old, -1, "");
-    CHECK(o.private_pools == 0);
-    CHECK(o.model_mallocs == 3);
-    CHECK(o.model_peak == 56 * MiB);
-    CHECK(o.diverged);
+    auto old_cmp = sim::compare_allocator(old, s_old, -1, "");
+    CHECK(old_cmp.private_pools == 0);
+    CHECK(old_cmp.model_mallocs == 3);
+    CHECK(old_cmp.model_peak == 56 * MiB);
+    CHECK(old_cmp.diverged);
     std::filesystem::remove(temp_path("mempool-given-back.db"));
     std::filesystem::remove(temp_path("mempool-given-back-old.db"));
 }

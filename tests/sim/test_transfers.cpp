@@ -139,7 +139,7 @@ TEST_CASE("caching model: make room counts only swap-outs of the request's own p
     //   B's block at 30 ms, no stall. k6 (32 ms) reads A during its copy: cancelled, no stall.
     // Total stall 20 ms. Before 2026-12-05 every swap-out in flight counted: R waited for A's copy
     // (30-40 ms), then evicted B; k6 (at 42) swapped A back in (10 ms): 40 ms of stalls.
-    auto t = build({{10 * MiB, 0, kNoTime},          // 0 B
+    auto trace_data = build({{10 * MiB, 0, kNoTime},          // 0 B
                     {10 * MiB, 0, kNoTime},          // 1 A, the private pool's
                     {10 * MiB, 2 * ms, kNoTime},     // 2 C
                     {10 * MiB, 4 * ms, 6 * ms},      // 3 Dd
@@ -152,21 +152,21 @@ TEST_CASE("caching model: make room counts only swap-outs of the request's own p
                     {85 * us100, 9 * ms, {{2, 'r'}}},
                     {10 * ms, 11 * ms, {{4, 'w'}}},
                     {12 * ms, 13 * ms, {{1, 'r'}}}});
-    t.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
-    t.meta["snapshot.allocation_pools"] = "0,1:2";
-    auto c = config("lru", 30 * MiB);
-    c.allocator = "caching";
-    c.early_swap_out = false;
-    auto r = sim::simulate(t, c);
-    REQUIRE_FALSE(r.oom.happened);
+    trace_data.meta["snapshot.pools_from"] = "trace events (pool_id): exact";
+    trace_data.meta["snapshot.allocation_pools"] = "0,1:2";
+    auto cfg = config("lru", 30 * MiB);
+    cfg.allocator = "caching";
+    cfg.early_swap_out = false;
+    auto res = sim::simulate(trace_data, cfg);
+    REQUIRE_FALSE(res.oom.happened);
     std::vector<std::array<int64_t, 4>> evs;   // (kind, allocation id, start, end) of the transfers and evictions
-    for (const auto& e : r.events)
-        if (e.kind != trace::EventKind::Stall) evs.push_back({static_cast<int64_t>(e.kind), e.allocation, e.t_start, e.t_end});
+    for (const auto& ev : res.events)
+        if (ev.kind != trace::EventKind::Stall) evs.push_back({static_cast<int64_t>(ev.kind), ev.allocation, ev.t_start, ev.t_end});
     const auto out = static_cast<int64_t>(trace::EventKind::SwapOut), in = static_cast<int64_t>(trace::EventKind::SwapIn),
                clean = static_cast<int64_t>(trace::EventKind::EvictClean);
     CHECK(evs == std::vector<std::array<int64_t, 4>>{{out, 1, 4 * ms, 14 * ms},
                                                      {in, 1, 17 * ms, 27 * ms},
                                                      {out, 2, 30 * ms, 40 * ms},
                                                      {clean, 1, 30 * ms, 30 * ms}});
-    CHECK(r.stall_time == 20 * ms);
+    CHECK(res.stall_time == 20 * ms);
 }

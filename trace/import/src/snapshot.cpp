@@ -870,17 +870,17 @@ void SnapshotImport::pool_rows(const std::vector<Segment>& segments, int64_t poo
         --it;
         return it->first.first == dev && address < it->second.first ? &it->second.second : nullptr;
     };
-    for (const Segment& g : segments) {
+    for (const Segment& seg : segments) {
         const PoolKey* pool = nullptr;
-        if (auto it = seg_made_pool_.find({g.device, g.address, g.t_alloc}); it != seg_made_pool_.end())
+        if (auto it = seg_made_pool_.find({seg.device, seg.address, seg.t_alloc}); it != seg_made_pool_.end())
             pool = &it->second;
-        else if (auto f = seg_freed_pool_.find({g.device, g.address, g.t_free});
-                 g.t_free != kNoTime && f != seg_freed_pool_.end())
-            pool = &f->second;
-        else if (g.t_free == kNoTime) pool = end_pool(g.device, g.address);
+        else if (auto freed = seg_freed_pool_.find({seg.device, seg.address, seg.t_free});
+                 seg.t_free != kNoTime && freed != seg_freed_pool_.end())
+            pool = &freed->second;
+        else if (seg.t_free == kNoTime) pool = end_pool(seg.device, seg.address);
         if (!pool) continue;
-        segs[*pool].push_back(g.id);
-        if (g.t_free == kNoTime) held.insert(*pool);
+        segs[*pool].push_back(seg.id);
+        if (seg.t_free == kNoTime) held.insert(*pool);
     }
     for (auto& [pool, ids] : allocs) std::sort(ids.begin(), ids.end());
     for (auto& [pool, ids] : segs) std::sort(ids.begin(), ids.end());
