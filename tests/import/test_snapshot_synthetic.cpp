@@ -892,3 +892,40 @@ TEST_CASE("snapshot: torch 2.15's pool_id on trace events names each row's pool,
     CHECK_THROWS_WITH(mhc::trace::import::import_file(in, dir2.file("bad.db")),
                       Catch::Contains("device_traces[0][3]: 'pool_id' is a str, not a pair of ints"));
 }
+
+TEST_CASE("snapshot: pool_id names the pool of rows made before recording, from their free events or the end state",
+          "[import][snapshot][pools]") {
+    // Synthetic, torch 2.15's shape. A CUDA graph's pool (2, 0) made segment Q and a 4 MiB block in
+    // it before recording: the trace holds only their free_completed and segment_free, each with
+    // pool_id (2, 0). A MemPool (0, 3) holds segment R with a 6 MiB block no event names: the end
+    // state's segment_pool_id says its pool. A default-pool segment D and block come after.
+    // Rows: allocations in the order the import meets them (Q's block at its free, D's at its
+    // alloc, R's from the end state); segments by t_alloc then address (Q and R from 0, then D).
+    using test::pool_event;
+    using test::Py;
+    const int64_t MiB = 1 << 20, seg_d = 0x7f0000000000, seg_q = 0x7f0800000000, seg_r = 0x7f0900000000;
+    std::vector<Py> evs{pool_event("free_requested", seg_q, 4 * MiB, 0, 1000, 2),
+                        pool_event("free_completed", seg_q, 4 * MiB, 0, 1000, 2),
+                        pool_event("segment_free", seg_q, 20 * MiB, 0, 1001, 2),
+                        pool_event("segment_alloc", seg_d, 20 * MiB, 0, 1002), pool_event("alloc", seg_d, 8 * MiB, 0, 1002)};
+    auto block = [](int64_t addr, int64_t bytes, bool live) {
+        return Py::dict({{"address", addr}, {"size", bytes}, {"requested_size", live ? bytes : 0},
+                         {"state", live ? "active_allocated" : "inactive"}, {"frames", Py::list({})}});
+    };
+    auto segment = [&](int64_t addr, int64_t used, const Py& pool) {
+        return Py::dict({{"device", 0}, {"address", addr}, {"total_size", 20 * MiB}, {"stream", 0},
+                         {"segment_type", "large"}, {"segment_pool_id", pool}, {"is_expandable", Py::boolean(false)},
+                         {"blocks", Py::list({block(addr, used, true), block(addr + used, 20 * MiB - used, false)})}});
+    };
+    Py snap = Py::dict({{"segments", Py::list({segment(seg_d, 8 * MiB, Py::pool(0, 0)), segment(seg_r, 6 * MiB, Py::pool(0, 3))})},
+                        {"device_traces", Py::list({Py::list(evs)})}});
+    test::TempDir dir;
+    auto trace = import_snap(dir, snap);
+    REQUIRE(trace.allocations.size() == 3);
+    CHECK(trace.allocations.address[0] == seg_q);
+    CHECK(trace.allocations.address[2] == seg_r);
+    CHECK(trace.meta.at("snapshot.allocation_pools") == "0,3:3 2,0:1");
+    CHECK(trace.meta.at("snapshot.segment_row_pools") == "0,3:2 2,0:1");
+    CHECK(trace.meta.at("snapshot.private_pools_given_back") == "(2, 0): 1 segment rows");
+    CHECK(trace.meta.at("snapshot.private_pools") == "device 0 pool (0, 3): 1 segments, 20971520 B");
+}
